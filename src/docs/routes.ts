@@ -1,0 +1,41 @@
+// Documentation served by the gateway: the OpenAPI 3.1 document, an API reference page, and the error
+// catalogue that every problem `type` URI points into.
+import type { FastifyInstance } from 'fastify';
+import swaggerUi from '@fastify/swagger-ui';
+import { ERROR_CATALOGUE } from '../platform/errors.ts';
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+export async function docsRoutes(app: FastifyInstance): Promise<void> {
+  app.get('/openapi.json', {
+    config: { skipRateLimit: true },
+    schema: { hide: true },
+    handler: async () => app.swagger(),
+  });
+
+  await app.register(swaggerUi, {
+    routePrefix: '/docs',
+    uiConfig: { docExpansion: 'list', deepLinking: true, defaultModelsExpandDepth: 0 },
+    staticCSP: true,
+    theme: { title: 'Agent Credit Gateway API' },
+  });
+
+  app.get('/docs/errors', {
+    schema: { hide: true },
+    handler: async (_request, reply) => {
+      const rows = Object.entries(ERROR_CATALOGUE)
+        .map(([code, e]) => `<tr id="${code}"><td><code>${code}</code></td><td>${e.status}</td><td>${escapeHtml(e.title)}</td></tr>`)
+        .join('\n');
+      reply.type('text/html; charset=utf-8');
+      return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Error catalogue · Agent Credit Gateway</title>
+<style>body{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem}td,th{padding:.3rem .8rem;text-align:left;border-bottom:1px solid #ddd}:target{background:#fff3b0}</style>
+</head><body><h1>Error catalogue</h1>
+<p>API routes answer failures with <code>application/problem+json</code> bodies (<code>type</code>, <code>title</code>, <code>status</code>, <code>code</code>, often <code>detail</code>). The <code>code</code> is stable; branch on it. OAuth routes use the RFC 6749 error body instead.</p>
+<table><thead><tr><th>code</th><th>status</th><th>meaning</th></tr></thead><tbody>
+${rows}
+</tbody></table><p><a href="/docs">API reference</a></p></body></html>`;
+    },
+  });
+}

@@ -1,0 +1,47 @@
+// Liveness, readiness and metrics for orchestrators and Prometheus.
+import type { FastifyInstance } from 'fastify';
+import { Type } from '@sinclair/typebox';
+import { isSchemaCurrent } from '../platform/db/migrate.ts';
+import { ApiError } from '../platform/errors.ts';
+import { problems } from '../platform/http/openapi.ts';
+
+const Health = Type.Object({ status: Type.String({ enum: ['ok'] }) });
+const Ready = Type.Object({ status: Type.String({ enum: ['ready'] }), storage: Type.String(), mode: Type.String() });
+
+export async function healthRoutes(app: FastifyInstance): Promise<void> {
+  const { db, config, metrics } = app.gateway;
+
+  app.get('/healthz', {
+    config: { skipRateLimit: true },
+    schema: { tags: ['operations'], summary: 'Liveness: the process answers', response: { 200: Health } },
+    handler: async () => ({ status: 'ok' }),
+  });
+
+  app.get('/readyz', {
+    config: { skipRateLimit: true },
+    schema: {
+      tags: ['operations'],
+      summary: 'Readiness: the database answers and every migration is applied',
+      response: { 200: Ready, ...problems(503) },
+    },
+    handler: async () => {
+      let current: boolean;
+      try {
+        current = await isSchemaCurrent(db);
+      } catch {
+        throw new ApiError('storage_unavailable', { detail: 'the database does not answer' });
+      }
+      if (!current) throw new ApiError('storage_unavailable', { detail: 'migrations are not all applied; run `acg migrate`' });
+      return { status: 'ready', storage: db.kind === 'postgres' ? 'postgresql' : 'pglite', mode: config.mode };
+    },
+  });
+
+  app.get('/metrics', {
+    config: { skipRateLimit: true },
+    schema: { tags: ['operations'], summary: 'Prometheus metrics (text exposition format)', hide: false },
+    handler: async (_request, reply) => {
+      reply.type(metrics.registry.contentType);
+      return metrics.registry.metrics();
+    },
+  });
+}

@@ -1,0 +1,149 @@
+// Configuration comes from environment variables only, is validated once at start-up, and reports
+// every problem at once with one readable line each (so an operator fixes them in one pass).
+import path from 'node:path';
+
+export type Mode = 'dev' | 'live';
+
+export interface IssuerConfig {
+  issuer: string;
+  /** JWKS URL; when absent it is discovered from `${issuer}/.well-known/openid-configuration`. */
+  jwksUrl?: string;
+  audience: string;
+}
+
+export interface Config {
+  mode: Mode;
+  host: string;
+  port: number;
+  baseUrl: string;
+  databaseUrl?: string;
+  dataDir: string;
+  logLevel: string;
+  bodyLimitBytes: number;
+  idempotencyRetentionS: number;
+  idempotencyLeaseS: number;
+  rateLimit: { windowS: number; perAddress: number; perPrincipal: number };
+  /** Live signing key: a private ES256 JWK (JSON) or PKCS#8 PEM. Dev mode generates and persists one. */
+  signingKey?: string;
+  humanIssuer?: IssuerConfig;
+  agentIssuer?: IssuerConfig;
+  /** Name of the claim on an agent-identity JWT that carries its owner's verified email. */
+  agentOwnerEmailClaim: string;
+  /** Test-only relaxations; refused in live mode. */
+  allowPrivateNetworkTargets: boolean;
+}
+
+export interface EnvVarDoc {
+  name: string;
+  default: string;
+  meaning: string;
+}
+
+/** Every variable the gateway reads; the README's configuration table is this list. */
+export const ENV_VARS: EnvVarDoc[] = [
+  { name: 'ACG_MODE', default: 'dev', meaning: '`dev` (generates what it needs) or `live` (nothing generated; missing pieces answer 503)' },
+  { name: 'HOST', default: '127.0.0.1', meaning: 'address to listen on' },
+  { name: 'PORT', default: '8080', meaning: 'TCP port to listen on (0 picks a free one)' },
+  { name: 'ACG_BASE_URL', default: 'http://127.0.0.1:$PORT', meaning: 'public base URL; issuer of our tokens and the origin of the consent page (required in live mode)' },
+  { name: 'DATABASE_URL', default: '(unset: embedded PGlite)', meaning: 'PostgreSQL connection string; when set the gateway uses PostgreSQL' },
+  { name: 'ACG_DATA_DIR', default: './.acg-data', meaning: 'directory for the embedded database and dev-mode keys' },
+  { name: 'LOG_LEVEL', default: 'info', meaning: 'pino log level (`fatal`…`trace`, `silent`)' },
+  { name: 'ACG_BODY_LIMIT_BYTES', default: '262144', meaning: 'largest accepted JSON or form body; larger bodies get 413' },
+  { name: 'ACG_IDEMPOTENCY_RETENTION_S', default: '86400', meaning: 'how long an Idempotency-Key record is kept (at least 86400)' },
+  { name: 'ACG_IDEMPOTENCY_LEASE_S', default: '60', meaning: 'how long an unfinished request owns its key before a retry may take over' },
+  { name: 'ACG_RATE_LIMIT_WINDOW_S', default: '60', meaning: 'rate-limit window length in seconds' },
+  { name: 'ACG_RATE_LIMIT_PER_ADDRESS', default: '1200', meaning: 'requests per window per client address' },
+  { name: 'ACG_RATE_LIMIT_PER_PRINCIPAL', default: '600', meaning: 'requests per window per authenticated principal' },
+  { name: 'ACG_SIGNING_KEY', default: '(dev: generated)', meaning: 'ES256 private key (JWK JSON or PKCS#8 PEM) used to sign tokens and vouchers; required in live mode' },
+  { name: 'ACG_HUMAN_ISSUER', default: '(dev: built-in)', meaning: 'issuer URL of the human identity provider' },
+  { name: 'ACG_HUMAN_JWKS_URL', default: '(discovered)', meaning: 'JWKS URL of the human identity provider (default: OIDC discovery)' },
+  { name: 'ACG_HUMAN_AUDIENCE', default: 'agent-credit-gateway', meaning: 'audience required on human session JWTs' },
+  { name: 'ACG_AGENT_ISSUER', default: '(dev: built-in)', meaning: 'issuer URL of the agent identity provider' },
+  { name: 'ACG_AGENT_JWKS_URL', default: '(discovered)', meaning: 'JWKS URL of the agent identity provider' },
+  { name: 'ACG_AGENT_AUDIENCE', default: 'agent-credit-gateway', meaning: 'audience required on agent identity JWTs' },
+  { name: 'ACG_AGENT_OWNER_EMAIL_CLAIM', default: 'owner_email', meaning: "claim on an agent identity JWT holding its owner's verified email" },
+  { name: 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', default: 'false', meaning: 'TEST ONLY: lets outbound calls reach loopback/private addresses; refused in live mode' },
+];
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number, problems: string[]): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^[0-9]+$/.test(raw)) {
+    problems.push(`${name} must be a whole number, got "${raw}"`);
+    return fallback;
+  }
+  const value = Number(raw);
+  if (value < min || value > max) problems.push(`${name} must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function url(env: Env, name: string, problems: string[]): string | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  try {
+    const parsed = new URL(raw);
+    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error('scheme');
+    return raw.replace(/\/+$/, '');
+  } catch {
+    problems.push(`${name} must be an http(s) URL, got "${raw}"`);
+    return undefined;
+  }
+}
+
+function issuer(env: Env, prefix: 'HUMAN' | 'AGENT', problems: string[]): IssuerConfig | undefined {
+  const iss = url(env, `ACG_${prefix}_ISSUER`, problems);
+  if (!iss) return undefined;
+  const jwksUrl = url(env, `ACG_${prefix}_JWKS_URL`, problems);
+  return { issuer: iss, jwksUrl, audience: env[`ACG_${prefix}_AUDIENCE`] || 'agent-credit-gateway' };
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const problems: string[] = [];
+  const modeRaw = env.ACG_MODE || 'dev';
+  if (modeRaw !== 'dev' && modeRaw !== 'live') problems.push(`ACG_MODE must be "dev" or "live", got "${modeRaw}"`);
+  const mode: Mode = modeRaw === 'live' ? 'live' : 'dev';
+  const port = integer(env, 'PORT', 8080, 0, 65535, problems);
+  const host = env.HOST || '127.0.0.1';
+  const baseUrlEnv = url(env, 'ACG_BASE_URL', problems);
+  if (mode === 'live' && !env.ACG_BASE_URL) problems.push('ACG_BASE_URL is required in live mode (it is the issuer of every token we sign)');
+  const databaseUrl = env.DATABASE_URL || undefined;
+  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) problems.push('DATABASE_URL must start with postgres:// or postgresql://');
+  const allowPrivate = env.ACG_ALLOW_PRIVATE_NETWORK_TARGETS === 'true';
+  if (allowPrivate && mode === 'live') problems.push('ACG_ALLOW_PRIVATE_NETWORK_TARGETS is a test-only setting and is refused in live mode');
+  const retention = integer(env, 'ACG_IDEMPOTENCY_RETENTION_S', 86_400, 86_400, 30 * 86_400, problems);
+  const config: Config = {
+    mode,
+    host,
+    port,
+    baseUrl: baseUrlEnv ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    databaseUrl,
+    dataDir: path.resolve(env.ACG_DATA_DIR || './.acg-data'),
+    logLevel: env.LOG_LEVEL || 'info',
+    bodyLimitBytes: integer(env, 'ACG_BODY_LIMIT_BYTES', 262_144, 1024, 16 * 1024 * 1024, problems),
+    idempotencyRetentionS: retention,
+    idempotencyLeaseS: integer(env, 'ACG_IDEMPOTENCY_LEASE_S', 60, 5, 3600, problems),
+    rateLimit: {
+      windowS: integer(env, 'ACG_RATE_LIMIT_WINDOW_S', 60, 1, 3600, problems),
+      perAddress: integer(env, 'ACG_RATE_LIMIT_PER_ADDRESS', 1200, 1, 10_000_000, problems),
+      perPrincipal: integer(env, 'ACG_RATE_LIMIT_PER_PRINCIPAL', 600, 1, 10_000_000, problems),
+    },
+    signingKey: env.ACG_SIGNING_KEY || undefined,
+    humanIssuer: issuer(env, 'HUMAN', problems),
+    agentIssuer: issuer(env, 'AGENT', problems),
+    agentOwnerEmailClaim: env.ACG_AGENT_OWNER_EMAIL_CLAIM || 'owner_email',
+    allowPrivateNetworkTargets: allowPrivate,
+  };
+  const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+  if (!levels.includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of ${levels.join(', ')}, got "${config.logLevel}"`);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return config;
+}

@@ -1,0 +1,50 @@
+// One database interface, two drivers: PostgreSQL (`pg`) in production and PGlite (embedded
+// Postgres) as the zero-setup default. Both speak the same SQL; BIGINT always arrives as `bigint`.
+export interface QueryResult<R> {
+  rows: R[];
+  rowCount: number;
+}
+
+export interface Queryable {
+  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
+  /** Runs a script of several statements without parameters (migrations). */
+  exec(sql: string): Promise<void>;
+}
+
+export type DatabaseKind = 'postgres' | 'pglite';
+
+export interface Database extends Queryable {
+  readonly kind: DatabaseKind;
+  /** One transaction; serialization failures and deadlocks are retried a bounded number of times. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** Runs `fn` on one connection that holds a session-level advisory lock for its whole duration. */
+  withAdvisoryLock<T>(lockKey: number, fn: (conn: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** SQLSTATEs worth retrying as a whole transaction: serialization_failure, deadlock_detected. */
+const RETRYABLE_SQLSTATES = new Set(['40001', '40P01']);
+export const TRANSACTION_ATTEMPTS_MAX = 5;
+
+export function isRetryable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && RETRYABLE_SQLSTATES.has(code);
+}
+
+export function isUniqueViolation(error: unknown, constraint?: string): boolean {
+  const e = error as { code?: unknown; constraint?: unknown } | null;
+  return e?.code === '23505' && (constraint === undefined || e.constraint === constraint);
+}
+
+/** Retries `attempt` on a retryable failure, with a short jittered back-off between tries. */
+export async function retryTransaction<T>(attempt: () => Promise<T>): Promise<T> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!isRetryable(error) || tries >= TRANSACTION_ATTEMPTS_MAX) throw error;
+      const backoffMs = Math.floor(Math.random() * 5 * 2 ** tries);
+      await new Promise((resolve) => setTimeout(resolve, backoffMs));
+    }
+  }
+}

@@ -1,0 +1,120 @@
+// The one error catalogue. API routes render ApiError as RFC 9457 problem+json; OAuth routes render
+// OAuthError as the RFC 6749 error body. Every code the spec names appears here verbatim.
+
+export interface ErrorEntry {
+  status: number;
+  title: string;
+}
+
+export const ERROR_CATALOGUE = {
+  invalid_input: { status: 400, title: 'The request is not valid' },
+  agent_required: { status: 400, title: 'An agentId naming one of your agents is required' },
+  idempotency_required: { status: 400, title: 'This operation requires an Idempotency-Key header' },
+  unauthorized: { status: 401, title: 'Authentication is required' },
+  INSUFFICIENT_CREDITS: { status: 402, title: 'The agent does not have enough credit' },
+  CAP_EXCEEDED: { status: 402, title: 'A spending cap would be exceeded' },
+  approval_required: { status: 402, title: 'A human must approve a top-up before this runs' },
+  human_required: { status: 403, title: 'Only a verified human owner may do this' },
+  owner_claim_required: { status: 403, title: "The owner's verified identity no longer holds" },
+  scope_required: { status: 403, title: 'The credential lacks a required scope' },
+  FROZEN: { status: 403, title: 'The agent is frozen' },
+  SCOPE_FORBIDDEN: { status: 403, title: 'The agent may not use this service or category' },
+  agent_mismatch: { status: 403, title: 'An agent may act only for itself' },
+  owner_required: { status: 403, title: 'Only the owner of this resource may do this' },
+  forbidden: { status: 403, title: 'This credential may not use this route' },
+  not_found: { status: 404, title: 'No such resource' },
+  method_not_allowed: { status: 405, title: 'This method is not allowed on this resource' },
+  domain_verification_pending: { status: 409, title: 'The DNS TXT record is not visible yet' },
+  category_in_use: { status: 409, title: 'An active offer uses this category' },
+  idempotency_key_reused: { status: 409, title: 'This Idempotency-Key was used with a different request' },
+  idempotency_key_in_use: { status: 409, title: 'A request with this Idempotency-Key is still running' },
+  conflict: { status: 409, title: 'The resource is not in a state that allows this' },
+  payload_too_large: { status: 413, title: 'The request body is too large' },
+  unsupported_media_type: { status: 415, title: 'The request body has an unsupported content type' },
+  rate_limited: { status: 429, title: 'Too many requests' },
+  internal_error: { status: 500, title: 'Internal error' },
+  runtime_configuration_required: { status: 503, title: 'The gateway runtime is not configured' },
+  signing_configuration_required: { status: 503, title: 'No signing key is configured' },
+  runtime_unavailable: { status: 503, title: 'A runtime dependency is unavailable' },
+  workspace_unavailable: { status: 503, title: 'The workspace is unavailable' },
+  provider_configuration_required: { status: 503, title: 'A required provider is not configured' },
+  link_configuration_required: { status: 503, title: 'No payment-approval provider is configured' },
+  payment_unavailable: { status: 503, title: 'The payment provider is unavailable' },
+  storage_unavailable: { status: 503, title: 'The database is unavailable' },
+} as const satisfies Record<string, ErrorEntry>;
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE;
+
+export interface ApiErrorOptions {
+  /** Human-readable explanation specific to this occurrence. */
+  detail?: string;
+  /** Overrides the catalogue status where the spec uses one code under two statuses (CAP_EXCEEDED). */
+  status?: number;
+  /** Extra members of the problem body (e.g. `dnsRecord`, `intentId`). */
+  extra?: Record<string, unknown>;
+  /** Extra response headers (e.g. `Retry-After`, `WWW-Authenticate`). */
+  headers?: Record<string, string>;
+}
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly title: string;
+
+  constructor(
+    readonly code: ErrorCode,
+    readonly options: ApiErrorOptions = {},
+  ) {
+    super(options.detail ?? ERROR_CATALOGUE[code].title);
+    this.name = 'ApiError';
+    this.status = options.status ?? ERROR_CATALOGUE[code].status;
+    this.title = ERROR_CATALOGUE[code].title;
+  }
+}
+
+export type OAuthErrorCode =
+  | 'invalid_request'
+  | 'invalid_client'
+  | 'invalid_grant'
+  | 'invalid_scope'
+  | 'invalid_target'
+  | 'invalid_redirect_uri'
+  | 'invalid_client_metadata'
+  | 'unsupported_grant_type'
+  | 'access_denied'
+  | 'temporarily_unavailable';
+
+export class OAuthError extends Error {
+  constructor(
+    readonly status: number,
+    readonly error: OAuthErrorCode,
+    readonly description: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(description);
+    this.name = 'OAuthError';
+  }
+}
+
+export function problemType(baseUrl: string, code: string): string {
+  return `${baseUrl}/docs/errors#${code}`;
+}
+
+export interface ProblemBody {
+  type: string;
+  title: string;
+  status: number;
+  code: string;
+  detail?: string;
+  [member: string]: unknown;
+}
+
+export function problemBody(baseUrl: string, error: ApiError): ProblemBody {
+  const body: ProblemBody = {
+    type: problemType(baseUrl, error.code),
+    title: error.title,
+    status: error.status,
+    code: error.code,
+  };
+  if (error.options.detail) body.detail = error.options.detail;
+  return { ...body, ...error.options.extra };
+}

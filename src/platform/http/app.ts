@@ -1,0 +1,99 @@
+// The HTTP edge shared by every feature: request ids, logging without secrets, body limits and
+// content types, problem+json / OAuth error rendering, 404/405, per-address rate limits, metrics.
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
+import swagger from '@fastify/swagger';
+import FindMyWay from 'find-my-way';
+import type { Gateway } from '../gateway.ts';
+import type { Principal } from '../principal.ts';
+import { renderError } from './render-error.ts';
+import { openApiOptions, registerSharedSchemas } from './openapi.ts';
+import { ApiError } from '../errors.ts';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    gateway: Gateway;
+  }
+  interface FastifyRequest {
+    principal?: Principal;
+  }
+  interface FastifyContextConfig {
+    /** Routes that must answer even when the caller is over its rate limit (health, metrics). */
+    skipRateLimit?: boolean;
+  }
+}
+
+const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,100}$/;
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+export interface AppOptions {
+  /** Feature plugins, registered in order after the platform. */
+  features: FastifyPluginAsync[];
+}
+
+export async function buildApp(gateway: Gateway, options: AppOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: gateway.log,
+    bodyLimit: gateway.config.bodyLimitBytes,
+    trustProxy: false,
+    return503OnClosing: true,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
+    },
+    ajv: { customOptions: { removeAdditional: false, allErrors: false } },
+    routerOptions: { maxParamLength: 500, ignoreTrailingSlash: false },
+  });
+  app.decorate('gateway', gateway);
+  app.decorateRequest('principal', undefined);
+  // Only JSON is a request body on API routes; the OAuth plugin adds form bodies in its own scope.
+  app.removeContentTypeParser('text/plain');
+
+  const knownRoutes = FindMyWay();
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) {
+      if (!METHODS.includes(method as (typeof METHODS)[number])) continue;
+      try {
+        knownRoutes.on(method as 'GET', route.url, () => {});
+      } catch {
+        // the same path registered twice for HEAD and GET: already known
+      }
+    }
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    if (request.routeOptions.config?.skipRateLimit) return;
+    const decision = gateway.rateLimiter.hit(`address:${request.ip}`, gateway.config.rateLimit.perAddress);
+    if (!decision.allowed) {
+      throw new ApiError('rate_limited', {
+        detail: `more than ${decision.limit} requests from this address in ${gateway.config.rateLimit.windowS} s`,
+        headers: { 'retry-after': String(decision.retryAfterS) },
+      });
+    }
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    gateway.metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
+    gateway.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+  });
+
+  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => renderError(app, error, request, reply));
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = METHODS.filter((m) => m !== request.method && knownRoutes.find(m, path) !== null);
+    const error =
+      allowed.length > 0
+        ? new ApiError('method_not_allowed', { detail: `${request.method} is not allowed on ${path}`, headers: { allow: allowed.join(', ') } })
+        : new ApiError('not_found', { detail: `no route ${request.method} ${path}` });
+    return renderError(app, error as unknown as FastifyError, request, reply);
+  });
+
+  registerSharedSchemas(app);
+  await app.register(swagger, openApiOptions(gateway.config));
+  for (const feature of options.features) await app.register(feature);
+  return app;
+}

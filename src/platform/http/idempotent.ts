@@ -1,0 +1,84 @@
+// Route-side use of the idempotency mechanism: one call wraps an operation so that it runs at most
+// once per (caller, route, key), with its response stored in the operation's own transaction.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, problemBody } from '../errors.ts';
+import type { Queryable } from '../db/database.ts';
+import { fingerprint, parseIdempotencyKey, REPLAY_HEADER, type Claim, type KeyRule, type StoredResponse } from '../idempotency.ts';
+import { principalScope } from '../principal.ts';
+
+export interface IdempotentOptions {
+  keyRule?: KeyRule;
+  /** Response members holding a secret: sent once, never stored, so replays omit them. */
+  secretFields?: readonly string[];
+  /** Overrides the caller scope (defaults to the principal, or the client address when anonymous). */
+  scope?: string;
+}
+
+export interface RouteResult {
+  status?: number;
+  body: unknown;
+  headers?: Record<string, string>;
+}
+
+function callerScope(request: FastifyRequest): string {
+  return request.principal ? principalScope(request.principal) : `address:${request.ip}`;
+}
+
+function send(reply: FastifyReply, stored: StoredResponse, replayed: boolean): FastifyReply {
+  reply.code(stored.status).headers(stored.headers);
+  if (replayed) reply.header(REPLAY_HEADER, 'true');
+  if (stored.status >= 400) reply.type('application/problem+json');
+  return reply.send(stored.body);
+}
+
+export interface IdempotencyContext {
+  claim: Claim;
+}
+
+/**
+ * Requires an Idempotency-Key and runs `operation` once for it. The operation gets the transaction
+ * that must carry its effect; its result is stored in that same transaction. A business failure
+ * (ApiError below 500) is stored and replayed too; anything else gives the key back.
+ */
+export async function respondIdempotently(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  options: IdempotentOptions,
+  operation: (tx: Queryable) => Promise<RouteResult>,
+): Promise<FastifyReply> {
+  const { db, idempotency, config } = request.server.gateway;
+  const key = parseIdempotencyKey(request.headers['idempotency-key'], options.keyRule);
+  if (key === undefined) {
+    throw new ApiError('idempotency_required', { detail: 'send an Idempotency-Key header (a UUID is a good key)' });
+  }
+  const outcome = await idempotency.claim(
+    options.scope ?? callerScope(request),
+    `${request.method} ${request.routeOptions.url}`,
+    key,
+    fingerprint(request.method, request.url, request.body),
+  );
+  if (outcome.kind === 'replay') return send(reply, outcome.response, true);
+
+  const { claim } = outcome;
+  try {
+    const stored = await db.transaction(async (tx) => {
+      const result = await operation(tx);
+      const response: StoredResponse = { status: result.status ?? 200, body: result.body, headers: result.headers ?? {} };
+      await idempotency.complete(tx, claim, response, options.secretFields);
+      return response;
+    });
+    return send(reply, stored, false);
+  } catch (error) {
+    if (error instanceof ApiError && error.status < 500) {
+      const failure: StoredResponse = {
+        status: error.status,
+        body: problemBody(config.baseUrl, error),
+        headers: error.options.headers ?? {},
+      };
+      await idempotency.complete(db, claim, failure);
+      return send(reply, failure, false);
+    }
+    await idempotency.abandon(claim).catch(() => {});
+    throw error;
+  }
+}

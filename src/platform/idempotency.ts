@@ -1,0 +1,185 @@
+// The one idempotency mechanism (Stripe's semantics, IETF draft-ietf-httpapi-idempotency-key-header):
+//   first use of a key        → the operation runs; its response is stored in the SAME transaction as
+//                               its effect, so an effect without a stored response cannot exist;
+//   same key, same request    → the stored response is replayed with `Idempotent-Replayed: true`;
+//   same key, other request   → 409 idempotency_key_reused;
+//   same key while running    → 409 idempotency_key_in_use with Retry-After;
+//   business failures (4xx)   → stored and replayed; 5xx → not stored, the key may be retried.
+// A request that died while running left no effect (its transaction rolled back); after the lease
+// ends, a retry of the same request takes the key over. Secrets are removed before storing.
+import { createHash, randomUUID } from 'node:crypto';
+import { ApiError } from './errors.ts';
+import type { Clock } from './clock.ts';
+import type { Database, Queryable } from './db/database.ts';
+
+export const IDEMPOTENCY_KEY_PATTERN = /^[A-Za-z0-9._:-]{1,200}$/;
+/** Release accepts 1–255 characters; we take any visible ASCII, as Stripe does for its 255-char keys. */
+export const RELEASE_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+export const REPLAY_HEADER = 'idempotent-replayed';
+
+export type KeyRule = 'default' | 'release';
+
+export interface StoredResponse {
+  status: number;
+  body: unknown;
+  headers: Record<string, string>;
+}
+
+export interface Claim {
+  scope: string;
+  route: string;
+  key: string;
+  token: string;
+}
+
+export type ClaimOutcome = { kind: 'owned'; claim: Claim } | { kind: 'replay'; response: StoredResponse };
+
+interface IdempotencyRow {
+  fingerprint: string;
+  state: 'running' | 'done';
+  status_code: number | null;
+  response_body: string | null;
+  response_headers: string | null;
+  locked_until_ms: bigint;
+}
+
+/** Reads the header; accepts a bare token or an RFC 8941 sf-string (`"..."`), as the IETF draft writes it. */
+export function parseIdempotencyKey(header: string | string[] | undefined, rule: KeyRule = 'default'): string | undefined {
+  if (header === undefined) return undefined;
+  if (Array.isArray(header)) throw new ApiError('invalid_input', { detail: 'send exactly one Idempotency-Key header' });
+  const unquoted = /^"(.*)"$/.exec(header)?.[1] ?? header;
+  const pattern = rule === 'release' ? RELEASE_KEY_PATTERN : IDEMPOTENCY_KEY_PATTERN;
+  if (!pattern.test(unquoted)) {
+    const shape = rule === 'release' ? '1 to 255 visible ASCII characters' : `${IDEMPOTENCY_KEY_PATTERN.source}`;
+    throw new ApiError('invalid_input', { detail: `Idempotency-Key must match ${shape}` });
+  }
+  return unquoted;
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(typeof value === 'bigint' ? value.toString() : value) ?? 'null';
+}
+
+/** The request's identity: method, concrete path and canonical body (key order does not matter). */
+export function fingerprint(method: string, path: string, body: unknown): string {
+  return createHash('sha256').update(`${method} ${path}\n${canonicalJson(body ?? null)}`).digest('hex');
+}
+
+export function stringifyBody(body: unknown): string {
+  return JSON.stringify(body, (_key, value) => (typeof value === 'bigint' ? value.toString() : value));
+}
+
+function withoutSecrets(body: unknown, secretFields: readonly string[]): unknown {
+  if (secretFields.length === 0 || body === null || typeof body !== 'object' || Array.isArray(body)) return body;
+  const copy: Record<string, unknown> = { ...(body as Record<string, unknown>) };
+  for (const field of secretFields) delete copy[field];
+  return copy;
+}
+
+export class IdempotencyStore {
+  constructor(
+    private readonly db: Database,
+    private readonly clock: Clock,
+    private readonly retentionS: number,
+    private readonly leaseS: number,
+  ) {}
+
+  /** Takes the key for this request, or says why not (replay, or a 409 thrown as ApiError). */
+  async claim(scope: string, route: string, key: string, requestFingerprint: string): Promise<ClaimOutcome> {
+    const nowMs = this.clock.nowMs();
+    const token = randomUUID();
+    // Insert, or take over a record that has expired, or a running one whose owner died (lease over)
+    // for the very same request. Anything else stays and is reported below.
+    const taken = await this.db.query(
+      `INSERT INTO idempotency_keys
+         (scope, route, key, fingerprint, state, claim_token, created_at_ms, locked_until_ms, expires_at_ms)
+       VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8)
+       ON CONFLICT (scope, route, key) DO UPDATE SET
+         fingerprint = EXCLUDED.fingerprint, state = 'running', claim_token = EXCLUDED.claim_token,
+         status_code = NULL, response_body = NULL, response_headers = NULL,
+         created_at_ms = EXCLUDED.created_at_ms, locked_until_ms = EXCLUDED.locked_until_ms,
+         expires_at_ms = EXCLUDED.expires_at_ms
+       WHERE idempotency_keys.expires_at_ms <= $6
+          OR (idempotency_keys.state = 'running' AND idempotency_keys.locked_until_ms <= $6
+              AND idempotency_keys.fingerprint = EXCLUDED.fingerprint)
+       RETURNING key`,
+      [scope, route, key, requestFingerprint, token, nowMs, nowMs + this.leaseS * 1000, nowMs + this.retentionS * 1000],
+    );
+    if (taken.rowCount === 1) return { kind: 'owned', claim: { scope, route, key, token } };
+
+    const { rows } = await this.db.query<IdempotencyRow>(
+      `SELECT fingerprint, state, status_code, response_body, response_headers, locked_until_ms
+         FROM idempotency_keys WHERE scope = $1 AND route = $2 AND key = $3`,
+      [scope, route, key],
+    );
+    const row = rows[0];
+    // The record vanished between the two statements (swept): treat as a conflict the client retries.
+    if (!row || row.fingerprint === requestFingerprint && row.state === 'running') {
+      const retryAfterS = row ? Math.max(1, Math.ceil((Number(row.locked_until_ms) - nowMs) / 1000)) : 1;
+      throw new ApiError('idempotency_key_in_use', {
+        detail: 'the first request with this Idempotency-Key has not finished; retry after the delay',
+        headers: { 'retry-after': String(Math.min(retryAfterS, 5)) },
+      });
+    }
+    if (row.fingerprint !== requestFingerprint) {
+      throw new ApiError('idempotency_key_reused', {
+        detail: 'this Idempotency-Key was first used with a different request; use a new key for a new request',
+      });
+    }
+    return {
+      kind: 'replay',
+      response: {
+        status: row.status_code ?? 200,
+        body: row.response_body === null ? null : JSON.parse(row.response_body),
+        headers: row.response_headers === null ? {} : JSON.parse(row.response_headers),
+      },
+    };
+  }
+
+  /**
+   * Stores the response. Pass the transaction that carried the operation's effect, so both commit or
+   * neither does. Throws (rolling that transaction back) if another request took the key over.
+   */
+  async complete(executor: Queryable, claim: Claim, response: StoredResponse, secretFields: readonly string[] = []): Promise<void> {
+    const result = await executor.query(
+      `UPDATE idempotency_keys
+          SET state = 'done', status_code = $5, response_body = $6, response_headers = $7
+        WHERE scope = $1 AND route = $2 AND key = $3 AND claim_token = $4`,
+      [
+        claim.scope,
+        claim.route,
+        claim.key,
+        claim.token,
+        response.status,
+        stringifyBody(withoutSecrets(response.body, secretFields)),
+        JSON.stringify(response.headers),
+      ],
+    );
+    if (result.rowCount !== 1) {
+      throw new Error('idempotency claim was lost (lease expired and another request took the key over)');
+    }
+  }
+
+  /** Gives the key back after a failure that must not be replayed (5xx): the client may retry it. */
+  async abandon(claim: Claim): Promise<void> {
+    await this.db.query('DELETE FROM idempotency_keys WHERE scope = $1 AND route = $2 AND key = $3 AND claim_token = $4', [
+      claim.scope,
+      claim.route,
+      claim.key,
+      claim.token,
+    ]);
+  }
+
+  /** Deletes records past their retention; returns how many. */
+  async sweep(): Promise<number> {
+    const result = await this.db.query('DELETE FROM idempotency_keys WHERE expires_at_ms <= $1', [this.clock.nowMs()]);
+    return result.rowCount;
+  }
+}

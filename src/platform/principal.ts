@@ -1,0 +1,20 @@
+// Who is calling. The identity feature fills `request.principal`; everything else reads it.
+export type PrincipalKind = 'human' | 'agent' | 'owner' | 'merchant';
+
+export interface Principal {
+  kind: PrincipalKind;
+  /** Stable id of the caller: owner id (human/owner), agent id, or API key id (merchant). */
+  id: string;
+  ownerId?: string;
+  agentId?: string;
+  merchantId?: string;
+  apiKeyId?: string;
+  scopes: readonly string[];
+  /** How the credential was presented, for logs and metrics: 'human_session', 'agent_identity', 'oauth', 'api_key'. */
+  credential: string;
+}
+
+/** The namespace an Idempotency-Key lives in and the bucket a principal's rate limit counts in. */
+export function principalScope(principal: Principal): string {
+  return `${principal.kind}:${principal.id}`;
+}

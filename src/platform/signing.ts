@@ -1,0 +1,138 @@
+// The gateway's own ES256 signing keys (access tokens, vouchers). Dev mode generates one key once and
+// keeps it in the database, so every instance sharing the database signs with the same key. Live
+// mode never generates: the key comes from ACG_SIGNING_KEY, and any route that must sign answers
+// 503 signing_configuration_required without it.
+import { exportJWK, importJWK, importPKCS8, calculateJwkThumbprint, generateKeyPair, SignJWT, type JWK, type JWTPayload } from 'jose';
+import { ApiError } from './errors.ts';
+import type { Clock } from './clock.ts';
+import type { Config } from './config.ts';
+import type { Database } from './db/database.ts';
+
+export const SIGNING_ALG = 'ES256';
+
+interface LoadedKey {
+  kid: string;
+  publicJwk: JWK;
+  privateKey: CryptoKey;
+  activeFromS: number;
+  retiredAtS: number | null;
+}
+
+interface SigningKeyRow {
+  kid: string;
+  public_jwk: string;
+  private_jwk: string;
+  active_from_s: bigint;
+  retired_at_s: bigint | null;
+}
+
+async function fromRow(row: SigningKeyRow): Promise<LoadedKey> {
+  const privateJwk = JSON.parse(row.private_jwk) as JWK;
+  return {
+    kid: row.kid,
+    publicJwk: JSON.parse(row.public_jwk) as JWK,
+    privateKey: (await importJWK(privateJwk, SIGNING_ALG)) as CryptoKey,
+    activeFromS: Number(row.active_from_s),
+    retiredAtS: row.retired_at_s === null ? null : Number(row.retired_at_s),
+  };
+}
+
+/** A fresh ES256 key pair as the database row stores it. */
+export async function generateSigningKey(): Promise<{ kid: string; publicJwk: JWK; privateJwk: JWK }> {
+  const { publicKey, privateKey } = await generateKeyPair(SIGNING_ALG, { extractable: true });
+  const publicJwk = await exportJWK(publicKey);
+  const kid = await calculateJwkThumbprint(publicJwk);
+  return {
+    kid,
+    publicJwk: { ...publicJwk, kid, alg: SIGNING_ALG, use: 'sig' },
+    privateJwk: { ...(await exportJWK(privateKey)), kid, alg: SIGNING_ALG },
+  };
+}
+
+async function importConfiguredKey(text: string): Promise<LoadedKey> {
+  const trimmed = text.trim();
+  const privateKey = trimmed.startsWith('{')
+    ? ((await importJWK(JSON.parse(trimmed) as JWK, SIGNING_ALG, { extractable: true })) as CryptoKey)
+    : await importPKCS8(trimmed, SIGNING_ALG, { extractable: true });
+  const { d: _d, ...publicPart } = await exportJWK(privateKey);
+  const kid = await calculateJwkThumbprint(publicPart);
+  return { kid, publicJwk: { ...publicPart, kid, alg: SIGNING_ALG, use: 'sig' }, privateKey, activeFromS: 0, retiredAtS: null };
+}
+
+/** Validates ACG_SIGNING_KEY at start-up so a bad key is a configuration error, not a 503 later. */
+export async function checkConfiguredKey(text: string): Promise<string | undefined> {
+  try {
+    await importConfiguredKey(text);
+    return undefined;
+  } catch (error) {
+    return `ACG_SIGNING_KEY is not a usable ES256 private key (JWK or PKCS#8 PEM): ${(error as Error).message}`;
+  }
+}
+
+export class SigningKeys {
+  private keys: LoadedKey[] = [];
+
+  private constructor(
+    private readonly db: Database,
+    private readonly clock: Clock,
+    private readonly config: Config,
+  ) {}
+
+  static async open(db: Database, clock: Clock, config: Config): Promise<SigningKeys> {
+    const keys = new SigningKeys(db, clock, config);
+    if (config.mode === 'dev') await keys.ensureDevKey();
+    await keys.reload();
+    return keys;
+  }
+
+  private async ensureDevKey(): Promise<void> {
+    const { rows } = await this.db.query('SELECT kid FROM signing_keys LIMIT 1');
+    if (rows.length > 0) return;
+    const key = await generateSigningKey();
+    const nowS = this.clock.nowS();
+    await this.db.query(
+      `INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at_s, active_from_s)
+       VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (kid) DO NOTHING`,
+      [key.kid, SIGNING_ALG, JSON.stringify(key.publicJwk), JSON.stringify(key.privateJwk), nowS],
+    );
+  }
+
+  /** Re-reads the key set (called periodically, so a rotation reaches every instance). */
+  async reload(): Promise<void> {
+    const loaded: LoadedKey[] = [];
+    if (this.config.signingKey) loaded.push(await importConfiguredKey(this.config.signingKey));
+    const { rows } = await this.db.query<SigningKeyRow>(
+      'SELECT kid, public_jwk, private_jwk, active_from_s, retired_at_s FROM signing_keys ORDER BY active_from_s, kid',
+    );
+    for (const row of rows) if (!loaded.some((k) => k.kid === row.kid)) loaded.push(await fromRow(row));
+    this.keys = loaded;
+  }
+
+  get configured(): boolean {
+    return this.keys.length > 0;
+  }
+
+  /** The key that signs now: the newest one already active and not retired. */
+  private current(): LoadedKey {
+    const nowS = this.clock.nowS();
+    const usable = this.keys.filter((k) => k.activeFromS <= nowS && (k.retiredAtS === null || k.retiredAtS > nowS));
+    const key = usable.at(-1);
+    if (!key) throw new ApiError('signing_configuration_required', { detail: 'set ACG_SIGNING_KEY to an ES256 private key' });
+    return key;
+  }
+
+  /** Public keys to publish: every key we hold (upcoming, current, and retired ones still verifying). */
+  jwks(): { keys: JWK[] } {
+    if (!this.configured) throw new ApiError('signing_configuration_required', { detail: 'no signing key is configured' });
+    return { keys: this.keys.map((k) => k.publicJwk) };
+  }
+
+  publicKeyFor(kid: string): JWK | undefined {
+    return this.keys.find((k) => k.kid === kid)?.publicJwk;
+  }
+
+  async sign(payload: JWTPayload, typ: string): Promise<string> {
+    const key = this.current();
+    return new SignJWT(payload).setProtectedHeader({ alg: SIGNING_ALG, typ, kid: key.kid }).sign(key.privateKey);
+  }
+}
