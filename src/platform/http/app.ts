@@ -1,7 +1,7 @@
 // The HTTP edge shared by every feature: request ids, logging without secrets, body limits and
 // content types, problem+json / OAuth error rendering, 404/405, per-address rate limits, metrics.
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import FindMyWay from 'find-my-way';
 import type { Gateway } from '../gateway.ts';
@@ -32,8 +32,8 @@ export interface AppOptions {
 }
 
 export async function buildApp(gateway: Gateway, options: AppOptions): Promise<FastifyInstance> {
-  const app = Fastify({
-    loggerInstance: gateway.log,
+  const app: FastifyInstance = Fastify({
+    loggerInstance: gateway.log as FastifyBaseLogger,
     bodyLimit: gateway.config.bodyLimitBytes,
     trustProxy: false,
     return503OnClosing: true,

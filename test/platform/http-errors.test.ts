@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { Type } from '@sinclair/typebox';
+import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+
+// A route with a JSON body schema, registered only in this test, to exercise the HTTP edge.
+async function echoRoute(app: FastifyInstance) {
+  app.post('/v1/test/echo', {
+    schema: { body: Type.Object({ name: Type.String({ minLength: 1 }) }, { additionalProperties: false }) },
+    handler: async (request) => request.body,
+  });
+  app.get('/v1/test/boom', { handler: async () => { throw new Error('secret internal detail'); } });
+}
+
+let gw: TestGateway;
+beforeAll(async () => {
+  gw = await startTestGateway({ features: [echoRoute], env: { ACG_BODY_LIMIT_BYTES: '2048' } });
+});
+afterAll(() => gw.close());
+
+async function post(body: string, contentType = 'application/json') {
+  return fetch(`${gw.url}/v1/test/echo`, { method: 'POST', headers: { 'content-type': contentType }, body });
+}
+
+function expectProblem(body: Record<string, unknown>, status: number, code: string) {
+  expect(body).toMatchObject({ status, code });
+  expect(typeof body.type).toBe('string');
+  expect(typeof body.title).toBe('string');
+}
+
+describe('the HTTP edge', () => {
+  it('answers malformed JSON with 400 invalid_input as a problem body', async () => {
+    const res = await post('{"name": ');
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expectProblem(await res.json(), 400, 'invalid_input');
+  });
+
+  it('answers a schema violation with 400 invalid_input naming the field', async () => {
+    const res = await post(JSON.stringify({ name: '' }));
+    expect(res.status).toBe(400);
+    const body = await res.json();
+    expectProblem(body, 400, 'invalid_input');
+    expect(body.detail).toContain('name');
+  });
+
+  it('refuses unknown members instead of dropping them', async () => {
+    const res = await post(JSON.stringify({ name: 'a', extra: 1 }));
+    expect(res.status).toBe(400);
+    expectProblem(await res.json(), 400, 'invalid_input');
+  });
+
+  it('answers an unknown route with 404 not_found', async () => {
+    const res = await fetch(`${gw.url}/v1/nothing-here`);
+    expect(res.status).toBe(404);
+    expectProblem(await res.json(), 404, 'not_found');
+  });
+
+  it('answers a known path with the wrong method with 405 and Allow', async () => {
+    const res = await fetch(`${gw.url}/v1/test/echo`, { method: 'DELETE' });
+    expect(res.status).toBe(405);
+    expect(res.headers.get('allow')).toBe('POST');
+    expectProblem(await res.json(), 405, 'method_not_allowed');
+  });
+
+  it('answers a body over the limit with 413', async () => {
+    const res = await post(JSON.stringify({ name: 'x'.repeat(4096) }));
+    expect(res.status).toBe(413);
+    expectProblem(await res.json(), 413, 'payload_too_large');
+  });
+
+  it('answers a wrong content type with 415', async () => {
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml']) {
+      const res = await post('name=a', type);
+      expect(res.status, type).toBe(415);
+      expectProblem(await res.json(), 415, 'unsupported_media_type');
+    }
+  });
+
+  it('answers an unexpected failure with 500 and no internal detail', async () => {
+    const res = await fetch(`${gw.url}/v1/test/boom`);
+    expect(res.status).toBe(500);
+    const text = await res.text();
+    expect(text).not.toContain('secret internal detail');
+    expect(text).not.toContain('at ');
+    expectProblem(JSON.parse(text), 500, 'internal_error');
+  });
+
+  it('echoes a request id, or makes one', async () => {
+    const given = await fetch(`${gw.url}/healthz`, { headers: { 'x-request-id': 'abc-123' } });
+    expect(given.headers.get('x-request-id')).toBe('abc-123');
+    const made = await fetch(`${gw.url}/healthz`, { headers: { 'x-request-id': 'bad id with spaces' } });
+    expect(made.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});

@@ -1,0 +1,196 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import { ApiError } from '../../src/platform/errors.ts';
+import { respondIdempotently } from '../../src/platform/http/idempotent.ts';
+import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+
+// A minimal route with a real database effect: each run inserts one row into test_effects.
+const Body = Type.Object({ amount: Type.Integer(), delayMs: Type.Optional(Type.Integer()), secret: Type.Optional(Type.Boolean()) });
+
+async function effectRoute(app: FastifyInstance) {
+  await app.gateway.db.query('CREATE TABLE IF NOT EXISTS test_effects (id SERIAL PRIMARY KEY, amount INTEGER NOT NULL)');
+  app.post('/v1/test/effects', {
+    schema: { body: Body },
+    handler: async (request, reply) => {
+      const body = request.body as Static<typeof Body>;
+      return respondIdempotently(request, reply, { secretFields: ['secret'], scope: String(request.headers['x-caller'] ?? 'anon') }, async (tx) => {
+        const { rows } = await tx.query<{ id: number }>('INSERT INTO test_effects (amount) VALUES ($1) RETURNING id', [body.amount]);
+        if (body.delayMs) await new Promise((r) => setTimeout(r, body.delayMs));
+        if (body.amount === 0) throw new ApiError('conflict', { detail: 'zero is refused' });
+        if (body.amount < 0) throw new Error('server fault');
+        return { status: 201, body: { effectId: rows[0]!.id, amount: body.amount, ...(body.secret ? { secret: 'shown-once' } : {}) } };
+      });
+    },
+  });
+  app.post('/v1/test/effects-release', {
+    handler: async (request, reply) =>
+      respondIdempotently(request, reply, { keyRule: 'release' }, async () => ({ body: { ok: true } })),
+  });
+}
+
+let gw: TestGateway;
+beforeAll(async () => {
+  gw = await startTestGateway({ features: [effectRoute] });
+});
+afterAll(() => gw.close());
+
+async function call(key: string | undefined, body: unknown, caller = 'alice') {
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'x-caller': caller };
+  if (key !== undefined) headers['idempotency-key'] = key;
+  const res = await fetch(`${gw.url}/v1/test/effects`, { method: 'POST', headers, body: JSON.stringify(body) });
+  return { status: res.status, headers: res.headers, body: await res.json() };
+}
+
+async function effectCount(): Promise<number> {
+  const { rows } = await gw.gateway.db.query<{ n: bigint }>('SELECT count(*) AS n FROM test_effects');
+  return Number(rows[0]!.n);
+}
+
+describe('idempotency', () => {
+  it('replays the stored response for the same key and payload, with no second effect', async () => {
+    const before = await effectCount();
+    const first = await call('key-replay-1', { amount: 5 });
+    const second = await call('key-replay-1', { amount: 5 });
+    expect(first.status).toBe(201);
+    expect(second.status).toBe(201);
+    expect(second.body).toEqual(first.body);
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    expect(second.headers.get('idempotent-replayed')).toBe('true');
+    expect(await effectCount()).toBe(before + 1);
+  });
+
+  it('treats member order as the same payload', async () => {
+    const first = await call('key-order', { amount: 6, delayMs: 1 });
+    const second = await call('key-order', { delayMs: 1, amount: 6 });
+    expect(second.body).toEqual(first.body);
+  });
+
+  it('answers a changed payload under a used key with 409 idempotency_key_reused', async () => {
+    await call('key-changed', { amount: 7 });
+    const changed = await call('key-changed', { amount: 8 });
+    expect(changed.status).toBe(409);
+    expect(changed.body.code).toBe('idempotency_key_reused');
+  });
+
+  it('scopes keys to the caller: another caller with the same key gets its own effect', async () => {
+    const a = await call('key-shared', { amount: 9 }, 'alice');
+    const b = await call('key-shared', { amount: 9 }, 'bob');
+    expect(b.body.effectId).not.toBe(a.body.effectId);
+    expect(b.headers.get('idempotent-replayed')).toBeNull();
+  });
+
+  it('answers a retry while the first is running with 409 idempotency_key_in_use and Retry-After', async () => {
+    // The first request holds the key (claimed, lease running) and has not stored its response yet.
+    const first = await call('key-inflight', { amount: 10 });
+    await gw.gateway.db.query(
+      "UPDATE idempotency_keys SET state = 'running', locked_until_ms = $1 WHERE key = 'key-inflight'",
+      [Date.now() + 30_000],
+    );
+    const retry = await call('key-inflight', { amount: 10 });
+    expect(first.status).toBe(201);
+    expect(retry.status).toBe(409);
+    expect(retry.body.code).toBe('idempotency_key_in_use');
+    expect(Number(retry.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+  });
+
+  it('lets concurrent requests with one key produce exactly one effect', async () => {
+    const before = await effectCount();
+    const results = await Promise.all(Array.from({ length: 8 }, () => call('key-race', { amount: 11, delayMs: 50 })));
+    const original = results.filter((r) => r.status === 201 && r.headers.get('idempotent-replayed') === null);
+    expect(original).toHaveLength(1);
+    for (const other of results.filter((r) => r !== original[0])) {
+      // Either it saw the first one running (409 in use) or finished (a replay of the same body).
+      if (other.status === 409) expect(other.body.code).toBe('idempotency_key_in_use');
+      else expect(other.body).toEqual(original[0]!.body);
+    }
+    expect(await effectCount()).toBe(before + 1);
+    const after = await call('key-race', { amount: 11, delayMs: 50 });
+    expect(after.body).toEqual(original[0]!.body);
+  });
+
+  it('stores and replays business failures (4xx) without a second attempt', async () => {
+    const before = await effectCount();
+    const first = await call('key-fail', { amount: 0 });
+    const second = await call('key-fail', { amount: 0 });
+    expect(first.status).toBe(409);
+    expect(first.body.code).toBe('conflict');
+    expect(second.status).toBe(409);
+    expect(second.body).toEqual(first.body);
+    expect(second.headers.get('idempotent-replayed')).toBe('true');
+    expect(await effectCount()).toBe(before); // the failed transaction left no effect
+  });
+
+  it('does not store server failures (5xx): the same key may be retried', async () => {
+    const first = await call('key-5xx', { amount: -1 });
+    expect(first.status).toBe(500);
+    const retry = await call('key-5xx', { amount: -1 });
+    expect(retry.status).toBe(500);
+    expect(retry.headers.get('idempotent-replayed')).toBeNull();
+  });
+
+  it('omits secrets from replays', async () => {
+    const first = await call('key-secret', { amount: 12, secret: true });
+    const second = await call('key-secret', { amount: 12, secret: true });
+    expect(first.body.secret).toBe('shown-once');
+    expect(second.body.secret).toBeUndefined();
+    expect(second.body.effectId).toBe(first.body.effectId);
+    const { rows } = await gw.gateway.db.query<{ response_body: string }>("SELECT response_body FROM idempotency_keys WHERE key = 'key-secret'");
+    expect(rows[0]!.response_body).not.toContain('shown-once');
+  });
+
+  it('requires the key: missing → 400 idempotency_required, malformed → 400 invalid_input', async () => {
+    const missing = await call(undefined, { amount: 1 });
+    expect(missing.status).toBe(400);
+    expect(missing.body.code).toBe('idempotency_required');
+    for (const bad of ['has space', 'x'.repeat(201), 'semi;colon', '']) {
+      const res = await call(bad, { amount: 1 });
+      expect(res.status, bad).toBe(400);
+      expect(res.body.code).toBe('invalid_input');
+    }
+  });
+
+  it('accepts the RFC 8941 quoted form of the key as the same key', async () => {
+    const bare = await call('key-quoted', { amount: 13 });
+    const quoted = await call('"key-quoted"', { amount: 13 });
+    expect(quoted.headers.get('idempotent-replayed')).toBe('true');
+    expect(quoted.body).toEqual(bare.body);
+  });
+
+  it('applies the release rule: 1 to 255 characters', async () => {
+    const post = (key: string) =>
+      fetch(`${gw.url}/v1/test/effects-release`, { method: 'POST', headers: { 'idempotency-key': key } });
+    expect((await post('k'.repeat(255))).status).toBe(200);
+    expect((await post('k'.repeat(256))).status).toBe(400);
+    expect((await post('with;semicolons=and+plus')).status).toBe(200);
+  });
+
+  it('takes over a key whose first request died before finishing (lease over)', async () => {
+    await gw.gateway.db.query(
+      `INSERT INTO idempotency_keys (scope, route, key, fingerprint, state, claim_token, created_at_ms, locked_until_ms, expires_at_ms)
+       SELECT 'alice', 'POST /v1/test/effects', 'key-dead', fingerprint, 'running', 'dead', 0, 0, $1
+         FROM (SELECT 'x' AS fingerprint) f`,
+      [Date.now() + 86_400_000],
+    );
+    // Same key but the stored fingerprint differs from any real request: refused, never taken over.
+    expect((await call('key-dead', { amount: 14 })).body.code).toBe('idempotency_key_reused');
+    await gw.gateway.db.query("DELETE FROM idempotency_keys WHERE key = 'key-dead'");
+    const first = await call('key-dead2', { amount: 15, delayMs: 1 });
+    await gw.gateway.db.query("UPDATE idempotency_keys SET state = 'running', locked_until_ms = 0 WHERE key = 'key-dead2'");
+    const retried = await call('key-dead2', { amount: 15, delayMs: 1 });
+    expect(retried.status).toBe(201);
+    expect(retried.body.effectId).not.toBe(first.body.effectId);
+  });
+
+  it('forgets records after their retention', async () => {
+    await call('key-expiring', { amount: 16 });
+    gw.clock.advance(86_400_000 + 1000);
+    try {
+      expect(await gw.gateway.idempotency.sweep()).toBeGreaterThan(0);
+      const again = await call('key-expiring', { amount: 17 });
+      expect(again.status).toBe(201);
+    } finally {
+      gw.clock.advance(-(86_400_000 + 1000));
+    }
+  });
+});

@@ -1,0 +1,58 @@
+// Starts a whole gateway for a test on a random port, on a fresh database of the run's kind.
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import pino from 'pino';
+import { buildGatewayApp } from '../../src/app.ts';
+import { SystemClock } from '../../src/platform/clock.ts';
+import { loadConfig, type Config } from '../../src/platform/config.ts';
+import { createGateway, type Gateway } from '../../src/platform/gateway.ts';
+import { openTestDatabase, type TestDatabase } from './database.ts';
+
+export interface TestGateway {
+  app: FastifyInstance;
+  gateway: Gateway;
+  config: Config;
+  clock: SystemClock;
+  database: TestDatabase;
+  url: string;
+  close(): Promise<void>;
+}
+
+export interface TestGatewayOptions {
+  env?: Record<string, string>;
+  features?: FastifyPluginAsync[];
+  /** Reuse a database (e.g. for two instances sharing one); the caller drops it. */
+  database?: TestDatabase;
+}
+
+export async function startTestGateway(options: TestGatewayOptions = {}): Promise<TestGateway> {
+  const database = options.database ?? (await openTestDatabase());
+  const config = loadConfig({
+    PORT: '0',
+    LOG_LEVEL: 'silent',
+    ACG_RATE_LIMIT_PER_ADDRESS: '100000',
+    ACG_RATE_LIMIT_PER_PRINCIPAL: '100000',
+    ...options.env,
+  });
+  const clock = new SystemClock();
+  const gateway = await createGateway(config, { db: database.db, clock, log: pino({ level: 'silent' }) });
+  const app = await buildGatewayApp(gateway, options.features);
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  // Tokens we sign name the base URL as issuer; give the test the real one.
+  config.baseUrl = options.env?.ACG_BASE_URL ?? `http://127.0.0.1:${port}`;
+  return {
+    app,
+    gateway,
+    config,
+    clock,
+    database,
+    url: `http://127.0.0.1:${port}`,
+    async close() {
+      await app.close();
+      if (options.database) return;
+      await database.drop();
+      await database.db.close().catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,63 @@
+// Runs the real `acg` command as a child process, for tests about start-up, crashes and restarts.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ACG = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/acg.js');
+
+export interface GatewayProcess {
+  child: ChildProcess;
+  url: string;
+  /** Every JSON log line the process printed so far. */
+  logs: Array<Record<string, unknown>>;
+  kill(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export async function spawnGateway(env: Record<string, string>, timeoutMs = 45_000): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [ACG, 'serve'], {
+    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: Array<Record<string, unknown>> = [];
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start in ${timeoutMs} ms: ${stderr}`)), timeoutMs);
+    let buffered = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString();
+      let newline: number;
+      while ((newline = buffered.indexOf('\n')) >= 0) {
+        const line = buffered.slice(0, newline);
+        buffered = buffered.slice(newline + 1);
+        try {
+          const entry = JSON.parse(line) as Record<string, unknown>;
+          logs.push(entry);
+          if (typeof entry.url === 'string' && String(entry.msg).startsWith('gateway listening')) {
+            clearTimeout(timer);
+            resolve(entry.url);
+          }
+        } catch {
+          // not a log line
+        }
+      }
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`gateway exited with ${code} before listening: ${stderr}`));
+    });
+  });
+  return {
+    child,
+    url,
+    logs,
+    async kill(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill(signal);
+      return exited;
+    },
+  };
+}
