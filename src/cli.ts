@@ -49,7 +49,62 @@ export function buildCli(): Command {
       }
     });
 
+  const dev = program.command('dev').description('dev-mode helpers (built-in identity issuers)');
+  const token = dev.command('token').description('mint a token from a built-in dev identity issuer');
+  token
+    .command('human')
+    .description('a human owner session JWT (verified email)')
+    .requiredOption('--email <email>', "the owner's verified email")
+    .option('--subject <subject>', 'subject at the human issuer (default: derived from the email)')
+    .option('--lifetime-s <seconds>', 'token lifetime in seconds', '3600')
+    .action(async (options: { email: string; subject?: string; lifetimeS: string }) => {
+      await printDevToken('human', { email: options.email, subject: options.subject ?? `human:${options.email.toLowerCase()}`, lifetimeS: options.lifetimeS });
+    });
+  token
+    .command('agent')
+    .description("an agent identity JWT carrying its owner's email")
+    .requiredOption('--subject <subject>', 'subject of the agent at the agent issuer (register it first with POST /v1/owner/agents)')
+    .requiredOption('--owner-email <email>', "the owner's verified email (must match the owner's human identity)")
+    .option('--lifetime-s <seconds>', 'token lifetime in seconds', '3600')
+    .action(async (options: { subject: string; ownerEmail: string; lifetimeS: string }) => {
+      await printDevToken('agent', { subject: options.subject, ownerEmail: options.ownerEmail, lifetimeS: options.lifetimeS });
+    });
+
   return program;
+}
+
+async function printDevToken(
+  kind: 'human' | 'agent',
+  options: { subject: string; email?: string; ownerEmail?: string; lifetimeS: string },
+): Promise<void> {
+  const config = configOrExit();
+  if (config.mode !== 'dev') {
+    process.stderr.write('acg dev token works in dev mode only; live mode trusts only the configured identity providers\n');
+    process.exit(2);
+  }
+  if ((kind === 'human' && config.humanIssuer) || (kind === 'agent' && config.agentIssuer)) {
+    process.stderr.write(`a ${kind} identity issuer is configured (ACG_${kind.toUpperCase()}_ISSUER); get tokens from it instead\n`);
+    process.exit(2);
+  }
+  const lifetimeS = Number(options.lifetimeS);
+  if (!Number.isInteger(lifetimeS) || lifetimeS < 60 || lifetimeS > 86_400) {
+    process.stderr.write('--lifetime-s must be a whole number of seconds between 60 and 86400\n');
+    process.exit(2);
+  }
+  const { loadDevIssuerKeys, mintDevToken } = await import('./identity/dev-issuers.ts');
+  const keys = await loadDevIssuerKeys(config.dataDir);
+  const token = await mintDevToken(keys, {
+    baseUrl: config.baseUrl,
+    audience: 'agent-credit-gateway',
+    kind,
+    subject: options.subject,
+    email: options.email?.toLowerCase(),
+    ownerEmail: options.ownerEmail?.toLowerCase(),
+    ownerEmailClaim: config.agentOwnerEmailClaim,
+    lifetimeS,
+    nowS: Math.floor(Date.now() / 1000),
+  });
+  process.stdout.write(`${token}\n`);
 }
 
 export async function main(argv: string[]): Promise<void> {

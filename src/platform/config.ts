@@ -29,6 +29,8 @@ export interface Config {
   agentIssuer?: IssuerConfig;
   /** Name of the claim on an agent-identity JWT that carries its owner's verified email. */
   agentOwnerEmailClaim: string;
+  /** HMAC key for merchant API key hashes; dev mode generates one. */
+  apiKeyPepper?: string;
   /** Test-only relaxations; refused in live mode. */
   allowPrivateNetworkTargets: boolean;
 }
@@ -62,6 +64,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_AGENT_JWKS_URL', default: '(discovered)', meaning: 'JWKS URL of the agent identity provider' },
   { name: 'ACG_AGENT_AUDIENCE', default: 'agent-credit-gateway', meaning: 'audience required on agent identity JWTs' },
   { name: 'ACG_AGENT_OWNER_EMAIL_CLAIM', default: 'owner_email', meaning: "claim on an agent identity JWT holding its owner's verified email" },
+  { name: 'ACG_API_KEY_PEPPER', default: '(dev: generated)', meaning: 'secret (≥ 32 chars) keying the hashes of merchant API keys; without it live mode cannot issue API keys' },
   { name: 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', default: 'false', meaning: 'TEST ONLY: lets outbound calls reach loopback/private addresses; refused in live mode' },
 ];
 
@@ -140,8 +143,13 @@ export function loadConfig(env: Env = process.env): Config {
     humanIssuer: issuer(env, 'HUMAN', problems),
     agentIssuer: issuer(env, 'AGENT', problems),
     agentOwnerEmailClaim: env.ACG_AGENT_OWNER_EMAIL_CLAIM || 'owner_email',
+    apiKeyPepper: env.ACG_API_KEY_PEPPER || undefined,
     allowPrivateNetworkTargets: allowPrivate,
   };
+  if (config.apiKeyPepper && config.apiKeyPepper.length < 32) problems.push('ACG_API_KEY_PEPPER must be at least 32 characters');
+  if (config.humanIssuer && config.agentIssuer && config.humanIssuer.issuer === config.agentIssuer.issuer) {
+    problems.push('ACG_HUMAN_ISSUER and ACG_AGENT_ISSUER must differ: an agent identity must never pass as a human');
+  }
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
   if (!levels.includes(config.logLevel)) problems.push(`LOG_LEVEL must be one of ${levels.join(', ')}, got "${config.logLevel}"`);
   if (problems.length > 0) throw new ConfigError(problems);

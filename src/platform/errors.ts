@@ -22,6 +22,7 @@ export const ERROR_CATALOGUE = {
   agent_mismatch: { status: 403, title: 'An agent may act only for itself' },
   owner_required: { status: 403, title: 'Only the owner of this resource may do this' },
   forbidden: { status: 403, title: 'This credential may not use this route' },
+  agent_not_registered: { status: 403, title: 'No agent is registered for this identity' },
   not_found: { status: 404, title: 'No such resource' },
   method_not_allowed: { status: 405, title: 'This method is not allowed on this resource' },
   domain_verification_pending: { status: 409, title: 'The DNS TXT record is not visible yet' },

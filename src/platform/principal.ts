@@ -10,6 +10,10 @@ export interface Principal {
   merchantId?: string;
   apiKeyId?: string;
   scopes: readonly string[];
+  /** For agents: whether the agent may spend (routes that spend answer 403 FROZEN otherwise). */
+  agentStatus?: 'active' | 'frozen';
+  /** For human and owner principals: the owner's verified email. */
+  email?: string;
   /** How the credential was presented, for logs and metrics: 'human_session', 'agent_identity', 'oauth', 'api_key'. */
   credential: string;
 }

@@ -2,7 +2,7 @@
 // keeps it in the database, so every instance sharing the database signs with the same key. Live
 // mode never generates: the key comes from ACG_SIGNING_KEY, and any route that must sign answers
 // 503 signing_configuration_required without it.
-import { exportJWK, importJWK, importPKCS8, calculateJwkThumbprint, generateKeyPair, SignJWT, type JWK, type JWTPayload } from 'jose';
+import { exportJWK, importJWK, importPKCS8, calculateJwkThumbprint, generateKeyPair, jwtVerify, SignJWT, type JWK, type JWTPayload } from 'jose';
 import { ApiError } from './errors.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
@@ -129,6 +129,25 @@ export class SigningKeys {
 
   publicKeyFor(kid: string): JWK | undefined {
     return this.keys.find((k) => k.kid === kid)?.publicJwk;
+  }
+
+  /**
+   * Verifies a token we signed: ES256 only, one of our keys, our issuer, the given audience and `typ`
+   * (so a voucher is never an access token and vice versa). Throws jose errors on any failure.
+   */
+  async verify(token: string, expected: { typ: string; audience: string; issuer: string }): Promise<JWTPayload> {
+    const { payload, protectedHeader } = await jwtVerify(
+      token,
+      async (header) => {
+        const key = this.keys.find((k) => k.kid === header.kid);
+        if (!key) throw new Error('unknown kid');
+        return importJWK(key.publicJwk, SIGNING_ALG);
+      },
+      { algorithms: [SIGNING_ALG], issuer: expected.issuer, audience: expected.audience, clockTolerance: 30, currentDate: new Date(this.clock.nowMs()) },
+    );
+    const typ = protectedHeader.typ?.toLowerCase().replace(/^application\//, '');
+    if (typ !== expected.typ) throw new Error(`token typ is ${protectedHeader.typ ?? 'absent'}, expected ${expected.typ}`);
+    return payload;
   }
 
   async sign(payload: JWTPayload, typ: string): Promise<string> {

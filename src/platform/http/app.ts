@@ -9,6 +9,7 @@ import type { Principal } from '../principal.ts';
 import { renderError } from './render-error.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
 import { ApiError } from '../errors.ts';
+import { installAuth, type Authenticator, type AuthRequirement } from './auth.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -20,6 +21,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Routes that must answer even when the caller is over its rate limit (health, metrics). */
     skipRateLimit?: boolean;
+    /** Who may call the route; absent means public. */
+    auth?: AuthRequirement;
   }
 }
 
@@ -29,6 +32,7 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 export interface AppOptions {
   /** Feature plugins, registered in order after the platform. */
   features: FastifyPluginAsync[];
+  authenticator: Authenticator;
 }
 
 export async function buildApp(gateway: Gateway, options: AppOptions): Promise<FastifyInstance> {
@@ -92,6 +96,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     return renderError(app, error as unknown as FastifyError, request, reply);
   });
 
+  installAuth(app, options.authenticator);
   registerSharedSchemas(app);
   await app.register(swagger, openApiOptions(gateway.config));
   for (const feature of options.features) await app.register(feature);

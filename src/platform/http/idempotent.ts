@@ -12,6 +12,8 @@ export interface IdempotentOptions {
   secretFields?: readonly string[];
   /** Overrides the caller scope (defaults to the principal, or the client address when anonymous). */
   scope?: string;
+  /** false: a key is honoured when sent, but the operation also runs without one (routes the spec does not mark). */
+  required?: boolean;
 }
 
 export interface RouteResult {
@@ -49,6 +51,10 @@ export async function respondIdempotently(
   const { db, idempotency, config } = request.server.gateway;
   const key = parseIdempotencyKey(request.headers['idempotency-key'], options.keyRule);
   if (key === undefined) {
+    if (options.required === false) {
+      const result = await db.transaction(operation);
+      return send(reply, { status: result.status ?? 200, body: result.body, headers: result.headers ?? {} }, false);
+    }
     throw new ApiError('idempotency_required', { detail: 'send an Idempotency-Key header (a UUID is a good key)' });
   }
   const outcome = await idempotency.claim(

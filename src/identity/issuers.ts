@@ -1,0 +1,68 @@
+// Where the keys of the two external identity providers come from: a configured JWKS URL, OIDC
+// discovery from the issuer, or (dev mode without configuration) the built-in local issuers.
+// Remote key sets are cached and refetched when a token names an unknown `kid` (jose's behaviour).
+import { createLocalJWKSet, createRemoteJWKSet, type JWTVerifyGetKey } from 'jose';
+import type { Config, IssuerConfig } from '../platform/config.ts';
+import { devIssuerUrl, loadDevIssuerKeys, publicJwks, type DevIssuerKind } from './dev-issuers.ts';
+
+export type IdentityProviderKind = 'human' | 'agent';
+
+export interface IdentityProvider {
+  kind: IdentityProviderKind;
+  issuer: string;
+  audience: string;
+  keys: JWTVerifyGetKey;
+  source: 'configured' | 'built_in';
+}
+
+const DISCOVERY_TIMEOUT_MS = 5000;
+/** Algorithms we accept from identity providers: asymmetric only, never `none`, never HMAC. */
+export const EXTERNAL_ALGORITHMS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA'];
+
+function remoteKeys(issuerConfig: IssuerConfig): JWTVerifyGetKey {
+  let resolved: Promise<JWTVerifyGetKey> | undefined;
+  const resolve = async (): Promise<JWTVerifyGetKey> => {
+    if (issuerConfig.jwksUrl) return createRemoteJWKSet(new URL(issuerConfig.jwksUrl), { timeoutDuration: DISCOVERY_TIMEOUT_MS });
+    const response = await fetch(`${issuerConfig.issuer}/.well-known/openid-configuration`, {
+      signal: AbortSignal.timeout(DISCOVERY_TIMEOUT_MS),
+      redirect: 'error',
+    });
+    if (!response.ok) throw new Error(`OIDC discovery for ${issuerConfig.issuer} answered ${response.status}`);
+    const metadata = (await response.json()) as { issuer?: unknown; jwks_uri?: unknown };
+    if (metadata.issuer !== issuerConfig.issuer || typeof metadata.jwks_uri !== 'string') {
+      throw new Error(`OIDC discovery for ${issuerConfig.issuer} returned a mismatched issuer or no jwks_uri`);
+    }
+    return createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: DISCOVERY_TIMEOUT_MS });
+  };
+  return async (header, token) => {
+    // A failed discovery is retried on the next token rather than cached forever.
+    resolved ??= resolve().catch((error: unknown) => {
+      resolved = undefined;
+      throw error;
+    });
+    return (await resolved)(header, token);
+  };
+}
+
+export async function identityProviders(config: Config): Promise<Partial<Record<IdentityProviderKind, IdentityProvider>>> {
+  const providers: Partial<Record<IdentityProviderKind, IdentityProvider>> = {};
+  const devKeys = config.mode === 'dev' && (!config.humanIssuer || !config.agentIssuer) ? await loadDevIssuerKeys(config.dataDir) : undefined;
+  for (const kind of ['human', 'agent'] as const) {
+    const configured = kind === 'human' ? config.humanIssuer : config.agentIssuer;
+    if (configured) {
+      providers[kind] = { kind, issuer: configured.issuer, audience: configured.audience, keys: remoteKeys(configured), source: 'configured' };
+    } else if (devKeys) {
+      providers[kind] = {
+        kind,
+        // The base URL may be learnt after listening (port 0), so the issuer is read when used.
+        get issuer() {
+          return devIssuerUrl(config.baseUrl, kind as DevIssuerKind);
+        },
+        audience: 'agent-credit-gateway',
+        keys: createLocalJWKSet(publicJwks(devKeys, kind)),
+        source: 'built_in',
+      };
+    }
+  }
+  return providers;
+}

@@ -1,0 +1,350 @@
+// HTTP edge of identity: /v1/me, the owner's agents, agent profiles and avatars, and (dev mode only)
+// the discovery documents of the built-in identity issuers.
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import { ApiError } from '../platform/errors.ts';
+import { principalOf } from '../platform/http/auth.ts';
+import { respondIdempotently } from '../platform/http/idempotent.ts';
+import { problems } from '../platform/http/openapi.ts';
+import { Category, IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
+import { devIssuerUrl, loadDevIssuerKeys, publicJwks } from './dev-issuers.ts';
+import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type AvatarType, type IdentityService } from './service.ts';
+
+const OWNER = { kinds: ['human', 'owner'] } as const;
+
+export const ProfileSchema = Type.Object(
+  {
+    name: Type.String(),
+    preset: Type.String({ enum: [...PROFILE_PRESETS] }),
+    color: Type.String({ description: 'hex colour #rrggbb' }),
+    avatarUrl: Nullable(Type.String({ description: 'where the owner reads the finalized avatar image' })),
+  },
+  { $id: 'AgentProfile' },
+);
+
+const Caps = Type.Object(
+  {
+    perHoldUc: Nullable(Microcredits('largest single hold; null = no cap')),
+    perPeriodUc: Nullable(Microcredits('most that holds may take per period; null = no cap')),
+    periodS: Type.Integer({ description: 'length of the cap period in seconds (rolling window)' }),
+  },
+  { additionalProperties: false },
+);
+
+export const AgentSchema = Type.Object(
+  {
+    id: Type.String(),
+    ownerId: Type.String(),
+    name: Type.String(),
+    status: Type.String({ enum: ['active', 'frozen'] }),
+    identity: Type.Object({ issuer: Type.String(), subject: Type.String() }),
+    allowedServices: Type.Array(Type.String(), { description: 'service ids the agent may execute; "*" = all' }),
+    allowedCategories: Type.Array(Type.String(), { description: 'offer categories the agent may buy; "*" = all' }),
+    inboxAllowlist: Type.Array(Type.String(), { description: 'mailboxes the mail service may read' }),
+    caps: Caps,
+    profile: Type.Ref('AgentProfile'),
+    createdAt: UnixSeconds('creation'),
+    updatedAt: UnixSeconds('last change'),
+  },
+  { $id: 'Agent' },
+);
+
+const Name = Type.String({ minLength: 1, maxLength: 100 });
+const ServiceList = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 20 });
+const CategoryList = Type.Array(Type.Union([Category, Type.Literal('*')]), { maxItems: 100 });
+const InboxList = Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 50 });
+const CapsInput = Type.Object(
+  {
+    perHoldUc: Type.Optional(Nullable(Microcredits())),
+    perPeriodUc: Type.Optional(Nullable(Microcredits())),
+    periodS: Type.Optional(Type.Integer({ minimum: 60, maximum: 31_536_000 })),
+  },
+  { additionalProperties: false },
+);
+
+const AgentCreate = Type.Object(
+  {
+    name: Name,
+    identity: Type.Object(
+      {
+        issuer: Type.String({ minLength: 1, maxLength: 500, description: 'must be the configured agent identity provider' }),
+        subject: Type.String({ minLength: 1, maxLength: 200 }),
+      },
+      { additionalProperties: false },
+    ),
+    allowedServices: Type.Optional(ServiceList),
+    allowedCategories: Type.Optional(CategoryList),
+    inboxAllowlist: Type.Optional(InboxList),
+    caps: Type.Optional(CapsInput),
+  },
+  { additionalProperties: false },
+);
+
+const AgentPatch = Type.Object(
+  {
+    name: Type.Optional(Name),
+    allowedServices: Type.Optional(ServiceList),
+    allowedCategories: Type.Optional(CategoryList),
+    inboxAllowlist: Type.Optional(InboxList),
+    caps: Type.Optional(CapsInput),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+const ProfileInput = Type.Object(
+  {
+    name: Name,
+    preset: Type.String({ enum: [...PROFILE_PRESETS] }),
+    color: Type.String({ pattern: '^#[0-9A-Fa-f]{6}$', description: 'hex colour #rrggbb (stored lower-case)' }),
+  },
+  { additionalProperties: false },
+);
+
+const UploadStart = Type.Object(
+  {
+    contentType: Type.String({ enum: [...AVATAR_TYPES] }),
+    sizeBytes: Type.Integer({ minimum: 1, maximum: AVATAR_BYTES_MAX, description: `at most ${AVATAR_BYTES_MAX} bytes` }),
+  },
+  { additionalProperties: false },
+);
+
+const UploadTicket = Type.Object({
+  uploadId: Type.String(),
+  storageId: Type.String(),
+  uploadUrl: Type.String({ description: 'PUT the image bytes here with the declared Content-Type and your credential' }),
+  method: Type.Literal('PUT'),
+  contentType: Type.String(),
+  maxBytes: Type.Integer(),
+  expiresAt: UnixSeconds('the upload must be finalized before'),
+});
+
+const Finalize = Type.Object({ uploadId: ResourceId, storageId: ResourceId }, { additionalProperties: false });
+
+const AgentList = Type.Object({ agents: Type.Array(Type.Ref('Agent')), hasMore: Type.Boolean() });
+
+const Me = Type.Object({
+  kind: Type.String({ enum: ['human', 'agent', 'owner', 'merchant'] }),
+  credential: Type.String({ description: 'human_session, agent_identity, oauth or api_key' }),
+  owner: Type.Optional(Type.Object({ id: Type.String(), email: Type.String() })),
+  agent: Type.Optional(Type.Ref('Agent')),
+  balance: Type.Optional(
+    Type.Object({ availableUc: Microcredits(), heldUc: Microcredits() }, { description: "the agent's own balance" }),
+  ),
+  merchant: Type.Optional(Type.Object({ merchantId: Type.String(), keyId: Type.String(), scopes: Type.Array(Type.String()) })),
+});
+
+const AgentIdParams = IdParams;
+const UploadParams = Type.Object({ id: ResourceId, uploadId: ResourceId });
+
+export interface IdentityRouteDeps {
+  identity: IdentityService;
+  /** The agent's balance for /v1/me, once the ledger exists. */
+  agentBalance?: (agentId: string) => Promise<{ availableUc: string; heldUc: string }>;
+}
+
+export function identityRoutes(deps: IdentityRouteDeps) {
+  const { identity } = deps;
+  return async function routes(app: FastifyInstance): Promise<void> {
+    app.addSchema(ProfileSchema);
+    app.addSchema(AgentSchema);
+    const tags = ['identity'];
+
+    app.get('/v1/me', {
+      config: { auth: { kinds: ['human', 'agent', 'owner', 'merchant'] } },
+      schema: { tags, summary: 'Who the credential belongs to', response: { 200: Me } },
+      handler: async (request) => {
+        const principal = principalOf(request);
+        const base = { kind: principal.kind, credential: principal.credential };
+        if (principal.kind === 'merchant') {
+          return { ...base, merchant: { merchantId: principal.merchantId!, keyId: principal.apiKeyId!, scopes: [...principal.scopes] } };
+        }
+        if (principal.kind === 'agent') {
+          const agent = await identity.getAgent(principal.ownerId!, principal.agentId!);
+          const balance = deps.agentBalance ? await deps.agentBalance(agent.id) : undefined;
+          return { ...base, agent, balance };
+        }
+        return { ...base, owner: { id: principal.ownerId!, email: principal.email! } };
+      },
+    });
+
+    app.post('/v1/owner/agents', {
+      config: { auth: OWNER },
+      schema: {
+        tags,
+        summary: 'Register an agent',
+        description: 'Registers an agent identity (issuer + subject of the agent identity provider) under your ownership. Requires Idempotency-Key.',
+        body: AgentCreate,
+        response: { 201: Type.Ref('Agent'), ...problems(400, 409, 503) },
+      },
+      handler: async (request, reply) => {
+        const owner = principalOf(request).ownerId!;
+        const body = request.body as Static<typeof AgentCreate>;
+        return respondIdempotently(request, reply, {}, async (tx) => ({ status: 201, body: await identity.registerAgent(tx, owner, body) }));
+      },
+    });
+
+    app.get('/v1/owner/agents', {
+      config: { auth: OWNER },
+      schema: { tags, summary: 'List your agents (oldest first)', querystring: PageQuery, response: { 200: AgentList } },
+      handler: async (request) => {
+        const query = request.query as Static<typeof PageQuery>;
+        return identity.listAgents(principalOf(request).ownerId!, query.limit ?? 20, query.startingAfter);
+      },
+    });
+
+    app.get('/v1/owner/agents/:id', {
+      config: { auth: OWNER },
+      schema: { tags, summary: 'Read one of your agents', params: AgentIdParams, response: { 200: Type.Ref('Agent'), ...problems(404) } },
+      handler: async (request) => identity.getAgent(principalOf(request).ownerId!, (request.params as { id: string }).id),
+    });
+
+    app.patch('/v1/owner/agents/:id', {
+      config: { auth: OWNER },
+      schema: {
+        tags,
+        summary: "Update an agent's name, allowances and caps",
+        description: 'Idempotency-Key is honoured when sent.',
+        params: AgentIdParams,
+        body: AgentPatch,
+        response: { 200: Type.Ref('Agent'), ...problems(400, 404, 409) },
+      },
+      handler: async (request, reply) => {
+        const owner = principalOf(request).ownerId!;
+        const { id } = request.params as { id: string };
+        return respondIdempotently(request, reply, { required: false }, async (tx) => ({
+          body: await identity.updateAgent(tx, owner, id, request.body as Static<typeof AgentPatch>),
+        }));
+      },
+    });
+
+    for (const [action, status] of [['freeze', 'frozen'], ['unfreeze', 'active']] as const) {
+      app.post(`/v1/owner/agents/:id/${action}`, {
+        config: { auth: OWNER },
+        schema: {
+          tags,
+          summary: action === 'freeze' ? 'Freeze an agent: it can no longer spend (403 FROZEN)' : 'Unfreeze an agent',
+          description: 'No body. Idempotency-Key is honoured when sent.',
+          params: AgentIdParams,
+          response: { 200: Type.Ref('Agent'), ...problems(404, 409) },
+        },
+        handler: async (request, reply) => {
+          const owner = principalOf(request).ownerId!;
+          const { id } = request.params as { id: string };
+          return respondIdempotently(request, reply, { required: false }, async (tx) => ({ body: await identity.setStatus(tx, owner, id, status) }));
+        },
+      });
+    }
+
+    app.put('/v1/owner/agents/:id/profile', {
+      config: { auth: OWNER },
+      schema: {
+        tags,
+        summary: "Set an agent's profile (name, preset, colour)",
+        params: AgentIdParams,
+        body: ProfileInput,
+        response: { 200: Type.Ref('AgentProfile'), ...problems(400, 404, 409) },
+      },
+      handler: async (request, reply) => {
+        const owner = principalOf(request).ownerId!;
+        const { id } = request.params as { id: string };
+        return respondIdempotently(request, reply, { required: false }, async (tx) => ({
+          body: await identity.setProfile(tx, owner, id, request.body as Static<typeof ProfileInput>),
+        }));
+      },
+    });
+
+    app.post('/v1/owner/agents/:id/avatar/uploads', {
+      config: { auth: OWNER },
+      schema: {
+        tags,
+        summary: 'Start an avatar upload',
+        description: `Declares the image type (${AVATAR_TYPES.join(', ')}) and size (at most ${AVATAR_BYTES_MAX} bytes). Then PUT the bytes to uploadUrl and finalize with uploadId and storageId within 15 minutes.`,
+        params: AgentIdParams,
+        body: UploadStart,
+        response: { 201: UploadTicket, ...problems(400, 404, 409) },
+      },
+      handler: async (request, reply) => {
+        const owner = principalOf(request).ownerId!;
+        const { id } = request.params as { id: string };
+        const body = request.body as Static<typeof UploadStart>;
+        return respondIdempotently(request, reply, { required: false }, async (tx) => ({
+          status: 201,
+          body: await identity.startAvatarUpload(tx, owner, id, body.contentType as AvatarType, body.sizeBytes),
+        }));
+      },
+    });
+
+    await app.register(async (uploads) => {
+      // Image bodies are accepted on this one route only.
+      uploads.addContentTypeParser([...AVATAR_TYPES], { parseAs: 'buffer', bodyLimit: AVATAR_BYTES_MAX }, (_request, body, done) => done(null, body));
+      uploads.put('/v1/owner/agents/:id/avatar/uploads/:uploadId', {
+        config: { auth: OWNER },
+        schema: {
+          tags,
+          summary: 'Upload the avatar bytes',
+          description: `Raw image body with the Content-Type declared when the upload started; at most ${AVATAR_BYTES_MAX} bytes. The bytes must be an image of that type.`,
+          params: UploadParams,
+          response: { 204: Type.Null(), ...problems(400, 404, 409, 413, 415) },
+        },
+        handler: async (request, reply) => {
+          const { id, uploadId } = request.params as { id: string; uploadId: string };
+          if (!Buffer.isBuffer(request.body)) throw new ApiError('unsupported_media_type', { detail: `send the image as ${AVATAR_TYPES.join(', ')}` });
+          const contentType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+          await identity.receiveAvatarBytes(principalOf(request).ownerId!, id, uploadId, contentType, request.body);
+          return reply.code(204).send();
+        },
+      });
+    });
+
+    app.post('/v1/owner/agents/:id/avatar/finalize', {
+      config: { auth: OWNER },
+      schema: {
+        tags,
+        summary: 'Finalize an avatar upload',
+        description: "Makes the uploaded image the agent's avatar (profile preset becomes \"image\"). Idempotency-Key is honoured when sent.",
+        params: AgentIdParams,
+        body: Finalize,
+        response: { 200: Type.Ref('AgentProfile'), ...problems(400, 404, 503) },
+      },
+      handler: async (request, reply) => {
+        const owner = principalOf(request).ownerId!;
+        const { id } = request.params as { id: string };
+        const body = request.body as Static<typeof Finalize>;
+        return respondIdempotently(request, reply, { required: false }, async (tx) => ({
+          body: await identity.finalizeAvatar(tx, owner, id, body.uploadId, body.storageId),
+        }));
+      },
+    });
+
+    app.get('/v1/owner/agents/:id/avatar', {
+      config: { auth: OWNER },
+      schema: { tags, summary: "Read the agent's avatar image", params: AgentIdParams, response: problems(404) },
+      handler: async (request, reply) => {
+        const avatar = await identity.readAvatar(principalOf(request).ownerId!, (request.params as { id: string }).id);
+        reply.type(avatar.contentType).header('cache-control', 'private, max-age=300').header('x-content-type-options', 'nosniff');
+        return reply.send(Buffer.from(avatar.bytes));
+      },
+    });
+
+    if (app.gateway.config.mode === 'dev') await app.register(devIssuerRoutes);
+  };
+}
+
+/** OIDC discovery and JWKS of the built-in dev issuers, so tools can verify dev tokens like real ones. */
+async function devIssuerRoutes(app: FastifyInstance): Promise<void> {
+  const { config } = app.gateway;
+  const keys = await loadDevIssuerKeys(config.dataDir);
+  const KindParams = Type.Object({ kind: Type.String({ enum: ['human', 'agent'] }) });
+  app.get('/dev/issuers/:kind/.well-known/openid-configuration', {
+    schema: { tags: ['dev'], summary: 'Dev mode: discovery document of a built-in identity issuer', params: KindParams },
+    handler: async (request) => {
+      const { kind } = request.params as { kind: 'human' | 'agent' };
+      const issuer = devIssuerUrl(config.baseUrl, kind);
+      return { issuer, jwks_uri: `${issuer}/jwks.json`, id_token_signing_alg_values_supported: ['ES256'] };
+    },
+  });
+  app.get('/dev/issuers/:kind/jwks.json', {
+    schema: { tags: ['dev'], summary: 'Dev mode: public keys of a built-in identity issuer', params: KindParams },
+    handler: async (request) => publicJwks(keys, (request.params as { kind: 'human' | 'agent' }).kind),
+  });
+}

@@ -1,0 +1,281 @@
+// Owners manage their agents: register, read, update, freeze/unfreeze, profile and avatar.
+// Every method takes the owner id of the caller and treats another owner's agent as not found.
+import { ApiError } from '../platform/errors.ts';
+import type { Queryable } from '../platform/db/database.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import { newId } from '../platform/ids.ts';
+import { formatUc } from '../platform/money.ts';
+import { SERVICE_IDS } from '../services/service-ids.ts';
+import * as store from './store.ts';
+
+export const PROFILE_PRESETS = ['letter', 'robot', 'abstract', 'image'] as const;
+export type ProfilePreset = (typeof PROFILE_PRESETS)[number];
+export const DEFAULT_PROFILE_COLOR = '#4f46e5';
+export const DEFAULT_CAP_PERIOD_S = 86_400;
+export const AVATAR_TYPES = ['image/png', 'image/jpeg', 'image/webp'] as const;
+export type AvatarType = (typeof AVATAR_TYPES)[number];
+export const AVATAR_BYTES_MAX = 262_144;
+export const AVATAR_UPLOAD_LIFETIME_S = 900;
+
+export interface AgentProfile {
+  name: string;
+  preset: string;
+  color: string;
+  avatarUrl: string | null;
+}
+
+export interface Agent {
+  id: string;
+  ownerId: string;
+  name: string;
+  status: 'active' | 'frozen';
+  identity: { issuer: string; subject: string };
+  allowedServices: string[];
+  allowedCategories: string[];
+  inboxAllowlist: string[];
+  caps: { perHoldUc: string | null; perPeriodUc: string | null; periodS: number };
+  profile: AgentProfile;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface AgentSettings {
+  name?: string;
+  allowedServices?: string[];
+  allowedCategories?: string[];
+  inboxAllowlist?: string[];
+  caps?: { perHoldUc?: string | null; perPeriodUc?: string | null; periodS?: number };
+}
+
+export function profileOf(row: store.AgentRow): AgentProfile {
+  return {
+    name: row.profile_name,
+    preset: row.profile_preset,
+    color: row.profile_color,
+    avatarUrl: row.avatar_upload_id ? `/v1/owner/agents/${row.id}/avatar` : null,
+  };
+}
+
+export function toAgent(row: store.AgentRow): Agent {
+  return {
+    id: row.id,
+    ownerId: row.owner_id,
+    name: row.name,
+    status: row.status,
+    identity: { issuer: row.identity_issuer, subject: row.identity_subject },
+    allowedServices: row.allowed_services,
+    allowedCategories: row.allowed_categories,
+    inboxAllowlist: row.inbox_allowlist,
+    caps: {
+      perHoldUc: row.cap_per_hold_uc === null ? null : formatUc(row.cap_per_hold_uc),
+      perPeriodUc: row.cap_per_period_uc === null ? null : formatUc(row.cap_per_period_uc),
+      periodS: row.cap_period_s,
+    },
+    profile: profileOf(row),
+    createdAt: Number(row.created_at_s),
+    updatedAt: Number(row.updated_at_s),
+  };
+}
+
+function unique(values: string[]): string[] {
+  return [...new Set(values)];
+}
+
+function checkServices(services: string[]): string[] {
+  for (const id of services) {
+    if (id !== '*' && !(SERVICE_IDS as readonly string[]).includes(id)) {
+      throw new ApiError('invalid_input', { detail: `unknown service "${id}"; known: ${SERVICE_IDS.join(', ')} or "*"` });
+    }
+  }
+  return unique(services);
+}
+
+/** Magic numbers of the accepted image types: the declared type must match the bytes. */
+function sniffImage(bytes: Uint8Array): AvatarType | undefined {
+  const starts = (...sig: number[]) => sig.every((b, i) => bytes[i] === b);
+  if (starts(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a)) return 'image/png';
+  if (starts(0xff, 0xd8, 0xff)) return 'image/jpeg';
+  if (starts(0x52, 0x49, 0x46, 0x46) && String.fromCharCode(...bytes.slice(8, 12)) === 'WEBP') return 'image/webp';
+  return undefined;
+}
+
+export class IdentityService {
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly agentIssuer: () => string | undefined,
+  ) {}
+
+  private async owned(db: Queryable, ownerId: string, agentId: string, lock = false): Promise<store.AgentRow> {
+    const row = await store.findOwnedAgent(db, ownerId, agentId, lock);
+    if (!row) throw new ApiError('not_found', { detail: `no agent ${agentId} among your agents` });
+    return row;
+  }
+
+  async registerAgent(tx: Queryable, ownerId: string, input: AgentSettings & { name: string; identity: { issuer: string; subject: string } }): Promise<Agent> {
+    const issuer = this.agentIssuer();
+    if (!issuer) throw new ApiError('provider_configuration_required', { detail: 'no agent identity provider is configured (ACG_AGENT_ISSUER)' });
+    if (input.identity.issuer !== issuer) {
+      throw new ApiError('invalid_input', { detail: `identity.issuer must be the agent identity provider, ${issuer}` });
+    }
+    const nowS = this.gateway.clock.nowS();
+    const row = await store.insertAgent(tx, {
+      id: newId('agt'),
+      owner_id: ownerId,
+      name: input.name,
+      identity_issuer: input.identity.issuer,
+      identity_subject: input.identity.subject,
+      status: 'active',
+      allowed_services: checkServices(input.allowedServices ?? ['*']),
+      allowed_categories: unique(input.allowedCategories ?? ['*']),
+      inbox_allowlist: unique(input.inboxAllowlist ?? []),
+      cap_per_hold_uc: input.caps?.perHoldUc == null ? null : BigInt(input.caps.perHoldUc),
+      cap_per_period_uc: input.caps?.perPeriodUc == null ? null : BigInt(input.caps.perPeriodUc),
+      cap_period_s: input.caps?.periodS ?? DEFAULT_CAP_PERIOD_S,
+      profile_name: input.name,
+      profile_preset: 'letter',
+      profile_color: DEFAULT_PROFILE_COLOR,
+      avatar_upload_id: null,
+      created_at_s: BigInt(nowS),
+      updated_at_s: BigInt(nowS),
+    });
+    if (!row) throw new ApiError('conflict', { detail: 'an agent with this identity (issuer + subject) is already registered' });
+    return toAgent(row);
+  }
+
+  async listAgents(ownerId: string, limit: number, startingAfter?: string): Promise<{ agents: Agent[]; hasMore: boolean }> {
+    const rows = await store.listOwnedAgents(this.gateway.db, ownerId, limit + 1, startingAfter);
+    return { agents: rows.slice(0, limit).map(toAgent), hasMore: rows.length > limit };
+  }
+
+  async getAgent(ownerId: string, agentId: string): Promise<Agent> {
+    return toAgent(await this.owned(this.gateway.db, ownerId, agentId));
+  }
+
+  /** The agent as its owner's routes see it; used by other features to check ownership. */
+  async ownedAgentRow(db: Queryable, ownerId: string, agentId: string, lock = false): Promise<store.AgentRow> {
+    return this.owned(db, ownerId, agentId, lock);
+  }
+
+  async agentRow(db: Queryable, agentId: string): Promise<store.AgentWithOwnerRow | undefined> {
+    return store.findAgent(db, agentId);
+  }
+
+  async agentByIdentity(db: Queryable, issuer: string, subject: string): Promise<store.AgentWithOwnerRow | undefined> {
+    return store.findAgentByIdentity(db, issuer, subject);
+  }
+
+  async updateAgent(tx: Queryable, ownerId: string, agentId: string, patch: AgentSettings): Promise<Agent> {
+    const row = await this.owned(tx, ownerId, agentId, true);
+    const caps = patch.caps ?? {};
+    return toAgent(
+      await store.updateAgent(tx, {
+        ...row,
+        name: patch.name ?? row.name,
+        allowed_services: patch.allowedServices ? checkServices(patch.allowedServices) : row.allowed_services,
+        allowed_categories: patch.allowedCategories ? unique(patch.allowedCategories) : row.allowed_categories,
+        inbox_allowlist: patch.inboxAllowlist ? unique(patch.inboxAllowlist) : row.inbox_allowlist,
+        cap_per_hold_uc: caps.perHoldUc === undefined ? row.cap_per_hold_uc : caps.perHoldUc === null ? null : BigInt(caps.perHoldUc),
+        cap_per_period_uc:
+          caps.perPeriodUc === undefined ? row.cap_per_period_uc : caps.perPeriodUc === null ? null : BigInt(caps.perPeriodUc),
+        cap_period_s: caps.periodS ?? row.cap_period_s,
+        updated_at_s: BigInt(this.gateway.clock.nowS()),
+      }),
+    );
+  }
+
+  async setStatus(tx: Queryable, ownerId: string, agentId: string, status: 'active' | 'frozen'): Promise<Agent> {
+    const row = await this.owned(tx, ownerId, agentId, true);
+    if (row.status === status) return toAgent(row);
+    return toAgent(await store.updateAgent(tx, { ...row, status, updated_at_s: BigInt(this.gateway.clock.nowS()) }));
+  }
+
+  async setProfile(tx: Queryable, ownerId: string, agentId: string, profile: { name: string; preset: string; color: string }): Promise<AgentProfile> {
+    const row = await this.owned(tx, ownerId, agentId, true);
+    if (profile.preset === 'image' && !row.avatar_upload_id) {
+      throw new ApiError('invalid_input', { detail: 'preset "image" needs a finalized avatar upload first' });
+    }
+    const updated = await store.updateAgent(tx, {
+      ...row,
+      profile_name: profile.name,
+      profile_preset: profile.preset,
+      profile_color: profile.color.toLowerCase(),
+      updated_at_s: BigInt(this.gateway.clock.nowS()),
+    });
+    return profileOf(updated);
+  }
+
+  async startAvatarUpload(tx: Queryable, ownerId: string, agentId: string, contentType: AvatarType, sizeBytes: number) {
+    await this.owned(tx, ownerId, agentId);
+    const nowS = this.gateway.clock.nowS();
+    const upload = {
+      id: newId('upl'),
+      storage_id: newId('sto'),
+      agent_id: agentId,
+      content_type: contentType,
+      size_bytes: sizeBytes,
+      state: 'pending' as const,
+      created_at_s: BigInt(nowS),
+      expires_at_s: BigInt(nowS + AVATAR_UPLOAD_LIFETIME_S),
+    };
+    await store.insertAvatarUpload(tx, upload);
+    return {
+      uploadId: upload.id,
+      storageId: upload.storage_id,
+      uploadUrl: `/v1/owner/agents/${agentId}/avatar/uploads/${upload.id}`,
+      method: 'PUT' as const,
+      contentType,
+      maxBytes: sizeBytes,
+      expiresAt: nowS + AVATAR_UPLOAD_LIFETIME_S,
+    };
+  }
+
+  async receiveAvatarBytes(ownerId: string, agentId: string, uploadId: string, contentType: string, bytes: Uint8Array): Promise<void> {
+    await this.gateway.db.transaction(async (tx) => {
+      await this.owned(tx, ownerId, agentId);
+      const upload = await store.findAvatarUpload(tx, agentId, uploadId, true);
+      if (!upload) throw new ApiError('not_found', { detail: `no upload ${uploadId} for this agent` });
+      if (upload.state !== 'pending' || Number(upload.expires_at_s) <= this.gateway.clock.nowS()) {
+        throw new ApiError('conflict', { detail: 'this upload has already received its bytes or has expired; start a new one' });
+      }
+      if (contentType !== upload.content_type) {
+        throw new ApiError('unsupported_media_type', { detail: `this upload was started for ${upload.content_type}` });
+      }
+      if (bytes.length > upload.size_bytes) {
+        throw new ApiError('payload_too_large', { detail: `this upload was started for at most ${upload.size_bytes} bytes` });
+      }
+      if (sniffImage(bytes) !== upload.content_type) {
+        throw new ApiError('invalid_input', { detail: `the bytes are not a ${upload.content_type} image` });
+      }
+      await store.storeAvatarBytes(tx, uploadId, bytes);
+    });
+  }
+
+  async finalizeAvatar(tx: Queryable, ownerId: string, agentId: string, uploadId: string, storageId: string): Promise<AgentProfile> {
+    const row = await this.owned(tx, ownerId, agentId, true);
+    const upload = await store.findAvatarUpload(tx, agentId, uploadId, true);
+    if (!upload || upload.storage_id !== storageId) throw new ApiError('not_found', { detail: 'no such upload and storage id for this agent' });
+    if (upload.state === 'pending') throw new ApiError('invalid_input', { detail: 'the upload has not received its bytes yet' });
+    if (upload.state === 'uploaded' && Number(upload.expires_at_s) <= this.gateway.clock.nowS()) {
+      throw new ApiError('invalid_input', { detail: 'the upload expired before it was finalized; start a new one' });
+    }
+    await store.markAvatarFinalized(tx, uploadId);
+    const updated = await store.updateAgent(tx, {
+      ...row,
+      avatar_upload_id: uploadId,
+      profile_preset: 'image',
+      updated_at_s: BigInt(this.gateway.clock.nowS()),
+    });
+    return profileOf(updated);
+  }
+
+  async readAvatar(ownerId: string, agentId: string): Promise<{ contentType: string; bytes: Uint8Array }> {
+    const row = await this.owned(this.gateway.db, ownerId, agentId);
+    const upload = row.avatar_upload_id ? await store.findAvatarUpload(this.gateway.db, agentId, row.avatar_upload_id) : undefined;
+    if (!upload?.bytes) throw new ApiError('not_found', { detail: 'this agent has no avatar' });
+    return { contentType: upload.content_type, bytes: upload.bytes };
+  }
+
+  async sweepAvatarUploads(): Promise<number> {
+    return store.deleteExpiredAvatarUploads(this.gateway.db, this.gateway.clock.nowS());
+  }
+}

@@ -1,0 +1,197 @@
+// The one credential verifier. Every route and the MCP endpoint resolve `Authorization: Bearer …` to
+// exactly one principal here:
+//   H  human session JWT from the human identity provider (verified email required);
+//   A  agent identity JWT from the agent identity provider, or our `at+jwt` with scope svc:agent;
+//   O  our `at+jwt` with scope svc:owner;
+//   M  a merchant API key (`acg_mk_…`).
+// Tokens are routed by their (unverified) `iss` only to pick the key set; everything is then verified
+// in full: algorithm allow-list, signature, iss, aud, exp/nbf (30 s skew), typ.
+import { decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
+import { ApiError } from '../platform/errors.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import { newId } from '../platform/ids.ts';
+import type { Principal } from '../platform/principal.ts';
+import { parseApiKey, secretMatches, API_KEY_PREFIX } from './api-keys.ts';
+import { EXTERNAL_ALGORITHMS, type IdentityProvider, type IdentityProviderKind } from './issuers.ts';
+import * as store from './store.ts';
+
+export type { Resource } from '../platform/http/auth.ts';
+import type { Resource } from '../platform/http/auth.ts';
+export const ACCESS_TOKEN_TYP = 'at+jwt';
+export const SCOPE_AGENT = 'svc:agent';
+export const SCOPE_OWNER = 'svc:owner';
+const CLOCK_SKEW_S = 30;
+/** `typ` values an identity provider's session token may carry: plain JWTs only, never ours. */
+const EXTERNAL_TYPS = new Set([undefined, 'jwt', 'application/jwt']);
+
+export function resourceUri(baseUrl: string, resource: Resource): string {
+  return resource === 'mcp' ? `${baseUrl}/mcp` : baseUrl;
+}
+
+export function resourceMetadataUrl(baseUrl: string, resource: Resource): string {
+  return resource === 'mcp' ? `${baseUrl}/.well-known/oauth-protected-resource/mcp` : `${baseUrl}/.well-known/oauth-protected-resource`;
+}
+
+function quote(text: string): string {
+  return text.replace(/["\\]/g, "'");
+}
+
+export class CredentialVerifier {
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly providers: Partial<Record<IdentityProviderKind, IdentityProvider>>,
+    private readonly apiKeyPepper: string | undefined,
+  ) {}
+
+  provider(kind: IdentityProviderKind): IdentityProvider | undefined {
+    return this.providers[kind];
+  }
+
+  /** 401 with the RFC 6750/9728 challenge; `error="invalid_token"` only when a token was presented. */
+  unauthorized(resource: Resource, detail: string, tokenPresented: boolean): ApiError {
+    const metadata = resourceMetadataUrl(this.gateway.config.baseUrl, resource);
+    const challenge = tokenPresented
+      ? `Bearer resource_metadata="${metadata}", error="invalid_token", error_description="${quote(detail)}"`
+      : `Bearer resource_metadata="${metadata}"`;
+    return new ApiError('unauthorized', { detail, headers: { 'www-authenticate': challenge } });
+  }
+
+  async authenticate(authorization: string | undefined, resource: Resource): Promise<Principal> {
+    if (!authorization) throw this.unauthorized(resource, 'send a credential as Authorization: Bearer <token>', false);
+    const match = /^Bearer +([^\s]+) *$/i.exec(authorization);
+    if (!match) throw this.unauthorized(resource, 'the Authorization header must be "Bearer <token>"', true);
+    const token = match[1]!;
+    if (token.startsWith(API_KEY_PREFIX)) return this.merchantKey(token, resource);
+
+    let issuer: unknown;
+    try {
+      issuer = decodeJwt(token).iss;
+    } catch {
+      throw this.unauthorized(resource, 'the bearer token is neither a JWT nor an API key', true);
+    }
+    const { baseUrl } = this.gateway.config;
+    if (issuer === baseUrl) return this.accessToken(token, resource);
+    for (const provider of Object.values(this.providers)) {
+      if (provider && issuer === provider.issuer) {
+        return provider.kind === 'human' ? this.humanSession(token, provider, resource) : this.agentIdentity(token, provider, resource);
+      }
+    }
+    if (this.gateway.config.mode === 'live' && (!this.providers.human || !this.providers.agent)) {
+      throw new ApiError('provider_configuration_required', { detail: 'identity providers are not configured (ACG_HUMAN_ISSUER, ACG_AGENT_ISSUER)' });
+    }
+    throw this.unauthorized(resource, 'the token was issued by an issuer this gateway does not trust', true);
+  }
+
+  private async verifyExternal(token: string, provider: IdentityProvider, resource: Resource) {
+    try {
+      const { payload, protectedHeader } = await jwtVerify(token, provider.keys, {
+        algorithms: EXTERNAL_ALGORITHMS,
+        issuer: provider.issuer,
+        audience: provider.audience,
+        clockTolerance: CLOCK_SKEW_S,
+        currentDate: new Date(this.gateway.clock.nowMs()),
+        requiredClaims: ['sub', 'exp'],
+      });
+      if (!EXTERNAL_TYPS.has(protectedHeader.typ?.toLowerCase())) throw new Error(`typ ${protectedHeader.typ} is not a session token`);
+      return payload;
+    } catch (error) {
+      if (error instanceof joseErrors.JWKSTimeout || (error instanceof TypeError && /fetch/i.test(error.message))) {
+        throw new ApiError('runtime_unavailable', { detail: `the ${provider.kind} identity provider's keys cannot be fetched` });
+      }
+      throw this.unauthorized(resource, `invalid ${provider.kind} identity token: ${(error as Error).message}`, true);
+    }
+  }
+
+  private async humanSession(token: string, provider: IdentityProvider, resource: Resource): Promise<Principal> {
+    const claims = await this.verifyExternal(token, provider, resource);
+    if (claims.email_verified !== true || typeof claims.email !== 'string' || !claims.email.includes('@')) {
+      throw new ApiError('owner_claim_required', { detail: 'the human identity has no verified email' });
+    }
+    const email = claims.email.toLowerCase();
+    const { db, clock } = this.gateway;
+    let owner = await store.findOwnerByIdentity(db, provider.issuer, claims.sub!);
+    if (!owner || owner.email !== email || !owner.email_verified) {
+      owner = await store.upsertOwner(db, {
+        id: newId('own'),
+        issuer: provider.issuer,
+        subject: claims.sub!,
+        email,
+        emailVerified: true,
+        nowS: clock.nowS(),
+      });
+    }
+    return { kind: 'human', id: owner.id, ownerId: owner.id, email, scopes: [], credential: 'human_session' };
+  }
+
+  private async agentIdentity(token: string, provider: IdentityProvider, resource: Resource): Promise<Principal> {
+    const claims = await this.verifyExternal(token, provider, resource);
+    const agent = await store.findAgentByIdentity(this.gateway.db, provider.issuer, claims.sub!);
+    if (!agent) throw new ApiError('agent_not_registered', { detail: 'no agent is registered for this identity; its owner registers it' });
+    const claimName = this.gateway.config.agentOwnerEmailClaim;
+    const ownerEmail = claims[claimName];
+    if (typeof ownerEmail !== 'string' || !agent.owner_email_verified || ownerEmail.toLowerCase() !== agent.owner_email) {
+      throw new ApiError('owner_claim_required', {
+        detail: `the agent identity's ${claimName} claim does not match its owner's verified email`,
+      });
+    }
+    return this.agentPrincipal(agent, 'agent_identity');
+  }
+
+  private agentPrincipal(agent: store.AgentRow, credential: string): Principal {
+    return {
+      kind: 'agent',
+      id: agent.id,
+      agentId: agent.id,
+      ownerId: agent.owner_id,
+      agentStatus: agent.status,
+      scopes: [SCOPE_AGENT],
+      credential,
+    };
+  }
+
+  private async accessToken(token: string, resource: Resource): Promise<Principal> {
+    const { signing, config, db } = this.gateway;
+    let claims;
+    try {
+      claims = await signing.verify(token, { typ: ACCESS_TOKEN_TYP, issuer: config.baseUrl, audience: resourceUri(config.baseUrl, resource) });
+    } catch (error) {
+      throw this.unauthorized(resource, `invalid access token: ${(error as Error).message}`, true);
+    }
+    const scope = typeof claims.scope === 'string' ? claims.scope.split(' ') : [];
+    if (typeof claims.sub !== 'string') throw this.unauthorized(resource, 'access token without sub', true);
+    if (scope.includes(SCOPE_AGENT) && claims.actor_type === 'agent') {
+      const agent = await store.findAgent(db, claims.sub);
+      if (!agent) throw new ApiError('agent_not_registered', { detail: 'the agent this token was issued to is no longer registered' });
+      if (!agent.owner_email_verified) throw new ApiError('owner_claim_required', { detail: "the agent's owner is no longer a verified human" });
+      return this.agentPrincipal(agent, 'oauth');
+    }
+    if (scope.includes(SCOPE_OWNER) && claims.actor_type === 'owner') {
+      // Owner controls recheck that the verified-human identity behind the token still holds.
+      const owner = await store.findOwner(db, claims.sub);
+      if (!owner || !owner.email_verified || owner.email !== claims.email) {
+        throw new ApiError('owner_claim_required', { detail: "the owner's verified human identity no longer matches this token" });
+      }
+      return { kind: 'owner', id: owner.id, ownerId: owner.id, email: owner.email, scopes: [SCOPE_OWNER], credential: 'oauth' };
+    }
+    throw new ApiError('scope_required', { detail: `the access token needs scope ${SCOPE_AGENT} or ${SCOPE_OWNER}` });
+  }
+
+  private async merchantKey(token: string, resource: Resource): Promise<Principal> {
+    const parsed = parseApiKey(token);
+    if (!parsed || !this.apiKeyPepper) throw this.unauthorized(resource, 'the API key is not valid', true);
+    const key = await store.findApiKey(this.gateway.db, parsed.keyId);
+    if (!key || !secretMatches(this.apiKeyPepper, parsed.secret, key.secret_hash)) {
+      throw this.unauthorized(resource, 'the API key is not valid', true);
+    }
+    if (key.revoked_at_s !== null) throw this.unauthorized(resource, 'the API key has been revoked', true);
+    return {
+      kind: 'merchant',
+      id: key.id,
+      apiKeyId: key.id,
+      merchantId: key.merchant_id,
+      ownerId: key.owner_id,
+      scopes: key.scopes,
+      credential: 'api_key',
+    };
+  }
+}

@@ -1,0 +1,82 @@
+// How a route says who may call it: `config: { auth: { kinds: ['human', 'owner'] } }`. One hook
+// authenticates every such route through the credential verifier, enforces the kinds and merchant
+// scopes, applies the per-principal rate limit, and documents the requirement in the OpenAPI document.
+import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
+import { ApiError } from '../errors.ts';
+import type { Principal, PrincipalKind } from '../principal.ts';
+import { principalScope } from '../principal.ts';
+import { ProblemRef } from './openapi.ts';
+
+export type Resource = 'api' | 'mcp';
+
+export interface AuthRequirement {
+  kinds: readonly PrincipalKind[];
+  /** Merchant API key scopes this route needs (all of them). */
+  scopes?: readonly string[];
+  resource?: Resource;
+}
+
+export interface Authenticator {
+  authenticate(authorization: string | undefined, resource: Resource): Promise<Principal>;
+}
+
+const KIND_LETTER: Record<PrincipalKind, string> = { human: 'H', agent: 'A', owner: 'O', merchant: 'M' };
+
+export function describeAuth(requirement: AuthRequirement): string {
+  const kinds = requirement.kinds.map((k) => KIND_LETTER[k]).join(', ');
+  const scopes = requirement.scopes?.length ? `; API key scopes: ${requirement.scopes.join(', ')}` : '';
+  return `Authentication: ${kinds}${scopes}.`;
+}
+
+function denial(principal: Principal, requirement: AuthRequirement): ApiError {
+  const allowed = requirement.kinds;
+  if (principal.kind === 'merchant') return new ApiError('forbidden', { detail: 'a merchant API key cannot use this route' });
+  if (allowed.length === 1 && allowed[0] === 'merchant') return new ApiError('forbidden', { detail: 'this route takes a merchant API key' });
+  if (principal.kind === 'owner' && allowed.includes('human')) {
+    return new ApiError('human_required', { detail: 'this route needs a human owner session, not an OAuth token' });
+  }
+  if (principal.kind === 'agent' && (allowed.includes('human') || allowed.includes('owner'))) {
+    return new ApiError('owner_required', { detail: "this route is for the agent's owner" });
+  }
+  return new ApiError('forbidden', { detail: `this route does not accept a ${principal.kind} credential` });
+}
+
+export function installAuth(app: FastifyInstance, authenticator: Authenticator): void {
+  app.addHook('onRoute', (route: RouteOptions) => {
+    const requirement = route.config?.auth as AuthRequirement | undefined;
+    if (!requirement || !route.schema) return;
+    const schema = route.schema as Record<string, unknown>;
+    schema.security = [{ bearer: [] }];
+    schema.description = [schema.description, describeAuth(requirement)].filter(Boolean).join('\n\n');
+    const response = (schema.response ??= {}) as Record<string, unknown>;
+    response[401] ??= ProblemRef;
+    response[403] ??= ProblemRef;
+  });
+
+  app.addHook('onRequest', async (request: FastifyRequest) => {
+    const requirement = request.routeOptions.config?.auth as AuthRequirement | undefined;
+    if (!requirement) return;
+    if (/[?&]access_token=/.test(request.url)) {
+      throw new ApiError('invalid_input', { detail: 'credentials are never accepted in the query string; use the Authorization header' });
+    }
+    const principal = await authenticator.authenticate(request.headers.authorization, requirement.resource ?? 'api');
+    if (!requirement.kinds.includes(principal.kind)) throw denial(principal, requirement);
+    const missing = principal.kind === 'merchant' ? (requirement.scopes ?? []).filter((s) => !principal.scopes.includes(s)) : [];
+    if (missing.length > 0) throw new ApiError('scope_required', { detail: `the API key needs scope ${missing.join(', ')}` });
+    const { rateLimiter, config } = request.server.gateway;
+    const decision = rateLimiter.hit(principalScope(principal), config.rateLimit.perPrincipal);
+    if (!decision.allowed) {
+      throw new ApiError('rate_limited', {
+        detail: `more than ${decision.limit} requests by this credential in ${config.rateLimit.windowS} s`,
+        headers: { 'retry-after': String(decision.retryAfterS) },
+      });
+    }
+    request.principal = principal;
+  });
+}
+
+/** The authenticated principal; only call on routes that declare `auth`. */
+export function principalOf(request: FastifyRequest): Principal {
+  if (!request.principal) throw new Error('route has no auth requirement but reads the principal');
+  return request.principal;
+}
