@@ -13,6 +13,7 @@ CREATE TABLE owners (
 
 CREATE TABLE agents (
   id                 TEXT    PRIMARY KEY,
+  seq                BIGINT  GENERATED ALWAYS AS IDENTITY UNIQUE,  -- creation order, for stable paging
   owner_id           TEXT    NOT NULL REFERENCES owners (id),
   name               TEXT    NOT NULL,
   identity_issuer    TEXT    NOT NULL,
@@ -32,7 +33,7 @@ CREATE TABLE agents (
   updated_at_s       BIGINT  NOT NULL,
   UNIQUE (identity_issuer, identity_subject)
 );
-CREATE INDEX agents_owner ON agents (owner_id, created_at_s, id);
+CREATE INDEX agents_owner ON agents (owner_id, seq);
 
 CREATE TABLE avatar_uploads (
   id             TEXT    PRIMARY KEY,

@@ -2,6 +2,7 @@
 
 CREATE TABLE merchants (
   id                       TEXT    PRIMARY KEY,
+  seq                      BIGINT  GENERATED ALWAYS AS IDENTITY UNIQUE,
   owner_id                 TEXT    NOT NULL REFERENCES owners (id),
   name                     TEXT    NOT NULL,
   domain                   TEXT    NOT NULL,
@@ -13,10 +14,11 @@ CREATE TABLE merchants (
   created_at_s             BIGINT  NOT NULL,
   updated_at_s             BIGINT  NOT NULL
 );
-CREATE INDEX merchants_owner ON merchants (owner_id, created_at_s, id);
+CREATE INDEX merchants_owner ON merchants (owner_id, seq);
 
 CREATE TABLE merchant_api_keys (
   id            TEXT    PRIMARY KEY,           -- the public part of the key, also its keyId
+  seq           BIGINT  GENERATED ALWAYS AS IDENTITY UNIQUE,
   merchant_id   TEXT    NOT NULL REFERENCES merchants (id),
   owner_id      TEXT    NOT NULL REFERENCES owners (id),
   name          TEXT    NOT NULL,
@@ -25,4 +27,4 @@ CREATE TABLE merchant_api_keys (
   created_at_s  BIGINT  NOT NULL,
   revoked_at_s  BIGINT
 );
-CREATE INDEX merchant_api_keys_merchant ON merchant_api_keys (merchant_id, created_at_s);
+CREATE INDEX merchant_api_keys_merchant ON merchant_api_keys (merchant_id, seq);

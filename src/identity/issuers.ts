@@ -16,13 +16,17 @@ export interface IdentityProvider {
 }
 
 const DISCOVERY_TIMEOUT_MS = 5000;
+/** A token naming an unknown `kid` refetches the key set, at most once per this interval (key rotation at the provider). */
+const JWKS_REFETCH_COOLDOWN_MS = 1000;
+const JWKS_CACHE_MAX_AGE_MS = 10 * 60 * 1000;
+const REMOTE_JWKS_OPTIONS = { timeoutDuration: DISCOVERY_TIMEOUT_MS, cooldownDuration: JWKS_REFETCH_COOLDOWN_MS, cacheMaxAge: JWKS_CACHE_MAX_AGE_MS };
 /** Algorithms we accept from identity providers: asymmetric only, never `none`, never HMAC. */
 export const EXTERNAL_ALGORITHMS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA'];
 
 function remoteKeys(issuerConfig: IssuerConfig): JWTVerifyGetKey {
   let resolved: Promise<JWTVerifyGetKey> | undefined;
   const resolve = async (): Promise<JWTVerifyGetKey> => {
-    if (issuerConfig.jwksUrl) return createRemoteJWKSet(new URL(issuerConfig.jwksUrl), { timeoutDuration: DISCOVERY_TIMEOUT_MS });
+    if (issuerConfig.jwksUrl) return createRemoteJWKSet(new URL(issuerConfig.jwksUrl), REMOTE_JWKS_OPTIONS);
     const response = await fetch(`${issuerConfig.issuer}/.well-known/openid-configuration`, {
       signal: AbortSignal.timeout(DISCOVERY_TIMEOUT_MS),
       redirect: 'error',
@@ -32,7 +36,7 @@ function remoteKeys(issuerConfig: IssuerConfig): JWTVerifyGetKey {
     if (metadata.issuer !== issuerConfig.issuer || typeof metadata.jwks_uri !== 'string') {
       throw new Error(`OIDC discovery for ${issuerConfig.issuer} returned a mismatched issuer or no jwks_uri`);
     }
-    return createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: DISCOVERY_TIMEOUT_MS });
+    return createRemoteJWKSet(new URL(metadata.jwks_uri), REMOTE_JWKS_OPTIONS);
   };
   return async (header, token) => {
     // A failed discovery is retried on the next token rather than cached forever.

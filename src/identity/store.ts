@@ -101,8 +101,8 @@ export async function findOwnedAgent(db: Queryable, ownerId: string, agentId: st
 export async function listOwnedAgents(db: Queryable, ownerId: string, limit: number, startingAfter?: string): Promise<AgentRow[]> {
   const { rows } = await db.query<AgentRow>(
     `SELECT * FROM agents WHERE owner_id = $1
-       AND ($2::text IS NULL OR (created_at_s, id) > (SELECT created_at_s, id FROM agents WHERE id = $2 AND owner_id = $1))
-     ORDER BY created_at_s, id LIMIT $3`,
+       AND ($2::text IS NULL OR seq > (SELECT seq FROM agents WHERE id = $2 AND owner_id = $1))
+     ORDER BY seq LIMIT $3`,
     [ownerId, startingAfter ?? null, limit],
   );
   return rows;

@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
+import AjvCompiler from '@fastify/ajv-compiler';
 import FindMyWay from 'find-my-way';
 import type { Gateway } from '../gateway.ts';
 import type { Principal } from '../principal.ts';
@@ -26,6 +27,22 @@ declare module 'fastify' {
   }
 }
 
+const AJV_OPTIONS = { removeAdditional: false, allErrors: false, coerceTypes: 'array' as const };
+const ajvFactory = AjvCompiler();
+
+/**
+ * Query strings, paths and headers are text, so their values are coerced to the schema's types; JSON
+ * bodies are not: an amount sent as the number 10 instead of the string "10" is refused, not converted.
+ */
+const buildValidator: typeof ajvFactory = (externalSchemas, options) => {
+  const withCoercion = (coerceTypes: false | 'array') =>
+    ajvFactory(externalSchemas, { ...options, customOptions: { ...AJV_OPTIONS, coerceTypes } } as Parameters<typeof ajvFactory>[1]);
+  const strict = withCoercion(false);
+  const lenient = withCoercion('array');
+  type Compile = ReturnType<typeof ajvFactory>;
+  return ((route: Parameters<Compile>[0] & { httpPart?: string }) => (route.httpPart === 'body' ? strict(route) : lenient(route))) as Compile;
+};
+
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,100}$/;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
@@ -45,7 +62,8 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
     },
-    ajv: { customOptions: { removeAdditional: false, allErrors: false } },
+    ajv: { customOptions: AJV_OPTIONS },
+    schemaController: { compilersFactory: { buildValidator } },
     routerOptions: { maxParamLength: 500, ignoreTrailingSlash: false },
   });
   app.decorate('gateway', gateway);

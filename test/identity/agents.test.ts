@@ -1,0 +1,161 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startWorld, type World } from '../support/world.ts';
+
+let world: World;
+beforeAll(async () => {
+  world = await startWorld();
+});
+afterAll(() => world.close());
+
+describe('owners and agents', () => {
+  it('registers an agent with deny-nothing defaults and reads it back', async () => {
+    const owner = await world.humanToken('ada@example.com');
+    const created = await world.api('POST', '/v1/owner/agents', {
+      token: owner,
+      key: 'reg-1',
+      body: { name: 'Scout', identity: { issuer: world.agentIssuer.issuer, subject: 'scout' }, caps: { perHoldUc: '5000000' } },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({
+      name: 'Scout',
+      status: 'active',
+      allowedServices: ['*'],
+      allowedCategories: ['*'],
+      inboxAllowlist: [],
+      caps: { perHoldUc: '5000000', perPeriodUc: null, periodS: 86400 },
+      profile: { name: 'Scout', preset: 'letter', color: '#4f46e5', avatarUrl: null },
+    });
+    const read = await world.api('GET', `/v1/owner/agents/${created.body.id}`, { token: owner });
+    expect(read.body).toEqual(created.body);
+    const replay = await world.api('POST', '/v1/owner/agents', {
+      token: owner,
+      key: 'reg-1',
+      body: { name: 'Scout', identity: { issuer: world.agentIssuer.issuer, subject: 'scout' }, caps: { perHoldUc: '5000000' } },
+    });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.body.id).toBe(created.body.id);
+  });
+
+  it('requires an Idempotency-Key to register', async () => {
+    const owner = await world.humanToken('ada@example.com');
+    const res = await world.api('POST', '/v1/owner/agents', { token: owner, body: { name: 'x', identity: { issuer: world.agentIssuer.issuer, subject: 'x' } } });
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('idempotency_required');
+  });
+
+  it('refuses an identity from an issuer other than the agent identity provider', async () => {
+    const owner = await world.humanToken('ada@example.com');
+    const res = await world.api('POST', '/v1/owner/agents', {
+      token: owner,
+      key: 'reg-wrong-issuer',
+      body: { name: 'x', identity: { issuer: world.human.issuer, subject: 'x' } },
+    });
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('invalid_input');
+  });
+
+  it('refuses a second registration of the same identity with 409', async () => {
+    await world.createAgent('ada@example.com', 'twice');
+    const other = await world.humanToken('bob@example.com');
+    const res = await world.api('POST', '/v1/owner/agents', {
+      token: other,
+      key: 'reg-twice',
+      body: { name: 'x', identity: { issuer: world.agentIssuer.issuer, subject: 'twice' } },
+    });
+    expect(res.status).toBe(409);
+  });
+
+  it('refuses unknown services and malformed caps', async () => {
+    const owner = await world.humanToken('ada@example.com');
+    for (const body of [
+      { name: 'x', identity: { issuer: world.agentIssuer.issuer, subject: 'y1' }, allowedServices: ['teleport'] },
+      { name: 'x', identity: { issuer: world.agentIssuer.issuer, subject: 'y2' }, caps: { perHoldUc: '1.5' } },
+      { name: 'x', identity: { issuer: world.agentIssuer.issuer, subject: 'y3' }, caps: { perHoldUc: 10 } },
+      { name: '', identity: { issuer: world.agentIssuer.issuer, subject: 'y4' } },
+    ]) {
+      const res = await world.api('POST', '/v1/owner/agents', { token: owner, key: `bad-${body.identity.subject}`, body });
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.code).toBe('invalid_input');
+    }
+  });
+
+  it("hides another owner's agents (404) and lists only your own", async () => {
+    const mine = await world.createAgent('carol@example.com', 'carols');
+    const dave = await world.humanToken('dave@example.com');
+    expect((await world.api('GET', `/v1/owner/agents/${mine.id}`, { token: dave })).status).toBe(404);
+    expect((await world.api('PATCH', `/v1/owner/agents/${mine.id}`, { token: dave, body: { name: 'stolen' } })).status).toBe(404);
+    expect((await world.api('POST', `/v1/owner/agents/${mine.id}/freeze`, { token: dave })).status).toBe(404);
+    const list = await world.api('GET', '/v1/owner/agents', { token: dave });
+    expect(list.body.agents).toEqual([]);
+  });
+
+  it('pages through agents oldest first', async () => {
+    for (const n of [1, 2, 3]) await world.createAgent('pager@example.com', `pager-${n}`);
+    const owner = await world.humanToken('pager@example.com');
+    const first = await world.api('GET', '/v1/owner/agents?limit=2', { token: owner });
+    expect(first.body.agents).toHaveLength(2);
+    expect(first.body.hasMore).toBe(true);
+    const second = await world.api('GET', `/v1/owner/agents?limit=2&startingAfter=${first.body.agents[1].id}`, { token: owner });
+    expect(second.body.agents.map((a: { name: string }) => a.name)).toEqual(['pager-3']);
+    expect(second.body.hasMore).toBe(false);
+  });
+
+  it('updates allowances and caps, and freezes and unfreezes', async () => {
+    const agent = await world.createAgent('erin@example.com', 'erins');
+    const patched = await world.api('PATCH', `/v1/owner/agents/${agent.id}`, {
+      token: agent.ownerToken,
+      body: { allowedServices: ['mail'], inboxAllowlist: ['INBOX', 'Receipts'], caps: { perPeriodUc: '9000000', periodS: 3600 } },
+    });
+    expect(patched.status).toBe(200);
+    expect(patched.body).toMatchObject({ allowedServices: ['mail'], inboxAllowlist: ['INBOX', 'Receipts'], caps: { perPeriodUc: '9000000', periodS: 3600 } });
+    const frozen = await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken });
+    expect(frozen.body.status).toBe('frozen');
+    const me = await world.api('GET', '/v1/me', { token: agent.token });
+    expect(me.body.agent.status).toBe('frozen');
+    const thawed = await world.api('POST', `/v1/owner/agents/${agent.id}/unfreeze`, { token: agent.ownerToken });
+    expect(thawed.body.status).toBe('active');
+  });
+
+  it("binds an agent to its owner's verified email", async () => {
+    const agent = await world.createAgent('frank@example.com', 'franks');
+    expect((await world.api('GET', '/v1/me', { token: agent.token })).status).toBe(200);
+    const mismatched = await world.agentToken('franks', 'mallory@example.com');
+    const res = await world.api('GET', '/v1/me', { token: mismatched });
+    expect(res.status).toBe(403);
+    expect(res.body.code).toBe('owner_claim_required');
+    // The owner's email changes at the human provider: old agent tokens carrying the old email stop working.
+    await world.api('GET', '/v1/me', { token: await world.humanToken('frank.new@example.com', { subject: 'human-frank@example.com' }) });
+    expect((await world.api('GET', '/v1/me', { token: agent.token })).status).toBe(403);
+  });
+
+  it('rechecks the verified human behind an owner OAuth token', async () => {
+    const human = await world.humanToken('gina@example.com');
+    const ownerId = (await world.api('GET', '/v1/me', { token: human })).body.owner.id;
+    const token = await world.accessToken({ sub: ownerId, scope: 'svc:owner', email: 'gina@example.com' });
+    expect((await world.api('GET', '/v1/owner/agents', { token })).status).toBe(200);
+    await world.api('GET', '/v1/me', { token: await world.humanToken('gina2@example.com', { subject: 'human-gina@example.com' }) });
+    const after = await world.api('GET', '/v1/owner/agents', { token });
+    expect(after.status).toBe(403);
+    expect(after.body.code).toBe('owner_claim_required');
+  });
+
+  it('tells each principal who it is', async () => {
+    const agent = await world.createAgent('hana@example.com', 'hanas');
+    const human = await world.api('GET', '/v1/me', { token: agent.ownerToken });
+    expect(human.body).toMatchObject({ kind: 'human', credential: 'human_session', owner: { email: 'hana@example.com' } });
+    const asAgent = await world.api('GET', '/v1/me', { token: agent.token });
+    expect(asAgent.body).toMatchObject({ kind: 'agent', credential: 'agent_identity', agent: { id: agent.id } });
+    const oauth = await world.api('GET', '/v1/me', { token: await world.accessToken({ sub: agent.id, scope: 'svc:agent' }) });
+    expect(oauth.body).toMatchObject({ kind: 'agent', credential: 'oauth' });
+  });
+
+  it('refetches the identity provider keys when a token names an unknown kid', async () => {
+    const before = await world.humanToken('ivy@example.com');
+    expect((await world.api('GET', '/v1/me', { token: before })).status).toBe(200);
+    await world.human.rotate();
+    const after = await world.humanToken('ivy@example.com');
+    await new Promise((r) => setTimeout(r, 1100)); // past the refetch cooldown
+    const res = await world.api('GET', '/v1/me', { token: after });
+    expect(res.status).toBe(200);
+  });
+});

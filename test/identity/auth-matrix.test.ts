@@ -1,0 +1,157 @@
+// Every authenticated route × every kind of credential, good and bad, gets exactly the documented
+// status and code. The route list comes from the served OpenAPI document, so new routes join the
+// matrix automatically.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startWorld, type World } from '../support/world.ts';
+import { seedMerchantKey } from '../support/merchant-key.ts';
+
+interface Route {
+  method: string;
+  path: string;
+  kinds: string[];
+}
+
+const LETTER_KIND: Record<string, string> = { H: 'human', A: 'agent', O: 'owner', M: 'merchant' };
+
+let world: World;
+let routes: Route[];
+const tokens: Record<string, string> = {};
+
+beforeAll(async () => {
+  world = await startWorld();
+  const owner = await world.createAgent('owner@example.com', 'matrix-agent');
+  await world.createAgent('owner@example.com', 'frozen-agent');
+  const frozen = (await world.api('GET', '/v1/owner/agents', { token: owner.ownerToken })).body.agents.find(
+    (a: { identity: { subject: string } }) => a.identity.subject === 'frozen-agent',
+  );
+  await world.api('POST', `/v1/owner/agents/${frozen.id}/freeze`, { token: owner.ownerToken });
+  const me = await world.api('GET', '/v1/me', { token: owner.ownerToken });
+  const merchant = await seedMerchantKey(world, { scopes: ['access:check', 'offers:read', 'offers:write', 'redemptions:release', 'redemptions:capture', 'earnings:read', 'webhooks:read', 'webhooks:write'] });
+  const revoked = await seedMerchantKey(world, { revoked: true });
+  Object.assign(tokens, {
+    human: owner.ownerToken,
+    agent: owner.token,
+    agentOAuth: await world.accessToken({ sub: owner.id, scope: 'svc:agent' }),
+    owner: await world.accessToken({ sub: me.body.owner.id, scope: 'svc:owner', email: 'owner@example.com' }),
+    merchant: merchant.key,
+    frozenAgent: await world.agentToken('frozen-agent', 'owner@example.com'),
+    expired: await world.human.mint({ sub: 'x', email: 'owner@example.com', email_verified: true }, { expiresInS: -120 }),
+    wrongIssuer: await world.human.mint({ sub: 'x', email: 'owner@example.com', email_verified: true }, { issuer: 'https://evil.example' }),
+    wrongAudience: await world.human.mint({ sub: 'x', email: 'owner@example.com', email_verified: true }, { audience: 'someone-else' }),
+    badSignature: await world.human.mint({ sub: 'x', email: 'owner@example.com', email_verified: true }, { foreignKey: true }),
+    algNone: world.human.mintUnsigned({ sub: 'x', email: 'owner@example.com', email_verified: true }),
+    hmacWithPublicKey: world.human.mintHmacWithPublicKey({ sub: 'x', email: 'owner@example.com', email_verified: true }),
+    voucherTyped: await world.gw.gateway.signing.sign(
+      { iss: world.gw.config.baseUrl, aud: world.gw.config.baseUrl, sub: owner.id, scope: 'svc:agent', actor_type: 'agent', exp: Math.floor(Date.now() / 1000) + 600 },
+      'voucher+jwt',
+    ),
+    accessTokenForMcp: await world.accessToken({ sub: owner.id, scope: 'svc:agent' }, `${world.gw.config.baseUrl}/mcp`),
+    unregisteredAgent: await world.agentToken('nobody-registered-me', 'owner@example.com'),
+    wrongOwnerEmail: await world.agentToken('matrix-agent', 'someone-else@example.com'),
+    unverifiedOwner: await world.humanToken('unverified@example.com', { verified: false }),
+    revokedKey: revoked.key,
+    malformedKey: 'acg_mk_not-a-real-key',
+  });
+  const document = (await world.api('GET', '/openapi.json')).body;
+  routes = [];
+  for (const [path, operations] of Object.entries<Record<string, { security?: unknown; description?: string }>>(document.paths)) {
+    for (const [method, operation] of Object.entries(operations)) {
+      if (!operation.security) continue;
+      const letters = /Authentication: ([HAOM, ]+)/.exec(operation.description ?? '')?.[1] ?? '';
+      routes.push({ method: method.toUpperCase(), path: path.replace(/\{[^}]+\}/g, 'unknown_id'), kinds: letters.split(', ').map((l) => LETTER_KIND[l]!) });
+    }
+  }
+});
+afterAll(() => world.close());
+
+function call(route: Route, token?: string) {
+  const body = ['POST', 'PUT', 'PATCH'].includes(route.method) ? {} : undefined;
+  return world.api(route.method, route.path, { token, body, key: body ? `matrix-${Math.random()}` : undefined });
+}
+
+const INVALID = ['expired', 'wrongIssuer', 'wrongAudience', 'badSignature', 'algNone', 'hmacWithPublicKey', 'voucherTyped', 'accessTokenForMcp', 'revokedKey', 'malformedKey'];
+
+describe('the auth matrix', () => {
+  it('covers the routes that exist', () => {
+    expect(routes.length).toBeGreaterThan(8);
+    expect(routes.every((r) => r.kinds.length > 0)).toBe(true);
+  });
+
+  it('answers no credential with 401 and a resource_metadata challenge without an error', async () => {
+    for (const route of routes) {
+      const res = await call(route);
+      expect(res.status, `${route.method} ${route.path}`).toBe(401);
+      expect(res.body.code).toBe('unauthorized');
+      expect(res.headers.get('www-authenticate')).toMatch(/^Bearer resource_metadata="http:\/\/127\.0\.0\.1:\d+\/\.well-known\/oauth-protected-resource"$/);
+    }
+  });
+
+  it('answers every invalid credential with 401 invalid_token', async () => {
+    for (const route of routes) {
+      for (const name of INVALID) {
+        const res = await call(route, tokens[name]);
+        expect(res.status, `${name} on ${route.method} ${route.path}`).toBe(401);
+        expect(res.body.code).toBe('unauthorized');
+        expect(res.headers.get('www-authenticate')).toContain('error="invalid_token"');
+      }
+    }
+  });
+
+  it('refuses valid tokens of identities that do not hold with 403 and the specific code', async () => {
+    for (const route of routes) {
+      const cases = [
+        ['unregisteredAgent', 'agent_not_registered'],
+        ['wrongOwnerEmail', 'owner_claim_required'],
+        ['unverifiedOwner', 'owner_claim_required'],
+      ] as const;
+      for (const [name, code] of cases) {
+        const res = await call(route, tokens[name]);
+        expect(res.status, `${name} on ${route.method} ${route.path}`).toBe(403);
+        expect(res.body.code).toBe(code);
+      }
+    }
+  });
+
+  it('lets each credential kind through exactly where the route admits it, and names the refusal elsewhere', async () => {
+    const kinds = [
+      ['human', 'human'],
+      ['agent', 'agent'],
+      ['agentOAuth', 'agent'],
+      ['owner', 'owner'],
+      ['merchant', 'merchant'],
+      ['frozenAgent', 'agent'],
+    ] as const;
+    for (const route of routes) {
+      for (const [name, kind] of kinds) {
+        const res = await call(route, tokens[name]);
+        const where = `${name} on ${route.method} ${route.path}`;
+        if (route.kinds.includes(kind)) {
+          expect(res.status, where).not.toBe(401);
+          if (res.status === 403) expect(res.body.code, where).toBe('FROZEN');
+        } else {
+          expect(res.status, where).toBe(403);
+          const expected =
+            kind === 'merchant' || route.kinds.every((k) => k === 'merchant')
+              ? 'forbidden'
+              : kind === 'owner' && route.kinds.includes('human')
+                ? 'human_required'
+                : kind === 'agent'
+                  ? 'owner_required'
+                  : 'forbidden';
+          expect(res.body.code, where).toBe(expected);
+        }
+      }
+    }
+  });
+
+  it('never accepts a credential in the query string', async () => {
+    const res = await world.api('GET', `/v1/me?access_token=${tokens.human}`);
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('invalid_input');
+  });
+
+  it('refuses a non-Bearer Authorization header', async () => {
+    const res = await world.api('GET', '/v1/me', { headers: { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` } });
+    expect(res.status).toBe(401);
+  });
+});
