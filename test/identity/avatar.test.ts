@@ -12,7 +12,7 @@ afterAll(() => world.close());
 const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.from('IHDR-fake-image-body')]);
 
 async function putBytes(uploadUrl: string, bytes: Buffer, contentType: string, token = agent.ownerToken) {
-  const res = await fetch(`${world.url}${uploadUrl}`, { method: 'PUT', headers: { authorization: `Bearer ${token}`, 'content-type': contentType }, body: bytes });
+  const res = await fetch(`${world.url}${uploadUrl}`, { method: 'PUT', headers: { authorization: `Bearer ${token}`, "content-type": contentType }, body: new Uint8Array(bytes) });
   return { status: res.status, body: res.status === 204 ? undefined : await res.json() };
 }
 

@@ -1,0 +1,283 @@
+// Outbound HTTP to a URL a user gave us (webhooks, later anything else). A user-chosen URL is an SSRF
+// vector: it may name, or resolve to, loopback, the cloud metadata address or the private network we run
+// in. So we resolve the host ourselves, refuse unless EVERY address is public unicast, and connect only
+// to an address we checked (the socket's `lookup` returns it), so a DNS answer that changes between the
+// check and the connect (rebinding) cannot reach anything else. TLS still verifies the certificate for
+// the hostname (SNI) and the Host header stays the hostname. Redirects are never followed: following
+// one would need this whole check again, and a webhook receiver has no reason to redirect.
+import { lookup as dnsLookup } from 'node:dns/promises';
+import type { LookupAddress } from 'node:dns';
+import net from 'node:net';
+import type { Readable } from 'node:stream';
+import tls from 'node:tls';
+import ipaddr from 'ipaddr.js';
+import { Agent, request, type buildConnector } from 'undici';
+
+export type OutboundErrorReason =
+  | 'invalid_url'
+  | 'forbidden_address'
+  | 'dns_failed'
+  | 'connect_failed'
+  | 'timeout'
+  | 'too_large'
+  | 'request_failed';
+
+export class OutboundError extends Error {
+  constructor(
+    readonly reason: OutboundErrorReason,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'OutboundError';
+  }
+}
+
+export interface SafeRequestOptions {
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+  /** Budget for the whole exchange: DNS, connect, TLS, headers and body. */
+  timeoutMs: number;
+  /** Budget for TCP + TLS set-up alone; never more than `timeoutMs`. */
+  connectTimeoutMs?: number;
+  responseBytesMax: number;
+  /**
+   * `fail` (default) throws `too_large` when the body is longer than `responseBytesMax`; `truncate` keeps
+   * the first `responseBytesMax` bytes, for callers that only need the status (webhook deliveries).
+   */
+  responseBytesOverflow?: 'fail' | 'truncate';
+  /** TEST ONLY (ACG_ALLOW_PRIVATE_NETWORK_TARGETS): relaxes the address rule and nothing else. */
+  allowPrivateNetworkTargets: boolean;
+  /** Extra trusted CA certificate (PEM), for tests with self-signed certificates. */
+  ca?: string;
+  /** Resolves a hostname to addresses; defaults to the operating system resolver (all A and AAAA). */
+  lookupHost?: (hostname: string) => Promise<string[]>;
+}
+
+export interface SafeResponse {
+  status: number;
+  headers: Record<string, string | string[]>;
+  body: Buffer;
+  /** True when the body was longer than `responseBytesMax` and `responseBytesOverflow` is `truncate`. */
+  bodyTruncated: boolean;
+}
+
+const CONNECT_TIMEOUT_MS_DEFAULT = 5_000;
+/** Never trust a lookup with more addresses than this (each one is checked and offered to connect). */
+const RESOLVED_ADDRESSES_MAX = 32;
+
+/** True only for public unicast addresses: ipaddr.js `range()` is `unicast` after un-mapping IPv4-in-IPv6. */
+export function isPublicAddress(address: string): boolean {
+  if (!ipaddr.isValid(address)) return false;
+  // process() turns ::ffff:127.0.0.1 into 127.0.0.1, so a mapped private address is judged as itself.
+  return ipaddr.process(address).range() === 'unicast';
+}
+
+async function systemLookup(hostname: string): Promise<string[]> {
+  const found: LookupAddress[] = await dnsLookup(hostname, { all: true, verbatim: true });
+  return found.map((entry) => entry.address);
+}
+
+function parseTarget(rawUrl: string): URL {
+  let url: URL;
+  try {
+    url = new URL(rawUrl);
+  } catch {
+    throw new OutboundError('invalid_url', 'not an absolute URL');
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new OutboundError('invalid_url', `scheme ${url.protocol} is not allowed`);
+  if (url.username !== '' || url.password !== '') throw new OutboundError('invalid_url', 'credentials in the URL are not allowed');
+  return url;
+}
+
+/** Resolves the URL's host and returns the addresses to connect to, each already checked. */
+async function checkedAddresses(url: URL, options: SafeRequestOptions): Promise<string[]> {
+  // WHATWG keeps IPv6 literals in brackets; it has already rewritten 0x7f.1 and 2130706433 to dotted IPv4.
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  let addresses: string[];
+  if (net.isIP(host) !== 0) {
+    addresses = [host];
+  } else {
+    try {
+      addresses = await (options.lookupHost ?? systemLookup)(host);
+    } catch (error) {
+      throw new OutboundError('dns_failed', `could not resolve ${host}`, { cause: error });
+    }
+  }
+  if (addresses.length === 0) throw new OutboundError('dns_failed', `${host} has no addresses`);
+  if (addresses.length > RESOLVED_ADDRESSES_MAX) throw new OutboundError('dns_failed', `${host} has too many addresses`);
+  const unparsable = addresses.find((address) => !ipaddr.isValid(address));
+  if (unparsable !== undefined) throw new OutboundError('dns_failed', `${host} resolved to a non-address`);
+  if (!options.allowPrivateNetworkTargets) {
+    const forbidden = addresses.find((address) => !isPublicAddress(address));
+    if (forbidden !== undefined) throw new OutboundError('forbidden_address', `${host} resolves to a non-public address`);
+  }
+  return addresses.map((address) => ipaddr.process(address).toString());
+}
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/** A socket `lookup` that ignores the name and answers with the addresses we already checked. */
+function pinnedLookup(addresses: string[]) {
+  const entries: LookupAddress[] = addresses.map((address) => ({ address, family: net.isIP(address) }));
+  return (_hostname: string, options: { all?: boolean }, callback: LookupCallback): void => {
+    // Node asks for all addresses when it races IPv4 and IPv6 (autoSelectFamily), otherwise for one.
+    if (options.all) callback(null, entries);
+    else callback(null, entries[0]!.address, entries[0]!.family);
+  };
+}
+
+export interface ConnectorOptions {
+  /** Abort destroys a socket still connecting (undici's own connect ignores the request signal). */
+  signal: AbortSignal;
+  connectTimeoutMs: number;
+  /** Replaces name resolution for the socket; absent means the system resolver. */
+  lookup?: ReturnType<typeof pinnedLookup>;
+  ca?: string;
+  /** Offer HTTP/2 in ALPN (the DoH resolver); webhook targets get HTTP/1.1 only. */
+  allowH2: boolean;
+}
+
+/**
+ * An undici connector we own, instead of undici's: its connect timeout has about one second of
+ * resolution and keeps running after the request is aborted, so a target that accepts TCP but never
+ * completes TLS would hold us past our budget. Here the budget's signal destroys the socket at once.
+ */
+export function abortableConnector(options: ConnectorOptions): buildConnector.connector {
+  return ({ hostname, protocol, port, servername }, callback) => {
+    let settled = false;
+    const finish = (error: Error | null, socket: net.Socket | null) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      options.signal.removeEventListener('abort', onAbort);
+      if (error) {
+        socket?.destroy();
+        callback(error, null);
+      } else {
+        callback(null, socket!);
+      }
+    };
+    const common = { host: hostname, port: Number(port) || (protocol === 'https:' ? 443 : 80), ...(options.lookup ? { lookup: options.lookup } : {}) };
+    const socket =
+      protocol === 'https:'
+        ? tls.connect({
+            ...common,
+            // The certificate is checked for the name in the URL, not for the address we connect to.
+            servername: servername || (net.isIP(hostname) === 0 ? hostname : undefined),
+            ALPNProtocols: options.allowH2 ? ['h2', 'http/1.1'] : ['http/1.1'],
+            // `ca` replaces Node's trusted roots, so the extra certificate is added to them, not swapped in.
+            ...(options.ca ? { ca: [...tls.rootCertificates, options.ca] } : {}),
+          })
+        : net.connect(common);
+    const onAbort = () => finish(options.signal.reason instanceof Error ? options.signal.reason : new Error('aborted'), socket);
+    const timer = setTimeout(() => finish(Object.assign(new Error('connect timed out'), { code: 'UND_ERR_CONNECT_TIMEOUT' }), socket), options.connectTimeoutMs);
+    if (options.signal.aborted) return onAbort();
+    options.signal.addEventListener('abort', onAbort, { once: true });
+    socket.setNoDelay(true);
+    socket.once(protocol === 'https:' ? 'secureConnect' : 'connect', () => finish(null, socket));
+    socket.once('error', (error) => finish(error, socket));
+  };
+}
+
+/** Stops reading a body we do not want; undici reports the destroy as an error nobody needs to hear. */
+export function discardBody(body: Readable): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
+/**
+ * Reads at most `bytesMax` bytes of a body. Past the cap it stops reading and destroys the stream, then
+ * either throws `too_large` or returns what it kept, so a hostile server cannot make us buffer without limit.
+ */
+export async function readBodyCapped(
+  body: Readable,
+  bytesMax: number,
+  overflow: 'fail' | 'truncate',
+): Promise<{ body: Buffer; truncated: boolean }> {
+  const chunks: Buffer[] = [];
+  let bytesRead = 0;
+  for await (const chunk of body) {
+    const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
+    if (bytesRead + bytes.length > bytesMax) {
+      discardBody(body);
+      if (overflow === 'fail') throw new OutboundError('too_large', `response body is over ${bytesMax} bytes`);
+      chunks.push(bytes.subarray(0, bytesMax - bytesRead));
+      return { body: Buffer.concat(chunks), truncated: true };
+    }
+    chunks.push(bytes);
+    bytesRead += bytes.length;
+  }
+  return { body: Buffer.concat(chunks), truncated: false };
+}
+
+function flatHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) if (value !== undefined) out[name] = value;
+  return out;
+}
+
+function classify(error: unknown, timedOut: boolean): OutboundError {
+  if (error instanceof OutboundError) return error;
+  if (timedOut) return new OutboundError('timeout', 'the request took too long', { cause: error });
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+    return new OutboundError('timeout', 'the request took too long', { cause: error });
+  }
+  const connectCodes = ['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_SOCKET'];
+  if (typeof code === 'string' && (connectCodes.includes(code) || code.startsWith('ERR_TLS') || code.includes('CERT'))) {
+    return new OutboundError('connect_failed', `could not connect (${code})`, { cause: error });
+  }
+  return new OutboundError('request_failed', 'the request failed', { cause: error });
+}
+
+function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+/** One HTTP exchange with a user-given URL under the SSRF rules above. Throws only OutboundError. */
+export async function safeRequest(rawUrl: string, options: SafeRequestOptions): Promise<SafeResponse> {
+  if (!(options.timeoutMs > 0) || !(options.responseBytesMax >= 0)) throw new RangeError('timeoutMs and responseBytesMax must be set');
+  const url = parseTarget(rawUrl);
+  const controller = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    controller.abort(new OutboundError('timeout', `no complete answer within ${options.timeoutMs} ms`));
+  }, options.timeoutMs);
+  let agent: Agent | undefined;
+  try {
+    const addresses = await raceAbort(checkedAddresses(url, options), controller.signal);
+    // A fresh agent per request, so no pooled socket to some other address is ever reused.
+    agent = new Agent({
+      connections: 1,
+      connect: abortableConnector({
+        signal: controller.signal,
+        connectTimeoutMs: Math.min(options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS_DEFAULT, options.timeoutMs),
+        lookup: pinnedLookup(addresses),
+        ca: options.ca,
+        allowH2: false,
+      }),
+    });
+    const response = await request(url, {
+      dispatcher: agent,
+      method: (options.method ?? 'GET') as 'GET',
+      headers: options.headers,
+      body: options.body,
+      signal: controller.signal,
+    });
+    const read = await readBodyCapped(response.body, options.responseBytesMax, options.responseBytesOverflow ?? 'fail');
+    return { status: response.statusCode, headers: flatHeaders(response.headers), body: read.body, bodyTruncated: read.truncated };
+  } catch (error) {
+    throw classify(error, timedOut);
+  } finally {
+    clearTimeout(timer);
+    void agent?.destroy().catch(() => undefined);
+  }
+}

@@ -1,0 +1,523 @@
+// The `mail` service: read-only access to an agent's IMAP mailbox, limited to the inboxes its owner put on
+// the allowlist. One IMAP connection per execution (credentials differ per agent; a pool would hold
+// logged-in sessions for no gain at one credit a call), opened read-only so reading never sets \Seen.
+import { Type, type Static } from '@sinclair/typebox';
+import { ImapFlow, type FetchMessageObject, type MessageAddressObject, type MessageStructureObject } from 'imapflow';
+import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser';
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import { UC_PER_CREDIT } from '../platform/money.ts';
+import { isPublicAddress } from '../platform/outbound.ts';
+import type { ServiceContext, ServiceModule } from './catalogue.ts';
+import { ConnectorError } from './connector-error.ts';
+
+export type MailTlsMode = 'implicit' | 'starttls' | 'none';
+
+/** An agent's IMAP account, as its owner configured it (password decrypted from the secret box). */
+export interface MailConnectionSettings {
+  host: string;
+  port: number;
+  /** implicit: TLS from the first byte (port 993); starttls: upgrade required; none: cleartext, test servers only. */
+  tls: MailTlsMode;
+  username: string;
+  password: string;
+  /** PEM of the CA to trust for this server instead of the public roots (self-hosted servers). */
+  ca?: string;
+}
+
+export interface MailConnector {
+  connection: MailConnectionSettings;
+  /** Mailbox names the agent may read; see inboxAllowed for the matching rule. */
+  allowlist: readonly string[];
+}
+
+/** Operator limits shared by every mail connection. */
+export interface MailSettings {
+  /** TCP + TLS handshake budget. */
+  connectTimeoutMs: number;
+  /** Wait for the server's greeting after connecting. */
+  greetingTimeoutMs: number;
+  /** Inactivity on an open socket. */
+  socketTimeoutMs: number;
+  /** Budget for the whole execution: connect, log in, work, log out. */
+  operationTimeoutMs: number;
+  /** messages.get reads at most this many bytes of a message's source (larger messages are truncated). */
+  messageBytesMax: number;
+  /** messages.get returns at most this many UTF-16 code units of text and of html each. */
+  bodyCharsMax: number;
+  /** TEST ONLY: allow mail hosts on loopback and private networks. */
+  allowPrivateNetworkTargets: boolean;
+}
+
+export const MAIL_DEFAULTS: MailSettings = {
+  connectTimeoutMs: 10_000,
+  greetingTimeoutMs: 10_000,
+  socketTimeoutMs: 20_000,
+  operationTimeoutMs: 30_000,
+  messageBytesMax: 5 * 1024 * 1024,
+  bodyCharsMax: 256 * 1024,
+  allowPrivateNetworkTargets: false,
+};
+
+export const MAIL_ALLOWLIST_ENTRIES_MAX = 50;
+export const MAIL_PAGE_SIZE_DEFAULT = 20;
+export const MAIL_PAGE_SIZE_MAX = 50;
+/** Bounds what a hostile or huge server can make us buffer: a SEARCH of a million UIDs fits with room. */
+const IMAP_RESPONSE_BYTES_MAX = 16 * 1024 * 1024;
+
+// Mailbox names: any printable text; IMAP quoting and modified UTF-7 are imapflow's job.
+const MailboxName = Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\x00-\\x1f\\x7f]+$' });
+
+/** Shape of a mail connector as an owner submits it (for the lead's connector routes). */
+export const MailConnectorInput = Type.Object(
+  {
+    host: Type.String({ minLength: 1, maxLength: 253, pattern: '^[A-Za-z0-9.:-]+$' }),
+    port: Type.Integer({ minimum: 1, maximum: 65535 }),
+    tls: Type.Union([Type.Literal('implicit'), Type.Literal('starttls'), Type.Literal('none')]),
+    username: Type.String({ minLength: 1, maxLength: 320 }),
+    password: Type.String({ minLength: 1, maxLength: 1024 }),
+    ca: Type.Optional(Type.String({ minLength: 1, maxLength: 64 * 1024 })),
+    allowlist: Type.Array(MailboxName, { minItems: 1, maxItems: MAIL_ALLOWLIST_ENTRIES_MAX, uniqueItems: true }),
+  },
+  { additionalProperties: false },
+);
+
+export const InboxesListInput = Type.Object({}, { additionalProperties: false });
+export const MessagesListInput = Type.Object(
+  {
+    inbox: MailboxName,
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAIL_PAGE_SIZE_MAX, default: MAIL_PAGE_SIZE_DEFAULT })),
+    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 512, pattern: '^[A-Za-z0-9_-]+$' })),
+  },
+  { additionalProperties: false },
+);
+export const MessagesGetInput = Type.Object(
+  { inbox: MailboxName, uid: Type.Integer({ minimum: 1, maximum: 4_294_967_295 }) },
+  { additionalProperties: false },
+);
+export type MessagesListInput = Static<typeof MessagesListInput>;
+export type MessagesGetInput = Static<typeof MessagesGetInput>;
+
+export interface MailAddress {
+  name: string | null;
+  address: string | null;
+}
+
+export interface InboxSummary {
+  name: string;
+  /** RFC 6154 special use such as `\Sent`; imapflow reports INBOX as `\Inbox`. */
+  specialUse: string | null;
+  messages: number;
+  unseen: number;
+}
+
+export interface MessageSummary {
+  uid: number;
+  subject: string | null;
+  from: MailAddress[];
+  to: MailAddress[];
+  /** Date header, else the server's internal date; Unix seconds. */
+  date: number | null;
+  /** RFC822.SIZE in bytes. */
+  size: number;
+  /** Without the session-dependent `\Recent`. */
+  flags: string[];
+  /** True when some leaf part is a disposition=attachment or carries a filename. */
+  hasAttachments: boolean;
+}
+
+export interface MessageList {
+  messages: MessageSummary[];
+  nextCursor: string | null;
+}
+
+export interface AttachmentMetadata {
+  filename: string | null;
+  contentType: string;
+  /** Decoded size in bytes (of the part as read, see `truncated`). */
+  size: number;
+  /** Content-ID without angle brackets, as `cid:` links reference it. */
+  contentId: string | null;
+}
+
+export interface MessageDetail {
+  uid: number;
+  size: number;
+  flags: string[];
+  /** True when the source was larger than the cap and only its beginning was read and parsed. */
+  truncated: boolean;
+  headers: {
+    messageId: string | null;
+    subject: string | null;
+    from: MailAddress[];
+    to: MailAddress[];
+    cc: MailAddress[];
+    date: number | null;
+    inReplyTo: string | null;
+  };
+  text: string | null;
+  textTruncated: boolean;
+  html: string | null;
+  htmlTruncated: boolean;
+  attachments: AttachmentMetadata[];
+}
+
+/**
+ * Whether `inbox` is on the allowlist. Names match exactly and case-sensitively, except INBOX, whose
+ * name IMAP defines as case-insensitive (RFC 3501 §5.1): `inbox` matches an allowlisted `INBOX`.
+ */
+export function inboxAllowed(allowlist: readonly string[], inbox: string): boolean {
+  if (inbox.toUpperCase() === 'INBOX') return allowlist.some((entry) => entry.toUpperCase() === 'INBOX');
+  return allowlist.includes(inbox);
+}
+
+/** The name to send to the server: INBOX in any case becomes `INBOX`. */
+function serverMailboxName(inbox: string): string {
+  return inbox.toUpperCase() === 'INBOX' ? 'INBOX' : inbox;
+}
+
+function requireConnector(ctx: ServiceContext): MailConnector {
+  if (!ctx.mailConnector) throw new ConnectorError('connector_not_configured', 'the agent has no mail connector');
+  return ctx.mailConnector;
+}
+
+function clearanceFor(ctx: ServiceContext, inbox: string | undefined): ConnectorError | null {
+  if (!ctx.mailConnector) return new ConnectorError('connector_not_configured', 'the agent has no mail connector');
+  if (inbox !== undefined && !inboxAllowed(ctx.mailConnector.allowlist, inbox)) {
+    return new ConnectorError('inbox_not_allowed', `inbox "${inbox}" is not on the agent's mail allowlist`);
+  }
+  return null;
+}
+
+function requireInbox(ctx: ServiceContext, inbox: string): MailConnector {
+  const refusal = clearanceFor(ctx, inbox);
+  if (refusal) throw refusal;
+  return requireConnector(ctx);
+}
+
+// ---- connection ----
+
+/** Never trust a lookup with more addresses than this. */
+const RESOLVED_ADDRESSES_MAX = 32;
+
+/**
+ * Resolves the mail host once and connects to that address, so a DNS answer cannot change between the
+ * check and the connection (rebinding). As for webhooks (platform/outbound.ts), every resolved address
+ * must be public unicast. TLS still verifies the certificate against the configured host name.
+ */
+async function resolveTarget(host: string, allowPrivate: boolean): Promise<string> {
+  let addresses: string[];
+  if (isIP(host)) addresses = [host];
+  else {
+    try {
+      addresses = (await lookup(host, { all: true, verbatim: true })).map((entry) => entry.address);
+    } catch {
+      throw new ConnectorError('upstream_unavailable', `mail host "${host}" does not resolve`);
+    }
+  }
+  const [first] = addresses;
+  if (first === undefined || addresses.length > RESOLVED_ADDRESSES_MAX) {
+    throw new ConnectorError('upstream_unavailable', `mail host "${host}" does not resolve to a usable address`);
+  }
+  if (!allowPrivate && !addresses.every(isPublicAddress)) {
+    throw new ConnectorError('upstream_unavailable', `mail host "${host}" is not a public address`);
+  }
+  return first;
+}
+
+const TIMEOUT_CODES = new Set(['CONNECT_TIMEOUT', 'GREETING_TIMEOUT', 'UPGRADE_TIMEOUT', 'ETIMEOUT', 'ETIMEDOUT', 'LockTimeout']);
+
+interface ImapFailure {
+  code?: unknown;
+  authenticationFailed?: unknown;
+  serverResponseCode?: unknown;
+  responseStatus?: unknown;
+  mailboxMissing?: unknown;
+}
+
+function translateFailure(error: unknown, timedOut: boolean): unknown {
+  if (error instanceof ConnectorError) return error;
+  if (timedOut) return new ConnectorError('upstream_timeout', 'the mail server did not finish in time');
+  if (typeof error !== 'object' || error === null) return error;
+  const failure = error as ImapFailure;
+  if (failure.serverResponseCode === 'UNAVAILABLE') return new ConnectorError('upstream_unavailable', 'the mail server is temporarily unavailable');
+  if (failure.authenticationFailed === true) return new ConnectorError('upstream_auth_failed', 'the mail server refused the username or password');
+  if (failure.mailboxMissing === true || failure.serverResponseCode === 'NONEXISTENT') return new ConnectorError('upstream_not_found', 'the mail server has no such inbox');
+  const code = typeof failure.code === 'string' ? failure.code : undefined;
+  if (code && TIMEOUT_CODES.has(code)) return new ConnectorError('upstream_timeout', 'the mail server did not answer in time');
+  if (code) return new ConnectorError('upstream_unavailable', `the mail server could not be used (${code})`);
+  if (failure.responseStatus === 'NO' || failure.responseStatus === 'BAD') {
+    return new ConnectorError('upstream_unavailable', 'the mail server refused the request');
+  }
+  // Anything else is a bug on our side and stays a 500.
+  return error;
+}
+
+async function withImap<T>(settings: MailSettings, connector: MailConnector, work: (client: ImapFlow) => Promise<T>): Promise<T> {
+  const { connection } = connector;
+  let timedOut = false;
+  let client: ImapFlow | undefined;
+  // Every phase, DNS included, shares the one operation budget.
+  const timer = setTimeout(() => {
+    timedOut = true;
+    client?.close();
+  }, settings.operationTimeoutMs);
+  try {
+    // Cleartext would send the password over the internet; only private test servers may use it, and
+    // those are reachable only with the test-only setting anyway.
+    if (connection.tls === 'none' && !settings.allowPrivateNetworkTargets) {
+      throw new ConnectorError('upstream_unavailable', 'cleartext IMAP (tls "none") is refused; use implicit TLS or STARTTLS');
+    }
+    const address = await resolveTarget(connection.host, settings.allowPrivateNetworkTargets);
+    if (timedOut) throw new ConnectorError('upstream_timeout', 'the mail server did not finish in time');
+    client = new ImapFlow({
+      host: address,
+      servername: isIP(connection.host) ? undefined : connection.host,
+      port: connection.port,
+      secure: connection.tls === 'implicit',
+      doSTARTTLS: connection.tls === 'starttls' ? true : connection.tls === 'none' ? false : undefined,
+      tls: { minVersion: 'TLSv1.2', ...(connection.ca ? { ca: [connection.ca] } : {}) },
+      auth: { user: connection.username, pass: connection.password },
+      logger: false,
+      disableAutoIdle: true,
+      connectionTimeout: settings.connectTimeoutMs,
+      greetingTimeout: settings.greetingTimeoutMs,
+      socketTimeout: settings.socketTimeoutMs,
+      maxLiteralSize: settings.messageBytesMax + 64 * 1024,
+      maxLineLength: IMAP_RESPONSE_BYTES_MAX,
+      maxResponseSize: Math.max(IMAP_RESPONSE_BYTES_MAX, settings.messageBytesMax * 2),
+    });
+    // Without a listener, a late socket error (e.g. 30 s after a failed connect) crashes the process.
+    client.on('error', () => undefined);
+    await client.connect();
+    const result = await work(client);
+    await client.logout().catch(() => undefined);
+    return result;
+  } catch (error) {
+    throw translateFailure(error, timedOut);
+  } finally {
+    clearTimeout(timer);
+    client?.close();
+  }
+}
+
+// ---- conversions ----
+
+function addresses(list: MessageAddressObject[] | undefined): MailAddress[] {
+  return (list ?? []).map((entry) => ({ name: entry.name || null, address: entry.address || null }));
+}
+
+function parsedAddresses(value: AddressObject | AddressObject[] | undefined): MailAddress[] {
+  const objects = value === undefined ? [] : Array.isArray(value) ? value : [value];
+  const out: MailAddress[] = [];
+  for (const object of objects) {
+    for (const entry of object.value) {
+      // Group syntax ("team: a@x, b@x;") nests members; flatten them.
+      const members = entry.group ?? [entry];
+      for (const member of members) out.push({ name: member.name || null, address: member.address || null });
+    }
+  }
+  return out;
+}
+
+function unixSeconds(value: Date | string | undefined): number | null {
+  if (value === undefined) return null;
+  const ms = value instanceof Date ? value.getTime() : Date.parse(value);
+  return Number.isNaN(ms) ? null : Math.floor(ms / 1000);
+}
+
+function flagList(flags: Set<string> | undefined): string[] {
+  return [...(flags ?? [])].filter((flag) => flag !== '\\Recent').sort();
+}
+
+function hasAttachment(node: MessageStructureObject | undefined): boolean {
+  if (!node) return false;
+  if (node.childNodes?.length) return node.childNodes.some(hasAttachment);
+  if (node.disposition?.toLowerCase() === 'attachment') return true;
+  return Boolean(node.dispositionParameters?.filename ?? node.parameters?.name);
+}
+
+function summary(message: FetchMessageObject): MessageSummary {
+  return {
+    uid: message.uid,
+    subject: message.envelope?.subject || null,
+    from: addresses(message.envelope?.from),
+    to: addresses(message.envelope?.to),
+    date: unixSeconds(message.envelope?.date) ?? unixSeconds(message.internalDate),
+    size: message.size ?? 0,
+    flags: flagList(message.flags),
+    hasAttachments: hasAttachment(message.bodyStructure),
+  };
+}
+
+/** Cuts at `charsMax` code units without splitting a surrogate pair. */
+function capText(text: string | undefined | false, charsMax: number): { value: string | null; truncated: boolean } {
+  if (text === undefined || text === false) return { value: null, truncated: false };
+  if (text.length <= charsMax) return { value: text, truncated: false };
+  let end = charsMax;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end -= 1;
+  return { value: text.slice(0, end), truncated: true };
+}
+
+// ---- cursors ----
+// Opaque to callers: base64url of `<uidValidity>.<last uid returned>.<inbox>`. UIDs only grow within one
+// UIDVALIDITY, so "UIDs below the last one returned" is a stable page boundary even while mail arrives.
+
+function encodeCursor(uidValidity: bigint, uid: number, inbox: string): string {
+  return Buffer.from(`${uidValidity}.${uid}.${inbox}`, 'utf8').toString('base64url');
+}
+
+function decodeCursor(cursor: string, uidValidity: bigint, inbox: string): number {
+  const match = /^([0-9]{1,20})\.([0-9]{1,10})\.(.+)$/s.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!match || match[3] !== inbox) throw new ConnectorError('invalid_input', 'cursor is not valid for this inbox');
+  if (BigInt(match[1] ?? '') !== uidValidity) {
+    throw new ConnectorError('invalid_input', 'cursor belongs to an earlier state of this inbox (UIDVALIDITY changed); start again without a cursor');
+  }
+  const uid = Number(match[2]);
+  if (uid < 1) throw new ConnectorError('invalid_input', 'cursor is not valid for this inbox');
+  return uid;
+}
+
+// ---- actions ----
+
+export async function listInboxes(ctx: ServiceContext): Promise<{ inboxes: InboxSummary[] }> {
+  const connector = requireConnector(ctx);
+  return withImap(ctx.mail, connector, async (client) => {
+    const listed = await client.list();
+    const allowed = listed.filter(
+      (mailbox) => inboxAllowed(connector.allowlist, mailbox.path) && !mailbox.flags.has('\\Noselect') && !mailbox.flags.has('\\NonExistent'),
+    );
+    const inboxes: InboxSummary[] = [];
+    // At most MAIL_ALLOWLIST_ENTRIES_MAX STATUS commands: only allowlisted mailboxes are ever asked about.
+    for (const mailbox of allowed) {
+      const status = await client.status(mailbox.path, { messages: true, unseen: true });
+      inboxes.push({
+        name: mailbox.path,
+        specialUse: mailbox.specialUse ?? null,
+        messages: (status && status.messages) || 0,
+        unseen: (status && status.unseen) || 0,
+      });
+    }
+    inboxes.sort((a, b) => (a.name === 'INBOX' ? -1 : b.name === 'INBOX' ? 1 : a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    return { inboxes };
+  });
+}
+
+export async function listMessages(ctx: ServiceContext, input: MessagesListInput): Promise<MessageList> {
+  const connector = requireInbox(ctx, input.inbox);
+  const inbox = serverMailboxName(input.inbox);
+  const limit = input.limit ?? MAIL_PAGE_SIZE_DEFAULT;
+  return withImap(ctx.mail, connector, async (client) => {
+    const lock = await client.getMailboxLock(inbox, { readOnly: true });
+    try {
+      const mailbox = client.mailbox;
+      if (!mailbox) throw new ConnectorError('upstream_unavailable', 'the mail server did not open the inbox');
+      const beforeUid = input.cursor === undefined ? null : decodeCursor(input.cursor, mailbox.uidValidity, inbox);
+      if (mailbox.exists === 0 || beforeUid === 1) return { messages: [], nextCursor: null };
+      const found = await client.search(beforeUid === null ? { all: true } : { uid: `1:${beforeUid - 1}` }, { uid: true });
+      if (!found) throw new ConnectorError('upstream_unavailable', 'the mail server could not search the inbox');
+      const uids = [...found].sort((a, b) => b - a);
+      const page = uids.slice(0, limit);
+      if (page.length === 0) return { messages: [], nextCursor: null };
+      const fetched = await client.fetchAll(
+        page.join(','),
+        { uid: true, envelope: true, size: true, flags: true, bodyStructure: true, internalDate: true },
+        { uid: true },
+      );
+      const byUid = new Map(fetched.map((message) => [message.uid, message]));
+      // A message expunged between SEARCH and FETCH is simply absent; the cursor still moves past it.
+      const messages = page.flatMap((uid) => {
+        const message = byUid.get(uid);
+        return message ? [summary(message)] : [];
+      });
+      const lastUid = page[page.length - 1] ?? 1;
+      return { messages, nextCursor: uids.length > limit ? encodeCursor(mailbox.uidValidity, lastUid, inbox) : null };
+    } finally {
+      lock.release();
+    }
+  });
+}
+
+export async function getMessage(ctx: ServiceContext, input: MessagesGetInput): Promise<MessageDetail> {
+  const connector = requireInbox(ctx, input.inbox);
+  const inbox = serverMailboxName(input.inbox);
+  const bytesMax = ctx.mail.messageBytesMax;
+  const fetched = await withImap(ctx.mail, connector, async (client) => {
+    const lock = await client.getMailboxLock(inbox, { readOnly: true });
+    try {
+      // A partial fetch (BODY.PEEK[]<0.max>) bounds what the server sends, whatever the message size.
+      return await client.fetchOne(String(input.uid), { uid: true, size: true, flags: true, source: { start: 0, maxLength: bytesMax } }, { uid: true });
+    } finally {
+      lock.release();
+    }
+  });
+  if (!fetched || !fetched.source) throw new ConnectorError('upstream_not_found', `inbox "${input.inbox}" has no message with uid ${input.uid}`);
+  const size = fetched.size ?? fetched.source.length;
+  return detail(fetched.uid, size, flagList(fetched.flags), size > bytesMax, await parse(fetched.source), ctx.mail.bodyCharsMax);
+}
+
+async function parse(source: Buffer): Promise<ParsedMail> {
+  // skipImageLinks keeps cid: links as they are instead of inlining attachment bytes into the html;
+  // skipHtmlToText keeps parsing time bounded (html-only messages then have text null).
+  return simpleParser(source, { skipImageLinks: true, skipTextToHtml: true, skipHtmlToText: true, skipTextLinks: true });
+}
+
+function detail(uid: number, size: number, flags: string[], truncated: boolean, parsed: ParsedMail, charsMax: number): MessageDetail {
+  const text = capText(parsed.text, charsMax);
+  const html = capText(parsed.html, charsMax);
+  return {
+    uid,
+    size,
+    flags,
+    truncated,
+    headers: {
+      messageId: parsed.messageId ?? null,
+      subject: parsed.subject ?? null,
+      from: parsedAddresses(parsed.from),
+      to: parsedAddresses(parsed.to),
+      cc: parsedAddresses(parsed.cc),
+      date: unixSeconds(parsed.date),
+      inReplyTo: parsed.inReplyTo ?? null,
+    },
+    text: text.value,
+    textTruncated: text.truncated,
+    html: html.value,
+    htmlTruncated: html.truncated,
+    attachments: parsed.attachments.map((attachment) => ({
+      filename: attachment.filename ?? null,
+      contentType: attachment.contentType,
+      size: attachment.size,
+      contentId: attachment.cid ?? null,
+    })),
+  };
+}
+
+export const mailService: ServiceModule = {
+  id: 'mail',
+  title: 'Mail (IMAP, read-only)',
+  category: 'email',
+  actions: {
+    'inboxes.list': {
+      description: "The agent's allowlisted inboxes that exist on its mail server, with message and unseen counts.",
+      input: InboxesListInput,
+      priceUc: UC_PER_CREDIT,
+      clearance: (ctx: ServiceContext) => clearanceFor(ctx, undefined),
+      run: (ctx: ServiceContext) => listInboxes(ctx),
+    },
+    'messages.list': {
+      description: 'Messages of an allowlisted inbox, newest first, paged with an opaque cursor.',
+      input: MessagesListInput,
+      priceUc: UC_PER_CREDIT,
+      clearance: (ctx: ServiceContext, input: MessagesListInput) => clearanceFor(ctx, input.inbox),
+      run: (ctx: ServiceContext, input: MessagesListInput) => listMessages(ctx, input),
+    },
+    'messages.get': {
+      description: 'One message: headers, text and html (capped) and attachment metadata, never attachment content.',
+      input: MessagesGetInput,
+      priceUc: UC_PER_CREDIT,
+      clearance: (ctx: ServiceContext, input: MessagesGetInput) => clearanceFor(ctx, input.inbox),
+      run: (ctx: ServiceContext, input: MessagesGetInput) => getMessage(ctx, input),
+    },
+  },
+};

@@ -1,0 +1,317 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer, type Server, type Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { ConnectorError, prepareAction, type ServiceContext } from '../../src/services/catalogue.ts';
+import { createGitHubContext } from '../../src/services/github-public.ts';
+import {
+  MAIL_DEFAULTS,
+  getMessage,
+  inboxAllowed,
+  listMessages,
+  type MailConnectionSettings,
+  type MailSettings,
+  type MessageDetail,
+  type MessageList,
+} from '../../src/services/mail.ts';
+import {
+  ALICE,
+  BOB,
+  DOVECOT_SKIP_NOTE,
+  INBOX_MESSAGE_COUNT,
+  RECEIPT_CSV,
+  dovecotBinary,
+  provisioningClient,
+  startMailFixture,
+  type DovecotUser,
+  type MailFixture,
+} from '../support/dovecot.ts';
+
+describe('inboxAllowed', () => {
+  it.each([
+    [['INBOX'], 'INBOX', true],
+    [['INBOX'], 'inbox', true],
+    [['inbox'], 'InBoX', true],
+    [['Receipts'], 'Receipts', true],
+    [['Receipts'], 'receipts', false],
+    [['Receipts'], 'Receipts/2024', false],
+    [['INBOX'], 'INBOX/Sub', false],
+    [['INBOX/Sub'], 'inbox/Sub', false],
+    [[], 'INBOX', false],
+    [['Receipts'], 'Private', false],
+  ] as const)('allowlist %j, inbox %j → %s', (allowlist, inbox, expected) => {
+    expect(inboxAllowed(allowlist, inbox)).toBe(expected);
+  });
+});
+
+const dovecot = dovecotBinary();
+if (!dovecot) console.log(DOVECOT_SKIP_NOTE);
+
+const LOOPBACK_SETTINGS: MailSettings = { ...MAIL_DEFAULTS, allowPrivateNetworkTargets: true, connectTimeoutMs: 2_000, greetingTimeoutMs: 2_000 };
+
+function contextFor(
+  connection: MailConnectionSettings | null,
+  allowlist: readonly string[] = ['INBOX', 'Receipts'],
+  settings: Partial<MailSettings> = {},
+): ServiceContext {
+  return {
+    github: createGitHubContext(),
+    mail: { ...LOOPBACK_SETTINGS, ...settings },
+    mailConnector: connection ? { connection, allowlist } : null,
+  };
+}
+
+async function failure(promise: Promise<unknown>): Promise<ConnectorError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(ConnectorError);
+  return error as ConnectorError;
+}
+
+describe('mail connector without a server', () => {
+  const unreachable: MailConnectionSettings = { host: '127.0.0.1', port: 1, tls: 'none', username: 'a', password: 'b' };
+
+  it('refuses an off-allowlist inbox before any connection, in prepareAction and in run', async () => {
+    // prepareAction is synchronous: a refusal there cannot have touched the network or taken a hold.
+    expect(() => prepareAction(contextFor(unreachable), 'mail', 'messages.list', { inbox: 'Private' })).toThrowError(
+      expect.objectContaining({ code: 'inbox_not_allowed', status: 403 }),
+    );
+    expect(() => prepareAction(contextFor(unreachable), 'mail', 'messages.get', { inbox: 'receipts', uid: 1 })).toThrowError(
+      expect.objectContaining({ code: 'inbox_not_allowed' }),
+    );
+    const direct = await failure(listMessages(contextFor(unreachable), { inbox: 'Private' }));
+    expect(direct.code).toBe('inbox_not_allowed');
+  });
+
+  it('refuses every mail action when the agent has no mail connector', () => {
+    expect(() => prepareAction(contextFor(null), 'mail', 'inboxes.list', {})).toThrowError(
+      expect.objectContaining({ code: 'connector_not_configured' }),
+    );
+  });
+
+  it('validates input: limit range, uid, unknown members, cursor alphabet', () => {
+    for (const input of [{ inbox: 'INBOX', limit: 0 }, { inbox: 'INBOX', limit: 51 }, { inbox: 'INBOX', extra: true }, { inbox: '' }, { inbox: 'INBOX', cursor: 'a+b' }]) {
+      expect(() => prepareAction(contextFor(unreachable), 'mail', 'messages.list', input)).toThrowError(expect.objectContaining({ code: 'invalid_input' }));
+    }
+    for (const input of [{ inbox: 'INBOX', uid: 0 }, { inbox: 'INBOX', uid: 1.5 }, { inbox: 'INBOX' }]) {
+      expect(() => prepareAction(contextFor(unreachable), 'mail', 'messages.get', input)).toThrowError(expect.objectContaining({ code: 'invalid_input' }));
+    }
+  });
+
+  it('answers upstream_unavailable quickly when nothing listens on the port', async () => {
+    const startedMs = Date.now();
+    const error = await failure(prepareAction(contextFor(unreachable), 'mail', 'inboxes.list', {}).run());
+    expect(error).toMatchObject({ code: 'upstream_unavailable', status: 502 });
+    expect(Date.now() - startedMs).toBeLessThan(1_000);
+  });
+
+  it('refuses cleartext IMAP unless the test-only setting allows it', async () => {
+    const ctx = contextFor({ ...unreachable, host: '192.0.2.1' }, ['INBOX'], { allowPrivateNetworkTargets: false });
+    const error = await failure(prepareAction(ctx, 'mail', 'inboxes.list', {}).run());
+    expect(error.detail).toContain('cleartext');
+  });
+
+  it('refuses loopback and private hosts unless the test-only setting allows them', async () => {
+    const ctx = contextFor({ ...unreachable, host: 'localhost', tls: 'implicit' }, ['INBOX'], { allowPrivateNetworkTargets: false });
+    const error = await failure(prepareAction(ctx, 'mail', 'inboxes.list', {}).run());
+    expect(error).toMatchObject({ code: 'upstream_unavailable' });
+    expect(error.detail).toContain('not a public address');
+  });
+
+  it('answers upstream_timeout when the server accepts but never greets', async () => {
+    const sockets: Socket[] = [];
+    const silent: Server = createServer((socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = silent.address() as AddressInfo;
+      const ctx = contextFor({ ...unreachable, port }, ['INBOX'], { greetingTimeoutMs: 300, operationTimeoutMs: 2_000 });
+      const startedMs = Date.now();
+      const error = await failure(prepareAction(ctx, 'mail', 'inboxes.list', {}).run());
+      expect(error).toMatchObject({ code: 'upstream_timeout', status: 504 });
+      expect(Date.now() - startedMs).toBeLessThan(1_500);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
+  });
+});
+
+describe.skipIf(!dovecot)('mail connector against a real Dovecot', () => {
+  let fixture: MailFixture;
+  beforeAll(async () => {
+    fixture = await startMailFixture();
+  });
+  afterAll(() => fixture?.server.stop());
+
+  function connection(user: DovecotUser): MailConnectionSettings {
+    return { host: fixture.server.host, port: fixture.server.port, tls: 'none', username: user.username, password: user.password };
+  }
+
+  function run(user: DovecotUser, action: string, input: unknown, allowlist?: readonly string[], settings?: Partial<MailSettings>): Promise<object> {
+    return prepareAction(contextFor(connection(user), allowlist, settings), 'mail', action, input).run();
+  }
+
+  it('inboxes.list returns only allowlisted mailboxes that exist, with counts', async () => {
+    const result = await run(ALICE, 'inboxes.list', {}, ['INBOX', 'Receipts', 'Missing']);
+    expect(result).toEqual({
+      inboxes: [
+        { name: 'INBOX', specialUse: '\\Inbox', messages: INBOX_MESSAGE_COUNT, unseen: 3 },
+        { name: 'Receipts', specialUse: null, messages: 3, unseen: 2 },
+      ],
+    });
+  });
+
+  it("inboxes.list never shows another user's mailboxes", async () => {
+    const result = await run(BOB, 'inboxes.list', {}, ['INBOX', 'Receipts', 'Private']);
+    expect(result).toEqual({ inboxes: [{ name: 'INBOX', specialUse: '\\Inbox', messages: 5, unseen: 5 }] });
+  });
+
+  it('messages.list returns the newest messages first with envelope facts', async () => {
+    const result = (await run(ALICE, 'messages.list', { inbox: 'inbox' })) as MessageList;
+    expect(result.nextCursor).toBeNull();
+    expect(result.messages.map((m) => m.uid)).toEqual([...fixture.uids.alice.INBOX].reverse());
+    expect(result.messages[0]).toEqual({
+      uid: fixture.uids.alice.INBOX[6],
+      subject: 'Hello 7',
+      from: [{ name: 'Sender 7', address: 'sender7@example.test' }],
+      to: [{ name: 'Alice', address: 'alice@example.test' }],
+      date: Date.parse('2024-05-08T09:00:00Z') / 1000,
+      size: expect.any(Number),
+      flags: ['\\Seen'],
+      hasAttachments: false,
+    });
+    expect(result.messages[1]!.flags).toEqual([]);
+  });
+
+  it('messages.list pages with limit and cursor over every message exactly once, newest first', async () => {
+    const seen: number[] = [];
+    let cursor: string | undefined;
+    const pageSizes: number[] = [];
+    for (let page = 0; page < 10; page += 1) {
+      const result = (await run(ALICE, 'messages.list', { inbox: 'INBOX', limit: 3, ...(cursor ? { cursor } : {}) })) as MessageList;
+      pageSizes.push(result.messages.length);
+      seen.push(...result.messages.map((m) => m.uid));
+      if (!result.nextCursor) break;
+      cursor = result.nextCursor;
+    }
+    expect(pageSizes).toEqual([3, 3, 1]);
+    expect(seen).toEqual([...fixture.uids.alice.INBOX].reverse());
+  });
+
+  it('keeps paging stable while new mail arrives', async () => {
+    const first = (await run(BOB, 'messages.list', { inbox: 'INBOX', limit: 2 })) as MessageList;
+    const client = provisioningClient(fixture.server, BOB);
+    await client.connect();
+    await client.append('INBOX', 'Subject: late\r\n\r\nlate\r\n');
+    await client.logout();
+    const rest = (await run(BOB, 'messages.list', { inbox: 'INBOX', limit: 50, cursor: first.nextCursor! })) as MessageList;
+    const all = [...first.messages, ...rest.messages].map((m) => m.uid);
+    expect(all).toEqual([...fixture.uids.bob.INBOX].reverse());
+    expect(rest.nextCursor).toBeNull();
+  });
+
+  it('refuses a cursor from another inbox or from an earlier UIDVALIDITY', async () => {
+    const receipts = (await run(ALICE, 'messages.list', { inbox: 'Receipts', limit: 1 })) as MessageList;
+    expect(await failure(run(ALICE, 'messages.list', { inbox: 'INBOX', cursor: receipts.nextCursor! }))).toMatchObject({ code: 'invalid_input' });
+    expect(await failure(run(ALICE, 'messages.list', { inbox: 'INBOX', cursor: 'bm9uc2Vuc2U' }))).toMatchObject({ code: 'invalid_input' });
+
+    const client = provisioningClient(fixture.server, ALICE);
+    await client.connect();
+    await client.mailboxCreate('Temp');
+    await client.append('Temp', 'Subject: one\r\n\r\n1\r\n');
+    await client.append('Temp', 'Subject: two\r\n\r\n2\r\n');
+    const before = (await run(ALICE, 'messages.list', { inbox: 'Temp', limit: 1 }, ['Temp'])) as MessageList;
+    // Deleting and recreating a mailbox gives it a new UIDVALIDITY: old UIDs mean nothing there.
+    await client.mailboxDelete('Temp');
+    await client.mailboxCreate('Temp');
+    await client.append('Temp', 'Subject: three\r\n\r\n3\r\n');
+    await client.append('Temp', 'Subject: four\r\n\r\n4\r\n');
+    await client.logout();
+    const error = await failure(run(ALICE, 'messages.list', { inbox: 'Temp', cursor: before.nextCursor! }, ['Temp']));
+    expect(error).toMatchObject({ code: 'invalid_input' });
+    expect(error.detail).toContain('UIDVALIDITY');
+  });
+
+  it('messages.get parses a multipart/alternative message and lists its attachment without content', async () => {
+    const uid = fixture.uids.alice.Receipts.receipt;
+    const result = (await run(ALICE, 'messages.get', { inbox: 'Receipts', uid })) as MessageDetail;
+    expect(result).toEqual({
+      uid,
+      size: expect.any(Number),
+      flags: ['\\Seen'],
+      truncated: false,
+      headers: {
+        messageId: '<receipt-1001@shop.example>',
+        subject: 'Your receipt #1001',
+        from: [{ name: 'Shop', address: 'orders@shop.example' }],
+        to: [{ name: 'Alice', address: 'alice@example.test' }],
+        cc: [{ name: null, address: 'accounts@example.test' }],
+        date: Date.parse('2024-05-01T10:00:00Z') / 1000,
+        inReplyTo: '<order-1001@example.test>',
+      },
+      text: 'Thanks for your order. Total: 29.99 EUR',
+      textTruncated: false,
+      html: '<p>Thanks for your <b>order</b>. Total: 29.99 EUR</p>',
+      htmlTruncated: false,
+      attachments: [{ filename: 'receipt.csv', contentType: 'text/csv', size: Buffer.byteLength(RECEIPT_CSV), contentId: null }],
+    });
+    const json = JSON.stringify(result);
+    expect(json).not.toContain('widget');
+    expect(json).not.toContain(Buffer.from(RECEIPT_CSV).toString('base64'));
+  });
+
+  it('messages.get keeps cid: links instead of inlining attachment bytes, and reads without marking \\Seen', async () => {
+    const uid = fixture.uids.alice.Receipts.newsletter;
+    const result = (await run(ALICE, 'messages.get', { inbox: 'Receipts', uid })) as MessageDetail;
+    expect(result.html).toContain('cid:logo@news.example');
+    expect(result.html).not.toContain('data:');
+    expect(result.text).toBeNull();
+    expect(result.attachments).toEqual([{ filename: null, contentType: 'image/png', size: expect.any(Number), contentId: 'logo@news.example' }]);
+    const again = (await run(ALICE, 'messages.get', { inbox: 'Receipts', uid })) as MessageDetail;
+    expect(again.flags).not.toContain('\\Seen');
+  });
+
+  it('messages.get truncates a message above the size cap and caps the text', async () => {
+    const uid = fixture.uids.alice.Receipts.large;
+    const result = (await run(ALICE, 'messages.get', { inbox: 'Receipts', uid }, undefined, { messageBytesMax: 64 * 1024, bodyCharsMax: 1_000 })) as MessageDetail;
+    expect(result.truncated).toBe(true);
+    expect(result.size).toBeGreaterThan(64 * 1024);
+    expect(result.textTruncated).toBe(true);
+    expect(result.text).toHaveLength(1_000);
+    expect(result.headers.subject).toBe('Large');
+  });
+
+  it('messages.get of an unknown uid is upstream_not_found', async () => {
+    expect(await failure(run(ALICE, 'messages.get', { inbox: 'INBOX', uid: 999 }))).toMatchObject({ code: 'upstream_not_found', status: 404 });
+  });
+
+  it('an allowlisted inbox that does not exist is upstream_not_found', async () => {
+    expect(await failure(run(ALICE, 'messages.list', { inbox: 'Missing' }, ['Missing']))).toMatchObject({ code: 'upstream_not_found' });
+  });
+
+  it('connects with implicit TLS and with STARTTLS, verifying the certificate against the host name', async (context) => {
+    const tls = fixture.server.tls;
+    if (!tls) {
+      console.log('SKIPPED: TLS mail tests need the openssl CLI');
+      context.skip();
+      return;
+    }
+    // "localhost" resolves to 127.0.0.1; the connection goes to that address and TLS checks the name.
+    const base = { ...connection(ALICE), host: 'localhost', ca: tls.certPem };
+    const expected = { inboxes: [expect.objectContaining({ name: 'INBOX' })] };
+    const ctx = (settings: MailConnectionSettings) => contextFor(settings, ['INBOX']);
+    expect(await prepareAction(ctx({ ...base, port: tls.port, tls: 'implicit' }), 'mail', 'inboxes.list', {}).run()).toEqual(expected);
+    expect(await prepareAction(ctx({ ...base, tls: 'starttls' }), 'mail', 'inboxes.list', {}).run()).toEqual(expected);
+    const { ca: _ca, ...untrusted } = base;
+    const error = await failure(prepareAction(ctx({ ...untrusted, port: tls.port, tls: 'implicit' }), 'mail', 'inboxes.list', {}).run());
+    expect(error).toMatchObject({ code: 'upstream_unavailable' });
+  });
+
+  it('a wrong password is upstream_auth_failed, without a login penalty delay', async () => {
+    const startedMs = Date.now();
+    const error = await failure(run({ username: 'alice', password: 'wrong' }, 'inboxes.list', {}));
+    expect(error).toMatchObject({ code: 'upstream_auth_failed', status: 502 });
+    expect(Date.now() - startedMs).toBeLessThan(3_000);
+  });
+});
