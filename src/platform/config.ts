@@ -1,5 +1,6 @@
 // Configuration comes from environment variables only, is validated once at start-up, and reports
 // every problem at once with one readable line each (so an operator fixes them in one pass).
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 
 export type Mode = 'dev' | 'live';
@@ -31,6 +32,12 @@ export interface Config {
   agentOwnerEmailClaim: string;
   /** HMAC key for merchant API key hashes; dev mode generates one. */
   apiKeyPepper?: string;
+  /** AES-256-GCM key (base64, 32 bytes) sealing stored secrets (webhook secrets, mail passwords); dev mode generates one. */
+  secretBoxKey?: string;
+  doh: { resolverUrl: string; timeoutMs: number; caFile?: string };
+  /** Extra CA certificates (PEM file) trusted for outbound HTTPS: webhooks to a private PKI, and tests. */
+  outboundCaFile?: string;
+  webhookPollIntervalMs: number;
   /** Test-only relaxations; refused in live mode. */
   allowPrivateNetworkTargets: boolean;
 }
@@ -65,6 +72,12 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_AGENT_AUDIENCE', default: 'agent-credit-gateway', meaning: 'audience required on agent identity JWTs' },
   { name: 'ACG_AGENT_OWNER_EMAIL_CLAIM', default: 'owner_email', meaning: "claim on an agent identity JWT holding its owner's verified email" },
   { name: 'ACG_API_KEY_PEPPER', default: '(dev: generated)', meaning: 'secret (≥ 32 chars) keying the hashes of merchant API keys; without it live mode cannot issue API keys' },
+  { name: 'ACG_SECRET_BOX_KEY', default: '(dev: generated)', meaning: 'base64 of 32 random bytes; seals stored secrets (webhook signing secrets, mail passwords); required in live mode for webhooks and mail' },
+  { name: 'ACG_DOH_RESOLVER_URL', default: 'https://cloudflare-dns.com/dns-query', meaning: 'DNS-over-HTTPS (RFC 8484) resolver used to verify merchant domains' },
+  { name: 'ACG_DOH_TIMEOUT_MS', default: '5000', meaning: 'time budget of one DNS-over-HTTPS query' },
+  { name: 'ACG_DOH_CA_FILE', default: '(system CAs)', meaning: "extra CA certificate (PEM file) trusted for the resolver's HTTPS" },
+  { name: 'ACG_OUTBOUND_CA_FILE', default: '(system CAs)', meaning: 'extra CA certificates (PEM file) trusted for outbound HTTPS such as webhook deliveries' },
+  { name: 'ACG_WEBHOOK_POLL_INTERVAL_MS', default: '1000', meaning: 'how often each instance looks for due webhook deliveries' },
   { name: 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', default: 'false', meaning: 'TEST ONLY: lets outbound calls reach loopback/private addresses; refused in live mode' },
 ];
 
@@ -144,8 +157,22 @@ export function loadConfig(env: Env = process.env): Config {
     agentIssuer: issuer(env, 'AGENT', problems),
     agentOwnerEmailClaim: env.ACG_AGENT_OWNER_EMAIL_CLAIM || 'owner_email',
     apiKeyPepper: env.ACG_API_KEY_PEPPER || undefined,
+    secretBoxKey: env.ACG_SECRET_BOX_KEY || undefined,
+    doh: {
+      resolverUrl: url(env, 'ACG_DOH_RESOLVER_URL', problems) ?? 'https://cloudflare-dns.com/dns-query',
+      timeoutMs: integer(env, 'ACG_DOH_TIMEOUT_MS', 5000, 100, 60_000, problems),
+      caFile: env.ACG_DOH_CA_FILE || undefined,
+    },
+    outboundCaFile: env.ACG_OUTBOUND_CA_FILE || undefined,
+    webhookPollIntervalMs: integer(env, 'ACG_WEBHOOK_POLL_INTERVAL_MS', 1000, 50, 60_000, problems),
     allowPrivateNetworkTargets: allowPrivate,
   };
+  if (config.secretBoxKey && !/^[A-Za-z0-9+/_-]{42,44}={0,2}$/.test(config.secretBoxKey)) {
+    problems.push('ACG_SECRET_BOX_KEY must be the base64 encoding of 32 random bytes (openssl rand -base64 32)');
+  }
+  for (const [name, file] of [['ACG_DOH_CA_FILE', config.doh.caFile], ['ACG_OUTBOUND_CA_FILE', config.outboundCaFile]] as const) {
+    if (file && !existsSync(file)) problems.push(`${name} names a file that does not exist: ${file}`);
+  }
   if (config.apiKeyPepper && config.apiKeyPepper.length < 32) problems.push('ACG_API_KEY_PEPPER must be at least 32 characters');
   if (config.humanIssuer && config.agentIssuer && config.humanIssuer.issuer === config.agentIssuer.issuer) {
     problems.push('ACG_HUMAN_ISSUER and ACG_AGENT_ISSUER must differ: an agent identity must never pass as a human');

@@ -1,0 +1,49 @@
+// Emitting an event: one row in `events`, and one in the `webhook_deliveries` outbox when the merchant
+// has an enabled webhook — both in the caller's transaction, so an event exists exactly when its cause
+// committed. The delivery worker sends outbox rows later, from any instance.
+import type { Queryable } from '../platform/db/database.ts';
+import { newId } from '../platform/ids.ts';
+
+export const EVENT_TYPES = [
+  'merchant.verified',
+  'redemption.held',
+  'redemption.captured',
+  'redemption.released',
+  'redemption.expired',
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+export interface EventEnvelope {
+  id: string;
+  type: EventType;
+  createdAt: number;
+  merchantId: string;
+  data: Record<string, unknown>;
+}
+
+export async function emitEvent(
+  tx: Queryable,
+  event: { merchantId: string; type: EventType; data: Record<string, unknown>; nowMs: number },
+): Promise<EventEnvelope> {
+  // Event ids contain no '.', which Standard Webhooks reserves as the separator of the signed text.
+  const envelope: EventEnvelope = {
+    id: newId('evt'),
+    type: event.type,
+    createdAt: Math.floor(event.nowMs / 1000),
+    merchantId: event.merchantId,
+    data: event.data,
+  };
+  await tx.query('INSERT INTO events (id, merchant_id, type, payload, created_at_s) VALUES ($1, $2, $3, $4, $5)', [
+    envelope.id,
+    envelope.merchantId,
+    envelope.type,
+    JSON.stringify(envelope),
+    envelope.createdAt,
+  ]);
+  await tx.query(
+    `INSERT INTO webhook_deliveries (id, event_id, merchant_id, state, next_attempt_at_ms, created_at_s)
+     SELECT $1, $2, $3, 'pending', $4, $5 FROM webhook_endpoints WHERE merchant_id = $3 AND enabled`,
+    [newId('whd'), envelope.id, envelope.merchantId, event.nowMs, envelope.createdAt],
+  );
+  return envelope;
+}
