@@ -1,7 +1,10 @@
 // The composition root: builds each feature's service once, then serves the features in order.
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { docsRoutes } from './docs/routes.ts';
+import { WebhookService } from './events/service.ts';
+import { WebhookWorker } from './events/worker.ts';
 import { healthRoutes } from './health/routes.ts';
 import { identityProviders } from './identity/issuers.ts';
 import { identityRoutes } from './identity/routes.ts';
@@ -10,8 +13,20 @@ import { ensureRuntimeSecret } from './identity/store.ts';
 import { CredentialVerifier } from './identity/verifier.ts';
 import { integrationRoutes } from './integrations/routes.ts';
 import { keysRoutes } from './keys/routes.ts';
+import { merchantRoutes } from './merchants/routes.ts';
+import { MerchantService } from './merchants/service.ts';
+import { oauthRoutes } from './oauth/routes.ts';
+import { accessRoutes } from './access/routes.ts';
+import { ledgerRoutes } from './ledger/routes.ts';
+import { LedgerService } from './ledger/service.ts';
+import { offerRoutes } from './offers/routes.ts';
+import { OfferService } from './offers/service.ts';
+import { voucherRoutes } from './vouchers/routes.ts';
+import { VoucherService } from './vouchers/service.ts';
+import { ConfigError } from './platform/config.ts';
 import type { Gateway } from './platform/gateway.ts';
 import { buildApp } from './platform/http/app.ts';
+import { generateSecretBoxKey, parseSecretBoxKey, type SecretBoxKey } from './platform/secret-box.ts';
 
 /** The merchant API key pepper: configured, or in dev mode generated once and shared through the database. */
 async function apiKeyPepper(gateway: Gateway): Promise<string | undefined> {
@@ -20,30 +35,84 @@ async function apiKeyPepper(gateway: Gateway): Promise<string | undefined> {
   return ensureRuntimeSecret(gateway.db, 'api_key_pepper', randomBytes(32).toString('base64url'), gateway.clock.nowS());
 }
 
+/**
+ * The key sealing stored secrets: configured, or in dev mode generated once and shared through the
+ * database (like the pepper). Live mode without it stores no secrets (webhook PUT answers 503).
+ */
+async function secretBoxKey(gateway: Gateway): Promise<SecretBoxKey | undefined> {
+  const text =
+    gateway.config.secretBoxKey ??
+    (gateway.config.mode === 'dev' ? await ensureRuntimeSecret(gateway.db, 'secret_box_key', generateSecretBoxKey().text, gateway.clock.nowS()) : undefined);
+  if (text === undefined) return undefined;
+  const parsed = parseSecretBoxKey(text);
+  if ('error' in parsed) throw new ConfigError([`ACG_SECRET_BOX_KEY ${parsed.error}`]);
+  return parsed.key;
+}
+
 export interface Services {
   verifier: CredentialVerifier;
   identity: IdentityService;
   apiKeyPepper: string | undefined;
+  secretBoxKey: SecretBoxKey | undefined;
+  merchants: MerchantService;
+  webhookWorker: WebhookWorker;
+  ledger: LedgerService;
+  offers: OfferService;
+  vouchers: VoucherService;
 }
+
+/** How often each instance reclaims holds past their deadline (reads and writes treat them as expired at once). */
+const HOLD_SWEEP_INTERVAL_MS = 5000;
 
 export async function buildServices(gateway: Gateway): Promise<Services> {
   const providers = await identityProviders(gateway.config);
   const pepper = await apiKeyPepper(gateway);
   const verifier = new CredentialVerifier(gateway, providers, pepper);
   const identity = new IdentityService(gateway, () => providers.agent?.issuer);
-  return { verifier, identity, apiKeyPepper: pepper };
+  const ledger = new LedgerService(gateway, identity);
+  const offers = new OfferService(gateway);
+  const vouchers = new VoucherService(gateway, ledger, offers);
+  gateway.schedule('hold-expiry-sweep', HOLD_SWEEP_INTERVAL_MS, () => ledger.expireDue());
+  const { config } = gateway;
+  const boxKey = await secretBoxKey(gateway);
+  const webhooks = new WebhookService(gateway, boxKey);
+  const merchants = new MerchantService(gateway, {
+    webhooks,
+    apiKeyPepper: pepper,
+    doh: { resolverUrl: config.doh.resolverUrl, timeoutMs: config.doh.timeoutMs, ca: config.doh.caFile ? readFileSync(config.doh.caFile, 'utf8') : undefined },
+  });
+  const webhookWorker = new WebhookWorker({
+    db: gateway.db,
+    clock: gateway.clock,
+    log: gateway.log,
+    secretBoxKey: boxKey,
+    allowPrivateNetworkTargets: config.allowPrivateNetworkTargets,
+    ca: config.outboundCaFile ? readFileSync(config.outboundCaFile, 'utf8') : undefined,
+    testHooks: gateway.outbound,
+  });
+  gateway.schedule('webhook-delivery', config.webhookPollIntervalMs, () => webhookWorker.runOnce());
+  return { verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhookWorker, ledger, offers, vouchers };
 }
 
-export async function buildGatewayApp(gateway: Gateway, extraFeatures: FastifyPluginAsync[] = []): Promise<FastifyInstance> {
+export async function buildGatewayApp(
+  gateway: Gateway,
+  extraFeatures: FastifyPluginAsync[] = [],
+): Promise<{ app: FastifyInstance; services: Services }> {
   const services = await buildServices(gateway);
   const providers = { human: services.verifier.provider('human'), agent: services.verifier.provider('agent') };
   const features: FastifyPluginAsync[] = [
     healthRoutes,
     docsRoutes,
     keysRoutes,
-    identityRoutes({ identity: services.identity }),
+    oauthRoutes({ verifier: services.verifier }),
+    identityRoutes({ identity: services.identity, agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
     integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => false }),
+    ledgerRoutes({ ledger: services.ledger, identity: services.identity, offers: services.offers }),
+    offerRoutes(services.offers),
+    voucherRoutes(services.vouchers, services.ledger),
+    accessRoutes,
+    merchantRoutes(services.merchants),
     ...extraFeatures,
   ];
-  return buildApp(gateway, { features, authenticator: services.verifier });
+  return { app: await buildApp(gateway, { features, authenticator: services.verifier }), services };
 }

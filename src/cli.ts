@@ -49,6 +49,39 @@ export function buildCli(): Command {
       }
     });
 
+  const credit = program.command('credit').description('operator commands on the credit ledger');
+  credit
+    .command('grant')
+    .description("add a credit lot to an agent (journaled like every ledger change)")
+    .requiredOption('--agent <agentId>', 'the agent to credit (agt_…)')
+    .requiredOption('--amount-uc <microcredits>', 'amount in microcredits (1 credit = 1000000)')
+    .option('--expires-at <unixSeconds>', 'when the unspent remainder lapses (default: never)')
+    .option('--priority <n>', 'burn-down priority; lower is spent first', '100')
+    .option('--note <text>', 'why this grant was made (kept as the lot source reference)')
+    .action(async (options: { agent: string; amountUc: string; expiresAt?: string; priority: string; note?: string }) => {
+      const { grantCredit } = await import('./ledger/cli.ts');
+      await grantCredit(configOrExit(), options);
+    });
+
+  const keys = program.command('keys').description("the gateway's ES256 signing keys (published at /.well-known/jwks.json)");
+  keys
+    .command('list')
+    .description('show each key in the database: upcoming, signing, retired (still verifying) or expired')
+    .action(async () => {
+      const { listKeys } = await import('./keys/cli.ts');
+      await listKeys(configOrExit());
+    });
+  keys
+    .command('rotate')
+    .description('publish a new signing key now, sign with it after --lead-s, keep the old one verifying for --retention-s')
+    .option('--lead-s <seconds>', 'publication lead before the new key signs (covers the 60 s key reload and 300 s JWKS caches)', '600')
+    .option('--retention-s <seconds>', 'how long replaced keys stay published after they stop signing (the longest token life: vouchers live as long as a hold)', '604800')
+    .addHelpText('after', '\nWith the embedded database, stop the gateway first (PGlite admits one process); with DATABASE_URL run it any time.')
+    .action(async (options: { leadS: string; retentionS: string }) => {
+      const { rotateKeys } = await import('./keys/cli.ts');
+      await rotateKeys(configOrExit(), options);
+    });
+
   const dev = program.command('dev').description('dev-mode helpers (built-in identity issuers)');
   const token = dev.command('token').description('mint a token from a built-in dev identity issuer');
   token

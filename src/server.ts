@@ -20,7 +20,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
     if (problem) throw new ConfigError([problem]);
   }
   const gateway = await createGateway(config, { processMetrics: true });
-  const app = await buildGatewayApp(gateway);
+  const { app } = await buildGatewayApp(gateway);
   await app.listen({ host: config.host, port: config.port });
   gateway.startBackgroundWork();
   const address = app.server.address();

@@ -2,6 +2,7 @@
 // catalogue that every problem `type` URI points into.
 import type { FastifyInstance } from 'fastify';
 import swaggerUi from '@fastify/swagger-ui';
+import { webhooksDocument } from '../events/catalogue.ts';
 import { ERROR_CATALOGUE } from '../platform/errors.ts';
 
 function escapeHtml(text: string): string {
@@ -9,10 +10,12 @@ function escapeHtml(text: string): string {
 }
 
 export async function docsRoutes(app: FastifyInstance): Promise<void> {
+  // The routes' document plus the event catalogue (OpenAPI 3.1 `webhooks`), which no route declares.
+  const withWebhooks = (document: Record<string, unknown>) => ({ ...document, webhooks: webhooksDocument() });
   app.get('/openapi.json', {
     config: { skipRateLimit: true },
     schema: { hide: true },
-    handler: async () => app.swagger(),
+    handler: async () => withWebhooks(app.swagger() as unknown as Record<string, unknown>),
   });
 
   await app.register(swaggerUi, {
@@ -20,6 +23,7 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
     uiConfig: { docExpansion: 'list', deepLinking: true, defaultModelsExpandDepth: 0 },
     staticCSP: true,
     theme: { title: 'Agent Credit Gateway API' },
+    transformSpecification: (document) => withWebhooks(document),
   });
 
   app.get('/docs/errors', {

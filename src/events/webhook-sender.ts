@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { Webhook } from 'standardwebhooks';
 import type { Clock } from '../platform/clock.ts';
-import { OutboundError, safeRequest } from '../platform/outbound.ts';
+import { OutboundError, safeRequest, type OutboundTestHooks } from '../platform/outbound.ts';
 
 /**
  * Seconds to wait before attempt n+1, counted from the end of attempt n (the first is immediate):
@@ -46,6 +46,8 @@ export interface WebhookSendOptions {
   timeoutMs?: number;
   /** Extra trusted CA certificate (PEM), for test receivers with self-signed certificates. */
   ca?: string;
+  /** TEST ONLY: see OutboundTestHooks. */
+  testHooks?: OutboundTestHooks;
 }
 
 export type WebhookErrorCode = OutboundError['reason'] | 'status_not_2xx';
@@ -79,6 +81,7 @@ export async function sendWebhookAttempt(delivery: WebhookDelivery, options: Web
   // A duration is measured on the monotonic clock: the wall clock may be stepped mid-attempt.
   const startedMs = performance.now();
   const durationMs = () => Math.round(performance.now() - startedMs);
+  const hooks = options.testHooks ?? {};
   try {
     const response = await safeRequest(delivery.url, {
       method: 'POST',
@@ -89,6 +92,8 @@ export async function sendWebhookAttempt(delivery: WebhookDelivery, options: Web
       responseBytesOverflow: 'truncate',
       allowPrivateNetworkTargets: options.allowPrivateNetworkTargets,
       ca: options.ca,
+      lookupHost: hooks.lookupHost,
+      connectPort: hooks.connectPort?.(new URL(delivery.url).hostname),
     });
     const ok = response.status >= 200 && response.status < 300;
     return ok

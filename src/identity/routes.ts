@@ -5,7 +5,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { respondIdempotently } from '../platform/http/idempotent.ts';
-import { problems } from '../platform/http/openapi.ts';
+import { problems, sharesSchemas } from '../platform/http/openapi.ts';
 import { Category, IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
 import { devIssuerUrl, loadDevIssuerKeys, publicJwks } from './dev-issuers.ts';
 import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type AvatarType, type IdentityService } from './service.ts';
@@ -144,7 +144,7 @@ export interface IdentityRouteDeps {
 
 export function identityRoutes(deps: IdentityRouteDeps) {
   const { identity } = deps;
-  return async function routes(app: FastifyInstance): Promise<void> {
+  return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
     app.addSchema(ProfileSchema);
     app.addSchema(AgentSchema);
     const tags = ['identity'];
@@ -327,7 +327,7 @@ export function identityRoutes(deps: IdentityRouteDeps) {
     });
 
     if (app.gateway.config.mode === 'dev') await app.register(devIssuerRoutes);
-  };
+  });
 }
 
 /** OIDC discovery and JWKS of the built-in dev issuers, so tools can verify dev tokens like real ones. */

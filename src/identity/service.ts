@@ -160,6 +160,11 @@ export class IdentityService {
     return store.findAgent(db, agentId);
   }
 
+  /** Locks the agent row for the rest of the transaction: the per-agent mutex of the ledger. */
+  async lockAgent(tx: Queryable, agentId: string): Promise<store.AgentRow | undefined> {
+    return store.lockAgent(tx, agentId);
+  }
+
   async agentByIdentity(db: Queryable, issuer: string, subject: string): Promise<store.AgentWithOwnerRow | undefined> {
     return store.findAgentByIdentity(db, issuer, subject);
   }

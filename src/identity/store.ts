@@ -90,6 +90,11 @@ export async function findAgent(db: Queryable, agentId: string): Promise<AgentWi
   return rows[0];
 }
 
+export async function lockAgent(db: Queryable, agentId: string): Promise<AgentRow | undefined> {
+  const { rows } = await db.query<AgentRow>('SELECT * FROM agents WHERE id = $1 FOR UPDATE', [agentId]);
+  return rows[0];
+}
+
 export async function findOwnedAgent(db: Queryable, ownerId: string, agentId: string, lock = false): Promise<AgentRow | undefined> {
   const { rows } = await db.query<AgentRow>(`SELECT * FROM agents WHERE id = $1 AND owner_id = $2${lock ? ' FOR UPDATE' : ''}`, [
     agentId,

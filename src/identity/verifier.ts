@@ -10,6 +10,7 @@ import { decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
+import { isAccessTokenRevoked } from '../oauth/revocation.ts';
 import type { Principal } from '../platform/principal.ts';
 import { parseApiKey, secretMatches, API_KEY_PREFIX } from './api-keys.ts';
 import { EXTERNAL_ALGORITHMS, type IdentityProvider, type IdentityProviderKind } from './issuers.ts';
@@ -159,6 +160,9 @@ export class CredentialVerifier {
     }
     const scope = typeof claims.scope === 'string' ? claims.scope.split(' ') : [];
     if (typeof claims.sub !== 'string') throw this.unauthorized(resource, 'access token without sub', true);
+    // A replayed authorization code revokes the token it issued (RFC 6749 §4.1.2).
+    if (typeof claims.jti !== 'string') throw this.unauthorized(resource, 'access token without jti', true);
+    if (await isAccessTokenRevoked(db, claims.jti)) throw this.unauthorized(resource, 'the access token has been revoked', true);
     if (scope.includes(SCOPE_AGENT) && claims.actor_type === 'agent') {
       const agent = await store.findAgent(db, claims.sub);
       if (!agent) throw new ApiError('agent_not_registered', { detail: 'the agent this token was issued to is no longer registered' });

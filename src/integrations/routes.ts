@@ -2,6 +2,7 @@
 // from the real configuration and never including a credential.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
+import { sharesSchemas } from '../platform/http/openapi.ts';
 import type { IdentityProvider, IdentityProviderKind } from '../identity/issuers.ts';
 import { SERVICE_IDS } from '../services/service-ids.ts';
 
@@ -52,7 +53,7 @@ export interface IntegrationDeps {
 }
 
 export function integrationRoutes(deps: IntegrationDeps) {
-  return async function routes(app: FastifyInstance): Promise<void> {
+  return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
     const { config, db } = app.gateway;
     app.addSchema(StatusShape);
     app.addSchema(SurfaceShape);
@@ -97,5 +98,5 @@ export function integrationRoutes(deps: IntegrationDeps) {
         };
       },
     });
-  };
+  });
 }

@@ -8,9 +8,15 @@ export interface Clock {
 export class SystemClock implements Clock {
   /** Added to the system time; only tests change it. */
   offsetMs = 0;
+  /** When set, time stands still here (tests that compare against a model step by step). */
+  private frozenAtMs: number | undefined;
 
   nowMs(): number {
-    return Date.now() + this.offsetMs;
+    return (this.frozenAtMs ?? Date.now()) + this.offsetMs;
+  }
+
+  freeze(): void {
+    this.frozenAtMs = Date.now();
   }
 
   nowS(): number {

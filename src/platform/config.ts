@@ -38,8 +38,17 @@ export interface Config {
   /** Extra CA certificates (PEM file) trusted for outbound HTTPS: webhooks to a private PKI, and tests. */
   outboundCaFile?: string;
   webhookPollIntervalMs: number;
+  /** The built-in metered services (POST /v1/services/execute). */
+  services: ServicesConfig;
   /** Test-only relaxations; refused in live mode. */
   allowPrivateNetworkTargets: boolean;
+}
+
+export interface ServicesConfig {
+  /** Budget of one execution's action; past it the hold is released and the caller told upstream_timeout. */
+  executeTimeoutMs: number;
+  github: { baseUrl: string; token?: string; timeoutMs: number; etagCacheEntries: number };
+  mail: { connectTimeoutMs: number; socketTimeoutMs: number; operationTimeoutMs: number; messageBytesMax: number; bodyCharsMax: number };
 }
 
 export interface EnvVarDoc {
@@ -78,6 +87,16 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_DOH_CA_FILE', default: '(system CAs)', meaning: "extra CA certificate (PEM file) trusted for the resolver's HTTPS" },
   { name: 'ACG_OUTBOUND_CA_FILE', default: '(system CAs)', meaning: 'extra CA certificates (PEM file) trusted for outbound HTTPS such as webhook deliveries' },
   { name: 'ACG_WEBHOOK_POLL_INTERVAL_MS', default: '1000', meaning: 'how often each instance looks for due webhook deliveries' },
+  { name: 'ACG_EXECUTE_TIMEOUT_MS', default: '40000', meaning: "budget of one service action in POST /v1/services/execute (at least the connectors' own budgets, below the idempotency lease)" },
+  { name: 'ACG_GITHUB_API_URL', default: 'https://api.github.com', meaning: 'base URL of the GitHub REST API used by `github-public` (e.g. a GitHub Enterprise `https://host/api/v3`)' },
+  { name: 'ACG_GITHUB_TOKEN', default: '(none)', meaning: 'optional GitHub token for `github-public`; raises the rate limit from 60 to 5,000 requests an hour' },
+  { name: 'ACG_GITHUB_TIMEOUT_MS', default: '10000', meaning: 'time budget of one GitHub request (connect, headers and body)' },
+  { name: 'ACG_GITHUB_ETAG_CACHE_ENTRIES', default: '500', meaning: 'repositories remembered for conditional requests (ETag); 0 disables them' },
+  { name: 'ACG_MAIL_CONNECT_TIMEOUT_MS', default: '10000', meaning: "time budget to connect to an agent's IMAP server and receive its greeting" },
+  { name: 'ACG_MAIL_SOCKET_TIMEOUT_MS', default: '20000', meaning: 'longest silence tolerated on an open IMAP connection' },
+  { name: 'ACG_MAIL_OPERATION_TIMEOUT_MS', default: '30000', meaning: 'time budget of one whole mail action: connect, log in, work, log out' },
+  { name: 'ACG_MAIL_MESSAGE_BYTES_MAX', default: '5242880', meaning: '`messages.get` reads at most this many bytes of a message (larger ones are truncated)' },
+  { name: 'ACG_MAIL_BODY_CHARS_MAX', default: '262144', meaning: '`messages.get` returns at most this many characters of text and of html each' },
   { name: 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', default: 'false', meaning: 'TEST ONLY: lets outbound calls reach loopback/private addresses; refused in live mode' },
 ];
 
@@ -120,6 +139,25 @@ function issuer(env: Env, prefix: 'HUMAN' | 'AGENT', problems: string[]): Issuer
   if (!iss) return undefined;
   const jwksUrl = url(env, `ACG_${prefix}_JWKS_URL`, problems);
   return { issuer: iss, jwksUrl, audience: env[`ACG_${prefix}_AUDIENCE`] || 'agent-credit-gateway' };
+}
+
+function servicesConfig(env: Env, problems: string[]): ServicesConfig {
+  return {
+    executeTimeoutMs: integer(env, 'ACG_EXECUTE_TIMEOUT_MS', 40_000, 1000, 600_000, problems),
+    github: {
+      baseUrl: url(env, 'ACG_GITHUB_API_URL', problems) ?? 'https://api.github.com',
+      token: env.ACG_GITHUB_TOKEN || undefined,
+      timeoutMs: integer(env, 'ACG_GITHUB_TIMEOUT_MS', 10_000, 100, 300_000, problems),
+      etagCacheEntries: integer(env, 'ACG_GITHUB_ETAG_CACHE_ENTRIES', 500, 0, 100_000, problems),
+    },
+    mail: {
+      connectTimeoutMs: integer(env, 'ACG_MAIL_CONNECT_TIMEOUT_MS', 10_000, 100, 300_000, problems),
+      socketTimeoutMs: integer(env, 'ACG_MAIL_SOCKET_TIMEOUT_MS', 20_000, 100, 300_000, problems),
+      operationTimeoutMs: integer(env, 'ACG_MAIL_OPERATION_TIMEOUT_MS', 30_000, 100, 300_000, problems),
+      messageBytesMax: integer(env, 'ACG_MAIL_MESSAGE_BYTES_MAX', 5 * 1024 * 1024, 1024, 50 * 1024 * 1024, problems),
+      bodyCharsMax: integer(env, 'ACG_MAIL_BODY_CHARS_MAX', 256 * 1024, 1024, 4 * 1024 * 1024, problems),
+    },
+  };
 }
 
 export function loadConfig(env: Env = process.env): Config {
@@ -165,8 +203,18 @@ export function loadConfig(env: Env = process.env): Config {
     },
     outboundCaFile: env.ACG_OUTBOUND_CA_FILE || undefined,
     webhookPollIntervalMs: integer(env, 'ACG_WEBHOOK_POLL_INTERVAL_MS', 1000, 50, 60_000, problems),
+    services: servicesConfig(env, problems),
     allowPrivateNetworkTargets: allowPrivate,
   };
+  const { services } = config;
+  const connectorBudgetMs = Math.max(services.github.timeoutMs, services.mail.operationTimeoutMs);
+  if (services.executeTimeoutMs < connectorBudgetMs) {
+    problems.push(`ACG_EXECUTE_TIMEOUT_MS (${services.executeTimeoutMs}) must be at least the connectors' budgets (ACG_GITHUB_TIMEOUT_MS, ACG_MAIL_OPERATION_TIMEOUT_MS: ${connectorBudgetMs})`);
+  }
+  // An execution must finish while it still owns its Idempotency-Key, or a retry could run it twice.
+  if (services.executeTimeoutMs + 5_000 > config.idempotencyLeaseS * 1000) {
+    problems.push(`ACG_EXECUTE_TIMEOUT_MS (${services.executeTimeoutMs}) must be at least 5000 ms shorter than ACG_IDEMPOTENCY_LEASE_S (${config.idempotencyLeaseS} s)`);
+  }
   if (config.secretBoxKey && !/^[A-Za-z0-9+/_-]{42,44}={0,2}$/.test(config.secretBoxKey)) {
     problems.push('ACG_SECRET_BOX_KEY must be the base64 encoding of 32 random bytes (openssl rand -base64 32)');
   }

@@ -8,6 +8,7 @@ import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { IdempotencyStore } from './idempotency.ts';
 import { Metrics } from './metrics.ts';
+import type { OutboundTestHooks } from './outbound.ts';
 import { RateLimiter } from './rate-limit.ts';
 import { SigningKeys } from './signing.ts';
 
@@ -20,7 +21,11 @@ export interface Gateway {
   idempotency: IdempotencyStore;
   rateLimiter: RateLimiter;
   signing: SigningKeys;
-  /** Periodic jobs (sweepers, key reload); stopped on close. */
+  /** TEST ONLY: name resolution and port for outbound calls (webhooks); empty in production. */
+  outbound: OutboundTestHooks;
+  /** Registers a periodic job of a feature (sweepers, workers); it runs once background work starts. */
+  schedule(name: string, intervalMs: number, job: () => Promise<unknown>): void;
+  /** Starts periodic jobs (platform sweepers, key reload, and every scheduled feature job); stopped on close. */
   startBackgroundWork(): void;
   close(): Promise<void>;
 }
@@ -34,12 +39,20 @@ export const LOG_REDACT_PATHS = [
   'secret',
   'webhookSecret',
   'apiKey',
+  'secretKey',
   'access_token',
   'code_verifier',
 ];
 
-export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
-  return pino({ level: config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } });
+/** A request is logged by method, path and address only: a misplaced credential in the query string stays out of the logs. */
+function requestForLog(request: { method?: string; url?: string; ip?: string }) {
+  return { method: request.method, path: (request.url ?? '').split('?')[0], remoteAddress: request.ip };
+}
+
+/** `destination` defaults to stdout; tests pass a stream to read what the gateway logs. */
+export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pino.DestinationStream): Logger {
+  const options = { level: config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' }, serializers: { req: requestForLog } };
+  return destination ? pino(options, destination) : pino(options);
 }
 
 export interface GatewayOptions {
@@ -49,6 +62,8 @@ export interface GatewayOptions {
   processMetrics?: boolean;
   /** Skip migrations (the caller migrated already). */
   skipMigrate?: boolean;
+  /** TEST ONLY: see OutboundTestHooks; nothing in the configuration can set it. */
+  outbound?: OutboundTestHooks;
 }
 
 const SWEEP_INTERVAL_MS = 10 * 60 * 1000;
@@ -66,9 +81,17 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   const rateLimiter = new RateLimiter(db, clock, config.rateLimit.windowS);
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionS, config.idempotencyLeaseS);
   const timers: NodeJS.Timeout[] = [];
+  const scheduled: Array<{ name: string; intervalMs: number; job: () => Promise<unknown> }> = [];
   const every = (ms: number, name: string, job: () => Promise<unknown>) => {
+    let running = false;
     const timer = setInterval(() => {
-      job().catch((error: unknown) => log.warn({ err: error, job: name }, 'background job failed'));
+      if (running) return; // a slow run never overlaps the next one
+      running = true;
+      job()
+        .catch((error: unknown) => log.warn({ err: error, job: name }, 'background job failed'))
+        .finally(() => {
+          running = false;
+        });
     }, ms);
     timer.unref();
     timers.push(timer);
@@ -82,8 +105,13 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     idempotency,
     rateLimiter,
     signing,
+    outbound: options.outbound ?? {},
+    schedule(name, intervalMs, job) {
+      scheduled.push({ name, intervalMs, job });
+    },
     startBackgroundWork() {
       rateLimiter.start();
+      for (const { name, intervalMs, job } of scheduled) every(intervalMs, name, job);
       every(SWEEP_INTERVAL_MS, 'idempotency-sweep', () => idempotency.sweep());
       every(KEY_RELOAD_INTERVAL_MS, 'signing-key-reload', () => signing.reload());
     },

@@ -53,6 +53,19 @@ export interface SafeRequestOptions {
   ca?: string;
   /** Resolves a hostname to addresses; defaults to the operating system resolver (all A and AAAA). */
   lookupHost?: (hostname: string) => Promise<string[]>;
+  /** TEST ONLY: connect to this port instead of the URL's (a test receiver cannot listen on 443). */
+  connectPort?: number;
+}
+
+/**
+ * TEST ONLY: how tests reach local servers under public-looking names (`hooks.shop-test.com` → 127.0.0.1,
+ * on the receiver's port). Passed in code by test harnesses; no configuration reaches it, so production
+ * always resolves through the system and connects to the URL's own port. The address rule still applies
+ * unless ACG_ALLOW_PRIVATE_NETWORK_TARGETS (refused in live mode) relaxes it.
+ */
+export interface OutboundTestHooks {
+  lookupHost?: (hostname: string) => Promise<string[]>;
+  connectPort?: (hostname: string) => number | undefined;
 }
 
 export interface SafeResponse {
@@ -137,6 +150,8 @@ export interface ConnectorOptions {
   ca?: string;
   /** Offer HTTP/2 in ALPN (the DoH resolver); webhook targets get HTTP/1.1 only. */
   allowH2: boolean;
+  /** TEST ONLY: replaces the URL's port (see OutboundTestHooks). */
+  port?: number;
 }
 
 /**
@@ -159,7 +174,7 @@ export function abortableConnector(options: ConnectorOptions): buildConnector.co
         callback(null, socket!);
       }
     };
-    const common = { host: hostname, port: Number(port) || (protocol === 'https:' ? 443 : 80), ...(options.lookup ? { lookup: options.lookup } : {}) };
+    const common = { host: hostname, port: options.port ?? (Number(port) || (protocol === 'https:' ? 443 : 80)), ...(options.lookup ? { lookup: options.lookup } : {}) };
     const socket =
       protocol === 'https:'
         ? tls.connect({
@@ -263,6 +278,7 @@ export async function safeRequest(rawUrl: string, options: SafeRequestOptions): 
         lookup: pinnedLookup(addresses),
         ca: options.ca,
         allowH2: false,
+        port: options.connectPort,
       }),
     });
     const response = await request(url, {

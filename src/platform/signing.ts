@@ -2,13 +2,21 @@
 // keeps it in the database, so every instance sharing the database signs with the same key. Live
 // mode never generates: the key comes from ACG_SIGNING_KEY, and any route that must sign answers
 // 503 signing_configuration_required without it.
+//
+// Rotation (`acg keys rotate`): the next key is published `leadS` before it signs, so every instance's
+// reload and every verifier's JWKS cache see it first; the keys it replaces stop signing at that moment
+// and stay published (and verifying) for `retentionS`, the life of the longest token they signed.
 import { exportJWK, importJWK, importPKCS8, calculateJwkThumbprint, generateKeyPair, jwtVerify, SignJWT, type JWK, type JWTPayload } from 'jose';
 import { ApiError } from './errors.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
-import type { Database } from './db/database.ts';
+import type { Database, Queryable } from './db/database.ts';
 
 export const SIGNING_ALG = 'ES256';
+/** Covers the 60 s key reload of every instance plus the 300 s JWKS cache we advertise, with margin. */
+export const PUBLICATION_LEAD_S_DEFAULT = 600;
+/** Vouchers live as long as their hold; a week covers the longest hold, and access tokens (600 s). */
+export const RETIRED_KEY_RETENTION_S_DEFAULT = 7 * 86_400;
 
 interface LoadedKey {
   kid: string;
@@ -16,6 +24,7 @@ interface LoadedKey {
   privateKey: CryptoKey;
   activeFromS: number;
   retiredAtS: number | null;
+  publishedUntilS: number | null;
 }
 
 interface SigningKeyRow {
@@ -24,7 +33,10 @@ interface SigningKeyRow {
   private_jwk: string;
   active_from_s: bigint;
   retired_at_s: bigint | null;
+  published_until_s: bigint | null;
 }
+
+const toS = (value: bigint | null): number | null => (value === null ? null : Number(value));
 
 async function fromRow(row: SigningKeyRow): Promise<LoadedKey> {
   const privateJwk = JSON.parse(row.private_jwk) as JWK;
@@ -33,7 +45,8 @@ async function fromRow(row: SigningKeyRow): Promise<LoadedKey> {
     publicJwk: JSON.parse(row.public_jwk) as JWK,
     privateKey: (await importJWK(privateJwk, SIGNING_ALG)) as CryptoKey,
     activeFromS: Number(row.active_from_s),
-    retiredAtS: row.retired_at_s === null ? null : Number(row.retired_at_s),
+    retiredAtS: toS(row.retired_at_s),
+    publishedUntilS: toS(row.published_until_s),
   };
 }
 
@@ -56,7 +69,7 @@ async function importConfiguredKey(text: string): Promise<LoadedKey> {
     : await importPKCS8(trimmed, SIGNING_ALG, { extractable: true });
   const { d: _d, ...publicPart } = await exportJWK(privateKey);
   const kid = await calculateJwkThumbprint(publicPart);
-  return { kid, publicJwk: { ...publicPart, kid, alg: SIGNING_ALG, use: 'sig' }, privateKey, activeFromS: 0, retiredAtS: null };
+  return { kid, publicJwk: { ...publicPart, kid, alg: SIGNING_ALG, use: 'sig' }, privateKey, activeFromS: 0, retiredAtS: null, publishedUntilS: null };
 }
 
 /** Validates ACG_SIGNING_KEY at start-up so a bad key is a configuration error, not a 503 later. */
@@ -102,7 +115,7 @@ export class SigningKeys {
     const loaded: LoadedKey[] = [];
     if (this.config.signingKey) loaded.push(await importConfiguredKey(this.config.signingKey));
     const { rows } = await this.db.query<SigningKeyRow>(
-      'SELECT kid, public_jwk, private_jwk, active_from_s, retired_at_s FROM signing_keys ORDER BY active_from_s, kid',
+      'SELECT kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s FROM signing_keys ORDER BY active_from_s, kid',
     );
     for (const row of rows) if (!loaded.some((k) => k.kid === row.kid)) loaded.push(await fromRow(row));
     this.keys = loaded;
@@ -112,23 +125,29 @@ export class SigningKeys {
     return this.keys.length > 0;
   }
 
-  /** The key that signs now: the newest one already active and not retired. */
+  /** The key that signs now: of those already active and not retired, the one that became active last. */
   private current(): LoadedKey {
     const nowS = this.clock.nowS();
     const usable = this.keys.filter((k) => k.activeFromS <= nowS && (k.retiredAtS === null || k.retiredAtS > nowS));
-    const key = usable.at(-1);
+    const key = usable.reduce<LoadedKey | undefined>((newest, k) => (!newest || k.activeFromS >= newest.activeFromS ? k : newest), undefined);
     if (!key) throw new ApiError('signing_configuration_required', { detail: 'set ACG_SIGNING_KEY to an ES256 private key' });
     return key;
   }
 
-  /** Public keys to publish: every key we hold (upcoming, current, and retired ones still verifying). */
+  /** Keys that are published and verify: upcoming, current, and retired ones within their retention. */
+  private published(): LoadedKey[] {
+    const nowS = this.clock.nowS();
+    return this.keys.filter((k) => k.publishedUntilS === null || k.publishedUntilS > nowS);
+  }
+
+  /** Public keys to publish: upcoming, current, and retired ones still verifying. */
   jwks(): { keys: JWK[] } {
     if (!this.configured) throw new ApiError('signing_configuration_required', { detail: 'no signing key is configured' });
-    return { keys: this.keys.map((k) => k.publicJwk) };
+    return { keys: this.published().map((k) => k.publicJwk) };
   }
 
   publicKeyFor(kid: string): JWK | undefined {
-    return this.keys.find((k) => k.kid === kid)?.publicJwk;
+    return this.published().find((k) => k.kid === kid)?.publicJwk;
   }
 
   /**
@@ -139,7 +158,7 @@ export class SigningKeys {
     const { payload, protectedHeader } = await jwtVerify(
       token,
       async (header) => {
-        const key = this.keys.find((k) => k.kid === header.kid);
+        const key = this.published().find((k) => k.kid === header.kid);
         if (!key) throw new Error('unknown kid');
         return importJWK(key.publicJwk, SIGNING_ALG);
       },
@@ -154,4 +173,81 @@ export class SigningKeys {
     const key = this.current();
     return new SignJWT(payload).setProtectedHeader({ alg: SIGNING_ALG, typ, kid: key.kid }).sign(key.privateKey);
   }
+}
+
+export type SigningKeyState = 'upcoming' | 'signing' | 'retired' | 'expired';
+
+export interface SigningKeySummary {
+  kid: string;
+  state: SigningKeyState;
+  activeFromS: number;
+  retiredAtS: number | null;
+  publishedUntilS: number | null;
+}
+
+function summarise(rows: SigningKeyRow[], nowS: number): SigningKeySummary[] {
+  const keys = rows.map((r) => ({ kid: r.kid, activeFromS: Number(r.active_from_s), retiredAtS: toS(r.retired_at_s), publishedUntilS: toS(r.published_until_s) }));
+  const active = keys.filter((k) => k.activeFromS <= nowS && (k.retiredAtS === null || k.retiredAtS > nowS));
+  const signing = active.reduce<(typeof keys)[number] | undefined>((newest, k) => (!newest || k.activeFromS >= newest.activeFromS ? k : newest), undefined);
+  return keys.map((k) => {
+    let state: SigningKeyState = 'retired';
+    if (k.publishedUntilS !== null && k.publishedUntilS <= nowS) state = 'expired';
+    else if (k.activeFromS > nowS) state = 'upcoming';
+    else if (k === signing) state = 'signing';
+    return { ...k, state };
+  });
+}
+
+async function selectKeyRows(db: Queryable, lock: boolean): Promise<SigningKeyRow[]> {
+  const { rows } = await db.query<SigningKeyRow>(
+    `SELECT kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s FROM signing_keys ORDER BY active_from_s, kid${lock ? ' FOR UPDATE' : ''}`,
+  );
+  return rows;
+}
+
+/** The keys in the shared table (a configured ACG_SIGNING_KEY is not among them). */
+export async function listSigningKeys(db: Queryable, nowS: number): Promise<SigningKeySummary[]> {
+  return summarise(await selectKeyRows(db, false), nowS);
+}
+
+export interface RotationOptions {
+  nowS: number;
+  /** Seconds between publishing the new key and signing with it. */
+  leadS: number;
+  /** Seconds a replaced key stays published after it stops signing. */
+  retentionS: number;
+}
+
+export interface RotationReport {
+  next: SigningKeySummary;
+  replaced: SigningKeySummary[];
+  removedKids: string[];
+}
+
+/**
+ * Adds the next signing key. It is published at once and signs from `nowS + leadS`; every key that
+ * would still be signing then stops at that moment and stays published for `retentionS` more. Keys
+ * past their publication window are deleted. Instances pick the change up on their next key reload.
+ */
+export async function rotateSigningKeys(db: Database, options: RotationOptions): Promise<RotationReport> {
+  const key = await generateSigningKey();
+  const activeFromS = options.nowS + options.leadS;
+  const publishedUntilS = activeFromS + options.retentionS;
+  return db.transaction(async (tx) => {
+    const rows = await selectKeyRows(tx, true);
+    const expired = rows.filter((r) => r.published_until_s !== null && Number(r.published_until_s) <= options.nowS).map((r) => r.kid);
+    if (expired.length > 0) await tx.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [expired]);
+    const { rows: replaced } = await tx.query<SigningKeyRow>(
+      `UPDATE signing_keys SET retired_at_s = $1, published_until_s = $2
+       WHERE active_from_s < $1 AND (retired_at_s IS NULL OR retired_at_s > $1)
+       RETURNING kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s`,
+      [activeFromS, publishedUntilS],
+    );
+    await tx.query(
+      `INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at_s, active_from_s) VALUES ($1, $2, $3, $4, $5, $6)`,
+      [key.kid, SIGNING_ALG, JSON.stringify(key.publicJwk), JSON.stringify(key.privateJwk), options.nowS, activeFromS],
+    );
+    const next: SigningKeySummary = { kid: key.kid, state: options.leadS > 0 ? 'upcoming' : 'signing', activeFromS, retiredAtS: null, publishedUntilS: null };
+    return { next, replaced: summarise(replaced, options.nowS), removedKids: expired };
+  });
 }

@@ -1,15 +1,17 @@
 // Starts a whole gateway for a test on a random port, on a fresh database of the run's kind.
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
-import pino from 'pino';
-import { buildGatewayApp } from '../../src/app.ts';
+import pino, { type Logger } from 'pino';
+import { buildGatewayApp, type Services } from '../../src/app.ts';
 import { SystemClock } from '../../src/platform/clock.ts';
 import { loadConfig, type Config } from '../../src/platform/config.ts';
 import { createGateway, type Gateway } from '../../src/platform/gateway.ts';
+import type { OutboundTestHooks } from '../../src/platform/outbound.ts';
 import { openTestDatabase, type TestDatabase } from './database.ts';
 
 export interface TestGateway {
   app: FastifyInstance;
   gateway: Gateway;
+  services: Services;
   config: Config;
   clock: SystemClock;
   database: TestDatabase;
@@ -22,6 +24,10 @@ export interface TestGatewayOptions {
   features?: FastifyPluginAsync[];
   /** Reuse a database (e.g. for two instances sharing one); the caller drops it. */
   database?: TestDatabase;
+  /** Outbound name resolution and port for webhook receivers on test domains (see OutboundTestHooks). */
+  outbound?: OutboundTestHooks;
+  /** A logger to capture the gateway's log lines (default: silent). */
+  log?: Logger;
 }
 
 export async function startTestGateway(options: TestGatewayOptions = {}): Promise<TestGateway> {
@@ -34,8 +40,8 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
     ...options.env,
   });
   const clock = new SystemClock();
-  const gateway = await createGateway(config, { db: database.db, clock, log: pino({ level: 'silent' }) });
-  const app = await buildGatewayApp(gateway, options.features);
+  const gateway = await createGateway(config, { db: database.db, clock, log: options.log ?? pino({ level: 'silent' }), outbound: options.outbound });
+  const { app, services } = await buildGatewayApp(gateway, options.features);
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
@@ -44,6 +50,7 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
   return {
     app,
     gateway,
+    services,
     config,
     clock,
     database,

@@ -2,7 +2,7 @@
 // credentials of every kind. Most feature tests start from here.
 import type { FastifyPluginAsync } from 'fastify';
 import { startIssuer, type TestIssuer } from './issuer.ts';
-import { startTestGateway, type TestGateway } from './gateway.ts';
+import { startTestGateway, type TestGateway, type TestGatewayOptions } from './gateway.ts';
 import type { TestDatabase } from './database.ts';
 
 export interface World {
@@ -28,12 +28,16 @@ export interface ApiResponse {
 
 let keyCounter = 0;
 
-export async function startWorld(options: { env?: Record<string, string>; features?: FastifyPluginAsync[]; database?: TestDatabase } = {}): Promise<World> {
+export async function startWorld(
+  options: { env?: Record<string, string>; features?: FastifyPluginAsync[]; database?: TestDatabase } & Pick<TestGatewayOptions, 'outbound' | 'log'> = {},
+): Promise<World> {
   const human = await startIssuer();
   const agentIssuer = await startIssuer();
   const gw = await startTestGateway({
     database: options.database,
     features: options.features,
+    outbound: options.outbound,
+    log: options.log,
     env: {
       ACG_HUMAN_ISSUER: human.issuer,
       ACG_AGENT_ISSUER: agentIssuer.issuer,

@@ -1,4 +1,5 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { retryTransaction, type Database, type Queryable, type QueryResult } from './database.ts';
 
@@ -20,9 +21,52 @@ function wrap(target: PGlite | Transaction): Queryable {
  * Opens the embedded database. `dataDir` undefined means in memory (tests). PGlite runs inside this
  * process and serialises every statement, so it admits one gateway process per data directory.
  */
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * PGlite has no lock of its own, and two processes writing one data directory would corrupt it. A lock
+ * file holding our pid refuses a second opener; a lock left by a dead process is taken over.
+ */
+function lockDataDir(dataDir: string): () => void {
+  const lockFile = path.join(dataDir, 'acg.lock');
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(lockFile, String(process.pid), { flag: 'wx' });
+      return () => rmSync(lockFile, { force: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const holder = Number(readFileSync(lockFile, 'utf8'));
+      if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && processAlive(holder)) {
+        throw new Error(
+          `the embedded database in ${dataDir} is in use by process ${holder}; stop it first, or run on PostgreSQL (DATABASE_URL)`,
+        );
+      }
+      rmSync(lockFile, { force: true });
+    }
+  }
+  throw new Error(`cannot lock ${dataDir}`);
+}
+
 export async function openPglite(dataDir: string | undefined): Promise<Database> {
-  if (dataDir) mkdirSync(dataDir, { recursive: true });
-  const db = await PGlite.create(dataDir, { parsers: { [INT8_OID]: (value: string) => BigInt(value) } });
+  let unlock = () => {};
+  if (dataDir) {
+    mkdirSync(dataDir, { recursive: true });
+    unlock = lockDataDir(dataDir);
+  }
+  let db: PGlite;
+  try {
+    db = await PGlite.create(dataDir, { parsers: { [INT8_OID]: (value: string) => BigInt(value) } });
+  } catch (error) {
+    unlock();
+    throw error;
+  }
   const root = wrap(db);
   return {
     kind: 'pglite',
@@ -36,7 +80,11 @@ export async function openPglite(dataDir: string | undefined): Promise<Database>
       return fn(root);
     },
     async close() {
-      await db.close();
+      try {
+        await db.close();
+      } finally {
+        unlock();
+      }
     },
   };
 }

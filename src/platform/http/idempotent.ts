@@ -33,6 +33,15 @@ function send(reply: FastifyReply, stored: StoredResponse, replayed: boolean): F
   return reply.send(stored.body);
 }
 
+export interface PrepareOption<P> {
+  /**
+   * Slow work outside the database (e.g. a DNS lookup) that the operation needs. It runs after the key is
+   * claimed, so a replay never repeats it, and before the transaction opens, so no transaction (on PGlite:
+   * the whole database) waits on the network. Its ApiErrors are stored and replayed like the operation's.
+   */
+  prepare?: () => Promise<P>;
+}
+
 export interface IdempotencyContext {
   claim: Claim;
 }
@@ -42,17 +51,19 @@ export interface IdempotencyContext {
  * that must carry its effect; its result is stored in that same transaction. A business failure
  * (ApiError below 500) is stored and replayed too; anything else gives the key back.
  */
-export async function respondIdempotently(
+export async function respondIdempotently<P = undefined>(
   request: FastifyRequest,
   reply: FastifyReply,
-  options: IdempotentOptions,
-  operation: (tx: Queryable) => Promise<RouteResult>,
+  options: IdempotentOptions & PrepareOption<P>,
+  operation: (tx: Queryable, prepared: P) => Promise<RouteResult>,
 ): Promise<FastifyReply> {
   const { db, idempotency, config } = request.server.gateway;
+  const prepare = async (): Promise<P> => (options.prepare ? options.prepare() : (undefined as P));
   const key = parseIdempotencyKey(request.headers['idempotency-key'], options.keyRule);
   if (key === undefined) {
     if (options.required === false) {
-      const result = await db.transaction(operation);
+      const prepared = await prepare();
+      const result = await db.transaction((tx) => operation(tx, prepared));
       return send(reply, { status: result.status ?? 200, body: result.body, headers: result.headers ?? {} }, false);
     }
     throw new ApiError('idempotency_required', { detail: 'send an Idempotency-Key header (a UUID is a good key)' });
@@ -67,8 +78,9 @@ export async function respondIdempotently(
 
   const { claim } = outcome;
   try {
+    const prepared = await prepare();
     const stored = await db.transaction(async (tx) => {
-      const result = await operation(tx);
+      const result = await operation(tx, prepared);
       const response: StoredResponse = { status: result.status ?? 200, body: result.body, headers: result.headers ?? {} };
       await idempotency.complete(tx, claim, response, options.secretFields);
       return response;

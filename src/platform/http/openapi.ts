@@ -75,3 +75,12 @@ export function openApiOptions(config: Config): SwaggerOptions {
     },
   };
 }
+
+/**
+ * Marks a feature plugin as sharing the root scope (like fastify-plugin), so the resource schemas it
+ * adds (`Redemption`, `Agent`, …) can be referenced by other features' routes.
+ */
+export function sharesSchemas<T extends (...args: never[]) => unknown>(plugin: T): T {
+  (plugin as unknown as Record<symbol, boolean>)[Symbol.for('skip-override')] = true;
+  return plugin;
+}

@@ -1,0 +1,78 @@
+// The event catalogue as the OpenAPI 3.1 document shows it (top-level `webhooks`): one entry per event
+// type, with the envelope a merchant's endpoint receives, the Standard Webhooks headers, and what counts as
+// delivered. The payload bytes are exactly the `events.payload` the outbox stored (src/events/outbox.ts).
+import { Type } from '@sinclair/typebox';
+import { EVENT_TYPES, type EventType } from './outbox.ts';
+import { RETRY_SCHEDULE_S } from './webhook-sender.ts';
+
+/** Placeholder for the ledger's Redemption inside redemption.* events; the ledger tightens it. */
+export const WebhookRedemptionSchema = Type.Object(
+  { id: Type.String({ description: 'the hold id (the voucher jti)' }) },
+  { $id: 'WebhookRedemption', additionalProperties: true, description: 'The Redemption (hold record) as the API returns it' },
+);
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+
+const EVENTS: Record<EventType, { summary: string; dataMember: 'merchant' | 'redemption'; schema: string }> = {
+  'merchant.verified': {
+    summary: "The merchant's domain was verified (its DNS TXT record was found)",
+    dataMember: 'merchant',
+    schema: 'Merchant',
+  },
+  'redemption.held': { summary: 'An agent took a hold on one of your offers', dataMember: 'redemption', schema: 'WebhookRedemption' },
+  'redemption.captured': { summary: 'A hold was captured (you are paid)', dataMember: 'redemption', schema: 'WebhookRedemption' },
+  'redemption.released': { summary: 'A hold was released back to the agent', dataMember: 'redemption', schema: 'WebhookRedemption' },
+  'redemption.expired': { summary: 'A hold expired before it was captured', dataMember: 'redemption', schema: 'WebhookRedemption' },
+};
+
+const HEADERS = [
+  ['webhook-id', 'The event id; the same on every attempt of this event, so use it to drop duplicates.'],
+  ['webhook-timestamp', 'Unix seconds of this attempt; refuse messages far from your clock (the reference libraries allow 5 minutes).'],
+  ['webhook-signature', 'Space-separated `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` under your webhook secret (Standard Webhooks v1).'],
+] as const;
+
+/** "5 s, 5 min, 30 min, …": the waits after each failed attempt (the first attempt is immediate). */
+function retryWaits(): string {
+  return RETRY_SCHEDULE_S.slice(1)
+    .map((s) => (s < 60 ? `${s} s` : s < 3600 ? `${s / 60} min` : `${s / 3600} h`))
+    .join(', ');
+}
+
+function envelope(type: EventType) {
+  const { dataMember, schema } = EVENTS[type];
+  return {
+    type: 'object',
+    required: ['id', 'type', 'createdAt', 'merchantId', 'data'],
+    additionalProperties: false,
+    properties: {
+      id: { type: 'string', description: 'event id (also the webhook-id header)' },
+      type: { type: 'string', const: type },
+      createdAt: { type: 'integer', description: 'when the event happened (Unix seconds)' },
+      merchantId: { type: 'string' },
+      data: { type: 'object', required: [dataMember], additionalProperties: false, properties: { [dataMember]: ref(schema) } },
+    },
+  };
+}
+
+/** The OpenAPI 3.1 `webhooks` object: what the gateway POSTs to a merchant's webhook URL. */
+export function webhooksDocument(): Record<string, unknown> {
+  return Object.fromEntries(
+    EVENT_TYPES.map((type) => [
+      type,
+      {
+        post: {
+          tags: ['webhooks'],
+          summary: EVENTS[type].summary,
+          description:
+            `Sent to the merchant's webhook URL as \`${type}\`, signed with Standard Webhooks. Only a 2xx answer counts as ` +
+            `delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes ` +
+            `${retryWaits()} later; after ${RETRY_SCHEDULE_S.length} failed attempts the delivery is dead-lettered and can ` +
+            'be re-sent from the deliveries list.',
+          parameters: HEADERS.map(([name, description]) => ({ name, in: 'header', required: true, description, schema: { type: 'string' } })),
+          requestBody: { required: true, content: { 'application/json': { schema: envelope(type) } } },
+          responses: { '2XX': { description: 'Delivered. Any other status, a timeout or a connection failure is retried.' } },
+        },
+      },
+    ]),
+  );
+}

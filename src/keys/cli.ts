@@ -1,0 +1,93 @@
+// `acg keys list` and `acg keys rotate`: the operator's view of the gateway's ES256 signing keys and
+// the one safe way to replace the signing key. A rotation publishes the next key before it signs
+// (every instance reloads keys every 60 s; verifiers cache our JWKS for 300 s) and keeps the replaced
+// key published, so it still verifies, until every token it signed has expired.
+import { SystemClock } from '../platform/clock.ts';
+import type { Config } from '../platform/config.ts';
+import type { Database } from '../platform/db/database.ts';
+import { migrate } from '../platform/db/migrate.ts';
+import { openDatabase } from '../platform/db/open.ts';
+import {
+  listSigningKeys,
+  PUBLICATION_LEAD_S_DEFAULT,
+  RETIRED_KEY_RETENTION_S_DEFAULT,
+  rotateSigningKeys,
+  type SigningKeySummary,
+} from '../platform/signing.ts';
+
+/** The key reload interval of every instance plus the JWKS max-age we send: below this a verifier may not know the key yet. */
+const LEAD_S_SAFE_MIN = 60 + 300;
+/** Access tokens live 600 s: a shorter retention would reject tokens that are still valid. */
+const RETENTION_S_MIN = 600;
+
+function fail(message: string): never {
+  process.stderr.write(`${message}\n`);
+  process.exit(2);
+}
+
+function seconds(name: string, raw: string, min: number, max: number): number {
+  const value = Number(raw);
+  if (!/^[0-9]+$/.test(raw) || value < min || value > max) fail(`${name} must be a whole number of seconds between ${min} and ${max}`);
+  return value;
+}
+
+function when(atS: number | null, nowS: number): string {
+  if (atS === null) return '-';
+  const delta = atS - nowS;
+  const relative = delta === 0 ? 'now' : delta > 0 ? `in ${delta} s` : `${-delta} s ago`;
+  return `${new Date(atS * 1000).toISOString()} (${relative})`;
+}
+
+async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> {
+  let db: Database;
+  try {
+    db = await openDatabase(config);
+    // Rotation needs the current schema (the publication window column), like `acg serve` does.
+    await migrate(db);
+  } catch (error) {
+    fail(`cannot open the database: ${(error as Error).message}${config.databaseUrl ? '' : ' (the embedded database admits one process: stop the gateway first)'}`);
+  }
+  try {
+    return await fn(db);
+  } finally {
+    await db.close();
+  }
+}
+
+function printKeys(keys: SigningKeySummary[], nowS: number): void {
+  for (const key of keys) {
+    process.stdout.write(
+      `${key.kid}  ${key.state.padEnd(8)}  signs from ${when(key.activeFromS, nowS)}  until ${when(key.retiredAtS, nowS)}  published until ${when(key.publishedUntilS, nowS)}\n`,
+    );
+  }
+}
+
+export async function listKeys(config: Config): Promise<void> {
+  const nowS = new SystemClock().nowS();
+  const keys = await withDatabase(config, (db) => listSigningKeys(db, nowS));
+  if (config.signingKey) process.stdout.write('ACG_SIGNING_KEY is set: that key signs until a key below becomes active, and stays published while it is set\n');
+  if (keys.length === 0) process.stdout.write('no keys in the database\n');
+  printKeys(keys, nowS);
+}
+
+export async function rotateKeys(config: Config, options: { leadS: string; retentionS: string }): Promise<void> {
+  const leadS = seconds('--lead-s', options.leadS, 0, 7 * 86_400);
+  const retentionS = seconds('--retention-s', options.retentionS, RETENTION_S_MIN, 366 * 86_400);
+  if (leadS < LEAD_S_SAFE_MIN) {
+    process.stderr.write(`warning: --lead-s ${leadS} is shorter than ${LEAD_S_SAFE_MIN} s; verifiers that cached the JWKS may reject new tokens until they refetch it\n`);
+  }
+  const nowS = new SystemClock().nowS();
+  process.stdout.write('generating a new ES256 key…\n');
+  const report = await withDatabase(config, (db) => rotateSigningKeys(db, { nowS, leadS, retentionS }));
+  for (const kid of report.removedKids) process.stdout.write(`removed ${kid}: past its publication window\n`);
+  process.stdout.write(`published ${report.next.kid}; it signs from ${when(report.next.activeFromS, nowS)}\n`);
+  for (const key of report.replaced) {
+    process.stdout.write(`${key.kid} stops signing ${when(key.retiredAtS, nowS)} and verifies until ${when(key.publishedUntilS, nowS)}\n`);
+  }
+  if (config.signingKey) {
+    process.stdout.write(
+      `ACG_SIGNING_KEY is set: the new key takes over from it ${when(report.next.activeFromS, nowS)}; remove ACG_SIGNING_KEY after ${when(report.next.activeFromS + retentionS, nowS)} so it leaves the JWKS\n`,
+    );
+  }
+  process.stdout.write(`running instances pick this up within 60 s (key reload); defaults: --lead-s ${PUBLICATION_LEAD_S_DEFAULT}, --retention-s ${RETIRED_KEY_RETENTION_S_DEFAULT}\n`);
+}

@@ -1,0 +1,173 @@
+// HTTP edge of the ledger: redemptions (read, capture, release), an agent's balance and lots, and a
+// merchant's earnings.
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import type { IdentityService } from '../identity/service.ts';
+import type { OfferService } from '../offers/service.ts';
+import { ApiError } from '../platform/errors.ts';
+import { principalOf } from '../platform/http/auth.ts';
+import { respondIdempotently } from '../platform/http/idempotent.ts';
+import { problems, sharesSchemas } from '../platform/http/openapi.ts';
+import { IdParams, Microcredits, Nullable, UnixSeconds } from '../platform/http/schemas.ts';
+import { parseUc } from '../platform/money.ts';
+import type { LedgerService } from './service.ts';
+
+export const RedemptionSchema = Type.Object(
+  {
+    id: Type.String({ description: 'hold id; the `jti` of the voucher' }),
+    agentId: Type.String(),
+    acceptorId: Type.String({ description: 'the merchant id, or "gateway" for built-in services' }),
+    offerId: Type.String(),
+    category: Type.String(),
+    amountUc: Microcredits('held amount'),
+    state: Type.String({ enum: ['held', 'captured', 'released', 'expired'] }),
+    expiresAt: UnixSeconds('deadline: at or after it the hold is expired'),
+    createdAt: UnixSeconds('creation'),
+    capturedUc: Microcredits('captured amount (0 unless captured)'),
+    allocations: Type.Array(Type.Object({ lotId: Type.String(), amountUc: Microcredits() }), { description: 'one per lot the hold took credit from, in burn-down order' }),
+  },
+  { $id: 'Redemption' },
+);
+
+const BalanceSchema = Type.Object({
+  agentId: Type.String(),
+  availableUc: Microcredits('spendable now'),
+  heldUc: Microcredits('reserved by open holds'),
+  capturedUc: Microcredits('spent'),
+  lapsedUc: Microcredits('left in expired lots'),
+  grantedUc: Microcredits('ever granted; = available + held + captured + lapsed'),
+});
+
+const LotSchema = Type.Object({
+  id: Type.String(),
+  agentId: Type.String(),
+  source: Type.String({ enum: ['grant', 'topup'] }),
+  sourceRef: Nullable(Type.String()),
+  priority: Type.Integer({ description: 'lower burns first' }),
+  grantedUc: Microcredits(),
+  remainingUc: Microcredits(),
+  expiresAt: Nullable(UnixSeconds('after this the remainder lapses')),
+  createdAt: UnixSeconds('creation'),
+  status: Type.String({ enum: ['active', 'expired', 'spent'] }),
+});
+
+const CaptureBody = Type.Object(
+  { amountUc: Type.Optional(Microcredits('how much to capture; default the whole hold; the rest returns to the agent')) },
+  { additionalProperties: false },
+);
+const EmptyBody = Type.Object({}, { additionalProperties: false });
+
+export interface LedgerRouteDeps {
+  ledger: LedgerService;
+  identity: IdentityService;
+  offers: OfferService;
+}
+
+export function ledgerRoutes({ ledger, identity, offers }: LedgerRouteDeps) {
+  return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
+    app.addSchema(RedemptionSchema);
+    const { config, db } = app.gateway;
+    const tags = ['redemptions'];
+
+    app.get('/v1/redemptions/:id', {
+      config: { auth: { kinds: ['merchant', 'agent'], scopes: ['offers:read'] } },
+      schema: {
+        tags,
+        summary: 'Read a hold',
+        description: 'A merchant key (offers:read) reads its own merchant\'s holds; others are 404. In dev mode an agent may read its own holds; in live mode an agent token answers 503 provider_configuration_required.',
+        params: IdParams,
+        response: { 200: Type.Ref('Redemption'), ...problems(404, 503) },
+      },
+      handler: async (request) => {
+        const principal = principalOf(request);
+        const { id } = request.params as Static<typeof IdParams>;
+        if (principal.kind === 'agent') {
+          if (config.mode === 'live') throw new ApiError('provider_configuration_required', { detail: 'agents read holds through their merchant in live mode' });
+          return ledger.getHold(db, id, { agentId: principal.agentId });
+        }
+        return ledger.getHold(db, id, { merchantId: principal.merchantId });
+      },
+    });
+
+    app.post('/v1/redemptions/:id/release', {
+      config: { auth: { kinds: ['merchant'], scopes: ['redemptions:release'] } },
+      schema: {
+        tags,
+        summary: 'Release a hold: its credit returns to the agent',
+        description: 'Body: an empty JSON object. Idempotency-Key required (1–255 characters). Releasing a released hold returns it unchanged; a captured or expired hold answers 409 hold_resolved.',
+        params: IdParams,
+        body: EmptyBody,
+        response: { 200: Type.Ref('Redemption'), ...problems(400, 404, 409, 503) },
+      },
+      handler: async (request, reply) => {
+        const { merchantId } = principalOf(request);
+        const { id } = request.params as Static<typeof IdParams>;
+        await ledger.expireDue({ holdId: id });
+        return respondIdempotently(request, reply, { keyRule: 'release' }, async (tx) => ({ body: await ledger.release(tx, id, { merchantId }) }));
+      },
+    });
+
+    app.post('/v1/redemptions/:id/capture', {
+      config: { auth: { kinds: ['merchant'], scopes: ['redemptions:capture'] } },
+      schema: {
+        tags,
+        summary: 'Capture a hold, fully or partly',
+        description: 'Moves `amountUc` (default: the whole hold) to the merchant\'s earnings and returns the rest to the agent\'s lots in the same transaction. More than held → 400; a resolved or expired hold → 409 hold_resolved. Idempotency-Key required.',
+        params: IdParams,
+        body: CaptureBody,
+        response: { 200: Type.Ref('Redemption'), ...problems(400, 404, 409, 503) },
+      },
+      handler: async (request, reply) => {
+        const { merchantId } = principalOf(request);
+        const { id } = request.params as Static<typeof IdParams>;
+        const body = request.body as Static<typeof CaptureBody>;
+        await ledger.expireDue({ holdId: id });
+        return respondIdempotently(request, reply, {}, async (tx) => ({
+          body: await ledger.capture(tx, id, { merchantId, amountUc: body.amountUc === undefined ? undefined : parseUc(body.amountUc) }),
+        }));
+      },
+    });
+
+    app.get('/v1/owner/agents/:id/balance', {
+      config: { auth: { kinds: ['human', 'owner'] } },
+      schema: { tags: ['ledger'], summary: "An agent's balance", params: IdParams, response: { 200: BalanceSchema, ...problems(404) } },
+      handler: async (request) => {
+        const { id } = request.params as Static<typeof IdParams>;
+        await identity.ownedAgentRow(db, principalOf(request).ownerId!, id);
+        await ledger.expireDue({ agentId: id });
+        return ledger.balance(db, id);
+      },
+    });
+
+    app.get('/v1/owner/agents/:id/lots', {
+      config: { auth: { kinds: ['human', 'owner'] } },
+      schema: {
+        tags: ['ledger'],
+        summary: "An agent's credit lots, in burn-down order",
+        params: IdParams,
+        response: { 200: Type.Object({ lots: Type.Array(LotSchema) }), ...problems(404) },
+      },
+      handler: async (request) => {
+        const { id } = request.params as Static<typeof IdParams>;
+        await identity.ownedAgentRow(db, principalOf(request).ownerId!, id);
+        await ledger.expireDue({ agentId: id });
+        return { lots: await ledger.lots(db, id) };
+      },
+    });
+
+    app.get('/v1/merchants/:id/earnings', {
+      config: { auth: { kinds: ['human', 'owner', 'merchant'], scopes: ['earnings:read'] } },
+      schema: {
+        tags: ['ledger'],
+        summary: "A merchant's earnings: everything captured from its holds",
+        params: IdParams,
+        response: { 200: Type.Object({ merchantId: Type.String(), earnedUc: Microcredits() }), ...problems(404) },
+      },
+      handler: async (request) => {
+        const { id } = request.params as Static<typeof IdParams>;
+        await offers.merchantFor(db, principalOf(request), id);
+        return { merchantId: id, earnedUc: await ledger.merchantEarnings(db, id) };
+      },
+    });
+  });
+}

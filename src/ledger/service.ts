@@ -1,0 +1,356 @@
+// The credit ledger. Money is never created, lost or spent twice:
+//   - a hold locks the agent row (the per-agent mutex), then the agent's lots in one fixed order, and
+//     takes credit from them in burn-down order, recording one allocation per lot;
+//   - a hold resolves at most once (held → captured | released | expired); capture posts up to the held
+//     amount and returns the remainder to the same lots in the same transaction;
+//   - expiry is a deadline: at or after expiresAt a hold can no longer be captured or released, whether
+//     or not the sweeper has reclaimed it yet;
+//   - every balance change is journaled in the same transaction, and each operation's journal sums to 0.
+import { emitEvent, type EventType } from '../events/outbox.ts';
+import type { IdentityService } from '../identity/service.ts';
+import type { Queryable } from '../platform/db/database.ts';
+import { ApiError } from '../platform/errors.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import { newId } from '../platform/ids.ts';
+import { formatUc, type Microcredits } from '../platform/money.ts';
+import * as store from './store.ts';
+
+export const GATEWAY_ACCEPTOR_ID = 'gateway';
+export const DEFAULT_LOT_PRIORITY = 100;
+const SWEEP_BATCH_MAX = 100;
+
+export interface Redemption {
+  id: string;
+  agentId: string;
+  acceptorId: string;
+  offerId: string;
+  category: string;
+  amountUc: string;
+  state: 'held' | 'captured' | 'released' | 'expired';
+  expiresAt: number;
+  createdAt: number;
+  capturedUc: string;
+  allocations: Array<{ lotId: string; amountUc: string }>;
+}
+
+export interface Lot {
+  id: string;
+  agentId: string;
+  source: 'grant' | 'topup';
+  sourceRef: string | null;
+  priority: number;
+  grantedUc: string;
+  remainingUc: string;
+  expiresAt: number | null;
+  createdAt: number;
+  /** `expired` once expiresAt has passed: what remains has lapsed. */
+  status: 'active' | 'expired' | 'spent';
+}
+
+export interface Balance {
+  agentId: string;
+  /** Spendable now: the remainder of every lot that has not expired. */
+  availableUc: string;
+  heldUc: string;
+  capturedUc: string;
+  /** Left in expired lots: no longer spendable. */
+  lapsedUc: string;
+  grantedUc: string;
+}
+
+export interface HoldRequest {
+  agentId: string;
+  acceptorId: string;
+  merchantId: string | null;
+  offerId: string;
+  category: string;
+  amountUc: Microcredits;
+  lifetimeS: number;
+}
+
+export interface GrantRequest {
+  agentId: string;
+  amountUc: Microcredits;
+  priority?: number;
+  expiresAtS?: number | null;
+  source?: 'grant' | 'topup';
+  sourceRef?: string | null;
+}
+
+function toRedemption(hold: store.HoldRow, allocations: readonly store.AllocationRow[]): Redemption {
+  return {
+    id: hold.id,
+    agentId: hold.agent_id,
+    acceptorId: hold.acceptor_id,
+    offerId: hold.offer_id,
+    category: hold.category,
+    amountUc: formatUc(hold.amount_uc),
+    state: hold.state,
+    expiresAt: Number(hold.expires_at_s),
+    createdAt: Number(hold.created_at_s),
+    capturedUc: formatUc(hold.captured_uc),
+    allocations: allocations.filter((a) => a.hold_id === hold.id).map((a) => ({ lotId: a.lot_id, amountUc: formatUc(a.amount_uc) })),
+  };
+}
+
+function toLot(row: store.LotRow, nowS: number): Lot {
+  const expired = row.expires_at_s !== null && Number(row.expires_at_s) <= nowS;
+  return {
+    id: row.id,
+    agentId: row.agent_id,
+    source: row.source,
+    sourceRef: row.source_ref,
+    priority: row.priority,
+    grantedUc: formatUc(row.granted_uc),
+    remainingUc: formatUc(row.remaining_uc),
+    expiresAt: row.expires_at_s === null ? null : Number(row.expires_at_s),
+    createdAt: Number(row.created_at_s),
+    status: expired ? 'expired' : row.remaining_uc === 0n ? 'spent' : 'active',
+  };
+}
+
+/** Where captured credit goes: the merchant's earnings, or the gateway's revenue for built-in services. */
+function earningsAccount(hold: store.HoldRow): string {
+  return hold.merchant_id ? `merchant:${hold.merchant_id}` : 'revenue:gateway';
+}
+
+export class LedgerService {
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly identity: IdentityService,
+  ) {}
+
+  private nowS(): number {
+    return this.gateway.clock.nowS();
+  }
+
+  async grant(tx: Queryable, request: GrantRequest): Promise<Lot> {
+    if (request.amountUc <= 0n) throw new ApiError('invalid_input', { detail: 'a grant must be a positive amount' });
+    const agent = await this.identity.agentRow(tx, request.agentId);
+    if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
+    const nowS = this.nowS();
+    if (request.expiresAtS != null && request.expiresAtS <= nowS) {
+      throw new ApiError('invalid_input', { detail: 'expiresAt must be in the future' });
+    }
+    const source = request.source ?? 'grant';
+    const lot = await store.insertLot(tx, {
+      id: newId('lot'),
+      agent_id: request.agentId,
+      source,
+      source_ref: request.sourceRef ?? null,
+      priority: request.priority ?? DEFAULT_LOT_PRIORITY,
+      granted_uc: request.amountUc,
+      remaining_uc: request.amountUc,
+      expires_at_s: request.expiresAtS == null ? null : BigInt(request.expiresAtS),
+      created_at_s: BigInt(nowS),
+    });
+    await store.appendJournal(tx, lot.id, 'grant', [
+      { account: `source:${source}`, amountUc: -request.amountUc },
+      { account: `lot:${lot.id}`, amountUc: request.amountUc },
+    ], nowS);
+    return toLot(lot, nowS);
+  }
+
+  /**
+   * Takes a hold. Clearance (frozen, category, caps) is checked under the agent's row lock, so a cap or
+   * a freeze cannot be raced. Throws FROZEN, SCOPE_FORBIDDEN, CAP_EXCEEDED or INSUFFICIENT_CREDITS.
+   */
+  async hold(tx: Queryable, request: HoldRequest): Promise<Redemption> {
+    if (request.amountUc <= 0n) throw new ApiError('invalid_input', { detail: 'a hold must be for a positive amount' });
+    const agent = await this.identity.lockAgent(tx, request.agentId);
+    if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
+    if (agent.status === 'frozen') throw new ApiError('FROZEN', { detail: 'the agent is frozen by its owner' });
+    if (!agent.allowed_categories.includes('*') && !agent.allowed_categories.includes(request.category)) {
+      throw new ApiError('SCOPE_FORBIDDEN', { detail: `the agent may not spend in category "${request.category}"` });
+    }
+    const nowS = this.nowS();
+    if (agent.cap_per_hold_uc !== null && request.amountUc > agent.cap_per_hold_uc) {
+      throw new ApiError('CAP_EXCEEDED', { detail: `the hold of ${request.amountUc} µc exceeds the per-hold cap of ${agent.cap_per_hold_uc} µc` });
+    }
+    if (agent.cap_per_period_uc !== null) {
+      const spent = await store.spentInWindow(tx, agent.id, nowS - agent.cap_period_s);
+      if (spent + request.amountUc > agent.cap_per_period_uc) {
+        throw new ApiError('CAP_EXCEEDED', {
+          detail: `${spent} µc already taken in the last ${agent.cap_period_s} s; ${request.amountUc} µc more exceeds the cap of ${agent.cap_per_period_uc} µc`,
+        });
+      }
+    }
+    const allocations: Array<{ lotId: string; amountUc: bigint }> = [];
+    let neededUc = request.amountUc;
+    for (const lot of await store.lockSpendableLots(tx, agent.id, nowS)) {
+      if (neededUc === 0n) break;
+      const takeUc = lot.remaining_uc < neededUc ? lot.remaining_uc : neededUc;
+      allocations.push({ lotId: lot.id, amountUc: takeUc });
+      neededUc -= takeUc;
+    }
+    if (neededUc > 0n) {
+      throw new ApiError('INSUFFICIENT_CREDITS', { detail: `the agent's available credit does not cover ${request.amountUc} µc` });
+    }
+    const hold: store.HoldRow = {
+      id: newId('hold'),
+      agent_id: agent.id,
+      acceptor_id: request.acceptorId,
+      merchant_id: request.merchantId,
+      offer_id: request.offerId,
+      category: request.category,
+      amount_uc: request.amountUc,
+      captured_uc: 0n,
+      state: 'held',
+      expires_at_s: BigInt(nowS + request.lifetimeS),
+      created_at_s: BigInt(nowS),
+      resolved_at_s: null,
+    };
+    await store.insertHold(tx, hold);
+    for (const a of allocations) await store.adjustLotRemaining(tx, a.lotId, -a.amountUc);
+    await store.insertAllocations(tx, hold.id, allocations);
+    await store.appendJournal(
+      tx,
+      hold.id,
+      'hold',
+      allocations.flatMap((a) => [
+        { account: `lot:${a.lotId}`, amountUc: -a.amountUc },
+        { account: `hold:${hold.id}`, amountUc: a.amountUc },
+      ]),
+      nowS,
+    );
+    const redemption = toRedemption(hold, allocations.map((a, position) => ({ hold_id: hold.id, lot_id: a.lotId, position, amount_uc: a.amountUc, captured_uc: 0n })));
+    await this.emit(tx, hold, 'redemption.held', redemption);
+    return redemption;
+  }
+
+  private async emit(tx: Queryable, hold: store.HoldRow, type: EventType, redemption: Redemption): Promise<void> {
+    if (!hold.merchant_id) return;
+    await emitEvent(tx, { merchantId: hold.merchant_id, type, data: { redemption }, nowMs: this.gateway.clock.nowMs() });
+  }
+
+  /** Reads a hold for its acceptor; another merchant's hold is not found. */
+  async getHold(db: Queryable, holdId: string, scope: { merchantId?: string; agentId?: string } = {}): Promise<Redemption> {
+    const hold = await store.findHold(db, holdId);
+    if (!hold || (scope.merchantId !== undefined && hold.merchant_id !== scope.merchantId) || (scope.agentId !== undefined && hold.agent_id !== scope.agentId)) {
+      throw new ApiError('not_found', { detail: `no redemption ${holdId}` });
+    }
+    const redemption = toRedemption(hold, await store.allocationsOf(db, [hold.id]));
+    // Expiry is a deadline: a hold past it reads as expired even before the sweeper reclaims it.
+    if (hold.state === 'held' && Number(hold.expires_at_s) <= this.nowS()) redemption.state = 'expired';
+    return redemption;
+  }
+
+  /** Locks a hold the caller may resolve, refusing resolved and past-deadline holds. */
+  private async lockResolvable(tx: Queryable, holdId: string, merchantId: string | undefined): Promise<store.HoldRow> {
+    const hold = await store.findHold(tx, holdId, true);
+    if (!hold || (merchantId !== undefined && hold.merchant_id !== merchantId)) throw new ApiError('not_found', { detail: `no redemption ${holdId}` });
+    const expired = hold.state === 'expired' || (hold.state === 'held' && Number(hold.expires_at_s) <= this.nowS());
+    if (expired) throw new ApiError('hold_resolved', { detail: 'the hold has expired; its credit went back to the agent' });
+    if (hold.state !== 'held') throw new ApiError('hold_resolved', { detail: `the hold is already ${hold.state}` });
+    return hold;
+  }
+
+  /** Captures `amountUc` (default: all of it); the remainder returns to its lots in the same transaction. */
+  async capture(tx: Queryable, holdId: string, options: { merchantId?: string; amountUc?: Microcredits } = {}): Promise<Redemption> {
+    const hold = await this.lockResolvable(tx, holdId, options.merchantId);
+    const captureUc = options.amountUc ?? hold.amount_uc;
+    if (captureUc <= 0n) throw new ApiError('invalid_input', { detail: 'capture a positive amount (release the hold to capture nothing)' });
+    if (captureUc > hold.amount_uc) {
+      throw new ApiError('invalid_input', { detail: `cannot capture ${captureUc} µc: the hold is for ${hold.amount_uc} µc` });
+    }
+    return this.settle(tx, hold, 'captured', captureUc);
+  }
+
+  /** Releases a hold; releasing an already released hold returns it unchanged (idempotent by resource). */
+  async release(tx: Queryable, holdId: string, options: { merchantId?: string } = {}): Promise<Redemption> {
+    const existing = await store.findHold(tx, holdId, true);
+    if (existing?.state === 'released' && (options.merchantId === undefined || existing.merchant_id === options.merchantId)) {
+      return toRedemption(existing, await store.allocationsOf(tx, [existing.id]));
+    }
+    const hold = await this.lockResolvable(tx, holdId, options.merchantId);
+    return this.settle(tx, hold, 'released', 0n);
+  }
+
+  /**
+   * Resolves a locked hold: the first `capturedUc` of its allocations (in burn order) go to the earnings
+   * account, the rest back to each allocation's own lot. If that lot has expired meanwhile, the credit
+   * lands in it anyway and counts as lapsed.
+   */
+  private async settle(tx: Queryable, hold: store.HoldRow, state: 'captured' | 'released' | 'expired', capturedUc: bigint): Promise<Redemption> {
+    const nowS = this.nowS();
+    const allocations = await store.allocationsOf(tx, [hold.id]);
+    const lines: store.JournalLine[] = [];
+    let toCaptureUc = capturedUc;
+    for (const allocation of allocations) {
+      const fromThisUc = allocation.amount_uc < toCaptureUc ? allocation.amount_uc : toCaptureUc;
+      toCaptureUc -= fromThisUc;
+      allocation.captured_uc = fromThisUc;
+      if (fromThisUc > 0n) await store.setAllocationCaptured(tx, hold.id, allocation.lot_id, fromThisUc);
+      const returnUc = allocation.amount_uc - fromThisUc;
+      if (returnUc > 0n) {
+        await store.adjustLotRemaining(tx, allocation.lot_id, returnUc);
+        lines.push({ account: `hold:${hold.id}`, amountUc: -returnUc }, { account: `lot:${allocation.lot_id}`, amountUc: returnUc });
+      }
+    }
+    if (toCaptureUc !== 0n) throw new Error(`ledger invariant: hold ${hold.id} allocations do not cover its amount`);
+    if (capturedUc > 0n) {
+      await store.creditAccount(tx, earningsAccount(hold), capturedUc);
+      lines.push({ account: `hold:${hold.id}`, amountUc: -capturedUc }, { account: earningsAccount(hold), amountUc: capturedUc });
+    }
+    const kind = state === 'captured' ? 'capture' : state === 'released' ? 'release' : 'expire';
+    await store.appendJournal(tx, `${hold.id}:${kind}`, kind, lines, nowS);
+    const resolved = await store.resolveHold(tx, hold.id, state, capturedUc, nowS);
+    const redemption = toRedemption(resolved, allocations);
+    await this.emit(tx, resolved, `redemption.${state}`, redemption);
+    return redemption;
+  }
+
+  /**
+   * Reclaims holds past their deadline (each in its own small transaction): for one hold, one agent, or
+   * a batch of everyone's. Safe to run from any number of instances at once.
+   */
+  async expireDue(options: { agentId?: string; holdId?: string } = {}): Promise<number> {
+    const ids = await store.dueHoldIds(this.gateway.db, this.nowS(), { ...options, limit: SWEEP_BATCH_MAX });
+    let expired = 0;
+    for (const id of ids) {
+      expired += await this.gateway.db.transaction(async (tx) => {
+        const hold = await store.findHold(tx, id, true);
+        if (!hold || hold.state !== 'held' || Number(hold.expires_at_s) > this.nowS()) return 0;
+        await this.settle(tx, hold, 'expired', 0n);
+        return 1;
+      });
+    }
+    return expired;
+  }
+
+  async balance(db: Queryable, agentId: string): Promise<Balance> {
+    const nowS = this.nowS();
+    const lots = await store.listLots(db, agentId);
+    let availableUc = 0n;
+    let lapsedUc = 0n;
+    let grantedUc = 0n;
+    for (const lot of lots) {
+      grantedUc += lot.granted_uc;
+      if (lot.expires_at_s !== null && Number(lot.expires_at_s) <= nowS) lapsedUc += lot.remaining_uc;
+      else availableUc += lot.remaining_uc;
+    }
+    const { rows } = await db.query<{ held: bigint; captured: bigint }>(
+      `SELECT COALESCE(SUM(a.amount_uc) FILTER (WHERE h.state = 'held'), 0)::bigint AS held,
+              COALESCE(SUM(a.captured_uc) FILTER (WHERE h.state = 'captured'), 0)::bigint AS captured
+         FROM hold_allocations a JOIN holds h ON h.id = a.hold_id WHERE h.agent_id = $1`,
+      [agentId],
+    );
+    return {
+      agentId,
+      availableUc: formatUc(availableUc),
+      heldUc: formatUc(rows[0]!.held),
+      capturedUc: formatUc(rows[0]!.captured),
+      lapsedUc: formatUc(lapsedUc),
+      grantedUc: formatUc(grantedUc),
+    };
+  }
+
+  async lots(db: Queryable, agentId: string): Promise<Lot[]> {
+    const nowS = this.nowS();
+    return (await store.listLots(db, agentId)).map((row) => toLot(row, nowS));
+  }
+
+  async merchantEarnings(db: Queryable, merchantId: string): Promise<string> {
+    return formatUc(await store.accountBalance(db, `merchant:${merchantId}`));
+  }
+}

@@ -1,0 +1,317 @@
+// Merchants: registration, settings, DNS TXT proof of the domain over DNS-over-HTTPS, scoped API keys, and
+// the webhook configuration and deliveries (through the events feature). An owner reaches only its own
+// merchants and an API key only its own merchant; anything else is "not found", so ids cannot be probed.
+import { randomBytes } from 'node:crypto';
+import { emitEvent } from '../events/outbox.ts';
+import type { Delivery, WebhookConfiguration, WebhookService } from '../events/service.ts';
+import { newApiKey, API_KEY_SCOPES } from '../identity/api-keys.ts';
+import type { Queryable } from '../platform/db/database.ts';
+import { ApiError } from '../platform/errors.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import { newId } from '../platform/ids.ts';
+import { hasTxtValue, ResolverError, type DohOptions } from './doh.ts';
+import * as store from './store.ts';
+import { normaliseDomain, validateWebhookUrl } from './validation.ts';
+
+/** The label under which the owner publishes the challenge, as ACME uses `_acme-challenge`. */
+export const VERIFICATION_LABEL = '_acceptor-verify';
+const CHALLENGE_PREFIX = 'acg-domain-verification=';
+/** A DNS name is at most 253 characters; the verification name adds the label and a dot to the domain. */
+export const MERCHANT_DOMAIN_CHARS_MAX = 253 - VERIFICATION_LABEL.length - 1;
+export const MERCHANTS_PER_OWNER_MAX = 100;
+export const ACTIVE_API_KEYS_PER_MERCHANT_MAX = 100;
+export const ACCEPTED_PAYMENT_METHODS: readonly string[] = ['credits'];
+
+export interface Merchant {
+  id: string;
+  ownerId: string;
+  name: string;
+  domain: string;
+  /** The exact value of the TXT record to publish. */
+  verificationChallenge: string;
+  verified: boolean;
+  acceptedPaymentMethods: string[];
+  /** The configured webhook URL; "" while none is configured. */
+  webhookUrl: string;
+  categories: string[];
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface DnsRecord {
+  type: 'TXT';
+  name: string;
+  value: string;
+}
+
+export interface ApiKeyMetadata {
+  keyId: string;
+  merchantId: string;
+  ownerId: string;
+  name: string;
+  scopes: string[];
+  createdAt: number;
+  /** null until revoked. */
+  revokedAt: number | null;
+}
+
+/** Who is acting: an owner (H or O) on its merchants, or a merchant API key (M) on its own merchant. */
+export type MerchantActor = { kind: 'owner'; ownerId: string } | { kind: 'api_key'; merchantId: string };
+
+/** What the DNS said, found outside any transaction (see `checkDomain`). */
+export type DomainProof = 'already_verified' | 'found' | 'absent';
+
+export const API_KEY_NOTICE =
+  'Store this key now: it is shown only in this response (a replay of this request omits it) and cannot be recovered. ' +
+  'Send it as "Authorization: Bearer <key>". Revoke it at POST /v1/merchants/{id}/api-keys/{keyId}/revoke.';
+export const WEBHOOK_SECRET_NOTICE =
+  'Store this signing secret now: it is shown only in this response (a replay omits it). Every PUT replaces it; the old ' +
+  'secret stops signing at once. Verify deliveries with a Standard Webhooks library (webhook-id, webhook-timestamp, webhook-signature).';
+
+export function dnsRecordOf(row: Pick<store.MerchantRow, 'domain' | 'verification_challenge'>): DnsRecord {
+  return { type: 'TXT', name: `${VERIFICATION_LABEL}.${row.domain}`, value: row.verification_challenge };
+}
+
+function toApiKey(row: store.ApiKeyRow): ApiKeyMetadata {
+  return {
+    keyId: row.id,
+    merchantId: row.merchant_id,
+    ownerId: row.owner_id,
+    name: row.name,
+    scopes: row.scopes,
+    createdAt: Number(row.created_at_s),
+    revokedAt: row.revoked_at_s === null ? null : Number(row.revoked_at_s),
+  };
+}
+
+function uniqueCategories(categories: readonly string[]): string[] {
+  return [...new Set(categories)];
+}
+
+function notFound(merchantId: string): ApiError {
+  return new ApiError('not_found', { detail: `no merchant ${merchantId} among yours` });
+}
+
+export interface MerchantServiceDeps {
+  webhooks: WebhookService;
+  /** Keys the API key hashes; undefined in live mode without ACG_API_KEY_PEPPER (no keys can be issued). */
+  apiKeyPepper: string | undefined;
+  doh: DohOptions;
+}
+
+export class MerchantService {
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly deps: MerchantServiceDeps,
+  ) {}
+
+  private async toMerchant(db: Queryable, row: store.MerchantRow): Promise<Merchant> {
+    return (await this.toMerchants(db, [row]))[0]!;
+  }
+
+  private async toMerchants(db: Queryable, rows: store.MerchantRow[]): Promise<Merchant[]> {
+    const urls = await this.deps.webhooks.urlsFor(db, rows.map((row) => row.id));
+    return rows.map((row) => ({
+      id: row.id,
+      ownerId: row.owner_id,
+      name: row.name,
+      domain: row.domain,
+      verificationChallenge: row.verification_challenge,
+      verified: row.verified,
+      acceptedPaymentMethods: row.accepted_payment_methods,
+      webhookUrl: urls.get(row.id) ?? '',
+      categories: row.categories,
+      createdAt: Number(row.created_at_s),
+      updatedAt: Number(row.updated_at_s),
+    }));
+  }
+
+  private async owned(db: Queryable, ownerId: string, merchantId: string, lock = false): Promise<store.MerchantRow> {
+    const row = await store.findOwnedMerchant(db, ownerId, merchantId, lock);
+    if (!row) throw notFound(merchantId);
+    return row;
+  }
+
+  /** The merchant an actor may act for; an API key of another merchant gets the same 404 as a stranger. */
+  private async reachable(db: Queryable, actor: MerchantActor, merchantId: string): Promise<store.MerchantRow> {
+    if (actor.kind === 'owner') return this.owned(db, actor.ownerId, merchantId);
+    const row = actor.merchantId === merchantId ? await store.findMerchant(db, merchantId) : undefined;
+    if (!row) throw notFound(merchantId);
+    return row;
+  }
+
+  async register(tx: Queryable, ownerId: string, input: { name: string; domain: string; categories: string[] }): Promise<{ merchant: Merchant; dnsRecord: DnsRecord }> {
+    const domain = normaliseDomain(input.domain);
+    if (!domain.ok) throw new ApiError('invalid_input', { detail: `domain ${domain.reason}` });
+    if (domain.domain.length > MERCHANT_DOMAIN_CHARS_MAX) {
+      throw new ApiError('invalid_input', { detail: `domain must be at most ${MERCHANT_DOMAIN_CHARS_MAX} characters, so that ${VERIFICATION_LABEL}.<domain> is a valid DNS name` });
+    }
+    if ((await store.countOwnedMerchants(tx, ownerId)) >= MERCHANTS_PER_OWNER_MAX) {
+      throw new ApiError('conflict', { detail: `an owner may register at most ${MERCHANTS_PER_OWNER_MAX} merchants` });
+    }
+    const nowS = BigInt(this.gateway.clock.nowS());
+    const row = await store.insertMerchant(tx, {
+      id: newId('mer'),
+      owner_id: ownerId,
+      name: input.name,
+      domain: domain.domain,
+      categories: uniqueCategories(input.categories),
+      // 256 random bits: nobody can publish the value before we hand it out.
+      verification_challenge: `${CHALLENGE_PREFIX}${randomBytes(32).toString('base64url')}`,
+      verified: false,
+      accepted_payment_methods: [...ACCEPTED_PAYMENT_METHODS],
+      created_at_s: nowS,
+      updated_at_s: nowS,
+    });
+    return { merchant: await this.toMerchant(tx, row), dnsRecord: dnsRecordOf(row) };
+  }
+
+  async list(ownerId: string, limit: number, startingAfter?: string): Promise<{ merchants: Merchant[]; hasMore: boolean }> {
+    const rows = await store.listOwnedMerchants(this.gateway.db, ownerId, limit + 1, startingAfter);
+    return { merchants: await this.toMerchants(this.gateway.db, rows.slice(0, limit)), hasMore: rows.length > limit };
+  }
+
+  async get(ownerId: string, merchantId: string): Promise<Merchant> {
+    return this.toMerchant(this.gateway.db, await this.owned(this.gateway.db, ownerId, merchantId));
+  }
+
+  async update(tx: Queryable, ownerId: string, merchantId: string, patch: { name?: string; categories?: string[]; domain?: unknown }): Promise<Merchant> {
+    if (patch.domain !== undefined) {
+      throw new ApiError('invalid_input', { detail: 'the domain is immutable; register a new merchant for another domain' });
+    }
+    // The lock makes the category check and the update one step against a concurrent PATCH.
+    const row = await this.owned(tx, ownerId, merchantId, true);
+    const categories = patch.categories ? uniqueCategories(patch.categories) : row.categories;
+    const removed = row.categories.filter((category) => !categories.includes(category));
+    const inUse = await store.categoriesOfActiveOffers(tx, merchantId, removed);
+    if (inUse.length > 0) {
+      throw new ApiError('category_in_use', {
+        detail: `an active offer uses ${inUse.join(', ')}; deactivate those offers before removing the category`,
+        extra: { categories: inUse },
+      });
+    }
+    const updated = await store.updateMerchantSettings(tx, {
+      id: merchantId,
+      name: patch.name ?? row.name,
+      categories,
+      updated_at_s: BigInt(this.gateway.clock.nowS()),
+    });
+    return this.toMerchant(tx, updated);
+  }
+
+  /**
+   * Asks the DNS-over-HTTPS resolver for the merchant's TXT record, outside any transaction (the query may
+   * take seconds). A verified merchant is not queried again. A resolver failure is 503 and changes nothing:
+   * "could not ask" is never read as "not there".
+   */
+  async checkDomain(ownerId: string, merchantId: string): Promise<DomainProof> {
+    const row = await this.owned(this.gateway.db, ownerId, merchantId);
+    if (row.verified) return 'already_verified';
+    const record = dnsRecordOf(row);
+    try {
+      return (await hasTxtValue(record.name, record.value, this.deps.doh)) ? 'found' : 'absent';
+    } catch (error) {
+      if (!(error instanceof ResolverError)) throw error;
+      this.gateway.log.warn({ merchantId, reason: error.reason, err: error.message }, 'DNS-over-HTTPS resolver failed during domain verification');
+      throw new ApiError('runtime_unavailable', {
+        detail: `the DNS resolver could not be asked (${error.reason}); nothing changed, retry shortly`,
+        headers: { 'retry-after': '5' },
+      });
+    }
+  }
+
+  /** Applies what `checkDomain` found: verified (with its event, in this transaction) or 409 pending. */
+  async applyDomainProof(tx: Queryable, ownerId: string, merchantId: string, proof: DomainProof): Promise<{ merchant: Merchant; verified: true }> {
+    const row = await this.owned(tx, ownerId, merchantId, true);
+    // A concurrent request may have verified it meanwhile: verification only ever moves one way.
+    if (row.verified) return { merchant: await this.toMerchant(tx, row), verified: true };
+    // Only a record seen just now verifies ('already_verified' cannot reach here: verification never reverts).
+    if (proof !== 'found') {
+      throw new ApiError('domain_verification_pending', {
+        detail: 'the TXT record is not visible yet; publish it and retry (DNS changes can take a few minutes to propagate)',
+        extra: { verified: false, dnsRecord: dnsRecordOf(row) },
+      });
+    }
+    const nowMs = this.gateway.clock.nowMs();
+    const verified = await store.markVerified(tx, merchantId, BigInt(Math.floor(nowMs / 1000)));
+    const merchant = await this.toMerchant(tx, verified);
+    await emitEvent(tx, { merchantId, type: 'merchant.verified', data: { merchant }, nowMs });
+    return { merchant, verified: true };
+  }
+
+  async createApiKey(
+    tx: Queryable,
+    ownerId: string,
+    merchantId: string,
+    input: { name: string; scopes: string[] },
+  ): Promise<{ apiKey: ApiKeyMetadata; secretKey: string; notice: string }> {
+    const pepper = this.deps.apiKeyPepper;
+    if (!pepper) throw new ApiError('runtime_configuration_required', { detail: 'API keys cannot be issued: ACG_API_KEY_PEPPER is not configured' });
+    const unknown = input.scopes.filter((scope) => !(scope in API_KEY_SCOPES));
+    if (unknown.length > 0) throw new ApiError('invalid_input', { detail: `unknown scope ${unknown.join(', ')}; known: ${Object.keys(API_KEY_SCOPES).join(', ')}` });
+    // Locked so that concurrent creations cannot together pass the limit.
+    await this.owned(tx, ownerId, merchantId, true);
+    if ((await store.countActiveApiKeys(tx, merchantId)) >= ACTIVE_API_KEYS_PER_MERCHANT_MAX) {
+      throw new ApiError('conflict', { detail: `a merchant may have at most ${ACTIVE_API_KEYS_PER_MERCHANT_MAX} active API keys; revoke one first` });
+    }
+    const key = newApiKey(pepper);
+    const row = await store.insertApiKey(tx, {
+      id: key.keyId,
+      merchant_id: merchantId,
+      owner_id: ownerId,
+      name: input.name,
+      scopes: [...new Set(input.scopes)],
+      secret_hash: key.secretHash,
+      created_at_s: BigInt(this.gateway.clock.nowS()),
+      revoked_at_s: null,
+    });
+    return { apiKey: toApiKey(row), secretKey: key.plaintext, notice: API_KEY_NOTICE };
+  }
+
+  async listApiKeys(ownerId: string, merchantId: string, limit: number, startingAfter?: string): Promise<{ apiKeys: ApiKeyMetadata[]; hasMore: boolean }> {
+    await this.owned(this.gateway.db, ownerId, merchantId);
+    const rows = await store.listApiKeys(this.gateway.db, merchantId, limit + 1, startingAfter);
+    return { apiKeys: rows.slice(0, limit).map(toApiKey), hasMore: rows.length > limit };
+  }
+
+  /** Revokes at once: the verifier reads `revoked_at_s` on every request. Revoking twice keeps the first time. */
+  async revokeApiKey(tx: Queryable, ownerId: string, merchantId: string, keyId: string): Promise<{ apiKey: ApiKeyMetadata }> {
+    await this.owned(tx, ownerId, merchantId);
+    const row = await store.findApiKey(tx, merchantId, keyId, true);
+    if (!row) throw new ApiError('not_found', { detail: `no API key ${keyId} for this merchant` });
+    return { apiKey: toApiKey(await store.revokeApiKey(tx, keyId, BigInt(this.gateway.clock.nowS()))) };
+  }
+
+  async configureWebhook(
+    tx: Queryable,
+    ownerId: string,
+    merchantId: string,
+    input: { url: string; enabled: boolean },
+  ): Promise<{ configuration: WebhookConfiguration; webhookSecret: string; notice: string }> {
+    const row = await this.owned(tx, ownerId, merchantId, true);
+    if (!row.verified) {
+      throw new ApiError('conflict', {
+        detail: 'verify the domain first (POST /v1/merchants/{id}/verify-domain): webhooks go only to the verified domain',
+      });
+    }
+    const url = validateWebhookUrl(input.url, row.domain);
+    if (!url.ok) throw new ApiError('invalid_input', { detail: `url ${url.reason}` });
+    const configured = await this.deps.webhooks.configure(tx, merchantId, url.url, input.enabled);
+    return { ...configured, notice: WEBHOOK_SECRET_NOTICE };
+  }
+
+  async webhookConfiguration(actor: MerchantActor, merchantId: string): Promise<{ configuration: WebhookConfiguration }> {
+    await this.reachable(this.gateway.db, actor, merchantId);
+    return { configuration: await this.deps.webhooks.configuration(this.gateway.db, merchantId) };
+  }
+
+  async listDeliveries(actor: MerchantActor, merchantId: string, limit: number, startingAfter?: string): Promise<{ deliveries: Delivery[]; hasMore: boolean }> {
+    await this.reachable(this.gateway.db, actor, merchantId);
+    return this.deps.webhooks.listDeliveries(merchantId, limit, startingAfter);
+  }
+
+  async resendDelivery(tx: Queryable, actor: MerchantActor, merchantId: string, deliveryId: string): Promise<{ delivery: Delivery }> {
+    await this.reachable(tx, actor, merchantId);
+    return { delivery: await this.deps.webhooks.resend(tx, merchantId, deliveryId) };
+  }
+}

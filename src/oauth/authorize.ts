@@ -1,0 +1,127 @@
+// GET /oauth/authorize: the start of the authorization code flow (RFC 6749 §4.1.1, RFC 7636, RFC 8707,
+// RFC 9207, RFC 9700). Errors that cannot be trusted to the redirect URI (unknown client, unregistered
+// redirect URI) are shown to the person and never redirected; every other error goes back to the
+// validated redirect URI with a 303, `error`, `state` and `iss`. On success a pending request is
+// stored and the browser is sent to the consent page.
+import type { Gateway } from '../platform/gateway.ts';
+import { randomBase32 } from '../platform/ids.ts';
+import { hashSecret, newBrowserSecret } from './browser-binding.ts';
+import { AUTHORIZATION_REQUEST_LIFETIME_S, PENDING_AUTHORIZATION_REQUESTS_MAX, STATE_LENGTH_MAX } from './limits.ts';
+import { CODE_CHALLENGE_METHOD, CODE_CHALLENGE_PATTERN } from './pkce.ts';
+import { matchRedirectUri } from './redirect-uris.ts';
+import { isOurResource } from './resources.ts';
+import { parseScope } from './scopes.ts';
+import * as store from './store.ts';
+
+/** RFC 6749 §4.1.2.1 codes sent back in the redirect (not all are error bodies). */
+export type AuthorizeRedirectError = 'invalid_request' | 'unsupported_response_type' | 'invalid_scope' | 'invalid_target' | 'temporarily_unavailable';
+
+export type AuthorizeOutcome =
+  | { kind: 'show'; status: 400; error: 'invalid_request' | 'invalid_client' | 'invalid_redirect_uri'; description: string }
+  | { kind: 'redirect'; location: string }
+  | { kind: 'consent'; location: string; browserSecret: string; newBrowser: boolean };
+
+const DUPLICATE = Symbol('duplicate');
+
+/** Each parameter at most once (oidc-provider reject_dupes): a value, absent, or DUPLICATE. */
+function single(params: URLSearchParams, name: string): string | undefined | typeof DUPLICATE {
+  const values = params.getAll(name);
+  if (values.length > 1) return DUPLICATE;
+  return values[0];
+}
+
+export function redirectWith(redirectUri: string, params: Record<string, string | undefined>): string {
+  const url = new URL(redirectUri);
+  // searchParams.set keeps a query that is part of the registered URI (oidc-provider does the same).
+  for (const [name, value] of Object.entries(params)) if (value !== undefined) url.searchParams.set(name, value);
+  return url.href;
+}
+
+interface Trusted {
+  redirectUri: string;
+  state: string | undefined;
+  issuer: string;
+}
+
+function errorRedirect(trusted: Trusted, error: AuthorizeRedirectError, description: string): AuthorizeOutcome {
+  return {
+    kind: 'redirect',
+    location: redirectWith(trusted.redirectUri, { error, error_description: description, state: trusted.state, iss: trusted.issuer }),
+  };
+}
+
+export async function authorize(gateway: Gateway, rawQuery: string, browserSecret: string | undefined): Promise<AuthorizeOutcome> {
+  const { baseUrl } = gateway.config;
+  const params = new URLSearchParams(rawQuery);
+  const show = (error: 'invalid_request' | 'invalid_client' | 'invalid_redirect_uri', description: string): AuthorizeOutcome => ({ kind: 'show', status: 400, error, description });
+
+  const clientId = single(params, 'client_id');
+  if (clientId === undefined || clientId === DUPLICATE) return show('invalid_request', 'client_id is required, exactly once');
+  const client = await store.findClient(gateway.db, clientId);
+  if (!client) return show('invalid_client', 'no client is registered with this client_id');
+  const requestedRedirect = single(params, 'redirect_uri');
+  if (requestedRedirect === undefined || requestedRedirect === DUPLICATE) return show('invalid_request', 'redirect_uri is required, exactly once');
+  if (!matchRedirectUri(requestedRedirect, client.redirect_uris)) return show('invalid_redirect_uri', 'redirect_uri is not registered for this client');
+
+  const state = single(params, 'state');
+  const trusted: Trusted = { redirectUri: requestedRedirect, state: state === DUPLICATE ? undefined : state, issuer: baseUrl };
+  const fail = (error: AuthorizeRedirectError, description: string) => errorRedirect(trusted, error, description);
+
+  for (const name of ['response_type', 'state', 'code_challenge', 'code_challenge_method', 'scope']) {
+    if (single(params, name) === DUPLICATE) return fail('invalid_request', `${name} must not be repeated`);
+  }
+  const responseType = single(params, 'response_type');
+  if (responseType === undefined) return fail('invalid_request', 'response_type is required');
+  if (responseType !== 'code') return fail('unsupported_response_type', 'only response_type=code is supported');
+  if (trusted.state !== undefined && trusted.state.length > STATE_LENGTH_MAX) return fail('invalid_request', `state must be at most ${STATE_LENGTH_MAX} characters`);
+
+  const method = single(params, 'code_challenge_method');
+  const challenge = single(params, 'code_challenge');
+  if (typeof challenge !== 'string') return fail('invalid_request', 'code_challenge is required (PKCE, S256)');
+  if (method !== CODE_CHALLENGE_METHOD) return fail('invalid_request', 'code_challenge_method must be S256');
+  if (!CODE_CHALLENGE_PATTERN.test(challenge)) return fail('invalid_request', 'code_challenge must be 43 base64url characters (the S256 of the verifier)');
+
+  const resources = params.getAll('resource');
+  if (resources.length !== 1) return fail('invalid_target', 'exactly one resource is required (RFC 8707)');
+  if (!isOurResource(baseUrl, resources[0]!)) return fail('invalid_target', `resource must be ${baseUrl} (the API) or ${baseUrl}/mcp`);
+
+  const scope = effectiveScope(single(params, 'scope') as string | undefined, client.scope);
+  if (scope === INVALID) return fail('invalid_scope', 'scope may only list svc:agent and svc:owner, and only scopes registered for this client');
+
+  const nowS = gateway.clock.nowS();
+  await store.purgeExpiredRequests(gateway.db, nowS);
+  if ((await store.countPendingRequests(gateway.db, nowS)) >= PENDING_AUTHORIZATION_REQUESTS_MAX) {
+    return fail('temporarily_unavailable', 'too many authorization requests are pending; retry in a few minutes');
+  }
+  const secret = browserSecret ?? newBrowserSecret();
+  const requestId = `areq_${randomBase32(16)}`;
+  await store.insertAuthorizationRequest(gateway.db, {
+    id: requestId,
+    client_id: client.id,
+    redirect_uri: requestedRedirect,
+    state: trusted.state ?? null,
+    code_challenge: challenge,
+    resource: resources[0]!,
+    scope,
+    browser_hash: hashSecret(secret),
+    nowS,
+    expiresAtS: nowS + AUTHORIZATION_REQUEST_LIFETIME_S,
+  });
+  const location = `${baseUrl}/oauth/consent?request_id=${requestId}`;
+  return { kind: 'consent', location, browserSecret: secret, newBrowser: browserSecret === undefined };
+}
+
+const INVALID = Symbol('invalid');
+
+/**
+ * The scopes the person may grant: the requested ones (all of ours when none is named), limited to the
+ * client's registered scope. null = both. The provider chosen at consent picks one of them.
+ */
+function effectiveScope(requested: string | undefined, registered: string | null): string | null | typeof INVALID {
+  const allowed = registered === null ? undefined : parseScope(registered);
+  if (requested === undefined) return registered;
+  const asked = parseScope(requested);
+  if (!asked) return INVALID;
+  if (allowed && [...asked].some((s) => !allowed.has(s))) return INVALID;
+  return [...asked].sort().join(' ');
+}

@@ -1,0 +1,60 @@
+// Binds a pending authorization request to the browser that started it, and the consent call to the
+// page the gateway rendered for it:
+//   - a random per-browser secret in an HttpOnly, SameSite=Lax cookie, its SHA-256 stored with each
+//     request started in that browser (a leaked consent URL cannot be completed in another browser);
+//   - a page token, HMAC-SHA-256(secret, requestId), embedded in the consent page and required by
+//     POST /oauth/select in the X-Consent-Token header (only our page, read in that browser, has it).
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { BROWSER_COOKIE_LIFETIME_S } from './limits.ts';
+
+const SECRET_PATTERN = /^[A-Za-z0-9_-]{43}$/;
+export const CONSENT_TOKEN_HEADER = 'x-consent-token';
+
+/** `__Host-` needs Secure, which browsers only keep over https; plain http (dev, loopback) drops the prefix. */
+export function cookieName(baseUrl: string): string {
+  return baseUrl.startsWith('https:') ? '__Host-acg-oauth-browser' : 'acg-oauth-browser';
+}
+
+export function readBrowserSecret(cookieHeader: string | undefined, baseUrl: string): string | undefined {
+  const name = cookieName(baseUrl);
+  for (const part of (cookieHeader ?? '').split(';')) {
+    const [key, ...rest] = part.trim().split('=');
+    const value = rest.join('=');
+    if (key === name && SECRET_PATTERN.test(value)) return value;
+  }
+  return undefined;
+}
+
+export function newBrowserSecret(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+export function setCookieHeader(baseUrl: string, secret: string): string {
+  const secure = baseUrl.startsWith('https:') ? '; Secure' : '';
+  return `${cookieName(baseUrl)}=${secret}; Path=/; Max-Age=${BROWSER_COOKIE_LIFETIME_S}; HttpOnly; SameSite=Lax${secure}`;
+}
+
+export function hashSecret(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex');
+}
+
+export function consentToken(browserSecret: string, requestId: string): string {
+  return createHmac('sha256', browserSecret).update(requestId).digest('base64url');
+}
+
+function equalText(a: string, b: string): boolean {
+  const left = Buffer.from(a);
+  const right = Buffer.from(b);
+  return left.length === right.length && timingSafeEqual(left, right);
+}
+
+/** True when the browser holds the secret the request was started with. */
+export function browserMatches(browserSecret: string | undefined, browserHash: string): boolean {
+  return browserSecret !== undefined && equalText(hashSecret(browserSecret), browserHash);
+}
+
+/** True when the caller holds both the browser secret and the page token derived from it. */
+export function consentBindingHolds(browserSecret: string | undefined, browserHash: string, requestId: string, presentedToken: string | undefined): boolean {
+  if (!browserSecret || presentedToken === undefined || !browserMatches(browserSecret, browserHash)) return false;
+  return equalText(consentToken(browserSecret, requestId), presentedToken);
+}

@@ -1,0 +1,15 @@
+// One constructor per OAuth error code, so the code that rejects reads like the RFC
+// (node-oidc-provider's lib/helpers/errors.js). Statuses follow RFC 6749 §5.2 and our spec.
+import { OAuthError } from '../platform/errors.ts';
+
+export const invalidRequest = (description: string) => new OAuthError(400, 'invalid_request', description);
+export const invalidClient = (description: string) => new OAuthError(400, 'invalid_client', description);
+export const invalidGrant = (description: string) => new OAuthError(400, 'invalid_grant', description);
+export const invalidTarget = (description: string) => new OAuthError(400, 'invalid_target', description);
+export const invalidRedirectUri = (description: string) => new OAuthError(400, 'invalid_redirect_uri', description);
+export const invalidClientMetadata = (description: string) => new OAuthError(400, 'invalid_client_metadata', description);
+export const unsupportedGrantType = (description: string) => new OAuthError(400, 'unsupported_grant_type', description);
+export const accessDenied = (description: string) => new OAuthError(403, 'access_denied', description);
+export const unsupportedMediaType = (expected: string) => new OAuthError(415, 'invalid_request', `send the body as ${expected}`);
+export const temporarilyUnavailable = (status: 429 | 503, description: string, retryAfterS?: number) =>
+  new OAuthError(status, 'temporarily_unavailable', description, retryAfterS === undefined ? {} : { 'retry-after': String(retryAfterS) });

@@ -1,0 +1,27 @@
+// Every number the authorization server enforces, in one place (the spec's Limits table, plus the
+// bounds it leaves open). Names carry their units.
+
+/** Registered clients before registration answers 429 (spec: Limits). */
+export const CLIENTS_MAX = 1000;
+/** At the cap, clients that never obtained a token and are older than this are purged to make room. */
+export const UNUSED_CLIENT_PURGE_AFTER_S = 86_400;
+/** Registrations (attempts) per client address per rate-limit window (ACG_RATE_LIMIT_WINDOW_S, 60 s). */
+export const REGISTRATIONS_PER_ADDRESS_PER_WINDOW = 10;
+export const REDIRECT_URIS_MIN = 1;
+export const REDIRECT_URIS_MAX = 10;
+export const REDIRECT_URI_LENGTH_MAX = 2000;
+export const CLIENT_NAME_LENGTH_MAX = 120;
+
+/** How long the person has to choose an identity provider after the client starts authorization. */
+export const AUTHORIZATION_REQUEST_LIFETIME_S = 600;
+/** Unconsumed, unexpired authorization requests before /oauth/authorize answers temporarily_unavailable. */
+export const PENDING_AUTHORIZATION_REQUESTS_MAX = 10_000;
+export const STATE_LENGTH_MAX = 512;
+
+/** Spec: a code is single-use and valid one minute. */
+export const AUTHORIZATION_CODE_LIFETIME_S = 60;
+/** Spec: access tokens live ten minutes (`expires_in` 600). */
+export const ACCESS_TOKEN_LIFETIME_S = 600;
+
+/** The browser-binding cookie outlives any one request so several can run at once in one browser. */
+export const BROWSER_COOKIE_LIFETIME_S = 86_400;

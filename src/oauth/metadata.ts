@@ -1,0 +1,37 @@
+// Discovery documents: RFC 8414 authorization server metadata (also served at the OpenID
+// configuration path MCP clients probe) and RFC 9728 protected resource metadata for the API and /mcp.
+// The issuer is the base URL exactly, with no trailing slash: strict clients compare it by string.
+import type { Resource } from '../identity/verifier.ts';
+import { ourResources } from './resources.ts';
+import { SCOPES } from './scopes.ts';
+
+export function authorizationServerMetadata(baseUrl: string) {
+  return {
+    issuer: baseUrl,
+    authorization_endpoint: `${baseUrl}/oauth/authorize`,
+    token_endpoint: `${baseUrl}/oauth/token`,
+    registration_endpoint: `${baseUrl}/oauth/register`,
+    jwks_uri: `${baseUrl}/.well-known/jwks.json`,
+    scopes_supported: [...SCOPES],
+    response_types_supported: ['code'],
+    response_modes_supported: ['query'],
+    grant_types_supported: ['authorization_code'],
+    // RFC 8414's default is client_secret_basic; say "none" explicitly (the MCP SDK assumes the default).
+    token_endpoint_auth_methods_supported: ['none'],
+    code_challenge_methods_supported: ['S256'],
+    authorization_response_iss_parameter_supported: true,
+    client_id_metadata_document_supported: false,
+    service_documentation: `${baseUrl}/docs`,
+  };
+}
+
+export function protectedResourceMetadata(baseUrl: string, resource: Resource) {
+  return {
+    resource: ourResources(baseUrl)[resource],
+    authorization_servers: [baseUrl],
+    scopes_supported: [...SCOPES],
+    bearer_methods_supported: ['header'],
+    resource_name: resource === 'mcp' ? 'Agent Credit Gateway MCP endpoint' : 'Agent Credit Gateway API',
+    resource_documentation: `${baseUrl}/docs`,
+  };
+}

@@ -1,0 +1,155 @@
+// The HTML the gateway shows during authorization: the consent page (choose an identity provider,
+// sign in, allow) and the error page for requests that cannot be sent back to the client. Every value
+// is HTML-escaped; client_name is attacker-controlled (RFC 7591 §5). The only script is inline and
+// runs under a per-response CSP nonce.
+import { randomBytes } from 'node:crypto';
+import type { IdentityProviderChoice } from './scopes.ts';
+
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+export function newNonce(): string {
+  return randomBytes(16).toString('base64');
+}
+
+/** Headers for every page of the flow: no framing (clickjacking), no referrer (code and requestId stay private). */
+export function pageHeaders(nonce: string): Record<string, string> {
+  return {
+    'content-type': 'text/html; charset=utf-8',
+    'content-security-policy': [
+      "default-src 'none'",
+      `script-src 'nonce-${nonce}'`,
+      `style-src 'nonce-${nonce}'`,
+      "connect-src 'self'",
+      "img-src 'self'",
+      "form-action 'none'",
+      "base-uri 'none'",
+      "frame-ancestors 'none'",
+    ].join('; '),
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'no-referrer',
+    'x-content-type-options': 'nosniff',
+    'cache-control': 'no-store',
+    pragma: 'no-cache',
+  };
+}
+
+const STYLE = `body{font-family:system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1f2328}
+main{max-width:34rem;margin:3rem auto;background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:1.5rem 2rem}
+h1{font-size:1.3rem}h2{font-size:1.05rem;margin:0 0 .3rem}code{word-break:break-all}
+form{border:1px solid #d0d7de;border-radius:6px;padding:1rem;margin:1rem 0}
+label{display:block;margin:.5rem 0}input,textarea{width:100%;box-sizing:border-box;padding:.4rem;font:inherit}
+button{margin-top:.6rem;padding:.5rem 1rem;font:inherit;cursor:pointer}
+#status{min-height:1.5rem;color:#9a1f1f}.muted{color:#59636e;font-size:.9rem}`;
+
+function page(nonce: string, title: string, body: string, script = ''): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeHtml(title)} · Agent Credit Gateway</title><style nonce="${nonce}">${STYLE}</style></head>
+<body><main>${body}</main>${script ? `<script nonce="${nonce}">${script}</script>` : ''}</body></html>`;
+}
+
+export function errorPage(nonce: string, error: string, description: string): string {
+  return page(
+    nonce,
+    'Authorization failed',
+    `<h1>This authorization request cannot continue</h1>
+<p id="error" data-error="${escapeHtml(error)}"><code>${escapeHtml(error)}</code>: ${escapeHtml(description)}</p>
+<p class="muted">The application that sent you here could not be verified, so you are not sent back to it. Close this page and start again from the application.</p>`,
+  );
+}
+
+export interface ProviderOption {
+  choice: IdentityProviderChoice;
+  issuer: string;
+  /** Dev mode's built-in issuer: the page signs in through its dev login route. */
+  devLoginUrl?: string;
+}
+
+export interface ConsentView {
+  requestId: string;
+  consentToken: string;
+  selectUrl: string;
+  clientName: string | null;
+  clientId: string;
+  redirectUri: string;
+  resource: string;
+  providers: ProviderOption[];
+}
+
+const PROVIDER_TEXT: Record<IdentityProviderChoice, { title: string; grants: string; button: string }> = {
+  human: { title: 'Human owner', grants: 'owner controls over your agents and merchants (scope svc:owner)', button: 'Sign in as owner and allow' },
+  agent: { title: 'Agent', grants: 'acting as one of your registered agents (scope svc:agent)', button: 'Sign in as agent and allow' },
+};
+
+function providerForm(option: ProviderOption): string {
+  const text = PROVIDER_TEXT[option.choice];
+  let fields: string;
+  if (option.devLoginUrl && option.choice === 'human') {
+    fields = `<label>Email <input name="email" type="email" required autocomplete="email"></label>`;
+  } else if (option.devLoginUrl) {
+    fields = `<label>Agent subject <input name="subject" required autocomplete="off"></label>
+<label>Owner email <input name="ownerEmail" type="email" required autocomplete="email"></label>`;
+  } else {
+    fields = `<label>Session token from <code>${escapeHtml(option.issuer)}</code> <textarea name="token" rows="3" required autocomplete="off"></textarea></label>`;
+  }
+  const dev = option.devLoginUrl ? ` data-login="${escapeHtml(option.devLoginUrl)}"` : '';
+  const note = option.devLoginUrl ? '<p class="muted">Dev mode: the built-in issuer signs you in without a password.</p>' : '';
+  return `<form data-provider="${option.choice}"${dev}><h2>${text.title}</h2><p class="muted">Grants ${escapeHtml(text.grants)}.</p>${note}
+${fields}<button type="submit">${text.button}</button></form>`;
+}
+
+// Signs in (dev login route or a pasted provider token), then asks select for the callback URL.
+const CONSENT_SCRIPT = `(() => {
+  const main = document.getElementById('consent');
+  const status = document.getElementById('status');
+  const fail = (text) => { status.textContent = text; for (const b of document.querySelectorAll('button')) b.disabled = false; };
+  const json = async (response) => { try { return await response.json(); } catch { return {}; } };
+  for (const form of document.querySelectorAll('form[data-provider]')) {
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      for (const b of document.querySelectorAll('button')) b.disabled = true;
+      status.textContent = 'Signing in…';
+      const fields = Object.fromEntries(new FormData(form));
+      try {
+        let token = typeof fields.token === 'string' ? fields.token.trim() : '';
+        if (form.dataset.login) {
+          const login = await fetch(form.dataset.login, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(fields) });
+          const body = await json(login);
+          if (!login.ok) return fail('Sign-in failed: ' + (body.detail || body.title || login.status));
+          token = body.token;
+        }
+        const response = await fetch(main.dataset.select, {
+          method: 'POST',
+          credentials: 'same-origin',
+          headers: { 'content-type': 'application/json', authorization: 'Bearer ' + token, 'x-consent-token': main.dataset.consentToken },
+          body: JSON.stringify({ requestId: main.dataset.requestId, identityProvider: form.dataset.provider }),
+        });
+        const body = await json(response);
+        if (!response.ok || typeof body.redirectUrl !== 'string') return fail('Not allowed: ' + (body.error_description || body.error || response.status));
+        status.textContent = 'Allowed. Returning to the application…';
+        window.location.assign(body.redirectUrl);
+      } catch (error) {
+        fail('Sign-in failed: ' + error.message);
+      }
+    });
+  }
+})();`;
+
+export function consentPage(nonce: string, view: ConsentView): string {
+  const name = view.clientName ? escapeHtml(view.clientName) : 'An unnamed application';
+  const returnTo = new URL(view.redirectUri);
+  return page(
+    nonce,
+    'Authorize application',
+    `<div id="consent" data-request-id="${escapeHtml(view.requestId)}" data-consent-token="${escapeHtml(view.consentToken)}" data-select="${escapeHtml(view.selectUrl)}">
+<h1><strong>${name}</strong> wants access to the Agent Credit Gateway</h1>
+<p>It will receive a 10-minute access token for <code>${escapeHtml(view.resource)}</code> and return you to
+<code>${escapeHtml(`${returnTo.protocol}//${returnTo.host}`)}</code>.</p>
+<p class="muted">Client id <code>${escapeHtml(view.clientId)}</code>. Only continue if you started this from that application.</p>
+<p>Choose who you sign in as:</p>
+${view.providers.map(providerForm).join('\n')}
+<p id="status" role="status"></p></div>`,
+    CONSENT_SCRIPT,
+  );
+}

@@ -1,0 +1,120 @@
+// Dynamic client registration (RFC 7591), public clients only. Each rule names the error it raises:
+// redirect URI problems are `invalid_redirect_uri`, every other metadata problem `invalid_client_metadata`.
+// Unknown members are ignored (RFC 7591 §2) and never echoed back.
+import type { Gateway } from '../platform/gateway.ts';
+import { newId } from '../platform/ids.ts';
+import { invalidClientMetadata, invalidRedirectUri, temporarilyUnavailable } from './errors.ts';
+import { CLIENT_NAME_LENGTH_MAX, CLIENTS_MAX, REDIRECT_URI_LENGTH_MAX, REDIRECT_URIS_MAX, REDIRECT_URIS_MIN, UNUSED_CLIENT_PURGE_AFTER_S } from './limits.ts';
+import { redirectUriProblem } from './redirect-uris.ts';
+import { parseScope } from './scopes.ts';
+import * as store from './store.ts';
+
+export interface ClientMetadata {
+  redirectUris: string[];
+  clientName: string | null;
+  scope: string | null;
+}
+
+export interface ClientRegistration {
+  client_id: string;
+  client_id_issued_at: number;
+  client_name?: string;
+  redirect_uris: string[];
+  token_endpoint_auth_method: 'none';
+  grant_types: ['authorization_code'];
+  response_types: ['code'];
+  scope?: string;
+}
+
+/** Members that only a confidential client would send; a public client must not. */
+const CONFIDENTIAL_MEMBERS = ['client_secret', 'client_secret_expires_at', 'jwks', 'jwks_uri'];
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f]/;
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function exactly(value: unknown, only: string): boolean {
+  return Array.isArray(value) && value.length === 1 && value[0] === only;
+}
+
+function redirectUris(value: unknown): string[] {
+  if (!Array.isArray(value)) throw invalidRedirectUri('redirect_uris is required: an array of 1 to 10 URIs');
+  if (value.length < REDIRECT_URIS_MIN || value.length > REDIRECT_URIS_MAX) {
+    throw invalidRedirectUri(`redirect_uris must hold ${REDIRECT_URIS_MIN} to ${REDIRECT_URIS_MAX} URIs, got ${value.length}`);
+  }
+  return value.map((uri, index) => {
+    if (typeof uri !== 'string') throw invalidRedirectUri(`redirect_uris[${index}] must be a string`);
+    if (uri.length > REDIRECT_URI_LENGTH_MAX) throw invalidRedirectUri(`redirect_uris[${index}] is longer than ${REDIRECT_URI_LENGTH_MAX} characters`);
+    const problem = redirectUriProblem(uri);
+    if (problem) throw invalidRedirectUri(`redirect_uris[${index}] ${problem}`);
+    return uri;
+  });
+}
+
+function clientName(value: unknown): string | null {
+  if (value === undefined) return null;
+  if (typeof value !== 'string') throw invalidClientMetadata('client_name must be a string');
+  const length = [...value].length;
+  if (length < 1 || length > CLIENT_NAME_LENGTH_MAX) throw invalidClientMetadata(`client_name must be 1 to ${CLIENT_NAME_LENGTH_MAX} characters`);
+  // It is shown on the consent page, so it is attacker-controlled text (RFC 7591 §5).
+  if (CONTROL_CHARACTERS.test(value)) throw invalidClientMetadata('client_name must not contain control characters');
+  return value;
+}
+
+function scope(value: unknown): string | null {
+  if (value === undefined) return null;
+  const scopes = typeof value === 'string' ? parseScope(value) : undefined;
+  if (!scopes) throw invalidClientMetadata('scope may only list svc:agent and svc:owner, separated by one space');
+  return [...scopes].sort().join(' ');
+}
+
+/** Validates a registration request body; throws the RFC 7591 error for the first rule it breaks. */
+export function validateClientMetadata(body: unknown): ClientMetadata {
+  if (!isPlainObject(body)) throw invalidClientMetadata('the body must be a JSON object of client metadata');
+  const uris = redirectUris(body.redirect_uris);
+  const name = clientName(body.client_name);
+  if (body.token_endpoint_auth_method !== undefined && body.token_endpoint_auth_method !== 'none') {
+    throw invalidClientMetadata('token_endpoint_auth_method must be "none": only public clients can register');
+  }
+  if (body.grant_types !== undefined && !exactly(body.grant_types, 'authorization_code')) {
+    throw invalidClientMetadata('grant_types must be ["authorization_code"]');
+  }
+  if (body.response_types !== undefined && !exactly(body.response_types, 'code')) {
+    throw invalidClientMetadata('response_types must be ["code"]');
+  }
+  const confidential = CONFIDENTIAL_MEMBERS.find((member) => body[member] !== undefined);
+  if (confidential) throw invalidClientMetadata(`${confidential} is not accepted: only public clients can register`);
+  return { redirectUris: uris, clientName: name, scope: scope(body.scope) };
+}
+
+export function registrationRecord(row: store.ClientRow): ClientRegistration {
+  return {
+    client_id: row.id,
+    client_id_issued_at: Number(row.created_at_s),
+    ...(row.client_name === null ? {} : { client_name: row.client_name }),
+    redirect_uris: row.redirect_uris,
+    token_endpoint_auth_method: 'none',
+    grant_types: ['authorization_code'],
+    response_types: ['code'],
+    ...(row.scope === null ? {} : { scope: row.scope }),
+  };
+}
+
+/**
+ * Stores a new client unless the cap is reached. At the cap, clients that never obtained a token for a
+ * day are purged first, so abandoned registrations cannot lock everyone out for good.
+ */
+export async function registerClient(gateway: Gateway, metadata: ClientMetadata): Promise<ClientRegistration> {
+  const nowS = gateway.clock.nowS();
+  const row = await gateway.db.transaction(async (tx) => {
+    await store.lockRegistrations(tx);
+    if ((await store.countClients(tx)) >= CLIENTS_MAX) {
+      await store.purgeUnusedClients(tx, nowS - UNUSED_CLIENT_PURGE_AFTER_S);
+      if ((await store.countClients(tx)) >= CLIENTS_MAX) return undefined;
+    }
+    return store.insertClient(tx, { id: newId('cli'), clientName: metadata.clientName, redirectUris: metadata.redirectUris, scope: metadata.scope, nowS });
+  });
+  if (!row) throw temporarilyUnavailable(429, `the gateway holds its maximum of ${CLIENTS_MAX} registered clients; retry later`, 3600);
+  return registrationRecord(row);
+}

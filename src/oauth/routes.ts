@@ -1,0 +1,225 @@
+// HTTP edge of the OAuth 2.0 authorization server: registration, authorization start, consent page,
+// identity choice, token endpoint and discovery. Each step's rules live in its own file; this file
+// only translates requests and responses. Form bodies are accepted in this plugin's scope only.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import formbody from '@fastify/formbody';
+import type { Static } from '@sinclair/typebox';
+import type { CredentialVerifier, Resource } from '../identity/verifier.ts';
+import { OAuthErrorRef } from '../platform/http/openapi.ts';
+import { authorize } from './authorize.ts';
+import { CONSENT_TOKEN_HEADER, readBrowserSecret, setCookieHeader } from './browser-binding.ts';
+import { consent } from './consent.ts';
+import { devLoginRoutes } from './dev-login.ts';
+import { temporarilyUnavailable, unsupportedMediaType } from './errors.ts';
+import { REGISTRATIONS_PER_ADDRESS_PER_WINDOW } from './limits.ts';
+import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';
+import { consentPage, errorPage, newNonce, pageHeaders } from './pages.ts';
+import { registerClient, validateClientMetadata } from './register.ts';
+import * as schemas from './schemas.ts';
+import { checkSelectCaller, select } from './select.ts';
+import { exchangeCode } from './token.ts';
+
+export interface OAuthRouteDeps {
+  verifier: CredentialVerifier;
+}
+
+const FORM = 'application/x-www-form-urlencoded';
+const JSON_TYPE = 'application/json';
+const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' };
+const DISCOVERY_CACHE = { 'cache-control': 'public, max-age=300' };
+
+function mediaType(request: FastifyRequest): string {
+  return (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+}
+
+/** Refuses any other body type before it is parsed, so a JSON body at the token endpoint is a 415. */
+function requireMediaType(expected: string) {
+  return async (request: FastifyRequest) => {
+    if (mediaType(request) !== expected) throw unsupportedMediaType(expected);
+  };
+}
+
+function rawQuery(request: FastifyRequest): string {
+  const at = request.url.indexOf('?');
+  return at < 0 ? '' : request.url.slice(at + 1);
+}
+
+function sendPage(reply: FastifyReply, status: number, render: (nonce: string) => string): FastifyReply {
+  const nonce = newNonce();
+  return reply.code(status).headers(pageHeaders(nonce)).send(render(nonce));
+}
+
+export function oauthRoutes(deps: OAuthRouteDeps) {
+  return async function routes(app: FastifyInstance): Promise<void> {
+    const { gateway } = app;
+    await app.register(formbody);
+    // RFC 6749 §5.1: every token-bearing or error answer is uncacheable, for HTTP/1.0 caches too.
+    app.addHook('onSend', async (_request, reply) => {
+      if (reply.getHeader('cache-control') === 'no-store') reply.header('pragma', 'no-cache');
+    });
+    app.addSchema(schemas.ClientRegistration);
+    app.addSchema(schemas.TokenResponse);
+    app.addSchema(schemas.AuthorizationServerMetadata);
+    app.addSchema(schemas.ProtectedResourceMetadata);
+    const tags = ['oauth'];
+
+    app.post('/oauth/register', {
+      onRequest: [
+        async (request) => {
+          // Every attempt counts: registration is anonymous, so this is the brake on abuse (RFC 7591 §5).
+          const decision = gateway.rateLimiter.hit(`oauth-register:${request.ip}`, REGISTRATIONS_PER_ADDRESS_PER_WINDOW);
+          if (!decision.allowed) {
+            throw temporarilyUnavailable(429, `more than ${decision.limit} registrations from this address in ${gateway.config.rateLimit.windowS} s`, decision.retryAfterS);
+          }
+        },
+        requireMediaType(JSON_TYPE),
+      ],
+      attachValidation: true,
+      schema: {
+        tags,
+        summary: 'Register a public OAuth client (RFC 7591)',
+        description:
+          `Public clients only: token_endpoint_auth_method is "none". ${REGISTRATIONS_PER_ADDRESS_PER_WINDOW} registrations per address per ` +
+          'rate-limit window; at most 1000 clients (429 temporarily_unavailable beyond). Redirect URI problems answer ' +
+          'invalid_redirect_uri, any other metadata problem invalid_client_metadata.',
+        body: schemas.ClientRegistrationRequest,
+        response: { 201: schemas.ClientRegistration, 400: OAuthErrorRef, 415: OAuthErrorRef, 429: OAuthErrorRef, 503: OAuthErrorRef },
+      },
+      handler: async (request, reply) => {
+        if (!gateway.signing.configured) throw temporarilyUnavailable(503, 'the gateway cannot issue tokens: no signing key is configured');
+        // Validated by hand (not by the schema) so each rule answers its own RFC 7591 error code.
+        const record = await registerClient(gateway, validateClientMetadata(request.body));
+        return reply.code(201).headers(NO_STORE).send(record);
+      },
+    });
+
+    app.get('/oauth/authorize', {
+      // The rules (and which failures may be redirected) are applied by hand, in RFC order.
+      attachValidation: true,
+      schema: {
+        tags,
+        summary: 'Start an authorization request (authorization code + PKCE S256)',
+        description:
+          'Unknown client_id or unregistered redirect_uri: a 400 HTML page, never a redirect. Other errors: 303 to the ' +
+          'redirect_uri with error, error_description, state and iss (RFC 9207): invalid_request (missing or repeated ' +
+          'parameter, PKCE missing or not S256), unsupported_response_type, invalid_target (resource), invalid_scope, ' +
+          'temporarily_unavailable. Success: 303 to the consent page, with a browser-binding cookie.',
+        querystring: schemas.AuthorizeQuery,
+        response: {
+          303: schemas.SeeOther('to the consent page, or back to the client with an error'),
+          400: schemas.HtmlPage('the request cannot be trusted to the redirect URI'),
+        },
+      },
+      handler: async (request, reply) => {
+        const { baseUrl } = gateway.config;
+        const outcome = await authorize(gateway, rawQuery(request), readBrowserSecret(request.headers.cookie, baseUrl));
+        if (outcome.kind === 'show') return sendPage(reply, outcome.status, (nonce) => errorPage(nonce, outcome.error, outcome.description));
+        reply.headers({ 'referrer-policy': 'no-referrer', 'cache-control': 'no-store' });
+        if (outcome.kind === 'consent' && outcome.newBrowser) reply.header('set-cookie', setCookieHeader(baseUrl, outcome.browserSecret));
+        return reply.redirect(outcome.location, 303);
+      },
+    });
+
+    app.get('/oauth/consent', {
+      attachValidation: true,
+      schema: {
+        tags,
+        summary: 'The consent page: choose the identity provider and sign in',
+        description:
+          'HTML for the browser that started the authorization request. Sends a CSP with a script nonce and ' +
+          "frame-ancestors 'none', X-Frame-Options DENY and Referrer-Policy no-referrer.",
+        querystring: schemas.ConsentQuery,
+        response: { 200: schemas.HtmlPage('the consent page'), 400: schemas.HtmlPage('unknown, expired or used request'), 403: schemas.HtmlPage('started in another browser') },
+      },
+      handler: async (request, reply) => {
+        const requestId = new URLSearchParams(rawQuery(request)).get('request_id') ?? undefined;
+        const outcome = await consent(gateway, requestId, readBrowserSecret(request.headers.cookie, gateway.config.baseUrl), (choice) => deps.verifier.provider(choice));
+        if (outcome.kind === 'show') return sendPage(reply, outcome.status, (nonce) => errorPage(nonce, outcome.error, outcome.description));
+        return sendPage(reply, 200, (nonce) => consentPage(nonce, outcome.view));
+      },
+    });
+
+    app.post('/oauth/select', {
+      onRequest: [
+        async (request) => checkSelectCaller(gateway, request.headers.origin, rawQuery(request) !== ''),
+        requireMediaType(JSON_TYPE),
+      ],
+      schema: {
+        tags,
+        summary: 'Choose the identity provider for a pending authorization request',
+        description:
+          'Called by the consent page. `Origin` must equal the gateway origin exactly (403 otherwise, also when missing); ' +
+          'no query parameters (credentials are never accepted in the query string: 400). `Authorization: Bearer <identity token>` ' +
+          `of the chosen provider, the browser-binding cookie and the page's \`${CONSENT_TOKEN_HEADER}\` header are required. ` +
+          'identityProvider `human` needs a human owner session (an agent identity is refused, 403) and grants svc:owner; ' +
+          '`agent` needs an agent identity and grants svc:agent. 403 access_denied: untrusted origin, wrong actor, invalid ' +
+          'session, scope mismatch, or a call not bound to the consent page. 400 invalid_request: unknown, expired or already ' +
+          'used request (consent is single use).',
+        body: schemas.SelectBody,
+        response: { 200: schemas.SelectResponse, 400: OAuthErrorRef, 403: OAuthErrorRef, 415: OAuthErrorRef, 503: OAuthErrorRef },
+      },
+      handler: async (request, reply) => {
+        const body = request.body as Static<typeof schemas.SelectBody>;
+        const consentToken = request.headers[CONSENT_TOKEN_HEADER];
+        const result = await select(gateway, deps.verifier, {
+          authorization: request.headers.authorization,
+          browserSecret: readBrowserSecret(request.headers.cookie, gateway.config.baseUrl),
+          consentToken: typeof consentToken === 'string' ? consentToken : undefined,
+          requestId: body.requestId,
+          identityProvider: body.identityProvider as 'human' | 'agent',
+        });
+        return reply.headers(NO_STORE).send(result);
+      },
+    });
+
+    app.post('/oauth/token', {
+      onRequest: [requireMediaType(FORM)],
+      // Every failure must answer its own OAuth error code, so the form is checked by hand in RFC order.
+      attachValidation: true,
+      schema: {
+        tags,
+        summary: 'Exchange an authorization code for an access token (PKCE S256)',
+        description:
+          'Form-encoded only (415 otherwise); all six parameters required. Errors: invalid_request (missing or repeated ' +
+          'parameter, malformed code_verifier), unsupported_grant_type, invalid_client (unknown client_id), invalid_grant ' +
+          '(code unknown, expired, used, of another client; PKCE mismatch; missing code_verifier; redirect_uri mismatch), ' +
+          'invalid_target (resource not ours or not the code\'s). A used code presented again also revokes the token it ' +
+          'issued. 503 temporarily_unavailable without a signing key or storage. No refresh tokens.',
+        body: { content: { [FORM]: { schema: schemas.TokenRequest } } },
+        response: { 200: schemas.TokenResponse, 400: OAuthErrorRef, 415: OAuthErrorRef, 503: OAuthErrorRef },
+      },
+      handler: async (request, reply) => reply.headers(NO_STORE).send(await exchangeCode(gateway, request.body)),
+    });
+
+    const discovery = ['discovery'];
+    for (const path of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
+      app.get(path, {
+        schema: {
+          tags: discovery,
+          summary: path.endsWith('openid-configuration')
+            ? 'Authorization server metadata at the OpenID configuration path (probed by MCP clients)'
+            : 'Authorization server metadata (RFC 8414)',
+          response: { 200: schemas.AuthorizationServerMetadata },
+        },
+        handler: async (_request, reply) => reply.headers(DISCOVERY_CACHE).send(authorizationServerMetadata(gateway.config.baseUrl)),
+      });
+    }
+    const resources: Array<[string, Resource]> = [
+      ['/.well-known/oauth-protected-resource', 'api'],
+      ['/.well-known/oauth-protected-resource/mcp', 'mcp'],
+      ['/mcp/.well-known/oauth-protected-resource', 'mcp'],
+    ];
+    for (const [path, resource] of resources) {
+      app.get(path, {
+        schema: {
+          tags: discovery,
+          summary: `Protected resource metadata (RFC 9728) for ${resource === 'mcp' ? 'the MCP endpoint' : 'the API'}`,
+          response: { 200: schemas.ProtectedResourceMetadata },
+        },
+        handler: async (_request, reply) => reply.headers(DISCOVERY_CACHE).send(protectedResourceMetadata(gateway.config.baseUrl, resource)),
+      });
+    }
+
+    await app.register(devLoginRoutes(deps.verifier));
+  };
+}

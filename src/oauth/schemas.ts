@@ -1,0 +1,136 @@
+// Route schemas of the authorization server: the OpenAPI document is generated from these.
+import { Type } from '@sinclair/typebox';
+import { CLIENT_NAME_LENGTH_MAX, REDIRECT_URIS_MAX, REDIRECT_URIS_MIN } from './limits.ts';
+import { IDENTITY_PROVIDERS, SCOPES } from './scopes.ts';
+
+export const ClientRegistrationRequest = Type.Object(
+  {
+    redirect_uris: Type.Array(Type.String({ format: 'uri' }), {
+      minItems: REDIRECT_URIS_MIN,
+      maxItems: REDIRECT_URIS_MAX,
+      description: 'https URIs, or http on 127.0.0.1, [::1] or localhost; no fragment, no credentials; at most 2000 characters each',
+    }),
+    client_name: Type.Optional(Type.String({ minLength: 1, maxLength: CLIENT_NAME_LENGTH_MAX, description: 'shown on the consent page' })),
+    token_endpoint_auth_method: Type.Optional(Type.Literal('none', { description: 'public clients only' })),
+    grant_types: Type.Optional(Type.Array(Type.Literal('authorization_code'), { minItems: 1, maxItems: 1 })),
+    response_types: Type.Optional(Type.Array(Type.Literal('code'), { minItems: 1, maxItems: 1 })),
+    scope: Type.Optional(Type.String({ description: 'limits the client to these scopes: svc:agent, svc:owner or both (space-separated)' })),
+  },
+  { additionalProperties: true, description: 'RFC 7591 client metadata. Other members are ignored and never echoed back.' },
+);
+
+export const ClientRegistration = Type.Object(
+  {
+    client_id: Type.String(),
+    client_id_issued_at: Type.Integer({ description: 'Unix seconds' }),
+    client_name: Type.Optional(Type.String()),
+    redirect_uris: Type.Array(Type.String()),
+    token_endpoint_auth_method: Type.Literal('none'),
+    grant_types: Type.Array(Type.String()),
+    response_types: Type.Array(Type.String()),
+    scope: Type.Optional(Type.String()),
+  },
+  { $id: 'OAuthClientRegistration', description: 'OAuth client registration record' },
+);
+
+export const AuthorizeQuery = Type.Object(
+  {
+    response_type: Type.Optional(Type.Literal('code')),
+    client_id: Type.Optional(Type.String()),
+    redirect_uri: Type.Optional(Type.String({ description: 'required; a registered URI (a loopback IP literal may use any port)' })),
+    state: Type.Optional(Type.String({ maxLength: 512, description: 'echoed back; recommended' })),
+    code_challenge: Type.Optional(Type.String({ description: 'required; base64url SHA-256 of the code verifier (43 characters)' })),
+    code_challenge_method: Type.Optional(Type.Literal('S256', { description: 'required' })),
+    resource: Type.Optional(Type.String({ description: 'required (RFC 8707): {base_url} for the API or {base_url}/mcp' })),
+    scope: Type.Optional(Type.String({ description: 'svc:agent, svc:owner, or both; absent = the identity provider chosen decides' })),
+  },
+  { additionalProperties: true },
+);
+
+export const ConsentQuery = Type.Object({ request_id: Type.Optional(Type.String()) }, { additionalProperties: true });
+
+export const SelectBody = Type.Object(
+  {
+    requestId: Type.String({ minLength: 1, maxLength: 200, description: 'the pending authorization request (from the consent page)' }),
+    identityProvider: Type.String({
+      enum: [...IDENTITY_PROVIDERS],
+      description: '`human`: the human owner identity provider, grants svc:owner (O token); `agent`: the agent identity provider, grants svc:agent (A token)',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const SelectResponse = Type.Object({
+  redirectUrl: Type.String({ format: 'uri', description: 'the registered callback with code, state and iss' }),
+});
+
+export const TokenRequest = Type.Object(
+  {
+    grant_type: Type.Literal('authorization_code'),
+    code: Type.String(),
+    client_id: Type.String(),
+    redirect_uri: Type.String({ format: 'uri' }),
+    code_verifier: Type.String({ minLength: 43, maxLength: 128, pattern: '^[A-Za-z0-9._~-]+$' }),
+    resource: Type.String({ format: 'uri' }),
+  },
+  { additionalProperties: true },
+);
+
+export const TokenResponse = Type.Object(
+  {
+    access_token: Type.String({ description: 'ES256 JWT, typ at+jwt (RFC 9068)' }),
+    token_type: Type.Literal('Bearer'),
+    expires_in: Type.Integer({ description: 'seconds; 600' }),
+    scope: Type.String({ enum: [...SCOPES] }),
+  },
+  { $id: 'OAuthAccessTokenResponse', description: 'OAuth access token response' },
+);
+
+export const AuthorizationServerMetadata = Type.Object(
+  {
+    issuer: Type.String(),
+    authorization_endpoint: Type.String(),
+    token_endpoint: Type.String(),
+    registration_endpoint: Type.String(),
+    jwks_uri: Type.String(),
+    scopes_supported: Type.Array(Type.String()),
+    response_types_supported: Type.Array(Type.String()),
+    response_modes_supported: Type.Array(Type.String()),
+    grant_types_supported: Type.Array(Type.String()),
+    token_endpoint_auth_methods_supported: Type.Array(Type.String()),
+    code_challenge_methods_supported: Type.Array(Type.String()),
+    authorization_response_iss_parameter_supported: Type.Boolean(),
+    client_id_metadata_document_supported: Type.Boolean(),
+    service_documentation: Type.String(),
+  },
+  { $id: 'OAuthAuthorizationServerMetadata', description: 'RFC 8414 authorization server metadata' },
+);
+
+export const ProtectedResourceMetadata = Type.Object(
+  {
+    resource: Type.String(),
+    authorization_servers: Type.Array(Type.String()),
+    scopes_supported: Type.Array(Type.String()),
+    bearer_methods_supported: Type.Array(Type.String()),
+    resource_name: Type.String(),
+    resource_documentation: Type.String(),
+  },
+  { $id: 'OAuthProtectedResourceMetadata', description: 'RFC 9728 protected resource metadata' },
+);
+
+export const DevLoginBody = Type.Object(
+  {
+    email: Type.Optional(Type.String({ minLength: 3, maxLength: 254, pattern: '^[^@\\s]+@[^@\\s]+$', description: 'human: the verified email' })),
+    subject: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "agent: the agent's subject at the agent issuer" })),
+    ownerEmail: Type.Optional(Type.String({ minLength: 3, maxLength: 254, pattern: '^[^@\\s]+@[^@\\s]+$', description: "agent: its owner's verified email" })),
+  },
+  { additionalProperties: false },
+);
+
+export const DevLoginResponse = Type.Object({
+  token: Type.String({ description: 'an identity JWT of the built-in issuer' }),
+  expiresIn: Type.Integer({ description: 'seconds' }),
+});
+
+export const HtmlPage = (description: string) => ({ description, content: { 'text/html': { schema: { type: 'string' } } } });
+export const SeeOther = (description: string) => ({ description, type: 'null' });

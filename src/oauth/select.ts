@@ -1,0 +1,105 @@
+// POST /oauth/select: the person chose an identity provider and signed in with it. The identity is
+// checked against the choice (a human consent never accepts an agent identity), the pending request
+// is consumed exactly once, and an authorization code bound to the client, redirect URI, resource,
+// S256 challenge and scope is minted. The answer is only the registered callback URL with `code`,
+// `state` and `iss` (RFC 9207).
+import { createHash } from 'node:crypto';
+import type { CredentialVerifier } from '../identity/verifier.ts';
+import { ApiError } from '../platform/errors.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import type { Principal } from '../platform/principal.ts';
+import { newSecret } from '../platform/ids.ts';
+import { redirectWith } from './authorize.ts';
+import { consentBindingHolds } from './browser-binding.ts';
+import { requestProblem } from './consent.ts';
+import { accessDenied, invalidRequest, temporarilyUnavailable } from './errors.ts';
+import { ACCESS_TOKEN_LIFETIME_S, AUTHORIZATION_CODE_LIFETIME_S } from './limits.ts';
+import { parseScope, SCOPE_FOR_PROVIDER, type IdentityProviderChoice } from './scopes.ts';
+import * as store from './store.ts';
+
+export interface SelectRequest {
+  authorization: string | undefined;
+  browserSecret: string | undefined;
+  consentToken: string | undefined;
+  requestId: string;
+  identityProvider: IdentityProviderChoice;
+}
+
+export function hashCode(code: string): string {
+  return createHash('sha256').update(code).digest('hex');
+}
+
+/** Identity failures are 403 here (spec: invalid session); a provider outage stays a 503. */
+async function signIn(verifier: CredentialVerifier, authorization: string | undefined): Promise<Principal> {
+  try {
+    return await verifier.authenticate(authorization, 'api');
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 503) throw temporarilyUnavailable(503, error.message);
+    if (error instanceof ApiError) throw accessDenied(`invalid session: ${error.message}`);
+    throw error;
+  }
+}
+
+/** The signed-in identity must come from the chosen provider itself (not one of our tokens, not a key). */
+function checkActor(choice: IdentityProviderChoice, principal: Principal): void {
+  if (choice === 'human') {
+    if (principal.kind === 'agent') throw accessDenied('an agent identity cannot give human owner consent; sign in with the human identity provider');
+    if (principal.credential !== 'human_session') throw accessDenied('human consent needs a session of the human identity provider');
+    return;
+  }
+  if (principal.kind !== 'agent' || principal.credential !== 'agent_identity') {
+    throw accessDenied('agent consent needs an identity of the agent identity provider');
+  }
+}
+
+/**
+ * Checked before the body is read: only our own consent page may call select (a missing Origin is
+ * refused too; browsers always send it on a JSON POST), and nothing may travel in the query string.
+ */
+export function checkSelectCaller(gateway: Gateway, origin: string | undefined, hasQuery: boolean): void {
+  const expectedOrigin = new URL(gateway.config.baseUrl).origin;
+  if (origin !== expectedOrigin) throw accessDenied(`the Origin header must be ${expectedOrigin}`);
+  if (hasQuery) throw invalidRequest('select takes no query parameters; credentials are never accepted in the query string');
+}
+
+export async function select(gateway: Gateway, verifier: CredentialVerifier, input: SelectRequest): Promise<{ redirectUrl: string }> {
+  const { baseUrl } = gateway.config;
+
+  const request = await store.findAuthorizationRequest(gateway.db, input.requestId);
+  const problem = requestProblem(request, gateway.clock.nowS());
+  if (problem || !request) throw invalidRequest(problem ?? 'no such authorization request');
+  if (!consentBindingHolds(input.browserSecret, request.browser_hash, request.id, input.consentToken)) {
+    throw accessDenied('consent must come from the consent page shown in the browser that started this request');
+  }
+
+  const principal = await signIn(verifier, input.authorization);
+  checkActor(input.identityProvider, principal);
+  const scope = SCOPE_FOR_PROVIDER[input.identityProvider];
+  const grantable = request.scope === null ? undefined : parseScope(request.scope);
+  if (grantable && !grantable.has(scope)) throw accessDenied(`scope mismatch: the client asked for ${request.scope}, this provider grants ${scope}`);
+
+  const code = newSecret('');
+  const nowS = gateway.clock.nowS();
+  const consumed = await gateway.db.transaction(async (tx) => {
+    if (!(await store.consumeAuthorizationRequest(tx, request.id, nowS))) return false;
+    await store.purgeCodes(tx, nowS);
+    await store.insertCode(tx, {
+      codeHash: hashCode(code),
+      clientId: request.client_id,
+      redirectUri: request.redirect_uri,
+      resource: request.resource,
+      codeChallenge: request.code_challenge,
+      scope,
+      actorType: input.identityProvider === 'human' ? 'owner' : 'agent',
+      subject: input.identityProvider === 'human' ? principal.ownerId! : principal.agentId!,
+      email: input.identityProvider === 'human' ? principal.email! : null,
+      nowS,
+      expiresAtS: nowS + AUTHORIZATION_CODE_LIFETIME_S,
+      // Kept past its expiry so a late replay can still revoke the token it issued.
+      purgeAfterS: nowS + AUTHORIZATION_CODE_LIFETIME_S + ACCESS_TOKEN_LIFETIME_S,
+    });
+    return true;
+  });
+  if (!consumed) throw invalidRequest('this authorization request has already been used');
+  return { redirectUrl: redirectWith(request.redirect_uri, { code, state: request.state ?? undefined, iss: baseUrl }) };
+}

@@ -1,0 +1,114 @@
+// POST /oauth/token: the authorization code grant with PKCE (RFC 6749 §4.1.3, RFC 7636 §4.6, RFC 8707).
+// Checks run in this order, each naming its error (research brief §1.4):
+//   signing key configured ............................. 503 temporarily_unavailable
+//   a parameter repeated ............................... 400 invalid_request
+//   grant_type missing / not authorization_code ........ 400 invalid_request / unsupported_grant_type
+//   client_id, code, redirect_uri or resource missing .. 400 invalid_request
+//   code_verifier missing .............................. 400 invalid_grant (RFC 7636 §4.6)
+//   client_id unknown .................................. 400 invalid_client
+//   code_verifier not 43–128 unreserved characters ..... 400 invalid_request
+//   resource not one of ours ........................... 400 invalid_target
+//   code unknown or issued to another client ........... 400 invalid_grant
+//   verifier does not match the S256 challenge ......... 400 invalid_grant
+//   redirect_uri differs from the code's ............... 400 invalid_grant
+//   resource differs from the code's ................... 400 invalid_target
+//   code already used .................................. 400 invalid_grant, and its token is revoked
+//   code expired (60 s) ................................ 400 invalid_grant
+// PKCE is checked before the used flag, so only the holder of the verifier can trigger a revocation
+// (an attacker with a stolen code alone cannot revoke the victim's token: oidc-provider's order).
+import { ACCESS_TOKEN_TYP } from '../identity/verifier.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import { newId } from '../platform/ids.ts';
+import { invalidClient, invalidGrant, invalidRequest, invalidTarget, temporarilyUnavailable, unsupportedGrantType } from './errors.ts';
+import { ACCESS_TOKEN_LIFETIME_S } from './limits.ts';
+import { CODE_VERIFIER_PATTERN, verifierMatches } from './pkce.ts';
+import { isOurResource } from './resources.ts';
+import { hashCode } from './select.ts';
+import * as store from './store.ts';
+
+export const TOKEN_PARAMETERS = ['grant_type', 'code', 'client_id', 'redirect_uri', 'code_verifier', 'resource'] as const;
+type TokenParameter = (typeof TOKEN_PARAMETERS)[number];
+
+export interface TokenResponse {
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  scope: string;
+}
+
+/** The six parameters as single strings (a missing one is undefined); any repeated one is refused. */
+function readForm(form: unknown): Partial<Record<TokenParameter, string>> {
+  const fields = (typeof form === 'object' && form !== null ? form : {}) as Record<string, unknown>;
+  const read: Partial<Record<TokenParameter, string>> = {};
+  for (const name of Object.keys(fields)) {
+    if (Array.isArray(fields[name])) throw invalidRequest(`${name} must not be repeated`);
+  }
+  for (const name of TOKEN_PARAMETERS) {
+    const value = fields[name];
+    if (typeof value === 'string' && value !== '') read[name] = value;
+  }
+  return read;
+}
+
+export async function exchangeCode(gateway: Gateway, form: unknown): Promise<TokenResponse> {
+  const { db, clock, signing, config } = gateway;
+  if (!signing.configured) throw temporarilyUnavailable(503, 'the gateway has no signing key configured (ACG_SIGNING_KEY)');
+  const p = readForm(form);
+  if (!p.grant_type) throw invalidRequest('grant_type is required');
+  if (p.grant_type !== 'authorization_code') throw unsupportedGrantType('only grant_type=authorization_code is supported');
+  for (const name of ['client_id', 'code', 'redirect_uri', 'resource'] as const) {
+    if (!p[name]) throw invalidRequest(`${name} is required`);
+  }
+  if (!p.code_verifier) throw invalidGrant('code_verifier is required (PKCE)');
+  const client = await store.findClient(db, p.client_id!);
+  if (!client) throw invalidClient('no client is registered with this client_id');
+  if (!CODE_VERIFIER_PATTERN.test(p.code_verifier)) throw invalidRequest('code_verifier must be 43 to 128 characters of A-Z a-z 0-9 - . _ ~');
+  if (!isOurResource(config.baseUrl, p.resource!)) throw invalidTarget(`resource must be ${config.baseUrl} (the API) or ${config.baseUrl}/mcp`);
+
+  const codeHash = hashCode(p.code!);
+  const code = await store.findCode(db, codeHash);
+  if (!code || code.client_id !== client.id) throw invalidGrant('the authorization code is unknown or was issued to another client');
+  if (!verifierMatches(p.code_verifier, code.code_challenge)) throw invalidGrant('code_verifier does not match the code_challenge');
+  if (code.redirect_uri !== p.redirect_uri) throw invalidGrant('redirect_uri differs from the one the code was issued for');
+  if (code.resource !== p.resource) throw invalidTarget('resource differs from the one the code was issued for');
+  const nowS = clock.nowS();
+  if (code.consumed_at_s !== null) return replayed(gateway, code, nowS);
+  if (Number(code.expires_at_s) <= nowS) throw invalidGrant('the authorization code has expired');
+
+  const jti = newId('at');
+  const expiresAtS = nowS + ACCESS_TOKEN_LIFETIME_S;
+  const token = await db.transaction(async (tx) => {
+    if (!(await store.consumeCode(tx, codeHash, { jti, expiresAtS, nowS }))) return undefined;
+    await store.markClientUsed(tx, client.id, nowS);
+    // Signing inside the transaction: if it fails the code is not spent and the client may retry.
+    return signing.sign(
+      {
+        iss: config.baseUrl,
+        sub: code.subject,
+        aud: code.resource,
+        client_id: client.id,
+        scope: code.scope,
+        actor_type: code.actor_type,
+        ...(code.email === null ? {} : { email: code.email }),
+        jti,
+        iat: nowS,
+        exp: expiresAtS,
+      },
+      ACCESS_TOKEN_TYP,
+    );
+  });
+  if (token === undefined) {
+    // Another request spent the code between our read and our update: this one is the replay.
+    const spent = await store.findCode(db, codeHash);
+    return replayed(gateway, spent ?? code, nowS);
+  }
+  return { access_token: token, token_type: 'Bearer', expires_in: ACCESS_TOKEN_LIFETIME_S, scope: code.scope };
+}
+
+/** RFC 6749 §4.1.2: a code used twice is refused and the token it issued is revoked. */
+async function replayed(gateway: Gateway, code: store.CodeRow, nowS: number): Promise<never> {
+  if (code.access_token_jti !== null && code.access_token_expires_at_s !== null) {
+    await store.revokeToken(gateway.db, code.access_token_jti, Number(code.access_token_expires_at_s), nowS);
+  }
+  throw invalidGrant('the authorization code has already been used; the token it issued is revoked');
+}

@@ -1,0 +1,120 @@
+// Offers: what a merchant sells for credit. Owned by a merchant; managed by the merchant's owner or by a
+// merchant API key of that merchant; the category must be one of the merchant's categories.
+import type { Queryable } from '../platform/db/database.ts';
+import { ApiError } from '../platform/errors.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import { newId } from '../platform/ids.ts';
+import { formatUc } from '../platform/money.ts';
+import type { Principal } from '../platform/principal.ts';
+import * as store from './store.ts';
+
+export const HOLD_LIFETIME_S_DEFAULT = 900;
+export const HOLD_LIFETIME_S_MIN = 60;
+/** Seven days: Stripe's default authorization window, and the signing-key retention covers it. */
+export const HOLD_LIFETIME_S_MAX = 7 * 86_400;
+
+export interface Offer {
+  id: string;
+  merchantId: string;
+  name: string;
+  category: string;
+  priceUc: string;
+  active: boolean;
+  holdLifetimeS: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export function toOffer(row: store.OfferRow): Offer {
+  return {
+    id: row.id,
+    merchantId: row.merchant_id,
+    name: row.name,
+    category: row.category,
+    priceUc: formatUc(row.price_uc),
+    active: row.active,
+    holdLifetimeS: row.hold_lifetime_s,
+    createdAt: Number(row.created_at_s),
+    updatedAt: Number(row.updated_at_s),
+  };
+}
+
+export class OfferService {
+  constructor(private readonly gateway: Gateway) {}
+
+  /** The merchant, if the principal may act for it (its owner, or one of its API keys); else 404. */
+  async merchantFor(db: Queryable, principal: Principal, merchantId: string): Promise<store.MerchantFacts> {
+    const merchant = await store.merchantFacts(db, merchantId);
+    const mine = merchant && (principal.kind === 'merchant' ? principal.merchantId === merchant.id : principal.ownerId === merchant.owner_id);
+    if (!merchant || !mine) throw new ApiError('not_found', { detail: `no merchant ${merchantId} of yours` });
+    return merchant;
+  }
+
+  async create(
+    tx: Queryable,
+    principal: Principal,
+    merchantId: string,
+    input: { name: string; category: string; priceUc: bigint; active?: boolean; holdLifetimeS?: number },
+  ): Promise<Offer> {
+    const merchant = await this.merchantFor(tx, principal, merchantId);
+    if (!merchant.categories.includes(input.category)) {
+      throw new ApiError('invalid_input', { detail: `category must be one of the merchant's categories: ${merchant.categories.join(', ')}` });
+    }
+    if (input.priceUc <= 0n) throw new ApiError('invalid_input', { detail: 'priceUc must be positive' });
+    const nowS = BigInt(this.gateway.clock.nowS());
+    return toOffer(
+      await store.insertOffer(tx, {
+        id: newId('off'),
+        merchant_id: merchant.id,
+        name: input.name,
+        category: input.category,
+        price_uc: input.priceUc,
+        active: input.active ?? true,
+        hold_lifetime_s: input.holdLifetimeS ?? HOLD_LIFETIME_S_DEFAULT,
+        created_at_s: nowS,
+        updated_at_s: nowS,
+      }),
+    );
+  }
+
+  async list(principal: Principal, merchantId: string, limit: number, startingAfter?: string): Promise<{ offers: Offer[]; hasMore: boolean }> {
+    await this.merchantFor(this.gateway.db, principal, merchantId);
+    const rows = await store.listOffers(this.gateway.db, merchantId, limit + 1, startingAfter);
+    return { offers: rows.slice(0, limit).map(toOffer), hasMore: rows.length > limit };
+  }
+
+  async get(principal: Principal, merchantId: string, offerId: string): Promise<Offer> {
+    await this.merchantFor(this.gateway.db, principal, merchantId);
+    const row = await store.findOffer(this.gateway.db, offerId);
+    if (!row || row.merchant_id !== merchantId) throw new ApiError('not_found', { detail: `no offer ${offerId}` });
+    return toOffer(row);
+  }
+
+  async update(
+    tx: Queryable,
+    principal: Principal,
+    merchantId: string,
+    offerId: string,
+    patch: { name?: string; priceUc?: bigint; active?: boolean; holdLifetimeS?: number },
+  ): Promise<Offer> {
+    await this.merchantFor(tx, principal, merchantId);
+    const row = await store.findOffer(tx, offerId, true);
+    if (!row || row.merchant_id !== merchantId) throw new ApiError('not_found', { detail: `no offer ${offerId}` });
+    if (patch.priceUc !== undefined && patch.priceUc <= 0n) throw new ApiError('invalid_input', { detail: 'priceUc must be positive' });
+    return toOffer(
+      await store.updateOffer(tx, {
+        ...row,
+        name: patch.name ?? row.name,
+        price_uc: patch.priceUc ?? row.price_uc,
+        active: patch.active ?? row.active,
+        hold_lifetime_s: patch.holdLifetimeS ?? row.hold_lifetime_s,
+        updated_at_s: BigInt(this.gateway.clock.nowS()),
+      }),
+    );
+  }
+
+  /** An active offer of a verified merchant, or undefined. */
+  async sellable(db: Queryable, offerId: string): Promise<store.OfferRow | undefined> {
+    return store.findSellableOffer(db, offerId);
+  }
+}

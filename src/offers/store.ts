@@ -1,0 +1,67 @@
+// SQL of offers, and the merchant facts offers depend on (owner, categories, verification).
+import type { Queryable } from '../platform/db/database.ts';
+
+export interface OfferRow {
+  id: string;
+  merchant_id: string;
+  name: string;
+  category: string;
+  price_uc: bigint;
+  active: boolean;
+  hold_lifetime_s: number;
+  created_at_s: bigint;
+  updated_at_s: bigint;
+}
+
+export interface MerchantFacts {
+  id: string;
+  owner_id: string;
+  categories: string[];
+  verified: boolean;
+}
+
+export async function merchantFacts(db: Queryable, merchantId: string): Promise<MerchantFacts | undefined> {
+  const { rows } = await db.query<MerchantFacts>('SELECT id, owner_id, categories, verified FROM merchants WHERE id = $1', [merchantId]);
+  return rows[0];
+}
+
+export async function insertOffer(db: Queryable, offer: OfferRow): Promise<OfferRow> {
+  const { rows } = await db.query<OfferRow>(
+    `INSERT INTO offers (id, merchant_id, name, category, price_uc, active, hold_lifetime_s, created_at_s, updated_at_s)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING *`,
+    [offer.id, offer.merchant_id, offer.name, offer.category, offer.price_uc, offer.active, offer.hold_lifetime_s, offer.created_at_s],
+  );
+  return rows[0]!;
+}
+
+export async function findOffer(db: Queryable, offerId: string, lock = false): Promise<OfferRow | undefined> {
+  const { rows } = await db.query<OfferRow>(`SELECT * FROM offers WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [offerId]);
+  return rows[0];
+}
+
+export async function listOffers(db: Queryable, merchantId: string, limit: number, startingAfter?: string): Promise<OfferRow[]> {
+  const { rows } = await db.query<OfferRow>(
+    `SELECT * FROM offers WHERE merchant_id = $1
+       AND ($2::text IS NULL OR seq > (SELECT seq FROM offers WHERE id = $2 AND merchant_id = $1))
+     ORDER BY seq LIMIT $3`,
+    [merchantId, startingAfter ?? null, limit],
+  );
+  return rows;
+}
+
+export async function updateOffer(db: Queryable, offer: OfferRow): Promise<OfferRow> {
+  const { rows } = await db.query<OfferRow>(
+    `UPDATE offers SET name = $2, price_uc = $3, active = $4, hold_lifetime_s = $5, updated_at_s = $6 WHERE id = $1 RETURNING *`,
+    [offer.id, offer.name, offer.price_uc, offer.active, offer.hold_lifetime_s, offer.updated_at_s],
+  );
+  return rows[0]!;
+}
+
+/** An active offer of a verified merchant, as voucher minting needs it. */
+export async function findSellableOffer(db: Queryable, offerId: string): Promise<OfferRow | undefined> {
+  const { rows } = await db.query<OfferRow>(
+    `SELECT o.* FROM offers o JOIN merchants m ON m.id = o.merchant_id WHERE o.id = $1 AND o.active AND m.verified`,
+    [offerId],
+  );
+  return rows[0];
+}

@@ -1,0 +1,57 @@
+// Minting a voucher: one transaction takes the hold for an offer and signs an ES256 voucher JWT bound to
+// the offer and the hold (`jti` = hold id, `aud` = the merchant, `exp` = the hold's deadline). Merchants
+// verify it offline against the gateway's JWKS.
+import type { LedgerService, Redemption } from '../ledger/service.ts';
+import type { OfferService } from '../offers/service.ts';
+import type { Queryable } from '../platform/db/database.ts';
+import { ApiError } from '../platform/errors.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import { formatUc, type Microcredits } from '../platform/money.ts';
+
+export const VOUCHER_TYP = 'voucher+jwt';
+
+export interface MintRequest {
+  agentId: string;
+  offerId: string;
+  maxUc?: Microcredits;
+}
+
+export class VoucherService {
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly ledger: LedgerService,
+    private readonly offers: OfferService,
+  ) {}
+
+  async mint(tx: Queryable, request: MintRequest): Promise<{ voucher: string; redemption: Redemption }> {
+    const offer = await this.offers.sellable(tx, request.offerId);
+    if (!offer) throw new ApiError('invalid_input', { detail: `no active offer ${request.offerId} of a verified merchant` });
+    if (request.maxUc !== undefined && offer.price_uc > request.maxUc) {
+      throw new ApiError('CAP_EXCEEDED', { detail: `the offer costs ${offer.price_uc} µc, more than your maxUc of ${request.maxUc} µc` });
+    }
+    const redemption = await this.ledger.hold(tx, {
+      agentId: request.agentId,
+      acceptorId: offer.merchant_id,
+      merchantId: offer.merchant_id,
+      offerId: offer.id,
+      category: offer.category,
+      amountUc: offer.price_uc,
+      lifetimeS: offer.hold_lifetime_s,
+    });
+    const voucher = await this.gateway.signing.sign(
+      {
+        iss: this.gateway.config.baseUrl,
+        aud: offer.merchant_id,
+        sub: request.agentId,
+        jti: redemption.id,
+        iat: redemption.createdAt,
+        exp: redemption.expiresAt,
+        offer_id: offer.id,
+        category: offer.category,
+        amount_uc: formatUc(offer.price_uc),
+      },
+      VOUCHER_TYP,
+    );
+    return { voucher, redemption };
+  }
+}

@@ -1,0 +1,80 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startWorld, type World } from '../support/world.ts';
+import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
+
+let world: World;
+let shop: Shop;
+beforeAll(async () => {
+  world = await startWorld();
+  shop = await openShop(world);
+});
+afterAll(() => world.close());
+
+describe('hold expiry', () => {
+  it('a hold past expiresAt cannot be captured or released, reads as expired, and its credit is back in its lots', async () => {
+    const agent = await world.createAgent('exp@example.com', 'exp-agent');
+    const lot = await grant(world, agent.id, 4_000_000n);
+    const offer = await shop.offer({ priceUc: '3000000', holdLifetimeS: 60 });
+    const { redemption } = (await mint(world, agent.token, offer.id)).body;
+    world.gw.clock.advance(60_000); // exactly at the deadline: expired
+    try {
+      // Before any sweep, reads already say expired.
+      const read = await world.api('GET', `/v1/redemptions/${redemption.id}`, { token: shop.key });
+      expect(read.body.state).toBe('expired');
+      const capture = await world.api('POST', `/v1/redemptions/${redemption.id}/capture`, { token: shop.key, key: 'exp-cap', body: {} });
+      expect([capture.status, capture.body.code]).toEqual([409, 'hold_resolved']);
+      const release = await world.api('POST', `/v1/redemptions/${redemption.id}/release`, { token: shop.key, key: 'exp-rel', body: {} });
+      expect([release.status, release.body.code]).toEqual([409, 'hold_resolved']);
+      const lots = (await world.api('GET', `/v1/owner/agents/${agent.id}/lots`, { token: agent.ownerToken })).body.lots;
+      expect(lots).toEqual([expect.objectContaining({ id: lot.id, remainingUc: '4000000', status: 'active' })]);
+      const balance = (await world.api('GET', `/v1/owner/agents/${agent.id}/balance`, { token: agent.ownerToken })).body;
+      expect(balance).toMatchObject({ availableUc: '4000000', heldUc: '0', capturedUc: '0' });
+      const stored = await world.api('GET', `/v1/redemptions/${redemption.id}`, { token: shop.key });
+      expect(stored.body.state).toBe('expired');
+      const { rows } = await world.gw.gateway.db.query<{ n: bigint }>(
+        `SELECT count(*) AS n FROM events WHERE type = 'redemption.expired' AND payload LIKE $1`,
+        [`%${redemption.id}%`],
+      );
+      expect(rows[0]!.n).toBe(1n);
+    } finally {
+      world.gw.clock.advance(-60_000);
+    }
+  });
+
+  it('the sweeper reclaims due holds of every agent, once, from any number of runs', async () => {
+    const agent = await world.createAgent('sweep@example.com', 'sweep-agent');
+    await grant(world, agent.id, 3_000_000n);
+    const offer = await shop.offer({ priceUc: '1000000', holdLifetimeS: 60 });
+    for (let i = 0; i < 3; i++) await mint(world, agent.token, offer.id);
+    world.gw.clock.advance(61_000);
+    try {
+      const { ledger } = world.gw.services;
+      const results = await Promise.all([ledger.expireDue(), ledger.expireDue()]);
+      expect(results[0]! + results[1]!).toBeGreaterThanOrEqual(3);
+      expect(await ledger.expireDue()).toBe(0);
+      const balance = await ledger.balance(world.gw.gateway.db, agent.id);
+      expect(balance).toMatchObject({ availableUc: '3000000', heldUc: '0' });
+    } finally {
+      world.gw.clock.advance(-61_000);
+    }
+  });
+
+  it('credit returned to a lot that expired meanwhile lapses', async () => {
+    const agent = await world.createAgent('lapse@example.com', 'lapse-agent');
+    const nowS = world.gw.clock.nowS();
+    await grant(world, agent.id, 2_000_000n, { expiresAtS: nowS + 30 });
+    const offer = await shop.offer({ priceUc: '1500000', holdLifetimeS: 120 });
+    const { redemption } = (await mint(world, agent.token, offer.id)).body;
+    world.gw.clock.advance(40_000); // the lot has expired; the hold has not
+    try {
+      const release = await world.api('POST', `/v1/redemptions/${redemption.id}/release`, { token: shop.key, key: 'lapse-rel', body: {} });
+      expect(release.status).toBe(200);
+      const balance = await world.gw.services.ledger.balance(world.gw.gateway.db, agent.id);
+      expect(balance).toEqual({ agentId: agent.id, availableUc: '0', heldUc: '0', capturedUc: '0', lapsedUc: '2000000', grantedUc: '2000000' });
+      const refused = await mint(world, agent.token, offer.id);
+      expect(refused.body.code).toBe('INSUFFICIENT_CREDITS');
+    } finally {
+      world.gw.clock.advance(-40_000);
+    }
+  });
+});

@@ -1,0 +1,184 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startWorld, type World } from '../support/world.ts';
+import { authorizeQuery, authorizeRaw, newClient, pkcePair, startConsent, type AuthorizeParams } from './helpers.ts';
+import { PENDING_AUTHORIZATION_REQUESTS_MAX } from '../../src/oauth/limits.ts';
+
+let world: World;
+let url: string;
+let clientId: string;
+const redirect = 'http://127.0.0.1:9/callback';
+const tenantRedirect = 'https://app.example/cb?tenant=1';
+const { challenge } = pkcePair();
+
+beforeAll(async () => {
+  world = await startWorld();
+  url = world.url;
+  clientId = await newClient(url, [redirect, tenantRedirect]);
+});
+afterAll(() => world.close());
+
+function valid(overrides: AuthorizeParams = {}): AuthorizeParams {
+  return { response_type: 'code', client_id: clientId, redirect_uri: redirect, state: 'xyz', code_challenge: challenge, code_challenge_method: 'S256', resource: url, ...overrides };
+}
+
+function expectPageHeaders(headers: Headers) {
+  expect(headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+  expect(headers.get('x-frame-options')).toBe('DENY');
+  expect(headers.get('referrer-policy')).toBe('no-referrer');
+}
+
+describe('GET /oauth/authorize shows, and never redirects, errors it cannot trust to the client', () => {
+  const cases: Array<[string, () => string, string]> = [
+    ['a missing client_id', () => authorizeQuery(valid({ client_id: undefined })), 'invalid_request'],
+    ['an unknown client_id', () => authorizeQuery(valid({ client_id: 'cli_nope' })), 'invalid_client'],
+    ['a repeated client_id', () => `${authorizeQuery(valid())}&client_id=${clientId}`, 'invalid_request'],
+    ['a missing redirect_uri', () => authorizeQuery(valid({ redirect_uri: undefined })), 'invalid_request'],
+    ['an unregistered redirect_uri', () => authorizeQuery(valid({ redirect_uri: 'https://evil.example/cb' })), 'invalid_redirect_uri'],
+    ['a redirect_uri with another path', () => authorizeQuery(valid({ redirect_uri: 'http://127.0.0.1:9/other' })), 'invalid_redirect_uri'],
+    ['a redirect_uri with an extra query', () => authorizeQuery(valid({ redirect_uri: 'https://app.example/cb?tenant=2' })), 'invalid_redirect_uri'],
+    ['a redirect_uri with localhost for 127.0.0.1', () => authorizeQuery(valid({ redirect_uri: 'http://localhost:9/callback' })), 'invalid_redirect_uri'],
+    ['a bad redirect_uri with every other parameter wrong too', () => authorizeQuery({ client_id: clientId, redirect_uri: 'https://evil.example/' }), 'invalid_redirect_uri'],
+  ];
+  for (const [name, query, error] of cases) {
+    it(`${name}: 400 page with ${error}`, async () => {
+      const res = await authorizeRaw(url, query());
+      expect(res.status).toBe(400);
+      expect(res.location).toBeNull();
+      expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+      expect(res.html).toContain(`data-error="${error}"`);
+      expectPageHeaders(res.headers);
+    });
+  }
+});
+
+describe('GET /oauth/authorize redirects other errors with 303, error, state and iss', () => {
+  const cases: Array<[string, () => string, string]> = [
+    ['a missing response_type', () => authorizeQuery(valid({ response_type: undefined })), 'invalid_request'],
+    ['response_type=token', () => authorizeQuery(valid({ response_type: 'token' })), 'unsupported_response_type'],
+    ['a missing code_challenge', () => authorizeQuery(valid({ code_challenge: undefined })), 'invalid_request'],
+    ['a missing code_challenge_method', () => authorizeQuery(valid({ code_challenge_method: undefined })), 'invalid_request'],
+    ['code_challenge_method=plain', () => authorizeQuery(valid({ code_challenge_method: 'plain' })), 'invalid_request'],
+    ['a malformed code_challenge', () => authorizeQuery(valid({ code_challenge: 'short' })), 'invalid_request'],
+    ['a repeated code_challenge', () => `${authorizeQuery(valid())}&code_challenge=${challenge}`, 'invalid_request'],
+    ['a state over 512 characters', () => authorizeQuery(valid({ state: 's'.repeat(513) })), 'invalid_request'],
+    ['a missing resource', () => authorizeQuery(valid({ resource: undefined })), 'invalid_target'],
+    ['a foreign resource', () => authorizeQuery(valid({ resource: 'https://other.example' })), 'invalid_target'],
+    ['a resource with a trailing slash', () => authorizeQuery(valid({ resource: `${url}/` })), 'invalid_target'],
+    ['two resources', () => `${authorizeQuery(valid())}&resource=${encodeURIComponent(`${url}/mcp`)}`, 'invalid_target'],
+    ['an unknown scope', () => authorizeQuery(valid({ scope: 'openid' })), 'invalid_scope'],
+  ];
+  for (const [name, query, error] of cases) {
+    it(`${name}: ${error}`, async () => {
+      const res = await authorizeRaw(url, query());
+      expect(res.status).toBe(303);
+      const location = new URL(res.location!);
+      expect(`${location.origin}${location.pathname}`).toBe(redirect);
+      expect(location.searchParams.get('error')).toBe(error);
+      expect(location.searchParams.get('error_description')).toBeTruthy();
+      expect(location.searchParams.get('iss')).toBe(url);
+      expect(location.searchParams.get('code')).toBeNull();
+      if (!name.includes('state')) expect(location.searchParams.get('state')).toBe('xyz');
+    });
+  }
+
+  it('keeps the query that is part of the registered redirect URI', async () => {
+    const res = await authorizeRaw(url, authorizeQuery(valid({ redirect_uri: tenantRedirect, resource: 'https://other.example' })));
+    expect(res.status).toBe(303);
+    const location = new URL(res.location!);
+    expect(location.searchParams.get('tenant')).toBe('1');
+    expect(location.searchParams.get('error')).toBe('invalid_target');
+  });
+
+  it('a scope outside the client\'s registered scope: invalid_scope', async () => {
+    const limited = await newClient(url, [redirect], { scope: 'svc:agent' });
+    const res = await authorizeRaw(url, authorizeQuery(valid({ client_id: limited, scope: 'svc:owner' })));
+    expect(new URL(res.location!).searchParams.get('error')).toBe('invalid_scope');
+  });
+
+  it(`more than ${PENDING_AUTHORIZATION_REQUESTS_MAX} pending requests: temporarily_unavailable`, async () => {
+    const { db } = world.gw.gateway;
+    const nowS = world.gw.clock.nowS();
+    await db.query(
+      `INSERT INTO oauth_authorization_requests (id, client_id, redirect_uri, code_challenge, resource, browser_hash, created_at_s, expires_at_s)
+       SELECT 'areq_fill_' || g, $1, $2, $3, $4, 'x', $5::bigint, $5::bigint + 600 FROM generate_series(1, $6::int) g`,
+      [clientId, redirect, challenge, url, nowS, PENDING_AUTHORIZATION_REQUESTS_MAX],
+    );
+    const res = await authorizeRaw(url, authorizeQuery(valid()));
+    expect(new URL(res.location!).searchParams.get('error')).toBe('temporarily_unavailable');
+    await db.query("DELETE FROM oauth_authorization_requests WHERE id LIKE 'areq_fill_%'");
+  });
+});
+
+describe('GET /oauth/authorize on success', () => {
+  it('stores the request, binds the browser with a cookie and sends it to the consent page', async () => {
+    const res = await authorizeRaw(url, authorizeQuery(valid()));
+    expect(res.status).toBe(303);
+    expect(res.location).toMatch(new RegExp(`^${url}/oauth/consent\\?request_id=areq_[a-z2-7]{26}$`));
+    expect(res.headers.get('referrer-policy')).toBe('no-referrer');
+    const cookie = res.headers.get('set-cookie')!;
+    expect(cookie).toMatch(/^acg-oauth-browser=[A-Za-z0-9_-]{43}; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax$/);
+  });
+
+  it('reuses the browser cookie for a second request in the same browser', async () => {
+    const first = await authorizeRaw(url, authorizeQuery(valid()));
+    const second = await authorizeRaw(url, authorizeQuery(valid()), first.cookie);
+    expect(second.status).toBe(303);
+    expect(second.headers.get('set-cookie')).toBeNull();
+  });
+
+  it('lets a loopback IP redirect URI use any port (RFC 8252 §7.3)', async () => {
+    const res = await authorizeRaw(url, authorizeQuery(valid({ redirect_uri: 'http://127.0.0.1:53123/callback' })));
+    expect(res.status).toBe(303);
+    expect(res.location).toContain('/oauth/consent');
+  });
+});
+
+describe('the consent page', () => {
+  it('is hardened: nonce CSP, no framing, no referrer, no caching', async () => {
+    const pending = await startConsent(url, valid());
+    const res = await fetch(`${url}/oauth/consent?request_id=${pending.requestId}`, { headers: { cookie: pending.cookie } });
+    expect(res.status).toBe(200);
+    const csp = res.headers.get('content-security-policy')!;
+    const nonce = /script-src 'nonce-([^']+)'/.exec(csp)![1];
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).toContain("connect-src 'self'");
+    expectPageHeaders(res.headers);
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    const html = await res.text();
+    expect(html).toContain(`<script nonce="${nonce}">`);
+    expect(html.match(/<script/g)).toHaveLength(1);
+    expect(html).toContain('data-provider="human"');
+    expect(html).toContain('data-provider="agent"');
+  });
+
+  it('escapes the attacker-controlled client name', async () => {
+    const hostile = await newClient(url, [redirect], { client_name: '<img src=x onerror=alert(1)>' });
+    const pending = await startConsent(url, valid({ client_id: hostile }));
+    expect(pending.html).not.toContain('<img src=x');
+    expect(pending.html).toContain('&#60;img src=x onerror=alert(1)&#62;');
+  });
+
+  it('offers only the provider that can grant the requested scope', async () => {
+    const pending = await startConsent(url, valid({ scope: 'svc:agent' }));
+    expect(pending.html).toContain('data-provider="agent"');
+    expect(pending.html).not.toContain('data-provider="human"');
+  });
+
+  it('is refused to another browser (403 access_denied) and for an unknown request (400 invalid_request)', async () => {
+    const pending = await startConsent(url, valid());
+    const elsewhere = await fetch(`${url}/oauth/consent?request_id=${pending.requestId}`);
+    expect(elsewhere.status).toBe(403);
+    expect(await elsewhere.text()).toContain('data-error="access_denied"');
+    const unknown = await fetch(`${url}/oauth/consent?request_id=areq_unknown`, { headers: { cookie: pending.cookie } });
+    expect(unknown.status).toBe(400);
+    expect(await unknown.text()).toContain('data-error="invalid_request"');
+  });
+
+  it('is gone once the request expires', async () => {
+    const pending = await startConsent(url, valid());
+    world.gw.clock.advance(601_000);
+    const res = await fetch(`${url}/oauth/consent?request_id=${pending.requestId}`, { headers: { cookie: pending.cookie } });
+    expect(res.status).toBe(400);
+    expect(await res.text()).toContain('expired');
+  });
+});

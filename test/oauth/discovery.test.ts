@@ -1,0 +1,62 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+
+let gw: TestGateway;
+beforeAll(async () => {
+  gw = await startTestGateway();
+});
+afterAll(() => gw.close());
+
+describe('discovery', () => {
+  it('serves RFC 8414 metadata whose issuer is exactly the base URL, at both probed paths', async () => {
+    for (const path of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
+      const res = await fetch(`${gw.url}${path}`);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(await res.json()).toEqual({
+        issuer: gw.url,
+        authorization_endpoint: `${gw.url}/oauth/authorize`,
+        token_endpoint: `${gw.url}/oauth/token`,
+        registration_endpoint: `${gw.url}/oauth/register`,
+        jwks_uri: `${gw.url}/.well-known/jwks.json`,
+        scopes_supported: ['svc:agent', 'svc:owner'],
+        response_types_supported: ['code'],
+        response_modes_supported: ['query'],
+        grant_types_supported: ['authorization_code'],
+        token_endpoint_auth_methods_supported: ['none'],
+        code_challenge_methods_supported: ['S256'],
+        authorization_response_iss_parameter_supported: true,
+        client_id_metadata_document_supported: false,
+        service_documentation: `${gw.url}/docs`,
+      });
+    }
+  });
+
+  it('serves RFC 9728 metadata for the API and, in both forms, for /mcp', async () => {
+    const api = await (await fetch(`${gw.url}/.well-known/oauth-protected-resource`)).json();
+    expect(api).toMatchObject({ resource: gw.url, authorization_servers: [gw.url], bearer_methods_supported: ['header'] });
+    for (const path of ['/.well-known/oauth-protected-resource/mcp', '/mcp/.well-known/oauth-protected-resource']) {
+      const mcp = await (await fetch(`${gw.url}${path}`)).json();
+      expect(mcp).toMatchObject({ resource: `${gw.url}/mcp`, authorization_servers: [gw.url], scopes_supported: ['svc:agent', 'svc:owner'] });
+    }
+  });
+
+  it('advertises a JWKS that holds the ES256 signing key', async () => {
+    const metadata = await (await fetch(`${gw.url}/.well-known/oauth-authorization-server`)).json();
+    const jwks = await (await fetch(metadata.jwks_uri)).json();
+    expect(jwks.keys.length).toBeGreaterThan(0);
+    expect(jwks.keys[0]).toMatchObject({ kty: 'EC', crv: 'P-256', alg: 'ES256', use: 'sig' });
+    expect(jwks.keys[0].d).toBeUndefined();
+  });
+
+  it('documents every OAuth and discovery route in the OpenAPI document', async () => {
+    const doc = await (await fetch(`${gw.url}/openapi.json`)).json();
+    for (const path of ['/oauth/register', '/oauth/authorize', '/oauth/consent', '/oauth/select', '/oauth/token']) {
+      const operations = Object.values(doc.paths[path] as Record<string, { tags: string[] }>);
+      expect(operations[0]!.tags).toEqual(['oauth']);
+    }
+    expect(doc.paths['/oauth/token'].post.requestBody.content).toHaveProperty(['application/x-www-form-urlencoded']);
+    expect(doc.paths['/.well-known/oauth-authorization-server'].get.tags).toEqual(['discovery']);
+    expect(doc.paths['/.well-known/oauth-protected-resource/mcp'].get.tags).toEqual(['discovery']);
+  });
+});

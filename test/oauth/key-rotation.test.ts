@@ -1,0 +1,114 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeProtectedHeader } from 'jose';
+import { startWorld, type World } from '../support/world.ts';
+import { createPostgresDatabase, onPostgres } from '../support/database.ts';
+import { rotateSigningKeys } from '../../src/platform/signing.ts';
+
+const run = promisify(execFile);
+const ACG = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/acg.js');
+
+let world: World;
+let ownerId: string;
+const email = 'rotation@example.com';
+
+beforeAll(async () => {
+  world = await startWorld();
+  const me = await world.api('GET', '/v1/me', { token: await world.humanToken(email) });
+  ownerId = me.body.owner.id;
+});
+afterAll(() => world.close());
+
+/** An owner access token as the token endpoint signs it, living `lifetimeS` on the gateway's clock. */
+function ownerToken(lifetimeS: number): Promise<string> {
+  const nowS = world.gw.clock.nowS();
+  return world.gw.gateway.signing.sign(
+    { iss: world.url, aud: world.url, sub: ownerId, scope: 'svc:owner', actor_type: 'owner', email, client_id: 'rotation', jti: `rot-${nowS}-${Math.random()}`, iat: nowS, exp: nowS + lifetimeS },
+    'at+jwt',
+  );
+}
+
+async function jwksKids(): Promise<string[]> {
+  const jwks = await (await fetch(`${world.url}/.well-known/jwks.json`)).json();
+  return jwks.keys.map((k: { kid: string }) => k.kid);
+}
+
+const meStatus = async (token: string) => (await world.api('GET', '/v1/me', { token })).status;
+
+describe('signing key rotation', () => {
+  it('publishes the next key before it signs, keeps the old one verifying until retention ends, then drops it', async () => {
+    const { gateway, clock } = world.gw;
+    const before = await ownerToken(600);
+    const oldKid = decodeProtectedHeader(before).kid!;
+    // A token that outlives the retention window, to show when the old key stops verifying.
+    const longLived = await ownerToken(10 * 86_400);
+
+    const leadS = 600;
+    const retentionS = 86_400;
+    const report = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS, retentionS });
+    await gateway.signing.reload();
+    const newKid = report.next.kid;
+    expect(report.replaced.map((k) => k.kid)).toEqual([oldKid]);
+
+    // Published at once, not used yet: verifiers learn the new key during the lead time.
+    expect(await jwksKids()).toEqual(expect.arrayContaining([oldKid, newKid]));
+    expect(decodeProtectedHeader(await ownerToken(600)).kid).toBe(oldKid);
+    expect(await meStatus(before)).toBe(200);
+
+    // After the lead time new tokens use the new key; tokens of the old key still verify.
+    clock.advance(leadS * 1000);
+    const after = await ownerToken(600);
+    expect(decodeProtectedHeader(after).kid).toBe(newKid);
+    expect(await meStatus(after)).toBe(200);
+    expect(await meStatus(longLived)).toBe(200);
+    expect(await jwksKids()).toContain(oldKid);
+
+    // Just before the retention ends the old key still verifies; after it, it is gone from the JWKS and from verification.
+    clock.advance((retentionS - 10) * 1000);
+    expect(await meStatus(longLived)).toBe(200);
+    clock.advance(10_000);
+    expect(await jwksKids()).toEqual([newKid]);
+    expect(await meStatus(longLived)).toBe(401);
+    expect(await meStatus(await ownerToken(600))).toBe(200);
+  });
+
+  it('a second rotation deletes keys past their publication window', async () => {
+    const { gateway, clock } = world.gw;
+    const first = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 0, retentionS: 600 });
+    clock.advance(601_000);
+    const second = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 0, retentionS: 600 });
+    expect(second.replaced.map((k) => k.kid)).toEqual([first.next.kid]);
+    const { rows } = await gateway.db.query<{ kid: string }>('SELECT kid FROM signing_keys');
+    // The key replaced by the first rotation is past its window and was removed by the second.
+    expect(rows.map((r) => r.kid).sort()).toEqual([first.next.kid, second.next.kid].sort());
+  });
+});
+
+describe('acg keys', () => {
+  it('rotate and list report each step and each key state', async () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-keys-'));
+    const database = onPostgres() ? await createPostgresDatabase() : undefined;
+    const env = { ...process.env, ACG_DATA_DIR: dataDir, DATABASE_URL: database?.url ?? '', LOG_LEVEL: 'silent' };
+    try {
+      const first = await run(process.execPath, [ACG, 'keys', 'rotate', '--lead-s', '0', '--retention-s', '3600'], { env });
+      expect(first.stdout).toMatch(/^generating a new ES256 key…\npublished (\S+); it signs from \S+ \(now\)\n/);
+      expect(first.stderr).toContain('warning: --lead-s 0');
+      const second = await run(process.execPath, [ACG, 'keys', 'rotate'], { env });
+      expect(second.stdout).toMatch(/published \S+; it signs from \S+ \(in 600 s\)/);
+      expect(second.stdout).toMatch(/stops signing \S+ \(in 600 s\) and verifies until \S+ \(in 605400 s\)/);
+      const list = await run(process.execPath, [ACG, 'keys', 'list'], { env });
+      const states = list.stdout.trim().split('\n').map((line) => line.split(/\s+/)[1]);
+      expect(states.sort()).toEqual(['signing', 'upcoming']);
+      const refused = await run(process.execPath, [ACG, 'keys', 'rotate', '--retention-s', '10'], { env }).catch((error: { code: number; stderr: string }) => error);
+      expect(refused).toMatchObject({ code: 2, stderr: expect.stringContaining('--retention-s must be') });
+    } finally {
+      await database?.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,247 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import { CLIENTS_MAX, REGISTRATIONS_PER_ADDRESS_PER_WINDOW } from '../../src/oauth/limits.ts';
+
+let gw: TestGateway;
+let addressCounter = 0;
+beforeAll(async () => {
+  gw = await startTestGateway();
+});
+afterAll(() => gw.close());
+
+/** Each call comes from a fresh address, so the per-address limit never interferes unless a test wants it. */
+async function registerFrom(body: unknown, options: { address?: string; contentType?: string; raw?: string } = {}) {
+  addressCounter += 1;
+  const res = await gw.app.inject({
+    method: 'POST',
+    url: '/oauth/register',
+    remoteAddress: options.address ?? `10.${(addressCounter >> 16) & 255}.${(addressCounter >> 8) & 255}.${addressCounter & 255}`,
+    headers: { 'content-type': options.contentType ?? 'application/json' },
+    payload: options.raw ?? JSON.stringify(body),
+  });
+  return { status: res.statusCode, headers: res.headers, body: res.json() };
+}
+
+const good = { redirect_uris: ['https://app.example/callback'] };
+
+describe('POST /oauth/register accepts', () => {
+  it('a public client and answers 201 with the registration record, never cached', async () => {
+    const res = await registerFrom({ ...good, client_name: 'Example', token_endpoint_auth_method: 'none', grant_types: ['authorization_code'], response_types: ['code'] });
+    expect(res.status).toBe(201);
+    expect(res.headers['cache-control']).toBe('no-store');
+    expect(res.body).toEqual({
+      client_id: expect.stringMatching(/^cli_[a-z2-7]{26}$/),
+      client_id_issued_at: gw.clock.nowS(),
+      client_name: 'Example',
+      redirect_uris: ['https://app.example/callback'],
+      token_endpoint_auth_method: 'none',
+      grant_types: ['authorization_code'],
+      response_types: ['code'],
+    });
+    expect(res.body.client_secret).toBeUndefined();
+  });
+
+  it('loopback http redirect URIs (127.0.0.1, [::1], localhost) and up to ten URIs', async () => {
+    const uris = ['http://127.0.0.1/cb', 'http://127.0.0.1:3000/callback', 'http://[::1]:8080/cb', 'http://localhost:1234/cb', 'https://a.example/cb?x=1'];
+    const res = await registerFrom({ redirect_uris: [...uris, ...Array.from({ length: 5 }, (_, i) => `https://a.example/${i}`)] });
+    expect(res.status).toBe(201);
+    expect(res.body.redirect_uris.slice(0, 5)).toEqual(uris);
+  });
+
+  it('ignores unknown metadata and never echoes it', async () => {
+    const res = await registerFrom({ ...good, logo_uri: 'https://evil.example/x.png', software_id: 'abc', contacts: ['a@b.c'] });
+    expect(res.status).toBe(201);
+    expect(res.body).not.toHaveProperty('logo_uri');
+    expect(res.body).not.toHaveProperty('software_id');
+  });
+
+  it('a scope limit of our scopes and echoes it', async () => {
+    const res = await registerFrom({ ...good, scope: 'svc:agent' });
+    expect(res.status).toBe(201);
+    expect(res.body.scope).toBe('svc:agent');
+  });
+});
+
+describe('POST /oauth/register refuses', () => {
+  const long = `https://a.example/${'x'.repeat(2000)}`;
+  const cases: Array<[string, unknown, string]> = [
+    ['no redirect_uris', { client_name: 'x' }, 'invalid_redirect_uri'],
+    ['redirect_uris not an array', { redirect_uris: 'https://a.example/cb' }, 'invalid_redirect_uri'],
+    ['zero redirect URIs', { redirect_uris: [] }, 'invalid_redirect_uri'],
+    ['eleven redirect URIs', { redirect_uris: Array.from({ length: 11 }, (_, i) => `https://a.example/${i}`) }, 'invalid_redirect_uri'],
+    ['a non-string redirect URI', { redirect_uris: [42] }, 'invalid_redirect_uri'],
+    ['plain http off loopback', { redirect_uris: ['http://app.example/cb'] }, 'invalid_redirect_uri'],
+    ['a lookalike loopback host', { redirect_uris: ['http://127.0.0.1.evil.example/cb'] }, 'invalid_redirect_uri'],
+    ['a fragment', { redirect_uris: ['https://a.example/cb#frag'] }, 'invalid_redirect_uri'],
+    ['an empty fragment', { redirect_uris: ['https://a.example/cb#'] }, 'invalid_redirect_uri'],
+    ['credentials', { redirect_uris: ['https://user:pass@a.example/cb'] }, 'invalid_redirect_uri'],
+    ['a user name', { redirect_uris: ['https://user@a.example/cb'] }, 'invalid_redirect_uri'],
+    ['a javascript: URI', { redirect_uris: ['javascript:alert(1)'] }, 'invalid_redirect_uri'],
+    ['a data: URI', { redirect_uris: ['data:text/html,hi'] }, 'invalid_redirect_uri'],
+    ['a file: URI', { redirect_uris: ['file:///etc/passwd'] }, 'invalid_redirect_uri'],
+    ['a custom scheme', { redirect_uris: ['com.example.app:/cb'] }, 'invalid_redirect_uri'],
+    ['a relative URI', { redirect_uris: ['/callback'] }, 'invalid_redirect_uri'],
+    ['whitespace', { redirect_uris: [' https://a.example/cb'] }, 'invalid_redirect_uri'],
+    ['an over-long URI', { redirect_uris: [long] }, 'invalid_redirect_uri'],
+    ['a 121-character client_name', { ...good, client_name: 'n'.repeat(121) }, 'invalid_client_metadata'],
+    ['an empty client_name', { ...good, client_name: '' }, 'invalid_client_metadata'],
+    ['control characters in client_name', { ...good, client_name: 'a\u0007b' }, 'invalid_client_metadata'],
+    ['a non-string client_name', { ...good, client_name: 7 }, 'invalid_client_metadata'],
+    ['client_secret_basic', { ...good, token_endpoint_auth_method: 'client_secret_basic' }, 'invalid_client_metadata'],
+    ['private_key_jwt', { ...good, token_endpoint_auth_method: 'private_key_jwt' }, 'invalid_client_metadata'],
+    ['a refresh_token grant', { ...good, grant_types: ['authorization_code', 'refresh_token'] }, 'invalid_client_metadata'],
+    ['the implicit grant', { ...good, grant_types: ['implicit'] }, 'invalid_client_metadata'],
+    ['grant_types not an array', { ...good, grant_types: 'authorization_code' }, 'invalid_client_metadata'],
+    ['response_type token', { ...good, response_types: ['token'] }, 'invalid_client_metadata'],
+    ['a client secret', { ...good, client_secret: 's3cret' }, 'invalid_client_metadata'],
+    ['a jwks_uri', { ...good, jwks_uri: 'https://a.example/jwks' }, 'invalid_client_metadata'],
+    ['a scope we do not issue', { ...good, scope: 'openid svc:agent' }, 'invalid_client_metadata'],
+    ['a JSON array body', [good], 'invalid_client_metadata'],
+    ['a JSON string body', 'hello', 'invalid_client_metadata'],
+  ];
+  for (const [name, body, error] of cases) {
+    it(`${name} with 400 ${error}`, async () => {
+      const res = await registerFrom(body);
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({ error, error_description: expect.any(String) });
+    });
+  }
+
+  it('malformed JSON with 400 invalid_request', async () => {
+    const res = await registerFrom(undefined, { raw: '{"redirect_uris": [' });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toBe('invalid_request');
+  });
+
+  it('a form body with 415 invalid_request', async () => {
+    const res = await registerFrom(undefined, { contentType: 'application/x-www-form-urlencoded', raw: 'redirect_uris=https%3A%2F%2Fa.example%2Fcb' });
+    expect(res.status).toBe(415);
+    expect(res.body.error).toBe('invalid_request');
+  });
+
+  it(`more than ${REGISTRATIONS_PER_ADDRESS_PER_WINDOW} registrations from one address per window with 429 temporarily_unavailable`, async () => {
+    const address = '203.0.113.7';
+    for (let i = 0; i < REGISTRATIONS_PER_ADDRESS_PER_WINDOW; i++) expect((await registerFrom(good, { address })).status).toBe(201);
+    const refused = await registerFrom(good, { address });
+    expect(refused.status).toBe(429);
+    expect(refused.body.error).toBe('temporarily_unavailable');
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+    expect((await registerFrom(good, { address: '203.0.113.8' })).status).toBe(201);
+    gw.clock.advance(gw.config.rateLimit.windowS * 1000);
+    expect((await registerFrom(good, { address })).status).toBe(201);
+  });
+
+  it(`a client beyond ${CLIENTS_MAX} with 429 temporarily_unavailable, until unused clients are a day old`, async () => {
+    const { db } = gw.gateway;
+    const nowS = gw.clock.nowS();
+    const { rows } = await db.query<{ n: bigint }>('SELECT count(*)::bigint AS n FROM oauth_clients');
+    const fill = CLIENTS_MAX - Number(rows[0]!.n);
+    await db.query(
+      `INSERT INTO oauth_clients (id, redirect_uris, created_at_s) SELECT 'cli_fill_' || g, '["https://a.example/cb"]', $1 FROM generate_series(1, $2::int) g`,
+      [nowS, fill],
+    );
+    const refused = await registerFrom(good);
+    expect(refused.status).toBe(429);
+    expect(refused.body).toEqual({ error: 'temporarily_unavailable', error_description: expect.stringContaining('1000') });
+    // Clients that never obtained a token are purged once they are a day old, making room again.
+    await db.query("UPDATE oauth_clients SET created_at_s = created_at_s - 86401 WHERE id LIKE 'cli_fill_%'");
+    expect((await registerFrom(good)).status).toBe(201);
+    await db.query("DELETE FROM oauth_clients WHERE id LIKE 'cli_fill_%'");
+  });
+});
+
+// An oracle written from the spec, independent of the implementation: what a registrable client is.
+function breaksRules(body: unknown): boolean {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return true;
+  const b = body as Record<string, unknown>;
+  const uris = b.redirect_uris;
+  if (!Array.isArray(uris) || uris.length < 1 || uris.length > 10) return true;
+  for (const uri of uris) {
+    if (typeof uri !== 'string' || uri.length > 2000 || uri.includes('#') || /\s/.test(uri)) return true;
+    let url: URL;
+    try {
+      url = new URL(uri);
+    } catch {
+      return true;
+    }
+    if (url.username || url.password || /^[a-z]+:\/\/[^/?]*@/i.test(uri)) return true;
+    const loopback = ['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname);
+    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopback)) return true;
+  }
+  if (b.client_name !== undefined && (typeof b.client_name !== 'string' || b.client_name.length === 0 || [...b.client_name].length > 120)) return true;
+  if (b.token_endpoint_auth_method !== undefined && b.token_endpoint_auth_method !== 'none') return true;
+  if (b.grant_types !== undefined && JSON.stringify(b.grant_types) !== '["authorization_code"]') return true;
+  if (b.response_types !== undefined && JSON.stringify(b.response_types) !== '["code"]') return true;
+  return ['client_secret', 'jwks', 'jwks_uri'].some((m) => b[m] !== undefined);
+}
+
+const tricky = fc.constantFrom(
+  'https://a.example/cb', 'http://127.0.0.1/cb', 'http://localhost:8080/x', 'http://[::1]/', 'http://127.0.0.1.evil.com/',
+  'http://[::ffff:127.0.0.1]/', 'http://2130706433/', 'http://0177.0.0.1/', 'https://u:p@a.example/', 'https://a.example/#',
+  'HTTPS://A.EXAMPLE/cb', 'https:a.example', 'https:\\\\a.example\\cb', 'javascript://a.example/%0aalert(1)', 'data:,x',
+  'http://localhost./cb', 'https://a.example/cb?next=https://evil.example', 'http://127.0.0.1:99999/', 'https://[fe80::1%25eth0]/',
+  'https://xn--80ak6aa92e.com/', 'https://a.example/\u0000', 'vbscript:x', 'blob:https://a.example/1', 'https://@a.example/',
+);
+const uri = fc.oneof(
+  tricky,
+  fc.webUrl({ withFragments: true, withQueryParameters: true }),
+  fc.tuple(fc.constantFrom('http', 'https', 'HTTP', 'ftp', 'javascript'), fc.constantFrom('127.0.0.1', 'localhost', '[::1]', 'a.example', 'u@a.example', '10.0.0.1'), fc.string())
+    .map(([scheme, host, rest]) => `${scheme}://${host}/${rest}`),
+  fc.string(),
+);
+const metadata = fc.record(
+  {
+    redirect_uris: fc.oneof(fc.array(uri, { minLength: 0, maxLength: 12 }), fc.anything()),
+    client_name: fc.oneof(fc.string({ maxLength: 130 }), fc.anything()),
+    token_endpoint_auth_method: fc.constantFrom('none', 'client_secret_basic', 'private_key_jwt', 7, null),
+    grant_types: fc.oneof(fc.constant(['authorization_code']), fc.array(fc.constantFrom('authorization_code', 'refresh_token', 'implicit')), fc.anything()),
+    response_types: fc.oneof(fc.constant(['code']), fc.array(fc.constantFrom('code', 'token')), fc.anything()),
+    client_secret: fc.string(),
+    jwks_uri: fc.webUrl(),
+    extra: fc.anything(),
+  },
+  { requiredKeys: [] },
+);
+
+// Close to valid: mostly good URIs and names, so the accepting side is reached as often as the refusing one.
+const nearlyValid = fc.record(
+  {
+    redirect_uris: fc.array(
+      fc.oneof(
+        tricky,
+        fc.tuple(fc.constantFrom('http://127.0.0.1', 'http://[::1]:8080', 'http://localhost:3000', 'https://a.example'), fc.webPath(), fc.webQueryParameters())
+          .map(([origin, path, query]) => `${origin}${path}${query ? `?${query}` : ''}`),
+      ),
+      { minLength: 1, maxLength: 11 },
+    ),
+    client_name: fc.string({ minLength: 0, maxLength: 125, unit: 'grapheme' }),
+    token_endpoint_auth_method: fc.constantFrom('none', 'client_secret_post'),
+    grant_types: fc.constantFrom(['authorization_code'], ['refresh_token']),
+  },
+  { requiredKeys: ['redirect_uris'] },
+);
+
+describe('registration fuzzing', () => {
+  it('never answers 5xx and never accepts a client that breaks a rule', async () => {
+    let accepted = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(nearlyValid, metadata, fc.anything()), async (body) => {
+        const raw = JSON.stringify(body);
+        if (raw === undefined) return;
+        const res = await registerFrom(undefined, { raw });
+        expect(res.status).toBeLessThan(500);
+        if (res.status === 201) {
+          accepted += 1;
+          expect(breaksRules(JSON.parse(raw))).toBe(false);
+        } else {
+          expect(res.status).toBe(400);
+          expect(['invalid_redirect_uri', 'invalid_client_metadata', 'invalid_request']).toContain(res.body.error);
+        }
+      }),
+      { numRuns: 400 },
+    );
+    // The generator must reach the accepting side too, or the property says little.
+    expect(accepted).toBeGreaterThan(0);
+  });
+});
