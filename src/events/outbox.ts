@@ -33,17 +33,14 @@ export async function emitEvent(
     merchantId: event.merchantId,
     data: event.data,
   };
-  await tx.query('INSERT INTO events (id, merchant_id, type, payload, created_at_s) VALUES ($1, $2, $3, $4, $5)', [
-    envelope.id,
-    envelope.merchantId,
-    envelope.type,
-    JSON.stringify(envelope),
-    envelope.createdAt,
-  ]);
+  // One statement (one round trip): the event, and its outbox row when the merchant has an enabled webhook.
   await tx.query(
-    `INSERT INTO webhook_deliveries (id, event_id, merchant_id, state, next_attempt_at_ms, created_at_s)
-     SELECT $1, $2, $3, 'pending', $4, $5 FROM webhook_endpoints WHERE merchant_id = $3 AND enabled`,
-    [newId('whd'), envelope.id, envelope.merchantId, event.nowMs, envelope.createdAt],
+    `WITH event AS (
+       INSERT INTO events (id, merchant_id, type, payload, created_at_s) VALUES ($1, $2, $3, $4, $5) RETURNING id
+     )
+     INSERT INTO webhook_deliveries (id, event_id, merchant_id, state, next_attempt_at_ms, created_at_s)
+     SELECT $6, event.id, $2, 'pending', $7, $5 FROM event JOIN webhook_endpoints w ON w.merchant_id = $2 AND w.enabled`,
+    [envelope.id, envelope.merchantId, envelope.type, JSON.stringify(envelope), envelope.createdAt, newId('whd'), event.nowMs],
   );
   return envelope;
 }

@@ -200,19 +200,7 @@ export class LedgerService {
       created_at_s: BigInt(nowS),
       resolved_at_s: null,
     };
-    await store.insertHold(tx, hold);
-    for (const a of allocations) await store.adjustLotRemaining(tx, a.lotId, -a.amountUc);
-    await store.insertAllocations(tx, hold.id, allocations);
-    await store.appendJournal(
-      tx,
-      hold.id,
-      'hold',
-      allocations.flatMap((a) => [
-        { account: `lot:${a.lotId}`, amountUc: -a.amountUc },
-        { account: `hold:${hold.id}`, amountUc: a.amountUc },
-      ]),
-      nowS,
-    );
+    await store.recordHold(tx, hold, allocations);
     const redemption = toRedemption(hold, allocations.map((a, position) => ({ hold_id: hold.id, lot_id: a.lotId, position, amount_uc: a.amountUc, captured_uc: 0n })));
     await this.emit(tx, hold, 'redemption.held', redemption);
     return redemption;
@@ -272,29 +260,23 @@ export class LedgerService {
    * lands in it anyway and counts as lapsed.
    */
   private async settle(tx: Queryable, hold: store.HoldRow, state: 'captured' | 'released' | 'expired', capturedUc: bigint): Promise<Redemption> {
-    const nowS = this.nowS();
     const allocations = await store.allocationsOf(tx, [hold.id]);
-    const lines: store.JournalLine[] = [];
+    const lines: store.SettlementLine[] = [];
     let toCaptureUc = capturedUc;
     for (const allocation of allocations) {
       const fromThisUc = allocation.amount_uc < toCaptureUc ? allocation.amount_uc : toCaptureUc;
       toCaptureUc -= fromThisUc;
       allocation.captured_uc = fromThisUc;
-      if (fromThisUc > 0n) await store.setAllocationCaptured(tx, hold.id, allocation.lot_id, fromThisUc);
-      const returnUc = allocation.amount_uc - fromThisUc;
-      if (returnUc > 0n) {
-        await store.adjustLotRemaining(tx, allocation.lot_id, returnUc);
-        lines.push({ account: `hold:${hold.id}`, amountUc: -returnUc }, { account: `lot:${allocation.lot_id}`, amountUc: returnUc });
-      }
+      lines.push({ lotId: allocation.lot_id, capturedUc: fromThisUc, returnedUc: allocation.amount_uc - fromThisUc });
     }
     if (toCaptureUc !== 0n) throw new Error(`ledger invariant: hold ${hold.id} allocations do not cover its amount`);
-    if (capturedUc > 0n) {
-      await store.creditAccount(tx, earningsAccount(hold), capturedUc);
-      lines.push({ account: `hold:${hold.id}`, amountUc: -capturedUc }, { account: earningsAccount(hold), amountUc: capturedUc });
-    }
     const kind = state === 'captured' ? 'capture' : state === 'released' ? 'release' : 'expire';
-    await store.appendJournal(tx, `${hold.id}:${kind}`, kind, lines, nowS);
-    const resolved = await store.resolveHold(tx, hold.id, state, capturedUc, nowS);
+    const resolved = await store.recordSettlement(
+      tx,
+      { holdId: hold.id, state, capturedUc, earningsAccount: earningsAccount(hold), kind, nowS: this.nowS() },
+      lines,
+    );
+    if (!resolved) throw new Error(`ledger invariant: hold ${hold.id} resolved twice`);
     const redemption = toRedemption(resolved, allocations);
     await this.emit(tx, resolved, `redemption.${state}`, redemption);
     return redemption;

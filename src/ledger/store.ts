@@ -67,25 +67,39 @@ export async function listLots(db: Queryable, agentId: string): Promise<LotRow[]
   return rows;
 }
 
-export async function adjustLotRemaining(db: Queryable, lotId: string, deltaUc: bigint): Promise<void> {
-  const result = await db.query('UPDATE credit_lots SET remaining_uc = remaining_uc + $2 WHERE id = $1', [lotId, deltaUc]);
-  if (result.rowCount !== 1) throw new Error(`ledger invariant: lot ${lotId} vanished`);
-}
-
-export async function insertHold(db: Queryable, hold: HoldRow): Promise<void> {
-  await db.query(
-    `INSERT INTO holds (id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, captured_uc, state, expires_at_s, created_at_s)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, 0, 'held', $8, $9)`,
-    [hold.id, hold.agent_id, hold.acceptor_id, hold.merchant_id, hold.offer_id, hold.category, hold.amount_uc, hold.expires_at_s, hold.created_at_s],
+/**
+ * Writes a new hold in one statement (one round trip): the hold, its allocations, the debit of each lot,
+ * and the balanced journal lines. The caller holds the agent's and the lots' row locks.
+ */
+export async function recordHold(db: Queryable, hold: HoldRow, allocations: ReadonlyArray<{ lotId: string; amountUc: bigint }>): Promise<void> {
+  const lotIds = allocations.map((a) => a.lotId);
+  const amounts = allocations.map((a) => a.amountUc.toString());
+  const result = await db.query(
+    `WITH alloc AS (
+       SELECT lot_id, amount_uc, position - 1 AS position FROM unnest($10::text[], $11::bigint[]) WITH ORDINALITY AS a(lot_id, amount_uc, position)
+     ), new_hold AS (
+       INSERT INTO holds (id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, captured_uc, state, expires_at_s, created_at_s)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, 0, 'held', $8, $9) RETURNING id
+     ), allocations AS (
+       INSERT INTO hold_allocations (hold_id, lot_id, position, amount_uc)
+       SELECT new_hold.id, alloc.lot_id, alloc.position, alloc.amount_uc FROM new_hold, alloc RETURNING lot_id
+     ), debits AS (
+       UPDATE credit_lots l SET remaining_uc = l.remaining_uc - alloc.amount_uc FROM alloc WHERE l.id = alloc.lot_id RETURNING l.id
+     ), journal AS (
+       INSERT INTO journal_entries (operation_id, kind, account, amount_uc, created_at_s)
+       SELECT $1, 'hold', 'lot:' || alloc.lot_id, -alloc.amount_uc, $9 FROM alloc
+       UNION ALL
+       SELECT $1, 'hold', 'hold:' || $1, alloc.amount_uc, $9 FROM alloc
+       RETURNING 1
+     )
+     SELECT (SELECT count(*) FROM debits) AS debited, (SELECT count(*) FROM allocations) AS allocated, (SELECT count(*) FROM journal) AS journaled`,
+    [hold.id, hold.agent_id, hold.acceptor_id, hold.merchant_id, hold.offer_id, hold.category, hold.amount_uc, hold.expires_at_s, hold.created_at_s, lotIds, amounts],
   );
-}
-
-export async function insertAllocations(db: Queryable, holdId: string, allocations: Array<{ lotId: string; amountUc: bigint }>): Promise<void> {
-  await db.query(
-    `INSERT INTO hold_allocations (hold_id, lot_id, position, amount_uc)
-     SELECT $1, lot_id, position, amount_uc FROM unnest($2::text[], $3::int[], $4::bigint[]) AS a(lot_id, position, amount_uc)`,
-    [holdId, allocations.map((a) => a.lotId), allocations.map((_, i) => i), allocations.map((a) => a.amountUc.toString())],
-  );
+  const counts = result.rows[0] as { debited: bigint; allocated: bigint; journaled: bigint };
+  const expected = BigInt(allocations.length);
+  if (counts.debited !== expected || counts.allocated !== expected || counts.journaled !== 2n * expected) {
+    throw new Error(`ledger invariant: hold ${hold.id} wrote ${counts.debited}/${counts.allocated}/${counts.journaled} rows for ${expected} allocations`);
+  }
 }
 
 export async function findHold(db: Queryable, holdId: string, lock = false): Promise<HoldRow | undefined> {
@@ -99,16 +113,59 @@ export async function allocationsOf(db: Queryable, holdIds: readonly string[]): 
   return rows;
 }
 
-export async function setAllocationCaptured(db: Queryable, holdId: string, lotId: string, capturedUc: bigint): Promise<void> {
-  await db.query('UPDATE hold_allocations SET captured_uc = $3 WHERE hold_id = $1 AND lot_id = $2', [holdId, lotId, capturedUc]);
+export interface SettlementLine {
+  lotId: string;
+  capturedUc: bigint;
+  returnedUc: bigint;
 }
 
-export async function resolveHold(db: Queryable, holdId: string, state: 'captured' | 'released' | 'expired', capturedUc: bigint, nowS: number): Promise<HoldRow> {
+/**
+ * Resolves a held hold in one statement (one round trip): marks it, records what each allocation had
+ * captured, returns the rest to each allocation's lot, credits the earnings account, and writes the
+ * balanced journal. Returns the resolved row, or undefined when the hold was not held (resolved twice).
+ */
+export async function recordSettlement(
+  db: Queryable,
+  settlement: { holdId: string; state: 'captured' | 'released' | 'expired'; capturedUc: bigint; earningsAccount: string; kind: string; nowS: number },
+  lines: readonly SettlementLine[],
+): Promise<HoldRow | undefined> {
   const { rows } = await db.query<HoldRow>(
-    `UPDATE holds SET state = $2, captured_uc = $3, resolved_at_s = $4 WHERE id = $1 AND state = 'held' RETURNING *`,
-    [holdId, state, capturedUc, nowS],
+    `WITH line AS (
+       SELECT * FROM unnest($7::text[], $8::bigint[], $9::bigint[]) AS l(lot_id, captured_uc, returned_uc)
+     ), resolved AS (
+       UPDATE holds SET state = $2, captured_uc = $3, resolved_at_s = $6 WHERE id = $1 AND state = 'held' RETURNING *
+     ), captured AS (
+       UPDATE hold_allocations a SET captured_uc = line.captured_uc FROM line, resolved
+        WHERE a.hold_id = resolved.id AND a.lot_id = line.lot_id AND line.captured_uc > 0 RETURNING 1
+     ), returned AS (
+       UPDATE credit_lots c SET remaining_uc = c.remaining_uc + line.returned_uc FROM line, resolved
+        WHERE c.id = line.lot_id AND line.returned_uc > 0 RETURNING 1
+     ), earned AS (
+       INSERT INTO ledger_accounts (id, balance_uc) SELECT $4, $3 FROM resolved WHERE $3 > 0
+       ON CONFLICT (id) DO UPDATE SET balance_uc = ledger_accounts.balance_uc + EXCLUDED.balance_uc RETURNING 1
+     ), journal AS (
+       INSERT INTO journal_entries (operation_id, kind, account, amount_uc, created_at_s)
+       SELECT $1 || ':' || $5, $5, entries.account, entries.amount_uc, $6 FROM resolved, (
+         SELECT 'hold:' || $1 AS account, -line.returned_uc AS amount_uc FROM line WHERE line.returned_uc > 0
+         UNION ALL SELECT 'lot:' || line.lot_id, line.returned_uc FROM line WHERE line.returned_uc > 0
+         UNION ALL SELECT 'hold:' || $1, -$3::bigint WHERE $3 > 0
+         UNION ALL SELECT $4, $3::bigint WHERE $3 > 0
+       ) AS entries
+       RETURNING 1
+     )
+     SELECT resolved.* FROM resolved, (SELECT count(*) FROM captured) c, (SELECT count(*) FROM returned) r, (SELECT count(*) FROM earned) e, (SELECT count(*) FROM journal) j`,
+    [
+      settlement.holdId,
+      settlement.state,
+      settlement.capturedUc,
+      settlement.earningsAccount,
+      settlement.kind,
+      settlement.nowS,
+      lines.map((l) => l.lotId),
+      lines.map((l) => l.capturedUc.toString()),
+      lines.map((l) => l.returnedUc.toString()),
+    ],
   );
-  if (!rows[0]) throw new Error(`ledger invariant: hold ${holdId} resolved twice`);
   return rows[0];
 }
 
@@ -134,14 +191,6 @@ export async function spentInWindow(db: Queryable, agentId: string, sinceS: numb
   return rows[0]!.spent;
 }
 
-export async function creditAccount(db: Queryable, accountId: string, amountUc: bigint): Promise<void> {
-  await db.query(
-    `INSERT INTO ledger_accounts (id, balance_uc) VALUES ($1, $2)
-     ON CONFLICT (id) DO UPDATE SET balance_uc = ledger_accounts.balance_uc + EXCLUDED.balance_uc`,
-    [accountId, amountUc],
-  );
-}
-
 export async function accountBalance(db: Queryable, accountId: string): Promise<bigint> {
   const { rows } = await db.query<{ balance_uc: bigint }>('SELECT balance_uc FROM ledger_accounts WHERE id = $1', [accountId]);
   return rows[0]?.balance_uc ?? 0n;
@@ -160,7 +209,3 @@ export async function appendJournal(db: Queryable, operationId: string, kind: st
   );
 }
 
-export async function holdsOfAgent(db: Queryable, agentId: string, limit: number): Promise<HoldRow[]> {
-  const { rows } = await db.query<HoldRow>('SELECT * FROM holds WHERE agent_id = $1 ORDER BY seq DESC LIMIT $2', [agentId, limit]);
-  return rows;
-}
