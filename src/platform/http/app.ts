@@ -96,6 +96,16 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     }
   });
 
+  // Graceful shutdown: a request that finishes while the server closes tells its client to close the
+  // connection too, so keep-alive sockets do not hold the shutdown open until their idle timeout.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    if (closing) reply.header('connection', 'close');
+  });
+
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
     gateway.metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
