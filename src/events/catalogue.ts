@@ -5,12 +5,6 @@ import { Type } from '@sinclair/typebox';
 import { EVENT_TYPES, type EventType } from './outbox.ts';
 import { RETRY_SCHEDULE_S } from './webhook-sender.ts';
 
-/** Placeholder for the ledger's Redemption inside redemption.* events; the ledger tightens it. */
-export const WebhookRedemptionSchema = Type.Object(
-  { id: Type.String({ description: 'the hold id (the voucher jti)' }) },
-  { $id: 'WebhookRedemption', additionalProperties: true, description: 'The Redemption (hold record) as the API returns it' },
-);
-
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
 const EVENTS: Record<EventType, { summary: string; dataMember: 'merchant' | 'redemption'; schema: string }> = {
@@ -19,10 +13,10 @@ const EVENTS: Record<EventType, { summary: string; dataMember: 'merchant' | 'red
     dataMember: 'merchant',
     schema: 'Merchant',
   },
-  'redemption.held': { summary: 'An agent took a hold on one of your offers', dataMember: 'redemption', schema: 'WebhookRedemption' },
-  'redemption.captured': { summary: 'A hold was captured (you are paid)', dataMember: 'redemption', schema: 'WebhookRedemption' },
-  'redemption.released': { summary: 'A hold was released back to the agent', dataMember: 'redemption', schema: 'WebhookRedemption' },
-  'redemption.expired': { summary: 'A hold expired before it was captured', dataMember: 'redemption', schema: 'WebhookRedemption' },
+  'redemption.held': { summary: 'An agent took a hold on one of your offers', dataMember: 'redemption', schema: 'Redemption' },
+  'redemption.captured': { summary: 'A hold was captured (you are paid)', dataMember: 'redemption', schema: 'Redemption' },
+  'redemption.released': { summary: 'A hold was released back to the agent', dataMember: 'redemption', schema: 'Redemption' },
+  'redemption.expired': { summary: 'A hold expired before it was captured', dataMember: 'redemption', schema: 'Redemption' },
 };
 
 const HEADERS = [

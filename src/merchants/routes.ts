@@ -2,7 +2,6 @@
 // configuration and its deliveries. Routes translate; the rules live in MerchantService.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
-import { WebhookRedemptionSchema } from '../events/catalogue.ts';
 import { API_KEY_SCOPES } from '../identity/api-keys.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { respondIdempotently } from '../platform/http/idempotent.ts';
@@ -172,7 +171,7 @@ function actorOf(principal: Principal): MerchantActor {
 
 export function merchantRoutes(merchants: MerchantService) {
   return async function routes(app: FastifyInstance): Promise<void> {
-    for (const schema of [MerchantSchema, DnsRecordSchema, WebhookConfigurationSchema, ApiKeyMetadataSchema, WebhookDeliverySchema, WebhookRedemptionSchema]) {
+    for (const schema of [MerchantSchema, DnsRecordSchema, WebhookConfigurationSchema, ApiKeyMetadataSchema, WebhookDeliverySchema]) {
       app.addSchema(schema);
     }
     const tags = ['merchants'];

@@ -43,8 +43,8 @@ export class OfferService {
   constructor(private readonly gateway: Gateway) {}
 
   /** The merchant, if the principal may act for it (its owner, or one of its API keys); else 404. */
-  async merchantFor(db: Queryable, principal: Principal, merchantId: string): Promise<store.MerchantFacts> {
-    const merchant = await store.merchantFacts(db, merchantId);
+  async merchantFor(db: Queryable, principal: Principal, merchantId: string, share = false): Promise<store.MerchantFacts> {
+    const merchant = await store.merchantFacts(db, merchantId, share);
     const mine = merchant && (principal.kind === 'merchant' ? principal.merchantId === merchant.id : principal.ownerId === merchant.owner_id);
     if (!merchant || !mine) throw new ApiError('not_found', { detail: `no merchant ${merchantId} of yours` });
     return merchant;
@@ -56,7 +56,8 @@ export class OfferService {
     merchantId: string,
     input: { name: string; category: string; priceUc: bigint; active?: boolean; holdLifetimeS?: number },
   ): Promise<Offer> {
-    const merchant = await this.merchantFor(tx, principal, merchantId);
+    // FOR SHARE: a concurrent PATCH removing this category waits for us, then sees the offer (409).
+    const merchant = await this.merchantFor(tx, principal, merchantId, true);
     if (!merchant.categories.includes(input.category)) {
       throw new ApiError('invalid_input', { detail: `category must be one of the merchant's categories: ${merchant.categories.join(', ')}` });
     }
@@ -97,9 +98,12 @@ export class OfferService {
     offerId: string,
     patch: { name?: string; priceUc?: bigint; active?: boolean; holdLifetimeS?: number },
   ): Promise<Offer> {
-    await this.merchantFor(tx, principal, merchantId);
+    const merchant = await this.merchantFor(tx, principal, merchantId, true);
     const row = await store.findOffer(tx, offerId, true);
     if (!row || row.merchant_id !== merchantId) throw new ApiError('not_found', { detail: `no offer ${offerId}` });
+    if (patch.active === true && !merchant.categories.includes(row.category)) {
+      throw new ApiError('invalid_input', { detail: `the offer's category "${row.category}" is no longer one of the merchant's categories` });
+    }
     if (patch.priceUc !== undefined && patch.priceUc <= 0n) throw new ApiError('invalid_input', { detail: 'priceUc must be positive' });
     return toOffer(
       await store.updateOffer(tx, {

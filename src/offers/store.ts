@@ -20,8 +20,9 @@ export interface MerchantFacts {
   verified: boolean;
 }
 
-export async function merchantFacts(db: Queryable, merchantId: string): Promise<MerchantFacts | undefined> {
-  const { rows } = await db.query<MerchantFacts>('SELECT id, owner_id, categories, verified FROM merchants WHERE id = $1', [merchantId]);
+/** `share`: hold the merchant row against a concurrent category change until the transaction ends. */
+export async function merchantFacts(db: Queryable, merchantId: string, share = false): Promise<MerchantFacts | undefined> {
+  const { rows } = await db.query<MerchantFacts>(`SELECT id, owner_id, categories, verified FROM merchants WHERE id = $1${share ? ' FOR SHARE' : ''}`, [merchantId]);
   return rows[0];
 }
 
