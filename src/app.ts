@@ -5,6 +5,11 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { docsRoutes } from './docs/routes.ts';
 import { WebhookService } from './events/service.ts';
 import { WebhookWorker } from './events/worker.ts';
+import type { PaymentApprovalProvider } from './execute/payment-approval.ts';
+import { executeRoutes } from './execute/routes.ts';
+import { buildExecuteFeature } from './execute/setup.ts';
+import type { ExecuteService } from './execute/service.ts';
+import type { MailConnectorService } from './execute/mail-connectors.ts';
 import { healthRoutes } from './health/routes.ts';
 import { identityProviders } from './identity/issuers.ts';
 import { identityRoutes } from './identity/routes.ts';
@@ -59,12 +64,20 @@ export interface Services {
   ledger: LedgerService;
   offers: OfferService;
   vouchers: VoucherService;
+  execute: ExecuteService;
+  mailConnectors: MailConnectorService;
+}
+
+/** Optional collaborators the composition root can be given (tests inject fakes here). */
+export interface AppDependencies {
+  /** The payments feature's approval provider; without one, insufficient credit answers 503 link_configuration_required. */
+  paymentApproval?: PaymentApprovalProvider;
 }
 
 /** How often each instance reclaims holds past their deadline (reads and writes treat them as expired at once). */
 const HOLD_SWEEP_INTERVAL_MS = 5000;
 
-export async function buildServices(gateway: Gateway): Promise<Services> {
+export async function buildServices(gateway: Gateway, dependencies: AppDependencies = {}): Promise<Services> {
   const providers = await identityProviders(gateway.config);
   const pepper = await apiKeyPepper(gateway);
   const verifier = new CredentialVerifier(gateway, providers, pepper);
@@ -91,14 +104,16 @@ export async function buildServices(gateway: Gateway): Promise<Services> {
     testHooks: gateway.outbound,
   });
   gateway.schedule('webhook-delivery', config.webhookPollIntervalMs, () => webhookWorker.runOnce());
-  return { verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhookWorker, ledger, offers, vouchers };
+  const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, secretBoxKey: boxKey, paymentApproval: dependencies.paymentApproval });
+  return { verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhookWorker, ledger, offers, vouchers, execute, mailConnectors };
 }
 
 export async function buildGatewayApp(
   gateway: Gateway,
   extraFeatures: FastifyPluginAsync[] = [],
+  dependencies: AppDependencies = {},
 ): Promise<{ app: FastifyInstance; services: Services }> {
-  const services = await buildServices(gateway);
+  const services = await buildServices(gateway, dependencies);
   const providers = { human: services.verifier.provider('human'), agent: services.verifier.provider('agent') };
   const features: FastifyPluginAsync[] = [
     healthRoutes,
@@ -106,11 +121,12 @@ export async function buildGatewayApp(
     keysRoutes,
     oauthRoutes({ verifier: services.verifier }),
     identityRoutes({ identity: services.identity, agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
-    integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => false }),
+    integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured }),
     ledgerRoutes({ ledger: services.ledger, identity: services.identity, offers: services.offers }),
     offerRoutes(services.offers),
     voucherRoutes(services.vouchers, services.ledger),
     accessRoutes,
+    executeRoutes({ execute: services.execute, mailConnectors: services.mailConnectors }),
     merchantRoutes(services.merchants),
     ...extraFeatures,
   ];

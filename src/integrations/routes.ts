@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { sharesSchemas } from '../platform/http/openapi.ts';
 import type { IdentityProvider, IdentityProviderKind } from '../identity/issuers.ts';
-import { SERVICE_IDS } from '../services/service-ids.ts';
+import { SERVICES } from '../services/catalogue.ts';
 
 const StatusShape = Type.Object(
   {
@@ -94,7 +94,8 @@ export function integrationRoutes(deps: IntegrationDeps) {
           identity: { human: identityState('human'), agent: identityState('agent') },
           payments: { link: linkConfigured ? 'configured' : 'unconfigured', x402: 'unconfigured' },
           apiKeys: deps.apiKeysAvailable ? { available: true, status: 'available' } : { available: false, status: 'configuration_required' },
-          services: [...SERVICE_IDS],
+          // Every catalogue service is enabled: each needs only per-agent settings (mail) or none (github-public).
+          services: SERVICES.map((service) => service.id),
         };
       },
     });

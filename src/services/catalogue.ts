@@ -12,7 +12,7 @@ import { ConnectorError } from './connector-error.ts';
 import { githubPublicService, type GitHubContext } from './github-public.ts';
 import { mailService, type MailConnector, type MailSettings } from './mail.ts';
 
-export { ConnectorError, CONNECTOR_ERRORS, type ConnectorErrorCode } from './connector-error.ts';
+export { ConnectorError, CONNECTOR_ERROR_CODES, type ConnectorErrorCode } from './connector-error.ts';
 export { inboxAllowed } from './mail.ts';
 
 /** What an action needs to run, built by the pipeline for one execution. */

@@ -2,18 +2,21 @@
 // execute route answers with. A connector error means the action did not complete, so the pipeline
 // releases the hold instead of capturing it.
 
-export const CONNECTOR_ERRORS = {
-  invalid_input: { status: 400, title: 'The request is not valid' },
-  inbox_not_allowed: { status: 403, title: "The inbox is not on the agent's mail allowlist" },
-  connector_not_configured: { status: 409, title: 'The agent has no connector configured for this service' },
-  upstream_not_found: { status: 404, title: 'The upstream service has no such resource' },
-  upstream_rate_limited: { status: 429, title: 'The upstream service is rate limiting us' },
-  upstream_auth_failed: { status: 502, title: 'The upstream service refused our credentials' },
-  upstream_unavailable: { status: 502, title: 'The upstream service is unavailable or answered unexpectedly' },
-  upstream_timeout: { status: 504, title: 'The upstream service did not answer in time' },
-} as const satisfies Record<string, { status: number; title: string }>;
+import { ERROR_CATALOGUE } from '../platform/errors.ts';
 
-export type ConnectorErrorCode = keyof typeof CONNECTOR_ERRORS;
+/** The codes a connector may report; their statuses and titles live in the one error catalogue. */
+export const CONNECTOR_ERROR_CODES = [
+  'invalid_input',
+  'inbox_not_allowed',
+  'connector_not_configured',
+  'upstream_not_found',
+  'upstream_rate_limited',
+  'upstream_auth_failed',
+  'upstream_unavailable',
+  'upstream_timeout',
+] as const satisfies ReadonlyArray<keyof typeof ERROR_CATALOGUE>;
+
+export type ConnectorErrorCode = (typeof CONNECTOR_ERROR_CODES)[number];
 
 export class ConnectorError extends Error {
   readonly status: number;
@@ -27,6 +30,6 @@ export class ConnectorError extends Error {
   ) {
     super(detail);
     this.name = 'ConnectorError';
-    this.status = CONNECTOR_ERRORS[code].status;
+    this.status = ERROR_CATALOGUE[code].status;
   }
 }

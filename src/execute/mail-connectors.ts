@@ -1,0 +1,150 @@
+// An owner attaches an IMAP account to one of their agents; the `mail` service reads through it. The
+// password is sealed with the secret box (associated data = the agent id, so a sealed password copied onto
+// another agent's row does not open) and never leaves the gateway again. The inbox allowlist is the agent's
+// own `inboxAllowlist`, set with PATCH /v1/owner/agents/{id}.
+import { X509Certificate } from 'node:crypto';
+import { isIP } from 'node:net';
+import type { IdentityService } from '../identity/service.ts';
+import type { AgentRow } from '../identity/store.ts';
+import type { Queryable } from '../platform/db/database.ts';
+import { ApiError } from '../platform/errors.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import { isPublicAddress } from '../platform/outbound.ts';
+import { openSecret, sealSecret, SecretBoxError, type SecretBoxKey } from '../platform/secret-box.ts';
+import type { MailConnector, MailTlsMode } from '../services/mail.ts';
+import * as store from './store.ts';
+
+/** What the owner submits (the `MailConnectorInput` shape of the connector, without the allowlist). */
+export interface MailConnectorSettings {
+  host: string;
+  port: number;
+  tls: MailTlsMode;
+  username: string;
+  password: string;
+  ca?: string;
+}
+
+/** The connector as the owner reads it back: everything but the password. */
+export interface MailConnectorView {
+  agentId: string;
+  host: string;
+  port: number;
+  tls: MailTlsMode;
+  username: string;
+  ca: string | null;
+  /** The agent's inbox allowlist, for convenience; change it with PATCH /v1/owner/agents/{id}. */
+  inboxAllowlist: string[];
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** The agent's connector ready for an execution, or null; `problem` says why a stored one cannot be used. */
+export interface ExecutionMailConnector {
+  connector: MailConnector | null;
+  problem?: ApiError;
+}
+
+function view(row: store.MailConnectorRow, agent: AgentRow): MailConnectorView {
+  return {
+    agentId: row.agent_id,
+    host: row.host,
+    port: row.port,
+    tls: row.tls,
+    username: row.username,
+    ca: row.ca_pem,
+    inboxAllowlist: agent.inbox_allowlist,
+    createdAt: Number(row.created_at_s),
+    updatedAt: Number(row.updated_at_s),
+  };
+}
+
+export class MailConnectorService {
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly identity: IdentityService,
+    private readonly boxKey: SecretBoxKey | undefined,
+  ) {}
+
+  /** Refuses, at the door, settings the connector would refuse on every execution. */
+  private check(settings: MailConnectorSettings): void {
+    const allowPrivate = this.gateway.config.allowPrivateNetworkTargets;
+    if (settings.tls === 'none' && !allowPrivate) {
+      throw new ApiError('invalid_input', { detail: 'tls "none" (cleartext IMAP) would send the password in the clear; use "implicit" (port 993) or "starttls"' });
+    }
+    const host = settings.host.toLowerCase();
+    const privateHost = (isIP(host) !== 0 && !isPublicAddress(host)) || host === 'localhost' || host.endsWith('.localhost');
+    if (privateHost && !allowPrivate) {
+      throw new ApiError('invalid_input', { detail: `host "${settings.host}" is not a public address; the gateway only connects to public mail servers` });
+    }
+    if (settings.ca !== undefined) {
+      try {
+        new X509Certificate(settings.ca);
+      } catch {
+        throw new ApiError('invalid_input', { detail: 'ca must be one PEM certificate (-----BEGIN CERTIFICATE----- …)' });
+      }
+    }
+  }
+
+  async set(tx: Queryable, ownerId: string, agentId: string, settings: MailConnectorSettings): Promise<MailConnectorView> {
+    if (!this.boxKey) {
+      throw new ApiError('runtime_configuration_required', { detail: 'mail passwords cannot be stored: ACG_SECRET_BOX_KEY is not configured' });
+    }
+    const agent = await this.identity.ownedAgentRow(tx, ownerId, agentId, true);
+    this.check(settings);
+    const nowS = BigInt(this.gateway.clock.nowS());
+    const row = await store.upsertMailConnector(tx, {
+      agent_id: agent.id,
+      host: settings.host,
+      port: settings.port,
+      tls: settings.tls,
+      username: settings.username,
+      password_sealed: sealSecret(this.boxKey, settings.password, agent.id),
+      ca_pem: settings.ca ?? null,
+      created_at_s: nowS,
+      updated_at_s: nowS,
+    });
+    return view(row, agent);
+  }
+
+  async get(ownerId: string, agentId: string): Promise<MailConnectorView> {
+    const { db } = this.gateway;
+    const agent = await this.identity.ownedAgentRow(db, ownerId, agentId);
+    const row = await store.findMailConnector(db, agent.id);
+    if (!row) throw new ApiError('not_found', { detail: `agent ${agentId} has no mail connector` });
+    return view(row, agent);
+  }
+
+  /** Removes the connector; removing one that is not there is not an error (DELETE is idempotent). */
+  async remove(tx: Queryable, ownerId: string, agentId: string): Promise<void> {
+    const agent = await this.identity.ownedAgentRow(tx, ownerId, agentId, true);
+    await store.deleteMailConnector(tx, agent.id);
+  }
+
+  /** The agent's connector with its password opened, and its allowlist, for one execution. */
+  async forExecution(db: Queryable, agent: AgentRow): Promise<ExecutionMailConnector> {
+    const row = await store.findMailConnector(db, agent.id);
+    if (!row) return { connector: null };
+    if (!this.boxKey) {
+      return { connector: null, problem: new ApiError('runtime_configuration_required', { detail: "the agent's mail password cannot be opened: ACG_SECRET_BOX_KEY is not configured" }) };
+    }
+    let password: string;
+    try {
+      password = openSecret(this.boxKey, row.password_sealed, agent.id);
+    } catch (error) {
+      if (!(error instanceof SecretBoxError)) throw error;
+      this.gateway.log.warn({ agentId: agent.id }, 'stored mail password does not open with the configured secret box key');
+      return {
+        connector: null,
+        problem: new ApiError('connector_not_configured', {
+          detail: "the agent's stored mail password cannot be opened with the gateway's current key; the owner must set the mail connector again",
+        }),
+      };
+    }
+    return {
+      connector: {
+        connection: { host: row.host, port: row.port, tls: row.tls, username: row.username, password, ...(row.ca_pem ? { ca: row.ca_pem } : {}) },
+        allowlist: agent.inbox_allowlist,
+      },
+    };
+  }
+}

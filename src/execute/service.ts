@@ -1,0 +1,495 @@
+// Metered execution (POST /v1/services/execute), in the spec's order:
+//   clearance (agent active, service and category allowed, the action's own checks such as the mail
+//   inbox allowlist) → a hold of the action's price (1 credit) → run the action → capture.
+//
+// Transactions. The action talks to the network, so it never runs inside a transaction (on PGlite a
+// transaction blocks the whole database):
+//   tx1  hold + the execution row (state running);
+//   run  outside any transaction, bounded by the execution timeout;
+//   tx2  capture + execution succeeded + the stored idempotent answer, all or nothing;
+//        or, when the action failed: release + execution failed (+ the stored answer when replayable).
+// So a charge exists only together with the answer that reports it, and a failed action is never charged.
+//
+// Process death between tx1 and tx2 leaves a running execution with a held hold. The instance that runs an
+// action refreshes the execution's heartbeat; any instance's recovery job releases the hold of a running
+// execution whose heartbeat stopped (its process died) or whose deadline passed, and gives its
+// Idempotency-Key back. The hold's own deadline (the execution timeout plus a margin) is the backstop:
+// the ledger's sweeper expires it even if no recovery job ever runs. Capture and recovery both lock the
+// execution row first, so at most one of them resolves the hold.
+import type { IdentityService } from '../identity/service.ts';
+import type { AgentRow } from '../identity/store.ts';
+import { GATEWAY_ACCEPTOR_ID, type LedgerService, type Redemption } from '../ledger/service.ts';
+import type { Queryable } from '../platform/db/database.ts';
+import { ApiError, problemBody } from '../platform/errors.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import type { Claim, StoredResponse } from '../platform/idempotency.ts';
+import { newId } from '../platform/ids.ts';
+import { formatUc, formatUsd, type Microcredits } from '../platform/money.ts';
+import type { Principal } from '../platform/principal.ts';
+import { ConnectorError, findService, prepareAction, type PreparedAction, type ServiceContext, type ServiceModule } from '../services/catalogue.ts';
+import type { GitHubContext } from '../services/github-public.ts';
+import type { MailSettings } from '../services/mail.ts';
+import type { MailConnectorService } from './mail-connectors.ts';
+import type { PaymentApprovalProvider, ServiceIntent } from './payment-approval.ts';
+import * as store from './store.ts';
+
+export const EXECUTE_ROUTE = 'POST /v1/services/execute';
+/** How often an instance refreshes the heartbeat of its in-flight executions and looks for orphans. */
+export const EXECUTION_RECOVERY_INTERVAL_MS = 2_000;
+/** A running execution whose heartbeat is older than this belongs to a dead process. */
+export const EXECUTION_ORPHANED_AFTER_MS = 10_000;
+/** Past the execution timeout, how long before recovery treats a running execution as lost. */
+const EXECUTION_DEADLINE_GRACE_MS = 5_000;
+/** The hold outlives the execution deadline by this much, so only a lost execution ever lets it expire. */
+const HOLD_LIFETIME_MARGIN_S = 60;
+const RECOVERY_BATCH_MAX = 100;
+/** A retained intent waits this long for a top-up before it is swept. */
+export const INTENT_LIFETIME_S = 7 * 86_400;
+/** Bounds what an agent without credit can make us store. */
+export const PENDING_INTENTS_PER_AGENT_MAX = 100;
+const INTENT_SWEEP_BATCH_MAX = 1000;
+
+export const EXECUTE_STATE_SUCCEEDED = 'succeeded';
+export const APPROVAL_STATE_PENDING = 'approval_pending';
+/** Every execution is paid from the agent's prepaid credit. */
+export const PAYMENT_METHOD_CREDITS = 'credits';
+
+export interface ExecutionRequest {
+  agentId: string;
+  serviceId: string;
+  action: string;
+  input: unknown;
+}
+
+export interface ExecuteResult {
+  state: typeof EXECUTE_STATE_SUCCEEDED;
+  executionId: string;
+  result: object;
+  /** The captured hold. */
+  receipt: Redemption;
+  priceUc: string;
+  priceUsd: string;
+  paymentMethod: typeof PAYMENT_METHOD_CREDITS;
+}
+
+export interface ExecuteDependencies {
+  identity: IdentityService;
+  ledger: LedgerService;
+  mailConnectors: MailConnectorService;
+  github: GitHubContext;
+  mail: MailSettings;
+  executeTimeoutMs: number;
+  /** The payments feature's provider; absent → insufficient credit answers 503 link_configuration_required. */
+  paymentApproval?: PaymentApprovalProvider;
+}
+
+interface Cleared {
+  agent: AgentRow;
+  service: ServiceModule;
+  action: PreparedAction;
+}
+
+interface Started {
+  executionId: string;
+  holdId: string;
+  priceUc: Microcredits;
+}
+
+/** The action finished, but recovery had already given its hold back. */
+class ExecutionLost extends Error {}
+
+function permits(allowed: readonly string[], id: string): boolean {
+  return allowed.includes('*') || allowed.includes(id);
+}
+
+/** After a hold: failures worth retrying (rate limits, 5xx) give the Idempotency-Key back; definitive ones are stored. */
+function replayable(status: number): boolean {
+  return status < 500 && status !== 429;
+}
+
+/** Every answer after the key is claimed says whether credit moved: on this path it never did. */
+function uncharged(error: unknown, extra: Record<string, unknown> = {}): ApiError {
+  if (error instanceof ConnectorError) {
+    return new ApiError(error.code, {
+      detail: error.detail,
+      extra: { ...extra, charged: false },
+      headers: error.retryAfterS === undefined ? undefined : { 'retry-after': String(error.retryAfterS) },
+    });
+  }
+  if (error instanceof ApiError) {
+    return new ApiError(error.code, { ...error.options, extra: { ...error.options.extra, ...extra, charged: false } });
+  }
+  throw error;
+}
+
+export class ExecuteService {
+  /** Names this process on the executions it runs, for the logs of recovery. */
+  readonly instanceId = newId('ins');
+  private readonly inFlight = new Set<string>();
+
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly deps: ExecuteDependencies,
+  ) {}
+
+  get paymentApprovalConfigured(): boolean {
+    return this.deps.paymentApproval !== undefined;
+  }
+
+  private get holdLifetimeS(): number {
+    return Math.ceil(this.deps.executeTimeoutMs / 1000) + HOLD_LIFETIME_MARGIN_S;
+  }
+
+  /**
+   * Which agent executes. An agent executes as itself (naming another agent is 403 agent_mismatch); a
+   * human or owner token must name one of the owner's agents (400 agent_required without one; 403
+   * owner_required for any other id, known or not, so agent ids cannot be probed).
+   */
+  async actingAgentId(caller: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, requestedAgentId: string | undefined): Promise<string> {
+    if (caller.kind === 'agent') {
+      const self = caller.agentId!;
+      if (requestedAgentId !== undefined && requestedAgentId !== self) {
+        throw new ApiError('agent_mismatch', { detail: 'an agent executes only as itself; omit agentId or send your own id' });
+      }
+      return self;
+    }
+    if (requestedAgentId === undefined) {
+      throw new ApiError('agent_required', { detail: 'an owner session must name the executing agent in agentId' });
+    }
+    const agent = await this.deps.identity.agentRow(this.gateway.db, requestedAgentId);
+    if (!agent || agent.owner_id !== caller.ownerId) {
+      throw new ApiError('owner_required', { detail: 'agentId must name one of your own agents' });
+    }
+    return agent.id;
+  }
+
+  /** Refuses, before the Idempotency-Key is claimed, a service or action the catalogue does not have. */
+  checkRequest(serviceId: string, action: string): void {
+    const service = findService(serviceId);
+    if (!service) throw new ApiError('invalid_input', { detail: `unknown service "${serviceId}"` });
+    if (!Object.hasOwn(service.actions, action)) {
+      throw new ApiError('invalid_input', { detail: `service "${serviceId}" has no action "${action}"; it has ${Object.keys(service.actions).join(', ')}` });
+    }
+  }
+
+  /**
+   * Runs one execution under an Idempotency-Key claimed by the caller, and returns the answer. Whatever
+   * happens, the claim ends completed (answer stored) or given back (the same request may be retried).
+   */
+  async execute(claim: Claim, request: ExecutionRequest): Promise<StoredResponse> {
+    try {
+      return await this.executeClaimed(claim, request);
+    } catch (error) {
+      await this.gateway.idempotency.abandon(claim).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private async executeClaimed(claim: Claim, request: ExecutionRequest): Promise<StoredResponse> {
+    // Holds past their deadline give their credit back first, so it can pay for this one.
+    await this.deps.ledger.expireDue({ agentId: request.agentId });
+    let cleared: Cleared;
+    try {
+      cleared = await this.clear(request);
+    } catch (error) {
+      return this.refuse(claim, uncharged(error));
+    }
+    let started: Started;
+    try {
+      started = await this.gateway.db.transaction((tx) => this.begin(tx, claim, request, cleared));
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'INSUFFICIENT_CREDITS') return this.retainIntent(claim, request, cleared);
+      return this.refuse(claim, uncharged(error));
+    }
+    this.inFlight.add(started.executionId);
+    try {
+      let result: object;
+      try {
+        result = await this.withinTimeout(cleared.action.run());
+      } catch (error) {
+        return await this.fail(claim, started, error);
+      }
+      return await this.succeed(claim, started, result);
+    } finally {
+      this.inFlight.delete(started.executionId);
+    }
+  }
+
+  /** The clearance checks, all before any hold: each refusal names its code. */
+  private async clear(request: ExecutionRequest): Promise<Cleared> {
+    const { db } = this.gateway;
+    const agent = await this.deps.identity.agentRow(db, request.agentId);
+    if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
+    if (agent.status !== 'active') throw new ApiError('FROZEN', { detail: 'the agent is frozen by its owner' });
+    const service = findService(request.serviceId);
+    if (!service) throw new ApiError('invalid_input', { detail: `unknown service "${request.serviceId}"` });
+    if (!permits(agent.allowed_services, service.id)) {
+      throw new ApiError('SCOPE_FORBIDDEN', { detail: `the agent may not use service "${service.id}"` });
+    }
+    if (!permits(agent.allowed_categories, service.category)) {
+      throw new ApiError('SCOPE_FORBIDDEN', { detail: `the agent may not spend in category "${service.category}" (service "${service.id}")` });
+    }
+    const mail = await this.deps.mailConnectors.forExecution(db, agent);
+    const context: ServiceContext = { github: this.deps.github, mail: this.deps.mail, mailConnector: mail.connector };
+    try {
+      return { agent, service, action: prepareAction(context, request.serviceId, request.action, request.input) };
+    } catch (error) {
+      // A stored connector that cannot be opened says why, instead of "no connector".
+      if (error instanceof ConnectorError && error.code === 'connector_not_configured' && mail.problem) throw mail.problem;
+      throw error;
+    }
+  }
+
+  /** tx1: the hold and the execution row that lets recovery find it. */
+  private async begin(tx: Queryable, claim: Claim, request: ExecutionRequest, cleared: Cleared): Promise<Started> {
+    const { priceUc } = cleared.action;
+    const hold = await this.deps.ledger.hold(tx, {
+      agentId: cleared.agent.id,
+      acceptorId: GATEWAY_ACCEPTOR_ID,
+      merchantId: null,
+      offerId: `${cleared.service.id}:${cleared.action.actionName}`,
+      category: cleared.service.category,
+      amountUc: priceUc,
+      lifetimeS: this.holdLifetimeS,
+    });
+    const nowMs = this.gateway.clock.nowMs();
+    const executionId = newId('exe');
+    await store.insertExecution(tx, {
+      id: executionId,
+      agent_id: cleared.agent.id,
+      service_id: cleared.service.id,
+      action: request.action,
+      hold_id: hold.id,
+      state: 'running',
+      error_code: null,
+      instance_id: this.instanceId,
+      idem_scope: claim.scope,
+      idem_route: claim.route,
+      idem_key: claim.key,
+      idem_token: claim.token,
+      started_at_ms: BigInt(nowMs),
+      heartbeat_at_ms: BigInt(nowMs),
+      deadline_at_ms: BigInt(nowMs + this.deps.executeTimeoutMs + EXECUTION_DEADLINE_GRACE_MS),
+      finished_at_ms: null,
+    });
+    return { executionId, holdId: hold.id, priceUc };
+  }
+
+  private async withinTimeout(action: Promise<object>): Promise<object> {
+    const timeoutMs = this.deps.executeTimeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(new ConnectorError('upstream_timeout', `the action did not finish within ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      return await Promise.race([action, deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** tx2 on success: capture, finish the execution and store the answer, together. */
+  private async succeed(claim: Claim, started: Started, result: object): Promise<StoredResponse> {
+    const { db, clock, idempotency } = this.gateway;
+    try {
+      return await db.transaction(async (tx) => {
+        const execution = await store.lockRunningExecution(tx, started.executionId);
+        if (!execution) throw new ExecutionLost();
+        const receipt = await this.deps.ledger.capture(tx, started.holdId);
+        if (receipt.state !== 'captured' || receipt.capturedUc !== formatUc(started.priceUc)) {
+          throw new Error(`ledger invariant: execution ${started.executionId} captured ${receipt.capturedUc} µc of ${started.priceUc} µc`);
+        }
+        await store.finishExecution(tx, execution.id, 'succeeded', null, clock.nowMs());
+        await store.markIntentExecuted(tx, claim.scope, claim.key, execution.id, clock.nowS());
+        const body: ExecuteResult = {
+          state: EXECUTE_STATE_SUCCEEDED,
+          executionId: execution.id,
+          result,
+          receipt,
+          priceUc: formatUc(started.priceUc),
+          priceUsd: formatUsd(started.priceUc),
+          paymentMethod: PAYMENT_METHOD_CREDITS,
+        };
+        const response: StoredResponse = { status: 200, body, headers: {} };
+        await idempotency.complete(tx, claim, response);
+        return response;
+      });
+    } catch (error) {
+      const late = error instanceof ExecutionLost || (error instanceof ApiError && error.code === 'hold_resolved');
+      await this.releaseQuietly(started, late ? 'deadline_passed' : 'internal_error');
+      if (!late) throw error;
+      // The result came after the execution's deadline, when its hold was no longer ours to capture: it is
+      // not handed out unpaid; the caller retries.
+      await idempotency.abandon(claim);
+      return this.answer(
+        uncharged(new ConnectorError('upstream_timeout', 'the action finished after the execution deadline; nothing was charged, retry the request'), {
+          executionId: started.executionId,
+          redemptionId: started.holdId,
+        }),
+      );
+    }
+  }
+
+  /** The action failed: release the hold; store the answer when it is definitive. */
+  private async fail(claim: Claim, started: Started, error: unknown): Promise<StoredResponse> {
+    if (!(error instanceof ConnectorError)) {
+      // A fault of ours, not the upstream's: no charge, and a 500 whose key the caller may retry.
+      await this.releaseQuietly(started, 'internal_error');
+      throw error;
+    }
+    const { db, idempotency } = this.gateway;
+    const response = this.answer(uncharged(error, { executionId: started.executionId, redemptionId: started.holdId }));
+    const storeAnswer = replayable(response.status);
+    const stored = await db.transaction(async (tx) => {
+      const owned = await this.releaseExecution(tx, started.executionId, 'failed', error.code);
+      if (owned && storeAnswer) await idempotency.complete(tx, claim, response);
+      return owned && storeAnswer;
+    });
+    if (!stored) await idempotency.abandon(claim);
+    return response;
+  }
+
+  /** Credit did not cover the hold: retain the intent, then answer 402 or 503. Nothing was charged. */
+  private async retainIntent(claim: Claim, request: ExecutionRequest, cleared: Cleared): Promise<StoredResponse> {
+    const { db, clock, idempotency, log } = this.gateway;
+    const priceUc = cleared.action.priceUc;
+    const intent: ServiceIntent = { serviceId: request.serviceId, action: request.action, input: request.input, agentId: cleared.agent.id };
+    let intentId: string;
+    try {
+      intentId = await db.transaction(async (tx) => {
+        // The agent row lock makes the count and the insert one step for this agent.
+        await this.deps.identity.lockAgent(tx, cleared.agent.id);
+        const nowS = clock.nowS();
+        const existing = await store.findIntentByKey(tx, claim.scope, claim.key);
+        const renewing = existing !== undefined && existing.state === 'pending' && Number(existing.expires_at_s) > nowS;
+        if (!renewing && (await store.countPendingIntents(tx, cleared.agent.id, nowS)) >= PENDING_INTENTS_PER_AGENT_MAX) {
+          throw new ApiError('rate_limited', {
+            detail: `the agent already has ${PENDING_INTENTS_PER_AGENT_MAX} intents waiting for credit; fund it or retry one of them`,
+            headers: { 'retry-after': '3600' },
+          });
+        }
+        const row = await store.upsertIntent(tx, {
+          id: newId('int'),
+          agent_id: cleared.agent.id,
+          service_id: request.serviceId,
+          action: request.action,
+          input: request.input,
+          price_uc: priceUc,
+          requested_by: claim.scope,
+          idempotency_key: claim.key,
+          state: 'pending',
+          execution_id: null,
+          created_at_s: BigInt(nowS),
+          updated_at_s: BigInt(nowS),
+          expires_at_s: BigInt(nowS + INTENT_LIFETIME_S),
+        });
+        return row.id;
+      });
+    } catch (error) {
+      return this.refuse(claim, uncharged(error));
+    }
+    // Not stored: once credit arrives (a grant, or the approved top-up), a retry with the same key runs
+    // the execution; until then each retry answers the same intent.
+    await idempotency.abandon(claim);
+    const extra = { intentId, intent, priceUc: formatUc(priceUc) };
+    const retry = 'Nothing was charged. Once credit is added, retry with the same Idempotency-Key to run it.';
+    const provider = this.deps.paymentApproval;
+    if (!provider) {
+      return this.answer(
+        uncharged(
+          new ApiError('link_configuration_required', {
+            detail: `the agent's credit does not cover this execution (${formatUc(priceUc)} µc) and no payment-approval provider is configured. ${retry}`,
+          }),
+          extra,
+        ),
+      );
+    }
+    try {
+      const approval = await provider.requestApproval({ intentId, intent, ownerId: cleared.agent.owner_id, priceUc });
+      return this.answer(
+        uncharged(
+          new ApiError('approval_required', {
+            detail: `the agent's credit does not cover this execution (${formatUc(priceUc)} µc); its owner must approve a top-up. ${retry}`,
+          }),
+          { state: APPROVAL_STATE_PENDING, ...extra, payment: approval.payment, paymentMethods: approval.paymentMethods, instructions: approval.instructions },
+        ),
+      );
+    } catch (error) {
+      log.warn({ err: error, intentId }, 'payment-approval provider failed');
+      return this.answer(uncharged(new ApiError('payment_unavailable', { detail: `the payment-approval provider could not be reached. ${retry}` }), extra));
+    }
+  }
+
+  /**
+   * A refusal before any hold (clearance, caps, credit) changed nothing, so nothing is stored: the key is
+   * given back and the same request may be retried once the owner changes the agent's settings.
+   */
+  private async refuse(claim: Claim, error: ApiError): Promise<StoredResponse> {
+    await this.gateway.idempotency.abandon(claim);
+    return this.answer(error);
+  }
+
+  private answer(error: ApiError): StoredResponse {
+    return { status: error.status, body: problemBody(this.gateway.config.baseUrl, error), headers: error.options.headers ?? {} };
+  }
+
+  /**
+   * Releases the hold of a still-running execution and finishes it. False when it was no longer running
+   * (recovery, or a concurrent path, resolved it first).
+   */
+  private async releaseExecution(tx: Queryable, executionId: string, state: 'failed' | 'abandoned', errorCode: string): Promise<boolean> {
+    const execution = await store.lockRunningExecution(tx, executionId);
+    if (!execution) return false;
+    try {
+      await this.deps.ledger.release(tx, execution.hold_id);
+    } catch (error) {
+      // Past its deadline the hold is expired already: its credit is (or will be, by the sweeper) back.
+      if (!(error instanceof ApiError && error.code === 'hold_resolved')) throw error;
+    }
+    await store.finishExecution(tx, executionId, state, errorCode, this.gateway.clock.nowMs());
+    return true;
+  }
+
+  private async releaseQuietly(started: Started, errorCode: string): Promise<void> {
+    try {
+      await this.gateway.db.transaction((tx) => this.releaseExecution(tx, started.executionId, 'failed', errorCode));
+    } catch (error) {
+      // Recovery or the hold's deadline will release it; say so loudly.
+      this.gateway.log.error({ err: error, executionId: started.executionId, holdId: started.holdId }, 'could not release the hold of a failed execution');
+    }
+  }
+
+  /**
+   * The recovery job: refreshes the heartbeat of this instance's in-flight executions, then releases the
+   * holds of running executions whose process died (heartbeat stale) or whose deadline passed, and gives
+   * their Idempotency-Keys back. Safe on any number of instances at once.
+   */
+  async recoverOrphans(): Promise<number> {
+    const { db, clock, idempotency, log } = this.gateway;
+    if (this.inFlight.size > 0) await store.heartbeat(db, [...this.inFlight], clock.nowMs());
+    const nowMs = clock.nowMs();
+    const staleBeforeMs = nowMs - EXECUTION_ORPHANED_AFTER_MS;
+    let recovered = 0;
+    for (const id of await store.orphanedExecutionIds(db, staleBeforeMs, nowMs, RECOVERY_BATCH_MAX)) {
+      const claim = await db.transaction(async (tx): Promise<Claim | null> => {
+        const execution = await store.lockRunningExecution(tx, id);
+        // Re-checked under the lock: the owner may have finished it or beaten its heartbeat meanwhile.
+        if (!execution) return null;
+        const lost = Number(execution.heartbeat_at_ms) < staleBeforeMs;
+        if (!lost && Number(execution.deadline_at_ms) > nowMs) return null;
+        await this.releaseExecution(tx, id, 'abandoned', lost ? 'instance_lost' : 'deadline_passed');
+        log.warn({ executionId: id, holdId: execution.hold_id, instanceId: execution.instance_id, reason: lost ? 'instance_lost' : 'deadline_passed' }, 'released the hold of an abandoned execution');
+        return { scope: execution.idem_scope, route: execution.idem_route, key: execution.idem_key, token: execution.idem_token };
+      });
+      if (!claim) continue;
+      await idempotency.abandon(claim);
+      recovered += 1;
+    }
+    return recovered;
+  }
+
+  /** Deletes intents that waited longer than their lifetime. */
+  async sweepIntents(): Promise<number> {
+    return store.deleteExpiredIntents(this.gateway.db, this.gateway.clock.nowS(), INTENT_SWEEP_BATCH_MAX);
+  }
+}

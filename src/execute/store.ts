@@ -1,0 +1,180 @@
+// SQL of metered execution: mail connectors, executions and retained intents.
+import type { Queryable } from '../platform/db/database.ts';
+
+export interface MailConnectorRow {
+  agent_id: string;
+  host: string;
+  port: number;
+  tls: 'implicit' | 'starttls' | 'none';
+  username: string;
+  password_sealed: string;
+  ca_pem: string | null;
+  created_at_s: bigint;
+  updated_at_s: bigint;
+}
+
+export type ExecutionState = 'running' | 'succeeded' | 'failed' | 'abandoned';
+
+export interface ExecutionRow {
+  id: string;
+  agent_id: string;
+  service_id: string;
+  action: string;
+  hold_id: string;
+  state: ExecutionState;
+  error_code: string | null;
+  instance_id: string;
+  idem_scope: string;
+  idem_route: string;
+  idem_key: string;
+  idem_token: string;
+  started_at_ms: bigint;
+  heartbeat_at_ms: bigint;
+  deadline_at_ms: bigint;
+  finished_at_ms: bigint | null;
+}
+
+export interface IntentRow {
+  id: string;
+  agent_id: string;
+  service_id: string;
+  action: string;
+  input: unknown;
+  price_uc: bigint;
+  requested_by: string;
+  idempotency_key: string;
+  state: 'pending' | 'executed';
+  execution_id: string | null;
+  created_at_s: bigint;
+  updated_at_s: bigint;
+  expires_at_s: bigint;
+}
+
+// ---- mail connectors ----
+
+export async function findMailConnector(db: Queryable, agentId: string): Promise<MailConnectorRow | undefined> {
+  const { rows } = await db.query<MailConnectorRow>('SELECT * FROM mail_connectors WHERE agent_id = $1', [agentId]);
+  return rows[0];
+}
+
+/** Inserts or replaces the agent's connector; created_at_s survives a replacement. */
+export async function upsertMailConnector(db: Queryable, row: MailConnectorRow): Promise<MailConnectorRow> {
+  const { rows } = await db.query<MailConnectorRow>(
+    `INSERT INTO mail_connectors (agent_id, host, port, tls, username, password_sealed, ca_pem, created_at_s, updated_at_s)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+     ON CONFLICT (agent_id) DO UPDATE SET
+       host = EXCLUDED.host, port = EXCLUDED.port, tls = EXCLUDED.tls, username = EXCLUDED.username,
+       password_sealed = EXCLUDED.password_sealed, ca_pem = EXCLUDED.ca_pem, updated_at_s = EXCLUDED.updated_at_s
+     RETURNING *`,
+    [row.agent_id, row.host, row.port, row.tls, row.username, row.password_sealed, row.ca_pem, row.created_at_s, row.updated_at_s],
+  );
+  return rows[0]!;
+}
+
+export async function deleteMailConnector(db: Queryable, agentId: string): Promise<boolean> {
+  const result = await db.query('DELETE FROM mail_connectors WHERE agent_id = $1', [agentId]);
+  return result.rowCount === 1;
+}
+
+// ---- executions ----
+
+export async function insertExecution(db: Queryable, row: ExecutionRow): Promise<void> {
+  await db.query(
+    `INSERT INTO service_executions (id, agent_id, service_id, action, hold_id, state, error_code, instance_id,
+       idem_scope, idem_route, idem_key, idem_token, started_at_ms, heartbeat_at_ms, deadline_at_ms, finished_at_ms)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+    [
+      row.id, row.agent_id, row.service_id, row.action, row.hold_id, row.state, row.error_code, row.instance_id,
+      row.idem_scope, row.idem_route, row.idem_key, row.idem_token, row.started_at_ms, row.heartbeat_at_ms,
+      row.deadline_at_ms, row.finished_at_ms,
+    ],
+  );
+}
+
+/** Locks a still-running execution; undefined when it has already finished (or was recovered). */
+export async function lockRunningExecution(db: Queryable, executionId: string): Promise<ExecutionRow | undefined> {
+  const { rows } = await db.query<ExecutionRow>(`SELECT * FROM service_executions WHERE id = $1 AND state = 'running' FOR UPDATE`, [executionId]);
+  return rows[0];
+}
+
+export async function finishExecution(db: Queryable, executionId: string, state: Exclude<ExecutionState, 'running'>, errorCode: string | null, nowMs: number): Promise<void> {
+  await db.query(`UPDATE service_executions SET state = $2, error_code = $3, finished_at_ms = $4 WHERE id = $1 AND state = 'running'`, [
+    executionId,
+    state,
+    errorCode,
+    nowMs,
+  ]);
+}
+
+export async function heartbeat(db: Queryable, executionIds: readonly string[], nowMs: number): Promise<void> {
+  // A JSON array parameter binds the same way on both drivers.
+  await db.query(
+    `UPDATE service_executions SET heartbeat_at_ms = $2
+      WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)) AND state = 'running'`,
+    [JSON.stringify(executionIds), nowMs],
+  );
+}
+
+/** Running executions whose heartbeat is older than `staleBeforeMs` or whose deadline has passed. */
+export async function orphanedExecutionIds(db: Queryable, staleBeforeMs: number, nowMs: number, limit: number): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `SELECT id FROM service_executions
+      WHERE state = 'running' AND (heartbeat_at_ms < $1 OR deadline_at_ms <= $2)
+      ORDER BY heartbeat_at_ms LIMIT $3`,
+    [staleBeforeMs, nowMs, limit],
+  );
+  return rows.map((row) => row.id);
+}
+
+// ---- intents ----
+
+/**
+ * Retains an intent once per (caller, key): a retry of the same request refreshes and returns the same
+ * row (the idempotency claim already proved the request is the same).
+ */
+export async function upsertIntent(db: Queryable, row: IntentRow): Promise<IntentRow> {
+  const { rows } = await db.query<IntentRow>(
+    `INSERT INTO service_intents (id, agent_id, service_id, action, input, price_uc, requested_by, idempotency_key, state,
+       execution_id, created_at_s, updated_at_s, expires_at_s)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+     ON CONFLICT (requested_by, idempotency_key) DO UPDATE SET
+       state = 'pending', execution_id = NULL, updated_at_s = EXCLUDED.updated_at_s, expires_at_s = EXCLUDED.expires_at_s
+     RETURNING *`,
+    [
+      row.id, row.agent_id, row.service_id, row.action, JSON.stringify(row.input), row.price_uc, row.requested_by,
+      row.idempotency_key, row.state, row.execution_id, row.created_at_s, row.updated_at_s, row.expires_at_s,
+    ],
+  );
+  return rows[0]!;
+}
+
+export async function countPendingIntents(db: Queryable, agentId: string, nowS: number): Promise<number> {
+  const { rows } = await db.query<{ n: bigint }>(
+    `SELECT count(*)::bigint AS n FROM service_intents WHERE agent_id = $1 AND state = 'pending' AND expires_at_s > $2`,
+    [agentId, nowS],
+  );
+  return Number(rows[0]!.n);
+}
+
+export async function findIntentByKey(db: Queryable, requestedBy: string, key: string): Promise<IntentRow | undefined> {
+  const { rows } = await db.query<IntentRow>('SELECT * FROM service_intents WHERE requested_by = $1 AND idempotency_key = $2', [requestedBy, key]);
+  return rows[0];
+}
+
+/** Marks the pending intent of this (caller, key) as executed by `executionId`, if there is one. */
+export async function markIntentExecuted(db: Queryable, requestedBy: string, key: string, executionId: string, nowS: number): Promise<void> {
+  await db.query(
+    `UPDATE service_intents SET state = 'executed', execution_id = $3, updated_at_s = $4
+      WHERE requested_by = $1 AND idempotency_key = $2 AND state = 'pending'`,
+    [requestedBy, key, executionId, nowS],
+  );
+}
+
+export async function deleteExpiredIntents(db: Queryable, nowS: number, limit: number): Promise<number> {
+  const result = await db.query(
+    `DELETE FROM service_intents WHERE id IN (
+       SELECT id FROM service_intents WHERE state = 'pending' AND expires_at_s <= $1 LIMIT $2)`,
+    [nowS, limit],
+  );
+  return result.rowCount;
+}

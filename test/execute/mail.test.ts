@@ -1,0 +1,228 @@
+// The `mail` service through POST /v1/services/execute against a real, private Dovecot IMAP server, and
+// the owner's mail connector routes (password sealed at rest, never returned).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grant } from '../support/ledger-fixture.ts';
+import { ALICE, DOVECOT_SKIP_NOTE, INBOX_MESSAGE_COUNT, RECEIPT_CSV, dovecotBinary, startMailFixture, type MailFixture } from '../support/dovecot.ts';
+import { startWorld, type World } from '../support/world.ts';
+import { ONE_CREDIT_UC, availableUc, capturedFromAgent, execute, expectNothingCharged, holdsOf } from './helpers.ts';
+
+const dovecot = dovecotBinary();
+if (!dovecot) console.log(DOVECOT_SKIP_NOTE);
+
+let counter = 0;
+const FUNDS_UC = 20n * ONE_CREDIT_UC;
+
+describe('mail connector routes', () => {
+  let world: World;
+  beforeAll(async () => {
+    world = await startWorld({ env: { ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true' } });
+  });
+  afterAll(() => world?.close());
+
+  const settings = { host: 'imap.example.com', port: 993, tls: 'implicit', username: 'alice', password: 'correct horse battery staple' };
+
+  it('stores the password sealed, never returns it, and reads, replaces and removes the connector', async () => {
+    const agent = await world.createAgent('conn1@example.com', 'conn-agent-1', { inboxAllowlist: ['INBOX'] });
+    const path = `/v1/owner/agents/${agent.id}/mail-connector`;
+    const put = await world.api('PUT', path, { token: agent.ownerToken, body: settings });
+    expect(put.status).toBe(200);
+    expect(put.body).toEqual({
+      agentId: agent.id,
+      host: 'imap.example.com',
+      port: 993,
+      tls: 'implicit',
+      username: 'alice',
+      ca: null,
+      inboxAllowlist: ['INBOX'],
+      createdAt: expect.any(Number),
+      updatedAt: expect.any(Number),
+    });
+    expect(JSON.stringify(put.body)).not.toContain('horse');
+    const { rows } = await world.gw.gateway.db.query<Record<string, unknown>>('SELECT * FROM mail_connectors WHERE agent_id = $1', [agent.id]);
+    expect(JSON.stringify(rows[0], (_k, v) => (typeof v === 'bigint' ? String(v) : v))).not.toContain('horse');
+    expect(String(rows[0]!.password_sealed)).toMatch(/^v1\./);
+    const get = await world.api('GET', path, { token: agent.ownerToken });
+    expect(get.body).toEqual(put.body);
+
+    const replaced = await world.api('PUT', path, { token: agent.ownerToken, body: { ...settings, port: 1993, tls: 'starttls' } });
+    expect(replaced.body).toMatchObject({ port: 1993, tls: 'starttls', createdAt: put.body.createdAt });
+
+    expect((await world.api('DELETE', path, { token: agent.ownerToken })).status).toBe(204);
+    expect((await world.api('GET', path, { token: agent.ownerToken })).status).toBe(404);
+    expect((await world.api('DELETE', path, { token: agent.ownerToken })).status).toBe(204);
+  });
+
+  it("treats another owner's agent as not found, and refuses the agent itself", async () => {
+    const agent = await world.createAgent('conn2@example.com', 'conn-agent-2');
+    const stranger = await world.createAgent('conn3@example.com', 'conn-agent-3');
+    const path = `/v1/owner/agents/${agent.id}/mail-connector`;
+    expect((await world.api('PUT', path, { token: stranger.ownerToken, body: settings })).status).toBe(404);
+    const asAgent = await world.api('PUT', path, { token: agent.token, body: settings });
+    expect(asAgent.status).toBe(403);
+    expect(asAgent.body.code).toBe('owner_required');
+  });
+
+  it('refuses unknown members, a bad CA and an allowlist in the body (the allowlist is the agent\'s)', async () => {
+    const agent = await world.createAgent('conn4@example.com', 'conn-agent-4');
+    const path = `/v1/owner/agents/${agent.id}/mail-connector`;
+    for (const body of [{ ...settings, allowlist: ['INBOX'] }, { ...settings, ca: 'not a certificate' }, { ...settings, port: 0 }, { ...settings, tls: 'ssl' }]) {
+      const res = await world.api('PUT', path, { token: agent.ownerToken, body });
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.code).toBe('invalid_input');
+    }
+  });
+
+  it('refuses cleartext IMAP and private hosts without the test-only setting', async () => {
+    const strict = await startWorld();
+    try {
+      const agent = await strict.createAgent('conn5@example.com', 'conn-agent-5');
+      const path = `/v1/owner/agents/${agent.id}/mail-connector`;
+      for (const body of [{ ...settings, tls: 'none' }, { ...settings, host: '127.0.0.1' }, { ...settings, host: '10.1.2.3' }, { ...settings, host: 'localhost' }]) {
+        const res = await strict.api('PUT', path, { token: agent.ownerToken, body });
+        expect(res.status, JSON.stringify(body)).toBe(400);
+        expect(res.body.code).toBe('invalid_input');
+      }
+    } finally {
+      await strict.close();
+    }
+  });
+
+  it('answers 503 runtime_configuration_required in live mode without a secret box key', async () => {
+    const live = await startWorld({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'http://127.0.0.1:1' } });
+    try {
+      const agent = await live.createAgent('conn6@example.com', 'conn-agent-6');
+      const res = await live.api('PUT', `/v1/owner/agents/${agent.id}/mail-connector`, { token: agent.ownerToken, body: settings });
+      expect(res.status).toBe(503);
+      expect(res.body.code).toBe('runtime_configuration_required');
+    } finally {
+      await live.close();
+    }
+  });
+});
+
+describe.skipIf(!dovecot)('mail through execute against a real Dovecot', () => {
+  let world: World;
+  let fixture: MailFixture;
+
+  beforeAll(async () => {
+    fixture = await startMailFixture();
+    world = await startWorld({ env: { ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true' } });
+  });
+  afterAll(async () => {
+    await world?.close();
+    await fixture?.server.stop();
+  });
+
+  /** An agent of ALICE's account with INBOX and Receipts allowed, over implicit TLS when the fixture has it. */
+  async function mailAgent(password = ALICE.password) {
+    counter += 1;
+    const agent = await world.createAgent(`mail${counter}@example.com`, `mail-agent-${counter}`, { inboxAllowlist: ['INBOX', 'Receipts'] });
+    await grant(world, agent.id, FUNDS_UC);
+    const { server } = fixture;
+    const connection = server.tls
+      ? { host: server.host, port: server.tls.port, tls: 'implicit', ca: server.tls.certPem }
+      : { host: server.host, port: server.port, tls: 'none' };
+    const put = await world.api('PUT', `/v1/owner/agents/${agent.id}/mail-connector`, {
+      token: agent.ownerToken,
+      body: { ...connection, username: ALICE.username, password },
+    });
+    expect(put.status).toBe(200);
+    return agent;
+  }
+
+  it('inboxes.list returns the allowlisted inboxes with counts, and charges one credit', async () => {
+    const agent = await mailAgent();
+    const res = await execute(world, agent.token, { serviceId: 'mail', action: 'inboxes.list', input: {} });
+    expect(res.status).toBe(200);
+    expect(res.body.result).toEqual({
+      inboxes: [
+        { name: 'INBOX', specialUse: '\\Inbox', messages: INBOX_MESSAGE_COUNT, unseen: 3 },
+        { name: 'Receipts', specialUse: null, messages: 3, unseen: 2 },
+      ],
+    });
+    expect(res.body.receipt).toMatchObject({ offerId: 'mail:inboxes.list', category: 'email', state: 'captured', capturedUc: '1000000' });
+    expect(await capturedFromAgent(world, agent.id)).toBe(ONE_CREDIT_UC);
+  });
+
+  it('messages.list pages newest first with a cursor, one credit per page', async () => {
+    const agent = await mailAgent();
+    const uids: number[] = [];
+    let cursor: string | undefined;
+    const sizes: number[] = [];
+    for (let page = 0; page < 5; page += 1) {
+      const res = await execute(world, agent.token, { serviceId: 'mail', action: 'messages.list', input: { inbox: 'INBOX', limit: 3, ...(cursor ? { cursor } : {}) } });
+      expect(res.status).toBe(200);
+      sizes.push(res.body.result.messages.length);
+      uids.push(...res.body.result.messages.map((m: { uid: number }) => m.uid));
+      cursor = res.body.result.nextCursor ?? undefined;
+      if (!cursor) break;
+    }
+    expect(sizes).toEqual([3, 3, 1]);
+    expect(uids).toEqual([...fixture.uids.alice.INBOX].reverse());
+    expect(await capturedFromAgent(world, agent.id)).toBe(3n * ONE_CREDIT_UC);
+    expect(await availableUc(world, agent.id)).toBe(FUNDS_UC - 3n * ONE_CREDIT_UC);
+  });
+
+  it('messages.get returns the multipart receipt parsed: headers, text, html and attachment metadata', async () => {
+    const agent = await mailAgent();
+    const res = await execute(world, agent.token, { serviceId: 'mail', action: 'messages.get', input: { inbox: 'Receipts', uid: fixture.uids.alice.Receipts.receipt } });
+    expect(res.status).toBe(200);
+    expect(res.body.result).toMatchObject({
+      uid: fixture.uids.alice.Receipts.receipt,
+      truncated: false,
+      headers: {
+        messageId: '<receipt-1001@shop.example>',
+        subject: 'Your receipt #1001',
+        from: [{ name: 'Shop', address: 'orders@shop.example' }],
+        cc: [{ name: null, address: 'accounts@example.test' }],
+        inReplyTo: '<order-1001@example.test>',
+      },
+      attachments: [{ filename: 'receipt.csv', contentType: 'text/csv', size: Buffer.byteLength(RECEIPT_CSV), contentId: null }],
+    });
+    expect(res.body.result.text).toContain('Total: 29.99 EUR');
+    expect(res.body.result.html).toContain('<b>order</b>');
+    expect(JSON.stringify(res.body.result)).not.toContain(Buffer.from(RECEIPT_CSV).toString('base64'));
+    expect(await capturedFromAgent(world, agent.id)).toBe(ONE_CREDIT_UC);
+  });
+
+  it('refuses a mailbox off the allowlist with 403 inbox_not_allowed before any hold', async () => {
+    const agent = await mailAgent();
+    for (const [action, input] of [
+      ['messages.list', { inbox: 'Private' }],
+      ['messages.get', { inbox: 'Private', uid: fixture.uids.alice.Private[0] }],
+      ['messages.get', { inbox: 'receipts', uid: 1 }],
+    ] as const) {
+      const res = await execute(world, agent.token, { serviceId: 'mail', action, input });
+      expect(res.status).toBe(403);
+      expect(res.body).toMatchObject({ code: 'inbox_not_allowed', charged: false });
+    }
+    expect(await holdsOf(world, agent.id)).toEqual([]);
+  });
+
+  it('refuses an agent without a mail connector with 409 connector_not_configured before any hold', async () => {
+    const agent = await world.createAgent('no-connector@example.com', 'no-connector', { inboxAllowlist: ['INBOX'] });
+    await grant(world, agent.id, FUNDS_UC);
+    const res = await execute(world, agent.token, { serviceId: 'mail', action: 'inboxes.list', input: {} });
+    expect(res.status).toBe(409);
+    expect(res.body).toMatchObject({ code: 'connector_not_configured', charged: false });
+    expect(await holdsOf(world, agent.id)).toEqual([]);
+  });
+
+  it('answers a refused login with 502 upstream_auth_failed and releases the hold', async () => {
+    const agent = await mailAgent('wrong-password');
+    const res = await execute(world, agent.token, { serviceId: 'mail', action: 'inboxes.list', input: {} });
+    expect(res.status).toBe(502);
+    expect(res.body).toMatchObject({ code: 'upstream_auth_failed', charged: false });
+    expect((await holdsOf(world, agent.id)).map((h) => h.state)).toEqual(['released']);
+    await expectNothingCharged(world, agent.id, FUNDS_UC);
+  });
+
+  it('answers an inbox that is allowed but missing with 404 upstream_not_found and releases the hold', async () => {
+    const agent = await mailAgent();
+    await world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, body: { inboxAllowlist: ['INBOX', 'Archive'] } });
+    const res = await execute(world, agent.token, { serviceId: 'mail', action: 'messages.list', input: { inbox: 'Archive' } });
+    expect(res.status).toBe(404);
+    expect(res.body).toMatchObject({ code: 'upstream_not_found', charged: false });
+    await expectNothingCharged(world, agent.id, FUNDS_UC);
+  });
+});
