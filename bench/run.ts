@@ -42,7 +42,7 @@ async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>)
 }
 
 async function startGateway(env: Record<string, string>, base: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin/acg.js'), 'serve'], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_OPTIONS ? process.env.BENCH_NODE_OPTIONS.split(' ') : []), path.join(ROOT, 'bin/acg.js'), 'serve'], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
   const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`gateway exited with ${code}`))));
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {

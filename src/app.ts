@@ -124,7 +124,7 @@ export async function buildGatewayApp(
     integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured }),
     ledgerRoutes({ ledger: services.ledger, identity: services.identity, offers: services.offers }),
     offerRoutes(services.offers),
-    voucherRoutes(services.vouchers, services.ledger),
+    voucherRoutes(services.vouchers),
     accessRoutes,
     executeRoutes({ execute: services.execute, mailConnectors: services.mailConnectors }),
     merchantRoutes(services.merchants),

@@ -167,23 +167,25 @@ export class LedgerService {
     if (agent.cap_per_hold_uc !== null && request.amountUc > agent.cap_per_hold_uc) {
       throw new ApiError('CAP_EXCEEDED', { detail: `the hold of ${request.amountUc} µc exceeds the per-hold cap of ${agent.cap_per_hold_uc} µc` });
     }
+    // Holds past their deadline still count until reclaimed; reclaim this agent's (in this transaction)
+    // only when they could change the answer, so the common path costs no extra query.
+    let reclaimed = false;
+    const reclaimDue = async () => {
+      if (reclaimed) return false;
+      reclaimed = true;
+      return (await this.settleDueOf(tx, agent.id)) > 0;
+    };
     if (agent.cap_per_period_uc !== null) {
-      const spent = await store.spentInWindow(tx, agent.id, nowS - agent.cap_period_s);
-      if (spent + request.amountUc > agent.cap_per_period_uc) {
+      const overCap = async () => (await store.spentInWindow(tx, agent.id, nowS - agent.cap_period_s)) + request.amountUc > agent.cap_per_period_uc!;
+      if ((await overCap()) && (!(await reclaimDue()) || (await overCap()))) {
         throw new ApiError('CAP_EXCEEDED', {
-          detail: `${spent} µc already taken in the last ${agent.cap_period_s} s; ${request.amountUc} µc more exceeds the cap of ${agent.cap_per_period_uc} µc`,
+          detail: `the hold of ${request.amountUc} µc would exceed the cap of ${agent.cap_per_period_uc} µc per ${agent.cap_period_s} s`,
         });
       }
     }
-    const allocations: Array<{ lotId: string; amountUc: bigint }> = [];
-    let neededUc = request.amountUc;
-    for (const lot of await store.lockSpendableLots(tx, agent.id, nowS)) {
-      if (neededUc === 0n) break;
-      const takeUc = lot.remaining_uc < neededUc ? lot.remaining_uc : neededUc;
-      allocations.push({ lotId: lot.id, amountUc: takeUc });
-      neededUc -= takeUc;
-    }
-    if (neededUc > 0n) {
+    let allocations = this.allocate(await store.lockSpendableLots(tx, agent.id, nowS), request.amountUc);
+    if (!allocations && (await reclaimDue())) allocations = this.allocate(await store.lockSpendableLots(tx, agent.id, nowS), request.amountUc);
+    if (!allocations) {
       throw new ApiError('INSUFFICIENT_CREDITS', { detail: `the agent's available credit does not cover ${request.amountUc} µc` });
     }
     const hold: store.HoldRow = {
@@ -204,6 +206,29 @@ export class LedgerService {
     const redemption = toRedemption(hold, allocations.map((a, position) => ({ hold_id: hold.id, lot_id: a.lotId, position, amount_uc: a.amountUc, captured_uc: 0n })));
     await this.emit(tx, hold, 'redemption.held', redemption);
     return redemption;
+  }
+
+  /** Burn-down allocation of `amountUc` over lots already in order, or undefined when they do not cover it. */
+  private allocate(lots: readonly store.LotRow[], amountUc: bigint): Array<{ lotId: string; amountUc: bigint }> | undefined {
+    const allocations: Array<{ lotId: string; amountUc: bigint }> = [];
+    let neededUc = amountUc;
+    for (const lot of lots) {
+      if (neededUc === 0n) break;
+      const takeUc = lot.remaining_uc < neededUc ? lot.remaining_uc : neededUc;
+      allocations.push({ lotId: lot.id, amountUc: takeUc });
+      neededUc -= takeUc;
+    }
+    return neededUc === 0n ? allocations : undefined;
+  }
+
+  /** Expires, inside the caller's transaction, the agent's holds whose deadline has passed. */
+  private async settleDueOf(tx: Queryable, agentId: string): Promise<number> {
+    const ids = await store.dueHoldIds(tx, this.nowS(), { agentId, limit: SWEEP_BATCH_MAX });
+    for (const id of ids) {
+      const hold = await store.findHold(tx, id, true);
+      if (hold?.state === 'held') await this.settle(tx, hold, 'expired', 0n);
+    }
+    return ids.length;
   }
 
   private async emit(tx: Queryable, hold: store.HoldRow, type: EventType, redemption: Redemption): Promise<void> {

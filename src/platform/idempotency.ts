@@ -91,13 +91,17 @@ export class IdempotencyStore {
     private readonly leaseS: number,
   ) {}
 
-  /** Takes the key for this request, or says why not (replay, or a 409 thrown as ApiError). */
-  async claim(scope: string, route: string, key: string, requestFingerprint: string): Promise<ClaimOutcome> {
+  /**
+   * Takes the key for this request, or says why not (replay, or a 409 thrown as ApiError). Given a
+   * transaction, the claim commits with it: a concurrent request with the same key waits on the key's
+   * row and then replays what this one stored.
+   */
+  async claim(scope: string, route: string, key: string, requestFingerprint: string, executor: Queryable = this.db): Promise<ClaimOutcome> {
     const nowMs = this.clock.nowMs();
     const token = randomUUID();
     // Insert, or take over a record that has expired, or a running one whose owner died (lease over)
     // for the very same request. Anything else stays and is reported below.
-    const taken = await this.db.query(
+    const taken = await executor.query(
       `INSERT INTO idempotency_keys
          (scope, route, key, fingerprint, state, claim_token, created_at_ms, locked_until_ms, expires_at_ms)
        VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8)
@@ -114,7 +118,7 @@ export class IdempotencyStore {
     );
     if (taken.rowCount === 1) return { kind: 'owned', claim: { scope, route, key, token } };
 
-    const { rows } = await this.db.query<IdempotencyRow>(
+    const { rows } = await executor.query<IdempotencyRow>(
       `SELECT fingerprint, state, status_code, response_body, response_headers, locked_until_ms
          FROM idempotency_keys WHERE scope = $1 AND route = $2 AND key = $3`,
       [scope, route, key],

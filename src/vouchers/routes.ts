@@ -1,7 +1,6 @@
 // POST /v1/vouchers: an agent takes a hold for an offer and receives the signed voucher.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
-import type { LedgerService } from '../ledger/service.ts';
 import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { respondIdempotently } from '../platform/http/idempotent.ts';
@@ -19,7 +18,7 @@ const MintBody = Type.Object(
   { additionalProperties: false },
 );
 
-export function voucherRoutes(vouchers: VoucherService, ledger: LedgerService) {
+export function voucherRoutes(vouchers: VoucherService) {
   return async function routes(app: FastifyInstance): Promise<void> {
     app.post('/v1/vouchers', {
       config: { auth: { kinds: ['agent'] } },
@@ -46,8 +45,6 @@ export function voucherRoutes(vouchers: VoucherService, ledger: LedgerService) {
         const max = body.maxUc ?? body.maxAmount;
         if (!app.gateway.signing.configured) throw new ApiError('signing_configuration_required', { detail: 'set ACG_SIGNING_KEY' });
         if (principal.agentStatus === 'frozen') throw new ApiError('FROZEN', { detail: 'the agent is frozen by its owner' });
-        // Reclaim this agent's holds whose deadline passed, so their credit is spendable again.
-        await ledger.expireDue({ agentId: principal.agentId! });
         return respondIdempotently(request, reply, {}, async (tx) => ({
           body: await vouchers.mint(tx, { agentId: principal.agentId!, offerId: body.offerId, maxUc: max === undefined ? undefined : parseUc(max) }),
         }));

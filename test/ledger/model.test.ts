@@ -73,10 +73,26 @@ class Mint implements fc.AsyncCommand<Model, Real> {
   check = () => true;
   async run(model: Model) {
     const agentId = model.agents[this.agent]!;
-    const spendable = model.lots
-      .filter((l) => l.agentId === agentId && l.remaining > 0n && live(l))
-      .sort((a, b) => a.priority - b.priority || (a.expiresAtS ?? Infinity) - (b.expiresAtS ?? Infinity) || a.order - b.order);
-    const available = spendable.reduce((s, l) => s + l.remaining, 0n);
+    const spendableLots = () =>
+      model.lots
+        .filter((l) => l.agentId === agentId && l.remaining > 0n && live(l))
+        .sort((a, b) => a.priority - b.priority || (a.expiresAtS ?? Infinity) - (b.expiresAtS ?? Infinity) || a.order - b.order);
+    const total = (lots: ModelLot[]) => lots.reduce((s, l) => s + l.remaining, 0n);
+    let spendable = spendableLots();
+    // The rule: when credit falls short, holds past their deadline are reclaimed first — and that sticks
+    // only if the hold then succeeds (otherwise the whole attempt rolls back).
+    const due_ = model.holds.filter((h) => h.agentId === agentId && due(h));
+    if (total(spendable) < this.amount && due_.length > 0) {
+      const returnedToLive = due_.flatMap((h) => h.allocations).filter((a) => live(model.lots.find((l) => l.id === a.lotId)!)).reduce((s, a) => s + a.amount, 0n);
+      if (total(spendable) + returnedToLive >= this.amount) {
+        for (const hold of due_) {
+          returnToLots(model, hold, 0n);
+          hold.state = 'expired';
+        }
+        spendable = spendableLots();
+      }
+    }
+    const available = total(spendable);
     let result: import('../../src/ledger/service.ts').Redemption | undefined;
     const code = await errorCode(
       tx(async (q) => {

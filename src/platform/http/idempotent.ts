@@ -68,12 +68,41 @@ export async function respondIdempotently<P = undefined>(
     }
     throw new ApiError('idempotency_required', { detail: 'send an Idempotency-Key header (a UUID is a good key)' });
   }
-  const outcome = await idempotency.claim(
-    options.scope ?? callerScope(request),
-    `${request.method} ${request.routeOptions.url}`,
-    key,
-    fingerprint(request.method, request.url, request.body),
-  );
+  const scope = options.scope ?? callerScope(request);
+  const route = `${request.method} ${request.routeOptions.url}`;
+  const requestFingerprint = fingerprint(request.method, request.url, request.body);
+  const failureOf = (error: ApiError): StoredResponse => ({
+    status: error.status,
+    body: problemBody(config.baseUrl, error),
+    headers: error.options.headers ?? {},
+  });
+
+  if (!options.prepare) {
+    // One transaction claims the key, runs the operation and stores its response: one commit per request.
+    // A business failure rolls back to the savepoint (undoing the operation's writes, keeping the claim)
+    // and is stored; anything else rolls everything back, the claim included, so the key can be retried.
+    const outcome = await db.transaction(async (tx) => {
+      const claimed = await idempotency.claim(scope, route, key, requestFingerprint, tx);
+      if (claimed.kind === 'replay') return { response: claimed.response, replayed: true };
+      await tx.query('SAVEPOINT operation');
+      let response: StoredResponse;
+      try {
+        const result = await operation(tx, undefined as P);
+        response = { status: result.status ?? 200, body: result.body, headers: result.headers ?? {} };
+      } catch (error) {
+        if (!(error instanceof ApiError) || error.status >= 500) throw error;
+        await tx.query('ROLLBACK TO SAVEPOINT operation');
+        response = failureOf(error);
+      }
+      await idempotency.complete(tx, claimed.claim, response, options.secretFields);
+      return { response, replayed: false };
+    });
+    return send(reply, outcome.response, outcome.replayed);
+  }
+
+  // With slow outside work (prepare), the claim commits first, so a retry arriving meanwhile sees the
+  // request running (409 idempotency_key_in_use) instead of waiting on it.
+  const outcome = await idempotency.claim(scope, route, key, requestFingerprint);
   if (outcome.kind === 'replay') return send(reply, outcome.response, true);
 
   const { claim } = outcome;
@@ -88,11 +117,7 @@ export async function respondIdempotently<P = undefined>(
     return send(reply, stored, false);
   } catch (error) {
     if (error instanceof ApiError && error.status < 500) {
-      const failure: StoredResponse = {
-        status: error.status,
-        body: problemBody(config.baseUrl, error),
-        headers: error.options.headers ?? {},
-      };
+      const failure = failureOf(error);
       await idempotency.complete(db, claim, failure);
       return send(reply, failure, false);
     }
