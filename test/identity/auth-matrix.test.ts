@@ -4,10 +4,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorld, type World } from '../support/world.ts';
 import { seedMerchantKey } from '../support/merchant-key.ts';
+import { ALL_SCOPES, grant, mint, openShop } from '../support/ledger-fixture.ts';
 
 interface Route {
   method: string;
   path: string;
+  /** The path as documented, with its `{parameters}`. */
+  template: string;
   kinds: string[];
 }
 
@@ -58,7 +61,7 @@ beforeAll(async () => {
     for (const [method, operation] of Object.entries(operations)) {
       if (!operation.security) continue;
       const letters = /Authentication: ([HAOM, ]+)/.exec(operation.description ?? '')?.[1] ?? '';
-      routes.push({ method: method.toUpperCase(), path: path.replace(/\{[^}]+\}/g, 'unknown_id'), kinds: letters.split(', ').map((l) => LETTER_KIND[l]!) });
+      routes.push({ method: method.toUpperCase(), path: path.replace(/\{[^}]+\}/g, 'unknown_id'), template: path, kinds: letters.split(', ').map((l) => LETTER_KIND[l]!) });
     }
   }
 });
@@ -142,6 +145,38 @@ describe('the auth matrix', () => {
         }
       }
     }
+  });
+
+  it("keeps an API key to its own merchant: another merchant's resources look like missing ones on merchant routes, 403 elsewhere", async () => {
+    const owner = await openShop(world);
+    const offer = await owner.offer();
+    const buyer = await world.createAgent('buyer@example.com', 'matrix-buyer');
+    await grant(world, buyer.id, 5_000_000n);
+    const hold = (await mint(world, buyer.token, offer.id)).body.redemption.id as string;
+    const stranger = await seedMerchantKey(world, { ownerEmail: 'stranger@example.com', scopes: ALL_SCOPES });
+    const fill = (template: string) =>
+      template
+        .replace(/^\/v1\/merchants\/\{id\}/, `/v1/merchants/${owner.merchantId}`)
+        .replace(/^\/v1\/redemptions\/\{id\}/, `/v1/redemptions/${hold}`)
+        .replace('{offerId}', offer.id)
+        .replace(/\{[^}]+\}/g, 'unknown_id');
+    const merchantScoped = routes.filter((r) => /^\/v1\/(merchants|redemptions)\/\{id\}/.test(r.template));
+    expect(merchantScoped.length).toBeGreaterThan(5);
+    for (const route of merchantScoped) {
+      const res = await call({ ...route, path: fill(route.template) }, stranger.key);
+      const where = `${route.method} ${route.template}`;
+      if (route.kinds.includes('merchant')) {
+        // Exactly what an id that does not exist gets (404, or the body's 400 where the body is checked
+        // first): nothing about the other merchant's resource shows through.
+        const unknown = await call(route, stranger.key);
+        expect([res.status, res.body.code], where).toEqual([unknown.status, unknown.body.code]);
+        expect([400, 404], where).toContain(res.status);
+      } else {
+        expect([res.status, res.body.code], where).toEqual([403, 'forbidden']);
+      }
+    }
+    // The owner's own key reaches the same hold.
+    expect((await world.api('GET', `/v1/redemptions/${hold}`, { token: owner.key })).status).toBe(200);
   });
 
   it('never accepts a credential in the query string', async () => {
