@@ -83,8 +83,6 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   const verifier = new CredentialVerifier(gateway, providers, pepper);
   const identity = new IdentityService(gateway, () => providers.agent?.issuer);
   const ledger = new LedgerService(gateway, identity);
-  const offers = new OfferService(gateway);
-  const vouchers = new VoucherService(gateway, ledger, offers);
   gateway.schedule('hold-expiry-sweep', HOLD_SWEEP_INTERVAL_MS, () => ledger.expireDue());
   const { config } = gateway;
   const boxKey = await secretBoxKey(gateway);
@@ -94,6 +92,8 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
     apiKeyPepper: pepper,
     doh: { resolverUrl: config.doh.resolverUrl, timeoutMs: config.doh.timeoutMs, ca: config.doh.caFile ? readFileSync(config.doh.caFile, 'utf8') : undefined },
   });
+  const offers = new OfferService(gateway, merchants);
+  const vouchers = new VoucherService(gateway, ledger, offers);
   const webhookWorker = new WebhookWorker({
     db: gateway.db,
     clock: gateway.clock,
@@ -122,7 +122,7 @@ export async function buildGatewayApp(
     oauthRoutes({ verifier: services.verifier }),
     identityRoutes({ identity: services.identity, agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
     integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured }),
-    ledgerRoutes({ ledger: services.ledger, identity: services.identity, offers: services.offers }),
+    ledgerRoutes({ ledger: services.ledger, identity: services.identity, merchants: services.merchants }),
     offerRoutes(services.offers),
     voucherRoutes(services.vouchers),
     accessRoutes,

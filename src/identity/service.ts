@@ -2,6 +2,7 @@
 // Every method takes the owner id of the caller and treats another owner's agent as not found.
 import { ApiError } from '../platform/errors.ts';
 import type { Queryable } from '../platform/db/database.ts';
+import { pageBySeq } from '../platform/db/paging.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc } from '../platform/money.ts';
@@ -143,8 +144,8 @@ export class IdentityService {
   }
 
   async listAgents(ownerId: string, limit: number, startingAfter?: string): Promise<{ agents: Agent[]; hasMore: boolean }> {
-    const rows = await store.listOwnedAgents(this.gateway.db, ownerId, limit + 1, startingAfter);
-    return { agents: rows.slice(0, limit).map(toAgent), hasMore: rows.length > limit };
+    const page = await pageBySeq<store.AgentRow>(this.gateway.db, 'agents', 'owner_id', ownerId, { limit, startingAfter });
+    return { agents: page.items.map(toAgent), hasMore: page.hasMore };
   }
 
   async getAgent(ownerId: string, agentId: string): Promise<Agent> {

@@ -103,16 +103,6 @@ export async function findOwnedAgent(db: Queryable, ownerId: string, agentId: st
   return rows[0];
 }
 
-export async function listOwnedAgents(db: Queryable, ownerId: string, limit: number, startingAfter?: string): Promise<AgentRow[]> {
-  const { rows } = await db.query<AgentRow>(
-    `SELECT * FROM agents WHERE owner_id = $1
-       AND ($2::text IS NULL OR seq > (SELECT seq FROM agents WHERE id = $2 AND owner_id = $1))
-     ORDER BY seq LIMIT $3`,
-    [ownerId, startingAfter ?? null, limit],
-  );
-  return rows;
-}
-
 export async function insertAgent(db: Queryable, agent: AgentRow): Promise<AgentRow> {
   const { rows } = await db.query<AgentRow>(
     `INSERT INTO agents (id, owner_id, name, identity_issuer, identity_subject, status, allowed_services, allowed_categories,

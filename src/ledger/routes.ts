@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { IdentityService } from '../identity/service.ts';
-import type { OfferService } from '../offers/service.ts';
+import { merchantActor, type MerchantService } from '../merchants/service.ts';
 import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { respondIdempotently } from '../platform/http/idempotent.ts';
@@ -60,10 +60,10 @@ const EmptyBody = Type.Object({}, { additionalProperties: false });
 export interface LedgerRouteDeps {
   ledger: LedgerService;
   identity: IdentityService;
-  offers: OfferService;
+  merchants: MerchantService;
 }
 
-export function ledgerRoutes({ ledger, identity, offers }: LedgerRouteDeps) {
+export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
   return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
     app.addSchema(RedemptionSchema);
     const { config, db } = app.gateway;
@@ -165,7 +165,7 @@ export function ledgerRoutes({ ledger, identity, offers }: LedgerRouteDeps) {
       },
       handler: async (request) => {
         const { id } = request.params as Static<typeof IdParams>;
-        await offers.merchantFor(db, principalOf(request), id);
+        await merchants.facts(db, merchantActor(principalOf(request)), id);
         return { merchantId: id, earnedUc: await ledger.merchantEarnings(db, id) };
       },
     });

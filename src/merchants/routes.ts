@@ -8,7 +8,7 @@ import { respondIdempotently } from '../platform/http/idempotent.ts';
 import { problems } from '../platform/http/openapi.ts';
 import { Category, IdParams, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
 import type { Principal } from '../platform/principal.ts';
-import { ACTIVE_API_KEYS_PER_MERCHANT_MAX, MERCHANT_DOMAIN_CHARS_MAX, MERCHANTS_PER_OWNER_MAX, VERIFICATION_LABEL, type MerchantActor, type MerchantService } from './service.ts';
+import { ACTIVE_API_KEYS_PER_MERCHANT_MAX, MERCHANT_DOMAIN_CHARS_MAX, MERCHANTS_PER_OWNER_MAX, VERIFICATION_LABEL, merchantActor, type MerchantService } from './service.ts';
 
 const OWNER = { kinds: ['human', 'owner'] } as const;
 const HUMAN = { kinds: ['human'] } as const;
@@ -165,9 +165,7 @@ const KeyParams = Type.Object({ id: ResourceId, keyId: ResourceId });
 const DeliveryParams = Type.Object({ id: ResourceId, deliveryId: ResourceId });
 const ListQuery = PageQuery;
 
-function actorOf(principal: Principal): MerchantActor {
-  return principal.kind === 'merchant' ? { kind: 'api_key', merchantId: principal.merchantId! } : { kind: 'owner', ownerId: principal.ownerId! };
-}
+const actorOf = (principal: Principal) => merchantActor(principal);
 
 export function merchantRoutes(merchants: MerchantService) {
   return async function routes(app: FastifyInstance): Promise<void> {

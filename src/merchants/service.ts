@@ -6,8 +6,10 @@ import { emitEvent } from '../events/outbox.ts';
 import type { Delivery, WebhookConfiguration, WebhookService } from '../events/service.ts';
 import { newApiKey, API_KEY_SCOPES } from '../identity/api-keys.ts';
 import type { Queryable } from '../platform/db/database.ts';
+import { pageBySeq } from '../platform/db/paging.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
+import type { Principal } from '../platform/principal.ts';
 import { newId } from '../platform/ids.ts';
 import { hasTxtValue, ResolverError, type DohOptions } from './doh.ts';
 import * as store from './store.ts';
@@ -56,7 +58,17 @@ export interface ApiKeyMetadata {
 }
 
 /** Who is acting: an owner (H or O) on its merchants, or a merchant API key (M) on its own merchant. */
-export type MerchantActor = { kind: 'owner'; ownerId: string } | { kind: 'api_key'; merchantId: string };
+export type MerchantActor = ({ kind: 'owner'; ownerId: string } | { kind: 'api_key'; merchantId: string }) & {
+  /** Hold the merchant row FOR SHARE for the rest of the transaction. */
+  share?: boolean;
+};
+
+/** Who acts for a merchant: its owner (H/O), or one of its API keys (M). */
+export function merchantActor(principal: Principal, share = false): MerchantActor {
+  return principal.kind === 'merchant'
+    ? { kind: 'api_key', merchantId: principal.merchantId!, share }
+    : { kind: 'owner', ownerId: principal.ownerId!, share };
+}
 
 /** What the DNS said, found outside any transaction (see `checkDomain`). */
 export type DomainProof = 'already_verified' | 'found' | 'absent';
@@ -90,6 +102,13 @@ function uniqueCategories(categories: readonly string[]): string[] {
 
 function notFound(merchantId: string): ApiError {
   return new ApiError('not_found', { detail: `no merchant ${merchantId} among yours` });
+}
+
+export interface MerchantFacts {
+  id: string;
+  ownerId: string;
+  categories: string[];
+  verified: boolean;
 }
 
 export interface MerchantServiceDeps {
@@ -134,10 +153,19 @@ export class MerchantService {
 
   /** The merchant an actor may act for; an API key of another merchant gets the same 404 as a stranger. */
   private async reachable(db: Queryable, actor: MerchantActor, merchantId: string): Promise<store.MerchantRow> {
-    if (actor.kind === 'owner') return this.owned(db, actor.ownerId, merchantId);
-    const row = actor.merchantId === merchantId ? await store.findMerchant(db, merchantId) : undefined;
-    if (!row) throw notFound(merchantId);
+    const row =
+      actor.kind === 'owner' || actor.merchantId === merchantId ? await store.findMerchant(db, merchantId, actor.share) : undefined;
+    if (!row || (actor.kind === 'owner' && row.owner_id !== actor.ownerId)) throw notFound(merchantId);
     return row;
+  }
+
+  /**
+   * What other features need of a merchant the actor may act for (else 404). With `share`, the row is held
+   * FOR SHARE until the transaction ends, so a concurrent category change waits (offer creation).
+   */
+  async facts(db: Queryable, actor: MerchantActor, merchantId: string): Promise<MerchantFacts> {
+    const row = await this.reachable(db, actor, merchantId);
+    return { id: row.id, ownerId: row.owner_id, categories: row.categories, verified: row.verified };
   }
 
   async register(tx: Queryable, ownerId: string, input: { name: string; domain: string; categories: string[] }): Promise<{ merchant: Merchant; dnsRecord: DnsRecord }> {
@@ -167,8 +195,8 @@ export class MerchantService {
   }
 
   async list(ownerId: string, limit: number, startingAfter?: string): Promise<{ merchants: Merchant[]; hasMore: boolean }> {
-    const rows = await store.listOwnedMerchants(this.gateway.db, ownerId, limit + 1, startingAfter);
-    return { merchants: await this.toMerchants(this.gateway.db, rows.slice(0, limit)), hasMore: rows.length > limit };
+    const page = await pageBySeq<store.MerchantRow>(this.gateway.db, 'merchants', 'owner_id', ownerId, { limit, startingAfter });
+    return { merchants: await this.toMerchants(this.gateway.db, page.items), hasMore: page.hasMore };
   }
 
   async get(ownerId: string, merchantId: string): Promise<Merchant> {

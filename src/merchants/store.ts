@@ -55,19 +55,9 @@ export async function findOwnedMerchant(db: Queryable, ownerId: string, merchant
   return rows[0];
 }
 
-export async function findMerchant(db: Queryable, merchantId: string): Promise<MerchantRow | undefined> {
-  const { rows } = await db.query<MerchantRow>('SELECT * FROM merchants WHERE id = $1', [merchantId]);
+export async function findMerchant(db: Queryable, merchantId: string, share = false): Promise<MerchantRow | undefined> {
+  const { rows } = await db.query<MerchantRow>(`SELECT * FROM merchants WHERE id = $1${share ? ' FOR SHARE' : ''}`, [merchantId]);
   return rows[0];
-}
-
-export async function listOwnedMerchants(db: Queryable, ownerId: string, limit: number, startingAfter?: string): Promise<MerchantRow[]> {
-  const { rows } = await db.query<MerchantRow>(
-    `SELECT * FROM merchants WHERE owner_id = $1
-       AND ($2::text IS NULL OR seq > (SELECT seq FROM merchants WHERE id = $2 AND owner_id = $1))
-     ORDER BY seq LIMIT $3`,
-    [ownerId, startingAfter ?? null, limit],
-  );
-  return rows;
 }
 
 export async function updateMerchantSettings(

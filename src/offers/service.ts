@@ -1,11 +1,13 @@
 // Offers: what a merchant sells for credit. Owned by a merchant; managed by the merchant's owner or by a
 // merchant API key of that merchant; the category must be one of the merchant's categories.
 import type { Queryable } from '../platform/db/database.ts';
+import { pageBySeq } from '../platform/db/paging.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
+import { merchantActor, type MerchantFacts, type MerchantService } from '../merchants/service.ts';
 import * as store from './store.ts';
 
 export const HOLD_LIFETIME_S_DEFAULT = 900;
@@ -40,14 +42,14 @@ export function toOffer(row: store.OfferRow): Offer {
 }
 
 export class OfferService {
-  constructor(private readonly gateway: Gateway) {}
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly merchants: MerchantService,
+  ) {}
 
   /** The merchant, if the principal may act for it (its owner, or one of its API keys); else 404. */
-  async merchantFor(db: Queryable, principal: Principal, merchantId: string, share = false): Promise<store.MerchantFacts> {
-    const merchant = await store.merchantFacts(db, merchantId, share);
-    const mine = merchant && (principal.kind === 'merchant' ? principal.merchantId === merchant.id : principal.ownerId === merchant.owner_id);
-    if (!merchant || !mine) throw new ApiError('not_found', { detail: `no merchant ${merchantId} of yours` });
-    return merchant;
+  private merchantFor(db: Queryable, principal: Principal, merchantId: string, share = false): Promise<MerchantFacts> {
+    return this.merchants.facts(db, merchantActor(principal, share), merchantId);
   }
 
   async create(
@@ -80,8 +82,8 @@ export class OfferService {
 
   async list(principal: Principal, merchantId: string, limit: number, startingAfter?: string): Promise<{ offers: Offer[]; hasMore: boolean }> {
     await this.merchantFor(this.gateway.db, principal, merchantId);
-    const rows = await store.listOffers(this.gateway.db, merchantId, limit + 1, startingAfter);
-    return { offers: rows.slice(0, limit).map(toOffer), hasMore: rows.length > limit };
+    const page = await pageBySeq<store.OfferRow>(this.gateway.db, 'offers', 'merchant_id', merchantId, { limit, startingAfter });
+    return { offers: page.items.map(toOffer), hasMore: page.hasMore };
   }
 
   async get(principal: Principal, merchantId: string, offerId: string): Promise<Offer> {

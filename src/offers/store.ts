@@ -1,4 +1,4 @@
-// SQL of offers, and the merchant facts offers depend on (owner, categories, verification).
+// SQL of offers.
 import type { Queryable } from '../platform/db/database.ts';
 
 export interface OfferRow {
@@ -13,19 +13,6 @@ export interface OfferRow {
   updated_at_s: bigint;
 }
 
-export interface MerchantFacts {
-  id: string;
-  owner_id: string;
-  categories: string[];
-  verified: boolean;
-}
-
-/** `share`: hold the merchant row against a concurrent category change until the transaction ends. */
-export async function merchantFacts(db: Queryable, merchantId: string, share = false): Promise<MerchantFacts | undefined> {
-  const { rows } = await db.query<MerchantFacts>(`SELECT id, owner_id, categories, verified FROM merchants WHERE id = $1${share ? ' FOR SHARE' : ''}`, [merchantId]);
-  return rows[0];
-}
-
 export async function insertOffer(db: Queryable, offer: OfferRow): Promise<OfferRow> {
   const { rows } = await db.query<OfferRow>(
     `INSERT INTO offers (id, merchant_id, name, category, price_uc, active, hold_lifetime_s, created_at_s, updated_at_s)
@@ -38,16 +25,6 @@ export async function insertOffer(db: Queryable, offer: OfferRow): Promise<Offer
 export async function findOffer(db: Queryable, offerId: string, lock = false): Promise<OfferRow | undefined> {
   const { rows } = await db.query<OfferRow>(`SELECT * FROM offers WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [offerId]);
   return rows[0];
-}
-
-export async function listOffers(db: Queryable, merchantId: string, limit: number, startingAfter?: string): Promise<OfferRow[]> {
-  const { rows } = await db.query<OfferRow>(
-    `SELECT * FROM offers WHERE merchant_id = $1
-       AND ($2::text IS NULL OR seq > (SELECT seq FROM offers WHERE id = $2 AND merchant_id = $1))
-     ORDER BY seq LIMIT $3`,
-    [merchantId, startingAfter ?? null, limit],
-  );
-  return rows;
 }
 
 export async function updateOffer(db: Queryable, offer: OfferRow): Promise<OfferRow> {
