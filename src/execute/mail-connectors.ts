@@ -11,18 +11,11 @@ import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { isPublicAddress } from '../platform/outbound.ts';
 import { openSecret, sealSecret, SecretBoxError, type SecretBoxKey } from '../platform/secret-box.ts';
-import type { MailConnector, MailTlsMode } from '../services/mail.ts';
+import type { MailConnectionSettings, MailConnector, MailTlsMode } from '../services/mail.ts';
 import * as store from './store.ts';
 
-/** What the owner submits (the `MailConnectorInput` shape of the connector, without the allowlist). */
-export interface MailConnectorSettings {
-  host: string;
-  port: number;
-  tls: MailTlsMode;
-  username: string;
-  password: string;
-  ca?: string;
-}
+/** What the owner submits: the connector's own connection settings (the allowlist lives on the agent). */
+export type MailConnectorSettings = MailConnectionSettings;
 
 /** The connector as the owner reads it back: everything but the password. */
 export interface MailConnectorView {
