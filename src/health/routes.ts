@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { isSchemaCurrent } from '../platform/db/migrate.ts';
+import { describeStorage } from '../platform/db/open.ts';
 import { ApiError } from '../platform/errors.ts';
 import { problems } from '../platform/http/openapi.ts';
 
@@ -32,7 +33,7 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
         throw new ApiError('storage_unavailable', { detail: 'the database does not answer' });
       }
       if (!current) throw new ApiError('storage_unavailable', { detail: 'migrations are not all applied; run `acg migrate`' });
-      return { status: 'ready', storage: db.kind === 'postgres' ? 'postgresql' : 'pglite', mode: config.mode };
+      return { status: 'ready', storage: describeStorage(db), mode: config.mode };
     },
   });
 

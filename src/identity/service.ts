@@ -6,7 +6,7 @@ import { pageBySeq } from '../platform/db/paging.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc } from '../platform/money.ts';
-import { SERVICE_IDS } from '../services/service-ids.ts';
+import { SERVICES } from '../services/catalogue.ts';
 import * as store from './store.ts';
 
 export const PROFILE_PRESETS = ['letter', 'robot', 'abstract', 'image'] as const;
@@ -84,8 +84,8 @@ function unique(values: string[]): string[] {
 
 function checkServices(services: string[]): string[] {
   for (const id of services) {
-    if (id !== '*' && !(SERVICE_IDS as readonly string[]).includes(id)) {
-      throw new ApiError('invalid_input', { detail: `unknown service "${id}"; known: ${SERVICE_IDS.join(', ')} or "*"` });
+    if (id !== '*' && !SERVICES.some((service) => service.id === id)) {
+      throw new ApiError('invalid_input', { detail: `unknown service "${id}"; known: ${SERVICES.map((s) => s.id).join(', ')} or "*"` });
     }
   }
   return unique(services);

@@ -5,6 +5,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { sharesSchemas } from '../platform/http/openapi.ts';
 import type { IdentityProvider, IdentityProviderKind } from '../identity/issuers.ts';
 import { SERVICES } from '../services/catalogue.ts';
+import { describeStorage } from '../platform/db/open.ts';
 
 const StatusShape = Type.Object(
   {
@@ -90,7 +91,7 @@ export function integrationRoutes(deps: IntegrationDeps) {
         }
         return {
           mode: config.mode,
-          storage: db.kind === 'postgres' ? 'postgresql' : 'pglite',
+          storage: describeStorage(db),
           identity: { human: identityState('human'), agent: identityState('agent') },
           payments: { link: linkConfigured ? 'configured' : 'unconfigured', x402: 'unconfigured' },
           apiKeys: deps.apiKeysAvailable ? { available: true, status: 'available' } : { available: false, status: 'configuration_required' },

@@ -3,7 +3,9 @@
 //                               its effect, so an effect without a stored response cannot exist;
 //   same key, same request    → the stored response is replayed with `Idempotent-Replayed: true`;
 //   same key, other request   → 409 idempotency_key_reused;
-//   same key while running    → 409 idempotency_key_in_use with Retry-After;
+//   same key while running    → a single-transaction operation's retry waits on the key's row and
+//                               replays; one that works outside the database first (its claim
+//                               committed) answers 409 idempotency_key_in_use with Retry-After;
 //   business failures (4xx)   → stored and replayed; 5xx → not stored, the key may be retried.
 // A request that died while running left no effect (its transaction rolled back); after the lease
 // ends, a retry of the same request takes the key over. Secrets are removed before storing.

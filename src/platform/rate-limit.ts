@@ -25,6 +25,7 @@ const BUCKETS_TRACKED_MAX = 100_000;
 export class RateLimiter {
   private readonly counts = new Map<string, WindowCount>();
   private timer: NodeJS.Timeout | undefined;
+  private cleanedUpToMs = 0;
 
   constructor(
     private readonly db: Database,
@@ -88,7 +89,10 @@ export class RateLimiter {
       const entry = this.counts.get(row.bucket);
       if (entry && BigInt(entry.windowStartMs) === row.window_start_ms) entry.globalHits = row.hits;
     }
+    // Old windows are dropped once per window, not on every flush.
     const cutoffMs = this.clock.nowMs() - 2 * this.windowS * 1000;
+    if (cutoffMs - this.cleanedUpToMs < this.windowS * 1000) return;
+    this.cleanedUpToMs = cutoffMs;
     this.dropOldWindows(cutoffMs);
     await this.db.query('DELETE FROM rate_limit_counters WHERE window_start_ms < $1', [cutoffMs]);
   }

@@ -44,7 +44,6 @@ export function voucherRoutes(vouchers: VoucherService) {
         }
         const max = body.maxUc ?? body.maxAmount;
         if (!app.gateway.signing.configured) throw new ApiError('signing_configuration_required', { detail: 'set ACG_SIGNING_KEY' });
-        if (principal.agentStatus === 'frozen') throw new ApiError('FROZEN', { detail: 'the agent is frozen by its owner' });
         return respondIdempotently(request, reply, {}, async (tx) => ({
           body: await vouchers.mint(tx, { agentId: principal.agentId!, offerId: body.offerId, maxUc: max === undefined ? undefined : parseUc(max) }),
         }));

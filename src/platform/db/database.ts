@@ -31,11 +31,6 @@ export function isRetryable(error: unknown): boolean {
   return typeof code === 'string' && RETRYABLE_SQLSTATES.has(code);
 }
 
-export function isUniqueViolation(error: unknown, constraint?: string): boolean {
-  const e = error as { code?: unknown; constraint?: unknown } | null;
-  return e?.code === '23505' && (constraint === undefined || e.constraint === constraint);
-}
-
 /** Retries `attempt` on a retryable failure, with a short jittered back-off between tries. */
 export async function retryTransaction<T>(attempt: () => Promise<T>): Promise<T> {
   for (let tries = 1; ; tries++) {

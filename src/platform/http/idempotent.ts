@@ -3,7 +3,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, problemBody } from '../errors.ts';
 import type { Queryable } from '../db/database.ts';
-import { fingerprint, parseIdempotencyKey, REPLAY_HEADER, type Claim, type KeyRule, type StoredResponse } from '../idempotency.ts';
+import { fingerprint, parseIdempotencyKey, REPLAY_HEADER, type KeyRule, type StoredResponse } from '../idempotency.ts';
 import { principalScope } from '../principal.ts';
 
 export interface IdempotentOptions {
@@ -40,10 +40,6 @@ export interface PrepareOption<P> {
    * the whole database) waits on the network. Its ApiErrors are stored and replayed like the operation's.
    */
   prepare?: () => Promise<P>;
-}
-
-export interface IdempotencyContext {
-  claim: Claim;
 }
 
 /**
