@@ -70,17 +70,17 @@ async function bringUp(config: Config, db: Database, log: Logger, signal: AbortS
 export function installLastLineOfDefence(log: Logger, exitCleanly: () => void, target: NodeJS.EventEmitter = process): void {
   target.on('unhandledRejection', (reason: unknown) => {
     if (storageFailureKind(reason) !== undefined || isStorageUnavailable(reason)) {
-      log.warn({ reason: (reason as Error).message }, 'a database failure nobody waited for; serving on');
+      log.warn({ lastLineOfDefence: true, reason: (reason as Error).message }, 'a database failure nobody waited for; serving on');
       return;
     }
-    log.error({ err: reason }, 'unhandled promise rejection (a bug: nobody waited for this promise); serving on');
+    log.error({ lastLineOfDefence: true, err: reason }, 'unhandled promise rejection (a bug: nobody waited for this promise); serving on');
   });
   target.on('uncaughtException', (error: Error) => {
     if (storageFailureKind(error) !== undefined || isStorageUnavailable(error)) {
-      log.warn({ reason: error.message }, 'a database connection failed outside any request; serving on');
+      log.warn({ lastLineOfDefence: true, reason: error.message }, 'a database connection failed outside any request; serving on');
       return;
     }
-    log.fatal({ err: error }, 'uncaught exception: the process state is unknown; stopping gracefully and exiting 1');
+    log.fatal({ lastLineOfDefence: true, err: error }, 'uncaught exception: the process state is unknown; stopping gracefully and exiting 1');
     exitCleanly();
   });
 }

@@ -8,7 +8,7 @@ import { ApiError } from '../platform/errors.ts';
 import { problems } from '../platform/http/openapi.ts';
 
 /** /readyz answers within 1 s whatever the database does: a check still running then counts as "not ready". */
-const READY_CHECK_BUDGET_MS = 800;
+const READY_CHECK_BUDGET_MS = 500;
 
 /** The schema check, or false once the budget is spent (the check itself ends on its own database timeouts). */
 function schemaCurrentWithin(db: Database, budgetMs: number): Promise<boolean> {
