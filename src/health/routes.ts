@@ -10,7 +10,7 @@ import { problems } from '../platform/http/openapi.ts';
 /** /readyz answers within 1 s whatever the database does: a check still running then counts as "not ready". */
 const READY_CHECK_BUDGET_MS = 500;
 
-/** The schema check, or false once the budget is spent (the check itself ends on its own database timeouts). */
+/** The schema check, failing once the budget is spent (the query itself still ends on its own database timeouts). */
 function schemaCurrentWithin(db: Database, budgetMs: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
@@ -35,7 +35,7 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
     config: { skipRateLimit: true },
     schema: {
       tags: ['operations'],
-      summary: 'Readiness: the database answers and every migration is applied',
+      summary: 'Readiness: the database answers (within 1 s) and every migration is applied',
       response: { 200: Ready, ...problems(503) },
     },
     handler: async () => {
