@@ -4,7 +4,7 @@ import pino, { type Logger } from 'pino';
 import { SystemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
-import { isStorageUnavailable } from './db/faults.ts';
+import { storageFailureOf } from './db/faults.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { IdempotencyStore } from './idempotency.ts';
@@ -93,8 +93,8 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       running = true;
       job()
         .catch((error: unknown) => {
-          // An unavailable database is announced once (platform/db/faults.ts); the job simply runs again later.
-          if (isStorageUnavailable(error)) log.debug({ job: name, reason: (error as Error).message }, 'background job skipped: database unavailable');
+          // An unreachable database is announced once (platform/db/faults.ts); the job simply runs again later.
+          if (storageFailureOf(error)?.kind === 'unreachable') log.debug({ job: name, reason: (error as Error).message }, 'background job skipped: database unavailable');
           else log.warn({ err: error, job: name }, 'background job failed');
         })
         .finally(() => {

@@ -53,9 +53,26 @@ function describeFailure(error: unknown): string {
   return code && !message.includes(code) ? `${code}: ${message}` : message;
 }
 
-/** The kind of storage failure `error` is, or undefined when it is an ordinary database error (or no database error at all). */
+/** The StorageUnavailableError `error` is, or carries as its cause. */
+export function storageFailureOf(error: unknown): StorageUnavailableError | undefined {
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    if (current instanceof StorageUnavailableError) return current;
+  }
+  return undefined;
+}
+
+/** True for a StorageUnavailableError, also when another error carries one as its cause. */
+export function isStorageUnavailable(error: unknown): boolean {
+  return storageFailureOf(error) !== undefined;
+}
+
+/**
+ * The kind of storage failure `error` is (classified already, or a raw driver error), or undefined when
+ * it is an ordinary database error, or no database error at all.
+ */
 export function storageFailureKind(error: unknown): StorageFailureKind | undefined {
-  if (error instanceof StorageUnavailableError) return error.kind;
+  const classified = storageFailureOf(error);
+  if (classified) return classified.kind;
   const code = codeOf(error);
   if (TIMEOUT_SQLSTATES.has(code)) return 'timeout';
   if (UNREACHABLE_SQLSTATES.has(code) || code.startsWith('08') || NETWORK_CODES.has(code)) return 'unreachable';
@@ -71,14 +88,6 @@ export function asStorageError(error: unknown): unknown {
   if (error instanceof StorageUnavailableError) return error;
   const kind = storageFailureKind(error);
   return kind === undefined ? error : new StorageUnavailableError(kind, error);
-}
-
-/** True for a StorageUnavailableError, also when another error carries one as its cause. */
-export function isStorageUnavailable(error: unknown): boolean {
-  for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
-    if (current instanceof StorageUnavailableError) return true;
-  }
-  return false;
 }
 
 export interface OutageLog {

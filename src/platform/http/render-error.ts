@@ -2,7 +2,7 @@
 // OAuth error body under /oauth/. Bad input is always a 4xx with a reason; only our own faults are
 // 500s, and they never carry a stack trace or an internal message.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { isStorageUnavailable, STORAGE_RETRY_AFTER_S } from '../db/faults.ts';
+import { isStorageUnavailable, STORAGE_RETRY_AFTER_S, storageFailureOf } from '../db/faults.ts';
 import { ApiError, OAuthError, problemBody, type OAuthErrorCode } from '../errors.ts';
 
 /** Maps Fastify's own client errors (parsing, limits, schema) onto our catalogue. */
@@ -81,9 +81,12 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
 }
 
 function logFailure(request: FastifyRequest, error: FastifyError, status: number): void {
-  // An unavailable database is announced once by the outage tracker; each request it fails is routine.
-  if (isStorageUnavailable(error) || (error instanceof ApiError && error.code === 'storage_unavailable')) {
-    request.log.info({ code: 'storage_unavailable', status, reason: error.message }, 'request failed: database unavailable');
-  } else if (status >= 500) request.log.error({ err: error }, 'request failed');
+  const storage = storageFailureOf(error)?.kind ?? (error instanceof ApiError && error.code === 'storage_unavailable' ? 'unreachable' : undefined);
+  const fields = { code: 'storage_unavailable', status, reason: error.message };
+  // An unreachable database is announced once by the outage tracker; each request it fails is routine.
+  if (storage === 'unreachable') request.log.info(fields, 'request failed: database unavailable');
+  // A live database that timed out a statement or a lock wait is a slow query or contention to look into.
+  else if (storage === 'timeout') request.log.warn(fields, 'request failed: a database statement or lock wait timed out');
+  else if (status >= 500) request.log.error({ err: error }, 'request failed');
   else request.log.info({ code: (error as { code?: string }).code, status }, error.message);
 }

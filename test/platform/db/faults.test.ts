@@ -1,5 +1,6 @@
 import { createServer, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/platform/config.ts';
@@ -170,9 +171,14 @@ describe('drivers', () => {
 });
 
 describe('the HTTP edge', () => {
-  it('answers 503 storage_unavailable with Retry-After when the database is gone, and logs each request at info without a stack', async () => {
+  it('answers 503 storage_unavailable with Retry-After when the database is gone (each request logged at info, no stack) or timed a statement out (warn)', async () => {
     const { log, lines } = captureLog();
-    const world = await startWorld({ log });
+    const timingOut = async (app: FastifyInstance) => {
+      app.get('/v1/test/timeout', async () => {
+        throw new StorageUnavailableError('timeout', withCode('57014', 'canceling statement due to statement timeout'));
+      });
+    };
+    const world = await startWorld({ log, features: [timingOut] });
     try {
       const token = await world.humanToken('edge@example.com');
       await world.gw.database.db.close();
@@ -188,6 +194,12 @@ describe('the HTTP edge', () => {
       expect(failed.length).toBe(2);
       for (const line of failed) expect([line.level, line.err]).toEqual([30, undefined]);
       expect(lines.filter((l) => Number(l.level) >= 50)).toEqual([]);
+
+      // A live database timing a statement out is the same answer, but a warn: a slow query or contention to look into.
+      const timedOut = await world.api('GET', '/v1/test/timeout');
+      expect([timedOut.status, timedOut.body.code, timedOut.headers.get('retry-after')]).toEqual([503, 'storage_unavailable', '1']);
+      const warned = lines.filter((l) => l.msg === 'request failed: a database statement or lock wait timed out');
+      expect(warned.map((l) => [l.level, l.err])).toEqual([[40, undefined]]);
     } finally {
       await world.close();
     }
