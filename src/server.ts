@@ -6,6 +6,7 @@ import { loadConfig, type Config } from './platform/config.ts';
 import { createGateway, createLogger, type Gateway } from './platform/gateway.ts';
 import { checkConfiguredKey } from './platform/signing.ts';
 import { ConfigError } from './platform/config.ts';
+import { DatabaseInUseError } from './platform/db/pglite.ts';
 
 export interface RunningGateway {
   app: FastifyInstance;
@@ -57,7 +58,7 @@ export async function serve(): Promise<void> {
   try {
     running = await startGateway(config);
   } catch (error) {
-    if (error instanceof ConfigError) {
+    if (error instanceof ConfigError || error instanceof DatabaseInUseError) {
       process.stderr.write(`${error.message}\n`);
       process.exit(2);
     }
