@@ -38,7 +38,7 @@ export interface Config {
   doh: { resolverUrl: string; timeoutMs: number; caFile?: string; devZone: boolean };
   /** SHA-256 (hex) of the operator credential the gateway accepts; dev mode generates a credential instead. */
   operatorTokenSha256?: string;
-  /** The operator credential itself, for CLI commands that call a running gateway (never read by the gateway). */
+  /** The operator credential itself, for CLI commands that call a running gateway (the gateway ignores it). */
   operatorToken?: string;
   /** Extra CA certificates (PEM file) trusted for outbound HTTPS: webhooks to a private PKI, and tests. */
   outboundCaFile?: string;
@@ -103,7 +103,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_MAIL_MESSAGE_BYTES_MAX', default: '5242880', meaning: '`messages.get` reads at most this many bytes of a message (larger ones are truncated)' },
   { name: 'ACG_MAIL_BODY_CHARS_MAX', default: '262144', meaning: '`messages.get` returns at most this many characters of text and of html each' },
   { name: 'ACG_OPERATOR_TOKEN_SHA256', default: '(dev: generated)', meaning: 'hex SHA-256 of the operator credential accepted by operator routes (`acg credit grant` on a running gateway); dev mode generates one into ACG_DATA_DIR/operator-token' },
-  { name: 'ACG_OPERATOR_TOKEN', default: '(dev: read from ACG_DATA_DIR)', meaning: 'the operator credential itself, for CLI commands that call a running gateway; the gateway never reads it' },
+  { name: 'ACG_OPERATOR_TOKEN', default: '(dev: read from ACG_DATA_DIR)', meaning: 'the operator credential itself, for CLI commands that call a running gateway; the gateway itself ignores it' },
   { name: 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', default: 'false', meaning: 'TEST ONLY: lets outbound calls reach loopback/private addresses; refused in live mode' },
 ];
 
