@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import dnsPacket from 'dns-packet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveTxt, ResolverError } from '../../src/merchants/doh.ts';
-import { sha256Hex } from '../../src/operator/credential.ts';
+import { acceptedOperatorHash, checkOperator, sha256Hex } from '../../src/operator/credential.ts';
 import { ConfigError, loadConfig } from '../../src/platform/config.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { registerMerchant, uniqueKey } from '../support/merchants.ts';
@@ -151,5 +151,10 @@ describe('live mode has no dev zone', () => {
     expect((await grant()).status).toBe(401);
     expect((await grant('Bearer acg_op_guess')).status).toBe(401);
     expect(await grant(`Bearer ${token}`)).toMatchObject({ status: 404, body: { code: 'not_found' } });
+  });
+
+  it('without a configured credential refuses every operator call: live mode generates none', () => {
+    expect(acceptedOperatorHash({ mode: 'live', dataDir: tmpdir(), operatorTokenSha256: undefined })).toBeUndefined();
+    expect(() => checkOperator(`Bearer ${token}`, undefined)).toThrow(expect.objectContaining({ code: 'runtime_configuration_required', status: 503 }));
   });
 });
