@@ -18,9 +18,13 @@ import { ensureRuntimeSecret } from './identity/store.ts';
 import { CredentialVerifier } from './identity/verifier.ts';
 import { integrationRoutes } from './integrations/routes.ts';
 import { keysRoutes } from './keys/routes.ts';
+import type { DohOptions } from './merchants/doh.ts';
 import { merchantRoutes } from './merchants/routes.ts';
 import { MerchantService } from './merchants/service.ts';
 import { oauthRoutes } from './oauth/routes.ts';
+import { acceptedOperatorHash } from './operator/credential.ts';
+import { operatorRoutes } from './operator/routes.ts';
+import { sandboxRoutes } from './sandbox/routes.ts';
 import { accessRoutes } from './access/routes.ts';
 import { ledgerRoutes } from './ledger/routes.ts';
 import { LedgerService } from './ledger/service.ts';
@@ -66,6 +70,10 @@ export interface Services {
   vouchers: VoucherService;
   execute: ExecuteService;
   mailConnectors: MailConnectorService;
+  /** The DoH resolver merchants verify with (in dev mode by default the dev zone; see sandbox/routes.ts). */
+  doh: DohOptions;
+  /** SHA-256 of the operator credential the operator routes accept; undefined: none configured. */
+  operatorHash: string | undefined;
 }
 
 /** Optional collaborators the composition root can be given (tests inject fakes here). */
@@ -87,11 +95,13 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   const { config } = gateway;
   const boxKey = await secretBoxKey(gateway);
   const webhooks = new WebhookService(gateway, boxKey);
-  const merchants = new MerchantService(gateway, {
-    webhooks,
-    apiKeyPepper: pepper,
-    doh: { resolverUrl: config.doh.resolverUrl, timeoutMs: config.doh.timeoutMs, ca: config.doh.caFile ? readFileSync(config.doh.caFile, 'utf8') : undefined },
-  });
+  const doh: DohOptions = {
+    resolverUrl: config.doh.resolverUrl,
+    timeoutMs: config.doh.timeoutMs,
+    ca: config.doh.caFile ? readFileSync(config.doh.caFile, 'utf8') : undefined,
+    devZoneCleartext: config.mode === 'dev' && config.doh.devZone,
+  };
+  const merchants = new MerchantService(gateway, { webhooks, apiKeyPepper: pepper, doh });
   const offers = new OfferService(gateway, merchants);
   const vouchers = new VoucherService(gateway, ledger, offers);
   const webhookWorker = new WebhookWorker({
@@ -105,7 +115,8 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   });
   gateway.schedule('webhook-delivery', config.webhookPollIntervalMs, () => webhookWorker.runOnce());
   const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, secretBoxKey: boxKey, paymentApproval: dependencies.paymentApproval });
-  return { verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhookWorker, ledger, offers, vouchers, execute, mailConnectors };
+  const operatorHash = acceptedOperatorHash(config);
+  return { verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhookWorker, ledger, offers, vouchers, execute, mailConnectors, doh, operatorHash };
 }
 
 export async function buildGatewayApp(
@@ -128,6 +139,8 @@ export async function buildGatewayApp(
     accessRoutes,
     executeRoutes({ execute: services.execute, mailConnectors: services.mailConnectors }),
     merchantRoutes(services.merchants),
+    operatorRoutes({ ledger: services.ledger, acceptedHash: services.operatorHash }),
+    sandboxRoutes({ merchants: services.merchants, operatorHash: services.operatorHash, doh: services.doh }),
     ...extraFeatures,
   ];
   return { app: await buildApp(gateway, { features, authenticator: services.verifier }), services };

@@ -38,7 +38,7 @@ const BalanceSchema = Type.Object({
   grantedUc: Microcredits('ever granted; = available + held + captured + lapsed'),
 });
 
-const LotSchema = Type.Object({
+export const LotSchema = Type.Object({
   id: Type.String(),
   agentId: Type.String(),
   source: Type.String({ enum: ['grant', 'topup'] }),

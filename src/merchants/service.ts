@@ -227,6 +227,13 @@ export class MerchantService {
     return this.toMerchant(tx, updated);
   }
 
+  /** The TXT record a merchant must publish, whoever owns it: for the dev DNS zone's operator publish. */
+  async dnsRecord(db: Queryable, merchantId: string): Promise<DnsRecord> {
+    const row = await store.findMerchant(db, merchantId);
+    if (!row) throw new ApiError('not_found', { detail: `no merchant ${merchantId}` });
+    return dnsRecordOf(row);
+  }
+
   /**
    * Asks the DNS-over-HTTPS resolver for the merchant's TXT record, outside any transaction (the query may
    * take seconds). A verified merchant is not queried again. A resolver failure is 503 and changes nothing:

@@ -67,6 +67,7 @@ export function openApiOptions(config: Config): SwaggerOptions {
       components: {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer', description: 'Human session JWT, agent JWT, OAuth access token or merchant API key' },
+          operator: { type: 'http', scheme: 'bearer', description: 'The operator credential (dev: ACG_DATA_DIR/operator-token; live: the one whose SHA-256 is ACG_OPERATOR_TOKEN_SHA256)' },
         },
       },
     },
