@@ -34,7 +34,7 @@ describe('acg demo and acg credit grant against a running gateway', () => {
       dropDatabase = created.drop;
     }
     env = { ACG_DATA_DIR: dataDir, PORT: String(await freePort()), DATABASE_URL: databaseUrl ?? '', LOG_LEVEL: 'warn' };
-    gateway = await spawnGateway({ ...env, LOG_LEVEL: 'info' }, 120_000);
+    gateway = await spawnGateway({ ...env, LOG_LEVEL: 'info' }, { timeoutMs: 120_000 });
   }, 150_000);
   afterAll(async () => {
     await gateway?.kill('SIGKILL');
