@@ -147,7 +147,10 @@ export async function updateEndpoint(
   return rows[0]!;
 }
 
-/** On resume: a pending delivery for every event of the pause that has none yet (due now). */
+/**
+ * On resume: a pending delivery for every event of the pause that has none yet (due now). The delivery id is
+ * derived from the event id (one delivery per event), so one statement needs no id generator.
+ */
 export async function queueEventsSince(db: Queryable, merchantId: string, sinceS: bigint, nowMs: number, nowS: bigint): Promise<number> {
   const result = await db.query(
     `INSERT INTO webhook_deliveries (id, event_id, merchant_id, state, next_attempt_at_ms, created_at_s)

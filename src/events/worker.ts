@@ -45,10 +45,7 @@ export interface WebhookWorkerOptions {
   ca?: string;
   testHooks?: OutboundTestHooks;
   batchMax?: number;
-  concurrencyMax?: number;
   leaseMs?: number;
-  /** Per-attempt timeout (default WEBHOOK_TIMEOUT_MS). */
-  timeoutMs?: number;
 }
 
 export interface WorkerRunReport {
@@ -64,19 +61,17 @@ type AttemptState = store.DeliveryState | 'lost';
 
 export class WebhookWorker {
   private readonly batchMax: number;
-  private readonly concurrencyMax: number;
   private readonly leaseMs: number;
   /** Claim tokens of this instance's attempts in flight, with how many attempts each still has running. */
   private readonly claims = new Map<string, number>();
   private inFlight = 0;
   private heartbeat: NodeJS.Timeout | undefined;
   private wake: { timer: NodeJS.Timeout; atMs: number } | undefined;
-  /** Set by the scheduled pass: only then does the worker set its own timers for retries due before the next poll. */
+  /** Set by the scheduled pass: only then does the worker set its own timer for a retry due before the next poll. */
   private background = false;
 
   constructor(private readonly options: WebhookWorkerOptions) {
     this.batchMax = options.batchMax ?? DELIVERY_BATCH_MAX;
-    this.concurrencyMax = options.concurrencyMax ?? DELIVERY_CONCURRENCY_MAX;
     this.leaseMs = options.leaseMs ?? DELIVERY_LEASE_MS;
   }
 
@@ -99,18 +94,9 @@ export class WebhookWorker {
     };
   }
 
-  /** Stops this worker's own timers (heartbeat, retry wake-up); attempts in flight finish on their own. */
-  stop(): void {
-    this.background = false;
-    clearInterval(this.heartbeat);
-    this.heartbeat = undefined;
-    if (this.wake) clearTimeout(this.wake.timer);
-    this.wake = undefined;
-  }
-
   private async dispatch(): Promise<Array<Promise<AttemptState>>> {
     const { db, clock } = this.options;
-    const limit = Math.min(this.batchMax, this.concurrencyMax - this.inFlight);
+    const limit = Math.min(this.batchMax, DELIVERY_CONCURRENCY_MAX - this.inFlight);
     if (limit <= 0) return [];
     const nowMs = clock.nowMs();
     const token = randomUUID();
@@ -187,7 +173,6 @@ export class WebhookWorker {
         allowPrivateNetworkTargets: this.options.allowPrivateNetworkTargets,
         ca: this.options.ca,
         testHooks: this.options.testHooks,
-        timeoutMs: this.options.timeoutMs,
       },
     );
   }
