@@ -241,3 +241,37 @@ describe('a failing endpoint', () => {
     }
   });
 });
+
+describe('retention and the circuit', () => {
+  it('deletes events (with their deliveries and attempts) older than 30 days, and keeps younger ones', async () => {
+    const { merchantId } = await webhookMerchant();
+    const old = await world.gw.gateway.db.transaction((tx) =>
+      emitEvent(tx, { merchantId, type: 'redemption.held', data: { redemption: { id: 'red_old' } }, nowMs: world.gw.clock.nowMs() - 31 * 86_400_000 }),
+    );
+    expect(await runWorker()).toMatchObject({ succeeded: 1 });
+    const young = await emit(merchantId);
+    expect(await world.gw.services.webhooks.purgeExpired()).toBeGreaterThanOrEqual(1);
+    const ids = (await world.api('GET', `/v1/merchants/${merchantId}/events`, { token: alice })).body.events.map((e: { id: string }) => e.id);
+    expect(ids).toEqual([young.id]);
+    const left = await world.gw.gateway.db.query('SELECT 1 FROM webhook_deliveries WHERE event_id = $1', [old.id]);
+    expect(left.rows).toHaveLength(0);
+  });
+
+  it('opens the circuit of an endpoint after 5 failures in a row (no attempt to it meanwhile); a re-send closes it', async () => {
+    const { merchantId } = await webhookMerchant();
+    target.receiver.answerWith(500);
+    try {
+      for (let i = 0; i < 5; i++) await emit(merchantId);
+      expect(await runWorker()).toMatchObject({ claimed: 4, retrying: 4 });
+      expect(await runWorker()).toMatchObject({ claimed: 1, retrying: 1 });
+      const late = await emit(merchantId);
+      expect(await runWorker()).toMatchObject({ claimed: 0 });
+      target.receiver.answerWith(200);
+      const resent = await world.api('POST', `/v1/merchants/${merchantId}/events/${late.id}/resend`, { token: alice });
+      expect(resent.status).toBe(202);
+      expect(await runWorker()).toMatchObject({ claimed: 1, succeeded: 1 });
+    } finally {
+      target.receiver.answerWith(200);
+    }
+  });
+});
