@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { docsRoutes } from './docs/routes.ts';
+import { eventRoutes } from './events/routes.ts';
 import { WebhookService } from './events/service.ts';
 import { WebhookWorker } from './events/worker.ts';
 import type { PaymentApprovalProvider } from './execute/payment-approval.ts';
@@ -64,6 +65,7 @@ export interface Services {
   apiKeyPepper: string | undefined;
   secretBoxKey: SecretBoxKey | undefined;
   merchants: MerchantService;
+  webhooks: WebhookService;
   webhookWorker: WebhookWorker;
   ledger: LedgerService;
   offers: OfferService;
@@ -82,6 +84,8 @@ export interface AppDependencies {
   paymentApproval?: PaymentApprovalProvider;
 }
 
+/** How often each instance deletes events past their retention. */
+const EVENT_PURGE_INTERVAL_MS = 60 * 60 * 1000;
 /** How often each instance reclaims holds past their deadline (reads and writes treat them as expired at once). */
 const HOLD_SWEEP_INTERVAL_MS = 5000;
 
@@ -113,10 +117,11 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
     ca: config.outboundCaFile ? readFileSync(config.outboundCaFile, 'utf8') : undefined,
     testHooks: gateway.outbound,
   });
-  gateway.schedule('webhook-delivery', config.webhookPollIntervalMs, () => webhookWorker.runOnce());
+  gateway.schedule('webhook-delivery', config.webhookPollIntervalMs, () => webhookWorker.pass());
+  gateway.schedule('event-retention-purge', EVENT_PURGE_INTERVAL_MS, () => webhooks.purgeExpired());
   const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, secretBoxKey: boxKey, paymentApproval: dependencies.paymentApproval });
   const operatorHash = acceptedOperatorHash(config);
-  return { verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhookWorker, ledger, offers, vouchers, execute, mailConnectors, doh, operatorHash };
+  return { verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhooks, webhookWorker, ledger, offers, vouchers, execute, mailConnectors, doh, operatorHash };
 }
 
 export async function buildGatewayApp(
@@ -139,6 +144,7 @@ export async function buildGatewayApp(
     accessRoutes,
     executeRoutes({ execute: services.execute, mailConnectors: services.mailConnectors }),
     merchantRoutes(services.merchants),
+    eventRoutes(services.merchants, services.webhooks),
     operatorRoutes({ ledger: services.ledger, acceptedHash: services.operatorHash }),
     sandboxRoutes({ merchants: services.merchants, operatorHash: services.operatorHash, doh: services.doh }),
     ...extraFeatures,

@@ -48,7 +48,12 @@ export const WebhookConfigurationSchema = Type.Object(
     merchantId: Type.String(),
     url: Type.String({ description: 'canonical https URL on the verified domain; "" while not configured' }),
     createdAt: Nullable(UnixSeconds('first configuration; null while not configured')),
-    updatedAt: Nullable(UnixSeconds('last PUT (and secret rotation); null while not configured')),
+    updatedAt: Nullable(UnixSeconds('last change (PUT, PATCH, secret rotation); null while not configured')),
+    pausedAt: Nullable(UnixSeconds('since when deliveries are paused; null while enabled')),
+    disabledReason: Nullable(
+      Type.Union([Type.Literal('merchant'), Type.Literal('failing')], { description: '`failing`: the gateway disabled it after failing attempts' }),
+    ),
+    previousSecretExpiresAt: Nullable(UnixSeconds('until when the secret replaced by the last rotation still signs; null when none does')),
   },
   { $id: 'WebhookConfiguration' },
 );
@@ -72,7 +77,7 @@ export const WebhookDeliverySchema = Type.Object(
     eventId: Type.String({ description: 'the event; also the webhook-id header, the same on every attempt' }),
     eventType: Type.String(),
     state: Type.String({ enum: ['pending', 'succeeded', 'dead'] }),
-    attempts: Type.Integer({ description: 'attempts made so far' }),
+    attempts: Type.Integer({ description: 'attempts started so far, including one in progress or cut off by a crash (see …/attempts)' }),
     nextAttemptAt: Nullable(UnixSeconds('next attempt (pending only)')),
     lastAttemptAt: Nullable(UnixSeconds('last attempt')),
     lastStatus: Nullable(Type.Integer({ description: 'HTTP status of the last answer; null when none came' })),
@@ -125,6 +130,12 @@ const WebhookPut = Type.Object(
   {
     url: Type.String({ minLength: 1, maxLength: 2048, description: 'https URL on the verified domain or a subdomain; port 443; no query, fragment or credentials' }),
     enabled: Type.Optional(Type.Boolean({ default: true })),
+    rotateSecret: Type.Optional(
+      Type.Boolean({ default: false, description: 'true: issue a new secret now; the old one stops signing at once (rotate-secret gives an overlap)' }),
+    ),
+    deliverMissed: Type.Optional(
+      Type.Boolean({ default: true, description: 'when this PUT resumes a paused webhook: deliver the events of the pause (true) or only new ones' }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -309,8 +320,10 @@ export function merchantRoutes(merchants: MerchantService) {
         tags: webhookTags,
         summary: "Configure the merchant's webhook",
         description:
-          'Requires Idempotency-Key. The domain must be verified (409 otherwise). Every PUT issues a new signing secret, ' +
-          'returned once in `webhookSecret` (a replay omits it); the previous secret stops signing at once. ' +
+          'Requires Idempotency-Key. The domain must be verified (409 otherwise). The first PUT issues the signing secret, ' +
+          'returned once in `webhookSecret` (a replay omits it). Later PUTs keep it and return no `webhookSecret`, unless ' +
+          '`rotateSecret` is true (the old secret then stops signing at once; POST …/webhook/rotate-secret gives an overlap). ' +
+          'Resuming a paused webhook delivers the events of the pause unless `deliverMissed` is false. ' +
           '503 runtime_configuration_required in live mode without ACG_SECRET_BOX_KEY.',
         params: IdParams,
         body: WebhookPut,
@@ -321,7 +334,12 @@ export function merchantRoutes(merchants: MerchantService) {
         const { id } = request.params as { id: string };
         const body = request.body as Static<typeof WebhookPut>;
         return respondIdempotently(request, reply, { secretFields: ['webhookSecret'] }, async (tx) => ({
-          body: await merchants.configureWebhook(tx, owner, id, { url: body.url, enabled: body.enabled ?? true }),
+          body: await merchants.configureWebhook(tx, owner, id, {
+            url: body.url,
+            enabled: body.enabled ?? true,
+            rotateSecret: body.rotateSecret ?? false,
+            deliverMissed: body.deliverMissed ?? true,
+          }),
         }));
       },
     });

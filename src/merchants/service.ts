@@ -77,8 +77,11 @@ export const API_KEY_NOTICE =
   'Store this key now: it is shown only in this response (a replay of this request omits it) and cannot be recovered. ' +
   'Send it as "Authorization: Bearer <key>". Revoke it at POST /v1/merchants/{id}/api-keys/{keyId}/revoke.';
 export const WEBHOOK_SECRET_NOTICE =
-  'Store this signing secret now: it is shown only in this response (a replay omits it). Every PUT replaces it; the old ' +
-  'secret stops signing at once. Verify deliveries with a Standard Webhooks library (webhook-id, webhook-timestamp, webhook-signature).';
+  'Store this signing secret now: it is shown only in this response (a replay omits it). It stays until you rotate it ' +
+  '(POST /v1/merchants/{id}/webhook/rotate-secret keeps the old one signing during an overlap; PUT with rotateSecret ' +
+  'replaces it at once). Verify deliveries with a Standard Webhooks library (webhook-id, webhook-timestamp, webhook-signature).';
+export const WEBHOOK_SECRET_KEPT_NOTICE =
+  'The signing secret is unchanged (no webhookSecret in this response). Rotate it with POST /v1/merchants/{id}/webhook/rotate-secret.';
 
 export function dnsRecordOf(row: Pick<store.MerchantRow, 'domain' | 'verification_challenge'>): DnsRecord {
   return { type: 'TXT', name: `${VERIFICATION_LABEL}.${row.domain}`, value: row.verification_challenge };
@@ -321,8 +324,8 @@ export class MerchantService {
     tx: Queryable,
     ownerId: string,
     merchantId: string,
-    input: { url: string; enabled: boolean },
-  ): Promise<{ configuration: WebhookConfiguration; webhookSecret: string; notice: string }> {
+    input: { url: string; enabled: boolean; rotateSecret: boolean; deliverMissed: boolean },
+  ): Promise<{ configuration: WebhookConfiguration; webhookSecret?: string; notice: string }> {
     const row = await this.owned(tx, ownerId, merchantId, true);
     if (!row.verified) {
       throw new ApiError('conflict', {
@@ -331,8 +334,8 @@ export class MerchantService {
     }
     const url = validateWebhookUrl(input.url, row.domain);
     if (!url.ok) throw new ApiError('invalid_input', { detail: `url ${url.reason}` });
-    const configured = await this.deps.webhooks.configure(tx, merchantId, url.url, input.enabled);
-    return { ...configured, notice: WEBHOOK_SECRET_NOTICE };
+    const configured = await this.deps.webhooks.configure(tx, merchantId, { ...input, url: url.url });
+    return { ...configured, notice: configured.webhookSecret === undefined ? WEBHOOK_SECRET_KEPT_NOTICE : WEBHOOK_SECRET_NOTICE };
   }
 
   async webhookConfiguration(actor: MerchantActor, merchantId: string): Promise<{ configuration: WebhookConfiguration }> {
