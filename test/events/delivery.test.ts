@@ -202,7 +202,7 @@ describe('SSRF: the address rule at delivery time', () => {
         await guarded.close();
       }
     }
-  });
+  }, 120_000); // five gateways, one after another
 });
 
 describe('GET /v1/merchants/{id}/webhook/deliveries and re-send', () => {
@@ -285,5 +285,5 @@ describe('background work', () => {
       });
       target.receiver.useSecret(rotated.body.webhookSecret);
     }
-  });
+  }, 90_000);
 });
