@@ -5,7 +5,7 @@ import type { SwaggerOptions } from '@fastify/swagger';
 import { Type } from '@sinclair/typebox';
 import type { Config } from '../config.ts';
 import { ERROR_CATALOGUE } from '../errors.ts';
-import { MICROCREDITS_PATTERN } from '../money.ts';
+import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from '../money.ts';
 
 export const ProblemSchema = Type.Object(
   {
@@ -34,6 +34,7 @@ export const OAuthErrorSchema = Type.Object(
 export const MicrocreditsSchema = Type.String({
   $id: 'Microcredits',
   pattern: MICROCREDITS_PATTERN,
+  maxLength: UC_DIGITS_MAX,
   description: 'integer microcredits as a decimal string; 1 credit = 1,000,000 µc = $0.01',
 });
 
