@@ -1,8 +1,13 @@
 // Turns anything thrown on a route into the body its clients expect: problem+json on API routes, the
 // OAuth error body under /oauth/. Bad input is always a 4xx with a reason; only our own faults are
 // 500s, and they never carry a stack trace or an internal message.
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Socket } from 'node:net';
+import { STATUS_CODES } from 'node:http';
 import { ApiError, OAuthError, problemBody, type OAuthErrorCode } from '../errors.ts';
+
+/** Fastify's `maxParamLength`: longer path parameters are refused with 414 uri_too_long. */
+export const PATH_PARAMETER_LENGTH_MAX = 500;
 
 /** PostgreSQL connection-class failures: the store is down, which is a 503, not a bug. */
 function isStorageOutage(error: { code?: unknown }): boolean {
@@ -21,6 +26,10 @@ export function toApiError(error: FastifyError): ApiError {
     });
   }
   switch (error.code) {
+    case 'FST_ERR_BAD_URL':
+      return new ApiError('invalid_input', { detail: 'the path is not valid percent-encoded UTF-8' });
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new ApiError('uri_too_long', { detail: `a path parameter is longer than ${PATH_PARAMETER_LENGTH_MAX} characters` });
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new ApiError('payload_too_large', { detail: 'the request body exceeds the size limit' });
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
@@ -64,7 +73,7 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
   const isOAuth = request.url.startsWith('/oauth/');
   if (isOAuth) {
     const oauth = toOAuthError(error);
-    logFailure(request, error, oauth.status);
+    logFailure(request.log, error, error instanceof OAuthError ? undefined : toApiError(error), oauth.status);
     return reply
       .code(oauth.status)
       .headers({ 'cache-control': 'no-store', ...oauth.headers })
@@ -72,7 +81,7 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
       .send({ error: oauth.error, error_description: oauth.description });
   }
   const api = toApiError(error);
-  logFailure(request, error, api.status);
+  logFailure(request.log, error, api, api.status);
   return reply
     .code(api.status)
     .headers(api.options.headers ?? {})
@@ -80,7 +89,45 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
     .send(problemBody(app.gateway.config.baseUrl, api));
 }
 
-function logFailure(request: FastifyRequest, error: FastifyError, status: number): void {
-  if (status >= 500) request.log.error({ err: error }, 'request failed');
-  else request.log.info({ code: (error as { code?: string }).code, status }, error.message);
+/**
+ * Refusals are expected and say so quietly: 4xx at info, availability and configuration 5xx (storage
+ * down, a provider not configured, an upstream failing) at warn, both without a stack. Only an
+ * unexpected error, our own fault, logs at error with its stack.
+ */
+function logFailure(log: FastifyBaseLogger, error: FastifyError, api: ApiError | undefined, status: number): void {
+  const code = api?.code ?? (error as { code?: string }).code;
+  if (api?.code === 'internal_error') log.error({ err: error }, 'request failed');
+  else if (status >= 500) log.warn({ code, status }, error.message);
+  else log.info({ code, status }, error.message);
+}
+
+/** What Node's HTTP parser refuses before Fastify sees a request, mapped onto our catalogue. */
+function clientErrorFor(code: string | undefined): ApiError {
+  if (code === 'HPE_HEADER_OVERFLOW') return new ApiError('headers_too_large', { detail: 'the request headers exceed the size limit' });
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return new ApiError('request_timeout', { detail: 'the request did not arrive in time' });
+  return new ApiError('invalid_input', { detail: 'the request is not valid HTTP/1.1' });
+}
+
+/**
+ * Fastify's `clientErrorHandler`: answers what Node's parser refuses (oversized headers, malformed
+ * requests, timeouts) with our bodies, then closes the connection, as Node's default does. The request
+ * line, when it arrived, tells an OAuth client from an API client.
+ */
+export function renderClientError(app: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const api = clientErrorFor(error.code);
+  logFailure(app.log, error as FastifyError, api, api.status);
+  const requestLine = Buffer.isBuffer(error.rawPacket) ? error.rawPacket.toString('latin1', 0, 256) : '';
+  const target = /^[A-Z]+ (\S+)/.exec(requestLine)?.[1] ?? '';
+  const oauth = target.startsWith('/oauth/') ? toOAuthError(api as unknown as FastifyError) : undefined;
+  const [status, type, body] = oauth
+    ? [oauth.status, 'application/json', JSON.stringify({ error: oauth.error, error_description: oauth.description })]
+    : [api.status, 'application/problem+json', JSON.stringify(problemBody(app.gateway.config.baseUrl, api))];
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${type}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Cache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
