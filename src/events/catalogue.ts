@@ -62,6 +62,8 @@ export function webhooksDocument(): Record<string, unknown> {
             `delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes ` +
             `${retryWaits()} later; after ${RETRY_SCHEDULE_S.length} failed attempts the delivery is dead-lettered and can ` +
             'be re-sent from the deliveries list.',
+          // The receiver authenticates the gateway by the Standard Webhooks signature, not by a credential.
+          security: [],
           parameters: HEADERS.map(([name, description]) => ({ name, in: 'header', required: true, description, schema: { type: 'string' } })),
           requestBody: { required: true, content: { 'application/json': { schema: envelope(type) } } },
           responses: { '2XX': { description: 'Delivered. Any other status, a timeout or a connection failure is retried.' } },

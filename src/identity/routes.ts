@@ -142,6 +142,11 @@ export interface IdentityRouteDeps {
   agentBalance?: (agentId: string) => Promise<{ availableUc: string; heldUc: string }>;
 }
 
+/** A raw image body in each avatar type, for the OpenAPI document; the bytes are checked by the service. */
+function imageContent(description: string) {
+  return Object.fromEntries(AVATAR_TYPES.map((type) => [type, { schema: { description, contentMediaType: type } }]));
+}
+
 export function identityRoutes(deps: IdentityRouteDeps) {
   const { identity } = deps;
   return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
@@ -284,6 +289,7 @@ export function identityRoutes(deps: IdentityRouteDeps) {
           summary: 'Upload the avatar bytes',
           description: `Raw image body with the Content-Type declared when the upload started; at most ${AVATAR_BYTES_MAX} bytes. The bytes must be an image of that type.`,
           params: UploadParams,
+          body: { content: imageContent('the image bytes') },
           response: { 204: Type.Null(), ...problems(400, 404, 409, 413, 415) },
         },
         handler: async (request, reply) => {
@@ -318,7 +324,12 @@ export function identityRoutes(deps: IdentityRouteDeps) {
 
     app.get('/v1/owner/agents/:id/avatar', {
       config: { auth: OWNER },
-      schema: { tags, summary: "Read the agent's avatar image", params: AgentIdParams, response: problems(404) },
+      schema: {
+        tags,
+        summary: "Read the agent's avatar image",
+        params: AgentIdParams,
+        response: { 200: { description: 'the avatar image, in the type it was uploaded as', content: imageContent('the image bytes') }, ...problems(404) },
+      },
       handler: async (request, reply) => {
         const avatar = await identity.readAvatar(principalOf(request).ownerId!, (request.params as { id: string }).id);
         reply.type(avatar.contentType).header('cache-control', 'private, max-age=300').header('x-content-type-options', 'nosniff');
