@@ -6,7 +6,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { IdParams, Microcredits, UnixSeconds } from '../platform/http/schemas.ts';
+import { AgentIdParams, IdParams, Microcredits, UnixSeconds } from '../platform/http/schemas.ts';
 import { fingerprint, parseIdempotencyKey, REPLAY_HEADER, type StoredResponse } from '../platform/idempotency.ts';
 import { formatUc, formatUsd } from '../platform/money.ts';
 import { principalScope } from '../platform/principal.ts';
@@ -203,7 +203,7 @@ export function executeRoutes({ execute, mailConnectors }: ExecuteRouteDeps) {
           "and never returned. Which inboxes may be read is the agent's `inboxAllowlist` (PATCH /v1/owner/agents/{id}). `tls`: `implicit` " +
           '(port 993) or `starttls`; cleartext (`none`) and non-public hosts are refused. PUT is idempotent by itself, so no Idempotency-Key ' +
           'record is kept (it would hold a hash of the password). 503 runtime_configuration_required in live mode without ACG_SECRET_BOX_KEY.',
-        params: IdParams,
+        params: AgentIdParams,
         body: MailConnectorBody,
         response: { 200: Type.Ref('MailConnector'), ...problems(400, 404, 503) },
       },
@@ -220,7 +220,7 @@ export function executeRoutes({ execute, mailConnectors }: ExecuteRouteDeps) {
       schema: {
         tags,
         summary: "Read an agent's mail connector (without its password)",
-        params: IdParams,
+        params: AgentIdParams,
         response: { 200: Type.Ref('MailConnector'), ...problems(404) },
       },
       handler: async (request) => mailConnectors.get(principalOf(request).ownerId!, (request.params as Static<typeof IdParams>).id),
@@ -232,7 +232,7 @@ export function executeRoutes({ execute, mailConnectors }: ExecuteRouteDeps) {
         tags,
         summary: "Remove an agent's mail connector",
         description: 'Deletes the connector and its sealed password. 204 also when there was none (DELETE is idempotent).',
-        params: IdParams,
+        params: AgentIdParams,
         response: { 204: Type.Null({ description: 'removed' }), ...problems(404) },
       },
       handler: async (request, reply) => {

@@ -6,7 +6,7 @@ import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { respondIdempotently } from '../platform/http/idempotent.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { Category, IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
+import { AgentIdParams, Category, idOf, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
 import { devIssuerUrl, loadDevIssuerKeys, publicJwks } from './dev-issuers.ts';
 import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type AvatarType, type IdentityService } from './service.ts';
 
@@ -133,8 +133,7 @@ const Me = Type.Object({
   merchant: Type.Optional(Type.Object({ merchantId: Type.String(), keyId: Type.String(), scopes: Type.Array(Type.String()) })),
 });
 
-const AgentIdParams = IdParams;
-const UploadParams = Type.Object({ id: ResourceId, uploadId: ResourceId });
+const UploadParams = Type.Object({ id: idOf('agent (agt_…)'), uploadId: idOf('avatar upload (upl_…)') });
 
 export interface IdentityRouteDeps {
   identity: IdentityService;
@@ -345,7 +344,7 @@ export function identityRoutes(deps: IdentityRouteDeps) {
 async function devIssuerRoutes(app: FastifyInstance): Promise<void> {
   const { config } = app.gateway;
   const keys = await loadDevIssuerKeys(config.dataDir);
-  const KindParams = Type.Object({ kind: Type.String({ enum: ['human', 'agent'] }) });
+  const KindParams = Type.Object({ kind: Type.String({ enum: ['human', 'agent'], description: 'which built-in issuer' }) });
   app.get('/dev/issuers/:kind/.well-known/openid-configuration', {
     schema: { tags: ['dev'], summary: 'Dev mode: discovery document of a built-in identity issuer', params: KindParams },
     handler: async (request) => {
