@@ -28,7 +28,7 @@ declare module 'fastify' {
   }
 }
 
-const AJV_OPTIONS = { removeAdditional: false, allErrors: false, coerceTypes: 'array' as const };
+const AJV_OPTIONS = { removeAdditional: false, allErrors: false, coerceTypes: 'array' as const, discriminator: true };
 const ajvFactory = AjvCompiler();
 
 /**

@@ -133,7 +133,20 @@ type OperationSchema = Record<string, unknown> & { description?: string; respons
 /** Documents one operation; the route's own schema is left as it is (it still validates and serialises). */
 function documentOperation(schema: OperationSchema | undefined, url: string, route: RouteOptions): OperationSchema {
   const requirement = route.config?.auth as AuthRequirement | undefined;
-  return documentErrorResponses(documentSecurity({ ...schema }, requirement), url);
+  const documented = documentErrorResponses(documentSecurity({ ...schema }, requirement), url);
+  return documented.body === undefined ? documented : { ...documented, body: withoutDiscriminators(documented.body) };
+}
+
+/**
+ * Drops Ajv's `discriminator` hints from a body schema. Ajv uses them to validate only the branch a
+ * body names (so its errors point at the right member); OpenAPI's discriminator needs named schemas
+ * and a mapping, which Ajv refuses. The document keeps the `oneOf`, whose `const` members already tell
+ * the branches apart.
+ */
+function withoutDiscriminators(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(withoutDiscriminators);
+  if (schema === null || typeof schema !== 'object') return schema;
+  return Object.fromEntries(Object.entries(schema).filter(([key]) => key !== 'discriminator').map(([key, value]) => [key, withoutDiscriminators(value)]));
 }
 
 /**

@@ -15,14 +15,29 @@ function isStorageOutage(error: { code?: unknown }): boolean {
   return ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '57P03'].includes(code) || code.startsWith('08');
 }
 
+type Violation = NonNullable<FastifyError['validation']>[number];
+
+/** One schema violation as path and message; a discriminator miss names the member and its value. */
+function describeViolation(where: string, violation: Violation): { path: string; message: string } {
+  const { tag, tagValue, allowedValue } = violation.params as { tag?: string; tagValue?: unknown; allowedValue?: unknown };
+  if (violation.keyword === 'const') return { path: `${where}${violation.instancePath}`, message: `must be ${JSON.stringify(allowedValue)}` };
+  if (violation.keyword === 'discriminator' && tag !== undefined) {
+    const message = typeof tagValue === 'string' ? `${JSON.stringify(tagValue)} is not a known ${tag} here (see the catalogue)` : 'must be a string';
+    return { path: `${where}${violation.instancePath}/${tag}`, message };
+  }
+  return { path: `${where}${violation.instancePath}`, message: violation.message ?? 'is invalid' };
+}
+
 /** Maps Fastify's own client errors (parsing, limits, schema) onto our catalogue. */
 export function toApiError(error: FastifyError): ApiError {
   if (error instanceof ApiError) return error;
   if (error.validation) {
     const where = error.validationContext ?? 'request';
+    const errors = error.validation.map((v) => describeViolation(where, v));
+    const first = errors[0];
     return new ApiError('invalid_input', {
-      detail: `${where}${error.message.startsWith(where) ? error.message.slice(where.length) : ` ${error.message}`}`,
-      extra: { errors: error.validation.map((v) => ({ path: `${where}${v.instancePath}`, message: v.message ?? 'is invalid' })) },
+      detail: first ? `${first.path} ${first.message}` : `${where} is not valid`,
+      extra: { errors },
     });
   }
   switch (error.code) {
