@@ -1,7 +1,8 @@
 // Refuses text that cannot be stored: U+0000 (PostgreSQL's text types reject it) and lone UTF-16
 // surrogates (not Unicode; PostgreSQL and JSON encoders reject or mangle them). One hook on every route
 // checks the path, query and headers on arrival and the parsed body before validation, so such input is
-// a 400 invalid_input before authentication or any database call, whatever the route.
+// a 400 invalid_input before authentication or any database call, whatever the route. Numbers that no
+// column can hold (a coerced query value of Infinity) are refused the same way after validation.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.ts';
 
@@ -39,5 +40,13 @@ export function installTextGuard(app: FastifyInstance): void {
   app.addHook('preValidation', async (request: FastifyRequest) => {
     const path = findUnstorableText(request.body, 'body');
     if (path !== undefined) throw refuse(path);
+  });
+  // Ajv coerces a query value such as "1e309" to Infinity and lets it pass `maximum`; no column holds it.
+  app.addHook('preHandler', async (request: FastifyRequest) => {
+    for (const [part, values] of [['querystring', request.query], ['params', request.params]] as const) {
+      for (const [name, value] of Object.entries((values ?? {}) as Record<string, unknown>)) {
+        if (typeof value === 'number' && !Number.isFinite(value)) throw new ApiError('invalid_input', { detail: `${part}/${name} must be a finite number` });
+      }
+    }
   });
 }
