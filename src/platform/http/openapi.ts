@@ -151,11 +151,12 @@ function withoutDiscriminators(schema: unknown): unknown {
 
 /**
  * The security requirement from the route's `config.auth`: one alternative per admitted credential kind,
- * merchant keys with their scopes, and `security: []` on public operations. The requirement is also
+ * merchant keys with their scopes, and `security: []` on public operations (a route with its own
+ * credential declares its `security` itself and keeps it). The requirement is also
  * stated once in the description, and 401/403 are declared.
  */
 function documentSecurity(schema: OperationSchema, requirement: AuthRequirement | undefined): OperationSchema {
-  if (!requirement) return { ...schema, security: [] };
+  if (!requirement) return schema.security ? schema : { ...schema, security: [] };
   const security = requirement.kinds.map((kind) => ({
     [SECURITY_SCHEME_OF[kind]]: kind === 'merchant' ? [...(requirement.scopes ?? [])] : kind === 'owner' ? ['svc:owner'] : [],
   }));
