@@ -82,6 +82,8 @@ export function webhooksDocument(): Record<string, unknown> {
             'failed attempts the delivery is dead-lettered and can be re-sent. No order is guaranteed between events: ' +
             'attempts run concurrently and retries overtake. During a secret rotation the signature header carries one ' +
             '`v1,` signature per secret.',
+          // The receiver authenticates the gateway by the Standard Webhooks signature, not by a credential.
+          security: [],
           parameters: HEADERS.map(([name, description]) => ({ name, in: 'header', required: true, description, schema: { type: 'string' } })),
           requestBody: { required: true, content: { 'application/json': { schema: envelope(type) } } },
           responses: { '2XX': { description: 'Delivered. Any other status, a timeout or a connection failure is retried.' } },

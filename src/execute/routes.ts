@@ -6,7 +6,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { IdParams, Microcredits, UnixSeconds } from '../platform/http/schemas.ts';
+import { AgentIdParams, IdParams, Microcredits, UnixSeconds } from '../platform/http/schemas.ts';
 import { fingerprint, parseIdempotencyKey, REPLAY_HEADER, type StoredResponse } from '../platform/idempotency.ts';
 import { formatUc, formatUsd } from '../platform/money.ts';
 import { principalScope } from '../platform/principal.ts';
@@ -25,8 +25,6 @@ const CATALOGUE = SERVICES.flatMap((service) =>
   Object.entries(service.actions).map(([action, definition]) => ({ service, action, definition, schemaId: inputSchemaId(service.id, action) })),
 );
 
-const ACTION_NAMES = [...new Set(CATALOGUE.map((entry) => entry.action))];
-
 const catalogueTable = [
   '| serviceId | action | price | category | input | what it does |',
   '|---|---|---|---|---|---|',
@@ -36,27 +34,36 @@ const catalogueTable = [
   ),
 ].join('\n');
 
-/**
- * The envelope, plus one `if serviceId and action are … then input is …` rule per action, so a bad input
- * is refused with the path of the offending member and the document shows each action's input schema.
- */
-const ExecuteBody = Type.Object(
-  {
-    serviceId: Type.String({ enum: SERVICES.map((service) => service.id) }),
-    action: Type.String({ enum: ACTION_NAMES, description: 'an action of the service (see the table)' }),
-    input: Type.Object({}, { additionalProperties: true, description: "the action's input; its schema is the `…Input` component named in the table" }),
-    agentId: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 200, description: "required with an owner (H or O) credential: the executing agent, one of the owner's; an agent may omit it or send its own id" }),
-    ),
-  },
-  {
-    additionalProperties: false,
-    allOf: CATALOGUE.map(({ service, action, schemaId }) => ({
-      if: { properties: { serviceId: { const: service.id }, action: { const: action } }, required: ['serviceId', 'action'] },
-      then: { properties: { input: Type.Ref(schemaId) } },
-    })),
-  },
+const AgentIdMember = Type.Optional(
+  Type.String({ minLength: 1, maxLength: 200, description: "required with an owner (H or O) credential: the executing agent, one of the owner's; an agent may omit it or send its own id" }),
 );
+
+/**
+ * One body shape per service and action, discriminated first by `serviceId`, then by `action`, so a
+ * generated client types each action's `input` and the validator checks only the matching action's
+ * input (Ajv's `discriminator`), refusing a bad one with the path of the offending member.
+ */
+const ExecuteBody = Type.Unsafe<{ serviceId: string; action: string; input: Record<string, unknown>; agentId?: string }>({
+  type: 'object',
+  required: ['serviceId', 'action', 'input'],
+  discriminator: { propertyName: 'serviceId' },
+  oneOf: SERVICES.map((service) => {
+    const actions = CATALOGUE.filter((entry) => entry.service === service).map(({ action, schemaId }) =>
+      Type.Object(
+        { serviceId: Type.Literal(service.id), action: Type.Literal(action), input: Type.Ref(schemaId), agentId: AgentIdMember },
+        { additionalProperties: false },
+      ),
+    );
+    if (actions.length === 1) return actions[0];
+    return {
+      type: 'object',
+      properties: { serviceId: Type.Literal(service.id) },
+      required: ['serviceId', 'action'],
+      discriminator: { propertyName: 'action' },
+      oneOf: actions,
+    };
+  }),
+});
 
 const ExecuteResultSchema = Type.Object(
   {
@@ -203,7 +210,7 @@ export function executeRoutes({ execute, mailConnectors }: ExecuteRouteDeps) {
           "and never returned. Which inboxes may be read is the agent's `inboxAllowlist` (PATCH /v1/owner/agents/{id}). `tls`: `implicit` " +
           '(port 993) or `starttls`; cleartext (`none`) and non-public hosts are refused. PUT is idempotent by itself, so no Idempotency-Key ' +
           'record is kept (it would hold a hash of the password). 503 runtime_configuration_required in live mode without ACG_SECRET_BOX_KEY.',
-        params: IdParams,
+        params: AgentIdParams,
         body: MailConnectorBody,
         response: { 200: Type.Ref('MailConnector'), ...problems(400, 404, 503) },
       },
@@ -220,7 +227,7 @@ export function executeRoutes({ execute, mailConnectors }: ExecuteRouteDeps) {
       schema: {
         tags,
         summary: "Read an agent's mail connector (without its password)",
-        params: IdParams,
+        params: AgentIdParams,
         response: { 200: Type.Ref('MailConnector'), ...problems(404) },
       },
       handler: async (request) => mailConnectors.get(principalOf(request).ownerId!, (request.params as Static<typeof IdParams>).id),
@@ -232,7 +239,7 @@ export function executeRoutes({ execute, mailConnectors }: ExecuteRouteDeps) {
         tags,
         summary: "Remove an agent's mail connector",
         description: 'Deletes the connector and its sealed password. 204 also when there was none (DELETE is idempotent).',
-        params: IdParams,
+        params: AgentIdParams,
         response: { 204: Type.Null({ description: 'removed' }), ...problems(404) },
       },
       handler: async (request, reply) => {

@@ -8,7 +8,7 @@ import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { respondIdempotently } from '../platform/http/idempotent.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { IdParams, Microcredits, Nullable, UnixSeconds } from '../platform/http/schemas.ts';
+import { AgentIdParams, IdParams, MerchantIdParams, Microcredits, RedemptionIdParams, Nullable, UnixSeconds } from '../platform/http/schemas.ts';
 import { parseUc } from '../platform/money.ts';
 import type { LedgerService } from './service.ts';
 
@@ -75,7 +75,7 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
         tags,
         summary: 'Read a hold',
         description: 'A merchant key (offers:read) reads its own merchant\'s holds; others are 404. In dev mode an agent may read its own holds; in live mode an agent token answers 503 provider_configuration_required.',
-        params: IdParams,
+        params: RedemptionIdParams,
         response: { 200: Type.Ref('Redemption'), ...problems(404, 503) },
       },
       handler: async (request) => {
@@ -95,7 +95,7 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
         tags,
         summary: 'Release a hold: its credit returns to the agent',
         description: 'Body: an empty JSON object. Idempotency-Key required (1–255 characters). Releasing a released hold returns it unchanged; a captured or expired hold answers 409 hold_resolved.',
-        params: IdParams,
+        params: RedemptionIdParams,
         body: EmptyBody,
         response: { 200: Type.Ref('Redemption'), ...problems(400, 404, 409, 503) },
       },
@@ -113,7 +113,7 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
         tags,
         summary: 'Capture a hold, fully or partly',
         description: 'Moves `amountUc` (default: the whole hold) to the merchant\'s earnings and returns the rest to the agent\'s lots in the same transaction. More than held → 400; a resolved or expired hold → 409 hold_resolved. Idempotency-Key required.',
-        params: IdParams,
+        params: RedemptionIdParams,
         body: CaptureBody,
         response: { 200: Type.Ref('Redemption'), ...problems(400, 404, 409, 503) },
       },
@@ -130,7 +130,7 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
 
     app.get('/v1/owner/agents/:id/balance', {
       config: { auth: { kinds: ['human', 'owner'] } },
-      schema: { tags: ['ledger'], summary: "An agent's balance", params: IdParams, response: { 200: BalanceSchema, ...problems(404) } },
+      schema: { tags: ['ledger'], summary: "An agent's balance", params: AgentIdParams, response: { 200: BalanceSchema, ...problems(404) } },
       handler: async (request) => {
         const { id } = request.params as Static<typeof IdParams>;
         await identity.ownedAgentRow(db, principalOf(request).ownerId!, id);
@@ -144,7 +144,7 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
       schema: {
         tags: ['ledger'],
         summary: "An agent's credit lots, in burn-down order",
-        params: IdParams,
+        params: AgentIdParams,
         response: { 200: Type.Object({ lots: Type.Array(LotSchema) }), ...problems(404) },
       },
       handler: async (request) => {
@@ -160,7 +160,7 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
       schema: {
         tags: ['ledger'],
         summary: "A merchant's earnings: everything captured from its holds",
-        params: IdParams,
+        params: MerchantIdParams,
         response: { 200: Type.Object({ merchantId: Type.String(), earnedUc: Microcredits() }), ...problems(404) },
       },
       handler: async (request) => {

@@ -6,7 +6,7 @@ import { API_KEY_SCOPES } from '../identity/api-keys.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { respondIdempotently } from '../platform/http/idempotent.ts';
 import { problems } from '../platform/http/openapi.ts';
-import { Category, IdParams, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
+import { Category, idOf, MerchantIdParams, Nullable, PageQuery, UnixSeconds } from '../platform/http/schemas.ts';
 import type { Principal } from '../platform/principal.ts';
 import { ACTIVE_API_KEYS_PER_MERCHANT_MAX, MERCHANT_DOMAIN_CHARS_MAX, MERCHANTS_PER_OWNER_MAX, VERIFICATION_LABEL, merchantActor, type MerchantService } from './service.ts';
 
@@ -172,8 +172,8 @@ const WebhookOne = Type.Object({ configuration: Type.Ref('WebhookConfiguration')
 const DeliveryList = Type.Object({ deliveries: Type.Array(Type.Ref('WebhookDelivery')), hasMore: Type.Boolean() });
 const DeliveryOne = Type.Object({ delivery: Type.Ref('WebhookDelivery') });
 
-const KeyParams = Type.Object({ id: ResourceId, keyId: ResourceId });
-const DeliveryParams = Type.Object({ id: ResourceId, deliveryId: ResourceId });
+const KeyParams = Type.Object({ id: idOf('merchant (mer_…)'), keyId: idOf('API key (the keyId shown when it was created)') });
+const DeliveryParams = Type.Object({ id: idOf('merchant (mer_…)'), deliveryId: idOf('webhook delivery (whd_…)') });
 const ListQuery = PageQuery;
 
 const actorOf = (principal: Principal) => merchantActor(principal);
@@ -213,7 +213,7 @@ export function merchantRoutes(merchants: MerchantService) {
 
     app.get('/v1/merchants/:id', {
       config: { auth: OWNER },
-      schema: { tags, summary: 'Read one of your merchants', params: IdParams, response: { 200: MerchantOne, ...problems(404) } },
+      schema: { tags, summary: 'Read one of your merchants', params: MerchantIdParams, response: { 200: MerchantOne, ...problems(404) } },
       handler: async (request) => ({ merchant: await merchants.get(principalOf(request).ownerId!, (request.params as { id: string }).id) }),
     });
 
@@ -225,7 +225,7 @@ export function merchantRoutes(merchants: MerchantService) {
         description:
           'Human owner session only. Requires Idempotency-Key. The domain is immutable (400). Removing a category that an ' +
           'active offer uses is refused with 409 category_in_use.',
-        params: IdParams,
+        params: MerchantIdParams,
         body: MerchantPatch,
         response: { 200: MerchantOne, ...problems(400, 404, 409) },
       },
@@ -247,7 +247,7 @@ export function merchantRoutes(merchants: MerchantService) {
           `${VERIFICATION_LABEL}.<domain>. Found: 200 and the event merchant.verified. Not visible yet: 409 ` +
           'domain_verification_pending with the record (retry with a new key once published). Resolver failure: 503 ' +
           'runtime_unavailable, and nothing changes (a verified merchant stays verified).',
-        params: IdParams,
+        params: MerchantIdParams,
         response: { 200: Verified, 409: VerificationPending, ...problems(404, 503) },
       },
       handler: async (request, reply) => {
@@ -267,7 +267,7 @@ export function merchantRoutes(merchants: MerchantService) {
         description:
           `Requires Idempotency-Key. The key is in \`secretKey\`, shown once: a replay omits it. At most ${ACTIVE_API_KEYS_PER_MERCHANT_MAX} ` +
           'active keys per merchant. 503 runtime_configuration_required in live mode without ACG_API_KEY_PEPPER.',
-        params: IdParams,
+        params: MerchantIdParams,
         body: ApiKeyCreate,
         response: { 201: ApiKeyCreated, ...problems(400, 404, 409, 503) },
       },
@@ -287,7 +287,7 @@ export function merchantRoutes(merchants: MerchantService) {
       schema: {
         tags,
         summary: "List a merchant's API keys (metadata only, newest first)",
-        params: IdParams,
+        params: MerchantIdParams,
         querystring: ListQuery,
         response: { 200: ApiKeyList, ...problems(404) },
       },
@@ -325,7 +325,7 @@ export function merchantRoutes(merchants: MerchantService) {
           '`rotateSecret` is true (the old secret then stops signing at once; POST …/webhook/rotate-secret gives an overlap). ' +
           'Resuming a paused webhook delivers the events of the pause unless `deliverMissed` is false. ' +
           '503 runtime_configuration_required in live mode without ACG_SECRET_BOX_KEY.',
-        params: IdParams,
+        params: MerchantIdParams,
         body: WebhookPut,
         response: { 200: WebhookConfigured, ...problems(400, 404, 409, 503) },
       },
@@ -349,7 +349,7 @@ export function merchantRoutes(merchants: MerchantService) {
       schema: {
         tags: webhookTags,
         summary: "Read the merchant's webhook configuration (never the secret)",
-        params: IdParams,
+        params: MerchantIdParams,
         response: { 200: WebhookOne, ...problems(404) },
       },
       handler: async (request) => merchants.webhookConfiguration(actorOf(principalOf(request)), (request.params as { id: string }).id),
@@ -360,7 +360,7 @@ export function merchantRoutes(merchants: MerchantService) {
       schema: {
         tags: webhookTags,
         summary: 'List recent webhook deliveries (newest first)',
-        params: IdParams,
+        params: MerchantIdParams,
         querystring: ListQuery,
         response: { 200: DeliveryList, ...problems(404) },
       },

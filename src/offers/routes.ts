@@ -4,7 +4,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { principalOf } from '../platform/http/auth.ts';
 import { respondIdempotently } from '../platform/http/idempotent.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { Category, Microcredits, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
+import { Category, idOf, MerchantIdParams, Microcredits, PageQuery, UnixSeconds } from '../platform/http/schemas.ts';
 import { parseUc } from '../platform/money.ts';
 import { HOLD_LIFETIME_S_DEFAULT, HOLD_LIFETIME_S_MAX, HOLD_LIFETIME_S_MIN, type OfferService } from './service.ts';
 
@@ -43,8 +43,8 @@ const OfferPatch = Type.Object(
   },
   { additionalProperties: false, minProperties: 1 },
 );
-const MerchantParams = Type.Object({ id: ResourceId });
-const OfferParams = Type.Object({ id: ResourceId, offerId: ResourceId });
+const MerchantParams = MerchantIdParams;
+const OfferParams = Type.Object({ id: idOf('merchant (mer_…)'), offerId: idOf('offer (off_…)') });
 
 export function offerRoutes(offers: OfferService) {
   return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
