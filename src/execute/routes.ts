@@ -65,7 +65,10 @@ const ApprovalRequiredSchema = Type.Object(
   { $id: 'ApprovalRequired', additionalProperties: true, description: 'Problem body of 402 approval_required' },
 );
 
-const MailConnectorBody = Type.Omit(MailConnectorInput, ['allowlist'], { additionalProperties: false });
+const MailConnectorBody = Type.Omit(MailConnectorInput, ['allowlist'], {
+  additionalProperties: false,
+  examples: [{ host: 'imap.example.com', port: 993, tls: 'implicit', username: 'agent@example.com', password: 'app-password' }],
+});
 
 const MailConnectorSchema = Type.Object(
   {
@@ -141,7 +144,7 @@ export function executeRoutes({ operations, mailConnectors }: ExecuteRouteDeps) 
 
     app.put(path, {
       config: { auth: OWNER },
-      schema: {
+      schema: { operationId: 'setMailConnector',
         tags,
         summary: "Attach or replace an agent's mail connector",
         description:
@@ -163,7 +166,7 @@ export function executeRoutes({ operations, mailConnectors }: ExecuteRouteDeps) 
 
     app.get(path, {
       config: { auth: OWNER },
-      schema: {
+      schema: { operationId: 'getMailConnector',
         tags,
         summary: "Read an agent's mail connector (without its password)",
         params: IdParams,
@@ -174,7 +177,7 @@ export function executeRoutes({ operations, mailConnectors }: ExecuteRouteDeps) 
 
     app.delete(path, {
       config: { auth: OWNER },
-      schema: {
+      schema: { operationId: 'deleteMailConnector',
         tags,
         summary: "Remove an agent's mail connector",
         description: 'Deletes the connector and its sealed password. 204 also when there was none (DELETE is idempotent).',

@@ -26,14 +26,17 @@ export const AgentCreate = Type.Object(
         issuer: Type.String({ minLength: 1, maxLength: 500, description: 'must be the configured agent identity provider' }),
         subject: Type.String({ minLength: 1, maxLength: 200 }),
       },
-      { examples: [{ name: 'Research assistant', identity: { issuer: 'https://agents.example', subject: 'agent-42' }, allowedCategories: ['books'], caps: { perHoldUc: '5000000' } }], additionalProperties: false },
+      { additionalProperties: false },
     ),
     allowedServices: Type.Optional(ServiceList),
     allowedCategories: Type.Optional(CategoryList),
     inboxAllowlist: Type.Optional(InboxList),
     caps: Type.Optional(CapsInput),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [{ name: 'Research assistant', identity: { issuer: 'https://agents.example', subject: 'agent-42' }, allowedCategories: ['books'], caps: { perHoldUc: '5000000' } }],
+  },
 );
 
 export const AgentPatch = Type.Object(

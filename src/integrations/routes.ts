@@ -64,7 +64,7 @@ export function integrationRoutes(deps: IntegrationDeps) {
     };
     app.get('/v1/integrations', {
       config: { auth: { kinds: ['human', 'agent', 'owner', 'merchant'] } },
-      schema: {
+      schema: { operationId: 'getIntegrations',
         tags: ['integrations'],
         summary: 'What this gateway is wired to',
         description: 'Two documented shapes: the live status shape (default, `?view=status`) and the surface shape (`?view=surface`). Never contains a credential.',
