@@ -6,7 +6,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { problems } from '../platform/http/openapi.ts';
-import { Microcredits } from '../platform/http/schemas.ts';
+import { Microcredits } from '../platform/schemas.ts';
 import { formatUc } from '../platform/money.ts';
 
 const Body = Type.Object(

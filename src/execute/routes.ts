@@ -1,14 +1,14 @@
 // HTTP edge of metered execution: POST /v1/services/execute and the owner's mail connector routes. The
-// catalogue (src/services/catalogue.ts) is the one source of the services, actions, input schemas and
+// catalogue (src/connectors/catalogue.ts) is the one source of the services, actions, input schemas and
 // prices shown here: the body schema checks each action's input, and the OpenAPI document lists them.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { IdParams, Microcredits, UnixSeconds } from '../platform/http/schemas.ts';
+import { IdParams, Microcredits, UnixSeconds } from '../platform/schemas.ts';
 import { formatUc, formatUsd } from '../platform/money.ts';
-import { MailConnectorInput } from '../services/mail.ts';
+import { MailConnectorInput } from '../connectors/mail.ts';
 import type { MailConnectorService } from './mail-connectors.ts';
 import { CATALOGUE, ExecuteInput, type ExecuteOperations } from './operations.ts';
 import { APPROVAL_STATE_PENDING, EXECUTE_STATE_SUCCEEDED, PAYMENT_METHOD_CREDITS } from './service.ts';

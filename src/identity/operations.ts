@@ -1,7 +1,7 @@
 // The identity feature's operations, for every face: register and update agents, freeze and unfreeze them,
 // set their profiles and avatars. Each input is the path's agent id plus the body's members.
 import { Type, type Static } from '@sinclair/typebox';
-import { Category, IdParams, Microcredits, Nullable, ResourceId } from '../platform/http/schemas.ts';
+import { Category, IdParams, Microcredits, Nullable, ResourceId } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
 import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type Agent, type AgentProfile, type AvatarType, type IdentityService } from './service.ts';
 

@@ -6,7 +6,7 @@ import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
+import { IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/schemas.ts';
 import { devIssuerUrl, loadDevIssuerKeys, publicJwks } from './dev-issuers.ts';
 import { AgentCreate, AgentPatch, Finalize, ProfileInput, UploadStart, type IdentityOperations } from './operations.ts';
 import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type IdentityService } from './service.ts';

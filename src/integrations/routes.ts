@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { sharesSchemas } from '../platform/http/openapi.ts';
 import type { IdentityProvider, IdentityProviderKind } from '../identity/issuers.ts';
-import { SERVICES } from '../services/catalogue.ts';
+import { SERVICES } from '../connectors/catalogue.ts';
 import { describeStorage } from '../platform/db/open.ts';
 
 const StatusShape = Type.Object(

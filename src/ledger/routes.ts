@@ -7,7 +7,7 @@ import { merchantActor, type MerchantService } from '../merchants/service.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { IdParams, Microcredits, Nullable, UnixSeconds } from '../platform/http/schemas.ts';
+import { IdParams, Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
 import { CaptureRedemptionInput, ReleaseRedemptionInput, type LedgerOperations } from './operations.ts';
 import type { LedgerService } from './service.ts';
 

@@ -6,7 +6,7 @@ import { API_KEY_SCOPES } from '../identity/api-keys.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
-import { IdParams, Nullable, PageQuery, UnixSeconds } from '../platform/http/schemas.ts';
+import { IdParams, Nullable, PageQuery, UnixSeconds } from '../platform/schemas.ts';
 import type { Principal } from '../platform/principal.ts';
 import { ApiKeyCreate, DeliveryParams, KeyParams, MerchantCreate, MerchantPatch, WebhookPut, type MerchantOperations } from './operations.ts';
 import { ACTIVE_API_KEYS_PER_MERCHANT_MAX, MERCHANTS_PER_OWNER_MAX, VERIFICATION_LABEL, merchantActor, type MerchantService } from './service.ts';

@@ -4,12 +4,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import formbody from '@fastify/formbody';
 import type { Static } from '@sinclair/typebox';
-import type { CredentialVerifier, Resource } from '../identity/verifier.ts';
+import type { CredentialVerifier } from '../identity/verifier.ts';
+import type { Resource } from './access-tokens.ts';
 import { OAuthErrorRef } from '../platform/http/openapi.ts';
 import { authorize } from './authorize.ts';
 import { CONSENT_TOKEN_HEADER, readBrowserSecret, setCookieHeader } from './browser-binding.ts';
 import { consent } from './consent.ts';
-import { devLoginRoutes } from './dev-login.ts';
+import { devLoginRoutes } from './dev-login-routes.ts';
 import { temporarilyUnavailable, unsupportedMediaType } from './errors.ts';
 import { REGISTRATIONS_PER_ADDRESS_PER_WINDOW } from './limits.ts';
 import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';

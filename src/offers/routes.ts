@@ -4,7 +4,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { Microcredits, PageQuery, UnixSeconds } from '../platform/http/schemas.ts';
+import { Microcredits, PageQuery, UnixSeconds } from '../platform/schemas.ts';
 import { MerchantParams, OfferCreate, OfferParams, OfferPatch, type OfferOperations } from './operations.ts';
 import type { OfferService } from './service.ts';
 
