@@ -3,16 +3,19 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { docsRoutes } from './docs/routes.ts';
+import { eventOperations } from './events/operations.ts';
 import { eventRoutes } from './events/routes.ts';
 import { WebhookService } from './events/service.ts';
 import { WebhookWorker } from './events/worker.ts';
 import type { PaymentApprovalProvider } from './execute/payment-approval.ts';
+import { executeOperations } from './execute/operations.ts';
 import { executeRoutes } from './execute/routes.ts';
 import { buildExecuteFeature } from './execute/setup.ts';
 import type { ExecuteService } from './execute/service.ts';
 import type { MailConnectorService } from './execute/mail-connectors.ts';
 import { healthRoutes } from './health/routes.ts';
 import { identityProviders } from './identity/issuers.ts';
+import { identityOperations } from './identity/operations.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { IdentityService } from './identity/service.ts';
 import { ensureRuntimeSecret } from './identity/store.ts';
@@ -20,6 +23,7 @@ import { CredentialVerifier } from './identity/verifier.ts';
 import { integrationRoutes } from './integrations/routes.ts';
 import { keysRoutes } from './keys/routes.ts';
 import type { DohOptions } from './merchants/doh.ts';
+import { merchantOperations } from './merchants/operations.ts';
 import { merchantRoutes } from './merchants/routes.ts';
 import { MerchantService } from './merchants/service.ts';
 import { oauthRoutes } from './oauth/routes.ts';
@@ -27,10 +31,13 @@ import { acceptedOperatorHash } from './operator/credential.ts';
 import { operatorRoutes } from './operator/routes.ts';
 import { sandboxRoutes } from './sandbox/routes.ts';
 import { accessRoutes } from './access/routes.ts';
+import { ledgerOperations } from './ledger/operations.ts';
 import { ledgerRoutes } from './ledger/routes.ts';
 import { LedgerService } from './ledger/service.ts';
+import { offerOperations } from './offers/operations.ts';
 import { offerRoutes } from './offers/routes.ts';
 import { OfferService } from './offers/service.ts';
+import { voucherOperations } from './vouchers/operations.ts';
 import { voucherRoutes } from './vouchers/routes.ts';
 import { VoucherService } from './vouchers/service.ts';
 import { ConfigError } from './platform/config.ts';
@@ -92,7 +99,6 @@ const HOLD_SWEEP_INTERVAL_MS = 5000;
 export async function buildServices(gateway: Gateway, dependencies: AppDependencies = {}): Promise<Services> {
   const providers = await identityProviders(gateway.config);
   const pepper = await apiKeyPepper(gateway);
-  const verifier = new CredentialVerifier(gateway, providers, pepper);
   const identity = new IdentityService(gateway, () => providers.agent?.issuer);
   const ledger = new LedgerService(gateway, identity);
   gateway.schedule('hold-expiry-sweep', HOLD_SWEEP_INTERVAL_MS, () => ledger.expireDue());
@@ -106,6 +112,7 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
     devZoneCleartext: config.mode === 'dev' && config.doh.devZone,
   };
   const merchants = new MerchantService(gateway, { webhooks, apiKeyPepper: pepper, doh });
+  const verifier = new CredentialVerifier(gateway, providers, pepper, merchants);
   const offers = new OfferService(gateway, merchants);
   const vouchers = new VoucherService(gateway, ledger, offers);
   const webhookWorker = new WebhookWorker({
@@ -136,15 +143,15 @@ export async function buildGatewayApp(
     docsRoutes,
     keysRoutes,
     oauthRoutes({ verifier: services.verifier }),
-    identityRoutes({ identity: services.identity, agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
+    identityRoutes({ identity: services.identity, operations: identityOperations(services.identity), agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
     integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured }),
-    ledgerRoutes({ ledger: services.ledger, identity: services.identity, merchants: services.merchants }),
-    offerRoutes(services.offers),
-    voucherRoutes(services.vouchers),
+    ledgerRoutes({ ledger: services.ledger, operations: ledgerOperations(services.ledger), identity: services.identity, merchants: services.merchants }),
+    offerRoutes(services.offers, offerOperations(services.offers)),
+    voucherRoutes(voucherOperations(services.vouchers)),
     accessRoutes,
-    executeRoutes({ execute: services.execute, mailConnectors: services.mailConnectors }),
-    merchantRoutes(services.merchants),
-    eventRoutes(services.merchants, services.webhooks),
+    executeRoutes({ operations: executeOperations(services.execute), mailConnectors: services.mailConnectors }),
+    merchantRoutes(services.merchants, merchantOperations(services.merchants)),
+    eventRoutes(services.merchants, services.webhooks, eventOperations(services.merchants, services.webhooks)),
     operatorRoutes({ ledger: services.ledger, acceptedHash: services.operatorHash }),
     sandboxRoutes({ merchants: services.merchants, operatorHash: services.operatorHash, doh: services.doh }),
     ...extraFeatures,

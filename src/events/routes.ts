@@ -9,11 +9,12 @@ import { WebhookConfigurationSchema, WebhookDeliverySchema } from '../merchants/
 import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
-import { respondIdempotently } from '../platform/http/idempotent.ts';
+import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
-import { IdParams, Nullable, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
+import { IdParams, Nullable, ResourceId, UnixSeconds } from '../platform/schemas.ts';
 import { EVENT_TYPES } from './outbox.ts';
-import { EVENT_RETENTION_DAYS, ROTATION_OVERLAP_DEFAULT_S, ROTATION_OVERLAP_MAX_S, type WebhookService } from './service.ts';
+import { EventParams, RotateBody, WebhookPatch, type EventOperations } from './operations.ts';
+import { EVENT_RETENTION_DAYS, ROTATION_OVERLAP_DEFAULT_S, type WebhookService } from './service.ts';
 
 const OWNER = { kinds: ['human', 'owner'] } as const;
 const OWNER_OR_KEY = (scope: string) => ({ kinds: ['human', 'owner', 'merchant'], scopes: [scope] }) as const;
@@ -60,37 +61,9 @@ const EventsQuery = Type.Object(
   { additionalProperties: false },
 );
 
-const WebhookPatch = Type.Object(
-  {
-    enabled: Type.Boolean({ description: 'false pauses deliveries (events are still kept and listed); true resumes' }),
-    deliverMissed: Type.Optional(
-      Type.Boolean({
-        default: true,
-        description: 'on resume: true delivers every event of the pause; false delivers only new events (those of the pause stay listed and can be re-sent)',
-      }),
-    ),
-  },
-  { additionalProperties: false },
-);
-
-const RotateBody = Type.Object(
-  {
-    overlapSeconds: Type.Optional(
-      Type.Integer({
-        minimum: 0,
-        maximum: ROTATION_OVERLAP_MAX_S,
-        default: ROTATION_OVERLAP_DEFAULT_S,
-        description: 'how long the old secret keeps signing next to the new one; 0 stops it at once',
-      }),
-    ),
-  },
-  { additionalProperties: false },
-);
-
-const EventParams = Type.Object({ id: ResourceId, eventId: ResourceId });
 const DeliveryParams = Type.Object({ id: ResourceId, deliveryId: ResourceId });
 
-export function eventRoutes(merchants: MerchantService, webhooks: WebhookService) {
+export function eventRoutes(merchants: MerchantService, webhooks: WebhookService, ops: EventOperations) {
   return async function routes(app: FastifyInstance): Promise<void> {
     app.addSchema(EventSchema);
     app.addSchema(AttemptSchema);
@@ -104,6 +77,7 @@ export function eventRoutes(merchants: MerchantService, webhooks: WebhookService
     app.get('/v1/merchants/:id/events', {
       config: { auth: OWNER_OR_KEY('events:read') },
       schema: {
+        operationId: 'listEvents',
         tags,
         summary: "List the merchant's events (newest first)",
         description:
@@ -125,7 +99,7 @@ export function eventRoutes(merchants: MerchantService, webhooks: WebhookService
     });
 
     app.post('/v1/merchants/:id/events/:eventId/resend', {
-      config: { auth: OWNER_OR_KEY('webhooks:write') },
+      config: { auth: OWNER_OR_KEY('webhooks:write'), operation: ops.resendEvent },
       schema: {
         tags,
         summary: 'Re-send a past event to the webhook',
@@ -136,17 +110,11 @@ export function eventRoutes(merchants: MerchantService, webhooks: WebhookService
         params: EventParams,
         response: { 202: Type.Object({ delivery: DeliveryInline }), ...problems(404, 409) },
       },
-      handler: async (request, reply) => {
-        const { id, eventId } = request.params as Static<typeof EventParams>;
-        return respondIdempotently(request, reply, { required: false }, async (tx) => {
-          await reach(request, id, tx);
-          return { status: 202, body: { delivery: await webhooks.resendEvent(tx, id, eventId) } };
-        });
-      },
+      handler: (request, reply) => serve(request, reply, ops.resendEvent, request.params as Static<typeof EventParams>, { status: 202 }),
     });
 
     app.patch('/v1/merchants/:id/webhook', {
-      config: { auth: OWNER },
+      config: { auth: OWNER, operation: ops.setWebhookEnabled },
       schema: {
         tags,
         summary: 'Pause or resume the webhook (the secret is untouched)',
@@ -159,18 +127,12 @@ export function eventRoutes(merchants: MerchantService, webhooks: WebhookService
         body: WebhookPatch,
         response: { 200: Type.Object({ configuration: Configuration }), ...problems(400, 404) },
       },
-      handler: async (request, reply) => {
-        const { id } = request.params as { id: string };
-        const body = request.body as Static<typeof WebhookPatch>;
-        return respondIdempotently(request, reply, {}, async (tx) => {
-          await reach(request, id, tx);
-          return { body: await webhooks.setEnabled(tx, id, body.enabled, body.deliverMissed ?? true) };
-        });
-      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.setWebhookEnabled, { ...(request.body as Static<typeof WebhookPatch>), id: (request.params as { id: string }).id }),
     });
 
     app.post('/v1/merchants/:id/webhook/rotate-secret', {
-      config: { auth: OWNER },
+      config: { auth: OWNER, operation: ops.rotateWebhookSecret },
       schema: {
         tags,
         summary: "Rotate the webhook's signing secret, with an overlap",
@@ -189,19 +151,14 @@ export function eventRoutes(merchants: MerchantService, webhooks: WebhookService
           ...problems(400, 404, 503),
         },
       },
-      handler: async (request, reply) => {
-        const { id } = request.params as { id: string };
-        const body = (request.body ?? {}) as Static<typeof RotateBody>;
-        return respondIdempotently(request, reply, { secretFields: ['webhookSecret'] }, async (tx) => {
-          await reach(request, id, tx);
-          return { body: await webhooks.rotateSecret(tx, id, body.overlapSeconds ?? ROTATION_OVERLAP_DEFAULT_S) };
-        });
-      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.rotateWebhookSecret, { ...((request.body ?? {}) as Static<typeof RotateBody>), id: (request.params as { id: string }).id }),
     });
 
     app.get('/v1/merchants/:id/webhook/deliveries/:deliveryId/attempts', {
       config: { auth: OWNER_OR_KEY('webhooks:read') },
       schema: {
+        operationId: 'listDeliveryAttempts',
         tags,
         summary: 'Every attempt of one delivery (oldest first)',
         description: 'Including an attempt in progress, and one cut off by a crashed instance (`interrupted`).',

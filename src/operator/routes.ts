@@ -5,10 +5,12 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { LotSchema } from '../ledger/routes.ts';
 import { GRANT_NOTE_CHARS_MAX, GRANT_PRIORITY_MAX, type LedgerService } from '../ledger/service.ts';
-import { respondIdempotently } from '../platform/http/idempotent.ts';
+import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
-import { Microcredits, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
+import { Microcredits, ResourceId, UnixSeconds } from '../platform/schemas.ts';
 import { parseUc } from '../platform/money.ts';
+import type { SingleStepOperation } from '../platform/operations.ts';
+import type { Principal } from '../platform/principal.ts';
 import { checkOperator } from './credential.ts';
 
 const GrantBody = Type.Object(
@@ -22,12 +24,42 @@ const GrantBody = Type.Object(
   { additionalProperties: false, examples: [{ agentId: 'agt_01J…', amountUc: '5000000', note: 'welcome credit' }] },
 );
 
+/** Whoever presents the operator credential: one principal, so its Idempotency-Keys share one scope. */
+const OPERATOR: Principal = { kind: 'operator', id: 'operator', scopes: [], credential: 'operator_token' };
+
+type GrantCredit = SingleStepOperation<Static<typeof GrantBody>, { lot: Awaited<ReturnType<LedgerService['grant']>> }>;
+
+export function operatorOperations(ledger: LedgerService): { grantCredit: GrantCredit } {
+  return {
+    grantCredit: {
+      name: 'grantCredit',
+      input: GrantBody,
+      idempotency: { key: 'required' },
+      run: async (tx, { input }) => ({
+        lot: await ledger.grant(tx, {
+          agentId: input.agentId,
+          amountUc: parseUc(input.amountUc),
+          priority: input.priority,
+          expiresAtS: input.expiresAt ?? null,
+          source: 'grant',
+          sourceRef: input.note ?? 'operator grant',
+        }),
+      }),
+    },
+  };
+}
+
 /** `acceptedHash`: the SHA-256 of the operator credential; undefined when none is configured (live mode). */
 export function operatorRoutes(deps: { ledger: LedgerService; acceptedHash: string | undefined }) {
   return async function routes(app: FastifyInstance): Promise<void> {
-    app.addHook('onRequest', async (request) => checkOperator(request.headers.authorization, deps.acceptedHash));
+    const { grantCredit } = operatorOperations(deps.ledger);
+    app.addHook('onRequest', async (request) => {
+      checkOperator(request.headers.authorization, deps.acceptedHash);
+      request.principal = OPERATOR;
+    });
 
     app.post('/v1/operator/credit-grants', {
+      config: { operation: grantCredit },
       schema: {
         tags: ['operator'],
         summary: 'Grant credit to an agent (operator)',
@@ -39,22 +71,7 @@ export function operatorRoutes(deps: { ledger: LedgerService; acceptedHash: stri
         body: GrantBody,
         response: { 201: Type.Object({ lot: LotSchema }), ...problems(400, 401, 404, 409, 503) },
       },
-      handler: async (request, reply) => {
-        const body = request.body as Static<typeof GrantBody>;
-        return respondIdempotently(request, reply, { scope: 'operator' }, async (tx) => ({
-          status: 201,
-          body: {
-            lot: await deps.ledger.grant(tx, {
-              agentId: body.agentId,
-              amountUc: parseUc(body.amountUc),
-              priority: body.priority,
-              expiresAtS: body.expiresAt ?? null,
-              source: 'grant',
-              sourceRef: body.note ?? 'operator grant',
-            }),
-          },
-        }));
-      },
+      handler: (request, reply) => serve(request, reply, grantCredit, request.body as Static<typeof GrantBody>, { status: 201 }),
     });
   };
 }

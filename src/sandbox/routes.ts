@@ -9,7 +9,7 @@ import { checkOperator } from '../operator/credential.ts';
 import { DEV_ZONE_PATH } from '../platform/config.ts';
 import { ApiError } from '../platform/errors.ts';
 import { problems } from '../platform/http/openapi.ts';
-import { ResourceId } from '../platform/http/schemas.ts';
+import { ResourceId } from '../platform/schemas.ts';
 import { answer, DEV_TXT_VALUE_BYTES_MAX, publish } from './dev-zone.ts';
 
 const DNS_MESSAGE = 'application/dns-message';
@@ -73,7 +73,7 @@ export function sandboxRoutes(deps: { merchants: MerchantService; operatorHash: 
       'live mode has no such route. Plain HTTP on the gateway\'s own address: the one resolver the DoH client reaches without TLS.';
 
     app.get(DEV_ZONE_PATH, {
-      schema: { tags, summary: 'Dev mode: DNS-over-HTTPS query (GET, ?dns=)', description, querystring: DnsQuery, response: problems(400) },
+      schema: { operationId: 'queryDevDnsZone', tags, summary: 'Dev mode: DNS-over-HTTPS query (GET, ?dns=)', description, querystring: DnsQuery, response: problems(400) },
       handler: async (request, reply) => {
         const message = Buffer.from((request.query as Static<typeof DnsQuery>).dns, 'base64url');
         return reply.type(DNS_MESSAGE).header('cache-control', 'no-store').send(await respond(message));
@@ -81,7 +81,7 @@ export function sandboxRoutes(deps: { merchants: MerchantService; operatorHash: 
     });
 
     app.post(DEV_ZONE_PATH, {
-      schema: { tags, summary: 'Dev mode: DNS-over-HTTPS query (POST, application/dns-message)', description, response: problems(400, 415) },
+      schema: { operationId: 'postDevDnsZoneQuery', tags, summary: 'Dev mode: DNS-over-HTTPS query (POST, application/dns-message)', description, response: problems(400, 415) },
       handler: async (request, reply) => {
         if (!Buffer.isBuffer(request.body)) throw new ApiError('unsupported_media_type', { detail: `send the DNS query as ${DNS_MESSAGE}` });
         return reply.type(DNS_MESSAGE).header('cache-control', 'no-store').send(await respond(request.body));
@@ -91,6 +91,7 @@ export function sandboxRoutes(deps: { merchants: MerchantService; operatorHash: 
     app.post('/dev/dns/records', {
       onRequest: async (request) => checkOperator(request.headers.authorization, deps.operatorHash),
       schema: {
+        operationId: 'publishDevDnsRecord',
         tags,
         summary: 'Dev mode: publish a TXT record in the dev DNS zone (operator)',
         description:

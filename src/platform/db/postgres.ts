@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { DEFAULT_DATABASE_TIMEOUTS, retryTransaction, type Database, type DatabaseTimeouts, type Queryable, type QueryResult } from './database.ts';
+import { DEFAULT_DATABASE_TIMEOUTS, retryTransaction, type Database, type DatabaseTimeouts, type Queryable, type QueryResult, type Tx } from './database.ts';
 import { asStorageError, isStorageUnavailable, OutageTracker, type OutageLog } from './faults.ts';
 
 const INT8_OID = 20;
@@ -94,11 +94,11 @@ export function openPostgres(connectionString: string, options: PostgresOptions 
     kind: 'postgres',
     query: (sql, params) => outage.observe(() => root.query(sql, params)),
     exec: (sql) => outage.observe(() => root.exec(sql)),
-    transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
       return outage.observe(() =>
         retryTransaction(() =>
           withClient(pool, async (client, discard) => {
-            const tx = wrap(client);
+            const tx: Tx = { ...wrap(client), inTransaction: true };
             await tx.query('BEGIN');
             try {
               const result = await fn(tx);

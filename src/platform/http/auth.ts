@@ -3,10 +3,10 @@
 // scopes and applies the per-principal rate limit; the OpenAPI transform documents the requirement.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.ts';
+import type { Resource } from '../../oauth/access-tokens.ts';
 import type { Principal, PrincipalKind } from '../principal.ts';
 import { principalScope } from '../principal.ts';
 
-export type Resource = 'api' | 'mcp';
 
 export interface AuthRequirement {
   kinds: readonly PrincipalKind[];
@@ -19,7 +19,7 @@ export interface Authenticator {
   authenticate(authorization: string | undefined, resource: Resource): Promise<Principal>;
 }
 
-const KIND_LETTER: Record<PrincipalKind, string> = { human: 'H', agent: 'A', owner: 'O', merchant: 'M' };
+const KIND_LETTER: Record<PrincipalKind, string> = { human: 'H', agent: 'A', owner: 'O', merchant: 'M', operator: 'operator' };
 
 export function describeAuth(requirement: AuthRequirement): string {
   const kinds = requirement.kinds.map((k) => KIND_LETTER[k]).join(', ');

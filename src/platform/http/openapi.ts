@@ -9,7 +9,9 @@ import type { Config } from '../config.ts';
 import type { PrincipalKind } from '../principal.ts';
 import { describeAuth, type AuthRequirement } from './auth.ts';
 import { ERROR_CATALOGUE } from '../errors.ts';
+import { IDEMPOTENCY_KEY_PATTERN } from '../idempotency.ts';
 import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from '../money.ts';
+import type { OperationDescription } from '../operations.ts';
 
 export const ProblemSchema = Type.Object(
   {
@@ -71,7 +73,10 @@ export function openApiOptions(config: Config): SwaggerOptions {
       servers: [{ url: config.baseUrl }],
       components: { securitySchemes: securitySchemes(config) },
     },
-    transform: ({ schema, url, route }) => ({ schema: documentOperation(schema as OperationSchema | undefined, url, route), url }),
+    transform: ({ schema, url, route }) => ({
+      schema: documentOperation(documentIdempotency(schema as OperationSchema | undefined, route.config?.operation, route.config?.location === true), url, route),
+      url,
+    }),
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
     },
@@ -93,6 +98,7 @@ export const SECURITY_SCHEME_OF: Record<PrincipalKind, string> = {
   agent: 'agentToken',
   owner: 'ownerOAuth',
   merchant: 'merchantKey',
+  operator: 'operator',
 };
 
 function securitySchemes(config: Config) {
@@ -215,3 +221,44 @@ function documentErrorResponses(schema: OperationSchema, url: string): Operation
 const PLATFORM_REFUSALS =
   'Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), ' +
   '405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large';
+
+const IDEMPOTENCY_KEY_DESCRIPTIONS = {
+  required: 'Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused.',
+  optional: 'Optional. When sent, the same key and input answer the stored outcome of the first request.',
+};
+
+/**
+ * The documentation of a route that is a face of an operation, from the operation's definition (never from
+ * header validation, so a missing key keeps its own 400): `operationId` is the operation name; the
+ * `Idempotency-Key` header parameter with its rule; `Idempotent-Replayed` on the success responses of an
+ * idempotent operation; `Location` on a 201 that names the created resource.
+ */
+export function documentIdempotency(schema: OperationSchema | undefined, operation: OperationDescription | undefined, location: boolean): OperationSchema | undefined {
+  if (!operation || !schema) return schema;
+  const documented: OperationSchema = { ...schema, operationId: schema.operationId ?? operation.name };
+  const { key, rule } = operation.idempotency;
+  if (key === 'none') return documented;
+  documented.headers = {
+    type: 'object',
+    properties: {
+      'Idempotency-Key': {
+        type: 'string',
+        ...(rule === 'release' ? { minLength: 1, maxLength: 255 } : { pattern: IDEMPOTENCY_KEY_PATTERN.source }),
+        description: `${IDEMPOTENCY_KEY_DESCRIPTIONS[key]} ${rule === 'release' ? '1 to 255 visible ASCII characters' : 'For example a UUID'}; the RFC 8941 quoted form is accepted as the same key. Missing: 400 ${operation.idempotency.missingCode ?? 'idempotency_required'}; malformed: 400 invalid_input.`,
+      },
+    },
+    ...(key === 'required' ? { required: ['Idempotency-Key'] } : {}),
+  };
+  const responses = (schema.response ?? {}) as Record<string, Record<string, unknown>>;
+  documented.response = Object.fromEntries(
+    Object.entries(responses).map(([status, response]) => {
+      if (!/^2\d\d$/.test(status)) return [status, response];
+      const headers: Record<string, unknown> = {
+        'Idempotent-Replayed': { type: 'string', enum: ['true'], description: 'present when this is the stored outcome of an earlier request with the same key' },
+      };
+      if (status === '201' && location) headers.Location = { type: 'string', format: 'uri-reference', description: 'the created resource' };
+      return [status, { ...response, headers }];
+    }),
+  );
+  return documented;
+}
