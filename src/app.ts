@@ -18,6 +18,7 @@ import { ensureRuntimeSecret } from './identity/store.ts';
 import { CredentialVerifier } from './identity/verifier.ts';
 import { integrationRoutes } from './integrations/routes.ts';
 import { keysRoutes } from './keys/routes.ts';
+import { mcpRoutes } from './mcp/http.ts';
 import { merchantRoutes } from './merchants/routes.ts';
 import { MerchantService } from './merchants/service.ts';
 import { oauthRoutes } from './oauth/routes.ts';
@@ -128,6 +129,7 @@ export async function buildGatewayApp(
     accessRoutes,
     executeRoutes({ execute: services.execute, mailConnectors: services.mailConnectors }),
     merchantRoutes(services.merchants),
+    mcpRoutes({ gateway, identity: services.identity, ledger: services.ledger, offers: services.offers, execute: services.execute }),
     ...extraFeatures,
   ];
   return { app: await buildApp(gateway, { features, authenticator: services.verifier }), services };
