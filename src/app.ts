@@ -135,7 +135,11 @@ export async function buildGatewayApp(
     accessRoutes,
     executeRoutes({ operations: executeOperations(services.execute), mailConnectors: services.mailConnectors }),
     merchantRoutes(services.merchants, merchantOperations(services.merchants)),
-    mcpRoutes({ gateway, identity: services.identity, ledger: services.ledger, offers: services.offers, execute: services.execute }),
+    mcpRoutes({
+      gateway,
+      ...services,
+      operations: { ...voucherOperations(services.vouchers), ...executeOperations(services.execute), ...identityOperations(services.identity) },
+    }),
     ...extraFeatures,
   ];
   return { app: await buildApp(gateway, { features, authenticator: services.verifier }), services };

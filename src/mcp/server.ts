@@ -3,12 +3,13 @@
 // verified principal may call, so a tool list depends on who asks (cache scope `private`). Tool calls
 // run the same services as the HTTP routes; a business refusal comes back as a tool error (`isError`)
 // whose structured content is the same problem body the HTTP route answers.
-import { createMcpHandler, fromJsonSchema, McpServer, type CallToolResult, type McpHttpHandler } from '@modelcontextprotocol/server';
-import type { TSchema } from '@sinclair/typebox';
+import { createMcpHandler, fromJsonSchema, McpServer, type CallToolResult, type JsonSchemaType, type McpHttpHandler } from '@modelcontextprotocol/server';
 import { ApiError, problemBody } from '../platform/errors.ts';
+import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
+import { runOperation } from '../platform/operations.ts';
 import type { Principal } from '../platform/principal.ts';
 import { principalFrom } from './auth.ts';
-import { TOOLS, type ToolDefinition, type ToolServices } from './tools.ts';
+import { SCHEMA_REFS, TOOLS, type ToolDefinition, type ToolServices } from './tools.ts';
 
 export const MCP_SERVER_INFO = { name: 'agent-credit-gateway', version: '0.1.0' };
 
@@ -17,18 +18,55 @@ const INSTRUCTIONS =
   '(1 credit = 1,000,000 µc = $0.01). Tools that move money take an idempotencyKey: retry a failed call with the same key. ' +
   'A refused call is a tool error whose structured content is an RFC 9457 problem with a stable `code`.';
 
-/** The tool's input schema as the SDK takes it: the TypeBox definition is already JSON Schema. */
-export function inputSchemaOf(schema: TSchema) {
-  return fromJsonSchema<Record<string, unknown>>(JSON.parse(JSON.stringify(schema)) as Record<string, unknown>);
+type JsonSchema = Record<string, unknown> & { properties?: Record<string, unknown>; required?: string[] };
+
+/** A copy of `schema` with every `$ref` to a known schema id replaced by that schema (tools carry no definitions). */
+function inlined(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(inlined);
+  if (schema === null || typeof schema !== 'object') return schema;
+  const ref = (schema as { $ref?: unknown }).$ref;
+  if (typeof ref === 'string' && Object.hasOwn(SCHEMA_REFS, ref)) return inlined(SCHEMA_REFS[ref]);
+  return Object.fromEntries(Object.entries(schema).map(([name, value]) => [name, inlined(value)]));
+}
+
+/**
+ * A tool's input as JSON Schema: the read's or the operation's TypeBox definition (already JSON Schema),
+ * plus `idempotencyKey` for an operation that honours one.
+ */
+export function toolInputJson(tool: ToolDefinition, services: Pick<ToolServices, 'operations'>): JsonSchema {
+  if (!('operation' in tool)) return inlined(JSON.parse(JSON.stringify(tool.input))) as JsonSchema;
+  const operation = services.operations[tool.operation];
+  const schema = inlined(JSON.parse(JSON.stringify(operation.input))) as JsonSchema;
+  const { key, rule } = operation.idempotency;
+  if (key === 'none') return schema;
+  const pattern = rule === 'release' ? RELEASE_KEY_PATTERN : IDEMPOTENCY_KEY_PATTERN;
+  schema.properties = {
+    ...schema.properties,
+    idempotencyKey: {
+      type: 'string',
+      pattern: pattern.source,
+      description: 'a fresh unique key per intended operation (a UUID is good); a retry of the same operation MUST reuse it, so it happens once',
+    },
+  };
+  if (key === 'required') schema.required = [...(schema.required ?? []), 'idempotencyKey'];
+  return schema;
+}
+
+async function runTool(services: ToolServices, tool: ToolDefinition, principal: Principal, args: Record<string, unknown>): Promise<object> {
+  if (!('operation' in tool)) return tool.run(services, principal, args as never);
+  const { idempotencyKey, ...input } = args;
+  const operation = services.operations[tool.operation] as Parameters<typeof runOperation>[1];
+  const { result } = await runOperation(services.gateway, operation, { principal, input: input as never, idempotencyKey: idempotencyKey as string | undefined });
+  return result as object;
 }
 
 function toolResult(body: object): CallToolResult {
   return { content: [{ type: 'text', text: JSON.stringify(body) }], structuredContent: body as Record<string, unknown> };
 }
 
-async function call(services: ToolServices, tool: ToolDefinition, principal: Principal, input: unknown): Promise<CallToolResult> {
+async function call(services: ToolServices, tool: ToolDefinition, principal: Principal, args: Record<string, unknown>): Promise<CallToolResult> {
   try {
-    return toolResult(await tool.run(services, principal, input as never));
+    return toolResult(await runTool(services, tool, principal, args));
   } catch (error) {
     if (!(error instanceof ApiError)) {
       services.gateway.log.error({ err: error, tool: tool.name }, 'MCP tool failed');
@@ -49,8 +87,8 @@ export function buildMcpServer(services: ToolServices, principal: Principal): Mc
     if (!tool.kinds.includes(principal.kind)) continue;
     server.registerTool(
       tool.name,
-      { title: tool.title, description: tool.description, inputSchema: inputSchemaOf(tool.input), annotations: tool.annotations },
-      (input: Record<string, unknown>) => call(services, tool, principal, input),
+      { title: tool.title, description: tool.description, inputSchema: fromJsonSchema<Record<string, unknown>>(toolInputJson(tool, services) as JsonSchemaType), annotations: tool.annotations },
+      (args: Record<string, unknown>) => call(services, tool, principal, args),
     );
   }
   return server;

@@ -14,8 +14,9 @@ let ownerMcpToken: string;
 let holdId: string;
 const ownerEmail = 'mcp-owner@example.com';
 
-const AGENT_TOOLS = ['get_hold', 'get_intent', 'list_offers', 'whoami'];
-const OWNER_TOOLS = ['list_agent_holds', 'list_agents', 'whoami'];
+const AGENT_TOOLS = ['execute_service', 'get_hold', 'get_intent', 'list_offers', 'mint_voucher', 'whoami'];
+const OWNER_TOOLS = ['execute_service', 'freeze_agent', 'list_agent_holds', 'list_agents', 'register_agent', 'unfreeze_agent', 'update_agent', 'whoami'];
+const READ_TOOLS = new Set(['get_hold', 'get_intent', 'list_offers', 'whoami', 'list_agent_holds', 'list_agents']);
 
 beforeAll(async () => {
   world = await startWorld();
@@ -100,11 +101,23 @@ describe('the 2026-07-28 wire', () => {
     expect(forHuman.body.result.tools.map((t: { name: string }) => t.name).sort()).toEqual(OWNER_TOOLS);
   });
 
-  it('every read tool is annotated read-only, idempotent and not destructive', async () => {
-    const res = await rawModern(world.url, 'tools/list', {}, { token: agentMcpToken });
-    for (const tool of res.body.result.tools) {
-      expect(tool.annotations, tool.name).toMatchObject({ readOnlyHint: true, idempotentHint: true, destructiveHint: false });
+  it('read tools are annotated read-only; tools that change state are not, and take an idempotency key', async () => {
+    const tools = [
+      ...(await rawModern(world.url, 'tools/list', {}, { token: agentMcpToken })).body.result.tools,
+      ...(await rawModern(world.url, 'tools/list', {}, { token: agent.ownerToken })).body.result.tools,
+    ];
+    for (const tool of tools) {
+      if (READ_TOOLS.has(tool.name)) {
+        expect(tool.annotations, tool.name).toMatchObject({ readOnlyHint: true, idempotentHint: true, destructiveHint: false });
+      } else {
+        expect(tool.annotations.readOnlyHint, tool.name).toBe(false);
+        expect(tool.inputSchema.properties.idempotencyKey.description, tool.name).toMatch(/retry .* MUST reuse it/);
+      }
     }
+    const byName = new Map(tools.map((tool) => [tool.name, tool]));
+    expect(byName.get('freeze_agent').annotations.destructiveHint).toBe(true);
+    expect(byName.get('execute_service').annotations.openWorldHint).toBe(true);
+    expect(byName.get('mint_voucher').inputSchema.required).toContain('idempotencyKey');
   });
 
   it('a missing Mcp-Name header is -32020 with 400', async () => {
@@ -208,6 +221,8 @@ describe('tools through the official client', () => {
 
   it('an agent cannot call an owner-only tool', async () => {
     await expect(modern.callTool({ name: 'list_agents', arguments: {} })).rejects.toThrow(/list_agents/);
+    await expect(modern.callTool({ name: 'freeze_agent', arguments: { id: agent.id } })).rejects.toThrow(/freeze_agent/);
+    expect((await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken })).body.status).toBe('active');
   });
 
   it('an owner lists its agents and their holds; another owner\'s agent is not_found', async () => {
