@@ -12,7 +12,7 @@ import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { authInfoFor } from './auth.ts';
 import { createGatewayMcpHandler } from './server.ts';
-import type { ToolServices } from './tools.ts';
+import { TOOLS, type ToolServices } from './tools.ts';
 
 /** Headers that describe this hop's framing, not the message; the web Request gets its own. */
 const HOP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade']);
@@ -37,6 +37,10 @@ const JsonRpcResponse = Type.Object(
   { description: 'the JSON-RPC response' },
 );
 
+function toolNames(kind: 'agent' | 'owner'): string {
+  return TOOLS.filter((tool) => tool.kinds.includes(kind)).map((tool) => tool.name).join(', ');
+}
+
 const DESCRIPTION = [
   'The Model Context Protocol endpoint, stateless. One endpoint serves both eras: MCP 2026-07-28 (every request carries the ' +
     '`_meta` envelope with `io.modelcontextprotocol/protocolVersion` and client capabilities, plus the `MCP-Protocol-Version`, ' +
@@ -50,8 +54,8 @@ const DESCRIPTION = [
   'Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner ' +
     '`svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens ' +
     "for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata=\"{base_url}/.well-known/oauth-protected-resource/mcp\"`. " +
-    'The tools listed depend on the credential (agents: whoami, list_offers, get_hold, get_intent; owners: whoami, list_agents, ' +
-    'list_agent_holds), so list results say `cacheScope: "private"`.',
+    `The tools listed depend on the credential (agents: ${toolNames('agent')}; owners: ${toolNames('owner')}), so list results say ` +
+    '`cacheScope: "private"`. Tools that move money take an `idempotencyKey` argument: the same key space as the Idempotency-Key header.',
   'A `Host` or `Origin` header naming another host than the base URL is refused with 403 (DNS rebinding). GET and DELETE answer 405.',
 ].join('\n\n');
 

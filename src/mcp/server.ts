@@ -1,8 +1,9 @@
 // The MCP face: one stateless handler for both protocol eras (2026-07-28 per-request envelopes and the
 // legacy 2025-11-25 `initialize` form). Each request gets a fresh McpServer holding the tools its
-// verified principal may call, so a tool list depends on who asks (cache scope `private`). Tool calls
-// run the same services as the HTTP routes; a business refusal comes back as a tool error (`isError`)
-// whose structured content is the same problem body the HTTP route answers.
+// verified principal may call, so a tool list depends on who asks (cache scope `private`). A tool that
+// changes state runs its operation through the operation runner, as its HTTP route does; a read calls
+// the route's service. A business refusal comes back as a tool error (`isError`) whose structured
+// content is the same problem body the HTTP route answers.
 import { createMcpHandler, fromJsonSchema, McpServer, type CallToolResult, type JsonSchemaType, type McpHttpHandler } from '@modelcontextprotocol/server';
 import { ApiError, problemBody } from '../platform/errors.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
@@ -11,7 +12,7 @@ import type { Principal } from '../platform/principal.ts';
 import { principalFrom } from './auth.ts';
 import { SCHEMA_REFS, TOOLS, type ToolDefinition, type ToolServices } from './tools.ts';
 
-export const MCP_SERVER_INFO = { name: 'agent-credit-gateway', version: '0.1.0' };
+const MCP_SERVER_INFO = { name: 'agent-credit-gateway', version: '0.1.0' };
 
 const INSTRUCTIONS =
   'Agent Credit Gateway: agents pay for services with prepaid credit. Amounts are microcredits as decimal strings ' +
@@ -33,7 +34,7 @@ function inlined(schema: unknown): unknown {
  * A tool's input as JSON Schema: the read's or the operation's TypeBox definition (already JSON Schema),
  * plus `idempotencyKey` for an operation that honours one.
  */
-export function toolInputJson(tool: ToolDefinition, services: Pick<ToolServices, 'operations'>): JsonSchema {
+function toolInputJson(tool: ToolDefinition, services: Pick<ToolServices, 'operations'>): JsonSchema {
   if (!('operation' in tool)) return inlined(JSON.parse(JSON.stringify(tool.input))) as JsonSchema;
   const operation = services.operations[tool.operation];
   const schema = inlined(JSON.parse(JSON.stringify(operation.input))) as JsonSchema;
