@@ -2,7 +2,7 @@
 // checks each action's input, and the steps (who executes → claim the key → clear, hold, run, capture).
 import { Type, type Static } from '@sinclair/typebox';
 import type { MultiStepOperation } from '../platform/operations.ts';
-import { SERVICES } from '../services/catalogue.ts';
+import { SERVICES } from '../connectors/catalogue.ts';
 import type { ExecuteResult, ExecuteService } from './service.ts';
 
 /** Component name of an action's input schema, e.g. `MailMessagesListInput`. */

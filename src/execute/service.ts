@@ -27,9 +27,10 @@ import { newId } from '../platform/ids.ts';
 import { formatUc, formatUsd, type Microcredits } from '../platform/money.ts';
 import type { ClaimedKey } from '../platform/operations.ts';
 import type { Principal } from '../platform/principal.ts';
-import { ConnectorError, findService, prepareAction, type PreparedAction, type ServiceContext, type ServiceModule } from '../services/catalogue.ts';
-import type { GitHubContext } from '../services/github-public.ts';
-import type { MailSettings } from '../services/mail.ts';
+import { ConnectorError, findService, prepareAction, type PreparedAction, type ServiceContext } from '../connectors/catalogue.ts';
+import type { ServiceModule } from '../connectors/types.ts';
+import type { GitHubContext } from '../connectors/github-public.ts';
+import type { MailSettings } from '../connectors/mail.ts';
 import type { MailConnectorService } from './mail-connectors.ts';
 import type { PaymentApprovalProvider, ServiceIntent } from './payment-approval.ts';
 import * as store from './store.ts';
@@ -97,7 +98,7 @@ export interface ExecuteDependencies {
 
 interface Cleared {
   agent: AgentRow;
-  service: ServiceModule;
+  service: ServiceModule<ServiceContext>;
   action: PreparedAction;
 }
 

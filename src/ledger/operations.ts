@@ -2,7 +2,7 @@
 // if its deadline passed (so the answer is 409 hold_resolved, and its credit is back), before the key is
 // claimed; then one transaction resolves it.
 import { Type, type Static } from '@sinclair/typebox';
-import { Microcredits, ResourceId } from '../platform/http/schemas.ts';
+import { Microcredits, ResourceId } from '../platform/schemas.ts';
 import { parseUc, type Microcredits as Uc } from '../platform/money.ts';
 import type { SingleStepOperation } from '../platform/operations.ts';
 import type { LedgerService, Redemption } from './service.ts';

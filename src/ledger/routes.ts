@@ -7,7 +7,7 @@ import { merchantActor, type MerchantService } from '../merchants/service.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { IdParams, Microcredits, Nullable, UnixSeconds } from '../platform/http/schemas.ts';
+import { IdParams, Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
 import { CaptureRedemptionInput, ReleaseRedemptionInput, type LedgerOperations } from './operations.ts';
 import type { LedgerService } from './service.ts';
 
@@ -69,7 +69,7 @@ export function ledgerRoutes({ ledger, operations, identity, merchants }: Ledger
 
     app.get('/v1/redemptions/:id', {
       config: { auth: { kinds: ['merchant', 'agent'], scopes: ['offers:read'] } },
-      schema: {
+      schema: { operationId: 'getRedemption',
         tags,
         summary: 'Read a hold',
         description: 'A merchant key (offers:read) reads its own merchant\'s holds; others are 404. In dev mode an agent may read its own holds; in live mode an agent token answers 503 provider_configuration_required.',
@@ -108,7 +108,7 @@ export function ledgerRoutes({ ledger, operations, identity, merchants }: Ledger
 
     app.get('/v1/owner/agents/:id/balance', {
       config: { auth: { kinds: ['human', 'owner'] } },
-      schema: { tags: ['ledger'], summary: "An agent's balance", params: IdParams, response: { 200: BalanceSchema, ...problems(404) } },
+      schema: { operationId: 'getAgentBalance', tags: ['ledger'], summary: "An agent's balance", params: IdParams, response: { 200: BalanceSchema, ...problems(404) } },
       handler: async (request) => {
         const { id } = request.params as Static<typeof IdParams>;
         await identity.ownedAgentRow(db, principalOf(request).ownerId!, id);
@@ -118,7 +118,7 @@ export function ledgerRoutes({ ledger, operations, identity, merchants }: Ledger
 
     app.get('/v1/owner/agents/:id/lots', {
       config: { auth: { kinds: ['human', 'owner'] } },
-      schema: {
+      schema: { operationId: 'listAgentLots',
         tags: ['ledger'],
         summary: "An agent's credit lots, in burn-down order",
         params: IdParams,
@@ -133,7 +133,7 @@ export function ledgerRoutes({ ledger, operations, identity, merchants }: Ledger
 
     app.get('/v1/merchants/:id/earnings', {
       config: { auth: { kinds: ['human', 'owner', 'merchant'], scopes: ['earnings:read'] } },
-      schema: {
+      schema: { operationId: 'getMerchantEarnings',
         tags: ['ledger'],
         summary: "A merchant's earnings: everything captured from its holds",
         params: IdParams,

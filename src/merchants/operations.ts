@@ -2,7 +2,7 @@
 // revoke API keys, configure the webhook and re-send its deliveries.
 import { Type, type Static } from '@sinclair/typebox';
 import { API_KEY_SCOPES } from '../identity/api-keys.ts';
-import { Category, IdParams, ResourceId } from '../platform/http/schemas.ts';
+import { Category, IdParams, ResourceId } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
 import { MERCHANT_DOMAIN_CHARS_MAX, merchantActor, type DomainProof, type MerchantService } from './service.ts';
 

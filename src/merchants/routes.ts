@@ -6,7 +6,7 @@ import { API_KEY_SCOPES } from '../identity/api-keys.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
-import { IdParams, Nullable, PageQuery, UnixSeconds } from '../platform/http/schemas.ts';
+import { IdParams, Nullable, PageQuery, UnixSeconds } from '../platform/schemas.ts';
 import type { Principal } from '../platform/principal.ts';
 import { ApiKeyCreate, DeliveryParams, KeyParams, MerchantCreate, MerchantPatch, WebhookPut, type MerchantOperations } from './operations.ts';
 import { ACTIVE_API_KEYS_PER_MERCHANT_MAX, MERCHANTS_PER_OWNER_MAX, VERIFICATION_LABEL, merchantActor, type MerchantService } from './service.ts';
@@ -130,7 +130,7 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
     const webhookTags = ['webhooks'];
 
     app.post('/v1/merchants', {
-      config: { auth: OWNER, operation: ops.registerMerchant },
+      config: { auth: OWNER, operation: ops.registerMerchant, location: true },
       schema: {
         tags,
         summary: 'Register a merchant',
@@ -138,12 +138,15 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
         body: MerchantCreate,
         response: { 201: MerchantCreated, ...problems(400, 409, 503) },
       },
-      handler: (request, reply) => serve(request, reply, ops.registerMerchant, request.body as Static<typeof MerchantCreate>, { status: 201 }),
+      handler: (request, reply) => serve(request, reply, ops.registerMerchant, request.body as Static<typeof MerchantCreate>, {
+          status: 201,
+          headers: ({ merchant }) => ({ location: `/v1/merchants/${merchant.id}` }),
+        }),
     });
 
     app.get('/v1/merchants', {
       config: { auth: OWNER },
-      schema: { tags, summary: 'List your merchants (oldest first)', querystring: ListQuery, response: { 200: MerchantList } },
+      schema: { operationId: 'listMerchants', tags, summary: 'List your merchants (oldest first)', querystring: ListQuery, response: { 200: MerchantList } },
       handler: async (request) => {
         const query = request.query as Static<typeof ListQuery>;
         return merchants.list(principalOf(request).ownerId!, query.limit ?? 20, query.startingAfter);
@@ -152,7 +155,7 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
 
     app.get('/v1/merchants/:id', {
       config: { auth: OWNER },
-      schema: { tags, summary: 'Read one of your merchants', params: IdParams, response: { 200: MerchantOne, ...problems(404) } },
+      schema: { operationId: 'getMerchant', tags, summary: 'Read one of your merchants', params: IdParams, response: { 200: MerchantOne, ...problems(404) } },
       handler: async (request) => ({ merchant: await merchants.get(principalOf(request).ownerId!, (request.params as { id: string }).id) }),
     });
 
@@ -206,7 +209,7 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
 
     app.get('/v1/merchants/:id/api-keys', {
       config: { auth: OWNER },
-      schema: {
+      schema: { operationId: 'listMerchantApiKeys',
         tags,
         summary: "List a merchant's API keys (metadata only, newest first)",
         params: IdParams,
@@ -251,7 +254,7 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
 
     app.get('/v1/merchants/:id/webhook', {
       config: { auth: OWNER_OR_KEY('webhooks:read') },
-      schema: {
+      schema: { operationId: 'getMerchantWebhook',
         tags: webhookTags,
         summary: "Read the merchant's webhook configuration (never the secret)",
         params: IdParams,
@@ -262,7 +265,7 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
 
     app.get('/v1/merchants/:id/webhook/deliveries', {
       config: { auth: OWNER_OR_KEY('webhooks:read') },
-      schema: {
+      schema: { operationId: 'listWebhookDeliveries',
         tags: webhookTags,
         summary: 'List recent webhook deliveries (newest first)',
         params: IdParams,

@@ -1,6 +1,6 @@
 // The offer operations, for every face: create and change a merchant's offers.
 import { Type, type Static } from '@sinclair/typebox';
-import { Category, Microcredits, ResourceId } from '../platform/http/schemas.ts';
+import { Category, Microcredits, ResourceId } from '../platform/schemas.ts';
 import { parseUc } from '../platform/money.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
 import { HOLD_LIFETIME_S_DEFAULT, HOLD_LIFETIME_S_MAX, HOLD_LIFETIME_S_MIN, type Offer, type OfferService } from './service.ts';

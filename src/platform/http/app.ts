@@ -27,6 +27,8 @@ declare module 'fastify' {
     auth?: AuthRequirement;
     /** The operation the route is a face of: its name is the operationId, its idempotency rule is documented. */
     operation?: OperationDescription;
+    /** The route's 201 answers a Location header naming the created resource (documented with the operation). */
+    location?: boolean;
   }
 }
 
