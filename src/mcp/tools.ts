@@ -12,7 +12,7 @@ import type { IdentityService } from '../identity/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import type { OfferService } from '../offers/service.ts';
 import type { Gateway } from '../platform/gateway.ts';
-import { IdParams, PageQuery, ResourceId } from '../platform/http/schemas.ts';
+import { IdParams, PageQuery, ResourceId } from '../platform/schemas.ts';
 import type { Principal, PrincipalKind } from '../platform/principal.ts';
 import type { VoucherOperations } from '../vouchers/operations.ts';
 
