@@ -92,6 +92,7 @@ export function mcpRoutes(services: ToolServices) {
     app.post('/mcp', {
       config: { auth: { kinds: ['human', 'agent', 'owner'], resource: 'mcp' } },
       schema: {
+        operationId: 'postMcp',
         tags: ['mcp'],
         summary: 'Model Context Protocol endpoint (2026-07-28 and legacy 2025-11-25)',
         description: DESCRIPTION,
