@@ -101,6 +101,22 @@ describe('per-tool restrictions', () => {
     await Promise.all([agent.client.close(), agent.owner.close()]);
   });
 
+  it('an execution the credit does not cover is retained; get_intent reads it back, another agent cannot', async () => {
+    const agent = await agentWithClients('intent-agent', 0n);
+    const body = { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world' } };
+    const refused = await agent.client.callTool({ name: 'execute_service', arguments: { ...body, idempotencyKey: 'intent-1' } });
+    expect(refused.isError).toBe(true);
+    expect(structured(refused)).toMatchObject({ code: 'link_configuration_required', status: 503, charged: false });
+    const intentId = structured(refused).intentId as string;
+    const intent = structured(await agent.client.callTool({ name: 'get_intent', arguments: { id: intentId } }));
+    expect(intent).toMatchObject({ id: intentId, state: 'pending', intent: { ...body, agentId: agent.id }, priceUc: '1000000', executionId: null });
+    const other = await agentWithClients('intent-other-agent', 0n);
+    const hidden = await other.client.callTool({ name: 'get_intent', arguments: { id: intentId } });
+    expect(structured(hidden).code).toBe('not_found');
+    expect(await holdCount(agent.id)).toBe(0);
+    await Promise.all([agent.client.close(), agent.owner.close(), other.client.close(), other.owner.close()]);
+  });
+
   it('a mint without idempotencyKey is refused before anything happens', async () => {
     const agent = await agentWithClients('keyless-agent', 5_000_000n);
     const result = await agent.client.callTool({ name: 'mint_voucher', arguments: { offerId } }).catch((error: Error) => ({ isError: true, message: error.message }));
