@@ -22,6 +22,13 @@ const EXTERNAL_TYPS = new Set([undefined, 'jwt', 'application/jwt']);
 /** The MCP endpoint takes a human session or our access token whose `aud` is the MCP resource (spec: "H, or A"). */
 const NOT_FOR_MCP = 'the MCP endpoint accepts a human session or an OAuth access token issued for this MCP resource';
 
+/** Where the verifier looks up a merchant API key: the merchants feature, which owns the keys. */
+export interface ApiKeyLookup {
+  apiKeyForVerification(keyId: string): Promise<
+    { id: string; merchant_id: string; owner_id: string; scopes: string[]; secret_hash: string; revoked_at_s: bigint | null } | undefined
+  >;
+}
+
 function quote(text: string): string {
   return text.replace(/["\\]/g, "'");
 }
@@ -31,6 +38,7 @@ export class CredentialVerifier {
     private readonly gateway: Gateway,
     private readonly providers: Partial<Record<IdentityProviderKind, IdentityProvider>>,
     private readonly apiKeyPepper: string | undefined,
+    private readonly apiKeys: ApiKeyLookup,
   ) {}
 
   provider(kind: IdentityProviderKind): IdentityProvider | undefined {
@@ -177,7 +185,7 @@ export class CredentialVerifier {
   private async merchantKey(token: string, resource: Resource): Promise<Principal> {
     const parsed = parseApiKey(token);
     if (!parsed || !this.apiKeyPepper) throw this.unauthorized(resource, 'the API key is not valid', true);
-    const key = await store.findApiKey(this.gateway.db, parsed.keyId);
+    const key = await this.apiKeys.apiKeyForVerification(parsed.keyId);
     if (!key || !secretMatches(this.apiKeyPepper, parsed.secret, key.secret_hash)) {
       throw this.unauthorized(resource, 'the API key is not valid', true);
     }

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { emitEvent } from '../events/outbox.ts';
 import type { Delivery, WebhookConfiguration, WebhookService } from '../events/service.ts';
 import { newApiKey, API_KEY_SCOPES } from '../identity/api-keys.ts';
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
@@ -303,9 +303,14 @@ export class MerchantService {
   }
 
   /** Revokes at once: the verifier reads `revoked_at_s` on every request. Revoking twice keeps the first time. */
-  async revokeApiKey(tx: Queryable, ownerId: string, merchantId: string, keyId: string): Promise<{ apiKey: ApiKeyMetadata }> {
+  /** A key by id with its secret hash, for the credential verifier only. */
+  async apiKeyForVerification(keyId: string): Promise<store.ApiKeyRow | undefined> {
+    return store.findApiKeyById(this.gateway.db, keyId);
+  }
+
+  async revokeApiKey(tx: Tx, ownerId: string, merchantId: string, keyId: string): Promise<{ apiKey: ApiKeyMetadata }> {
     await this.owned(tx, ownerId, merchantId);
-    const row = await store.findApiKey(tx, merchantId, keyId, true);
+    const row = await store.lockApiKey(tx, merchantId, keyId);
     if (!row) throw new ApiError('not_found', { detail: `no API key ${keyId} for this merchant` });
     return { apiKey: toApiKey(await store.revokeApiKey(tx, keyId, BigInt(this.gateway.clock.nowS()))) };
   }
