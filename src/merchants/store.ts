@@ -46,11 +46,13 @@ export async function countOwnedMerchants(db: Queryable, ownerId: string): Promi
   return Number(rows[0]!.n);
 }
 
-export async function findOwnedMerchant(db: Queryable, ownerId: string, merchantId: string, lock = false): Promise<MerchantRow | undefined> {
-  const { rows } = await db.query<MerchantRow>(`SELECT * FROM merchants WHERE id = $1 AND owner_id = $2${lock ? ' FOR UPDATE' : ''}`, [
-    merchantId,
-    ownerId,
-  ]);
+export async function findOwnedMerchant(db: Queryable, ownerId: string, merchantId: string): Promise<MerchantRow | undefined> {
+  const { rows } = await db.query<MerchantRow>('SELECT * FROM merchants WHERE id = $1 AND owner_id = $2', [merchantId, ownerId]);
+  return rows[0];
+}
+
+export async function lockOwnedMerchant(tx: Tx, ownerId: string, merchantId: string): Promise<MerchantRow | undefined> {
+  const { rows } = await tx.query<MerchantRow>('SELECT * FROM merchants WHERE id = $1 AND owner_id = $2 FOR UPDATE', [merchantId, ownerId]);
   return rows[0];
 }
 
