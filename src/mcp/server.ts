@@ -30,6 +30,14 @@ function inlined(schema: unknown): unknown {
   return Object.fromEntries(Object.entries(schema).map(([name, value]) => [name, inlined(value)]));
 }
 
+/** Adds a member to every object shape of `schema`, down its oneOf/anyOf/allOf branches (each may be closed). */
+function withMember(schema: JsonSchema, name: string, member: object): void {
+  for (const keyword of ['oneOf', 'anyOf', 'allOf']) {
+    for (const branch of (schema[keyword] as JsonSchema[] | undefined) ?? []) withMember(branch, name, member);
+  }
+  if (schema.properties || schema.additionalProperties === false) schema.properties = { ...schema.properties, [name]: member };
+}
+
 /**
  * A tool's input as JSON Schema: the read's or the operation's TypeBox definition (already JSON Schema),
  * plus `idempotencyKey` for an operation that honours one.
@@ -41,14 +49,11 @@ function toolInputJson(tool: ToolDefinition, services: Pick<ToolServices, 'opera
   const { key, rule } = operation.idempotency;
   if (key === 'none') return schema;
   const pattern = rule === 'release' ? RELEASE_KEY_PATTERN : IDEMPOTENCY_KEY_PATTERN;
-  schema.properties = {
-    ...schema.properties,
-    idempotencyKey: {
-      type: 'string',
-      pattern: pattern.source,
-      description: 'a fresh unique key per intended operation (a UUID is good); a retry of the same operation MUST reuse it, so it happens once',
-    },
-  };
+  withMember(schema, 'idempotencyKey', {
+    type: 'string',
+    pattern: pattern.source,
+    description: 'a fresh unique key per intended operation (a UUID is good); a retry of the same operation MUST reuse it, so it happens once',
+  });
   if (key === 'required') schema.required = [...(schema.required ?? []), 'idempotencyKey'];
   return schema;
 }
