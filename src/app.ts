@@ -22,6 +22,7 @@ import { ensureRuntimeSecret } from './identity/store.ts';
 import { CredentialVerifier } from './identity/verifier.ts';
 import { integrationRoutes } from './integrations/routes.ts';
 import { keysRoutes } from './keys/routes.ts';
+import { mcpRoutes } from './mcp/http.ts';
 import type { DohOptions } from './merchants/doh.ts';
 import { merchantOperations } from './merchants/operations.ts';
 import { merchantRoutes } from './merchants/routes.ts';
@@ -151,6 +152,11 @@ export async function buildGatewayApp(
     accessRoutes,
     executeRoutes({ operations: executeOperations(services.execute), mailConnectors: services.mailConnectors }),
     merchantRoutes(services.merchants, merchantOperations(services.merchants)),
+    mcpRoutes({
+      gateway,
+      ...services,
+      operations: { ...voucherOperations(services.vouchers), ...executeOperations(services.execute), ...identityOperations(services.identity) },
+    }),
     eventRoutes(services.merchants, services.webhooks, eventOperations(services.merchants, services.webhooks)),
     operatorRoutes({ ledger: services.ledger, acceptedHash: services.operatorHash }),
     sandboxRoutes({ merchants: services.merchants, operatorHash: services.operatorHash, doh: services.doh }),

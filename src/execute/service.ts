@@ -74,6 +74,18 @@ export interface ExecuteResult {
   paymentMethod: typeof PAYMENT_METHOD_CREDITS;
 }
 
+/** A retained execute request (the spec's Service intent) with its bookkeeping. */
+export interface RetainedIntent {
+  id: string;
+  /** `pending` until a retry with the same Idempotency-Key executes it. */
+  state: 'pending' | 'executed';
+  intent: { serviceId: string; action: string; input: Record<string, unknown>; agentId: string };
+  priceUc: string;
+  executionId: string | null;
+  createdAt: number;
+  expiresAt: number;
+}
+
 export interface ExecuteDependencies {
   identity: IdentityService;
   ledger: LedgerService;
@@ -159,6 +171,26 @@ export class ExecuteService {
       throw new ApiError('owner_required', { detail: 'agentId must name one of your own agents' });
     }
     return agent.id;
+  }
+
+  /**
+   * One of the agent's retained intents: the intent as retained, its state and deadline. Another agent's
+   * intent, and a pending one past its deadline (the sweeper deletes it), are not found.
+   */
+  async getIntent(agentId: string, intentId: string): Promise<RetainedIntent> {
+    const row = await store.findIntent(this.gateway.db, intentId);
+    if (!row || row.agent_id !== agentId || (row.state === 'pending' && Number(row.expires_at_s) <= this.gateway.clock.nowS())) {
+      throw new ApiError('not_found', { detail: `no intent ${intentId}` });
+    }
+    return {
+      id: row.id,
+      state: row.state,
+      intent: { serviceId: row.service_id, action: row.action, input: row.input as Record<string, unknown>, agentId: row.agent_id },
+      priceUc: formatUc(row.price_uc),
+      executionId: row.execution_id,
+      createdAt: Number(row.created_at_s),
+      expiresAt: Number(row.expires_at_s),
+    };
   }
 
   /** Refuses, before the Idempotency-Key is claimed, a service or action the catalogue does not have. */

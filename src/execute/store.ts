@@ -156,6 +156,11 @@ export async function countPendingIntents(db: Queryable, agentId: string, nowS: 
   return Number(rows[0]!.n);
 }
 
+export async function findIntent(db: Queryable, intentId: string): Promise<IntentRow | undefined> {
+  const { rows } = await db.query<IntentRow>('SELECT * FROM service_intents WHERE id = $1', [intentId]);
+  return rows[0];
+}
+
 export async function findIntentByKey(db: Queryable, requestedBy: string, key: string): Promise<IntentRow | undefined> {
   const { rows } = await db.query<IntentRow>('SELECT * FROM service_intents WHERE requested_by = $1 AND idempotency_key = $2', [requestedBy, key]);
   return rows[0];

@@ -19,6 +19,8 @@ import * as store from './store.ts';
 const CLOCK_SKEW_S = 30;
 /** `typ` values an identity provider's session token may carry: plain JWTs only, never ours. */
 const EXTERNAL_TYPS = new Set([undefined, 'jwt', 'application/jwt']);
+/** The MCP endpoint takes a human session or our access token whose `aud` is the MCP resource (spec: "H, or A"). */
+const NOT_FOR_MCP = 'the MCP endpoint accepts a human session or an OAuth access token issued for this MCP resource';
 
 /** Where the verifier looks up a merchant API key: the merchants feature, which owns the keys. */
 export interface ApiKeyLookup {
@@ -57,7 +59,10 @@ export class CredentialVerifier {
     const match = /^Bearer +([^\s]+) *$/i.exec(authorization);
     if (!match) throw this.unauthorized(resource, 'the Authorization header must be "Bearer <token>"', true);
     const token = match[1]!;
-    if (token.startsWith(API_KEY_PREFIX)) return this.merchantKey(token, resource);
+    if (token.startsWith(API_KEY_PREFIX)) {
+      if (resource === 'mcp') throw this.unauthorized(resource, NOT_FOR_MCP, true);
+      return this.merchantKey(token, resource);
+    }
 
     let issuer: unknown;
     try {
@@ -69,6 +74,8 @@ export class CredentialVerifier {
     if (issuer === baseUrl) return this.accessToken(token, resource);
     for (const provider of Object.values(this.providers)) {
       if (provider && issuer === provider.issuer) {
+        // At /mcp an agent presents our access token issued for the MCP resource, never its identity JWT.
+        if (resource === 'mcp' && provider.kind === 'agent') throw this.unauthorized(resource, NOT_FOR_MCP, true);
         return provider.kind === 'human' ? this.humanSession(token, provider, resource) : this.agentIdentity(token, provider, resource);
       }
     }

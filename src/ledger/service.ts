@@ -10,6 +10,7 @@ import { emitEvent, type EventType } from '../events/outbox.ts';
 import { clearAgent } from '../identity/clearance.ts';
 import type { IdentityService } from '../identity/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
+import { pageBySeq } from '../platform/db/paging.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
@@ -262,6 +263,19 @@ export class LedgerService {
     // Expiry is a deadline: a hold past it reads as expired even before the sweeper reclaims it.
     if (hold.state === 'held' && Number(hold.expires_at_s) <= this.nowS()) redemption.state = 'expired';
     return redemption;
+  }
+
+  /** An agent's holds, oldest first; a hold past its deadline reads as expired, as in getHold. */
+  async listHolds(db: Queryable, agentId: string, limit: number, startingAfter?: string): Promise<{ redemptions: Redemption[]; hasMore: boolean }> {
+    const page = await pageBySeq<store.HoldRow>(db, 'holds', 'agent_id', agentId, { limit, startingAfter });
+    const allocations = await store.allocationsOf(db, page.items.map((hold) => hold.id));
+    const nowS = this.nowS();
+    const redemptions = page.items.map((hold) => {
+      const redemption = toRedemption(hold, allocations);
+      if (hold.state === 'held' && Number(hold.expires_at_s) <= nowS) redemption.state = 'expired';
+      return redemption;
+    });
+    return { redemptions, hasMore: page.hasMore };
   }
 
   /** Locks a hold the caller may resolve, refusing resolved and past-deadline holds. */

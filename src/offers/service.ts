@@ -119,6 +119,16 @@ export class OfferService {
     );
   }
 
+  /**
+   * The offers an agent may buy: active offers of verified merchants in one of `allowedCategories`
+   * (`*` = every category), oldest first.
+   */
+  async listSellable(allowedCategories: readonly string[], limit: number, startingAfter?: string): Promise<{ offers: Offer[]; hasMore: boolean }> {
+    const categories = allowedCategories.includes('*') ? null : allowedCategories;
+    const rows = await store.listSellableOffers(this.gateway.db, { categories, limit: limit + 1, startingAfter });
+    return { offers: rows.slice(0, limit).map(toOffer), hasMore: rows.length > limit };
+  }
+
   /** An active offer of a verified merchant, or undefined. */
   async sellable(db: Queryable, offerId: string): Promise<store.OfferRow | undefined> {
     return store.findSellableOffer(db, offerId);

@@ -48,3 +48,22 @@ export async function findSellableOffer(db: Queryable, offerId: string): Promise
   );
   return rows[0];
 }
+
+/**
+ * Active offers of verified merchants, oldest first after `startingAfter`, limited to `categories` when
+ * given (null = every category): what an agent can buy.
+ */
+export async function listSellableOffers(
+  db: Queryable,
+  page: { categories: readonly string[] | null; limit: number; startingAfter?: string },
+): Promise<OfferRow[]> {
+  const { rows } = await db.query<OfferRow>(
+    `SELECT o.* FROM offers o JOIN merchants m ON m.id = o.merchant_id
+      WHERE o.active AND m.verified
+        AND ($1::text[] IS NULL OR o.category = ANY($1::text[]))
+        AND ($2::text IS NULL OR o.seq > (SELECT seq FROM offers WHERE id = $2))
+      ORDER BY o.seq LIMIT $3`,
+    [page.categories, page.startingAfter ?? null, page.limit],
+  );
+  return rows;
+}

@@ -60,7 +60,8 @@ beforeAll(async () => {
   for (const [path, operations] of Object.entries<Record<string, { security?: unknown[]; description?: string }>>(document.paths)) {
     for (const [method, operation] of Object.entries(operations)) {
       // The matrix is about the four credential kinds; operator routes take their own credential (test/sandbox/).
-      if (!operation.security?.length || operation.security.some((scheme) => 'operator' in (scheme as object))) continue;
+      // /mcp is its own resource (its challenge, its audience, no agent identity JWTs): test/mcp/endpoint.test.ts.
+      if (!operation.security?.length || path === '/mcp' || operation.security.some((scheme) => 'operator' in (scheme as object))) continue;
       const letters = /Authentication: ([HAOM, ]+)/.exec(operation.description ?? '')?.[1] ?? '';
       routes.push({ method: method.toUpperCase(), path: path.replace(/\{[^}]+\}/g, 'unknown_id'), template: path, kinds: letters.split(', ').map((l) => LETTER_KIND[l]!) });
     }

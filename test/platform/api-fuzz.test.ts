@@ -297,6 +297,9 @@ function firstProblem(operation: Operation, sent: Case, status: number, type: st
     if (!type.startsWith('application/json') || typeof body.error !== 'string' || typeof body.error_description !== 'string') return `${where}: not an OAuth error body: ${text.slice(0, 200)}`;
     return undefined;
   }
+  // MCP protocol errors are JSON-RPC errors (credential, Host and size refusals are still problems).
+  const isJsonRpcError = body.jsonrpc === '2.0' && typeof body.error?.code === 'number' && typeof body.error?.message === 'string';
+  if (new URL(sent.path, 'http://x').pathname === '/mcp' && isJsonRpcError && type.startsWith('application/json')) return undefined;
   if (!type.startsWith('application/problem+json') || body.status !== status || typeof body.code !== 'string' || typeof body.type !== 'string') {
     return `${where}: not a matching problem body (${type}): ${text.slice(0, 200)}`;
   }

@@ -2,8 +2,8 @@
 import type { Queryable } from './database.ts';
 
 /** Tables and scope columns are constants of the code (never request input), so they may be spliced in. */
-export type PagedTable = 'agents' | 'merchants' | 'offers';
-export type PageScope = 'owner_id' | 'merchant_id';
+export type PagedTable = 'agents' | 'merchants' | 'offers' | 'holds';
+export type PageScope = 'owner_id' | 'merchant_id' | 'agent_id';
 
 export interface Page<R> {
   items: R[];

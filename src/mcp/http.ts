@@ -1,0 +1,131 @@
+// The Fastify glue of `POST /mcp`, and the only MCP file that knows Fastify. The route's auth hook
+// verifies the credential for the MCP resource before anything else (so discovery and `initialize` are
+// never anonymous); then the Host and Origin checks against DNS rebinding; then the body, unparsed, goes
+// to the SDK's handler as a web Request, and its Response (JSON, or an SSE stream) comes back as is.
+// GET and DELETE answer 405 through the platform's unknown-method rule (`Allow: POST`).
+import { Readable } from 'node:stream';
+import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Type } from '@sinclair/typebox';
+import { validateHostHeader, validateOriginHeader } from '@modelcontextprotocol/server';
+import { ApiError } from '../platform/errors.ts';
+import { principalOf } from '../platform/http/auth.ts';
+import { authInfoFor } from './auth.ts';
+import { createGatewayMcpHandler } from './server.ts';
+import { TOOLS, type ToolServices } from './tools.ts';
+
+/** Headers that describe this hop's framing, not the message; the web Request gets its own. */
+const HOP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade']);
+
+const JsonRpcMessage = Type.Object(
+  {
+    jsonrpc: Type.Literal('2.0'),
+    id: Type.Optional(Type.Union([Type.String(), Type.Integer()])),
+    method: Type.String({ description: 'e.g. server/discover, initialize, tools/list, tools/call' }),
+    params: Type.Optional(Type.Object({}, { additionalProperties: true })),
+  },
+  { description: 'one JSON-RPC 2.0 request or notification (no batches)' },
+);
+
+const JsonRpcResponse = Type.Object(
+  {
+    jsonrpc: Type.Literal('2.0'),
+    id: Type.Union([Type.String(), Type.Integer(), Type.Null()]),
+    result: Type.Optional(Type.Object({}, { additionalProperties: true })),
+    error: Type.Optional(Type.Object({ code: Type.Integer(), message: Type.String(), data: Type.Optional(Type.Unknown()) })),
+  },
+  { description: 'the JSON-RPC response' },
+);
+
+function toolNames(kind: 'agent' | 'owner'): string {
+  return TOOLS.filter((tool) => tool.kinds.includes(kind)).map((tool) => tool.name).join(', ');
+}
+
+const DESCRIPTION = [
+  'The Model Context Protocol endpoint, stateless. One endpoint serves both eras: MCP 2026-07-28 (every request carries the ' +
+    '`_meta` envelope with `io.modelcontextprotocol/protocolVersion` and client capabilities, plus the `MCP-Protocol-Version`, ' +
+    '`Mcp-Method` and, for tools/call, `Mcp-Name` headers; `server/discover` describes the server; results carry `resultType` and ' +
+    'cache hints) and the legacy 2025-11-25 form (`initialize`, then requests with `MCP-Protocol-Version`; no session id is issued).',
+  'The client sends `Accept: application/json, text/event-stream`; the answer is one JSON object, or an SSE stream when the ' +
+    'server has notifications before the result. A notification answers 202 with no body. Protocol errors are JSON-RPC errors ' +
+    '(400 with -32020 header mismatch, -32022 unsupported version, -32602 invalid envelope or params; 404 with -32601 unknown ' +
+    'method); a refused tool call is a tool result with `isError: true` whose structured content is the problem body the HTTP ' +
+    'route of the same operation answers.',
+  'Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner ' +
+    '`svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens ' +
+    "for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata=\"{base_url}/.well-known/oauth-protected-resource/mcp\"`. " +
+    `The tools listed depend on the credential (agents: ${toolNames('agent')}; owners: ${toolNames('owner')}), so list results say ` +
+    '`cacheScope: "private"`. Tools that move money take an `idempotencyKey` argument: the same key space as the Idempotency-Key header.',
+  'A `Host` or `Origin` header naming another host than the base URL is refused with 403 (DNS rebinding). GET and DELETE answer 405.',
+].join('\n\n');
+
+function bearerToken(request: FastifyRequest): string {
+  return /^Bearer +(\S+)/i.exec(request.headers.authorization ?? '')?.[1] ?? '';
+}
+
+function checkHostAndOrigin(request: FastifyRequest, baseUrl: string): void {
+  const allowed = [new URL(baseUrl).hostname];
+  const host = validateHostHeader(request.headers.host, allowed);
+  if (!host.ok) throw new ApiError('forbidden', { detail: `the Host header must name ${allowed[0]} (${host.message})` });
+  const origin = validateOriginHeader(request.headers.origin, allowed);
+  if (!origin.ok) throw new ApiError('forbidden', { detail: `a browser Origin must be ${allowed[0]} (${origin.message})` });
+}
+
+function webHeaders(request: FastifyRequest): Headers {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (value === undefined || HOP_HEADERS.has(name)) continue;
+    for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
+  }
+  return headers;
+}
+
+export function mcpRoutes(services: ToolServices) {
+  return async function routes(app: FastifyInstance): Promise<void> {
+    const { config } = app.gateway;
+    const handler = createGatewayMcpHandler(services, { maxRequestBodySize: config.bodyLimitBytes });
+    app.addHook('onClose', async () => handler.close());
+    // The SDK reads the body itself (its parse errors are JSON-RPC errors), so this scope keeps it raw.
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+
+    app.post('/mcp', {
+      config: { auth: { kinds: ['human', 'agent', 'owner'], resource: 'mcp' } },
+      schema: {
+        operationId: 'postMcp',
+        tags: ['mcp'],
+        summary: 'Model Context Protocol endpoint (2026-07-28 and legacy 2025-11-25)',
+        description: DESCRIPTION,
+        body: JsonRpcMessage,
+        response: {
+          200: {
+            description: 'the JSON-RPC response, as one JSON object or an SSE stream ending with it',
+            content: { 'application/json': { schema: JsonRpcResponse }, 'text/event-stream': { schema: Type.String() } },
+          },
+          202: Type.Null({ description: 'a notification was accepted' }),
+          400: { description: 'a JSON-RPC error (header mismatch, unsupported version, invalid envelope)', content: { 'application/json': { schema: JsonRpcResponse } } },
+          404: { description: 'a JSON-RPC error: unknown method (-32601)', content: { 'application/json': { schema: JsonRpcResponse } } },
+        },
+      },
+      // The body is documented above but checked by the SDK, which answers JSON-RPC errors, not problems.
+      validatorCompiler: () => () => true,
+      handler: async (request, reply: FastifyReply) => {
+        checkHostAndOrigin(request, config.baseUrl);
+        const aborted = new AbortController();
+        reply.raw.on('close', () => aborted.abort());
+        const body = request.body as Buffer | undefined;
+        const webRequest = new Request(new URL(request.url, config.baseUrl), {
+          method: 'POST',
+          headers: webHeaders(request),
+          body: body && body.length > 0 ? new Uint8Array(body) : undefined,
+          signal: aborted.signal,
+        });
+        const response = await handler.fetch(webRequest, { authInfo: authInfoFor(principalOf(request), bearerToken(request)) });
+        reply.code(response.status);
+        response.headers.forEach((value, name) => void reply.header(name, value));
+        if (!response.body) return reply.send();
+        return reply.send(Readable.fromWeb(response.body as NodeReadableStream<Uint8Array>));
+      },
+    });
+  };
+}

@@ -1,0 +1,110 @@
+// The MCP face: one stateless handler for both protocol eras (2026-07-28 per-request envelopes and the
+// legacy 2025-11-25 `initialize` form). Each request gets a fresh McpServer holding the tools its
+// verified principal may call, so a tool list depends on who asks (cache scope `private`). A tool that
+// changes state runs its operation through the operation runner, as its HTTP route does; a read calls
+// the route's service. A business refusal comes back as a tool error (`isError`) whose structured
+// content is the same problem body the HTTP route answers.
+import { createMcpHandler, fromJsonSchema, McpServer, type CallToolResult, type JsonSchemaType, type McpHttpHandler } from '@modelcontextprotocol/server';
+import { ApiError, problemBody } from '../platform/errors.ts';
+import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
+import { runOperation } from '../platform/operations.ts';
+import type { Principal } from '../platform/principal.ts';
+import { principalFrom } from './auth.ts';
+import { SCHEMA_REFS, TOOLS, type ToolDefinition, type ToolServices } from './tools.ts';
+
+const MCP_SERVER_INFO = { name: 'agent-credit-gateway', version: '0.1.0' };
+
+const INSTRUCTIONS =
+  'Agent Credit Gateway: agents pay for services with prepaid credit. Amounts are microcredits as decimal strings ' +
+  '(1 credit = 1,000,000 µc = $0.01). Tools that move money take an idempotencyKey: retry a failed call with the same key. ' +
+  'A refused call is a tool error whose structured content is an RFC 9457 problem with a stable `code`.';
+
+type JsonSchema = Record<string, unknown> & { properties?: Record<string, unknown>; required?: string[] };
+
+/** A copy of `schema` with every `$ref` to a known schema id replaced by that schema (tools carry no definitions). */
+function inlined(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(inlined);
+  if (schema === null || typeof schema !== 'object') return schema;
+  const ref = (schema as { $ref?: unknown }).$ref;
+  if (typeof ref === 'string' && Object.hasOwn(SCHEMA_REFS, ref)) return inlined(SCHEMA_REFS[ref]);
+  return Object.fromEntries(Object.entries(schema).map(([name, value]) => [name, inlined(value)]));
+}
+
+/** Adds a member to every object shape of `schema`, down its oneOf/anyOf/allOf branches (each may be closed). */
+function withMember(schema: JsonSchema, name: string, member: object): void {
+  for (const keyword of ['oneOf', 'anyOf', 'allOf']) {
+    for (const branch of (schema[keyword] as JsonSchema[] | undefined) ?? []) withMember(branch, name, member);
+  }
+  if (schema.properties || schema.additionalProperties === false) schema.properties = { ...schema.properties, [name]: member };
+}
+
+/**
+ * A tool's input as JSON Schema: the read's or the operation's TypeBox definition (already JSON Schema),
+ * plus `idempotencyKey` for an operation that honours one.
+ */
+function toolInputJson(tool: ToolDefinition, services: Pick<ToolServices, 'operations'>): JsonSchema {
+  if (!('operation' in tool)) return inlined(JSON.parse(JSON.stringify(tool.input))) as JsonSchema;
+  const operation = services.operations[tool.operation];
+  const schema = inlined(JSON.parse(JSON.stringify(operation.input))) as JsonSchema;
+  const { key, rule } = operation.idempotency;
+  if (key === 'none') return schema;
+  const pattern = rule === 'release' ? RELEASE_KEY_PATTERN : IDEMPOTENCY_KEY_PATTERN;
+  withMember(schema, 'idempotencyKey', {
+    type: 'string',
+    pattern: pattern.source,
+    description: 'a fresh unique key per intended operation (a UUID is good); a retry of the same operation MUST reuse it, so it happens once',
+  });
+  if (key === 'required') schema.required = [...(schema.required ?? []), 'idempotencyKey'];
+  return schema;
+}
+
+async function runTool(services: ToolServices, tool: ToolDefinition, principal: Principal, args: Record<string, unknown>): Promise<object> {
+  if (!('operation' in tool)) return tool.run(services, principal, args as never);
+  const { idempotencyKey, ...input } = args;
+  const operation = services.operations[tool.operation] as Parameters<typeof runOperation>[1];
+  const { result } = await runOperation(services.gateway, operation, { principal, input: input as never, idempotencyKey: idempotencyKey as string | undefined });
+  return result as object;
+}
+
+function toolResult(body: object): CallToolResult {
+  return { content: [{ type: 'text', text: JSON.stringify(body) }], structuredContent: body as Record<string, unknown> };
+}
+
+async function call(services: ToolServices, tool: ToolDefinition, principal: Principal, args: Record<string, unknown>): Promise<CallToolResult> {
+  try {
+    return toolResult(await runTool(services, tool, principal, args));
+  } catch (error) {
+    if (!(error instanceof ApiError)) {
+      services.gateway.log.error({ err: error, tool: tool.name }, 'MCP tool failed');
+      error = new ApiError('internal_error', { detail: 'an unexpected error occurred; it has been logged' });
+    }
+    return { ...toolResult(problemBody(services.gateway.config.baseUrl, error as ApiError)), isError: true };
+  }
+}
+
+export function buildMcpServer(services: ToolServices, principal: Principal): McpServer {
+  const server = new McpServer(MCP_SERVER_INFO, {
+    instructions: INSTRUCTIONS,
+    capabilities: { tools: { listChanged: false } },
+    // The tool list depends on the credential: never share a cached copy across callers.
+    cacheHints: { 'tools/list': { ttlMs: 0, cacheScope: 'private' }, 'server/discover': { ttlMs: 0, cacheScope: 'private' } },
+  });
+  for (const tool of TOOLS) {
+    if (!tool.kinds.includes(principal.kind)) continue;
+    server.registerTool(
+      tool.name,
+      { title: tool.title, description: tool.description, inputSchema: fromJsonSchema<Record<string, unknown>>(toolInputJson(tool, services) as JsonSchemaType), annotations: tool.annotations },
+      (args: Record<string, unknown>) => call(services, tool, principal, args),
+    );
+  }
+  return server;
+}
+
+export function createGatewayMcpHandler(services: ToolServices, options: { maxRequestBodySize: number }): McpHttpHandler {
+  return createMcpHandler(({ authInfo }) => buildMcpServer(services, principalFrom(authInfo)), {
+    legacy: 'stateless',
+    responseMode: 'auto',
+    maxRequestBodySize: options.maxRequestBodySize,
+    onerror: (error) => services.gateway.log.info({ err: error }, 'MCP request refused'),
+  });
+}

@@ -1,0 +1,239 @@
+// POST /mcp as the transport and authorization rules state it: credentials before discovery, both
+// protocol eras on one stateless endpoint, the tool list per principal, tool errors as problem bodies.
+import type { Client } from '@modelcontextprotocol/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grant, mint, openShop } from '../support/ledger-fixture.ts';
+import { startWorld, type World } from '../support/world.ts';
+import { connect, LEGACY, rawModern } from './helpers.ts';
+
+let world: World;
+let mcpUrl: string;
+let agent: { id: string; token: string; ownerToken: string };
+let agentMcpToken: string;
+let ownerMcpToken: string;
+let holdId: string;
+const ownerEmail = 'mcp-owner@example.com';
+
+const AGENT_TOOLS = ['execute_service', 'get_hold', 'get_intent', 'list_offers', 'mint_voucher', 'whoami'];
+const OWNER_TOOLS = ['execute_service', 'freeze_agent', 'list_agent_holds', 'list_agents', 'register_agent', 'unfreeze_agent', 'update_agent', 'whoami'];
+const READ_TOOLS = new Set(['get_hold', 'get_intent', 'list_offers', 'whoami', 'list_agent_holds', 'list_agents']);
+
+beforeAll(async () => {
+  world = await startWorld();
+  mcpUrl = `${world.url}/mcp`;
+  agent = await world.createAgent(ownerEmail, 'mcp-agent', { allowedCategories: ['books'] });
+  agentMcpToken = await world.accessToken({ sub: agent.id, scope: 'svc:agent' }, mcpUrl);
+  const me = await world.api('GET', '/v1/me', { token: agent.ownerToken });
+  ownerMcpToken = await world.accessToken({ sub: me.body.owner.id, scope: 'svc:owner', email: ownerEmail }, mcpUrl);
+  const shop = await openShop(world);
+  const offer = await shop.offer({ priceUc: '250000', category: 'books' });
+  await shop.offer({ category: 'music' });
+  await grant(world, agent.id, 5_000_000n);
+  const minted = await mint(world, agent.token, offer.id);
+  expect(minted.status).toBe(200);
+  holdId = minted.body.redemption.id;
+});
+
+afterAll(async () => {
+  await world?.close();
+});
+
+function structured(result: unknown): any {
+  return (result as { structuredContent: unknown }).structuredContent;
+}
+
+describe('authorization before discovery', () => {
+  for (const method of ['server/discover', 'tools/list']) {
+    it(`${method} without a credential is 401 naming the MCP protected resource metadata`, async () => {
+      const res = await rawModern(world.url, method);
+      expect(res.status).toBe(401);
+      expect(res.headers.get('www-authenticate')).toBe(`Bearer resource_metadata="${world.url}/.well-known/oauth-protected-resource/mcp"`);
+    });
+  }
+
+  it('a legacy initialize without a credential is 401', async () => {
+    const res = await fetch(mcpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: LEGACY, capabilities: {}, clientInfo: { name: 'x', version: '1' } } }),
+    });
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toContain('/.well-known/oauth-protected-resource/mcp');
+  });
+
+  it("an access token for the API's audience is refused with invalid_token", async () => {
+    const apiToken = await world.accessToken({ sub: agent.id, scope: 'svc:agent' });
+    const res = await rawModern(world.url, 'server/discover', {}, { token: apiToken });
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toMatch(/^Bearer resource_metadata="[^"]+\/mcp", error="invalid_token"/);
+  });
+
+  it('an agent identity JWT is refused: agents present an access token issued for the MCP resource', async () => {
+    const res = await rawModern(world.url, 'server/discover', {}, { token: agent.token });
+    expect(res.status).toBe(401);
+    expect(res.body.code).toBe('unauthorized');
+  });
+
+  it('a merchant API key is refused', async () => {
+    const shop = await openShop(world);
+    const res = await rawModern(world.url, 'server/discover', {}, { token: shop.key });
+    expect(res.status).toBe(401);
+  });
+
+  it('an MCP token is still refused by the API', async () => {
+    expect((await world.api('GET', '/v1/me', { token: agentMcpToken })).status).toBe(401);
+  });
+});
+
+describe('the 2026-07-28 wire', () => {
+  it('server/discover names the version, the tools capability and private cache hints', async () => {
+    const res = await rawModern(world.url, 'server/discover', {}, { token: agentMcpToken });
+    expect(res.status).toBe(200);
+    expect(res.body.result).toMatchObject({ supportedVersions: ['2026-07-28'], capabilities: { tools: {} }, resultType: 'complete', cacheScope: 'private', ttlMs: 0 });
+    expect(res.body.result._meta['io.modelcontextprotocol/serverInfo'].name).toBe('agent-credit-gateway');
+  });
+
+  it('tools/list differs by principal and says so with cacheScope private', async () => {
+    const forAgent = await rawModern(world.url, 'tools/list', {}, { token: agentMcpToken });
+    expect(forAgent.body.result.tools.map((t: { name: string }) => t.name).sort()).toEqual(AGENT_TOOLS);
+    expect(forAgent.body.result.cacheScope).toBe('private');
+    const forHuman = await rawModern(world.url, 'tools/list', {}, { token: agent.ownerToken });
+    expect(forHuman.body.result.tools.map((t: { name: string }) => t.name).sort()).toEqual(OWNER_TOOLS);
+  });
+
+  it('read tools are annotated read-only; tools that change state are not, and take an idempotency key', async () => {
+    const tools = [
+      ...(await rawModern(world.url, 'tools/list', {}, { token: agentMcpToken })).body.result.tools,
+      ...(await rawModern(world.url, 'tools/list', {}, { token: agent.ownerToken })).body.result.tools,
+    ];
+    for (const tool of tools) {
+      if (READ_TOOLS.has(tool.name)) {
+        expect(tool.annotations, tool.name).toMatchObject({ readOnlyHint: true, idempotentHint: true, destructiveHint: false });
+      } else {
+        expect(tool.annotations.readOnlyHint, tool.name).toBe(false);
+        // execute_service's input is one closed shape per action: the key is a member of each.
+        expect(JSON.stringify(tool.inputSchema), tool.name).toMatch(/"idempotencyKey":\{"type":"string",.*retry of the same operation MUST reuse it/);
+      }
+    }
+    const byName = new Map(tools.map((tool) => [tool.name, tool]));
+    expect(byName.get('freeze_agent').annotations.destructiveHint).toBe(true);
+    expect(byName.get('execute_service').annotations.openWorldHint).toBe(true);
+    expect(byName.get('mint_voucher').inputSchema.required).toContain('idempotencyKey');
+  });
+
+  it('a missing Mcp-Name header is -32020 with 400', async () => {
+    const res = await rawModern(world.url, 'tools/call', { name: 'whoami', arguments: {} }, { token: agentMcpToken, headers: { 'mcp-name': undefined } });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe(-32020);
+  });
+
+  it('an unsupported protocol version is -32022 listing the supported ones', async () => {
+    const res = await rawModern(world.url, 'tools/list', {}, { token: agentMcpToken, headers: { 'mcp-protocol-version': '2099-01-01' } });
+    expect(res.status).toBe(400);
+    expect([-32020, -32022]).toContain(res.body.error.code);
+  });
+
+  it('an unknown method is 404 with -32601', async () => {
+    const res = await rawModern(world.url, 'nope/nothing', {}, { token: agentMcpToken });
+    expect(res.status).toBe(404);
+    expect(res.body.error.code).toBe(-32601);
+  });
+
+  it('GET and DELETE answer 405 with Allow: POST', async () => {
+    for (const method of ['GET', 'DELETE']) {
+      const res = await fetch(mcpUrl, { method, headers: { authorization: `Bearer ${agentMcpToken}`, accept: 'text/event-stream' } });
+      expect(res.status, method).toBe(405);
+      expect(res.headers.get('allow')).toBe('POST');
+    }
+  });
+
+  it('a Host or Origin naming another host is refused with 403 (DNS rebinding)', async () => {
+    const badOrigin = await rawModern(world.url, 'server/discover', {}, { token: agentMcpToken, headers: { origin: 'http://evil.example.com' } });
+    expect(badOrigin.status).toBe(403);
+    const goodOrigin = await rawModern(world.url, 'server/discover', {}, { token: agentMcpToken, headers: { origin: world.url } });
+    expect(goodOrigin.status).toBe(200);
+  });
+
+  it('a body over the size limit is 413 before any parsing', async () => {
+    const res = await fetch(mcpUrl, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${agentMcpToken}`, 'content-type': 'application/json' },
+      body: 'x'.repeat(world.gw.config.bodyLimitBytes + 1),
+    });
+    expect(res.status).toBe(413);
+  });
+});
+
+describe('tools through the official client', () => {
+  let modern: Client;
+  let legacy: Client;
+  let owner: Client;
+
+  beforeAll(async () => {
+    modern = await connect(world.url, agentMcpToken, 'modern');
+    legacy = await connect(world.url, agentMcpToken, 'legacy');
+    owner = await connect(world.url, ownerMcpToken, 'modern');
+  });
+
+  afterAll(async () => {
+    await Promise.all([modern?.close(), legacy?.close(), owner?.close()]);
+  });
+
+  it('the same token serves a 2026-07-28 client and a legacy 2025-11-25 session', async () => {
+    expect(modern.getProtocolEra()).toBe('modern');
+    expect(legacy.getProtocolEra()).toBe('legacy');
+    expect(legacy.getNegotiatedProtocolVersion()).toBe(LEGACY);
+    const [a, b] = await Promise.all([modern.listTools(), legacy.listTools()]);
+    expect(a.tools.map((t) => t.name).sort()).toEqual(AGENT_TOOLS);
+    expect(b.tools.map((t) => t.name).sort()).toEqual(AGENT_TOOLS);
+  });
+
+  it('whoami shows the agent, its balance and its lots', async () => {
+    const result = structured(await modern.callTool({ name: 'whoami', arguments: {} }));
+    expect(result).toMatchObject({ kind: 'agent', credential: 'oauth', agent: { id: agent.id, caps: { perHoldUc: null } } });
+    expect(result.balance).toMatchObject({ availableUc: '4750000', heldUc: '250000' });
+    expect(result.lots).toHaveLength(1);
+  });
+
+  it('list_offers lists only offers in the categories the agent may buy', async () => {
+    const result = structured(await legacy.callTool({ name: 'list_offers', arguments: {} }));
+    expect(result.offers.map((o: { category: string }) => o.category)).toEqual(['books']);
+    expect(result.hasMore).toBe(false);
+  });
+
+  it('get_hold reads its own hold; an unknown id is a tool error with the HTTP problem body', async () => {
+    expect(structured(await modern.callTool({ name: 'get_hold', arguments: { id: holdId } }))).toMatchObject({ id: holdId, state: 'held', amountUc: '250000' });
+    const missing = await modern.callTool({ name: 'get_hold', arguments: { id: 'hold_nope' } });
+    expect(missing.isError).toBe(true);
+    const http = await world.api('GET', '/v1/redemptions/hold_nope', { token: agent.token });
+    expect(structured(missing)).toEqual(http.body);
+  });
+
+  it('get_intent of an unknown intent is not_found', async () => {
+    const result = await modern.callTool({ name: 'get_intent', arguments: { id: 'int_nope' } });
+    expect(result.isError).toBe(true);
+    expect(structured(result).code).toBe('not_found');
+  });
+
+  it('arguments that break the input schema are refused before the tool runs', async () => {
+    const result = await modern.callTool({ name: 'list_offers', arguments: { limit: 0 } }).catch((error: Error) => ({ isError: true, thrown: error.message }));
+    expect(result.isError).toBe(true);
+  });
+
+  it('an agent cannot call an owner-only tool', async () => {
+    await expect(modern.callTool({ name: 'list_agents', arguments: {} })).rejects.toThrow(/list_agents/);
+    await expect(modern.callTool({ name: 'freeze_agent', arguments: { id: agent.id } })).rejects.toThrow(/freeze_agent/);
+    expect((await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken })).body.status).toBe('active');
+  });
+
+  it('an owner lists its agents and their holds; another owner\'s agent is not_found', async () => {
+    const agents = structured(await owner.callTool({ name: 'list_agents', arguments: {} }));
+    expect(agents.agents.map((a: { id: string }) => a.id)).toEqual([agent.id]);
+    const holds = structured(await owner.callTool({ name: 'list_agent_holds', arguments: { agentId: agent.id } }));
+    expect(holds.redemptions.map((r: { id: string }) => r.id)).toEqual([holdId]);
+    const stranger = await world.createAgent('someone-else@example.com', 'stranger-agent');
+    const refused = await owner.callTool({ name: 'list_agent_holds', arguments: { agentId: stranger.id } });
+    expect(refused.isError).toBe(true);
+    expect(structured(refused).code).toBe('not_found');
+  });
+});

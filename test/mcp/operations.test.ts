@@ -1,0 +1,142 @@
+// The tools that change state run the operations the HTTP routes run: the same restrictions and codes,
+// and one Idempotency-Key space across both faces.
+import type { Client } from '@modelcontextprotocol/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grant, openShop } from '../support/ledger-fixture.ts';
+import { startWorld, type World } from '../support/world.ts';
+import { connect } from './helpers.ts';
+
+let world: World;
+let offerId: string;
+const ownerEmail = 'mcp-ops-owner@example.com';
+
+beforeAll(async () => {
+  world = await startWorld();
+  const shop = await openShop(world);
+  offerId = (await shop.offer({ priceUc: '400000', category: 'books' })).id;
+});
+
+afterAll(async () => {
+  await world?.close();
+});
+
+function structured(result: unknown): any {
+  return (result as { structuredContent: unknown }).structuredContent;
+}
+
+async function holdCount(agentId: string): Promise<number> {
+  const { rows } = await world.gw.gateway.db.query<{ n: bigint }>('SELECT count(*)::bigint AS n FROM holds WHERE agent_id = $1', [agentId]);
+  return Number(rows[0]!.n);
+}
+
+/** A fresh agent with its own MCP clients (agent token and the owner's human session). */
+async function agentWithClients(subject: string, creditUc: bigint): Promise<{ id: string; token: string; ownerToken: string; client: Client; owner: Client }> {
+  const agent = await world.createAgent(ownerEmail, subject);
+  if (creditUc > 0n) await grant(world, agent.id, creditUc);
+  const mcpToken = await world.accessToken({ sub: agent.id, scope: 'svc:agent' }, `${world.url}/mcp`);
+  return { ...agent, client: await connect(world.url, mcpToken, 'modern'), owner: await connect(world.url, agent.ownerToken, 'legacy') };
+}
+
+describe('idempotency across faces', () => {
+  it('a mint over MCP, retried over MCP and then over HTTP with the same key, makes one hold', async () => {
+    const agent = await agentWithClients('idem-agent', 5_000_000n);
+    const args = { offerId, idempotencyKey: 'mint-across-faces-1' };
+    const first = await agent.client.callTool({ name: 'mint_voucher', arguments: args });
+    expect(first.isError).toBeFalsy();
+    const holdId = structured(first).redemption.id;
+    const again = await agent.client.callTool({ name: 'mint_voucher', arguments: args });
+    expect(structured(again).redemption.id).toBe(holdId);
+    const http = await world.api('POST', '/v1/vouchers', { token: agent.token, key: 'mint-across-faces-1', body: { offerId } });
+    expect(http.status).toBe(200);
+    expect(http.headers.get('idempotent-replayed')).toBe('true');
+    expect(http.body.redemption.id).toBe(holdId);
+    expect(await holdCount(agent.id)).toBe(1);
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
+
+  it('the same key with another input is idempotency_key_reused, over MCP as over HTTP', async () => {
+    const agent = await agentWithClients('idem-agent-2', 5_000_000n);
+    await agent.client.callTool({ name: 'mint_voucher', arguments: { offerId, idempotencyKey: 'reuse-1' } });
+    const changed = await agent.client.callTool({ name: 'mint_voucher', arguments: { offerId, maxUc: '900000', idempotencyKey: 'reuse-1' } });
+    expect(changed.isError).toBe(true);
+    expect(structured(changed).code).toBe('idempotency_key_reused');
+    expect(await holdCount(agent.id)).toBe(1);
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
+});
+
+describe('per-tool restrictions', () => {
+  it('an owner executing without agentId gets agent_required, as over HTTP', async () => {
+    const agent = await agentWithClients('owner-exec-agent', 5_000_000n);
+    const body = { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world' } };
+    const result = await agent.owner.callTool({ name: 'execute_service', arguments: { ...body, idempotencyKey: 'exec-no-agent' } });
+    expect(result.isError).toBe(true);
+    const http = await world.api('POST', '/v1/services/execute', { token: agent.ownerToken, key: 'exec-no-agent-http', body });
+    expect(http.status).toBe(400);
+    expect(structured(result)).toEqual(http.body);
+    expect(structured(result).code).toBe('agent_required');
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
+
+  it('a frozen agent gets FROZEN and no hold; unfreezing lets it mint again', async () => {
+    const agent = await agentWithClients('frozen-agent', 5_000_000n);
+    const frozen = await agent.owner.callTool({ name: 'freeze_agent', arguments: { id: agent.id } });
+    expect(structured(frozen).status).toBe('frozen');
+    const refused = await agent.client.callTool({ name: 'mint_voucher', arguments: { offerId, idempotencyKey: 'frozen-1' } });
+    expect(refused.isError).toBe(true);
+    expect(structured(refused)).toMatchObject({ code: 'FROZEN', status: 403 });
+    expect(await holdCount(agent.id)).toBe(0);
+    await agent.owner.callTool({ name: 'unfreeze_agent', arguments: { id: agent.id } });
+    const minted = await agent.client.callTool({ name: 'mint_voucher', arguments: { offerId, idempotencyKey: 'frozen-2' } });
+    expect(structured(minted).redemption.state).toBe('held');
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
+
+  it('insufficient credit is INSUFFICIENT_CREDITS with no hold', async () => {
+    const agent = await agentWithClients('poor-agent', 100_000n);
+    const result = await agent.client.callTool({ name: 'mint_voucher', arguments: { offerId, idempotencyKey: 'poor-1' } });
+    expect(result.isError).toBe(true);
+    expect(structured(result)).toMatchObject({ code: 'INSUFFICIENT_CREDITS', status: 402 });
+    expect(await holdCount(agent.id)).toBe(0);
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
+
+  it('an execution the credit does not cover is retained; get_intent reads it back, another agent cannot', async () => {
+    const agent = await agentWithClients('intent-agent', 0n);
+    const body = { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world' } };
+    const refused = await agent.client.callTool({ name: 'execute_service', arguments: { ...body, idempotencyKey: 'intent-1' } });
+    expect(refused.isError).toBe(true);
+    expect(structured(refused)).toMatchObject({ code: 'link_configuration_required', status: 503, charged: false });
+    const intentId = structured(refused).intentId as string;
+    const intent = structured(await agent.client.callTool({ name: 'get_intent', arguments: { id: intentId } }));
+    expect(intent).toMatchObject({ id: intentId, state: 'pending', intent: { ...body, agentId: agent.id }, priceUc: '1000000', executionId: null });
+    const other = await agentWithClients('intent-other-agent', 0n);
+    const hidden = await other.client.callTool({ name: 'get_intent', arguments: { id: intentId } });
+    expect(structured(hidden).code).toBe('not_found');
+    expect(await holdCount(agent.id)).toBe(0);
+    await Promise.all([agent.client.close(), agent.owner.close(), other.client.close(), other.owner.close()]);
+  });
+
+  it('a mint without idempotencyKey is refused before anything happens', async () => {
+    const agent = await agentWithClients('keyless-agent', 5_000_000n);
+    const result = await agent.client.callTool({ name: 'mint_voucher', arguments: { offerId } }).catch((error: Error) => ({ isError: true, message: error.message }));
+    expect(result.isError).toBe(true);
+    expect(await holdCount(agent.id)).toBe(0);
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
+
+  it('an owner registers an agent and sets its caps; a cap then refuses a larger mint with CAP_EXCEEDED', async () => {
+    const agent = await agentWithClients('capped-agent', 5_000_000n);
+    const registered = await agent.owner.callTool({
+      name: 'register_agent',
+      arguments: { name: 'Second', identity: { issuer: world.agentIssuer.issuer, subject: 'second-agent' }, idempotencyKey: 'register-second' },
+    });
+    expect(structured(registered)).toMatchObject({ name: 'Second', status: 'active' });
+    const updated = await agent.owner.callTool({ name: 'update_agent', arguments: { id: agent.id, caps: { perHoldUc: '300000' } } });
+    expect(structured(updated).caps.perHoldUc).toBe('300000');
+    const refused = await agent.client.callTool({ name: 'mint_voucher', arguments: { offerId, idempotencyKey: 'capped-1' } });
+    expect(structured(refused).code).toBe('CAP_EXCEEDED');
+    expect(await holdCount(agent.id)).toBe(0);
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
+});

@@ -1,0 +1,79 @@
+// A tool and the HTTP route of the same operation take the same input: the tool's schema (minus its
+// idempotencyKey) has exactly the members of the route's path parameters, query and body, each with the
+// same schema. This fails as soon as one face's definition changes without the other.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TOOLS } from '../../src/mcp/tools.ts';
+import { startWorld, type World } from '../support/world.ts';
+import { rawModern } from './helpers.ts';
+
+let world: World;
+let openapi: any;
+const advertised = new Map<string, any>();
+
+/**
+ * Without documentation-only keywords, keys sorted, so two equal schemas print the same; `const: x` as
+ * `enum: [x]`, the form the OpenAPI document writes it in.
+ */
+function normalised(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(normalised);
+  if (schema === null || typeof schema !== 'object') return schema;
+  const entries = Object.entries(schema)
+    .map(([name, value]): [string, unknown] => (name === 'const' ? ['enum', [value]] : [name, value])).filter(([name]) => !['description', 'examples', 'title', '$id', '$schema'].includes(name));
+  return Object.fromEntries(entries.sort(([a], [b]) => a.localeCompare(b)).map(([name, value]) => [name, normalised(value)]));
+}
+
+function resolve(schema: any): any {
+  const ref = schema?.$ref as string | undefined;
+  return ref ? resolve(openapi.components.schemas[ref.replace('#/components/schemas/', '')]) : schema;
+}
+
+/** The route's whole input as one object schema: path and query parameters plus body members. */
+function routeInput(method: string, url: string): { properties: Record<string, unknown>; required: string[] } {
+  const path = url.replace(/:(\w+)/g, '{$1}');
+  const operation = openapi.paths[path]?.[method.toLowerCase()];
+  if (!operation) throw new Error(`no ${method} ${path} in /openapi.json`);
+  const properties: Record<string, unknown> = {};
+  const required: string[] = [];
+  for (const parameter of operation.parameters ?? []) {
+    if (parameter.in !== 'path' && parameter.in !== 'query') continue;
+    properties[parameter.name] = parameter.schema;
+    if (parameter.required) required.push(parameter.name);
+  }
+  const body = resolve(operation.requestBody?.content?.['application/json']?.schema);
+  for (const [name, schema] of Object.entries(body?.properties ?? {})) properties[name] = resolve(schema);
+  required.push(...(body?.required ?? []));
+  return { properties, required };
+}
+
+beforeAll(async () => {
+  world = await startWorld();
+  openapi = (await world.api('GET', '/openapi.json')).body;
+  const agent = await world.createAgent('drift@example.com', 'drift-agent');
+  const agentToken = await world.accessToken({ sub: agent.id, scope: 'svc:agent' }, `${world.url}/mcp`);
+  for (const token of [agentToken, agent.ownerToken]) {
+    for (const tool of (await rawModern(world.url, 'tools/list', {}, { token })).body.result.tools) advertised.set(tool.name, tool.inputSchema);
+  }
+});
+
+afterAll(async () => {
+  await world?.close();
+});
+
+describe('tool input schemas match their HTTP routes', () => {
+  it('every tool is advertised to someone', () => {
+    expect([...advertised.keys()].sort()).toEqual(TOOLS.map((tool) => tool.name).sort());
+  });
+
+  for (const tool of TOOLS.filter((t) => t.http)) {
+    it(`${tool.name} ↔ ${tool.http!.method} ${tool.http!.url}`, () => {
+      const { idempotencyKey: _key, ...toolProperties } = advertised.get(tool.name).properties ?? {};
+      const toolRequired = ((advertised.get(tool.name).required ?? []) as string[]).filter((name) => name !== 'idempotencyKey');
+      const route = routeInput(tool.http!.method, tool.http!.url);
+      expect(Object.keys(toolProperties).sort()).toEqual(Object.keys(route.properties).sort());
+      expect(toolRequired.sort()).toEqual(route.required.sort());
+      for (const [name, schema] of Object.entries(route.properties)) {
+        expect(normalised(toolProperties[name]), `${tool.name}.${name}`).toEqual(normalised(schema));
+      }
+    });
+  }
+});
