@@ -17,6 +17,7 @@ const EVENTS: Record<EventType, { summary: string; dataMember: 'merchant' | 'red
   'redemption.captured': { summary: 'A hold was captured (you are paid)', dataMember: 'redemption', schema: 'Redemption' },
   'redemption.released': { summary: 'A hold was released back to the agent', dataMember: 'redemption', schema: 'Redemption' },
   'redemption.expired': { summary: 'A hold expired before it was captured', dataMember: 'redemption', schema: 'Redemption' },
+  'redemption.refunded': { summary: 'Captured credit was refunded to the agent (the last of `refunds` is this one)', dataMember: 'redemption', schema: 'Redemption' },
 };
 
 const HEADERS = [

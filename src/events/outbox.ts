@@ -10,6 +10,7 @@ export const EVENT_TYPES = [
   'redemption.captured',
   'redemption.released',
   'redemption.expired',
+  'redemption.refunded',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

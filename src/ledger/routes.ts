@@ -1,5 +1,5 @@
-// HTTP edge of the ledger: redemptions (read, capture, release), an agent's balance and lots, and a
-// merchant's earnings.
+// HTTP edge of the ledger: redemptions (read, capture, release, refund), an agent's balance and lots,
+// and a merchant's earnings.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { IdentityService } from '../identity/service.ts';
@@ -10,7 +10,22 @@ import { respondIdempotently } from '../platform/http/idempotent.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
 import { IdParams, Microcredits, Nullable, UnixSeconds } from '../platform/http/schemas.ts';
 import { parseUc } from '../platform/money.ts';
-import type { LedgerService } from './service.ts';
+import { REFUND_WINDOW_S_DEFAULT, REFUNDS_PER_REDEMPTION_MAX, type LedgerService } from './service.ts';
+
+const Receipt = (description: string) =>
+  Nullable(Type.String({ description: `${description}: a compact ES256 JWS (typ \`receipt+jwt\`) signed with a key of /.well-known/jwks.json; null without a signing key. Claims: see docs/decisions.md "Signed receipts".` }));
+
+export const RefundSchema = Type.Object(
+  {
+    id: Type.String(),
+    redemptionId: Type.String(),
+    amountUc: Microcredits('refunded to the agent, as a new lot'),
+    reason: Nullable(Type.String()),
+    createdAt: UnixSeconds('creation'),
+    receipt: Receipt('the signed refund receipt'),
+  },
+  { $id: 'Refund' },
+);
 
 export const RedemptionSchema = Type.Object(
   {
@@ -24,6 +39,12 @@ export const RedemptionSchema = Type.Object(
     expiresAt: UnixSeconds('deadline: at or after it the hold is expired'),
     createdAt: UnixSeconds('creation'),
     capturedUc: Microcredits('captured amount (0 unless captured)'),
+    releasedUc: Microcredits('what went back to the agent when the hold resolved; once not held, amountUc = capturedUc + releasedUc'),
+    capturedAt: Nullable(UnixSeconds('when it was captured; null unless captured')),
+    releasedAt: Nullable(UnixSeconds('when credit went back to the agent (release, expiry, or the uncaptured rest of a partial capture); null when nothing went back')),
+    refundedUc: Microcredits('refunded so far; never more than capturedUc'),
+    refunds: Type.Array(Type.Ref('Refund'), { description: `oldest first; at most ${REFUNDS_PER_REDEMPTION_MAX}` }),
+    captureReceipt: Receipt('the signed capture receipt; null unless captured'),
     allocations: Type.Array(Type.Object({ lotId: Type.String(), amountUc: Microcredits() }), { description: 'one per lot the hold took credit from, in burn-down order' }),
   },
   { $id: 'Redemption' },
@@ -35,13 +56,14 @@ const BalanceSchema = Type.Object({
   heldUc: Microcredits('reserved by open holds'),
   capturedUc: Microcredits('spent'),
   lapsedUc: Microcredits('left in expired lots'),
-  grantedUc: Microcredits('ever granted; = available + held + captured + lapsed'),
+  grantedUc: Microcredits('ever credited (grants, top-ups and refunds); = available + held + captured + lapsed'),
+  refundedUc: Microcredits('of grantedUc, what merchants refunded'),
 });
 
 const LotSchema = Type.Object({
   id: Type.String(),
   agentId: Type.String(),
-  source: Type.String({ enum: ['grant', 'topup'] }),
+  source: Type.String({ enum: ['grant', 'topup', 'refund'] }),
   sourceRef: Nullable(Type.String()),
   priority: Type.Integer({ description: 'lower burns first' }),
   grantedUc: Microcredits(),
@@ -56,6 +78,13 @@ const CaptureBody = Type.Object(
   { additionalProperties: false },
 );
 const EmptyBody = Type.Object({}, { additionalProperties: false });
+const RefundBody = Type.Object(
+  {
+    amountUc: Type.Optional(Microcredits('how much to refund; default everything captured and not yet refunded')),
+    reason: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'shown on the refund; not interpreted' })),
+  },
+  { additionalProperties: false },
+);
 
 export interface LedgerRouteDeps {
   ledger: LedgerService;
@@ -65,6 +94,7 @@ export interface LedgerRouteDeps {
 
 export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
   return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
+    app.addSchema(RefundSchema);
     app.addSchema(RedemptionSchema);
     const { config, db } = app.gateway;
     const tags = ['redemptions'];
@@ -124,6 +154,33 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
         await ledger.expireDue({ holdId: id });
         return respondIdempotently(request, reply, {}, async (tx) => ({
           body: await ledger.capture(tx, id, { merchantId, amountUc: body.amountUc === undefined ? undefined : parseUc(body.amountUc) }),
+        }));
+      },
+    });
+
+    app.post('/v1/redemptions/:id/refunds', {
+      config: { auth: { kinds: ['merchant'], scopes: ['redemptions:refund'] } },
+      schema: {
+        tags,
+        summary: 'Refund captured credit to the agent, fully or partly',
+        description:
+          'Credits `amountUc` (default: all captured and not yet refunded) back to the agent as a new lot (source `refund`) and ' +
+          "takes it out of the merchant's earnings, in one transaction; it may be called several times up to the captured amount. " +
+          'More than is left → 400 refund_exceeds_captured; a hold that is not captured → 409 conflict; past the offer\'s refund ' +
+          `window (default ${REFUND_WINDOW_S_DEFAULT} s after capture) → 409 refund_window_closed; earnings short of the amount → ` +
+          '409 insufficient_earnings (nothing changes). Another merchant\'s redemption → 404. Idempotency-Key required. ' +
+          'Emits `redemption.refunded`. 201 carries the refund (with its signed receipt) and the redemption after it.',
+        params: IdParams,
+        body: RefundBody,
+        response: { 201: Type.Object({ refund: Type.Ref('Refund'), redemption: Type.Ref('Redemption') }), ...problems(400, 404, 409, 503) },
+      },
+      handler: async (request, reply) => {
+        const { merchantId } = principalOf(request);
+        const { id } = request.params as Static<typeof IdParams>;
+        const body = request.body as Static<typeof RefundBody>;
+        return respondIdempotently(request, reply, {}, async (tx) => ({
+          status: 201,
+          body: await ledger.refund(tx, id, { merchantId: merchantId!, amountUc: body.amountUc === undefined ? undefined : parseUc(body.amountUc), reason: body.reason }),
         }));
       },
     });

@@ -6,7 +6,8 @@ import { respondIdempotently } from '../platform/http/idempotent.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
 import { Category, Microcredits, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
 import { parseUc } from '../platform/money.ts';
-import { HOLD_LIFETIME_S_DEFAULT, HOLD_LIFETIME_S_MAX, HOLD_LIFETIME_S_MIN, type OfferService } from './service.ts';
+import { REFUND_WINDOW_S_DEFAULT } from '../ledger/service.ts';
+import { HOLD_LIFETIME_S_DEFAULT, HOLD_LIFETIME_S_MAX, HOLD_LIFETIME_S_MIN, REFUND_WINDOW_S_MAX, type OfferService } from './service.ts';
 
 export const OfferSchema = Type.Object(
   {
@@ -17,6 +18,7 @@ export const OfferSchema = Type.Object(
     priceUc: Microcredits('the hold a voucher for this offer takes'),
     active: Type.Boolean(),
     holdLifetimeS: Type.Integer({ description: 'seconds from minting until an uncaptured hold expires' }),
+    refundWindowS: Type.Integer({ description: 'seconds after capture during which the merchant may refund; 0 = no refunds. A hold keeps the window of its mint.' }),
     createdAt: UnixSeconds('creation'),
     updatedAt: UnixSeconds('last change'),
   },
@@ -24,6 +26,7 @@ export const OfferSchema = Type.Object(
 );
 
 const HoldLifetime = Type.Integer({ minimum: HOLD_LIFETIME_S_MIN, maximum: HOLD_LIFETIME_S_MAX, description: `seconds, ${HOLD_LIFETIME_S_MIN}–${HOLD_LIFETIME_S_MAX}; default ${HOLD_LIFETIME_S_DEFAULT}` });
+const RefundWindow = Type.Integer({ minimum: 0, maximum: REFUND_WINDOW_S_MAX, description: `seconds after capture, 0–${REFUND_WINDOW_S_MAX} (0: no refunds); default ${REFUND_WINDOW_S_DEFAULT} (30 days)` });
 const OfferCreate = Type.Object(
   {
     name: Type.String({ minLength: 1, maxLength: 100 }),
@@ -31,6 +34,7 @@ const OfferCreate = Type.Object(
     priceUc: Microcredits(),
     active: Type.Optional(Type.Boolean({ default: true })),
     holdLifetimeS: Type.Optional(HoldLifetime),
+    refundWindowS: Type.Optional(RefundWindow),
   },
   { additionalProperties: false },
 );
@@ -40,6 +44,7 @@ const OfferPatch = Type.Object(
     priceUc: Type.Optional(Microcredits()),
     active: Type.Optional(Type.Boolean()),
     holdLifetimeS: Type.Optional(HoldLifetime),
+    refundWindowS: Type.Optional(RefundWindow),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -103,7 +108,7 @@ export function offerRoutes(offers: OfferService) {
       schema: {
         tags,
         summary: "Change an offer's name, price, lifetime or active flag",
-        description: 'Existing holds keep the amount and deadline they were taken with. Idempotency-Key is honoured when sent.',
+        description: 'Existing holds keep the amount, deadline and refund window they were taken with. Idempotency-Key is honoured when sent.',
         params: OfferParams,
         body: OfferPatch,
         response: { 200: Type.Ref('Offer'), ...problems(400, 404, 409) },
