@@ -134,6 +134,23 @@ describe('redemption calls', () => {
     expect(await failure(sdk.getRedemption('hold_doesnotexist'))).toMatchObject({ status: 404, code: 'not_found' });
   });
 
+  it('refunds captured credit and verifies the signed capture and refund receipts', async () => {
+    const sdk = client();
+    const { redemption } = await mint();
+    const captured = await sdk.capture(redemption.id);
+    expect(await sdk.verifyReceipt(captured.captureReceipt!)).toMatchObject({ kind: 'capture', redemptionId: redemption.id, merchantId, agentId: agent.id, offerId, capturedUc: '2500000', refundId: null });
+    const { refund, redemption: after } = await sdk.refund(redemption.id, { amountUc: 1_000_000n, reason: 'partly late' });
+    expect(after).toMatchObject({ refundedUc: '1000000', refunds: [refund] });
+    expect(await sdk.verifyReceipt(refund.receipt!)).toMatchObject({ kind: 'refund', refundId: refund.id, refundUc: '1000000', refundedUc: '1000000', capturedUc: '2500000' });
+    expect(await failure(sdk.refund(redemption.id, { amountUc: '1500001' }))).toMatchObject({ status: 400, code: 'refund_exceeds_captured' });
+    expect((await sdk.refund(redemption.id)).refund.amountUc).toBe('1500000');
+    expect((await failure(client({ merchantId: 'mer_someoneelse' }).verifyReceipt(refund.receipt!))).code).toBe('wrong_merchant');
+    const [header, , signature] = refund.receipt!.split('.');
+    const forged = [header, Buffer.from(JSON.stringify({ kind: 'refund', refund_uc: '9' })).toString('base64url'), signature].join('.');
+    expect((await failure(sdk.verifyReceipt(forged))).code).toBe('invalid_token');
+    expect((await failure(sdk.verifyReceipt((await mint()).voucher))).code).toBe('invalid_token');
+  });
+
   it('retries with the same Idempotency-Key when an answer is lost, so the capture happens once', async () => {
     let lost = 0;
     const keys: string[] = [];
@@ -195,7 +212,9 @@ describe('the README example server', () => {
       const { voucher, redemption } = await mint(otherOffer);
       const paid = await fetch(shopUrl, { headers: { authorization: `Bearer ${voucher}` } });
       expect(paid.status).toBe(200);
-      expect((await paid.json()).paidUc).toBe('700000');
+      const answer = await paid.json();
+      expect(answer.paidUc).toBe('700000');
+      expect(await client().verifyReceipt(answer.receipt)).toMatchObject({ kind: 'capture', redemptionId: redemption.id, capturedUc: '700000' });
       expect((await client().getRedemption(redemption.id)).state).toBe('captured');
       const wrongOffer = await fetch(shopUrl, { headers: { authorization: `Bearer ${(await mint()).voucher}` } });
       expect(wrongOffer.status).toBe(402);
