@@ -6,7 +6,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { problems } from '../platform/http/openapi.ts';
-import { Microcredits } from '../platform/http/schemas.ts';
+import { Microcredits } from '../platform/schemas.ts';
 import { formatUc } from '../platform/money.ts';
 
 const Body = Type.Object(
@@ -17,7 +17,7 @@ const Body = Type.Object(
       { additionalProperties: false },
     ),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, examples: [{ offerId: 'off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', agentIdentity: { issuer: 'https://agents.example', subject: 'agent-42' } }] },
 );
 
 const Decision = Type.Object({
@@ -46,7 +46,7 @@ interface CheckRow {
 export async function accessRoutes(app: FastifyInstance): Promise<void> {
   app.post('/v1/access/merchant-check', {
     config: { auth: { kinds: ['merchant'], scopes: ['access:check'] } },
-    schema: {
+    schema: { operationId: 'checkMerchantAccess',
       tags: ['access'],
       summary: 'Check whether an agent identity may use one of your offers',
       description: 'Creates no registration, grant, hold, capture or fee; the answer holds no owner identity or balance. 404 when the offer is not an active offer of your merchant, or no agent is registered for the identity.',

@@ -11,7 +11,7 @@ import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { isPublicAddress } from '../platform/outbound.ts';
 import { openSecret, sealSecret, SecretBoxError, type SecretBoxKey } from '../platform/secret-box.ts';
-import type { MailConnectionSettings, MailConnector, MailTlsMode } from '../services/mail.ts';
+import type { MailConnectionSettings, MailConnector, MailTlsMode } from '../connectors/mail.ts';
 import * as store from './store.ts';
 
 /** What the owner submits: the connector's own connection settings (the allowlist lives on the agent). */

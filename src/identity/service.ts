@@ -6,7 +6,7 @@ import { pageBySeq } from '../platform/db/paging.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc } from '../platform/money.ts';
-import { SERVICES } from '../services/catalogue.ts';
+import { SERVICES } from '../connectors/catalogue.ts';
 import * as store from './store.ts';
 
 export const PROFILE_PRESETS = ['letter', 'robot', 'abstract', 'image'] as const;

@@ -10,28 +10,15 @@ import { decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
-import { isAccessTokenRevoked } from '../oauth/revocation.ts';
+import { ACCESS_TOKEN_TYP, isAccessTokenRevoked, resourceMetadataUrl, resourceUri, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../oauth/access-tokens.ts';
 import type { Principal } from '../platform/principal.ts';
 import { parseApiKey, secretMatches, API_KEY_PREFIX } from './api-keys.ts';
 import { EXTERNAL_ALGORITHMS, type IdentityProvider, type IdentityProviderKind } from './issuers.ts';
 import * as store from './store.ts';
 
-export type { Resource } from '../platform/http/auth.ts';
-import type { Resource } from '../platform/http/auth.ts';
-export const ACCESS_TOKEN_TYP = 'at+jwt';
-export const SCOPE_AGENT = 'svc:agent';
-export const SCOPE_OWNER = 'svc:owner';
 const CLOCK_SKEW_S = 30;
 /** `typ` values an identity provider's session token may carry: plain JWTs only, never ours. */
 const EXTERNAL_TYPS = new Set([undefined, 'jwt', 'application/jwt']);
-
-export function resourceUri(baseUrl: string, resource: Resource): string {
-  return resource === 'mcp' ? `${baseUrl}/mcp` : baseUrl;
-}
-
-export function resourceMetadataUrl(baseUrl: string, resource: Resource): string {
-  return resource === 'mcp' ? `${baseUrl}/.well-known/oauth-protected-resource/mcp` : `${baseUrl}/.well-known/oauth-protected-resource`;
-}
 
 function quote(text: string): string {
   return text.replace(/["\\]/g, "'");

@@ -4,12 +4,11 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { IdentityService } from '../identity/service.ts';
 import { merchantActor, type MerchantService } from '../merchants/service.ts';
-import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
-import { respondIdempotently } from '../platform/http/idempotent.ts';
+import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { IdParams, Microcredits, Nullable, UnixSeconds } from '../platform/http/schemas.ts';
-import { parseUc } from '../platform/money.ts';
+import { IdParams, Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
+import { CaptureRedemptionInput, RefundRedemptionInput, ReleaseRedemptionInput, type LedgerOperations } from './operations.ts';
 import { REFUND_WINDOW_S_DEFAULT, REFUNDS_PER_REDEMPTION_MAX, type LedgerService } from './service.ts';
 
 const Receipt = (description: string) =>
@@ -73,54 +72,39 @@ const LotSchema = Type.Object({
   status: Type.String({ enum: ['active', 'expired', 'spent'] }),
 });
 
-const CaptureBody = Type.Object(
-  { amountUc: Type.Optional(Microcredits('how much to capture; default the whole hold; the rest returns to the agent')) },
-  { additionalProperties: false },
-);
-const EmptyBody = Type.Object({}, { additionalProperties: false });
-const RefundBody = Type.Object(
-  {
-    amountUc: Type.Optional(Microcredits('how much to refund; default everything captured and not yet refunded')),
-    reason: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'shown on the refund; not interpreted' })),
-  },
-  { additionalProperties: false },
-);
+const CaptureBody = Type.Omit(CaptureRedemptionInput, ['id'], { examples: [{ amountUc: '1500000' }] });
+const EmptyBody = Type.Omit(ReleaseRedemptionInput, ['id'], { examples: [{}] });
+const RefundBody = Type.Omit(RefundRedemptionInput, ['id'], { examples: [{ amountUc: '500000', reason: 'delivered late' }] });
 
 export interface LedgerRouteDeps {
   ledger: LedgerService;
+  operations: LedgerOperations;
   identity: IdentityService;
   merchants: MerchantService;
 }
 
-export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
+export function ledgerRoutes({ ledger, operations, identity, merchants }: LedgerRouteDeps) {
+  const { captureRedemption, releaseRedemption, refundRedemption } = operations;
   return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
     app.addSchema(RefundSchema);
     app.addSchema(RedemptionSchema);
-    const { config, db } = app.gateway;
+    const { db } = app.gateway;
     const tags = ['redemptions'];
 
     app.get('/v1/redemptions/:id', {
       config: { auth: { kinds: ['merchant', 'agent'], scopes: ['offers:read'] } },
-      schema: {
+      schema: { operationId: 'getRedemption',
         tags,
         summary: 'Read a hold',
         description: 'A merchant key (offers:read) reads its own merchant\'s holds; others are 404. In dev mode an agent may read its own holds; in live mode an agent token answers 503 provider_configuration_required.',
         params: IdParams,
         response: { 200: Type.Ref('Redemption'), ...problems(404, 503) },
       },
-      handler: async (request) => {
-        const principal = principalOf(request);
-        const { id } = request.params as Static<typeof IdParams>;
-        if (principal.kind === 'agent') {
-          if (config.mode === 'live') throw new ApiError('provider_configuration_required', { detail: 'agents read holds through their merchant in live mode' });
-          return ledger.getHold(db, id, { agentId: principal.agentId });
-        }
-        return ledger.getHold(db, id, { merchantId: principal.merchantId });
-      },
+      handler: async (request) => ledger.readHold(db, principalOf(request), (request.params as Static<typeof IdParams>).id),
     });
 
     app.post('/v1/redemptions/:id/release', {
-      config: { auth: { kinds: ['merchant'], scopes: ['redemptions:release'] } },
+      config: { auth: { kinds: ['merchant'], scopes: ['redemptions:release'] }, operation: releaseRedemption },
       schema: {
         tags,
         summary: 'Release a hold: its credit returns to the agent',
@@ -129,16 +113,11 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
         body: EmptyBody,
         response: { 200: Type.Ref('Redemption'), ...problems(400, 404, 409, 503) },
       },
-      handler: async (request, reply) => {
-        const { merchantId } = principalOf(request);
-        const { id } = request.params as Static<typeof IdParams>;
-        await ledger.expireDue({ holdId: id });
-        return respondIdempotently(request, reply, { keyRule: 'release' }, async (tx) => ({ body: await ledger.release(tx, id, { merchantId }) }));
-      },
+      handler: (request, reply) => serve(request, reply, releaseRedemption, { id: (request.params as Static<typeof IdParams>).id }),
     });
 
     app.post('/v1/redemptions/:id/capture', {
-      config: { auth: { kinds: ['merchant'], scopes: ['redemptions:capture'] } },
+      config: { auth: { kinds: ['merchant'], scopes: ['redemptions:capture'] }, operation: captureRedemption },
       schema: {
         tags,
         summary: 'Capture a hold, fully or partly',
@@ -147,19 +126,12 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
         body: CaptureBody,
         response: { 200: Type.Ref('Redemption'), ...problems(400, 404, 409, 503) },
       },
-      handler: async (request, reply) => {
-        const { merchantId } = principalOf(request);
-        const { id } = request.params as Static<typeof IdParams>;
-        const body = request.body as Static<typeof CaptureBody>;
-        await ledger.expireDue({ holdId: id });
-        return respondIdempotently(request, reply, {}, async (tx) => ({
-          body: await ledger.capture(tx, id, { merchantId, amountUc: body.amountUc === undefined ? undefined : parseUc(body.amountUc) }),
-        }));
-      },
+      handler: (request, reply) =>
+        serve(request, reply, captureRedemption, { ...(request.body as Static<typeof CaptureBody>), id: (request.params as Static<typeof IdParams>).id }),
     });
 
     app.post('/v1/redemptions/:id/refunds', {
-      config: { auth: { kinds: ['merchant'], scopes: ['redemptions:refund'] } },
+      config: { auth: { kinds: ['merchant'], scopes: ['redemptions:refund'] }, operation: refundRedemption },
       schema: {
         tags,
         summary: 'Refund captured credit to the agent, fully or partly',
@@ -174,31 +146,23 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
         body: RefundBody,
         response: { 201: Type.Object({ refund: Type.Ref('Refund'), redemption: Type.Ref('Redemption') }), ...problems(400, 404, 409, 503) },
       },
-      handler: async (request, reply) => {
-        const { merchantId } = principalOf(request);
-        const { id } = request.params as Static<typeof IdParams>;
-        const body = request.body as Static<typeof RefundBody>;
-        return respondIdempotently(request, reply, {}, async (tx) => ({
-          status: 201,
-          body: await ledger.refund(tx, id, { merchantId: merchantId!, amountUc: body.amountUc === undefined ? undefined : parseUc(body.amountUc), reason: body.reason }),
-        }));
-      },
+      handler: (request, reply) =>
+        serve(request, reply, refundRedemption, { ...(request.body as Static<typeof RefundBody>), id: (request.params as Static<typeof IdParams>).id }, { status: 201 }),
     });
 
     app.get('/v1/owner/agents/:id/balance', {
       config: { auth: { kinds: ['human', 'owner'] } },
-      schema: { tags: ['ledger'], summary: "An agent's balance", params: IdParams, response: { 200: BalanceSchema, ...problems(404) } },
+      schema: { operationId: 'getAgentBalance', tags: ['ledger'], summary: "An agent's balance", params: IdParams, response: { 200: BalanceSchema, ...problems(404) } },
       handler: async (request) => {
         const { id } = request.params as Static<typeof IdParams>;
         await identity.ownedAgentRow(db, principalOf(request).ownerId!, id);
-        await ledger.expireDue({ agentId: id });
-        return ledger.balance(db, id);
+        return ledger.currentBalance(id);
       },
     });
 
     app.get('/v1/owner/agents/:id/lots', {
       config: { auth: { kinds: ['human', 'owner'] } },
-      schema: {
+      schema: { operationId: 'listAgentLots',
         tags: ['ledger'],
         summary: "An agent's credit lots, in burn-down order",
         params: IdParams,
@@ -207,14 +171,13 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
       handler: async (request) => {
         const { id } = request.params as Static<typeof IdParams>;
         await identity.ownedAgentRow(db, principalOf(request).ownerId!, id);
-        await ledger.expireDue({ agentId: id });
-        return { lots: await ledger.lots(db, id) };
+        return { lots: await ledger.currentLots(id) };
       },
     });
 
     app.get('/v1/merchants/:id/earnings', {
       config: { auth: { kinds: ['human', 'owner', 'merchant'], scopes: ['earnings:read'] } },
-      schema: {
+      schema: { operationId: 'getMerchantEarnings',
         tags: ['ledger'],
         summary: "A merchant's earnings: everything captured from its holds",
         params: IdParams,

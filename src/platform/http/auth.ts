@@ -3,11 +3,11 @@
 // scopes, applies the per-principal rate limit, and documents the requirement in the OpenAPI document.
 import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
 import { ApiError } from '../errors.ts';
+import type { Resource } from '../../oauth/access-tokens.ts';
 import type { Principal, PrincipalKind } from '../principal.ts';
 import { principalScope } from '../principal.ts';
 import { ProblemRef } from './openapi.ts';
 
-export type Resource = 'api' | 'mcp';
 
 export interface AuthRequirement {
   kinds: readonly PrincipalKind[];

@@ -5,7 +5,9 @@ import type { SwaggerOptions } from '@fastify/swagger';
 import { Type } from '@sinclair/typebox';
 import type { Config } from '../config.ts';
 import { ERROR_CATALOGUE } from '../errors.ts';
+import { IDEMPOTENCY_KEY_PATTERN } from '../idempotency.ts';
 import { MICROCREDITS_PATTERN } from '../money.ts';
+import type { OperationDescription } from '../operations.ts';
 
 export const ProblemSchema = Type.Object(
   {
@@ -70,6 +72,10 @@ export function openApiOptions(config: Config): SwaggerOptions {
         },
       },
     },
+    transform: ({ schema, url, route }) => ({
+      schema: documentOperation(schema as Record<string, unknown>, route.config?.operation, route.config?.location === true) as typeof schema,
+      url,
+    }),
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
     },
@@ -83,4 +89,45 @@ export function openApiOptions(config: Config): SwaggerOptions {
 export function sharesSchemas<T extends (...args: never[]) => unknown>(plugin: T): T {
   (plugin as unknown as Record<symbol, boolean>)[Symbol.for('skip-override')] = true;
   return plugin;
+}
+
+const IDEMPOTENCY_KEY_DESCRIPTIONS = {
+  required: 'Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused.',
+  optional: 'Optional. When sent, the same key and input answer the stored outcome of the first request.',
+};
+
+/**
+ * The documentation of a route that is a face of an operation, from the operation's definition (never from
+ * header validation, so a missing key keeps its own 400): `operationId` is the operation name; the
+ * `Idempotency-Key` header parameter with its rule; `Idempotent-Replayed` on the success responses of an
+ * idempotent operation; `Location` on a 201 that names the created resource.
+ */
+export function documentOperation(schema: Record<string, unknown>, operation: OperationDescription | undefined, location: boolean): Record<string, unknown> {
+  if (!operation || !schema) return schema;
+  const documented: Record<string, unknown> = { ...schema, operationId: schema.operationId ?? operation.name };
+  const { key, rule } = operation.idempotency;
+  if (key === 'none') return documented;
+  documented.headers = {
+    type: 'object',
+    properties: {
+      'Idempotency-Key': {
+        type: 'string',
+        ...(rule === 'release' ? { minLength: 1, maxLength: 255 } : { pattern: IDEMPOTENCY_KEY_PATTERN.source }),
+        description: `${IDEMPOTENCY_KEY_DESCRIPTIONS[key]} ${rule === 'release' ? '1 to 255 visible ASCII characters' : 'For example a UUID'}; the RFC 8941 quoted form is accepted as the same key. Missing: 400 ${operation.idempotency.missingCode ?? 'idempotency_required'}; malformed: 400 invalid_input.`,
+      },
+    },
+    ...(key === 'required' ? { required: ['Idempotency-Key'] } : {}),
+  };
+  const responses = (schema.response ?? {}) as Record<string, Record<string, unknown>>;
+  documented.response = Object.fromEntries(
+    Object.entries(responses).map(([status, response]) => {
+      if (!/^2\d\d$/.test(status)) return [status, response];
+      const headers: Record<string, unknown> = {
+        'Idempotent-Replayed': { type: 'string', enum: ['true'], description: 'present when this is the stored outcome of an earlier request with the same key' },
+      };
+      if (status === '201' && location) headers.Location = { type: 'string', format: 'uri-reference', description: 'the created resource' };
+      return [status, { ...response, headers }];
+    }),
+  );
+  return documented;
 }

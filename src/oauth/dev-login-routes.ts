@@ -22,7 +22,7 @@ export function devLoginRoutes(verifier: CredentialVerifier) {
     if (!builtIn('human') && !builtIn('agent')) return;
     const keys = await loadDevIssuerKeys(config.dataDir);
     app.post('/dev/issuers/:kind/login', {
-      schema: {
+      schema: { operationId: 'devIssuerLogin',
         tags: ['dev'],
         summary: 'Dev mode: sign in at a built-in identity issuer (no password)',
         description:

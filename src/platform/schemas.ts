@@ -1,6 +1,6 @@
 // Request/response schema pieces shared by several features, so one rule has one definition.
 import { Type, type TSchema } from '@sinclair/typebox';
-import { MICROCREDITS_PATTERN } from '../money.ts';
+import { MICROCREDITS_PATTERN } from './money.ts';
 
 export const CATEGORY_PATTERN = '^[a-z0-9][a-z0-9._-]{0,63}$';
 
