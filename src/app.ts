@@ -86,7 +86,6 @@ const HOLD_SWEEP_INTERVAL_MS = 5000;
 export async function buildServices(gateway: Gateway, dependencies: AppDependencies = {}): Promise<Services> {
   const providers = await identityProviders(gateway.config);
   const pepper = await apiKeyPepper(gateway);
-  const verifier = new CredentialVerifier(gateway, providers, pepper);
   const identity = new IdentityService(gateway, () => providers.agent?.issuer);
   const ledger = new LedgerService(gateway, identity);
   gateway.schedule('hold-expiry-sweep', HOLD_SWEEP_INTERVAL_MS, () => ledger.expireDue());
@@ -98,6 +97,7 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
     apiKeyPepper: pepper,
     doh: { resolverUrl: config.doh.resolverUrl, timeoutMs: config.doh.timeoutMs, ca: config.doh.caFile ? readFileSync(config.doh.caFile, 'utf8') : undefined },
   });
+  const verifier = new CredentialVerifier(gateway, providers, pepper, merchants);
   const offers = new OfferService(gateway, merchants);
   const vouchers = new VoucherService(gateway, ledger, offers);
   const webhookWorker = new WebhookWorker({

@@ -20,6 +20,13 @@ const CLOCK_SKEW_S = 30;
 /** `typ` values an identity provider's session token may carry: plain JWTs only, never ours. */
 const EXTERNAL_TYPS = new Set([undefined, 'jwt', 'application/jwt']);
 
+/** Where the verifier looks up a merchant API key: the merchants feature, which owns the keys. */
+export interface ApiKeyLookup {
+  apiKeyForVerification(keyId: string): Promise<
+    { id: string; merchant_id: string; owner_id: string; scopes: string[]; secret_hash: string; revoked_at_s: bigint | null } | undefined
+  >;
+}
+
 function quote(text: string): string {
   return text.replace(/["\\]/g, "'");
 }
@@ -29,6 +36,7 @@ export class CredentialVerifier {
     private readonly gateway: Gateway,
     private readonly providers: Partial<Record<IdentityProviderKind, IdentityProvider>>,
     private readonly apiKeyPepper: string | undefined,
+    private readonly apiKeys: ApiKeyLookup,
   ) {}
 
   provider(kind: IdentityProviderKind): IdentityProvider | undefined {
@@ -170,7 +178,7 @@ export class CredentialVerifier {
   private async merchantKey(token: string, resource: Resource): Promise<Principal> {
     const parsed = parseApiKey(token);
     if (!parsed || !this.apiKeyPepper) throw this.unauthorized(resource, 'the API key is not valid', true);
-    const key = await store.findApiKey(this.gateway.db, parsed.keyId);
+    const key = await this.apiKeys.apiKeyForVerification(parsed.keyId);
     if (!key || !secretMatches(this.apiKeyPepper, parsed.secret, key.secret_hash)) {
       throw this.unauthorized(resource, 'the API key is not valid', true);
     }
