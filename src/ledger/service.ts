@@ -349,8 +349,8 @@ export class LedgerService {
    * Under the hold's lock, so concurrent refunds of one hold are serialised and never pass its capture;
    * then the earnings account's lock (the same order as capture: hold, then account).
    */
-  async refund(tx: Queryable, holdId: string, request: RefundRequest): Promise<{ refund: Refund; redemption: Redemption }> {
-    const hold = await store.findHold(tx, holdId, true);
+  async refund(tx: Tx, holdId: string, request: RefundRequest): Promise<{ refund: Refund; redemption: Redemption }> {
+    const hold = await store.lockHold(tx, holdId);
     if (!hold || hold.merchant_id !== request.merchantId) throw new ApiError('not_found', { detail: `no redemption ${holdId}` });
     if (hold.state !== 'captured') throw new ApiError('conflict', { detail: `only captured credit can be refunded; the hold is ${hold.state}` });
     const nowS = this.nowS();

@@ -232,8 +232,8 @@ export async function appendJournal(db: Queryable, operationId: string, kind: st
 
 
 /** The earnings (or revenue) account's balance, locked: refunds take from it and must not overdraw it. */
-export async function lockAccountBalance(db: Queryable, accountId: string): Promise<bigint> {
-  const { rows } = await db.query<{ balance_uc: bigint }>('SELECT balance_uc FROM ledger_accounts WHERE id = $1 FOR UPDATE', [accountId]);
+export async function lockAccountBalance(tx: Tx, accountId: string): Promise<bigint> {
+  const { rows } = await tx.query<{ balance_uc: bigint }>('SELECT balance_uc FROM ledger_accounts WHERE id = $1 FOR UPDATE', [accountId]);
   return rows[0]?.balance_uc ?? 0n;
 }
 
