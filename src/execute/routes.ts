@@ -6,7 +6,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { IdParams, Microcredits, UnixSeconds } from '../platform/schemas.ts';
+import { AgentIdParams, Microcredits, UnixSeconds } from '../platform/schemas.ts';
 import { formatUc, formatUsd } from '../platform/money.ts';
 import { MailConnectorInput } from '../connectors/mail.ts';
 import type { MailConnectorService } from './mail-connectors.ts';
@@ -152,13 +152,13 @@ export function executeRoutes({ operations, mailConnectors }: ExecuteRouteDeps) 
           "and never returned. Which inboxes may be read is the agent's `inboxAllowlist` (PATCH /v1/owner/agents/{id}). `tls`: `implicit` " +
           '(port 993) or `starttls`; cleartext (`none`) and non-public hosts are refused. PUT is idempotent by itself, so no Idempotency-Key ' +
           'record is kept (it would hold a hash of the password). 503 runtime_configuration_required in live mode without ACG_SECRET_BOX_KEY.',
-        params: IdParams,
+        params: AgentIdParams,
         body: MailConnectorBody,
         response: { 200: Type.Ref('MailConnector'), ...problems(400, 404, 503) },
       },
       handler: async (request) => {
         const ownerId = principalOf(request).ownerId!;
-        const { id } = request.params as Static<typeof IdParams>;
+        const { id } = request.params as Static<typeof AgentIdParams>;
         const body = request.body as Static<typeof MailConnectorBody>;
         return db.transaction((tx) => mailConnectors.set(tx, ownerId, id, body));
       },
@@ -169,10 +169,10 @@ export function executeRoutes({ operations, mailConnectors }: ExecuteRouteDeps) 
       schema: { operationId: 'getMailConnector',
         tags,
         summary: "Read an agent's mail connector (without its password)",
-        params: IdParams,
+        params: AgentIdParams,
         response: { 200: Type.Ref('MailConnector'), ...problems(404) },
       },
-      handler: async (request) => mailConnectors.get(principalOf(request).ownerId!, (request.params as Static<typeof IdParams>).id),
+      handler: async (request) => mailConnectors.get(principalOf(request).ownerId!, (request.params as Static<typeof AgentIdParams>).id),
     });
 
     app.delete(path, {
@@ -181,12 +181,12 @@ export function executeRoutes({ operations, mailConnectors }: ExecuteRouteDeps) 
         tags,
         summary: "Remove an agent's mail connector",
         description: 'Deletes the connector and its sealed password. 204 also when there was none (DELETE is idempotent).',
-        params: IdParams,
+        params: AgentIdParams,
         response: { 204: Type.Null({ description: 'removed' }), ...problems(404) },
       },
       handler: async (request, reply) => {
         const ownerId = principalOf(request).ownerId!;
-        const { id } = request.params as Static<typeof IdParams>;
+        const { id } = request.params as Static<typeof AgentIdParams>;
         await db.transaction((tx) => mailConnectors.remove(tx, ownerId, id));
         return reply.code(204).send();
       },

@@ -5,7 +5,7 @@ import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
-import { formatUc } from '../platform/money.ts';
+import { formatUc, parseUc } from '../platform/money.ts';
 import { SERVICES } from '../connectors/catalogue.ts';
 import * as store from './store.ts';
 
@@ -137,8 +137,8 @@ export class IdentityService {
       allowed_services: checkServices(input.allowedServices ?? ['*']),
       allowed_categories: unique(input.allowedCategories ?? ['*']),
       inbox_allowlist: unique(input.inboxAllowlist ?? []),
-      cap_per_hold_uc: input.caps?.perHoldUc == null ? null : BigInt(input.caps.perHoldUc),
-      cap_per_period_uc: input.caps?.perPeriodUc == null ? null : BigInt(input.caps.perPeriodUc),
+      cap_per_hold_uc: input.caps?.perHoldUc == null ? null : parseUc(input.caps.perHoldUc, 'caps.perHoldUc'),
+      cap_per_period_uc: input.caps?.perPeriodUc == null ? null : parseUc(input.caps.perPeriodUc, 'caps.perPeriodUc'),
       cap_period_s: input.caps?.periodS ?? DEFAULT_CAP_PERIOD_S,
       profile_name: input.name,
       profile_preset: 'letter',
@@ -193,9 +193,9 @@ export class IdentityService {
         allowed_services: patch.allowedServices ? checkServices(patch.allowedServices) : row.allowed_services,
         allowed_categories: patch.allowedCategories ? unique(patch.allowedCategories) : row.allowed_categories,
         inbox_allowlist: patch.inboxAllowlist ? unique(patch.inboxAllowlist) : row.inbox_allowlist,
-        cap_per_hold_uc: caps.perHoldUc === undefined ? row.cap_per_hold_uc : caps.perHoldUc === null ? null : BigInt(caps.perHoldUc),
+        cap_per_hold_uc: caps.perHoldUc === undefined ? row.cap_per_hold_uc : caps.perHoldUc === null ? null : parseUc(caps.perHoldUc, 'caps.perHoldUc'),
         cap_per_period_uc:
-          caps.perPeriodUc === undefined ? row.cap_per_period_uc : caps.perPeriodUc === null ? null : BigInt(caps.perPeriodUc),
+          caps.perPeriodUc === undefined ? row.cap_per_period_uc : caps.perPeriodUc === null ? null : parseUc(caps.perPeriodUc, 'caps.perPeriodUc'),
         cap_period_s: caps.periodS ?? row.cap_period_s,
         updated_at_s: BigInt(this.gateway.clock.nowS()),
       }),

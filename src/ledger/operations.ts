@@ -1,15 +1,15 @@
-// The ledger's operations, for every face: capture, release and refund a hold. Both first reclaim the named hold
+// The ledger's operations, for every face: capture, release and refund a hold. Capture and release first reclaim the named hold
 // if its deadline passed (so the answer is 409 hold_resolved, and its credit is back), before the key is
 // claimed; then one transaction resolves it.
 import { Type, type Static } from '@sinclair/typebox';
-import { Microcredits, ResourceId } from '../platform/schemas.ts';
+import { idOf, Microcredits } from '../platform/schemas.ts';
 import { parseUc, type Microcredits as Uc } from '../platform/money.ts';
 import type { SingleStepOperation } from '../platform/operations.ts';
 import type { LedgerService, Redemption, Refund } from './service.ts';
 
 export const CaptureRedemptionInput = Type.Object(
   {
-    id: ResourceId,
+    id: idOf('redemption: the hold (hold_…)'),
     amountUc: Type.Optional(Microcredits('how much to capture; default the whole hold; the rest returns to the agent')),
   },
   { additionalProperties: false },
@@ -18,7 +18,7 @@ export type CaptureRedemptionInput = Static<typeof CaptureRedemptionInput>;
 
 export const RefundRedemptionInput = Type.Object(
   {
-    id: ResourceId,
+    id: idOf('redemption: the hold (hold_…)'),
     amountUc: Type.Optional(Microcredits('how much to refund; default everything captured and not yet refunded')),
     reason: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'shown on the refund; not interpreted' })),
   },
@@ -26,7 +26,7 @@ export const RefundRedemptionInput = Type.Object(
 );
 export type RefundRedemptionInput = Static<typeof RefundRedemptionInput>;
 
-export const ReleaseRedemptionInput = Type.Object({ id: ResourceId }, { additionalProperties: false });
+export const ReleaseRedemptionInput = Type.Object({ id: idOf('redemption: the hold (hold_…)') }, { additionalProperties: false });
 export type ReleaseRedemptionInput = Static<typeof ReleaseRedemptionInput>;
 
 export interface LedgerOperations {

@@ -20,6 +20,9 @@ import * as store from './store.ts';
 
 export const GATEWAY_ACCEPTOR_ID = 'gateway';
 export const DEFAULT_LOT_PRIORITY = 100;
+/** Operator grants (`acg credit grant`, POST /v1/operator/credit-grants): the largest priority, the longest note. */
+export const GRANT_PRIORITY_MAX = 1_000_000;
+export const GRANT_NOTE_CHARS_MAX = 200;
 const SWEEP_BATCH_MAX = 100;
 /** Thirty days, as card networks and Stripe's dashboards default to; an offer may set its own. */
 export const REFUND_WINDOW_S_DEFAULT = 30 * 86_400;

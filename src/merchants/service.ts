@@ -77,8 +77,11 @@ export const API_KEY_NOTICE =
   'Store this key now: it is shown only in this response (a replay of this request omits it) and cannot be recovered. ' +
   'Send it as "Authorization: Bearer <key>". Revoke it at POST /v1/merchants/{id}/api-keys/{keyId}/revoke.';
 export const WEBHOOK_SECRET_NOTICE =
-  'Store this signing secret now: it is shown only in this response (a replay omits it). Every PUT replaces it; the old ' +
-  'secret stops signing at once. Verify deliveries with a Standard Webhooks library (webhook-id, webhook-timestamp, webhook-signature).';
+  'Store this signing secret now: it is shown only in this response (a replay omits it). It stays until you rotate it ' +
+  '(POST /v1/merchants/{id}/webhook/rotate-secret keeps the old one signing during an overlap; PUT with rotateSecret ' +
+  'replaces it at once). Verify deliveries with a Standard Webhooks library (webhook-id, webhook-timestamp, webhook-signature).';
+export const WEBHOOK_SECRET_KEPT_NOTICE =
+  'The signing secret is unchanged (no webhookSecret in this response). Rotate it with POST /v1/merchants/{id}/webhook/rotate-secret.';
 
 export function dnsRecordOf(row: Pick<store.MerchantRow, 'domain' | 'verification_challenge'>): DnsRecord {
   return { type: 'TXT', name: `${VERIFICATION_LABEL}.${row.domain}`, value: row.verification_challenge };
@@ -236,6 +239,13 @@ export class MerchantService {
     return this.toMerchant(tx, updated);
   }
 
+  /** The TXT record a merchant must publish, whoever owns it: for the dev DNS zone's operator publish. */
+  async dnsRecord(db: Queryable, merchantId: string): Promise<DnsRecord> {
+    const row = await store.findMerchant(db, merchantId);
+    if (!row) throw new ApiError('not_found', { detail: `no merchant ${merchantId}` });
+    return dnsRecordOf(row);
+  }
+
   /**
    * Asks the DNS-over-HTTPS resolver for the merchant's TXT record, outside any transaction (the query may
    * take seconds). A verified merchant is not queried again. A resolver failure is 503 and changes nothing:
@@ -328,8 +338,8 @@ export class MerchantService {
     tx: Tx,
     ownerId: string,
     merchantId: string,
-    input: { url: string; enabled: boolean },
-  ): Promise<{ configuration: WebhookConfiguration; webhookSecret: string; notice: string }> {
+    input: { url: string; enabled: boolean; rotateSecret: boolean; deliverMissed: boolean },
+  ): Promise<{ configuration: WebhookConfiguration; webhookSecret?: string; notice: string }> {
     const row = await this.lockOwned(tx, ownerId, merchantId);
     if (!row.verified) {
       throw new ApiError('conflict', {
@@ -338,8 +348,8 @@ export class MerchantService {
     }
     const url = validateWebhookUrl(input.url, row.domain);
     if (!url.ok) throw new ApiError('invalid_input', { detail: `url ${url.reason}` });
-    const configured = await this.deps.webhooks.configure(tx, merchantId, url.url, input.enabled);
-    return { ...configured, notice: WEBHOOK_SECRET_NOTICE };
+    const configured = await this.deps.webhooks.configure(tx, merchantId, { ...input, url: url.url });
+    return { ...configured, notice: configured.webhookSecret === undefined ? WEBHOOK_SECRET_KEPT_NOTICE : WEBHOOK_SECRET_NOTICE };
   }
 
   async webhookConfiguration(actor: MerchantActor, merchantId: string): Promise<{ configuration: WebhookConfiguration }> {

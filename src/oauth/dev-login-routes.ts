@@ -12,7 +12,7 @@ import { DevLoginBody, DevLoginResponse } from './schemas.ts';
 
 /** Long enough to finish a consent, short enough that a forgotten tab holds nothing useful. */
 export const DEV_LOGIN_TOKEN_LIFETIME_S = 300;
-const KindParams = Type.Object({ kind: Type.String({ enum: ['human', 'agent'] }) });
+const KindParams = Type.Object({ kind: Type.String({ enum: ['human', 'agent'], description: 'which built-in issuer' }) });
 
 export function devLoginRoutes(verifier: CredentialVerifier) {
   return async function routes(app: FastifyInstance): Promise<void> {

@@ -2,6 +2,7 @@
 // every problem at once with one readable line each (so an operator fixes them in one pass).
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { DEFAULT_DATABASE_TIMEOUTS, type DatabaseTimeouts } from './db/database.ts';
 
 export type Mode = 'dev' | 'live';
 
@@ -19,6 +20,8 @@ export interface Config {
   baseUrl: string;
   databaseUrl?: string;
   dataDir: string;
+  /** Bounds on waits for PostgreSQL, and how patiently `acg serve` retries a database that is down at start-up. */
+  db: DatabaseTimeouts & { startRetryMaxMs: number };
   logLevel: string;
   bodyLimitBytes: number;
   idempotencyRetentionS: number;
@@ -34,7 +37,12 @@ export interface Config {
   apiKeyPepper?: string;
   /** AES-256-GCM key (base64, 32 bytes) sealing stored secrets (webhook secrets, mail passwords); dev mode generates one. */
   secretBoxKey?: string;
-  doh: { resolverUrl: string; timeoutMs: number; caFile?: string };
+  /** `devZone`: dev mode without ACG_DOH_RESOLVER_URL asks the gateway's own dev DNS zone (src/sandbox/). */
+  doh: { resolverUrl: string; timeoutMs: number; caFile?: string; devZone: boolean };
+  /** SHA-256 (hex) of the operator credential the gateway accepts; dev mode generates a credential instead. */
+  operatorTokenSha256?: string;
+  /** The operator credential itself, for CLI commands that call a running gateway (the gateway ignores it). */
+  operatorToken?: string;
   /** Extra CA certificates (PEM file) trusted for outbound HTTPS: webhooks to a private PKI, and tests. */
   outboundCaFile?: string;
   webhookPollIntervalMs: number;
@@ -65,6 +73,10 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_BASE_URL', default: 'http://127.0.0.1:$PORT', meaning: 'public base URL; issuer of our tokens and the origin of the consent page (required in live mode)' },
   { name: 'DATABASE_URL', default: '(unset: embedded PGlite)', meaning: 'PostgreSQL connection string; when set the gateway uses PostgreSQL' },
   { name: 'ACG_DATA_DIR', default: './.acg-data', meaning: 'directory for the embedded database and dev-mode keys' },
+  { name: 'ACG_DB_STATEMENT_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.statementTimeoutMs), meaning: 'longest a PostgreSQL statement may run; past it (or 1 s later if the server is silent) the request answers 503 storage_unavailable' },
+  { name: 'ACG_DB_LOCK_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.lockTimeoutMs), meaning: 'longest a PostgreSQL statement may wait for a lock (at most the statement timeout); past it 503 storage_unavailable' },
+  { name: 'ACG_DB_CONNECT_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.connectTimeoutMs), meaning: 'longest wait for a PostgreSQL connection (a new one, or a free one from the pool); past it 503 storage_unavailable' },
+  { name: 'ACG_DB_START_RETRY_MAX_MS', default: '10000', meaning: 'while the database is unreachable at start-up, `acg serve` retries with back-off doubling from 250 ms up to this' },
   { name: 'LOG_LEVEL', default: 'info', meaning: 'pino log level (`fatal`…`trace`, `silent`)' },
   { name: 'ACG_BODY_LIMIT_BYTES', default: '262144', meaning: 'largest accepted JSON or form body; larger bodies get 413' },
   { name: 'ACG_IDEMPOTENCY_RETENTION_S', default: '86400', meaning: 'how long an Idempotency-Key record is kept (at least 86400)' },
@@ -82,7 +94,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_AGENT_OWNER_EMAIL_CLAIM', default: 'owner_email', meaning: "claim on an agent identity JWT holding its owner's verified email" },
   { name: 'ACG_API_KEY_PEPPER', default: '(dev: generated)', meaning: 'secret (≥ 32 chars) keying the hashes of merchant API keys; without it live mode cannot issue API keys' },
   { name: 'ACG_SECRET_BOX_KEY', default: '(dev: generated)', meaning: 'base64 of 32 random bytes; seals stored secrets (webhook signing secrets, mail passwords); required in live mode for webhooks and mail' },
-  { name: 'ACG_DOH_RESOLVER_URL', default: 'https://cloudflare-dns.com/dns-query', meaning: 'DNS-over-HTTPS (RFC 8484) resolver used to verify merchant domains' },
+  { name: 'ACG_DOH_RESOLVER_URL', default: '(dev: the dev zone; live: https://cloudflare-dns.com/dns-query)', meaning: "DNS-over-HTTPS (RFC 8484) resolver used to verify merchant domains; dev mode's default is the gateway's own dev zone (`acg dev dns publish`)" },
   { name: 'ACG_DOH_TIMEOUT_MS', default: '5000', meaning: 'time budget of one DNS-over-HTTPS query' },
   { name: 'ACG_DOH_CA_FILE', default: '(system CAs)', meaning: "extra CA certificate (PEM file) trusted for the resolver's HTTPS" },
   { name: 'ACG_OUTBOUND_CA_FILE', default: '(system CAs)', meaning: 'extra CA certificates (PEM file) trusted for outbound HTTPS such as webhook deliveries' },
@@ -97,6 +109,8 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_MAIL_OPERATION_TIMEOUT_MS', default: '30000', meaning: 'time budget of one whole mail action: connect, log in, work, log out' },
   { name: 'ACG_MAIL_MESSAGE_BYTES_MAX', default: '5242880', meaning: '`messages.get` reads at most this many bytes of a message (larger ones are truncated)' },
   { name: 'ACG_MAIL_BODY_CHARS_MAX', default: '262144', meaning: '`messages.get` returns at most this many characters of text and of html each' },
+  { name: 'ACG_OPERATOR_TOKEN_SHA256', default: '(dev: generated)', meaning: 'hex SHA-256 of the operator credential accepted by operator routes (`acg credit grant` on a running gateway); dev mode generates one into ACG_DATA_DIR/operator-token' },
+  { name: 'ACG_OPERATOR_TOKEN', default: '(dev: read from ACG_DATA_DIR)', meaning: 'the operator credential itself, for CLI commands that call a running gateway; the gateway itself ignores it' },
   { name: 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', default: 'false', meaning: 'TEST ONLY: lets outbound calls reach loopback/private addresses; refused in live mode' },
 ];
 
@@ -160,6 +174,25 @@ function servicesConfig(env: Env, problems: string[]): ServicesConfig {
   };
 }
 
+/** Where the gateway serves its dev DNS zone (dev mode only); the default resolver of dev mode. */
+export const DEV_ZONE_PATH = '/dev/dns-query';
+
+function dohConfig(env: Env, mode: Mode, baseUrl: string, problems: string[]): Config['doh'] {
+  const configured = url(env, 'ACG_DOH_RESOLVER_URL', problems);
+  // Live mode has no dev zone: a resolver URL that names one (ours or another gateway's) would let
+  // anyone who can publish dev records verify any domain.
+  if (mode === 'live' && configured && new URL(configured).pathname.replace(/\/+$/, '') === DEV_ZONE_PATH) {
+    problems.push(`ACG_DOH_RESOLVER_URL points at a dev DNS zone (${DEV_ZONE_PATH}); live mode needs a real DNS-over-HTTPS resolver`);
+  }
+  const devZone = mode === 'dev' && !configured;
+  return {
+    resolverUrl: configured ?? (devZone ? `${baseUrl}${DEV_ZONE_PATH}` : 'https://cloudflare-dns.com/dns-query'),
+    timeoutMs: integer(env, 'ACG_DOH_TIMEOUT_MS', 5000, 100, 60_000, problems),
+    caFile: env.ACG_DOH_CA_FILE || undefined,
+    devZone,
+  };
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
   const modeRaw = env.ACG_MODE || 'dev';
@@ -181,6 +214,12 @@ export function loadConfig(env: Env = process.env): Config {
     baseUrl: baseUrlEnv ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     databaseUrl,
     dataDir: path.resolve(env.ACG_DATA_DIR || './.acg-data'),
+    db: {
+      statementTimeoutMs: integer(env, 'ACG_DB_STATEMENT_TIMEOUT_MS', DEFAULT_DATABASE_TIMEOUTS.statementTimeoutMs, 100, 600_000, problems),
+      lockTimeoutMs: integer(env, 'ACG_DB_LOCK_TIMEOUT_MS', DEFAULT_DATABASE_TIMEOUTS.lockTimeoutMs, 100, 600_000, problems),
+      connectTimeoutMs: integer(env, 'ACG_DB_CONNECT_TIMEOUT_MS', DEFAULT_DATABASE_TIMEOUTS.connectTimeoutMs, 100, 60_000, problems),
+      startRetryMaxMs: integer(env, 'ACG_DB_START_RETRY_MAX_MS', 10_000, 250, 300_000, problems),
+    },
     logLevel: env.LOG_LEVEL || 'info',
     bodyLimitBytes: integer(env, 'ACG_BODY_LIMIT_BYTES', 262_144, 1024, 16 * 1024 * 1024, problems),
     idempotencyRetentionS: retention,
@@ -196,11 +235,9 @@ export function loadConfig(env: Env = process.env): Config {
     agentOwnerEmailClaim: env.ACG_AGENT_OWNER_EMAIL_CLAIM || 'owner_email',
     apiKeyPepper: env.ACG_API_KEY_PEPPER || undefined,
     secretBoxKey: env.ACG_SECRET_BOX_KEY || undefined,
-    doh: {
-      resolverUrl: url(env, 'ACG_DOH_RESOLVER_URL', problems) ?? 'https://cloudflare-dns.com/dns-query',
-      timeoutMs: integer(env, 'ACG_DOH_TIMEOUT_MS', 5000, 100, 60_000, problems),
-      caFile: env.ACG_DOH_CA_FILE || undefined,
-    },
+    doh: dohConfig(env, mode, baseUrlEnv ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`, problems),
+    operatorTokenSha256: env.ACG_OPERATOR_TOKEN_SHA256?.toLowerCase() || undefined,
+    operatorToken: env.ACG_OPERATOR_TOKEN || undefined,
     outboundCaFile: env.ACG_OUTBOUND_CA_FILE || undefined,
     webhookPollIntervalMs: integer(env, 'ACG_WEBHOOK_POLL_INTERVAL_MS', 1000, 50, 60_000, problems),
     services: servicesConfig(env, problems),
@@ -220,6 +257,12 @@ export function loadConfig(env: Env = process.env): Config {
   }
   for (const [name, file] of [['ACG_DOH_CA_FILE', config.doh.caFile], ['ACG_OUTBOUND_CA_FILE', config.outboundCaFile]] as const) {
     if (file && !existsSync(file)) problems.push(`${name} names a file that does not exist: ${file}`);
+  }
+  if (config.db.lockTimeoutMs > config.db.statementTimeoutMs) {
+    problems.push(`ACG_DB_LOCK_TIMEOUT_MS (${config.db.lockTimeoutMs}) must not exceed ACG_DB_STATEMENT_TIMEOUT_MS (${config.db.statementTimeoutMs})`);
+  }
+  if (config.operatorTokenSha256 && !/^[0-9a-f]{64}$/.test(config.operatorTokenSha256)) {
+    problems.push('ACG_OPERATOR_TOKEN_SHA256 must be 64 hex characters: the SHA-256 of the operator credential (printf %s "$TOKEN" | sha256sum)');
   }
   if (config.apiKeyPepper && config.apiKeyPepper.length < 32) problems.push('ACG_API_KEY_PEPPER must be at least 32 characters');
   if (config.humanIssuer && config.agentIssuer && config.humanIssuer.issuer === config.agentIssuer.issuer) {

@@ -2,17 +2,26 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { retryTransaction, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
+import { asStorageError, OutageTracker, type OutageLog } from './faults.ts';
 
 const INT8_OID = 20;
 
 function wrap(target: PGlite | Transaction): Queryable {
   return {
     async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
-      const result = await target.query<R>(sql, params as unknown[] | undefined);
-      return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+      try {
+        const result = await target.query<R>(sql, params as unknown[] | undefined);
+        return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+      } catch (error) {
+        throw asStorageError(error);
+      }
     },
     async exec(sql: string): Promise<void> {
-      await target.exec(sql);
+      try {
+        await target.exec(sql);
+      } catch (error) {
+        throw asStorageError(error);
+      }
     },
   };
 }
@@ -30,6 +39,14 @@ function processAlive(pid: number): boolean {
   }
 }
 
+/** Another live process holds the embedded database: an operator's situation, said in one line, not a crash. */
+export class DatabaseInUseError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DatabaseInUseError';
+  }
+}
+
 /**
  * PGlite has no lock of its own, and two processes writing one data directory would corrupt it. A lock
  * file holding our pid refuses a second opener; a lock left by a dead process is taken over.
@@ -44,7 +61,7 @@ function lockDataDir(dataDir: string): () => void {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const holder = Number(readFileSync(lockFile, 'utf8'));
       if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && processAlive(holder)) {
-        throw new Error(
+        throw new DatabaseInUseError(
           `the embedded database in ${dataDir} is in use by process ${holder}; stop it first, or run on PostgreSQL (DATABASE_URL)`,
         );
       }
@@ -54,7 +71,11 @@ function lockDataDir(dataDir: string): () => void {
   throw new Error(`cannot lock ${dataDir}`);
 }
 
-export async function openPglite(dataDir: string | undefined): Promise<Database> {
+/**
+ * `log` hears of an outage: PGlite runs in this process, so it has no connection to lose; it fails
+ * only once closed (shutdown) or when its engine aborted.
+ */
+export async function openPglite(dataDir: string | undefined, log?: OutageLog): Promise<Database> {
   let unlock = () => {};
   if (dataDir) {
     mkdirSync(dataDir, { recursive: true });
@@ -68,16 +89,17 @@ export async function openPglite(dataDir: string | undefined): Promise<Database>
     throw error;
   }
   const root = wrap(db);
+  const outage = new OutageTracker(log);
   return {
     kind: 'pglite',
-    query: root.query,
-    exec: root.exec,
+    query: (sql, params) => outage.observe(() => root.query(sql, params)),
+    exec: (sql) => outage.observe(() => root.exec(sql)),
     transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-      return retryTransaction(() => db.transaction((tx) => fn({ ...wrap(tx), inTransaction: true })));
+      return outage.observe(() => retryTransaction(() => db.transaction((tx) => fn({ ...wrap(tx), inTransaction: true }))));
     },
-    async withAdvisoryLock<T>(_lockKey: number, fn: (conn: Queryable) => Promise<T>): Promise<T> {
+    withAdvisoryLock<T>(_lockKey: number, fn: (conn: Queryable) => Promise<T>): Promise<T> {
       // One process owns a PGlite data directory, so there is no other session to exclude.
-      return fn(root);
+      return outage.observe(() => fn(root));
     },
     async close() {
       try {
