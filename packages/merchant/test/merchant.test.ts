@@ -189,8 +189,13 @@ describe('verifyWebhook', () => {
     const before = target.receiver.received.length;
     const { redemption } = await mint();
     await client().capture(redemption.id);
-    await world.gw.services.webhookWorker.runOnce();
-    const delivery = target.receiver.received.slice(before).find((r) => r.body.includes('redemption.captured') && r.body.includes(redemption.id))!;
+    // The scheduled worker may be delivering it already; run a pass and wait for the delivery to arrive.
+    const arrived = () => target.receiver.received.slice(before).find((r) => r.body.includes('redemption.captured') && r.body.includes(redemption.id));
+    for (let waitedMs = 0; !arrived() && waitedMs < 10_000; waitedMs += 100) {
+      await world.gw.services.webhookWorker.runOnce();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const delivery = arrived()!;
     const event = verifyWebhook(webhookSecret, delivery.headers, delivery.body);
     expect(event).toMatchObject({ type: 'redemption.captured', merchantId, data: { redemption: { id: redemption.id, state: 'captured' } } });
     expect(event.id).toBe(delivery.headers['webhook-id']);
