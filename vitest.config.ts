@@ -10,7 +10,7 @@ export default defineConfig({
     globalSetup: ['test/support/global-setup.ts'],
     projects: databases.map((db) => ({
       extends: true,
-      test: { name: db, include: ['test/**/*.test.ts'], env: { ACG_TEST_DB: db } },
+      test: { name: db, include: ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'], env: { ACG_TEST_DB: db } },
     })),
   },
 });

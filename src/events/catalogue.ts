@@ -30,6 +30,7 @@ const EVENTS: Record<EventType, { summary: string; dataMember: 'merchant' | 'red
   'redemption.captured': { summary: 'A hold was captured (you are paid)', dataMember: 'redemption', schema: 'Redemption' },
   'redemption.released': { summary: 'A hold was released back to the agent', dataMember: 'redemption', schema: 'Redemption' },
   'redemption.expired': { summary: 'A hold expired before it was captured', dataMember: 'redemption', schema: 'Redemption' },
+  'redemption.refunded': { summary: 'Captured credit was refunded to the agent (the last of `refunds` is this one)', dataMember: 'redemption', schema: 'Redemption' },
   'webhook.disabled': {
     summary: `The gateway disabled the webhook after every attempt failed for ${AUTO_DISABLE_AFTER_S / 86_400} days (listed by GET …/events; not delivered, the webhook being off)`,
     dataMember: 'webhook',

@@ -11,6 +11,7 @@ export const EVENT_TYPES = [
   'redemption.captured',
   'redemption.released',
   'redemption.expired',
+  'redemption.refunded',
   'webhook.disabled',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];

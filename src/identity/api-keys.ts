@@ -14,6 +14,7 @@ export const API_KEY_SCOPES = {
   'offers:write': "create, update and deactivate the merchant's offers",
   'redemptions:capture': 'capture a hold (full or partial)',
   'redemptions:release': 'release a hold back to the agent',
+  'redemptions:refund': 'refund captured credit to the agent (full or partial, within the offer refund window)',
   'earnings:read': "read the merchant's earnings balance",
   'webhooks:read': 'list webhook deliveries',
   'webhooks:write': 're-send a webhook delivery or a past event',

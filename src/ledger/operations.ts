@@ -1,11 +1,11 @@
-// The ledger's operations, for every face: capture and release a hold. Both first reclaim the named hold
+// The ledger's operations, for every face: capture, release and refund a hold. Capture and release first reclaim the named hold
 // if its deadline passed (so the answer is 409 hold_resolved, and its credit is back), before the key is
 // claimed; then one transaction resolves it.
 import { Type, type Static } from '@sinclair/typebox';
 import { idOf, Microcredits } from '../platform/schemas.ts';
 import { parseUc, type Microcredits as Uc } from '../platform/money.ts';
 import type { SingleStepOperation } from '../platform/operations.ts';
-import type { LedgerService, Redemption } from './service.ts';
+import type { LedgerService, Redemption, Refund } from './service.ts';
 
 export const CaptureRedemptionInput = Type.Object(
   {
@@ -16,12 +16,23 @@ export const CaptureRedemptionInput = Type.Object(
 );
 export type CaptureRedemptionInput = Static<typeof CaptureRedemptionInput>;
 
+export const RefundRedemptionInput = Type.Object(
+  {
+    id: idOf('redemption: the hold (hold_…)'),
+    amountUc: Type.Optional(Microcredits('how much to refund; default everything captured and not yet refunded')),
+    reason: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'shown on the refund; not interpreted' })),
+  },
+  { additionalProperties: false },
+);
+export type RefundRedemptionInput = Static<typeof RefundRedemptionInput>;
+
 export const ReleaseRedemptionInput = Type.Object({ id: idOf('redemption: the hold (hold_…)') }, { additionalProperties: false });
 export type ReleaseRedemptionInput = Static<typeof ReleaseRedemptionInput>;
 
 export interface LedgerOperations {
   captureRedemption: SingleStepOperation<CaptureRedemptionInput, Redemption, Uc | undefined>;
   releaseRedemption: SingleStepOperation<ReleaseRedemptionInput, Redemption>;
+  refundRedemption: SingleStepOperation<RefundRedemptionInput, { refund: Refund; redemption: Redemption }, Uc | undefined>;
 }
 
 export function ledgerOperations(ledger: LedgerService): LedgerOperations {
@@ -45,6 +56,13 @@ export function ledgerOperations(ledger: LedgerService): LedgerOperations {
         return undefined;
       },
       run: (tx, { principal, input }) => ledger.release(tx, input.id, { merchantId: principal.merchantId }),
+    },
+    refundRedemption: {
+      name: 'refundRedemption',
+      input: RefundRedemptionInput,
+      idempotency: { key: 'required' },
+      check: ({ input }) => (input.amountUc === undefined ? undefined : parseUc(input.amountUc)),
+      run: (tx, { principal, input }, amountUc) => ledger.refund(tx, input.id, { merchantId: principal.merchantId!, amountUc, reason: input.reason }),
     },
   };
 }

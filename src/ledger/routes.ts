@@ -1,5 +1,5 @@
-// HTTP edge of the ledger: redemptions (read, capture, release), an agent's balance and lots, and a
-// merchant's earnings.
+// HTTP edge of the ledger: redemptions (read, capture, release, refund), an agent's balance and lots,
+// and a merchant's earnings.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { IdentityService } from '../identity/service.ts';
@@ -8,8 +8,23 @@ import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
 import { AgentIdParams, IdParams, MerchantIdParams, Microcredits, RedemptionIdParams, Nullable, UnixSeconds } from '../platform/schemas.ts';
-import { CaptureRedemptionInput, ReleaseRedemptionInput, type LedgerOperations } from './operations.ts';
-import type { LedgerService } from './service.ts';
+import { CaptureRedemptionInput, RefundRedemptionInput, ReleaseRedemptionInput, type LedgerOperations } from './operations.ts';
+import { REFUND_WINDOW_S_DEFAULT, REFUNDS_PER_REDEMPTION_MAX, type LedgerService } from './service.ts';
+
+const Receipt = (description: string) =>
+  Nullable(Type.String({ description: `${description}: a compact ES256 JWS (typ \`receipt+jwt\`) signed with a key of /.well-known/jwks.json; null without a signing key. Claims: see docs/decisions.md "Signed receipts".` }));
+
+export const RefundSchema = Type.Object(
+  {
+    id: Type.String(),
+    redemptionId: Type.String(),
+    amountUc: Microcredits('refunded to the agent, as a new lot'),
+    reason: Nullable(Type.String()),
+    createdAt: UnixSeconds('creation'),
+    receipt: Receipt('the signed refund receipt'),
+  },
+  { $id: 'Refund' },
+);
 
 export const RedemptionSchema = Type.Object(
   {
@@ -23,6 +38,12 @@ export const RedemptionSchema = Type.Object(
     expiresAt: UnixSeconds('deadline: at or after it the hold is expired'),
     createdAt: UnixSeconds('creation'),
     capturedUc: Microcredits('captured amount (0 unless captured)'),
+    releasedUc: Microcredits('what went back to the agent when the hold resolved; once not held, amountUc = capturedUc + releasedUc'),
+    capturedAt: Nullable(UnixSeconds('when it was captured; null unless captured')),
+    releasedAt: Nullable(UnixSeconds('when credit went back to the agent (release, expiry, or the uncaptured rest of a partial capture); null when nothing went back')),
+    refundedUc: Microcredits('refunded so far; never more than capturedUc'),
+    refunds: Type.Array(Type.Ref('Refund'), { description: `oldest first; at most ${REFUNDS_PER_REDEMPTION_MAX}` }),
+    captureReceipt: Receipt('the signed capture receipt; null unless captured'),
     allocations: Type.Array(Type.Object({ lotId: Type.String(), amountUc: Microcredits() }), { description: 'one per lot the hold took credit from, in burn-down order' }),
   },
   { $id: 'Redemption' },
@@ -34,13 +55,14 @@ const BalanceSchema = Type.Object({
   heldUc: Microcredits('reserved by open holds'),
   capturedUc: Microcredits('spent'),
   lapsedUc: Microcredits('left in expired lots'),
-  grantedUc: Microcredits('ever granted; = available + held + captured + lapsed'),
+  grantedUc: Microcredits('ever credited (grants, top-ups and refunds); = available + held + captured + lapsed'),
+  refundedUc: Microcredits('of grantedUc, what merchants refunded'),
 });
 
 export const LotSchema = Type.Object({
   id: Type.String(),
   agentId: Type.String(),
-  source: Type.String({ enum: ['grant', 'topup'] }),
+  source: Type.String({ enum: ['grant', 'topup', 'refund'] }),
   sourceRef: Nullable(Type.String()),
   priority: Type.Integer({ description: 'lower burns first' }),
   grantedUc: Microcredits(),
@@ -52,6 +74,7 @@ export const LotSchema = Type.Object({
 
 const CaptureBody = Type.Omit(CaptureRedemptionInput, ['id'], { examples: [{ amountUc: '1500000' }] });
 const EmptyBody = Type.Omit(ReleaseRedemptionInput, ['id'], { examples: [{}] });
+const RefundBody = Type.Omit(RefundRedemptionInput, ['id'], { examples: [{ amountUc: '500000', reason: 'delivered late' }] });
 
 export interface LedgerRouteDeps {
   ledger: LedgerService;
@@ -61,8 +84,9 @@ export interface LedgerRouteDeps {
 }
 
 export function ledgerRoutes({ ledger, operations, identity, merchants }: LedgerRouteDeps) {
-  const { captureRedemption, releaseRedemption } = operations;
+  const { captureRedemption, releaseRedemption, refundRedemption } = operations;
   return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
+    app.addSchema(RefundSchema);
     app.addSchema(RedemptionSchema);
     const { db } = app.gateway;
     const tags = ['redemptions'];
@@ -104,6 +128,26 @@ export function ledgerRoutes({ ledger, operations, identity, merchants }: Ledger
       },
       handler: (request, reply) =>
         serve(request, reply, captureRedemption, { ...(request.body as Static<typeof CaptureBody>), id: (request.params as Static<typeof IdParams>).id }),
+    });
+
+    app.post('/v1/redemptions/:id/refunds', {
+      config: { auth: { kinds: ['merchant'], scopes: ['redemptions:refund'] }, operation: refundRedemption },
+      schema: {
+        tags,
+        summary: 'Refund captured credit to the agent, fully or partly',
+        description:
+          'Credits `amountUc` (default: all captured and not yet refunded) back to the agent as a new lot (source `refund`) and ' +
+          "takes it out of the merchant's earnings, in one transaction; it may be called several times up to the captured amount. " +
+          'More than is left → 400 refund_exceeds_captured; a hold that is not captured → 409 conflict; past the offer\'s refund ' +
+          `window (default ${REFUND_WINDOW_S_DEFAULT} s after capture) → 409 refund_window_closed; earnings short of the amount → ` +
+          '409 insufficient_earnings (nothing changes). Another merchant\'s redemption → 404. Idempotency-Key required. ' +
+          'Emits `redemption.refunded`. 201 carries the refund (with its signed receipt) and the redemption after it.',
+        params: RedemptionIdParams,
+        body: RefundBody,
+        response: { 201: Type.Object({ refund: Type.Ref('Refund'), redemption: Type.Ref('Redemption') }), ...problems(400, 404, 409, 503) },
+      },
+      handler: (request, reply) =>
+        serve(request, reply, refundRedemption, { ...(request.body as Static<typeof RefundBody>), id: (request.params as Static<typeof IdParams>).id }, { status: 201 }),
     });
 
     app.get('/v1/owner/agents/:id/balance', {

@@ -16,6 +16,7 @@ import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, type Microcredits } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
+import { signReceipt } from './receipts.ts';
 import * as store from './store.ts';
 
 export const GATEWAY_ACCEPTOR_ID = 'gateway';
@@ -24,6 +25,21 @@ export const DEFAULT_LOT_PRIORITY = 100;
 export const GRANT_PRIORITY_MAX = 1_000_000;
 export const GRANT_NOTE_CHARS_MAX = 200;
 const SWEEP_BATCH_MAX = 100;
+/** Thirty days, as card networks and Stripe's dashboards default to; an offer may set its own. */
+export const REFUND_WINDOW_S_DEFAULT = 30 * 86_400;
+/** Bounds the refunds list a redemption carries. */
+export const REFUNDS_PER_REDEMPTION_MAX = 100;
+const REFUND_REASON_LENGTH_MAX = 500;
+
+export interface Refund {
+  id: string;
+  redemptionId: string;
+  amountUc: string;
+  reason: string | null;
+  createdAt: number;
+  /** Signed refund receipt (compact ES256 JWS, typ receipt+jwt); null without a signing key. */
+  receipt: string | null;
+}
 
 export interface Redemption {
   id: string;
@@ -36,13 +52,21 @@ export interface Redemption {
   expiresAt: number;
   createdAt: number;
   capturedUc: string;
+  /** What went back to the agent when the hold resolved; once not held, amountUc = capturedUc + releasedUc. */
+  releasedUc: string;
+  capturedAt: number | null;
+  releasedAt: number | null;
+  refundedUc: string;
+  refunds: Refund[];
+  /** Signed capture receipt (compact ES256 JWS, typ receipt+jwt); null unless captured (or without a signing key). */
+  captureReceipt: string | null;
   allocations: Array<{ lotId: string; amountUc: string }>;
 }
 
 export interface Lot {
   id: string;
   agentId: string;
-  source: 'grant' | 'topup';
+  source: 'grant' | 'topup' | 'refund';
   sourceRef: string | null;
   priority: number;
   grantedUc: string;
@@ -62,6 +86,8 @@ export interface Balance {
   /** Left in expired lots: no longer spendable. */
   lapsedUc: string;
   grantedUc: string;
+  /** Of grantedUc, what came back as refunds. */
+  refundedUc: string;
 }
 
 export interface HoldRequest {
@@ -74,6 +100,15 @@ export interface HoldRequest {
   serviceId?: string;
   amountUc: Microcredits;
   lifetimeS: number;
+  /** Seconds after capture during which the merchant may refund; default REFUND_WINDOW_S_DEFAULT. */
+  refundWindowS?: number;
+}
+
+export interface RefundRequest {
+  merchantId: string;
+  /** Default: everything captured and not yet refunded. */
+  amountUc?: Microcredits;
+  reason?: string;
 }
 
 export interface GrantRequest {
@@ -85,7 +120,13 @@ export interface GrantRequest {
   sourceRef?: string | null;
 }
 
-function toRedemption(hold: store.HoldRow, allocations: readonly store.AllocationRow[]): Redemption {
+function toRefund(row: store.RefundRow): Refund {
+  return { id: row.id, redemptionId: row.hold_id, amountUc: formatUc(row.amount_uc), reason: row.reason, createdAt: Number(row.created_at_s), receipt: row.receipt };
+}
+
+function toRedemption(hold: store.HoldRow, allocations: readonly store.AllocationRow[], refunds: readonly store.RefundRow[] = []): Redemption {
+  const resolvedAtS = hold.resolved_at_s === null ? null : Number(hold.resolved_at_s);
+  const releasedUc = hold.state === 'held' ? 0n : hold.amount_uc - hold.captured_uc;
   return {
     id: hold.id,
     agentId: hold.agent_id,
@@ -97,6 +138,12 @@ function toRedemption(hold: store.HoldRow, allocations: readonly store.Allocatio
     expiresAt: Number(hold.expires_at_s),
     createdAt: Number(hold.created_at_s),
     capturedUc: formatUc(hold.captured_uc),
+    releasedUc: formatUc(releasedUc),
+    capturedAt: hold.state === 'captured' ? resolvedAtS : null,
+    releasedAt: releasedUc > 0n ? resolvedAtS : null,
+    refundedUc: formatUc(hold.refunded_uc),
+    refunds: refunds.filter((r) => r.hold_id === hold.id).map(toRefund),
+    captureReceipt: hold.capture_receipt,
     allocations: allocations.filter((a) => a.hold_id === hold.id).map((a) => ({ lotId: a.lot_id, amountUc: formatUc(a.amount_uc) })),
   };
 }
@@ -206,6 +253,9 @@ export class LedgerService {
       expires_at_s: BigInt(nowS + request.lifetimeS),
       created_at_s: BigInt(nowS),
       resolved_at_s: null,
+      refund_window_s: request.refundWindowS ?? REFUND_WINDOW_S_DEFAULT,
+      refunded_uc: 0n,
+      capture_receipt: null,
     };
     await store.recordHold(tx, hold, allocations);
     const redemption = toRedemption(hold, allocations.map((a, position) => ({ hold_id: hold.id, lot_id: a.lotId, position, amount_uc: a.amountUc, captured_uc: 0n })));
@@ -259,10 +309,11 @@ export class LedgerService {
     if (!hold || (scope.merchantId !== undefined && hold.merchant_id !== scope.merchantId) || (scope.agentId !== undefined && hold.agent_id !== scope.agentId)) {
       throw new ApiError('not_found', { detail: `no redemption ${holdId}` });
     }
-    const redemption = toRedemption(hold, await store.allocationsOf(db, [hold.id]));
-    // Expiry is a deadline: a hold past it reads as expired even before the sweeper reclaims it.
-    if (hold.state === 'held' && Number(hold.expires_at_s) <= this.nowS()) redemption.state = 'expired';
-    return redemption;
+    // Expiry is a deadline: a hold past it reads as expired (all of it going back) before the sweeper reclaims it.
+    if (hold.state === 'held' && Number(hold.expires_at_s) <= this.nowS()) {
+      return toRedemption({ ...hold, state: 'expired', resolved_at_s: hold.expires_at_s }, await store.allocationsOf(db, [hold.id]));
+    }
+    return toRedemption(hold, await store.allocationsOf(db, [hold.id]), await store.refundsOf(db, [hold.id]));
   }
 
   /** An agent's holds, oldest first; a hold past its deadline reads as expired, as in getHold. */
@@ -310,6 +361,73 @@ export class LedgerService {
   }
 
   /**
+   * Refunds captured credit to the agent: a new lot (source `refund`) that burns and lapses like the lots
+   * the credit came from (their earliest priority, their latest expiry), out of the merchant's earnings.
+   * Under the hold's lock, so concurrent refunds of one hold are serialised and never pass its capture;
+   * then the earnings account's lock (the same order as capture: hold, then account).
+   */
+  async refund(tx: Tx, holdId: string, request: RefundRequest): Promise<{ refund: Refund; redemption: Redemption }> {
+    const hold = await store.lockHold(tx, holdId);
+    if (!hold || hold.merchant_id !== request.merchantId) throw new ApiError('not_found', { detail: `no redemption ${holdId}` });
+    if (hold.state !== 'captured') throw new ApiError('conflict', { detail: `only captured credit can be refunded; the hold is ${hold.state}` });
+    const nowS = this.nowS();
+    const closesAtS = Number(hold.resolved_at_s) + hold.refund_window_s;
+    if (nowS >= closesAtS) {
+      throw new ApiError('refund_window_closed', { detail: `the refund window of this offer (${hold.refund_window_s} s after capture) closed at ${closesAtS}` });
+    }
+    const refundableUc = hold.captured_uc - hold.refunded_uc;
+    if (request.amountUc === undefined && refundableUc === 0n) throw new ApiError('conflict', { detail: 'the captured credit is already fully refunded' });
+    const amountUc = request.amountUc ?? refundableUc;
+    if (amountUc <= 0n) throw new ApiError('invalid_input', { detail: 'refund a positive amount' });
+    if (amountUc > refundableUc) {
+      throw new ApiError('refund_exceeds_captured', { detail: `cannot refund ${amountUc} µc: ${hold.captured_uc} µc captured, ${hold.refunded_uc} µc already refunded` });
+    }
+    if (request.reason !== undefined && request.reason.length > REFUND_REASON_LENGTH_MAX) {
+      throw new ApiError('invalid_input', { detail: `reason is at most ${REFUND_REASON_LENGTH_MAX} characters` });
+    }
+    const earlier = await store.refundsOf(tx, [hold.id]);
+    if (earlier.length >= REFUNDS_PER_REDEMPTION_MAX) throw new ApiError('conflict', { detail: `a redemption takes at most ${REFUNDS_PER_REDEMPTION_MAX} refunds` });
+    const account = earningsAccount(hold);
+    const earnedUc = await store.lockAccountBalance(tx, account);
+    if (earnedUc < amountUc) {
+      throw new ApiError('insufficient_earnings', { detail: `the merchant's earnings (${earnedUc} µc) do not cover a refund of ${amountUc} µc` });
+    }
+    const sources = await store.capturedSourceLots(tx, hold.id);
+    if (sources.length === 0) throw new Error(`ledger invariant: captured hold ${hold.id} has no captured allocation`);
+    const refundId = newId('rfd');
+    const lot = await store.insertLot(tx, {
+      id: newId('lot'),
+      agent_id: hold.agent_id,
+      source: 'refund',
+      source_ref: refundId,
+      priority: Math.min(...sources.map((l) => l.priority)),
+      granted_uc: amountUc,
+      remaining_uc: amountUc,
+      expires_at_s: sources.some((l) => l.expires_at_s === null) ? null : sources.reduce((latest, l) => (l.expires_at_s! > latest ? l.expires_at_s! : latest), 0n),
+      created_at_s: BigInt(nowS),
+    });
+    const refunded: store.HoldRow = { ...hold, refunded_uc: hold.refunded_uc + amountUc };
+    const row: store.RefundRow = {
+      id: refundId,
+      hold_id: hold.id,
+      merchant_id: request.merchantId,
+      lot_id: lot.id,
+      amount_uc: amountUc,
+      reason: request.reason ?? null,
+      receipt: await signReceipt(this.gateway, { kind: 'refund', hold: refunded, nowS, refund: { id: refundId, amountUc } }),
+      created_at_s: BigInt(nowS),
+    };
+    if (!(await store.recordRefund(tx, row, account))) throw new Error(`ledger invariant: refund ${refundId} of hold ${hold.id} passed its checks but not its guards`);
+    await store.appendJournal(tx, refundId, 'refund', [
+      { account, amountUc: -amountUc },
+      { account: `lot:${lot.id}`, amountUc },
+    ], nowS);
+    const redemption = toRedemption(refunded, await store.allocationsOf(tx, [hold.id]), [...earlier, row]);
+    await this.emit(tx, refunded, 'redemption.refunded', redemption);
+    return { refund: toRefund(row), redemption };
+  }
+
+  /**
    * Resolves a locked hold: the first `capturedUc` of its allocations (in burn order) go to the earnings
    * account, the rest back to each allocation's own lot. If that lot has expired meanwhile, the credit
    * lands in it anyway and counts as lapsed.
@@ -326,9 +444,11 @@ export class LedgerService {
     }
     if (toCaptureUc !== 0n) throw new Error(`ledger invariant: hold ${hold.id} allocations do not cover its amount`);
     const kind = state === 'captured' ? 'capture' : state === 'released' ? 'release' : 'expire';
+    const nowS = this.nowS();
+    const receipt = state === 'captured' ? await signReceipt(this.gateway, { kind: 'capture', hold: { ...hold, captured_uc: capturedUc }, nowS }) : null;
     const resolved = await store.recordSettlement(
       tx,
-      { holdId: hold.id, state, capturedUc, earningsAccount: earningsAccount(hold), kind, nowS: this.nowS() },
+      { holdId: hold.id, state, capturedUc, earningsAccount: earningsAccount(hold), kind, nowS, receipt },
       lines,
     );
     if (!resolved) throw new Error(`ledger invariant: hold ${hold.id} resolved twice`);
@@ -373,8 +493,10 @@ export class LedgerService {
     let availableUc = 0n;
     let lapsedUc = 0n;
     let grantedUc = 0n;
+    let refundedUc = 0n;
     for (const lot of lots) {
       grantedUc += lot.granted_uc;
+      if (lot.source === 'refund') refundedUc += lot.granted_uc;
       if (lot.expires_at_s !== null && Number(lot.expires_at_s) <= nowS) lapsedUc += lot.remaining_uc;
       else availableUc += lot.remaining_uc;
     }
@@ -391,6 +513,7 @@ export class LedgerService {
       capturedUc: formatUc(rows[0]!.captured),
       lapsedUc: formatUc(lapsedUc),
       grantedUc: formatUc(grantedUc),
+      refundedUc: formatUc(refundedUc),
     };
   }
 

@@ -4,7 +4,7 @@ import type { Queryable, Tx } from '../platform/db/database.ts';
 export interface LotRow {
   id: string;
   agent_id: string;
-  source: 'grant' | 'topup';
+  source: 'grant' | 'topup' | 'refund';
   source_ref: string | null;
   priority: number;
   granted_uc: bigint;
@@ -26,6 +26,21 @@ export interface HoldRow {
   expires_at_s: bigint;
   created_at_s: bigint;
   resolved_at_s: bigint | null;
+  /** Seconds after capture during which the merchant may refund (fixed at mint from the offer). */
+  refund_window_s: number;
+  refunded_uc: bigint;
+  capture_receipt: string | null;
+}
+
+export interface RefundRow {
+  id: string;
+  hold_id: string;
+  merchant_id: string;
+  lot_id: string;
+  amount_uc: bigint;
+  reason: string | null;
+  receipt: string | null;
+  created_at_s: bigint;
 }
 
 export interface AllocationRow {
@@ -78,8 +93,8 @@ export async function recordHold(db: Queryable, hold: HoldRow, allocations: Read
     `WITH alloc AS (
        SELECT lot_id, amount_uc, position - 1 AS position FROM unnest($10::text[], $11::bigint[]) WITH ORDINALITY AS a(lot_id, amount_uc, position)
      ), new_hold AS (
-       INSERT INTO holds (id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, captured_uc, state, expires_at_s, created_at_s)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, 0, 'held', $8, $9) RETURNING id
+       INSERT INTO holds (id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, captured_uc, state, expires_at_s, created_at_s, refund_window_s)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, 0, 'held', $8, $9, $12) RETURNING id
      ), allocations AS (
        INSERT INTO hold_allocations (hold_id, lot_id, position, amount_uc)
        SELECT new_hold.id, alloc.lot_id, alloc.position, alloc.amount_uc FROM new_hold, alloc RETURNING lot_id
@@ -93,7 +108,7 @@ export async function recordHold(db: Queryable, hold: HoldRow, allocations: Read
        RETURNING 1
      )
      SELECT (SELECT count(*) FROM debits) AS debited, (SELECT count(*) FROM allocations) AS allocated, (SELECT count(*) FROM journal) AS journaled`,
-    [hold.id, hold.agent_id, hold.acceptor_id, hold.merchant_id, hold.offer_id, hold.category, hold.amount_uc, hold.expires_at_s, hold.created_at_s, lotIds, amounts],
+    [hold.id, hold.agent_id, hold.acceptor_id, hold.merchant_id, hold.offer_id, hold.category, hold.amount_uc, hold.expires_at_s, hold.created_at_s, lotIds, amounts, hold.refund_window_s],
   );
   const counts = result.rows[0] as { debited: bigint; allocated: bigint; journaled: bigint };
   const expected = BigInt(allocations.length);
@@ -131,14 +146,14 @@ export interface SettlementLine {
  */
 export async function recordSettlement(
   db: Queryable,
-  settlement: { holdId: string; state: 'captured' | 'released' | 'expired'; capturedUc: bigint; earningsAccount: string; kind: string; nowS: number },
+  settlement: { holdId: string; state: 'captured' | 'released' | 'expired'; capturedUc: bigint; earningsAccount: string; kind: string; nowS: number; receipt: string | null },
   lines: readonly SettlementLine[],
 ): Promise<HoldRow | undefined> {
   const { rows } = await db.query<HoldRow>(
     `WITH line AS (
        SELECT * FROM unnest($7::text[], $8::bigint[], $9::bigint[]) AS l(lot_id, captured_uc, returned_uc)
      ), resolved AS (
-       UPDATE holds SET state = $2, captured_uc = $3, resolved_at_s = $6 WHERE id = $1 AND state = 'held' RETURNING *
+       UPDATE holds SET state = $2, captured_uc = $3, resolved_at_s = $6, capture_receipt = $10 WHERE id = $1 AND state = 'held' RETURNING *
      ), captured AS (
        UPDATE hold_allocations a SET captured_uc = line.captured_uc FROM line, resolved
         WHERE a.hold_id = resolved.id AND a.lot_id = line.lot_id AND line.captured_uc > 0 RETURNING 1
@@ -169,6 +184,7 @@ export async function recordSettlement(
       lines.map((l) => l.lotId),
       lines.map((l) => l.capturedUc.toString()),
       lines.map((l) => l.returnedUc.toString()),
+      settlement.receipt,
     ],
   );
   return rows[0];
@@ -214,3 +230,45 @@ export async function appendJournal(db: Queryable, operationId: string, kind: st
   );
 }
 
+
+/** The earnings (or revenue) account's balance, locked: refunds take from it and must not overdraw it. */
+export async function lockAccountBalance(tx: Tx, accountId: string): Promise<bigint> {
+  const { rows } = await tx.query<{ balance_uc: bigint }>('SELECT balance_uc FROM ledger_accounts WHERE id = $1 FOR UPDATE', [accountId]);
+  return rows[0]?.balance_uc ?? 0n;
+}
+
+export async function refundsOf(db: Queryable, holdIds: readonly string[]): Promise<RefundRow[]> {
+  if (holdIds.length === 0) return [];
+  const { rows } = await db.query<RefundRow>('SELECT * FROM refunds WHERE hold_id = ANY($1::text[]) ORDER BY hold_id, seq', [holdIds]);
+  return rows;
+}
+
+/** The lots a hold's captured credit came from (its allocations with a captured part), in burn order. */
+export async function capturedSourceLots(db: Queryable, holdId: string): Promise<LotRow[]> {
+  const { rows } = await db.query<LotRow>(
+    `SELECT l.* FROM hold_allocations a JOIN credit_lots l ON l.id = a.lot_id WHERE a.hold_id = $1 AND a.captured_uc > 0 ORDER BY a.position`,
+    [holdId],
+  );
+  return rows;
+}
+
+/**
+ * Records a refund whose lot the caller has just inserted: the refund row, the hold's refunded total and
+ * the earnings debit, each guarded so that the hold never refunds past its capture and the account never
+ * goes negative. Returns false (having written nothing the caller must keep) when a guard refused.
+ */
+export async function recordRefund(db: Queryable, refund: RefundRow, earningsAccount: string): Promise<boolean> {
+  const { rows } = await db.query<{ refunded: bigint; debited: bigint }>(
+    `WITH refunded AS (
+       UPDATE holds SET refunded_uc = refunded_uc + $5 WHERE id = $2 AND state = 'captured' AND refunded_uc + $5 <= captured_uc RETURNING id
+     ), debited AS (
+       UPDATE ledger_accounts SET balance_uc = balance_uc - $5 WHERE id = $9 AND balance_uc >= $5 AND EXISTS (SELECT 1 FROM refunded) RETURNING id
+     ), inserted AS (
+       INSERT INTO refunds (id, hold_id, merchant_id, lot_id, amount_uc, reason, receipt, created_at_s)
+       SELECT $1, $2, $3, $4, $5, $6, $7, $8 FROM refunded, debited RETURNING id
+     )
+     SELECT (SELECT count(*) FROM refunded) AS refunded, (SELECT count(*) FROM inserted) AS debited`,
+    [refund.id, refund.hold_id, refund.merchant_id, refund.lot_id, refund.amount_uc, refund.reason, refund.receipt, refund.created_at_s, earningsAccount],
+  );
+  return rows[0]!.refunded === 1n && rows[0]!.debited === 1n;
+}

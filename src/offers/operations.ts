@@ -3,9 +3,11 @@ import { Type, type Static } from '@sinclair/typebox';
 import { Category, idOf, MerchantIdParams, Microcredits } from '../platform/schemas.ts';
 import { parseUc } from '../platform/money.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
-import { HOLD_LIFETIME_S_DEFAULT, HOLD_LIFETIME_S_MAX, HOLD_LIFETIME_S_MIN, type Offer, type OfferService } from './service.ts';
+import { REFUND_WINDOW_S_DEFAULT } from '../ledger/service.ts';
+import { HOLD_LIFETIME_S_DEFAULT, HOLD_LIFETIME_S_MAX, HOLD_LIFETIME_S_MIN, REFUND_WINDOW_S_MAX, type Offer, type OfferService } from './service.ts';
 
 const HoldLifetime = Type.Integer({ minimum: HOLD_LIFETIME_S_MIN, maximum: HOLD_LIFETIME_S_MAX, description: `seconds, ${HOLD_LIFETIME_S_MIN}–${HOLD_LIFETIME_S_MAX}; default ${HOLD_LIFETIME_S_DEFAULT}` });
+const RefundWindow = Type.Integer({ minimum: 0, maximum: REFUND_WINDOW_S_MAX, description: `seconds after capture, 0–${REFUND_WINDOW_S_MAX} (0: no refunds); default ${REFUND_WINDOW_S_DEFAULT} (30 days)` });
 export const OfferCreate = Type.Object(
   {
     name: Type.String({ minLength: 1, maxLength: 100 }),
@@ -13,6 +15,7 @@ export const OfferCreate = Type.Object(
     priceUc: Microcredits(),
     active: Type.Optional(Type.Boolean({ default: true })),
     holdLifetimeS: Type.Optional(HoldLifetime),
+    refundWindowS: Type.Optional(RefundWindow),
   },
   { additionalProperties: false, examples: [{ name: 'One e-book', category: 'books', priceUc: '2000000', holdLifetimeS: 900 }] },
 );
@@ -22,6 +25,7 @@ export const OfferPatch = Type.Object(
     priceUc: Type.Optional(Microcredits()),
     active: Type.Optional(Type.Boolean()),
     holdLifetimeS: Type.Optional(HoldLifetime),
+    refundWindowS: Type.Optional(RefundWindow),
   },
   { additionalProperties: false, minProperties: 1, examples: [{ priceUc: '2500000', active: false }] },
 );

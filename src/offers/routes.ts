@@ -17,6 +17,7 @@ export const OfferSchema = Type.Object(
     priceUc: Microcredits('the hold a voucher for this offer takes'),
     active: Type.Boolean(),
     holdLifetimeS: Type.Integer({ description: 'seconds from minting until an uncaptured hold expires' }),
+    refundWindowS: Type.Integer({ description: 'seconds after capture during which the merchant may refund; 0 = no refunds. A hold keeps the window of its mint.' }),
     createdAt: UnixSeconds('creation'),
     updatedAt: UnixSeconds('last change'),
   },
@@ -78,7 +79,7 @@ export function offerRoutes(offers: OfferService, { createOffer, updateOffer }: 
       schema: {
         tags,
         summary: "Change an offer's name, price, lifetime or active flag",
-        description: 'Existing holds keep the amount and deadline they were taken with. Idempotency-Key is honoured when sent.',
+        description: 'Existing holds keep the amount, deadline and refund window they were taken with. Idempotency-Key is honoured when sent.',
         params: OfferParams,
         body: OfferPatch,
         response: { 200: Type.Ref('Offer'), ...problems(400, 404, 409) },

@@ -5,6 +5,7 @@ import { pageBySeq } from '../platform/db/paging.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
+import { REFUND_WINDOW_S_DEFAULT } from '../ledger/service.ts';
 import { formatUc } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
 import { merchantActor, type MerchantFacts, type MerchantService } from '../merchants/service.ts';
@@ -14,6 +15,8 @@ export const HOLD_LIFETIME_S_DEFAULT = 900;
 export const HOLD_LIFETIME_S_MIN = 60;
 /** Seven days: Stripe's default authorization window, and the signing-key retention covers it. */
 export const HOLD_LIFETIME_S_MAX = 7 * 86_400;
+/** A year: long refund windows are a merchant's choice, unbounded ones are a mistake. */
+export const REFUND_WINDOW_S_MAX = 365 * 86_400;
 
 export interface Offer {
   id: string;
@@ -23,6 +26,7 @@ export interface Offer {
   priceUc: string;
   active: boolean;
   holdLifetimeS: number;
+  refundWindowS: number;
   createdAt: number;
   updatedAt: number;
 }
@@ -36,6 +40,7 @@ export function toOffer(row: store.OfferRow): Offer {
     priceUc: formatUc(row.price_uc),
     active: row.active,
     holdLifetimeS: row.hold_lifetime_s,
+    refundWindowS: row.refund_window_s,
     createdAt: Number(row.created_at_s),
     updatedAt: Number(row.updated_at_s),
   };
@@ -56,7 +61,7 @@ export class OfferService {
     tx: Tx,
     principal: Principal,
     merchantId: string,
-    input: { name: string; category: string; priceUc: bigint; active?: boolean; holdLifetimeS?: number },
+    input: { name: string; category: string; priceUc: bigint; active?: boolean; holdLifetimeS?: number; refundWindowS?: number },
   ): Promise<Offer> {
     // FOR SHARE: a concurrent PATCH removing this category waits for us, then sees the offer (409).
     const merchant = await this.merchantFor(tx, principal, merchantId, true);
@@ -74,6 +79,7 @@ export class OfferService {
         price_uc: input.priceUc,
         active: input.active ?? true,
         hold_lifetime_s: input.holdLifetimeS ?? HOLD_LIFETIME_S_DEFAULT,
+        refund_window_s: input.refundWindowS ?? REFUND_WINDOW_S_DEFAULT,
         created_at_s: nowS,
         updated_at_s: nowS,
       }),
@@ -98,7 +104,7 @@ export class OfferService {
     principal: Principal,
     merchantId: string,
     offerId: string,
-    patch: { name?: string; priceUc?: bigint; active?: boolean; holdLifetimeS?: number },
+    patch: { name?: string; priceUc?: bigint; active?: boolean; holdLifetimeS?: number; refundWindowS?: number },
   ): Promise<Offer> {
     const merchant = await this.merchantFor(tx, principal, merchantId, true);
     const row = await store.lockOffer(tx, offerId);
@@ -114,6 +120,7 @@ export class OfferService {
         price_uc: patch.priceUc ?? row.price_uc,
         active: patch.active ?? row.active,
         hold_lifetime_s: patch.holdLifetimeS ?? row.hold_lifetime_s,
+        refund_window_s: patch.refundWindowS ?? row.refund_window_s,
         updated_at_s: BigInt(this.gateway.clock.nowS()),
       }),
     );

@@ -9,15 +9,16 @@ export interface OfferRow {
   price_uc: bigint;
   active: boolean;
   hold_lifetime_s: number;
+  refund_window_s: number;
   created_at_s: bigint;
   updated_at_s: bigint;
 }
 
 export async function insertOffer(db: Queryable, offer: OfferRow): Promise<OfferRow> {
   const { rows } = await db.query<OfferRow>(
-    `INSERT INTO offers (id, merchant_id, name, category, price_uc, active, hold_lifetime_s, created_at_s, updated_at_s)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING *`,
-    [offer.id, offer.merchant_id, offer.name, offer.category, offer.price_uc, offer.active, offer.hold_lifetime_s, offer.created_at_s],
+    `INSERT INTO offers (id, merchant_id, name, category, price_uc, active, hold_lifetime_s, created_at_s, updated_at_s, refund_window_s)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9) RETURNING *`,
+    [offer.id, offer.merchant_id, offer.name, offer.category, offer.price_uc, offer.active, offer.hold_lifetime_s, offer.created_at_s, offer.refund_window_s],
   );
   return rows[0]!;
 }
@@ -34,8 +35,8 @@ export async function lockOffer(tx: Tx, offerId: string): Promise<OfferRow | und
 
 export async function updateOffer(db: Queryable, offer: OfferRow): Promise<OfferRow> {
   const { rows } = await db.query<OfferRow>(
-    `UPDATE offers SET name = $2, price_uc = $3, active = $4, hold_lifetime_s = $5, updated_at_s = $6 WHERE id = $1 RETURNING *`,
-    [offer.id, offer.name, offer.price_uc, offer.active, offer.hold_lifetime_s, offer.updated_at_s],
+    `UPDATE offers SET name = $2, price_uc = $3, active = $4, hold_lifetime_s = $5, updated_at_s = $6, refund_window_s = $7 WHERE id = $1 RETURNING *`,
+    [offer.id, offer.name, offer.price_uc, offer.active, offer.hold_lifetime_s, offer.updated_at_s, offer.refund_window_s],
   );
   return rows[0]!;
 }

@@ -56,6 +56,7 @@ export class VoucherService {
       category: offer.category,
       amountUc: offer.price_uc,
       lifetimeS: offer.hold_lifetime_s,
+      refundWindowS: offer.refund_window_s,
     });
     const voucher = await this.gateway.signing.sign(
       {

@@ -70,7 +70,7 @@ describe('hold expiry', () => {
       const release = await world.api('POST', `/v1/redemptions/${redemption.id}/release`, { token: shop.key, key: 'lapse-rel', body: {} });
       expect(release.status).toBe(200);
       const balance = await world.gw.services.ledger.balance(world.gw.gateway.db, agent.id);
-      expect(balance).toEqual({ agentId: agent.id, availableUc: '0', heldUc: '0', capturedUc: '0', lapsedUc: '2000000', grantedUc: '2000000' });
+      expect(balance).toEqual({ agentId: agent.id, refundedUc: '0', availableUc: '0', heldUc: '0', capturedUc: '0', lapsedUc: '2000000', grantedUc: '2000000' });
       const refused = await mint(world, agent.token, offer.id);
       expect(refused.body.code).toBe('INSUFFICIENT_CREDITS');
     } finally {

@@ -1,0 +1,39 @@
+import type { Problem } from './types.ts';
+
+/** The gateway answered with a problem (4xx, or a 5xx that retries did not get past). */
+export class GatewayError extends Error {
+  readonly status: number;
+  /** The gateway's stable machine code, e.g. `hold_resolved`, `refund_window_closed`. */
+  readonly code: string | undefined;
+
+  constructor(readonly problem: Problem) {
+    super(`${problem.status} ${problem.code ?? 'error'}: ${problem.detail ?? problem.title ?? 'the gateway refused the request'}`);
+    this.name = 'GatewayError';
+    this.status = problem.status;
+    this.code = problem.code;
+  }
+}
+
+export type VerificationCode =
+  /** Bad signature, unknown key, wrong `typ`/`iss`/`aud`, expired, or malformed claims. */
+  | 'invalid_token'
+  /** A valid voucher for an offer the caller did not accept. */
+  | 'wrong_offer'
+  /** A valid voucher whose amount is outside the caller's bounds. */
+  | 'amount_out_of_bounds'
+  /** A valid receipt issued for another merchant. */
+  | 'wrong_merchant'
+  /** A webhook whose signature, timestamp or body does not verify. */
+  | 'invalid_webhook';
+
+/** A voucher, receipt or webhook that must not be trusted. */
+export class VerificationError extends Error {
+  constructor(
+    readonly code: VerificationCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'VerificationError';
+  }
+}

@@ -1,0 +1,5 @@
+// @agent-credit-gateway/merchant: everything a merchant needs to accept the gateway's vouchers.
+export { MerchantClient, RECEIPT_TYP, VOUCHER_TYP, type MerchantClientOptions, type VoucherBounds } from './client.ts';
+export { GatewayError, VerificationError, type VerificationCode } from './errors.ts';
+export { verifyWebhook, WEBHOOK_TOLERANCE_S_DEFAULT, type HeaderSource } from './webhooks.ts';
+export type * from './types.ts';

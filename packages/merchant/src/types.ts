@@ -1,0 +1,102 @@
+// The gateway's resources and token claims as a merchant sees them. Amounts are microcredits (µc) as
+// decimal strings, exactly as on the wire: 1 credit = 1,000,000 µc. Times are Unix seconds.
+
+export type RedemptionState = 'held' | 'captured' | 'released' | 'expired';
+
+export interface Refund {
+  id: string;
+  redemptionId: string;
+  amountUc: string;
+  reason: string | null;
+  createdAt: number;
+  /** Signed refund receipt (compact ES256 JWS, typ `receipt+jwt`); null when the gateway has no signing key. */
+  receipt: string | null;
+}
+
+/** A hold on an agent's credit (the voucher's `jti` is its id). */
+export interface Redemption {
+  id: string;
+  agentId: string;
+  acceptorId: string;
+  offerId: string;
+  category: string;
+  /** The held amount. Once not held: amountUc = capturedUc + releasedUc. */
+  amountUc: string;
+  state: RedemptionState;
+  expiresAt: number;
+  createdAt: number;
+  capturedUc: string;
+  /** What went back to the agent when the hold resolved (the uncaptured part). */
+  releasedUc: string;
+  capturedAt: number | null;
+  releasedAt: number | null;
+  /** Refunded so far; never more than capturedUc. */
+  refundedUc: string;
+  refunds: Refund[];
+  /** Signed capture receipt (compact JWS); null unless captured. */
+  captureReceipt: string | null;
+  allocations: Array<{ lotId: string; amountUc: string }>;
+}
+
+export interface RefundResult {
+  refund: Refund;
+  redemption: Redemption;
+}
+
+/** A verified voucher's claims, typed. */
+export interface VoucherClaims {
+  /** The hold the voucher stands for: capture or release it by this id. */
+  redemptionId: string;
+  agentId: string;
+  merchantId: string;
+  offerId: string;
+  category: string;
+  amountUc: string;
+  issuedAt: number;
+  expiresAt: number;
+}
+
+/** A verified receipt's claims, typed. */
+export interface ReceiptClaims {
+  receiptId: string;
+  kind: 'capture' | 'refund';
+  redemptionId: string;
+  offerId: string;
+  agentId: string;
+  merchantId: string;
+  amountUc: string;
+  capturedUc: string;
+  releasedUc: string;
+  /** Refunded in total once this receipt's operation was done. */
+  refundedUc: string;
+  /** Refund receipts only: the refund and its amount. */
+  refundId: string | null;
+  refundUc: string | null;
+  issuedAt: number;
+}
+
+export type WebhookEventType =
+  | 'merchant.verified'
+  | 'redemption.held'
+  | 'redemption.captured'
+  | 'redemption.released'
+  | 'redemption.expired'
+  | 'redemption.refunded';
+
+export interface WebhookEvent {
+  id: string;
+  type: WebhookEventType | (string & {});
+  createdAt: number;
+  merchantId: string;
+  data: { redemption?: Redemption; merchant?: Record<string, unknown> };
+}
+
+/** An RFC 9457 problem answered by the gateway. */
+export interface Problem {
+  type?: string;
+  title?: string;
+  status: number;
+  code?: string;
+  detail?: string;
+  [member: string]: unknown;
+}

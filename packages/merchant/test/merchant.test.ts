@@ -1,0 +1,233 @@
+// The merchant SDK against a real gateway: vouchers minted by real agents, verified offline against the
+// served JWKS; capture/release through the real routes (one of them behind a proxy that loses answers);
+// webhook deliveries made by the real worker; and the README's example server taking a payment.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GatewayError, MerchantClient, VerificationError, verifyWebhook, type VoucherClaims } from '@agent-credit-gateway/merchant';
+import { shopServer } from '../examples/server.ts';
+import { rotateSigningKeys } from '../../../src/platform/signing.ts';
+import { grant } from '../../../test/support/ledger-fixture.ts';
+import { configureWebhook, markVerified, registerMerchant, startHookTarget, uniqueKey, type HookTarget } from '../../../test/support/merchants.ts';
+import { startWorld, type World } from '../../../test/support/world.ts';
+
+let world: World;
+let target: HookTarget;
+let ownerToken: string;
+let merchantId: string;
+let apiKey: string;
+let webhookSecret: string;
+let offerId: string;
+let agent: { id: string; token: string };
+
+const client = (options: Partial<ConstructorParameters<typeof MerchantClient>[0]> = {}) =>
+  new MerchantClient({ gatewayUrl: world.url, merchantId, apiKey, backoffMs: () => 10, ...options });
+
+async function mint(offer = offerId): Promise<{ voucher: string; redemption: { id: string } }> {
+  const res = await world.api('POST', '/v1/vouchers', { token: agent.token, key: uniqueKey('mint'), body: { offerId: offer } });
+  if (res.status !== 200) throw new Error(`mint failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+async function createOffer(priceUc: string): Promise<string> {
+  const res = await world.api('POST', `/v1/merchants/${merchantId}/offers`, {
+    token: ownerToken,
+    key: uniqueKey('offer'),
+    body: { name: 'Report', category: 'books', priceUc, holdLifetimeS: 900 },
+  });
+  if (res.status !== 201) throw new Error(`offer failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body.id;
+}
+
+async function failure(promise: Promise<unknown>): Promise<VerificationError | GatewayError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof VerificationError || error instanceof GatewayError) return error;
+    throw error;
+  }
+  throw new Error('expected a failure');
+}
+
+beforeAll(async () => {
+  target = await startHookTarget({ nowS: () => world.gw.clock.nowS() });
+  world = await startWorld({ env: { ACG_OUTBOUND_CA_FILE: target.caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true' }, outbound: target.outbound });
+  ownerToken = await world.humanToken('sdk-shop@example.com');
+  merchantId = (await registerMerchant(world, ownerToken)).merchant.id;
+  await markVerified(world, merchantId);
+  webhookSecret = (await configureWebhook(world, ownerToken, merchantId)).body.webhookSecret;
+  const key = await world.api('POST', `/v1/merchants/${merchantId}/api-keys`, {
+    token: ownerToken,
+    key: uniqueKey('api-key'),
+    body: { name: 'sdk', scopes: ['offers:read', 'redemptions:capture', 'redemptions:release', 'redemptions:refund'] },
+  });
+  if (key.status !== 201) throw new Error(`api key failed: ${key.status} ${JSON.stringify(key.body)}`);
+  apiKey = key.body.secretKey;
+  offerId = await createOffer('2500000');
+  agent = await world.createAgent('sdk-agent-owner@example.com', 'sdk-agent');
+  await grant(world, agent.id, 100_000_000n);
+});
+afterAll(async () => {
+  await world?.close();
+  await target?.close();
+});
+
+describe('verifyVoucher', () => {
+  it('returns the typed claims of a voucher a real agent minted, verified offline against the JWKS', async () => {
+    const { voucher, redemption } = await mint();
+    const claims = await client().verifyVoucher(voucher, { offerId, minAmountUc: 2_500_000n, maxAmountUc: '2500000' });
+    expect(claims).toEqual<VoucherClaims>({
+      redemptionId: redemption.id,
+      agentId: agent.id,
+      merchantId,
+      offerId,
+      category: 'books',
+      amountUc: '2500000',
+      issuedAt: expect.any(Number),
+      expiresAt: expect.any(Number),
+    });
+    expect(claims.expiresAt - claims.issuedAt).toBe(900);
+  });
+
+  it('refuses a tampered, foreign, expired or mistyped token, and vouchers outside the offer and amount bounds', async () => {
+    const { voucher } = await mint();
+    const [header, payload, signature] = voucher.split('.');
+    const claims = JSON.parse(Buffer.from(payload!, 'base64url').toString());
+    const tampered = [header, Buffer.from(JSON.stringify({ ...claims, amount_uc: '1' })).toString('base64url'), signature].join('.');
+    expect((await failure(client().verifyVoucher(tampered))).code).toBe('invalid_token');
+    expect((await failure(client({ merchantId: 'mer_someoneelse' }).verifyVoucher(voucher))).code).toBe('invalid_token');
+    expect((await failure(client({ issuer: 'https://evil.example' }).verifyVoucher(voucher))).code).toBe('invalid_token');
+    const nowS = Math.floor(Date.now() / 1000);
+    const expired = await world.gw.gateway.signing.sign({ ...claims, iat: nowS - 1000, exp: nowS - 100 }, 'voucher+jwt');
+    expect((await failure(client().verifyVoucher(expired))).code).toBe('invalid_token');
+    const accessToken = await world.gw.gateway.signing.sign({ ...claims }, 'at+jwt');
+    expect((await failure(client().verifyVoucher(accessToken))).code).toBe('invalid_token');
+    expect((await failure(client().verifyVoucher(voucher, { offerId: ['off_other', 'off_another'] }))).code).toBe('wrong_offer');
+    expect((await failure(client().verifyVoucher(voucher, { maxAmountUc: 2_499_999n }))).code).toBe('amount_out_of_bounds');
+    expect((await failure(client().verifyVoucher(voucher, { minAmountUc: '2500001' }))).code).toBe('amount_out_of_bounds');
+  });
+
+  it('refetches the JWKS when a voucher names a key it has not seen (after a rotation)', async () => {
+    const sdk = client({ jwksRefetchCooldownMs: 0 });
+    await sdk.verifyVoucher((await mint()).voucher);
+    await rotateSigningKeys(world.gw.gateway.db, { nowS: world.gw.clock.nowS(), leadS: 0, retentionS: 3600 });
+    await world.gw.gateway.signing.reload();
+    const { voucher, redemption } = await mint();
+    const kid = JSON.parse(Buffer.from(voucher.split('.')[0]!, 'base64url').toString()).kid;
+    expect(world.gw.gateway.signing.jwks().keys.map((k) => k.kid)).toContain(kid);
+    expect((await sdk.verifyVoucher(voucher)).redemptionId).toBe(redemption.id);
+  });
+});
+
+describe('redemption calls', () => {
+  it('captures, releases and reads holds with the merchant key, and throws the gateway problem as GatewayError', async () => {
+    const sdk = client();
+    const first = await mint();
+    const captured = await sdk.capture(first.redemption.id, { amountUc: 1_000_000n });
+    expect(captured).toMatchObject({ state: 'captured', capturedUc: '1000000' });
+    expect((await sdk.getRedemption(first.redemption.id)).state).toBe('captured');
+    const second = await mint();
+    expect((await sdk.release(second.redemption.id)).state).toBe('released');
+    const again = await failure(sdk.capture(second.redemption.id));
+    expect(again).toBeInstanceOf(GatewayError);
+    expect(again).toMatchObject({ status: 409, code: 'hold_resolved' });
+    expect(await failure(sdk.getRedemption('hold_doesnotexist'))).toMatchObject({ status: 404, code: 'not_found' });
+  });
+
+  it('refunds captured credit and verifies the signed capture and refund receipts', async () => {
+    const sdk = client();
+    const { redemption } = await mint();
+    const captured = await sdk.capture(redemption.id);
+    expect(await sdk.verifyReceipt(captured.captureReceipt!)).toMatchObject({ kind: 'capture', redemptionId: redemption.id, merchantId, agentId: agent.id, offerId, capturedUc: '2500000', refundId: null });
+    const { refund, redemption: after } = await sdk.refund(redemption.id, { amountUc: 1_000_000n, reason: 'partly late' });
+    expect(after).toMatchObject({ refundedUc: '1000000', refunds: [refund] });
+    expect(await sdk.verifyReceipt(refund.receipt!)).toMatchObject({ kind: 'refund', refundId: refund.id, refundUc: '1000000', refundedUc: '1000000', capturedUc: '2500000' });
+    expect(await failure(sdk.refund(redemption.id, { amountUc: '1500001' }))).toMatchObject({ status: 400, code: 'refund_exceeds_captured' });
+    expect((await sdk.refund(redemption.id)).refund.amountUc).toBe('1500000');
+    expect((await failure(client({ merchantId: 'mer_someoneelse' }).verifyReceipt(refund.receipt!))).code).toBe('wrong_merchant');
+    const [header, , signature] = refund.receipt!.split('.');
+    const forged = [header, Buffer.from(JSON.stringify({ kind: 'refund', refund_uc: '9' })).toString('base64url'), signature].join('.');
+    expect((await failure(sdk.verifyReceipt(forged))).code).toBe('invalid_token');
+    expect((await failure(sdk.verifyReceipt((await mint()).voucher))).code).toBe('invalid_token');
+  });
+
+  it('retries with the same Idempotency-Key when an answer is lost, so the capture happens once', async () => {
+    let lost = 0;
+    const keys: string[] = [];
+    // A proxy that forwards every request but loses the first answer of each POST, as a network would.
+    const proxy = http.createServer(async (request, response) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of request) chunks.push(chunk as Buffer);
+      const headers = Object.fromEntries(Object.entries(request.headers).filter(([name]) => !['host', 'content-length', 'connection'].includes(name))) as Record<string, string>;
+      const upstream = await fetch(`${world.url}${request.url}`, { method: request.method, headers, body: chunks.length ? Buffer.concat(chunks) : undefined });
+      const text = await upstream.text();
+      if (request.method === 'POST') keys.push(headers['idempotency-key']!);
+      if (request.method === 'POST' && lost++ === 0) return void response.writeHead(502).end('bad gateway');
+      response.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json' }).end(text);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const sdk = client({ gatewayUrl: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`, issuer: world.url });
+      const { redemption } = await mint();
+      const captured = await sdk.capture(redemption.id, { amountUc: '1500000' });
+      expect(captured).toMatchObject({ state: 'captured', capturedUc: '1500000' });
+      expect(keys).toHaveLength(2);
+      expect(keys[0]).toBe(keys[1]);
+      const { rows } = await world.gw.gateway.db.query<{ n: bigint }>(
+        `SELECT count(*) AS n FROM journal_entries WHERE operation_id = $1 AND kind = 'capture' AND account LIKE 'merchant:%'`,
+        [`${redemption.id}:capture`],
+      );
+      expect(rows[0]!.n).toBe(1n);
+    } finally {
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
+  });
+});
+
+describe('verifyWebhook', () => {
+  it("accepts the gateway's own deliveries and refuses a changed body, a wrong secret and a stale timestamp", async () => {
+    const before = target.receiver.received.length;
+    const { redemption } = await mint();
+    await client().capture(redemption.id);
+    // The scheduled worker may be delivering it already; run a pass and wait for the delivery to arrive.
+    const arrived = () => target.receiver.received.slice(before).find((r) => r.body.includes('redemption.captured') && r.body.includes(redemption.id));
+    for (let waitedMs = 0; !arrived() && waitedMs < 10_000; waitedMs += 100) {
+      await world.gw.services.webhookWorker.runOnce();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const delivery = arrived()!;
+    const event = verifyWebhook(webhookSecret, delivery.headers, delivery.body);
+    expect(event).toMatchObject({ type: 'redemption.captured', merchantId, data: { redemption: { id: redemption.id, state: 'captured' } } });
+    expect(event.id).toBe(delivery.headers['webhook-id']);
+    expect(() => verifyWebhook(webhookSecret, delivery.headers, delivery.body.replace('captured', 'released'))).toThrow(VerificationError);
+    expect(() => verifyWebhook(`whsec_${Buffer.alloc(32, 1).toString('base64')}`, delivery.headers, delivery.body)).toThrow(/no webhook-signature matches/);
+    const lateS = Number(delivery.headers['webhook-timestamp']) + 301;
+    expect(() => verifyWebhook(webhookSecret, delivery.headers, delivery.body, { nowS: lateS })).toThrow(/tolerance/);
+    expect(() => verifyWebhook(webhookSecret, { ...delivery.headers, 'webhook-id': undefined }, delivery.body)).toThrow(/webhook-id/);
+  });
+});
+
+describe('the README example server', () => {
+  it('accepts a voucher minted by a real agent and captures it', async () => {
+    const otherOffer = await createOffer('700000');
+    const shop = shopServer(client(), otherOffer);
+    await new Promise<void>((resolve) => shop.listen(0, '127.0.0.1', resolve));
+    try {
+      const shopUrl = `http://127.0.0.1:${(shop.address() as AddressInfo).port}/report`;
+      const { voucher, redemption } = await mint(otherOffer);
+      const paid = await fetch(shopUrl, { headers: { authorization: `Bearer ${voucher}` } });
+      expect(paid.status).toBe(200);
+      const answer = await paid.json();
+      expect(answer.paidUc).toBe('700000');
+      expect(await client().verifyReceipt(answer.receipt)).toMatchObject({ kind: 'capture', redemptionId: redemption.id, capturedUc: '700000' });
+      expect((await client().getRedemption(redemption.id)).state).toBe('captured');
+      const wrongOffer = await fetch(shopUrl, { headers: { authorization: `Bearer ${(await mint()).voucher}` } });
+      expect(wrongOffer.status).toBe(402);
+      const replayed = await fetch(shopUrl, { headers: { authorization: `Bearer ${voucher}` } });
+      expect(replayed.status).toBe(402);
+    } finally {
+      shop.closeAllConnections();
+      await new Promise<void>((resolve) => shop.close(() => resolve()));
+    }
+  });
+});

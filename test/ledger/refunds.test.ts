@@ -1,0 +1,271 @@
+// Refunds of captured credit through POST /v1/redemptions/{id}/refunds, and the settled shape of a
+// redemption: every effect is read back from the routes and the database.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { onPostgres } from '../support/database.ts';
+import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
+import { seedMerchantKey } from '../support/merchant-key.ts';
+import { startWorld, type World } from '../support/world.ts';
+
+let world: World;
+let shop: Shop;
+let counter = 0;
+beforeAll(async () => {
+  world = await startWorld();
+  shop = await openShop(world);
+});
+afterAll(() => world.close());
+afterEach(() => {
+  world.gw.clock.offsetMs = 0;
+});
+
+const nextKey = (label: string) => `${label}-${++counter}`;
+
+async function fundedAgent(amountUc = 10_000_000n) {
+  const agent = await world.createAgent(`refund${++counter}@example.com`, `refund-agent-${counter}`);
+  await grant(world, agent.id, amountUc);
+  return agent;
+}
+
+/** A hold of `priceUc`, captured for `captureUc` (default all). */
+async function captured(agent: { token: string }, priceUc = '2500000', captureUc?: string, offerInput: { refundWindowS?: number } = {}) {
+  const offer = await offerWith({ priceUc, ...offerInput });
+  const minted = await mint(world, agent.token, offer.id);
+  if (minted.status !== 200) throw new Error(`mint failed: ${minted.status} ${JSON.stringify(minted.body)}`);
+  const res = await world.api('POST', `/v1/redemptions/${minted.body.redemption.id}/capture`, {
+    token: shop.key,
+    key: nextKey('capture'),
+    body: captureUc === undefined ? {} : { amountUc: captureUc },
+  });
+  if (res.status !== 200) throw new Error(`capture failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+async function offerWith(input: { priceUc: string; refundWindowS?: number }): Promise<{ id: string }> {
+  const res = await world.api('POST', `/v1/merchants/${shop.merchantId}/offers`, {
+    token: shop.key,
+    key: nextKey('offer'),
+    body: { name: 'Report', category: 'books', priceUc: input.priceUc, ...(input.refundWindowS === undefined ? {} : { refundWindowS: input.refundWindowS }) },
+  });
+  if (res.status !== 201) throw new Error(`offer failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+function refund(holdId: string, body: Record<string, unknown> = {}, options: { key?: string; token?: string } = {}) {
+  return world.api('POST', `/v1/redemptions/${holdId}/refunds`, { token: options.token ?? shop.key, key: options.key ?? nextKey('refund'), body });
+}
+
+async function balance(agentId: string) {
+  return world.gw.services.ledger.balance(world.gw.gateway.db, agentId);
+}
+
+async function earnings(): Promise<bigint> {
+  return BigInt(await world.gw.services.ledger.merchantEarnings(world.gw.gateway.db, shop.merchantId));
+}
+
+/** Everything a refund could have changed, to compare before and after a refused one. */
+async function snapshot(holdId: string, agentId: string) {
+  const db = world.gw.gateway.db;
+  const { rows } = await db.query<{ refunds: bigint; journal: bigint; events: bigint }>(
+    `SELECT (SELECT count(*) FROM refunds WHERE hold_id = $1)::bigint AS refunds,
+            (SELECT count(*) FROM journal_entries WHERE kind = 'refund')::bigint AS journal,
+            (SELECT count(*) FROM events WHERE type = 'redemption.refunded' AND payload LIKE '%' || $1 || '%')::bigint AS events`,
+    [holdId],
+  );
+  const redemption = await world.api('GET', `/v1/redemptions/${holdId}`, { token: shop.key });
+  return { ...rows[0], redemption: redemption.body, lots: await world.gw.services.ledger.lots(db, agentId), earnings: await earnings() };
+}
+
+describe('POST /v1/redemptions/{id}/refunds', () => {
+  it('refunds everything captured by default: a new refund lot for the agent, out of the earnings, with an event', async () => {
+    const agent = await fundedAgent();
+    const hold = await captured(agent);
+    const earnedBefore = await earnings();
+    const res = await refund(hold.id, { reason: 'not delivered' });
+    expect(res.status).toBe(201);
+    expect(res.body.refund).toMatchObject({ redemptionId: hold.id, amountUc: '2500000', reason: 'not delivered', receipt: expect.any(String) });
+    expect(res.body.refund.id).toMatch(/^rfd_/);
+    expect(res.body.redemption).toMatchObject({ id: hold.id, state: 'captured', capturedUc: '2500000', refundedUc: '2500000', refunds: [res.body.refund] });
+    expect(await earnings()).toBe(earnedBefore - 2_500_000n);
+    const lots = await world.gw.services.ledger.lots(world.gw.gateway.db, agent.id);
+    expect(lots.filter((l) => l.source === 'refund')).toEqual([expect.objectContaining({ sourceRef: res.body.refund.id, grantedUc: '2500000', remainingUc: '2500000', status: 'active' })]);
+    expect(await balance(agent.id)).toMatchObject({ availableUc: '10000000', capturedUc: '2500000', grantedUc: '12500000', refundedUc: '2500000' });
+    const { rows } = await world.gw.gateway.db.query<{ n: bigint }>(`SELECT count(*) AS n FROM events WHERE type = 'redemption.refunded' AND payload LIKE $1`, [`%${hold.id}%`]);
+    expect(rows[0]!.n).toBe(1n);
+    const read = await world.api('GET', `/v1/redemptions/${hold.id}`, { token: shop.key });
+    expect(read.body.refunds).toEqual([res.body.refund]);
+  });
+
+  it('refunds partly, several times, up to what was captured, and no further', async () => {
+    const agent = await fundedAgent();
+    const hold = await captured(agent, '2500000', '2000000');
+    expect((await refund(hold.id, { amountUc: '500000' })).body.redemption.refundedUc).toBe('500000');
+    expect((await refund(hold.id, { amountUc: '700000' })).body.redemption.refundedUc).toBe('1200000');
+    const rest = await refund(hold.id);
+    expect(rest.status).toBe(201);
+    expect(rest.body.refund.amountUc).toBe('800000');
+    expect(rest.body.redemption).toMatchObject({ refundedUc: '2000000', capturedUc: '2000000' });
+    expect(rest.body.redemption.refunds.map((r: { amountUc: string }) => r.amountUc)).toEqual(['500000', '700000', '800000']);
+    const more = await refund(hold.id, { amountUc: '1' });
+    expect([more.status, more.body.code]).toEqual([400, 'refund_exceeds_captured']);
+    const nothingLeft = await refund(hold.id);
+    expect([nothingLeft.status, nothingLeft.body.code]).toEqual([409, 'conflict']);
+    expect((await balance(agent.id)).availableUc).toBe('10000000');
+  });
+
+  it('answers 400 refund_exceeds_captured one µc past the captured amount, changing nothing', async () => {
+    const agent = await fundedAgent();
+    const hold = await captured(agent, '2500000', '1000000');
+    const before = await snapshot(hold.id, agent.id);
+    const res = await refund(hold.id, { amountUc: '1000001' });
+    expect([res.status, res.body.code]).toEqual([400, 'refund_exceeds_captured']);
+    expect(await snapshot(hold.id, agent.id)).toEqual(before);
+    for (const amountUc of ['0', '-1', '1.5', 5]) expect((await refund(hold.id, { amountUc })).status).toBe(400);
+    expect((await refund(hold.id, { amountUc: '1000000' })).status).toBe(201);
+  });
+
+  it("answers 409 refund_window_closed once the offer's window after capture has passed", async () => {
+    const agent = await fundedAgent();
+    const hold = await captured(agent, '1000000', undefined, { refundWindowS: 120 });
+    world.gw.clock.advance(119_000);
+    expect((await refund(hold.id, { amountUc: '100000' })).status).toBe(201);
+    world.gw.clock.advance(1_000);
+    const late = await refund(hold.id, { amountUc: '100000' });
+    expect([late.status, late.body.code]).toEqual([409, 'refund_window_closed']);
+    const never = await captured(agent, '1000000', undefined, { refundWindowS: 0 });
+    expect((await refund(never.id)).body.code).toBe('refund_window_closed');
+  });
+
+  it("keeps the refund window a hold was minted with when the offer's window changes later", async () => {
+    const agent = await fundedAgent();
+    const offer = await offerWith({ priceUc: '1000000', refundWindowS: 60 });
+    const minted = await mint(world, agent.token, offer.id);
+    await world.api('PATCH', `/v1/merchants/${shop.merchantId}/offers/${offer.id}`, { token: shop.key, body: { refundWindowS: 86_400 } });
+    await world.api('POST', `/v1/redemptions/${minted.body.redemption.id}/capture`, { token: shop.key, key: nextKey('capture'), body: {} });
+    world.gw.clock.advance(61_000);
+    expect((await refund(minted.body.redemption.id)).body.code).toBe('refund_window_closed');
+  });
+
+  it('answers 409 insufficient_earnings when the earnings are short, changing nothing', async () => {
+    const agent = await fundedAgent();
+    const hold = await captured(agent, '1000000');
+    // Stands in for a payout (the gateway has none yet): the earnings are now below the refund.
+    const shortUc = 999_999n;
+    await world.gw.gateway.db.query(`UPDATE ledger_accounts SET balance_uc = $2 WHERE id = $1`, [`merchant:${shop.merchantId}`, shortUc]);
+    const before = await snapshot(hold.id, agent.id);
+    const res = await refund(hold.id);
+    expect([res.status, res.body.code]).toEqual([409, 'insufficient_earnings']);
+    expect(await snapshot(hold.id, agent.id)).toEqual(before);
+    expect(await earnings()).toBe(shortUc);
+    expect((await refund(hold.id, { amountUc: shortUc.toString() })).status).toBe(201);
+    expect(await earnings()).toBe(0n);
+  });
+
+  it("answers 404 for another merchant's key, and 403 for a key without redemptions:refund", async () => {
+    const agent = await fundedAgent();
+    const hold = await captured(agent, '1000000');
+    const other = await seedMerchantKey(world, { ownerEmail: 'other-refunder@example.com', scopes: ['redemptions:refund'] });
+    const foreign = await refund(hold.id, {}, { token: other.key });
+    expect([foreign.status, foreign.body.code]).toEqual([404, 'not_found']);
+    const noScope = await seedMerchantKey(world, { ownerEmail: 'capturer@example.com', scopes: ['redemptions:capture'] });
+    expect((await refund(hold.id, {}, { token: noScope.key })).status).toBe(403);
+    expect((await refund('hold_doesnotexist')).status).toBe(404);
+  });
+
+  it('replays a retry with the same key without moving credit twice, and requires a key', async () => {
+    const agent = await fundedAgent();
+    const hold = await captured(agent, '2000000');
+    const first = await refund(hold.id, { amountUc: '600000' }, { key: 'refund-once' });
+    const second = await refund(hold.id, { amountUc: '600000' }, { key: 'refund-once' });
+    expect(second.status).toBe(201);
+    expect(second.headers.get('idempotent-replayed')).toBe('true');
+    expect(second.body).toEqual(first.body);
+    const read = await world.api('GET', `/v1/redemptions/${hold.id}`, { token: shop.key });
+    expect(read.body).toMatchObject({ refundedUc: '600000', refunds: [first.body.refund] });
+    expect((await balance(agent.id)).refundedUc).toBe('600000');
+    const reused = await refund(hold.id, { amountUc: '1' }, { key: 'refund-once' });
+    expect([reused.status, reused.body.code]).toEqual([409, 'idempotency_key_reused']);
+    const missing = await world.api('POST', `/v1/redemptions/${hold.id}/refunds`, { token: shop.key, body: {} });
+    expect([missing.status, missing.body.code]).toEqual([400, 'idempotency_required']);
+  });
+
+  it('refuses holds that are not captured (held, released) with 409 conflict', async () => {
+    const agent = await fundedAgent();
+    const offer = await offerWith({ priceUc: '1000000' });
+    const held = (await mint(world, agent.token, offer.id)).body.redemption;
+    expect((await refund(held.id)).body.code).toBe('conflict');
+    await world.api('POST', `/v1/redemptions/${held.id}/release`, { token: shop.key, key: nextKey('release'), body: {} });
+    expect((await refund(held.id)).body.code).toBe('conflict');
+  });
+
+  it('gives the refund lot the burn order and expiry of the lots the credit came from', async () => {
+    const agent = await world.createAgent(`refund${++counter}@example.com`, `refund-agent-${counter}`);
+    const nowS = world.gw.clock.nowS();
+    await grant(world, agent.id, 600_000n, { priority: 5, expiresAtS: nowS + 3600 });
+    await grant(world, agent.id, 600_000n, { priority: 20, expiresAtS: nowS + 7200 });
+    await grant(world, agent.id, 5_000_000n, { priority: 50 });
+    const hold = await captured(agent, '1000000');
+    const res = await refund(hold.id);
+    const lot = (await world.gw.services.ledger.lots(world.gw.gateway.db, agent.id)).find((l) => l.sourceRef === res.body.refund.id)!;
+    expect(lot).toMatchObject({ source: 'refund', priority: 5, expiresAt: nowS + 7200, grantedUc: '1000000' });
+  });
+});
+
+describe('the settled shape of a redemption', () => {
+  it('states what was released: amountUc = capturedUc + releasedUc once not held, with capturedAt and releasedAt', async () => {
+    const agent = await fundedAgent();
+    const offer = await offerWith({ priceUc: '2500000' });
+    const held = (await mint(world, agent.token, offer.id)).body.redemption;
+    expect(held).toMatchObject({ state: 'held', capturedUc: '0', releasedUc: '0', capturedAt: null, releasedAt: null, refundedUc: '0', refunds: [], captureReceipt: null });
+    const partial = await captured(agent, '2500000', '1000000');
+    expect(partial).toMatchObject({ amountUc: '2500000', capturedUc: '1000000', releasedUc: '1500000', capturedAt: expect.any(Number), captureReceipt: expect.any(String) });
+    expect(partial.releasedAt).toBe(partial.capturedAt);
+    const full = await captured(agent, '2500000');
+    expect(full).toMatchObject({ capturedUc: '2500000', releasedUc: '0', releasedAt: null });
+    const released = await world.api('POST', `/v1/redemptions/${held.id}/release`, { token: shop.key, key: nextKey('release'), body: {} });
+    expect(released.body).toMatchObject({ state: 'released', capturedUc: '0', releasedUc: '2500000', capturedAt: null, releasedAt: expect.any(Number), captureReceipt: null });
+    const expiring = (await mint(world, agent.token, offer.id)).body.redemption;
+    world.gw.clock.advance(901_000);
+    const expired = await world.api('GET', `/v1/redemptions/${expiring.id}`, { token: shop.key });
+    expect(expired.body).toMatchObject({ state: 'expired', releasedUc: '2500000', releasedAt: expiring.expiresAt, capturedAt: null });
+  });
+});
+
+describe.runIf(onPostgres())('refunds under concurrency (PostgreSQL, two instances)', () => {
+  let second: TestGateway;
+  beforeAll(async () => {
+    second = await startTestGateway({
+      database: world.gw.database,
+      env: { ACG_HUMAN_ISSUER: world.human.issuer, ACG_AGENT_ISSUER: world.agentIssuer.issuer, ACG_API_KEY_PEPPER: world.gw.config.apiKeyPepper! },
+    });
+  });
+  afterAll(() => second?.close());
+
+  it('never refunds more than was captured, whichever instance each refund reaches', async () => {
+    const agent = await fundedAgent();
+    const hold = await captured(agent, '5000000');
+    const urls = [world.url, second.url];
+    const responses = await Promise.all(
+      Array.from({ length: 24 }, (_, i) =>
+        fetch(`${urls[i % 2]}/v1/redemptions/${hold.id}/refunds`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${shop.key}`, 'content-type': 'application/json', 'idempotency-key': `race-${hold.id}-${i}` },
+          body: JSON.stringify({ amountUc: '1000000' }),
+        }).then(async (res) => ({ status: res.status, body: (await res.json()) as { code?: string } })),
+      ),
+    );
+    expect(responses.filter((r) => r.status === 201)).toHaveLength(5);
+    const refused = responses.filter((r) => r.status !== 201);
+    expect(refused).toHaveLength(19);
+    expect(refused.every((r) => r.status === 400 && r.body.code === 'refund_exceeds_captured')).toBe(true);
+    const { rows } = await world.gw.gateway.db.query<{ refunded_uc: bigint; lots: bigint; journal: bigint }>(
+      `SELECT h.refunded_uc,
+              (SELECT count(*) FROM credit_lots WHERE agent_id = h.agent_id AND source = 'refund')::bigint AS lots,
+              (SELECT COALESCE(SUM(amount_uc), 0) FROM journal_entries)::bigint AS journal
+         FROM holds h WHERE h.id = $1`,
+      [hold.id],
+    );
+    expect(rows[0]).toEqual({ refunded_uc: 5_000_000n, lots: 5n, journal: 0n });
+    expect((await balance(agent.id)).availableUc).toBe('10000000');
+  });
+});
