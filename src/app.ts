@@ -6,6 +6,7 @@ import { docsRoutes } from './docs/routes.ts';
 import { WebhookService } from './events/service.ts';
 import { WebhookWorker } from './events/worker.ts';
 import type { PaymentApprovalProvider } from './execute/payment-approval.ts';
+import { intentRoutes } from './execute/intent-routes.ts';
 import { executeRoutes } from './execute/routes.ts';
 import { buildExecuteFeature } from './execute/setup.ts';
 import type { ExecuteService } from './execute/service.ts';
@@ -25,6 +26,10 @@ import { accessRoutes } from './access/routes.ts';
 import { ledgerRoutes } from './ledger/routes.ts';
 import { LedgerService } from './ledger/service.ts';
 import { offerRoutes } from './offers/routes.ts';
+import { LocalApprovalProvider, StripeCheckoutProvider, type TopupProvider } from './payments/providers.ts';
+import { paymentRoutes } from './payments/routes.ts';
+import { PaymentsService, TOPUP_JOB_INTERVAL_MS } from './payments/service.ts';
+import { StripeWebhook } from './payments/stripe-webhook.ts';
 import { OfferService } from './offers/service.ts';
 import { voucherRoutes } from './vouchers/routes.ts';
 import { VoucherService } from './vouchers/service.ts';
@@ -66,6 +71,9 @@ export interface Services {
   vouchers: VoucherService;
   execute: ExecuteService;
   mailConnectors: MailConnectorService;
+  /** Absent when no payment-approval provider is configured (ACG_PAYMENT_PROVIDER=none). */
+  payments?: PaymentsService;
+  stripeWebhook?: StripeWebhook;
 }
 
 /** Optional collaborators the composition root can be given (tests inject fakes here). */
@@ -76,6 +84,13 @@ export interface AppDependencies {
 
 /** How often each instance reclaims holds past their deadline (reads and writes treat them as expired at once). */
 const HOLD_SWEEP_INTERVAL_MS = 5000;
+
+function topupProvider(config: Gateway['config']): TopupProvider | undefined {
+  const { payments } = config;
+  if (payments.provider === 'local') return new LocalApprovalProvider(config);
+  if (payments.provider === 'stripe' && payments.stripe) return new StripeCheckoutProvider(config, payments.stripe);
+  return undefined;
+}
 
 export async function buildServices(gateway: Gateway, dependencies: AppDependencies = {}): Promise<Services> {
   const providers = await identityProviders(gateway.config);
@@ -104,8 +119,15 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
     testHooks: gateway.outbound,
   });
   gateway.schedule('webhook-delivery', config.webhookPollIntervalMs, () => webhookWorker.runOnce());
-  const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, secretBoxKey: boxKey, paymentApproval: dependencies.paymentApproval });
-  return { verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhookWorker, ledger, offers, vouchers, execute, mailConnectors };
+  // Payments and execute need each other: execute asks payments for approvals, payments resumes execute's intents.
+  let executeService: ExecuteService | undefined;
+  const provider = topupProvider(config);
+  const payments = provider && new PaymentsService(gateway, { identity, ledger, provider, intents: () => executeService! });
+  const stripeWebhook = payments && config.payments.stripe ? new StripeWebhook(payments, config.payments.stripe) : undefined;
+  if (payments) gateway.schedule('topups', TOPUP_JOB_INTERVAL_MS, () => payments.runJobs());
+  const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, secretBoxKey: boxKey, paymentApproval: dependencies.paymentApproval ?? payments });
+  executeService = execute;
+  return { verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhookWorker, ledger, offers, vouchers, execute, mailConnectors, payments, stripeWebhook };
 }
 
 export async function buildGatewayApp(
@@ -121,12 +143,19 @@ export async function buildGatewayApp(
     keysRoutes,
     oauthRoutes({ verifier: services.verifier }),
     identityRoutes({ identity: services.identity, agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
-    integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured }),
+    integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured, paymentProvider: dependencies.paymentApproval ? undefined : services.payments?.providerKind }),
     ledgerRoutes({ ledger: services.ledger, identity: services.identity, merchants: services.merchants }),
     offerRoutes(services.offers),
     voucherRoutes(services.vouchers),
     accessRoutes,
     executeRoutes({ execute: services.execute, mailConnectors: services.mailConnectors }),
+    intentRoutes(services.execute),
+    paymentRoutes({
+      payments: services.payments,
+      stripeWebhook: services.stripeWebhook,
+      devLoginUrl: gateway.config.mode === 'dev' && providers.human?.source === 'built_in' ? '/dev/issuers/human/login' : undefined,
+      humanIssuer: providers.human?.issuer,
+    }),
     merchantRoutes(services.merchants),
     ...extraFeatures,
   ];

@@ -20,9 +20,9 @@ import type { IdentityService } from '../identity/service.ts';
 import type { AgentRow } from '../identity/store.ts';
 import { GATEWAY_ACCEPTOR_ID, type LedgerService, type Redemption } from '../ledger/service.ts';
 import type { Queryable } from '../platform/db/database.ts';
-import { ApiError, problemBody } from '../platform/errors.ts';
+import { ApiError, problemBody, type ProblemBody } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
-import type { Claim, StoredResponse } from '../platform/idempotency.ts';
+import type { Claim, ClaimOutcome, StoredResponse } from '../platform/idempotency.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, formatUsd, type Microcredits } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
@@ -70,6 +70,30 @@ export interface ExecuteResult {
   priceUc: string;
   priceUsd: string;
   paymentMethod: typeof PAYMENT_METHOD_CREDITS;
+}
+
+/** What resuming a retained intent came to: it ended, another instance is running it, or it must wait. */
+export type ResumeOutcome = 'finished' | 'busy' | 'waiting';
+
+/** A retained intent as its agent and owner read it (GET /v1/intents/{id}). */
+export interface IntentView {
+  id: string;
+  state: store.IntentState;
+  agentId: string;
+  intent: ServiceIntent;
+  priceUc: string;
+  executionId: string | null;
+  /** Why a cancelled intent was closed: `topup_declined`, `topup_expired` or `topup_failed`. */
+  cancellationReason: string | null;
+  /** The action's result, while the execute answer is retained (24 h by default). */
+  result: object | null;
+  /** The captured hold of an executed intent. */
+  receipt: Redemption | null;
+  /** The problem body of a failed intent, while the execute answer is retained. */
+  error: ProblemBody | null;
+  createdAt: number;
+  updatedAt: number;
+  expiresAt: number;
 }
 
 export interface ExecuteDependencies {
@@ -176,16 +200,16 @@ export class ExecuteService {
    * Runs one execution under an Idempotency-Key claimed by the caller, and returns the answer. Whatever
    * happens, the claim ends completed (answer stored) or given back (the same request may be retried).
    */
-  async execute(claim: Claim, request: ExecutionRequest): Promise<StoredResponse> {
+  async execute(claim: Claim, request: ExecutionRequest, resuming = false): Promise<StoredResponse> {
     try {
-      return await this.executeClaimed(claim, request);
+      return await this.executeClaimed(claim, request, resuming);
     } catch (error) {
       await this.gateway.idempotency.abandon(claim).catch(() => undefined);
       throw error;
     }
   }
 
-  private async executeClaimed(claim: Claim, request: ExecutionRequest): Promise<StoredResponse> {
+  private async executeClaimed(claim: Claim, request: ExecutionRequest, resuming: boolean): Promise<StoredResponse> {
     // Holds past their deadline give their credit back first, so it can pay for this one.
     await this.deps.ledger.expireDue({ agentId: request.agentId });
     let cleared: Cleared;
@@ -198,7 +222,8 @@ export class ExecuteService {
     try {
       started = await this.gateway.db.transaction((tx) => this.begin(tx, claim, request, cleared));
     } catch (error) {
-      if (error instanceof ApiError && error.code === 'INSUFFICIENT_CREDITS') return this.retainIntent(claim, request, cleared);
+      // A resumed intent that meets insufficient credit again waits; it never asks for a second approval.
+      if (error instanceof ApiError && error.code === 'INSUFFICIENT_CREDITS' && !resuming) return this.retainIntent(claim, request, cleared);
       return this.refuse(claim, uncharged(error));
     }
     this.inFlight.add(started.executionId);
@@ -300,7 +325,7 @@ export class ExecuteService {
           throw new Error(`ledger invariant: execution ${started.executionId} captured ${receipt.capturedUc} µc of ${started.priceUc} µc`);
         }
         await store.finishExecution(tx, execution.id, 'succeeded', null, clock.nowMs());
-        await store.markIntentExecuted(tx, claim.scope, claim.key, execution.id, clock.nowS());
+        await store.finishIntent(tx, claim.scope, claim.key, 'executed', execution.id, clock.nowS());
         const body: ExecuteResult = {
           state: EXECUTE_STATE_SUCCEEDED,
           executionId: execution.id,
@@ -342,7 +367,10 @@ export class ExecuteService {
     const storeAnswer = replayable(response.status);
     const stored = await db.transaction(async (tx) => {
       const owned = await this.releaseExecution(tx, started.executionId, 'failed', error.code);
-      if (owned && storeAnswer) await idempotency.complete(tx, claim, response);
+      if (owned && storeAnswer) {
+        await idempotency.complete(tx, claim, response);
+        await store.finishIntent(tx, claim.scope, claim.key, 'failed', started.executionId, this.gateway.clock.nowS());
+      }
       return owned && storeAnswer;
     });
     if (!stored) await idempotency.abandon(claim);
@@ -379,6 +407,8 @@ export class ExecuteService {
           idempotency_key: claim.key,
           state: 'pending',
           execution_id: null,
+          request_fingerprint: claim.fingerprint ?? null,
+          cancellation_reason: null,
           created_at_s: BigInt(nowS),
           updated_at_s: BigInt(nowS),
           expires_at_s: BigInt(nowS + INTENT_LIFETIME_S),
@@ -486,6 +516,81 @@ export class ExecuteService {
       recovered += 1;
     }
     return recovered;
+  }
+
+  /**
+   * Runs a retained intent once credit has arrived (after its top-up settled), as if its caller had retried
+   * the original request: it claims the request's Idempotency-Key with the request's fingerprint, so at most
+   * one run holds it at a time on any instance, the answer is stored under that key (a retry of the original
+   * request replays it), and a key already answered is never run again.
+   */
+  async resumeIntent(intentId: string): Promise<ResumeOutcome> {
+    const { db, idempotency, log } = this.gateway;
+    const intent = await store.findIntent(db, intentId);
+    if (!intent || intent.state !== 'pending') return 'finished';
+    if (intent.request_fingerprint === null) {
+      log.warn({ intentId }, 'a retained intent without its request fingerprint cannot be resumed; its caller must retry');
+      return 'finished';
+    }
+    let outcome: ClaimOutcome;
+    try {
+      outcome = await idempotency.claim(intent.requested_by, EXECUTE_ROUTE, intent.idempotency_key, intent.request_fingerprint);
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'idempotency_key_in_use') return 'busy';
+      if (error instanceof ApiError && error.code === 'idempotency_key_reused') {
+        log.warn({ intentId }, 'the Idempotency-Key of a retained intent now names another request; the intent is not resumed');
+        return 'finished';
+      }
+      throw error;
+    }
+    if (outcome.kind === 'replay') return 'finished';
+    const request: ExecutionRequest = { agentId: intent.agent_id, serviceId: intent.service_id, action: intent.action, input: intent.input };
+    const answer = await this.execute(outcome.claim, request, true);
+    const after = await store.findIntent(db, intentId);
+    if (!after || after.state !== 'pending') {
+      log.info({ intentId, state: after?.state, status: answer.status }, 'resumed a retained intent');
+      return 'finished';
+    }
+    log.warn({ intentId, status: answer.status, code: (answer.body as ProblemBody).code }, 'a resumed intent could not run yet; it will be retried');
+    return 'waiting';
+  }
+
+  /** Closes a pending intent whose top-up ended without credit; nothing was charged. False when it was not pending. */
+  async cancelIntent(tx: Queryable, intentId: string, reason: string): Promise<boolean> {
+    return store.cancelIntent(tx, intentId, reason, this.gateway.clock.nowS());
+  }
+
+  /** A pending intent of this agent, or undefined. */
+  async pendingIntent(db: Queryable, intentId: string, agentId: string): Promise<store.IntentRow | undefined> {
+    const intent = await store.findIntent(db, intentId);
+    return intent && intent.agent_id === agentId && intent.state === 'pending' ? intent : undefined;
+  }
+
+  /** An intent for its agent, or for that agent's owner; anyone else gets 404 (ids cannot be probed). */
+  async readIntent(caller: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, intentId: string): Promise<IntentView> {
+    const { db, idempotency } = this.gateway;
+    const intent = await store.findIntent(db, intentId);
+    const agent = intent ? await this.deps.identity.agentRow(db, intent.agent_id) : undefined;
+    const allowed = caller.kind === 'agent' ? caller.agentId === intent?.agent_id : caller.ownerId !== undefined && caller.ownerId === agent?.owner_id;
+    if (!intent || !allowed) throw new ApiError('not_found', { detail: `no intent ${intentId}` });
+    const execution = intent.execution_id ? await store.findExecution(db, intent.execution_id) : undefined;
+    const answer = execution ? await idempotency.storedResponse(intent.requested_by, EXECUTE_ROUTE, intent.idempotency_key) : undefined;
+    const body = (answer?.body ?? null) as (Partial<ExecuteResult> & ProblemBody) | null;
+    return {
+      id: intent.id,
+      state: intent.state,
+      agentId: intent.agent_id,
+      intent: { serviceId: intent.service_id, action: intent.action, input: intent.input, agentId: intent.agent_id },
+      priceUc: formatUc(intent.price_uc),
+      executionId: intent.execution_id,
+      cancellationReason: intent.cancellation_reason,
+      result: intent.state === 'executed' ? (body?.result ?? null) : null,
+      receipt: intent.state === 'executed' && execution ? await this.deps.ledger.getHold(db, execution.hold_id) : null,
+      error: intent.state === 'failed' && answer && answer.status >= 400 ? body : null,
+      createdAt: Number(intent.created_at_s),
+      updatedAt: Number(intent.updated_at_s),
+      expiresAt: Number(intent.expires_at_s),
+    };
   }
 
   /** Deletes intents that waited longer than their lifetime. */
