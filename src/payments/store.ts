@@ -80,8 +80,8 @@ export async function listTopups(db: Queryable, agentId: string, limit: number, 
 
 export async function markSettled(db: Queryable, id: string, lotId: string, settlementRef: string, nowS: number): Promise<TopupRow> {
   const { rows } = await db.query<TopupRow>(
-    `UPDATE topups SET status = 'settled', lot_id = $2, settlement_ref = $3, updated_at_s = $4, finished_at_s = $4,
-            resume_due = intent_id IS NOT NULL, next_resume_at_s = CASE WHEN intent_id IS NULL THEN NULL ELSE $4 END
+    `UPDATE topups SET status = 'settled', lot_id = $2, settlement_ref = $3, updated_at_s = $4::bigint, finished_at_s = $4::bigint,
+            resume_due = intent_id IS NOT NULL, next_resume_at_s = CASE WHEN intent_id IS NULL THEN NULL ELSE $4::bigint END
       WHERE id = $1 AND status = 'pending_approval' RETURNING *`,
     [id, lotId, settlementRef, nowS],
   );
@@ -126,8 +126,8 @@ export async function finishResume(db: Queryable, id: string, nowS: number): Pro
 export async function postponeResume(db: Queryable, id: string, nowS: number, busy: boolean, busyRetryS: number): Promise<void> {
   await db.query(
     `UPDATE topups SET
-       next_resume_at_s = $2 + CASE WHEN $3 THEN $4 ELSE LEAST(3600, 30 * power(2, LEAST(resume_attempts, 10))::bigint) END,
-       resume_attempts = resume_attempts + CASE WHEN $3 THEN 0 ELSE 1 END
+       next_resume_at_s = $2::bigint + CASE WHEN $3::boolean THEN $4::bigint ELSE LEAST(3600, 30 * power(2, LEAST(resume_attempts, 10))::bigint) END,
+       resume_attempts = resume_attempts + CASE WHEN $3::boolean THEN 0 ELSE 1 END
      WHERE id = $1 AND resume_due`,
     [id, nowS, busy, busyRetryS],
   );
