@@ -20,7 +20,7 @@ h1{font-size:1.3rem}dt{font-weight:600;margin-top:.6rem}dd{margin:0;word-break:b
 form{border:1px solid #d0d7de;border-radius:6px;padding:1rem;margin:1rem 0}label{display:block;margin:.5rem 0}
 input,textarea{width:100%;box-sizing:border-box;padding:.4rem;font:inherit}
 button,a.button{display:inline-block;margin:.6rem .6rem 0 0;padding:.5rem 1rem;font:inherit;cursor:pointer}
-#status{min-height:1.5rem;color:#9a1f1f}.muted{color:#59636e;font-size:.9rem}`;
+#status{min-height:1.5rem;color:#9a1f1f}.muted{color:#59636e;font-size:.9rem}[hidden]{display:none!important}`;
 
 // Signs in, reads the top-up (and its intent), then approves or declines through the API.
 const SCRIPT = `(() => {
