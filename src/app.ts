@@ -7,30 +7,36 @@ import { WebhookService } from './events/service.ts';
 import { WebhookWorker } from './events/worker.ts';
 import type { PaymentApprovalProvider } from './execute/payment-approval.ts';
 import { intentRoutes } from './execute/intent-routes.ts';
+import { executeOperations } from './execute/operations.ts';
 import { executeRoutes } from './execute/routes.ts';
 import { buildExecuteFeature } from './execute/setup.ts';
 import type { ExecuteService } from './execute/service.ts';
 import type { MailConnectorService } from './execute/mail-connectors.ts';
 import { healthRoutes } from './health/routes.ts';
 import { identityProviders } from './identity/issuers.ts';
+import { identityOperations } from './identity/operations.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { IdentityService } from './identity/service.ts';
 import { ensureRuntimeSecret } from './identity/store.ts';
 import { CredentialVerifier } from './identity/verifier.ts';
 import { integrationRoutes } from './integrations/routes.ts';
 import { keysRoutes } from './keys/routes.ts';
+import { merchantOperations } from './merchants/operations.ts';
 import { merchantRoutes } from './merchants/routes.ts';
 import { MerchantService } from './merchants/service.ts';
 import { oauthRoutes } from './oauth/routes.ts';
 import { accessRoutes } from './access/routes.ts';
+import { ledgerOperations } from './ledger/operations.ts';
 import { ledgerRoutes } from './ledger/routes.ts';
 import { LedgerService } from './ledger/service.ts';
+import { offerOperations } from './offers/operations.ts';
 import { offerRoutes } from './offers/routes.ts';
 import { LocalApprovalProvider, StripeCheckoutProvider, type TopupProvider } from './payments/providers.ts';
 import { paymentRoutes } from './payments/routes.ts';
 import { PaymentsService, TOPUP_JOB_INTERVAL_MS } from './payments/service.ts';
 import { StripeWebhook } from './payments/stripe-webhook.ts';
 import { OfferService } from './offers/service.ts';
+import { voucherOperations } from './vouchers/operations.ts';
 import { voucherRoutes } from './vouchers/routes.ts';
 import { VoucherService } from './vouchers/service.ts';
 import { ConfigError } from './platform/config.ts';
@@ -142,13 +148,13 @@ export async function buildGatewayApp(
     docsRoutes,
     keysRoutes,
     oauthRoutes({ verifier: services.verifier }),
-    identityRoutes({ identity: services.identity, agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
+    identityRoutes({ identity: services.identity, operations: identityOperations(services.identity), agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
     integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured, paymentProvider: dependencies.paymentApproval ? undefined : services.payments?.providerKind }),
-    ledgerRoutes({ ledger: services.ledger, identity: services.identity, merchants: services.merchants }),
-    offerRoutes(services.offers),
-    voucherRoutes(services.vouchers),
+    ledgerRoutes({ ledger: services.ledger, operations: ledgerOperations(services.ledger), identity: services.identity, merchants: services.merchants }),
+    offerRoutes(services.offers, offerOperations(services.offers)),
+    voucherRoutes(voucherOperations(services.vouchers)),
     accessRoutes,
-    executeRoutes({ execute: services.execute, mailConnectors: services.mailConnectors }),
+    executeRoutes({ operations: executeOperations(services.execute), mailConnectors: services.mailConnectors }),
     intentRoutes(services.execute),
     paymentRoutes({
       payments: services.payments,
@@ -156,7 +162,7 @@ export async function buildGatewayApp(
       devLoginUrl: gateway.config.mode === 'dev' && providers.human?.source === 'built_in' ? '/dev/issuers/human/login' : undefined,
       humanIssuer: providers.human?.issuer,
     }),
-    merchantRoutes(services.merchants),
+    merchantRoutes(services.merchants, merchantOperations(services.merchants)),
     ...extraFeatures,
   ];
   return { app: await buildApp(gateway, { features, authenticator: services.verifier }), services };

@@ -1,31 +1,17 @@
 // HTTP edge of metered execution: POST /v1/services/execute and the owner's mail connector routes. The
 // catalogue (src/services/catalogue.ts) is the one source of the services, actions, input schemas and
 // prices shown here: the body schema checks each action's input, and the OpenAPI document lists them.
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
+import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
 import { IdParams, Microcredits, UnixSeconds } from '../platform/http/schemas.ts';
-import { fingerprint, parseIdempotencyKey, REPLAY_HEADER, type StoredResponse } from '../platform/idempotency.ts';
 import { formatUc, formatUsd } from '../platform/money.ts';
-import { principalScope } from '../platform/principal.ts';
-import { SERVICES } from '../services/catalogue.ts';
 import { MailConnectorInput } from '../services/mail.ts';
 import type { MailConnectorService } from './mail-connectors.ts';
-import { APPROVAL_STATE_PENDING, EXECUTE_ROUTE, EXECUTE_STATE_SUCCEEDED, PAYMENT_METHOD_CREDITS, type ExecuteService } from './service.ts';
-
-/** Component name of an action's input schema, e.g. `MailMessagesListInput`. */
-function inputSchemaId(serviceId: string, action: string): string {
-  const words = `${serviceId} ${action}`.split(/[^A-Za-z0-9]+/).filter(Boolean);
-  return `${words.map((word) => word[0]!.toUpperCase() + word.slice(1)).join('')}Input`;
-}
-
-const CATALOGUE = SERVICES.flatMap((service) =>
-  Object.entries(service.actions).map(([action, definition]) => ({ service, action, definition, schemaId: inputSchemaId(service.id, action) })),
-);
-
-const ACTION_NAMES = [...new Set(CATALOGUE.map((entry) => entry.action))];
+import { CATALOGUE, ExecuteInput, type ExecuteOperations } from './operations.ts';
+import { APPROVAL_STATE_PENDING, EXECUTE_STATE_SUCCEEDED, PAYMENT_METHOD_CREDITS } from './service.ts';
 
 const catalogueTable = [
   '| serviceId | action | price | category | input | what it does |',
@@ -36,27 +22,6 @@ const catalogueTable = [
   ),
 ].join('\n');
 
-/**
- * The envelope, plus one `if serviceId and action are … then input is …` rule per action, so a bad input
- * is refused with the path of the offending member and the document shows each action's input schema.
- */
-const ExecuteBody = Type.Object(
-  {
-    serviceId: Type.String({ enum: SERVICES.map((service) => service.id) }),
-    action: Type.String({ enum: ACTION_NAMES, description: 'an action of the service (see the table)' }),
-    input: Type.Object({}, { additionalProperties: true, description: "the action's input; its schema is the `…Input` component named in the table" }),
-    agentId: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 200, description: "required with an owner (H or O) credential: the executing agent, one of the owner's; an agent may omit it or send its own id" }),
-    ),
-  },
-  {
-    additionalProperties: false,
-    allOf: CATALOGUE.map(({ service, action, schemaId }) => ({
-      if: { properties: { serviceId: { const: service.id }, action: { const: action } }, required: ['serviceId', 'action'] },
-      then: { properties: { input: Type.Ref(schemaId) } },
-    })),
-  },
-);
 
 const ExecuteResultSchema = Type.Object(
   {
@@ -137,19 +102,13 @@ const EXECUTE_DESCRIPTION = [
   `Catalogue:\n\n${catalogueTable}`,
 ].join('\n\n');
 
-function send(reply: FastifyReply, stored: StoredResponse, replayed: boolean): FastifyReply {
-  reply.code(stored.status).headers(stored.headers);
-  if (replayed) reply.header(REPLAY_HEADER, 'true');
-  if (stored.status >= 400) reply.type('application/problem+json');
-  return reply.send(stored.body);
-}
-
 export interface ExecuteRouteDeps {
-  execute: ExecuteService;
+  operations: ExecuteOperations;
   mailConnectors: MailConnectorService;
 }
 
-export function executeRoutes({ execute, mailConnectors }: ExecuteRouteDeps) {
+export function executeRoutes({ operations, mailConnectors }: ExecuteRouteDeps) {
+  const { executeService } = operations;
   return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
     for (const { definition, schemaId } of CATALOGUE) {
       app.addSchema({ ...(definition.input as TSchema), $id: schemaId, description: definition.description });
@@ -158,35 +117,22 @@ export function executeRoutes({ execute, mailConnectors }: ExecuteRouteDeps) {
     app.addSchema(IntentSchema);
     app.addSchema(ApprovalRequiredSchema);
     app.addSchema(MailConnectorSchema);
-    const { db, idempotency } = app.gateway;
+    const { db } = app.gateway;
 
     app.post('/v1/services/execute', {
-      config: { auth: { kinds: ['human', 'agent', 'owner'] } },
+      config: { auth: { kinds: ['human', 'agent', 'owner'] }, operation: executeService },
       schema: {
         tags: ['services'],
         summary: 'Execute a metered service action',
         description: EXECUTE_DESCRIPTION,
-        body: ExecuteBody,
+        body: ExecuteInput,
         response: {
           200: Type.Ref('ExecuteResult'),
           402: Type.Union([Type.Ref('ApprovalRequired'), Type.Ref('Problem')]),
           ...problems(400, 404, 409, 429, 502, 503, 504),
         },
       },
-      handler: async (request, reply) => {
-        const principal = principalOf(request);
-        const body = request.body as Static<typeof ExecuteBody>;
-        const key = parseIdempotencyKey(request.headers['idempotency-key']);
-        if (key === undefined) {
-          throw new ApiError('invalid_input', { detail: 'send an Idempotency-Key header matching ^[A-Za-z0-9._:-]{1,200}$ (a UUID is a good key)' });
-        }
-        execute.checkRequest(body.serviceId, body.action);
-        const agentId = await execute.actingAgentId(principal, body.agentId);
-        const outcome = await idempotency.claim(principalScope(principal), EXECUTE_ROUTE, key, fingerprint(request.method, request.url, request.body));
-        if (outcome.kind === 'replay') return send(reply, outcome.response, true);
-        const answer = await execute.execute(outcome.claim, { agentId, serviceId: body.serviceId, action: body.action, input: body.input });
-        return send(reply, answer, false);
-      },
+      handler: (request, reply) => serve(request, reply, executeService, request.body as ExecuteInput),
     });
 
     const OWNER = { kinds: ['human', 'owner'] } as const;

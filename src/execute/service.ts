@@ -20,11 +20,12 @@ import type { IdentityService } from '../identity/service.ts';
 import type { AgentRow } from '../identity/store.ts';
 import { GATEWAY_ACCEPTOR_ID, type LedgerService, type Redemption } from '../ledger/service.ts';
 import type { Queryable } from '../platform/db/database.ts';
-import { ApiError, problemBody, type ProblemBody } from '../platform/errors.ts';
+import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
-import type { Claim, ClaimOutcome, StoredResponse } from '../platform/idempotency.ts';
+import type { Claim, ClaimOutcome } from '../platform/idempotency.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, formatUsd, type Microcredits } from '../platform/money.ts';
+import { underClaim, type ClaimedKey } from '../platform/operations.ts';
 import type { Principal } from '../platform/principal.ts';
 import { ConnectorError, findService, prepareAction, type PreparedAction, type ServiceContext, type ServiceModule } from '../services/catalogue.ts';
 import type { GitHubContext } from '../services/github-public.ts';
@@ -33,7 +34,8 @@ import type { MailConnectorService } from './mail-connectors.ts';
 import type { PaymentApprovalProvider, ServiceIntent } from './payment-approval.ts';
 import * as store from './store.ts';
 
-export const EXECUTE_ROUTE = 'POST /v1/services/execute';
+/** The execute operation's name: its Idempotency-Keys are scoped to it (resuming an intent claims one again). */
+export const EXECUTE_OPERATION = 'executeService';
 /** How often an instance refreshes the heartbeat of its in-flight executions and looks for orphans. */
 export const EXECUTION_RECOVERY_INTERVAL_MS = 2_000;
 /** A running execution whose heartbeat is older than this belongs to a dead process. */
@@ -89,8 +91,8 @@ export interface IntentView {
   result: object | null;
   /** The captured hold of an executed intent. */
   receipt: Redemption | null;
-  /** The problem body of a failed intent, while the execute answer is retained. */
-  error: ProblemBody | null;
+  /** The stored failure of a failed intent (`code`, `detail` and the problem's members), while retained. */
+  error: Record<string, unknown> | null;
   createdAt: number;
   updatedAt: number;
   expiresAt: number;
@@ -197,34 +199,26 @@ export class ExecuteService {
   }
 
   /**
-   * Runs one execution under an Idempotency-Key claimed by the caller, and returns the answer. Whatever
-   * happens, the claim ends completed (answer stored) or given back (the same request may be retried).
+   * Runs one execution under a claimed Idempotency-Key and returns its result, or throws the ApiError that
+   * answers it. The key ends stored (result, or a definitive failure) or given back (the same request may
+   * be retried).
    */
-  async execute(claim: Claim, request: ExecutionRequest, resuming = false): Promise<StoredResponse> {
-    try {
-      return await this.executeClaimed(claim, request, resuming);
-    } catch (error) {
-      await this.gateway.idempotency.abandon(claim).catch(() => undefined);
-      throw error;
-    }
-  }
-
-  private async executeClaimed(claim: Claim, request: ExecutionRequest, resuming: boolean): Promise<StoredResponse> {
+  async execute(key: ClaimedKey<ExecuteResult>, request: ExecutionRequest, resuming = false): Promise<ExecuteResult> {
     // Holds past their deadline give their credit back first, so it can pay for this one.
     await this.deps.ledger.expireDue({ agentId: request.agentId });
     let cleared: Cleared;
     try {
       cleared = await this.clear(request);
     } catch (error) {
-      return this.refuse(claim, uncharged(error));
+      return this.refuse(key, uncharged(error));
     }
     let started: Started;
     try {
-      started = await this.gateway.db.transaction((tx) => this.begin(tx, claim, request, cleared));
+      started = await this.gateway.db.transaction((tx) => this.begin(tx, key.claim, request, cleared));
     } catch (error) {
       // A resumed intent that meets insufficient credit again waits; it never asks for a second approval.
-      if (error instanceof ApiError && error.code === 'INSUFFICIENT_CREDITS' && !resuming) return this.retainIntent(claim, request, cleared);
-      return this.refuse(claim, uncharged(error));
+      if (error instanceof ApiError && error.code === 'INSUFFICIENT_CREDITS' && !resuming) return this.retainIntent(key, request, cleared);
+      return this.refuse(key, uncharged(error));
     }
     this.inFlight.add(started.executionId);
     try {
@@ -232,9 +226,9 @@ export class ExecuteService {
       try {
         result = await this.withinTimeout(cleared.action.run());
       } catch (error) {
-        return await this.fail(claim, started, error);
+        return await this.fail(key, started, error);
       }
-      return await this.succeed(claim, started, result);
+      return await this.succeed(key, started, result);
     } finally {
       this.inFlight.delete(started.executionId);
     }
@@ -314,8 +308,9 @@ export class ExecuteService {
   }
 
   /** tx2 on success: capture, finish the execution and store the answer, together. */
-  private async succeed(claim: Claim, started: Started, result: object): Promise<StoredResponse> {
-    const { db, clock, idempotency } = this.gateway;
+  private async succeed(key: ClaimedKey<ExecuteResult>, started: Started, result: object): Promise<ExecuteResult> {
+    const { db, clock } = this.gateway;
+    const { claim } = key;
     try {
       return await db.transaction(async (tx) => {
         const execution = await store.lockRunningExecution(tx, started.executionId);
@@ -335,9 +330,8 @@ export class ExecuteService {
           priceUsd: formatUsd(started.priceUc),
           paymentMethod: PAYMENT_METHOD_CREDITS,
         };
-        const response: StoredResponse = { status: 200, body, headers: {} };
-        await idempotency.complete(tx, claim, response);
-        return response;
+        await key.storeResult(tx, body);
+        return body;
       });
     } catch (error) {
       const late = error instanceof ExecutionLost || (error instanceof ApiError && error.code === 'hold_resolved');
@@ -345,41 +339,39 @@ export class ExecuteService {
       if (!late) throw error;
       // The result came after the execution's deadline, when its hold was no longer ours to capture: it is
       // not handed out unpaid; the caller retries.
-      await idempotency.abandon(claim);
-      return this.answer(
-        uncharged(new ConnectorError('upstream_timeout', 'the action finished after the execution deadline; nothing was charged, retry the request'), {
-          executionId: started.executionId,
-          redemptionId: started.holdId,
-        }),
-      );
+      await key.release();
+      throw uncharged(new ConnectorError('upstream_timeout', 'the action finished after the execution deadline; nothing was charged, retry the request'), {
+        executionId: started.executionId,
+        redemptionId: started.holdId,
+      });
     }
   }
 
   /** The action failed: release the hold; store the answer when it is definitive. */
-  private async fail(claim: Claim, started: Started, error: unknown): Promise<StoredResponse> {
+  private async fail(key: ClaimedKey<ExecuteResult>, started: Started, error: unknown): Promise<never> {
     if (!(error instanceof ConnectorError)) {
       // A fault of ours, not the upstream's: no charge, and a 500 whose key the caller may retry.
       await this.releaseQuietly(started, 'internal_error');
       throw error;
     }
-    const { db, idempotency } = this.gateway;
-    const response = this.answer(uncharged(error, { executionId: started.executionId, redemptionId: started.holdId }));
-    const storeAnswer = replayable(response.status);
-    const stored = await db.transaction(async (tx) => {
+    const failure = uncharged(error, { executionId: started.executionId, redemptionId: started.holdId });
+    const storeAnswer = replayable(failure.status);
+    const stored = await this.gateway.db.transaction(async (tx) => {
       const owned = await this.releaseExecution(tx, started.executionId, 'failed', error.code);
       if (owned && storeAnswer) {
-        await idempotency.complete(tx, claim, response);
-        await store.finishIntent(tx, claim.scope, claim.key, 'failed', started.executionId, this.gateway.clock.nowS());
+        await key.storeError(tx, failure);
+        await store.finishIntent(tx, key.claim.scope, key.claim.key, 'failed', started.executionId, this.gateway.clock.nowS());
       }
       return owned && storeAnswer;
     });
-    if (!stored) await idempotency.abandon(claim);
-    return response;
+    if (!stored) await key.release();
+    throw failure;
   }
 
   /** Credit did not cover the hold: retain the intent, then answer 402 or 503. Nothing was charged. */
-  private async retainIntent(claim: Claim, request: ExecutionRequest, cleared: Cleared): Promise<StoredResponse> {
-    const { db, clock, idempotency, log } = this.gateway;
+  private async retainIntent(key: ClaimedKey<ExecuteResult>, request: ExecutionRequest, cleared: Cleared): Promise<never> {
+    const { db, clock, log } = this.gateway;
+    const { claim } = key;
     const priceUc = cleared.action.priceUc;
     const intent: ServiceIntent = { serviceId: request.serviceId, action: request.action, input: request.input, agentId: cleared.agent.id };
     let intentId: string;
@@ -416,51 +408,44 @@ export class ExecuteService {
         return row.id;
       });
     } catch (error) {
-      return this.refuse(claim, uncharged(error));
+      return this.refuse(key, uncharged(error));
     }
     // Not stored: once credit arrives (a grant, or the approved top-up), a retry with the same key runs
     // the execution; until then each retry answers the same intent.
-    await idempotency.abandon(claim);
+    await key.release();
     const extra = { intentId, intent, priceUc: formatUc(priceUc) };
     const retry = 'Nothing was charged. Once credit is added, retry with the same Idempotency-Key to run it.';
     const provider = this.deps.paymentApproval;
     if (!provider) {
-      return this.answer(
-        uncharged(
-          new ApiError('link_configuration_required', {
-            detail: `the agent's credit does not cover this execution (${formatUc(priceUc)} µc) and no payment-approval provider is configured. ${retry}`,
-          }),
-          extra,
-        ),
+      throw uncharged(
+        new ApiError('link_configuration_required', {
+          detail: `the agent's credit does not cover this execution (${formatUc(priceUc)} µc) and no payment-approval provider is configured. ${retry}`,
+        }),
+        extra,
       );
     }
+    let approval: Awaited<ReturnType<PaymentApprovalProvider['requestApproval']>>;
     try {
-      const approval = await provider.requestApproval({ intentId, intent, ownerId: cleared.agent.owner_id, priceUc });
-      return this.answer(
-        uncharged(
-          new ApiError('approval_required', {
-            detail: `the agent's credit does not cover this execution (${formatUc(priceUc)} µc); its owner must approve a top-up. ${retry}`,
-          }),
-          { state: APPROVAL_STATE_PENDING, ...extra, payment: approval.payment, paymentMethods: approval.paymentMethods, instructions: approval.instructions },
-        ),
-      );
+      approval = await provider.requestApproval({ intentId, intent, ownerId: cleared.agent.owner_id, priceUc });
     } catch (error) {
       log.warn({ err: error, intentId }, 'payment-approval provider failed');
-      return this.answer(uncharged(new ApiError('payment_unavailable', { detail: `the payment-approval provider could not be reached. ${retry}` }), extra));
+      throw uncharged(new ApiError('payment_unavailable', { detail: `the payment-approval provider could not be reached. ${retry}` }), extra);
     }
+    throw uncharged(
+      new ApiError('approval_required', {
+        detail: `the agent's credit does not cover this execution (${formatUc(priceUc)} µc); its owner must approve a top-up. ${retry}`,
+      }),
+      { state: APPROVAL_STATE_PENDING, ...extra, payment: approval.payment, paymentMethods: approval.paymentMethods, instructions: approval.instructions },
+    );
   }
 
   /**
    * A refusal before any hold (clearance, caps, credit) changed nothing, so nothing is stored: the key is
    * given back and the same request may be retried once the owner changes the agent's settings.
    */
-  private async refuse(claim: Claim, error: ApiError): Promise<StoredResponse> {
-    await this.gateway.idempotency.abandon(claim);
-    return this.answer(error);
-  }
-
-  private answer(error: ApiError): StoredResponse {
-    return { status: error.status, body: problemBody(this.gateway.config.baseUrl, error), headers: error.options.headers ?? {} };
+  private async refuse(key: ClaimedKey<ExecuteResult>, error: ApiError): Promise<never> {
+    await key.release();
+    throw error;
   }
 
   /**
@@ -534,7 +519,7 @@ export class ExecuteService {
     }
     let outcome: ClaimOutcome;
     try {
-      outcome = await idempotency.claim(intent.requested_by, EXECUTE_ROUTE, intent.idempotency_key, intent.request_fingerprint);
+      outcome = await idempotency.claim(intent.requested_by, EXECUTE_OPERATION, intent.idempotency_key, intent.request_fingerprint);
     } catch (error) {
       if (error instanceof ApiError && error.code === 'idempotency_key_in_use') return 'busy';
       if (error instanceof ApiError && error.code === 'idempotency_key_reused') {
@@ -545,13 +530,19 @@ export class ExecuteService {
     }
     if (outcome.kind === 'replay') return 'finished';
     const request: ExecutionRequest = { agentId: intent.agent_id, serviceId: intent.service_id, action: intent.action, input: intent.input };
-    const answer = await this.execute(outcome.claim, request, true);
+    let code = 'succeeded';
+    try {
+      await underClaim<ExecuteResult>(this.gateway, outcome.claim, undefined, (key) => this.execute(key, request, true));
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      code = error.code;
+    }
     const after = await store.findIntent(db, intentId);
     if (!after || after.state !== 'pending') {
-      log.info({ intentId, state: after?.state, status: answer.status }, 'resumed a retained intent');
+      log.info({ intentId, state: after?.state, code }, 'resumed a retained intent');
       return 'finished';
     }
-    log.warn({ intentId, status: answer.status, code: (answer.body as ProblemBody).code }, 'a resumed intent could not run yet; it will be retried');
+    log.warn({ intentId, code }, 'a resumed intent could not run yet; it will be retried');
     return 'waiting';
   }
 
@@ -574,8 +565,8 @@ export class ExecuteService {
     const allowed = caller.kind === 'agent' ? caller.agentId === intent?.agent_id : caller.ownerId !== undefined && caller.ownerId === agent?.owner_id;
     if (!intent || !allowed) throw new ApiError('not_found', { detail: `no intent ${intentId}` });
     const execution = intent.execution_id ? await store.findExecution(db, intent.execution_id) : undefined;
-    const answer = execution ? await idempotency.storedResponse(intent.requested_by, EXECUTE_ROUTE, intent.idempotency_key) : undefined;
-    const body = (answer?.body ?? null) as (Partial<ExecuteResult> & ProblemBody) | null;
+    const answer = execution ? await idempotency.storedResponse(intent.requested_by, EXECUTE_OPERATION, intent.idempotency_key) : undefined;
+    const body = (answer?.body ?? null) as (Partial<ExecuteResult> & Record<string, unknown>) | null;
     return {
       id: intent.id,
       state: intent.state,

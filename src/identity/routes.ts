@@ -4,11 +4,12 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
-import { respondIdempotently } from '../platform/http/idempotent.ts';
+import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { Category, IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
+import { IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
 import { devIssuerUrl, loadDevIssuerKeys, publicJwks } from './dev-issuers.ts';
-import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type AvatarType, type IdentityService } from './service.ts';
+import { AgentCreate, AgentPatch, Finalize, ProfileInput, UploadStart, type IdentityOperations } from './operations.ts';
+import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type IdentityService } from './service.ts';
 
 const OWNER = { kinds: ['human', 'owner'] } as const;
 
@@ -49,65 +50,6 @@ export const AgentSchema = Type.Object(
   { $id: 'Agent' },
 );
 
-const Name = Type.String({ minLength: 1, maxLength: 100 });
-const ServiceList = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 20 });
-const CategoryList = Type.Array(Type.Union([Category, Type.Literal('*')]), { maxItems: 100 });
-const InboxList = Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 50 });
-const CapsInput = Type.Object(
-  {
-    perHoldUc: Type.Optional(Nullable(Microcredits())),
-    perPeriodUc: Type.Optional(Nullable(Microcredits())),
-    periodS: Type.Optional(Type.Integer({ minimum: 60, maximum: 31_536_000 })),
-  },
-  { additionalProperties: false },
-);
-
-const AgentCreate = Type.Object(
-  {
-    name: Name,
-    identity: Type.Object(
-      {
-        issuer: Type.String({ minLength: 1, maxLength: 500, description: 'must be the configured agent identity provider' }),
-        subject: Type.String({ minLength: 1, maxLength: 200 }),
-      },
-      { additionalProperties: false },
-    ),
-    allowedServices: Type.Optional(ServiceList),
-    allowedCategories: Type.Optional(CategoryList),
-    inboxAllowlist: Type.Optional(InboxList),
-    caps: Type.Optional(CapsInput),
-  },
-  { additionalProperties: false },
-);
-
-const AgentPatch = Type.Object(
-  {
-    name: Type.Optional(Name),
-    allowedServices: Type.Optional(ServiceList),
-    allowedCategories: Type.Optional(CategoryList),
-    inboxAllowlist: Type.Optional(InboxList),
-    caps: Type.Optional(CapsInput),
-  },
-  { additionalProperties: false, minProperties: 1 },
-);
-
-const ProfileInput = Type.Object(
-  {
-    name: Name,
-    preset: Type.String({ enum: [...PROFILE_PRESETS] }),
-    color: Type.String({ pattern: '^#[0-9A-Fa-f]{6}$', description: 'hex colour #rrggbb (stored lower-case)' }),
-  },
-  { additionalProperties: false },
-);
-
-const UploadStart = Type.Object(
-  {
-    contentType: Type.String({ enum: [...AVATAR_TYPES] }),
-    sizeBytes: Type.Integer({ minimum: 1, maximum: AVATAR_BYTES_MAX, description: `at most ${AVATAR_BYTES_MAX} bytes` }),
-  },
-  { additionalProperties: false },
-);
-
 const UploadTicket = Type.Object({
   uploadId: Type.String(),
   storageId: Type.String(),
@@ -117,8 +59,6 @@ const UploadTicket = Type.Object({
   maxBytes: Type.Integer(),
   expiresAt: UnixSeconds('the upload must be finalized before'),
 });
-
-const Finalize = Type.Object({ uploadId: ResourceId, storageId: ResourceId }, { additionalProperties: false });
 
 const AgentList = Type.Object({ agents: Type.Array(Type.Ref('Agent')), hasMore: Type.Boolean() });
 
@@ -138,12 +78,13 @@ const UploadParams = Type.Object({ id: ResourceId, uploadId: ResourceId });
 
 export interface IdentityRouteDeps {
   identity: IdentityService;
+  operations: IdentityOperations;
   /** The agent's balance for /v1/me, once the ledger exists. */
   agentBalance?: (agentId: string) => Promise<{ availableUc: string; heldUc: string }>;
 }
 
 export function identityRoutes(deps: IdentityRouteDeps) {
-  const { identity } = deps;
+  const { identity, operations: ops } = deps;
   return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
     app.addSchema(ProfileSchema);
     app.addSchema(AgentSchema);
@@ -168,7 +109,7 @@ export function identityRoutes(deps: IdentityRouteDeps) {
     });
 
     app.post('/v1/owner/agents', {
-      config: { auth: OWNER },
+      config: { auth: OWNER, operation: ops.registerAgent },
       schema: {
         tags,
         summary: 'Register an agent',
@@ -176,11 +117,7 @@ export function identityRoutes(deps: IdentityRouteDeps) {
         body: AgentCreate,
         response: { 201: Type.Ref('Agent'), ...problems(400, 409, 503) },
       },
-      handler: async (request, reply) => {
-        const owner = principalOf(request).ownerId!;
-        const body = request.body as Static<typeof AgentCreate>;
-        return respondIdempotently(request, reply, {}, async (tx) => ({ status: 201, body: await identity.registerAgent(tx, owner, body) }));
-      },
+      handler: (request, reply) => serve(request, reply, ops.registerAgent, request.body as Static<typeof AgentCreate>, { status: 201 }),
     });
 
     app.get('/v1/owner/agents', {
@@ -199,7 +136,7 @@ export function identityRoutes(deps: IdentityRouteDeps) {
     });
 
     app.patch('/v1/owner/agents/:id', {
-      config: { auth: OWNER },
+      config: { auth: OWNER, operation: ops.updateAgent },
       schema: {
         tags,
         summary: "Update an agent's name, allowances and caps",
@@ -208,18 +145,13 @@ export function identityRoutes(deps: IdentityRouteDeps) {
         body: AgentPatch,
         response: { 200: Type.Ref('Agent'), ...problems(400, 404, 409) },
       },
-      handler: async (request, reply) => {
-        const owner = principalOf(request).ownerId!;
-        const { id } = request.params as { id: string };
-        return respondIdempotently(request, reply, { required: false }, async (tx) => ({
-          body: await identity.updateAgent(tx, owner, id, request.body as Static<typeof AgentPatch>),
-        }));
-      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.updateAgent, { ...(request.body as Static<typeof AgentPatch>), id: (request.params as { id: string }).id }),
     });
 
-    for (const [action, status] of [['freeze', 'frozen'], ['unfreeze', 'active']] as const) {
+    for (const [action, operation] of [['freeze', ops.freezeAgent], ['unfreeze', ops.unfreezeAgent]] as const) {
       app.post(`/v1/owner/agents/:id/${action}`, {
-        config: { auth: OWNER },
+        config: { auth: OWNER, operation },
         schema: {
           tags,
           summary: action === 'freeze' ? 'Freeze an agent: it can no longer spend (403 FROZEN)' : 'Unfreeze an agent',
@@ -227,16 +159,12 @@ export function identityRoutes(deps: IdentityRouteDeps) {
           params: AgentIdParams,
           response: { 200: Type.Ref('Agent'), ...problems(404, 409) },
         },
-        handler: async (request, reply) => {
-          const owner = principalOf(request).ownerId!;
-          const { id } = request.params as { id: string };
-          return respondIdempotently(request, reply, { required: false }, async (tx) => ({ body: await identity.setStatus(tx, owner, id, status) }));
-        },
+        handler: (request, reply) => serve(request, reply, operation, { id: (request.params as { id: string }).id }),
       });
     }
 
     app.put('/v1/owner/agents/:id/profile', {
-      config: { auth: OWNER },
+      config: { auth: OWNER, operation: ops.setAgentProfile },
       schema: {
         tags,
         summary: "Set an agent's profile (name, preset, colour)",
@@ -244,17 +172,12 @@ export function identityRoutes(deps: IdentityRouteDeps) {
         body: ProfileInput,
         response: { 200: Type.Ref('AgentProfile'), ...problems(400, 404, 409) },
       },
-      handler: async (request, reply) => {
-        const owner = principalOf(request).ownerId!;
-        const { id } = request.params as { id: string };
-        return respondIdempotently(request, reply, { required: false }, async (tx) => ({
-          body: await identity.setProfile(tx, owner, id, request.body as Static<typeof ProfileInput>),
-        }));
-      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.setAgentProfile, { ...(request.body as Static<typeof ProfileInput>), id: (request.params as { id: string }).id }),
     });
 
     app.post('/v1/owner/agents/:id/avatar/uploads', {
-      config: { auth: OWNER },
+      config: { auth: OWNER, operation: ops.startAvatarUpload },
       schema: {
         tags,
         summary: 'Start an avatar upload',
@@ -263,15 +186,8 @@ export function identityRoutes(deps: IdentityRouteDeps) {
         body: UploadStart,
         response: { 201: UploadTicket, ...problems(400, 404, 409) },
       },
-      handler: async (request, reply) => {
-        const owner = principalOf(request).ownerId!;
-        const { id } = request.params as { id: string };
-        const body = request.body as Static<typeof UploadStart>;
-        return respondIdempotently(request, reply, { required: false }, async (tx) => ({
-          status: 201,
-          body: await identity.startAvatarUpload(tx, owner, id, body.contentType as AvatarType, body.sizeBytes),
-        }));
-      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.startAvatarUpload, { ...(request.body as Static<typeof UploadStart>), id: (request.params as { id: string }).id }, { status: 201 }),
     });
 
     await app.register(async (uploads) => {
@@ -297,7 +213,7 @@ export function identityRoutes(deps: IdentityRouteDeps) {
     });
 
     app.post('/v1/owner/agents/:id/avatar/finalize', {
-      config: { auth: OWNER },
+      config: { auth: OWNER, operation: ops.finalizeAvatarUpload },
       schema: {
         tags,
         summary: 'Finalize an avatar upload',
@@ -306,14 +222,8 @@ export function identityRoutes(deps: IdentityRouteDeps) {
         body: Finalize,
         response: { 200: Type.Ref('AgentProfile'), ...problems(400, 404, 503) },
       },
-      handler: async (request, reply) => {
-        const owner = principalOf(request).ownerId!;
-        const { id } = request.params as { id: string };
-        const body = request.body as Static<typeof Finalize>;
-        return respondIdempotently(request, reply, { required: false }, async (tx) => ({
-          body: await identity.finalizeAvatar(tx, owner, id, body.uploadId, body.storageId),
-        }));
-      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.finalizeAvatarUpload, { ...(request.body as Static<typeof Finalize>), id: (request.params as { id: string }).id }),
     });
 
     app.get('/v1/owner/agents/:id/avatar', {

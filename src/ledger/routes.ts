@@ -4,12 +4,11 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { IdentityService } from '../identity/service.ts';
 import { merchantActor, type MerchantService } from '../merchants/service.ts';
-import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
-import { respondIdempotently } from '../platform/http/idempotent.ts';
+import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
 import { IdParams, Microcredits, Nullable, UnixSeconds } from '../platform/http/schemas.ts';
-import { parseUc } from '../platform/money.ts';
+import { CaptureRedemptionInput, ReleaseRedemptionInput, type LedgerOperations } from './operations.ts';
 import type { LedgerService } from './service.ts';
 
 export const RedemptionSchema = Type.Object(
@@ -51,22 +50,21 @@ const LotSchema = Type.Object({
   status: Type.String({ enum: ['active', 'expired', 'spent'] }),
 });
 
-const CaptureBody = Type.Object(
-  { amountUc: Type.Optional(Microcredits('how much to capture; default the whole hold; the rest returns to the agent')) },
-  { additionalProperties: false },
-);
-const EmptyBody = Type.Object({}, { additionalProperties: false });
+const CaptureBody = Type.Omit(CaptureRedemptionInput, ['id'], { examples: [{ amountUc: '1500000' }] });
+const EmptyBody = Type.Omit(ReleaseRedemptionInput, ['id'], { examples: [{}] });
 
 export interface LedgerRouteDeps {
   ledger: LedgerService;
+  operations: LedgerOperations;
   identity: IdentityService;
   merchants: MerchantService;
 }
 
-export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
+export function ledgerRoutes({ ledger, operations, identity, merchants }: LedgerRouteDeps) {
+  const { captureRedemption, releaseRedemption } = operations;
   return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
     app.addSchema(RedemptionSchema);
-    const { config, db } = app.gateway;
+    const { db } = app.gateway;
     const tags = ['redemptions'];
 
     app.get('/v1/redemptions/:id', {
@@ -78,19 +76,11 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
         params: IdParams,
         response: { 200: Type.Ref('Redemption'), ...problems(404, 503) },
       },
-      handler: async (request) => {
-        const principal = principalOf(request);
-        const { id } = request.params as Static<typeof IdParams>;
-        if (principal.kind === 'agent') {
-          if (config.mode === 'live') throw new ApiError('provider_configuration_required', { detail: 'agents read holds through their merchant in live mode' });
-          return ledger.getHold(db, id, { agentId: principal.agentId });
-        }
-        return ledger.getHold(db, id, { merchantId: principal.merchantId });
-      },
+      handler: async (request) => ledger.readHold(db, principalOf(request), (request.params as Static<typeof IdParams>).id),
     });
 
     app.post('/v1/redemptions/:id/release', {
-      config: { auth: { kinds: ['merchant'], scopes: ['redemptions:release'] } },
+      config: { auth: { kinds: ['merchant'], scopes: ['redemptions:release'] }, operation: releaseRedemption },
       schema: {
         tags,
         summary: 'Release a hold: its credit returns to the agent',
@@ -99,16 +89,11 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
         body: EmptyBody,
         response: { 200: Type.Ref('Redemption'), ...problems(400, 404, 409, 503) },
       },
-      handler: async (request, reply) => {
-        const { merchantId } = principalOf(request);
-        const { id } = request.params as Static<typeof IdParams>;
-        await ledger.expireDue({ holdId: id });
-        return respondIdempotently(request, reply, { keyRule: 'release' }, async (tx) => ({ body: await ledger.release(tx, id, { merchantId }) }));
-      },
+      handler: (request, reply) => serve(request, reply, releaseRedemption, { id: (request.params as Static<typeof IdParams>).id }),
     });
 
     app.post('/v1/redemptions/:id/capture', {
-      config: { auth: { kinds: ['merchant'], scopes: ['redemptions:capture'] } },
+      config: { auth: { kinds: ['merchant'], scopes: ['redemptions:capture'] }, operation: captureRedemption },
       schema: {
         tags,
         summary: 'Capture a hold, fully or partly',
@@ -117,15 +102,8 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
         body: CaptureBody,
         response: { 200: Type.Ref('Redemption'), ...problems(400, 404, 409, 503) },
       },
-      handler: async (request, reply) => {
-        const { merchantId } = principalOf(request);
-        const { id } = request.params as Static<typeof IdParams>;
-        const body = request.body as Static<typeof CaptureBody>;
-        await ledger.expireDue({ holdId: id });
-        return respondIdempotently(request, reply, {}, async (tx) => ({
-          body: await ledger.capture(tx, id, { merchantId, amountUc: body.amountUc === undefined ? undefined : parseUc(body.amountUc) }),
-        }));
-      },
+      handler: (request, reply) =>
+        serve(request, reply, captureRedemption, { ...(request.body as Static<typeof CaptureBody>), id: (request.params as Static<typeof IdParams>).id }),
     });
 
     app.get('/v1/owner/agents/:id/balance', {
@@ -134,8 +112,7 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
       handler: async (request) => {
         const { id } = request.params as Static<typeof IdParams>;
         await identity.ownedAgentRow(db, principalOf(request).ownerId!, id);
-        await ledger.expireDue({ agentId: id });
-        return ledger.balance(db, id);
+        return ledger.currentBalance(id);
       },
     });
 
@@ -150,8 +127,7 @@ export function ledgerRoutes({ ledger, identity, merchants }: LedgerRouteDeps) {
       handler: async (request) => {
         const { id } = request.params as Static<typeof IdParams>;
         await identity.ownedAgentRow(db, principalOf(request).ownerId!, id);
-        await ledger.expireDue({ agentId: id });
-        return { lots: await ledger.lots(db, id) };
+        return { lots: await ledger.currentLots(id) };
       },
     });
 

@@ -13,6 +13,7 @@ import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, type Microcredits } from '../platform/money.ts';
+import type { Principal } from '../platform/principal.ts';
 import * as store from './store.ts';
 
 export const GATEWAY_ACCEPTOR_ID = 'gateway';
@@ -236,6 +237,18 @@ export class LedgerService {
     await emitEvent(tx, { merchantId: hold.merchant_id, type, data: { redemption }, nowMs: this.gateway.clock.nowMs() });
   }
 
+  /**
+   * A hold as its reader may see it: a merchant reads its own merchant's holds; an agent reads its own, in
+   * dev mode only (in live mode an agent reads holds through its merchant, as the spec says).
+   */
+  async readHold(db: Queryable, reader: Pick<Principal, 'kind' | 'agentId' | 'merchantId'>, holdId: string): Promise<Redemption> {
+    if (reader.kind !== 'agent') return this.getHold(db, holdId, { merchantId: reader.merchantId });
+    if (this.gateway.config.mode === 'live') {
+      throw new ApiError('provider_configuration_required', { detail: 'agents read holds through their merchant in live mode' });
+    }
+    return this.getHold(db, holdId, { agentId: reader.agentId });
+  }
+
   /** Reads a hold for its acceptor; another merchant's hold is not found. */
   async getHold(db: Queryable, holdId: string, scope: { merchantId?: string; agentId?: string } = {}): Promise<Redemption> {
     const hold = await store.findHold(db, holdId);
@@ -323,6 +336,18 @@ export class LedgerService {
       });
     }
     return expired;
+  }
+
+  /** The balance as of now: the agent's holds past their deadline are reclaimed first. */
+  async currentBalance(agentId: string): Promise<Balance> {
+    await this.expireDue({ agentId });
+    return this.balance(this.gateway.db, agentId);
+  }
+
+  /** The lots as of now: the agent's holds past their deadline are reclaimed first. */
+  async currentLots(agentId: string): Promise<Lot[]> {
+    await this.expireDue({ agentId });
+    return this.lots(this.gateway.db, agentId);
   }
 
   async balance(db: Queryable, agentId: string): Promise<Balance> {

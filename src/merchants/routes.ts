@@ -4,11 +4,12 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { API_KEY_SCOPES } from '../identity/api-keys.ts';
 import { principalOf } from '../platform/http/auth.ts';
-import { respondIdempotently } from '../platform/http/idempotent.ts';
+import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
-import { Category, IdParams, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
+import { IdParams, Nullable, PageQuery, UnixSeconds } from '../platform/http/schemas.ts';
 import type { Principal } from '../platform/principal.ts';
-import { ACTIVE_API_KEYS_PER_MERCHANT_MAX, MERCHANT_DOMAIN_CHARS_MAX, MERCHANTS_PER_OWNER_MAX, VERIFICATION_LABEL, merchantActor, type MerchantService } from './service.ts';
+import { ApiKeyCreate, DeliveryParams, KeyParams, MerchantCreate, MerchantPatch, WebhookPut, type MerchantOperations } from './operations.ts';
+import { ACTIVE_API_KEYS_PER_MERCHANT_MAX, MERCHANTS_PER_OWNER_MAX, VERIFICATION_LABEL, merchantActor, type MerchantService } from './service.ts';
 
 const OWNER = { kinds: ['human', 'owner'] } as const;
 const HUMAN = { kinds: ['human'] } as const;
@@ -84,51 +85,6 @@ export const WebhookDeliverySchema = Type.Object(
   { $id: 'WebhookDelivery' },
 );
 
-const Name = Type.String({ minLength: 1, maxLength: 100 });
-const Categories = Type.Array(Category, { minItems: 1, maxItems: 20, description: '1–20 categories (duplicates are dropped)' });
-
-const MerchantCreate = Type.Object(
-  {
-    name: Name,
-    domain: Type.String({
-      minLength: 1,
-      maxLength: 1024,
-      description: `public DNS hostname (no scheme, port, path, credentials or IP address; at most ${MERCHANT_DOMAIN_CHARS_MAX} characters); IDNA-normalised and lower-cased`,
-    }),
-    categories: Categories,
-  },
-  { additionalProperties: false },
-);
-
-const MerchantPatch = Type.Object(
-  {
-    name: Type.Optional(Name),
-    categories: Type.Optional(Categories),
-    domain: Type.Optional(Type.String({ description: 'refused with 400: the domain is immutable' })),
-  },
-  { additionalProperties: false, minProperties: 1 },
-);
-
-const ApiKeyCreate = Type.Object(
-  {
-    name: Name,
-    scopes: Type.Array(Type.String({ enum: Object.keys(API_KEY_SCOPES) }), {
-      minItems: 1,
-      maxItems: Object.keys(API_KEY_SCOPES).length,
-      description: Object.entries(API_KEY_SCOPES).map(([scope, meaning]) => `\`${scope}\`: ${meaning}`).join('; '),
-    }),
-  },
-  { additionalProperties: false },
-);
-
-const WebhookPut = Type.Object(
-  {
-    url: Type.String({ minLength: 1, maxLength: 2048, description: 'https URL on the verified domain or a subdomain; port 443; no query, fragment or credentials' }),
-    enabled: Type.Optional(Type.Boolean({ default: true })),
-  },
-  { additionalProperties: false },
-);
-
 const MerchantCreated = Type.Object({ merchant: Type.Ref('Merchant'), dnsRecord: Type.Ref('DnsRecord') });
 const MerchantOne = Type.Object({ merchant: Type.Ref('Merchant') });
 const MerchantList = Type.Object({ merchants: Type.Array(Type.Ref('Merchant')), hasMore: Type.Boolean() });
@@ -161,13 +117,11 @@ const WebhookOne = Type.Object({ configuration: Type.Ref('WebhookConfiguration')
 const DeliveryList = Type.Object({ deliveries: Type.Array(Type.Ref('WebhookDelivery')), hasMore: Type.Boolean() });
 const DeliveryOne = Type.Object({ delivery: Type.Ref('WebhookDelivery') });
 
-const KeyParams = Type.Object({ id: ResourceId, keyId: ResourceId });
-const DeliveryParams = Type.Object({ id: ResourceId, deliveryId: ResourceId });
 const ListQuery = PageQuery;
 
 const actorOf = (principal: Principal) => merchantActor(principal);
 
-export function merchantRoutes(merchants: MerchantService) {
+export function merchantRoutes(merchants: MerchantService, ops: MerchantOperations) {
   return async function routes(app: FastifyInstance): Promise<void> {
     for (const schema of [MerchantSchema, DnsRecordSchema, WebhookConfigurationSchema, ApiKeyMetadataSchema, WebhookDeliverySchema]) {
       app.addSchema(schema);
@@ -176,7 +130,7 @@ export function merchantRoutes(merchants: MerchantService) {
     const webhookTags = ['webhooks'];
 
     app.post('/v1/merchants', {
-      config: { auth: OWNER },
+      config: { auth: OWNER, operation: ops.registerMerchant },
       schema: {
         tags,
         summary: 'Register a merchant',
@@ -184,11 +138,7 @@ export function merchantRoutes(merchants: MerchantService) {
         body: MerchantCreate,
         response: { 201: MerchantCreated, ...problems(400, 409, 503) },
       },
-      handler: async (request, reply) => {
-        const owner = principalOf(request).ownerId!;
-        const body = request.body as Static<typeof MerchantCreate>;
-        return respondIdempotently(request, reply, {}, async (tx) => ({ status: 201, body: await merchants.register(tx, owner, body) }));
-      },
+      handler: (request, reply) => serve(request, reply, ops.registerMerchant, request.body as Static<typeof MerchantCreate>, { status: 201 }),
     });
 
     app.get('/v1/merchants', {
@@ -207,7 +157,7 @@ export function merchantRoutes(merchants: MerchantService) {
     });
 
     app.patch('/v1/merchants/:id', {
-      config: { auth: HUMAN },
+      config: { auth: HUMAN, operation: ops.updateMerchant },
       schema: {
         tags,
         summary: "Update a merchant's name and categories",
@@ -218,16 +168,12 @@ export function merchantRoutes(merchants: MerchantService) {
         body: MerchantPatch,
         response: { 200: MerchantOne, ...problems(400, 404, 409) },
       },
-      handler: async (request, reply) => {
-        const owner = principalOf(request).ownerId!;
-        const { id } = request.params as { id: string };
-        const body = request.body as Static<typeof MerchantPatch>;
-        return respondIdempotently(request, reply, {}, async (tx) => ({ body: { merchant: await merchants.update(tx, owner, id, body) } }));
-      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.updateMerchant, { ...(request.body as Static<typeof MerchantPatch>), id: (request.params as { id: string }).id }),
     });
 
     app.post('/v1/merchants/:id/verify-domain', {
-      config: { auth: OWNER },
+      config: { auth: OWNER, operation: ops.verifyMerchantDomain },
       schema: {
         tags,
         summary: "Verify the merchant's domain through its DNS TXT record",
@@ -239,17 +185,11 @@ export function merchantRoutes(merchants: MerchantService) {
         params: IdParams,
         response: { 200: Verified, 409: VerificationPending, ...problems(404, 503) },
       },
-      handler: async (request, reply) => {
-        const owner = principalOf(request).ownerId!;
-        const { id } = request.params as { id: string };
-        return respondIdempotently(request, reply, { prepare: () => merchants.checkDomain(owner, id) }, async (tx, proof) => ({
-          body: await merchants.applyDomainProof(tx, owner, id, proof),
-        }));
-      },
+      handler: (request, reply) => serve(request, reply, ops.verifyMerchantDomain, { id: (request.params as { id: string }).id }),
     });
 
     app.post('/v1/merchants/:id/api-keys', {
-      config: { auth: OWNER },
+      config: { auth: OWNER, operation: ops.createMerchantApiKey },
       schema: {
         tags,
         summary: 'Create a merchant API key',
@@ -260,15 +200,8 @@ export function merchantRoutes(merchants: MerchantService) {
         body: ApiKeyCreate,
         response: { 201: ApiKeyCreated, ...problems(400, 404, 409, 503) },
       },
-      handler: async (request, reply) => {
-        const owner = principalOf(request).ownerId!;
-        const { id } = request.params as { id: string };
-        const body = request.body as Static<typeof ApiKeyCreate>;
-        return respondIdempotently(request, reply, { secretFields: ['secretKey'] }, async (tx) => ({
-          status: 201,
-          body: await merchants.createApiKey(tx, owner, id, body),
-        }));
-      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.createMerchantApiKey, { ...(request.body as Static<typeof ApiKeyCreate>), id: (request.params as { id: string }).id }, { status: 201 }),
     });
 
     app.get('/v1/merchants/:id/api-keys', {
@@ -288,7 +221,7 @@ export function merchantRoutes(merchants: MerchantService) {
     });
 
     app.post('/v1/merchants/:id/api-keys/:keyId/revoke', {
-      config: { auth: OWNER },
+      config: { auth: OWNER, operation: ops.revokeMerchantApiKey },
       schema: {
         tags,
         summary: 'Revoke a merchant API key',
@@ -296,15 +229,11 @@ export function merchantRoutes(merchants: MerchantService) {
         params: KeyParams,
         response: { 200: ApiKeyOne, ...problems(404) },
       },
-      handler: async (request, reply) => {
-        const owner = principalOf(request).ownerId!;
-        const { id, keyId } = request.params as Static<typeof KeyParams>;
-        return respondIdempotently(request, reply, { required: false }, async (tx) => ({ body: await merchants.revokeApiKey(tx, owner, id, keyId) }));
-      },
+      handler: (request, reply) => serve(request, reply, ops.revokeMerchantApiKey, request.params as Static<typeof KeyParams>),
     });
 
     app.put('/v1/merchants/:id/webhook', {
-      config: { auth: OWNER },
+      config: { auth: OWNER, operation: ops.configureMerchantWebhook },
       schema: {
         tags: webhookTags,
         summary: "Configure the merchant's webhook",
@@ -316,14 +245,8 @@ export function merchantRoutes(merchants: MerchantService) {
         body: WebhookPut,
         response: { 200: WebhookConfigured, ...problems(400, 404, 409, 503) },
       },
-      handler: async (request, reply) => {
-        const owner = principalOf(request).ownerId!;
-        const { id } = request.params as { id: string };
-        const body = request.body as Static<typeof WebhookPut>;
-        return respondIdempotently(request, reply, { secretFields: ['webhookSecret'] }, async (tx) => ({
-          body: await merchants.configureWebhook(tx, owner, id, { url: body.url, enabled: body.enabled ?? true }),
-        }));
-      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.configureMerchantWebhook, { ...(request.body as Static<typeof WebhookPut>), id: (request.params as { id: string }).id }),
     });
 
     app.get('/v1/merchants/:id/webhook', {
@@ -354,7 +277,7 @@ export function merchantRoutes(merchants: MerchantService) {
     });
 
     app.post('/v1/merchants/:id/webhook/deliveries/:deliveryId/resend', {
-      config: { auth: OWNER_OR_KEY('webhooks:write') },
+      config: { auth: OWNER_OR_KEY('webhooks:write'), operation: ops.resendWebhookDelivery },
       schema: {
         tags: webhookTags,
         summary: 'Re-send a webhook delivery now',
@@ -364,14 +287,7 @@ export function merchantRoutes(merchants: MerchantService) {
         params: DeliveryParams,
         response: { 202: DeliveryOne, ...problems(404, 409) },
       },
-      handler: async (request, reply) => {
-        const { id, deliveryId } = request.params as Static<typeof DeliveryParams>;
-        const actor = actorOf(principalOf(request));
-        return respondIdempotently(request, reply, { required: false }, async (tx) => ({
-          status: 202,
-          body: await merchants.resendDelivery(tx, actor, id, deliveryId),
-        }));
-      },
+      handler: (request, reply) => serve(request, reply, ops.resendWebhookDelivery, request.params as Static<typeof DeliveryParams>, { status: 202 }),
     });
   };
 }

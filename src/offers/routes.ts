@@ -2,11 +2,11 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { principalOf } from '../platform/http/auth.ts';
-import { respondIdempotently } from '../platform/http/idempotent.ts';
+import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { Category, Microcredits, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
-import { parseUc } from '../platform/money.ts';
-import { HOLD_LIFETIME_S_DEFAULT, HOLD_LIFETIME_S_MAX, HOLD_LIFETIME_S_MIN, type OfferService } from './service.ts';
+import { Microcredits, PageQuery, UnixSeconds } from '../platform/http/schemas.ts';
+import { MerchantParams, OfferCreate, OfferParams, OfferPatch, type OfferOperations } from './operations.ts';
+import type { OfferService } from './service.ts';
 
 export const OfferSchema = Type.Object(
   {
@@ -23,30 +23,8 @@ export const OfferSchema = Type.Object(
   { $id: 'Offer' },
 );
 
-const HoldLifetime = Type.Integer({ minimum: HOLD_LIFETIME_S_MIN, maximum: HOLD_LIFETIME_S_MAX, description: `seconds, ${HOLD_LIFETIME_S_MIN}–${HOLD_LIFETIME_S_MAX}; default ${HOLD_LIFETIME_S_DEFAULT}` });
-const OfferCreate = Type.Object(
-  {
-    name: Type.String({ minLength: 1, maxLength: 100 }),
-    category: Category,
-    priceUc: Microcredits(),
-    active: Type.Optional(Type.Boolean({ default: true })),
-    holdLifetimeS: Type.Optional(HoldLifetime),
-  },
-  { additionalProperties: false },
-);
-const OfferPatch = Type.Object(
-  {
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-    priceUc: Type.Optional(Microcredits()),
-    active: Type.Optional(Type.Boolean()),
-    holdLifetimeS: Type.Optional(HoldLifetime),
-  },
-  { additionalProperties: false, minProperties: 1 },
-);
-const MerchantParams = Type.Object({ id: ResourceId });
-const OfferParams = Type.Object({ id: ResourceId, offerId: ResourceId });
 
-export function offerRoutes(offers: OfferService) {
+export function offerRoutes(offers: OfferService, { createOffer, updateOffer }: OfferOperations) {
   return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
     app.addSchema(OfferSchema);
     const tags = ['offers'];
@@ -54,7 +32,7 @@ export function offerRoutes(offers: OfferService) {
     const read = { kinds: ['human', 'owner', 'merchant'], scopes: ['offers:read'] } as const;
 
     app.post('/v1/merchants/:id/offers', {
-      config: { auth: write },
+      config: { auth: write, operation: createOffer },
       schema: {
         tags,
         summary: 'Create an offer',
@@ -63,14 +41,8 @@ export function offerRoutes(offers: OfferService) {
         body: OfferCreate,
         response: { 201: Type.Ref('Offer'), ...problems(400, 404, 409) },
       },
-      handler: async (request, reply) => {
-        const { id } = request.params as Static<typeof MerchantParams>;
-        const body = request.body as Static<typeof OfferCreate>;
-        return respondIdempotently(request, reply, {}, async (tx) => ({
-          status: 201,
-          body: await offers.create(tx, principalOf(request), id, { ...body, priceUc: parseUc(body.priceUc) }),
-        }));
-      },
+      handler: (request, reply) =>
+        serve(request, reply, createOffer, { ...(request.body as Static<typeof OfferCreate>), ...(request.params as Static<typeof MerchantParams>) }, { status: 201 }),
     });
 
     app.get('/v1/merchants/:id/offers', {
@@ -99,7 +71,7 @@ export function offerRoutes(offers: OfferService) {
     });
 
     app.patch('/v1/merchants/:id/offers/:offerId', {
-      config: { auth: write },
+      config: { auth: write, operation: updateOffer },
       schema: {
         tags,
         summary: "Change an offer's name, price, lifetime or active flag",
@@ -108,16 +80,8 @@ export function offerRoutes(offers: OfferService) {
         body: OfferPatch,
         response: { 200: Type.Ref('Offer'), ...problems(400, 404, 409) },
       },
-      handler: async (request, reply) => {
-        const { id, offerId } = request.params as Static<typeof OfferParams>;
-        const body = request.body as Static<typeof OfferPatch>;
-        return respondIdempotently(request, reply, { required: false }, async (tx) => ({
-          body: await offers.update(tx, principalOf(request), id, offerId, {
-            ...body,
-            priceUc: body.priceUc === undefined ? undefined : parseUc(body.priceUc),
-          }),
-        }));
-      },
+      handler: (request, reply) =>
+        serve(request, reply, updateOffer, { ...(request.body as Static<typeof OfferPatch>), ...(request.params as Static<typeof OfferParams>) }),
     });
   });
 }

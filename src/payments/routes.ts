@@ -4,31 +4,14 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
-import { respondIdempotently } from '../platform/http/idempotent.ts';
+import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
 import { IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
-import { principalScope } from '../platform/principal.ts';
 import { newNonce, pageHeaders } from '../oauth/pages.ts';
+import { paymentOperations, RequestTopupInput, type PaymentOperations } from './operations.ts';
 import { approvalPage } from './page.ts';
-import {
-  AUTOMATIC_TOPUP_USD_CENTS,
-  TOPUP_AMOUNT_USD_CENTS_MAX,
-  TOPUP_AMOUNT_USD_CENTS_MIN,
-  TOPUP_REASON_CHARS_MAX,
-  TOPUP_REASON_CHARS_MIN,
-  type PaymentsService,
-} from './service.ts';
+import { AUTOMATIC_TOPUP_USD_CENTS, type PaymentsService } from './service.ts';
 import { STRIPE_SIGNATURE_HEADER, type StripeWebhook } from './stripe-webhook.ts';
-
-const TopupBody = Type.Object(
-  {
-    agentId: ResourceId,
-    amountUsdCents: Type.Integer({ minimum: TOPUP_AMOUNT_USD_CENTS_MIN, maximum: TOPUP_AMOUNT_USD_CENTS_MAX, description: 'US cents; 1 cent buys 1 credit (1,000,000 µc)' }),
-    reason: Type.String({ minLength: TOPUP_REASON_CHARS_MIN, maxLength: TOPUP_REASON_CHARS_MAX, description: 'shown to the owner who approves' }),
-    intentId: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'a pending retained intent of the agent; it runs once the top-up settles' })),
-  },
-  { additionalProperties: false },
-);
 
 const TopupSchema = Type.Object(
   {
@@ -93,13 +76,19 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
     const tags = ['payments'];
     const ANY = { kinds: ['human', 'agent', 'owner'] } as const;
     const HUMAN = { kinds: ['human'] } as const;
+    const operations = deps.payments && paymentOperations(deps.payments);
+    const unavailable = () => new ApiError('payment_unavailable', { detail: 'no payment-approval provider is configured (ACG_PAYMENT_PROVIDER)' });
     const service = (): PaymentsService => {
-      if (!deps.payments) throw new ApiError('payment_unavailable', { detail: 'no payment-approval provider is configured (ACG_PAYMENT_PROVIDER)' });
+      if (!deps.payments) throw unavailable();
       return deps.payments;
+    };
+    const operation = <K extends keyof PaymentOperations>(name: K): PaymentOperations[K] => {
+      if (!operations) throw unavailable();
+      return operations[name];
     };
 
     app.post('/v1/payments/topups', {
-      config: { auth: ANY },
+      config: { auth: ANY, operation: operations?.requestTopup },
       schema: {
         tags,
         summary: 'Request a top-up of an agent from the payment-approval provider',
@@ -110,18 +99,10 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
           '`intentId` binds a pending retained intent of the agent, which the gateway runs once by itself after settlement (an intent ' +
           `has at most one pending top-up: 409 conflict). Execute requests a top-up of $${(AUTOMATIC_TOPUP_USD_CENTS / 100).toFixed(2)} by itself when credit is short. ` +
           `Idempotency-Key required (400 idempotency_required). 503 payment_unavailable without a provider. ${STATUS_TEXT}`,
-        body: TopupBody,
+        body: RequestTopupInput,
         response: { 200: Type.Ref('Topup'), ...problems(400, 403, 409, 503) },
       },
-      handler: async (request, reply) => {
-        const principal = principalOf(request);
-        const body = request.body as Static<typeof TopupBody>;
-        const payments = service();
-        const { ownerId } = await payments.authorize(principal, body.agentId);
-        return respondIdempotently(request, reply, { prepare: () => payments.open(body) }, async (tx, prepared) => ({
-          body: await payments.record(tx, { ownerId, requestedBy: principalScope(principal) }, body, prepared),
-        }));
-      },
+      handler: (request, reply) => serve(request, reply, operation('requestTopup'), request.body as Static<typeof RequestTopupInput>),
     });
 
     app.get('/v1/payments/topups', {
@@ -152,7 +133,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
     });
 
     app.post('/v1/payments/topups/:id/approve', {
-      config: { auth: HUMAN },
+      config: { auth: HUMAN, operation: operations?.approveTopup },
       schema: {
         tags,
         summary: 'Approve a pending top-up (local provider; the human owner only)',
@@ -168,17 +149,15 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
       },
       handler: async (request, reply) => {
         checkOrigin(request, config.baseUrl);
-        const payments = service();
         const { id } = request.params as Static<typeof IdParams>;
-        const principal = principalOf(request);
-        const sent = await respondIdempotently(request, reply, { required: false }, async (tx) => ({ body: await payments.approve(tx, principal, id) }));
-        payments.resumeSoon(id);
+        const sent = await serve(request, reply, operation('approveTopup'), { id });
+        service().resumeSoon(id);
         return sent;
       },
     });
 
     app.post('/v1/payments/topups/:id/decline', {
-      config: { auth: HUMAN },
+      config: { auth: HUMAN, operation: operations?.declineTopup },
       schema: {
         tags,
         summary: 'Decline a pending top-up (the human owner only)',
@@ -189,9 +168,9 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
         body: EmptyBody,
         response: { 200: Type.Ref('Topup'), ...problems(403, 404, 409, 503) },
       },
-      handler: async (request) => {
+      handler: (request, reply) => {
         checkOrigin(request, config.baseUrl);
-        return service().decline(principalOf(request), (request.params as Static<typeof IdParams>).id);
+        return serve(request, reply, operation('declineTopup'), { id: (request.params as Static<typeof IdParams>).id });
       },
     });
 

@@ -251,20 +251,24 @@ export class PaymentsService implements PaymentApprovalProvider {
     return toTopup(await this.settleLocked(tx, row, `owner:${owner.id}`));
   }
 
-  /** The owner declines: the top-up closes and its intent is cancelled, nothing charged. Idempotent. */
-  async decline(owner: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, topupId: string): Promise<Topup> {
-    const { db } = this.gateway;
-    const before = this.readable(owner, await store.findTopup(db, topupId), topupId);
-    if (before.status === 'declined') return toTopup(before);
-    this.assertPending(before);
-    // Outside any transaction: Stripe must refuse payment before we say declined.
-    await this.deps.provider.cancel(before.provider_ref);
-    return db.transaction(async (tx) => {
-      const row = (await store.findTopup(tx, topupId, true))!;
-      if (row.status === 'declined') return toTopup(row);
-      this.assertPending(row);
-      return toTopup(await this.closeLocked(tx, row, 'declined', null));
-    });
+  /** Before declining, outside any transaction: the top-up as its owner sees it; pending, or declined already. */
+  async declinable(owner: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, topupId: string): Promise<store.TopupRow> {
+    const row = this.readable(owner, await store.findTopup(this.gateway.db, topupId), topupId);
+    if (row.status !== 'declined') this.assertPending(row);
+    return row;
+  }
+
+  /** Outside any transaction: the provider must refuse payment before we say declined (Stripe expires the session). */
+  async cancelAtProvider(row: store.TopupRow): Promise<void> {
+    if (row.status === 'pending_approval') await this.deps.provider.cancel(row.provider_ref);
+  }
+
+  /** The owner declines: the top-up closes and its intent is cancelled, nothing charged. Declining again answers it unchanged. */
+  async decline(tx: Queryable, topupId: string): Promise<Topup> {
+    const row = (await store.findTopup(tx, topupId, true))!;
+    if (row.status === 'declined') return toTopup(row);
+    this.assertPending(row);
+    return toTopup(await this.closeLocked(tx, row, 'declined', null));
   }
 
   private assertPending(row: store.TopupRow): void {

@@ -1,7 +1,8 @@
 // The one idempotency mechanism (Stripe's semantics, IETF draft-ietf-httpapi-idempotency-key-header):
 //   first use of a key        → the operation runs; its response is stored in the SAME transaction as
 //                               its effect, so an effect without a stored response cannot exist;
-//   same key, same request    → the stored response is replayed with `Idempotent-Replayed: true`;
+// Keys are scoped to (caller, operation name); `src/platform/operations.ts` runs operations through it.
+//   same key, same request    → the stored outcome is replayed (HTTP adds `Idempotent-Replayed: true`);
 //   same key, other request   → 409 idempotency_key_reused;
 //   same key while running    → a single-transaction operation's retry waits on the key's row and
 //                               replays; one that works outside the database first (its claim
@@ -29,6 +30,7 @@ export interface StoredResponse {
 
 export interface Claim {
   scope: string;
+  /** The operation name (stored in the `route` column, which once held the HTTP route). */
   route: string;
   key: string;
   token: string;
@@ -47,17 +49,15 @@ interface IdempotencyRow {
   locked_until_ms: bigint;
 }
 
-/** Reads the header; accepts a bare token or an RFC 8941 sf-string (`"..."`), as the IETF draft writes it. */
-export function parseIdempotencyKey(header: string | string[] | undefined, rule: KeyRule = 'default'): string | undefined {
-  if (header === undefined) return undefined;
-  if (Array.isArray(header)) throw new ApiError('invalid_input', { detail: 'send exactly one Idempotency-Key header' });
-  const unquoted = /^"(.*)"$/.exec(header)?.[1] ?? header;
+/** Checks a key against its rule; undefined when none was sent. */
+export function validateIdempotencyKey(key: string | undefined, rule: KeyRule = 'default'): string | undefined {
+  if (key === undefined) return undefined;
   const pattern = rule === 'release' ? RELEASE_KEY_PATTERN : IDEMPOTENCY_KEY_PATTERN;
-  if (!pattern.test(unquoted)) {
+  if (!pattern.test(key)) {
     const shape = rule === 'release' ? '1 to 255 visible ASCII characters' : `${IDEMPOTENCY_KEY_PATTERN.source}`;
     throw new ApiError('invalid_input', { detail: `Idempotency-Key must match ${shape}` });
   }
-  return unquoted;
+  return key;
 }
 
 function canonicalJson(value: unknown): string {
@@ -71,9 +71,12 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(typeof value === 'bigint' ? value.toString() : value) ?? 'null';
 }
 
-/** The request's identity: method, concrete path and canonical body (key order does not matter). */
-export function fingerprint(method: string, path: string, body: unknown): string {
-  return createHash('sha256').update(`${method} ${path}\n${canonicalJson(body ?? null)}`).digest('hex');
+/**
+ * The request's identity: the operation name and its canonical input (member order does not matter). No
+ * face appears in it, so the same operation asked over HTTP and over MCP is the same request.
+ */
+export function fingerprint(operationName: string, input: unknown): string {
+  return createHash('sha256').update(`${operationName}\n${canonicalJson(input ?? null)}`).digest('hex');
 }
 
 export function stringifyBody(body: unknown): string {

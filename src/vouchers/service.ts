@@ -3,10 +3,10 @@
 // verify it offline against the gateway's JWKS.
 import type { LedgerService, Redemption } from '../ledger/service.ts';
 import type { OfferService } from '../offers/service.ts';
-import type { Queryable } from '../platform/db/database.ts';
+import type { Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
-import { formatUc, type Microcredits } from '../platform/money.ts';
+import { formatUc, parseUc, type Microcredits } from '../platform/money.ts';
 
 export const VOUCHER_TYP = 'voucher+jwt';
 
@@ -16,6 +16,12 @@ export interface MintRequest {
   maxUc?: Microcredits;
 }
 
+/** The agent's ceiling as sent: `maxUc`, or `maxAmount`, its older name. */
+export interface MintLimits {
+  maxUc?: string;
+  maxAmount?: string;
+}
+
 export class VoucherService {
   constructor(
     private readonly gateway: Gateway,
@@ -23,7 +29,20 @@ export class VoucherService {
     private readonly offers: OfferService,
   ) {}
 
-  async mint(tx: Queryable, request: MintRequest): Promise<{ voucher: string; redemption: Redemption }> {
+  /**
+   * The rules a mint checks before its Idempotency-Key is claimed (a refusal here is as if never sent):
+   * `maxUc` and `maxAmount` are one limit, and a voucher needs a signing key. Returns the ceiling.
+   */
+  checkMint(limits: MintLimits): Microcredits | undefined {
+    if (limits.maxUc !== undefined && limits.maxAmount !== undefined && limits.maxUc !== limits.maxAmount) {
+      throw new ApiError('invalid_input', { detail: 'maxUc and maxAmount are the same limit; send one, or equal values' });
+    }
+    if (!this.gateway.signing.configured) throw new ApiError('signing_configuration_required', { detail: 'set ACG_SIGNING_KEY' });
+    const max = limits.maxUc ?? limits.maxAmount;
+    return max === undefined ? undefined : parseUc(max);
+  }
+
+  async mint(tx: Tx, request: MintRequest): Promise<{ voucher: string; redemption: Redemption }> {
     const offer = await this.offers.sellable(tx, request.offerId);
     if (!offer) throw new ApiError('invalid_input', { detail: `no active offer ${request.offerId} of a verified merchant` });
     if (request.maxUc !== undefined && offer.price_uc > request.maxUc) {

@@ -2,30 +2,46 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from '../../src/platform/errors.ts';
-import { respondIdempotently } from '../../src/platform/http/idempotent.ts';
+import { serve } from '../../src/platform/http/operation.ts';
+import type { SingleStepOperation } from '../../src/platform/operations.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 
-// A minimal route with a real database effect: each run inserts one row into test_effects.
+// A minimal operation with a real database effect: each run inserts one row into test_effects.
 const Body = Type.Object({ amount: Type.Integer(), delayMs: Type.Optional(Type.Integer()), secret: Type.Optional(Type.Boolean()) });
+
+const createTestEffect: SingleStepOperation<Static<typeof Body>, Record<string, unknown>> = {
+  name: 'createTestEffect',
+  input: Body,
+  idempotency: { key: 'required' },
+  secretFields: ['secret'],
+  run: async (tx, { input }) => {
+    const { rows } = await tx.query<{ id: number }>('INSERT INTO test_effects (amount) VALUES ($1) RETURNING id', [input.amount]);
+    if (input.delayMs) await new Promise((r) => setTimeout(r, input.delayMs));
+    if (input.amount === 0) throw new ApiError('conflict', { detail: 'zero is refused' });
+    if (input.amount < 0) throw new Error('server fault');
+    return { effectId: rows[0]!.id, amount: input.amount, ...(input.secret ? { secret: 'shown-once' } : {}) };
+  },
+};
+
+const releaseTestEffect: SingleStepOperation<null, { ok: boolean }> = {
+  name: 'releaseTestEffect',
+  input: Type.Null(),
+  idempotency: { key: 'required', rule: 'release' },
+  run: async () => ({ ok: true }),
+};
 
 async function effectRoute(app: FastifyInstance) {
   await app.gateway.db.query('CREATE TABLE IF NOT EXISTS test_effects (id SERIAL PRIMARY KEY, amount INTEGER NOT NULL)');
+  // The caller named by X-Caller stands for an authenticated principal.
+  app.addHook('preHandler', async (request) => {
+    request.principal = { kind: 'human', id: String(request.headers['x-caller'] ?? 'anon'), scopes: [], credential: 'test' };
+  });
   app.post('/v1/test/effects', {
     schema: { body: Body },
-    handler: async (request, reply) => {
-      const body = request.body as Static<typeof Body>;
-      return respondIdempotently(request, reply, { secretFields: ['secret'], scope: String(request.headers['x-caller'] ?? 'anon') }, async (tx) => {
-        const { rows } = await tx.query<{ id: number }>('INSERT INTO test_effects (amount) VALUES ($1) RETURNING id', [body.amount]);
-        if (body.delayMs) await new Promise((r) => setTimeout(r, body.delayMs));
-        if (body.amount === 0) throw new ApiError('conflict', { detail: 'zero is refused' });
-        if (body.amount < 0) throw new Error('server fault');
-        return { status: 201, body: { effectId: rows[0]!.id, amount: body.amount, ...(body.secret ? { secret: 'shown-once' } : {}) } };
-      });
-    },
+    handler: (request, reply) => serve(request, reply, createTestEffect, request.body as Static<typeof Body>, { status: 201 }),
   });
   app.post('/v1/test/effects-release', {
-    handler: async (request, reply) =>
-      respondIdempotently(request, reply, { keyRule: 'release' }, async () => ({ body: { ok: true } })),
+    handler: (request, reply) => serve(request, reply, releaseTestEffect, null),
   });
 }
 
@@ -168,7 +184,7 @@ describe('idempotency', () => {
   it('takes over a key whose first request died before finishing (lease over)', async () => {
     await gw.gateway.db.query(
       `INSERT INTO idempotency_keys (scope, route, key, fingerprint, state, claim_token, created_at_ms, locked_until_ms, expires_at_ms)
-       SELECT 'alice', 'POST /v1/test/effects', 'key-dead', fingerprint, 'running', 'dead', 0, 0, $1
+       SELECT 'human:alice', 'createTestEffect', 'key-dead', fingerprint, 'running', 'dead', 0, 0, $1
          FROM (SELECT 'x' AS fingerprint) f`,
       [Date.now() + 86_400_000],
     );

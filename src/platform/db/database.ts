@@ -11,12 +11,20 @@ export interface Queryable {
   exec(sql: string): Promise<void>;
 }
 
+/**
+ * A connection inside an open transaction. The pool (`Database`) is not one, so a function that locks rows
+ * (`SELECT … FOR UPDATE`) takes a `Tx` and cannot be called where its lock would end with the statement.
+ */
+export interface Tx extends Queryable {
+  readonly inTransaction: true;
+}
+
 export type DatabaseKind = 'postgres' | 'pglite';
 
 export interface Database extends Queryable {
   readonly kind: DatabaseKind;
   /** One transaction; serialization failures and deadlocks are retried a bounded number of times. */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
   /** Runs `fn` on one connection that holds a session-level advisory lock for its whole duration. */
   withAdvisoryLock<T>(lockKey: number, fn: (conn: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;

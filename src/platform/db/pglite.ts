@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
-import { retryTransaction, type Database, type Queryable, type QueryResult } from './database.ts';
+import { retryTransaction, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
 
 const INT8_OID = 20;
 
@@ -72,8 +72,8 @@ export async function openPglite(dataDir: string | undefined): Promise<Database>
     kind: 'pglite',
     query: root.query,
     exec: root.exec,
-    transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
-      return retryTransaction(() => db.transaction((tx) => fn(wrap(tx))));
+    transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+      return retryTransaction(() => db.transaction((tx) => fn({ ...wrap(tx), inTransaction: true })));
     },
     async withAdvisoryLock<T>(_lockKey: number, fn: (conn: Queryable) => Promise<T>): Promise<T> {
       // One process owns a PGlite data directory, so there is no other session to exclude.

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { retryTransaction, type Database, type Queryable, type QueryResult } from './database.ts';
+import { retryTransaction, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
 
 const INT8_OID = 20;
 
@@ -40,12 +40,12 @@ export function openPostgres(connectionString: string, options: PostgresOptions 
     kind: 'postgres',
     query: root.query,
     exec: root.exec,
-    transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
       return retryTransaction(async () => {
         const client = await pool.connect();
         try {
           await client.query('BEGIN');
-          const result = await fn(wrap(client));
+          const result = await fn({ ...wrap(client), inTransaction: true });
           await client.query('COMMIT');
           return result;
         } catch (error) {

@@ -6,6 +6,7 @@ import swagger from '@fastify/swagger';
 import AjvCompiler from '@fastify/ajv-compiler';
 import FindMyWay from 'find-my-way';
 import type { Gateway } from '../gateway.ts';
+import type { OperationDescription } from '../operations.ts';
 import type { Principal } from '../principal.ts';
 import { renderError } from './render-error.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
@@ -24,6 +25,8 @@ declare module 'fastify' {
     skipRateLimit?: boolean;
     /** Who may call the route; absent means public. */
     auth?: AuthRequirement;
+    /** The operation the route is a face of: its name is the operationId, its idempotency rule is documented. */
+    operation?: OperationDescription;
   }
 }
 

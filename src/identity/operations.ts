@@ -1,0 +1,135 @@
+// The identity feature's operations, for every face: register and update agents, freeze and unfreeze them,
+// set their profiles and avatars. Each input is the path's agent id plus the body's members.
+import { Type, type Static } from '@sinclair/typebox';
+import { Category, IdParams, Microcredits, Nullable, ResourceId } from '../platform/http/schemas.ts';
+import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
+import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type Agent, type AgentProfile, type AvatarType, type IdentityService } from './service.ts';
+
+const Name = Type.String({ minLength: 1, maxLength: 100 });
+const ServiceList = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 20 });
+const CategoryList = Type.Array(Type.Union([Category, Type.Literal('*')]), { maxItems: 100 });
+const InboxList = Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 50 });
+const CapsInput = Type.Object(
+  {
+    perHoldUc: Type.Optional(Nullable(Microcredits())),
+    perPeriodUc: Type.Optional(Nullable(Microcredits())),
+    periodS: Type.Optional(Type.Integer({ minimum: 60, maximum: 31_536_000 })),
+  },
+  { additionalProperties: false },
+);
+
+export const AgentCreate = Type.Object(
+  {
+    name: Name,
+    identity: Type.Object(
+      {
+        issuer: Type.String({ minLength: 1, maxLength: 500, description: 'must be the configured agent identity provider' }),
+        subject: Type.String({ minLength: 1, maxLength: 200 }),
+      },
+      { examples: [{ name: 'Research assistant', identity: { issuer: 'https://agents.example', subject: 'agent-42' }, allowedCategories: ['books'], caps: { perHoldUc: '5000000' } }], additionalProperties: false },
+    ),
+    allowedServices: Type.Optional(ServiceList),
+    allowedCategories: Type.Optional(CategoryList),
+    inboxAllowlist: Type.Optional(InboxList),
+    caps: Type.Optional(CapsInput),
+  },
+  { additionalProperties: false },
+);
+
+export const AgentPatch = Type.Object(
+  {
+    name: Type.Optional(Name),
+    allowedServices: Type.Optional(ServiceList),
+    allowedCategories: Type.Optional(CategoryList),
+    inboxAllowlist: Type.Optional(InboxList),
+    caps: Type.Optional(CapsInput),
+  },
+  { examples: [{ allowedServices: ['github-public'], caps: { perPeriodUc: '50000000', periodS: 86400 } }], additionalProperties: false, minProperties: 1 },
+);
+
+export const ProfileInput = Type.Object(
+  {
+    name: Name,
+    preset: Type.String({ enum: [...PROFILE_PRESETS] }),
+    color: Type.String({ pattern: '^#[0-9A-Fa-f]{6}$', description: 'hex colour #rrggbb (stored lower-case)' }),
+  },
+  { examples: [{ name: 'Research assistant', preset: 'robot', color: '#3366ff' }], additionalProperties: false },
+);
+
+export const UploadStart = Type.Object(
+  {
+    contentType: Type.String({ enum: [...AVATAR_TYPES] }),
+    sizeBytes: Type.Integer({ minimum: 1, maximum: AVATAR_BYTES_MAX, description: `at most ${AVATAR_BYTES_MAX} bytes` }),
+  },
+  { examples: [{ contentType: 'image/png', sizeBytes: 20480 }], additionalProperties: false },
+);
+
+export const Finalize = Type.Object({ uploadId: ResourceId, storageId: ResourceId }, { examples: [{ uploadId: 'upl_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', storageId: 'sto_01JD0S4W6Q6Z7T0YJ2V7C8M9KX' }], additionalProperties: false });
+
+
+const RegisterAgentInput = inputOf(Type.Object({}), AgentCreate);
+const UpdateAgentInput = inputOf(IdParams, AgentPatch);
+const AgentIdInput = inputOf(IdParams);
+const SetProfileInput = inputOf(IdParams, ProfileInput);
+const StartUploadInput = inputOf(IdParams, UploadStart);
+const FinalizeInput = inputOf(IdParams, Finalize);
+
+type AvatarUploadTicket = Awaited<ReturnType<IdentityService['startAvatarUpload']>>;
+
+export interface IdentityOperations {
+  registerAgent: SingleStepOperation<Static<typeof RegisterAgentInput>, Agent>;
+  updateAgent: SingleStepOperation<Static<typeof UpdateAgentInput>, Agent>;
+  freezeAgent: SingleStepOperation<Static<typeof AgentIdInput>, Agent>;
+  unfreezeAgent: SingleStepOperation<Static<typeof AgentIdInput>, Agent>;
+  setAgentProfile: SingleStepOperation<Static<typeof SetProfileInput>, AgentProfile>;
+  startAvatarUpload: SingleStepOperation<Static<typeof StartUploadInput>, AvatarUploadTicket>;
+  finalizeAvatarUpload: SingleStepOperation<Static<typeof FinalizeInput>, AgentProfile>;
+}
+
+/** Owner operations: the principal is a human or owner credential, so `ownerId` is set. */
+export function identityOperations(identity: IdentityService): IdentityOperations {
+  return {
+    registerAgent: {
+      name: 'registerAgent',
+      input: RegisterAgentInput,
+      idempotency: { key: 'required' },
+      run: (tx, { principal, input }) => identity.registerAgent(tx, principal.ownerId!, input),
+    },
+    updateAgent: {
+      name: 'updateAgent',
+      input: UpdateAgentInput,
+      idempotency: { key: 'optional' },
+      run: (tx, { principal, input: { id, ...patch } }) => identity.updateAgent(tx, principal.ownerId!, id, patch),
+    },
+    freezeAgent: {
+      name: 'freezeAgent',
+      input: AgentIdInput,
+      idempotency: { key: 'optional' },
+      run: (tx, { principal, input }) => identity.setStatus(tx, principal.ownerId!, input.id, 'frozen'),
+    },
+    unfreezeAgent: {
+      name: 'unfreezeAgent',
+      input: AgentIdInput,
+      idempotency: { key: 'optional' },
+      run: (tx, { principal, input }) => identity.setStatus(tx, principal.ownerId!, input.id, 'active'),
+    },
+    setAgentProfile: {
+      name: 'setAgentProfile',
+      input: SetProfileInput,
+      idempotency: { key: 'optional' },
+      run: (tx, { principal, input: { id, ...profile } }) => identity.setProfile(tx, principal.ownerId!, id, profile),
+    },
+    startAvatarUpload: {
+      name: 'startAvatarUpload',
+      input: StartUploadInput,
+      idempotency: { key: 'optional' },
+      run: (tx, { principal, input }) => identity.startAvatarUpload(tx, principal.ownerId!, input.id, input.contentType as AvatarType, input.sizeBytes),
+    },
+    finalizeAvatarUpload: {
+      name: 'finalizeAvatarUpload',
+      input: FinalizeInput,
+      idempotency: { key: 'optional' },
+      run: (tx, { principal, input }) => identity.finalizeAvatar(tx, principal.ownerId!, input.id, input.uploadId, input.storageId),
+    },
+  };
+}

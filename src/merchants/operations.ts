@@ -1,0 +1,126 @@
+// The merchant operations, for every face: register and update merchants, verify their domains, issue and
+// revoke API keys, configure the webhook and re-send its deliveries.
+import { Type, type Static } from '@sinclair/typebox';
+import { API_KEY_SCOPES } from '../identity/api-keys.ts';
+import { Category, IdParams, ResourceId } from '../platform/http/schemas.ts';
+import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
+import { MERCHANT_DOMAIN_CHARS_MAX, merchantActor, type DomainProof, type MerchantService } from './service.ts';
+
+const Name = Type.String({ minLength: 1, maxLength: 100 });
+const Categories = Type.Array(Category, { minItems: 1, maxItems: 20, description: '1–20 categories (duplicates are dropped)' });
+
+export const MerchantCreate = Type.Object(
+  {
+    name: Name,
+    domain: Type.String({
+      minLength: 1,
+      maxLength: 1024,
+      description: `public DNS hostname (no scheme, port, path, credentials or IP address; at most ${MERCHANT_DOMAIN_CHARS_MAX} characters); IDNA-normalised and lower-cased`,
+    }),
+    categories: Categories,
+  },
+  { examples: [{ name: 'Example Books', domain: 'books.example.com', categories: ['books'] }], additionalProperties: false },
+);
+
+export const MerchantPatch = Type.Object(
+  {
+    name: Type.Optional(Name),
+    categories: Type.Optional(Categories),
+    domain: Type.Optional(Type.String({ description: 'refused with 400: the domain is immutable' })),
+  },
+  { examples: [{ name: 'Example Books Ltd', categories: ['books', 'audiobooks'] }], additionalProperties: false, minProperties: 1 },
+);
+
+export const ApiKeyCreate = Type.Object(
+  {
+    name: Name,
+    scopes: Type.Array(Type.String({ enum: Object.keys(API_KEY_SCOPES) }), {
+      minItems: 1,
+      maxItems: Object.keys(API_KEY_SCOPES).length,
+      description: Object.entries(API_KEY_SCOPES).map(([scope, meaning]) => `\`${scope}\`: ${meaning}`).join('; '),
+    }),
+  },
+  { examples: [{ name: 'checkout server', scopes: ['access:check', 'redemptions:capture', 'redemptions:release'] }], additionalProperties: false },
+);
+
+export const WebhookPut = Type.Object(
+  {
+    url: Type.String({ minLength: 1, maxLength: 2048, description: 'https URL on the verified domain or a subdomain; port 443; no query, fragment or credentials' }),
+    enabled: Type.Optional(Type.Boolean({ default: true })),
+  },
+  { examples: [{ url: 'https://books.example.com/hooks/acg', enabled: true }], additionalProperties: false },
+);
+
+export const KeyParams = Type.Object({ id: ResourceId, keyId: ResourceId });
+export const DeliveryParams = Type.Object({ id: ResourceId, deliveryId: ResourceId });
+
+const RegisterMerchantInput = inputOf(Type.Object({}), MerchantCreate);
+const UpdateMerchantInput = inputOf(IdParams, MerchantPatch);
+const MerchantIdInput = inputOf(IdParams);
+const CreateApiKeyInput = inputOf(IdParams, ApiKeyCreate);
+const RevokeApiKeyInput = inputOf(KeyParams);
+const ConfigureWebhookInput = inputOf(IdParams, WebhookPut);
+const ResendDeliveryInput = inputOf(DeliveryParams);
+
+type Result<M extends keyof MerchantService> = MerchantService[M] extends (...args: never[]) => Promise<infer R> ? R : never;
+
+export interface MerchantOperations {
+  registerMerchant: SingleStepOperation<Static<typeof RegisterMerchantInput>, Result<'register'>>;
+  updateMerchant: SingleStepOperation<Static<typeof UpdateMerchantInput>, { merchant: Result<'update'> }>;
+  verifyMerchantDomain: SingleStepOperation<Static<typeof MerchantIdInput>, Result<'applyDomainProof'>, undefined, DomainProof>;
+  createMerchantApiKey: SingleStepOperation<Static<typeof CreateApiKeyInput>, Result<'createApiKey'>>;
+  revokeMerchantApiKey: SingleStepOperation<Static<typeof RevokeApiKeyInput>, Result<'revokeApiKey'>>;
+  configureMerchantWebhook: SingleStepOperation<Static<typeof ConfigureWebhookInput>, Result<'configureWebhook'>>;
+  resendWebhookDelivery: SingleStepOperation<Static<typeof ResendDeliveryInput>, Result<'resendDelivery'>>;
+}
+
+/** Owner operations read `ownerId` from the principal (a human or owner credential). */
+export function merchantOperations(merchants: MerchantService): MerchantOperations {
+  return {
+    registerMerchant: {
+      name: 'registerMerchant',
+      input: RegisterMerchantInput,
+      idempotency: { key: 'required' },
+      run: (tx, { principal, input }) => merchants.register(tx, principal.ownerId!, input),
+    },
+    updateMerchant: {
+      name: 'updateMerchant',
+      input: UpdateMerchantInput,
+      idempotency: { key: 'required' },
+      run: async (tx, { principal, input: { id, ...patch } }) => ({ merchant: await merchants.update(tx, principal.ownerId!, id, patch) }),
+    },
+    verifyMerchantDomain: {
+      name: 'verifyMerchantDomain',
+      input: MerchantIdInput,
+      idempotency: { key: 'required' },
+      prepare: ({ principal, input }) => merchants.checkDomain(principal.ownerId!, input.id),
+      run: (tx, { principal, input }, _checked, proof) => merchants.applyDomainProof(tx, principal.ownerId!, input.id, proof),
+    },
+    createMerchantApiKey: {
+      name: 'createMerchantApiKey',
+      input: CreateApiKeyInput,
+      idempotency: { key: 'required' },
+      secretFields: ['secretKey'],
+      run: (tx, { principal, input: { id, ...key } }) => merchants.createApiKey(tx, principal.ownerId!, id, key),
+    },
+    revokeMerchantApiKey: {
+      name: 'revokeMerchantApiKey',
+      input: RevokeApiKeyInput,
+      idempotency: { key: 'optional' },
+      run: (tx, { principal, input }) => merchants.revokeApiKey(tx, principal.ownerId!, input.id, input.keyId),
+    },
+    configureMerchantWebhook: {
+      name: 'configureMerchantWebhook',
+      input: ConfigureWebhookInput,
+      idempotency: { key: 'required' },
+      secretFields: ['webhookSecret'],
+      run: (tx, { principal, input }) => merchants.configureWebhook(tx, principal.ownerId!, input.id, { url: input.url, enabled: input.enabled ?? true }),
+    },
+    resendWebhookDelivery: {
+      name: 'resendWebhookDelivery',
+      input: ResendDeliveryInput,
+      idempotency: { key: 'optional' },
+      run: (tx, { principal, input }) => merchants.resendDelivery(tx, merchantActor(principal), input.id, input.deliveryId),
+    },
+  };
+}

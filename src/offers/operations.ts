@@ -1,0 +1,55 @@
+// The offer operations, for every face: create and change a merchant's offers.
+import { Type, type Static } from '@sinclair/typebox';
+import { Category, Microcredits, ResourceId } from '../platform/http/schemas.ts';
+import { parseUc } from '../platform/money.ts';
+import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
+import { HOLD_LIFETIME_S_DEFAULT, HOLD_LIFETIME_S_MAX, HOLD_LIFETIME_S_MIN, type Offer, type OfferService } from './service.ts';
+
+const HoldLifetime = Type.Integer({ minimum: HOLD_LIFETIME_S_MIN, maximum: HOLD_LIFETIME_S_MAX, description: `seconds, ${HOLD_LIFETIME_S_MIN}–${HOLD_LIFETIME_S_MAX}; default ${HOLD_LIFETIME_S_DEFAULT}` });
+export const OfferCreate = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 100 }),
+    category: Category,
+    priceUc: Microcredits(),
+    active: Type.Optional(Type.Boolean({ default: true })),
+    holdLifetimeS: Type.Optional(HoldLifetime),
+  },
+  { additionalProperties: false, examples: [{ name: 'One e-book', category: 'books', priceUc: '2000000', holdLifetimeS: 900 }] },
+);
+export const OfferPatch = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    priceUc: Type.Optional(Microcredits()),
+    active: Type.Optional(Type.Boolean()),
+    holdLifetimeS: Type.Optional(HoldLifetime),
+  },
+  { additionalProperties: false, minProperties: 1, examples: [{ priceUc: '2500000', active: false }] },
+);
+export const MerchantParams = Type.Object({ id: ResourceId });
+export const OfferParams = Type.Object({ id: ResourceId, offerId: ResourceId });
+
+const CreateOfferInput = inputOf(MerchantParams, OfferCreate);
+const UpdateOfferInput = inputOf(OfferParams, OfferPatch);
+
+export interface OfferOperations {
+  createOffer: SingleStepOperation<Static<typeof CreateOfferInput>, Offer>;
+  updateOffer: SingleStepOperation<Static<typeof UpdateOfferInput>, Offer>;
+}
+
+export function offerOperations(offers: OfferService): OfferOperations {
+  return {
+    createOffer: {
+      name: 'createOffer',
+      input: CreateOfferInput,
+      idempotency: { key: 'required' },
+      run: (tx, { principal, input: { id, ...offer } }) => offers.create(tx, principal, id, { ...offer, priceUc: parseUc(offer.priceUc) }),
+    },
+    updateOffer: {
+      name: 'updateOffer',
+      input: UpdateOfferInput,
+      idempotency: { key: 'optional' },
+      run: (tx, { principal, input: { id, offerId, ...patch } }) =>
+        offers.update(tx, principal, id, offerId, { ...patch, priceUc: patch.priceUc === undefined ? undefined : parseUc(patch.priceUc) }),
+    },
+  };
+}

@@ -1,0 +1,42 @@
+// The HTTP face of an operation: a route parses its request into the operation's input, calls it here,
+// and renders the outcome. A replayed outcome carries `Idempotent-Replayed: true`; a replayed business
+// error carries it too (as a header of the rebuilt ApiError, which the error renderer sends).
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError } from '../errors.ts';
+import { REPLAY_HEADER } from '../idempotency.ts';
+import { runOperation, type Operation } from '../operations.ts';
+import { principalOf } from './auth.ts';
+
+/** The Idempotency-Key header, unwrapped from its RFC 8941 sf-string form (`"…"`) when quoted. */
+export function idempotencyKeyOf(request: FastifyRequest): string | undefined {
+  const header = request.headers['idempotency-key'];
+  if (header === undefined) return undefined;
+  if (Array.isArray(header)) throw new ApiError('invalid_input', { detail: 'send exactly one Idempotency-Key header' });
+  return /^"(.*)"$/.exec(header)?.[1] ?? header;
+}
+
+export interface Rendering<R> {
+  /** Success status (default 200). */
+  status?: number;
+  /** Success headers computed from the result (e.g. Location). */
+  headers?: (result: R) => Record<string, string>;
+}
+
+/** Runs `operation` for the authenticated caller and sends its result. */
+export async function serve<I, R, C, P>(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  operation: Operation<I, R, C, P>,
+  input: I,
+  rendering: Rendering<R> = {},
+): Promise<FastifyReply> {
+  const { result, replayed } = await runOperation(request.server.gateway, operation, {
+    principal: principalOf(request),
+    input,
+    idempotencyKey: idempotencyKeyOf(request),
+  });
+  reply.code(rendering.status ?? 200);
+  if (rendering.headers) reply.headers(rendering.headers(result));
+  if (replayed) reply.header(REPLAY_HEADER, 'true');
+  return reply.send(result);
+}

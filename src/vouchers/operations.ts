@@ -1,0 +1,34 @@
+// The voucher operations, for every face: take a hold for an offer and sign its voucher.
+import { Type, type Static } from '@sinclair/typebox';
+import type { Redemption } from '../ledger/service.ts';
+import type { Microcredits as Uc } from '../platform/money.ts';
+import type { SingleStepOperation } from '../platform/operations.ts';
+import { Microcredits, ResourceId } from '../platform/http/schemas.ts';
+import type { VoucherService } from './service.ts';
+
+export const MintVoucherInput = Type.Object(
+  {
+    offerId: ResourceId,
+    maxUc: Type.Optional(Microcredits('the most the agent lets this hold take; above it the mint is refused with 402 CAP_EXCEEDED')),
+    maxAmount: Type.Optional(Microcredits('the same limit under its older name; when both are sent they must be equal')),
+  },
+  { additionalProperties: false, examples: [{ offerId: 'off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', maxUc: '2000000' }] },
+);
+
+export type MintVoucherInput = Static<typeof MintVoucherInput>;
+
+export interface VoucherOperations {
+  mintVoucher: SingleStepOperation<MintVoucherInput, { voucher: string; redemption: Redemption }, Uc | undefined>;
+}
+
+export function voucherOperations(vouchers: VoucherService): VoucherOperations {
+  return {
+    mintVoucher: {
+      name: 'mintVoucher',
+      input: MintVoucherInput,
+      idempotency: { key: 'required' },
+      check: ({ input }) => vouchers.checkMint(input),
+      run: (tx, { principal, input }, maxUc) => vouchers.mint(tx, { agentId: principal.agentId!, offerId: input.offerId, maxUc }),
+    },
+  };
+}
