@@ -89,11 +89,19 @@ describe('POST /v1/payments/topups', () => {
     expect(res.body.code).toBe('invalid_input');
   });
 
-  it('requires an Idempotency-Key: 400 idempotency_required', async () => {
+  it('requires an Idempotency-Key: 400 idempotency_required without one, 400 invalid_input for a malformed one, 409 for a reused one', async () => {
     const agent = await newAgent('nokey');
     const res = await world.api('POST', '/v1/payments/topups', { token: agent.token, body: topupBody(agent.id) });
     expect(res.status).toBe(400);
     expect(res.body.code).toBe('idempotency_required');
+    const malformed = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: 'not a key!', body: topupBody(agent.id) });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body.code).toBe('invalid_input');
+    const k = key('reuse');
+    expect((await world.api('POST', '/v1/payments/topups', { token: agent.token, key: k, body: topupBody(agent.id) })).status).toBe(200);
+    const reused = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: k, body: topupBody(agent.id, { amountUsdCents: 600 }) });
+    expect(reused.status).toBe(409);
+    expect(reused.body.code).toBe('idempotency_key_reused');
   });
 
   it('lets an agent top up only itself: 403 agent_mismatch', async () => {
@@ -171,6 +179,8 @@ describe('approving on the local provider', () => {
     }
     const foreign = await world.api('POST', `/v1/payments/topups/${created.id}/approve`, { token: stranger.ownerToken, body: {} });
     expect(foreign.status).toBe(404);
+    expect((await world.api('POST', '/v1/payments/topups/top_unknown/approve', { token: agent.ownerToken, body: {} })).status).toBe(404);
+    expect((await world.api('POST', `/v1/payments/topups/${created.id}/decline`, { token: stranger.ownerToken, body: {} })).status).toBe(404);
     const crossSite = await world.api('POST', `/v1/payments/topups/${created.id}/approve`, { token: agent.ownerToken, body: {}, headers: { origin: 'https://evil.example' } });
     expect(crossSite.status).toBe(403);
     expect(crossSite.body.code).toBe('forbidden');
