@@ -1,50 +1,98 @@
-// `acg serve`: start the gateway, and stop it gracefully (finish in-flight requests, then close the
-// database) on SIGTERM or SIGINT.
+// `acg serve`: listen at once, then bring the gateway up behind the open socket as soon as the database
+// can be reached (retrying with capped back-off, migrating under the advisory lock), and stop it
+// gracefully (finish in-flight requests, then close the database) on SIGTERM or SIGINT.
 import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
 import { buildGatewayApp } from './app.ts';
-import { loadConfig, type Config } from './platform/config.ts';
-import { createGateway, createLogger, type Gateway } from './platform/gateway.ts';
+import { ConfigError, loadConfig, type Config } from './platform/config.ts';
+import type { Database } from './platform/db/database.ts';
+import { isStorageUnavailable, storageFailureKind } from './platform/db/faults.ts';
+import { openDatabase } from './platform/db/open.ts';
+import { createGateway, createLogger, migrateAndReport, type Gateway } from './platform/gateway.ts';
+import { openFrontDoor, type FrontDoor } from './platform/http/front-door.ts';
 import { checkConfiguredKey } from './platform/signing.ts';
-import { ConfigError } from './platform/config.ts';
 
-export interface RunningGateway {
-  app: FastifyInstance;
-  gateway: Gateway;
-  url: string;
-  stop(): Promise<void>;
+const START_RETRY_FIRST_MS = 250;
+const SHUTDOWN_BUDGET_MS = 15_000;
+
+/** The wait before start-up attempt `attempt + 1`: doubling from 250 ms, capped, with jitter so instances spread out. */
+export function startRetryDelayMs(attempt: number, capMs: number): number {
+  const ceilingMs = Math.min(capMs, START_RETRY_FIRST_MS * 2 ** Math.min(attempt - 1, 20));
+  return Math.round(ceilingMs * (0.5 + Math.random() / 2));
 }
 
-export async function startGateway(config: Config): Promise<RunningGateway> {
-  if (config.signingKey) {
-    const problem = await checkConfiguredKey(config.signingKey);
-    if (problem) throw new ConfigError([problem]);
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => {
+      clearTimeout(timer);
+      resolve();
+    }, { once: true });
+  });
+}
+
+interface Started {
+  app: FastifyInstance;
+  gateway: Gateway;
+}
+
+/**
+ * Migrates and builds the gateway, retrying while the database is unavailable; any other failure
+ * (a changed migration, a bad key) is thrown. Returns undefined when `signal` aborts first.
+ */
+async function bringUp(config: Config, db: Database, log: Logger, signal: AbortSignal): Promise<Started | undefined> {
+  for (let attempt = 1; !signal.aborted; attempt++) {
+    try {
+      await migrateAndReport(db, log);
+      const gateway = await createGateway(config, { db, log, processMetrics: true, skipMigrate: true });
+      const { app } = await buildGatewayApp(gateway);
+      await app.ready();
+      return { app, gateway };
+    } catch (error) {
+      if (!isStorageUnavailable(error)) throw error;
+      const retryInMs = startRetryDelayMs(attempt, config.db.startRetryMaxMs);
+      log.info({ attempt, retryInMs, reason: (error as Error).message }, `waiting for the database; next attempt in ${retryInMs} ms`);
+      await sleep(retryInMs, signal);
+    }
   }
-  const gateway = await createGateway(config, { processMetrics: true });
-  const { app } = await buildGatewayApp(gateway);
-  await app.listen({ host: config.host, port: config.port });
-  gateway.startBackgroundWork();
-  const address = app.server.address();
-  const port = typeof address === 'object' && address ? address.port : config.port;
-  const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
-  let stopping: Promise<void> | undefined;
-  return {
-    app,
-    gateway,
-    url,
-    stop() {
-      stopping ??= (async () => {
-        await app.close();
-        await gateway.close();
-      })();
-      return stopping;
-    },
-  };
+  return undefined;
+}
+
+/**
+ * The last line of defence. An error that escaped every request and job:
+ * - from the database (a connection failing outside any request): logged, and the gateway serves on;
+ *   the driver has discarded the connection and the next call opens a new one;
+ * - a promise rejected with nobody waiting on it: logged, and the gateway serves on; the operation it
+ *   belonged to has already answered or failed, and nothing was left half-done in memory;
+ * - any other uncaught exception: synchronous code stopped midway, so the process state is unknown;
+ *   logged, then the gateway stops gracefully and exits 1, for the supervisor to restart it.
+ */
+export function installLastLineOfDefence(log: Logger, exitCleanly: () => void, target: NodeJS.EventEmitter = process): void {
+  target.on('unhandledRejection', (reason: unknown) => {
+    if (storageFailureKind(reason) !== undefined || isStorageUnavailable(reason)) {
+      log.warn({ lastLineOfDefence: true, reason: (reason as Error).message }, 'a database failure nobody waited for; serving on');
+      return;
+    }
+    log.error({ lastLineOfDefence: true, err: reason }, 'unhandled promise rejection (a bug: nobody waited for this promise); serving on');
+  });
+  target.on('uncaughtException', (error: Error) => {
+    if (storageFailureKind(error) !== undefined || isStorageUnavailable(error)) {
+      log.warn({ lastLineOfDefence: true, reason: error.message }, 'a database connection failed outside any request; serving on');
+      return;
+    }
+    log.fatal({ lastLineOfDefence: true, err: error }, 'uncaught exception: the process state is unknown; stopping gracefully and exiting 1');
+    exitCleanly();
+  });
 }
 
 export async function serve(): Promise<void> {
   let config: Config;
   try {
     config = loadConfig();
+    if (config.signingKey) {
+      const problem = await checkConfiguredKey(config.signingKey);
+      if (problem) throw new ConfigError([problem]);
+    }
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`${error.message}\n`);
@@ -53,36 +101,66 @@ export async function serve(): Promise<void> {
     throw error;
   }
   const log = createLogger(config);
-  let running: RunningGateway;
+  let front: FrontDoor;
+  let db: Database;
   try {
-    running = await startGateway(config);
+    front = await openFrontDoor(config);
+    db = await openDatabase(config, log);
   } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`);
-      process.exit(2);
-    }
     log.fatal({ err: error }, 'gateway failed to start');
     process.exit(1);
   }
-  log.info(
-    { url: running.url, mode: config.mode, storage: running.gateway.db.kind, baseUrl: config.baseUrl },
-    `gateway listening on ${running.url} (docs: ${running.url}/docs)`,
-  );
-  const shutdown = (signal: string) => {
-    log.info({ signal }, 'shutting down: finishing in-flight requests');
-    const forced = setTimeout(() => {
-      log.error('shutdown took longer than 15 s; exiting');
-      process.exit(1);
-    }, 15_000);
-    forced.unref();
-    running.stop().then(
-      () => process.exit(0),
-      (error: unknown) => {
+  log.info({ url: front.url, mode: config.mode, baseUrl: config.baseUrl }, `gateway listening on ${front.url} (docs: ${front.url}/docs)`);
+
+  const starting = new AbortController();
+  let started: Started | undefined;
+  let stopping: Promise<void> | undefined;
+  const stop = (exitCode: number) => {
+    stopping ??= (async () => {
+      const forced = setTimeout(() => {
+        log.error(`shutdown took longer than ${SHUTDOWN_BUDGET_MS / 1000} s; exiting`);
+        process.exit(1);
+      }, SHUTDOWN_BUDGET_MS);
+      forced.unref();
+      starting.abort();
+      try {
+        await front.close();
+        if (started) {
+          await started.app.close();
+          await started.gateway.close();
+        } else {
+          await db.close();
+        }
+      } catch (error) {
         log.error({ err: error }, 'shutdown failed');
         process.exit(1);
-      },
-    );
+      }
+      process.exit(exitCode);
+    })();
   };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
+  const onSignal = (signal: string) => {
+    log.info({ signal }, 'shutting down: finishing in-flight requests');
+    stop(0);
+  };
+  process.once('SIGTERM', () => onSignal('SIGTERM'));
+  process.once('SIGINT', () => onSignal('SIGINT'));
+  installLastLineOfDefence(log, () => stop(1));
+
+  log.info({ storage: db.kind }, 'connecting to the database');
+  try {
+    started = await bringUp(config, db, log, starting.signal);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      stop(2);
+      return;
+    }
+    log.fatal({ err: error }, 'gateway failed to start');
+    stop(1);
+    return;
+  }
+  if (!started || starting.signal.aborted) return;
+  front.open(started.app.routing);
+  started.gateway.startBackgroundWork();
+  log.info({ url: front.url, storage: db.kind, mode: config.mode }, 'gateway ready: serving every route');
 }

@@ -2,6 +2,7 @@
 // every problem at once with one readable line each (so an operator fixes them in one pass).
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { DEFAULT_DATABASE_TIMEOUTS, type DatabaseTimeouts } from './db/database.ts';
 
 export type Mode = 'dev' | 'live';
 
@@ -19,6 +20,8 @@ export interface Config {
   baseUrl: string;
   databaseUrl?: string;
   dataDir: string;
+  /** Bounds on waits for PostgreSQL, and how patiently `acg serve` retries a database that is down at start-up. */
+  db: DatabaseTimeouts & { startRetryMaxMs: number };
   logLevel: string;
   bodyLimitBytes: number;
   idempotencyRetentionS: number;
@@ -73,6 +76,10 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_BASE_URL', default: 'http://127.0.0.1:$PORT', meaning: 'public base URL; issuer of our tokens and the origin of the consent page (required in live mode)' },
   { name: 'DATABASE_URL', default: '(unset: embedded PGlite)', meaning: 'PostgreSQL connection string; when set the gateway uses PostgreSQL' },
   { name: 'ACG_DATA_DIR', default: './.acg-data', meaning: 'directory for the embedded database and dev-mode keys' },
+  { name: 'ACG_DB_STATEMENT_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.statementTimeoutMs), meaning: 'longest a PostgreSQL statement may run; past it (or 1 s later if the server is silent) the request answers 503 storage_unavailable' },
+  { name: 'ACG_DB_LOCK_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.lockTimeoutMs), meaning: 'longest a PostgreSQL statement may wait for a lock (at most the statement timeout); past it 503 storage_unavailable' },
+  { name: 'ACG_DB_CONNECT_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.connectTimeoutMs), meaning: 'longest wait for a PostgreSQL connection (a new one, or a free one from the pool); past it 503 storage_unavailable' },
+  { name: 'ACG_DB_START_RETRY_MAX_MS', default: '10000', meaning: 'while the database is unreachable at start-up, `acg serve` retries with back-off doubling from 250 ms up to this' },
   { name: 'LOG_LEVEL', default: 'info', meaning: 'pino log level (`fatal`…`trace`, `silent`)' },
   { name: 'ACG_BODY_LIMIT_BYTES', default: '262144', meaning: 'largest accepted JSON or form body; larger bodies get 413' },
   { name: 'ACG_IDEMPOTENCY_RETENTION_S', default: '86400', meaning: 'how long an Idempotency-Key record is kept (at least 86400)' },
@@ -207,6 +214,12 @@ export function loadConfig(env: Env = process.env): Config {
     baseUrl: baseUrlEnv ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     databaseUrl,
     dataDir: path.resolve(env.ACG_DATA_DIR || './.acg-data'),
+    db: {
+      statementTimeoutMs: integer(env, 'ACG_DB_STATEMENT_TIMEOUT_MS', DEFAULT_DATABASE_TIMEOUTS.statementTimeoutMs, 100, 600_000, problems),
+      lockTimeoutMs: integer(env, 'ACG_DB_LOCK_TIMEOUT_MS', DEFAULT_DATABASE_TIMEOUTS.lockTimeoutMs, 100, 600_000, problems),
+      connectTimeoutMs: integer(env, 'ACG_DB_CONNECT_TIMEOUT_MS', DEFAULT_DATABASE_TIMEOUTS.connectTimeoutMs, 100, 60_000, problems),
+      startRetryMaxMs: integer(env, 'ACG_DB_START_RETRY_MAX_MS', 10_000, 250, 300_000, problems),
+    },
     logLevel: env.LOG_LEVEL || 'info',
     bodyLimitBytes: integer(env, 'ACG_BODY_LIMIT_BYTES', 262_144, 1024, 16 * 1024 * 1024, problems),
     idempotencyRetentionS: retention,
@@ -247,6 +260,9 @@ export function loadConfig(env: Env = process.env): Config {
   }
   for (const [name, file] of [['ACG_DOH_CA_FILE', config.doh.caFile], ['ACG_OUTBOUND_CA_FILE', config.outboundCaFile]] as const) {
     if (file && !existsSync(file)) problems.push(`${name} names a file that does not exist: ${file}`);
+  }
+  if (config.db.lockTimeoutMs > config.db.statementTimeoutMs) {
+    problems.push(`ACG_DB_LOCK_TIMEOUT_MS (${config.db.lockTimeoutMs}) must not exceed ACG_DB_STATEMENT_TIMEOUT_MS (${config.db.statementTimeoutMs})`);
   }
   if (config.apiKeyPepper && config.apiKeyPepper.length < 32) problems.push('ACG_API_KEY_PEPPER must be at least 32 characters');
   if (config.humanIssuer && config.agentIssuer && config.humanIssuer.issuer === config.agentIssuer.issuer) {

@@ -4,6 +4,7 @@ import pino, { type Logger } from 'pino';
 import { SystemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
+import { storageFailureOf } from './db/faults.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { IdempotencyStore } from './idempotency.ts';
@@ -69,14 +70,17 @@ export interface GatewayOptions {
 const SWEEP_INTERVAL_MS = 10 * 60 * 1000;
 const KEY_RELOAD_INTERVAL_MS = 60 * 1000;
 
+/** Applies pending migrations (under the advisory lock), one log line each, then one line for the result. */
+export async function migrateAndReport(db: Database, log: Logger): Promise<void> {
+  const report = await migrate(db, (m) => log.info({ migration: `${m.version}_${m.name}` }, 'migration applied'));
+  log.info({ applied: report.applied.length, alreadyApplied: report.alreadyApplied }, 'database reachable; schema is current');
+}
+
 export async function createGateway(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
   const log = options.log ?? createLogger(config);
   const clock = options.clock ?? new SystemClock();
-  const db = options.db ?? (await openDatabase(config));
-  if (!options.skipMigrate) {
-    const report = await migrate(db, (m) => log.info({ migration: `${m.version}_${m.name}` }, 'migration applied'));
-    log.debug({ applied: report.applied.length }, 'schema is current');
-  }
+  const db = options.db ?? (await openDatabase(config, log));
+  if (!options.skipMigrate) await migrateAndReport(db, log);
   const signing = await SigningKeys.open(db, clock, config);
   const rateLimiter = new RateLimiter(db, clock, config.rateLimit.windowS);
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionS, config.idempotencyLeaseS);
@@ -88,7 +92,11 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       if (running) return; // a slow run never overlaps the next one
       running = true;
       job()
-        .catch((error: unknown) => log.warn({ err: error, job: name }, 'background job failed'))
+        .catch((error: unknown) => {
+          // An unreachable database is announced once (platform/db/faults.ts); the job simply runs again later.
+          if (storageFailureOf(error)?.kind === 'unreachable') log.debug({ job: name, reason: (error as Error).message }, 'background job skipped: database unavailable');
+          else log.warn({ err: error, job: name }, 'background job failed');
+        })
         .finally(() => {
           running = false;
         });

@@ -52,7 +52,7 @@ describe.runIf(hasChromium && !onPostgres())('a top-up approved in the browser r
   beforeAll(async () => {
     dataDir = mkdtempSync(path.join(tmpdir(), 'acg-topup-e2e-'));
     github = await startFakeGitHub();
-    gateway = await spawnGateway({ ACG_DATA_DIR: dataDir, PORT: String(await freePort()), ACG_GITHUB_API_URL: github.url, DATABASE_URL: '', ACG_PAYMENT_PROVIDER: '' }, 120_000);
+    gateway = await spawnGateway({ ACG_DATA_DIR: dataDir, PORT: String(await freePort()), ACG_GITHUB_API_URL: github.url, DATABASE_URL: '', ACG_PAYMENT_PROVIDER: '' }, { timeoutMs: 120_000 });
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],

@@ -13,7 +13,15 @@ export interface GatewayProcess {
   kill(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-export async function spawnGateway(env: Record<string, string>, timeoutMs = 45_000): Promise<GatewayProcess> {
+export interface SpawnOptions {
+  /** Resolve once the process listens, or (default) once it is ready to serve every route. */
+  waitFor?: 'listening' | 'ready';
+  timeoutMs?: number;
+}
+
+export async function spawnGateway(env: Record<string, string>, options: SpawnOptions = {}): Promise<GatewayProcess> {
+  const { waitFor = 'ready', timeoutMs = 45_000 } = options;
+  const awaited = waitFor === 'ready' ? 'gateway ready' : 'gateway listening';
   const child = spawn(process.execPath, [ACG, 'serve'], {
     env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -25,7 +33,7 @@ export async function spawnGateway(env: Record<string, string>, timeoutMs = 45_0
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start in ${timeoutMs} ms: ${stderr}`)), timeoutMs);
+    const timer = setTimeout(() => reject(new Error(`gateway did not log "${awaited}" in ${timeoutMs} ms: ${stderr}`)), timeoutMs);
     let buffered = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       buffered += chunk.toString();
@@ -36,7 +44,7 @@ export async function spawnGateway(env: Record<string, string>, timeoutMs = 45_0
         try {
           const entry = JSON.parse(line) as Record<string, unknown>;
           logs.push(entry);
-          if (typeof entry.url === 'string' && String(entry.msg).startsWith('gateway listening')) {
+          if (typeof entry.url === 'string' && String(entry.msg).startsWith(awaited)) {
             clearTimeout(timer);
             resolve(entry.url);
           }

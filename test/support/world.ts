@@ -29,10 +29,16 @@ export interface ApiResponse {
 let keyCounter = 0;
 
 export async function startWorld(
-  options: { env?: Record<string, string>; features?: FastifyPluginAsync[]; database?: TestDatabase } & Pick<TestGatewayOptions, 'outbound' | 'log'> = {},
+  options: {
+    env?: Record<string, string>;
+    features?: FastifyPluginAsync[];
+    database?: TestDatabase;
+    /** Identity providers already running (e.g. also configured in a gateway process); close() closes them too. */
+    issuers?: { human: TestIssuer; agent: TestIssuer };
+  } & Pick<TestGatewayOptions, 'outbound' | 'log'> = {},
 ): Promise<World> {
-  const human = await startIssuer();
-  const agentIssuer = await startIssuer();
+  const human = options.issuers?.human ?? (await startIssuer());
+  const agentIssuer = options.issuers?.agent ?? (await startIssuer());
   const gw = await startTestGateway({
     database: options.database,
     features: options.features,

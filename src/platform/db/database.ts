@@ -51,3 +51,15 @@ export async function retryTransaction<T>(attempt: () => Promise<T>): Promise<T>
     }
   }
 }
+
+/** Bounds on every wait for the database (PostgreSQL; the embedded PGlite has no connection to wait on). */
+export interface DatabaseTimeouts {
+  /** Longest a statement may run (server-side statement_timeout); the client gives up on a silent server a little later. */
+  statementTimeoutMs: number;
+  /** Longest a statement may wait for a row or table lock (lock_timeout). */
+  lockTimeoutMs: number;
+  /** Longest wait for a connection: opening one, or a free one from the pool. */
+  connectTimeoutMs: number;
+}
+
+export const DEFAULT_DATABASE_TIMEOUTS: DatabaseTimeouts = { statementTimeoutMs: 5000, lockTimeoutMs: 2000, connectTimeoutMs: 2000 };

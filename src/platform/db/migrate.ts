@@ -5,6 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Database } from './database.ts';
+import { isStorageUnavailable } from './faults.ts';
 
 export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../migrations');
 /** Arbitrary constant shared by every instance: "acg migrate" as a 31-bit number. */
@@ -58,6 +59,8 @@ export async function migrate(db: Database, onApply: (m: Migration) => void = ()
         await conn.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [m.version, m.name, m.checksum]);
         await conn.query('COMMIT');
       } catch (error) {
+        // A lost connection rolled the migration back already; start-up retries it once the database is back.
+        if (isStorageUnavailable(error)) throw error;
         await conn.query('ROLLBACK');
         throw new Error(`migration ${m.version}_${m.name} failed: ${(error as Error).message}`);
       }

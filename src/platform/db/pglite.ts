@@ -2,17 +2,26 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { retryTransaction, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
+import { asStorageError, OutageTracker, type OutageLog } from './faults.ts';
 
 const INT8_OID = 20;
 
 function wrap(target: PGlite | Transaction): Queryable {
   return {
     async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
-      const result = await target.query<R>(sql, params as unknown[] | undefined);
-      return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+      try {
+        const result = await target.query<R>(sql, params as unknown[] | undefined);
+        return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+      } catch (error) {
+        throw asStorageError(error);
+      }
     },
     async exec(sql: string): Promise<void> {
-      await target.exec(sql);
+      try {
+        await target.exec(sql);
+      } catch (error) {
+        throw asStorageError(error);
+      }
     },
   };
 }
@@ -54,7 +63,11 @@ function lockDataDir(dataDir: string): () => void {
   throw new Error(`cannot lock ${dataDir}`);
 }
 
-export async function openPglite(dataDir: string | undefined): Promise<Database> {
+/**
+ * `log` hears of an outage: PGlite runs in this process, so it has no connection to lose; it fails
+ * only once closed (shutdown) or when its engine aborted.
+ */
+export async function openPglite(dataDir: string | undefined, log?: OutageLog): Promise<Database> {
   let unlock = () => {};
   if (dataDir) {
     mkdirSync(dataDir, { recursive: true });
@@ -68,16 +81,17 @@ export async function openPglite(dataDir: string | undefined): Promise<Database>
     throw error;
   }
   const root = wrap(db);
+  const outage = new OutageTracker(log);
   return {
     kind: 'pglite',
-    query: root.query,
-    exec: root.exec,
+    query: (sql, params) => outage.observe(() => root.query(sql, params)),
+    exec: (sql) => outage.observe(() => root.exec(sql)),
     transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-      return retryTransaction(() => db.transaction((tx) => fn({ ...wrap(tx), inTransaction: true })));
+      return outage.observe(() => retryTransaction(() => db.transaction((tx) => fn({ ...wrap(tx), inTransaction: true }))));
     },
-    async withAdvisoryLock<T>(_lockKey: number, fn: (conn: Queryable) => Promise<T>): Promise<T> {
+    withAdvisoryLock<T>(_lockKey: number, fn: (conn: Queryable) => Promise<T>): Promise<T> {
       // One process owns a PGlite data directory, so there is no other session to exclude.
-      return fn(root);
+      return outage.observe(() => fn(root));
     },
     async close() {
       try {

@@ -2,13 +2,8 @@
 // OAuth error body under /oauth/. Bad input is always a 4xx with a reason; only our own faults are
 // 500s, and they never carry a stack trace or an internal message.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { isStorageUnavailable, STORAGE_RETRY_AFTER_S, storageFailureOf } from '../db/faults.ts';
 import { ApiError, OAuthError, problemBody, type OAuthErrorCode } from '../errors.ts';
-
-/** PostgreSQL connection-class failures: the store is down, which is a 503, not a bug. */
-function isStorageOutage(error: { code?: unknown }): boolean {
-  const code = typeof error.code === 'string' ? error.code : '';
-  return ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '57P03'].includes(code) || code.startsWith('08');
-}
 
 /** Maps Fastify's own client errors (parsing, limits, schema) onto our catalogue. */
 export function toApiError(error: FastifyError): ApiError {
@@ -41,7 +36,12 @@ export function toApiError(error: FastifyError): ApiError {
   if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
     return new ApiError('invalid_input', { detail: error.message, status: error.statusCode === 400 ? 400 : undefined });
   }
-  if (isStorageOutage(error)) return new ApiError('storage_unavailable', { detail: 'the database cannot be reached; retry shortly' });
+  if (isStorageUnavailable(error)) {
+    return new ApiError('storage_unavailable', {
+      detail: 'the database is unavailable or did not answer in time; retry shortly',
+      headers: { 'retry-after': String(STORAGE_RETRY_AFTER_S) },
+    });
+  }
   return new ApiError('internal_error', { detail: 'an unexpected error occurred; it has been logged with this request id' });
 }
 
@@ -81,6 +81,12 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
 }
 
 function logFailure(request: FastifyRequest, error: FastifyError, status: number): void {
-  if (status >= 500) request.log.error({ err: error }, 'request failed');
+  const storage = storageFailureOf(error)?.kind ?? (error instanceof ApiError && error.code === 'storage_unavailable' ? 'unreachable' : undefined);
+  const fields = { code: 'storage_unavailable', status, reason: error.message };
+  // An unreachable database is announced once by the outage tracker; each request it fails is routine.
+  if (storage === 'unreachable') request.log.info(fields, 'request failed: database unavailable');
+  // A live database that timed out a statement or a lock wait is a slow query or contention to look into.
+  else if (storage === 'timeout') request.log.warn(fields, 'request failed: a database statement or lock wait timed out');
+  else if (status >= 500) request.log.error({ err: error }, 'request failed');
   else request.log.info({ code: (error as { code?: string }).code, status }, error.message);
 }

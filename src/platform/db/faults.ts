@@ -1,0 +1,140 @@
+// What a database failure means for the caller. A failure of the connection (the server crashed, was
+// shut down, is recovering, refuses us, or stalls past our timeouts) is not a bug in the request: it
+// becomes ONE error, StorageUnavailableError, which the HTTP edge answers as 503 storage_unavailable
+// with Retry-After. Everything else (constraint violations, bad SQL) stays what it is.
+
+/** What the edge tells clients to wait before retrying while the database is unavailable. */
+export const STORAGE_RETRY_AFTER_S = 1;
+
+/**
+ * `unreachable`: we got no answer (connection refused, lost or stalled past our client-side timeouts).
+ * `timeout`: the server answered that our statement or lock wait ran past its bound (statement_timeout,
+ * lock_timeout): the database is alive but could not serve this request in time.
+ */
+export type StorageFailureKind = 'unreachable' | 'timeout';
+
+export class StorageUnavailableError extends Error {
+  constructor(
+    readonly kind: StorageFailureKind,
+    cause: unknown,
+  ) {
+    super(`the database is unavailable (${describeFailure(cause)})`, { cause });
+    this.name = 'StorageUnavailableError';
+  }
+}
+
+/** Server answers meaning "not now": shutting down, crashed, starting or recovering, full. */
+const UNREACHABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+/** query_canceled (statement_timeout) and lock_not_available (lock_timeout). */
+const TIMEOUT_SQLSTATES = new Set(['57014', '55P03']);
+/** Socket-level failures reaching the server. */
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+/**
+ * Failures `pg` and PGlite report without a code: a lost or timed-out connection, a client already
+ * broken, a pool connect timeout, a pool or embedded database already closed (shutdown).
+ */
+const DRIVER_MESSAGES = [
+  /^Connection terminated/,
+  /^timeout exceeded when trying to connect$/,
+  /^Query read timeout$/,
+  /is not queryable$/,
+  /^Cannot use a pool after calling end on the pool$/,
+  /^PGlite is closed$/,
+];
+
+function codeOf(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : '';
+}
+
+function describeFailure(error: unknown): string {
+  const code = codeOf(error);
+  const message = error instanceof Error ? error.message : String(error);
+  return code && !message.includes(code) ? `${code}: ${message}` : message;
+}
+
+/** The StorageUnavailableError `error` is, or carries as its cause. */
+export function storageFailureOf(error: unknown): StorageUnavailableError | undefined {
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    if (current instanceof StorageUnavailableError) return current;
+  }
+  return undefined;
+}
+
+/** True for a StorageUnavailableError, also when another error carries one as its cause. */
+export function isStorageUnavailable(error: unknown): boolean {
+  return storageFailureOf(error) !== undefined;
+}
+
+/**
+ * The kind of storage failure `error` is (classified already, or a raw driver error), or undefined when
+ * it is an ordinary database error, or no database error at all.
+ */
+export function storageFailureKind(error: unknown): StorageFailureKind | undefined {
+  const classified = storageFailureOf(error);
+  if (classified) return classified.kind;
+  const code = codeOf(error);
+  if (TIMEOUT_SQLSTATES.has(code)) return 'timeout';
+  if (UNREACHABLE_SQLSTATES.has(code) || code.startsWith('08') || NETWORK_CODES.has(code)) return 'unreachable';
+  // An aborted embedded engine (PGlite's WebAssembly) answers nothing until the process restarts.
+  if (error instanceof WebAssembly.RuntimeError) return 'unreachable';
+  const message = error instanceof Error ? error.message : '';
+  if (DRIVER_MESSAGES.some((pattern) => pattern.test(message))) return 'unreachable';
+  return undefined;
+}
+
+/** The error a driver rethrows: a storage failure as StorageUnavailableError, anything else unchanged. */
+export function asStorageError(error: unknown): unknown {
+  if (error instanceof StorageUnavailableError) return error;
+  const kind = storageFailureKind(error);
+  return kind === undefined ? error : new StorageUnavailableError(kind, error);
+}
+
+export interface OutageLog {
+  warn(fields: object, message: string): void;
+  info(fields: object, message: string): void;
+}
+
+/**
+ * Knows whether the database is reachable, from the outcome of every call, and says so in the logs
+ * once per change: one `warn` when an outage starts and one `info` when it ends, however many
+ * requests fail in between (each of those is the request's own `info` line).
+ */
+export class OutageTracker {
+  private downSinceMs: number | undefined;
+  private failures = 0;
+
+  constructor(private readonly log: OutageLog | undefined) {}
+
+  /** The database answered (successfully or with an ordinary SQL error). */
+  answered(): void {
+    if (this.downSinceMs === undefined) return;
+    const outageMs = Date.now() - this.downSinceMs;
+    this.log?.info({ outageMs, failedCalls: this.failures }, `database available again after ${outageMs} ms`);
+    this.downSinceMs = undefined;
+    this.failures = 0;
+  }
+
+  /** A call failed; an unreachable database starts (or continues) an outage, a server-side timeout does not. */
+  failed(error: StorageUnavailableError): void {
+    if (error.kind !== 'unreachable') return;
+    this.failures += 1;
+    if (this.downSinceMs !== undefined) return;
+    this.downSinceMs = Date.now();
+    this.log?.warn({ reason: error.message }, 'database unavailable: requests that need it answer 503 storage_unavailable until it is back');
+  }
+
+  /** Runs one database call and records its outcome; storage failures come out as StorageUnavailableError. */
+  async observe<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      const result = await call();
+      this.answered();
+      return result;
+    } catch (error) {
+      const classified = asStorageError(error);
+      if (classified instanceof StorageUnavailableError) this.failed(classified);
+      else this.answered();
+      throw classified;
+    }
+  }
+}

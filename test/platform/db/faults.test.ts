@@ -1,0 +1,214 @@
+import { createServer, type Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../../src/platform/config.ts';
+import { DEFAULT_DATABASE_TIMEOUTS } from '../../../src/platform/db/database.ts';
+import { isStorageUnavailable, OutageTracker, StorageUnavailableError, storageFailureKind } from '../../../src/platform/db/faults.ts';
+import { openPglite } from '../../../src/platform/db/pglite.ts';
+import { openPostgres } from '../../../src/platform/db/postgres.ts';
+import { createPostgresDatabase, onPostgres } from '../../support/database.ts';
+import { startWorld } from '../../support/world.ts';
+
+const withCode = (code: string, message = 'failed') => Object.assign(new Error(message), { code });
+
+function captureLog() {
+  const lines: Array<Record<string, unknown>> = [];
+  const log = pino({ level: 'debug' }, { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) });
+  return { log, lines };
+}
+
+describe('storage failure classification', () => {
+  it('calls connection-level failures unreachable, statement and lock timeouts timeout, and leaves ordinary errors alone', () => {
+    for (const code of ['57P01', '57P02', '57P03', '53300', '08006', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND']) {
+      expect(storageFailureKind(withCode(code)), code).toBe('unreachable');
+    }
+    for (const message of ['Connection terminated unexpectedly', 'Connection terminated due to connection timeout', 'timeout exceeded when trying to connect', 'Query read timeout', 'Client has encountered a connection error and is not queryable', 'PGlite is closed']) {
+      expect(storageFailureKind(new Error(message)), message).toBe('unreachable');
+    }
+    expect(storageFailureKind(withCode('57014', 'canceling statement due to statement timeout'))).toBe('timeout');
+    expect(storageFailureKind(withCode('55P03', 'canceling statement due to lock timeout'))).toBe('timeout');
+    for (const error of [withCode('23505'), withCode('40001'), withCode('42P01'), new TypeError('x is undefined'), 'a string']) {
+      expect(storageFailureKind(error)).toBeUndefined();
+    }
+  });
+
+  it('recognises a StorageUnavailableError carried as the cause of another error', () => {
+    const storage = new StorageUnavailableError('unreachable', withCode('ECONNREFUSED'));
+    expect(isStorageUnavailable(storage)).toBe(true);
+    expect(isStorageUnavailable(new Error('wrapped', { cause: storage }))).toBe(true);
+    expect(isStorageUnavailable(withCode('ECONNREFUSED'))).toBe(false);
+    expect(storage.message).toBe('the database is unavailable (ECONNREFUSED: failed)');
+  });
+});
+
+describe('outage tracker', () => {
+  it('logs one warn when an outage starts and one info when it ends, however many calls fail', async () => {
+    const { log, lines } = captureLog();
+    const tracker = new OutageTracker(log);
+    for (let i = 0; i < 50; i++) await tracker.observe(() => Promise.reject(withCode('ECONNREFUSED'))).catch(() => {});
+    await tracker.observe(async () => 'ok');
+    await tracker.observe(async () => 'ok');
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([
+      [40, 'database unavailable: requests that need it answer 503 storage_unavailable until it is back'],
+      [30, expect.stringMatching(/^database available again after \d+ ms$/)],
+    ]);
+    expect(lines[1]!.failedCalls).toBe(50);
+  });
+
+  it('does not call a server-side statement or lock timeout an outage, nor an ordinary SQL error', async () => {
+    const { log, lines } = captureLog();
+    const tracker = new OutageTracker(log);
+    await expect(tracker.observe(() => Promise.reject(withCode('57014')))).rejects.toBeInstanceOf(StorageUnavailableError);
+    await expect(tracker.observe(() => Promise.reject(withCode('23505')))).rejects.toMatchObject({ code: '23505' });
+    expect(lines).toEqual([]);
+  });
+});
+
+describe('drivers', () => {
+  it('a PostgreSQL that refuses connections fails every kind of call with StorageUnavailableError', async () => {
+    const db = openPostgres('postgres://postgres@127.0.0.1:1/none', { timeouts: { ...DEFAULT_DATABASE_TIMEOUTS, connectTimeoutMs: 500 } });
+    try {
+      await expect(db.query('SELECT 1')).rejects.toBeInstanceOf(StorageUnavailableError);
+      await expect(db.transaction((tx) => tx.query('SELECT 1'))).rejects.toBeInstanceOf(StorageUnavailableError);
+      await expect(db.withAdvisoryLock(1, (conn) => conn.query('SELECT 1'))).rejects.toBeInstanceOf(StorageUnavailableError);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('a server that accepts connections but never answers fails within the connect timeout', async () => {
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const db = openPostgres(`postgres://postgres@127.0.0.1:${(silent.address() as AddressInfo).port}/none`, {
+      timeouts: { ...DEFAULT_DATABASE_TIMEOUTS, connectTimeoutMs: 300 },
+    });
+    try {
+      const startedMs = Date.now();
+      await expect(db.transaction((tx) => tx.query('SELECT 1'))).rejects.toBeInstanceOf(StorageUnavailableError);
+      expect(Date.now() - startedMs).toBeLessThan(2000);
+    } finally {
+      await db.close();
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
+  // One run is enough: the PostgreSQL pass does not use PGlite.
+  it.skipIf(onPostgres())('a closed PGlite fails with StorageUnavailableError', async () => {
+    const db = await openPglite(undefined);
+    await db.close();
+    await expect(db.query('SELECT 1')).rejects.toBeInstanceOf(StorageUnavailableError);
+    await expect(db.transaction((tx) => tx.query('SELECT 1'))).rejects.toBeInstanceOf(StorageUnavailableError);
+  });
+
+  describe.runIf(onPostgres())('on PostgreSQL', () => {
+    async function withDatabase(timeouts: Partial<typeof DEFAULT_DATABASE_TIMEOUTS>, fn: (db: ReturnType<typeof openPostgres>) => Promise<void>) {
+      const created = await createPostgresDatabase();
+      const db = openPostgres(created.url, { timeouts: { ...DEFAULT_DATABASE_TIMEOUTS, ...timeouts } });
+      try {
+        await fn(db);
+      } finally {
+        await db.close();
+        await created.drop();
+      }
+    }
+
+    it('a connection terminated inside a transaction (57P01) fails it with StorageUnavailableError, and its client is never reused', async () => {
+      await withDatabase({}, async (db) => {
+        const pids = new Set<number>();
+        await expect(
+          db.transaction(async (tx) => {
+            const { rows } = await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+            pids.add(rows[0]!.pid);
+            await tx.query('SELECT pg_terminate_backend(pg_backend_pid())');
+          }),
+        ).rejects.toBeInstanceOf(StorageUnavailableError);
+        for (let i = 0; i < 5; i++) {
+          const { rows } = await db.transaction((tx) => tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'));
+          expect(pids.has(rows[0]!.pid)).toBe(false);
+        }
+      });
+    });
+
+    it('a connection lost while its transaction waits between statements ends neither the process nor the next transaction', async () => {
+      await withDatabase({}, async (db) => {
+        await expect(
+          db.transaction(async (tx) => {
+            const { rows } = await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+            // Killed from another connection while this one is idle: the driver emits 'error' on the client.
+            await db.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid]);
+            await new Promise((resolve) => setTimeout(resolve, 200));
+            await tx.query('SELECT 1');
+          }),
+        ).rejects.toBeInstanceOf(StorageUnavailableError);
+        expect((await db.transaction((tx) => tx.query('SELECT 1 AS one'))).rows).toEqual([{ one: 1 }]);
+      });
+    });
+
+    it('bounds a statement by the statement timeout and a lock wait by the lock timeout; the advisory-lock session has neither', async () => {
+      await withDatabase({ statementTimeoutMs: 300, lockTimeoutMs: 200 }, async (db) => {
+        await expect(db.query('SELECT pg_sleep(2)')).rejects.toMatchObject({ name: 'StorageUnavailableError', kind: 'timeout' });
+        await db.query('CREATE TABLE locked (id INT PRIMARY KEY)');
+        await db.query('INSERT INTO locked VALUES (1)');
+        let releaseLock = () => {};
+        const holding = db.transaction(async (tx) => {
+          await tx.query('SELECT id FROM locked WHERE id = 1 FOR UPDATE');
+          await new Promise<void>((resolve) => (releaseLock = resolve));
+        });
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const startedMs = Date.now();
+        await expect(db.transaction((tx) => tx.query('UPDATE locked SET id = 2 WHERE id = 1'))).rejects.toMatchObject({ kind: 'timeout' });
+        expect(Date.now() - startedMs).toBeLessThan(1500);
+        releaseLock();
+        await holding;
+        await expect(db.withAdvisoryLock(42, (conn) => conn.query('SELECT pg_sleep(0.5)'))).resolves.toBeDefined();
+      });
+    });
+  });
+});
+
+describe('the HTTP edge', () => {
+  it('answers 503 storage_unavailable with Retry-After when the database is gone (each request logged at info, no stack) or timed a statement out (warn)', async () => {
+    const { log, lines } = captureLog();
+    const timingOut = async (app: FastifyInstance) => {
+      app.get('/v1/test/timeout', async () => {
+        throw new StorageUnavailableError('timeout', withCode('57014', 'canceling statement due to statement timeout'));
+      });
+    };
+    const world = await startWorld({ log, features: [timingOut] });
+    try {
+      const token = await world.humanToken('edge@example.com');
+      await world.gw.database.db.close();
+      const api = await world.api('GET', '/v1/me', { token });
+      expect(api.status).toBe(503);
+      expect(api.headers.get('retry-after')).toBe('1');
+      expect(api.body.code).toBe('storage_unavailable');
+      const oauth = await world.api('POST', '/oauth/register', { body: { redirect_uris: ['http://127.0.0.1:9/cb'], client_name: 'x' } });
+      expect(oauth.status).toBe(503);
+      expect(oauth.body.error).toBe('temporarily_unavailable');
+      expect(oauth.headers.get('retry-after')).toBe('1');
+      const failed = lines.filter((l) => l.msg === 'request failed: database unavailable');
+      expect(failed.length).toBe(2);
+      for (const line of failed) expect([line.level, line.err]).toEqual([30, undefined]);
+      expect(lines.filter((l) => Number(l.level) >= 50)).toEqual([]);
+
+      // A live database timing a statement out is the same answer, but a warn: a slow query or contention to look into.
+      const timedOut = await world.api('GET', '/v1/test/timeout');
+      expect([timedOut.status, timedOut.body.code, timedOut.headers.get('retry-after')]).toEqual([503, 'storage_unavailable', '1']);
+      const warned = lines.filter((l) => l.msg === 'request failed: a database statement or lock wait timed out');
+      expect(warned.map((l) => [l.level, l.err])).toEqual([[40, undefined]]);
+    } finally {
+      await world.close();
+    }
+  });
+});
+
+describe('configuration', () => {
+  it('documents defaults for the database bounds and refuses a lock timeout above the statement timeout', () => {
+    expect(loadConfig({}).db).toEqual({ ...DEFAULT_DATABASE_TIMEOUTS, startRetryMaxMs: 10_000 });
+    expect(() => loadConfig({ ACG_DB_STATEMENT_TIMEOUT_MS: '1000', ACG_DB_LOCK_TIMEOUT_MS: '2000' })).toThrow(/ACG_DB_LOCK_TIMEOUT_MS \(2000\) must not exceed ACG_DB_STATEMENT_TIMEOUT_MS \(1000\)/);
+  });
+});

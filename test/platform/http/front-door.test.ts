@@ -1,0 +1,75 @@
+import { Agent, request as httpRequest } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { openFrontDoor, type FrontDoor } from '../../../src/platform/http/front-door.ts';
+
+const config = { host: '127.0.0.1', port: 0, baseUrl: 'http://gateway.test' };
+
+async function withFrontDoor(fn: (door: FrontDoor) => Promise<void>): Promise<void> {
+  const door = await openFrontDoor(config);
+  try {
+    await fn(door);
+  } finally {
+    await door.close();
+  }
+}
+
+describe('the front door of acg serve', () => {
+  it('answers before the gateway is ready: /healthz 200, /readyz and API routes 503 storage_unavailable with Retry-After, OAuth temporarily_unavailable', async () => {
+    await withFrontDoor(async (door) => {
+      const health = await fetch(`${door.url}/healthz`);
+      expect([health.status, await health.json()]).toEqual([200, { status: 'ok' }]);
+
+      for (const path of ['/readyz', '/v1/vouchers?x=1']) {
+        const res = await fetch(`${door.url}${path}`, { method: path === '/readyz' ? 'GET' : 'POST' });
+        expect(res.status).toBe(503);
+        expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+        expect(res.headers.get('retry-after')).toBe('1');
+        expect(res.headers.get('x-request-id')).toBeTruthy();
+        expect(await res.json()).toMatchObject({ status: 503, code: 'storage_unavailable', type: 'http://gateway.test/docs/errors#storage_unavailable' });
+      }
+
+      const oauth = await fetch(`${door.url}/oauth/token`, { method: 'POST' });
+      expect(oauth.status).toBe(503);
+      expect(oauth.headers.get('retry-after')).toBe('1');
+      expect(oauth.headers.get('cache-control')).toBe('no-store');
+      expect(((await oauth.json()) as { error: string }).error).toBe('temporarily_unavailable');
+    });
+  });
+
+  it('hands every request to the app once it is open', async () => {
+    await withFrontDoor(async (door) => {
+      door.open((req, res) => res.end(`app saw ${req.url}`));
+      expect(await (await fetch(`${door.url}/readyz`)).text()).toBe('app saw /readyz');
+    });
+  });
+
+  it('on close, refuses new connections and waits for the request in flight, which finishes with Connection: close', async () => {
+    const door = await openFrontDoor(config);
+    let finish = () => {};
+    door.open((req, res) => {
+      if (req.url === '/slow') finish = () => res.end('done');
+      else res.end('fast');
+    });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const get = (path: string) =>
+      new Promise<{ status: number; connection: string | undefined; body: string }>((resolve, reject) => {
+        httpRequest(`${door.url}${path}`, { agent }, (res) => {
+          let body = '';
+          res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+          res.on('end', () => resolve({ status: res.statusCode!, connection: res.headers.connection, body }));
+        }).on('error', reject).end();
+      });
+    expect((await get('/fast')).body).toBe('fast'); // the socket is now kept alive
+    const slow = get('/slow');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    let closed = false;
+    const closing = door.close().then(() => (closed = true));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(closed).toBe(false);
+    finish();
+    expect(await slow).toEqual({ status: 200, connection: 'close', body: 'done' });
+    await closing;
+    await expect(fetch(`${door.url}/healthz`)).rejects.toThrow();
+    agent.destroy();
+  });
+});

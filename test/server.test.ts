@@ -1,0 +1,52 @@
+import { EventEmitter } from 'node:events';
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { StorageUnavailableError } from '../src/platform/db/faults.ts';
+import { installLastLineOfDefence, startRetryDelayMs } from '../src/server.ts';
+
+function setUp() {
+  const lines: Array<Record<string, unknown>> = [];
+  const log = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) });
+  const target = new EventEmitter();
+  let exits = 0;
+  installLastLineOfDefence(log, () => exits++, target);
+  return { lines, target, exits: () => exits };
+}
+
+describe('the last line of defence', () => {
+  it('serves on after a database failure escapes as an uncaught exception or an unhandled rejection, with one warn each', () => {
+    const { lines, target, exits } = setUp();
+    target.emit('uncaughtException', new Error('Connection terminated unexpectedly'));
+    target.emit('unhandledRejection', new StorageUnavailableError('unreachable', new Error('read ECONNRESET')));
+    expect(exits()).toBe(0);
+    expect(lines.map((l) => [l.level, l.lastLineOfDefence])).toEqual([
+      [40, true],
+      [40, true],
+    ]);
+  });
+
+  it('logs any other unhandled rejection as an error and serves on', () => {
+    const { lines, target, exits } = setUp();
+    target.emit('unhandledRejection', new TypeError('x is undefined'));
+    expect(exits()).toBe(0);
+    expect(lines.map((l) => l.level)).toEqual([50]);
+  });
+
+  it('stops gracefully on any other uncaught exception, since the process state is unknown', () => {
+    const { lines, target, exits } = setUp();
+    target.emit('uncaughtException', new TypeError('x is undefined'));
+    expect(exits()).toBe(1);
+    expect(lines.map((l) => l.level)).toEqual([60]);
+  });
+});
+
+describe('start-up retries', () => {
+  it('wait about twice as long after each failed attempt, from 250 ms up to the cap', () => {
+    for (let attempt = 1; attempt <= 12; attempt++) {
+      const ceilingMs = Math.min(2000, 250 * 2 ** (attempt - 1));
+      const delayMs = startRetryDelayMs(attempt, 2000);
+      expect(delayMs).toBeGreaterThanOrEqual(ceilingMs / 2);
+      expect(delayMs).toBeLessThanOrEqual(ceilingMs);
+    }
+  });
+});

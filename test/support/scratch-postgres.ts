@@ -1,0 +1,106 @@
+// A PostgreSQL cluster of the test's own (a temporary data directory, its own port), to crash, pause
+// and restart without touching the shared server. initdb refuses to run as root, so as root every
+// PostgreSQL binary runs as the `postgres` user.
+import { execFile } from 'node:child_process';
+import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir, userInfo } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const BIN = process.env.ACG_TEST_PG_BIN ?? '/usr/lib/postgresql/15/bin';
+
+export const scratchPostgresAvailable = existsSync(path.join(BIN, 'initdb')) && existsSync(path.join(BIN, 'pg_ctl'));
+
+export interface ScratchCluster {
+  port: number;
+  url: string;
+  /** Starts the server and resolves once it accepts connections (after crash recovery, if any). */
+  start(): Promise<void>;
+  /** `pg_ctl stop -m immediate`: every server process quits at once, open transactions included. */
+  crash(): Promise<void>;
+  /** SIGSTOP to the postmaster and every backend: connections stay open, nothing answers. */
+  pause(): void;
+  resume(): void;
+  destroy(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+function childPids(parentPid: number): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc').filter((name) => /^\d+$/.test(name)).map(Number)) {
+    try {
+      // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces, so read after the last ')'.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === parentPid) pids.push(entry);
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return pids;
+}
+
+/** Creates (initdb) a stopped cluster; call start(). */
+export async function createScratchCluster(): Promise<ScratchCluster> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'acg-scratch-pg-'));
+  const dataDir = path.join(dir, 'data');
+  const asRoot = userInfo().uid === 0;
+  if (asRoot) {
+    const { stdout } = await run('id', ['-u', 'postgres']);
+    const { stdout: gid } = await run('id', ['-g', 'postgres']);
+    chownSync(dir, Number(stdout.trim()), Number(gid.trim()));
+  }
+  const pg = (tool: string, args: string[]) =>
+    asRoot ? run('runuser', ['-u', 'postgres', '--', path.join(BIN, tool), ...args], { cwd: dir }) : run(path.join(BIN, tool), args, { cwd: dir });
+  await pg('initdb', ['-D', dataDir, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
+  const port = await freePort();
+  // fsync off: a crash of the server processes (what the tests do) keeps every write that reached the
+  // kernel; only an operating-system crash would lose it.
+  appendFileSync(
+    path.join(dataDir, 'postgresql.conf'),
+    `\nport = ${port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '${dir}'\nfsync = off\nshared_buffers = 32MB\nmax_connections = 60\n`,
+  );
+  const postmasterPid = () => Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const signalAll = (signal: NodeJS.Signals) => {
+    const parent = postmasterPid();
+    for (const pid of [parent, ...childPids(parent)]) {
+      try {
+        process.kill(pid, signal);
+      } catch {
+        // the process ended meanwhile
+      }
+    }
+  };
+  return {
+    port,
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    async start() {
+      await pg('pg_ctl', ['start', '-w', '-t', '60', '-D', dataDir, '-l', path.join(dir, 'server.log')]);
+    },
+    async crash() {
+      await pg('pg_ctl', ['stop', '-m', 'immediate', '-D', dataDir]);
+    },
+    pause() {
+      signalAll('SIGSTOP');
+    },
+    resume() {
+      signalAll('SIGCONT');
+    },
+    async destroy() {
+      if (existsSync(path.join(dataDir, 'postmaster.pid'))) {
+        signalAll('SIGCONT');
+        await pg('pg_ctl', ['stop', '-m', 'immediate', '-D', dataDir]).catch(() => {});
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
