@@ -3,6 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { docsRoutes } from './docs/routes.ts';
+import { eventOperations } from './events/operations.ts';
+import { eventRoutes } from './events/routes.ts';
 import { WebhookService } from './events/service.ts';
 import { WebhookWorker } from './events/worker.ts';
 import type { PaymentApprovalProvider } from './execute/payment-approval.ts';
@@ -21,10 +23,14 @@ import { ensureRuntimeSecret } from './identity/store.ts';
 import { CredentialVerifier } from './identity/verifier.ts';
 import { integrationRoutes } from './integrations/routes.ts';
 import { keysRoutes } from './keys/routes.ts';
+import type { DohOptions } from './merchants/doh.ts';
 import { merchantOperations } from './merchants/operations.ts';
 import { merchantRoutes } from './merchants/routes.ts';
 import { MerchantService } from './merchants/service.ts';
 import { oauthRoutes } from './oauth/routes.ts';
+import { acceptedOperatorHash } from './operator/credential.ts';
+import { operatorRoutes } from './operator/routes.ts';
+import { sandboxRoutes } from './sandbox/routes.ts';
 import { accessRoutes } from './access/routes.ts';
 import { ledgerOperations } from './ledger/operations.ts';
 import { ledgerRoutes } from './ledger/routes.ts';
@@ -71,12 +77,17 @@ export interface Services {
   apiKeyPepper: string | undefined;
   secretBoxKey: SecretBoxKey | undefined;
   merchants: MerchantService;
+  webhooks: WebhookService;
   webhookWorker: WebhookWorker;
   ledger: LedgerService;
   offers: OfferService;
   vouchers: VoucherService;
   execute: ExecuteService;
   mailConnectors: MailConnectorService;
+  /** The DoH resolver merchants verify with (in dev mode by default the dev zone; see sandbox/routes.ts). */
+  doh: DohOptions;
+  /** SHA-256 of the operator credential the operator routes accept; undefined: none configured. */
+  operatorHash: string | undefined;
   /** Absent when no payment-approval provider is configured (ACG_PAYMENT_PROVIDER=none). */
   payments?: PaymentsService;
   stripeWebhook?: StripeWebhook;
@@ -88,6 +99,8 @@ export interface AppDependencies {
   paymentApproval?: PaymentApprovalProvider;
 }
 
+/** How often each instance deletes events past their retention. */
+const EVENT_PURGE_INTERVAL_MS = 60 * 60 * 1000;
 /** How often each instance reclaims holds past their deadline (reads and writes treat them as expired at once). */
 const HOLD_SWEEP_INTERVAL_MS = 5000;
 
@@ -101,18 +114,20 @@ function topupProvider(config: Gateway['config']): TopupProvider | undefined {
 export async function buildServices(gateway: Gateway, dependencies: AppDependencies = {}): Promise<Services> {
   const providers = await identityProviders(gateway.config);
   const pepper = await apiKeyPepper(gateway);
-  const verifier = new CredentialVerifier(gateway, providers, pepper);
   const identity = new IdentityService(gateway, () => providers.agent?.issuer);
   const ledger = new LedgerService(gateway, identity);
   gateway.schedule('hold-expiry-sweep', HOLD_SWEEP_INTERVAL_MS, () => ledger.expireDue());
   const { config } = gateway;
   const boxKey = await secretBoxKey(gateway);
   const webhooks = new WebhookService(gateway, boxKey);
-  const merchants = new MerchantService(gateway, {
-    webhooks,
-    apiKeyPepper: pepper,
-    doh: { resolverUrl: config.doh.resolverUrl, timeoutMs: config.doh.timeoutMs, ca: config.doh.caFile ? readFileSync(config.doh.caFile, 'utf8') : undefined },
-  });
+  const doh: DohOptions = {
+    resolverUrl: config.doh.resolverUrl,
+    timeoutMs: config.doh.timeoutMs,
+    ca: config.doh.caFile ? readFileSync(config.doh.caFile, 'utf8') : undefined,
+    devZoneCleartext: config.mode === 'dev' && config.doh.devZone,
+  };
+  const merchants = new MerchantService(gateway, { webhooks, apiKeyPepper: pepper, doh });
+  const verifier = new CredentialVerifier(gateway, providers, pepper, merchants);
   const offers = new OfferService(gateway, merchants);
   const vouchers = new VoucherService(gateway, ledger, offers);
   const webhookWorker = new WebhookWorker({
@@ -124,7 +139,8 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
     ca: config.outboundCaFile ? readFileSync(config.outboundCaFile, 'utf8') : undefined,
     testHooks: gateway.outbound,
   });
-  gateway.schedule('webhook-delivery', config.webhookPollIntervalMs, () => webhookWorker.runOnce());
+  gateway.schedule('webhook-delivery', config.webhookPollIntervalMs, () => webhookWorker.pass());
+  gateway.schedule('event-retention-purge', EVENT_PURGE_INTERVAL_MS, () => webhooks.purgeExpired());
   // Payments and execute need each other: execute asks payments for approvals, payments resumes execute's intents.
   let executeService: ExecuteService | undefined;
   const provider = topupProvider(config);
@@ -133,7 +149,11 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   if (payments) gateway.schedule('topups', TOPUP_JOB_INTERVAL_MS, () => payments.runJobs());
   const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, secretBoxKey: boxKey, paymentApproval: dependencies.paymentApproval ?? payments });
   executeService = execute;
-  return { verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhookWorker, ledger, offers, vouchers, execute, mailConnectors, payments, stripeWebhook };
+  const operatorHash = acceptedOperatorHash(config);
+  return {
+    verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhooks, webhookWorker, ledger, offers, vouchers, execute, mailConnectors, doh, operatorHash,
+    payments, stripeWebhook,
+  };
 }
 
 export async function buildGatewayApp(
@@ -163,6 +183,9 @@ export async function buildGatewayApp(
       humanIssuer: providers.human?.issuer,
     }),
     merchantRoutes(services.merchants, merchantOperations(services.merchants)),
+    eventRoutes(services.merchants, services.webhooks, eventOperations(services.merchants, services.webhooks)),
+    operatorRoutes({ ledger: services.ledger, acceptedHash: services.operatorHash }),
+    sandboxRoutes({ merchants: services.merchants, operatorHash: services.operatorHash, doh: services.doh }),
     ...extraFeatures,
   ];
   return { app: await buildApp(gateway, { features, authenticator: services.verifier }), services };

@@ -38,7 +38,13 @@ export function buildCli(): Command {
     .description('apply pending database migrations and exit')
     .action(async () => {
       const config = configOrExit();
-      const db = await openDatabase(config);
+      let db;
+      try {
+        db = await openDatabase(config);
+      } catch (error) {
+        process.stderr.write(`cannot open the database: ${(error as Error).message}\n`);
+        process.exit(2);
+      }
       try {
         const report = await migrate(db, (m) => process.stdout.write(`applied ${String(m.version).padStart(4, '0')}_${m.name}\n`));
         process.stdout.write(
@@ -52,7 +58,12 @@ export function buildCli(): Command {
   const credit = program.command('credit').description('operator commands on the credit ledger');
   credit
     .command('grant')
-    .description("add a credit lot to an agent (journaled like every ledger change)")
+    .description('add a credit lot to an agent (journaled like every ledger change)')
+    .addHelpText(
+      'after',
+      '\nWith a gateway running at ACG_BASE_URL the grant goes through its operator route (POST /v1/operator/credit-grants) with the ' +
+        'operator credential (dev: ACG_DATA_DIR/operator-token; live: ACG_OPERATOR_TOKEN); with none running it opens the database itself.',
+    )
     .requiredOption('--agent <agentId>', 'the agent to credit (agt_…)')
     .requiredOption('--amount-uc <microcredits>', 'amount in microcredits (1 credit = 1000000)')
     .option('--expires-at <unixSeconds>', 'when the unspent remainder lapses (default: never)')
@@ -82,7 +93,33 @@ export function buildCli(): Command {
       await rotateKeys(configOrExit(), options);
     });
 
-  const dev = program.command('dev').description('dev-mode helpers (built-in identity issuers)');
+  program
+    .command('demo')
+    .description('walk a whole purchase against the running dev gateway, printing each HTTP request and the answer')
+    .addHelpText(
+      'after',
+      '\nStart the gateway first (npm start) and run this with the same ACG_DATA_DIR, PORT / ACG_BASE_URL. It creates (or reuses) an ' +
+        'owner, an agent, a merchant with a verified dev-zone domain and an offer, tops the agent up to 5 credits, then buys twice: one ' +
+        'voucher is partly captured, the other released. Safe to run again: it reuses what exists and buys again.',
+    )
+    .action(async () => {
+      const { runDemo } = await import('./sandbox/demo.ts');
+      await runDemo(configOrExit());
+    });
+
+  const dev = program.command('dev').description('dev-mode helpers (built-in identity issuers, the dev DNS zone)');
+  const dns = dev.command('dns').description('the dev DNS zone the dev gateway verifies merchant domains against');
+  dns
+    .command('publish')
+    .description("publish a TXT record in the running gateway's dev zone: a merchant's proof (--merchant) or any <name> <value>")
+    .argument('[name]', 'DNS name, e.g. _acceptor-verify.shop.example.com')
+    .argument('[value]', 'TXT value, published exactly as given')
+    .option('--merchant <merchantId>', "publish this merchant's _acceptor-verify record")
+    .addHelpText('after', '\nThen POST /v1/merchants/{id}/verify-domain finds it. The gateway must be running (npm start) with the same ACG_DATA_DIR.')
+    .action(async (name: string | undefined, value: string | undefined, options: { merchant?: string }) => {
+      const { publishDevRecord } = await import('./sandbox/cli.ts');
+      await publishDevRecord(configOrExit(), { merchant: options.merchant, name, value });
+    });
   const token = dev.command('token').description('mint a token from a built-in dev identity issuer');
   token
     .command('human')

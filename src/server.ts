@@ -11,6 +11,7 @@ import { openDatabase } from './platform/db/open.ts';
 import { createGateway, createLogger, migrateAndReport, type Gateway } from './platform/gateway.ts';
 import { openFrontDoor, type FrontDoor } from './platform/http/front-door.ts';
 import { checkConfiguredKey } from './platform/signing.ts';
+import { DatabaseInUseError } from './platform/db/pglite.ts';
 
 const START_RETRY_FIRST_MS = 250;
 const SHUTDOWN_BUDGET_MS = 15_000;
@@ -107,6 +108,10 @@ export async function serve(): Promise<void> {
     front = await openFrontDoor(config);
     db = await openDatabase(config, log);
   } catch (error) {
+    if (error instanceof ConfigError || error instanceof DatabaseInUseError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(2);
+    }
     log.fatal({ err: error }, 'gateway failed to start');
     process.exit(1);
   }

@@ -4,10 +4,23 @@
 import { Type } from '@sinclair/typebox';
 import { EVENT_TYPES, type EventType } from './outbox.ts';
 import { RETRY_SCHEDULE_S } from './webhook-sender.ts';
+import { AUTO_DISABLE_AFTER_S } from './worker.ts';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
-const EVENTS: Record<EventType, { summary: string; dataMember: 'merchant' | 'redemption'; schema: string }> = {
+/** The `data` of `webhook.disabled`: why the gateway stopped delivering to the endpoint. */
+const WEBHOOK_DISABLED_DATA = {
+  type: 'object',
+  required: ['reason', 'failingSince', 'consecutiveFailures'],
+  additionalProperties: false,
+  properties: {
+    reason: { type: 'string', const: 'failing' },
+    failingSince: { type: 'integer', description: 'the first failed attempt of the run (Unix seconds)' },
+    consecutiveFailures: { type: 'integer' },
+  },
+};
+
+const EVENTS: Record<EventType, { summary: string; dataMember: 'merchant' | 'redemption' | 'webhook'; schema: string | object }> = {
   'merchant.verified': {
     summary: "The merchant's domain was verified (its DNS TXT record was found)",
     dataMember: 'merchant',
@@ -17,6 +30,11 @@ const EVENTS: Record<EventType, { summary: string; dataMember: 'merchant' | 'red
   'redemption.captured': { summary: 'A hold was captured (you are paid)', dataMember: 'redemption', schema: 'Redemption' },
   'redemption.released': { summary: 'A hold was released back to the agent', dataMember: 'redemption', schema: 'Redemption' },
   'redemption.expired': { summary: 'A hold expired before it was captured', dataMember: 'redemption', schema: 'Redemption' },
+  'webhook.disabled': {
+    summary: `The gateway disabled the webhook after every attempt failed for ${AUTO_DISABLE_AFTER_S / 86_400} days (listed by GET …/events; not delivered, the webhook being off)`,
+    dataMember: 'webhook',
+    schema: WEBHOOK_DISABLED_DATA,
+  },
 };
 
 const HEADERS = [
@@ -43,7 +61,7 @@ function envelope(type: EventType) {
       type: { type: 'string', const: type },
       createdAt: { type: 'integer', description: 'when the event happened (Unix seconds)' },
       merchantId: { type: 'string' },
-      data: { type: 'object', required: [dataMember], additionalProperties: false, properties: { [dataMember]: ref(schema) } },
+      data: { type: 'object', required: [dataMember], additionalProperties: false, properties: { [dataMember]: typeof schema === 'string' ? ref(schema) : schema } },
     },
   };
 }
@@ -60,8 +78,12 @@ export function webhooksDocument(): Record<string, unknown> {
           description:
             `Sent to the merchant's webhook URL as \`${type}\`, signed with Standard Webhooks. Only a 2xx answer counts as ` +
             `delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes ` +
-            `${retryWaits()} later; after ${RETRY_SCHEDULE_S.length} failed attempts the delivery is dead-lettered and can ` +
-            'be re-sent from the deliveries list.',
+            `${retryWaits()} later (each wait counted from the end of the failed attempt); after ${RETRY_SCHEDULE_S.length} ` +
+            'failed attempts the delivery is dead-lettered and can be re-sent. No order is guaranteed between events: ' +
+            'attempts run concurrently and retries overtake. During a secret rotation the signature header carries one ' +
+            '`v1,` signature per secret.',
+          // The receiver authenticates the gateway by the Standard Webhooks signature, not by a credential.
+          security: [],
           parameters: HEADERS.map(([name, description]) => ({ name, in: 'header', required: true, description, schema: { type: 'string' } })),
           requestBody: { required: true, content: { 'application/json': { schema: envelope(type) } } },
           responses: { '2XX': { description: 'Delivered. Any other status, a timeout or a connection failure is retried.' } },

@@ -1,6 +1,7 @@
 // Emitting an event: one row in `events`, and one in the `webhook_deliveries` outbox when the merchant
 // has an enabled webhook — both in the caller's transaction, so an event exists exactly when its cause
-// committed. The delivery worker sends outbox rows later, from any instance.
+// committed. The delivery worker sends outbox rows later, from any instance. Events of a pause have no
+// delivery until the merchant resumes with `deliverMissed` or re-sends them (src/events/service.ts).
 import type { Queryable } from '../platform/db/database.ts';
 import { newId } from '../platform/ids.ts';
 
@@ -10,6 +11,7 @@ export const EVENT_TYPES = [
   'redemption.captured',
   'redemption.released',
   'redemption.expired',
+  'webhook.disabled',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

@@ -1,12 +1,20 @@
-// Webhook endpoints and their deliveries, as merchants see them: configure the endpoint (a fresh signing
-// secret each time, sealed at rest), read its configuration, list recent deliveries, re-send one.
+// Webhook endpoints, events and deliveries, as merchants see them: configure the endpoint (the signing
+// secret, sealed at rest, is issued on first configuration and on rotation only), pause and resume it,
+// rotate its secret with an overlap, list events and deliveries with their attempts, re-send any past event.
 // Callers have already checked that the caller may act for the merchant.
 import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
+import { newId } from '../platform/ids.ts';
 import { sealSecret, type SecretBoxKey } from '../platform/secret-box.ts';
 import * as store from './store.ts';
 import { newWebhookSecret } from './webhook-sender.ts';
+
+/** Events (with their deliveries and attempts) are kept this long, whether or not a webhook is enabled. */
+export const EVENT_RETENTION_DAYS = 30;
+/** How long the replaced secret keeps signing after POST …/rotate-secret, unless the request says otherwise. */
+export const ROTATION_OVERLAP_DEFAULT_S = 86_400;
+export const ROTATION_OVERLAP_MAX_S = 7 * 86_400;
 
 export interface WebhookConfiguration {
   configured: boolean;
@@ -18,6 +26,33 @@ export interface WebhookConfiguration {
   url: string;
   createdAt: number | null;
   updatedAt: number | null;
+  /** Since when deliveries are paused (null while enabled or not configured). */
+  pausedAt: number | null;
+  /** Who disabled it: the merchant, or the gateway after failing attempts (`failing`); null while enabled. */
+  disabledReason: 'merchant' | 'failing' | null;
+  /** Until when the secret replaced by the last rotation still signs deliveries; null when none does. */
+  previousSecretExpiresAt: number | null;
+}
+
+export interface StoredEvent {
+  id: string;
+  type: string;
+  createdAt: number;
+  /** The envelope exactly as delivered (the webhook body). */
+  payload: Record<string, unknown>;
+}
+
+export interface Attempt {
+  id: string;
+  /** 1 for the first attempt of the delivery. */
+  attempt: number;
+  /** `interrupted`: the instance making it stopped (a crash) before it finished; the delivery was taken over. */
+  outcome: store.AttemptOutcome;
+  status: number | null;
+  error: string | null;
+  durationMs: number | null;
+  startedAtMs: number;
+  finishedAtMs: number | null;
 }
 
 export interface Delivery {
@@ -39,8 +74,22 @@ export interface Delivery {
 
 const seconds = (value: bigint | null): number | null => (value === null ? null : Number(value));
 
-function toConfiguration(merchantId: string, row: store.EndpointRow | undefined): WebhookConfiguration {
-  if (!row) return { configured: false, enabled: false, queueConfigured: true, merchantId, url: '', createdAt: null, updatedAt: null };
+function toConfiguration(merchantId: string, row: store.EndpointRow | undefined, nowS: number): WebhookConfiguration {
+  if (!row) {
+    return {
+      configured: false,
+      enabled: false,
+      queueConfigured: true,
+      merchantId,
+      url: '',
+      createdAt: null,
+      updatedAt: null,
+      pausedAt: null,
+      disabledReason: null,
+      previousSecretExpiresAt: null,
+    };
+  }
+  const previousExpiresAt = seconds(row.previous_secret_expires_at_s);
   return {
     configured: true,
     enabled: row.enabled,
@@ -49,6 +98,26 @@ function toConfiguration(merchantId: string, row: store.EndpointRow | undefined)
     url: row.url,
     createdAt: Number(row.created_at_s),
     updatedAt: Number(row.updated_at_s),
+    pausedAt: row.enabled ? null : seconds(row.paused_at_s),
+    disabledReason: row.enabled ? null : row.disabled_reason,
+    previousSecretExpiresAt: previousExpiresAt !== null && previousExpiresAt > nowS ? previousExpiresAt : null,
+  };
+}
+
+function toEvent(row: store.EventRow): StoredEvent {
+  return { id: row.id, type: row.type, createdAt: Number(row.created_at_s), payload: JSON.parse(row.payload) as Record<string, unknown> };
+}
+
+function toAttempt(row: store.AttemptRow): Attempt {
+  return {
+    id: row.id,
+    attempt: row.attempt,
+    outcome: row.outcome,
+    status: row.status,
+    error: row.error,
+    durationMs: row.duration_ms,
+    startedAtMs: Number(row.started_at_ms),
+    finishedAtMs: row.finished_at_ms === null ? null : Number(row.finished_at_ms),
   };
 }
 
@@ -75,30 +144,84 @@ export class WebhookService {
     private readonly secretBoxKey: SecretBoxKey | undefined,
   ) {}
 
-  /**
-   * Creates or replaces the merchant's endpoint with a new signing secret, returned here once. The URL must
-   * already have passed the merchant's rules (verified domain, https, port 443).
-   */
-  async configure(tx: Queryable, merchantId: string, url: string, enabled: boolean): Promise<{ configuration: WebhookConfiguration; webhookSecret: string }> {
+  private seal(merchantId: string): { secret: string; sealed: string } {
     if (!this.secretBoxKey) {
       throw new ApiError('runtime_configuration_required', { detail: 'webhook secrets cannot be stored: ACG_SECRET_BOX_KEY is not configured' });
     }
-    const webhookSecret = newWebhookSecret();
+    const secret = newWebhookSecret();
+    // Sealed with the merchant id as associated data: a sealed secret copied to another merchant's row fails to open.
+    return { secret, sealed: sealSecret(this.secretBoxKey, secret, merchantId) };
+  }
+
+  private toConfiguration(merchantId: string, row: store.EndpointRow | undefined): WebhookConfiguration {
+    return toConfiguration(merchantId, row, this.gateway.clock.nowS());
+  }
+
+  /**
+   * Creates the endpoint (with a new signing secret, returned here once) or changes its URL and `enabled`
+   * keeping the secret; `rotateSecret` replaces it at once (no overlap: see rotateSecret for one). The URL
+   * must already have passed the merchant's rules (verified domain, https, port 443).
+   */
+  async configure(
+    tx: Queryable,
+    merchantId: string,
+    input: { url: string; enabled: boolean; rotateSecret: boolean; deliverMissed: boolean },
+  ): Promise<{ configuration: WebhookConfiguration; webhookSecret?: string }> {
     const nowS = BigInt(this.gateway.clock.nowS());
-    const row = await store.upsertEndpoint(tx, {
-      merchant_id: merchantId,
-      url,
-      enabled,
-      // Sealed with the merchant id as associated data: a sealed secret copied to another merchant's row fails to open.
-      secret_sealed: sealSecret(this.secretBoxKey, webhookSecret, merchantId),
-      created_at_s: nowS,
-      updated_at_s: nowS,
+    const existing = await store.findEndpointForUpdate(tx, merchantId);
+    if (!existing) {
+      const { secret, sealed } = this.seal(merchantId);
+      const row = await store.insertEndpoint(tx, { merchant_id: merchantId, url: input.url, enabled: input.enabled, secret_sealed: sealed, now_s: nowS });
+      return { configuration: this.toConfiguration(merchantId, row), webhookSecret: secret };
+    }
+    const fresh = input.rotateSecret ? this.seal(merchantId) : undefined;
+    await this.queueMissed(tx, existing, input.enabled, input.deliverMissed);
+    const row = await store.updateEndpoint(tx, merchantId, {
+      url: input.url,
+      enabled: input.enabled,
+      secret: fresh && { sealed: fresh.sealed, previousSealed: null, previousExpiresAtS: null },
+      nowS,
     });
-    return { configuration: toConfiguration(merchantId, row), webhookSecret };
+    return fresh ? { configuration: this.toConfiguration(merchantId, row), webhookSecret: fresh.secret } : { configuration: this.toConfiguration(merchantId, row) };
+  }
+
+  /** Pauses or resumes deliveries; the secret is untouched. See `queueMissed` for what a resume delivers. */
+  async setEnabled(tx: Queryable, merchantId: string, enabled: boolean, deliverMissed: boolean): Promise<{ configuration: WebhookConfiguration }> {
+    const existing = await store.findEndpointForUpdate(tx, merchantId);
+    if (!existing) throw new ApiError('not_found', { detail: 'no webhook is configured for this merchant; PUT …/webhook first' });
+    await this.queueMissed(tx, existing, enabled, deliverMissed);
+    const row = await store.updateEndpoint(tx, merchantId, { enabled, nowS: BigInt(this.gateway.clock.nowS()) });
+    return { configuration: this.toConfiguration(merchantId, row) };
+  }
+
+  /**
+   * On a resume with `deliverMissed`, every event of the pause (since `paused_at_s`) gets a delivery, due
+   * now. Without it they are only listed (and can be re-sent one by one). Deliveries pending when the pause
+   * began continue either way.
+   */
+  private async queueMissed(tx: Queryable, endpoint: store.EndpointRow, enabled: boolean, deliverMissed: boolean): Promise<void> {
+    if (!enabled || endpoint.enabled || !deliverMissed || endpoint.paused_at_s === null) return;
+    await store.queueEventsSince(tx, endpoint.merchant_id, endpoint.paused_at_s, this.gateway.clock.nowMs(), BigInt(this.gateway.clock.nowS()));
+  }
+
+  /**
+   * A new signing secret, returned once. The replaced one keeps signing next to it for `overlapS` seconds
+   * (each delivery then carries both signatures), so the receiver can switch without missing an event.
+   */
+  async rotateSecret(tx: Queryable, merchantId: string, overlapS: number): Promise<{ configuration: WebhookConfiguration; webhookSecret: string }> {
+    const existing = await store.findEndpointForUpdate(tx, merchantId);
+    if (!existing) throw new ApiError('not_found', { detail: 'no webhook is configured for this merchant; PUT …/webhook first' });
+    const { secret, sealed } = this.seal(merchantId);
+    const nowS = BigInt(this.gateway.clock.nowS());
+    const row = await store.updateEndpoint(tx, merchantId, {
+      secret: { sealed, previousSealed: overlapS > 0 ? existing.secret_sealed : null, previousExpiresAtS: overlapS > 0 ? nowS + BigInt(overlapS) : null },
+      nowS,
+    });
+    return { configuration: this.toConfiguration(merchantId, row), webhookSecret: secret };
   }
 
   async configuration(db: Queryable, merchantId: string): Promise<WebhookConfiguration> {
-    return toConfiguration(merchantId, await store.findEndpoint(db, merchantId));
+    return this.toConfiguration(merchantId, await store.findEndpoint(db, merchantId));
   }
 
   /** The configured webhook URL of each merchant that has one. */
@@ -120,13 +243,66 @@ export class WebhookService {
   async resend(tx: Queryable, merchantId: string, deliveryId: string): Promise<Delivery> {
     const row = await store.findDelivery(tx, merchantId, deliveryId, true);
     if (!row) throw new ApiError('not_found', { detail: `no delivery ${deliveryId} for this merchant` });
-    const endpoint = await store.findEndpoint(tx, merchantId);
-    if (!endpoint?.enabled) throw new ApiError('conflict', { detail: 'the webhook is disabled; enable it (PUT …/webhook) before re-sending' });
+    await this.resendDelivery(tx, row);
+    return toDelivery((await store.findDelivery(tx, merchantId, deliveryId))!);
+  }
+
+  private async resendDelivery(tx: Queryable, row: store.DeliveryRow): Promise<void> {
+    const endpoint = await store.findEndpoint(tx, row.merchant_id);
+    if (!endpoint?.enabled) throw new ApiError('conflict', { detail: 'the webhook is disabled; enable it (PATCH …/webhook) before re-sending' });
     const nowMs = this.gateway.clock.nowMs();
     if (Number(row.locked_until_ms) > nowMs) {
-      throw new ApiError('conflict', { detail: 'an attempt of this delivery is in progress; look again in a few seconds', headers: { 'retry-after': '10' } });
+      throw new ApiError('conflict', { detail: 'an attempt of this delivery is in progress; look again in a few seconds', headers: { 'retry-after': '5' } });
     }
-    await store.scheduleNow(tx, deliveryId, nowMs);
-    return toDelivery((await store.findDelivery(tx, merchantId, deliveryId))!);
+    await store.scheduleNow(tx, row.id, nowMs);
+    await store.closeCircuit(tx, row.merchant_id);
+  }
+
+  /**
+   * Re-sends any kept event with its original webhook-id: its delivery is made due now, or created when
+   * the event never had one (it happened while the webhook was paused or not yet configured).
+   */
+  async resendEvent(tx: Queryable, merchantId: string, eventId: string): Promise<Delivery> {
+    const event = await store.findEvent(tx, merchantId, eventId);
+    if (!event) throw new ApiError('not_found', { detail: `no event ${eventId} for this merchant (events are kept ${EVENT_RETENTION_DAYS} days)` });
+    const existing = await store.findDeliveryOfEvent(tx, merchantId, eventId);
+    if (existing) {
+      await this.resendDelivery(tx, existing);
+    } else {
+      const endpoint = await store.findEndpoint(tx, merchantId);
+      if (!endpoint?.enabled) throw new ApiError('conflict', { detail: 'the webhook is disabled or not configured; enable it before re-sending' });
+      await store.insertDelivery(tx, { id: newId('whd'), eventId, merchantId, nowMs: this.gateway.clock.nowMs(), nowS: this.gateway.clock.nowS() });
+      await store.closeCircuit(tx, merchantId);
+    }
+    return toDelivery((await store.findDeliveryOfEvent(tx, merchantId, eventId))!);
+  }
+
+  async listEvents(
+    merchantId: string,
+    filter: { types: readonly string[]; from?: number; to?: number; limit: number; startingAfter?: string },
+  ): Promise<{ events: StoredEvent[]; hasMore: boolean }> {
+    const rows = await store.listEvents(this.gateway.db, merchantId, {
+      types: filter.types,
+      fromS: filter.from,
+      toS: filter.to,
+      limit: filter.limit + 1,
+      startingAfter: filter.startingAfter,
+    });
+    return { events: rows.slice(0, filter.limit).map(toEvent), hasMore: rows.length > filter.limit };
+  }
+
+  /** Every attempt of one delivery, oldest first, including one cut off by a crash (`interrupted`). */
+  async listAttempts(merchantId: string, deliveryId: string): Promise<{ delivery: Delivery; attempts: Attempt[] }> {
+    const row = await store.findDelivery(this.gateway.db, merchantId, deliveryId);
+    if (!row) throw new ApiError('not_found', { detail: `no delivery ${deliveryId} for this merchant` });
+    return { delivery: toDelivery(row), attempts: (await store.listAttempts(this.gateway.db, [deliveryId])).map(toAttempt) };
+  }
+
+  /** Deletes what is older than the retention; run periodically by every instance (idempotent). */
+  async purgeExpired(): Promise<number> {
+    const beforeS = this.gateway.clock.nowS() - EVENT_RETENTION_DAYS * 86_400;
+    const purged = await this.gateway.db.transaction((tx) => store.purgeEventsBefore(tx, beforeS));
+    if (purged > 0) this.gateway.log.info({ purged, retentionDays: EVENT_RETENTION_DAYS }, 'events past their retention deleted');
+    return purged;
   }
 }

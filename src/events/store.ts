@@ -8,6 +8,13 @@ export interface EndpointRow {
   secret_sealed: string;
   created_at_s: bigint;
   updated_at_s: bigint;
+  previous_secret_sealed: string | null;
+  previous_secret_expires_at_s: bigint | null;
+  paused_at_s: bigint | null;
+  disabled_reason: 'merchant' | 'failing' | null;
+  consecutive_failures: number;
+  failing_since_s: bigint | null;
+  circuit_open_until_ms: bigint;
 }
 
 export type DeliveryState = 'pending' | 'succeeded' | 'dead';
@@ -38,6 +45,29 @@ export interface ClaimedDeliveryRow {
   payload: string;
   url: string;
   secret_sealed: string;
+  /** The secret a rotation replaced, while its overlap lasts; deliveries are signed with both. */
+  previous_secret_sealed: string | null;
+}
+
+export interface EventRow {
+  id: string;
+  type: string;
+  payload: string;
+  created_at_s: bigint;
+}
+
+export type AttemptOutcome = 'in_progress' | 'succeeded' | 'failed' | 'interrupted';
+
+export interface AttemptRow {
+  id: string;
+  delivery_id: string;
+  attempt: number;
+  outcome: AttemptOutcome;
+  status: number | null;
+  error: string | null;
+  duration_ms: number | null;
+  started_at_ms: bigint;
+  finished_at_ms: bigint | null;
 }
 
 export async function findEndpoint(db: Queryable, merchantId: string): Promise<EndpointRow | undefined> {
@@ -54,16 +84,83 @@ export async function endpointUrls(db: Queryable, merchantIds: readonly string[]
   return rows;
 }
 
-export async function upsertEndpoint(db: Queryable, endpoint: EndpointRow): Promise<EndpointRow> {
+export async function findEndpointForUpdate(db: Queryable, merchantId: string): Promise<EndpointRow | undefined> {
+  const { rows } = await db.query<EndpointRow>('SELECT * FROM webhook_endpoints WHERE merchant_id = $1 FOR UPDATE', [merchantId]);
+  return rows[0];
+}
+
+export async function insertEndpoint(
+  db: Queryable,
+  endpoint: { merchant_id: string; url: string; enabled: boolean; secret_sealed: string; now_s: bigint },
+): Promise<EndpointRow> {
   const { rows } = await db.query<EndpointRow>(
-    `INSERT INTO webhook_endpoints (merchant_id, url, enabled, secret_sealed, created_at_s, updated_at_s)
-     VALUES ($1, $2, $3, $4, $5, $6)
-     ON CONFLICT (merchant_id) DO UPDATE
-       SET url = EXCLUDED.url, enabled = EXCLUDED.enabled, secret_sealed = EXCLUDED.secret_sealed, updated_at_s = EXCLUDED.updated_at_s
+    `INSERT INTO webhook_endpoints (merchant_id, url, enabled, secret_sealed, created_at_s, updated_at_s, paused_at_s, disabled_reason)
+     VALUES ($1, $2, $3::boolean, $4, $5::bigint, $5::bigint, CASE WHEN $3::boolean THEN NULL ELSE $5::bigint END, CASE WHEN $3::boolean THEN NULL ELSE 'merchant' END)
      RETURNING *`,
-    [endpoint.merchant_id, endpoint.url, endpoint.enabled, endpoint.secret_sealed, endpoint.created_at_s, endpoint.updated_at_s],
+    [endpoint.merchant_id, endpoint.url, endpoint.enabled, endpoint.secret_sealed, endpoint.now_s],
   );
   return rows[0]!;
+}
+
+/**
+ * Changes what a merchant controls. Pausing records when; resuming clears the pause and the circuit (the
+ * merchant says the receiver is back). `secret` replaces the signing secret; `previous` keeps the old one
+ * signing until its expiry (null: it stops at once).
+ */
+export async function updateEndpoint(
+  db: Queryable,
+  merchantId: string,
+  change: {
+    url?: string;
+    enabled?: boolean;
+    secret?: { sealed: string; previousSealed: string | null; previousExpiresAtS: bigint | null };
+    disabledReason?: 'merchant' | 'failing';
+    nowS: bigint;
+  },
+): Promise<EndpointRow> {
+  const { rows } = await db.query<EndpointRow>(
+    `UPDATE webhook_endpoints SET
+        url = COALESCE($2, url),
+        enabled = COALESCE($3::boolean, enabled),
+        paused_at_s = CASE WHEN $3::boolean IS NULL THEN paused_at_s WHEN $3::boolean THEN NULL WHEN enabled THEN $8::bigint ELSE paused_at_s END,
+        disabled_reason = CASE WHEN $3::boolean IS NULL THEN disabled_reason WHEN $3::boolean THEN NULL WHEN enabled THEN $7::text ELSE disabled_reason END,
+        consecutive_failures = CASE WHEN $3::boolean AND NOT enabled THEN 0 ELSE consecutive_failures END,
+        failing_since_s = CASE WHEN $3::boolean AND NOT enabled THEN NULL ELSE failing_since_s END,
+        circuit_open_until_ms = CASE WHEN $3::boolean AND NOT enabled THEN 0 ELSE circuit_open_until_ms END,
+        secret_sealed = COALESCE($4::text, secret_sealed),
+        previous_secret_sealed = CASE WHEN $4::text IS NULL THEN previous_secret_sealed ELSE $5::text END,
+        previous_secret_expires_at_s = CASE WHEN $4::text IS NULL THEN previous_secret_expires_at_s ELSE $6::bigint END,
+        updated_at_s = $8::bigint
+      WHERE merchant_id = $1
+      RETURNING *`,
+    [
+      merchantId,
+      change.url ?? null,
+      change.enabled ?? null,
+      change.secret?.sealed ?? null,
+      change.secret?.previousSealed ?? null,
+      change.secret?.previousExpiresAtS ?? null,
+      change.disabledReason ?? 'merchant',
+      change.nowS,
+    ],
+  );
+  return rows[0]!;
+}
+
+/**
+ * On resume: a pending delivery for every event of the pause that has none yet (due now). The delivery id is
+ * derived from the event id (one delivery per event), so one statement needs no id generator.
+ */
+export async function queueEventsSince(db: Queryable, merchantId: string, sinceS: bigint, nowMs: number, nowS: bigint): Promise<number> {
+  const result = await db.query(
+    `INSERT INTO webhook_deliveries (id, event_id, merchant_id, state, next_attempt_at_ms, created_at_s)
+     SELECT 'whd_' || replace(ev.id, 'evt_', ''), ev.id, ev.merchant_id, 'pending', $3, $4
+       FROM events ev
+      WHERE ev.merchant_id = $1 AND ev.created_at_s >= $2
+     ON CONFLICT (event_id) DO NOTHING`,
+    [merchantId, sinceS, nowMs, nowS],
+  );
+  return result.rowCount ?? 0;
 }
 
 const DELIVERY_COLUMNS = `d.id, d.event_id, ev.type AS event_type, d.merchant_id, d.state, d.attempts, d.next_attempt_at_ms,
@@ -95,66 +192,210 @@ export async function scheduleNow(db: Queryable, deliveryId: string, nowMs: numb
   await db.query(`UPDATE webhook_deliveries SET state = 'pending', next_attempt_at_ms = $2 WHERE id = $1`, [deliveryId, nowMs]);
 }
 
+/** The merchant asked for an attempt (a re-send): the endpoint's circuit closes so it is made now. */
+export async function closeCircuit(db: Queryable, merchantId: string): Promise<void> {
+  await db.query('UPDATE webhook_endpoints SET circuit_open_until_ms = 0 WHERE merchant_id = $1 AND circuit_open_until_ms > 0', [merchantId]);
+}
+
 /**
- * Claims up to `limit` due deliveries of enabled endpoints for this worker until `lockedUntilMs`. One
- * statement: rows another worker is claiming right now are skipped (SKIP LOCKED), and a row claimed and
- * committed meanwhile is re-checked against `locked_until_ms` and left alone, so each row has one owner.
+ * Claims up to `limit` due deliveries for this worker until `lockedUntilMs`, at most `perEndpoint` in flight
+ * per endpoint (counting other instances' live claims), none of an endpoint whose circuit is open. One
+ * statement: it takes the rows (SKIP LOCKED, re-checking the lease), counts the attempt, writes its
+ * 'in_progress' record, and marks the attempt of a previous owner whose lease ran out (a crash) 'interrupted'.
  */
 export async function claimDueDeliveries(
   db: Queryable,
-  claim: { nowMs: number; limit: number; lockedUntilMs: number; token: string },
+  claim: { nowMs: number; limit: number; perEndpoint: number; lockedUntilMs: number; token: string },
 ): Promise<ClaimedDeliveryRow[]> {
   const { rows } = await db.query<ClaimedDeliveryRow>(
-    `WITH due AS (
-       SELECT d.id FROM webhook_deliveries d
+    `WITH busy AS (
+       SELECT merchant_id, count(*) AS n FROM webhook_deliveries
+        WHERE state = 'pending' AND locked_until_ms > $1::bigint GROUP BY merchant_id
+     ),
+     ranked AS (
+       SELECT d.id, d.next_attempt_at_ms,
+              row_number() OVER (PARTITION BY d.merchant_id ORDER BY d.next_attempt_at_ms, d.seq) + COALESCE(b.n, 0) AS slot
+         FROM webhook_deliveries d
          JOIN webhook_endpoints e ON e.merchant_id = d.merchant_id
-        WHERE d.state = 'pending' AND d.next_attempt_at_ms <= $1 AND d.locked_until_ms <= $1 AND e.enabled
-        ORDER BY d.next_attempt_at_ms
+         LEFT JOIN busy b ON b.merchant_id = d.merchant_id
+        WHERE d.state = 'pending' AND d.next_attempt_at_ms <= $1::bigint AND d.locked_until_ms <= $1::bigint
+          AND e.enabled AND e.circuit_open_until_ms <= $1::bigint
+     ),
+     due AS (
+       SELECT d.id, d.claim_token AS previous_token FROM webhook_deliveries d JOIN ranked r ON r.id = d.id
+        WHERE r.slot <= $5 AND d.state = 'pending' AND d.locked_until_ms <= $1::bigint
+        ORDER BY r.next_attempt_at_ms
         LIMIT $2
         FOR UPDATE OF d SKIP LOCKED
+     ),
+     interrupted AS (
+       UPDATE webhook_attempts a SET outcome = 'interrupted', error = 'instance_lost', finished_at_ms = $1::bigint
+         FROM due WHERE a.delivery_id = due.id AND a.claim_token = due.previous_token AND a.outcome = 'in_progress'
+     ),
+     claimed AS (
+       UPDATE webhook_deliveries w SET locked_until_ms = $3::bigint, claim_token = $4::text, attempts = w.attempts + 1
+         FROM due, events ev, webhook_endpoints e
+        WHERE w.id = due.id AND ev.id = w.event_id AND e.merchant_id = w.merchant_id
+       RETURNING w.id, w.event_id, w.merchant_id, w.attempts, ev.payload, e.url, e.secret_sealed,
+                 CASE WHEN e.previous_secret_expires_at_s * 1000 > $1::bigint THEN e.previous_secret_sealed END AS previous_secret_sealed
+     ),
+     started AS (
+       INSERT INTO webhook_attempts (id, delivery_id, merchant_id, attempt, claim_token, outcome, started_at_ms)
+       SELECT 'wha_' || substr(md5($4::text || claimed.id), 1, 26), claimed.id, claimed.merchant_id, claimed.attempts, $4::text, 'in_progress', $1::bigint FROM claimed
      )
-     UPDATE webhook_deliveries w SET locked_until_ms = $3, claim_token = $4
-       FROM due, events ev, webhook_endpoints e
-      WHERE w.id = due.id AND ev.id = w.event_id AND e.merchant_id = w.merchant_id
-     RETURNING w.id, w.event_id, w.merchant_id, w.attempts, ev.payload, e.url, e.secret_sealed`,
-    [claim.nowMs, claim.limit, claim.lockedUntilMs, claim.token],
+     SELECT * FROM claimed`,
+    [claim.nowMs, claim.limit, claim.lockedUntilMs, claim.token, claim.perEndpoint],
   );
   return rows;
+}
+
+/** Extends the leases of claims this instance is still working on; a crashed instance stops doing this. */
+export async function extendClaims(db: Queryable, tokens: readonly string[], lockedUntilMs: number): Promise<void> {
+  if (tokens.length === 0) return;
+  await db.query(
+    `UPDATE webhook_deliveries SET locked_until_ms = $2
+      WHERE claim_token IN (SELECT jsonb_array_elements_text($1::jsonb)) AND state = 'pending'`,
+    [JSON.stringify(tokens), lockedUntilMs],
+  );
 }
 
 export interface AttemptRecord {
   id: string;
   token: string;
   state: DeliveryState;
-  attempts: number;
   nextAttemptAtMs: number;
   status: number | null;
   error: string | null;
-  attemptAtS: number;
+  finishedAtMs: number;
   durationMs: number;
   deliveredAtS: number | null;
 }
 
-/** Records one attempt and releases the claim; false when the claim was lost (lease over, taken over). */
+/**
+ * Records how the attempt went, always (even when the claim was lost meanwhile: it did happen), and, while
+ * this worker still owns the claim, the delivery's new state, releasing the claim. False when the claim was lost.
+ */
 export async function recordAttempt(db: Queryable, record: AttemptRecord): Promise<boolean> {
+  await db.query(
+    `UPDATE webhook_attempts SET outcome = $3, status = $4, error = $5, duration_ms = $6, finished_at_ms = $7
+      WHERE delivery_id = $1 AND claim_token = $2`,
+    [record.id, record.token, record.state === 'succeeded' ? 'succeeded' : 'failed', record.status, record.error, record.durationMs, record.finishedAtMs],
+  );
   const result = await db.query(
     `UPDATE webhook_deliveries
-        SET state = $3, attempts = $4, next_attempt_at_ms = $5, last_status = $6, last_error = $7,
-            last_attempt_at_s = $8, last_duration_ms = $9, delivered_at_s = COALESCE($10, delivered_at_s),
+        SET state = $3, next_attempt_at_ms = $4, last_status = $5, last_error = $6,
+            last_attempt_at_s = $7, last_duration_ms = $8, delivered_at_s = COALESCE($9, delivered_at_s),
             locked_until_ms = 0, claim_token = NULL
       WHERE id = $1 AND claim_token = $2`,
     [
       record.id,
       record.token,
       record.state,
-      record.attempts,
       record.nextAttemptAtMs,
       record.status,
       record.error,
-      record.attemptAtS,
+      Math.floor(record.finishedAtMs / 1000),
       record.durationMs,
       record.deliveredAtS,
     ],
   );
   return result.rowCount === 1;
+}
+
+/** A success closes the endpoint's circuit and ends its run of failures. */
+export async function endpointSucceeded(db: Queryable, merchantId: string): Promise<void> {
+  await db.query(
+    `UPDATE webhook_endpoints SET consecutive_failures = 0, failing_since_s = NULL, circuit_open_until_ms = 0
+      WHERE merchant_id = $1 AND consecutive_failures > 0`,
+    [merchantId],
+  );
+}
+
+/** Counts a failure; returns the endpoint's run of failures so the caller can open the circuit or give up. */
+export async function endpointFailed(db: Queryable, merchantId: string, nowS: number): Promise<{ consecutive_failures: number; failing_since_s: bigint } | undefined> {
+  const { rows } = await db.query<{ consecutive_failures: number; failing_since_s: bigint }>(
+    `UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1, failing_since_s = COALESCE(failing_since_s, $2)
+      WHERE merchant_id = $1 RETURNING consecutive_failures, failing_since_s`,
+    [merchantId, nowS],
+  );
+  return rows[0];
+}
+
+export async function openCircuit(db: Queryable, merchantId: string, untilMs: number): Promise<void> {
+  await db.query('UPDATE webhook_endpoints SET circuit_open_until_ms = GREATEST(circuit_open_until_ms, $2) WHERE merchant_id = $1', [merchantId, untilMs]);
+}
+
+/** Disables an endpoint the gateway gave up on; false when it was already disabled. */
+export async function disableFailingEndpoint(db: Queryable, merchantId: string, nowS: number): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE webhook_endpoints SET enabled = false, paused_at_s = $2, disabled_reason = 'failing', updated_at_s = $2
+      WHERE merchant_id = $1 AND enabled`,
+    [merchantId, nowS],
+  );
+  return result.rowCount === 1;
+}
+
+/** Every attempt of one delivery, oldest first. */
+export async function listAttempts(db: Queryable, deliveryIds: readonly string[]): Promise<AttemptRow[]> {
+  if (deliveryIds.length === 0) return [];
+  const { rows } = await db.query<AttemptRow>(
+    `SELECT id, delivery_id, attempt, outcome, status, error, duration_ms, started_at_ms, finished_at_ms FROM webhook_attempts
+      WHERE delivery_id IN (SELECT jsonb_array_elements_text($1::jsonb)) ORDER BY seq`,
+    [JSON.stringify(deliveryIds)],
+  );
+  return rows;
+}
+
+/** A merchant's events, newest first, optionally of some types and within [from, to] (Unix seconds). */
+export async function listEvents(
+  db: Queryable,
+  merchantId: string,
+  filter: { types: readonly string[]; fromS?: number; toS?: number; limit: number; startingAfter?: string },
+): Promise<EventRow[]> {
+  const { rows } = await db.query<EventRow>(
+    `SELECT id, type, payload, created_at_s FROM events
+      WHERE merchant_id = $1
+        AND ($2::jsonb = '[]'::jsonb OR type IN (SELECT jsonb_array_elements_text($2::jsonb)))
+        AND ($3::bigint IS NULL OR created_at_s >= $3)
+        AND ($4::bigint IS NULL OR created_at_s <= $4)
+        AND ($5::text IS NULL OR seq < (SELECT seq FROM events WHERE id = $5 AND merchant_id = $1))
+      ORDER BY seq DESC LIMIT $6`,
+    [merchantId, JSON.stringify(filter.types), filter.fromS ?? null, filter.toS ?? null, filter.startingAfter ?? null, filter.limit],
+  );
+  return rows;
+}
+
+export async function findEvent(db: Queryable, merchantId: string, eventId: string): Promise<EventRow | undefined> {
+  const { rows } = await db.query<EventRow>('SELECT id, type, payload, created_at_s FROM events WHERE id = $1 AND merchant_id = $2', [eventId, merchantId]);
+  return rows[0];
+}
+
+export async function findDeliveryOfEvent(db: Queryable, merchantId: string, eventId: string): Promise<DeliveryRow | undefined> {
+  const { rows } = await db.query<DeliveryRow>(
+    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id
+      WHERE d.event_id = $1 AND d.merchant_id = $2 FOR UPDATE OF d`,
+    [eventId, merchantId],
+  );
+  return rows[0];
+}
+
+/** A delivery for a past event that never had one (it happened while no webhook was enabled), due now. */
+export async function insertDelivery(db: Queryable, delivery: { id: string; eventId: string; merchantId: string; nowMs: number; nowS: number }): Promise<void> {
+  await db.query(
+    `INSERT INTO webhook_deliveries (id, event_id, merchant_id, state, next_attempt_at_ms, created_at_s)
+     VALUES ($1, $2, $3, 'pending', $4, $5)`,
+    [delivery.id, delivery.eventId, delivery.merchantId, delivery.nowMs, delivery.nowS],
+  );
+}
+
+/** Deletes events created before `beforeS`, with their deliveries and attempts (run in one transaction). */
+export async function purgeEventsBefore(db: Queryable, beforeS: number): Promise<number> {
+  await db.query(
+    `DELETE FROM webhook_attempts WHERE delivery_id IN (
+       SELECT d.id FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id WHERE ev.created_at_s < $1)`,
+    [beforeS],
+  );
+  await db.query('DELETE FROM webhook_deliveries WHERE event_id IN (SELECT id FROM events WHERE created_at_s < $1)', [beforeS]);
+  const result = await db.query('DELETE FROM events WHERE created_at_s < $1', [beforeS]);
+  return result.rowCount ?? 0;
 }

@@ -33,6 +33,8 @@ export function newWebhookSecret(): string {
 export interface WebhookDelivery {
   url: string;
   secret: string;
+  /** During a rotation's overlap, the replaced secret: the header then carries a signature under each. */
+  previousSecret?: string;
   /** Stable across retries of one event: the receiver's idempotency key. No '.' (it is part of the signed text). */
   messageId: string;
   /** Serialised once here, so the bytes signed are the bytes sent. */
@@ -60,13 +62,18 @@ export interface WebhookOutcome {
   durationMs: number;
 }
 
-/** Standard Webhooks headers for one attempt; the timestamp is this attempt's, not the event's. */
-export function signWebhook(secret: string, messageId: string, timestampS: number, body: string): Record<string, string> {
+/**
+ * Standard Webhooks headers for one attempt; the timestamp is this attempt's, not the event's. With a
+ * previous secret (a rotation's overlap) the signature header lists one `v1,` signature per secret,
+ * space-separated, the current secret's first: a receiver knowing either verifies.
+ */
+export function signWebhook(secret: string, messageId: string, timestampS: number, body: string, previousSecret?: string): Record<string, string> {
   if (messageId.includes('.') || messageId.length === 0) throw new RangeError('a webhook message id must be non-empty and contain no "."');
+  const secrets = previousSecret === undefined ? [secret] : [secret, previousSecret];
   return {
     'webhook-id': messageId,
     'webhook-timestamp': String(timestampS),
-    'webhook-signature': new Webhook(secret).sign(messageId, new Date(timestampS * 1000), body),
+    'webhook-signature': secrets.map((key) => new Webhook(key).sign(messageId, new Date(timestampS * 1000), body)).join(' '),
   };
 }
 
@@ -76,7 +83,7 @@ export async function sendWebhookAttempt(delivery: WebhookDelivery, options: Web
   const headers = {
     'content-type': 'application/json',
     'user-agent': 'agent-credit-gateway-webhooks',
-    ...signWebhook(delivery.secret, delivery.messageId, options.clock.nowS(), body),
+    ...signWebhook(delivery.secret, delivery.messageId, options.clock.nowS(), body, delivery.previousSecret),
   };
   // A duration is measured on the monotonic clock: the wall clock may be stepped mid-attempt.
   const startedMs = performance.now();

@@ -1,24 +1,38 @@
-// The webhook delivery worker. Every instance runs it (`gateway.schedule`), and any number may run at
-// once on one PostgreSQL database: a run claims due outbox rows with FOR UPDATE SKIP LOCKED and a lease,
-// commits the claim, and only then talks to the network, so no row lock or transaction waits on a
-// merchant's server. Each attempt is recorded against the claim; a worker that crashed mid-attempt left a
-// lease that simply runs out, and the row is attempted again (at-least-once; receivers dedupe on webhook-id).
+// The webhook delivery worker. Every instance runs it, and any number may run at once on one PostgreSQL
+// database: a pass claims due outbox rows with FOR UPDATE SKIP LOCKED and a short lease, commits the
+// claim, starts the attempts and returns at once, so the next pass never waits on a slow receiver. Bounds:
+// DELIVERY_CONCURRENCY_MAX attempts in flight per instance, ENDPOINT_CONCURRENCY_MAX per endpoint. While
+// attempts run, a heartbeat extends their leases; an instance that dies stops it, and another takes the
+// rows over once the lease lapses (seconds), marking the cut-off attempt 'interrupted'. Delivery is
+// at-least-once; receivers dedupe on webhook-id.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../platform/clock.ts';
-import type { Database } from '../platform/db/database.ts';
+import type { Database, Queryable } from '../platform/db/database.ts';
 import type { OutboundTestHooks } from '../platform/outbound.ts';
 import { openSecret, SecretBoxError, type SecretBoxKey } from '../platform/secret-box.ts';
+import { emitEvent } from './outbox.ts';
 import * as store from './store.ts';
-import { nextAttemptDelayS, sendWebhookAttempt, WEBHOOK_TIMEOUT_MS, type WebhookErrorCode, type WebhookOutcome } from './webhook-sender.ts';
+import { nextAttemptDelayS, sendWebhookAttempt, type WebhookErrorCode, type WebhookOutcome } from './webhook-sender.ts';
 
 /** An attempt's outcome; `secret_unavailable` means nothing was sent because the signing secret could not be opened. */
 type AttemptOutcome = Omit<WebhookOutcome, 'error'> & { error?: WebhookErrorCode | 'secret_unavailable' };
 
-/** Rows one run claims; they are sent concurrently, so this also bounds the sockets one instance opens. */
+/** Rows one pass claims at most. */
 export const DELIVERY_BATCH_MAX = 20;
-/** A claim outlives the slowest attempt (WEBHOOK_TIMEOUT_MS) several times over, so only a crash lets it lapse. */
-export const DELIVERY_LEASE_MS = 60_000;
+/** Attempts one instance runs at once (sockets it opens). */
+export const DELIVERY_CONCURRENCY_MAX = 32;
+/** Attempts in flight to one endpoint, across instances (each instance counts the others' live claims). */
+export const ENDPOINT_CONCURRENCY_MAX = 4;
+/** A claim lapses this long after its owner's last heartbeat; the heartbeat runs every third of it. */
+export const DELIVERY_LEASE_MS = 5_000;
+/** Failures in a row after which an endpoint's circuit opens: no attempt to it until the circuit closes. */
+export const CIRCUIT_FAILURES_THRESHOLD = 5;
+/** The circuit stays open 30 s after the threshold, doubling with each further failure, up to 10 min. */
+export const CIRCUIT_OPEN_BASE_MS = 30_000;
+export const CIRCUIT_OPEN_MAX_MS = 10 * 60_000;
+/** An endpoint that has failed every attempt for this long is disabled, with a `webhook.disabled` event (Svix: 5 days). */
+export const AUTO_DISABLE_AFTER_S = 5 * 86_400;
 
 export interface WebhookWorkerOptions {
   db: Database;
@@ -43,41 +57,108 @@ export interface WorkerRunReport {
   lost: number;
 }
 
+type AttemptState = store.DeliveryState | 'lost';
+
 export class WebhookWorker {
   private readonly batchMax: number;
   private readonly leaseMs: number;
+  /** Claim tokens of this instance's attempts in flight, with how many attempts each still has running. */
+  private readonly claims = new Map<string, number>();
+  private inFlight = 0;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private wake: { timer: NodeJS.Timeout; atMs: number } | undefined;
+  /** Set by the scheduled pass: only then does the worker set its own timer for a retry due before the next poll. */
+  private background = false;
 
   constructor(private readonly options: WebhookWorkerOptions) {
     this.batchMax = options.batchMax ?? DELIVERY_BATCH_MAX;
     this.leaseMs = options.leaseMs ?? DELIVERY_LEASE_MS;
-    if (this.leaseMs <= WEBHOOK_TIMEOUT_MS) throw new RangeError('the delivery lease must outlast one attempt');
   }
 
-  /** One pass: claim what is due, attempt each, record each outcome. */
+  /** The scheduled pass (every ACG_WEBHOOK_POLL_INTERVAL_MS): claims and starts attempts, never waits for them. */
+  async pass(): Promise<number> {
+    this.background = true;
+    return (await this.dispatch()).length;
+  }
+
+  /** One pass that also waits for its attempts: for tests and tools that want the outcome. */
   async runOnce(): Promise<WorkerRunReport> {
+    const started = await this.dispatch();
+    const states = await Promise.all(started);
+    return {
+      claimed: states.length,
+      succeeded: states.filter((s) => s === 'succeeded').length,
+      retrying: states.filter((s) => s === 'pending').length,
+      dead: states.filter((s) => s === 'dead').length,
+      lost: states.filter((s) => s === 'lost').length,
+    };
+  }
+
+  private async dispatch(): Promise<Array<Promise<AttemptState>>> {
     const { db, clock } = this.options;
+    const limit = Math.min(this.batchMax, DELIVERY_CONCURRENCY_MAX - this.inFlight);
+    if (limit <= 0) return [];
     const nowMs = clock.nowMs();
     const token = randomUUID();
-    const claimed = await store.claimDueDeliveries(db, { nowMs, limit: this.batchMax, lockedUntilMs: nowMs + this.leaseMs, token });
-    const report: WorkerRunReport = { claimed: claimed.length, succeeded: 0, retrying: 0, dead: 0, lost: 0 };
-    await Promise.all(
-      claimed.map(async (row) => {
-        const state = await this.attempt(row, token);
-        if (state === 'lost') report.lost += 1;
-        else if (state === 'succeeded') report.succeeded += 1;
-        else if (state === 'dead') report.dead += 1;
-        else report.retrying += 1;
-      }),
-    );
-    return report;
+    const claimed = await store.claimDueDeliveries(db, {
+      nowMs,
+      limit,
+      perEndpoint: ENDPOINT_CONCURRENCY_MAX,
+      lockedUntilMs: nowMs + this.leaseMs,
+      token,
+    });
+    if (claimed.length === 0) return [];
+    this.claims.set(token, claimed.length);
+    this.inFlight += claimed.length;
+    this.startHeartbeat();
+    return claimed.map((row) => this.attempt(row, token).finally(() => this.finished(token)));
+  }
+
+  private finished(token: string): void {
+    this.inFlight -= 1;
+    const left = (this.claims.get(token) ?? 1) - 1;
+    if (left > 0) this.claims.set(token, left);
+    else this.claims.delete(token);
+    if (this.claims.size === 0) {
+      clearInterval(this.heartbeat);
+      this.heartbeat = undefined;
+    }
+  }
+
+  private startHeartbeat(): void {
+    if (this.heartbeat) return;
+    this.heartbeat = setInterval(() => {
+      store
+        .extendClaims(this.options.db, [...this.claims.keys()], this.options.clock.nowMs() + this.leaseMs)
+        .catch((error: unknown) => this.options.log.warn({ err: error }, 'webhook claim heartbeat failed; another instance may take the deliveries over'));
+    }, Math.max(100, Math.floor(this.leaseMs / 3)));
+    this.heartbeat.unref();
+  }
+
+  /** A retry due before the next poll gets its own pass at the due time, so "5 s" means 5 s. */
+  private wakeAt(atMs: number): void {
+    if (!this.background || (this.wake && this.wake.atMs <= atMs)) return;
+    if (this.wake) clearTimeout(this.wake.timer);
+    const timer = setTimeout(() => {
+      this.wake = undefined;
+      this.dispatch().catch((error: unknown) => this.options.log.warn({ err: error }, 'webhook retry pass failed'));
+    }, Math.max(0, atMs - this.options.clock.nowMs()));
+    timer.unref();
+    this.wake = { timer, atMs };
+  }
+
+  private open(sealed: string, merchantId: string): string {
+    const { secretBoxKey } = this.options;
+    if (!secretBoxKey) throw new SecretBoxError('no secret box key');
+    return openSecret(secretBoxKey, sealed, merchantId);
   }
 
   private async send(row: store.ClaimedDeliveryRow): Promise<AttemptOutcome> {
-    const { secretBoxKey, clock } = this.options;
     let secret: string;
+    let previousSecret: string | undefined;
     try {
-      if (!secretBoxKey) throw new SecretBoxError('no secret box key');
-      secret = openSecret(secretBoxKey, row.secret_sealed, row.merchant_id);
+      secret = this.open(row.secret_sealed, row.merchant_id);
+      previousSecret = row.previous_secret_sealed === null ? undefined : this.open(row.previous_secret_sealed, row.merchant_id);
     } catch (error) {
       if (!(error instanceof SecretBoxError)) throw error;
       // The key changed or is missing: an operator problem. The delivery waits on its schedule meanwhile.
@@ -86,37 +167,81 @@ export class WebhookWorker {
     }
     return sendWebhookAttempt(
       // The stored event JSON is the payload; the event id is the webhook-id on every attempt.
-      { url: row.url, secret, messageId: row.event_id, payload: JSON.parse(row.payload) as unknown },
-      { clock, allowPrivateNetworkTargets: this.options.allowPrivateNetworkTargets, ca: this.options.ca, testHooks: this.options.testHooks },
+      { url: row.url, secret, previousSecret, messageId: row.event_id, payload: JSON.parse(row.payload) as unknown },
+      {
+        clock: this.options.clock,
+        allowPrivateNetworkTargets: this.options.allowPrivateNetworkTargets,
+        ca: this.options.ca,
+        testHooks: this.options.testHooks,
+      },
     );
   }
 
-  private async attempt(row: store.ClaimedDeliveryRow, token: string): Promise<store.DeliveryState | 'lost'> {
+  private async attempt(row: store.ClaimedDeliveryRow, token: string): Promise<AttemptState> {
+    const { log } = this.options;
+    try {
+      return await this.attemptAndRecord(row, token);
+    } catch (error) {
+      // The database went away mid-attempt (shutdown, failover): the claim lapses and another pass retries.
+      log.warn({ err: error, deliveryId: row.id, merchantId: row.merchant_id }, 'webhook attempt could not be recorded');
+      return 'lost';
+    }
+  }
+
+  private async attemptAndRecord(row: store.ClaimedDeliveryRow, token: string): Promise<AttemptState> {
     const { db, clock, log } = this.options;
     const outcome = await this.send(row);
-    const attempts = row.attempts + 1;
     const nowMs = clock.nowMs();
-    const delayS = outcome.ok ? null : nextAttemptDelayS(attempts);
+    const delayS = outcome.ok ? null : nextAttemptDelayS(row.attempts);
     const state: store.DeliveryState = outcome.ok ? 'succeeded' : delayS === null ? 'dead' : 'pending';
-    const recorded = await store.recordAttempt(db, {
-      id: row.id,
-      token,
-      state,
-      attempts,
-      nextAttemptAtMs: delayS === null ? nowMs : nowMs + delayS * 1000,
-      status: outcome.status ?? null,
-      error: outcome.error ?? null,
-      attemptAtS: Math.floor(nowMs / 1000),
-      durationMs: outcome.durationMs,
-      deliveredAtS: outcome.ok ? Math.floor(nowMs / 1000) : null,
+    const nextAttemptAtMs = delayS === null ? nowMs : nowMs + delayS * 1000;
+    const fields = { deliveryId: row.id, eventId: row.event_id, merchantId: row.merchant_id, attempts: row.attempts, status: outcome.status, error: outcome.error };
+    const { recorded, disabled } = await db.transaction(async (tx) => {
+      const recorded = await store.recordAttempt(tx, {
+        id: row.id,
+        token,
+        state,
+        nextAttemptAtMs,
+        status: outcome.status ?? null,
+        error: outcome.error ?? null,
+        finishedAtMs: nowMs,
+        durationMs: outcome.durationMs,
+        deliveredAtS: outcome.ok ? Math.floor(nowMs / 1000) : null,
+      });
+      if (outcome.ok) {
+        await store.endpointSucceeded(tx, row.merchant_id);
+        return { recorded, disabled: false };
+      }
+      return { recorded, disabled: await this.endpointFailed(tx, row.merchant_id, nowMs) };
     });
-    const fields = { deliveryId: row.id, eventId: row.event_id, merchantId: row.merchant_id, attempts, status: outcome.status, error: outcome.error };
+    if (disabled) log.warn({ merchantId: row.merchant_id }, 'webhook endpoint disabled: every attempt failed for the auto-disable period');
     if (!recorded) {
       log.warn(fields, 'webhook attempt made after its claim was lost; the new owner of the delivery records its own');
       return 'lost';
     }
     if (state === 'dead') log.warn(fields, 'webhook delivery dead-lettered after the last scheduled attempt');
     else log.info({ ...fields, state }, 'webhook attempt');
+    if (state === 'pending') this.wakeAt(nextAttemptAtMs);
     return state;
+  }
+
+  /** Counts a failure against the endpoint: opens its circuit past the threshold, disables it past the period. */
+  private async endpointFailed(tx: Queryable, merchantId: string, nowMs: number): Promise<boolean> {
+    const nowS = Math.floor(nowMs / 1000);
+    const run = await store.endpointFailed(tx, merchantId, nowS);
+    if (!run) return false;
+    if (nowS - Number(run.failing_since_s) >= AUTO_DISABLE_AFTER_S) {
+      if (!(await store.disableFailingEndpoint(tx, merchantId, nowS))) return false;
+      await emitEvent(tx, {
+        merchantId,
+        type: 'webhook.disabled',
+        data: { webhook: { reason: 'failing', failingSince: Number(run.failing_since_s), consecutiveFailures: run.consecutive_failures } },
+        nowMs,
+      });
+      return true;
+    }
+    const beyond = run.consecutive_failures - CIRCUIT_FAILURES_THRESHOLD;
+    if (beyond >= 0) await store.openCircuit(tx, merchantId, nowMs + Math.min(CIRCUIT_OPEN_MAX_MS, CIRCUIT_OPEN_BASE_MS * 2 ** Math.min(beyond, 20)));
+    return false;
   }
 }

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { principalOf } from '../platform/http/auth.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { IdParams, Microcredits, Nullable, UnixSeconds } from '../platform/http/schemas.ts';
+import { IdParams, Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
 import type { ExecuteService } from './service.ts';
 
 const IntentViewSchema = Type.Object(

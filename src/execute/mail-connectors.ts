@@ -6,12 +6,12 @@ import { X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { IdentityService } from '../identity/service.ts';
 import type { AgentRow } from '../identity/store.ts';
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { isPublicAddress } from '../platform/outbound.ts';
 import { openSecret, sealSecret, SecretBoxError, type SecretBoxKey } from '../platform/secret-box.ts';
-import type { MailConnectionSettings, MailConnector, MailTlsMode } from '../services/mail.ts';
+import type { MailConnectionSettings, MailConnector, MailTlsMode } from '../connectors/mail.ts';
 import * as store from './store.ts';
 
 /** What the owner submits: the connector's own connection settings (the allowlist lives on the agent). */
@@ -78,11 +78,11 @@ export class MailConnectorService {
     }
   }
 
-  async set(tx: Queryable, ownerId: string, agentId: string, settings: MailConnectorSettings): Promise<MailConnectorView> {
+  async set(tx: Tx, ownerId: string, agentId: string, settings: MailConnectorSettings): Promise<MailConnectorView> {
     if (!this.boxKey) {
       throw new ApiError('runtime_configuration_required', { detail: 'mail passwords cannot be stored: ACG_SECRET_BOX_KEY is not configured' });
     }
-    const agent = await this.identity.ownedAgentRow(tx, ownerId, agentId, true);
+    const agent = await this.identity.lockOwnedAgentRow(tx, ownerId, agentId);
     this.check(settings);
     const nowS = BigInt(this.gateway.clock.nowS());
     const row = await store.upsertMailConnector(tx, {
@@ -108,8 +108,8 @@ export class MailConnectorService {
   }
 
   /** Removes the connector; removing one that is not there is not an error (DELETE is idempotent). */
-  async remove(tx: Queryable, ownerId: string, agentId: string): Promise<void> {
-    const agent = await this.identity.ownedAgentRow(tx, ownerId, agentId, true);
+  async remove(tx: Tx, ownerId: string, agentId: string): Promise<void> {
+    const agent = await this.identity.lockOwnedAgentRow(tx, ownerId, agentId);
     await store.deleteMailConnector(tx, agent.id);
   }
 

@@ -2,7 +2,7 @@
 // checks each action's input, and the steps (who executes → claim the key → clear, hold, run, capture).
 import { Type, type Static } from '@sinclair/typebox';
 import type { MultiStepOperation } from '../platform/operations.ts';
-import { SERVICES } from '../services/catalogue.ts';
+import { SERVICES } from '../connectors/catalogue.ts';
 import { EXECUTE_OPERATION, type ExecuteResult, type ExecuteService } from './service.ts';
 
 /** Component name of an action's input schema, e.g. `MailMessagesListInput`. */
@@ -15,30 +15,38 @@ export const CATALOGUE = SERVICES.flatMap((service) =>
   Object.entries(service.actions).map(([action, definition]) => ({ service, action, definition, schemaId: inputSchemaId(service.id, action) })),
 );
 
-const ACTION_NAMES = [...new Set(CATALOGUE.map((entry) => entry.action))];
+const AgentIdMember = Type.Optional(
+  Type.String({ minLength: 1, maxLength: 200, description: "required with an owner (H or O) credential: the executing agent, one of the owner's; an agent may omit it or send its own id" }),
+);
 
 /**
- * The envelope, plus one `if serviceId and action are … then input is …` rule per action, so a bad input
- * is refused with the path of the offending member and the document shows each action's input schema.
+ * One body shape per service and action, discriminated first by `serviceId`, then by `action`, so a
+ * generated client types each action's `input` and the validator checks only the matching action's
+ * input (Ajv's `discriminator`), refusing a bad one with the path of the offending member.
  */
-export const ExecuteInput = Type.Object(
-  {
-    serviceId: Type.String({ enum: SERVICES.map((service) => service.id) }),
-    action: Type.String({ enum: ACTION_NAMES, description: 'an action of the service (see the table)' }),
-    input: Type.Object({}, { additionalProperties: true, description: "the action's input; its schema is the `…Input` component named in the table" }),
-    agentId: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 200, description: "required with an owner (H or O) credential: the executing agent, one of the owner's; an agent may omit it or send its own id" }),
-    ),
-  },
-  {
-    additionalProperties: false,
-    allOf: CATALOGUE.map(({ service, action, schemaId }) => ({
-      if: { properties: { serviceId: { const: service.id }, action: { const: action } }, required: ['serviceId', 'action'] },
-      then: { properties: { input: Type.Ref(schemaId) } },
-    })),
-    examples: [{ serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world' } }],
-  },
-);
+export const ExecuteInput = Type.Unsafe<{ serviceId: string; action: string; input: Record<string, unknown>; agentId?: string }>({
+  type: 'object',
+  required: ['serviceId', 'action', 'input'],
+  discriminator: { propertyName: 'serviceId' },
+  examples: [{ serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world' } }],
+  oneOf: SERVICES.map((service) => {
+    const actions = CATALOGUE.filter((entry) => entry.service === service).map(({ action, schemaId }) =>
+      Type.Object(
+        { serviceId: Type.Literal(service.id), action: Type.Literal(action), input: Type.Ref(schemaId), agentId: AgentIdMember },
+        { additionalProperties: false },
+      ),
+    );
+    if (actions.length === 1) return actions[0];
+    return {
+      type: 'object',
+      properties: { serviceId: Type.Literal(service.id) },
+      required: ['serviceId', 'action'],
+      discriminator: { propertyName: 'action' },
+      oneOf: actions,
+    };
+  }),
+});
+
 export type ExecuteInput = Static<typeof ExecuteInput>;
 
 export interface ExecuteOperations {

@@ -1,14 +1,14 @@
 // HTTP edge of metered execution: POST /v1/services/execute and the owner's mail connector routes. The
-// catalogue (src/services/catalogue.ts) is the one source of the services, actions, input schemas and
+// catalogue (src/connectors/catalogue.ts) is the one source of the services, actions, input schemas and
 // prices shown here: the body schema checks each action's input, and the OpenAPI document lists them.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { IdParams, Microcredits, UnixSeconds } from '../platform/http/schemas.ts';
+import { AgentIdParams, Microcredits, UnixSeconds } from '../platform/schemas.ts';
 import { formatUc, formatUsd } from '../platform/money.ts';
-import { MailConnectorInput } from '../services/mail.ts';
+import { MailConnectorInput } from '../connectors/mail.ts';
 import type { MailConnectorService } from './mail-connectors.ts';
 import { CATALOGUE, ExecuteInput, type ExecuteOperations } from './operations.ts';
 import { APPROVAL_STATE_PENDING, EXECUTE_STATE_SUCCEEDED, PAYMENT_METHOD_CREDITS } from './service.ts';
@@ -65,7 +65,10 @@ const ApprovalRequiredSchema = Type.Object(
   { $id: 'ApprovalRequired', additionalProperties: true, description: 'Problem body of 402 approval_required' },
 );
 
-const MailConnectorBody = Type.Omit(MailConnectorInput, ['allowlist'], { additionalProperties: false });
+const MailConnectorBody = Type.Omit(MailConnectorInput, ['allowlist'], {
+  additionalProperties: false,
+  examples: [{ host: 'imap.example.com', port: 993, tls: 'implicit', username: 'agent@example.com', password: 'app-password' }],
+});
 
 const MailConnectorSchema = Type.Object(
   {
@@ -142,7 +145,7 @@ export function executeRoutes({ operations, mailConnectors }: ExecuteRouteDeps) 
 
     app.put(path, {
       config: { auth: OWNER },
-      schema: {
+      schema: { operationId: 'setMailConnector',
         tags,
         summary: "Attach or replace an agent's mail connector",
         description:
@@ -150,13 +153,13 @@ export function executeRoutes({ operations, mailConnectors }: ExecuteRouteDeps) 
           "and never returned. Which inboxes may be read is the agent's `inboxAllowlist` (PATCH /v1/owner/agents/{id}). `tls`: `implicit` " +
           '(port 993) or `starttls`; cleartext (`none`) and non-public hosts are refused. PUT is idempotent by itself, so no Idempotency-Key ' +
           'record is kept (it would hold a hash of the password). 503 runtime_configuration_required in live mode without ACG_SECRET_BOX_KEY.',
-        params: IdParams,
+        params: AgentIdParams,
         body: MailConnectorBody,
         response: { 200: Type.Ref('MailConnector'), ...problems(400, 404, 503) },
       },
       handler: async (request) => {
         const ownerId = principalOf(request).ownerId!;
-        const { id } = request.params as Static<typeof IdParams>;
+        const { id } = request.params as Static<typeof AgentIdParams>;
         const body = request.body as Static<typeof MailConnectorBody>;
         return db.transaction((tx) => mailConnectors.set(tx, ownerId, id, body));
       },
@@ -164,27 +167,27 @@ export function executeRoutes({ operations, mailConnectors }: ExecuteRouteDeps) 
 
     app.get(path, {
       config: { auth: OWNER },
-      schema: {
+      schema: { operationId: 'getMailConnector',
         tags,
         summary: "Read an agent's mail connector (without its password)",
-        params: IdParams,
+        params: AgentIdParams,
         response: { 200: Type.Ref('MailConnector'), ...problems(404) },
       },
-      handler: async (request) => mailConnectors.get(principalOf(request).ownerId!, (request.params as Static<typeof IdParams>).id),
+      handler: async (request) => mailConnectors.get(principalOf(request).ownerId!, (request.params as Static<typeof AgentIdParams>).id),
     });
 
     app.delete(path, {
       config: { auth: OWNER },
-      schema: {
+      schema: { operationId: 'deleteMailConnector',
         tags,
         summary: "Remove an agent's mail connector",
         description: 'Deletes the connector and its sealed password. 204 also when there was none (DELETE is idempotent).',
-        params: IdParams,
+        params: AgentIdParams,
         response: { 204: Type.Null({ description: 'removed' }), ...problems(404) },
       },
       handler: async (request, reply) => {
         const ownerId = principalOf(request).ownerId!;
-        const { id } = request.params as Static<typeof IdParams>;
+        const { id } = request.params as Static<typeof AgentIdParams>;
         await db.transaction((tx) => mailConnectors.remove(tx, ownerId, id));
         return reply.code(204).send();
       },

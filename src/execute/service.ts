@@ -16,10 +16,11 @@
 // Idempotency-Key back. The hold's own deadline (the execution timeout plus a margin) is the backstop:
 // the ledger's sweeper expires it even if no recovery job ever runs. Capture and recovery both lock the
 // execution row first, so at most one of them resolves the hold.
+import { clearAgent } from '../identity/clearance.ts';
 import type { IdentityService } from '../identity/service.ts';
 import type { AgentRow } from '../identity/store.ts';
 import { GATEWAY_ACCEPTOR_ID, type LedgerService, type Redemption } from '../ledger/service.ts';
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { Claim, ClaimOutcome } from '../platform/idempotency.ts';
@@ -27,9 +28,10 @@ import { newId } from '../platform/ids.ts';
 import { formatUc, formatUsd, type Microcredits } from '../platform/money.ts';
 import { underClaim, type ClaimedKey } from '../platform/operations.ts';
 import type { Principal } from '../platform/principal.ts';
-import { ConnectorError, findService, prepareAction, type PreparedAction, type ServiceContext, type ServiceModule } from '../services/catalogue.ts';
-import type { GitHubContext } from '../services/github-public.ts';
-import type { MailSettings } from '../services/mail.ts';
+import { ConnectorError, findService, prepareAction, type PreparedAction, type ServiceContext } from '../connectors/catalogue.ts';
+import type { ServiceModule } from '../connectors/types.ts';
+import type { GitHubContext } from '../connectors/github-public.ts';
+import type { MailSettings } from '../connectors/mail.ts';
 import type { MailConnectorService } from './mail-connectors.ts';
 import type { PaymentApprovalProvider, ServiceIntent } from './payment-approval.ts';
 import * as store from './store.ts';
@@ -111,7 +113,7 @@ export interface ExecuteDependencies {
 
 interface Cleared {
   agent: AgentRow;
-  service: ServiceModule;
+  service: ServiceModule<ServiceContext>;
   action: PreparedAction;
 }
 
@@ -123,10 +125,6 @@ interface Started {
 
 /** The action finished, but recovery had already given its hold back. */
 class ExecutionLost extends Error {}
-
-function permits(allowed: readonly string[], id: string): boolean {
-  return allowed.includes('*') || allowed.includes(id);
-}
 
 /** After a hold: failures worth retrying (rate limits, 5xx) give the Idempotency-Key back; definitive ones are stored. */
 function replayable(status: number): boolean {
@@ -239,15 +237,9 @@ export class ExecuteService {
     const { db } = this.gateway;
     const agent = await this.deps.identity.agentRow(db, request.agentId);
     if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
-    if (agent.status !== 'active') throw new ApiError('FROZEN', { detail: 'the agent is frozen by its owner' });
     const service = findService(request.serviceId);
     if (!service) throw new ApiError('invalid_input', { detail: `unknown service "${request.serviceId}"` });
-    if (!permits(agent.allowed_services, service.id)) {
-      throw new ApiError('SCOPE_FORBIDDEN', { detail: `the agent may not use service "${service.id}"` });
-    }
-    if (!permits(agent.allowed_categories, service.category)) {
-      throw new ApiError('SCOPE_FORBIDDEN', { detail: `the agent may not spend in category "${service.category}" (service "${service.id}")` });
-    }
+    clearAgent(agent, { category: service.category, serviceId: service.id });
     const mail = await this.deps.mailConnectors.forExecution(db, agent);
     const context: ServiceContext = { github: this.deps.github, mail: this.deps.mail, mailConnector: mail.connector };
     try {
@@ -260,7 +252,7 @@ export class ExecuteService {
   }
 
   /** tx1: the hold and the execution row that lets recovery find it. */
-  private async begin(tx: Queryable, claim: Claim, request: ExecutionRequest, cleared: Cleared): Promise<Started> {
+  private async begin(tx: Tx, claim: Claim, request: ExecutionRequest, cleared: Cleared): Promise<Started> {
     const { priceUc } = cleared.action;
     const hold = await this.deps.ledger.hold(tx, {
       agentId: cleared.agent.id,
@@ -268,6 +260,7 @@ export class ExecuteService {
       merchantId: null,
       offerId: `${cleared.service.id}:${cleared.action.actionName}`,
       category: cleared.service.category,
+      serviceId: cleared.service.id,
       amountUc: priceUc,
       lifetimeS: this.holdLifetimeS,
     });
@@ -452,7 +445,7 @@ export class ExecuteService {
    * Releases the hold of a still-running execution and finishes it. False when it was no longer running
    * (recovery, or a concurrent path, resolved it first).
    */
-  private async releaseExecution(tx: Queryable, executionId: string, state: 'failed' | 'abandoned', errorCode: string): Promise<boolean> {
+  private async releaseExecution(tx: Tx, executionId: string, state: 'failed' | 'abandoned', errorCode: string): Promise<boolean> {
     const execution = await store.lockRunningExecution(tx, executionId);
     if (!execution) return false;
     try {

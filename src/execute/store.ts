@@ -1,5 +1,5 @@
 // SQL of metered execution: mail connectors, executions and retained intents.
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
 
 export interface MailConnectorRow {
   agent_id: string;
@@ -96,7 +96,7 @@ export async function insertExecution(db: Queryable, row: ExecutionRow): Promise
 }
 
 /** Locks a still-running execution; undefined when it has already finished (or was recovered). */
-export async function lockRunningExecution(db: Queryable, executionId: string): Promise<ExecutionRow | undefined> {
+export async function lockRunningExecution(db: Tx, executionId: string): Promise<ExecutionRow | undefined> {
   const { rows } = await db.query<ExecutionRow>(`SELECT * FROM service_executions WHERE id = $1 AND state = 'running' FOR UPDATE`, [executionId]);
   return rows[0];
 }

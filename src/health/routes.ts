@@ -27,13 +27,13 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
 
   app.get('/healthz', {
     config: { skipRateLimit: true },
-    schema: { tags: ['operations'], summary: 'Liveness: the process answers', response: { 200: Health } },
+    schema: { operationId: 'getHealth', tags: ['operations'], summary: 'Liveness: the process answers', response: { 200: Health } },
     handler: async () => ({ status: 'ok' }),
   });
 
   app.get('/readyz', {
     config: { skipRateLimit: true },
-    schema: {
+    schema: { operationId: 'getReadiness',
       tags: ['operations'],
       summary: 'Readiness: the database answers (within 1 s) and every migration is applied',
       response: { 200: Ready, ...problems(503) },
@@ -52,7 +52,7 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
 
   app.get('/metrics', {
     config: { skipRateLimit: true },
-    schema: { tags: ['operations'], summary: 'Prometheus metrics (text exposition format)', hide: false },
+    schema: { operationId: 'getMetrics', tags: ['operations'], summary: 'Prometheus metrics (text exposition format)', hide: false },
     handler: async (_request, reply) => {
       reply.type(metrics.registry.contentType);
       return metrics.registry.metrics();

@@ -16,7 +16,8 @@ export const API_KEY_SCOPES = {
   'redemptions:release': 'release a hold back to the agent',
   'earnings:read': "read the merchant's earnings balance",
   'webhooks:read': 'list webhook deliveries',
-  'webhooks:write': 're-send a webhook delivery',
+  'webhooks:write': 're-send a webhook delivery or a past event',
+  'events:read': "list the merchant's events (kept 30 days)",
 } as const;
 
 export type ApiKeyScope = keyof typeof API_KEY_SCOPES;

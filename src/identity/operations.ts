@@ -1,7 +1,7 @@
 // The identity feature's operations, for every face: register and update agents, freeze and unfreeze them,
 // set their profiles and avatars. Each input is the path's agent id plus the body's members.
 import { Type, type Static } from '@sinclair/typebox';
-import { Category, IdParams, Microcredits, Nullable, ResourceId } from '../platform/http/schemas.ts';
+import { Category, IdParams, Microcredits, Nullable, ResourceId } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
 import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type Agent, type AgentProfile, type AvatarType, type IdentityService } from './service.ts';
 
@@ -26,14 +26,17 @@ export const AgentCreate = Type.Object(
         issuer: Type.String({ minLength: 1, maxLength: 500, description: 'must be the configured agent identity provider' }),
         subject: Type.String({ minLength: 1, maxLength: 200 }),
       },
-      { examples: [{ name: 'Research assistant', identity: { issuer: 'https://agents.example', subject: 'agent-42' }, allowedCategories: ['books'], caps: { perHoldUc: '5000000' } }], additionalProperties: false },
+      { additionalProperties: false },
     ),
     allowedServices: Type.Optional(ServiceList),
     allowedCategories: Type.Optional(CategoryList),
     inboxAllowlist: Type.Optional(InboxList),
     caps: Type.Optional(CapsInput),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [{ name: 'Research assistant', identity: { issuer: 'https://agents.example', subject: 'agent-42' }, allowedCategories: ['books'], caps: { perHoldUc: '5000000' } }],
+  },
 );
 
 export const AgentPatch = Type.Object(

@@ -6,7 +6,7 @@ import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
+import { AgentIdParams, idOf, Microcredits, Nullable, PageQuery, UnixSeconds } from '../platform/schemas.ts';
 import { devIssuerUrl, loadDevIssuerKeys, publicJwks } from './dev-issuers.ts';
 import { AgentCreate, AgentPatch, Finalize, ProfileInput, UploadStart, type IdentityOperations } from './operations.ts';
 import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type IdentityService } from './service.ts';
@@ -73,14 +73,18 @@ const Me = Type.Object({
   merchant: Type.Optional(Type.Object({ merchantId: Type.String(), keyId: Type.String(), scopes: Type.Array(Type.String()) })),
 });
 
-const AgentIdParams = IdParams;
-const UploadParams = Type.Object({ id: ResourceId, uploadId: ResourceId });
+const UploadParams = Type.Object({ id: idOf('agent (agt_…)'), uploadId: idOf('avatar upload (upl_…)') });
 
 export interface IdentityRouteDeps {
   identity: IdentityService;
   operations: IdentityOperations;
   /** The agent's balance for /v1/me, once the ledger exists. */
   agentBalance?: (agentId: string) => Promise<{ availableUc: string; heldUc: string }>;
+}
+
+/** A raw image body in each avatar type, for the OpenAPI document; the bytes are checked by the service. */
+function imageContent(description: string) {
+  return Object.fromEntries(AVATAR_TYPES.map((type) => [type, { schema: { description, contentMediaType: type } }]));
 }
 
 export function identityRoutes(deps: IdentityRouteDeps) {
@@ -92,7 +96,7 @@ export function identityRoutes(deps: IdentityRouteDeps) {
 
     app.get('/v1/me', {
       config: { auth: { kinds: ['human', 'agent', 'owner', 'merchant'] } },
-      schema: { tags, summary: 'Who the credential belongs to', response: { 200: Me } },
+      schema: { operationId: 'getMe', tags, summary: 'Who the credential belongs to', response: { 200: Me } },
       handler: async (request) => {
         const principal = principalOf(request);
         const base = { kind: principal.kind, credential: principal.credential };
@@ -109,7 +113,7 @@ export function identityRoutes(deps: IdentityRouteDeps) {
     });
 
     app.post('/v1/owner/agents', {
-      config: { auth: OWNER, operation: ops.registerAgent },
+      config: { auth: OWNER, operation: ops.registerAgent, location: true },
       schema: {
         tags,
         summary: 'Register an agent',
@@ -117,12 +121,12 @@ export function identityRoutes(deps: IdentityRouteDeps) {
         body: AgentCreate,
         response: { 201: Type.Ref('Agent'), ...problems(400, 409, 503) },
       },
-      handler: (request, reply) => serve(request, reply, ops.registerAgent, request.body as Static<typeof AgentCreate>, { status: 201 }),
+      handler: (request, reply) => serve(request, reply, ops.registerAgent, request.body as Static<typeof AgentCreate>, { status: 201, headers: (agent) => ({ location: `/v1/owner/agents/${agent.id}` }) }),
     });
 
     app.get('/v1/owner/agents', {
       config: { auth: OWNER },
-      schema: { tags, summary: 'List your agents (oldest first)', querystring: PageQuery, response: { 200: AgentList } },
+      schema: { operationId: 'listAgents', tags, summary: 'List your agents (oldest first)', querystring: PageQuery, response: { 200: AgentList } },
       handler: async (request) => {
         const query = request.query as Static<typeof PageQuery>;
         return identity.listAgents(principalOf(request).ownerId!, query.limit ?? 20, query.startingAfter);
@@ -131,7 +135,7 @@ export function identityRoutes(deps: IdentityRouteDeps) {
 
     app.get('/v1/owner/agents/:id', {
       config: { auth: OWNER },
-      schema: { tags, summary: 'Read one of your agents', params: AgentIdParams, response: { 200: Type.Ref('Agent'), ...problems(404) } },
+      schema: { operationId: 'getAgent', tags, summary: 'Read one of your agents', params: AgentIdParams, response: { 200: Type.Ref('Agent'), ...problems(404) } },
       handler: async (request) => identity.getAgent(principalOf(request).ownerId!, (request.params as { id: string }).id),
     });
 
@@ -195,11 +199,12 @@ export function identityRoutes(deps: IdentityRouteDeps) {
       uploads.addContentTypeParser([...AVATAR_TYPES], { parseAs: 'buffer', bodyLimit: AVATAR_BYTES_MAX }, (_request, body, done) => done(null, body));
       uploads.put('/v1/owner/agents/:id/avatar/uploads/:uploadId', {
         config: { auth: OWNER },
-        schema: {
+        schema: { operationId: 'uploadAvatarBytes',
           tags,
           summary: 'Upload the avatar bytes',
           description: `Raw image body with the Content-Type declared when the upload started; at most ${AVATAR_BYTES_MAX} bytes. The bytes must be an image of that type.`,
           params: UploadParams,
+          body: { content: imageContent('the image bytes') },
           response: { 204: Type.Null(), ...problems(400, 404, 409, 413, 415) },
         },
         handler: async (request, reply) => {
@@ -228,7 +233,13 @@ export function identityRoutes(deps: IdentityRouteDeps) {
 
     app.get('/v1/owner/agents/:id/avatar', {
       config: { auth: OWNER },
-      schema: { tags, summary: "Read the agent's avatar image", params: AgentIdParams, response: problems(404) },
+      schema: {
+        operationId: 'getAgentAvatar',
+        tags,
+        summary: "Read the agent's avatar image",
+        params: AgentIdParams,
+        response: { 200: { description: 'the avatar image, in the type it was uploaded as', content: imageContent('the image bytes') }, ...problems(404) },
+      },
       handler: async (request, reply) => {
         const avatar = await identity.readAvatar(principalOf(request).ownerId!, (request.params as { id: string }).id);
         reply.type(avatar.contentType).header('cache-control', 'private, max-age=300').header('x-content-type-options', 'nosniff');
@@ -244,9 +255,9 @@ export function identityRoutes(deps: IdentityRouteDeps) {
 async function devIssuerRoutes(app: FastifyInstance): Promise<void> {
   const { config } = app.gateway;
   const keys = await loadDevIssuerKeys(config.dataDir);
-  const KindParams = Type.Object({ kind: Type.String({ enum: ['human', 'agent'] }) });
+  const KindParams = Type.Object({ kind: Type.String({ enum: ['human', 'agent'], description: 'which built-in issuer' }) });
   app.get('/dev/issuers/:kind/.well-known/openid-configuration', {
-    schema: { tags: ['dev'], summary: 'Dev mode: discovery document of a built-in identity issuer', params: KindParams },
+    schema: { operationId: 'getDevIssuerConfiguration', tags: ['dev'], summary: 'Dev mode: discovery document of a built-in identity issuer', params: KindParams },
     handler: async (request) => {
       const { kind } = request.params as { kind: 'human' | 'agent' };
       const issuer = devIssuerUrl(config.baseUrl, kind);
@@ -254,7 +265,7 @@ async function devIssuerRoutes(app: FastifyInstance): Promise<void> {
     },
   });
   app.get('/dev/issuers/:kind/jwks.json', {
-    schema: { tags: ['dev'], summary: 'Dev mode: public keys of a built-in identity issuer', params: KindParams },
+    schema: { operationId: 'getDevIssuerJwks', tags: ['dev'], summary: 'Dev mode: public keys of a built-in identity issuer', params: KindParams },
     handler: async (request) => publicJwks(keys, (request.params as { kind: 'human' | 'agent' }).kind),
   });
 }

@@ -1,12 +1,12 @@
 // Owners manage their agents: register, read, update, freeze/unfreeze, profile and avatar.
 // Every method takes the owner id of the caller and treats another owner's agent as not found.
 import { ApiError } from '../platform/errors.ts';
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
-import { formatUc } from '../platform/money.ts';
-import { SERVICES } from '../services/catalogue.ts';
+import { formatUc, parseUc } from '../platform/money.ts';
+import { SERVICES } from '../connectors/catalogue.ts';
 import * as store from './store.ts';
 
 export const PROFILE_PRESETS = ['letter', 'robot', 'abstract', 'image'] as const;
@@ -106,13 +106,21 @@ export class IdentityService {
     private readonly agentIssuer: () => string | undefined,
   ) {}
 
-  private async owned(db: Queryable, ownerId: string, agentId: string, lock = false): Promise<store.AgentRow> {
-    const row = await store.findOwnedAgent(db, ownerId, agentId, lock);
+  private async owned(db: Queryable, ownerId: string, agentId: string): Promise<store.AgentRow> {
+    return this.found(await store.findOwnedAgent(db, ownerId, agentId), agentId);
+  }
+
+  /** One of the owner's agents, its row locked for the rest of the transaction. */
+  private async lockOwned(tx: Tx, ownerId: string, agentId: string): Promise<store.AgentRow> {
+    return this.found(await store.lockOwnedAgent(tx, ownerId, agentId), agentId);
+  }
+
+  private found(row: store.AgentRow | undefined, agentId: string): store.AgentRow {
     if (!row) throw new ApiError('not_found', { detail: `no agent ${agentId} among your agents` });
     return row;
   }
 
-  async registerAgent(tx: Queryable, ownerId: string, input: AgentSettings & { name: string; identity: { issuer: string; subject: string } }): Promise<Agent> {
+  async registerAgent(tx: Tx, ownerId: string, input: AgentSettings & { name: string; identity: { issuer: string; subject: string } }): Promise<Agent> {
     const issuer = this.agentIssuer();
     if (!issuer) throw new ApiError('provider_configuration_required', { detail: 'no agent identity provider is configured (ACG_AGENT_ISSUER)' });
     if (input.identity.issuer !== issuer) {
@@ -129,8 +137,8 @@ export class IdentityService {
       allowed_services: checkServices(input.allowedServices ?? ['*']),
       allowed_categories: unique(input.allowedCategories ?? ['*']),
       inbox_allowlist: unique(input.inboxAllowlist ?? []),
-      cap_per_hold_uc: input.caps?.perHoldUc == null ? null : BigInt(input.caps.perHoldUc),
-      cap_per_period_uc: input.caps?.perPeriodUc == null ? null : BigInt(input.caps.perPeriodUc),
+      cap_per_hold_uc: input.caps?.perHoldUc == null ? null : parseUc(input.caps.perHoldUc, 'caps.perHoldUc'),
+      cap_per_period_uc: input.caps?.perPeriodUc == null ? null : parseUc(input.caps.perPeriodUc, 'caps.perPeriodUc'),
       cap_period_s: input.caps?.periodS ?? DEFAULT_CAP_PERIOD_S,
       profile_name: input.name,
       profile_preset: 'letter',
@@ -153,8 +161,13 @@ export class IdentityService {
   }
 
   /** The agent as its owner's routes see it; used by other features to check ownership. */
-  async ownedAgentRow(db: Queryable, ownerId: string, agentId: string, lock = false): Promise<store.AgentRow> {
-    return this.owned(db, ownerId, agentId, lock);
+  async ownedAgentRow(db: Queryable, ownerId: string, agentId: string): Promise<store.AgentRow> {
+    return this.owned(db, ownerId, agentId);
+  }
+
+  /** The same, its row locked for the rest of the transaction. */
+  async lockOwnedAgentRow(tx: Tx, ownerId: string, agentId: string): Promise<store.AgentRow> {
+    return this.lockOwned(tx, ownerId, agentId);
   }
 
   async agentRow(db: Queryable, agentId: string): Promise<store.AgentWithOwnerRow | undefined> {
@@ -162,7 +175,7 @@ export class IdentityService {
   }
 
   /** Locks the agent row for the rest of the transaction: the per-agent mutex of the ledger. */
-  async lockAgent(tx: Queryable, agentId: string): Promise<store.AgentRow | undefined> {
+  async lockAgent(tx: Tx, agentId: string): Promise<store.AgentRow | undefined> {
     return store.lockAgent(tx, agentId);
   }
 
@@ -170,8 +183,8 @@ export class IdentityService {
     return store.findAgentByIdentity(db, issuer, subject);
   }
 
-  async updateAgent(tx: Queryable, ownerId: string, agentId: string, patch: AgentSettings): Promise<Agent> {
-    const row = await this.owned(tx, ownerId, agentId, true);
+  async updateAgent(tx: Tx, ownerId: string, agentId: string, patch: AgentSettings): Promise<Agent> {
+    const row = await this.lockOwned(tx, ownerId, agentId);
     const caps = patch.caps ?? {};
     return toAgent(
       await store.updateAgent(tx, {
@@ -180,23 +193,23 @@ export class IdentityService {
         allowed_services: patch.allowedServices ? checkServices(patch.allowedServices) : row.allowed_services,
         allowed_categories: patch.allowedCategories ? unique(patch.allowedCategories) : row.allowed_categories,
         inbox_allowlist: patch.inboxAllowlist ? unique(patch.inboxAllowlist) : row.inbox_allowlist,
-        cap_per_hold_uc: caps.perHoldUc === undefined ? row.cap_per_hold_uc : caps.perHoldUc === null ? null : BigInt(caps.perHoldUc),
+        cap_per_hold_uc: caps.perHoldUc === undefined ? row.cap_per_hold_uc : caps.perHoldUc === null ? null : parseUc(caps.perHoldUc, 'caps.perHoldUc'),
         cap_per_period_uc:
-          caps.perPeriodUc === undefined ? row.cap_per_period_uc : caps.perPeriodUc === null ? null : BigInt(caps.perPeriodUc),
+          caps.perPeriodUc === undefined ? row.cap_per_period_uc : caps.perPeriodUc === null ? null : parseUc(caps.perPeriodUc, 'caps.perPeriodUc'),
         cap_period_s: caps.periodS ?? row.cap_period_s,
         updated_at_s: BigInt(this.gateway.clock.nowS()),
       }),
     );
   }
 
-  async setStatus(tx: Queryable, ownerId: string, agentId: string, status: 'active' | 'frozen'): Promise<Agent> {
-    const row = await this.owned(tx, ownerId, agentId, true);
+  async setStatus(tx: Tx, ownerId: string, agentId: string, status: 'active' | 'frozen'): Promise<Agent> {
+    const row = await this.lockOwned(tx, ownerId, agentId);
     if (row.status === status) return toAgent(row);
     return toAgent(await store.updateAgent(tx, { ...row, status, updated_at_s: BigInt(this.gateway.clock.nowS()) }));
   }
 
-  async setProfile(tx: Queryable, ownerId: string, agentId: string, profile: { name: string; preset: string; color: string }): Promise<AgentProfile> {
-    const row = await this.owned(tx, ownerId, agentId, true);
+  async setProfile(tx: Tx, ownerId: string, agentId: string, profile: { name: string; preset: string; color: string }): Promise<AgentProfile> {
+    const row = await this.lockOwned(tx, ownerId, agentId);
     if (profile.preset === 'image' && !row.avatar_upload_id) {
       throw new ApiError('invalid_input', { detail: 'preset "image" needs a finalized avatar upload first' });
     }
@@ -210,7 +223,7 @@ export class IdentityService {
     return profileOf(updated);
   }
 
-  async startAvatarUpload(tx: Queryable, ownerId: string, agentId: string, contentType: AvatarType, sizeBytes: number) {
+  async startAvatarUpload(tx: Tx, ownerId: string, agentId: string, contentType: AvatarType, sizeBytes: number) {
     await this.owned(tx, ownerId, agentId);
     const nowS = this.gateway.clock.nowS();
     const upload = {
@@ -238,7 +251,7 @@ export class IdentityService {
   async receiveAvatarBytes(ownerId: string, agentId: string, uploadId: string, contentType: string, bytes: Uint8Array): Promise<void> {
     await this.gateway.db.transaction(async (tx) => {
       await this.owned(tx, ownerId, agentId);
-      const upload = await store.findAvatarUpload(tx, agentId, uploadId, true);
+      const upload = await store.lockAvatarUpload(tx, agentId, uploadId);
       if (!upload) throw new ApiError('not_found', { detail: `no upload ${uploadId} for this agent` });
       if (upload.state !== 'pending' || Number(upload.expires_at_s) <= this.gateway.clock.nowS()) {
         throw new ApiError('conflict', { detail: 'this upload has already received its bytes or has expired; start a new one' });
@@ -256,9 +269,9 @@ export class IdentityService {
     });
   }
 
-  async finalizeAvatar(tx: Queryable, ownerId: string, agentId: string, uploadId: string, storageId: string): Promise<AgentProfile> {
-    const row = await this.owned(tx, ownerId, agentId, true);
-    const upload = await store.findAvatarUpload(tx, agentId, uploadId, true);
+  async finalizeAvatar(tx: Tx, ownerId: string, agentId: string, uploadId: string, storageId: string): Promise<AgentProfile> {
+    const row = await this.lockOwned(tx, ownerId, agentId);
+    const upload = await store.lockAvatarUpload(tx, agentId, uploadId);
     if (!upload || upload.storage_id !== storageId) throw new ApiError('not_found', { detail: 'no such upload and storage id for this agent' });
     if (upload.state === 'pending') throw new ApiError('invalid_input', { detail: 'the upload has not received its bytes yet' });
     if (upload.state === 'uploaded' && Number(upload.expires_at_s) <= this.gateway.clock.nowS()) {

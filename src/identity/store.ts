@@ -1,5 +1,5 @@
 // SQL for owners, agents, avatar uploads and API-key lookup. Nothing but queries.
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
 
 export interface OwnerRow {
   id: string;
@@ -35,17 +35,6 @@ export interface AgentRow {
 export interface AgentWithOwnerRow extends AgentRow {
   owner_email: string;
   owner_email_verified: boolean;
-}
-
-export interface ApiKeyRow {
-  id: string;
-  merchant_id: string;
-  owner_id: string;
-  name: string;
-  scopes: string[];
-  secret_hash: string;
-  created_at_s: bigint;
-  revoked_at_s: bigint | null;
 }
 
 const AGENT_WITH_OWNER = `SELECT a.*, o.email AS owner_email, o.email_verified AS owner_email_verified
@@ -90,16 +79,18 @@ export async function findAgent(db: Queryable, agentId: string): Promise<AgentWi
   return rows[0];
 }
 
-export async function lockAgent(db: Queryable, agentId: string): Promise<AgentRow | undefined> {
-  const { rows } = await db.query<AgentRow>('SELECT * FROM agents WHERE id = $1 FOR UPDATE', [agentId]);
+export async function lockAgent(tx: Tx, agentId: string): Promise<AgentRow | undefined> {
+  const { rows } = await tx.query<AgentRow>('SELECT * FROM agents WHERE id = $1 FOR UPDATE', [agentId]);
   return rows[0];
 }
 
-export async function findOwnedAgent(db: Queryable, ownerId: string, agentId: string, lock = false): Promise<AgentRow | undefined> {
-  const { rows } = await db.query<AgentRow>(`SELECT * FROM agents WHERE id = $1 AND owner_id = $2${lock ? ' FOR UPDATE' : ''}`, [
-    agentId,
-    ownerId,
-  ]);
+export async function findOwnedAgent(db: Queryable, ownerId: string, agentId: string): Promise<AgentRow | undefined> {
+  const { rows } = await db.query<AgentRow>('SELECT * FROM agents WHERE id = $1 AND owner_id = $2', [agentId, ownerId]);
+  return rows[0];
+}
+
+export async function lockOwnedAgent(tx: Tx, ownerId: string, agentId: string): Promise<AgentRow | undefined> {
+  const { rows } = await tx.query<AgentRow>('SELECT * FROM agents WHERE id = $1 AND owner_id = $2 FOR UPDATE', [agentId, ownerId]);
   return rows[0];
 }
 
@@ -136,11 +127,6 @@ export async function updateAgent(db: Queryable, agent: AgentRow): Promise<Agent
   return rows[0]!;
 }
 
-export async function findApiKey(db: Queryable, keyId: string): Promise<ApiKeyRow | undefined> {
-  const { rows } = await db.query<ApiKeyRow>('SELECT * FROM merchant_api_keys WHERE id = $1', [keyId]);
-  return rows[0];
-}
-
 export interface AvatarUploadRow {
   id: string;
   storage_id: string;
@@ -161,11 +147,13 @@ export async function insertAvatarUpload(db: Queryable, upload: Omit<AvatarUploa
   );
 }
 
-export async function findAvatarUpload(db: Queryable, agentId: string, uploadId: string, lock = false): Promise<AvatarUploadRow | undefined> {
-  const { rows } = await db.query<AvatarUploadRow>(
-    `SELECT * FROM avatar_uploads WHERE id = $1 AND agent_id = $2${lock ? ' FOR UPDATE' : ''}`,
-    [uploadId, agentId],
-  );
+export async function findAvatarUpload(db: Queryable, agentId: string, uploadId: string): Promise<AvatarUploadRow | undefined> {
+  const { rows } = await db.query<AvatarUploadRow>('SELECT * FROM avatar_uploads WHERE id = $1 AND agent_id = $2', [uploadId, agentId]);
+  return rows[0];
+}
+
+export async function lockAvatarUpload(tx: Tx, agentId: string, uploadId: string): Promise<AvatarUploadRow | undefined> {
+  const { rows } = await tx.query<AvatarUploadRow>('SELECT * FROM avatar_uploads WHERE id = $1 AND agent_id = $2 FOR UPDATE', [uploadId, agentId]);
   return rows[0];
 }
 

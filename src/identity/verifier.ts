@@ -10,27 +10,21 @@ import { decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
-import { isAccessTokenRevoked } from '../oauth/revocation.ts';
+import { ACCESS_TOKEN_TYP, isAccessTokenRevoked, resourceMetadataUrl, resourceUri, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../oauth/access-tokens.ts';
 import type { Principal } from '../platform/principal.ts';
 import { parseApiKey, secretMatches, API_KEY_PREFIX } from './api-keys.ts';
 import { EXTERNAL_ALGORITHMS, type IdentityProvider, type IdentityProviderKind } from './issuers.ts';
 import * as store from './store.ts';
 
-export type { Resource } from '../platform/http/auth.ts';
-import type { Resource } from '../platform/http/auth.ts';
-export const ACCESS_TOKEN_TYP = 'at+jwt';
-export const SCOPE_AGENT = 'svc:agent';
-export const SCOPE_OWNER = 'svc:owner';
 const CLOCK_SKEW_S = 30;
 /** `typ` values an identity provider's session token may carry: plain JWTs only, never ours. */
 const EXTERNAL_TYPS = new Set([undefined, 'jwt', 'application/jwt']);
 
-export function resourceUri(baseUrl: string, resource: Resource): string {
-  return resource === 'mcp' ? `${baseUrl}/mcp` : baseUrl;
-}
-
-export function resourceMetadataUrl(baseUrl: string, resource: Resource): string {
-  return resource === 'mcp' ? `${baseUrl}/.well-known/oauth-protected-resource/mcp` : `${baseUrl}/.well-known/oauth-protected-resource`;
+/** Where the verifier looks up a merchant API key: the merchants feature, which owns the keys. */
+export interface ApiKeyLookup {
+  apiKeyForVerification(keyId: string): Promise<
+    { id: string; merchant_id: string; owner_id: string; scopes: string[]; secret_hash: string; revoked_at_s: bigint | null } | undefined
+  >;
 }
 
 function quote(text: string): string {
@@ -42,6 +36,7 @@ export class CredentialVerifier {
     private readonly gateway: Gateway,
     private readonly providers: Partial<Record<IdentityProviderKind, IdentityProvider>>,
     private readonly apiKeyPepper: string | undefined,
+    private readonly apiKeys: ApiKeyLookup,
   ) {}
 
   provider(kind: IdentityProviderKind): IdentityProvider | undefined {
@@ -183,7 +178,7 @@ export class CredentialVerifier {
   private async merchantKey(token: string, resource: Resource): Promise<Principal> {
     const parsed = parseApiKey(token);
     if (!parsed || !this.apiKeyPepper) throw this.unauthorized(resource, 'the API key is not valid', true);
-    const key = await store.findApiKey(this.gateway.db, parsed.keyId);
+    const key = await this.apiKeys.apiKeyForVerification(parsed.keyId);
     if (!key || !secretMatches(this.apiKeyPepper, parsed.secret, key.secret_hash)) {
       throw this.unauthorized(resource, 'the API key is not valid', true);
     }

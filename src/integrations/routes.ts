@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { sharesSchemas } from '../platform/http/openapi.ts';
 import type { IdentityProvider, IdentityProviderKind } from '../identity/issuers.ts';
-import { SERVICES } from '../services/catalogue.ts';
+import { SERVICES } from '../connectors/catalogue.ts';
 import { describeStorage } from '../platform/db/open.ts';
 
 const StatusShape = Type.Object(
@@ -67,7 +67,7 @@ export function integrationRoutes(deps: IntegrationDeps) {
     };
     app.get('/v1/integrations', {
       config: { auth: { kinds: ['human', 'agent', 'owner', 'merchant'] } },
-      schema: {
+      schema: { operationId: 'getIntegrations',
         tags: ['integrations'],
         summary: 'What this gateway is wired to',
         description: 'Two documented shapes: the live status shape (default, `?view=status`) and the surface shape (`?view=surface`). Never contains a credential.',

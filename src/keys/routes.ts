@@ -8,7 +8,7 @@ const Jwks = Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unkn
 
 export async function keysRoutes(app: FastifyInstance): Promise<void> {
   app.get('/.well-known/jwks.json', {
-    schema: {
+    schema: { operationId: 'getJwks',
       tags: ['discovery'],
       summary: "The gateway's public ES256 keys (JWK Set)",
       response: { 200: Jwks, ...problems(503) },

@@ -2,21 +2,21 @@
 // if its deadline passed (so the answer is 409 hold_resolved, and its credit is back), before the key is
 // claimed; then one transaction resolves it.
 import { Type, type Static } from '@sinclair/typebox';
-import { Microcredits, ResourceId } from '../platform/http/schemas.ts';
+import { idOf, Microcredits } from '../platform/schemas.ts';
 import { parseUc, type Microcredits as Uc } from '../platform/money.ts';
 import type { SingleStepOperation } from '../platform/operations.ts';
 import type { LedgerService, Redemption } from './service.ts';
 
 export const CaptureRedemptionInput = Type.Object(
   {
-    id: ResourceId,
+    id: idOf('redemption: the hold (hold_…)'),
     amountUc: Type.Optional(Microcredits('how much to capture; default the whole hold; the rest returns to the agent')),
   },
   { additionalProperties: false },
 );
 export type CaptureRedemptionInput = Static<typeof CaptureRedemptionInput>;
 
-export const ReleaseRedemptionInput = Type.Object({ id: ResourceId }, { additionalProperties: false });
+export const ReleaseRedemptionInput = Type.Object({ id: idOf('redemption: the hold (hold_…)') }, { additionalProperties: false });
 export type ReleaseRedemptionInput = Static<typeof ReleaseRedemptionInput>;
 
 export interface LedgerOperations {

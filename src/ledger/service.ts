@@ -7,8 +7,9 @@
 //     or not the sweeper has reclaimed it yet;
 //   - every balance change is journaled in the same transaction, and each operation's journal sums to 0.
 import { emitEvent, type EventType } from '../events/outbox.ts';
+import { clearAgent } from '../identity/clearance.ts';
 import type { IdentityService } from '../identity/service.ts';
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
@@ -18,6 +19,9 @@ import * as store from './store.ts';
 
 export const GATEWAY_ACCEPTOR_ID = 'gateway';
 export const DEFAULT_LOT_PRIORITY = 100;
+/** Operator grants (`acg credit grant`, POST /v1/operator/credit-grants): the largest priority, the longest note. */
+export const GRANT_PRIORITY_MAX = 1_000_000;
+export const GRANT_NOTE_CHARS_MAX = 200;
 const SWEEP_BATCH_MAX = 100;
 
 export interface Redemption {
@@ -65,6 +69,8 @@ export interface HoldRequest {
   merchantId: string | null;
   offerId: string;
   category: string;
+  /** The built-in service the hold pays for, whose allowance the clearance checks too. */
+  serviceId?: string;
   amountUc: Microcredits;
   lifetimeS: number;
 }
@@ -125,7 +131,7 @@ export class LedgerService {
     return this.gateway.clock.nowS();
   }
 
-  async grant(tx: Queryable, request: GrantRequest): Promise<Lot> {
+  async grant(tx: Tx, request: GrantRequest): Promise<Lot> {
     if (request.amountUc <= 0n) throw new ApiError('invalid_input', { detail: 'a grant must be a positive amount' });
     const agent = await this.identity.agentRow(tx, request.agentId);
     if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
@@ -156,14 +162,11 @@ export class LedgerService {
    * Takes a hold. Clearance (frozen, category, caps) is checked under the agent's row lock, so a cap or
    * a freeze cannot be raced. Throws FROZEN, SCOPE_FORBIDDEN, CAP_EXCEEDED or INSUFFICIENT_CREDITS.
    */
-  async hold(tx: Queryable, request: HoldRequest): Promise<Redemption> {
+  async hold(tx: Tx, request: HoldRequest): Promise<Redemption> {
     if (request.amountUc <= 0n) throw new ApiError('invalid_input', { detail: 'a hold must be for a positive amount' });
     const agent = await this.identity.lockAgent(tx, request.agentId);
     if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
-    if (agent.status === 'frozen') throw new ApiError('FROZEN', { detail: 'the agent is frozen by its owner' });
-    if (!agent.allowed_categories.includes('*') && !agent.allowed_categories.includes(request.category)) {
-      throw new ApiError('SCOPE_FORBIDDEN', { detail: `the agent may not spend in category "${request.category}"` });
-    }
+    clearAgent(agent, { category: request.category, serviceId: request.serviceId });
     const nowS = this.nowS();
     if (agent.cap_per_hold_uc !== null && request.amountUc > agent.cap_per_hold_uc) {
       throw new ApiError('CAP_EXCEEDED', { detail: `the hold of ${request.amountUc} µc exceeds the per-hold cap of ${agent.cap_per_hold_uc} µc` });
@@ -223,16 +226,16 @@ export class LedgerService {
   }
 
   /** Expires, inside the caller's transaction, the agent's holds whose deadline has passed. */
-  private async settleDueOf(tx: Queryable, agentId: string): Promise<number> {
+  private async settleDueOf(tx: Tx, agentId: string): Promise<number> {
     const ids = await store.dueHoldIds(tx, this.nowS(), { agentId, limit: SWEEP_BATCH_MAX });
     for (const id of ids) {
-      const hold = await store.findHold(tx, id, true);
+      const hold = await store.lockHold(tx, id);
       if (hold?.state === 'held') await this.settle(tx, hold, 'expired', 0n);
     }
     return ids.length;
   }
 
-  private async emit(tx: Queryable, hold: store.HoldRow, type: EventType, redemption: Redemption): Promise<void> {
+  private async emit(tx: Tx, hold: store.HoldRow, type: EventType, redemption: Redemption): Promise<void> {
     if (!hold.merchant_id) return;
     await emitEvent(tx, { merchantId: hold.merchant_id, type, data: { redemption }, nowMs: this.gateway.clock.nowMs() });
   }
@@ -262,8 +265,8 @@ export class LedgerService {
   }
 
   /** Locks a hold the caller may resolve, refusing resolved and past-deadline holds. */
-  private async lockResolvable(tx: Queryable, holdId: string, merchantId: string | undefined): Promise<store.HoldRow> {
-    const hold = await store.findHold(tx, holdId, true);
+  private async lockResolvable(tx: Tx, holdId: string, merchantId: string | undefined): Promise<store.HoldRow> {
+    const hold = await store.lockHold(tx, holdId);
     if (!hold || (merchantId !== undefined && hold.merchant_id !== merchantId)) throw new ApiError('not_found', { detail: `no redemption ${holdId}` });
     const expired = hold.state === 'expired' || (hold.state === 'held' && Number(hold.expires_at_s) <= this.nowS());
     if (expired) throw new ApiError('hold_resolved', { detail: 'the hold has expired; its credit went back to the agent' });
@@ -272,7 +275,7 @@ export class LedgerService {
   }
 
   /** Captures `amountUc` (default: all of it); the remainder returns to its lots in the same transaction. */
-  async capture(tx: Queryable, holdId: string, options: { merchantId?: string; amountUc?: Microcredits } = {}): Promise<Redemption> {
+  async capture(tx: Tx, holdId: string, options: { merchantId?: string; amountUc?: Microcredits } = {}): Promise<Redemption> {
     const hold = await this.lockResolvable(tx, holdId, options.merchantId);
     const captureUc = options.amountUc ?? hold.amount_uc;
     if (captureUc <= 0n) throw new ApiError('invalid_input', { detail: 'capture a positive amount (release the hold to capture nothing)' });
@@ -283,8 +286,8 @@ export class LedgerService {
   }
 
   /** Releases a hold; releasing an already released hold returns it unchanged (idempotent by resource). */
-  async release(tx: Queryable, holdId: string, options: { merchantId?: string } = {}): Promise<Redemption> {
-    const existing = await store.findHold(tx, holdId, true);
+  async release(tx: Tx, holdId: string, options: { merchantId?: string } = {}): Promise<Redemption> {
+    const existing = await store.lockHold(tx, holdId);
     if (existing?.state === 'released' && (options.merchantId === undefined || existing.merchant_id === options.merchantId)) {
       return toRedemption(existing, await store.allocationsOf(tx, [existing.id]));
     }
@@ -297,7 +300,7 @@ export class LedgerService {
    * account, the rest back to each allocation's own lot. If that lot has expired meanwhile, the credit
    * lands in it anyway and counts as lapsed.
    */
-  private async settle(tx: Queryable, hold: store.HoldRow, state: 'captured' | 'released' | 'expired', capturedUc: bigint): Promise<Redemption> {
+  private async settle(tx: Tx, hold: store.HoldRow, state: 'captured' | 'released' | 'expired', capturedUc: bigint): Promise<Redemption> {
     const allocations = await store.allocationsOf(tx, [hold.id]);
     const lines: store.SettlementLine[] = [];
     let toCaptureUc = capturedUc;
@@ -329,7 +332,7 @@ export class LedgerService {
     let expired = 0;
     for (const id of ids) {
       expired += await this.gateway.db.transaction(async (tx) => {
-        const hold = await store.findHold(tx, id, true);
+        const hold = await store.lockHold(tx, id);
         if (!hold || hold.state !== 'held' || Number(hold.expires_at_s) > this.nowS()) return 0;
         await this.settle(tx, hold, 'expired', 0n);
         return 1;

@@ -1,5 +1,5 @@
 // SQL of the ledger: lots, holds, allocations, accounts and the journal. Nothing but queries.
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
 
 export interface LotRow {
   id: string;
@@ -51,7 +51,7 @@ export async function insertLot(db: Queryable, lot: LotRow): Promise<LotRow> {
 }
 
 /** Lots that can fund a hold now, in burn-down order (priority, earliest expiry, oldest), locked. */
-export async function lockSpendableLots(db: Queryable, agentId: string, nowS: number): Promise<LotRow[]> {
+export async function lockSpendableLots(db: Tx, agentId: string, nowS: number): Promise<LotRow[]> {
   const { rows } = await db.query<LotRow>(
     `SELECT * FROM credit_lots
       WHERE agent_id = $1 AND remaining_uc > 0 AND (expires_at_s IS NULL OR expires_at_s > $2)
@@ -102,8 +102,13 @@ export async function recordHold(db: Queryable, hold: HoldRow, allocations: Read
   }
 }
 
-export async function findHold(db: Queryable, holdId: string, lock = false): Promise<HoldRow | undefined> {
-  const { rows } = await db.query<HoldRow>(`SELECT * FROM holds WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [holdId]);
+export async function findHold(db: Queryable, holdId: string): Promise<HoldRow | undefined> {
+  const { rows } = await db.query<HoldRow>('SELECT * FROM holds WHERE id = $1', [holdId]);
+  return rows[0];
+}
+
+export async function lockHold(tx: Tx, holdId: string): Promise<HoldRow | undefined> {
+  const { rows } = await tx.query<HoldRow>('SELECT * FROM holds WHERE id = $1 FOR UPDATE', [holdId]);
   return rows[0];
 }
 

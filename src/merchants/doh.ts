@@ -31,6 +31,11 @@ export interface DohOptions {
   responseBytesMax?: number;
   /** Extra trusted CA certificate (PEM), for a test resolver with a self-signed certificate. */
   ca?: string;
+  /**
+   * Dev mode only: the gateway's own dev DNS zone, reached over plain HTTP on its listening address (a
+   * local gateway has no certificate). Set by the composition root for that zone and nothing else.
+   */
+  devZoneCleartext?: boolean;
 }
 
 export const DOH_RESPONSE_BYTES_MAX_DEFAULT = 64 * 1024;
@@ -50,7 +55,8 @@ function assertQueryableName(name: string): void {
 
 async function exchange(query: Buffer, options: DohOptions): Promise<Buffer> {
   const url = new URL(options.resolverUrl);
-  if (url.protocol !== 'https:') throw new ResolverError('unreachable', 'the DoH resolver URL must be https');
+  const cleartextAllowed = options.devZoneCleartext === true && url.protocol === 'http:';
+  if (url.protocol !== 'https:' && !cleartextAllowed) throw new ResolverError('unreachable', 'the DoH resolver URL must be https');
   const controller = new AbortController();
   let timedOut = false;
   const timer = setTimeout(() => {

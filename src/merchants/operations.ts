@@ -2,7 +2,7 @@
 // revoke API keys, configure the webhook and re-send its deliveries.
 import { Type, type Static } from '@sinclair/typebox';
 import { API_KEY_SCOPES } from '../identity/api-keys.ts';
-import { Category, IdParams, ResourceId } from '../platform/http/schemas.ts';
+import { Category, idOf, MerchantIdParams } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
 import { MERCHANT_DOMAIN_CHARS_MAX, merchantActor, type DomainProof, type MerchantService } from './service.ts';
 
@@ -47,19 +47,25 @@ export const WebhookPut = Type.Object(
   {
     url: Type.String({ minLength: 1, maxLength: 2048, description: 'https URL on the verified domain or a subdomain; port 443; no query, fragment or credentials' }),
     enabled: Type.Optional(Type.Boolean({ default: true })),
+    rotateSecret: Type.Optional(
+      Type.Boolean({ default: false, description: 'true: issue a new secret now; the old one stops signing at once (rotate-secret gives an overlap)' }),
+    ),
+    deliverMissed: Type.Optional(
+      Type.Boolean({ default: true, description: 'when this PUT resumes a paused webhook: deliver the events of the pause (true) or only new ones' }),
+    ),
   },
   { examples: [{ url: 'https://books.example.com/hooks/acg', enabled: true }], additionalProperties: false },
 );
 
-export const KeyParams = Type.Object({ id: ResourceId, keyId: ResourceId });
-export const DeliveryParams = Type.Object({ id: ResourceId, deliveryId: ResourceId });
+export const KeyParams = Type.Object({ id: idOf('merchant (mer_…)'), keyId: idOf('API key (the keyId shown when it was created)') });
+export const DeliveryParams = Type.Object({ id: idOf('merchant (mer_…)'), deliveryId: idOf('webhook delivery (whd_…)') });
 
 const RegisterMerchantInput = inputOf(Type.Object({}), MerchantCreate);
-const UpdateMerchantInput = inputOf(IdParams, MerchantPatch);
-const MerchantIdInput = inputOf(IdParams);
-const CreateApiKeyInput = inputOf(IdParams, ApiKeyCreate);
+const UpdateMerchantInput = inputOf(MerchantIdParams, MerchantPatch);
+const MerchantIdInput = inputOf(MerchantIdParams);
+const CreateApiKeyInput = inputOf(MerchantIdParams, ApiKeyCreate);
 const RevokeApiKeyInput = inputOf(KeyParams);
-const ConfigureWebhookInput = inputOf(IdParams, WebhookPut);
+const ConfigureWebhookInput = inputOf(MerchantIdParams, WebhookPut);
 const ResendDeliveryInput = inputOf(DeliveryParams);
 
 type Result<M extends keyof MerchantService> = MerchantService[M] extends (...args: never[]) => Promise<infer R> ? R : never;
@@ -114,7 +120,13 @@ export function merchantOperations(merchants: MerchantService): MerchantOperatio
       input: ConfigureWebhookInput,
       idempotency: { key: 'required' },
       secretFields: ['webhookSecret'],
-      run: (tx, { principal, input }) => merchants.configureWebhook(tx, principal.ownerId!, input.id, { url: input.url, enabled: input.enabled ?? true }),
+      run: (tx, { principal, input }) =>
+        merchants.configureWebhook(tx, principal.ownerId!, input.id, {
+          url: input.url,
+          enabled: input.enabled ?? true,
+          rotateSecret: input.rotateSecret ?? false,
+          deliverMissed: input.deliverMissed ?? true,
+        }),
     },
     resendWebhookDelivery: {
       name: 'resendWebhookDelivery',

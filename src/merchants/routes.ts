@@ -6,7 +6,7 @@ import { API_KEY_SCOPES } from '../identity/api-keys.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
-import { IdParams, Nullable, PageQuery, UnixSeconds } from '../platform/http/schemas.ts';
+import { MerchantIdParams, Nullable, PageQuery, UnixSeconds } from '../platform/schemas.ts';
 import type { Principal } from '../platform/principal.ts';
 import { ApiKeyCreate, DeliveryParams, KeyParams, MerchantCreate, MerchantPatch, WebhookPut, type MerchantOperations } from './operations.ts';
 import { ACTIVE_API_KEYS_PER_MERCHANT_MAX, MERCHANTS_PER_OWNER_MAX, VERIFICATION_LABEL, merchantActor, type MerchantService } from './service.ts';
@@ -49,7 +49,12 @@ export const WebhookConfigurationSchema = Type.Object(
     merchantId: Type.String(),
     url: Type.String({ description: 'canonical https URL on the verified domain; "" while not configured' }),
     createdAt: Nullable(UnixSeconds('first configuration; null while not configured')),
-    updatedAt: Nullable(UnixSeconds('last PUT (and secret rotation); null while not configured')),
+    updatedAt: Nullable(UnixSeconds('last change (PUT, PATCH, secret rotation); null while not configured')),
+    pausedAt: Nullable(UnixSeconds('since when deliveries are paused; null while enabled')),
+    disabledReason: Nullable(
+      Type.Union([Type.Literal('merchant'), Type.Literal('failing')], { description: '`failing`: the gateway disabled it after failing attempts' }),
+    ),
+    previousSecretExpiresAt: Nullable(UnixSeconds('until when the secret replaced by the last rotation still signs; null when none does')),
   },
   { $id: 'WebhookConfiguration' },
 );
@@ -73,7 +78,7 @@ export const WebhookDeliverySchema = Type.Object(
     eventId: Type.String({ description: 'the event; also the webhook-id header, the same on every attempt' }),
     eventType: Type.String(),
     state: Type.String({ enum: ['pending', 'succeeded', 'dead'] }),
-    attempts: Type.Integer({ description: 'attempts made so far' }),
+    attempts: Type.Integer({ description: 'attempts started so far, including one in progress or cut off by a crash (see …/attempts)' }),
     nextAttemptAt: Nullable(UnixSeconds('next attempt (pending only)')),
     lastAttemptAt: Nullable(UnixSeconds('last attempt')),
     lastStatus: Nullable(Type.Integer({ description: 'HTTP status of the last answer; null when none came' })),
@@ -130,7 +135,7 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
     const webhookTags = ['webhooks'];
 
     app.post('/v1/merchants', {
-      config: { auth: OWNER, operation: ops.registerMerchant },
+      config: { auth: OWNER, operation: ops.registerMerchant, location: true },
       schema: {
         tags,
         summary: 'Register a merchant',
@@ -138,12 +143,15 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
         body: MerchantCreate,
         response: { 201: MerchantCreated, ...problems(400, 409, 503) },
       },
-      handler: (request, reply) => serve(request, reply, ops.registerMerchant, request.body as Static<typeof MerchantCreate>, { status: 201 }),
+      handler: (request, reply) => serve(request, reply, ops.registerMerchant, request.body as Static<typeof MerchantCreate>, {
+          status: 201,
+          headers: ({ merchant }) => ({ location: `/v1/merchants/${merchant.id}` }),
+        }),
     });
 
     app.get('/v1/merchants', {
       config: { auth: OWNER },
-      schema: { tags, summary: 'List your merchants (oldest first)', querystring: ListQuery, response: { 200: MerchantList } },
+      schema: { operationId: 'listMerchants', tags, summary: 'List your merchants (oldest first)', querystring: ListQuery, response: { 200: MerchantList } },
       handler: async (request) => {
         const query = request.query as Static<typeof ListQuery>;
         return merchants.list(principalOf(request).ownerId!, query.limit ?? 20, query.startingAfter);
@@ -152,7 +160,7 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
 
     app.get('/v1/merchants/:id', {
       config: { auth: OWNER },
-      schema: { tags, summary: 'Read one of your merchants', params: IdParams, response: { 200: MerchantOne, ...problems(404) } },
+      schema: { operationId: 'getMerchant', tags, summary: 'Read one of your merchants', params: MerchantIdParams, response: { 200: MerchantOne, ...problems(404) } },
       handler: async (request) => ({ merchant: await merchants.get(principalOf(request).ownerId!, (request.params as { id: string }).id) }),
     });
 
@@ -164,7 +172,7 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
         description:
           'Human owner session only. Requires Idempotency-Key. The domain is immutable (400). Removing a category that an ' +
           'active offer uses is refused with 409 category_in_use.',
-        params: IdParams,
+        params: MerchantIdParams,
         body: MerchantPatch,
         response: { 200: MerchantOne, ...problems(400, 404, 409) },
       },
@@ -182,7 +190,7 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
           `${VERIFICATION_LABEL}.<domain>. Found: 200 and the event merchant.verified. Not visible yet: 409 ` +
           'domain_verification_pending with the record (retry with a new key once published). Resolver failure: 503 ' +
           'runtime_unavailable, and nothing changes (a verified merchant stays verified).',
-        params: IdParams,
+        params: MerchantIdParams,
         response: { 200: Verified, 409: VerificationPending, ...problems(404, 503) },
       },
       handler: (request, reply) => serve(request, reply, ops.verifyMerchantDomain, { id: (request.params as { id: string }).id }),
@@ -196,7 +204,7 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
         description:
           `Requires Idempotency-Key. The key is in \`secretKey\`, shown once: a replay omits it. At most ${ACTIVE_API_KEYS_PER_MERCHANT_MAX} ` +
           'active keys per merchant. 503 runtime_configuration_required in live mode without ACG_API_KEY_PEPPER.',
-        params: IdParams,
+        params: MerchantIdParams,
         body: ApiKeyCreate,
         response: { 201: ApiKeyCreated, ...problems(400, 404, 409, 503) },
       },
@@ -206,10 +214,10 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
 
     app.get('/v1/merchants/:id/api-keys', {
       config: { auth: OWNER },
-      schema: {
+      schema: { operationId: 'listMerchantApiKeys',
         tags,
         summary: "List a merchant's API keys (metadata only, newest first)",
-        params: IdParams,
+        params: MerchantIdParams,
         querystring: ListQuery,
         response: { 200: ApiKeyList, ...problems(404) },
       },
@@ -238,10 +246,12 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
         tags: webhookTags,
         summary: "Configure the merchant's webhook",
         description:
-          'Requires Idempotency-Key. The domain must be verified (409 otherwise). Every PUT issues a new signing secret, ' +
-          'returned once in `webhookSecret` (a replay omits it); the previous secret stops signing at once. ' +
+          'Requires Idempotency-Key. The domain must be verified (409 otherwise). The first PUT issues the signing secret, ' +
+          'returned once in `webhookSecret` (a replay omits it). Later PUTs keep it and return no `webhookSecret`, unless ' +
+          '`rotateSecret` is true (the old secret then stops signing at once; POST …/webhook/rotate-secret gives an overlap). ' +
+          'Resuming a paused webhook delivers the events of the pause unless `deliverMissed` is false. ' +
           '503 runtime_configuration_required in live mode without ACG_SECRET_BOX_KEY.',
-        params: IdParams,
+        params: MerchantIdParams,
         body: WebhookPut,
         response: { 200: WebhookConfigured, ...problems(400, 404, 409, 503) },
       },
@@ -251,10 +261,10 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
 
     app.get('/v1/merchants/:id/webhook', {
       config: { auth: OWNER_OR_KEY('webhooks:read') },
-      schema: {
+      schema: { operationId: 'getMerchantWebhook',
         tags: webhookTags,
         summary: "Read the merchant's webhook configuration (never the secret)",
-        params: IdParams,
+        params: MerchantIdParams,
         response: { 200: WebhookOne, ...problems(404) },
       },
       handler: async (request) => merchants.webhookConfiguration(actorOf(principalOf(request)), (request.params as { id: string }).id),
@@ -262,10 +272,10 @@ export function merchantRoutes(merchants: MerchantService, ops: MerchantOperatio
 
     app.get('/v1/merchants/:id/webhook/deliveries', {
       config: { auth: OWNER_OR_KEY('webhooks:read') },
-      schema: {
+      schema: { operationId: 'listWebhookDeliveries',
         tags: webhookTags,
         summary: 'List recent webhook deliveries (newest first)',
-        params: IdParams,
+        params: MerchantIdParams,
         querystring: ListQuery,
         response: { 200: DeliveryList, ...problems(404) },
       },

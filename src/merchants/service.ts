@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { emitEvent } from '../events/outbox.ts';
 import type { Delivery, WebhookConfiguration, WebhookService } from '../events/service.ts';
 import { newApiKey, API_KEY_SCOPES } from '../identity/api-keys.ts';
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
@@ -77,8 +77,11 @@ export const API_KEY_NOTICE =
   'Store this key now: it is shown only in this response (a replay of this request omits it) and cannot be recovered. ' +
   'Send it as "Authorization: Bearer <key>". Revoke it at POST /v1/merchants/{id}/api-keys/{keyId}/revoke.';
 export const WEBHOOK_SECRET_NOTICE =
-  'Store this signing secret now: it is shown only in this response (a replay omits it). Every PUT replaces it; the old ' +
-  'secret stops signing at once. Verify deliveries with a Standard Webhooks library (webhook-id, webhook-timestamp, webhook-signature).';
+  'Store this signing secret now: it is shown only in this response (a replay omits it). It stays until you rotate it ' +
+  '(POST /v1/merchants/{id}/webhook/rotate-secret keeps the old one signing during an overlap; PUT with rotateSecret ' +
+  'replaces it at once). Verify deliveries with a Standard Webhooks library (webhook-id, webhook-timestamp, webhook-signature).';
+export const WEBHOOK_SECRET_KEPT_NOTICE =
+  'The signing secret is unchanged (no webhookSecret in this response). Rotate it with POST /v1/merchants/{id}/webhook/rotate-secret.';
 
 export function dnsRecordOf(row: Pick<store.MerchantRow, 'domain' | 'verification_challenge'>): DnsRecord {
   return { type: 'TXT', name: `${VERIFICATION_LABEL}.${row.domain}`, value: row.verification_challenge };
@@ -145,11 +148,20 @@ export class MerchantService {
     }));
   }
 
-  private async owned(db: Queryable, ownerId: string, merchantId: string, lock = false): Promise<store.MerchantRow> {
-    const row = await store.findOwnedMerchant(db, ownerId, merchantId, lock);
+  private async owned(db: Queryable, ownerId: string, merchantId: string): Promise<store.MerchantRow> {
+    return this.found(await store.findOwnedMerchant(db, ownerId, merchantId), merchantId);
+  }
+
+  /** One of the owner's merchants, its row locked for the rest of the transaction. */
+  private async lockOwned(tx: Tx, ownerId: string, merchantId: string): Promise<store.MerchantRow> {
+    return this.found(await store.lockOwnedMerchant(tx, ownerId, merchantId), merchantId);
+  }
+
+  private found(row: store.MerchantRow | undefined, merchantId: string): store.MerchantRow {
     if (!row) throw notFound(merchantId);
     return row;
   }
+
 
   /** The merchant an actor may act for; an API key of another merchant gets the same 404 as a stranger. */
   private async reachable(db: Queryable, actor: MerchantActor, merchantId: string): Promise<store.MerchantRow> {
@@ -168,7 +180,7 @@ export class MerchantService {
     return { id: row.id, ownerId: row.owner_id, categories: row.categories, verified: row.verified };
   }
 
-  async register(tx: Queryable, ownerId: string, input: { name: string; domain: string; categories: string[] }): Promise<{ merchant: Merchant; dnsRecord: DnsRecord }> {
+  async register(tx: Tx, ownerId: string, input: { name: string; domain: string; categories: string[] }): Promise<{ merchant: Merchant; dnsRecord: DnsRecord }> {
     const domain = normaliseDomain(input.domain);
     if (!domain.ok) throw new ApiError('invalid_input', { detail: `domain ${domain.reason}` });
     if (domain.domain.length > MERCHANT_DOMAIN_CHARS_MAX) {
@@ -203,12 +215,12 @@ export class MerchantService {
     return this.toMerchant(this.gateway.db, await this.owned(this.gateway.db, ownerId, merchantId));
   }
 
-  async update(tx: Queryable, ownerId: string, merchantId: string, patch: { name?: string; categories?: string[]; domain?: unknown }): Promise<Merchant> {
+  async update(tx: Tx, ownerId: string, merchantId: string, patch: { name?: string; categories?: string[]; domain?: unknown }): Promise<Merchant> {
     if (patch.domain !== undefined) {
       throw new ApiError('invalid_input', { detail: 'the domain is immutable; register a new merchant for another domain' });
     }
     // The lock makes the category check and the update one step against a concurrent PATCH.
-    const row = await this.owned(tx, ownerId, merchantId, true);
+    const row = await this.lockOwned(tx, ownerId, merchantId);
     const categories = patch.categories ? uniqueCategories(patch.categories) : row.categories;
     const removed = row.categories.filter((category) => !categories.includes(category));
     const inUse = await store.categoriesOfActiveOffers(tx, merchantId, removed);
@@ -225,6 +237,13 @@ export class MerchantService {
       updated_at_s: BigInt(this.gateway.clock.nowS()),
     });
     return this.toMerchant(tx, updated);
+  }
+
+  /** The TXT record a merchant must publish, whoever owns it: for the dev DNS zone's operator publish. */
+  async dnsRecord(db: Queryable, merchantId: string): Promise<DnsRecord> {
+    const row = await store.findMerchant(db, merchantId);
+    if (!row) throw new ApiError('not_found', { detail: `no merchant ${merchantId}` });
+    return dnsRecordOf(row);
   }
 
   /**
@@ -249,8 +268,8 @@ export class MerchantService {
   }
 
   /** Applies what `checkDomain` found: verified (with its event, in this transaction) or 409 pending. */
-  async applyDomainProof(tx: Queryable, ownerId: string, merchantId: string, proof: DomainProof): Promise<{ merchant: Merchant; verified: true }> {
-    const row = await this.owned(tx, ownerId, merchantId, true);
+  async applyDomainProof(tx: Tx, ownerId: string, merchantId: string, proof: DomainProof): Promise<{ merchant: Merchant; verified: true }> {
+    const row = await this.lockOwned(tx, ownerId, merchantId);
     // A concurrent request may have verified it meanwhile: verification only ever moves one way.
     if (row.verified) return { merchant: await this.toMerchant(tx, row), verified: true };
     // Only a record seen just now verifies ('already_verified' cannot reach here: verification never reverts).
@@ -268,7 +287,7 @@ export class MerchantService {
   }
 
   async createApiKey(
-    tx: Queryable,
+    tx: Tx,
     ownerId: string,
     merchantId: string,
     input: { name: string; scopes: string[] },
@@ -278,7 +297,7 @@ export class MerchantService {
     const unknown = input.scopes.filter((scope) => !(scope in API_KEY_SCOPES));
     if (unknown.length > 0) throw new ApiError('invalid_input', { detail: `unknown scope ${unknown.join(', ')}; known: ${Object.keys(API_KEY_SCOPES).join(', ')}` });
     // Locked so that concurrent creations cannot together pass the limit.
-    await this.owned(tx, ownerId, merchantId, true);
+    await this.lockOwned(tx, ownerId, merchantId);
     if ((await store.countActiveApiKeys(tx, merchantId)) >= ACTIVE_API_KEYS_PER_MERCHANT_MAX) {
       throw new ApiError('conflict', { detail: `a merchant may have at most ${ACTIVE_API_KEYS_PER_MERCHANT_MAX} active API keys; revoke one first` });
     }
@@ -303,20 +322,25 @@ export class MerchantService {
   }
 
   /** Revokes at once: the verifier reads `revoked_at_s` on every request. Revoking twice keeps the first time. */
-  async revokeApiKey(tx: Queryable, ownerId: string, merchantId: string, keyId: string): Promise<{ apiKey: ApiKeyMetadata }> {
+  /** A key by id with its secret hash, for the credential verifier only. */
+  async apiKeyForVerification(keyId: string): Promise<store.ApiKeyRow | undefined> {
+    return store.findApiKeyById(this.gateway.db, keyId);
+  }
+
+  async revokeApiKey(tx: Tx, ownerId: string, merchantId: string, keyId: string): Promise<{ apiKey: ApiKeyMetadata }> {
     await this.owned(tx, ownerId, merchantId);
-    const row = await store.findApiKey(tx, merchantId, keyId, true);
+    const row = await store.lockApiKey(tx, merchantId, keyId);
     if (!row) throw new ApiError('not_found', { detail: `no API key ${keyId} for this merchant` });
     return { apiKey: toApiKey(await store.revokeApiKey(tx, keyId, BigInt(this.gateway.clock.nowS()))) };
   }
 
   async configureWebhook(
-    tx: Queryable,
+    tx: Tx,
     ownerId: string,
     merchantId: string,
-    input: { url: string; enabled: boolean },
-  ): Promise<{ configuration: WebhookConfiguration; webhookSecret: string; notice: string }> {
-    const row = await this.owned(tx, ownerId, merchantId, true);
+    input: { url: string; enabled: boolean; rotateSecret: boolean; deliverMissed: boolean },
+  ): Promise<{ configuration: WebhookConfiguration; webhookSecret?: string; notice: string }> {
+    const row = await this.lockOwned(tx, ownerId, merchantId);
     if (!row.verified) {
       throw new ApiError('conflict', {
         detail: 'verify the domain first (POST /v1/merchants/{id}/verify-domain): webhooks go only to the verified domain',
@@ -324,8 +348,8 @@ export class MerchantService {
     }
     const url = validateWebhookUrl(input.url, row.domain);
     if (!url.ok) throw new ApiError('invalid_input', { detail: `url ${url.reason}` });
-    const configured = await this.deps.webhooks.configure(tx, merchantId, url.url, input.enabled);
-    return { ...configured, notice: WEBHOOK_SECRET_NOTICE };
+    const configured = await this.deps.webhooks.configure(tx, merchantId, { ...input, url: url.url });
+    return { ...configured, notice: configured.webhookSecret === undefined ? WEBHOOK_SECRET_KEPT_NOTICE : WEBHOOK_SECRET_NOTICE };
   }
 
   async webhookConfiguration(actor: MerchantActor, merchantId: string): Promise<{ configuration: WebhookConfiguration }> {
@@ -338,7 +362,7 @@ export class MerchantService {
     return this.deps.webhooks.listDeliveries(merchantId, limit, startingAfter);
   }
 
-  async resendDelivery(tx: Queryable, actor: MerchantActor, merchantId: string, deliveryId: string): Promise<{ delivery: Delivery }> {
+  async resendDelivery(tx: Tx, actor: MerchantActor, merchantId: string, deliveryId: string): Promise<{ delivery: Delivery }> {
     await this.reachable(tx, actor, merchantId);
     return { delivery: await this.deps.webhooks.resend(tx, merchantId, deliveryId) };
   }

@@ -1,5 +1,5 @@
-// SQL of merchants and their API keys. Nothing but queries.
-import type { Queryable } from '../platform/db/database.ts';
+// SQL of merchants and their API keys (the one owner of `merchant_api_keys`). Nothing but queries.
+import type { Queryable, Tx } from '../platform/db/database.ts';
 
 export interface MerchantRow {
   id: string;
@@ -21,12 +21,11 @@ export interface ApiKeyRow {
   owner_id: string;
   name: string;
   scopes: string[];
+  /** HMAC-SHA-256 of the secret under the pepper; only the credential verifier compares it. */
+  secret_hash: string;
   created_at_s: bigint;
   revoked_at_s: bigint | null;
 }
-
-/** Every column but the secret hash, which never leaves the verifier. */
-const API_KEY_COLUMNS = 'id, merchant_id, owner_id, name, scopes, created_at_s, revoked_at_s';
 
 export async function insertMerchant(db: Queryable, merchant: Omit<MerchantRow, 'verified_at_s'>): Promise<MerchantRow> {
   const { rows } = await db.query<MerchantRow>(
@@ -47,11 +46,13 @@ export async function countOwnedMerchants(db: Queryable, ownerId: string): Promi
   return Number(rows[0]!.n);
 }
 
-export async function findOwnedMerchant(db: Queryable, ownerId: string, merchantId: string, lock = false): Promise<MerchantRow | undefined> {
-  const { rows } = await db.query<MerchantRow>(`SELECT * FROM merchants WHERE id = $1 AND owner_id = $2${lock ? ' FOR UPDATE' : ''}`, [
-    merchantId,
-    ownerId,
-  ]);
+export async function findOwnedMerchant(db: Queryable, ownerId: string, merchantId: string): Promise<MerchantRow | undefined> {
+  const { rows } = await db.query<MerchantRow>('SELECT * FROM merchants WHERE id = $1 AND owner_id = $2', [merchantId, ownerId]);
+  return rows[0];
+}
+
+export async function lockOwnedMerchant(tx: Tx, ownerId: string, merchantId: string): Promise<MerchantRow | undefined> {
+  const { rows } = await tx.query<MerchantRow>('SELECT * FROM merchants WHERE id = $1 AND owner_id = $2 FOR UPDATE', [merchantId, ownerId]);
   return rows[0];
 }
 
@@ -92,10 +93,10 @@ export async function categoriesOfActiveOffers(db: Queryable, merchantId: string
   return rows.map((row) => row.category);
 }
 
-export async function insertApiKey(db: Queryable, key: ApiKeyRow & { secret_hash: string }): Promise<ApiKeyRow> {
+export async function insertApiKey(db: Queryable, key: ApiKeyRow): Promise<ApiKeyRow> {
   const { rows } = await db.query<ApiKeyRow>(
     `INSERT INTO merchant_api_keys (id, merchant_id, owner_id, name, scopes, secret_hash, created_at_s, revoked_at_s)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, NULL) RETURNING ${API_KEY_COLUMNS}`,
+     VALUES ($1, $2, $3, $4, $5, $6, $7, NULL) RETURNING *`,
     [key.id, key.merchant_id, key.owner_id, key.name, JSON.stringify(key.scopes), key.secret_hash, key.created_at_s],
   );
   return rows[0]!;
@@ -111,7 +112,7 @@ export async function countActiveApiKeys(db: Queryable, merchantId: string): Pro
 /** Newest first. */
 export async function listApiKeys(db: Queryable, merchantId: string, limit: number, startingAfter?: string): Promise<ApiKeyRow[]> {
   const { rows } = await db.query<ApiKeyRow>(
-    `SELECT ${API_KEY_COLUMNS} FROM merchant_api_keys WHERE merchant_id = $1
+    `SELECT * FROM merchant_api_keys WHERE merchant_id = $1
        AND ($2::text IS NULL OR seq < (SELECT seq FROM merchant_api_keys WHERE id = $2 AND merchant_id = $1))
      ORDER BY seq DESC LIMIT $3`,
     [merchantId, startingAfter ?? null, limit],
@@ -119,17 +120,21 @@ export async function listApiKeys(db: Queryable, merchantId: string, limit: numb
   return rows;
 }
 
-export async function findApiKey(db: Queryable, merchantId: string, keyId: string, lock = false): Promise<ApiKeyRow | undefined> {
-  const { rows } = await db.query<ApiKeyRow>(
-    `SELECT ${API_KEY_COLUMNS} FROM merchant_api_keys WHERE id = $1 AND merchant_id = $2${lock ? ' FOR UPDATE' : ''}`,
-    [keyId, merchantId],
-  );
+/** Any merchant's key by id: what the credential verifier looks up. */
+export async function findApiKeyById(db: Queryable, keyId: string): Promise<ApiKeyRow | undefined> {
+  const { rows } = await db.query<ApiKeyRow>('SELECT * FROM merchant_api_keys WHERE id = $1', [keyId]);
+  return rows[0];
+}
+
+/** Locks one merchant's key (revocation). */
+export async function lockApiKey(tx: Tx, merchantId: string, keyId: string): Promise<ApiKeyRow | undefined> {
+  const { rows } = await tx.query<ApiKeyRow>('SELECT * FROM merchant_api_keys WHERE id = $1 AND merchant_id = $2 FOR UPDATE', [keyId, merchantId]);
   return rows[0];
 }
 
 export async function revokeApiKey(db: Queryable, keyId: string, nowS: bigint): Promise<ApiKeyRow> {
   const { rows } = await db.query<ApiKeyRow>(
-    `UPDATE merchant_api_keys SET revoked_at_s = COALESCE(revoked_at_s, $2) WHERE id = $1 RETURNING ${API_KEY_COLUMNS}`,
+    `UPDATE merchant_api_keys SET revoked_at_s = COALESCE(revoked_at_s, $2) WHERE id = $1 RETURNING *`,
     [keyId, nowS],
   );
   return rows[0]!;

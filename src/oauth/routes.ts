@@ -4,12 +4,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import formbody from '@fastify/formbody';
 import type { Static } from '@sinclair/typebox';
-import type { CredentialVerifier, Resource } from '../identity/verifier.ts';
+import type { CredentialVerifier } from '../identity/verifier.ts';
+import type { Resource } from './access-tokens.ts';
 import { OAuthErrorRef } from '../platform/http/openapi.ts';
 import { authorize } from './authorize.ts';
 import { CONSENT_TOKEN_HEADER, readBrowserSecret, setCookieHeader } from './browser-binding.ts';
 import { consent } from './consent.ts';
-import { devLoginRoutes } from './dev-login.ts';
+import { devLoginRoutes } from './dev-login-routes.ts';
 import { temporarilyUnavailable, unsupportedMediaType } from './errors.ts';
 import { REGISTRATIONS_PER_ADDRESS_PER_WINDOW } from './limits.ts';
 import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';
@@ -75,7 +76,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
         requireMediaType(JSON_TYPE),
       ],
       attachValidation: true,
-      schema: {
+      schema: { operationId: 'registerOAuthClient',
         tags,
         summary: 'Register a public OAuth client (RFC 7591)',
         description:
@@ -96,7 +97,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
     app.get('/oauth/authorize', {
       // The rules (and which failures may be redirected) are applied by hand, in RFC order.
       attachValidation: true,
-      schema: {
+      schema: { operationId: 'startAuthorization',
         tags,
         summary: 'Start an authorization request (authorization code + PKCE S256)',
         description:
@@ -122,7 +123,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
 
     app.get('/oauth/consent', {
       attachValidation: true,
-      schema: {
+      schema: { operationId: 'getConsentPage',
         tags,
         summary: 'The consent page: choose the identity provider and sign in',
         description:
@@ -144,7 +145,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
         async (request) => checkSelectCaller(gateway, request.headers.origin, rawQuery(request) !== ''),
         requireMediaType(JSON_TYPE),
       ],
-      schema: {
+      schema: { operationId: 'selectIdentityProvider',
         tags,
         summary: 'Choose the identity provider for a pending authorization request',
         description:
@@ -176,7 +177,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
       onRequest: [requireMediaType(FORM)],
       // Every failure must answer its own OAuth error code, so the form is checked by hand in RFC order.
       attachValidation: true,
-      schema: {
+      schema: { operationId: 'exchangeAuthorizationCode',
         tags,
         summary: 'Exchange an authorization code for an access token (PKCE S256)',
         description:
@@ -195,6 +196,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
     for (const path of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
       app.get(path, {
         schema: {
+          operationId: path.endsWith('openid-configuration') ? 'getOpenIdConfiguration' : 'getAuthorizationServerMetadata',
           tags: discovery,
           summary: path.endsWith('openid-configuration')
             ? 'Authorization server metadata at the OpenID configuration path (probed by MCP clients)'
@@ -204,14 +206,15 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
         handler: async (_request, reply) => reply.headers(DISCOVERY_CACHE).send(authorizationServerMetadata(gateway.config.baseUrl)),
       });
     }
-    const resources: Array<[string, Resource]> = [
-      ['/.well-known/oauth-protected-resource', 'api'],
-      ['/.well-known/oauth-protected-resource/mcp', 'mcp'],
-      ['/mcp/.well-known/oauth-protected-resource', 'mcp'],
+    const resources: Array<[string, Resource, string]> = [
+      ['/.well-known/oauth-protected-resource', 'api', 'getProtectedResourceMetadata'],
+      ['/.well-known/oauth-protected-resource/mcp', 'mcp', 'getMcpProtectedResourceMetadata'],
+      ['/mcp/.well-known/oauth-protected-resource', 'mcp', 'getMcpProtectedResourceMetadataAtMcpPath'],
     ];
-    for (const [path, resource] of resources) {
+    for (const [path, resource, operationId] of resources) {
       app.get(path, {
         schema: {
+          operationId,
           tags: discovery,
           summary: `Protected resource metadata (RFC 9728) for ${resource === 'mcp' ? 'the MCP endpoint' : 'the API'}`,
           response: { 200: schemas.ProtectedResourceMetadata },

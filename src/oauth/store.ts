@@ -1,6 +1,6 @@
 // SQL for the authorization server: clients, pending authorization requests, codes, revoked tokens.
 // Nothing but queries.
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
 
 export interface ClientRow {
   id: string;
@@ -46,7 +46,7 @@ export interface CodeRow {
 /** Serialises registrations so the client cap cannot be overshot by concurrent requests. */
 const REGISTRATION_LOCK_KEY = 0x6f617572; // "oaur"
 
-export async function lockRegistrations(tx: Queryable): Promise<void> {
+export async function lockRegistrations(tx: Tx): Promise<void> {
   await tx.query('SELECT pg_advisory_xact_lock($1)', [REGISTRATION_LOCK_KEY]);
 }
 

@@ -16,13 +16,12 @@
 //   code expired (60 s) ................................ 400 invalid_grant
 // PKCE is checked before the used flag, so only the holder of the verifier can trigger a revocation
 // (an attacker with a stolen code alone cannot revoke the victim's token: oidc-provider's order).
-import { ACCESS_TOKEN_TYP } from '../identity/verifier.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { invalidClient, invalidGrant, invalidRequest, invalidTarget, temporarilyUnavailable, unsupportedGrantType } from './errors.ts';
 import { ACCESS_TOKEN_LIFETIME_S } from './limits.ts';
 import { CODE_VERIFIER_PATTERN, verifierMatches } from './pkce.ts';
-import { isOurResource } from './resources.ts';
+import { ACCESS_TOKEN_TYP, isOurResource } from './access-tokens.ts';
 import { hashCode } from './select.ts';
 import * as store from './store.ts';
 

@@ -1,6 +1,6 @@
 // The offer operations, for every face: create and change a merchant's offers.
 import { Type, type Static } from '@sinclair/typebox';
-import { Category, Microcredits, ResourceId } from '../platform/http/schemas.ts';
+import { Category, idOf, MerchantIdParams, Microcredits } from '../platform/schemas.ts';
 import { parseUc } from '../platform/money.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
 import { HOLD_LIFETIME_S_DEFAULT, HOLD_LIFETIME_S_MAX, HOLD_LIFETIME_S_MIN, type Offer, type OfferService } from './service.ts';
@@ -25,8 +25,8 @@ export const OfferPatch = Type.Object(
   },
   { additionalProperties: false, minProperties: 1, examples: [{ priceUc: '2500000', active: false }] },
 );
-export const MerchantParams = Type.Object({ id: ResourceId });
-export const OfferParams = Type.Object({ id: ResourceId, offerId: ResourceId });
+export const MerchantParams = MerchantIdParams;
+export const OfferParams = Type.Object({ id: idOf('merchant (mer_…)'), offerId: idOf('offer (off_…)') });
 
 const CreateOfferInput = inputOf(MerchantParams, OfferCreate);
 const UpdateOfferInput = inputOf(OfferParams, OfferPatch);

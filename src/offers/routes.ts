@@ -4,7 +4,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { Microcredits, PageQuery, UnixSeconds } from '../platform/http/schemas.ts';
+import { Microcredits, PageQuery, UnixSeconds } from '../platform/schemas.ts';
 import { MerchantParams, OfferCreate, OfferParams, OfferPatch, type OfferOperations } from './operations.ts';
 import type { OfferService } from './service.ts';
 
@@ -32,7 +32,7 @@ export function offerRoutes(offers: OfferService, { createOffer, updateOffer }: 
     const read = { kinds: ['human', 'owner', 'merchant'], scopes: ['offers:read'] } as const;
 
     app.post('/v1/merchants/:id/offers', {
-      config: { auth: write, operation: createOffer },
+      config: { auth: write, operation: createOffer, location: true },
       schema: {
         tags,
         summary: 'Create an offer',
@@ -42,12 +42,15 @@ export function offerRoutes(offers: OfferService, { createOffer, updateOffer }: 
         response: { 201: Type.Ref('Offer'), ...problems(400, 404, 409) },
       },
       handler: (request, reply) =>
-        serve(request, reply, createOffer, { ...(request.body as Static<typeof OfferCreate>), ...(request.params as Static<typeof MerchantParams>) }, { status: 201 }),
+        serve(request, reply, createOffer, { ...(request.body as Static<typeof OfferCreate>), ...(request.params as Static<typeof MerchantParams>) }, {
+          status: 201,
+          headers: (offer) => ({ location: `/v1/merchants/${offer.merchantId}/offers/${offer.id}` }),
+        }),
     });
 
     app.get('/v1/merchants/:id/offers', {
       config: { auth: read },
-      schema: {
+      schema: { operationId: 'listOffers',
         tags,
         summary: "List a merchant's offers (oldest first)",
         params: MerchantParams,
@@ -63,7 +66,7 @@ export function offerRoutes(offers: OfferService, { createOffer, updateOffer }: 
 
     app.get('/v1/merchants/:id/offers/:offerId', {
       config: { auth: read },
-      schema: { tags, summary: 'Read an offer', params: OfferParams, response: { 200: Type.Ref('Offer'), ...problems(404) } },
+      schema: { operationId: 'getOffer', tags, summary: 'Read an offer', params: OfferParams, response: { 200: Type.Ref('Offer'), ...problems(404) } },
       handler: async (request) => {
         const { id, offerId } = request.params as Static<typeof OfferParams>;
         return offers.get(principalOf(request), id, offerId);

@@ -1,6 +1,6 @@
 // Offers: what a merchant sells for credit. Owned by a merchant; managed by the merchant's owner or by a
 // merchant API key of that merchant; the category must be one of the merchant's categories.
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
@@ -53,7 +53,7 @@ export class OfferService {
   }
 
   async create(
-    tx: Queryable,
+    tx: Tx,
     principal: Principal,
     merchantId: string,
     input: { name: string; category: string; priceUc: bigint; active?: boolean; holdLifetimeS?: number },
@@ -94,14 +94,14 @@ export class OfferService {
   }
 
   async update(
-    tx: Queryable,
+    tx: Tx,
     principal: Principal,
     merchantId: string,
     offerId: string,
     patch: { name?: string; priceUc?: bigint; active?: boolean; holdLifetimeS?: number },
   ): Promise<Offer> {
     const merchant = await this.merchantFor(tx, principal, merchantId, true);
-    const row = await store.findOffer(tx, offerId, true);
+    const row = await store.lockOffer(tx, offerId);
     if (!row || row.merchant_id !== merchantId) throw new ApiError('not_found', { detail: `no offer ${offerId}` });
     if (patch.active === true && !merchant.categories.includes(row.category)) {
       throw new ApiError('invalid_input', { detail: `the offer's category "${row.category}" is no longer one of the merchant's categories` });

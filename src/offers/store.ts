@@ -1,5 +1,5 @@
 // SQL of offers.
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
 
 export interface OfferRow {
   id: string;
@@ -22,8 +22,13 @@ export async function insertOffer(db: Queryable, offer: OfferRow): Promise<Offer
   return rows[0]!;
 }
 
-export async function findOffer(db: Queryable, offerId: string, lock = false): Promise<OfferRow | undefined> {
-  const { rows } = await db.query<OfferRow>(`SELECT * FROM offers WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [offerId]);
+export async function findOffer(db: Queryable, offerId: string): Promise<OfferRow | undefined> {
+  const { rows } = await db.query<OfferRow>('SELECT * FROM offers WHERE id = $1', [offerId]);
+  return rows[0];
+}
+
+export async function lockOffer(tx: Tx, offerId: string): Promise<OfferRow | undefined> {
+  const { rows } = await tx.query<OfferRow>('SELECT * FROM offers WHERE id = $1 FOR UPDATE', [offerId]);
   return rows[0];
 }
 

@@ -1,6 +1,6 @@
 // The top-up operations, for every face: request a top-up, and the owner's approve and decline.
 import { Type, type Static } from '@sinclair/typebox';
-import { ResourceId } from '../platform/http/schemas.ts';
+import { ResourceId } from '../platform/schemas.ts';
 import type { SingleStepOperation } from '../platform/operations.ts';
 import { principalScope } from '../platform/principal.ts';
 import type { OpenedApproval, TopupDraft } from './providers.ts';

@@ -6,7 +6,7 @@ import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/http/schemas.ts';
+import { IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/schemas.ts';
 import { newNonce, pageHeaders } from '../oauth/pages.ts';
 import { paymentOperations, RequestTopupInput, type PaymentOperations } from './operations.ts';
 import { approvalPage } from './page.ts';

@@ -18,7 +18,7 @@ import type { ExecuteService, ResumeOutcome } from '../execute/service.ts';
 import type { ApprovalRequest, PaymentApproval, PaymentApprovalProvider } from '../execute/payment-approval.ts';
 import type { IdentityService } from '../identity/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
@@ -151,7 +151,7 @@ export class PaymentsService implements PaymentApprovalProvider {
   }
 
   /** Records an opened top-up (in the caller's transaction). 409 conflict when its intent has one pending. */
-  async record(tx: Queryable, owner: { ownerId: string; requestedBy: string }, request: TopupRequest, prepared: { draft: TopupDraft; opened: OpenedApproval }): Promise<Topup> {
+  async record(tx: Tx, owner: { ownerId: string; requestedBy: string }, request: TopupRequest, prepared: { draft: TopupDraft; opened: OpenedApproval }): Promise<Topup> {
     if (request.intentId !== undefined) await this.checkIntent(tx, request.intentId, request.agentId);
     const row = await this.insert(tx, owner, request.reason, prepared);
     if (!row) {
@@ -167,7 +167,7 @@ export class PaymentsService implements PaymentApprovalProvider {
     }
   }
 
-  private async insert(tx: Queryable, owner: { ownerId: string; requestedBy: string }, reason: string, { draft, opened }: { draft: TopupDraft; opened: OpenedApproval }) {
+  private async insert(tx: Tx, owner: { ownerId: string; requestedBy: string }, reason: string, { draft, opened }: { draft: TopupDraft; opened: OpenedApproval }) {
     const nowS = this.gateway.clock.nowS();
     return store.insertTopup(tx, {
       id: draft.id,
@@ -243,7 +243,7 @@ export class PaymentsService implements PaymentApprovalProvider {
   }
 
   /** The owner approves on the local page: settles at once. Approving a settled top-up again answers it as it is. */
-  async approve(tx: Queryable, owner: Pick<Principal, 'kind' | 'agentId' | 'ownerId' | 'id'>, topupId: string): Promise<Topup> {
+  async approve(tx: Tx, owner: Pick<Principal, 'kind' | 'agentId' | 'ownerId' | 'id'>, topupId: string): Promise<Topup> {
     const row = this.readable(owner, await store.findTopup(tx, topupId, true), topupId);
     if (row.provider !== 'local') throw new ApiError('conflict', { detail: `this top-up is paid at Stripe Checkout (${row.checkout_url}), not approved here` });
     if (row.status === 'settled') return toTopup(row);
@@ -264,7 +264,7 @@ export class PaymentsService implements PaymentApprovalProvider {
   }
 
   /** The owner declines: the top-up closes and its intent is cancelled, nothing charged. Declining again answers it unchanged. */
-  async decline(tx: Queryable, topupId: string): Promise<Topup> {
+  async decline(tx: Tx, topupId: string): Promise<Topup> {
     const row = (await store.findTopup(tx, topupId, true))!;
     if (row.status === 'declined') return toTopup(row);
     this.assertPending(row);
@@ -277,7 +277,7 @@ export class PaymentsService implements PaymentApprovalProvider {
   }
 
   /** Credits the lot and marks the top-up settled, in the caller's transaction, with the row locked and pending. */
-  private async settleLocked(tx: Queryable, row: store.TopupRow, settlementRef: string): Promise<store.TopupRow> {
+  private async settleLocked(tx: Tx, row: store.TopupRow, settlementRef: string): Promise<store.TopupRow> {
     const lot = await this.deps.ledger.grant(tx, {
       agentId: row.agent_id,
       amountUc: BigInt(row.amount_usd_cents) * UC_PER_USD_CENT,
@@ -289,7 +289,7 @@ export class PaymentsService implements PaymentApprovalProvider {
     return settled;
   }
 
-  private async closeLocked(tx: Queryable, row: store.TopupRow, status: 'declined' | 'expired' | 'failed', reference: string | null): Promise<store.TopupRow> {
+  private async closeLocked(tx: Tx, row: store.TopupRow, status: 'declined' | 'expired' | 'failed', reference: string | null): Promise<store.TopupRow> {
     const closed = await store.markClosed(tx, row.id, status, reference, this.gateway.clock.nowS());
     if (row.intent_id && !(await store.intentStillFunded(tx, row.intent_id, row.id))) {
       await this.deps.intents().cancelIntent(tx, row.intent_id, `topup_${status}`);

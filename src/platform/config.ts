@@ -37,7 +37,12 @@ export interface Config {
   apiKeyPepper?: string;
   /** AES-256-GCM key (base64, 32 bytes) sealing stored secrets (webhook secrets, mail passwords); dev mode generates one. */
   secretBoxKey?: string;
-  doh: { resolverUrl: string; timeoutMs: number; caFile?: string };
+  /** `devZone`: dev mode without ACG_DOH_RESOLVER_URL asks the gateway's own dev DNS zone (src/sandbox/). */
+  doh: { resolverUrl: string; timeoutMs: number; caFile?: string; devZone: boolean };
+  /** SHA-256 (hex) of the operator credential the gateway accepts; dev mode generates a credential instead. */
+  operatorTokenSha256?: string;
+  /** The operator credential itself, for CLI commands that call a running gateway (the gateway ignores it). */
+  operatorToken?: string;
   /** Extra CA certificates (PEM file) trusted for outbound HTTPS: webhooks to a private PKI, and tests. */
   outboundCaFile?: string;
   webhookPollIntervalMs: number;
@@ -97,7 +102,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_AGENT_OWNER_EMAIL_CLAIM', default: 'owner_email', meaning: "claim on an agent identity JWT holding its owner's verified email" },
   { name: 'ACG_API_KEY_PEPPER', default: '(dev: generated)', meaning: 'secret (≥ 32 chars) keying the hashes of merchant API keys; without it live mode cannot issue API keys' },
   { name: 'ACG_SECRET_BOX_KEY', default: '(dev: generated)', meaning: 'base64 of 32 random bytes; seals stored secrets (webhook signing secrets, mail passwords); required in live mode for webhooks and mail' },
-  { name: 'ACG_DOH_RESOLVER_URL', default: 'https://cloudflare-dns.com/dns-query', meaning: 'DNS-over-HTTPS (RFC 8484) resolver used to verify merchant domains' },
+  { name: 'ACG_DOH_RESOLVER_URL', default: '(dev: the dev zone; live: https://cloudflare-dns.com/dns-query)', meaning: "DNS-over-HTTPS (RFC 8484) resolver used to verify merchant domains; dev mode's default is the gateway's own dev zone (`acg dev dns publish`)" },
   { name: 'ACG_DOH_TIMEOUT_MS', default: '5000', meaning: 'time budget of one DNS-over-HTTPS query' },
   { name: 'ACG_DOH_CA_FILE', default: '(system CAs)', meaning: "extra CA certificate (PEM file) trusted for the resolver's HTTPS" },
   { name: 'ACG_OUTBOUND_CA_FILE', default: '(system CAs)', meaning: 'extra CA certificates (PEM file) trusted for outbound HTTPS such as webhook deliveries' },
@@ -116,6 +121,8 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_STRIPE_SECRET_KEY', default: '(none)', meaning: 'Stripe secret key (`sk_live_…`, `sk_test_…` or a restricted `rk_…`); required with ACG_PAYMENT_PROVIDER=stripe' },
   { name: 'ACG_STRIPE_WEBHOOK_SECRET', default: '(none)', meaning: 'signing secret (`whsec_…`) of the Stripe webhook endpoint `{base_url}/v1/payments/stripe/webhook`; required with stripe' },
   { name: 'ACG_STRIPE_API_URL', default: 'https://api.stripe.com', meaning: 'base URL of the Stripe API (tests point it at a local server)' },
+  { name: 'ACG_OPERATOR_TOKEN_SHA256', default: '(dev: generated)', meaning: 'hex SHA-256 of the operator credential accepted by operator routes (`acg credit grant` on a running gateway); dev mode generates one into ACG_DATA_DIR/operator-token' },
+  { name: 'ACG_OPERATOR_TOKEN', default: '(dev: read from ACG_DATA_DIR)', meaning: 'the operator credential itself, for CLI commands that call a running gateway; the gateway itself ignores it' },
   { name: 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', default: 'false', meaning: 'TEST ONLY: lets outbound calls reach loopback/private addresses; refused in live mode' },
 ];
 
@@ -193,6 +200,25 @@ function servicesConfig(env: Env, problems: string[]): ServicesConfig {
   };
 }
 
+/** Where the gateway serves its dev DNS zone (dev mode only); the default resolver of dev mode. */
+export const DEV_ZONE_PATH = '/dev/dns-query';
+
+function dohConfig(env: Env, mode: Mode, baseUrl: string, problems: string[]): Config['doh'] {
+  const configured = url(env, 'ACG_DOH_RESOLVER_URL', problems);
+  // Live mode has no dev zone: a resolver URL that names one (ours or another gateway's) would let
+  // anyone who can publish dev records verify any domain.
+  if (mode === 'live' && configured && new URL(configured).pathname.replace(/\/+$/, '') === DEV_ZONE_PATH) {
+    problems.push(`ACG_DOH_RESOLVER_URL points at a dev DNS zone (${DEV_ZONE_PATH}); live mode needs a real DNS-over-HTTPS resolver`);
+  }
+  const devZone = mode === 'dev' && !configured;
+  return {
+    resolverUrl: configured ?? (devZone ? `${baseUrl}${DEV_ZONE_PATH}` : 'https://cloudflare-dns.com/dns-query'),
+    timeoutMs: integer(env, 'ACG_DOH_TIMEOUT_MS', 5000, 100, 60_000, problems),
+    caFile: env.ACG_DOH_CA_FILE || undefined,
+    devZone,
+  };
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
   const modeRaw = env.ACG_MODE || 'dev';
@@ -235,11 +261,9 @@ export function loadConfig(env: Env = process.env): Config {
     agentOwnerEmailClaim: env.ACG_AGENT_OWNER_EMAIL_CLAIM || 'owner_email',
     apiKeyPepper: env.ACG_API_KEY_PEPPER || undefined,
     secretBoxKey: env.ACG_SECRET_BOX_KEY || undefined,
-    doh: {
-      resolverUrl: url(env, 'ACG_DOH_RESOLVER_URL', problems) ?? 'https://cloudflare-dns.com/dns-query',
-      timeoutMs: integer(env, 'ACG_DOH_TIMEOUT_MS', 5000, 100, 60_000, problems),
-      caFile: env.ACG_DOH_CA_FILE || undefined,
-    },
+    doh: dohConfig(env, mode, baseUrlEnv ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`, problems),
+    operatorTokenSha256: env.ACG_OPERATOR_TOKEN_SHA256?.toLowerCase() || undefined,
+    operatorToken: env.ACG_OPERATOR_TOKEN || undefined,
     outboundCaFile: env.ACG_OUTBOUND_CA_FILE || undefined,
     webhookPollIntervalMs: integer(env, 'ACG_WEBHOOK_POLL_INTERVAL_MS', 1000, 50, 60_000, problems),
     services: servicesConfig(env, problems),
@@ -263,6 +287,9 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.db.lockTimeoutMs > config.db.statementTimeoutMs) {
     problems.push(`ACG_DB_LOCK_TIMEOUT_MS (${config.db.lockTimeoutMs}) must not exceed ACG_DB_STATEMENT_TIMEOUT_MS (${config.db.statementTimeoutMs})`);
+  }
+  if (config.operatorTokenSha256 && !/^[0-9a-f]{64}$/.test(config.operatorTokenSha256)) {
+    problems.push('ACG_OPERATOR_TOKEN_SHA256 must be 64 hex characters: the SHA-256 of the operator credential (printf %s "$TOKEN" | sha256sum)');
   }
   if (config.apiKeyPepper && config.apiKeyPepper.length < 32) problems.push('ACG_API_KEY_PEPPER must be at least 32 characters');
   if (config.humanIssuer && config.agentIssuer && config.humanIssuer.issuer === config.agentIssuer.issuer) {

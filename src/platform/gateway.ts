@@ -1,6 +1,7 @@
 // The gateway's shared context: built once per process, decorated onto Fastify as `app.gateway`,
 // and handed to every feature. It owns the long-lived parts and their shutdown order.
 import pino, { type Logger } from 'pino';
+import pretty from 'pino-pretty';
 import { SystemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
@@ -50,10 +51,15 @@ function requestForLog(request: { method?: string; url?: string; ip?: string }) 
   return { method: request.method, path: (request.url ?? '').split('?')[0], remoteAddress: request.ip };
 }
 
-/** `destination` defaults to stdout; tests pass a stream to read what the gateway logs. */
+/**
+ * `destination` defaults to stdout: JSON lines for log collectors, or readable lines when stdout is a
+ * terminal (a person is watching). Tests pass a stream to read what the gateway logs.
+ */
 export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pino.DestinationStream): Logger {
   const options = { level: config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' }, serializers: { req: requestForLog } };
-  return destination ? pino(options, destination) : pino(options);
+  if (destination) return pino(options, destination);
+  // sync: a fatal line written just before process.exit is not lost.
+  return process.stdout.isTTY ? pino(options, pretty({ colorize: true, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' })) : pino(options);
 }
 
 export interface GatewayOptions {

@@ -1,5 +1,6 @@
 // Who is calling. The identity feature fills `request.principal`; everything else reads it.
-export type PrincipalKind = 'human' | 'agent' | 'owner' | 'merchant';
+/** `operator`: the operator credential of /v1/operator routes (checked by the operator feature, not the verifier). */
+export type PrincipalKind = 'human' | 'agent' | 'owner' | 'merchant' | 'operator';
 
 export interface Principal {
   kind: PrincipalKind;

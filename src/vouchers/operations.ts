@@ -3,7 +3,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { Redemption } from '../ledger/service.ts';
 import type { Microcredits as Uc } from '../platform/money.ts';
 import type { SingleStepOperation } from '../platform/operations.ts';
-import { Microcredits, ResourceId } from '../platform/http/schemas.ts';
+import { Microcredits, ResourceId } from '../platform/schemas.ts';
 import type { VoucherService } from './service.ts';
 
 export const MintVoucherInput = Type.Object(

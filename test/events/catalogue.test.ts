@@ -20,8 +20,12 @@ describe('the event catalogue in the OpenAPI document', () => {
       expect(operation.parameters.map((p: { name: string }) => p.name)).toEqual(['webhook-id', 'webhook-timestamp', 'webhook-signature']);
       const schema = operation.requestBody.content['application/json'].schema;
       expect(schema.properties.type.const).toBe(type);
-      const member = type === 'merchant.verified' ? 'merchant' : 'redemption';
-      expect(schema.properties.data.properties[member].$ref).toBe(`#/components/schemas/${member === 'merchant' ? 'Merchant' : 'Redemption'}`);
+      if (type === 'webhook.disabled') {
+        expect(schema.properties.data.properties.webhook.required).toEqual(['reason', 'failingSince', 'consecutiveFailures']);
+      } else {
+        const member = type === 'merchant.verified' ? 'merchant' : 'redemption';
+        expect(schema.properties.data.properties[member].$ref).toBe(`#/components/schemas/${member === 'merchant' ? 'Merchant' : 'Redemption'}`);
+      }
       expect(Object.keys(operation.responses)).toEqual(['2XX']);
     }
     expect(document.components.schemas.Merchant).toBeDefined();

@@ -145,7 +145,7 @@ describe('the delivery worker', () => {
     expect(await deliveryOf(event.id)).toMatchObject({ state: 'succeeded', attempts: 1 });
   });
 
-  it('queues nothing while the webhook is disabled and pauses what is pending; enabling again resumes with the new secret', async () => {
+  it('queues nothing while the webhook is disabled and pauses what is pending; resuming without deliverMissed keeps the secret and sends only what was pending', async () => {
     const before = target.receiver.received.length;
     const pending = await emit(world, merchantId);
     const disabled = await world.api('PUT', `/v1/merchants/${merchantId}/webhook`, {
@@ -154,14 +154,19 @@ describe('the delivery worker', () => {
       body: { url: 'https://hooks.shop-test.com/acg/events', enabled: false },
     });
     expect(disabled.body.configuration.enabled).toBe(false);
+    expect(disabled.body.webhookSecret).toBeUndefined();
     const skipped = await emit(world, merchantId);
     expect(await runWorker()).toMatchObject({ claimed: 0 });
     expect(await deliveryOf(skipped.id)).toBeUndefined();
     const resend = await world.api('POST', `/v1/merchants/${merchantId}/webhook/deliveries/${(await deliveryOf(pending.id)).id}/resend`, { token: alice });
     expect([resend.status, resend.body.code]).toEqual([409, 'conflict']);
 
-    const enabled = await configureWebhook(world, alice, merchantId);
-    target.receiver.useSecret(enabled.body.webhookSecret);
+    const enabled = await world.api('PUT', `/v1/merchants/${merchantId}/webhook`, {
+      token: alice,
+      key: uniqueKey(),
+      body: { url: 'https://hooks.shop-test.com/acg/events', deliverMissed: false },
+    });
+    expect(enabled.body.webhookSecret).toBeUndefined();
     expect(await runWorker()).toMatchObject({ claimed: 1, succeeded: 1 });
     const got = target.receiver.received.slice(before);
     expect(got.map((r) => [r.headers['webhook-id'], r.verified])).toEqual([[pending.id, true]]);
@@ -197,7 +202,7 @@ describe('SSRF: the address rule at delivery time', () => {
         await guarded.close();
       }
     }
-  });
+  }, 120_000); // five gateways, one after another
 });
 
 describe('GET /v1/merchants/{id}/webhook/deliveries and re-send', () => {
@@ -273,7 +278,12 @@ describe('background work', () => {
     } finally {
       await running.gw.gateway.close();
       await running.close();
-      target.receiver.useSecret((await configureWebhook(world, alice, merchantId)).body.webhookSecret);
+      const rotated = await world.api('PUT', `/v1/merchants/${merchantId}/webhook`, {
+        token: alice,
+        key: uniqueKey(),
+        body: { url: 'https://hooks.shop-test.com/acg/events', rotateSecret: true },
+      });
+      target.receiver.useSecret(rotated.body.webhookSecret);
     }
-  });
+  }, 90_000);
 });

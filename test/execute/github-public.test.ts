@@ -331,11 +331,15 @@ describe('the catalogue', () => {
     for (const action of ['inboxes.list', 'messages.list', 'messages.get', 'repository.get']) expect(operation.description).toContain(`\`${action}\``);
     expect(operation.description).toContain('1000000 µc ($0.01)');
     const body = operation.requestBody.content['application/json'].schema;
-    expect(body.properties.serviceId.enum).toEqual(['mail', 'github-public']);
-    expect(body.allOf).toContainEqual({
-      if: { properties: { serviceId: { enum: ['github-public'] }, action: { enum: ['repository.get'] } }, required: ['serviceId', 'action'] },
-      then: { properties: { input: { $ref: '#/components/schemas/GithubPublicRepositoryGetInput' } } },
-    });
+    expect(body.oneOf.map((branch: { properties: { serviceId: { enum: string[] } } }) => branch.properties.serviceId.enum)).toEqual([['mail'], ['github-public']]);
+    expect(body.oneOf).toContainEqual(
+      expect.objectContaining({
+        properties: expect.objectContaining({
+          action: { type: 'string', enum: ['repository.get'] },
+          input: { $ref: '#/components/schemas/GithubPublicRepositoryGetInput' },
+        }),
+      }),
+    );
     expect(document.components.schemas.MailMessagesListInput.required).toEqual(['inbox']);
     expect(document.components.schemas.GithubPublicRepositoryGetInput.properties.owner.maxLength).toBe(39);
     expect(operation.responses['200'].content['application/json'].schema.$ref).toBe('#/components/schemas/ExecuteResult');

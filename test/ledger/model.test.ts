@@ -30,7 +30,7 @@ afterAll(() => world.close());
 
 const nowS = () => world.gw.clock.nowS();
 const ledger = () => world.gw.services.ledger;
-const tx = <T>(fn: (q: import('../../src/platform/db/database.ts').Queryable) => Promise<T>) => world.gw.gateway.db.transaction(fn);
+const tx = <T>(fn: (q: import('../../src/platform/db/database.ts').Tx) => Promise<T>) => world.gw.gateway.db.transaction(fn);
 const live = (lot: ModelLot) => lot.expiresAtS === null || lot.expiresAtS > nowS();
 const due = (hold: ModelHold) => hold.state === 'held' && hold.expiresAtS <= nowS();
 

@@ -36,6 +36,9 @@ describe('PUT /v1/merchants/{id}/webhook', () => {
       url: `https://${HOOK_HOST}/acg/events`,
       createdAt: expect.any(Number),
       updatedAt: expect.any(Number),
+      pausedAt: null,
+      disabledReason: null,
+      previousSecretExpiresAt: null,
     });
     expect(res.body.webhookSecret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(res.body.notice).toContain('shown only in this response');
@@ -57,14 +60,27 @@ describe('PUT /v1/merchants/{id}/webhook', () => {
     expect(merchant.webhookUrl).toBe(`https://${HOOK_HOST}/acg/events`);
   });
 
-  it('rotates the secret on every PUT and can disable the webhook', async () => {
+  it('keeps the secret on a later PUT (which can disable the webhook), and replaces it only when asked', async () => {
     const first = await put({ url: `https://${HOOK_DOMAIN}/a` });
+    const sealed = async () =>
+      (await world.gw.gateway.db.query<{ secret_sealed: string }>('SELECT secret_sealed FROM webhook_endpoints WHERE merchant_id = $1', [merchantId])).rows[0]!
+        .secret_sealed;
+    const before = await sealed();
     world.gw.clock.advance(2_000);
     try {
       const second = await put({ url: `https://${HOOK_DOMAIN}/b`, enabled: false });
-      expect(second.body.webhookSecret).not.toBe(first.body.webhookSecret);
-      expect(second.body.configuration).toMatchObject({ enabled: false, url: `https://${HOOK_DOMAIN}/b`, createdAt: first.body.configuration.createdAt });
+      expect(second.status).toBe(200);
+      expect(second.body.webhookSecret).toBeUndefined();
+      expect(second.body.notice).toContain('unchanged');
+      expect(await sealed()).toBe(before);
+      expect(second.body.configuration).toMatchObject({ enabled: false, url: `https://${HOOK_DOMAIN}/b`, createdAt: first.body.configuration.createdAt, disabledReason: 'merchant' });
       expect(second.body.configuration.updatedAt).toBeGreaterThan(first.body.configuration.updatedAt);
+      expect(second.body.configuration.pausedAt).toBe(second.body.configuration.updatedAt);
+
+      const rotated = await put({ url: `https://${HOOK_DOMAIN}/b`, rotateSecret: true });
+      expect(rotated.body.webhookSecret).toMatch(/^whsec_/);
+      expect(await sealed()).not.toBe(before);
+      expect(rotated.body.configuration).toMatchObject({ enabled: true, pausedAt: null, disabledReason: null, previousSecretExpiresAt: null });
     } finally {
       world.gw.clock.advance(-2_000);
     }
@@ -77,6 +93,7 @@ describe('PUT /v1/merchants/{id}/webhook', () => {
     expect(res.body.detail).toContain('verify the domain first');
     expect((await world.api('GET', `/v1/merchants/${merchant.id}/webhook`, { token: alice })).body.configuration).toEqual({
       configured: false, enabled: false, queueConfigured: true, merchantId: merchant.id, url: '', createdAt: null, updatedAt: null,
+      pausedAt: null, disabledReason: null, previousSecretExpiresAt: null,
     });
   });
 

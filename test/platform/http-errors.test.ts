@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
+import pino from 'pino';
+import { ApiError } from '../../src/platform/errors.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 
 // A route with a JSON body schema, registered only in this test, to exercise the HTTP edge.
@@ -10,6 +12,8 @@ async function echoRoute(app: FastifyInstance) {
     handler: async (request) => request.body,
   });
   app.get('/v1/test/boom', { handler: async () => { throw new Error('secret internal detail'); } });
+  app.get('/v1/test/unconfigured', { handler: async () => { throw new ApiError('provider_configuration_required', { detail: 'no provider in live mode' }); } });
+  app.get('/v1/test/storage-down', { handler: async () => { throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }); } });
 }
 
 let gw: TestGateway;
@@ -91,5 +95,27 @@ describe('the HTTP edge', () => {
     expect(given.headers.get('x-request-id')).toBe('abc-123');
     const made = await fetch(`${gw.url}/healthz`, { headers: { 'x-request-id': 'bad id with spaces' } });
     expect(made.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('logging of failures', () => {
+  it('logs refusals and availability 503s without a stack, and only unexpected errors at error with the stack', async () => {
+    const lines: Array<{ level: number; msg: string; err?: { stack?: string }; status?: number }> = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const logged = await startTestGateway({ features: [echoRoute], log });
+    try {
+      const statuses = [];
+      for (const path of ['/v1/test/unconfigured', '/v1/test/storage-down', '/v1/nothing-here', '/v1/test/boom']) statuses.push((await fetch(`${logged.url}${path}`)).status);
+      expect(statuses).toEqual([503, 503, 404, 500]);
+      const failures = lines.filter((line) => line.status !== undefined || line.msg === 'request failed');
+      const byLevel = (level: number) => failures.filter((line) => line.level === level);
+      expect(byLevel(30).map((line) => line.status)).toEqual([404]);
+      expect(byLevel(40).map((line) => line.status)).toEqual([503, 503]);
+      expect(byLevel(50)).toHaveLength(1);
+      expect(byLevel(50)[0]!.err?.stack).toContain('secret internal detail');
+      expect(failures.filter((line) => line.level < 50).every((line) => line.err === undefined)).toBe(true);
+    } finally {
+      await logged.close();
+    }
   });
 });

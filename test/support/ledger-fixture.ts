@@ -2,7 +2,7 @@
 import { seedMerchantKey } from './merchant-key.ts';
 import type { World } from './world.ts';
 
-export const ALL_SCOPES = ['access:check', 'offers:read', 'offers:write', 'redemptions:capture', 'redemptions:release', 'earnings:read', 'webhooks:read', 'webhooks:write'];
+export const ALL_SCOPES = ['access:check', 'offers:read', 'offers:write', 'redemptions:capture', 'redemptions:release', 'earnings:read', 'webhooks:read', 'webhooks:write', 'events:read'];
 
 export interface Shop {
   merchantId: string;

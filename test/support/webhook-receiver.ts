@@ -22,6 +22,8 @@ export interface WebhookReceiver {
   received: ReceivedWebhook[];
   /** Status code for the following requests (default 200). */
   answerWith(status: number): void;
+  /** true: the following requests are recorded but never answered (a receiver that hangs); false: answer again. */
+  hang(on: boolean): void;
   /** The secret to verify the following requests with (e.g. once a webhook PUT has returned it). */
   useSecret(secret: string): void;
   close(): Promise<void>;
@@ -53,10 +55,13 @@ export async function startWebhookReceiver(options: {
   tls?: { certPem: string; keyPem: string };
   /** The receiver's clock in Unix seconds (default: the system clock, as the library does). */
   nowS?: () => number;
+  /** Where to listen (default 127.0.0.1, a free port). */
+  listen?: { host: string; port: number };
 }): Promise<WebhookReceiver> {
   let verifier = options.secret ? verifierFor(options.secret, options.nowS) : undefined;
   const received: ReceivedWebhook[] = [];
   let status = 200;
+  let hanging = false;
   const handler: http.RequestListener = (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -72,17 +77,22 @@ export async function startWebhookReceiver(options: {
         verifyError = (error as Error).message;
       }
       received.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, verified, verifyError });
+      if (hanging) return;
       res.writeHead(status, { 'content-type': 'text/plain' }).end('thanks');
     });
   };
   const server = options.tls ? https.createServer({ cert: options.tls.certPem, key: options.tls.keyPem }, handler) : http.createServer(handler);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.listen?.port ?? 0, options.listen?.host ?? '127.0.0.1', resolve);
+  });
   const port = (server.address() as AddressInfo).port;
   return {
-    url: `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`,
+    url: `${options.tls ? 'https' : 'http'}://${options.listen?.host ?? '127.0.0.1'}:${port}`,
     port,
     received,
     answerWith: (next) => { status = next; },
+    hang: (on) => { hanging = on; },
     useSecret: (secret) => { verifier = verifierFor(secret, options.nowS); },
     close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
   };

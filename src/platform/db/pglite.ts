@@ -39,6 +39,14 @@ function processAlive(pid: number): boolean {
   }
 }
 
+/** Another live process holds the embedded database: an operator's situation, said in one line, not a crash. */
+export class DatabaseInUseError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DatabaseInUseError';
+  }
+}
+
 /**
  * PGlite has no lock of its own, and two processes writing one data directory would corrupt it. A lock
  * file holding our pid refuses a second opener; a lock left by a dead process is taken over.
@@ -53,7 +61,7 @@ function lockDataDir(dataDir: string): () => void {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const holder = Number(readFileSync(lockFile, 'utf8'));
       if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && processAlive(holder)) {
-        throw new Error(
+        throw new DatabaseInUseError(
           `the embedded database in ${dataDir} is in use by process ${holder}; stop it first, or run on PostgreSQL (DATABASE_URL)`,
         );
       }

@@ -8,7 +8,8 @@ import FindMyWay from 'find-my-way';
 import type { Gateway } from '../gateway.ts';
 import type { OperationDescription } from '../operations.ts';
 import type { Principal } from '../principal.ts';
-import { renderError } from './render-error.ts';
+import { PATH_PARAMETER_LENGTH_MAX, renderClientError, renderError } from './render-error.ts';
+import { installTextGuard } from './text-guard.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
 import { ApiError } from '../errors.ts';
 import { installAuth, type Authenticator, type AuthRequirement } from './auth.ts';
@@ -27,10 +28,12 @@ declare module 'fastify' {
     auth?: AuthRequirement;
     /** The operation the route is a face of: its name is the operationId, its idempotency rule is documented. */
     operation?: OperationDescription;
+    /** The route's 201 answers a Location header naming the created resource (documented with the operation). */
+    location?: boolean;
   }
 }
 
-const AJV_OPTIONS = { removeAdditional: false, allErrors: false, coerceTypes: 'array' as const };
+const AJV_OPTIONS = { removeAdditional: false, allErrors: false, coerceTypes: 'array' as const, discriminator: true };
 const ajvFactory = AjvCompiler();
 
 /**
@@ -67,7 +70,10 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     },
     ajv: { customOptions: AJV_OPTIONS },
     schemaController: { compilersFactory: { buildValidator } },
-    routerOptions: { maxParamLength: 500, ignoreTrailingSlash: false },
+    routerOptions: { maxParamLength: PATH_PARAMETER_LENGTH_MAX, ignoreTrailingSlash: false },
+    // Errors Fastify and Node raise before a route runs get the same bodies as every other refusal.
+    frameworkErrors: (error, request, reply) => renderError(app, error, request, reply),
+    clientErrorHandler: (error, socket) => renderClientError(app, error, socket),
   });
   app.decorate('gateway', gateway);
   app.decorateRequest('principal', undefined);
@@ -127,6 +133,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     return renderError(app, error as unknown as FastifyError, request, reply);
   });
 
+  installTextGuard(app);
   installAuth(app, options.authenticator);
   registerSharedSchemas(app);
   await app.register(swagger, openApiOptions(gateway.config));

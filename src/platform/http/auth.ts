@@ -1,13 +1,12 @@
 // How a route says who may call it: `config: { auth: { kinds: ['human', 'owner'] } }`. One hook
 // authenticates every such route through the credential verifier, enforces the kinds and merchant
-// scopes, applies the per-principal rate limit, and documents the requirement in the OpenAPI document.
-import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
+// scopes and applies the per-principal rate limit; the OpenAPI transform documents the requirement.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.ts';
+import type { Resource } from '../../oauth/access-tokens.ts';
 import type { Principal, PrincipalKind } from '../principal.ts';
 import { principalScope } from '../principal.ts';
-import { ProblemRef } from './openapi.ts';
 
-export type Resource = 'api' | 'mcp';
 
 export interface AuthRequirement {
   kinds: readonly PrincipalKind[];
@@ -20,7 +19,7 @@ export interface Authenticator {
   authenticate(authorization: string | undefined, resource: Resource): Promise<Principal>;
 }
 
-const KIND_LETTER: Record<PrincipalKind, string> = { human: 'H', agent: 'A', owner: 'O', merchant: 'M' };
+const KIND_LETTER: Record<PrincipalKind, string> = { human: 'H', agent: 'A', owner: 'O', merchant: 'M', operator: 'operator' };
 
 export function describeAuth(requirement: AuthRequirement): string {
   const kinds = requirement.kinds.map((k) => KIND_LETTER[k]).join(', ');
@@ -42,17 +41,6 @@ function denial(principal: Principal, requirement: AuthRequirement): ApiError {
 }
 
 export function installAuth(app: FastifyInstance, authenticator: Authenticator): void {
-  app.addHook('onRoute', (route: RouteOptions) => {
-    const requirement = route.config?.auth as AuthRequirement | undefined;
-    if (!requirement || !route.schema) return;
-    const schema = route.schema as Record<string, unknown>;
-    schema.security = [{ bearer: [] }];
-    schema.description = [schema.description, describeAuth(requirement)].filter(Boolean).join('\n\n');
-    const response = (schema.response ??= {}) as Record<string, unknown>;
-    response[401] ??= ProblemRef;
-    response[403] ??= ProblemRef;
-  });
-
   app.addHook('onRequest', async (request: FastifyRequest) => {
     const requirement = request.routeOptions.config?.auth as AuthRequirement | undefined;
     if (!requirement) return;

@@ -1,11 +1,17 @@
-// The OpenAPI 3.1 document is generated from the route schemas; this file holds its frame and the
-// schemas every route shares (Problem, OAuth error, Microcredits).
-import type { FastifyInstance } from 'fastify';
+// The OpenAPI 3.1 document is generated from the route schemas; this file holds its frame, the
+// schemas every route shares (Problem, OAuth error, Microcredits), and the transform that documents what
+// the platform adds to every operation (security, error media types, response headers).
+import { STATUS_CODES } from 'node:http';
+import type { FastifyInstance, RouteOptions } from 'fastify';
 import type { SwaggerOptions } from '@fastify/swagger';
 import { Type } from '@sinclair/typebox';
 import type { Config } from '../config.ts';
+import type { PrincipalKind } from '../principal.ts';
+import { describeAuth, type AuthRequirement } from './auth.ts';
 import { ERROR_CATALOGUE } from '../errors.ts';
-import { MICROCREDITS_PATTERN } from '../money.ts';
+import { IDEMPOTENCY_KEY_PATTERN } from '../idempotency.ts';
+import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from '../money.ts';
+import type { OperationDescription } from '../operations.ts';
 
 export const ProblemSchema = Type.Object(
   {
@@ -34,6 +40,7 @@ export const OAuthErrorSchema = Type.Object(
 export const MicrocreditsSchema = Type.String({
   $id: 'Microcredits',
   pattern: MICROCREDITS_PATTERN,
+  maxLength: UC_DIGITS_MAX,
   description: 'integer microcredits as a decimal string; 1 credit = 1,000,000 µc = $0.01',
 });
 
@@ -64,12 +71,12 @@ export function openApiOptions(config: Config): SwaggerOptions {
           '(OAuth routes use the RFC 6749 error body); the error catalogue is at /docs/errors.',
       },
       servers: [{ url: config.baseUrl }],
-      components: {
-        securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'Human session JWT, agent JWT, OAuth access token or merchant API key' },
-        },
-      },
+      components: { securitySchemes: securitySchemes(config) },
     },
+    transform: ({ schema, url, route }) => ({
+      schema: documentOperation(documentIdempotency(schema as OperationSchema | undefined, route.config?.operation, route.config?.location === true), url, route),
+      url,
+    }),
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
     },
@@ -83,4 +90,175 @@ export function openApiOptions(config: Config): SwaggerOptions {
 export function sharesSchemas<T extends (...args: never[]) => unknown>(plugin: T): T {
   (plugin as unknown as Record<symbol, boolean>)[Symbol.for('skip-override')] = true;
   return plugin;
+}
+
+/** The security scheme of each credential kind (see docs/decisions.md "Credential kinds"). */
+export const SECURITY_SCHEME_OF: Record<PrincipalKind, string> = {
+  human: 'humanSession',
+  agent: 'agentToken',
+  owner: 'ownerOAuth',
+  merchant: 'merchantKey',
+  operator: 'operator',
+};
+
+function securitySchemes(config: Config) {
+  return {
+    [SECURITY_SCHEME_OF.human]: {
+      type: 'http' as const,
+      scheme: 'bearer',
+      bearerFormat: 'JWT',
+      description: 'H: an ID token of the human identity provider, with a verified email',
+    },
+    [SECURITY_SCHEME_OF.agent]: {
+      type: 'http' as const,
+      scheme: 'bearer',
+      bearerFormat: 'JWT',
+      description: 'A: an identity token of the agent identity provider, or our OAuth access token with scope svc:agent',
+    },
+    [SECURITY_SCHEME_OF.owner]: {
+      type: 'oauth2' as const,
+      description: 'O: our OAuth access token with scope svc:owner (authorization code with PKCE)',
+      flows: {
+        authorizationCode: {
+          authorizationUrl: `${config.baseUrl}/oauth/authorize`,
+          tokenUrl: `${config.baseUrl}/oauth/token`,
+          scopes: { 'svc:owner': "act as the agents' owner", 'svc:agent': 'act as one agent' },
+        },
+      },
+    },
+    [SECURITY_SCHEME_OF.merchant]: {
+      type: 'http' as const,
+      scheme: 'bearer',
+      description: "M: a merchant API key (acg_mk_…); an operation's security requirement lists the key scopes it needs",
+    },
+    operator: {
+      type: 'http' as const,
+      scheme: 'bearer',
+      description: 'The operator credential (dev: ACG_DATA_DIR/operator-token; live: the one whose SHA-256 is ACG_OPERATOR_TOKEN_SHA256)',
+    },
+  };
+}
+
+type OperationSchema = Record<string, unknown> & { description?: string; response?: Record<string, unknown> };
+
+/** Documents one operation; the route's own schema is left as it is (it still validates and serialises). */
+function documentOperation(schema: OperationSchema | undefined, url: string, route: RouteOptions): OperationSchema {
+  const requirement = route.config?.auth as AuthRequirement | undefined;
+  const documented = documentErrorResponses(documentSecurity({ ...schema }, requirement), url);
+  return documented.body === undefined ? documented : { ...documented, body: withoutDiscriminators(documented.body) };
+}
+
+/**
+ * Drops Ajv's `discriminator` hints from a body schema. Ajv uses them to validate only the branch a
+ * body names (so its errors point at the right member); OpenAPI's discriminator needs named schemas
+ * and a mapping, which Ajv refuses. The document keeps the `oneOf`, whose `const` members already tell
+ * the branches apart.
+ */
+function withoutDiscriminators(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(withoutDiscriminators);
+  if (schema === null || typeof schema !== 'object') return schema;
+  return Object.fromEntries(Object.entries(schema).filter(([key]) => key !== 'discriminator').map(([key, value]) => [key, withoutDiscriminators(value)]));
+}
+
+/**
+ * The security requirement from the route's `config.auth`: one alternative per admitted credential kind,
+ * merchant keys with their scopes, and `security: []` on public operations (a route with its own
+ * credential declares its `security` itself and keeps it). The requirement is also
+ * stated once in the description, and 401/403 are declared.
+ */
+function documentSecurity(schema: OperationSchema, requirement: AuthRequirement | undefined): OperationSchema {
+  if (!requirement) return schema.security ? schema : { ...schema, security: [] };
+  const security = requirement.kinds.map((kind) => ({
+    [SECURITY_SCHEME_OF[kind]]: kind === 'merchant' ? [...(requirement.scopes ?? [])] : kind === 'owner' ? ['svc:owner'] : [],
+  }));
+  return {
+    ...schema,
+    security,
+    description: [schema.description, describeAuth(requirement)].filter(Boolean).join('\n\n'),
+    response: { 401: ProblemRef, 403: ProblemRef, ...schema.response },
+  };
+}
+
+const RETRY_AFTER = { type: 'integer', minimum: 0, description: 'seconds to wait before retrying' };
+
+/** Response headers the platform sends with a failure status. */
+const ERROR_HEADERS: Partial<Record<number, Record<string, object>>> = {
+  401: {
+    'WWW-Authenticate': {
+      type: 'string',
+      description: 'Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused',
+    },
+  },
+  409: { 'Retry-After': { ...RETRY_AFTER, description: 'with idempotency_key_in_use: seconds until the running request is likely done' } },
+  429: { 'Retry-After': RETRY_AFTER },
+  503: { 'Retry-After': { ...RETRY_AFTER, description: 'when the outage is expected to pass: seconds to wait before retrying' } },
+};
+
+/**
+ * Failure responses as they are sent: problem bodies as `application/problem+json`, OAuth error bodies
+ * (under /oauth/) as `application/json`, with the headers that come with their status.
+ */
+function documentErrorResponses(schema: OperationSchema, url: string): OperationSchema {
+  const isOAuth = url.startsWith('/oauth/');
+  const mediaType = isOAuth ? 'application/json' : 'application/problem+json';
+  // A route without response schemas is documented as swagger does by default: one 200.
+  const declared = { ...(schema.response ?? { 200: { description: 'Default Response' } }), '4XX': isOAuth ? OAuthErrorRef : ProblemRef };
+  const response = Object.fromEntries(
+    Object.entries(declared).map(([status, body]) => {
+      const code = status === '4XX' ? 400 : Number(status);
+      if (!(code >= 400)) return [status, body];
+      const headers = status === '4XX' ? undefined : ERROR_HEADERS[code];
+      const given = body as { description?: string; content?: object };
+      const description = status === '4XX' ? PLATFORM_REFUSALS : (given.description ?? STATUS_CODES[code] ?? 'Error');
+      const content = given.content ?? { [mediaType]: { schema: body } };
+      return [status, { description, ...(headers && { headers }), content }];
+    }),
+  );
+  return { ...schema, response };
+}
+
+/** What every route may answer before its own checks run (the `4XX` response of every operation). */
+const PLATFORM_REFUSALS =
+  'Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), ' +
+  '405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large';
+
+const IDEMPOTENCY_KEY_DESCRIPTIONS = {
+  required: 'Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused.',
+  optional: 'Optional. When sent, the same key and input answer the stored outcome of the first request.',
+};
+
+/**
+ * The documentation of a route that is a face of an operation, from the operation's definition (never from
+ * header validation, so a missing key keeps its own 400): `operationId` is the operation name; the
+ * `Idempotency-Key` header parameter with its rule; `Idempotent-Replayed` on the success responses of an
+ * idempotent operation; `Location` on a 201 that names the created resource.
+ */
+export function documentIdempotency(schema: OperationSchema | undefined, operation: OperationDescription | undefined, location: boolean): OperationSchema | undefined {
+  if (!operation || !schema) return schema;
+  const documented: OperationSchema = { ...schema, operationId: schema.operationId ?? operation.name };
+  const { key, rule } = operation.idempotency;
+  if (key === 'none') return documented;
+  documented.headers = {
+    type: 'object',
+    properties: {
+      'Idempotency-Key': {
+        type: 'string',
+        ...(rule === 'release' ? { minLength: 1, maxLength: 255 } : { pattern: IDEMPOTENCY_KEY_PATTERN.source }),
+        description: `${IDEMPOTENCY_KEY_DESCRIPTIONS[key]} ${rule === 'release' ? '1 to 255 visible ASCII characters' : 'For example a UUID'}; the RFC 8941 quoted form is accepted as the same key. Missing: 400 ${operation.idempotency.missingCode ?? 'idempotency_required'}; malformed: 400 invalid_input.`,
+      },
+    },
+    ...(key === 'required' ? { required: ['Idempotency-Key'] } : {}),
+  };
+  const responses = (schema.response ?? {}) as Record<string, Record<string, unknown>>;
+  documented.response = Object.fromEntries(
+    Object.entries(responses).map(([status, response]) => {
+      if (!/^2\d\d$/.test(status)) return [status, response];
+      const headers: Record<string, unknown> = {
+        'Idempotent-Replayed': { type: 'string', enum: ['true'], description: 'present when this is the stored outcome of an earlier request with the same key' },
+      };
+      if (status === '201' && location) headers.Location = { type: 'string', format: 'uri-reference', description: 'the created resource' };
+      return [status, { ...response, headers }];
+    }),
+  );
+  return documented;
 }

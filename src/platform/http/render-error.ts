@@ -1,21 +1,45 @@
 // Turns anything thrown on a route into the body its clients expect: problem+json on API routes, the
 // OAuth error body under /oauth/. Bad input is always a 4xx with a reason; only our own faults are
 // 500s, and they never carry a stack trace or an internal message.
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Socket } from 'node:net';
+import { STATUS_CODES } from 'node:http';
 import { isStorageUnavailable, STORAGE_RETRY_AFTER_S, storageFailureOf } from '../db/faults.ts';
 import { ApiError, OAuthError, problemBody, type OAuthErrorCode } from '../errors.ts';
+
+/** Fastify's `maxParamLength`: longer path parameters are refused with 414 uri_too_long. */
+export const PATH_PARAMETER_LENGTH_MAX = 500;
+
+type Violation = NonNullable<FastifyError['validation']>[number];
+
+/** One schema violation as path and message; a discriminator miss names the member and its value. */
+function describeViolation(where: string, violation: Violation): { path: string; message: string } {
+  const { tag, tagValue, allowedValue } = violation.params as { tag?: string; tagValue?: unknown; allowedValue?: unknown };
+  if (violation.keyword === 'const') return { path: `${where}${violation.instancePath}`, message: `must be ${JSON.stringify(allowedValue)}` };
+  if (violation.keyword === 'discriminator' && tag !== undefined) {
+    const message = typeof tagValue === 'string' ? `${JSON.stringify(tagValue)} is not a known ${tag} here (see the catalogue)` : 'must be a string';
+    return { path: `${where}${violation.instancePath}/${tag}`, message };
+  }
+  return { path: `${where}${violation.instancePath}`, message: violation.message ?? 'is invalid' };
+}
 
 /** Maps Fastify's own client errors (parsing, limits, schema) onto our catalogue. */
 export function toApiError(error: FastifyError): ApiError {
   if (error instanceof ApiError) return error;
   if (error.validation) {
     const where = error.validationContext ?? 'request';
+    const errors = error.validation.map((v) => describeViolation(where, v));
+    const first = errors[0];
     return new ApiError('invalid_input', {
-      detail: `${where}${error.message.startsWith(where) ? error.message.slice(where.length) : ` ${error.message}`}`,
-      extra: { errors: error.validation.map((v) => ({ path: `${where}${v.instancePath}`, message: v.message ?? 'is invalid' })) },
+      detail: first ? `${first.path} ${first.message}` : `${where} is not valid`,
+      extra: { errors },
     });
   }
   switch (error.code) {
+    case 'FST_ERR_BAD_URL':
+      return new ApiError('invalid_input', { detail: 'the path is not valid percent-encoded UTF-8' });
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new ApiError('uri_too_long', { detail: `a path parameter is longer than ${PATH_PARAMETER_LENGTH_MAX} characters` });
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new ApiError('payload_too_large', { detail: 'the request body exceeds the size limit' });
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
@@ -64,7 +88,7 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
   const isOAuth = request.url.startsWith('/oauth/');
   if (isOAuth) {
     const oauth = toOAuthError(error);
-    logFailure(request, error, oauth.status);
+    logFailure(request.log, error, error instanceof OAuthError ? undefined : toApiError(error), oauth.status);
     return reply
       .code(oauth.status)
       .headers({ 'cache-control': 'no-store', ...oauth.headers })
@@ -72,7 +96,7 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
       .send({ error: oauth.error, error_description: oauth.description });
   }
   const api = toApiError(error);
-  logFailure(request, error, api.status);
+  logFailure(request.log, error, api, api.status);
   return reply
     .code(api.status)
     .headers(api.options.headers ?? {})
@@ -80,13 +104,51 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
     .send(problemBody(app.gateway.config.baseUrl, api));
 }
 
-function logFailure(request: FastifyRequest, error: FastifyError, status: number): void {
-  const storage = storageFailureOf(error)?.kind ?? (error instanceof ApiError && error.code === 'storage_unavailable' ? 'unreachable' : undefined);
+/**
+ * Refusals are expected and say so quietly: 4xx at info, availability and configuration 5xx (storage
+ * down, a provider not configured, an upstream failing) at warn, both without a stack. Only an
+ * unexpected error, our own fault, logs at error with its stack.
+ */
+function logFailure(log: FastifyBaseLogger, error: FastifyError, api: ApiError | undefined, status: number): void {
+  const code = api?.code ?? (error as { code?: string }).code;
+  const storage = storageFailureOf(error)?.kind ?? (api?.code === 'storage_unavailable' ? 'unreachable' : undefined);
   const fields = { code: 'storage_unavailable', status, reason: error.message };
   // An unreachable database is announced once by the outage tracker; each request it fails is routine.
-  if (storage === 'unreachable') request.log.info(fields, 'request failed: database unavailable');
+  if (storage === 'unreachable') log.info(fields, 'request failed: database unavailable');
   // A live database that timed out a statement or a lock wait is a slow query or contention to look into.
-  else if (storage === 'timeout') request.log.warn(fields, 'request failed: a database statement or lock wait timed out');
-  else if (status >= 500) request.log.error({ err: error }, 'request failed');
-  else request.log.info({ code: (error as { code?: string }).code, status }, error.message);
+  else if (storage === 'timeout') log.warn(fields, 'request failed: a database statement or lock wait timed out');
+  else if (api?.code === 'internal_error') log.error({ err: error }, 'request failed');
+  else if (status >= 500) log.warn({ code, status }, error.message);
+  else log.info({ code, status }, error.message);
+}
+
+/** What Node's HTTP parser refuses before Fastify sees a request, mapped onto our catalogue. */
+function clientErrorFor(code: string | undefined): ApiError {
+  if (code === 'HPE_HEADER_OVERFLOW') return new ApiError('headers_too_large', { detail: 'the request headers exceed the size limit' });
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return new ApiError('request_timeout', { detail: 'the request did not arrive in time' });
+  return new ApiError('invalid_input', { detail: 'the request is not valid HTTP/1.1' });
+}
+
+/**
+ * Fastify's `clientErrorHandler`: answers what Node's parser refuses (oversized headers, malformed
+ * requests, timeouts) with our bodies, then closes the connection, as Node's default does. The request
+ * line, when it arrived, tells an OAuth client from an API client.
+ */
+export function renderClientError(app: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const api = clientErrorFor(error.code);
+  logFailure(app.log, error as FastifyError, api, api.status);
+  const requestLine = Buffer.isBuffer(error.rawPacket) ? error.rawPacket.toString('latin1', 0, 256) : '';
+  const target = /^[A-Z]+ (\S+)/.exec(requestLine)?.[1] ?? '';
+  const oauth = target.startsWith('/oauth/') ? toOAuthError(api as unknown as FastifyError) : undefined;
+  const [status, type, body] = oauth
+    ? [oauth.status, 'application/json', JSON.stringify({ error: oauth.error, error_description: oauth.description })]
+    : [api.status, 'application/problem+json', JSON.stringify(problemBody(app.gateway.config.baseUrl, api))];
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${type}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Cache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }

@@ -5,53 +5,28 @@
 // every check that needs no network (known service and action, input schema, the action's clearance such
 // as the mail inbox allowlist), so a refusal never takes a hold. A ConnectorError thrown by run() means the
 // action did not complete and the hold is released.
-import type { Static, TSchema } from '@sinclair/typebox';
+import type { TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import type { Microcredits } from '../platform/money.ts';
 import { ConnectorError } from './connector-error.ts';
-import { githubPublicService, type GitHubContext } from './github-public.ts';
-import { mailService, type MailConnector, type MailSettings } from './mail.ts';
+import { githubPublicService, type GitHubServiceContext } from './github-public.ts';
+import { mailService, type MailContext } from './mail.ts';
+import type { ServiceModule } from './types.ts';
 
 export { ConnectorError, CONNECTOR_ERROR_CODES, type ConnectorErrorCode } from './connector-error.ts';
 export { inboxAllowed } from './mail.ts';
 
-/** What an action needs to run, built by the pipeline for one execution. */
-export interface ServiceContext {
-  /** Operator settings of the GitHub connector plus its shared ETag cache. */
-  github: GitHubContext;
-  /** Operator limits and timeouts for every mail connection. */
-  mail: MailSettings;
-  /** The executing agent's mail connector (password already decrypted), or null when it has none. */
-  mailConnector: MailConnector | null;
-}
+/** What an action needs to run, built by the pipeline for one execution: every connector's context. */
+export type ServiceContext = GitHubServiceContext & MailContext;
 
-export interface ServiceAction<S extends TSchema = TSchema> {
-  description: string;
-  /** TypeBox schema of `input`; unknown members are refused. */
-  input: S;
-  priceUc: Microcredits;
-  /** Checks that need no network and must refuse before the hold; returns the refusal or null. */
-  clearance?(ctx: ServiceContext, input: Static<S>): ConnectorError | null;
-  run(ctx: ServiceContext, input: Static<S>): Promise<object>;
-}
+export const SERVICES: readonly ServiceModule<ServiceContext>[] = [mailService, githubPublicService];
 
-export interface ServiceModule {
-  /** Stable id used on the wire (`serviceId`). */
-  id: string;
-  title: string;
-  /** Category recorded on the hold and checked against the agent's allowed categories. */
-  category: string;
-  actions: Readonly<Record<string, ServiceAction>>;
-}
-
-export const SERVICES: readonly ServiceModule[] = [mailService, githubPublicService];
-
-export function findService(serviceId: string): ServiceModule | undefined {
+export function findService(serviceId: string): ServiceModule<ServiceContext> | undefined {
   return SERVICES.find((service) => service.id === serviceId);
 }
 
 export interface PreparedAction {
-  service: ServiceModule;
+  service: ServiceModule<ServiceContext>;
   actionName: string;
   priceUc: Microcredits;
   /** Runs the action with the validated input; throws ConnectorError when it did not complete. */

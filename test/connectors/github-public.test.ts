@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { SystemClock } from '../../src/platform/clock.ts';
-import { ConnectorError, prepareAction, type ServiceContext } from '../../src/services/catalogue.ts';
+import { ConnectorError, prepareAction, type ServiceContext } from '../../src/connectors/catalogue.ts';
 import {
   EtagCache,
   createGitHubContext,
@@ -9,8 +9,8 @@ import {
   isValidGitHubOwner,
   isValidGitHubRepoName,
   type GitHubContext,
-} from '../../src/services/github-public.ts';
-import { MAIL_DEFAULTS } from '../../src/services/mail.ts';
+} from '../../src/connectors/github-public.ts';
+import { MAIL_DEFAULTS } from '../../src/connectors/mail.ts';
 import { FAKE_RATE_LIMIT_RESET_S, startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 
 let fake: FakeGitHub;

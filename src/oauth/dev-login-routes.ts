@@ -12,7 +12,7 @@ import { DevLoginBody, DevLoginResponse } from './schemas.ts';
 
 /** Long enough to finish a consent, short enough that a forgotten tab holds nothing useful. */
 export const DEV_LOGIN_TOKEN_LIFETIME_S = 300;
-const KindParams = Type.Object({ kind: Type.String({ enum: ['human', 'agent'] }) });
+const KindParams = Type.Object({ kind: Type.String({ enum: ['human', 'agent'], description: 'which built-in issuer' }) });
 
 export function devLoginRoutes(verifier: CredentialVerifier) {
   return async function routes(app: FastifyInstance): Promise<void> {
@@ -22,7 +22,7 @@ export function devLoginRoutes(verifier: CredentialVerifier) {
     if (!builtIn('human') && !builtIn('agent')) return;
     const keys = await loadDevIssuerKeys(config.dataDir);
     app.post('/dev/issuers/:kind/login', {
-      schema: {
+      schema: { operationId: 'devIssuerLogin',
         tags: ['dev'],
         summary: 'Dev mode: sign in at a built-in identity issuer (no password)',
         description:

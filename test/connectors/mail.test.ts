@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { ConnectorError, prepareAction, type ServiceContext } from '../../src/services/catalogue.ts';
-import { createGitHubContext } from '../../src/services/github-public.ts';
+import { ConnectorError, prepareAction, type ServiceContext } from '../../src/connectors/catalogue.ts';
+import { createGitHubContext } from '../../src/connectors/github-public.ts';
 import {
   MAIL_DEFAULTS,
   getMessage,
@@ -12,7 +12,7 @@ import {
   type MailSettings,
   type MessageDetail,
   type MessageList,
-} from '../../src/services/mail.ts';
+} from '../../src/connectors/mail.ts';
 import {
   ALICE,
   BOB,

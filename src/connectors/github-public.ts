@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { request, type Dispatcher } from 'undici';
 import { SystemClock, type Clock } from '../platform/clock.ts';
 import { UC_PER_CREDIT } from '../platform/money.ts';
-import type { ServiceContext, ServiceModule } from './catalogue.ts';
+import type { ServiceModule } from './types.ts';
 import { ConnectorError } from './connector-error.ts';
 
 // GitHub's naming rules. Owner (user or organisation login): 1–39 characters, ASCII letters, digits and
@@ -53,6 +53,11 @@ export interface GitHubContext extends GitHubSettings {
   clock: Clock;
   /** undici dispatcher; the global one when absent. */
   dispatcher?: Dispatcher;
+}
+
+/** What the GitHub actions need: the operator's settings and the shared ETag cache. */
+export interface GitHubServiceContext {
+  github: GitHubContext;
 }
 
 /** The documented subset of a repository that `repository.get` returns. Times are Unix seconds. */
@@ -339,7 +344,7 @@ export async function getRepository(github: GitHubContext, input: RepositoryGetI
   }
 }
 
-export const githubPublicService: ServiceModule = {
+export const githubPublicService: ServiceModule<GitHubServiceContext> = {
   id: 'github-public',
   title: 'GitHub public repositories',
   category: 'developer-tools',
@@ -348,7 +353,7 @@ export const githubPublicService: ServiceModule = {
       description: 'Facts about a public GitHub repository: description, default branch, licence, topics, counts and dates.',
       input: RepositoryGetInput,
       priceUc: UC_PER_CREDIT,
-      run: (ctx: ServiceContext, input: RepositoryGetInput) => getRepository(ctx.github, input),
+      run: (ctx: GitHubServiceContext, input: RepositoryGetInput) => getRepository(ctx.github, input),
     },
   },
 };

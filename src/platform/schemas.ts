@@ -1,15 +1,21 @@
 // Request/response schema pieces shared by several features, so one rule has one definition.
 import { Type, type TSchema } from '@sinclair/typebox';
-import { MICROCREDITS_PATTERN } from '../money.ts';
+import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from './money.ts';
 
 export const CATEGORY_PATTERN = '^[a-z0-9][a-z0-9._-]{0,63}$';
 
 export const Microcredits = (description?: string) =>
-  Type.String({ pattern: MICROCREDITS_PATTERN, maxLength: 19, description: description ?? 'microcredits as a decimal string' });
+  Type.String({ pattern: MICROCREDITS_PATTERN, maxLength: UC_DIGITS_MAX, description: description ?? `microcredits as a decimal string of at most ${UC_DIGITS_MAX} digits` });
 export const UnixSeconds = (description?: string) => Type.Integer({ minimum: 0, description: `${description ?? 'time'} (Unix seconds)` });
 export const Category = Type.String({ pattern: CATEGORY_PATTERN, description: 'lower-case category slug, 1–64 characters' });
-export const ResourceId = Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9_.:-]+$' });
-export const IdParams = Type.Object({ id: ResourceId });
+const RESOURCE_ID = { minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9_.:-]+$' };
+export const ResourceId = Type.String(RESOURCE_ID);
+/** A path parameter naming a resource, described for the OpenAPI document (e.g. `idOf('offer (off_…)')`). */
+export const idOf = (resource: string) => Type.String({ ...RESOURCE_ID, description: `id of the ${resource}` });
+export const IdParams = Type.Object({ id: idOf('resource the path names') });
+export const AgentIdParams = Type.Object({ id: idOf('agent (agt_…)') });
+export const MerchantIdParams = Type.Object({ id: idOf('merchant (mer_…)') });
+export const RedemptionIdParams = Type.Object({ id: idOf('redemption: the hold (hold_…)') });
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
 export const PageQuery = Type.Object(

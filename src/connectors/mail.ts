@@ -8,7 +8,7 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { UC_PER_CREDIT } from '../platform/money.ts';
 import { isPublicAddress } from '../platform/outbound.ts';
-import type { ServiceContext, ServiceModule } from './catalogue.ts';
+import type { ServiceModule } from './types.ts';
 import { ConnectorError } from './connector-error.ts';
 
 export type MailTlsMode = 'implicit' | 'starttls' | 'none';
@@ -29,6 +29,13 @@ export interface MailConnector {
   connection: MailConnectionSettings;
   /** Mailbox names the agent may read; see inboxAllowed for the matching rule. */
   allowlist: readonly string[];
+}
+
+/** What the mail actions need: the operator's limits and the executing agent's connector. */
+export interface MailContext {
+  mail: MailSettings;
+  /** The executing agent's mail connector (password already decrypted), or null when it has none. */
+  mailConnector: MailConnector | null;
 }
 
 /** Operator limits shared by every mail connection. */
@@ -176,12 +183,12 @@ function serverMailboxName(inbox: string): string {
   return inbox.toUpperCase() === 'INBOX' ? 'INBOX' : inbox;
 }
 
-function requireConnector(ctx: ServiceContext): MailConnector {
+function requireConnector(ctx: MailContext): MailConnector {
   if (!ctx.mailConnector) throw new ConnectorError('connector_not_configured', 'the agent has no mail connector');
   return ctx.mailConnector;
 }
 
-function clearanceFor(ctx: ServiceContext, inbox: string | undefined): ConnectorError | null {
+function clearanceFor(ctx: MailContext, inbox: string | undefined): ConnectorError | null {
   if (!ctx.mailConnector) return new ConnectorError('connector_not_configured', 'the agent has no mail connector');
   if (inbox !== undefined && !inboxAllowed(ctx.mailConnector.allowlist, inbox)) {
     return new ConnectorError('inbox_not_allowed', `inbox "${inbox}" is not on the agent's mail allowlist`);
@@ -189,7 +196,7 @@ function clearanceFor(ctx: ServiceContext, inbox: string | undefined): Connector
   return null;
 }
 
-function requireInbox(ctx: ServiceContext, inbox: string): MailConnector {
+function requireInbox(ctx: MailContext, inbox: string): MailConnector {
   const refusal = clearanceFor(ctx, inbox);
   if (refusal) throw refusal;
   return requireConnector(ctx);
@@ -381,7 +388,7 @@ function decodeCursor(cursor: string, uidValidity: bigint, inbox: string): numbe
 
 // ---- actions ----
 
-export async function listInboxes(ctx: ServiceContext): Promise<{ inboxes: InboxSummary[] }> {
+export async function listInboxes(ctx: MailContext): Promise<{ inboxes: InboxSummary[] }> {
   const connector = requireConnector(ctx);
   return withImap(ctx.mail, connector, async (client) => {
     const listed = await client.list();
@@ -404,7 +411,7 @@ export async function listInboxes(ctx: ServiceContext): Promise<{ inboxes: Inbox
   });
 }
 
-export async function listMessages(ctx: ServiceContext, input: MessagesListInput): Promise<MessageList> {
+export async function listMessages(ctx: MailContext, input: MessagesListInput): Promise<MessageList> {
   const connector = requireInbox(ctx, input.inbox);
   const inbox = serverMailboxName(input.inbox);
   const limit = input.limit ?? MAIL_PAGE_SIZE_DEFAULT;
@@ -439,7 +446,7 @@ export async function listMessages(ctx: ServiceContext, input: MessagesListInput
   });
 }
 
-export async function getMessage(ctx: ServiceContext, input: MessagesGetInput): Promise<MessageDetail> {
+export async function getMessage(ctx: MailContext, input: MessagesGetInput): Promise<MessageDetail> {
   const connector = requireInbox(ctx, input.inbox);
   const inbox = serverMailboxName(input.inbox);
   const bytesMax = ctx.mail.messageBytesMax;
@@ -493,7 +500,7 @@ function detail(uid: number, size: number, flags: string[], truncated: boolean, 
   };
 }
 
-export const mailService: ServiceModule = {
+export const mailService: ServiceModule<MailContext> = {
   id: 'mail',
   title: 'Mail (IMAP, read-only)',
   category: 'email',
@@ -502,22 +509,22 @@ export const mailService: ServiceModule = {
       description: "The agent's allowlisted inboxes that exist on its mail server, with message and unseen counts.",
       input: InboxesListInput,
       priceUc: UC_PER_CREDIT,
-      clearance: (ctx: ServiceContext) => clearanceFor(ctx, undefined),
-      run: (ctx: ServiceContext) => listInboxes(ctx),
+      clearance: (ctx: MailContext) => clearanceFor(ctx, undefined),
+      run: (ctx: MailContext) => listInboxes(ctx),
     },
     'messages.list': {
       description: 'Messages of an allowlisted inbox, newest first, paged with an opaque cursor.',
       input: MessagesListInput,
       priceUc: UC_PER_CREDIT,
-      clearance: (ctx: ServiceContext, input: MessagesListInput) => clearanceFor(ctx, input.inbox),
-      run: (ctx: ServiceContext, input: MessagesListInput) => listMessages(ctx, input),
+      clearance: (ctx: MailContext, input: MessagesListInput) => clearanceFor(ctx, input.inbox),
+      run: (ctx: MailContext, input: MessagesListInput) => listMessages(ctx, input),
     },
     'messages.get': {
       description: 'One message: headers, text and html (capped) and attachment metadata, never attachment content.',
       input: MessagesGetInput,
       priceUc: UC_PER_CREDIT,
-      clearance: (ctx: ServiceContext, input: MessagesGetInput) => clearanceFor(ctx, input.inbox),
-      run: (ctx: ServiceContext, input: MessagesGetInput) => getMessage(ctx, input),
+      clearance: (ctx: MailContext, input: MessagesGetInput) => clearanceFor(ctx, input.inbox),
+      run: (ctx: MailContext, input: MessagesGetInput) => getMessage(ctx, input),
     },
   },
 };

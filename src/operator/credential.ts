@@ -1,0 +1,72 @@
+// The operator credential: what operator routes (credit grants, dev DNS records) require, so an operator
+// can act on a running gateway, which on the embedded database is the only process that may open it.
+// The gateway keeps only its SHA-256. Dev mode generates one credential into ACG_DATA_DIR/operator-token
+// (mode 0600), which CLI commands on the same machine read; live mode accepts only a configured hash
+// (ACG_OPERATOR_TOKEN_SHA256) and, without one, has no operator routes that work.
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Config } from '../platform/config.ts';
+import { ApiError } from '../platform/errors.ts';
+
+const TOKEN_PREFIX = 'acg_op_';
+const TOKEN_FILE = 'operator-token';
+
+export function operatorTokenFile(dataDir: string): string {
+  return path.join(dataDir, TOKEN_FILE);
+}
+
+export function sha256Hex(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+function readTokenFile(dataDir: string): string | undefined {
+  try {
+    return readFileSync(operatorTokenFile(dataDir), 'utf8').trim();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+/** Dev mode: the credential in ACG_DATA_DIR, created on first use (exclusive create: two starters agree on one). */
+function ensureDevToken(dataDir: string): string {
+  const existing = readTokenFile(dataDir);
+  if (existing) return existing;
+  mkdirSync(dataDir, { recursive: true });
+  const token = `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
+  try {
+    writeFileSync(operatorTokenFile(dataDir), `${token}\n`, { flag: 'wx', mode: 0o600 });
+    return token;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    return readTokenFile(dataDir)!;
+  }
+}
+
+/** The hash the gateway accepts: configured, or in dev mode that of the generated credential; undefined: none. */
+export function acceptedOperatorHash(config: Pick<Config, 'mode' | 'dataDir' | 'operatorTokenSha256'>): string | undefined {
+  if (config.operatorTokenSha256) return config.operatorTokenSha256;
+  return config.mode === 'dev' ? sha256Hex(ensureDevToken(config.dataDir)) : undefined;
+}
+
+/** The credential a CLI command presents: ACG_OPERATOR_TOKEN, or in dev mode the generated one if a gateway made it. */
+export function presentedOperatorToken(config: Pick<Config, 'mode' | 'dataDir' | 'operatorToken'>): string | undefined {
+  if (config.operatorToken) return config.operatorToken;
+  return config.mode === 'dev' ? readTokenFile(config.dataDir) : undefined;
+}
+
+const challenge = { 'www-authenticate': 'Bearer realm="operator"' };
+
+/** Throws unless `authorization` carries the operator credential; compares hashes in constant time. */
+export function checkOperator(authorization: string | undefined, acceptedHash: string | undefined): void {
+  if (!acceptedHash) {
+    throw new ApiError('runtime_configuration_required', { detail: 'no operator credential is configured (ACG_OPERATOR_TOKEN_SHA256)' });
+  }
+  const match = /^Bearer ([\x21-\x7e]{1,200})$/.exec(authorization ?? '');
+  if (!match) throw new ApiError('unauthorized', { detail: 'operator routes take "Authorization: Bearer <operator credential>"', headers: challenge });
+  const presented = Buffer.from(sha256Hex(match[1]!), 'hex');
+  if (!timingSafeEqual(presented, Buffer.from(acceptedHash, 'hex'))) {
+    throw new ApiError('unauthorized', { detail: 'not the operator credential', headers: challenge });
+  }
+}

@@ -1,0 +1,52 @@
+// Refuses text that cannot be stored: U+0000 (PostgreSQL's text types reject it) and lone UTF-16
+// surrogates (not Unicode; PostgreSQL and JSON encoders reject or mangle them). One hook on every route
+// checks the path, query and headers on arrival and the parsed body before validation, so such input is
+// a 400 invalid_input before authentication or any database call, whatever the route. Numbers that no
+// column can hold (a coerced query value of Infinity) are refused the same way after validation.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ApiError } from '../errors.ts';
+
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** The path (e.g. `body.name`) of the first string or member name holding unstorable text, if any. */
+export function findUnstorableText(root: unknown, rootPath: string): string | undefined {
+  // Iterative, so a deeply nested body cannot exhaust the stack.
+  const pending: Array<[unknown, string]> = [[root, rootPath]];
+  while (pending.length > 0) {
+    const [value, path] = pending.pop()!;
+    if (typeof value === 'string') {
+      if (UNSTORABLE.test(value)) return path;
+      continue;
+    }
+    if (value === null || typeof value !== 'object' || Buffer.isBuffer(value)) continue;
+    for (const [name, member] of Object.entries(value)) {
+      if (UNSTORABLE.test(name)) return path;
+      pending.push([member, Array.isArray(value) ? `${path}[${name}]` : `${path}.${name}`]);
+    }
+  }
+  return undefined;
+}
+
+function refuse(path: string): ApiError {
+  return new ApiError('invalid_input', { detail: `${path} holds a NUL character or a lone surrogate, which is not valid text` });
+}
+
+export function installTextGuard(app: FastifyInstance): void {
+  app.addHook('onRequest', async (request: FastifyRequest) => {
+    const path =
+      findUnstorableText(request.params, 'params') ?? findUnstorableText(request.query, 'querystring') ?? findUnstorableText(request.headers, 'headers');
+    if (path !== undefined) throw refuse(path);
+  });
+  app.addHook('preValidation', async (request: FastifyRequest) => {
+    const path = findUnstorableText(request.body, 'body');
+    if (path !== undefined) throw refuse(path);
+  });
+  // Ajv coerces a query value such as "1e309" to Infinity and lets it pass `maximum`; no column holds it.
+  app.addHook('preHandler', async (request: FastifyRequest) => {
+    for (const [part, values] of [['querystring', request.query], ['params', request.params]] as const) {
+      for (const [name, value] of Object.entries((values ?? {}) as Record<string, unknown>)) {
+        if (typeof value === 'number' && !Number.isFinite(value)) throw new ApiError('invalid_input', { detail: `${part}/${name} must be a finite number` });
+      }
+    }
+  });
+}

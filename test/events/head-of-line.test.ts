@@ -1,0 +1,143 @@
+// One receiver cannot slow the others: a merchant whose endpoint accepts the connection and never answers
+// keeps its attempts in flight for the whole timeout, while another merchant's event still arrives within
+// 2 s of its creation, with the gateway's own background work (the 1 s poll), on one instance and, on
+// PostgreSQL, on two instances sharing the database.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { emitEvent } from '../../src/events/outbox.ts';
+import { ENDPOINT_CONCURRENCY_MAX } from '../../src/events/worker.ts';
+import type { OutboundTestHooks } from '../../src/platform/outbound.ts';
+import { onPostgres, openTestDatabase, type TestDatabase } from '../support/database.ts';
+import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import { configureWebhook, markVerified, registerMerchant } from '../support/merchants.ts';
+import { makeTestCertificate, type TestCertificate } from '../support/test-certificate.ts';
+import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver.ts';
+import { startWorld, type World } from '../support/world.ts';
+
+const SLOW_DOMAIN = 'slow-shop.com';
+const HEALTHY_DOMAIN = 'quick-shop.com';
+
+let cert: TestCertificate;
+let dir: string;
+let caFile: string;
+let slow: WebhookReceiver;
+let healthy: WebhookReceiver;
+let outbound: OutboundTestHooks;
+
+beforeAll(async () => {
+  cert = makeTestCertificate({ dns: [`hooks.${SLOW_DOMAIN}`, `hooks.${HEALTHY_DOMAIN}`] });
+  dir = mkdtempSync(path.join(tmpdir(), 'acg-hol-'));
+  caFile = path.join(dir, 'ca.pem');
+  writeFileSync(caFile, cert.certPem);
+  slow = await startWebhookReceiver({ tls: cert });
+  slow.hang(true);
+  healthy = await startWebhookReceiver({ tls: cert });
+  outbound = {
+    lookupHost: async (hostname) => {
+      if (hostname.endsWith(SLOW_DOMAIN) || hostname.endsWith(HEALTHY_DOMAIN)) return ['127.0.0.1'];
+      throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
+    },
+    connectPort: (hostname) => (hostname.endsWith(SLOW_DOMAIN) ? slow.port : healthy.port),
+  };
+});
+afterAll(async () => {
+  await slow?.close();
+  await healthy?.close();
+  cert?.remove();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const ENV = () => ({ ACG_OUTBOUND_CA_FILE: caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true' });
+
+async function merchantWithWebhook(world: World, email: string, domain: string, receiver: WebhookReceiver): Promise<string> {
+  const token = await world.humanToken(email);
+  const { merchant } = await registerMerchant(world, token, { domain });
+  await markVerified(world, merchant.id);
+  const res = await configureWebhook(world, token, merchant.id, `https://hooks.${domain}/events`);
+  expect(res.status).toBe(200);
+  receiver.useSecret(res.body.webhookSecret);
+  return merchant.id;
+}
+
+async function until(done: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+/** Sends SLOW_EVENTS to the hanging receiver, waits for them to be in flight, then times one healthy event. */
+async function race(world: World, slowMerchant: string, healthyMerchant: string, slowEvents: number): Promise<{ elapsedMs: number; slowInFlight: number }> {
+  const emit = (merchantId: string) =>
+    world.gw.gateway.db.transaction((tx) =>
+      emitEvent(tx, { merchantId, type: 'redemption.held', data: { redemption: { id: 'red_hol' } }, nowMs: world.gw.clock.nowMs() }),
+    );
+  const slowBefore = slow.received.length;
+  for (let i = 0; i < slowEvents; i++) await emit(slowMerchant);
+  await until(() => slow.received.length - slowBefore >= Math.min(slowEvents, ENDPOINT_CONCURRENCY_MAX), 5000);
+  const slowInFlight = slow.received.length - slowBefore;
+  expect(slowInFlight).toBeGreaterThan(0);
+
+  const healthyBefore = healthy.received.length;
+  const startedMs = Date.now();
+  const event = await emit(healthyMerchant);
+  await until(() => healthy.received.length > healthyBefore, 5000);
+  const elapsedMs = Date.now() - startedMs;
+  expect(healthy.received.slice(healthyBefore).map((r) => [r.headers['webhook-id'], r.verified])).toEqual([[event.id, true]]);
+  // The hanging attempts are still in their timeout: recorded as started, not finished.
+  const { rows } = await world.gw.gateway.db.query<{ n: bigint }>(
+    `SELECT count(*) AS n FROM webhook_attempts WHERE merchant_id = $1 AND outcome = 'in_progress'`,
+    [slowMerchant],
+  );
+  expect(Number(rows[0]!.n)).toBe(slowInFlight);
+  return { elapsedMs, slowInFlight };
+}
+
+describe('a receiver that never answers', () => {
+  let world: World;
+  beforeAll(async () => {
+    world = await startWorld({ env: ENV(), outbound });
+  });
+  afterAll(async () => {
+    await world?.gw.gateway.close().catch(() => {});
+    await world?.close().catch(() => {});
+  });
+
+  it("does not delay another merchant's event: delivered in under 2 s while the hanging attempts run, at most the per-endpoint limit at once", async () => {
+    const slowMerchant = await merchantWithWebhook(world, 'slow@example.com', SLOW_DOMAIN, slow);
+    const healthyMerchant = await merchantWithWebhook(world, 'quick@example.com', HEALTHY_DOMAIN, healthy);
+    world.gw.gateway.startBackgroundWork();
+    const { elapsedMs, slowInFlight } = await race(world, slowMerchant, healthyMerchant, ENDPOINT_CONCURRENCY_MAX + 2);
+    expect(elapsedMs).toBeLessThan(2000);
+    expect(slowInFlight).toBe(ENDPOINT_CONCURRENCY_MAX);
+  }, 60_000);
+});
+
+describe.runIf(onPostgres())('a receiver that never answers, two instances on one PostgreSQL database', () => {
+  let database: TestDatabase;
+  let world: World;
+  let second: TestGateway;
+  beforeAll(async () => {
+    database = await openTestDatabase();
+    world = await startWorld({ database, env: ENV(), outbound });
+    second = await startTestGateway({
+      database,
+      outbound,
+      env: { ...ENV(), ACG_HUMAN_ISSUER: world.human.issuer, ACG_AGENT_ISSUER: world.agentIssuer.issuer, ACG_API_KEY_PEPPER: world.gw.config.apiKeyPepper! },
+    });
+  });
+  afterAll(async () => {
+    await second?.close().catch(() => {});
+    await world?.close().catch(() => {});
+    await database?.drop();
+  });
+
+  it("does not delay another merchant's event on either instance", async () => {
+    const slowMerchant = await merchantWithWebhook(world, 'slow2@example.com', SLOW_DOMAIN, slow);
+    const healthyMerchant = await merchantWithWebhook(world, 'quick2@example.com', HEALTHY_DOMAIN, healthy);
+    world.gw.gateway.startBackgroundWork();
+    second.gateway.startBackgroundWork();
+    const { elapsedMs } = await race(world, slowMerchant, healthyMerchant, 2 * ENDPOINT_CONCURRENCY_MAX + 2);
+    expect(elapsedMs).toBeLessThan(2000);
+  }, 60_000);
+});

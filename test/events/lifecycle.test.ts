@@ -1,0 +1,277 @@
+// The webhook's life as a merchant lives it: events kept and listed whether or not the webhook is on, a
+// pause that loses nothing (resume delivering what was missed, or only new events, as asked), re-sending any
+// past event with its original webhook-id, and a secret rotation whose overlap lets receivers knowing either
+// secret verify every delivery with the standardwebhooks library.
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Webhook, WebhookVerificationError } from 'standardwebhooks';
+import { emitEvent, type EventType } from '../../src/events/outbox.ts';
+import type { ReceivedWebhook } from '../support/webhook-receiver.ts';
+import { configureWebhook, markVerified, registerMerchant, startHookTarget, uniqueKey, type HookTarget } from '../support/merchants.ts';
+import { startWorld, type World } from '../support/world.ts';
+
+let target: HookTarget;
+let world: World;
+let alice: string;
+
+beforeAll(async () => {
+  target = await startHookTarget({ nowS: () => world.gw.clock.nowS() });
+  world = await startWorld({ env: { ACG_OUTBOUND_CA_FILE: target.caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true' }, outbound: target.outbound });
+  alice = await world.humanToken('alice@example.com');
+});
+afterAll(async () => {
+  await world?.close();
+  await target?.close();
+});
+afterEach(() => {
+  world.gw.clock.offsetMs = 0;
+});
+beforeEach(async () => {
+  // Every test starts with nothing due (earlier tests may leave rows behind).
+  await world.gw.gateway.db.query(`UPDATE webhook_deliveries SET state = 'dead' WHERE state = 'pending'`);
+});
+
+async function webhookMerchant(): Promise<{ merchantId: string; secret: string }> {
+  const { merchant } = await registerMerchant(world, alice);
+  await markVerified(world, merchant.id);
+  const res = await configureWebhook(world, alice, merchant.id);
+  expect(res.status).toBe(200);
+  target.receiver.useSecret(res.body.webhookSecret);
+  return { merchantId: merchant.id, secret: res.body.webhookSecret };
+}
+
+const emit = (merchantId: string, type: EventType = 'redemption.held') =>
+  world.gw.gateway.db.transaction((tx) => emitEvent(tx, { merchantId, type, data: { redemption: { id: `red_${uniqueKey()}` } }, nowMs: world.gw.clock.nowMs() }));
+
+const runWorker = () => world.gw.services.webhookWorker.runOnce();
+
+const patch = (merchantId: string, body: unknown) => world.api('PATCH', `/v1/merchants/${merchantId}/webhook`, { token: alice, key: uniqueKey(), body });
+
+/** What a merchant's receiver does: the standardwebhooks library, with a clock that agrees with the gateway's. */
+function verifies(secret: string, request: ReceivedWebhook): boolean {
+  const verifier = new Webhook(secret);
+  Object.assign(verifier, {
+    verifyTimestamp(header: string): Date {
+      const timestampS = Number.parseInt(header, 10);
+      if (Math.abs(world.gw.clock.nowS() - timestampS) > 300) throw new WebhookVerificationError('timestamp outside tolerance');
+      return new Date(timestampS * 1000);
+    },
+  });
+  try {
+    verifier.verify(request.body, request.headers as Record<string, string>);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('events are kept and listed', () => {
+  it('lists every event, newest first, with filters by type and time and cursor paging, for the owner and a key with events:read', async () => {
+    const { merchantId } = await webhookMerchant();
+    const held = await emit(merchantId, 'redemption.held');
+    world.gw.clock.advance(10_000);
+    const captured = await emit(merchantId, 'redemption.captured');
+    const released = await emit(merchantId, 'redemption.released');
+    const list = await world.api('GET', `/v1/merchants/${merchantId}/events`, { token: alice });
+    expect(list.status).toBe(200);
+    expect(list.body.events.map((e: { id: string }) => e.id)).toEqual([released.id, captured.id, held.id]);
+    expect(list.body.events[2]).toEqual({ id: held.id, type: 'redemption.held', createdAt: held.createdAt, payload: JSON.parse(JSON.stringify(held)) });
+
+    const byType = await world.api('GET', `/v1/merchants/${merchantId}/events?type=redemption.held,redemption.released`, { token: alice });
+    expect(byType.body.events.map((e: { id: string }) => e.id)).toEqual([released.id, held.id]);
+    const since = await world.api('GET', `/v1/merchants/${merchantId}/events?from=${captured.createdAt}`, { token: alice });
+    expect(since.body.events.map((e: { id: string }) => e.id)).toEqual([released.id, captured.id]);
+    const until = await world.api('GET', `/v1/merchants/${merchantId}/events?to=${held.createdAt}`, { token: alice });
+    expect(until.body.events.map((e: { id: string }) => e.id)).toEqual([held.id]);
+    const page1 = await world.api('GET', `/v1/merchants/${merchantId}/events?limit=2`, { token: alice });
+    expect([page1.body.events.length, page1.body.hasMore]).toEqual([2, true]);
+    const page2 = await world.api('GET', `/v1/merchants/${merchantId}/events?limit=2&startingAfter=${page1.body.events[1].id}`, { token: alice });
+    expect([page2.body.events.map((e: { id: string }) => e.id), page2.body.hasMore]).toEqual([[held.id], false]);
+
+    const badType = await world.api('GET', `/v1/merchants/${merchantId}/events?type=nope`, { token: alice });
+    expect([badType.status, badType.body.code]).toEqual([400, 'invalid_input']);
+
+    const key = async (scopes: string[]) =>
+      (await world.api('POST', `/v1/merchants/${merchantId}/api-keys`, { token: alice, key: uniqueKey(), body: { name: 'k', scopes } })).body.secretKey as string;
+    const reader = await world.api('GET', `/v1/merchants/${merchantId}/events`, { token: await key(['events:read']) });
+    expect(reader.body.events).toHaveLength(3);
+    const other = await key(['webhooks:read']);
+    expect((await world.api('GET', `/v1/merchants/${merchantId}/events`, { token: other })).status).toBe(403);
+    const bob = await world.humanToken('bob@example.com');
+    expect((await world.api('GET', `/v1/merchants/${merchantId}/events`, { token: bob })).status).toBe(404);
+  });
+});
+
+describe('a pause loses nothing', () => {
+  it('keeps the events of a pause, delivers them on a resume with deliverMissed (the default), and re-sends a past event with its webhook-id', async () => {
+    const { merchantId, secret } = await webhookMerchant();
+    const paused = await patch(merchantId, { enabled: false });
+    expect(paused.status).toBe(200);
+    expect(paused.body.configuration).toMatchObject({ enabled: false, disabledReason: 'merchant', pausedAt: expect.any(Number) });
+    const during = [await emit(merchantId), await emit(merchantId, 'redemption.captured')];
+    expect(await runWorker()).toMatchObject({ claimed: 0 });
+    const listed = await world.api('GET', `/v1/merchants/${merchantId}/events`, { token: alice });
+    expect(listed.body.events.map((e: { id: string }) => e.id)).toEqual([during[1]!.id, during[0]!.id]);
+
+    const before = target.receiver.received.length;
+    const resumed = await patch(merchantId, { enabled: true });
+    expect(resumed.body.configuration).toMatchObject({ enabled: true, pausedAt: null, disabledReason: null });
+    expect(resumed.body).not.toHaveProperty('webhookSecret');
+    expect(await runWorker()).toMatchObject({ claimed: 2, succeeded: 2 });
+    const got = target.receiver.received.slice(before);
+    expect(got.map((r) => r.headers['webhook-id']).sort()).toEqual(during.map((e) => e.id).sort());
+    expect(got.every((r) => verifies(secret, r))).toBe(true);
+
+    // Any past event, again, with its original webhook-id.
+    const again = await world.api('POST', `/v1/merchants/${merchantId}/events/${during[0]!.id}/resend`, { token: alice });
+    expect(again.status).toBe(202);
+    expect(again.body.delivery).toMatchObject({ eventId: during[0]!.id, state: 'pending' });
+    expect(await runWorker()).toMatchObject({ claimed: 1, succeeded: 1 });
+    expect(target.receiver.received.at(-1)!.headers['webhook-id']).toBe(during[0]!.id);
+    expect(target.receiver.received.at(-1)!.verified).toBe(true);
+  });
+
+  it('delivers only new events on a resume with deliverMissed: false; a missed one is still listed and can be re-sent', async () => {
+    const { merchantId } = await webhookMerchant();
+    expect((await patch(merchantId, { enabled: false })).status).toBe(200);
+    const missed = await emit(merchantId);
+    const before = target.receiver.received.length;
+    expect((await patch(merchantId, { enabled: true, deliverMissed: false })).status).toBe(200);
+    const fresh = await emit(merchantId);
+    expect(await runWorker()).toMatchObject({ claimed: 1, succeeded: 1 });
+    expect(target.receiver.received.slice(before).map((r) => r.headers['webhook-id'])).toEqual([fresh.id]);
+    const listed = await world.api('GET', `/v1/merchants/${merchantId}/events`, { token: alice });
+    expect(listed.body.events.map((e: { id: string }) => e.id)).toContain(missed.id);
+
+    const resent = await world.api('POST', `/v1/merchants/${merchantId}/events/${missed.id}/resend`, { token: alice });
+    expect(resent.status).toBe(202);
+    expect(await runWorker()).toMatchObject({ claimed: 1, succeeded: 1 });
+    const last = target.receiver.received.at(-1)!;
+    expect([last.headers['webhook-id'], last.verified]).toEqual([missed.id, true]);
+  });
+
+  it('refuses a re-send while paused (409), of an unknown event (404), and PATCH without a key or with a bad body (400)', async () => {
+    const { merchantId } = await webhookMerchant();
+    const event = await emit(merchantId);
+    await patch(merchantId, { enabled: false });
+    const paused = await world.api('POST', `/v1/merchants/${merchantId}/events/${event.id}/resend`, { token: alice });
+    expect([paused.status, paused.body.code]).toEqual([409, 'conflict']);
+    const unknown = await world.api('POST', `/v1/merchants/${merchantId}/events/evt_nope/resend`, { token: alice });
+    expect([unknown.status, unknown.body.code]).toEqual([404, 'not_found']);
+    expect((await patch(merchantId, { enabled: 'yes' })).status).toBe(400);
+    const noKey = await world.api('PATCH', `/v1/merchants/${merchantId}/webhook`, { token: alice, body: { enabled: true } });
+    expect([noKey.status, noKey.body.code]).toEqual([400, 'idempotency_required']);
+  });
+});
+
+describe('secret rotation with an overlap', () => {
+  it('signs with both secrets during the overlap, so receivers knowing either verify every delivery; afterwards only the new one', async () => {
+    const { merchantId, secret: oldSecret } = await webhookMerchant();
+    const key = uniqueKey();
+    const rotate = () => world.api('POST', `/v1/merchants/${merchantId}/webhook/rotate-secret`, { token: alice, key, body: {} });
+    const rotatedAtS = world.gw.clock.nowS();
+    const rotated = await rotate();
+    expect(rotated.status).toBe(200);
+    const newSecret = rotated.body.webhookSecret as string;
+    expect(newSecret).toMatch(/^whsec_/);
+    expect(newSecret).not.toBe(oldSecret);
+    expect(rotated.body.configuration.previousSecretExpiresAt - rotatedAtS).toBeGreaterThanOrEqual(86_400);
+    expect(rotated.body.configuration.previousSecretExpiresAt - rotatedAtS).toBeLessThanOrEqual(86_401);
+    const replay = await rotate();
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.body).not.toHaveProperty('webhookSecret');
+
+    const bothVerify = (requests: ReceivedWebhook[]) => {
+      for (const request of requests) {
+        expect(request.headers['webhook-signature']).toMatch(/^v1,\S+ v1,\S+$/);
+        expect([verifies(oldSecret, request), verifies(newSecret, request)]).toEqual([true, true]);
+      }
+    };
+    const before = target.receiver.received.length;
+    for (let i = 0; i < 3; i++) await emit(merchantId);
+    expect(await runWorker()).toMatchObject({ claimed: 3, succeeded: 3 });
+    bothVerify(target.receiver.received.slice(before));
+    world.gw.clock.advance(23 * 3600_000);
+    await emit(merchantId);
+    expect(await runWorker()).toMatchObject({ claimed: 1, succeeded: 1 });
+    bothVerify(target.receiver.received.slice(before + 3));
+    expect(target.receiver.received.slice(before)).toHaveLength(4);
+
+    world.gw.clock.advance(3600_000 + 1000);
+    await emit(merchantId);
+    expect(await runWorker()).toMatchObject({ claimed: 1, succeeded: 1 });
+    const after = target.receiver.received.at(-1)!;
+    expect(after.headers['webhook-signature']).toMatch(/^v1,\S+$/);
+    expect([verifies(oldSecret, after), verifies(newSecret, after)]).toEqual([false, true]);
+  });
+
+  it('takes a configurable overlap (0 stops the old secret at once) and refuses one beyond 7 days', async () => {
+    const { merchantId, secret: oldSecret } = await webhookMerchant();
+    const rotated = await world.api('POST', `/v1/merchants/${merchantId}/webhook/rotate-secret`, { token: alice, key: uniqueKey(), body: { overlapSeconds: 0 } });
+    expect(rotated.body.configuration.previousSecretExpiresAt).toBeNull();
+    await emit(merchantId);
+    expect(await runWorker()).toMatchObject({ succeeded: 1 });
+    const last = target.receiver.received.at(-1)!;
+    expect([verifies(oldSecret, last), verifies(rotated.body.webhookSecret, last)]).toEqual([false, true]);
+    const tooLong = await world.api('POST', `/v1/merchants/${merchantId}/webhook/rotate-secret`, { token: alice, key: uniqueKey(), body: { overlapSeconds: 8 * 86_400 } });
+    expect(tooLong.status).toBe(400);
+    const unconfigured = (await registerMerchant(world, alice)).merchant.id;
+    const none = await world.api('POST', `/v1/merchants/${unconfigured}/webhook/rotate-secret`, { token: alice, key: uniqueKey(), body: {} });
+    expect([none.status, none.body.code]).toEqual([404, 'not_found']);
+  });
+});
+
+describe('a failing endpoint', () => {
+  it('is disabled after every attempt failed for 5 days, with a webhook.disabled event listed', async () => {
+    const { merchantId } = await webhookMerchant();
+    target.receiver.answerWith(500);
+    try {
+      const event = await emit(merchantId);
+      expect(await runWorker()).toMatchObject({ retrying: 1 });
+      world.gw.clock.advance(5 * 86_400_000);
+      await world.gw.gateway.db.query('UPDATE webhook_deliveries SET next_attempt_at_ms = 0 WHERE event_id = $1', [event.id]);
+      expect(await runWorker()).toMatchObject({ claimed: 1 });
+      world.gw.clock.offsetMs = 0;
+      const configuration = (await world.api('GET', `/v1/merchants/${merchantId}/webhook`, { token: alice })).body.configuration;
+      expect(configuration).toMatchObject({ enabled: false, disabledReason: 'failing' });
+      const events = await world.api('GET', `/v1/merchants/${merchantId}/events?type=webhook.disabled`, { token: alice });
+      expect(events.body.events).toHaveLength(1);
+      expect(events.body.events[0].payload.data.webhook).toMatchObject({ reason: 'failing', consecutiveFailures: 2 });
+    } finally {
+      target.receiver.answerWith(200);
+    }
+  });
+});
+
+describe('retention and the circuit', () => {
+  it('deletes events (with their deliveries and attempts) older than 30 days, and keeps younger ones', async () => {
+    const { merchantId } = await webhookMerchant();
+    const old = await world.gw.gateway.db.transaction((tx) =>
+      emitEvent(tx, { merchantId, type: 'redemption.held', data: { redemption: { id: 'red_old' } }, nowMs: world.gw.clock.nowMs() - 31 * 86_400_000 }),
+    );
+    expect(await runWorker()).toMatchObject({ succeeded: 1 });
+    const young = await emit(merchantId);
+    expect(await world.gw.services.webhooks.purgeExpired()).toBeGreaterThanOrEqual(1);
+    const ids = (await world.api('GET', `/v1/merchants/${merchantId}/events`, { token: alice })).body.events.map((e: { id: string }) => e.id);
+    expect(ids).toEqual([young.id]);
+    const left = await world.gw.gateway.db.query('SELECT 1 FROM webhook_deliveries WHERE event_id = $1', [old.id]);
+    expect(left.rows).toHaveLength(0);
+  });
+
+  it('opens the circuit of an endpoint after 5 failures in a row (no attempt to it meanwhile); a re-send closes it', async () => {
+    const { merchantId } = await webhookMerchant();
+    target.receiver.answerWith(500);
+    try {
+      for (let i = 0; i < 5; i++) await emit(merchantId);
+      expect(await runWorker()).toMatchObject({ claimed: 4, retrying: 4 });
+      expect(await runWorker()).toMatchObject({ claimed: 1, retrying: 1 });
+      const late = await emit(merchantId);
+      expect(await runWorker()).toMatchObject({ claimed: 0 });
+      target.receiver.answerWith(200);
+      const resent = await world.api('POST', `/v1/merchants/${merchantId}/events/${late.id}/resend`, { token: alice });
+      expect(resent.status).toBe(202);
+      expect(await runWorker()).toMatchObject({ claimed: 1, succeeded: 1 });
+    } finally {
+      target.receiver.answerWith(200);
+    }
+  });
+});

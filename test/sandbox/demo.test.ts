@@ -1,0 +1,96 @@
+// `acg demo` and `acg credit grant` against a real running gateway (`acg serve` in its own process), on the
+// run's database: PGlite (the gateway holds the embedded database, so the CLI must go through it) or
+// PostgreSQL. The demo runs twice: both runs succeed, the second reuses what the first made, and the
+// ledger invariants hold over everything both wrote.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadDevIssuerKeys, mintDevToken } from '../../src/identity/dev-issuers.ts';
+import { openPglite } from '../../src/platform/db/pglite.ts';
+import { openPostgres } from '../../src/platform/db/postgres.ts';
+import type { Database } from '../../src/platform/db/database.ts';
+import { createPostgresDatabase, onPostgres } from '../support/database.ts';
+import { freePort } from '../support/doh-server.ts';
+import { expectLedgerInvariants } from '../support/ledger-invariants.ts';
+import { spawnGateway, type GatewayProcess } from '../support/process.ts';
+
+const run = promisify(execFile);
+const ACG = path.resolve('bin/acg.js');
+
+describe('acg demo and acg credit grant against a running gateway', () => {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-demo-'));
+  let env: Record<string, string>;
+  let gateway: GatewayProcess;
+  let databaseUrl: string | undefined;
+  let dropDatabase = async () => {};
+
+  beforeAll(async () => {
+    if (onPostgres()) {
+      const created = await createPostgresDatabase();
+      databaseUrl = created.url;
+      dropDatabase = created.drop;
+    }
+    env = { ACG_DATA_DIR: dataDir, PORT: String(await freePort()), DATABASE_URL: databaseUrl ?? '', LOG_LEVEL: 'warn' };
+    gateway = await spawnGateway({ ...env, LOG_LEVEL: 'info' }, { timeoutMs: 120_000 });
+  }, 150_000);
+  afterAll(async () => {
+    await gateway?.kill('SIGKILL');
+    await dropDatabase();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const acg = (...args: string[]) => run(process.execPath, [ACG, ...args], { env: { ...process.env, ...env }, timeout: 120_000 });
+
+  /** The `done:` line the demo ends with, as numbers. */
+  function summary(stdout: string): Record<string, string> {
+    const line = stdout.split('\n').find((l) => l.startsWith('done: '));
+    expect(line, stdout).toBeDefined();
+    return Object.fromEntries([...line!.matchAll(/(\w+)=(\d+)/g)].map((m) => [m[1]!, m[2]!]));
+  }
+
+  it('grants credit while the gateway runs, through its operator route', async () => {
+    const keys = await loadDevIssuerKeys(dataDir);
+    const human = await mintDevToken(keys, {
+      baseUrl: gateway.url, audience: 'agent-credit-gateway', kind: 'human', subject: 'human:grant@example.com',
+      email: 'grant@example.com', ownerEmailClaim: 'owner_email', nowS: Math.floor(Date.now() / 1000),
+    });
+    const headers = { authorization: `Bearer ${human}`, 'content-type': 'application/json', 'idempotency-key': 'grant-agent' };
+    const created = await fetch(`${gateway.url}/v1/owner/agents`, {
+      method: 'POST', headers, body: JSON.stringify({ name: 'Funded', identity: { issuer: `${gateway.url}/dev/issuers/agent`, subject: 'funded' } }),
+    });
+    const agentId = ((await created.json()) as { id: string }).id;
+
+    const { stdout } = await acg('credit', 'grant', '--agent', agentId, '--amount-uc', '2500000', '--note', 'test grant');
+    expect(stdout).toMatch(new RegExp(`^granted 2500000 µc to ${agentId} as lot lot_\\w+ \\(through the gateway at ${gateway.url}\\)\\n$`));
+    const refused = await acg('credit', 'grant', '--agent', 'agt_missing', '--amount-uc', '1').catch((e: { code: number; stderr: string }) => e);
+    expect(refused).toMatchObject({ code: 2, stderr: 'refused: HTTP 404 not_found: no agent agt_missing\n' });
+
+    const balance = await fetch(`${gateway.url}/v1/owner/agents/${agentId}/balance`, { headers: { authorization: `Bearer ${human}` } });
+    expect(await balance.json()).toMatchObject({ availableUc: '2500000', grantedUc: '2500000' });
+  }, 120_000);
+
+  it('walks the whole purchase twice, reusing what the first run made, and the ledger stays exact', async () => {
+    const first = await acg('demo');
+    expect(first.stdout).toContain('jwtVerify(voucher');
+    expect(summary(first.stdout)).toMatchObject({ available: '3500000', held: '0', captured: '1500000', granted: '5000000', earned: '1500000' });
+
+    const second = await acg('demo');
+    expect(second.stdout).toContain('exists: reusing it');
+    // Topped up by what the first run spent, then the same purchase again: one more partial capture.
+    expect(summary(second.stdout)).toMatchObject({ available: '3500000', held: '0', captured: '3000000', granted: '6500000', earned: '3000000' });
+
+    // The embedded database belongs to the gateway while it runs: stop it to read the ledger.
+    expect(await gateway.kill('SIGTERM')).toBe(0);
+    const db: Database = databaseUrl ? openPostgres(databaseUrl) : await openPglite(path.join(dataDir, 'pglite'));
+    try {
+      await expectLedgerInvariants(db);
+      const { rows } = await db.query<{ state: string; n: bigint }>('SELECT state, count(*) AS n FROM holds GROUP BY state ORDER BY state');
+      expect(rows).toEqual([{ state: 'captured', n: 2n }, { state: 'released', n: 2n }]);
+    } finally {
+      await db.close();
+    }
+  }, 240_000);
+});

@@ -1,0 +1,160 @@
+// The dev DNS zone: dev mode serves TXT records over DNS-over-HTTPS (RFC 8484) and verifies merchant
+// domains against it by default, through the same DoH client as live mode. Live mode has no such zone.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import dnsPacket from 'dns-packet';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { resolveTxt, ResolverError } from '../../src/merchants/doh.ts';
+import { acceptedOperatorHash, checkOperator, sha256Hex } from '../../src/operator/credential.ts';
+import { ConfigError, loadConfig } from '../../src/platform/config.ts';
+import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import { registerMerchant, uniqueKey } from '../support/merchants.ts';
+import { startWorld, type World } from '../support/world.ts';
+
+const run = promisify(execFile);
+
+describe('the dev DNS zone (dev mode)', () => {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-devzone-'));
+  let world: World;
+  let owner: string;
+  let operator: string;
+
+  beforeAll(async () => {
+    world = await startWorld({ env: { ACG_DATA_DIR: dataDir } });
+    owner = await world.humanToken('zone-owner@example.com');
+    operator = readFileSync(path.join(dataDir, 'operator-token'), 'utf8').trim();
+  });
+  afterAll(async () => {
+    await world?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const publish = (body: unknown, token = operator) => world.api('POST', '/dev/dns/records', { token, body });
+  const verify = (merchantId: string) => world.api('POST', `/v1/merchants/${merchantId}/verify-domain`, { token: owner, key: uniqueKey('verify') });
+
+  it('is the default resolver of dev mode, asked at the address the gateway listens on', () => {
+    expect(world.gw.config.doh.devZone).toBe(true);
+    expect(world.gw.services.doh).toMatchObject({ resolverUrl: `${world.url}/dev/dns-query`, devZoneCleartext: true });
+  });
+
+  it("verifies a merchant once its record is published: 200 verified", async () => {
+    const { merchant, dnsRecord } = await registerMerchant(world, owner, { domain: 'published.example.com' });
+    const published = await publish({ merchantId: merchant.id });
+    expect(published.status).toBe(200);
+    expect(published.body.record).toEqual(dnsRecord);
+    const verified = await verify(merchant.id);
+    expect(verified.status).toBe(200);
+    expect(verified.body).toMatchObject({ verified: true, merchant: { id: merchant.id, verified: true } });
+  });
+
+  it('answers 409 domain_verification_pending while the record is absent, or present with a wrong value', async () => {
+    const { merchant, dnsRecord } = await registerMerchant(world, owner, { domain: 'pending.example.com' });
+    const absent = await verify(merchant.id);
+    expect(absent.status).toBe(409);
+    expect(absent.body).toMatchObject({ code: 'domain_verification_pending', verified: false, dnsRecord });
+
+    expect((await publish({ name: dnsRecord.name, value: `${dnsRecord.value}x` })).status).toBe(200);
+    expect((await publish({ name: dnsRecord.name, value: 'v=spf1 -all' })).status).toBe(200);
+    const wrong = await verify(merchant.id);
+    expect(wrong.status).toBe(409);
+    expect(wrong.body.code).toBe('domain_verification_pending');
+
+    // Publishing the right value next to the wrong ones is enough: any one record may match.
+    expect((await publish({ merchantId: merchant.id })).status).toBe(200);
+    expect((await verify(merchant.id)).status).toBe(200);
+  });
+
+  it('serves RFC 8484 over POST and GET: the TXT values at a name, NXDOMAIN elsewhere', async () => {
+    const long = 'a'.repeat(300); // more than one 255-byte character-string
+    await publish({ name: '_probe.Zone-Test.example.com.', value: long });
+    await publish({ name: '_probe.zone-test.example.com', value: 'second' });
+    await publish({ name: '_probe.zone-test.example.com', value: 'second' });
+    const options = { resolverUrl: `${world.url}/dev/dns-query`, timeoutMs: 3000, devZoneCleartext: true };
+    expect(await resolveTxt('_probe.zone-test.example.com', options)).toEqual([long, 'second']);
+    expect(await resolveTxt('_nothing.zone-test.example.com', options)).toEqual([]);
+
+    const query = dnsPacket.encode({ type: 'query', id: 7, flags: dnsPacket.RECURSION_DESIRED, questions: [{ type: 'TXT', class: 'IN', name: '_probe.zone-test.example.com' }] });
+    const res = await fetch(`${world.url}/dev/dns-query?dns=${query.toString('base64url')}`, { headers: { accept: 'application/dns-message' } });
+    expect(res.headers.get('content-type')).toBe('application/dns-message');
+    const message = dnsPacket.decode(Buffer.from(await res.arrayBuffer()));
+    expect(message).toMatchObject({ id: 7, type: 'response', rcode: 'NOERROR' });
+    expect(message.answers).toHaveLength(2);
+
+    const garbage = await fetch(`${world.url}/dev/dns-query`, { method: 'POST', headers: { 'content-type': 'application/dns-message' }, body: 'not dns' });
+    expect(garbage.status).toBe(400);
+  });
+
+  it('is reached without TLS only when the composition root marks it as the dev zone', async () => {
+    const error = await resolveTxt('_probe.zone-test.example.com', { resolverUrl: `${world.url}/dev/dns-query`, timeoutMs: 3000 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ResolverError);
+    expect((error as ResolverError).message).toContain('must be https');
+  });
+
+  it('publishes only with the operator credential, and refuses what is not a record', async () => {
+    expect((await publish({ name: '_x.example.com', value: 'v' }, 'acg_op_wrong')).status).toBe(401);
+    expect((await world.api('POST', '/dev/dns/records', { body: { name: '_x.example.com', value: 'v' } })).status).toBe(401);
+    expect((await publish({ name: '_x.example.com', value: 'v' }, owner)).status).toBe(401);
+    expect((await publish({ name: 'bad name', value: 'v' })).body.code).toBe('invalid_input');
+    expect((await publish({ merchantId: 'mer_x', name: '_x.example.com', value: 'v' })).body.code).toBe('invalid_input');
+    expect((await publish({ name: '_x.example.com' })).body.code).toBe('invalid_input');
+    expect((await publish({ merchantId: 'mer_missing' })).status).toBe(404);
+  });
+
+  it('keeps the generated operator credential readable by its owner only', () => {
+    expect(statSync(path.join(dataDir, 'operator-token')).mode & 0o777).toBe(0o600);
+  });
+});
+
+describe('live mode has no dev zone', () => {
+  const token = 'acg_op_live-test-credential';
+  let live: TestGateway;
+
+  beforeAll(async () => {
+    live = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com', ACG_OPERATOR_TOKEN_SHA256: sha256Hex(token) } });
+  });
+  afterAll(async () => {
+    await live?.close();
+  });
+
+  it('answers 404 on the dev zone routes', async () => {
+    const query = dnsPacket.encode({ type: 'query', id: 0, questions: [{ type: 'TXT', class: 'IN', name: 'example.com' }] });
+    const get = await fetch(`${live.url}/dev/dns-query?dns=${query.toString('base64url')}`);
+    const post = await fetch(`${live.url}/dev/dns-query`, { method: 'POST', headers: { 'content-type': 'application/dns-message' }, body: new Uint8Array(query) });
+    const records = await fetch(`${live.url}/dev/dns/records`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: '_x.example.com', value: 'v' }),
+    });
+    expect([get.status, post.status, records.status]).toEqual([404, 404, 404]);
+    expect(live.config.doh).toMatchObject({ devZone: false, resolverUrl: 'https://cloudflare-dns.com/dns-query' });
+  });
+
+  it('refuses a resolver URL that points at a dev zone, at start-up', async () => {
+    const env = { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com', ACG_DOH_RESOLVER_URL: 'https://gateway.example.com/dev/dns-query/' };
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(/points at a dev DNS zone/);
+    const started = await run(process.execPath, [path.resolve('bin/acg.js'), 'serve'], { env: { ...process.env, ...env, PORT: '0' } }).catch((e: { code: number; stderr: string }) => e);
+    expect(started).toMatchObject({ code: 2 });
+    expect((started as { stderr: string }).stderr).toContain('ACG_DOH_RESOLVER_URL points at a dev DNS zone');
+  });
+
+  it('accepts on operator routes only the credential whose hash is configured', async () => {
+    const grant = (authorization?: string) =>
+      fetch(`${live.url}/v1/operator/credit-grants`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': uniqueKey('grant'), ...(authorization ? { authorization } : {}) },
+        body: JSON.stringify({ agentId: 'agt_missing', amountUc: '1000000' }),
+      }).then(async (res) => ({ status: res.status, body: (await res.json()) as { code: string } }));
+    expect((await grant()).status).toBe(401);
+    expect((await grant('Bearer acg_op_guess')).status).toBe(401);
+    expect(await grant(`Bearer ${token}`)).toMatchObject({ status: 404, body: { code: 'not_found' } });
+  });
+
+  it('without a configured credential refuses every operator call: live mode generates none', () => {
+    expect(acceptedOperatorHash({ mode: 'live', dataDir: tmpdir(), operatorTokenSha256: undefined })).toBeUndefined();
+    expect(() => checkOperator(`Bearer ${token}`, undefined)).toThrow(expect.objectContaining({ code: 'runtime_configuration_required', status: 503 }));
+  });
+});

@@ -1,0 +1,35 @@
+// The ledger's invariants over a whole database, for tests that drive the gateway from outside (real
+// processes, the CLI) and then look at what it wrote.
+import { expect } from 'vitest';
+import type { Queryable } from '../../src/platform/db/database.ts';
+
+export async function expectLedgerInvariants(db: Queryable): Promise<void> {
+  const { rows: lots } = await db.query<{ id: string; granted_uc: bigint; remaining_uc: bigint; open_uc: bigint; captured_uc: bigint; journal_uc: bigint }>(
+    `SELECT l.id, l.granted_uc, l.remaining_uc,
+            COALESCE((SELECT SUM(a.amount_uc) FROM hold_allocations a JOIN holds h ON h.id = a.hold_id WHERE a.lot_id = l.id AND h.state = 'held'), 0)::bigint AS open_uc,
+            COALESCE((SELECT SUM(a.captured_uc) FROM hold_allocations a JOIN holds h ON h.id = a.hold_id WHERE a.lot_id = l.id AND h.state = 'captured'), 0)::bigint AS captured_uc,
+            COALESCE((SELECT SUM(amount_uc) FROM journal_entries WHERE account = 'lot:' || l.id), 0)::bigint AS journal_uc
+       FROM credit_lots l`,
+  );
+  for (const lot of lots) {
+    expect(lot.remaining_uc >= 0n, `${lot.id} never negative`).toBe(true);
+    expect(lot.granted_uc, `${lot.id}: granted = remaining + open + captured`).toBe(lot.remaining_uc + lot.open_uc + lot.captured_uc);
+    expect(lot.journal_uc, `${lot.id}: the journal replays to its remainder`).toBe(lot.remaining_uc);
+  }
+  const { rows: holds } = await db.query<{ id: string; state: string; amount_uc: bigint; captured_uc: bigint; journal_uc: bigint }>(
+    `SELECT h.id, h.state, h.amount_uc, h.captured_uc,
+            COALESCE((SELECT SUM(amount_uc) FROM journal_entries WHERE account = 'hold:' || h.id), 0)::bigint AS journal_uc
+       FROM holds h`,
+  );
+  for (const hold of holds) {
+    expect(hold.captured_uc <= hold.amount_uc, `${hold.id} captured at most what it held`).toBe(true);
+    expect(hold.journal_uc, `${hold.id}: open holds carry their amount, resolved ones nothing`).toBe(hold.state === 'held' ? hold.amount_uc : 0n);
+  }
+  const { rows: totals } = await db.query<{ earned: bigint; captured: bigint; journal: bigint }>(
+    `SELECT (SELECT COALESCE(SUM(balance_uc), 0) FROM ledger_accounts WHERE id LIKE 'merchant:%')::bigint AS earned,
+            (SELECT COALESCE(SUM(captured_uc), 0) FROM holds WHERE merchant_id IS NOT NULL)::bigint AS captured,
+            (SELECT COALESCE(SUM(amount_uc), 0) FROM journal_entries)::bigint AS journal`,
+  );
+  expect(totals[0]!.earned, 'merchant earnings = everything captured for merchants').toBe(totals[0]!.captured);
+  expect(totals[0]!.journal, 'the whole journal sums to zero').toBe(0n);
+}
