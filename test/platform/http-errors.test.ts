@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import pino from 'pino';
 import { ApiError } from '../../src/platform/errors.ts';
+import { StorageUnavailableError } from '../../src/platform/db/faults.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 
 // A route with a JSON body schema, registered only in this test, to exercise the HTTP edge.
@@ -13,7 +14,8 @@ async function echoRoute(app: FastifyInstance) {
   });
   app.get('/v1/test/boom', { handler: async () => { throw new Error('secret internal detail'); } });
   app.get('/v1/test/unconfigured', { handler: async () => { throw new ApiError('provider_configuration_required', { detail: 'no provider in live mode' }); } });
-  app.get('/v1/test/storage-down', { handler: async () => { throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }); } });
+  // What the drivers throw for a live database that timed out a statement (src/platform/db/faults.ts).
+  app.get('/v1/test/storage-down', { handler: async () => { throw new StorageUnavailableError('timeout', Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' })); } });
 }
 
 let gw: TestGateway;
