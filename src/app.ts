@@ -8,6 +8,7 @@ import { eventRoutes } from './events/routes.ts';
 import { WebhookService } from './events/service.ts';
 import { WebhookWorker } from './events/worker.ts';
 import type { PaymentApprovalProvider } from './execute/payment-approval.ts';
+import { intentRoutes } from './execute/intent-routes.ts';
 import { executeOperations } from './execute/operations.ts';
 import { executeRoutes } from './execute/routes.ts';
 import { buildExecuteFeature } from './execute/setup.ts';
@@ -37,6 +38,10 @@ import { ledgerRoutes } from './ledger/routes.ts';
 import { LedgerService } from './ledger/service.ts';
 import { offerOperations } from './offers/operations.ts';
 import { offerRoutes } from './offers/routes.ts';
+import { LocalApprovalProvider, StripeCheckoutProvider, type TopupProvider } from './payments/providers.ts';
+import { paymentRoutes } from './payments/routes.ts';
+import { PaymentsService, TOPUP_JOB_INTERVAL_MS } from './payments/service.ts';
+import { StripeWebhook } from './payments/stripe-webhook.ts';
 import { OfferService } from './offers/service.ts';
 import { voucherOperations } from './vouchers/operations.ts';
 import { voucherRoutes } from './vouchers/routes.ts';
@@ -84,6 +89,9 @@ export interface Services {
   doh: DohOptions;
   /** SHA-256 of the operator credential the operator routes accept; undefined: none configured. */
   operatorHash: string | undefined;
+  /** Absent when no payment-approval provider is configured (ACG_PAYMENT_PROVIDER=none). */
+  payments?: PaymentsService;
+  stripeWebhook?: StripeWebhook;
 }
 
 /** Optional collaborators the composition root can be given (tests inject fakes here). */
@@ -96,6 +104,13 @@ export interface AppDependencies {
 const EVENT_PURGE_INTERVAL_MS = 60 * 60 * 1000;
 /** How often each instance reclaims holds past their deadline (reads and writes treat them as expired at once). */
 const HOLD_SWEEP_INTERVAL_MS = 5000;
+
+function topupProvider(config: Gateway['config']): TopupProvider | undefined {
+  const { payments } = config;
+  if (payments.provider === 'local') return new LocalApprovalProvider(config);
+  if (payments.provider === 'stripe' && payments.stripe) return new StripeCheckoutProvider(config, payments.stripe);
+  return undefined;
+}
 
 export async function buildServices(gateway: Gateway, dependencies: AppDependencies = {}): Promise<Services> {
   const providers = await identityProviders(gateway.config);
@@ -127,9 +142,19 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   });
   gateway.schedule('webhook-delivery', config.webhookPollIntervalMs, () => webhookWorker.pass());
   gateway.schedule('event-retention-purge', EVENT_PURGE_INTERVAL_MS, () => webhooks.purgeExpired());
-  const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, secretBoxKey: boxKey, paymentApproval: dependencies.paymentApproval });
+  // Payments and execute need each other: execute asks payments for approvals, payments resumes execute's intents.
+  let executeService: ExecuteService | undefined;
+  const provider = topupProvider(config);
+  const payments = provider && new PaymentsService(gateway, { identity, ledger, provider, intents: () => executeService! });
+  const stripeWebhook = payments && config.payments.stripe ? new StripeWebhook(payments, config.payments.stripe) : undefined;
+  if (payments) gateway.schedule('topups', TOPUP_JOB_INTERVAL_MS, () => payments.runJobs());
+  const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, secretBoxKey: boxKey, paymentApproval: dependencies.paymentApproval ?? payments });
+  executeService = execute;
   const operatorHash = acceptedOperatorHash(config);
-  return { verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhooks, webhookWorker, ledger, offers, vouchers, execute, mailConnectors, doh, operatorHash };
+  return {
+    verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhooks, webhookWorker, ledger, offers, vouchers, execute, mailConnectors, doh, operatorHash,
+    payments, stripeWebhook,
+  };
 }
 
 export async function buildGatewayApp(
@@ -145,12 +170,19 @@ export async function buildGatewayApp(
     keysRoutes,
     oauthRoutes({ verifier: services.verifier }),
     identityRoutes({ identity: services.identity, operations: identityOperations(services.identity), agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
-    integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured }),
+    integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured, paymentProvider: dependencies.paymentApproval ? undefined : services.payments?.providerKind }),
     ledgerRoutes({ ledger: services.ledger, operations: ledgerOperations(services.ledger), identity: services.identity, merchants: services.merchants }),
     offerRoutes(services.offers, offerOperations(services.offers)),
     voucherRoutes(voucherOperations(services.vouchers)),
     accessRoutes,
     executeRoutes({ operations: executeOperations(services.execute), mailConnectors: services.mailConnectors }),
+    intentRoutes(services.execute),
+    paymentRoutes({
+      payments: services.payments,
+      stripeWebhook: services.stripeWebhook,
+      devLoginUrl: gateway.config.mode === 'dev' && providers.human?.source === 'built_in' ? '/dev/issuers/human/login' : undefined,
+      humanIssuer: providers.human?.issuer,
+    }),
     merchantRoutes(services.merchants, merchantOperations(services.merchants)),
     mcpRoutes({
       gateway,

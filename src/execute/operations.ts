@@ -3,7 +3,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { MultiStepOperation } from '../platform/operations.ts';
 import { SERVICES } from '../connectors/catalogue.ts';
-import type { ExecuteResult, ExecuteService } from './service.ts';
+import { EXECUTE_OPERATION, type ExecuteResult, type ExecuteService } from './service.ts';
 
 /** Component name of an action's input schema, e.g. `MailMessagesListInput`. */
 function inputSchemaId(serviceId: string, action: string): string {
@@ -57,7 +57,7 @@ export interface ExecuteOperations {
 export function executeOperations(execute: ExecuteService): ExecuteOperations {
   return {
     executeService: {
-      name: 'executeService',
+      name: EXECUTE_OPERATION,
       input: ExecuteInput,
       idempotency: { key: 'required', missingCode: 'invalid_input' },
       check: ({ principal, input }) => {

@@ -101,7 +101,8 @@ const EXECUTE_DESCRIPTION = [
     'upstream_auth_failed, 504 upstream_timeout.',
   'When credit does not cover the price, the intent is retained and nothing is charged: 503 link_configuration_required ' +
     '(`intentId`, `intent`) without a payment-approval provider, 402 approval_required (`ApprovalRequired`) with one. Retry ' +
-    'with the same key once credit arrives.',
+    'with the same key once credit arrives. With a provider, the gateway runs the intent once by itself after its top-up settles; ' +
+    'GET /v1/intents/{id} shows its outcome, and a retry with the same key answers it.',
   `Catalogue:\n\n${catalogueTable}`,
 ].join('\n\n');
 

@@ -23,10 +23,10 @@ import { GATEWAY_ACCEPTOR_ID, type LedgerService, type Redemption } from '../led
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
-import type { Claim } from '../platform/idempotency.ts';
+import type { Claim, ClaimOutcome } from '../platform/idempotency.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, formatUsd, type Microcredits } from '../platform/money.ts';
-import type { ClaimedKey } from '../platform/operations.ts';
+import { underClaim, type ClaimedKey } from '../platform/operations.ts';
 import type { Principal } from '../platform/principal.ts';
 import { ConnectorError, findService, prepareAction, type PreparedAction, type ServiceContext } from '../connectors/catalogue.ts';
 import type { ServiceModule } from '../connectors/types.ts';
@@ -36,6 +36,8 @@ import type { MailConnectorService } from './mail-connectors.ts';
 import type { PaymentApprovalProvider, ServiceIntent } from './payment-approval.ts';
 import * as store from './store.ts';
 
+/** The execute operation's name: its Idempotency-Keys are scoped to it (resuming an intent claims one again). */
+export const EXECUTE_OPERATION = 'executeService';
 /** How often an instance refreshes the heartbeat of its in-flight executions and looks for orphans. */
 export const EXECUTION_RECOVERY_INTERVAL_MS = 2_000;
 /** A running execution whose heartbeat is older than this belongs to a dead process. */
@@ -74,15 +76,27 @@ export interface ExecuteResult {
   paymentMethod: typeof PAYMENT_METHOD_CREDITS;
 }
 
-/** A retained execute request (the spec's Service intent) with its bookkeeping. */
-export interface RetainedIntent {
+/** What resuming a retained intent came to: it ended, another instance is running it, or it must wait. */
+export type ResumeOutcome = 'finished' | 'busy' | 'waiting';
+
+/** A retained intent as its agent and owner read it (GET /v1/intents/{id}). */
+export interface IntentView {
   id: string;
-  /** `pending` until a retry with the same Idempotency-Key executes it. */
-  state: 'pending' | 'executed';
-  intent: { serviceId: string; action: string; input: Record<string, unknown>; agentId: string };
+  state: store.IntentState;
+  agentId: string;
+  intent: ServiceIntent;
   priceUc: string;
   executionId: string | null;
+  /** Why a cancelled intent was closed: `topup_declined`, `topup_expired` or `topup_failed`. */
+  cancellationReason: string | null;
+  /** The action's result, while the execute answer is retained (24 h by default). */
+  result: object | null;
+  /** The captured hold of an executed intent. */
+  receipt: Redemption | null;
+  /** The stored failure of a failed intent (`code`, `detail` and the problem's members), while retained. */
+  error: Record<string, unknown> | null;
   createdAt: number;
+  updatedAt: number;
   expiresAt: number;
 }
 
@@ -173,26 +187,6 @@ export class ExecuteService {
     return agent.id;
   }
 
-  /**
-   * One of the agent's retained intents: the intent as retained, its state and deadline. Another agent's
-   * intent, and a pending one past its deadline (the sweeper deletes it), are not found.
-   */
-  async getIntent(agentId: string, intentId: string): Promise<RetainedIntent> {
-    const row = await store.findIntent(this.gateway.db, intentId);
-    if (!row || row.agent_id !== agentId || (row.state === 'pending' && Number(row.expires_at_s) <= this.gateway.clock.nowS())) {
-      throw new ApiError('not_found', { detail: `no intent ${intentId}` });
-    }
-    return {
-      id: row.id,
-      state: row.state,
-      intent: { serviceId: row.service_id, action: row.action, input: row.input as Record<string, unknown>, agentId: row.agent_id },
-      priceUc: formatUc(row.price_uc),
-      executionId: row.execution_id,
-      createdAt: Number(row.created_at_s),
-      expiresAt: Number(row.expires_at_s),
-    };
-  }
-
   /** Refuses, before the Idempotency-Key is claimed, a service or action the catalogue does not have. */
   checkRequest(serviceId: string, action: string): void {
     const service = findService(serviceId);
@@ -207,7 +201,7 @@ export class ExecuteService {
    * answers it. The key ends stored (result, or a definitive failure) or given back (the same request may
    * be retried).
    */
-  async execute(key: ClaimedKey<ExecuteResult>, request: ExecutionRequest): Promise<ExecuteResult> {
+  async execute(key: ClaimedKey<ExecuteResult>, request: ExecutionRequest, resuming = false): Promise<ExecuteResult> {
     // Holds past their deadline give their credit back first, so it can pay for this one.
     await this.deps.ledger.expireDue({ agentId: request.agentId });
     let cleared: Cleared;
@@ -220,7 +214,8 @@ export class ExecuteService {
     try {
       started = await this.gateway.db.transaction((tx) => this.begin(tx, key.claim, request, cleared));
     } catch (error) {
-      if (error instanceof ApiError && error.code === 'INSUFFICIENT_CREDITS') return this.retainIntent(key, request, cleared);
+      // A resumed intent that meets insufficient credit again waits; it never asks for a second approval.
+      if (error instanceof ApiError && error.code === 'INSUFFICIENT_CREDITS' && !resuming) return this.retainIntent(key, request, cleared);
       return this.refuse(key, uncharged(error));
     }
     this.inFlight.add(started.executionId);
@@ -318,7 +313,7 @@ export class ExecuteService {
           throw new Error(`ledger invariant: execution ${started.executionId} captured ${receipt.capturedUc} µc of ${started.priceUc} µc`);
         }
         await store.finishExecution(tx, execution.id, 'succeeded', null, clock.nowMs());
-        await store.markIntentExecuted(tx, claim.scope, claim.key, execution.id, clock.nowS());
+        await store.finishIntent(tx, claim.scope, claim.key, 'executed', execution.id, clock.nowS());
         const body: ExecuteResult = {
           state: EXECUTE_STATE_SUCCEEDED,
           executionId: execution.id,
@@ -356,7 +351,10 @@ export class ExecuteService {
     const storeAnswer = replayable(failure.status);
     const stored = await this.gateway.db.transaction(async (tx) => {
       const owned = await this.releaseExecution(tx, started.executionId, 'failed', error.code);
-      if (owned && storeAnswer) await key.storeError(tx, failure);
+      if (owned && storeAnswer) {
+        await key.storeError(tx, failure);
+        await store.finishIntent(tx, key.claim.scope, key.claim.key, 'failed', started.executionId, this.gateway.clock.nowS());
+      }
       return owned && storeAnswer;
     });
     if (!stored) await key.release();
@@ -394,6 +392,8 @@ export class ExecuteService {
           idempotency_key: claim.key,
           state: 'pending',
           execution_id: null,
+          request_fingerprint: claim.fingerprint ?? null,
+          cancellation_reason: null,
           created_at_s: BigInt(nowS),
           updated_at_s: BigInt(nowS),
           expires_at_s: BigInt(nowS + INTENT_LIFETIME_S),
@@ -494,6 +494,87 @@ export class ExecuteService {
       recovered += 1;
     }
     return recovered;
+  }
+
+  /**
+   * Runs a retained intent once credit has arrived (after its top-up settled), as if its caller had retried
+   * the original request: it claims the request's Idempotency-Key with the request's fingerprint, so at most
+   * one run holds it at a time on any instance, the answer is stored under that key (a retry of the original
+   * request replays it), and a key already answered is never run again.
+   */
+  async resumeIntent(intentId: string): Promise<ResumeOutcome> {
+    const { db, idempotency, log } = this.gateway;
+    const intent = await store.findIntent(db, intentId);
+    if (!intent || intent.state !== 'pending') return 'finished';
+    if (intent.request_fingerprint === null) {
+      log.warn({ intentId }, 'a retained intent without its request fingerprint cannot be resumed; its caller must retry');
+      return 'finished';
+    }
+    let outcome: ClaimOutcome;
+    try {
+      outcome = await idempotency.claim(intent.requested_by, EXECUTE_OPERATION, intent.idempotency_key, intent.request_fingerprint);
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'idempotency_key_in_use') return 'busy';
+      if (error instanceof ApiError && error.code === 'idempotency_key_reused') {
+        log.warn({ intentId }, 'the Idempotency-Key of a retained intent now names another request; the intent is not resumed');
+        return 'finished';
+      }
+      throw error;
+    }
+    if (outcome.kind === 'replay') return 'finished';
+    const request: ExecutionRequest = { agentId: intent.agent_id, serviceId: intent.service_id, action: intent.action, input: intent.input };
+    let code = 'succeeded';
+    try {
+      await underClaim<ExecuteResult>(this.gateway, outcome.claim, undefined, (key) => this.execute(key, request, true));
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      code = error.code;
+    }
+    const after = await store.findIntent(db, intentId);
+    if (!after || after.state !== 'pending') {
+      log.info({ intentId, state: after?.state, code }, 'resumed a retained intent');
+      return 'finished';
+    }
+    log.warn({ intentId, code }, 'a resumed intent could not run yet; it will be retried');
+    return 'waiting';
+  }
+
+  /** Closes a pending intent whose top-up ended without credit; nothing was charged. False when it was not pending. */
+  async cancelIntent(tx: Queryable, intentId: string, reason: string): Promise<boolean> {
+    return store.cancelIntent(tx, intentId, reason, this.gateway.clock.nowS());
+  }
+
+  /** A pending intent of this agent, or undefined. */
+  async pendingIntent(db: Queryable, intentId: string, agentId: string): Promise<store.IntentRow | undefined> {
+    const intent = await store.findIntent(db, intentId);
+    return intent && intent.agent_id === agentId && intent.state === 'pending' ? intent : undefined;
+  }
+
+  /** An intent for its agent, or for that agent's owner; anyone else gets 404 (ids cannot be probed). */
+  async readIntent(caller: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, intentId: string): Promise<IntentView> {
+    const { db, idempotency } = this.gateway;
+    const intent = await store.findIntent(db, intentId);
+    const agent = intent ? await this.deps.identity.agentRow(db, intent.agent_id) : undefined;
+    const allowed = caller.kind === 'agent' ? caller.agentId === intent?.agent_id : caller.ownerId !== undefined && caller.ownerId === agent?.owner_id;
+    if (!intent || !allowed) throw new ApiError('not_found', { detail: `no intent ${intentId}` });
+    const execution = intent.execution_id ? await store.findExecution(db, intent.execution_id) : undefined;
+    const answer = execution ? await idempotency.storedResponse(intent.requested_by, EXECUTE_OPERATION, intent.idempotency_key) : undefined;
+    const body = (answer?.body ?? null) as (Partial<ExecuteResult> & Record<string, unknown>) | null;
+    return {
+      id: intent.id,
+      state: intent.state,
+      agentId: intent.agent_id,
+      intent: { serviceId: intent.service_id, action: intent.action, input: intent.input, agentId: intent.agent_id },
+      priceUc: formatUc(intent.price_uc),
+      executionId: intent.execution_id,
+      cancellationReason: intent.cancellation_reason,
+      result: intent.state === 'executed' ? (body?.result ?? null) : null,
+      receipt: intent.state === 'executed' && execution ? await this.deps.ledger.getHold(db, execution.hold_id) : null,
+      error: intent.state === 'failed' && answer && answer.status >= 400 ? body : null,
+      createdAt: Number(intent.created_at_s),
+      updatedAt: Number(intent.updated_at_s),
+      expiresAt: Number(intent.expires_at_s),
+    };
   }
 
   /** Deletes intents that waited longer than their lifetime. */

@@ -34,6 +34,8 @@ export interface ExecutionRow {
   finished_at_ms: bigint | null;
 }
 
+export type IntentState = 'pending' | 'executed' | 'failed' | 'cancelled';
+
 export interface IntentRow {
   id: string;
   agent_id: string;
@@ -43,8 +45,10 @@ export interface IntentRow {
   price_uc: bigint;
   requested_by: string;
   idempotency_key: string;
-  state: 'pending' | 'executed';
+  state: IntentState;
   execution_id: string | null;
+  request_fingerprint: string | null;
+  cancellation_reason: string | null;
   created_at_s: bigint;
   updated_at_s: bigint;
   expires_at_s: bigint;
@@ -135,14 +139,16 @@ export async function orphanedExecutionIds(db: Queryable, staleBeforeMs: number,
 export async function upsertIntent(db: Queryable, row: IntentRow): Promise<IntentRow> {
   const { rows } = await db.query<IntentRow>(
     `INSERT INTO service_intents (id, agent_id, service_id, action, input, price_uc, requested_by, idempotency_key, state,
-       execution_id, created_at_s, updated_at_s, expires_at_s)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+       execution_id, created_at_s, updated_at_s, expires_at_s, request_fingerprint, cancellation_reason)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, NULL)
      ON CONFLICT (requested_by, idempotency_key) DO UPDATE SET
-       state = 'pending', execution_id = NULL, updated_at_s = EXCLUDED.updated_at_s, expires_at_s = EXCLUDED.expires_at_s
+       state = 'pending', execution_id = NULL, cancellation_reason = NULL, updated_at_s = EXCLUDED.updated_at_s,
+       expires_at_s = EXCLUDED.expires_at_s, request_fingerprint = EXCLUDED.request_fingerprint
      RETURNING *`,
     [
       row.id, row.agent_id, row.service_id, row.action, JSON.stringify(row.input), row.price_uc, row.requested_by,
       row.idempotency_key, row.state, row.execution_id, row.created_at_s, row.updated_at_s, row.expires_at_s,
+      row.request_fingerprint,
     ],
   );
   return rows[0]!;
@@ -156,29 +162,46 @@ export async function countPendingIntents(db: Queryable, agentId: string, nowS: 
   return Number(rows[0]!.n);
 }
 
-export async function findIntent(db: Queryable, intentId: string): Promise<IntentRow | undefined> {
-  const { rows } = await db.query<IntentRow>('SELECT * FROM service_intents WHERE id = $1', [intentId]);
-  return rows[0];
-}
-
 export async function findIntentByKey(db: Queryable, requestedBy: string, key: string): Promise<IntentRow | undefined> {
   const { rows } = await db.query<IntentRow>('SELECT * FROM service_intents WHERE requested_by = $1 AND idempotency_key = $2', [requestedBy, key]);
   return rows[0];
 }
 
-/** Marks the pending intent of this (caller, key) as executed by `executionId`, if there is one. */
-export async function markIntentExecuted(db: Queryable, requestedBy: string, key: string, executionId: string, nowS: number): Promise<void> {
+export async function findIntent(db: Queryable, intentId: string, lock = false): Promise<IntentRow | undefined> {
+  const { rows } = await db.query<IntentRow>(`SELECT * FROM service_intents WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [intentId]);
+  return rows[0];
+}
+
+/**
+ * Records how the intent of this (caller, key) ended, if there is one still open: `executed` or `failed` by
+ * `executionId`. A cancelled intent counts as open here: its request may still run on a retry with credit.
+ */
+export async function finishIntent(db: Queryable, requestedBy: string, key: string, state: 'executed' | 'failed', executionId: string, nowS: number): Promise<void> {
   await db.query(
-    `UPDATE service_intents SET state = 'executed', execution_id = $3, updated_at_s = $4
-      WHERE requested_by = $1 AND idempotency_key = $2 AND state = 'pending'`,
-    [requestedBy, key, executionId, nowS],
+    `UPDATE service_intents SET state = $3, execution_id = $4, cancellation_reason = NULL, updated_at_s = $5
+      WHERE requested_by = $1 AND idempotency_key = $2 AND state IN ('pending', 'cancelled')`,
+    [requestedBy, key, state, executionId, nowS],
   );
+}
+
+/** Closes a pending intent without running it; false when it was not pending. */
+export async function cancelIntent(db: Queryable, intentId: string, reason: string, nowS: number): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE service_intents SET state = 'cancelled', cancellation_reason = $2, updated_at_s = $3 WHERE id = $1 AND state = 'pending'`,
+    [intentId, reason, nowS],
+  );
+  return result.rowCount === 1;
+}
+
+export async function findExecution(db: Queryable, executionId: string): Promise<ExecutionRow | undefined> {
+  const { rows } = await db.query<ExecutionRow>('SELECT * FROM service_executions WHERE id = $1', [executionId]);
+  return rows[0];
 }
 
 export async function deleteExpiredIntents(db: Queryable, nowS: number, limit: number): Promise<number> {
   const result = await db.query(
     `DELETE FROM service_intents WHERE id IN (
-       SELECT id FROM service_intents WHERE state = 'pending' AND expires_at_s <= $1 LIMIT $2)`,
+       SELECT id FROM service_intents WHERE state IN ('pending', 'cancelled') AND expires_at_s <= $1 LIMIT $2)`,
     [nowS, limit],
   );
   return result.rowCount;

@@ -16,8 +16,9 @@ const StatusShape = Type.Object(
       agent: Type.String({ enum: ['configured', 'built_in', 'unconfigured'] }),
     }),
     payments: Type.Object({
-      link: Type.String({ enum: ['configured', 'unconfigured'] }),
-      x402: Type.String({ enum: ['configured', 'unconfigured'] }),
+      link: Type.String({ enum: ['configured', 'unconfigured'], description: 'the payment-approval provider that top-ups go through' }),
+      provider: Type.String({ enum: ['local', 'stripe', 'custom', 'none'], description: 'which one: local owner approval, Stripe Checkout, one given in code, or none' }),
+      x402: Type.String({ enum: ['configured', 'unconfigured'], description: 'x402 payments are not implemented: always unconfigured' }),
     }),
     apiKeys: Type.Object({ available: Type.Boolean(), status: Type.String({ enum: ['available', 'configuration_required'] }) }),
     services: Type.Array(Type.String(), { description: 'enabled service ids' }),
@@ -51,6 +52,8 @@ export interface IntegrationDeps {
   providers: Partial<Record<IdentityProviderKind, IdentityProvider>>;
   apiKeysAvailable: boolean;
   paymentApprovalConfigured: () => boolean;
+  /** The configured top-up provider, if the payments feature has one. */
+  paymentProvider?: 'local' | 'stripe';
 }
 
 export function integrationRoutes(deps: IntegrationDeps) {
@@ -93,7 +96,11 @@ export function integrationRoutes(deps: IntegrationDeps) {
           mode: config.mode,
           storage: describeStorage(db),
           identity: { human: identityState('human'), agent: identityState('agent') },
-          payments: { link: linkConfigured ? 'configured' : 'unconfigured', x402: 'unconfigured' },
+          payments: {
+            link: linkConfigured ? 'configured' : 'unconfigured',
+            provider: linkConfigured ? (deps.paymentProvider ?? 'custom') : 'none',
+            x402: 'unconfigured',
+          },
           apiKeys: deps.apiKeysAvailable ? { available: true, status: 'available' } : { available: false, status: 'configuration_required' },
           // Every catalogue service is enabled: each needs only per-agent settings (mail) or none (github-public).
           services: SERVICES.map((service) => service.id),

@@ -126,13 +126,13 @@ export const TOOLS: readonly ToolDefinition[] = [
     title: 'Read a retained intent',
     description:
       'A service execution the agent asked for when its credit did not cover the price: the retained request (serviceId, action, input, ' +
-      'agentId), its state (pending until a retry with the same idempotency key executes it, then executed with its executionId) and ' +
-      'its deadline. The intentId comes from the link_configuration_required or approval_required error.',
+      'agentId), its state (pending until a top-up settles or a retry with the same idempotency key executes it; then executed with its ' +
+      'result and receipt, failed, or cancelled) and its deadline. The intentId comes from the approval_required or link_configuration_required error.',
     kinds: AGENT,
     input: IdParams,
     annotations: READ,
     async run({ execute }, principal, input) {
-      return execute.getIntent(principal.agentId!, input.id);
+      return execute.readIntent(principal, input.id);
     },
   }),
   tool({

@@ -50,6 +50,14 @@ export interface Config {
   services: ServicesConfig;
   /** Test-only relaxations; refused in live mode. */
   allowPrivateNetworkTargets: boolean;
+  /** The payment-approval provider that top-ups go through. */
+  payments: PaymentsConfig;
+}
+
+export interface PaymentsConfig {
+  /** `local`: the owner approves on a gateway page; `stripe`: Stripe Checkout; `none`: no top-ups. */
+  provider: 'local' | 'stripe' | 'none';
+  stripe?: { secretKey: string; webhookSecret: string; apiUrl: string };
 }
 
 export interface ServicesConfig {
@@ -109,6 +117,10 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_MAIL_OPERATION_TIMEOUT_MS', default: '30000', meaning: 'time budget of one whole mail action: connect, log in, work, log out' },
   { name: 'ACG_MAIL_MESSAGE_BYTES_MAX', default: '5242880', meaning: '`messages.get` reads at most this many bytes of a message (larger ones are truncated)' },
   { name: 'ACG_MAIL_BODY_CHARS_MAX', default: '262144', meaning: '`messages.get` returns at most this many characters of text and of html each' },
+  { name: 'ACG_PAYMENT_PROVIDER', default: 'dev: local; live: none', meaning: 'payment-approval provider for top-ups: `local` (the owner approves on a gateway page), `stripe` (Stripe Checkout) or `none`' },
+  { name: 'ACG_STRIPE_SECRET_KEY', default: '(none)', meaning: 'Stripe secret key (`sk_live_…`, `sk_test_…` or a restricted `rk_…`); required with ACG_PAYMENT_PROVIDER=stripe' },
+  { name: 'ACG_STRIPE_WEBHOOK_SECRET', default: '(none)', meaning: 'signing secret (`whsec_…`) of the Stripe webhook endpoint `{base_url}/v1/payments/stripe/webhook`; required with stripe' },
+  { name: 'ACG_STRIPE_API_URL', default: 'https://api.stripe.com', meaning: 'base URL of the Stripe API (tests point it at a local server)' },
   { name: 'ACG_OPERATOR_TOKEN_SHA256', default: '(dev: generated)', meaning: 'hex SHA-256 of the operator credential accepted by operator routes (`acg credit grant` on a running gateway); dev mode generates one into ACG_DATA_DIR/operator-token' },
   { name: 'ACG_OPERATOR_TOKEN', default: '(dev: read from ACG_DATA_DIR)', meaning: 'the operator credential itself, for CLI commands that call a running gateway; the gateway itself ignores it' },
   { name: 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', default: 'false', meaning: 'TEST ONLY: lets outbound calls reach loopback/private addresses; refused in live mode' },
@@ -153,6 +165,20 @@ function issuer(env: Env, prefix: 'HUMAN' | 'AGENT', problems: string[]): Issuer
   if (!iss) return undefined;
   const jwksUrl = url(env, `ACG_${prefix}_JWKS_URL`, problems);
   return { issuer: iss, jwksUrl, audience: env[`ACG_${prefix}_AUDIENCE`] || 'agent-credit-gateway' };
+}
+
+function paymentsConfig(env: Env, mode: Mode, problems: string[]): PaymentsConfig {
+  const provider = env.ACG_PAYMENT_PROVIDER || (mode === 'dev' ? 'local' : 'none');
+  if (provider !== 'local' && provider !== 'stripe' && provider !== 'none') {
+    problems.push(`ACG_PAYMENT_PROVIDER must be "local", "stripe" or "none", got "${provider}"`);
+    return { provider: 'none' };
+  }
+  if (provider !== 'stripe') return { provider };
+  const secretKey = env.ACG_STRIPE_SECRET_KEY ?? '';
+  const webhookSecret = env.ACG_STRIPE_WEBHOOK_SECRET ?? '';
+  if (!/^(sk|rk)_(live|test)_[A-Za-z0-9]+$/.test(secretKey)) problems.push('ACG_STRIPE_SECRET_KEY must be a Stripe secret key (sk_live_…, sk_test_… or rk_…) when ACG_PAYMENT_PROVIDER=stripe');
+  if (!/^whsec_[A-Za-z0-9+/=_-]+$/.test(webhookSecret)) problems.push('ACG_STRIPE_WEBHOOK_SECRET must be the endpoint signing secret (whsec_…) when ACG_PAYMENT_PROVIDER=stripe');
+  return { provider, stripe: { secretKey, webhookSecret, apiUrl: url(env, 'ACG_STRIPE_API_URL', problems) ?? 'https://api.stripe.com' } };
 }
 
 function servicesConfig(env: Env, problems: string[]): ServicesConfig {
@@ -242,6 +268,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookPollIntervalMs: integer(env, 'ACG_WEBHOOK_POLL_INTERVAL_MS', 1000, 50, 60_000, problems),
     services: servicesConfig(env, problems),
     allowPrivateNetworkTargets: allowPrivate,
+    payments: paymentsConfig(env, mode, problems),
   };
   const { services } = config;
   const connectorBudgetMs = Math.max(services.github.timeoutMs, services.mail.operationTimeoutMs);

@@ -34,6 +34,8 @@ export interface Claim {
   route: string;
   key: string;
   token: string;
+  /** The claimed request's fingerprint, for operations that claim the same key again later (intent resume). */
+  fingerprint?: string;
 }
 
 export type ClaimOutcome = { kind: 'owned'; claim: Claim } | { kind: 'replay'; response: StoredResponse };
@@ -121,7 +123,7 @@ export class IdempotencyStore {
        RETURNING key`,
       [scope, route, key, requestFingerprint, token, nowMs, nowMs + this.leaseS * 1000, nowMs + this.retentionS * 1000],
     );
-    if (taken.rowCount === 1) return { kind: 'owned', claim: { scope, route, key, token } };
+    if (taken.rowCount === 1) return { kind: 'owned', claim: { scope, route, key, token, fingerprint: requestFingerprint } };
 
     const { rows } = await executor.query<IdempotencyRow>(
       `SELECT fingerprint, state, status_code, response_body, response_headers, locked_until_ms
@@ -174,6 +176,22 @@ export class IdempotencyStore {
     if (result.rowCount !== 1) {
       throw new Error('idempotency claim was lost (lease expired and another request took the key over)');
     }
+  }
+
+  /** The stored response of a finished request, while its record is retained. */
+  async storedResponse(scope: string, route: string, key: string): Promise<StoredResponse | undefined> {
+    const { rows } = await this.db.query<IdempotencyRow>(
+      `SELECT fingerprint, state, status_code, response_body, response_headers, locked_until_ms
+         FROM idempotency_keys WHERE scope = $1 AND route = $2 AND key = $3 AND state = 'done' AND expires_at_ms > $4`,
+      [scope, route, key, this.clock.nowMs()],
+    );
+    const row = rows[0];
+    if (!row) return undefined;
+    return {
+      status: row.status_code ?? 200,
+      body: row.response_body === null ? null : JSON.parse(row.response_body),
+      headers: row.response_headers === null ? {} : JSON.parse(row.response_headers),
+    };
   }
 
   /** Gives the key back after a failure that must not be replayed (5xx): the client may retry it. */

@@ -237,12 +237,21 @@ async function runClaimed<I, R, C>(
 ): Promise<RunOutcome<R>> {
   const claimed = await runtime.idempotency.claim(target.scope, operation.name, target.key, fingerprintOf(operation, call));
   if (claimed.kind === 'replay') return replay<R>(claimed.response);
-  const { claim } = claimed;
+  const result = await underClaim<R>(runtime, claimed.claim, operation.secretFields, (handle) => operation.runClaimed(handle, call, checked));
+  return { result, replayed: false };
+}
+
+/**
+ * Runs multi-step work under a claim already taken: the work stores its outcome or gives the key back, and
+ * whatever it leaves unsettled (or a fault) gives the key back. Also for a key claimed again later for the
+ * same request (execute resuming a retained intent after its top-up settled).
+ */
+export async function underClaim<R>(runtime: OperationRuntime, claim: Claim, secretFields: readonly string[] | undefined, work: (key: ClaimedKey<R>) => Promise<R>): Promise<R> {
   let settled = false;
   const handle: ClaimedKey<R> = {
     claim,
     async storeResult(tx, result) {
-      await runtime.idempotency.complete(tx, claim, storedResult(result), operation.secretFields);
+      await runtime.idempotency.complete(tx, claim, storedResult(result), secretFields);
       settled = true;
     },
     async storeError(executor, error) {
@@ -255,9 +264,9 @@ async function runClaimed<I, R, C>(
     },
   };
   try {
-    const result = await operation.runClaimed(handle, call, checked);
+    const result = await work(handle);
     if (!settled) await handle.release();
-    return { result, replayed: false };
+    return result;
   } catch (error) {
     // A fault (not a business answer) gives the key back even if a store was attempted: its transaction
     // rolled back with the fault.

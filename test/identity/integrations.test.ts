@@ -26,7 +26,7 @@ describe('GET /v1/integrations', () => {
         mode: 'dev',
         storage: world.gw.database.db.kind === 'postgres' ? 'postgresql' : 'pglite',
         identity: { human: 'configured', agent: 'configured' },
-        payments: { link: 'unconfigured', x402: 'unconfigured' },
+        payments: { link: 'unconfigured', provider: 'none', x402: 'unconfigured' },
         apiKeys: { available: true, status: 'available' },
         services: ['mail', 'github-public'],
       });

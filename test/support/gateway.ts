@@ -37,6 +37,8 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
     LOG_LEVEL: 'silent',
     ACG_RATE_LIMIT_PER_ADDRESS: '100000',
     ACG_RATE_LIMIT_PER_PRINCIPAL: '100000',
+    // Dev mode's default is local approval; tests that exercise top-ups ask for a provider explicitly.
+    ACG_PAYMENT_PROVIDER: 'none',
     ...options.env,
   });
   const clock = new SystemClock();

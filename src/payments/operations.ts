@@ -1,0 +1,64 @@
+// The top-up operations, for every face: request a top-up, and the owner's approve and decline.
+import { Type, type Static } from '@sinclair/typebox';
+import { ResourceId } from '../platform/schemas.ts';
+import type { SingleStepOperation } from '../platform/operations.ts';
+import { principalScope } from '../platform/principal.ts';
+import type { OpenedApproval, TopupDraft } from './providers.ts';
+import {
+  TOPUP_AMOUNT_USD_CENTS_MAX,
+  TOPUP_AMOUNT_USD_CENTS_MIN,
+  TOPUP_REASON_CHARS_MAX,
+  TOPUP_REASON_CHARS_MIN,
+  type PaymentsService,
+  type Topup,
+} from './service.ts';
+import type { TopupRow } from './store.ts';
+
+export const RequestTopupInput = Type.Object(
+  {
+    agentId: ResourceId,
+    amountUsdCents: Type.Integer({ minimum: TOPUP_AMOUNT_USD_CENTS_MIN, maximum: TOPUP_AMOUNT_USD_CENTS_MAX, description: 'US cents; 1 cent buys 1 credit (1,000,000 µc)' }),
+    reason: Type.String({ minLength: TOPUP_REASON_CHARS_MIN, maxLength: TOPUP_REASON_CHARS_MAX, description: 'shown to the owner who approves' }),
+    intentId: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'a pending retained intent of the agent; it runs once the top-up settles' })),
+  },
+  { additionalProperties: false },
+);
+export type RequestTopupInput = Static<typeof RequestTopupInput>;
+
+export const TopupIdInput = Type.Object({ id: ResourceId }, { additionalProperties: false });
+export type TopupIdInput = Static<typeof TopupIdInput>;
+
+export interface PaymentOperations {
+  /** Checked before the key: who may top up that agent (its owner's id). */
+  requestTopup: SingleStepOperation<RequestTopupInput, Topup, string, { draft: TopupDraft; opened: OpenedApproval }>;
+  approveTopup: SingleStepOperation<TopupIdInput, Topup>;
+  /** Checked before the key: the top-up, pending or declined; prepared: the provider refused payment. */
+  declineTopup: SingleStepOperation<TopupIdInput, Topup, TopupRow, void>;
+}
+
+export function paymentOperations(payments: PaymentsService): PaymentOperations {
+  return {
+    requestTopup: {
+      name: 'requestTopup',
+      input: RequestTopupInput,
+      idempotency: { key: 'required' },
+      check: async ({ principal, input }) => (await payments.authorize(principal, input.agentId)).ownerId,
+      prepare: ({ input }) => payments.open(input),
+      run: (tx, { principal, input }, ownerId, prepared) => payments.record(tx, { ownerId, requestedBy: principalScope(principal) }, input, prepared),
+    },
+    approveTopup: {
+      name: 'approveTopup',
+      input: TopupIdInput,
+      idempotency: { key: 'optional' },
+      run: (tx, { principal, input }) => payments.approve(tx, principal, input.id),
+    },
+    declineTopup: {
+      name: 'declineTopup',
+      input: TopupIdInput,
+      idempotency: { key: 'optional' },
+      check: ({ principal, input }) => payments.declinable(principal, input.id),
+      prepare: (_call, row) => payments.cancelAtProvider(row),
+      run: (tx, { input }) => payments.decline(tx, input.id),
+    },
+  };
+}

@@ -1,0 +1,214 @@
+// HTTP edge of top-ups: the API (/v1/payments/topups…), the local approval page (/payments/topups/{id}) and
+// Stripe's webhook (/v1/payments/stripe/webhook, registered only with the Stripe provider).
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import { ApiError } from '../platform/errors.ts';
+import { principalOf } from '../platform/http/auth.ts';
+import { serve } from '../platform/http/operation.ts';
+import { problems, sharesSchemas } from '../platform/http/openapi.ts';
+import { IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/schemas.ts';
+import { newNonce, pageHeaders } from '../oauth/pages.ts';
+import { paymentOperations, RequestTopupInput, type PaymentOperations } from './operations.ts';
+import { approvalPage } from './page.ts';
+import { AUTOMATIC_TOPUP_USD_CENTS, type PaymentsService } from './service.ts';
+import { STRIPE_SIGNATURE_HEADER, type StripeWebhook } from './stripe-webhook.ts';
+
+const TopupSchema = Type.Object(
+  {
+    id: Type.String(),
+    agentId: Type.String(),
+    amountUsdCents: Type.Integer(),
+    amountUc: Microcredits('the credit the top-up adds'),
+    reason: Type.String(),
+    status: Type.String({ enum: ['pending_approval', 'settled', 'declined', 'expired', 'failed'] }),
+    kind: Type.Literal('checkout'),
+    provider: Type.String({ enum: ['local', 'stripe'] }),
+    approvalUrl: Type.String({ format: 'uri' }),
+    checkoutUrl: Type.String({ format: 'uri' }),
+    nextAction: Type.Object({
+      resolution: Type.String({ enum: ['owner_approval', 'checkout', 'none'], description: 'what must happen next: the owner approves on our page, pays at Checkout, or nothing (final)' }),
+      actionUrl: Type.String({ format: 'uri' }),
+    }),
+    intentId: Nullable(Type.String()),
+    livemode: Type.Boolean({ description: 'false: a test-mode payment (dev mode, or Stripe test keys)' }),
+    lotId: Nullable(Type.String({ description: 'the credit lot of a settled top-up' })),
+    createdAt: UnixSeconds('creation'),
+    updatedAt: UnixSeconds('last change'),
+    expiresAt: UnixSeconds('a pending top-up expires at'),
+    finishedAt: Nullable(UnixSeconds('settled, declined, expired or failed at')),
+  },
+  { $id: 'Topup', description: 'Top-up request record' },
+);
+
+const ListQuery = Type.Object(
+  { agentId: Type.Optional(ResourceId), ...PageQuery.properties },
+  { additionalProperties: false },
+);
+
+const EmptyBody = Type.Object({}, { additionalProperties: false });
+
+const STATUS_TEXT =
+  'Statuses: `pending_approval` → `settled` (credited: one lot of source `topup`) | `declined` (by the owner) | `expired` ' +
+  '(24 h locally; the Checkout Session expiry plus 1 h with Stripe) | `failed` (the provider reported a failed payment). ' +
+  'Every state but `pending_approval` is final.';
+
+export interface PaymentRouteDeps {
+  /** Absent when no provider is configured: every payments route answers 503 payment_unavailable. */
+  payments?: PaymentsService;
+  stripeWebhook?: StripeWebhook;
+  /** Dev mode's built-in human issuer login, for the approval page. */
+  devLoginUrl?: string;
+  humanIssuer?: string;
+}
+
+/** The API refuses approve/decline from a page of another origin (the bearer token already rules out CSRF). */
+function checkOrigin(request: FastifyRequest, baseUrl: string): void {
+  const origin = request.headers.origin;
+  if (origin !== undefined && origin !== new URL(baseUrl).origin) {
+    throw new ApiError('forbidden', { detail: 'approve and decline are accepted only from the gateway\'s own pages or from clients that send no Origin' });
+  }
+}
+
+export function paymentRoutes(deps: PaymentRouteDeps) {
+  return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
+    app.addSchema(TopupSchema);
+    const { config } = app.gateway;
+    const tags = ['payments'];
+    const ANY = { kinds: ['human', 'agent', 'owner'] } as const;
+    const HUMAN = { kinds: ['human'] } as const;
+    const operations = deps.payments && paymentOperations(deps.payments);
+    const unavailable = () => new ApiError('payment_unavailable', { detail: 'no payment-approval provider is configured (ACG_PAYMENT_PROVIDER)' });
+    const service = (): PaymentsService => {
+      if (!deps.payments) throw unavailable();
+      return deps.payments;
+    };
+    const operation = <K extends keyof PaymentOperations>(name: K): PaymentOperations[K] => {
+      if (!operations) throw unavailable();
+      return operations[name];
+    };
+
+    app.post('/v1/payments/topups', {
+      config: { auth: ANY, operation: operations?.requestTopup },
+      schema: {
+        tags,
+        summary: 'Request a top-up of an agent from the payment-approval provider',
+        description:
+          'Opens an approval for the owner: with the `local` provider a gateway page (`approvalUrl`) where the signed-in owner approves ' +
+          'or declines; with `stripe` a Checkout Session (`approvalUrl` = `checkoutUrl` = the session URL). 1 US cent buys 1 credit ' +
+          '(1,000,000 µc). An agent may top up only itself (403 agent_mismatch); an owner only its own agents (403 owner_required). ' +
+          '`intentId` binds a pending retained intent of the agent, which the gateway runs once by itself after settlement (an intent ' +
+          `has at most one pending top-up: 409 conflict). Execute requests a top-up of $${(AUTOMATIC_TOPUP_USD_CENTS / 100).toFixed(2)} by itself when credit is short. ` +
+          `Idempotency-Key required (400 idempotency_required). 503 payment_unavailable without a provider. ${STATUS_TEXT}`,
+        body: RequestTopupInput,
+        response: { 200: Type.Ref('Topup'), ...problems(400, 403, 409, 503) },
+      },
+      handler: (request, reply) => serve(request, reply, operation('requestTopup'), request.body as Static<typeof RequestTopupInput>),
+    });
+
+    app.get('/v1/payments/topups', {
+      config: { auth: ANY },
+      schema: {
+        tags,
+        summary: "List an agent's top-ups (oldest first)",
+        description: 'An agent lists its own (agentId optional); an owner names one of its agents (400 invalid_input without it, 403 owner_required for another).',
+        querystring: ListQuery,
+        response: { 200: Type.Object({ topups: Type.Array(Type.Ref('Topup')), hasMore: Type.Boolean() }), ...problems(400, 403, 503) },
+      },
+      handler: async (request) => {
+        const query = request.query as Static<typeof ListQuery>;
+        return service().list(principalOf(request), query.agentId, { limit: query.limit ?? 20, startingAfter: query.startingAfter });
+      },
+    });
+
+    app.get('/v1/payments/topups/:id', {
+      config: { auth: ANY },
+      schema: {
+        tags,
+        summary: 'Read a top-up',
+        description: `Its agent and that agent's owner may read it; anyone else gets 404. ${STATUS_TEXT}`,
+        params: IdParams,
+        response: { 200: Type.Ref('Topup'), ...problems(404, 503) },
+      },
+      handler: async (request) => service().get(principalOf(request), (request.params as Static<typeof IdParams>).id),
+    });
+
+    app.post('/v1/payments/topups/:id/approve', {
+      config: { auth: HUMAN, operation: operations?.approveTopup },
+      schema: {
+        tags,
+        summary: 'Approve a pending top-up (local provider; the human owner only)',
+        description:
+          'Settles at once: one lot (source `topup`) is credited and journaled, and a bound intent is resumed by the gateway. In dev mode ' +
+          'it is a test-mode payment (`livemode: false`). Approving a settled top-up again answers it unchanged. 409 conflict for a ' +
+          'declined, expired or failed top-up, or one paid at Stripe Checkout. Only a human owner session (H) may approve: an OAuth ' +
+          'owner token may be held by an application. A request with an `Origin` other than the gateway\'s is refused (403 forbidden). ' +
+          'Idempotency-Key honoured when sent.',
+        params: IdParams,
+        body: EmptyBody,
+        response: { 200: Type.Ref('Topup'), ...problems(403, 404, 409, 503) },
+      },
+      handler: async (request, reply) => {
+        checkOrigin(request, config.baseUrl);
+        const { id } = request.params as Static<typeof IdParams>;
+        const sent = await serve(request, reply, operation('approveTopup'), { id });
+        service().resumeSoon(id);
+        return sent;
+      },
+    });
+
+    app.post('/v1/payments/topups/:id/decline', {
+      config: { auth: HUMAN, operation: operations?.declineTopup },
+      schema: {
+        tags,
+        summary: 'Decline a pending top-up (the human owner only)',
+        description:
+          'The top-up becomes `declined` and its retained intent is cancelled, nothing charged. A Stripe Checkout Session is expired ' +
+          'first, so it can no longer be paid (409 conflict if it already was). Declining again answers it unchanged.',
+        params: IdParams,
+        body: EmptyBody,
+        response: { 200: Type.Ref('Topup'), ...problems(403, 404, 409, 503) },
+      },
+      handler: (request, reply) => {
+        checkOrigin(request, config.baseUrl);
+        return serve(request, reply, operation('declineTopup'), { id: (request.params as Static<typeof IdParams>).id });
+      },
+    });
+
+    app.get('/payments/topups/:id', {
+      schema: {
+        tags,
+        summary: 'The approval page of a top-up (HTML)',
+        description: 'The owner signs in here, sees the agent, the amount, the reason and the retained intent, and approves or declines.',
+        params: IdParams,
+      },
+      handler: async (request, reply) => {
+        const nonce = newNonce();
+        reply.headers(pageHeaders(nonce));
+        return approvalPage(nonce, { topupId: (request.params as Static<typeof IdParams>).id, devLoginUrl: deps.devLoginUrl, humanIssuer: deps.humanIssuer });
+      },
+    });
+
+    if (deps.stripeWebhook) await app.register(stripeWebhookRoute(deps.stripeWebhook));
+  });
+}
+
+/** Its own scope: the signature covers the exact bytes, so this route keeps the body raw. */
+function stripeWebhookRoute(webhook: StripeWebhook) {
+  return async function routes(app: FastifyInstance): Promise<void> {
+    app.removeContentTypeParser('application/json');
+    app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+    app.post('/v1/payments/stripe/webhook', {
+      schema: {
+        tags: ['payments'],
+        summary: "Stripe's webhook endpoint (Checkout Session events)",
+        description:
+          'Verified with the official library against ACG_STRIPE_WEBHOOK_SECRET (Stripe-Signature, 300 s tolerance); a wrong signature ' +
+          'is 400 invalid_input and changes nothing. `checkout.session.completed` (paid) and `checkout.session.async_payment_succeeded` ' +
+          'settle the top-up, `…async_payment_failed` fails it, `checkout.session.expired` expires it; others are acknowledged. ' +
+          'Replays and any order are harmless: a top-up is credited once.',
+        response: { 200: Type.Object({ received: Type.Literal(true), outcome: Type.String() }), ...problems(400) },
+      },
+      handler: async (request) => webhook.receive(request.body as Buffer, request.headers[STRIPE_SIGNATURE_HEADER]),
+    });
+  };
+}

@@ -1,0 +1,357 @@
+// Top-ups (POST /v1/payments/topups and the automatic top-up of a retained intent): a request to credit
+// an agent, approved by its owner through the configured provider, settled exactly once.
+//
+// Statuses: pending_approval → settled | declined | expired | failed; every other state is final.
+//   settled   the provider confirmed payment (the owner approved on our page, or Stripe's signed webhook);
+//             one lot (source `topup`) is credited, journaled, in the transaction that marks it settled;
+//   declined  the owner declined on our page (a Stripe session is expired first, so it cannot be paid);
+//   expired   nobody approved in time (24 h locally; the Checkout Session's expiry plus an hour);
+//   failed    the provider reported the payment failed (Stripe's async_payment_failed).
+// Every notification locks the top-up row first and acts only on a pending top-up, so duplicates, replays
+// and notifications racing on several instances credit once; the lot's unique source_ref is the backstop.
+//
+// After settlement the bound intent is resumed by the gateway itself: at once by the instance that
+// settled, and by every instance's resume job until the intent is no longer pending. Execute's
+// Idempotency-Key claim makes the run happen once (see ExecuteService.resumeIntent). A top-up that ends
+// without credit cancels its intent (no charge), unless another top-up of that intent is still open.
+import type { ExecuteService, ResumeOutcome } from '../execute/service.ts';
+import type { ApprovalRequest, PaymentApproval, PaymentApprovalProvider } from '../execute/payment-approval.ts';
+import type { IdentityService } from '../identity/service.ts';
+import type { LedgerService } from '../ledger/service.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
+import { ApiError } from '../platform/errors.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import { newId } from '../platform/ids.ts';
+import { formatUc, formatUsd, UC_PER_USD_CENT } from '../platform/money.ts';
+import type { Principal } from '../platform/principal.ts';
+import type { OpenedApproval, TopupDraft, TopupProvider } from './providers.ts';
+import * as store from './store.ts';
+
+export const TOPUP_AMOUNT_USD_CENTS_MIN = 50;
+export const TOPUP_AMOUNT_USD_CENTS_MAX = 100_000;
+export const TOPUP_REASON_CHARS_MIN = 100;
+export const TOPUP_REASON_CHARS_MAX = 2000;
+/** What the gateway asks for when an execution finds the credit short: $5.00, or the price if more. */
+export const AUTOMATIC_TOPUP_USD_CENTS = 500;
+/** How often each instance expires stale top-ups and resumes intents whose top-up settled. */
+export const TOPUP_JOB_INTERVAL_MS = 2000;
+const RESUME_BATCH_MAX = 20;
+const EXPIRY_BATCH_MAX = 100;
+/** Another instance holds the intent's key: look again soon. */
+const RESUME_BUSY_RETRY_S = 5;
+
+export type TopupStatus = store.TopupStatus;
+/** A provider's own consistency check of a notification against the top-up: why it does not match, or undefined. */
+export type NotificationCheck = (row: store.TopupRow) => string | undefined;
+
+/** The spec's Top-up request record, plus what the gateway adds (all documented in the OpenAPI document). */
+export interface Topup {
+  id: string;
+  agentId: string;
+  amountUsdCents: number;
+  amountUc: string;
+  reason: string;
+  status: TopupStatus;
+  kind: 'checkout';
+  provider: store.TopupProviderKind;
+  approvalUrl: string;
+  checkoutUrl: string;
+  nextAction: { resolution: 'owner_approval' | 'checkout' | 'none'; actionUrl: string };
+  intentId: string | null;
+  livemode: boolean;
+  lotId: string | null;
+  createdAt: number;
+  updatedAt: number;
+  expiresAt: number;
+  finishedAt: number | null;
+}
+
+export interface TopupRequest {
+  agentId: string;
+  amountUsdCents: number;
+  reason: string;
+  intentId?: string;
+}
+
+/** What the payments feature needs from execute: the retained intents it pays for. */
+export type RetainedIntents = Pick<ExecuteService, 'resumeIntent' | 'cancelIntent' | 'pendingIntent'>;
+
+export interface PaymentsDependencies {
+  identity: IdentityService;
+  ledger: LedgerService;
+  provider: TopupProvider;
+  /** Late-bound: execute is built with this service as its approval provider. */
+  intents: () => RetainedIntents;
+}
+
+function toTopup(row: store.TopupRow): Topup {
+  const pending = row.status === 'pending_approval';
+  return {
+    id: row.id,
+    agentId: row.agent_id,
+    amountUsdCents: row.amount_usd_cents,
+    amountUc: formatUc(BigInt(row.amount_usd_cents) * UC_PER_USD_CENT),
+    reason: row.reason,
+    status: row.status,
+    kind: 'checkout',
+    provider: row.provider,
+    approvalUrl: row.approval_url,
+    checkoutUrl: row.checkout_url,
+    nextAction: {
+      resolution: !pending ? 'none' : row.provider === 'local' ? 'owner_approval' : 'checkout',
+      actionUrl: row.approval_url,
+    },
+    intentId: row.intent_id,
+    livemode: row.livemode,
+    lotId: row.lot_id,
+    createdAt: Number(row.created_at_s),
+    updatedAt: Number(row.updated_at_s),
+    expiresAt: Number(row.expires_at_s),
+    finishedAt: row.finished_at_s === null ? null : Number(row.finished_at_s),
+  };
+}
+
+function dollars(cents: number): string {
+  return formatUsd(BigInt(cents) * UC_PER_USD_CENT);
+}
+
+export class PaymentsService implements PaymentApprovalProvider {
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly deps: PaymentsDependencies,
+  ) {}
+
+  get providerKind(): store.TopupProviderKind {
+    return this.deps.provider.kind;
+  }
+
+  /**
+   * Which agent is topped up, checked before the Idempotency-Key is claimed: an agent only itself (403
+   * agent_mismatch), an owner only its own agents (403 owner_required, also for unknown ids).
+   */
+  async authorize(caller: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, agentId: string): Promise<{ agentId: string; ownerId: string }> {
+    if (caller.kind === 'agent') {
+      if (agentId !== caller.agentId) throw new ApiError('agent_mismatch', { detail: 'an agent may top up only itself' });
+    }
+    const agent = await this.deps.identity.agentRow(this.gateway.db, agentId);
+    if (!agent || (caller.kind !== 'agent' && agent.owner_id !== caller.ownerId)) {
+      throw new ApiError('owner_required', { detail: 'agentId must name one of your own agents' });
+    }
+    return { agentId: agent.id, ownerId: agent.owner_id };
+  }
+
+  /**
+   * Slow part of creating a top-up, outside any transaction: checks the intent it binds, then opens the
+   * approval at the provider. Runs after the Idempotency-Key is claimed, so a replay never opens a second one.
+   */
+  async open(request: TopupRequest): Promise<{ draft: TopupDraft; opened: OpenedApproval }> {
+    if (request.intentId !== undefined) await this.checkIntent(this.gateway.db, request.intentId, request.agentId);
+    const draft: TopupDraft = { id: newId('top'), agentId: request.agentId, amountUsdCents: request.amountUsdCents, intentId: request.intentId ?? null };
+    return { draft, opened: await this.deps.provider.open(draft, this.gateway.clock.nowS()) };
+  }
+
+  /** Records an opened top-up (in the caller's transaction). 409 conflict when its intent has one pending. */
+  async record(tx: Tx, owner: { ownerId: string; requestedBy: string }, request: TopupRequest, prepared: { draft: TopupDraft; opened: OpenedApproval }): Promise<Topup> {
+    if (request.intentId !== undefined) await this.checkIntent(tx, request.intentId, request.agentId);
+    const row = await this.insert(tx, owner, request.reason, prepared);
+    if (!row) {
+      throw new ApiError('conflict', { detail: `intent ${request.intentId} already has a top-up waiting for approval; approve or decline that one first` });
+    }
+    this.gateway.log.info({ topupId: row.id, agentId: row.agent_id, amountUsdCents: row.amount_usd_cents, provider: row.provider, intentId: row.intent_id }, 'top-up requested');
+    return toTopup(row);
+  }
+
+  private async checkIntent(db: Queryable, intentId: string, agentId: string): Promise<void> {
+    if (!(await this.deps.intents().pendingIntent(db, intentId, agentId))) {
+      throw new ApiError('invalid_input', { detail: `intentId must name a pending retained intent of agent ${agentId}` });
+    }
+  }
+
+  private async insert(tx: Tx, owner: { ownerId: string; requestedBy: string }, reason: string, { draft, opened }: { draft: TopupDraft; opened: OpenedApproval }) {
+    const nowS = this.gateway.clock.nowS();
+    return store.insertTopup(tx, {
+      id: draft.id,
+      agent_id: draft.agentId,
+      owner_id: owner.ownerId,
+      amount_usd_cents: draft.amountUsdCents,
+      reason,
+      intent_id: draft.intentId,
+      provider: this.deps.provider.kind,
+      provider_ref: opened.providerRef,
+      approval_url: opened.approvalUrl,
+      checkout_url: opened.checkoutUrl,
+      livemode: opened.livemode,
+      status: 'pending_approval',
+      requested_by: owner.requestedBy,
+      created_at_s: BigInt(nowS),
+      updated_at_s: BigInt(nowS),
+      expires_at_s: BigInt(opened.expiresAtS),
+    });
+  }
+
+  /**
+   * Execute's insufficient-credit path: the pending top-up of this intent, or a new one for
+   * AUTOMATIC_TOPUP_USD_CENTS (or the price, if more). A retry of the execute request answers the same one.
+   */
+  async requestApproval(request: ApprovalRequest): Promise<PaymentApproval> {
+    const { db } = this.gateway;
+    let row = await store.findPendingForIntent(db, request.intentId);
+    if (!row) {
+      const priceCents = Number((request.priceUc + UC_PER_USD_CENT - 1n) / UC_PER_USD_CENT);
+      const amountUsdCents = Math.min(TOPUP_AMOUNT_USD_CENTS_MAX, Math.max(AUTOMATIC_TOPUP_USD_CENTS, priceCents));
+      const { intent } = request;
+      const reason =
+        `Agent ${intent.agentId} asked the gateway to run ${intent.serviceId} ${intent.action} (retained intent ${request.intentId}, ` +
+        `price ${formatUsd(request.priceUc)} USD) and its credit did not cover it. Approving adds $${dollars(amountUsdCents)} of credit; ` +
+        'the gateway then runs the intent once by itself.';
+      const draft: TopupDraft = { id: newId('top'), agentId: intent.agentId, amountUsdCents, intentId: request.intentId };
+      const opened = await this.deps.provider.open(draft, this.gateway.clock.nowS());
+      row = await db.transaction(async (tx) => (await this.insert(tx, { ownerId: request.ownerId, requestedBy: 'gateway' }, reason, { draft, opened })) ?? (await store.findPendingForIntent(tx, request.intentId)));
+      if (!row) throw new Error(`no pending top-up for intent ${request.intentId} after creating one`);
+    }
+    const topup = toTopup(row);
+    const where = topup.provider === 'local' ? 'approve it' : 'pay at Stripe Checkout';
+    return {
+      payment: { ...topup },
+      paymentMethods: [
+        { type: 'credits', status: 'insufficient' },
+        { type: this.deps.provider.paymentMethod, status: 'pending_approval' },
+      ],
+      instructions:
+        `Ask your owner to open ${topup.approvalUrl} and ${where} ($${dollars(topup.amountUsdCents)}). Once the top-up settles the ` +
+        `gateway runs this request by itself, once; read GET /v1/intents/${request.intentId} for its result, or retry with the same Idempotency-Key.`,
+    };
+  }
+
+  async get(caller: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, topupId: string): Promise<Topup> {
+    return toTopup(this.readable(caller, await store.findTopup(this.gateway.db, topupId), topupId));
+  }
+
+  async list(caller: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, agentId: string | undefined, page: { limit: number; startingAfter?: string }) {
+    const target = agentId ?? (caller.kind === 'agent' ? caller.agentId! : undefined);
+    if (target === undefined) throw new ApiError('invalid_input', { detail: 'agentId is required with an owner credential' });
+    await this.authorize(caller, target);
+    const { items, hasMore } = await store.listTopups(this.gateway.db, target, page.limit, page.startingAfter);
+    return { topups: items.map(toTopup), hasMore };
+  }
+
+  /** Its agent and that agent's owner may read a top-up; anyone else gets 404 (ids cannot be probed). */
+  private readable(caller: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, row: store.TopupRow | undefined, topupId: string): store.TopupRow {
+    const allowed = row && (caller.kind === 'agent' ? caller.agentId === row.agent_id : caller.ownerId === row.owner_id);
+    if (!row || !allowed) throw new ApiError('not_found', { detail: `no top-up ${topupId}` });
+    return row;
+  }
+
+  /** The owner approves on the local page: settles at once. Approving a settled top-up again answers it as it is. */
+  async approve(tx: Tx, owner: Pick<Principal, 'kind' | 'agentId' | 'ownerId' | 'id'>, topupId: string): Promise<Topup> {
+    const row = this.readable(owner, await store.findTopup(tx, topupId, true), topupId);
+    if (row.provider !== 'local') throw new ApiError('conflict', { detail: `this top-up is paid at Stripe Checkout (${row.checkout_url}), not approved here` });
+    if (row.status === 'settled') return toTopup(row);
+    this.assertPending(row);
+    return toTopup(await this.settleLocked(tx, row, `owner:${owner.id}`));
+  }
+
+  /** Before declining, outside any transaction: the top-up as its owner sees it; pending, or declined already. */
+  async declinable(owner: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, topupId: string): Promise<store.TopupRow> {
+    const row = this.readable(owner, await store.findTopup(this.gateway.db, topupId), topupId);
+    if (row.status !== 'declined') this.assertPending(row);
+    return row;
+  }
+
+  /** Outside any transaction: the provider must refuse payment before we say declined (Stripe expires the session). */
+  async cancelAtProvider(row: store.TopupRow): Promise<void> {
+    if (row.status === 'pending_approval') await this.deps.provider.cancel(row.provider_ref);
+  }
+
+  /** The owner declines: the top-up closes and its intent is cancelled, nothing charged. Declining again answers it unchanged. */
+  async decline(tx: Tx, topupId: string): Promise<Topup> {
+    const row = (await store.findTopup(tx, topupId, true))!;
+    if (row.status === 'declined') return toTopup(row);
+    this.assertPending(row);
+    return toTopup(await this.closeLocked(tx, row, 'declined', null));
+  }
+
+  private assertPending(row: store.TopupRow): void {
+    if (row.status !== 'pending_approval') throw new ApiError('conflict', { detail: `the top-up is ${row.status}; only a pending top-up can be approved or declined` });
+    if (Number(row.expires_at_s) <= this.gateway.clock.nowS()) throw new ApiError('conflict', { detail: 'the top-up has expired; request a new one' });
+  }
+
+  /** Credits the lot and marks the top-up settled, in the caller's transaction, with the row locked and pending. */
+  private async settleLocked(tx: Tx, row: store.TopupRow, settlementRef: string): Promise<store.TopupRow> {
+    const lot = await this.deps.ledger.grant(tx, {
+      agentId: row.agent_id,
+      amountUc: BigInt(row.amount_usd_cents) * UC_PER_USD_CENT,
+      source: 'topup',
+      sourceRef: row.id,
+    });
+    const settled = await store.markSettled(tx, row.id, lot.id, settlementRef, this.gateway.clock.nowS());
+    this.gateway.log.info({ topupId: row.id, agentId: row.agent_id, lotId: lot.id, amountUc: lot.grantedUc, intentId: row.intent_id, settlementRef }, 'top-up settled');
+    return settled;
+  }
+
+  private async closeLocked(tx: Tx, row: store.TopupRow, status: 'declined' | 'expired' | 'failed', reference: string | null): Promise<store.TopupRow> {
+    const closed = await store.markClosed(tx, row.id, status, reference, this.gateway.clock.nowS());
+    if (row.intent_id && !(await store.intentStillFunded(tx, row.intent_id, row.id))) {
+      await this.deps.intents().cancelIntent(tx, row.intent_id, `topup_${status}`);
+    }
+    this.gateway.log.info({ topupId: row.id, agentId: row.agent_id, status, intentId: row.intent_id }, 'top-up closed without credit');
+    return closed;
+  }
+
+  /**
+   * A provider says the top-up is paid. Exactly once: the row lock orders concurrent notifications, and
+   * only a pending top-up is credited; anything else is acknowledged and changes nothing.
+   */
+  async settle(topupId: string, settlementRef: string, check: NotificationCheck = () => undefined): Promise<'settled' | 'unchanged'> {
+    const outcome = await this.gateway.db.transaction(async (tx) => {
+      const row = await store.findTopup(tx, topupId, true);
+      if (!row) return 'unchanged' as const;
+      const problem = check(row);
+      if (problem) {
+        this.gateway.log.error({ topupId, settlementRef, problem }, 'a payment notification does not match its top-up; not credited');
+        return 'unchanged' as const;
+      }
+      if (row.status !== 'pending_approval') {
+        const level = row.status === 'settled' ? 'debug' : 'error';
+        this.gateway.log[level]({ topupId, status: row.status, settlementRef }, 'payment notification for a top-up that is no longer pending; nothing changed');
+        return 'unchanged' as const;
+      }
+      await this.settleLocked(tx, row, settlementRef);
+      return 'settled' as const;
+    });
+    if (outcome === 'settled') this.resumeSoon(topupId);
+    return outcome;
+  }
+
+  /** A provider (or the expiry job) says the top-up will not be paid. Only a pending top-up changes. */
+  async close(topupId: string, status: 'expired' | 'failed', reference: string | null, check: NotificationCheck = () => undefined): Promise<'closed' | 'unchanged'> {
+    return this.gateway.db.transaction(async (tx) => {
+      const row = await store.findTopup(tx, topupId, true);
+      if (!row || row.status !== 'pending_approval' || check(row) !== undefined) return 'unchanged' as const;
+      await this.closeLocked(tx, row, status, reference);
+      return 'closed' as const;
+    });
+  }
+
+  /** After the approve route's transaction committed: resume the intent it paid for. */
+  resumeSoon(topupId: string): void {
+    void this.resumeOne(topupId).catch((error: unknown) => this.gateway.log.error({ err: error, topupId }, 'resuming the intent of a settled top-up failed; the resume job retries'));
+  }
+
+  private async resumeOne(topupId: string): Promise<ResumeOutcome | undefined> {
+    const { db, clock } = this.gateway;
+    const row = await store.findTopup(db, topupId);
+    if (!row?.resume_due) return undefined;
+    const outcome = row.intent_id ? await this.deps.intents().resumeIntent(row.intent_id) : 'finished';
+    if (outcome === 'finished') await store.finishResume(db, topupId, clock.nowS());
+    else await store.postponeResume(db, topupId, clock.nowS(), outcome === 'busy', RESUME_BUSY_RETRY_S);
+    return outcome;
+  }
+
+  /** The job every instance runs: expire stale top-ups, then resume the intents of settled ones. */
+  async runJobs(): Promise<void> {
+    const { db, clock } = this.gateway;
+    for (const id of await store.expiredPendingIds(db, clock.nowS(), EXPIRY_BATCH_MAX)) await this.close(id, 'expired', null);
+    for (const due of await store.dueResumes(db, clock.nowS(), RESUME_BATCH_MAX)) await this.resumeOne(due.id);
+  }
+}

@@ -1,0 +1,326 @@
+// Top-ups through the local approval provider, in-process: every validation rule with its status and code,
+// approval and its exactly-once credit, and retained intents that run once after approval or close on
+// decline and expiry with nothing charged.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
+import { startWorld, type World } from '../support/world.ts';
+import { capturedFromAgent, availableUc, holdsOf, intentsOf, ONE_CREDIT_UC } from '../execute/helpers.ts';
+import { eventually, ownerId, REASON, repoRequest, topupBody, topupJournal, topupLots } from './helpers.ts';
+
+let world: World;
+let github: FakeGitHub;
+let counter = 0;
+const key = (label: string) => `${label}-${++counter}-${Date.now()}`;
+
+beforeAll(async () => {
+  github = await startFakeGitHub();
+  world = await startWorld({ env: { ACG_PAYMENT_PROVIDER: 'local', ACG_GITHUB_API_URL: github.url } });
+});
+afterAll(async () => {
+  await world?.close();
+  await github?.close();
+});
+
+const repoCalls = () => github.requests.filter((r) => r.path === '/repos/octocat/Hello-World').length;
+
+async function newAgent(label: string) {
+  const email = `${label}-${++counter}@example.com`;
+  return { email, ...(await world.createAgent(email, `${label}-agent-${counter}`)) };
+}
+
+describe('POST /v1/payments/topups', () => {
+  it('answers 200 with a pending Top-up request record whose approval URL is the gateway page, and replays it for the same key', async () => {
+    const agent = await newAgent('create');
+    const k = key('topup');
+    const res = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: k, body: topupBody(agent.id) });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      agentId: agent.id,
+      amountUsdCents: 500,
+      amountUc: '500000000',
+      reason: REASON,
+      status: 'pending_approval',
+      kind: 'checkout',
+      provider: 'local',
+      approvalUrl: `${world.url}/payments/topups/${res.body.id}`,
+      checkoutUrl: `${world.url}/payments/topups/${res.body.id}`,
+      nextAction: { resolution: 'owner_approval', actionUrl: `${world.url}/payments/topups/${res.body.id}` },
+      intentId: null,
+      livemode: false,
+      lotId: null,
+      finishedAt: null,
+    });
+    expect(res.body.id).toMatch(/^top_/);
+    const again = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: k, body: topupBody(agent.id) });
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body).toEqual(res.body);
+    expect(await topupLots(world, agent.id)).toEqual([]);
+  });
+
+  it('refuses every malformed body with 400 invalid_input', async () => {
+    const agent = await newAgent('invalid');
+    const bodies: Array<[string, unknown]> = [
+      ['amount below 50', topupBody(agent.id, { amountUsdCents: 49 })],
+      ['amount above 100000', topupBody(agent.id, { amountUsdCents: 100_001 })],
+      ['amount not an integer', topupBody(agent.id, { amountUsdCents: 50.5 })],
+      ['amount as a string', topupBody(agent.id, { amountUsdCents: '500' })],
+      ['reason of 99 characters', topupBody(agent.id, { reason: 'x'.repeat(99) })],
+      ['reason of 2001 characters', topupBody(agent.id, { reason: 'x'.repeat(2001) })],
+      ['no agentId', { amountUsdCents: 500, reason: REASON }],
+      ['no reason', { agentId: agent.id, amountUsdCents: 500 }],
+      ['an unknown member', topupBody(agent.id, { currency: 'usd' })],
+      ['an empty intentId', topupBody(agent.id, { intentId: '' })],
+    ];
+    for (const [label, body] of bodies) {
+      const res = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('bad'), body });
+      expect({ label, status: res.status, code: res.body.code }).toEqual({ label, status: 400, code: 'invalid_input' });
+    }
+    const bounds = [50, 100_000];
+    for (const amountUsdCents of bounds) {
+      const res = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('bound'), body: topupBody(agent.id, { amountUsdCents, reason: 'r'.repeat(amountUsdCents === 50 ? 100 : 2000) }) });
+      expect(res.status).toBe(200);
+    }
+  });
+
+  it('refuses an intentId that is not a pending intent of the agent with 400 invalid_input', async () => {
+    const agent = await newAgent('intent');
+    const res = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('intent'), body: topupBody(agent.id, { intentId: 'int_unknown' }) });
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('invalid_input');
+  });
+
+  it('requires an Idempotency-Key: 400 idempotency_required without one, 400 invalid_input for a malformed one, 409 for a reused one', async () => {
+    const agent = await newAgent('nokey');
+    const res = await world.api('POST', '/v1/payments/topups', { token: agent.token, body: topupBody(agent.id) });
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('idempotency_required');
+    const malformed = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: 'not a key!', body: topupBody(agent.id) });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body.code).toBe('invalid_input');
+    const k = key('reuse');
+    expect((await world.api('POST', '/v1/payments/topups', { token: agent.token, key: k, body: topupBody(agent.id) })).status).toBe(200);
+    const reused = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: k, body: topupBody(agent.id, { amountUsdCents: 600 }) });
+    expect(reused.status).toBe(409);
+    expect(reused.body.code).toBe('idempotency_key_reused');
+  });
+
+  it('lets an agent top up only itself: 403 agent_mismatch', async () => {
+    const agent = await newAgent('self');
+    const other = await newAgent('other');
+    const res = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('mismatch'), body: topupBody(other.id) });
+    expect(res.status).toBe(403);
+    expect(res.body.code).toBe('agent_mismatch');
+  });
+
+  it("lets an owner top up only its own agents: 403 owner_required, for another owner's agent and an unknown id alike", async () => {
+    const agent = await newAgent('mine');
+    const stranger = await newAgent('theirs');
+    for (const agentId of [stranger.id, 'agt_unknown']) {
+      const res = await world.api('POST', '/v1/payments/topups', { token: agent.ownerToken, key: key('owner'), body: topupBody(agentId) });
+      expect(res.status).toBe(403);
+      expect(res.body.code).toBe('owner_required');
+    }
+    const own = await world.api('POST', '/v1/payments/topups', { token: agent.ownerToken, key: key('owner'), body: topupBody(agent.id) });
+    expect(own.status).toBe(200);
+  });
+
+  it('lets the agent and its owner read and list top-ups, and answers 404 to anyone else', async () => {
+    const agent = await newAgent('read');
+    const stranger = await newAgent('stranger');
+    const created = (await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('read'), body: topupBody(agent.id) })).body;
+    for (const token of [agent.token, agent.ownerToken]) {
+      expect((await world.api('GET', `/v1/payments/topups/${created.id}`, { token })).body).toEqual(created);
+    }
+    for (const token of [stranger.token, stranger.ownerToken]) {
+      const res = await world.api('GET', `/v1/payments/topups/${created.id}`, { token });
+      expect(res.status).toBe(404);
+      expect(res.body.code).toBe('not_found');
+    }
+    const mine = await world.api('GET', '/v1/payments/topups', { token: agent.token });
+    expect(mine.body).toEqual({ topups: [created], hasMore: false });
+    const owners = await world.api('GET', `/v1/payments/topups?agentId=${agent.id}`, { token: agent.ownerToken });
+    expect(owners.body.topups).toEqual([created]);
+    expect((await world.api('GET', '/v1/payments/topups', { token: agent.ownerToken })).status).toBe(400);
+    expect((await world.api('GET', `/v1/payments/topups?agentId=${agent.id}`, { token: stranger.ownerToken })).body.code).toBe('owner_required');
+  });
+});
+
+describe('approving on the local provider', () => {
+  it('settles once: one top-up lot, journaled, the balance up by the amount, however many approvals race', async () => {
+    const agent = await newAgent('approve');
+    const created = (await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('approve'), body: topupBody(agent.id) })).body;
+    const approvals = await Promise.all(
+      Array.from({ length: 5 }, () => world.api('POST', `/v1/payments/topups/${created.id}/approve`, { token: agent.ownerToken, body: {} })),
+    );
+    for (const res of approvals) expect(res.status).toBe(200);
+    const settled = approvals[0]!.body;
+    expect(settled).toMatchObject({ status: 'settled', nextAction: { resolution: 'none' }, lotId: expect.stringMatching(/^lot_/) });
+    expect(new Set(approvals.map((res) => res.body.lotId)).size).toBe(1);
+    expect(await topupLots(world, agent.id)).toEqual([{ id: settled.lotId, granted_uc: 500_000_000n, source_ref: created.id }]);
+    expect(await topupJournal(world, agent.id)).toEqual([
+      { account: `lot:${settled.lotId}`, amount_uc: 500_000_000n },
+      { account: 'source:topup', amount_uc: -500_000_000n },
+    ]);
+    expect(await availableUc(world, agent.id)).toBe(500_000_000n);
+    const declineAfter = await world.api('POST', `/v1/payments/topups/${created.id}/decline`, { token: agent.ownerToken, body: {} });
+    expect(declineAfter.status).toBe(409);
+    expect(declineAfter.body.code).toBe('conflict');
+  });
+
+  it('is for the human owner only: an agent 403 owner_required, an OAuth owner token 403 human_required, another owner 404, a foreign Origin 403', async () => {
+    const agent = await newAgent('who');
+    const stranger = await newAgent('who-else');
+    const created = (await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('who'), body: topupBody(agent.id) })).body;
+    const oauthOwner = await world.accessToken({ sub: await ownerId(world, agent.ownerToken), scope: 'svc:owner', email: agent.email });
+    for (const [token, code] of [[agent.token, 'owner_required'], [oauthOwner, 'human_required']] as const) {
+      const res = await world.api('POST', `/v1/payments/topups/${created.id}/approve`, { token, body: {} });
+      expect(res.status).toBe(403);
+      expect(res.body.code).toBe(code);
+    }
+    const foreign = await world.api('POST', `/v1/payments/topups/${created.id}/approve`, { token: stranger.ownerToken, body: {} });
+    expect(foreign.status).toBe(404);
+    expect((await world.api('POST', '/v1/payments/topups/top_unknown/approve', { token: agent.ownerToken, body: {} })).status).toBe(404);
+    expect((await world.api('POST', `/v1/payments/topups/${created.id}/decline`, { token: stranger.ownerToken, body: {} })).status).toBe(404);
+    const crossSite = await world.api('POST', `/v1/payments/topups/${created.id}/approve`, { token: agent.ownerToken, body: {}, headers: { origin: 'https://evil.example' } });
+    expect(crossSite.status).toBe(403);
+    expect(crossSite.body.code).toBe('forbidden');
+    expect(await topupLots(world, agent.id)).toEqual([]);
+  });
+
+  it('serves the approval page with the consent page protections and no top-up data in it', async () => {
+    const agent = await newAgent('page');
+    const created = (await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('page'), body: topupBody(agent.id) })).body;
+    const res = await fetch(created.approvalUrl);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-security-policy')).toMatch(/default-src 'none'; script-src 'nonce-/);
+    expect(res.headers.get('x-frame-options')).toBe('DENY');
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    const html = await res.text();
+    expect(html).toContain(created.id);
+    expect(html).not.toContain(REASON);
+  });
+});
+
+describe('retained intents', () => {
+  it('answers 402 with the top-up, runs the intent once after approval, shows result and receipt, and replays the outcome to a retry', async () => {
+    const agent = await newAgent('resume');
+    const k = key('exec');
+    const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(first.status).toBe(402);
+    expect(first.body).toMatchObject({
+      code: 'approval_required',
+      state: 'approval_pending',
+      intent: { ...repoRequest, agentId: agent.id },
+      payment: { status: 'pending_approval', provider: 'local', amountUsdCents: 500, intentId: first.body.intentId },
+      paymentMethods: [
+        { type: 'credits', status: 'insufficient' },
+        { type: 'owner_approval', status: 'pending_approval' },
+      ],
+      instructions: expect.stringContaining(first.body.payment.approvalUrl),
+      charged: false,
+    });
+    const retry = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(retry.body.payment.id).toBe(first.body.payment.id);
+    const callsBefore = repoCalls();
+
+    const approved = await world.api('POST', `/v1/payments/topups/${first.body.payment.id}/approve`, { token: agent.ownerToken, body: {} });
+    expect(approved.body.status).toBe('settled');
+    const intent = await eventually(async () => {
+      const res = await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.token });
+      return res.body.state === 'pending' ? undefined : res.body;
+    }, 15_000, 'the intent to run');
+    expect(intent).toMatchObject({
+      id: first.body.intentId,
+      state: 'executed',
+      result: { fullName: 'octocat/Hello-World' },
+      receipt: { state: 'captured', capturedUc: '1000000', agentId: agent.id },
+      cancellationReason: null,
+      error: null,
+    });
+    // The resume job runs on every instance every 2 s; more runs do not run the intent again.
+    await world.gw.services.payments!.runJobs();
+    await world.gw.services.payments!.runJobs();
+    expect(repoCalls() - callsBefore).toBe(1);
+    expect(await holdsOf(world, agent.id)).toEqual([expect.objectContaining({ state: 'captured' })]);
+
+    const replay = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(replay.status).toBe(200);
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.body.executionId).toBe(intent.executionId);
+    expect(await capturedFromAgent(world, agent.id)).toBe(ONE_CREDIT_UC);
+    expect(await availableUc(world, agent.id)).toBe(500_000_000n - ONE_CREDIT_UC);
+    const owners = await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.ownerToken });
+    expect(owners.body.state).toBe('executed');
+  });
+
+  it('a declined top-up closes its intent: no lot, no charge, no run', async () => {
+    const agent = await newAgent('decline');
+    const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: key('exec'), body: repoRequest });
+    const callsBefore = repoCalls();
+    const declined = await world.api('POST', `/v1/payments/topups/${first.body.payment.id}/decline`, { token: agent.ownerToken, body: {} });
+    expect(declined.status).toBe(200);
+    expect(declined.body).toMatchObject({ status: 'declined', lotId: null, nextAction: { resolution: 'none' } });
+    const again = await world.api('POST', `/v1/payments/topups/${first.body.payment.id}/decline`, { token: agent.ownerToken, body: {} });
+    expect(again.body).toEqual(declined.body);
+    const approveAfter = await world.api('POST', `/v1/payments/topups/${first.body.payment.id}/approve`, { token: agent.ownerToken, body: {} });
+    expect(approveAfter.status).toBe(409);
+
+    await world.gw.services.payments!.runJobs();
+    const intent = await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.token });
+    expect(intent.body).toMatchObject({ state: 'cancelled', cancellationReason: 'topup_declined', executionId: null, result: null, receipt: null });
+    expect(await topupLots(world, agent.id)).toEqual([]);
+    expect(await holdsOf(world, agent.id)).toEqual([]);
+    expect(await capturedFromAgent(world, agent.id)).toBe(0n);
+    expect(repoCalls()).toBe(callsBefore);
+  });
+
+  it('an expired top-up closes its intent: no lot, no charge, no run', async () => {
+    const agent = await newAgent('expire');
+    const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: key('exec'), body: repoRequest });
+    const callsBefore = repoCalls();
+    await world.gw.gateway.db.query('UPDATE topups SET expires_at_s = $2 WHERE id = $1', [first.body.payment.id, Math.floor(Date.now() / 1000) - 1]);
+    const tooLate = await world.api('POST', `/v1/payments/topups/${first.body.payment.id}/approve`, { token: agent.ownerToken, body: {} });
+    expect(tooLate.status).toBe(409);
+    await world.gw.services.payments!.runJobs();
+    const topup = await world.api('GET', `/v1/payments/topups/${first.body.payment.id}`, { token: agent.token });
+    expect(topup.body).toMatchObject({ status: 'expired', lotId: null });
+    const intent = await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.token });
+    expect(intent.body).toMatchObject({ state: 'cancelled', cancellationReason: 'topup_expired', executionId: null });
+    expect(await intentsOf(world, agent.id)).toEqual([expect.objectContaining({ state: 'cancelled', execution_id: null })]);
+    expect(await topupLots(world, agent.id)).toEqual([]);
+    expect(await holdsOf(world, agent.id)).toEqual([]);
+    expect(repoCalls()).toBe(callsBefore);
+  });
+
+  it('binds a second top-up to a pending intent only when none is pending (409 conflict otherwise)', async () => {
+    const agent = await newAgent('bind');
+    const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: key('exec'), body: repoRequest });
+    const second = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('bind'), body: topupBody(agent.id, { intentId: first.body.intentId }) });
+    expect(second.status).toBe(409);
+    expect(second.body.code).toBe('conflict');
+  });
+});
+
+describe('without a provider', () => {
+  it('answers 503 payment_unavailable', async () => {
+    const bare = await startWorld({ env: { ACG_PAYMENT_PROVIDER: 'none' } });
+    try {
+      const agent = await bare.createAgent('bare@example.com', 'bare-agent');
+      const res = await bare.api('POST', '/v1/payments/topups', { token: agent.token, key: 'bare-1', body: topupBody(agent.id) });
+      expect(res.status).toBe(503);
+      expect(res.body.code).toBe('payment_unavailable');
+      const integrations = await bare.api('GET', '/v1/integrations', { token: agent.token });
+      expect(integrations.body.payments).toEqual({ link: 'unconfigured', provider: 'none', x402: 'unconfigured' });
+    } finally {
+      await bare.close();
+    }
+  });
+
+  it('reports the local provider in /v1/integrations, with x402 unconfigured and distinct capabilities', async () => {
+    const agent = await newAgent('integrations');
+    const status = await world.api('GET', '/v1/integrations', { token: agent.token });
+    expect(status.body.payments).toEqual({ link: 'configured', provider: 'local', x402: 'unconfigured' });
+    const surface = await world.api('GET', '/v1/integrations?view=surface', { token: agent.token });
+    expect(surface.body.payments).toEqual({ directMerchantLink: { enabled: false }, optionalCreditPurchases: { enabled: true }, x402: { enabled: false } });
+  });
+});
