@@ -74,6 +74,8 @@ export function webhooksDocument(): Record<string, unknown> {
       type,
       {
         post: {
+          // A stable name per event for generated receivers: redemption.held → onRedemptionHeld.
+          operationId: `on${type.split(/[._]/).map((word) => word[0]!.toUpperCase() + word.slice(1)).join('')}`,
           tags: ['webhooks'],
           summary: EVENTS[type].summary,
           description:

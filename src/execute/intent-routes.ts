@@ -34,6 +34,7 @@ export function intentRoutes(execute: ExecuteService) {
     app.get('/v1/intents/:id', {
       config: { auth: { kinds: ['human', 'agent', 'owner'] } },
       schema: {
+        operationId: 'getIntent',
         tags: ['services'],
         summary: 'Read a retained intent and its outcome',
         description:

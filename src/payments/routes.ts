@@ -90,6 +90,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
     app.post('/v1/payments/topups', {
       config: { auth: ANY, operation: operations?.requestTopup },
       schema: {
+        operationId: 'requestTopup',
         tags,
         summary: 'Request a top-up of an agent from the payment-approval provider',
         description:
@@ -108,6 +109,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
     app.get('/v1/payments/topups', {
       config: { auth: ANY },
       schema: {
+        operationId: 'listTopups',
         tags,
         summary: "List an agent's top-ups (oldest first)",
         description: 'An agent lists its own (agentId optional); an owner names one of its agents (400 invalid_input without it, 403 owner_required for another).',
@@ -123,6 +125,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
     app.get('/v1/payments/topups/:id', {
       config: { auth: ANY },
       schema: {
+        operationId: 'getTopup',
         tags,
         summary: 'Read a top-up',
         description: `Its agent and that agent's owner may read it; anyone else gets 404. ${STATUS_TEXT}`,
@@ -135,6 +138,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
     app.post('/v1/payments/topups/:id/approve', {
       config: { auth: HUMAN, operation: operations?.approveTopup },
       schema: {
+        operationId: 'approveTopup',
         tags,
         summary: 'Approve a pending top-up (local provider; the human owner only)',
         description:
@@ -159,6 +163,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
     app.post('/v1/payments/topups/:id/decline', {
       config: { auth: HUMAN, operation: operations?.declineTopup },
       schema: {
+        operationId: 'declineTopup',
         tags,
         summary: 'Decline a pending top-up (the human owner only)',
         description:
@@ -176,6 +181,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
 
     app.get('/payments/topups/:id', {
       schema: {
+        operationId: 'showTopupApprovalPage',
         tags,
         summary: 'The approval page of a top-up (HTML)',
         description: 'The owner signs in here, sees the agent, the amount, the reason and the retained intent, and approves or declines.',

@@ -1,6 +1,7 @@
 // The served OpenAPI document is usable by the tools clients use: it passes Redocly's recommended
-// ruleset, and types generated from it by openapi-typescript make a typed client that compiles, and
-// that refuses to compile when execute is given another action's input. The document does not depend
+// ruleset, and types generated from it by openapi-typescript make a typed client that compiles, sends the
+// Idempotency-Key through its typed header parameter, and refuses to compile when execute is given another
+// action's input or no Idempotency-Key. The document does not depend
 // on the database, so this runs on the embedded one only.
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -14,7 +15,7 @@ import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { onPostgres } from '../support/database.ts';
 
 /** Redocly rules whose warnings the document must not have (errors are never allowed). */
-const FORBIDDEN_WARNINGS = ['security-defined', 'operation-4xx-response'];
+const FORBIDDEN_WARNINGS = ['security-defined', 'operation-4xx-response', 'operation-operationId'];
 
 const REDOCLY = join(process.cwd(), 'node_modules', '.bin', 'redocly');
 
@@ -57,7 +58,7 @@ describe.skipIf(onPostgres())('the OpenAPI document', () => {
     expect(problems.filter((p) => FORBIDDEN_WARNINGS.includes(p.ruleId)).map(describe)).toEqual([]);
   });
 
-  it('generates types that make a typed execute client, which refuses a mail input for github-public repository.get', async () => {
+  it('generates types that make a typed execute client with a typed Idempotency-Key, which refuses a mail input for github-public repository.get', async () => {
     await writeFile(join(dir, 'api.ts'), astToString(await openapiTS(JSON.stringify(document))));
     await writeFile(
       join(dir, 'client.ts'),
@@ -66,23 +67,29 @@ describe.skipIf(onPostgres())('the OpenAPI document', () => {
         "type Execute = paths['/v1/services/execute']['post'];",
         "export type ExecuteBody = Execute['requestBody']['content']['application/json'];",
         "export type ExecuteResult = Execute['responses'][200]['content']['application/json'];",
-        'export function executeRequest(body: ExecuteBody): { method: "POST"; path: string; body: string } {',
-        "  return { method: 'POST', path: '/v1/services/execute', body: JSON.stringify(body) };",
+        "export type ExecuteHeaders = Execute['parameters']['header'];",
+        'export function executeRequest(headers: ExecuteHeaders, body: ExecuteBody): { method: "POST"; path: string; headers: Record<string, string>; body: string } {',
+        "  return { method: 'POST', path: '/v1/services/execute', headers: { 'idempotency-key': headers['Idempotency-Key'] }, body: JSON.stringify(body) };",
         '}',
       ].join('\n'),
     );
     await writeFile(
       join(dir, 'good.ts'),
       "import { executeRequest } from './client.ts';\n" +
-        "export const good = executeRequest({ serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world' } });\n",
+        "export const good = executeRequest({ 'Idempotency-Key': 'a7f3c1' }, { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world' } });\n",
     );
     await writeFile(
       join(dir, 'bad.ts'),
       "import { executeRequest } from './client.ts';\n" +
-        "export const bad = executeRequest({ serviceId: 'github-public', action: 'repository.get', input: { inbox: 'INBOX' } });\n",
+        "export const bad = executeRequest({ 'Idempotency-Key': 'a7f3c2' }, { serviceId: 'github-public', action: 'repository.get', input: { inbox: 'INBOX' } });\n",
+    );
+    await writeFile(
+      join(dir, 'keyless.ts'),
+      "import { executeRequest } from './client.ts';\n" +
+        "export const keyless = executeRequest({}, { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world' } });\n",
     );
     const program = ts.createProgram(
-      ['good.ts', 'bad.ts'].map((name) => join(dir, name)),
+      ['good.ts', 'bad.ts', 'keyless.ts'].map((name) => join(dir, name)),
       {
         strict: true,
         noEmit: true,
@@ -98,9 +105,11 @@ describe.skipIf(onPostgres())('the OpenAPI document', () => {
       file: d.file ? d.file.fileName.slice(dir.length + 1) : '',
       message: ts.flattenDiagnosticMessageText(d.messageText, '\n'),
     }));
-    expect(diagnostics.filter((d) => d.file !== 'bad.ts')).toEqual([]);
+    expect(diagnostics.filter((d) => d.file !== 'bad.ts' && d.file !== 'keyless.ts')).toEqual([]);
     const refusals = diagnostics.filter((d) => d.file === 'bad.ts');
     expect(refusals.length).toBeGreaterThan(0);
     expect(refusals.map((d) => d.message).join('\n')).toMatch(/inbox|owner/);
+    const keyless = diagnostics.filter((d) => d.file === 'keyless.ts');
+    expect(keyless.map((d) => d.message).join('\n')).toMatch(/Idempotency-Key/);
   });
 });
