@@ -89,7 +89,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
 
     app.post('/v1/payments/topups', {
       config: { auth: ANY, operation: operations?.requestTopup },
-      schema: {
+      schema: { operationId: 'createTopup',
         tags,
         summary: 'Request a top-up of an agent from the payment-approval provider',
         description:
@@ -107,7 +107,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
 
     app.get('/v1/payments/topups', {
       config: { auth: ANY },
-      schema: {
+      schema: { operationId: 'listTopups',
         tags,
         summary: "List an agent's top-ups (oldest first)",
         description: 'An agent lists its own (agentId optional); an owner names one of its agents (400 invalid_input without it, 403 owner_required for another).',
@@ -122,7 +122,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
 
     app.get('/v1/payments/topups/:id', {
       config: { auth: ANY },
-      schema: {
+      schema: { operationId: 'getTopup',
         tags,
         summary: 'Read a top-up',
         description: `Its agent and that agent's owner may read it; anyone else gets 404. ${STATUS_TEXT}`,
@@ -134,7 +134,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
 
     app.post('/v1/payments/topups/:id/approve', {
       config: { auth: HUMAN, operation: operations?.approveTopup },
-      schema: {
+      schema: { operationId: 'approveTopup',
         tags,
         summary: 'Approve a pending top-up (local provider; the human owner only)',
         description:
@@ -158,7 +158,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
 
     app.post('/v1/payments/topups/:id/decline', {
       config: { auth: HUMAN, operation: operations?.declineTopup },
-      schema: {
+      schema: { operationId: 'declineTopup',
         tags,
         summary: 'Decline a pending top-up (the human owner only)',
         description:
@@ -175,7 +175,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
     });
 
     app.get('/payments/topups/:id', {
-      schema: {
+      schema: { operationId: 'getTopupApprovalPage',
         tags,
         summary: 'The approval page of a top-up (HTML)',
         description: 'The owner signs in here, sees the agent, the amount, the reason and the retained intent, and approves or declines.',
@@ -198,7 +198,7 @@ function stripeWebhookRoute(webhook: StripeWebhook) {
     app.removeContentTypeParser('application/json');
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
     app.post('/v1/payments/stripe/webhook', {
-      schema: {
+      schema: { operationId: 'receiveStripeWebhook',
         tags: ['payments'],
         summary: "Stripe's webhook endpoint (Checkout Session events)",
         description:
