@@ -21,7 +21,18 @@ export const RequestTopupInput = Type.Object(
     reason: Type.String({ minLength: TOPUP_REASON_CHARS_MIN, maxLength: TOPUP_REASON_CHARS_MAX, description: 'shown to the owner who approves' }),
     intentId: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'a pending retained intent of the agent; it runs once the top-up settles' })),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [
+      {
+        agentId: 'agt_01JD0S4W6Q6Z7T0YJ2V7C8M9KX',
+        amountUsdCents: 500,
+        reason:
+          'Scout needs 5 more dollars of credit to finish reading the repositories you asked it to summarise this week; the retained request runs once you approve.',
+        intentId: 'int_01JD0S6A2B3C4D5E6F7G8H9J0K',
+      },
+    ],
+  },
 );
 export type RequestTopupInput = Static<typeof RequestTopupInput>;
 

@@ -45,7 +45,7 @@ const ListQuery = Type.Object(
   { additionalProperties: false },
 );
 
-const EmptyBody = Type.Object({}, { additionalProperties: false });
+const EmptyBody = Type.Object({}, { additionalProperties: false, examples: [{}] });
 
 const STATUS_TEXT =
   'Statuses: `pending_approval` → `settled` (credited: one lot of source `topup`) | `declined` (by the owner) | `expired` ' +
@@ -205,6 +205,7 @@ function stripeWebhookRoute(webhook: StripeWebhook) {
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
     app.post('/v1/payments/stripe/webhook', {
       schema: {
+        operationId: 'receiveStripeWebhook',
         tags: ['payments'],
         summary: "Stripe's webhook endpoint (Checkout Session events)",
         description:
