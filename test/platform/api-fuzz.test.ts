@@ -17,7 +17,8 @@ let keyCounter = 0;
 const key = () => `fuzz-${++keyCounter}`;
 
 beforeAll(async () => {
-  world = await startWorld();
+  // With a payment provider (dev mode's default), so the top-up routes answer their inputs rather than 503.
+  world = await startWorld({ env: { ACG_PAYMENT_PROVIDER: 'local' } });
   agent = await world.createAgent('fuzz-owner@example.com', 'fuzz-agent');
   shop = await openShop(world, 'fuzz-shop@example.com');
   offer = await shop.offer({ priceUc: '1000' });
