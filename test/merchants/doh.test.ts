@@ -174,7 +174,9 @@ describe('DoH TXT lookup against a misbehaving resolver', () => {
     requests = [];
     const error = await resolverError(resolveTxt('x.acg.test', at('/redirect')));
     expect(error.reason).toBe('http_status');
-    expect(requests).toEqual(['/redirect']);
+    // The redirect target is never asked (a request of the hanging test may still arrive late under load).
+    expect(requests).toContain('/redirect');
+    expect(requests).not.toContain('/good');
   });
 
   it('throws ResolverError on an HTTP error status', async () => {
