@@ -10,7 +10,7 @@ import { ApiError } from '../../src/platform/errors.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { openShop, type Shop } from '../support/ledger-fixture.ts';
 
-const RUNS = Number(process.env.ACG_MODEL_RUNS ?? 400);
+const RUNS = Number(process.env.ACG_MODEL_RUNS ?? 250);
 const AGENTS = 2;
 
 interface ModelLot { id: string; agentId: string; priority: number; expiresAtS: number | null; granted: bigint; remaining: bigint; order: number }
