@@ -2,9 +2,10 @@
 // The `acg` command. It runs the JavaScript that `npm install` built into dist/ (bin/build.js) when that
 // build matches the sources; otherwise the TypeScript sources through tsx, which compiles them at each
 // start, and says so on stderr (see docs/decisions.md, "A build step at install").
+import { fileURLToPath } from 'node:url';
 import { buildIsCurrent } from './build-state.js';
 
-const root = new URL('..', import.meta.url).pathname;
+const root = fileURLToPath(new URL('..', import.meta.url));
 let cli;
 if (buildIsCurrent(root)) {
   cli = await import('../dist/cli.js');
