@@ -83,10 +83,10 @@ function toolResult(body: object): CallToolResult {
   return { content: [{ type: 'text', text: JSON.stringify(body) }], structuredContent: body as Record<string, unknown> };
 }
 
-export type Era = 'legacy' | 'modern';
+type Era = 'legacy' | 'modern';
 
 /** The key of our one embedded input request (the approval page) in an input_required result. */
-export const APPROVAL_INPUT = 'approval';
+const APPROVAL_INPUT = 'approval';
 
 /** The page a human must open before the refused call can succeed: the approval URL of execute's 402. */
 function approvalUrlOf(error: ApiError): string | undefined {

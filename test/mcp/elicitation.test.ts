@@ -85,6 +85,28 @@ describe('execute_service when credit is short and a provider is configured', ()
     }
   });
 
+  it('2026-07-28: a retry that answers the elicitation while the approval is still pending gets the problem body, not a second elicitation', async () => {
+    const agent = await brokeAgent('pending');
+    const client = new Client(
+      { name: 'acg-test', version: '1.0.0' },
+      { versionNegotiation: { mode: { pin: MODERN } }, capabilities: { elicitation: { url: {} } } },
+    );
+    let asked = 0;
+    client.setRequestHandler('elicitation/create', async () => {
+      asked += 1;
+      return { action: 'accept' };
+    });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${world.url}/mcp`), { authProvider: { token: async () => agent.mcpToken } }));
+    try {
+      const result = await client.callTool({ name: 'execute_service', arguments: { ...repoRequest, idempotencyKey: 'elicit-pending-1' } });
+      expect(asked).toBe(1);
+      expect(result.isError).toBe(true);
+      expect(structured(result)).toMatchObject({ code: 'approval_required', charged: false, payment: { status: 'pending_approval' } });
+    } finally {
+      await client.close();
+    }
+  });
+
   it('2026-07-28 without the elicitation.url capability: the approval_required problem body, with the approval URL', async () => {
     const agent = await brokeAgent('no-capability');
     const client = await connect(world.url, agent.mcpToken, 'modern');
