@@ -279,8 +279,8 @@ export class WebhookService {
     return fresh ? { configuration, webhookSecret: fresh.secret } : { configuration };
   }
 
-  async ownerConfiguration(db: Queryable, ownerId: string): Promise<OwnerWebhookConfiguration> {
-    return toOwnerConfiguration(ownerId, await store.findEndpoint(db, ownerId));
+  async ownerConfiguration(ownerId: string): Promise<OwnerWebhookConfiguration> {
+    return toOwnerConfiguration(ownerId, await store.findEndpoint(this.gateway.db, ownerId));
   }
 
   /** Removes the owner's webhook; events still pending delivery are dropped (`endpoint_deleted`). */

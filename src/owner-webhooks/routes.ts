@@ -73,7 +73,7 @@ export function ownerWebhookRoutes(ownerWebhooks: OwnerWebhookService, ops: Owne
         summary: "Read the owner's webhook configuration (never the secret)",
         response: { 200: One },
       },
-      handler: async (request) => ownerWebhooks.configuration(app.gateway.db, principalOf(request).ownerId!),
+      handler: async (request) => ownerWebhooks.configuration(principalOf(request).ownerId!),
     });
 
     app.delete('/v1/owner/webhook', {

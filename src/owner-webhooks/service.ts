@@ -31,8 +31,8 @@ export class OwnerWebhookService {
     return { ...configured, notice: configured.webhookSecret === undefined ? OWNER_WEBHOOK_SECRET_KEPT_NOTICE : OWNER_WEBHOOK_SECRET_NOTICE };
   }
 
-  async configuration(db: Queryable, ownerId: string): Promise<{ configuration: OwnerWebhookConfiguration }> {
-    return { configuration: await this.webhooks.ownerConfiguration(db, ownerId) };
+  async configuration(ownerId: string): Promise<{ configuration: OwnerWebhookConfiguration }> {
+    return { configuration: await this.webhooks.ownerConfiguration(ownerId) };
   }
 
   /** Deleting an absent webhook answers the same unconfigured state (`deleted: false`). */
