@@ -39,6 +39,9 @@ import { LedgerService } from './ledger/service.ts';
 import { offerOperations } from './offers/operations.ts';
 import { offerRoutes } from './offers/routes.ts';
 import { LocalApprovalProvider, StripeCheckoutProvider, type TopupProvider } from './payments/providers.ts';
+import { ownerWebhookOperations } from './owner-webhooks/operations.ts';
+import { ownerWebhookRoutes } from './owner-webhooks/routes.ts';
+import { OwnerWebhookService } from './owner-webhooks/service.ts';
 import { paymentRoutes } from './payments/routes.ts';
 import { PaymentsService, TOPUP_JOB_INTERVAL_MS } from './payments/service.ts';
 import { StripeWebhook } from './payments/stripe-webhook.ts';
@@ -89,8 +92,8 @@ export interface Services {
   doh: DohOptions;
   /** SHA-256 of the operator credential the operator routes accept; undefined: none configured. */
   operatorHash: string | undefined;
-  /** Absent when no payment-approval provider is configured (ACG_PAYMENT_PROVIDER=none). */
-  payments?: PaymentsService;
+  /** Always present: top-ups are readable without a provider (ACG_PAYMENT_PROVIDER=none); only creating needs one. */
+  payments: PaymentsService;
   stripeWebhook?: StripeWebhook;
 }
 
@@ -145,10 +148,11 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   // Payments and execute need each other: execute asks payments for approvals, payments resumes execute's intents.
   let executeService: ExecuteService | undefined;
   const provider = topupProvider(config);
-  const payments = provider && new PaymentsService(gateway, { identity, ledger, provider, intents: () => executeService! });
-  const stripeWebhook = payments && config.payments.stripe ? new StripeWebhook(payments, config.payments.stripe) : undefined;
-  if (payments) gateway.schedule('topups', TOPUP_JOB_INTERVAL_MS, () => payments.runJobs());
-  const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, secretBoxKey: boxKey, paymentApproval: dependencies.paymentApproval ?? payments });
+  const payments = new PaymentsService(gateway, { identity, ledger, provider, intents: () => executeService! });
+  const stripeWebhook = provider && config.payments.stripe ? new StripeWebhook(payments, config.payments.stripe) : undefined;
+  if (provider) gateway.schedule('topups', TOPUP_JOB_INTERVAL_MS, () => payments.runJobs());
+  const paymentApproval = dependencies.paymentApproval ?? (provider ? payments : undefined);
+  const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, secretBoxKey: boxKey, paymentApproval });
   executeService = execute;
   const operatorHash = acceptedOperatorHash(config);
   return {
@@ -164,13 +168,14 @@ export async function buildGatewayApp(
 ): Promise<{ app: FastifyInstance; services: Services }> {
   const services = await buildServices(gateway, dependencies);
   const providers = { human: services.verifier.provider('human'), agent: services.verifier.provider('agent') };
+  const ownerWebhooks = new OwnerWebhookService(services.webhooks);
   const features: FastifyPluginAsync[] = [
     healthRoutes,
     docsRoutes,
     keysRoutes,
     oauthRoutes({ verifier: services.verifier }),
     identityRoutes({ identity: services.identity, operations: identityOperations(services.identity), agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
-    integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured, paymentProvider: dependencies.paymentApproval ? undefined : services.payments?.providerKind }),
+    integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured, paymentProvider: dependencies.paymentApproval ? undefined : services.payments.providerKind }),
     ledgerRoutes({ ledger: services.ledger, operations: ledgerOperations(services.ledger), identity: services.identity, merchants: services.merchants }),
     offerRoutes(services.offers, offerOperations(services.offers)),
     voucherRoutes(voucherOperations(services.vouchers)),
@@ -190,6 +195,7 @@ export async function buildGatewayApp(
       operations: { ...voucherOperations(services.vouchers), ...executeOperations(services.execute), ...identityOperations(services.identity) },
     }),
     eventRoutes(services.merchants, services.webhooks, eventOperations(services.merchants, services.webhooks)),
+    ownerWebhookRoutes(ownerWebhooks, ownerWebhookOperations(ownerWebhooks)),
     operatorRoutes({ ledger: services.ledger, acceptedHash: services.operatorHash }),
     sandboxRoutes({ merchants: services.merchants, operatorHash: services.operatorHash, doh: services.doh }),
     ...extraFeatures,

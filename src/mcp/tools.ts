@@ -185,8 +185,10 @@ export const TOOLS: readonly ToolDefinition[] = [
       "its price (1 credit) to the agent's credit: a hold, the action, then capture; the receipt is the captured hold. An agent executes " +
       'as itself; an owner names one of its agents in `agentId` (agent_required without it). Refusals before the hold charge nothing: ' +
       'FROZEN, SCOPE_FORBIDDEN, inbox_not_allowed, connector_not_configured; when credit is short the request is retained ' +
-      '(link_configuration_required or approval_required with an intentId). `idempotencyKey` is required: a retry MUST reuse the same ' +
-      'key, and then returns the first answer and charges once.',
+      '(link_configuration_required, or approval_required with an intentId). approval_required comes as a URL elicitation of the ' +
+      "owner's approval page (2026-07-28 input_required to clients declaring elicitation.url; 2025-11-25 error -32042); once the " +
+      'owner approves, the gateway runs the request by itself, once. `idempotencyKey` is required: a retry MUST reuse the same ' +
+      'key, and then returns the first answer (or the outcome of the retained request) and charges once.',
     kinds: EVERYONE,
     annotations: { ...WRITE, openWorldHint: true },
     http: { method: 'POST', url: '/v1/services/execute' },
