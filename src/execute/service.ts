@@ -16,9 +16,9 @@
 // Idempotency-Key back. The hold's own deadline (the execution timeout plus a margin) is the backstop:
 // the ledger's sweeper expires it even if no recovery job ever runs. Capture and recovery both lock the
 // execution row first, so at most one of them resolves the hold.
-import { clearAgent } from '../identity/clearance.ts';
-import type { IdentityService } from '../identity/service.ts';
-import type { AgentRow } from '../identity/store.ts';
+import { clearAgent } from '../agents/clearance.ts';
+import type { AgentService } from '../agents/service.ts';
+import type { AgentRow } from '../agents/store.ts';
 import { GATEWAY_ACCEPTOR_ID, type LedgerService, type Redemption } from '../ledger/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -101,7 +101,7 @@ export interface IntentView {
 }
 
 export interface ExecuteDependencies {
-  identity: IdentityService;
+  identity: AgentService;
   ledger: LedgerService;
   mailConnectors: MailConnectorService;
   github: GitHubContext;

@@ -16,7 +16,7 @@
 // without credit cancels its intent (no charge), unless another top-up of that intent is still open.
 import type { ExecuteService, ResumeOutcome } from '../execute/service.ts';
 import type { ApprovalRequest, PaymentApproval, PaymentApprovalProvider } from '../execute/payment-approval.ts';
-import type { IdentityService } from '../identity/service.ts';
+import type { AgentService } from '../agents/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -77,7 +77,7 @@ export interface TopupRequest {
 export type RetainedIntents = Pick<ExecuteService, 'resumeIntent' | 'cancelIntent' | 'pendingIntent'>;
 
 export interface PaymentsDependencies {
-  identity: IdentityService;
+  identity: AgentService;
   ledger: LedgerService;
   provider: TopupProvider;
   /** Late-bound: execute is built with this service as its approval provider. */
