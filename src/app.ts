@@ -75,6 +75,7 @@ async function secretBoxKey(gateway: Gateway): Promise<SecretBoxKey | undefined>
 
 export interface Services {
   verifier: CredentialVerifier;
+  /** Agent management; the features and tests that take it call it `identity`. */
   identity: AgentService;
   apiKeyPepper: string | undefined;
   secretBoxKey: SecretBoxKey | undefined;
