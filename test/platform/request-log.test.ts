@@ -28,7 +28,7 @@ async function linesOf(path: string, init: { headers?: Record<string, string> } 
   const res = await fetch(`${world.url}${path}`, { headers: { ...init.headers, 'x-request-id': id } });
   await res.arrayBuffer();
   const of = () => lines.filter((line) => line.reqId === id);
-  await vi.waitFor(() => expect(of().length).toBeGreaterThan(0));
+  await vi.waitFor(() => expect(of().length).toBeGreaterThan(0), { timeout: 10_000 });
   // One more round trip: any second line of the request would have been written by now.
   await fetch(`${world.url}/healthz`);
   return of();
