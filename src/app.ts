@@ -15,10 +15,11 @@ import { buildExecuteFeature } from './execute/setup.ts';
 import type { ExecuteService } from './execute/service.ts';
 import type { MailConnectorService } from './execute/mail-connectors.ts';
 import { healthRoutes } from './health/routes.ts';
+import { agentOperations } from './agents/operations.ts';
+import { agentRoutes } from './agents/routes.ts';
+import { AgentService } from './agents/service.ts';
 import { identityProviders } from './identity/issuers.ts';
-import { identityOperations } from './identity/operations.ts';
 import { identityRoutes } from './identity/routes.ts';
-import { IdentityService } from './identity/service.ts';
 import { ensureRuntimeSecret } from './identity/store.ts';
 import { CredentialVerifier } from './identity/verifier.ts';
 import { integrationRoutes } from './integrations/routes.ts';
@@ -77,7 +78,8 @@ async function secretBoxKey(gateway: Gateway): Promise<SecretBoxKey | undefined>
 
 export interface Services {
   verifier: CredentialVerifier;
-  identity: IdentityService;
+  /** Agent management; the features and tests that take it call it `identity`. */
+  identity: AgentService;
   apiKeyPepper: string | undefined;
   secretBoxKey: SecretBoxKey | undefined;
   merchants: MerchantService;
@@ -107,6 +109,8 @@ export interface AppDependencies {
 const EVENT_PURGE_INTERVAL_MS = 60 * 60 * 1000;
 /** How often each instance reclaims holds past their deadline (reads and writes treat them as expired at once). */
 const HOLD_SWEEP_INTERVAL_MS = 5000;
+/** How often each instance deletes avatar uploads that expired before they were finalized. */
+const AVATAR_UPLOAD_SWEEP_INTERVAL_MS = 60 * 60 * 1000;
 
 function topupProvider(config: Gateway['config']): TopupProvider | undefined {
   const { payments } = config;
@@ -118,7 +122,8 @@ function topupProvider(config: Gateway['config']): TopupProvider | undefined {
 export async function buildServices(gateway: Gateway, dependencies: AppDependencies = {}): Promise<Services> {
   const providers = await identityProviders(gateway.config);
   const pepper = await apiKeyPepper(gateway);
-  const identity = new IdentityService(gateway, () => providers.agent?.issuer);
+  const identity = new AgentService(gateway, () => providers.agent?.issuer);
+  gateway.schedule('avatar-upload-sweep', AVATAR_UPLOAD_SWEEP_INTERVAL_MS, () => identity.sweepAvatarUploads());
   const ledger = new LedgerService(gateway, identity);
   gateway.schedule('hold-expiry-sweep', HOLD_SWEEP_INTERVAL_MS, () => ledger.expireDue());
   const { config } = gateway;
@@ -131,7 +136,7 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
     devZoneCleartext: config.mode === 'dev' && config.doh.devZone,
   };
   const merchants = new MerchantService(gateway, { webhooks, apiKeyPepper: pepper, doh });
-  const verifier = new CredentialVerifier(gateway, providers, pepper, merchants);
+  const verifier = new CredentialVerifier(gateway, providers, pepper, merchants, identity);
   const offers = new OfferService(gateway, merchants);
   const vouchers = new VoucherService(gateway, ledger, offers);
   const webhookWorker = new WebhookWorker({
@@ -174,7 +179,8 @@ export async function buildGatewayApp(
     docsRoutes,
     keysRoutes,
     oauthRoutes({ verifier: services.verifier }),
-    identityRoutes({ identity: services.identity, operations: identityOperations(services.identity), agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
+    agentRoutes({ agents: services.identity, operations: agentOperations(services.identity) }),
+    identityRoutes({ agents: services.identity, agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
     integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured, paymentProvider: dependencies.paymentApproval ? undefined : services.payments.providerKind }),
     ledgerRoutes({ ledger: services.ledger, operations: ledgerOperations(services.ledger), identity: services.identity, merchants: services.merchants }),
     offerRoutes(services.offers, offerOperations(services.offers)),
@@ -192,7 +198,7 @@ export async function buildGatewayApp(
     mcpRoutes({
       gateway,
       ...services,
-      operations: { ...voucherOperations(services.vouchers), ...executeOperations(services.execute), ...identityOperations(services.identity) },
+      operations: { ...voucherOperations(services.vouchers), ...executeOperations(services.execute), ...agentOperations(services.identity) },
     }),
     eventRoutes(services.merchants, services.webhooks, eventOperations(services.merchants, services.webhooks)),
     ownerWebhookRoutes(ownerWebhooks, ownerWebhookOperations(ownerWebhooks)),

@@ -17,9 +17,9 @@
 // the ledger's sweeper expires it even if no recovery job ever runs. Capture and recovery both lock the
 // execution row first, so at most one of them resolves the hold.
 import { emitEvent } from '../events/outbox.ts';
-import { clearAgent } from '../identity/clearance.ts';
-import type { IdentityService } from '../identity/service.ts';
-import type { AgentRow } from '../identity/store.ts';
+import { clearAgent } from '../agents/clearance.ts';
+import type { AgentService } from '../agents/service.ts';
+import type { AgentRow } from '../agents/store.ts';
 import { GATEWAY_ACCEPTOR_ID, type LedgerService, type Redemption } from '../ledger/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError, problemBody } from '../platform/errors.ts';
@@ -121,7 +121,7 @@ function toIntentView(intent: store.IntentRow, outcome: IntentOutcome): IntentVi
 }
 
 export interface ExecuteDependencies {
-  identity: IdentityService;
+  identity: AgentService;
   ledger: LedgerService;
   mailConnectors: MailConnectorService;
   github: GitHubContext;

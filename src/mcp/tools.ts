@@ -7,8 +7,8 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import type { ToolAnnotations } from '@modelcontextprotocol/server';
 import { CATALOGUE, type ExecuteOperations } from '../execute/operations.ts';
 import type { ExecuteService } from '../execute/service.ts';
-import type { IdentityOperations } from '../identity/operations.ts';
-import type { IdentityService } from '../identity/service.ts';
+import type { AgentOperations } from '../agents/operations.ts';
+import type { AgentService } from '../agents/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import type { OfferService } from '../offers/service.ts';
 import type { Gateway } from '../platform/gateway.ts';
@@ -19,14 +19,14 @@ import type { VoucherOperations } from '../vouchers/operations.ts';
 /** The operations the MCP face runs; the same objects' names and schemas as the HTTP routes'. */
 export type McpOperations = Pick<VoucherOperations, 'mintVoucher'> &
   Pick<ExecuteOperations, 'executeService'> &
-  Pick<IdentityOperations, 'registerAgent' | 'updateAgent' | 'freezeAgent' | 'unfreezeAgent'>;
+  Pick<AgentOperations, 'registerAgent' | 'updateAgent' | 'freezeAgent' | 'unfreezeAgent'>;
 
 /** Schemas an operation's input refers to by id (each service action's input), for inlining. */
 export const SCHEMA_REFS: Record<string, unknown> = Object.fromEntries(CATALOGUE.map(({ definition, schemaId }) => [schemaId, definition.input]));
 
 export interface ToolServices {
   gateway: Gateway;
-  identity: IdentityService;
+  identity: AgentService;
   ledger: LedgerService;
   offers: OfferService;
   execute: ExecuteService;

@@ -17,7 +17,7 @@
 import { emitEvent } from '../events/outbox.ts';
 import type { ExecuteService, ResumeOutcome } from '../execute/service.ts';
 import type { ApprovalRequest, PaymentApproval, PaymentApprovalProvider } from '../execute/payment-approval.ts';
-import type { IdentityService } from '../identity/service.ts';
+import type { AgentService } from '../agents/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -78,7 +78,7 @@ export interface TopupRequest {
 export type RetainedIntents = Pick<ExecuteService, 'resumeIntent' | 'cancelIntent' | 'pendingIntent'>;
 
 export interface PaymentsDependencies {
-  identity: IdentityService;
+  identity: AgentService;
   ledger: LedgerService;
   /** Absent with ACG_PAYMENT_PROVIDER=none: top-ups are still readable, but none can be created, approved or declined. */
   provider: TopupProvider | undefined;
