@@ -16,33 +16,42 @@ async function main(): Promise<void> {
   const samples: string[] = [];
   let next = 0;
   const capture = spec.mode === 'capture';
-  const result = await autocannon({
-    url: spec.baseUrl,
-    connections: spec.connections,
-    timeout: 10,
-    ...(capture ? { amount: spec.items.length } : { duration: spec.durationS }),
-    requests: [
+  let stopTimer: NodeJS.Timeout | undefined;
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(
       {
-        method: 'POST',
-        setupRequest: (request) => {
-          const item = spec.items[next++ % spec.items.length]!;
-          const headers = { 'content-type': 'application/json', 'idempotency-key': `${spec.keyPrefix}-${randomUUID()}` };
-          return capture
-            ? { ...request, path: `/v1/redemptions/${item}/capture`, body: '{}', headers: { ...headers, authorization: `Bearer ${spec.merchantKey}` } }
-            : { ...request, path: '/v1/vouchers', body: '{"offerId":"off_bench"}', headers: { ...headers, authorization: `Bearer ${item}` } };
-        },
-        onResponse: (status, body) => {
-          if (status === 200) {
-            const id = HOLD_ID.exec(body)?.[1];
-            if (id) holdIds.push(id);
-            return;
-          }
-          rejected[status] = (rejected[status] ?? 0) + 1;
-          if (samples.length < SAMPLES_MAX) samples.push(`${status} ${body.slice(0, 300)}`);
-        },
+        url: spec.baseUrl,
+        connections: spec.connections,
+        timeout: 10,
+        ...(capture ? { amount: spec.items.length } : { duration: spec.durationS }),
+        requests: [
+          {
+            method: 'POST',
+            setupRequest: (request) => {
+              const item = spec.items[next++ % spec.items.length]!;
+              const headers = { 'content-type': 'application/json', 'idempotency-key': `${spec.keyPrefix}-${randomUUID()}` };
+              return capture
+                ? { ...request, path: `/v1/redemptions/${item}/capture`, body: '{}', headers: { ...headers, authorization: `Bearer ${spec.merchantKey}` } }
+                : { ...request, path: '/v1/vouchers', body: '{"offerId":"off_bench"}', headers: { ...headers, authorization: `Bearer ${item}` } };
+            },
+            onResponse: (status, body) => {
+              if (status === 200) {
+                const id = HOLD_ID.exec(body)?.[1];
+                if (id) holdIds.push(id);
+                return;
+              }
+              rejected[status] = (rejected[status] ?? 0) + 1;
+              if (samples.length < SAMPLES_MAX) samples.push(`${status} ${body.slice(0, 300)}`);
+            },
+          },
+        ],
       },
-    ],
+      (error, result) => (error ? reject(error) : resolve(result)),
+    );
+    // A capture cell ends when every hold is captured, or at the cell's duration, as with wrk.
+    if (capture) stopTimer = setTimeout(() => instance.stop(), spec.durationS * 1000);
   });
+  clearTimeout(stopTimer);
   const seconds = result.duration;
   const requests = result.requests.total;
   const rejectedCount = Object.values(rejected).reduce((a, b) => a + b, 0);

@@ -51,6 +51,18 @@ export async function checkLedger(db: Queryable, answers: Answers): Promise<{ ch
          OR h.captured_uc > h.amount_uc`,
   );
   await expectZero(
+    "each lot's journal account = its remaining credit",
+    `SELECT count(*) AS n FROM credit_lots l
+       LEFT JOIN (SELECT account, SUM(amount_uc) AS s FROM journal_entries WHERE account LIKE 'lot:%' GROUP BY account) j ON j.account = 'lot:' || l.id
+      WHERE l.remaining_uc <> COALESCE(j.s, 0)`,
+  );
+  await expectZero(
+    "each hold's journal account = its amount while held, 0 once resolved",
+    `SELECT count(*) AS n FROM holds h
+       LEFT JOIN (SELECT account, SUM(amount_uc) AS s FROM journal_entries WHERE account LIKE 'hold:%' GROUP BY account) j ON j.account = 'hold:' || h.id
+      WHERE COALESCE(j.s, 0) <> CASE WHEN h.state = 'held' THEN h.amount_uc ELSE 0 END`,
+  );
+  await expectZero(
     'merchant earnings = captured credit',
     `SELECT count(*) AS n FROM (SELECT (SELECT COALESCE(SUM(balance_uc), 0) FROM ledger_accounts WHERE id LIKE 'merchant:%') AS earned,
        (SELECT COALESCE(SUM(captured_uc), 0) FROM holds WHERE merchant_id IS NOT NULL) AS captured) t WHERE earned <> captured`,
