@@ -5,6 +5,8 @@ export interface BenchConfig {
   adminUrl: string;
   cellS: number;
   warmupS: number;
+  /** PGlite compiles its WebAssembly engine in its first seconds under load: its cell warms longer. */
+  pgliteWarmupS: number;
   pgbenchS: number;
   agents: number;
   connections: number[];
@@ -35,6 +37,7 @@ Environment:
   BENCH_DATABASE_URL   admin connection (default postgres://postgres@127.0.0.1:5432/postgres)
   BENCH_CELL_S         seconds measured per gateway cell (default 8)
   BENCH_WARMUP_S       unmeasured seconds before each mint cell (default 2)
+  BENCH_PGLITE_WARMUP_S  unmeasured seconds before the PGlite cell (default 5: its engine compiles first)
   BENCH_PGBENCH_S      seconds per pgbench cell (default 5)
   BENCH_AGENTS         agents in the spread workload (default 200)
   BENCH_CONNECTIONS    connection counts, comma-separated (default 16,64)
@@ -66,6 +69,7 @@ export function benchConfig(env: NodeJS.ProcessEnv): BenchConfig {
     adminUrl: env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
     cellS: positive(env, 'BENCH_CELL_S', 8),
     warmupS: positive(env, 'BENCH_WARMUP_S', 2),
+    pgliteWarmupS: positive(env, 'BENCH_PGLITE_WARMUP_S', 5),
     pgbenchS: positive(env, 'BENCH_PGBENCH_S', 5),
     agents,
     connections,

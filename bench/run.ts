@@ -135,14 +135,24 @@ interface MintCellsResult {
   held: Record<Workload, string[]>;
 }
 
-async function mintCells(config: BenchConfig, tool: LoadTool, gateway: Gateway, world: World, database: Cell['database'], workloads: readonly Workload[], connectionCounts: readonly number[], answers: Answers): Promise<MintCellsResult> {
+async function mintCells(
+  config: BenchConfig,
+  tool: LoadTool,
+  gateway: Gateway,
+  world: World,
+  database: Cell['database'],
+  workloads: readonly Workload[],
+  connectionCounts: readonly number[],
+  answers: Answers,
+): Promise<MintCellsResult> {
+  const warmupS = database === 'pglite' ? config.pgliteWarmupS : config.warmupS;
   const cells: Cell[] = [];
   const held: Record<Workload, string[]> = { spread: [], hot: [] };
   for (const workload of workloads) {
     const items = workload === 'spread' ? world.agentTokens : world.agentTokens.slice(0, 1);
     for (const connections of connectionCounts) {
       const spec = { baseUrl: gateway.baseUrl, connections, mode: 'mint' as const, items };
-      const warm = await runLoad(tool, { ...spec, durationS: config.warmupS, keyPrefix: `warm-${randomUUID()}` });
+      const warm = await runLoad(tool, { ...spec, durationS: warmupS, keyPrefix: `warm-${randomUUID()}` });
       const { load, cpuS, rssMb } = await measure(gateway, tool, { ...spec, durationS: config.cellS, keyPrefix: `mint-${randomUUID()}` });
       for (const result of [warm, load]) {
         held[workload].push(...result.holdIds);
