@@ -8,8 +8,16 @@
 //   - the agent: its id, its lot and its token subject become the pgbench variable :agent;
 //   - everything else is the captured value, sent as a parameter of the same prepared statement, cast to the
 //     type PostgreSQL inferred for the gateway's statement (PREPARE + pg_prepared_statements).
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import type { CapturedStatement } from './sql-capture.ts';
+import type { BenchConfig } from './config.ts';
+import { startGateway, type Gateway } from './gateway.ts';
+import { gatewayEnv, type World } from './seed.ts';
+import { startSqlRelay, type CapturedStatement } from './sql-capture.ts';
+
+const CAPTURE_AGENT = 2;
+/** Mints before the captured ones, so that what a first request does once (caches, lazy setup) is not counted. */
+const WARM_MINTS = 3;
 
 export interface AgentNaming {
   /** The agent the capture ran as, by its number: agt_bench_<n>, lot_bench_<n>, bench-agent-<n>. */
@@ -159,4 +167,33 @@ export async function gatewaySqlScript(databaseUrl: string, captures: readonly C
 export function gatewaySqlForWorkload(script: GatewaySqlScript, agents: number, workload: 'spread' | 'hot'): string {
   const agent = workload === 'spread' ? `\\set agent random(1, ${agents})` : '\\set agent 1';
   return `${agent}\n\\set u random(1, 999999999999999999)\n${script.body}`;
+}
+
+async function mintOnce(gateway: Gateway, token: string): Promise<void> {
+  const response = await fetch(`${gateway.baseUrl}/v1/vouchers`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': `bench-capture-${randomUUID()}` },
+    body: '{"offerId":"off_bench"}',
+  });
+  if (response.status !== 200) throw new Error(`a mint for the SQL capture answered ${response.status}: ${(await response.text()).slice(0, 300)}`);
+}
+
+/** A gateway behind the recording relay mints a few vouchers one at a time; each one's SQL is kept. */
+export async function captureGatewaySql(config: BenchConfig, url: string, dataDir: string, world: World): Promise<GatewaySqlScript> {
+  const relay = await startSqlRelay(url);
+  const gateway = await startGateway(gatewayEnv({ databaseUrl: relay.url, dataDir, port: config.port }), config.port, config.nodeOptions);
+  const captures: CapturedStatement[][] = [];
+  try {
+    const token = world.agentTokens[CAPTURE_AGENT - 1]!;
+    for (let i = 0; i < WARM_MINTS; i++) await mintOnce(gateway, token);
+    for (let i = 0; i < config.captureMints; i++) {
+      const stop = relay.record();
+      await mintOnce(gateway, token);
+      captures.push(stop());
+    }
+  } finally {
+    await gateway.stop();
+    await relay.close();
+  }
+  return gatewaySqlScript(url, captures, { captureAgent: CAPTURE_AGENT });
 }

@@ -22,7 +22,7 @@ export async function startGateway(env: Record<string, string>, port: number, no
   const baseUrl = `http://127.0.0.1:${port}`;
   const started = Date.now();
   const child: ChildProcess = spawn(process.execPath, [...nodeOptions, path.join(ROOT, 'bin/acg.js'), 'serve'], {
-    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/', ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   let exitCode: number | null | undefined;

@@ -30,6 +30,14 @@ export interface Cell {
 
 export const RESULTS_DIR = path.join(ROOT, 'bench/results');
 
+export const startedMs = Date.now();
+
+/** A progress line, stamped with the time since the run started. */
+export function log(line: string): void {
+  const s = Math.floor((Date.now() - startedMs) / 1000);
+  process.stdout.write(`[${String(Math.floor(s / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}] ${line}\n`);
+}
+
 function label(cell: Cell): string {
   const what =
     cell.kind === 'minimal'

@@ -26,9 +26,14 @@ export interface World {
 
 export const agentId = (n: number) => `agt_bench_${n}`;
 
-/** The environment the gateway under test runs with (the seed opens its database with the same one). */
+/**
+ * The whole configuration of the gateway under test (the seed opens its database with the same one); it
+ * starts from an empty environment, so nothing in the caller's shell changes what is measured.
+ */
 export function gatewayEnv(options: { databaseUrl?: string; dataDir: string; port: number }): Record<string, string> {
   return {
+    ACG_MODE: 'dev',
+    ACG_BASE_URL: `http://127.0.0.1:${options.port}`,
     ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : {}),
     ACG_DATA_DIR: options.dataDir,
     ACG_API_KEY_PEPPER: PEPPER,

@@ -1,0 +1,137 @@
+// The measured cells: gateway mint and capture over HTTP (with the gateway process's CPU and peak RSS around
+// each), and the pgbench cells. Each returns rows for the table; the 200 answers go to the ledger check.
+import { randomUUID } from 'node:crypto';
+import type { BenchConfig } from './config.ts';
+import { cpuSeconds, peakRssMb, resetPeakRss, type Gateway } from './gateway.ts';
+import { gatewaySqlForWorkload, type GatewaySqlScript } from './gateway-sql.ts';
+import type { Answers } from './invariants.ts';
+import { runLoad, type LoadResult, type LoadTool } from './load.ts';
+import { minimalScript, pgbench, resetMinimal, type PgbenchResult } from './pgbench.ts';
+import { log, type Cell, type Workload } from './report.ts';
+import type { World } from './seed.ts';
+
+export const WORKLOADS: readonly Workload[] = ['spread', 'hot'];
+
+function gatewayCell(operation: Cell['operation'], database: Cell['database'], workload: Workload, connections: number, load: LoadResult, cpuS: number, rssMb: number): Cell {
+  return {
+    kind: 'gateway',
+    operation,
+    database,
+    workload,
+    connections,
+    tool: load.tool,
+    seconds: load.seconds,
+    requests: load.requests,
+    ok: load.ok,
+    rejected: { ...load.rejected, ...(load.socketErrors ? { 'socket error': load.socketErrors } : {}), ...(load.timeouts ? { timeout: load.timeouts } : {}) },
+    throughputPerS: load.throughputPerS,
+    p50Ms: load.p50Ms,
+    p99Ms: load.p99Ms,
+    cpuMsPerRequest: load.requests > 0 ? (cpuS * 1000) / load.requests : undefined,
+    peakRssMb: rssMb,
+    notes: load.samples.map((s) => `answer: ${s}`),
+  };
+}
+
+function pgbenchCell(kind: 'minimal' | 'gateway-sql', workload: Workload, connections: number, result: PgbenchResult): Cell {
+  return {
+    kind,
+    operation: kind === 'minimal' ? 'reserve' : 'mint',
+    database: 'postgresql',
+    workload,
+    connections,
+    tool: 'pgbench',
+    seconds: result.seconds,
+    requests: result.transactions + result.failed,
+    ok: result.transactions,
+    rejected: result.failed ? { failed: result.failed } : {},
+    throughputPerS: result.throughputPerS,
+    p50Ms: result.p50Ms,
+    p99Ms: result.p99Ms,
+    notes: result.errors,
+  };
+}
+
+/** One measured gateway cell: CPU and peak RSS of the gateway process around the load. */
+async function measure(gateway: Gateway, tool: LoadTool, spec: Parameters<typeof runLoad>[1]): Promise<{ load: LoadResult; cpuS: number; rssMb: number }> {
+  resetPeakRss(gateway.pid);
+  const before = cpuSeconds(gateway.pid);
+  const load = await runLoad(tool, spec);
+  const cpuS = cpuSeconds(gateway.pid) - before;
+  return { load, cpuS, rssMb: peakRssMb(gateway.pid) };
+}
+
+export interface MintCellsResult {
+  cells: Cell[];
+  /** Hold ids of the 200 answers by workload, warm-ups included (the capture cells' pool). */
+  held: Record<Workload, string[]>;
+}
+
+export async function mintCells(
+  config: BenchConfig,
+  tool: LoadTool,
+  gateway: Gateway,
+  world: World,
+  database: Cell['database'],
+  workloads: readonly Workload[],
+  connectionCounts: readonly number[],
+  answers: Answers,
+): Promise<MintCellsResult> {
+  const warmupS = database === 'pglite' ? config.pgliteWarmupS : config.warmupS;
+  const cells: Cell[] = [];
+  const held: Record<Workload, string[]> = { spread: [], hot: [] };
+  for (const workload of workloads) {
+    const items = workload === 'spread' ? world.agentTokens : world.agentTokens.slice(0, 1);
+    for (const connections of connectionCounts) {
+      const spec = { baseUrl: gateway.baseUrl, connections, mode: 'mint' as const, items };
+      const warm = await runLoad(tool, { ...spec, durationS: warmupS, keyPrefix: `warm-${randomUUID()}` });
+      const { load, cpuS, rssMb } = await measure(gateway, tool, { ...spec, durationS: config.cellS, keyPrefix: `mint-${randomUUID()}` });
+      for (const result of [warm, load]) {
+        held[workload].push(...result.holdIds);
+        answers.minted.push(...result.holdIds);
+        answers.mintOk += result.ok;
+      }
+      const cell = gatewayCell('mint', database, workload, connections, load, cpuS, rssMb);
+      cells.push(cell);
+      log(`  mint ${database} ${workload} ${connections}: ${cell.throughputPerS.toFixed(0)}/s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.cpuMsPerRequest?.toFixed(2)} ms CPU/req, ${cell.ok} ok`);
+    }
+  }
+  return { cells, held };
+}
+
+export async function captureCells(config: BenchConfig, tool: LoadTool, gateway: Gateway, world: World, held: Record<Workload, string[]>, answers: Answers): Promise<Cell[]> {
+  const cells: Cell[] = [];
+  for (const workload of WORKLOADS) {
+    // Each hold is captured once: the workload's holds are shared out between its cells.
+    const pool = held[workload];
+    const share = Math.floor(pool.length / config.connections.length);
+    for (const [i, connections] of config.connections.entries()) {
+      const items = pool.slice(i * share, (i + 1) * share);
+      const { load, cpuS, rssMb } = await measure(gateway, tool, { baseUrl: gateway.baseUrl, connections, durationS: config.cellS, mode: 'capture', items, merchantKey: world.merchantKey, keyPrefix: `capture-${randomUUID()}` });
+      answers.captured.push(...load.holdIds);
+      answers.captureOk += load.ok;
+      const cell = gatewayCell('capture', 'postgresql', workload, connections, load, cpuS, rssMb);
+      if (load.requests < items.length) cell.notes.push(`${items.length - load.requests} of ${items.length} holds not captured within ${config.cellS} s`);
+      cells.push(cell);
+      log(`  capture ${workload} ${connections}: ${cell.throughputPerS.toFixed(0)}/s over ${load.seconds.toFixed(1)} s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.ok} ok of ${items.length} holds`);
+    }
+  }
+  return cells;
+}
+
+export async function pgbenchCells(config: BenchConfig, url: string, minimalUrl: string, script: GatewaySqlScript | undefined): Promise<Cell[]> {
+  const cells: Cell[] = [];
+  for (const workload of WORKLOADS) {
+    for (const connections of config.connections) {
+      await resetMinimal(minimalUrl);
+      const minimal = pgbenchCell('minimal', workload, connections, await pgbench(minimalUrl, minimalScript(config.agents, workload), connections, config.pgbenchS));
+      log(`  minimal reserve ${workload} ${connections}: ${minimal.throughputPerS.toFixed(0)} tx/s, p99 ${minimal.p99Ms.toFixed(1)} ms`);
+      cells.push(minimal);
+      if (!script) continue;
+      const own = pgbenchCell('gateway-sql', workload, connections, await pgbench(url, gatewaySqlForWorkload(script, config.agents, workload), connections, config.pgbenchS, script.defines));
+      log(`  gateway mint SQL ${workload} ${connections}: ${own.throughputPerS.toFixed(0)} tx/s, p99 ${own.p99Ms.toFixed(1)} ms`);
+      cells.push(own);
+    }
+  }
+  return cells;
+}
