@@ -1,5 +1,6 @@
-// Turns the statements of one captured mint into a pgbench script that replays them with the same text, the
-// same parameters and the same transaction boundaries, on any agent and with fresh ids each time:
+// Captures a mint's SQL from a gateway behind the recording relay (sql-capture.ts), and turns it into a pgbench
+// script that replays it with the same text, the same parameters and the same transaction boundaries, on any
+// agent and with fresh ids each time:
 //   - which mint to use: several mints are captured one at a time; the statement sequence most of them share
 //     is the mint's (a background worker's query that fell into one window makes that window differ);
 //   - what varies per request: a token of 16+ id characters (ids, keys, claim tokens, voucher parts) found in
