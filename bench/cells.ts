@@ -12,7 +12,16 @@ import type { World } from './seed.ts';
 
 export const WORKLOADS: readonly Workload[] = ['spread', 'hot'];
 
-function gatewayCell(operation: Cell['operation'], database: Cell['database'], workload: Workload, connections: number, load: LoadResult, cpuS: number, rssMb: number): Cell {
+interface Measured {
+  load: LoadResult;
+  /** The gateway process's CPU seconds during the load. */
+  cpuS: number;
+  rssMb: number;
+  /** False when the kernel refused to reset the peak: then it is the peak since the gateway started. */
+  ownPeak: boolean;
+}
+
+function gatewayCell(operation: Cell['operation'], database: Cell['database'], workload: Workload, connections: number, { load, cpuS, rssMb, ownPeak }: Measured): Cell {
   return {
     kind: 'gateway',
     operation,
@@ -29,7 +38,7 @@ function gatewayCell(operation: Cell['operation'], database: Cell['database'], w
     p99Ms: load.p99Ms,
     cpuMsPerRequest: load.requests > 0 ? (cpuS * 1000) / load.requests : undefined,
     peakRssMb: rssMb,
-    notes: load.samples.map((s) => `answer: ${s}`),
+    notes: [...load.samples.map((s) => `answer: ${s}`), ...(ownPeak ? [] : ['peak RSS since the gateway started (the kernel refused to reset it)'])],
   };
 }
 
@@ -53,12 +62,12 @@ function pgbenchCell(kind: 'minimal' | 'gateway-sql', workload: Workload, connec
 }
 
 /** One measured gateway cell: CPU and peak RSS of the gateway process around the load. */
-async function measure(gateway: Gateway, tool: LoadTool, spec: Parameters<typeof runLoad>[1]): Promise<{ load: LoadResult; cpuS: number; rssMb: number }> {
-  resetPeakRss(gateway.pid);
+async function measure(gateway: Gateway, tool: LoadTool, spec: Parameters<typeof runLoad>[1]): Promise<Measured> {
+  const ownPeak = resetPeakRss(gateway.pid);
   const before = cpuSeconds(gateway.pid);
   const load = await runLoad(tool, spec);
   const cpuS = cpuSeconds(gateway.pid) - before;
-  return { load, cpuS, rssMb: peakRssMb(gateway.pid) };
+  return { load, cpuS, rssMb: peakRssMb(gateway.pid), ownPeak };
 }
 
 export interface MintCellsResult {
@@ -85,13 +94,14 @@ export async function mintCells(
     for (const connections of connectionCounts) {
       const spec = { baseUrl: gateway.baseUrl, connections, mode: 'mint' as const, items };
       const warm = await runLoad(tool, { ...spec, durationS: warmupS, keyPrefix: `warm-${randomUUID()}` });
-      const { load, cpuS, rssMb } = await measure(gateway, tool, { ...spec, durationS: config.cellS, keyPrefix: `mint-${randomUUID()}` });
+      const measured = await measure(gateway, tool, { ...spec, durationS: config.cellS, keyPrefix: `mint-${randomUUID()}` });
+      const { load } = measured;
       for (const result of [warm, load]) {
         held[workload].push(...result.holdIds);
         answers.minted.push(...result.holdIds);
         answers.mintOk += result.ok;
       }
-      const cell = gatewayCell('mint', database, workload, connections, load, cpuS, rssMb);
+      const cell = gatewayCell('mint', database, workload, connections, measured);
       cells.push(cell);
       log(`  mint ${database} ${workload} ${connections}: ${cell.throughputPerS.toFixed(0)}/s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.cpuMsPerRequest?.toFixed(2)} ms CPU/req, ${cell.ok} ok`);
     }
@@ -107,10 +117,11 @@ export async function captureCells(config: BenchConfig, tool: LoadTool, gateway:
     const share = Math.floor(pool.length / config.connections.length);
     for (const [i, connections] of config.connections.entries()) {
       const items = pool.slice(i * share, (i + 1) * share);
-      const { load, cpuS, rssMb } = await measure(gateway, tool, { baseUrl: gateway.baseUrl, connections, durationS: config.cellS, mode: 'capture', items, merchantKey: world.merchantKey, keyPrefix: `capture-${randomUUID()}` });
+      const measured = await measure(gateway, tool, { baseUrl: gateway.baseUrl, connections, durationS: config.cellS, mode: 'capture', items, merchantKey: world.merchantKey, keyPrefix: `capture-${randomUUID()}` });
+      const { load } = measured;
       answers.captured.push(...load.holdIds);
       answers.captureOk += load.ok;
-      const cell = gatewayCell('capture', 'postgresql', workload, connections, load, cpuS, rssMb);
+      const cell = gatewayCell('capture', 'postgresql', workload, connections, measured);
       if (load.requests < items.length) cell.notes.push(`${items.length - load.requests} of ${items.length} holds not captured within ${config.cellS} s`);
       cells.push(cell);
       log(`  capture ${workload} ${connections}: ${cell.throughputPerS.toFixed(0)}/s over ${load.seconds.toFixed(1)} s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.ok} ok of ${items.length} holds`);

@@ -148,7 +148,10 @@ function conclude(run: Run): number {
   const cells = withRatios(run.cells);
   const problems = [...run.problems];
   for (const cell of cells) {
-    if (cell.ok === 0) problems.push(`${cell.kind} ${cell.operation} ${cell.database} ${cell.workload} ${cell.connections}: no successful request`);
+    const name = `${cell.kind} ${cell.operation} ${cell.database} ${cell.workload} ${cell.connections}`;
+    if (cell.ok === 0) problems.push(`${name}: no successful request`);
+    // Overload may answer 503 with Retry-After; a 500 is a fault whatever the load.
+    if (cell.rejected['500']) problems.push(`${name}: ${cell.rejected['500']} answers 500`);
   }
   for (const [database, result] of Object.entries(run.invariants)) for (const p of result.problems) problems.push(`ledger on ${database}: ${p}`);
   process.stdout.write(`\n${table(cells)}\n\n`);
