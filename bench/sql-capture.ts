@@ -100,8 +100,16 @@ export async function startSqlRelay(databaseUrl: string): Promise<SqlRelay> {
     const upstream = net.connect(Number(target.port || 5432), target.hostname);
     sockets.add(client).add(upstream);
     const read = frontendReader(id, (statement) => recording?.push(statement));
+    let readable = true;
     client.on('data', (chunk: Buffer) => {
-      read(chunk);
+      // Traffic it cannot read (TLS after an SSLRequest the server accepted) is relayed, just not recorded.
+      if (readable) {
+        try {
+          read(chunk);
+        } catch {
+          readable = false;
+        }
+      }
       upstream.write(chunk);
     });
     upstream.on('data', (chunk: Buffer) => client.write(chunk));
