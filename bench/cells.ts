@@ -58,6 +58,7 @@ function pgbenchCell(kind: 'minimal' | 'gateway-sql', workload: Workload, connec
     p50Ms: result.p50Ms,
     p99Ms: result.p99Ms,
     notes: result.errors,
+    ...(result.statementLatencies ? { statementLatencies: result.statementLatencies } : {}),
   };
 }
 
@@ -139,7 +140,7 @@ export async function pgbenchCells(config: BenchConfig, url: string, minimalUrl:
       log(`  minimal reserve ${workload} ${connections}: ${minimal.throughputPerS.toFixed(0)} tx/s, p99 ${minimal.p99Ms.toFixed(1)} ms`);
       cells.push(minimal);
       if (!script) continue;
-      const own = pgbenchCell('gateway-sql', workload, connections, await pgbench(url, gatewaySqlForWorkload(script, config.agents, workload), connections, config.pgbenchS, script.defines));
+      const own = pgbenchCell('gateway-sql', workload, connections, await pgbench(url, gatewaySqlForWorkload(script, config.agents, workload), connections, config.pgbenchS, { defines: script.defines, perStatement: true }));
       log(`  gateway mint SQL ${workload} ${connections}: ${own.throughputPerS.toFixed(0)} tx/s, p99 ${own.p99Ms.toFixed(1)} ms`);
       cells.push(own);
     }

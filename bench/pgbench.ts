@@ -19,6 +19,25 @@ export interface PgbenchResult {
   p99Ms: number;
   /** pgbench's own complaints (an aborted client, an SQL error), when there were any. */
   errors: string[];
+  /** With `perStatement`: each script line's average latency (pgbench -r), in script order. */
+  statementLatencies?: StatementLatency[];
+}
+
+export interface StatementLatency {
+  ms: number;
+  statement: string;
+}
+
+/** pgbench -r's table: "  0.520  0  SELECT …" (latency, then failures on PostgreSQL 15+, then the line). */
+function statementLatencies(stdout: string): StatementLatency[] {
+  const table = stdout.split(/statement latencies in milliseconds[^\n]*\n/)[1] ?? '';
+  const rows: StatementLatency[] = [];
+  for (const line of table.split('\n')) {
+    const row = /^\s+([0-9.]+)\s+(?:\d+\s+)?(\S.*)$/.exec(line);
+    if (!row) break;
+    rows.push({ ms: Number(row[1]), statement: row[2]!.trim() });
+  }
+  return rows;
 }
 
 export function percentile(sorted: readonly number[], p: number): number {
@@ -26,12 +45,20 @@ export function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
-export async function pgbench(url: string, script: string, clients: number, durationS: number, defines: Record<string, string> = {}): Promise<PgbenchResult> {
+export interface PgbenchOptions {
+  /** pgbench -D variables. */
+  defines?: Record<string, string>;
+  /** Also report each statement's average latency (pgbench -r). */
+  perStatement?: boolean;
+}
+
+export async function pgbench(url: string, script: string, clients: number, durationS: number, options: PgbenchOptions = {}): Promise<PgbenchResult> {
   const dir = mkdtempSync(path.join(tmpdir(), 'acg-bench-pgbench-'));
   try {
     writeFileSync(path.join(dir, 'script.sql'), script);
     const args = ['-n', '-M', 'prepared', '-c', String(clients), '-j', String(PGBENCH_THREADS), '-T', String(durationS), '-l', '--log-prefix', path.join(dir, 'tx')];
-    for (const [name, value] of Object.entries(defines)) args.push('-D', `${name}=${value}`);
+    if (options.perStatement) args.push('-r');
+    for (const [name, value] of Object.entries(options.defines ?? {})) args.push('-D', `${name}=${value}`);
     args.push('-f', path.join(dir, 'script.sql'), url);
     const { stdout, stderr } = await new Promise<{ stdout: string; stderr: string }>((resolve) =>
       execFile('pgbench', args, { maxBuffer: 1 << 26, timeout: durationS * 1000 + OVERRUN_MS }, (_error, stdout, stderr) => resolve({ stdout, stderr })),
@@ -56,6 +83,7 @@ export async function pgbench(url: string, script: string, clients: number, dura
       p50Ms: percentile(latenciesMs, 50),
       p99Ms: percentile(latenciesMs, 99),
       errors,
+      ...(options.perStatement ? { statementLatencies: statementLatencies(stdout) } : {}),
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -2,6 +2,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ROOT } from './gateway.ts';
+import type { StatementLatency } from './pgbench.ts';
 
 export type Workload = 'spread' | 'hot';
 
@@ -26,6 +27,8 @@ export interface Cell {
   /** Throughput ÷ the minimal baseline's of the same workload and connection count. */
   ratioToMinimal?: number;
   notes: string[];
+  /** pgbench cells of the gateway's SQL: each statement's average latency. */
+  statementLatencies?: StatementLatency[];
 }
 
 export const RESULTS_DIR = path.join(ROOT, 'bench/results');
@@ -76,4 +79,10 @@ export function writeResult(name: string, content: unknown): string {
   const file = path.join(RESULTS_DIR, name);
   writeFileSync(file, typeof content === 'string' ? content : `${JSON.stringify(content, null, 2)}\n`);
   return file;
+}
+
+/** Where the gateway's SQL spends its time, statement by statement (pgbench -r), for one cell. */
+export function statementTable(cell: Cell): string {
+  const rows = (cell.statementLatencies ?? []).filter((s) => !s.statement.startsWith('\\')).map((s) => `| ${s.ms.toFixed(3)} | \`${s.statement.replace(/\s+/g, ' ').slice(0, 110)}\` |`);
+  return [`Gateway mint SQL by statement (pgbench -r, ${cell.workload}, ${cell.connections} connections):`, '', '| avg ms | statement |', '|---|---|', ...rows].join('\n');
 }

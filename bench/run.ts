@@ -21,7 +21,7 @@ import { captureGatewaySql, gatewaySqlForWorkload, type GatewaySqlScript } from 
 import { checkLedger, type Answers } from './invariants.ts';
 import { availableTool, type LoadTool } from './load.ts';
 import { createMinimalSchema } from './pgbench.ts';
-import { log, startedMs, table, withRatios, writeResult, type Cell } from './report.ts';
+import { log, startedMs, statementTable, table, withRatios, writeResult, type Cell } from './report.ts';
 import { gatewayEnv, seed } from './seed.ts';
 
 function databaseUrl(adminUrl: string, name: string): string {
@@ -156,6 +156,8 @@ function conclude(run: Run): number {
   for (const [database, result] of Object.entries(run.invariants)) for (const p of result.problems) problems.push(`ledger on ${database}: ${p}`);
   process.stdout.write(`\n${table(cells)}\n\n`);
   if (run.script) process.stdout.write(`Gateway mint SQL: ${run.script.statements} statements in ${run.script.transactions} transaction(s), captured from the gateway's wire traffic (bench/gateway-sql.ts).\n`);
+  const bySql = cells.find((c) => c.kind === 'gateway-sql' && c.statementLatencies?.length);
+  if (bySql) process.stdout.write(`\n${statementTable(bySql)}\n\n`);
   for (const cell of cells) for (const note of cell.notes) process.stdout.write(`note (${cell.kind} ${cell.operation} ${cell.workload} ${cell.connections}): ${note}\n`);
   const file = writeResult('latest.json', {
     startedAt: new Date(startedMs).toISOString(),
