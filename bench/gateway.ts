@@ -2,6 +2,7 @@
 // kernel says it cost (CPU time and peak resident memory from /proc).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -18,7 +19,19 @@ export interface Gateway {
   stop(): Promise<void>;
 }
 
+/** Refuses a port something else listens on: its /readyz would answer for our gateway, and we would load it. */
+async function assertPortFree(port: number): Promise<void> {
+  const server = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (error: NodeJS.ErrnoException) =>
+      reject(error.code === 'EADDRINUSE' ? new Error(`port ${port} is in use by another process; set BENCH_PORT to a free one`) : error),
+    );
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve()));
+  });
+}
+
 export async function startGateway(env: Record<string, string>, port: number, nodeOptions: readonly string[]): Promise<Gateway> {
+  await assertPortFree(port);
   const baseUrl = `http://127.0.0.1:${port}`;
   const started = Date.now();
   const child: ChildProcess = spawn(process.execPath, [...nodeOptions, path.join(ROOT, 'bin/acg.js'), 'serve'], {
