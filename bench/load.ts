@@ -77,12 +77,15 @@ async function runWrk(spec: LoadSpec): Promise<LoadResult> {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let stdout = '';
-    let exhausted = 0;
+    let ended = false;
     child.stdout.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
-      const count = (stdout.match(/^exhausted /gm) ?? []).length;
-      // Every thread has captured its share: end the run now, so its time is the work's time.
-      if (count > exhausted && (exhausted = count) === WRK_THREADS) child.kill('SIGINT');
+      // Every thread has captured its share: end the run now (wrk stops on SIGINT and reports), so its
+      // time is the work's time.
+      if (!ended && (stdout.match(/^exhausted /gm) ?? []).length === WRK_THREADS) {
+        ended = true;
+        child.kill('SIGINT');
+      }
     });
     const hung = setTimeout(() => child.kill('SIGKILL'), spec.durationS * 1000 + OVERRUN_MS);
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
