@@ -71,46 +71,37 @@ async function measure(gateway: Gateway, tool: LoadTool, spec: Parameters<typeof
   return { load, cpuS, rssMb: peakRssMb(gateway.pid), ownPeak };
 }
 
-export interface MintCellsResult {
-  cells: Cell[];
-  /** Hold ids of the 200 answers by workload, warm-ups included (the capture cells' pool). */
-  held: Record<Workload, string[]>;
-}
+/** Hold ids of the 200 mint answers by workload, warm-ups included: the capture cells' pool. */
+export type Held = Record<Workload, string[]>;
 
-export async function mintCells(
+/** One mint cell: a warm-up (not measured, its holds kept), then the measured load. */
+export async function mintCell(
   config: BenchConfig,
   tool: LoadTool,
   gateway: Gateway,
   world: World,
   database: Cell['database'],
-  workloads: readonly Workload[],
-  connectionCounts: readonly number[],
+  workload: Workload,
+  connections: number,
   answers: Answers,
-): Promise<MintCellsResult> {
+  held: Held,
+): Promise<Cell> {
   const warmupS = database === 'pglite' ? config.pgliteWarmupS : config.warmupS;
-  const cells: Cell[] = [];
-  const held: Record<Workload, string[]> = { spread: [], hot: [] };
-  for (const workload of workloads) {
-    const items = workload === 'spread' ? world.agentTokens : world.agentTokens.slice(0, 1);
-    for (const connections of connectionCounts) {
-      const spec = { baseUrl: gateway.baseUrl, connections, mode: 'mint' as const, items };
-      const warm = await runLoad(tool, { ...spec, durationS: warmupS, keyPrefix: `warm-${randomUUID()}` });
-      const measured = await measure(gateway, tool, { ...spec, durationS: config.cellS, keyPrefix: `mint-${randomUUID()}` });
-      const { load } = measured;
-      for (const result of [warm, load]) {
-        held[workload].push(...result.holdIds);
-        answers.minted.push(...result.holdIds);
-        answers.mintOk += result.ok;
-      }
-      const cell = gatewayCell('mint', database, workload, connections, measured);
-      cells.push(cell);
-      log(`  mint ${database} ${workload} ${connections}: ${cell.throughputPerS.toFixed(0)}/s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.cpuMsPerRequest?.toFixed(2)} ms CPU/req, ${cell.ok} ok`);
-    }
+  const items = workload === 'spread' ? world.agentTokens : world.agentTokens.slice(0, 1);
+  const spec = { baseUrl: gateway.baseUrl, connections, mode: 'mint' as const, items };
+  const warm = await runLoad(tool, { ...spec, durationS: warmupS, keyPrefix: `warm-${randomUUID()}` });
+  const measured = await measure(gateway, tool, { ...spec, durationS: config.cellS, keyPrefix: `mint-${randomUUID()}` });
+  for (const result of [warm, measured.load]) {
+    held[workload].push(...result.holdIds);
+    answers.minted.push(...result.holdIds);
+    answers.mintOk += result.ok;
   }
-  return { cells, held };
+  const cell = gatewayCell('mint', database, workload, connections, measured);
+  log(`  mint ${database} ${workload} ${connections}: ${cell.throughputPerS.toFixed(0)}/s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.cpuMsPerRequest?.toFixed(2)} ms CPU/req, ${cell.ok} ok`);
+  return cell;
 }
 
-export async function captureCells(config: BenchConfig, tool: LoadTool, gateway: Gateway, world: World, held: Record<Workload, string[]>, answers: Answers): Promise<Cell[]> {
+export async function captureCells(config: BenchConfig, tool: LoadTool, gateway: Gateway, world: World, held: Held, answers: Answers): Promise<Cell[]> {
   const cells: Cell[] = [];
   for (const workload of WORKLOADS) {
     // Each hold is captured once: the workload's holds are shared out between its cells.
@@ -131,19 +122,17 @@ export async function captureCells(config: BenchConfig, tool: LoadTool, gateway:
   return cells;
 }
 
-export async function pgbenchCells(config: BenchConfig, url: string, minimalUrl: string, script: GatewaySqlScript | undefined): Promise<Cell[]> {
-  const cells: Cell[] = [];
-  for (const workload of WORKLOADS) {
-    for (const connections of config.connections) {
-      await resetMinimal(minimalUrl);
-      const minimal = pgbenchCell('minimal', workload, connections, await pgbench(minimalUrl, minimalScript(config.agents, workload), connections, config.pgbenchS));
-      log(`  minimal reserve ${workload} ${connections}: ${minimal.throughputPerS.toFixed(0)} tx/s, p99 ${minimal.p99Ms.toFixed(1)} ms`);
-      cells.push(minimal);
-      if (!script) continue;
-      const own = pgbenchCell('gateway-sql', workload, connections, await pgbench(url, gatewaySqlForWorkload(script, config.agents, workload), connections, config.pgbenchS, { defines: script.defines, perStatement: true }));
-      log(`  gateway mint SQL ${workload} ${connections}: ${own.throughputPerS.toFixed(0)} tx/s, p99 ${own.p99Ms.toFixed(1)} ms`);
-      cells.push(own);
-    }
-  }
-  return cells;
+/**
+ * The pgbench cells of one workload and connection count: the minimal reserve transaction, then the gateway's
+ * own SQL (when it was captured). Run next to the gateway cell they are the baseline of, so both see the same
+ * neighbours.
+ */
+export async function pgbenchCells(config: BenchConfig, url: string, minimalUrl: string, script: GatewaySqlScript | undefined, workload: Workload, connections: number): Promise<Cell[]> {
+  await resetMinimal(minimalUrl);
+  const minimal = pgbenchCell('minimal', workload, connections, await pgbench(minimalUrl, minimalScript(config.agents, workload), connections, config.pgbenchS));
+  log(`  minimal reserve ${workload} ${connections}: ${minimal.throughputPerS.toFixed(0)} tx/s, p99 ${minimal.p99Ms.toFixed(1)} ms`);
+  if (!script) return [minimal];
+  const own = pgbenchCell('gateway-sql', workload, connections, await pgbench(url, gatewaySqlForWorkload(script, config.agents, workload), connections, config.pgbenchS, { defines: script.defines, perStatement: true }));
+  log(`  gateway mint SQL ${workload} ${connections}: ${own.throughputPerS.toFixed(0)} tx/s, p99 ${own.p99Ms.toFixed(1)} ms`);
+  return [minimal, own];
 }

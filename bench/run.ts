@@ -2,8 +2,8 @@
 // measures and how to tune it; docs/decisions.md ("The benchmark") for why it is built this way.
 //   1. scratch databases: the gateway's (migrated and seeded through the gateway's own code) and the minimal one;
 //   2. the gateway's mint SQL, captured from a gateway behind a recording relay (gateway-sql.ts);
-//   3. gateway cells on PostgreSQL: mint (spread, hot) at each connection count, then capture of those holds;
-//   4. pgbench cells: the minimal reserve transaction and the gateway's SQL, same workloads;
+//   3. for each workload (spread, hot) and connection count: the pgbench cells (the minimal reserve transaction
+//      and the gateway's SQL), then the gateway's mint cell; 4. capture of the minted holds, each once;
 //   5. the ledger check on PostgreSQL; 6. the embedded PGlite mint cell and its ledger check;
 //   7. the table, bench/results/latest.json, and a non-zero exit if anything broke.
 import { execFileSync } from 'node:child_process';
@@ -14,7 +14,7 @@ import pg from 'pg';
 import type { Database } from '../src/platform/db/database.ts';
 import { openPglite } from '../src/platform/db/pglite.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
-import { captureCells, mintCells, pgbenchCells, WORKLOADS } from './cells.ts';
+import { captureCells, mintCell, pgbenchCells, WORKLOADS, type Held } from './cells.ts';
 import { benchConfig, HELP, type BenchConfig } from './config.ts';
 import { startGateway } from './gateway.ts';
 import { captureGatewaySql, gatewaySqlForWorkload, type GatewaySqlScript } from './gateway-sql.ts';
@@ -104,14 +104,19 @@ async function onPostgres(run: Run): Promise<void> {
       run.startMs.postgresql = gateway.startMs;
       log(`gateway on PostgreSQL ready in ${gateway.startMs} ms (pid ${gateway.pid})`);
       try {
-        const minted = await mintCells(config, tool, gateway, world, 'postgresql', WORKLOADS, config.connections, answers);
-        run.cells.push(...minted.cells);
-        run.cells.push(...(await captureCells(config, tool, gateway, world, minted.held, answers)));
+        const held: Held = { spread: [], hot: [] };
+        for (const workload of WORKLOADS) {
+          for (const connections of config.connections) {
+            // The baseline right before its gateway cell (the gateway idles meanwhile): same neighbours for both.
+            run.cells.push(...(await pgbenchCells(config, url, minimalUrl, run.script, workload, connections)));
+            run.cells.push(await mintCell(config, tool, gateway, world, 'postgresql', workload, connections, answers, held));
+          }
+        }
+        run.cells.push(...(await captureCells(config, tool, gateway, world, held, answers)));
       } finally {
         await gateway.stop();
       }
     });
-    run.cells.push(...(await pgbenchCells(config, url, minimalUrl, run.script)));
     run.invariants.postgresql = await withDatabase(() => openPostgres(url), (db) => checkLedger(db, answers));
     log(`ledger on PostgreSQL: ${run.invariants.postgresql.problems.length === 0 ? 'holds' : 'BROKEN'}`);
   } finally {
@@ -132,7 +137,7 @@ async function onPglite(run: Run): Promise<void> {
     run.startMs.pglite = gateway.startMs;
     log(`gateway on PGlite ready in ${gateway.startMs} ms (pid ${gateway.pid})`);
     try {
-      run.cells.push(...(await mintCells(config, tool, gateway, world, 'pglite', ['spread'], config.connections.slice(0, 1), answers)).cells);
+      run.cells.push(await mintCell(config, tool, gateway, world, 'pglite', 'spread', config.connections[0]!, answers, { spread: [], hot: [] }));
     } finally {
       await gateway.stop();
     }
