@@ -3,7 +3,7 @@
 // funded by one grant through the ledger service (the path `acg credit grant` takes, so the lot, its journal
 // and whatever the ledger keeps per agent are written as in production).
 import { newApiKey } from '../src/identity/api-keys.ts';
-import { IdentityService } from '../src/identity/service.ts';
+import { AgentService } from '../src/agents/service.ts';
 import { devIssuerUrl, loadDevIssuerKeys, mintDevToken } from '../src/identity/dev-issuers.ts';
 import { LedgerService } from '../src/ledger/service.ts';
 import { loadConfig } from '../src/platform/config.ts';
@@ -65,7 +65,7 @@ export async function seed(env: Record<string, string>, agents: number): Promise
       SELECT 'agt_bench_' || i, 'own_bench', 'bench-agent-' || i, $1, 'bench-agent-' || i, 'active', '["*"]', '["*"]', '[]', 86400,
         'bench-agent-' || i, 'letter', '#4f46e5', $2, $2
       FROM generate_series(1, $3::int) AS i`, [devIssuerUrl(config.baseUrl, 'agent'), nowS, agents]);
-    const ledger = new LedgerService(gateway, new IdentityService(gateway, () => undefined));
+    const ledger = new LedgerService(gateway, new AgentService(gateway, () => undefined));
     for (let n = 1; n <= agents; n++) {
       await gateway.db.transaction((tx) => ledger.grant(tx, { agentId: agentId(n), amountUc: GRANT_UC, priority: 100, expiresAtS: null, source: 'grant', sourceRef: 'bench' }));
     }
