@@ -1,10 +1,14 @@
-// A balance read costs the same whatever the agent's history: it reads the agent's running totals and its
-// lots with credit left, never its holds. Proved by the plan, not a timing: the same statements, touching
-// the same number of rows, for an agent with 10,000 settled holds as for a new one.
+// The agent's running totals: the backfill of migration 0015 rebuilds what the ledger keeps live, and a
+// balance read costs the same whatever the agent's history: it reads the running totals and the lots with
+// credit left, never the holds. Proved by the plan, not a timing: the same statements, touching the same
+// number of rows, for an agent with 10,000 settled holds as for a new one.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Queryable } from '../../src/platform/db/database.ts';
+import { MIGRATIONS_DIR } from '../../src/platform/db/migrate.ts';
 import { expectLedgerInvariants } from '../support/ledger-invariants.ts';
-import { grant, openShop, type Shop } from '../support/ledger-fixture.ts';
+import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
 import { startWorld, type World } from '../support/world.ts';
 
 const SETTLED_HOLDS = 10_000;
@@ -89,6 +93,38 @@ async function balanceReadCost(agentId: string) {
   }
   return { balance, statements: statements.length, rows };
 }
+
+describe('the running totals', () => {
+  it('are rebuilt from existing holds and lots by the backfill of migration 0015, to the values kept live', async () => {
+    const agent = await world.createAgent('backfill@example.com', 'backfill-agent');
+    await grant(world, agent.id, 10n * PRICE_UC);
+    const offer = await shop.offer({ priceUc: String(PRICE_UC) });
+    const holdIds: string[] = [];
+    for (let i = 0; i < 4; i++) holdIds.push((await mint(world, agent.token, offer.id)).body.redemption.id);
+    const resolve = (id: string, action: string, body: object) => world.api('POST', `/v1/redemptions/${id}/${action}`, { token: shop.key, key: `backfill-${action}-${id}`, body });
+    expect((await resolve(holdIds[0]!, 'capture', { amountUc: String(PRICE_UC / 4n) })).status).toBe(200);
+    expect((await resolve(holdIds[1]!, 'capture', {})).status).toBe(200);
+    expect((await resolve(holdIds[2]!, 'release', {})).status).toBe(200);
+    expect((await resolve(holdIds[1]!, 'refunds', { amountUc: String(PRICE_UC / 2n) })).status).toBe(201);
+    const db = world.gw.gateway.db;
+    const read = async () => (await db.query('SELECT * FROM agent_balances ORDER BY agent_id')).rows;
+    const live = await read();
+    expect(live.find((row) => row.agent_id === agent.id)).toEqual({
+      agent_id: agent.id,
+      held_uc: PRICE_UC,
+      captured_uc: PRICE_UC / 4n + PRICE_UC,
+      granted_uc: 10n * PRICE_UC + PRICE_UC / 2n,
+      refunded_uc: PRICE_UC / 2n,
+    });
+    const migration = readFileSync(path.join(MIGRATIONS_DIR, '0015_agent_balances.sql'), 'utf8');
+    const backfill = migration.slice(migration.indexOf('INSERT INTO agent_balances'));
+    await db.transaction(async (tx) => {
+      await tx.query('DELETE FROM agent_balances');
+      await tx.exec(backfill);
+    });
+    expect(await read()).toEqual(live);
+  });
+});
 
 describe('the balance read', () => {
   it('costs the same for an agent with 10,000 settled holds as for a new agent (same statements, same rows visited)', async () => {
