@@ -7,8 +7,8 @@
 //     or not the sweeper has reclaimed it yet;
 //   - every balance change is journaled in the same transaction, and each operation's journal sums to 0.
 import { emitEvent, type EventType } from '../events/outbox.ts';
-import { clearAgent } from '../identity/clearance.ts';
-import type { IdentityService } from '../identity/service.ts';
+import { clearAgent } from '../agents/clearance.ts';
+import type { AgentService } from '../agents/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -172,7 +172,7 @@ function earningsAccount(hold: store.HoldRow): string {
 export class LedgerService {
   constructor(
     private readonly gateway: Gateway,
-    private readonly identity: IdentityService,
+    private readonly identity: AgentService,
   ) {}
 
   private nowS(): number {
@@ -487,33 +487,21 @@ export class LedgerService {
     return this.lots(this.gateway.db, agentId);
   }
 
+  /**
+   * The agent's balance in one statement whose cost does not grow with its history: the running totals
+   * (held, captured, granted, refunded) from its balance row, available and lapsed from its lots that
+   * still hold credit (what lapses depends on the clock, so it is not kept).
+   */
   async balance(db: Queryable, agentId: string): Promise<Balance> {
-    const nowS = this.nowS();
-    const lots = await store.listLots(db, agentId);
-    let availableUc = 0n;
-    let lapsedUc = 0n;
-    let grantedUc = 0n;
-    let refundedUc = 0n;
-    for (const lot of lots) {
-      grantedUc += lot.granted_uc;
-      if (lot.source === 'refund') refundedUc += lot.granted_uc;
-      if (lot.expires_at_s !== null && Number(lot.expires_at_s) <= nowS) lapsedUc += lot.remaining_uc;
-      else availableUc += lot.remaining_uc;
-    }
-    const { rows } = await db.query<{ held: bigint; captured: bigint }>(
-      `SELECT COALESCE(SUM(a.amount_uc) FILTER (WHERE h.state = 'held'), 0)::bigint AS held,
-              COALESCE(SUM(a.captured_uc) FILTER (WHERE h.state = 'captured'), 0)::bigint AS captured
-         FROM hold_allocations a JOIN holds h ON h.id = a.hold_id WHERE h.agent_id = $1`,
-      [agentId],
-    );
+    const totals = await store.readBalance(db, agentId, this.nowS());
     return {
       agentId,
-      availableUc: formatUc(availableUc),
-      heldUc: formatUc(rows[0]!.held),
-      capturedUc: formatUc(rows[0]!.captured),
-      lapsedUc: formatUc(lapsedUc),
-      grantedUc: formatUc(grantedUc),
-      refundedUc: formatUc(refundedUc),
+      availableUc: formatUc(totals.available_uc),
+      heldUc: formatUc(totals.held_uc),
+      capturedUc: formatUc(totals.captured_uc),
+      lapsedUc: formatUc(totals.lapsed_uc),
+      grantedUc: formatUc(totals.granted_uc),
+      refundedUc: formatUc(totals.refunded_uc),
     };
   }
 

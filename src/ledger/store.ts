@@ -56,10 +56,20 @@ export interface JournalLine {
   amountUc: bigint;
 }
 
+/** Inserts a lot and counts it in its agent's running totals (granted, and refunded for a refund lot). */
 export async function insertLot(db: Queryable, lot: LotRow): Promise<LotRow> {
   const { rows } = await db.query<LotRow>(
-    `INSERT INTO credit_lots (id, agent_id, source, source_ref, priority, granted_uc, remaining_uc, expires_at_s, created_at_s)
-     VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8) RETURNING *`,
+    `WITH lot AS (
+       INSERT INTO credit_lots (id, agent_id, source, source_ref, priority, granted_uc, remaining_uc, expires_at_s, created_at_s)
+       VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8) RETURNING *
+     ), account AS (
+       INSERT INTO agent_balances (agent_id, granted_uc, refunded_uc)
+       SELECT agent_id, granted_uc, CASE WHEN source = 'refund' THEN granted_uc ELSE 0 END FROM lot
+       ON CONFLICT (agent_id) DO UPDATE
+         SET granted_uc = agent_balances.granted_uc + EXCLUDED.granted_uc, refunded_uc = agent_balances.refunded_uc + EXCLUDED.refunded_uc
+       RETURNING 1
+     )
+     SELECT lot.* FROM lot, (SELECT count(*) FROM account) AS accounted`,
     [lot.id, lot.agent_id, lot.source, lot.source_ref, lot.priority, lot.granted_uc, lot.expires_at_s, lot.created_at_s],
   );
   return rows[0]!;
@@ -82,9 +92,38 @@ export async function listLots(db: Queryable, agentId: string): Promise<LotRow[]
   return rows;
 }
 
+export interface BalanceTotals {
+  available_uc: bigint;
+  lapsed_uc: bigint;
+  held_uc: bigint;
+  captured_uc: bigint;
+  granted_uc: bigint;
+  refunded_uc: bigint;
+}
+
+/**
+ * An agent's balance: its running totals, and what its lots with credit left hold now (available) or held
+ * when they expired (lapsed). Reads one balance row and the lots with `remaining_uc > 0` (the burn-order
+ * index), never the agent's holds.
+ */
+export async function readBalance(db: Queryable, agentId: string, nowS: number): Promise<BalanceTotals> {
+  const { rows } = await db.query<BalanceTotals>(
+    `SELECT lots.available_uc, lots.lapsed_uc,
+            COALESCE(b.held_uc, 0)::bigint AS held_uc, COALESCE(b.captured_uc, 0)::bigint AS captured_uc,
+            COALESCE(b.granted_uc, 0)::bigint AS granted_uc, COALESCE(b.refunded_uc, 0)::bigint AS refunded_uc
+       FROM (SELECT COALESCE(SUM(remaining_uc) FILTER (WHERE expires_at_s IS NULL OR expires_at_s > $2), 0)::bigint AS available_uc,
+                    COALESCE(SUM(remaining_uc) FILTER (WHERE expires_at_s <= $2), 0)::bigint AS lapsed_uc
+               FROM credit_lots WHERE agent_id = $1 AND remaining_uc > 0) AS lots
+       LEFT JOIN agent_balances b ON b.agent_id = $1`,
+    [agentId, nowS],
+  );
+  return rows[0]!;
+}
+
 /**
  * Writes a new hold in one statement (one round trip): the hold, its allocations, the debit of each lot,
- * and the balanced journal lines. The caller holds the agent's and the lots' row locks.
+ * the balanced journal lines, and the agent's held total. The caller holds the agent's and the lots' row
+ * locks; the agent's balance row is locked last, after its lots, as every settlement does too.
  */
 export async function recordHold(db: Queryable, hold: HoldRow, allocations: ReadonlyArray<{ lotId: string; amountUc: bigint }>): Promise<void> {
   const lotIds = allocations.map((a) => a.lotId);
@@ -106,14 +145,19 @@ export async function recordHold(db: Queryable, hold: HoldRow, allocations: Read
        UNION ALL
        SELECT $1, 'hold', 'hold:' || $1, alloc.amount_uc, $9 FROM alloc
        RETURNING 1
+     ), account AS (
+       INSERT INTO agent_balances (agent_id, held_uc) VALUES ($2, $7)
+       ON CONFLICT (agent_id) DO UPDATE SET held_uc = agent_balances.held_uc + EXCLUDED.held_uc
+       RETURNING 1
      )
-     SELECT (SELECT count(*) FROM debits) AS debited, (SELECT count(*) FROM allocations) AS allocated, (SELECT count(*) FROM journal) AS journaled`,
+     SELECT (SELECT count(*) FROM debits) AS debited, (SELECT count(*) FROM allocations) AS allocated, (SELECT count(*) FROM journal) AS journaled,
+            (SELECT count(*) FROM account) AS accounted`,
     [hold.id, hold.agent_id, hold.acceptor_id, hold.merchant_id, hold.offer_id, hold.category, hold.amount_uc, hold.expires_at_s, hold.created_at_s, lotIds, amounts, hold.refund_window_s],
   );
-  const counts = result.rows[0] as { debited: bigint; allocated: bigint; journaled: bigint };
+  const counts = result.rows[0] as { debited: bigint; allocated: bigint; journaled: bigint; accounted: bigint };
   const expected = BigInt(allocations.length);
-  if (counts.debited !== expected || counts.allocated !== expected || counts.journaled !== 2n * expected) {
-    throw new Error(`ledger invariant: hold ${hold.id} wrote ${counts.debited}/${counts.allocated}/${counts.journaled} rows for ${expected} allocations`);
+  if (counts.debited !== expected || counts.allocated !== expected || counts.journaled !== 2n * expected || counts.accounted !== 1n) {
+    throw new Error(`ledger invariant: hold ${hold.id} wrote ${counts.debited}/${counts.allocated}/${counts.journaled}/${counts.accounted} rows for ${expected} allocations`);
   }
 }
 
@@ -141,8 +185,14 @@ export interface SettlementLine {
 
 /**
  * Resolves a held hold in one statement (one round trip): marks it, records what each allocation had
- * captured, returns the rest to each allocation's lot, credits the earnings account, and writes the
- * balanced journal. Returns the resolved row, or undefined when the hold was not held (resolved twice).
+ * captured, returns the rest to each allocation's lot, credits the earnings account, moves the hold from
+ * the agent's held total to its captured total (by what was captured), and writes the balanced journal.
+ * Returns the resolved row, or undefined when the hold was not held (resolved twice).
+ *
+ * Lock order: the hold (the caller's), its lots, the earnings account, then the agent's balance row. The
+ * balance row comes last (its update waits for the lots and the account, which it names) because a hold
+ * locks the agent's lots before its balance row and a refund locks the account before it: the same order
+ * everywhere, so none of them can deadlock another.
  */
 export async function recordSettlement(
   db: Queryable,
@@ -172,8 +222,14 @@ export async function recordSettlement(
          UNION ALL SELECT $4, $3::bigint WHERE $3 > 0
        ) AS entries
        RETURNING 1
+     ), account AS (
+       UPDATE agent_balances b SET held_uc = b.held_uc - resolved.amount_uc, captured_uc = b.captured_uc + resolved.captured_uc
+         FROM resolved
+        WHERE b.agent_id = resolved.agent_id AND (SELECT count(*) FROM returned) >= 0 AND (SELECT count(*) FROM earned) >= 0
+       RETURNING 1
      )
-     SELECT resolved.* FROM resolved, (SELECT count(*) FROM captured) c, (SELECT count(*) FROM returned) r, (SELECT count(*) FROM earned) e, (SELECT count(*) FROM journal) j`,
+     SELECT resolved.*, (SELECT count(*) FROM account) AS accounted
+       FROM resolved, (SELECT count(*) FROM captured) c, (SELECT count(*) FROM returned) r, (SELECT count(*) FROM earned) e, (SELECT count(*) FROM journal) j`,
     [
       settlement.holdId,
       settlement.state,
@@ -187,7 +243,11 @@ export async function recordSettlement(
       settlement.receipt,
     ],
   );
-  return rows[0];
+  const row = rows[0];
+  if (!row) return undefined;
+  const { accounted, ...hold } = row as HoldRow & { accounted: bigint };
+  if (accounted !== 1n) throw new Error(`ledger invariant: hold ${settlement.holdId} settled without its agent's balance row`);
+  return hold;
 }
 
 /** Held holds of one agent (or of everyone) whose deadline has passed, oldest deadline first. */

@@ -298,6 +298,41 @@ class Advance implements fc.AsyncCommand<Model, Real> {
   toString = () => `advance(${this.seconds}s)`;
 }
 
+/**
+ * The agent's running totals (its balance row) agree with the model, with the lots and holds they sum
+ * up, and with the journal: held = Σ open holds' accounts, captured = Σ what captures credited to
+ * earnings, granted = Σ grant and refund credits of its lots; and granted = Σ lot remainders + held + captured.
+ */
+async function checkRunningTotals(model: Model, agentId: string) {
+  type Totals = Record<'held_uc' | 'captured_uc' | 'granted_uc' | 'refunded_uc' | 'remaining_uc' | 'journal_held_uc' | 'journal_captured_uc' | 'journal_granted_uc' | 'journal_refunded_uc', bigint>;
+  const { rows } = await world.gw.gateway.db.query<Totals>(
+    `SELECT COALESCE(b.held_uc, 0)::bigint AS held_uc, COALESCE(b.captured_uc, 0)::bigint AS captured_uc,
+            COALESCE(b.granted_uc, 0)::bigint AS granted_uc, COALESCE(b.refunded_uc, 0)::bigint AS refunded_uc,
+            (SELECT COALESCE(SUM(remaining_uc), 0) FROM credit_lots WHERE agent_id = a.id)::bigint AS remaining_uc,
+            (SELECT COALESCE(SUM(j.amount_uc), 0) FROM journal_entries j JOIN holds h ON j.account = 'hold:' || h.id WHERE h.agent_id = a.id)::bigint AS journal_held_uc,
+            (SELECT COALESCE(SUM(j.amount_uc), 0) FROM journal_entries j JOIN holds h ON j.operation_id = h.id || ':capture'
+              WHERE h.agent_id = a.id AND j.account NOT LIKE 'hold:%' AND j.account NOT LIKE 'lot:%')::bigint AS journal_captured_uc,
+            (SELECT COALESCE(SUM(j.amount_uc), 0) FROM journal_entries j JOIN credit_lots l ON j.account = 'lot:' || l.id
+              WHERE l.agent_id = a.id AND j.kind IN ('grant', 'refund'))::bigint AS journal_granted_uc,
+            (SELECT COALESCE(SUM(j.amount_uc), 0) FROM journal_entries j JOIN credit_lots l ON j.account = 'lot:' || l.id
+              WHERE l.agent_id = a.id AND j.kind = 'refund')::bigint AS journal_refunded_uc
+       FROM (SELECT $1::text AS id) a LEFT JOIN agent_balances b ON b.agent_id = a.id`,
+    [agentId],
+  );
+  const totals = rows[0]!;
+  const holds = model.holds.filter((h) => h.agentId === agentId);
+  const sum = (values: bigint[]) => values.reduce((s, v) => s + v, 0n);
+  expect(totals.held_uc, `held of ${agentId}`).toBe(sum(holds.filter((h) => h.state === 'held').map((h) => h.amount)));
+  expect(totals.captured_uc, `captured of ${agentId}`).toBe(sum(holds.filter((h) => h.state === 'captured').map((h) => h.captured)));
+  expect(totals.granted_uc, `granted of ${agentId}`).toBe(sum(model.lots.filter((l) => l.agentId === agentId).map((l) => l.granted)));
+  expect(totals.refunded_uc, `refunded of ${agentId}`).toBe(sum(holds.map((h) => h.refunded)));
+  expect(totals.held_uc, 'held agrees with the journal').toBe(totals.journal_held_uc);
+  expect(totals.captured_uc, 'captured agrees with the journal').toBe(totals.journal_captured_uc);
+  expect(totals.granted_uc, 'granted agrees with the journal').toBe(totals.journal_granted_uc);
+  expect(totals.refunded_uc, 'refunded agrees with the journal').toBe(totals.journal_refunded_uc);
+  expect(totals.granted_uc, 'granted = Σ lot remainders + held + captured').toBe(totals.remaining_uc + totals.held_uc + totals.captured_uc);
+}
+
 async function checkInvariants(model: Model) {
   const db = world.gw.gateway.db;
   const lotIds = model.lots.map((l) => l.id);
@@ -353,6 +388,7 @@ async function checkInvariants(model: Model) {
     expect(BigInt(b.grantedUc)).toBe(BigInt(b.availableUc) + BigInt(b.heldUc) + BigInt(b.capturedUc) + BigInt(b.lapsedUc));
     const modelAvailable = model.lots.filter((l) => l.agentId === agentId && live(l)).reduce((s, l) => s + l.remaining, 0n);
     expect(BigInt(b.availableUc)).toBe(modelAvailable);
+    await checkRunningTotals(model, agentId);
   }
   // Σ merchant earnings = Σ captured − Σ refunded, and the whole journal balances.
   const { rows: totals } = await db.query<{ earned: bigint; captured: bigint; journal: bigint; journal_earned: bigint }>(

@@ -25,11 +25,26 @@ export async function expectLedgerInvariants(db: Queryable): Promise<void> {
     expect(hold.captured_uc <= hold.amount_uc, `${hold.id} captured at most what it held`).toBe(true);
     expect(hold.journal_uc, `${hold.id}: open holds carry their amount, resolved ones nothing`).toBe(hold.state === 'held' ? hold.amount_uc : 0n);
   }
+  // Each agent's running totals (its balance row) agree with its holds and lots.
+  const { rows: agents } = await db.query<{ agent_id: string; held_uc: bigint; captured_uc: bigint; granted_uc: bigint; holds_held_uc: bigint; holds_captured_uc: bigint; lots_granted_uc: bigint; lots_remaining_uc: bigint }>(
+    `SELECT b.agent_id, b.held_uc, b.captured_uc, b.granted_uc,
+            (SELECT COALESCE(SUM(amount_uc) FILTER (WHERE state = 'held'), 0) FROM holds WHERE agent_id = b.agent_id)::bigint AS holds_held_uc,
+            (SELECT COALESCE(SUM(captured_uc) FILTER (WHERE state = 'captured'), 0) FROM holds WHERE agent_id = b.agent_id)::bigint AS holds_captured_uc,
+            (SELECT COALESCE(SUM(granted_uc), 0) FROM credit_lots WHERE agent_id = b.agent_id)::bigint AS lots_granted_uc,
+            (SELECT COALESCE(SUM(remaining_uc), 0) FROM credit_lots WHERE agent_id = b.agent_id)::bigint AS lots_remaining_uc
+       FROM agent_balances b`,
+  );
+  for (const agent of agents) {
+    expect(agent.held_uc, `${agent.agent_id}: held = Σ open holds`).toBe(agent.holds_held_uc);
+    expect(agent.captured_uc, `${agent.agent_id}: captured = Σ captured holds`).toBe(agent.holds_captured_uc);
+    expect(agent.granted_uc, `${agent.agent_id}: granted = Σ its lots`).toBe(agent.lots_granted_uc);
+    expect(agent.granted_uc, `${agent.agent_id}: granted = remaining + held + captured`).toBe(agent.lots_remaining_uc + agent.held_uc + agent.captured_uc);
+  }
   const { rows: totals } = await db.query<{ earned: bigint; captured: bigint; journal: bigint }>(
     `SELECT (SELECT COALESCE(SUM(balance_uc), 0) FROM ledger_accounts WHERE id LIKE 'merchant:%')::bigint AS earned,
-            (SELECT COALESCE(SUM(captured_uc), 0) FROM holds WHERE merchant_id IS NOT NULL)::bigint AS captured,
+            (SELECT COALESCE(SUM(captured_uc - refunded_uc), 0) FROM holds WHERE merchant_id IS NOT NULL)::bigint AS captured,
             (SELECT COALESCE(SUM(amount_uc), 0) FROM journal_entries)::bigint AS journal`,
   );
-  expect(totals[0]!.earned, 'merchant earnings = everything captured for merchants').toBe(totals[0]!.captured);
+  expect(totals[0]!.earned, 'merchant earnings = everything captured for merchants and not refunded').toBe(totals[0]!.captured);
   expect(totals[0]!.journal, 'the whole journal sums to zero').toBe(0n);
 }
