@@ -141,7 +141,25 @@ async function call(
   }
 }
 
-export function buildMcpServer(services: ToolServices, principal: Principal, era: Era): McpServer {
+type ToolInputSchema = ReturnType<typeof fromJsonSchema<Record<string, unknown>>>;
+
+/**
+ * Each tool's input schema, converted (and its validator compiled) once per handler rather than on every
+ * request: the server itself is per request, because its tool list depends on the caller.
+ */
+function toolInputSchemas(services: ToolServices): (tool: ToolDefinition) => ToolInputSchema {
+  const converted = new Map<string, ToolInputSchema>();
+  return (tool) => {
+    let schema = converted.get(tool.name);
+    if (!schema) {
+      schema = fromJsonSchema<Record<string, unknown>>(toolInputJson(tool, services) as JsonSchemaType);
+      converted.set(tool.name, schema);
+    }
+    return schema;
+  };
+}
+
+function buildMcpServer(services: ToolServices, inputSchemaOf: (tool: ToolDefinition) => ToolInputSchema, principal: Principal, era: Era): McpServer {
   const server = new McpServer(MCP_SERVER_INFO, {
     instructions: INSTRUCTIONS,
     capabilities: { tools: { listChanged: false } },
@@ -152,7 +170,7 @@ export function buildMcpServer(services: ToolServices, principal: Principal, era
     if (!tool.kinds.includes(principal.kind)) continue;
     server.registerTool(
       tool.name,
-      { title: tool.title, description: tool.description, inputSchema: fromJsonSchema<Record<string, unknown>>(toolInputJson(tool, services) as JsonSchemaType), annotations: tool.annotations },
+      { title: tool.title, description: tool.description, inputSchema: inputSchemaOf(tool), annotations: tool.annotations },
       (args: Record<string, unknown>, ctx: ServerContext) => call(services, tool, principal, args, era, ctx),
     );
   }
@@ -160,7 +178,8 @@ export function buildMcpServer(services: ToolServices, principal: Principal, era
 }
 
 export function createGatewayMcpHandler(services: ToolServices, options: { maxRequestBodySize: number }): McpHttpHandler {
-  return createMcpHandler(({ authInfo, era }) => buildMcpServer(services, principalFrom(authInfo), era), {
+  const inputSchemaOf = toolInputSchemas(services);
+  return createMcpHandler(({ authInfo, era }) => buildMcpServer(services, inputSchemaOf, principalFrom(authInfo), era), {
     legacy: 'stateless',
     responseMode: 'auto',
     maxRequestBodySize: options.maxRequestBodySize,
