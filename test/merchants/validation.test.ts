@@ -5,7 +5,8 @@ import { normaliseDomain, SPECIAL_USE_TLDS, validateWebhookUrl, WEBHOOK_URL_CHAR
 
 // An independent restatement of the domain rules, written differently on purpose (character codes, no
 // shared regular expressions), used to re-check every output the validators accept.
-const SPECIAL_TLDS = ['localhost', 'local', 'internal', 'localdomain', 'test', 'invalid', 'example', 'onion', 'arpa', 'alt'];
+// The special-use and private-use last labels the rules refuse (RFC 6761, RFC 2606, RFC 9476, ICANN's name-collision list).
+const SPECIAL_TLDS = ['localhost', 'local', 'internal', 'localdomain', 'test', 'invalid', 'example', 'onion', 'arpa', 'alt', 'lan', 'home', 'corp', 'intranet', 'private'];
 function domainViolation(domain: string): string | null {
   if (domain.length < 1 || domain.length > 253) return 'length';
   for (const char of domain) {
