@@ -263,6 +263,15 @@ export class LedgerService {
     return redemption;
   }
 
+  /**
+   * Locks the agents' rows (the per-agent mutex every hold takes first) for a batch of holds, in one fixed
+   * order (sorted ids): two batches, on any instances, then never hold one agent while waiting for another
+   * that the other batch holds.
+   */
+  async lockAgents(tx: Tx, agentIds: readonly string[]): Promise<void> {
+    for (const agentId of [...new Set(agentIds)].sort()) await this.identity.lockAgent(tx, agentId);
+  }
+
   /** Burn-down allocation of `amountUc` over lots already in order, or undefined when they do not cover it. */
   private allocate(lots: readonly store.LotRow[], amountUc: bigint): Array<{ lotId: string; amountUc: bigint }> | undefined {
     const allocations: Array<{ lotId: string; amountUc: bigint }> = [];

@@ -7,8 +7,11 @@
 //   prepare  optional slow work outside the database (a DNS query); the claim commits first;
 //   run      the effect, in one transaction that also stores the outcome;
 //   replay   a stored result, or a stored business error re-thrown as the same ApiError.
+// An operation that declares a `batch` policy runs its claim-run-store step in group commit: concurrent
+// calls share one transaction (see runBatch), each with its own claim, savepoint and stored outcome.
 // Services return results or throw ApiError; faces render them. Nothing here knows about HTTP.
 import { Type, type TObject, type TProperties, type TSchema } from '@sinclair/typebox';
+import { Batcher, type BatchLimits, type Settled } from './batcher.ts';
 import type { Database, Queryable, Tx } from './db/database.ts';
 import { ApiError, type ErrorCode } from './errors.ts';
 import { fingerprint, REPLAY_HEADER, validateIdempotencyKey, type Claim, type IdempotencyStore, type KeyRule, type StoredResponse } from './idempotency.ts';
@@ -55,6 +58,20 @@ interface OperationBase<I, C> extends OperationDescription {
   check?: (call: OperationCall<I>) => Promise<C> | C;
 }
 
+/**
+ * Group commit for an operation (issue 16): its concurrent calls are gathered (src/platform/batcher.ts) and
+ * run in one transaction, so the commit and a hot row's lock are paid once per batch.
+ */
+export interface BatchPolicy<I, C> {
+  /** Calls with the same order key (one agent) apply in arrival order; batches running at once never share one. */
+  orderKey(call: OperationCall<I>, checked: C): string;
+  /**
+   * Takes, first in the batch's transaction, the row lock every call takes first, for all the calls at once
+   * and in one fixed order (sorted ids), so batches on any number of instances cannot deadlock one another.
+   */
+  lockFirst(tx: Tx, calls: ReadonlyArray<OperationCall<I>>): Promise<void>;
+}
+
 export interface SingleStepOperation<I, R, C = undefined, P = undefined> extends OperationBase<I, C> {
   /**
    * Slow work outside the database that `run` needs. It runs after the key is claimed (its claim
@@ -63,6 +80,8 @@ export interface SingleStepOperation<I, R, C = undefined, P = undefined> extends
   prepare?: (call: OperationCall<I>, checked: C) => Promise<P>;
   /** The effect, in the transaction that also stores the outcome. */
   run: (tx: Tx, call: OperationCall<I>, checked: C, prepared: P) => Promise<R>;
+  /** Present when calls may share a transaction (never with `prepare`, whose claim commits on its own). */
+  batch?: BatchPolicy<I, C>;
 }
 
 /**
@@ -154,6 +173,7 @@ export async function runOperation<I, R, C, P>(runtime: OperationRuntime, operat
   }
   const target = { scope: principalScope(call.principal), key };
   if (operation.prepare) return runPrepared(runtime, operation, call, checked, target);
+  if (operation.batch) return batcherOf(runtime, operation).submit({ call, checked, target }) as Promise<RunOutcome<R>>;
   return runInOneTransaction(runtime, operation, call, checked, target);
 }
 
@@ -166,11 +186,45 @@ function fingerprintOf(operation: { name: string }, call: OperationCall<unknown>
   return fingerprint(operation.name, call.input);
 }
 
+type ClaimedOutcome<R> = { replayed: StoredResponse } | { result: R } | { failure: ApiError };
+
+/**
+ * Inside `tx`: claims the key, runs the operation and stores its outcome. A business failure rolls back to
+ * the savepoint (undoing the operation's writes, keeping the claim) and is stored; anything else is thrown.
+ */
+async function claimRunStore<I, R, C, P>(
+  runtime: OperationRuntime,
+  operation: SingleStepOperation<I, R, C, P>,
+  tx: Tx,
+  call: OperationCall<I>,
+  checked: C,
+  target: KeyTarget,
+): Promise<ClaimedOutcome<R>> {
+  const claimed = await runtime.idempotency.claim(target.scope, operation.name, target.key, fingerprintOf(operation, call), tx);
+  if (claimed.kind === 'replay') return { replayed: claimed.response };
+  await tx.query('SAVEPOINT operation');
+  try {
+    const result = await operation.run(tx, call, checked, undefined as P);
+    await runtime.idempotency.complete(tx, claimed.claim, storedResult(result), operation.secretFields);
+    return { result };
+  } catch (error) {
+    if (!isBusinessError(error)) throw error;
+    await tx.query('ROLLBACK TO SAVEPOINT operation');
+    await runtime.idempotency.complete(tx, claimed.claim, storedError(error));
+    return { failure: error };
+  }
+}
+
+function outcomeOf<R>(outcome: ClaimedOutcome<R>): RunOutcome<R> {
+  if ('replayed' in outcome) return replay<R>(outcome.replayed);
+  if ('failure' in outcome) throw outcome.failure;
+  return { result: outcome.result, replayed: false };
+}
+
 /**
  * One transaction claims the key, runs the operation and stores its outcome: one commit per request. A
- * concurrent retry with the same key waits on the key's row, then replays. A business failure rolls back to
- * the savepoint (undoing the operation's writes, keeping the claim) and is stored; anything else rolls
- * everything back, the claim included, so the key can be retried.
+ * concurrent retry with the same key waits on the key's row, then replays. Anything but a business failure
+ * rolls everything back, the claim included, so the key can be retried.
  */
 async function runInOneTransaction<I, R, C, P>(
   runtime: OperationRuntime,
@@ -179,24 +233,91 @@ async function runInOneTransaction<I, R, C, P>(
   checked: C,
   target: KeyTarget,
 ): Promise<RunOutcome<R>> {
-  const outcome = await runtime.db.transaction(async (tx): Promise<{ replayed: StoredResponse } | { result: R } | { failure: ApiError }> => {
-    const claimed = await runtime.idempotency.claim(target.scope, operation.name, target.key, fingerprintOf(operation, call), tx);
-    if (claimed.kind === 'replay') return { replayed: claimed.response };
-    await tx.query('SAVEPOINT operation');
-    try {
-      const result = await operation.run(tx, call, checked, undefined as P);
-      await runtime.idempotency.complete(tx, claimed.claim, storedResult(result), operation.secretFields);
-      return { result };
-    } catch (error) {
-      if (!isBusinessError(error)) throw error;
-      await tx.query('ROLLBACK TO SAVEPOINT operation');
-      await runtime.idempotency.complete(tx, claimed.claim, storedError(error));
-      return { failure: error };
-    }
-  });
-  if ('replayed' in outcome) return replay<R>(outcome.replayed);
-  if ('failure' in outcome) throw outcome.failure;
-  return { result: outcome.result, replayed: false };
+  return outcomeOf(await runtime.db.transaction((tx) => claimRunStore(runtime, operation, tx, call, checked, target)));
+}
+
+interface BatchItem<I, C> {
+  call: OperationCall<I>;
+  checked: C;
+  target: KeyTarget;
+}
+
+/**
+ * Bounds of group commit. 64 calls at most per batch: each call that writes is one subtransaction (its
+ * savepoint), and PostgreSQL keeps up to 64 of them per transaction in shared memory before every other
+ * session's snapshot gets slower. Four batches at once leave the pool's other connections to everything else.
+ */
+export const BATCH_LIMITS: BatchLimits = { batchSizeMax: 64, batchesInFlightMax: 4, queueLengthMax: 1024, retryAfterS: 1 };
+
+const batchers = new WeakMap<OperationRuntime, Map<string, Batcher<BatchItem<unknown, unknown>, RunOutcome<unknown>>>>();
+
+/** The batcher of a batchable operation on this runtime (one per operation and runtime; tests pause it). */
+export function batcherOf<I, R, C, P>(runtime: OperationRuntime, operation: SingleStepOperation<I, R, C, P>): Batcher<BatchItem<unknown, unknown>, RunOutcome<unknown>> {
+  const policy = operation.batch;
+  if (!policy) throw new Error(`operation ${operation.name} is not batchable`);
+  let byName = batchers.get(runtime);
+  if (!byName) batchers.set(runtime, (byName = new Map()));
+  let batcher = byName.get(operation.name);
+  if (!batcher) {
+    const typed = operation as unknown as SingleStepOperation<unknown, unknown, unknown, unknown>;
+    const typedPolicy = policy as unknown as BatchPolicy<unknown, unknown>;
+    batcher = new Batcher((items) => runBatch(runtime, typed, typedPolicy, items), (item) => typedPolicy.orderKey(item.call, item.checked), { ...BATCH_LIMITS });
+    byName.set(operation.name, batcher);
+  }
+  return batcher;
+}
+
+/**
+ * Group commit: the calls of a batch in one transaction, in arrival order. The policy's first locks are
+ * taken for all of them at once; then each call claims its key, runs under its own savepoint and stores its
+ * outcome exactly as it would alone, so a refused call (no credit, a cap, frozen) fails alone and is stored
+ * as its key's answer, and a later call of the same agent sees what the earlier ones took: nothing in a
+ * batch can overspend. The same key twice in one batch: the second finds the first's stored answer and
+ * replays it. If the transaction fails for any other reason (a fault, a deadlock past its retries, a lost
+ * commit), every call runs again alone on the one-transaction path, in order: one bad call fails only
+ * itself, and a batch that did commit is replayed by the keys it stored.
+ */
+async function runBatch<I, R, C>(
+  runtime: OperationRuntime,
+  operation: SingleStepOperation<I, R, C, unknown>,
+  policy: BatchPolicy<I, C>,
+  items: ReadonlyArray<BatchItem<I, C>>,
+): Promise<Array<Settled<RunOutcome<R>>>> {
+  // A batch of one is the one-transaction path itself (an idle gateway runs exactly as without batching).
+  if (items.length === 1) return [await settle(() => runInOneTransaction(runtime, operation, items[0]!.call, items[0]!.checked, items[0]!.target))];
+  let outcomes: Array<ClaimedOutcome<R> | { refused: ApiError }>;
+  try {
+    outcomes = await runtime.db.transaction(async (tx) => {
+      await policy.lockFirst(tx, items.map((item) => item.call));
+      const done: Array<ClaimedOutcome<R> | { refused: ApiError }> = [];
+      for (const item of items) {
+        try {
+          done.push(await claimRunStore(runtime, operation, tx, item.call, item.checked, item.target));
+        } catch (error) {
+          // A claim refused by the idempotency rules (key reused, in use) wrote nothing: it fails alone.
+          if (!isBusinessError(error)) throw error;
+          done.push({ refused: error });
+        }
+      }
+      return done;
+    });
+  } catch {
+    const alone: Array<Settled<RunOutcome<R>>> = [];
+    for (const item of items) alone.push(await settle(() => runInOneTransaction(runtime, operation, item.call, item.checked, item.target)));
+    return alone;
+  }
+  return Promise.all(outcomes.map((outcome) => settle(async () => {
+    if ('refused' in outcome) throw outcome.refused;
+    return outcomeOf(outcome);
+  })));
+}
+
+async function settle<R>(work: () => Promise<R>): Promise<Settled<R>> {
+  try {
+    return { ok: true, value: await work() };
+  } catch (error) {
+    return { ok: false, error };
+  }
 }
 
 /** With slow outside work first, the claim commits on its own, so a retry meanwhile sees it running. */

@@ -1,4 +1,4 @@
-// The voucher operations, for every face: take a hold for an offer and sign its voucher.
+// The voucher operations, for every face: take a hold for an offer and sign its voucher (in group commit).
 import { Type, type Static } from '@sinclair/typebox';
 import type { Redemption } from '../ledger/service.ts';
 import type { Microcredits as Uc } from '../platform/money.ts';
@@ -29,6 +29,11 @@ export function voucherOperations(vouchers: VoucherService): VoucherOperations {
       idempotency: { key: 'required' },
       check: ({ input }) => vouchers.checkMint(input),
       run: (tx, { principal, input }, maxUc) => vouchers.mint(tx, { agentId: principal.agentId!, offerId: input.offerId, maxUc }),
+      // Group commit: concurrent mints share a transaction; one agent's mints apply in arrival order.
+      batch: {
+        orderKey: ({ principal }) => principal.agentId!,
+        lockFirst: (tx, calls) => vouchers.lockAgents(tx, calls.map(({ principal }) => principal.agentId!)),
+      },
     },
   };
 }

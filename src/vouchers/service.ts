@@ -42,6 +42,11 @@ export class VoucherService {
     return max === undefined ? undefined : parseUc(max);
   }
 
+  /** Takes, for a batch of mints, the locks their holds take first (see LedgerService.lockAgents). */
+  lockAgents(tx: Tx, agentIds: readonly string[]): Promise<void> {
+    return this.ledger.lockAgents(tx, agentIds);
+  }
+
   async mint(tx: Tx, request: MintRequest): Promise<{ voucher: string; redemption: Redemption }> {
     const offer = await this.offers.sellable(tx, request.offerId);
     if (!offer) throw new ApiError('invalid_input', { detail: `no active offer ${request.offerId} of a verified merchant` });
