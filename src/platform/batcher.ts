@@ -4,8 +4,8 @@
 // a request runs at once (idle latency is unchanged); under load, what arrives meanwhile forms the next batch.
 // Bounded everywhere: a batch has at most `batchSizeMax` items, at most `batchesInFlightMax` run at once,
 // and at most `queueLengthMax` wait; beyond that a request is refused at once with 503 `overloaded`.
-// Requests that share an order key (one agent) run in arrival order: the same batch keeps their order, and
-// two batches running at once never share a key.
+// A batch gathers the calls of one order key (one agent), in arrival order; two batches running at once
+// never share a key, so a key's calls never overtake one another.
 import { ApiError } from './errors.ts';
 
 export interface BatchLimits {
@@ -80,20 +80,23 @@ export class Batcher<T, R> {
   }
 
   /**
-   * The next batch, in arrival order: skips an item whose key a running batch holds, and every later item
-   * of that key, so a key's items never overtake one another.
+   * The next batch: the first queued call whose key no running batch holds, and the calls of the same key
+   * queued after it, in arrival order. One key per batch: a batch runs its calls' statements one after
+   * another on one connection, so calls of different keys (different agents) lose their parallelism by
+   * sharing a transaction and gain little; calls of one key gain most (the key's row lock and the commit
+   * are taken once for all of them, with no lock queue between them).
    */
   private take(): Array<Entry<T, R>> {
+    const first = this.queue.findIndex((entry) => !this.busyKeys.has(entry.orderKey));
+    if (first < 0) return [];
+    const key = this.queue[first]!.orderKey;
     const batch: Array<Entry<T, R>> = [];
-    const blocked = new Set<string>();
-    for (let index = 0; index < this.queue.length && batch.length < this.limits.batchSizeMax; ) {
-      const entry = this.queue[index]!;
-      if (this.busyKeys.has(entry.orderKey) || blocked.has(entry.orderKey)) {
-        blocked.add(entry.orderKey);
+    for (let index = first; index < this.queue.length && batch.length < this.limits.batchSizeMax; ) {
+      if (this.queue[index]!.orderKey !== key) {
         index += 1;
         continue;
       }
-      batch.push(entry);
+      batch.push(this.queue[index]!);
       this.queue.splice(index, 1);
     }
     return batch;

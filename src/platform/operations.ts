@@ -245,9 +245,10 @@ interface BatchItem<I, C> {
 /**
  * Bounds of group commit. 64 calls at most per batch: each call that writes is one subtransaction (its
  * savepoint), and PostgreSQL keeps up to 64 of them per transaction in shared memory before every other
- * session's snapshot gets slower. Four batches at once leave the pool's other connections to everything else.
+ * session's snapshot gets slower. Batches of different agents run side by side, up to 16 at once, which
+ * leaves the pool's other connections (20 by default) to everything else.
  */
-export const BATCH_LIMITS: BatchLimits = { batchSizeMax: 64, batchesInFlightMax: 4, queueLengthMax: 1024, retryAfterS: 1 };
+export const BATCH_LIMITS: BatchLimits = { batchSizeMax: 64, batchesInFlightMax: 16, queueLengthMax: 1024, retryAfterS: 1 };
 
 const batchers = new WeakMap<OperationRuntime, Map<string, Batcher<BatchItem<unknown, unknown>, RunOutcome<unknown>>>>();
 

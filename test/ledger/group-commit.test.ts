@@ -48,7 +48,7 @@ async function asOneBatch(calls: readonly Call[], gw: TestGateway = world.gw): P
   } finally {
     batcher.resume();
   }
-  // Every queued call left the queue at once: one batch (one agent's calls never split across batches running together).
+  // Every queued call left the queue at once: one batch per agent (a batch holds one agent's calls, so they never split).
   expect(batcher.queued).toBe(0);
   return Promise.all(answers);
 }

@@ -39,23 +39,26 @@ describe('the batcher', () => {
     expect(await answer).toBe(10);
   });
 
-  it('gathers what arrives while batches run, up to the batch size, keeping one key out of two running batches', async () => {
+  it('gathers one key\'s calls that arrive while its batch runs, in order, up to the batch size; other keys run beside it', async () => {
     const { batcher, batches } = manualBatcher({ batchesInFlightMax: 2 });
     const answers = [batcher.submit({ key: 'a', value: 1 })];
-    for (const [key, value] of [['a', 2], ['b', 3], ['a', 4], ['c', 5], ['d', 6], ['e', 7]] as const) answers.push(batcher.submit({ key, value }));
-    // Batch 1: a1 at once. Batch 2 (the second slot) may not take key a while batch 1 runs, nor anything of a after it.
+    for (const [key, value] of [['a', 2], ['b', 3], ['a', 4], ['a', 5], ['a', 6], ['b', 7], ['a', 8]] as const) answers.push(batcher.submit({ key, value }));
+    // a1 at once; b3 in the second slot; a's later calls wait for a's running batch, never overtaking it.
     expect(batches.map((b) => b.items.map((i) => i.value))).toEqual([[1], [3]]);
     batches[0]!.finish();
     await settled();
-    // Batch 1 done: the next batch takes a2 and a4 in order, and c5 (three, the batch size).
+    // a's next batch: its queued calls in arrival order, three at most (the batch size).
     expect(batches.map((b) => b.items.map((i) => i.value))).toEqual([[1], [3], [2, 4, 5]]);
-    expect(batcher.queued).toBe(2);
+    expect(batcher.queued).toBe(3);
     batches[1]!.finish();
+    await settled();
+    expect(batches[3]!.items.map((i) => i.value)).toEqual([7]);
     batches[2]!.finish();
     await settled();
-    expect(batches[3]!.items.map((i) => i.value)).toEqual([6, 7]);
+    expect(batches[4]!.items.map((i) => i.value)).toEqual([6, 8]);
     batches[3]!.finish();
-    expect(await Promise.all(answers)).toEqual([10, 20, 30, 40, 50, 60, 70]);
+    batches[4]!.finish();
+    expect(await Promise.all(answers)).toEqual([10, 20, 30, 40, 50, 60, 70, 80]);
   });
 
   it('refuses a call with 503 overloaded and Retry-After once the queue is full', async () => {
