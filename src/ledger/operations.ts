@@ -1,10 +1,11 @@
-// The ledger's operations, for every face: capture, release and refund a hold. Capture and release first reclaim the named hold
-// if its deadline passed (so the answer is 409 hold_resolved, and its credit is back), before the key is
-// claimed; then one transaction resolves it.
+// The ledger's operations, for every face: capture, release and refund a hold. Capture and release first
+// reclaim the named hold if its deadline passed (so the answer is 409 hold_resolved, and its credit is
+// back), before the key is claimed; then one transaction resolves it, shared in group commit with the
+// merchant's other captures (or releases) that arrive meanwhile.
 import { Type, type Static } from '@sinclair/typebox';
 import { idOf, Microcredits } from '../platform/schemas.ts';
 import { parseUc, type Microcredits as Uc } from '../platform/money.ts';
-import type { SingleStepOperation } from '../platform/operations.ts';
+import type { BatchPolicy, SingleStepOperation } from '../platform/operations.ts';
 import type { LedgerService, Redemption, Refund } from './service.ts';
 
 export const CaptureRedemptionInput = Type.Object(
@@ -36,6 +37,12 @@ export interface LedgerOperations {
 }
 
 export function ledgerOperations(ledger: LedgerService): LedgerOperations {
+  // Group commit: one merchant's captures (or releases) share a transaction. Every capture credits the
+  // merchant's earnings row, so theirs is the row they would otherwise queue on, one commit each.
+  const byMerchant = <I extends { id: string }, C>(): BatchPolicy<I, C> => ({
+    orderKey: ({ principal }) => principal.merchantId ?? principal.id,
+    lockFirst: (tx, calls) => ledger.lockHolds(tx, calls.map(({ input }) => input.id)),
+  });
   return {
     captureRedemption: {
       name: 'captureRedemption',
@@ -46,6 +53,7 @@ export function ledgerOperations(ledger: LedgerService): LedgerOperations {
         return input.amountUc === undefined ? undefined : parseUc(input.amountUc);
       },
       run: (tx, { principal, input }, amountUc) => ledger.capture(tx, input.id, { merchantId: principal.merchantId, amountUc }),
+      batch: byMerchant(),
     },
     releaseRedemption: {
       name: 'releaseRedemption',
@@ -56,6 +64,7 @@ export function ledgerOperations(ledger: LedgerService): LedgerOperations {
         return undefined;
       },
       run: (tx, { principal, input }) => ledger.release(tx, input.id, { merchantId: principal.merchantId }),
+      batch: byMerchant(),
     },
     refundRedemption: {
       name: 'refundRedemption',

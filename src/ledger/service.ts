@@ -272,6 +272,11 @@ export class LedgerService {
     for (const agentId of [...new Set(agentIds)].sort()) await this.identity.lockAgent(tx, agentId);
   }
 
+  /** Locks, for a batch of captures or releases, the holds each of them locks first, in one fixed order. */
+  async lockHolds(tx: Tx, holdIds: readonly string[]): Promise<void> {
+    await store.lockHolds(tx, holdIds);
+  }
+
   /** Burn-down allocation of `amountUc` over lots already in order, or undefined when they do not cover it. */
   private allocate(lots: readonly store.LotRow[], amountUc: bigint): Array<{ lotId: string; amountUc: bigint }> | undefined {
     const allocations: Array<{ lotId: string; amountUc: bigint }> = [];

@@ -171,6 +171,11 @@ export async function lockHold(tx: Tx, holdId: string): Promise<HoldRow | undefi
   return rows[0];
 }
 
+/** Locks holds in one statement, in one fixed order (sorted ids), for a batch that resolves them. */
+export async function lockHolds(tx: Tx, holdIds: readonly string[]): Promise<void> {
+  await tx.query('SELECT id FROM holds WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [holdIds]);
+}
+
 export async function allocationsOf(db: Queryable, holdIds: readonly string[]): Promise<AllocationRow[]> {
   if (holdIds.length === 0) return [];
   const { rows } = await db.query<AllocationRow>('SELECT * FROM hold_allocations WHERE hold_id = ANY($1::text[]) ORDER BY hold_id, position', [holdIds]);

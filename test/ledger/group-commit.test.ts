@@ -1,7 +1,8 @@
-// Group commit of voucher mints (issue 16): concurrent mints share one transaction, and each still gets the
-// answer it would get alone, in arrival order. The batcher is paused while a test queues its mints, so the
+// Group commit of voucher mints, captures and releases (issue 16): concurrent calls share one transaction,
+// and each still gets the answer it would get alone, in arrival order. The batcher is paused while a test queues its mints, so the
 // batch is formed deterministically (no timing), then resumed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ledgerOperations } from '../../src/ledger/operations.ts';
 import { batcherOf } from '../../src/platform/operations.ts';
 import { voucherOperations } from '../../src/vouchers/operations.ts';
 import { onPostgres } from '../support/database.ts';
@@ -19,13 +20,30 @@ beforeAll(async () => {
 afterAll(() => world.close());
 
 const mintBatcher = (gw: TestGateway = world.gw) => batcherOf(gw.gateway, voucherOperations(gw.services.vouchers).mintVoucher);
+type AnyBatcher = ReturnType<typeof mintBatcher>;
 
 /** Waits until the batcher holds `count` queued calls (each request has passed authentication and its checks). */
-async function queued(gw: TestGateway, count: number): Promise<void> {
-  for (let tries = 0; mintBatcher(gw).queued < count; tries++) {
-    if (tries > 2000) throw new Error(`only ${mintBatcher(gw).queued} of ${count} mints reached the batcher`);
+async function queued(gw: TestGateway, count: number, batcher: AnyBatcher = mintBatcher(gw)): Promise<void> {
+  for (let tries = 0; batcher.queued < count; tries++) {
+    if (tries > 2000) throw new Error(`only ${batcher.queued} of ${count} calls reached the batcher`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+}
+
+/** Sends requests one after another into a paused batcher, then lets them run together. */
+async function sendAsOneBatch(batcher: AnyBatcher, sends: ReadonlyArray<() => Promise<ApiResponse>>): Promise<ApiResponse[]> {
+  batcher.pause();
+  const answers: Array<Promise<ApiResponse>> = [];
+  try {
+    for (const [index, send] of sends.entries()) {
+      answers.push(send());
+      await queued(world.gw, index + 1, batcher);
+    }
+  } finally {
+    batcher.resume();
+  }
+  expect(batcher.queued).toBe(0);
+  return Promise.all(answers);
 }
 
 interface Call {
@@ -149,6 +167,51 @@ describe('group commit of mints', () => {
     const retried = await mint(world, agent.token, offer.id, 'full-3');
     expect([retried.status, retried.headers.get('idempotent-replayed')]).toEqual([200, null]);
     expect(await world.gw.services.ledger.balance(world.gw.gateway.db, agent.id)).toMatchObject({ heldUc: '3000000' });
+  }, 60_000);
+
+  it("answers a batch of one merchant's captures and releases as one by one: resolved once, refusals alone", async () => {
+    const agent = await world.createAgent('batch@example.com', 'batch-resolve');
+    await grant(world, agent.id, 10_000_000n);
+    const offer = await shop.offer({ priceUc: '1000000' });
+    const holds: string[] = [];
+    for (let i = 0; i < 5; i++) holds.push((await mint(world, agent.token, offer.id)).body.redemption.id);
+    const { captureRedemption, releaseRedemption } = ledgerOperations(world.gw.services.ledger);
+    const resolve = (holdId: string, action: 'capture' | 'release', key: string, body: object = {}) => () =>
+      world.api('POST', `/v1/redemptions/${holdId}/${action}`, { token: shop.key, key, body });
+    const captures = await sendAsOneBatch(batcherOf(world.gw.gateway, captureRedemption), [
+      resolve(holds[0]!, 'capture', 'cap-0'),
+      resolve(holds[1]!, 'capture', 'cap-1', { amountUc: '400000' }),
+      resolve(holds[0]!, 'capture', 'cap-0-again'),
+      resolve(holds[2]!, 'capture', 'cap-2', { amountUc: '1000001' }),
+      resolve(holds[1]!, 'capture', 'cap-1', { amountUc: '400000' }),
+      resolve(holds[4]!, 'capture', 'cap-1'),
+    ]);
+    expect(captures.map((a) => [a.status, a.body.code ?? a.body.capturedUc, a.headers.get('idempotent-replayed')])).toEqual([
+      [200, '1000000', null],
+      [200, '400000', null],
+      [409, 'hold_resolved', null],
+      [400, 'invalid_input', null],
+      [200, '400000', 'true'],
+      [409, 'idempotency_key_reused', null],
+    ]);
+    const releases = await sendAsOneBatch(batcherOf(world.gw.gateway, releaseRedemption), [
+      resolve(holds[3]!, 'release', 'rel-3'),
+      resolve(holds[3]!, 'release', 'rel-3-again'),
+      resolve(holds[0]!, 'release', 'rel-0'),
+      resolve(holds[2]!, 'release', 'rel-2'),
+    ]);
+    expect(releases.map((a) => [a.status, a.body.code ?? a.body.state])).toEqual([
+      [200, 'released'],
+      [200, 'released'],
+      [409, 'hold_resolved'],
+      [200, 'released'],
+    ]);
+    expect(await world.gw.services.ledger.balance(world.gw.gateway.db, agent.id)).toMatchObject({
+      capturedUc: '1400000',
+      heldUc: '1000000',
+      availableUc: '7600000',
+    });
+    await expectLedgerInvariants(world.gw.gateway.db);
   }, 60_000);
 
   describe.runIf(onPostgres())('on two instances sharing one PostgreSQL', () => {
