@@ -250,6 +250,15 @@ interface BatchItem<I, C> {
  */
 export const BATCH_LIMITS: BatchLimits = { batchSizeMax: 64, batchesInFlightMax: 16, queueLengthMax: 1024, retryAfterS: 1 };
 
+/**
+ * PGlite runs one session that serialises every transaction, and calls sharing one gained nothing there
+ * (measured, docs/decisions.md): on PGlite a batch holds one call, so only the bounded queue and the
+ * per-agent order remain.
+ */
+function batchLimitsFor(runtime: OperationRuntime): BatchLimits {
+  return runtime.db.kind === 'pglite' ? { ...BATCH_LIMITS, batchSizeMax: 1 } : { ...BATCH_LIMITS };
+}
+
 const batchers = new WeakMap<OperationRuntime, Map<string, Batcher<BatchItem<unknown, unknown>, RunOutcome<unknown>>>>();
 
 /** The batcher of a batchable operation on this runtime (one per operation and runtime; tests pause it). */
@@ -262,7 +271,7 @@ export function batcherOf<I, R, C, P>(runtime: OperationRuntime, operation: Sing
   if (!batcher) {
     const typed = operation as unknown as SingleStepOperation<unknown, unknown, unknown, unknown>;
     const typedPolicy = policy as unknown as BatchPolicy<unknown, unknown>;
-    batcher = new Batcher((items) => runBatch(runtime, typed, typedPolicy, items), (item) => typedPolicy.orderKey(item.call, item.checked), { ...BATCH_LIMITS });
+    batcher = new Batcher((items) => runBatch(runtime, typed, typedPolicy, items), (item) => typedPolicy.orderKey(item.call, item.checked), batchLimitsFor(runtime));
     byName.set(operation.name, batcher);
   }
   return batcher;

@@ -3,7 +3,7 @@
 // batch is formed deterministically (no timing), then resumed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ledgerOperations } from '../../src/ledger/operations.ts';
-import { batcherOf } from '../../src/platform/operations.ts';
+import { BATCH_LIMITS, batcherOf } from '../../src/platform/operations.ts';
 import { voucherOperations } from '../../src/vouchers/operations.ts';
 import { onPostgres } from '../support/database.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
@@ -16,6 +16,9 @@ let shop: Shop;
 beforeAll(async () => {
   world = await startWorld();
   shop = await openShop(world);
+  // PGlite's batches hold one call in production; the mechanism is tested on both databases.
+  const { captureRedemption, releaseRedemption } = ledgerOperations(world.gw.services.ledger);
+  for (const batcher of [mintBatcher(), batcherOf(world.gw.gateway, captureRedemption), batcherOf(world.gw.gateway, releaseRedemption)]) batcher.limits = { ...BATCH_LIMITS };
 });
 afterAll(() => world.close());
 

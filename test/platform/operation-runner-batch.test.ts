@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Type, type Static } from '@sinclair/typebox';
 import { Batcher, type Settled } from '../../src/platform/batcher.ts';
 import { ApiError } from '../../src/platform/errors.ts';
-import { batcherOf, runOperation, type SingleStepOperation } from '../../src/platform/operations.ts';
+import { BATCH_LIMITS, batcherOf, runOperation, type SingleStepOperation } from '../../src/platform/operations.ts';
 import type { Principal } from '../../src/platform/principal.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 
@@ -104,6 +104,7 @@ describe('batches in the operation runner', () => {
 
   it('a fault in one call reruns each call alone: the others succeed once, a refusal is stored, only the faulty call fails', async () => {
     const batcher = batcherOf(gw.gateway, batchedAmount);
+    batcher.limits = { ...BATCH_LIMITS };
     batcher.pause();
     const answers = [call(1, 'fault-1'), call(0, 'fault-0'), call(-1, 'fault-bad'), call(2, 'fault-2')].map((p) => p.then((v) => v, (error: unknown) => error));
     expect(batcher.queued).toBe(4);
