@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 // The whole suite runs on embedded PGlite, and again on PostgreSQL when TEST_DATABASE_URL is set.
@@ -5,6 +6,10 @@ const databases = process.env.TEST_DATABASE_URL ? ['pglite', 'postgres'] : ['pgl
 
 export default defineConfig({
   test: {
+    // Vitest's default is one worker fewer than the cores: one worker on a 2-core machine. Most test files
+    // wait on spawned gateways, browsers and databases, so two files at a time nearly halve the run there
+    // (each file has its own databases, ports and data directories, so files never share state).
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     testTimeout: 30_000,
     hookTimeout: 60_000,
     globalSetup: ['test/support/global-setup.ts'],

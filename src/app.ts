@@ -15,10 +15,11 @@ import { buildExecuteFeature } from './execute/setup.ts';
 import type { ExecuteService } from './execute/service.ts';
 import type { MailConnectorService } from './execute/mail-connectors.ts';
 import { healthRoutes } from './health/routes.ts';
+import { agentOperations } from './agents/operations.ts';
+import { agentRoutes } from './agents/routes.ts';
+import { AgentService } from './agents/service.ts';
 import { identityProviders } from './identity/issuers.ts';
-import { identityOperations } from './identity/operations.ts';
 import { identityRoutes } from './identity/routes.ts';
-import { IdentityService } from './identity/service.ts';
 import { ensureRuntimeSecret } from './identity/store.ts';
 import { CredentialVerifier } from './identity/verifier.ts';
 import { integrationRoutes } from './integrations/routes.ts';
@@ -39,6 +40,9 @@ import { LedgerService } from './ledger/service.ts';
 import { offerOperations } from './offers/operations.ts';
 import { offerRoutes } from './offers/routes.ts';
 import { LocalApprovalProvider, StripeCheckoutProvider, type TopupProvider } from './payments/providers.ts';
+import { ownerWebhookOperations } from './owner-webhooks/operations.ts';
+import { ownerWebhookRoutes } from './owner-webhooks/routes.ts';
+import { OwnerWebhookService } from './owner-webhooks/service.ts';
 import { paymentRoutes } from './payments/routes.ts';
 import { PaymentsService, TOPUP_JOB_INTERVAL_MS } from './payments/service.ts';
 import { StripeWebhook } from './payments/stripe-webhook.ts';
@@ -74,7 +78,8 @@ async function secretBoxKey(gateway: Gateway): Promise<SecretBoxKey | undefined>
 
 export interface Services {
   verifier: CredentialVerifier;
-  identity: IdentityService;
+  /** Agent management; the features and tests that take it call it `identity`. */
+  identity: AgentService;
   apiKeyPepper: string | undefined;
   secretBoxKey: SecretBoxKey | undefined;
   merchants: MerchantService;
@@ -89,8 +94,8 @@ export interface Services {
   doh: DohOptions;
   /** SHA-256 of the operator credential the operator routes accept; undefined: none configured. */
   operatorHash: string | undefined;
-  /** Absent when no payment-approval provider is configured (ACG_PAYMENT_PROVIDER=none). */
-  payments?: PaymentsService;
+  /** Always present: top-ups are readable without a provider (ACG_PAYMENT_PROVIDER=none); only creating needs one. */
+  payments: PaymentsService;
   stripeWebhook?: StripeWebhook;
 }
 
@@ -104,6 +109,8 @@ export interface AppDependencies {
 const EVENT_PURGE_INTERVAL_MS = 60 * 60 * 1000;
 /** How often each instance reclaims holds past their deadline (reads and writes treat them as expired at once). */
 const HOLD_SWEEP_INTERVAL_MS = 5000;
+/** How often each instance deletes avatar uploads that expired before they were finalized. */
+const AVATAR_UPLOAD_SWEEP_INTERVAL_MS = 60 * 60 * 1000;
 
 function topupProvider(config: Gateway['config']): TopupProvider | undefined {
   const { payments } = config;
@@ -115,7 +122,8 @@ function topupProvider(config: Gateway['config']): TopupProvider | undefined {
 export async function buildServices(gateway: Gateway, dependencies: AppDependencies = {}): Promise<Services> {
   const providers = await identityProviders(gateway.config);
   const pepper = await apiKeyPepper(gateway);
-  const identity = new IdentityService(gateway, () => providers.agent?.issuer);
+  const identity = new AgentService(gateway, () => providers.agent?.issuer);
+  gateway.schedule('avatar-upload-sweep', AVATAR_UPLOAD_SWEEP_INTERVAL_MS, () => identity.sweepAvatarUploads());
   const ledger = new LedgerService(gateway, identity);
   gateway.schedule('hold-expiry-sweep', HOLD_SWEEP_INTERVAL_MS, () => ledger.expireDue());
   const { config } = gateway;
@@ -128,7 +136,7 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
     devZoneCleartext: config.mode === 'dev' && config.doh.devZone,
   };
   const merchants = new MerchantService(gateway, { webhooks, apiKeyPepper: pepper, doh });
-  const verifier = new CredentialVerifier(gateway, providers, pepper, merchants);
+  const verifier = new CredentialVerifier(gateway, providers, pepper, merchants, identity);
   const offers = new OfferService(gateway, merchants);
   const vouchers = new VoucherService(gateway, ledger, offers);
   const webhookWorker = new WebhookWorker({
@@ -145,10 +153,11 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   // Payments and execute need each other: execute asks payments for approvals, payments resumes execute's intents.
   let executeService: ExecuteService | undefined;
   const provider = topupProvider(config);
-  const payments = provider && new PaymentsService(gateway, { identity, ledger, provider, intents: () => executeService! });
-  const stripeWebhook = payments && config.payments.stripe ? new StripeWebhook(payments, config.payments.stripe) : undefined;
-  if (payments) gateway.schedule('topups', TOPUP_JOB_INTERVAL_MS, () => payments.runJobs());
-  const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, secretBoxKey: boxKey, paymentApproval: dependencies.paymentApproval ?? payments });
+  const payments = new PaymentsService(gateway, { identity, ledger, provider, intents: () => executeService! });
+  const stripeWebhook = provider && config.payments.stripe ? new StripeWebhook(payments, config.payments.stripe) : undefined;
+  if (provider) gateway.schedule('topups', TOPUP_JOB_INTERVAL_MS, () => payments.runJobs());
+  const paymentApproval = dependencies.paymentApproval ?? (provider ? payments : undefined);
+  const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, secretBoxKey: boxKey, paymentApproval });
   executeService = execute;
   const operatorHash = acceptedOperatorHash(config);
   return {
@@ -164,13 +173,15 @@ export async function buildGatewayApp(
 ): Promise<{ app: FastifyInstance; services: Services }> {
   const services = await buildServices(gateway, dependencies);
   const providers = { human: services.verifier.provider('human'), agent: services.verifier.provider('agent') };
+  const ownerWebhooks = new OwnerWebhookService(services.webhooks);
   const features: FastifyPluginAsync[] = [
     healthRoutes,
     docsRoutes,
     keysRoutes,
     oauthRoutes({ verifier: services.verifier }),
-    identityRoutes({ identity: services.identity, operations: identityOperations(services.identity), agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
-    integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured, paymentProvider: dependencies.paymentApproval ? undefined : services.payments?.providerKind }),
+    agentRoutes({ agents: services.identity, operations: agentOperations(services.identity) }),
+    identityRoutes({ agents: services.identity, agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
+    integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured, paymentProvider: dependencies.paymentApproval ? undefined : services.payments.providerKind }),
     ledgerRoutes({ ledger: services.ledger, operations: ledgerOperations(services.ledger), identity: services.identity, merchants: services.merchants }),
     offerRoutes(services.offers, offerOperations(services.offers)),
     voucherRoutes(voucherOperations(services.vouchers)),
@@ -187,9 +198,10 @@ export async function buildGatewayApp(
     mcpRoutes({
       gateway,
       ...services,
-      operations: { ...voucherOperations(services.vouchers), ...executeOperations(services.execute), ...identityOperations(services.identity) },
+      operations: { ...voucherOperations(services.vouchers), ...executeOperations(services.execute), ...agentOperations(services.identity) },
     }),
     eventRoutes(services.merchants, services.webhooks, eventOperations(services.merchants, services.webhooks)),
+    ownerWebhookRoutes(ownerWebhooks, ownerWebhookOperations(ownerWebhooks)),
     operatorRoutes({ ledger: services.ledger, acceptedHash: services.operatorHash }),
     sandboxRoutes({ merchants: services.merchants, operatorHash: services.operatorHash, doh: services.doh }),
     ...extraFeatures,

@@ -1,8 +1,14 @@
-// The `acg` command line.
+// The `acg` command line. Each command imports what it runs only when it runs (`await import`), so
+// `acg --help` or `acg dev token` loads neither Fastify nor a database driver, and `acg serve` none of
+// the command modules.
+import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { ConfigError, ENV_VARS, loadConfig } from './platform/config.ts';
-import { migrate } from './platform/db/migrate.ts';
-import { openDatabase } from './platform/db/open.ts';
+
+/** The package's version, which `acg --version` prints (package.json is next to src/ and to dist/). */
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+}
 
 function configOrExit() {
   try {
@@ -19,6 +25,7 @@ function configOrExit() {
 export function buildCli(): Command {
   const program = new Command('acg')
     .description('Agent Credit Gateway: prepaid credit, holds and metered services for software agents')
+    .version(packageVersion())
     .showHelpAfterError()
     .addHelpText(
       'after',
@@ -38,6 +45,8 @@ export function buildCli(): Command {
     .description('apply pending database migrations and exit')
     .action(async () => {
       const config = configOrExit();
+      const { openDatabase } = await import('./platform/db/open.ts');
+      const { migrate } = await import('./platform/db/migrate.ts');
       let db;
       try {
         db = await openDatabase(config);

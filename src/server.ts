@@ -1,17 +1,17 @@
 // `acg serve`: listen at once, then bring the gateway up behind the open socket as soon as the database
 // can be reached (retrying with capped back-off, migrating under the advisory lock), and stop it
 // gracefully (finish in-flight requests, then close the database) on SIGTERM or SIGINT.
+// The features (./app.ts: Fastify, every route and schema) are loaded only once the socket is open, so
+// the process answers /healthz, and says where it listens, before the bulk of its start-up.
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { buildGatewayApp } from './app.ts';
 import { ConfigError, loadConfig, type Config } from './platform/config.ts';
-import type { Database } from './platform/db/database.ts';
+import { DatabaseInUseError, type Database } from './platform/db/database.ts';
 import { isStorageUnavailable, storageFailureKind } from './platform/db/faults.ts';
 import { openDatabase } from './platform/db/open.ts';
 import { createGateway, createLogger, migrateAndReport, type Gateway } from './platform/gateway.ts';
 import { openFrontDoor, type FrontDoor } from './platform/http/front-door.ts';
 import { checkConfiguredKey } from './platform/signing.ts';
-import { DatabaseInUseError } from './platform/db/pglite.ts';
 
 const START_RETRY_FIRST_MS = 250;
 const SHUTDOWN_BUDGET_MS = 15_000;
@@ -46,6 +46,7 @@ async function bringUp(config: Config, db: Database, log: Logger, signal: AbortS
     try {
       await migrateAndReport(db, log);
       const gateway = await createGateway(config, { db, log, processMetrics: true, skipMigrate: true });
+      const { buildGatewayApp } = await import('./app.ts');
       const { app } = await buildGatewayApp(gateway);
       await app.ready();
       return { app, gateway };
@@ -102,10 +103,17 @@ export async function serve(): Promise<void> {
     throw error;
   }
   const log = createLogger(config);
+  // The front door reads the base URL at each answer: with PORT=0 it is known only once the socket is bound.
+  const door = { host: config.host, port: config.port, baseUrl: config.baseUrl };
   let front: FrontDoor;
   let db: Database;
   try {
-    front = await openFrontDoor(config);
+    front = await openFrontDoor(door);
+    if (config.port === 0) {
+      // Every URL derived from the port (the base URL, the dev DNS resolver) names the port actually bound.
+      config = loadConfig({ ...process.env, PORT: new URL(front.url).port });
+      door.baseUrl = config.baseUrl;
+    }
     db = await openDatabase(config, log);
   } catch (error) {
     if (error instanceof ConfigError || error instanceof DatabaseInUseError) {

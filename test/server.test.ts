@@ -1,8 +1,13 @@
 import { EventEmitter } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../src/platform/db/faults.ts';
 import { installLastLineOfDefence, startRetryDelayMs } from '../src/server.ts';
+import { createPostgresDatabase, onPostgres } from './support/database.ts';
+import { spawnGateway } from './support/process.ts';
 
 function setUp() {
   const lines: Array<Record<string, unknown>> = [];
@@ -49,4 +54,25 @@ describe('start-up retries', () => {
       expect(delayMs).toBeLessThanOrEqual(ceilingMs);
     }
   });
+});
+
+describe('acg serve with PORT=0', () => {
+  it('names the port it bound in its base URL: in its listening line and as the issuer it publishes', async () => {
+    const database = onPostgres() ? await createPostgresDatabase() : undefined;
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-port0-'));
+    try {
+      const gateway = await spawnGateway({ PORT: '0', ACG_DATA_DIR: dataDir, DATABASE_URL: database?.url ?? '' });
+      try {
+        expect(gateway.url).toMatch(/^http:\/\/127\.0\.0\.1:[1-9][0-9]*$/);
+        expect(gateway.logs.find((line) => String(line.msg).startsWith('gateway listening'))?.baseUrl).toBe(gateway.url);
+        const metadata = (await (await fetch(`${gateway.url}/.well-known/oauth-authorization-server`)).json()) as { issuer: string };
+        expect(metadata.issuer).toBe(gateway.url);
+      } finally {
+        await gateway.kill();
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+      await database?.drop();
+    }
+  }, 90_000);
 });

@@ -1,7 +1,7 @@
 // The merchant check: may this independently verified agent identity use one of my offers? The answer
 // comes from the one agent clearance function plus the two facts only this check needs (a verified owner,
 // a verified merchant). Nothing is written.
-import { clearanceRefusal } from '../identity/clearance.ts';
+import { clearanceRefusal } from '../agents/clearance.ts';
 import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import { formatUc } from '../platform/money.ts';

@@ -2,8 +2,10 @@
 // the allowlist. One IMAP connection per execution (credentials differ per agent; a pool would hold
 // logged-in sessions for no gain at one credit a call), opened read-only so reading never sets \Seen.
 import { Type, type Static } from '@sinclair/typebox';
-import { ImapFlow, type FetchMessageObject, type MessageAddressObject, type MessageStructureObject } from 'imapflow';
-import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser';
+// imapflow and mailparser are loaded at the first mail call, not at start-up (they are large, and most
+// gateways never run this connector).
+import type { ImapFlow, FetchMessageObject, MessageAddressObject, MessageStructureObject } from 'imapflow';
+import type { AddressObject, ParsedMail } from 'mailparser';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { UC_PER_CREDIT } from '../platform/money.ts';
@@ -275,9 +277,10 @@ async function withImap<T>(settings: MailSettings, connector: MailConnector, wor
     if (connection.tls === 'none' && !settings.allowPrivateNetworkTargets) {
       throw new ConnectorError('upstream_unavailable', 'cleartext IMAP (tls "none") is refused; use implicit TLS or STARTTLS');
     }
+    const imap = await import('imapflow');
     const address = await resolveTarget(connection.host, settings.allowPrivateNetworkTargets);
     if (timedOut) throw new ConnectorError('upstream_timeout', 'the mail server did not finish in time');
-    client = new ImapFlow({
+    client = new imap.ImapFlow({
       host: address,
       servername: isIP(connection.host) ? undefined : connection.host,
       port: connection.port,
@@ -467,6 +470,7 @@ export async function getMessage(ctx: MailContext, input: MessagesGetInput): Pro
 async function parse(source: Buffer): Promise<ParsedMail> {
   // skipImageLinks keeps cid: links as they are instead of inlining attachment bytes into the html;
   // skipHtmlToText keeps parsing time bounded (html-only messages then have text null).
+  const { simpleParser } = await import('mailparser');
   return simpleParser(source, { skipImageLinks: true, skipTextToHtml: true, skipHtmlToText: true, skipTextLinks: true });
 }
 

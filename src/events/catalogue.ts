@@ -1,8 +1,8 @@
 // The event catalogue as the OpenAPI 3.1 document shows it (top-level `webhooks`): one entry per event
-// type, with the envelope a merchant's endpoint receives, the Standard Webhooks headers, and what counts as
-// delivered. The payload bytes are exactly the `events.payload` the outbox stored (src/events/outbox.ts).
-import { Type } from '@sinclair/typebox';
-import { EVENT_TYPES, type EventType } from './outbox.ts';
+// type, with the envelope a merchant's (or an owner's) endpoint receives, the Standard Webhooks headers,
+// and what counts as delivered. The payload bytes are exactly the `events.payload` the outbox stored
+// (src/events/outbox.ts).
+import { EVENT_TYPES, type AnyEventType } from './outbox.ts';
 import { RETRY_SCHEDULE_S } from './webhook-sender.ts';
 import { AUTO_DISABLE_AFTER_S } from './worker.ts';
 
@@ -20,22 +20,42 @@ const WEBHOOK_DISABLED_DATA = {
   },
 };
 
-const EVENTS: Record<EventType, { summary: string; dataMember: 'merchant' | 'redemption' | 'webhook'; schema: string | object }> = {
+interface EventEntry {
+  summary: string;
+  /** Whose webhook receives it; the envelope names that account (`merchantId` or `ownerId`). */
+  account: 'merchant' | 'owner';
+  dataMember: 'merchant' | 'redemption' | 'webhook' | 'topup' | 'intent';
+  schema: string | object;
+}
+
+const topup = (summary: string): EventEntry => ({ summary, account: 'owner', dataMember: 'topup', schema: 'Topup' });
+const intent = (summary: string): EventEntry => ({ summary, account: 'owner', dataMember: 'intent', schema: 'IntentStatus' });
+
+const EVENTS: Record<AnyEventType, EventEntry> = {
   'merchant.verified': {
     summary: "The merchant's domain was verified (its DNS TXT record was found)",
+    account: 'merchant',
     dataMember: 'merchant',
     schema: 'Merchant',
   },
-  'redemption.held': { summary: 'An agent took a hold on one of your offers', dataMember: 'redemption', schema: 'Redemption' },
-  'redemption.captured': { summary: 'A hold was captured (you are paid)', dataMember: 'redemption', schema: 'Redemption' },
-  'redemption.released': { summary: 'A hold was released back to the agent', dataMember: 'redemption', schema: 'Redemption' },
-  'redemption.expired': { summary: 'A hold expired before it was captured', dataMember: 'redemption', schema: 'Redemption' },
-  'redemption.refunded': { summary: 'Captured credit was refunded to the agent (the last of `refunds` is this one)', dataMember: 'redemption', schema: 'Redemption' },
+  'redemption.held': { summary: 'An agent took a hold on one of your offers', account: 'merchant', dataMember: 'redemption', schema: 'Redemption' },
+  'redemption.captured': { summary: 'A hold was captured (you are paid)', account: 'merchant', dataMember: 'redemption', schema: 'Redemption' },
+  'redemption.released': { summary: 'A hold was released back to the agent', account: 'merchant', dataMember: 'redemption', schema: 'Redemption' },
+  'redemption.expired': { summary: 'A hold expired before it was captured', account: 'merchant', dataMember: 'redemption', schema: 'Redemption' },
+  'redemption.refunded': { summary: 'Captured credit was refunded to the agent (the last of `refunds` is this one)', account: 'merchant', dataMember: 'redemption', schema: 'Redemption' },
   'webhook.disabled': {
     summary: `The gateway disabled the webhook after every attempt failed for ${AUTO_DISABLE_AFTER_S / 86_400} days (listed by GET …/events; not delivered, the webhook being off)`,
+    account: 'merchant',
     dataMember: 'webhook',
     schema: WEBHOOK_DISABLED_DATA,
   },
+  'topup.settled': topup("A top-up of one of your agents settled: its lot is credited (`lotId`), and a bound intent runs next"),
+  'topup.declined': topup('A top-up of one of your agents was declined; its retained intent, if any, is cancelled'),
+  'topup.expired': topup('A top-up of one of your agents expired unapproved; its retained intent, if any, is cancelled'),
+  'topup.failed': topup('The provider reported the payment of a top-up failed; its retained intent, if any, is cancelled'),
+  'intent.completed': intent("A retained intent of one of your agents ran and was charged once: its `result` and `receipt`"),
+  'intent.failed': intent('A retained intent of one of your agents ran and failed definitively (`error`); nothing was charged'),
+  'intent.cancelled': intent('A retained intent of one of your agents was closed without running (`cancellationReason`); nothing was charged'),
 };
 
 const HEADERS = [
@@ -51,23 +71,24 @@ function retryWaits(): string {
     .join(', ');
 }
 
-function envelope(type: EventType) {
-  const { dataMember, schema } = EVENTS[type];
+function envelope(type: AnyEventType) {
+  const { dataMember, schema, account } = EVENTS[type];
+  const accountMember = account === 'merchant' ? 'merchantId' : 'ownerId';
   return {
     type: 'object',
-    required: ['id', 'type', 'createdAt', 'merchantId', 'data'],
+    required: ['id', 'type', 'createdAt', accountMember, 'data'],
     additionalProperties: false,
     properties: {
       id: { type: 'string', description: 'event id (also the webhook-id header)' },
       type: { type: 'string', const: type },
       createdAt: { type: 'integer', description: 'when the event happened (Unix seconds)' },
-      merchantId: { type: 'string' },
+      [accountMember]: { type: 'string' },
       data: { type: 'object', required: [dataMember], additionalProperties: false, properties: { [dataMember]: typeof schema === 'string' ? ref(schema) : schema } },
     },
   };
 }
 
-/** The OpenAPI 3.1 `webhooks` object: what the gateway POSTs to a merchant's webhook URL. */
+/** The OpenAPI 3.1 `webhooks` object: what the gateway POSTs to a merchant's or an owner's webhook URL. */
 export function webhooksDocument(): Record<string, unknown> {
   return Object.fromEntries(
     EVENT_TYPES.map((type) => [
@@ -79,7 +100,8 @@ export function webhooksDocument(): Record<string, unknown> {
           tags: ['webhooks'],
           summary: EVENTS[type].summary,
           description:
-            `Sent to the merchant's webhook URL as \`${type}\`, signed with Standard Webhooks. Only a 2xx answer counts as ` +
+            `Sent to the ${EVENTS[type].account === 'merchant' ? "merchant's webhook URL (PUT /v1/merchants/{id}/webhook)" : "owner's webhook URL (PUT /v1/owner/webhook)"} ` +
+            `as \`${type}\`, signed with Standard Webhooks. Only a 2xx answer counts as ` +
             `delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes ` +
             `${retryWaits()} later (each wait counted from the end of the failed attempt); after ${RETRY_SCHEDULE_S.length} ` +
             'failed attempts the delivery is dead-lettered and can be re-sent. No order is guaranteed between events: ' +

@@ -12,7 +12,7 @@ import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
 import { IdParams, Nullable, ResourceId, UnixSeconds } from '../platform/schemas.ts';
-import { EVENT_TYPES } from './outbox.ts';
+import { MERCHANT_EVENT_TYPES } from './outbox.ts';
 import { EventParams, RotateBody, WebhookPatch, type EventOperations } from './operations.ts';
 import { EVENT_RETENTION_DAYS, ROTATION_OVERLAP_DEFAULT_S, type WebhookService } from './service.ts';
 
@@ -22,7 +22,7 @@ const OWNER_OR_KEY = (scope: string) => ({ kinds: ['human', 'owner', 'merchant']
 const EventSchema = Type.Object(
   {
     id: Type.String({ description: 'the event id; also the webhook-id header of its deliveries' }),
-    type: Type.String({ enum: [...EVENT_TYPES] }),
+    type: Type.String({ enum: [...MERCHANT_EVENT_TYPES] }),
     createdAt: UnixSeconds('when it happened'),
     payload: Type.Object({}, { additionalProperties: true, description: 'the envelope exactly as delivered (see the top-level `webhooks`)' }),
   },
@@ -52,7 +52,7 @@ const { $id: _deliveryId, ...DeliveryInline } = WebhookDeliverySchema;
 
 const EventsQuery = Type.Object(
   {
-    type: Type.Optional(Type.String({ maxLength: 500, description: `comma-separated event types (${EVENT_TYPES.join(', ')}); all when absent` })),
+    type: Type.Optional(Type.String({ maxLength: 500, description: `comma-separated event types (${MERCHANT_EVENT_TYPES.join(', ')}); all when absent` })),
     from: Type.Optional(UnixSeconds('only events created at or after')),
     to: Type.Optional(UnixSeconds('only events created at or before')),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'page size, 1–100' })),
@@ -91,8 +91,8 @@ export function eventRoutes(merchants: MerchantService, webhooks: WebhookService
         const { id } = request.params as { id: string };
         const query = request.query as Static<typeof EventsQuery>;
         const types = query.type === undefined ? [] : query.type.split(',').map((t) => t.trim());
-        const unknown = types.find((t) => !(EVENT_TYPES as readonly string[]).includes(t));
-        if (unknown !== undefined) throw new ApiError('invalid_input', { detail: `type: unknown event type "${unknown}"; known: ${EVENT_TYPES.join(', ')}` });
+        const unknown = types.find((t) => !(MERCHANT_EVENT_TYPES as readonly string[]).includes(t));
+        if (unknown !== undefined) throw new ApiError('invalid_input', { detail: `type: unknown event type "${unknown}"; known: ${MERCHANT_EVENT_TYPES.join(', ')}` });
         await reach(request, id);
         return webhooks.listEvents(id, { types, from: query.from, to: query.to, limit: query.limit ?? 20, startingAfter: query.startingAfter });
       },

@@ -1,12 +1,15 @@
 // Webhook endpoints, events and deliveries, as merchants see them: configure the endpoint (the signing
 // secret, sealed at rest, is issued on first configuration and on rotation only), pause and resume it,
 // rotate its secret with an overlap, list events and deliveries with their attempts, re-send any past event.
-// Callers have already checked that the caller may act for the merchant.
+// Owners' endpoints (their agents' top-up and intent events) live in the same table and outbox and are
+// delivered by the same worker; an owner configures, reads and deletes its one endpoint.
+// Callers have already checked that the caller may act for the merchant or owner.
 import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { sealSecret, type SecretBoxKey } from '../platform/secret-box.ts';
+import { OWNER_EVENT_TYPES, type OwnerEventType } from './outbox.ts';
 import * as store from './store.ts';
 import { newWebhookSecret } from './webhook-sender.ts';
 
@@ -32,6 +35,21 @@ export interface WebhookConfiguration {
   disabledReason: 'merchant' | 'failing' | null;
   /** Until when the secret replaced by the last rotation still signs deliveries; null when none does. */
   previousSecretExpiresAt: number | null;
+}
+
+/** An owner's webhook: the events of its agents' top-ups and retained intents (OWNER_EVENT_TYPES). */
+export interface OwnerWebhookConfiguration {
+  configured: boolean;
+  enabled: boolean;
+  ownerId: string;
+  /** The canonical URL; "" while no webhook is configured. */
+  url: string;
+  /** The event types this webhook receives. */
+  eventTypes: OwnerEventType[];
+  createdAt: number | null;
+  updatedAt: number | null;
+  /** Who disabled it: the owner (`enabled: false`), or the gateway after failing attempts (`failing`); null while enabled. */
+  disabledReason: 'owner' | 'failing' | null;
 }
 
 export interface StoredEvent {
@@ -101,6 +119,19 @@ function toConfiguration(merchantId: string, row: store.EndpointRow | undefined,
     pausedAt: row.enabled ? null : seconds(row.paused_at_s),
     disabledReason: row.enabled ? null : row.disabled_reason,
     previousSecretExpiresAt: previousExpiresAt !== null && previousExpiresAt > nowS ? previousExpiresAt : null,
+  };
+}
+
+function toOwnerConfiguration(ownerId: string, row: store.EndpointRow | undefined): OwnerWebhookConfiguration {
+  return {
+    configured: row !== undefined,
+    enabled: row?.enabled ?? false,
+    ownerId,
+    url: row?.url ?? '',
+    eventTypes: [...OWNER_EVENT_TYPES],
+    createdAt: row ? Number(row.created_at_s) : null,
+    updatedAt: row ? Number(row.updated_at_s) : null,
+    disabledReason: !row || row.enabled ? null : row.disabled_reason === 'failing' ? 'failing' : 'owner',
   };
 }
 
@@ -200,7 +231,7 @@ export class WebhookService {
    * began continue either way.
    */
   private async queueMissed(tx: Queryable, endpoint: store.EndpointRow, enabled: boolean, deliverMissed: boolean): Promise<void> {
-    if (!enabled || endpoint.enabled || !deliverMissed || endpoint.paused_at_s === null) return;
+    if (!enabled || endpoint.enabled || !deliverMissed || endpoint.paused_at_s === null || endpoint.merchant_id === null) return;
     await store.queueEventsSince(tx, endpoint.merchant_id, endpoint.paused_at_s, this.gateway.clock.nowMs(), BigInt(this.gateway.clock.nowS()));
   }
 
@@ -218,6 +249,44 @@ export class WebhookService {
       nowS,
     });
     return { configuration: this.toConfiguration(merchantId, row), webhookSecret: secret };
+  }
+
+  /**
+   * An owner's webhook, through the same endpoints table, outbox and worker as merchants' (keyed by the
+   * owner id). Created with a new secret (returned once); later calls change the URL and `enabled` and keep
+   * the secret unless `rotateSecret`. The URL must already have passed the public URL rules.
+   */
+  async configureOwner(
+    tx: Queryable,
+    ownerId: string,
+    input: { url: string; enabled: boolean; rotateSecret: boolean },
+  ): Promise<{ configuration: OwnerWebhookConfiguration; webhookSecret?: string }> {
+    const nowS = BigInt(this.gateway.clock.nowS());
+    const existing = await store.findEndpointForUpdate(tx, ownerId);
+    if (!existing) {
+      const { secret, sealed } = this.seal(ownerId);
+      const row = await store.insertEndpoint(tx, { owner_id: ownerId, url: input.url, enabled: input.enabled, secret_sealed: sealed, now_s: nowS });
+      return { configuration: toOwnerConfiguration(ownerId, row), webhookSecret: secret };
+    }
+    const fresh = input.rotateSecret ? this.seal(ownerId) : undefined;
+    const row = await store.updateEndpoint(tx, ownerId, {
+      url: input.url,
+      enabled: input.enabled,
+      secret: fresh && { sealed: fresh.sealed, previousSealed: null, previousExpiresAtS: null },
+      nowS,
+    });
+    const configuration = toOwnerConfiguration(ownerId, row);
+    return fresh ? { configuration, webhookSecret: fresh.secret } : { configuration };
+  }
+
+  async ownerConfiguration(ownerId: string): Promise<OwnerWebhookConfiguration> {
+    return toOwnerConfiguration(ownerId, await store.findEndpoint(this.gateway.db, ownerId));
+  }
+
+  /** Removes the owner's webhook; events still pending delivery are dropped (`endpoint_deleted`). */
+  async deleteOwner(tx: Queryable, ownerId: string): Promise<{ configuration: OwnerWebhookConfiguration; deleted: boolean }> {
+    const deleted = await store.deleteOwnerEndpoint(tx, ownerId, this.gateway.clock.nowS());
+    return { configuration: toOwnerConfiguration(ownerId, undefined), deleted };
   }
 
   async configuration(db: Queryable, merchantId: string): Promise<WebhookConfiguration> {

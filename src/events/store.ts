@@ -2,7 +2,10 @@
 import type { Queryable } from '../platform/db/database.ts';
 
 export interface EndpointRow {
-  merchant_id: string;
+  /** The merchant's id or the owner's id: the endpoint's key (exactly one of merchant_id and owner_id is set). */
+  account_id: string;
+  merchant_id: string | null;
+  owner_id: string | null;
   url: string;
   enabled: boolean;
   secret_sealed: string;
@@ -40,7 +43,10 @@ export interface DeliveryRow {
 export interface ClaimedDeliveryRow {
   id: string;
   event_id: string;
-  merchant_id: string;
+  /** The endpoint's key: the merchant's or the owner's id (also the associated data its secret is sealed with). */
+  account_id: string;
+  merchant_id: string | null;
+  owner_id: string | null;
   attempts: number;
   payload: string;
   url: string;
@@ -70,8 +76,9 @@ export interface AttemptRow {
   finished_at_ms: bigint | null;
 }
 
-export async function findEndpoint(db: Queryable, merchantId: string): Promise<EndpointRow | undefined> {
-  const { rows } = await db.query<EndpointRow>('SELECT * FROM webhook_endpoints WHERE merchant_id = $1', [merchantId]);
+/** Endpoint functions take the account id: a merchant's id, or an owner's id. */
+export async function findEndpoint(db: Queryable, accountId: string): Promise<EndpointRow | undefined> {
+  const { rows } = await db.query<EndpointRow>('SELECT * FROM webhook_endpoints WHERE account_id = $1', [accountId]);
   return rows[0];
 }
 
@@ -84,22 +91,37 @@ export async function endpointUrls(db: Queryable, merchantIds: readonly string[]
   return rows;
 }
 
-export async function findEndpointForUpdate(db: Queryable, merchantId: string): Promise<EndpointRow | undefined> {
-  const { rows } = await db.query<EndpointRow>('SELECT * FROM webhook_endpoints WHERE merchant_id = $1 FOR UPDATE', [merchantId]);
+export async function findEndpointForUpdate(db: Queryable, accountId: string): Promise<EndpointRow | undefined> {
+  const { rows } = await db.query<EndpointRow>('SELECT * FROM webhook_endpoints WHERE account_id = $1 FOR UPDATE', [accountId]);
   return rows[0];
 }
 
+/** Exactly one of `merchant_id` and `owner_id`. */
 export async function insertEndpoint(
   db: Queryable,
-  endpoint: { merchant_id: string; url: string; enabled: boolean; secret_sealed: string; now_s: bigint },
+  endpoint: { merchant_id?: string; owner_id?: string; url: string; enabled: boolean; secret_sealed: string; now_s: bigint },
 ): Promise<EndpointRow> {
   const { rows } = await db.query<EndpointRow>(
-    `INSERT INTO webhook_endpoints (merchant_id, url, enabled, secret_sealed, created_at_s, updated_at_s, paused_at_s, disabled_reason)
-     VALUES ($1, $2, $3::boolean, $4, $5::bigint, $5::bigint, CASE WHEN $3::boolean THEN NULL ELSE $5::bigint END, CASE WHEN $3::boolean THEN NULL ELSE 'merchant' END)
+    `INSERT INTO webhook_endpoints (merchant_id, owner_id, url, enabled, secret_sealed, created_at_s, updated_at_s, paused_at_s, disabled_reason)
+     VALUES ($1, $6, $2, $3::boolean, $4, $5::bigint, $5::bigint, CASE WHEN $3::boolean THEN NULL ELSE $5::bigint END, CASE WHEN $3::boolean THEN NULL ELSE 'merchant' END)
      RETURNING *`,
-    [endpoint.merchant_id, endpoint.url, endpoint.enabled, endpoint.secret_sealed, endpoint.now_s],
+    [endpoint.merchant_id ?? null, endpoint.url, endpoint.enabled, endpoint.secret_sealed, endpoint.now_s, endpoint.owner_id ?? null],
   );
   return rows[0]!;
+}
+
+/**
+ * Removes an owner's endpoint; its deliveries still pending end `dead` (`endpoint_deleted`), so a later
+ * endpoint never receives them. False when there was none.
+ */
+export async function deleteOwnerEndpoint(db: Queryable, ownerId: string, nowS: number): Promise<boolean> {
+  await db.query(
+    `UPDATE webhook_deliveries SET state = 'dead', last_error = 'endpoint_deleted', last_attempt_at_s = COALESCE(last_attempt_at_s, $2)
+      WHERE owner_id = $1 AND state = 'pending'`,
+    [ownerId, nowS],
+  );
+  const result = await db.query('DELETE FROM webhook_endpoints WHERE owner_id = $1', [ownerId]);
+  return result.rowCount === 1;
 }
 
 /**
@@ -109,7 +131,7 @@ export async function insertEndpoint(
  */
 export async function updateEndpoint(
   db: Queryable,
-  merchantId: string,
+  accountId: string,
   change: {
     url?: string;
     enabled?: boolean;
@@ -131,10 +153,10 @@ export async function updateEndpoint(
         previous_secret_sealed = CASE WHEN $4::text IS NULL THEN previous_secret_sealed ELSE $5::text END,
         previous_secret_expires_at_s = CASE WHEN $4::text IS NULL THEN previous_secret_expires_at_s ELSE $6::bigint END,
         updated_at_s = $8::bigint
-      WHERE merchant_id = $1
+      WHERE account_id = $1
       RETURNING *`,
     [
-      merchantId,
+      accountId,
       change.url ?? null,
       change.enabled ?? null,
       change.secret?.sealed ?? null,
@@ -209,15 +231,15 @@ export async function claimDueDeliveries(
 ): Promise<ClaimedDeliveryRow[]> {
   const { rows } = await db.query<ClaimedDeliveryRow>(
     `WITH busy AS (
-       SELECT merchant_id, count(*) AS n FROM webhook_deliveries
-        WHERE state = 'pending' AND locked_until_ms > $1::bigint GROUP BY merchant_id
+       SELECT account_id, count(*) AS n FROM webhook_deliveries
+        WHERE state = 'pending' AND locked_until_ms > $1::bigint GROUP BY account_id
      ),
      ranked AS (
        SELECT d.id, d.next_attempt_at_ms,
-              row_number() OVER (PARTITION BY d.merchant_id ORDER BY d.next_attempt_at_ms, d.seq) + COALESCE(b.n, 0) AS slot
+              row_number() OVER (PARTITION BY d.account_id ORDER BY d.next_attempt_at_ms, d.seq) + COALESCE(b.n, 0) AS slot
          FROM webhook_deliveries d
-         JOIN webhook_endpoints e ON e.merchant_id = d.merchant_id
-         LEFT JOIN busy b ON b.merchant_id = d.merchant_id
+         JOIN webhook_endpoints e ON e.account_id = d.account_id
+         LEFT JOIN busy b ON b.account_id = d.account_id
         WHERE d.state = 'pending' AND d.next_attempt_at_ms <= $1::bigint AND d.locked_until_ms <= $1::bigint
           AND e.enabled AND e.circuit_open_until_ms <= $1::bigint
      ),
@@ -235,13 +257,13 @@ export async function claimDueDeliveries(
      claimed AS (
        UPDATE webhook_deliveries w SET locked_until_ms = $3::bigint, claim_token = $4::text, attempts = w.attempts + 1
          FROM due, events ev, webhook_endpoints e
-        WHERE w.id = due.id AND ev.id = w.event_id AND e.merchant_id = w.merchant_id
-       RETURNING w.id, w.event_id, w.merchant_id, w.attempts, ev.payload, e.url, e.secret_sealed,
+        WHERE w.id = due.id AND ev.id = w.event_id AND e.account_id = w.account_id
+       RETURNING w.id, w.event_id, w.account_id, w.merchant_id, w.owner_id, w.attempts, ev.payload, e.url, e.secret_sealed,
                  CASE WHEN e.previous_secret_expires_at_s * 1000 > $1::bigint THEN e.previous_secret_sealed END AS previous_secret_sealed
      ),
      started AS (
-       INSERT INTO webhook_attempts (id, delivery_id, merchant_id, attempt, claim_token, outcome, started_at_ms)
-       SELECT 'wha_' || substr(md5($4::text || claimed.id), 1, 26), claimed.id, claimed.merchant_id, claimed.attempts, $4::text, 'in_progress', $1::bigint FROM claimed
+       INSERT INTO webhook_attempts (id, delivery_id, merchant_id, owner_id, attempt, claim_token, outcome, started_at_ms)
+       SELECT 'wha_' || substr(md5($4::text || claimed.id), 1, 26), claimed.id, claimed.merchant_id, claimed.owner_id, claimed.attempts, $4::text, 'in_progress', $1::bigint FROM claimed
      )
      SELECT * FROM claimed`,
     [claim.nowMs, claim.limit, claim.lockedUntilMs, claim.token, claim.perEndpoint],
@@ -303,34 +325,34 @@ export async function recordAttempt(db: Queryable, record: AttemptRecord): Promi
 }
 
 /** A success closes the endpoint's circuit and ends its run of failures. */
-export async function endpointSucceeded(db: Queryable, merchantId: string): Promise<void> {
+export async function endpointSucceeded(db: Queryable, accountId: string): Promise<void> {
   await db.query(
     `UPDATE webhook_endpoints SET consecutive_failures = 0, failing_since_s = NULL, circuit_open_until_ms = 0
-      WHERE merchant_id = $1 AND consecutive_failures > 0`,
-    [merchantId],
+      WHERE account_id = $1 AND consecutive_failures > 0`,
+    [accountId],
   );
 }
 
 /** Counts a failure; returns the endpoint's run of failures so the caller can open the circuit or give up. */
-export async function endpointFailed(db: Queryable, merchantId: string, nowS: number): Promise<{ consecutive_failures: number; failing_since_s: bigint } | undefined> {
+export async function endpointFailed(db: Queryable, accountId: string, nowS: number): Promise<{ consecutive_failures: number; failing_since_s: bigint } | undefined> {
   const { rows } = await db.query<{ consecutive_failures: number; failing_since_s: bigint }>(
     `UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1, failing_since_s = COALESCE(failing_since_s, $2)
-      WHERE merchant_id = $1 RETURNING consecutive_failures, failing_since_s`,
-    [merchantId, nowS],
+      WHERE account_id = $1 RETURNING consecutive_failures, failing_since_s`,
+    [accountId, nowS],
   );
   return rows[0];
 }
 
-export async function openCircuit(db: Queryable, merchantId: string, untilMs: number): Promise<void> {
-  await db.query('UPDATE webhook_endpoints SET circuit_open_until_ms = GREATEST(circuit_open_until_ms, $2) WHERE merchant_id = $1', [merchantId, untilMs]);
+export async function openCircuit(db: Queryable, accountId: string, untilMs: number): Promise<void> {
+  await db.query('UPDATE webhook_endpoints SET circuit_open_until_ms = GREATEST(circuit_open_until_ms, $2) WHERE account_id = $1', [accountId, untilMs]);
 }
 
 /** Disables an endpoint the gateway gave up on; false when it was already disabled. */
-export async function disableFailingEndpoint(db: Queryable, merchantId: string, nowS: number): Promise<boolean> {
+export async function disableFailingEndpoint(db: Queryable, accountId: string, nowS: number): Promise<boolean> {
   const result = await db.query(
     `UPDATE webhook_endpoints SET enabled = false, paused_at_s = $2, disabled_reason = 'failing', updated_at_s = $2
-      WHERE merchant_id = $1 AND enabled`,
-    [merchantId, nowS],
+      WHERE account_id = $1 AND enabled`,
+    [accountId, nowS],
   );
   return result.rowCount === 1;
 }

@@ -147,22 +147,23 @@ export class WebhookWorker {
     this.wake = { timer, atMs };
   }
 
-  private open(sealed: string, merchantId: string): string {
+  /** A secret is sealed with its account's id (merchant or owner) as associated data. */
+  private open(sealed: string, accountId: string): string {
     const { secretBoxKey } = this.options;
     if (!secretBoxKey) throw new SecretBoxError('no secret box key');
-    return openSecret(secretBoxKey, sealed, merchantId);
+    return openSecret(secretBoxKey, sealed, accountId);
   }
 
   private async send(row: store.ClaimedDeliveryRow): Promise<AttemptOutcome> {
     let secret: string;
     let previousSecret: string | undefined;
     try {
-      secret = this.open(row.secret_sealed, row.merchant_id);
-      previousSecret = row.previous_secret_sealed === null ? undefined : this.open(row.previous_secret_sealed, row.merchant_id);
+      secret = this.open(row.secret_sealed, row.account_id);
+      previousSecret = row.previous_secret_sealed === null ? undefined : this.open(row.previous_secret_sealed, row.account_id);
     } catch (error) {
       if (!(error instanceof SecretBoxError)) throw error;
       // The key changed or is missing: an operator problem. The delivery waits on its schedule meanwhile.
-      this.options.log.error({ deliveryId: row.id, merchantId: row.merchant_id }, 'webhook secret cannot be opened; check ACG_SECRET_BOX_KEY');
+      this.options.log.error({ deliveryId: row.id, accountId: row.account_id }, 'webhook secret cannot be opened; check ACG_SECRET_BOX_KEY');
       return { ok: false, error: 'secret_unavailable', durationMs: 0 };
     }
     return sendWebhookAttempt(
@@ -183,7 +184,7 @@ export class WebhookWorker {
       return await this.attemptAndRecord(row, token);
     } catch (error) {
       // The database went away mid-attempt (shutdown, failover): the claim lapses and another pass retries.
-      log.warn({ err: error, deliveryId: row.id, merchantId: row.merchant_id }, 'webhook attempt could not be recorded');
+      log.warn({ err: error, deliveryId: row.id, accountId: row.account_id }, 'webhook attempt could not be recorded');
       return 'lost';
     }
   }
@@ -195,7 +196,7 @@ export class WebhookWorker {
     const delayS = outcome.ok ? null : nextAttemptDelayS(row.attempts);
     const state: store.DeliveryState = outcome.ok ? 'succeeded' : delayS === null ? 'dead' : 'pending';
     const nextAttemptAtMs = delayS === null ? nowMs : nowMs + delayS * 1000;
-    const fields = { deliveryId: row.id, eventId: row.event_id, merchantId: row.merchant_id, attempts: row.attempts, status: outcome.status, error: outcome.error };
+    const fields = { deliveryId: row.id, eventId: row.event_id, accountId: row.account_id, attempts: row.attempts, status: outcome.status, error: outcome.error };
     const { recorded, disabled } = await db.transaction(async (tx) => {
       const recorded = await store.recordAttempt(tx, {
         id: row.id,
@@ -209,12 +210,12 @@ export class WebhookWorker {
         deliveredAtS: outcome.ok ? Math.floor(nowMs / 1000) : null,
       });
       if (outcome.ok) {
-        await store.endpointSucceeded(tx, row.merchant_id);
+        await store.endpointSucceeded(tx, row.account_id);
         return { recorded, disabled: false };
       }
-      return { recorded, disabled: await this.endpointFailed(tx, row.merchant_id, nowMs) };
+      return { recorded, disabled: await this.endpointFailed(tx, row, nowMs) };
     });
-    if (disabled) log.warn({ merchantId: row.merchant_id }, 'webhook endpoint disabled: every attempt failed for the auto-disable period');
+    if (disabled) log.warn({ accountId: row.account_id }, 'webhook endpoint disabled: every attempt failed for the auto-disable period');
     if (!recorded) {
       log.warn(fields, 'webhook attempt made after its claim was lost; the new owner of the delivery records its own');
       return 'lost';
@@ -225,23 +226,30 @@ export class WebhookWorker {
     return state;
   }
 
-  /** Counts a failure against the endpoint: opens its circuit past the threshold, disables it past the period. */
-  private async endpointFailed(tx: Queryable, merchantId: string, nowMs: number): Promise<boolean> {
+  /**
+   * Counts a failure against the endpoint: opens its circuit past the threshold, disables it past the
+   * period. A merchant gets a `webhook.disabled` event (listed by its events API); an owner, who has no
+   * events API, reads `disabledReason: failing` on GET /v1/owner/webhook.
+   */
+  private async endpointFailed(tx: Queryable, row: store.ClaimedDeliveryRow, nowMs: number): Promise<boolean> {
     const nowS = Math.floor(nowMs / 1000);
-    const run = await store.endpointFailed(tx, merchantId, nowS);
+    const accountId = row.account_id;
+    const run = await store.endpointFailed(tx, accountId, nowS);
     if (!run) return false;
     if (nowS - Number(run.failing_since_s) >= AUTO_DISABLE_AFTER_S) {
-      if (!(await store.disableFailingEndpoint(tx, merchantId, nowS))) return false;
-      await emitEvent(tx, {
-        merchantId,
-        type: 'webhook.disabled',
-        data: { webhook: { reason: 'failing', failingSince: Number(run.failing_since_s), consecutiveFailures: run.consecutive_failures } },
-        nowMs,
-      });
+      if (!(await store.disableFailingEndpoint(tx, accountId, nowS))) return false;
+      if (row.merchant_id !== null) {
+        await emitEvent(tx, {
+          merchantId: row.merchant_id,
+          type: 'webhook.disabled',
+          data: { webhook: { reason: 'failing', failingSince: Number(run.failing_since_s), consecutiveFailures: run.consecutive_failures } },
+          nowMs,
+        });
+      }
       return true;
     }
     const beyond = run.consecutive_failures - CIRCUIT_FAILURES_THRESHOLD;
-    if (beyond >= 0) await store.openCircuit(tx, merchantId, nowMs + Math.min(CIRCUIT_OPEN_MAX_MS, CIRCUIT_OPEN_BASE_MS * 2 ** Math.min(beyond, 20)));
+    if (beyond >= 0) await store.openCircuit(tx, accountId, nowMs + Math.min(CIRCUIT_OPEN_MAX_MS, CIRCUIT_OPEN_BASE_MS * 2 ** Math.min(beyond, 20)));
     return false;
   }
 }

@@ -4,8 +4,8 @@
 // own `inboxAllowlist`, set with PATCH /v1/owner/agents/{id}.
 import { X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
-import type { IdentityService } from '../identity/service.ts';
-import type { AgentRow } from '../identity/store.ts';
+import type { AgentService } from '../agents/service.ts';
+import type { AgentRow } from '../agents/store.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
@@ -54,7 +54,7 @@ function view(row: store.MailConnectorRow, agent: AgentRow): MailConnectorView {
 export class MailConnectorService {
   constructor(
     private readonly gateway: Gateway,
-    private readonly identity: IdentityService,
+    private readonly identity: AgentService,
     private readonly boxKey: SecretBoxKey | undefined,
   ) {}
 

@@ -16,12 +16,13 @@
 // Idempotency-Key back. The hold's own deadline (the execution timeout plus a margin) is the backstop:
 // the ledger's sweeper expires it even if no recovery job ever runs. Capture and recovery both lock the
 // execution row first, so at most one of them resolves the hold.
-import { clearAgent } from '../identity/clearance.ts';
-import type { IdentityService } from '../identity/service.ts';
-import type { AgentRow } from '../identity/store.ts';
+import { emitEvent } from '../events/outbox.ts';
+import { clearAgent } from '../agents/clearance.ts';
+import type { AgentService } from '../agents/service.ts';
+import type { AgentRow } from '../agents/store.ts';
 import { GATEWAY_ACCEPTOR_ID, type LedgerService, type Redemption } from '../ledger/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, problemBody } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { Claim, ClaimOutcome } from '../platform/idempotency.ts';
 import { newId } from '../platform/ids.ts';
@@ -100,8 +101,27 @@ export interface IntentView {
   expiresAt: number;
 }
 
+/** What an intent's outcome adds to its record: the result and receipt of an executed one, the error of a failed one. */
+type IntentOutcome = Pick<IntentView, 'result' | 'receipt' | 'error'>;
+
+function toIntentView(intent: store.IntentRow, outcome: IntentOutcome): IntentView {
+  return {
+    id: intent.id,
+    state: intent.state,
+    agentId: intent.agent_id,
+    intent: { serviceId: intent.service_id, action: intent.action, input: intent.input, agentId: intent.agent_id },
+    priceUc: formatUc(intent.price_uc),
+    executionId: intent.execution_id,
+    cancellationReason: intent.cancellation_reason,
+    ...outcome,
+    createdAt: Number(intent.created_at_s),
+    updatedAt: Number(intent.updated_at_s),
+    expiresAt: Number(intent.expires_at_s),
+  };
+}
+
 export interface ExecuteDependencies {
-  identity: IdentityService;
+  identity: AgentService;
   ledger: LedgerService;
   mailConnectors: MailConnectorService;
   github: GitHubContext;
@@ -313,7 +333,7 @@ export class ExecuteService {
           throw new Error(`ledger invariant: execution ${started.executionId} captured ${receipt.capturedUc} µc of ${started.priceUc} µc`);
         }
         await store.finishExecution(tx, execution.id, 'succeeded', null, clock.nowMs());
-        await store.finishIntent(tx, claim.scope, claim.key, 'executed', execution.id, clock.nowS());
+        const intent = await store.finishIntent(tx, claim.scope, claim.key, 'executed', execution.id, clock.nowS());
         const body: ExecuteResult = {
           state: EXECUTE_STATE_SUCCEEDED,
           executionId: execution.id,
@@ -324,6 +344,7 @@ export class ExecuteService {
           paymentMethod: PAYMENT_METHOD_CREDITS,
         };
         await key.storeResult(tx, body);
+        if (intent) await this.emitIntentEvent(tx, intent, { result, receipt, error: null });
         return body;
       });
     } catch (error) {
@@ -353,7 +374,8 @@ export class ExecuteService {
       const owned = await this.releaseExecution(tx, started.executionId, 'failed', error.code);
       if (owned && storeAnswer) {
         await key.storeError(tx, failure);
-        await store.finishIntent(tx, key.claim.scope, key.claim.key, 'failed', started.executionId, this.gateway.clock.nowS());
+        const intent = await store.finishIntent(tx, key.claim.scope, key.claim.key, 'failed', started.executionId, this.gateway.clock.nowS());
+        if (intent) await this.emitIntentEvent(tx, intent, { result: null, receipt: null, error: problemBody(this.gateway.config.baseUrl, failure) });
       }
       return owned && storeAnswer;
     });
@@ -541,7 +563,20 @@ export class ExecuteService {
 
   /** Closes a pending intent whose top-up ended without credit; nothing was charged. False when it was not pending. */
   async cancelIntent(tx: Queryable, intentId: string, reason: string): Promise<boolean> {
-    return store.cancelIntent(tx, intentId, reason, this.gateway.clock.nowS());
+    if (!(await store.cancelIntent(tx, intentId, reason, this.gateway.clock.nowS()))) return false;
+    await this.emitIntentEvent(tx, (await store.findIntent(tx, intentId))!, { result: null, receipt: null, error: null });
+    return true;
+  }
+
+  /**
+   * `intent.completed` (executed), `intent.failed` or `intent.cancelled` to the owner's webhook, in the
+   * transaction that closed the intent. The payload is the intent as GET /v1/intents/{id} shows it.
+   */
+  private async emitIntentEvent(tx: Queryable, intent: store.IntentRow, outcome: IntentOutcome): Promise<void> {
+    const agent = await this.deps.identity.agentRow(tx, intent.agent_id);
+    if (!agent) throw new Error(`intent ${intent.id}: its agent ${intent.agent_id} does not exist`);
+    const type = intent.state === 'executed' ? 'intent.completed' : intent.state === 'failed' ? 'intent.failed' : 'intent.cancelled';
+    await emitEvent(tx, { ownerId: agent.owner_id, type, data: { intent: toIntentView(intent, outcome) }, nowMs: this.gateway.clock.nowMs() });
   }
 
   /** A pending intent of this agent, or undefined. */
@@ -560,21 +595,11 @@ export class ExecuteService {
     const execution = intent.execution_id ? await store.findExecution(db, intent.execution_id) : undefined;
     const answer = execution ? await idempotency.storedResponse(intent.requested_by, EXECUTE_OPERATION, intent.idempotency_key) : undefined;
     const body = (answer?.body ?? null) as (Partial<ExecuteResult> & Record<string, unknown>) | null;
-    return {
-      id: intent.id,
-      state: intent.state,
-      agentId: intent.agent_id,
-      intent: { serviceId: intent.service_id, action: intent.action, input: intent.input, agentId: intent.agent_id },
-      priceUc: formatUc(intent.price_uc),
-      executionId: intent.execution_id,
-      cancellationReason: intent.cancellation_reason,
+    return toIntentView(intent, {
       result: intent.state === 'executed' ? (body?.result ?? null) : null,
       receipt: intent.state === 'executed' && execution ? await this.deps.ledger.getHold(db, execution.hold_id) : null,
       error: intent.state === 'failed' && answer && answer.status >= 400 ? body : null,
-      createdAt: Number(intent.created_at_s),
-      updatedAt: Number(intent.updated_at_s),
-      expiresAt: Number(intent.expires_at_s),
-    };
+    });
   }
 
   /** Deletes intents that waited longer than their lifetime. */

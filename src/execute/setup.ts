@@ -1,6 +1,6 @@
 // Builds the execute feature from configuration, for the composition root: the connectors' operator
 // settings, the mail connector store, the pipeline, and its background jobs.
-import type { IdentityService } from '../identity/service.ts';
+import type { AgentService } from '../agents/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { SecretBoxKey } from '../platform/secret-box.ts';
@@ -19,7 +19,7 @@ export interface ExecuteFeature {
 
 export function buildExecuteFeature(
   gateway: Gateway,
-  deps: { identity: IdentityService; ledger: LedgerService; secretBoxKey: SecretBoxKey | undefined; paymentApproval?: PaymentApprovalProvider },
+  deps: { identity: AgentService; ledger: LedgerService; secretBoxKey: SecretBoxKey | undefined; paymentApproval?: PaymentApprovalProvider },
 ): ExecuteFeature {
   const { services, allowPrivateNetworkTargets } = gateway.config;
   const mail: MailSettings = {

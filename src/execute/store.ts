@@ -174,14 +174,23 @@ export async function findIntent(db: Queryable, intentId: string, lock = false):
 
 /**
  * Records how the intent of this (caller, key) ended, if there is one still open: `executed` or `failed` by
- * `executionId`. A cancelled intent counts as open here: its request may still run on a retry with credit.
+ * `executionId`, and returns it. A cancelled intent counts as open here: its request may still run on a retry with credit.
  */
-export async function finishIntent(db: Queryable, requestedBy: string, key: string, state: 'executed' | 'failed', executionId: string, nowS: number): Promise<void> {
-  await db.query(
+export async function finishIntent(
+  db: Queryable,
+  requestedBy: string,
+  key: string,
+  state: 'executed' | 'failed',
+  executionId: string,
+  nowS: number,
+): Promise<IntentRow | undefined> {
+  const { rows } = await db.query<IntentRow>(
     `UPDATE service_intents SET state = $3, execution_id = $4, cancellation_reason = NULL, updated_at_s = $5
-      WHERE requested_by = $1 AND idempotency_key = $2 AND state IN ('pending', 'cancelled')`,
+      WHERE requested_by = $1 AND idempotency_key = $2 AND state IN ('pending', 'cancelled')
+      RETURNING *`,
     [requestedBy, key, state, executionId, nowS],
   );
+  return rows[0];
 }
 
 /** Closes a pending intent without running it; false when it was not pending. */

@@ -5,8 +5,14 @@
 //   O  our `at+jwt` with scope svc:owner;
 //   M  a merchant API key (`acg_mk_…`).
 // Tokens are routed by their (unverified) `iss` only to pick the key set; everything is then verified
-// in full: algorithm allow-list, signature, iss, aud, exp/nbf (30 s skew), typ.
-import { decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
+// in full: algorithm allow-list, signature, iss, aud, exp/nbf (30 s skew), typ. A JWT verified once is
+// not verified again while its verification may be reused (verified-tokens.ts); what can be revoked is
+// read from the database on every request.
+//
+// The verifier reads agents and merchant keys through the features that own them (`AgentLookup`,
+// `ApiKeyLookup`) and never changes them; it owns only the owners it creates from human sessions.
+import { decodeJwt, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
@@ -15,6 +21,7 @@ import type { Principal } from '../platform/principal.ts';
 import { parseApiKey, secretMatches, API_KEY_PREFIX } from './api-keys.ts';
 import { EXTERNAL_ALGORITHMS, type IdentityProvider, type IdentityProviderKind } from './issuers.ts';
 import * as store from './store.ts';
+import { VerifiedTokens } from './verified-tokens.ts';
 
 const CLOCK_SKEW_S = 30;
 /** `typ` values an identity provider's session token may carry: plain JWTs only, never ours. */
@@ -29,17 +36,43 @@ export interface ApiKeyLookup {
   >;
 }
 
+/** A registered agent as the verifier reads it: its status and its owner's email. */
+export interface CredentialAgent {
+  id: string;
+  owner_id: string;
+  status: 'active' | 'frozen';
+  owner_email: string;
+  owner_email_verified: boolean;
+}
+
+/** Where the verifier reads agents: agent management, which owns them. */
+export interface AgentLookup {
+  agentRow(db: Queryable, agentId: string): Promise<CredentialAgent | undefined>;
+  agentByIdentity(db: Queryable, issuer: string, subject: string): Promise<CredentialAgent | undefined>;
+}
+
+const BEARER = /^Bearer +([^\s]+) *$/i;
+
 function quote(text: string): string {
   return text.replace(/["\\]/g, "'");
 }
 
 export class CredentialVerifier {
+  private readonly verified: VerifiedTokens;
+  /** The counter of each outcome, labelled once. */
+  private readonly outcomes;
+
   constructor(
     private readonly gateway: Gateway,
     private readonly providers: Partial<Record<IdentityProviderKind, IdentityProvider>>,
     private readonly apiKeyPepper: string | undefined,
     private readonly apiKeys: ApiKeyLookup,
-  ) {}
+    private readonly agents: AgentLookup,
+  ) {
+    this.verified = new VerifiedTokens(gateway.clock);
+    const counter = gateway.metrics.tokenVerifications;
+    this.outcomes = { reused: counter.labels({ outcome: 'reused' }), verified: counter.labels({ outcome: 'verified' }) };
+  }
 
   provider(kind: IdentityProviderKind): IdentityProvider | undefined {
     return this.providers[kind];
@@ -56,7 +89,7 @@ export class CredentialVerifier {
 
   async authenticate(authorization: string | undefined, resource: Resource): Promise<Principal> {
     if (!authorization) throw this.unauthorized(resource, 'send a credential as Authorization: Bearer <token>', false);
-    const match = /^Bearer +([^\s]+) *$/i.exec(authorization);
+    const match = BEARER.exec(authorization);
     if (!match) throw this.unauthorized(resource, 'the Authorization header must be "Bearer <token>"', true);
     const token = match[1]!;
     if (token.startsWith(API_KEY_PREFIX)) {
@@ -85,7 +118,22 @@ export class CredentialVerifier {
     throw this.unauthorized(resource, 'the token was issued by an issuer this gateway does not trust', true);
   }
 
-  private async verifyExternal(token: string, provider: IdentityProvider, resource: Resource) {
+  /**
+   * The claims of an earlier verification of `token` for the same `check`, when they may be reused (and the
+   * key that verified them is still trusted); counts whether the token was verified again.
+   */
+  private reuse(token: string, check: string, keyTrusted: (kid: string | undefined) => boolean): Readonly<JWTPayload> | undefined {
+    const found = this.verified.find(token, check);
+    const reused = found !== undefined && keyTrusted(found.kid);
+    this.outcomes[reused ? 'reused' : 'verified'].inc();
+    return reused ? found.claims : undefined;
+  }
+
+  private async verifyExternal(token: string, provider: IdentityProvider, resource: Resource): Promise<Readonly<JWTPayload>> {
+    // The provider's key set is jose's to refresh; a reuse is bounded by the cache's age limit instead.
+    const check = `${provider.kind} ${provider.issuer} ${provider.audience}`;
+    const reused = this.reuse(token, check, () => true);
+    if (reused) return reused;
     try {
       const { payload, protectedHeader } = await jwtVerify(token, provider.keys, {
         algorithms: EXTERNAL_ALGORITHMS,
@@ -96,12 +144,29 @@ export class CredentialVerifier {
         requiredClaims: ['sub', 'exp'],
       });
       if (!EXTERNAL_TYPS.has(protectedHeader.typ?.toLowerCase())) throw new Error(`typ ${protectedHeader.typ} is not a session token`);
+      this.verified.remember(token, check, { claims: payload, kid: protectedHeader.kid });
       return payload;
     } catch (error) {
       if (error instanceof joseErrors.JWKSTimeout || (error instanceof TypeError && /fetch/i.test(error.message))) {
         throw new ApiError('runtime_unavailable', { detail: `the ${provider.kind} identity provider's keys cannot be fetched` });
       }
       throw this.unauthorized(resource, `invalid ${provider.kind} identity token: ${(error as Error).message}`, true);
+    }
+  }
+
+  /** Our access token for `resource`, verified (or its verification reused while its key is still published). */
+  private async verifyAccessToken(token: string, resource: Resource): Promise<Readonly<JWTPayload>> {
+    const { signing, config } = this.gateway;
+    const expected = { typ: ACCESS_TOKEN_TYP, issuer: config.baseUrl, audience: resourceUri(config.baseUrl, resource) };
+    const check = `${expected.typ} ${expected.issuer} ${expected.audience}`;
+    const reused = this.reuse(token, check, (kid) => signing.trusts(kid));
+    if (reused) return reused;
+    try {
+      const { payload, kid } = await signing.verify(token, expected);
+      this.verified.remember(token, check, { claims: payload, kid });
+      return payload;
+    } catch (error) {
+      throw this.unauthorized(resource, `invalid access token: ${(error as Error).message}`, true);
     }
   }
 
@@ -128,7 +193,7 @@ export class CredentialVerifier {
 
   private async agentIdentity(token: string, provider: IdentityProvider, resource: Resource): Promise<Principal> {
     const claims = await this.verifyExternal(token, provider, resource);
-    const agent = await store.findAgentByIdentity(this.gateway.db, provider.issuer, claims.sub!);
+    const agent = await this.agents.agentByIdentity(this.gateway.db, provider.issuer, claims.sub!);
     if (!agent) throw new ApiError('agent_not_registered', { detail: 'no agent is registered for this identity; its owner registers it' });
     const claimName = this.gateway.config.agentOwnerEmailClaim;
     const ownerEmail = claims[claimName];
@@ -140,7 +205,7 @@ export class CredentialVerifier {
     return this.agentPrincipal(agent, 'agent_identity');
   }
 
-  private agentPrincipal(agent: store.AgentRow, credential: string): Principal {
+  private agentPrincipal(agent: CredentialAgent, credential: string): Principal {
     return {
       kind: 'agent',
       id: agent.id,
@@ -153,20 +218,15 @@ export class CredentialVerifier {
   }
 
   private async accessToken(token: string, resource: Resource): Promise<Principal> {
-    const { signing, config, db } = this.gateway;
-    let claims;
-    try {
-      claims = await signing.verify(token, { typ: ACCESS_TOKEN_TYP, issuer: config.baseUrl, audience: resourceUri(config.baseUrl, resource) });
-    } catch (error) {
-      throw this.unauthorized(resource, `invalid access token: ${(error as Error).message}`, true);
-    }
+    const { db } = this.gateway;
+    const claims = await this.verifyAccessToken(token, resource);
     const scope = typeof claims.scope === 'string' ? claims.scope.split(' ') : [];
     if (typeof claims.sub !== 'string') throw this.unauthorized(resource, 'access token without sub', true);
     // A replayed authorization code revokes the token it issued (RFC 6749 §4.1.2).
     if (typeof claims.jti !== 'string') throw this.unauthorized(resource, 'access token without jti', true);
     if (await isAccessTokenRevoked(db, claims.jti)) throw this.unauthorized(resource, 'the access token has been revoked', true);
     if (scope.includes(SCOPE_AGENT) && claims.actor_type === 'agent') {
-      const agent = await store.findAgent(db, claims.sub);
+      const agent = await this.agents.agentRow(db, claims.sub);
       if (!agent) throw new ApiError('agent_not_registered', { detail: 'the agent this token was issued to is no longer registered' });
       if (!agent.owner_email_verified) throw new ApiError('owner_claim_required', { detail: "the agent's owner is no longer a verified human" });
       return this.agentPrincipal(agent, 'oauth');

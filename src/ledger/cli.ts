@@ -1,12 +1,11 @@
 // `acg credit grant`: the operator's way to fund an agent, through the ledger service like everything
 // else. With a gateway running (the only process that may open the embedded database) the grant goes
-// through its operator route; with none, the command opens the database itself.
-import { IdentityService } from '../identity/service.ts';
+// through its operator route; with none, the command opens the database itself (and only then loads
+// what that takes: the gateway's context, a database driver, the agent service).
 import { callGateway, describeProblem, GatewayNotRunning } from '../operator/client.ts';
 import { presentedOperatorToken } from '../operator/credential.ts';
 import type { Config } from '../platform/config.ts';
 import { ApiError } from '../platform/errors.ts';
-import { createGateway, createLogger } from '../platform/gateway.ts';
 import { formatUc, parseUc } from '../platform/money.ts';
 import { GRANT_NOTE_CHARS_MAX, GRANT_PRIORITY_MAX, LedgerService, type Lot } from './service.ts';
 
@@ -67,6 +66,8 @@ async function grantThroughGateway(config: Config, token: string, grant: Grant):
 }
 
 async function grantInDatabase(config: Config, grant: Grant): Promise<void> {
+  const { createGateway, createLogger } = await import('../platform/gateway.ts');
+  const { AgentService } = await import('../agents/service.ts');
   let gateway;
   try {
     gateway = await createGateway(config, { log: createLogger({ logLevel: 'warn' }) });
@@ -74,7 +75,7 @@ async function grantInDatabase(config: Config, grant: Grant): Promise<void> {
     fail(`cannot open the database: ${(error as Error).message}`);
   }
   try {
-    const ledger = new LedgerService(gateway, new IdentityService(gateway, () => undefined));
+    const ledger = new LedgerService(gateway, new AgentService(gateway, () => undefined));
     const lot = await gateway.db.transaction((tx) =>
       ledger.grant(tx, { agentId: grant.agentId, amountUc: grant.amountUc, priority: grant.priority, expiresAtS: grant.expiresAtS, source: 'grant', sourceRef: grant.note }),
     );

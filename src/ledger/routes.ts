@@ -2,7 +2,7 @@
 // and a merchant's earnings.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
-import type { IdentityService } from '../identity/service.ts';
+import type { AgentService } from '../agents/service.ts';
 import { merchantActor, type MerchantService } from '../merchants/service.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
@@ -79,7 +79,7 @@ const RefundBody = Type.Omit(RefundRedemptionInput, ['id'], { examples: [{ amoun
 export interface LedgerRouteDeps {
   ledger: LedgerService;
   operations: LedgerOperations;
-  identity: IdentityService;
+  identity: AgentService;
   merchants: MerchantService;
 }
 

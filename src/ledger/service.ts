@@ -7,8 +7,8 @@
 //     or not the sweeper has reclaimed it yet;
 //   - every balance change is journaled in the same transaction, and each operation's journal sums to 0.
 import { emitEvent, type EventType } from '../events/outbox.ts';
-import { clearAgent } from '../identity/clearance.ts';
-import type { IdentityService } from '../identity/service.ts';
+import { clearAgent } from '../agents/clearance.ts';
+import type { AgentService } from '../agents/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -172,7 +172,7 @@ function earningsAccount(hold: store.HoldRow): string {
 export class LedgerService {
   constructor(
     private readonly gateway: Gateway,
-    private readonly identity: IdentityService,
+    private readonly identity: AgentService,
   ) {}
 
   private nowS(): number {

@@ -3,8 +3,21 @@
 // verified principal may call, so a tool list depends on who asks (cache scope `private`). A tool that
 // changes state runs its operation through the operation runner, as its HTTP route does; a read calls
 // the route's service. A business refusal comes back as a tool error (`isError`) whose structured
-// content is the same problem body the HTTP route answers.
-import { createMcpHandler, fromJsonSchema, McpServer, type CallToolResult, type JsonSchemaType, type McpHttpHandler } from '@modelcontextprotocol/server';
+// content is the same problem body the HTTP route answers, except the one refusal a human resolves in a
+// browser: execute's approval_required becomes a URL elicitation of the approval page (see `askToVisit`).
+import {
+  CLIENT_CAPABILITIES_META_KEY,
+  createMcpHandler,
+  fromJsonSchema,
+  inputRequired,
+  McpServer,
+  UrlElicitationRequiredError,
+  type CallToolResult,
+  type InputRequiredResult,
+  type JsonSchemaType,
+  type McpHttpHandler,
+  type ServerContext,
+} from '@modelcontextprotocol/server';
 import { ApiError, problemBody } from '../platform/errors.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
 import { runOperation } from '../platform/operations.ts';
@@ -70,7 +83,50 @@ function toolResult(body: object): CallToolResult {
   return { content: [{ type: 'text', text: JSON.stringify(body) }], structuredContent: body as Record<string, unknown> };
 }
 
-async function call(services: ToolServices, tool: ToolDefinition, principal: Principal, args: Record<string, unknown>): Promise<CallToolResult> {
+type Era = 'legacy' | 'modern';
+
+/** The key of our one embedded input request (the approval page) in an input_required result. */
+const APPROVAL_INPUT = 'approval';
+
+/** The page a human must open before the refused call can succeed: the approval URL of execute's 402. */
+function approvalUrlOf(error: ApiError): string | undefined {
+  if (error.code !== 'approval_required') return undefined;
+  const payment = error.options.extra?.payment as { approvalUrl?: unknown } | undefined;
+  return typeof payment?.approvalUrl === 'string' ? payment.approvalUrl : undefined;
+}
+
+function declaresUrlElicitation(ctx: ServerContext): boolean {
+  const capabilities = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY] as { elicitation?: { url?: unknown } } | undefined;
+  return capabilities?.elicitation?.url !== undefined;
+}
+
+/**
+ * Execute's approval_required, rendered as MCP asks a human to visit a page. On 2026-07-28: an
+ * input_required result with one URL-mode elicitation of the approval page, when the request declares the
+ * `elicitation.url` capability; on 2025-11-25: the -32042 URLElicitationRequired error (elicitationId = the
+ * intent id). The client opens the page, the owner approves, the gateway runs the retained intent by itself,
+ * and the client's retry with the same idempotencyKey returns its outcome. A 2026-07-28 retry that already
+ * answers our elicitation, or a client without the capability, gets the problem body instead (no loop).
+ */
+function askToVisit(error: ApiError, url: string, era: Era, ctx: ServerContext): InputRequiredResult | undefined {
+  const extra = error.options.extra ?? {};
+  const message =
+    typeof extra.instructions === 'string' ? extra.instructions : `Open ${url} to approve a top-up; the request then runs once by itself.`;
+  if (era === 'legacy') {
+    throw new UrlElicitationRequiredError([{ mode: 'url', message, url, elicitationId: String(extra.intentId ?? url) }], error.options.detail);
+  }
+  if (!declaresUrlElicitation(ctx) || ctx.mcpReq.inputResponses?.[APPROVAL_INPUT] !== undefined) return undefined;
+  return inputRequired({ inputRequests: { [APPROVAL_INPUT]: inputRequired.elicitUrl({ message, url }) } });
+}
+
+async function call(
+  services: ToolServices,
+  tool: ToolDefinition,
+  principal: Principal,
+  args: Record<string, unknown>,
+  era: Era,
+  ctx: ServerContext,
+): Promise<CallToolResult | InputRequiredResult> {
   try {
     return toolResult(await runTool(services, tool, principal, args));
   } catch (error) {
@@ -78,11 +134,14 @@ async function call(services: ToolServices, tool: ToolDefinition, principal: Pri
       services.gateway.log.error({ err: error, tool: tool.name }, 'MCP tool failed');
       error = new ApiError('internal_error', { detail: 'an unexpected error occurred; it has been logged' });
     }
+    const url = approvalUrlOf(error as ApiError);
+    const elicitation = url === undefined ? undefined : askToVisit(error as ApiError, url, era, ctx);
+    if (elicitation) return elicitation;
     return { ...toolResult(problemBody(services.gateway.config.baseUrl, error as ApiError)), isError: true };
   }
 }
 
-export function buildMcpServer(services: ToolServices, principal: Principal): McpServer {
+export function buildMcpServer(services: ToolServices, principal: Principal, era: Era): McpServer {
   const server = new McpServer(MCP_SERVER_INFO, {
     instructions: INSTRUCTIONS,
     capabilities: { tools: { listChanged: false } },
@@ -94,14 +153,14 @@ export function buildMcpServer(services: ToolServices, principal: Principal): Mc
     server.registerTool(
       tool.name,
       { title: tool.title, description: tool.description, inputSchema: fromJsonSchema<Record<string, unknown>>(toolInputJson(tool, services) as JsonSchemaType), annotations: tool.annotations },
-      (args: Record<string, unknown>) => call(services, tool, principal, args),
+      (args: Record<string, unknown>, ctx: ServerContext) => call(services, tool, principal, args, era, ctx),
     );
   }
   return server;
 }
 
 export function createGatewayMcpHandler(services: ToolServices, options: { maxRequestBodySize: number }): McpHttpHandler {
-  return createMcpHandler(({ authInfo }) => buildMcpServer(services, principalFrom(authInfo)), {
+  return createMcpHandler(({ authInfo, era }) => buildMcpServer(services, principalFrom(authInfo), era), {
     legacy: 'stateless',
     responseMode: 'auto',
     maxRequestBodySize: options.maxRequestBodySize,

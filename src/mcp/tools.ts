@@ -7,8 +7,8 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import type { ToolAnnotations } from '@modelcontextprotocol/server';
 import { CATALOGUE, type ExecuteOperations } from '../execute/operations.ts';
 import type { ExecuteService } from '../execute/service.ts';
-import type { IdentityOperations } from '../identity/operations.ts';
-import type { IdentityService } from '../identity/service.ts';
+import type { AgentOperations } from '../agents/operations.ts';
+import type { AgentService } from '../agents/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import type { OfferService } from '../offers/service.ts';
 import type { Gateway } from '../platform/gateway.ts';
@@ -19,14 +19,14 @@ import type { VoucherOperations } from '../vouchers/operations.ts';
 /** The operations the MCP face runs; the same objects' names and schemas as the HTTP routes'. */
 export type McpOperations = Pick<VoucherOperations, 'mintVoucher'> &
   Pick<ExecuteOperations, 'executeService'> &
-  Pick<IdentityOperations, 'registerAgent' | 'updateAgent' | 'freezeAgent' | 'unfreezeAgent'>;
+  Pick<AgentOperations, 'registerAgent' | 'updateAgent' | 'freezeAgent' | 'unfreezeAgent'>;
 
 /** Schemas an operation's input refers to by id (each service action's input), for inlining. */
 export const SCHEMA_REFS: Record<string, unknown> = Object.fromEntries(CATALOGUE.map(({ definition, schemaId }) => [schemaId, definition.input]));
 
 export interface ToolServices {
   gateway: Gateway;
-  identity: IdentityService;
+  identity: AgentService;
   ledger: LedgerService;
   offers: OfferService;
   execute: ExecuteService;
@@ -185,8 +185,10 @@ export const TOOLS: readonly ToolDefinition[] = [
       "its price (1 credit) to the agent's credit: a hold, the action, then capture; the receipt is the captured hold. An agent executes " +
       'as itself; an owner names one of its agents in `agentId` (agent_required without it). Refusals before the hold charge nothing: ' +
       'FROZEN, SCOPE_FORBIDDEN, inbox_not_allowed, connector_not_configured; when credit is short the request is retained ' +
-      '(link_configuration_required or approval_required with an intentId). `idempotencyKey` is required: a retry MUST reuse the same ' +
-      'key, and then returns the first answer and charges once.',
+      '(link_configuration_required, or approval_required with an intentId). approval_required comes as a URL elicitation of the ' +
+      "owner's approval page (2026-07-28 input_required to clients declaring elicitation.url; 2025-11-25 error -32042); once the " +
+      'owner approves, the gateway runs the request by itself, once. `idempotencyKey` is required: a retry MUST reuse the same ' +
+      'key, and then returns the first answer (or the outcome of the retained request) and charges once.',
     kinds: EVERYONE,
     annotations: { ...WRITE, openWorldHint: true },
     http: { method: 'POST', url: '/v1/services/execute' },

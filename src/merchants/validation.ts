@@ -118,6 +118,25 @@ function isUnderDomain(host: string, domain: string): boolean {
  * the canonical form to store: `https://<normalised host><path>`.
  */
 export function validateWebhookUrl(input: string, verifiedDomain: string): WebhookUrlResult {
+  const domain = normaliseDomain(verifiedDomain);
+  if (!domain.ok) return refuse(`the verified domain is not valid: ${domain.reason}`);
+  const checked = checkPublicHttpsUrl(input);
+  if (!checked.ok) return checked;
+  if (!isUnderDomain(checked.host, domain.domain)) return refuse(`the host must be ${domain.domain} or a subdomain of it`);
+  return { ok: true, url: checked.url };
+}
+
+/**
+ * A webhook URL with no verified domain to anchor it (an owner's webhook): every rule of
+ * `validateWebhookUrl` but the domain one. The host must still be a public DNS name (no IP literal,
+ * no single-label or special-use name), and delivery re-checks every resolved address.
+ */
+export function validatePublicWebhookUrl(input: string): WebhookUrlResult {
+  const checked = checkPublicHttpsUrl(input);
+  return checked.ok ? { ok: true, url: checked.url } : checked;
+}
+
+function checkPublicHttpsUrl(input: string): { ok: true; url: string; host: string } | { ok: false; reason: string } {
   if (typeof input !== 'string') return refuse('must be a string');
   if (input.length > WEBHOOK_URL_CHARS_MAX) return refuse(`must be at most ${WEBHOOK_URL_CHARS_MAX} characters`);
   if (WHITESPACE_OR_CONTROL.test(input)) return refuse('must not contain whitespace or control characters');
@@ -129,8 +148,6 @@ export function validateWebhookUrl(input: string, verifiedDomain: string): Webho
   const authority = rawAuthority(input);
   if (authority.includes('@')) return refuse('must not include credentials');
   if (authority.includes('%')) return refuse('the host must not be percent-encoded');
-  const domain = normaliseDomain(verifiedDomain);
-  if (!domain.ok) return refuse(`the verified domain is not valid: ${domain.reason}`);
   let url: URL;
   try {
     url = new URL(input);
@@ -144,8 +161,7 @@ export function validateWebhookUrl(input: string, verifiedDomain: string): Webho
   if (url.port !== '') return refuse('must use the default https port 443');
   const host = normaliseDomain(url.hostname);
   if (!host.ok) return refuse(`the host ${host.reason}`);
-  if (!isUnderDomain(host.domain, domain.domain)) return refuse(`the host must be ${domain.domain} or a subdomain of it`);
   const canonical = `https://${host.domain}${url.pathname}`;
   if (canonical.length > WEBHOOK_URL_CHARS_MAX) return refuse(`must be at most ${WEBHOOK_URL_CHARS_MAX} characters`);
-  return { ok: true, url: canonical };
+  return { ok: true, url: canonical, host: host.domain };
 }

@@ -39,11 +39,15 @@ export type RequestTopupInput = Static<typeof RequestTopupInput>;
 export const TopupIdInput = Type.Object({ id: ResourceId }, { additionalProperties: false });
 export type TopupIdInput = Static<typeof TopupIdInput>;
 
+/**
+ * Every operation here changes a top-up through the provider, so each first checks that one is configured
+ * (503 payment_unavailable); the reads (routes.ts) need none.
+ */
 export interface PaymentOperations {
-  /** Checked before the key: who may top up that agent (its owner's id). */
+  /** Checked before the key: a provider, then who may top up that agent (its owner's id). */
   requestTopup: SingleStepOperation<RequestTopupInput, Topup, string, { draft: TopupDraft; opened: OpenedApproval }>;
-  approveTopup: SingleStepOperation<TopupIdInput, Topup>;
-  /** Checked before the key: the top-up, pending or declined; prepared: the provider refused payment. */
+  approveTopup: SingleStepOperation<TopupIdInput, Topup, void>;
+  /** Checked before the key: a provider, then the top-up, pending or declined; prepared: the provider refused payment. */
   declineTopup: SingleStepOperation<TopupIdInput, Topup, TopupRow, void>;
 }
 
@@ -53,7 +57,10 @@ export function paymentOperations(payments: PaymentsService): PaymentOperations 
       name: 'requestTopup',
       input: RequestTopupInput,
       idempotency: { key: 'required' },
-      check: async ({ principal, input }) => (await payments.authorize(principal, input.agentId)).ownerId,
+      check: async ({ principal, input }) => {
+        payments.requireProvider();
+        return (await payments.authorize(principal, input.agentId)).ownerId;
+      },
       prepare: ({ input }) => payments.open(input),
       run: (tx, { principal, input }, ownerId, prepared) => payments.record(tx, { ownerId, requestedBy: principalScope(principal) }, input, prepared),
     },
@@ -61,13 +68,19 @@ export function paymentOperations(payments: PaymentsService): PaymentOperations 
       name: 'approveTopup',
       input: TopupIdInput,
       idempotency: { key: 'optional' },
+      check: () => {
+        payments.requireProvider();
+      },
       run: (tx, { principal, input }) => payments.approve(tx, principal, input.id),
     },
     declineTopup: {
       name: 'declineTopup',
       input: TopupIdInput,
       idempotency: { key: 'optional' },
-      check: ({ principal, input }) => payments.declinable(principal, input.id),
+      check: ({ principal, input }) => {
+        payments.requireProvider();
+        return payments.declinable(principal, input.id);
+      },
       prepare: (_call, row) => payments.cancelAtProvider(row),
       run: (tx, { input }) => payments.decline(tx, input.id),
     },

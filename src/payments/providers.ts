@@ -6,7 +6,8 @@
 //           for the credit (no card is charged).
 //   stripe  one Stripe Checkout Session per top-up, through the official library; settled by the signed
 //           `checkout.session.completed` (or `async_payment_succeeded`) webhook.
-import Stripe from 'stripe';
+import { createRequire } from 'node:module';
+import type Stripe from 'stripe';
 import type { Config } from '../platform/config.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { TopupProviderKind } from './store.ts';
@@ -67,10 +68,16 @@ const CHECKOUT_LIFETIME_S = 23 * 3600;
 const CHECKOUT_SETTLEMENT_GRACE_S = 3600;
 
 
+/** The Stripe library, loaded when a Stripe client is made: a gateway configured for another provider never loads it. */
+function stripeLibrary(): typeof Stripe {
+  return createRequire(import.meta.url)('stripe') as typeof Stripe;
+}
+
 /** The Stripe client for an API base URL (tests run a local server that speaks Stripe's wire format). */
 export function stripeClient(secretKey: string, apiUrl: string): Stripe {
   const api = new URL(apiUrl);
   const protocol = api.protocol === 'http:' ? 'http' : 'https';
+  const Stripe = stripeLibrary();
   return new Stripe(secretKey, {
     host: api.hostname,
     port: api.port || (protocol === 'http' ? 80 : 443),
@@ -141,7 +148,7 @@ export class StripeCheckoutProvider implements TopupProvider {
       await this.stripe.checkout.sessions.expire(providerRef);
     } catch (error) {
       // A session that is already complete cannot be expired: the owner paid, so the top-up must settle.
-      if (error instanceof Stripe.errors.StripeInvalidRequestError) {
+      if (error instanceof stripeLibrary().errors.StripeInvalidRequestError) {
         throw new ApiError('conflict', { detail: `the Checkout Session can no longer be cancelled: ${error.message}` });
       }
       throw new ApiError('payment_unavailable', { detail: `Stripe did not expire the Checkout Session: ${(error as Error).message}` });

@@ -8,7 +8,7 @@ import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
 import { IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/schemas.ts';
 import { newNonce, pageHeaders } from '../oauth/pages.ts';
-import { paymentOperations, RequestTopupInput, type PaymentOperations } from './operations.ts';
+import { paymentOperations, RequestTopupInput } from './operations.ts';
 import { approvalPage } from './page.ts';
 import { AUTOMATIC_TOPUP_USD_CENTS, type PaymentsService } from './service.ts';
 import { STRIPE_SIGNATURE_HEADER, type StripeWebhook } from './stripe-webhook.ts';
@@ -53,8 +53,8 @@ const STATUS_TEXT =
   'Every state but `pending_approval` is final.';
 
 export interface PaymentRouteDeps {
-  /** Absent when no provider is configured: every payments route answers 503 payment_unavailable. */
-  payments?: PaymentsService;
+  /** Without a provider, reads still answer; creating, approving and declining answer 503 payment_unavailable. */
+  payments: PaymentsService;
   stripeWebhook?: StripeWebhook;
   /** Dev mode's built-in human issuer login, for the approval page. */
   devLoginUrl?: string;
@@ -76,19 +76,11 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
     const tags = ['payments'];
     const ANY = { kinds: ['human', 'agent', 'owner'] } as const;
     const HUMAN = { kinds: ['human'] } as const;
-    const operations = deps.payments && paymentOperations(deps.payments);
-    const unavailable = () => new ApiError('payment_unavailable', { detail: 'no payment-approval provider is configured (ACG_PAYMENT_PROVIDER)' });
-    const service = (): PaymentsService => {
-      if (!deps.payments) throw unavailable();
-      return deps.payments;
-    };
-    const operation = <K extends keyof PaymentOperations>(name: K): PaymentOperations[K] => {
-      if (!operations) throw unavailable();
-      return operations[name];
-    };
+    const { payments } = deps;
+    const operations = paymentOperations(payments);
 
     app.post('/v1/payments/topups', {
-      config: { auth: ANY, operation: operations?.requestTopup },
+      config: { auth: ANY, operation: operations.requestTopup },
       schema: {
         operationId: 'requestTopup',
         tags,
@@ -103,7 +95,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
         body: RequestTopupInput,
         response: { 200: Type.Ref('Topup'), ...problems(400, 403, 409, 503) },
       },
-      handler: (request, reply) => serve(request, reply, operation('requestTopup'), request.body as Static<typeof RequestTopupInput>),
+      handler: (request, reply) => serve(request, reply, operations.requestTopup, request.body as Static<typeof RequestTopupInput>),
     });
 
     app.get('/v1/payments/topups', {
@@ -112,13 +104,15 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
         operationId: 'listTopups',
         tags,
         summary: "List an agent's top-ups (oldest first)",
-        description: 'An agent lists its own (agentId optional); an owner names one of its agents (400 invalid_input without it, 403 owner_required for another).',
+        description:
+          'An agent lists its own (agentId optional); an owner names one of its agents (400 invalid_input without it, 403 owner_required for another). ' +
+          'Reads need no provider: they answer whatever ACG_PAYMENT_PROVIDER is.',
         querystring: ListQuery,
-        response: { 200: Type.Object({ topups: Type.Array(Type.Ref('Topup')), hasMore: Type.Boolean() }), ...problems(400, 403, 503) },
+        response: { 200: Type.Object({ topups: Type.Array(Type.Ref('Topup')), hasMore: Type.Boolean() }), ...problems(400, 403) },
       },
       handler: async (request) => {
         const query = request.query as Static<typeof ListQuery>;
-        return service().list(principalOf(request), query.agentId, { limit: query.limit ?? 20, startingAfter: query.startingAfter });
+        return payments.list(principalOf(request), query.agentId, { limit: query.limit ?? 20, startingAfter: query.startingAfter });
       },
     });
 
@@ -128,15 +122,15 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
         operationId: 'getTopup',
         tags,
         summary: 'Read a top-up',
-        description: `Its agent and that agent's owner may read it; anyone else gets 404. ${STATUS_TEXT}`,
+        description: `Its agent and that agent's owner may read it; anyone else gets 404. Needs no provider. ${STATUS_TEXT}`,
         params: IdParams,
-        response: { 200: Type.Ref('Topup'), ...problems(404, 503) },
+        response: { 200: Type.Ref('Topup'), ...problems(404) },
       },
-      handler: async (request) => service().get(principalOf(request), (request.params as Static<typeof IdParams>).id),
+      handler: async (request) => payments.get(principalOf(request), (request.params as Static<typeof IdParams>).id),
     });
 
     app.post('/v1/payments/topups/:id/approve', {
-      config: { auth: HUMAN, operation: operations?.approveTopup },
+      config: { auth: HUMAN, operation: operations.approveTopup },
       schema: {
         operationId: 'approveTopup',
         tags,
@@ -154,14 +148,14 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
       handler: async (request, reply) => {
         checkOrigin(request, config.baseUrl);
         const { id } = request.params as Static<typeof IdParams>;
-        const sent = await serve(request, reply, operation('approveTopup'), { id });
-        service().resumeSoon(id);
+        const sent = await serve(request, reply, operations.approveTopup, { id });
+        payments.resumeSoon(id);
         return sent;
       },
     });
 
     app.post('/v1/payments/topups/:id/decline', {
-      config: { auth: HUMAN, operation: operations?.declineTopup },
+      config: { auth: HUMAN, operation: operations.declineTopup },
       schema: {
         operationId: 'declineTopup',
         tags,
@@ -175,7 +169,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
       },
       handler: (request, reply) => {
         checkOrigin(request, config.baseUrl);
-        return serve(request, reply, operation('declineTopup'), { id: (request.params as Static<typeof IdParams>).id });
+        return serve(request, reply, operations.declineTopup, { id: (request.params as Static<typeof IdParams>).id });
       },
     });
 

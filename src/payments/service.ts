@@ -14,9 +14,10 @@
 // settled, and by every instance's resume job until the intent is no longer pending. Execute's
 // Idempotency-Key claim makes the run happen once (see ExecuteService.resumeIntent). A top-up that ends
 // without credit cancels its intent (no charge), unless another top-up of that intent is still open.
+import { emitEvent } from '../events/outbox.ts';
 import type { ExecuteService, ResumeOutcome } from '../execute/service.ts';
 import type { ApprovalRequest, PaymentApproval, PaymentApprovalProvider } from '../execute/payment-approval.ts';
-import type { IdentityService } from '../identity/service.ts';
+import type { AgentService } from '../agents/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -77,9 +78,10 @@ export interface TopupRequest {
 export type RetainedIntents = Pick<ExecuteService, 'resumeIntent' | 'cancelIntent' | 'pendingIntent'>;
 
 export interface PaymentsDependencies {
-  identity: IdentityService;
+  identity: AgentService;
   ledger: LedgerService;
-  provider: TopupProvider;
+  /** Absent with ACG_PAYMENT_PROVIDER=none: top-ups are still readable, but none can be created, approved or declined. */
+  provider: TopupProvider | undefined;
   /** Late-bound: execute is built with this service as its approval provider. */
   intents: () => RetainedIntents;
 }
@@ -121,8 +123,17 @@ export class PaymentsService implements PaymentApprovalProvider {
     private readonly deps: PaymentsDependencies,
   ) {}
 
-  get providerKind(): store.TopupProviderKind {
-    return this.deps.provider.kind;
+  get providerKind(): store.TopupProviderKind | undefined {
+    return this.deps.provider?.kind;
+  }
+
+  /**
+   * The configured provider. Creating, approving and declining need one (503 payment_unavailable); reading
+   * top-ups never does, so records made under an earlier configuration stay readable.
+   */
+  requireProvider(): TopupProvider {
+    if (!this.deps.provider) throw new ApiError('payment_unavailable', { detail: 'no payment-approval provider is configured (ACG_PAYMENT_PROVIDER)' });
+    return this.deps.provider;
   }
 
   /**
@@ -147,7 +158,7 @@ export class PaymentsService implements PaymentApprovalProvider {
   async open(request: TopupRequest): Promise<{ draft: TopupDraft; opened: OpenedApproval }> {
     if (request.intentId !== undefined) await this.checkIntent(this.gateway.db, request.intentId, request.agentId);
     const draft: TopupDraft = { id: newId('top'), agentId: request.agentId, amountUsdCents: request.amountUsdCents, intentId: request.intentId ?? null };
-    return { draft, opened: await this.deps.provider.open(draft, this.gateway.clock.nowS()) };
+    return { draft, opened: await this.requireProvider().open(draft, this.gateway.clock.nowS()) };
   }
 
   /** Records an opened top-up (in the caller's transaction). 409 conflict when its intent has one pending. */
@@ -176,7 +187,7 @@ export class PaymentsService implements PaymentApprovalProvider {
       amount_usd_cents: draft.amountUsdCents,
       reason,
       intent_id: draft.intentId,
-      provider: this.deps.provider.kind,
+      provider: this.requireProvider().kind,
       provider_ref: opened.providerRef,
       approval_url: opened.approvalUrl,
       checkout_url: opened.checkoutUrl,
@@ -195,6 +206,7 @@ export class PaymentsService implements PaymentApprovalProvider {
    */
   async requestApproval(request: ApprovalRequest): Promise<PaymentApproval> {
     const { db } = this.gateway;
+    const provider = this.requireProvider();
     let row = await store.findPendingForIntent(db, request.intentId);
     if (!row) {
       const priceCents = Number((request.priceUc + UC_PER_USD_CENT - 1n) / UC_PER_USD_CENT);
@@ -205,7 +217,7 @@ export class PaymentsService implements PaymentApprovalProvider {
         `price ${formatUsd(request.priceUc)} USD) and its credit did not cover it. Approving adds $${dollars(amountUsdCents)} of credit; ` +
         'the gateway then runs the intent once by itself.';
       const draft: TopupDraft = { id: newId('top'), agentId: intent.agentId, amountUsdCents, intentId: request.intentId };
-      const opened = await this.deps.provider.open(draft, this.gateway.clock.nowS());
+      const opened = await provider.open(draft, this.gateway.clock.nowS());
       row = await db.transaction(async (tx) => (await this.insert(tx, { ownerId: request.ownerId, requestedBy: 'gateway' }, reason, { draft, opened })) ?? (await store.findPendingForIntent(tx, request.intentId)));
       if (!row) throw new Error(`no pending top-up for intent ${request.intentId} after creating one`);
     }
@@ -215,7 +227,7 @@ export class PaymentsService implements PaymentApprovalProvider {
       payment: { ...topup },
       paymentMethods: [
         { type: 'credits', status: 'insufficient' },
-        { type: this.deps.provider.paymentMethod, status: 'pending_approval' },
+        { type: provider.paymentMethod, status: 'pending_approval' },
       ],
       instructions:
         `Ask your owner to open ${topup.approvalUrl} and ${where} ($${dollars(topup.amountUsdCents)}). Once the top-up settles the ` +
@@ -260,7 +272,7 @@ export class PaymentsService implements PaymentApprovalProvider {
 
   /** Outside any transaction: the provider must refuse payment before we say declined (Stripe expires the session). */
   async cancelAtProvider(row: store.TopupRow): Promise<void> {
-    if (row.status === 'pending_approval') await this.deps.provider.cancel(row.provider_ref);
+    if (row.status === 'pending_approval') await this.requireProvider().cancel(row.provider_ref);
   }
 
   /** The owner declines: the top-up closes and its intent is cancelled, nothing charged. Declining again answers it unchanged. */
@@ -285,17 +297,25 @@ export class PaymentsService implements PaymentApprovalProvider {
       sourceRef: row.id,
     });
     const settled = await store.markSettled(tx, row.id, lot.id, settlementRef, this.gateway.clock.nowS());
+    await this.emit(tx, settled);
     this.gateway.log.info({ topupId: row.id, agentId: row.agent_id, lotId: lot.id, amountUc: lot.grantedUc, intentId: row.intent_id, settlementRef }, 'top-up settled');
     return settled;
   }
 
   private async closeLocked(tx: Tx, row: store.TopupRow, status: 'declined' | 'expired' | 'failed', reference: string | null): Promise<store.TopupRow> {
     const closed = await store.markClosed(tx, row.id, status, reference, this.gateway.clock.nowS());
+    await this.emit(tx, closed);
     if (row.intent_id && !(await store.intentStillFunded(tx, row.intent_id, row.id))) {
       await this.deps.intents().cancelIntent(tx, row.intent_id, `topup_${status}`);
     }
     this.gateway.log.info({ topupId: row.id, agentId: row.agent_id, status, intentId: row.intent_id }, 'top-up closed without credit');
     return closed;
+  }
+
+  /** `topup.<final status>` to the owner's webhook, in the transaction that made the top-up final. */
+  private async emit(tx: Tx, row: store.TopupRow): Promise<void> {
+    if (row.status === 'pending_approval') throw new Error(`top-up ${row.id}: an event is emitted only for a final status`);
+    await emitEvent(tx, { ownerId: row.owner_id, type: `topup.${row.status}`, data: { topup: toTopup(row) }, nowMs: this.gateway.clock.nowMs() });
   }
 
   /**

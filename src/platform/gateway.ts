@@ -1,7 +1,7 @@
 // The gateway's shared context: built once per process, decorated onto Fastify as `app.gateway`,
 // and handed to every feature. It owns the long-lived parts and their shutdown order.
+import { createRequire } from 'node:module';
 import pino, { type Logger } from 'pino';
-import pretty from 'pino-pretty';
 import { SystemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
@@ -58,8 +58,11 @@ function requestForLog(request: { method?: string; url?: string; ip?: string }) 
 export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pino.DestinationStream): Logger {
   const options = { level: config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' }, serializers: { req: requestForLog } };
   if (destination) return pino(options, destination);
+  if (!process.stdout.isTTY) return pino(options);
+  // Loaded only for a person at a terminal (it is a large module), synchronously since this function is.
+  const pretty = createRequire(import.meta.url)('pino-pretty') as typeof import('pino-pretty');
   // sync: a fatal line written just before process.exit is not lost.
-  return process.stdout.isTTY ? pino(options, pretty({ colorize: true, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' })) : pino(options);
+  return pino(options, pretty({ colorize: true, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }));
 }
 
 export interface GatewayOptions {

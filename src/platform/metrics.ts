@@ -15,6 +15,12 @@ export class Metrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers: [this.registry],
   });
+  readonly tokenVerifications = new Counter({
+    name: 'acg_bearer_token_verifications_total',
+    help: 'Bearer JWTs presented, by outcome: verified (signature and claims checked) or reused (an earlier verification of the same token)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
 
   constructor(options: { processMetrics: boolean }) {
     if (options.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'acg_' });

@@ -1,12 +1,17 @@
-// The gateway's own ES256 signing keys (access tokens, vouchers). Dev mode generates one key once and
-// keeps it in the database, so every instance sharing the database signs with the same key. Live
+// The gateway's own ES256 signing keys (access tokens, vouchers, receipts). Dev mode generates one key once
+// and keeps it in the database, so every instance sharing the database signs with the same key. Live
 // mode never generates: the key comes from ACG_SIGNING_KEY, and any route that must sign answers
 // 503 signing_configuration_required without it.
+//
+// Signing is on the hot path (every voucher, receipt and access token), so it uses node:crypto directly
+// with a key object built once per key, and a header segment built once per key and `typ`: the output is
+// the same compact JWS jose produces (docs/decisions.md "Signing on the hot path").
 //
 // Rotation (`acg keys rotate`): the next key is published `leadS` before it signs, so every instance's
 // reload and every verifier's JWKS cache see it first; the keys it replaces stop signing at that moment
 // and stay published (and verifying) for `retentionS`, the life of the longest token they signed.
-import { exportJWK, importJWK, importPKCS8, calculateJwkThumbprint, generateKeyPair, jwtVerify, SignJWT, type JWK, type JWTPayload } from 'jose';
+import { createPrivateKey, sign as signBytes, type JsonWebKey, type KeyObject } from 'node:crypto';
+import { exportJWK, importJWK, importPKCS8, calculateJwkThumbprint, generateKeyPair, jwtVerify, type JWK, type JWTPayload } from 'jose';
 import { ApiError } from './errors.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
@@ -21,7 +26,12 @@ export const RETIRED_KEY_RETENTION_S_DEFAULT = 7 * 86_400;
 interface LoadedKey {
   kid: string;
   publicJwk: JWK;
-  privateKey: CryptoKey;
+  /** Signs (node:crypto). */
+  signingKey: KeyObject;
+  /** Verifies our tokens (jose), imported once. */
+  verifyingKey: CryptoKey;
+  /** The encoded protected header for each `typ` this key has signed: a constant, built once. */
+  headers: Map<string, string>;
   activeFromS: number;
   retiredAtS: number | null;
   publishedUntilS: number | null;
@@ -38,16 +48,28 @@ interface SigningKeyRow {
 
 const toS = (value: bigint | null): number | null => (value === null ? null : Number(value));
 
-async function fromRow(row: SigningKeyRow): Promise<LoadedKey> {
-  const privateJwk = JSON.parse(row.private_jwk) as JWK;
+function encodeSegment(value: unknown): string {
+  return Buffer.from(JSON.stringify(value)).toString('base64url');
+}
+
+type KeyTimes = Pick<LoadedKey, 'activeFromS' | 'retiredAtS' | 'publishedUntilS'>;
+
+async function loadKey(kid: string, publicJwk: JWK, privateJwk: JWK, times: KeyTimes): Promise<LoadedKey> {
   return {
-    kid: row.kid,
-    publicJwk: JSON.parse(row.public_jwk) as JWK,
-    privateKey: (await importJWK(privateJwk, SIGNING_ALG)) as CryptoKey,
-    activeFromS: Number(row.active_from_s),
-    retiredAtS: toS(row.retired_at_s),
-    publishedUntilS: toS(row.published_until_s),
+    kid,
+    publicJwk,
+    signingKey: createPrivateKey({ key: privateJwk as JsonWebKey, format: 'jwk' }),
+    verifyingKey: (await importJWK(publicJwk, SIGNING_ALG)) as CryptoKey,
+    headers: new Map(),
+    ...times,
   };
+}
+
+/** The row's key; one already loaded under the same kid is reused (a kid names one key pair), with the row's times. */
+async function fromRow(row: SigningKeyRow, loaded: LoadedKey | undefined): Promise<LoadedKey> {
+  const times = { activeFromS: Number(row.active_from_s), retiredAtS: toS(row.retired_at_s), publishedUntilS: toS(row.published_until_s) };
+  if (loaded) return { ...loaded, ...times };
+  return loadKey(row.kid, JSON.parse(row.public_jwk) as JWK, JSON.parse(row.private_jwk) as JWK, times);
 }
 
 /** A fresh ES256 key pair as the database row stores it. */
@@ -67,9 +89,10 @@ async function importConfiguredKey(text: string): Promise<LoadedKey> {
   const privateKey = trimmed.startsWith('{')
     ? ((await importJWK(JSON.parse(trimmed) as JWK, SIGNING_ALG, { extractable: true })) as CryptoKey)
     : await importPKCS8(trimmed, SIGNING_ALG, { extractable: true });
-  const { d: _d, ...publicPart } = await exportJWK(privateKey);
+  const privateJwk = await exportJWK(privateKey);
+  const { d: _d, ...publicPart } = privateJwk;
   const kid = await calculateJwkThumbprint(publicPart);
-  return { kid, publicJwk: { ...publicPart, kid, alg: SIGNING_ALG, use: 'sig' }, privateKey, activeFromS: 0, retiredAtS: null, publishedUntilS: null };
+  return loadKey(kid, { ...publicPart, kid, alg: SIGNING_ALG, use: 'sig' }, privateJwk, { activeFromS: 0, retiredAtS: null, publishedUntilS: null });
 }
 
 /** Validates ACG_SIGNING_KEY at start-up so a bad key is a configuration error, not a 503 later. */
@@ -84,6 +107,8 @@ export async function checkConfiguredKey(text: string): Promise<string | undefin
 
 export class SigningKeys {
   private keys: LoadedKey[] = [];
+  /** ACG_SIGNING_KEY, imported at the first load (the environment does not change while running). */
+  private configuredKey: LoadedKey | undefined;
 
   private constructor(
     private readonly db: Database,
@@ -113,11 +138,12 @@ export class SigningKeys {
   /** Re-reads the key set (called periodically, so a rotation reaches every instance). */
   async reload(): Promise<void> {
     const loaded: LoadedKey[] = [];
-    if (this.config.signingKey) loaded.push(await importConfiguredKey(this.config.signingKey));
+    if (this.config.signingKey) loaded.push((this.configuredKey ??= await importConfiguredKey(this.config.signingKey)));
     const { rows } = await this.db.query<SigningKeyRow>(
       'SELECT kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s FROM signing_keys ORDER BY active_from_s, kid',
     );
-    for (const row of rows) if (!loaded.some((k) => k.kid === row.kid)) loaded.push(await fromRow(row));
+    const known = new Map(this.keys.map((k) => [k.kid, k]));
+    for (const row of rows) if (!loaded.some((k) => k.kid === row.kid)) loaded.push(await fromRow(row, known.get(row.kid)));
     this.keys = loaded;
   }
 
@@ -150,28 +176,41 @@ export class SigningKeys {
     return this.published().find((k) => k.kid === kid)?.publicJwk;
   }
 
+  /** Is the key `kid` still published, so that what it signed still verifies? */
+  trusts(kid: string | undefined): boolean {
+    return kid !== undefined && this.publicKeyFor(kid) !== undefined;
+  }
+
   /**
    * Verifies a token we signed: ES256 only, one of our keys, our issuer, the given audience and `typ`
    * (so a voucher is never an access token and vice versa). Throws jose errors on any failure.
    */
-  async verify(token: string, expected: { typ: string; audience: string; issuer: string }): Promise<JWTPayload> {
+  async verify(token: string, expected: { typ: string; audience: string; issuer: string }): Promise<{ payload: JWTPayload; kid: string }> {
     const { payload, protectedHeader } = await jwtVerify(
       token,
-      async (header) => {
+      (header) => {
         const key = this.published().find((k) => k.kid === header.kid);
         if (!key) throw new Error('unknown kid');
-        return importJWK(key.publicJwk, SIGNING_ALG);
+        return key.verifyingKey;
       },
       { algorithms: [SIGNING_ALG], issuer: expected.issuer, audience: expected.audience, clockTolerance: 30, currentDate: new Date(this.clock.nowMs()) },
     );
     const typ = protectedHeader.typ?.toLowerCase().replace(/^application\//, '');
     if (typ !== expected.typ) throw new Error(`token typ is ${protectedHeader.typ ?? 'absent'}, expected ${expected.typ}`);
-    return payload;
+    return { payload, kid: protectedHeader.kid! };
   }
 
+  /** A compact JWS with header `{alg: "ES256", typ, kid}` over the JSON of `payload`, signed by the current key. */
   async sign(payload: JWTPayload, typ: string): Promise<string> {
     const key = this.current();
-    return new SignJWT(payload).setProtectedHeader({ alg: SIGNING_ALG, typ, kid: key.kid }).sign(key.privateKey);
+    let header = key.headers.get(typ);
+    if (header === undefined) {
+      header = encodeSegment({ alg: SIGNING_ALG, typ, kid: key.kid });
+      key.headers.set(typ, header);
+    }
+    const signingInput = `${header}.${encodeSegment(payload)}`;
+    const signature = signBytes('sha256', Buffer.from(signingInput), { key: key.signingKey, dsaEncoding: 'ieee-p1363' });
+    return `${signingInput}.${signature.toString('base64url')}`;
   }
 }
 

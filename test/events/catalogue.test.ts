@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { emitEvent, EVENT_TYPES } from '../../src/events/outbox.ts';
+import { emitEvent, EVENT_TYPES, OWNER_EVENT_TYPES } from '../../src/events/outbox.ts';
 import { markVerified, registerMerchant } from '../support/merchants.ts';
 import { startWorld, type World } from '../support/world.ts';
 
@@ -20,11 +20,15 @@ describe('the event catalogue in the OpenAPI document', () => {
       expect(operation.parameters.map((p: { name: string }) => p.name)).toEqual(['webhook-id', 'webhook-timestamp', 'webhook-signature']);
       const schema = operation.requestBody.content['application/json'].schema;
       expect(schema.properties.type.const).toBe(type);
+      const account = (OWNER_EVENT_TYPES as readonly string[]).includes(type) ? 'ownerId' : 'merchantId';
+      expect(schema.required).toContain(account);
+      expect(schema.properties[account]).toEqual({ type: 'string' });
       if (type === 'webhook.disabled') {
         expect(schema.properties.data.properties.webhook.required).toEqual(['reason', 'failingSince', 'consecutiveFailures']);
       } else {
-        const member = type === 'merchant.verified' ? 'merchant' : 'redemption';
-        expect(schema.properties.data.properties[member].$ref).toBe(`#/components/schemas/${member === 'merchant' ? 'Merchant' : 'Redemption'}`);
+        const [member, component] = type === 'merchant.verified' ? ['merchant', 'Merchant'] : type.startsWith('topup.') ? ['topup', 'Topup'] : type.startsWith('intent.') ? ['intent', 'IntentStatus'] : ['redemption', 'Redemption'];
+        expect(schema.properties.data.properties[member!].$ref).toBe(`#/components/schemas/${component}`);
+        expect(document.components.schemas[component!]).toBeDefined();
       }
       expect(Object.keys(operation.responses)).toEqual(['2XX']);
     }

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { capturedFromAgent, availableUc, holdsOf, intentsOf, ONE_CREDIT_UC } from '../execute/helpers.ts';
+import { insertTopup } from '../../src/payments/store.ts';
 import { eventually, ownerId, REASON, repoRequest, topupBody, topupJournal, topupLots } from './helpers.ts';
 
 let world: World;
@@ -302,7 +303,7 @@ describe('retained intents', () => {
 });
 
 describe('without a provider', () => {
-  it('answers 503 payment_unavailable', async () => {
+  it('answers 503 payment_unavailable to creating, approving and declining, while reads answer 200 and 404', async () => {
     const bare = await startWorld({ env: { ACG_PAYMENT_PROVIDER: 'none' } });
     try {
       const agent = await bare.createAgent('bare@example.com', 'bare-agent');
@@ -311,6 +312,46 @@ describe('without a provider', () => {
       expect(res.body.code).toBe('payment_unavailable');
       const integrations = await bare.api('GET', '/v1/integrations', { token: agent.token });
       expect(integrations.body.payments).toEqual({ link: 'unconfigured', provider: 'none', x402: 'unconfigured' });
+
+      expect((await bare.api('GET', '/v1/payments/topups', { token: agent.token })).body).toEqual({ topups: [], hasMore: false });
+      const missing = await bare.api('GET', '/v1/payments/topups/top_unknown', { token: agent.token });
+      expect(missing.status).toBe(404);
+      expect(missing.body.code).toBe('not_found');
+      // A top-up recorded while a provider was configured stays readable after the provider is switched off.
+      const nowS = BigInt(bare.gw.clock.nowS());
+      const owner = await ownerId(bare, agent.ownerToken);
+      await bare.gw.gateway.db.transaction((tx) =>
+        insertTopup(tx, {
+          id: 'top_earlier',
+          agent_id: agent.id,
+          owner_id: owner,
+          amount_usd_cents: 500,
+          reason: REASON,
+          intent_id: null,
+          provider: 'local',
+          provider_ref: null,
+          approval_url: `${bare.url}/payments/topups/top_earlier`,
+          checkout_url: `${bare.url}/payments/topups/top_earlier`,
+          livemode: false,
+          status: 'pending_approval',
+          requested_by: 'test',
+          created_at_s: nowS,
+          updated_at_s: nowS,
+          expires_at_s: nowS + 3600n,
+        }),
+      );
+      for (const token of [agent.token, agent.ownerToken]) {
+        const one = await bare.api('GET', '/v1/payments/topups/top_earlier', { token });
+        expect(one.status).toBe(200);
+        expect(one.body).toMatchObject({ id: 'top_earlier', status: 'pending_approval', agentId: agent.id });
+      }
+      expect((await bare.api('GET', `/v1/payments/topups?agentId=${agent.id}`, { token: agent.ownerToken })).body.topups.map((t: { id: string }) => t.id)).toEqual(['top_earlier']);
+      for (const action of ['approve', 'decline']) {
+        const refused = await bare.api('POST', `/v1/payments/topups/top_earlier/${action}`, { token: agent.ownerToken, body: {} });
+        expect(refused.status, action).toBe(503);
+        expect(refused.body.code, action).toBe('payment_unavailable');
+      }
+      expect(await topupLots(bare, agent.id)).toEqual([]);
     } finally {
       await bare.close();
     }

@@ -63,3 +63,11 @@ export interface DatabaseTimeouts {
 }
 
 export const DEFAULT_DATABASE_TIMEOUTS: DatabaseTimeouts = { statementTimeoutMs: 5000, lockTimeoutMs: 2000, connectTimeoutMs: 2000 };
+
+/** The embedded database's directory is held by another live process (PGlite admits one). */
+export class DatabaseInUseError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DatabaseInUseError';
+  }
+}

@@ -2,12 +2,17 @@ import path from 'node:path';
 import type { Config } from '../config.ts';
 import type { Database } from './database.ts';
 import type { OutageLog } from './faults.ts';
-import { openPglite } from './pglite.ts';
-import { openPostgres } from './postgres.ts';
 
-/** Opens the configured database. It connects lazily: a PostgreSQL that is down fails the first call, not this one. */
+/**
+ * Opens the configured database. It connects lazily: a PostgreSQL that is down fails the first call, not this one.
+ * Each driver is loaded only when configured: a gateway on PostgreSQL never loads PGlite, nor the other way round.
+ */
 export async function openDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir' | 'db'>, log?: OutageLog): Promise<Database> {
-  if (config.databaseUrl) return openPostgres(config.databaseUrl, { timeouts: config.db, log });
+  if (config.databaseUrl) {
+    const { openPostgres } = await import('./postgres.ts');
+    return openPostgres(config.databaseUrl, { timeouts: config.db, log });
+  }
+  const { openPglite } = await import('./pglite.ts');
   return openPglite(path.join(config.dataDir, 'pglite'), log);
 }
 

@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
-import { retryTransaction, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
+import { DatabaseInUseError, retryTransaction, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
 import { asStorageError, OutageTracker, type OutageLog } from './faults.ts';
 
 const INT8_OID = 20;
@@ -40,13 +40,6 @@ function processAlive(pid: number): boolean {
 }
 
 /** Another live process holds the embedded database: an operator's situation, said in one line, not a crash. */
-export class DatabaseInUseError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'DatabaseInUseError';
-  }
-}
-
 /**
  * PGlite has no lock of its own, and two processes writing one data directory would corrupt it. A lock
  * file holding our pid refuses a second opener; a lock left by a dead process is taken over.

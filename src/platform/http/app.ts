@@ -13,6 +13,7 @@ import { installTextGuard } from './text-guard.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
 import { ApiError } from '../errors.ts';
 import { installAuth, type Authenticator, type AuthRequirement } from './auth.ts';
+import { RequestLog } from './request-log.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -59,8 +60,11 @@ export interface AppOptions {
 }
 
 export async function buildApp(gateway: Gateway, options: AppOptions): Promise<FastifyInstance> {
+  const requestLog = new RequestLog();
   const app: FastifyInstance = Fastify({
     loggerInstance: gateway.log as FastifyBaseLogger,
+    // One line per request, written when it is answered (request-log.ts).
+    logController: requestLog,
     bodyLimit: gateway.config.bodyLimitBytes,
     trustProxy: false,
     return503OnClosing: true,
@@ -72,11 +76,16 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     schemaController: { compilersFactory: { buildValidator } },
     routerOptions: { maxParamLength: PATH_PARAMETER_LENGTH_MAX, ignoreTrailingSlash: false },
     // Errors Fastify and Node raise before a route runs get the same bodies as every other refusal.
-    frameworkErrors: (error, request, reply) => renderError(app, error, request, reply),
+    frameworkErrors: (error, request, reply) => {
+      renderError(app, error, request, reply);
+      // Fastify answers these before routing, without its completion hooks: the request's line is written here.
+      requestLog.requestCompleted(null, request, reply);
+    },
     clientErrorHandler: (error, socket) => renderClientError(app, error, socket),
   });
   app.decorate('gateway', gateway);
   app.decorateRequest('principal', undefined);
+  app.decorateRequest('failure', undefined);
   // Only JSON is a request body on API routes; the OAuth plugin adds form bodies in its own scope.
   app.removeContentTypeParser('text/plain');
 

@@ -19,6 +19,9 @@ export interface Authenticator {
   authenticate(authorization: string | undefined, resource: Resource): Promise<Principal>;
 }
 
+/** A credential in the query string, refused wherever it appears. */
+const QUERY_CREDENTIAL = /[?&]access_token=/;
+
 const KIND_LETTER: Record<PrincipalKind, string> = { human: 'H', agent: 'A', owner: 'O', merchant: 'M', operator: 'operator' };
 
 export function describeAuth(requirement: AuthRequirement): string {
@@ -44,7 +47,7 @@ export function installAuth(app: FastifyInstance, authenticator: Authenticator):
   app.addHook('onRequest', async (request: FastifyRequest) => {
     const requirement = request.routeOptions.config?.auth as AuthRequirement | undefined;
     if (!requirement) return;
-    if (/[?&]access_token=/.test(request.url)) {
+    if (QUERY_CREDENTIAL.test(request.url)) {
       throw new ApiError('invalid_input', { detail: 'credentials are never accepted in the query string; use the Authorization header' });
     }
     const principal = await authenticator.authenticate(request.headers.authorization, requirement.resource ?? 'api');

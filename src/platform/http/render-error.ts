@@ -1,11 +1,12 @@
 // Turns anything thrown on a route into the body its clients expect: problem+json on API routes, the
 // OAuth error body under /oauth/. Bad input is always a 4xx with a reason; only our own faults are
 // 500s, and they never carry a stack trace or an internal message.
-import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
 import { STATUS_CODES } from 'node:http';
 import { isStorageUnavailable, STORAGE_RETRY_AFTER_S, storageFailureOf } from '../db/faults.ts';
 import { ApiError, OAuthError, problemBody, type OAuthErrorCode } from '../errors.ts';
+import type { FailureLine } from './request-log.ts';
 
 /** Fastify's `maxParamLength`: longer path parameters are refused with 414 uri_too_long. */
 export const PATH_PARAMETER_LENGTH_MAX = 500;
@@ -88,7 +89,7 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
   const isOAuth = request.url.startsWith('/oauth/');
   if (isOAuth) {
     const oauth = toOAuthError(error);
-    logFailure(request.log, error, error instanceof OAuthError ? undefined : toApiError(error), oauth.status);
+    request.failure = failureLine(error, error instanceof OAuthError ? undefined : toApiError(error), oauth.status);
     return reply
       .code(oauth.status)
       .headers({ 'cache-control': 'no-store', ...oauth.headers })
@@ -96,7 +97,7 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
       .send({ error: oauth.error, error_description: oauth.description });
   }
   const api = toApiError(error);
-  logFailure(request.log, error, api, api.status);
+  request.failure = failureLine(error, api, api.status);
   return reply
     .code(api.status)
     .headers(api.options.headers ?? {})
@@ -107,19 +108,20 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
 /**
  * Refusals are expected and say so quietly: 4xx at info, availability and configuration 5xx (storage
  * down, a provider not configured, an upstream failing) at warn, both without a stack. Only an
- * unexpected error, our own fault, logs at error with its stack.
+ * unexpected error, our own fault, logs at error with its stack. The line is the request's one log line
+ * (request-log.ts), or its own line for what Node refuses before a request exists.
  */
-function logFailure(log: FastifyBaseLogger, error: FastifyError, api: ApiError | undefined, status: number): void {
+function failureLine(error: FastifyError, api: ApiError | undefined, status: number): FailureLine {
   const code = api?.code ?? (error as { code?: string }).code;
   const storage = storageFailureOf(error)?.kind ?? (api?.code === 'storage_unavailable' ? 'unreachable' : undefined);
   const fields = { code: 'storage_unavailable', status, reason: error.message };
   // An unreachable database is announced once by the outage tracker; each request it fails is routine.
-  if (storage === 'unreachable') log.info(fields, 'request failed: database unavailable');
+  if (storage === 'unreachable') return { level: 'info', fields, message: 'request failed: database unavailable' };
   // A live database that timed out a statement or a lock wait is a slow query or contention to look into.
-  else if (storage === 'timeout') log.warn(fields, 'request failed: a database statement or lock wait timed out');
-  else if (api?.code === 'internal_error') log.error({ err: error }, 'request failed');
-  else if (status >= 500) log.warn({ code, status }, error.message);
-  else log.info({ code, status }, error.message);
+  if (storage === 'timeout') return { level: 'warn', fields, message: 'request failed: a database statement or lock wait timed out' };
+  if (api?.code === 'internal_error') return { level: 'error', fields: { err: error }, message: 'request failed' };
+  if (status >= 500) return { level: 'warn', fields: { code, status }, message: error.message };
+  return { level: 'info', fields: { code, status }, message: error.message };
 }
 
 /** What Node's HTTP parser refuses before Fastify sees a request, mapped onto our catalogue. */
@@ -137,7 +139,8 @@ function clientErrorFor(code: string | undefined): ApiError {
 export function renderClientError(app: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
   const api = clientErrorFor(error.code);
-  logFailure(app.log, error as FastifyError, api, api.status);
+  const line = failureLine(error as FastifyError, api, api.status);
+  app.log[line.level](line.fields, line.message);
   const requestLine = Buffer.isBuffer(error.rawPacket) ? error.rawPacket.toString('latin1', 0, 256) : '';
   const target = /^[A-Z]+ (\S+)/.exec(requestLine)?.[1] ?? '';
   const oauth = target.startsWith('/oauth/') ? toOAuthError(api as unknown as FastifyError) : undefined;

@@ -1,9 +1,9 @@
-// The identity feature's operations, for every face: register and update agents, freeze and unfreeze them,
+// Agent management's operations, for every face: register and update agents, freeze and unfreeze them,
 // set their profiles and avatars. Each input is the path's agent id plus the body's members.
 import { Type, type Static } from '@sinclair/typebox';
 import { Category, IdParams, Microcredits, Nullable, ResourceId } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
-import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type Agent, type AgentProfile, type AvatarType, type IdentityService } from './service.ts';
+import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type Agent, type AgentProfile, type AgentService, type AvatarType } from './service.ts';
 
 const Name = Type.String({ minLength: 1, maxLength: 100 });
 const ServiceList = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 20 });
@@ -77,9 +77,9 @@ const SetProfileInput = inputOf(IdParams, ProfileInput);
 const StartUploadInput = inputOf(IdParams, UploadStart);
 const FinalizeInput = inputOf(IdParams, Finalize);
 
-type AvatarUploadTicket = Awaited<ReturnType<IdentityService['startAvatarUpload']>>;
+type AvatarUploadTicket = Awaited<ReturnType<AgentService['startAvatarUpload']>>;
 
-export interface IdentityOperations {
+export interface AgentOperations {
   registerAgent: SingleStepOperation<Static<typeof RegisterAgentInput>, Agent>;
   updateAgent: SingleStepOperation<Static<typeof UpdateAgentInput>, Agent>;
   freezeAgent: SingleStepOperation<Static<typeof AgentIdInput>, Agent>;
@@ -90,49 +90,49 @@ export interface IdentityOperations {
 }
 
 /** Owner operations: the principal is a human or owner credential, so `ownerId` is set. */
-export function identityOperations(identity: IdentityService): IdentityOperations {
+export function agentOperations(agents: AgentService): AgentOperations {
   return {
     registerAgent: {
       name: 'registerAgent',
       input: RegisterAgentInput,
       idempotency: { key: 'required' },
-      run: (tx, { principal, input }) => identity.registerAgent(tx, principal.ownerId!, input),
+      run: (tx, { principal, input }) => agents.registerAgent(tx, principal.ownerId!, input),
     },
     updateAgent: {
       name: 'updateAgent',
       input: UpdateAgentInput,
       idempotency: { key: 'optional' },
-      run: (tx, { principal, input: { id, ...patch } }) => identity.updateAgent(tx, principal.ownerId!, id, patch),
+      run: (tx, { principal, input: { id, ...patch } }) => agents.updateAgent(tx, principal.ownerId!, id, patch),
     },
     freezeAgent: {
       name: 'freezeAgent',
       input: AgentIdInput,
       idempotency: { key: 'optional' },
-      run: (tx, { principal, input }) => identity.setStatus(tx, principal.ownerId!, input.id, 'frozen'),
+      run: (tx, { principal, input }) => agents.setStatus(tx, principal.ownerId!, input.id, 'frozen'),
     },
     unfreezeAgent: {
       name: 'unfreezeAgent',
       input: AgentIdInput,
       idempotency: { key: 'optional' },
-      run: (tx, { principal, input }) => identity.setStatus(tx, principal.ownerId!, input.id, 'active'),
+      run: (tx, { principal, input }) => agents.setStatus(tx, principal.ownerId!, input.id, 'active'),
     },
     setAgentProfile: {
       name: 'setAgentProfile',
       input: SetProfileInput,
       idempotency: { key: 'optional' },
-      run: (tx, { principal, input: { id, ...profile } }) => identity.setProfile(tx, principal.ownerId!, id, profile),
+      run: (tx, { principal, input: { id, ...profile } }) => agents.setProfile(tx, principal.ownerId!, id, profile),
     },
     startAvatarUpload: {
       name: 'startAvatarUpload',
       input: StartUploadInput,
       idempotency: { key: 'optional' },
-      run: (tx, { principal, input }) => identity.startAvatarUpload(tx, principal.ownerId!, input.id, input.contentType as AvatarType, input.sizeBytes),
+      run: (tx, { principal, input }) => agents.startAvatarUpload(tx, principal.ownerId!, input.id, input.contentType as AvatarType, input.sizeBytes),
     },
     finalizeAvatarUpload: {
       name: 'finalizeAvatarUpload',
       input: FinalizeInput,
       idempotency: { key: 'optional' },
-      run: (tx, { principal, input }) => identity.finalizeAvatar(tx, principal.ownerId!, input.id, input.uploadId, input.storageId),
+      run: (tx, { principal, input }) => agents.finalizeAvatar(tx, principal.ownerId!, input.id, input.uploadId, input.storageId),
     },
   };
 }

@@ -1,5 +1,7 @@
-// Owners manage their agents: register, read, update, freeze/unfreeze, profile and avatar.
-// Every method takes the owner id of the caller and treats another owner's agent as not found.
+// Agent management: owners register, read, update, freeze/unfreeze their agents and set their profiles
+// and avatars. Every owner method takes the owner id of the caller and treats another owner's agent as not
+// found. The ledger, execute and payments read and lock agent rows through here, and the credential
+// verifier reads them (never writes) through its `AgentLookup`, which this service satisfies.
 import { ApiError } from '../platform/errors.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
@@ -100,7 +102,7 @@ function sniffImage(bytes: Uint8Array): AvatarType | undefined {
   return undefined;
 }
 
-export class IdentityService {
+export class AgentService {
   constructor(
     private readonly gateway: Gateway,
     private readonly agentIssuer: () => string | undefined,
@@ -170,6 +172,7 @@ export class IdentityService {
     return this.lockOwned(tx, ownerId, agentId);
   }
 
+  /** The agent with its owner's email, whoever owns it. */
   async agentRow(db: Queryable, agentId: string): Promise<store.AgentWithOwnerRow | undefined> {
     return store.findAgent(db, agentId);
   }
@@ -179,6 +182,7 @@ export class IdentityService {
     return store.lockAgent(tx, agentId);
   }
 
+  /** The agent registered for an agent identity (issuer + subject), with its owner's email. */
   async agentByIdentity(db: Queryable, issuer: string, subject: string): Promise<store.AgentWithOwnerRow | undefined> {
     return store.findAgentByIdentity(db, issuer, subject);
   }
@@ -294,6 +298,7 @@ export class IdentityService {
     return { contentType: upload.content_type, bytes: upload.bytes };
   }
 
+  /** Deletes uploads that expired before they were finalized (scheduled by the composition root). */
   async sweepAvatarUploads(): Promise<number> {
     return store.deleteExpiredAvatarUploads(this.gateway.db, this.gateway.clock.nowS());
   }

@@ -1,0 +1,82 @@
+// What `npm run bench` can be told: environment variables (and --help). Defaults fit the whole run in
+// under five minutes on the project's 2-core machine.
+
+export interface BenchConfig {
+  adminUrl: string;
+  cellS: number;
+  warmupS: number;
+  /** PGlite compiles its WebAssembly engine in its first seconds under load: its cell warms longer. */
+  pgliteWarmupS: number;
+  pgbenchS: number;
+  agents: number;
+  connections: number[];
+  port: number;
+  /** wrk or autocannon; undefined: wrk when installed. */
+  load: string | undefined;
+  nodeOptions: string[];
+  pglite: boolean;
+  captureMints: number;
+}
+
+export const HELP = `npm run bench [-- --help]
+
+Measures, in one run (about 4 minutes with the defaults):
+  - the minimal reserve transaction (research/perf.md §3b) by pgbench, spread over the agents and on one hot
+    agent, at each connection count: the baseline every ratio is taken to;
+  - the gateway's own mint SQL by pgbench, captured from a running gateway (bench/gateway-sql.ts);
+  - the gateway (bin/acg.js serve) on PostgreSQL: mint and capture, spread and hot, at each connection count;
+  - the gateway on embedded PGlite: mint, spread, at the first connection count;
+  - for each: throughput, p50/p99 latency, gateway CPU per request, peak RSS, ratio to the baseline;
+then checks the ledger invariants on both databases and exits non-zero if any does not hold.
+Writes a markdown table to stdout and bench/results/latest.json.
+
+Needs: a PostgreSQL it may create databases in, pgbench on the PATH, and wrk (apt-get install wrk) or else
+autocannon (a dev dependency) as the load generator.
+
+Environment:
+  BENCH_DATABASE_URL   admin connection (default postgres://postgres@127.0.0.1:5432/postgres)
+  BENCH_CELL_S         seconds measured per gateway cell (default 8)
+  BENCH_WARMUP_S       unmeasured seconds before each mint cell (default 2)
+  BENCH_PGLITE_WARMUP_S  unmeasured seconds before the PGlite cell (default 5: its engine compiles first)
+  BENCH_PGBENCH_S      seconds per pgbench cell (default 5)
+  BENCH_AGENTS         agents in the spread workload (default 200)
+  BENCH_CONNECTIONS    connection counts, comma-separated (default 16,64)
+  BENCH_LOAD           wrk | autocannon (default: wrk when installed)
+  BENCH_PORT           the gateway's port (default 18080)
+  BENCH_PGLITE         0 skips the embedded PGlite cell (default 1)
+  BENCH_CAPTURE_MINTS  mints captured to derive the gateway SQL (default 7)
+  BENCH_NODE_OPTIONS   extra node options for the gateway, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof
+`;
+
+function positive(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive whole number, got "${raw}"`);
+  return value;
+}
+
+export function benchConfig(env: NodeJS.ProcessEnv): BenchConfig {
+  const connections = (env.BENCH_CONNECTIONS ?? '16,64').split(',').map((c) => Number(c.trim()));
+  if (connections.length === 0 || connections.some((c) => !Number.isInteger(c) || c < 2)) {
+    throw new Error(`BENCH_CONNECTIONS must be comma-separated whole numbers of at least 2, got "${env.BENCH_CONNECTIONS}"`);
+  }
+  const load = env.BENCH_LOAD || undefined;
+  if (load !== undefined && load !== 'wrk' && load !== 'autocannon') throw new Error(`BENCH_LOAD must be wrk or autocannon, got "${load}"`);
+  const agents = positive(env, 'BENCH_AGENTS', 200);
+  if (agents < 2) throw new Error('BENCH_AGENTS must be at least 2 (agent 1 is the hot one, the SQL capture runs as agent 2)');
+  return {
+    adminUrl: env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+    cellS: positive(env, 'BENCH_CELL_S', 8),
+    warmupS: positive(env, 'BENCH_WARMUP_S', 2),
+    pgliteWarmupS: positive(env, 'BENCH_PGLITE_WARMUP_S', 5),
+    pgbenchS: positive(env, 'BENCH_PGBENCH_S', 5),
+    agents,
+    connections,
+    port: positive(env, 'BENCH_PORT', 18_080),
+    load,
+    nodeOptions: env.BENCH_NODE_OPTIONS ? env.BENCH_NODE_OPTIONS.split(' ').filter(Boolean) : [],
+    pglite: env.BENCH_PGLITE !== '0',
+    captureMints: Math.max(2, positive(env, 'BENCH_CAPTURE_MINTS', 7)),
+  };
+}

@@ -1,0 +1,219 @@
+// HTTP edge of agent management: the owner's agents, agent profiles and avatars. Registers the `Agent` and
+// `AgentProfile` schemas that other routes (/v1/me) refer to, so it is served before them.
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import { ApiError } from '../platform/errors.ts';
+import { principalOf } from '../platform/http/auth.ts';
+import { serve } from '../platform/http/operation.ts';
+import { problems, sharesSchemas } from '../platform/http/openapi.ts';
+import { AgentIdParams, idOf, Microcredits, Nullable, PageQuery, UnixSeconds } from '../platform/schemas.ts';
+import { AgentCreate, AgentPatch, Finalize, ProfileInput, UploadStart, type AgentOperations } from './operations.ts';
+import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type AgentService } from './service.ts';
+
+const OWNER = { kinds: ['human', 'owner'] } as const;
+
+export const ProfileSchema = Type.Object(
+  {
+    name: Type.String(),
+    preset: Type.String({ enum: [...PROFILE_PRESETS] }),
+    color: Type.String({ description: 'hex colour #rrggbb' }),
+    avatarUrl: Nullable(Type.String({ description: 'where the owner reads the finalized avatar image' })),
+  },
+  { $id: 'AgentProfile' },
+);
+
+const Caps = Type.Object(
+  {
+    perHoldUc: Nullable(Microcredits('largest single hold; null = no cap')),
+    perPeriodUc: Nullable(Microcredits('most that holds may take per period; null = no cap')),
+    periodS: Type.Integer({ description: 'length of the cap period in seconds (rolling window)' }),
+  },
+  { additionalProperties: false },
+);
+
+export const AgentSchema = Type.Object(
+  {
+    id: Type.String(),
+    ownerId: Type.String(),
+    name: Type.String(),
+    status: Type.String({ enum: ['active', 'frozen'] }),
+    identity: Type.Object({ issuer: Type.String(), subject: Type.String() }),
+    allowedServices: Type.Array(Type.String(), { description: 'service ids the agent may execute; "*" = all' }),
+    allowedCategories: Type.Array(Type.String(), { description: 'offer categories the agent may buy; "*" = all' }),
+    inboxAllowlist: Type.Array(Type.String(), { description: 'mailboxes the mail service may read' }),
+    caps: Caps,
+    profile: Type.Ref('AgentProfile'),
+    createdAt: UnixSeconds('creation'),
+    updatedAt: UnixSeconds('last change'),
+  },
+  { $id: 'Agent' },
+);
+
+const UploadTicket = Type.Object({
+  uploadId: Type.String(),
+  storageId: Type.String(),
+  uploadUrl: Type.String({ description: 'PUT the image bytes here with the declared Content-Type and your credential' }),
+  method: Type.Literal('PUT'),
+  contentType: Type.String(),
+  maxBytes: Type.Integer(),
+  expiresAt: UnixSeconds('the upload must be finalized before'),
+});
+
+const AgentList = Type.Object({ agents: Type.Array(Type.Ref('Agent')), hasMore: Type.Boolean() });
+
+const UploadParams = Type.Object({ id: idOf('agent (agt_…)'), uploadId: idOf('avatar upload (upl_…)') });
+
+export interface AgentRouteDeps {
+  agents: AgentService;
+  operations: AgentOperations;
+}
+
+/** A raw image body in each avatar type, for the OpenAPI document; the bytes are checked by the service. */
+function imageContent(description: string) {
+  return Object.fromEntries(AVATAR_TYPES.map((type) => [type, { schema: { description, contentMediaType: type } }]));
+}
+
+export function agentRoutes(deps: AgentRouteDeps) {
+  const { agents, operations: ops } = deps;
+  return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
+    app.addSchema(ProfileSchema);
+    app.addSchema(AgentSchema);
+    const tags = ['identity'];
+
+    app.post('/v1/owner/agents', {
+      config: { auth: OWNER, operation: ops.registerAgent, location: true },
+      schema: {
+        tags,
+        summary: 'Register an agent',
+        description: 'Registers an agent identity (issuer + subject of the agent identity provider) under your ownership. Requires Idempotency-Key.',
+        body: AgentCreate,
+        response: { 201: Type.Ref('Agent'), ...problems(400, 409, 503) },
+      },
+      handler: (request, reply) => serve(request, reply, ops.registerAgent, request.body as Static<typeof AgentCreate>, { status: 201, headers: (agent) => ({ location: `/v1/owner/agents/${agent.id}` }) }),
+    });
+
+    app.get('/v1/owner/agents', {
+      config: { auth: OWNER },
+      schema: { operationId: 'listAgents', tags, summary: 'List your agents (oldest first)', querystring: PageQuery, response: { 200: AgentList } },
+      handler: async (request) => {
+        const query = request.query as Static<typeof PageQuery>;
+        return agents.listAgents(principalOf(request).ownerId!, query.limit ?? 20, query.startingAfter);
+      },
+    });
+
+    app.get('/v1/owner/agents/:id', {
+      config: { auth: OWNER },
+      schema: { operationId: 'getAgent', tags, summary: 'Read one of your agents', params: AgentIdParams, response: { 200: Type.Ref('Agent'), ...problems(404) } },
+      handler: async (request) => agents.getAgent(principalOf(request).ownerId!, (request.params as { id: string }).id),
+    });
+
+    app.patch('/v1/owner/agents/:id', {
+      config: { auth: OWNER, operation: ops.updateAgent },
+      schema: {
+        tags,
+        summary: "Update an agent's name, allowances and caps",
+        description: 'Idempotency-Key is honoured when sent.',
+        params: AgentIdParams,
+        body: AgentPatch,
+        response: { 200: Type.Ref('Agent'), ...problems(400, 404, 409) },
+      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.updateAgent, { ...(request.body as Static<typeof AgentPatch>), id: (request.params as { id: string }).id }),
+    });
+
+    for (const [action, operation] of [['freeze', ops.freezeAgent], ['unfreeze', ops.unfreezeAgent]] as const) {
+      app.post(`/v1/owner/agents/:id/${action}`, {
+        config: { auth: OWNER, operation },
+        schema: {
+          tags,
+          summary: action === 'freeze' ? 'Freeze an agent: it can no longer spend (403 FROZEN)' : 'Unfreeze an agent',
+          description: 'No body. Idempotency-Key is honoured when sent.',
+          params: AgentIdParams,
+          response: { 200: Type.Ref('Agent'), ...problems(404, 409) },
+        },
+        handler: (request, reply) => serve(request, reply, operation, { id: (request.params as { id: string }).id }),
+      });
+    }
+
+    app.put('/v1/owner/agents/:id/profile', {
+      config: { auth: OWNER, operation: ops.setAgentProfile },
+      schema: {
+        tags,
+        summary: "Set an agent's profile (name, preset, colour)",
+        params: AgentIdParams,
+        body: ProfileInput,
+        response: { 200: Type.Ref('AgentProfile'), ...problems(400, 404, 409) },
+      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.setAgentProfile, { ...(request.body as Static<typeof ProfileInput>), id: (request.params as { id: string }).id }),
+    });
+
+    app.post('/v1/owner/agents/:id/avatar/uploads', {
+      config: { auth: OWNER, operation: ops.startAvatarUpload },
+      schema: {
+        tags,
+        summary: 'Start an avatar upload',
+        description: `Declares the image type (${AVATAR_TYPES.join(', ')}) and size (at most ${AVATAR_BYTES_MAX} bytes). Then PUT the bytes to uploadUrl and finalize with uploadId and storageId within 15 minutes.`,
+        params: AgentIdParams,
+        body: UploadStart,
+        response: { 201: UploadTicket, ...problems(400, 404, 409) },
+      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.startAvatarUpload, { ...(request.body as Static<typeof UploadStart>), id: (request.params as { id: string }).id }, { status: 201 }),
+    });
+
+    await app.register(async (uploads) => {
+      // Image bodies are accepted on this one route only.
+      uploads.addContentTypeParser([...AVATAR_TYPES], { parseAs: 'buffer', bodyLimit: AVATAR_BYTES_MAX }, (_request, body, done) => done(null, body));
+      uploads.put('/v1/owner/agents/:id/avatar/uploads/:uploadId', {
+        config: { auth: OWNER },
+        schema: { operationId: 'uploadAvatarBytes',
+          tags,
+          summary: 'Upload the avatar bytes',
+          description: `Raw image body with the Content-Type declared when the upload started; at most ${AVATAR_BYTES_MAX} bytes. The bytes must be an image of that type.`,
+          params: UploadParams,
+          body: { content: imageContent('the image bytes') },
+          response: { 204: Type.Null(), ...problems(400, 404, 409, 413, 415) },
+        },
+        handler: async (request, reply) => {
+          const { id, uploadId } = request.params as { id: string; uploadId: string };
+          if (!Buffer.isBuffer(request.body)) throw new ApiError('unsupported_media_type', { detail: `send the image as ${AVATAR_TYPES.join(', ')}` });
+          const contentType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+          await agents.receiveAvatarBytes(principalOf(request).ownerId!, id, uploadId, contentType, request.body);
+          return reply.code(204).send();
+        },
+      });
+    });
+
+    app.post('/v1/owner/agents/:id/avatar/finalize', {
+      config: { auth: OWNER, operation: ops.finalizeAvatarUpload },
+      schema: {
+        tags,
+        summary: 'Finalize an avatar upload',
+        description: "Makes the uploaded image the agent's avatar (profile preset becomes \"image\"). Idempotency-Key is honoured when sent.",
+        params: AgentIdParams,
+        body: Finalize,
+        response: { 200: Type.Ref('AgentProfile'), ...problems(400, 404, 503) },
+      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.finalizeAvatarUpload, { ...(request.body as Static<typeof Finalize>), id: (request.params as { id: string }).id }),
+    });
+
+    app.get('/v1/owner/agents/:id/avatar', {
+      config: { auth: OWNER },
+      schema: {
+        operationId: 'getAgentAvatar',
+        tags,
+        summary: "Read the agent's avatar image",
+        params: AgentIdParams,
+        response: { 200: { description: 'the avatar image, in the type it was uploaded as', content: imageContent('the image bytes') }, ...problems(404) },
+      },
+      handler: async (request, reply) => {
+        const avatar = await agents.readAvatar(principalOf(request).ownerId!, (request.params as { id: string }).id);
+        reply.type(avatar.contentType).header('cache-control', 'private, max-age=300').header('x-content-type-options', 'nosniff');
+        return reply.send(Buffer.from(avatar.bytes));
+      },
+    });
+
+  });
+}

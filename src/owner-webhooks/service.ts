@@ -1,0 +1,42 @@
+// An owner's webhook: one endpoint per owner that receives the events of its agents' top-ups and retained
+// intents (OWNER_EVENT_TYPES), signed with Standard Webhooks and delivered by the same outbox, worker,
+// retry schedule and circuit as merchants' webhooks (src/events/). An owner has no verified domain, so the
+// URL rule is the merchant rule without the domain anchor: https on port 443 to a public DNS name, checked
+// again against every resolved address at delivery.
+import type { OwnerWebhookConfiguration, WebhookService } from '../events/service.ts';
+import { validatePublicWebhookUrl } from '../merchants/validation.ts';
+import type { Queryable } from '../platform/db/database.ts';
+import { ApiError } from '../platform/errors.ts';
+
+export const OWNER_WEBHOOK_SECRET_NOTICE =
+  'Store this signing secret now: it is shown only in this response (a replay omits it). It stays until you replace it ' +
+  '(PUT /v1/owner/webhook with rotateSecret: true). Verify deliveries with a Standard Webhooks library (webhook-id, ' +
+  'webhook-timestamp, webhook-signature).';
+export const OWNER_WEBHOOK_SECRET_KEPT_NOTICE =
+  'The signing secret is unchanged (no webhookSecret in this response). Replace it with PUT /v1/owner/webhook and rotateSecret: true.';
+
+export interface OwnerWebhookInput {
+  url: string;
+  enabled: boolean;
+  rotateSecret: boolean;
+}
+
+export class OwnerWebhookService {
+  constructor(private readonly webhooks: WebhookService) {}
+
+  async configure(tx: Queryable, ownerId: string, input: OwnerWebhookInput): Promise<{ configuration: OwnerWebhookConfiguration; webhookSecret?: string; notice: string }> {
+    const url = validatePublicWebhookUrl(input.url);
+    if (!url.ok) throw new ApiError('invalid_input', { detail: `url ${url.reason}` });
+    const configured = await this.webhooks.configureOwner(tx, ownerId, { ...input, url: url.url });
+    return { ...configured, notice: configured.webhookSecret === undefined ? OWNER_WEBHOOK_SECRET_KEPT_NOTICE : OWNER_WEBHOOK_SECRET_NOTICE };
+  }
+
+  async configuration(ownerId: string): Promise<{ configuration: OwnerWebhookConfiguration }> {
+    return { configuration: await this.webhooks.ownerConfiguration(ownerId) };
+  }
+
+  /** Deleting an absent webhook answers the same unconfigured state (`deleted: false`). */
+  async delete(tx: Queryable, ownerId: string): Promise<{ configuration: OwnerWebhookConfiguration; deleted: boolean }> {
+    return this.webhooks.deleteOwner(tx, ownerId);
+  }
+}

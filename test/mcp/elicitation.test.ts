@@ -1,0 +1,145 @@
+// Over MCP, execute's approval_required is a URL elicitation of the approval page: on 2026-07-28 an
+// input_required result that the official client fulfils through its elicitation handler and then retries;
+// on 2025-11-25 the -32042 URLElicitationRequired error. After the owner approves, the gateway runs the
+// retained intent by itself, and the retry with the same idempotencyKey returns its outcome.
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
+import { startWorld, type World } from '../support/world.ts';
+import { eventually } from '../payments/helpers.ts';
+import { connect, MODERN } from './helpers.ts';
+
+let world: World;
+let github: FakeGitHub;
+let counter = 0;
+
+const repoRequest = { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'Hello-World' } };
+
+beforeAll(async () => {
+  github = await startFakeGitHub();
+  world = await startWorld({ env: { ACG_PAYMENT_PROVIDER: 'local', ACG_GITHUB_API_URL: github.url } });
+});
+afterAll(async () => {
+  await world?.close();
+  await github?.close();
+});
+
+function structured(result: unknown): any {
+  return (result as { structuredContent: unknown }).structuredContent;
+}
+
+/** An agent with no credit, its MCP access token and its owner's human session. */
+async function brokeAgent(label: string) {
+  const agent = await world.createAgent(`${label}-${++counter}@example.com`, `${label}-agent-${counter}`);
+  const mcpToken = await world.accessToken({ sub: agent.id, scope: 'svc:agent' }, `${world.url}/mcp`);
+  return { ...agent, mcpToken };
+}
+
+/** What the owner does on the approval page: approve the top-up (through the API the page calls). */
+async function approveOnPage(approvalUrl: string, ownerToken: string): Promise<{ topupId: string; intentId: string }> {
+  expect(approvalUrl.startsWith(`${world.url}/payments/topups/`)).toBe(true);
+  const topupId = new URL(approvalUrl).pathname.split('/').pop()!;
+  const approved = await world.api('POST', `/v1/payments/topups/${topupId}/approve`, { token: ownerToken, body: {} });
+  expect(approved.body.status).toBe('settled');
+  return { topupId, intentId: approved.body.intentId };
+}
+
+async function executed(intentId: string, token: string) {
+  return eventually(async () => {
+    const res = await world.api('GET', `/v1/intents/${intentId}`, { token });
+    return res.body.state === 'executed' ? res.body : undefined;
+  }, 15_000, 'the intent to run');
+}
+
+describe('execute_service when credit is short and a provider is configured', () => {
+  it('2026-07-28: a URL elicitation of the approval page; after approval the retry returns the result, and get_intent shows it', async () => {
+    const agent = await brokeAgent('modern');
+    const client = new Client(
+      { name: 'acg-test', version: '1.0.0' },
+      { versionNegotiation: { mode: { pin: MODERN } }, capabilities: { elicitation: { url: {} } } },
+    );
+    const asked: Array<{ mode?: string; url?: string; message: string }> = [];
+    let intentId = '';
+    client.setRequestHandler('elicitation/create', async (request) => {
+      const params = request.params as { mode?: string; url?: string; message: string };
+      asked.push(params);
+      ({ intentId } = await approveOnPage(params.url!, agent.ownerToken));
+      await executed(intentId, agent.token);
+      return { action: 'accept' };
+    });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${world.url}/mcp`), { authProvider: { token: async () => agent.mcpToken } }));
+    try {
+      const result = await client.callTool({ name: 'execute_service', arguments: { ...repoRequest, idempotencyKey: 'elicit-modern-1' } });
+      expect(asked).toHaveLength(1);
+      expect(asked[0]).toMatchObject({ mode: 'url', message: expect.stringContaining(asked[0]!.url!) });
+      expect(result.isError).toBeFalsy();
+      expect(structured(result)).toMatchObject({ state: 'succeeded', result: { fullName: 'octocat/Hello-World' }, receipt: { state: 'captured', capturedUc: '1000000' } });
+      const intent = structured(await client.callTool({ name: 'get_intent', arguments: { id: intentId } }));
+      expect(intent).toMatchObject({ id: intentId, state: 'executed', executionId: structured(result).executionId, result: { fullName: 'octocat/Hello-World' } });
+      // Once answered, the same key replays the outcome without asking again.
+      const again = await client.callTool({ name: 'execute_service', arguments: { ...repoRequest, idempotencyKey: 'elicit-modern-1' } });
+      expect(structured(again).executionId).toBe(structured(result).executionId);
+      expect(asked).toHaveLength(1);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('2026-07-28: a retry that answers the elicitation while the approval is still pending gets the problem body, not a second elicitation', async () => {
+    const agent = await brokeAgent('pending');
+    const client = new Client(
+      { name: 'acg-test', version: '1.0.0' },
+      { versionNegotiation: { mode: { pin: MODERN } }, capabilities: { elicitation: { url: {} } } },
+    );
+    let asked = 0;
+    client.setRequestHandler('elicitation/create', async () => {
+      asked += 1;
+      return { action: 'accept' };
+    });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${world.url}/mcp`), { authProvider: { token: async () => agent.mcpToken } }));
+    try {
+      const result = await client.callTool({ name: 'execute_service', arguments: { ...repoRequest, idempotencyKey: 'elicit-pending-1' } });
+      expect(asked).toBe(1);
+      expect(result.isError).toBe(true);
+      expect(structured(result)).toMatchObject({ code: 'approval_required', charged: false, payment: { status: 'pending_approval' } });
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('2026-07-28 without the elicitation.url capability: the approval_required problem body, with the approval URL', async () => {
+    const agent = await brokeAgent('no-capability');
+    const client = await connect(world.url, agent.mcpToken, 'modern');
+    try {
+      const refused = await client.callTool({ name: 'execute_service', arguments: { ...repoRequest, idempotencyKey: 'elicit-plain-1' } });
+      expect(refused.isError).toBe(true);
+      expect(structured(refused)).toMatchObject({ code: 'approval_required', status: 402, charged: false, payment: { status: 'pending_approval' } });
+      expect(structured(refused).payment.approvalUrl).toMatch(/\/payments\/topups\/top_/);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('2025-11-25: the -32042 URL elicitation error names the approval page; after approval the retry returns the result', async () => {
+    const agent = await brokeAgent('legacy');
+    const client = await connect(world.url, agent.mcpToken, 'legacy');
+    try {
+      const call = () => client.callTool({ name: 'execute_service', arguments: { ...repoRequest, idempotencyKey: 'elicit-legacy-1' } });
+      const error = (await call().then(
+        () => undefined,
+        (e: unknown) => e,
+      )) as { code?: number; data?: { elicitations?: Array<{ mode: string; url: string; elicitationId: string; message: string }> } } | undefined;
+      expect(error?.code).toBe(-32042);
+      const [elicitation] = error!.data!.elicitations!;
+      expect(elicitation).toMatchObject({ mode: 'url', elicitationId: expect.stringMatching(/^int_/) });
+      const { intentId } = await approveOnPage(elicitation!.url, agent.ownerToken);
+      expect(elicitation!.elicitationId).toBe(intentId);
+      await executed(intentId, agent.token);
+      const result = await call();
+      expect(result.isError).toBeFalsy();
+      expect(structured(result)).toMatchObject({ state: 'succeeded', result: { fullName: 'octocat/Hello-World' } });
+    } finally {
+      await client.close();
+    }
+  });
+});

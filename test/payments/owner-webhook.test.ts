@@ -1,0 +1,205 @@
+// The owner's webhook: PUT/GET/DELETE /v1/owner/webhook, and the top-up and intent events of the approval
+// flow reaching it signed (checked by an HTTPS receiver with the standardwebhooks library, on a public-looking
+// name that the test-only outbound hooks point at 127.0.0.1), delivered by the merchants' worker.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { emitEvent } from '../../src/events/outbox.ts';
+import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
+import { HOOK_HOST, startHookTarget, type HookTarget } from '../support/merchants.ts';
+import { startWorld, type World } from '../support/world.ts';
+import { eventually, ownerId, repoRequest } from './helpers.ts';
+
+let world: World;
+let github: FakeGitHub;
+let target: HookTarget;
+let counter = 0;
+const key = (label: string) => `${label}-${++counter}-${Date.now()}`;
+const HOOK_URL = `https://${HOOK_HOST}/owner/events`;
+
+beforeAll(async () => {
+  github = await startFakeGitHub();
+  target = await startHookTarget();
+  world = await startWorld({
+    env: { ACG_PAYMENT_PROVIDER: 'local', ACG_GITHUB_API_URL: github.url, ACG_OUTBOUND_CA_FILE: target.caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true' },
+    outbound: target.outbound,
+  });
+});
+afterAll(async () => {
+  await world?.close();
+  await github?.close();
+  await target?.close();
+});
+
+async function newAgent(label: string) {
+  const email = `${label}-${++counter}@example.com`;
+  return { email, ...(await world.createAgent(email, `${label}-agent-${counter}`)) };
+}
+
+async function putWebhook(token: string, body: Record<string, unknown> = { url: HOOK_URL }) {
+  return world.api('PUT', '/v1/owner/webhook', { token, key: key('hook'), body });
+}
+
+/** An agent with no credit asks to run a repository read: 402 with its top-up. */
+async function retainedIntent(agent: { token: string }) {
+  const res = await world.api('POST', '/v1/services/execute', { token: agent.token, key: key('exec'), body: repoRequest });
+  expect(res.status).toBe(402);
+  return { intentId: res.body.intentId as string, topupId: res.body.payment.id as string };
+}
+
+/** The events this receiver got for one owner, parsed, once `count` of them arrived. */
+async function receivedFor(owner: string, count: number) {
+  return eventually(async () => {
+    await world.gw.services.webhookWorker.runOnce();
+    const mine = target.receiver.received.map((r) => ({ ...r, event: JSON.parse(r.body) })).filter((r) => r.event.ownerId === owner);
+    return mine.length >= count ? mine : undefined;
+  }, 15_000, `${count} owner events`);
+}
+
+describe('PUT, GET and DELETE /v1/owner/webhook', () => {
+  it('issues the secret once, keeps it on later PUTs, shows no secret on GET, and deletes', async () => {
+    const owner = await world.humanToken(`config-${++counter}@example.com`);
+    const before = await world.api('GET', '/v1/owner/webhook', { token: owner });
+    expect(before.body.configuration).toMatchObject({ configured: false, enabled: false, url: '', createdAt: null });
+    const first = await putWebhook(owner, { url: `https://${HOOK_HOST.toUpperCase()}:443/owner/events` });
+    expect(first.status).toBe(200);
+    expect(first.body.webhookSecret).toMatch(/^whsec_/);
+    expect(first.body.configuration).toMatchObject({ configured: true, enabled: true, url: HOOK_URL, disabledReason: null });
+    expect(first.body.configuration.eventTypes).toEqual(expect.arrayContaining(['topup.settled', 'intent.completed']));
+    const again = await putWebhook(owner, { url: HOOK_URL, enabled: false });
+    expect(again.status).toBe(200);
+    expect(again.body.webhookSecret).toBeUndefined();
+    expect(again.body.configuration).toMatchObject({ enabled: false, disabledReason: 'owner' });
+    const read = await world.api('GET', '/v1/owner/webhook', { token: owner });
+    expect(read.body).toEqual({ configuration: again.body.configuration });
+    expect(JSON.stringify(read.body)).not.toContain('whsec_');
+    const deleted = await world.api('DELETE', '/v1/owner/webhook', { token: owner });
+    expect(deleted.body).toMatchObject({ deleted: true, configuration: { configured: false } });
+    expect((await world.api('DELETE', '/v1/owner/webhook', { token: owner })).body.deleted).toBe(false);
+  });
+
+  it('requires an Idempotency-Key on PUT and refuses agents', async () => {
+    const agent = await newAgent('who');
+    const noKey = await world.api('PUT', '/v1/owner/webhook', { token: agent.ownerToken, body: { url: HOOK_URL } });
+    expect(noKey.status).toBe(400);
+    expect(noKey.body.code).toBe('idempotency_required');
+    const byAgent = await world.api('PUT', '/v1/owner/webhook', { token: agent.token, key: key('agent'), body: { url: HOOK_URL } });
+    expect(byAgent.status).toBe(403);
+  });
+
+  it('refuses URLs that could reach a private or non-public target with 400 invalid_input (SSRF)', async () => {
+    const owner = await world.humanToken(`ssrf-${++counter}@example.com`);
+    for (const url of [
+      `http://${HOOK_HOST}/owner/events`,
+      'https://127.0.0.1/hook',
+      'https://[::1]/hook',
+      'https://2130706433/hook',
+      'https://localhost/hook',
+      'https://hooks.internal/hook',
+      'https://intranet/hook',
+      `https://${HOOK_HOST}:8443/hook`,
+      `https://user:pass@${HOOK_HOST}/hook`,
+      `https://${HOOK_HOST}/hook?token=1`,
+    ]) {
+      const res = await putWebhook(owner, { url });
+      expect(res.status, url).toBe(400);
+      expect(res.body.code, url).toBe('invalid_input');
+    }
+    expect((await world.api('GET', '/v1/owner/webhook', { token: owner })).body.configuration.configured).toBe(false);
+  });
+});
+
+describe('events to the owner', () => {
+  it('delivers signed topup.settled and intent.completed after the approval flow', async () => {
+    const agent = await newAgent('events');
+    const owner = await ownerId(world, agent.ownerToken);
+    const configured = await putWebhook(agent.ownerToken);
+    target.receiver.useSecret(configured.body.webhookSecret);
+    const { intentId, topupId } = await retainedIntent(agent);
+    const approved = await world.api('POST', `/v1/payments/topups/${topupId}/approve`, { token: agent.ownerToken, body: {} });
+    expect(approved.body.status).toBe('settled');
+
+    const received = await receivedFor(owner, 2);
+    for (const r of received) {
+      expect(r.verified, r.verifyError).toBe(true);
+      expect(r.headers['webhook-id']).toBe(r.event.id);
+      expect(r.path).toBe('/owner/events');
+    }
+    const byType = Object.fromEntries(received.map((r) => [r.event.type, r.event]));
+    expect(Object.keys(byType).sort()).toEqual(['intent.completed', 'topup.settled']);
+    expect(byType['topup.settled']).toMatchObject({ ownerId: owner, data: { topup: { id: topupId, status: 'settled', intentId, lotId: approved.body.lotId } } });
+    expect(byType['topup.settled'].merchantId).toBeUndefined();
+    expect(byType['intent.completed']).toMatchObject({
+      ownerId: owner,
+      data: { intent: { id: intentId, state: 'executed', result: { fullName: 'octocat/Hello-World' }, receipt: { state: 'captured', capturedUc: '1000000' }, error: null } },
+    });
+    // The payload is the intent exactly as GET /v1/intents/{id} shows it.
+    expect(byType['intent.completed'].data.intent).toEqual((await world.api('GET', `/v1/intents/${intentId}`, { token: agent.token })).body);
+  });
+
+  it('delivers topup.declined and intent.cancelled when the owner declines', async () => {
+    const agent = await newAgent('declined');
+    const owner = await ownerId(world, agent.ownerToken);
+    target.receiver.useSecret((await putWebhook(agent.ownerToken)).body.webhookSecret);
+    const { intentId, topupId } = await retainedIntent(agent);
+    expect((await world.api('POST', `/v1/payments/topups/${topupId}/decline`, { token: agent.ownerToken, body: {} })).body.status).toBe('declined');
+    const received = await receivedFor(owner, 2);
+    expect(received.every((r) => r.verified)).toBe(true);
+    const byType = Object.fromEntries(received.map((r) => [r.event.type, r.event]));
+    expect(byType['topup.declined'].data.topup).toMatchObject({ id: topupId, status: 'declined', lotId: null });
+    expect(byType['intent.cancelled'].data.intent).toMatchObject({ id: intentId, state: 'cancelled', cancellationReason: 'topup_declined', receipt: null });
+  });
+
+  it('without a webhook the flow works, the events are recorded, and nothing is queued or sent', async () => {
+    const agent = await newAgent('quiet');
+    const owner = await ownerId(world, agent.ownerToken);
+    const { intentId, topupId } = await retainedIntent(agent);
+    expect((await world.api('POST', `/v1/payments/topups/${topupId}/approve`, { token: agent.ownerToken, body: {} })).status).toBe(200);
+    await eventually(async () => {
+      const res = await world.api('GET', `/v1/intents/${intentId}`, { token: agent.token });
+      return res.body.state === 'executed' ? true : undefined;
+    }, 15_000, 'the intent to run');
+    const { rows: events } = await world.gw.gateway.db.query<{ type: string }>('SELECT type FROM events WHERE owner_id = $1 ORDER BY seq', [owner]);
+    expect(events.map((e) => e.type)).toEqual(['topup.settled', 'intent.completed']);
+    const { rows: deliveries } = await world.gw.gateway.db.query('SELECT id FROM webhook_deliveries WHERE owner_id = $1', [owner]);
+    expect(deliveries).toEqual([]);
+    await world.gw.services.webhookWorker.runOnce();
+    expect(target.receiver.received.filter((r) => JSON.parse(r.body).ownerId === owner)).toEqual([]);
+  });
+
+  it('deleting the webhook drops what was still waiting to be sent', async () => {
+    const agent = await newAgent('dropped');
+    const owner = await ownerId(world, agent.ownerToken);
+    await putWebhook(agent.ownerToken);
+    // Recorded and queued while the webhook exists, deleted before any worker pass could send it.
+    await world.gw.gateway.db.transaction(async (tx) => {
+      await emitEvent(tx, { ownerId: owner, type: 'topup.expired', data: { topup: { id: 'top_dropped' } }, nowMs: world.gw.clock.nowMs() });
+      await tx.query('UPDATE webhook_endpoints SET circuit_open_until_ms = $2 WHERE owner_id = $1', [owner, world.gw.clock.nowMs() + 60_000]);
+    });
+    expect((await world.api('DELETE', '/v1/owner/webhook', { token: agent.ownerToken })).body.deleted).toBe(true);
+    const { rows } = await world.gw.gateway.db.query<{ state: string; last_error: string }>('SELECT state, last_error FROM webhook_deliveries WHERE owner_id = $1', [owner]);
+    expect(rows).toEqual([{ state: 'dead', last_error: 'endpoint_deleted' }]);
+  });
+});
+
+describe('delivery re-checks the address', () => {
+  it('an owner webhook whose name resolves to a private address is never sent to (forbidden_address)', async () => {
+    const guarded = await startHookTarget({ resolvesTo: ['10.0.0.7'] });
+    const strict = await startWorld({ env: { ACG_OUTBOUND_CA_FILE: guarded.caFile }, outbound: guarded.outbound });
+    try {
+      const human = await strict.humanToken('strict-owner@example.com');
+      const owner = await ownerId(strict, human);
+      const res = await strict.api('PUT', '/v1/owner/webhook', { token: human, key: key('strict'), body: { url: HOOK_URL } });
+      expect(res.status).toBe(200);
+      await strict.gw.gateway.db.transaction((tx) =>
+        emitEvent(tx, { ownerId: owner, type: 'topup.expired', data: { topup: { id: 'top_private' } }, nowMs: strict.gw.clock.nowMs() }),
+      );
+      const report = await strict.gw.services.webhookWorker.runOnce();
+      expect(report.claimed).toBe(1);
+      const { rows } = await strict.gw.gateway.db.query<{ last_error: string }>('SELECT last_error FROM webhook_deliveries WHERE owner_id = $1', [owner]);
+      expect(rows).toEqual([{ last_error: 'forbidden_address' }]);
+      expect(guarded.receiver.received).toEqual([]);
+    } finally {
+      await strict.close();
+      await guarded.close();
+    }
+  });
+});
