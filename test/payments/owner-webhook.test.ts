@@ -148,6 +148,21 @@ describe('events to the owner', () => {
     expect(byType['intent.cancelled'].data.intent).toMatchObject({ id: intentId, state: 'cancelled', cancellationReason: 'topup_declined', receipt: null });
   });
 
+  it('delivers topup.expired and intent.cancelled when the approval lapses', async () => {
+    const agent = await newAgent('lapsed');
+    const owner = await ownerId(world, agent.ownerToken);
+    target.receiver.useSecret((await putWebhook(agent.ownerToken)).body.webhookSecret);
+    const { intentId, topupId } = await retainedIntent(agent);
+    await world.gw.gateway.db.query('UPDATE topups SET expires_at_s = $2 WHERE id = $1', [topupId, Math.floor(Date.now() / 1000) - 1]);
+    await world.gw.services.payments!.runJobs();
+    const received = await receivedFor(owner, 2);
+    expect(received.every((r) => r.verified)).toBe(true);
+    const byType = Object.fromEntries(received.map((r) => [r.event.type, r.event]));
+    expect(Object.keys(byType).sort()).toEqual(['intent.cancelled', 'topup.expired']);
+    expect(byType['topup.expired'].data.topup).toMatchObject({ id: topupId, status: 'expired', lotId: null });
+    expect(byType['intent.cancelled'].data.intent).toMatchObject({ id: intentId, state: 'cancelled', cancellationReason: 'topup_expired', receipt: null });
+  });
+
   it('without a webhook the flow works, the events are recorded, and nothing is queued or sent', async () => {
     const agent = await newAgent('quiet');
     const owner = await ownerId(world, agent.ownerToken);
