@@ -4,7 +4,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { merchantActor, type MerchantService } from '../merchants/service.ts';
 import { idOf, MerchantIdParams } from '../platform/schemas.ts';
-import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
+import { inputOf, type SingleStepOperation, type ResolvedBy } from '../platform/operations.ts';
 import { ROTATION_OVERLAP_DEFAULT_S, ROTATION_OVERLAP_MAX_S, type WebhookService } from './service.ts';
 
 export const WebhookPatch = Type.Object(
@@ -40,7 +40,7 @@ const ResendEventInput = inputOf(EventParams);
 const SetWebhookEnabledInput = inputOf(MerchantIdParams, WebhookPatch);
 const RotateWebhookSecretInput = inputOf(MerchantIdParams, RotateBody);
 
-type Result<M extends keyof WebhookService> = WebhookService[M] extends (...args: never[]) => Promise<infer R> ? R : never;
+type Result<M extends keyof WebhookService> = ResolvedBy<WebhookService, M>;
 
 export interface EventOperations {
   resendEvent: SingleStepOperation<Static<typeof ResendEventInput>, { delivery: Result<'resendEvent'> }>;

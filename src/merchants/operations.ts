@@ -3,7 +3,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { API_KEY_SCOPES } from '../identity/api-keys.ts';
 import { Category, idOf, MerchantIdParams } from '../platform/schemas.ts';
-import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
+import { inputOf, type SingleStepOperation, type ResolvedBy } from '../platform/operations.ts';
 import { MERCHANT_DOMAIN_CHARS_MAX, merchantActor, type DomainProof, type MerchantService } from './service.ts';
 
 const Name = Type.String({ minLength: 1, maxLength: 100 });
@@ -68,7 +68,7 @@ const RevokeApiKeyInput = inputOf(KeyParams);
 const ConfigureWebhookInput = inputOf(MerchantIdParams, WebhookPut);
 const ResendDeliveryInput = inputOf(DeliveryParams);
 
-type Result<M extends keyof MerchantService> = MerchantService[M] extends (...args: never[]) => Promise<infer R> ? R : never;
+type Result<M extends keyof MerchantService> = ResolvedBy<MerchantService, M>;
 
 export interface MerchantOperations {
   registerMerchant: SingleStepOperation<Static<typeof RegisterMerchantInput>, Result<'register'>>;

@@ -1,7 +1,7 @@
 // The owner-webhook operations, for every face: configure (PUT) and delete. The owner is the principal's
 // (a human session or an owner token); there is nothing else to authorise.
 import { Type, type Static } from '@sinclair/typebox';
-import type { SingleStepOperation } from '../platform/operations.ts';
+import type { SingleStepOperation, ResolvedBy } from '../platform/operations.ts';
 import { WEBHOOK_URL_CHARS_MAX } from '../merchants/validation.ts';
 import type { OwnerWebhookService } from './service.ts';
 
@@ -21,7 +21,7 @@ export const OwnerWebhookPut = Type.Object(
 const ConfigureOwnerWebhookInput = OwnerWebhookPut;
 const DeleteOwnerWebhookInput = Type.Object({}, { additionalProperties: false });
 
-type Result<M extends keyof OwnerWebhookService> = OwnerWebhookService[M] extends (...args: never[]) => Promise<infer R> ? R : never;
+type Result<M extends keyof OwnerWebhookService> = ResolvedBy<OwnerWebhookService, M>;
 
 export interface OwnerWebhookOperations {
   configureOwnerWebhook: SingleStepOperation<Static<typeof ConfigureOwnerWebhookInput>, Result<'configure'>>;

@@ -74,6 +74,9 @@ export interface MultiStepOperation<I, R, C = undefined> extends OperationBase<I
   runClaimed: (key: ClaimedKey<R>, call: OperationCall<I>, checked: C) => Promise<R>;
 }
 
+/** What a service's async method resolves to: the result type of the operation that calls it. */
+export type ResolvedBy<S, M extends keyof S> = S[M] extends (...args: never[]) => Promise<infer R> ? R : never;
+
 export type Operation<I = never, R = unknown, C = never, P = never> = SingleStepOperation<I, R, C, P> | MultiStepOperation<I, R, C>;
 
 /** The claimed key of a multi-step operation. */
