@@ -182,6 +182,11 @@ export class AgentService {
     return store.lockAgent(tx, agentId);
   }
 
+  /** Locks several agents' rows, in sorted order (a batch of holds takes them all first). */
+  async lockAgents(tx: Tx, agentIds: readonly string[]): Promise<Map<string, store.AgentRow>> {
+    return new Map((await store.lockAgents(tx, agentIds)).map((row) => [row.id, row]));
+  }
+
   /** The agent registered for an agent identity (issuer + subject), with its owner's email. */
   async agentByIdentity(db: Queryable, issuer: string, subject: string): Promise<store.AgentWithOwnerRow | undefined> {
     return store.findAgentByIdentity(db, issuer, subject);

@@ -49,6 +49,12 @@ export async function lockAgent(tx: Tx, agentId: string): Promise<AgentRow | und
   return rows[0];
 }
 
+/** Locks several agent rows in one fixed order (sorted ids), so two batches cannot deadlock on them. */
+export async function lockAgents(tx: Tx, agentIds: readonly string[]): Promise<AgentRow[]> {
+  const { rows } = await tx.query<AgentRow>('SELECT * FROM agents WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [[...agentIds]]);
+  return rows;
+}
+
 export async function findOwnedAgent(db: Queryable, ownerId: string, agentId: string): Promise<AgentRow | undefined> {
   const { rows } = await db.query<AgentRow>('SELECT * FROM agents WHERE id = $1 AND owner_id = $2', [agentId, ownerId]);
   return rows[0];

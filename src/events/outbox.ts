@@ -49,20 +49,48 @@ type EmittedEvent =
   | { merchantId: string; ownerId?: never; type: EventType }
   | { ownerId: string; merchantId?: never; type: OwnerEventType };
 
-export async function emitEvent(tx: Queryable, event: EmittedEvent & { data: Record<string, unknown>; nowMs: number }): Promise<EventEnvelope> {
+export type EventToEmit = EmittedEvent & { data: Record<string, unknown> };
+
+export async function emitEvent(tx: Queryable, event: EventToEmit & { nowMs: number }): Promise<EventEnvelope> {
+  const [envelope] = await emitEvents(tx, [event], event.nowMs);
+  return envelope!;
+}
+
+/**
+ * Emits events in one statement (one round trip, whatever their number): each event, and its outbox row
+ * when its account has an enabled webhook.
+ */
+export async function emitEvents(tx: Queryable, events: readonly EventToEmit[], nowMs: number): Promise<EventEnvelope[]> {
+  if (events.length === 0) return [];
+  const createdAt = Math.floor(nowMs / 1000);
   // Event ids contain no '.', which Standard Webhooks reserves as the separator of the signed text.
-  const id = newId('evt');
-  const createdAt = Math.floor(event.nowMs / 1000);
-  const account: EventAccount = event.ownerId !== undefined ? { ownerId: event.ownerId } : { merchantId: event.merchantId! };
-  const envelope = { id, type: event.type, createdAt, ...account, data: event.data } as EventEnvelope;
-  // One statement (one round trip): the event, and its outbox row when the account has an enabled webhook.
+  const envelopes = events.map((event) => {
+    const account: EventAccount = event.ownerId !== undefined ? { ownerId: event.ownerId } : { merchantId: event.merchantId! };
+    return { id: newId('evt'), type: event.type, createdAt, ...account, data: event.data } as EventEnvelope;
+  });
   await tx.query(
-    `WITH event AS (
-       INSERT INTO events (id, merchant_id, owner_id, type, payload, created_at_s) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id
+    `WITH e AS (
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+         WITH ORDINALITY AS e(id, merchant_id, owner_id, type, payload, delivery_id, position)
+     ), event AS (
+       INSERT INTO events (id, merchant_id, owner_id, type, payload, created_at_s)
+       SELECT id, merchant_id, owner_id, type, payload, $7 FROM e ORDER BY position RETURNING id
      )
      INSERT INTO webhook_deliveries (id, event_id, merchant_id, owner_id, state, next_attempt_at_ms, created_at_s)
-     SELECT $7, event.id, $2, $3, 'pending', $8, $6 FROM event JOIN webhook_endpoints w ON w.account_id = COALESCE($2::text, $3::text) AND w.enabled`,
-    [id, event.merchantId ?? null, event.ownerId ?? null, event.type, JSON.stringify(envelope), createdAt, newId('whd'), event.nowMs],
+     SELECT e.delivery_id, event.id, e.merchant_id, e.owner_id, 'pending', $8, $7
+       FROM event JOIN e ON e.id = event.id
+       JOIN webhook_endpoints w ON w.account_id = COALESCE(e.merchant_id, e.owner_id) AND w.enabled
+      ORDER BY e.position`,
+    [
+      envelopes.map((e) => e.id),
+      events.map((e) => e.merchantId ?? null),
+      events.map((e) => e.ownerId ?? null),
+      events.map((e) => e.type),
+      envelopes.map((e) => JSON.stringify(e)),
+      events.map(() => newId('whd')),
+      createdAt,
+      nowMs,
+    ],
   );
-  return envelope;
+  return envelopes;
 }

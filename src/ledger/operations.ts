@@ -1,6 +1,7 @@
-// The ledger's operations, for every face: capture, release and refund a hold. Capture and release first reclaim the named hold
-// if its deadline passed (so the answer is 409 hold_resolved, and its credit is back), before the key is
-// claimed; then one transaction resolves it.
+// The ledger's operations, for every face: capture, release and refund a hold. Capture and release run in
+// group commit (concurrent calls share one transaction, set-based; one hold's calls in arrival order); a
+// hold found past its deadline is reclaimed in that transaction (its credit back) and answers 409
+// hold_resolved.
 import { Type, type Static } from '@sinclair/typebox';
 import { idOf, Microcredits } from '../platform/schemas.ts';
 import { parseUc, type Microcredits as Uc } from '../platform/money.ts';
@@ -41,21 +42,23 @@ export function ledgerOperations(ledger: LedgerService): LedgerOperations {
       name: 'captureRedemption',
       input: CaptureRedemptionInput,
       idempotency: { key: 'required' },
-      check: async ({ input }) => {
-        await ledger.expireDue({ holdId: input.id });
-        return input.amountUc === undefined ? undefined : parseUc(input.amountUc);
-      },
+      check: ({ input }) => (input.amountUc === undefined ? undefined : parseUc(input.amountUc)),
       run: (tx, { principal, input }, amountUc) => ledger.capture(tx, input.id, { merchantId: principal.merchantId, amountUc }),
+      batch: {
+        orderKey: ({ input }) => input.id,
+        runMany: (tx, calls) =>
+          ledger.resolveMany(tx, calls.map(({ call: { principal, input }, checked: amountUc }) => ({ action: 'capture', holdId: input.id, merchantId: principal.merchantId, amountUc }))),
+      },
     },
     releaseRedemption: {
       name: 'releaseRedemption',
       input: ReleaseRedemptionInput,
       idempotency: { key: 'required', rule: 'release' },
-      check: async ({ input }) => {
-        await ledger.expireDue({ holdId: input.id });
-        return undefined;
-      },
       run: (tx, { principal, input }) => ledger.release(tx, input.id, { merchantId: principal.merchantId }),
+      batch: {
+        orderKey: ({ input }) => input.id,
+        runMany: (tx, calls) => ledger.resolveMany(tx, calls.map(({ call: { principal, input } }) => ({ action: 'release', holdId: input.id, merchantId: principal.merchantId }))),
+      },
     },
     refundRedemption: {
       name: 'refundRedemption',

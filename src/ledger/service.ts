@@ -6,8 +6,10 @@
 //   - expiry is a deadline: at or after expiresAt a hold can no longer be captured or released, whether
 //     or not the sweeper has reclaimed it yet;
 //   - every balance change is journaled in the same transaction, and each operation's journal sums to 0.
-import { emitEvent, type EventType } from '../events/outbox.ts';
+import { emitEvent, emitEvents, type EventType } from '../events/outbox.ts';
 import { clearAgent } from '../agents/clearance.ts';
+import type { AgentRow } from '../agents/store.ts';
+import type { Settled } from '../platform/batcher.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
@@ -164,6 +166,32 @@ function toLot(row: store.LotRow, nowS: number): Lot {
   };
 }
 
+/** The state of one holdMany pass, shared by its holds in order. */
+interface HoldPass {
+  nowS: number;
+  /** Each locked agent's spendable lots, less what this pass has taken. */
+  lots: Map<string, store.LotRow[]>;
+  /** Each period-capped agent's spending in its window before this pass. */
+  spentBefore: Map<string, bigint>;
+  takenBy(agentId: string): { allocations: Array<{ lotId: string; amountUc: bigint }>; amountUc: bigint };
+  reclaimDue(agent: AgentRow): Promise<boolean>;
+}
+
+/** A capture or release of one hold, by its merchant (or by anyone, when merchantId is absent). */
+export type ResolveRequest = { holdId: string; merchantId?: string } & ({ action: 'capture'; amountUc?: Microcredits } | { action: 'release' });
+
+/** A locked hold to resolve, and how. */
+interface SettleItem {
+  hold: store.HoldRow;
+  state: 'captured' | 'released' | 'expired';
+  capturedUc: bigint;
+}
+
+function settledValue<T>([outcome]: ReadonlyArray<Settled<T>>): T {
+  if (!outcome!.ok) throw outcome!.error;
+  return outcome!.value;
+}
+
 /** Where captured credit goes: the merchant's earnings, or the gateway's revenue for built-in services. */
 function earningsAccount(hold: store.HoldRow): string {
   return hold.merchant_id ? `merchant:${hold.merchant_id}` : 'revenue:gateway';
@@ -211,35 +239,90 @@ export class LedgerService {
    * a freeze cannot be raced. Throws FROZEN, SCOPE_FORBIDDEN, CAP_EXCEEDED or INSUFFICIENT_CREDITS.
    */
   async hold(tx: Tx, request: HoldRequest): Promise<Redemption> {
+    const [outcome] = await this.holdMany(tx, [request]);
+    if (!outcome!.ok) throw outcome!.error;
+    return outcome!.value;
+  }
+
+  /**
+   * Takes many holds in one pass (group commit), each answered exactly as if they were taken one by one in
+   * this order: a refused one (FROZEN, SCOPE_FORBIDDEN, CAP_EXCEEDED, INSUFFICIENT_CREDITS, not_found,
+   * invalid_input) fails alone, and a later hold of the same agent sees what the earlier ones took, so
+   * nothing can overspend. A few statements whatever the number of holds: the agents' rows locked in sorted
+   * order (the per-agent mutex), their spendable lots locked, the cap windows read when an agent has a period
+   * cap; allocation in memory; then one statement writes every hold, allocation, debit, journal line and
+   * running total, and one every `redemption.held` event. Only when a hold would be refused and its agent
+   * has holds past their deadline are those reclaimed first (as the one-by-one path does).
+   */
+  async holdMany(tx: Tx, requests: readonly HoldRequest[]): Promise<Array<Settled<Redemption>>> {
+    const nowS = this.nowS();
+    const outcomes: Array<Settled<Redemption>> = [];
+    const candidates = requests.filter((request) => request.amountUc > 0n);
+    const agents = await this.identity.lockAgents(tx, [...new Set(candidates.map((request) => request.agentId))].sort());
+    const lots = await store.lockSpendableLotsOf(tx, [...agents.keys()], nowS);
+    const capped = [...agents.values()].filter((agent) => agent.cap_per_period_uc !== null);
+    const spentBefore = await store.spentInWindowOf(tx, capped.map((agent) => ({ agentId: agent.id, sinceS: nowS - agent.cap_period_s })));
+    // What this pass has taken so far, per agent: its allocations (not yet written) and their sum.
+    const taken = new Map<string, { allocations: Array<{ lotId: string; amountUc: bigint }>; amountUc: bigint; reclaimed: boolean }>();
+    const takenBy = (agentId: string) => {
+      let entry = taken.get(agentId);
+      if (!entry) taken.set(agentId, (entry = { allocations: [], amountUc: 0n, reclaimed: false }));
+      return entry;
+    };
+    // Holds past their deadline still count until reclaimed; reclaim an agent's (in this transaction) only
+    // when they could change an answer, then read its lots and window again, less what this pass took.
+    const reclaimDue = async (agent: AgentRow): Promise<boolean> => {
+      const mine = takenBy(agent.id);
+      if (mine.reclaimed) return false;
+      mine.reclaimed = true;
+      if ((await this.settleDueOf(tx, agent.id)) === 0) return false;
+      lots.set(agent.id, store.lessTaken(await store.lockSpendableLotsOf(tx, [agent.id], nowS).then((byAgent) => byAgent.get(agent.id)!), mine.allocations));
+      if (agent.cap_per_period_uc !== null) spentBefore.set(agent.id, (await store.spentInWindowOf(tx, [{ agentId: agent.id, sinceS: nowS - agent.cap_period_s }])).get(agent.id)!);
+      return true;
+    };
+    const recorded: Array<store.NewHold & { redemption: Redemption }> = [];
+    for (const request of requests) {
+      try {
+        const { hold, allocations } = await this.takeOne(request, agents.get(request.agentId), { nowS, lots, spentBefore, takenBy, reclaimDue });
+        const redemption = toRedemption(hold, allocations.map((a, position) => ({ hold_id: hold.id, lot_id: a.lotId, position, amount_uc: a.amountUc, captured_uc: 0n })));
+        recorded.push({ hold, allocations, redemption });
+        outcomes.push({ ok: true, value: redemption });
+      } catch (error) {
+        if (!(error instanceof ApiError)) throw error;
+        outcomes.push({ ok: false, error });
+      }
+    }
+    await store.recordHolds(tx, recorded);
+    const events = recorded.flatMap(({ hold, redemption }) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: 'redemption.held' as const, data: { redemption } }] : []));
+    await emitEvents(tx, events, this.gateway.clock.nowMs());
+    return outcomes;
+  }
+
+  /** One hold of a pass: the one-by-one rules against the pass's state; takes its credit in memory. */
+  private async takeOne(request: HoldRequest, agent: AgentRow | undefined, pass: HoldPass): Promise<store.NewHold> {
     if (request.amountUc <= 0n) throw new ApiError('invalid_input', { detail: 'a hold must be for a positive amount' });
-    const agent = await this.identity.lockAgent(tx, request.agentId);
     if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
     clearAgent(agent, { category: request.category, serviceId: request.serviceId });
-    const nowS = this.nowS();
     if (agent.cap_per_hold_uc !== null && request.amountUc > agent.cap_per_hold_uc) {
       throw new ApiError('CAP_EXCEEDED', { detail: `the hold of ${request.amountUc} µc exceeds the per-hold cap of ${agent.cap_per_hold_uc} µc` });
     }
-    // Holds past their deadline still count until reclaimed; reclaim this agent's (in this transaction)
-    // only when they could change the answer, so the common path costs no extra query.
-    let reclaimed = false;
-    const reclaimDue = async () => {
-      if (reclaimed) return false;
-      reclaimed = true;
-      return (await this.settleDueOf(tx, agent.id)) > 0;
-    };
+    const mine = pass.takenBy(agent.id);
     if (agent.cap_per_period_uc !== null) {
-      const overCap = async () => (await store.spentInWindow(tx, agent.id, nowS - agent.cap_period_s)) + request.amountUc > agent.cap_per_period_uc!;
-      if ((await overCap()) && (!(await reclaimDue()) || (await overCap()))) {
+      const overCap = () => pass.spentBefore.get(agent.id)! + mine.amountUc + request.amountUc > agent.cap_per_period_uc!;
+      if (overCap() && (!(await pass.reclaimDue(agent)) || overCap())) {
         throw new ApiError('CAP_EXCEEDED', {
           detail: `the hold of ${request.amountUc} µc would exceed the cap of ${agent.cap_per_period_uc} µc per ${agent.cap_period_s} s`,
         });
       }
     }
-    let allocations = this.allocate(await store.lockSpendableLots(tx, agent.id, nowS), request.amountUc);
-    if (!allocations && (await reclaimDue())) allocations = this.allocate(await store.lockSpendableLots(tx, agent.id, nowS), request.amountUc);
+    let allocations = this.allocate(pass.lots.get(agent.id)!, request.amountUc);
+    if (!allocations && (await pass.reclaimDue(agent))) allocations = this.allocate(pass.lots.get(agent.id)!, request.amountUc);
     if (!allocations) {
       throw new ApiError('INSUFFICIENT_CREDITS', { detail: `the agent's available credit does not cover ${request.amountUc} µc` });
     }
+    pass.lots.set(agent.id, store.lessTaken(pass.lots.get(agent.id)!, allocations));
+    mine.allocations.push(...allocations);
+    mine.amountUc += request.amountUc;
     const hold: store.HoldRow = {
       id: newId('hold'),
       agent_id: agent.id,
@@ -250,17 +333,14 @@ export class LedgerService {
       amount_uc: request.amountUc,
       captured_uc: 0n,
       state: 'held',
-      expires_at_s: BigInt(nowS + request.lifetimeS),
-      created_at_s: BigInt(nowS),
+      expires_at_s: BigInt(pass.nowS + request.lifetimeS),
+      created_at_s: BigInt(pass.nowS),
       resolved_at_s: null,
       refund_window_s: request.refundWindowS ?? REFUND_WINDOW_S_DEFAULT,
       refunded_uc: 0n,
       capture_receipt: null,
     };
-    await store.recordHold(tx, hold, allocations);
-    const redemption = toRedemption(hold, allocations.map((a, position) => ({ hold_id: hold.id, lot_id: a.lotId, position, amount_uc: a.amountUc, captured_uc: 0n })));
-    await this.emit(tx, hold, 'redemption.held', redemption);
-    return redemption;
+    return { hold, allocations };
   }
 
   /** Burn-down allocation of `amountUc` over lots already in order, or undefined when they do not cover it. */
@@ -269,6 +349,7 @@ export class LedgerService {
     let neededUc = amountUc;
     for (const lot of lots) {
       if (neededUc === 0n) break;
+      if (lot.remaining_uc === 0n) continue;
       const takeUc = lot.remaining_uc < neededUc ? lot.remaining_uc : neededUc;
       allocations.push({ lotId: lot.id, amountUc: takeUc });
       neededUc -= takeUc;
@@ -330,34 +411,63 @@ export class LedgerService {
   }
 
   /** Locks a hold the caller may resolve, refusing resolved and past-deadline holds. */
-  private async lockResolvable(tx: Tx, holdId: string, merchantId: string | undefined): Promise<store.HoldRow> {
-    const hold = await store.lockHold(tx, holdId);
-    if (!hold || (merchantId !== undefined && hold.merchant_id !== merchantId)) throw new ApiError('not_found', { detail: `no redemption ${holdId}` });
-    const expired = hold.state === 'expired' || (hold.state === 'held' && Number(hold.expires_at_s) <= this.nowS());
-    if (expired) throw new ApiError('hold_resolved', { detail: 'the hold has expired; its credit went back to the agent' });
-    if (hold.state !== 'held') throw new ApiError('hold_resolved', { detail: `the hold is already ${hold.state}` });
-    return hold;
-  }
-
   /** Captures `amountUc` (default: all of it); the remainder returns to its lots in the same transaction. */
   async capture(tx: Tx, holdId: string, options: { merchantId?: string; amountUc?: Microcredits } = {}): Promise<Redemption> {
-    const hold = await this.lockResolvable(tx, holdId, options.merchantId);
-    const captureUc = options.amountUc ?? hold.amount_uc;
-    if (captureUc <= 0n) throw new ApiError('invalid_input', { detail: 'capture a positive amount (release the hold to capture nothing)' });
-    if (captureUc > hold.amount_uc) {
-      throw new ApiError('invalid_input', { detail: `cannot capture ${captureUc} µc: the hold is for ${hold.amount_uc} µc` });
-    }
-    return this.settle(tx, hold, 'captured', captureUc);
+    return settledValue(await this.resolveMany(tx, [{ action: 'capture', holdId, ...options }]));
   }
 
   /** Releases a hold; releasing an already released hold returns it unchanged (idempotent by resource). */
   async release(tx: Tx, holdId: string, options: { merchantId?: string } = {}): Promise<Redemption> {
-    const existing = await store.lockHold(tx, holdId);
-    if (existing?.state === 'released' && (options.merchantId === undefined || existing.merchant_id === options.merchantId)) {
-      return toRedemption(existing, await store.allocationsOf(tx, [existing.id]));
-    }
-    const hold = await this.lockResolvable(tx, holdId, options.merchantId);
-    return this.settle(tx, hold, 'released', 0n);
+    return settledValue(await this.resolveMany(tx, [{ action: 'release', holdId, ...options }]));
+  }
+
+  /**
+   * Captures and releases many holds in one pass (group commit), each answered exactly as one by one in this
+   * order: the holds locked in sorted order (one statement), their allocations read (one), the checks in
+   * memory against what earlier calls of the pass did, then every resolution in LedgerService.settleMany. A
+   * hold found past its deadline is reclaimed in the same pass (its credit back to the agent) and its calls
+   * answer 409 hold_resolved.
+   */
+  async resolveMany(tx: Tx, requests: readonly ResolveRequest[]): Promise<Array<Settled<Redemption>>> {
+    const locked = await store.lockHolds(tx, requests.map((request) => request.holdId));
+    const allocations = await store.allocationsOf(tx, [...locked.keys()]);
+    const nowS = this.nowS();
+    const current = new Map(locked);
+    const settling = new Map<string, SettleItem>();
+    const settle = (hold: store.HoldRow, state: SettleItem['state'], capturedUc: bigint) => {
+      settling.set(hold.id, { hold, state, capturedUc });
+      current.set(hold.id, { ...hold, state, captured_uc: capturedUc });
+    };
+    // Each call: an error, or the id of the hold whose final form it answers.
+    const answers = requests.map((request): Settled<string> => {
+      const hold = current.get(request.holdId);
+      if (!hold || (request.merchantId !== undefined && hold.merchant_id !== request.merchantId)) {
+        return { ok: false, error: new ApiError('not_found', { detail: `no redemption ${request.holdId}` }) };
+      }
+      if (request.action === 'release' && hold.state === 'released') return { ok: true, value: hold.id };
+      if (hold.state === 'held' && Number(hold.expires_at_s) <= nowS) settle(hold, 'expired', 0n);
+      const state = current.get(hold.id)!.state;
+      if (state === 'expired') return { ok: false, error: new ApiError('hold_resolved', { detail: 'the hold has expired; its credit went back to the agent' }) };
+      if (state !== 'held') return { ok: false, error: new ApiError('hold_resolved', { detail: `the hold is already ${state}` }) };
+      if (request.action === 'release') {
+        settle(hold, 'released', 0n);
+        return { ok: true, value: hold.id };
+      }
+      const captureUc = request.amountUc ?? hold.amount_uc;
+      if (captureUc <= 0n) return { ok: false, error: new ApiError('invalid_input', { detail: 'capture a positive amount (release the hold to capture nothing)' }) };
+      if (captureUc > hold.amount_uc) {
+        return { ok: false, error: new ApiError('invalid_input', { detail: `cannot capture ${captureUc} µc: the hold is for ${hold.amount_uc} µc` }) };
+      }
+      settle(hold, 'captured', captureUc);
+      return { ok: true, value: hold.id };
+    });
+    const settled = await this.settleMany(tx, [...settling.values()], allocations);
+    const redemptions = new Map(settled.map((redemption) => [redemption.id, redemption]));
+    return answers.map((answer) => {
+      if (!answer.ok) return answer;
+      const redemption = redemptions.get(answer.value) ?? toRedemption(locked.get(answer.value)!, allocations);
+      return { ok: true, value: redemption };
+    });
   }
 
   /**
@@ -427,34 +537,49 @@ export class LedgerService {
     return { refund: toRefund(row), redemption };
   }
 
-  /**
-   * Resolves a locked hold: the first `capturedUc` of its allocations (in burn order) go to the earnings
-   * account, the rest back to each allocation's own lot. If that lot has expired meanwhile, the credit
-   * lands in it anyway and counts as lapsed.
-   */
+  /** Resolves one locked hold (see settleMany). */
   private async settle(tx: Tx, hold: store.HoldRow, state: 'captured' | 'released' | 'expired', capturedUc: bigint): Promise<Redemption> {
-    const allocations = await store.allocationsOf(tx, [hold.id]);
-    const lines: store.SettlementLine[] = [];
-    let toCaptureUc = capturedUc;
-    for (const allocation of allocations) {
-      const fromThisUc = allocation.amount_uc < toCaptureUc ? allocation.amount_uc : toCaptureUc;
-      toCaptureUc -= fromThisUc;
-      allocation.captured_uc = fromThisUc;
-      lines.push({ lotId: allocation.lot_id, capturedUc: fromThisUc, returnedUc: allocation.amount_uc - fromThisUc });
-    }
-    if (toCaptureUc !== 0n) throw new Error(`ledger invariant: hold ${hold.id} allocations do not cover its amount`);
-    const kind = state === 'captured' ? 'capture' : state === 'released' ? 'release' : 'expire';
+    return (await this.settleMany(tx, [{ hold, state, capturedUc }]))[0]!;
+  }
+
+  /**
+   * Resolves locked holds: the first `capturedUc` of each hold's allocations (in burn order) go to the
+   * earnings account, the rest back to each allocation's own lot. If that lot has expired meanwhile, the
+   * credit lands in it anyway and counts as lapsed. A few statements whatever the number of holds: their
+   * allocations (unless given), every resolution (store.recordSettlements), every event.
+   */
+  private async settleMany(tx: Tx, items: readonly SettleItem[], known?: readonly store.AllocationRow[]): Promise<Redemption[]> {
+    if (items.length === 0) return [];
+    const allocations = known ?? (await store.allocationsOf(tx, items.map((item) => item.hold.id)));
     const nowS = this.nowS();
-    const receipt = state === 'captured' ? await signReceipt(this.gateway, { kind: 'capture', hold: { ...hold, captured_uc: capturedUc }, nowS }) : null;
-    const resolved = await store.recordSettlement(
+    const settlements: store.Settlement[] = [];
+    const resolvedAllocations: store.AllocationRow[] = [];
+    for (const { hold, state, capturedUc } of items) {
+      const lines: store.SettlementLine[] = [];
+      let toCaptureUc = capturedUc;
+      for (const allocation of allocations.filter((a) => a.hold_id === hold.id)) {
+        const fromThisUc = allocation.amount_uc < toCaptureUc ? allocation.amount_uc : toCaptureUc;
+        toCaptureUc -= fromThisUc;
+        resolvedAllocations.push({ ...allocation, captured_uc: fromThisUc });
+        lines.push({ lotId: allocation.lot_id, capturedUc: fromThisUc, returnedUc: allocation.amount_uc - fromThisUc });
+      }
+      if (toCaptureUc !== 0n) throw new Error(`ledger invariant: hold ${hold.id} allocations do not cover its amount`);
+      const kind = state === 'captured' ? 'capture' : state === 'released' ? 'release' : 'expire';
+      const receipt = state === 'captured' ? await signReceipt(this.gateway, { kind: 'capture', hold: { ...hold, captured_uc: capturedUc }, nowS }) : null;
+      settlements.push({ holdId: hold.id, state, capturedUc, earningsAccount: earningsAccount(hold), kind, receipt, lines });
+    }
+    const resolved = new Map((await store.recordSettlements(tx, settlements, nowS)).map((row) => [row.id, row]));
+    const redemptions = items.map(({ hold }) => {
+      const row = resolved.get(hold.id);
+      if (!row) throw new Error(`ledger invariant: hold ${hold.id} resolved twice`);
+      return toRedemption(row, resolvedAllocations);
+    });
+    await emitEvents(
       tx,
-      { holdId: hold.id, state, capturedUc, earningsAccount: earningsAccount(hold), kind, nowS, receipt },
-      lines,
+      items.flatMap(({ hold, state }, index) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: `redemption.${state}` as const, data: { redemption: redemptions[index]! } }] : [])),
+      this.gateway.clock.nowMs(),
     );
-    if (!resolved) throw new Error(`ledger invariant: hold ${hold.id} resolved twice`);
-    const redemption = toRedemption(resolved, allocations);
-    await this.emit(tx, resolved, `redemption.${state}`, redemption);
-    return redemption;
+    return redemptions;
   }
 
   /**

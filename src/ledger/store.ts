@@ -87,6 +87,28 @@ export async function lockSpendableLots(db: Tx, agentId: string, nowS: number): 
   return rows;
 }
 
+/** The spendable lots of several agents, each agent's in burn-down order, locked (one statement). */
+export async function lockSpendableLotsOf(db: Tx, agentIds: readonly string[], nowS: number): Promise<Map<string, LotRow[]>> {
+  const byAgent = new Map<string, LotRow[]>(agentIds.map((id) => [id, []]));
+  if (agentIds.length === 0) return byAgent;
+  const { rows } = await db.query<LotRow>(
+    `SELECT * FROM credit_lots
+      WHERE agent_id = ANY($1::text[]) AND remaining_uc > 0 AND (expires_at_s IS NULL OR expires_at_s > $2)
+      ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq
+      FOR UPDATE`,
+    [[...agentIds], nowS],
+  );
+  for (const row of rows) byAgent.get(row.agent_id)!.push(row);
+  return byAgent;
+}
+
+/** Lots less what allocations (not yet written) take from them, in the same order. */
+export function lessTaken(lots: readonly LotRow[], allocations: ReadonlyArray<{ lotId: string; amountUc: bigint }>): LotRow[] {
+  const takenUc = new Map<string, bigint>();
+  for (const a of allocations) takenUc.set(a.lotId, (takenUc.get(a.lotId) ?? 0n) + a.amountUc);
+  return lots.map((lot) => (takenUc.has(lot.id) ? { ...lot, remaining_uc: lot.remaining_uc - takenUc.get(lot.id)! } : lot));
+}
+
 export async function listLots(db: Queryable, agentId: string): Promise<LotRow[]> {
   const { rows } = await db.query<LotRow>('SELECT * FROM credit_lots WHERE agent_id = $1 ORDER BY priority, expires_at_s NULLS LAST, seq', [agentId]);
   return rows;
@@ -125,39 +147,78 @@ export async function readBalance(db: Queryable, agentId: string, nowS: number):
  * the balanced journal lines, and the agent's held total. The caller holds the agent's and the lots' row
  * locks; the agent's balance row is locked last, after its lots, as every settlement does too.
  */
-export async function recordHold(db: Queryable, hold: HoldRow, allocations: ReadonlyArray<{ lotId: string; amountUc: bigint }>): Promise<void> {
-  const lotIds = allocations.map((a) => a.lotId);
-  const amounts = allocations.map((a) => a.amountUc.toString());
+/** A new hold and the lots it takes credit from, in burn-down order. */
+export interface NewHold {
+  hold: HoldRow;
+  allocations: ReadonlyArray<{ lotId: string; amountUc: bigint }>;
+}
+
+/**
+ * Records new holds in one statement (one round trip, whatever their number): each hold and its
+ * allocations, every lot's debit (summed over the holds that take from it), the journal (lot → hold, per
+ * allocation) and each agent's held total.
+ */
+export async function recordHolds(db: Queryable, holds: readonly NewHold[]): Promise<void> {
+  if (holds.length === 0) return;
+  const allocations = holds.flatMap(({ hold, allocations }) => allocations.map((a, position) => ({ holdId: hold.id, lotId: a.lotId, position, amountUc: a.amountUc })));
+  const createdAtS = holds[0]!.hold.created_at_s;
+  if (holds.some(({ hold }) => hold.created_at_s !== createdAtS)) throw new Error('recordHolds: the holds of one call share one creation time');
   const result = await db.query(
-    `WITH alloc AS (
-       SELECT lot_id, amount_uc, position - 1 AS position FROM unnest($10::text[], $11::bigint[]) WITH ORDINALITY AS a(lot_id, amount_uc, position)
-     ), new_hold AS (
+    `WITH h AS (
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[])
+         WITH ORDINALITY AS h(id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, expires_at_s, refund_window_s, position)
+     ), alloc AS (
+       SELECT * FROM unnest($10::text[], $11::text[], $12::int[], $13::bigint[]) AS a(hold_id, lot_id, position, amount_uc)
+     ), new_holds AS (
        INSERT INTO holds (id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, captured_uc, state, expires_at_s, created_at_s, refund_window_s)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, 0, 'held', $8, $9, $12) RETURNING id
+       SELECT id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, 0, 'held', expires_at_s, $14, refund_window_s FROM h ORDER BY position
+       RETURNING id
      ), allocations AS (
        INSERT INTO hold_allocations (hold_id, lot_id, position, amount_uc)
-       SELECT new_hold.id, alloc.lot_id, alloc.position, alloc.amount_uc FROM new_hold, alloc RETURNING lot_id
+       SELECT alloc.hold_id, alloc.lot_id, alloc.position, alloc.amount_uc FROM alloc JOIN new_holds ON new_holds.id = alloc.hold_id RETURNING lot_id
      ), debits AS (
-       UPDATE credit_lots l SET remaining_uc = l.remaining_uc - alloc.amount_uc FROM alloc WHERE l.id = alloc.lot_id RETURNING l.id
+       UPDATE credit_lots l SET remaining_uc = l.remaining_uc - d.amount_uc
+         FROM (SELECT lot_id, SUM(amount_uc)::bigint AS amount_uc FROM alloc GROUP BY lot_id) d
+        WHERE l.id = d.lot_id RETURNING l.id
      ), journal AS (
        INSERT INTO journal_entries (operation_id, kind, account, amount_uc, created_at_s)
-       SELECT $1, 'hold', 'lot:' || alloc.lot_id, -alloc.amount_uc, $9 FROM alloc
+       SELECT hold_id, 'hold', 'lot:' || lot_id, -amount_uc, $14 FROM alloc
        UNION ALL
-       SELECT $1, 'hold', 'hold:' || $1, alloc.amount_uc, $9 FROM alloc
+       SELECT hold_id, 'hold', 'hold:' || hold_id, amount_uc, $14 FROM alloc
        RETURNING 1
      ), account AS (
-       INSERT INTO agent_balances (agent_id, held_uc) VALUES ($2, $7)
+       INSERT INTO agent_balances (agent_id, held_uc)
+       SELECT agent_id, SUM(amount_uc)::bigint FROM h GROUP BY agent_id ORDER BY agent_id
        ON CONFLICT (agent_id) DO UPDATE SET held_uc = agent_balances.held_uc + EXCLUDED.held_uc
        RETURNING 1
      )
-     SELECT (SELECT count(*) FROM debits) AS debited, (SELECT count(*) FROM allocations) AS allocated, (SELECT count(*) FROM journal) AS journaled,
-            (SELECT count(*) FROM account) AS accounted`,
-    [hold.id, hold.agent_id, hold.acceptor_id, hold.merchant_id, hold.offer_id, hold.category, hold.amount_uc, hold.expires_at_s, hold.created_at_s, lotIds, amounts, hold.refund_window_s],
+     SELECT (SELECT count(*) FROM new_holds) AS held, (SELECT count(*) FROM debits) AS debited, (SELECT count(*) FROM allocations) AS allocated,
+            (SELECT count(*) FROM journal) AS journaled, (SELECT count(*) FROM account) AS accounted`,
+    [
+      holds.map(({ hold }) => hold.id),
+      holds.map(({ hold }) => hold.agent_id),
+      holds.map(({ hold }) => hold.acceptor_id),
+      holds.map(({ hold }) => hold.merchant_id),
+      holds.map(({ hold }) => hold.offer_id),
+      holds.map(({ hold }) => hold.category),
+      holds.map(({ hold }) => hold.amount_uc.toString()),
+      holds.map(({ hold }) => hold.expires_at_s.toString()),
+      holds.map(({ hold }) => hold.refund_window_s),
+      allocations.map((a) => a.holdId),
+      allocations.map((a) => a.lotId),
+      allocations.map((a) => a.position),
+      allocations.map((a) => a.amountUc.toString()),
+      createdAtS,
+    ],
   );
-  const counts = result.rows[0] as { debited: bigint; allocated: bigint; journaled: bigint; accounted: bigint };
+  const counts = result.rows[0] as { held: bigint; debited: bigint; allocated: bigint; journaled: bigint; accounted: bigint };
+  const lots = BigInt(new Set(allocations.map((a) => a.lotId)).size);
+  const agents = BigInt(new Set(holds.map(({ hold }) => hold.agent_id)).size);
   const expected = BigInt(allocations.length);
-  if (counts.debited !== expected || counts.allocated !== expected || counts.journaled !== 2n * expected || counts.accounted !== 1n) {
-    throw new Error(`ledger invariant: hold ${hold.id} wrote ${counts.debited}/${counts.allocated}/${counts.journaled}/${counts.accounted} rows for ${expected} allocations`);
+  if (counts.held !== BigInt(holds.length) || counts.debited !== lots || counts.allocated !== expected || counts.journaled !== 2n * expected || counts.accounted !== agents) {
+    throw new Error(
+      `ledger invariant: ${holds.length} holds wrote ${counts.held}/${counts.debited}/${counts.allocated}/${counts.journaled}/${counts.accounted} rows for ${expected} allocations`,
+    );
   }
 }
 
@@ -194,60 +255,106 @@ export interface SettlementLine {
  * locks the agent's lots before its balance row and a refund locks the account before it: the same order
  * everywhere, so none of them can deadlock another.
  */
-export async function recordSettlement(
-  db: Queryable,
-  settlement: { holdId: string; state: 'captured' | 'released' | 'expired'; capturedUc: bigint; earningsAccount: string; kind: string; nowS: number; receipt: string | null },
-  lines: readonly SettlementLine[],
-): Promise<HoldRow | undefined> {
-  const { rows } = await db.query<HoldRow>(
-    `WITH line AS (
-       SELECT * FROM unnest($7::text[], $8::bigint[], $9::bigint[]) AS l(lot_id, captured_uc, returned_uc)
+/** One hold to resolve, and what each of its allocations captures and returns. */
+export interface Settlement {
+  holdId: string;
+  state: 'captured' | 'released' | 'expired';
+  capturedUc: bigint;
+  earningsAccount: string;
+  kind: string;
+  receipt: string | null;
+  lines: readonly SettlementLine[];
+}
+
+/** Locks holds in one fixed order (sorted ids), so batches on any instance cannot deadlock on them. */
+export async function lockHolds(tx: Tx, holdIds: readonly string[]): Promise<Map<string, HoldRow>> {
+  if (holdIds.length === 0) return new Map();
+  const { rows } = await tx.query<HoldRow>('SELECT * FROM holds WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [[...new Set(holdIds)]]);
+  return new Map(rows.map((row) => [row.id, row]));
+}
+
+/**
+ * Resolves held holds in two statements whatever their number: the lots they return credit to are locked
+ * first in the order every hold locks lots (agent, then burn-down order), so batches never deadlock; then
+ * one statement marks each hold, records what each allocation captured, returns the rest to the lots
+ * (summed per lot), credits the earnings accounts, journals every move and updates the agents' running
+ * totals, the accounts and totals in sorted order. Returns the resolved rows; a hold no longer held is not
+ * among them.
+ */
+export async function recordSettlements(tx: Tx, settlements: readonly Settlement[], nowS: number): Promise<HoldRow[]> {
+  if (settlements.length === 0) return [];
+  const lines = settlements.flatMap((s) => s.lines.map((line) => ({ holdId: s.holdId, ...line })));
+  await tx.query(
+    `SELECT id FROM credit_lots WHERE id = ANY($1::text[]) ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq FOR UPDATE`,
+    [[...new Set(lines.filter((line) => line.returnedUc > 0n).map((line) => line.lotId))]],
+  );
+  const { rows } = await tx.query<HoldRow & { accounted: bigint; agents: bigint }>(
+    `WITH s AS (
+       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
+         AS s(hold_id, state, captured_uc, earnings_account, kind, receipt)
+     ), line AS (
+       SELECT * FROM unnest($7::text[], $8::text[], $9::bigint[], $10::bigint[]) AS l(hold_id, lot_id, captured_uc, returned_uc)
      ), resolved AS (
-       UPDATE holds SET state = $2, captured_uc = $3, resolved_at_s = $6, capture_receipt = $10 WHERE id = $1 AND state = 'held' RETURNING *
+       UPDATE holds h SET state = s.state, captured_uc = s.captured_uc, resolved_at_s = $11, capture_receipt = s.receipt
+         FROM s WHERE h.id = s.hold_id AND h.state = 'held' RETURNING h.*
+     ), done AS (
+       SELECT s.* FROM s JOIN resolved ON resolved.id = s.hold_id
+     ), done_line AS (
+       SELECT line.* FROM line JOIN resolved ON resolved.id = line.hold_id
      ), captured AS (
-       UPDATE hold_allocations a SET captured_uc = line.captured_uc FROM line, resolved
-        WHERE a.hold_id = resolved.id AND a.lot_id = line.lot_id AND line.captured_uc > 0 RETURNING 1
+       UPDATE hold_allocations a SET captured_uc = done_line.captured_uc FROM done_line
+        WHERE a.hold_id = done_line.hold_id AND a.lot_id = done_line.lot_id AND done_line.captured_uc > 0 RETURNING 1
      ), returned AS (
-       UPDATE credit_lots c SET remaining_uc = c.remaining_uc + line.returned_uc FROM line, resolved
-        WHERE c.id = line.lot_id AND line.returned_uc > 0 RETURNING 1
+       UPDATE credit_lots c SET remaining_uc = c.remaining_uc + r.returned_uc
+         FROM (SELECT lot_id, SUM(returned_uc)::bigint AS returned_uc FROM done_line WHERE returned_uc > 0 GROUP BY lot_id) r
+        WHERE c.id = r.lot_id RETURNING 1
      ), earned AS (
-       INSERT INTO ledger_accounts (id, balance_uc) SELECT $4, $3 FROM resolved WHERE $3 > 0
+       INSERT INTO ledger_accounts (id, balance_uc)
+       SELECT earnings_account, SUM(captured_uc)::bigint FROM done WHERE captured_uc > 0 GROUP BY earnings_account ORDER BY earnings_account
        ON CONFLICT (id) DO UPDATE SET balance_uc = ledger_accounts.balance_uc + EXCLUDED.balance_uc RETURNING 1
      ), journal AS (
        INSERT INTO journal_entries (operation_id, kind, account, amount_uc, created_at_s)
-       SELECT $1 || ':' || $5, $5, entries.account, entries.amount_uc, $6 FROM resolved, (
-         SELECT 'hold:' || $1 AS account, -line.returned_uc AS amount_uc FROM line WHERE line.returned_uc > 0
-         UNION ALL SELECT 'lot:' || line.lot_id, line.returned_uc FROM line WHERE line.returned_uc > 0
-         UNION ALL SELECT 'hold:' || $1, -$3::bigint WHERE $3 > 0
-         UNION ALL SELECT $4, $3::bigint WHERE $3 > 0
+       SELECT hold_id || ':' || kind, kind, account, amount_uc, $11 FROM (
+         SELECT done_line.hold_id, done.kind, 'hold:' || done_line.hold_id AS account, -done_line.returned_uc AS amount_uc
+           FROM done_line JOIN done ON done.hold_id = done_line.hold_id WHERE done_line.returned_uc > 0
+         UNION ALL SELECT done_line.hold_id, done.kind, 'lot:' || done_line.lot_id, done_line.returned_uc
+           FROM done_line JOIN done ON done.hold_id = done_line.hold_id WHERE done_line.returned_uc > 0
+         UNION ALL SELECT hold_id, kind, 'hold:' || hold_id, -captured_uc FROM done WHERE captured_uc > 0
+         UNION ALL SELECT hold_id, kind, earnings_account, captured_uc FROM done WHERE captured_uc > 0
        ) AS entries
        RETURNING 1
      ), account AS (
-       UPDATE agent_balances b SET held_uc = b.held_uc - resolved.amount_uc, captured_uc = b.captured_uc + resolved.captured_uc
-         FROM resolved
-        WHERE b.agent_id = resolved.agent_id AND (SELECT count(*) FROM returned) >= 0 AND (SELECT count(*) FROM earned) >= 0
-       RETURNING 1
+       -- An upsert only to update the rows in sorted order (an UPDATE's order is the plan's): every row
+       -- exists (the hold's creation made it), so each proposed row only carries what leaves held_uc;
+       -- a row that was inserted instead (xmax 0) is not counted, and the check below fails.
+       INSERT INTO agent_balances (agent_id, held_uc, captured_uc)
+       SELECT agent_id, SUM(amount_uc)::bigint, SUM(captured_uc)::bigint FROM resolved
+        WHERE (SELECT count(*) FROM returned) >= 0 AND (SELECT count(*) FROM earned) >= 0
+        GROUP BY agent_id ORDER BY agent_id
+       ON CONFLICT (agent_id) DO UPDATE
+         SET held_uc = agent_balances.held_uc - EXCLUDED.held_uc, captured_uc = agent_balances.captured_uc + EXCLUDED.captured_uc
+       RETURNING xmax::text <> '0' AS existed
      )
-     SELECT resolved.*, (SELECT count(*) FROM account) AS accounted
-       FROM resolved, (SELECT count(*) FROM captured) c, (SELECT count(*) FROM returned) r, (SELECT count(*) FROM earned) e, (SELECT count(*) FROM journal) j`,
+     SELECT resolved.*, (SELECT count(*) FROM account WHERE existed) AS accounted, (SELECT count(DISTINCT agent_id) FROM resolved) AS agents
+       FROM resolved, (SELECT count(*) FROM captured) c, (SELECT count(*) FROM journal) j`,
     [
-      settlement.holdId,
-      settlement.state,
-      settlement.capturedUc,
-      settlement.earningsAccount,
-      settlement.kind,
-      settlement.nowS,
+      settlements.map((s) => s.holdId),
+      settlements.map((s) => s.state),
+      settlements.map((s) => s.capturedUc.toString()),
+      settlements.map((s) => s.earningsAccount),
+      settlements.map((s) => s.kind),
+      settlements.map((s) => s.receipt),
+      lines.map((l) => l.holdId),
       lines.map((l) => l.lotId),
       lines.map((l) => l.capturedUc.toString()),
       lines.map((l) => l.returnedUc.toString()),
-      settlement.receipt,
+      nowS,
     ],
   );
-  const row = rows[0];
-  if (!row) return undefined;
-  const { accounted, ...hold } = row as HoldRow & { accounted: bigint };
-  if (accounted !== 1n) throw new Error(`ledger invariant: hold ${settlement.holdId} settled without its agent's balance row`);
-  return hold;
+  return rows.map(({ accounted, agents, ...hold }) => {
+    if (accounted !== agents) throw new Error(`ledger invariant: ${agents} agents' holds settled, ${accounted} balance rows updated`);
+    return hold as HoldRow;
+  });
 }
 
 /** Held holds of one agent (or of everyone) whose deadline has passed, oldest deadline first. */
@@ -270,6 +377,21 @@ export async function spentInWindow(db: Queryable, agentId: string, sinceS: numb
     [agentId, sinceS],
   );
   return rows[0]!.spent;
+}
+
+/** spentInWindow for several agents at once, each with its own window start. */
+export async function spentInWindowOf(db: Queryable, windows: ReadonlyArray<{ agentId: string; sinceS: number }>): Promise<Map<string, bigint>> {
+  const spent = new Map<string, bigint>(windows.map((w) => [w.agentId, 0n]));
+  if (windows.length === 0) return spent;
+  const { rows } = await db.query<{ agent_id: string; spent: bigint }>(
+    `SELECT w.agent_id, COALESCE(SUM(CASE h.state WHEN 'held' THEN h.amount_uc WHEN 'captured' THEN h.captured_uc ELSE 0 END), 0)::bigint AS spent
+       FROM unnest($1::text[], $2::bigint[]) AS w(agent_id, since_s)
+       JOIN holds h ON h.agent_id = w.agent_id AND h.created_at_s > w.since_s
+      GROUP BY w.agent_id`,
+    [windows.map((w) => w.agentId), windows.map((w) => w.sinceS)],
+  );
+  for (const row of rows) spent.set(row.agent_id, row.spent);
+  return spent;
 }
 
 export async function accountBalance(db: Queryable, accountId: string): Promise<bigint> {

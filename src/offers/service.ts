@@ -140,4 +140,9 @@ export class OfferService {
   async sellable(db: Queryable, offerId: string): Promise<store.OfferRow | undefined> {
     return store.findSellableOffer(db, offerId);
   }
+
+  /** The sellable offers among `offerIds`, by id (one statement). */
+  async sellableMany(db: Queryable, offerIds: readonly string[]): Promise<Map<string, store.OfferRow>> {
+    return store.findSellableOffers(db, offerIds);
+  }
 }

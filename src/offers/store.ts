@@ -50,6 +50,16 @@ export async function findSellableOffer(db: Queryable, offerId: string): Promise
   return rows[0];
 }
 
+/** findSellableOffer for several ids at once (one statement). */
+export async function findSellableOffers(db: Queryable, offerIds: readonly string[]): Promise<Map<string, OfferRow>> {
+  if (offerIds.length === 0) return new Map();
+  const { rows } = await db.query<OfferRow>(
+    `SELECT o.* FROM offers o JOIN merchants m ON m.id = o.merchant_id WHERE o.id = ANY($1::text[]) AND o.active AND m.verified`,
+    [[...new Set(offerIds)]],
+  );
+  return new Map(rows.map((row) => [row.id, row]));
+}
+
 /**
  * Active offers of verified merchants, oldest first after `startingAfter`, limited to `categories` when
  * given (null = every category): what an agent can buy.

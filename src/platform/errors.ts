@@ -56,6 +56,7 @@ export const ERROR_CATALOGUE = {
   link_configuration_required: { status: 503, title: 'No payment-approval provider is configured' },
   payment_unavailable: { status: 503, title: 'The payment provider is unavailable' },
   storage_unavailable: { status: 503, title: 'The database is unavailable' },
+  overloaded: { status: 503, title: 'Too many requests are waiting; retry after the delay' },
 } as const satisfies Record<string, ErrorEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

@@ -39,6 +39,16 @@ export interface Claim {
 }
 
 export type ClaimOutcome = { kind: 'owned'; claim: Claim } | { kind: 'replay'; response: StoredResponse };
+/** One request's outcome among many claimed at once: a 409 refusal is a value, not thrown. */
+export type ClaimManyOutcome = ClaimOutcome | { kind: 'refused'; error: ApiError };
+
+/** A key to claim for one request. */
+export interface KeyRequest {
+  scope: string;
+  route: string;
+  key: string;
+  fingerprint: string;
+}
 
 interface IdempotencyRow {
   fingerprint: string;
@@ -47,6 +57,37 @@ interface IdempotencyRow {
   response_body: string | null;
   response_headers: string | null;
   locked_until_ms: bigint;
+}
+
+/** What an existing record means for a request that could not take it: replay it, or refuse (409). */
+function existingOutcome(row: IdempotencyRow | undefined, requestFingerprint: string, nowMs: number): ClaimManyOutcome {
+  // The record vanished between the two statements (swept): treat as a conflict the client retries.
+  if (!row || (row.fingerprint === requestFingerprint && row.state === 'running')) {
+    const retryAfterS = row ? Math.max(1, Math.ceil((Number(row.locked_until_ms) - nowMs) / 1000)) : 1;
+    return {
+      kind: 'refused',
+      error: new ApiError('idempotency_key_in_use', {
+        detail: 'the first request with this Idempotency-Key has not finished; retry after the delay',
+        headers: { 'retry-after': String(Math.min(retryAfterS, 5)) },
+      }),
+    };
+  }
+  if (row.fingerprint !== requestFingerprint) {
+    return {
+      kind: 'refused',
+      error: new ApiError('idempotency_key_reused', {
+        detail: 'this Idempotency-Key was first used with a different request; use a new key for a new request',
+      }),
+    };
+  }
+  return {
+    kind: 'replay',
+    response: {
+      status: row.status_code ?? 200,
+      body: row.response_body === null ? null : JSON.parse(row.response_body),
+      headers: row.response_headers === null ? {} : JSON.parse(row.response_headers),
+    },
+  };
 }
 
 /** Checks a key against its rule; undefined when none was sent. */
@@ -104,14 +145,25 @@ export class IdempotencyStore {
    * row and then replays what this one stored.
    */
   async claim(scope: string, route: string, key: string, requestFingerprint: string, executor: Queryable = this.db): Promise<ClaimOutcome> {
+    const [outcome] = await this.claimMany(executor, [{ scope, route, key, fingerprint: requestFingerprint }]);
+    if (outcome!.kind === 'refused') throw outcome!.error;
+    return outcome!;
+  }
+
+  /**
+   * Claims many keys in two statements at most (group commit): one outcome per request, in order, a
+   * refusal (409) as a value. The requests must name distinct keys.
+   */
+  async claimMany(executor: Queryable, requests: readonly KeyRequest[]): Promise<ClaimManyOutcome[]> {
     const nowMs = this.clock.nowMs();
-    const token = randomUUID();
+    const tokens = requests.map(() => randomUUID());
     // Insert, or take over a record that has expired, or a running one whose owner died (lease over)
     // for the very same request. Anything else stays and is reported below.
-    const taken = await executor.query(
+    const taken = await executor.query<{ claim_token: string }>(
       `INSERT INTO idempotency_keys
          (scope, route, key, fingerprint, state, claim_token, created_at_ms, locked_until_ms, expires_at_ms)
-       VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8)
+       SELECT scope, route, key, fingerprint, 'running', token, $6, $7, $8
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS r(scope, route, key, fingerprint, token)
        ON CONFLICT (scope, route, key) DO UPDATE SET
          fingerprint = EXCLUDED.fingerprint, state = 'running', claim_token = EXCLUDED.claim_token,
          status_code = NULL, response_body = NULL, response_headers = NULL,
@@ -120,38 +172,32 @@ export class IdempotencyStore {
        WHERE idempotency_keys.expires_at_ms <= $6
           OR (idempotency_keys.state = 'running' AND idempotency_keys.locked_until_ms <= $6
               AND idempotency_keys.fingerprint = EXCLUDED.fingerprint)
-       RETURNING key`,
-      [scope, route, key, requestFingerprint, token, nowMs, nowMs + this.leaseS * 1000, nowMs + this.retentionS * 1000],
+       RETURNING claim_token`,
+      [
+        requests.map((r) => r.scope),
+        requests.map((r) => r.route),
+        requests.map((r) => r.key),
+        requests.map((r) => r.fingerprint),
+        tokens,
+        nowMs,
+        nowMs + this.leaseS * 1000,
+        nowMs + this.retentionS * 1000,
+      ],
     );
-    if (taken.rowCount === 1) return { kind: 'owned', claim: { scope, route, key, token, fingerprint: requestFingerprint } };
-
-    const { rows } = await executor.query<IdempotencyRow>(
-      `SELECT fingerprint, state, status_code, response_body, response_headers, locked_until_ms
-         FROM idempotency_keys WHERE scope = $1 AND route = $2 AND key = $3`,
-      [scope, route, key],
+    const owned = new Set(taken.rows.map((row) => row.claim_token));
+    const outcomes: Array<ClaimManyOutcome | undefined> = requests.map((r, i) =>
+      owned.has(tokens[i]!) ? { kind: 'owned', claim: { scope: r.scope, route: r.route, key: r.key, token: tokens[i]!, fingerprint: r.fingerprint } } : undefined,
     );
-    const row = rows[0];
-    // The record vanished between the two statements (swept): treat as a conflict the client retries.
-    if (!row || row.fingerprint === requestFingerprint && row.state === 'running') {
-      const retryAfterS = row ? Math.max(1, Math.ceil((Number(row.locked_until_ms) - nowMs) / 1000)) : 1;
-      throw new ApiError('idempotency_key_in_use', {
-        detail: 'the first request with this Idempotency-Key has not finished; retry after the delay',
-        headers: { 'retry-after': String(Math.min(retryAfterS, 5)) },
-      });
-    }
-    if (row.fingerprint !== requestFingerprint) {
-      throw new ApiError('idempotency_key_reused', {
-        detail: 'this Idempotency-Key was first used with a different request; use a new key for a new request',
-      });
-    }
-    return {
-      kind: 'replay',
-      response: {
-        status: row.status_code ?? 200,
-        body: row.response_body === null ? null : JSON.parse(row.response_body),
-        headers: row.response_headers === null ? {} : JSON.parse(row.response_headers),
-      },
-    };
+    const others = requests.filter((_, i) => outcomes[i] === undefined);
+    if (others.length === 0) return outcomes as ClaimManyOutcome[];
+    const { rows } = await executor.query<IdempotencyRow & { scope: string; route: string; key: string }>(
+      `SELECT k.scope, k.route, k.key, k.fingerprint, k.state, k.status_code, k.response_body, k.response_headers, k.locked_until_ms
+         FROM idempotency_keys k JOIN unnest($1::text[], $2::text[], $3::text[]) AS r(scope, route, key)
+           ON k.scope = r.scope AND k.route = r.route AND k.key = r.key`,
+      [others.map((r) => r.scope), others.map((r) => r.route), others.map((r) => r.key)],
+    );
+    const found = new Map(rows.map((row) => [`${row.scope}\n${row.route}\n${row.key}`, row]));
+    return requests.map((request, i) => outcomes[i] ?? existingOutcome(found.get(`${request.scope}\n${request.route}\n${request.key}`), request.fingerprint, nowMs));
   }
 
   /**
@@ -159,21 +205,29 @@ export class IdempotencyStore {
    * neither does. Throws (rolling that transaction back) if another request took the key over.
    */
   async complete(executor: Queryable, claim: Claim, response: StoredResponse, secretFields: readonly string[] = []): Promise<void> {
+    await this.completeMany(executor, [{ claim, response, secretFields }]);
+  }
+
+  /** Stores many responses in one statement (group commit); throws if any claim was lost. */
+  async completeMany(executor: Queryable, completions: ReadonlyArray<{ claim: Claim; response: StoredResponse; secretFields?: readonly string[] }>): Promise<void> {
+    if (completions.length === 0) return;
     const result = await executor.query(
-      `UPDATE idempotency_keys
-          SET state = 'done', status_code = $5, response_body = $6, response_headers = $7
-        WHERE scope = $1 AND route = $2 AND key = $3 AND claim_token = $4`,
+      `UPDATE idempotency_keys k
+          SET state = 'done', status_code = r.status_code, response_body = r.response_body, response_headers = r.response_headers
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[])
+           AS r(scope, route, key, claim_token, status_code, response_body, response_headers)
+        WHERE k.scope = r.scope AND k.route = r.route AND k.key = r.key AND k.claim_token = r.claim_token`,
       [
-        claim.scope,
-        claim.route,
-        claim.key,
-        claim.token,
-        response.status,
-        stringifyBody(withoutSecrets(response.body, secretFields)),
-        JSON.stringify(response.headers),
+        completions.map((c) => c.claim.scope),
+        completions.map((c) => c.claim.route),
+        completions.map((c) => c.claim.key),
+        completions.map((c) => c.claim.token),
+        completions.map((c) => c.response.status),
+        completions.map((c) => stringifyBody(withoutSecrets(c.response.body, c.secretFields ?? []))),
+        completions.map((c) => JSON.stringify(c.response.headers)),
       ],
     );
-    if (result.rowCount !== 1) {
+    if (result.rowCount !== completions.length) {
       throw new Error('idempotency claim was lost (lease expired and another request took the key over)');
     }
   }

@@ -7,8 +7,12 @@
 //   prepare  optional slow work outside the database (a DNS query); the claim commits first;
 //   run      the effect, in one transaction that also stores the outcome;
 //   replay   a stored result, or a stored business error re-thrown as the same ApiError.
+// An operation with a `batch` policy runs in group commit: concurrent calls are gathered (batcher.ts) and
+// applied together in one transaction, set-based: one statement claims every key, the policy's executor
+// applies every effect in a few statements, one statement stores every answer (see runBatch).
 // Services return results or throw ApiError; faces render them. Nothing here knows about HTTP.
 import { Type, type TObject, type TProperties, type TSchema } from '@sinclair/typebox';
+import { Batcher, type BatchLimits, type Settled } from './batcher.ts';
 import type { Database, Queryable, Tx } from './db/database.ts';
 import { ApiError, type ErrorCode } from './errors.ts';
 import { fingerprint, REPLAY_HEADER, validateIdempotencyKey, type Claim, type IdempotencyStore, type KeyRule, type StoredResponse } from './idempotency.ts';
@@ -55,6 +59,29 @@ interface OperationBase<I, C> extends OperationDescription {
   check?: (call: OperationCall<I>) => Promise<C> | C;
 }
 
+/** One call of a batch, as the batch's executor sees it. */
+export interface BatchedCall<I, C> {
+  call: OperationCall<I>;
+  checked: C;
+}
+
+/**
+ * Group commit for an operation (issue 16): its concurrent calls are gathered and applied in one
+ * transaction by `runMany`, so the commit, the round trips and a hot row's lock are paid once per batch.
+ */
+export interface BatchPolicy<I, R, C> {
+  /** Calls with the same order key (one agent) apply in arrival order; batches running at once never share one. */
+  orderKey(call: OperationCall<I>, checked: C): string;
+  /**
+   * The effect of every call, in arrival order, in the batch's transaction: one outcome per call, its result
+   * or its business refusal (an ApiError below 500), each exactly what the call would get alone after the
+   * calls before it. It writes only what succeeded, so a refusal needs no savepoint. It takes its locks in
+   * one fixed order (sorted ids), so batches on any number of instances cannot deadlock one another. Any
+   * other failure it throws: the batch rolls back and each call runs again alone.
+   */
+  runMany(tx: Tx, calls: ReadonlyArray<BatchedCall<I, C>>): Promise<Array<Settled<R>>>;
+}
+
 export interface SingleStepOperation<I, R, C = undefined, P = undefined> extends OperationBase<I, C> {
   /**
    * Slow work outside the database that `run` needs. It runs after the key is claimed (its claim
@@ -63,6 +90,8 @@ export interface SingleStepOperation<I, R, C = undefined, P = undefined> extends
   prepare?: (call: OperationCall<I>, checked: C) => Promise<P>;
   /** The effect, in the transaction that also stores the outcome. */
   run: (tx: Tx, call: OperationCall<I>, checked: C, prepared: P) => Promise<R>;
+  /** Present when calls may share a transaction (never with `prepare`, whose claim commits on its own). */
+  batch?: BatchPolicy<I, R, C>;
 }
 
 /**
@@ -157,6 +186,7 @@ export async function runOperation<I, R, C, P>(runtime: OperationRuntime, operat
   }
   const target = { scope: principalScope(call.principal), key };
   if (operation.prepare) return runPrepared(runtime, operation, call, checked, target);
+  if (operation.batch) return batcherOf(runtime, operation).submit({ call, checked, target }) as Promise<RunOutcome<R>>;
   return runInOneTransaction(runtime, operation, call, checked, target);
 }
 
@@ -200,6 +230,130 @@ async function runInOneTransaction<I, R, C, P>(
   if ('replayed' in outcome) return replay<R>(outcome.replayed);
   if ('failure' in outcome) throw outcome.failure;
   return { result: outcome.result, replayed: false };
+}
+
+interface BatchItem<I, C> extends BatchedCall<I, C> {
+  target: KeyTarget;
+}
+
+/**
+ * Bounds of group commit. A batch holds at most 64 calls; up to 4 batches run side by side on PostgreSQL
+ * (while one waits for its commit to reach the disk, the next applies), never two with the same order key;
+ * at most 1,024 calls wait, beyond which a call is refused at once with 503 `overloaded` and Retry-After.
+ * PGlite is one session that runs one transaction at a time: one batch at a time there.
+ */
+export const BATCH_LIMITS: BatchLimits = { batchSizeMax: 64, batchesInFlightMax: 4, queueLengthMax: 1024, retryAfterS: 1 };
+
+function batchLimitsFor(runtime: OperationRuntime): BatchLimits {
+  return runtime.db.kind === 'pglite' ? { ...BATCH_LIMITS, batchesInFlightMax: 1 } : { ...BATCH_LIMITS };
+}
+
+type AnyBatcher = Batcher<BatchItem<unknown, unknown>, RunOutcome<unknown>>;
+const batchers = new WeakMap<OperationRuntime, Map<string, AnyBatcher>>();
+
+/** The batcher of a batched operation on this runtime (one per operation and runtime; tests pause it). */
+export function batcherOf<I, R, C, P>(runtime: OperationRuntime, operation: SingleStepOperation<I, R, C, P>): AnyBatcher {
+  const policy = operation.batch as BatchPolicy<unknown, unknown, unknown> | undefined;
+  if (!policy) throw new Error(`operation ${operation.name} is not batched`);
+  let byName = batchers.get(runtime);
+  if (!byName) batchers.set(runtime, (byName = new Map()));
+  let batcher = byName.get(operation.name);
+  if (!batcher) {
+    const typed = operation as unknown as SingleStepOperation<unknown, unknown, unknown, unknown>;
+    batcher = new Batcher((items) => runBatch(runtime, typed, policy, items), (item) => policy.orderKey(item.call, item.checked), batchLimitsFor(runtime));
+    byName.set(operation.name, batcher);
+  }
+  return batcher;
+}
+
+/**
+ * Group commit: the calls of a batch in one transaction, in arrival order. A key sent twice in one batch:
+ * the later call runs after the batch, alone, and replays what the first stored. If the transaction fails
+ * for any reason but a business answer (a fault, a deadlock past its retries, a lost commit), every call runs
+ * again alone, in order: one bad call fails only itself, and a batch that did commit is replayed by the keys
+ * it stored.
+ */
+async function runBatch<I, R, C>(
+  runtime: OperationRuntime,
+  operation: SingleStepOperation<I, R, C, unknown>,
+  policy: BatchPolicy<I, R, C>,
+  items: ReadonlyArray<BatchItem<I, C>>,
+): Promise<Array<Settled<RunOutcome<R>>>> {
+  const seen = new Set<string>();
+  const first: number[] = [];
+  const repeated: number[] = [];
+  for (const [index, item] of items.entries()) {
+    const id = `${item.target.scope}\n${item.target.key}`;
+    (seen.has(id) ? repeated : first).push(index);
+    seen.add(id);
+  }
+  const outcomes = new Array<Settled<RunOutcome<R>>>(items.length);
+  const alone = async (index: number) => {
+    try {
+      outcomes[index] = (await applyBatch(runtime, operation, policy, [items[index]!]))[0]!;
+    } catch (error) {
+      outcomes[index] = { ok: false, error };
+    }
+  };
+  try {
+    const applied = await applyBatch(runtime, operation, policy, first.map((index) => items[index]!));
+    for (const [position, index] of first.entries()) outcomes[index] = applied[position]!;
+  } catch (error) {
+    if (first.length === 1) outcomes[first[0]!] = { ok: false, error };
+    else for (const index of first) await alone(index);
+  }
+  for (const index of repeated) await alone(index);
+  return outcomes;
+}
+
+/** One transaction: claim every key, apply the owned calls, store every answer. Throws only a fault. */
+async function applyBatch<I, R, C>(
+  runtime: OperationRuntime,
+  operation: SingleStepOperation<I, R, C, unknown>,
+  policy: BatchPolicy<I, R, C>,
+  items: ReadonlyArray<BatchItem<I, C>>,
+): Promise<Array<Settled<RunOutcome<R>>>> {
+  const decided = await runtime.db.transaction(async (tx) => {
+    const claims = await runtime.idempotency.claimMany(
+      tx,
+      items.map((item) => ({ scope: item.target.scope, route: operation.name, key: item.target.key, fingerprint: fingerprintOf(operation, item.call) })),
+    );
+    const owned = items.flatMap((item, index) => (claims[index]!.kind === 'owned' ? [index] : []));
+    const results = owned.length === 0 ? [] : await policy.runMany(tx, owned.map((index) => ({ call: items[index]!.call, checked: items[index]!.checked })));
+    if (results.length !== owned.length) throw new Error(`batch invariant: ${results.length} outcomes for ${owned.length} calls`);
+    for (const result of results) if (!result.ok && !isBusinessError(result.error)) throw result.error;
+    await runtime.idempotency.completeMany(
+      tx,
+      owned.map((index, position) => {
+        const result = results[position]!;
+        const claim = (claims[index] as { claim: Claim }).claim;
+        return result.ok
+          ? { claim, response: storedResult(result.value), secretFields: operation.secretFields }
+          : { claim, response: storedError(result.error as ApiError) };
+      }),
+    );
+    return { claims, owned, results };
+  });
+  const byIndex = new Map(decided.owned.map((index, position) => [index, decided.results[position]!]));
+  return Promise.all(
+    decided.claims.map((claim, index) =>
+      settle(async (): Promise<RunOutcome<R>> => {
+        if (claim.kind === 'refused') throw claim.error;
+        if (claim.kind === 'replay') return replay<R>(claim.response);
+        const result = byIndex.get(index)!;
+        if (!result.ok) throw result.error;
+        return { result: result.value, replayed: false };
+      }),
+    ),
+  );
+}
+
+async function settle<R>(work: () => Promise<R>): Promise<Settled<R>> {
+  try {
+    return { ok: true, value: await work() };
+  } catch (error) {
+    return { ok: false, error };
+  }
 }
 
 /** With slow outside work first, the claim commits on its own, so a retry meanwhile sees it running. */

@@ -4,7 +4,7 @@ import type { Redemption } from '../ledger/service.ts';
 import type { Microcredits as Uc } from '../platform/money.ts';
 import type { SingleStepOperation } from '../platform/operations.ts';
 import { Microcredits, ResourceId } from '../platform/schemas.ts';
-import type { VoucherService } from './service.ts';
+import type { MintResult, VoucherService } from './service.ts';
 
 export const MintVoucherInput = Type.Object(
   {
@@ -18,7 +18,7 @@ export const MintVoucherInput = Type.Object(
 export type MintVoucherInput = Static<typeof MintVoucherInput>;
 
 export interface VoucherOperations {
-  mintVoucher: SingleStepOperation<MintVoucherInput, { voucher: string; redemption: Redemption }, Uc | undefined>;
+  mintVoucher: SingleStepOperation<MintVoucherInput, MintResult, Uc | undefined>;
 }
 
 export function voucherOperations(vouchers: VoucherService): VoucherOperations {
@@ -29,6 +29,11 @@ export function voucherOperations(vouchers: VoucherService): VoucherOperations {
       idempotency: { key: 'required' },
       check: ({ input }) => vouchers.checkMint(input),
       run: (tx, { principal, input }, maxUc) => vouchers.mint(tx, { agentId: principal.agentId!, offerId: input.offerId, maxUc }),
+      // Group commit: concurrent mints share a transaction; one agent's mints apply in arrival order.
+      batch: {
+        orderKey: ({ principal }) => principal.agentId!,
+        runMany: (tx, calls) => vouchers.mintMany(tx, calls.map(({ call: { principal, input }, checked: maxUc }) => ({ agentId: principal.agentId!, offerId: input.offerId, maxUc }))),
+      },
     },
   };
 }

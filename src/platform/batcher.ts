@@ -1,0 +1,117 @@
+// Group commit: concurrent requests are gathered and handed to one runner call (one database transaction),
+// so the commit, its WAL flush and a hot row's lock are paid once per batch instead of once per request
+// (TigerBeetle's lesson). The gathering window is the time the running batch takes: with nothing running,
+// a request runs at once (idle latency is unchanged); under load, what arrives meanwhile forms the next batch.
+// Bounded everywhere: a batch has at most `batchSizeMax` items, at most `batchesInFlightMax` run at once,
+// and at most `queueLengthMax` wait; beyond that a request is refused at once with 503 `overloaded`.
+// A batch gathers calls in arrival order; two batches running at once never share an order key (an agent),
+// so a key's calls never overtake one another.
+import { ApiError } from './errors.ts';
+
+export interface BatchLimits {
+  batchSizeMax: number;
+  batchesInFlightMax: number;
+  queueLengthMax: number;
+  /** Retry-After of the 503 when the queue is full. */
+  retryAfterS: number;
+}
+
+/** What a batch run answers for one item: its value, or the error that item alone throws. */
+export type Settled<R> = { ok: true; value: R } | { ok: false; error: unknown };
+
+interface Entry<T, R> {
+  item: T;
+  orderKey: string;
+  resolve: (value: R) => void;
+  reject: (error: unknown) => void;
+}
+
+export class Batcher<T, R> {
+  private readonly queue: Array<Entry<T, R>> = [];
+  private readonly busyKeys = new Map<string, number>();
+  private inFlight = 0;
+  private paused = false;
+
+  constructor(
+    /** Runs one batch; answers one Settled per item, in the items' order. It must not throw. */
+    private readonly runBatch: (items: readonly T[]) => Promise<Array<Settled<R>>>,
+    private readonly orderKeyOf: (item: T) => string,
+    public limits: BatchLimits,
+  ) {}
+
+  /** Items waiting for a batch. */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  submit(item: T): Promise<R> {
+    if (this.queue.length >= this.limits.queueLengthMax) {
+      return Promise.reject(
+        new ApiError('overloaded', {
+          detail: `the gateway has ${this.queue.length} requests of this kind waiting; retry after the delay`,
+          headers: { 'retry-after': String(this.limits.retryAfterS) },
+        }),
+      );
+    }
+    return new Promise<R>((resolve, reject) => {
+      this.queue.push({ item, orderKey: this.orderKeyOf(item), resolve, reject });
+      this.pump();
+    });
+  }
+
+  /** Holds every item in the queue until resume() (tests use it to gather a batch deterministically). */
+  pause(): void {
+    this.paused = true;
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.pump();
+  }
+
+  private pump(): void {
+    while (!this.paused && this.inFlight < this.limits.batchesInFlightMax && this.queue.length > 0) {
+      const batch = this.take();
+      if (batch.length === 0) return;
+      this.inFlight += 1;
+      for (const entry of batch) this.busyKeys.set(entry.orderKey, (this.busyKeys.get(entry.orderKey) ?? 0) + 1);
+      void this.run(batch);
+    }
+  }
+
+  /**
+   * The next batch: queued calls in arrival order, up to the batch size, skipping every call whose order key
+   * a running batch holds (those wait for it, so one key's calls never overtake one another). A batch may
+   * hold many keys: its executor applies them set-based (one statement per step for the whole batch).
+   */
+  private take(): Array<Entry<T, R>> {
+    const batch: Array<Entry<T, R>> = [];
+    const kept: Array<Entry<T, R>> = [];
+    for (const entry of this.queue) {
+      if (batch.length < this.limits.batchSizeMax && !this.busyKeys.has(entry.orderKey)) batch.push(entry);
+      else kept.push(entry);
+    }
+    this.queue.splice(0, this.queue.length, ...kept);
+    return batch;
+  }
+
+  private async run(batch: Array<Entry<T, R>>): Promise<void> {
+    let outcomes: Array<Settled<R>>;
+    try {
+      outcomes = await this.runBatch(batch.map((entry) => entry.item));
+      if (outcomes.length !== batch.length) throw new Error(`batch invariant: ${outcomes.length} outcomes for ${batch.length} items`);
+    } catch (error) {
+      outcomes = batch.map(() => ({ ok: false, error }));
+    }
+    for (const [index, entry] of batch.entries()) {
+      const outcome = outcomes[index]!;
+      if (outcome.ok) entry.resolve(outcome.value);
+      else entry.reject(outcome.error);
+      const count = this.busyKeys.get(entry.orderKey)! - 1;
+      if (count === 0) this.busyKeys.delete(entry.orderKey);
+      else this.busyKeys.set(entry.orderKey, count);
+    }
+    this.inFlight -= 1;
+    this.pump();
+  }
+}
