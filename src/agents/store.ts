@@ -51,6 +51,7 @@ export async function lockAgent(tx: Tx, agentId: string): Promise<AgentRow | und
 
 /** Locks several agent rows in one fixed order (sorted ids), so two batches cannot deadlock on them. */
 export async function lockAgents(tx: Tx, agentIds: readonly string[]): Promise<AgentRow[]> {
+  if (agentIds.length === 0) return [];
   const { rows } = await tx.query<AgentRow>('SELECT * FROM agents WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [[...agentIds]]);
   return rows;
 }

@@ -108,7 +108,7 @@ export function ledgerRoutes({ ledger, operations, identity, merchants }: Ledger
       schema: {
         tags,
         summary: 'Release a hold: its credit returns to the agent',
-        description: 'Body: an empty JSON object. Idempotency-Key required (1–255 characters). Releasing a released hold returns it unchanged; a captured or expired hold answers 409 hold_resolved.',
+        description: 'Body: an empty JSON object. Idempotency-Key required (1–255 characters). Releasing a released hold returns it unchanged; a captured or expired hold answers 409 hold_resolved. Group commit: concurrent captures and releases share one transaction, each with its own answer, one hold\'s calls in arrival order; when too many wait, 503 overloaded with Retry-After (nothing changed, the key not kept).',
         params: RedemptionIdParams,
         body: EmptyBody,
         response: { 200: Type.Ref('Redemption'), ...problems(400, 404, 409, 503) },
@@ -121,7 +121,7 @@ export function ledgerRoutes({ ledger, operations, identity, merchants }: Ledger
       schema: {
         tags,
         summary: 'Capture a hold, fully or partly',
-        description: 'Moves `amountUc` (default: the whole hold) to the merchant\'s earnings and returns the rest to the agent\'s lots in the same transaction. More than held → 400; a resolved or expired hold → 409 hold_resolved. Idempotency-Key required.',
+        description: 'Moves `amountUc` (default: the whole hold) to the merchant\'s earnings and returns the rest to the agent\'s lots in the same transaction. More than held → 400; a resolved or expired hold → 409 hold_resolved. Idempotency-Key required. Group commit: concurrent captures and releases share one transaction, each with its own answer, one hold\'s calls in arrival order; when too many wait, 503 overloaded with Retry-After (nothing changed, the key not kept).',
         params: RedemptionIdParams,
         body: CaptureBody,
         response: { 200: Type.Ref('Redemption'), ...problems(400, 404, 409, 503) },

@@ -16,7 +16,9 @@ export function voucherRoutes({ mintVoucher }: VoucherOperations) {
           'One transaction takes a hold of the offer price against the agent\'s credit (lots in burn-down order) and returns an ES256 JWT ' +
           '(`typ` voucher+jwt, `iss` the gateway, `aud` the merchant id, `sub` the agent id, `jti` the hold id, `exp` the hold deadline, ' +
           '`offer_id`, `category`, `amount_uc`) that the merchant verifies offline with /.well-known/jwks.json. Requires Idempotency-Key, ' +
-          'so a retry never takes two holds.',
+          'so a retry never takes two holds. ' +
+          'Group commit: concurrent mints share one transaction, each with its own answer exactly as if minted one by one, one agent\'s mints in arrival order; ' +
+          'when too many wait, 503 overloaded with Retry-After (nothing taken, the key not kept).',
         body: MintVoucherInput,
         response: {
           200: Type.Object({ voucher: Type.String(), redemption: Type.Ref('Redemption') }),
