@@ -177,6 +177,16 @@ export class AgentService {
     return store.findAgent(db, agentId);
   }
 
+  /** Many agents with their owners' emails, by id (one statement). */
+  async agentRows(db: Queryable, agentIds: readonly string[]): Promise<store.AgentWithOwnerRow[]> {
+    return store.findAgents(db, agentIds);
+  }
+
+  /** Many agents by identity (issuer + subject), with their owners' emails (one statement). */
+  async agentsByIdentity(db: Queryable, identities: ReadonlyArray<{ issuer: string; subject: string }>): Promise<store.AgentWithOwnerRow[]> {
+    return store.findAgentsByIdentity(db, identities);
+  }
+
   /** Locks the agent row for the rest of the transaction: the per-agent mutex of the ledger. */
   async lockAgent(tx: Tx, agentId: string): Promise<store.AgentRow | undefined> {
     return store.lockAgent(tx, agentId);
@@ -185,11 +195,6 @@ export class AgentService {
   /** Locks several agents' rows, in sorted order (a batch of holds takes them all first). */
   async lockAgents(tx: Tx, agentIds: readonly string[]): Promise<Map<string, store.AgentRow>> {
     return new Map((await store.lockAgents(tx, agentIds)).map((row) => [row.id, row]));
-  }
-
-  /** The agent registered for an agent identity (issuer + subject), with its owner's email. */
-  async agentByIdentity(db: Queryable, issuer: string, subject: string): Promise<store.AgentWithOwnerRow | undefined> {
-    return store.findAgentByIdentity(db, issuer, subject);
   }
 
   async updateAgent(tx: Tx, ownerId: string, agentId: string, patch: AgentSettings): Promise<Agent> {

@@ -31,12 +31,19 @@ export interface AgentWithOwnerRow extends AgentRow {
 const AGENT_WITH_OWNER = `SELECT a.*, o.email AS owner_email, o.email_verified AS owner_email_verified
   FROM agents a JOIN owners o ON o.id = a.owner_id`;
 
-export async function findAgentByIdentity(db: Queryable, issuer: string, subject: string): Promise<AgentWithOwnerRow | undefined> {
-  const { rows } = await db.query<AgentWithOwnerRow>(`${AGENT_WITH_OWNER} WHERE a.identity_issuer = $1 AND a.identity_subject = $2`, [
-    issuer,
-    subject,
-  ]);
-  return rows[0];
+/** Agents by identity (issuer + subject), many at once (one statement). */
+export async function findAgentsByIdentity(db: Queryable, identities: ReadonlyArray<{ issuer: string; subject: string }>): Promise<AgentWithOwnerRow[]> {
+  const { rows } = await db.query<AgentWithOwnerRow>(
+    `${AGENT_WITH_OWNER} JOIN unnest($1::text[], $2::text[]) AS i(issuer, subject) ON a.identity_issuer = i.issuer AND a.identity_subject = i.subject`,
+    [identities.map((i) => i.issuer), identities.map((i) => i.subject)],
+  );
+  return rows;
+}
+
+/** findAgent for many ids at once (one statement). */
+export async function findAgents(db: Queryable, agentIds: readonly string[]): Promise<AgentWithOwnerRow[]> {
+  const { rows } = await db.query<AgentWithOwnerRow>(`${AGENT_WITH_OWNER} WHERE a.id = ANY($1::text[])`, [[...agentIds]]);
+  return rows;
 }
 
 export async function findAgent(db: Queryable, agentId: string): Promise<AgentWithOwnerRow | undefined> {

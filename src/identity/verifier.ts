@@ -16,7 +16,8 @@ import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
-import { ACCESS_TOKEN_TYP, isAccessTokenRevoked, resourceMetadataUrl, resourceUri, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../oauth/access-tokens.ts';
+import { ReadCoalescer } from '../platform/read-coalescer.ts';
+import { ACCESS_TOKEN_TYP, revokedAccessTokenIds, resourceMetadataUrl, resourceUri, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../oauth/access-tokens.ts';
 import type { Principal } from '../platform/principal.ts';
 import { parseApiKey, secretMatches, API_KEY_PREFIX } from './api-keys.ts';
 import { EXTERNAL_ALGORITHMS, type IdentityProvider, type IdentityProviderKind } from './issuers.ts';
@@ -31,9 +32,17 @@ const NOT_FOR_MCP = 'the MCP endpoint accepts a human session or an OAuth access
 
 /** Where the verifier looks up a merchant API key: the merchants feature, which owns the keys. */
 export interface ApiKeyLookup {
-  apiKeyForVerification(keyId: string): Promise<
-    { id: string; merchant_id: string; owner_id: string; scopes: string[]; secret_hash: string; revoked_at_s: bigint | null } | undefined
-  >;
+  apiKeysForVerification(keyIds: readonly string[]): Promise<CredentialApiKey[]>;
+}
+
+/** A merchant API key as the verifier reads it. */
+export interface CredentialApiKey {
+  id: string;
+  merchant_id: string;
+  owner_id: string;
+  scopes: string[];
+  secret_hash: string;
+  revoked_at_s: bigint | null;
 }
 
 /** A registered agent as the verifier reads it: its status and its owner's email. */
@@ -47,8 +56,14 @@ export interface CredentialAgent {
 
 /** Where the verifier reads agents: agent management, which owns them. */
 export interface AgentLookup {
-  agentRow(db: Queryable, agentId: string): Promise<CredentialAgent | undefined>;
-  agentByIdentity(db: Queryable, issuer: string, subject: string): Promise<CredentialAgent | undefined>;
+  agentRows(db: Queryable, agentIds: readonly string[]): Promise<CredentialAgent[]>;
+  agentsByIdentity(db: Queryable, identities: ReadonlyArray<{ issuer: string; subject: string }>): Promise<Array<CredentialAgent & AgentIdentity>>;
+}
+
+/** The identity an agent is registered under. */
+export interface AgentIdentity {
+  identity_issuer: string | null;
+  identity_subject: string | null;
 }
 
 const BEARER = /^Bearer +([^\s]+) *$/i;
@@ -61,6 +76,16 @@ export class CredentialVerifier {
   private readonly verified: VerifiedTokens;
   /** The counter of each outcome, labelled once. */
   private readonly outcomes;
+  /**
+   * What is read on every request (the credential's agent, key or revocation), coalesced: concurrent
+   * requests share one statement per round, each read started after its request arrived (read-coalescer.ts).
+   */
+  private readonly reads: {
+    agentById: ReadCoalescer<string, CredentialAgent>;
+    agentByIdentity: ReadCoalescer<{ issuer: string; subject: string }, CredentialAgent>;
+    apiKey: ReadCoalescer<string, CredentialApiKey>;
+    revoked: ReadCoalescer<string, true>;
+  };
 
   constructor(
     private readonly gateway: Gateway,
@@ -72,6 +97,18 @@ export class CredentialVerifier {
     this.verified = new VerifiedTokens(gateway.clock);
     const counter = gateway.metrics.tokenVerifications;
     this.outcomes = { reused: counter.labels({ outcome: 'reused' }), verified: counter.labels({ outcome: 'verified' }) };
+    const { db } = gateway;
+    const identityId = (i: { issuer: string; subject: string }) => `${i.issuer} ${i.subject}`;
+    this.reads = {
+      agentById: new ReadCoalescer(async (ids) => new Map((await agents.agentRows(db, ids)).map((row) => [row.id, row])), (id) => id),
+      agentByIdentity: new ReadCoalescer<{ issuer: string; subject: string }, CredentialAgent>(
+        async (identities) =>
+          new Map<string, CredentialAgent>((await agents.agentsByIdentity(db, identities)).map((row) => [identityId({ issuer: row.identity_issuer!, subject: row.identity_subject! }), row])),
+        identityId,
+      ),
+      apiKey: new ReadCoalescer(async (ids) => new Map((await apiKeys.apiKeysForVerification(ids)).map((row) => [row.id, row])), (id) => id),
+      revoked: new ReadCoalescer(async (jtis) => new Map((await revokedAccessTokenIds(db, jtis)).map((jti) => [jti, true as const])), (jti) => jti),
+    };
   }
 
   provider(kind: IdentityProviderKind): IdentityProvider | undefined {
@@ -193,7 +230,7 @@ export class CredentialVerifier {
 
   private async agentIdentity(token: string, provider: IdentityProvider, resource: Resource): Promise<Principal> {
     const claims = await this.verifyExternal(token, provider, resource);
-    const agent = await this.agents.agentByIdentity(this.gateway.db, provider.issuer, claims.sub!);
+    const agent = await this.reads.agentByIdentity.read({ issuer: provider.issuer, subject: claims.sub! });
     if (!agent) throw new ApiError('agent_not_registered', { detail: 'no agent is registered for this identity; its owner registers it' });
     const claimName = this.gateway.config.agentOwnerEmailClaim;
     const ownerEmail = claims[claimName];
@@ -224,9 +261,9 @@ export class CredentialVerifier {
     if (typeof claims.sub !== 'string') throw this.unauthorized(resource, 'access token without sub', true);
     // A replayed authorization code revokes the token it issued (RFC 6749 §4.1.2).
     if (typeof claims.jti !== 'string') throw this.unauthorized(resource, 'access token without jti', true);
-    if (await isAccessTokenRevoked(db, claims.jti)) throw this.unauthorized(resource, 'the access token has been revoked', true);
+    if (await this.reads.revoked.read(claims.jti)) throw this.unauthorized(resource, 'the access token has been revoked', true);
     if (scope.includes(SCOPE_AGENT) && claims.actor_type === 'agent') {
-      const agent = await this.agents.agentRow(db, claims.sub);
+      const agent = await this.reads.agentById.read(claims.sub);
       if (!agent) throw new ApiError('agent_not_registered', { detail: 'the agent this token was issued to is no longer registered' });
       if (!agent.owner_email_verified) throw new ApiError('owner_claim_required', { detail: "the agent's owner is no longer a verified human" });
       return this.agentPrincipal(agent, 'oauth');
@@ -245,7 +282,7 @@ export class CredentialVerifier {
   private async merchantKey(token: string, resource: Resource): Promise<Principal> {
     const parsed = parseApiKey(token);
     if (!parsed || !this.apiKeyPepper) throw this.unauthorized(resource, 'the API key is not valid', true);
-    const key = await this.apiKeys.apiKeyForVerification(parsed.keyId);
+    const key = await this.reads.apiKey.read(parsed.keyId);
     if (!key || !secretMatches(this.apiKeyPepper, parsed.secret, key.secret_hash)) {
       throw this.unauthorized(resource, 'the API key is not valid', true);
     }

@@ -323,8 +323,9 @@ export class MerchantService {
 
   /** Revokes at once: the verifier reads `revoked_at_s` on every request. Revoking twice keeps the first time. */
   /** A key by id with its secret hash, for the credential verifier only. */
-  async apiKeyForVerification(keyId: string): Promise<store.ApiKeyRow | undefined> {
-    return store.findApiKeyById(this.gateway.db, keyId);
+  /** Many keys by id, for the verifier's coalesced reads (one statement). */
+  async apiKeysForVerification(keyIds: readonly string[]): Promise<store.ApiKeyRow[]> {
+    return store.findApiKeysById(this.gateway.db, keyIds);
   }
 
   async revokeApiKey(tx: Tx, ownerId: string, merchantId: string, keyId: string): Promise<{ apiKey: ApiKeyMetadata }> {

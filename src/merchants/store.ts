@@ -121,9 +121,10 @@ export async function listApiKeys(db: Queryable, merchantId: string, limit: numb
 }
 
 /** Any merchant's key by id: what the credential verifier looks up. */
-export async function findApiKeyById(db: Queryable, keyId: string): Promise<ApiKeyRow | undefined> {
-  const { rows } = await db.query<ApiKeyRow>('SELECT * FROM merchant_api_keys WHERE id = $1', [keyId]);
-  return rows[0];
+/** Merchant keys by id (one statement, for the verifier's coalesced reads). */
+export async function findApiKeysById(db: Queryable, keyIds: readonly string[]): Promise<ApiKeyRow[]> {
+  const { rows } = await db.query<ApiKeyRow>('SELECT * FROM merchant_api_keys WHERE id = ANY($1::text[])', [[...keyIds]]);
+  return rows;
 }
 
 /** Locks one merchant's key (revocation). */

@@ -2,7 +2,7 @@
 // the protected resources (RFC 8707) they are issued for, and their revocation. The token endpoint issues
 // them; the credential verifier (identity) reads them through this module, never the other way round.
 import type { Queryable } from '../platform/db/database.ts';
-import { isTokenRevoked } from './store.ts';
+import { revokedTokenIds } from './store.ts';
 
 /** RFC 9068 §2.1: our access tokens are `at+jwt`, so no other JWT of ours passes as one. */
 export const ACCESS_TOKEN_TYP = 'at+jwt';
@@ -31,9 +31,9 @@ export function isOurResource(baseUrl: string, resource: string): boolean {
 }
 
 /**
- * Has this access token been revoked (its code was replayed, RFC 6749 §4.1.2)? Our tokens are stateless
+ * Which of these access tokens have been revoked (their code was replayed, RFC 6749 §4.1.2)? Our tokens are stateless
  * JWTs, so revocation is a short deny-list of `jti`s, each kept until the token would have expired anyway.
  */
-export async function isAccessTokenRevoked(db: Queryable, jti: string): Promise<boolean> {
-  return isTokenRevoked(db, jti);
+export async function revokedAccessTokenIds(db: Queryable, jtis: readonly string[]): Promise<string[]> {
+  return revokedTokenIds(db, jtis);
 }

@@ -170,7 +170,9 @@ export async function revokeToken(db: Queryable, jti: string, expiresAtS: number
   await db.query('INSERT INTO oauth_revoked_tokens (jti, expires_at_s) VALUES ($1, $2) ON CONFLICT (jti) DO NOTHING', [jti, expiresAtS]);
 }
 
-export async function isTokenRevoked(db: Queryable, jti: string): Promise<boolean> {
-  const { rows } = await db.query('SELECT 1 FROM oauth_revoked_tokens WHERE jti = $1', [jti]);
-  return rows.length > 0;
+/** Which of these token ids are revoked (one statement). */
+export async function revokedTokenIds(db: Queryable, jtis: readonly string[]): Promise<string[]> {
+  const { rows } = await db.query<{ jti: string }>('SELECT jti FROM oauth_revoked_tokens WHERE jti = ANY($1::text[])', [[...jtis]]);
+  return rows.map((row) => row.jti);
 }
+
