@@ -99,15 +99,17 @@ export class CredentialVerifier {
     this.outcomes = { reused: counter.labels({ outcome: 'reused' }), verified: counter.labels({ outcome: 'verified' }) };
     const { db } = gateway;
     const identityId = (i: { issuer: string; subject: string }) => `${i.issuer} ${i.subject}`;
+    const limits = { inFlightMax: 2, batchMax: 256, gatherOneTurn: db.kind === 'pglite' };
     this.reads = {
-      agentById: new ReadCoalescer(async (ids) => new Map((await agents.agentRows(db, ids)).map((row) => [row.id, row])), (id) => id),
+      agentById: new ReadCoalescer(async (ids) => new Map((await agents.agentRows(db, ids)).map((row) => [row.id, row])), (id) => id, limits),
       agentByIdentity: new ReadCoalescer<{ issuer: string; subject: string }, CredentialAgent>(
         async (identities) =>
           new Map<string, CredentialAgent>((await agents.agentsByIdentity(db, identities)).map((row) => [identityId({ issuer: row.identity_issuer!, subject: row.identity_subject! }), row])),
         identityId,
+        limits,
       ),
-      apiKey: new ReadCoalescer(async (ids) => new Map((await apiKeys.apiKeysForVerification(ids)).map((row) => [row.id, row])), (id) => id),
-      revoked: new ReadCoalescer(async (jtis) => new Map((await revokedAccessTokenIds(db, jtis)).map((jti) => [jti, true as const])), (jti) => jti),
+      apiKey: new ReadCoalescer(async (ids) => new Map((await apiKeys.apiKeysForVerification(ids)).map((row) => [row.id, row])), (id) => id, limits),
+      revoked: new ReadCoalescer(async (jtis) => new Map((await revokedAccessTokenIds(db, jtis)).map((jti) => [jti, true as const])), (jti) => jti, limits),
     };
   }
 

@@ -14,6 +14,12 @@ export interface BatchLimits {
   queueLengthMax: number;
   /** Retry-After of the 503 when the queue is full. */
   retryAfterS: number;
+  /**
+   * Start a batch only after one turn of the event loop (setImmediate), so the requests already received
+   * reach the queue first. For an embedded database (PGlite) whose statements run on this thread: there a
+   * request's whole path runs without yielding, and without this every batch would hold one call.
+   */
+  gatherOneTurn?: boolean;
 }
 
 /** What a batch run answers for one item: its value, or the error that item alone throws. */
@@ -31,6 +37,7 @@ export class Batcher<T, R> {
   private readonly busyKeys = new Map<string, number>();
   private inFlight = 0;
   private paused = false;
+  private turnScheduled = false;
 
   constructor(
     /** Runs one batch; answers one Settled per item, in the items' order. It must not throw. */
@@ -55,7 +62,7 @@ export class Batcher<T, R> {
     }
     return new Promise<R>((resolve, reject) => {
       this.queue.push({ item, orderKey: this.orderKeyOf(item), resolve, reject });
-      this.pump();
+      this.next();
     });
   }
 
@@ -67,6 +74,17 @@ export class Batcher<T, R> {
   resume(): void {
     this.paused = false;
     this.pump();
+  }
+
+  /** Starts what can start, now or after one turn of the event loop (gatherOneTurn). */
+  private next(): void {
+    if (!this.limits.gatherOneTurn) return this.pump();
+    if (this.turnScheduled) return;
+    this.turnScheduled = true;
+    setImmediate(() => {
+      this.turnScheduled = false;
+      this.pump();
+    });
   }
 
   private pump(): void {
@@ -112,6 +130,6 @@ export class Batcher<T, R> {
       else this.busyKeys.set(entry.orderKey, count);
     }
     this.inFlight -= 1;
-    this.pump();
+    this.next();
   }
 }

@@ -240,12 +240,13 @@ interface BatchItem<I, C> extends BatchedCall<I, C> {
  * Bounds of group commit. A batch holds at most 64 calls; up to 4 batches run side by side on PostgreSQL
  * (while one waits for its commit to reach the disk, the next applies), never two with the same order key;
  * at most 1,024 calls wait, beyond which a call is refused at once with 503 `overloaded` and Retry-After.
- * PGlite is one session that runs one transaction at a time: one batch at a time there.
+ * PGlite is one session that runs one transaction at a time, on this thread: one batch at a time there, each
+ * started after a turn of the event loop so the requests already received join it.
  */
 export const BATCH_LIMITS: BatchLimits = { batchSizeMax: 64, batchesInFlightMax: 4, queueLengthMax: 1024, retryAfterS: 1 };
 
 function batchLimitsFor(runtime: OperationRuntime): BatchLimits {
-  return runtime.db.kind === 'pglite' ? { ...BATCH_LIMITS, batchesInFlightMax: 1 } : { ...BATCH_LIMITS };
+  return runtime.db.kind === 'pglite' ? { ...BATCH_LIMITS, batchesInFlightMax: 1, gatherOneTurn: true } : { ...BATCH_LIMITS };
 }
 
 type AnyBatcher = Batcher<BatchItem<unknown, unknown>, RunOutcome<unknown>>;

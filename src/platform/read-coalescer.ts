@@ -8,6 +8,8 @@ export interface CoalescerLimits {
   inFlightMax: number;
   /** Keys in one read. */
   batchMax: number;
+  /** Start a read only after one turn of the event loop (an embedded database: see BatchLimits.gatherOneTurn). */
+  gatherOneTurn?: boolean;
 }
 
 interface Waiting<K, V> {
@@ -20,6 +22,7 @@ interface Waiting<K, V> {
 export class ReadCoalescer<K, V> {
   private readonly waiting: Array<Waiting<K, V>> = [];
   private inFlight = 0;
+  private turnScheduled = false;
 
   constructor(
     /** Reads many keys in one statement; the map holds what was found, by `idOf`. */
@@ -31,6 +34,16 @@ export class ReadCoalescer<K, V> {
   read(key: K): Promise<V | undefined> {
     return new Promise((resolve, reject) => {
       this.waiting.push({ key, id: this.idOf(key), resolve, reject });
+      this.next();
+    });
+  }
+
+  private next(): void {
+    if (!this.limits.gatherOneTurn) return this.pump();
+    if (this.turnScheduled) return;
+    this.turnScheduled = true;
+    setImmediate(() => {
+      this.turnScheduled = false;
       this.pump();
     });
   }
@@ -49,7 +62,7 @@ export class ReadCoalescer<K, V> {
         },
       ).finally(() => {
         this.inFlight -= 1;
-        this.pump();
+        this.next();
       });
     }
   }

@@ -15,7 +15,7 @@ interface Item {
 }
 
 /** A batcher whose batches the test finishes by hand, recording what each batch held. */
-function manualBatcher(limits: { batchSizeMax?: number; batchesInFlightMax?: number; queueLengthMax?: number } = {}) {
+function manualBatcher(limits: { batchSizeMax?: number; batchesInFlightMax?: number; queueLengthMax?: number; gatherOneTurn?: boolean } = {}) {
   const batches: Array<{ items: readonly Item[]; finish: () => void }> = [];
   const batcher = new Batcher<Item, number>(
     (items) =>
@@ -59,6 +59,16 @@ describe('the batcher', () => {
     batches[3]!.finish();
     batches[4]!.finish();
     expect(await Promise.all(answers)).toEqual([10, 20, 30, 40, 50, 60, 70, 80]);
+  });
+
+  it('with gatherOneTurn (PGlite), starts a batch after one event-loop turn, so calls of the same turn share it', async () => {
+    const { batcher, batches } = manualBatcher({ gatherOneTurn: true });
+    const answers = [1, 2, 3].map((value) => batcher.submit({ key: `k${value}`, value }));
+    expect(batches).toHaveLength(0);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(batches.map((b) => b.items.map((i) => i.value))).toEqual([[1, 2, 3]]);
+    batches[0]!.finish();
+    expect(await Promise.all(answers)).toEqual([10, 20, 30]);
   });
 
   it('refuses a call with 503 overloaded and Retry-After once the queue is full', async () => {
