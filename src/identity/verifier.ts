@@ -7,7 +7,8 @@
 // Tokens are routed by their (unverified) `iss` only to pick the key set; everything is then verified
 // in full: algorithm allow-list, signature, iss, aud, exp/nbf (30 s skew), typ. A JWT verified once is
 // not verified again while its verification may be reused (verified-tokens.ts); what can be revoked is
-// read from the database on every request.
+// read from the database on every request, in reads coalesced with concurrent requests' (read-coalescer.ts),
+// each started after its request arrived.
 //
 // The verifier reads agents and merchant keys through the features that own them (`AgentLookup`,
 // `ApiKeyLookup`) and never changes them; it owns only the owners it creates from human sessions.
