@@ -7,6 +7,7 @@
 // A batch gathers calls in arrival order; two batches running at once never share an order key (an agent),
 // so a key's calls never overtake one another.
 import { ApiError } from './errors.ts';
+import { starter } from './next-turn.ts';
 
 export interface BatchLimits {
   batchSizeMax: number;
@@ -37,7 +38,8 @@ export class Batcher<T, R> {
   private readonly busyKeys = new Map<string, number>();
   private inFlight = 0;
   private paused = false;
-  private turnScheduled = false;
+  /** Starts what can start, now or after one turn of the event loop (gatherOneTurn). */
+  private readonly next = starter(() => this.pump(), () => this.limits.gatherOneTurn);
 
   constructor(
     /** Runs one batch; answers one Settled per item, in the items' order. It must not throw. */
@@ -74,17 +76,6 @@ export class Batcher<T, R> {
   resume(): void {
     this.paused = false;
     this.pump();
-  }
-
-  /** Starts what can start, now or after one turn of the event loop (gatherOneTurn). */
-  private next(): void {
-    if (!this.limits.gatherOneTurn) return this.pump();
-    if (this.turnScheduled) return;
-    this.turnScheduled = true;
-    setImmediate(() => {
-      this.turnScheduled = false;
-      this.pump();
-    });
   }
 
   private pump(): void {

@@ -289,21 +289,19 @@ async function runBatch<I, R, C>(
     seen.add(id);
   }
   const outcomes = new Array<Settled<RunOutcome<R>>>(items.length);
-  const alone = async (index: number) => {
+  /** Applies these calls together; on a fault, a lone call fails with it and false says to split. */
+  const apply = async (indices: readonly number[]): Promise<boolean> => {
     try {
-      outcomes[index] = (await applyBatch(runtime, operation, policy, [items[index]!]))[0]!;
+      const applied = await applyBatch(runtime, operation, policy, indices.map((index) => items[index]!));
+      for (const [position, index] of indices.entries()) outcomes[index] = applied[position]!;
+      return true;
     } catch (error) {
-      outcomes[index] = { ok: false, error };
+      if (indices.length === 1) outcomes[indices[0]!] = { ok: false, error };
+      return false;
     }
   };
-  try {
-    const applied = await applyBatch(runtime, operation, policy, first.map((index) => items[index]!));
-    for (const [position, index] of first.entries()) outcomes[index] = applied[position]!;
-  } catch (error) {
-    if (first.length === 1) outcomes[first[0]!] = { ok: false, error };
-    else for (const index of first) await alone(index);
-  }
-  for (const index of repeated) await alone(index);
+  if (!(await apply(first)) && first.length > 1) for (const index of first) await apply([index]);
+  for (const index of repeated) await apply([index]);
   return outcomes;
 }
 

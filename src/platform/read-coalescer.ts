@@ -3,6 +3,8 @@
 // read running, a lookup is asked at once (an idle gateway waits for nothing); while reads run, lookups
 // gather for the next one. A lookup never joins a read already sent: the read that answers it starts after
 // it was asked, so it sees every change (a revocation, a freeze) committed before the request arrived.
+import { starter } from './next-turn.ts';
+
 export interface CoalescerLimits {
   /** Reads running at once. */
   inFlightMax: number;
@@ -22,7 +24,7 @@ interface Waiting<K, V> {
 export class ReadCoalescer<K, V> {
   private readonly waiting: Array<Waiting<K, V>> = [];
   private inFlight = 0;
-  private turnScheduled = false;
+  private readonly next = starter(() => this.pump(), () => this.limits.gatherOneTurn);
 
   constructor(
     /** Reads many keys in one statement; the map holds what was found, by `idOf`. */
@@ -35,16 +37,6 @@ export class ReadCoalescer<K, V> {
     return new Promise((resolve, reject) => {
       this.waiting.push({ key, id: this.idOf(key), resolve, reject });
       this.next();
-    });
-  }
-
-  private next(): void {
-    if (!this.limits.gatherOneTurn) return this.pump();
-    if (this.turnScheduled) return;
-    this.turnScheduled = true;
-    setImmediate(() => {
-      this.turnScheduled = false;
-      this.pump();
     });
   }
 

@@ -10,7 +10,7 @@ import { emitEvent } from '../../src/events/outbox.ts';
 import { ENDPOINT_CONCURRENCY_MAX } from '../../src/events/worker.ts';
 import type { OutboundTestHooks } from '../../src/platform/outbound.ts';
 import { onPostgres, openTestDatabase, type TestDatabase } from '../support/database.ts';
-import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import type { TestGateway } from '../support/gateway.ts';
 import { configureWebhook, markVerified, registerMerchant } from '../support/merchants.ts';
 import { makeTestCertificate, type TestCertificate } from '../support/test-certificate.ts';
 import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver.ts';
@@ -120,11 +120,7 @@ describe.runIf(onPostgres())('a receiver that never answers, two instances on on
   beforeAll(async () => {
     database = await openTestDatabase();
     world = await startWorld({ database, env: ENV(), outbound });
-    second = await startTestGateway({
-      database,
-      outbound,
-      env: { ...ENV(), ACG_HUMAN_ISSUER: world.human.issuer, ACG_AGENT_ISSUER: world.agentIssuer.issuer, ACG_API_KEY_PEPPER: world.gw.config.apiKeyPepper! },
-    });
+    second = await world.anotherInstance({ outbound, env: ENV() });
   });
   afterAll(async () => {
     await second?.close().catch(() => {});

@@ -4,7 +4,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emitEvent } from '../../src/events/outbox.ts';
 import { WebhookWorker } from '../../src/events/worker.ts';
 import type { TestGateway } from '../support/gateway.ts';
-import { startTestGateway } from '../support/gateway.ts';
 import { onPostgres, openTestDatabase, type TestDatabase } from '../support/database.ts';
 import { configureWebhook, markVerified, registerMerchant, startHookTarget, type HookTarget } from '../support/merchants.ts';
 import { startWorld, type World } from '../support/world.ts';
@@ -22,11 +21,7 @@ describe.runIf(onPostgres())('two gateway instances on one PostgreSQL database',
     target = await startHookTarget();
     const env = { ACG_OUTBOUND_CA_FILE: target.caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true' };
     world = await startWorld({ database, env, outbound: target.outbound });
-    second = await startTestGateway({
-      database,
-      outbound: target.outbound,
-      env: { ...env, ACG_HUMAN_ISSUER: world.human.issuer, ACG_AGENT_ISSUER: world.agentIssuer.issuer, ACG_API_KEY_PEPPER: world.gw.config.apiKeyPepper! },
-    });
+    second = await world.anotherInstance({ outbound: target.outbound, env });
   });
   afterAll(async () => {
     await second?.close();

@@ -2,7 +2,7 @@
 // one balance, from one and from two gateway instances, and capture against release.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorld, type World } from '../support/world.ts';
-import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import type { TestGateway } from '../support/gateway.ts';
 import { onPostgres } from '../support/database.ts';
 import { grant, openShop, type Shop } from '../support/ledger-fixture.ts';
 
@@ -15,10 +15,7 @@ describe.runIf(onPostgres())('the ledger under concurrency (PostgreSQL)', () => 
     world = await startWorld();
     shop = await openShop(world);
     // A second instance on the same database, trusting the same identity providers.
-    second = await startTestGateway({
-      database: world.gw.database,
-      env: { ACG_HUMAN_ISSUER: world.human.issuer, ACG_AGENT_ISSUER: world.agentIssuer.issuer, ACG_API_KEY_PEPPER: world.gw.config.apiKeyPepper! },
-    });
+    second = await world.anotherInstance();
   });
   afterAll(async () => {
     await second?.close();

@@ -6,7 +6,7 @@ import { ledgerOperations } from '../../src/ledger/operations.ts';
 import { BATCH_LIMITS, batcherOf } from '../../src/platform/operations.ts';
 import { voucherOperations } from '../../src/vouchers/operations.ts';
 import { onPostgres } from '../support/database.ts';
-import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import type { TestGateway } from '../support/gateway.ts';
 import { expectLedgerInvariants } from '../support/ledger-invariants.ts';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
 import { startWorld, type ApiResponse, type World } from '../support/world.ts';
@@ -220,10 +220,7 @@ describe('group commit of mints', () => {
   describe.runIf(onPostgres())('on two instances sharing one PostgreSQL', () => {
     let second: TestGateway;
     beforeAll(async () => {
-      second = await startTestGateway({
-        database: world.gw.database,
-        env: { ACG_HUMAN_ISSUER: world.human.issuer, ACG_AGENT_ISSUER: world.agentIssuer.issuer, ACG_API_KEY_PEPPER: world.gw.config.apiKeyPepper! },
-      });
+      second = await world.anotherInstance();
     });
     afterAll(() => second?.close());
 

@@ -2,7 +2,7 @@
 // redemption: every effect is read back from the routes and the database.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { onPostgres } from '../support/database.ts';
-import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import type { TestGateway } from '../support/gateway.ts';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
 import { seedMerchantKey } from '../support/merchant-key.ts';
 import { startWorld, type World } from '../support/world.ts';
@@ -234,10 +234,7 @@ describe('the settled shape of a redemption', () => {
 describe.runIf(onPostgres())('refunds under concurrency (PostgreSQL, two instances)', () => {
   let second: TestGateway;
   beforeAll(async () => {
-    second = await startTestGateway({
-      database: world.gw.database,
-      env: { ACG_HUMAN_ISSUER: world.human.issuer, ACG_AGENT_ISSUER: world.agentIssuer.issuer, ACG_API_KEY_PEPPER: world.gw.config.apiKeyPepper! },
-    });
+    second = await world.anotherInstance();
   });
   afterAll(() => second?.close());
 

@@ -17,6 +17,8 @@ export interface World {
   /** Our own OAuth access token, as the token endpoint would issue it. */
   accessToken(claims: { sub: string; scope: 'svc:agent' | 'svc:owner'; email?: string }, audience?: string): Promise<string>;
   api(method: string, path: string, options?: { token?: string; body?: unknown; key?: string; headers?: Record<string, string> }): Promise<ApiResponse>;
+  /** A second gateway on the same database, trusting the same identity providers and merchant keys (the caller closes it). */
+  anotherInstance(options?: Omit<TestGatewayOptions, 'database'>): Promise<TestGateway>;
   close(): Promise<void>;
 }
 
@@ -105,6 +107,12 @@ export async function startWorld(
       );
     },
     api,
+    anotherInstance: (options = {}) =>
+      startTestGateway({
+        ...options,
+        database: gw.database,
+        env: { ACG_HUMAN_ISSUER: human.issuer, ACG_AGENT_ISSUER: agentIssuer.issuer, ACG_API_KEY_PEPPER: gw.config.apiKeyPepper!, ...options.env },
+      }),
     async close() {
       await gw.close();
       await human.close();
