@@ -27,7 +27,8 @@ import type { Gateway } from '../platform/gateway.ts';
 import type { Claim, ClaimOutcome } from '../platform/idempotency.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, formatUsd, type Microcredits } from '../platform/money.ts';
-import { underClaim, type ClaimedKey } from '../platform/operations.ts';
+import { Batcher, type Settled } from '../platform/batcher.ts';
+import { groupCommitLimits, underClaim, type ClaimedKey } from '../platform/operations.ts';
 import type { Principal } from '../platform/principal.ts';
 import { ConnectorError, findService, prepareAction, type PreparedAction, type ServiceContext } from '../connectors/catalogue.ts';
 import type { ServiceModule } from '../connectors/types.ts';
@@ -143,6 +144,20 @@ interface Started {
   priceUc: Microcredits;
 }
 
+/** tx1 of one execution, as its batch sees it. */
+interface BeginCall {
+  claim: Claim;
+  request: ExecutionRequest;
+  cleared: Cleared;
+}
+
+/** tx2 (success) of one execution, as its batch sees it. */
+interface SucceedCall {
+  key: ClaimedKey<ExecuteResult>;
+  started: Started;
+  result: object;
+}
+
 /** The action finished, but recovery had already given its hold back. */
 class ExecutionLost extends Error {}
 
@@ -171,10 +186,52 @@ export class ExecuteService {
   readonly instanceId = newId('ins');
   private readonly inFlight = new Set<string>();
 
+  /**
+   * Group commit of execute's two ledger transactions (as of mint and capture, docs/decisions.md): the holds
+   * of concurrent executions are taken in one transaction (LedgerService.holdMany), one agent's in arrival
+   * order; the captures of those that succeeded are made in one (resolveMany). Each call keeps its own
+   * answer; a fault reruns each call alone.
+   */
+  private readonly begins: Batcher<BeginCall, Started>;
+  private readonly successes: Batcher<SucceedCall, ExecuteResult>;
+
   constructor(
     private readonly gateway: Gateway,
     private readonly deps: ExecuteDependencies,
-  ) {}
+  ) {
+    const limits = groupCommitLimits(gateway.db);
+    this.begins = new Batcher((calls) => this.inBatch(calls, (tx, some) => this.beginIn(tx, some)), (call) => call.cleared.agent.id, limits);
+    // Every call here already holds credit and ran its action: none is refused for a full queue (the calls
+    // waiting are bounded by the executions running, each admitted through the bounded queue of holds).
+    this.successes = new Batcher(
+      (calls) => this.inBatch(calls, (tx, some) => this.succeedIn(tx, some)),
+      (call) => call.started.executionId,
+      { ...limits, queueLengthMax: Number.POSITIVE_INFINITY },
+    );
+  }
+
+  /** The batchers of tx1 (holds) and tx2 (captures); tests pause them to form a batch deterministically. */
+  get batchers(): { begins: Batcher<BeginCall, Started>; successes: Batcher<SucceedCall, ExecuteResult> } {
+    return { begins: this.begins, successes: this.successes };
+  }
+
+  /** Runs `apply` for a batch in one transaction; on a fault, each call alone (so one bad call fails only itself). */
+  private async inBatch<T, R>(calls: readonly T[], apply: (tx: Tx, calls: readonly T[]) => Promise<Array<Settled<R>>>): Promise<Array<Settled<R>>> {
+    try {
+      return await this.gateway.db.transaction((tx) => apply(tx, calls));
+    } catch (error) {
+      if (calls.length === 1) return [{ ok: false, error }];
+      const alone: Array<Settled<R>> = [];
+      for (const call of calls) {
+        try {
+          alone.push((await this.gateway.db.transaction((tx) => apply(tx, [call])))[0]!);
+        } catch (fault) {
+          alone.push({ ok: false, error: fault });
+        }
+      }
+      return alone;
+    }
+  }
 
   get paymentApprovalConfigured(): boolean {
     return this.deps.paymentApproval !== undefined;
@@ -232,7 +289,7 @@ export class ExecuteService {
     }
     let started: Started;
     try {
-      started = await this.gateway.db.transaction((tx) => this.begin(tx, key.claim, request, cleared));
+      started = await this.begins.submit({ claim: key.claim, request, cleared });
     } catch (error) {
       // A resumed intent that meets insufficient credit again waits; it never asks for a second approval.
       if (error instanceof ApiError && error.code === 'INSUFFICIENT_CREDITS' && !resuming) return this.retainIntent(key, request, cleared);
@@ -271,40 +328,49 @@ export class ExecuteService {
     }
   }
 
-  /** tx1: the hold and the execution row that lets recovery find it. */
-  private async begin(tx: Tx, claim: Claim, request: ExecutionRequest, cleared: Cleared): Promise<Started> {
-    const { priceUc } = cleared.action;
-    const hold = await this.deps.ledger.hold(tx, {
-      agentId: cleared.agent.id,
-      acceptorId: GATEWAY_ACCEPTOR_ID,
-      merchantId: null,
-      offerId: `${cleared.service.id}:${cleared.action.actionName}`,
-      category: cleared.service.category,
-      serviceId: cleared.service.id,
-      amountUc: priceUc,
-      lifetimeS: this.holdLifetimeS,
-    });
+  /** tx1 of a batch: each call's hold (a refusal is that call's answer) and the execution row that lets recovery find it. */
+  private async beginIn(tx: Tx, calls: readonly BeginCall[]): Promise<Array<Settled<Started>>> {
+    const holds = await this.deps.ledger.holdMany(
+      tx,
+      calls.map(({ cleared }) => ({
+        agentId: cleared.agent.id,
+        acceptorId: GATEWAY_ACCEPTOR_ID,
+        merchantId: null,
+        offerId: `${cleared.service.id}:${cleared.action.actionName}`,
+        category: cleared.service.category,
+        serviceId: cleared.service.id,
+        amountUc: cleared.action.priceUc,
+        lifetimeS: this.holdLifetimeS,
+      })),
+    );
     const nowMs = this.gateway.clock.nowMs();
-    const executionId = newId('exe');
-    await store.insertExecution(tx, {
-      id: executionId,
-      agent_id: cleared.agent.id,
-      service_id: cleared.service.id,
-      action: request.action,
-      hold_id: hold.id,
-      state: 'running',
-      error_code: null,
-      instance_id: this.instanceId,
-      idem_scope: claim.scope,
-      idem_route: claim.route,
-      idem_key: claim.key,
-      idem_token: claim.token,
-      started_at_ms: BigInt(nowMs),
-      heartbeat_at_ms: BigInt(nowMs),
-      deadline_at_ms: BigInt(nowMs + this.deps.executeTimeoutMs + EXECUTION_DEADLINE_GRACE_MS),
-      finished_at_ms: null,
+    const rows: store.ExecutionRow[] = [];
+    const outcomes = holds.map((held, index): Settled<Started> => {
+      if (!held.ok) return held;
+      const { claim, request, cleared } = calls[index]!;
+      const row: store.ExecutionRow = {
+        id: newId('exe'),
+        agent_id: cleared.agent.id,
+        service_id: cleared.service.id,
+        action: request.action,
+        hold_id: held.value.id,
+        state: 'running',
+        error_code: null,
+        instance_id: this.instanceId,
+        idem_scope: claim.scope,
+        idem_route: claim.route,
+        idem_key: claim.key,
+        idem_token: claim.token,
+        started_at_ms: BigInt(nowMs),
+        heartbeat_at_ms: BigInt(nowMs),
+        deadline_at_ms: BigInt(nowMs + this.deps.executeTimeoutMs + EXECUTION_DEADLINE_GRACE_MS),
+        finished_at_ms: null,
+      };
+      rows.push(row);
+      return { ok: true, value: { executionId: row.id, holdId: held.value.id, priceUc: cleared.action.priceUc } };
     });
-    return { executionId, holdId: hold.id, priceUc };
+    await store.insertExecutions(tx, rows);
+    return outcomes;
   }
 
   private async withinTimeout(action: Promise<object>): Promise<object> {
@@ -320,33 +386,10 @@ export class ExecuteService {
     }
   }
 
-  /** tx2 on success: capture, finish the execution and store the answer, together. */
+  /** tx2 on success: capture, finish the execution and store the answer, together (in a batch, see succeedIn). */
   private async succeed(key: ClaimedKey<ExecuteResult>, started: Started, result: object): Promise<ExecuteResult> {
-    const { db, clock } = this.gateway;
-    const { claim } = key;
     try {
-      return await db.transaction(async (tx) => {
-        const execution = await store.lockRunningExecution(tx, started.executionId);
-        if (!execution) throw new ExecutionLost();
-        const receipt = await this.deps.ledger.capture(tx, started.holdId);
-        if (receipt.state !== 'captured' || receipt.capturedUc !== formatUc(started.priceUc)) {
-          throw new Error(`ledger invariant: execution ${started.executionId} captured ${receipt.capturedUc} µc of ${started.priceUc} µc`);
-        }
-        await store.finishExecution(tx, execution.id, 'succeeded', null, clock.nowMs());
-        const intent = await store.finishIntent(tx, claim.scope, claim.key, 'executed', execution.id, clock.nowS());
-        const body: ExecuteResult = {
-          state: EXECUTE_STATE_SUCCEEDED,
-          executionId: execution.id,
-          result,
-          receipt,
-          priceUc: formatUc(started.priceUc),
-          priceUsd: formatUsd(started.priceUc),
-          paymentMethod: PAYMENT_METHOD_CREDITS,
-        };
-        await key.storeResult(tx, body);
-        if (intent) await this.emitIntentEvent(tx, intent, { result, receipt, error: null });
-        return body;
-      });
+      return await this.successes.submit({ key, started, result });
     } catch (error) {
       const late = error instanceof ExecutionLost || (error instanceof ApiError && error.code === 'hold_resolved');
       await this.releaseQuietly(started, late ? 'deadline_passed' : 'internal_error');
@@ -359,6 +402,49 @@ export class ExecuteService {
         redemptionId: started.holdId,
       });
     }
+  }
+
+  /**
+   * tx2 of a batch: the still-running executions locked, their holds captured in one pass, the executions
+   * finished, each answer stored. A call whose execution recovery already ended (ExecutionLost) or whose
+   * hold is no longer held (its deadline passed) writes nothing of its own and answers that.
+   */
+  private async succeedIn(tx: Tx, calls: readonly SucceedCall[]): Promise<Array<Settled<ExecuteResult>>> {
+    const { clock } = this.gateway;
+    const running = await store.lockRunningExecutions(tx, calls.map(({ started }) => started.executionId));
+    const live = calls.filter(({ started }) => running.has(started.executionId));
+    const receipts = await this.deps.ledger.resolveMany(tx, live.map(({ started }) => ({ action: 'capture' as const, holdId: started.holdId })));
+    const outcomes = new Map<SucceedCall, Settled<ExecuteResult>>();
+    const captured: Array<{ call: SucceedCall; receipt: Redemption }> = [];
+    for (const [index, call] of live.entries()) {
+      const receipt = receipts[index]!;
+      if (!receipt.ok) {
+        outcomes.set(call, receipt);
+        continue;
+      }
+      if (receipt.value.state !== 'captured' || receipt.value.capturedUc !== formatUc(call.started.priceUc)) {
+        throw new Error(`ledger invariant: execution ${call.started.executionId} captured ${receipt.value.capturedUc} µc of ${call.started.priceUc} µc`);
+      }
+      captured.push({ call, receipt: receipt.value });
+    }
+    await store.finishExecutions(tx, captured.map(({ call }) => call.started.executionId), 'succeeded', null, clock.nowMs());
+    for (const { call, receipt } of captured) {
+      const { key, started, result } = call;
+      const intent = await store.finishIntent(tx, key.claim.scope, key.claim.key, 'executed', started.executionId, clock.nowS());
+      const body: ExecuteResult = {
+        state: EXECUTE_STATE_SUCCEEDED,
+        executionId: started.executionId,
+        result,
+        receipt,
+        priceUc: formatUc(started.priceUc),
+        priceUsd: formatUsd(started.priceUc),
+        paymentMethod: PAYMENT_METHOD_CREDITS,
+      };
+      await key.storeResult(tx, body);
+      if (intent) await this.emitIntentEvent(tx, intent, { result, receipt, error: null });
+      outcomes.set(call, { ok: true, value: body });
+    }
+    return calls.map((call) => outcomes.get(call) ?? { ok: false, error: new ExecutionLost() });
   }
 
   /** The action failed: release the hold; store the answer when it is definitive. */

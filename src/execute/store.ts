@@ -82,28 +82,46 @@ export async function deleteMailConnector(db: Queryable, agentId: string): Promi
 
 // ---- executions ----
 
-export async function insertExecution(db: Queryable, row: ExecutionRow): Promise<void> {
+/** Inserts executions in one statement (one round trip, whatever their number). */
+export async function insertExecutions(db: Queryable, rows: readonly ExecutionRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  const column = <K extends keyof ExecutionRow>(name: K) => rows.map((row) => (typeof row[name] === 'bigint' ? String(row[name]) : row[name]));
   await db.query(
     `INSERT INTO service_executions (id, agent_id, service_id, action, hold_id, state, error_code, instance_id,
        idem_scope, idem_route, idem_key, idem_token, started_at_ms, heartbeat_at_ms, deadline_at_ms, finished_at_ms)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+       $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[])`,
     [
-      row.id, row.agent_id, row.service_id, row.action, row.hold_id, row.state, row.error_code, row.instance_id,
-      row.idem_scope, row.idem_route, row.idem_key, row.idem_token, row.started_at_ms, row.heartbeat_at_ms,
-      row.deadline_at_ms, row.finished_at_ms,
+      column('id'), column('agent_id'), column('service_id'), column('action'), column('hold_id'), column('state'), column('error_code'),
+      column('instance_id'), column('idem_scope'), column('idem_route'), column('idem_key'), column('idem_token'), column('started_at_ms'),
+      column('heartbeat_at_ms'), column('deadline_at_ms'), column('finished_at_ms'),
     ],
   );
 }
 
-/** Locks a still-running execution; undefined when it has already finished (or was recovered). */
 export async function lockRunningExecution(db: Tx, executionId: string): Promise<ExecutionRow | undefined> {
   const { rows } = await db.query<ExecutionRow>(`SELECT * FROM service_executions WHERE id = $1 AND state = 'running' FOR UPDATE`, [executionId]);
   return rows[0];
 }
 
+/** Locks the running ones of these executions, in sorted order (one statement). */
+export async function lockRunningExecutions(db: Tx, executionIds: readonly string[]): Promise<Map<string, ExecutionRow>> {
+  if (executionIds.length === 0) return new Map();
+  const { rows } = await db.query<ExecutionRow>(`SELECT * FROM service_executions WHERE id = ANY($1::text[]) AND state = 'running' ORDER BY id FOR UPDATE`, [
+    [...executionIds],
+  ]);
+  return new Map(rows.map((row) => [row.id, row]));
+}
+
 export async function finishExecution(db: Queryable, executionId: string, state: Exclude<ExecutionState, 'running'>, errorCode: string | null, nowMs: number): Promise<void> {
-  await db.query(`UPDATE service_executions SET state = $2, error_code = $3, finished_at_ms = $4 WHERE id = $1 AND state = 'running'`, [
-    executionId,
+  await finishExecutions(db, [executionId], state, errorCode, nowMs);
+}
+
+/** Finishes running executions in one statement. */
+export async function finishExecutions(db: Queryable, executionIds: readonly string[], state: Exclude<ExecutionState, 'running'>, errorCode: string | null, nowMs: number): Promise<void> {
+  if (executionIds.length === 0) return;
+  await db.query(`UPDATE service_executions SET state = $2, error_code = $3, finished_at_ms = $4 WHERE id = ANY($1::text[]) AND state = 'running'`, [
+    [...executionIds],
     state,
     errorCode,
     nowMs,

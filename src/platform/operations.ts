@@ -245,8 +245,9 @@ interface BatchItem<I, C> extends BatchedCall<I, C> {
  */
 export const BATCH_LIMITS: BatchLimits = { batchSizeMax: 64, batchesInFlightMax: 4, queueLengthMax: 1024, retryAfterS: 1 };
 
-function batchLimitsFor(runtime: OperationRuntime): BatchLimits {
-  return runtime.db.kind === 'pglite' ? { ...BATCH_LIMITS, batchesInFlightMax: 1, gatherOneTurn: true } : { ...BATCH_LIMITS };
+/** The group-commit bounds on this database (also for the batches a service forms itself: execute's). */
+export function groupCommitLimits(db: Pick<Database, 'kind'>): BatchLimits {
+  return db.kind === 'pglite' ? { ...BATCH_LIMITS, batchesInFlightMax: 1, gatherOneTurn: true } : { ...BATCH_LIMITS };
 }
 
 type AnyBatcher = Batcher<BatchItem<unknown, unknown>, RunOutcome<unknown>>;
@@ -261,7 +262,7 @@ export function batcherOf<I, R, C, P>(runtime: OperationRuntime, operation: Sing
   let batcher = byName.get(operation.name);
   if (!batcher) {
     const typed = operation as unknown as SingleStepOperation<unknown, unknown, unknown, unknown>;
-    batcher = new Batcher((items) => runBatch(runtime, typed, policy, items), (item) => policy.orderKey(item.call, item.checked), batchLimitsFor(runtime));
+    batcher = new Batcher((items) => runBatch(runtime, typed, policy, items), (item) => policy.orderKey(item.call, item.checked), groupCommitLimits(runtime.db));
     byName.set(operation.name, batcher);
   }
   return batcher;
