@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import AjvCompiler from '@fastify/ajv-compiler';
+import SerializerCompiler from '@fastify/fast-json-stringify-compiler';
 import FindMyWay from 'find-my-way';
 import type { Gateway } from '../gateway.ts';
 import type { OperationDescription } from '../operations.ts';
@@ -14,10 +15,13 @@ import { openApiOptions, registerSharedSchemas } from './openapi.ts';
 import { ApiError } from '../errors.ts';
 import { installAuth, type Authenticator, type AuthRequirement } from './auth.ts';
 import { RequestLog } from './request-log.ts';
+import { LazySchemas } from './lazy-schemas.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
     gateway: Gateway;
+    /** The route schemas, compiled on first use (lazy-schemas.ts). */
+    schemas: LazySchemas;
   }
   interface FastifyRequest {
     principal?: Principal;
@@ -61,6 +65,7 @@ export interface AppOptions {
 
 export async function buildApp(gateway: Gateway, options: AppOptions): Promise<FastifyInstance> {
   const requestLog = new RequestLog();
+  const schemas = new LazySchemas();
   const app: FastifyInstance = Fastify({
     loggerInstance: gateway.log as FastifyBaseLogger,
     // One line per request, written when it is answered (request-log.ts).
@@ -73,7 +78,12 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
     },
     ajv: { customOptions: AJV_OPTIONS },
-    schemaController: { compilersFactory: { buildValidator } },
+    schemaController: {
+      compilersFactory: {
+        buildValidator: schemas.validators(buildValidator),
+        buildSerializer: schemas.serializers(SerializerCompiler()),
+      },
+    },
     routerOptions: { maxParamLength: PATH_PARAMETER_LENGTH_MAX, ignoreTrailingSlash: false },
     // Errors Fastify and Node raise before a route runs get the same bodies as every other refusal.
     frameworkErrors: (error, request, reply) => {
@@ -84,6 +94,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     clientErrorHandler: (error, socket) => renderClientError(app, error, socket),
   });
   app.decorate('gateway', gateway);
+  app.decorate('schemas', schemas);
   app.decorateRequest('principal', undefined);
   app.decorateRequest('failure', undefined);
   // Only JSON is a request body on API routes; the OAuth plugin adds form bodies in its own scope.
