@@ -3,8 +3,9 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { createHash } from 'node:crypto';
-import { request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import { SystemClock, type Clock } from '../platform/clock.ts';
+import { loadUndici } from '../platform/outbound.ts';
 import { UC_PER_CREDIT } from '../platform/money.ts';
 import type { ServiceModule } from './types.ts';
 import { ConnectorError } from './connector-error.ts';
@@ -304,6 +305,7 @@ export async function getRepository(github: GitHubContext, input: RepositoryGetI
   };
   if (github.token) headers.authorization = `Bearer ${github.token}`;
   if (cached) headers['if-none-match'] = cached.etag;
+  const { request } = await loadUndici();
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), github.timeoutMs);
   let url = `${github.baseUrl}/repos/${encodeURIComponent(input.owner)}/${encodeURIComponent(input.repo)}`;

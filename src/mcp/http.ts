@@ -3,15 +3,15 @@
 // never anonymous); then the Host and Origin checks against DNS rebinding; then the body, unparsed, goes
 // to the SDK's handler as a web Request, and its Response (JSON, or an SSE stream) comes back as is.
 // GET and DELETE answer 405 through the platform's unknown-method rule (`Allow: POST`).
+// The SDK (and server.ts, which builds on it) loads on the first request to /mcp, not at start: it is a
+// quarter of the gateway's start-up and 27 MB, for an endpoint many gateways never serve.
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from '@sinclair/typebox';
-import { validateHostHeader, validateOriginHeader } from '@modelcontextprotocol/server';
-import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { authInfoFor } from './auth.ts';
-import { createGatewayMcpHandler } from './server.ts';
+import type { GatewayMcp } from './server.ts';
 import { TOOLS, type ToolServices } from './tools.ts';
 
 /** Headers that describe this hop's framing, not the message; the web Request gets its own. */
@@ -63,14 +63,6 @@ function bearerToken(request: FastifyRequest): string {
   return /^Bearer +(\S+)/i.exec(request.headers.authorization ?? '')?.[1] ?? '';
 }
 
-function checkHostAndOrigin(request: FastifyRequest, baseUrl: string): void {
-  const allowed = [new URL(baseUrl).hostname];
-  const host = validateHostHeader(request.headers.host, allowed);
-  if (!host.ok) throw new ApiError('forbidden', { detail: `the Host header must name ${allowed[0]} (${host.message})` });
-  const origin = validateOriginHeader(request.headers.origin, allowed);
-  if (!origin.ok) throw new ApiError('forbidden', { detail: `a browser Origin must be ${allowed[0]} (${origin.message})` });
-}
-
 function webHeaders(request: FastifyRequest): Headers {
   const headers = new Headers();
   for (const [name, value] of Object.entries(request.headers)) {
@@ -83,8 +75,18 @@ function webHeaders(request: FastifyRequest): Headers {
 export function mcpRoutes(services: ToolServices) {
   return async function routes(app: FastifyInstance): Promise<void> {
     const { config } = app.gateway;
-    const handler = createGatewayMcpHandler(services, { maxRequestBodySize: config.bodyLimitBytes });
-    app.addHook('onClose', async () => handler.close());
+    let loading: Promise<GatewayMcp> | undefined;
+    const mcp = (): Promise<GatewayMcp> =>
+      (loading ??= import('./server.ts').then(
+        (module) => module.gatewayMcp(services, { maxRequestBodySize: config.bodyLimitBytes, baseUrl: config.baseUrl }),
+        (error: unknown) => {
+          loading = undefined;
+          throw error;
+        },
+      ));
+    app.addHook('onClose', async () => {
+      if (loading) await (await loading).handler.close();
+    });
     // The SDK reads the body itself (its parse errors are JSON-RPC errors), so this scope keeps it raw.
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
@@ -110,7 +112,8 @@ export function mcpRoutes(services: ToolServices) {
       // The body is documented above but checked by the SDK, which answers JSON-RPC errors, not problems.
       validatorCompiler: () => () => true,
       handler: async (request, reply: FastifyReply) => {
-        checkHostAndOrigin(request, config.baseUrl);
+        const { handler, checkHostAndOrigin } = await mcp();
+        checkHostAndOrigin(request.headers.host, request.headers.origin);
         const aborted = new AbortController();
         reply.raw.on('close', () => aborted.abort());
         const body = request.body as Buffer | undefined;

@@ -17,6 +17,8 @@ import {
   type JsonSchemaType,
   type McpHttpHandler,
   type ServerContext,
+  validateHostHeader,
+  validateOriginHeader,
 } from '@modelcontextprotocol/server';
 import { ApiError, problemBody } from '../platform/errors.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
@@ -185,4 +187,24 @@ export function createGatewayMcpHandler(services: ToolServices, options: { maxRe
     maxRequestBodySize: options.maxRequestBodySize,
     onerror: (error) => services.gateway.log.info({ err: error }, 'MCP request refused'),
   });
+}
+
+/** What POST /mcp needs from this module, which it loads on its first request (http.ts). */
+export interface GatewayMcp {
+  handler: McpHttpHandler;
+  /** Refuses (403) a Host or browser Origin naming another host than the base URL: DNS rebinding. */
+  checkHostAndOrigin(host: string | undefined, origin: string | undefined): void;
+}
+
+export function gatewayMcp(services: ToolServices, options: { maxRequestBodySize: number; baseUrl: string }): GatewayMcp {
+  const allowed = [new URL(options.baseUrl).hostname];
+  return {
+    handler: createGatewayMcpHandler(services, options),
+    checkHostAndOrigin(host, origin) {
+      const hostCheck = validateHostHeader(host, allowed);
+      if (!hostCheck.ok) throw new ApiError('forbidden', { detail: `the Host header must name ${allowed[0]} (${hostCheck.message})` });
+      const originCheck = validateOriginHeader(origin, allowed);
+      if (!originCheck.ok) throw new ApiError('forbidden', { detail: `a browser Origin must be ${allowed[0]} (${originCheck.message})` });
+    },
+  };
 }

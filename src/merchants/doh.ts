@@ -6,8 +6,7 @@
 // ResolverError, because "could not ask" must never be read as "not there".
 import dnsPacket from 'dns-packet';
 import type { Answer, DecodedPacket, StringAnswer, TxtAnswer } from 'dns-packet';
-import { Agent, request } from 'undici';
-import { abortableConnector, discardBody, OutboundError, readBodyCapped } from '../platform/outbound.ts';
+import { abortableConnector, discardBody, loadUndici, OutboundError, readBodyCapped } from '../platform/outbound.ts';
 
 export type ResolverErrorReason = 'timeout' | 'unreachable' | 'http_status' | 'malformed' | 'rcode' | 'too_large';
 
@@ -57,6 +56,7 @@ async function exchange(query: Buffer, options: DohOptions): Promise<Buffer> {
   const url = new URL(options.resolverUrl);
   const cleartextAllowed = options.devZoneCleartext === true && url.protocol === 'http:';
   if (url.protocol !== 'https:' && !cleartextAllowed) throw new ResolverError('unreachable', 'the DoH resolver URL must be https');
+  const { Agent, request } = await loadUndici();
   const controller = new AbortController();
   let timedOut = false;
   const timer = setTimeout(() => {

@@ -11,7 +11,16 @@ import net from 'node:net';
 import type { Readable } from 'node:stream';
 import tls from 'node:tls';
 import ipaddr from 'ipaddr.js';
-import { Agent, request, type buildConnector } from 'undici';
+import type { Agent, buildConnector } from 'undici';
+
+let undici: Promise<typeof import('undici')> | undefined;
+/**
+ * undici, loaded by the first outbound request rather than at start: it is a tenth of the gateway's
+ * start-up and 20 MB, and a gateway may send nothing for a long while (webhooks, DoH, connectors).
+ */
+export function loadUndici(): Promise<typeof import('undici')> {
+  return (undici ??= import('undici'));
+}
 
 export type OutboundErrorReason =
   | 'invalid_url'
@@ -269,6 +278,7 @@ export async function safeRequest(rawUrl: string, options: SafeRequestOptions): 
   let agent: Agent | undefined;
   try {
     const addresses = await raceAbort(checkedAddresses(url, options), controller.signal);
+    const { Agent, request } = await loadUndici();
     // A fresh agent per request, so no pooled socket to some other address is ever reused.
     agent = new Agent({
       connections: 1,
