@@ -11,6 +11,7 @@ import { isStorageUnavailable, storageFailureKind } from './platform/db/faults.t
 import { openDatabase } from './platform/db/open.ts';
 import { createGateway, createLogger, migrateAndReport, type Gateway } from './platform/gateway.ts';
 import { openFrontDoor, type FrontDoor } from './platform/http/front-door.ts';
+import { applyHeapPolicy } from './platform/heap.ts';
 import { checkConfiguredKey } from './platform/signing.ts';
 
 const START_RETRY_FIRST_MS = 250;
@@ -88,6 +89,7 @@ export function installLastLineOfDefence(log: Logger, exitCleanly: () => void, t
 }
 
 export async function serve(): Promise<void> {
+  applyHeapPolicy();
   let config: Config;
   try {
     config = loadConfig();
