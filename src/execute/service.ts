@@ -27,7 +27,7 @@ import type { Gateway } from '../platform/gateway.ts';
 import type { Claim, ClaimOutcome } from '../platform/idempotency.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, formatUsd, type Microcredits } from '../platform/money.ts';
-import { Batcher, type Settled } from '../platform/batcher.ts';
+import { Batcher, togetherOrAlone, type Settled } from '../platform/batcher.ts';
 import { groupCommitLimits, underClaim, type ClaimedKey } from '../platform/operations.ts';
 import type { Principal } from '../platform/principal.ts';
 import { ConnectorError, findService, prepareAction, type PreparedAction, type ServiceContext } from '../connectors/catalogue.ts';
@@ -216,21 +216,8 @@ export class ExecuteService {
   }
 
   /** Runs `apply` for a batch in one transaction; on a fault, each call alone (so one bad call fails only itself). */
-  private async inBatch<T, R>(calls: readonly T[], apply: (tx: Tx, calls: readonly T[]) => Promise<Array<Settled<R>>>): Promise<Array<Settled<R>>> {
-    try {
-      return await this.gateway.db.transaction((tx) => apply(tx, calls));
-    } catch (error) {
-      if (calls.length === 1) return [{ ok: false, error }];
-      const alone: Array<Settled<R>> = [];
-      for (const call of calls) {
-        try {
-          alone.push((await this.gateway.db.transaction((tx) => apply(tx, [call])))[0]!);
-        } catch (fault) {
-          alone.push({ ok: false, error: fault });
-        }
-      }
-      return alone;
-    }
+  private inBatch<T, R>(calls: readonly T[], apply: (tx: Tx, calls: readonly T[]) => Promise<Array<Settled<R>>>): Promise<Array<Settled<R>>> {
+    return togetherOrAlone(calls, (some) => this.gateway.db.transaction((tx) => apply(tx, some)));
   }
 
   get paymentApprovalConfigured(): boolean {

@@ -99,6 +99,7 @@ export async function insertExecutions(db: Queryable, rows: readonly ExecutionRo
   );
 }
 
+/** Locks a still-running execution; undefined when it has already finished (or was recovered). */
 export async function lockRunningExecution(db: Tx, executionId: string): Promise<ExecutionRow | undefined> {
   const { rows } = await db.query<ExecutionRow>(`SELECT * FROM service_executions WHERE id = $1 AND state = 'running' FOR UPDATE`, [executionId]);
   return rows[0];

@@ -43,7 +43,6 @@ export function ledgerOperations(ledger: LedgerService): LedgerOperations {
       input: CaptureRedemptionInput,
       idempotency: { key: 'required' },
       check: ({ input }) => (input.amountUc === undefined ? undefined : parseUc(input.amountUc)),
-      run: (tx, { principal, input }, amountUc) => ledger.capture(tx, input.id, { merchantId: principal.merchantId, amountUc }),
       batch: {
         orderKey: ({ input }) => input.id,
         runMany: (tx, calls) =>
@@ -54,7 +53,6 @@ export function ledgerOperations(ledger: LedgerService): LedgerOperations {
       name: 'releaseRedemption',
       input: ReleaseRedemptionInput,
       idempotency: { key: 'required', rule: 'release' },
-      run: (tx, { principal, input }) => ledger.release(tx, input.id, { merchantId: principal.merchantId }),
       batch: {
         orderKey: ({ input }) => input.id,
         runMany: (tx, calls) => ledger.resolveMany(tx, calls.map(({ call: { principal, input } }) => ({ action: 'release', holdId: input.id, merchantId: principal.merchantId }))),

@@ -9,7 +9,7 @@
 import { emitEvent, emitEvents, type EventType } from '../events/outbox.ts';
 import { clearAgent } from '../agents/clearance.ts';
 import type { AgentRow } from '../agents/store.ts';
-import type { Settled } from '../platform/batcher.ts';
+import { unwrap, type Settled } from '../platform/batcher.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
@@ -187,11 +187,6 @@ interface SettleItem {
   capturedUc: bigint;
 }
 
-function settledValue<T>([outcome]: ReadonlyArray<Settled<T>>): T {
-  if (!outcome!.ok) throw outcome!.error;
-  return outcome!.value;
-}
-
 /** Where captured credit goes: the merchant's earnings, or the gateway's revenue for built-in services. */
 function earningsAccount(hold: store.HoldRow): string {
   return hold.merchant_id ? `merchant:${hold.merchant_id}` : 'revenue:gateway';
@@ -239,9 +234,7 @@ export class LedgerService {
    * a freeze cannot be raced. Throws FROZEN, SCOPE_FORBIDDEN, CAP_EXCEEDED or INSUFFICIENT_CREDITS.
    */
   async hold(tx: Tx, request: HoldRequest): Promise<Redemption> {
-    const [outcome] = await this.holdMany(tx, [request]);
-    if (!outcome!.ok) throw outcome!.error;
-    return outcome!.value;
+    return unwrap((await this.holdMany(tx, [request]))[0]!);
   }
 
   /**
@@ -413,12 +406,12 @@ export class LedgerService {
   /** Locks a hold the caller may resolve, refusing resolved and past-deadline holds. */
   /** Captures `amountUc` (default: all of it); the remainder returns to its lots in the same transaction. */
   async capture(tx: Tx, holdId: string, options: { merchantId?: string; amountUc?: Microcredits } = {}): Promise<Redemption> {
-    return settledValue(await this.resolveMany(tx, [{ action: 'capture', holdId, ...options }]));
+    return unwrap((await this.resolveMany(tx, [{ action: 'capture', holdId, ...options }]))[0]!);
   }
 
   /** Releases a hold; releasing an already released hold returns it unchanged (idempotent by resource). */
   async release(tx: Tx, holdId: string, options: { merchantId?: string } = {}): Promise<Redemption> {
-    return settledValue(await this.resolveMany(tx, [{ action: 'release', holdId, ...options }]));
+    return unwrap((await this.resolveMany(tx, [{ action: 'release', holdId, ...options }]))[0]!);
   }
 
   /**

@@ -75,19 +75,10 @@ export async function insertLot(db: Queryable, lot: LotRow): Promise<LotRow> {
   return rows[0]!;
 }
 
-/** Lots that can fund a hold now, in burn-down order (priority, earliest expiry, oldest), locked. */
-export async function lockSpendableLots(db: Tx, agentId: string, nowS: number): Promise<LotRow[]> {
-  const { rows } = await db.query<LotRow>(
-    `SELECT * FROM credit_lots
-      WHERE agent_id = $1 AND remaining_uc > 0 AND (expires_at_s IS NULL OR expires_at_s > $2)
-      ORDER BY priority, expires_at_s NULLS LAST, seq
-      FOR UPDATE`,
-    [agentId, nowS],
-  );
-  return rows;
-}
-
-/** The spendable lots of several agents, each agent's in burn-down order, locked (one statement). */
+/**
+ * The lots that can fund a hold now of several agents, each agent's in burn-down order (priority, earliest
+ * expiry, oldest), locked (one statement).
+ */
 export async function lockSpendableLotsOf(db: Tx, agentIds: readonly string[], nowS: number): Promise<Map<string, LotRow[]>> {
   const byAgent = new Map<string, LotRow[]>(agentIds.map((id) => [id, []]));
   if (agentIds.length === 0) return byAgent;
@@ -142,11 +133,6 @@ export async function readBalance(db: Queryable, agentId: string, nowS: number):
   return rows[0]!;
 }
 
-/**
- * Writes a new hold in one statement (one round trip): the hold, its allocations, the debit of each lot,
- * the balanced journal lines, and the agent's held total. The caller holds the agent's and the lots' row
- * locks; the agent's balance row is locked last, after its lots, as every settlement does too.
- */
 /** A new hold and the lots it takes credit from, in burn-down order. */
 export interface NewHold {
   hold: HoldRow;
@@ -156,7 +142,8 @@ export interface NewHold {
 /**
  * Records new holds in one statement (one round trip, whatever their number): each hold and its
  * allocations, every lot's debit (summed over the holds that take from it), the journal (lot → hold, per
- * allocation) and each agent's held total.
+ * allocation) and each agent's held total. The caller holds the agents' and the lots' row locks; the
+ * agents' balance rows are locked last, after their lots, as every settlement does too.
  */
 export async function recordHolds(db: Queryable, holds: readonly NewHold[]): Promise<void> {
   if (holds.length === 0) return;
@@ -369,17 +356,10 @@ export async function dueHoldIds(db: Queryable, nowS: number, options: { agentId
   return rows.map((r) => r.id);
 }
 
-/** Credit the agent's holds took in the cap window: open holds count in full, captured ones by what was captured. */
-export async function spentInWindow(db: Queryable, agentId: string, sinceS: number): Promise<bigint> {
-  const { rows } = await db.query<{ spent: bigint }>(
-    `SELECT COALESCE(SUM(CASE state WHEN 'held' THEN amount_uc WHEN 'captured' THEN captured_uc ELSE 0 END), 0)::bigint AS spent
-       FROM holds WHERE agent_id = $1 AND created_at_s > $2`,
-    [agentId, sinceS],
-  );
-  return rows[0]!.spent;
-}
-
-/** spentInWindow for several agents at once, each with its own window start. */
+/**
+ * Credit each agent's holds took in its cap window (each agent with its own window start): open holds count
+ * in full, captured ones by what was captured.
+ */
 export async function spentInWindowOf(db: Queryable, windows: ReadonlyArray<{ agentId: string; sinceS: number }>): Promise<Map<string, bigint>> {
   const spent = new Map<string, bigint>(windows.map((w) => [w.agentId, 0n]));
   if (windows.length === 0) return spent;

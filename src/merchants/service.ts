@@ -321,13 +321,12 @@ export class MerchantService {
     return { apiKeys: rows.slice(0, limit).map(toApiKey), hasMore: rows.length > limit };
   }
 
-  /** Revokes at once: the verifier reads `revoked_at_s` on every request. Revoking twice keeps the first time. */
-  /** A key by id with its secret hash, for the credential verifier only. */
-  /** Many keys by id, for the verifier's coalesced reads (one statement). */
+  /** Keys by id with their secret hashes, for the credential verifier only (its coalesced reads: one statement). */
   async apiKeysForVerification(keyIds: readonly string[]): Promise<store.ApiKeyRow[]> {
     return store.findApiKeysById(this.gateway.db, keyIds);
   }
 
+  /** Revokes at once: the verifier reads `revoked_at_s` on every request. Revoking twice keeps the first time. */
   async revokeApiKey(tx: Tx, ownerId: string, merchantId: string, keyId: string): Promise<{ apiKey: ApiKeyMetadata }> {
     await this.owned(tx, ownerId, merchantId);
     const row = await store.lockApiKey(tx, merchantId, keyId);

@@ -120,8 +120,7 @@ export async function listApiKeys(db: Queryable, merchantId: string, limit: numb
   return rows;
 }
 
-/** Any merchant's key by id: what the credential verifier looks up. */
-/** Merchant keys by id (one statement, for the verifier's coalesced reads). */
+/** Any merchants' keys by id: what the credential verifier looks up (one statement, for its coalesced reads). */
 export async function findApiKeysById(db: Queryable, keyIds: readonly string[]): Promise<ApiKeyRow[]> {
   const { rows } = await db.query<ApiKeyRow>('SELECT * FROM merchant_api_keys WHERE id = ANY($1::text[])', [[...keyIds]]);
   return rows;

@@ -175,4 +175,3 @@ export async function revokedTokenIds(db: Queryable, jtis: readonly string[]): P
   const { rows } = await db.query<{ jti: string }>('SELECT jti FROM oauth_revoked_tokens WHERE jti = ANY($1::text[])', [[...jtis]]);
   return rows.map((row) => row.jti);
 }
-

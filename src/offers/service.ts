@@ -136,12 +136,7 @@ export class OfferService {
     return { offers: rows.slice(0, limit).map(toOffer), hasMore: rows.length > limit };
   }
 
-  /** An active offer of a verified merchant, or undefined. */
-  async sellable(db: Queryable, offerId: string): Promise<store.OfferRow | undefined> {
-    return store.findSellableOffer(db, offerId);
-  }
-
-  /** The sellable offers among `offerIds`, by id (one statement). */
+  /** The sellable offers (active, of a verified merchant) among `offerIds`, by id (one statement). */
   async sellableMany(db: Queryable, offerIds: readonly string[]): Promise<Map<string, store.OfferRow>> {
     return store.findSellableOffers(db, offerIds);
   }

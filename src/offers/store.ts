@@ -41,16 +41,7 @@ export async function updateOffer(db: Queryable, offer: OfferRow): Promise<Offer
   return rows[0]!;
 }
 
-/** An active offer of a verified merchant, as voucher minting needs it. */
-export async function findSellableOffer(db: Queryable, offerId: string): Promise<OfferRow | undefined> {
-  const { rows } = await db.query<OfferRow>(
-    `SELECT o.* FROM offers o JOIN merchants m ON m.id = o.merchant_id WHERE o.id = $1 AND o.active AND m.verified`,
-    [offerId],
-  );
-  return rows[0];
-}
-
-/** findSellableOffer for several ids at once (one statement). */
+/** The active offers of verified merchants among `offerIds`, by id, as voucher minting needs them (one statement). */
 export async function findSellableOffers(db: Queryable, offerIds: readonly string[]): Promise<Map<string, OfferRow>> {
   if (offerIds.length === 0) return new Map();
   const { rows } = await db.query<OfferRow>(

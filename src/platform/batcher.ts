@@ -26,6 +26,33 @@ export interface BatchLimits {
 /** What a batch run answers for one item: its value, or the error that item alone throws. */
 export type Settled<R> = { ok: true; value: R } | { ok: false; error: unknown };
 
+/** The value of one settled item, or its error thrown (a call alone, answered through the batch path). */
+export function unwrap<R>(settled: Settled<R>): R {
+  if (!settled.ok) throw settled.error;
+  return settled.value;
+}
+
+/**
+ * Applies the items together; if that throws (a fault, not one item's answer), applies each alone, in
+ * order, so one bad item fails only itself and the others still get their answers.
+ */
+export async function togetherOrAlone<T, R>(items: readonly T[], apply: (some: readonly T[]) => Promise<Array<Settled<R>>>): Promise<Array<Settled<R>>> {
+  try {
+    return await apply(items);
+  } catch (error) {
+    if (items.length === 1) return [{ ok: false, error }];
+    const alone: Array<Settled<R>> = [];
+    for (const item of items) {
+      try {
+        alone.push((await apply([item]))[0]!);
+      } catch (fault) {
+        alone.push({ ok: false, error: fault });
+      }
+    }
+    return alone;
+  }
+}
+
 interface Entry<T, R> {
   item: T;
   orderKey: string;

@@ -12,7 +12,7 @@
 // applies every effect in a few statements, one statement stores every answer (see runBatch).
 // Services return results or throw ApiError; faces render them. Nothing here knows about HTTP.
 import { Type, type TObject, type TProperties, type TSchema } from '@sinclair/typebox';
-import { Batcher, type BatchLimits, type Settled } from './batcher.ts';
+import { Batcher, togetherOrAlone, unwrap, type BatchLimits, type Settled } from './batcher.ts';
 import type { Database, Queryable, Tx } from './db/database.ts';
 import { ApiError, type ErrorCode } from './errors.ts';
 import { fingerprint, REPLAY_HEADER, validateIdempotencyKey, type Claim, type IdempotencyStore, type KeyRule, type StoredResponse } from './idempotency.ts';
@@ -82,17 +82,29 @@ export interface BatchPolicy<I, R, C> {
   runMany(tx: Tx, calls: ReadonlyArray<BatchedCall<I, C>>): Promise<Array<Settled<R>>>;
 }
 
-export interface SingleStepOperation<I, R, C = undefined, P = undefined> extends OperationBase<I, C> {
-  /**
-   * Slow work outside the database that `run` needs. It runs after the key is claimed (its claim
-   * committed, so a concurrent retry gets 409 idempotency_key_in_use) and before the transaction opens.
-   */
-  prepare?: (call: OperationCall<I>, checked: C) => Promise<P>;
-  /** The effect, in the transaction that also stores the outcome. */
-  run: (tx: Tx, call: OperationCall<I>, checked: C, prepared: P) => Promise<R>;
-  /** Present when calls may share a transaction (never with `prepare`, whose claim commits on its own). */
-  batch?: BatchPolicy<I, R, C>;
-}
+/**
+ * An operation whose effect is one transaction: `run` (after `prepare`, when it has slow outside work), or,
+ * in group commit, its `batch` policy, which applies a lone call as a batch of one.
+ */
+export type SingleStepOperation<I, R, C = undefined, P = undefined> = OperationBase<I, C> &
+  (
+    | {
+        /**
+         * Slow work outside the database that `run` needs. It runs after the key is claimed (its claim
+         * committed, so a concurrent retry gets 409 idempotency_key_in_use) and before the transaction opens.
+         */
+        prepare?: (call: OperationCall<I>, checked: C) => Promise<P>;
+        /** The effect, in the transaction that also stores the outcome. */
+        run: (tx: Tx, call: OperationCall<I>, checked: C, prepared: P) => Promise<R>;
+        batch?: undefined;
+      }
+    | {
+        /** Calls may share a transaction (never with `prepare`, whose claim commits on its own). */
+        batch: BatchPolicy<I, R, C>;
+        prepare?: undefined;
+        run?: undefined;
+      }
+  );
 
 /**
  * For operations that talk to the network between transactions (execute): the claim commits first and
@@ -182,7 +194,7 @@ export async function runOperation<I, R, C, P>(runtime: OperationRuntime, operat
   }
   if (key === undefined) {
     const prepared = (operation.prepare ? await operation.prepare(call, checked) : undefined) as P;
-    return { result: await runtime.db.transaction((tx) => operation.run(tx, call, checked, prepared)), replayed: false };
+    return { result: await runtime.db.transaction((tx) => runOne(operation, tx, call, checked, prepared)), replayed: false };
   }
   const target = { scope: principalScope(call.principal), key };
   if (operation.prepare) return runPrepared(runtime, operation, call, checked, target);
@@ -217,7 +229,7 @@ async function runInOneTransaction<I, R, C, P>(
     if (claimed.kind === 'replay') return { replayed: claimed.response };
     await tx.query('SAVEPOINT operation');
     try {
-      const result = await operation.run(tx, call, checked, undefined as P);
+      const result = await runOne(operation, tx, call, checked, undefined as P);
       await runtime.idempotency.complete(tx, claimed.claim, storedResult(result), operation.secretFields);
       return { result };
     } catch (error) {
@@ -230,6 +242,12 @@ async function runInOneTransaction<I, R, C, P>(
   if ('replayed' in outcome) return replay<R>(outcome.replayed);
   if ('failure' in outcome) throw outcome.failure;
   return { result: outcome.result, replayed: false };
+}
+
+/** The effect of one call in `tx`: `run`, or a batched operation's policy applied to a batch of one. */
+async function runOne<I, R, C, P>(operation: SingleStepOperation<I, R, C, P>, tx: Tx, call: OperationCall<I>, checked: C, prepared: P): Promise<R> {
+  if (operation.batch) return unwrap((await operation.batch.runMany(tx, [{ call, checked }]))[0]!);
+  return operation.run(tx, call, checked, prepared);
 }
 
 interface BatchItem<I, C> extends BatchedCall<I, C> {
@@ -290,18 +308,11 @@ async function runBatch<I, R, C>(
     seen.add(id);
   }
   const outcomes = new Array<Settled<RunOutcome<R>>>(items.length);
-  /** Applies these calls together; on a fault, a lone call fails with it and false says to split. */
-  const apply = async (indices: readonly number[]): Promise<boolean> => {
-    try {
-      const applied = await applyBatch(runtime, operation, policy, indices.map((index) => items[index]!));
-      for (const [position, index] of indices.entries()) outcomes[index] = applied[position]!;
-      return true;
-    } catch (error) {
-      if (indices.length === 1) outcomes[indices[0]!] = { ok: false, error };
-      return false;
-    }
+  const apply = async (indices: readonly number[]) => {
+    const applied = await togetherOrAlone(indices.map((index) => items[index]!), (some) => applyBatch(runtime, operation, policy, some));
+    for (const [position, index] of indices.entries()) outcomes[index] = applied[position]!;
   };
-  if (!(await apply(first)) && first.length > 1) for (const index of first) await apply([index]);
+  await apply(first);
   for (const index of repeated) await apply([index]);
   return outcomes;
 }
@@ -370,7 +381,7 @@ async function runPrepared<I, R, C, P>(
   try {
     const prepared = await operation.prepare!(call, checked);
     const result = await runtime.db.transaction(async (tx) => {
-      const value = await operation.run(tx, call, checked, prepared);
+      const value = await runOne(operation, tx, call, checked, prepared);
       await runtime.idempotency.complete(tx, claim, storedResult(value), operation.secretFields);
       return value;
     });

@@ -28,7 +28,6 @@ export function voucherOperations(vouchers: VoucherService): VoucherOperations {
       input: MintVoucherInput,
       idempotency: { key: 'required' },
       check: ({ input }) => vouchers.checkMint(input),
-      run: (tx, { principal, input }, maxUc) => vouchers.mint(tx, { agentId: principal.agentId!, offerId: input.offerId, maxUc }),
       // Group commit: concurrent mints share a transaction; one agent's mints apply in arrival order.
       batch: {
         orderKey: ({ principal }) => principal.agentId!,

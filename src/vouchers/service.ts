@@ -48,12 +48,6 @@ export class VoucherService {
     return max === undefined ? undefined : parseUc(max);
   }
 
-  async mint(tx: Tx, request: MintRequest): Promise<MintResult> {
-    const [outcome] = await this.mintMany(tx, [request]);
-    if (!outcome!.ok) throw outcome!.error;
-    return outcome!.value;
-  }
-
   /**
    * Mints many vouchers in one pass (group commit), each answered as if minted one by one in this order:
    * one statement reads the offers, LedgerService.holdMany takes every hold, then each voucher is signed.

@@ -100,7 +100,6 @@ const batchedAmount: SingleStepOperation<Input, { amount: number }> = {
   name: 'batchedAmount',
   input: Input,
   idempotency: { key: 'required' },
-  run: (tx, { input }) => amountOf(tx, input.amount),
   batch: {
     orderKey: () => 'one',
     runMany: async (tx, calls) => {
