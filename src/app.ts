@@ -8,17 +8,21 @@ import { eventRoutes } from './events/routes.ts';
 import { WebhookService } from './events/service.ts';
 import { WebhookWorker } from './events/worker.ts';
 import type { PaymentApprovalProvider } from './execute/payment-approval.ts';
-import { intentRoutes } from './execute/intent-routes.ts';
 import { executeOperations } from './execute/operations.ts';
+import { executeQueries } from './execute/queries.ts';
+import { EXECUTE_SCHEMAS } from './execute/schemas.ts';
 import { executeRoutes } from './execute/routes.ts';
 import { buildExecuteFeature } from './execute/setup.ts';
 import type { ExecuteService } from './execute/service.ts';
 import type { MailConnectorService } from './execute/mail-connectors.ts';
 import { healthRoutes } from './health/routes.ts';
 import { agentOperations } from './agents/operations.ts';
+import { agentQueries } from './agents/queries.ts';
+import { AGENT_SCHEMAS } from './agents/schemas.ts';
 import { agentRoutes } from './agents/routes.ts';
 import { AgentService } from './agents/service.ts';
 import { identityProviders } from './identity/issuers.ts';
+import { identityQueries, MeSchema } from './identity/queries.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { ensureRuntimeSecret } from './identity/store.ts';
 import { CredentialVerifier } from './identity/verifier.ts';
@@ -35,9 +39,13 @@ import { operatorRoutes } from './operator/routes.ts';
 import { sandboxRoutes } from './sandbox/routes.ts';
 import { accessRoutes } from './access/routes.ts';
 import { ledgerOperations } from './ledger/operations.ts';
+import { ledgerQueries } from './ledger/queries.ts';
+import { LEDGER_SCHEMAS } from './ledger/schemas.ts';
 import { ledgerRoutes } from './ledger/routes.ts';
 import { LedgerService } from './ledger/service.ts';
 import { offerOperations } from './offers/operations.ts';
+import { offerQueries } from './offers/queries.ts';
+import { OFFER_SCHEMAS } from './offers/schemas.ts';
 import { offerRoutes } from './offers/routes.ts';
 import { LocalApprovalProvider, StripeCheckoutProvider, type TopupProvider } from './payments/providers.ts';
 import { ownerWebhookOperations } from './owner-webhooks/operations.ts';
@@ -166,6 +174,9 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   };
 }
 
+/** Every resource's schema (`$id` each): registered once at the root of the HTTP face, inlined by MCP. */
+export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, MeSchema];
+
 export async function buildGatewayApp(
   gateway: Gateway,
   extraFeatures: FastifyPluginAsync[] = [],
@@ -174,20 +185,32 @@ export async function buildGatewayApp(
   const services = await buildServices(gateway, dependencies);
   const providers = { human: services.verifier.provider('human'), agent: services.verifier.provider('agent') };
   const ownerWebhooks = new OwnerWebhookService(services.webhooks);
+  const operations = {
+    agents: agentOperations(services.identity),
+    ledger: ledgerOperations(services.ledger),
+    vouchers: voucherOperations(services.vouchers),
+    execute: executeOperations(services.execute, services.mailConnectors),
+  };
+  const queries = {
+    agents: agentQueries(services.identity),
+    identity: identityQueries(services.identity, services.ledger),
+    ledger: ledgerQueries(services.ledger, services.identity, services.merchants),
+    offers: offerQueries(services.offers, services.identity),
+    execute: executeQueries(services.execute, services.mailConnectors),
+  };
   const features: FastifyPluginAsync[] = [
     healthRoutes,
     docsRoutes,
     keysRoutes,
     oauthRoutes({ verifier: services.verifier }),
-    agentRoutes({ agents: services.identity, operations: agentOperations(services.identity) }),
-    identityRoutes({ agents: services.identity, agentBalance: (agentId) => services.ledger.balance(gateway.db, agentId) }),
+    agentRoutes({ operations: operations.agents, queries: queries.agents }),
+    identityRoutes(queries.identity),
     integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured, paymentProvider: dependencies.paymentApproval ? undefined : services.payments.providerKind }),
-    ledgerRoutes({ ledger: services.ledger, operations: ledgerOperations(services.ledger), identity: services.identity, merchants: services.merchants }),
-    offerRoutes(services.offers, offerOperations(services.offers)),
-    voucherRoutes(voucherOperations(services.vouchers)),
+    ledgerRoutes({ operations: operations.ledger, queries: queries.ledger }),
+    offerRoutes(offerOperations(services.offers), queries.offers),
+    voucherRoutes(operations.vouchers),
     accessRoutes,
-    executeRoutes({ operations: executeOperations(services.execute), mailConnectors: services.mailConnectors }),
-    intentRoutes(services.execute),
+    executeRoutes({ operations: operations.execute, queries: queries.execute }),
     paymentRoutes({
       payments: services.payments,
       stripeWebhook: services.stripeWebhook,
@@ -197,14 +220,15 @@ export async function buildGatewayApp(
     merchantRoutes(services.merchants, merchantOperations(services.merchants)),
     mcpRoutes({
       gateway,
-      ...services,
-      operations: { ...voucherOperations(services.vouchers), ...executeOperations(services.execute), ...agentOperations(services.identity) },
+      operations: { ...operations.vouchers, ...operations.execute, ...operations.agents },
+      queries: { ...queries.identity, ...queries.offers, ...queries.ledger, ...queries.execute, ...queries.agents },
+      schemas: RESOURCE_SCHEMAS,
     }),
     eventRoutes(services.merchants, services.webhooks, eventOperations(services.merchants, services.webhooks)),
     ownerWebhookRoutes(ownerWebhooks, ownerWebhookOperations(ownerWebhooks)),
-    operatorRoutes({ ledger: services.ledger, acceptedHash: services.operatorHash }),
+    operatorRoutes({ grantCredit: operations.ledger.grantCredit, acceptedHash: services.operatorHash }),
     sandboxRoutes({ merchants: services.merchants, operatorHash: services.operatorHash, doh: services.doh }),
     ...extraFeatures,
   ];
-  return { app: await buildApp(gateway, { features, authenticator: services.verifier }), services };
+  return { app: await buildApp(gateway, { features, authenticator: services.verifier, schemas: RESOURCE_SCHEMAS }), services };
 }

@@ -1,7 +1,7 @@
 // Agent management's operations, for every face: register and update agents, freeze and unfreeze them,
 // set their profiles and avatars. Each input is the path's agent id plus the body's members.
 import { Type, type Static } from '@sinclair/typebox';
-import { Category, IdParams, Microcredits, Nullable, ResourceId } from '../platform/schemas.ts';
+import { Category, IdParams, idOf, Microcredits, Nullable, ResourceId } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
 import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type Agent, type AgentProfile, type AgentService, type AvatarType } from './service.ts';
 
@@ -76,6 +76,16 @@ const AgentIdInput = inputOf(IdParams);
 const SetProfileInput = inputOf(IdParams, ProfileInput);
 const StartUploadInput = inputOf(IdParams, UploadStart);
 const FinalizeInput = inputOf(IdParams, Finalize);
+/** The avatar's raw bytes (an image body over HTTP; no other face takes bytes). */
+const UploadAvatarBytesInput = Type.Object(
+  {
+    id: idOf('agent (agt_…)'),
+    uploadId: idOf('avatar upload (upl_…)'),
+    contentType: Type.String({ description: 'the Content-Type the bytes were sent with' }),
+    bytes: Type.Unsafe<Uint8Array>({ description: 'the image bytes' }),
+  },
+  { additionalProperties: false },
+);
 
 type AvatarUploadTicket = Awaited<ReturnType<AgentService['startAvatarUpload']>>;
 
@@ -87,9 +97,10 @@ export interface AgentOperations {
   setAgentProfile: SingleStepOperation<Static<typeof SetProfileInput>, AgentProfile>;
   startAvatarUpload: SingleStepOperation<Static<typeof StartUploadInput>, AvatarUploadTicket>;
   finalizeAvatarUpload: SingleStepOperation<Static<typeof FinalizeInput>, AgentProfile>;
+  uploadAvatarBytes: SingleStepOperation<Static<typeof UploadAvatarBytesInput>, void>;
 }
 
-/** Owner operations: the principal is a human or owner credential, so `ownerId` is set. */
+/** Owner operations: the principal is a human or owner credential; the acting-for rule (acting.ts) finds its agent. */
 export function agentOperations(agents: AgentService): AgentOperations {
   return {
     registerAgent: {
@@ -102,37 +113,44 @@ export function agentOperations(agents: AgentService): AgentOperations {
       name: 'updateAgent',
       input: UpdateAgentInput,
       idempotency: { key: 'optional' },
-      run: (tx, { principal, input: { id, ...patch } }) => agents.updateAgent(tx, principal.ownerId!, id, patch),
+      run: (tx, { principal, input: { id, ...patch } }) => agents.updateAgent(tx, principal, id, patch),
     },
     freezeAgent: {
       name: 'freezeAgent',
       input: AgentIdInput,
       idempotency: { key: 'optional' },
-      run: (tx, { principal, input }) => agents.setStatus(tx, principal.ownerId!, input.id, 'frozen'),
+      run: (tx, { principal, input }) => agents.setStatus(tx, principal, input.id, 'frozen'),
     },
     unfreezeAgent: {
       name: 'unfreezeAgent',
       input: AgentIdInput,
       idempotency: { key: 'optional' },
-      run: (tx, { principal, input }) => agents.setStatus(tx, principal.ownerId!, input.id, 'active'),
+      run: (tx, { principal, input }) => agents.setStatus(tx, principal, input.id, 'active'),
     },
     setAgentProfile: {
       name: 'setAgentProfile',
       input: SetProfileInput,
       idempotency: { key: 'optional' },
-      run: (tx, { principal, input: { id, ...profile } }) => agents.setProfile(tx, principal.ownerId!, id, profile),
+      run: (tx, { principal, input: { id, ...profile } }) => agents.setProfile(tx, principal, id, profile),
     },
     startAvatarUpload: {
       name: 'startAvatarUpload',
       input: StartUploadInput,
       idempotency: { key: 'optional' },
-      run: (tx, { principal, input }) => agents.startAvatarUpload(tx, principal.ownerId!, input.id, input.contentType as AvatarType, input.sizeBytes),
+      run: (tx, { principal, input }) => agents.startAvatarUpload(tx, principal, input.id, input.contentType as AvatarType, input.sizeBytes),
     },
     finalizeAvatarUpload: {
       name: 'finalizeAvatarUpload',
       input: FinalizeInput,
       idempotency: { key: 'optional' },
-      run: (tx, { principal, input }) => agents.finalizeAvatar(tx, principal.ownerId!, input.id, input.uploadId, input.storageId),
+      run: (tx, { principal, input }) => agents.finalizeAvatar(tx, principal, input.id, input.uploadId, input.storageId),
+    },
+    uploadAvatarBytes: {
+      name: 'uploadAvatarBytes',
+      input: UploadAvatarBytesInput,
+      // A PUT of the same bytes is idempotent by itself; a key would make us store a fingerprint of an image.
+      idempotency: { key: 'none' },
+      run: (tx, { principal, input }) => agents.receiveAvatarBytes(tx, principal, input.id, input.uploadId, input.contentType, input.bytes),
     },
   };
 }

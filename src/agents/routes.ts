@@ -1,53 +1,19 @@
-// HTTP edge of agent management: the owner's agents, agent profiles and avatars. Registers the `Agent` and
-// `AgentProfile` schemas that other routes (/v1/me) refer to, so it is served before them.
+// HTTP edge of agent management: the owner's agents, agent profiles and avatars. Reads are queries
+// (queries.ts), writes operations (operations.ts).
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
-import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { AgentIdParams, idOf, Microcredits, Nullable, PageQuery, UnixSeconds } from '../platform/schemas.ts';
+import { problems } from '../platform/http/openapi.ts';
+import { queryRoute } from '../platform/http/query.ts';
+import { runQuery } from '../platform/queries.ts';
+import { AgentIdParams, idOf, UnixSeconds } from '../platform/schemas.ts';
 import { AgentCreate, AgentPatch, Finalize, ProfileInput, UploadStart, type AgentOperations } from './operations.ts';
-import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type AgentService } from './service.ts';
+import type { AgentQueries } from './queries.ts';
+import { AVATAR_BYTES_MAX, AVATAR_TYPES } from './service.ts';
 
 const OWNER = { kinds: ['human', 'owner'] } as const;
-
-export const ProfileSchema = Type.Object(
-  {
-    name: Type.String(),
-    preset: Type.String({ enum: [...PROFILE_PRESETS] }),
-    color: Type.String({ description: 'hex colour #rrggbb' }),
-    avatarUrl: Nullable(Type.String({ description: 'where the owner reads the finalized avatar image' })),
-  },
-  { $id: 'AgentProfile' },
-);
-
-const Caps = Type.Object(
-  {
-    perHoldUc: Nullable(Microcredits('largest single hold; null = no cap')),
-    perPeriodUc: Nullable(Microcredits('most that holds may take per period; null = no cap')),
-    periodS: Type.Integer({ description: 'length of the cap period in seconds (rolling window)' }),
-  },
-  { additionalProperties: false },
-);
-
-export const AgentSchema = Type.Object(
-  {
-    id: Type.String(),
-    ownerId: Type.String(),
-    name: Type.String(),
-    status: Type.String({ enum: ['active', 'frozen'] }),
-    identity: Type.Object({ issuer: Type.String(), subject: Type.String() }),
-    allowedServices: Type.Array(Type.String(), { description: 'service ids the agent may execute; "*" = all' }),
-    allowedCategories: Type.Array(Type.String(), { description: 'offer categories the agent may buy; "*" = all' }),
-    inboxAllowlist: Type.Array(Type.String(), { description: 'mailboxes the mail service may read' }),
-    caps: Caps,
-    profile: Type.Ref('AgentProfile'),
-    createdAt: UnixSeconds('creation'),
-    updatedAt: UnixSeconds('last change'),
-  },
-  { $id: 'Agent' },
-);
 
 const UploadTicket = Type.Object({
   uploadId: Type.String(),
@@ -59,13 +25,11 @@ const UploadTicket = Type.Object({
   expiresAt: UnixSeconds('the upload must be finalized before'),
 });
 
-const AgentList = Type.Object({ agents: Type.Array(Type.Ref('Agent')), hasMore: Type.Boolean() });
-
 const UploadParams = Type.Object({ id: idOf('agent (agt_…)'), uploadId: idOf('avatar upload (upl_…)') });
 
 export interface AgentRouteDeps {
-  agents: AgentService;
   operations: AgentOperations;
+  queries: AgentQueries;
 }
 
 /** A raw image body in each avatar type, for the OpenAPI document; the bytes are checked by the service. */
@@ -74,10 +38,8 @@ function imageContent(description: string) {
 }
 
 export function agentRoutes(deps: AgentRouteDeps) {
-  const { agents, operations: ops } = deps;
-  return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
-    app.addSchema(ProfileSchema);
-    app.addSchema(AgentSchema);
+  const { operations: ops, queries } = deps;
+  return async function routes(app: FastifyInstance): Promise<void> {
     const tags = ['identity'];
 
     app.post('/v1/owner/agents', {
@@ -92,20 +54,8 @@ export function agentRoutes(deps: AgentRouteDeps) {
       handler: (request, reply) => serve(request, reply, ops.registerAgent, request.body as Static<typeof AgentCreate>, { status: 201, headers: (agent) => ({ location: `/v1/owner/agents/${agent.id}` }) }),
     });
 
-    app.get('/v1/owner/agents', {
-      config: { auth: OWNER },
-      schema: { operationId: 'listAgents', tags, summary: 'List your agents (oldest first)', querystring: PageQuery, response: { 200: AgentList } },
-      handler: async (request) => {
-        const query = request.query as Static<typeof PageQuery>;
-        return agents.listAgents(principalOf(request).ownerId!, query.limit ?? 20, query.startingAfter);
-      },
-    });
-
-    app.get('/v1/owner/agents/:id', {
-      config: { auth: OWNER },
-      schema: { operationId: 'getAgent', tags, summary: 'Read one of your agents', params: AgentIdParams, response: { 200: Type.Ref('Agent'), ...problems(404) } },
-      handler: async (request) => agents.getAgent(principalOf(request).ownerId!, (request.params as { id: string }).id),
-    });
+    app.route(queryRoute('GET', '/v1/owner/agents', queries.listAgents, { auth: OWNER, tags, summary: 'List your agents (oldest first)' }));
+    app.route(queryRoute('GET', '/v1/owner/agents/:id', queries.getAgent, { auth: OWNER, tags, summary: 'Read one of your agents', errors: [404] }));
 
     app.patch('/v1/owner/agents/:id', {
       config: { auth: OWNER, operation: ops.updateAgent },
@@ -166,8 +116,8 @@ export function agentRoutes(deps: AgentRouteDeps) {
       // Image bodies are accepted on this one route only.
       uploads.addContentTypeParser([...AVATAR_TYPES], { parseAs: 'buffer', bodyLimit: AVATAR_BYTES_MAX }, (_request, body, done) => done(null, body));
       uploads.put('/v1/owner/agents/:id/avatar/uploads/:uploadId', {
-        config: { auth: OWNER },
-        schema: { operationId: 'uploadAvatarBytes',
+        config: { auth: OWNER, operation: ops.uploadAvatarBytes },
+        schema: {
           tags,
           summary: 'Upload the avatar bytes',
           description: `Raw image body with the Content-Type declared when the upload started; at most ${AVATAR_BYTES_MAX} bytes. The bytes must be an image of that type.`,
@@ -179,8 +129,7 @@ export function agentRoutes(deps: AgentRouteDeps) {
           const { id, uploadId } = request.params as { id: string; uploadId: string };
           if (!Buffer.isBuffer(request.body)) throw new ApiError('unsupported_media_type', { detail: `send the image as ${AVATAR_TYPES.join(', ')}` });
           const contentType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-          await agents.receiveAvatarBytes(principalOf(request).ownerId!, id, uploadId, contentType, request.body);
-          return reply.code(204).send();
+          return serve(request, reply, ops.uploadAvatarBytes, { id, uploadId, contentType, bytes: request.body }, { status: 204 });
         },
       });
     });
@@ -200,20 +149,20 @@ export function agentRoutes(deps: AgentRouteDeps) {
     });
 
     app.get('/v1/owner/agents/:id/avatar', {
-      config: { auth: OWNER },
+      config: { auth: OWNER, query: queries.getAgentAvatar },
       schema: {
-        operationId: 'getAgentAvatar',
+        operationId: queries.getAgentAvatar.name,
         tags,
         summary: "Read the agent's avatar image",
         params: AgentIdParams,
         response: { 200: { description: 'the avatar image, in the type it was uploaded as', content: imageContent('the image bytes') }, ...problems(404) },
       },
       handler: async (request, reply) => {
-        const avatar = await agents.readAvatar(principalOf(request).ownerId!, (request.params as { id: string }).id);
+        const avatar = await runQuery(app.gateway, queries.getAgentAvatar, { principal: principalOf(request), input: request.params });
         reply.type(avatar.contentType).header('cache-control', 'private, max-age=300').header('x-content-type-options', 'nosniff');
         return reply.send(Buffer.from(avatar.bytes));
       },
     });
 
-  });
+  };
 }

@@ -5,11 +5,16 @@
 import { ApiError } from '../platform/errors.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
+import type { Page } from '../platform/schemas.ts';
+import { actingAgent, actsFor, type Actor } from './acting.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, parseUc } from '../platform/money.ts';
 import { SERVICES } from '../connectors/catalogue.ts';
 import * as store from './store.ts';
+
+/** The agent row other features read and lock through this service (never through its store). */
+export type { AgentRow, AgentWithOwnerRow } from './store.ts';
 
 export const PROFILE_PRESETS = ['letter', 'robot', 'abstract', 'image'] as const;
 export type ProfilePreset = (typeof PROFILE_PRESETS)[number];
@@ -108,17 +113,23 @@ export class AgentService {
     private readonly agentIssuer: () => string | undefined,
   ) {}
 
-  private async owned(db: Queryable, ownerId: string, agentId: string): Promise<store.AgentRow> {
-    return this.found(await store.findOwnedAgent(db, ownerId, agentId), agentId);
+  /** The agent if `principal` may act for it (itself, or its owner); anyone else gets 404, so ids cannot be probed. */
+  async agentFor(db: Queryable, principal: Actor, agentId: string): Promise<store.AgentWithOwnerRow> {
+    return this.reachable(await store.findAgent(db, agentId), principal, agentId);
   }
 
-  /** One of the owner's agents, its row locked for the rest of the transaction. */
-  private async lockOwned(tx: Tx, ownerId: string, agentId: string): Promise<store.AgentRow> {
-    return this.found(await store.lockOwnedAgent(tx, ownerId, agentId), agentId);
+  /** The same, its row locked for the rest of the transaction. */
+  async lockAgentFor(tx: Tx, principal: Actor, agentId: string): Promise<store.AgentRow> {
+    return this.reachable(await store.lockAgent(tx, agentId), principal, agentId);
   }
 
-  private found(row: store.AgentRow | undefined, agentId: string): store.AgentRow {
-    if (!row) throw new ApiError('not_found', { detail: `no agent ${agentId} among your agents` });
+  /** The agent an operation acts for when the request may name one (see acting.ts): execute, top-ups. */
+  async actingAgent(db: Queryable, principal: Actor, requestedAgentId: string | undefined): Promise<store.AgentWithOwnerRow> {
+    return actingAgent(principal, requestedAgentId, (agentId) => store.findAgent(db, agentId));
+  }
+
+  private reachable<R extends store.AgentRow>(row: R | undefined, principal: Actor, agentId: string): R {
+    if (!row || !actsFor(principal, row)) throw new ApiError('not_found', { detail: `no agent ${agentId} among your agents` });
     return row;
   }
 
@@ -153,23 +164,9 @@ export class AgentService {
     return toAgent(row);
   }
 
-  async listAgents(ownerId: string, limit: number, startingAfter?: string): Promise<{ agents: Agent[]; hasMore: boolean }> {
-    const page = await pageBySeq<store.AgentRow>(this.gateway.db, 'agents', 'owner_id', ownerId, { limit, startingAfter });
-    return { agents: page.items.map(toAgent), hasMore: page.hasMore };
-  }
-
-  async getAgent(ownerId: string, agentId: string): Promise<Agent> {
-    return toAgent(await this.owned(this.gateway.db, ownerId, agentId));
-  }
-
-  /** The agent as its owner's routes see it; used by other features to check ownership. */
-  async ownedAgentRow(db: Queryable, ownerId: string, agentId: string): Promise<store.AgentRow> {
-    return this.owned(db, ownerId, agentId);
-  }
-
-  /** The same, its row locked for the rest of the transaction. */
-  async lockOwnedAgentRow(tx: Tx, ownerId: string, agentId: string): Promise<store.AgentRow> {
-    return this.lockOwned(tx, ownerId, agentId);
+  async listAgents(db: Queryable, ownerId: string, page: Page): Promise<{ agents: Agent[]; hasMore: boolean }> {
+    const found = await pageBySeq<store.AgentRow>(db, 'agents', 'owner_id', ownerId, page);
+    return { agents: found.items.map(toAgent), hasMore: found.hasMore };
   }
 
   /** The agent with its owner's email, whoever owns it. */
@@ -197,8 +194,8 @@ export class AgentService {
     return new Map((await store.lockAgents(tx, agentIds)).map((row) => [row.id, row]));
   }
 
-  async updateAgent(tx: Tx, ownerId: string, agentId: string, patch: AgentSettings): Promise<Agent> {
-    const row = await this.lockOwned(tx, ownerId, agentId);
+  async updateAgent(tx: Tx, principal: Actor, agentId: string, patch: AgentSettings): Promise<Agent> {
+    const row = await this.lockAgentFor(tx, principal, agentId);
     const caps = patch.caps ?? {};
     return toAgent(
       await store.updateAgent(tx, {
@@ -216,14 +213,14 @@ export class AgentService {
     );
   }
 
-  async setStatus(tx: Tx, ownerId: string, agentId: string, status: 'active' | 'frozen'): Promise<Agent> {
-    const row = await this.lockOwned(tx, ownerId, agentId);
+  async setStatus(tx: Tx, principal: Actor, agentId: string, status: 'active' | 'frozen'): Promise<Agent> {
+    const row = await this.lockAgentFor(tx, principal, agentId);
     if (row.status === status) return toAgent(row);
     return toAgent(await store.updateAgent(tx, { ...row, status, updated_at_s: BigInt(this.gateway.clock.nowS()) }));
   }
 
-  async setProfile(tx: Tx, ownerId: string, agentId: string, profile: { name: string; preset: string; color: string }): Promise<AgentProfile> {
-    const row = await this.lockOwned(tx, ownerId, agentId);
+  async setProfile(tx: Tx, principal: Actor, agentId: string, profile: { name: string; preset: string; color: string }): Promise<AgentProfile> {
+    const row = await this.lockAgentFor(tx, principal, agentId);
     if (profile.preset === 'image' && !row.avatar_upload_id) {
       throw new ApiError('invalid_input', { detail: 'preset "image" needs a finalized avatar upload first' });
     }
@@ -237,8 +234,8 @@ export class AgentService {
     return profileOf(updated);
   }
 
-  async startAvatarUpload(tx: Tx, ownerId: string, agentId: string, contentType: AvatarType, sizeBytes: number) {
-    await this.owned(tx, ownerId, agentId);
+  async startAvatarUpload(tx: Tx, principal: Actor, agentId: string, contentType: AvatarType, sizeBytes: number) {
+    await this.agentFor(tx, principal, agentId);
     const nowS = this.gateway.clock.nowS();
     const upload = {
       id: newId('upl'),
@@ -262,29 +259,27 @@ export class AgentService {
     };
   }
 
-  async receiveAvatarBytes(ownerId: string, agentId: string, uploadId: string, contentType: string, bytes: Uint8Array): Promise<void> {
-    await this.gateway.db.transaction(async (tx) => {
-      await this.owned(tx, ownerId, agentId);
-      const upload = await store.lockAvatarUpload(tx, agentId, uploadId);
-      if (!upload) throw new ApiError('not_found', { detail: `no upload ${uploadId} for this agent` });
-      if (upload.state !== 'pending' || Number(upload.expires_at_s) <= this.gateway.clock.nowS()) {
-        throw new ApiError('conflict', { detail: 'this upload has already received its bytes or has expired; start a new one' });
-      }
-      if (contentType !== upload.content_type) {
-        throw new ApiError('unsupported_media_type', { detail: `this upload was started for ${upload.content_type}` });
-      }
-      if (bytes.length > upload.size_bytes) {
-        throw new ApiError('payload_too_large', { detail: `this upload was started for at most ${upload.size_bytes} bytes` });
-      }
-      if (sniffImage(bytes) !== upload.content_type) {
-        throw new ApiError('invalid_input', { detail: `the bytes are not a ${upload.content_type} image` });
-      }
-      await store.storeAvatarBytes(tx, uploadId, bytes);
-    });
+  async receiveAvatarBytes(tx: Tx, principal: Actor, agentId: string, uploadId: string, contentType: string, bytes: Uint8Array): Promise<void> {
+    await this.agentFor(tx, principal, agentId);
+    const upload = await store.lockAvatarUpload(tx, agentId, uploadId);
+    if (!upload) throw new ApiError('not_found', { detail: `no upload ${uploadId} for this agent` });
+    if (upload.state !== 'pending' || Number(upload.expires_at_s) <= this.gateway.clock.nowS()) {
+      throw new ApiError('conflict', { detail: 'this upload has already received its bytes or has expired; start a new one' });
+    }
+    if (contentType !== upload.content_type) {
+      throw new ApiError('unsupported_media_type', { detail: `this upload was started for ${upload.content_type}` });
+    }
+    if (bytes.length > upload.size_bytes) {
+      throw new ApiError('payload_too_large', { detail: `this upload was started for at most ${upload.size_bytes} bytes` });
+    }
+    if (sniffImage(bytes) !== upload.content_type) {
+      throw new ApiError('invalid_input', { detail: `the bytes are not a ${upload.content_type} image` });
+    }
+    await store.storeAvatarBytes(tx, uploadId, bytes);
   }
 
-  async finalizeAvatar(tx: Tx, ownerId: string, agentId: string, uploadId: string, storageId: string): Promise<AgentProfile> {
-    const row = await this.lockOwned(tx, ownerId, agentId);
+  async finalizeAvatar(tx: Tx, principal: Actor, agentId: string, uploadId: string, storageId: string): Promise<AgentProfile> {
+    const row = await this.lockAgentFor(tx, principal, agentId);
     const upload = await store.lockAvatarUpload(tx, agentId, uploadId);
     if (!upload || upload.storage_id !== storageId) throw new ApiError('not_found', { detail: 'no such upload and storage id for this agent' });
     if (upload.state === 'pending') throw new ApiError('invalid_input', { detail: 'the upload has not received its bytes yet' });
@@ -301,9 +296,8 @@ export class AgentService {
     return profileOf(updated);
   }
 
-  async readAvatar(ownerId: string, agentId: string): Promise<{ contentType: string; bytes: Uint8Array }> {
-    const row = await this.owned(this.gateway.db, ownerId, agentId);
-    const upload = row.avatar_upload_id ? await store.findAvatarUpload(this.gateway.db, agentId, row.avatar_upload_id) : undefined;
+  async readAvatar(db: Queryable, row: store.AgentRow): Promise<{ contentType: string; bytes: Uint8Array }> {
+    const upload = row.avatar_upload_id ? await store.findAvatarUpload(db, row.id, row.avatar_upload_id) : undefined;
     if (!upload?.bytes) throw new ApiError('not_found', { detail: 'this agent has no avatar' });
     return { contentType: upload.content_type, bytes: upload.bytes };
   }

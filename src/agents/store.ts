@@ -63,16 +63,6 @@ export async function lockAgents(tx: Tx, agentIds: readonly string[]): Promise<A
   return rows;
 }
 
-export async function findOwnedAgent(db: Queryable, ownerId: string, agentId: string): Promise<AgentRow | undefined> {
-  const { rows } = await db.query<AgentRow>('SELECT * FROM agents WHERE id = $1 AND owner_id = $2', [agentId, ownerId]);
-  return rows[0];
-}
-
-export async function lockOwnedAgent(tx: Tx, ownerId: string, agentId: string): Promise<AgentRow | undefined> {
-  const { rows } = await tx.query<AgentRow>('SELECT * FROM agents WHERE id = $1 AND owner_id = $2 FOR UPDATE', [agentId, ownerId]);
-  return rows[0];
-}
-
 export async function insertAgent(db: Queryable, agent: AgentRow): Promise<AgentRow> {
   const { rows } = await db.query<AgentRow>(
     `INSERT INTO agents (id, owner_id, name, identity_issuer, identity_subject, status, allowed_services, allowed_categories,

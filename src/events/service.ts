@@ -321,7 +321,7 @@ export class WebhookService {
     if (!endpoint?.enabled) throw new ApiError('conflict', { detail: 'the webhook is disabled; enable it (PATCH …/webhook) before re-sending' });
     const nowMs = this.gateway.clock.nowMs();
     if (Number(row.locked_until_ms) > nowMs) {
-      throw new ApiError('conflict', { detail: 'an attempt of this delivery is in progress; look again in a few seconds', headers: { 'retry-after': '5' } });
+      throw new ApiError('conflict', { detail: 'an attempt of this delivery is in progress; look again in a few seconds', retryAfterS: 5 });
     }
     await store.scheduleNow(tx, row.id, nowMs);
     await store.closeCircuit(tx, row.merchant_id);

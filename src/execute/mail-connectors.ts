@@ -4,8 +4,9 @@
 // own `inboxAllowlist`, set with PATCH /v1/owner/agents/{id}.
 import { X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
+import type { Actor } from '../agents/acting.ts';
 import type { AgentService } from '../agents/service.ts';
-import type { AgentRow } from '../agents/store.ts';
+import type { AgentRow } from '../agents/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
@@ -78,11 +79,11 @@ export class MailConnectorService {
     }
   }
 
-  async set(tx: Tx, ownerId: string, agentId: string, settings: MailConnectorSettings): Promise<MailConnectorView> {
+  async set(tx: Tx, principal: Actor, agentId: string, settings: MailConnectorSettings): Promise<MailConnectorView> {
     if (!this.boxKey) {
       throw new ApiError('runtime_configuration_required', { detail: 'mail passwords cannot be stored: ACG_SECRET_BOX_KEY is not configured' });
     }
-    const agent = await this.identity.lockOwnedAgentRow(tx, ownerId, agentId);
+    const agent = await this.identity.lockAgentFor(tx, principal, agentId);
     this.check(settings);
     const nowS = BigInt(this.gateway.clock.nowS());
     const row = await store.upsertMailConnector(tx, {
@@ -99,17 +100,16 @@ export class MailConnectorService {
     return view(row, agent);
   }
 
-  async get(ownerId: string, agentId: string): Promise<MailConnectorView> {
-    const { db } = this.gateway;
-    const agent = await this.identity.ownedAgentRow(db, ownerId, agentId);
+  async get(db: Queryable, principal: Actor, agentId: string): Promise<MailConnectorView> {
+    const agent = await this.identity.agentFor(db, principal, agentId);
     const row = await store.findMailConnector(db, agent.id);
     if (!row) throw new ApiError('not_found', { detail: `agent ${agentId} has no mail connector` });
     return view(row, agent);
   }
 
   /** Removes the connector; removing one that is not there is not an error (DELETE is idempotent). */
-  async remove(tx: Tx, ownerId: string, agentId: string): Promise<void> {
-    const agent = await this.identity.lockOwnedAgentRow(tx, ownerId, agentId);
+  async remove(tx: Tx, principal: Actor, agentId: string): Promise<void> {
+    const agent = await this.identity.lockAgentFor(tx, principal, agentId);
     await store.deleteMailConnector(tx, agent.id);
   }
 

@@ -1,8 +1,11 @@
 // The execute operation, for every face: the catalogue's services and actions, the input schema that
 // checks each action's input, and the steps (who executes → claim the key → clear, hold, run, capture).
 import { Type, type Static } from '@sinclair/typebox';
-import type { MultiStepOperation } from '../platform/operations.ts';
+import { inputOf, type MultiStepOperation, type SingleStepOperation } from '../platform/operations.ts';
+import { AgentIdParams } from '../platform/schemas.ts';
 import { SERVICES } from '../connectors/catalogue.ts';
+import { MailConnectorInput } from '../connectors/mail.ts';
+import type { MailConnectorService, MailConnectorView } from './mail-connectors.ts';
 import { EXECUTE_OPERATION, type ExecuteResult, type ExecuteService } from './service.ts';
 
 /** Component name of an action's input schema, e.g. `MailMessagesListInput`. */
@@ -49,12 +52,21 @@ export const ExecuteInput = Type.Unsafe<{ serviceId: string; action: string; inp
 
 export type ExecuteInput = Static<typeof ExecuteInput>;
 
+export const MailConnectorBody = Type.Omit(MailConnectorInput, ['allowlist'], {
+  additionalProperties: false,
+  examples: [{ host: 'imap.example.com', port: 993, tls: 'implicit', username: 'agent@example.com', password: 'app-password' }],
+});
+const SetMailConnectorInput = inputOf(AgentIdParams, MailConnectorBody);
+const DeleteMailConnectorInput = inputOf(AgentIdParams);
+
 export interface ExecuteOperations {
   /** Checked before the key: the catalogue has the action, and which agent executes (its id). */
   executeService: MultiStepOperation<ExecuteInput, ExecuteResult, string>;
+  setMailConnector: SingleStepOperation<Static<typeof SetMailConnectorInput>, MailConnectorView>;
+  deleteMailConnector: SingleStepOperation<Static<typeof DeleteMailConnectorInput>, void>;
 }
 
-export function executeOperations(execute: ExecuteService): ExecuteOperations {
+export function executeOperations(execute: ExecuteService, mailConnectors: MailConnectorService): ExecuteOperations {
   return {
     executeService: {
       name: EXECUTE_OPERATION,
@@ -65,6 +77,19 @@ export function executeOperations(execute: ExecuteService): ExecuteOperations {
         return execute.actingAgentId(principal, input.agentId);
       },
       runClaimed: (key, { input }, agentId) => execute.execute(key, { agentId, serviceId: input.serviceId, action: input.action, input: input.input }),
+    },
+    setMailConnector: {
+      name: 'setMailConnector',
+      input: SetMailConnectorInput,
+      // PUT is idempotent by itself; a key record would hold a fingerprint of the password.
+      idempotency: { key: 'none' },
+      run: (tx, { principal, input: { id, ...settings } }) => mailConnectors.set(tx, principal, id, settings),
+    },
+    deleteMailConnector: {
+      name: 'deleteMailConnector',
+      input: DeleteMailConnectorInput,
+      idempotency: { key: 'none' },
+      run: (tx, { principal, input }) => mailConnectors.remove(tx, principal, input.id),
     },
   };
 }

@@ -20,6 +20,8 @@ export interface ApprovalRequest {
 }
 
 export interface PaymentApproval {
+  /** The page where the human approves (and pays, with a checkout provider). */
+  approvalUrl: string;
   /** The provider's pending payment (top-up request record or similar); shown to the caller as `payment`. */
   payment: Record<string, unknown>;
   /** Each way the human can pay and where it stands, e.g. `{type: 'link', status: 'pending'}`. */

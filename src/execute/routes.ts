@@ -1,17 +1,15 @@
-// HTTP edge of metered execution: POST /v1/services/execute and the owner's mail connector routes. The
+// HTTP edge of metered execution: POST /v1/services/execute, retained intents and the owner's mail connector routes. The
 // catalogue (src/connectors/catalogue.ts) is the one source of the services, actions, input schemas and
 // prices shown here: the body schema checks each action's input, and the OpenAPI document lists them.
 import type { FastifyInstance } from 'fastify';
-import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { principalOf } from '../platform/http/auth.ts';
+import { Type, type Static } from '@sinclair/typebox';
 import { serve } from '../platform/http/operation.ts';
-import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { AgentIdParams, Microcredits, UnixSeconds } from '../platform/schemas.ts';
+import { problems } from '../platform/http/openapi.ts';
+import { queryRoute } from '../platform/http/query.ts';
+import { AgentIdParams } from '../platform/schemas.ts';
 import { formatUc, formatUsd } from '../platform/money.ts';
-import { MailConnectorInput } from '../connectors/mail.ts';
-import type { MailConnectorService } from './mail-connectors.ts';
-import { CATALOGUE, ExecuteInput, type ExecuteOperations } from './operations.ts';
-import { APPROVAL_STATE_PENDING, EXECUTE_STATE_SUCCEEDED, PAYMENT_METHOD_CREDITS } from './service.ts';
+import { CATALOGUE, ExecuteInput, MailConnectorBody, type ExecuteOperations } from './operations.ts';
+import type { ExecuteQueries } from './queries.ts';
 
 const catalogueTable = [
   '| serviceId | action | price | category | input | what it does |',
@@ -22,68 +20,6 @@ const catalogueTable = [
   ),
 ].join('\n');
 
-
-const ExecuteResultSchema = Type.Object(
-  {
-    state: Type.Literal(EXECUTE_STATE_SUCCEEDED),
-    executionId: Type.String(),
-    result: Type.Object({}, { additionalProperties: true, description: "the action's result (see each action's description)" }),
-    receipt: Type.Ref('Redemption'),
-    priceUc: Microcredits('what was captured'),
-    priceUsd: Type.String({ description: 'the same price in US dollars, e.g. "0.01"' }),
-    paymentMethod: Type.Literal(PAYMENT_METHOD_CREDITS, { description: "paid from the agent's prepaid credit" }),
-  },
-  { $id: 'ExecuteResult' },
-);
-
-const IntentSchema = Type.Object(
-  {
-    serviceId: Type.String(),
-    action: Type.String(),
-    input: Type.Object({}, { additionalProperties: true }),
-    agentId: Type.String(),
-  },
-  { $id: 'ServiceIntent', description: 'the retained execute request (the spec\'s Service intent)' },
-);
-
-const ApprovalRequiredSchema = Type.Object(
-  {
-    type: Type.String(),
-    title: Type.String(),
-    status: Type.Integer(),
-    code: Type.Literal('approval_required'),
-    detail: Type.Optional(Type.String()),
-    state: Type.Literal(APPROVAL_STATE_PENDING),
-    intentId: Type.String(),
-    intent: Type.Ref('ServiceIntent'),
-    priceUc: Microcredits('the price the credit did not cover'),
-    payment: Type.Object({}, { additionalProperties: true, description: "the provider's pending payment" }),
-    paymentMethods: Type.Array(Type.Object({ type: Type.String(), status: Type.String() })),
-    instructions: Type.String(),
-    charged: Type.Literal(false),
-  },
-  { $id: 'ApprovalRequired', additionalProperties: true, description: 'Problem body of 402 approval_required' },
-);
-
-const MailConnectorBody = Type.Omit(MailConnectorInput, ['allowlist'], {
-  additionalProperties: false,
-  examples: [{ host: 'imap.example.com', port: 993, tls: 'implicit', username: 'agent@example.com', password: 'app-password' }],
-});
-
-const MailConnectorSchema = Type.Object(
-  {
-    agentId: Type.String(),
-    host: Type.String(),
-    port: Type.Integer(),
-    tls: Type.String({ enum: ['implicit', 'starttls', 'none'] }),
-    username: Type.String(),
-    ca: Type.Union([Type.String(), Type.Null()], { description: 'PEM of the CA trusted for this server, or null for the public roots' }),
-    inboxAllowlist: Type.Array(Type.String(), { description: "the agent's inboxAllowlist (set it with PATCH /v1/owner/agents/{id})" }),
-    createdAt: UnixSeconds('creation'),
-    updatedAt: UnixSeconds('last change'),
-  },
-  { $id: 'MailConnector', description: "an agent's IMAP account; the password is never returned" },
-);
 
 const EXECUTE_DESCRIPTION = [
   'Runs one action of a built-in service for an agent and charges its price to the agent\'s credit. Order: clearance ' +
@@ -108,20 +44,12 @@ const EXECUTE_DESCRIPTION = [
 
 export interface ExecuteRouteDeps {
   operations: ExecuteOperations;
-  mailConnectors: MailConnectorService;
+  queries: ExecuteQueries;
 }
 
-export function executeRoutes({ operations, mailConnectors }: ExecuteRouteDeps) {
-  const { executeService } = operations;
-  return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
-    for (const { definition, schemaId } of CATALOGUE) {
-      app.addSchema({ ...(definition.input as TSchema), $id: schemaId, description: definition.description });
-    }
-    app.addSchema(ExecuteResultSchema);
-    app.addSchema(IntentSchema);
-    app.addSchema(ApprovalRequiredSchema);
-    app.addSchema(MailConnectorSchema);
-    const { db } = app.gateway;
+export function executeRoutes({ operations, queries }: ExecuteRouteDeps) {
+  const { executeService, setMailConnector, deleteMailConnector } = operations;
+  return async function routes(app: FastifyInstance): Promise<void> {
 
     app.post('/v1/services/execute', {
       config: { auth: { kinds: ['human', 'agent', 'owner'] }, operation: executeService },
@@ -144,8 +72,8 @@ export function executeRoutes({ operations, mailConnectors }: ExecuteRouteDeps) 
     const path = '/v1/owner/agents/:id/mail-connector';
 
     app.put(path, {
-      config: { auth: OWNER },
-      schema: { operationId: 'setMailConnector',
+      config: { auth: OWNER, operation: setMailConnector },
+      schema: {
         tags,
         summary: "Attach or replace an agent's mail connector",
         description:
@@ -157,40 +85,35 @@ export function executeRoutes({ operations, mailConnectors }: ExecuteRouteDeps) 
         body: MailConnectorBody,
         response: { 200: Type.Ref('MailConnector'), ...problems(400, 404, 503) },
       },
-      handler: async (request) => {
-        const ownerId = principalOf(request).ownerId!;
-        const { id } = request.params as Static<typeof AgentIdParams>;
-        const body = request.body as Static<typeof MailConnectorBody>;
-        return db.transaction((tx) => mailConnectors.set(tx, ownerId, id, body));
-      },
+      handler: (request, reply) =>
+        serve(request, reply, setMailConnector, { ...(request.body as Static<typeof MailConnectorBody>), id: (request.params as Static<typeof AgentIdParams>).id }),
     });
 
-    app.get(path, {
-      config: { auth: OWNER },
-      schema: { operationId: 'getMailConnector',
-        tags,
-        summary: "Read an agent's mail connector (without its password)",
-        params: AgentIdParams,
-        response: { 200: Type.Ref('MailConnector'), ...problems(404) },
-      },
-      handler: async (request) => mailConnectors.get(principalOf(request).ownerId!, (request.params as Static<typeof AgentIdParams>).id),
-    });
+    app.route(queryRoute('GET', path, queries.getMailConnector, { auth: OWNER, tags, summary: "Read an agent's mail connector (without its password)", errors: [404] }));
 
     app.delete(path, {
-      config: { auth: OWNER },
-      schema: { operationId: 'deleteMailConnector',
+      config: { auth: OWNER, operation: deleteMailConnector },
+      schema: {
         tags,
         summary: "Remove an agent's mail connector",
         description: 'Deletes the connector and its sealed password. 204 also when there was none (DELETE is idempotent).',
         params: AgentIdParams,
         response: { 204: Type.Null({ description: 'removed' }), ...problems(404) },
       },
-      handler: async (request, reply) => {
-        const ownerId = principalOf(request).ownerId!;
-        const { id } = request.params as Static<typeof AgentIdParams>;
-        await db.transaction((tx) => mailConnectors.remove(tx, ownerId, id));
-        return reply.code(204).send();
-      },
+      handler: (request, reply) => serve(request, reply, deleteMailConnector, { id: (request.params as Static<typeof AgentIdParams>).id }, { status: 204 }),
     });
-  });
+
+    app.route(
+      queryRoute('GET', '/v1/intents/:id', queries.getIntent, {
+        auth: { kinds: ['human', 'agent', 'owner'] },
+        tags: ['services'],
+        summary: 'Read a retained intent and its outcome',
+        description:
+          "Its agent and that agent's owner may read it; anyone else gets 404. After its top-up settles the gateway runs it once by " +
+          'itself; a retry of the original execute request with its Idempotency-Key answers the same outcome. A failed intent\'s `error` ' +
+          'is the problem body its execute request was answered with.',
+        errors: [404],
+      }),
+    );
+  };
 }

@@ -17,9 +17,10 @@
 // the ledger's sweeper expires it even if no recovery job ever runs. Capture and recovery both lock the
 // execution row first, so at most one of them resolves the hold.
 import { emitEvent } from '../events/outbox.ts';
+import { actsFor, type Actor } from '../agents/acting.ts';
 import { clearAgent } from '../agents/clearance.ts';
 import type { AgentService } from '../agents/service.ts';
-import type { AgentRow } from '../agents/store.ts';
+import type { AgentRow } from '../agents/service.ts';
 import { GATEWAY_ACCEPTOR_ID, type LedgerService, type Redemption } from '../ledger/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError, problemBody } from '../platform/errors.ts';
@@ -28,8 +29,7 @@ import type { Claim, ClaimOutcome } from '../platform/idempotency.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, formatUsd, type Microcredits } from '../platform/money.ts';
 import { Batcher, togetherOrAlone, type Settled } from '../platform/batcher.ts';
-import { groupCommitLimits, underClaim, type ClaimedKey } from '../platform/operations.ts';
-import type { Principal } from '../platform/principal.ts';
+import { groupCommitLimits, storedApiError, underClaim, type ClaimedKey } from '../platform/operations.ts';
 import { ConnectorError, findService, prepareAction, type PreparedAction, type ServiceContext } from '../connectors/catalogue.ts';
 import type { ServiceModule } from '../connectors/types.ts';
 import type { GitHubContext } from '../connectors/github-public.ts';
@@ -172,7 +172,7 @@ function uncharged(error: unknown, extra: Record<string, unknown> = {}): ApiErro
     return new ApiError(error.code, {
       detail: error.detail,
       extra: { ...extra, charged: false },
-      headers: error.retryAfterS === undefined ? undefined : { 'retry-after': String(error.retryAfterS) },
+      retryAfterS: error.retryAfterS,
     });
   }
   if (error instanceof ApiError) {
@@ -228,27 +228,9 @@ export class ExecuteService {
     return Math.ceil(this.deps.executeTimeoutMs / 1000) + HOLD_LIFETIME_MARGIN_S;
   }
 
-  /**
-   * Which agent executes. An agent executes as itself (naming another agent is 403 agent_mismatch); a
-   * human or owner token must name one of the owner's agents (400 agent_required without one; 403
-   * owner_required for any other id, known or not, so agent ids cannot be probed).
-   */
-  async actingAgentId(caller: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, requestedAgentId: string | undefined): Promise<string> {
-    if (caller.kind === 'agent') {
-      const self = caller.agentId!;
-      if (requestedAgentId !== undefined && requestedAgentId !== self) {
-        throw new ApiError('agent_mismatch', { detail: 'an agent executes only as itself; omit agentId or send your own id' });
-      }
-      return self;
-    }
-    if (requestedAgentId === undefined) {
-      throw new ApiError('agent_required', { detail: 'an owner session must name the executing agent in agentId' });
-    }
-    const agent = await this.deps.identity.agentRow(this.gateway.db, requestedAgentId);
-    if (!agent || agent.owner_id !== caller.ownerId) {
-      throw new ApiError('owner_required', { detail: 'agentId must name one of your own agents' });
-    }
-    return agent.id;
+  /** Which agent executes: the acting-for rule (agents/acting.ts); an agent executes as itself, an owner names one of its agents. */
+  async actingAgentId(caller: Actor, requestedAgentId: string | undefined): Promise<string> {
+    return (await this.deps.identity.actingAgent(this.gateway.db, caller, requestedAgentId)).id;
   }
 
   /** Refuses, before the Idempotency-Key is claimed, a service or action the catalogue does not have. */
@@ -473,7 +455,7 @@ export class ExecuteService {
         if (!renewing && (await store.countPendingIntents(tx, cleared.agent.id, nowS)) >= PENDING_INTENTS_PER_AGENT_MAX) {
           throw new ApiError('rate_limited', {
             detail: `the agent already has ${PENDING_INTENTS_PER_AGENT_MAX} intents waiting for credit; fund it or retry one of them`,
-            headers: { 'retry-after': '3600' },
+            retryAfterS: 3600,
           });
         }
         const row = await store.upsertIntent(tx, {
@@ -522,6 +504,7 @@ export class ExecuteService {
     throw uncharged(
       new ApiError('approval_required', {
         detail: `the agent's credit does not cover this execution (${formatUc(priceUc)} µc); its owner must approve a top-up. ${retry}`,
+        approval: { url: approval.approvalUrl, id: intentId, message: approval.instructions },
       }),
       { state: APPROVAL_STATE_PENDING, ...extra, payment: approval.payment, paymentMethods: approval.paymentMethods, instructions: approval.instructions },
     );
@@ -658,20 +641,25 @@ export class ExecuteService {
     return intent && intent.agent_id === agentId && intent.state === 'pending' ? intent : undefined;
   }
 
-  /** An intent for its agent, or for that agent's owner; anyone else gets 404 (ids cannot be probed). */
-  async readIntent(caller: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, intentId: string): Promise<IntentView> {
-    const { db, idempotency } = this.gateway;
+  /** An intent for its agent, or for that agent's owner (the acting-for rule); anyone else gets 404 (ids cannot be probed). */
+  async intentFor(db: Queryable, principal: Actor, intentId: string): Promise<store.IntentRow> {
     const intent = await store.findIntent(db, intentId);
     const agent = intent ? await this.deps.identity.agentRow(db, intent.agent_id) : undefined;
-    const allowed = caller.kind === 'agent' ? caller.agentId === intent?.agent_id : caller.ownerId !== undefined && caller.ownerId === agent?.owner_id;
-    if (!intent || !allowed) throw new ApiError('not_found', { detail: `no intent ${intentId}` });
+    if (!intent || !agent || !actsFor(principal, agent)) throw new ApiError('not_found', { detail: `no intent ${intentId}` });
+    return intent;
+  }
+
+  /** An intent as its readers see it, with its outcome while the execute answer is retained. */
+  async readIntent(db: Queryable, intent: store.IntentRow): Promise<IntentView> {
+    const { idempotency } = this.gateway;
     const execution = intent.execution_id ? await store.findExecution(db, intent.execution_id) : undefined;
     const answer = execution ? await idempotency.storedResponse(intent.requested_by, EXECUTE_OPERATION, intent.idempotency_key) : undefined;
     const body = (answer?.body ?? null) as (Partial<ExecuteResult> & Record<string, unknown>) | null;
     return toIntentView(intent, {
       result: intent.state === 'executed' ? (body?.result ?? null) : null,
       receipt: intent.state === 'executed' && execution ? await this.deps.ledger.getHold(db, execution.hold_id) : null,
-      error: intent.state === 'failed' && answer && answer.status >= 400 ? body : null,
+      // One shape for an intent's error everywhere: the problem body its execute request was answered with.
+      error: intent.state === 'failed' && answer && answer.status >= 400 ? problemBody(this.gateway.config.baseUrl, storedApiError(answer)) : null,
     });
   }
 

@@ -1,49 +1,22 @@
 // HTTP edge of identity: /v1/me (who the credential belongs to) and, in dev mode only, the discovery
-// documents of the built-in identity issuers. Served after the agents' routes, whose `Agent` schema /v1/me uses.
+// documents of the built-in identity issuers.
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
-import type { AgentService } from '../agents/service.ts';
-import { principalOf } from '../platform/http/auth.ts';
-import { Microcredits } from '../platform/schemas.ts';
+import { queryRoute } from '../platform/http/query.ts';
 import { devIssuerUrl, loadDevIssuerKeys, publicJwks } from './dev-issuers.ts';
+import type { IdentityQueries } from './queries.ts';
 
-const Me = Type.Object({
-  kind: Type.String({ enum: ['human', 'agent', 'owner', 'merchant'] }),
-  credential: Type.String({ description: 'human_session, agent_identity, oauth or api_key' }),
-  owner: Type.Optional(Type.Object({ id: Type.String(), email: Type.String() })),
-  agent: Type.Optional(Type.Ref('Agent')),
-  balance: Type.Optional(
-    Type.Object({ availableUc: Microcredits(), heldUc: Microcredits() }, { description: "the agent's own balance" }),
-  ),
-  merchant: Type.Optional(Type.Object({ merchantId: Type.String(), keyId: Type.String(), scopes: Type.Array(Type.String()) })),
-});
-
-export interface IdentityRouteDeps {
-  agents: AgentService;
-  /** The agent's balance for /v1/me, once the ledger exists. */
-  agentBalance?: (agentId: string) => Promise<{ availableUc: string; heldUc: string }>;
-}
-
-export function identityRoutes(deps: IdentityRouteDeps) {
-  const { agents } = deps;
+export function identityRoutes(queries: IdentityQueries) {
   return async function routes(app: FastifyInstance): Promise<void> {
-    app.get('/v1/me', {
-      config: { auth: { kinds: ['human', 'agent', 'owner', 'merchant'] } },
-      schema: { operationId: 'getMe', tags: ['identity'], summary: 'Who the credential belongs to', response: { 200: Me } },
-      handler: async (request) => {
-        const principal = principalOf(request);
-        const base = { kind: principal.kind, credential: principal.credential };
-        if (principal.kind === 'merchant') {
-          return { ...base, merchant: { merchantId: principal.merchantId!, keyId: principal.apiKeyId!, scopes: [...principal.scopes] } };
-        }
-        if (principal.kind === 'agent') {
-          const agent = await agents.getAgent(principal.ownerId!, principal.agentId!);
-          const balance = deps.agentBalance ? await deps.agentBalance(agent.id) : undefined;
-          return { ...base, agent, balance };
-        }
-        return { ...base, owner: { id: principal.ownerId!, email: principal.email! } };
-      },
-    });
+    app.route(
+      queryRoute('GET', '/v1/me', queries.getMe, {
+        auth: { kinds: ['human', 'agent', 'owner', 'merchant'] },
+        tags: ['identity'],
+        summary: 'Who the credential belongs to',
+        description:
+          "For an agent: its settings, its balance and its credit lots (its holds past their deadline reclaimed first); for a human or owner token: the owner; for a merchant key: the merchant, the key and its scopes. MCP's `whoami` answers the same.",
+      }),
+    );
 
     if (app.gateway.config.mode === 'dev') await app.register(devIssuerRoutes);
   };

@@ -8,7 +8,7 @@
 //   - every balance change is journaled in the same transaction, and each operation's journal sums to 0.
 import { emitEvent, emitEvents, type EventType } from '../events/outbox.ts';
 import { clearAgent } from '../agents/clearance.ts';
-import type { AgentRow } from '../agents/store.ts';
+import type { AgentRow } from '../agents/service.ts';
 import { unwrap, type Settled } from '../platform/batcher.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
@@ -18,6 +18,7 @@ import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, type Microcredits } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
+import type { Page } from '../platform/schemas.ts';
 import { signReceipt } from './receipts.ts';
 import * as store from './store.ts';
 
@@ -63,6 +64,12 @@ export interface Redemption {
   /** Signed capture receipt (compact ES256 JWS, typ receipt+jwt); null unless captured (or without a signing key). */
   captureReceipt: string | null;
   allocations: Array<{ lotId: string; amountUc: string }>;
+}
+
+/** Which holds a reader may read: those of one merchant, of one agent, or (no member) any. */
+export interface HoldScope {
+  merchantId?: string;
+  agentId?: string;
 }
 
 export interface Lot {
@@ -126,9 +133,15 @@ function toRefund(row: store.RefundRow): Refund {
   return { id: row.id, redemptionId: row.hold_id, amountUc: formatUc(row.amount_uc), reason: row.reason, createdAt: Number(row.created_at_s), receipt: row.receipt };
 }
 
-function toRedemption(hold: store.HoldRow, allocations: readonly store.AllocationRow[], refunds: readonly store.RefundRow[] = []): Redemption {
-  const resolvedAtS = hold.resolved_at_s === null ? null : Number(hold.resolved_at_s);
-  const releasedUc = hold.state === 'held' ? 0n : hold.amount_uc - hold.captured_uc;
+/**
+ * A hold as every reader sees it. Expiry is a deadline: a hold still `held` at or after `expiresAt` reads as
+ * expired (all of it gone back, at `expiresAt`) before the sweeper reclaims it, and reads the same after.
+ */
+function toRedemption(hold: store.HoldRow, allocations: readonly store.AllocationRow[], refunds: readonly store.RefundRow[], nowS: number): Redemption {
+  const overdue = hold.state === 'held' && Number(hold.expires_at_s) <= nowS;
+  const state = overdue ? 'expired' : hold.state;
+  const resolvedAtS = overdue ? Number(hold.expires_at_s) : hold.resolved_at_s === null ? null : Number(hold.resolved_at_s);
+  const releasedUc = state === 'held' ? 0n : hold.amount_uc - hold.captured_uc;
   return {
     id: hold.id,
     agentId: hold.agent_id,
@@ -136,12 +149,12 @@ function toRedemption(hold: store.HoldRow, allocations: readonly store.Allocatio
     offerId: hold.offer_id,
     category: hold.category,
     amountUc: formatUc(hold.amount_uc),
-    state: hold.state,
+    state,
     expiresAt: Number(hold.expires_at_s),
     createdAt: Number(hold.created_at_s),
     capturedUc: formatUc(hold.captured_uc),
     releasedUc: formatUc(releasedUc),
-    capturedAt: hold.state === 'captured' ? resolvedAtS : null,
+    capturedAt: state === 'captured' ? resolvedAtS : null,
     releasedAt: releasedUc > 0n ? resolvedAtS : null,
     refundedUc: formatUc(hold.refunded_uc),
     refunds: refunds.filter((r) => r.hold_id === hold.id).map(toRefund),
@@ -277,7 +290,7 @@ export class LedgerService {
     for (const request of requests) {
       try {
         const { hold, allocations } = await this.takeOne(request, agents.get(request.agentId), { nowS, lots, spentBefore, takenBy, reclaimDue });
-        const redemption = toRedemption(hold, allocations.map((a, position) => ({ hold_id: hold.id, lot_id: a.lotId, position, amount_uc: a.amountUc, captured_uc: 0n })));
+        const redemption = toRedemption(hold, allocations.map((a, position) => ({ hold_id: hold.id, lot_id: a.lotId, position, amount_uc: a.amountUc, captured_uc: 0n })), [], nowS);
         recorded.push({ hold, allocations, redemption });
         outcomes.push({ ok: true, value: redemption });
       } catch (error) {
@@ -366,44 +379,40 @@ export class LedgerService {
   }
 
   /**
-   * A hold as its reader may see it: a merchant reads its own merchant's holds; an agent reads its own, in
-   * dev mode only (in live mode an agent reads holds through its merchant, as the spec says).
+   * Which holds a reader may read: a merchant its own merchant's; an agent its own, in dev mode only (in live
+   * mode an agent reads holds through its merchant, as the spec says: 503 provider_configuration_required).
    */
-  async readHold(db: Queryable, reader: Pick<Principal, 'kind' | 'agentId' | 'merchantId'>, holdId: string): Promise<Redemption> {
-    if (reader.kind !== 'agent') return this.getHold(db, holdId, { merchantId: reader.merchantId });
+  holdReader(reader: Pick<Principal, 'kind' | 'agentId' | 'merchantId'>): HoldScope {
+    if (reader.kind !== 'agent') return { merchantId: reader.merchantId };
     if (this.gateway.config.mode === 'live') {
       throw new ApiError('provider_configuration_required', { detail: 'agents read holds through their merchant in live mode' });
     }
-    return this.getHold(db, holdId, { agentId: reader.agentId });
+    return { agentId: reader.agentId };
   }
 
-  /** Reads a hold for its acceptor; another merchant's hold is not found. */
-  async getHold(db: Queryable, holdId: string, scope: { merchantId?: string; agentId?: string } = {}): Promise<Redemption> {
+  /** One hold, for a reader of `scope`; another merchant's (or agent's) hold is not found. */
+  async getHold(db: Queryable, holdId: string, scope: HoldScope = {}): Promise<Redemption> {
     const hold = await store.findHold(db, holdId);
     if (!hold || (scope.merchantId !== undefined && hold.merchant_id !== scope.merchantId) || (scope.agentId !== undefined && hold.agent_id !== scope.agentId)) {
       throw new ApiError('not_found', { detail: `no redemption ${holdId}` });
     }
-    // Expiry is a deadline: a hold past it reads as expired (all of it going back) before the sweeper reclaims it.
-    if (hold.state === 'held' && Number(hold.expires_at_s) <= this.nowS()) {
-      return toRedemption({ ...hold, state: 'expired', resolved_at_s: hold.expires_at_s }, await store.allocationsOf(db, [hold.id]));
-    }
-    return toRedemption(hold, await store.allocationsOf(db, [hold.id]), await store.refundsOf(db, [hold.id]));
+    return (await this.redemptionsOf(db, [hold]))[0]!;
   }
 
-  /** An agent's holds, oldest first; a hold past its deadline reads as expired, as in getHold. */
-  async listHolds(db: Queryable, agentId: string, limit: number, startingAfter?: string): Promise<{ redemptions: Redemption[]; hasMore: boolean }> {
-    const page = await pageBySeq<store.HoldRow>(db, 'holds', 'agent_id', agentId, { limit, startingAfter });
-    const allocations = await store.allocationsOf(db, page.items.map((hold) => hold.id));
+  /** An agent's holds, oldest first. */
+  async listHolds(db: Queryable, agentId: string, page: Page): Promise<{ redemptions: Redemption[]; hasMore: boolean }> {
+    const found = await pageBySeq<store.HoldRow>(db, 'holds', 'agent_id', agentId, page);
+    return { redemptions: await this.redemptionsOf(db, found.items), hasMore: found.hasMore };
+  }
+
+  /** Holds as readers see them, with their allocations and refunds (two statements whatever their number). */
+  private async redemptionsOf(db: Queryable, holds: readonly store.HoldRow[]): Promise<Redemption[]> {
+    const ids = holds.map((hold) => hold.id);
+    const [allocations, refunds] = [await store.allocationsOf(db, ids), await store.refundsOf(db, ids)];
     const nowS = this.nowS();
-    const redemptions = page.items.map((hold) => {
-      const redemption = toRedemption(hold, allocations);
-      if (hold.state === 'held' && Number(hold.expires_at_s) <= nowS) redemption.state = 'expired';
-      return redemption;
-    });
-    return { redemptions, hasMore: page.hasMore };
+    return holds.map((hold) => toRedemption(hold, allocations, refunds, nowS));
   }
 
-  /** Locks a hold the caller may resolve, refusing resolved and past-deadline holds. */
   /** Captures `amountUc` (default: all of it); the remainder returns to its lots in the same transaction. */
   async capture(tx: Tx, holdId: string, options: { merchantId?: string; amountUc?: Microcredits } = {}): Promise<Redemption> {
     return unwrap((await this.resolveMany(tx, [{ action: 'capture', holdId, ...options }]))[0]!);
@@ -458,7 +467,7 @@ export class LedgerService {
     const redemptions = new Map(settled.map((redemption) => [redemption.id, redemption]));
     return answers.map((answer) => {
       if (!answer.ok) return answer;
-      const redemption = redemptions.get(answer.value) ?? toRedemption(locked.get(answer.value)!, allocations);
+      const redemption = redemptions.get(answer.value) ?? toRedemption(locked.get(answer.value)!, allocations, [], nowS);
       return { ok: true, value: redemption };
     });
   }
@@ -525,7 +534,7 @@ export class LedgerService {
       { account, amountUc: -amountUc },
       { account: `lot:${lot.id}`, amountUc },
     ], nowS);
-    const redemption = toRedemption(refunded, await store.allocationsOf(tx, [hold.id]), [...earlier, row]);
+    const redemption = toRedemption(refunded, await store.allocationsOf(tx, [hold.id]), [...earlier, row], nowS);
     await this.emit(tx, refunded, 'redemption.refunded', redemption);
     return { refund: toRefund(row), redemption };
   }
@@ -565,7 +574,7 @@ export class LedgerService {
     const redemptions = items.map(({ hold }) => {
       const row = resolved.get(hold.id);
       if (!row) throw new Error(`ledger invariant: hold ${hold.id} resolved twice`);
-      return toRedemption(row, resolvedAllocations);
+      return toRedemption(row, resolvedAllocations, [], nowS);
     });
     await emitEvents(
       tx,
@@ -591,18 +600,6 @@ export class LedgerService {
       });
     }
     return expired;
-  }
-
-  /** The balance as of now: the agent's holds past their deadline are reclaimed first. */
-  async currentBalance(agentId: string): Promise<Balance> {
-    await this.expireDue({ agentId });
-    return this.balance(this.gateway.db, agentId);
-  }
-
-  /** The lots as of now: the agent's holds past their deadline are reclaimed first. */
-  async currentLots(agentId: string): Promise<Lot[]> {
-    await this.expireDue({ agentId });
-    return this.lots(this.gateway.db, agentId);
   }
 
   /**

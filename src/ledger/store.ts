@@ -282,7 +282,9 @@ export async function recordSettlements(tx: Tx, settlements: readonly Settlement
      ), line AS (
        SELECT * FROM unnest($7::text[], $8::text[], $9::bigint[], $10::bigint[]) AS l(hold_id, lot_id, captured_uc, returned_uc)
      ), resolved AS (
-       UPDATE holds h SET state = s.state, captured_uc = s.captured_uc, resolved_at_s = $11, capture_receipt = s.receipt
+       UPDATE holds h SET state = s.state, captured_uc = s.captured_uc, capture_receipt = s.receipt,
+              -- An expired hold resolved at its deadline, whenever the sweeper reclaimed it: a settled fact reads the same every time.
+              resolved_at_s = CASE WHEN s.state = 'expired' THEN h.expires_at_s ELSE $11 END
          FROM s WHERE h.id = s.hold_id AND h.state = 'held' RETURNING h.*
      ), done AS (
        SELECT s.* FROM s JOIN resolved ON resolved.id = s.hold_id

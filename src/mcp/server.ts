@@ -1,10 +1,11 @@
 // The MCP face: one stateless handler for both protocol eras (2026-07-28 per-request envelopes and the
 // legacy 2025-11-25 `initialize` form). Each request gets a fresh McpServer holding the tools its
 // verified principal may call, so a tool list depends on who asks (cache scope `private`). A tool that
-// changes state runs its operation through the operation runner, as its HTTP route does; a read calls
-// the route's service. A business refusal comes back as a tool error (`isError`) whose structured
-// content is the same problem body the HTTP route answers, except the one refusal a human resolves in a
-// browser: execute's approval_required becomes a URL elicitation of the approval page (see `askToVisit`).
+// changes state runs its operation through the operation runner, a read its query through the query
+// runner, as their HTTP routes do; a read's output schema is the query's. A business refusal comes back
+// as a tool error (`isError`) whose structured content is the problem body the HTTP route answers (with
+// `retryAfterS` as a member, since a tool result has no headers), except a refusal a human resolves in a
+// browser (an ApiError carrying an `approval` page): that becomes a URL elicitation (see `askToVisit`).
 import {
   CLIENT_CAPABILITIES_META_KEY,
   createMcpHandler,
@@ -20,12 +21,13 @@ import {
   validateHostHeader,
   validateOriginHeader,
 } from '@modelcontextprotocol/server';
-import { ApiError, problemBody } from '../platform/errors.ts';
+import { ApiError, problemBody, type HumanApproval } from '../platform/errors.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
 import { runOperation } from '../platform/operations.ts';
 import type { Principal } from '../platform/principal.ts';
+import { runQuery, type Query } from '../platform/queries.ts';
 import { principalFrom } from './auth.ts';
-import { SCHEMA_REFS, TOOLS, type ToolDefinition, type ToolServices } from './tools.ts';
+import { TOOLS, type ToolDefinition, type ToolServices } from './tools.ts';
 
 const MCP_SERVER_INFO = { name: 'agent-credit-gateway', version: '0.1.0' };
 
@@ -36,13 +38,20 @@ const INSTRUCTIONS =
 
 type JsonSchema = Record<string, unknown> & { properties?: Record<string, unknown>; required?: string[] };
 
-/** A copy of `schema` with every `$ref` to a known schema id replaced by that schema (tools carry no definitions). */
-function inlined(schema: unknown): unknown {
-  if (Array.isArray(schema)) return schema.map(inlined);
+/**
+ * A copy of `schema` with every `$ref` to a named schema replaced by that schema, without its `$id` (tools
+ * carry no definitions, and one validator holds every tool's schemas, so an id may appear only once).
+ */
+function inlined(schema: unknown, named: ReadonlyMap<string, unknown>): unknown {
+  if (Array.isArray(schema)) return schema.map((item) => inlined(item, named));
   if (schema === null || typeof schema !== 'object') return schema;
   const ref = (schema as { $ref?: unknown }).$ref;
-  if (typeof ref === 'string' && Object.hasOwn(SCHEMA_REFS, ref)) return inlined(SCHEMA_REFS[ref]);
-  return Object.fromEntries(Object.entries(schema).map(([name, value]) => [name, inlined(value)]));
+  if (typeof ref === 'string' && named.has(ref)) return inlined(named.get(ref), named);
+  return Object.fromEntries(Object.entries(schema).filter(([name]) => name !== '$id').map(([name, value]) => [name, inlined(value, named)]));
+}
+
+function namedSchemas(services: Pick<ToolServices, 'schemas'>): Map<string, unknown> {
+  return new Map(services.schemas.map((schema) => [schema.$id!, schema]));
 }
 
 /** Adds a member to every object shape of `schema`, down its oneOf/anyOf/allOf branches (each may be closed). */
@@ -54,13 +63,13 @@ function withMember(schema: JsonSchema, name: string, member: object): void {
 }
 
 /**
- * A tool's input as JSON Schema: the read's or the operation's TypeBox definition (already JSON Schema),
+ * A tool's input as JSON Schema: the query's or the operation's TypeBox definition (already JSON Schema),
  * plus `idempotencyKey` for an operation that honours one.
  */
-function toolInputJson(tool: ToolDefinition, services: Pick<ToolServices, 'operations'>): JsonSchema {
-  if (!('operation' in tool)) return inlined(JSON.parse(JSON.stringify(tool.input))) as JsonSchema;
+function toolInputJson(tool: ToolDefinition, services: Pick<ToolServices, 'operations' | 'queries'>, named: ReadonlyMap<string, unknown>): JsonSchema {
+  if ('query' in tool) return inlined(JSON.parse(JSON.stringify(services.queries[tool.query].input)), named) as JsonSchema;
   const operation = services.operations[tool.operation];
-  const schema = inlined(JSON.parse(JSON.stringify(operation.input))) as JsonSchema;
+  const schema = inlined(JSON.parse(JSON.stringify(operation.input)), named) as JsonSchema;
   const { key, rule } = operation.idempotency;
   if (key === 'none') return schema;
   const pattern = rule === 'release' ? RELEASE_KEY_PATTERN : IDEMPOTENCY_KEY_PATTERN;
@@ -73,8 +82,14 @@ function toolInputJson(tool: ToolDefinition, services: Pick<ToolServices, 'opera
   return schema;
 }
 
+/** A read's output schema: the query's (the HTTP route's 200). Operations declare none. */
+function toolOutputJson(tool: ToolDefinition, services: Pick<ToolServices, 'queries'>, named: ReadonlyMap<string, unknown>): JsonSchema | undefined {
+  if (!('query' in tool)) return undefined;
+  return inlined(JSON.parse(JSON.stringify(services.queries[tool.query].output)), named) as JsonSchema;
+}
+
 async function runTool(services: ToolServices, tool: ToolDefinition, principal: Principal, args: Record<string, unknown>): Promise<object> {
-  if (!('operation' in tool)) return tool.run(services, principal, args as never);
+  if ('query' in tool) return (await runQuery(services.gateway, services.queries[tool.query] as Query<unknown, object, unknown>, { principal, input: args })) as object;
   const { idempotencyKey, ...input } = args;
   const operation = services.operations[tool.operation] as Parameters<typeof runOperation>[1];
   const { result } = await runOperation(services.gateway, operation, { principal, input: input as never, idempotencyKey: idempotencyKey as string | undefined });
@@ -90,35 +105,26 @@ type Era = 'legacy' | 'modern';
 /** The key of our one embedded input request (the approval page) in an input_required result. */
 const APPROVAL_INPUT = 'approval';
 
-/** The page a human must open before the refused call can succeed: the approval URL of execute's 402. */
-function approvalUrlOf(error: ApiError): string | undefined {
-  if (error.code !== 'approval_required') return undefined;
-  const payment = error.options.extra?.payment as { approvalUrl?: unknown } | undefined;
-  return typeof payment?.approvalUrl === 'string' ? payment.approvalUrl : undefined;
-}
-
 function declaresUrlElicitation(ctx: ServerContext): boolean {
   const capabilities = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY] as { elicitation?: { url?: unknown } } | undefined;
   return capabilities?.elicitation?.url !== undefined;
 }
 
 /**
- * Execute's approval_required, rendered as MCP asks a human to visit a page. On 2026-07-28: an
- * input_required result with one URL-mode elicitation of the approval page, when the request declares the
- * `elicitation.url` capability; on 2025-11-25: the -32042 URLElicitationRequired error (elicitationId = the
- * intent id). The client opens the page, the owner approves, the gateway runs the retained intent by itself,
- * and the client's retry with the same idempotencyKey returns its outcome. A 2026-07-28 retry that already
- * answers our elicitation, or a client without the capability, gets the problem body instead (no loop).
+ * A refusal that waits for a human (it carries an `approval` page: execute's approval_required), rendered as
+ * MCP asks a human to visit a page. On 2026-07-28: an input_required result with one URL-mode elicitation of
+ * the page, when the request declares the `elicitation.url` capability; on 2025-11-25: the -32042
+ * URLElicitationRequired error (elicitationId = the approval's id, e.g. the intent). The client opens the
+ * page, the owner approves, and the client's retry with the same idempotencyKey returns the outcome. A
+ * 2026-07-28 retry that already answers our elicitation, or a client without the capability, gets the
+ * problem body instead (no loop).
  */
-function askToVisit(error: ApiError, url: string, era: Era, ctx: ServerContext): InputRequiredResult | undefined {
-  const extra = error.options.extra ?? {};
-  const message =
-    typeof extra.instructions === 'string' ? extra.instructions : `Open ${url} to approve a top-up; the request then runs once by itself.`;
+function askToVisit(error: ApiError, approval: HumanApproval, era: Era, ctx: ServerContext): InputRequiredResult | undefined {
   if (era === 'legacy') {
-    throw new UrlElicitationRequiredError([{ mode: 'url', message, url, elicitationId: String(extra.intentId ?? url) }], error.options.detail);
+    throw new UrlElicitationRequiredError([{ mode: 'url', message: approval.message, url: approval.url, elicitationId: approval.id }], error.options.detail);
   }
   if (!declaresUrlElicitation(ctx) || ctx.mcpReq.inputResponses?.[APPROVAL_INPUT] !== undefined) return undefined;
-  return inputRequired({ inputRequests: { [APPROVAL_INPUT]: inputRequired.elicitUrl({ message, url }) } });
+  return inputRequired({ inputRequests: { [APPROVAL_INPUT]: inputRequired.elicitUrl({ message: approval.message, url: approval.url }) } });
 }
 
 async function call(
@@ -136,32 +142,43 @@ async function call(
       services.gateway.log.error({ err: error, tool: tool.name }, 'MCP tool failed');
       error = new ApiError('internal_error', { detail: 'an unexpected error occurred; it has been logged' });
     }
-    const url = approvalUrlOf(error as ApiError);
-    const elicitation = url === undefined ? undefined : askToVisit(error as ApiError, url, era, ctx);
+    const refusal = error as ApiError;
+    const approval = refusal.options.approval;
+    const elicitation = approval === undefined ? undefined : askToVisit(refusal, approval, era, ctx);
     if (elicitation) return elicitation;
-    return { ...toolResult(problemBody(services.gateway.config.baseUrl, error as ApiError)), isError: true };
+    return { ...toolResult(problemBody(services.gateway.config.baseUrl, refusal, { retryAfterMember: true })), isError: true };
   }
 }
 
-type ToolInputSchema = ReturnType<typeof fromJsonSchema<Record<string, unknown>>>;
+type ToolSchema = ReturnType<typeof fromJsonSchema<Record<string, unknown>>>;
+
+interface ToolSchemas {
+  input: ToolSchema;
+  output?: ToolSchema;
+}
 
 /**
- * Each tool's input schema, converted (and its validator compiled) once per handler rather than on every
- * request: the server itself is per request, because its tool list depends on the caller.
+ * Each tool's input and output schemas, converted (and their validators compiled) once per handler rather
+ * than on every request: the server itself is per request, because its tool list depends on the caller.
  */
-function toolInputSchemas(services: ToolServices): (tool: ToolDefinition) => ToolInputSchema {
-  const converted = new Map<string, ToolInputSchema>();
+function toolSchemas(services: ToolServices): (tool: ToolDefinition) => ToolSchemas {
+  const named = namedSchemas(services);
+  const converted = new Map<string, ToolSchemas>();
   return (tool) => {
-    let schema = converted.get(tool.name);
-    if (!schema) {
-      schema = fromJsonSchema<Record<string, unknown>>(toolInputJson(tool, services) as JsonSchemaType);
-      converted.set(tool.name, schema);
+    let schemas = converted.get(tool.name);
+    if (!schemas) {
+      const output = toolOutputJson(tool, services, named);
+      schemas = {
+        input: fromJsonSchema<Record<string, unknown>>(toolInputJson(tool, services, named) as JsonSchemaType),
+        ...(output ? { output: fromJsonSchema<Record<string, unknown>>(output as JsonSchemaType) } : {}),
+      };
+      converted.set(tool.name, schemas);
     }
-    return schema;
+    return schemas;
   };
 }
 
-function buildMcpServer(services: ToolServices, inputSchemaOf: (tool: ToolDefinition) => ToolInputSchema, principal: Principal, era: Era): McpServer {
+function buildMcpServer(services: ToolServices, schemasOf: (tool: ToolDefinition) => ToolSchemas, principal: Principal, era: Era): McpServer {
   const server = new McpServer(MCP_SERVER_INFO, {
     instructions: INSTRUCTIONS,
     capabilities: { tools: { listChanged: false } },
@@ -172,7 +189,7 @@ function buildMcpServer(services: ToolServices, inputSchemaOf: (tool: ToolDefini
     if (!tool.kinds.includes(principal.kind)) continue;
     server.registerTool(
       tool.name,
-      { title: tool.title, description: tool.description, inputSchema: inputSchemaOf(tool), annotations: tool.annotations },
+      { title: tool.title, description: tool.description, inputSchema: schemasOf(tool).input, outputSchema: schemasOf(tool).output, annotations: tool.annotations },
       (args: Record<string, unknown>, ctx: ServerContext) => call(services, tool, principal, args, era, ctx),
     );
   }
@@ -180,8 +197,8 @@ function buildMcpServer(services: ToolServices, inputSchemaOf: (tool: ToolDefini
 }
 
 export function createGatewayMcpHandler(services: ToolServices, options: { maxRequestBodySize: number }): McpHttpHandler {
-  const inputSchemaOf = toolInputSchemas(services);
-  return createMcpHandler(({ authInfo, era }) => buildMcpServer(services, inputSchemaOf, principalFrom(authInfo), era), {
+  const schemasOf = toolSchemas(services);
+  return createMcpHandler(({ authInfo, era }) => buildMcpServer(services, schemasOf, principalFrom(authInfo), era), {
     legacy: 'stateless',
     responseMode: 'auto',
     maxRequestBodySize: options.maxRequestBodySize,

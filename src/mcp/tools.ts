@@ -1,19 +1,19 @@
-// The MCP tools: one row per operation, naming who may call it, truthful annotations, and the HTTP route
-// of the same operation (a test fails when the two input schemas drift apart). A tool that changes
-// state names an operation of the runner, so its input schema, its idempotency key space and its rules
-// are the operation's own, shared with HTTP; a read names the service call its route makes. No business
-// rule lives here.
-import { Type, type Static, type TSchema } from '@sinclair/typebox';
+// The MCP tools: one row per operation or query, naming who may call it and truthful annotations. A tool
+// names an operation (it changes state) or a query (it reads) of the same objects the HTTP routes serve, so
+// its input and output schemas, its idempotency key space, its access check and its answer are theirs: the
+// HTTP twin of a tool is the route whose operationId is the tool's operation or query name (a test compares
+// their schemas and their answers). No business rule lives here.
+import type { TSchema } from '@sinclair/typebox';
 import type { ToolAnnotations } from '@modelcontextprotocol/server';
-import { CATALOGUE, type ExecuteOperations } from '../execute/operations.ts';
-import type { ExecuteService } from '../execute/service.ts';
+import type { ExecuteOperations } from '../execute/operations.ts';
+import type { ExecuteQueries } from '../execute/queries.ts';
 import type { AgentOperations } from '../agents/operations.ts';
-import type { AgentService } from '../agents/service.ts';
-import type { LedgerService } from '../ledger/service.ts';
-import type { OfferService } from '../offers/service.ts';
+import type { AgentQueries } from '../agents/queries.ts';
+import type { IdentityQueries } from '../identity/queries.ts';
+import type { LedgerQueries } from '../ledger/queries.ts';
+import type { OfferQueries } from '../offers/queries.ts';
 import type { Gateway } from '../platform/gateway.ts';
-import { IdParams, PageQuery, ResourceId } from '../platform/schemas.ts';
-import type { Principal, PrincipalKind } from '../platform/principal.ts';
+import type { PrincipalKind } from '../platform/principal.ts';
 import type { VoucherOperations } from '../vouchers/operations.ts';
 
 /** The operations the MCP face runs; the same objects' names and schemas as the HTTP routes'. */
@@ -21,16 +21,19 @@ export type McpOperations = Pick<VoucherOperations, 'mintVoucher'> &
   Pick<ExecuteOperations, 'executeService'> &
   Pick<AgentOperations, 'registerAgent' | 'updateAgent' | 'freezeAgent' | 'unfreezeAgent'>;
 
-/** Schemas an operation's input refers to by id (each service action's input), for inlining. */
-export const SCHEMA_REFS: Record<string, unknown> = Object.fromEntries(CATALOGUE.map(({ definition, schemaId }) => [schemaId, definition.input]));
+/** The queries the MCP face runs: the same objects as the HTTP routes'. */
+export type McpQueries = Pick<IdentityQueries, 'getMe'> &
+  Pick<OfferQueries, 'listSellableOffers'> &
+  Pick<LedgerQueries, 'getRedemption' | 'listAgentHolds'> &
+  Pick<ExecuteQueries, 'getIntent'> &
+  Pick<AgentQueries, 'listAgents'>;
 
 export interface ToolServices {
   gateway: Gateway;
-  identity: AgentService;
-  ledger: LedgerService;
-  offers: OfferService;
-  execute: ExecuteService;
   operations: McpOperations;
+  queries: McpQueries;
+  /** Every named schema (`$id`) a tool's input or output refers to; tools carry none, so they are inlined. */
+  schemas: readonly TSchema[];
 }
 
 interface ToolBase {
@@ -40,13 +43,11 @@ interface ToolBase {
   /** Who may call it; the tool list a principal sees holds only its own tools. */
   kinds: readonly PrincipalKind[];
   annotations: ToolAnnotations;
-  /** The HTTP route of the same operation, when there is one: its params, query and body make this input. */
-  http?: { method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE'; url: string };
 }
 
-export interface ReadToolDefinition<S extends TSchema = TSchema> extends ToolBase {
-  input: S;
-  run(services: ToolServices, principal: Principal, input: Static<S>): Promise<object>;
+/** A read, run by the query runner; its input and output are the query's. */
+export interface QueryToolDefinition extends ToolBase {
+  query: keyof McpQueries;
 }
 
 /** A tool run by the operation runner; its input is the operation's plus `idempotencyKey`. */
@@ -54,7 +55,7 @@ export interface OperationToolDefinition extends ToolBase {
   operation: keyof McpOperations;
 }
 
-export type ToolDefinition = ReadToolDefinition | OperationToolDefinition;
+export type ToolDefinition = QueryToolDefinition | OperationToolDefinition;
 
 const AGENT = ['agent'] as const;
 const OWNER = ['human', 'owner'] as const;
@@ -63,107 +64,79 @@ const EVERYONE = ['human', 'agent', 'owner'] as const;
 /** A read: no side effect on the gateway's state, the same answer until something else changes it. */
 const READ: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
 
-const NoInput = Type.Object({}, { additionalProperties: false });
-const AgentPage = Type.Composite([Type.Object({ agentId: ResourceId }), PageQuery], { additionalProperties: false });
-
 /** Changes state; the same idempotency key makes a retry return the first answer, so it is idempotent. */
 const WRITE: ToolAnnotations = { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false };
 
-function tool<S extends TSchema>(definition: ReadToolDefinition<S>): ToolDefinition {
-  return definition as unknown as ToolDefinition;
+/** The operation or query a tool runs (its key is its name): its HTTP twin's operationId. */
+export function twinName(tool: ToolDefinition): string {
+  return 'query' in tool ? tool.query : tool.operation;
 }
 
 export const TOOLS: readonly ToolDefinition[] = [
-  tool({
+  {
     name: 'whoami',
     title: 'Who am I',
     description:
-      'Who this credential belongs to. For an agent: its settings (status, allowed services and categories, caps), its balance ' +
-      '(availableUc, heldUc, capturedUc, lapsedUc, grantedUc; microcredits as decimal strings, 1 credit = 1,000,000) and its credit ' +
-      'lots in burn-down order. For a human owner: the owner id and verified email.',
+      'Who this credential belongs to (as GET /v1/me). For an agent: its settings (status, allowed services and categories, caps), its ' +
+      'balance (availableUc, heldUc, capturedUc, lapsedUc, grantedUc, refundedUc; microcredits as decimal strings, 1 credit = 1,000,000) ' +
+      'and its credit lots in burn-down order, after its holds past their deadline are reclaimed. For a human owner: the owner id and verified email.',
     kinds: EVERYONE,
-    input: NoInput,
     annotations: READ,
-    http: { method: 'GET', url: '/v1/me' },
-    async run({ identity, ledger, gateway }, principal) {
-      const base = { kind: principal.kind, credential: principal.credential };
-      if (principal.kind !== 'agent') return { ...base, owner: { id: principal.ownerId!, email: principal.email! } };
-      const agent = await identity.getAgent(principal.ownerId!, principal.agentId!);
-      await ledger.expireDue({ agentId: agent.id });
-      return { ...base, agent, balance: await ledger.balance(gateway.db, agent.id), lots: await ledger.lots(gateway.db, agent.id) };
-    },
-  }),
-  tool({
+    query: 'getMe',
+  },
+  {
     name: 'list_offers',
     title: 'List offers I can buy',
     description:
-      "Active offers of verified merchants in the agent's allowed categories, oldest first (`limit` 1–100, default 20; pass the last " +
-      "offer's id as `startingAfter` for the next page). Mint a voucher for one with its id.",
+      "Active offers of verified merchants in the agent's allowed categories, oldest first (as GET /v1/offers; `limit` 1–100, default " +
+      "20; pass the last offer's id as `startingAfter` for the next page). Mint a voucher for one with its id.",
     kinds: AGENT,
-    input: PageQuery,
     annotations: READ,
-    async run({ identity, offers }, principal, input) {
-      const agent = await identity.getAgent(principal.ownerId!, principal.agentId!);
-      return offers.listSellable(agent.allowedCategories, input.limit ?? 20, input.startingAfter);
-    },
-  }),
-  tool({
+    query: 'listSellableOffers',
+  },
+  {
     name: 'get_hold',
     title: 'Read one of my holds',
     description:
-      'One of the agent\'s holds (a Redemption: amountUc, state held | captured | released | expired, expiresAt, allocations). ' +
-      'Another agent\'s hold is not_found. In live mode holds are read through their merchant (provider_configuration_required), as on HTTP.',
+      'One of the agent\'s holds (a Redemption, as GET /v1/redemptions/{id}: amountUc, state held | captured | released | expired, expiresAt, ' +
+      'allocations, refunds). Another agent\'s hold is not_found. In live mode holds are read through their merchant (provider_configuration_required), as on HTTP.',
     kinds: AGENT,
-    input: IdParams,
     annotations: READ,
-    http: { method: 'GET', url: '/v1/redemptions/:id' },
-    async run({ ledger, gateway }, principal, input) {
-      return ledger.readHold(gateway.db, principal, input.id);
-    },
-  }),
-  tool({
+    query: 'getRedemption',
+  },
+  {
     name: 'get_intent',
     title: 'Read a retained intent',
     description:
-      'A service execution the agent asked for when its credit did not cover the price: the retained request (serviceId, action, input, ' +
-      'agentId), its state (pending until a top-up settles or a retry with the same idempotency key executes it; then executed with its ' +
-      'result and receipt, failed, or cancelled) and its deadline. The intentId comes from the approval_required or link_configuration_required error.',
+      'A service execution the agent asked for when its credit did not cover the price (as GET /v1/intents/{id}): the retained request ' +
+      '(serviceId, action, input, agentId), its state (pending until a top-up settles or a retry with the same idempotency key executes it; ' +
+      'then executed with its result and receipt, failed with its problem, or cancelled) and its deadline. The intentId comes from the ' +
+      'approval_required or link_configuration_required error.',
     kinds: AGENT,
-    input: IdParams,
     annotations: READ,
-    async run({ execute }, principal, input) {
-      return execute.readIntent(principal, input.id);
-    },
-  }),
-  tool({
+    query: 'getIntent',
+  },
+  {
     name: 'list_agents',
     title: 'List my agents',
     description:
-      "The owner's agents, oldest first, with status (active | frozen), allowances and caps (`limit` 1–100, default 20; pass the last " +
-      "agent's id as `startingAfter` for the next page).",
+      "The owner's agents, oldest first, with status (active | frozen), allowances and caps (as GET /v1/owner/agents; `limit` 1–100, " +
+      "default 20; pass the last agent's id as `startingAfter` for the next page).",
     kinds: OWNER,
-    input: PageQuery,
     annotations: READ,
-    http: { method: 'GET', url: '/v1/owner/agents' },
-    async run({ identity }, principal, input) {
-      return identity.listAgents(principal.ownerId!, input.limit ?? 20, input.startingAfter);
-    },
-  }),
-  tool({
+    query: 'listAgents',
+  },
+  {
     name: 'list_agent_holds',
     title: "List an agent's holds",
     description:
-      "The holds (Redemptions) of one of the owner's agents, oldest first (`limit` 1–100, default 20; pass the last hold's id as " +
-      '`startingAfter` for the next page). Another owner\'s agent is not_found.',
+      "The holds (Redemptions) of one of the owner's agents, `agentId`, oldest first (as GET /v1/owner/agents/{agentId}/holds; `limit` 1–100, " +
+      "default 20; pass the last hold's id as `startingAfter` for the next page). Holds past their deadline are reclaimed first. " +
+      "Another owner's agent is not_found.",
     kinds: OWNER,
-    input: AgentPage,
     annotations: READ,
-    async run({ identity, ledger, gateway }, principal, input) {
-      await identity.ownedAgentRow(gateway.db, principal.ownerId!, input.agentId);
-      await ledger.expireDue({ agentId: input.agentId });
-      return ledger.listHolds(gateway.db, input.agentId, input.limit ?? 20, input.startingAfter);
-    },
-  }),
+    query: 'listAgentHolds',
+  },
   {
     name: 'mint_voucher',
     title: 'Mint a voucher for an offer',
@@ -174,7 +147,6 @@ export const TOOLS: readonly ToolDefinition[] = [
       'the same key, and then returns the first answer without a second hold (the same key over HTTP is the same key).',
     kinds: AGENT,
     annotations: WRITE,
-    http: { method: 'POST', url: '/v1/vouchers' },
     operation: 'mintVoucher',
   },
   {
@@ -191,7 +163,6 @@ export const TOOLS: readonly ToolDefinition[] = [
       'key, and then returns the first answer (or the outcome of the retained request) and charges once.',
     kinds: EVERYONE,
     annotations: { ...WRITE, openWorldHint: true },
-    http: { method: 'POST', url: '/v1/services/execute' },
     operation: 'executeService',
   },
   {
@@ -202,7 +173,6 @@ export const TOOLS: readonly ToolDefinition[] = [
       '`caps` (perHoldUc, perPeriodUc over periodS). `idempotencyKey` is required: a retry MUST reuse the same key.',
     kinds: OWNER,
     annotations: WRITE,
-    http: { method: 'POST', url: '/v1/owner/agents' },
     operation: 'registerAgent',
   },
   {
@@ -213,7 +183,6 @@ export const TOOLS: readonly ToolDefinition[] = [
       'allowedCategories, inboxAllowlist, name. Members left out keep their value. `idempotencyKey` is optional; a retry should reuse it.',
     kinds: OWNER,
     annotations: { ...WRITE, destructiveHint: true },
-    http: { method: 'PATCH', url: '/v1/owner/agents/:id' },
     operation: 'updateAgent',
   },
   {
@@ -224,7 +193,6 @@ export const TOOLS: readonly ToolDefinition[] = [
       'unfrozen. Freezing a frozen agent changes nothing. `idempotencyKey` is optional; a retry should reuse it.',
     kinds: OWNER,
     annotations: { ...WRITE, destructiveHint: true },
-    http: { method: 'POST', url: '/v1/owner/agents/:id/freeze' },
     operation: 'freezeAgent',
   },
   {
@@ -233,7 +201,6 @@ export const TOOLS: readonly ToolDefinition[] = [
     description: "Lets one of the owner's frozen agents spend again. `idempotencyKey` is optional; a retry should reuse it.",
     kinds: OWNER,
     annotations: WRITE,
-    http: { method: 'POST', url: '/v1/owner/agents/:id/unfreeze' },
     operation: 'unfreezeAgent',
   },
 ];

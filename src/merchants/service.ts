@@ -262,7 +262,7 @@ export class MerchantService {
       this.gateway.log.warn({ merchantId, reason: error.reason, err: error.message }, 'DNS-over-HTTPS resolver failed during domain verification');
       throw new ApiError('runtime_unavailable', {
         detail: `the DNS resolver could not be asked (${error.reason}); nothing changed, retry shortly`,
-        headers: { 'retry-after': '5' },
+        retryAfterS: 5,
       });
     }
   }

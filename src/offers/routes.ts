@@ -1,33 +1,14 @@
-// HTTP edge of offers: /v1/merchants/{id}/offers.
+// HTTP edge of offers: a merchant's offers (/v1/merchants/{id}/offers) and the offers an agent can buy (/v1/offers).
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
-import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
-import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { Microcredits, PageQuery, UnixSeconds } from '../platform/schemas.ts';
+import { problems } from '../platform/http/openapi.ts';
+import { queryRoute } from '../platform/http/query.ts';
 import { MerchantParams, OfferCreate, OfferParams, OfferPatch, type OfferOperations } from './operations.ts';
-import type { OfferService } from './service.ts';
+import type { OfferQueries } from './queries.ts';
 
-export const OfferSchema = Type.Object(
-  {
-    id: Type.String(),
-    merchantId: Type.String(),
-    name: Type.String(),
-    category: Type.String(),
-    priceUc: Microcredits('the hold a voucher for this offer takes'),
-    active: Type.Boolean(),
-    holdLifetimeS: Type.Integer({ description: 'seconds from minting until an uncaptured hold expires' }),
-    refundWindowS: Type.Integer({ description: 'seconds after capture during which the merchant may refund; 0 = no refunds. A hold keeps the window of its mint.' }),
-    createdAt: UnixSeconds('creation'),
-    updatedAt: UnixSeconds('last change'),
-  },
-  { $id: 'Offer' },
-);
-
-
-export function offerRoutes(offers: OfferService, { createOffer, updateOffer }: OfferOperations) {
-  return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
-    app.addSchema(OfferSchema);
+export function offerRoutes({ createOffer, updateOffer }: OfferOperations, queries: OfferQueries) {
+  return async function routes(app: FastifyInstance): Promise<void> {
     const tags = ['offers'];
     const write = { kinds: ['human', 'owner', 'merchant'], scopes: ['offers:write'] } as const;
     const read = { kinds: ['human', 'owner', 'merchant'], scopes: ['offers:read'] } as const;
@@ -49,30 +30,17 @@ export function offerRoutes(offers: OfferService, { createOffer, updateOffer }: 
         }),
     });
 
-    app.get('/v1/merchants/:id/offers', {
-      config: { auth: read },
-      schema: { operationId: 'listOffers',
+    app.route(queryRoute('GET', '/v1/merchants/:id/offers', queries.listOffers, { auth: read, tags, summary: "List a merchant's offers (oldest first)", errors: [404] }));
+    app.route(queryRoute('GET', '/v1/merchants/:id/offers/:offerId', queries.getOffer, { auth: read, tags, summary: 'Read an offer', errors: [404] }));
+    app.route(
+      queryRoute('GET', '/v1/offers', queries.listSellableOffers, {
+        auth: { kinds: ['agent'] },
         tags,
-        summary: "List a merchant's offers (oldest first)",
-        params: MerchantParams,
-        querystring: PageQuery,
-        response: { 200: Type.Object({ offers: Type.Array(Type.Ref('Offer')), hasMore: Type.Boolean() }), ...problems(404) },
-      },
-      handler: async (request) => {
-        const { id } = request.params as Static<typeof MerchantParams>;
-        const query = request.query as Static<typeof PageQuery>;
-        return offers.list(principalOf(request), id, query.limit ?? 20, query.startingAfter);
-      },
-    });
-
-    app.get('/v1/merchants/:id/offers/:offerId', {
-      config: { auth: read },
-      schema: { operationId: 'getOffer', tags, summary: 'Read an offer', params: OfferParams, response: { 200: Type.Ref('Offer'), ...problems(404) } },
-      handler: async (request) => {
-        const { id, offerId } = request.params as Static<typeof OfferParams>;
-        return offers.get(principalOf(request), id, offerId);
-      },
-    });
+        summary: 'List the offers I (an agent) can buy (oldest first)',
+        description:
+          "Active offers of verified merchants in the agent's allowed categories. Mint a voucher for one with POST /v1/vouchers. MCP's `list_offers` answers the same.",
+      }),
+    );
 
     app.patch('/v1/merchants/:id/offers/:offerId', {
       config: { auth: write, operation: updateOffer },
@@ -87,5 +55,5 @@ export function offerRoutes(offers: OfferService, { createOffer, updateOffer }: 
       handler: (request, reply) =>
         serve(request, reply, updateOffer, { ...(request.body as Static<typeof OfferPatch>), ...(request.params as Static<typeof OfferParams>) }),
     });
-  });
+  };
 }

@@ -8,6 +8,7 @@ import { newId } from '../platform/ids.ts';
 import { REFUND_WINDOW_S_DEFAULT } from '../ledger/service.ts';
 import { formatUc } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
+import type { Page } from '../platform/schemas.ts';
 import { merchantActor, type MerchantFacts, type MerchantService } from '../merchants/service.ts';
 import * as store from './store.ts';
 
@@ -86,15 +87,20 @@ export class OfferService {
     );
   }
 
-  async list(principal: Principal, merchantId: string, limit: number, startingAfter?: string): Promise<{ offers: Offer[]; hasMore: boolean }> {
-    await this.merchantFor(this.gateway.db, principal, merchantId);
-    const page = await pageBySeq<store.OfferRow>(this.gateway.db, 'offers', 'merchant_id', merchantId, { limit, startingAfter });
-    return { offers: page.items.map(toOffer), hasMore: page.hasMore };
+  /** The merchant, if the principal may act for it (its owner, or one of its API keys); else 404. */
+  reach(db: Queryable, principal: Principal, merchantId: string): Promise<MerchantFacts> {
+    return this.merchantFor(db, principal, merchantId);
   }
 
-  async get(principal: Principal, merchantId: string, offerId: string): Promise<Offer> {
-    await this.merchantFor(this.gateway.db, principal, merchantId);
-    const row = await store.findOffer(this.gateway.db, offerId);
+  /** A merchant's offers, oldest first (the caller has reached the merchant). */
+  async list(db: Queryable, merchantId: string, page: Page): Promise<{ offers: Offer[]; hasMore: boolean }> {
+    const found = await pageBySeq<store.OfferRow>(db, 'offers', 'merchant_id', merchantId, page);
+    return { offers: found.items.map(toOffer), hasMore: found.hasMore };
+  }
+
+  /** One of a merchant's offers (the caller has reached the merchant); another merchant's is not found. */
+  async get(db: Queryable, merchantId: string, offerId: string): Promise<Offer> {
+    const row = await store.findOffer(db, offerId);
     if (!row || row.merchant_id !== merchantId) throw new ApiError('not_found', { detail: `no offer ${offerId}` });
     return toOffer(row);
   }
@@ -130,10 +136,10 @@ export class OfferService {
    * The offers an agent may buy: active offers of verified merchants in one of `allowedCategories`
    * (`*` = every category), oldest first.
    */
-  async listSellable(allowedCategories: readonly string[], limit: number, startingAfter?: string): Promise<{ offers: Offer[]; hasMore: boolean }> {
+  async listSellable(db: Queryable, allowedCategories: readonly string[], page: Page): Promise<{ offers: Offer[]; hasMore: boolean }> {
     const categories = allowedCategories.includes('*') ? null : allowedCategories;
-    const rows = await store.listSellableOffers(this.gateway.db, { categories, limit: limit + 1, startingAfter });
-    return { offers: rows.slice(0, limit).map(toOffer), hasMore: rows.length > limit };
+    const rows = await store.listSellableOffers(db, { categories, limit: page.limit + 1, startingAfter: page.startingAfter });
+    return { offers: rows.slice(0, page.limit).map(toOffer), hasMore: rows.length > page.limit };
   }
 
   /** The sellable offers (active, of a verified merchant) among `offerIds`, by id (one statement). */

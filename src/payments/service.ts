@@ -17,6 +17,7 @@
 import { emitEvent } from '../events/outbox.ts';
 import type { ExecuteService, ResumeOutcome } from '../execute/service.ts';
 import type { ApprovalRequest, PaymentApproval, PaymentApprovalProvider } from '../execute/payment-approval.ts';
+import { actsFor, type Actor } from '../agents/acting.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
@@ -136,18 +137,9 @@ export class PaymentsService implements PaymentApprovalProvider {
     return this.deps.provider;
   }
 
-  /**
-   * Which agent is topped up, checked before the Idempotency-Key is claimed: an agent only itself (403
-   * agent_mismatch), an owner only its own agents (403 owner_required, also for unknown ids).
-   */
-  async authorize(caller: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, agentId: string): Promise<{ agentId: string; ownerId: string }> {
-    if (caller.kind === 'agent') {
-      if (agentId !== caller.agentId) throw new ApiError('agent_mismatch', { detail: 'an agent may top up only itself' });
-    }
-    const agent = await this.deps.identity.agentRow(this.gateway.db, agentId);
-    if (!agent || (caller.kind !== 'agent' && agent.owner_id !== caller.ownerId)) {
-      throw new ApiError('owner_required', { detail: 'agentId must name one of your own agents' });
-    }
+  /** Which agent is topped up, checked before the Idempotency-Key is claimed: the acting-for rule (agents/acting.ts). */
+  async authorize(caller: Actor, agentId: string): Promise<{ agentId: string; ownerId: string }> {
+    const agent = await this.deps.identity.actingAgent(this.gateway.db, caller, agentId);
     return { agentId: agent.id, ownerId: agent.owner_id };
   }
 
@@ -224,6 +216,7 @@ export class PaymentsService implements PaymentApprovalProvider {
     const topup = toTopup(row);
     const where = topup.provider === 'local' ? 'approve it' : 'pay at Stripe Checkout';
     return {
+      approvalUrl: topup.approvalUrl,
       payment: { ...topup },
       paymentMethods: [
         { type: 'credits', status: 'insufficient' },
@@ -235,11 +228,11 @@ export class PaymentsService implements PaymentApprovalProvider {
     };
   }
 
-  async get(caller: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, topupId: string): Promise<Topup> {
+  async get(caller: Actor, topupId: string): Promise<Topup> {
     return toTopup(this.readable(caller, await store.findTopup(this.gateway.db, topupId), topupId));
   }
 
-  async list(caller: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, agentId: string | undefined, page: { limit: number; startingAfter?: string }) {
+  async list(caller: Actor, agentId: string | undefined, page: { limit: number; startingAfter?: string }) {
     const target = agentId ?? (caller.kind === 'agent' ? caller.agentId! : undefined);
     if (target === undefined) throw new ApiError('invalid_input', { detail: 'agentId is required with an owner credential' });
     await this.authorize(caller, target);
@@ -248,14 +241,14 @@ export class PaymentsService implements PaymentApprovalProvider {
   }
 
   /** Its agent and that agent's owner may read a top-up; anyone else gets 404 (ids cannot be probed). */
-  private readable(caller: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, row: store.TopupRow | undefined, topupId: string): store.TopupRow {
-    const allowed = row && (caller.kind === 'agent' ? caller.agentId === row.agent_id : caller.ownerId === row.owner_id);
+  private readable(caller: Actor, row: store.TopupRow | undefined, topupId: string): store.TopupRow {
+    const allowed = row && actsFor(caller, { id: row.agent_id, owner_id: row.owner_id });
     if (!row || !allowed) throw new ApiError('not_found', { detail: `no top-up ${topupId}` });
     return row;
   }
 
   /** The owner approves on the local page: settles at once. Approving a settled top-up again answers it as it is. */
-  async approve(tx: Tx, owner: Pick<Principal, 'kind' | 'agentId' | 'ownerId' | 'id'>, topupId: string): Promise<Topup> {
+  async approve(tx: Tx, owner: Actor & Pick<Principal, 'id'>, topupId: string): Promise<Topup> {
     const row = this.readable(owner, await store.findTopup(tx, topupId, true), topupId);
     if (row.provider !== 'local') throw new ApiError('conflict', { detail: `this top-up is paid at Stripe Checkout (${row.checkout_url}), not approved here` });
     if (row.status === 'settled') return toTopup(row);
@@ -264,7 +257,7 @@ export class PaymentsService implements PaymentApprovalProvider {
   }
 
   /** Before declining, outside any transaction: the top-up as its owner sees it; pending, or declined already. */
-  async declinable(owner: Pick<Principal, 'kind' | 'agentId' | 'ownerId'>, topupId: string): Promise<store.TopupRow> {
+  async declinable(owner: Actor, topupId: string): Promise<store.TopupRow> {
     const row = this.readable(owner, await store.findTopup(this.gateway.db, topupId), topupId);
     if (row.status !== 'declined') this.assertPending(row);
     return row;

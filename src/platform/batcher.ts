@@ -85,7 +85,7 @@ export class Batcher<T, R> {
       return Promise.reject(
         new ApiError('overloaded', {
           detail: `the gateway has ${this.queue.length} requests of this kind waiting; retry after the delay`,
-          headers: { 'retry-after': String(this.limits.retryAfterS) },
+          retryAfterS: this.limits.retryAfterS,
         }),
       );
     }

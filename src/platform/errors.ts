@@ -68,13 +68,33 @@ export interface ApiErrorOptions {
   status?: number;
   /** Extra members of the problem body (e.g. `dnsRecord`, `intentId`). */
   extra?: Record<string, unknown>;
-  /** Extra response headers (e.g. `Retry-After`, `WWW-Authenticate`). */
+  /**
+   * Seconds after which a retry may succeed. A fact of the refusal, not of a transport: HTTP renders it as
+   * the `Retry-After` header, MCP as the problem's `retryAfterS` member (a tool result has no headers).
+   */
+  retryAfterS?: number;
+  /**
+   * A page where a human must act before a retry can succeed (approve a top-up, a purchase). Every face
+   * shows `approvalUrl` in the problem; MCP also asks the client to open it (a URL elicitation).
+   */
+  approval?: HumanApproval;
+  /** Extra response headers of the HTTP face (e.g. `WWW-Authenticate`, `Allow`); never `Retry-After`. */
   headers?: Record<string, string>;
+}
+
+/** A page a human must visit, and what to tell them. */
+export interface HumanApproval {
+  url: string;
+  /** Names this approval across retries (the retained intent's id): the MCP elicitation id. */
+  id: string;
+  /** One or two sentences for the human (or the agent to relay). */
+  message: string;
 }
 
 export class ApiError extends Error {
   readonly status: number;
   readonly title: string;
+  readonly retryAfterS: number | undefined;
 
   constructor(
     readonly code: ErrorCode,
@@ -84,6 +104,14 @@ export class ApiError extends Error {
     this.name = 'ApiError';
     this.status = options.status ?? ERROR_CATALOGUE[code].status;
     this.title = ERROR_CATALOGUE[code].title;
+    this.retryAfterS = options.retryAfterS;
+  }
+
+  /** The HTTP response headers of this refusal: its own, and Retry-After from `retryAfterS`. */
+  get httpHeaders(): Record<string, string> {
+    const headers = { ...this.options.headers };
+    if (this.retryAfterS !== undefined) headers['retry-after'] = String(this.retryAfterS);
+    return headers;
   }
 }
 
@@ -124,7 +152,11 @@ export interface ProblemBody {
   [member: string]: unknown;
 }
 
-export function problemBody(baseUrl: string, error: ApiError): ProblemBody {
+/**
+ * The RFC 9457 body of a refusal. A face without headers (MCP) asks for `retryAfterS` as a member; over HTTP
+ * it is the Retry-After header (`ApiError.httpHeaders`).
+ */
+export function problemBody(baseUrl: string, error: ApiError, options: { retryAfterMember?: boolean } = {}): ProblemBody {
   const body: ProblemBody = {
     type: problemType(baseUrl, error.code),
     title: error.title,
@@ -132,5 +164,7 @@ export function problemBody(baseUrl: string, error: ApiError): ProblemBody {
     code: error.code,
   };
   if (error.options.detail) body.detail = error.options.detail;
+  if (options.retryAfterMember && error.retryAfterS !== undefined) body.retryAfterS = error.retryAfterS;
+  if (error.options.approval) body.approvalUrl = error.options.approval.url;
   return { ...body, ...error.options.extra };
 }

@@ -68,7 +68,7 @@ function existingOutcome(row: IdempotencyRow | undefined, requestFingerprint: st
       kind: 'refused',
       error: new ApiError('idempotency_key_in_use', {
         detail: 'the first request with this Idempotency-Key has not finished; retry after the delay',
-        headers: { 'retry-after': String(Math.min(retryAfterS, 5)) },
+        retryAfterS: Math.min(retryAfterS, 5),
       }),
     };
   }

@@ -14,7 +14,7 @@
 import { Type, type TObject, type TProperties, type TSchema } from '@sinclair/typebox';
 import { Batcher, togetherOrAlone, unwrap, type BatchLimits, type Settled } from './batcher.ts';
 import type { Database, Queryable, Tx } from './db/database.ts';
-import { ApiError, type ErrorCode } from './errors.ts';
+import { ApiError, type ErrorCode, type HumanApproval } from './errors.ts';
 import { fingerprint, REPLAY_HEADER, validateIdempotencyKey, type Claim, type IdempotencyStore, type KeyRule, type StoredResponse } from './idempotency.ts';
 import { principalScope, type Principal } from './principal.ts';
 
@@ -148,31 +148,43 @@ export interface RunOutcome<R> {
 }
 
 /** Members of a stored problem that the ApiError rebuilds itself. */
-const PROBLEM_OWN_MEMBERS = new Set(['code', 'detail']);
+const PROBLEM_OWN_MEMBERS = new Set(['code', 'detail', 'retryAfterS', 'approval']);
 
 function storedResult(result: unknown): StoredResponse {
   return { status: 200, body: result, headers: {} };
 }
 
 function storedError(error: ApiError): StoredResponse {
-  return {
-    status: error.status,
-    body: { code: error.code, detail: error.options.detail, ...error.options.extra },
-    headers: error.options.headers ?? {},
-  };
+  const body: Record<string, unknown> = { code: error.code, detail: error.options.detail, ...error.options.extra };
+  if (error.retryAfterS !== undefined) body.retryAfterS = error.retryAfterS;
+  if (error.options.approval) body.approval = error.options.approval;
+  return { status: error.status, body, headers: error.options.headers ?? {} };
+}
+
+/**
+ * The ApiError a stored business error was (for a replay, or a record that shows an outcome, such as a
+ * failed intent). Answers stored before `retryAfterS` was a field kept it as a `retry-after` header.
+ */
+export function storedApiError(stored: StoredResponse): ApiError {
+  const body = (stored.body ?? {}) as Record<string, unknown>;
+  const { 'retry-after': legacyRetryAfter, ...headers } = stored.headers ?? {};
+  const extra = Object.fromEntries(Object.entries(body).filter(([member]) => !PROBLEM_OWN_MEMBERS.has(member)));
+  const retryAfterS = typeof body.retryAfterS === 'number' ? body.retryAfterS : legacyRetryAfter === undefined ? undefined : Number(legacyRetryAfter);
+  return new ApiError(body.code as ErrorCode, {
+    detail: typeof body.detail === 'string' ? body.detail : undefined,
+    status: stored.status,
+    extra: Object.keys(extra).length > 0 ? extra : undefined,
+    retryAfterS,
+    approval: body.approval as HumanApproval | undefined,
+    headers,
+  });
 }
 
 /** A stored outcome: the result, or the stored business error re-thrown, marked as a replay. */
 function replay<R>(stored: StoredResponse): RunOutcome<R> {
   if (stored.status < 400) return { result: stored.body as R, replayed: true };
-  const body = (stored.body ?? {}) as Record<string, unknown>;
-  const extra = Object.fromEntries(Object.entries(body).filter(([member]) => !PROBLEM_OWN_MEMBERS.has(member)));
-  throw new ApiError(body.code as ErrorCode, {
-    detail: typeof body.detail === 'string' ? body.detail : undefined,
-    status: stored.status,
-    extra: Object.keys(extra).length > 0 ? extra : undefined,
-    headers: { ...stored.headers, [REPLAY_HEADER]: 'true' },
-  });
+  const error = storedApiError(stored);
+  throw new ApiError(error.code, { ...error.options, headers: { ...error.options.headers, [REPLAY_HEADER]: 'true' } });
 }
 
 function isBusinessError(error: unknown): error is ApiError {

@@ -18,9 +18,19 @@ export const MerchantIdParams = Type.Object({ id: idOf('merchant (mer_…)') });
 export const RedemptionIdParams = Type.Object({ id: idOf('redemption: the hold (hold_…)') });
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
+/** Every list's page size unless the request says otherwise; the query runner applies it (PageQuery's default). */
+export const PAGE_LIMIT_DEFAULT = 20;
+export const PAGE_LIMIT_MAX = 100;
+
+/** A page request as a query's read sees it: the runner has applied the default limit. */
+export interface Page {
+  limit: number;
+  startingAfter?: string;
+}
+
 export const PageQuery = Type.Object(
   {
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'page size, 1–100' })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: PAGE_LIMIT_MAX, default: PAGE_LIMIT_DEFAULT, description: `page size, 1–${PAGE_LIMIT_MAX}` })),
     startingAfter: Type.Optional(Type.String({ maxLength: 200, description: 'id of the last item of the previous page' })),
   },
   { additionalProperties: false },

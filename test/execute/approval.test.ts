@@ -17,6 +17,7 @@ class FakeApprovals implements PaymentApprovalProvider {
     this.requests.push(request);
     if (this.failing) throw new Error('provider down');
     return {
+      approvalUrl: `https://pay.example/approve/${request.intentId}`,
       payment: { id: `top_${request.intentId}`, status: 'pending', amountUsdCents: 50, approvalUrl: `https://pay.example/approve/${request.intentId}` },
       paymentMethods: [{ type: 'link', status: 'pending' }],
       instructions: 'Ask your owner to open the approval URL; retry with the same Idempotency-Key once it is approved.',

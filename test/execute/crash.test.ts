@@ -73,8 +73,10 @@ async function call(gateway: GatewayProcess, method: string, route: string, toke
   return { status: res.status, body: (await res.json()) as Record<string, any> };
 }
 
+/** What this test follows of the agent's balance (GET /v1/me shows all of it). */
 async function balance(gateway: GatewayProcess, agentToken: string): Promise<{ availableUc: string; heldUc: string }> {
-  return (await call(gateway, 'GET', '/v1/me', agentToken)).body.balance;
+  const { availableUc, heldUc } = (await call(gateway, 'GET', '/v1/me', agentToken)).body.balance;
+  return { availableUc, heldUc };
 }
 
 async function until<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs: number): Promise<T> {

@@ -1,14 +1,16 @@
-// A tool and the HTTP route of the same operation take the same input: the tool's schema (minus its
-// idempotencyKey) has exactly the members of the route's path parameters, query and body, each with the
-// same schema. This fails as soon as one face's definition changes without the other.
+// A tool and the HTTP route of the same operation or query (the route whose operationId is its name) take
+// the same input: the tool's schema (minus its idempotencyKey) has exactly the members of the route's path
+// parameters, query and body, each with the same schema. A read tool's output schema is its route's 200
+// schema. This fails as soon as one face's definition changes without the other.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TOOLS } from '../../src/mcp/tools.ts';
+import { TOOLS, twinName } from '../../src/mcp/tools.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { rawModern } from './helpers.ts';
 
 let world: World;
 let openapi: any;
 const advertised = new Map<string, any>();
+const advertisedOutput = new Map<string, any>();
 
 /**
  * Without documentation-only keywords, keys sorted, so two equal schemas print the same; `const: x` as
@@ -27,11 +29,25 @@ function resolve(schema: any): any {
   return ref ? resolve(openapi.components.schemas[ref.replace('#/components/schemas/', '')]) : schema;
 }
 
+/** `schema` with every reference resolved, all the way down (the tools inline what the document names). */
+function resolvedDeep(schema: any): any {
+  if (Array.isArray(schema)) return schema.map(resolvedDeep);
+  if (schema === null || typeof schema !== 'object') return schema;
+  if (typeof schema.$ref === 'string') return resolvedDeep(resolve(schema));
+  return Object.fromEntries(Object.entries(schema).map(([name, value]) => [name, resolvedDeep(value)]));
+}
+
+/** The route whose operationId is `name`: the HTTP twin of a tool. */
+function routeNamed(name: string): any {
+  for (const methods of Object.values<any>(openapi.paths)) {
+    for (const operation of Object.values<any>(methods)) if (operation?.operationId === name) return operation;
+  }
+  throw new Error(`no route with operationId ${name} in /openapi.json`);
+}
+
 /** The route's whole input as one object schema: path and query parameters plus body members. */
-function routeInput(method: string, url: string): { properties: Record<string, unknown>; required: string[] } {
-  const path = url.replace(/:(\w+)/g, '{$1}');
-  const operation = openapi.paths[path]?.[method.toLowerCase()];
-  if (!operation) throw new Error(`no ${method} ${path} in /openapi.json`);
+function routeInput(name: string): { properties: Record<string, unknown>; required: string[] } {
+  const operation = routeNamed(name);
   const properties: Record<string, unknown> = {};
   const required: string[] = [];
   for (const parameter of operation.parameters ?? []) {
@@ -51,7 +67,10 @@ beforeAll(async () => {
   const agent = await world.createAgent('drift@example.com', 'drift-agent');
   const agentToken = await world.accessToken({ sub: agent.id, scope: 'svc:agent' }, `${world.url}/mcp`);
   for (const token of [agentToken, agent.ownerToken]) {
-    for (const tool of (await rawModern(world.url, 'tools/list', {}, { token })).body.result.tools) advertised.set(tool.name, tool.inputSchema);
+    for (const tool of (await rawModern(world.url, 'tools/list', {}, { token })).body.result.tools) {
+      advertised.set(tool.name, tool.inputSchema);
+      advertisedOutput.set(tool.name, tool.outputSchema);
+    }
   }
 });
 
@@ -64,16 +83,26 @@ describe('tool input schemas match their HTTP routes', () => {
     expect([...advertised.keys()].sort()).toEqual(TOOLS.map((tool) => tool.name).sort());
   });
 
-  for (const tool of TOOLS.filter((t) => t.http)) {
-    it(`${tool.name} ↔ ${tool.http!.method} ${tool.http!.url}`, () => {
+  for (const tool of TOOLS) {
+    it(`${tool.name} ↔ ${twinName(tool)}`, () => {
       const { idempotencyKey: _key, ...toolProperties } = advertised.get(tool.name).properties ?? {};
       const toolRequired = ((advertised.get(tool.name).required ?? []) as string[]).filter((name) => name !== 'idempotencyKey');
-      const route = routeInput(tool.http!.method, tool.http!.url);
+      const route = routeInput(twinName(tool));
       expect(Object.keys(toolProperties).sort()).toEqual(Object.keys(route.properties).sort());
       expect(toolRequired.sort()).toEqual(route.required.sort());
       for (const [name, schema] of Object.entries(route.properties)) {
         expect(normalised(toolProperties[name]), `${tool.name}.${name}`).toEqual(normalised(schema));
       }
+    });
+  }
+});
+
+describe('read tools declare their HTTP route\'s answer as their output schema', () => {
+  for (const tool of TOOLS.filter((t) => 'query' in t)) {
+    it(`${tool.name} → ${twinName(tool)} 200`, () => {
+      const answer = routeNamed(twinName(tool)).responses['200'].content['application/json'].schema;
+      expect(advertisedOutput.get(tool.name), `${tool.name} has an outputSchema`).toBeDefined();
+      expect(normalised(advertisedOutput.get(tool.name))).toEqual(normalised(resolvedDeep(answer)));
     });
   }
 });

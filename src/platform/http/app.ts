@@ -8,6 +8,8 @@ import SerializerCompiler from '@fastify/fast-json-stringify-compiler';
 import FindMyWay from 'find-my-way';
 import type { Gateway } from '../gateway.ts';
 import type { OperationDescription } from '../operations.ts';
+import type { QueryDescription } from '../queries.ts';
+import type { TSchema } from '@sinclair/typebox';
 import type { Principal } from '../principal.ts';
 import { PATH_PARAMETER_LENGTH_MAX, renderClientError, renderError } from './render-error.ts';
 import { installTextGuard } from './text-guard.ts';
@@ -33,6 +35,8 @@ declare module 'fastify' {
     auth?: AuthRequirement;
     /** The operation the route is a face of: its name is the operationId, its idempotency rule is documented. */
     operation?: OperationDescription;
+    /** The query the route is a face of (a read): its name is the operationId. */
+    query?: QueryDescription;
     /** The route's 201 answers a Location header naming the created resource (documented with the operation). */
     location?: boolean;
   }
@@ -61,6 +65,8 @@ export interface AppOptions {
   /** Feature plugins, registered in order after the platform. */
   features: FastifyPluginAsync[];
   authenticator: Authenticator;
+  /** The resources' schemas (`$id` each), registered once at the root so every route and face refers to them by name. */
+  schemas?: readonly TSchema[];
 }
 
 export async function buildApp(gateway: Gateway, options: AppOptions): Promise<FastifyInstance> {
@@ -120,7 +126,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     if (!decision.allowed) {
       throw new ApiError('rate_limited', {
         detail: `more than ${decision.limit} requests from this address in ${gateway.config.rateLimit.windowS} s`,
-        headers: { 'retry-after': String(decision.retryAfterS) },
+        retryAfterS: decision.retryAfterS,
       });
     }
   });
@@ -156,6 +162,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   installTextGuard(app);
   installAuth(app, options.authenticator);
   registerSharedSchemas(app);
+  for (const schema of options.schemas ?? []) app.addSchema(schema);
   await app.register(swagger, openApiOptions(gateway.config));
   for (const feature of options.features) await app.register(feature);
   return app;

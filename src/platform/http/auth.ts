@@ -59,7 +59,7 @@ export function installAuth(app: FastifyInstance, authenticator: Authenticator):
     if (!decision.allowed) {
       throw new ApiError('rate_limited', {
         detail: `more than ${decision.limit} requests by this credential in ${config.rateLimit.windowS} s`,
-        headers: { 'retry-after': String(decision.retryAfterS) },
+        retryAfterS: decision.retryAfterS,
       });
     }
     request.principal = principal;

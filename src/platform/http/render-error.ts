@@ -64,7 +64,7 @@ export function toApiError(error: FastifyError): ApiError {
   if (isStorageUnavailable(error)) {
     return new ApiError('storage_unavailable', {
       detail: 'the database is unavailable or did not answer in time; retry shortly',
-      headers: { 'retry-after': String(STORAGE_RETRY_AFTER_S) },
+      retryAfterS: STORAGE_RETRY_AFTER_S,
     });
   }
   return new ApiError('internal_error', { detail: 'an unexpected error occurred; it has been logged with this request id' });
@@ -82,7 +82,7 @@ export function toOAuthError(error: FastifyError): OAuthError {
   const api = toApiError(error);
   const code = OAUTH_CODE_FOR[api.code] ?? 'invalid_request';
   const status = code === 'temporarily_unavailable' ? (api.status === 429 ? 429 : 503) : api.status === 401 ? 401 : 400;
-  return new OAuthError(api.status === 415 ? 415 : status, code, api.message, api.options.headers);
+  return new OAuthError(api.status === 415 ? 415 : status, code, api.message, api.httpHeaders);
 }
 
 export function renderError(app: FastifyInstance, error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
@@ -100,7 +100,7 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
   request.failure = failureLine(error, api, api.status);
   return reply
     .code(api.status)
-    .headers(api.options.headers ?? {})
+    .headers(api.httpHeaders)
     .type('application/problem+json')
     .send(problemBody(app.gateway.config.baseUrl, api));
 }

@@ -1,0 +1,91 @@
+// Execute's resources as every face shows them, registered once by the composition root: the result and
+// the approval refusal of an execution, a retained intent and its status, a mail connector, and each
+// catalogue action's input schema (its `$id` is what the execute body refers to).
+import { Type, type TSchema } from '@sinclair/typebox';
+import { Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
+import { CATALOGUE } from './operations.ts';
+import { APPROVAL_STATE_PENDING, EXECUTE_STATE_SUCCEEDED, PAYMENT_METHOD_CREDITS } from './service.ts';
+
+export const ExecuteResultSchema = Type.Object(
+  {
+    state: Type.Literal(EXECUTE_STATE_SUCCEEDED),
+    executionId: Type.String(),
+    result: Type.Object({}, { additionalProperties: true, description: "the action's result (see each action's description)" }),
+    receipt: Type.Ref('Redemption'),
+    priceUc: Microcredits('what was captured'),
+    priceUsd: Type.String({ description: 'the same price in US dollars, e.g. "0.01"' }),
+    paymentMethod: Type.Literal(PAYMENT_METHOD_CREDITS, { description: "paid from the agent's prepaid credit" }),
+  },
+  { $id: 'ExecuteResult' },
+);
+
+export const IntentSchema = Type.Object(
+  {
+    serviceId: Type.String(),
+    action: Type.String(),
+    input: Type.Object({}, { additionalProperties: true }),
+    agentId: Type.String(),
+  },
+  { $id: 'ServiceIntent', description: 'the retained execute request (the spec\'s Service intent)' },
+);
+
+export const ApprovalRequiredSchema = Type.Object(
+  {
+    type: Type.String(),
+    title: Type.String(),
+    status: Type.Integer(),
+    code: Type.Literal('approval_required'),
+    detail: Type.Optional(Type.String()),
+    state: Type.Literal(APPROVAL_STATE_PENDING),
+    intentId: Type.String(),
+    intent: Type.Ref('ServiceIntent'),
+    priceUc: Microcredits('the price the credit did not cover'),
+    payment: Type.Object({}, { additionalProperties: true, description: "the provider's pending payment" }),
+    paymentMethods: Type.Array(Type.Object({ type: Type.String(), status: Type.String() })),
+    instructions: Type.String(),
+    charged: Type.Literal(false),
+  },
+  { $id: 'ApprovalRequired', additionalProperties: true, description: 'Problem body of 402 approval_required' },
+);
+
+export const MailConnectorSchema = Type.Object(
+  {
+    agentId: Type.String(),
+    host: Type.String(),
+    port: Type.Integer(),
+    tls: Type.String({ enum: ['implicit', 'starttls', 'none'] }),
+    username: Type.String(),
+    ca: Type.Union([Type.String(), Type.Null()], { description: 'PEM of the CA trusted for this server, or null for the public roots' }),
+    inboxAllowlist: Type.Array(Type.String(), { description: "the agent's inboxAllowlist (set it with PATCH /v1/owner/agents/{id})" }),
+    createdAt: UnixSeconds('creation'),
+    updatedAt: UnixSeconds('last change'),
+  },
+  { $id: 'MailConnector', description: "an agent's IMAP account; the password is never returned" },
+);
+
+export const IntentViewSchema = Type.Object(
+  {
+    id: Type.String(),
+    state: Type.String({
+      enum: ['pending', 'executed', 'failed', 'cancelled'],
+      description: 'pending (waiting for credit) → executed (ran, charged once) | failed (ran, failed definitively, not charged) | cancelled (its top-up was declined, expired or failed; not charged)',
+    }),
+    agentId: Type.String(),
+    intent: Type.Ref('ServiceIntent'),
+    priceUc: Microcredits('the price of the execution'),
+    executionId: Nullable(Type.String()),
+    cancellationReason: Nullable(Type.String({ enum: ['topup_declined', 'topup_expired', 'topup_failed'] })),
+    result: Nullable(Type.Object({}, { additionalProperties: true, description: "the action's result while the execute answer is retained (24 h by default)" })),
+    receipt: Nullable(Type.Ref('Redemption')),
+    error: Nullable(Type.Object({}, { additionalProperties: true, description: 'the problem body of a failed intent, while retained' })),
+    createdAt: UnixSeconds('creation'),
+    updatedAt: UnixSeconds('last change'),
+    expiresAt: UnixSeconds('a pending intent is dropped at'),
+  },
+  { $id: 'IntentStatus', description: 'A retained intent and its outcome' },
+);
+
+/** Each catalogue action's input, named as the execute body's `$ref`s name it. */
+export const ACTION_INPUT_SCHEMAS: TSchema[] = CATALOGUE.map(({ definition, schemaId }) => ({ ...(definition.input as TSchema), $id: schemaId, description: definition.description }));
+
+export const EXECUTE_SCHEMAS: TSchema[] = [ExecuteResultSchema, IntentSchema, ApprovalRequiredSchema, MailConnectorSchema, IntentViewSchema, ...ACTION_INPUT_SCHEMAS];

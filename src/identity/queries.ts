@@ -1,0 +1,53 @@
+// Who the credential belongs to (GET /v1/me, MCP `whoami`): one query, so both faces answer the same. For an
+// agent: its settings, its balance and its lots, read after its holds past their deadline are reclaimed.
+import { Type } from '@sinclair/typebox';
+import { toAgent, type Agent, type AgentService } from '../agents/service.ts';
+import type { Balance, LedgerService, Lot } from '../ledger/service.ts';
+import type { Query } from '../platform/queries.ts';
+
+export interface Me {
+  kind: string;
+  credential: string;
+  owner?: { id: string; email: string };
+  agent?: Agent;
+  balance?: Balance;
+  lots?: Lot[];
+  merchant?: { merchantId: string; keyId: string; scopes: string[] };
+}
+
+export const MeSchema = Type.Object(
+  {
+    kind: Type.String({ enum: ['human', 'agent', 'owner', 'merchant'] }),
+    credential: Type.String({ description: 'human_session, agent_identity, oauth or api_key' }),
+    owner: Type.Optional(Type.Object({ id: Type.String(), email: Type.String() }, { description: 'a human session or owner token: the owner' })),
+    agent: Type.Optional(Type.Ref('Agent')),
+    balance: Type.Optional(Type.Ref('Balance')),
+    lots: Type.Optional(Type.Array(Type.Ref('Lot'), { description: "the agent's credit lots, in burn-down order" })),
+    merchant: Type.Optional(Type.Object({ merchantId: Type.String(), keyId: Type.String(), scopes: Type.Array(Type.String()) })),
+  },
+  { $id: 'Me' },
+);
+
+export interface IdentityQueries {
+  getMe: Query<Record<string, never>, Me>;
+}
+
+export function identityQueries(agents: AgentService, ledger: LedgerService): IdentityQueries {
+  return {
+    getMe: {
+      name: 'getMe',
+      input: Type.Object({}, { additionalProperties: false }),
+      output: Type.Ref('Me'),
+      settle: async ({ principal }) => {
+        if (principal.kind === 'agent') await ledger.expireDue({ agentId: principal.agentId! });
+      },
+      read: async (db, { principal }) => {
+        const base = { kind: principal.kind, credential: principal.credential };
+        if (principal.kind === 'merchant') return { ...base, merchant: { merchantId: principal.merchantId!, keyId: principal.apiKeyId!, scopes: [...principal.scopes] } };
+        if (principal.kind !== 'agent') return { ...base, owner: { id: principal.ownerId!, email: principal.email! } };
+        const agent = await agents.agentFor(db, principal, principal.agentId!);
+        return { ...base, agent: toAgent(agent), balance: await ledger.balance(db, agent.id), lots: await ledger.lots(db, agent.id) };
+      },
+    },
+  };
+}
