@@ -1,5 +1,4 @@
 // The composition root: builds each feature's service once, then serves the features in order.
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { docsRoutes } from './docs/routes.ts';
@@ -33,6 +32,7 @@ import type { DohOptions } from './merchants/doh.ts';
 import { merchantOperations } from './merchants/operations.ts';
 import { merchantRoutes } from './merchants/routes.ts';
 import { MerchantService } from './merchants/service.ts';
+import { revokedAccessTokenIds } from './oauth/access-tokens.ts';
 import { oauthRoutes } from './oauth/routes.ts';
 import { acceptedOperatorHash } from './operator/credential.ts';
 import { operatorRoutes } from './operator/routes.ts';
@@ -61,13 +61,14 @@ import { VoucherService } from './vouchers/service.ts';
 import { ConfigError } from './platform/config.ts';
 import type { Gateway } from './platform/gateway.ts';
 import { buildApp } from './platform/http/app.ts';
+import { newSecret } from './platform/ids.ts';
 import { generateSecretBoxKey, parseSecretBoxKey, type SecretBoxKey } from './platform/secret-box.ts';
 
 /** The merchant API key pepper: configured, or in dev mode generated once and shared through the database. */
 async function apiKeyPepper(gateway: Gateway): Promise<string | undefined> {
   if (gateway.config.apiKeyPepper) return gateway.config.apiKeyPepper;
   if (gateway.config.mode !== 'dev') return undefined;
-  return ensureRuntimeSecret(gateway.db, 'api_key_pepper', randomBytes(32).toString('base64url'), gateway.clock.nowS());
+  return ensureRuntimeSecret(gateway.db, 'api_key_pepper', newSecret(), gateway.clock.nowS());
 }
 
 /**
@@ -144,7 +145,7 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
     devZoneCleartext: config.mode === 'dev' && config.doh.devZone,
   };
   const merchants = new MerchantService(gateway, { webhooks, apiKeyPepper: pepper, doh });
-  const verifier = new CredentialVerifier(gateway, providers, pepper, merchants, identity);
+  const verifier = new CredentialVerifier(gateway, providers, pepper, merchants, identity, { revokedAccessTokenIds });
   const offers = new OfferService(gateway, merchants);
   const vouchers = new VoucherService(gateway, ledger, offers);
   const webhookWorker = new WebhookWorker({

@@ -1,7 +1,7 @@
 // One signed webhook delivery attempt (Standard Webhooks v1: webhook-id, webhook-timestamp,
 // webhook-signature = v1,<base64 HMAC-SHA256 of "id.timestamp.body">). Retrying, persistence and
 // dead-lettering belong to the caller; this file only says what the schedule is and how one attempt went.
-import { randomBytes } from 'node:crypto';
+import { newSecret } from '../platform/ids.ts';
 import { performance } from 'node:perf_hooks';
 import { Webhook } from 'standardwebhooks';
 import type { Clock } from '../platform/clock.ts';
@@ -27,7 +27,7 @@ export function nextAttemptDelayS(attemptsMade: number): number | null {
 
 /** A per-endpoint signing secret in the Standard Webhooks format: whsec_ + base64 of 32 random bytes. */
 export function newWebhookSecret(): string {
-  return `${SECRET_PREFIX}${randomBytes(SECRET_BYTES).toString('base64')}`;
+  return newSecret(SECRET_PREFIX, { bytes: SECRET_BYTES, encoding: 'base64' });
 }
 
 export interface WebhookDelivery {

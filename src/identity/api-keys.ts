@@ -1,8 +1,8 @@
 // Merchant API keys: `acg_mk_<keyId>_<secret>`. The key id is public (it names the key in lists and
 // logs); only an HMAC-SHA-256 of the secret under the gateway's pepper is stored, and it is compared
 // in constant time. A database dump alone therefore cannot be used to test guessed keys.
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { randomBase32 } from '../platform/ids.ts';
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { newSecret, randomBase32 } from '../platform/ids.ts';
 
 export const API_KEY_PREFIX = 'acg_mk_';
 const API_KEY_PATTERN = /^acg_mk_([a-z2-7]{26})_([A-Za-z0-9_-]{43})$/;
@@ -45,6 +45,6 @@ export function secretMatches(pepper: string, secret: string, storedHash: string
 
 export function newApiKey(pepper: string): { keyId: string; plaintext: string; secretHash: string } {
   const idPart = randomBase32(16);
-  const secret = randomBytes(32).toString('base64url');
+  const secret = newSecret();
   return { keyId: `mk_${idPart}`, plaintext: `${API_KEY_PREFIX}${idPart}_${secret}`, secretHash: hashApiKeySecret(pepper, secret) };
 }

@@ -18,7 +18,7 @@ import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { ReadCoalescer } from '../platform/read-coalescer.ts';
-import { ACCESS_TOKEN_TYP, revokedAccessTokenIds, resourceMetadataUrl, resourceUri, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../oauth/access-tokens.ts';
+import { ACCESS_TOKEN_TYP, resourceMetadataUrl, resourceUri, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../platform/access-tokens.ts';
 import type { Principal } from '../platform/principal.ts';
 import { parseApiKey, secretMatches, API_KEY_PREFIX } from './api-keys.ts';
 import { EXTERNAL_ALGORITHMS, type IdentityProvider, type IdentityProviderKind } from './issuers.ts';
@@ -56,6 +56,11 @@ export interface CredentialAgent {
 }
 
 /** Where the verifier reads agents: agent management, which owns them. */
+/** The authorization server's deny-list of our access tokens (revoked when their code was replayed). */
+export interface AccessTokenRevocations {
+  revokedAccessTokenIds(db: Queryable, jtis: readonly string[]): Promise<string[]>;
+}
+
 export interface AgentLookup {
   agentRows(db: Queryable, agentIds: readonly string[]): Promise<CredentialAgent[]>;
   agentsByIdentity(db: Queryable, identities: ReadonlyArray<{ issuer: string; subject: string }>): Promise<Array<CredentialAgent & AgentIdentity>>;
@@ -94,6 +99,7 @@ export class CredentialVerifier {
     private readonly apiKeyPepper: string | undefined,
     private readonly apiKeys: ApiKeyLookup,
     private readonly agents: AgentLookup,
+    private readonly revocations: AccessTokenRevocations,
   ) {
     this.verified = new VerifiedTokens(gateway.clock);
     const counter = gateway.metrics.tokenVerifications;
@@ -110,7 +116,7 @@ export class CredentialVerifier {
         limits,
       ),
       apiKey: new ReadCoalescer(async (ids) => new Map((await apiKeys.apiKeysForVerification(ids)).map((row) => [row.id, row])), (id) => id, limits),
-      revoked: new ReadCoalescer(async (jtis) => new Map((await revokedAccessTokenIds(db, jtis)).map((jti) => [jti, true as const])), (jti) => jti, limits),
+      revoked: new ReadCoalescer(async (jtis) => new Map((await revocations.revokedAccessTokenIds(db, jtis)).map((jti) => [jti, true as const])), (jti) => jti, limits),
     };
   }
 

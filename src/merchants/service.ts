@@ -1,7 +1,6 @@
 // Merchants: registration, settings, DNS TXT proof of the domain over DNS-over-HTTPS, scoped API keys, and
 // the webhook configuration and deliveries (through the events feature). An owner reaches only its own
 // merchants and an API key only its own merchant; anything else is "not found", so ids cannot be probed.
-import { randomBytes } from 'node:crypto';
 import { emitEvent } from '../events/outbox.ts';
 import type { Delivery, WebhookConfiguration, WebhookService } from '../events/service.ts';
 import { newApiKey, API_KEY_SCOPES } from '../identity/api-keys.ts';
@@ -10,7 +9,7 @@ import { pageBySeq } from '../platform/db/paging.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { Principal } from '../platform/principal.ts';
-import { newId } from '../platform/ids.ts';
+import { newId, newSecret } from '../platform/ids.ts';
 import { hasTxtValue, ResolverError, type DohOptions } from './doh.ts';
 import * as store from './store.ts';
 import { normaliseDomain, validateWebhookUrl } from './validation.ts';
@@ -197,7 +196,7 @@ export class MerchantService {
       domain: domain.domain,
       categories: uniqueCategories(input.categories),
       // 256 random bits: nobody can publish the value before we hand it out.
-      verification_challenge: `${CHALLENGE_PREFIX}${randomBytes(32).toString('base64url')}`,
+      verification_challenge: newSecret(CHALLENGE_PREFIX),
       verified: false,
       accepted_payment_methods: [...ACCEPTED_PAYMENT_METHODS],
       created_at_s: nowS,

@@ -9,7 +9,7 @@ import { hashSecret, newBrowserSecret } from './browser-binding.ts';
 import { AUTHORIZATION_REQUEST_LIFETIME_S, PENDING_AUTHORIZATION_REQUESTS_MAX, STATE_LENGTH_MAX } from './limits.ts';
 import { CODE_CHALLENGE_METHOD, CODE_CHALLENGE_PATTERN } from './pkce.ts';
 import { matchRedirectUri } from './redirect-uris.ts';
-import { isOurResource } from './access-tokens.ts';
+import { isOurResource } from '../platform/access-tokens.ts';
 import { parseScope } from './scopes.ts';
 import * as store from './store.ts';
 

@@ -4,7 +4,8 @@
 //     request started in that browser (a leaked consent URL cannot be completed in another browser);
 //   - a page token, HMAC-SHA-256(secret, requestId), embedded in the consent page and required by
 //     POST /oauth/select in the X-Consent-Token header (only our page, read in that browser, has it).
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { newSecret } from '../platform/ids.ts';
 import { BROWSER_COOKIE_LIFETIME_S } from './limits.ts';
 
 const SECRET_PATTERN = /^[A-Za-z0-9_-]{43}$/;
@@ -26,7 +27,7 @@ export function readBrowserSecret(cookieHeader: string | undefined, baseUrl: str
 }
 
 export function newBrowserSecret(): string {
-  return randomBytes(32).toString('base64url');
+  return newSecret();
 }
 
 export function setCookieHeader(baseUrl: string, secret: string): string {

@@ -12,4 +12,4 @@ export const unsupportedGrantType = (description: string) => new OAuthError(400,
 export const accessDenied = (description: string) => new OAuthError(403, 'access_denied', description);
 export const unsupportedMediaType = (expected: string) => new OAuthError(415, 'invalid_request', `send the body as ${expected}`);
 export const temporarilyUnavailable = (status: 429 | 503, description: string, retryAfterS?: number) =>
-  new OAuthError(status, 'temporarily_unavailable', description, retryAfterS === undefined ? {} : { 'retry-after': String(retryAfterS) });
+  new OAuthError(status, 'temporarily_unavailable', description, retryAfterS);

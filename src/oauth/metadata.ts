@@ -1,7 +1,7 @@
 // Discovery documents: RFC 8414 authorization server metadata (also served at the OpenID
 // configuration path MCP clients probe) and RFC 9728 protected resource metadata for the API and /mcp.
 // The issuer is the base URL exactly, with no trailing slash: strict clients compare it by string.
-import { ourResources, type Resource } from './access-tokens.ts';
+import { ourResources, type Resource } from '../platform/access-tokens.ts';
 import { SCOPES } from './scopes.ts';
 
 export function authorizationServerMetadata(baseUrl: string) {

@@ -2,38 +2,8 @@
 // sign in, allow) and the error page for requests that cannot be sent back to the client. Every value
 // is HTML-escaped; client_name is attacker-controlled (RFC 7591 §5). The only script is inline and
 // runs under a per-response CSP nonce.
-import { randomBytes } from 'node:crypto';
+import { escapeHtml } from '../platform/http/pages.ts';
 import type { IdentityProviderChoice } from './scopes.ts';
-
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
-
-export function newNonce(): string {
-  return randomBytes(16).toString('base64');
-}
-
-/** Headers for every page of the flow: no framing (clickjacking), no referrer (code and requestId stay private). */
-export function pageHeaders(nonce: string): Record<string, string> {
-  return {
-    'content-type': 'text/html; charset=utf-8',
-    'content-security-policy': [
-      "default-src 'none'",
-      `script-src 'nonce-${nonce}'`,
-      `style-src 'nonce-${nonce}'`,
-      "connect-src 'self'",
-      "img-src 'self'",
-      "form-action 'none'",
-      "base-uri 'none'",
-      "frame-ancestors 'none'",
-    ].join('; '),
-    'x-frame-options': 'DENY',
-    'referrer-policy': 'no-referrer',
-    'x-content-type-options': 'nosniff',
-    'cache-control': 'no-store',
-    pragma: 'no-cache',
-  };
-}
 
 const STYLE = `body{font-family:system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1f2328}
 main{max-width:34rem;margin:3rem auto;background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:1.5rem 2rem}

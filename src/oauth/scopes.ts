@@ -1,6 +1,6 @@
 // The two scopes we issue and which identity provider grants each: the human owner provider gives an
 // owner token (O, svc:owner); the agent provider gives an agent token (A, svc:agent).
-import { SCOPE_AGENT, SCOPE_OWNER } from './access-tokens.ts';
+import { SCOPE_AGENT, SCOPE_OWNER } from '../platform/access-tokens.ts';
 
 export const SCOPES = [SCOPE_AGENT, SCOPE_OWNER] as const;
 export type Scope = (typeof SCOPES)[number];

@@ -21,7 +21,7 @@ import { newId } from '../platform/ids.ts';
 import { invalidClient, invalidGrant, invalidRequest, invalidTarget, temporarilyUnavailable, unsupportedGrantType } from './errors.ts';
 import { ACCESS_TOKEN_LIFETIME_S } from './limits.ts';
 import { CODE_VERIFIER_PATTERN, verifierMatches } from './pkce.ts';
-import { ACCESS_TOKEN_TYP, isOurResource } from './access-tokens.ts';
+import { ACCESS_TOKEN_TYP, isOurResource } from '../platform/access-tokens.ts';
 import { hashCode } from './select.ts';
 import * as store from './store.ts';
 

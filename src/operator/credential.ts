@@ -3,11 +3,12 @@
 // The gateway keeps only its SHA-256. Dev mode generates one credential into ACG_DATA_DIR/operator-token
 // (mode 0600), which CLI commands on the same machine read; live mode accepts only a configured hash
 // (ACG_OPERATOR_TOKEN_SHA256) and, without one, has no operator routes that work.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../platform/config.ts';
 import { ApiError } from '../platform/errors.ts';
+import { newSecret } from '../platform/ids.ts';
 
 const TOKEN_PREFIX = 'acg_op_';
 const TOKEN_FILE = 'operator-token';
@@ -34,7 +35,7 @@ function ensureDevToken(dataDir: string): string {
   const existing = readTokenFile(dataDir);
   if (existing) return existing;
   mkdirSync(dataDir, { recursive: true });
-  const token = `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
+  const token = newSecret(TOKEN_PREFIX);
   try {
     writeFileSync(operatorTokenFile(dataDir), `${token}\n`, { flag: 'wx', mode: 0o600 });
     return token;

@@ -5,7 +5,7 @@
 // carrying that token in the Authorization header, which a cross-site page cannot send (no ambient
 // credential: no cookie authenticates anything here), and the API refuses a foreign Origin on top.
 // Headers are the consent page's: a per-response CSP nonce, no framing, no referrer, no caching.
-import { escapeHtml } from '../oauth/pages.ts';
+import { escapeHtml } from '../platform/http/pages.ts';
 
 export interface ApprovalPageView {
   topupId: string;

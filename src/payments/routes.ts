@@ -7,7 +7,7 @@ import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems, sharesSchemas } from '../platform/http/openapi.ts';
 import { IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/schemas.ts';
-import { newNonce, pageHeaders } from '../oauth/pages.ts';
+import { newNonce, pageHeaders } from '../platform/http/pages.ts';
 import { paymentOperations, RequestTopupInput } from './operations.ts';
 import { approvalPage } from './page.ts';
 import { AUTOMATIC_TOPUP_USD_CENTS, type PaymentsService } from './service.ts';

@@ -132,10 +132,18 @@ export class OAuthError extends Error {
     readonly status: number,
     readonly error: OAuthErrorCode,
     readonly description: string,
+    /** Seconds after which a retry may succeed (rendered as Retry-After), as ApiError's. */
+    readonly retryAfterS?: number,
+    /** Other response headers (e.g. WWW-Authenticate); never Retry-After. */
     readonly headers: Record<string, string> = {},
   ) {
     super(description);
     this.name = 'OAuthError';
+  }
+
+  /** The HTTP response headers of this error: its own, and Retry-After from `retryAfterS`. */
+  get httpHeaders(): Record<string, string> {
+    return this.retryAfterS === undefined ? { ...this.headers } : { ...this.headers, 'retry-after': String(this.retryAfterS) };
   }
 }
 

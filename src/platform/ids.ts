@@ -25,7 +25,19 @@ export function newId(prefix: string): string {
   return `${prefix}_${randomBase32(16)}`;
 }
 
-/** A secret token: 256 random bits, base64url. */
-export function newSecret(prefix: string): string {
-  return `${prefix}${randomBytes(32).toString('base64url')}`;
+/** How many random bytes a secret has unless it says otherwise: 256 bits. */
+const SECRET_BYTES_DEFAULT = 32;
+
+/**
+ * The only generator of secrets (API keys, webhook secrets, operator credentials, browser bindings, CSP
+ * nonces, challenges, peppers): `prefix` then `bytes` random bytes, base64url unless a format needs base64
+ * (Standard Webhooks' `whsec_`). A test holds that nothing else in src/ draws random bytes.
+ */
+export function newSecret(prefix = '', options: { bytes?: number; encoding?: 'base64url' | 'base64' } = {}): string {
+  return `${prefix}${randomBytes(options.bytes ?? SECRET_BYTES_DEFAULT).toString(options.encoding ?? 'base64url')}`;
+}
+
+/** Raw random bytes for keys and nonces of our own cryptography (the secret box). */
+export function newSecretBytes(count: number): Buffer {
+  return randomBytes(count);
 }

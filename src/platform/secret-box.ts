@@ -4,7 +4,8 @@
 //
 // Associated data (e.g. the agent id) is authenticated but not stored: a ciphertext copied onto another
 // row fails to open there. Absent associated data is the same as empty associated data.
-import { createCipheriv, createDecipheriv, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey, type KeyObject } from 'node:crypto';
+import { newSecretBytes } from './ids.ts';
 
 const VERSION = 'v1';
 const KEY_BYTES = 32;
@@ -45,7 +46,7 @@ export function parseSecretBoxKey(text: string): { key: SecretBoxKey } | { error
 
 /** A fresh random key, for dev mode and tests. */
 export function generateSecretBoxKey(): { key: SecretBoxKey; text: string } {
-  const bytes = randomBytes(KEY_BYTES);
+  const bytes = newSecretBytes(KEY_BYTES);
   return { key: { keyObject: createSecretKey(bytes) }, text: bytes.toString('base64') };
 }
 
@@ -57,7 +58,7 @@ function associatedData(context: string | undefined): Buffer {
 export function sealSecret(key: SecretBoxKey, plaintext: string, context?: string): string {
   const data = Buffer.from(plaintext, 'utf8');
   if (data.length > SECRET_BOX_PLAINTEXT_BYTES_MAX) throw new SecretBoxError('secret too large to seal');
-  const nonce = randomBytes(NONCE_BYTES);
+  const nonce = newSecretBytes(NONCE_BYTES);
   const cipher = createCipheriv('aes-256-gcm', key.keyObject, nonce, { authTagLength: TAG_BYTES });
   cipher.setAAD(associatedData(context));
   const body = Buffer.concat([cipher.update(data), cipher.final(), cipher.getAuthTag()]);

@@ -3,7 +3,7 @@
 // scopes and applies the per-principal rate limit; the OpenAPI transform documents the requirement.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.ts';
-import type { Resource } from '../../oauth/access-tokens.ts';
+import type { Resource } from '../access-tokens.ts';
 import type { Principal, PrincipalKind } from '../principal.ts';
 import { principalScope } from '../principal.ts';
 

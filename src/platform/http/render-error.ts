@@ -82,7 +82,7 @@ export function toOAuthError(error: FastifyError): OAuthError {
   const api = toApiError(error);
   const code = OAUTH_CODE_FOR[api.code] ?? 'invalid_request';
   const status = code === 'temporarily_unavailable' ? (api.status === 429 ? 429 : 503) : api.status === 401 ? 401 : 400;
-  return new OAuthError(api.status === 415 ? 415 : status, code, api.message, api.httpHeaders);
+  return new OAuthError(api.status === 415 ? 415 : status, code, api.message, api.retryAfterS, api.options.headers);
 }
 
 export function renderError(app: FastifyInstance, error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
@@ -92,7 +92,7 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
     request.failure = failureLine(error, error instanceof OAuthError ? undefined : toApiError(error), oauth.status);
     return reply
       .code(oauth.status)
-      .headers({ 'cache-control': 'no-store', ...oauth.headers })
+      .headers({ 'cache-control': 'no-store', ...oauth.httpHeaders })
       .type('application/json')
       .send({ error: oauth.error, error_description: oauth.description });
   }

@@ -1,0 +1,30 @@
+// What our access tokens are, for the authorization server that issues them (oauth), the credential
+// verifier that checks them (identity) and the HTTP face that challenges for them: their `typ`, the scopes
+// they carry and the protected resources (RFC 8707) they are issued for. Their revocation list is the
+// authorization server's (src/oauth/access-tokens.ts), handed to the verifier by the composition root.
+
+/** RFC 9068 §2.1: our access tokens are `at+jwt`, so no other JWT of ours passes as one. */
+export const ACCESS_TOKEN_TYP = 'at+jwt';
+export const SCOPE_AGENT = 'svc:agent';
+export const SCOPE_OWNER = 'svc:owner';
+
+/** The two protected resources a token can be for: the API itself and the MCP endpoint. */
+export type Resource = 'api' | 'mcp';
+
+/** The canonical URI of a resource: the `resource` parameter, the metadata and `aud` always agree. */
+export function resourceUri(baseUrl: string, resource: Resource): string {
+  return resource === 'mcp' ? `${baseUrl}/mcp` : baseUrl;
+}
+
+export function resourceMetadataUrl(baseUrl: string, resource: Resource): string {
+  return resource === 'mcp' ? `${baseUrl}/.well-known/oauth-protected-resource/mcp` : `${baseUrl}/.well-known/oauth-protected-resource`;
+}
+
+export function ourResources(baseUrl: string): Record<Resource, string> {
+  return { api: resourceUri(baseUrl, 'api'), mcp: resourceUri(baseUrl, 'mcp') };
+}
+
+/** True when `resource` is exactly one of our canonical resource URIs. */
+export function isOurResource(baseUrl: string, resource: string): boolean {
+  return Object.values(ourResources(baseUrl)).includes(resource);
+}
