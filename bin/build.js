@@ -1,13 +1,24 @@
 #!/usr/bin/env node
-// `npm run build` (also npm install's `prepare` step): compiles src/**/*.ts to dist/**/*.js with esbuild,
-// one output file per source file at the same depth, so that `import.meta.url`-relative paths (the
-// migrations folder, package.json) point where they do from the sources. Nothing is bundled: each import
-// stays an import, with `.ts` rewritten to `.js`. No type checking here (`npm run typecheck` does that);
-// this is what tsx does at each start, done once. See docs/decisions.md, "A build step at install".
+// `npm run build` (also npm install's `prepare` step) builds two things:
 //
-//   node bin/build.js             build
-//   node bin/build.js --if-stale  build only when dist/ does not match the sources (test set-up)
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+// - the gateway: src/**/*.ts to dist/**/*.js with esbuild, one output file per source file at the same
+//   depth, so that `import.meta.url`-relative paths (the migrations folder, package.json) point where they
+//   do from the sources. Nothing is bundled: each import stays an import, with `.ts` rewritten to `.js`.
+//   No type checking here (`npm run typecheck` does that); this is what tsx does at each start, done once.
+//   See docs/decisions.md, "A build step at install".
+// - the merchant SDK, where packages/merchant is present: packages/merchant/src to packages/merchant/dist
+//   with tsc (JavaScript and .d.ts, which only tsc writes, so its types are checked too), which is what its
+//   package.json exports and what `npm pack` ships. See docs/decisions.md, "The merchant SDK is built
+//   JavaScript with declarations".
+//
+// Each is built into a fresh folder and swapped in, with a record of its inputs, so that a build that
+// matches the sources is skipped with --if-stale (the test set-up), for each of the two on its own.
+//
+//   node bin/build.js             build both
+//   node bin/build.js --if-stale  build each only when its dist/ does not match its sources
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -16,6 +27,9 @@ import { buildIsCurrent, sourceState, STATE_FILE } from './build-state.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SRC = path.join(ROOT, 'src');
 const DIST = path.join(ROOT, 'dist');
+const SDK = path.join(ROOT, 'packages/merchant');
+const SDK_CONFIG = path.join(SDK, 'tsconfig.build.json');
+const SDK_DIST = path.join(SDK, 'dist');
 
 /** Keeps every import as an import: relative `.ts` ones become `.js`; a relative import leaving src/ fails the build. */
 const keepImports = {
@@ -31,7 +45,24 @@ const keepImports = {
   },
 };
 
-/** Builds into a fresh folder, then swaps it in, so a process starting meanwhile never sees half a build. */
+/** Puts a finished build at `dist`, replacing the previous one, so a process starting meanwhile never sees half a build. */
+function swapIn(staging, dist, isCurrent) {
+  const previous = `${staging}-previous`;
+  try {
+    renameSync(dist, previous);
+  } catch (error) {
+    if (error.code !== 'ENOENT') throw error;
+  }
+  try {
+    renameSync(staging, dist);
+  } catch (error) {
+    // Another build swapped its folder in between our two renames; its build is as good as ours.
+    if ((error.code !== 'ENOTEMPTY' && error.code !== 'EEXIST') || !isCurrent()) throw error;
+  }
+  rmSync(previous, { recursive: true, force: true });
+}
+
+/** Builds the gateway into a fresh folder, then swaps it in. */
 async function buildDist() {
   const startedMs = performance.now();
   const state = sourceState(ROOT);
@@ -53,31 +84,81 @@ async function buildDist() {
       logLevel: 'warning',
     });
     writeFileSync(path.join(staging, STATE_FILE), JSON.stringify(state));
-    const previous = `${staging}-previous`;
-    try {
-      renameSync(DIST, previous);
-    } catch (error) {
-      if (error.code !== 'ENOENT') throw error;
-    }
-    try {
-      renameSync(staging, DIST);
-    } catch (error) {
-      // Another build swapped its folder in between our two renames; its build is as good as ours.
-      if ((error.code !== 'ENOTEMPTY' && error.code !== 'EEXIST') || !buildIsCurrent(ROOT)) throw error;
-    }
-    rmSync(previous, { recursive: true, force: true });
+    swapIn(staging, DIST, () => buildIsCurrent(ROOT));
   } finally {
     rmSync(staging, { recursive: true, force: true });
   }
   return { files: entryPoints.length, ms: Math.round(performance.now() - startedMs) };
 }
 
-if (process.argv.includes('--if-stale') && buildIsCurrent(ROOT)) process.exit(0);
+/**
+ * The SDK build's inputs, as bin/build-state.js records the gateway's: its sources, its tsc settings, its
+ * package.json (`"type": "module"` decides what tsc emits) and this file, each with size and modification time.
+ */
+function sdkSourceState() {
+  const files = readdirSync(path.join(SDK, 'src'), { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => path.relative(ROOT, path.join(entry.parentPath, entry.name)))
+    .concat(path.relative(ROOT, SDK_CONFIG), path.relative(ROOT, path.join(SDK, 'package.json')), path.join('bin', 'build.js'))
+    .sort();
+  return files.map((file) => {
+    const stat = statSync(path.join(ROOT, file));
+    return [file.split(path.sep).join('/'), stat.size, stat.mtimeMs];
+  });
+}
+
+function sdkIsCurrent() {
+  try {
+    return readFileSync(path.join(SDK_DIST, STATE_FILE), 'utf8') === JSON.stringify(sdkSourceState());
+  } catch {
+    return false;
+  }
+}
+
+/** tsc's command-line script, or undefined where TypeScript (a dev dependency) is not installed. */
+function tscPath() {
+  try {
+    return createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  } catch {
+    return undefined;
+  }
+}
+
+/** Compiles the SDK with tsc into a fresh folder (tsc prints its own diagnostics), then swaps it in. */
+function buildSdk(tsc) {
+  const startedMs = performance.now();
+  const state = sdkSourceState();
+  const staging = mkdtempSync(path.join(SDK, '.dist-'));
+  try {
+    const compiled = spawnSync(process.execPath, [tsc, '--project', SDK_CONFIG, '--outDir', staging], { cwd: SDK, stdio: 'inherit' });
+    if (compiled.status !== 0) throw new Error(`tsc could not build packages/merchant (${compiled.error?.message ?? `exit code ${compiled.status ?? compiled.signal}`})`);
+    writeFileSync(path.join(staging, STATE_FILE), JSON.stringify(state));
+    swapIn(staging, SDK_DIST, sdkIsCurrent);
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+  return { ms: Math.round(performance.now() - startedMs) };
+}
+
+const ifStale = process.argv.includes('--if-stale');
 try {
-  const { files, ms } = await buildDist();
-  process.stdout.write(`built dist/ from ${files} source files in ${ms} ms\n`);
+  if (!ifStale || !buildIsCurrent(ROOT)) {
+    const { files, ms } = await buildDist();
+    process.stdout.write(`built dist/ from ${files} source files in ${ms} ms\n`);
+  }
+  // A copy of the gateway without the workspace (the build's own tests make one) has no SDK to build.
+  if (existsSync(SDK_CONFIG) && (!ifStale || !sdkIsCurrent())) {
+    const tsc = tscPath();
+    if (tsc === undefined) {
+      // An install without dev dependencies: the gateway runs without the SDK, which only tsc can build.
+      process.stderr.write('packages/merchant/dist/ not built: TypeScript, a dev dependency, is not installed\n');
+    } else {
+      const { ms } = buildSdk(tsc);
+      process.stdout.write(`built packages/merchant/dist/ in ${ms} ms\n`);
+    }
+  }
 } catch (error) {
-  // esbuild has printed each problem with its file and line.
+  // esbuild and tsc have printed each problem with its file and line.
   process.stderr.write(`build failed: ${error.message.split('\n')[0]}\n`);
   process.exit(1);
 }
