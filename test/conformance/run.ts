@@ -20,6 +20,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { newClient, pkcePair, selectIdentity, startConsent, token as exchange, type Pending } from '../oauth/helpers.ts';
+import { waitFor } from '../support/wait.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const NODE22_VERSION = '22.23.3';
@@ -75,13 +76,9 @@ function startProxy(gatewayPort: number, bearer: () => string | undefined): Serv
 }
 
 async function waitReady(url: string, gateway: ChildProcess): Promise<void> {
-  for (let attempt = 0; attempt < 600; attempt++) {
-    if (gateway.exitCode !== null) throw new Error(`the gateway exited with ${gateway.exitCode}`);
-    const ok = await fetch(`${url}/readyz`).then((res) => res.ok, () => false);
-    if (ok) return;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error('the gateway did not become ready in 120 s');
+  const ready = async () => (gateway.exitCode !== null ? 'exited' : (await fetch(`${url}/readyz`).then((res) => res.ok, () => false)) ? 'ready' : 'starting');
+  const state = await waitFor(ready, { until: (s) => s !== 'starting', what: `the gateway at ${url} to be ready`, timeoutMs: 120_000, intervalMs: 50 });
+  if (state === 'exited') throw new Error(`the gateway exited with ${gateway.exitCode}`);
 }
 
 async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<any> {

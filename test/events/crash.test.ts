@@ -14,6 +14,7 @@ import { onPostgres, openTestDatabase, type TestDatabase } from '../support/data
 import { markVerified, registerMerchant, uniqueKey } from '../support/merchants.ts';
 import { spawnGateway, type GatewayProcess } from '../support/process.ts';
 import { makeTestCertificate, type TestCertificate } from '../support/test-certificate.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver.ts';
 import { startWorld, type World } from '../support/world.ts';
 
@@ -32,11 +33,6 @@ async function receiverOn443(cert: TestCertificate): Promise<WebhookReceiver> {
       if (tries > 5) throw error;
     }
   }
-}
-
-async function until(done: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!done() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25));
 }
 
 describe.runIf(onPostgres())('kill -9 of an instance in the middle of webhook attempts', () => {
@@ -99,14 +95,14 @@ describe.runIf(onPostgres())('kill -9 of an instance in the middle of webhook at
       );
       ids.push(event.id);
     }
-    await until(() => receiver.received.length >= EVENTS, 10_000);
+    await waitFor(() => receiver.received.length, { until: (n) => n >= EVENTS, what: `the victim's ${EVENTS} first attempts to reach the receiver` });
     expect(receiver.received.map((r) => r.headers['webhook-id']).sort()).toEqual([...ids].sort());
 
     world.gw.gateway.startBackgroundWork();
     await victim.kill('SIGKILL');
     const killedAtMs = Date.now();
     receiver.hang(false);
-    await until(() => receiver.received.length >= 2 * EVENTS, 15_000);
+    await waitFor(() => receiver.received.length, { until: (n) => n >= 2 * EVENTS, what: `the survivor's ${EVENTS} attempts to reach the receiver`, timeoutMs: 15_000 });
     const tookMs = Date.now() - killedAtMs;
     const after = receiver.received.slice(EVENTS);
     expect(after.map((r) => r.headers['webhook-id']).sort()).toEqual([...ids].sort());
@@ -114,13 +110,10 @@ describe.runIf(onPostgres())('kill -9 of an instance in the middle of webhook at
     expect(tookMs).toBeLessThan(10_000);
 
     // The receiver has the requests; the survivor records each answer a moment later.
-    const deliveries = () => world.api('GET', `/v1/merchants/${merchant.id}/webhook/deliveries`, { token });
-    for (let i = 0; i < 40 && (await deliveries()).body.deliveries.some((d: { state: string }) => d.state !== 'succeeded'); i++) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    const list = await deliveries();
-    expect(list.body.deliveries).toHaveLength(EVENTS);
-    for (const delivery of list.body.deliveries) {
+    const deliveries = async () => (await world.api('GET', `/v1/merchants/${merchant.id}/webhook/deliveries`, { token })).body.deliveries as Array<{ id: string; state: string }>;
+    const list = await waitFor(deliveries, { until: (ds) => ds.every((d) => d.state === 'succeeded'), what: 'every delivery to be recorded as succeeded', intervalMs: 50 });
+    expect(list).toHaveLength(EVENTS);
+    for (const delivery of list) {
       expect(delivery).toMatchObject({ state: 'succeeded', attempts: 2, lastStatus: 200 });
       const attempts = await world.api('GET', `/v1/merchants/${merchant.id}/webhook/deliveries/${delivery.id}/attempts`, { token });
       expect(attempts.status).toBe(200);

@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { emitEvent, type EventType } from '../../src/events/outbox.ts';
 import { RETRY_SCHEDULE_S } from '../../src/events/webhook-sender.ts';
 import { configureWebhook, markVerified, registerMerchant, startHookTarget, uniqueKey, type HookTarget } from '../support/merchants.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
 
 let target: HookTarget;
@@ -272,8 +273,7 @@ describe('background work', () => {
       running.gw.gateway.startBackgroundWork();
       const before = target.receiver.received.length;
       const event = await emit(running, merchant);
-      const deadlineMs = Date.now() + 10_000;
-      while (target.receiver.received.length === before && Date.now() < deadlineMs) await new Promise((r) => setTimeout(r, 25));
+      await waitFor(() => target.receiver.received.length, { until: (n) => n > before, what: 'the scheduled worker to deliver the event' });
       expect(target.receiver.received.slice(before).map((r) => [r.headers['webhook-id'], r.verified])).toEqual([[event.id, true]]);
     } finally {
       await running.gw.gateway.close();

@@ -13,6 +13,7 @@ import { onPostgres, openTestDatabase, type TestDatabase } from '../support/data
 import type { TestGateway } from '../support/gateway.ts';
 import { configureWebhook, markVerified, registerMerchant } from '../support/merchants.ts';
 import { makeTestCertificate, type TestCertificate } from '../support/test-certificate.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver.ts';
 import { startWorld, type World } from '../support/world.ts';
 
@@ -61,11 +62,6 @@ async function merchantWithWebhook(world: World, email: string, domain: string, 
   return merchant.id;
 }
 
-async function until(done: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!done() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-}
-
 /** Sends SLOW_EVENTS to the hanging receiver, waits for them to be in flight, then times one healthy event. */
 async function race(world: World, slowMerchant: string, healthyMerchant: string, slowEvents: number): Promise<{ elapsedMs: number; slowInFlight: number }> {
   const emit = (merchantId: string) =>
@@ -74,14 +70,16 @@ async function race(world: World, slowMerchant: string, healthyMerchant: string,
     );
   const slowBefore = slow.received.length;
   for (let i = 0; i < slowEvents; i++) await emit(slowMerchant);
-  await until(() => slow.received.length - slowBefore >= Math.min(slowEvents, ENDPOINT_CONCURRENCY_MAX), 5000);
+  const inFlightMin = Math.min(slowEvents, ENDPOINT_CONCURRENCY_MAX);
+  await waitFor(() => slow.received.length - slowBefore, { until: (n) => n >= inFlightMin, what: `${inFlightMin} attempts in flight at the hanging receiver`, timeoutMs: 5000, intervalMs: 10 });
   const slowInFlight = slow.received.length - slowBefore;
   expect(slowInFlight).toBeGreaterThan(0);
 
   const healthyBefore = healthy.received.length;
   const startedMs = Date.now();
   const event = await emit(healthyMerchant);
-  await until(() => healthy.received.length > healthyBefore, 5000);
+  // Polled every 10 ms: the time it took is the measurement.
+  await waitFor(() => healthy.received.length, { until: (n) => n > healthyBefore, what: "the healthy merchant's event", timeoutMs: 5000, intervalMs: 10 });
   const elapsedMs = Date.now() - startedMs;
   expect(healthy.received.slice(healthyBefore).map((r) => [r.headers['webhook-id'], r.verified])).toEqual([[event.id, true]]);
   // The hanging attempts are still in their timeout: recorded as started, not finished.

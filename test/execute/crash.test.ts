@@ -12,6 +12,7 @@ import { createPostgresDatabase, onPostgres } from '../support/database.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { startIssuer, type TestIssuer } from '../support/issuer.ts';
 import { spawnGateway, type GatewayProcess } from '../support/process.ts';
+import { waitFor } from '../support/wait.ts';
 
 const run = promisify(execFile);
 const ACG = path.resolve('bin/acg.js');
@@ -79,15 +80,6 @@ async function balance(gateway: GatewayProcess, agentToken: string): Promise<{ a
   return { availableUc, heldUc };
 }
 
-async function until<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs: number): Promise<T> {
-  const deadlineMs = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (done(value) || Date.now() > deadlineMs) return value;
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
-
 describe('a crash between hold and capture', () => {
   it('leaves no hold held after the restarted gateway recovers, and captures nothing', async () => {
     const ownerToken = await human.mint({ sub: 'crash-owner', email: OWNER_EMAIL, email_verified: true });
@@ -106,14 +98,14 @@ describe('a crash between hold and capture', () => {
     const key = 'crash-execution-1';
     const body = { serviceId: 'github-public', action: 'repository.get', input: { owner: 'slow', repo: 'forever' } };
     const inFlight = call(second, 'POST', '/v1/services/execute', agentToken, body, key).catch((error: unknown) => error);
-    const held = await until(() => balance(second, agentToken), (b) => b.heldUc === '1000000', 10_000);
+    const held = await waitFor(() => balance(second, agentToken), { until: (b) => b.heldUc === '1000000', what: "the execution's hold", intervalMs: 50 });
     expect(held).toEqual({ availableUc: '4000000', heldUc: '1000000' });
     await second.kill('SIGKILL');
     expect(await inFlight).toBeInstanceOf(Error);
 
     // 3. A new process on the same database releases the orphaned hold well before the hold's own deadline.
     const third = await start();
-    const recovered = await until(() => balance(third, agentToken), (b) => b.heldUc === '0', 30_000);
+    const recovered = await waitFor(() => balance(third, agentToken), { until: (b) => b.heldUc === '0', what: 'the restarted gateway to release the orphaned hold', timeoutMs: 30_000, intervalMs: 50 });
     expect(recovered).toEqual({ availableUc: GRANTED_UC, heldUc: '0' });
     expect(third.logs.some((line) => line.msg === 'released the hold of an abandoned execution' && line.reason === 'instance_lost')).toBe(true);
 

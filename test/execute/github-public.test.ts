@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant } from '../support/ledger-fixture.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
 import {
   ONE_CREDIT_UC,
@@ -153,9 +154,12 @@ describe('github-public through execute', () => {
   it('times out a server that never answers (504 upstream_timeout), releases the hold, and refuses a concurrent duplicate', async () => {
     const agent = await fundedAgent();
     const key = newKey('slow');
+    const slowRequests = () => github.requests.filter((r) => r.path === '/repos/slow/hello-world').length;
+    const slowBefore = slowRequests();
     const startedMs = Date.now();
     const slow = execute(world, agent.token, repo('slow'), key);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Once GitHub has the request, the execution holds its key.
+    await waitFor(slowRequests, { until: (n) => n > slowBefore, what: 'the slow execution to reach GitHub' });
     const duplicate = await execute(world, agent.token, repo('slow'), key);
     expect(duplicate.status).toBe(409);
     expect(duplicate.body.code).toBe('idempotency_key_in_use');

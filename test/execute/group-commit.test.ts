@@ -6,6 +6,7 @@ import type { Batcher } from '../../src/platform/batcher.ts';
 import { grant } from '../support/ledger-fixture.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { expectLedgerInvariants } from '../support/ledger-invariants.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWorld, type ApiResponse, type World } from '../support/world.ts';
 import { ONE_CREDIT_UC, availableUc, capturedFromAgent, execute, executionsOf, intentsOf, revenueUc } from './helpers.ts';
 
@@ -30,10 +31,9 @@ async function throughPaused(batcher: Batcher<unknown, unknown>, sends: Readonly
   try {
     for (const [index, send] of sends.entries()) {
       answers.push(send());
-      for (let tries = 0; batcher.queued < queuedAfter(index); tries++) {
-        if (tries > 2000) throw new Error(`only ${batcher.queued} calls reached the batcher`);
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
+      // Every 5 ms: the calls are queued one at a time, so this wait is paid once per call.
+      const count = queuedAfter(index);
+      await waitFor(() => batcher.queued, { until: (n) => n >= count, what: `${count} calls to reach the batcher`, intervalMs: 5 });
     }
   } finally {
     batcher.resume();

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repositoryJson } from '../support/fake-github.ts';
 import { grant } from '../support/ledger-fixture.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { ONE_CREDIT_UC, execute, executionsOf, expectNothingCharged, holdsOf, newKey } from './helpers.ts';
 
@@ -45,14 +46,6 @@ afterAll(async () => {
   await new Promise<void>((resolve) => upstream.close(() => resolve()));
 });
 
-async function until(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
-  const deadlineMs = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadlineMs) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
 describe('execution recovery', () => {
   it('keeps a live execution, releases it past its deadline, gives the key back, and never captures the late result', async () => {
     const agent = await world.createAgent('recover@example.com', 'recover-agent');
@@ -61,7 +54,7 @@ describe('execution recovery', () => {
     const key = newKey('late');
     const body = { serviceId: 'github-public', action: 'repository.get', input: { owner: 'late', repo: 'repo' } };
     const inFlight = execute(world, agent.token, body, key);
-    await until(async () => waiting.length === 1);
+    await waitFor(() => waiting.length, { until: (n) => n === 1, what: 'the execution to reach the upstream', timeoutMs: 5_000 });
     expect((await holdsOf(world, agent.id)).map((h) => h.state)).toEqual(['held']);
 
     // Its own instance keeps the heartbeat fresh: a stale-looking clock alone does not take it away.

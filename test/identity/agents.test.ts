@@ -154,7 +154,9 @@ describe('owners and agents', () => {
     expect((await world.api('GET', '/v1/me', { token: before })).status).toBe(200);
     await world.human.rotate();
     const after = await world.humanToken('ivy@example.com');
-    await new Promise((r) => setTimeout(r, 1100)); // past the refetch cooldown
+    // A sleep, not a wait: jose refetches keys at most once per cooldown (1 s) on the real clock, and only
+    // the passing of that time lets the unknown kid trigger a refetch.
+    await new Promise((r) => setTimeout(r, 1100));
     const res = await world.api('GET', '/v1/me', { token: after });
     expect(res.status).toBe(200);
   });

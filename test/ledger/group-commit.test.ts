@@ -9,6 +9,7 @@ import { onPostgres } from '../support/database.ts';
 import type { TestGateway } from '../support/gateway.ts';
 import { expectLedgerInvariants } from '../support/ledger-invariants.ts';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWorld, type ApiResponse, type World } from '../support/world.ts';
 
 let world: World;
@@ -27,10 +28,8 @@ type AnyBatcher = ReturnType<typeof mintBatcher>;
 
 /** Waits until the batcher holds `count` queued calls (each request has passed authentication and its checks). */
 async function queued(gw: TestGateway, count: number, batcher: AnyBatcher = mintBatcher(gw)): Promise<void> {
-  for (let tries = 0; batcher.queued < count; tries++) {
-    if (tries > 2000) throw new Error(`only ${batcher.queued} of ${count} calls reached the batcher`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
+  // Every 5 ms: a test queues its calls one at a time, so this wait is paid once per call.
+  await waitFor(() => batcher.queued, { until: (n) => n >= count, what: `${count} calls to reach the batcher`, intervalMs: 5 });
 }
 
 /** Sends requests one after another into a paused batcher, then lets them run together. */

@@ -5,8 +5,8 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
-import { eventually } from '../payments/helpers.ts';
 import { connect, MODERN } from './helpers.ts';
 
 let world: World;
@@ -45,10 +45,12 @@ async function approveOnPage(approvalUrl: string, ownerToken: string): Promise<{
 }
 
 async function executed(intentId: string, token: string) {
-  return eventually(async () => {
-    const res = await world.api('GET', `/v1/intents/${intentId}`, { token });
-    return res.body.state === 'executed' ? res.body : undefined;
-  }, 15_000, 'the intent to run');
+  return waitFor(async () => (await world.api('GET', `/v1/intents/${intentId}`, { token })).body, {
+    until: (body) => body.state === 'executed',
+    what: 'the intent to run',
+    timeoutMs: 15_000,
+    intervalMs: 50,
+  });
 }
 
 describe('execute_service when credit is short and a provider is configured', () => {

@@ -12,7 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { onPostgres } from '../support/database.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { spawnGateway, type GatewayProcess } from '../support/process.ts';
-import { eventually, repoRequest } from './helpers.ts';
+import { waitFor } from '../support/wait.ts';
+import { repoRequest } from './helpers.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const hasChromium = existsSync(CHROMIUM);
@@ -106,10 +107,12 @@ describe.runIf(hasChromium && !onPostgres())('a top-up approved in the browser r
       await context.close();
     }
 
-    const intent = await eventually(async () => {
-      const res = await call(url, 'GET', `/v1/intents/${first.body.intentId}`, agentToken);
-      return res.body.state === 'pending' ? undefined : res.body;
-    }, 20_000, 'the retained intent to run');
+    const intent = await waitFor(async () => (await call(url, 'GET', `/v1/intents/${first.body.intentId}`, agentToken)).body, {
+      until: (body) => body.state !== 'pending',
+      what: 'the retained intent to run',
+      timeoutMs: 20_000,
+      intervalMs: 50,
+    });
     expect(intent).toMatchObject({
       state: 'executed',
       intent: { ...repoRequest, agentId },

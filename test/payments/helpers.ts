@@ -1,4 +1,4 @@
-// Shared by the payments tests: a valid top-up body, polling, and reading the ledger's effects of top-ups.
+// Shared by the payments tests: a valid top-up body, and reading the ledger's effects of top-ups.
 import type { World } from '../support/world.ts';
 
 export const REASON = 'The agent is about to read a repository for its owner and needs credit to pay for the metered GitHub calls it makes.';
@@ -8,17 +8,6 @@ export function topupBody(agentId: string, extra: Record<string, unknown> = {}) 
 }
 
 export const repoRequest = { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'Hello-World' } };
-
-/** Polls until `check` answers something other than undefined, or fails after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 15_000, label = 'condition'): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${label}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 export async function topupLots(world: World, agentId: string): Promise<Array<{ id: string; granted_uc: bigint; source_ref: string }>> {
   const { rows } = await world.gw.gateway.db.query<{ id: string; granted_uc: bigint; source_ref: string }>(

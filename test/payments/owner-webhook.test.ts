@@ -5,8 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emitEvent } from '../../src/events/outbox.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { HOOK_HOST, startHookTarget, type HookTarget } from '../support/merchants.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
-import { eventually, ownerId, repoRequest } from './helpers.ts';
+import { ownerId, repoRequest } from './helpers.ts';
 
 let world: World;
 let github: FakeGitHub;
@@ -47,11 +48,11 @@ async function retainedIntent(agent: { token: string }) {
 
 /** The events this receiver got for one owner, parsed, once `count` of them arrived. */
 async function receivedFor(owner: string, count: number) {
-  return eventually(async () => {
+  const mine = async () => {
     await world.gw.services.webhookWorker.runOnce();
-    const mine = target.receiver.received.map((r) => ({ ...r, event: JSON.parse(r.body) })).filter((r) => r.event.ownerId === owner);
-    return mine.length >= count ? mine : undefined;
-  }, 15_000, `${count} owner events`);
+    return target.receiver.received.map((r) => ({ ...r, event: JSON.parse(r.body) })).filter((r) => r.event.ownerId === owner);
+  };
+  return waitFor(mine, { until: (events) => events.length >= count, what: `${count} owner events`, timeoutMs: 15_000, intervalMs: 50 });
 }
 
 describe('PUT, GET and DELETE /v1/owner/webhook', () => {
@@ -168,10 +169,12 @@ describe('events to the owner', () => {
     const owner = await ownerId(world, agent.ownerToken);
     const { intentId, topupId } = await retainedIntent(agent);
     expect((await world.api('POST', `/v1/payments/topups/${topupId}/approve`, { token: agent.ownerToken, body: {} })).status).toBe(200);
-    await eventually(async () => {
-      const res = await world.api('GET', `/v1/intents/${intentId}`, { token: agent.token });
-      return res.body.state === 'executed' ? true : undefined;
-    }, 15_000, 'the intent to run');
+    await waitFor(async () => (await world.api('GET', `/v1/intents/${intentId}`, { token: agent.token })).body, {
+      until: (body) => body.state === 'executed',
+      what: 'the intent to run',
+      timeoutMs: 15_000,
+      intervalMs: 50,
+    });
     const { rows: events } = await world.gw.gateway.db.query<{ type: string }>('SELECT type FROM events WHERE owner_id = $1 ORDER BY seq', [owner]);
     expect(events.map((e) => e.type)).toEqual(['topup.settled', 'intent.completed']);
     const { rows: deliveries } = await world.gw.gateway.db.query('SELECT id FROM webhook_deliveries WHERE owner_id = $1', [owner]);

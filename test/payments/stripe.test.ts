@@ -7,8 +7,9 @@ import { onPostgres, openTestDatabase, type TestDatabase } from '../support/data
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { FAKE_STRIPE_SECRET_KEY, FAKE_STRIPE_WEBHOOK_SECRET, startFakeStripe, type FakeStripe } from '../support/fake-stripe.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
-import { eventually, repoRequest, topupBody, topupLots } from './helpers.ts';
+import { repoRequest, topupBody, topupLots } from './helpers.ts';
 
 let stripe: FakeStripe;
 let github: FakeGitHub;
@@ -105,10 +106,7 @@ describe('the Stripe Checkout provider', () => {
     const res = await deliver(world.url, stripe.event('checkout.session.completed', stripe.pay(session.id)));
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ received: true, outcome: 'settled' });
-    const intent = await eventually(async () => {
-      const body = await intentState(intentId, agent.token);
-      return body.state === 'pending' ? undefined : body;
-    });
+    const intent = await waitFor(() => intentState(intentId, agent.token), { until: (body) => body.state !== 'pending', what: 'the intent to run', timeoutMs: 15_000, intervalMs: 50 });
     expect(intent).toMatchObject({ state: 'executed', receipt: { state: 'captured' }, result: { fullName: 'octocat/Hello-World' } });
     expect(repoCalls() - callsBefore).toBe(1);
     const lots = await topupLots(world, agent.id);
@@ -148,7 +146,7 @@ describe('the Stripe Checkout provider', () => {
       outcomes.push(((await res.json()) as { outcome: string }).outcome);
     }
     expect(outcomes).toEqual(['settled', 'unchanged', 'unchanged']);
-    await eventually(async () => ((await intentState(intentId, agent.token)).state === 'executed' ? true : undefined));
+    await waitFor(() => intentState(intentId, agent.token), { until: (body) => body.state === 'executed', what: 'the intent to run', timeoutMs: 15_000, intervalMs: 50 });
     await world.gw.services.payments!.runJobs();
     expect(await topupLots(world, agent.id)).toHaveLength(1);
     expect(repoCalls() - callsBefore).toBe(1);
@@ -239,9 +237,11 @@ describe.runIf(onPostgres())('racing settlement events on two instances (Postgre
     expect(outcomes.filter((outcome) => outcome !== 'settled').every((outcome) => outcome === 'unchanged')).toBe(true);
     // Both instances' resume jobs run too; the intent still runs once.
     await Promise.all([first.gw.services.payments!.runJobs(), second.services.payments!.runJobs()]);
-    const intent = await eventually(async () => {
-      const body = (await first.api('GET', `/v1/intents/${execute.body.intentId}`, { token: agent.token })).body;
-      return body.state === 'pending' ? undefined : body;
+    const intent = await waitFor(async () => (await first.api('GET', `/v1/intents/${execute.body.intentId}`, { token: agent.token })).body, {
+      until: (body) => body.state !== 'pending',
+      what: 'the intent to run',
+      timeoutMs: 15_000,
+      intervalMs: 50,
     });
     expect(intent.state).toBe('executed');
     await Promise.all([first.gw.services.payments!.runJobs(), second.services.payments!.runJobs()]);

@@ -3,10 +3,11 @@
 // decline and expiry with nothing charged.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { capturedFromAgent, availableUc, holdsOf, intentsOf, ONE_CREDIT_UC } from '../execute/helpers.ts';
 import { insertTopup } from '../../src/payments/store.ts';
-import { eventually, ownerId, REASON, repoRequest, topupBody, topupJournal, topupLots } from './helpers.ts';
+import { ownerId, REASON, repoRequest, topupBody, topupJournal, topupLots } from './helpers.ts';
 
 let world: World;
 let github: FakeGitHub;
@@ -226,10 +227,12 @@ describe('retained intents', () => {
 
     const approved = await world.api('POST', `/v1/payments/topups/${first.body.payment.id}/approve`, { token: agent.ownerToken, body: {} });
     expect(approved.body.status).toBe('settled');
-    const intent = await eventually(async () => {
-      const res = await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.token });
-      return res.body.state === 'pending' ? undefined : res.body;
-    }, 15_000, 'the intent to run');
+    const intent = await waitFor(async () => (await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.token })).body, {
+      until: (body) => body.state !== 'pending',
+      what: 'the intent to run',
+      timeoutMs: 15_000,
+      intervalMs: 50,
+    });
     expect(intent).toMatchObject({
       id: first.body.intentId,
       state: 'executed',

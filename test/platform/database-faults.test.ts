@@ -17,6 +17,7 @@ import { grant, mint, openShop } from '../support/ledger-fixture.ts';
 import { startPgProxy } from '../support/pg-proxy.ts';
 import { spawnGateway, type GatewayProcess } from '../support/process.ts';
 import { createScratchCluster, scratchPostgresAvailable, type ScratchCluster } from '../support/scratch-postgres.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWorld } from '../support/world.ts';
 
 const runHere = process.env.TEST_DATABASE_URL ? onPostgres() : true;
@@ -29,17 +30,13 @@ const TIMEOUTS = { statementMs: 1000, lockMs: 500, connectMs: 1000 };
 const STALL_BOUND_MS = TIMEOUTS.connectMs + TIMEOUTS.statementMs + 1000;
 /** Extra time a loaded test machine may add to any answer. */
 const SLACK_MS = 1500;
+/**
+ * How long a crashed database stays down. A sleep, not a wait: the outage's length is the scenario. It
+ * outlasts the gateway's 1 s background jobs, so they meet the dead database as well as the requests.
+ */
+const OUTAGE_MS = 1000;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs: number): Promise<T> {
-  const deadlineMs = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (done(value) || Date.now() > deadlineMs) return value;
-    await sleep(100);
-  }
-}
 
 interface Outcome {
   key: string;
@@ -71,6 +68,12 @@ class MintLoad {
 
   start(workers: number): void {
     for (let i = 0; i < workers; i++) this.workers.push(this.work());
+  }
+
+  /** Resolves once `count` more keys are acknowledged than now: traffic flows, so transactions are open. */
+  async flowing(count: number): Promise<void> {
+    const before = this.acknowledged.size;
+    await waitFor(() => this.acknowledged.size, { until: (n) => n >= before + count, what: `${count} more acknowledged mints than ${before}`, timeoutMs: 30_000 });
   }
 
   /** Lets every worker finish its current key (the database must be back), then stops. */
@@ -108,7 +111,7 @@ class MintLoad {
         }
         this.retriedKeys.add(key);
         if (outcome.status !== 503 || Date.now() > this.stopDeadlineMs) break;
-        await sleep(20);
+        await sleep(20); // a client's pause before it retries: the load's pace, not a wait for anything
       }
     }
   }
@@ -186,10 +189,16 @@ describe.runIf(runHere && scratchPostgresAvailable)('database faults, on a scrat
     expect(route.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect(route.headers.get('retry-after')).toBe('1');
     expect(((await route.json()) as { code: string }).code).toBe('storage_unavailable');
-    await sleep(1500); // a few attempts fail while the database is down
+    const waitingLines = () => gateway.logs.filter((l) => String(l.msg).startsWith('waiting for the database')).length;
+    await waitFor(waitingLines, { until: (n) => n >= 3, what: 'three failed attempts to reach the database', timeoutMs: 30_000 });
 
     await cluster.start();
-    const readyStatus = await until(() => fetch(`${gateway.url}/readyz`).then((r) => r.status), (s) => s === 200, 30_000);
+    const readyStatus = await waitFor(() => fetch(`${gateway.url}/readyz`).then((r) => r.status), {
+      until: (s) => s === 200,
+      what: '/readyz to answer 200 once the database started',
+      timeoutMs: 30_000,
+      intervalMs: 50,
+    });
     expect(readyStatus).toBe(200);
     expect(gateway.child.exitCode).toBeNull();
     const messages = gateway.logs.map((l) => String(l.msg));
@@ -204,11 +213,11 @@ describe.runIf(runHere && scratchPostgresAvailable)('database faults, on a scrat
     const logsFrom = gateway.logs.length;
     const load = new MintLoad(gateway.url, agentToken, offerId, 'logs');
     load.start(2);
-    await sleep(500);
+    await load.flowing(10);
     await cluster.crash();
-    await sleep(1000);
+    await sleep(OUTAGE_MS);
     await cluster.start();
-    await until(async () => load.outcomes.at(-1)?.status, (s) => s === 200, 10_000);
+    await waitFor(() => load.outcomes.at(-1)?.status, { until: (s) => s === 200, what: 'the latest mint to succeed after the restart' });
     await load.stop();
 
     const outageLogs = gateway.logs.slice(logsFrom);
@@ -230,13 +239,13 @@ describe.runIf(runHere && scratchPostgresAvailable)('database faults, on a scrat
     const load = new MintLoad(gateway.url, agentToken, offerId, 'crash');
     load.start(6);
     for (let round = 1; round <= 3; round++) {
-      await sleep(1000); // steady traffic: transactions are open when the crash comes
+      await load.flowing(20); // steady traffic: transactions are open when the crash comes
       const failedBefore = load.outcomes.filter((o) => o.status !== 200).length;
       await cluster.crash();
-      await sleep(1000);
+      await sleep(OUTAGE_MS);
       await cluster.start();
       const acceptingAtMs = Date.now();
-      await until(async () => load.outcomes.some((o) => o.status === 200 && o.sentAtMs >= acceptingAtMs), Boolean, 10_000);
+      await waitFor(() => load.outcomes.some((o) => o.status === 200 && o.sentAtMs >= acceptingAtMs), { what: `round ${round}: a mint sent after the restart to succeed` });
       const firstOk = load.outcomes.filter((o) => o.status === 200 && o.sentAtMs >= acceptingAtMs).sort((a, b) => a.doneAtMs - b.doneAtMs)[0];
       expect(firstOk, `round ${round}: no mint succeeded after the restart`).toBeDefined();
       expect(firstOk!.doneAtMs - acceptingAtMs, `round ${round}`).toBeLessThanOrEqual(1000);
@@ -266,7 +275,7 @@ describe.runIf(runHere && scratchPostgresAvailable)('database faults, on a scrat
     const holdsBefore = await holdIds(agentId);
     const load = new MintLoad(gateway.url, agentToken, offerId, 'pause');
     load.start(3);
-    await sleep(700);
+    await load.flowing(10);
     cluster.pause();
     const pausedAtMs = Date.now();
     const readyzMs: number[] = [];
@@ -276,13 +285,13 @@ describe.runIf(runHere && scratchPostgresAvailable)('database faults, on a scrat
         const status = await fetch(`${gateway.url}/readyz`).then((r) => r.status);
         readyzMs.push(Date.now() - startedMs);
         expect(status).toBe(503);
-        await sleep(300);
+        await sleep(300); // samples /readyz through the whole pause: the pause's length is the scenario
       }
     } finally {
       cluster.resume();
     }
     const resumedAtMs = Date.now();
-    await until(async () => load.outcomes.some((o) => o.status === 200 && o.sentAtMs >= resumedAtMs), Boolean, 10_000);
+    await waitFor(() => load.outcomes.some((o) => o.status === 200 && o.sentAtMs >= resumedAtMs), { what: 'a mint sent after the resume to succeed' });
     await load.stop();
 
     expect(Math.max(...readyzMs)).toBeLessThan(1000);

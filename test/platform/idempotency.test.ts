@@ -16,6 +16,8 @@ const createTestEffect: SingleStepOperation<Static<typeof Body>, Record<string, 
   secretFields: ['secret'],
   run: async (tx, { input }) => {
     const { rows } = await tx.query<{ id: number }>('INSERT INTO test_effects (amount) VALUES ($1) RETURNING id', [input.amount]);
+    // An injected delay (a sleep by design): the run stays this long inside its transaction, so that
+    // concurrent requests with one key overlap it.
     if (input.delayMs) await new Promise((r) => setTimeout(r, input.delayMs));
     if (input.amount === 0) throw new ApiError('conflict', { detail: 'zero is refused' });
     if (input.amount < 0) throw new Error('server fault');

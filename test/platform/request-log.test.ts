@@ -1,8 +1,9 @@
 // A request writes one log line, when it is answered: method, path, status and response time, and for a
 // refusal its code at info (docs/decisions.md "One log line per request"). Read from the production logger.
 import { Writable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/platform/gateway.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
 
 const lines: Array<Record<string, any>> = [];
@@ -28,7 +29,7 @@ async function linesOf(path: string, init: { headers?: Record<string, string> } 
   const res = await fetch(`${world.url}${path}`, { headers: { ...init.headers, 'x-request-id': id } });
   await res.arrayBuffer();
   const of = () => lines.filter((line) => line.reqId === id);
-  await vi.waitFor(() => expect(of().length).toBeGreaterThan(0), { timeout: 10_000 });
+  await waitFor(() => of().length, { until: (n) => n > 0, what: `a log line of request ${id}` });
   // One more round trip: any second line of the request would have been written by now.
   await fetch(`${world.url}/healthz`);
   return of();

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { onPostgres } from '../support/database.ts';
 import { freePort } from '../support/doh-server.ts';
+import { waitFor } from '../support/wait.ts';
 
 const MARKER = '<!-- first-purchase:';
 
@@ -79,7 +80,7 @@ describe.skipIf(onPostgres())('README "First purchase"', () => {
     expect(gateway.signalCode === 'SIGINT' || gateway.exitCode === 0 || gateway.exitCode === 130).toBe(true);
     // No orphaned `node … serve` keeps the embedded database: its lock goes once the gateway has closed it.
     const lock = path.join(dataDir, 'pglite', 'acg.lock');
-    for (let waitedMs = 0; existsSync(lock) && waitedMs < 20_000; waitedMs += 200) await new Promise((r) => setTimeout(r, 200));
+    await waitFor(() => !existsSync(lock), { what: `the embedded database's lock ${lock} to go`, timeoutMs: 20_000, intervalMs: 50 });
     expect(existsSync(lock)).toBe(false);
   }, 300_000);
 });

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { makeTestCertificate, type TestCertificate } from './test-certificate.ts';
+import { waitFor } from './wait.ts';
 
 const execFileAsync = promisify(execFile);
 const START_TIMEOUT_MS = 10_000;
@@ -99,20 +100,31 @@ remote-control:
 `;
 }
 
+/** Whether something on the port accepts a TCP connection. */
+function accepts(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.once('connect', () => { socket.destroy(); resolve(true); });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/** Resolves once unbound accepts connections; rejects, with its log, if it exits first or does not start in time. */
 async function waitForPort(port: number, child: ChildProcess, logPath: string): Promise<void> {
-  const deadlineMs = Date.now() + START_TIMEOUT_MS;
-  while (Date.now() < deadlineMs) {
-    if (child.exitCode !== null) break;
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(port, '127.0.0.1');
-      socket.once('connect', () => { socket.destroy(); resolve(true); });
-      socket.once('error', () => resolve(false));
-    });
-    if (open) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  const log = existsSync(logPath) ? readFileSync(logPath, 'utf8') : '(no log)';
-  throw new Error(`unbound did not start on port ${port}:\n${log}`);
+  const failed = (reason: string, cause?: unknown) => {
+    const log = existsSync(logPath) ? readFileSync(logPath, 'utf8') : '(no log)';
+    return new Error(`unbound did not start on port ${port}: ${reason}\n${log}`, { cause });
+  };
+  const exited = () => child.exitCode !== null || child.signalCode !== null;
+  const state = await waitFor(async () => (exited() ? 'exited' : (await accepts(port)) ? 'listening' : 'starting'), {
+    until: (s) => s !== 'starting',
+    what: `unbound to listen on port ${port}`,
+    timeoutMs: START_TIMEOUT_MS,
+    intervalMs: 50,
+  }).catch((error: Error) => {
+    throw failed(error.message, error);
+  });
+  if (state === 'exited') throw failed(`it exited (${child.exitCode ?? child.signalCode})`);
 }
 
 export async function startDohServer(options: { zone?: string; records?: string[] } = {}): Promise<DohServer> {

@@ -8,6 +8,7 @@ import { createConnection, createServer, type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { ImapFlow } from 'imapflow';
+import { waitFor } from './wait.ts';
 
 export const DOVECOT_SKIP_NOTE = 'SKIPPED: dovecot not installed; .ci/run installs it (apt package dovecot-imapd)';
 
@@ -127,27 +128,30 @@ ${rootless}service imap-login {
 `;
 }
 
+/** Whether the server on the port answers a connection with IMAP's `* OK` greeting. */
+function greets(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port });
+    socket.once('data', (chunk) => {
+      socket.destroy();
+      resolve(chunk.toString().startsWith('* OK'));
+    });
+    socket.once('error', () => resolve(false));
+    socket.once('close', () => resolve(false));
+  });
+}
+
 /** Resolves once the server sends its `* OK` greeting; rejects if the child exits first. */
 async function waitForGreeting(port: number, child: ChildProcess, log: () => string): Promise<void> {
-  const deadlineMs = Date.now() + READY_TIMEOUT_MS;
-  let exited = false;
-  child.once('exit', () => {
-    exited = true;
+  const exited = () => child.exitCode !== null || child.signalCode !== null;
+  const state = await waitFor(async () => (exited() ? 'exited' : (await greets(port)) ? 'greeted' : 'starting'), {
+    until: (s) => s !== 'starting',
+    what: `dovecot's * OK greeting on port ${port}`,
+    timeoutMs: READY_TIMEOUT_MS,
+  }).catch((error: Error) => {
+    throw new Error(`dovecot did not greet within ${READY_TIMEOUT_MS} ms: ${error.message}\n${log()}`, { cause: error });
   });
-  while (Date.now() < deadlineMs) {
-    if (exited) throw new Error(`dovecot exited during start-up:\n${log()}`);
-    const greeted = await new Promise<boolean>((resolve) => {
-      const socket = createConnection({ host: '127.0.0.1', port });
-      socket.once('data', (chunk) => {
-        socket.destroy();
-        resolve(chunk.toString().startsWith('* OK'));
-      });
-      socket.once('error', () => resolve(false));
-    });
-    if (greeted) return;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`dovecot did not greet within ${READY_TIMEOUT_MS} ms:\n${log()}`);
+  if (state === 'exited') throw new Error(`dovecot exited during start-up:\n${log()}`);
 }
 
 export async function startDovecot(users: DovecotUser[]): Promise<DovecotServer> {

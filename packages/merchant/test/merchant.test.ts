@@ -9,6 +9,7 @@ import { shopServer } from '../examples/server.ts';
 import { rotateSigningKeys } from '../../../src/platform/signing.ts';
 import { grant } from '../../../test/support/ledger-fixture.ts';
 import { configureWebhook, markVerified, registerMerchant, startHookTarget, uniqueKey, type HookTarget } from '../../../test/support/merchants.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 import { startWorld, type World } from '../../../test/support/world.ts';
 
 let world: World;
@@ -190,12 +191,11 @@ describe('verifyWebhook', () => {
     const { redemption } = await mint();
     await client().capture(redemption.id);
     // The scheduled worker may be delivering it already; run a pass and wait for the delivery to arrive.
-    const arrived = () => target.receiver.received.slice(before).find((r) => r.body.includes('redemption.captured') && r.body.includes(redemption.id));
-    for (let waitedMs = 0; !arrived() && waitedMs < 10_000; waitedMs += 100) {
+    const arrived = async () => {
       await world.gw.services.webhookWorker.runOnce();
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    const delivery = arrived()!;
+      return target.receiver.received.slice(before).find((r) => r.body.includes('redemption.captured') && r.body.includes(redemption.id));
+    };
+    const delivery = await waitFor(arrived, { what: `the redemption.captured delivery of ${redemption.id}`, intervalMs: 50 });
     const event = verifyWebhook(webhookSecret, delivery.headers, delivery.body);
     expect(event).toMatchObject({ type: 'redemption.captured', merchantId, data: { redemption: { id: redemption.id, state: 'captured' } } });
     expect(event.id).toBe(delivery.headers['webhook-id']);

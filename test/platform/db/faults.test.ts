@@ -9,6 +9,7 @@ import { isStorageUnavailable, OutageTracker, StorageUnavailableError, storageFa
 import { openPglite } from '../../../src/platform/db/pglite.ts';
 import { openPostgres } from '../../../src/platform/db/postgres.ts';
 import { createPostgresDatabase, onPostgres } from '../../support/database.ts';
+import { waitFor } from '../../support/wait.ts';
 import { startWorld } from '../../support/world.ts';
 
 const withCode = (code: string, message = 'failed') => Object.assign(new Error(message), { code });
@@ -139,8 +140,12 @@ describe('drivers', () => {
           db.transaction(async (tx) => {
             const { rows } = await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
             // Killed from another connection while this one is idle: the driver emits 'error' on the client.
-            await db.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid]);
-            await new Promise((resolve) => setTimeout(resolve, 200));
+            const pid = rows[0]!.pid;
+            await db.query('SELECT pg_terminate_backend($1)', [pid]);
+            // The backend sends its FATAL before it leaves pg_stat_activity, so once it has left, the idle
+            // client's socket holds the error; the poll's own round trips let the driver read it.
+            const backends = async () => (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1', [pid])).rows[0]!.n;
+            await waitFor(backends, { until: (n) => n === 0, what: `backend ${pid} to exit` });
             await tx.query('SELECT 1');
           }),
         ).rejects.toBeInstanceOf(StorageUnavailableError);
@@ -153,16 +158,16 @@ describe('drivers', () => {
         await expect(db.query('SELECT pg_sleep(2)')).rejects.toMatchObject({ name: 'StorageUnavailableError', kind: 'timeout' });
         await db.query('CREATE TABLE locked (id INT PRIMARY KEY)');
         await db.query('INSERT INTO locked VALUES (1)');
-        let releaseLock = () => {};
+        let releaseLock: (() => void) | undefined;
         const holding = db.transaction(async (tx) => {
           await tx.query('SELECT id FROM locked WHERE id = 1 FOR UPDATE');
           await new Promise<void>((resolve) => (releaseLock = resolve));
         });
-        await new Promise((resolve) => setTimeout(resolve, 100));
+        const release = await waitFor(() => releaseLock, { what: 'the first transaction to hold the row lock' });
         const startedMs = Date.now();
         await expect(db.transaction((tx) => tx.query('UPDATE locked SET id = 2 WHERE id = 1'))).rejects.toMatchObject({ kind: 'timeout' });
         expect(Date.now() - startedMs).toBeLessThan(1500);
-        releaseLock();
+        release();
         await holding;
         await expect(db.withAdvisoryLock(42, (conn) => conn.query('SELECT pg_sleep(0.5)'))).resolves.toBeDefined();
       });

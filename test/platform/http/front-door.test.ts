@@ -1,6 +1,7 @@
 import { Agent, request as httpRequest } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { openFrontDoor, type FrontDoor } from '../../../src/platform/http/front-door.ts';
+import { waitFor } from '../../support/wait.ts';
 
 const config = { host: '127.0.0.1', port: 0, baseUrl: 'http://gateway.test' };
 
@@ -45,7 +46,7 @@ describe('the front door of acg serve', () => {
 
   it('on close, refuses new connections and waits for the request in flight, which finishes with Connection: close', async () => {
     const door = await openFrontDoor(config);
-    let finish = () => {};
+    let finish: (() => void) | undefined;
     door.open((req, res) => {
       if (req.url === '/slow') finish = () => res.end('done');
       else res.end('fast');
@@ -61,12 +62,13 @@ describe('the front door of acg serve', () => {
       });
     expect((await get('/fast')).body).toBe('fast'); // the socket is now kept alive
     const slow = get('/slow');
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    const finishSlow = await waitFor(() => finish, { what: 'the slow request to reach its handler' });
     let closed = false;
     const closing = door.close().then(() => (closed = true));
+    // A sleep, not a wait: nothing should happen in it. Closing must not finish while the request is in flight.
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(closed).toBe(false);
-    finish();
+    finishSlow();
     expect(await slow).toEqual({ status: 200, connection: 'close', body: 'done' });
     await closing;
     await expect(fetch(`${door.url}/healthz`)).rejects.toThrow();
