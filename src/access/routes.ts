@@ -31,7 +31,7 @@ const Decision = Type.Object({
 
 export async function accessRoutes(app: FastifyInstance): Promise<void> {
   app.post('/v1/access/merchant-check', {
-    config: { auth: { kinds: ['merchant'], scopes: ['access:check'] } },
+    config: { auth: { kinds: ['merchant'], scopes: ['access:check'] }, notAnOperation: 'a read with a body: it creates nothing' },
     schema: { operationId: 'checkMerchantAccess',
       tags: ['access'],
       summary: 'Check whether an agent identity may use one of your offers',

@@ -92,7 +92,7 @@ export function mcpRoutes(services: ToolServices) {
     app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
     app.post('/mcp', {
-      config: { auth: { kinds: ['human', 'agent', 'owner'], resource: 'mcp' } },
+      config: { auth: { kinds: ['human', 'agent', 'owner'], resource: 'mcp' }, notAnOperation: 'the MCP face: each tool call runs its operation or query' },
       schema: {
         operationId: 'postMcp',
         tags: ['mcp'],

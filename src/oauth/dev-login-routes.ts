@@ -22,6 +22,7 @@ export function devLoginRoutes(verifier: CredentialVerifier) {
     if (!builtIn('human') && !builtIn('agent')) return;
     const keys = await loadDevIssuerKeys(config.dataDir);
     app.post('/dev/issuers/:kind/login', {
+      config: { notAnOperation: 'dev mode: mints an identity token of the built-in issuer; changes no state' },
       schema: { operationId: 'devIssuerLogin',
         tags: ['dev'],
         summary: 'Dev mode: sign in at a built-in identity issuer (no password)',

@@ -21,6 +21,9 @@ import * as schemas from './schemas.ts';
 import { checkSelectCaller, select } from './select.ts';
 import { exchangeCode } from './token.ts';
 
+/** Why the OAuth endpoints are not operations (see platform/http/app.ts, assertMutationIsOperation). */
+const OAUTH_STEP = 'an OAuth protocol step (RFC 6749, 7591): its own strict checks in RFC order and OAuth error bodies';
+
 export interface OAuthRouteDeps {
   verifier: CredentialVerifier;
 }
@@ -66,6 +69,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
     const tags = ['oauth'];
 
     app.post('/oauth/register', {
+      config: { notAnOperation: OAUTH_STEP },
       onRequest: [
         async (request) => {
           // Every attempt counts: registration is anonymous, so this is the brake on abuse (RFC 7591 §5).
@@ -142,6 +146,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
     });
 
     app.post('/oauth/select', {
+      config: { notAnOperation: OAUTH_STEP },
       onRequest: [
         async (request) => checkSelectCaller(gateway, request.headers.origin, rawQuery(request) !== ''),
         requireMediaType(JSON_TYPE),
@@ -175,6 +180,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
     });
 
     app.post('/oauth/token', {
+      config: { notAnOperation: OAUTH_STEP },
       onRequest: [requireMediaType(FORM)],
       // Every failure must answer its own OAuth error code, so the form is checked by hand in RFC order.
       attachValidation: true,

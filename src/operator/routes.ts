@@ -6,11 +6,8 @@ import { Type } from '@sinclair/typebox';
 import type { GrantCreditInput, LedgerOperations } from '../ledger/operations.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
-import type { Principal } from '../platform/principal.ts';
+import { OPERATOR_PRINCIPAL } from '../platform/principal.ts';
 import { checkOperator } from './credential.ts';
-
-/** Whoever presents the operator credential: one principal, so its Idempotency-Keys share one scope. */
-const OPERATOR: Principal = { kind: 'operator', id: 'operator', scopes: [], credential: 'operator_token' };
 
 /** `acceptedHash`: the SHA-256 of the operator credential; undefined when none is configured (live mode). */
 export function operatorRoutes(deps: { grantCredit: LedgerOperations['grantCredit']; acceptedHash: string | undefined }) {
@@ -18,7 +15,7 @@ export function operatorRoutes(deps: { grantCredit: LedgerOperations['grantCredi
   return async function routes(app: FastifyInstance): Promise<void> {
     app.addHook('onRequest', async (request) => {
       checkOperator(request.headers.authorization, deps.acceptedHash);
-      request.principal = OPERATOR;
+      request.principal = OPERATOR_PRINCIPAL;
     });
 
     app.post('/v1/operator/credit-grants', {

@@ -198,6 +198,7 @@ function stripeWebhookRoute(webhook: StripeWebhook) {
     app.removeContentTypeParser('application/json');
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
     app.post('/v1/payments/stripe/webhook', {
+      config: { notAnOperation: "Stripe's signed notification: authenticated by its signature, applied exactly once under the top-up's row lock" },
       schema: {
         operationId: 'receiveStripeWebhook',
         tags: ['payments'],

@@ -19,6 +19,9 @@ export interface Principal {
   credential: string;
 }
 
+/** Whoever presents the operator credential: one principal, so its Idempotency-Keys share one scope. */
+export const OPERATOR_PRINCIPAL: Principal = { kind: 'operator', id: 'operator', scopes: [], credential: 'operator_token' };
+
 /** The namespace an Idempotency-Key lives in and the bucket a principal's rate limit counts in. */
 export function principalScope(principal: Principal): string {
   return `${principal.kind}:${principal.id}`;

@@ -8,9 +8,11 @@ import type { MerchantService } from '../merchants/service.ts';
 import { checkOperator } from '../operator/credential.ts';
 import { DEV_ZONE_PATH } from '../platform/config.ts';
 import { ApiError } from '../platform/errors.ts';
+import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
-import { ResourceId } from '../platform/schemas.ts';
-import { answer, DEV_TXT_VALUE_BYTES_MAX, publish } from './dev-zone.ts';
+import { OPERATOR_PRINCIPAL } from '../platform/principal.ts';
+import { answer } from './dev-zone.ts';
+import { PublishDevDnsRecordInput, sandboxOperations } from './operations.ts';
 
 const DNS_MESSAGE = 'application/dns-message';
 /** The largest DNS message (RFC 8484 §6: a DoH message is at most 65535 bytes). */
@@ -19,19 +21,6 @@ const DNS_MESSAGE_BYTES_MAX = 65_535;
 const DnsQuery = Type.Object(
   { dns: Type.String({ minLength: 1, maxLength: 87_382, pattern: '^[A-Za-z0-9_-]+$', description: 'the DNS query, base64url without padding' }) },
   { additionalProperties: false },
-);
-
-const PublishBody = Type.Object(
-  {
-    merchantId: Type.Optional(ResourceId),
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 254, description: 'DNS name, e.g. _acceptor-verify.shop.example.com' })),
-    value: Type.Optional(Type.String({ maxLength: DEV_TXT_VALUE_BYTES_MAX, description: 'TXT value, published exactly as given' })),
-  },
-  {
-    additionalProperties: false,
-    description: 'Either `merchantId` (publishes that merchant\'s `_acceptor-verify` record) or `name` and `value`.',
-    examples: [{ merchantId: 'mer_01J…' }, { name: '_acceptor-verify.shop.example.com', value: 'acg-domain-verification=…' }],
-  },
 );
 
 const TxtRecordSchema = Type.Object({ type: Type.Literal('TXT'), name: Type.String(), value: Type.String() });
@@ -81,6 +70,7 @@ export function sandboxRoutes(deps: { merchants: MerchantService; operatorHash: 
     });
 
     app.post(DEV_ZONE_PATH, {
+      config: { notAnOperation: 'a DNS query (RFC 8484 POST form): reads the dev zone' },
       schema: { operationId: 'postDevDnsZoneQuery', tags, summary: 'Dev mode: DNS-over-HTTPS query (POST, application/dns-message)', description, response: problems(400, 415) },
       handler: async (request, reply) => {
         if (!Buffer.isBuffer(request.body)) throw new ApiError('unsupported_media_type', { detail: `send the DNS query as ${DNS_MESSAGE}` });
@@ -88,10 +78,14 @@ export function sandboxRoutes(deps: { merchants: MerchantService; operatorHash: 
       },
     });
 
+    const { publishDevDnsRecord } = sandboxOperations(deps.merchants, () => clock.nowS());
     app.post('/dev/dns/records', {
-      onRequest: async (request) => checkOperator(request.headers.authorization, deps.operatorHash),
+      config: { operation: publishDevDnsRecord },
+      onRequest: async (request) => {
+        checkOperator(request.headers.authorization, deps.operatorHash);
+        request.principal = OPERATOR_PRINCIPAL;
+      },
       schema: {
-        operationId: 'publishDevDnsRecord',
         tags,
         summary: 'Dev mode: publish a TXT record in the dev DNS zone (operator)',
         description:
@@ -99,20 +93,10 @@ export function sandboxRoutes(deps: { merchants: MerchantService; operatorHash: 
           '`_acceptor-verify` proof, so `POST /v1/merchants/{id}/verify-domain` then finds it. What `acg dev dns publish` sends. ' +
           'Authentication: the operator credential (ACG_DATA_DIR/operator-token).',
         security: [{ operator: [] }],
-        body: PublishBody,
+        body: PublishDevDnsRecordInput,
         response: { 200: Type.Object({ record: TxtRecordSchema }), ...problems(400, 401, 404, 409) },
       },
-      handler: async (request) => {
-        const body = request.body as Static<typeof PublishBody>;
-        const byMerchant = body.merchantId !== undefined;
-        if (byMerchant === (body.name !== undefined || body.value !== undefined) || (!byMerchant && (body.name === undefined || body.value === undefined))) {
-          throw new ApiError('invalid_input', { detail: 'send either merchantId, or name and value' });
-        }
-        return db.transaction(async (tx) => {
-          const { name, value } = byMerchant ? await deps.merchants.dnsRecord(tx, body.merchantId!) : { name: body.name!, value: body.value! };
-          return { record: await publish(tx, name, value, clock.nowS()) };
-        });
-      },
+      handler: (request, reply) => serve(request, reply, publishDevDnsRecord, request.body as PublishDevDnsRecordInput),
     });
   };
 }

@@ -1,7 +1,7 @@
 // The HTTP edge shared by every feature: request ids, logging without secrets, body limits and
 // content types, problem+json / OAuth error rendering, 404/405, per-address rate limits, metrics.
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyContextConfig, type FastifyError, type FastifyInstance, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import AjvCompiler from '@fastify/ajv-compiler';
 import SerializerCompiler from '@fastify/fast-json-stringify-compiler';
@@ -37,6 +37,8 @@ declare module 'fastify' {
     operation?: OperationDescription;
     /** The query the route is a face of (a read): its name is the operationId. */
     query?: QueryDescription;
+    /** Why a mutating route is not an operation (an OAuth protocol step, another face, a provider notification). */
+    notAnOperation?: string;
     /** The route's 201 answers a Location header naming the created resource (documented with the operation). */
     location?: boolean;
   }
@@ -67,6 +69,21 @@ export interface AppOptions {
   authenticator: Authenticator;
   /** The resources' schemas (`$id` each), registered once at the root so every route and face refers to them by name. */
   schemas?: readonly TSchema[];
+}
+
+const MUTATING_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/**
+ * Every mutating route is an operation (`config.operation`), so its idempotency, its transaction and its
+ * answer are the runner's and every face shares them; a POST that only reads is a query (`config.query`).
+ * The few routes that are not must say why (`config.notAnOperation`): a protocol step with its own rules
+ * (OAuth), another face (MCP), a provider's signed notification. Checked as each route is registered, so a
+ * gateway with a route that breaks the rule does not start (and a test builds the whole app).
+ */
+export function assertMutationIsOperation(url: string, methods: readonly string[], config: FastifyContextConfig | undefined): void {
+  if (!methods.some((method) => MUTATING_METHODS.has(method))) return;
+  if (config?.operation || config?.query || config?.notAnOperation) return;
+  throw new Error(`${methods.join(',')} ${url}: a mutating route must be an operation (config.operation), a query (config.query), or say why not (config.notAnOperation)`);
 }
 
 export async function buildApp(gateway: Gateway, options: AppOptions): Promise<FastifyInstance> {
@@ -109,6 +126,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   const knownRoutes = FindMyWay();
   app.addHook('onRoute', (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
+    assertMutationIsOperation(route.url, methods, route.config);
     for (const method of methods) {
       if (!METHODS.includes(method as (typeof METHODS)[number])) continue;
       try {

@@ -1,0 +1,53 @@
+// The dev sandbox's operation, for every face: publish a TXT record in the dev DNS zone (the operator's
+// `acg dev dns publish`), either a merchant's `_acceptor-verify` proof or any name and value.
+import { Type, type Static } from '@sinclair/typebox';
+import type { MerchantService } from '../merchants/service.ts';
+import { ApiError } from '../platform/errors.ts';
+import type { SingleStepOperation } from '../platform/operations.ts';
+import { ResourceId } from '../platform/schemas.ts';
+import { DEV_TXT_VALUE_BYTES_MAX, publish } from './dev-zone.ts';
+
+export const PublishDevDnsRecordInput = Type.Object(
+  {
+    merchantId: Type.Optional(ResourceId),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 254, description: 'DNS name, e.g. _acceptor-verify.shop.example.com' })),
+    value: Type.Optional(Type.String({ maxLength: DEV_TXT_VALUE_BYTES_MAX, description: 'TXT value, published exactly as given' })),
+  },
+  {
+    additionalProperties: false,
+    description: 'Either `merchantId` (publishes that merchant\'s `_acceptor-verify` record) or `name` and `value`.',
+    examples: [{ merchantId: 'mer_01J…' }, { name: '_acceptor-verify.shop.example.com', value: 'acg-domain-verification=…' }],
+  },
+);
+export type PublishDevDnsRecordInput = Static<typeof PublishDevDnsRecordInput>;
+
+export interface TxtRecord {
+  type: 'TXT';
+  name: string;
+  value: string;
+}
+
+export interface SandboxOperations {
+  publishDevDnsRecord: SingleStepOperation<PublishDevDnsRecordInput, { record: TxtRecord }, void>;
+}
+
+export function sandboxOperations(merchants: MerchantService, nowS: () => number): SandboxOperations {
+  return {
+    publishDevDnsRecord: {
+      name: 'publishDevDnsRecord',
+      input: PublishDevDnsRecordInput,
+      // Publishing the same record twice keeps one: idempotent by itself.
+      idempotency: { key: 'none' },
+      check: ({ input }) => {
+        const byMerchant = input.merchantId !== undefined;
+        if (byMerchant === (input.name !== undefined || input.value !== undefined) || (!byMerchant && (input.name === undefined || input.value === undefined))) {
+          throw new ApiError('invalid_input', { detail: 'send either merchantId, or name and value' });
+        }
+      },
+      run: async (tx, { input }) => {
+        const { name, value } = input.merchantId !== undefined ? await merchants.dnsRecord(tx, input.merchantId) : { name: input.name!, value: input.value! };
+        return { record: await publish(tx, name, value, nowS()) };
+      },
+    },
+  };
+}
