@@ -1,6 +1,7 @@
-// Webhook endpoints, events and deliveries, as merchants see them: configure the endpoint (the signing
-// secret, sealed at rest, is issued on first configuration and on rotation only), pause and resume it,
-// rotate its secret with an overlap, list events and deliveries with their attempts, re-send any past event.
+// Webhook endpoints, events and deliveries, as merchants see them: configure the endpoint on the verified
+// domain (the signing secret, sealed at rest, is issued on first configuration and on rotation only), pause
+// and resume it, rotate its secret with an overlap, list events and deliveries with their attempts, re-send
+// any past event.
 // Owners' endpoints (their agents' top-up and intent events) live in the same table and outbox and are
 // delivered by the same worker; an owner configures, reads and deletes its one endpoint.
 // Callers have already checked that the caller may act for the merchant (MerchantDirectory) or owner.

@@ -191,7 +191,10 @@ export class MerchantService implements MerchantDirectory {
 
   /** MerchantDirectory (events): as `reach`, the row locked FOR UPDATE until `tx` ends (configuring the webhook). */
   async lockReached(tx: Tx, principal: Principal, merchantId: string): Promise<MerchantFacts> {
-    return toFacts(await this.reachable(merchantActor(principal), merchantId, () => store.lockMerchant(tx, merchantId)));
+    const actor = merchantActor(principal);
+    // An owner locks only its own row: a stranger's request never makes the owner's wait.
+    const lock = () => (actor.kind === 'owner' ? store.lockOwnedMerchant(tx, actor.ownerId, merchantId) : store.lockMerchant(tx, merchantId));
+    return toFacts(await this.reachable(actor, merchantId, lock));
   }
 
   async register(tx: Tx, ownerId: string, input: { name: string; domain: string; categories: string[] }): Promise<{ merchant: Merchant; dnsRecord: DnsRecord }> {
