@@ -2,8 +2,11 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { docsRoutes } from './docs/routes.ts';
-import { eventOperations } from './events/operations.ts';
-import { eventRoutes } from './events/routes.ts';
+import { eventOperations, ownerWebhookOperations } from './events/operations.ts';
+import { OwnerWebhookService } from './events/owner-webhooks.ts';
+import { eventQueries } from './events/queries.ts';
+import { eventRoutes, ownerWebhookRoutes } from './events/routes.ts';
+import { EVENT_SCHEMAS } from './events/schemas.ts';
 import { WebhookService } from './events/service.ts';
 import { WebhookWorker } from './events/worker.ts';
 import type { PaymentApprovalProvider } from './execute/payment-approval.ts';
@@ -30,7 +33,9 @@ import { keysRoutes } from './keys/routes.ts';
 import { mcpRoutes } from './mcp/http.ts';
 import type { DohOptions } from './merchants/doh.ts';
 import { merchantOperations } from './merchants/operations.ts';
+import { merchantQueries } from './merchants/queries.ts';
 import { merchantRoutes } from './merchants/routes.ts';
+import { MERCHANT_SCHEMAS } from './merchants/schemas.ts';
 import { MerchantService } from './merchants/service.ts';
 import { revokedAccessTokenIds } from './oauth/access-tokens.ts';
 import { oauthRoutes } from './oauth/routes.ts';
@@ -48,9 +53,6 @@ import { offerQueries } from './offers/queries.ts';
 import { OFFER_SCHEMAS } from './offers/schemas.ts';
 import { offerRoutes } from './offers/routes.ts';
 import { LocalApprovalProvider, StripeCheckoutProvider, type TopupProvider } from './payments/providers.ts';
-import { ownerWebhookOperations } from './owner-webhooks/operations.ts';
-import { ownerWebhookRoutes } from './owner-webhooks/routes.ts';
-import { OwnerWebhookService } from './owner-webhooks/service.ts';
 import { paymentRoutes } from './payments/routes.ts';
 import { PaymentsService, TOPUP_JOB_INTERVAL_MS } from './payments/service.ts';
 import { StripeWebhook } from './payments/stripe-webhook.ts';
@@ -176,7 +178,7 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
 }
 
 /** Every resource's schema (`$id` each): registered once at the root of the HTTP face, inlined by MCP. */
-export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, MeSchema];
+export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, MeSchema, ...MERCHANT_SCHEMAS, ...EVENT_SCHEMAS];
 
 export async function buildGatewayApp(
   gateway: Gateway,
@@ -191,6 +193,9 @@ export async function buildGatewayApp(
     ledger: ledgerOperations(services.ledger),
     vouchers: voucherOperations(services.vouchers),
     execute: executeOperations(services.execute, services.mailConnectors),
+    // Events read merchants only through the MerchantDirectory they declare, which MerchantService implements.
+    events: eventOperations(services.merchants, services.webhooks),
+    ownerWebhooks: ownerWebhookOperations(ownerWebhooks),
   };
   const queries = {
     agents: agentQueries(services.identity),
@@ -198,6 +203,8 @@ export async function buildGatewayApp(
     ledger: ledgerQueries(services.ledger, services.identity, services.merchants),
     offers: offerQueries(services.offers, services.identity),
     execute: executeQueries(services.execute, services.mailConnectors),
+    merchants: merchantQueries(services.merchants),
+    events: eventQueries(services.merchants, services.webhooks, ownerWebhooks),
   };
   const features: FastifyPluginAsync[] = [
     healthRoutes,
@@ -218,15 +225,15 @@ export async function buildGatewayApp(
       devLoginUrl: gateway.config.mode === 'dev' && providers.human?.source === 'built_in' ? '/dev/issuers/human/login' : undefined,
       humanIssuer: providers.human?.issuer,
     }),
-    merchantRoutes(services.merchants, merchantOperations(services.merchants)),
+    merchantRoutes(merchantOperations(services.merchants), queries.merchants),
     mcpRoutes({
       gateway,
       operations: { ...operations.vouchers, ...operations.execute, ...operations.agents },
       queries: { ...queries.identity, ...queries.offers, ...queries.ledger, ...queries.execute, ...queries.agents },
       schemas: RESOURCE_SCHEMAS,
     }),
-    eventRoutes(services.merchants, services.webhooks, eventOperations(services.merchants, services.webhooks)),
-    ownerWebhookRoutes(ownerWebhooks, ownerWebhookOperations(ownerWebhooks)),
+    eventRoutes(operations.events, queries.events),
+    ownerWebhookRoutes(operations.ownerWebhooks, queries.events),
     operatorRoutes({ grantCredit: operations.ledger.grantCredit, acceptedHash: services.operatorHash }),
     sandboxRoutes({ merchants: services.merchants, operatorHash: services.operatorHash, doh: services.doh }),
     ...extraFeatures,

@@ -1,102 +1,114 @@
-// HTTP edge of events and of the webhook's lifecycle: the events a merchant had (kept
-// EVENT_RETENTION_DAYS), re-sending any of them, pausing and resuming the webhook, rotating its secret
-// with an overlap, and the attempts of one delivery. Access is the merchants service's rule (its owner, or
-// one of its API keys with the scope); the rules of webhooks live in WebhookService.
+// HTTP edge of events and webhooks. A merchant's: configuring its webhook, reading it, the events it had
+// (kept EVENT_RETENTION_DAYS), its deliveries and their attempts, re-sending a delivery or any past event,
+// pausing and resuming the webhook, rotating its secret with an overlap; access is the merchants feature's
+// rule (its owner, or one of its API keys with the scope). An owner's: PUT, GET and DELETE
+// /v1/owner/webhook (the owner is the caller), receiving the owner part of the event catalogue (the OpenAPI
+// document's top-level `webhooks`). Routes translate; the rules live in the operations, queries and services.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
-import { merchantActor, type MerchantService } from '../merchants/service.ts';
-import { WebhookConfigurationSchema, WebhookDeliverySchema } from '../merchants/routes.ts';
-import type { Queryable } from '../platform/db/database.ts';
-import { ApiError } from '../platform/errors.ts';
-import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
-import { IdParams, Nullable, ResourceId, UnixSeconds } from '../platform/schemas.ts';
-import { MERCHANT_EVENT_TYPES } from './outbox.ts';
-import { EventParams, RotateBody, WebhookPatch, type EventOperations } from './operations.ts';
-import { EVENT_RETENTION_DAYS, ROTATION_OVERLAP_DEFAULT_S, type WebhookService } from './service.ts';
+import { queryRoute } from '../platform/http/query.ts';
+import { IdParams, MerchantIdParams } from '../platform/schemas.ts';
+import { OWNER_EVENT_TYPES } from './outbox.ts';
+import {
+  DeliveryParams,
+  EventParams,
+  OwnerWebhookPut,
+  RotateBody,
+  WebhookPatch,
+  WebhookPut,
+  type EventOperations,
+  type OwnerWebhookOperations,
+} from './operations.ts';
+import type { EventQueries } from './queries.ts';
+import { EVENT_RETENTION_DAYS, ROTATION_OVERLAP_DEFAULT_S } from './service.ts';
 
 const OWNER = { kinds: ['human', 'owner'] } as const;
 const OWNER_OR_KEY = (scope: string) => ({ kinds: ['human', 'owner', 'merchant'], scopes: [scope] }) as const;
 
-const EventSchema = Type.Object(
-  {
-    id: Type.String({ description: 'the event id; also the webhook-id header of its deliveries' }),
-    type: Type.String({ enum: [...MERCHANT_EVENT_TYPES] }),
-    createdAt: UnixSeconds('when it happened'),
-    payload: Type.Object({}, { additionalProperties: true, description: 'the envelope exactly as delivered (see the top-level `webhooks`)' }),
-  },
-  { $id: 'Event' },
-);
+const WebhookConfigured = Type.Object({
+  configuration: Type.Ref('WebhookConfiguration'),
+  webhookSecret: Type.Optional(Type.String({ description: 'whsec_…; shown once, absent from replays' })),
+  notice: Type.String(),
+});
+const DeliveryOne = Type.Object({ delivery: Type.Ref('WebhookDelivery') });
+const OwnerConfigured = Type.Object({
+  configuration: Type.Ref('OwnerWebhookConfiguration'),
+  webhookSecret: Type.Optional(Type.String({ description: 'whsec_…; shown once, absent from replays and from PUTs that keep the secret' })),
+  notice: Type.String(),
+});
+const OwnerDeleted = Type.Object({
+  configuration: Type.Ref('OwnerWebhookConfiguration'),
+  deleted: Type.Boolean({ description: 'false when no webhook was configured' }),
+});
 
-const AttemptSchema = Type.Object(
-  {
-    id: Type.String(),
-    attempt: Type.Integer({ minimum: 1, description: '1 for the first attempt of the delivery' }),
-    outcome: Type.String({
-      enum: ['in_progress', 'succeeded', 'failed', 'interrupted'],
-      description: '`interrupted`: the instance making it stopped (e.g. a crash) before it finished, and another took the delivery over',
-    }),
-    status: Nullable(Type.Integer({ description: 'HTTP status of the answer; null when none came' })),
-    error: Nullable(Type.String()),
-    durationMs: Nullable(Type.Integer()),
-    startedAtMs: Type.Integer({ description: 'Unix milliseconds' }),
-    finishedAtMs: Nullable(Type.Integer({ description: 'Unix milliseconds; null while in progress' })),
-  },
-  { $id: 'WebhookAttempt' },
-);
-
-// The merchants feature registers these two under its own scope; here they are inlined.
-const { $id: _configurationId, ...Configuration } = WebhookConfigurationSchema;
-const { $id: _deliveryId, ...DeliveryInline } = WebhookDeliverySchema;
-
-const EventsQuery = Type.Object(
-  {
-    type: Type.Optional(Type.String({ maxLength: 500, description: `comma-separated event types (${MERCHANT_EVENT_TYPES.join(', ')}); all when absent` })),
-    from: Type.Optional(UnixSeconds('only events created at or after')),
-    to: Type.Optional(UnixSeconds('only events created at or before')),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'page size, 1–100' })),
-    startingAfter: Type.Optional(Type.String({ maxLength: 200, description: 'id of the last event of the previous page' })),
-  },
-  { additionalProperties: false },
-);
-
-const DeliveryParams = Type.Object({ id: ResourceId, deliveryId: ResourceId });
-
-export function eventRoutes(merchants: MerchantService, webhooks: WebhookService, ops: EventOperations) {
+export function eventRoutes(ops: EventOperations, queries: EventQueries) {
   return async function routes(app: FastifyInstance): Promise<void> {
-    app.addSchema(EventSchema);
-    app.addSchema(AttemptSchema);
     const tags = ['webhooks'];
 
-    /** 404 unless the caller may act for the merchant (its owner, or one of its keys). */
-    const reach = async (request: Parameters<typeof principalOf>[0], merchantId: string, db: Queryable = app.gateway.db) => {
-      await merchants.facts(db, merchantActor(principalOf(request)), merchantId);
-    };
-
-    app.get('/v1/merchants/:id/events', {
-      config: { auth: OWNER_OR_KEY('events:read') },
+    app.put('/v1/merchants/:id/webhook', {
+      config: { auth: OWNER, operation: ops.configureMerchantWebhook },
       schema: {
-        operationId: 'listEvents',
+        tags,
+        summary: "Configure the merchant's webhook",
+        description:
+          'Requires Idempotency-Key. The domain must be verified (409 otherwise). The first PUT issues the signing secret, ' +
+          'returned once in `webhookSecret` (a replay omits it). Later PUTs keep it and return no `webhookSecret`, unless ' +
+          '`rotateSecret` is true (the old secret then stops signing at once; POST …/webhook/rotate-secret gives an overlap). ' +
+          'Resuming a paused webhook delivers the events of the pause unless `deliverMissed` is false. ' +
+          '503 runtime_configuration_required in live mode without ACG_SECRET_BOX_KEY.',
+        params: MerchantIdParams,
+        body: WebhookPut,
+        response: { 200: WebhookConfigured, ...problems(400, 404, 409, 503) },
+      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.configureMerchantWebhook, { ...(request.body as Static<typeof WebhookPut>), id: (request.params as { id: string }).id }),
+    });
+
+    app.route(
+      queryRoute('GET', '/v1/merchants/:id/webhook', queries.getMerchantWebhook, {
+        auth: OWNER_OR_KEY('webhooks:read'),
+        tags,
+        summary: "Read the merchant's webhook configuration (never the secret)",
+        errors: [404],
+      }),
+    );
+
+    app.route(
+      queryRoute('GET', '/v1/merchants/:id/webhook/deliveries', queries.listWebhookDeliveries, {
+        auth: OWNER_OR_KEY('webhooks:read'),
+        tags,
+        summary: 'List recent webhook deliveries (newest first)',
+        errors: [404],
+      }),
+    );
+
+    app.post('/v1/merchants/:id/webhook/deliveries/:deliveryId/resend', {
+      config: { auth: OWNER_OR_KEY('webhooks:write'), operation: ops.resendWebhookDelivery },
+      schema: {
+        tags,
+        summary: 'Re-send a webhook delivery now',
+        description:
+          'No body. The next worker pass sends the event again with the same webhook-id to the endpoint as configured now. ' +
+          '409 while an attempt is in progress or when the webhook is disabled. Idempotency-Key is honoured when sent.',
+        params: DeliveryParams,
+        response: { 202: DeliveryOne, ...problems(404, 409) },
+      },
+      handler: (request, reply) => serve(request, reply, ops.resendWebhookDelivery, request.params as Static<typeof DeliveryParams>, { status: 202 }),
+    });
+
+    app.route(
+      queryRoute('GET', '/v1/merchants/:id/events', queries.listEvents, {
+        auth: OWNER_OR_KEY('events:read'),
         tags,
         summary: "List the merchant's events (newest first)",
         description:
           `Every event is kept ${EVENT_RETENTION_DAYS} days, whether or not a webhook was enabled when it happened. ` +
           'Filter by `type` (comma-separated) and by time (`from`, `to`, Unix seconds); page with `startingAfter`.',
-        params: IdParams,
-        querystring: EventsQuery,
-        response: { 200: Type.Object({ events: Type.Array(Type.Ref('Event')), hasMore: Type.Boolean() }), ...problems(400, 404) },
-      },
-      handler: async (request) => {
-        const { id } = request.params as { id: string };
-        const query = request.query as Static<typeof EventsQuery>;
-        const types = query.type === undefined ? [] : query.type.split(',').map((t) => t.trim());
-        const unknown = types.find((t) => !(MERCHANT_EVENT_TYPES as readonly string[]).includes(t));
-        if (unknown !== undefined) throw new ApiError('invalid_input', { detail: `type: unknown event type "${unknown}"; known: ${MERCHANT_EVENT_TYPES.join(', ')}` });
-        await reach(request, id);
-        return webhooks.listEvents(id, { types, from: query.from, to: query.to, limit: query.limit ?? 20, startingAfter: query.startingAfter });
-      },
-    });
+        errors: [400, 404],
+      }),
+    );
 
     app.post('/v1/merchants/:id/events/:eventId/resend', {
       config: { auth: OWNER_OR_KEY('webhooks:write'), operation: ops.resendEvent },
@@ -108,7 +120,7 @@ export function eventRoutes(merchants: MerchantService, webhooks: WebhookService
           'is made due now, or created when the event happened while the webhook was paused. 409 while the webhook is disabled ' +
           'or an attempt is in progress. Idempotency-Key is honoured when sent.',
         params: EventParams,
-        response: { 202: Type.Object({ delivery: DeliveryInline }), ...problems(404, 409) },
+        response: { 202: DeliveryOne, ...problems(404, 409) },
       },
       handler: (request, reply) => serve(request, reply, ops.resendEvent, request.params as Static<typeof EventParams>, { status: 202 }),
     });
@@ -125,7 +137,7 @@ export function eventRoutes(merchants: MerchantService, webhooks: WebhookService
           'also closes the circuit of an endpoint the gateway disabled for failing.',
         params: IdParams,
         body: WebhookPatch,
-        response: { 200: Type.Object({ configuration: Configuration }), ...problems(400, 404) },
+        response: { 200: Type.Object({ configuration: Type.Ref('WebhookConfiguration') }), ...problems(400, 404) },
       },
       handler: (request, reply) =>
         serve(request, reply, ops.setWebhookEnabled, { ...(request.body as Static<typeof WebhookPatch>), id: (request.params as { id: string }).id }),
@@ -145,7 +157,7 @@ export function eventRoutes(merchants: MerchantService, webhooks: WebhookService
         body: RotateBody,
         response: {
           200: Type.Object({
-            configuration: Configuration,
+            configuration: Type.Ref('WebhookConfiguration'),
             webhookSecret: Type.Optional(Type.String({ description: 'whsec_…; shown once, absent from replays' })),
           }),
           ...problems(400, 404, 503),
@@ -155,21 +167,53 @@ export function eventRoutes(merchants: MerchantService, webhooks: WebhookService
         serve(request, reply, ops.rotateWebhookSecret, { ...((request.body ?? {}) as Static<typeof RotateBody>), id: (request.params as { id: string }).id }),
     });
 
-    app.get('/v1/merchants/:id/webhook/deliveries/:deliveryId/attempts', {
-      config: { auth: OWNER_OR_KEY('webhooks:read') },
-      schema: {
-        operationId: 'listDeliveryAttempts',
+    app.route(
+      queryRoute('GET', '/v1/merchants/:id/webhook/deliveries/:deliveryId/attempts', queries.listDeliveryAttempts, {
+        auth: OWNER_OR_KEY('webhooks:read'),
         tags,
         summary: 'Every attempt of one delivery (oldest first)',
         description: 'Including an attempt in progress, and one cut off by a crashed instance (`interrupted`).',
-        params: DeliveryParams,
-        response: { 200: Type.Object({ delivery: DeliveryInline, attempts: Type.Array(Type.Ref('WebhookAttempt')) }), ...problems(404) },
+        errors: [404],
+      }),
+    );
+  };
+}
+
+export function ownerWebhookRoutes(ops: OwnerWebhookOperations, queries: EventQueries) {
+  return async function routes(app: FastifyInstance): Promise<void> {
+    const tags = ['webhooks'];
+    const events = OWNER_EVENT_TYPES.map((type) => `\`${type}\``).join(', ');
+
+    app.put('/v1/owner/webhook', {
+      config: { auth: OWNER, operation: ops.configureOwnerWebhook },
+      schema: {
+        tags,
+        summary: "Configure the owner's webhook (its agents' top-up and intent events)",
+        description:
+          `Receives ${events}, signed with Standard Webhooks and retried like merchant webhooks. Requires Idempotency-Key. ` +
+          'URL: https on port 443 to a public DNS name (no IP address, no localhost or other special-use name, no query, fragment ' +
+          'or credentials); every address the name resolves to must be public when a delivery is made. The first PUT issues the ' +
+          'signing secret, returned once in `webhookSecret` (a replay omits it); later PUTs keep it unless `rotateSecret` is true. ' +
+          '503 runtime_configuration_required in live mode without ACG_SECRET_BOX_KEY.',
+        body: OwnerWebhookPut,
+        response: { 200: OwnerConfigured, ...problems(400, 503) },
       },
-      handler: async (request) => {
-        const { id, deliveryId } = request.params as Static<typeof DeliveryParams>;
-        await reach(request, id);
-        return webhooks.listAttempts(id, deliveryId);
+      handler: (request, reply) => serve(request, reply, ops.configureOwnerWebhook, request.body as Static<typeof OwnerWebhookPut>),
+    });
+
+    app.route(queryRoute('GET', '/v1/owner/webhook', queries.getOwnerWebhook, { auth: OWNER, tags, summary: "Read the owner's webhook configuration (never the secret)" }));
+
+    app.delete('/v1/owner/webhook', {
+      config: { auth: OWNER, operation: ops.deleteOwnerWebhook },
+      schema: {
+        tags,
+        summary: "Delete the owner's webhook",
+        description:
+          'Events still waiting for delivery are dropped (their deliveries end `dead`, `endpoint_deleted`); a later PUT starts a new ' +
+          'webhook with a new secret. Deleting when none is configured answers `deleted: false`. Idempotency-Key is honoured when sent.',
+        response: { 200: OwnerDeleted },
       },
+      handler: (request, reply) => serve(request, reply, ops.deleteOwnerWebhook, {}),
     });
   };
 }

@@ -1,23 +1,34 @@
-// Webhook endpoints, events and deliveries, as merchants see them: configure the endpoint (the signing
-// secret, sealed at rest, is issued on first configuration and on rotation only), pause and resume it,
-// rotate its secret with an overlap, list events and deliveries with their attempts, re-send any past event.
+// Webhook endpoints, events and deliveries, as merchants see them: configure the endpoint on the verified
+// domain (the signing secret, sealed at rest, is issued on first configuration and on rotation only), pause
+// and resume it, rotate its secret with an overlap, list events and deliveries with their attempts, re-send
+// any past event.
 // Owners' endpoints (their agents' top-up and intent events) live in the same table and outbox and are
 // delivered by the same worker; an owner configures, reads and deletes its one endpoint.
-// Callers have already checked that the caller may act for the merchant or owner.
-import type { Queryable } from '../platform/db/database.ts';
+// Callers have already checked that the caller may act for the merchant (MerchantDirectory) or owner.
+import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
+import type { Page } from '../platform/schemas.ts';
 import { sealSecret, type SecretBoxKey } from '../platform/secret-box.ts';
+import type { WebhookMerchant } from './merchant-directory.ts';
 import { OWNER_EVENT_TYPES, type OwnerEventType } from './outbox.ts';
 import * as store from './store.ts';
 import { newWebhookSecret } from './webhook-sender.ts';
+import { validateWebhookUrl } from './webhook-url.ts';
 
 /** Events (with their deliveries and attempts) are kept this long, whether or not a webhook is enabled. */
 export const EVENT_RETENTION_DAYS = 30;
 /** How long the replaced secret keeps signing after POST …/rotate-secret, unless the request says otherwise. */
 export const ROTATION_OVERLAP_DEFAULT_S = 86_400;
 export const ROTATION_OVERLAP_MAX_S = 7 * 86_400;
+
+export const WEBHOOK_SECRET_NOTICE =
+  'Store this signing secret now: it is shown only in this response (a replay omits it). It stays until you rotate it ' +
+  '(POST /v1/merchants/{id}/webhook/rotate-secret keeps the old one signing during an overlap; PUT with rotateSecret ' +
+  'replaces it at once). Verify deliveries with a Standard Webhooks library (webhook-id, webhook-timestamp, webhook-signature).';
+export const WEBHOOK_SECRET_KEPT_NOTICE =
+  'The signing secret is unchanged (no webhookSecret in this response). Rotate it with POST /v1/merchants/{id}/webhook/rotate-secret.';
 
 export interface WebhookConfiguration {
   configured: boolean;
@@ -189,17 +200,34 @@ export class WebhookService {
   }
 
   /**
+   * Configures a merchant's webhook: only on its verified domain (409 before the proof; 400 for a URL off it).
    * Creates the endpoint (with a new signing secret, returned here once) or changes its URL and `enabled`
-   * keeping the secret; `rotateSecret` replaces it at once (no overlap: see rotateSecret for one). The URL
-   * must already have passed the merchant's rules (verified domain, https, port 443).
+   * keeping the secret; `rotateSecret` replaces it at once (no overlap: see rotateSecret for one). The
+   * caller holds the merchant's row locked, so concurrent first configurations create one endpoint.
    */
   async configure(
-    tx: Queryable,
+    tx: Tx,
+    merchant: WebhookMerchant,
+    input: { url: string; enabled: boolean; rotateSecret: boolean; deliverMissed: boolean },
+  ): Promise<{ configuration: WebhookConfiguration; webhookSecret?: string; notice: string }> {
+    if (!merchant.verified) {
+      throw new ApiError('conflict', {
+        detail: 'verify the domain first (POST /v1/merchants/{id}/verify-domain): webhooks go only to the verified domain',
+      });
+    }
+    const url = validateWebhookUrl(input.url, merchant.domain);
+    if (!url.ok) throw new ApiError('invalid_input', { detail: `url ${url.reason}` });
+    const configured = await this.configureEndpoint(tx, merchant.id, { ...input, url: url.url });
+    return { ...configured, notice: configured.webhookSecret === undefined ? WEBHOOK_SECRET_KEPT_NOTICE : WEBHOOK_SECRET_NOTICE };
+  }
+
+  private async configureEndpoint(
+    tx: Tx,
     merchantId: string,
     input: { url: string; enabled: boolean; rotateSecret: boolean; deliverMissed: boolean },
   ): Promise<{ configuration: WebhookConfiguration; webhookSecret?: string }> {
     const nowS = BigInt(this.gateway.clock.nowS());
-    const existing = await store.findEndpointForUpdate(tx, merchantId);
+    const existing = await store.lockEndpoint(tx, merchantId);
     if (!existing) {
       const { secret, sealed } = this.seal(merchantId);
       const row = await store.insertEndpoint(tx, { merchant_id: merchantId, url: input.url, enabled: input.enabled, secret_sealed: sealed, now_s: nowS });
@@ -217,8 +245,8 @@ export class WebhookService {
   }
 
   /** Pauses or resumes deliveries; the secret is untouched. See `queueMissed` for what a resume delivers. */
-  async setEnabled(tx: Queryable, merchantId: string, enabled: boolean, deliverMissed: boolean): Promise<{ configuration: WebhookConfiguration }> {
-    const existing = await store.findEndpointForUpdate(tx, merchantId);
+  async setEnabled(tx: Tx, merchantId: string, enabled: boolean, deliverMissed: boolean): Promise<{ configuration: WebhookConfiguration }> {
+    const existing = await store.lockEndpoint(tx, merchantId);
     if (!existing) throw new ApiError('not_found', { detail: 'no webhook is configured for this merchant; PUT …/webhook first' });
     await this.queueMissed(tx, existing, enabled, deliverMissed);
     const row = await store.updateEndpoint(tx, merchantId, { enabled, nowS: BigInt(this.gateway.clock.nowS()) });
@@ -239,8 +267,8 @@ export class WebhookService {
    * A new signing secret, returned once. The replaced one keeps signing next to it for `overlapS` seconds
    * (each delivery then carries both signatures), so the receiver can switch without missing an event.
    */
-  async rotateSecret(tx: Queryable, merchantId: string, overlapS: number): Promise<{ configuration: WebhookConfiguration; webhookSecret: string }> {
-    const existing = await store.findEndpointForUpdate(tx, merchantId);
+  async rotateSecret(tx: Tx, merchantId: string, overlapS: number): Promise<{ configuration: WebhookConfiguration; webhookSecret: string }> {
+    const existing = await store.lockEndpoint(tx, merchantId);
     if (!existing) throw new ApiError('not_found', { detail: 'no webhook is configured for this merchant; PUT …/webhook first' });
     const { secret, sealed } = this.seal(merchantId);
     const nowS = BigInt(this.gateway.clock.nowS());
@@ -257,12 +285,12 @@ export class WebhookService {
    * the secret unless `rotateSecret`. The URL must already have passed the public URL rules.
    */
   async configureOwner(
-    tx: Queryable,
+    tx: Tx,
     ownerId: string,
     input: { url: string; enabled: boolean; rotateSecret: boolean },
   ): Promise<{ configuration: OwnerWebhookConfiguration; webhookSecret?: string }> {
     const nowS = BigInt(this.gateway.clock.nowS());
-    const existing = await store.findEndpointForUpdate(tx, ownerId);
+    const existing = await store.lockEndpoint(tx, ownerId);
     if (!existing) {
       const { secret, sealed } = this.seal(ownerId);
       const row = await store.insertEndpoint(tx, { owner_id: ownerId, url: input.url, enabled: input.enabled, secret_sealed: sealed, now_s: nowS });
@@ -279,8 +307,8 @@ export class WebhookService {
     return fresh ? { configuration, webhookSecret: fresh.secret } : { configuration };
   }
 
-  async ownerConfiguration(ownerId: string): Promise<OwnerWebhookConfiguration> {
-    return toOwnerConfiguration(ownerId, await store.findEndpoint(this.gateway.db, ownerId));
+  async ownerConfiguration(db: Queryable, ownerId: string): Promise<OwnerWebhookConfiguration> {
+    return toOwnerConfiguration(ownerId, await store.findEndpoint(db, ownerId));
   }
 
   /** Removes the owner's webhook; events still pending delivery are dropped (`endpoint_deleted`). */
@@ -299,9 +327,10 @@ export class WebhookService {
     return new Map(rows.map((row) => [row.merchant_id, row.url]));
   }
 
-  async listDeliveries(merchantId: string, limit: number, startingAfter?: string): Promise<{ deliveries: Delivery[]; hasMore: boolean }> {
-    const rows = await store.listDeliveries(this.gateway.db, merchantId, limit + 1, startingAfter);
-    return { deliveries: rows.slice(0, limit).map(toDelivery), hasMore: rows.length > limit };
+  /** Newest first. */
+  async listDeliveries(db: Queryable, merchantId: string, page: Page): Promise<{ deliveries: Delivery[]; hasMore: boolean }> {
+    const rows = await store.listDeliveries(db, merchantId, page.limit + 1, page.startingAfter);
+    return { deliveries: rows.slice(0, page.limit).map(toDelivery), hasMore: rows.length > page.limit };
   }
 
   /**
@@ -309,8 +338,8 @@ export class WebhookService {
    * webhook-id, to the endpoint as configured now. A failure then continues the retry schedule from the
    * attempts already made (so a dead delivery that fails again is dead again).
    */
-  async resend(tx: Queryable, merchantId: string, deliveryId: string): Promise<Delivery> {
-    const row = await store.findDelivery(tx, merchantId, deliveryId, true);
+  async resend(tx: Tx, merchantId: string, deliveryId: string): Promise<Delivery> {
+    const row = await store.lockDelivery(tx, merchantId, deliveryId);
     if (!row) throw new ApiError('not_found', { detail: `no delivery ${deliveryId} for this merchant` });
     await this.resendDelivery(tx, row);
     return toDelivery((await store.findDelivery(tx, merchantId, deliveryId))!);
@@ -331,10 +360,10 @@ export class WebhookService {
    * Re-sends any kept event with its original webhook-id: its delivery is made due now, or created when
    * the event never had one (it happened while the webhook was paused or not yet configured).
    */
-  async resendEvent(tx: Queryable, merchantId: string, eventId: string): Promise<Delivery> {
+  async resendEvent(tx: Tx, merchantId: string, eventId: string): Promise<Delivery> {
     const event = await store.findEvent(tx, merchantId, eventId);
     if (!event) throw new ApiError('not_found', { detail: `no event ${eventId} for this merchant (events are kept ${EVENT_RETENTION_DAYS} days)` });
-    const existing = await store.findDeliveryOfEvent(tx, merchantId, eventId);
+    const existing = await store.lockDeliveryOfEvent(tx, merchantId, eventId);
     if (existing) {
       await this.resendDelivery(tx, existing);
     } else {
@@ -343,14 +372,16 @@ export class WebhookService {
       await store.insertDelivery(tx, { id: newId('whd'), eventId, merchantId, nowMs: this.gateway.clock.nowMs(), nowS: this.gateway.clock.nowS() });
       await store.closeCircuit(tx, merchantId);
     }
-    return toDelivery((await store.findDeliveryOfEvent(tx, merchantId, eventId))!);
+    return toDelivery((await store.lockDeliveryOfEvent(tx, merchantId, eventId))!);
   }
 
+  /** Newest first, of the given types (all when none) and within [from, to] (Unix seconds). */
   async listEvents(
+    db: Queryable,
     merchantId: string,
-    filter: { types: readonly string[]; from?: number; to?: number; limit: number; startingAfter?: string },
+    filter: { types: readonly string[]; from?: number; to?: number } & Page,
   ): Promise<{ events: StoredEvent[]; hasMore: boolean }> {
-    const rows = await store.listEvents(this.gateway.db, merchantId, {
+    const rows = await store.listEvents(db, merchantId, {
       types: filter.types,
       fromS: filter.from,
       toS: filter.to,
@@ -361,10 +392,10 @@ export class WebhookService {
   }
 
   /** Every attempt of one delivery, oldest first, including one cut off by a crash (`interrupted`). */
-  async listAttempts(merchantId: string, deliveryId: string): Promise<{ delivery: Delivery; attempts: Attempt[] }> {
-    const row = await store.findDelivery(this.gateway.db, merchantId, deliveryId);
+  async listAttempts(db: Queryable, merchantId: string, deliveryId: string): Promise<{ delivery: Delivery; attempts: Attempt[] }> {
+    const row = await store.findDelivery(db, merchantId, deliveryId);
     if (!row) throw new ApiError('not_found', { detail: `no delivery ${deliveryId} for this merchant` });
-    return { delivery: toDelivery(row), attempts: (await store.listAttempts(this.gateway.db, [deliveryId])).map(toAttempt) };
+    return { delivery: toDelivery(row), attempts: (await store.listAttempts(db, [deliveryId])).map(toAttempt) };
   }
 
   /** Deletes what is older than the retention; run periodically by every instance (idempotent). */

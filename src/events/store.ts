@@ -1,5 +1,6 @@
-// SQL of webhook endpoints and the delivery outbox. Nothing but queries.
-import type { Queryable } from '../platform/db/database.ts';
+// SQL of webhook endpoints and the delivery outbox. Nothing but queries; every statement that locks a row
+// takes a Tx.
+import type { Queryable, Tx } from '../platform/db/database.ts';
 
 export interface EndpointRow {
   /** The merchant's id or the owner's id: the endpoint's key (exactly one of merchant_id and owner_id is set). */
@@ -91,8 +92,9 @@ export async function endpointUrls(db: Queryable, merchantIds: readonly string[]
   return rows;
 }
 
-export async function findEndpointForUpdate(db: Queryable, accountId: string): Promise<EndpointRow | undefined> {
-  const { rows } = await db.query<EndpointRow>('SELECT * FROM webhook_endpoints WHERE account_id = $1 FOR UPDATE', [accountId]);
+/** The endpoint, locked for the rest of the transaction (a change to it). */
+export async function lockEndpoint(tx: Tx, accountId: string): Promise<EndpointRow | undefined> {
+  const { rows } = await tx.query<EndpointRow>('SELECT * FROM webhook_endpoints WHERE account_id = $1 FOR UPDATE', [accountId]);
   return rows[0];
 }
 
@@ -200,10 +202,20 @@ export async function listDeliveries(db: Queryable, merchantId: string, limit: n
   return rows;
 }
 
-export async function findDelivery(db: Queryable, merchantId: string, deliveryId: string, lock = false): Promise<DeliveryRow | undefined> {
+export async function findDelivery(db: Queryable, merchantId: string, deliveryId: string): Promise<DeliveryRow | undefined> {
   const { rows } = await db.query<DeliveryRow>(
     `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id
-      WHERE d.id = $1 AND d.merchant_id = $2${lock ? ' FOR UPDATE OF d' : ''}`,
+      WHERE d.id = $1 AND d.merchant_id = $2`,
+    [deliveryId, merchantId],
+  );
+  return rows[0];
+}
+
+/** The delivery, locked for the rest of the transaction (a re-send). */
+export async function lockDelivery(tx: Tx, merchantId: string, deliveryId: string): Promise<DeliveryRow | undefined> {
+  const { rows } = await tx.query<DeliveryRow>(
+    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id
+      WHERE d.id = $1 AND d.merchant_id = $2 FOR UPDATE OF d`,
     [deliveryId, merchantId],
   );
   return rows[0];
@@ -224,12 +236,13 @@ export async function closeCircuit(db: Queryable, merchantId: string): Promise<v
  * per endpoint (counting other instances' live claims), none of an endpoint whose circuit is open. One
  * statement: it takes the rows (SKIP LOCKED, re-checking the lease), counts the attempt, writes its
  * 'in_progress' record, and marks the attempt of a previous owner whose lease ran out (a crash) 'interrupted'.
+ * The claim is the lease, not the row lock: the caller commits at once.
  */
 export async function claimDueDeliveries(
-  db: Queryable,
+  tx: Tx,
   claim: { nowMs: number; limit: number; perEndpoint: number; lockedUntilMs: number; token: string },
 ): Promise<ClaimedDeliveryRow[]> {
-  const { rows } = await db.query<ClaimedDeliveryRow>(
+  const { rows } = await tx.query<ClaimedDeliveryRow>(
     `WITH busy AS (
        SELECT account_id, count(*) AS n FROM webhook_deliveries
         WHERE state = 'pending' AND locked_until_ms > $1::bigint GROUP BY account_id
@@ -392,8 +405,9 @@ export async function findEvent(db: Queryable, merchantId: string, eventId: stri
   return rows[0];
 }
 
-export async function findDeliveryOfEvent(db: Queryable, merchantId: string, eventId: string): Promise<DeliveryRow | undefined> {
-  const { rows } = await db.query<DeliveryRow>(
+/** The event's delivery, locked for the rest of the transaction (a re-send of the event). */
+export async function lockDeliveryOfEvent(tx: Tx, merchantId: string, eventId: string): Promise<DeliveryRow | undefined> {
+  const { rows } = await tx.query<DeliveryRow>(
     `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id
       WHERE d.event_id = $1 AND d.merchant_id = $2 FOR UPDATE OF d`,
     [eventId, merchantId],

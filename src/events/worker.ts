@@ -100,13 +100,9 @@ export class WebhookWorker {
     if (limit <= 0) return [];
     const nowMs = clock.nowMs();
     const token = randomUUID();
-    const claimed = await store.claimDueDeliveries(db, {
-      nowMs,
-      limit,
-      perEndpoint: ENDPOINT_CONCURRENCY_MAX,
-      lockedUntilMs: nowMs + this.leaseMs,
-      token,
-    });
+    const claimed = await db.transaction((tx) =>
+      store.claimDueDeliveries(tx, { nowMs, limit, perEndpoint: ENDPOINT_CONCURRENCY_MAX, lockedUntilMs: nowMs + this.leaseMs, token }),
+    );
     if (claimed.length === 0) return [];
     this.claims.set(token, claimed.length);
     this.inFlight += claimed.length;

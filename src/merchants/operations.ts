@@ -1,10 +1,10 @@
 // The merchant operations, for every face: register and update merchants, verify their domains, issue and
-// revoke API keys, configure the webhook and re-send its deliveries.
+// revoke API keys. (The webhook's operations are the events feature's.)
 import { Type, type Static } from '@sinclair/typebox';
 import { API_KEY_SCOPES } from '../identity/api-keys.ts';
 import { Category, idOf, MerchantIdParams } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation, type ResolvedBy } from '../platform/operations.ts';
-import { MERCHANT_DOMAIN_CHARS_MAX, merchantActor, type DomainProof, type MerchantService } from './service.ts';
+import { MERCHANT_DOMAIN_CHARS_MAX, type DomainProof, type MerchantService } from './service.ts';
 
 const Name = Type.String({ minLength: 1, maxLength: 100 });
 const Categories = Type.Array(Category, { minItems: 1, maxItems: 20, description: '1–20 categories (duplicates are dropped)' });
@@ -43,30 +43,13 @@ export const ApiKeyCreate = Type.Object(
   { examples: [{ name: 'checkout server', scopes: ['access:check', 'redemptions:capture', 'redemptions:release'] }], additionalProperties: false },
 );
 
-export const WebhookPut = Type.Object(
-  {
-    url: Type.String({ minLength: 1, maxLength: 2048, description: 'https URL on the verified domain or a subdomain; port 443; no query, fragment or credentials' }),
-    enabled: Type.Optional(Type.Boolean({ default: true })),
-    rotateSecret: Type.Optional(
-      Type.Boolean({ default: false, description: 'true: issue a new secret now; the old one stops signing at once (rotate-secret gives an overlap)' }),
-    ),
-    deliverMissed: Type.Optional(
-      Type.Boolean({ default: true, description: 'when this PUT resumes a paused webhook: deliver the events of the pause (true) or only new ones' }),
-    ),
-  },
-  { examples: [{ url: 'https://books.example.com/hooks/acg', enabled: true }], additionalProperties: false },
-);
-
 export const KeyParams = Type.Object({ id: idOf('merchant (mer_…)'), keyId: idOf('API key (the keyId shown when it was created)') });
-export const DeliveryParams = Type.Object({ id: idOf('merchant (mer_…)'), deliveryId: idOf('webhook delivery (whd_…)') });
 
 const RegisterMerchantInput = inputOf(Type.Object({}), MerchantCreate);
 const UpdateMerchantInput = inputOf(MerchantIdParams, MerchantPatch);
 const MerchantIdInput = inputOf(MerchantIdParams);
 const CreateApiKeyInput = inputOf(MerchantIdParams, ApiKeyCreate);
 const RevokeApiKeyInput = inputOf(KeyParams);
-const ConfigureWebhookInput = inputOf(MerchantIdParams, WebhookPut);
-const ResendDeliveryInput = inputOf(DeliveryParams);
 
 type Result<M extends keyof MerchantService> = ResolvedBy<MerchantService, M>;
 
@@ -76,8 +59,6 @@ export interface MerchantOperations {
   verifyMerchantDomain: SingleStepOperation<Static<typeof MerchantIdInput>, Result<'applyDomainProof'>, undefined, DomainProof>;
   createMerchantApiKey: SingleStepOperation<Static<typeof CreateApiKeyInput>, Result<'createApiKey'>>;
   revokeMerchantApiKey: SingleStepOperation<Static<typeof RevokeApiKeyInput>, Result<'revokeApiKey'>>;
-  configureMerchantWebhook: SingleStepOperation<Static<typeof ConfigureWebhookInput>, Result<'configureWebhook'>>;
-  resendWebhookDelivery: SingleStepOperation<Static<typeof ResendDeliveryInput>, Result<'resendDelivery'>>;
 }
 
 /** Owner operations read `ownerId` from the principal (a human or owner credential). */
@@ -114,25 +95,6 @@ export function merchantOperations(merchants: MerchantService): MerchantOperatio
       input: RevokeApiKeyInput,
       idempotency: { key: 'optional' },
       run: (tx, { principal, input }) => merchants.revokeApiKey(tx, principal.ownerId!, input.id, input.keyId),
-    },
-    configureMerchantWebhook: {
-      name: 'configureMerchantWebhook',
-      input: ConfigureWebhookInput,
-      idempotency: { key: 'required' },
-      secretFields: ['webhookSecret'],
-      run: (tx, { principal, input }) =>
-        merchants.configureWebhook(tx, principal.ownerId!, input.id, {
-          url: input.url,
-          enabled: input.enabled ?? true,
-          rotateSecret: input.rotateSecret ?? false,
-          deliverMissed: input.deliverMissed ?? true,
-        }),
-    },
-    resendWebhookDelivery: {
-      name: 'resendWebhookDelivery',
-      input: ResendDeliveryInput,
-      idempotency: { key: 'optional' },
-      run: (tx, { principal, input }) => merchants.resendDelivery(tx, merchantActor(principal), input.id, input.deliveryId),
     },
   };
 }

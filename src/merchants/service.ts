@@ -1,18 +1,21 @@
-// Merchants: registration, settings, DNS TXT proof of the domain over DNS-over-HTTPS, scoped API keys, and
-// the webhook configuration and deliveries (through the events feature). An owner reaches only its own
-// merchants and an API key only its own merchant; anything else is "not found", so ids cannot be probed.
+// Merchants: registration, settings, DNS TXT proof of the domain over DNS-over-HTTPS, scoped API keys. An
+// owner reaches only its own merchants and an API key only its own merchant; anything else is "not found",
+// so ids cannot be probed. The webhook is the events feature's: it reads merchants through the
+// MerchantDirectory it declares, which this service implements (reach, lockReached).
+import type { MerchantDirectory } from '../events/merchant-directory.ts';
 import { emitEvent } from '../events/outbox.ts';
-import type { Delivery, WebhookConfiguration, WebhookService } from '../events/service.ts';
+import type { WebhookService } from '../events/service.ts';
 import { newApiKey, API_KEY_SCOPES } from '../identity/api-keys.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
+import { normaliseDomain } from '../platform/hostnames.ts';
 import type { Principal } from '../platform/principal.ts';
 import { newId, newSecret } from '../platform/ids.ts';
+import type { Page } from '../platform/schemas.ts';
 import { hasTxtValue, ResolverError, type DohOptions } from './doh.ts';
 import * as store from './store.ts';
-import { normaliseDomain, validateWebhookUrl } from './validation.ts';
 
 /** The label under which the owner publishes the challenge, as ACME uses `_acme-challenge`. */
 export const VERIFICATION_LABEL = '_acceptor-verify';
@@ -57,16 +60,11 @@ export interface ApiKeyMetadata {
 }
 
 /** Who is acting: an owner (H or O) on its merchants, or a merchant API key (M) on its own merchant. */
-export type MerchantActor = ({ kind: 'owner'; ownerId: string } | { kind: 'api_key'; merchantId: string }) & {
-  /** Hold the merchant row FOR SHARE for the rest of the transaction. */
-  share?: boolean;
-};
+export type MerchantActor = { kind: 'owner'; ownerId: string } | { kind: 'api_key'; merchantId: string };
 
 /** Who acts for a merchant: its owner (H/O), or one of its API keys (M). */
-export function merchantActor(principal: Principal, share = false): MerchantActor {
-  return principal.kind === 'merchant'
-    ? { kind: 'api_key', merchantId: principal.merchantId!, share }
-    : { kind: 'owner', ownerId: principal.ownerId!, share };
+export function merchantActor(principal: Principal): MerchantActor {
+  return principal.kind === 'merchant' ? { kind: 'api_key', merchantId: principal.merchantId! } : { kind: 'owner', ownerId: principal.ownerId! };
 }
 
 /** What the DNS said, found outside any transaction (see `checkDomain`). */
@@ -75,12 +73,6 @@ export type DomainProof = 'already_verified' | 'found' | 'absent';
 export const API_KEY_NOTICE =
   'Store this key now: it is shown only in this response (a replay of this request omits it) and cannot be recovered. ' +
   'Send it as "Authorization: Bearer <key>". Revoke it at POST /v1/merchants/{id}/api-keys/{keyId}/revoke.';
-export const WEBHOOK_SECRET_NOTICE =
-  'Store this signing secret now: it is shown only in this response (a replay omits it). It stays until you rotate it ' +
-  '(POST /v1/merchants/{id}/webhook/rotate-secret keeps the old one signing during an overlap; PUT with rotateSecret ' +
-  'replaces it at once). Verify deliveries with a Standard Webhooks library (webhook-id, webhook-timestamp, webhook-signature).';
-export const WEBHOOK_SECRET_KEPT_NOTICE =
-  'The signing secret is unchanged (no webhookSecret in this response). Rotate it with POST /v1/merchants/{id}/webhook/rotate-secret.';
 
 export function dnsRecordOf(row: Pick<store.MerchantRow, 'domain' | 'verification_challenge'>): DnsRecord {
   return { type: 'TXT', name: `${VERIFICATION_LABEL}.${row.domain}`, value: row.verification_challenge };
@@ -106,11 +98,17 @@ function notFound(merchantId: string): ApiError {
   return new ApiError('not_found', { detail: `no merchant ${merchantId} among yours` });
 }
 
+/** What other features need of a merchant the actor may act for. */
 export interface MerchantFacts {
   id: string;
   ownerId: string;
+  domain: string;
   categories: string[];
   verified: boolean;
+}
+
+function toFacts(row: store.MerchantRow): MerchantFacts {
+  return { id: row.id, ownerId: row.owner_id, domain: row.domain, categories: row.categories, verified: row.verified };
 }
 
 export interface MerchantServiceDeps {
@@ -120,13 +118,14 @@ export interface MerchantServiceDeps {
   doh: DohOptions;
 }
 
-export class MerchantService {
+export class MerchantService implements MerchantDirectory {
   constructor(
     private readonly gateway: Gateway,
     private readonly deps: MerchantServiceDeps,
   ) {}
 
-  private async toMerchant(db: Queryable, row: store.MerchantRow): Promise<Merchant> {
+  /** The merchant as every face shows it (with its webhook URL). */
+  async toMerchant(db: Queryable, row: store.MerchantRow): Promise<Merchant> {
     return (await this.toMerchants(db, [row]))[0]!;
   }
 
@@ -147,7 +146,8 @@ export class MerchantService {
     }));
   }
 
-  private async owned(db: Queryable, ownerId: string, merchantId: string): Promise<store.MerchantRow> {
+  /** One of the owner's merchants; another owner's is 404 like a merchant that does not exist. */
+  async owned(db: Queryable, ownerId: string, merchantId: string): Promise<store.MerchantRow> {
     return this.found(await store.findOwnedMerchant(db, ownerId, merchantId), merchantId);
   }
 
@@ -161,22 +161,40 @@ export class MerchantService {
     return row;
   }
 
-
-  /** The merchant an actor may act for; an API key of another merchant gets the same 404 as a stranger. */
-  private async reachable(db: Queryable, actor: MerchantActor, merchantId: string): Promise<store.MerchantRow> {
-    const row =
-      actor.kind === 'owner' || actor.merchantId === merchantId ? await store.findMerchant(db, merchantId, actor.share) : undefined;
+  /**
+   * The merchant an actor may act for, read by `read` (plainly, or with a lock); an API key of another
+   * merchant gets the same 404 as a stranger, without a read.
+   */
+  private async reachable(actor: MerchantActor, merchantId: string, read: () => Promise<store.MerchantRow | undefined>): Promise<store.MerchantRow> {
+    const row = actor.kind === 'owner' || actor.merchantId === merchantId ? await read() : undefined;
     if (!row || (actor.kind === 'owner' && row.owner_id !== actor.ownerId)) throw notFound(merchantId);
     return row;
   }
 
-  /**
-   * What other features need of a merchant the actor may act for (else 404). With `share`, the row is held
-   * FOR SHARE until the transaction ends, so a concurrent category change waits (offer creation).
-   */
+  /** What other features need of a merchant the actor may act for (else 404). */
   async facts(db: Queryable, actor: MerchantActor, merchantId: string): Promise<MerchantFacts> {
-    const row = await this.reachable(db, actor, merchantId);
-    return { id: row.id, ownerId: row.owner_id, categories: row.categories, verified: row.verified };
+    return toFacts(await this.reachable(actor, merchantId, () => store.findMerchant(db, merchantId)));
+  }
+
+  /**
+   * As `facts`, with the row held FOR SHARE until the transaction ends, so a concurrent change of the
+   * merchant (a category removed) waits for it (offer creation).
+   */
+  async shareFacts(tx: Tx, actor: MerchantActor, merchantId: string): Promise<MerchantFacts> {
+    return toFacts(await this.reachable(actor, merchantId, () => store.shareMerchant(tx, merchantId)));
+  }
+
+  /** MerchantDirectory (events): the merchant the principal may act for, else 404. */
+  async reach(db: Queryable, principal: Principal, merchantId: string): Promise<MerchantFacts> {
+    return this.facts(db, merchantActor(principal), merchantId);
+  }
+
+  /** MerchantDirectory (events): as `reach`, the row locked FOR UPDATE until `tx` ends (configuring the webhook). */
+  async lockReached(tx: Tx, principal: Principal, merchantId: string): Promise<MerchantFacts> {
+    const actor = merchantActor(principal);
+    // An owner locks only its own row: a stranger's request never makes the owner's wait.
+    const lock = () => (actor.kind === 'owner' ? store.lockOwnedMerchant(tx, actor.ownerId, merchantId) : store.lockMerchant(tx, merchantId));
+    return toFacts(await this.reachable(actor, merchantId, lock));
   }
 
   async register(tx: Tx, ownerId: string, input: { name: string; domain: string; categories: string[] }): Promise<{ merchant: Merchant; dnsRecord: DnsRecord }> {
@@ -205,14 +223,12 @@ export class MerchantService {
     return { merchant: await this.toMerchant(tx, row), dnsRecord: dnsRecordOf(row) };
   }
 
-  async list(ownerId: string, limit: number, startingAfter?: string): Promise<{ merchants: Merchant[]; hasMore: boolean }> {
-    const page = await pageBySeq<store.MerchantRow>(this.gateway.db, 'merchants', 'owner_id', ownerId, { limit, startingAfter });
-    return { merchants: await this.toMerchants(this.gateway.db, page.items), hasMore: page.hasMore };
+  /** The owner's merchants, oldest first. */
+  async list(db: Queryable, ownerId: string, page: Page): Promise<{ merchants: Merchant[]; hasMore: boolean }> {
+    const found = await pageBySeq<store.MerchantRow>(db, 'merchants', 'owner_id', ownerId, page);
+    return { merchants: await this.toMerchants(db, found.items), hasMore: found.hasMore };
   }
 
-  async get(ownerId: string, merchantId: string): Promise<Merchant> {
-    return this.toMerchant(this.gateway.db, await this.owned(this.gateway.db, ownerId, merchantId));
-  }
 
   async update(tx: Tx, ownerId: string, merchantId: string, patch: { name?: string; categories?: string[]; domain?: unknown }): Promise<Merchant> {
     if (patch.domain !== undefined) {
@@ -314,10 +330,10 @@ export class MerchantService {
     return { apiKey: toApiKey(row), secretKey: key.plaintext, notice: API_KEY_NOTICE };
   }
 
-  async listApiKeys(ownerId: string, merchantId: string, limit: number, startingAfter?: string): Promise<{ apiKeys: ApiKeyMetadata[]; hasMore: boolean }> {
-    await this.owned(this.gateway.db, ownerId, merchantId);
-    const rows = await store.listApiKeys(this.gateway.db, merchantId, limit + 1, startingAfter);
-    return { apiKeys: rows.slice(0, limit).map(toApiKey), hasMore: rows.length > limit };
+  /** A merchant's keys, newest first (the caller has checked the owner). */
+  async listApiKeys(db: Queryable, merchantId: string, page: Page): Promise<{ apiKeys: ApiKeyMetadata[]; hasMore: boolean }> {
+    const rows = await store.listApiKeys(db, merchantId, page.limit + 1, page.startingAfter);
+    return { apiKeys: rows.slice(0, page.limit).map(toApiKey), hasMore: rows.length > page.limit };
   }
 
   /** Keys by id with their secret hashes, for the credential verifier only (its coalesced reads: one statement). */
@@ -331,38 +347,5 @@ export class MerchantService {
     const row = await store.lockApiKey(tx, merchantId, keyId);
     if (!row) throw new ApiError('not_found', { detail: `no API key ${keyId} for this merchant` });
     return { apiKey: toApiKey(await store.revokeApiKey(tx, keyId, BigInt(this.gateway.clock.nowS()))) };
-  }
-
-  async configureWebhook(
-    tx: Tx,
-    ownerId: string,
-    merchantId: string,
-    input: { url: string; enabled: boolean; rotateSecret: boolean; deliverMissed: boolean },
-  ): Promise<{ configuration: WebhookConfiguration; webhookSecret?: string; notice: string }> {
-    const row = await this.lockOwned(tx, ownerId, merchantId);
-    if (!row.verified) {
-      throw new ApiError('conflict', {
-        detail: 'verify the domain first (POST /v1/merchants/{id}/verify-domain): webhooks go only to the verified domain',
-      });
-    }
-    const url = validateWebhookUrl(input.url, row.domain);
-    if (!url.ok) throw new ApiError('invalid_input', { detail: `url ${url.reason}` });
-    const configured = await this.deps.webhooks.configure(tx, merchantId, { ...input, url: url.url });
-    return { ...configured, notice: configured.webhookSecret === undefined ? WEBHOOK_SECRET_KEPT_NOTICE : WEBHOOK_SECRET_NOTICE };
-  }
-
-  async webhookConfiguration(actor: MerchantActor, merchantId: string): Promise<{ configuration: WebhookConfiguration }> {
-    await this.reachable(this.gateway.db, actor, merchantId);
-    return { configuration: await this.deps.webhooks.configuration(this.gateway.db, merchantId) };
-  }
-
-  async listDeliveries(actor: MerchantActor, merchantId: string, limit: number, startingAfter?: string): Promise<{ deliveries: Delivery[]; hasMore: boolean }> {
-    await this.reachable(this.gateway.db, actor, merchantId);
-    return this.deps.webhooks.listDeliveries(merchantId, limit, startingAfter);
-  }
-
-  async resendDelivery(tx: Tx, actor: MerchantActor, merchantId: string, deliveryId: string): Promise<{ delivery: Delivery }> {
-    await this.reachable(tx, actor, merchantId);
-    return { delivery: await this.deps.webhooks.resend(tx, merchantId, deliveryId) };
   }
 }

@@ -56,8 +56,20 @@ export async function lockOwnedMerchant(tx: Tx, ownerId: string, merchantId: str
   return rows[0];
 }
 
-export async function findMerchant(db: Queryable, merchantId: string, share = false): Promise<MerchantRow | undefined> {
-  const { rows } = await db.query<MerchantRow>(`SELECT * FROM merchants WHERE id = $1${share ? ' FOR SHARE' : ''}`, [merchantId]);
+export async function findMerchant(db: Queryable, merchantId: string): Promise<MerchantRow | undefined> {
+  const { rows } = await db.query<MerchantRow>('SELECT * FROM merchants WHERE id = $1', [merchantId]);
+  return rows[0];
+}
+
+/** The merchant, held FOR SHARE until the transaction ends: a concurrent change of its row waits. */
+export async function shareMerchant(tx: Tx, merchantId: string): Promise<MerchantRow | undefined> {
+  const { rows } = await tx.query<MerchantRow>('SELECT * FROM merchants WHERE id = $1 FOR SHARE', [merchantId]);
+  return rows[0];
+}
+
+/** The merchant, locked FOR UPDATE until the transaction ends. */
+export async function lockMerchant(tx: Tx, merchantId: string): Promise<MerchantRow | undefined> {
+  const { rows } = await tx.query<MerchantRow>('SELECT * FROM merchants WHERE id = $1 FOR UPDATE', [merchantId]);
   return rows[0];
 }
 

@@ -54,8 +54,8 @@ export class OfferService {
   ) {}
 
   /** The merchant, if the principal may act for it (its owner, or one of its API keys); else 404. */
-  private merchantFor(db: Queryable, principal: Principal, merchantId: string, share = false): Promise<MerchantFacts> {
-    return this.merchants.facts(db, merchantActor(principal, share), merchantId);
+  private merchantFor(db: Queryable, principal: Principal, merchantId: string): Promise<MerchantFacts> {
+    return this.merchants.facts(db, merchantActor(principal), merchantId);
   }
 
   async create(
@@ -65,7 +65,7 @@ export class OfferService {
     input: { name: string; category: string; priceUc: bigint; active?: boolean; holdLifetimeS?: number; refundWindowS?: number },
   ): Promise<Offer> {
     // FOR SHARE: a concurrent PATCH removing this category waits for us, then sees the offer (409).
-    const merchant = await this.merchantFor(tx, principal, merchantId, true);
+    const merchant = await this.merchants.shareFacts(tx, merchantActor(principal), merchantId);
     if (!merchant.categories.includes(input.category)) {
       throw new ApiError('invalid_input', { detail: `category must be one of the merchant's categories: ${merchant.categories.join(', ')}` });
     }
@@ -112,7 +112,7 @@ export class OfferService {
     offerId: string,
     patch: { name?: string; priceUc?: bigint; active?: boolean; holdLifetimeS?: number; refundWindowS?: number },
   ): Promise<Offer> {
-    const merchant = await this.merchantFor(tx, principal, merchantId, true);
+    const merchant = await this.merchants.shareFacts(tx, merchantActor(principal), merchantId);
     const row = await store.lockOffer(tx, offerId);
     if (!row || row.merchant_id !== merchantId) throw new ApiError('not_found', { detail: `no offer ${offerId}` });
     if (patch.active === true && !merchant.categories.includes(row.category)) {

@@ -1,7 +1,8 @@
 import net from 'node:net';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { normaliseDomain, SPECIAL_USE_TLDS, validateWebhookUrl, WEBHOOK_URL_CHARS_MAX } from '../../src/merchants/validation.ts';
+import { validateWebhookUrl, WEBHOOK_URL_CHARS_MAX } from '../../src/events/webhook-url.ts';
+import { normaliseDomain, SPECIAL_USE_TLDS } from '../../src/platform/hostnames.ts';
 
 // An independent restatement of the domain rules, written differently on purpose (character codes, no
 // shared regular expressions), used to re-check every output the validators accept.

@@ -1,12 +1,12 @@
 // An owner's webhook: one endpoint per owner that receives the events of its agents' top-ups and retained
 // intents (OWNER_EVENT_TYPES), signed with Standard Webhooks and delivered by the same outbox, worker,
-// retry schedule and circuit as merchants' webhooks (src/events/). An owner has no verified domain, so the
+// retry schedule and circuit as merchants' webhooks (service.ts). An owner has no verified domain, so the
 // URL rule is the merchant rule without the domain anchor: https on port 443 to a public DNS name, checked
 // again against every resolved address at delivery.
-import type { OwnerWebhookConfiguration, WebhookService } from '../events/service.ts';
-import { validatePublicWebhookUrl } from '../merchants/validation.ts';
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
+import type { OwnerWebhookConfiguration, WebhookService } from './service.ts';
+import { validatePublicWebhookUrl } from './webhook-url.ts';
 
 export const OWNER_WEBHOOK_SECRET_NOTICE =
   'Store this signing secret now: it is shown only in this response (a replay omits it). It stays until you replace it ' +
@@ -24,15 +24,15 @@ export interface OwnerWebhookInput {
 export class OwnerWebhookService {
   constructor(private readonly webhooks: WebhookService) {}
 
-  async configure(tx: Queryable, ownerId: string, input: OwnerWebhookInput): Promise<{ configuration: OwnerWebhookConfiguration; webhookSecret?: string; notice: string }> {
+  async configure(tx: Tx, ownerId: string, input: OwnerWebhookInput): Promise<{ configuration: OwnerWebhookConfiguration; webhookSecret?: string; notice: string }> {
     const url = validatePublicWebhookUrl(input.url);
     if (!url.ok) throw new ApiError('invalid_input', { detail: `url ${url.reason}` });
     const configured = await this.webhooks.configureOwner(tx, ownerId, { ...input, url: url.url });
     return { ...configured, notice: configured.webhookSecret === undefined ? OWNER_WEBHOOK_SECRET_KEPT_NOTICE : OWNER_WEBHOOK_SECRET_NOTICE };
   }
 
-  async configuration(ownerId: string): Promise<{ configuration: OwnerWebhookConfiguration }> {
-    return { configuration: await this.webhooks.ownerConfiguration(ownerId) };
+  async configuration(db: Queryable, ownerId: string): Promise<{ configuration: OwnerWebhookConfiguration }> {
+    return { configuration: await this.webhooks.ownerConfiguration(db, ownerId) };
   }
 
   /** Deleting an absent webhook answers the same unconfigured state (`deleted: false`). */

@@ -1,0 +1,87 @@
+// Events and webhooks as every face shows them: one schema each, registered once by the composition root.
+import { Type } from '@sinclair/typebox';
+import { Nullable, UnixSeconds } from '../platform/schemas.ts';
+import { MERCHANT_EVENT_TYPES, OWNER_EVENT_TYPES } from './outbox.ts';
+
+export const EventSchema = Type.Object(
+  {
+    id: Type.String({ description: 'the event id; also the webhook-id header of its deliveries' }),
+    type: Type.String({ enum: [...MERCHANT_EVENT_TYPES] }),
+    createdAt: UnixSeconds('when it happened'),
+    payload: Type.Object({}, { additionalProperties: true, description: 'the envelope exactly as delivered (see the top-level `webhooks`)' }),
+  },
+  { $id: 'Event' },
+);
+
+export const WebhookAttemptSchema = Type.Object(
+  {
+    id: Type.String(),
+    attempt: Type.Integer({ minimum: 1, description: '1 for the first attempt of the delivery' }),
+    outcome: Type.String({
+      enum: ['in_progress', 'succeeded', 'failed', 'interrupted'],
+      description: '`interrupted`: the instance making it stopped (e.g. a crash) before it finished, and another took the delivery over',
+    }),
+    status: Nullable(Type.Integer({ description: 'HTTP status of the answer; null when none came' })),
+    error: Nullable(Type.String()),
+    durationMs: Nullable(Type.Integer()),
+    startedAtMs: Type.Integer({ description: 'Unix milliseconds' }),
+    finishedAtMs: Nullable(Type.Integer({ description: 'Unix milliseconds; null while in progress' })),
+  },
+  { $id: 'WebhookAttempt' },
+);
+
+export const WebhookConfigurationSchema = Type.Object(
+  {
+    configured: Type.Boolean(),
+    enabled: Type.Boolean({ description: 'false pauses deliveries; events still happen and are kept' }),
+    queueConfigured: Type.Boolean({ description: 'deliveries go through the database outbox that every instance drains (always true)' }),
+    merchantId: Type.String(),
+    url: Type.String({ description: 'canonical https URL on the verified domain; "" while not configured' }),
+    createdAt: Nullable(UnixSeconds('first configuration; null while not configured')),
+    updatedAt: Nullable(UnixSeconds('last change (PUT, PATCH, secret rotation); null while not configured')),
+    pausedAt: Nullable(UnixSeconds('since when deliveries are paused; null while enabled')),
+    disabledReason: Nullable(
+      Type.Union([Type.Literal('merchant'), Type.Literal('failing')], { description: '`failing`: the gateway disabled it after failing attempts' }),
+    ),
+    previousSecretExpiresAt: Nullable(UnixSeconds('until when the secret replaced by the last rotation still signs; null when none does')),
+  },
+  { $id: 'WebhookConfiguration' },
+);
+
+export const WebhookDeliverySchema = Type.Object(
+  {
+    id: Type.String(),
+    eventId: Type.String({ description: 'the event; also the webhook-id header, the same on every attempt' }),
+    eventType: Type.String(),
+    state: Type.String({ enum: ['pending', 'succeeded', 'dead'] }),
+    attempts: Type.Integer({ description: 'attempts started so far, including one in progress or cut off by a crash (see …/attempts)' }),
+    nextAttemptAt: Nullable(UnixSeconds('next attempt (pending only)')),
+    lastAttemptAt: Nullable(UnixSeconds('last attempt')),
+    lastStatus: Nullable(Type.Integer({ description: 'HTTP status of the last answer; null when none came' })),
+    lastError: Nullable(Type.String({ description: 'why the last attempt failed: status_not_2xx, timeout, connect_failed, dns_failed, forbidden_address, …' })),
+    lastDurationMs: Nullable(Type.Integer()),
+    deliveredAt: Nullable(UnixSeconds('the last successful attempt')),
+    createdAt: UnixSeconds('creation'),
+  },
+  { $id: 'WebhookDelivery' },
+);
+
+export const OwnerWebhookConfigurationSchema = Type.Object(
+  {
+    configured: Type.Boolean(),
+    enabled: Type.Boolean({ description: 'false: events happen but no delivery is created' }),
+    ownerId: Type.String(),
+    url: Type.String({ description: 'canonical https URL; "" while not configured' }),
+    eventTypes: Type.Array(Type.String({ enum: [...OWNER_EVENT_TYPES] }), { description: 'the event types this webhook receives' }),
+    createdAt: Nullable(UnixSeconds('first configuration; null while not configured')),
+    updatedAt: Nullable(UnixSeconds('last change; null while not configured')),
+    disabledReason: Nullable(
+      Type.Union([Type.Literal('owner'), Type.Literal('failing')], {
+        description: '`owner`: PUT with enabled false; `failing`: the gateway disabled it after every attempt failed for 5 days (PUT enabled true resumes)',
+      }),
+    ),
+  },
+  { $id: 'OwnerWebhookConfiguration' },
+);
+
+export const EVENT_SCHEMAS = [EventSchema, WebhookAttemptSchema, WebhookConfigurationSchema, WebhookDeliverySchema, OwnerWebhookConfigurationSchema];
