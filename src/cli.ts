@@ -1,9 +1,9 @@
 // The `acg` command line. Each command imports what it runs only when it runs (`await import`), so
 // `acg --help` or `acg dev token` loads neither Fastify nor a database driver, and `acg serve` none of
 // the command modules.
-import { readFileSync } from 'node:fs';
-import { Command } from 'commander';
-import { ConfigError, ENV_VARS, loadConfig } from './platform/config.ts';
+import { existsSync, readFileSync } from 'node:fs';
+import { Command, InvalidArgumentError, type Option } from 'commander';
+import { ConfigError, ENV_VARS, loadConfig, type Config } from './platform/config.ts';
 
 /** The package's version, which `acg --version` prints (package.json is next to src/ and to dist/). */
 function packageVersion(): string {
@@ -22,19 +22,112 @@ function configOrExit() {
   }
 }
 
+/** `acg credit grant`, as typed: the names of the command and its parents. */
+function commandLine(command: Command): string {
+  const names: string[] = [];
+  for (let at: Command | null = command; at; at = at.parent) names.unshift(at.name());
+  return names.join(' ');
+}
+
+/** The environment variable an option-like flag names (`--port` → PORT, `--data-dir` → ACG_DATA_DIR), if any. */
+function settingFor(flag: string): string | undefined {
+  const name = flag.replace(/^--/, '').toUpperCase().replaceAll('-', '_');
+  return ENV_VARS.find((v) => v.name === name || v.name === `ACG_${name}`)?.name;
+}
+
+/** Commander's own answer to an unknown option (with its edit-distance suggestion); a method its typings leave out. */
+const commanderUnknownOption = (Command.prototype as unknown as { unknownOption(this: Command, flag: string): never }).unknownOption;
+
+/** An option's value that is empty, or is the next option: the shell variable that should have given it was empty. */
+function refuseMissingValue(value: string): string {
+  if (value === '') throw new InvalidArgumentError('It is empty (was a shell variable empty?).');
+  if (value.startsWith('--')) throw new InvalidArgumentError('That is the next option, so the value is missing (was a shell variable empty?).');
+  return value;
+}
+
+/**
+ * Commander's Command, with what a person at a terminal needs said better:
+ * - every setting is an environment variable, so an option that names one (`acg serve --port 9090`)
+ *   is answered with the variable to set (`PORT=9090 acg serve`);
+ * - an unknown option that begins a known one (`--amount` for `--amount-uc`) is suggested: commander's
+ *   suggestion stops at an edit distance of 3;
+ * - an option's value that is empty or is the next option (`--agent $AGENT_ID --amount-uc 5` with
+ *   AGENT_ID empty) is refused by name, not taken as the value.
+ */
+class AcgCommand extends Command {
+  override createCommand(name?: string): AcgCommand {
+    return new AcgCommand(name);
+  }
+
+  override createOption(flags: string, description?: string): Option {
+    const option = super.createOption(flags, description);
+    if (option.required) option.argParser(refuseMissingValue);
+    return option;
+  }
+
+  /** Called by commander for an option this command does not have. */
+  unknownOption(flag: string): never {
+    const [name = flag, inline] = flag.split(/=(.*)/s, 2);
+    const variable = settingFor(name);
+    if (variable) {
+      const at = this.args.indexOf(flag);
+      const next = this.args[at + 1];
+      const valued = inline === undefined && next !== undefined && !next.startsWith('-');
+      const value = inline ?? (valued ? next : '<value>');
+      const given = (option: Option) => this.getOptionValueSource(option.attributeName()) === 'cli';
+      const rest = this.args.length > (valued ? 2 : 1) || this.options.some(given) ? ' …' : '';
+      this.error(`error: ${commandLine(this)} has no option ${name}: settings are environment variables. Use ${variable}=${value} ${commandLine(this)}${rest}`, {
+        code: 'commander.unknownOption',
+      });
+    }
+    const begun = this.options.flatMap((option) => (option.long?.startsWith(name) ? [option.long] : []));
+    if (begun.length === 1) this.error(`error: unknown option '${flag}'\n(Did you mean ${begun[0]}?)`, { code: 'commander.unknownOption' });
+    return commanderUnknownOption.call(this, flag);
+  }
+}
+
+function everyCommand(command: Command): Command[] {
+  return [command, ...command.commands.flatMap(everyCommand)];
+}
+
+/**
+ * Commander checks required options before unknown ones, so `--amount 5` was answered "required option
+ * '--amount-uc' not specified" instead of the suggestion. Required options are checked after parsing
+ * instead, in a preAction hook (which runs after the unknown-option check), in commander's words.
+ */
+function checkRequiredOptionsLast(program: Command): void {
+  const required = new Set<Option>();
+  for (const command of everyCommand(program)) {
+    for (const option of command.options) {
+      if (!option.mandatory) continue;
+      required.add(option);
+      option.makeOptionMandatory(false);
+    }
+  }
+  program.hook('preAction', (_program, action) => {
+    for (const option of action.options) {
+      if (required.has(option) && action.getOptionValue(option.attributeName()) === undefined) {
+        action.error(`error: required option '${option.flags}' not specified`, { code: 'commander.missingMandatoryOptionValue' });
+      }
+    }
+  });
+}
+
 export function buildCli(): Command {
-  const program = new Command('acg')
+  const program = new AcgCommand('acg')
     .description('Agent Credit Gateway: prepaid credit, holds and metered services for software agents')
     .version(packageVersion())
-    .showHelpAfterError()
+    .showHelpAfterError('(add --help for usage)')
     .addHelpText(
       'after',
-      `\nConfiguration is read from environment variables:\n${ENV_VARS.map((v) => `  ${v.name.padEnd(34)} ${v.meaning}`).join('\n')}`,
+      `\nConfiguration is read from environment variables (docs/configuration.md has the table), e.g. PORT=9090 acg serve:\n` +
+        ENV_VARS.map((v) => `  ${v.name.padEnd(34)} ${v.meaning}`).join('\n'),
     );
 
   program
     .command('serve')
     .description('run the gateway (applies pending migrations first)')
+    .addHelpText('after', '\nIts settings are environment variables (acg --help lists them), e.g. PORT=9090 acg serve, or PORT=9090 npm start.')
     .action(async () => {
       const { serve } = await import('./server.ts');
       await serve();
@@ -70,16 +163,18 @@ export function buildCli(): Command {
     .description('add a credit lot to an agent (journaled like every ledger change)')
     .addHelpText(
       'after',
-      '\nWith a gateway running at ACG_BASE_URL the grant goes through its operator route (POST /v1/operator/credit-grants) with the ' +
-        'operator credential (dev: ACG_DATA_DIR/operator-token; live: ACG_OPERATOR_TOKEN); with none running it opens the database itself.',
+      '\nExample: acg credit grant --agent agt_… --amount-uc 5000000   (5 credits)\n\n' +
+        'With a gateway running at ACG_BASE_URL the grant goes through its operator route (POST /v1/operator/credit-grants) with the ' +
+        'operator credential (dev: ACG_DATA_DIR/operator-token; live: ACG_OPERATOR_TOKEN). With none running it opens the configured ' +
+        'database itself (stop the gateway first on the embedded one), and never creates one.',
     )
-    .requiredOption('--agent <agentId>', 'the agent to credit (agt_…)')
-    .requiredOption('--amount-uc <microcredits>', 'amount in microcredits (1 credit = 1000000)')
+    .requiredOption('--agent <agentId>', 'the agent to credit (agt_…), required')
+    .requiredOption('--amount-uc <microcredits>', 'amount in microcredits (1 credit = 1,000,000 µc), required')
     .option('--expires-at <unixSeconds>', 'when the unspent remainder lapses (default: never)')
     .option('--priority <n>', 'burn-down priority; lower is spent first', '100')
     .option('--note <text>', 'why this grant was made (kept as the lot source reference)')
     .action(async (options: { agent: string; amountUc: string; expiresAt?: string; priority: string; note?: string }) => {
-      const { grantCredit } = await import('./ledger/cli.ts');
+      const { grantCredit } = await import('./operator/cli.ts');
       await grantCredit(configOrExit(), options);
     });
 
@@ -133,7 +228,7 @@ export function buildCli(): Command {
   token
     .command('human')
     .description('a human owner session JWT (verified email)')
-    .requiredOption('--email <email>', "the owner's verified email")
+    .requiredOption('--email <email>', "the owner's verified email, required")
     .option('--subject <subject>', 'subject at the human issuer (default: derived from the email)')
     .option('--lifetime-s <seconds>', 'token lifetime in seconds', '3600')
     .action(async (options: { email: string; subject?: string; lifetimeS: string }) => {
@@ -142,14 +237,32 @@ export function buildCli(): Command {
   token
     .command('agent')
     .description("an agent identity JWT carrying its owner's email")
-    .requiredOption('--subject <subject>', 'subject of the agent at the agent issuer (register it first with POST /v1/owner/agents)')
-    .requiredOption('--owner-email <email>', "the owner's verified email (must match the owner's human identity)")
+    .requiredOption('--subject <subject>', 'subject of the agent at the agent issuer (register it first with POST /v1/owner/agents), required')
+    .requiredOption('--owner-email <email>', "the owner's verified email (must match the owner's human identity), required")
     .option('--lifetime-s <seconds>', 'token lifetime in seconds', '3600')
     .action(async (options: { subject: string; ownerEmail: string; lifetimeS: string }) => {
       await printDevToken('agent', { subject: options.subject, ownerEmail: options.ownerEmail, lifetimeS: options.lifetimeS });
     });
 
+  checkRequiredOptionsLast(program);
   return program;
+}
+
+/**
+ * Dev tokens are signed with the keys a dev gateway made in its ACG_DATA_DIR. Without them here, minting
+ * would make new keys that no running gateway trusts (and a data directory nobody asked for): say what was
+ * found instead, and what to do.
+ */
+async function missingDevIssuerKeys(config: Config, file: string): Promise<string> {
+  const { gatewayAnswers } = await import('./operator/client.ts');
+  const running = await gatewayAnswers(config.baseUrl).catch(() => false);
+  if (running) {
+    return (
+      `a gateway answers at ${config.baseUrl}, but its dev issuer keys are not here: ${file} does not exist. A dev gateway makes them ` +
+      "in its own ACG_DATA_DIR: run this in the directory the gateway was started from, or set ACG_DATA_DIR to the gateway's data directory"
+    );
+  }
+  return `no gateway answers at ${config.baseUrl}, and ${file} does not exist: start the gateway first (npm start), which makes the dev issuers' keys, then run this in its directory`;
 }
 
 async function printDevToken(
@@ -170,7 +283,12 @@ async function printDevToken(
     process.stderr.write('--lifetime-s must be a whole number of seconds between 60 and 86400\n');
     process.exit(2);
   }
-  const { loadDevIssuerKeys, mintDevToken } = await import('./identity/dev-issuers.ts');
+  const { devIssuerKeysFile, loadDevIssuerKeys, mintDevToken } = await import('./identity/dev-issuers.ts');
+  const file = devIssuerKeysFile(config.dataDir);
+  if (!existsSync(file)) {
+    process.stderr.write(`${await missingDevIssuerKeys(config, file)}\n`);
+    process.exit(2);
+  }
   const keys = await loadDevIssuerKeys(config.dataDir);
   const token = await mintDevToken(keys, {
     baseUrl: config.baseUrl,

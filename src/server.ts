@@ -88,6 +88,24 @@ export function installLastLineOfDefence(log: Logger, exitCleanly: () => void, t
   });
 }
 
+/**
+ * A socket that cannot be opened is a matter of configuration, not a crash: one line naming the address
+ * and the variable to change, instead of a fatal log with a stack trace. Undefined for any other failure.
+ */
+export function listenProblem(error: unknown, config: Pick<Config, 'host' | 'port'>): string | undefined {
+  const code = (error as NodeJS.ErrnoException).code;
+  const where = `port ${config.port} on ${config.host}`;
+  if (code === 'EADDRINUSE') {
+    const free = config.port === 65535 ? 8081 : config.port + 1;
+    return `acg serve: ${where} is already in use (a gateway already running?): stop what listens there, or choose a free port with PORT, e.g. PORT=${free} npm start (and the same PORT for acg commands aimed at it)`;
+  }
+  if (code === 'EACCES') return `acg serve: no permission to listen on ${where} (ports below 1024 need privileges): set PORT to another port, e.g. PORT=8080 npm start`;
+  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+    return `acg serve: cannot listen on ${config.host}, which is not an address of this machine: set HOST (default 127.0.0.1; 0.0.0.0 for every interface)`;
+  }
+  return undefined;
+}
+
 export async function serve(): Promise<void> {
   applyHeapPolicy();
   let config: Config;
@@ -111,6 +129,16 @@ export async function serve(): Promise<void> {
   let db: Database;
   try {
     front = await openFrontDoor(door);
+  } catch (error) {
+    const problem = listenProblem(error, config);
+    if (problem) {
+      process.stderr.write(`${problem}\n`);
+      process.exit(2);
+    }
+    log.fatal({ err: error }, 'gateway failed to start');
+    process.exit(1);
+  }
+  try {
     if (config.port === 0) {
       // Every URL derived from the port (the base URL, the dev DNS resolver) names the port actually bound.
       config = loadConfig({ ...process.env, PORT: new URL(front.url).port });

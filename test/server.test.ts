@@ -1,11 +1,13 @@
+import { execFile } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../src/platform/db/faults.ts';
-import { installLastLineOfDefence, startRetryDelayMs } from '../src/server.ts';
+import { installLastLineOfDefence, listenProblem, startRetryDelayMs } from '../src/server.ts';
 import { createPostgresDatabase, onPostgres } from './support/database.ts';
 import { spawnGateway } from './support/process.ts';
 
@@ -75,4 +77,44 @@ describe('acg serve with PORT=0', () => {
       await database?.drop();
     }
   }, 90_000);
+});
+
+describe('acg serve on a port it cannot have', () => {
+  it('answers a taken port with one line naming the port and PORT, no stack trace, and exits 2', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as { port: number }).port;
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-port-taken-'));
+    try {
+      const env = { ...process.env, PORT: String(port), ACG_DATA_DIR: dataDir, DATABASE_URL: '', ACG_BASE_URL: '' };
+      const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        execFile(process.execPath, [path.resolve('bin/acg.js'), 'serve'], { env, timeout: 60_000 }, (error, stdout, stderr) =>
+          resolve({ code: error ? (error as { code?: number }).code ?? null : 0, stdout, stderr }),
+        );
+      });
+      expect(result).toEqual({
+        code: 2,
+        stdout: '',
+        stderr:
+          `acg serve: port ${port} on 127.0.0.1 is already in use (a gateway already running?): stop what listens there, ` +
+          `or choose a free port with PORT, e.g. PORT=${port + 1} npm start (and the same PORT for acg commands aimed at it)\n`,
+      });
+      // It stopped before touching its data directory.
+      expect(existsSync(path.join(dataDir, 'pglite'))).toBe(false);
+    } finally {
+      taken.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('names the variable to change for a port it may not open and an address that is not this machine', () => {
+    const failure = (code: string) => Object.assign(new Error(code), { code });
+    expect(listenProblem(failure('EACCES'), { host: '127.0.0.1', port: 80 })).toBe(
+      'acg serve: no permission to listen on port 80 on 127.0.0.1 (ports below 1024 need privileges): set PORT to another port, e.g. PORT=8080 npm start',
+    );
+    expect(listenProblem(failure('EADDRNOTAVAIL'), { host: '192.0.2.7', port: 8080 })).toBe(
+      'acg serve: cannot listen on 192.0.2.7, which is not an address of this machine: set HOST (default 127.0.0.1; 0.0.0.0 for every interface)',
+    );
+    expect(listenProblem(failure('EMFILE'), { host: '127.0.0.1', port: 8080 })).toBeUndefined();
+  });
 });

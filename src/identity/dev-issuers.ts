@@ -24,13 +24,14 @@ async function newPrivateJwk(): Promise<JWK> {
   return { ...jwk, kid: await calculateJwkThumbprint(publicPart), alg: 'ES256' };
 }
 
-function filePath(dataDir: string): string {
+/** The file of the issuers' keys in ACG_DATA_DIR (created by the dev gateway at start). */
+export function devIssuerKeysFile(dataDir: string): string {
   return path.join(dataDir, 'dev-issuers.json');
 }
 
 /** Reads the issuers' keys, creating them on first use (exclusive create: two starters agree on one file). */
 export async function loadDevIssuerKeys(dataDir: string): Promise<DevIssuerFile> {
-  const file = filePath(dataDir);
+  const file = devIssuerKeysFile(dataDir);
   try {
     return JSON.parse(readFileSync(file, 'utf8')) as DevIssuerFile;
   } catch (error) {

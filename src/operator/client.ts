@@ -1,7 +1,13 @@
-// How CLI commands reach a running gateway: HTTP to ACG_BASE_URL with the operator credential.
+// How CLI commands reach a running gateway: HTTP to ACG_BASE_URL with the operator credential. And what
+// they say when they cannot: what they found at ACG_BASE_URL and in ACG_DATA_DIR, and what to do, in one
+// place, so every command that needs a running gateway answers a wrong directory or port the same way.
 import { randomUUID } from 'node:crypto';
+import type { Config } from '../platform/config.ts';
+import { operatorTokenFile } from './credential.ts';
 
 const REQUEST_TIMEOUT_MS = 15_000;
+/** A gateway that is up answers /healthz at once, even while it waits for its database. */
+const PROBE_TIMEOUT_MS = 3_000;
 
 /** Nothing answers at the base URL: the gateway is not running there. */
 export class GatewayNotRunning extends Error {
@@ -16,24 +22,23 @@ export interface GatewayAnswer {
   body: Record<string, unknown>;
 }
 
-/** One JSON request; mutating requests carry a fresh Idempotency-Key, so the gateway applies them once. */
-export async function callGateway(baseUrl: string, token: string, method: 'GET' | 'POST', path: string, body?: unknown): Promise<GatewayAnswer> {
-  const headers: Record<string, string> = { authorization: `Bearer ${token}`, accept: 'application/json' };
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  if (method === 'POST') headers['idempotency-key'] = randomUUID();
-  let response: Response;
+/** `fetch`, with a refused connection as GatewayNotRunning and any other failure as one readable line. */
+async function send(baseUrl: string, path: string, init: RequestInit & { timeoutMs: number }): Promise<Response> {
   try {
-    response = await fetch(`${baseUrl}${path}`, {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
-    });
+    return await fetch(`${baseUrl}${path}`, { ...init, signal: AbortSignal.timeout(init.timeoutMs) });
   } catch (error) {
     const code = (error as { cause?: { code?: string } }).cause?.code;
     if (code === 'ECONNREFUSED') throw new GatewayNotRunning(baseUrl, { cause: error });
     throw new Error(`cannot reach the gateway at ${baseUrl}: ${code ?? (error as Error).message}`, { cause: error });
   }
+}
+
+/** One JSON request; mutating requests carry a fresh Idempotency-Key, so the gateway applies them once. */
+export async function callGateway(baseUrl: string, token: string, method: 'GET' | 'POST', path: string, body?: unknown): Promise<GatewayAnswer> {
+  const headers: Record<string, string> = { authorization: `Bearer ${token}`, accept: 'application/json' };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (method === 'POST') headers['idempotency-key'] = randomUUID();
+  const response = await send(baseUrl, path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), timeoutMs: REQUEST_TIMEOUT_MS });
   const text = await response.text();
   let parsed: Record<string, unknown>;
   try {
@@ -44,8 +49,57 @@ export async function callGateway(baseUrl: string, token: string, method: 'GET' 
   return { status: response.status, body: parsed };
 }
 
+/** Whether anything answers at the base URL (its /healthz); false when the connection is refused. */
+export async function gatewayAnswers(baseUrl: string): Promise<boolean> {
+  try {
+    const response = await send(baseUrl, '/healthz', { method: 'GET', timeoutMs: PROBE_TIMEOUT_MS });
+    await response.body?.cancel();
+    return true;
+  } catch (error) {
+    if (error instanceof GatewayNotRunning) return false;
+    throw error;
+  }
+}
+
 /** One line for a problem body: its code and detail. */
 export function describeProblem(answer: GatewayAnswer): string {
   const { code, detail, title } = answer.body as { code?: string; detail?: string; title?: string };
   return `HTTP ${answer.status} ${code ?? ''}${detail || title ? `: ${detail ?? title}` : ''}`.trim();
+}
+
+type Where = Pick<Config, 'mode' | 'baseUrl' | 'dataDir' | 'operatorToken'>;
+
+/** Nothing listens at ACG_BASE_URL, said with what to do. */
+export function noGatewayAt(config: Pick<Config, 'baseUrl'>): string {
+  return `no gateway answers at ${config.baseUrl}: start it first (npm start), or set ACG_BASE_URL (or PORT) to where it runs`;
+}
+
+/** A gateway answers at ACG_BASE_URL, but the command holds no operator credential for it. */
+export function noCredentialFor(config: Where): string {
+  if (config.mode === 'live') {
+    return `a gateway answers at ${config.baseUrl}, but ACG_OPERATOR_TOKEN is not set: set it to the operator credential (the one whose SHA-256 the gateway has in ACG_OPERATOR_TOKEN_SHA256)`;
+  }
+  return (
+    `a gateway answers at ${config.baseUrl}, but there is no operator credential for it here: ${operatorTokenFile(config.dataDir)} does not exist. ` +
+    "A dev gateway writes it into its own ACG_DATA_DIR: run this in the directory the gateway was started from, or set ACG_DATA_DIR to the gateway's data directory (or ACG_OPERATOR_TOKEN to its credential)"
+  );
+}
+
+/** The gateway refused the command: a credential it does not know (another data directory's), or a problem of the request. */
+export function describeRefusal(config: Where, answer: GatewayAnswer): string {
+  if (answer.status !== 401) return `refused: ${describeProblem(answer)}`;
+  const source = config.operatorToken ? 'ACG_OPERATOR_TOKEN' : operatorTokenFile(config.dataDir);
+  return (
+    `the gateway at ${config.baseUrl} does not accept the operator credential from ${source}: it was started with another ` +
+    "ACG_DATA_DIR (or another ACG_OPERATOR_TOKEN_SHA256). Run this with the gateway's ACG_DATA_DIR, or ACG_OPERATOR_TOKEN set to its credential"
+  );
+}
+
+/** Why a command that needs a running gateway holds no operator credential: nothing runs there, or it runs but the credential is elsewhere. */
+export async function missingCredential(config: Where): Promise<string> {
+  try {
+    return (await gatewayAnswers(config.baseUrl)) ? noCredentialFor(config) : noGatewayAt(config);
+  } catch (error) {
+    return (error as Error).message;
+  }
 }

@@ -1,6 +1,6 @@
 // `acg dev dns publish`: adds a TXT record to the running dev gateway's dev DNS zone, through its
 // operator route (the embedded database belongs to the gateway while it runs).
-import { callGateway, describeProblem, GatewayNotRunning } from '../operator/client.ts';
+import { callGateway, describeRefusal, GatewayNotRunning, missingCredential, noGatewayAt } from '../operator/client.ts';
 import { presentedOperatorToken } from '../operator/credential.ts';
 import type { Config } from '../platform/config.ts';
 
@@ -18,15 +18,15 @@ export async function publishDevRecord(config: Config, options: { merchant?: str
   if (byMerchant === (options.name !== undefined)) fail('give either --merchant <id>, or a <name> and a <value>');
   if (!byMerchant && options.value === undefined) fail('give the TXT value after the name');
   const token = presentedOperatorToken(config);
-  if (!token) fail(`no operator credential in ${config.dataDir}: start the gateway (npm start) with the same ACG_DATA_DIR first`);
+  if (!token) fail(await missingCredential(config));
   const body = byMerchant ? { merchantId: options.merchant } : { name: options.name, value: options.value };
   try {
     const answer = await callGateway(config.baseUrl, token, 'POST', '/dev/dns/records', body);
-    if (answer.status !== 200) fail(`refused: ${describeProblem(answer)}`);
+    if (answer.status !== 200) fail(describeRefusal(config, answer));
     const record = answer.body.record as { name: string; value: string };
     process.stdout.write(`published ${record.name} TXT "${record.value}" in the dev zone of ${config.baseUrl}\n`);
   } catch (error) {
-    if (error instanceof GatewayNotRunning) fail(`${error.message}: start it first (npm start), with the same PORT / ACG_BASE_URL`);
+    if (error instanceof GatewayNotRunning) fail(noGatewayAt(config));
     fail((error as Error).message);
   }
 }

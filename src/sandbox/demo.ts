@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
 import { loadDevIssuerKeys, mintDevToken } from '../identity/dev-issuers.ts';
+import { missingCredential, noGatewayAt } from '../operator/client.ts';
 import { presentedOperatorToken } from '../operator/credential.ts';
 import type { Config } from '../platform/config.ts';
 
@@ -53,7 +54,7 @@ function short(secret: string): string {
 class Demo {
   private step = 0;
 
-  constructor(private readonly baseUrl: string) {}
+  constructor(private readonly config: Config) {}
 
   title(text: string): void {
     this.step += 1;
@@ -73,7 +74,7 @@ class Demo {
     process.stdout.write(`  →   ${call.method} ${call.path}${body}\n        (Authorization: Bearer <${call.as}>${idempotent ? ', Idempotency-Key: <uuid>' : ''})\n`);
     let response: Response;
     try {
-      response = await fetch(`${this.baseUrl}${call.path}`, {
+      response = await fetch(`${this.config.baseUrl}${call.path}`, {
         method: call.method,
         headers,
         body: call.body === undefined ? undefined : JSON.stringify(call.body),
@@ -82,9 +83,7 @@ class Demo {
     } catch (error) {
       const code = (error as { cause?: { code?: string } }).cause?.code;
       throw new DemoFailure(
-        code === 'ECONNREFUSED'
-          ? `no gateway answers at ${this.baseUrl}: start it first (npm start) with the same PORT / ACG_BASE_URL and ACG_DATA_DIR`
-          : `${call.method} ${call.path} failed: ${code ?? (error as Error).message}`,
+        code === 'ECONNREFUSED' ? noGatewayAt(this.config) : `${call.method} ${call.path} failed: ${code ?? (error as Error).message}`,
       );
     }
     const text = await response.text();
@@ -125,10 +124,10 @@ export async function runDemo(config: Config): Promise<void> {
   if (config.mode !== 'dev') refuse('acg demo works in dev mode only: it uses the built-in identity issuers and the dev DNS zone');
   if (config.humanIssuer || config.agentIssuer) refuse('acg demo needs the built-in dev identity issuers (unset ACG_HUMAN_ISSUER / ACG_AGENT_ISSUER)');
   const operator = presentedOperatorToken(config);
-  if (!operator) refuse(`no operator credential in ${config.dataDir}: start the gateway (npm start) with the same ACG_DATA_DIR first`);
+  if (!operator) refuse(await missingCredential(config));
   process.stdout.write(`acg demo: a whole purchase against ${config.baseUrl}, as the HTTP requests a developer would send\n`);
   try {
-    await purchase(new Demo(config.baseUrl), config, operator);
+    await purchase(new Demo(config), config, operator);
   } catch (error) {
     if (!(error instanceof DemoFailure)) throw error;
     process.stderr.write(`\nacg demo stopped: ${error.message}\n`);

@@ -65,7 +65,7 @@ describe('acg demo and acg credit grant against a running gateway', () => {
 
     const { stdout } = await acg('credit', 'grant', '--agent', agentId, '--amount-uc', '2500000', '--note', 'test grant');
     expect(stdout).toMatch(new RegExp(`^granted 2500000 µc to ${agentId} as lot lot_\\w+ \\(through the gateway at ${gateway.url}\\)\\n$`));
-    const refused = await acg('credit', 'grant', '--agent', 'agt_missing', '--amount-uc', '1').catch((e: { code: number; stderr: string }) => e);
+    const refused = await acg('credit', 'grant', '--agent', 'agt_missing', '--amount-uc', '1000000').catch((e: { code: number; stderr: string }) => e);
     expect(refused).toMatchObject({ code: 2, stderr: 'refused: HTTP 404 not_found: no agent agt_missing\n' });
 
     const balance = await fetch(`${gateway.url}/v1/owner/agents/${agentId}/balance`, { headers: { authorization: `Bearer ${human}` } });

@@ -1,6 +1,7 @@
 // The README's "First purchase" block, run as written: extracted from README.md (so the test follows the
-// README), against a real `npm start` in a fresh data directory, then stopped the way Ctrl-C stops it.
-// The one change is the port: the block's 8080 becomes a free port, because other tests share the machine.
+// README), pasted twice in a row into one shell against a real `npm start` in a fresh data directory (both
+// pastes buy), then the README's MCP-by-hand block, then the gateway is stopped the way Ctrl-C stops it.
+// The one change is the port: the blocks' 8080 becomes a free port, because other tests share the machine.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,15 +11,24 @@ import { onPostgres } from '../support/database.ts';
 import { freePort } from '../support/doh-server.ts';
 import { waitFor } from '../support/wait.ts';
 
-const MARKER = '<!-- first-purchase:';
-
-/** The first ```sh block after the marker comment in README.md. */
-export function firstPurchaseBlock(readme: string): string {
-  const marker = readme.indexOf(MARKER);
-  if (marker < 0) throw new Error(`README.md has no ${MARKER} marker`);
+/** The first ```sh block after the marker comment `<!-- name:` in README.md. */
+export function readmeBlock(readme: string, name: string): string {
+  const marker = readme.indexOf(`<!-- ${name}:`);
+  if (marker < 0) throw new Error(`README.md has no <!-- ${name}: marker`);
   const match = /```sh\n([\s\S]*?)```/.exec(readme.slice(marker));
-  if (!match) throw new Error('no ```sh block after the first-purchase marker');
+  if (!match) throw new Error(`no \`\`\`sh block after the ${name} marker`);
   return match[1]!;
+}
+
+/** Runs a script as bash would from a paste, but stopping at the first failure; its output. */
+async function bash(script: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const shell = spawn('bash', ['-e', '-o', 'pipefail', '-c', script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  shell.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  shell.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => shell.once('exit', resolve));
+  return { code, stdout, stderr };
 }
 
 function waitForOutput(child: ReturnType<typeof spawn>, pattern: RegExp, timeoutMs: number): Promise<void> {
@@ -49,29 +59,38 @@ describe.skipIf(onPostgres())('README "First purchase"', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('runs as written against npm start and ends with the balance and earnings it promises', async () => {
-    const block = firstPurchaseBlock(readFileSync('README.md', 'utf8'));
+  it('runs as written against npm start, twice in a row in one shell, and each paste ends with the balance and earnings it promises', async () => {
+    const readme = readFileSync('README.md', 'utf8');
+    const block = readmeBlock(readme, 'first-purchase');
     const port = String(await freePort());
     const env = { ...process.env, ACG_DATA_DIR: dataDir, PORT: port, DATABASE_URL: '', ACG_BASE_URL: '' };
     // Its own process group, like a terminal's foreground job: Ctrl-C signals npm and the gateway alike.
     gateway = spawn('npm', ['start'], { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
     await waitForOutput(gateway, /gateway ready/, 120_000);
 
-    const script = block.replaceAll('8080', port);
-    const shell = spawn('bash', ['-e', '-o', 'pipefail', '-c', script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    shell.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    shell.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const code = await new Promise<number | null>((resolve) => shell.once('exit', resolve));
+    const pasted = block.replaceAll('8080', port);
+    const { code, stdout, stderr } = await bash(`${pasted}\n${pasted}`, env);
     expect(code, `${stdout}\n${stderr}`).toBe(0);
 
     const answers = stdout.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, string>);
-    expect(answers.find((a) => 'availableUc' in a)).toMatchObject({ availableUc: '3500000', heldUc: '0', capturedUc: '1500000', grantedUc: '5000000' });
-    expect(answers.find((a) => 'earnedUc' in a)).toMatchObject({ earnedUc: '1500000' });
-    expect(stdout).toMatch(/^granted 5000000 µc to agt_\w+ as lot lot_\w+ \(through the gateway/m);
-    expect(stdout).toMatch(/^true$/m); // verify-domain
-    expect(stdout).toMatch(/^captured$/m);
+    const balances = answers.filter((a) => 'availableUc' in a);
+    const earnings = answers.filter((a) => 'earnedUc' in a);
+    expect(balances).toHaveLength(2);
+    expect(earnings).toHaveLength(2);
+    for (const balance of balances) expect(balance).toMatchObject({ availableUc: '3500000', heldUc: '0', capturedUc: '1500000', grantedUc: '5000000' });
+    for (const earned of earnings) expect(earned).toMatchObject({ earnedUc: '1500000' });
+    // Each paste made its own agent: two grants, to two agents.
+    const granted = [...stdout.matchAll(/^granted 5000000 µc to (agt_\w+) as lot lot_\w+ \(through the gateway/gm)].map((m) => m[1]);
+    expect(granted).toHaveLength(2);
+    expect(granted[0]).not.toBe(granted[1]);
+    expect(stdout.match(/^true$/gm)).toHaveLength(2); // verify-domain
+    expect(stdout.match(/^captured$/gm)).toHaveLength(2);
+
+    // The MCP section's by-hand block: initialize and tools/list on 2025-11-25, tools/list on 2026-07-28.
+    const mcp = await bash(readmeBlock(readme, 'mcp-by-hand').replaceAll('8080', port), env);
+    expect(mcp.code, `${mcp.stdout}\n${mcp.stderr}`).toBe(0);
+    expect(mcp.stdout).toContain('"protocolVersion":"2025-11-25"');
+    expect(mcp.stdout.match(/"name":"register_agent"/g)).toHaveLength(2);
 
     // Ctrl-C: SIGINT to the whole foreground group; the gateway shuts down cleanly and npm exits with it.
     const exited = new Promise<number | null>((resolve) => gateway!.once('exit', resolve));

@@ -3,6 +3,11 @@ import type { Config } from '../config.ts';
 import type { Database } from './database.ts';
 import type { OutageLog } from './faults.ts';
 
+/** Where the embedded database lives inside ACG_DATA_DIR. */
+export function embeddedDatabaseDir(dataDir: string): string {
+  return path.join(dataDir, 'pglite');
+}
+
 /**
  * Opens the configured database. It connects lazily: a PostgreSQL that is down fails the first call, not this one.
  * Each driver is loaded only when configured: a gateway on PostgreSQL never loads PGlite, nor the other way round.
@@ -13,7 +18,7 @@ export async function openDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir
     return openPostgres(config.databaseUrl, { timeouts: config.db, log });
   }
   const { openPglite } = await import('./pglite.ts');
-  return openPglite(path.join(config.dataDir, 'pglite'), log);
+  return openPglite(embeddedDatabaseDir(config.dataDir), log);
 }
 
 export function describeStorage(db: Database): string {

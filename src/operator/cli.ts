@@ -1,17 +1,30 @@
 // `acg credit grant`: the operator's way to fund an agent, through the ledger service like everything
-// else. With a gateway running (the only process that may open the embedded database) the grant goes
-// through its operator route; with none, the command opens the database itself (and only then loads
-// what that takes: the gateway's context, a database driver, the agent service).
-import { callGateway, describeProblem, GatewayNotRunning } from '../operator/client.ts';
-import { presentedOperatorToken } from '../operator/credential.ts';
+// else. With a gateway running at ACG_BASE_URL (on the embedded database, the only process that may open
+// it) the grant goes through its operator route. With none, the command opens the configured database
+// itself, and only one that exists: run from the wrong directory, a command aimed at a gateway must say
+// so, not create an empty ./.acg-data and then refuse the agent as unknown. What opening the database
+// takes (the gateway's context, a database driver, the agent service) is loaded only then.
+import { existsSync } from 'node:fs';
+import { GRANT_NOTE_CHARS_MAX, GRANT_PRIORITY_MAX, LedgerService, type Lot } from '../ledger/service.ts';
 import type { Config } from '../platform/config.ts';
+import { embeddedDatabaseDir } from '../platform/db/open.ts';
 import { ApiError } from '../platform/errors.ts';
-import { formatUc, parseUc } from '../platform/money.ts';
-import { GRANT_NOTE_CHARS_MAX, GRANT_PRIORITY_MAX, LedgerService, type Lot } from './service.ts';
+import { formatUc, parseUc, UC_PER_CREDIT } from '../platform/money.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import { callGateway, describeRefusal, GatewayNotRunning, gatewayAnswers, noCredentialFor } from './client.ts';
+import { presentedOperatorToken } from './credential.ts';
 
 function fail(message: string): never {
   process.stderr.write(`${message}\n`);
   process.exit(2);
+}
+
+export interface GrantOptions {
+  agent: string;
+  amountUc: string;
+  expiresAt?: string;
+  priority: string;
+  note?: string;
 }
 
 interface Grant {
@@ -23,7 +36,7 @@ interface Grant {
 }
 
 /** The same rules as the operator route's schema, said in the command's own terms. */
-function validate(options: { agent: string; amountUc: string; expiresAt?: string; priority: string; note?: string }): Grant {
+function validate(options: GrantOptions): Grant {
   let amountUc = 0n;
   try {
     amountUc = parseUc(options.amountUc);
@@ -38,6 +51,15 @@ function validate(options: { agent: string; amountUc: string; expiresAt?: string
   const note = options.note ?? 'operator grant';
   if (note.length < 1 || note.length > GRANT_NOTE_CHARS_MAX) fail(`--note must be 1–${GRANT_NOTE_CHARS_MAX} characters`);
   return { agentId: options.agent, amountUc, expiresAtS, priority, note };
+}
+
+/** Less than one credit is a legal grant, and most likely a unit mistake (`--amount-uc 5` meaning 5 credits): said, then granted. */
+function warnIfBelowOneCredit(amountUc: bigint): void {
+  if (amountUc >= UC_PER_CREDIT) return;
+  process.stderr.write(
+    `warning: --amount-uc ${amountUc} is ${amountUc} µc, less than one credit (1 credit = 1,000,000 µc); granting it as given. ` +
+      `For ${amountUc} credits, give --amount-uc ${amountUc * UC_PER_CREDIT}\n`,
+  );
 }
 
 function report(lot: Pick<Lot, 'grantedUc' | 'agentId' | 'id' | 'expiresAt'>, via: string): void {
@@ -56,7 +78,7 @@ async function grantThroughGateway(config: Config, token: string, grant: Grant):
   };
   try {
     const answer = await callGateway(config.baseUrl, token, 'POST', '/v1/operator/credit-grants', body);
-    if (answer.status !== 201) fail(`refused: ${describeProblem(answer)}`);
+    if (answer.status !== 201) fail(describeRefusal(config, answer));
     report(answer.body.lot as Lot, `through the gateway at ${config.baseUrl}`);
     return true;
   } catch (error) {
@@ -65,9 +87,17 @@ async function grantThroughGateway(config: Config, token: string, grant: Grant):
   }
 }
 
+/**
+ * The ledger, built on a gateway context the command opened itself: the one place this command
+ * constructs services (the composition root builds them for `acg serve`).
+ */
+async function ledgerFor(gateway: Gateway): Promise<LedgerService> {
+  const { AgentService } = await import('../agents/service.ts');
+  return new LedgerService(gateway, new AgentService(gateway, () => undefined));
+}
+
 async function grantInDatabase(config: Config, grant: Grant): Promise<void> {
   const { createGateway, createLogger } = await import('../platform/gateway.ts');
-  const { AgentService } = await import('../agents/service.ts');
   let gateway;
   try {
     gateway = await createGateway(config, { log: createLogger({ logLevel: 'warn' }) });
@@ -75,7 +105,7 @@ async function grantInDatabase(config: Config, grant: Grant): Promise<void> {
     fail(`cannot open the database: ${(error as Error).message}`);
   }
   try {
-    const ledger = new LedgerService(gateway, new AgentService(gateway, () => undefined));
+    const ledger = await ledgerFor(gateway);
     const lot = await gateway.db.transaction((tx) =>
       ledger.grant(tx, { agentId: grant.agentId, amountUc: grant.amountUc, priority: grant.priority, expiresAtS: grant.expiresAtS, source: 'grant', sourceRef: grant.note }),
     );
@@ -88,12 +118,21 @@ async function grantInDatabase(config: Config, grant: Grant): Promise<void> {
   }
 }
 
-export async function grantCredit(
-  config: Config,
-  options: { agent: string; amountUc: string; expiresAt?: string; priority: string; note?: string },
-): Promise<void> {
+export async function grantCredit(config: Config, options: GrantOptions): Promise<void> {
   const grant = validate(options);
+  warnIfBelowOneCredit(grant.amountUc);
   const token = presentedOperatorToken(config);
-  if (token && (await grantThroughGateway(config, token, grant))) return;
+  if (token) {
+    if (await grantThroughGateway(config, token, grant)) return;
+  } else if (await gatewayAnswers(config.baseUrl).catch((error: Error) => fail(error.message))) {
+    fail(noCredentialFor(config));
+  }
+  // Nothing answers at the base URL: the database itself, if there is one to open.
+  if (!config.databaseUrl && !existsSync(embeddedDatabaseDir(config.dataDir))) {
+    fail(
+      `no gateway answers at ${config.baseUrl}, and there is no database in ${config.dataDir}: start the gateway (npm start) and run this again ` +
+        "in its directory, or set ACG_BASE_URL (or PORT) to where it runs and ACG_DATA_DIR to its data directory (DATABASE_URL to its database on PostgreSQL)",
+    );
+  }
   await grantInDatabase(config, grant);
 }
