@@ -1,5 +1,6 @@
 // Route schemas of the authorization server: the OpenAPI document is generated from these.
 import { Type } from '@sinclair/typebox';
+import { Nullable, UnixSeconds } from '../platform/schemas.ts';
 import { CLIENT_NAME_LENGTH_MAX, REDIRECT_URIS_MAX, REDIRECT_URIS_MIN } from './limits.ts';
 import { IDENTITY_PROVIDERS, SCOPES } from './scopes.ts';
 
@@ -134,3 +135,20 @@ export const DevLoginResponse = Type.Object({
 
 export const HtmlPage = (description: string) => ({ description, content: { 'text/html': { schema: { type: 'string' } } } });
 export const SeeOther = (description: string) => ({ description, type: 'null' });
+
+export const OAuthGrantSchema = Type.Object(
+  {
+    id: Type.String({ description: 'grt_…' }),
+    clientId: Type.String({ description: 'the OAuth client this consent lets in without the consent page' }),
+    clientName: Nullable(Type.String({ description: 'as the client registered it (not verified)' })),
+    scope: Type.String({ enum: [...SCOPES], description: 'what the consent granted: the scope of every token it issues' }),
+    resource: Type.String({ description: 'the resource (RFC 8707) it was given for: the API or the MCP endpoint' }),
+    agentId: Nullable(Type.String({ description: 'the agent that consented (svc:agent), or null for your own consent (svc:owner)' })),
+    identity: Type.Object({ issuer: Type.String(), subject: Type.String() }, { description: 'the identity that signed in on the consent page' }),
+    createdAt: UnixSeconds('consent given'),
+    expiresAt: UnixSeconds('the consent is forgotten'),
+  },
+  { $id: 'OAuthGrant', description: 'A remembered consent: one browser, one client, one identity, one scope and resource' },
+);
+
+export const OAUTH_SCHEMAS = [OAuthGrantSchema];
