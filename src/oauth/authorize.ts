@@ -17,7 +17,13 @@ import { parseScope } from './scopes.ts';
 import * as store from './store.ts';
 
 /** RFC 6749 §4.1.2.1 codes sent back in the redirect (not all are error bodies). */
-export type AuthorizeRedirectError = 'invalid_request' | 'unsupported_response_type' | 'invalid_scope' | 'invalid_target' | 'temporarily_unavailable';
+export type AuthorizeRedirectError =
+  | 'invalid_request'
+  | 'unsupported_response_type'
+  | 'invalid_scope'
+  | 'invalid_target'
+  | 'temporarily_unavailable'
+  | 'consent_required';
 
 export type AuthorizeOutcome =
   | { kind: 'show'; status: 400; error: 'invalid_request' | 'invalid_client' | 'invalid_redirect_uri'; description: string }
@@ -72,7 +78,7 @@ export async function authorize(gateway: Gateway, rawQuery: string, browserSecre
   const trusted: Trusted = { redirectUri: requestedRedirect, state: state === DUPLICATE ? undefined : state, issuer: baseUrl };
   const fail = (error: AuthorizeRedirectError, description: string) => errorRedirect(trusted, error, description);
 
-  for (const name of ['response_type', 'state', 'code_challenge', 'code_challenge_method', 'scope']) {
+  for (const name of ['response_type', 'state', 'code_challenge', 'code_challenge_method', 'scope', 'prompt']) {
     if (single(params, name) === DUPLICATE) return fail('invalid_request', `${name} must not be repeated`);
   }
   const responseType = single(params, 'response_type');
@@ -93,12 +99,16 @@ export async function authorize(gateway: Gateway, rawQuery: string, browserSecre
   const scope = effectiveScope(single(params, 'scope') as string | undefined, client.scope);
   if (scope === INVALID) return fail('invalid_scope', 'scope may only list svc:agent and svc:owner, and only scopes registered for this client');
 
+  const prompt = parsePrompt(single(params, 'prompt') as string | undefined);
+  if (prompt === INVALID) return fail('invalid_request', 'prompt may only be none, or any of login, consent and select_account');
+
   const nowS = gateway.clock.nowS();
-  if (browserSecret !== undefined) {
+  if (browserSecret !== undefined && prompt !== 'page') {
     const match: ConsentMatch = { clientId: client.id, browserHash: hashSecret(browserSecret), resource: resources[0]!, requestedScope: scope };
     const code = await codeFromRememberedConsent(gateway, match, { redirectUri: requestedRedirect, codeChallenge: challenge }, nowS);
     if (code !== undefined) return { kind: 'remembered', location: redirectWith(requestedRedirect, { code, state: trusted.state, iss: baseUrl }) };
   }
+  if (prompt === 'none') return fail('consent_required', 'no remembered consent answers this request in this browser; send it without prompt=none to show the consent page');
   await store.purgeExpiredRequests(gateway.db, nowS);
   if ((await store.countPendingRequests(gateway.db, nowS)) >= PENDING_AUTHORIZATION_REQUESTS_MAX) {
     return fail('temporarily_unavailable', 'too many authorization requests are pending; retry in a few minutes');
@@ -131,6 +141,19 @@ function codeFromRememberedConsent(gateway: Gateway, match: ConsentMatch, reques
 }
 
 const INVALID = Symbol('invalid');
+const PAGE_PROMPTS = new Set(['login', 'consent', 'select_account']);
+
+/**
+ * OpenID Connect's `prompt` (Core §3.1.2.1), which MCP clients may send: `none` = answer only from a
+ * remembered consent; login, consent or select_account = show the page even when a consent is remembered
+ * (how a person chooses another identity). Absent = a remembered consent answers, else the page.
+ */
+function parsePrompt(value: string | undefined): 'none' | 'page' | undefined | typeof INVALID {
+  if (value === undefined) return undefined;
+  const values = value.split(' ');
+  if (values.length === 1 && values[0] === 'none') return 'none';
+  return values.every((v) => PAGE_PROMPTS.has(v)) ? 'page' : INVALID;
+}
 
 /**
  * The scopes the person may grant: the requested ones (all of ours when none is named), limited to the

@@ -44,6 +44,13 @@ export const AuthorizeQuery = Type.Object(
     code_challenge_method: Type.Optional(Type.Literal('S256', { description: 'required' })),
     resource: Type.Optional(Type.String({ description: 'required (RFC 8707): {base_url} for the API or {base_url}/mcp' })),
     scope: Type.Optional(Type.String({ description: 'svc:agent, svc:owner, or both; absent = the identity provider chosen decides' })),
+    prompt: Type.Optional(
+      Type.String({
+        description:
+          'OpenID Connect prompt: `none` = answer only from a remembered consent (else consent_required); `login`, `consent` or ' +
+          '`select_account` (space-separated) = show the consent page even when a consent is remembered; absent = a remembered consent answers',
+      }),
+    ),
   },
   { additionalProperties: true },
 );
