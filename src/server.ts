@@ -110,7 +110,7 @@ export async function serve(): Promise<void> {
   let front: FrontDoor;
   let db: Database;
   try {
-    front = await openFrontDoor(door);
+    front = await openFrontDoor(door, log);
     if (config.port === 0) {
       // Every URL derived from the port (the base URL, the dev DNS resolver) names the port actually bound.
       config = loadConfig({ ...process.env, PORT: new URL(front.url).port });

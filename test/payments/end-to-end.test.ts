@@ -106,7 +106,7 @@ describe.runIf(hasChromium && !onPostgres())('a top-up approved in the browser r
       // Said in the success colour, not the error red the page uses for refusals.
       const colour = () => page.locator('#status').evaluate((element) => getComputedStyle(element).color);
       expect(await colour()).toBe('rgb(26, 127, 55)');
-      await page.locator('#status').evaluate((element) => { element.className = 'error'; });
+      await page.locator('#status').evaluate((element) => element.setAttribute('class', 'error'));
       expect(await colour()).toBe('rgb(154, 31, 31)');
       expect(await page.locator('#approve').isHidden()).toBe(true);
       expect(cspViolations).toEqual([]);
