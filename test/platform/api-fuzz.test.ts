@@ -7,6 +7,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { openFrontDoor, type FrontDoor } from '../../src/platform/http/front-door.ts';
+import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
 
@@ -356,6 +357,37 @@ describe("Node's parser-level refusals answer problem bodies on every listener",
       }
     }
     expect(problems.slice(0, 20)).toEqual([]);
+  });
+});
+
+describe('the operator route without a configured operator credential', () => {
+  let live: TestGateway;
+  beforeAll(async () => {
+    live = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com' } });
+  });
+  afterAll(() => live?.close());
+
+  const authorization = fc.oneof(
+    fc.constant(undefined),
+    fc.constantFrom('', 'Bearer', 'Bearer ', 'bearer acg_op_x', 'Basic b3BlcmF0b3I6eA==', `Bearer ${'a'.repeat(300)}`),
+    fc.string({ minLength: 1, maxLength: 60, unit: 'grapheme-ascii' }).map((text) => `Bearer acg_op_${text.replace(/\s/g, '')}`),
+    fc.uint8Array({ minLength: 32, maxLength: 32 }).map((bytes) => `Bearer acg_op_${Buffer.from(bytes).toString('base64url')}`),
+  );
+  const body = fc.oneof(fc.constant('{"agentId":"agt_x","amountUc":"1000000"}'), fc.constantFrom(...INVALID_JSON), fc.constant(''));
+
+  it('answers every generated request 401 with its challenge, first, and says nothing about the configuration', async () => {
+    const cases = fc.sample(fc.tuple(authorization, body, fc.boolean()), { seed: SEED, numRuns: 150 });
+    const problems: string[] = [];
+    for (const [auth, text, withKey] of cases) {
+      const headers: Record<string, string> = { 'content-type': 'application/json', ...(withKey ? { 'idempotency-key': key() } : {}), ...(auth === undefined ? {} : { authorization: auth }) };
+      const res = await fetch(`${live.url}/v1/operator/credit-grants`, { method: 'POST', headers, body: text });
+      const answer = await res.text();
+      const where = `${JSON.stringify(auth)} ${JSON.stringify(text.slice(0, 30))} → ${res.status} ${answer.slice(0, 160)}`;
+      if (res.status !== 401 || res.headers.get('www-authenticate') !== 'Bearer realm="operator"') problems.push(`not 401 with the challenge: ${where}`);
+      else if (!res.headers.get('content-type')?.startsWith('application/problem+json') || JSON.parse(answer).code !== 'unauthorized') problems.push(`not a problem body: ${where}`);
+      else if (/configur|ACG_/i.test(answer)) problems.push(`speaks of the configuration: ${where}`);
+    }
+    expect(problems.slice(0, 10)).toEqual([]);
   });
 });
 
