@@ -26,12 +26,9 @@ export interface SelectRequest {
 }
 
 /** Identity failures are 403 here (spec: invalid session); a provider outage stays a 503. */
-async function signIn(verifier: CredentialVerifier, authorization: string | undefined): Promise<{ principal: Principal; identity: ConsentingIdentity }> {
+async function signIn(verifier: CredentialVerifier, authorization: string | undefined): Promise<Principal> {
   try {
-    const principal = await verifier.authenticate(authorization, 'api');
-    // The verifier has just checked this token's signature, issuer and audience: its claims name the identity.
-    const claims = decodeJwt(/^Bearer +(\S+) *$/i.exec(authorization!)![1]!);
-    return { principal, identity: { issuer: claims.iss!, subject: claims.sub! } };
+    return await verifier.authenticate(authorization, 'api');
   } catch (error) {
     if (error instanceof ApiError && error.status === 503) throw temporarilyUnavailable(503, error.message);
     if (error instanceof ApiError) throw accessDenied(`invalid session: ${error.message}`);
@@ -49,6 +46,16 @@ function checkActor(choice: IdentityProviderChoice, principal: Principal): void 
   if (principal.kind !== 'agent' || principal.credential !== 'agent_identity') {
     throw accessDenied('agent consent needs an identity of the agent identity provider');
   }
+}
+
+/**
+ * The identity that signed in, as its provider names it. Only once checkActor has accepted the credential:
+ * then it is an identity token of that provider whose signature, issuer and audience the verifier has just
+ * checked, so its claims can be read as they are.
+ */
+function consentingIdentity(authorization: string): ConsentingIdentity {
+  const claims = decodeJwt(/^Bearer +(\S+) *$/i.exec(authorization)![1]!);
+  return { issuer: claims.iss!, subject: claims.sub! };
 }
 
 /**
@@ -71,8 +78,9 @@ export async function select(gateway: Gateway, verifier: CredentialVerifier, inp
     throw accessDenied('consent must come from the consent page shown in the browser that started this request');
   }
 
-  const { principal, identity } = await signIn(verifier, input.authorization);
+  const principal = await signIn(verifier, input.authorization);
   checkActor(input.identityProvider, principal);
+  const identity = consentingIdentity(input.authorization!);
   const scope = SCOPE_FOR_PROVIDER[input.identityProvider];
   const grantable = request.scope === null ? undefined : parseScope(request.scope);
   if (grantable && !grantable.has(scope)) throw accessDenied(`scope mismatch: the client asked for ${request.scope}, this provider grants ${scope}`);
