@@ -38,7 +38,11 @@ import { merchantRoutes } from './merchants/routes.ts';
 import { MERCHANT_SCHEMAS } from './merchants/schemas.ts';
 import { MerchantService } from './merchants/service.ts';
 import { revokedAccessTokenIds } from './oauth/access-tokens.ts';
+import { oauthGrantRoutes } from './oauth/grant-routes.ts';
+import { oauthOperations } from './oauth/operations.ts';
+import { oauthQueries } from './oauth/queries.ts';
 import { oauthRoutes } from './oauth/routes.ts';
+import { OAUTH_SCHEMAS } from './oauth/schemas.ts';
 import { acceptedOperatorHash } from './operator/credential.ts';
 import { operatorRoutes } from './operator/routes.ts';
 import { sandboxRoutes } from './sandbox/routes.ts';
@@ -178,7 +182,7 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
 }
 
 /** Every resource's schema (`$id` each): registered once at the root of the HTTP face, inlined by MCP. */
-export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, MeSchema, ...MERCHANT_SCHEMAS, ...EVENT_SCHEMAS];
+export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, MeSchema, ...MERCHANT_SCHEMAS, ...EVENT_SCHEMAS, ...OAUTH_SCHEMAS];
 
 export async function buildGatewayApp(
   gateway: Gateway,
@@ -211,6 +215,7 @@ export async function buildGatewayApp(
     docsRoutes,
     keysRoutes,
     oauthRoutes({ verifier: services.verifier }),
+    oauthGrantRoutes({ operations: oauthOperations(gateway.clock), queries: oauthQueries(gateway.clock) }),
     agentRoutes({ operations: operations.agents, queries: queries.agents }),
     identityRoutes(queries.identity),
     integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured, paymentProvider: dependencies.paymentApproval ? undefined : services.payments.providerKind }),

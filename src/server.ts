@@ -128,7 +128,7 @@ export async function serve(): Promise<void> {
   let front: FrontDoor;
   let db: Database;
   try {
-    front = await openFrontDoor(door);
+    front = await openFrontDoor(door, log);
   } catch (error) {
     const problem = listenProblem(error, config);
     if (problem) {

@@ -8,7 +8,7 @@ import { queryRoute } from '../platform/http/query.ts';
 import { IdParams, RedemptionIdParams } from '../platform/schemas.ts';
 import { CaptureRedemptionInput, RefundRedemptionInput, ReleaseRedemptionInput, type LedgerOperations } from './operations.ts';
 import type { LedgerQueries } from './queries.ts';
-import { REFUND_WINDOW_S_DEFAULT } from './service.ts';
+import { REFUND_WINDOW_S_DEFAULT, REFUNDS_PER_REDEMPTION_MAX } from './service.ts';
 
 const CaptureBody = Type.Omit(CaptureRedemptionInput, ['id'], { examples: [{ amountUc: '1500000' }] });
 const EmptyBody = Type.Omit(ReleaseRedemptionInput, ['id'], { examples: [{}] });
@@ -72,7 +72,9 @@ export function ledgerRoutes({ operations, queries }: LedgerRouteDeps) {
         description:
           'Credits `amountUc` (default: all captured and not yet refunded) back to the agent as a new lot (source `refund`) and ' +
           "takes it out of the merchant's earnings, in one transaction; it may be called several times up to the captured amount. " +
-          'More than is left → 400 refund_exceeds_captured; a hold that is not captured → 409 conflict; past the offer\'s refund ' +
+          'More than is left → 400 refund_exceeds_captured; a hold that is not captured → 409 conflict; no `amountUc` on a ' +
+          `redemption already fully refunded → 409 conflict (nothing is left to default to); more than ${REFUNDS_PER_REDEMPTION_MAX} refunds → ` +
+          '409 conflict; past the offer\'s refund ' +
           `window (default ${REFUND_WINDOW_S_DEFAULT} s after capture) → 409 refund_window_closed; earnings short of the amount → ` +
           '409 insufficient_earnings (nothing changes). Another merchant\'s redemption → 404. Idempotency-Key required. ' +
           'Emits `redemption.refunded`. 201 carries the refund (with its signed receipt) and the redemption after it.',

@@ -1,24 +1,35 @@
 // GET /oauth/authorize: the start of the authorization code flow (RFC 6749 §4.1.1, RFC 7636, RFC 8707,
 // RFC 9207, RFC 9700). Errors that cannot be trusted to the redirect URI (unknown client, unregistered
 // redirect URI) are shown to the person and never redirected; every other error goes back to the
-// validated redirect URI with a 303, `error`, `state` and `iss`. On success a pending request is
-// stored and the browser is sent to the consent page.
+// validated redirect URI with a 303, `error`, `state` and `iss`. On success, a browser that consented to
+// exactly this (client, scope, resource) before is sent straight back with a code (remembered-consent.ts);
+// otherwise a pending request is stored and the browser is sent to the consent page.
 import type { Gateway } from '../platform/gateway.ts';
 import { randomBase32 } from '../platform/ids.ts';
 import { hashSecret, newBrowserSecret } from './browser-binding.ts';
+import { mintCode } from './code.ts';
 import { AUTHORIZATION_REQUEST_LIFETIME_S, PENDING_AUTHORIZATION_REQUESTS_MAX, STATE_LENGTH_MAX } from './limits.ts';
 import { CODE_CHALLENGE_METHOD, CODE_CHALLENGE_PATTERN } from './pkce.ts';
 import { matchRedirectUri } from './redirect-uris.ts';
 import { isOurResource } from '../platform/access-tokens.ts';
+import { rememberedConsent, type ConsentMatch } from './remembered-consent.ts';
 import { parseScope } from './scopes.ts';
 import * as store from './store.ts';
 
 /** RFC 6749 §4.1.2.1 codes sent back in the redirect (not all are error bodies). */
-export type AuthorizeRedirectError = 'invalid_request' | 'unsupported_response_type' | 'invalid_scope' | 'invalid_target' | 'temporarily_unavailable';
+export type AuthorizeRedirectError =
+  | 'invalid_request'
+  | 'unsupported_response_type'
+  | 'invalid_scope'
+  | 'invalid_target'
+  | 'temporarily_unavailable'
+  | 'consent_required';
 
 export type AuthorizeOutcome =
   | { kind: 'show'; status: 400; error: 'invalid_request' | 'invalid_client' | 'invalid_redirect_uri'; description: string }
   | { kind: 'redirect'; location: string }
+  /** Answered by a remembered consent: back to the client with a code, no page. */
+  | { kind: 'remembered'; location: string }
   | { kind: 'consent'; location: string; browserSecret: string; newBrowser: boolean };
 
 const DUPLICATE = Symbol('duplicate');
@@ -67,7 +78,7 @@ export async function authorize(gateway: Gateway, rawQuery: string, browserSecre
   const trusted: Trusted = { redirectUri: requestedRedirect, state: state === DUPLICATE ? undefined : state, issuer: baseUrl };
   const fail = (error: AuthorizeRedirectError, description: string) => errorRedirect(trusted, error, description);
 
-  for (const name of ['response_type', 'state', 'code_challenge', 'code_challenge_method', 'scope']) {
+  for (const name of ['response_type', 'state', 'code_challenge', 'code_challenge_method', 'scope', 'prompt']) {
     if (single(params, name) === DUPLICATE) return fail('invalid_request', `${name} must not be repeated`);
   }
   const responseType = single(params, 'response_type');
@@ -88,7 +99,16 @@ export async function authorize(gateway: Gateway, rawQuery: string, browserSecre
   const scope = effectiveScope(single(params, 'scope') as string | undefined, client.scope);
   if (scope === INVALID) return fail('invalid_scope', 'scope may only list svc:agent and svc:owner, and only scopes registered for this client');
 
+  const prompt = parsePrompt(single(params, 'prompt') as string | undefined);
+  if (prompt === INVALID) return fail('invalid_request', 'prompt may only be none, or any of login, consent and select_account');
+
   const nowS = gateway.clock.nowS();
+  if (browserSecret !== undefined && prompt !== 'page') {
+    const match: ConsentMatch = { clientId: client.id, browserHash: hashSecret(browserSecret), resource: resources[0]!, requestedScope: scope };
+    const code = await codeFromRememberedConsent(gateway, match, { redirectUri: requestedRedirect, codeChallenge: challenge }, nowS);
+    if (code !== undefined) return { kind: 'remembered', location: redirectWith(requestedRedirect, { code, state: trusted.state, iss: baseUrl }) };
+  }
+  if (prompt === 'none') return fail('consent_required', 'no remembered consent answers this request in this browser; send it without prompt=none to show the consent page');
   await store.purgeExpiredRequests(gateway.db, nowS);
   if ((await store.countPendingRequests(gateway.db, nowS)) >= PENDING_AUTHORIZATION_REQUESTS_MAX) {
     return fail('temporarily_unavailable', 'too many authorization requests are pending; retry in a few minutes');
@@ -111,7 +131,29 @@ export async function authorize(gateway: Gateway, rawQuery: string, browserSecre
   return { kind: 'consent', location, browserSecret: secret, newBrowser: browserSecret === undefined };
 }
 
+/** A code for this request if the browser consented to exactly it before: minted with its consent locked. */
+function codeFromRememberedConsent(gateway: Gateway, match: ConsentMatch, request: { redirectUri: string; codeChallenge: string }, nowS: number): Promise<string | undefined> {
+  return gateway.db.transaction(async (tx) => {
+    const granted = await rememberedConsent(tx, match, nowS);
+    if (!granted) return undefined;
+    return mintCode(tx, { clientId: match.clientId, redirectUri: request.redirectUri, resource: match.resource, codeChallenge: request.codeChallenge, ...granted }, nowS);
+  });
+}
+
 const INVALID = Symbol('invalid');
+const PAGE_PROMPTS = new Set(['login', 'consent', 'select_account']);
+
+/**
+ * OpenID Connect's `prompt` (Core §3.1.2.1), which MCP clients may send: `none` = answer only from a
+ * remembered consent; login, consent or select_account = show the page even when a consent is remembered
+ * (how a person chooses another identity). Absent = a remembered consent answers, else the page.
+ */
+function parsePrompt(value: string | undefined): 'none' | 'page' | undefined | typeof INVALID {
+  if (value === undefined) return undefined;
+  const values = value.split(' ');
+  if (values.length === 1 && values[0] === 'none') return 'none';
+  return values.every((v) => PAGE_PROMPTS.has(v)) ? 'page' : INVALID;
+}
 
 /**
  * The scopes the person may grant: the requested ones (all of ours when none is named), limited to the

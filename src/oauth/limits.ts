@@ -25,3 +25,11 @@ export const ACCESS_TOKEN_LIFETIME_S = 600;
 
 /** The browser-binding cookie outlives any one request so several can run at once in one browser. */
 export const BROWSER_COOKIE_LIFETIME_S = 86_400;
+
+/**
+ * A consent is remembered this long (from the click, not sliding): the same client, identity, scope and
+ * resource, in the same browser, is re-authorized without the consent page until then.
+ */
+export const REMEMBERED_CONSENT_LIFETIME_S = 86_400;
+/** Remembered consents an owner (with its agents) holds at once; a new one beyond forgets the oldest. */
+export const REMEMBERED_CONSENTS_PER_OWNER_MAX = 100;

@@ -3,6 +3,7 @@
 // is HTML-escaped; client_name is attacker-controlled (RFC 7591 §5). The only script is inline and
 // runs under a per-response CSP nonce.
 import { escapeHtml } from '../platform/http/pages.ts';
+import { REMEMBERED_CONSENT_LIFETIME_S } from './limits.ts';
 import type { IdentityProviderChoice } from './scopes.ts';
 
 const STYLE = `body{font-family:system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1f2328}
@@ -117,6 +118,9 @@ export function consentPage(nonce: string, view: ConsentView): string {
 <p>It will receive a 10-minute access token for <code>${escapeHtml(view.resource)}</code> and return you to
 <code>${escapeHtml(`${returnTo.protocol}//${returnTo.host}`)}</code>.</p>
 <p class="muted">Client id <code>${escapeHtml(view.clientId)}</code>. Only continue if you started this from that application.</p>
+<p class="muted" id="remembered">Your consent is remembered in this browser for ${REMEMBERED_CONSENT_LIFETIME_S / 3600} hours: this application
+may sign in again for the same access without this page. Revoke it at any time with
+<code>DELETE /v1/owner/oauth-grants/${escapeHtml(view.clientId)}</code>.</p>
 <p>Choose who you sign in as:</p>
 ${view.providers.map(providerForm).join('\n')}
 <p id="status" role="status"></p></div>`,

@@ -12,7 +12,7 @@ import { CONSENT_TOKEN_HEADER, readBrowserSecret, setCookieHeader } from './brow
 import { consent } from './consent.ts';
 import { devLoginRoutes } from './dev-login-routes.ts';
 import { temporarilyUnavailable, unsupportedMediaType } from './errors.ts';
-import { REGISTRATIONS_PER_ADDRESS_PER_WINDOW } from './limits.ts';
+import { REGISTRATIONS_PER_ADDRESS_PER_WINDOW, REMEMBERED_CONSENT_LIFETIME_S } from './limits.ts';
 import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';
 import { newNonce, pageHeaders } from '../platform/http/pages.ts';
 import { consentPage, errorPage } from './pages.ts';
@@ -108,8 +108,11 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
         description:
           'Unknown client_id or unregistered redirect_uri: a 400 HTML page, never a redirect. Other errors: 303 to the ' +
           'redirect_uri with error, error_description, state and iss (RFC 9207): invalid_request (missing or repeated ' +
-          'parameter, PKCE missing or not S256), unsupported_response_type, invalid_target (resource), invalid_scope, ' +
-          'temporarily_unavailable. Success: 303 to the consent page, with a browser-binding cookie.',
+          'parameter, PKCE missing or not S256, an unknown prompt), unsupported_response_type, invalid_target (resource), ' +
+          'invalid_scope, consent_required (prompt=none without a remembered consent), temporarily_unavailable. Success: 303 to ' +
+          'the consent page, with a browser-binding cookie; or, unless prompt asks for the page, when this browser ' +
+          `consented to this client for exactly this scope and resource within the last ${REMEMBERED_CONSENT_LIFETIME_S / 3600} h ` +
+          '(a remembered consent, not revoked), 303 straight back to the redirect_uri with code, state and iss, without the page.',
         querystring: schemas.AuthorizeQuery,
         response: {
           303: schemas.SeeOther('to the consent page, or back to the client with an error'),
@@ -161,21 +164,25 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
           'identityProvider `human` needs a human owner session (an agent identity is refused, 403) and grants svc:owner; ' +
           '`agent` needs an agent identity and grants svc:agent. 403 access_denied: untrusted origin, wrong actor, invalid ' +
           'session, scope mismatch, or a call not bound to the consent page. 400 invalid_request: unknown, expired or already ' +
-          'used request (consent is single use).',
+          'used request (consent is single use). A consent given here is remembered for this browser (the cookie is renewed): ' +
+          `for ${REMEMBERED_CONSENT_LIFETIME_S / 3600} h the same client, scope and resource are re-authorized without the page ` +
+          '(revoke with DELETE /v1/owner/oauth-grants/{clientId}).',
         body: schemas.SelectBody,
         response: { 200: schemas.SelectResponse, 400: OAuthErrorRef, 403: OAuthErrorRef, 415: OAuthErrorRef, 503: OAuthErrorRef },
       },
       handler: async (request, reply) => {
         const body = request.body as Static<typeof schemas.SelectBody>;
         const consentToken = request.headers[CONSENT_TOKEN_HEADER];
+        const browserSecret = readBrowserSecret(request.headers.cookie, gateway.config.baseUrl);
         const result = await select(gateway, deps.verifier, {
           authorization: request.headers.authorization,
-          browserSecret: readBrowserSecret(request.headers.cookie, gateway.config.baseUrl),
+          browserSecret,
           consentToken: typeof consentToken === 'string' ? consentToken : undefined,
           requestId: body.requestId,
           identityProvider: body.identityProvider as 'human' | 'agent',
         });
-        return reply.headers(NO_STORE).send(result);
+        // The consent is remembered for this browser: its cookie is renewed so it outlives the consent.
+        return reply.headers({ ...NO_STORE, 'set-cookie': setCookieHeader(gateway.config.baseUrl, browserSecret!) }).send(result);
       },
     });
 

@@ -1,5 +1,6 @@
 // Route schemas of the authorization server: the OpenAPI document is generated from these.
 import { Type } from '@sinclair/typebox';
+import { Nullable, UnixSeconds } from '../platform/schemas.ts';
 import { CLIENT_NAME_LENGTH_MAX, REDIRECT_URIS_MAX, REDIRECT_URIS_MIN } from './limits.ts';
 import { IDENTITY_PROVIDERS, SCOPES } from './scopes.ts';
 
@@ -43,6 +44,13 @@ export const AuthorizeQuery = Type.Object(
     code_challenge_method: Type.Optional(Type.Literal('S256', { description: 'required' })),
     resource: Type.Optional(Type.String({ description: 'required (RFC 8707): {base_url} for the API or {base_url}/mcp' })),
     scope: Type.Optional(Type.String({ description: 'svc:agent, svc:owner, or both; absent = the identity provider chosen decides' })),
+    prompt: Type.Optional(
+      Type.String({
+        description:
+          'OpenID Connect prompt: `none` = answer only from a remembered consent (else consent_required); `login`, `consent` or ' +
+          '`select_account` (space-separated) = show the consent page even when a consent is remembered; absent = a remembered consent answers',
+      }),
+    ),
   },
   { additionalProperties: true },
 );
@@ -134,3 +142,20 @@ export const DevLoginResponse = Type.Object({
 
 export const HtmlPage = (description: string) => ({ description, content: { 'text/html': { schema: { type: 'string' } } } });
 export const SeeOther = (description: string) => ({ description, type: 'null' });
+
+export const OAuthGrantSchema = Type.Object(
+  {
+    id: Type.String({ description: 'grt_…' }),
+    clientId: Type.String({ description: 'the OAuth client this consent lets in without the consent page' }),
+    clientName: Nullable(Type.String({ description: 'as the client registered it (not verified)' })),
+    scope: Type.String({ enum: [...SCOPES], description: 'what the consent granted: the scope of every token it issues' }),
+    resource: Type.String({ description: 'the resource (RFC 8707) it was given for: the API or the MCP endpoint' }),
+    agentId: Nullable(Type.String({ description: 'the agent that consented (svc:agent), or null for your own consent (svc:owner)' })),
+    identity: Type.Object({ issuer: Type.String(), subject: Type.String() }, { description: 'the identity that signed in on the consent page' }),
+    createdAt: UnixSeconds('consent given'),
+    expiresAt: UnixSeconds('the consent is forgotten'),
+  },
+  { $id: 'OAuthGrant', description: 'A remembered consent: one browser, one client, one identity, one scope and resource' },
+);
+
+export const OAUTH_SCHEMAS = [OAuthGrantSchema];

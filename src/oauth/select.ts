@@ -1,19 +1,19 @@
 // POST /oauth/select: the person chose an identity provider and signed in with it. The identity is
 // checked against the choice (a human consent never accepts an agent identity), the pending request
 // is consumed exactly once, and an authorization code bound to the client, redirect URI, resource,
-// S256 challenge and scope is minted. The answer is only the registered callback URL with `code`,
-// `state` and `iss` (RFC 9207).
-import { createHash } from 'node:crypto';
+// S256 challenge and scope is minted. The consent is remembered (remembered-consent.ts) in the same
+// transaction. The answer is only the registered callback URL with `code`, `state` and `iss` (RFC 9207).
+import { decodeJwt } from 'jose';
 import type { CredentialVerifier } from '../identity/verifier.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { Principal } from '../platform/principal.ts';
-import { newSecret } from '../platform/ids.ts';
 import { redirectWith } from './authorize.ts';
 import { consentBindingHolds } from './browser-binding.ts';
+import { mintCode } from './code.ts';
 import { requestProblem } from './consent.ts';
 import { accessDenied, invalidRequest, temporarilyUnavailable } from './errors.ts';
-import { ACCESS_TOKEN_LIFETIME_S, AUTHORIZATION_CODE_LIFETIME_S } from './limits.ts';
+import { rememberConsent, type ConsentedGrant, type ConsentingIdentity } from './remembered-consent.ts';
 import { parseScope, SCOPE_FOR_PROVIDER, type IdentityProviderChoice } from './scopes.ts';
 import * as store from './store.ts';
 
@@ -23,10 +23,6 @@ export interface SelectRequest {
   consentToken: string | undefined;
   requestId: string;
   identityProvider: IdentityProviderChoice;
-}
-
-export function hashCode(code: string): string {
-  return createHash('sha256').update(code).digest('hex');
 }
 
 /** Identity failures are 403 here (spec: invalid session); a provider outage stays a 503. */
@@ -53,6 +49,16 @@ function checkActor(choice: IdentityProviderChoice, principal: Principal): void 
 }
 
 /**
+ * The identity that signed in, as its provider names it. Only once checkActor has accepted the credential:
+ * then it is an identity token of that provider whose signature, issuer and audience the verifier has just
+ * checked, so its claims can be read as they are.
+ */
+function consentingIdentity(authorization: string): ConsentingIdentity {
+  const claims = decodeJwt(/^Bearer +(\S+) *$/i.exec(authorization)![1]!);
+  return { issuer: claims.iss!, subject: claims.sub! };
+}
+
+/**
  * Checked before the body is read: only our own consent page may call select (a missing Origin is
  * refused too; browsers always send it on a JSON POST), and nothing may travel in the query string.
  */
@@ -74,32 +80,26 @@ export async function select(gateway: Gateway, verifier: CredentialVerifier, inp
 
   const principal = await signIn(verifier, input.authorization);
   checkActor(input.identityProvider, principal);
+  const identity = consentingIdentity(input.authorization!);
   const scope = SCOPE_FOR_PROVIDER[input.identityProvider];
   const grantable = request.scope === null ? undefined : parseScope(request.scope);
   if (grantable && !grantable.has(scope)) throw accessDenied(`scope mismatch: the client asked for ${request.scope}, this provider grants ${scope}`);
 
-  const code = newSecret('');
+  const human = input.identityProvider === 'human';
+  const granted: ConsentedGrant = {
+    scope,
+    actorType: human ? 'owner' : 'agent',
+    subject: human ? principal.ownerId! : principal.agentId!,
+    email: human ? principal.email! : null,
+    ownerId: principal.ownerId!,
+  };
   const nowS = gateway.clock.nowS();
-  const consumed = await gateway.db.transaction(async (tx) => {
-    if (!(await store.consumeAuthorizationRequest(tx, request.id, nowS))) return false;
-    await store.purgeCodes(tx, nowS);
-    await store.insertCode(tx, {
-      codeHash: hashCode(code),
-      clientId: request.client_id,
-      redirectUri: request.redirect_uri,
-      resource: request.resource,
-      codeChallenge: request.code_challenge,
-      scope,
-      actorType: input.identityProvider === 'human' ? 'owner' : 'agent',
-      subject: input.identityProvider === 'human' ? principal.ownerId! : principal.agentId!,
-      email: input.identityProvider === 'human' ? principal.email! : null,
-      nowS,
-      expiresAtS: nowS + AUTHORIZATION_CODE_LIFETIME_S,
-      // Kept past its expiry so a late replay can still revoke the token it issued.
-      purgeAfterS: nowS + AUTHORIZATION_CODE_LIFETIME_S + ACCESS_TOKEN_LIFETIME_S,
-    });
-    return true;
+  const code = await gateway.db.transaction(async (tx) => {
+    if (!(await store.consumeAuthorizationRequest(tx, request.id, nowS))) return undefined;
+    const match = { clientId: request.client_id, browserHash: request.browser_hash, resource: request.resource, requestedScope: request.scope };
+    await rememberConsent(tx, match, identity, granted, nowS);
+    return mintCode(tx, { clientId: request.client_id, redirectUri: request.redirect_uri, resource: request.resource, codeChallenge: request.code_challenge, ...granted }, nowS);
   });
-  if (!consumed) throw invalidRequest('this authorization request has already been used');
+  if (code === undefined) throw invalidRequest('this authorization request has already been used');
   return { redirectUrl: redirectWith(request.redirect_uri, { code, state: request.state ?? undefined, iss: baseUrl }) };
 }

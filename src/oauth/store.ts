@@ -1,5 +1,5 @@
-// SQL for the authorization server: clients, pending authorization requests, codes, revoked tokens.
-// Nothing but queries.
+// SQL for the authorization server: clients, pending authorization requests, codes, remembered consents
+// (grants), revoked tokens. Nothing but queries.
 import type { Queryable, Tx } from '../platform/db/database.ts';
 
 export interface ClientRow {
@@ -41,6 +41,25 @@ export interface CodeRow {
   access_token_jti: string | null;
   access_token_expires_at_s: bigint | null;
   purge_after_s: bigint;
+  owner_id: string | null;
+}
+
+export interface GrantRow {
+  id: string;
+  client_id: string;
+  browser_hash: string;
+  identity_issuer: string;
+  identity_subject: string;
+  /** The request's scope exactly; '' when it named none. */
+  requested_scope: string;
+  resource: string;
+  scope: 'svc:agent' | 'svc:owner';
+  actor_type: 'agent' | 'owner';
+  subject: string;
+  email: string | null;
+  owner_id: string;
+  created_at_s: bigint;
+  expires_at_s: bigint;
 }
 
 /** Serialises registrations so the client cap cannot be overshot by concurrent requests. */
@@ -133,6 +152,8 @@ export interface NewCode {
   actorType: 'agent' | 'owner';
   subject: string;
   email: string | null;
+  /** The owner who may revoke what the code issues (the agent's owner for an agent code). */
+  ownerId: string;
   nowS: number;
   expiresAtS: number;
   purgeAfterS: number;
@@ -141,11 +162,11 @@ export interface NewCode {
 export async function insertCode(db: Queryable, code: NewCode): Promise<void> {
   await db.query(
     `INSERT INTO oauth_codes
-       (code_hash, client_id, redirect_uri, resource, code_challenge, scope, actor_type, subject, email, created_at_s, expires_at_s, purge_after_s)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+       (code_hash, client_id, redirect_uri, resource, code_challenge, scope, actor_type, subject, email, owner_id, created_at_s, expires_at_s, purge_after_s)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
     [
       code.codeHash, code.clientId, code.redirectUri, code.resource, code.codeChallenge, code.scope, code.actorType,
-      code.subject, code.email, code.nowS, code.expiresAtS, code.purgeAfterS,
+      code.subject, code.email, code.ownerId, code.nowS, code.expiresAtS, code.purgeAfterS,
     ],
   );
 }
@@ -174,4 +195,88 @@ export async function revokeToken(db: Queryable, jti: string, expiresAtS: number
 export async function revokedTokenIds(db: Queryable, jtis: readonly string[]): Promise<string[]> {
   const { rows } = await db.query<{ jti: string }>('SELECT jti FROM oauth_revoked_tokens WHERE jti = ANY($1::text[])', [[...jtis]]);
   return rows.map((row) => row.jti);
+}
+
+export type NewGrant = Omit<GrantRow, 'created_at_s' | 'expires_at_s'> & { nowS: number; expiresAtS: number };
+
+/** Remembers a consent; a consent for the same client, browser, resource, scope and identity replaces it. */
+export async function upsertGrant(db: Queryable, grant: NewGrant): Promise<void> {
+  await db.query(
+    `INSERT INTO oauth_grants
+       (id, client_id, browser_hash, identity_issuer, identity_subject, requested_scope, resource, scope, actor_type, subject, email, owner_id, created_at_s, expires_at_s)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+     ON CONFLICT (client_id, browser_hash, resource, requested_scope, identity_issuer, identity_subject) DO UPDATE
+       SET scope = EXCLUDED.scope, actor_type = EXCLUDED.actor_type, subject = EXCLUDED.subject, email = EXCLUDED.email,
+           owner_id = EXCLUDED.owner_id, created_at_s = EXCLUDED.created_at_s, expires_at_s = EXCLUDED.expires_at_s`,
+    [
+      grant.id, grant.client_id, grant.browser_hash, grant.identity_issuer, grant.identity_subject, grant.requested_scope, grant.resource,
+      grant.scope, grant.actor_type, grant.subject, grant.email, grant.owner_id, grant.nowS, grant.expiresAtS,
+    ],
+  );
+}
+
+export async function purgeExpiredGrants(db: Queryable, nowS: number): Promise<void> {
+  await db.query('DELETE FROM oauth_grants WHERE expires_at_s <= $1', [nowS]);
+}
+
+/** Keeps the owner's `keep` newest grants and forgets the rest. */
+export async function forgetOldestGrants(db: Queryable, ownerId: string, keep: number): Promise<void> {
+  await db.query(
+    `DELETE FROM oauth_grants WHERE owner_id = $1
+       AND id NOT IN (SELECT id FROM oauth_grants WHERE owner_id = $1 ORDER BY created_at_s DESC, id LIMIT $2)`,
+    [ownerId, keep],
+  );
+}
+
+/**
+ * The live grants a request could be re-authorized by, locked until the transaction that mints its code
+ * ends, so a revocation either happens before (nothing found) or waits and then finds the code.
+ */
+export async function lockMatchingGrants(
+  tx: Tx,
+  match: { clientId: string; browserHash: string; resource: string; requestedScope: string; nowS: number },
+): Promise<GrantRow[]> {
+  const { rows } = await tx.query<GrantRow>(
+    `SELECT * FROM oauth_grants
+      WHERE client_id = $1 AND browser_hash = $2 AND resource = $3 AND requested_scope = $4 AND expires_at_s > $5
+      ORDER BY id FOR SHARE`,
+    [match.clientId, match.browserHash, match.resource, match.requestedScope, match.nowS],
+  );
+  return rows;
+}
+
+export interface OwnerGrantRow extends GrantRow {
+  client_name: string | null;
+}
+
+/** The owner's live grants, newest first (at most REMEMBERED_CONSENTS_PER_OWNER_MAX exist). */
+export async function ownerGrants(db: Queryable, ownerId: string, nowS: number): Promise<OwnerGrantRow[]> {
+  const { rows } = await db.query<OwnerGrantRow>(
+    `SELECT g.*, c.client_name FROM oauth_grants g JOIN oauth_clients c ON c.id = g.client_id
+      WHERE g.owner_id = $1 AND g.expires_at_s > $2 ORDER BY g.created_at_s DESC, g.id`,
+    [ownerId, nowS],
+  );
+  return rows;
+}
+
+export async function deleteGrants(db: Queryable, ownerId: string, clientId: string): Promise<number> {
+  const { rowCount } = await db.query('DELETE FROM oauth_grants WHERE owner_id = $1 AND client_id = $2', [ownerId, clientId]);
+  return rowCount;
+}
+
+/** Codes of the owner's for the client not yet exchanged: they can no longer be. */
+export async function deleteUnusedCodes(db: Queryable, ownerId: string, clientId: string): Promise<void> {
+  await db.query('DELETE FROM oauth_codes WHERE owner_id = $1 AND client_id = $2 AND consumed_at_s IS NULL', [ownerId, clientId]);
+}
+
+/** Revokes every access token the client still holds for the owner (one statement); how many. */
+export async function revokeLiveTokens(db: Queryable, ownerId: string, clientId: string, nowS: number): Promise<number> {
+  const { rowCount } = await db.query(
+    `INSERT INTO oauth_revoked_tokens (jti, expires_at_s)
+     SELECT access_token_jti, access_token_expires_at_s FROM oauth_codes
+      WHERE owner_id = $1 AND client_id = $2 AND access_token_jti IS NOT NULL AND access_token_expires_at_s > $3
+     ON CONFLICT (jti) DO NOTHING`,
+    [ownerId, clientId, nowS],
+  );
+  return rowCount;
 }

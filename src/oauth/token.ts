@@ -22,7 +22,7 @@ import { invalidClient, invalidGrant, invalidRequest, invalidTarget, temporarily
 import { ACCESS_TOKEN_LIFETIME_S } from './limits.ts';
 import { CODE_VERIFIER_PATTERN, verifierMatches } from './pkce.ts';
 import { ACCESS_TOKEN_TYP, isOurResource } from '../platform/access-tokens.ts';
-import { hashCode } from './select.ts';
+import { hashCode } from './code.ts';
 import * as store from './store.ts';
 
 export const TOKEN_PARAMETERS = ['grant_type', 'code', 'client_id', 'redirect_uri', 'code_verifier', 'resource'] as const;

@@ -2,7 +2,7 @@
 // can act on a running gateway, which on the embedded database is the only process that may open it.
 // The gateway keeps only its SHA-256. Dev mode generates one credential into ACG_DATA_DIR/operator-token
 // (mode 0600), which CLI commands on the same machine read; live mode accepts only a configured hash
-// (ACG_OPERATOR_TOKEN_SHA256) and, without one, has no operator routes that work.
+// (ACG_OPERATOR_TOKEN_SHA256) and, without one, refuses every operator call with 401.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -59,15 +59,24 @@ export function presentedOperatorToken(config: Pick<Config, 'mode' | 'dataDir' |
 
 const challenge = { 'www-authenticate': 'Bearer realm="operator"' };
 
-/** Throws unless `authorization` carries the operator credential; compares hashes in constant time. */
+/**
+ * What a presented credential is compared with when none is configured: a SHA-256 no known text has, so
+ * the comparison fails as it does for a wrong credential, in the same time.
+ */
+const NOTHING_CONFIGURED = Buffer.alloc(32);
+
+/**
+ * Throws 401 unless `authorization` carries the operator credential; compares hashes in constant time.
+ * Without a configured credential every call is refused the same way, whether it carries none, a malformed
+ * one or a guess: a caller that cannot prove it is the operator learns nothing about the configuration (the
+ * operator reads it in the start-up log).
+ */
 export function checkOperator(authorization: string | undefined, acceptedHash: string | undefined): void {
-  if (!acceptedHash) {
-    throw new ApiError('runtime_configuration_required', { detail: 'no operator credential is configured (ACG_OPERATOR_TOKEN_SHA256)' });
-  }
   const match = /^Bearer ([\x21-\x7e]{1,200})$/.exec(authorization ?? '');
   if (!match) throw new ApiError('unauthorized', { detail: 'operator routes take "Authorization: Bearer <operator credential>"', headers: challenge });
   const presented = Buffer.from(sha256Hex(match[1]!), 'hex');
-  if (!timingSafeEqual(presented, Buffer.from(acceptedHash, 'hex'))) {
+  const accepted = acceptedHash === undefined ? NOTHING_CONFIGURED : Buffer.from(acceptedHash, 'hex');
+  if (!timingSafeEqual(presented, accepted) || acceptedHash === undefined) {
     throw new ApiError('unauthorized', { detail: 'not the operator credential', headers: challenge });
   }
 }

@@ -13,6 +13,10 @@ import { checkOperator } from './credential.ts';
 export function operatorRoutes(deps: { grantCredit: LedgerOperations['grantCredit']; acceptedHash: string | undefined }) {
   const { grantCredit } = deps;
   return async function routes(app: FastifyInstance): Promise<void> {
+    if (deps.acceptedHash === undefined) {
+      // Said here, once, to the operator; a caller only ever gets 401 (credential.ts).
+      app.log.warn('no operator credential is configured (ACG_OPERATOR_TOKEN_SHA256): operator routes refuse every call with 401');
+    }
     app.addHook('onRequest', async (request) => {
       checkOperator(request.headers.authorization, deps.acceptedHash);
       request.principal = OPERATOR_PRINCIPAL;
@@ -26,7 +30,9 @@ export function operatorRoutes(deps: { grantCredit: LedgerOperations['grantCredi
         description:
           'Adds a credit lot to any agent, journaled like every ledger change; what `acg credit grant` sends to a running gateway. ' +
           'Authentication: the operator credential (dev mode: ACG_DATA_DIR/operator-token; live mode: only a credential whose SHA-256 is ' +
-          'ACG_OPERATOR_TOKEN_SHA256, else 503). Idempotency-Key required.',
+          'ACG_OPERATOR_TOKEN_SHA256). No, a malformed or a wrong credential answers 401 with `WWW-Authenticate: Bearer realm="operator"`, ' +
+          'before anything else and whether or not a credential is configured (without one, every call is 401; the start-up log says so). ' +
+          'Idempotency-Key required.',
         security: [{ operator: [] }],
         body: grantCredit.input,
         response: { 201: Type.Object({ lot: Type.Ref('Lot') }), ...problems(400, 401, 404, 409, 503) },

@@ -2,6 +2,8 @@
 // status and code. The route list comes from the served OpenAPI document, so new routes join the
 // matrix automatically.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../src/operator/credential.ts';
+import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { seedMerchantKey } from '../support/merchant-key.ts';
 import { ALL_SCOPES, grant, mint, openShop } from '../support/ledger-fixture.ts';
@@ -190,5 +192,44 @@ describe('the auth matrix', () => {
   it('refuses a non-Bearer Authorization header', async () => {
     const res = await world.api('GET', '/v1/me', { headers: { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` } });
     expect(res.status).toBe(401);
+  });
+});
+
+describe('operator routes: 401 before anything about the configuration', () => {
+  const credential = 'acg_op_matrix-operator-credential';
+  const forged = `acg_op_${'A'.repeat(43)}`;
+  let unconfigured: TestGateway;
+  let configured: TestGateway;
+  beforeAll(async () => {
+    const live = { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com' };
+    unconfigured = await startTestGateway({ env: live });
+    configured = await startTestGateway({ env: { ...live, ACG_OPERATOR_TOKEN_SHA256: sha256Hex(credential) } });
+  });
+  afterAll(async () => {
+    await unconfigured?.close();
+    await configured?.close();
+  });
+
+  const grantCredit = async (gw: TestGateway, authorization?: string) => {
+    const res = await fetch(`${gw.url}/v1/operator/credit-grants`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': `operator-${Math.random()}`, ...(authorization === undefined ? {} : { authorization }) },
+      body: JSON.stringify({ agentId: 'agt_missing', amountUc: '1000000' }),
+    });
+    return { status: res.status, challenge: res.headers.get('www-authenticate'), type: res.headers.get('content-type'), body: (await res.json()) as Record<string, unknown> };
+  };
+
+  it('answers no credential, a malformed one and a forged one with 401 and a challenge, configured or not, and identically', async () => {
+    for (const authorization of [undefined, '', 'Bearer', `Basic ${Buffer.from('operator:x').toString('base64')}`, `Bearer ${forged}`, 'Bearer acg_op_guess']) {
+      const [without, withOne] = [await grantCredit(unconfigured, authorization), await grantCredit(configured, authorization)];
+      expect(without, String(authorization)).toMatchObject({ status: 401, challenge: 'Bearer realm="operator"', body: { code: 'unauthorized', status: 401 } });
+      expect(without.type).toMatch(/^application\/problem\+json/);
+      expect(JSON.stringify(without.body)).not.toMatch(/configur|ACG_|503/i);
+      expect({ ...without, body: { ...without.body, type: undefined } }).toEqual({ ...withOne, body: { ...withOne.body, type: undefined } });
+    }
+  });
+
+  it('lets the configured credential through to the operation (an unknown agent is 404)', async () => {
+    expect(await grantCredit(configured, `Bearer ${credential}`)).toMatchObject({ status: 404, body: { code: 'not_found' } });
   });
 });

@@ -41,6 +41,42 @@ describe('hold expiry', () => {
     }
   });
 
+  it("an expired hold's releasedAt is its expiresAt before and after the sweeper reclaims it, and in its redemption.expired event", async () => {
+    const agent = await world.createAgent('released-at@example.com', 'released-at-agent');
+    await grant(world, agent.id, 4_000_000n);
+    const offer = await shop.offer({ priceUc: '1000000', holdLifetimeS: 60 });
+    // Two holds: one read before the sweeper reaches it, one the sweeper reaches unread.
+    const [read, unread] = [(await mint(world, agent.token, offer.id)).body.redemption, (await mint(world, agent.token, offer.id)).body.redemption];
+    const asMerchant = async (id: string) => (await world.api('GET', `/v1/redemptions/${id}`, { token: shop.key })).body;
+    const released = (hold: { state: string; expiresAt: number; releasedAt: number | null; releasedUc: string }) => [hold.state, hold.releasedAt, hold.releasedUc];
+    world.gw.clock.advance(61_000);
+    try {
+      const before = await asMerchant(read.id);
+      expect(released(before)).toEqual(['expired', read.expiresAt, '1000000']);
+      const stored = await world.gw.gateway.db.query<{ state: string }>('SELECT state FROM holds WHERE id = $1', [read.id]);
+      expect(stored.rows[0]!.state).toBe('held'); // read before the sweeper: nothing reclaimed yet
+
+      // The sweeper comes by 8.8 s later (the delay seen from outside), then every channel is read again.
+      world.gw.clock.advance(8_800);
+      expect(await world.gw.services.ledger.expireDue({ agentId: agent.id })).toBe(2);
+      for (const hold of [read, unread]) {
+        expect(released(await asMerchant(hold.id)), hold.id).toEqual(['expired', hold.expiresAt, '1000000']);
+      }
+      expect(await asMerchant(read.id)).toEqual(before);
+      const listed = (await world.api('GET', `/v1/owner/agents/${agent.id}/holds`, { token: agent.ownerToken })).body.redemptions;
+      for (const hold of [read, unread]) {
+        expect(released(listed.find((h: { id: string }) => h.id === hold.id)), hold.id).toEqual(['expired', hold.expiresAt, '1000000']);
+      }
+      const events = (await world.api('GET', `/v1/merchants/${shop.merchantId}/events?type=redemption.expired&limit=100`, { token: shop.key })).body.events;
+      for (const hold of [read, unread]) {
+        const event = events.find((e: { payload: { data: { redemption: { id: string } } } }) => e.payload.data.redemption.id === hold.id);
+        expect(released(event.payload.data.redemption), hold.id).toEqual(['expired', hold.expiresAt, '1000000']);
+      }
+    } finally {
+      world.gw.clock.advance(-69_800);
+    }
+  });
+
   it('the sweeper reclaims due holds of every agent, once, from any number of runs', async () => {
     const agent = await world.createAgent('sweep@example.com', 'sweep-agent');
     await grant(world, agent.id, 3_000_000n);

@@ -154,6 +154,63 @@ describe.skipIf(!hasChromium)('OAuth end to end with a strict client and a real 
     expect(res.body).toMatchObject({ kind: 'agent', credential: 'oauth', agent: { identity: { subject: agentSubject } } });
   });
 
+  it('a second authorization in the same browser completes without the consent page (remembered consent)', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    try {
+      const authorize = async () => {
+        const verifier = oauth.generateRandomCodeVerifier();
+        const state = oauth.generateRandomState();
+        const authorizationUrl = new URL(as.authorization_endpoint!);
+        authorizationUrl.search = new URLSearchParams({
+          response_type: 'code',
+          client_id: client.client_id,
+          redirect_uri: redirectUri,
+          state,
+          code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
+          code_challenge_method: 'S256',
+          resource: `${gw.url}/mcp`,
+          scope: 'svc:owner',
+        }).toString();
+        return { verifier, state, url: authorizationUrl.href };
+      };
+      const redeem = async (request: { verifier: string; state: string }) => {
+        const callbackParams = oauth.validateAuthResponse(as, client, new URL(page.url()), request.state);
+        const response = await oauth.authorizationCodeGrantRequest(as, client, oauth.None(), callbackParams, redirectUri, request.verifier, {
+          additionalParameters: { resource: `${gw.url}/mcp` },
+          ...insecure,
+        });
+        return oauth.processAuthorizationCodeResponse(as, client, response);
+      };
+
+      const first = await authorize();
+      await page.goto(first.url);
+      expect(page.url()).toContain('/oauth/consent?request_id=');
+      await expect(page.locator('#remembered').textContent()).resolves.toContain('remembered in this browser for 24 hours');
+      await page.locator('form[data-provider="human"] input[name="email"]').fill(ownerEmail);
+      await Promise.all([page.waitForURL((u) => u.pathname === '/callback', { timeout: 15_000 }), page.locator('form[data-provider="human"] button').click()]);
+      expect((await redeem(first)).scope).toBe('svc:owner');
+
+      const second = await authorize();
+      const visited: string[] = [];
+      page.on('framenavigated', (frame) => visited.push(new URL(frame.url()).pathname));
+      await page.goto(second.url);
+      expect(new URL(page.url()).pathname).toBe('/callback');
+      expect(visited).not.toContain('/oauth/consent');
+      const result = await redeem(second);
+      expect(result.scope).toBe('svc:owner');
+      const claims = await oauth.validateJwtAccessToken(
+        as,
+        new Request(`${gw.url}/mcp`, { headers: { authorization: `Bearer ${result.access_token}` } }),
+        `${gw.url}/mcp`,
+        insecure,
+      );
+      expect(claims).toMatchObject({ aud: `${gw.url}/mcp`, client_id: client.client_id, scope: 'svc:owner' });
+    } finally {
+      await context.close();
+    }
+  });
+
   it('a token for the MCP resource is refused by the API (wrong audience)', async () => {
     const accessToken = await flow('agent', `${gw.url}/mcp`);
     const res = await me(accessToken);

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { seedMerchantKey } from '../support/merchant-key.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { newClient, pkcePair, selectIdentity, startConsent, type AuthorizeParams, type Pending } from './helpers.ts';
 
@@ -126,6 +127,11 @@ describe('POST /oauth/select refuses', () => {
     const me = await world.api('GET', '/v1/me', { token: await world.humanToken(owner) });
     const oToken = await world.accessToken({ sub: me.body.owner.id, scope: 'svc:owner', email: owner });
     expectOAuthError(await selectIdentity(url, await pending(), 'human', { token: oToken }), 403, 'access_denied');
+  });
+
+  it('a merchant API key on either consent with 403 access_denied', async () => {
+    const { key } = await seedMerchantKey(world);
+    for (const provider of ['human', 'agent']) expectOAuthError(await selectIdentity(url, await pending(), provider, { token: key }), 403, 'access_denied');
   });
 
   it('a scope mismatch with 403 access_denied', async () => {

@@ -94,13 +94,20 @@ describe.runIf(hasChromium && !onPostgres())('a top-up approved in the browser r
       await page.locator('#signin button').click();
       await page.locator('#details').waitFor({ state: 'visible', timeout: 15_000 });
       await expect(page.locator('#agent').textContent()).resolves.toBe(agentId);
+      await expect(page.locator('#agent-name').textContent()).resolves.toBe('Top-up agent');
       await expect(page.locator('#amount').textContent()).resolves.toBe('$5.00 (500 credits)');
       await expect(page.locator('#reason').textContent()).resolves.toContain(first.body.intentId);
       await expect(page.locator('#intent').textContent()).resolves.toContain('github-public repository.get');
+      await expect(page.locator('#intent').textContent()).resolves.toMatch(/^GitHub public repositories: /);
       await expect(page.locator('#mode').textContent()).resolves.toContain('test mode');
       await page.locator('#approve').click();
       await page.locator('#status', { hasText: 'This top-up is settled.' }).waitFor({ timeout: 15_000 });
       await expect(page.locator('#state').textContent()).resolves.toBe('settled');
+      // Said in the success colour, not the error red the page uses for refusals.
+      const colour = () => page.locator('#status').evaluate((element) => getComputedStyle(element).color);
+      expect(await colour()).toBe('rgb(26, 127, 55)');
+      await page.locator('#status').evaluate((element) => element.setAttribute('class', 'error'));
+      expect(await colour()).toBe('rgb(154, 31, 31)');
       expect(await page.locator('#approve').isHidden()).toBe(true);
       expect(cspViolations).toEqual([]);
     } finally {

@@ -2,8 +2,12 @@
 // operation of the served OpenAPI document: generated bad input, on the run's database, asserting that
 // every answer is a 4xx in the body its clients expect and leaks nothing internal.
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
+import { openFrontDoor, type FrontDoor } from '../../src/platform/http/front-door.ts';
+import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
 
@@ -158,6 +162,232 @@ describe("Fastify's and Node's own refusals use our bodies", () => {
     expect(res.body).toMatchObject({ status: 431, code: 'headers_too_large' });
     const oauth = await rawRequest('/oauth/authorize', { 'x-padding': 'a'.repeat(40_000) });
     expect(oauth.body).toMatchObject({ error: 'invalid_request' });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------
+// What Node's HTTP parser refuses before any route runs, sent over raw sockets (node:net) so the bytes reach
+// the server exactly as written: to Fastify's own listener, and to the front door of `acg serve` (the
+// server that listens in production, serving the same app, and before the app is ready).
+
+interface RawAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+const RAW_ANSWER_TIMEOUT_MS = 10_000;
+
+/** Writes `bytes` on a fresh connection and reads one HTTP/1.1 answer (Content-Length or close delimited). */
+function rawExchange(base: string, bytes: string): Promise<RawAnswer> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    let received = Buffer.alloc(0);
+    const socket = connect(Number(port), hostname, () => socket.write(bytes, 'latin1', () => {}));
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no answer to ${JSON.stringify(bytes.slice(0, 80))} within ${RAW_ANSWER_TIMEOUT_MS} ms`));
+    }, RAW_ANSWER_TIMEOUT_MS);
+    const parse = (final: boolean): RawAnswer | undefined => {
+      const end = received.indexOf('\r\n\r\n');
+      if (end < 0) return undefined;
+      const [statusLine, ...lines] = received.subarray(0, end).toString('latin1').split('\r\n');
+      const headers = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]));
+      const status = Number(statusLine!.split(' ')[1]);
+      const body = received.subarray(end + 4);
+      if (headers['transfer-encoding'] === 'chunked') {
+        const chunks = dechunk(body);
+        return chunks === undefined ? undefined : { status, headers, body: chunks.toString('utf8') };
+      }
+      const length = headers['content-length'] === undefined ? undefined : Number(headers['content-length']);
+      if (length === undefined ? !final : body.length < length) return undefined;
+      return { status, headers, body: body.subarray(0, length).toString('utf8') };
+    };
+    const finish = (final: boolean) => {
+      const answer = parse(final);
+      if (!answer && !final) return;
+      clearTimeout(timer);
+      socket.destroy();
+      if (answer) resolve(answer);
+      else reject(new Error(`the connection closed without an answer to ${JSON.stringify(bytes.slice(0, 80))}: ${JSON.stringify(received.toString('latin1').slice(0, 200))}`));
+    };
+    socket.on('data', (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      finish(false);
+    });
+    // The server may answer and close while we are still writing (an oversized request): what it said counts.
+    socket.on('error', () => {});
+    socket.on('close', () => finish(true));
+  });
+}
+
+/** A chunked body decoded, or undefined while its last chunk has not arrived. */
+function dechunk(body: Buffer): Buffer | undefined {
+  const parts: Buffer[] = [];
+  for (let at = 0; ; ) {
+    const lineEnd = body.indexOf('\r\n', at);
+    if (lineEnd < 0) return undefined;
+    const size = parseInt(body.subarray(at, lineEnd).toString('latin1'), 16);
+    if (size === 0) return Buffer.concat(parts);
+    if (body.length < lineEnd + 2 + size + 2) return undefined;
+    parts.push(body.subarray(lineEnd + 2, lineEnd + 2 + size));
+    at = lineEnd + 2 + size + 2;
+  }
+}
+
+/** The problem with an answer on an API route, or undefined when it is a matching problem body. */
+function notAProblemBody(answer: RawAnswer): string | undefined {
+  const where = `${answer.status} ${answer.headers['content-type'] ?? '(no content type)'} ${answer.body.slice(0, 200)}`;
+  if (answer.status < 400 || answer.status >= 600) return `not a refusal: ${where}`;
+  if (!answer.headers['content-type']?.startsWith('application/problem+json')) return `not problem+json: ${where}`;
+  try {
+    const body = JSON.parse(answer.body);
+    if (body.status !== answer.status || typeof body.code !== 'string' || typeof body.type !== 'string' || typeof body.title !== 'string') return `not a matching problem: ${where}`;
+  } catch {
+    return `not JSON: ${where}`;
+  }
+  return undefined;
+}
+
+const API_TARGETS = ['/v1/me', '/v1/owner/agents', '/v1/vouchers', '/v1/operator/credit-grants'];
+const PARSER_METHODS = ['GET', 'POST', 'DELETE', 'PATCH'];
+
+/** A request line and headers too large for Node (16 KiB): many headers, one huge one, or a huge cookie. */
+const oversizedHeaders = fc
+  .tuple(fc.constantFrom(...PARSER_METHODS), fc.constantFrom(...API_TARGETS), fc.integer({ min: 17_000, max: 80_000 }), fc.constantFrom('one', 'many', 'cookie'))
+  .map(([method, target, size, shape]) => {
+    const fill =
+      shape === 'one' ? `X-Fill: ${'a'.repeat(size)}\r\n`
+      : shape === 'cookie' ? `Cookie: ${'c=1; '.repeat(Math.ceil(size / 5))}\r\n`
+      : Array.from({ length: Math.ceil(size / 1000) }, (_, i) => `X-Fill-${i}: ${'b'.repeat(990)}\r\n`).join('');
+    return { what: `headers ${shape} ${size}`, bytes: `${method} ${target} HTTP/1.1\r\nHost: gateway.test\r\n${fill}\r\n` };
+  });
+
+/** A URL longer than Node's limit: in the path, or in the query string. */
+const oversizedUrl = fc
+  .tuple(fc.constantFrom(...PARSER_METHODS), fc.constantFrom(...API_TARGETS), fc.integer({ min: 17_000, max: 70_000 }), fc.boolean())
+  .map(([method, target, size, inQuery]) => ({
+    what: `url ${inQuery ? 'query' : 'path'} ${size}`,
+    bytes: `${method} ${target}${inQuery ? `?q=${'q'.repeat(size)}` : `/${'p'.repeat(size)}`} HTTP/1.1\r\nHost: gateway.test\r\n\r\n`,
+  }));
+
+const BAD_REQUEST_LINES = [
+  'GARBAGE\r\n\r\n',
+  'GET /v1/me HTTP/9.9\r\nHost: gateway.test\r\n\r\n',
+  'GET /v1/me HTTP/1.1 extra\r\nHost: gateway.test\r\n\r\n',
+  'G@T /v1/me HTTP/1.1\r\nHost: gateway.test\r\n\r\n',
+  'GET /v1/me\u0001x HTTP/1.1\r\nHost: gateway.test\r\n\r\n',
+  'GET  HTTP/1.1\r\nHost: gateway.test\r\n\r\n',
+  ' GET /v1/me HTTP/1.1\r\nHost: gateway.test\r\n\r\n',
+  'GET /v1/me HTTP/1.1\nHost: gateway.test\n\n',
+  'GET /v1/me HTTP/1.1\r\nHost: gateway.test\r\nBad Header: x\r\n\r\n',
+  'GET /v1/me HTTP/1.1\r\nHost: gateway.test\r\nNoColon\r\n\r\n',
+  'GET /v1/me HTTP/1.1\r\nHost: gateway.test\r\n folded: x\r\n\r\n',
+  'POST /v1/vouchers HTTP/1.1\r\nHost: gateway.test\r\nContent-Length: abc\r\n\r\n',
+  'POST /v1/vouchers HTTP/1.1\r\nHost: gateway.test\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n',
+  'POST /v1/vouchers HTTP/1.1\r\nHost: gateway.test\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+  'POST /v1/vouchers HTTP/1.1\r\nHost: gateway.test\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n\r\n',
+  `POST /v1/vouchers HTTP/1.1\r\nHost: gateway.test\r\nTransfer-Encoding: chunked\r\n\r\n1;${'e'.repeat(20_000)}\r\n`,
+  'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n',
+  '\u0016\u0003\u0001\u0002\u0000\u0001\u0000\u0001\u00fc\u0003\u0003\r\n\r\n',
+  'GET /v1/me HTTP/1.1\r\n\r\n',
+  'GET /v1/me HTTP/1.1\r\nHost: gateway.test\r\nExpect: the-unexpected\r\n\r\n',
+];
+const badRequestLine = fc.constantFrom(...BAD_REQUEST_LINES).map((bytes) => ({ what: `bad request ${JSON.stringify(bytes.slice(0, 60))}`, bytes }));
+
+const parserCases = fc.oneof(oversizedHeaders, oversizedUrl, badRequestLine);
+
+describe("Node's parser-level refusals answer problem bodies on every listener", () => {
+  let door: FrontDoor;
+  let starting: FrontDoor;
+  beforeAll(async () => {
+    const log = pino({ level: 'silent' });
+    door = await openFrontDoor({ host: '127.0.0.1', port: 0, baseUrl: world.gw.config.baseUrl }, log);
+    door.open(world.gw.app.routing);
+    starting = await openFrontDoor({ host: '127.0.0.1', port: 0, baseUrl: world.gw.config.baseUrl }, log);
+  });
+  afterAll(async () => {
+    await door?.close();
+    await starting?.close();
+  });
+  const listeners = (): Array<[string, string]> => [['Fastify', world.url], ['the front door', door.url], ['the front door while starting', starting.url]];
+
+  it('answers oversized headers and an oversized URL with 431 headers_too_large', async () => {
+    for (const [name, base] of listeners()) {
+      for (const bytes of [`GET /v1/me HTTP/1.1\r\nHost: x\r\nX-Fill: ${'a'.repeat(40_000)}\r\n\r\n`, `GET /v1/me/${'a'.repeat(40_000)} HTTP/1.1\r\nHost: x\r\n\r\n`]) {
+        const answer = await rawExchange(base, bytes);
+        expect(notAProblemBody(answer), name).toBeUndefined();
+        expect([answer.status, JSON.parse(answer.body).code, answer.headers.connection], name).toEqual([431, 'headers_too_large', 'close']);
+      }
+      const oauth = await rawExchange(base, `GET /oauth/authorize HTTP/1.1\r\nHost: x\r\nX-Fill: ${'a'.repeat(40_000)}\r\n\r\n`);
+      expect([oauth.status, oauth.headers['content-type'], JSON.parse(oauth.body).error], name).toEqual([400, 'application/json', 'invalid_request']);
+    }
+  });
+
+  it('answers a bad request line with 400 invalid_input, and a missing Host too', async () => {
+    for (const [name, base] of listeners()) {
+      for (const bytes of ['GARBAGE\r\n\r\n', 'GET /v1/me HTTP/1.1\r\n\r\n']) {
+        const answer = await rawExchange(base, bytes);
+        expect(notAProblemBody(answer), `${name} ${bytes}`).toBeUndefined();
+        if (name !== 'the front door while starting' || bytes === 'GARBAGE\r\n\r\n') {
+          expect([answer.status, JSON.parse(answer.body).code], `${name} ${bytes}`).toEqual([400, 'invalid_input']);
+        }
+      }
+    }
+  });
+
+  it('serves a request whose Expect it cannot meet as if it had none (RFC 9110 §10.1.1), instead of an empty 417', async () => {
+    for (const [name, base] of listeners().slice(0, 2)) {
+      const answer = await rawExchange(base, 'GET /v1/me HTTP/1.1\r\nHost: x\r\nExpect: the-unexpected\r\n\r\n');
+      expect([answer.status, JSON.parse(answer.body).code], name).toEqual([401, 'unauthorized']);
+    }
+  });
+
+  it('fuzzed oversized headers, oversized URLs and bad request lines: every answer on /v1 is a problem body', { timeout: 120_000 }, async () => {
+    const cases = fc.sample(parserCases, { seed: SEED, numRuns: 60 });
+    const problems: string[] = [];
+    for (const [name, base] of listeners()) {
+      for (let start = 0; start < cases.length; start += 8) {
+        await Promise.all(
+          cases.slice(start, start + 8).map(async (sent) => {
+            const problem = notAProblemBody(await rawExchange(base, sent.bytes));
+            if (problem) problems.push(`${name}, ${sent.what}: ${problem}`);
+          }),
+        );
+      }
+    }
+    expect(problems.slice(0, 20)).toEqual([]);
+  });
+});
+
+describe('the operator route without a configured operator credential', () => {
+  let live: TestGateway;
+  beforeAll(async () => {
+    live = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com' } });
+  });
+  afterAll(() => live?.close());
+
+  const authorization = fc.oneof(
+    fc.constant(undefined),
+    fc.constantFrom('', 'Bearer', 'Bearer ', 'bearer acg_op_x', 'Basic b3BlcmF0b3I6eA==', `Bearer ${'a'.repeat(300)}`),
+    fc.string({ minLength: 1, maxLength: 60, unit: 'grapheme-ascii' }).map((text) => `Bearer acg_op_${text.replace(/\s/g, '')}`),
+    fc.uint8Array({ minLength: 32, maxLength: 32 }).map((bytes) => `Bearer acg_op_${Buffer.from(bytes).toString('base64url')}`),
+  );
+  const body = fc.oneof(fc.constant('{"agentId":"agt_x","amountUc":"1000000"}'), fc.constantFrom(...INVALID_JSON), fc.constant(''));
+
+  it('answers every generated request 401 with its challenge, first, and says nothing about the configuration', async () => {
+    const cases = fc.sample(fc.tuple(authorization, body, fc.boolean()), { seed: SEED, numRuns: 150 });
+    const problems: string[] = [];
+    for (const [auth, text, withKey] of cases) {
+      const headers: Record<string, string> = { 'content-type': 'application/json', ...(withKey ? { 'idempotency-key': key() } : {}), ...(auth === undefined ? {} : { authorization: auth }) };
+      const res = await fetch(`${live.url}/v1/operator/credit-grants`, { method: 'POST', headers, body: text });
+      const answer = await res.text();
+      const where = `${JSON.stringify(auth)} ${JSON.stringify(text.slice(0, 30))} → ${res.status} ${answer.slice(0, 160)}`;
+      if (res.status !== 401 || res.headers.get('www-authenticate') !== 'Bearer realm="operator"') problems.push(`not 401 with the challenge: ${where}`);
+      else if (!res.headers.get('content-type')?.startsWith('application/problem+json') || JSON.parse(answer).code !== 'unauthorized') problems.push(`not a problem body: ${where}`);
+      else if (/configur|ACG_/i.test(answer)) problems.push(`speaks of the configuration: ${where}`);
+    }
+    expect(problems.slice(0, 10)).toEqual([]);
   });
 });
 

@@ -155,6 +155,6 @@ describe('live mode has no dev zone', () => {
 
   it('without a configured credential refuses every operator call: live mode generates none', () => {
     expect(acceptedOperatorHash({ mode: 'live', dataDir: tmpdir(), operatorTokenSha256: undefined })).toBeUndefined();
-    expect(() => checkOperator(`Bearer ${token}`, undefined)).toThrow(expect.objectContaining({ code: 'runtime_configuration_required', status: 503 }));
+    expect(() => checkOperator(`Bearer ${token}`, undefined)).toThrow(expect.objectContaining({ code: 'unauthorized', status: 401 }));
   });
 });

@@ -11,6 +11,7 @@ import type { OperationDescription } from '../operations.ts';
 import type { QueryDescription } from '../queries.ts';
 import type { TSchema } from '@sinclair/typebox';
 import type { Principal } from '../principal.ts';
+import { SERVER_OPTIONS, serveUnmetExpectations } from './front-door.ts';
 import { PATH_PARAMETER_LENGTH_MAX, renderClientError, renderError } from './render-error.ts';
 import { installTextGuard } from './text-guard.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
@@ -115,7 +116,9 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       requestLog.requestCompleted(null, request, reply);
     },
     clientErrorHandler: (error, socket) => renderClientError(app, error, socket),
+    http: SERVER_OPTIONS,
   });
+  serveUnmetExpectations(app.server);
   app.decorate('gateway', gateway);
   app.decorate('schemas', schemas);
   app.decorateRequest('principal', undefined);
@@ -139,6 +142,10 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 (Node's own check is off: it answers no body).
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+      throw new ApiError('invalid_input', { detail: 'an HTTP/1.1 request needs a Host header' });
+    }
     if (request.routeOptions.config?.skipRateLimit) return;
     const decision = gateway.rateLimiter.hit(`address:${request.ip}`, gateway.config.rateLimit.perAddress);
     if (!decision.allowed) {

@@ -1,13 +1,16 @@
 // The listening socket of `acg serve`, opened before anything else so the process answers at once.
 // Until the gateway's app is ready (database reachable, migrations applied, features built) it answers
 // by itself: /healthz 200, /readyz and every other route 503 storage_unavailable with Retry-After. Then
-// it hands every request to the app, without a restart.
+// it hands every request to the app, without a restart. This is the server that listens, so what Node
+// refuses before any request exists (oversized headers or URL, a malformed request line, a timeout) is
+// answered here, with our bodies, in both phases; Fastify's own clientErrorHandler never sees it.
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Config } from '../config.ts';
 import { STORAGE_RETRY_AFTER_S } from '../db/faults.ts';
 import { ApiError, problemBody } from '../errors.ts';
+import { answerClientError, type ClientErrorContext } from './render-error.ts';
 
 export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -40,11 +43,25 @@ function answerUnavailable(baseUrl: string, request: IncomingMessage, response: 
   response.writeHead(503, { 'content-type': 'application/problem+json; charset=utf-8' }).end(JSON.stringify(body));
 }
 
-export async function openFrontDoor(config: Pick<Config, 'host' | 'port' | 'baseUrl'>): Promise<FrontDoor> {
+/** Options of every server that listens: here and Fastify's own (platform/http/app.ts). */
+export const SERVER_OPTIONS = {
+  // A missing Host is refused by the app with a problem body (platform/http/app.ts), not by Node with an empty 400.
+  requireHostHeader: false,
+};
+
+/**
+ * An `Expect` other than 100-continue, which Node would answer 417 with no body: RFC 9110 §10.1.1 lets a
+ * server ignore it, so the request is served as if it had not been sent.
+ */
+export function serveUnmetExpectations(server: Server): void {
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => server.emit('request', request, response));
+}
+
+export async function openFrontDoor(config: Pick<Config, 'host' | 'port' | 'baseUrl'>, log: ClientErrorContext['log']): Promise<FrontDoor> {
   let app: RequestHandler | undefined;
   let closing = false;
   const inFlight = new Set<ServerResponse>();
-  const server: Server = createServer((request, response) => {
+  const server: Server = createServer(SERVER_OPTIONS, (request, response) => {
     if (closing) {
       response.setHeader('connection', 'close');
       answerUnavailable(config.baseUrl, request, response, 'the gateway is shutting down; retry on another instance');
@@ -58,6 +75,9 @@ export async function openFrontDoor(config: Pick<Config, 'host' | 'port' | 'base
     response.once('close', () => inFlight.delete(response));
     app(request, response);
   });
+  // The base URL is read at each answer: with PORT=0 it is known only once the socket is bound.
+  server.on('clientError', (error: Error, socket: Socket) => answerClientError(error, socket, { baseUrl: config.baseUrl, log }));
+  serveUnmetExpectations(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen({ host: config.host, port: config.port }, () => {

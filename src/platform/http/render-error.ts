@@ -126,32 +126,58 @@ function failureLine(error: FastifyError, api: ApiError | undefined, status: num
 
 /** What Node's HTTP parser refuses before Fastify sees a request, mapped onto our catalogue. */
 function clientErrorFor(code: string | undefined): ApiError {
-  if (code === 'HPE_HEADER_OVERFLOW') return new ApiError('headers_too_large', { detail: 'the request headers exceed the size limit' });
-  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return new ApiError('request_timeout', { detail: 'the request did not arrive in time' });
-  return new ApiError('invalid_input', { detail: 'the request is not valid HTTP/1.1' });
+  switch (code) {
+    case 'HPE_HEADER_OVERFLOW':
+      // Node counts the request line with the headers (maxHeaderSize, 16 KiB): an over-long URL lands here too.
+      return new ApiError('headers_too_large', { detail: 'the request line and headers exceed the size limit (16 KiB)' });
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return new ApiError('payload_too_large', { detail: 'the chunk extensions of the request body exceed the size limit' });
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return new ApiError('request_timeout', { detail: 'the request did not arrive in time' });
+    default:
+      return new ApiError('invalid_input', { detail: 'the request is not valid HTTP/1.1' });
+  }
+}
+
+/** Where a client error's answer and log line go: the gateway's base URL (for `type`) and a logger. */
+export interface ClientErrorContext {
+  baseUrl: string;
+  log: Record<FailureLine['level'], (fields: object, message: string) => void>;
+}
+
+/** The response Node has in flight on the socket, if any (what its own client error handler checks). */
+function responseInFlight(socket: Socket): { headersSent: boolean } | undefined {
+  return (socket as Socket & { _httpMessage?: { headersSent: boolean } | null })._httpMessage ?? undefined;
 }
 
 /**
- * Fastify's `clientErrorHandler`: answers what Node's parser refuses (oversized headers, malformed
- * requests, timeouts) with our bodies, then closes the connection, as Node's default does. The request
- * line, when it arrived, tells an OAuth client from an API client.
+ * Answers what Node's parser refuses (oversized headers or URL, malformed requests, timeouts) with our
+ * bodies, then closes the connection, as Node's default does: problem+json, or the OAuth error body when
+ * the request line (if it arrived) names an /oauth/ route. Nothing is written when the connection is gone
+ * or a response already started on it (a second one would corrupt it). Installed on every server that
+ * listens: the front door of `acg serve` and Fastify's own (clientErrorHandler).
  */
-export function renderClientError(app: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
+export function answerClientError(error: Error & { code?: string; rawPacket?: unknown }, socket: Socket, context: ClientErrorContext): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
   const api = clientErrorFor(error.code);
   const line = failureLine(error as FastifyError, api, api.status);
-  app.log[line.level](line.fields, line.message);
+  context.log[line.level](line.fields, line.message);
   const requestLine = Buffer.isBuffer(error.rawPacket) ? error.rawPacket.toString('latin1', 0, 256) : '';
   const target = /^[A-Z]+ (\S+)/.exec(requestLine)?.[1] ?? '';
   const oauth = target.startsWith('/oauth/') ? toOAuthError(api as unknown as FastifyError) : undefined;
   const [status, type, body] = oauth
     ? [oauth.status, 'application/json', JSON.stringify({ error: oauth.error, error_description: oauth.description })]
-    : [api.status, 'application/problem+json', JSON.stringify(problemBody(app.gateway.config.baseUrl, api))];
-  if (socket.writable) {
+    : [api.status, 'application/problem+json', JSON.stringify(problemBody(context.baseUrl, api))];
+  if (socket.writable && !responseInFlight(socket)?.headersSent) {
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${type}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
         `Cache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy();
+}
+
+/** Fastify's `clientErrorHandler`, for a server Fastify listens on itself (tests, embedders). */
+export function renderClientError(app: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
+  answerClientError(error, socket, { baseUrl: app.gateway.config.baseUrl, log: app.log });
 }

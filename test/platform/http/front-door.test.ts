@@ -1,12 +1,14 @@
 import { Agent, request as httpRequest } from 'node:http';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { openFrontDoor, type FrontDoor } from '../../../src/platform/http/front-door.ts';
 import { waitFor } from '../../support/wait.ts';
 
 const config = { host: '127.0.0.1', port: 0, baseUrl: 'http://gateway.test' };
+const log = pino({ level: 'silent' });
 
 async function withFrontDoor(fn: (door: FrontDoor) => Promise<void>): Promise<void> {
-  const door = await openFrontDoor(config);
+  const door = await openFrontDoor(config, log);
   try {
     await fn(door);
   } finally {
@@ -45,7 +47,7 @@ describe('the front door of acg serve', () => {
   });
 
   it('on close, refuses new connections and waits for the request in flight, which finishes with Connection: close', async () => {
-    const door = await openFrontDoor(config);
+    const door = await openFrontDoor(config, log);
     let finish: (() => void) | undefined;
     door.open((req, res) => {
       if (req.url === '/slow') finish = () => res.end('done');
