@@ -4,7 +4,6 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { sharesSchemas } from '../platform/http/openapi.ts';
 import type { IdentityProvider, IdentityProviderKind } from '../identity/issuers.ts';
-import { SERVICES } from '../connectors/catalogue.ts';
 import { describeStorage } from '../platform/db/open.ts';
 
 const StatusShape = Type.Object(
@@ -52,8 +51,10 @@ export interface IntegrationDeps {
   providers: Partial<Record<IdentityProviderKind, IdentityProvider>>;
   apiKeysAvailable: boolean;
   paymentApprovalConfigured: () => boolean;
-  /** The configured top-up provider, if the payments feature has one. */
-  paymentProvider?: 'local' | 'stripe';
+  /** The configured payment rail, if the payments feature has one. */
+  paymentProvider?: string;
+  /** The ids of the catalogue's services. */
+  serviceIds: readonly string[];
 }
 
 export function integrationRoutes(deps: IntegrationDeps) {
@@ -103,7 +104,7 @@ export function integrationRoutes(deps: IntegrationDeps) {
           },
           apiKeys: deps.apiKeysAvailable ? { available: true, status: 'available' } : { available: false, status: 'configuration_required' },
           // Every catalogue service is enabled: each needs only per-agent settings (mail) or none (github-public).
-          services: SERVICES.map((service) => service.id),
+          services: [...deps.serviceIds],
         };
       },
     });
