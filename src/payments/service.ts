@@ -28,8 +28,8 @@ import { newId } from '../platform/ids.ts';
 import { formatUc, formatUsd, UC_PER_USD_CENT } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
 import type { Page } from '../platform/schemas.ts';
-import { RAILS, type RailKind } from './rails/index.ts';
-import type { CreditRail, NotificationCheck, OpenedApproval, RailModule, RailNotifications, TopupDraft, TopupFacts, TopupSettlement } from './rails/rail.ts';
+import { RAILS, type ConfiguredRail, type RailKind } from './rails/index.ts';
+import type { NotificationCheck, OpenedApproval, RailNotifications, TopupDraft, TopupFacts, TopupSettlement } from './rails/rail.ts';
 import * as store from './store.ts';
 
 export const TOPUP_AMOUNT_USD_CENTS_MIN = 50;
@@ -59,7 +59,8 @@ export interface Topup {
   provider: RailKind;
   approvalUrl: string;
   checkoutUrl: string;
-  nextAction: { resolution: 'owner_approval' | 'checkout' | 'none'; actionUrl: string };
+  /** `resolution`: what the rail needs done next (`owner_approval`, `checkout`), `none` once final. */
+  nextAction: { resolution: string; actionUrl: string };
   intentId: string | null;
   livemode: boolean;
   lotId: string | null;
@@ -78,12 +79,6 @@ export interface TopupRequest {
 
 /** What the payments feature needs from execute: the retained intents it pays for. */
 export type RetainedIntents = Pick<ExecuteService['intents'], 'resume' | 'cancel' | 'pending'>;
-
-/** The rail top-ups go through, with what its registry entry says of it. */
-export interface ConfiguredRail {
-  module: RailModule & { kind: RailKind };
-  rail: CreditRail;
-}
 
 export interface PaymentsDependencies {
   identity: AgentService;

@@ -16,8 +16,14 @@ export type RailKind = keyof typeof RAILS;
 
 export const RAIL_KINDS = Object.keys(RAILS) as RailKind[];
 
-/** The configured rail and its module, or undefined without one. */
-export function configuredRail(config: Config): { module: RailModule & { kind: RailKind }; rail: CreditRail } | undefined {
+/** The rail top-ups go through, with what its registry entry says of it. */
+export interface ConfiguredRail {
+  module: RailModule & { kind: RailKind };
+  rail: CreditRail;
+}
+
+/** The configured rail, or undefined without one. */
+export function configuredRail(config: Config): ConfiguredRail | undefined {
   const { provider } = config.payments;
   if (provider === 'none') return undefined;
   const module = RAILS[provider];

@@ -2,15 +2,10 @@
 // test-mode payment (livemode false); a self-hoster may run it live, where the approving owner vouches for
 // the credit (no card is charged).
 import type { Config } from '../../platform/config.ts';
-import type { CreditRail, RailModule } from './rail.ts';
+import { approvalPageUrl, type CreditRail, type RailModule } from './rail.ts';
 
 /** How long an owner has to approve a top-up on the local page. */
 export const LOCAL_APPROVAL_LIFETIME_S = 86_400;
-
-/** The gateway page where the owner sees and approves or declines a top-up (every rail's return page too). */
-export function approvalPageUrl(baseUrl: string, topupId: string): string {
-  return `${baseUrl}/payments/topups/${topupId}`;
-}
 
 function localRail(config: Pick<Config, 'baseUrl' | 'mode'>): CreditRail {
   return {

@@ -6,6 +6,11 @@
 // registry (index.ts).
 import type { Config } from '../../platform/config.ts';
 
+/** The gateway page where the owner sees a top-up and approves or declines it (a checkout's return page too). */
+export function approvalPageUrl(baseUrl: string, topupId: string): string {
+  return `${baseUrl}/payments/topups/${topupId}`;
+}
+
 /** The top-up a rail opens an approval for, before it is recorded. */
 export interface TopupDraft {
   id: string;
@@ -76,8 +81,8 @@ export interface RailModule {
   kind: string;
   /** Where the owner acts, for messages: "the gateway's approval page", "Stripe Checkout". */
   title: string;
-  /** What the owner does with a pending top-up: approve it on our page, or pay at a checkout. */
-  resolution: 'owner_approval' | 'checkout';
+  /** What must happen to a pending top-up (its `nextAction.resolution`): `owner_approval` on our page, `checkout`. */
+  resolution: string;
   /** How execute's 402 names this way of paying in `paymentMethods`. */
   paymentMethod: string;
   /** What the agent tells its owner to do at the approval URL, e.g. "approve it". */

@@ -11,8 +11,7 @@ import { createRequire } from 'node:module';
 import type Stripe from 'stripe';
 import type { Config } from '../../platform/config.ts';
 import { ApiError } from '../../platform/errors.ts';
-import { approvalPageUrl } from './local.ts';
-import type { CreditRail, OpenedApproval, RailModule, RailNotifications, TopupDraft, TopupFacts, TopupSettlement } from './rail.ts';
+import { approvalPageUrl, type CreditRail, type OpenedApproval, type RailModule, type RailNotifications, type TopupDraft, type TopupFacts, type TopupSettlement } from './rail.ts';
 
 export const STRIPE_SIGNATURE_HEADER = 'stripe-signature';
 /** Stripe allows Checkout Sessions to live 30 minutes to 24 hours; we take just under the most. */
