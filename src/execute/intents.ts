@@ -87,17 +87,17 @@ export class Intents {
 
   /**
    * Retains the request of this claim (or renews the same one, for a retry with the same key) and answers
-   * its id. 429 rate_limited when the agent already has too many waiting.
+   * the intent's id. 429 rate_limited when the agent already has too many waiting.
    */
-  async retain(claim: Claim, request: ExecutionRequest, priceUc: Microcredits): Promise<string> {
+  async retain(claim: Claim, intent: ServiceIntent, priceUc: Microcredits): Promise<string> {
     const { db, clock } = this.gateway;
     return db.transaction(async (tx) => {
       // The agent row lock makes the count and the insert one step for this agent.
-      await this.deps.identity.lockAgent(tx, request.agentId);
+      await this.deps.identity.lockAgent(tx, intent.agentId);
       const nowS = clock.nowS();
       const existing = await store.findIntentByKey(tx, claim.scope, claim.key);
       const renewing = existing !== undefined && existing.state === 'pending' && Number(existing.expires_at_s) > nowS;
-      if (!renewing && (await store.countPendingIntents(tx, request.agentId, nowS)) >= PENDING_INTENTS_PER_AGENT_MAX) {
+      if (!renewing && (await store.countPendingIntents(tx, intent.agentId, nowS)) >= PENDING_INTENTS_PER_AGENT_MAX) {
         throw new ApiError('rate_limited', {
           detail: `the agent already has ${PENDING_INTENTS_PER_AGENT_MAX} intents waiting for credit; fund it or retry one of them`,
           retryAfterS: 3600,
@@ -105,10 +105,10 @@ export class Intents {
       }
       const row = await store.upsertIntent(tx, {
         id: newId('int'),
-        agent_id: request.agentId,
-        service_id: request.serviceId,
-        action: request.action,
-        input: request.input,
+        agent_id: intent.agentId,
+        service_id: intent.serviceId,
+        action: intent.action,
+        input: intent.input,
         price_uc: priceUc,
         requested_by: claim.scope,
         idempotency_key: claim.key,

@@ -43,7 +43,8 @@ export class ExecuteService {
       identity: deps.identity,
       ledger: deps.ledger,
       payer,
-      connectors: deps.catalogue.open(gateway),
+      // Each connector's context factory sees the configuration, the clock and the log; never the database.
+      connectors: deps.catalogue.open({ config: gateway.config, clock: gateway.clock, log: gateway.log }),
       connections: deps.connections,
       intents: this.intents,
       approvals: this.approvals,

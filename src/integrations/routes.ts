@@ -5,6 +5,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { sharesSchemas } from '../platform/http/openapi.ts';
 import type { IdentityProvider, IdentityProviderKind } from '../identity/issuers.ts';
 import { describeStorage } from '../platform/db/open.ts';
+import { RAIL_KINDS } from '../payments/schemas.ts';
 
 const StatusShape = Type.Object(
   {
@@ -16,7 +17,7 @@ const StatusShape = Type.Object(
     }),
     payments: Type.Object({
       link: Type.String({ enum: ['configured', 'unconfigured'], description: 'the payment-approval provider that top-ups go through' }),
-      provider: Type.String({ enum: ['local', 'stripe', 'custom', 'none'], description: 'which one: local owner approval, Stripe Checkout, one given in code, or none' }),
+      provider: Type.String({ enum: [...RAIL_KINDS, 'custom', 'none'], description: 'which one: a payment rail (local owner approval, Stripe Checkout), one given in code, or none' }),
       x402: Type.String({ enum: ['configured', 'unconfigured'], description: 'x402 payments are not implemented: always unconfigured' }),
     }),
     apiKeys: Type.Object({ available: Type.Boolean(), status: Type.String({ enum: ['available', 'configuration_required'] }) }),

@@ -4,6 +4,9 @@ import { Type, type TSchema } from '@sinclair/typebox';
 import { Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
 import { RAIL_KINDS, RAILS } from './rails/index.ts';
 
+/** The rails' names: a top-up's `provider`, and what /v1/integrations can report as configured. */
+export { RAIL_KINDS };
+
 const RESOLUTIONS = [...new Set(Object.values(RAILS).map((rail) => rail.resolution)), 'none'];
 
 export const TopupSchema = Type.Object(
