@@ -9,10 +9,11 @@ import { eventRoutes, ownerWebhookRoutes } from './events/routes.ts';
 import { EVENT_SCHEMAS } from './events/schemas.ts';
 import { WebhookService } from './events/service.ts';
 import { WebhookWorker } from './events/worker.ts';
-import type { PaymentApprovalProvider } from './execute/payment-approval.ts';
+import { BUILT_IN_SERVICES, Catalogue } from './connectors/catalogue.ts';
+import type { AnyServiceModule } from './connectors/types.ts';
 import { executeOperations } from './execute/operations.ts';
 import { executeQueries } from './execute/queries.ts';
-import { EXECUTE_SCHEMAS } from './execute/schemas.ts';
+import { actionInputSchemas, EXECUTE_SCHEMAS } from './execute/schemas.ts';
 import { executeRoutes } from './execute/routes.ts';
 import { buildExecuteFeature } from './execute/setup.ts';
 import type { ExecuteService } from './execute/service.ts';
@@ -56,15 +57,17 @@ import { offerOperations } from './offers/operations.ts';
 import { offerQueries } from './offers/queries.ts';
 import { OFFER_SCHEMAS } from './offers/schemas.ts';
 import { offerRoutes } from './offers/routes.ts';
-import { LocalApprovalProvider, StripeCheckoutProvider, type TopupProvider } from './payments/providers.ts';
+import { paymentQueries } from './payments/queries.ts';
+import { configuredRail } from './payments/rails/index.ts';
 import { paymentRoutes } from './payments/routes.ts';
+import { PAYMENT_SCHEMAS } from './payments/schemas.ts';
 import { PaymentsService, TOPUP_JOB_INTERVAL_MS } from './payments/service.ts';
-import { StripeWebhook } from './payments/stripe-webhook.ts';
 import { OfferService } from './offers/service.ts';
 import { voucherOperations } from './vouchers/operations.ts';
 import { voucherRoutes } from './vouchers/routes.ts';
 import { VoucherService } from './vouchers/service.ts';
 import { ConfigError } from './platform/config.ts';
+import type { HumanApprover } from './platform/approvals.ts';
 import type { Gateway } from './platform/gateway.ts';
 import { buildApp } from './platform/http/app.ts';
 import { newSecret } from './platform/ids.ts';
@@ -109,15 +112,16 @@ export interface Services {
   doh: DohOptions;
   /** SHA-256 of the operator credential the operator routes accept; undefined: none configured. */
   operatorHash: string | undefined;
-  /** Always present: top-ups are readable without a provider (ACG_PAYMENT_PROVIDER=none); only creating needs one. */
+  /** Always present: top-ups are readable without a rail (ACG_PAYMENT_PROVIDER=none); only creating needs one. */
   payments: PaymentsService;
-  stripeWebhook?: StripeWebhook;
 }
 
 /** Optional collaborators the composition root can be given (tests inject fakes here). */
 export interface AppDependencies {
-  /** The payments feature's approval provider; without one, insufficient credit answers 503 link_configuration_required. */
-  paymentApproval?: PaymentApprovalProvider;
+  /** The human approver execute asks when credit falls short, instead of the payments feature's (which needs a rail). */
+  approver?: HumanApprover;
+  /** Services added to the built-in catalogue (each one module: src/connectors/types.ts). */
+  services?: readonly AnyServiceModule[];
 }
 
 /** How often each instance deletes events past their retention. */
@@ -127,17 +131,11 @@ const HOLD_SWEEP_INTERVAL_MS = 5000;
 /** How often each instance deletes avatar uploads that expired before they were finalized. */
 const AVATAR_UPLOAD_SWEEP_INTERVAL_MS = 60 * 60 * 1000;
 
-function topupProvider(config: Gateway['config']): TopupProvider | undefined {
-  const { payments } = config;
-  if (payments.provider === 'local') return new LocalApprovalProvider(config);
-  if (payments.provider === 'stripe' && payments.stripe) return new StripeCheckoutProvider(config, payments.stripe);
-  return undefined;
-}
-
 export async function buildServices(gateway: Gateway, dependencies: AppDependencies = {}): Promise<Services> {
   const providers = await identityProviders(gateway.config);
   const pepper = await apiKeyPepper(gateway);
-  const identity = new AgentService(gateway, () => providers.agent?.issuer);
+  const catalogue = new Catalogue([...BUILT_IN_SERVICES, ...(dependencies.services ?? [])]);
+  const identity = new AgentService(gateway, () => providers.agent?.issuer, catalogue.ids);
   gateway.schedule('avatar-upload-sweep', AVATAR_UPLOAD_SWEEP_INTERVAL_MS, () => identity.sweepAvatarUploads());
   const ledger = new LedgerService(gateway, identity);
   gateway.schedule('hold-expiry-sweep', HOLD_SWEEP_INTERVAL_MS, () => ledger.expireDue());
@@ -167,22 +165,21 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   gateway.schedule('event-retention-purge', EVENT_PURGE_INTERVAL_MS, () => webhooks.purgeExpired());
   // Payments and execute need each other: execute asks payments for approvals, payments resumes execute's intents.
   let executeService: ExecuteService | undefined;
-  const provider = topupProvider(config);
-  const payments = new PaymentsService(gateway, { identity, ledger, provider, intents: () => executeService! });
-  const stripeWebhook = provider && config.payments.stripe ? new StripeWebhook(payments, config.payments.stripe) : undefined;
-  if (provider) gateway.schedule('topups', TOPUP_JOB_INTERVAL_MS, () => payments.runJobs());
-  const paymentApproval = dependencies.paymentApproval ?? (provider ? payments : undefined);
-  const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, secretBoxKey: boxKey, paymentApproval });
+  const rail = configuredRail(config);
+  const payments = new PaymentsService(gateway, { identity, ledger, rail, intents: () => executeService!.intents });
+  if (rail) gateway.schedule('topups', TOPUP_JOB_INTERVAL_MS, () => payments.runJobs());
+  const approver = dependencies.approver ?? (rail ? payments : undefined);
+  const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, catalogue, secretBoxKey: boxKey, approver });
   executeService = execute;
   const operatorHash = acceptedOperatorHash(config);
   return {
     verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhooks, webhookWorker, ledger, offers, vouchers, execute, mailConnectors, doh, operatorHash,
-    payments, stripeWebhook,
+    payments,
   };
 }
 
 /** Every resource's schema (`$id` each): registered once at the root of the HTTP face, inlined by MCP. */
-export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, MeSchema, ...MERCHANT_SCHEMAS, ...EVENT_SCHEMAS, ...OAUTH_SCHEMAS];
+export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, ...PAYMENT_SCHEMAS, MeSchema, ...MERCHANT_SCHEMAS, ...EVENT_SCHEMAS, ...OAUTH_SCHEMAS];
 
 export async function buildGatewayApp(
   gateway: Gateway,
@@ -190,6 +187,9 @@ export async function buildGatewayApp(
   dependencies: AppDependencies = {},
 ): Promise<{ app: FastifyInstance; services: Services }> {
   const services = await buildServices(gateway, dependencies);
+  const { catalogue } = services.execute;
+  // The catalogue is given at composition, so its actions' input schemas join the resources here.
+  const schemas = [...RESOURCE_SCHEMAS, ...actionInputSchemas(catalogue)];
   const providers = { human: services.verifier.provider('human'), agent: services.verifier.provider('agent') };
   const ownerWebhooks = new OwnerWebhookService(services.webhooks);
   const operations = {
@@ -209,6 +209,7 @@ export async function buildGatewayApp(
     execute: executeQueries(services.execute, services.mailConnectors),
     merchants: merchantQueries(services.merchants),
     events: eventQueries(services.merchants, services.webhooks, ownerWebhooks),
+    payments: paymentQueries(services.payments),
   };
   const features: FastifyPluginAsync[] = [
     healthRoutes,
@@ -218,24 +219,31 @@ export async function buildGatewayApp(
     oauthGrantRoutes({ operations: oauthOperations(gateway.clock), queries: oauthQueries(gateway.clock) }),
     agentRoutes({ operations: operations.agents, queries: queries.agents }),
     identityRoutes(queries.identity),
-    integrationRoutes({ providers, apiKeysAvailable: services.apiKeyPepper !== undefined, paymentApprovalConfigured: () => services.execute.paymentApprovalConfigured, paymentProvider: dependencies.paymentApproval ? undefined : services.payments.providerKind }),
+    integrationRoutes({
+      providers,
+      apiKeysAvailable: services.apiKeyPepper !== undefined,
+      paymentApprovalConfigured: () => services.execute.approvals.configured,
+      paymentProvider: dependencies.approver ? undefined : services.payments.railKind,
+      serviceIds: catalogue.ids,
+    }),
     ledgerRoutes({ operations: operations.ledger, queries: queries.ledger }),
     offerRoutes(offerOperations(services.offers), queries.offers),
     voucherRoutes(operations.vouchers),
     accessRoutes,
-    executeRoutes({ operations: operations.execute, queries: queries.execute }),
+    executeRoutes({ operations: operations.execute, queries: queries.execute, catalogue }),
     paymentRoutes({
       payments: services.payments,
-      stripeWebhook: services.stripeWebhook,
+      queries: queries.payments,
       devLoginUrl: gateway.config.mode === 'dev' && providers.human?.source === 'built_in' ? '/dev/issuers/human/login' : undefined,
       humanIssuer: providers.human?.issuer,
+      serviceTitles: Object.fromEntries(catalogue.services.map((service) => [service.id, service.title])),
     }),
     merchantRoutes(merchantOperations(services.merchants), queries.merchants),
     mcpRoutes({
       gateway,
       operations: { ...operations.vouchers, ...operations.execute, ...operations.agents },
       queries: { ...queries.identity, ...queries.offers, ...queries.ledger, ...queries.execute, ...queries.agents },
-      schemas: RESOURCE_SCHEMAS,
+      schemas,
     }),
     eventRoutes(operations.events, queries.events),
     ownerWebhookRoutes(operations.ownerWebhooks, queries.events),
@@ -243,5 +251,5 @@ export async function buildGatewayApp(
     sandboxRoutes({ merchants: services.merchants, operatorHash: services.operatorHash, doh: services.doh }),
     ...extraFeatures,
   ];
-  return { app: await buildApp(gateway, { features, authenticator: services.verifier, schemas: RESOURCE_SCHEMAS }), services };
+  return { app: await buildApp(gateway, { features, authenticator: services.verifier, schemas }), services };
 }

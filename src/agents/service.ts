@@ -10,7 +10,6 @@ import { actingAgent, actsFor, type Actor } from './acting.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, parseUc } from '../platform/money.ts';
-import { SERVICES } from '../connectors/catalogue.ts';
 import * as store from './store.ts';
 
 /** The agent row other features read and lock through this service (never through its store). */
@@ -89,10 +88,11 @@ function unique(values: string[]): string[] {
   return [...new Set(values)];
 }
 
-function checkServices(services: string[]): string[] {
+/** The allowed services as stored: each a service id of the catalogue (`known`), or "*". */
+function checkServices(services: string[], known: readonly string[]): string[] {
   for (const id of services) {
-    if (id !== '*' && !SERVICES.some((service) => service.id === id)) {
-      throw new ApiError('invalid_input', { detail: `unknown service "${id}"; known: ${SERVICES.map((s) => s.id).join(', ')} or "*"` });
+    if (id !== '*' && !known.includes(id)) {
+      throw new ApiError('invalid_input', { detail: `unknown service "${id}"; known: ${known.join(', ')} or "*"` });
     }
   }
   return unique(services);
@@ -111,6 +111,8 @@ export class AgentService {
   constructor(
     private readonly gateway: Gateway,
     private readonly agentIssuer: () => string | undefined,
+    /** The ids of the execute catalogue's services, which an agent's allowedServices may name. */
+    private readonly serviceIds: readonly string[] = [],
   ) {}
 
   /** The agent if `principal` may act for it (itself, or its owner); anyone else gets 404, so ids cannot be probed. */
@@ -147,7 +149,7 @@ export class AgentService {
       identity_issuer: input.identity.issuer,
       identity_subject: input.identity.subject,
       status: 'active',
-      allowed_services: checkServices(input.allowedServices ?? ['*']),
+      allowed_services: checkServices(input.allowedServices ?? ['*'], this.serviceIds),
       allowed_categories: unique(input.allowedCategories ?? ['*']),
       inbox_allowlist: unique(input.inboxAllowlist ?? []),
       cap_per_hold_uc: input.caps?.perHoldUc == null ? null : parseUc(input.caps.perHoldUc, 'caps.perHoldUc'),
@@ -201,7 +203,7 @@ export class AgentService {
       await store.updateAgent(tx, {
         ...row,
         name: patch.name ?? row.name,
-        allowed_services: patch.allowedServices ? checkServices(patch.allowedServices) : row.allowed_services,
+        allowed_services: patch.allowedServices ? checkServices(patch.allowedServices, this.serviceIds) : row.allowed_services,
         allowed_categories: patch.allowedCategories ? unique(patch.allowedCategories) : row.allowed_categories,
         inbox_allowlist: patch.inboxAllowlist ? unique(patch.inboxAllowlist) : row.inbox_allowlist,
         cap_per_hold_uc: caps.perHoldUc === undefined ? row.cap_per_hold_uc : caps.perHoldUc === null ? null : parseUc(caps.perHoldUc, 'caps.perHoldUc'),

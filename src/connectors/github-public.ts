@@ -350,6 +350,11 @@ export const githubPublicService: ServiceModule<GitHubServiceContext> = {
   id: 'github-public',
   title: 'GitHub public repositories',
   category: 'developer-tools',
+  // One context for every execution: the operator's settings and the ETag cache they share.
+  context: ({ config, clock }) => {
+    const github = createGitHubContext({ ...config.services.github, clock });
+    return async () => ({ github });
+  },
   actions: {
     'repository.get': {
       description: 'Facts about a public GitHub repository: description, default branch, licence, topics, counts and dates.',

@@ -8,6 +8,7 @@ import type { ImapFlow, FetchMessageObject, MessageAddressObject, MessageStructu
 import type { AddressObject, ParsedMail } from 'mailparser';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
+import type { Config } from '../platform/config.ts';
 import { UC_PER_CREDIT } from '../platform/money.ts';
 import { isPublicAddress } from '../platform/outbound.ts';
 import type { ServiceModule } from './types.ts';
@@ -504,10 +505,33 @@ function detail(uid: number, size: number, flags: string[], truncated: boolean, 
   };
 }
 
-export const mailService: ServiceModule<MailContext> = {
+/** The operator's mail limits, from the gateway's configuration. */
+export function mailSettingsOf(config: Pick<Config, 'services' | 'allowPrivateNetworkTargets'>): MailSettings {
+  const { mail } = config.services;
+  return {
+    ...MAIL_DEFAULTS,
+    connectTimeoutMs: mail.connectTimeoutMs,
+    greetingTimeoutMs: mail.connectTimeoutMs,
+    socketTimeoutMs: mail.socketTimeoutMs,
+    operationTimeoutMs: mail.operationTimeoutMs,
+    messageBytesMax: mail.messageBytesMax,
+    bodyCharsMax: mail.bodyCharsMax,
+    allowPrivateNetworkTargets: config.allowPrivateNetworkTargets,
+  };
+}
+
+export const mailService: ServiceModule<MailContext, MailConnectionSettings> = {
   id: 'mail',
   title: 'Mail (IMAP, read-only)',
   category: 'email',
+  // The operator's limits once; per execution, the agent's stored IMAP account and its inbox allowlist.
+  context: ({ config }) => {
+    const mail = mailSettingsOf(config);
+    return async (execution) => {
+      const connection = await execution.connection();
+      return { mail, mailConnector: connection ? { connection, allowlist: execution.allowlists.inboxes } : null };
+    };
+  },
   actions: {
     'inboxes.list': {
       description: "The agent's allowlisted inboxes that exist on its mail server, with message and unseen counts.",

@@ -1,7 +1,8 @@
-// An owner attaches an IMAP account to one of their agents; the `mail` service reads through it. The
-// password is sealed with the secret box (associated data = the agent id, so a sealed password copied onto
-// another agent's row does not open) and never leaves the gateway again. The inbox allowlist is the agent's
-// own `inboxAllowlist`, set with PATCH /v1/owner/agents/{id}.
+// An owner attaches an IMAP account to one of their agents; the `mail` service reads through it (this is its
+// connection store: the pipeline asks it for the executing agent's account). The password is sealed with the
+// secret box (associated data = the agent id, so a sealed password copied onto another agent's row does not
+// open) and never leaves the gateway again. The inbox allowlist is the agent's own `inboxAllowlist`, set with
+// PATCH /v1/owner/agents/{id}.
 import { X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { Actor } from '../agents/acting.ts';
@@ -12,7 +13,8 @@ import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { isPublicAddress } from '../platform/outbound.ts';
 import { openSecret, sealSecret, SecretBoxError, type SecretBoxKey } from '../platform/secret-box.ts';
-import type { MailConnectionSettings, MailConnector, MailTlsMode } from '../connectors/mail.ts';
+import { mailService, type MailConnectionSettings, type MailTlsMode } from '../connectors/mail.ts';
+import type { ConnectionStore } from './pipeline.ts';
 import * as store from './store.ts';
 
 /** What the owner submits: the connector's own connection settings (the allowlist lives on the agent). */
@@ -32,12 +34,6 @@ export interface MailConnectorView {
   updatedAt: number;
 }
 
-/** The agent's connector ready for an execution, or null; `problem` says why a stored one cannot be used. */
-export interface ExecutionMailConnector {
-  connector: MailConnector | null;
-  problem?: ApiError;
-}
-
 function view(row: store.MailConnectorRow, agent: AgentRow): MailConnectorView {
   return {
     agentId: row.agent_id,
@@ -52,7 +48,10 @@ function view(row: store.MailConnectorRow, agent: AgentRow): MailConnectorView {
   };
 }
 
-export class MailConnectorService {
+/** The mail connector store: the `mail` service's stored connections (table `mail_connectors`). */
+export class MailConnectorService implements ConnectionStore {
+  readonly serviceId = mailService.id;
+
   constructor(
     private readonly gateway: Gateway,
     private readonly identity: AgentService,
@@ -113,31 +112,26 @@ export class MailConnectorService {
     await store.deleteMailConnector(tx, agent.id);
   }
 
-  /** The agent's connector with its password opened, and its allowlist, for one execution. */
-  async forExecution(db: Queryable, agent: AgentRow): Promise<ExecutionMailConnector> {
-    const row = await store.findMailConnector(db, agent.id);
-    if (!row) return { connector: null };
+  /**
+   * The agent's IMAP account with its password opened, for one execution of the `mail` service; null when
+   * it has none. A stored one that cannot be opened refuses the execution, saying why (instead of "no connector").
+   */
+  async forExecution(db: Queryable, agentId: string): Promise<MailConnectionSettings | null> {
+    const row = await store.findMailConnector(db, agentId);
+    if (!row) return null;
     if (!this.boxKey) {
-      return { connector: null, problem: new ApiError('runtime_configuration_required', { detail: "the agent's mail password cannot be opened: ACG_SECRET_BOX_KEY is not configured" }) };
+      throw new ApiError('runtime_configuration_required', { detail: "the agent's mail password cannot be opened: ACG_SECRET_BOX_KEY is not configured" });
     }
     let password: string;
     try {
-      password = openSecret(this.boxKey, row.password_sealed, agent.id);
+      password = openSecret(this.boxKey, row.password_sealed, agentId);
     } catch (error) {
       if (!(error instanceof SecretBoxError)) throw error;
-      this.gateway.log.warn({ agentId: agent.id }, 'stored mail password does not open with the configured secret box key');
-      return {
-        connector: null,
-        problem: new ApiError('connector_not_configured', {
-          detail: "the agent's stored mail password cannot be opened with the gateway's current key; the owner must set the mail connector again",
-        }),
-      };
+      this.gateway.log.warn({ agentId }, 'stored mail password does not open with the configured secret box key');
+      throw new ApiError('connector_not_configured', {
+        detail: "the agent's stored mail password cannot be opened with the gateway's current key; the owner must set the mail connector again",
+      });
     }
-    return {
-      connector: {
-        connection: { host: row.host, port: row.port, tls: row.tls, username: row.username, password, ...(row.ca_pem ? { ca: row.ca_pem } : {}) },
-        allowlist: agent.inbox_allowlist,
-      },
-    };
+    return { host: row.host, port: row.port, tls: row.tls, username: row.username, password, ...(row.ca_pem ? { ca: row.ca_pem } : {}) };
   }
 }

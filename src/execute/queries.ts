@@ -4,7 +4,8 @@ import { Type } from '@sinclair/typebox';
 import { idOf } from '../platform/schemas.ts';
 import type { Query } from '../platform/queries.ts';
 import type { MailConnectorService, MailConnectorView } from './mail-connectors.ts';
-import type { ExecuteService, IntentView } from './service.ts';
+import type { IntentView } from './intents.ts';
+import type { ExecuteService } from './service.ts';
 import type { IntentRow } from './store.ts';
 
 export interface ExecuteQueries {
@@ -18,8 +19,8 @@ export function executeQueries(execute: ExecuteService, mailConnectors: MailConn
       name: 'getIntent',
       input: Type.Object({ id: idOf('retained intent (int_…)') }, { additionalProperties: false }),
       output: Type.Ref('IntentStatus'),
-      access: (db, { principal, input }) => execute.intentFor(db, principal, input.id),
-      read: (db, _call, intent) => execute.readIntent(db, intent),
+      access: (db, { principal, input }) => execute.intents.intentFor(db, principal, input.id),
+      read: (db, _call, intent) => execute.intents.read(db, intent),
     },
     getMailConnector: {
       name: 'getMailConnector',

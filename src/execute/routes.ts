@@ -1,6 +1,7 @@
-// HTTP edge of metered execution: POST /v1/services/execute, retained intents and the owner's mail connector routes. The
-// catalogue (src/connectors/catalogue.ts) is the one source of the services, actions, input schemas and
-// prices shown here: the body schema checks each action's input, and the OpenAPI document lists them.
+// HTTP edge of metered execution: POST /v1/services/execute, retained intents and the owner's mail connector
+// routes. The catalogue the gateway was composed with (src/connectors/catalogue.ts) is the one source of the
+// services, actions, input schemas and prices shown here: the body schema checks each action's input, and the
+// OpenAPI document lists them.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { serve } from '../platform/http/operation.ts';
@@ -8,46 +9,52 @@ import { problems } from '../platform/http/openapi.ts';
 import { queryRoute } from '../platform/http/query.ts';
 import { AgentIdParams } from '../platform/schemas.ts';
 import { formatUc, formatUsd } from '../platform/money.ts';
-import { CATALOGUE, ExecuteInput, MailConnectorBody, type ExecuteOperations } from './operations.ts';
+import type { Catalogue } from '../connectors/catalogue.ts';
+import { MailConnectorBody, type ExecuteInput, type ExecuteOperations } from './operations.ts';
 import type { ExecuteQueries } from './queries.ts';
 
-const catalogueTable = [
-  '| serviceId | action | price | category | input | what it does |',
-  '|---|---|---|---|---|---|',
-  ...CATALOGUE.map(
-    ({ service, action, definition, schemaId }) =>
-      `| \`${service.id}\` | \`${action}\` | ${formatUc(definition.priceUc)} µc ($${formatUsd(definition.priceUc)}) | \`${service.category}\` | \`${schemaId}\` | ${definition.description} |`,
-  ),
-].join('\n');
+function catalogueTable(catalogue: Catalogue): string {
+  return [
+    '| serviceId | action | price | category | input | what it does |',
+    '|---|---|---|---|---|---|',
+    ...catalogue.actions.map(
+      ({ service, action, definition, schemaId }) =>
+        `| \`${service.id}\` | \`${action}\` | ${formatUc(definition.priceUc)} µc ($${formatUsd(definition.priceUc)}) | \`${service.category}\` | \`${schemaId}\` | ${definition.description} |`,
+    ),
+  ].join('\n');
+}
 
-
-const EXECUTE_DESCRIPTION = [
-  'Runs one action of a built-in service for an agent and charges its price to the agent\'s credit. Order: clearance ' +
-    '(agent active → 403 FROZEN; service and category allowed → 403 SCOPE_FORBIDDEN; the action\'s own checks, e.g. the mail ' +
-    'inbox allowlist → 403 inbox_not_allowed, a mail connector → 409 connector_not_configured), then a hold of the price, then ' +
-    'the action, then capture. 200 carries the result and the captured hold as `receipt`.',
-  'Who executes: an agent credential executes as itself; a human or owner credential must name one of the owner\'s agents in ' +
-    '`agentId` (400 agent_required without it, 403 owner_required for any other id).',
-  'Idempotency-Key is required (`^[A-Za-z0-9._:-]{1,200}$`; missing or malformed → 400 invalid_input). The same key and body ' +
-    'answer the same result and charge once. Of the failures, only those after the hold that are definitive (e.g. 404 ' +
-    'upstream_not_found) are stored and replayed; refusals before the hold changed nothing, and rate limits (429) and 5xx may ' +
-    'pass, so for those the same key may be retried.',
-  'When the action fails, the hold is released and the problem body says `charged: false` (with `executionId` and ' +
-    '`redemptionId`): 404 upstream_not_found, 429 upstream_rate_limited (Retry-After), 502 upstream_unavailable / ' +
-    'upstream_auth_failed, 504 upstream_timeout.',
-  'When credit does not cover the price, the intent is retained and nothing is charged: 503 link_configuration_required ' +
-    '(`intentId`, `intent`) without a payment-approval provider, 402 approval_required (`ApprovalRequired`) with one. Retry ' +
-    'with the same key once credit arrives. With a provider, the gateway runs the intent once by itself after its top-up settles; ' +
-    'GET /v1/intents/{id} shows its outcome, and a retry with the same key answers it.',
-  `Catalogue:\n\n${catalogueTable}`,
-].join('\n\n');
+function executeDescription(catalogue: Catalogue): string {
+  return [
+    'Runs one action of a built-in service for an agent and charges its price to the agent\'s credit. Order: clearance ' +
+      '(agent active → 403 FROZEN; service and category allowed → 403 SCOPE_FORBIDDEN; the action\'s own checks, e.g. the mail ' +
+      'inbox allowlist → 403 inbox_not_allowed, a mail connector → 409 connector_not_configured), then a hold of the price, then ' +
+      'the action, then capture. 200 carries the result and the captured hold as `receipt`.',
+    'Who executes: an agent credential executes as itself; a human or owner credential must name one of the owner\'s agents in ' +
+      '`agentId` (400 agent_required without it, 403 owner_required for any other id).',
+    'Idempotency-Key is required (`^[A-Za-z0-9._:-]{1,200}$`; missing or malformed → 400 invalid_input). The same key and body ' +
+      'answer the same result and charge once. Of the failures, only those after the hold that are definitive (e.g. 404 ' +
+      'upstream_not_found) are stored and replayed; refusals before the hold changed nothing, and rate limits (429) and 5xx may ' +
+      'pass, so for those the same key may be retried.',
+    'When the action fails, the hold is released and the problem body says `charged: false` (with `executionId` and ' +
+      '`redemptionId`): 404 upstream_not_found, 429 upstream_rate_limited (Retry-After), 502 upstream_unavailable / ' +
+      'upstream_auth_failed, 504 upstream_timeout.',
+    'When credit does not cover the price, the intent is retained and nothing is charged: 503 link_configuration_required ' +
+      '(`intentId`, `intent`) without a payment-approval provider, 402 approval_required (`ApprovalRequired`) with one. Retry ' +
+      'with the same key once credit arrives. With a provider, the gateway runs the intent once by itself after its top-up settles; ' +
+      'GET /v1/intents/{id} shows its outcome, and a retry with the same key answers it.',
+    `Catalogue:\n\n${catalogueTable(catalogue)}`,
+  ].join('\n\n');
+}
 
 export interface ExecuteRouteDeps {
   operations: ExecuteOperations;
   queries: ExecuteQueries;
+  /** The services the execute body and its description list. */
+  catalogue: Catalogue;
 }
 
-export function executeRoutes({ operations, queries }: ExecuteRouteDeps) {
+export function executeRoutes({ operations, queries, catalogue }: ExecuteRouteDeps) {
   const { executeService, setMailConnector, deleteMailConnector } = operations;
   return async function routes(app: FastifyInstance): Promise<void> {
 
@@ -56,8 +63,8 @@ export function executeRoutes({ operations, queries }: ExecuteRouteDeps) {
       schema: {
         tags: ['services'],
         summary: 'Execute a metered service action',
-        description: EXECUTE_DESCRIPTION,
-        body: ExecuteInput,
+        description: executeDescription(catalogue),
+        body: executeService.input,
         response: {
           200: Type.Ref('ExecuteResult'),
           402: Type.Union([Type.Ref('ApprovalRequired'), Type.Ref('Problem')]),

@@ -1,10 +1,12 @@
 // Execute's resources as every face shows them, registered once by the composition root: the result and
 // the approval refusal of an execution, a retained intent and its status, a mail connector, and each
-// catalogue action's input schema (its `$id` is what the execute body refers to).
+// catalogue action's input schema (its `$id` is what the execute body refers to; the catalogue is given at
+// composition, so those come from `actionInputSchemas`).
 import { Type, type TSchema } from '@sinclair/typebox';
 import { Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
-import { CATALOGUE } from './operations.ts';
-import { APPROVAL_STATE_PENDING, EXECUTE_STATE_SUCCEEDED, PAYMENT_METHOD_CREDITS } from './service.ts';
+import type { Catalogue } from '../connectors/catalogue.ts';
+import { APPROVAL_STATE_PENDING, EXECUTE_STATE_SUCCEEDED } from './execution.ts';
+import { PREPAID_CREDIT_METHOD } from './payer.ts';
 
 export const ExecuteResultSchema = Type.Object(
   {
@@ -14,7 +16,7 @@ export const ExecuteResultSchema = Type.Object(
     receipt: Type.Ref('Redemption'),
     priceUc: Microcredits('what was captured'),
     priceUsd: Type.String({ description: 'the same price in US dollars, e.g. "0.01"' }),
-    paymentMethod: Type.Literal(PAYMENT_METHOD_CREDITS, { description: "paid from the agent's prepaid credit" }),
+    paymentMethod: Type.Literal(PREPAID_CREDIT_METHOD, { description: "paid from the agent's prepaid credit" }),
   },
   { $id: 'ExecuteResult' },
 );
@@ -86,6 +88,8 @@ export const IntentViewSchema = Type.Object(
 );
 
 /** Each catalogue action's input, named as the execute body's `$ref`s name it. */
-export const ACTION_INPUT_SCHEMAS: TSchema[] = CATALOGUE.map(({ definition, schemaId }) => ({ ...(definition.input as TSchema), $id: schemaId, description: definition.description }));
+export function actionInputSchemas(catalogue: Catalogue): TSchema[] {
+  return catalogue.actions.map(({ definition, schemaId }) => ({ ...definition.input, $id: schemaId, description: definition.description }));
+}
 
-export const EXECUTE_SCHEMAS: TSchema[] = [ExecuteResultSchema, IntentSchema, ApprovalRequiredSchema, MailConnectorSchema, IntentViewSchema, ...ACTION_INPUT_SCHEMAS];
+export const EXECUTE_SCHEMAS: TSchema[] = [ExecuteResultSchema, IntentSchema, ApprovalRequiredSchema, MailConnectorSchema, IntentViewSchema];

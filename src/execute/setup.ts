@@ -1,16 +1,16 @@
-// Builds the execute feature from configuration, for the composition root: the connectors' operator
-// settings, the mail connector store, the pipeline, and its background jobs.
+// Builds the execute feature for the composition root: the catalogue from the module list it is given, the
+// mail connector store, the pipeline and its parts, and their background jobs. No connector is named here:
+// each builds its own context (src/connectors/types.ts).
 import type { AgentService } from '../agents/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
+import type { HumanApprover } from '../platform/approvals.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { SecretBoxKey } from '../platform/secret-box.ts';
-import { createGitHubContext } from '../connectors/github-public.ts';
-import { MAIL_DEFAULTS, type MailSettings } from '../connectors/mail.ts';
+import type { Catalogue } from '../connectors/catalogue.ts';
+import { INTENT_SWEEP_INTERVAL_MS } from './intents.ts';
 import { MailConnectorService } from './mail-connectors.ts';
-import type { PaymentApprovalProvider } from './payment-approval.ts';
-import { EXECUTION_RECOVERY_INTERVAL_MS, ExecuteService } from './service.ts';
-
-const INTENT_SWEEP_INTERVAL_MS = 10 * 60 * 1000;
+import { EXECUTION_RECOVERY_INTERVAL_MS } from './recovery.ts';
+import { ExecuteService } from './service.ts';
 
 export interface ExecuteFeature {
   execute: ExecuteService;
@@ -19,37 +19,18 @@ export interface ExecuteFeature {
 
 export function buildExecuteFeature(
   gateway: Gateway,
-  deps: { identity: AgentService; ledger: LedgerService; secretBoxKey: SecretBoxKey | undefined; paymentApproval?: PaymentApprovalProvider },
+  deps: { identity: AgentService; ledger: LedgerService; catalogue: Catalogue; secretBoxKey: SecretBoxKey | undefined; approver?: HumanApprover },
 ): ExecuteFeature {
-  const { services, allowPrivateNetworkTargets } = gateway.config;
-  const mail: MailSettings = {
-    ...MAIL_DEFAULTS,
-    connectTimeoutMs: services.mail.connectTimeoutMs,
-    greetingTimeoutMs: services.mail.connectTimeoutMs,
-    socketTimeoutMs: services.mail.socketTimeoutMs,
-    operationTimeoutMs: services.mail.operationTimeoutMs,
-    messageBytesMax: services.mail.messageBytesMax,
-    bodyCharsMax: services.mail.bodyCharsMax,
-    allowPrivateNetworkTargets,
-  };
-  const github = createGitHubContext({
-    baseUrl: services.github.baseUrl,
-    token: services.github.token,
-    timeoutMs: services.github.timeoutMs,
-    etagCacheEntries: services.github.etagCacheEntries,
-    clock: gateway.clock,
-  });
   const mailConnectors = new MailConnectorService(gateway, deps.identity, deps.secretBoxKey);
   const execute = new ExecuteService(gateway, {
     identity: deps.identity,
     ledger: deps.ledger,
-    mailConnectors,
-    github,
-    mail,
-    executeTimeoutMs: services.executeTimeoutMs,
-    paymentApproval: deps.paymentApproval,
+    catalogue: deps.catalogue,
+    connections: [mailConnectors],
+    executeTimeoutMs: gateway.config.services.executeTimeoutMs,
+    approver: deps.approver,
   });
   gateway.schedule('execution-recovery', EXECUTION_RECOVERY_INTERVAL_MS, () => execute.recoverOrphans());
-  gateway.schedule('intent-sweep', INTENT_SWEEP_INTERVAL_MS, () => execute.sweepIntents());
+  gateway.schedule('intent-sweep', INTENT_SWEEP_INTERVAL_MS, () => execute.intents.sweep());
   return { execute, mailConnectors };
 }

@@ -100,15 +100,15 @@ export async function insertExecutions(db: Queryable, rows: readonly ExecutionRo
 }
 
 /** Locks a still-running execution; undefined when it has already finished (or was recovered). */
-export async function lockRunningExecution(db: Tx, executionId: string): Promise<ExecutionRow | undefined> {
-  const { rows } = await db.query<ExecutionRow>(`SELECT * FROM service_executions WHERE id = $1 AND state = 'running' FOR UPDATE`, [executionId]);
+export async function lockRunningExecution(tx: Tx, executionId: string): Promise<ExecutionRow | undefined> {
+  const { rows } = await tx.query<ExecutionRow>(`SELECT * FROM service_executions WHERE id = $1 AND state = 'running' FOR UPDATE`, [executionId]);
   return rows[0];
 }
 
 /** Locks the running ones of these executions, in sorted order (one statement). */
-export async function lockRunningExecutions(db: Tx, executionIds: readonly string[]): Promise<Map<string, ExecutionRow>> {
+export async function lockRunningExecutions(tx: Tx, executionIds: readonly string[]): Promise<Map<string, ExecutionRow>> {
   if (executionIds.length === 0) return new Map();
-  const { rows } = await db.query<ExecutionRow>(`SELECT * FROM service_executions WHERE id = ANY($1::text[]) AND state = 'running' ORDER BY id FOR UPDATE`, [
+  const { rows } = await tx.query<ExecutionRow>(`SELECT * FROM service_executions WHERE id = ANY($1::text[]) AND state = 'running' ORDER BY id FOR UPDATE`, [
     [...executionIds],
   ]);
   return new Map(rows.map((row) => [row.id, row]));
@@ -186,8 +186,8 @@ export async function findIntentByKey(db: Queryable, requestedBy: string, key: s
   return rows[0];
 }
 
-export async function findIntent(db: Queryable, intentId: string, lock = false): Promise<IntentRow | undefined> {
-  const { rows } = await db.query<IntentRow>(`SELECT * FROM service_intents WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [intentId]);
+export async function findIntent(db: Queryable, intentId: string): Promise<IntentRow | undefined> {
+  const { rows } = await db.query<IntentRow>('SELECT * FROM service_intents WHERE id = $1', [intentId]);
   return rows[0];
 }
 

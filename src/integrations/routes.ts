@@ -4,8 +4,8 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { sharesSchemas } from '../platform/http/openapi.ts';
 import type { IdentityProvider, IdentityProviderKind } from '../identity/issuers.ts';
-import { SERVICES } from '../connectors/catalogue.ts';
 import { describeStorage } from '../platform/db/open.ts';
+import { RAIL_KINDS } from '../payments/schemas.ts';
 
 const StatusShape = Type.Object(
   {
@@ -17,7 +17,7 @@ const StatusShape = Type.Object(
     }),
     payments: Type.Object({
       link: Type.String({ enum: ['configured', 'unconfigured'], description: 'the payment-approval provider that top-ups go through' }),
-      provider: Type.String({ enum: ['local', 'stripe', 'custom', 'none'], description: 'which one: local owner approval, Stripe Checkout, one given in code, or none' }),
+      provider: Type.String({ enum: [...RAIL_KINDS, 'custom', 'none'], description: 'which one: a payment rail (local owner approval, Stripe Checkout), one given in code, or none' }),
       x402: Type.String({ enum: ['configured', 'unconfigured'], description: 'x402 payments are not implemented: always unconfigured' }),
     }),
     apiKeys: Type.Object({ available: Type.Boolean(), status: Type.String({ enum: ['available', 'configuration_required'] }) }),
@@ -52,8 +52,10 @@ export interface IntegrationDeps {
   providers: Partial<Record<IdentityProviderKind, IdentityProvider>>;
   apiKeysAvailable: boolean;
   paymentApprovalConfigured: () => boolean;
-  /** The configured top-up provider, if the payments feature has one. */
-  paymentProvider?: 'local' | 'stripe';
+  /** The configured payment rail, if the payments feature has one. */
+  paymentProvider?: string;
+  /** The ids of the catalogue's services. */
+  serviceIds: readonly string[];
 }
 
 export function integrationRoutes(deps: IntegrationDeps) {
@@ -103,7 +105,7 @@ export function integrationRoutes(deps: IntegrationDeps) {
           },
           apiKeys: deps.apiKeysAvailable ? { available: true, status: 'available' } : { available: false, status: 'configuration_required' },
           // Every catalogue service is enabled: each needs only per-agent settings (mail) or none (github-public).
-          services: SERVICES.map((service) => service.id),
+          services: [...deps.serviceIds],
         };
       },
     });

@@ -3,7 +3,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { ResourceId } from '../platform/schemas.ts';
 import type { SingleStepOperation } from '../platform/operations.ts';
 import { principalScope } from '../platform/principal.ts';
-import type { OpenedApproval, TopupDraft } from './providers.ts';
+import type { OpenedApproval, TopupDraft } from './rails/rail.ts';
 import {
   TOPUP_AMOUNT_USD_CENTS_MAX,
   TOPUP_AMOUNT_USD_CENTS_MIN,
@@ -40,14 +40,14 @@ export const TopupIdInput = Type.Object({ id: ResourceId }, { additionalProperti
 export type TopupIdInput = Static<typeof TopupIdInput>;
 
 /**
- * Every operation here changes a top-up through the provider, so each first checks that one is configured
- * (503 payment_unavailable); the reads (routes.ts) need none.
+ * Every operation here changes a top-up through the rail, so each first checks that one is configured
+ * (503 payment_unavailable); the reads (queries.ts) need none.
  */
 export interface PaymentOperations {
-  /** Checked before the key: a provider, then who may top up that agent (its owner's id). */
+  /** Checked before the key: a rail, then who may top up that agent (its owner's id). */
   requestTopup: SingleStepOperation<RequestTopupInput, Topup, string, { draft: TopupDraft; opened: OpenedApproval }>;
   approveTopup: SingleStepOperation<TopupIdInput, Topup, void>;
-  /** Checked before the key: a provider, then the top-up, pending or declined; prepared: the provider refused payment. */
+  /** Checked before the key: a rail, then the top-up, pending or declined; prepared: the rail refused payment. */
   declineTopup: SingleStepOperation<TopupIdInput, Topup, TopupRow, void>;
 }
 
@@ -58,7 +58,7 @@ export function paymentOperations(payments: PaymentsService): PaymentOperations 
       input: RequestTopupInput,
       idempotency: { key: 'required' },
       check: async ({ principal, input }) => {
-        payments.requireProvider();
+        payments.requireRail();
         return (await payments.authorize(principal, input.agentId)).ownerId;
       },
       prepare: ({ input }) => payments.open(input),
@@ -69,7 +69,7 @@ export function paymentOperations(payments: PaymentsService): PaymentOperations 
       input: TopupIdInput,
       idempotency: { key: 'optional' },
       check: () => {
-        payments.requireProvider();
+        payments.requireRail();
       },
       run: (tx, { principal, input }) => payments.approve(tx, principal, input.id),
     },
@@ -78,7 +78,7 @@ export function paymentOperations(payments: PaymentsService): PaymentOperations 
       input: TopupIdInput,
       idempotency: { key: 'optional' },
       check: ({ principal, input }) => {
-        payments.requireProvider();
+        payments.requireRail();
         return payments.declinable(principal, input.id);
       },
       prepare: (_call, row) => payments.cancelAtProvider(row),

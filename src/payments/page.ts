@@ -8,7 +8,6 @@
 // carrying that token in the Authorization header, which a cross-site page cannot send (no ambient
 // credential: no cookie authenticates anything here), and the API refuses a foreign Origin on top.
 // Headers are the consent page's: a per-response CSP nonce, no framing, no referrer, no caching.
-import { CATALOGUE } from '../execute/operations.ts';
 import { escapeHtml } from '../platform/http/pages.ts';
 
 export interface ApprovalPageView {
@@ -16,6 +15,8 @@ export interface ApprovalPageView {
   /** Dev mode's built-in human issuer: the page signs in through its dev login route. */
   devLoginUrl?: string;
   humanIssuer?: string;
+  /** Each catalogue service's title by its id (public, the same on every page), to name a retained intent's service. */
+  serviceTitles: Readonly<Record<string, string>>;
 }
 
 const STYLE = `body{font-family:system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1f2328}
@@ -27,8 +28,6 @@ button,a.button{display:inline-block;margin:.6rem .6rem 0 0;padding:.5rem 1rem;f
 #status{min-height:1.5rem}#status.ok{color:#1a7f37}#status.error{color:#9a1f1f}.muted{color:#59636e;font-size:.9rem}
 [hidden]{display:none!important}`;
 
-/** Each catalogue service's title by its id: public, the same on every page. */
-const SERVICE_TITLES = JSON.stringify(Object.fromEntries(CATALOGUE.map(({ service }) => [service.id, service.title])));
 
 // Signs in, reads the top-up (and its intent), then approves or declines through the API.
 const SCRIPT = `(() => {
@@ -117,7 +116,7 @@ export function approvalPage(nonce: string, view: ApprovalPageView): string {
   const login = view.devLoginUrl ? ` data-login="${escapeHtml(view.devLoginUrl)}"` : '';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Approve a top-up · Agent Credit Gateway</title><style nonce="${nonce}">${STYLE}</style></head>
-<body><main><div id="topup" data-topup-id="${escapeHtml(view.topupId)}" data-services="${escapeHtml(SERVICE_TITLES)}"${login}>
+<body><main><div id="topup" data-topup-id="${escapeHtml(view.topupId)}" data-services="${escapeHtml(JSON.stringify(view.serviceTitles))}"${login}>
 <h1>An agent asks for credit</h1>
 <form id="signin"><p>Sign in as the agent's owner to see the request.</p>${signIn}<button type="submit">Sign in</button></form>
 <div id="details" hidden><dl>

@@ -1,49 +1,18 @@
 // HTTP edge of top-ups: the API (/v1/payments/topups…), the local approval page (/payments/topups/{id}) and
-// Stripe's webhook (/v1/payments/stripe/webhook, registered only with the Stripe provider).
+// the configured rail's notification endpoint (Stripe's webhook, /v1/payments/stripe/webhook), if it has one.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
-import { principalOf } from '../platform/http/auth.ts';
 import { serve } from '../platform/http/operation.ts';
-import { problems, sharesSchemas } from '../platform/http/openapi.ts';
-import { IdParams, Microcredits, Nullable, PageQuery, ResourceId, UnixSeconds } from '../platform/schemas.ts';
+import { problems } from '../platform/http/openapi.ts';
+import { queryRoute } from '../platform/http/query.ts';
+import { IdParams } from '../platform/schemas.ts';
 import { newNonce, pageHeaders } from '../platform/http/pages.ts';
 import { paymentOperations, RequestTopupInput } from './operations.ts';
 import { approvalPage } from './page.ts';
+import type { PaymentQueries } from './queries.ts';
+import type { RailNotifications } from './rails/rail.ts';
 import { AUTOMATIC_TOPUP_USD_CENTS, type PaymentsService } from './service.ts';
-import { STRIPE_SIGNATURE_HEADER, type StripeWebhook } from './stripe-webhook.ts';
-
-const TopupSchema = Type.Object(
-  {
-    id: Type.String(),
-    agentId: Type.String(),
-    amountUsdCents: Type.Integer(),
-    amountUc: Microcredits('the credit the top-up adds'),
-    reason: Type.String(),
-    status: Type.String({ enum: ['pending_approval', 'settled', 'declined', 'expired', 'failed'] }),
-    kind: Type.Literal('checkout'),
-    provider: Type.String({ enum: ['local', 'stripe'] }),
-    approvalUrl: Type.String({ format: 'uri' }),
-    checkoutUrl: Type.String({ format: 'uri' }),
-    nextAction: Type.Object({
-      resolution: Type.String({ enum: ['owner_approval', 'checkout', 'none'], description: 'what must happen next: the owner approves on our page, pays at Checkout, or nothing (final)' }),
-      actionUrl: Type.String({ format: 'uri' }),
-    }),
-    intentId: Nullable(Type.String()),
-    livemode: Type.Boolean({ description: 'false: a test-mode payment (dev mode, or Stripe test keys)' }),
-    lotId: Nullable(Type.String({ description: 'the credit lot of a settled top-up' })),
-    createdAt: UnixSeconds('creation'),
-    updatedAt: UnixSeconds('last change'),
-    expiresAt: UnixSeconds('a pending top-up expires at'),
-    finishedAt: Nullable(UnixSeconds('settled, declined, expired or failed at')),
-  },
-  { $id: 'Topup', description: 'Top-up request record' },
-);
-
-const ListQuery = Type.Object(
-  { agentId: Type.Optional(ResourceId), ...PageQuery.properties },
-  { additionalProperties: false },
-);
 
 const EmptyBody = Type.Object({}, { additionalProperties: false, examples: [{}] });
 
@@ -53,12 +22,14 @@ const STATUS_TEXT =
   'Every state but `pending_approval` is final.';
 
 export interface PaymentRouteDeps {
-  /** Without a provider, reads still answer; creating, approving and declining answer 503 payment_unavailable. */
+  /** Without a rail, reads still answer; creating, approving and declining answer 503 payment_unavailable. */
   payments: PaymentsService;
-  stripeWebhook?: StripeWebhook;
+  queries: PaymentQueries;
   /** Dev mode's built-in human issuer login, for the approval page. */
   devLoginUrl?: string;
   humanIssuer?: string;
+  /** The catalogue's service titles by id, for the approval page. */
+  serviceTitles: Readonly<Record<string, string>>;
 }
 
 /** The API refuses approve/decline from a page of another origin (the bearer token already rules out CSRF). */
@@ -70,8 +41,7 @@ function checkOrigin(request: FastifyRequest, baseUrl: string): void {
 }
 
 export function paymentRoutes(deps: PaymentRouteDeps) {
-  return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
-    app.addSchema(TopupSchema);
+  return async function routes(app: FastifyInstance): Promise<void> {
     const { config } = app.gateway;
     const tags = ['payments'];
     const ANY = { kinds: ['human', 'agent', 'owner'] } as const;
@@ -98,36 +68,27 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
       handler: (request, reply) => serve(request, reply, operations.requestTopup, request.body as Static<typeof RequestTopupInput>),
     });
 
-    app.get('/v1/payments/topups', {
-      config: { auth: ANY },
-      schema: {
-        operationId: 'listTopups',
+    app.route(
+      queryRoute('GET', '/v1/payments/topups', deps.queries.listTopups, {
+        auth: ANY,
         tags,
         summary: "List an agent's top-ups (oldest first)",
         description:
           'An agent lists its own (agentId optional); an owner names one of its agents (400 invalid_input without it, 403 owner_required for another). ' +
           'Reads need no provider: they answer whatever ACG_PAYMENT_PROVIDER is.',
-        querystring: ListQuery,
-        response: { 200: Type.Object({ topups: Type.Array(Type.Ref('Topup')), hasMore: Type.Boolean() }), ...problems(400, 403) },
-      },
-      handler: async (request) => {
-        const query = request.query as Static<typeof ListQuery>;
-        return payments.list(principalOf(request), query.agentId, { limit: query.limit ?? 20, startingAfter: query.startingAfter });
-      },
-    });
+        errors: [400, 403],
+      }),
+    );
 
-    app.get('/v1/payments/topups/:id', {
-      config: { auth: ANY },
-      schema: {
-        operationId: 'getTopup',
+    app.route(
+      queryRoute('GET', '/v1/payments/topups/:id', deps.queries.getTopup, {
+        auth: ANY,
         tags,
         summary: 'Read a top-up',
         description: `Its agent and that agent's owner may read it; anyone else gets 404. Needs no provider. ${STATUS_TEXT}`,
-        params: IdParams,
-        response: { 200: Type.Ref('Topup'), ...problems(404) },
-      },
-      handler: async (request) => payments.get(principalOf(request), (request.params as Static<typeof IdParams>).id),
-    });
+        errors: [404],
+      }),
+    );
 
     app.post('/v1/payments/topups/:id/approve', {
       config: { auth: HUMAN, operation: operations.approveTopup },
@@ -184,33 +145,30 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
       handler: async (request, reply) => {
         const nonce = newNonce();
         reply.headers(pageHeaders(nonce));
-        return approvalPage(nonce, { topupId: (request.params as Static<typeof IdParams>).id, devLoginUrl: deps.devLoginUrl, humanIssuer: deps.humanIssuer });
+        return approvalPage(nonce, { topupId: (request.params as Static<typeof IdParams>).id, devLoginUrl: deps.devLoginUrl, humanIssuer: deps.humanIssuer, serviceTitles: deps.serviceTitles });
       },
     });
 
-    if (deps.stripeWebhook) await app.register(stripeWebhookRoute(deps.stripeWebhook));
-  });
+    const { notifications } = payments;
+    if (notifications) await app.register(notificationRoute(payments, notifications));
+  };
 }
 
-/** Its own scope: the signature covers the exact bytes, so this route keeps the body raw. */
-function stripeWebhookRoute(webhook: StripeWebhook) {
+/** The rail's notification endpoint, in its own scope: the signature covers the exact bytes, so the body stays raw. */
+function notificationRoute(payments: PaymentsService, notifications: RailNotifications) {
   return async function routes(app: FastifyInstance): Promise<void> {
     app.removeContentTypeParser('application/json');
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
-    app.post('/v1/payments/stripe/webhook', {
-      config: { notAnOperation: "Stripe's signed notification: authenticated by its signature, applied exactly once under the top-up's row lock" },
+    app.post(notifications.path, {
+      config: { notAnOperation: "a payment rail's signed notification: authenticated by its signature, applied exactly once under the top-up's row lock" },
       schema: {
-        operationId: 'receiveStripeWebhook',
+        operationId: notifications.operationId,
         tags: ['payments'],
-        summary: "Stripe's webhook endpoint (Checkout Session events)",
-        description:
-          'Verified with the official library against ACG_STRIPE_WEBHOOK_SECRET (Stripe-Signature, 300 s tolerance); a wrong signature ' +
-          'is 400 invalid_input and changes nothing. `checkout.session.completed` (paid) and `checkout.session.async_payment_succeeded` ' +
-          'settle the top-up, `…async_payment_failed` fails it, `checkout.session.expired` expires it; others are acknowledged. ' +
-          'Replays and any order are harmless: a top-up is credited once.',
+        summary: notifications.summary,
+        description: notifications.description,
         response: { 200: Type.Object({ received: Type.Literal(true), outcome: Type.String() }), ...problems(400) },
       },
-      handler: async (request) => webhook.receive(request.body as Buffer, request.headers[STRIPE_SIGNATURE_HEADER]),
+      handler: async (request) => payments.receiveNotification(request.body as Buffer, request.headers[notifications.signatureHeader]),
     });
   };
 }

@@ -1,5 +1,6 @@
 // Top-ups (POST /v1/payments/topups and the automatic top-up of a retained intent): a request to credit
-// an agent, approved by its owner through the configured provider, settled exactly once.
+// an agent, approved by its owner through the configured payment rail (rails/), settled exactly once. This
+// service is also the gateway's human approver (platform/approvals.ts): execute asks it when credit falls short.
 //
 // Statuses: pending_approval → settled | declined | expired | failed; every other state is final.
 //   settled   the provider confirmed payment (the owner approved on our page, or Stripe's signed webhook);
@@ -12,21 +13,23 @@
 //
 // After settlement the bound intent is resumed by the gateway itself: at once by the instance that
 // settled, and by every instance's resume job until the intent is no longer pending. Execute's
-// Idempotency-Key claim makes the run happen once (see ExecuteService.resumeIntent). A top-up that ends
+// Idempotency-Key claim makes the run happen once (see Intents.resume in execute). A top-up that ends
 // without credit cancels its intent (no charge), unless another top-up of that intent is still open.
 import { emitEvent } from '../events/outbox.ts';
-import type { ExecuteService, ResumeOutcome } from '../execute/service.ts';
-import type { ApprovalRequest, PaymentApproval, PaymentApprovalProvider } from '../execute/payment-approval.ts';
+import type { ExecuteService } from '../execute/service.ts';
 import { actsFor, type Actor } from '../agents/acting.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
+import type { ApprovalRequest, HumanApprover, PendingApproval } from '../platform/approvals.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, formatUsd, UC_PER_USD_CENT } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
-import type { OpenedApproval, TopupDraft, TopupProvider } from './providers.ts';
+import type { Page } from '../platform/schemas.ts';
+import { RAILS, type ConfiguredRail, type RailKind } from './rails/index.ts';
+import type { NotificationCheck, OpenedApproval, RailNotifications, TopupDraft, TopupFacts, TopupSettlement } from './rails/rail.ts';
 import * as store from './store.ts';
 
 export const TOPUP_AMOUNT_USD_CENTS_MIN = 50;
@@ -43,8 +46,6 @@ const EXPIRY_BATCH_MAX = 100;
 const RESUME_BUSY_RETRY_S = 5;
 
 export type TopupStatus = store.TopupStatus;
-/** A provider's own consistency check of a notification against the top-up: why it does not match, or undefined. */
-export type NotificationCheck = (row: store.TopupRow) => string | undefined;
 
 /** The spec's Top-up request record, plus what the gateway adds (all documented in the OpenAPI document). */
 export interface Topup {
@@ -55,10 +56,11 @@ export interface Topup {
   reason: string;
   status: TopupStatus;
   kind: 'checkout';
-  provider: store.TopupProviderKind;
+  provider: RailKind;
   approvalUrl: string;
   checkoutUrl: string;
-  nextAction: { resolution: 'owner_approval' | 'checkout' | 'none'; actionUrl: string };
+  /** `resolution`: what the rail needs done next (`owner_approval`, `checkout`), `none` once final. */
+  nextAction: { resolution: string; actionUrl: string };
   intentId: string | null;
   livemode: boolean;
   lotId: string | null;
@@ -76,18 +78,19 @@ export interface TopupRequest {
 }
 
 /** What the payments feature needs from execute: the retained intents it pays for. */
-export type RetainedIntents = Pick<ExecuteService, 'resumeIntent' | 'cancelIntent' | 'pendingIntent'>;
+export type RetainedIntents = Pick<ExecuteService['intents'], 'resume' | 'cancel' | 'pending'>;
 
 export interface PaymentsDependencies {
   identity: AgentService;
   ledger: LedgerService;
   /** Absent with ACG_PAYMENT_PROVIDER=none: top-ups are still readable, but none can be created, approved or declined. */
-  provider: TopupProvider | undefined;
-  /** Late-bound: execute is built with this service as its approval provider. */
+  rail: ConfiguredRail | undefined;
+  /** Late-bound: execute is built with this service as its human approver. */
   intents: () => RetainedIntents;
 }
 
-function toTopup(row: store.TopupRow): Topup {
+/** A top-up as its readers see it. What its rail says of itself is read from the registry, whatever rail is configured now. */
+export function toTopup(row: store.TopupRow): Topup {
   const pending = row.status === 'pending_approval';
   return {
     id: row.id,
@@ -101,7 +104,7 @@ function toTopup(row: store.TopupRow): Topup {
     approvalUrl: row.approval_url,
     checkoutUrl: row.checkout_url,
     nextAction: {
-      resolution: !pending ? 'none' : row.provider === 'local' ? 'owner_approval' : 'checkout',
+      resolution: pending ? RAILS[row.provider].resolution : 'none',
       actionUrl: row.approval_url,
     },
     intentId: row.intent_id,
@@ -118,23 +121,33 @@ function dollars(cents: number): string {
   return formatUsd(BigInt(cents) * UC_PER_USD_CENT);
 }
 
-export class PaymentsService implements PaymentApprovalProvider {
+function factsOf(row: store.TopupRow): TopupFacts {
+  return { id: row.id, provider: row.provider, providerRef: row.provider_ref, amountUsdCents: row.amount_usd_cents };
+}
+
+export class PaymentsService implements HumanApprover, TopupSettlement {
   constructor(
     private readonly gateway: Gateway,
     private readonly deps: PaymentsDependencies,
   ) {}
 
-  get providerKind(): store.TopupProviderKind | undefined {
-    return this.deps.provider?.kind;
+  /** The configured rail's name, if there is one. */
+  get railKind(): RailKind | undefined {
+    return this.deps.rail?.module.kind;
+  }
+
+  /** The configured rail's notification endpoint (Stripe's webhook), which the payments face serves. */
+  get notifications(): RailNotifications | undefined {
+    return this.deps.rail?.rail.notifications;
   }
 
   /**
-   * The configured provider. Creating, approving and declining need one (503 payment_unavailable); reading
+   * The configured rail. Creating, approving and declining need one (503 payment_unavailable); reading
    * top-ups never does, so records made under an earlier configuration stay readable.
    */
-  requireProvider(): TopupProvider {
-    if (!this.deps.provider) throw new ApiError('payment_unavailable', { detail: 'no payment-approval provider is configured (ACG_PAYMENT_PROVIDER)' });
-    return this.deps.provider;
+  requireRail(): ConfiguredRail {
+    if (!this.deps.rail) throw new ApiError('payment_unavailable', { detail: 'no payment-approval provider is configured (ACG_PAYMENT_PROVIDER)' });
+    return this.deps.rail;
   }
 
   /** Which agent is topped up, checked before the Idempotency-Key is claimed: the acting-for rule (agents/acting.ts). */
@@ -150,7 +163,7 @@ export class PaymentsService implements PaymentApprovalProvider {
   async open(request: TopupRequest): Promise<{ draft: TopupDraft; opened: OpenedApproval }> {
     if (request.intentId !== undefined) await this.checkIntent(this.gateway.db, request.intentId, request.agentId);
     const draft: TopupDraft = { id: newId('top'), agentId: request.agentId, amountUsdCents: request.amountUsdCents, intentId: request.intentId ?? null };
-    return { draft, opened: await this.requireProvider().open(draft, this.gateway.clock.nowS()) };
+    return { draft, opened: await this.requireRail().rail.open(draft, this.gateway.clock.nowS()) };
   }
 
   /** Records an opened top-up (in the caller's transaction). 409 conflict when its intent has one pending. */
@@ -165,7 +178,7 @@ export class PaymentsService implements PaymentApprovalProvider {
   }
 
   private async checkIntent(db: Queryable, intentId: string, agentId: string): Promise<void> {
-    if (!(await this.deps.intents().pendingIntent(db, intentId, agentId))) {
+    if (!(await this.deps.intents().pending(db, intentId, agentId))) {
       throw new ApiError('invalid_input', { detail: `intentId must name a pending retained intent of agent ${agentId}` });
     }
   }
@@ -179,7 +192,7 @@ export class PaymentsService implements PaymentApprovalProvider {
       amount_usd_cents: draft.amountUsdCents,
       reason,
       intent_id: draft.intentId,
-      provider: this.requireProvider().kind,
+      provider: this.requireRail().module.kind,
       provider_ref: opened.providerRef,
       approval_url: opened.approvalUrl,
       checkout_url: opened.checkoutUrl,
@@ -193,50 +206,60 @@ export class PaymentsService implements PaymentApprovalProvider {
   }
 
   /**
-   * Execute's insufficient-credit path: the pending top-up of this intent, or a new one for
-   * AUTOMATIC_TOPUP_USD_CENTS (or the price, if more). A retry of the execute request answers the same one.
+   * The human approver of execute's insufficient-credit path: the pending top-up of the retained intent, or
+   * a new one for AUTOMATIC_TOPUP_USD_CENTS (or the price, if more). A retry of the execute request answers
+   * the same one.
    */
-  async requestApproval(request: ApprovalRequest): Promise<PaymentApproval> {
+  async requestApproval(request: ApprovalRequest): Promise<PendingApproval> {
     const { db } = this.gateway;
-    const provider = this.requireProvider();
-    let row = await store.findPendingForIntent(db, request.intentId);
+    const { module, rail } = this.requireRail();
+    const { subject } = request;
+    let row = await store.findPendingForIntent(db, subject.id);
     if (!row) {
-      const priceCents = Number((request.priceUc + UC_PER_USD_CENT - 1n) / UC_PER_USD_CENT);
+      const priceCents = Number((request.amountUc + UC_PER_USD_CENT - 1n) / UC_PER_USD_CENT);
       const amountUsdCents = Math.min(TOPUP_AMOUNT_USD_CENTS_MAX, Math.max(AUTOMATIC_TOPUP_USD_CENTS, priceCents));
-      const { intent } = request;
+      const { intent } = subject;
       const reason =
-        `Agent ${intent.agentId} asked the gateway to run ${intent.serviceId} ${intent.action} (retained intent ${request.intentId}, ` +
-        `price ${formatUsd(request.priceUc)} USD) and its credit did not cover it. Approving adds $${dollars(amountUsdCents)} of credit; ` +
+        `Agent ${intent.agentId} asked the gateway to run ${intent.serviceId} ${intent.action} (retained intent ${subject.id}, ` +
+        `price ${formatUsd(request.amountUc)} USD) and its credit did not cover it. Approving adds $${dollars(amountUsdCents)} of credit; ` +
         'the gateway then runs the intent once by itself.';
-      const draft: TopupDraft = { id: newId('top'), agentId: intent.agentId, amountUsdCents, intentId: request.intentId };
-      const opened = await provider.open(draft, this.gateway.clock.nowS());
-      row = await db.transaction(async (tx) => (await this.insert(tx, { ownerId: request.ownerId, requestedBy: 'gateway' }, reason, { draft, opened })) ?? (await store.findPendingForIntent(tx, request.intentId)));
-      if (!row) throw new Error(`no pending top-up for intent ${request.intentId} after creating one`);
+      const draft: TopupDraft = { id: newId('top'), agentId: request.agentId, amountUsdCents, intentId: subject.id };
+      const opened = await rail.open(draft, this.gateway.clock.nowS());
+      row = await db.transaction(async (tx) => (await this.insert(tx, { ownerId: request.ownerId, requestedBy: 'gateway' }, reason, { draft, opened })) ?? (await store.findPendingForIntent(tx, subject.id)));
+      if (!row) throw new Error(`no pending top-up for intent ${subject.id} after creating one`);
     }
     const topup = toTopup(row);
-    const where = topup.provider === 'local' ? 'approve it' : 'pay at Stripe Checkout';
     return {
-      approvalUrl: topup.approvalUrl,
+      url: topup.approvalUrl,
       payment: { ...topup },
       paymentMethods: [
         { type: 'credits', status: 'insufficient' },
-        { type: provider.paymentMethod, status: 'pending_approval' },
+        { type: module.paymentMethod, status: 'pending_approval' },
       ],
       instructions:
-        `Ask your owner to open ${topup.approvalUrl} and ${where} ($${dollars(topup.amountUsdCents)}). Once the top-up settles the ` +
-        `gateway runs this request by itself, once; read GET /v1/intents/${request.intentId} for its result, or retry with the same Idempotency-Key.`,
+        `Ask your owner to open ${topup.approvalUrl} and ${RAILS[row.provider].ownerAction} ($${dollars(topup.amountUsdCents)}). Once the top-up settles the ` +
+        `gateway runs this request by itself, once; read GET /v1/intents/${subject.id} for its result, or retry with the same Idempotency-Key.`,
     };
   }
 
-  async get(caller: Actor, topupId: string): Promise<Topup> {
-    return toTopup(this.readable(caller, await store.findTopup(this.gateway.db, topupId), topupId));
+  /** A top-up for its agent and that agent's owner; anyone else gets 404 (ids cannot be probed). */
+  async topupFor(db: Queryable, caller: Actor, topupId: string): Promise<store.TopupRow> {
+    return this.readable(caller, await store.findTopup(db, topupId), topupId);
   }
 
-  async list(caller: Actor, agentId: string | undefined, page: { limit: number; startingAfter?: string }) {
+  /**
+   * Whose top-ups a caller lists: an agent its own (agentId optional), an owner one of its agents, which it
+   * must name (400 invalid_input without it; the acting-for rule otherwise).
+   */
+  async listedAgentId(db: Queryable, caller: Actor, agentId: string | undefined): Promise<string> {
     const target = agentId ?? (caller.kind === 'agent' ? caller.agentId! : undefined);
     if (target === undefined) throw new ApiError('invalid_input', { detail: 'agentId is required with an owner credential' });
-    await this.authorize(caller, target);
-    const { items, hasMore } = await store.listTopups(this.gateway.db, target, page.limit, page.startingAfter);
+    return (await this.deps.identity.actingAgent(db, caller, target)).id;
+  }
+
+  /** An agent's top-ups, oldest first, a page at a time. */
+  async list(db: Queryable, agentId: string, page: Page): Promise<{ topups: Topup[]; hasMore: boolean }> {
+    const { items, hasMore } = await store.listTopups(db, agentId, page.limit, page.startingAfter);
     return { topups: items.map(toTopup), hasMore };
   }
 
@@ -249,8 +272,9 @@ export class PaymentsService implements PaymentApprovalProvider {
 
   /** The owner approves on the local page: settles at once. Approving a settled top-up again answers it as it is. */
   async approve(tx: Tx, owner: Actor & Pick<Principal, 'id'>, topupId: string): Promise<Topup> {
-    const row = this.readable(owner, await store.findTopup(tx, topupId, true), topupId);
-    if (row.provider !== 'local') throw new ApiError('conflict', { detail: `this top-up is paid at Stripe Checkout (${row.checkout_url}), not approved here` });
+    const row = this.readable(owner, await store.lockTopup(tx, topupId), topupId);
+    const paidAt = RAILS[row.provider];
+    if (paidAt.resolution !== 'owner_approval') throw new ApiError('conflict', { detail: `this top-up is paid at ${paidAt.title} (${row.checkout_url}), not approved here` });
     if (row.status === 'settled') return toTopup(row);
     this.assertPending(row);
     return toTopup(await this.settleLocked(tx, row, `owner:${owner.id}`));
@@ -265,12 +289,12 @@ export class PaymentsService implements PaymentApprovalProvider {
 
   /** Outside any transaction: the provider must refuse payment before we say declined (Stripe expires the session). */
   async cancelAtProvider(row: store.TopupRow): Promise<void> {
-    if (row.status === 'pending_approval') await this.requireProvider().cancel(row.provider_ref);
+    if (row.status === 'pending_approval') await this.requireRail().rail.cancel(row.provider_ref);
   }
 
   /** The owner declines: the top-up closes and its intent is cancelled, nothing charged. Declining again answers it unchanged. */
   async decline(tx: Tx, topupId: string): Promise<Topup> {
-    const row = (await store.findTopup(tx, topupId, true))!;
+    const row = (await store.lockTopup(tx, topupId))!;
     if (row.status === 'declined') return toTopup(row);
     this.assertPending(row);
     return toTopup(await this.closeLocked(tx, row, 'declined', null));
@@ -299,7 +323,7 @@ export class PaymentsService implements PaymentApprovalProvider {
     const closed = await store.markClosed(tx, row.id, status, reference, this.gateway.clock.nowS());
     await this.emit(tx, closed);
     if (row.intent_id && !(await store.intentStillFunded(tx, row.intent_id, row.id))) {
-      await this.deps.intents().cancelIntent(tx, row.intent_id, `topup_${status}`);
+      await this.deps.intents().cancel(tx, row.intent_id, `topup_${status}`);
     }
     this.gateway.log.info({ topupId: row.id, agentId: row.agent_id, status, intentId: row.intent_id }, 'top-up closed without credit');
     return closed;
@@ -311,15 +335,22 @@ export class PaymentsService implements PaymentApprovalProvider {
     await emitEvent(tx, { ownerId: row.owner_id, type: `topup.${row.status}`, data: { topup: toTopup(row) }, nowMs: this.gateway.clock.nowMs() });
   }
 
+  /** Verifies and applies one delivery to the configured rail's notification endpoint. */
+  async receiveNotification(rawBody: Buffer, signature: string | string[] | undefined): Promise<{ received: true; outcome: string }> {
+    const notifications = this.notifications;
+    if (!notifications) throw new ApiError('payment_unavailable', { detail: 'the configured payment rail takes no notifications' });
+    return notifications.receive(rawBody, signature, this);
+  }
+
   /**
-   * A provider says the top-up is paid. Exactly once: the row lock orders concurrent notifications, and
+   * A rail says the top-up is paid. Exactly once: the row lock orders concurrent notifications, and
    * only a pending top-up is credited; anything else is acknowledged and changes nothing.
    */
   async settle(topupId: string, settlementRef: string, check: NotificationCheck = () => undefined): Promise<'settled' | 'unchanged'> {
     const outcome = await this.gateway.db.transaction(async (tx) => {
-      const row = await store.findTopup(tx, topupId, true);
+      const row = await store.lockTopup(tx, topupId);
       if (!row) return 'unchanged' as const;
-      const problem = check(row);
+      const problem = check(factsOf(row));
       if (problem) {
         this.gateway.log.error({ topupId, settlementRef, problem }, 'a payment notification does not match its top-up; not credited');
         return 'unchanged' as const;
@@ -336,11 +367,11 @@ export class PaymentsService implements PaymentApprovalProvider {
     return outcome;
   }
 
-  /** A provider (or the expiry job) says the top-up will not be paid. Only a pending top-up changes. */
+  /** A rail (or the expiry job) says the top-up will not be paid. Only a pending top-up changes. */
   async close(topupId: string, status: 'expired' | 'failed', reference: string | null, check: NotificationCheck = () => undefined): Promise<'closed' | 'unchanged'> {
     return this.gateway.db.transaction(async (tx) => {
-      const row = await store.findTopup(tx, topupId, true);
-      if (!row || row.status !== 'pending_approval' || check(row) !== undefined) return 'unchanged' as const;
+      const row = await store.lockTopup(tx, topupId);
+      if (!row || row.status !== 'pending_approval' || check(factsOf(row)) !== undefined) return 'unchanged' as const;
       await this.closeLocked(tx, row, status, reference);
       return 'closed' as const;
     });
@@ -351,14 +382,13 @@ export class PaymentsService implements PaymentApprovalProvider {
     void this.resumeOne(topupId).catch((error: unknown) => this.gateway.log.error({ err: error, topupId }, 'resuming the intent of a settled top-up failed; the resume job retries'));
   }
 
-  private async resumeOne(topupId: string): Promise<ResumeOutcome | undefined> {
+  private async resumeOne(topupId: string): Promise<void> {
     const { db, clock } = this.gateway;
     const row = await store.findTopup(db, topupId);
-    if (!row?.resume_due) return undefined;
-    const outcome = row.intent_id ? await this.deps.intents().resumeIntent(row.intent_id) : 'finished';
+    if (!row?.resume_due) return;
+    const outcome = row.intent_id ? await this.deps.intents().resume(row.intent_id) : 'finished';
     if (outcome === 'finished') await store.finishResume(db, topupId, clock.nowS());
     else await store.postponeResume(db, topupId, clock.nowS(), outcome === 'busy', RESUME_BUSY_RETRY_S);
-    return outcome;
   }
 
   /** The job every instance runs: expire stale top-ups, then resume the intents of settled ones. */

@@ -1,8 +1,8 @@
 // SQL of top-ups.
-import type { Queryable } from '../platform/db/database.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
+import type { RailKind } from './rails/index.ts';
 
 export type TopupStatus = 'pending_approval' | 'settled' | 'declined' | 'expired' | 'failed';
-export type TopupProviderKind = 'local' | 'stripe';
 
 export interface TopupRow {
   id: string;
@@ -11,7 +11,8 @@ export interface TopupRow {
   amount_usd_cents: number;
   reason: string;
   intent_id: string | null;
-  provider: TopupProviderKind;
+  /** The rail it went through. */
+  provider: RailKind;
   provider_ref: string | null;
   approval_url: string;
   checkout_url: string;
@@ -48,8 +49,14 @@ export async function insertTopup(db: Queryable, row: NewTopupRow): Promise<Topu
   return rows[0];
 }
 
-export async function findTopup(db: Queryable, id: string, lock = false): Promise<TopupRow | undefined> {
-  const { rows } = await db.query<TopupRow>(`SELECT * FROM topups WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [id]);
+export async function findTopup(db: Queryable, id: string): Promise<TopupRow | undefined> {
+  const { rows } = await db.query<TopupRow>('SELECT * FROM topups WHERE id = $1', [id]);
+  return rows[0];
+}
+
+/** The top-up locked for this transaction: every notification and the owner's approval lock it first. */
+export async function lockTopup(tx: Tx, id: string): Promise<TopupRow | undefined> {
+  const { rows } = await tx.query<TopupRow>('SELECT * FROM topups WHERE id = $1 FOR UPDATE', [id]);
   return rows[0];
 }
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { SystemClock } from '../../src/platform/clock.ts';
-import { ConnectorError, prepareAction, type ServiceContext } from '../../src/connectors/catalogue.ts';
+import { BUILT_IN_SERVICES, Catalogue, ConnectorError } from '../../src/connectors/catalogue.ts';
 import {
   EtagCache,
   createGitHubContext,
@@ -9,9 +9,15 @@ import {
   isValidGitHubOwner,
   isValidGitHubRepoName,
   type GitHubContext,
+  type GitHubServiceContext,
 } from '../../src/connectors/github-public.ts';
-import { MAIL_DEFAULTS } from '../../src/connectors/mail.ts';
+import { MAIL_DEFAULTS, type MailContext } from '../../src/connectors/mail.ts';
 import { FAKE_RATE_LIMIT_RESET_S, startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
+
+/** Every built-in connector's context at once: these tests hand one context to any built-in action. */
+type ServiceContext = GitHubServiceContext & MailContext;
+const catalogue = new Catalogue(BUILT_IN_SERVICES);
+const prepareAction = (ctx: ServiceContext, serviceId: string, action: string, input: unknown) => catalogue.prepare(ctx, serviceId, action, input);
 
 let fake: FakeGitHub;
 const clock = new SystemClock();

@@ -1,14 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { ConnectorError, prepareAction, type ServiceContext } from '../../src/connectors/catalogue.ts';
-import { createGitHubContext } from '../../src/connectors/github-public.ts';
+import { BUILT_IN_SERVICES, Catalogue, ConnectorError } from '../../src/connectors/catalogue.ts';
+import { createGitHubContext, type GitHubServiceContext } from '../../src/connectors/github-public.ts';
 import {
   MAIL_DEFAULTS,
   getMessage,
   inboxAllowed,
   listMessages,
   type MailConnectionSettings,
+  type MailContext,
   type MailSettings,
   type MessageDetail,
   type MessageList,
@@ -25,6 +26,11 @@ import {
   type DovecotUser,
   type MailFixture,
 } from '../support/dovecot.ts';
+
+/** Every built-in connector's context at once: these tests hand one context to any built-in action. */
+type ServiceContext = GitHubServiceContext & MailContext;
+const catalogue = new Catalogue(BUILT_IN_SERVICES);
+const prepareAction = (ctx: ServiceContext, serviceId: string, action: string, input: unknown) => catalogue.prepare(ctx, serviceId, action, input);
 
 describe('inboxAllowed', () => {
   it.each([

@@ -3,22 +3,24 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildGatewayApp } from '../../src/app.ts';
-import type { ApprovalRequest, PaymentApprovalProvider } from '../../src/execute/payment-approval.ts';
+import type { ApprovalRequest, HumanApprover, ServiceIntent } from '../../src/platform/approvals.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { grant } from '../support/ledger-fixture.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { ONE_CREDIT_UC, capturedFromAgent, holdsOf, intentsOf } from './helpers.ts';
 
-class FakeApprovals implements PaymentApprovalProvider {
-  readonly requests: ApprovalRequest[] = [];
+class FakeApprovals implements HumanApprover {
+  /** What each request asked for: the retained intent, its owner and the price. */
+  readonly requests: Array<{ intentId: string; intent: ServiceIntent; ownerId: string; priceUc: bigint }> = [];
   failing = false;
 
   async requestApproval(request: ApprovalRequest) {
-    this.requests.push(request);
+    const intentId = request.subject.id;
+    this.requests.push({ intentId, intent: request.subject.intent, ownerId: request.ownerId, priceUc: request.amountUc });
     if (this.failing) throw new Error('provider down');
     return {
-      approvalUrl: `https://pay.example/approve/${request.intentId}`,
-      payment: { id: `top_${request.intentId}`, status: 'pending', amountUsdCents: 50, approvalUrl: `https://pay.example/approve/${request.intentId}` },
+      url: `https://pay.example/approve/${intentId}`,
+      payment: { id: `top_${intentId}`, status: 'pending', amountUsdCents: 50, approvalUrl: `https://pay.example/approve/${intentId}` },
       paymentMethods: [{ type: 'link', status: 'pending' }],
       instructions: 'Ask your owner to open the approval URL; retry with the same Idempotency-Key once it is approved.',
     };
@@ -35,7 +37,7 @@ beforeAll(async () => {
   github = await startFakeGitHub();
   world = await startWorld({ env: { ACG_GITHUB_API_URL: github.url } });
   // A second app on the same gateway and database, composed with the provider.
-  ({ app: withProvider } = await buildGatewayApp(world.gw.gateway, [], { paymentApproval: approvals }));
+  ({ app: withProvider } = await buildGatewayApp(world.gw.gateway, [], { approver: approvals }));
   await withProvider.listen({ host: '127.0.0.1', port: 0 });
   const address = withProvider.server.address();
   providerUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;

@@ -1,7 +1,7 @@
 // Starts a whole gateway for a test on a random port, on a fresh database of the run's kind.
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import pino, { type Logger } from 'pino';
-import { buildGatewayApp, type Services } from '../../src/app.ts';
+import { buildGatewayApp, type AppDependencies, type Services } from '../../src/app.ts';
 import { SystemClock } from '../../src/platform/clock.ts';
 import { loadConfig, type Config } from '../../src/platform/config.ts';
 import { createGateway, type Gateway } from '../../src/platform/gateway.ts';
@@ -28,6 +28,8 @@ export interface TestGatewayOptions {
   outbound?: OutboundTestHooks;
   /** A logger to capture the gateway's log lines (default: silent). */
   log?: Logger;
+  /** What the composition root is given besides configuration (added services, a human approver). */
+  dependencies?: AppDependencies;
 }
 
 export async function startTestGateway(options: TestGatewayOptions = {}): Promise<TestGateway> {
@@ -43,7 +45,7 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
   });
   const clock = new SystemClock();
   const gateway = await createGateway(config, { db: database.db, clock, log: options.log ?? pino({ level: 'silent' }), outbound: options.outbound });
-  const { app, services } = await buildGatewayApp(gateway, options.features);
+  const { app, services } = await buildGatewayApp(gateway, options.features, options.dependencies);
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : 0;

@@ -37,7 +37,7 @@ export async function startWorld(
     database?: TestDatabase;
     /** Identity providers already running (e.g. also configured in a gateway process); close() closes them too. */
     issuers?: { human: TestIssuer; agent: TestIssuer };
-  } & Pick<TestGatewayOptions, 'outbound' | 'log'> = {},
+  } & Pick<TestGatewayOptions, 'outbound' | 'log' | 'dependencies'> = {},
 ): Promise<World> {
   const human = options.issuers?.human ?? (await startIssuer());
   const agentIssuer = options.issuers?.agent ?? (await startIssuer());
@@ -46,6 +46,7 @@ export async function startWorld(
     features: options.features,
     outbound: options.outbound,
     log: options.log,
+    dependencies: options.dependencies,
     env: {
       ACG_HUMAN_ISSUER: human.issuer,
       ACG_AGENT_ISSUER: agentIssuer.issuer,

@@ -1,0 +1,239 @@
+// Retained intents: an execute request whose hold the agent's credit did not cover, kept once per (caller,
+// Idempotency-Key) until credit arrives, then run once (by the caller's retry, or resumed by the gateway
+// after its top-up settled), failed, cancelled (its top-up ended without credit) or swept (7 days). Each
+// ending emits `intent.completed`, `intent.failed` or `intent.cancelled` in the transaction that made it.
+import { emitEvent } from '../events/outbox.ts';
+import { actsFor, type Actor } from '../agents/acting.ts';
+import type { AgentService } from '../agents/service.ts';
+import type { LedgerService, Redemption } from '../ledger/service.ts';
+import type { ServiceIntent } from '../platform/approvals.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
+import { ApiError, problemBody } from '../platform/errors.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import type { Claim, ClaimOutcome } from '../platform/idempotency.ts';
+import { newId } from '../platform/ids.ts';
+import { formatUc, type Microcredits } from '../platform/money.ts';
+import { storedApiError, underClaim, type ClaimedKey } from '../platform/operations.ts';
+import { EXECUTE_OPERATION, type ExecuteResult, type ExecutionRequest } from './execution.ts';
+import * as store from './store.ts';
+
+/** A retained intent waits this long for a top-up before it is swept. */
+export const INTENT_LIFETIME_S = 7 * 86_400;
+/** Bounds what an agent without credit can make us store. */
+export const PENDING_INTENTS_PER_AGENT_MAX = 100;
+/** How often each instance deletes intents past their lifetime. */
+export const INTENT_SWEEP_INTERVAL_MS = 10 * 60 * 1000;
+const INTENT_SWEEP_BATCH_MAX = 1000;
+
+/** What resuming a retained intent came to: it ended, another instance is running it, or it must wait. */
+export type ResumeOutcome = 'finished' | 'busy' | 'waiting';
+
+/** A retained intent as its agent and owner read it (GET /v1/intents/{id}), and as its events carry it. */
+export interface IntentView {
+  id: string;
+  state: store.IntentState;
+  agentId: string;
+  intent: ServiceIntent;
+  priceUc: string;
+  executionId: string | null;
+  /** Why a cancelled intent was closed: `topup_declined`, `topup_expired` or `topup_failed`. */
+  cancellationReason: string | null;
+  /** The action's result, while the execute answer is retained (24 h by default). */
+  result: object | null;
+  /** The captured hold of an executed intent. */
+  receipt: Redemption | null;
+  /** A failed intent's problem body: the one its execute request was answered with (while retained). */
+  error: Record<string, unknown> | null;
+  createdAt: number;
+  updatedAt: number;
+  expiresAt: number;
+}
+
+/** What an intent's outcome adds to its record: the result and receipt of an executed one, the error of a failed one. */
+type IntentOutcome = Pick<IntentView, 'result' | 'receipt' | 'error'>;
+
+const NO_OUTCOME: IntentOutcome = { result: null, receipt: null, error: null };
+
+function toIntentView(intent: store.IntentRow, outcome: IntentOutcome): IntentView {
+  return {
+    id: intent.id,
+    state: intent.state,
+    agentId: intent.agent_id,
+    intent: { serviceId: intent.service_id, action: intent.action, input: intent.input, agentId: intent.agent_id },
+    priceUc: formatUc(intent.price_uc),
+    executionId: intent.execution_id,
+    cancellationReason: intent.cancellation_reason,
+    ...outcome,
+    createdAt: Number(intent.created_at_s),
+    updatedAt: Number(intent.updated_at_s),
+    expiresAt: Number(intent.expires_at_s),
+  };
+}
+
+/** Runs a resumed intent's request under its claimed key, as the pipeline runs a caller's retry. */
+export type ResumeRun = (key: ClaimedKey<ExecuteResult>, request: ExecutionRequest) => Promise<ExecuteResult>;
+
+export interface IntentDependencies {
+  identity: AgentService;
+  ledger: Pick<LedgerService, 'getHold'>;
+}
+
+export class Intents {
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly deps: IntentDependencies,
+    private readonly run: ResumeRun,
+  ) {}
+
+  /**
+   * Retains the request of this claim (or renews the same one, for a retry with the same key) and answers
+   * the intent's id. 429 rate_limited when the agent already has too many waiting.
+   */
+  async retain(claim: Claim, intent: ServiceIntent, priceUc: Microcredits): Promise<string> {
+    const { db, clock } = this.gateway;
+    return db.transaction(async (tx) => {
+      // The agent row lock makes the count and the insert one step for this agent.
+      await this.deps.identity.lockAgent(tx, intent.agentId);
+      const nowS = clock.nowS();
+      const existing = await store.findIntentByKey(tx, claim.scope, claim.key);
+      const renewing = existing !== undefined && existing.state === 'pending' && Number(existing.expires_at_s) > nowS;
+      if (!renewing && (await store.countPendingIntents(tx, intent.agentId, nowS)) >= PENDING_INTENTS_PER_AGENT_MAX) {
+        throw new ApiError('rate_limited', {
+          detail: `the agent already has ${PENDING_INTENTS_PER_AGENT_MAX} intents waiting for credit; fund it or retry one of them`,
+          retryAfterS: 3600,
+        });
+      }
+      const row = await store.upsertIntent(tx, {
+        id: newId('int'),
+        agent_id: intent.agentId,
+        service_id: intent.serviceId,
+        action: intent.action,
+        input: intent.input,
+        price_uc: priceUc,
+        requested_by: claim.scope,
+        idempotency_key: claim.key,
+        state: 'pending',
+        execution_id: null,
+        request_fingerprint: claim.fingerprint ?? null,
+        cancellation_reason: null,
+        created_at_s: BigInt(nowS),
+        updated_at_s: BigInt(nowS),
+        expires_at_s: BigInt(nowS + INTENT_LIFETIME_S),
+      });
+      return row.id;
+    });
+  }
+
+  /** Records, with the stored answer, that the intent of this claim (if it has one still open) ran and was charged. */
+  async finishExecuted(tx: Tx, claim: Claim, executionId: string, result: object, receipt: Redemption): Promise<void> {
+    const intent = await store.finishIntent(tx, claim.scope, claim.key, 'executed', executionId, this.gateway.clock.nowS());
+    if (intent) await this.emit(tx, intent, { result, receipt, error: null });
+  }
+
+  /** Records, with the stored answer `failure`, that the intent of this claim (if it has one still open) failed definitively. */
+  async finishFailed(tx: Tx, claim: Claim, executionId: string, failure: ApiError): Promise<void> {
+    const intent = await store.finishIntent(tx, claim.scope, claim.key, 'failed', executionId, this.gateway.clock.nowS());
+    if (intent) await this.emit(tx, intent, { result: null, receipt: null, error: this.errorOf(failure) });
+  }
+
+  /**
+   * Runs a retained intent once credit has arrived (after its top-up settled), as if its caller had retried
+   * the original request: it claims the request's Idempotency-Key with the request's fingerprint, so at most
+   * one run holds it at a time on any instance, the answer is stored under that key (a retry of the original
+   * request replays it), and a key already answered is never run again.
+   */
+  async resume(intentId: string): Promise<ResumeOutcome> {
+    const { db, idempotency, log } = this.gateway;
+    const intent = await store.findIntent(db, intentId);
+    if (!intent || intent.state !== 'pending') return 'finished';
+    if (intent.request_fingerprint === null) {
+      log.warn({ intentId }, 'a retained intent without its request fingerprint cannot be resumed; its caller must retry');
+      return 'finished';
+    }
+    let outcome: ClaimOutcome;
+    try {
+      outcome = await idempotency.claim(intent.requested_by, EXECUTE_OPERATION, intent.idempotency_key, intent.request_fingerprint);
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'idempotency_key_in_use') return 'busy';
+      if (error instanceof ApiError && error.code === 'idempotency_key_reused') {
+        log.warn({ intentId }, 'the Idempotency-Key of a retained intent now names another request; the intent is not resumed');
+        return 'finished';
+      }
+      throw error;
+    }
+    if (outcome.kind === 'replay') return 'finished';
+    const request: ExecutionRequest = { agentId: intent.agent_id, serviceId: intent.service_id, action: intent.action, input: intent.input };
+    let code = 'succeeded';
+    try {
+      await underClaim<ExecuteResult>(this.gateway, outcome.claim, undefined, (key) => this.run(key, request));
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      code = error.code;
+    }
+    const after = await store.findIntent(db, intentId);
+    if (!after || after.state !== 'pending') {
+      log.info({ intentId, state: after?.state, code }, 'resumed a retained intent');
+      return 'finished';
+    }
+    log.warn({ intentId, code }, 'a resumed intent could not run yet; it will be retried');
+    return 'waiting';
+  }
+
+  /** Closes a pending intent whose top-up ended without credit; nothing was charged. False when it was not pending. */
+  async cancel(tx: Queryable, intentId: string, reason: string): Promise<boolean> {
+    if (!(await store.cancelIntent(tx, intentId, reason, this.gateway.clock.nowS()))) return false;
+    await this.emit(tx, (await store.findIntent(tx, intentId))!, NO_OUTCOME);
+    return true;
+  }
+
+  /** A pending intent of this agent, or undefined. */
+  async pending(db: Queryable, intentId: string, agentId: string): Promise<store.IntentRow | undefined> {
+    const intent = await store.findIntent(db, intentId);
+    return intent && intent.agent_id === agentId && intent.state === 'pending' ? intent : undefined;
+  }
+
+  /** An intent for its agent, or for that agent's owner (the acting-for rule); anyone else gets 404 (ids cannot be probed). */
+  async intentFor(db: Queryable, principal: Actor, intentId: string): Promise<store.IntentRow> {
+    const intent = await store.findIntent(db, intentId);
+    const agent = intent ? await this.deps.identity.agentRow(db, intent.agent_id) : undefined;
+    if (!intent || !agent || !actsFor(principal, agent)) throw new ApiError('not_found', { detail: `no intent ${intentId}` });
+    return intent;
+  }
+
+  /** An intent as its readers see it, with its outcome while the execute answer is retained. */
+  async read(db: Queryable, intent: store.IntentRow): Promise<IntentView> {
+    const { idempotency } = this.gateway;
+    const execution = intent.execution_id ? await store.findExecution(db, intent.execution_id) : undefined;
+    const answer = execution ? await idempotency.storedResponse(intent.requested_by, EXECUTE_OPERATION, intent.idempotency_key) : undefined;
+    const body = (answer?.body ?? null) as (Partial<ExecuteResult> & Record<string, unknown>) | null;
+    return toIntentView(intent, {
+      result: intent.state === 'executed' ? (body?.result ?? null) : null,
+      receipt: intent.state === 'executed' && execution ? await this.deps.ledger.getHold(db, execution.hold_id) : null,
+      error: intent.state === 'failed' && answer && answer.status >= 400 ? this.errorOf(storedApiError(answer)) : null,
+    });
+  }
+
+  /** Deletes intents that waited longer than their lifetime. */
+  async sweep(): Promise<number> {
+    return store.deleteExpiredIntents(this.gateway.db, this.gateway.clock.nowS(), INTENT_SWEEP_BATCH_MAX);
+  }
+
+  /**
+   * A failed intent's `error`, one shape in its event and in its reads: the problem body its execute request
+   * was answered with (read back from the stored answer, it renders the same).
+   */
+  private errorOf(failure: ApiError): Record<string, unknown> {
+    return problemBody(this.gateway.config.baseUrl, failure);
+  }
+
+  /**
+   * `intent.completed` (executed), `intent.failed` or `intent.cancelled` to the owner's webhook, in the
+   * transaction that closed the intent. The payload is the intent as GET /v1/intents/{id} shows it.
+   */
+  private async emit(tx: Queryable, intent: store.IntentRow, outcome: IntentOutcome): Promise<void> {
+    const agent = await this.deps.identity.agentRow(tx, intent.agent_id);
+    if (!agent) throw new Error(`intent ${intent.id}: its agent ${intent.agent_id} does not exist`);
+    const type = intent.state === 'executed' ? 'intent.completed' : intent.state === 'failed' ? 'intent.failed' : 'intent.cancelled';
+    await emitEvent(tx, { ownerId: agent.owner_id, type, data: { intent: toIntentView(intent, outcome) }, nowMs: this.gateway.clock.nowMs() });
+  }
+}

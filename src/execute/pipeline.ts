@@ -1,0 +1,369 @@
+// Metered execution (POST /v1/services/execute), in the spec's order:
+//   clearance (agent active, service and category allowed, the action's own checks such as the mail
+//   inbox allowlist) → a hold of the action's price → run the action → capture.
+//
+// Transactions. The action talks to the network, so it never runs inside a transaction (on PGlite a
+// transaction blocks the whole database):
+//   tx1  hold + the execution row (state running);
+//   run  outside any transaction, bounded by the execution timeout;
+//   tx2  capture + execution succeeded + the stored idempotent answer, all or nothing;
+//        or, when the action failed: release + execution failed (+ the stored answer when replayable).
+// So a charge exists only together with the answer that reports it, and a failed action is never charged.
+// tx1 and tx2 are group-committed: the holds of concurrent executions are taken in one transaction, the
+// captures of those that succeeded in another (see `batchers`). A process that dies between tx1 and tx2
+// leaves its hold to recovery (recovery.ts); credit that falls short retains the request (intents.ts) and
+// asks a human for more (approvals.ts).
+import type { Actor } from '../agents/acting.ts';
+import { clearAgent } from '../agents/clearance.ts';
+import type { AgentService } from '../agents/service.ts';
+import type { AgentRow } from '../agents/service.ts';
+import type { LedgerService, Redemption } from '../ledger/service.ts';
+import type { ServiceIntent } from '../platform/approvals.ts';
+import { Batcher, togetherOrAlone, type Settled } from '../platform/batcher.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
+import { ApiError } from '../platform/errors.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import type { Claim } from '../platform/idempotency.ts';
+import { newId } from '../platform/ids.ts';
+import { formatUc, formatUsd, type Microcredits } from '../platform/money.ts';
+import { groupCommitLimits, type ClaimedKey } from '../platform/operations.ts';
+import { ConnectorError, type Connectors, type PreparedAction } from '../connectors/catalogue.ts';
+import type { ExecutionFacts } from '../connectors/types.ts';
+import type { CreditApprovals } from './approvals.ts';
+import { EXECUTE_STATE_SUCCEEDED, uncharged, type ExecuteResult, type ExecutionRequest } from './execution.ts';
+import type { Intents } from './intents.ts';
+import type { ExecutionPayer } from './payer.ts';
+import { EXECUTION_DEADLINE_GRACE_MS, type ExecutionRecovery } from './recovery.ts';
+import * as store from './store.ts';
+
+/** The hold outlives the execution deadline by this much, so only a lost execution ever lets it expire. */
+const HOLD_LIFETIME_MARGIN_S = 60;
+
+/** Where the agents' stored connections of one service are kept (the mail connector store today). */
+export interface ConnectionStore {
+  /** The service whose connections it keeps. */
+  readonly serviceId: string;
+  /** The agent's connection with its secrets opened, or null; throws the refusal when a stored one cannot be used. */
+  forExecution(db: Queryable, agentId: string): Promise<unknown>;
+}
+
+export interface PipelineDependencies {
+  identity: AgentService;
+  ledger: Pick<LedgerService, 'expireDue'>;
+  payer: ExecutionPayer;
+  connectors: Connectors;
+  connections: readonly ConnectionStore[];
+  intents: Intents;
+  approvals: CreditApprovals;
+  recovery: ExecutionRecovery;
+  executeTimeoutMs: number;
+}
+
+interface Cleared {
+  agent: AgentRow;
+  action: PreparedAction;
+}
+
+interface Started {
+  executionId: string;
+  holdId: string;
+  priceUc: Microcredits;
+}
+
+/** tx1 of one execution, as its batch sees it. */
+export interface BeginCall {
+  claim: Claim;
+  request: ExecutionRequest;
+  cleared: Cleared;
+}
+
+/** tx2 (success) of one execution, as its batch sees it. */
+export interface SucceedCall {
+  key: ClaimedKey<ExecuteResult>;
+  started: Started;
+  result: object;
+}
+
+/** The action finished, but recovery had already given its hold back. */
+class ExecutionLost extends Error {}
+
+/** After a hold: failures worth retrying (rate limits, 5xx) give the Idempotency-Key back; definitive ones are stored. */
+function replayable(status: number): boolean {
+  return status < 500 && status !== 429;
+}
+
+export class ExecutionPipeline {
+  /**
+   * Group commit of execute's two ledger transactions (as of mint and capture, docs/decisions.md): the holds
+   * of concurrent executions are taken in one transaction, one agent's in arrival order; the captures of
+   * those that succeeded are made in one. Each call keeps its own answer; a fault reruns each call alone.
+   */
+  private readonly begins: Batcher<BeginCall, Started>;
+  private readonly successes: Batcher<SucceedCall, ExecuteResult>;
+  private readonly connections: ReadonlyMap<string, ConnectionStore>;
+
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly deps: PipelineDependencies,
+  ) {
+    this.connections = new Map(deps.connections.map((connections) => [connections.serviceId, connections]));
+    const limits = groupCommitLimits(gateway.db);
+    this.begins = new Batcher((calls) => this.inBatch(calls, (tx, some) => this.beginIn(tx, some)), (call) => call.cleared.agent.id, limits);
+    // Every call here already holds credit and ran its action: none is refused for a full queue (the calls
+    // waiting are bounded by the executions running, each admitted through the bounded queue of holds).
+    this.successes = new Batcher(
+      (calls) => this.inBatch(calls, (tx, some) => this.succeedIn(tx, some)),
+      (call) => call.started.executionId,
+      { ...limits, queueLengthMax: Number.POSITIVE_INFINITY },
+    );
+  }
+
+  /** The batchers of tx1 (holds) and tx2 (captures); tests pause them to form a batch deterministically. */
+  get batchers(): { begins: Batcher<BeginCall, Started>; successes: Batcher<SucceedCall, ExecuteResult> } {
+    return { begins: this.begins, successes: this.successes };
+  }
+
+  /** Runs `apply` for a batch in one transaction; on a fault, each call alone (so one bad call fails only itself). */
+  private inBatch<T, R>(calls: readonly T[], apply: (tx: Tx, calls: readonly T[]) => Promise<Array<Settled<R>>>): Promise<Array<Settled<R>>> {
+    return togetherOrAlone(calls, (some) => this.gateway.db.transaction((tx) => apply(tx, some)));
+  }
+
+  private get holdLifetimeS(): number {
+    return Math.ceil(this.deps.executeTimeoutMs / 1000) + HOLD_LIFETIME_MARGIN_S;
+  }
+
+  /** Which agent executes: the acting-for rule (agents/acting.ts); an agent executes as itself, an owner names one of its agents. */
+  async actingAgentId(caller: Actor, requestedAgentId: string | undefined): Promise<string> {
+    return (await this.deps.identity.actingAgent(this.gateway.db, caller, requestedAgentId)).id;
+  }
+
+  /** Refuses, before the Idempotency-Key is claimed, a service or action the catalogue does not have. */
+  checkRequest(serviceId: string, action: string): void {
+    const service = this.deps.connectors.catalogue.find(serviceId);
+    if (!service) throw new ApiError('invalid_input', { detail: `unknown service "${serviceId}"` });
+    if (!Object.hasOwn(service.actions, action)) {
+      throw new ApiError('invalid_input', { detail: `service "${serviceId}" has no action "${action}"; it has ${Object.keys(service.actions).join(', ')}` });
+    }
+  }
+
+  /**
+   * Runs one execution under a claimed Idempotency-Key and returns its result, or throws the ApiError that
+   * answers it. The key ends stored (result, or a definitive failure) or given back (the same request may
+   * be retried). A resumed intent that meets insufficient credit again waits; it never asks for a second approval.
+   */
+  async execute(key: ClaimedKey<ExecuteResult>, request: ExecutionRequest, resuming = false): Promise<ExecuteResult> {
+    // Holds past their deadline give their credit back first, so it can pay for this one.
+    await this.deps.ledger.expireDue({ agentId: request.agentId });
+    let cleared: Cleared;
+    try {
+      cleared = await this.clear(request);
+    } catch (error) {
+      return this.refuse(key, uncharged(error));
+    }
+    let started: Started;
+    try {
+      started = await this.begins.submit({ claim: key.claim, request, cleared });
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'INSUFFICIENT_CREDITS' && !resuming) return this.shortOfCredit(key, request, cleared);
+      return this.refuse(key, uncharged(error));
+    }
+    return this.deps.recovery.heartbeating(started.executionId, async () => {
+      let result: object;
+      try {
+        result = await this.withinTimeout(cleared.action.run());
+      } catch (error) {
+        return await this.fail(key, started, error);
+      }
+      return await this.succeed(key, started, result);
+    });
+  }
+
+  /** The clearance checks, all before any hold: each refusal names its code. */
+  private async clear(request: ExecutionRequest): Promise<Cleared> {
+    const { db } = this.gateway;
+    const agent = await this.deps.identity.agentRow(db, request.agentId);
+    if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
+    const service = this.deps.connectors.catalogue.find(request.serviceId);
+    if (!service) throw new ApiError('invalid_input', { detail: `unknown service "${request.serviceId}"` });
+    clearAgent(agent, { category: service.category, serviceId: service.id });
+    const connections = this.connections.get(service.id);
+    const facts: ExecutionFacts<unknown> = {
+      agentId: agent.id,
+      allowlists: { services: agent.allowed_services, categories: agent.allowed_categories, inboxes: agent.inbox_allowlist },
+      connection: async () => (connections ? connections.forExecution(db, agent.id) : null),
+    };
+    return { agent, action: await this.deps.connectors.prepare(request.serviceId, request.action, request.input, facts) };
+  }
+
+  /** tx1 of a batch: each call's hold (a refusal is that call's answer) and the execution row that lets recovery find it. */
+  private async beginIn(tx: Tx, calls: readonly BeginCall[]): Promise<Array<Settled<Started>>> {
+    const holds = await this.deps.payer.holdMany(
+      tx,
+      calls.map(({ cleared: { agent, action } }) => ({
+        agentId: agent.id,
+        offerId: `${action.service.id}:${action.actionName}`,
+        category: action.service.category,
+        serviceId: action.service.id,
+        amountUc: action.priceUc,
+        lifetimeS: this.holdLifetimeS,
+      })),
+    );
+    const nowMs = this.gateway.clock.nowMs();
+    const rows: store.ExecutionRow[] = [];
+    const outcomes = holds.map((held, index): Settled<Started> => {
+      if (!held.ok) return held;
+      const { claim, request, cleared } = calls[index]!;
+      const row: store.ExecutionRow = {
+        id: newId('exe'),
+        agent_id: cleared.agent.id,
+        service_id: cleared.action.service.id,
+        action: request.action,
+        hold_id: held.value.id,
+        state: 'running',
+        error_code: null,
+        instance_id: this.deps.recovery.instanceId,
+        idem_scope: claim.scope,
+        idem_route: claim.route,
+        idem_key: claim.key,
+        idem_token: claim.token,
+        started_at_ms: BigInt(nowMs),
+        heartbeat_at_ms: BigInt(nowMs),
+        deadline_at_ms: BigInt(nowMs + this.deps.executeTimeoutMs + EXECUTION_DEADLINE_GRACE_MS),
+        finished_at_ms: null,
+      };
+      rows.push(row);
+      return { ok: true, value: { executionId: row.id, holdId: held.value.id, priceUc: cleared.action.priceUc } };
+    });
+    await store.insertExecutions(tx, rows);
+    return outcomes;
+  }
+
+  private async withinTimeout(action: Promise<object>): Promise<object> {
+    const timeoutMs = this.deps.executeTimeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(new ConnectorError('upstream_timeout', `the action did not finish within ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      return await Promise.race([action, deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** tx2 on success: capture, finish the execution and store the answer, together (in a batch, see succeedIn). */
+  private async succeed(key: ClaimedKey<ExecuteResult>, started: Started, result: object): Promise<ExecuteResult> {
+    try {
+      return await this.successes.submit({ key, started, result });
+    } catch (error) {
+      const late = error instanceof ExecutionLost || (error instanceof ApiError && error.code === 'hold_resolved');
+      await this.releaseQuietly(started, late ? 'deadline_passed' : 'internal_error');
+      if (!late) throw error;
+      // The result came after the execution's deadline, when its hold was no longer ours to capture: it is
+      // not handed out unpaid; the caller retries.
+      await key.release();
+      throw uncharged(new ConnectorError('upstream_timeout', 'the action finished after the execution deadline; nothing was charged, retry the request'), {
+        executionId: started.executionId,
+        redemptionId: started.holdId,
+      });
+    }
+  }
+
+  /**
+   * tx2 of a batch: the still-running executions locked, their holds captured in one pass, the executions
+   * finished, each answer stored. A call whose execution recovery already ended (ExecutionLost) or whose
+   * hold is no longer held (its deadline passed) writes nothing of its own and answers that.
+   */
+  private async succeedIn(tx: Tx, calls: readonly SucceedCall[]): Promise<Array<Settled<ExecuteResult>>> {
+    const { clock } = this.gateway;
+    const { payer, intents } = this.deps;
+    const running = await store.lockRunningExecutions(tx, calls.map(({ started }) => started.executionId));
+    const live = calls.filter(({ started }) => running.has(started.executionId));
+    const receipts = await payer.captureMany(tx, live.map(({ started }) => started.holdId));
+    const outcomes = new Map<SucceedCall, Settled<ExecuteResult>>();
+    const captured: Array<{ call: SucceedCall; receipt: Redemption }> = [];
+    for (const [index, call] of live.entries()) {
+      const receipt = receipts[index]!;
+      if (!receipt.ok) {
+        outcomes.set(call, receipt);
+        continue;
+      }
+      if (receipt.value.state !== 'captured' || receipt.value.capturedUc !== formatUc(call.started.priceUc)) {
+        throw new Error(`ledger invariant: execution ${call.started.executionId} captured ${receipt.value.capturedUc} µc of ${call.started.priceUc} µc`);
+      }
+      captured.push({ call, receipt: receipt.value });
+    }
+    await store.finishExecutions(tx, captured.map(({ call }) => call.started.executionId), 'succeeded', null, clock.nowMs());
+    for (const { call, receipt } of captured) {
+      const { key, started, result } = call;
+      const body: ExecuteResult = {
+        state: EXECUTE_STATE_SUCCEEDED,
+        executionId: started.executionId,
+        result,
+        receipt,
+        priceUc: formatUc(started.priceUc),
+        priceUsd: formatUsd(started.priceUc),
+        paymentMethod: payer.paymentMethod,
+      };
+      await key.storeResult(tx, body);
+      await intents.finishExecuted(tx, key.claim, started.executionId, result, receipt);
+      outcomes.set(call, { ok: true, value: body });
+    }
+    return calls.map((call) => outcomes.get(call) ?? { ok: false, error: new ExecutionLost() });
+  }
+
+  /** The action failed: release the hold; store the answer when it is definitive. */
+  private async fail(key: ClaimedKey<ExecuteResult>, started: Started, error: unknown): Promise<never> {
+    if (!(error instanceof ConnectorError)) {
+      // A fault of ours, not the upstream's: no charge, and a 500 whose key the caller may retry.
+      await this.releaseQuietly(started, 'internal_error');
+      throw error;
+    }
+    const failure = uncharged(error, { executionId: started.executionId, redemptionId: started.holdId });
+    const storeAnswer = replayable(failure.status);
+    const stored = await this.gateway.db.transaction(async (tx) => {
+      const owned = await this.deps.recovery.releaseExecution(tx, started.executionId, 'failed', error.code);
+      if (owned && storeAnswer) {
+        await key.storeError(tx, failure);
+        await this.deps.intents.finishFailed(tx, key.claim, started.executionId, failure);
+      }
+      return owned && storeAnswer;
+    });
+    if (!stored) await key.release();
+    throw failure;
+  }
+
+  /** Credit did not cover the hold: retain the intent, then answer 402 or 503 (approvals.ts). Nothing was charged. */
+  private async shortOfCredit(key: ClaimedKey<ExecuteResult>, request: ExecutionRequest, cleared: Cleared): Promise<never> {
+    const { agent, action } = cleared;
+    const intent: ServiceIntent = { serviceId: request.serviceId, action: request.action, input: request.input, agentId: agent.id };
+    let intentId: string;
+    try {
+      intentId = await this.deps.intents.retain(key.claim, intent, action.priceUc);
+    } catch (error) {
+      return this.refuse(key, uncharged(error));
+    }
+    // Not stored: once credit arrives (a grant, or the approved top-up), a retry with the same key runs
+    // the execution; until then each retry answers the same intent.
+    await key.release();
+    throw await this.deps.approvals.refusal({ intentId, intent, ownerId: agent.owner_id, priceUc: action.priceUc });
+  }
+
+  /**
+   * A refusal before any hold (clearance, caps, credit) changed nothing, so nothing is stored: the key is
+   * given back and the same request may be retried once the owner changes the agent's settings.
+   */
+  private async refuse(key: ClaimedKey<ExecuteResult>, error: ApiError): Promise<never> {
+    await key.release();
+    throw error;
+  }
+
+  private async releaseQuietly(started: Started, errorCode: string): Promise<void> {
+    try {
+      await this.gateway.db.transaction((tx) => this.deps.recovery.releaseExecution(tx, started.executionId, 'failed', errorCode));
+    } catch (error) {
+      // Recovery or the hold's deadline will release it; say so loudly.
+      this.gateway.log.error({ err: error, executionId: started.executionId, holdId: started.holdId }, 'could not release the hold of a failed execution');
+    }
+  }
+}
