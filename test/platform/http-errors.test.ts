@@ -9,6 +9,7 @@ import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 // A route with a JSON body schema, registered only in this test, to exercise the HTTP edge.
 async function echoRoute(app: FastifyInstance) {
   app.post('/v1/test/echo', {
+    config: { notAnOperation: 'a test route that exercises the HTTP edge: it echoes its body' },
     schema: { body: Type.Object({ name: Type.String({ minLength: 1 }) }, { additionalProperties: false }) },
     handler: async (request) => request.body,
   });

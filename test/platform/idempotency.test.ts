@@ -39,10 +39,12 @@ async function effectRoute(app: FastifyInstance) {
     request.principal = { kind: 'human', id: String(request.headers['x-caller'] ?? 'anon'), scopes: [], credential: 'test' };
   });
   app.post('/v1/test/effects', {
+    config: { operation: createTestEffect },
     schema: { body: Body },
     handler: (request, reply) => serve(request, reply, createTestEffect, request.body as Static<typeof Body>, { status: 201 }),
   });
   app.post('/v1/test/effects-release', {
+    config: { operation: releaseTestEffect },
     handler: (request, reply) => serve(request, reply, releaseTestEffect, null),
   });
 }

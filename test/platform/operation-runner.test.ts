@@ -31,7 +31,7 @@ async function runnerRoute(app: FastifyInstance) {
   app.addHook('preHandler', async (request) => {
     request.principal = alice;
   });
-  app.post('/v1/test/amounts', { handler: (request, reply) => serve(request, reply, recordAmount, request.body as Input) });
+  app.post('/v1/test/amounts', { config: { operation: recordAmount }, handler: (request, reply) => serve(request, reply, recordAmount, request.body as Input) });
 }
 
 let gw: TestGateway;
