@@ -3,9 +3,28 @@
 import type { IdentityProvider } from '../identity/issuers.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { browserMatches, consentToken } from './browser-binding.ts';
-import type { ConsentView, ProviderOption } from './pages.ts';
 import { IDENTITY_PROVIDERS, parseScope, SCOPE_FOR_PROVIDER, type IdentityProviderChoice } from './scopes.ts';
 import * as store from './store.ts';
+
+/** One identity provider the consent page offers. */
+export interface ProviderOption {
+  choice: IdentityProviderChoice;
+  issuer: string;
+  /** Dev mode's built-in issuer: the page signs in through its dev login route. */
+  devLoginUrl?: string;
+}
+
+/** What the consent page shows (pages.ts renders it). */
+export interface ConsentView {
+  requestId: string;
+  consentToken: string;
+  selectUrl: string;
+  clientName: string | null;
+  clientId: string;
+  redirectUri: string;
+  resource: string;
+  providers: ProviderOption[];
+}
 
 export type ConsentOutcome =
   | { kind: 'show'; status: 400 | 403; error: 'invalid_request' | 'access_denied'; description: string }

@@ -4,6 +4,7 @@
 // runs under a per-response CSP nonce.
 import { escapeHtml } from '../platform/http/pages.ts';
 import { REMEMBERED_CONSENT_LIFETIME_S } from './limits.ts';
+import type { ConsentView, ProviderOption } from './consent.ts';
 import type { IdentityProviderChoice } from './scopes.ts';
 
 const STYLE = `body{font-family:system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1f2328}
@@ -28,24 +29,6 @@ export function errorPage(nonce: string, error: string, description: string): st
 <p id="error" data-error="${escapeHtml(error)}"><code>${escapeHtml(error)}</code>: ${escapeHtml(description)}</p>
 <p class="muted">The application that sent you here could not be verified, so you are not sent back to it. Close this page and start again from the application.</p>`,
   );
-}
-
-export interface ProviderOption {
-  choice: IdentityProviderChoice;
-  issuer: string;
-  /** Dev mode's built-in issuer: the page signs in through its dev login route. */
-  devLoginUrl?: string;
-}
-
-export interface ConsentView {
-  requestId: string;
-  consentToken: string;
-  selectUrl: string;
-  clientName: string | null;
-  clientId: string;
-  redirectUri: string;
-  resource: string;
-  providers: ProviderOption[];
 }
 
 const PROVIDER_TEXT: Record<IdentityProviderChoice, { title: string; grants: string; button: string }> = {
