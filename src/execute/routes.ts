@@ -42,7 +42,10 @@ function executeDescription(catalogue: Catalogue): string {
     'When credit does not cover the price, the intent is retained and nothing is charged: 503 link_configuration_required ' +
       '(`intentId`, `intent`) without a payment-approval provider, 402 approval_required (`ApprovalRequired`) with one. Retry ' +
       'with the same key once credit arrives. With a provider, the gateway runs the intent once by itself after its top-up settles; ' +
-      'GET /v1/intents/{id} shows its outcome, and a retry with the same key answers it.',
+      'GET /v1/intents/{id} shows its outcome, and a retry with the same key answers it. After its top-up was declined, expired or ' +
+      'failed, a retry with the same key runs again: if credit now covers it, it executes; otherwise the same retained intent ' +
+      '(same `intentId`) is reopened as `pending`, its `cancellationReason` cleared, and a new top-up (a new `payment.id` and ' +
+      'approval URL) is requested for it.',
     `Catalogue:\n\n${catalogueTable(catalogue)}`,
   ].join('\n\n');
 }

@@ -153,8 +153,8 @@ export const TOOLS: readonly ToolDefinition[] = [
     name: 'execute_service',
     title: 'Execute a metered service action',
     description:
-      "Runs one action of a built-in service (github-public repository.get; mail inboxes.list, messages.list, messages.get) and charges " +
-      "its price (1 credit) to the agent's credit: a hold, the action, then capture; the receipt is the captured hold. An agent executes " +
+      "Runs one action of a built-in service (the input schema's `serviceId` and `action` list them; each action's `input` is its own) " +
+      "and charges its price (1 credit) to the agent's credit: a hold, the action, then capture; the receipt is the captured hold. An agent executes " +
       'as itself; an owner names one of its agents in `agentId` (agent_required without it). Refusals before the hold charge nothing: ' +
       'FROZEN, SCOPE_FORBIDDEN, inbox_not_allowed, connector_not_configured; when credit is short the request is retained ' +
       '(link_configuration_required, or approval_required with an intentId). approval_required comes as a URL elicitation of the ' +

@@ -60,7 +60,9 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
           'or declines; with `stripe` a Checkout Session (`approvalUrl` = `checkoutUrl` = the session URL). 1 US cent buys 1 credit ' +
           '(1,000,000 µc). An agent may top up only itself (403 agent_mismatch); an owner only its own agents (403 owner_required). ' +
           '`intentId` binds a pending retained intent of the agent, which the gateway runs once by itself after settlement (an intent ' +
-          `has at most one pending top-up: 409 conflict). Execute requests a top-up of $${(AUTOMATIC_TOPUP_USD_CENTS / 100).toFixed(2)} by itself when credit is short. ` +
+          `has at most one pending top-up: 409 conflict). Execute requests a top-up of $${(AUTOMATIC_TOPUP_USD_CENTS / 100).toFixed(2)} by itself when credit is short; declining ` +
+          'that top-up cancels its retained intent, and a retry of the agent\'s execute request with the same Idempotency-Key reopens ' +
+          `the same intent with a new top-up to approve. ` +
           `Idempotency-Key required (400 idempotency_required). 503 payment_unavailable without a provider. ${STATUS_TEXT}`,
         body: RequestTopupInput,
         response: { 200: Type.Ref('Topup'), ...problems(400, 403, 409, 503) },
