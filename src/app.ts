@@ -29,6 +29,7 @@ import { identityQueries, MeSchema } from './identity/queries.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { ensureRuntimeSecret } from './identity/store.ts';
 import { CredentialVerifier } from './identity/verifier.ts';
+import { INTEGRATION_SCHEMAS, integrationQueries } from './integrations/queries.ts';
 import { integrationRoutes } from './integrations/routes.ts';
 import { keysRoutes } from './keys/routes.ts';
 import { mcpRoutes } from './mcp/http.ts';
@@ -179,7 +180,7 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
 }
 
 /** Every resource's schema (`$id` each): registered once at the root of the HTTP face, inlined by MCP. */
-export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, ...PAYMENT_SCHEMAS, MeSchema, ...MERCHANT_SCHEMAS, ...EVENT_SCHEMAS, ...OAUTH_SCHEMAS];
+export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, ...PAYMENT_SCHEMAS, MeSchema, ...MERCHANT_SCHEMAS, ...EVENT_SCHEMAS, ...OAUTH_SCHEMAS, ...INTEGRATION_SCHEMAS];
 
 export async function buildGatewayApp(
   gateway: Gateway,
@@ -210,6 +211,15 @@ export async function buildGatewayApp(
     merchants: merchantQueries(services.merchants),
     events: eventQueries(services.merchants, services.webhooks, ownerWebhooks),
     payments: paymentQueries(services.payments),
+    integrations: integrationQueries({
+      providers,
+      apiKeysAvailable: services.apiKeyPepper !== undefined,
+      paymentApprovalConfigured: () => services.execute.approvals.configured,
+      paymentProvider: dependencies.approver ? undefined : services.payments.railKind,
+      serviceIds: catalogue.ids,
+      config: gateway.config,
+      db: gateway.db,
+    }),
   };
   const features: FastifyPluginAsync[] = [
     healthRoutes,
@@ -219,13 +229,7 @@ export async function buildGatewayApp(
     oauthGrantRoutes({ operations: oauthOperations(gateway.clock), queries: oauthQueries(gateway.clock) }),
     agentRoutes({ operations: operations.agents, queries: queries.agents }),
     identityRoutes(queries.identity),
-    integrationRoutes({
-      providers,
-      apiKeysAvailable: services.apiKeyPepper !== undefined,
-      paymentApprovalConfigured: () => services.execute.approvals.configured,
-      paymentProvider: dependencies.approver ? undefined : services.payments.railKind,
-      serviceIds: catalogue.ids,
-    }),
+    integrationRoutes(queries.integrations),
     ledgerRoutes({ operations: operations.ledger, queries: queries.ledger }),
     offerRoutes(offerOperations(services.offers), queries.offers),
     voucherRoutes(operations.vouchers),

@@ -1,113 +1,17 @@
-// GET /v1/integrations: what this gateway is wired to, in the spec's two documented shapes, reported
-// from the real configuration and never including a credential.
+// HTTP edge of GET /v1/integrations: the query (queries.ts) answers any authenticated caller.
 import type { FastifyInstance } from 'fastify';
-import { Type, type Static } from '@sinclair/typebox';
-import { sharesSchemas } from '../platform/http/openapi.ts';
-import type { IdentityProvider, IdentityProviderKind } from '../identity/issuers.ts';
-import { describeStorage } from '../platform/db/open.ts';
-import { RAIL_KINDS } from '../payments/schemas.ts';
+import { queryRoute } from '../platform/http/query.ts';
+import type { IntegrationQueries } from './queries.ts';
 
-const StatusShape = Type.Object(
-  {
-    mode: Type.String({ enum: ['dev', 'live'] }),
-    storage: Type.String({ enum: ['postgresql', 'pglite'] }),
-    identity: Type.Object({
-      human: Type.String({ enum: ['configured', 'built_in', 'unconfigured'] }),
-      agent: Type.String({ enum: ['configured', 'built_in', 'unconfigured'] }),
-    }),
-    payments: Type.Object({
-      link: Type.String({ enum: ['configured', 'unconfigured'], description: 'the payment-approval provider that top-ups go through' }),
-      provider: Type.String({ enum: [...RAIL_KINDS, 'custom', 'none'], description: 'which one: a payment rail (local owner approval, Stripe Checkout), one given in code, or none' }),
-      x402: Type.String({ enum: ['configured', 'unconfigured'], description: 'x402 payments are not implemented: always unconfigured' }),
-    }),
-    apiKeys: Type.Object({ available: Type.Boolean(), status: Type.String({ enum: ['available', 'configuration_required'] }) }),
-    services: Type.Array(Type.String(), { description: 'enabled service ids' }),
-  },
-  { $id: 'IntegrationStatus', description: 'Live status shape (the default view)' },
-);
-
-const SurfaceShape = Type.Object(
-  {
-    identity: Type.Object({
-      agent: Type.String({ description: 'issuer URL of the agent identity provider, or "unconfigured"' }),
-      human: Type.String({ description: 'issuer URL of the human identity provider, or "unconfigured"' }),
-    }),
-    accessCheck: Type.Object({ endpoint: Type.String(), enabled: Type.Boolean() }),
-    merchantRegistry: Type.Object({ endpoint: Type.String(), enabled: Type.Boolean() }),
-    payments: Type.Object({
-      directMerchantLink: Type.Object({ enabled: Type.Boolean() }),
-      optionalCreditPurchases: Type.Object({ enabled: Type.Boolean() }),
-      x402: Type.Object({ enabled: Type.Boolean() }),
-    }),
-  },
-  { $id: 'IntegrationSurface', description: 'Surface shape (`?view=surface`)' },
-);
-
-const Query = Type.Object(
-  { view: Type.Optional(Type.String({ enum: ['status', 'surface'], default: 'status' })) },
-  { additionalProperties: false },
-);
-
-export interface IntegrationDeps {
-  providers: Partial<Record<IdentityProviderKind, IdentityProvider>>;
-  apiKeysAvailable: boolean;
-  paymentApprovalConfigured: () => boolean;
-  /** The configured payment rail, if the payments feature has one. */
-  paymentProvider?: string;
-  /** The ids of the catalogue's services. */
-  serviceIds: readonly string[];
-}
-
-export function integrationRoutes(deps: IntegrationDeps) {
-  return sharesSchemas(async function routes(app: FastifyInstance): Promise<void> {
-    const { config, db } = app.gateway;
-    app.addSchema(StatusShape);
-    app.addSchema(SurfaceShape);
-    const identityState = (kind: IdentityProviderKind) => {
-      const provider = deps.providers[kind];
-      return provider ? (provider.source === 'built_in' ? 'built_in' : 'configured') : 'unconfigured';
-    };
-    app.get('/v1/integrations', {
-      config: { auth: { kinds: ['human', 'agent', 'owner', 'merchant'] } },
-      schema: { operationId: 'getIntegrations',
+export function integrationRoutes(queries: IntegrationQueries) {
+  return async function routes(app: FastifyInstance): Promise<void> {
+    app.route(
+      queryRoute('GET', '/v1/integrations', queries.getIntegrations, {
+        auth: { kinds: ['human', 'agent', 'owner', 'merchant'] },
         tags: ['integrations'],
         summary: 'What this gateway is wired to',
         description: 'Two documented shapes: the live status shape (default, `?view=status`) and the surface shape (`?view=surface`). Never contains a credential.',
-        querystring: Query,
-        response: { 200: Type.Union([Type.Ref('IntegrationStatus'), Type.Ref('IntegrationSurface')]) },
-      },
-      handler: async (request) => {
-        const { view } = request.query as Static<typeof Query>;
-        const linkConfigured = deps.paymentApprovalConfigured();
-        if (view === 'surface') {
-          return {
-            identity: {
-              agent: deps.providers.agent?.issuer ?? 'unconfigured',
-              human: deps.providers.human?.issuer ?? 'unconfigured',
-            },
-            accessCheck: { endpoint: '/v1/access/merchant-check', enabled: deps.apiKeysAvailable },
-            merchantRegistry: { endpoint: '/v1/merchants', enabled: Boolean(deps.providers.human) },
-            payments: {
-              directMerchantLink: { enabled: false },
-              optionalCreditPurchases: { enabled: linkConfigured },
-              x402: { enabled: false },
-            },
-          };
-        }
-        return {
-          mode: config.mode,
-          storage: describeStorage(db),
-          identity: { human: identityState('human'), agent: identityState('agent') },
-          payments: {
-            link: linkConfigured ? 'configured' : 'unconfigured',
-            provider: linkConfigured ? (deps.paymentProvider ?? 'custom') : 'none',
-            x402: 'unconfigured',
-          },
-          apiKeys: deps.apiKeysAvailable ? { available: true, status: 'available' } : { available: false, status: 'configuration_required' },
-          // Every catalogue service is enabled: each needs only per-agent settings (mail) or none (github-public).
-          services: [...deps.serviceIds],
-        };
-      },
-    });
-  });
+      }),
+    );
+  };
 }

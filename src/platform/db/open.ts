@@ -21,6 +21,6 @@ export async function openDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir
   return openPglite(embeddedDatabaseDir(config.dataDir), log);
 }
 
-export function describeStorage(db: Database): string {
+export function describeStorage(db: Pick<Database, 'kind'>): string {
   return db.kind === 'postgres' ? 'postgresql' : 'pglite';
 }
