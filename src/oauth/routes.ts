@@ -62,10 +62,6 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
     app.addHook('onSend', async (_request, reply) => {
       if (reply.getHeader('cache-control') === 'no-store') reply.header('pragma', 'no-cache');
     });
-    app.addSchema(schemas.ClientRegistration);
-    app.addSchema(schemas.TokenResponse);
-    app.addSchema(schemas.AuthorizationServerMetadata);
-    app.addSchema(schemas.ProtectedResourceMetadata);
     const tags = ['oauth'];
 
     app.post('/oauth/register', {

@@ -158,4 +158,4 @@ export const OAuthGrantSchema = Type.Object(
   { $id: 'OAuthGrant', description: 'A remembered consent: one browser, one client, one identity, one scope and resource' },
 );
 
-export const OAUTH_SCHEMAS = [OAuthGrantSchema];
+export const OAUTH_SCHEMAS = [ClientRegistration, TokenResponse, AuthorizationServerMetadata, ProtectedResourceMetadata, OAuthGrantSchema];

@@ -83,15 +83,6 @@ export function openApiOptions(config: Config): SwaggerOptions {
   };
 }
 
-/**
- * Marks a feature plugin as sharing the root scope (like fastify-plugin), so the resource schemas it
- * adds (`Redemption`, `Agent`, …) can be referenced by other features' routes.
- */
-export function sharesSchemas<T extends (...args: never[]) => unknown>(plugin: T): T {
-  (plugin as unknown as Record<symbol, boolean>)[Symbol.for('skip-override')] = true;
-  return plugin;
-}
-
 /** The security scheme of each credential kind (see docs/decisions.md "Credential kinds"). */
 export const SECURITY_SCHEME_OF: Record<PrincipalKind, string> = {
   human: 'humanSession',
