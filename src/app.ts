@@ -37,6 +37,7 @@ import { oauthRoutes } from './oauth/routes.ts';
 import { acceptedOperatorHash } from './operator/credential.ts';
 import { operatorRoutes } from './operator/routes.ts';
 import { sandboxRoutes } from './sandbox/routes.ts';
+import { accessQueries } from './access/queries.ts';
 import { accessRoutes } from './access/routes.ts';
 import { ledgerOperations } from './ledger/operations.ts';
 import { ledgerQueries } from './ledger/queries.ts';
@@ -193,6 +194,7 @@ export async function buildGatewayApp(
     execute: executeOperations(services.execute, services.mailConnectors),
   };
   const queries = {
+    access: accessQueries(),
     agents: agentQueries(services.identity),
     identity: identityQueries(services.identity, services.ledger),
     ledger: ledgerQueries(services.ledger, services.identity, services.merchants),
@@ -210,7 +212,7 @@ export async function buildGatewayApp(
     ledgerRoutes({ operations: operations.ledger, queries: queries.ledger }),
     offerRoutes(offerOperations(services.offers), queries.offers),
     voucherRoutes(operations.vouchers),
-    accessRoutes,
+    accessRoutes(queries.access),
     executeRoutes({ operations: operations.execute, queries: queries.execute }),
     paymentRoutes({
       payments: services.payments,
