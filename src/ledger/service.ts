@@ -5,7 +5,9 @@
 //     amount and returns the remainder to the same lots in the same transaction;
 //   - expiry is a deadline: at or after expiresAt a hold can no longer be captured or released, whether
 //     or not the sweeper has reclaimed it yet;
-//   - every balance change is journaled in the same transaction, and each operation's journal sums to 0.
+//   - every balance change is journaled in the same transaction, and each operation's journal sums to 0,
+//     checked before its SQL (./journal.ts);
+//   - whether an agent may spend is the spending policy's answer (src/policy), asked inside the hold pass.
 import { emitEvent, emitEvents, type EventType } from '../events/outbox.ts';
 import type { AgentRow } from '../agents/service.ts';
 import { unwrap, type Settled } from '../platform/batcher.ts';
@@ -106,7 +108,7 @@ export interface HoldRequest {
   merchantId: string | null;
   offerId: string;
   category: string;
-  /** The built-in service the hold pays for, whose allowance the clearance checks too. */
+  /** The built-in service the hold pays for, whose allowance the spending policy checks too. */
   serviceId?: string;
   amountUc: Microcredits;
   lifetimeS: number;
@@ -277,7 +279,8 @@ export class LedgerService {
 
   /**
    * Takes a hold. The spending policy (frozen, service and category, caps) is asked under the agent's row
-   * lock, so a cap or a freeze cannot be raced. Throws FROZEN, SCOPE_FORBIDDEN, CAP_EXCEEDED or INSUFFICIENT_CREDITS.
+   * lock, so a cap or a freeze cannot be raced. Throws FROZEN, SCOPE_FORBIDDEN, CAP_EXCEEDED or
+   * INSUFFICIENT_CREDITS.
    */
   async hold(tx: Tx, request: HoldRequest): Promise<Redemption> {
     return unwrap((await this.holdMany(tx, [request]))[0]!);
@@ -289,8 +292,8 @@ export class LedgerService {
    * invalid_input) fails alone, and a later hold of the same agent sees what the earlier ones took, so
    * nothing can overspend. A few statements whatever the number of holds: the agents' rows locked in sorted
    * order (the per-agent mutex), their spendable lots locked, their usage read (src/policy, only when an
-   * agent has a period cap); the policy and allocation in memory; then one statement writes every hold, allocation, debit, journal line and
-   * running total, and one every `redemption.held` event. Only when a hold would be refused and its agent
+   * agent has a period cap); the spending policy and allocation in memory; then one statement writes every
+   * hold, allocation, debit, balanced journal and running total, and one every `redemption.held` event. Only when a hold would be refused and its agent
    * has holds past their deadline are those reclaimed first (as the one-by-one path does).
    */
   async holdMany(tx: Tx, requests: readonly HoldRequest[]): Promise<Array<Settled<Redemption>>> {
