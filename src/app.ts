@@ -48,6 +48,7 @@ import { OAUTH_SCHEMAS } from './oauth/schemas.ts';
 import { acceptedOperatorHash } from './operator/credential.ts';
 import { operatorRoutes } from './operator/routes.ts';
 import { sandboxRoutes } from './sandbox/routes.ts';
+import { accessQueries } from './access/queries.ts';
 import { accessRoutes } from './access/routes.ts';
 import { ledgerOperations } from './ledger/operations.ts';
 import { ledgerQueries } from './ledger/queries.ts';
@@ -203,6 +204,7 @@ export async function buildGatewayApp(
     ownerWebhooks: ownerWebhookOperations(ownerWebhooks),
   };
   const queries = {
+    access: accessQueries(),
     agents: agentQueries(services.identity),
     identity: identityQueries(services.identity, services.ledger),
     ledger: ledgerQueries(services.ledger, services.identity, services.merchants),
@@ -233,7 +235,7 @@ export async function buildGatewayApp(
     ledgerRoutes({ operations: operations.ledger, queries: queries.ledger }),
     offerRoutes(offerOperations(services.offers), queries.offers),
     voucherRoutes(operations.vouchers),
-    accessRoutes,
+    accessRoutes(queries.access),
     executeRoutes({ operations: operations.execute, queries: queries.execute, catalogue }),
     paymentRoutes({
       payments: services.payments,

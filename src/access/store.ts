@@ -1,6 +1,19 @@
 // SQL of the merchant check: one statement reads the offer, its merchant, the agent registered for an
-// identity and the agent's owner together (one snapshot), and writes nothing.
+// identity (with the settings the spending policy reads) and the agent's owner together (one snapshot), and
+// writes nothing.
 import type { Queryable } from '../platform/db/database.ts';
+
+/** The registered agent, as the merchant check needs it: the policy's settings and whether its owner is verified. */
+export interface MerchantCheckAgent {
+  id: string;
+  status: string;
+  allowed_services: string[];
+  allowed_categories: string[];
+  cap_per_hold_uc: bigint | null;
+  cap_per_period_uc: bigint | null;
+  cap_period_s: number;
+  owner_verified: boolean;
+}
 
 export interface MerchantCheckRow {
   offer_id: string;
@@ -8,10 +21,18 @@ export interface MerchantCheckRow {
   price_uc: bigint;
   category: string;
   merchant_verified: boolean;
+  /** Undefined when no agent is registered for the identity. */
+  agent?: MerchantCheckAgent;
+}
+
+interface Row extends Omit<MerchantCheckRow, 'agent'> {
   agent_id: string | null;
   agent_status: string | null;
   allowed_services: string[] | null;
   allowed_categories: string[] | null;
+  cap_per_hold_uc: bigint | null;
+  cap_per_period_uc: bigint | null;
+  cap_period_s: number | null;
   owner_verified: boolean | null;
 }
 
@@ -22,10 +43,10 @@ export async function findMerchantCheck(
   offerId: string,
   identity: { issuer: string; subject: string },
 ): Promise<MerchantCheckRow | undefined> {
-  const { rows } = await db.query<MerchantCheckRow>(
+  const { rows } = await db.query<Row>(
     `SELECT o.id AS offer_id, o.merchant_id, o.price_uc, o.category, m.verified AS merchant_verified,
             a.id AS agent_id, a.status AS agent_status, a.allowed_services, a.allowed_categories,
-            ow.email_verified AS owner_verified
+            a.cap_per_hold_uc, a.cap_per_period_uc, a.cap_period_s, ow.email_verified AS owner_verified
        FROM offers o
        JOIN merchants m ON m.id = o.merchant_id
        LEFT JOIN agents a ON a.identity_issuer = $3 AND a.identity_subject = $4
@@ -33,5 +54,21 @@ export async function findMerchantCheck(
       WHERE o.id = $1 AND o.merchant_id = $2 AND o.active`,
     [offerId, merchantId, identity.issuer, identity.subject],
   );
-  return rows[0];
+  const row = rows[0];
+  if (!row) return undefined;
+  const { agent_id, agent_status, allowed_services, allowed_categories, cap_per_hold_uc, cap_per_period_uc, cap_period_s, owner_verified, ...offer } = row;
+  if (agent_id === null) return offer;
+  return {
+    ...offer,
+    agent: {
+      id: agent_id,
+      status: agent_status!,
+      allowed_services: allowed_services!,
+      allowed_categories: allowed_categories!,
+      cap_per_hold_uc,
+      cap_per_period_uc,
+      cap_period_s: cap_period_s!,
+      owner_verified: owner_verified === true,
+    },
+  };
 }

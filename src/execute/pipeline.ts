@@ -14,7 +14,7 @@
 // leaves its hold to recovery (recovery.ts); credit that falls short retains the request (intents.ts) and
 // asks a human for more (approvals.ts).
 import type { Actor } from '../agents/acting.ts';
-import { clearAgent } from '../agents/clearance.ts';
+import { clearAgent } from '../policy/spending.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { AgentRow } from '../agents/service.ts';
 import type { LedgerService, Redemption } from '../ledger/service.ts';

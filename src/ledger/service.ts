@@ -5,9 +5,10 @@
 //     amount and returns the remainder to the same lots in the same transaction;
 //   - expiry is a deadline: at or after expiresAt a hold can no longer be captured or released, whether
 //     or not the sweeper has reclaimed it yet;
-//   - every balance change is journaled in the same transaction, and each operation's journal sums to 0.
+//   - every balance change is journaled in the same transaction, and each operation's journal sums to 0,
+//     checked before its SQL (./journal.ts);
+//   - whether an agent may spend is the spending policy's answer (src/policy), asked inside the hold pass.
 import { emitEvent, emitEvents, type EventType } from '../events/outbox.ts';
-import { clearAgent } from '../agents/clearance.ts';
 import type { AgentRow } from '../agents/service.ts';
 import { unwrap, type Settled } from '../platform/batcher.ts';
 import type { AgentService } from '../agents/service.ts';
@@ -19,6 +20,8 @@ import { newId } from '../platform/ids.ts';
 import { formatUc, type Microcredits } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
 import type { Page } from '../platform/schemas.ts';
+import { afterTaking, spendingRefusal, usageOf, type Usage } from '../policy/spending.ts';
+import { appendJournal, balancedEntries, combined, type BalancedJournal, type JournalLine } from './journal.ts';
 import { signReceipt } from './receipts.ts';
 import * as store from './store.ts';
 
@@ -105,7 +108,7 @@ export interface HoldRequest {
   merchantId: string | null;
   offerId: string;
   category: string;
-  /** The built-in service the hold pays for, whose allowance the clearance checks too. */
+  /** The built-in service the hold pays for, whose allowance the spending policy checks too. */
   serviceId?: string;
   amountUc: Microcredits;
   lifetimeS: number;
@@ -184,8 +187,8 @@ interface HoldPass {
   nowS: number;
   /** Each locked agent's spendable lots, less what this pass has taken. */
   lots: Map<string, store.LotRow[]>;
-  /** Each period-capped agent's spending in its window before this pass. */
-  spentBefore: Map<string, bigint>;
+  /** Each locked agent's usage, as the spending policy counts it, with what this pass has taken. */
+  usage: Map<string, Usage>;
   takenBy(agentId: string): { allocations: Array<{ lotId: string; amountUc: bigint }>; amountUc: bigint };
   reclaimDue(agent: AgentRow): Promise<boolean>;
 }
@@ -203,6 +206,37 @@ interface SettleItem {
 /** Where captured credit goes: the merchant's earnings, or the gateway's revenue for built-in services. */
 function earningsAccount(hold: store.HoldRow): string {
   return hold.merchant_id ? `merchant:${hold.merchant_id}` : 'revenue:gateway';
+}
+
+/** A new hold's journal: each allocation moves from its lot to the hold. */
+function holdJournal({ hold, allocations }: store.NewHold): BalancedJournal {
+  return balancedEntries(
+    hold.id,
+    'hold',
+    allocations.flatMap((a) => [
+      { account: `lot:${a.lotId}`, amountUc: -a.amountUc },
+      { account: `hold:${hold.id}`, amountUc: a.amountUc },
+    ]),
+  );
+}
+
+const SETTLEMENT_KIND = { captured: 'capture', released: 'release', expired: 'expire' } as const;
+
+/**
+ * A resolution's journal (operation `<hold>:<kind>`): what each allocation returns moves from the hold to
+ * its lot, what was captured from the hold to the earnings account.
+ */
+function settlementJournal(settlement: store.Settlement): BalancedJournal {
+  const hold = `hold:${settlement.holdId}`;
+  const lines: JournalLine[] = settlement.lines
+    .filter((line) => line.returnedUc > 0n)
+    .flatMap((line) => [
+      { account: hold, amountUc: -line.returnedUc },
+      { account: `lot:${line.lotId}`, amountUc: line.returnedUc },
+    ]);
+  if (settlement.capturedUc > 0n) lines.push({ account: hold, amountUc: -settlement.capturedUc }, { account: settlement.earningsAccount, amountUc: settlement.capturedUc });
+  const kind = SETTLEMENT_KIND[settlement.state];
+  return balancedEntries(`${settlement.holdId}:${kind}`, kind, lines);
 }
 
 export class LedgerService {
@@ -235,16 +269,18 @@ export class LedgerService {
       expires_at_s: request.expiresAtS == null ? null : BigInt(request.expiresAtS),
       created_at_s: BigInt(nowS),
     });
-    await store.appendJournal(tx, lot.id, 'grant', [
+    const journal = balancedEntries(lot.id, 'grant', [
       { account: `source:${source}`, amountUc: -request.amountUc },
       { account: `lot:${lot.id}`, amountUc: request.amountUc },
-    ], nowS);
+    ]);
+    await appendJournal(tx, journal, nowS);
     return toLot(lot, nowS);
   }
 
   /**
-   * Takes a hold. Clearance (frozen, category, caps) is checked under the agent's row lock, so a cap or
-   * a freeze cannot be raced. Throws FROZEN, SCOPE_FORBIDDEN, CAP_EXCEEDED or INSUFFICIENT_CREDITS.
+   * Takes a hold. The spending policy (frozen, service and category, caps) is asked under the agent's row
+   * lock, so a cap or a freeze cannot be raced. Throws FROZEN, SCOPE_FORBIDDEN, CAP_EXCEEDED or
+   * INSUFFICIENT_CREDITS.
    */
   async hold(tx: Tx, request: HoldRequest): Promise<Redemption> {
     return unwrap((await this.holdMany(tx, [request]))[0]!);
@@ -255,9 +291,9 @@ export class LedgerService {
    * this order: a refused one (FROZEN, SCOPE_FORBIDDEN, CAP_EXCEEDED, INSUFFICIENT_CREDITS, not_found,
    * invalid_input) fails alone, and a later hold of the same agent sees what the earlier ones took, so
    * nothing can overspend. A few statements whatever the number of holds: the agents' rows locked in sorted
-   * order (the per-agent mutex), their spendable lots locked, the cap windows read when an agent has a period
-   * cap; allocation in memory; then one statement writes every hold, allocation, debit, journal line and
-   * running total, and one every `redemption.held` event. Only when a hold would be refused and its agent
+   * order (the per-agent mutex), their spendable lots locked, their usage read (src/policy, only when an
+   * agent has a period cap); the spending policy and allocation in memory; then one statement writes every
+   * hold, allocation, debit, balanced journal and running total, and one every `redemption.held` event. Only when a hold would be refused and its agent
    * has holds past their deadline are those reclaimed first (as the one-by-one path does).
    */
   async holdMany(tx: Tx, requests: readonly HoldRequest[]): Promise<Array<Settled<Redemption>>> {
@@ -266,8 +302,7 @@ export class LedgerService {
     const candidates = requests.filter((request) => request.amountUc > 0n);
     const agents = await this.identity.lockAgents(tx, [...new Set(candidates.map((request) => request.agentId))].sort());
     const lots = await store.lockSpendableLotsOf(tx, [...agents.keys()], nowS);
-    const capped = [...agents.values()].filter((agent) => agent.cap_per_period_uc !== null);
-    const spentBefore = await store.spentInWindowOf(tx, capped.map((agent) => ({ agentId: agent.id, sinceS: nowS - agent.cap_period_s })));
+    const usage = await usageOf(tx, [...agents.values()], nowS);
     // What this pass has taken so far, per agent: its allocations (not yet written) and their sum.
     const taken = new Map<string, { allocations: Array<{ lotId: string; amountUc: bigint }>; amountUc: bigint; reclaimed: boolean }>();
     const takenBy = (agentId: string) => {
@@ -276,20 +311,20 @@ export class LedgerService {
       return entry;
     };
     // Holds past their deadline still count until reclaimed; reclaim an agent's (in this transaction) only
-    // when they could change an answer, then read its lots and window again, less what this pass took.
+    // when they could change an answer, then read its lots and usage again, with what this pass took.
     const reclaimDue = async (agent: AgentRow): Promise<boolean> => {
       const mine = takenBy(agent.id);
       if (mine.reclaimed) return false;
       mine.reclaimed = true;
       if ((await this.settleDueOf(tx, agent.id)) === 0) return false;
       lots.set(agent.id, store.lessTaken(await store.lockSpendableLotsOf(tx, [agent.id], nowS).then((byAgent) => byAgent.get(agent.id)!), mine.allocations));
-      if (agent.cap_per_period_uc !== null) spentBefore.set(agent.id, (await store.spentInWindowOf(tx, [{ agentId: agent.id, sinceS: nowS - agent.cap_period_s }])).get(agent.id)!);
+      usage.set(agent.id, afterTaking((await usageOf(tx, [agent], nowS)).get(agent.id)!, mine.amountUc));
       return true;
     };
     const recorded: Array<store.NewHold & { redemption: Redemption }> = [];
     for (const request of requests) {
       try {
-        const { hold, allocations } = await this.takeOne(request, agents.get(request.agentId), { nowS, lots, spentBefore, takenBy, reclaimDue });
+        const { hold, allocations } = await this.takeOne(request, agents.get(request.agentId), { nowS, lots, usage, takenBy, reclaimDue });
         const redemption = toRedemption(hold, allocations.map((a, position) => ({ hold_id: hold.id, lot_id: a.lotId, position, amount_uc: a.amountUc, captured_uc: 0n })), [], nowS);
         recorded.push({ hold, allocations, redemption });
         outcomes.push({ ok: true, value: redemption });
@@ -298,7 +333,7 @@ export class LedgerService {
         outcomes.push({ ok: false, error });
       }
     }
-    await store.recordHolds(tx, recorded);
+    await store.recordHolds(tx, recorded, combined(recorded.map(holdJournal)));
     const events = recorded.flatMap(({ hold, redemption }) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: 'redemption.held' as const, data: { redemption } }] : []));
     await emitEvents(tx, events, this.gateway.clock.nowMs());
     return outcomes;
@@ -308,19 +343,13 @@ export class LedgerService {
   private async takeOne(request: HoldRequest, agent: AgentRow | undefined, pass: HoldPass): Promise<store.NewHold> {
     if (request.amountUc <= 0n) throw new ApiError('invalid_input', { detail: 'a hold must be for a positive amount' });
     if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
-    clearAgent(agent, { category: request.category, serviceId: request.serviceId });
-    if (agent.cap_per_hold_uc !== null && request.amountUc > agent.cap_per_hold_uc) {
-      throw new ApiError('CAP_EXCEEDED', { detail: `the hold of ${request.amountUc} µc exceeds the per-hold cap of ${agent.cap_per_hold_uc} µc` });
-    }
+    // The spending policy, against the agent's usage with what this pass took; holds past their deadline
+    // still count until reclaimed, so a period cap is asked again after reclaiming them.
+    const spend = () => ({ category: request.category, serviceId: request.serviceId, take: { amountUc: request.amountUc, usage: pass.usage.get(agent.id)! } });
+    let refusal = spendingRefusal(agent, spend());
+    if (refusal?.rule === 'periodCap' && (await pass.reclaimDue(agent))) refusal = spendingRefusal(agent, spend());
+    if (refusal) throw refusal.error;
     const mine = pass.takenBy(agent.id);
-    if (agent.cap_per_period_uc !== null) {
-      const overCap = () => pass.spentBefore.get(agent.id)! + mine.amountUc + request.amountUc > agent.cap_per_period_uc!;
-      if (overCap() && (!(await pass.reclaimDue(agent)) || overCap())) {
-        throw new ApiError('CAP_EXCEEDED', {
-          detail: `the hold of ${request.amountUc} µc would exceed the cap of ${agent.cap_per_period_uc} µc per ${agent.cap_period_s} s`,
-        });
-      }
-    }
     let allocations = this.allocate(pass.lots.get(agent.id)!, request.amountUc);
     if (!allocations && (await pass.reclaimDue(agent))) allocations = this.allocate(pass.lots.get(agent.id)!, request.amountUc);
     if (!allocations) {
@@ -329,6 +358,7 @@ export class LedgerService {
     pass.lots.set(agent.id, store.lessTaken(pass.lots.get(agent.id)!, allocations));
     mine.allocations.push(...allocations);
     mine.amountUc += request.amountUc;
+    pass.usage.set(agent.id, afterTaking(pass.usage.get(agent.id)!, request.amountUc));
     const hold: store.HoldRow = {
       id: newId('hold'),
       agent_id: agent.id,
@@ -530,10 +560,11 @@ export class LedgerService {
       created_at_s: BigInt(nowS),
     };
     if (!(await store.recordRefund(tx, row, account))) throw new Error(`ledger invariant: refund ${refundId} of hold ${hold.id} passed its checks but not its guards`);
-    await store.appendJournal(tx, refundId, 'refund', [
+    const journal = balancedEntries(refundId, 'refund', [
       { account, amountUc: -amountUc },
       { account: `lot:${lot.id}`, amountUc },
-    ], nowS);
+    ]);
+    await appendJournal(tx, journal, nowS);
     const redemption = toRedemption(refunded, await store.allocationsOf(tx, [hold.id]), [...earlier, row], nowS);
     await this.emit(tx, refunded, 'redemption.refunded', redemption);
     return { refund: toRefund(row), redemption };
@@ -555,6 +586,7 @@ export class LedgerService {
     const allocations = known ?? (await store.allocationsOf(tx, items.map((item) => item.hold.id)));
     const nowS = this.nowS();
     const settlements: store.Settlement[] = [];
+    const journals: BalancedJournal[] = [];
     const resolvedAllocations: store.AllocationRow[] = [];
     for (const { hold, state, capturedUc } of items) {
       const lines: store.SettlementLine[] = [];
@@ -566,16 +598,13 @@ export class LedgerService {
         lines.push({ lotId: allocation.lot_id, capturedUc: fromThisUc, returnedUc: allocation.amount_uc - fromThisUc });
       }
       if (toCaptureUc !== 0n) throw new Error(`ledger invariant: hold ${hold.id} allocations do not cover its amount`);
-      const kind = state === 'captured' ? 'capture' : state === 'released' ? 'release' : 'expire';
       const receipt = state === 'captured' ? await signReceipt(this.gateway, { kind: 'capture', hold: { ...hold, captured_uc: capturedUc }, nowS }) : null;
-      settlements.push({ holdId: hold.id, state, capturedUc, earningsAccount: earningsAccount(hold), kind, receipt, lines });
+      const settlement: store.Settlement = { holdId: hold.id, state, capturedUc, earningsAccount: earningsAccount(hold), receipt, lines };
+      settlements.push(settlement);
+      journals.push(settlementJournal(settlement));
     }
-    const resolved = new Map((await store.recordSettlements(tx, settlements, nowS)).map((row) => [row.id, row]));
-    const redemptions = items.map(({ hold }) => {
-      const row = resolved.get(hold.id);
-      if (!row) throw new Error(`ledger invariant: hold ${hold.id} resolved twice`);
-      return toRedemption(row, resolvedAllocations, [], nowS);
-    });
+    const resolved = new Map((await store.recordSettlements(tx, settlements, combined(journals), nowS)).map((row) => [row.id, row]));
+    const redemptions = items.map(({ hold }) => toRedemption(resolved.get(hold.id)!, resolvedAllocations, [], nowS));
     await emitEvents(
       tx,
       items.flatMap(({ hold, state }, index) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: `redemption.${state}` as const, data: { redemption: redemptions[index]! } }] : [])),

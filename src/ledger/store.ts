@@ -1,5 +1,7 @@
-// SQL of the ledger: lots, holds, allocations, accounts and the journal. Nothing but queries.
+// SQL of the ledger: lots, holds, allocations and accounts. Nothing but queries. Journal entries are
+// written only through ./journal.ts: a statement that journals takes a BalancedJournal and embeds its insert.
 import type { Queryable, Tx } from '../platform/db/database.ts';
+import { journalInsert, type BalancedJournal } from './journal.ts';
 
 export interface LotRow {
   id: string;
@@ -51,11 +53,6 @@ export interface AllocationRow {
   captured_uc: bigint;
 }
 
-export interface JournalLine {
-  account: string;
-  amountUc: bigint;
-}
-
 /** Inserts a lot and counts it in its agent's running totals (granted, and refunded for a refund lot). */
 export async function insertLot(db: Queryable, lot: LotRow): Promise<LotRow> {
   const { rows } = await db.query<LotRow>(
@@ -79,10 +76,10 @@ export async function insertLot(db: Queryable, lot: LotRow): Promise<LotRow> {
  * The lots that can fund a hold now of several agents, each agent's in burn-down order (priority, earliest
  * expiry, oldest), locked (one statement).
  */
-export async function lockSpendableLotsOf(db: Tx, agentIds: readonly string[], nowS: number): Promise<Map<string, LotRow[]>> {
+export async function lockSpendableLotsOf(tx: Tx, agentIds: readonly string[], nowS: number): Promise<Map<string, LotRow[]>> {
   const byAgent = new Map<string, LotRow[]>(agentIds.map((id) => [id, []]));
   if (agentIds.length === 0) return byAgent;
-  const { rows } = await db.query<LotRow>(
+  const { rows } = await tx.query<LotRow>(
     `SELECT * FROM credit_lots
       WHERE agent_id = ANY($1::text[]) AND remaining_uc > 0 AND (expires_at_s IS NULL OR expires_at_s > $2)
       ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq
@@ -141,15 +138,16 @@ export interface NewHold {
 
 /**
  * Records new holds in one statement (one round trip, whatever their number): each hold and its
- * allocations, every lot's debit (summed over the holds that take from it), the journal (lot → hold, per
- * allocation) and each agent's held total. The caller holds the agents' and the lots' row locks; the
- * agents' balance rows are locked last, after their lots, as every settlement does too.
+ * allocations, every lot's debit (summed over the holds that take from it), the holds' balanced journal
+ * (lot → hold, per allocation) and each agent's held total. The caller holds the agents' and the lots' row
+ * locks; the agents' balance rows are locked last, after their lots, as every settlement does too.
  */
-export async function recordHolds(db: Queryable, holds: readonly NewHold[]): Promise<void> {
+export async function recordHolds(db: Queryable, holds: readonly NewHold[], journal: BalancedJournal): Promise<void> {
   if (holds.length === 0) return;
   const allocations = holds.flatMap(({ hold, allocations }) => allocations.map((a, position) => ({ holdId: hold.id, lotId: a.lotId, position, amountUc: a.amountUc })));
   const createdAtS = holds[0]!.hold.created_at_s;
   if (holds.some(({ hold }) => hold.created_at_s !== createdAtS)) throw new Error('recordHolds: the holds of one call share one creation time');
+  const journaled = journalInsert(journal, Number(createdAtS), 15);
   const result = await db.query(
     `WITH h AS (
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[])
@@ -168,10 +166,7 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[]): Pro
          FROM (SELECT lot_id, SUM(amount_uc)::bigint AS amount_uc FROM alloc GROUP BY lot_id) d
         WHERE l.id = d.lot_id RETURNING l.id
      ), journal AS (
-       INSERT INTO journal_entries (operation_id, kind, account, amount_uc, created_at_s)
-       SELECT hold_id, 'hold', 'lot:' || lot_id, -amount_uc, $14 FROM alloc
-       UNION ALL
-       SELECT hold_id, 'hold', 'hold:' || hold_id, amount_uc, $14 FROM alloc
+       ${journaled.sql}
        RETURNING 1
      ), account AS (
        INSERT INTO agent_balances (agent_id, held_uc)
@@ -196,13 +191,14 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[]): Pro
       allocations.map((a) => a.position),
       allocations.map((a) => a.amountUc.toString()),
       createdAtS,
+      ...journaled.params,
     ],
   );
   const counts = result.rows[0] as { held: bigint; debited: bigint; allocated: bigint; journaled: bigint; accounted: bigint };
   const lots = BigInt(new Set(allocations.map((a) => a.lotId)).size);
   const agents = BigInt(new Set(holds.map(({ hold }) => hold.agent_id)).size);
   const expected = BigInt(allocations.length);
-  if (counts.held !== BigInt(holds.length) || counts.debited !== lots || counts.allocated !== expected || counts.journaled !== 2n * expected || counts.accounted !== agents) {
+  if (counts.held !== BigInt(holds.length) || counts.debited !== lots || counts.allocated !== expected || counts.journaled !== BigInt(journal.entries.length) || counts.accounted !== agents) {
     throw new Error(
       `ledger invariant: ${holds.length} holds wrote ${counts.held}/${counts.debited}/${counts.allocated}/${counts.journaled}/${counts.accounted} rows for ${expected} allocations`,
     );
@@ -231,24 +227,12 @@ export interface SettlementLine {
   returnedUc: bigint;
 }
 
-/**
- * Resolves a held hold in one statement (one round trip): marks it, records what each allocation had
- * captured, returns the rest to each allocation's lot, credits the earnings account, moves the hold from
- * the agent's held total to its captured total (by what was captured), and writes the balanced journal.
- * Returns the resolved row, or undefined when the hold was not held (resolved twice).
- *
- * Lock order: the hold (the caller's), its lots, the earnings account, then the agent's balance row. The
- * balance row comes last (its update waits for the lots and the account, which it names) because a hold
- * locks the agent's lots before its balance row and a refund locks the account before it: the same order
- * everywhere, so none of them can deadlock another.
- */
 /** One hold to resolve, and what each of its allocations captures and returns. */
 export interface Settlement {
   holdId: string;
   state: 'captured' | 'released' | 'expired';
   capturedUc: bigint;
   earningsAccount: string;
-  kind: string;
   receipt: string | null;
   lines: readonly SettlementLine[];
 }
@@ -264,27 +248,34 @@ export async function lockHolds(tx: Tx, holdIds: readonly string[]): Promise<Map
  * Resolves held holds in two statements whatever their number: the lots they return credit to are locked
  * first in the order every hold locks lots (agent, then burn-down order), so batches never deadlock; then
  * one statement marks each hold, records what each allocation captured, returns the rest to the lots
- * (summed per lot), credits the earnings accounts, journals every move and updates the agents' running
- * totals, the accounts and totals in sorted order. Returns the resolved rows; a hold no longer held is not
- * among them.
+ * (summed per lot), credits the earnings accounts, writes the settlements' balanced journal and updates the
+ * agents' running totals, the accounts and totals in sorted order. Returns the resolved rows, one per
+ * settlement; throws (the transaction must not commit: its journal was written) when a hold was no longer
+ * held.
+ *
+ * Lock order: the holds (the caller's), their lots, the earnings accounts, then the agents' balance rows.
+ * A balance row comes last (its update waits for the lots and the account, which it names) because a hold
+ * locks the agent's lots before its balance row and a refund locks the account before it: the same order
+ * everywhere, so none of them can deadlock another.
  */
-export async function recordSettlements(tx: Tx, settlements: readonly Settlement[], nowS: number): Promise<HoldRow[]> {
+export async function recordSettlements(tx: Tx, settlements: readonly Settlement[], journal: BalancedJournal, nowS: number): Promise<HoldRow[]> {
   if (settlements.length === 0) return [];
   const lines = settlements.flatMap((s) => s.lines.map((line) => ({ holdId: s.holdId, ...line })));
   await tx.query(
     `SELECT id FROM credit_lots WHERE id = ANY($1::text[]) ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq FOR UPDATE`,
     [[...new Set(lines.filter((line) => line.returnedUc > 0n).map((line) => line.lotId))]],
   );
-  const { rows } = await tx.query<HoldRow & { accounted: bigint; agents: bigint }>(
+  const journaled = journalInsert(journal, nowS, 11);
+  const { rows } = await tx.query<HoldRow & { accounted: bigint; agents: bigint; journaled: bigint }>(
     `WITH s AS (
-       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
-         AS s(hold_id, state, captured_uc, earnings_account, kind, receipt)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])
+         AS s(hold_id, state, captured_uc, earnings_account, receipt)
      ), line AS (
-       SELECT * FROM unnest($7::text[], $8::text[], $9::bigint[], $10::bigint[]) AS l(hold_id, lot_id, captured_uc, returned_uc)
+       SELECT * FROM unnest($6::text[], $7::text[], $8::bigint[], $9::bigint[]) AS l(hold_id, lot_id, captured_uc, returned_uc)
      ), resolved AS (
        UPDATE holds h SET state = s.state, captured_uc = s.captured_uc, capture_receipt = s.receipt,
               -- An expired hold resolved at its deadline, whenever the sweeper reclaimed it: a settled fact reads the same every time.
-              resolved_at_s = CASE WHEN s.state = 'expired' THEN h.expires_at_s ELSE $11 END
+              resolved_at_s = CASE WHEN s.state = 'expired' THEN h.expires_at_s ELSE $10 END
          FROM s WHERE h.id = s.hold_id AND h.state = 'held' RETURNING h.*
      ), done AS (
        SELECT s.* FROM s JOIN resolved ON resolved.id = s.hold_id
@@ -302,15 +293,7 @@ export async function recordSettlements(tx: Tx, settlements: readonly Settlement
        SELECT earnings_account, SUM(captured_uc)::bigint FROM done WHERE captured_uc > 0 GROUP BY earnings_account ORDER BY earnings_account
        ON CONFLICT (id) DO UPDATE SET balance_uc = ledger_accounts.balance_uc + EXCLUDED.balance_uc RETURNING 1
      ), journal AS (
-       INSERT INTO journal_entries (operation_id, kind, account, amount_uc, created_at_s)
-       SELECT hold_id || ':' || kind, kind, account, amount_uc, $11 FROM (
-         SELECT done_line.hold_id, done.kind, 'hold:' || done_line.hold_id AS account, -done_line.returned_uc AS amount_uc
-           FROM done_line JOIN done ON done.hold_id = done_line.hold_id WHERE done_line.returned_uc > 0
-         UNION ALL SELECT done_line.hold_id, done.kind, 'lot:' || done_line.lot_id, done_line.returned_uc
-           FROM done_line JOIN done ON done.hold_id = done_line.hold_id WHERE done_line.returned_uc > 0
-         UNION ALL SELECT hold_id, kind, 'hold:' || hold_id, -captured_uc FROM done WHERE captured_uc > 0
-         UNION ALL SELECT hold_id, kind, earnings_account, captured_uc FROM done WHERE captured_uc > 0
-       ) AS entries
+       ${journaled.sql}
        RETURNING 1
      ), account AS (
        -- An upsert only to update the rows in sorted order (an UPDATE's order is the plan's): every row
@@ -324,24 +307,30 @@ export async function recordSettlements(tx: Tx, settlements: readonly Settlement
          SET held_uc = agent_balances.held_uc - EXCLUDED.held_uc, captured_uc = agent_balances.captured_uc + EXCLUDED.captured_uc
        RETURNING xmax::text <> '0' AS existed
      )
-     SELECT resolved.*, (SELECT count(*) FROM account WHERE existed) AS accounted, (SELECT count(DISTINCT agent_id) FROM resolved) AS agents
-       FROM resolved, (SELECT count(*) FROM captured) c, (SELECT count(*) FROM journal) j`,
+     SELECT resolved.*, (SELECT count(*) FROM account WHERE existed) AS accounted, (SELECT count(DISTINCT agent_id) FROM resolved) AS agents,
+            (SELECT count(*) FROM journal) AS journaled
+       FROM resolved, (SELECT count(*) FROM captured) c`,
     [
       settlements.map((s) => s.holdId),
       settlements.map((s) => s.state),
       settlements.map((s) => s.capturedUc.toString()),
       settlements.map((s) => s.earningsAccount),
-      settlements.map((s) => s.kind),
       settlements.map((s) => s.receipt),
       lines.map((l) => l.holdId),
       lines.map((l) => l.lotId),
       lines.map((l) => l.capturedUc.toString()),
       lines.map((l) => l.returnedUc.toString()),
       nowS,
+      ...journaled.params,
     ],
   );
-  return rows.map(({ accounted, agents, ...hold }) => {
+  if (rows.length !== settlements.length) {
+    const resolved = new Set(rows.map((row) => row.id));
+    throw new Error(`ledger invariant: holds ${settlements.filter((s) => !resolved.has(s.holdId)).map((s) => s.holdId).join(', ')} resolved twice`);
+  }
+  return rows.map(({ accounted, agents, journaled: journaledCount, ...hold }) => {
     if (accounted !== agents) throw new Error(`ledger invariant: ${agents} agents' holds settled, ${accounted} balance rows updated`);
+    if (journaledCount !== BigInt(journal.entries.length)) throw new Error(`ledger invariant: ${journal.entries.length} journal entries given, ${journaledCount} written`);
     return hold as HoldRow;
   });
 }
@@ -358,42 +347,10 @@ export async function dueHoldIds(db: Queryable, nowS: number, options: { agentId
   return rows.map((r) => r.id);
 }
 
-/**
- * Credit each agent's holds took in its cap window (each agent with its own window start): open holds count
- * in full, captured ones by what was captured.
- */
-export async function spentInWindowOf(db: Queryable, windows: ReadonlyArray<{ agentId: string; sinceS: number }>): Promise<Map<string, bigint>> {
-  const spent = new Map<string, bigint>(windows.map((w) => [w.agentId, 0n]));
-  if (windows.length === 0) return spent;
-  const { rows } = await db.query<{ agent_id: string; spent: bigint }>(
-    `SELECT w.agent_id, COALESCE(SUM(CASE h.state WHEN 'held' THEN h.amount_uc WHEN 'captured' THEN h.captured_uc ELSE 0 END), 0)::bigint AS spent
-       FROM unnest($1::text[], $2::bigint[]) AS w(agent_id, since_s)
-       JOIN holds h ON h.agent_id = w.agent_id AND h.created_at_s > w.since_s
-      GROUP BY w.agent_id`,
-    [windows.map((w) => w.agentId), windows.map((w) => w.sinceS)],
-  );
-  for (const row of rows) spent.set(row.agent_id, row.spent);
-  return spent;
-}
-
 export async function accountBalance(db: Queryable, accountId: string): Promise<bigint> {
   const { rows } = await db.query<{ balance_uc: bigint }>('SELECT balance_uc FROM ledger_accounts WHERE id = $1', [accountId]);
   return rows[0]?.balance_uc ?? 0n;
 }
-
-export async function appendJournal(db: Queryable, operationId: string, kind: string, lines: readonly JournalLine[], nowS: number): Promise<void> {
-  const nonZero = lines.filter((l) => l.amountUc !== 0n);
-  const sum = nonZero.reduce((total, l) => total + l.amountUc, 0n);
-  // TigerBeetle's rule in the code path: an operation that does not balance stops here.
-  if (sum !== 0n) throw new Error(`ledger invariant: journal operation ${operationId} sums to ${sum}`);
-  if (nonZero.length === 0) return;
-  await db.query(
-    `INSERT INTO journal_entries (operation_id, kind, account, amount_uc, created_at_s)
-     SELECT $1, $2, account, amount_uc, $5 FROM unnest($3::text[], $4::bigint[]) AS j(account, amount_uc)`,
-    [operationId, kind, nonZero.map((l) => l.account), nonZero.map((l) => l.amountUc.toString()), nowS],
-  );
-}
-
 
 /** The earnings (or revenue) account's balance, locked: refunds take from it and must not overdraw it. */
 export async function lockAccountBalance(tx: Tx, accountId: string): Promise<bigint> {

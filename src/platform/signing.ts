@@ -15,7 +15,7 @@ import { exportJWK, importJWK, importPKCS8, calculateJwkThumbprint, generateKeyP
 import { ApiError } from './errors.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
-import type { Database, Queryable } from './db/database.ts';
+import type { Database, Queryable, Tx } from './db/database.ts';
 
 export const SIGNING_ALG = 'ES256';
 /** Covers the 60 s key reload of every instance plus the 300 s JWKS cache we advertise, with margin. */
@@ -237,16 +237,22 @@ function summarise(rows: SigningKeyRow[], nowS: number): SigningKeySummary[] {
   });
 }
 
-async function selectKeyRows(db: Queryable, lock: boolean): Promise<SigningKeyRow[]> {
-  const { rows } = await db.query<SigningKeyRow>(
-    `SELECT kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s FROM signing_keys ORDER BY active_from_s, kid${lock ? ' FOR UPDATE' : ''}`,
-  );
+const KEY_ROWS = 'SELECT kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s FROM signing_keys ORDER BY active_from_s, kid';
+
+async function findKeyRows(db: Queryable): Promise<SigningKeyRow[]> {
+  const { rows } = await db.query<SigningKeyRow>(KEY_ROWS);
+  return rows;
+}
+
+/** The key rows, locked: a rotation holds them until it commits, so two rotations do not interleave. */
+async function lockKeyRows(tx: Tx): Promise<SigningKeyRow[]> {
+  const { rows } = await tx.query<SigningKeyRow>(`${KEY_ROWS} FOR UPDATE`);
   return rows;
 }
 
 /** The keys in the shared table (a configured ACG_SIGNING_KEY is not among them). */
 export async function listSigningKeys(db: Queryable, nowS: number): Promise<SigningKeySummary[]> {
-  return summarise(await selectKeyRows(db, false), nowS);
+  return summarise(await findKeyRows(db), nowS);
 }
 
 export interface RotationOptions {
@@ -273,7 +279,7 @@ export async function rotateSigningKeys(db: Database, options: RotationOptions):
   const activeFromS = options.nowS + options.leadS;
   const publishedUntilS = activeFromS + options.retentionS;
   return db.transaction(async (tx) => {
-    const rows = await selectKeyRows(tx, true);
+    const rows = await lockKeyRows(tx);
     const expired = rows.filter((r) => r.published_until_s !== null && Number(r.published_until_s) <= options.nowS).map((r) => r.kid);
     if (expired.length > 0) await tx.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [expired]);
     const { rows: replaced } = await tx.query<SigningKeyRow>(

@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
+import { accessQueries } from '../../src/access/queries.ts';
+import type { Principal } from '../../src/platform/principal.ts';
+import { runQuery } from '../../src/platform/queries.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
 
@@ -246,5 +249,15 @@ describe('POST /v1/access/merchant-check', () => {
     expect(bad.status).toBe(400);
     const { rows: after } = await world.gw.gateway.db.query<{ n: bigint }>('SELECT (SELECT count(*) FROM holds) + (SELECT count(*) FROM journal_entries) AS n');
     expect(after[0]!.n).toBe(before[0]!.n);
+  });
+  it('asks the spending policy with nothing taken (caps do not change allowed), for a merchant only, whatever the face', async () => {
+    await world.createAgent('mc2@example.com', 'mc-capped', { allowedCategories: ['books'], caps: { perHoldUc: '1', perPeriodUc: '1', periodS: 3600 } });
+    const offer = await shop.offer({ priceUc: '2500000' });
+    const input = { offerId: offer.id, agentIdentity: { issuer: world.agentIssuer.issuer, subject: 'mc-capped' } };
+    const res = await world.api('POST', '/v1/access/merchant-check', { token: shop.key, body: input });
+    expect([res.status, res.body.allowed]).toEqual([200, true]);
+    const { checkMerchantAccess } = accessQueries();
+    const agent: Principal = { kind: 'agent', id: 'agt_x', agentId: 'agt_x', scopes: [], credential: 'agent_identity' };
+    await expect(runQuery(world.gw.gateway, checkMerchantAccess, { principal: agent, input })).rejects.toMatchObject({ code: 'forbidden', status: 403 });
   });
 });

@@ -1,0 +1,89 @@
+// The merchant check (POST /v1/access/merchant-check), a query: may this independently verified agent
+// identity use one of my offers? One statement reads the offer, its merchant, the identity's registration
+// and its owner (./store.ts); the spending policy (src/policy) answers for the agent with nothing taken;
+// the check adds the two facts only it needs (a verified owner, a verified merchant). Nothing is written.
+import { Type } from '@sinclair/typebox';
+import { ApiError } from '../platform/errors.ts';
+import { formatUc } from '../platform/money.ts';
+import type { Query } from '../platform/queries.ts';
+import { Microcredits } from '../platform/schemas.ts';
+import { spendingRefusal } from '../policy/spending.ts';
+import { findMerchantCheck } from './store.ts';
+
+export interface AgentIdentity {
+  issuer: string;
+  subject: string;
+}
+
+export interface MerchantCheckInput {
+  offerId: string;
+  agentIdentity: AgentIdentity;
+}
+
+export interface MerchantCheckDecision {
+  agentId: string;
+  agentIdentity: AgentIdentity;
+  merchantId: string;
+  offerId: string;
+  allowed: boolean;
+  paymentRequired: boolean;
+  priceUc: string;
+  voucherEndpoint: string;
+}
+
+export const MerchantCheckInput = Type.Object(
+  {
+    offerId: Type.String({ minLength: 1, maxLength: 200 }),
+    agentIdentity: Type.Object(
+      { issuer: Type.String({ minLength: 1, maxLength: 500 }), subject: Type.String({ minLength: 1, maxLength: 200 }) },
+      { additionalProperties: false },
+    ),
+  },
+  { additionalProperties: false, examples: [{ offerId: 'off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', agentIdentity: { issuer: 'https://agents.example', subject: 'agent-42' } }] },
+);
+
+const MerchantCheckDecision = Type.Object({
+  agentId: Type.String(),
+  agentIdentity: Type.Object({ issuer: Type.String(), subject: Type.String() }),
+  merchantId: Type.String(),
+  offerId: Type.String(),
+  allowed: Type.Boolean({ description: "the agent is active, its owner is a verified human, and the offer's category is allowed to it" }),
+  paymentRequired: Type.Boolean({ description: 'using the offer takes a voucher (a hold of priceUc); always true for priced offers' }),
+  priceUc: Microcredits(),
+  voucherEndpoint: Type.Optional(Type.String()),
+});
+
+export interface AccessQueries {
+  /** `access` answers the caller's merchant id. */
+  checkMerchantAccess: Query<MerchantCheckInput, MerchantCheckDecision, string>;
+}
+
+export function accessQueries(): AccessQueries {
+  return {
+    checkMerchantAccess: {
+      name: 'checkMerchantAccess',
+      input: MerchantCheckInput,
+      output: MerchantCheckDecision,
+      access: (_db, { principal }) => {
+        if (principal.kind !== 'merchant') throw new ApiError('forbidden', { detail: 'only a merchant API key checks access to its offers' });
+        return principal.merchantId!;
+      },
+      read: async (db, { input: { offerId, agentIdentity } }, merchantId) => {
+        const row = await findMerchantCheck(db, merchantId, offerId, agentIdentity);
+        if (!row) throw new ApiError('not_found', { detail: `no active offer ${offerId} of your merchant` });
+        if (!row.agent) throw new ApiError('not_found', { detail: 'no agent is registered for this identity' });
+        const cleared = spendingRefusal(row.agent, { category: row.category }) === undefined;
+        return {
+          agentId: row.agent.id,
+          agentIdentity,
+          merchantId: row.merchant_id,
+          offerId: row.offer_id,
+          allowed: cleared && row.agent.owner_verified && row.merchant_verified,
+          paymentRequired: row.price_uc > 0n,
+          priceUc: formatUc(row.price_uc),
+          voucherEndpoint: '/v1/vouchers',
+        };
+      },
+    },
+  };
+}
