@@ -3,7 +3,7 @@
 // so the balance, the lots and the holds agree whichever face asks.
 import { Type } from '@sinclair/typebox';
 import type { AgentService } from '../agents/service.ts';
-import { merchantActor, type MerchantService } from '../merchants/service.ts';
+import type { MerchantService } from '../merchants/service.ts';
 import { Microcredits, PageQuery, idOf, type Page } from '../platform/schemas.ts';
 import type { Queryable } from '../platform/db/database.ts';
 import type { Query, QueryCall } from '../platform/queries.ts';
@@ -65,7 +65,7 @@ export function ledgerQueries(ledger: LedgerService, agents: AgentService, merch
       name: 'getMerchantEarnings',
       input: Id('merchant (mer_…)'),
       output: Type.Object({ merchantId: Type.String(), earnedUc: Microcredits() }),
-      access: (db, { principal, input }) => merchants.facts(db, merchantActor(principal), input.id),
+      access: (db, { principal, input }) => merchants.reach(db, principal, input.id),
       read: async (db, { input }) => ({ merchantId: input.id, earnedUc: await ledger.merchantEarnings(db, input.id) }),
     },
   };

@@ -53,11 +53,6 @@ export class OfferService {
     private readonly merchants: MerchantService,
   ) {}
 
-  /** The merchant, if the principal may act for it (its owner, or one of its API keys); else 404. */
-  private merchantFor(db: Queryable, principal: Principal, merchantId: string): Promise<MerchantFacts> {
-    return this.merchants.facts(db, merchantActor(principal), merchantId);
-  }
-
   async create(
     tx: Tx,
     principal: Principal,
@@ -89,7 +84,7 @@ export class OfferService {
 
   /** The merchant, if the principal may act for it (its owner, or one of its API keys); else 404. */
   reach(db: Queryable, principal: Principal, merchantId: string): Promise<MerchantFacts> {
-    return this.merchantFor(db, principal, merchantId);
+    return this.merchants.reach(db, principal, merchantId);
   }
 
   /** A merchant's offers, oldest first (the caller has reached the merchant). */
