@@ -21,7 +21,7 @@ export interface BenchConfig {
 export const HELP = `npm run bench [-- --help]
 
 Measures, in one run (about 4 minutes with the defaults):
-  - the minimal reserve transaction (research/perf.md §3b) by pgbench, spread over the agents and on one hot
+  - the minimal reserve transaction (one balance decrement, one hold, one idempotency row) by pgbench, spread over the agents and on one hot
     agent, at each connection count: the baseline every ratio is taken to;
   - the gateway's own mint SQL by pgbench, captured from a running gateway (bench/gateway-sql.ts);
   - the gateway (bin/acg.js serve) on PostgreSQL: mint and capture, spread and hot, at each connection count;

@@ -1,4 +1,4 @@
-// One load cell against the gateway, from a separate process: wrk (what issue 16 measured with) when it is
+// One load cell against the gateway, from a separate process: wrk (what the throughput targets were measured with) when it is
 // installed, otherwise autocannon in a child process. Both report the same things: throughput, p50/p99,
 // the answers by status, and the hold id of every 200 answer (for the ledger check).
 import { execFileSync, spawn } from 'node:child_process';

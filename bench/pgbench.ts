@@ -1,4 +1,5 @@
-// pgbench cells: the minimal reserve transaction of research/perf.md §3b, reproduced as written there, and
+// pgbench cells: the minimal reserve transaction (the baseline the throughput targets are stated against: one balance
+// check and decrement, one hold row, one idempotency row, in one transaction), and
 // the gateway's own mint SQL (gateway-sql.ts). Prepared statements, one transaction per operation, durable
 // commits (the server's default synchronous_commit), latencies from pgbench's per-transaction log.
 import { execFile } from 'node:child_process';
@@ -90,7 +91,7 @@ export async function pgbench(url: string, script: string, clients: number, dura
   }
 }
 
-/** research/perf.md §3b: the schema its script needs, with the 200 agents (perf.md used 10,000). */
+/** The minimal transaction's schema: a balance per agent (200 agents, as the gateway's cells use), holds, idempotency rows. */
 export async function createMinimalSchema(url: string, agents: number): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -104,7 +105,7 @@ export async function createMinimalSchema(url: string, agents: number): Promise<
   }
 }
 
-/** What perf.md did before each run: empty holds and idem, vacuum and analyze balances. */
+/** Before each run: empty holds and idem, vacuum and analyze balances, so every cell starts alike. */
 export async function resetMinimal(url: string): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();

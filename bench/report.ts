@@ -7,7 +7,7 @@ import type { StatementLatency } from './pgbench.ts';
 export type Workload = 'spread' | 'hot';
 
 export interface Cell {
-  /** minimal: perf.md §3b by pgbench; gateway-sql: the gateway's mint SQL by pgbench; gateway: over HTTP. */
+  /** minimal: the minimal reserve transaction by pgbench; gateway-sql: the gateway's mint SQL by pgbench; gateway: over HTTP. */
   kind: 'minimal' | 'gateway-sql' | 'gateway';
   operation: 'reserve' | 'mint' | 'capture';
   database: 'postgresql' | 'pglite';

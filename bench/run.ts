@@ -1,4 +1,4 @@
-// `npm run bench`: issue 16 §5 in one run. See bench/config.ts (or `npm run bench -- --help`) for what it
+// `npm run bench`: the gateway's throughput, latency, CPU and memory against a baseline, in one run. See bench/config.ts (or `npm run bench -- --help`) for what it
 // measures and how to tune it; docs/decisions.md ("The benchmark") for why it is built this way.
 //   1. scratch databases: the gateway's (migrated and seeded through the gateway's own code) and the minimal one;
 //   2. the gateway's mint SQL, captured from a gateway behind a recording relay (gateway-sql.ts);

@@ -66,7 +66,7 @@ export interface BatchedCall<I, C> {
 }
 
 /**
- * Group commit for an operation (issue 16): its concurrent calls are gathered and applied in one
+ * Group commit for an operation: its concurrent calls are gathered and applied in one
  * transaction by `runMany`, so the commit, the round trips and a hot row's lock are paid once per batch.
  */
 export interface BatchPolicy<I, R, C> {

@@ -1,4 +1,4 @@
-// Group commit of execute's two ledger transactions (issue 16): the holds of concurrent executions are
+// Group commit of execute's two ledger transactions: the holds of concurrent executions are
 // taken in one transaction, the captures of those that succeeded in another, and each call answers exactly
 // as it would alone. A paused batcher gathers the calls deterministically (no timing).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

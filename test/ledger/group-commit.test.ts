@@ -1,4 +1,4 @@
-// Group commit of voucher mints, captures and releases (issue 16): concurrent calls share one transaction,
+// Group commit of voucher mints, captures and releases: concurrent calls share one transaction,
 // and each still gets the answer it would get alone, in arrival order. The batcher is paused while a test queues its mints, so the
 // batch is formed deterministically (no timing), then resumed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

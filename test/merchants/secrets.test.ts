@@ -79,7 +79,7 @@ describe('secrets appear exactly once', () => {
     target.receiver.useSecret(secret);
 
     const url = `https://hooks.shop-test.com/acg/events`;
-    // A PUT keeps the secret unless asked to rotate it (issue 17); a rotation shows the new one once.
+    // A PUT keeps the secret unless asked to rotate it; a rotation shows the new one once.
     const first = await world.api('PUT', `/v1/merchants/${merchant.id}/webhook`, { token, key, body: { url, rotateSecret: true } });
     const replay = await world.api('PUT', `/v1/merchants/${merchant.id}/webhook`, { token, key, body: { url, rotateSecret: true } });
     expect(replay.body).toEqual({ configuration: first.body.configuration, notice: first.body.notice });
