@@ -76,7 +76,7 @@ describe('the batcher', () => {
     const answers = [1, 2, 3].map((value) => batcher.submit({ key: 'a', value }));
     const refused = await batcher.submit({ key: 'b', value: 4 }).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(ApiError);
-    expect(refused).toMatchObject({ code: 'overloaded', status: 503, options: { headers: { 'retry-after': '1' } } });
+    expect(refused).toMatchObject({ code: 'overloaded', status: 503, retryAfterS: 1, httpHeaders: { 'retry-after': '1' } });
     batches[0]!.finish();
     await settled();
     batches[1]!.finish();
