@@ -26,8 +26,6 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
-const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
-
 const relative = (file: string) => path.relative(SRC, file).split(path.sep).join('/');
 
 /** Every file of src/, by its path under src/, with its text. */
@@ -35,12 +33,20 @@ function readTree(): Map<string, string> {
   return new Map(sourceFiles(SRC).map((file) => [relative(file), readFileSync(file, 'utf8')]));
 }
 
-/** A file's imports, resolved to paths under src/ for relative ones, as written for packages. */
+/**
+ * A file's imports (static, side-effect only, re-exports, `import type`, dynamic `import('…')`), read with
+ * TypeScript's parser, resolved to paths under src/ for relative ones, as written for packages.
+ */
 function importsOf(file: string, text: string): string[] {
-  return [...text.matchAll(IMPORT)].map((match) => {
-    const spec = match[1] ?? match[2]!;
-    return spec.startsWith('.') ? path.posix.normalize(path.posix.join(path.posix.dirname(file), spec)) : spec;
+  const specifiers: string[] = [];
+  walk(parse(file, text), (node) => {
+    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
+      specifiers.push(node.moduleSpecifier.text);
+    } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments[0] && ts.isStringLiteral(node.arguments[0])) {
+      specifiers.push(node.arguments[0].text);
+    }
   });
+  return specifiers.map((spec) => (spec.startsWith('.') ? path.posix.normalize(path.posix.join(path.posix.dirname(file), spec)) : spec));
 }
 
 type Layer = 'root' | 'face' | 'feature' | 'connector' | 'platform';

@@ -68,12 +68,12 @@ afterAll(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-/** Authorization request → consent in Chromium → callback checks → token exchange → RFC 9068 validation. */
-async function flow(provider: 'human' | 'agent', resource: string): Promise<string> {
+/** An authorization request of the strict client, with a fresh PKCE verifier and state. */
+async function authorizationRequest(resource: string, extra: Record<string, string> = {}): Promise<{ verifier: string; state: string; url: URL }> {
   const verifier = oauth.generateRandomCodeVerifier();
   const state = oauth.generateRandomState();
-  const authorizationUrl = new URL(as.authorization_endpoint!);
-  authorizationUrl.search = new URLSearchParams({
+  const url = new URL(as.authorization_endpoint!);
+  url.search = new URLSearchParams({
     response_type: 'code',
     client_id: client.client_id,
     redirect_uri: redirectUri,
@@ -81,7 +81,14 @@ async function flow(provider: 'human' | 'agent', resource: string): Promise<stri
     code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
     code_challenge_method: 'S256',
     resource,
+    ...extra,
   }).toString();
+  return { verifier, state, url };
+}
+
+/** Authorization request → consent in Chromium → callback checks → token exchange → RFC 9068 validation. */
+async function flow(provider: 'human' | 'agent', resource: string): Promise<string> {
+  const { verifier, state, url: authorizationUrl } = await authorizationRequest(resource);
 
   const context = await browser.newContext();
   const page = await context.newPage();
@@ -159,20 +166,8 @@ describe.skipIf(!hasChromium)('OAuth end to end with a strict client and a real 
     const page = await context.newPage();
     try {
       const authorize = async () => {
-        const verifier = oauth.generateRandomCodeVerifier();
-        const state = oauth.generateRandomState();
-        const authorizationUrl = new URL(as.authorization_endpoint!);
-        authorizationUrl.search = new URLSearchParams({
-          response_type: 'code',
-          client_id: client.client_id,
-          redirect_uri: redirectUri,
-          state,
-          code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
-          code_challenge_method: 'S256',
-          resource: `${gw.url}/mcp`,
-          scope: 'svc:owner',
-        }).toString();
-        return { verifier, state, url: authorizationUrl.href };
+        const { verifier, state, url } = await authorizationRequest(`${gw.url}/mcp`, { scope: 'svc:owner' });
+        return { verifier, state, url: url.href };
       };
       const redeem = async (request: { verifier: string; state: string }) => {
         const callbackParams = oauth.validateAuthResponse(as, client, new URL(page.url()), request.state);
