@@ -139,9 +139,7 @@ export class SigningKeys {
   async reload(): Promise<void> {
     const loaded: LoadedKey[] = [];
     if (this.config.signingKey) loaded.push((this.configuredKey ??= await importConfiguredKey(this.config.signingKey)));
-    const { rows } = await this.db.query<SigningKeyRow>(
-      'SELECT kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s FROM signing_keys ORDER BY active_from_s, kid',
-    );
+    const rows = await findKeyRows(this.db);
     const known = new Map(this.keys.map((k) => [k.kid, k]));
     for (const row of rows) if (!loaded.some((k) => k.kid === row.kid)) loaded.push(await fromRow(row, known.get(row.kid)));
     this.keys = loaded;
