@@ -9,6 +9,8 @@ export interface BenchConfig {
   pgliteWarmupS: number;
   pgbenchS: number;
   agents: number;
+  /** Budgets in every agent's mandate (0: the mandate has none, only its allowances). */
+  budgets: number;
   connections: number[];
   port: number;
   /** wrk or autocannon; undefined: wrk when installed. */
@@ -16,6 +18,10 @@ export interface BenchConfig {
   nodeOptions: string[];
   pglite: boolean;
   captureMints: number;
+  /** Measure the owner console's cold load in Chromium (step 8). */
+  console: boolean;
+  consoleLoads: number;
+  chromium: string;
 }
 
 export const HELP = `npm run bench [-- --help]
@@ -27,6 +33,8 @@ Measures, in one run (about 4 minutes with the defaults):
   - the gateway (bin/acg.js serve) on PostgreSQL: mint and capture, spread and hot, at each connection count;
   - the gateway on embedded PGlite: mint, spread, at the first connection count;
   - for each: throughput, p50/p99 latency, gateway CPU per request, peak RSS, ratio to the baseline;
+  - the owner console's cold load in headless Chromium (no HTTP cache, until the agents list shows), on the
+    embedded default: median and slowest of several loads, requests and bytes transferred;
 then checks the ledger invariants on both databases and exits non-zero if any does not hold.
 Writes a markdown table to stdout and bench/results/latest.json.
 
@@ -40,11 +48,16 @@ Environment:
   BENCH_PGLITE_WARMUP_S  unmeasured seconds before the PGlite cell (default 5: its engine compiles first)
   BENCH_PGBENCH_S      seconds per pgbench cell (default 5)
   BENCH_AGENTS         agents in the spread workload (default 200)
+  BENCH_BUDGETS        budgets in each agent's mandate, 0 to 3: a daily one over all spending, a monthly one on
+                       the bench merchant, a total one on its category (default 0); none is ever reached
   BENCH_CONNECTIONS    connection counts, comma-separated (default 16,64)
   BENCH_LOAD           wrk | autocannon (default: wrk when installed)
   BENCH_PORT           the gateway's port (default 18080)
   BENCH_PGLITE         0 skips the embedded PGlite cell (default 1)
   BENCH_CAPTURE_MINTS  mints captured to derive the gateway SQL (default 7)
+  BENCH_CONSOLE        0 skips the console's cold load (default 1; skipped with a note when Chromium is missing)
+  BENCH_CONSOLE_LOADS  cold loads of the console measured (default 7)
+  BENCH_CHROMIUM       the Chromium executable (default /usr/bin/chromium)
   BENCH_NODE_OPTIONS   extra node options for the gateway, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof
 `;
 
@@ -53,6 +66,13 @@ function positive(env: NodeJS.ProcessEnv, name: string, fallback: number): numbe
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive whole number, got "${raw}"`);
+  return value;
+}
+
+function budgetCount(env: NodeJS.ProcessEnv): number {
+  const raw = env.BENCH_BUDGETS ?? '0';
+  const value = Number(raw);
+  if (raw === '' || !Number.isInteger(value) || value < 0 || value > 3) throw new Error(`BENCH_BUDGETS must be 0, 1, 2 or 3, got "${raw}"`);
   return value;
 }
 
@@ -72,11 +92,15 @@ export function benchConfig(env: NodeJS.ProcessEnv): BenchConfig {
     pgliteWarmupS: positive(env, 'BENCH_PGLITE_WARMUP_S', 5),
     pgbenchS: positive(env, 'BENCH_PGBENCH_S', 5),
     agents,
+    budgets: budgetCount(env),
     connections,
     port: positive(env, 'BENCH_PORT', 18_080),
     load,
     nodeOptions: env.BENCH_NODE_OPTIONS ? env.BENCH_NODE_OPTIONS.split(' ').filter(Boolean) : [],
     pglite: env.BENCH_PGLITE !== '0',
     captureMints: Math.max(2, positive(env, 'BENCH_CAPTURE_MINTS', 7)),
+    console: env.BENCH_CONSOLE !== '0',
+    consoleLoads: positive(env, 'BENCH_CONSOLE_LOADS', 7),
+    chromium: env.BENCH_CHROMIUM || '/usr/bin/chromium',
   };
 }

@@ -5,7 +5,8 @@
 //   3. for each workload (spread, hot) and connection count: the pgbench cells (the minimal reserve transaction
 //      and the gateway's SQL), then the gateway's mint cell; 4. capture of the minted holds, each once;
 //   5. the ledger check on PostgreSQL; 6. the embedded PGlite mint cell and its ledger check;
-//   7. the table, bench/results/latest.json, and a non-zero exit if anything broke.
+//   7. the owner console's cold load in Chromium (console.ts);
+//   8. the table, bench/results/latest.json, and a non-zero exit if anything broke.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -16,6 +17,7 @@ import { openPglite } from '../src/platform/db/pglite.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { captureCells, mintCell, pgbenchCells, WORKLOADS, type Held } from './cells.ts';
 import { benchConfig, HELP, type BenchConfig } from './config.ts';
+import { consoleReport, consoleStepBlocked, measureConsole, type ConsoleLoads } from './console.ts';
 import { startGateway } from './gateway.ts';
 import { captureGatewaySql, gatewaySqlForWorkload, type GatewaySqlScript } from './gateway-sql.ts';
 import { checkLedger, type Answers } from './invariants.ts';
@@ -66,6 +68,7 @@ interface Run {
   invariants: Record<string, { checks: string[]; problems: string[] }>;
   startMs: Record<string, number>;
   script?: GatewaySqlScript;
+  console?: ConsoleLoads;
   problems: string[];
 }
 
@@ -89,8 +92,8 @@ async function onPostgres(run: Run): Promise<void> {
   try {
     for (const name of names) await admin(config.adminUrl, `CREATE DATABASE ${name}`);
     await createMinimalSchema(minimalUrl, config.agents);
-    const world = await seed(env, config.agents);
-    log(`seeded ${names[0]}: ${config.agents} agents, one offer`);
+    const world = await seed(env, config.agents, config.budgets);
+    log(`seeded ${names[0]}: ${config.agents} agents, one offer, ${config.budgets} budget(s) per mandate`);
     await phase(run, 'the gateway SQL capture', async () => {
       const script = await captureGatewaySql(config, url, dataDir, world);
       writeResult('gateway-mint.pgbench', gatewaySqlForWorkload(script, config.agents, 'spread'));
@@ -131,7 +134,7 @@ async function onPglite(run: Run): Promise<void> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-bench-lite-'));
   const env = gatewayEnv({ dataDir, port: config.port });
   try {
-    const world = await seed(env, config.agents);
+    const world = await seed(env, config.agents, config.budgets);
     const answers = noAnswers();
     const gateway = await startGateway(env, config.port, config.nodeOptions);
     run.startMs.pglite = gateway.startMs;
@@ -148,7 +151,17 @@ async function onPglite(run: Run): Promise<void> {
   }
 }
 
-/** Step 7: the table, the JSON record, and the verdict (the exit code). */
+/** Step 7: the owner console's cold load, or a note saying why not. */
+async function onConsole(run: Run): Promise<void> {
+  const blocked = consoleStepBlocked(run.config);
+  if (blocked) {
+    log(`console cold load not measured: ${blocked}`);
+    return;
+  }
+  run.console = await measureConsole(run.config);
+}
+
+/** Step 8: the table, the JSON record, and the verdict (the exit code). */
 function conclude(run: Run): number {
   const cells = withRatios(run.cells);
   const problems = [...run.problems];
@@ -163,6 +176,7 @@ function conclude(run: Run): number {
   if (run.script) process.stdout.write(`Gateway mint SQL: ${run.script.statements} statements in ${run.script.transactions} transaction(s), captured from the gateway's wire traffic (bench/gateway-sql.ts).\n`);
   const bySql = cells.find((c) => c.kind === 'gateway-sql' && c.statementLatencies?.length);
   if (bySql) process.stdout.write(`\n${statementTable(bySql)}\n\n`);
+  if (run.console) process.stdout.write(`\n${consoleReport(run.console)}\n`);
   for (const cell of cells) for (const note of cell.notes) process.stdout.write(`note (${cell.kind} ${cell.operation} ${cell.workload} ${cell.connections}): ${note}\n`);
   const file = writeResult('latest.json', {
     startedAt: new Date(startedMs).toISOString(),
@@ -174,6 +188,7 @@ function conclude(run: Run): number {
     gatewaySql: run.script && { statements: run.script.statements, transactions: run.script.transactions, texts: run.script.texts },
     cells,
     invariants: run.invariants,
+    console: run.console,
     problems,
   });
   if (problems.length > 0) {
@@ -194,10 +209,11 @@ async function main(): Promise<number> {
   const config = benchConfig(process.env);
   execFileSync('pgbench', ['--version'], { stdio: 'ignore' });
   const run: Run = { config, tool: availableTool(config.load), cells: [], invariants: {}, startMs: {}, problems: [] };
-  log(`bench: ${config.cellS} s per gateway cell (+${config.warmupS} s warm-up per mint cell), ${config.pgbenchS} s per pgbench cell, ${config.agents} agents, connections ${config.connections.join('/')}, load by ${run.tool}`);
+  log(`bench: ${config.cellS} s per gateway cell (+${config.warmupS} s warm-up per mint cell), ${config.pgbenchS} s per pgbench cell, ${config.agents} agents (${config.budgets} budget(s) each), connections ${config.connections.join('/')}, load by ${run.tool}`);
   log(`machine: ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   await phase(run, 'the PostgreSQL part', () => onPostgres(run));
   if (config.pglite) await phase(run, 'the PGlite part', () => onPglite(run));
+  await phase(run, 'the console part', () => onConsole(run));
   return conclude(run);
 }
 

@@ -4,6 +4,7 @@
 // and whatever the ledger keeps per agent are written as in production).
 import { newApiKey } from '../src/identity/api-keys.ts';
 import { AgentService } from '../src/agents/service.ts';
+import type { Budget } from '../src/policy/mandate.ts';
 import { devIssuerUrl, loadDevIssuerKeys, mintDevToken } from '../src/identity/dev-issuers.ts';
 import { LedgerService } from '../src/ledger/service.ts';
 import { loadConfig } from '../src/platform/config.ts';
@@ -45,7 +46,14 @@ export function gatewayEnv(options: { databaseUrl?: string; dataDir: string; por
   };
 }
 
-export async function seed(env: Record<string, string>, agents: number): Promise<World> {
+/** The budgets BENCH_BUDGETS takes from, in order: generous enough that no run reaches one. */
+const BENCH_BUDGETS: Budget[] = [
+  { id: 'daily', limitUc: String(GRANT_UC), period: 'day' },
+  { id: 'bench-merchant', limitUc: String(GRANT_UC), period: 'month', merchantId: MERCHANT_ID },
+  { id: 'books', limitUc: String(GRANT_UC), period: 'total', category: 'books' },
+];
+
+export async function seed(env: Record<string, string>, agents: number, budgets = 0): Promise<World> {
   const config = loadConfig({ ...env });
   const gateway = await createGateway(config, { log: createLogger({ logLevel: 'warn' }) });
   const nowS = Math.floor(Date.now() / 1000);
@@ -65,9 +73,21 @@ export async function seed(env: Record<string, string>, agents: number): Promise
       SELECT 'agt_bench_' || i, 'own_bench', 'bench-agent-' || i, $1, 'bench-agent-' || i, 'active', '["*"]', '["*"]', '[]', 86400,
         'bench-agent-' || i, 'letter', '#4f46e5', $2, $2
       FROM generate_series(1, $3::int) AS i`, [devIssuerUrl(config.baseUrl, 'agent'), nowS, agents]);
-    const ledger = new LedgerService(gateway, new AgentService(gateway, () => undefined));
+    const agentService = new AgentService(gateway, () => undefined);
+    const ledger = new LedgerService(gateway, agentService);
     for (let n = 1; n <= agents; n++) {
       await gateway.db.transaction((tx) => ledger.grant(tx, { agentId: agentId(n), amountUc: GRANT_UC, priority: 100, expiresAtS: null, source: 'grant', sourceRef: 'bench' }));
+    }
+    // Every agent gets its mandate version 1 (as the gateway's start would), and then its budgets.
+    await agentService.writeMissingMandates();
+    if (budgets > 0) {
+      const owner = { kind: 'owner', id: 'own_bench', ownerId: 'own_bench', scopes: [], credential: 'bench' } as const;
+      for (let n = 1; n <= agents; n++) {
+        await gateway.db.transaction(async (tx) => {
+          const row = await agentService.lockAgentFor(tx, owner, agentId(n));
+          await agentService.setMandate(tx, owner, agentId(n), { ...agentService.rulesOf(row), budgets: BENCH_BUDGETS.slice(0, budgets) });
+        });
+      }
     }
     // Each agent's lot is renamed lot_bench_<n> (with its journal), so the replayed gateway SQL can name an
     // agent's lot from the agent's number alone (gateway-sql.ts). A table that references lots would refuse.

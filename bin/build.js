@@ -10,17 +10,24 @@
 //   with tsc (JavaScript and .d.ts, which only tsc writes, so its types are checked too), which is what its
 //   package.json exports and what `npm pack` ships. See docs/decisions.md, "The merchant SDK is built
 //   JavaScript with declarations".
+// - the owner console, where console/ is present: console/src/main.tsx bundled by esbuild (Preact, JSX,
+//   its CSS) into dist/console/static/, minified, with content-hashed names, a manifest naming them (with
+//   their SRI hashes), and a gzip and a brotli copy of each, so the gateway serves them as they are. See
+//   docs/decisions.md, "Console".
 //
 // Each is built into a fresh folder and swapped in, with a record of its inputs, so that a build that
-// matches the sources is skipped with --if-stale (the test set-up), for each of the two on its own.
+// matches the sources is skipped with --if-stale (the test set-up), for each of the three on its own.
+// A fresh dist/ has no console, so rebuilding the gateway rebuilds the console after it.
 //
-//   node bin/build.js             build both
+//   node bin/build.js             build all three
 //   node bin/build.js --if-stale  build each only when its dist/ does not match its sources
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
 import { buildIsCurrent, sourceState, STATE_FILE } from './build-state.js';
 
@@ -30,6 +37,9 @@ const DIST = path.join(ROOT, 'dist');
 const SDK = path.join(ROOT, 'packages/merchant');
 const SDK_CONFIG = path.join(SDK, 'tsconfig.build.json');
 const SDK_DIST = path.join(SDK, 'dist');
+const CONSOLE = path.join(ROOT, 'console');
+const CONSOLE_ENTRY = path.join(CONSOLE, 'src/main.tsx');
+const CONSOLE_DIST = path.join(DIST, 'console/static');
 
 /** Keeps every import as an import: relative `.ts` ones become `.js`; a relative import leaving src/ fails the build. */
 const keepImports = {
@@ -96,10 +106,15 @@ async function buildDist() {
  * package.json (`"type": "module"` decides what tsc emits) and this file, each with size and modification time.
  */
 function sdkSourceState() {
-  const files = readdirSync(path.join(SDK, 'src'), { recursive: true, withFileTypes: true })
+  return treeState(path.join(SDK, 'src'), [SDK_CONFIG, path.join(SDK, 'package.json')]);
+}
+
+/** Every file under `dir` plus `extra` files and this one, relative to the root, each with size and modification time. */
+function treeState(dir, extra) {
+  const files = readdirSync(dir, { recursive: true, withFileTypes: true })
     .filter((entry) => entry.isFile())
     .map((entry) => path.relative(ROOT, path.join(entry.parentPath, entry.name)))
-    .concat(path.relative(ROOT, SDK_CONFIG), path.relative(ROOT, path.join(SDK, 'package.json')), path.join('bin', 'build.js'))
+    .concat(extra.map((file) => path.relative(ROOT, file)), path.join('bin', 'build.js'))
     .sort();
   return files.map((file) => {
     const stat = statSync(path.join(ROOT, file));
@@ -107,11 +122,83 @@ function sdkSourceState() {
   });
 }
 
-function sdkIsCurrent() {
+/** Whether `dist` holds a build of exactly the inputs `state()` lists now. */
+function isCurrent(dist, state) {
   try {
-    return readFileSync(path.join(SDK_DIST, STATE_FILE), 'utf8') === JSON.stringify(sdkSourceState());
+    return readFileSync(path.join(dist, STATE_FILE), 'utf8') === JSON.stringify(state());
   } catch {
     return false;
+  }
+}
+
+function sdkIsCurrent() {
+  return isCurrent(SDK_DIST, sdkSourceState);
+}
+
+/** The console's inputs: its sources (TSX, CSS, its tsconfig) and the lock file, which fixes Preact's version. */
+function consoleSourceState() {
+  return treeState(CONSOLE, [path.join(ROOT, 'package-lock.json')]);
+}
+
+function consoleIsCurrent() {
+  return isCurrent(CONSOLE_DIST, consoleSourceState);
+}
+
+/** A content hash for a file name, and the SRI value of the same bytes. */
+function hashes(bytes) {
+  return {
+    name: createHash('sha256').update(bytes).digest('base64url').slice(0, 12),
+    integrity: `sha384-${createHash('sha384').update(bytes).digest('base64')}`,
+  };
+}
+
+/**
+ * Bundles the console (one script, one style sheet) into a fresh folder, names each file by its content,
+ * writes a gzip and a brotli copy of each beside it and the manifest the gateway reads, then swaps it in.
+ */
+async function buildConsole() {
+  const startedMs = performance.now();
+  const state = consoleSourceState();
+  mkdirSync(path.dirname(CONSOLE_DIST), { recursive: true });
+  const staging = mkdtempSync(path.join(path.dirname(CONSOLE_DIST), '.static-'));
+  try {
+    const result = await build({
+      absWorkingDir: ROOT,
+      entryPoints: [CONSOLE_ENTRY],
+      bundle: true,
+      write: false,
+      outdir: staging,
+      format: 'esm',
+      platform: 'browser',
+      target: ['chrome111', 'firefox115', 'safari16.4'],
+      jsx: 'automatic',
+      jsxImportSource: 'preact',
+      tsconfig: path.join(CONSOLE, 'tsconfig.json'),
+      minify: true,
+      legalComments: 'none',
+      charset: 'utf8',
+      logLevel: 'warning',
+    });
+    const manifest = { files: {} };
+    for (const output of result.outputFiles) {
+      const extension = path.extname(output.path);
+      const kind = { '.js': 'script', '.css': 'style' }[extension];
+      if (kind === undefined) throw new Error(`the console build made an unexpected file: ${output.path}`);
+      const { name, integrity } = hashes(output.contents);
+      const file = `console-${name}${extension}`;
+      writeFileSync(path.join(staging, file), output.contents);
+      writeFileSync(path.join(staging, `${file}.gz`), gzipSync(output.contents, { level: 9 }));
+      writeFileSync(path.join(staging, `${file}.br`), brotliCompressSync(output.contents, { params: { [zlib.BROTLI_PARAM_QUALITY]: 11 } }));
+      manifest[kind] = { file, integrity, bytes: output.contents.length };
+      manifest.files[file] = kind;
+    }
+    if (!manifest.script || !manifest.style) throw new Error('the console build must make one script and one style sheet');
+    writeFileSync(path.join(staging, 'manifest.json'), JSON.stringify(manifest));
+    writeFileSync(path.join(staging, STATE_FILE), JSON.stringify(state));
+    swapIn(staging, CONSOLE_DIST, consoleIsCurrent);
+    return { bytes: manifest.script.bytes + manifest.style.bytes, ms: Math.round(performance.now() - startedMs) };
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
   }
 }
 
@@ -145,6 +232,11 @@ try {
   if (!ifStale || !buildIsCurrent(ROOT)) {
     const { files, ms } = await buildDist();
     process.stdout.write(`built dist/ from ${files} source files in ${ms} ms\n`);
+  }
+  // A copy of the gateway without console/ (the build's own tests make one) has no console to build.
+  if (existsSync(CONSOLE_ENTRY) && (!ifStale || !consoleIsCurrent())) {
+    const { bytes, ms } = await buildConsole();
+    process.stdout.write(`built dist/console/static/ (${Math.round(bytes / 1024)} KiB before compression) in ${ms} ms\n`);
   }
   // A copy of the gateway without the workspace (the build's own tests make one) has no SDK to build.
   if (existsSync(SDK_CONFIG) && (!ifStale || !sdkIsCurrent())) {

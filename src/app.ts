@@ -1,6 +1,7 @@
 // The composition root: builds each feature's service once, then serves the features in order.
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import { consoleRoutes } from './console/routes.ts';
 import { docsRoutes } from './docs/routes.ts';
 import { eventOperations, ownerWebhookOperations } from './events/operations.ts';
 import { OwnerWebhookService } from './events/owner-webhooks.ts';
@@ -40,6 +41,7 @@ import { merchantRoutes } from './merchants/routes.ts';
 import { MERCHANT_SCHEMAS } from './merchants/schemas.ts';
 import { MerchantService } from './merchants/service.ts';
 import { revokedAccessTokenIds } from './oauth/access-tokens.ts';
+import { declareConsoleClient } from './oauth/console-client.ts';
 import { oauthGrantRoutes } from './oauth/grant-routes.ts';
 import { oauthOperations } from './oauth/operations.ts';
 import { oauthQueries } from './oauth/queries.ts';
@@ -50,6 +52,7 @@ import { operatorRoutes } from './operator/routes.ts';
 import { sandboxRoutes } from './sandbox/routes.ts';
 import { accessQueries } from './access/queries.ts';
 import { accessRoutes } from './access/routes.ts';
+import { EvidenceService } from './ledger/evidence.ts';
 import { ledgerOperations } from './ledger/operations.ts';
 import { ledgerQueries } from './ledger/queries.ts';
 import { LEDGER_SCHEMAS } from './ledger/schemas.ts';
@@ -120,7 +123,10 @@ export interface Services {
 
 /** Optional collaborators the composition root can be given (tests inject fakes here). */
 export interface AppDependencies {
-  /** The human approver execute asks when credit falls short, instead of the payments feature's (which needs a rail). */
+  /**
+   * The human approver execute asks for a top-up when credit falls short, instead of the payments feature's
+   * (which needs a rail). Purchases above a mandate's approval threshold are always the payments feature's.
+   */
   approver?: HumanApprover;
   /** Services added to the built-in catalogue (each one module: src/connectors/types.ts). */
   services?: readonly AnyServiceModule[];
@@ -138,6 +144,10 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   const pepper = await apiKeyPepper(gateway);
   const catalogue = new Catalogue([...BUILT_IN_SERVICES, ...(dependencies.services ?? [])]);
   const identity = new AgentService(gateway, () => providers.agent?.issuer, catalogue.ids);
+  // Agents registered before mandates existed get version 1 of theirs now, so every hold names one.
+  await identity.writeMissingMandates();
+  // The owner console's OAuth client is the gateway's own declaration (its redirect URI follows the base URL).
+  await declareConsoleClient(gateway);
   gateway.schedule('avatar-upload-sweep', AVATAR_UPLOAD_SWEEP_INTERVAL_MS, () => identity.sweepAvatarUploads());
   const ledger = new LedgerService(gateway, identity);
   gateway.schedule('hold-expiry-sweep', HOLD_SWEEP_INTERVAL_MS, () => ledger.expireDue());
@@ -153,7 +163,14 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   const merchants = new MerchantService(gateway, { webhooks, apiKeyPepper: pepper, doh });
   const verifier = new CredentialVerifier(gateway, providers, pepper, merchants, identity, { revokedAccessTokenIds });
   const offers = new OfferService(gateway, merchants);
-  const vouchers = new VoucherService(gateway, ledger, offers);
+  // Payments and execute need each other: execute asks payments for approvals, payments resumes execute's intents.
+  let executeService: ExecuteService | undefined;
+  const rail = configuredRail(config);
+  const payments = new PaymentsService(gateway, { identity, ledger, rail, intents: () => executeService!.intents });
+  if (rail) gateway.schedule('topups', TOPUP_JOB_INTERVAL_MS, () => payments.runJobs());
+  // Purchases above a mandate's approval threshold are approved on the gateway's page, whatever the rail.
+  gateway.schedule('purchase-approvals', TOPUP_JOB_INTERVAL_MS, () => payments.expirePurchases());
+  const vouchers = new VoucherService(gateway, { ledger, offers, identity, purchases: payments });
   const webhookWorker = new WebhookWorker({
     db: gateway.db,
     clock: gateway.clock,
@@ -165,13 +182,8 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   });
   gateway.schedule('webhook-delivery', config.webhookPollIntervalMs, () => webhookWorker.pass());
   gateway.schedule('event-retention-purge', EVENT_PURGE_INTERVAL_MS, () => webhooks.purgeExpired());
-  // Payments and execute need each other: execute asks payments for approvals, payments resumes execute's intents.
-  let executeService: ExecuteService | undefined;
-  const rail = configuredRail(config);
-  const payments = new PaymentsService(gateway, { identity, ledger, rail, intents: () => executeService!.intents });
-  if (rail) gateway.schedule('topups', TOPUP_JOB_INTERVAL_MS, () => payments.runJobs());
   const approver = dependencies.approver ?? (rail ? payments : undefined);
-  const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, catalogue, secretBoxKey: boxKey, approver });
+  const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, catalogue, secretBoxKey: boxKey, approver, purchases: payments });
   executeService = execute;
   const operatorHash = acceptedOperatorHash(config);
   return {
@@ -205,9 +217,9 @@ export async function buildGatewayApp(
   };
   const queries = {
     access: accessQueries(),
-    agents: agentQueries(services.identity),
+    agents: agentQueries(services.identity, (agentId) => services.ledger.expireDue({ agentId })),
     identity: identityQueries(services.identity, services.ledger),
-    ledger: ledgerQueries(services.ledger, services.identity, services.merchants),
+    ledger: ledgerQueries(services.ledger, services.identity, services.merchants, new EvidenceService(gateway, services.ledger, services.identity)),
     offers: offerQueries(services.offers, services.identity),
     execute: executeQueries(services.execute, services.mailConnectors),
     merchants: merchantQueries(services.merchants),
@@ -228,7 +240,7 @@ export async function buildGatewayApp(
     docsRoutes,
     keysRoutes,
     oauthRoutes({ verifier: services.verifier }),
-    oauthGrantRoutes({ operations: oauthOperations(gateway.clock), queries: oauthQueries(gateway.clock) }),
+    oauthGrantRoutes({ operations: oauthOperations(gateway.clock), queries: oauthQueries() }),
     agentRoutes({ operations: operations.agents, queries: queries.agents }),
     identityRoutes(queries.identity),
     integrationRoutes(queries.integrations),
@@ -255,6 +267,15 @@ export async function buildGatewayApp(
     ownerWebhookRoutes(operations.ownerWebhooks, queries.events),
     operatorRoutes({ grantCredit: operations.ledger.grantCredit, acceptedHash: services.operatorHash }),
     sandboxRoutes({ merchants: services.merchants, operatorHash: services.operatorHash, doh: services.doh }),
+    consoleRoutes({
+      humanSignIn:
+        gateway.config.mode === 'dev' && providers.human?.source === 'built_in'
+          ? { kind: 'dev', url: '/dev/issuers/human/login' }
+          : providers.human
+            ? { kind: 'token', issuer: providers.human.issuer }
+            : { kind: 'none' },
+      agentIssuer: () => providers.agent?.issuer,
+    }),
     ...extraFeatures,
   ];
   return { app: await buildApp(gateway, { features, authenticator: services.verifier, schemas }), services };

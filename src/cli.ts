@@ -3,7 +3,7 @@
 // the command modules.
 import { existsSync, readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, type Option } from 'commander';
-import { ConfigError, ENV_VARS, loadConfig, type Config } from './platform/config.ts';
+import { ConfigError, ENV_VARS, loadConfig } from './platform/config.ts';
 
 /** The package's version, which `acg --version` prints (package.json is next to src/ and to dist/). */
 function packageVersion(): string {
@@ -178,6 +178,47 @@ export function buildCli(): Command {
       await grantCredit(configOrExit(), options);
     });
 
+  const agent = program.command('agent').description("an owner's commands on one of their agents, through the running gateway");
+  const mandate = agent
+    .command('mandate')
+    .description("the agent's mandate: its owner's spending rules (budgets, merchants, approval threshold, validity), versioned");
+  const ownerHelp =
+    '\n\nacg agent mandate talks to the gateway at ACG_BASE_URL as the agent\'s owner: ACG_OWNER_TOKEN holds the owner\'s session token (a human ' +
+    'session JWT of the human identity provider, or an OAuth access token with scope svc:owner). In dev mode, with the built-in ' +
+    'dev issuer, --owner-email signs in as that owner instead (run it with the gateway\'s ACG_DATA_DIR). The operator credential ' +
+    'cannot: a mandate is its owner\'s to read and set.';
+  const ownerEmail = '--owner-email <email>';
+  const ownerEmailHelp = "dev mode: sign in as this owner with the gateway's built-in dev issuer (instead of ACG_OWNER_TOKEN)";
+  mandate
+    .command('show')
+    .description("print the agent's mandate in force, with each budget's usage, as JSON (GET /v1/owner/agents/{id}/mandate)")
+    .argument('<agentId>', 'the agent (agt_…)')
+    .option(ownerEmail, ownerEmailHelp)
+    .addHelpText('after', `\nExample: ACG_OWNER_TOKEN=… acg agent mandate show agt_… > mandate.json${ownerHelp}`)
+    .action(async (agentId: string, options: { ownerEmail?: string }) => {
+      const { showMandate } = await import('./operator/mandate-cli.ts');
+      const config = configOrExit();
+      await showMandate(config, { agentId, ownerToken: config.ownerToken, ownerEmail: options.ownerEmail });
+    });
+  mandate
+    .command('set')
+    .description("replace the agent's mandate with the rules in a JSON file (a new version), and print it as JSON")
+    .argument('<agentId>', 'the agent (agt_…)')
+    .requiredOption('--file <path>', 'the mandate\'s rules as JSON; - reads standard input, required')
+    .option(ownerEmail, ownerEmailHelp)
+    .addHelpText(
+      'after',
+      '\nThe file holds the rules as `acg agent mandate show` prints them (what it prints besides the rules, agentId, version, ' +
+        'createdAt, hash and usage, is ignored): edit what show printed and set it. A member left out takes its default (no budgets, ' +
+        'no merchant rules, …), as PUT /v1/owner/agents/{id}/mandate does.\n\n' +
+        `Example: acg agent mandate show agt_… > mandate.json; (edit it); acg agent mandate set agt_… --file mandate.json${ownerHelp}`,
+    )
+    .action(async (agentId: string, options: { file: string; ownerEmail?: string }) => {
+      const { setMandate } = await import('./operator/mandate-cli.ts');
+      const config = configOrExit();
+      await setMandate(config, { agentId, file: options.file, ownerToken: config.ownerToken, ownerEmail: options.ownerEmail });
+    });
+
   const keys = program.command('keys').description("the gateway's ES256 signing keys (published at /.well-known/jwks.json)");
   keys
     .command('list')
@@ -248,23 +289,6 @@ export function buildCli(): Command {
   return program;
 }
 
-/**
- * Dev tokens are signed with the keys a dev gateway made in its ACG_DATA_DIR. Without them here, minting
- * would make new keys that no running gateway trusts (and a data directory nobody asked for): say what was
- * found instead, and what to do.
- */
-async function missingDevIssuerKeys(config: Config, file: string): Promise<string> {
-  const { gatewayAnswers } = await import('./operator/client.ts');
-  const running = await gatewayAnswers(config.baseUrl).catch(() => false);
-  if (running) {
-    return (
-      `a gateway answers at ${config.baseUrl}, but its dev issuer keys are not here: ${file} does not exist. A dev gateway makes them ` +
-      "in its own ACG_DATA_DIR: run this in the directory the gateway was started from, or set ACG_DATA_DIR to the gateway's data directory"
-    );
-  }
-  return `no gateway answers at ${config.baseUrl}, and ${file} does not exist: start the gateway first (npm start), which makes the dev issuers' keys, then run this in its directory`;
-}
-
 async function printDevToken(
   kind: 'human' | 'agent',
   options: { subject: string; email?: string; ownerEmail?: string; lifetimeS: string },
@@ -286,6 +310,7 @@ async function printDevToken(
   const { devIssuerKeysFile, loadDevIssuerKeys, mintDevToken } = await import('./identity/dev-issuers.ts');
   const file = devIssuerKeysFile(config.dataDir);
   if (!existsSync(file)) {
+    const { missingDevIssuerKeys } = await import('./operator/client.ts');
     process.stderr.write(`${await missingDevIssuerKeys(config, file)}\n`);
     process.exit(2);
   }

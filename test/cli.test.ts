@@ -2,7 +2,7 @@
 // asked. Parsing mistakes are checked in process (commander's parse, no action runs); what a command
 // finds at ACG_BASE_URL and in ACG_DATA_DIR is checked by running bin/acg.js, from a directory of its
 // own, against an in-process gateway (or a port where nothing listens).
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -10,7 +10,9 @@ import { promisify } from 'node:util';
 import { CommanderError, type Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCli } from '../src/cli.ts';
+import { loadDevIssuerKeys, mintDevToken } from '../src/identity/dev-issuers.ts';
 import { freePort } from './support/doh-server.ts';
+import { startTestGateway, type TestGateway } from './support/gateway.ts';
 import { startWorld, type World } from './support/world.ts';
 
 const ACG = path.resolve('bin/acg.js');
@@ -114,16 +116,31 @@ describe('option values', () => {
   });
 });
 
+/** The test's environment without any setting of the gateway's (so a command sees only the settings a test gives). */
+const inherited = () => Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(ACG_|DATABASE_URL$|PORT$|HOST$)/.test(name)));
+
 /** Runs bin/acg.js in `cwd` with only the given settings (none inherited from the test's environment). */
 async function acg(cwd: string, env: Record<string, string>, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(ACG_|DATABASE_URL$|PORT$|HOST$)/.test(name)));
   try {
-    const { stdout, stderr } = await run(process.execPath, [ACG, ...args], { cwd, env: { ...inherited, ...env }, timeout: 60_000 });
+    const { stdout, stderr } = await run(process.execPath, [ACG, ...args], { cwd, env: { ...inherited(), ...env }, timeout: 60_000 });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const failed = error as { code: number; stdout: string; stderr: string };
     return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
   }
+}
+
+/** The same, with `input` on its standard input. */
+async function acgWithInput(cwd: string, env: Record<string, string>, input: string, ...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [ACG, ...args], { cwd, env: { ...inherited(), ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => void (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+  child.stdin.on('error', () => {}); // a command may stop reading early (a refusal): not the test's failure
+  child.stdin.end(input);
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  return { code, stdout, stderr };
 }
 
 describe('commands aimed at a running gateway', () => {
@@ -218,5 +235,184 @@ describe('commands aimed at a running gateway', () => {
       stderr: `no gateway answers at ${nobody}, and ${path.join(stray, 'dev-issuers.json')} does not exist: start the gateway first (npm start), which makes the dev issuers' keys, then run this in its directory\n`,
     });
     expect(readdirSync(elsewhere)).toEqual([]);
+  });
+});
+
+describe('acg agent mandate show and set', () => {
+  const workDir = mkdtempSync(path.join(tmpdir(), 'acg-cli-mandate-'));
+  const devDir = mkdtempSync(path.join(tmpdir(), 'acg-cli-dev-gateway-'));
+  let world: World;
+  let dev: TestGateway;
+  let agent: { id: string; token: string; ownerToken: string };
+  let nobody: string;
+  let env: Record<string, string>;
+  let counter = 0;
+
+  beforeAll(async () => {
+    world = await startWorld();
+    agent = await world.createAgent('cli-mandate@example.com', 'cli-mandate-agent');
+    nobody = `http://127.0.0.1:${await freePort()}`;
+    env = { ACG_BASE_URL: world.url, ACG_OWNER_TOKEN: agent.ownerToken };
+    // A dev gateway with the built-in identity issuers, whose keys are in its data directory.
+    dev = await startTestGateway({ env: { ACG_DATA_DIR: devDir } });
+  });
+  afterAll(async () => {
+    await world?.close();
+    await dev?.close();
+    rmSync(workDir, { recursive: true, force: true });
+    rmSync(devDir, { recursive: true, force: true });
+  });
+
+  /** A file of the working directory holding `content` (JSON unless a string). */
+  function file(content: unknown): string {
+    const name = path.join(workDir, `mandate-${++counter}.json`);
+    writeFileSync(name, typeof content === 'string' ? content : JSON.stringify(content));
+    return name;
+  }
+
+  const mandateNow = async () => (await world.api('GET', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken })).body;
+
+  it('show prints the mandate in force as JSON; set takes a file, what show printed, or standard input, and prints the new version', async () => {
+    const shown = await acg(workDir, env, 'agent', 'mandate', 'show', agent.id);
+    expect(shown).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(shown.stdout)).toEqual(await mandateNow());
+
+    const rules = { budgets: [{ id: 'daily', limitUc: '20000000', period: 'day' }], timeZone: 'Asia/Kolkata' };
+    const set = await acg(workDir, env, 'agent', 'mandate', 'set', agent.id, '--file', file(rules));
+    expect(set).toMatchObject({ code: 0, stderr: '' });
+    const written = JSON.parse(set.stdout);
+    expect(written).toMatchObject({ agentId: agent.id, version: 2, ...rules, usage: [expect.objectContaining({ budgetId: 'daily', spentUc: '0' })] });
+    expect(written).toEqual(await mandateNow());
+
+    // What show printed, edited, is what set takes: the members besides the rules are left out for it.
+    const edited = JSON.parse((await acg(workDir, env, 'agent', 'mandate', 'show', agent.id)).stdout);
+    edited.budgets[0].limitUc = '30000000';
+    const again = await acg(workDir, env, 'agent', 'mandate', 'set', agent.id, '--file', file(edited));
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ version: 3, budgets: [{ id: 'daily', limitUc: '30000000' }], timeZone: 'Asia/Kolkata' });
+
+    const piped = await acgWithInput(workDir, env, JSON.stringify({ allowedCategories: ['books'] }), 'agent', 'mandate', 'set', agent.id, '--file', '-');
+    expect(piped).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(piped.stdout)).toMatchObject({ version: 4, allowedCategories: ['books'], budgets: [] });
+  });
+
+  it('says no gateway answers, with or without a credential', async () => {
+    const message = `no gateway answers at ${nobody}: start it first (npm start), or set ACG_BASE_URL (or PORT) to where it runs\n`;
+    expect(await acg(workDir, { ...env, ACG_BASE_URL: nobody }, 'agent', 'mandate', 'show', agent.id)).toMatchObject({ code: 2, stdout: '', stderr: message });
+    expect(await acg(workDir, { ...env, ACG_BASE_URL: nobody }, 'agent', 'mandate', 'set', agent.id, '--file', file({}))).toMatchObject({ code: 2, stderr: message });
+    expect(await acg(workDir, { ACG_BASE_URL: nobody }, 'agent', 'mandate', 'show', agent.id)).toMatchObject({ code: 2, stderr: message });
+  });
+
+  it('says a gateway answers but no owner credential was given, and how to give one', async () => {
+    expect(await acg(workDir, { ACG_BASE_URL: world.url }, 'agent', 'mandate', 'show', agent.id)).toMatchObject({
+      code: 2,
+      stderr:
+        `a gateway answers at ${world.url}, but no owner credential was given: a mandate is read and set by the agent's owner. Set ACG_OWNER_TOKEN ` +
+        "to the owner's session token (a human session JWT, or an OAuth access token with scope svc:owner), or give --owner-email <email> to sign in " +
+        "as that owner with the dev gateway's built-in issuer\n",
+    });
+    // With a human identity provider configured, there is no dev sign-in to offer.
+    expect((await acg(workDir, { ACG_BASE_URL: world.url, ACG_HUMAN_ISSUER: world.human.issuer }, 'agent', 'mandate', 'show', agent.id)).stderr).toMatch(/scope svc:owner\)\n$/);
+  });
+
+  it('names the agent it did not find among the owner\'s (404): an unknown id, another owner\'s agent', async () => {
+    const other = await world.createAgent('cli-mandate-other@example.com', 'cli-mandate-other');
+    for (const id of ['agt_nosuchagent', other.id]) {
+      const refused = await acg(workDir, env, 'agent', 'mandate', 'show', id);
+      expect(refused).toMatchObject({
+        code: 2,
+        stdout: '',
+        stderr: `no agent ${id} among the agents of the owner of ACG_OWNER_TOKEN (HTTP 404 not_found: no agent ${id} among your agents): check the agent id, and that the credential is its owner's\n`,
+      });
+    }
+    expect((await acg(workDir, env, 'agent', 'mandate', 'set', other.id, '--file', file({}))).stderr).toMatch(new RegExp(`^no agent ${other.id} among the agents of the owner of ACG_OWNER_TOKEN \\(HTTP 404`));
+  });
+
+  it('names each bad member of the file by its path (400), and writes no version', async () => {
+    const before = (await mandateNow()).version;
+    const schema = await acg(workDir, env, 'agent', 'mandate', 'set', agent.id, '--file', file({ budgets: [{ id: 'daily', limitUc: 5, period: 'day' }] }));
+    expect(schema.code).toBe(2);
+    expect(schema.stderr).toMatch(new RegExp(`^the gateway refused the mandate in ${workDir}/mandate-\\d+\\.json \\(HTTP 400 invalid_input\\):\\n  /budgets/0/limitUc: must be string\\n$`));
+    // A member the mandate does not have: the gateway's problem names it.
+    const unknownMember = await acg(workDir, env, 'agent', 'mandate', 'set', agent.id, '--file', file({ budgets: [], budget: [] }));
+    expect(unknownMember.stderr).toMatch(/\(HTTP 400 invalid_input\):\n {2}\S*\/budget: is not a known member here\n$/);
+    const rule = await acg(workDir, env, 'agent', 'mandate', 'set', agent.id, '--file', file({ budgets: [{ id: 'a', limitUc: '1', period: 'day' }, { id: 'a', limitUc: '2', period: 'week' }] }));
+    expect(rule.stderr).toMatch(/\(HTTP 400 invalid_input\):\n {2}budgets\/1\/id "a" is used twice; budget ids are unique within a mandate\n$/);
+    const piped = await acgWithInput(workDir, env, JSON.stringify({ timeZone: 'Mars/Olympus' }), 'agent', 'mandate', 'set', agent.id, '--file', '-');
+    expect(piped.stderr).toMatch(/^the gateway refused the mandate in standard input \(HTTP 400 invalid_input\):\n {2}timeZone "Mars\/Olympus" is not an IANA time zone/);
+    expect((await mandateNow()).version).toBe(before);
+  });
+
+  it('refuses a file it cannot use before asking the gateway: missing, not JSON, not an object, another agent\'s', async () => {
+    const before = (await mandateNow()).version;
+    const cases: Array<[string, string]> = [
+      [path.join(workDir, 'nowhere.json'), `cannot read ${path.join(workDir, 'nowhere.json')}: no such file\n`],
+      [file('{"budgets": ['), `is not JSON: `],
+      [file([1, 2]), 'must hold a JSON object: the mandate\'s rules, as `acg agent mandate show` prints them\n'],
+      [file({ agentId: 'agt_someoneelse', budgets: [] }), `is the mandate of agent agt_someoneelse, not of ${agent.id}: remove its agentId to give these rules to ${agent.id}\n`],
+      [file(' '.repeat(1_048_577)), 'holds more than 1048576 bytes: that is no mandate\n'],
+    ];
+    for (const [name, message] of cases) {
+      const refused = await acg(workDir, { ...env, ACG_BASE_URL: nobody }, 'agent', 'mandate', 'set', agent.id, '--file', name);
+      expect(refused.code, name).toBe(2);
+      expect(refused.stderr, name).toContain(message);
+    }
+    const flood = await acgWithInput(workDir, { ...env, ACG_BASE_URL: nobody }, ' '.repeat(1_048_577), 'agent', 'mandate', 'set', agent.id, '--file', '-');
+    expect(flood).toMatchObject({ code: 2, stderr: 'standard input holds more than 1048576 bytes: that is no mandate\n' });
+    expect((await mandateNow()).version).toBe(before);
+  });
+
+  it('says the gateway does not accept the credential (401), or that it is not an owner\'s (403)', async () => {
+    expect(await acg(workDir, { ...env, ACG_OWNER_TOKEN: 'not-a-token' }, 'agent', 'mandate', 'show', agent.id)).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(
+        new RegExp(`^the gateway at ${world.url} does not accept the owner credential from ACG_OWNER_TOKEN \\(HTTP 401 unauthorized: .+\\): it has expired, or is not a session of this gateway's human identity provider\\n$`),
+      ),
+    });
+    expect(await acg(workDir, { ...env, ACG_OWNER_TOKEN: agent.token }, 'agent', 'mandate', 'show', agent.id)).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/^the credential from ACG_OWNER_TOKEN is not an owner's \(HTTP 403 .+\): a mandate is read and set with its owner's session, not an agent's or a merchant's credential\n$/),
+    });
+  });
+
+  it('signs in with --owner-email on a dev gateway with the built-in issuer, and says why it cannot elsewhere', async () => {
+    const keys = await loadDevIssuerKeys(devDir);
+    const devOwner = await mintDevToken(keys, {
+      baseUrl: dev.url, audience: 'agent-credit-gateway', kind: 'human', subject: 'human:dev-owner@example.com', email: 'dev-owner@example.com', ownerEmailClaim: 'owner_email', nowS: Math.floor(Date.now() / 1000),
+    });
+    const registered = await fetch(`${dev.url}/v1/owner/agents`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${devOwner}`, 'content-type': 'application/json', 'idempotency-key': 'cli-dev-agent' },
+      body: JSON.stringify({ name: 'Dev agent', identity: { issuer: `${dev.url}/dev/issuers/agent`, subject: 'cli-dev-agent' } }),
+    });
+    expect(registered.status).toBe(201);
+    const devAgentId = ((await registered.json()) as { id: string }).id;
+    const devEnv = { ACG_BASE_URL: dev.url, ACG_DATA_DIR: devDir };
+
+    const set = await acg(workDir, devEnv, 'agent', 'mandate', 'set', devAgentId, '--owner-email', 'Dev-Owner@example.com', '--file', file({ approvalAboveUc: '5000000' }));
+    expect(set, set.stderr).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(set.stdout)).toMatchObject({ agentId: devAgentId, version: 2, approvalAboveUc: '5000000' });
+    const shown = await acg(workDir, devEnv, 'agent', 'mandate', 'show', devAgentId, '--owner-email', 'dev-owner@example.com');
+    expect(JSON.parse(shown.stdout)).toEqual(JSON.parse(set.stdout));
+    // Another owner's session does not reach the agent.
+    expect((await acg(workDir, devEnv, 'agent', 'mandate', 'show', devAgentId, '--owner-email', 'someone@example.com')).stderr).toBe(
+      `no agent ${devAgentId} among the agents of the owner of --owner-email someone@example.com (a dev session) (HTTP 404 not_found: no agent ${devAgentId} among your agents): check the agent id, and that the credential is its owner's\n`,
+    );
+    // Without the gateway's data directory, there are no keys to sign with: said, and none made.
+    const stray = path.join(workDir, '.acg-data');
+    expect(await acg(workDir, { ACG_BASE_URL: dev.url }, 'agent', 'mandate', 'show', devAgentId, '--owner-email', 'dev-owner@example.com')).toMatchObject({
+      code: 2,
+      stderr:
+        `a gateway answers at ${dev.url}, but its dev issuer keys are not here: ${path.join(stray, 'dev-issuers.json')} does not exist. A dev gateway makes them ` +
+        "in its own ACG_DATA_DIR: run this in the directory the gateway was started from, or set ACG_DATA_DIR to the gateway's data directory\n",
+    });
+    expect(existsSync(stray)).toBe(false);
+    // A configured human identity provider, or live mode: no dev sign-in.
+    expect((await acg(workDir, { ...devEnv, ACG_HUMAN_ISSUER: world.human.issuer }, 'agent', 'mandate', 'show', devAgentId, '--owner-email', 'dev-owner@example.com')).stderr).toBe(
+      `a human identity issuer is configured (ACG_HUMAN_ISSUER), so --owner-email cannot sign in: set ACG_OWNER_TOKEN to the owner's session token from ${world.human.issuer}\n`,
+    );
+    expect((await acg(workDir, { ...devEnv, ACG_MODE: 'live' }, 'agent', 'mandate', 'show', devAgentId, '--owner-email', 'dev-owner@example.com')).stderr).toBe(
+      '--owner-email signs in with the built-in dev issuer, which only dev mode has: set ACG_OWNER_TOKEN to a session token of the owner\n',
+    );
   });
 });

@@ -1,13 +1,17 @@
 // The merchant check (POST /v1/access/merchant-check), a query: may this independently verified agent
 // identity use one of my offers? One statement reads the offer, its merchant, the identity's registration
-// and its owner (./store.ts); the spending policy (src/policy) answers for the agent with nothing taken;
-// the check adds the two facts only it needs (a verified owner, a verified merchant). Nothing is written.
+// and its owner (./store.ts); the spending policy (src/policy) answers for the agent as the mint would, with
+// the offer's price against its budgets' usage (status, category, merchant rules, validity, budgets), though
+// nothing is taken; the rolling caps of the agent's allowances are not asked, as they were not before
+// mandates. The check adds the two facts only it needs (a verified owner, a verified merchant). Nothing is
+// written, and the answer holds no budget figure: a refusal of any rule is `allowed: false`. A purchase that
+// would wait for the owner's approval is allowed (the mint asks for it).
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
 import { formatUc } from '../platform/money.ts';
 import type { Query } from '../platform/queries.ts';
 import { Microcredits } from '../platform/schemas.ts';
-import { spendingRefusal } from '../policy/spending.ts';
+import { spendingRefusal, usageOf } from '../policy/spending.ts';
 import { findMerchantCheck } from './store.ts';
 
 export interface AgentIdentity {
@@ -47,7 +51,10 @@ const MerchantCheckDecision = Type.Object({
   agentIdentity: Type.Object({ issuer: Type.String(), subject: Type.String() }),
   merchantId: Type.String(),
   offerId: Type.String(),
-  allowed: Type.Boolean({ description: "the agent is active, its owner is a verified human, and the offer's category is allowed to it" }),
+  allowed: Type.Boolean({
+    description:
+      "the agent is active, its owner is a verified human, and its mandate allows this purchase now: the offer's category and merchant, its validity window and its budgets (the offer's price against what each has left, with nothing taken; no figure is shown; the rolling per-hold and per-period caps are not asked). A purchase above its approval threshold is allowed (the mint asks the owner).",
+  }),
   paymentRequired: Type.Boolean({ description: 'using the offer takes a voucher (a hold of priceUc); always true for priced offers' }),
   priceUc: Microcredits(),
   voucherEndpoint: Type.Optional(Type.String()),
@@ -68,11 +75,20 @@ export function accessQueries(): AccessQueries {
         if (principal.kind !== 'merchant') throw new ApiError('forbidden', { detail: 'only a merchant API key checks access to its offers' });
         return principal.merchantId!;
       },
-      read: async (db, { input: { offerId, agentIdentity } }, merchantId) => {
+      read: async (db, { input: { offerId, agentIdentity }, atS }, merchantId) => {
         const row = await findMerchantCheck(db, merchantId, offerId, agentIdentity);
         if (!row) throw new ApiError('not_found', { detail: `no active offer ${offerId} of your merchant` });
         if (!row.agent) throw new ApiError('not_found', { detail: 'no agent is registered for this identity' });
-        const cleared = spendingRefusal(row.agent, { category: row.category }) === undefined;
+        // The rolling caps are not asked (as before mandates): the mandate's rules are.
+        const agent = { ...row.agent, cap_per_hold_uc: null, cap_per_period_uc: null };
+        const usage = (await usageOf(db, [agent], atS)).get(agent.id)!;
+        const refusal = spendingRefusal(agent, {
+          category: row.category,
+          merchant: { id: row.merchant_id, domain: row.merchant_domain },
+          atS,
+          take: { amountUc: row.price_uc, usage },
+        });
+        const cleared = refusal === undefined || refusal.rule === 'approval';
         return {
           agentId: row.agent.id,
           agentIdentity,

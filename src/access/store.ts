@@ -2,6 +2,7 @@
 // identity (with the settings the spending policy reads) and the agent's owner together (one snapshot), and
 // writes nothing.
 import type { Queryable } from '../platform/db/database.ts';
+import type { ExtendedRules } from '../policy/mandate.ts';
 
 /** The registered agent, as the merchant check needs it: the policy's settings and whether its owner is verified. */
 export interface MerchantCheckAgent {
@@ -12,6 +13,7 @@ export interface MerchantCheckAgent {
   cap_per_hold_uc: bigint | null;
   cap_per_period_uc: bigint | null;
   cap_period_s: number;
+  mandate_rules: Partial<ExtendedRules>;
   owner_verified: boolean;
 }
 
@@ -21,6 +23,8 @@ export interface MerchantCheckRow {
   price_uc: bigint;
   category: string;
   merchant_verified: boolean;
+  /** The merchant's domain (the mandate's merchant rules name merchants by id or verified domain). */
+  merchant_domain: string;
   /** Undefined when no agent is registered for the identity. */
   agent?: MerchantCheckAgent;
 }
@@ -33,6 +37,7 @@ interface Row extends Omit<MerchantCheckRow, 'agent'> {
   cap_per_hold_uc: bigint | null;
   cap_per_period_uc: bigint | null;
   cap_period_s: number | null;
+  mandate_rules: Partial<ExtendedRules> | null;
   owner_verified: boolean | null;
 }
 
@@ -44,9 +49,9 @@ export async function findMerchantCheck(
   identity: { issuer: string; subject: string },
 ): Promise<MerchantCheckRow | undefined> {
   const { rows } = await db.query<Row>(
-    `SELECT o.id AS offer_id, o.merchant_id, o.price_uc, o.category, m.verified AS merchant_verified,
+    `SELECT o.id AS offer_id, o.merchant_id, o.price_uc, o.category, m.verified AS merchant_verified, m.domain AS merchant_domain,
             a.id AS agent_id, a.status AS agent_status, a.allowed_services, a.allowed_categories,
-            a.cap_per_hold_uc, a.cap_per_period_uc, a.cap_period_s, ow.email_verified AS owner_verified
+            a.cap_per_hold_uc, a.cap_per_period_uc, a.cap_period_s, a.mandate_rules, ow.email_verified AS owner_verified
        FROM offers o
        JOIN merchants m ON m.id = o.merchant_id
        LEFT JOIN agents a ON a.identity_issuer = $3 AND a.identity_subject = $4
@@ -56,7 +61,7 @@ export async function findMerchantCheck(
   );
   const row = rows[0];
   if (!row) return undefined;
-  const { agent_id, agent_status, allowed_services, allowed_categories, cap_per_hold_uc, cap_per_period_uc, cap_period_s, owner_verified, ...offer } = row;
+  const { agent_id, agent_status, allowed_services, allowed_categories, cap_per_hold_uc, cap_per_period_uc, cap_period_s, mandate_rules, owner_verified, ...offer } = row;
   if (agent_id === null) return offer;
   return {
     ...offer,
@@ -68,6 +73,7 @@ export async function findMerchantCheck(
       cap_per_hold_uc,
       cap_per_period_uc,
       cap_period_s: cap_period_s!,
+      mandate_rules: mandate_rules ?? {},
       owner_verified: owner_verified === true,
     },
   };

@@ -1,9 +1,11 @@
 // Agent management's operations, for every face: register and update agents, freeze and unfreeze them,
 // set their profiles and avatars. Each input is the path's agent id plus the body's members.
-import { Type, type Static } from '@sinclair/typebox';
+import { Type, type Static, type TOptional } from '@sinclair/typebox';
+import { ALERT_THRESHOLDS_DEFAULT, CAP_PERIOD_S_DEFAULT, defaultExtendedRules, TIME_ZONE_DEFAULT, type MandateRules } from '../policy/mandate.ts';
+import { MandateRulesProperties } from './schemas.ts';
 import { Category, IdParams, idOf, Microcredits, Nullable, ResourceId } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
-import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type Agent, type AgentProfile, type AgentService, type AvatarType } from './service.ts';
+import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type Agent, type AgentProfile, type AgentService, type AvatarType, type MandateView } from './service.ts';
 
 const Name = Type.String({ minLength: 1, maxLength: 100 });
 const ServiceList = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 20 });
@@ -70,7 +72,46 @@ export const UploadStart = Type.Object(
 export const Finalize = Type.Object({ uploadId: ResourceId, storageId: ResourceId }, { examples: [{ uploadId: 'upl_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', storageId: 'sto_01JD0S4W6Q6Z7T0YJ2V7C8M9KX' }], additionalProperties: false });
 
 
+/** PUT …/mandate: the whole mandate; a member left out takes its default (GET's rules, without agentId, version, createdAt, hash and usage, PUT back changed). */
+export const MandateInput = Type.Object(
+  Object.fromEntries(Object.entries(MandateRulesProperties).map(([name, schema]) => [name, Type.Optional(schema)])) as {
+    [K in keyof typeof MandateRulesProperties]: TOptional<(typeof MandateRulesProperties)[K]>;
+  },
+  {
+    additionalProperties: false,
+    description:
+      'Replaces the mandate (a new version). Defaults of a member left out: allowedServices and allowedCategories ["*"], caps ' +
+      `none (periodS ${CAP_PERIOD_S_DEFAULT}), no budgets, no merchant rules, no approval threshold, no validity window, timeZone ` +
+      `${TIME_ZONE_DEFAULT}, alertThresholds [${ALERT_THRESHOLDS_DEFAULT.join(', ')}].`,
+    examples: [
+      {
+        allowedCategories: ['books', 'data'],
+        budgets: [
+          { id: 'daily', limitUc: '20000000', period: 'day' },
+          { id: 'books-monthly', limitUc: '300000000', period: 'month', category: 'books' },
+        ],
+        merchants: { allow: null, deny: ['spam-shop.example.com'] },
+        approvalAboveUc: '5000000',
+        timeZone: 'Europe/Paris',
+      },
+    ],
+  },
+);
+export type MandateInput = Static<typeof MandateInput>;
+
+/** The rules a PUT body states, with the defaults of what it leaves out. */
+export function mandateRulesOf(input: MandateInput): MandateRules {
+  return {
+    ...defaultExtendedRules(),
+    allowedServices: ['*'],
+    allowedCategories: ['*'],
+    ...input,
+    caps: input.caps ?? { perHoldUc: null, perPeriodUc: null, periodS: CAP_PERIOD_S_DEFAULT },
+  } as MandateRules;
+}
+
 const RegisterAgentInput = inputOf(Type.Object({}), AgentCreate);
+const SetMandateInput = inputOf(IdParams, MandateInput);
 const UpdateAgentInput = inputOf(IdParams, AgentPatch);
 const AgentIdInput = inputOf(IdParams);
 const SetProfileInput = inputOf(IdParams, ProfileInput);
@@ -98,6 +139,7 @@ export interface AgentOperations {
   startAvatarUpload: SingleStepOperation<Static<typeof StartUploadInput>, AvatarUploadTicket>;
   finalizeAvatarUpload: SingleStepOperation<Static<typeof FinalizeInput>, AgentProfile>;
   uploadAvatarBytes: SingleStepOperation<Static<typeof UploadAvatarBytesInput>, void>;
+  setMandate: SingleStepOperation<Static<typeof SetMandateInput>, MandateView>;
 }
 
 /** Owner operations: the principal is a human or owner credential; the acting-for rule (acting.ts) finds its agent. */
@@ -144,6 +186,12 @@ export function agentOperations(agents: AgentService): AgentOperations {
       input: FinalizeInput,
       idempotency: { key: 'optional' },
       run: (tx, { principal, input }) => agents.finalizeAvatar(tx, principal, input.id, input.uploadId, input.storageId),
+    },
+    setMandate: {
+      name: 'setMandate',
+      input: SetMandateInput,
+      idempotency: { key: 'required' },
+      run: async (tx, { principal, input: { id, ...rules } }) => agents.mandateView(tx, await agents.setMandate(tx, principal, id, mandateRulesOf(rules))),
     },
     uploadAvatarBytes: {
       name: 'uploadAvatarBytes',

@@ -9,7 +9,7 @@ import { problems } from '../platform/http/openapi.ts';
 import { queryRoute } from '../platform/http/query.ts';
 import { runQuery } from '../platform/queries.ts';
 import { AgentIdParams, idOf, UnixSeconds } from '../platform/schemas.ts';
-import { AgentCreate, AgentPatch, Finalize, ProfileInput, UploadStart, type AgentOperations } from './operations.ts';
+import { AgentCreate, AgentPatch, Finalize, MandateInput, ProfileInput, UploadStart, type AgentOperations } from './operations.ts';
 import type { AgentQueries } from './queries.ts';
 import { AVATAR_BYTES_MAX, AVATAR_TYPES } from './service.ts';
 
@@ -84,6 +84,54 @@ export function agentRoutes(deps: AgentRouteDeps) {
         handler: (request, reply) => serve(request, reply, operation, { id: (request.params as { id: string }).id }),
       });
     }
+
+    app.put('/v1/owner/agents/:id/mandate', {
+      config: { auth: OWNER, operation: ops.setMandate },
+      schema: {
+        tags: ['mandates'],
+        summary: "Replace an agent's mandate (a new version)",
+        description:
+          "The owner's rules for the agent, enforced by the gateway at every hold: allowed services and categories, caps, up to " +
+          '20 budgets (per day, week or month in the mandate\'s time zone, or in total; over all spending or one merchant, category or ' +
+          'built-in service; every budget that applies must hold), merchants allowed or denied (by id or verified domain), a threshold ' +
+          'above which a purchase waits for the owner\'s approval, a validity window, and the alert thresholds of `budget.threshold`. ' +
+          'A member left out takes its default: PUT the rules GET shows (without its agentId, version, createdAt, hash and usage), changed. Every change is a new version whose `hash` (base64url ' +
+          'SHA-256 of its RFC 8785 canonical JSON) vouchers, receipts and evidence name; old versions stay readable. Refusals at a hold: ' +
+          '402 CAP_EXCEEDED (`reason` budget_exceeded with the `budget`, per_hold_cap, per_period_cap), 403 SCOPE_FORBIDDEN (`reason` ' +
+          'merchant_not_allowed, mandate_not_valid, service_not_allowed, category_not_allowed), 402 approval_required (above the ' +
+          'threshold). Requires Idempotency-Key.',
+        params: AgentIdParams,
+        body: MandateInput,
+        response: { 200: Type.Ref('Mandate'), ...problems(400, 404, 409) },
+      },
+      handler: (request, reply) => serve(request, reply, ops.setMandate, { ...(request.body as MandateInput), id: (request.params as { id: string }).id }),
+    });
+    app.route(
+      queryRoute('GET', '/v1/owner/agents/:id/mandate', queries.getMandate, {
+        auth: OWNER,
+        tags: ['mandates'],
+        summary: "Read an agent's mandate in force, with each budget's usage",
+        description: "For each budget: what its current period allows (`limitUc`), what is spent (held plus captured, less refunded), what remains, and when it resets.",
+        errors: [404],
+      }),
+    );
+    app.route(
+      queryRoute('GET', '/v1/owner/agents/:id/mandate/versions', queries.listMandateVersions, {
+        auth: OWNER,
+        tags: ['mandates'],
+        summary: "List an agent's mandate versions (newest first)",
+        errors: [404],
+      }),
+    );
+    app.route(
+      queryRoute('GET', '/v1/owner/agents/:id/mandate/versions/:version', queries.getMandateVersion, {
+        auth: OWNER,
+        tags: ['mandates'],
+        summary: 'Read one mandate version: its canonical JSON and hash',
+        description: 'The exact bytes (`canonical`) the hash is taken over: base64url(SHA-256(canonical)) = `hash`.',
+        errors: [404],
+      }),
+    );
 
     app.put('/v1/owner/agents/:id/profile', {
       config: { auth: OWNER, operation: ops.setAgentProfile },

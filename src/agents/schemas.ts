@@ -1,6 +1,8 @@
 // Agents as every face shows them: one schema each, registered once by the composition root.
 import { Type } from '@sinclair/typebox';
 import { Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
+import { ALERT_THRESHOLDS_MAX, BUDGETS_PER_MANDATE_MAX, MERCHANT_RULES_MAX } from '../policy/mandate.ts';
+import { BUDGET_PERIODS } from '../policy/periods.ts';
 import { PROFILE_PRESETS } from './service.ts';
 
 export const ProfileSchema = Type.Object(
@@ -40,4 +42,85 @@ export const AgentSchema = Type.Object(
   { $id: 'Agent' },
 );
 
-export const AGENT_SCHEMAS = [ProfileSchema, AgentSchema];
+
+const Budget = Type.Object(
+  {
+    id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._:-]+$', description: 'names the budget within the mandate; its usage follows it across versions' }),
+    limitUc: Microcredits('at most this much per period (held plus captured, less refunded)'),
+    period: Type.String({ enum: [...BUDGET_PERIODS], description: 'day, week (ISO, from Monday) or month in the mandate\'s time zone, or total (never resets)' }),
+    merchantId: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'only purchases from this merchant count' })),
+    category: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'only spending in this category counts' })),
+    serviceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'only this built-in service counts' })),
+  },
+  { additionalProperties: false, description: 'a budget without merchantId, category or serviceId covers all spending; at most one of them' },
+);
+
+const MerchantRules = Type.Object(
+  {
+    allow: Nullable(Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: MERCHANT_RULES_MAX, description: 'only these merchants (ids or verified domains); null: any not denied' })),
+    deny: Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: MERCHANT_RULES_MAX, description: 'never these merchants (ids or verified domains)' }),
+  },
+  { additionalProperties: false },
+);
+
+/** The rules of a mandate, as PUT takes them and every face shows them. */
+export const MandateRulesProperties = {
+  allowedServices: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 20, description: 'built-in services the agent may execute; "*" = all' }),
+  allowedCategories: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 100, description: 'offer categories the agent may buy; "*" = all' }),
+  caps: Type.Object(
+    {
+      perHoldUc: Nullable(Microcredits('largest single hold; null = no cap')),
+      perPeriodUc: Nullable(Microcredits('most that holds may take per rolling period; null = no cap')),
+      periodS: Type.Integer({ minimum: 60, maximum: 31_536_000, description: 'the rolling period of perPeriodUc, in seconds' }),
+    },
+    { additionalProperties: false },
+  ),
+  budgets: Type.Array(Budget, { maxItems: BUDGETS_PER_MANDATE_MAX, description: `up to ${BUDGETS_PER_MANDATE_MAX}; every budget that applies to a purchase must hold` }),
+  merchants: MerchantRules,
+  approvalAboveUc: Nullable(Microcredits('a purchase above this waits for the owner\'s approval; null = none does')),
+  notBefore: Nullable(UnixSeconds('the mandate is in force from')),
+  notAfter: Nullable(UnixSeconds('the mandate is no longer in force from')),
+  timeZone: Type.String({ minLength: 1, maxLength: 64, description: 'IANA time zone of the day, week and month budgets, e.g. Europe/Paris' }),
+  alertThresholds: Type.Array(Type.Integer({ minimum: 1, maximum: 100 }), { maxItems: ALERT_THRESHOLDS_MAX, description: 'percent of a budget at which `budget.threshold` fires, once per period each' }),
+};
+
+export const BudgetUsageSchema = Type.Object(
+  {
+    budgetId: Type.String(),
+    period: Type.String({ enum: [...BUDGET_PERIODS] }),
+    limitUc: Microcredits(),
+    merchantId: Type.Optional(Type.String()),
+    category: Type.Optional(Type.String()),
+    serviceId: Type.Optional(Type.String()),
+    periodStart: UnixSeconds('the current period began (0 for total)'),
+    resetsAt: Nullable(UnixSeconds('the next period begins; null for total')),
+    spentUc: Microcredits('held plus captured, less refunded, in the current period'),
+    remainingUc: Microcredits('what the current period still allows'),
+  },
+  { $id: 'BudgetUsage' },
+);
+
+export const MandateSchema = Type.Object(
+  {
+    agentId: Type.String(),
+    version: Type.Integer({ minimum: 1, description: 'every change makes a new version; old ones stay readable' }),
+    createdAt: UnixSeconds('this version was made'),
+    hash: Type.String({ description: 'base64url SHA-256 of the version\'s RFC 8785 canonical JSON (every member above `hash` and `usage` excluded): what vouchers, receipts and evidence name as `mandate`' }),
+    ...MandateRulesProperties,
+    usage: Type.Array(Type.Ref('BudgetUsage'), { description: "each budget's current period" }),
+  },
+  { $id: 'Mandate', description: 'An agent\'s mandate in force: the owner\'s rules, versioned and hashed, and its budgets\' usage' },
+);
+
+export const MandateVersionSchema = Type.Object(
+  {
+    agentId: Type.String(),
+    version: Type.Integer({ minimum: 1 }),
+    createdAt: UnixSeconds('made'),
+    hash: Type.String(),
+    canonical: Type.String({ description: 'the RFC 8785 canonical JSON the hash is taken over, byte for byte' }),
+  },
+  { $id: 'MandateVersion' },
+);
+
+export const AGENT_SCHEMAS = [ProfileSchema, AgentSchema, BudgetUsageSchema, MandateSchema, MandateVersionSchema];

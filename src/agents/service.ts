@@ -10,6 +10,10 @@ import { actingAgent, actsFor, type Actor } from './acting.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, parseUc } from '../platform/money.ts';
+import { CAP_PERIOD_S_DEFAULT, canonicalMandate, checkedRules, defaultExtendedRules, extendedRulesOf, mandateHash, type MandateDocument, type MandateRules } from '../policy/mandate.ts';
+import { principalScope, type Principal } from '../platform/principal.ts';
+import { periodOf } from '../policy/periods.ts';
+import { usageOf } from '../policy/spending.ts';
 import * as store from './store.ts';
 
 /** The agent row other features read and lock through this service (never through its store). */
@@ -18,7 +22,6 @@ export type { AgentRow, AgentWithOwnerRow } from './store.ts';
 export const PROFILE_PRESETS = ['letter', 'robot', 'abstract', 'image'] as const;
 export type ProfilePreset = (typeof PROFILE_PRESETS)[number];
 export const DEFAULT_PROFILE_COLOR = '#4f46e5';
-export const DEFAULT_CAP_PERIOD_S = 86_400;
 export const AVATAR_TYPES = ['image/png', 'image/jpeg', 'image/webp'] as const;
 export type AvatarType = (typeof AVATAR_TYPES)[number];
 export const AVATAR_BYTES_MAX = 262_144;
@@ -45,6 +48,23 @@ export interface Agent {
   createdAt: number;
   updatedAt: number;
 }
+
+/** One budget's current period, as the mandate and `/v1/me` show it. */
+export interface BudgetUsage {
+  budgetId: string;
+  period: string;
+  limitUc: string;
+  merchantId?: string;
+  category?: string;
+  serviceId?: string;
+  periodStart: number;
+  resetsAt: number | null;
+  spentUc: string;
+  remainingUc: string;
+}
+
+/** The mandate in force: the version's document, its hash, and its budgets' usage. */
+export type MandateView = MandateDocument & { hash: string; usage: BudgetUsage[] };
 
 export interface AgentSettings {
   name?: string;
@@ -88,16 +108,6 @@ function unique(values: string[]): string[] {
   return [...new Set(values)];
 }
 
-/** The allowed services as stored: each a service id of the catalogue (`known`), or "*". */
-function checkServices(services: string[], known: readonly string[]): string[] {
-  for (const id of services) {
-    if (id !== '*' && !known.includes(id)) {
-      throw new ApiError('invalid_input', { detail: `unknown service "${id}"; known: ${known.join(', ')} or "*"` });
-    }
-  }
-  return unique(services);
-}
-
 /** Magic numbers of the accepted image types: the declared type must match the bytes. */
 function sniffImage(bytes: Uint8Array): AvatarType | undefined {
   const starts = (...sig: number[]) => sig.every((b, i) => bytes[i] === b);
@@ -106,6 +116,9 @@ function sniffImage(bytes: Uint8Array): AvatarType | undefined {
   if (starts(0x52, 0x49, 0x46, 0x46) && String.fromCharCode(...bytes.slice(8, 12)) === 'WEBP') return 'image/webp';
   return undefined;
 }
+
+/** Agents whose mandate version 1 is written per pass of the start-up backfill. */
+const MANDATE_BACKFILL_BATCH = 500;
 
 export class AgentService {
   constructor(
@@ -141,6 +154,15 @@ export class AgentService {
     if (input.identity.issuer !== issuer) {
       throw new ApiError('invalid_input', { detail: `identity.issuer must be the agent identity provider, ${issuer}` });
     }
+    const rules = checkedRules(
+      {
+        ...defaultExtendedRules(),
+        allowedServices: input.allowedServices ?? ['*'],
+        allowedCategories: input.allowedCategories ?? ['*'],
+        caps: { perHoldUc: input.caps?.perHoldUc ?? null, perPeriodUc: input.caps?.perPeriodUc ?? null, periodS: input.caps?.periodS ?? CAP_PERIOD_S_DEFAULT },
+      },
+      this.serviceIds,
+    );
     const nowS = this.gateway.clock.nowS();
     const row = await store.insertAgent(tx, {
       id: newId('agt'),
@@ -149,12 +171,7 @@ export class AgentService {
       identity_issuer: input.identity.issuer,
       identity_subject: input.identity.subject,
       status: 'active',
-      allowed_services: checkServices(input.allowedServices ?? ['*'], this.serviceIds),
-      allowed_categories: unique(input.allowedCategories ?? ['*']),
       inbox_allowlist: unique(input.inboxAllowlist ?? []),
-      cap_per_hold_uc: input.caps?.perHoldUc == null ? null : parseUc(input.caps.perHoldUc, 'caps.perHoldUc'),
-      cap_per_period_uc: input.caps?.perPeriodUc == null ? null : parseUc(input.caps.perPeriodUc, 'caps.perPeriodUc'),
-      cap_period_s: input.caps?.periodS ?? DEFAULT_CAP_PERIOD_S,
       profile_name: input.name,
       profile_preset: 'letter',
       profile_color: DEFAULT_PROFILE_COLOR,
@@ -163,7 +180,107 @@ export class AgentService {
       updated_at_s: BigInt(nowS),
     });
     if (!row) throw new ApiError('conflict', { detail: 'an agent with this identity (issuer + subject) is already registered' });
-    return toAgent(row);
+    return toAgent(await this.writeMandate(tx, row, rules, `owner:${ownerId}`));
+  }
+
+  /**
+   * Makes `rules` the agent's mandate: the next version, its canonical document and hash kept for good, the
+   * agent row's policy columns set from it (store.writeMandate, the one writer of spending policy). The
+   * caller holds the agent's row lock.
+   */
+  private async writeMandate(tx: Tx, row: store.AgentRow, rules: MandateRules, createdBy: string): Promise<store.AgentRow> {
+    const nowS = this.gateway.clock.nowS();
+    const document: MandateDocument = { agentId: row.id, version: row.mandate_version + 1, createdAt: nowS, ...rules };
+    const canonical = canonicalMandate(document);
+    return store.writeMandate(
+      tx,
+      { agent_id: row.id, version: document.version, hash: mandateHash(canonical), document: canonical, created_at_s: BigInt(nowS), created_by: createdBy },
+      rules,
+      BigInt(nowS),
+    );
+  }
+
+  /** The agent's mandate rules as they stand (its policy columns and its extended rules). */
+  rulesOf(row: store.AgentRow): MandateRules {
+    return {
+      allowedServices: row.allowed_services,
+      allowedCategories: row.allowed_categories,
+      caps: {
+        perHoldUc: row.cap_per_hold_uc === null ? null : formatUc(row.cap_per_hold_uc),
+        perPeriodUc: row.cap_per_period_uc === null ? null : formatUc(row.cap_per_period_uc),
+        periodS: row.cap_period_s,
+      },
+      ...extendedRulesOf(row.mandate_rules),
+    };
+  }
+
+  /** Replaces the mandate of one of the owner's agents (PUT …/mandate): a new version. */
+  async setMandate(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, agentId: string, rules: MandateRules): Promise<store.AgentRow> {
+    const row = await this.lockAgentFor(tx, principal, agentId);
+    return this.writeMandate(tx, row, checkedRules(rules, this.serviceIds), principalScope(principal as Principal));
+  }
+
+  /** The mandate in force, as every face shows it: its document, its hash, and its budgets' usage now. */
+  async mandateView(db: Queryable, row: store.AgentRow): Promise<MandateView> {
+    const version = await this.mandateVersion(db, row);
+    const document = JSON.parse(version.document) as MandateDocument;
+    return { ...document, hash: version.hash, usage: await this.budgetUsage(db, row) };
+  }
+
+  /** Each budget of the agent's mandate in its current period: limit, spent, remaining, when it resets. */
+  async budgetUsage(db: Queryable, row: store.AgentRow): Promise<BudgetUsage[]> {
+    const nowS = this.gateway.clock.nowS();
+    const usage = (await usageOf(db, [row], nowS)).get(row.id)!;
+    const rules = extendedRulesOf(row.mandate_rules);
+    return rules.budgets.map((budget) => {
+      const bounds = periodOf(budget.period, rules.timeZone, nowS);
+      const limitUc = BigInt(budget.limitUc);
+      const spentUc = usage.budgets.get(budget.id)?.spentUc ?? 0n;
+      const { id, period, limitUc: limit, ...scope } = budget;
+      return {
+        budgetId: id,
+        period,
+        limitUc: limit,
+        ...scope,
+        periodStart: bounds.startS,
+        resetsAt: bounds.resetsAtS,
+        spentUc: formatUc(spentUc),
+        remainingUc: formatUc(limitUc > spentUc ? limitUc - spentUc : 0n),
+      };
+    });
+  }
+
+  /** One version of the agent's mandate (the current one by default); 404 for a version it never had. */
+  async mandateVersion(db: Queryable, row: store.AgentRow, version = row.mandate_version): Promise<store.MandateVersionRow> {
+    const found = version >= 1 ? await store.findMandateVersion(db, row.id, version) : undefined;
+    if (!found) throw new ApiError('not_found', { detail: `agent ${row.id} has no mandate version ${version}` });
+    return found;
+  }
+
+  /** The agent's mandate versions, newest first (`startingAfter` a version number). */
+  async mandateVersions(db: Queryable, row: store.AgentRow, page: { limit: number; startingAfter?: number }): Promise<{ versions: store.MandateVersionRow[]; hasMore: boolean }> {
+    const rows = await store.listMandateVersions(db, row.id, page.limit, page.startingAfter);
+    return { versions: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
+  }
+
+  /**
+   * Writes version 1 of every agent registered before mandates existed, from its columns (run at start; safe
+   * on several instances at once: each agent under its row lock, and only while still at version 0).
+   */
+  async writeMissingMandates(): Promise<number> {
+    let written = 0;
+    for (;;) {
+      const ids = await store.agentIdsWithoutMandate(this.gateway.db, MANDATE_BACKFILL_BATCH);
+      if (ids.length === 0) return written;
+      for (const id of ids) {
+        written += await this.gateway.db.transaction(async (tx) => {
+          const row = await store.lockAgent(tx, id);
+          if (!row || row.mandate_version !== 0) return 0;
+          await this.writeMandate(tx, row, this.rulesOf(row), 'gateway');
+          return 1;
+        });
+      }
+    }
   }
 
   async listAgents(db: Queryable, ownerId: string, page: Page): Promise<{ agents: Agent[]; hasMore: boolean }> {
@@ -196,20 +313,32 @@ export class AgentService {
     return new Map((await store.lockAgents(tx, agentIds)).map((row) => [row.id, row]));
   }
 
-  async updateAgent(tx: Tx, principal: Actor, agentId: string, patch: AgentSettings): Promise<Agent> {
-    const row = await this.lockAgentFor(tx, principal, agentId);
-    const caps = patch.caps ?? {};
+  /**
+   * PATCH: the name and inbox allowlist, and the allowances and caps, which are mandate rules: changing any of
+   * those writes a new mandate version with the rest of the mandate as it was.
+   */
+  async updateAgent(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, agentId: string, patch: AgentSettings): Promise<Agent> {
+    let row = await this.lockAgentFor(tx, principal, agentId);
+    if (patch.allowedServices !== undefined || patch.allowedCategories !== undefined || patch.caps !== undefined) {
+      const rules = this.rulesOf(row);
+      const caps = patch.caps ?? {};
+      const patched: MandateRules = {
+        ...rules,
+        allowedServices: patch.allowedServices ?? rules.allowedServices,
+        allowedCategories: patch.allowedCategories ?? rules.allowedCategories,
+        caps: {
+          perHoldUc: caps.perHoldUc === undefined ? rules.caps.perHoldUc : caps.perHoldUc,
+          perPeriodUc: caps.perPeriodUc === undefined ? rules.caps.perPeriodUc : caps.perPeriodUc,
+          periodS: caps.periodS ?? rules.caps.periodS,
+        },
+      };
+      row = await this.writeMandate(tx, row, checkedRules(patched, this.serviceIds), principalScope(principal as Principal));
+    }
     return toAgent(
       await store.updateAgent(tx, {
         ...row,
         name: patch.name ?? row.name,
-        allowed_services: patch.allowedServices ? checkServices(patch.allowedServices, this.serviceIds) : row.allowed_services,
-        allowed_categories: patch.allowedCategories ? unique(patch.allowedCategories) : row.allowed_categories,
         inbox_allowlist: patch.inboxAllowlist ? unique(patch.inboxAllowlist) : row.inbox_allowlist,
-        cap_per_hold_uc: caps.perHoldUc === undefined ? row.cap_per_hold_uc : caps.perHoldUc === null ? null : parseUc(caps.perHoldUc, 'caps.perHoldUc'),
-        cap_per_period_uc:
-          caps.perPeriodUc === undefined ? row.cap_per_period_uc : caps.perPeriodUc === null ? null : parseUc(caps.perPeriodUc, 'caps.perPeriodUc'),
-        cap_period_s: caps.periodS ?? row.cap_period_s,
         updated_at_s: BigInt(this.gateway.clock.nowS()),
       }),
     );

@@ -1,6 +1,7 @@
 // SQL for agents and their avatar uploads. Nothing but queries. An agent row is read with its owner's
 // email (`AgentWithOwnerRow`) where the agent-owner binding is checked.
 import type { Queryable, Tx } from '../platform/db/database.ts';
+import { CAP_PERIOD_S_DEFAULT, type ExtendedRules, type MandateRules } from '../policy/mandate.ts';
 
 export interface AgentRow {
   id: string;
@@ -21,6 +22,10 @@ export interface AgentRow {
   avatar_upload_id: string | null;
   created_at_s: bigint;
   updated_at_s: bigint;
+  /** The mandate in force: its version (0: not written yet), its hash, and the rules beside the columns above. */
+  mandate_version: number;
+  mandate_hash: string | null;
+  mandate_rules: Partial<ExtendedRules>;
 }
 
 export interface AgentWithOwnerRow extends AgentRow {
@@ -63,37 +68,96 @@ export async function lockAgents(tx: Tx, agentIds: readonly string[]): Promise<A
   return rows;
 }
 
-export async function insertAgent(db: Queryable, agent: AgentRow): Promise<AgentRow> {
+/**
+ * Inserts an agent with no spending policy yet (nothing allowed, mandate version 0): `writeMandate`, in the
+ * same transaction, gives it version 1. None when the identity is registered already.
+ */
+export async function insertAgent(db: Queryable, agent: NewAgentRow): Promise<AgentRow | undefined> {
   const { rows } = await db.query<AgentRow>(
     `INSERT INTO agents (id, owner_id, name, identity_issuer, identity_subject, status, allowed_services, allowed_categories,
-       inbox_allowlist, cap_per_hold_uc, cap_per_period_uc, cap_period_s, profile_name, profile_preset, profile_color,
-       avatar_upload_id, created_at_s, updated_at_s)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+       inbox_allowlist, cap_period_s, profile_name, profile_preset, profile_color, avatar_upload_id, created_at_s, updated_at_s)
+     VALUES ($1, $2, $3, $4, $5, $6, '[]', '[]', $7, $8, $9, $10, $11, $12, $13, $14)
      ON CONFLICT (identity_issuer, identity_subject) DO NOTHING
      RETURNING *`,
     [
-      agent.id, agent.owner_id, agent.name, agent.identity_issuer, agent.identity_subject, agent.status,
-      JSON.stringify(agent.allowed_services), JSON.stringify(agent.allowed_categories), JSON.stringify(agent.inbox_allowlist),
-      agent.cap_per_hold_uc, agent.cap_per_period_uc, agent.cap_period_s, agent.profile_name, agent.profile_preset,
-      agent.profile_color, agent.avatar_upload_id, agent.created_at_s, agent.updated_at_s,
+      agent.id, agent.owner_id, agent.name, agent.identity_issuer, agent.identity_subject, agent.status, JSON.stringify(agent.inbox_allowlist),
+      CAP_PERIOD_S_DEFAULT, agent.profile_name, agent.profile_preset, agent.profile_color, agent.avatar_upload_id, agent.created_at_s, agent.updated_at_s,
+    ],
+  );
+  return rows[0];
+}
+
+/** What registration writes of an agent; its spending policy is the mandate's. */
+export type NewAgentRow = Omit<AgentRow, 'allowed_services' | 'allowed_categories' | 'cap_per_hold_uc' | 'cap_per_period_uc' | 'cap_period_s' | 'mandate_version' | 'mandate_hash' | 'mandate_rules'>;
+
+/** Changes what is not spending policy (name, status, inbox allowlist, profile); the policy is `writeMandate`'s. */
+export async function updateAgent(db: Queryable, agent: AgentRow): Promise<AgentRow> {
+  const { rows } = await db.query<AgentRow>(
+    `UPDATE agents SET name = $2, status = $3, inbox_allowlist = $4, profile_name = $5, profile_preset = $6,
+       profile_color = $7, avatar_upload_id = $8, updated_at_s = $9
+     WHERE id = $1 RETURNING *`,
+    [
+      agent.id, agent.name, agent.status, JSON.stringify(agent.inbox_allowlist), agent.profile_name, agent.profile_preset,
+      agent.profile_color, agent.avatar_upload_id, agent.updated_at_s,
     ],
   );
   return rows[0]!;
 }
 
-export async function updateAgent(db: Queryable, agent: AgentRow): Promise<AgentRow> {
-  const { rows } = await db.query<AgentRow>(
-    `UPDATE agents SET name = $2, status = $3, allowed_services = $4, allowed_categories = $5, inbox_allowlist = $6,
-       cap_per_hold_uc = $7, cap_per_period_uc = $8, cap_period_s = $9, profile_name = $10, profile_preset = $11,
-       profile_color = $12, avatar_upload_id = $13, updated_at_s = $14
-     WHERE id = $1 RETURNING *`,
+/** A mandate version as kept: the canonical JSON its hash is taken over. */
+export interface MandateVersionRow {
+  agent_id: string;
+  version: number;
+  hash: string;
+  document: string;
+  created_at_s: bigint;
+  created_by: string;
+}
+
+/**
+ * The one writer of an agent's spending policy: records a new mandate version and makes it the agent's, its
+ * rules copied onto the agent row (the columns the hold pass reads) in the same statement. The caller holds
+ * the agent's row lock and passes the next version number.
+ */
+export async function writeMandate(tx: Tx, version: MandateVersionRow, rules: MandateRules, updatedAtS: bigint): Promise<AgentRow> {
+  const { budgets, merchants, approvalAboveUc, notBefore, notAfter, timeZone, alertThresholds } = rules;
+  const extended: ExtendedRules = { budgets, merchants, approvalAboveUc, notBefore, notAfter, timeZone, alertThresholds };
+  const { rows } = await tx.query<AgentRow>(
+    `WITH kept AS (
+       INSERT INTO mandate_versions (agent_id, version, hash, document, created_at_s, created_by) VALUES ($1, $2, $3, $4, $5, $6) RETURNING agent_id
+     )
+     UPDATE agents SET mandate_version = $2, mandate_hash = $3, allowed_services = $7, allowed_categories = $8,
+       cap_per_hold_uc = $9, cap_per_period_uc = $10, cap_period_s = $11, mandate_rules = $12, updated_at_s = $13
+      WHERE id = (SELECT agent_id FROM kept) AND mandate_version = $2 - 1
+     RETURNING *`,
     [
-      agent.id, agent.name, agent.status, JSON.stringify(agent.allowed_services), JSON.stringify(agent.allowed_categories),
-      JSON.stringify(agent.inbox_allowlist), agent.cap_per_hold_uc, agent.cap_per_period_uc, agent.cap_period_s,
-      agent.profile_name, agent.profile_preset, agent.profile_color, agent.avatar_upload_id, agent.updated_at_s,
+      version.agent_id, version.version, version.hash, version.document, version.created_at_s, version.created_by,
+      JSON.stringify(rules.allowedServices), JSON.stringify(rules.allowedCategories), rules.caps.perHoldUc, rules.caps.perPeriodUc,
+      rules.caps.periodS, JSON.stringify(extended), updatedAtS,
     ],
   );
-  return rows[0]!;
+  if (!rows[0]) throw new Error(`agent ${version.agent_id}: mandate version ${version.version} does not follow the one in force`);
+  return rows[0];
+}
+
+export async function findMandateVersion(db: Queryable, agentId: string, version: number): Promise<MandateVersionRow | undefined> {
+  const { rows } = await db.query<MandateVersionRow>('SELECT * FROM mandate_versions WHERE agent_id = $1 AND version = $2', [agentId, version]);
+  return rows[0];
+}
+
+/** An agent's mandate versions, newest first, after the version `before` (a cursor), at most `limit` + 1. */
+export async function listMandateVersions(db: Queryable, agentId: string, limit: number, before?: number): Promise<MandateVersionRow[]> {
+  const { rows } = await db.query<MandateVersionRow>(
+    'SELECT * FROM mandate_versions WHERE agent_id = $1 AND ($2::int IS NULL OR version < $2) ORDER BY version DESC LIMIT $3',
+    [agentId, before ?? null, limit + 1],
+  );
+  return rows;
+}
+
+/** Agents whose mandate was never written (registered before mandates existed), at most `limit`. */
+export async function agentIdsWithoutMandate(db: Queryable, limit: number): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>('SELECT id FROM agents WHERE mandate_version = 0 ORDER BY id LIMIT $1', [limit]);
+  return rows.map((row) => row.id);
 }
 
 export interface AvatarUploadRow {

@@ -24,9 +24,53 @@ interface EventEntry {
   summary: string;
   /** Whose webhook receives it; the envelope names that account (`merchantId` or `ownerId`). */
   account: 'merchant' | 'owner';
-  dataMember: 'merchant' | 'redemption' | 'webhook' | 'topup' | 'intent';
+  /** `data` holds one member (a resource by schema name, or a schema); or `data` is the schema given. */
+  dataMember?: 'merchant' | 'redemption' | 'webhook' | 'topup' | 'intent' | 'purchase';
   schema: string | object;
 }
+
+/** The `data` of `budget.threshold`: which agent, which threshold, and the budget's period as it stands. */
+const BUDGET_THRESHOLD_DATA = {
+  type: 'object',
+  required: ['agentId', 'thresholdPct', 'budget'],
+  additionalProperties: false,
+  properties: {
+    agentId: { type: 'string' },
+    thresholdPct: { type: 'integer', description: "the mandate's alert threshold crossed (percent of the budget's limit)" },
+    budget: {
+      type: 'object',
+      required: ['id', 'limitUc', 'period', 'spentUc', 'remainingUc', 'periodStart', 'resetsAt'],
+      additionalProperties: false,
+      properties: {
+        id: { type: 'string' },
+        limitUc: ref('Microcredits'),
+        period: { type: 'string', enum: ['day', 'week', 'month', 'total'] },
+        merchantId: { type: 'string' },
+        category: { type: 'string' },
+        serviceId: { type: 'string' },
+        spentUc: ref('Microcredits'),
+        remainingUc: ref('Microcredits'),
+        periodStart: { type: 'integer', description: 'the period the spend counts in (Unix seconds; 0 for total)' },
+        resetsAt: { type: ['integer', 'null'], description: 'when the next period starts (Unix seconds); null for total' },
+      },
+    },
+  },
+};
+
+/** The `data` of `purchase.declined`: the approval, and whether the owner declined it or never answered. */
+const PURCHASE_DECLINED_DATA = {
+  type: 'object',
+  required: ['purchase', 'reason'],
+  additionalProperties: false,
+  properties: {
+    purchase: ref('PurchaseApproval'),
+    reason: {
+      type: 'string',
+      enum: ['declined', 'expired'],
+      description: '`declined`: the owner declined it (or withdrew an approval not used yet); `expired`: the owner did not answer in time',
+    },
+  },
+};
 
 const topup = (summary: string): EventEntry => ({ summary, account: 'owner', dataMember: 'topup', schema: 'Topup' });
 const intent = (summary: string): EventEntry => ({ summary, account: 'owner', dataMember: 'intent', schema: 'IntentStatus' });
@@ -56,6 +100,28 @@ const EVENTS: Record<AnyEventType, EventEntry> = {
   'intent.completed': intent("A retained intent of one of your agents ran and was charged once: its `result` and `receipt`"),
   'intent.failed': intent('A retained intent of one of your agents ran and failed definitively (`error`); nothing was charged'),
   'intent.cancelled': intent('A retained intent of one of your agents was closed without running (`cancellationReason`); nothing was charged'),
+  'budget.threshold': {
+    summary: "A budget of one of your agents' mandates crossed one of its alert thresholds (80% and 100% unless the mandate says otherwise), once per threshold and period",
+    account: 'owner',
+    schema: BUDGET_THRESHOLD_DATA,
+  },
+  'purchase.approval_requested': {
+    summary: "A purchase of one of your agents is above its mandate's approval threshold and waits for your answer at `purchase.approvalUrl`; nothing is taken until then",
+    account: 'owner',
+    dataMember: 'purchase',
+    schema: 'PurchaseApproval',
+  },
+  'purchase.approved': {
+    summary: "You approved a purchase of one of your agents: the agent's retry of the same request (same Idempotency-Key) takes it, once, before `purchase.expiresAt`",
+    account: 'owner',
+    dataMember: 'purchase',
+    schema: 'PurchaseApproval',
+  },
+  'purchase.declined': {
+    summary: "A purchase of one of your agents will not be made: you declined it (`reason: declined`), or did not answer in time (`reason: expired`); nothing was taken",
+    account: 'owner',
+    schema: PURCHASE_DECLINED_DATA,
+  },
 };
 
 const HEADERS = [
@@ -83,7 +149,10 @@ function envelope(type: AnyEventType) {
       type: { type: 'string', const: type },
       createdAt: { type: 'integer', description: 'when the event happened (Unix seconds)' },
       [accountMember]: { type: 'string' },
-      data: { type: 'object', required: [dataMember], additionalProperties: false, properties: { [dataMember]: typeof schema === 'string' ? ref(schema) : schema } },
+      data:
+        dataMember === undefined
+          ? schema
+          : { type: 'object', required: [dataMember], additionalProperties: false, properties: { [dataMember]: typeof schema === 'string' ? ref(schema) : schema } },
     },
   };
 }

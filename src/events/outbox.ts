@@ -17,7 +17,10 @@ export const MERCHANT_EVENT_TYPES = [
   'webhook.disabled',
 ] as const;
 
-/** What an owner's webhook receives: its agents' top-ups and retained intents reaching a final state. */
+/**
+ * What an owner's webhook receives: its agents' top-ups and retained intents reaching a final state, budget
+ * alerts, and purchases above a mandate's approval threshold asking for, and getting, the owner's answer.
+ */
 export const OWNER_EVENT_TYPES = [
   'topup.settled',
   'topup.declined',
@@ -26,6 +29,10 @@ export const OWNER_EVENT_TYPES = [
   'intent.completed',
   'intent.failed',
   'intent.cancelled',
+  'budget.threshold',
+  'purchase.approval_requested',
+  'purchase.approved',
+  'purchase.declined',
 ] as const;
 
 /** Every type the gateway emits: the OpenAPI document's `webhooks`. */
@@ -50,6 +57,8 @@ type EmittedEvent =
   | { ownerId: string; merchantId?: never; type: OwnerEventType };
 
 export type EventToEmit = EmittedEvent & { data: Record<string, unknown> };
+/** An owner's event, as a feature hands it to `emitEvents`. */
+export type OwnerEventInput = Extract<EventToEmit, { ownerId: string }>;
 
 export async function emitEvent(tx: Queryable, event: EventToEmit & { nowMs: number }): Promise<EventEnvelope> {
   const [envelope] = await emitEvents(tx, [event], event.nowMs);

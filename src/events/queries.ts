@@ -1,11 +1,12 @@
 // The webhook reads, for every face: a merchant's events, its webhook, its deliveries and their attempts
-// (its owner, or one of its API keys with the scope: MerchantDirectory's rule), and an owner's own webhook.
+// (its owner, or one of its API keys with the scope: MerchantDirectory's rule), and an owner's own webhook, its
+// events and its deliveries (the owner is the caller: nothing of another owner can be named).
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
 import { IdParams, MerchantIdParams, PageQuery, ResourceId, UnixSeconds, type Page } from '../platform/schemas.ts';
 import type { Query } from '../platform/queries.ts';
 import type { MerchantDirectory, WebhookMerchant } from './merchant-directory.ts';
-import { MERCHANT_EVENT_TYPES } from './outbox.ts';
+import { MERCHANT_EVENT_TYPES, OWNER_EVENT_TYPES } from './outbox.ts';
 import type { OwnerWebhookService } from './owner-webhooks.ts';
 import type { Attempt, Delivery, OwnerWebhookConfiguration, StoredEvent, WebhookConfiguration, WebhookService } from './service.ts';
 
@@ -24,12 +25,27 @@ export const MerchantWebhookInput = Type.Object({ id: MerchantIdParams.propertie
 export const DeliveriesInput = Type.Object({ id: MerchantIdParams.properties.id, ...PageQuery.properties }, { additionalProperties: false });
 export const AttemptsInput = Type.Object({ id: ResourceId, deliveryId: ResourceId }, { additionalProperties: false });
 export const OwnerWebhookInput = Type.Object({}, { additionalProperties: false });
+export const OwnerEventsInput = Type.Object(
+  {
+    type: Type.Optional(Type.String({ maxLength: 500, description: `comma-separated event types (${OWNER_EVENT_TYPES.join(', ')}); all when absent` })),
+    from: EventsInput.properties.from,
+    to: EventsInput.properties.to,
+    limit: EventsInput.properties.limit,
+    startingAfter: EventsInput.properties.startingAfter,
+  },
+  { additionalProperties: false },
+);
+export const OwnerDeliveriesInput = PageQuery;
+export const OwnerAttemptsInput = Type.Object({ deliveryId: ResourceId }, { additionalProperties: false });
 
-interface EventsFilter extends Page {
-  id: string;
+interface OwnerEventsFilter extends Page {
   type?: string;
   from?: number;
   to?: number;
+}
+
+interface EventsFilter extends OwnerEventsFilter {
+  id: string;
 }
 
 export interface EventQueries {
@@ -39,13 +55,17 @@ export interface EventQueries {
   getMerchantWebhook: Query<{ id: string }, { configuration: WebhookConfiguration }, WebhookMerchant>;
   listWebhookDeliveries: Query<{ id: string } & Page, { deliveries: Delivery[]; hasMore: boolean }, WebhookMerchant>;
   getOwnerWebhook: Query<Record<string, never>, { configuration: OwnerWebhookConfiguration }>;
+  /** Its access step checks the type filter (400); the owner is the caller. */
+  listOwnerEvents: Query<OwnerEventsFilter, { events: StoredEvent[]; hasMore: boolean }, string[]>;
+  listOwnerWebhookDeliveries: Query<Page, { deliveries: Delivery[]; hasMore: boolean }>;
+  listOwnerDeliveryAttempts: Query<{ deliveryId: string }, { delivery: Delivery; attempts: Attempt[] }>;
 }
 
-/** The event types of a `type` filter (comma-separated; none: all); an unknown one is 400. */
-function eventTypes(filter: string | undefined): string[] {
+/** The event types of a `type` filter (comma-separated; none: all); one not among `known` is 400. */
+function eventTypes(filter: string | undefined, known: readonly string[] = MERCHANT_EVENT_TYPES): string[] {
   const types = filter === undefined ? [] : filter.split(',').map((t) => t.trim());
-  const unknown = types.find((t) => !(MERCHANT_EVENT_TYPES as readonly string[]).includes(t));
-  if (unknown !== undefined) throw new ApiError('invalid_input', { detail: `type: unknown event type "${unknown}"; known: ${MERCHANT_EVENT_TYPES.join(', ')}` });
+  const unknown = types.find((t) => !known.includes(t));
+  if (unknown !== undefined) throw new ApiError('invalid_input', { detail: `type: unknown event type "${unknown}"; known: ${known.join(', ')}` });
   return types;
 }
 
@@ -63,14 +83,14 @@ export function eventQueries(merchants: MerchantDirectory, webhooks: WebhookServ
         await merchants.reach(db, principal, input.id);
         return types;
       },
-      read: (db, { input }, types) => webhooks.listEvents(db, input.id, { types, from: input.from, to: input.to, limit: input.limit, startingAfter: input.startingAfter }),
+      read: (db, { input }, types) => webhooks.listEvents(db, { kind: 'merchant', id: input.id }, { types, from: input.from, to: input.to, limit: input.limit, startingAfter: input.startingAfter }),
     },
     listDeliveryAttempts: {
       name: 'listDeliveryAttempts',
       input: AttemptsInput,
       output: Type.Object({ delivery: Type.Ref('WebhookDelivery'), attempts: Type.Array(Type.Ref('WebhookAttempt')) }),
       ...reach,
-      read: (db, { input }) => webhooks.listAttempts(db, input.id, input.deliveryId),
+      read: (db, { input }) => webhooks.listAttempts(db, { kind: 'merchant', id: input.id }, input.deliveryId),
     },
     getMerchantWebhook: {
       name: 'getMerchantWebhook',
@@ -84,13 +104,33 @@ export function eventQueries(merchants: MerchantDirectory, webhooks: WebhookServ
       input: DeliveriesInput,
       output: Type.Object({ deliveries: Type.Array(Type.Ref('WebhookDelivery')), hasMore: Type.Boolean() }),
       ...reach,
-      read: (db, { input }) => webhooks.listDeliveries(db, input.id, input),
+      read: (db, { input }) => webhooks.listDeliveries(db, { kind: 'merchant', id: input.id }, input),
     },
     getOwnerWebhook: {
       name: 'getOwnerWebhook',
       input: OwnerWebhookInput,
       output: Type.Object({ configuration: Type.Ref('OwnerWebhookConfiguration') }),
       read: (db, { principal }) => ownerWebhooks.configuration(db, principal.ownerId!),
+    },
+    listOwnerEvents: {
+      name: 'listOwnerEvents',
+      input: OwnerEventsInput,
+      output: Type.Object({ events: Type.Array(Type.Ref('OwnerEvent')), hasMore: Type.Boolean() }),
+      access: (_db, { input }) => eventTypes(input.type, OWNER_EVENT_TYPES),
+      read: (db, { principal, input }, types) =>
+        webhooks.listEvents(db, { kind: 'owner', id: principal.ownerId! }, { types, from: input.from, to: input.to, limit: input.limit, startingAfter: input.startingAfter }),
+    },
+    listOwnerWebhookDeliveries: {
+      name: 'listOwnerWebhookDeliveries',
+      input: OwnerDeliveriesInput,
+      output: Type.Object({ deliveries: Type.Array(Type.Ref('WebhookDelivery')), hasMore: Type.Boolean() }),
+      read: (db, { principal, input }) => webhooks.listDeliveries(db, { kind: 'owner', id: principal.ownerId! }, input),
+    },
+    listOwnerDeliveryAttempts: {
+      name: 'listOwnerDeliveryAttempts',
+      input: OwnerAttemptsInput,
+      output: Type.Object({ delivery: Type.Ref('WebhookDelivery'), attempts: Type.Array(Type.Ref('WebhookAttempt')) }),
+      read: (db, { principal, input }) => webhooks.listAttempts(db, { kind: 'owner', id: principal.ownerId! }, input.deliveryId),
     },
   };
 }

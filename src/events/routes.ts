@@ -3,7 +3,8 @@
 // pausing and resuming the webhook, rotating its secret with an overlap; access is the merchants feature's
 // rule (its owner, or one of its API keys with the scope). An owner's: PUT, GET and DELETE
 // /v1/owner/webhook (the owner is the caller), receiving the owner part of the event catalogue (the OpenAPI
-// document's top-level `webhooks`). Routes translate; the rules live in the operations, queries and services.
+// document's top-level `webhooks`), and the owner's events and deliveries with their attempts. Routes
+// translate; the rules live in the operations, queries and services.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { serve } from '../platform/http/operation.ts';
@@ -202,6 +203,36 @@ export function ownerWebhookRoutes(ops: OwnerWebhookOperations, queries: EventQu
     });
 
     app.route(queryRoute('GET', '/v1/owner/webhook', queries.getOwnerWebhook, { auth: OWNER, tags, summary: "Read the owner's webhook configuration (never the secret)" }));
+
+    app.route(
+      queryRoute('GET', '/v1/owner/events', queries.listOwnerEvents, {
+        auth: OWNER,
+        tags,
+        summary: "List the owner's events (newest first)",
+        description:
+          `The events of your agents (${events}), kept ${EVENT_RETENTION_DAYS} days whether or not a webhook was enabled when they ` +
+          'happened. Filter by `type` (comma-separated) and by time (`from`, `to`, Unix seconds); page with `startingAfter`.',
+        errors: [400],
+      }),
+    );
+
+    app.route(
+      queryRoute('GET', '/v1/owner/webhook/deliveries', queries.listOwnerWebhookDeliveries, {
+        auth: OWNER,
+        tags,
+        summary: "List the owner webhook's recent deliveries (newest first)",
+      }),
+    );
+
+    app.route(
+      queryRoute('GET', '/v1/owner/webhook/deliveries/:deliveryId/attempts', queries.listOwnerDeliveryAttempts, {
+        auth: OWNER,
+        tags,
+        summary: "Every attempt of one of the owner webhook's deliveries (oldest first)",
+        description: "Including an attempt in progress, and one cut off by a crashed instance (`interrupted`). Another owner's delivery is 404.",
+        errors: [404],
+      }),
+    );
 
     app.delete('/v1/owner/webhook', {
       config: { auth: OWNER, operation: ops.deleteOwnerWebhook },

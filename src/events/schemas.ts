@@ -13,6 +13,16 @@ export const EventSchema = Type.Object(
   { $id: 'Event' },
 );
 
+export const OwnerEventSchema = Type.Object(
+  {
+    id: Type.String({ description: 'the event id; also the webhook-id header of its deliveries' }),
+    type: Type.String({ enum: [...OWNER_EVENT_TYPES] }),
+    createdAt: UnixSeconds('when it happened'),
+    payload: Type.Object({}, { additionalProperties: true, description: 'the envelope exactly as delivered (see the top-level `webhooks`)' }),
+  },
+  { $id: 'OwnerEvent' },
+);
+
 export const WebhookAttemptSchema = Type.Object(
   {
     id: Type.String(),
@@ -84,4 +94,4 @@ export const OwnerWebhookConfigurationSchema = Type.Object(
   { $id: 'OwnerWebhookConfiguration' },
 );
 
-export const EVENT_SCHEMAS = [EventSchema, WebhookAttemptSchema, WebhookConfigurationSchema, WebhookDeliverySchema, OwnerWebhookConfigurationSchema];
+export const EVENT_SCHEMAS = [EventSchema, OwnerEventSchema, WebhookAttemptSchema, WebhookConfigurationSchema, WebhookDeliverySchema, OwnerWebhookConfigurationSchema];

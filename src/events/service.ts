@@ -327,9 +327,9 @@ export class WebhookService {
     return new Map(rows.map((row) => [row.merchant_id, row.url]));
   }
 
-  /** Newest first. */
-  async listDeliveries(db: Queryable, merchantId: string, page: Page): Promise<{ deliveries: Delivery[]; hasMore: boolean }> {
-    const rows = await store.listDeliveries(db, merchantId, page.limit + 1, page.startingAfter);
+  /** A merchant's or an owner's deliveries, newest first. */
+  async listDeliveries(db: Queryable, account: store.EventAccount, page: Page): Promise<{ deliveries: Delivery[]; hasMore: boolean }> {
+    const rows = await store.listDeliveries(db, account, page.limit + 1, page.startingAfter);
     return { deliveries: rows.slice(0, page.limit).map(toDelivery), hasMore: rows.length > page.limit };
   }
 
@@ -342,7 +342,7 @@ export class WebhookService {
     const row = await store.lockDelivery(tx, merchantId, deliveryId);
     if (!row) throw new ApiError('not_found', { detail: `no delivery ${deliveryId} for this merchant` });
     await this.resendDelivery(tx, row);
-    return toDelivery((await store.findDelivery(tx, merchantId, deliveryId))!);
+    return toDelivery((await store.findDelivery(tx, { kind: 'merchant', id: merchantId }, deliveryId))!);
   }
 
   private async resendDelivery(tx: Queryable, row: store.DeliveryRow): Promise<void> {
@@ -375,13 +375,13 @@ export class WebhookService {
     return toDelivery((await store.lockDeliveryOfEvent(tx, merchantId, eventId))!);
   }
 
-  /** Newest first, of the given types (all when none) and within [from, to] (Unix seconds). */
+  /** A merchant's or an owner's events, newest first, of the given types (all when none) and within [from, to] (Unix seconds). */
   async listEvents(
     db: Queryable,
-    merchantId: string,
+    account: store.EventAccount,
     filter: { types: readonly string[]; from?: number; to?: number } & Page,
   ): Promise<{ events: StoredEvent[]; hasMore: boolean }> {
-    const rows = await store.listEvents(db, merchantId, {
+    const rows = await store.listEvents(db, account, {
       types: filter.types,
       fromS: filter.from,
       toS: filter.to,
@@ -391,10 +391,13 @@ export class WebhookService {
     return { events: rows.slice(0, filter.limit).map(toEvent), hasMore: rows.length > filter.limit };
   }
 
-  /** Every attempt of one delivery, oldest first, including one cut off by a crash (`interrupted`). */
-  async listAttempts(db: Queryable, merchantId: string, deliveryId: string): Promise<{ delivery: Delivery; attempts: Attempt[] }> {
-    const row = await store.findDelivery(db, merchantId, deliveryId);
-    if (!row) throw new ApiError('not_found', { detail: `no delivery ${deliveryId} for this merchant` });
+  /**
+   * Every attempt of one delivery of the account, oldest first, including one cut off by a crash
+   * (`interrupted`); another account's delivery is not found.
+   */
+  async listAttempts(db: Queryable, account: store.EventAccount, deliveryId: string): Promise<{ delivery: Delivery; attempts: Attempt[] }> {
+    const row = await store.findDelivery(db, account, deliveryId);
+    if (!row) throw new ApiError('not_found', { detail: `no delivery ${deliveryId} ${account.kind === 'merchant' ? 'for this merchant' : 'of your webhook'}` });
     return { delivery: toDelivery(row), attempts: (await store.listAttempts(db, [deliveryId])).map(toAttempt) };
   }
 

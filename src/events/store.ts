@@ -190,23 +190,32 @@ export async function queueEventsSince(db: Queryable, merchantId: string, sinceS
 const DELIVERY_COLUMNS = `d.id, d.event_id, ev.type AS event_type, d.merchant_id, d.state, d.attempts, d.next_attempt_at_ms,
   d.locked_until_ms, d.last_status, d.last_error, d.last_attempt_at_s, d.last_duration_ms, d.created_at_s, d.delivered_at_s`;
 
-/** Most recent first. */
-export async function listDeliveries(db: Queryable, merchantId: string, limit: number, startingAfter?: string): Promise<DeliveryRow[]> {
+/** Whose events and deliveries a read lists: a merchant's or an owner's (one outbox holds both). */
+export type EventAccount = { kind: 'merchant'; id: string } | { kind: 'owner'; id: string };
+
+/** The account's column: chosen from the type, never from input. */
+function accountColumn(account: EventAccount): 'merchant_id' | 'owner_id' {
+  return account.kind === 'merchant' ? 'merchant_id' : 'owner_id';
+}
+
+/** The account's deliveries, most recent first. */
+export async function listDeliveries(db: Queryable, account: EventAccount, limit: number, startingAfter?: string): Promise<DeliveryRow[]> {
+  const column = accountColumn(account);
   const { rows } = await db.query<DeliveryRow>(
     `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id
-      WHERE d.merchant_id = $1
-        AND ($2::text IS NULL OR d.seq < (SELECT seq FROM webhook_deliveries WHERE id = $2 AND merchant_id = $1))
+      WHERE d.${column} = $1
+        AND ($2::text IS NULL OR d.seq < (SELECT seq FROM webhook_deliveries WHERE id = $2 AND ${column} = $1))
       ORDER BY d.seq DESC LIMIT $3`,
-    [merchantId, startingAfter ?? null, limit],
+    [account.id, startingAfter ?? null, limit],
   );
   return rows;
 }
 
-export async function findDelivery(db: Queryable, merchantId: string, deliveryId: string): Promise<DeliveryRow | undefined> {
+export async function findDelivery(db: Queryable, account: EventAccount, deliveryId: string): Promise<DeliveryRow | undefined> {
   const { rows } = await db.query<DeliveryRow>(
     `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id
-      WHERE d.id = $1 AND d.merchant_id = $2`,
-    [deliveryId, merchantId],
+      WHERE d.id = $1 AND d.${accountColumn(account)} = $2`,
+    [deliveryId, account.id],
   );
   return rows[0];
 }
@@ -381,21 +390,22 @@ export async function listAttempts(db: Queryable, deliveryIds: readonly string[]
   return rows;
 }
 
-/** A merchant's events, newest first, optionally of some types and within [from, to] (Unix seconds). */
+/** The account's events, newest first, optionally of some types and within [from, to] (Unix seconds). */
 export async function listEvents(
   db: Queryable,
-  merchantId: string,
+  account: EventAccount,
   filter: { types: readonly string[]; fromS?: number; toS?: number; limit: number; startingAfter?: string },
 ): Promise<EventRow[]> {
+  const column = accountColumn(account);
   const { rows } = await db.query<EventRow>(
     `SELECT id, type, payload, created_at_s FROM events
-      WHERE merchant_id = $1
+      WHERE ${column} = $1
         AND ($2::jsonb = '[]'::jsonb OR type IN (SELECT jsonb_array_elements_text($2::jsonb)))
         AND ($3::bigint IS NULL OR created_at_s >= $3)
         AND ($4::bigint IS NULL OR created_at_s <= $4)
-        AND ($5::text IS NULL OR seq < (SELECT seq FROM events WHERE id = $5 AND merchant_id = $1))
+        AND ($5::text IS NULL OR seq < (SELECT seq FROM events WHERE id = $5 AND ${column} = $1))
       ORDER BY seq DESC LIMIT $6`,
-    [merchantId, JSON.stringify(filter.types), filter.fromS ?? null, filter.toS ?? null, filter.startingAfter ?? null, filter.limit],
+    [account.id, JSON.stringify(filter.types), filter.fromS ?? null, filter.toS ?? null, filter.startingAfter ?? null, filter.limit],
   );
   return rows;
 }

@@ -1,7 +1,9 @@
-// Retained intents: an execute request whose hold the agent's credit did not cover, kept once per (caller,
-// Idempotency-Key) until credit arrives, then run once (by the caller's retry, or resumed by the gateway
-// after its top-up settled), failed, cancelled (its top-up ended without credit) or swept (7 days). Each
-// ending emits `intent.completed`, `intent.failed` or `intent.cancelled` in the transaction that made it.
+// Retained intents: an execute request whose hold the agent's credit did not cover, or whose price is above
+// the agent's approval threshold, kept once per (caller, Idempotency-Key) until credit arrives or the owner
+// approves, then run once (by the caller's retry, or resumed by the gateway after its top-up settled), failed,
+// cancelled (its top-up ended without credit, or its purchase approval was declined or expired) or swept (7
+// days). Each ending emits `intent.completed`, `intent.failed` or `intent.cancelled` in the transaction that
+// made it.
 import { emitEvent } from '../events/outbox.ts';
 import { actsFor, type Actor } from '../agents/acting.ts';
 import type { AgentService } from '../agents/service.ts';
@@ -36,7 +38,7 @@ export interface IntentView {
   intent: ServiceIntent;
   priceUc: string;
   executionId: string | null;
-  /** Why a cancelled intent was closed: `topup_declined`, `topup_expired` or `topup_failed`. */
+  /** Why a cancelled intent was closed: `topup_declined`, `topup_expired`, `topup_failed`, `purchase_declined` or `purchase_expired`. */
   cancellationReason: string | null;
   /** The action's result, while the execute answer is retained (24 h by default). */
   result: object | null;
@@ -179,7 +181,10 @@ export class Intents {
     return 'waiting';
   }
 
-  /** Closes a pending intent whose top-up ended without credit; nothing was charged. False when it was not pending. */
+  /**
+   * Closes a pending intent whose top-up ended without credit, or whose purchase approval was declined or
+   * expired; nothing was charged. False when it was not pending.
+   */
   async cancel(tx: Queryable, intentId: string, reason: string): Promise<boolean> {
     if (!(await store.cancelIntent(tx, intentId, reason, this.gateway.clock.nowS()))) return false;
     await this.emit(tx, (await store.findIntent(tx, intentId))!, NO_OUTCOME);

@@ -21,6 +21,10 @@ export interface ExecutionHold {
   offerId: string;
   amountUc: Microcredits;
   lifetimeS: number;
+  /** What is bought, as it is sold now (`{serviceId, action, title, priceUc}`): the hold keeps it for its evidence. */
+  offerSnapshot: { serviceId: string; action: string; title: string; priceUc: string };
+  /** The owner approved this execution above the mandate's approval threshold. */
+  approved?: boolean;
 }
 
 export interface ExecutionPayer {

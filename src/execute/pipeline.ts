@@ -12,13 +12,15 @@
 // tx1 and tx2 are group-committed: the holds of concurrent executions are taken in one transaction, the
 // captures of those that succeeded in another (see `batchers`). A process that dies between tx1 and tx2
 // leaves its hold to recovery (recovery.ts); credit that falls short retains the request (intents.ts) and
-// asks a human for more (approvals.ts).
+// asks a human for more (approvals.ts). A price above the agent's mandate approval threshold retains the
+// request too and asks the owner to approve this purchase (approvals.ts); the caller's retry with the same key
+// then finds the approval in tx1, where the hold takes it and uses the approval, once.
 import type { Actor } from '../agents/acting.ts';
 import { clearAgent } from '../policy/spending.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { AgentRow } from '../agents/service.ts';
 import type { LedgerService, Redemption } from '../ledger/service.ts';
-import type { ServiceIntent } from '../platform/approvals.ts';
+import type { PurchaseAnswer, PurchaseApprover, RequestBinding, ServiceIntent } from '../platform/approvals.ts';
 import { Batcher, togetherOrAlone, type Settled } from '../platform/batcher.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -55,6 +57,8 @@ export interface PipelineDependencies {
   connections: readonly ConnectionStore[];
   intents: Intents;
   approvals: CreditApprovals;
+  /** The owner's answers for executions above the approval threshold, read and used in tx1. */
+  purchases: PurchaseApprover;
   recovery: ExecutionRecovery;
   executeTimeoutMs: number;
 }
@@ -86,6 +90,27 @@ export interface SucceedCall {
 
 /** The action finished, but recovery had already given its hold back. */
 class ExecutionLost extends Error {}
+
+/** The owner's answer closed this request for good (declined, expired, used, another request's): its stored refusal. */
+class PurchaseClosed extends Error {
+  constructor(readonly refusal: ApiError) {
+    super(refusal.message);
+  }
+}
+
+/** The execute request a purchase approval belongs to: its claimed Idempotency-Key and fingerprint. */
+function bindingOf(claim: Claim): RequestBinding {
+  if (claim.fingerprint === undefined) throw new Error(`the claim of key ${claim.key} has no request fingerprint`);
+  return { scope: claim.scope, operation: claim.route, key: claim.key, fingerprint: claim.fingerprint };
+}
+
+/** The approvals the holds of a pass took their purchases under. */
+function usedApprovals(answers: readonly PurchaseAnswer[], holds: ReadonlyArray<Settled<Redemption>>): Array<{ approvalId: string; holdId: string }> {
+  return answers.flatMap((answer, index) => {
+    const hold = holds[index]!;
+    return answer.state === 'approved' && hold.ok ? [{ approvalId: answer.approvalId, holdId: hold.value.id }] : [];
+  });
+}
 
 /** After a hold: failures worth retrying (rate limits, 5xx) give the Idempotency-Key back; definitive ones are stored. */
 function replayable(status: number): boolean {
@@ -164,7 +189,9 @@ export class ExecutionPipeline {
     try {
       started = await this.begins.submit({ claim: key.claim, request, cleared });
     } catch (error) {
+      if (error instanceof PurchaseClosed) return this.closeForGood(key, uncharged(error.refusal));
       if (error instanceof ApiError && error.code === 'INSUFFICIENT_CREDITS' && !resuming) return this.shortOfCredit(key, request, cleared);
+      if (error instanceof ApiError && error.code === 'approval_required') return this.aboveThreshold(key, request, cleared, error);
       return this.refuse(key, uncharged(error));
     }
     return this.deps.recovery.heartbeating(started.executionId, async () => {
@@ -185,7 +212,7 @@ export class ExecutionPipeline {
     if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
     const service = this.deps.connectors.catalogue.find(request.serviceId);
     if (!service) throw new ApiError('invalid_input', { detail: `unknown service "${request.serviceId}"` });
-    clearAgent(agent, { category: service.category, serviceId: service.id });
+    clearAgent(agent, { category: service.category, serviceId: service.id }, this.gateway.clock.nowS());
     const connections = this.connections.get(service.id);
     const facts: ExecutionFacts<unknown> = {
       agentId: agent.id,
@@ -195,19 +222,36 @@ export class ExecutionPipeline {
     return { agent, action: await this.deps.connectors.prepare(request.serviceId, request.action, request.input, facts) };
   }
 
-  /** tx1 of a batch: each call's hold (a refusal is that call's answer) and the execution row that lets recovery find it. */
+  /**
+   * tx1 of a batch: the owner's answers for the calls' purchases (their approvals locked first, before any
+   * agent), each call's hold (a refusal is that call's answer; an approved purchase passes the approval
+   * threshold), the approvals used by the holds taken, and the execution row that lets recovery find it.
+   */
   private async beginIn(tx: Tx, calls: readonly BeginCall[]): Promise<Array<Settled<Started>>> {
-    const holds = await this.deps.payer.holdMany(
+    const answers = await this.deps.purchases.answersOf(
       tx,
-      calls.map(({ cleared: { agent, action } }) => ({
-        agentId: agent.id,
-        offerId: `${action.service.id}:${action.actionName}`,
-        category: action.service.category,
-        serviceId: action.service.id,
-        amountUc: action.priceUc,
-        lifetimeS: this.holdLifetimeS,
-      })),
+      calls.map(({ claim, cleared }) => ({ ...bindingOf(claim), agentId: cleared.agent.id, amountUc: cleared.action.priceUc })),
     );
+    const holding = calls.flatMap((call, index) => (answers[index]!.state === 'closed' ? [] : [index]));
+    const held = await this.deps.payer.holdMany(
+      tx,
+      holding.map((index) => {
+        const { agent, action } = calls[index]!.cleared;
+        return {
+          agentId: agent.id,
+          offerId: `${action.service.id}:${action.actionName}`,
+          category: action.service.category,
+          serviceId: action.service.id,
+          amountUc: action.priceUc,
+          lifetimeS: this.holdLifetimeS,
+          offerSnapshot: { serviceId: action.service.id, action: action.actionName, title: action.service.title, priceUc: formatUc(action.priceUc) },
+          approved: answers[index]!.state === 'approved',
+        };
+      }),
+    );
+    let position = 0;
+    const holds = answers.map((answer): Settled<Redemption> => (answer.state === 'closed' ? { ok: false, error: new PurchaseClosed(answer.error) } : held[position++]!));
+    await this.deps.purchases.use(tx, usedApprovals(answers, holds));
     const nowMs = this.gateway.clock.nowMs();
     const rows: store.ExecutionRow[] = [];
     const outcomes = holds.map((held, index): Settled<Started> => {
@@ -336,17 +380,54 @@ export class ExecutionPipeline {
   /** Credit did not cover the hold: retain the intent, then answer 402 or 503 (approvals.ts). Nothing was charged. */
   private async shortOfCredit(key: ClaimedKey<ExecuteResult>, request: ExecutionRequest, cleared: Cleared): Promise<never> {
     const { agent, action } = cleared;
-    const intent: ServiceIntent = { serviceId: request.serviceId, action: request.action, input: request.input, agentId: agent.id };
+    // Not stored: once credit arrives (a grant, or the approved top-up), a retry with the same key runs
+    // the execution; until then each retry answers the same intent.
+    const { intentId, intent } = await this.retainForRetry(key, request, cleared);
+    throw await this.deps.approvals.refusal({ intentId, intent, ownerId: agent.owner_id, priceUc: action.priceUc });
+  }
+
+  /**
+   * Retains the request as an intent and gives its key back, so that the retry with the same key runs again
+   * (nothing was charged, and the refusal that follows is not stored). A failure to retain is the answer.
+   */
+  private async retainForRetry(key: ClaimedKey<ExecuteResult>, request: ExecutionRequest, cleared: Cleared): Promise<{ intentId: string; intent: ServiceIntent }> {
+    const intent: ServiceIntent = { serviceId: request.serviceId, action: request.action, input: request.input, agentId: cleared.agent.id };
     let intentId: string;
     try {
-      intentId = await this.deps.intents.retain(key.claim, intent, action.priceUc);
+      intentId = await this.deps.intents.retain(key.claim, intent, cleared.action.priceUc);
     } catch (error) {
       return this.refuse(key, uncharged(error));
     }
-    // Not stored: once credit arrives (a grant, or the approved top-up), a retry with the same key runs
-    // the execution; until then each retry answers the same intent.
     await key.release();
-    throw await this.deps.approvals.refusal({ intentId, intent, ownerId: agent.owner_id, priceUc: action.priceUc });
+    return { intentId, intent };
+  }
+
+  /**
+   * The price is above the agent's approval threshold and the owner has not approved this request: retain the
+   * intent, then answer 402 with its purchase approval (approvals.ts). Nothing was charged; not stored, so the
+   * retry with the same key runs again, and takes the hold once the owner approved.
+   */
+  private async aboveThreshold(key: ClaimedKey<ExecuteResult>, request: ExecutionRequest, cleared: Cleared, refusal: ApiError): Promise<never> {
+    const { agent, action } = cleared;
+    const { intentId, intent } = await this.retainForRetry(key, request, cleared);
+    throw await this.deps.approvals.purchaseRefusal({
+      intentId,
+      intent,
+      ownerId: agent.owner_id,
+      priceUc: action.priceUc,
+      binding: bindingOf(key.claim),
+      offer: { id: `${action.service.id}:${action.actionName}`, name: `${action.service.title}: ${action.actionName}` },
+      refusal,
+    });
+  }
+
+  /**
+   * The owner declined this request's purchase, or its approval expired or was used: a final answer, stored
+   * under the key (a retry replays it). Its retained intent was closed with the approval.
+   */
+  private async closeForGood(key: ClaimedKey<ExecuteResult>, refusal: ApiError): Promise<never> {
+    await key.storeError(this.gateway.db, refusal);
+    throw refusal;
   }
 
   /**

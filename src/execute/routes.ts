@@ -46,6 +46,11 @@ function executeDescription(catalogue: Catalogue): string {
       'failed, a retry with the same key runs again: if credit now covers it, it executes; otherwise the same retained intent ' +
       '(same `intentId`) is reopened as `pending`, its `cancellationReason` cleared, and a new top-up (a new `payment.id` and ' +
       'approval URL) is requested for it.',
+    "When the price is above the agent's mandate `approvalAboveUc`, the intent is retained and nothing is charged: 402 " +
+      'approval_required (`reason: above_approval_threshold`) whose `approvalUrl` and `payment` are the purchase approval the owner ' +
+      'answers on the gateway\'s page (no payment provider needed). The gateway does not run it by itself after approval: the retry with ' +
+      'the same key runs it, once. Declined or expired, the intent is cancelled and the retry answers 409 conflict (`reason` ' +
+      '`purchase_declined` or `approval_expired`), kept under the key.',
     `Catalogue:\n\n${catalogueTable(catalogue)}`,
   ].join('\n\n');
 }

@@ -42,7 +42,7 @@ export const ApprovalRequiredSchema = Type.Object(
     intentId: Type.String(),
     intent: Type.Ref('ServiceIntent'),
     priceUc: Microcredits('the price the credit did not cover'),
-    payment: Type.Object({}, { additionalProperties: true, description: "the provider's pending payment" }),
+    payment: Type.Object({}, { additionalProperties: true, description: "the provider's pending payment (a Top-up request record), or, above the approval threshold, the purchase approval" }),
     paymentMethods: Type.Array(Type.Object({ type: Type.String(), status: Type.String() })),
     instructions: Type.String(),
     charged: Type.Literal(false),
@@ -70,13 +70,15 @@ export const IntentViewSchema = Type.Object(
     id: Type.String(),
     state: Type.String({
       enum: ['pending', 'executed', 'failed', 'cancelled'],
-      description: 'pending (waiting for credit) → executed (ran, charged once) | failed (ran, failed definitively, not charged) | cancelled (its top-up was declined, expired or failed; not charged)',
+      description:
+        'pending (waiting for credit, or for its owner\'s approval of the purchase) → executed (ran, charged once) | failed (ran, failed definitively, not charged) | ' +
+        'cancelled (its top-up was declined, expired or failed, or its purchase approval was declined or expired; not charged)',
     }),
     agentId: Type.String(),
     intent: Type.Ref('ServiceIntent'),
     priceUc: Microcredits('the price of the execution'),
     executionId: Nullable(Type.String()),
-    cancellationReason: Nullable(Type.String({ enum: ['topup_declined', 'topup_expired', 'topup_failed'] })),
+    cancellationReason: Nullable(Type.String({ enum: ['topup_declined', 'topup_expired', 'topup_failed', 'purchase_declined', 'purchase_expired'] })),
     result: Nullable(Type.Object({}, { additionalProperties: true, description: "the action's result while the execute answer is retained (24 h by default)" })),
     receipt: Nullable(Type.Ref('Redemption')),
     error: Nullable(Type.Object({}, { additionalProperties: true, description: 'the problem body of a failed intent, while retained' })),

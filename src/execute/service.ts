@@ -1,10 +1,11 @@
 // The execute feature, in parts: the pipeline (clearance, the hold batch, the action within its timeout,
 // the capture batch, failure), recovery of executions whose process died, retained intents and their events,
-// the human approval asked for when credit falls short, and the payer that holds and captures the price.
+// the human approval asked for when credit falls short or the price is above the approval threshold, and the
+// payer that holds and captures the price.
 // This object only puts them together; each part's file says what it does.
 import type { AgentService } from '../agents/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
-import type { HumanApprover } from '../platform/approvals.ts';
+import type { HumanApprover, PurchaseApprover } from '../platform/approvals.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { Catalogue } from '../connectors/catalogue.ts';
 import { CreditApprovals } from './approvals.ts';
@@ -23,6 +24,8 @@ export interface ExecuteDependencies {
   executeTimeoutMs: number;
   /** Asked when credit falls short; absent → insufficient credit answers 503 link_configuration_required. */
   approver?: HumanApprover;
+  /** Asked when a price is above the agent's approval threshold, and read where the hold is taken. */
+  purchases: PurchaseApprover;
 }
 
 export class ExecuteService {
@@ -36,7 +39,7 @@ export class ExecuteService {
     const payer = prepaidCredit(deps.ledger);
     this.catalogue = deps.catalogue;
     this.recovery = new ExecutionRecovery(gateway, payer);
-    this.approvals = new CreditApprovals(gateway.log, deps.approver);
+    this.approvals = new CreditApprovals(gateway.log, deps.approver, deps.purchases);
     // A resumed intent runs through the pipeline as its caller's retry would (and waits, not asks again, when still short).
     this.intents = new Intents(gateway, deps, (key, request) => this.pipeline.execute(key, request, true));
     this.pipeline = new ExecutionPipeline(gateway, {
@@ -48,6 +51,7 @@ export class ExecuteService {
       connections: deps.connections,
       intents: this.intents,
       approvals: this.approvals,
+      purchases: deps.purchases,
       recovery: this.recovery,
       executeTimeoutMs: deps.executeTimeoutMs,
     });

@@ -3,7 +3,7 @@
 // each builds its own context (src/connectors/types.ts).
 import type { AgentService } from '../agents/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
-import type { HumanApprover } from '../platform/approvals.ts';
+import type { HumanApprover, PurchaseApprover } from '../platform/approvals.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { SecretBoxKey } from '../platform/secret-box.ts';
 import type { Catalogue } from '../connectors/catalogue.ts';
@@ -19,7 +19,7 @@ export interface ExecuteFeature {
 
 export function buildExecuteFeature(
   gateway: Gateway,
-  deps: { identity: AgentService; ledger: LedgerService; catalogue: Catalogue; secretBoxKey: SecretBoxKey | undefined; approver?: HumanApprover },
+  deps: { identity: AgentService; ledger: LedgerService; catalogue: Catalogue; secretBoxKey: SecretBoxKey | undefined; approver?: HumanApprover; purchases: PurchaseApprover },
 ): ExecuteFeature {
   const mailConnectors = new MailConnectorService(gateway, deps.identity, deps.secretBoxKey);
   const execute = new ExecuteService(gateway, {
@@ -29,6 +29,7 @@ export function buildExecuteFeature(
     connections: [mailConnectors],
     executeTimeoutMs: gateway.config.services.executeTimeoutMs,
     approver: deps.approver,
+    purchases: deps.purchases,
   });
   gateway.schedule('execution-recovery', EXECUTION_RECOVERY_INTERVAL_MS, () => execute.recoverOrphans());
   gateway.schedule('intent-sweep', INTENT_SWEEP_INTERVAL_MS, () => execute.intents.sweep());

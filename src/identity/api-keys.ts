@@ -19,6 +19,7 @@ export const API_KEY_SCOPES = {
   'webhooks:read': 'list webhook deliveries',
   'webhooks:write': 're-send a webhook delivery or a past event',
   'events:read': "list the merchant's events (kept 30 days)",
+  'evidence:read': "read the signed evidence of the merchant's redemptions (GET /v1/redemptions/{id}/evidence)",
 } as const;
 
 export type ApiKeyScope = keyof typeof API_KEY_SCOPES;

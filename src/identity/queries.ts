@@ -1,7 +1,8 @@
 // Who the credential belongs to (GET /v1/me, MCP `whoami`): one query, so both faces answer the same. For an
 // agent: its settings, its balance and its lots, read after its holds past their deadline are reclaimed.
 import { Type } from '@sinclair/typebox';
-import { toAgent, type Agent, type AgentService } from '../agents/service.ts';
+import { toAgent, type Agent, type AgentService, type BudgetUsage } from '../agents/service.ts';
+import { Nullable } from '../platform/schemas.ts';
 import type { Balance, LedgerService, Lot } from '../ledger/service.ts';
 import type { Query } from '../platform/queries.ts';
 
@@ -12,6 +13,8 @@ export interface Me {
   agent?: Agent;
   balance?: Balance;
   lots?: Lot[];
+  mandate?: { version: number; hash: string | null };
+  budgets?: BudgetUsage[];
   merchant?: { merchantId: string; keyId: string; scopes: string[] };
 }
 
@@ -23,6 +26,8 @@ export const MeSchema = Type.Object(
     agent: Type.Optional(Type.Ref('Agent')),
     balance: Type.Optional(Type.Ref('Balance')),
     lots: Type.Optional(Type.Array(Type.Ref('Lot'), { description: "the agent's credit lots, in burn-down order" })),
+    mandate: Type.Optional(Type.Object({ version: Type.Integer(), hash: Nullable(Type.String()) }, { description: "the agent's mandate in force (its rules: GET /v1/owner/agents/{id}/mandate, for the owner)" })),
+    budgets: Type.Optional(Type.Array(Type.Ref('BudgetUsage'), { description: "each budget of the agent's mandate in its current period: what remains, and when it resets" })),
     merchant: Type.Optional(Type.Object({ merchantId: Type.String(), keyId: Type.String(), scopes: Type.Array(Type.String()) })),
   },
   { $id: 'Me' },
@@ -46,7 +51,14 @@ export function identityQueries(agents: AgentService, ledger: LedgerService): Id
         if (principal.kind === 'merchant') return { ...base, merchant: { merchantId: principal.merchantId!, keyId: principal.apiKeyId!, scopes: [...principal.scopes] } };
         if (principal.kind !== 'agent') return { ...base, owner: { id: principal.ownerId!, email: principal.email! } };
         const agent = await agents.agentFor(db, principal, principal.agentId!);
-        return { ...base, agent: toAgent(agent), balance: await ledger.balance(db, agent.id), lots: await ledger.lots(db, agent.id) };
+        return {
+          ...base,
+          agent: toAgent(agent),
+          balance: await ledger.balance(db, agent.id),
+          lots: await ledger.lots(db, agent.id),
+          mandate: { version: agent.mandate_version, hash: agent.mandate_hash },
+          budgets: await agents.budgetUsage(db, agent),
+        };
       },
     },
   };

@@ -1,5 +1,5 @@
-// HTTP edge of the ledger: redemptions (read, capture, release, refund), an agent's holds, balance and
-// lots, and a merchant's earnings. Reads are queries (queries.ts), writes operations (operations.ts).
+// HTTP edge of the ledger: redemptions (read, capture, release, refund, evidence), an agent's holds, balance
+// and lots, and a merchant's earnings. Reads are queries (queries.ts), writes operations (operations.ts).
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { serve } from '../platform/http/operation.ts';
@@ -33,6 +33,24 @@ export function ledgerRoutes({ operations, queries }: LedgerRouteDeps) {
         summary: 'Read a hold',
         description:
           "A merchant key (offers:read) reads its own merchant's holds; others are 404. In dev mode an agent may read its own holds; in live mode an agent token answers 503 provider_configuration_required. A hold past its deadline reads as expired (releasedAt = expiresAt) whether or not the sweeper has reclaimed it.",
+        errors: [404, 503],
+      }),
+    );
+
+    app.route(
+      queryRoute('GET', '/v1/redemptions/:id/evidence', queries.getRedemptionEvidence, {
+        auth: { kinds: ['human', 'owner', 'merchant'], scopes: ['evidence:read'] },
+        tags,
+        summary: "A redemption's signed evidence, for a dispute",
+        description:
+          "One compact ES256 JWS (`typ` `evidence+jwt`, a key of /.well-known/jwks.json) whose payload (`EvidenceClaims`) ties the purchase to the " +
+          'rules it was made under: `mandate` (the version in force at the hold, its RFC 8785 canonical JSON and `hash` = base64url SHA-256 of it, ' +
+          'the `mandate` claim of the voucher and of every receipt), `offer` (as it was sold; for an execution, the built-in service and action), ' +
+          '`voucher` (as issued; null for an execution), `receipts` (capture, then each refund), `history` (from the journal: held, captured, ' +
+          'released, expired, refunded, each with its time and amount) and `redemption` (as it stands), with `iss`, `iat`, `jti` and `sub` (the ' +
+          "redemption id). Signed anew at each read (`iat`, `jti`), from one snapshot. Readable by the owner of the hold's agent (H or O) and by the " +
+          "holding merchant's API key with scope `evidence:read`; anyone else gets 404, as for a missing id. A hold past its deadline is reclaimed " +
+          'first. 503 signing_configuration_required without a signing key.',
         errors: [404, 503],
       }),
     );
@@ -102,6 +120,18 @@ export function ledgerRoutes({ operations, queries }: LedgerRouteDeps) {
         summary: "An agent's balance",
         description: 'Holds past their deadline are reclaimed first, so their credit counts as available again.',
         errors: [404],
+      }),
+    );
+    app.route(
+      queryRoute('GET', '/v1/owner/spending', queries.getOwnerSpending, {
+        auth: OWNER,
+        tags: ['ledger'],
+        summary: "Your agents' spending per day",
+        description:
+          'Over the last `days` UTC days (default 30, today included), per agent and per day of the hold: what budgets count, a hold ' +
+          'still held (and before its deadline) its amount, a captured one what was captured less what was refunded, a released or ' +
+          'expired one nothing. Agents without a hold in the period are left out. A read over the period\'s holds, for charts.',
+        errors: [400],
       }),
     );
     app.route(queryRoute('GET', '/v1/owner/agents/:id/lots', queries.listAgentLots, { auth: OWNER, tags: ['ledger'], summary: "An agent's credit lots, in burn-down order", errors: [404] }));

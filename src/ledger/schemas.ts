@@ -73,4 +73,107 @@ export const LotSchema = Type.Object(
   { $id: 'Lot' },
 );
 
-export const LEDGER_SCHEMAS = [RefundSchema, RedemptionSchema, BalanceSchema, LotSchema];
+/** The shape of an evidence JWS as served: its payload shortened and its signature made up (a real one carries every claim of EvidenceClaims). */
+const EXAMPLE_EVIDENCE =
+  'eyJhbGciOiJFUzI1NiIsInR5cCI6ImV2aWRlbmNlK2p3dCIsImtpZCI6InNrXzAxSkQwUzRXNlE2WjdUMFlKMlY3QzhNOUtYIn0.' +
+  'eyJpc3MiOiJodHRwczovL2dhdGV3YXkuZXhhbXBsZSIsImlhdCI6MTc2NDAwMDkwMCwianRpIjoiZXZkXzAxSkQwVDJCM0M0RDVFNkY3RzhIOUowSzFNIiwic3ViIjoiaG9sZF8wMUpEMFM0VzZRNlo3VDBZSjJWN0M4TTlLWCJ9.' +
+  'wq2Yv0m3kL8pQ0rXH7c1S9dJf4tA6uB2nE5gZ0oI3yK7vW1xR8sT4qF6hD9jC2bN5mP0aL3eG7iU1zY8kO4w';
+
+/** A decoded evidence payload: a captured hold of a merchant offer, partly refunded. */
+const EXAMPLE_CLAIMS = {
+  iss: 'https://gateway.example',
+  iat: 1764000900,
+  jti: 'evd_01JD0T2B3C4D5E6F7G8H9J0K1M',
+  sub: 'hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX',
+  mandate: {
+    version: 2,
+    hash: 'wp2rrvJGKArazRV8RvaNPmSNKWK7N0sf4eNY0ohog8g',
+    canonical:
+      '{"agentId":"agt_01JD0R8X1Y2Z3A4B5C6D7E8F9G","alertThresholds":[80,100],"allowedCategories":["books"],"allowedServices":["*"],"approvalAboveUc":null,"budgets":[{"id":"daily","limitUc":"20000000","period":"day"}],"caps":{"perHoldUc":null,"perPeriodUc":null,"periodS":86400},"createdAt":1763990000,"merchants":{"allow":null,"deny":[]},"notAfter":null,"notBefore":null,"timeZone":"UTC","version":2}',
+  },
+  offer: { id: 'off_01JD0Q7W6V5U4T3S2R1Q0P9N8M', merchantId: 'mer_01JD0P6V5U4T3S2R1Q0P9N8M7L', merchantDomain: 'shop.example.com', name: 'One e-book', category: 'books', priceUc: '2000000', holdLifetimeS: 900, refundWindowS: 2592000, updatedAt: 1763900000 },
+  voucher: 'eyJhbGciOiJFUzI1NiIsInR5cCI6InZvdWNoZXIrand0Iiwia2lkIjoi…',
+  receipts: ['eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…', 'eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…'],
+  history: [
+    { event: 'held', at: 1764000000, amountUc: '2000000', operationId: 'hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX' },
+    { event: 'captured', at: 1764000300, amountUc: '2000000', releasedUc: '0', operationId: 'hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX:capture' },
+    { event: 'refunded', at: 1764000600, amountUc: '500000', operationId: 'rfd_01JD0T0A1B2C3D4E5F6G7H8J9K' },
+  ],
+  redemption: {
+    id: 'hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX',
+    agentId: 'agt_01JD0R8X1Y2Z3A4B5C6D7E8F9G',
+    acceptorId: 'mer_01JD0P6V5U4T3S2R1Q0P9N8M7L',
+    offerId: 'off_01JD0Q7W6V5U4T3S2R1Q0P9N8M',
+    category: 'books',
+    amountUc: '2000000',
+    state: 'captured',
+    expiresAt: 1764000900,
+    createdAt: 1764000000,
+    capturedUc: '2000000',
+    releasedUc: '0',
+    capturedAt: 1764000300,
+    releasedAt: null,
+    refundedUc: '500000',
+    refunds: [{ id: 'rfd_01JD0T0A1B2C3D4E5F6G7H8J9K', redemptionId: 'hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', amountUc: '500000', reason: 'delivered late', createdAt: 1764000600, receipt: 'eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…' }],
+    captureReceipt: 'eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…',
+    allocations: [{ lotId: 'lot_01JD0R9A8B7C6D5E4F3G2H1J0K', amountUc: '2000000' }],
+  },
+};
+
+export const EvidenceSchema = Type.Object(
+  {
+    evidence: Type.String({
+      description:
+        'a compact ES256 JWS, header `typ` `evidence+jwt`, signed with a key of /.well-known/jwks.json; its payload is an `EvidenceClaims` ' +
+        '(verify it, e.g. with jose `jwtVerify(evidence, createRemoteJWKSet(jwksUrl), { issuer, typ: "evidence+jwt" })`, before reading it)',
+    }),
+  },
+  { $id: 'Evidence', description: "a redemption's signed evidence: see docs/decisions.md \"Evidence for a dispute\"", examples: [{ evidence: EXAMPLE_EVIDENCE }] },
+);
+
+const HistoryEntrySchema = Type.Object(
+  {
+    event: Type.String({ enum: ['held', 'captured', 'released', 'expired', 'refunded'] }),
+    at: UnixSeconds('when it was journaled; for an expiry, when its credit was reclaimed (at or after expiresAt)'),
+    amountUc: Microcredits('held, captured, given back to the agent (release, expiry) or refunded'),
+    releasedUc: Type.Optional(Microcredits('captures only: what went back to the agent in the same operation')),
+    operationId: Type.String({ description: 'the journal operation: the hold id, `<hold>:capture|release|expire`, or the refund id' }),
+  },
+  { additionalProperties: false },
+);
+
+export const EvidenceClaimsSchema = Type.Object(
+  {
+    iss: Type.String({ description: 'the gateway base URL' }),
+    iat: UnixSeconds('signing'),
+    jti: Type.String({ description: 'evidence id (`evd_…`)' }),
+    sub: Type.String({ description: 'the redemption (hold) id' }),
+    mandate: Nullable(
+      Type.Object(
+        {
+          version: Type.Integer({ minimum: 1 }),
+          hash: Type.String({ description: 'base64url SHA-256 of `canonical`: the `mandate` claim of the voucher and of every receipt' }),
+          canonical: Type.String({ description: 'the RFC 8785 canonical JSON of the mandate version, byte for byte' }),
+        },
+        { additionalProperties: false, description: 'the mandate version in force when the hold was taken; null only for a hold older than mandates' },
+      ),
+    ),
+    offer: Nullable(
+      Type.Object(
+        {},
+        {
+          additionalProperties: true,
+          description:
+            'what was bought, as it was sold: a merchant offer `{id, merchantId, merchantDomain, name, category, priceUc, holdLifetimeS, refundWindowS, updatedAt}`, or a built-in service action `{serviceId, action, title, priceUc}`',
+        },
+      ),
+    ),
+    voucher: Nullable(Type.String({ description: 'the voucher as issued (compact JWS, typ `voucher+jwt`); null for an execution of a built-in service' })),
+    receipts: Type.Array(Type.String(), { description: 'every signed receipt (typ `receipt+jwt`), in order: the capture, then each refund' }),
+    history: Type.Array(HistoryEntrySchema, { description: "the hold's movements, from its journal entries, in the order written" }),
+    redemption: Type.Ref('Redemption'),
+  },
+  { $id: 'EvidenceClaims', additionalProperties: false, description: "the payload of a redemption's evidence (typ `evidence+jwt`)", examples: [EXAMPLE_CLAIMS] },
+);
+
+export const LEDGER_SCHEMAS = [RefundSchema, RedemptionSchema, BalanceSchema, LotSchema, EvidenceSchema, EvidenceClaimsSchema];

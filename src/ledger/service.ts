@@ -8,7 +8,7 @@
 //   - every balance change is journaled in the same transaction, and each operation's journal sums to 0,
 //     checked before its SQL (./journal.ts);
 //   - whether an agent may spend is the spending policy's answer (src/policy), asked inside the hold pass.
-import { emitEvent, emitEvents, type EventType } from '../events/outbox.ts';
+import { emitEvent, emitEvents, type EventType, type OwnerEventInput } from '../events/outbox.ts';
 import type { AgentRow } from '../agents/service.ts';
 import { unwrap, type Settled } from '../platform/batcher.ts';
 import type { AgentService } from '../agents/service.ts';
@@ -20,7 +20,8 @@ import { newId } from '../platform/ids.ts';
 import { formatUc, type Microcredits } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
 import type { Page } from '../platform/schemas.ts';
-import { afterTaking, spendingRefusal, usageOf, type Usage } from '../policy/spending.ts';
+import { afterTaking, chargesOf, spendingRefusal, thresholdsCrossed, usageOf, type BudgetCharge, type Usage } from '../policy/spending.ts';
+import type { BudgetChargeRow } from '../policy/budget-usage.ts';
 import { appendJournal, balancedEntries, combined, type BalancedJournal, type JournalLine } from './journal.ts';
 import { signReceipt } from './receipts.ts';
 import * as store from './store.ts';
@@ -114,6 +115,17 @@ export interface HoldRequest {
   lifetimeS: number;
   /** Seconds after capture during which the merchant may refund; default REFUND_WINDOW_S_DEFAULT. */
   refundWindowS?: number;
+  /** The merchant sold to, with its verified domain: what the mandate's merchant rules name. */
+  merchant?: { id: string; domain: string };
+  /** The owner approved this purchase above the mandate's approval threshold. */
+  approved?: boolean;
+  /** What is bought, as it is sold now (kept with the hold for its evidence). */
+  offerSnapshot?: Record<string, unknown>;
+  /**
+   * Signs what the hold is bought with (the voucher), once its id, amount and deadline are known and before it
+   * is written, so the row keeps it as issued; it gets the mandate version in force.
+   */
+  sign?: (redemption: Redemption, mandate: { version: number; hash: string | null }) => Promise<string>;
 }
 
 export interface RefundRequest {
@@ -182,6 +194,28 @@ function toLot(row: store.LotRow, nowS: number): Lot {
   };
 }
 
+/** What one pass has taken for one agent so far: its allocations (not yet written), their sum, the budgets counted. */
+interface Taken {
+  allocations: Array<{ lotId: string; amountUc: bigint }>;
+  amountUc: bigint;
+  charges: BudgetCharge[];
+  reclaimed: boolean;
+}
+
+/** The owner's `budget.threshold` event: a budget crossed one of the mandate's alert thresholds in its period. */
+function budgetAlert(agent: AgentRow, charge: BudgetCharge, thresholdPct: number, spentUc: bigint): OwnerEventInput {
+  const { budget } = charge;
+  return {
+    ownerId: agent.owner_id,
+    type: 'budget.threshold',
+    data: {
+      agentId: agent.id,
+      thresholdPct,
+      budget: { ...budget, spentUc: spentUc.toString(), remainingUc: (charge.limitUc > spentUc ? charge.limitUc - spentUc : 0n).toString(), periodStart: charge.periodStartS, resetsAt: charge.resetsAtS },
+    },
+  };
+}
+
 /** The state of one holdMany pass, shared by its holds in order. */
 interface HoldPass {
   nowS: number;
@@ -189,7 +223,9 @@ interface HoldPass {
   lots: Map<string, store.LotRow[]>;
   /** Each locked agent's usage, as the spending policy counts it, with what this pass has taken. */
   usage: Map<string, Usage>;
-  takenBy(agentId: string): { allocations: Array<{ lotId: string; amountUc: bigint }>; amountUc: bigint };
+  /** Budget alerts the pass's holds announce: the owner's `budget.threshold` events. */
+  alerts: OwnerEventInput[];
+  takenBy(agentId: string): Taken;
   reclaimDue(agent: AgentRow): Promise<boolean>;
 }
 
@@ -303,11 +339,12 @@ export class LedgerService {
     const agents = await this.identity.lockAgents(tx, [...new Set(candidates.map((request) => request.agentId))].sort());
     const lots = await store.lockSpendableLotsOf(tx, [...agents.keys()], nowS);
     const usage = await usageOf(tx, [...agents.values()], nowS);
+    const alerts: OwnerEventInput[] = [];
     // What this pass has taken so far, per agent: its allocations (not yet written) and their sum.
-    const taken = new Map<string, { allocations: Array<{ lotId: string; amountUc: bigint }>; amountUc: bigint; reclaimed: boolean }>();
+    const taken = new Map<string, Taken>();
     const takenBy = (agentId: string) => {
       let entry = taken.get(agentId);
-      if (!entry) taken.set(agentId, (entry = { allocations: [], amountUc: 0n, reclaimed: false }));
+      if (!entry) taken.set(agentId, (entry = { allocations: [], amountUc: 0n, charges: [], reclaimed: false }));
       return entry;
     };
     // Holds past their deadline still count until reclaimed; reclaim an agent's (in this transaction) only
@@ -318,36 +355,41 @@ export class LedgerService {
       mine.reclaimed = true;
       if ((await this.settleDueOf(tx, agent.id)) === 0) return false;
       lots.set(agent.id, store.lessTaken(await store.lockSpendableLotsOf(tx, [agent.id], nowS).then((byAgent) => byAgent.get(agent.id)!), mine.allocations));
-      usage.set(agent.id, afterTaking((await usageOf(tx, [agent], nowS)).get(agent.id)!, mine.amountUc));
+      usage.set(agent.id, afterTaking((await usageOf(tx, [agent], nowS)).get(agent.id)!, mine.amountUc, mine.charges));
       return true;
     };
     const recorded: Array<store.NewHold & { redemption: Redemption }> = [];
+    const charges: BudgetChargeRow[] = [];
     for (const request of requests) {
       try {
-        const { hold, allocations } = await this.takeOne(request, agents.get(request.agentId), { nowS, lots, usage, takenBy, reclaimDue });
+        const { hold, allocations, charged } = await this.takeOne(request, agents.get(request.agentId), { nowS, lots, usage, alerts, takenBy, reclaimDue });
         const redemption = toRedemption(hold, allocations.map((a, position) => ({ hold_id: hold.id, lot_id: a.lotId, position, amount_uc: a.amountUc, captured_uc: 0n })), [], nowS);
+        if (request.sign) hold.voucher = await request.sign(redemption, { version: hold.mandate_version ?? 0, hash: hold.mandate_hash });
         recorded.push({ hold, allocations, redemption });
+        charges.push(...charged);
         outcomes.push({ ok: true, value: redemption });
       } catch (error) {
         if (!(error instanceof ApiError)) throw error;
         outcomes.push({ ok: false, error });
       }
     }
-    await store.recordHolds(tx, recorded, combined(recorded.map(holdJournal)));
+    await store.recordHolds(tx, recorded, combined(recorded.map(holdJournal)), charges);
+    const nowMs = this.gateway.clock.nowMs();
     const events = recorded.flatMap(({ hold, redemption }) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: 'redemption.held' as const, data: { redemption } }] : []));
-    await emitEvents(tx, events, this.gateway.clock.nowMs());
+    await emitEvents(tx, [...events, ...alerts], nowMs);
     return outcomes;
   }
 
   /** One hold of a pass: the one-by-one rules against the pass's state; takes its credit in memory. */
-  private async takeOne(request: HoldRequest, agent: AgentRow | undefined, pass: HoldPass): Promise<store.NewHold> {
+  private async takeOne(request: HoldRequest, agent: AgentRow | undefined, pass: HoldPass): Promise<store.NewHold & { charged: BudgetChargeRow[] }> {
     if (request.amountUc <= 0n) throw new ApiError('invalid_input', { detail: 'a hold must be for a positive amount' });
     if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
-    // The spending policy, against the agent's usage with what this pass took; holds past their deadline
-    // still count until reclaimed, so a period cap is asked again after reclaiming them.
-    const spend = () => ({ category: request.category, serviceId: request.serviceId, take: { amountUc: request.amountUc, usage: pass.usage.get(agent.id)! } });
+    // The spending policy (the agent's mandate), against its usage with what this pass took; holds past their
+    // deadline still count until reclaimed, so a period cap or a budget is asked again after reclaiming them.
+    const target = { category: request.category, serviceId: request.serviceId, merchant: request.merchant };
+    const spend = () => ({ ...target, atS: pass.nowS, take: { amountUc: request.amountUc, usage: pass.usage.get(agent.id)!, approved: request.approved } });
     let refusal = spendingRefusal(agent, spend());
-    if (refusal?.rule === 'periodCap' && (await pass.reclaimDue(agent))) refusal = spendingRefusal(agent, spend());
+    if ((refusal?.rule === 'periodCap' || refusal?.rule === 'budget') && (await pass.reclaimDue(agent))) refusal = spendingRefusal(agent, spend());
     if (refusal) throw refusal.error;
     const mine = pass.takenBy(agent.id);
     let allocations = this.allocate(pass.lots.get(agent.id)!, request.amountUc);
@@ -355,12 +397,22 @@ export class LedgerService {
     if (!allocations) {
       throw new ApiError('INSUFFICIENT_CREDITS', { detail: `the agent's available credit does not cover ${request.amountUc} µc` });
     }
+    const holdId = newId('hold');
+    const before = pass.usage.get(agent.id)!;
+    const budgetCharges = chargesOf(agent, target, pass.nowS);
+    const charged = budgetCharges.map((charge): BudgetChargeRow => {
+      const spent = before.budgets.get(charge.budget.id) ?? { spentUc: 0n, alertedPct: 0 };
+      const crossed = thresholdsCrossed(agent, charge, spent, spent.spentUc + request.amountUc);
+      for (const thresholdPct of crossed) pass.alerts.push(budgetAlert(agent, charge, thresholdPct, spent.spentUc + request.amountUc));
+      return { holdId, agentId: agent.id, budgetId: charge.budget.id, periodStartS: charge.periodStartS, amountUc: request.amountUc, alertedPct: Math.max(0, ...crossed) };
+    });
     pass.lots.set(agent.id, store.lessTaken(pass.lots.get(agent.id)!, allocations));
     mine.allocations.push(...allocations);
     mine.amountUc += request.amountUc;
-    pass.usage.set(agent.id, afterTaking(pass.usage.get(agent.id)!, request.amountUc));
+    mine.charges.push(...budgetCharges);
+    pass.usage.set(agent.id, afterTaking(before, request.amountUc, budgetCharges));
     const hold: store.HoldRow = {
-      id: newId('hold'),
+      id: holdId,
       agent_id: agent.id,
       acceptor_id: request.acceptorId,
       merchant_id: request.merchantId,
@@ -375,8 +427,12 @@ export class LedgerService {
       refund_window_s: request.refundWindowS ?? REFUND_WINDOW_S_DEFAULT,
       refunded_uc: 0n,
       capture_receipt: null,
+      mandate_version: agent.mandate_version,
+      mandate_hash: agent.mandate_hash,
+      voucher: null,
+      offer_snapshot: request.offerSnapshot ?? null,
     };
-    return { hold, allocations };
+    return { hold, allocations, charged };
   }
 
   /** Burn-down allocation of `amountUc` over lots already in order, or undefined when they do not cover it. */
@@ -657,4 +713,24 @@ export class LedgerService {
   async merchantEarnings(db: Queryable, merchantId: string): Promise<string> {
     return formatUc(await store.accountBalance(db, `merchant:${merchantId}`));
   }
+
+  /**
+   * Spending over the last `days` UTC days, today included (store.spendingByDay says what counts): the days,
+   * oldest first, and for each agent that made a hold in them its amount per day, in the same order.
+   */
+  async spendingByDay(db: Queryable, agentIds: readonly string[], days: number): Promise<{ days: string[]; spent: Map<string, bigint[]> }> {
+    const nowS = this.nowS();
+    const firstDay = Math.floor(nowS / DAY_S) - (days - 1);
+    const rows = await store.spendingByDay(db, agentIds, firstDay * DAY_S, nowS);
+    const spent = new Map<string, bigint[]>();
+    for (const row of rows) {
+      const series = spent.get(row.agent_id) ?? new Array<bigint>(days).fill(0n);
+      series[Number(row.day) - firstDay] = row.spent_uc;
+      spent.set(row.agent_id, series);
+    }
+    const dates = Array.from({ length: days }, (_, i) => new Date((firstDay + i) * DAY_S * 1000).toISOString().slice(0, 10));
+    return { days: dates, spent };
+  }
 }
+
+const DAY_S = 86_400;

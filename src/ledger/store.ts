@@ -1,7 +1,8 @@
 // SQL of the ledger: lots, holds, allocations and accounts. Nothing but queries. Journal entries are
 // written only through ./journal.ts: a statement that journals takes a BalancedJournal and embeds its insert.
 import type { Queryable, Tx } from '../platform/db/database.ts';
-import { journalInsert, type BalancedJournal } from './journal.ts';
+import { budgetChargeParts, budgetGiveBackPart, type BudgetChargeRow } from '../policy/budget-usage.ts';
+import { journalInsert, type BalancedJournal, type JournalKind } from './journal.ts';
 
 export interface LotRow {
   id: string;
@@ -32,6 +33,13 @@ export interface HoldRow {
   refund_window_s: number;
   refunded_uc: bigint;
   capture_receipt: string | null;
+  /** The agent's mandate version in force when the hold was taken, and its hash (evidence names it). */
+  mandate_version: number | null;
+  mandate_hash: string | null;
+  /** The voucher as issued (vouchers only). */
+  voucher: string | null;
+  /** What was bought, as it was sold (the offer at mint; the service and action of an execution). */
+  offer_snapshot: Record<string, unknown> | null;
 }
 
 export interface RefundRow {
@@ -142,21 +150,27 @@ export interface NewHold {
  * (lot → hold, per allocation) and each agent's held total. The caller holds the agents' and the lots' row
  * locks; the agents' balance rows are locked last, after their lots, as every settlement does too.
  */
-export async function recordHolds(db: Queryable, holds: readonly NewHold[], journal: BalancedJournal): Promise<void> {
+export async function recordHolds(db: Queryable, holds: readonly NewHold[], journal: BalancedJournal, charges: readonly BudgetChargeRow[] = []): Promise<void> {
   if (holds.length === 0) return;
   const allocations = holds.flatMap(({ hold, allocations }) => allocations.map((a, position) => ({ holdId: hold.id, lotId: a.lotId, position, amountUc: a.amountUc })));
   const createdAtS = holds[0]!.hold.created_at_s;
   if (holds.some(({ hold }) => hold.created_at_s !== createdAtS)) throw new Error('recordHolds: the holds of one call share one creation time');
-  const journaled = journalInsert(journal, Number(createdAtS), 15);
+  const journaled = journalInsert(journal, Number(createdAtS), 19);
+  // Budget charges only when a hold counts in a budget: the statement of an agent without budgets is unchanged.
+  const budgets = charges.length === 0 ? undefined : budgetChargeParts(charges, { holds: 'new_holds', after: 'account' }, 19 + journaled.params.length);
   const result = await db.query(
     `WITH h AS (
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[])
-         WITH ORDINALITY AS h(id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, expires_at_s, refund_window_s, position)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[],
+                            $15::int[], $16::text[], $17::text[], $18::jsonb[])
+         WITH ORDINALITY AS h(id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, expires_at_s, refund_window_s,
+                              mandate_version, mandate_hash, voucher, offer_snapshot, position)
      ), alloc AS (
        SELECT * FROM unnest($10::text[], $11::text[], $12::int[], $13::bigint[]) AS a(hold_id, lot_id, position, amount_uc)
      ), new_holds AS (
-       INSERT INTO holds (id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, captured_uc, state, expires_at_s, created_at_s, refund_window_s)
-       SELECT id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, 0, 'held', expires_at_s, $14, refund_window_s FROM h ORDER BY position
+       INSERT INTO holds (id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, captured_uc, state, expires_at_s, created_at_s, refund_window_s,
+                          mandate_version, mandate_hash, voucher, offer_snapshot)
+       SELECT id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, 0, 'held', expires_at_s, $14, refund_window_s,
+              mandate_version, mandate_hash, voucher, offer_snapshot FROM h ORDER BY position
        RETURNING id
      ), allocations AS (
        INSERT INTO hold_allocations (hold_id, lot_id, position, amount_uc)
@@ -173,9 +187,10 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[], jour
        SELECT agent_id, SUM(amount_uc)::bigint FROM h GROUP BY agent_id ORDER BY agent_id
        ON CONFLICT (agent_id) DO UPDATE SET held_uc = agent_balances.held_uc + EXCLUDED.held_uc
        RETURNING 1
-     )
+     )${budgets ? `, ${budgets.sql}` : ''}
      SELECT (SELECT count(*) FROM new_holds) AS held, (SELECT count(*) FROM debits) AS debited, (SELECT count(*) FROM allocations) AS allocated,
-            (SELECT count(*) FROM journal) AS journaled, (SELECT count(*) FROM account) AS accounted`,
+            (SELECT count(*) FROM journal) AS journaled, (SELECT count(*) FROM account) AS accounted,
+            ${budgets ? `(SELECT count(*) FROM ${budgets.counts.charged})` : '0::bigint'} AS charged`,
     [
       holds.map(({ hold }) => hold.id),
       holds.map(({ hold }) => hold.agent_id),
@@ -191,16 +206,28 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[], jour
       allocations.map((a) => a.position),
       allocations.map((a) => a.amountUc.toString()),
       createdAtS,
+      holds.map(({ hold }) => hold.mandate_version),
+      holds.map(({ hold }) => hold.mandate_hash),
+      holds.map(({ hold }) => hold.voucher),
+      holds.map(({ hold }) => (hold.offer_snapshot === null ? null : JSON.stringify(hold.offer_snapshot))),
       ...journaled.params,
+      ...(budgets?.params ?? []),
     ],
   );
-  const counts = result.rows[0] as { held: bigint; debited: bigint; allocated: bigint; journaled: bigint; accounted: bigint };
+  const counts = result.rows[0] as { held: bigint; debited: bigint; allocated: bigint; journaled: bigint; accounted: bigint; charged: bigint };
   const lots = BigInt(new Set(allocations.map((a) => a.lotId)).size);
   const agents = BigInt(new Set(holds.map(({ hold }) => hold.agent_id)).size);
   const expected = BigInt(allocations.length);
-  if (counts.held !== BigInt(holds.length) || counts.debited !== lots || counts.allocated !== expected || counts.journaled !== BigInt(journal.entries.length) || counts.accounted !== agents) {
+  if (
+    counts.held !== BigInt(holds.length) ||
+    counts.debited !== lots ||
+    counts.allocated !== expected ||
+    counts.journaled !== BigInt(journal.entries.length) ||
+    counts.accounted !== agents ||
+    counts.charged !== BigInt(charges.length)
+  ) {
     throw new Error(
-      `ledger invariant: ${holds.length} holds wrote ${counts.held}/${counts.debited}/${counts.allocated}/${counts.journaled}/${counts.accounted} rows for ${expected} allocations`,
+      `ledger invariant: ${holds.length} holds wrote ${counts.held}/${counts.debited}/${counts.allocated}/${counts.journaled}/${counts.accounted}/${counts.charged} rows for ${expected} allocations and ${charges.length} budget charges`,
     );
   }
 }
@@ -266,7 +293,7 @@ export async function recordSettlements(tx: Tx, settlements: readonly Settlement
     [[...new Set(lines.filter((line) => line.returnedUc > 0n).map((line) => line.lotId))]],
   );
   const journaled = journalInsert(journal, nowS, 11);
-  const { rows } = await tx.query<HoldRow & { accounted: bigint; agents: bigint; journaled: bigint }>(
+  const { rows } = await tx.query<HoldRow & { accounted: bigint; agents: bigint; journaled: bigint; budget_inserted: bigint }>(
     `WITH s AS (
        SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])
          AS s(hold_id, state, captured_uc, earnings_account, receipt)
@@ -306,9 +333,9 @@ export async function recordSettlements(tx: Tx, settlements: readonly Settlement
        ON CONFLICT (agent_id) DO UPDATE
          SET held_uc = agent_balances.held_uc - EXCLUDED.held_uc, captured_uc = agent_balances.captured_uc + EXCLUDED.captured_uc
        RETURNING xmax::text <> '0' AS existed
-     )
+     ), ${budgetGiveBackPart('SELECT id AS hold_id, amount_uc - captured_uc AS amount_uc FROM resolved', 'account')}
      SELECT resolved.*, (SELECT count(*) FROM account WHERE existed) AS accounted, (SELECT count(DISTINCT agent_id) FROM resolved) AS agents,
-            (SELECT count(*) FROM journal) AS journaled
+            (SELECT count(*) FROM journal) AS journaled, (SELECT count(*) FROM budget_given_back WHERE NOT existed) AS budget_inserted
        FROM resolved, (SELECT count(*) FROM captured) c`,
     [
       settlements.map((s) => s.holdId),
@@ -328,9 +355,10 @@ export async function recordSettlements(tx: Tx, settlements: readonly Settlement
     const resolved = new Set(rows.map((row) => row.id));
     throw new Error(`ledger invariant: holds ${settlements.filter((s) => !resolved.has(s.holdId)).map((s) => s.holdId).join(', ')} resolved twice`);
   }
-  return rows.map(({ accounted, agents, journaled: journaledCount, ...hold }) => {
+  return rows.map(({ accounted, agents, journaled: journaledCount, budget_inserted: budgetInserted, ...hold }) => {
     if (accounted !== agents) throw new Error(`ledger invariant: ${agents} agents' holds settled, ${accounted} balance rows updated`);
     if (journaledCount !== BigInt(journal.entries.length)) throw new Error(`ledger invariant: ${journal.entries.length} journal entries given, ${journaledCount} written`);
+    if (budgetInserted !== 0n) throw new Error(`ledger invariant: a settled hold gave back to ${budgetInserted} budget periods it was never counted in`);
     return hold as HoldRow;
   });
 }
@@ -345,6 +373,28 @@ export async function dueHoldIds(db: Queryable, nowS: number, options: { agentId
     [nowS, options.agentId ?? null, options.holdId ?? null, options.limit],
   );
   return rows.map((r) => r.id);
+}
+
+/**
+ * What holds made since `sinceS` count as spending, per agent and per UTC day of the hold (Unix day number):
+ * a hold still held and before its deadline its amount, a captured one what was captured less what was
+ * refunded, a released or expired one nothing (the budgets' rule: docs/decisions.md "Spending policy").
+ * A read over the period's holds (holds_agent_window), for charts; not the running totals of the hot path.
+ */
+export async function spendingByDay(db: Queryable, agentIds: readonly string[], sinceS: number, nowS: number): Promise<Array<{ agent_id: string; day: bigint; spent_uc: bigint }>> {
+  if (agentIds.length === 0) return [];
+  const { rows } = await db.query<{ agent_id: string; day: bigint; spent_uc: bigint }>(
+    `SELECT agent_id, created_at_s / 86400 AS day,
+            sum(CASE WHEN state = 'held' AND expires_at_s > $3 THEN amount_uc
+                     WHEN state = 'captured' THEN captured_uc - refunded_uc
+                     ELSE 0 END)::bigint AS spent_uc
+       FROM holds
+      WHERE agent_id = ANY($1::text[]) AND created_at_s >= $2
+      GROUP BY agent_id, created_at_s / 86400
+      ORDER BY agent_id, day`,
+    [agentIds, sinceS, nowS],
+  );
+  return rows;
 }
 
 export async function accountBalance(db: Queryable, accountId: string): Promise<bigint> {
@@ -379,7 +429,7 @@ export async function capturedSourceLots(db: Queryable, holdId: string): Promise
  * goes negative. Returns false (having written nothing the caller must keep) when a guard refused.
  */
 export async function recordRefund(db: Queryable, refund: RefundRow, earningsAccount: string): Promise<boolean> {
-  const { rows } = await db.query<{ refunded: bigint; debited: bigint }>(
+  const { rows } = await db.query<{ refunded: bigint; debited: bigint; budget_inserted: bigint }>(
     `WITH refunded AS (
        UPDATE holds SET refunded_uc = refunded_uc + $5 WHERE id = $2 AND state = 'captured' AND refunded_uc + $5 <= captured_uc RETURNING id
      ), debited AS (
@@ -387,9 +437,32 @@ export async function recordRefund(db: Queryable, refund: RefundRow, earningsAcc
      ), inserted AS (
        INSERT INTO refunds (id, hold_id, merchant_id, lot_id, amount_uc, reason, receipt, created_at_s)
        SELECT $1, $2, $3, $4, $5, $6, $7, $8 FROM refunded, debited RETURNING id
-     )
-     SELECT (SELECT count(*) FROM refunded) AS refunded, (SELECT count(*) FROM inserted) AS debited`,
+     ), ${budgetGiveBackPart('SELECT $2::text AS hold_id, $5::bigint AS amount_uc FROM inserted', 'debited')}
+     SELECT (SELECT count(*) FROM refunded) AS refunded, (SELECT count(*) FROM inserted) AS debited,
+            (SELECT count(*) FROM budget_given_back WHERE NOT existed) AS budget_inserted`,
     [refund.id, refund.hold_id, refund.merchant_id, refund.lot_id, refund.amount_uc, refund.reason, refund.receipt, refund.created_at_s, earningsAccount],
   );
+  if (rows[0]!.budget_inserted !== 0n) throw new Error(`ledger invariant: refund ${refund.id} gave back to budget periods its hold was never counted in`);
   return rows[0]!.refunded === 1n && rows[0]!.debited === 1n;
+}
+
+/** One journal line, as read back. */
+export interface JournalRow {
+  operation_id: string;
+  kind: JournalKind;
+  account: string;
+  amount_uc: bigint;
+  created_at_s: bigint;
+}
+
+/**
+ * The journal entries of the given operations, in the order they were written (the operation index). The
+ * journal is append-only; what is read of it is what the one door (./journal.ts) wrote.
+ */
+export async function journalOf(db: Queryable, operationIds: readonly string[]): Promise<JournalRow[]> {
+  const { rows } = await db.query<JournalRow>(
+    'SELECT operation_id, kind, account, amount_uc, created_at_s FROM journal_entries WHERE operation_id = ANY($1::text[]) ORDER BY id',
+    [[...operationIds]],
+  );
+  return rows;
 }

@@ -19,14 +19,14 @@ import type { VoucherOperations } from '../vouchers/operations.ts';
 /** The operations the MCP face runs; the same objects' names and schemas as the HTTP routes'. */
 export type McpOperations = Pick<VoucherOperations, 'mintVoucher'> &
   Pick<ExecuteOperations, 'executeService'> &
-  Pick<AgentOperations, 'registerAgent' | 'updateAgent' | 'freezeAgent' | 'unfreezeAgent'>;
+  Pick<AgentOperations, 'registerAgent' | 'updateAgent' | 'freezeAgent' | 'unfreezeAgent' | 'setMandate'>;
 
 /** The queries the MCP face runs: the same objects as the HTTP routes'. */
 export type McpQueries = Pick<IdentityQueries, 'getMe'> &
   Pick<OfferQueries, 'listSellableOffers'> &
   Pick<LedgerQueries, 'getRedemption' | 'listAgentHolds'> &
   Pick<ExecuteQueries, 'getIntent'> &
-  Pick<AgentQueries, 'listAgents'>;
+  Pick<AgentQueries, 'listAgents' | 'getMandate'>;
 
 export interface ToolServices {
   gateway: Gateway;
@@ -138,13 +138,27 @@ export const TOOLS: readonly ToolDefinition[] = [
     query: 'listAgentHolds',
   },
   {
+    name: 'get_mandate',
+    title: "Read an agent's mandate",
+    description:
+      "The mandate in force of one of the owner's agents, `id` (as GET /v1/owner/agents/{id}/mandate): its rules (allowed services and " +
+      'categories, caps, budgets, merchants allowed or denied, approval threshold, validity window, time zone, alert thresholds), its ' +
+      "version and hash, and each budget's usage in its current period (spentUc, remainingUc, resetsAt).",
+    kinds: OWNER,
+    annotations: READ,
+    query: 'getMandate',
+  },
+  {
     name: 'mint_voucher',
     title: 'Mint a voucher for an offer',
     description:
       "Takes a hold of the offer's price against the agent's credit and returns the signed voucher (an ES256 JWT the merchant " +
       'verifies) with the hold (a Redemption). `maxUc` refuses a price above it (CAP_EXCEEDED). Refusals: INSUFFICIENT_CREDITS or ' +
-      'CAP_EXCEEDED (402), FROZEN or SCOPE_FORBIDDEN (403); no hold is taken then. `idempotencyKey` is required: a retry MUST reuse ' +
-      'the same key, and then returns the first answer without a second hold (the same key over HTTP is the same key).',
+      'CAP_EXCEEDED (402, with `reason` and, for a budget, `budget`), FROZEN or SCOPE_FORBIDDEN (403, with `reason`); no hold is taken ' +
+      "then. A price above the mandate's approval threshold asks the owner: approval_required comes as a URL elicitation of the " +
+      "purchase's approval page (its id is the purchase approval, pur_…); once the owner approves, retry with the same key to get " +
+      'the voucher. `idempotencyKey` is required: a retry MUST reuse the same key, and then returns the first answer without a ' +
+      'second hold (the same key over HTTP is the same key).',
     kinds: AGENT,
     annotations: WRITE,
     operation: 'mintVoucher',
@@ -159,7 +173,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'FROZEN, SCOPE_FORBIDDEN, inbox_not_allowed, connector_not_configured; when credit is short the request is retained ' +
       '(link_configuration_required, or approval_required with an intentId). approval_required comes as a URL elicitation of the ' +
       "owner's approval page (2026-07-28 input_required to clients declaring elicitation.url; 2025-11-25 error -32042); once the " +
-      'owner approves, the gateway runs the request by itself, once. `idempotencyKey` is required: a retry MUST reuse the same ' +
+      'owner approves, the gateway runs the request by itself, once. A price above the mandate\'s approval threshold asks the owner ' +
+      'to approve the purchase the same way; once approved, retry with the same key to run it. `idempotencyKey` is required: a retry MUST reuse the same ' +
       'key, and then returns the first answer (or the outcome of the retained request) and charges once.',
     kinds: EVERYONE,
     annotations: { ...WRITE, openWorldHint: true },
@@ -184,6 +199,18 @@ export const TOOLS: readonly ToolDefinition[] = [
     kinds: OWNER,
     annotations: { ...WRITE, destructiveHint: true },
     operation: 'updateAgent',
+  },
+  {
+    name: 'set_mandate',
+    title: "Replace an agent's mandate",
+    description:
+      "Replaces the mandate of one of the owner's agents, `id` (as PUT /v1/owner/agents/{id}/mandate): a new version. Members left out " +
+      'take their defaults, so send what get_mandate shows, changed. Budgets: up to 20 of {id, limitUc, period day|week|month|total, and ' +
+      'at most one of merchantId, category, serviceId}; every budget that applies to a purchase must hold. `approvalAboveUc`: a purchase ' +
+      'above it waits for the owner. `idempotencyKey` is required: a retry MUST reuse the same key.',
+    kinds: OWNER,
+    annotations: { ...WRITE, destructiveHint: true },
+    operation: 'setMandate',
   },
   {
     name: 'freeze_agent',

@@ -7,10 +7,10 @@
 import type { Gateway } from '../platform/gateway.ts';
 import { randomBase32 } from '../platform/ids.ts';
 import { hashSecret, newBrowserSecret } from './browser-binding.ts';
+import { findClient, matchClientRedirectUri } from './console-client.ts';
 import { mintCode } from './code.ts';
 import { AUTHORIZATION_REQUEST_LIFETIME_S, PENDING_AUTHORIZATION_REQUESTS_MAX, STATE_LENGTH_MAX } from './limits.ts';
 import { CODE_CHALLENGE_METHOD, CODE_CHALLENGE_PATTERN } from './pkce.ts';
-import { matchRedirectUri } from './redirect-uris.ts';
 import { isOurResource } from '../platform/access-tokens.ts';
 import { rememberedConsent, type ConsentMatch } from './remembered-consent.ts';
 import { parseScope } from './scopes.ts';
@@ -68,11 +68,11 @@ export async function authorize(gateway: Gateway, rawQuery: string, browserSecre
 
   const clientId = single(params, 'client_id');
   if (clientId === undefined || clientId === DUPLICATE) return show('invalid_request', 'client_id is required, exactly once');
-  const client = await store.findClient(gateway.db, clientId);
+  const client = await findClient(gateway, clientId);
   if (!client) return show('invalid_client', 'no client is registered with this client_id');
   const requestedRedirect = single(params, 'redirect_uri');
   if (requestedRedirect === undefined || requestedRedirect === DUPLICATE) return show('invalid_request', 'redirect_uri is required, exactly once');
-  if (!matchRedirectUri(requestedRedirect, client.redirect_uris)) return show('invalid_redirect_uri', 'redirect_uri is not registered for this client');
+  if (!matchClientRedirectUri(client, requestedRedirect)) return show('invalid_redirect_uri', 'redirect_uri is not registered for this client');
 
   const state = single(params, 'state');
   const trusted: Trusted = { redirectUri: requestedRedirect, state: state === DUPLICATE ? undefined : state, issuer: baseUrl };

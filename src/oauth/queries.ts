@@ -1,6 +1,5 @@
 // The authorization server's reads, for every face: the consents remembered for an owner and its agents.
 import { Type } from '@sinclair/typebox';
-import type { Clock } from '../platform/clock.ts';
 import type { Query } from '../platform/queries.ts';
 import { listRememberedConsents, type OAuthGrant } from './remembered-consent.ts';
 
@@ -8,13 +7,13 @@ export interface OAuthQueries {
   listOAuthGrants: Query<Record<string, never>, { grants: OAuthGrant[] }>;
 }
 
-export function oauthQueries(clock: Clock): OAuthQueries {
+export function oauthQueries(): OAuthQueries {
   return {
     listOAuthGrants: {
       name: 'listOAuthGrants',
       input: Type.Object({}, { additionalProperties: false }),
       output: Type.Object({ grants: Type.Array(Type.Ref('OAuthGrant')) }),
-      read: async (db, { principal }) => ({ grants: await listRememberedConsents(db, principal.ownerId!, clock.nowS()) }),
+      read: async (db, { principal, atS }) => ({ grants: await listRememberedConsents(db, principal.ownerId!, atS) }),
     },
   };
 }

@@ -3,6 +3,7 @@
 // Unknown members are ignored (RFC 7591 §2) and never echoed back.
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
+import { CONSOLE_CLIENT_ID } from './console-client.ts';
 import { invalidClientMetadata, invalidRedirectUri, temporarilyUnavailable } from './errors.ts';
 import { CLIENT_NAME_LENGTH_MAX, CLIENTS_MAX, REDIRECT_URI_LENGTH_MAX, REDIRECT_URIS_MAX, REDIRECT_URIS_MIN, UNUSED_CLIENT_PURGE_AFTER_S } from './limits.ts';
 import { redirectUriProblem } from './redirect-uris.ts';
@@ -110,7 +111,7 @@ export async function registerClient(gateway: Gateway, metadata: ClientMetadata)
   const row = await gateway.db.transaction(async (tx) => {
     await store.lockRegistrations(tx);
     if ((await store.countClients(tx)) >= CLIENTS_MAX) {
-      await store.purgeUnusedClients(tx, nowS - UNUSED_CLIENT_PURGE_AFTER_S);
+      await store.purgeUnusedClients(tx, nowS - UNUSED_CLIENT_PURGE_AFTER_S, CONSOLE_CLIENT_ID);
       if ((await store.countClients(tx)) >= CLIENTS_MAX) return undefined;
     }
     return store.insertClient(tx, { id: newId('cli'), clientName: metadata.clientName, redirectUris: metadata.redirectUris, scope: metadata.scope, nowS });

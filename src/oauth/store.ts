@@ -74,10 +74,22 @@ export async function countClients(db: Queryable): Promise<number> {
   return Number(rows[0]!.n);
 }
 
-/** Deletes clients that never obtained a token and were registered before `createdBeforeS`. */
-export async function purgeUnusedClients(db: Queryable, createdBeforeS: number): Promise<number> {
-  const { rowCount } = await db.query('DELETE FROM oauth_clients WHERE last_used_at_s IS NULL AND created_at_s < $1', [createdBeforeS]);
+/** Deletes clients that never obtained a token and were registered before `createdBeforeS`, except `keep` (a built-in client). */
+export async function purgeUnusedClients(db: Queryable, createdBeforeS: number, keep: string): Promise<number> {
+  const { rowCount } = await db.query('DELETE FROM oauth_clients WHERE last_used_at_s IS NULL AND created_at_s < $1 AND id <> $2', [createdBeforeS, keep]);
   return rowCount;
+}
+
+/** A client the gateway declares itself: inserted once, its metadata refreshed at every start. */
+export async function upsertBuiltInClient(
+  db: Queryable,
+  client: { id: string; clientName: string; redirectUris: string[]; scope: string; nowS: number },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO oauth_clients (id, client_name, redirect_uris, scope, created_at_s) VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (id) DO UPDATE SET client_name = EXCLUDED.client_name, redirect_uris = EXCLUDED.redirect_uris, scope = EXCLUDED.scope`,
+    [client.id, client.clientName, JSON.stringify(client.redirectUris), client.scope, client.nowS],
+  );
 }
 
 export async function insertClient(

@@ -12,6 +12,8 @@ import type { Page } from '../platform/schemas.ts';
 import { merchantActor, type MerchantFacts, type MerchantService } from '../merchants/service.ts';
 import * as store from './store.ts';
 
+export type { SellableOfferRow } from './store.ts';
+
 export const HOLD_LIFETIME_S_DEFAULT = 900;
 export const HOLD_LIFETIME_S_MIN = 60;
 /** Seven days: Stripe's default authorization window, and the signing-key retention covers it. */
@@ -138,7 +140,7 @@ export class OfferService {
   }
 
   /** The sellable offers (active, of a verified merchant) among `offerIds`, by id (one statement). */
-  async sellableMany(db: Queryable, offerIds: readonly string[]): Promise<Map<string, store.OfferRow>> {
+  async sellableMany(db: Queryable, offerIds: readonly string[]): Promise<Map<string, store.SellableOfferRow>> {
     return store.findSellableOffers(db, offerIds);
   }
 }

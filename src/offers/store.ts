@@ -41,11 +41,17 @@ export async function updateOffer(db: Queryable, offer: OfferRow): Promise<Offer
   return rows[0]!;
 }
 
+/** A sellable offer with its merchant's verified domain (what a mandate's merchant rules may name) and name (what its owner is shown). */
+export interface SellableOfferRow extends OfferRow {
+  merchant_domain: string;
+  merchant_name: string;
+}
+
 /** The active offers of verified merchants among `offerIds`, by id, as voucher minting needs them (one statement). */
-export async function findSellableOffers(db: Queryable, offerIds: readonly string[]): Promise<Map<string, OfferRow>> {
+export async function findSellableOffers(db: Queryable, offerIds: readonly string[]): Promise<Map<string, SellableOfferRow>> {
   if (offerIds.length === 0) return new Map();
-  const { rows } = await db.query<OfferRow>(
-    `SELECT o.* FROM offers o JOIN merchants m ON m.id = o.merchant_id WHERE o.id = ANY($1::text[]) AND o.active AND m.verified`,
+  const { rows } = await db.query<SellableOfferRow>(
+    `SELECT o.*, m.domain AS merchant_domain, m.name AS merchant_name FROM offers o JOIN merchants m ON m.id = o.merchant_id WHERE o.id = ANY($1::text[]) AND o.active AND m.verified`,
     [[...new Set(offerIds)]],
   );
   return new Map(rows.map((row) => [row.id, row]));

@@ -1,6 +1,7 @@
-// How CLI commands reach a running gateway: HTTP to ACG_BASE_URL with the operator credential. And what
-// they say when they cannot: what they found at ACG_BASE_URL and in ACG_DATA_DIR, and what to do, in one
-// place, so every command that needs a running gateway answers a wrong directory or port the same way.
+// How CLI commands reach a running gateway: HTTP to ACG_BASE_URL with a credential (the operator's, or an
+// owner's for `acg agent mandate`). And what they say when they cannot: what they found at ACG_BASE_URL and
+// in ACG_DATA_DIR, and what to do, in one place, so every command that needs a running gateway answers a
+// wrong directory or port the same way.
 import { randomUUID } from 'node:crypto';
 import type { Config } from '../platform/config.ts';
 import { operatorTokenFile } from './credential.ts';
@@ -34,10 +35,10 @@ async function send(baseUrl: string, path: string, init: RequestInit & { timeout
 }
 
 /** One JSON request; mutating requests carry a fresh Idempotency-Key, so the gateway applies them once. */
-export async function callGateway(baseUrl: string, token: string, method: 'GET' | 'POST', path: string, body?: unknown): Promise<GatewayAnswer> {
+export async function callGateway(baseUrl: string, token: string, method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown): Promise<GatewayAnswer> {
   const headers: Record<string, string> = { authorization: `Bearer ${token}`, accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
-  if (method === 'POST') headers['idempotency-key'] = randomUUID();
+  if (method !== 'GET') headers['idempotency-key'] = randomUUID();
   const response = await send(baseUrl, path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), timeoutMs: REQUEST_TIMEOUT_MS });
   const text = await response.text();
   let parsed: Record<string, unknown>;
@@ -102,4 +103,20 @@ export async function missingCredential(config: Where): Promise<string> {
   } catch (error) {
     return (error as Error).message;
   }
+}
+
+/**
+ * Dev tokens are signed with the keys a dev gateway made in its ACG_DATA_DIR (`file`). Without them here,
+ * minting would make new keys that no running gateway trusts (and a data directory nobody asked for): what
+ * was found instead, and what to do.
+ */
+export async function missingDevIssuerKeys(config: Pick<Config, 'baseUrl'>, file: string): Promise<string> {
+  const running = await gatewayAnswers(config.baseUrl).catch(() => false);
+  if (running) {
+    return (
+      `a gateway answers at ${config.baseUrl}, but its dev issuer keys are not here: ${file} does not exist. A dev gateway makes them ` +
+      "in its own ACG_DATA_DIR: run this in the directory the gateway was started from, or set ACG_DATA_DIR to the gateway's data directory"
+    );
+  }
+  return `no gateway answers at ${config.baseUrl}, and ${file} does not exist: start the gateway first (npm start), which makes the dev issuers' keys, then run this in its directory`;
 }

@@ -1,8 +1,10 @@
-// The top-up operations, for every face: request a top-up, and the owner's approve and decline.
+// The payments operations, for every face: request a top-up, and the owner's approve and decline of a top-up
+// or of a purchase above a mandate's approval threshold.
 import { Type, type Static } from '@sinclair/typebox';
 import { ResourceId } from '../platform/schemas.ts';
 import type { SingleStepOperation } from '../platform/operations.ts';
 import { principalScope } from '../platform/principal.ts';
+import type { PurchaseApproval } from './purchases.ts';
 import type { OpenedApproval, TopupDraft } from './rails/rail.ts';
 import {
   TOPUP_AMOUNT_USD_CENTS_MAX,
@@ -39,9 +41,12 @@ export type RequestTopupInput = Static<typeof RequestTopupInput>;
 export const TopupIdInput = Type.Object({ id: ResourceId }, { additionalProperties: false });
 export type TopupIdInput = Static<typeof TopupIdInput>;
 
+export const PurchaseIdInput = Type.Object({ id: ResourceId }, { additionalProperties: false });
+export type PurchaseIdInput = Static<typeof PurchaseIdInput>;
+
 /**
- * Every operation here changes a top-up through the rail, so each first checks that one is configured
- * (503 payment_unavailable); the reads (queries.ts) need none.
+ * Every top-up operation changes a top-up through the rail, so each first checks that one is configured
+ * (503 payment_unavailable); a purchase's approval moves no money and needs none, nor do the reads (queries.ts).
  */
 export interface PaymentOperations {
   /** Checked before the key: a rail, then who may top up that agent (its owner's id). */
@@ -49,6 +54,8 @@ export interface PaymentOperations {
   approveTopup: SingleStepOperation<TopupIdInput, Topup, void>;
   /** Checked before the key: a rail, then the top-up, pending or declined; prepared: the rail refused payment. */
   declineTopup: SingleStepOperation<TopupIdInput, Topup, TopupRow, void>;
+  approvePurchase: SingleStepOperation<PurchaseIdInput, PurchaseApproval>;
+  declinePurchase: SingleStepOperation<PurchaseIdInput, PurchaseApproval>;
 }
 
 export function paymentOperations(payments: PaymentsService): PaymentOperations {
@@ -83,6 +90,18 @@ export function paymentOperations(payments: PaymentsService): PaymentOperations 
       },
       prepare: (_call, row) => payments.cancelAtProvider(row),
       run: (tx, { input }) => payments.decline(tx, input.id),
+    },
+    approvePurchase: {
+      name: 'approvePurchase',
+      input: PurchaseIdInput,
+      idempotency: { key: 'optional' },
+      run: (tx, { principal, input }) => payments.purchases.approve(tx, principal, input.id),
+    },
+    declinePurchase: {
+      name: 'declinePurchase',
+      input: PurchaseIdInput,
+      idempotency: { key: 'optional' },
+      run: (tx, { principal, input }) => payments.purchases.decline(tx, principal, input.id),
     },
   };
 }

@@ -1,17 +1,23 @@
-// The local approval page (GET /payments/topups/{id}): the owner signs in, sees the agent, the amount,
-// the reason and the retained intent, and approves or declines. The page itself holds no data of the
-// top-up (any id renders the same shell, so it reveals nothing; it carries only the public catalogue's
-// service titles); after sign-in its script reads the top-up, its agent and its intent through the API with
-// the owner's bearer token and writes every value with textContent: names first, ids beside them. A
-// settled top-up is said in a success colour, a refusal or a failure in the error colour, anything else
-// plainly. Approve and decline are API calls
+// The local approval page: GET /payments/topups/{id} (a top-up) and GET /payments/purchases/{id} (a purchase
+// above the agent's mandate approval threshold). The owner signs in, sees the agent and the amount, and for a
+// top-up the reason and the retained intent, for a purchase the merchant and the offer; then approves or
+// declines. The page itself holds no data of the approval (any id renders the same shell, so it reveals
+// nothing; it carries only the public catalogue's service titles); after sign-in its script reads the record,
+// its agent and its intent through the API with the owner's bearer token and writes every value with
+// textContent: names first, ids beside them. A settled top-up or an approved purchase is said in a success
+// colour, a refusal or a failure in the error colour, anything else plainly. Approve and decline are API calls
 // carrying that token in the Authorization header, which a cross-site page cannot send (no ambient
 // credential: no cookie authenticates anything here), and the API refuses a foreign Origin on top.
 // Headers are the consent page's: a per-response CSP nonce, no framing, no referrer, no caching.
 import { escapeHtml } from '../platform/http/pages.ts';
 
+/** What the page approves: a top-up, or a purchase above the agent's approval threshold. */
+export type ApprovalPageKind = 'topup' | 'purchase';
+
 export interface ApprovalPageView {
-  topupId: string;
+  kind: ApprovalPageKind;
+  /** The top-up's or the purchase approval's id, from the path. */
+  id: string;
   /** Dev mode's built-in human issuer: the page signs in through its dev login route. */
   devLoginUrl?: string;
   humanIssuer?: string;
@@ -29,18 +35,27 @@ button,a.button{display:inline-block;margin:.6rem .6rem 0 0;padding:.5rem 1rem;f
 [hidden]{display:none!important}`;
 
 
-// Signs in, reads the top-up (and its intent), then approves or declines through the API.
+// Signs in, reads the top-up or the purchase (and the top-up's intent), then approves or declines through the API.
 const SCRIPT = `(() => {
-  const root = document.getElementById('topup');
+  const root = document.getElementById('approval');
   const status = document.getElementById('status');
   const services = JSON.parse(root.dataset.services);
+  const kind = root.dataset.kind;
+  const noun = kind === 'topup' ? 'top-up' : 'purchase';
+  const path = (kind === 'topup' ? '/v1/payments/topups/' : '/v1/payments/purchases/') + encodeURIComponent(root.dataset.id);
   const byId = (id) => document.getElementById(id);
   const show = (id, on) => { byId(id).hidden = !on; };
   const text = (id, value) => { byId(id).textContent = value; };
   // tone: 'ok' (success colour), 'error' (error colour) or '' (plain).
   const say = (value, tone) => { status.textContent = value; status.className = tone; };
-  const TONE = { settled: 'ok', failed: 'error' };
+  const TONE = { settled: 'ok', approved: 'ok', used: 'ok', failed: 'error' };
   const json = async (response) => { try { return await response.json(); } catch { return {}; } };
+  // An exact decimal of an integer amount: µc → credits (6 places) or dollars (8 places, at least 2 shown).
+  const decimal = (amount, places, least) => {
+    const digits = BigInt(amount).toString().padStart(places + 1, '0');
+    const fraction = digits.slice(-places).replace(/0+$/, '').padEnd(least, '0');
+    return digits.slice(0, -places) + (fraction ? '.' + fraction : '');
+  };
   let token = '';
   const api = (method, path, body) => fetch(path, {
     method,
@@ -49,17 +64,9 @@ const SCRIPT = `(() => {
       : { authorization: 'Bearer ' + token, 'content-type': 'application/json', 'idempotency-key': crypto.randomUUID() },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
-  const load = async () => {
-    const response = await api('GET', '/v1/payments/topups/' + encodeURIComponent(root.dataset.topupId));
-    const topup = await json(response);
-    if (!response.ok) { say('This top-up cannot be shown: ' + (topup.detail || topup.title || response.status), 'error'); return; }
-    const agentFound = await api('GET', '/v1/owner/agents/' + encodeURIComponent(topup.agentId));
-    const agent = await json(agentFound);
-    text('agent-name', agentFound.ok ? agent.name : '');
-    text('agent', topup.agentId);
+  const showTopup = async (topup) => {
     text('amount', '$' + (topup.amountUsdCents / 100).toFixed(2) + ' (' + topup.amountUsdCents + ' credits)');
     text('reason', topup.reason);
-    text('state', topup.status);
     text('mode', topup.livemode ? 'live' : 'test mode: no money moves');
     if (topup.intentId) {
       const found = await api('GET', '/v1/intents/' + encodeURIComponent(topup.intentId));
@@ -71,17 +78,42 @@ const SCRIPT = `(() => {
       text('intent', 'none');
     }
     const pending = topup.status === 'pending_approval';
-    show('signin', false);
-    show('details', true);
     show('approve', pending && topup.provider === 'local');
     show('checkout', pending && topup.provider === 'stripe');
     show('decline', pending);
     if (topup.provider === 'stripe') byId('checkout').href = topup.checkoutUrl;
-    say(pending ? '' : 'This top-up is ' + topup.status + '.', TONE[topup.status] || '');
+    return pending;
+  };
+  const showPurchase = (purchase) => {
+    text('amount', '$' + decimal(purchase.amountUc, 8, 2) + ' (' + decimal(purchase.amountUc, 6, 0) + ' credits)');
+    text('merchant-name', purchase.merchant ? purchase.merchant.name : 'a built-in service of this gateway');
+    text('merchant', purchase.merchant ? purchase.merchant.domain : '');
+    text('offer-name', purchase.offer.name);
+    text('offer', purchase.offer.id);
+    text('expires', new Date(purchase.expiresAt * 1000).toLocaleString());
+    const pending = purchase.status === 'pending_approval';
+    show('approve', pending);
+    show('decline', pending || purchase.status === 'approved');
+    return pending;
+  };
+  const load = async () => {
+    const response = await api('GET', path);
+    const record = await json(response);
+    if (!response.ok) { say('This ' + noun + ' cannot be shown: ' + (record.detail || record.title || response.status), 'error'); return; }
+    const agentFound = await api('GET', '/v1/owner/agents/' + encodeURIComponent(record.agentId));
+    const agent = await json(agentFound);
+    text('agent-name', agentFound.ok ? agent.name : '');
+    text('agent', record.agentId);
+    text('state', record.status);
+    for (const row of document.querySelectorAll('[data-for]')) row.hidden = row.dataset.for !== kind;
+    const pending = kind === 'topup' ? await showTopup(record) : showPurchase(record);
+    show('signin', false);
+    show('details', true);
+    say(pending ? '' : 'This ' + noun + ' is ' + record.status + '.', TONE[record.status] || '');
   };
   const act = async (verb) => {
     for (const b of document.querySelectorAll('button')) b.disabled = true;
-    const response = await api('POST', '/v1/payments/topups/' + encodeURIComponent(root.dataset.topupId) + '/' + verb, {});
+    const response = await api('POST', path + '/' + verb, {});
     const body = await json(response);
     for (const b of document.querySelectorAll('button')) b.disabled = false;
     if (!response.ok) { say('Not done: ' + (body.detail || body.title || response.status), 'error'); return; }
@@ -109,19 +141,32 @@ const SCRIPT = `(() => {
   });
 })();`;
 
+/** What each kind of page says of itself. */
+const WORDING: Record<ApprovalPageKind, { title: string; heading: string }> = {
+  topup: { title: 'Approve a top-up', heading: 'An agent asks for credit' },
+  purchase: { title: 'Approve a purchase', heading: 'An agent asks to buy' },
+};
+
 export function approvalPage(nonce: string, view: ApprovalPageView): string {
   const signIn = view.devLoginUrl
     ? `<p class="muted">Dev mode: the built-in issuer signs you in without a password.</p><label>Owner email <input name="email" type="email" required autocomplete="email"></label>`
     : `<label>Session token from <code>${escapeHtml(view.humanIssuer ?? 'your identity provider')}</code> <textarea name="token" rows="3" required autocomplete="off"></textarea></label>`;
   const login = view.devLoginUrl ? ` data-login="${escapeHtml(view.devLoginUrl)}"` : '';
+  const wording = WORDING[view.kind];
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Approve a top-up · Agent Credit Gateway</title><style nonce="${nonce}">${STYLE}</style></head>
-<body><main><div id="topup" data-topup-id="${escapeHtml(view.topupId)}" data-services="${escapeHtml(JSON.stringify(view.serviceTitles))}"${login}>
-<h1>An agent asks for credit</h1>
+<title>${wording.title} · Agent Credit Gateway</title><style nonce="${nonce}">${STYLE}</style></head>
+<body><main><div id="approval" data-kind="${view.kind}" data-id="${escapeHtml(view.id)}" data-services="${escapeHtml(JSON.stringify(view.serviceTitles))}"${login}>
+<h1>${wording.heading}</h1>
 <form id="signin"><p>Sign in as the agent's owner to see the request.</p>${signIn}<button type="submit">Sign in</button></form>
 <div id="details" hidden><dl>
-<dt>Agent</dt><dd><span id="agent-name"></span> <code id="agent" class="muted"></code></dd><dt>Amount</dt><dd id="amount"></dd><dt>Reason</dt><dd id="reason"></dd>
-<dt>Retained intent</dt><dd id="intent"></dd><dt>Status</dt><dd id="state"></dd><dt>Payment</dt><dd id="mode"></dd></dl>
+<dt>Agent</dt><dd><span id="agent-name"></span> <code id="agent" class="muted"></code></dd>
+<div data-for="purchase" hidden><dt>Merchant</dt><dd><span id="merchant-name"></span> <code id="merchant" class="muted"></code></dd>
+<dt>Offer</dt><dd><span id="offer-name"></span> <code id="offer" class="muted"></code></dd></div>
+<dt>Amount</dt><dd id="amount"></dd>
+<div data-for="topup" hidden><dt>Reason</dt><dd id="reason"></dd><dt>Retained intent</dt><dd id="intent"></dd></div>
+<dt>Status</dt><dd id="state"></dd>
+<div data-for="topup" hidden><dt>Payment</dt><dd id="mode"></dd></div>
+<div data-for="purchase" hidden><dt>Expires</dt><dd id="expires"></dd></div></dl>
 <button id="approve" type="button" hidden>Approve</button><a id="checkout" class="button" hidden>Pay with Stripe Checkout</a>
 <button id="decline" type="button" hidden>Decline</button></div>
 <p id="status" role="status"></p></div></main><script nonce="${nonce}">${SCRIPT}</script></body></html>`;

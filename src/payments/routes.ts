@@ -1,6 +1,8 @@
-// HTTP edge of top-ups: the API (/v1/payments/topups…), the local approval page (/payments/topups/{id}) and
-// the configured rail's notification endpoint (Stripe's webhook, /v1/payments/stripe/webhook), if it has one.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+// HTTP edge of payments: top-ups (/v1/payments/topups…), purchase approvals (/v1/payments/purchases…), the
+// owner's list of approvals (/v1/owner/approvals), the local approval pages (/payments/topups/{id},
+// /payments/purchases/{id}) and the configured rail's notification endpoint (Stripe's webhook,
+// /v1/payments/stripe/webhook), if it has one.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
 import { serve } from '../platform/http/operation.ts';
@@ -9,12 +11,21 @@ import { queryRoute } from '../platform/http/query.ts';
 import { IdParams } from '../platform/schemas.ts';
 import { newNonce, pageHeaders } from '../platform/http/pages.ts';
 import { paymentOperations, RequestTopupInput } from './operations.ts';
-import { approvalPage } from './page.ts';
+import { approvalPage, type ApprovalPageKind } from './page.ts';
+import { PURCHASE_APPROVAL_LIFETIME_S } from './purchases.ts';
 import type { PaymentQueries } from './queries.ts';
 import type { RailNotifications } from './rails/rail.ts';
 import { AUTOMATIC_TOPUP_USD_CENTS, type PaymentsService } from './service.ts';
 
 const EmptyBody = Type.Object({}, { additionalProperties: false, examples: [{}] });
+
+const PURCHASE_TEXT =
+  "A purchase (a voucher mint or an execute) above the agent's mandate `approvalAboveUc` answers 402 approval_required with " +
+  '`approvalUrl` (this approval\'s page), `intentId` and `intent`, and takes nothing; the owner approves or declines here. The approval ' +
+  'belongs to that request (its Idempotency-Key, its input, the agent, the amount): after approval the retry with the same key takes ' +
+  'the hold, once, and uses the approval in the same transaction. Statuses: `pending_approval` → `approved` → `used` | `expired`; ' +
+  '`pending_approval` → `declined` | `expired`; `approved` → `declined` (withdrawn before use). ' +
+  `The owner has ${PURCHASE_APPROVAL_LIFETIME_S / 60} minutes to answer, and the approved request as long again to be retried. No payment provider is needed.`;
 
 const STATUS_TEXT =
   'Statuses: `pending_approval` → `settled` (credited: one lot of source `topup`) | `declined` (by the owner) | `expired` ' +
@@ -46,6 +57,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
     const tags = ['payments'];
     const ANY = { kinds: ['human', 'agent', 'owner'] } as const;
     const HUMAN = { kinds: ['human'] } as const;
+    const OWNER = { kinds: ['human', 'owner'] } as const;
     const { payments } = deps;
     const operations = paymentOperations(payments);
 
@@ -136,6 +148,13 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
       },
     });
 
+    const page = (kind: ApprovalPageKind) => async (request: FastifyRequest, reply: FastifyReply) => {
+      const nonce = newNonce();
+      reply.headers(pageHeaders(nonce));
+      const { id } = request.params as Static<typeof IdParams>;
+      return approvalPage(nonce, { kind, id, devLoginUrl: deps.devLoginUrl, humanIssuer: deps.humanIssuer, serviceTitles: deps.serviceTitles });
+    };
+
     app.get('/payments/topups/:id', {
       schema: {
         operationId: 'showTopupApprovalPage',
@@ -144,12 +163,85 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
         description: 'The owner signs in here, sees the agent, the amount, the reason and the retained intent, and approves or declines.',
         params: IdParams,
       },
-      handler: async (request, reply) => {
-        const nonce = newNonce();
-        reply.headers(pageHeaders(nonce));
-        return approvalPage(nonce, { topupId: (request.params as Static<typeof IdParams>).id, devLoginUrl: deps.devLoginUrl, humanIssuer: deps.humanIssuer, serviceTitles: deps.serviceTitles });
+      handler: page('topup'),
+    });
+
+    app.route(
+      queryRoute('GET', '/v1/payments/purchases/:id', deps.queries.getPurchaseApproval, {
+        auth: ANY,
+        tags,
+        summary: 'Read a purchase approval',
+        description:
+          "Its agent and that agent's owner may read it (an agent polls it for the owner's answer); anyone else gets 404. Past its " +
+          `deadline an open approval is closed as it is read. ${PURCHASE_TEXT}`,
+        errors: [404],
+      }),
+    );
+
+    app.post('/v1/payments/purchases/:id/approve', {
+      config: { auth: HUMAN, operation: operations.approvePurchase },
+      schema: {
+        operationId: 'approvePurchase',
+        tags,
+        summary: "Approve a purchase above the agent's approval threshold (the human owner only)",
+        description:
+          'The approval becomes `approved` (event `purchase.approved`): the agent\'s retry of the same request, with the same ' +
+          `Idempotency-Key, takes the hold within ${PURCHASE_APPROVAL_LIFETIME_S / 60} minutes. Nothing is taken by the approval itself. Approving an approved ` +
+          'purchase again answers it unchanged; 409 conflict for a declined, expired or used one. Only a human owner session (H) may ' +
+          'approve; a request with an `Origin` other than the gateway\'s is refused (403 forbidden). Idempotency-Key honoured when sent.',
+        params: IdParams,
+        body: EmptyBody,
+        response: { 200: Type.Ref('PurchaseApproval'), ...problems(403, 404, 409) },
+      },
+      handler: (request, reply) => {
+        checkOrigin(request, config.baseUrl);
+        return serve(request, reply, operations.approvePurchase, { id: (request.params as Static<typeof IdParams>).id });
       },
     });
+
+    app.post('/v1/payments/purchases/:id/decline', {
+      config: { auth: HUMAN, operation: operations.declinePurchase },
+      schema: {
+        operationId: 'declinePurchase',
+        tags,
+        summary: "Decline a purchase above the agent's approval threshold, or withdraw an approval not used yet (the human owner only)",
+        description:
+          'The approval becomes `declined` (event `purchase.declined`, `reason: declined`): the agent\'s retry of the request answers ' +
+          '409 conflict (`reason: purchase_declined`), stored under its key, and nothing is taken; an execute\'s retained intent is ' +
+          'cancelled. Declining again answers it unchanged; 409 conflict for an expired or used one. Idempotency-Key honoured when sent.',
+        params: IdParams,
+        body: EmptyBody,
+        response: { 200: Type.Ref('PurchaseApproval'), ...problems(403, 404, 409) },
+      },
+      handler: (request, reply) => {
+        checkOrigin(request, config.baseUrl);
+        return serve(request, reply, operations.declinePurchase, { id: (request.params as Static<typeof IdParams>).id });
+      },
+    });
+
+    app.get('/payments/purchases/:id', {
+      schema: {
+        operationId: 'showPurchaseApprovalPage',
+        tags,
+        summary: 'The approval page of a purchase (HTML)',
+        description: "The owner signs in here, sees the agent, the merchant, the offer and the amount, and approves or declines.",
+        params: IdParams,
+      },
+      handler: page('purchase'),
+    });
+
+    app.route(
+      queryRoute('GET', '/v1/owner/approvals', deps.queries.listApprovals, {
+        auth: OWNER,
+        tags,
+        summary: 'List the approvals that wait for you: top-ups and purchases (oldest first)',
+        description:
+          'Every top-up and purchase approval of your agents, oldest first, a page at a time; `status=pending` (the default) keeps those ' +
+          'that wait for your answer now (a pending one past its deadline is expired). Each names its kind, the agent (with its name), ' +
+          'the amount, for a purchase the merchant and the offer, its status, its approval page and its deadline.',
+        errors: [400],
+      }),
+    );
 
     const { notifications } = payments;
     if (notifications) await app.register(notificationRoute(payments, notifications));

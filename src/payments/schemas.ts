@@ -1,5 +1,5 @@
 // Payments' resources as every face shows them, registered once by the composition root: the Top-up
-// request record.
+// request record, the purchase approval, and an entry of the owner's list of approvals.
 import { Type, type TSchema } from '@sinclair/typebox';
 import { Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
 import { RAIL_KINDS, RAILS } from './rails/index.ts';
@@ -36,4 +36,58 @@ export const TopupSchema = Type.Object(
   { $id: 'Topup', description: 'Top-up request record' },
 );
 
-export const PAYMENT_SCHEMAS: TSchema[] = [TopupSchema];
+const MerchantShown = Type.Object(
+  { id: Type.String(), name: Type.String(), domain: Type.String({ description: "the merchant's verified domain" }) },
+  { description: 'the merchant as it was when the approval was asked' },
+);
+const OfferShown = Type.Object(
+  { id: Type.String(), name: Type.String() },
+  { description: "the offer (for an execute, the built-in service's action `{serviceId}:{action}`) as it was when the approval was asked" },
+);
+const PURCHASE_STATUSES = ['pending_approval', 'approved', 'declined', 'expired', 'used'];
+
+export const PurchaseApprovalSchema = Type.Object(
+  {
+    id: Type.String({ description: 'pur_…' }),
+    agentId: Type.String(),
+    status: Type.String({
+      enum: PURCHASE_STATUSES,
+      description:
+        '`pending_approval` → `approved` (the owner said yes) → `used` (the request\'s retry took the hold: `holdId`) | `expired`; ' +
+        '`pending_approval` → `declined` | `expired`; `approved` → `declined` (withdrawn before use). Past `expiresAt` an open approval reads `expired`.',
+    }),
+    operation: Type.String({ enum: ['mintVoucher', 'executeService'], description: 'the request the approval belongs to (with its Idempotency-Key)' }),
+    amountUc: Microcredits('the price of the purchase: what the hold takes'),
+    merchant: Nullable(MerchantShown),
+    offer: OfferShown,
+    intentId: Nullable(Type.String({ description: "the retained purchase: this approval's id for a voucher mint, the retained intent (int_…) for an execute" })),
+    intent: Type.Object({}, { additionalProperties: true, description: 'the purchase as it was asked: `{offerId, agentId, maxUc?}` for a voucher mint, the Service intent for an execute' }),
+    approvalUrl: Type.String({ format: 'uri', description: "the gateway's approval page" }),
+    holdId: Nullable(Type.String({ description: 'the hold taken under the approval, once used' })),
+    createdAt: UnixSeconds('creation'),
+    updatedAt: UnixSeconds('last change'),
+    expiresAt: UnixSeconds('until then the owner may answer (pending) or the request be retried (approved)'),
+    decidedAt: Nullable(UnixSeconds('approved or declined at')),
+    usedAt: Nullable(UnixSeconds('used at')),
+  },
+  { $id: 'PurchaseApproval', description: "A purchase above the agent's mandate approval threshold, and its owner's answer" },
+);
+
+export const OwnerApprovalSchema = Type.Object(
+  {
+    kind: Type.String({ enum: ['topup', 'purchase'] }),
+    id: Type.String({ description: 'the top-up (top_…) or purchase approval (pur_…)' }),
+    agentId: Type.String(),
+    agentName: Type.String(),
+    amountUc: Microcredits('what the top-up credits, or what the purchase takes'),
+    merchant: Type.Optional(MerchantShown),
+    offer: Type.Optional(OfferShown),
+    status: Type.String({ description: "the top-up's or the purchase approval's status (`pending_approval` while it waits for the owner)" }),
+    approvalUrl: Type.String({ format: 'uri' }),
+    createdAt: UnixSeconds('creation'),
+    expiresAt: UnixSeconds('a pending approval expires at'),
+  },
+  { $id: 'OwnerApproval', description: "An approval that is (or was) the owner's to give: a top-up or a purchase" },
+);
+
+export const PAYMENT_SCHEMAS: TSchema[] = [TopupSchema, PurchaseApprovalSchema, OwnerApprovalSchema];

@@ -1,6 +1,8 @@
 // Top-ups (POST /v1/payments/topups and the automatic top-up of a retained intent): a request to credit
 // an agent, approved by its owner through the configured payment rail (rails/), settled exactly once. This
-// service is also the gateway's human approver (platform/approvals.ts): execute asks it when credit falls short.
+// service is also the gateway's human approver (platform/approvals.ts): execute asks it for a top-up when
+// credit falls short, and the voucher mint and execute for a purchase above the mandate's approval threshold
+// (purchases.ts: those need no rail, no money moving at approval).
 //
 // Statuses: pending_approval → settled | declined | expired | failed; every other state is final.
 //   settled   the provider confirmed payment (the owner approved on our page, or Stripe's signed webhook);
@@ -20,7 +22,7 @@ import type { ExecuteService } from '../execute/service.ts';
 import { actsFor, type Actor } from '../agents/acting.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
-import type { ApprovalRequest, HumanApprover, PendingApproval } from '../platform/approvals.ts';
+import type { ApprovalRequest, HumanApprover, PendingApproval, PendingPurchase, PurchaseAnswer, PurchaseApprovalRequest, PurchaseApprover, PurchaseCheck } from '../platform/approvals.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
@@ -30,6 +32,7 @@ import type { Principal } from '../platform/principal.ts';
 import type { Page } from '../platform/schemas.ts';
 import { RAILS, type ConfiguredRail, type RailKind } from './rails/index.ts';
 import type { NotificationCheck, OpenedApproval, RailNotifications, TopupDraft, TopupFacts, TopupSettlement } from './rails/rail.ts';
+import { PURCHASE_APPROVAL_LIFETIME_S, PurchaseApprovals } from './purchases.ts';
 import * as store from './store.ts';
 
 export const TOPUP_AMOUNT_USD_CENTS_MIN = 50;
@@ -87,6 +90,8 @@ export interface PaymentsDependencies {
   rail: ConfiguredRail | undefined;
   /** Late-bound: execute is built with this service as its human approver. */
   intents: () => RetainedIntents;
+  /** How long the owner has to answer a purchase approval, and the approved request to be retried (default 15 minutes). */
+  purchaseApprovalLifetimeS?: number;
 }
 
 /** A top-up as its readers see it. What its rail says of itself is read from the registry, whatever rail is configured now. */
@@ -125,11 +130,20 @@ function factsOf(row: store.TopupRow): TopupFacts {
   return { id: row.id, provider: row.provider, providerRef: row.provider_ref, amountUsdCents: row.amount_usd_cents };
 }
 
-export class PaymentsService implements HumanApprover, TopupSettlement {
+export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSettlement {
+  /** Purchases above a mandate's approval threshold, waiting for (or holding) the owner's answer. */
+  readonly purchases: PurchaseApprovals;
+
   constructor(
     private readonly gateway: Gateway,
     private readonly deps: PaymentsDependencies,
-  ) {}
+  ) {
+    this.purchases = new PurchaseApprovals(gateway, {
+      identity: deps.identity,
+      intents: () => deps.intents(),
+      lifetimeS: deps.purchaseApprovalLifetimeS ?? PURCHASE_APPROVAL_LIFETIME_S,
+    });
+  }
 
   /** The configured rail's name, if there is one. */
   get railKind(): RailKind | undefined {
@@ -205,12 +219,31 @@ export class PaymentsService implements HumanApprover, TopupSettlement {
     });
   }
 
+  /** The purchase approver: a purchase above the approval threshold (purchases.ts), in `tx` when given. */
+  requestPurchaseApproval(request: PurchaseApprovalRequest, tx?: Tx): Promise<PendingPurchase> {
+    return this.purchases.request(request, tx);
+  }
+
+  /** The human approver of execute's insufficient-credit path: a top-up (outside any transaction: the rail may be called). */
+  requestApproval(request: ApprovalRequest): Promise<PendingApproval> {
+    return this.requestTopup(request);
+  }
+
+  /** The human's answers for purchases about to be held, in the hold's transaction (purchases.ts). */
+  answersOf(tx: Tx, checks: readonly PurchaseCheck[]): Promise<PurchaseAnswer[]> {
+    return this.purchases.answersOf(tx, checks);
+  }
+
+  /** Marks purchase approvals used by their holds, in the holds' transaction (purchases.ts). */
+  use(tx: Tx, uses: ReadonlyArray<{ approvalId: string; holdId: string }>): Promise<void> {
+    return this.purchases.use(tx, uses);
+  }
+
   /**
-   * The human approver of execute's insufficient-credit path: the pending top-up of the retained intent, or
-   * a new one for AUTOMATIC_TOPUP_USD_CENTS (or the price, if more). A retry of the execute request answers
-   * the same one.
+   * The pending top-up of the retained intent, or a new one for AUTOMATIC_TOPUP_USD_CENTS (or the price, if
+   * more). A retry of the execute request answers the same one.
    */
-  async requestApproval(request: ApprovalRequest): Promise<PendingApproval> {
+  private async requestTopup(request: ApprovalRequest): Promise<PendingApproval> {
     const { db } = this.gateway;
     const { module, rail } = this.requireRail();
     const { subject } = request;
@@ -389,6 +422,11 @@ export class PaymentsService implements HumanApprover, TopupSettlement {
     const outcome = row.intent_id ? await this.deps.intents().resume(row.intent_id) : 'finished';
     if (outcome === 'finished') await store.finishResume(db, topupId, clock.nowS());
     else await store.postponeResume(db, topupId, clock.nowS(), outcome === 'busy', RESUME_BUSY_RETRY_S);
+  }
+
+  /** The job every instance runs, whatever the rail: close purchase approvals past their deadline. */
+  expirePurchases(): Promise<void> {
+    return this.purchases.expireDue();
   }
 
   /** The job every instance runs: expire stale top-ups, then resume the intents of settled ones. */

@@ -139,3 +139,191 @@ export async function postponeResume(db: Queryable, id: string, nowS: number, bu
     [id, nowS, busy, busyRetryS],
   );
 }
+
+// SQL of purchase approvals (migration 0019), and of the owner's list of what waits.
+
+export type PurchaseStatus = 'pending_approval' | 'approved' | 'declined' | 'expired' | 'used';
+
+export interface PurchaseApprovalRow {
+  id: string;
+  agent_id: string;
+  owner_id: string;
+  operation: string;
+  idem_scope: string;
+  idem_key: string;
+  request_fingerprint: string;
+  subject: 'voucher' | 'intent';
+  intent: Record<string, unknown>;
+  intent_id: string | null;
+  amount_uc: bigint;
+  merchant_id: string | null;
+  merchant_name: string | null;
+  merchant_domain: string | null;
+  offer_id: string;
+  offer_name: string;
+  approval_url: string;
+  status: PurchaseStatus;
+  decided_by: string | null;
+  hold_id: string | null;
+  created_at_s: bigint;
+  updated_at_s: bigint;
+  expires_at_s: bigint;
+  decided_at_s: bigint | null;
+  used_at_s: bigint | null;
+}
+
+export type NewPurchaseApprovalRow = Omit<PurchaseApprovalRow, 'status' | 'decided_by' | 'hold_id' | 'updated_at_s' | 'decided_at_s' | 'used_at_s'>;
+
+/**
+ * Inserts a pending purchase approval (what the owner is shown, kept as asked); undefined when its request
+ * already has one (the unique index says so).
+ */
+export async function insertPurchaseApproval(tx: Tx, row: NewPurchaseApprovalRow): Promise<PurchaseApprovalRow | undefined> {
+  const { rows } = await tx.query<PurchaseApprovalRow>(
+    `INSERT INTO purchase_approvals (id, agent_id, owner_id, operation, idem_scope, idem_key, request_fingerprint, subject, intent, intent_id,
+       amount_uc, merchant_id, merchant_name, merchant_domain, offer_id, offer_name, approval_url, status, created_at_s, updated_at_s, expires_at_s)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 'pending_approval', $18, $18, $19)
+     ON CONFLICT (idem_scope, operation, idem_key) DO NOTHING
+     RETURNING *`,
+    [
+      row.id, row.agent_id, row.owner_id, row.operation, row.idem_scope, row.idem_key, row.request_fingerprint, row.subject, JSON.stringify(row.intent),
+      row.intent_id, row.amount_uc, row.merchant_id, row.merchant_name, row.merchant_domain, row.offer_id, row.offer_name, row.approval_url, row.created_at_s,
+      row.expires_at_s,
+    ],
+  );
+  return rows[0];
+}
+
+export async function findPurchaseApproval(db: Queryable, id: string): Promise<PurchaseApprovalRow | undefined> {
+  const { rows } = await db.query<PurchaseApprovalRow>('SELECT * FROM purchase_approvals WHERE id = $1', [id]);
+  return rows[0];
+}
+
+/** The approval locked for this transaction: the owner's answer, the expiry job and the hold that uses it lock it first. */
+export async function lockPurchaseApproval(tx: Tx, id: string): Promise<PurchaseApprovalRow | undefined> {
+  const { rows } = await tx.query<PurchaseApprovalRow>('SELECT * FROM purchase_approvals WHERE id = $1 FOR UPDATE', [id]);
+  return rows[0];
+}
+
+/** A request, by its Idempotency-Key as claimed. */
+export interface RequestKey {
+  scope: string;
+  operation: string;
+  key: string;
+}
+
+/** The approval of one request, if it has one. */
+export async function findPurchaseApprovalFor(db: Queryable, request: RequestKey): Promise<PurchaseApprovalRow | undefined> {
+  const { rows } = await db.query<PurchaseApprovalRow>(
+    'SELECT * FROM purchase_approvals WHERE idem_scope = $1 AND operation = $2 AND idem_key = $3',
+    [request.scope, request.operation, request.key],
+  );
+  return rows[0];
+}
+
+/** The approvals of these requests, locked in id order (one statement, whatever their number). */
+export async function lockPurchaseApprovalsFor(tx: Tx, requests: readonly RequestKey[]): Promise<PurchaseApprovalRow[]> {
+  if (requests.length === 0) return [];
+  const { rows } = await tx.query<PurchaseApprovalRow>(
+    `SELECT * FROM purchase_approvals
+      WHERE (idem_scope, operation, idem_key) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
+      ORDER BY id FOR UPDATE`,
+    [requests.map((r) => r.scope), requests.map((r) => r.operation), requests.map((r) => r.key)],
+  );
+  return rows;
+}
+
+/** The owner's answer: approved (usable until `expiresAtS`) or declined, from pending (or approved, for a decline). */
+export async function markPurchaseDecided(tx: Tx, id: string, status: 'approved' | 'declined', decidedBy: string, expiresAtS: number, nowS: number): Promise<PurchaseApprovalRow> {
+  const { rows } = await tx.query<PurchaseApprovalRow>(
+    `UPDATE purchase_approvals SET status = $2, decided_by = $3, expires_at_s = $4, decided_at_s = $5, updated_at_s = $5
+      WHERE id = $1 AND status IN ('pending_approval', 'approved') RETURNING *`,
+    [id, status, decidedBy, expiresAtS, nowS],
+  );
+  if (!rows[0]) throw new Error(`purchase approval ${id} was not open when it was ${status}`);
+  return rows[0];
+}
+
+export async function markPurchaseExpired(tx: Tx, id: string, nowS: number): Promise<PurchaseApprovalRow> {
+  const { rows } = await tx.query<PurchaseApprovalRow>(
+    `UPDATE purchase_approvals SET status = 'expired', updated_at_s = $2 WHERE id = $1 AND status IN ('pending_approval', 'approved') RETURNING *`,
+    [id, nowS],
+  );
+  if (!rows[0]) throw new Error(`purchase approval ${id} was not open when it expired`);
+  return rows[0];
+}
+
+/** Marks approved approvals used by their holds (one statement); returns how many were approved and are now used. */
+export async function markPurchasesUsed(tx: Tx, uses: ReadonlyArray<{ approvalId: string; holdId: string }>, nowS: number): Promise<number> {
+  if (uses.length === 0) return 0;
+  const result = await tx.query(
+    `UPDATE purchase_approvals p SET status = 'used', hold_id = u.hold_id, used_at_s = $3, updated_at_s = $3
+       FROM unnest($1::text[], $2::text[]) AS u(id, hold_id)
+      WHERE p.id = u.id AND p.status = 'approved'`,
+    [uses.map((u) => u.approvalId), uses.map((u) => u.holdId), nowS],
+  );
+  return result.rowCount;
+}
+
+/** Pending or approved approvals past their deadline, oldest deadline first. */
+export async function overduePurchaseIds(db: Queryable, nowS: number, limit: number): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `SELECT id FROM purchase_approvals WHERE status IN ('pending_approval', 'approved') AND expires_at_s <= $1 ORDER BY expires_at_s LIMIT $2`,
+    [nowS, limit],
+  );
+  return rows.map((row) => row.id);
+}
+
+/** One entry of the owner's list: a top-up or a purchase approval, with the status its deadline gives it now. */
+export interface OwnerApprovalRow {
+  kind: 'topup' | 'purchase';
+  id: string;
+  agent_id: string;
+  amount_uc: bigint;
+  merchant_id: string | null;
+  merchant_name: string | null;
+  merchant_domain: string | null;
+  offer_id: string | null;
+  offer_name: string | null;
+  status: string;
+  approval_url: string;
+  created_at_s: bigint;
+  expires_at_s: bigint;
+}
+
+/**
+ * An owner's top-ups and purchase approvals, oldest first, after `startingAfter` (an id of either, the owner's),
+ * only those still waiting for the owner when `pendingOnly`. Each side reads at most one page through its own
+ * index; a pending entry past its deadline reads as expired (and is not pending).
+ */
+export async function listOwnerApprovals(
+  db: Queryable,
+  query: { ownerId: string; pendingOnly: boolean; nowS: number; ucPerUsdCent: bigint; limit: number; startingAfter?: string },
+): Promise<{ items: OwnerApprovalRow[]; hasMore: boolean }> {
+  const { rows } = await db.query<OwnerApprovalRow>(
+    `WITH after AS (
+       SELECT created_at_s, id FROM topups WHERE id = $4 AND owner_id = $1
+       UNION ALL SELECT created_at_s, id FROM purchase_approvals WHERE id = $4 AND owner_id = $1
+     ), topup AS (
+       SELECT 'topup'::text AS kind, t.id, t.agent_id, t.amount_usd_cents::bigint * $6::bigint AS amount_uc,
+              NULL::text AS merchant_id, NULL::text AS merchant_name, NULL::text AS merchant_domain, NULL::text AS offer_id, NULL::text AS offer_name,
+              CASE WHEN t.status = 'pending_approval' AND t.expires_at_s <= $2 THEN 'expired' ELSE t.status END AS status,
+              t.approval_url, t.created_at_s, t.expires_at_s
+         FROM topups t
+        WHERE t.owner_id = $1 AND (NOT $3::boolean OR (t.status = 'pending_approval' AND t.expires_at_s > $2))
+          AND ($4::text IS NULL OR (t.created_at_s, t.id) > (SELECT created_at_s, id FROM after))
+        ORDER BY t.created_at_s, t.id LIMIT $5
+     ), purchase AS (
+       SELECT 'purchase'::text AS kind, p.id, p.agent_id, p.amount_uc, p.merchant_id, p.merchant_name, p.merchant_domain, p.offer_id, p.offer_name,
+              CASE WHEN p.status IN ('pending_approval', 'approved') AND p.expires_at_s <= $2 THEN 'expired' ELSE p.status END AS status,
+              p.approval_url, p.created_at_s, p.expires_at_s
+         FROM purchase_approvals p
+        WHERE p.owner_id = $1 AND (NOT $3::boolean OR (p.status = 'pending_approval' AND p.expires_at_s > $2))
+          AND ($4::text IS NULL OR (p.created_at_s, p.id) > (SELECT created_at_s, id FROM after))
+        ORDER BY p.created_at_s, p.id LIMIT $5
+     )
+     SELECT * FROM topup UNION ALL SELECT * FROM purchase ORDER BY created_at_s, id LIMIT $5`,
+    [query.ownerId, query.nowS, query.pendingOnly, query.startingAfter ?? null, query.limit + 1, query.ucPerUsdCent],
+  );
+  return { items: rows.slice(0, query.limit), hasMore: rows.length > query.limit };
+}

@@ -1,11 +1,17 @@
-// How a human approves what an agent cannot do alone: a top-up of its credit today (execute found the credit
-// short and retained the request), a purchase next. A feature that needs a human's yes (execute now, the
-// voucher mint next) asks a `HumanApprover`; the payments feature is one. The interface lives here, below
-// both, so that neither the askers nor the approver import each other for it.
+// How a human approves what an agent cannot do alone. Two kinds:
+//   topup     credit for the agent, so that a retained request can then run (execute found the credit short);
+//   purchase  one purchase above the mandate's approval threshold (a voucher mint, or an execute), which the
+//             hold takes only once the owner said yes, bound to the request that asked.
+// A feature that needs a human's yes asks: execute a `HumanApprover` for top-ups, the voucher mint and execute
+// a `PurchaseApprover` for purchases; the payments feature is both. The interfaces live here, below both, so
+// that neither the askers nor the approver import each other.
 //
 // The answer is a page for the human and what to tell them: the asker throws it as `ApiError.approval`
-// (`humanApproval` below), which HTTP shows as `approvalUrl` and MCP turns into a URL elicitation.
-import type { HumanApproval } from './errors.ts';
+// (`humanApproval`, `purchaseApproval` below), which HTTP shows as `approvalUrl` and MCP turns into a URL elicitation. For a
+// purchase the asker then reads the human's answer where it takes the hold, in the hold's transaction
+// (`PurchaseApprover`): approved (and used there, once), or closed for good.
+import type { Tx } from './db/database.ts';
+import type { ApiError, HumanApproval } from './errors.ts';
 
 /** The spec's Service intent: an execute request as it was made, retained until credit covers it. */
 export interface ServiceIntent {
@@ -15,15 +21,26 @@ export interface ServiceIntent {
   agentId: string;
 }
 
+/** A voucher mint as it was asked (decimal µc), retained by its purchase approval until the owner answers. */
+export interface VoucherIntent {
+  offerId: string;
+  agentId: string;
+  maxUc?: string;
+}
+
 /**
- * What waits on the human's answer. Its `id` names the approval across retries: asked again for the same
- * id, the approver answers the same pending approval instead of opening a second one.
+ * What waits on a top-up: a retained execute request. Its `id` names the approval across retries: asked again
+ * for the same id, the approver answers the same pending approval instead of opening a second one.
  */
 export type ApprovalSubject = { type: 'intent'; id: string; intent: ServiceIntent };
+
+/** What waits on a purchase approval: a retained execute request, or a voucher mint (the approval retains it). */
+export type PurchaseSubject = ApprovalSubject | { type: 'voucher'; intent: VoucherIntent };
 
 /** What kind of approval: `topup` credits the agent, so that the subject can then run. */
 export type ApprovalKind = 'topup';
 
+/** Credit for the agent, so that the retained intent can run. */
 export interface ApprovalRequest {
   kind: ApprovalKind;
   agentId: string;
@@ -34,27 +51,90 @@ export interface ApprovalRequest {
   subject: ApprovalSubject;
 }
 
+/**
+ * The request a purchase approval belongs to: its Idempotency-Key as the operation runner claimed it (the
+ * principal's scope, the operation, the key) and the request's fingerprint (the operation and its input).
+ * Only a retry of that very request can use the approval.
+ */
+export interface RequestBinding {
+  scope: string;
+  operation: string;
+  key: string;
+  fingerprint: string;
+}
+
+/** One purchase above the approval threshold, as the owner is asked about it. */
+export interface PurchaseApprovalRequest {
+  agentId: string;
+  ownerId: string;
+  /** The price of the purchase. */
+  amountUc: bigint;
+  subject: PurchaseSubject;
+  binding: RequestBinding;
+  /** Who sells, by id, name and verified domain; null for a built-in service of the gateway itself (execute). */
+  merchant: { id: string; name: string; domain: string } | null;
+  /** What is bought: an offer, or a built-in service's action (`{serviceId}:{action}`). */
+  offer: { id: string; name: string };
+}
+
 /** A pending approval: where the human goes, and what the asker tells its caller. */
 export interface PendingApproval {
   /** The page where the human approves (and pays, on a checkout rail). */
   url: string;
   /** One or two sentences for the agent to relay to its human, and when to retry. */
   instructions: string;
-  /** The payment the approval opened (the top-up record), shown to the caller as `payment`. */
+  /** The record the approval opened (the top-up, or the purchase approval), shown to the caller. */
   payment: Record<string, unknown>;
   /** Each way the human can pay and where it stands, e.g. `{type: 'owner_approval', status: 'pending_approval'}`. */
   paymentMethods: Array<{ type: string; status: string }>;
 }
 
+/** A pending purchase approval, named by its own id (a voucher mint's `intentId`, the MCP elicitation id). */
+export interface PendingPurchase extends PendingApproval {
+  id: string;
+}
+
+/** Approves top-ups: the payments feature, or one given in code (`AppDependencies.approver`). */
 export interface HumanApprover {
   /**
-   * Opens (or finds, for the same subject id) the approval. Throws when the approver cannot be reached
-   * (the asker answers 503 payment_unavailable).
+   * Opens (or finds, for the same subject id) the approval, outside any transaction (its rail may be called).
+   * Throws when the approver cannot be reached (the asker answers 503 payment_unavailable).
    */
   requestApproval(request: ApprovalRequest): Promise<PendingApproval>;
 }
 
-/** The refusal's `approval`: the page, named by the subject (the MCP elicitation id), and the instructions. */
+/** A purchase about to be held, as the hold checks it against the approval of its request. */
+export interface PurchaseCheck extends RequestBinding {
+  agentId: string;
+  amountUc: bigint;
+}
+
+/**
+ * The owner's answer for one request: none yet (no approval, or one still waiting: the hold asks), approved
+ * (the hold may take it, and uses the approval), or closed for good (declined, expired, used, or bound to
+ * another request or amount): the refusal that answers the request, to be stored under its key.
+ */
+export type PurchaseAnswer = { state: 'none' } | { state: 'approved'; approvalId: string } | { state: 'closed'; error: ApiError };
+
+/**
+ * Approves purchases above a mandate's approval threshold (the payments feature, whatever the rail: no money
+ * moves). Everything happens in the database, so each step runs in the hold's own transaction.
+ */
+export interface PurchaseApprover {
+  /** Opens (or finds, for the same request) the approval, in `tx` when given (the approval and its event commit with the answer that names it). */
+  requestPurchaseApproval(request: PurchaseApprovalRequest, tx?: Tx): Promise<PendingPurchase>;
+  /** The answers for these requests, in order, their approvals locked until `tx` ends (sorted, before any agent row). */
+  answersOf(tx: Tx, checks: readonly PurchaseCheck[]): Promise<PurchaseAnswer[]>;
+  /** Marks approvals used by the holds taken under them, in the holds' transaction: each once. */
+  use(tx: Tx, uses: ReadonlyArray<{ approvalId: string; holdId: string }>): Promise<void>;
+}
+
+/** The refusal's `approval` for a top-up: the page, named by the subject (the MCP elicitation id), and the instructions. */
 export function humanApproval(request: ApprovalRequest, pending: PendingApproval): HumanApproval {
   return { url: pending.url, id: request.subject.id, message: pending.instructions };
+}
+
+/** The refusal's `approval` for a purchase: the page, named by the purchase approval, and the instructions. */
+export function purchaseApproval(pending: PendingPurchase): HumanApproval {
+  return { url: pending.url, id: pending.id, message: pending.instructions };
 }

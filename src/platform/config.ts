@@ -43,6 +43,8 @@ export interface Config {
   operatorTokenSha256?: string;
   /** The operator credential itself, for CLI commands that call a running gateway (the gateway ignores it). */
   operatorToken?: string;
+  /** An owner's session token, for CLI commands that act as that owner (`acg agent mandate`; the gateway ignores it). */
+  ownerToken?: string;
   /** Extra CA certificates (PEM file) trusted for outbound HTTPS: webhooks to a private PKI, and tests. */
   outboundCaFile?: string;
   webhookPollIntervalMs: number;
@@ -123,6 +125,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_STRIPE_API_URL', default: 'https://api.stripe.com', meaning: 'base URL of the Stripe API (tests point it at a local server)' },
   { name: 'ACG_OPERATOR_TOKEN_SHA256', default: '(dev: generated)', meaning: 'hex SHA-256 of the operator credential accepted by operator routes (`acg credit grant` on a running gateway); dev mode generates one into ACG_DATA_DIR/operator-token' },
   { name: 'ACG_OPERATOR_TOKEN', default: '(dev: read from ACG_DATA_DIR)', meaning: 'the operator credential itself, for CLI commands that call a running gateway; the gateway itself ignores it' },
+  { name: 'ACG_OWNER_TOKEN', default: '(unset)', meaning: "an owner's session token (a human session JWT, or an OAuth access token with svc:owner) for CLI commands that act as the owner (`acg agent mandate`); the gateway itself ignores it" },
   { name: 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', default: 'false', meaning: 'TEST ONLY: lets outbound calls reach loopback/private addresses; refused in live mode' },
 ];
 
@@ -264,6 +267,7 @@ export function loadConfig(env: Env = process.env): Config {
     doh: dohConfig(env, mode, baseUrlEnv ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`, problems),
     operatorTokenSha256: env.ACG_OPERATOR_TOKEN_SHA256?.toLowerCase() || undefined,
     operatorToken: env.ACG_OPERATOR_TOKEN || undefined,
+    ownerToken: env.ACG_OWNER_TOKEN || undefined,
     outboundCaFile: env.ACG_OUTBOUND_CA_FILE || undefined,
     webhookPollIntervalMs: integer(env, 'ACG_WEBHOOK_POLL_INTERVAL_MS', 1000, 50, 60_000, problems),
     services: servicesConfig(env, problems),

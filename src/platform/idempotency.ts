@@ -250,12 +250,17 @@ export class IdempotencyStore {
 
   /** Gives the key back after a failure that must not be replayed (5xx): the client may retry it. */
   async abandon(claim: Claim): Promise<void> {
-    await this.db.query('DELETE FROM idempotency_keys WHERE scope = $1 AND route = $2 AND key = $3 AND claim_token = $4', [
-      claim.scope,
-      claim.route,
-      claim.key,
-      claim.token,
-    ]);
+    await this.abandonMany(this.db, [claim]);
+  }
+
+  /** Gives keys back in the caller's transaction (one statement): the same requests may run again. */
+  async abandonMany(executor: Queryable, claims: readonly Claim[]): Promise<void> {
+    if (claims.length === 0) return;
+    await executor.query(
+      `DELETE FROM idempotency_keys k USING unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS c(scope, route, key, claim_token)
+        WHERE k.scope = c.scope AND k.route = c.route AND k.key = c.key AND k.claim_token = c.claim_token`,
+      [claims.map((c) => c.scope), claims.map((c) => c.route), claims.map((c) => c.key), claims.map((c) => c.token)],
+    );
   }
 
   /** Deletes records past their retention; returns how many. */

@@ -63,6 +63,8 @@ interface OperationBase<I, C> extends OperationDescription {
 export interface BatchedCall<I, C> {
   call: OperationCall<I>;
   checked: C;
+  /** The call's Idempotency-Key (its scope and key): what names the request across its retries. */
+  key?: KeyTarget;
 }
 
 /**
@@ -191,6 +193,14 @@ function isBusinessError(error: unknown): error is ApiError {
   return error instanceof ApiError && error.status < 500;
 }
 
+/**
+ * A refusal that waits for a human (it carries an `approval` page) is never stored: the key is given back, so
+ * the caller's retry with the same key runs again once the human has acted (and then it is stored, once).
+ */
+function awaitsHuman(error: unknown): error is ApiError {
+  return isBusinessError(error) && error.options.approval !== undefined;
+}
+
 /** Runs `operation` once per (principal, operation, key); see the file header for the steps. */
 export async function runOperation<I, R, C, P>(runtime: OperationRuntime, operation: Operation<I, R, C, P>, request: RunRequest<I>): Promise<RunOutcome<R>> {
   const call: OperationCall<I> = { principal: request.principal, input: request.input };
@@ -214,7 +224,7 @@ export async function runOperation<I, R, C, P>(runtime: OperationRuntime, operat
   return runInOneTransaction(runtime, operation, call, checked, target);
 }
 
-interface KeyTarget {
+export interface KeyTarget {
   scope: string;
   key: string;
 }
@@ -247,7 +257,8 @@ async function runInOneTransaction<I, R, C, P>(
     } catch (error) {
       if (!isBusinessError(error)) throw error;
       await tx.query('ROLLBACK TO SAVEPOINT operation');
-      await runtime.idempotency.complete(tx, claimed.claim, storedError(error));
+      if (awaitsHuman(error)) await runtime.idempotency.abandonMany(tx, [claimed.claim]);
+      else await runtime.idempotency.complete(tx, claimed.claim, storedError(error));
       return { failure: error };
     }
   });
@@ -342,18 +353,19 @@ async function applyBatch<I, R, C>(
       items.map((item) => ({ scope: item.target.scope, route: operation.name, key: item.target.key, fingerprint: fingerprintOf(operation, item.call) })),
     );
     const owned = items.flatMap((item, index) => (claims[index]!.kind === 'owned' ? [index] : []));
-    const results = owned.length === 0 ? [] : await policy.runMany(tx, owned.map((index) => ({ call: items[index]!.call, checked: items[index]!.checked })));
+    const results = owned.length === 0 ? [] : await policy.runMany(tx, owned.map((index) => ({ call: items[index]!.call, checked: items[index]!.checked, key: items[index]!.target })));
     if (results.length !== owned.length) throw new Error(`batch invariant: ${results.length} outcomes for ${owned.length} calls`);
     for (const result of results) if (!result.ok && !isBusinessError(result.error)) throw result.error;
+    const claimOf = (index: number) => (claims[index] as { claim: Claim }).claim;
+    const kept = owned.flatMap((index, position) => (results[position]!.ok || !awaitsHuman(results[position]!.error) ? [{ index, result: results[position]! }] : []));
+    await runtime.idempotency.abandonMany(tx, owned.filter((index, position) => !results[position]!.ok && awaitsHuman(results[position]!.error)).map(claimOf));
     await runtime.idempotency.completeMany(
       tx,
-      owned.map((index, position) => {
-        const result = results[position]!;
-        const claim = (claims[index] as { claim: Claim }).claim;
-        return result.ok
-          ? { claim, response: storedResult(result.value), secretFields: operation.secretFields }
-          : { claim, response: storedError(result.error as ApiError) };
-      }),
+      kept.map(({ index, result }) =>
+        result.ok
+          ? { claim: claimOf(index), response: storedResult(result.value), secretFields: operation.secretFields }
+          : { claim: claimOf(index), response: storedError(result.error as ApiError) },
+      ),
     );
     return { claims, owned, results };
   });
@@ -399,7 +411,7 @@ async function runPrepared<I, R, C, P>(
     });
     return { result, replayed: false };
   } catch (error) {
-    if (isBusinessError(error)) {
+    if (isBusinessError(error) && !awaitsHuman(error)) {
       await runtime.idempotency.complete(runtime.db, claim, storedError(error));
       throw error;
     }

@@ -11,11 +11,14 @@
 import { Value } from '@sinclair/typebox/value';
 import type { TSchema } from '@sinclair/typebox';
 import type { Database, Queryable } from './db/database.ts';
+import type { Clock } from './clock.ts';
 import type { Principal } from './principal.ts';
 
 export interface QueryCall<I> {
   principal: Principal;
   input: I;
+  /** The time of the read (Unix seconds, the gateway's clock), taken once: settle and read see the same now. */
+  atS: number;
 }
 
 /** What documentation needs to know of a query, whatever its types. */
@@ -38,6 +41,7 @@ export interface Query<I = never, R = unknown, A = undefined> extends QueryDescr
 
 export interface QueryRuntime {
   db: Database;
+  clock: Clock;
 }
 
 /** The input with its schema's defaults applied (a copy; the face's object is left as it was). */
@@ -51,7 +55,7 @@ function withDefaults<I>(schema: TSchema, input: unknown): I {
  * face validated against `query.input`.
  */
 export async function runQuery<I, R, A>(runtime: QueryRuntime, query: Query<I, R, A>, request: { principal: Principal; input: unknown }): Promise<R> {
-  const call: QueryCall<I> = { principal: request.principal, input: withDefaults<I>(query.input, request.input) };
+  const call: QueryCall<I> = { principal: request.principal, input: withDefaults<I>(query.input, request.input), atS: runtime.clock.nowS() };
   const access = (query.access ? await query.access(runtime.db, call) : undefined) as A;
   if (query.settle) await query.settle(call, access);
   return query.read(runtime.db, call, access);

@@ -1,17 +1,23 @@
-// The spending policy, in one place: may this agent spend here, and this much? One pure evaluation over the
-// agent's settings (status, allowances, caps) and its usage (what its caps already count), asked by
+// The spending policy, in one place: may this agent spend here, and this much? One pure evaluation of the
+// agent's mandate (mandate.ts: its status, allowances, merchant rules, validity window, caps, budgets and
+// approval threshold) over its usage, asked by
 //   - the hold, under the agent's row lock and inside the batch (each hold against what the earlier holds of
-//     the pass took), so a freeze, a narrowed allowance or a cap cannot be raced;
-//   - execute, before it takes its hold (status, service, category: nothing is taken yet);
-//   - the merchant check, which answers `allowed` instead of refusing (nothing is taken).
-// Refusals in the spec's order: FROZEN, SCOPE_FORBIDDEN (service, then category), CAP_EXCEEDED (per hold,
-// then per period). The connector's own allowlist (the mail inbox) depends on the action's input and is
-// checked by the connector's clearance step. What is counted as usage is read by `usageOf` (./store.ts).
+//     the pass took), so a freeze, a narrowed allowance, a cap or a budget cannot be raced;
+//   - execute, before it takes its hold (status, validity, service, category: nothing is taken yet);
+//   - the merchant check, which answers `allowed` instead of refusing (with what a hold would take).
+// Refusals in this order, each naming its rule (`reason`): FROZEN; SCOPE_FORBIDDEN (mandate_not_valid,
+// service_not_allowed, category_not_allowed, merchant_not_allowed); CAP_EXCEEDED (per_hold_cap,
+// per_period_cap, budget_exceeded with the budget); approval_required (above the approval threshold, unless
+// the owner approved this purchase). The connector's own allowlist (the mail inbox) depends on the action's
+// input and is checked by the connector's clearance step. What is counted as usage is read by `usageOf`.
 import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
+import { extendedRulesOf, type Budget, type ExtendedRules } from './mandate.ts';
+import { periodOf } from './periods.ts';
+import { budgetUsageOf } from './budget-usage.ts';
 import { spentInWindowOf } from './store.ts';
 
-/** What the policy reads of an agent: its status, its allowances and its caps (an agent row has them all). */
+/** What the policy reads of an agent: its status, its allowances, its caps and the rest of its mandate. */
 export interface SpendingSettings {
   status: string;
   allowed_services: readonly string[];
@@ -19,76 +25,190 @@ export interface SpendingSettings {
   cap_per_hold_uc: bigint | null;
   cap_per_period_uc: bigint | null;
   cap_period_s: number;
+  /** The mandate's budgets, merchant rules, threshold and window (the agent row's JSONB; absent members default). */
+  mandate_rules?: Partial<ExtendedRules> | null;
 }
 
-/** Where the agent wants to spend: always a category; a service id when a built-in service runs. */
+/** Where the agent wants to spend: always a category; a service id when a built-in service runs; a merchant when it buys an offer. */
 export interface SpendTarget {
   category: string;
   serviceId?: string;
+  merchant?: { id: string; domain: string };
 }
 
-/** What the caps count before this spend: credit the agent's holds took in its current period window. */
+/** One budget's spend in its current period, and the highest alert threshold already announced there. */
+export interface BudgetSpend {
+  spentUc: bigint;
+  alertedPct: number;
+}
+
+/** What the caps and budgets count before this spend. */
 export interface Usage {
+  /** The rolling cap's window: credit the agent's holds took in it. */
   periodSpentUc: bigint;
+  /** Each budget's spend in its period containing the pass's time, by budget id. */
+  budgets: ReadonlyMap<string, BudgetSpend>;
 }
 
-/** A spend to evaluate: where, and, when credit is taken (a hold), how much against what usage. */
+export const NO_USAGE: Usage = { periodSpentUc: 0n, budgets: new Map() };
+
+/** A spend to evaluate: where, when, and, when credit is taken (a hold), how much against what usage. */
 export interface Spend extends SpendTarget {
-  take?: { amountUc: bigint; usage: Usage };
+  atS: number;
+  take?: { amountUc: bigint; usage: Usage; approved?: boolean };
 }
 
-/** Which rule refused: the hold pass reclaims overdue holds and asks again only for `periodCap`. */
-export type SpendingRule = 'frozen' | 'service' | 'category' | 'holdCap' | 'periodCap';
+/** Which rule refused: the hold pass reclaims overdue holds and asks again for `periodCap` and `budget`. */
+export type SpendingRule = 'frozen' | 'validity' | 'service' | 'category' | 'merchant' | 'holdCap' | 'periodCap' | 'budget' | 'approval';
 
 export interface SpendingRefusal {
   rule: SpendingRule;
   error: ApiError;
 }
 
+/** A budget a spend counts in, and the period it counts in. */
+export interface BudgetCharge {
+  budget: Budget;
+  limitUc: bigint;
+  periodStartS: number;
+  resetsAtS: number | null;
+}
+
 function permits(allowed: readonly string[], id: string): boolean {
   return allowed.includes('*') || allowed.includes(id);
 }
 
-/** The evaluation: the first refusal in the spec's order, or undefined when the agent may spend. */
+function forbidden(reason: string, detail: string): SpendingRefusal['error'] {
+  return new ApiError('SCOPE_FORBIDDEN', { detail, extra: { reason } });
+}
+
+/** The budgets a spend at `target` counts in: unscoped ones, and those naming its merchant, category or service. */
+export function chargesOf(agent: SpendingSettings, target: SpendTarget, atS: number): BudgetCharge[] {
+  const rules = extendedRulesOf(agent.mandate_rules);
+  return rules.budgets
+    .filter((budget) => {
+      if (budget.merchantId !== undefined) return target.merchant?.id === budget.merchantId;
+      if (budget.category !== undefined) return target.category === budget.category;
+      if (budget.serviceId !== undefined) return target.serviceId === budget.serviceId;
+      return true;
+    })
+    .map((budget) => {
+      const bounds = periodOf(budget.period, rules.timeZone, atS);
+      return { budget, limitUc: BigInt(budget.limitUc), periodStartS: bounds.startS, resetsAtS: bounds.resetsAtS };
+    });
+}
+
+/** Whether the merchant rules admit a merchant, by id or verified domain. */
+function merchantPermitted(rules: ExtendedRules, merchant: { id: string; domain: string }): boolean {
+  const names = [merchant.id.toLowerCase(), merchant.domain.toLowerCase()];
+  if (rules.merchants.deny.some((name) => names.includes(name))) return false;
+  return rules.merchants.allow === null || rules.merchants.allow.some((name) => names.includes(name));
+}
+
+/** The evaluation: the first refusal in the order above, or undefined when the agent may spend. */
 export function spendingRefusal(agent: SpendingSettings, spend: Spend): SpendingRefusal | undefined {
   if (agent.status !== 'active') return { rule: 'frozen', error: new ApiError('FROZEN', { detail: 'the agent is frozen by its owner' }) };
+  const rules = extendedRulesOf(agent.mandate_rules);
+  if ((rules.notBefore !== null && spend.atS < rules.notBefore) || (rules.notAfter !== null && spend.atS >= rules.notAfter)) {
+    const window = `${rules.notBefore ?? '-∞'} to ${rules.notAfter ?? '∞'}`;
+    return { rule: 'validity', error: forbidden('mandate_not_valid', `the agent's mandate is not in force now (valid from ${window}, Unix seconds)`) };
+  }
   if (spend.serviceId !== undefined && !permits(agent.allowed_services, spend.serviceId)) {
-    return { rule: 'service', error: new ApiError('SCOPE_FORBIDDEN', { detail: `the agent may not use service "${spend.serviceId}"` }) };
+    return { rule: 'service', error: forbidden('service_not_allowed', `the agent may not use service "${spend.serviceId}"`) };
   }
   if (!permits(agent.allowed_categories, spend.category)) {
-    return { rule: 'category', error: new ApiError('SCOPE_FORBIDDEN', { detail: `the agent may not spend in category "${spend.category}"` }) };
+    return { rule: 'category', error: forbidden('category_not_allowed', `the agent may not spend in category "${spend.category}"`) };
+  }
+  if (spend.merchant && !merchantPermitted(rules, spend.merchant)) {
+    return { rule: 'merchant', error: forbidden('merchant_not_allowed', `the agent's mandate does not allow buying from merchant ${spend.merchant.id} (${spend.merchant.domain})`) };
   }
   if (!spend.take) return undefined;
   const { amountUc, usage } = spend.take;
   if (agent.cap_per_hold_uc !== null && amountUc > agent.cap_per_hold_uc) {
-    return { rule: 'holdCap', error: new ApiError('CAP_EXCEEDED', { detail: `the hold of ${amountUc} µc exceeds the per-hold cap of ${agent.cap_per_hold_uc} µc` }) };
+    return {
+      rule: 'holdCap',
+      error: new ApiError('CAP_EXCEEDED', { detail: `the hold of ${amountUc} µc exceeds the per-hold cap of ${agent.cap_per_hold_uc} µc`, extra: { reason: 'per_hold_cap' } }),
+    };
   }
   if (agent.cap_per_period_uc !== null && usage.periodSpentUc + amountUc > agent.cap_per_period_uc) {
     return {
       rule: 'periodCap',
-      error: new ApiError('CAP_EXCEEDED', { detail: `the hold of ${amountUc} µc would exceed the cap of ${agent.cap_per_period_uc} µc per ${agent.cap_period_s} s` }),
+      error: new ApiError('CAP_EXCEEDED', {
+        detail: `the hold of ${amountUc} µc would exceed the cap of ${agent.cap_per_period_uc} µc per ${agent.cap_period_s} s`,
+        extra: { reason: 'per_period_cap' },
+      }),
+    };
+  }
+  for (const charge of chargesOf(agent, spend, spend.atS)) {
+    const spentUc = usage.budgets.get(charge.budget.id)?.spentUc ?? 0n;
+    if (spentUc + amountUc <= charge.limitUc) continue;
+    const remainingUc = charge.limitUc > spentUc ? charge.limitUc - spentUc : 0n;
+    return {
+      rule: 'budget',
+      error: new ApiError('CAP_EXCEEDED', {
+        detail: `the hold of ${amountUc} µc would exceed budget "${charge.budget.id}" (${charge.limitUc} µc per ${charge.budget.period}; ${remainingUc} µc left)`,
+        extra: {
+          reason: 'budget_exceeded',
+          budget: { id: charge.budget.id, limitUc: charge.budget.limitUc, remainingUc: remainingUc.toString(), resetsAt: charge.resetsAtS },
+        },
+      }),
+    };
+  }
+  if (rules.approvalAboveUc !== null && amountUc > BigInt(rules.approvalAboveUc) && !spend.take.approved) {
+    return {
+      rule: 'approval',
+      error: new ApiError('approval_required', {
+        detail: `the purchase of ${amountUc} µc is above the agent's approval threshold of ${rules.approvalAboveUc} µc: its owner must approve it`,
+        extra: { reason: 'above_approval_threshold' },
+      }),
     };
   }
   return undefined;
 }
 
-/** Usage once `amountUc` more is taken: a later spend of the same pass is evaluated against it. */
-export function afterTaking(usage: Usage, amountUc: bigint): Usage {
-  return { periodSpentUc: usage.periodSpentUc + amountUc };
+/** Usage once `amountUc` more is taken and counted in `charges`: a later spend of the same pass is evaluated against it. */
+export function afterTaking(usage: Usage, amountUc: bigint, charges: readonly BudgetCharge[] = []): Usage {
+  const budgets = new Map(usage.budgets);
+  for (const charge of charges) {
+    const before = budgets.get(charge.budget.id) ?? { spentUc: 0n, alertedPct: 0 };
+    budgets.set(charge.budget.id, { ...before, spentUc: before.spentUc + amountUc });
+  }
+  return { periodSpentUc: usage.periodSpentUc + amountUc, budgets };
 }
 
-/** Clearance before anything is taken (execute): throws the refusal when the agent may not spend at `target`. */
-export function clearAgent(agent: SpendingSettings, target: SpendTarget): void {
-  const refusal = spendingRefusal(agent, { category: target.category, serviceId: target.serviceId });
+/** The alert thresholds a budget crosses going from `before` to `after` (each once per period, above `alertedPct`). */
+export function thresholdsCrossed(agent: SpendingSettings, charge: BudgetCharge, before: BudgetSpend, afterUc: bigint): number[] {
+  const { alertThresholds } = extendedRulesOf(agent.mandate_rules);
+  return alertThresholds.filter((pct) => pct > before.alertedPct && afterUc * 100n >= charge.limitUc * BigInt(pct) && before.spentUc * 100n < charge.limitUc * BigInt(pct));
+}
+
+/** Clearance before anything is taken (execute): throws the refusal when the agent may not spend at `target` now. */
+export function clearAgent(agent: SpendingSettings, target: SpendTarget, atS: number): void {
+  const refusal = spendingRefusal(agent, { ...target, atS });
   if (refusal) throw refusal.error;
 }
 
 /**
- * Each agent's usage at `nowS`: one statement for the agents with a period cap (none when no agent has one);
- * an agent without one has nothing its caps count.
+ * Each agent's usage at `nowS`: the rolling cap's window (one statement for the agents with a period cap) and
+ * each budget's current period (one statement for the agents with budgets); none for agents with neither.
  */
 export async function usageOf(db: Queryable, agents: ReadonlyArray<SpendingSettings & { id: string }>, nowS: number): Promise<Map<string, Usage>> {
   const capped = agents.filter((agent) => agent.cap_per_period_uc !== null);
   const spent = await spentInWindowOf(db, capped.map((agent) => ({ agentId: agent.id, sinceS: nowS - agent.cap_period_s })));
-  return new Map(agents.map((agent) => [agent.id, { periodSpentUc: spent.get(agent.id) ?? 0n }]));
+  const keys = agents.flatMap((agent) =>
+    extendedRulesOf(agent.mandate_rules).budgets.map((budget) => {
+      const { startS } = periodOf(budget.period, extendedRulesOf(agent.mandate_rules).timeZone, nowS);
+      return { agentId: agent.id, budgetId: budget.id, periodStartS: startS };
+    }),
+  );
+  const budgets = await budgetUsageOf(db, keys);
+  return new Map(
+    agents.map((agent) => [
+      agent.id,
+      {
+        periodSpentUc: spent.get(agent.id) ?? 0n,
+        budgets: new Map(keys.filter((key) => key.agentId === agent.id).map((key) => [key.budgetId, budgets.get(`${key.agentId}\n${key.budgetId}\n${key.periodStartS}`) ?? { spentUc: 0n, alertedPct: 0 }])),
+      },
+    ]),
+  );
 }

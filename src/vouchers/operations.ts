@@ -2,9 +2,10 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { Redemption } from '../ledger/service.ts';
 import type { Microcredits as Uc } from '../platform/money.ts';
-import type { SingleStepOperation } from '../platform/operations.ts';
+import { fingerprint } from '../platform/idempotency.ts';
+import type { BatchedCall, SingleStepOperation } from '../platform/operations.ts';
 import { Microcredits, ResourceId } from '../platform/schemas.ts';
-import type { MintResult, VoucherService } from './service.ts';
+import type { MintRequest, MintResult, VoucherService } from './service.ts';
 
 export const MintVoucherInput = Type.Object(
   {
@@ -21,17 +22,26 @@ export interface VoucherOperations {
   mintVoucher: SingleStepOperation<MintVoucherInput, MintResult, Uc | undefined>;
 }
 
+/** The mint operation's name: its Idempotency-Keys are scoped to it, and a purchase approval names it. */
+export const MINT_VOUCHER_OPERATION = 'mintVoucher';
+
+/** One call of a mint batch, as the voucher service takes it: with its request's binding when it has a key. */
+function mintRequest({ call: { principal, input }, checked: maxUc, key }: BatchedCall<MintVoucherInput, Uc | undefined>): MintRequest {
+  const binding = key && { ...key, operation: MINT_VOUCHER_OPERATION, fingerprint: fingerprint(MINT_VOUCHER_OPERATION, input) };
+  return { agentId: principal.agentId!, offerId: input.offerId, maxUc, ...(binding ? { binding } : {}) };
+}
+
 export function voucherOperations(vouchers: VoucherService): VoucherOperations {
   return {
     mintVoucher: {
-      name: 'mintVoucher',
+      name: MINT_VOUCHER_OPERATION,
       input: MintVoucherInput,
       idempotency: { key: 'required' },
       check: ({ input }) => vouchers.checkMint(input),
       // Group commit: concurrent mints share a transaction; one agent's mints apply in arrival order.
       batch: {
         orderKey: ({ principal }) => principal.agentId!,
-        runMany: (tx, calls) => vouchers.mintMany(tx, calls.map(({ call: { principal, input }, checked: maxUc }) => ({ agentId: principal.agentId!, offerId: input.offerId, maxUc }))),
+        runMany: (tx, calls) => vouchers.mintMany(tx, calls.map(mintRequest)),
       },
     },
   };

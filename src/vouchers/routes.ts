@@ -18,11 +18,18 @@ export function voucherRoutes({ mintVoucher }: VoucherOperations) {
           '`offer_id`, `category`, `amount_uc`) that the merchant verifies offline with /.well-known/jwks.json. Requires Idempotency-Key, ' +
           'so a retry never takes two holds. ' +
           'Group commit: concurrent mints share one transaction, each with its own answer exactly as if minted one by one, one agent\'s mints in arrival order; ' +
-          'when too many wait, 503 overloaded with Retry-After (nothing taken, the key not kept).',
+          'when too many wait, 503 overloaded with Retry-After (nothing taken, the key not kept). ' +
+          "Above the agent's mandate `approvalAboveUc` the purchase waits for its owner: 402 approval_required (`reason: " +
+          'above_approval_threshold`) with `approvalUrl` (the gateway\'s approval page), `intentId` and `intent` (`{offerId, agentId, maxUc?}`), ' +
+          '`purchase` (the approval) and `instructions`; nothing is taken and the answer is not kept, so after the owner approves, the retry ' +
+          'with the same Idempotency-Key takes the hold and returns the voucher, once (a further retry replays it). If the owner declined, or ' +
+          'the approval expired (15 minutes to answer, then as long to retry) or was used, the retry answers 409 conflict (`reason` ' +
+          '`purchase_declined`, `approval_expired`, `approval_used`, `approval_amount_changed`), kept under the key; the same key for another ' +
+          'request (another offer) answers 409 idempotency_key_reused. A purchase at or below the threshold is not asked about.',
         body: MintVoucherInput,
         response: {
           200: Type.Object({ voucher: Type.String(), redemption: Type.Ref('Redemption') }),
-          ...problems(400, 402, 503),
+          ...problems(400, 402, 409, 503),
         },
       },
       handler: (request, reply) => serve(request, reply, mintVoucher, request.body as MintVoucherInput),

@@ -1,8 +1,17 @@
 // Minting a voucher: one transaction takes the hold for an offer and signs an ES256 voucher JWT bound to
 // the offer and the hold (`jti` = hold id, `aud` = the merchant, `exp` = the hold's deadline). Merchants
 // verify it offline against the gateway's JWKS.
+//
+// A price above the agent's mandate approval threshold waits for its owner: the mint opens a purchase approval
+// of its request (the human approver, platform/approvals.ts) and answers 402 approval_required with its page,
+// taking nothing (not stored: the key is given back). The retry with the same Idempotency-Key reads the owner's
+// answer in its batch's transaction: approved, the hold is taken and the approval used there, once (its answer
+// is stored under the key, so a further retry replays the voucher); declined, expired, used or bound to
+// another request, the refusal is that request's answer, stored.
+import type { AgentService } from '../agents/service.ts';
 import type { LedgerService, Redemption } from '../ledger/service.ts';
-import type { OfferService } from '../offers/service.ts';
+import { purchaseApproval, type PurchaseAnswer, type PurchaseApprovalRequest, type PurchaseApprover, type RequestBinding, type VoucherIntent } from '../platform/approvals.ts';
+import type { OfferService, SellableOfferRow } from '../offers/service.ts';
 import type { Settled } from '../platform/batcher.ts';
 import type { Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -20,6 +29,8 @@ export interface MintRequest {
   agentId: string;
   offerId: string;
   maxUc?: Microcredits;
+  /** The request as its Idempotency-Key names it: what a purchase approval is bound to (absent: none can be asked). */
+  binding?: RequestBinding;
 }
 
 /** The agent's ceiling as sent: `maxUc`, or `maxAmount`, its older name. */
@@ -28,12 +39,28 @@ export interface MintLimits {
   maxAmount?: string;
 }
 
+export interface VoucherDependencies {
+  ledger: LedgerService;
+  offers: OfferService;
+  /** The agents, whose owner is asked to approve a purchase above the threshold. */
+  identity: AgentService;
+  /** The owner's yes for a purchase above the agent's approval threshold. */
+  purchases: PurchaseApprover;
+}
+
 export class VoucherService {
+  private readonly ledger: LedgerService;
+  private readonly offers: OfferService;
+  private readonly purchases: PurchaseApprover;
+
   constructor(
     private readonly gateway: Gateway,
-    private readonly ledger: LedgerService,
-    private readonly offers: OfferService,
-  ) {}
+    private readonly deps: VoucherDependencies,
+  ) {
+    this.ledger = deps.ledger;
+    this.offers = deps.offers;
+    this.purchases = deps.purchases;
+  }
 
   /**
    * The rules a mint checks before its Idempotency-Key is claimed (a refusal here is as if never sent):
@@ -50,7 +77,10 @@ export class VoucherService {
 
   /**
    * Mints many vouchers in one pass (group commit), each answered as if minted one by one in this order:
-   * one statement reads the offers, LedgerService.holdMany takes every hold, then each voucher is signed.
+   * one statement reads the offers, one reads (and locks) the owner's answers for the purchases of these
+   * requests, LedgerService.holdMany takes every hold (an approved purchase passes the approval threshold),
+   * signing each voucher once the hold is decided and before it is written (the hold keeps the voucher as
+   * issued, for its evidence); then the approvals used are marked, and a purchase still to approve is asked.
    */
   async mintMany(tx: Tx, requests: readonly MintRequest[]): Promise<Array<Settled<MintResult>>> {
     const offers = await this.offers.sellableMany(tx, requests.map((request) => request.offerId));
@@ -62,43 +92,122 @@ export class VoucherService {
       }
       return undefined;
     });
-    const holding = requests.flatMap((request, index) => (outcomes[index] ? [] : [{ index, request, offer: offers.get(request.offerId)! }]));
+    const priced = requests.flatMap((request, index) => (outcomes[index] ? [] : [{ index, request, offer: offers.get(request.offerId)! }]));
+    const answers = await this.answersOf(tx, priced);
+    for (const [position, { index }] of priced.entries()) {
+      const answer = answers[position]!;
+      if (answer.state === 'closed') outcomes[index] = { ok: false, error: answer.error };
+    }
+    const holding = priced.flatMap((item, position) => (outcomes[item.index] ? [] : [{ ...item, answer: answers[position]! }]));
+    const vouchers = new Map<number, string>();
     const holds = await this.ledger.holdMany(
       tx,
-      holding.map(({ request, offer }) => ({
+      holding.map(({ index, request, offer, answer }) => ({
         agentId: request.agentId,
         acceptorId: offer.merchant_id,
         merchantId: offer.merchant_id,
+        merchant: { id: offer.merchant_id, domain: offer.merchant_domain },
         offerId: offer.id,
         category: offer.category,
         amountUc: offer.price_uc,
         lifetimeS: offer.hold_lifetime_s,
         refundWindowS: offer.refund_window_s,
+        offerSnapshot: offerAsSold(offer),
+        approved: answer.state === 'approved',
+        sign: async (redemption, mandate) => {
+          const voucher = await this.sign(request.agentId, offer, redemption, mandate.hash);
+          vouchers.set(index, voucher);
+          return voucher;
+        },
       })),
     );
-    for (const [position, { index, request, offer }] of holding.entries()) {
+    const uses: Array<{ approvalId: string; holdId: string }> = [];
+    for (const [position, { index, request, offer, answer }] of holding.entries()) {
       const held = holds[position]!;
-      if (!held.ok) {
-        outcomes[index] = held;
-        continue;
+      if (held.ok) {
+        outcomes[index] = { ok: true, value: { voucher: vouchers.get(index)!, redemption: held.value } };
+        if (answer.state === 'approved') uses.push({ approvalId: answer.approvalId, holdId: held.value.id });
+      } else {
+        outcomes[index] = await this.asked(tx, request, offer, held.error);
       }
-      const redemption = held.value;
-      const voucher = await this.gateway.signing.sign(
-        {
-          iss: this.gateway.config.baseUrl,
-          aud: offer.merchant_id,
-          sub: request.agentId,
-          jti: redemption.id,
-          iat: redemption.createdAt,
-          exp: redemption.expiresAt,
-          offer_id: offer.id,
-          category: offer.category,
-          amount_uc: formatUc(offer.price_uc),
-        },
-        VOUCHER_TYP,
-      );
-      outcomes[index] = { ok: true, value: { voucher, redemption } };
     }
+    await this.purchases.use(tx, uses);
     return outcomes as Array<Settled<MintResult>>;
   }
+
+  /** The owner's answers for the purchases about to be held (none for a request without a binding). */
+  private async answersOf(tx: Tx, priced: ReadonlyArray<{ request: MintRequest; offer: SellableOfferRow }>): Promise<PurchaseAnswer[]> {
+    const bound = priced.filter(({ request }) => request.binding !== undefined);
+    const answers = await this.purchases.answersOf(
+      tx,
+      bound.map(({ request, offer }) => ({ ...request.binding!, agentId: request.agentId, amountUc: offer.price_uc })),
+    );
+    let position = 0;
+    return priced.map(({ request }) => (request.binding === undefined ? { state: 'none' } : answers[position++]!));
+  }
+
+  /**
+   * A refused hold's answer. The approval threshold's refusal opens (or finds) the purchase approval of this
+   * request, in this transaction, and answers with its page: the runner gives the key back, so the retry runs
+   * again once the owner answered.
+   */
+  private async asked(tx: Tx, request: MintRequest, offer: SellableOfferRow, error: unknown): Promise<Settled<MintResult>> {
+    if (!(error instanceof ApiError) || error.code !== 'approval_required' || request.binding === undefined) return { ok: false, error };
+    const agent = await this.deps.identity.agentRow(tx, request.agentId);
+    if (!agent) throw new Error(`agent ${request.agentId} held by the policy has no row`);
+    const intent: VoucherIntent = { offerId: offer.id, agentId: request.agentId, ...(request.maxUc === undefined ? {} : { maxUc: formatUc(request.maxUc) }) };
+    const purchase: PurchaseApprovalRequest = {
+      agentId: request.agentId,
+      ownerId: agent.owner_id,
+      amountUc: offer.price_uc,
+      subject: { type: 'voucher', intent },
+      binding: request.binding,
+      merchant: { id: offer.merchant_id, name: offer.merchant_name, domain: offer.merchant_domain },
+      offer: { id: offer.id, name: offer.name },
+    };
+    const pending = await this.purchases.requestPurchaseApproval(purchase, tx);
+    const approval = purchaseApproval(pending);
+    return {
+      ok: false,
+      error: new ApiError('approval_required', {
+        detail: `${error.options.detail}. Nothing was taken; once the owner approved, retry with the same Idempotency-Key to get the voucher.`,
+        approval,
+        extra: { ...error.options.extra, intentId: approval.id, intent, purchase: pending.payment, instructions: pending.instructions },
+      }),
+    };
+  }
+
+  /** The voucher of a hold: an ES256 JWT bound to the offer, the hold (`jti`) and the mandate in force (`mandate`). */
+  private sign(agentId: string, offer: SellableOfferRow, redemption: Redemption, mandateHash: string | null): Promise<string> {
+    return this.gateway.signing.sign(
+      {
+        iss: this.gateway.config.baseUrl,
+        aud: offer.merchant_id,
+        sub: agentId,
+        jti: redemption.id,
+        iat: redemption.createdAt,
+        exp: redemption.expiresAt,
+        offer_id: offer.id,
+        category: offer.category,
+        amount_uc: formatUc(offer.price_uc),
+        ...(mandateHash === null ? {} : { mandate: mandateHash }),
+      },
+      VOUCHER_TYP,
+    );
+  }
+}
+
+/** The offer as it is sold now: what a hold's evidence shows, whatever the offer becomes later. */
+function offerAsSold(offer: SellableOfferRow): Record<string, unknown> {
+  return {
+    id: offer.id,
+    merchantId: offer.merchant_id,
+    merchantDomain: offer.merchant_domain,
+    name: offer.name,
+    category: offer.category,
+    priceUc: formatUc(offer.price_uc),
+    holdLifetimeS: offer.hold_lifetime_s,
+    refundWindowS: offer.refund_window_s,
+    updatedAt: Number(offer.updated_at_s),
+  };
 }

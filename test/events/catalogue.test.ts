@@ -25,8 +25,19 @@ describe('the event catalogue in the OpenAPI document', () => {
       expect(schema.properties[account]).toEqual({ type: 'string' });
       if (type === 'webhook.disabled') {
         expect(schema.properties.data.properties.webhook.required).toEqual(['reason', 'failingSince', 'consecutiveFailures']);
+      } else if (type === 'budget.threshold') {
+        expect(schema.properties.data.required).toEqual(['agentId', 'thresholdPct', 'budget']);
       } else {
-        const [member, component] = type === 'merchant.verified' ? ['merchant', 'Merchant'] : type.startsWith('topup.') ? ['topup', 'Topup'] : type.startsWith('intent.') ? ['intent', 'IntentStatus'] : ['redemption', 'Redemption'];
+        const [member, component] =
+          type === 'merchant.verified'
+            ? ['merchant', 'Merchant']
+            : type.startsWith('topup.')
+              ? ['topup', 'Topup']
+              : type.startsWith('intent.')
+                ? ['intent', 'IntentStatus']
+                : type.startsWith('purchase.')
+                  ? ['purchase', 'PurchaseApproval']
+                  : ['redemption', 'Redemption'];
         expect(schema.properties.data.properties[member!].$ref).toBe(`#/components/schemas/${component}`);
         expect(document.components.schemas[component!]).toBeDefined();
       }

@@ -31,7 +31,7 @@ beforeAll(async () => {
   );
   await world.api('POST', `/v1/owner/agents/${frozen.id}/freeze`, { token: owner.ownerToken });
   const me = await world.api('GET', '/v1/me', { token: owner.ownerToken });
-  const merchant = await seedMerchantKey(world, { scopes: ['access:check', 'offers:read', 'offers:write', 'redemptions:release', 'redemptions:capture', 'redemptions:refund', 'earnings:read', 'webhooks:read', 'webhooks:write', 'events:read'] });
+  const merchant = await seedMerchantKey(world, { scopes: ['access:check', 'offers:read', 'offers:write', 'redemptions:release', 'redemptions:capture', 'redemptions:refund', 'earnings:read', 'webhooks:read', 'webhooks:write', 'events:read', 'evidence:read'] });
   const revoked = await seedMerchantKey(world, { revoked: true });
   Object.assign(tokens, {
     human: owner.ownerToken,

@@ -1,17 +1,28 @@
 // Model-based test of the ledger: random sequences of grant / mint / capture / partial capture /
-// release / expire / refund / clock advance run against the real service and database and against a
-// small in-memory model of the rules; after every step the database must agree with the model and every
-// ledger invariant must hold. The generators aim at the corners where one-µc faults hide: many small
+// release / expire / refund / clock advance / mandate change run against the real service and database and
+// against a small in-memory model of the rules; after every step the database must agree with the model and
+// every ledger invariant must hold. The generators aim at the corners where one-µc faults hide: many small
 // lots, holds and captures that end exactly at (or one µc either side of) an allocation boundary, and
-// refunds of exactly what is left, one µc more, or one µc.
+// refunds of exactly what is left, one µc more, or one µc. Each agent spends under a random mandate of a few
+// budgets (over all spending, one merchant or one category; per day in a random time zone, or in total) at
+// two merchants in two categories, and the clock crosses day boundaries: after every step each budget period's
+// running total equals what the model says and what the holds charged to it hold (held: the amount; captured:
+// captured − refunded; released or expired: nothing), and its alerts are those the model announced.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { ApiError } from '../../src/platform/errors.ts';
+import type { Principal } from '../../src/platform/principal.ts';
+import { ALERT_THRESHOLDS_DEFAULT, defaultExtendedRules, type Budget } from '../../src/policy/mandate.ts';
+import { periodOf } from '../../src/policy/periods.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { openShop, type Shop } from '../support/ledger-fixture.ts';
+import { budgetPeriodTotals } from '../support/ledger-invariants.ts';
 
 const RUNS = Number(process.env.ACG_MODEL_RUNS ?? 250);
 const AGENTS = 2;
+const SHOPS = 2;
+const CATEGORIES = ['books', 'music'] as const;
+const TIME_ZONES = ['UTC', 'America/New_York', 'Asia/Kolkata'] as const;
 
 interface ModelLot { id: string; agentId: string; priority: number; expiresAtS: number | null; granted: bigint; remaining: bigint; order: number }
 interface ModelHold {
@@ -25,18 +36,40 @@ interface ModelHold {
   refundWindowS: number;
   capturedAtS: number | null;
   allocations: Array<{ lotId: string; amount: bigint; captured: bigint }>;
+  merchantId: string;
+  shop: number;
+  category: string;
+  /** The budget periods the hold counted in, whatever the mandate says later. */
+  charges: Array<{ budgetId: string; periodStartS: number }>;
 }
-interface Model { agents: string[]; lots: ModelLot[]; holds: ModelHold[]; earnings: bigint }
-interface Real { world: World; shop: Shop }
+/** A budget as a run generates it: its scope names a shop by index. */
+interface ModelBudget { id: string; limit: bigint; period: 'day' | 'total'; shop?: number; category?: string }
+interface ModelMandate { budgets: ModelBudget[]; timeZone: string }
+/** One budget period's running total and the highest alert threshold announced in it. */
+interface ModelPeriod { agentId: string; budgetId: string; periodStartS: number; spent: bigint; alerted: number }
+interface Model {
+  agents: string[];
+  lots: ModelLot[];
+  holds: ModelHold[];
+  /** Each shop's earnings, by merchant id. */
+  earnings: Map<string, bigint>;
+  mandates: Map<string, ModelMandate>;
+  /** By `agent budget periodStart`. */
+  periods: Map<string, ModelPeriod>;
+}
+interface Real { world: World; shops: Shop[] }
 
 let world: World;
-let shop: Shop;
+let shops: Shop[];
 let runNumber = 0;
 let ownerId: string;
+let owner: Principal;
 beforeAll(async () => {
   world = await startWorld();
-  shop = await openShop(world);
+  shops = [];
+  for (let i = 0; i < SHOPS; i++) shops.push(await openShop(world));
   ownerId = (await world.api('GET', '/v1/me', { token: await world.humanToken('model@example.com') })).body.owner.id;
+  owner = { kind: 'human', id: ownerId, ownerId, scopes: [], credential: 'human_session' };
   world.gw.clock.freeze();
 });
 afterAll(() => world.close());
@@ -48,13 +81,26 @@ const live = (lot: ModelLot) => lot.expiresAtS === null || lot.expiresAtS > nowS
 const due = (hold: ModelHold) => hold.state === 'held' && hold.expiresAtS <= nowS();
 
 async function errorCode(promise: Promise<unknown>): Promise<string> {
+  return (await refusalOf(promise)).code;
+}
+
+/** 'ok', or the refusal's code and, for a budget's, the budget it names. */
+async function refusalOf(promise: Promise<unknown>): Promise<{ code: string; budgetId?: string }> {
   try {
     await promise;
-    return 'ok';
+    return { code: 'ok' };
   } catch (error) {
-    if (error instanceof ApiError) return error.code;
-    throw error;
+    if (!(error instanceof ApiError)) throw error;
+    const budget = (error.options.extra as { budget?: { id: string } } | undefined)?.budget;
+    return budget ? { code: error.code, budgetId: budget.id } : { code: error.code };
   }
+}
+
+const periodKey = (agentId: string, budgetId: string, periodStartS: number) => `${agentId} ${budgetId} ${periodStartS}`;
+
+/** What a hold no longer spends goes back to every budget period it counted in (the rule: held + captured − refunded). */
+function giveBack(model: Model, hold: ModelHold, amount: bigint) {
+  for (const charge of hold.charges) model.periods.get(periodKey(hold.agentId, charge.budgetId, charge.periodStartS))!.spent -= amount;
 }
 
 function returnToLots(model: Model, hold: ModelHold, capturedUc: bigint) {
@@ -66,7 +112,29 @@ function returnToLots(model: Model, hold: ModelHold, capturedUc: bigint) {
     model.lots.find((l) => l.id === a.lotId)!.remaining += a.amount - take;
   }
   hold.captured = capturedUc;
-  model.earnings += capturedUc;
+  model.earnings.set(hold.merchantId, model.earnings.get(hold.merchantId)! + capturedUc);
+  giveBack(model, hold, hold.amount - capturedUc);
+}
+
+/** The budgets of the agent's mandate a spend at `shop` in `category` counts in, with their period now. */
+function chargesOf(model: Model, agentId: string, shop: number, category: string) {
+  const mandate = model.mandates.get(agentId)!;
+  return mandate.budgets
+    .filter((budget) => (budget.shop !== undefined ? budget.shop === shop : budget.category !== undefined ? budget.category === category : true))
+    .map((budget) => ({ budget, periodStartS: periodOf(budget.period, mandate.timeZone, nowS()).startS }));
+}
+
+/** Writes a mandate of these budgets as the agent's owner would (a new version). */
+async function setMandate(agentId: string, mandate: ModelMandate) {
+  const budgets: Budget[] = mandate.budgets.map((b) => ({
+    id: b.id,
+    limitUc: b.limit.toString(),
+    period: b.period,
+    ...(b.shop !== undefined ? { merchantId: shops[b.shop]!.merchantId } : {}),
+    ...(b.category !== undefined ? { category: b.category } : {}),
+  }));
+  const rules = { ...defaultExtendedRules(), allowedServices: ['*'], allowedCategories: ['*'], caps: { perHoldUc: null, perPeriodUc: null, periodS: 86_400 }, budgets, timeZone: mandate.timeZone };
+  await tx((q) => world.gw.services.identity.setMandate(q, owner, agentId, rules));
 }
 
 class Grant implements fc.AsyncCommand<Model, Real> {
@@ -117,48 +185,68 @@ class Mint implements fc.AsyncCommand<Model, Real> {
     readonly amount: bigint | { boundary: number; delta: number },
     readonly lifetimeS: number,
     readonly refundWindowS: number,
+    readonly shop: number,
+    readonly category: string,
   ) {}
   check = () => true;
   async run(model: Model) {
     const agentId = model.agents[this.agent]!;
+    const shop = shops[this.shop]!;
     const amount =
       typeof this.amount === 'bigint' ? this.amount : nearBoundary(spendableLots(model, agentId).map((l) => l.remaining), this.amount.boundary, this.amount.delta);
     const total = (lots: ModelLot[]) => lots.reduce((s, l) => s + l.remaining, 0n);
-    let spendable = spendableLots(model, agentId);
-    // The rule: when credit falls short, holds past their deadline are reclaimed first — and that sticks
-    // only if the hold then succeeds (otherwise the whole attempt rolls back).
+    // The rule: a hold refused by a budget, or short of credit, reclaims the agent's holds past their
+    // deadline first (giving back their credit and their budgets) and asks again — and that sticks only if
+    // the hold then succeeds (otherwise the whole attempt rolls back). Budgets are asked before credit.
     const due_ = model.holds.filter((h) => h.agentId === agentId && due(h));
-    if (total(spendable) < amount && due_.length > 0) {
-      const returnedToLive = due_.flatMap((h) => h.allocations).filter((a) => live(model.lots.find((l) => l.id === a.lotId)!)).reduce((s, a) => s + a.amount, 0n);
-      if (total(spendable) + returnedToLive >= amount) {
-        for (const hold of due_) {
-          returnToLots(model, hold, 0n);
-          hold.state = 'expired';
-        }
-        spendable = spendableLots(model, agentId);
-      }
+    const charges = chargesOf(model, agentId, this.shop, this.category);
+    const spentIn = (charge: (typeof charges)[number], reclaiming: boolean) => {
+      const key = periodKey(agentId, charge.budget.id, charge.periodStartS);
+      const reclaimedUc = reclaiming ? due_.filter((h) => h.charges.some((c) => periodKey(agentId, c.budgetId, c.periodStartS) === key)).reduce((s, h) => s + h.amount, 0n) : 0n;
+      return (model.periods.get(key)?.spent ?? 0n) - reclaimedUc;
+    };
+    const overBudget = (reclaiming: boolean) => charges.find((charge) => spentIn(charge, reclaiming) + amount > charge.budget.limit);
+    let reclaiming = false;
+    let refusedBy = overBudget(false);
+    if (refusedBy && due_.length > 0) {
+      reclaiming = true;
+      refusedBy = overBudget(true);
     }
-    const available = total(spendable);
+    const returnedToLive = due_.flatMap((h) => h.allocations).filter((a) => live(model.lots.find((l) => l.id === a.lotId)!)).reduce((s, a) => s + a.amount, 0n);
+    if (!refusedBy && total(spendableLots(model, agentId)) < amount && due_.length > 0) reclaiming = true;
+    const available = total(spendableLots(model, agentId)) + (reclaiming ? returnedToLive : 0n);
     let result: import('../../src/ledger/service.ts').Redemption | undefined;
-    const code = await errorCode(
+    const outcome = await refusalOf(
       tx(async (q) => {
         result = await ledger().hold(q, {
           agentId,
           acceptorId: shop.merchantId,
           merchantId: shop.merchantId,
+          merchant: { id: shop.merchantId, domain: `${shop.merchantId}.example.com` },
           offerId: 'off_model',
-          category: 'books',
+          category: this.category,
           amountUc: amount,
           lifetimeS: this.lifetimeS,
           refundWindowS: this.refundWindowS,
         });
       }),
     );
-    if (available < amount) {
-      expect(code).toBe('INSUFFICIENT_CREDITS');
+    if (refusedBy) {
+      expect(outcome).toEqual({ code: 'CAP_EXCEEDED', budgetId: refusedBy.budget.id });
       return;
     }
-    expect(code).toBe('ok');
+    if (available < amount) {
+      expect(outcome.code).toBe('INSUFFICIENT_CREDITS');
+      return;
+    }
+    expect(outcome.code).toBe('ok');
+    if (reclaiming) {
+      for (const hold of due_) {
+        returnToLots(model, hold, 0n);
+        hold.state = 'expired';
+      }
+    }
+    const spendable = spendableLots(model, agentId);
     const allocations: ModelHold['allocations'] = [];
     let needed = amount;
     for (const lot of spendable) {
@@ -169,6 +257,14 @@ class Mint implements fc.AsyncCommand<Model, Real> {
       allocations.push({ lotId: lot.id, amount: take, captured: 0n });
     }
     expect(result!.allocations).toEqual(allocations.map((a) => ({ lotId: a.lotId, amountUc: a.amount.toString() })));
+    // Each budget it counts in: its period's total rises, and each alert threshold crossed there is announced once.
+    for (const { budget, periodStartS } of charges) {
+      const key = periodKey(agentId, budget.id, periodStartS);
+      const period = model.periods.get(key) ?? { agentId, budgetId: budget.id, periodStartS, spent: 0n, alerted: 0 };
+      const after = period.spent + amount;
+      const crossed = ALERT_THRESHOLDS_DEFAULT.filter((pct) => pct > period.alerted && after * 100n >= budget.limit * BigInt(pct) && period.spent * 100n < budget.limit * BigInt(pct));
+      model.periods.set(key, { ...period, spent: after, alerted: Math.max(period.alerted, ...crossed) });
+    }
     model.holds.push({
       id: result!.id,
       agentId,
@@ -180,9 +276,25 @@ class Mint implements fc.AsyncCommand<Model, Real> {
       refundWindowS: this.refundWindowS,
       capturedAtS: null,
       allocations,
+      merchantId: shop.merchantId,
+      shop: this.shop,
+      category: this.category,
+      charges: charges.map(({ budget, periodStartS }) => ({ budgetId: budget.id, periodStartS })),
     });
   }
-  toString = () => `mint(${this.agent}, ${typeof this.amount === 'bigint' ? this.amount : `boundary ${this.amount.boundary}${this.amount.delta >= 0 ? '+' : ''}${this.amount.delta}`}, ${this.lifetimeS}s, refund ${this.refundWindowS}s)`;
+  toString = () =>
+    `mint(${this.agent}, ${typeof this.amount === 'bigint' ? this.amount : `boundary ${this.amount.boundary}${this.amount.delta >= 0 ? '+' : ''}${this.amount.delta}`}, ${this.lifetimeS}s, refund ${this.refundWindowS}s, shop ${this.shop}, ${this.category})`;
+}
+
+/** The same purchase again (amount, shop, category) as one of the holds: it counts in the same budgets, often full ones. */
+class Rebuy implements fc.AsyncCommand<Model, Real> {
+  constructor(readonly hold: number, readonly lifetimeS: number) {}
+  check = (model: Readonly<Model>) => model.holds.length > 0;
+  async run(model: Model) {
+    const hold = model.holds[this.hold % model.holds.length]!;
+    await new Mint(model.agents.indexOf(hold.agentId), hold.amount, this.lifetimeS, hold.refundWindowS, hold.shop, hold.category).run(model);
+  }
+  toString = () => `rebuy(#${this.hold}, ${this.lifetimeS}s)`;
 }
 
 /** numerator 0..10 of the held amount, 11 for one µc more than held; or near a boundary between its allocations. */
@@ -199,7 +311,7 @@ class Capture implements fc.AsyncCommand<Model, Real> {
         : this.pick.numerator === 11
           ? hold.amount + 1n
           : (hold.amount * BigInt(this.pick.numerator)) / 10n;
-    const code = await errorCode(tx((q) => ledger().capture(q, hold.id, { merchantId: shop.merchantId, amountUc: amount })));
+    const code = await errorCode(tx((q) => ledger().capture(q, hold.id, { merchantId: hold.merchantId, amountUc: amount })));
     if (hold.state !== 'held' || due(hold)) return void expect(code).toBe('hold_resolved');
     if (amount <= 0n || amount > hold.amount) return void expect(code).toBe('invalid_input');
     expect(code).toBe('ok');
@@ -225,7 +337,7 @@ class Refund implements fc.AsyncCommand<Model, Real> {
     let result: { refund: { id: string; amountUc: string } } | undefined;
     const code = await errorCode(
       tx(async (q) => {
-        result = await ledger().refund(q, hold.id, { merchantId: shop.merchantId, amountUc: amount });
+        result = await ledger().refund(q, hold.id, { merchantId: hold.merchantId, amountUc: amount });
       }),
     );
     const expected =
@@ -239,7 +351,7 @@ class Refund implements fc.AsyncCommand<Model, Real> {
               ? 'invalid_input'
               : (amount ?? refundable) > refundable
                 ? 'refund_exceeds_captured'
-                : (amount ?? refundable) > model.earnings
+                : (amount ?? refundable) > model.earnings.get(hold.merchantId)!
                   ? 'insufficient_earnings'
                   : 'ok';
     expect(code).toBe(expected);
@@ -257,24 +369,25 @@ class Refund implements fc.AsyncCommand<Model, Real> {
     expect(rows).toEqual([{ id: expect.any(String), agent_id: hold.agentId, source: 'refund', priority, expires_at_s: expiresAtS === null ? null : BigInt(expiresAtS), granted_uc: refundedUc }]);
     model.lots.push({ id: rows[0]!.id, agentId: hold.agentId, priority, expiresAtS, granted: refundedUc, remaining: refundedUc, order: model.lots.length });
     hold.refunded += refundedUc;
-    model.earnings -= refundedUc;
+    model.earnings.set(hold.merchantId, model.earnings.get(hold.merchantId)! - refundedUc);
+    giveBack(model, hold, refundedUc);
   }
   toString = () => `refund(${this.targeted ? 'captured ' : ''}#${this.hold}, ${typeof this.pick === 'string' ? this.pick : `${this.pick.numerator}/10`})`;
 }
 
 class Release implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly hold: number) {}
+  constructor(readonly hold: number, readonly targeted: boolean) {}
   check = (model: Readonly<Model>) => model.holds.length > 0;
   async run(model: Model) {
-    const hold = model.holds[this.hold % model.holds.length]!;
-    const code = await errorCode(tx((q) => ledger().release(q, hold.id, { merchantId: shop.merchantId })));
+    const hold = pickHold(model, this.hold, this.targeted, 'held');
+    const code = await errorCode(tx((q) => ledger().release(q, hold.id, { merchantId: hold.merchantId })));
     if (hold.state === 'released') return void expect(code).toBe('ok');
     if (hold.state !== 'held' || due(hold)) return void expect(code).toBe('hold_resolved');
     expect(code).toBe('ok');
     returnToLots(model, hold, 0n);
     hold.state = 'released';
   }
-  toString = () => `release(#${this.hold})`;
+  toString = () => `release(${this.targeted ? 'held ' : ''}#${this.hold})`;
 }
 
 class Sweep implements fc.AsyncCommand<Model, Real> {
@@ -296,6 +409,48 @@ class Advance implements fc.AsyncCommand<Model, Real> {
     world.gw.clock.advance(this.seconds * 1000);
   }
   toString = () => `advance(${this.seconds}s)`;
+}
+
+/** Moves the clock to the deadline of one of the open holds (the latest, or the earliest), so holds past their deadline are common. */
+class Lapse implements fc.AsyncCommand<Model, Real> {
+  constructor(readonly latest: boolean) {}
+  check = (model: Readonly<Model>) => model.holds.some((h) => h.state === 'held' && !due(h));
+  async run(model: Model) {
+    const deadlines = model.holds.filter((h) => h.state === 'held' && !due(h)).map((h) => h.expiresAtS);
+    if (deadlines.length === 0) return;
+    const atS = this.latest ? Math.max(...deadlines) : Math.min(...deadlines);
+    world.gw.clock.advance((atS - nowS()) * 1000);
+  }
+  toString = () => `lapse(${this.latest ? 'latest' : 'earliest'})`;
+}
+
+/** Moves the clock to `delta` seconds from the next midnight of a zone the budgets use (day budgets start again there). */
+class NextDay implements fc.AsyncCommand<Model, Real> {
+  constructor(readonly zone: number, readonly delta: number) {}
+  check = () => true;
+  async run() {
+    const zone = TIME_ZONES[this.zone % TIME_ZONES.length]!;
+    const nextS = periodOf('day', zone, nowS()).resetsAtS!;
+    world.gw.clock.advance(Math.max(0, nextS + this.delta - nowS()) * 1000);
+  }
+  toString = () => `nextDay(${TIME_ZONES[this.zone % TIME_ZONES.length]}${this.delta >= 0 ? '+' : ''}${this.delta}s)`;
+}
+
+/** The owner gives the agent a new mandate: holds keep counting in (and giving back to) the periods they were charged to. */
+class Remandate implements fc.AsyncCommand<Model, Real> {
+  constructor(readonly agent: number, readonly mandate: ModelMandate) {}
+  check = () => true;
+  async run(model: Model) {
+    const agentId = model.agents[this.agent]!;
+    await setMandate(agentId, this.mandate);
+    model.mandates.set(agentId, this.mandate);
+  }
+  toString = () => `remandate(${this.agent}, ${describeMandate(this.mandate)})`;
+}
+
+function describeMandate(mandate: ModelMandate): string {
+  const budgets = mandate.budgets.map((b) => `${b.id} ${b.limit}/${b.period}${b.shop !== undefined ? ` shop ${b.shop}` : ''}${b.category ? ` ${b.category}` : ''}`);
+  return `[${budgets.join('; ')}] ${mandate.timeZone}`;
 }
 
 /**
@@ -400,7 +555,35 @@ async function checkInvariants(model: Model) {
   expect(totals[0]!.earned).toBe(totals[0]!.captured);
   expect(totals[0]!.journal_earned).toBe(totals[0]!.earned);
   expect(totals[0]!.journal).toBe(0n);
-  expect(await world.gw.services.ledger.merchantEarnings(db, shop.merchantId)).toBe(model.earnings.toString());
+  for (const shop of shops) expect(await world.gw.services.ledger.merchantEarnings(db, shop.merchantId)).toBe(model.earnings.get(shop.merchantId)!.toString());
+  await checkBudgets(model);
+}
+
+/**
+ * Each budget period of the run's agents: its running total (budget_usage.spent_uc) equals Σ over the holds
+ * charged to it (hold_budget_charges) of what each still spends — held: its amount; captured: captured −
+ * refunded; released or expired: 0 — and equals the model's, as does the highest alert announced there; and
+ * each hold was charged to exactly the periods the model charged it to.
+ */
+async function checkBudgets(model: Model) {
+  const db = world.gw.gateway.db;
+  const periods = await budgetPeriodTotals(db, model.agents);
+  for (const period of periods) {
+    const where = `budget ${period.budget_id} of ${period.agent_id} from ${period.period_start_s}`;
+    expect(period.spent_uc, `${where}: running total = Σ its holds`).toBe(period.covered_uc);
+    const modelled = model.periods.get(periodKey(period.agent_id, period.budget_id, Number(period.period_start_s)));
+    expect(period.spent_uc, `${where}: running total = the model's`).toBe(modelled?.spent ?? -1n);
+    expect(period.alerted_pct, `${where}: the highest alert announced`).toBe(modelled?.alerted ?? -1);
+  }
+  expect(periods.length, 'one running total per budget period the model charged').toBe(model.periods.size);
+  const { rows: charges } = await db.query<{ hold_id: string; budget_id: string; period_start_s: bigint }>(
+    'SELECT hold_id, budget_id, period_start_s FROM hold_budget_charges WHERE agent_id = ANY($1::text[]) ORDER BY hold_id, budget_id',
+    [model.agents],
+  );
+  const modelCharges = model.holds
+    .flatMap((h) => h.charges.map((c) => ({ hold_id: h.id, budget_id: c.budgetId, period_start_s: BigInt(c.periodStartS) })))
+    .sort((a, b) => (a.hold_id < b.hold_id ? -1 : a.hold_id > b.hold_id ? 1 : a.budget_id < b.budget_id ? -1 : a.budget_id > b.budget_id ? 1 : 0));
+  expect(charges).toEqual(modelCharges);
 }
 
 const nearDelta = fc.integer({ min: -1, max: 1 });
@@ -414,10 +597,27 @@ const refundPick: fc.Arbitrary<RefundPick> = fc.oneof(
   fc.constantFrom<RefundPick>('default', 'rest', 'rest+1', 'one'),
   fc.record({ numerator: fc.integer({ min: 0, max: 10 }) }),
 );
+/** Often short, so that holds past their deadline are common (a mint reclaims them when a budget or the credit falls short). */
+const holdLifetime = fc.oneof({ arbitrary: fc.integer({ min: 1, max: 20 }), weight: 1 }, { arbitrary: fc.integer({ min: 1, max: 300 }), weight: 3 });
 /** Mostly open for a while (Advance crosses it now and then), sometimes 0 (no refunds). */
 const refundWindow = fc.oneof({ arbitrary: fc.constant(0), weight: 1 }, { arbitrary: fc.integer({ min: 1, max: 1200 }), weight: 6 });
 
 const agentIndex = fc.integer({ min: 0, max: AGENTS - 1 });
+/** Limits of a few µc (mints of a few µc cross them) or of a few credits (most mints fit a few times). */
+const budgetLimit = fc.oneof(fc.bigInt({ min: 1n, max: 30n }), fc.bigInt({ min: 1n, max: 8_000_000n }));
+const budgetScope = fc.oneof(
+  { arbitrary: fc.constant({}), weight: 2 },
+  { arbitrary: fc.nat({ max: SHOPS - 1 }).map((shop) => ({ shop })), weight: 1 },
+  { arbitrary: fc.constantFrom(...CATEGORIES).map((category) => ({ category })), weight: 1 },
+);
+const budgetList = fc
+  .array(fc.tuple(budgetLimit, fc.constantFrom<'day' | 'total'>('day', 'day', 'total'), budgetScope), { minLength: 1, maxLength: 3 })
+  .map((budgets) => budgets.map(([limit, period, scope], i): ModelBudget => ({ id: `b${i}`, limit, period, ...scope })));
+/** Mostly one to three budgets (ids b0…, so a new mandate may keep a budget's id and its running totals), sometimes none; a time zone. */
+const mandateArb: fc.Arbitrary<ModelMandate> = fc.record({
+  budgets: fc.oneof({ arbitrary: fc.constant<ModelBudget[]>([]), weight: 1 }, { arbitrary: budgetList, weight: 4 }),
+  timeZone: fc.constantFrom(...TIME_ZONES),
+});
 const grantFor = (agent: fc.Arbitrary<number>) => fc
   .tuple(agent, fc.bigInt({ min: 1n, max: 5_000_000n }), fc.integer({ min: 0, max: 1 }), fc.option(fc.integer({ min: 1, max: 900 }), { nil: null, freq: 2 }))
   .map(([a, amount, p, life]) => new Grant(a, amount, p, life));
@@ -433,29 +633,40 @@ const targeted = fc.oneof({ arbitrary: fc.constant(true), weight: 4 }, { arbitra
 const command = fc.oneof(
   { arbitrary: grantFor(agentIndex), weight: 1 },
   { arbitrary: grantManyFor(agentIndex), weight: 1 },
-  { arbitrary: fc.tuple(agentIndex, mintAmount, fc.integer({ min: 1, max: 300 }), refundWindow).map(([a, amount, life, window]) => new Mint(a, amount, life, window)), weight: 4 },
+  {
+    arbitrary: fc
+      .tuple(agentIndex, mintAmount, holdLifetime, refundWindow, fc.nat({ max: SHOPS - 1 }), fc.constantFrom(...CATEGORIES))
+      .map(([a, amount, life, window, shop, category]) => new Mint(a, amount, life, window, shop, category)),
+    weight: 4,
+  },
+  { arbitrary: fc.tuple(fc.nat(), holdLifetime).map(([h, life]) => new Rebuy(h, life)), weight: 2 },
   { arbitrary: fc.tuple(fc.nat(), targeted, capturePick).map(([h, t, pick]) => new Capture(h, t, pick)), weight: 4 },
   { arbitrary: fc.tuple(fc.nat(), targeted, refundPick).map(([h, t, pick]) => new Refund(h, t, pick)), weight: 3 },
-  { arbitrary: fc.nat().map((h) => new Release(h)), weight: 1 },
+  { arbitrary: fc.tuple(fc.nat(), targeted).map(([h, t]) => new Release(h, t)), weight: 3 },
   { arbitrary: fc.constant(new Sweep()), weight: 1 },
   { arbitrary: fc.integer({ min: 1, max: 400 }).map((s) => new Advance(s)), weight: 1 },
+  { arbitrary: fc.boolean().map((latest) => new Lapse(latest)), weight: 1 },
+  { arbitrary: fc.tuple(fc.nat({ max: TIME_ZONES.length - 1 }), fc.integer({ min: -2, max: 1 })).map(([zone, delta]) => new NextDay(zone, delta)), weight: 1 },
+  { arbitrary: fc.tuple(agentIndex, mandateArb).map(([a, mandate]) => new Remandate(a, mandate)), weight: 1 },
 );
 
 describe('the ledger against a reference model', () => {
   it(`keeps every invariant over ${RUNS} random command sequences`, async () => {
     await fc.assert(
-      fc.asyncProperty(funding, fc.commands([command], { maxCommands: 16, size: 'max' }), async (setup, cmds) => {
+      fc.asyncProperty(funding, fc.array(mandateArb, { minLength: AGENTS, maxLength: AGENTS }), fc.commands([command], { maxCommands: 16, size: 'max' }), async (setup, mandates, cmds) => {
         runNumber += 1;
         const agents: string[] = [];
         for (let i = 0; i < AGENTS; i++) {
           const identity = { issuer: world.agentIssuer.issuer, subject: `model-${runNumber}-${i}` };
           agents.push((await tx((q) => world.gw.services.identity.registerAgent(q, ownerId, { name: identity.subject, identity }))).id);
+          await setMandate(agents[i]!, mandates[i]!);
         }
-        // The shop's earnings carry over from earlier runs (they share the database).
-        const earnings = BigInt(await ledger().merchantEarnings(world.gw.gateway.db, shop.merchantId));
-        const model: Model = { agents, lots: [], holds: [], earnings };
+        // The shops' earnings carry over from earlier runs (they share the database).
+        const earnings = new Map<string, bigint>();
+        for (const shop of shops) earnings.set(shop.merchantId, BigInt(await ledger().merchantEarnings(world.gw.gateway.db, shop.merchantId)));
+        const model: Model = { agents, lots: [], holds: [], earnings, mandates: new Map(agents.map((id, i) => [id, mandates[i]!])), periods: new Map() };
         await fc.asyncModelRun(
-          () => ({ model, real: { world, shop } }),
+          () => ({ model, real: { world, shops } }),
           [...setup, ...cmds].flatMap((c) => [c, { check: () => true, run: () => checkInvariants(model), toString: () => '' } as fc.AsyncCommand<Model, Real>]),
         );
       }),

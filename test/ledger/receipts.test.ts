@@ -69,6 +69,8 @@ describe('signed receipts', () => {
       captured_uc: '1000000',
       released_uc: '1500000',
       refunded_uc: '0',
+      // The agent's mandate in force at the hold (its hash; see test/ledger/mandates.test.ts).
+      mandate: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
     });
     await expectEveryTamperingFails(receipt, payload);
     const later = await world.api('GET', `/v1/redemptions/${redemption.id}`, { token: shop.key });

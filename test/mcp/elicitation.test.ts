@@ -1,10 +1,13 @@
 // Over MCP, execute's approval_required is a URL elicitation of the approval page: on 2026-07-28 an
 // input_required result that the official client fulfils through its elicitation handler and then retries;
 // on 2025-11-25 the -32042 URLElicitationRequired error. After the owner approves, the gateway runs the
-// retained intent by itself, and the retry with the same idempotencyKey returns its outcome.
+// retained intent by itself, and the retry with the same idempotencyKey returns its outcome. A voucher mint
+// above the agent's approval threshold is the same elicitation of the purchase's approval page; after the
+// owner approves, the retry with the same idempotencyKey takes the hold and returns the voucher.
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
+import { grant, openShop, type Shop } from '../support/ledger-fixture.ts';
 import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { connect, MODERN } from './helpers.ts';
@@ -140,6 +143,101 @@ describe('execute_service when credit is short and a provider is configured', ()
       const result = await call();
       expect(result.isError).toBeFalsy();
       expect(structured(result)).toMatchObject({ state: 'succeeded', result: { fullName: 'octocat/Hello-World' } });
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe('mint_voucher above the approval threshold', () => {
+  let shop: Shop;
+  beforeAll(async () => {
+    shop = await openShop(world);
+  });
+
+  /** A funded agent whose mandate asks its owner above 1 credit, its MCP token, and an offer of 3 credits. */
+  async function askingAgent(label: string) {
+    const agent = await brokeAgent(label);
+    await grant(world, agent.id, 10_000_000n);
+    const put = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `${label}-mandate-${counter}`, body: { approvalAboveUc: '1000000' } });
+    expect(put.status).toBe(200);
+    return { ...agent, offer: await shop.offer({ priceUc: '3000000' }) };
+  }
+
+  /** What the owner does on the purchase's approval page: approve it (through the API the page calls). */
+  async function approvePurchase(approvalUrl: string, ownerToken: string): Promise<string> {
+    expect(approvalUrl.startsWith(`${world.url}/payments/purchases/pur_`)).toBe(true);
+    const id = new URL(approvalUrl).pathname.split('/').pop()!;
+    const approved = await world.api('POST', `/v1/payments/purchases/${id}/approve`, { token: ownerToken, body: {} });
+    expect(approved.body.status).toBe('approved');
+    return id;
+  }
+
+  const holdCount = async (agentId: string) => (await world.gw.gateway.db.query('SELECT id FROM holds WHERE agent_id = $1', [agentId])).rows.length;
+
+  it('2026-07-28: a URL elicitation of the purchase page; after approval the retry returns the voucher, once', async () => {
+    const agent = await askingAgent('mint-modern');
+    const client = new Client(
+      { name: 'acg-test', version: '1.0.0' },
+      { versionNegotiation: { mode: { pin: MODERN } }, capabilities: { elicitation: { url: {} } } },
+    );
+    const asked: Array<{ mode?: string; url?: string; message: string }> = [];
+    client.setRequestHandler('elicitation/create', async (request) => {
+      const params = request.params as { mode?: string; url?: string; message: string };
+      asked.push(params);
+      await approvePurchase(params.url!, agent.ownerToken);
+      return { action: 'accept' };
+    });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${world.url}/mcp`), { authProvider: { token: async () => agent.mcpToken } }));
+    try {
+      const args = { offerId: agent.offer.id, idempotencyKey: 'mint-elicit-modern-1' };
+      const result = await client.callTool({ name: 'mint_voucher', arguments: args });
+      expect(asked).toHaveLength(1);
+      expect(asked[0]).toMatchObject({ mode: 'url', message: expect.stringContaining(asked[0]!.url!) });
+      expect(result.isError).toBeFalsy();
+      expect(structured(result)).toMatchObject({ voucher: expect.any(String), redemption: { agentId: agent.id, amountUc: '3000000', state: 'held' } });
+      const again = await client.callTool({ name: 'mint_voucher', arguments: args });
+      expect(structured(again).voucher).toBe(structured(result).voucher);
+      expect(asked).toHaveLength(1);
+      expect(await holdCount(agent.id)).toBe(1);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('2025-11-25: the -32042 URL elicitation error names the purchase page; after approval the retry returns the voucher', async () => {
+    const agent = await askingAgent('mint-legacy');
+    const client = await connect(world.url, agent.mcpToken, 'legacy');
+    try {
+      const call = () => client.callTool({ name: 'mint_voucher', arguments: { offerId: agent.offer.id, idempotencyKey: 'mint-elicit-legacy-1' } });
+      const error = (await call().then(
+        () => undefined,
+        (e: unknown) => e,
+      )) as { code?: number; data?: { elicitations?: Array<{ mode: string; url: string; elicitationId: string; message: string }> } } | undefined;
+      expect(error?.code).toBe(-32042);
+      const [elicitation] = error!.data!.elicitations!;
+      expect(elicitation).toMatchObject({ mode: 'url', elicitationId: expect.stringMatching(/^pur_/) });
+      expect(await holdCount(agent.id)).toBe(0);
+      const id = await approvePurchase(elicitation!.url, agent.ownerToken);
+      expect(elicitation!.elicitationId).toBe(id);
+      const result = await call();
+      expect(result.isError).toBeFalsy();
+      expect(structured(result)).toMatchObject({ voucher: expect.any(String), redemption: { amountUc: '3000000' } });
+      expect(structured(await call()).voucher).toBe(structured(result).voucher);
+      expect(await holdCount(agent.id)).toBe(1);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('2026-07-28 without the elicitation.url capability: the approval_required problem body, with the purchase page', async () => {
+    const agent = await askingAgent('mint-plain');
+    const client = await connect(world.url, agent.mcpToken, 'modern');
+    try {
+      const refused = await client.callTool({ name: 'mint_voucher', arguments: { offerId: agent.offer.id, idempotencyKey: 'mint-elicit-plain-1' } });
+      expect(refused.isError).toBe(true);
+      expect(structured(refused)).toMatchObject({ code: 'approval_required', status: 402, reason: 'above_approval_threshold', intent: { offerId: agent.offer.id } });
+      expect(structured(refused).approvalUrl).toMatch(/\/payments\/purchases\/pur_/);
     } finally {
       await client.close();
     }

@@ -85,7 +85,7 @@ async function both(faces: Faces, tool: string, args: Record<string, unknown>, h
 
 describe('MCP read tools answer what their HTTP twins answer', () => {
   it('every read tool is covered here', () => {
-    const covered = ['whoami', 'list_offers', 'get_hold', 'get_intent', 'list_agents', 'list_agent_holds'];
+    const covered = ['whoami', 'list_offers', 'get_hold', 'get_intent', 'list_agents', 'list_agent_holds', 'get_mandate'];
     expect(TOOLS.filter((tool) => 'query' in tool).map((tool) => tool.name).sort()).toEqual(covered.sort());
     // The twin's operationId is the query's name.
     for (const tool of TOOLS) expect(twinName(tool)).toMatch(/^[a-z][A-Za-z]+$/);
@@ -172,6 +172,20 @@ describe('MCP read tools answer what their HTTP twins answer', () => {
     const page = await both(ownerFaces, 'list_agent_holds', { agentId: agent.id, limit: 1, startingAfter: holdIds[0] }, `/v1/owner/agents/${agent.id}/holds?limit=1&startingAfter=${holdIds[0]}`);
     expect(page.mcp).toEqual(page.http);
     expect(page.http).toMatchObject({ hasMore: true, redemptions: [{ id: holdIds[1] }] });
+  });
+
+  it('get_mandate ↔ GET /v1/owner/agents/{id}/mandate, with budgets and their usage', async () => {
+    const put = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, {
+      token: ownerFaces.http,
+      key: 'twins-mandate',
+      body: { allowedCategories: ['books'], budgets: [{ id: 'daily', limitUc: '9000000', period: 'day' }, { id: 'shop', limitUc: '5000000', period: 'total', merchantId: shop.merchantId }] },
+    });
+    expect(put.status).toBe(200);
+    const { mcp, http, status } = await both(ownerFaces, 'get_mandate', { id: agent.id }, `/v1/owner/agents/${agent.id}/mandate`);
+    expect(status).toBe(200);
+    expect(mcp).toEqual(http);
+    expect(http).toMatchObject({ agentId: agent.id, hash: put.body.hash, version: put.body.version });
+    expect(http.usage.map((budget: { budgetId: string }) => budget.budgetId)).toEqual(['daily', 'shop']);
   });
 
   it("list_agent_holds of another owner's agent: the same 404 on both faces", async () => {

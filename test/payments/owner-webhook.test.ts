@@ -3,6 +3,7 @@
 // name that the test-only outbound hooks point at 127.0.0.1), delivered by the merchants' worker.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emitEvent } from '../../src/events/outbox.ts';
+import { grant, mint, openShop } from '../support/ledger-fixture.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { HOOK_HOST, startHookTarget, type HookTarget } from '../support/merchants.ts';
 import { waitFor } from '../support/wait.ts';
@@ -195,6 +196,55 @@ describe('events to the owner', () => {
     expect((await world.api('DELETE', '/v1/owner/webhook', { token: agent.ownerToken })).body.deleted).toBe(true);
     const { rows } = await world.gw.gateway.db.query<{ state: string; last_error: string }>('SELECT state, last_error FROM webhook_deliveries WHERE owner_id = $1', [owner]);
     expect(rows).toEqual([{ state: 'dead', last_error: 'endpoint_deleted' }]);
+  });
+});
+
+describe('purchase events to the owner', () => {
+  /** An agent whose mandate asks its owner above 1 credit, with a webhook, and an offer above that. */
+  async function asking(label: string) {
+    const agent = await newAgent(label);
+    const owner = await ownerId(world, agent.ownerToken);
+    target.receiver.useSecret((await putWebhook(agent.ownerToken)).body.webhookSecret);
+    await grant(world, agent.id, 20_000_000n);
+    await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: key('mandate'), body: { approvalAboveUc: '1000000' } });
+    const offer = await (await openShop(world)).offer({ priceUc: '2000000' });
+    return { agent, owner, offer };
+  }
+  const purchaseId = (res: { body: { approvalUrl: string } }) => new URL(res.body.approvalUrl).pathname.split('/').pop()!;
+
+  it('delivers signed purchase.approval_requested when the approval is opened and purchase.approved when the owner approves', async () => {
+    const { agent, owner, offer } = await asking('purchase-approved');
+    const k = key('mint');
+    const asked = await mint(world, agent.token, offer.id, k);
+    expect(asked.status).toBe(402);
+    const id = purchaseId(asked);
+    await world.api('POST', `/v1/payments/purchases/${id}/approve`, { token: agent.ownerToken, body: {} });
+    const received = await receivedFor(owner, 2);
+    for (const r of received) expect(r.verified, r.verifyError).toBe(true);
+    const byType = Object.fromEntries(received.map((r) => [r.event.type, r.event]));
+    expect(Object.keys(byType).sort()).toEqual(['purchase.approval_requested', 'purchase.approved']);
+    expect(byType['purchase.approval_requested']).toMatchObject({ ownerId: owner, data: { purchase: { id, status: 'pending_approval', amountUc: '2000000', offer: { id: offer.id } } } });
+    expect(byType['purchase.approved'].data.purchase).toMatchObject({ id, status: 'approved' });
+    // Using the approval sends nothing more to the owner (the merchant hears redemption.held).
+    expect((await mint(world, agent.token, offer.id, k)).status).toBe(200);
+    const { rows } = await world.gw.gateway.db.query<{ type: string }>('SELECT type FROM events WHERE owner_id = $1 ORDER BY seq', [owner]);
+    expect(rows.map((e) => e.type)).toEqual(['purchase.approval_requested', 'purchase.approved']);
+  });
+
+  it('delivers purchase.declined with reason declined when the owner declines, and with reason expired when nobody answered', async () => {
+    const { agent, owner, offer } = await asking('purchase-declined');
+    const declined = purchaseId(await mint(world, agent.token, offer.id, key('mint')));
+    const lapsed = purchaseId(await mint(world, agent.token, offer.id, key('mint')));
+    await world.api('POST', `/v1/payments/purchases/${declined}/decline`, { token: agent.ownerToken, body: {} });
+    // Its deadline moved into the past (moving the clock would date the delivery ahead of the receiver's clock).
+    await world.gw.gateway.db.query('UPDATE purchase_approvals SET expires_at_s = $2 WHERE id = $1', [lapsed, world.gw.clock.nowS() - 1]);
+    await world.gw.services.payments.expirePurchases();
+    const received = await receivedFor(owner, 4);
+    expect(received.every((r) => r.verified)).toBe(true);
+    const closed = received.filter((r) => r.event.type === 'purchase.declined').map((r) => r.event.data);
+    expect(closed).toHaveLength(2);
+    expect(closed.find((d) => d.purchase.id === declined)).toMatchObject({ reason: 'declined', purchase: { status: 'declined' } });
+    expect(closed.find((d) => d.purchase.id === lapsed)).toMatchObject({ reason: 'expired', purchase: { status: 'expired' } });
   });
 });
 

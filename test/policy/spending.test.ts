@@ -11,44 +11,45 @@ const agent: SpendingSettings = {
   cap_per_period_uc: 250n,
   cap_period_s: 3600,
 };
-const nothingSpent = { periodSpentUc: 0n };
+const nothingSpent = { periodSpentUc: 0n, budgets: new Map() };
+const atS = 1_800_000_000;
 
 describe('the spending policy', () => {
   it('refuses in the spec order: frozen, then service, then category, then per hold, then per period', () => {
-    const everything = { category: 'mail', serviceId: 'mail', take: { amountUc: 300n, usage: { periodSpentUc: 1000n } } };
+    const everything = { atS, category: 'mail', serviceId: 'mail', take: { amountUc: 300n, usage: { periodSpentUc: 1000n, budgets: new Map() } } };
     expect(spendingRefusal({ ...agent, status: 'frozen' }, everything)?.rule).toBe('frozen');
     expect(spendingRefusal(agent, everything)?.rule).toBe('service');
     expect(spendingRefusal(agent, { ...everything, serviceId: 'github' })?.rule).toBe('category');
     expect(spendingRefusal(agent, { ...everything, serviceId: 'github', category: 'data' })?.rule).toBe('holdCap');
-    expect(spendingRefusal(agent, { category: 'data', take: { amountUc: 100n, usage: { periodSpentUc: 151n } } })?.rule).toBe('periodCap');
-    expect(spendingRefusal(agent, { category: 'data', take: { amountUc: 100n, usage: { periodSpentUc: 150n } } })).toBeUndefined();
+    expect(spendingRefusal(agent, { atS, category: 'data', take: { amountUc: 100n, usage: { periodSpentUc: 151n, budgets: new Map() } } })?.rule).toBe('periodCap');
+    expect(spendingRefusal(agent, { atS, category: 'data', take: { amountUc: 100n, usage: { periodSpentUc: 150n, budgets: new Map() } } })).toBeUndefined();
   });
 
   it('answers with the codes and messages of the wire', () => {
-    expect(spendingRefusal({ ...agent, status: 'frozen' }, { category: 'data' })?.error).toMatchObject({ code: 'FROZEN', status: 403, message: 'the agent is frozen by its owner' });
-    expect(spendingRefusal(agent, { category: 'data', serviceId: 'mail' })?.error).toMatchObject({ code: 'SCOPE_FORBIDDEN', status: 403, message: 'the agent may not use service "mail"' });
-    expect(spendingRefusal(agent, { category: 'mail' })?.error).toMatchObject({ code: 'SCOPE_FORBIDDEN', message: 'the agent may not spend in category "mail"' });
-    expect(spendingRefusal(agent, { category: 'data', take: { amountUc: 101n, usage: nothingSpent } })?.error).toMatchObject({
+    expect(spendingRefusal({ ...agent, status: 'frozen' }, { atS, category: 'data' })?.error).toMatchObject({ code: 'FROZEN', status: 403, message: 'the agent is frozen by its owner' });
+    expect(spendingRefusal(agent, { atS, category: 'data', serviceId: 'mail' })?.error).toMatchObject({ code: 'SCOPE_FORBIDDEN', status: 403, message: 'the agent may not use service "mail"' });
+    expect(spendingRefusal(agent, { atS, category: 'mail' })?.error).toMatchObject({ code: 'SCOPE_FORBIDDEN', message: 'the agent may not spend in category "mail"' });
+    expect(spendingRefusal(agent, { atS, category: 'data', take: { amountUc: 101n, usage: nothingSpent } })?.error).toMatchObject({
       code: 'CAP_EXCEEDED',
       status: 402,
       message: 'the hold of 101 µc exceeds the per-hold cap of 100 µc',
     });
-    expect(spendingRefusal(agent, { category: 'data', take: { amountUc: 100n, usage: { periodSpentUc: 200n } } })?.error).toMatchObject({
+    expect(spendingRefusal(agent, { atS, category: 'data', take: { amountUc: 100n, usage: { periodSpentUc: 200n, budgets: new Map() } } })?.error).toMatchObject({
       code: 'CAP_EXCEEDED',
       message: 'the hold of 100 µc would exceed the cap of 250 µc per 3600 s',
     });
   });
 
   it('checks no cap when nothing is taken (execute before its hold, the merchant check)', () => {
-    expect(spendingRefusal({ ...agent, cap_per_hold_uc: 0n, cap_per_period_uc: 0n }, { category: 'data', serviceId: 'github' })).toBeUndefined();
-    expect(() => clearAgent({ ...agent, allowed_categories: ['*'], allowed_services: ['*'] }, { category: 'anything', serviceId: 'any' })).not.toThrow();
-    expect(() => clearAgent(agent, { category: 'mail' })).toThrow('the agent may not spend in category "mail"');
+    expect(spendingRefusal({ ...agent, cap_per_hold_uc: 0n, cap_per_period_uc: 0n }, { atS, category: 'data', serviceId: 'github' })).toBeUndefined();
+    expect(() => clearAgent({ ...agent, allowed_categories: ['*'], allowed_services: ['*'] }, { category: 'anything', serviceId: 'any' }, atS)).not.toThrow();
+    expect(() => clearAgent(agent, { category: 'mail' }, atS)).toThrow('the agent may not spend in category "mail"');
   });
 
   it('counts what a pass took before the next spend of the same agent', () => {
-    const usage = afterTaking(afterTaking(nothingSpent, 100n), 100n);
+    const usage = afterTaking(afterTaking(nothingSpent, 100n, []), 100n, []);
     expect(usage.periodSpentUc).toBe(200n);
-    expect(spendingRefusal(agent, { category: 'data', take: { amountUc: 51n, usage } })?.rule).toBe('periodCap');
-    expect(spendingRefusal({ ...agent, cap_per_period_uc: null }, { category: 'data', take: { amountUc: 51n, usage } })).toBeUndefined();
+    expect(spendingRefusal(agent, { atS, category: 'data', take: { amountUc: 51n, usage } })?.rule).toBe('periodCap');
+    expect(spendingRefusal({ ...agent, cap_per_period_uc: null }, { atS, category: 'data', take: { amountUc: 51n, usage } })).toBeUndefined();
   });
 });

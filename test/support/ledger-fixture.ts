@@ -2,7 +2,7 @@
 import { seedMerchantKey } from './merchant-key.ts';
 import type { World } from './world.ts';
 
-export const ALL_SCOPES = ['access:check', 'offers:read', 'offers:write', 'redemptions:capture', 'redemptions:release', 'redemptions:refund', 'earnings:read', 'webhooks:read', 'webhooks:write', 'events:read'];
+export const ALL_SCOPES = ['access:check', 'offers:read', 'offers:write', 'redemptions:capture', 'redemptions:release', 'redemptions:refund', 'earnings:read', 'webhooks:read', 'webhooks:write', 'events:read', 'evidence:read'];
 
 export interface Shop {
   merchantId: string;

@@ -15,7 +15,10 @@ type Violation = NonNullable<FastifyError['validation']>[number];
 
 /** One schema violation as path and message; a discriminator miss names the member and its value. */
 function describeViolation(where: string, violation: Violation): { path: string; message: string } {
-  const { tag, tagValue, allowedValue } = violation.params as { tag?: string; tagValue?: unknown; allowedValue?: unknown };
+  const { tag, tagValue, allowedValue, additionalProperty } = violation.params as { tag?: string; tagValue?: unknown; allowedValue?: unknown; additionalProperty?: string };
+  if (violation.keyword === 'additionalProperties' && additionalProperty !== undefined) {
+    return { path: `${where}${violation.instancePath}/${additionalProperty}`, message: 'is not a known member here' };
+  }
   if (violation.keyword === 'const') return { path: `${where}${violation.instancePath}`, message: `must be ${JSON.stringify(allowedValue)}` };
   if (violation.keyword === 'discriminator' && tag !== undefined) {
     const message = typeof tagValue === 'string' ? `${JSON.stringify(tagValue)} is not a known ${tag} here (see the catalogue)` : 'must be a string';

@@ -1,0 +1,72 @@
+// The console's only way to the gateway: the public API, through openapi-fetch typed by openapi.d.ts (generated
+// from /openapi.json). Every call carries the owner's access token; a 401 (the token lapsed, or the gateway's
+// clock says so) signs in again without a click and sends the same request once more, with the same
+// Idempotency-Key. The few steps only a human session may take (approving a top-up) go through a second
+// client that carries that session instead and never renews it: the person confirms again.
+import createClient from 'openapi-fetch';
+import type { Auth } from './auth.ts';
+import type { components, paths } from './openapi';
+
+export type Schemas = components['schemas'];
+export type Api = ReturnType<typeof createClient<paths>>;
+
+/** A refusal of the gateway, as its problem body says it (RFC 9457), or a failure to reach it. */
+export class ApiProblem extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    readonly detail: string,
+    readonly body: Record<string, unknown>,
+  ) {
+    super(detail);
+  }
+}
+
+/** The human session expired or was refused: the person confirms again. */
+export class HumanSessionRequired extends Error {}
+
+function withBearer(request: Request, token: string): Request {
+  const headers = new Headers(request.headers);
+  headers.set('authorization', `Bearer ${token}`);
+  return new Request(request, { headers });
+}
+
+export function ownerApi(auth: Auth): Api {
+  return createClient<paths>({
+    baseUrl: location.origin,
+    cache: 'no-store',
+    fetch: async (request) => {
+      const again = request.clone();
+      const first = await fetch(withBearer(request, await auth.accessToken()));
+      if (first.status !== 401) return first;
+      await auth.renew();
+      return fetch(withBearer(again, await auth.accessToken()));
+    },
+  });
+}
+
+/** A client carrying a human session (H); a 401 means the person must confirm again. */
+export function humanApi(session: string): Api {
+  return createClient<paths>({
+    baseUrl: location.origin,
+    cache: 'no-store',
+    fetch: async (request) => {
+      const response = await fetch(withBearer(request, session));
+      if (response.status === 401) throw new HumanSessionRequired('Your confirmation has expired: confirm again.');
+      return response;
+    },
+  });
+}
+
+/** The answer's body, or its refusal thrown as an ApiProblem. */
+export function ok<T>(result: { data?: T; error?: unknown; response: Response }): T {
+  if (result.response.ok && result.error === undefined) return result.data as T;
+  const body = (typeof result.error === 'object' && result.error !== null ? result.error : {}) as Record<string, unknown>;
+  const text = (name: string) => (typeof body[name] === 'string' ? (body[name] as string) : undefined);
+  throw new ApiProblem(result.response.status, text('code') ?? text('error') ?? 'error', text('detail') ?? text('error_description') ?? text('title') ?? `the gateway answered ${result.response.status}`, body);
+}
+
+/** A fresh Idempotency-Key: one per action the person takes (a retry of that action reuses it). */
+export function newKey(): string {
+  return crypto.randomUUID();
+}

@@ -1,0 +1,35 @@
+// Amounts: the API counts integer microcredits (decimal strings; 1 credit = 1,000,000 µc = $0.01). People read
+// and type credits. Exact both ways (BigInt), never through a float.
+
+const UC_PER_CREDIT = 1_000_000n;
+
+/** "2.50" for 2,500,000 µc: at least two decimals, more only when the amount has them. */
+export function credits(uc: string | bigint): string {
+  const value = BigInt(uc);
+  const sign = value < 0n ? '-' : '';
+  const magnitude = value < 0n ? -value : value;
+  const whole = (magnitude / UC_PER_CREDIT).toLocaleString('en-US');
+  const fraction = (magnitude % UC_PER_CREDIT).toString().padStart(6, '0').replace(/0+$/, '').padEnd(2, '0');
+  return `${sign}${whole}.${fraction}`;
+}
+
+/** "$0.03" for 3 credits. */
+export function dollars(uc: string | bigint): string {
+  const cents = BigInt(uc) / UC_PER_CREDIT;
+  return `$${(cents / 100n).toLocaleString('en-US')}.${(cents % 100n).toString().padStart(2, '0')}`;
+}
+
+/** Credits as typed ("5", "0.25", "1,000") to µc, or a message a person understands. */
+export function parseCredits(text: string, what: string): { uc: string } | { problem: string } {
+  const cleaned = text.trim().replace(/,/g, '');
+  const match = /^(\d{1,12})(?:\.(\d{1,6}))?$/.exec(cleaned);
+  if (!match) return { problem: `${what}: enter an amount in credits, like 5 or 0.25 (1 credit is $0.01; at most six decimals).` };
+  const uc = BigInt(match[1]!) * UC_PER_CREDIT + BigInt((match[2] ?? '').padEnd(6, '0'));
+  return { uc: uc.toString() };
+}
+
+/** The µc amount as credits for an input field ("2.5"), without a thousands separator. */
+export function creditsInput(uc: string | null | undefined): string {
+  if (uc === null || uc === undefined) return '';
+  return credits(uc).replace(/,/g, '').replace(/\.?0+$/, '');
+}

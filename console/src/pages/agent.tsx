@@ -1,0 +1,475 @@
+// One agent: its balance and budgets, its mandate (edited with messages a person understands), its credit
+// lots, and its activity (holds, captures, releases, refunds) with each signed receipt and a "verify" that
+// checks the receipt's signature here, in the browser, against the gateway's published keys.
+import { useEffect, useState } from 'preact/hooks';
+import { ok, newKey, type Schemas } from '../api.ts';
+import { creditsInput, parseCredits } from '../money.ts';
+import { verifyReceipt, type Verification } from '../receipt.ts';
+import { Amount, BudgetBar, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
+import { FreezeButton, StatusBadge } from './agents.tsx';
+
+type Mandate = Schemas['Mandate'];
+type Redemption = Schemas['Redemption'];
+type Period = Mandate['budgets'][number]['period'];
+type ScopeKind = 'all' | 'merchantId' | 'category' | 'serviceId';
+
+const PERIODS: Array<[Period, string]> = [
+  ['day', 'Per day'],
+  ['week', 'Per week'],
+  ['month', 'Per month'],
+  ['total', 'In total'],
+];
+const SCOPES: Array<[ScopeKind, string]> = [
+  ['all', 'all spending'],
+  ['merchantId', 'one merchant (id)'],
+  ['category', 'one category'],
+  ['serviceId', 'one built-in service'],
+];
+const PERIOD_WORD: Record<string, string> = { day: 'Daily', week: 'Weekly', month: 'Monthly', total: 'Total' };
+
+interface BudgetRow {
+  key: number;
+  id?: string;
+  period: Period;
+  limit: string;
+  scope: ScopeKind;
+  scopeValue: string;
+}
+
+interface Draft {
+  budgets: BudgetRow[];
+  approvalAbove: string;
+  perHold: string;
+  categories: string;
+  allow: string;
+  deny: string;
+  timeZone: string;
+  notBefore: string;
+  notAfter: string;
+}
+
+let rowKeys = 0;
+
+const list = (text: string) =>
+  text
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+
+function localInput(s: number | null): string {
+  if (s === null) return '';
+  const date = new Date(s * 1000);
+  return new Date(date.getTime() - date.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+}
+
+function draftOf(mandate: Mandate): Draft {
+  return {
+    budgets: mandate.budgets.map((budget) => {
+      const scope: ScopeKind = budget.merchantId !== undefined ? 'merchantId' : budget.category !== undefined ? 'category' : budget.serviceId !== undefined ? 'serviceId' : 'all';
+      return { key: ++rowKeys, id: budget.id, period: budget.period, limit: creditsInput(budget.limitUc), scope, scopeValue: scope === 'all' ? '' : (budget[scope] ?? '') };
+    }),
+    approvalAbove: creditsInput(mandate.approvalAboveUc),
+    perHold: creditsInput(mandate.caps.perHoldUc),
+    categories: mandate.allowedCategories.join(', '),
+    allow: mandate.merchants.allow === null ? '' : mandate.merchants.allow.join(', '),
+    deny: mandate.merchants.deny.join(', '),
+    timeZone: mandate.timeZone,
+    notBefore: localInput(mandate.notBefore),
+    notAfter: localInput(mandate.notAfter),
+  };
+}
+
+/** The PUT body for the draft (every member the form does not show kept as it is), or the problems found. */
+export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<string, unknown> } | { problems: string[] } {
+  const problems: string[] = [];
+  const amount = (text: string, what: string): string | null => {
+    if (text.trim() === '') return null;
+    const parsed = parseCredits(text, what);
+    if ('problem' in parsed) {
+      problems.push(parsed.problem);
+      return null;
+    }
+    return parsed.uc;
+  };
+  const usedIds = new Set(draft.budgets.map((row) => row.id).filter((id): id is string => id !== undefined));
+  const seen = new Set<string>();
+  const budgets = draft.budgets.map((row, index) => {
+    const what = `Budget ${index + 1} (${PERIOD_WORD[row.period]?.toLowerCase()})`;
+    if (row.limit.trim() === '') problems.push(`${what}: enter its limit in credits, like 5.`);
+    const limitUc = amount(row.limit, what) ?? '0';
+    const scopeValue = row.scopeValue.trim();
+    if (row.scope !== 'all' && scopeValue === '') problems.push(`${what}: name the ${row.scope === 'merchantId' ? 'merchant' : row.scope === 'category' ? 'category' : 'service'} it covers, or choose "all spending".`);
+    const covers = `${row.period}|${row.scope}|${scopeValue}`;
+    if (seen.has(covers)) problems.push(`${what}: another budget already covers the same spending over the same period; remove one.`);
+    seen.add(covers);
+    let id = row.id;
+    if (id === undefined) {
+      id = row.period;
+      for (let n = 2; usedIds.has(id); n++) id = `${row.period}-${n}`;
+      usedIds.add(id);
+    }
+    return { id, period: row.period, limitUc, ...(row.scope === 'all' ? {} : { [row.scope]: scopeValue }) };
+  });
+  if (budgets.length > 20) problems.push('At most 20 budgets.');
+  const categories = list(draft.categories);
+  if (categories.length === 0) problems.push('Allowed categories: name at least one, or * for all.');
+  const timeZone = draft.timeZone.trim();
+  try {
+    new Intl.DateTimeFormat('en', { timeZone });
+  } catch {
+    problems.push(`Time zone: "${timeZone}" is not a time zone; use a name like Europe/Paris or UTC.`);
+  }
+  const seconds = (text: string) => (text === '' ? null : Math.floor(new Date(text).getTime() / 1000));
+  const notBefore = seconds(draft.notBefore);
+  const notAfter = seconds(draft.notAfter);
+  if (notBefore !== null && notAfter !== null && notAfter <= notBefore) problems.push('Valid until must be later than valid from.');
+  const approvalAboveUc = amount(draft.approvalAbove, 'Approval above');
+  const perHoldUc = amount(draft.perHold, 'Largest single purchase');
+  if (problems.length > 0) return { problems };
+  const allow = list(draft.allow);
+  return {
+    body: {
+      allowedServices: mandate.allowedServices,
+      allowedCategories: categories,
+      caps: { ...mandate.caps, perHoldUc },
+      budgets,
+      merchants: { allow: allow.length === 0 ? null : allow, deny: list(draft.deny) },
+      approvalAboveUc,
+      notBefore,
+      notAfter,
+      timeZone,
+      alertThresholds: mandate.alertThresholds,
+    },
+  };
+}
+
+function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate: Mandate; onSaved: () => void }) {
+  const { api } = useConsole();
+  const [draft, setDraft] = useState<Draft>(() => draftOf(mandate));
+  const [problems, setProblems] = useState<string[]>([]);
+  const action = useAction();
+  // A new version (this save, or another tab's) replaces the draft; the outcome of the save stays said.
+  useEffect(() => setDraft(draftOf(mandate)), [mandate.version]);
+  const set = (change: Partial<Draft>) => setDraft((current) => ({ ...current, ...change }));
+  const setRow = (key: number, change: Partial<BudgetRow>) => set({ budgets: draft.budgets.map((row) => (row.key === key ? { ...row, ...change } : row)) });
+  const save = (event: Event) => {
+    event.preventDefault();
+    const built = mandateBody(mandate, draft);
+    if ('problems' in built) {
+      setProblems(built.problems);
+      return;
+    }
+    setProblems([]);
+    void action.run(async () => {
+      const saved = ok(
+        await api.PUT('/v1/owner/agents/{id}/mandate', {
+          params: { path: { id: agentId }, header: { 'Idempotency-Key': newKey() } },
+          body: built.body as never,
+        }),
+      );
+      onSaved();
+      return `Saved: mandate version ${saved.version}.`;
+    });
+  };
+  return (
+    <form onSubmit={save} class="stack mandate" noValidate>
+      <fieldset>
+        <legend>Budgets</legend>
+        {draft.budgets.length === 0 ? <p class="muted">No budget: nothing limits spending per period.</p> : null}
+        {draft.budgets.map((row, index) => (
+          <div class="budget-row" key={row.key}>
+            <label>
+              Budget {index + 1} period
+              <select value={row.period} onChange={(event) => setRow(row.key, { period: (event.currentTarget as HTMLSelectElement).value as Period })}>
+                {PERIODS.map(([value, label]) => (
+                  <option value={value}>{label}</option>
+                ))}
+              </select>
+            </label>
+            <label>
+              Budget {index + 1} limit (credits)
+              <input inputMode="decimal" value={row.limit} onInput={(event) => setRow(row.key, { limit: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+            </label>
+            <label>
+              Budget {index + 1} covers
+              <select value={row.scope} onChange={(event) => setRow(row.key, { scope: (event.currentTarget as HTMLSelectElement).value as ScopeKind })}>
+                {SCOPES.map(([value, label]) => (
+                  <option value={value}>{label}</option>
+                ))}
+              </select>
+            </label>
+            {row.scope !== 'all' ? (
+              <label>
+                Budget {index + 1} {row.scope === 'merchantId' ? 'merchant id' : row.scope === 'category' ? 'category' : 'service id'}
+                <input value={row.scopeValue} onInput={(event) => setRow(row.key, { scopeValue: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+              </label>
+            ) : null}
+            <button type="button" onClick={() => set({ budgets: draft.budgets.filter((other) => other.key !== row.key) })}>
+              Remove budget {index + 1}
+            </button>
+          </div>
+        ))}
+        <button type="button" onClick={() => set({ budgets: [...draft.budgets, { key: ++rowKeys, period: 'day', limit: '', scope: 'all', scopeValue: '' }] })}>
+          Add a budget
+        </button>
+      </fieldset>
+      <fieldset>
+        <legend>Purchases</legend>
+        <label>
+          Ask me to approve purchases above (credits)
+          <input inputMode="decimal" value={draft.approvalAbove} onInput={(event) => set({ approvalAbove: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+          <span class="hint">Empty: no purchase waits for you.</span>
+        </label>
+        <label>
+          Largest single purchase (credits)
+          <input inputMode="decimal" value={draft.perHold} onInput={(event) => set({ perHold: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+          <span class="hint">Empty: no limit.</span>
+        </label>
+        <label>
+          Allowed categories
+          <input value={draft.categories} onInput={(event) => set({ categories: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+          <span class="hint">Comma-separated; * allows every category.</span>
+        </label>
+        <label>
+          Only these merchants
+          <input value={draft.allow} onInput={(event) => set({ allow: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+          <span class="hint">Merchant ids or verified domains, comma-separated; empty: any merchant not refused below.</span>
+        </label>
+        <label>
+          Never these merchants
+          <input value={draft.deny} onInput={(event) => set({ deny: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+        </label>
+      </fieldset>
+      <fieldset>
+        <legend>When</legend>
+        <label>
+          Time zone of daily, weekly and monthly budgets
+          <input value={draft.timeZone} onInput={(event) => set({ timeZone: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+        </label>
+        <label>
+          Valid from
+          <input type="datetime-local" value={draft.notBefore} onInput={(event) => set({ notBefore: (event.currentTarget as HTMLInputElement).value })} />
+        </label>
+        <label>
+          Valid until
+          <input type="datetime-local" value={draft.notAfter} onInput={(event) => set({ notAfter: (event.currentTarget as HTMLInputElement).value })} />
+        </label>
+      </fieldset>
+      {problems.length > 0 ? (
+        <div class="error" role="alert">
+          <p>The mandate was not saved:</p>
+          <ul>
+            {problems.map((problem) => (
+              <li>{problem}</li>
+            ))}
+          </ul>
+        </div>
+      ) : null}
+      <p>
+        <button type="submit" class="primary" disabled={action.busy}>
+          Save mandate
+        </button>
+      </p>
+      <Outcome action={action} />
+    </form>
+  );
+}
+
+function ReceiptCheck({ label, receipt }: { label: string; receipt: string }) {
+  const { settings } = useConsole();
+  const [result, setResult] = useState<Verification | undefined>();
+  const [busy, setBusy] = useState(false);
+  return (
+    <div class="receipt">
+      <button
+        type="button"
+        disabled={busy}
+        onClick={async () => {
+          setBusy(true);
+          setResult(await verifyReceipt(receipt, settings));
+          setBusy(false);
+        }}
+      >
+        Verify {label}
+      </button>
+      {result ? (
+        <div class={result.valid ? 'verified' : 'error'} role="status">
+          <p>{result.valid ? `Signature valid: signed by this gateway (key ${result.kid ?? 'without kid'}).` : result.reason}</p>
+          {result.claims ? (
+            <dl class="claims">
+              {Object.entries(result.claims).map(([name, value]) => (
+                <div>
+                  <dt>{name}</dt>
+                  <dd>{typeof value === 'string' ? value : JSON.stringify(value)}</dd>
+                </div>
+              ))}
+            </dl>
+          ) : null}
+        </div>
+      ) : null}
+    </div>
+  );
+}
+
+const STATE_WORDS: Record<string, string> = { held: 'Held', captured: 'Captured', released: 'Released', expired: 'Expired' };
+
+/** The agent's holds, a page of 100 at a time, oldest first (as the API lists them). */
+function Activity({ agentId, tick }: { agentId: string; tick: number }) {
+  const { api } = useConsole();
+  const [pages, setPages] = useState(1);
+  const holds = useLoad(async () => {
+    const found: Redemption[] = [];
+    let hasMore = true;
+    for (let page = 0; page < pages && hasMore; page++) {
+      const answer = ok(await api.GET('/v1/owner/agents/{agentId}/holds', { params: { path: { agentId }, query: { limit: 100, startingAfter: found.at(-1)?.id } } }));
+      found.push(...answer.redemptions);
+      hasMore = answer.hasMore;
+    }
+    return { holds: found, hasMore };
+  }, [agentId, tick, pages]);
+  if (holds.error) return <LoadError error={holds.error} />;
+  if (!holds.data) return <p class="muted">Loading…</p>;
+  if (holds.data.holds.length === 0) return <p class="muted">No purchases yet.</p>;
+  return (
+    <>
+      <ul class="activity">
+        {holds.data.holds.map((hold) => (
+          <li class="card">
+            <p>
+              <strong>{STATE_WORDS[hold.state] ?? hold.state}</strong> · <Amount uc={hold.amountUc} /> held at <code>{hold.acceptorId}</code> for offer <code>{hold.offerId}</code> ({hold.category}),{' '}
+              <When s={hold.createdAt} />
+            </p>
+            <p class="muted">
+              Captured <Amount uc={hold.capturedUc} />, released <Amount uc={hold.releasedUc} />, refunded <Amount uc={hold.refundedUc} /> · <code>{hold.id}</code>
+            </p>
+            {hold.captureReceipt ? <ReceiptCheck label="capture receipt" receipt={hold.captureReceipt} /> : null}
+            {hold.refunds.map((refund, index) => (refund.receipt ? <ReceiptCheck label={`refund receipt ${index + 1}`} receipt={refund.receipt} /> : null))}
+          </li>
+        ))}
+      </ul>
+      {holds.data.hasMore ? (
+        <button type="button" disabled={holds.loading} onClick={() => setPages((n) => n + 1)}>
+          Show the next 100 purchases
+        </button>
+      ) : null}
+    </>
+  );
+}
+
+export function AgentPage({ id }: { id: string }) {
+  const { api } = useConsole();
+  const [tick, setTick] = useState(0);
+  const agent = useLoad(async () => ok(await api.GET('/v1/owner/agents/{id}', { params: { path: { id } } })), [id, tick]);
+  const figures = useLoad(async () => {
+    const path = { params: { path: { id } } };
+    const [balance, mandate, lots] = await Promise.all([
+      api.GET('/v1/owner/agents/{id}/balance', path).then(ok),
+      api.GET('/v1/owner/agents/{id}/mandate', path).then(ok),
+      api.GET('/v1/owner/agents/{id}/lots', path).then(ok),
+    ]);
+    return { balance, mandate, lots: lots.lots };
+  }, [id, tick]);
+  const refresh = () => setTick((n) => n + 1);
+  const name = agent.data?.name ?? 'Agent';
+  return (
+    <>
+      <p class="crumbs">
+        <a href="/console">Agents</a> /
+      </p>
+      <div class="page-head">
+        <PageTitle title={name}>{name}</PageTitle>
+        {agent.data ? <StatusBadge status={agent.data.status} /> : null}
+        <button type="button" onClick={refresh} disabled={figures.loading}>
+          Refresh
+        </button>
+      </div>
+      <LoadError error={agent.error ?? figures.error} />
+      {agent.data ? (
+        <p>
+          <code class="muted">{agent.data.id}</code> · identity <code>{agent.data.identity.subject}</code> at <code>{agent.data.identity.issuer}</code>
+        </p>
+      ) : null}
+      {agent.data ? <FreezeButton agent={agent.data} onChanged={refresh} /> : null}
+      {figures.data ? (
+        <>
+          <section aria-labelledby="balance-title">
+            <h2 id="balance-title">Balance and budgets</h2>
+            <dl class="figures">
+              <div>
+                <dt>Available</dt>
+                <dd>
+                  <Amount uc={figures.data.balance.availableUc} />
+                </dd>
+              </div>
+              <div>
+                <dt>Held</dt>
+                <dd>
+                  <Amount uc={figures.data.balance.heldUc} />
+                </dd>
+              </div>
+              <div>
+                <dt>Spent</dt>
+                <dd>
+                  <Amount uc={figures.data.balance.capturedUc} />
+                </dd>
+              </div>
+            </dl>
+            {figures.data.mandate.usage.map((usage) => (
+              <BudgetBar usage={usage} />
+            ))}
+          </section>
+          <section aria-labelledby="mandate-title">
+            <h2 id="mandate-title">Mandate</h2>
+            <p class="muted">
+              Version {figures.data.mandate.version} · hash <code>{figures.data.mandate.hash}</code>
+            </p>
+            <MandateEditor key={id} agentId={id} mandate={figures.data.mandate} onSaved={refresh} />
+          </section>
+          <section aria-labelledby="lots-title">
+            <h2 id="lots-title">Credit lots</h2>
+            {figures.data.lots.length === 0 ? (
+              <p class="muted">No credit yet.</p>
+            ) : (
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Lot</th>
+                    <th scope="col">Source</th>
+                    <th scope="col">Granted</th>
+                    <th scope="col">Remaining</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Expires</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {figures.data.lots.map((lot) => (
+                    <tr>
+                      <td>
+                        <code>{lot.id}</code>
+                      </td>
+                      <td>{lot.source}</td>
+                      <td>
+                        <Amount uc={lot.grantedUc} />
+                      </td>
+                      <td>
+                        <Amount uc={lot.remainingUc} />
+                      </td>
+                      <td>{lot.status}</td>
+                      <td>
+                        <When s={lot.expiresAt} />
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            )}
+          </section>
+          <section aria-labelledby="activity-title">
+            <h2 id="activity-title">Activity</h2>
+            <Activity agentId={id} tick={tick} />
+          </section>
+        </>
+      ) : null}
+    </>
+  );
+}

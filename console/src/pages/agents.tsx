@@ -1,0 +1,164 @@
+// Agents: each with its status, available and held balance and a bar per budget of its mandate; register an
+// agent; freeze and unfreeze.
+import { useState } from 'preact/hooks';
+import { ok, newKey, type Schemas } from '../api.ts';
+import { Amount, BudgetBar, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad } from '../ui.tsx';
+
+type Agent = Schemas['Agent'];
+
+export function StatusBadge({ status }: { status: string }) {
+  return <span class={`badge ${status}`}>{status === 'frozen' ? 'Frozen' : 'Active'}</span>;
+}
+
+/** Freeze or unfreeze: the agent's next hold is refused while frozen. */
+export function FreezeButton({ agent, onChanged }: { agent: Agent; onChanged: () => void }) {
+  const { api } = useConsole();
+  const action = useAction();
+  const frozen = agent.status === 'frozen';
+  return (
+    <span class="inline-action">
+      <button
+        type="button"
+        disabled={action.busy}
+        onClick={() =>
+          action.run(async () => {
+            const params = { path: { id: agent.id }, header: { 'Idempotency-Key': newKey() } };
+            ok(frozen ? await api.POST('/v1/owner/agents/{id}/unfreeze', { params }) : await api.POST('/v1/owner/agents/{id}/freeze', { params }));
+            onChanged();
+            return frozen ? `${agent.name} can spend again.` : `${agent.name} is frozen: its next purchase will be refused.`;
+          })
+        }
+      >
+        {frozen ? `Unfreeze ${agent.name}` : `Freeze ${agent.name}`}
+      </button>
+      <Outcome action={action} />
+    </span>
+  );
+}
+
+function AgentRow({ agent, tick, onChanged }: { agent: Agent; tick: number; onChanged: () => void }) {
+  const { api } = useConsole();
+  const figures = useLoad(async () => {
+    const [balance, mandate] = await Promise.all([
+      api.GET('/v1/owner/agents/{id}/balance', { params: { path: { id: agent.id } } }).then(ok),
+      api.GET('/v1/owner/agents/{id}/mandate', { params: { path: { id: agent.id } } }).then(ok),
+    ]);
+    return { balance, mandate };
+  }, [agent.id, agent.status, agent.updatedAt, tick]);
+  return (
+    <li class="card agent">
+      <div class="card-head">
+        <h2>
+          <a href={`/console/agents/${encodeURIComponent(agent.id)}`}>{agent.name}</a>
+        </h2>
+        <StatusBadge status={agent.status} />
+        <code class="muted">{agent.id}</code>
+      </div>
+      <LoadError error={figures.error} />
+      {figures.data ? (
+        <>
+          <dl class="figures">
+            <div>
+              <dt>Available</dt>
+              <dd>
+                <Amount uc={figures.data.balance.availableUc} />
+              </dd>
+            </div>
+            <div>
+              <dt>Held</dt>
+              <dd>
+                <Amount uc={figures.data.balance.heldUc} />
+              </dd>
+            </div>
+          </dl>
+          {figures.data.mandate.usage.length > 0 ? (
+            figures.data.mandate.usage.map((usage) => <BudgetBar usage={usage} />)
+          ) : (
+            <p class="muted">No budget set.</p>
+          )}
+        </>
+      ) : figures.loading ? (
+        <p class="muted">Loading…</p>
+      ) : null}
+      <FreezeButton agent={agent} onChanged={onChanged} />
+    </li>
+  );
+}
+
+function RegisterAgent({ onRegistered }: { onRegistered: () => void }) {
+  const { api, settings } = useConsole();
+  const action = useAction();
+  const submit = (event: Event) => {
+    event.preventDefault();
+    const form = event.currentTarget as HTMLFormElement;
+    const fields = new FormData(form);
+    void action.run(async () => {
+      const name = String(fields.get('name') ?? '').trim();
+      const subject = String(fields.get('subject') ?? '').trim();
+      const issuer = String(fields.get('issuer') ?? '').trim();
+      if (!name || !subject || !issuer) throw new Error('Give the agent a name, and the issuer and subject of its identity.');
+      const agent = ok(await api.POST('/v1/owner/agents', { params: { header: { 'Idempotency-Key': newKey() } }, body: { name, identity: { issuer, subject } } }));
+      form.reset();
+      onRegistered();
+      return `Registered ${agent.name}.`;
+    });
+  };
+  return (
+    <details class="card">
+      <summary>Register an agent</summary>
+      <form onSubmit={submit} class="stack">
+        <label>
+          Name <input name="name" required maxLength={100} autocomplete="off" />
+        </label>
+        <label>
+          Identity issuer <input name="issuer" required defaultValue={settings.agentIssuer ?? ''} autocomplete="off" />
+          <span class="hint">The agent identity provider that signs the agent's tokens.</span>
+        </label>
+        <label>
+          Identity subject <input name="subject" required maxLength={200} autocomplete="off" />
+          <span class="hint">The agent's subject (its sub claim) at that provider.</span>
+        </label>
+        <p>
+          <button type="submit" class="primary" disabled={action.busy}>
+            Register agent
+          </button>
+        </p>
+        <Outcome action={action} />
+      </form>
+    </details>
+  );
+}
+
+export function AgentsPage() {
+  const { api } = useConsole();
+  const agents = useLoad(async () => ok(await api.GET('/v1/owner/agents', { params: { query: { limit: 100 } } })), []);
+  const [tick, setTick] = useState(0);
+  const refresh = () => {
+    setTick((n) => n + 1);
+    agents.reload();
+  };
+  return (
+    <>
+      <div class="page-head">
+        <PageTitle title="Agents">Agents</PageTitle>
+        <button type="button" onClick={refresh} disabled={agents.loading}>
+          Refresh
+        </button>
+      </div>
+      <RegisterAgent onRegistered={agents.reload} />
+      <LoadError error={agents.error} />
+      {agents.data ? (
+        agents.data.agents.length === 0 ? (
+          <p>No agents yet: register one above.</p>
+        ) : (
+          <ul class="cards">
+            {agents.data.agents.map((agent) => (
+              <AgentRow key={agent.id} agent={agent} tick={tick} onChanged={refresh} />
+            ))}
+          </ul>
+        )
+      ) : null}
+      {agents.data?.hasMore ? <p class="muted">Only the first 100 agents are shown.</p> : null}
+    </>
+  );
+}

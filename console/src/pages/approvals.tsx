@@ -1,0 +1,133 @@
+// Approvals: the top-ups and purchases that wait for the owner, each with its agent, merchant, offer and
+// amount; approve or decline here, or on its own approval page (the standalone page stays; each links to it).
+// Approving and declining take a human session, not the console's OAuth token (the API's rule: an owner
+// token may be held by an application), so the person confirms at the identity provider first.
+import { useState } from 'preact/hooks';
+import { HumanSessionRequired, humanApi, newKey, ok, type Schemas } from '../api.ts';
+import { credits, dollars } from '../money.ts';
+import { LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
+
+type Approval = Schemas['OwnerApproval'];
+type Verb = 'approve' | 'decline';
+
+/** One approval; its answer is said by the page, since the answered approval leaves the list. */
+function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered: (said: string) => void }) {
+  const { humanSession, forgetHumanSession } = useConsole();
+  const action = useAction();
+  const what = approval.kind === 'topup' ? 'top-up' : 'purchase';
+  const answer = (verb: Verb) =>
+    action.run(async () => {
+      const send = async () => {
+        const api = humanApi(await humanSession(`${verb === 'approve' ? 'Approving' : 'Declining'} a ${what}`));
+        const params = { path: { id: approval.id }, header: { 'Idempotency-Key': newKey() } };
+        if (approval.kind === 'topup') {
+          return ok(verb === 'approve' ? await api.POST('/v1/payments/topups/{id}/approve', { params, body: {} }) : await api.POST('/v1/payments/topups/{id}/decline', { params, body: {} }));
+        }
+        return ok(verb === 'approve' ? await api.POST('/v1/payments/purchases/{id}/approve', { params, body: {} }) : await api.POST('/v1/payments/purchases/{id}/decline', { params, body: {} }));
+      };
+      try {
+        await send();
+      } catch (error) {
+        if (!(error instanceof HumanSessionRequired)) throw error;
+        forgetHumanSession();
+        await send();
+      }
+      onAnswered(
+        verb === 'decline'
+          ? `Declined the ${what} of ${approval.agentName}.`
+          : approval.kind === 'topup'
+            ? `Approved: ${approval.agentName} received ${credits(approval.amountUc)} credits.`
+            : `Approved: ${approval.agentName}'s retry of the purchase goes through.`,
+      );
+    });
+  return (
+    <li class="card approval">
+      <h2>
+        {approval.kind === 'topup' ? 'Top-up' : 'Purchase'} for {approval.agentName}
+      </h2>
+      <dl class="figures">
+        <div>
+          <dt>Amount</dt>
+          <dd>
+            {credits(approval.amountUc)} credits{approval.kind === 'topup' ? ` (${dollars(approval.amountUc)})` : ''}
+          </dd>
+        </div>
+        {approval.merchant ? (
+          <div>
+            <dt>Merchant</dt>
+            <dd>
+              {approval.merchant.name} <span class="muted">({approval.merchant.domain})</span>
+            </dd>
+          </div>
+        ) : null}
+        {approval.offer ? (
+          <div>
+            <dt>Offer</dt>
+            <dd>{approval.offer.name}</dd>
+          </div>
+        ) : null}
+        <div>
+          <dt>Asked</dt>
+          <dd>
+            <When s={approval.createdAt} />
+          </dd>
+        </div>
+        <div>
+          <dt>Expires</dt>
+          <dd>
+            <When s={approval.expiresAt} />
+          </dd>
+        </div>
+      </dl>
+      <p>
+        <button type="button" class="primary" disabled={action.busy} onClick={() => answer('approve')}>
+          Approve the {what} for {approval.agentName}
+        </button>{' '}
+        <button type="button" disabled={action.busy} onClick={() => answer('decline')}>
+          Decline the {what} for {approval.agentName}
+        </button>{' '}
+        <a href={approval.approvalUrl}>Open its approval page</a>
+      </p>
+      <Outcome action={action} />
+    </li>
+  );
+}
+
+export function ApprovalsPage() {
+  const { api } = useConsole();
+  const approvals = useLoad(async () => ok(await api.GET('/v1/owner/approvals', { params: { query: { status: 'pending', limit: 100 } } })), []);
+  const [said, setSaid] = useState('');
+  return (
+    <>
+      <div class="page-head">
+        <PageTitle title="Approvals">Approvals</PageTitle>
+        <button type="button" onClick={approvals.reload} disabled={approvals.loading}>
+          Refresh
+        </button>
+      </div>
+      <p class="muted">Top-ups and purchases above an agent's approval threshold wait here for your answer.</p>
+      <p class="notice" role="status">
+        {said}
+      </p>
+      <LoadError error={approvals.error} />
+      {approvals.data ? (
+        approvals.data.approvals.length === 0 ? (
+          <p>Nothing waits for you.</p>
+        ) : (
+          <ul class="cards">
+            {approvals.data.approvals.map((approval) => (
+              <ApprovalCard
+                key={`${approval.kind}:${approval.id}`}
+                approval={approval}
+                onAnswered={(message) => {
+                  setSaid(message);
+                  approvals.reload();
+                }}
+              />
+            ))}
+          </ul>
+        )
+      ) : null}
+    </>
+  );
+}

@@ -1,0 +1,119 @@
+// Spending over time: the last 30 days per agent (GET /v1/owner/spending), drawn as plain SVG (one line per
+// agent, a legend, three ticks), with the same figures in a table for whoever would rather read them.
+import { ok } from '../api.ts';
+import { credits } from '../money.ts';
+import { LoadError, PageTitle, useConsole, useLoad } from '../ui.tsx';
+
+type Spending = Awaited<ReturnType<typeof loadSpending>>;
+
+/** Distinguishable on white and to most colour vision (Okabe–Ito), each at least 3:1 against the background. */
+const COLOURS = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#8C6D00', '#56307A', '#B8004A', '#4D4D4D'];
+const WIDTH = 720;
+const HEIGHT = 260;
+const PAD = { left: 64, right: 16, top: 12, bottom: 32 };
+
+async function loadSpending(api: ReturnType<typeof useConsole>['api']) {
+  return ok(await api.GET('/v1/owner/spending', { params: { query: { days: 30 } } }));
+}
+
+function Chart({ spending }: { spending: Spending }) {
+  const days = spending.days;
+  const series = spending.agents.slice(0, COLOURS.length);
+  const max = Math.max(1, ...series.flatMap((agent) => agent.spentUc.map(Number)));
+  const x = (index: number) => PAD.left + (index * (WIDTH - PAD.left - PAD.right)) / Math.max(1, days.length - 1);
+  const y = (uc: number) => HEIGHT - PAD.bottom - (uc * (HEIGHT - PAD.top - PAD.bottom)) / max;
+  const ticks = [0, max / 2, max];
+  const summary = series.map((agent) => `${agent.name}: ${credits(agent.totalUc)} credits`).join('; ');
+  return (
+    <figure class="chart">
+      <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={`Spending per day from ${days[0]} to ${days.at(-1)}. ${summary || 'No spending.'}`}>
+        {ticks.map((tick) => (
+          <g>
+            <line x1={PAD.left} x2={WIDTH - PAD.right} y1={y(tick)} y2={y(tick)} stroke="#d0d7de" stroke-width="1" />
+            <text x={PAD.left - 8} y={y(tick) + 4} text-anchor="end" font-size="12" fill="#59636e">
+              {credits(BigInt(Math.round(tick)))}
+            </text>
+          </g>
+        ))}
+        {([[0, 'start'], [Math.floor((days.length - 1) / 2), 'middle'], [days.length - 1, 'end']] as const).map(([index, anchor]) => (
+          <text x={x(index)} y={HEIGHT - 10} text-anchor={anchor} font-size="12" fill="#59636e">
+            {days[index]}
+          </text>
+        ))}
+        {series.map((agent, n) => (
+          <polyline
+            fill="none"
+            stroke={COLOURS[n]}
+            stroke-width="2.5"
+            stroke-linejoin="round"
+            points={agent.spentUc.map((uc, index) => `${x(index).toFixed(1)},${y(Number(uc)).toFixed(1)}`).join(' ')}
+          />
+        ))}
+      </svg>
+      <figcaption>
+        <ul class="legend">
+          {series.map((agent, n) => (
+            <li>
+              <svg width="14" height="14" aria-hidden="true">
+                <rect width="14" height="14" rx="3" fill={COLOURS[n]} />
+              </svg>{' '}
+              {agent.name}: {credits(agent.totalUc)} credits
+            </li>
+          ))}
+        </ul>
+        {spending.agents.length > COLOURS.length ? <p class="muted">The chart shows the {COLOURS.length} agents that spent most; the table below has them all.</p> : null}
+      </figcaption>
+    </figure>
+  );
+}
+
+export function SpendingPage() {
+  const { api } = useConsole();
+  const spending = useLoad(() => loadSpending(api), []);
+  return (
+    <>
+      <div class="page-head">
+        <PageTitle title="Spending">Spending over the last 30 days</PageTitle>
+        <button type="button" onClick={spending.reload} disabled={spending.loading}>
+          Refresh
+        </button>
+      </div>
+      <p class="muted">Per agent and per UTC day of the purchase: what is held, plus what was captured less what was refunded (as budgets count it).</p>
+      <LoadError error={spending.error} />
+      {spending.data ? (
+        spending.data.agents.length === 0 ? (
+          <p>No spending in the last 30 days.</p>
+        ) : (
+          <>
+            <Chart spending={spending.data} />
+            <details>
+              <summary>The figures, day by day</summary>
+              <div class="table-scroll">
+                <table>
+                  <thead>
+                    <tr>
+                      <th scope="col">Day (UTC)</th>
+                      {spending.data.agents.map((agent) => (
+                        <th scope="col">{agent.name}</th>
+                      ))}
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {spending.data.days.map((day, index) => (
+                      <tr>
+                        <th scope="row">{day}</th>
+                        {spending.data!.agents.map((agent) => (
+                          <td>{credits(agent.spentUc[index] ?? '0')}</td>
+                        ))}
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            </details>
+          </>
+        )
+      ) : null}
+    </>
+  );
+}

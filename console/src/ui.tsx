@@ -1,0 +1,191 @@
+// What every page shares: the console's context (settings, the API, the owner), loading and acting with
+// messages a person understands, amounts and times, budget bars, copy buttons, and the human confirmation.
+import type { ComponentChildren } from 'preact';
+import { createContext } from 'preact';
+import { useCallback, useContext, useEffect, useId, useRef, useState } from 'preact/hooks';
+import { ApiProblem, HumanSessionRequired, type Api, type Schemas } from './api.ts';
+import { SignInRequired, type Auth } from './auth.ts';
+import { credits } from './money.ts';
+import type { Settings } from './settings.ts';
+
+export interface Console {
+  settings: Settings;
+  auth: Auth;
+  api: Api;
+  owner: { id: string; email: string };
+  /** A human session for a step only a person may take (approving a top-up): asks the person to confirm. */
+  humanSession(purpose: string): Promise<string>;
+  /** Forgets the human session (it was refused). */
+  forgetHumanSession(): void;
+}
+
+export const ConsoleContext = createContext<Console | undefined>(undefined);
+
+export function useConsole(): Console {
+  const context = useContext(ConsoleContext);
+  if (!context) throw new Error('outside the console');
+  return context;
+}
+
+/** What went wrong, in words: the gateway's own detail for a refusal, plainly otherwise. */
+export function describe(error: unknown): string {
+  if (error instanceof ApiProblem) return error.status === 404 ? 'Not found (or not yours).' : error.detail;
+  if (error instanceof SignInRequired || error instanceof HumanSessionRequired) return error.message;
+  if (error instanceof TypeError) return 'The gateway could not be reached. Check that it is running, then try again.';
+  return error instanceof Error ? error.message : String(error);
+}
+
+export interface Loaded<T> {
+  data: T | undefined;
+  error: unknown;
+  loading: boolean;
+  reload(): void;
+}
+
+/** Loads when `deps` change and when asked again; the last answer stays on screen while the next one loads. */
+export function useLoad<T>(load: () => Promise<T>, deps: readonly unknown[]): Loaded<T> {
+  const [state, setState] = useState<{ data?: T; error?: unknown; loading: boolean }>({ loading: true });
+  const [round, setRound] = useState(0);
+  useEffect(() => {
+    let current = true;
+    setState((previous) => ({ ...previous, loading: true }));
+    load().then(
+      (data) => current && setState({ data, loading: false }),
+      (error: unknown) => current && setState((previous) => ({ data: previous.data, error, loading: false })),
+    );
+    return () => {
+      current = false;
+    };
+  }, [...deps, round]);
+  const reload = useCallback(() => setRound((n) => n + 1), []);
+  return { data: state.data, error: state.error, loading: state.loading, reload };
+}
+
+export interface Action {
+  busy: boolean;
+  error: unknown;
+  notice: string | undefined;
+  /** Runs one action of the person: buttons wait, its outcome is said (role=status or alert). */
+  run(action: () => Promise<string | void>): Promise<void>;
+}
+
+export function useAction(): Action {
+  const [state, setState] = useState<{ busy: boolean; error?: unknown; notice?: string }>({ busy: false });
+  const run = useCallback(async (action: () => Promise<string | void>) => {
+    setState({ busy: true });
+    try {
+      const notice = await action();
+      setState({ busy: false, notice: notice ?? undefined });
+    } catch (error) {
+      setState({ busy: false, error });
+    }
+  }, []);
+  return { busy: state.busy, error: state.error, notice: state.notice, run };
+}
+
+/** The outcome of an action, where a screen reader hears it. */
+export function Outcome({ action }: { action: Pick<Action, 'error' | 'notice'> }) {
+  if (action.error !== undefined) return <p class="error" role="alert">{describe(action.error)}</p>;
+  return (
+    <p class="notice" role="status">
+      {action.notice ?? ''}
+    </p>
+  );
+}
+
+export function LoadError({ error }: { error: unknown }) {
+  return error === undefined ? null : (
+    <p class="error" role="alert">
+      {describe(error)}
+    </p>
+  );
+}
+
+export function Amount({ uc }: { uc: string }) {
+  return <span class="amount">{credits(uc)} credits</span>;
+}
+
+const TIME = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+
+export function When({ s }: { s: number | null | undefined }) {
+  if (s === null || s === undefined) return <span>—</span>;
+  const date = new Date(s * 1000);
+  return <time dateTime={date.toISOString()}>{TIME.format(date)}</time>;
+}
+
+const PERIOD_NAMES: Record<string, string> = { day: 'Daily', week: 'Weekly', month: 'Monthly', total: 'Total' };
+
+/** A budget's use in its current period: a meter, and the same in words. */
+export function BudgetBar({ usage }: { usage: Schemas['BudgetUsage'] }) {
+  const scope = usage.merchantId ? ` at ${usage.merchantId}` : usage.category ? ` on ${usage.category}` : usage.serviceId ? ` on ${usage.serviceId}` : '';
+  const label = `${PERIOD_NAMES[usage.period] ?? usage.period} budget${scope}`;
+  const limit = Number(usage.limitUc);
+  const spent = Number(usage.spentUc);
+  const id = useId();
+  return (
+    <div class="budget">
+      <span id={id} class="budget-label">
+        {label}
+      </span>
+      <meter aria-labelledby={id} min={0} max={limit} low={limit * 0.8} high={limit * 0.95} optimum={0} value={Math.min(spent, limit)} />
+      <span class="budget-text">
+        {credits(usage.spentUc)} of {credits(usage.limitUc)} credits spent
+        {usage.resetsAt ? (
+          <>
+            , resets <When s={usage.resetsAt} />
+          </>
+        ) : null}
+      </span>
+    </div>
+  );
+}
+
+/** Copies `text` to the clipboard and says so. */
+export function CopyButton({ text, label }: { text: string; label: string }) {
+  const [said, setSaid] = useState('');
+  return (
+    <span>
+      <button
+        type="button"
+        onClick={async () => {
+          try {
+            await navigator.clipboard.writeText(text);
+            setSaid('Copied.');
+          } catch {
+            setSaid('Copying is not allowed here: select the text and copy it.');
+          }
+        }}
+      >
+        {label}
+      </button>
+      <span role="status" class="muted">
+        {said}
+      </span>
+    </span>
+  );
+}
+
+export function PageTitle({ children, title }: { children: ComponentChildren; title: string }) {
+  useEffect(() => {
+    document.title = `${title} · Console · Agent Credit Gateway`;
+  }, [title]);
+  return <h1 tabIndex={-1}>{children}</h1>;
+}
+
+/** A modal dialog (the native element: focus stays inside, Escape closes it). */
+export function Dialog({ title, open, onClose, children }: { title: string; open: boolean; onClose: () => void; children: ComponentChildren }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const dialog = ref.current;
+    if (!dialog) return;
+    if (open && !dialog.open) dialog.showModal();
+    if (!open && dialog.open) dialog.close();
+  }, [open]);
+  const titleId = `dialog-${title.replace(/\W+/g, '-').toLowerCase()}`;
+  return (
+    <dialog ref={ref} aria-labelledby={titleId} onClose={onClose}>
+      <h2 id={titleId}>{title}</h2>
+      {open ? children : null}
+    </dialog>
+  );
+}

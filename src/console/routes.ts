@@ -1,0 +1,101 @@
+// HTTP edge of the owner console: the landing page (`/`), the console's shell at `/console` and every path
+// under it (the console routes in the browser: /console/agents/{id}, the OAuth callback…), and its built
+// files under /console/static/. The console itself is a public OAuth client of this gateway (its client is
+// declared in src/oauth/console-client.ts) that uses only the public API.
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import { CONSOLE_CLIENT_ID, consoleRedirectUri } from '../oauth/console-client.ts';
+import { newNonce, pageHeaders } from '../platform/http/pages.ts';
+import { problems } from '../platform/http/openapi.ts';
+import { ApiError } from '../platform/errors.ts';
+import { CONSOLE_STATIC_PATH, consoleBundleLoader, preferredEncoding, type ConsoleBundle } from './bundle.ts';
+import { consoleHeaders, consoleShell, landingPage, notBuiltPage, type ConsoleSettings } from './pages.ts';
+
+export interface ConsoleRouteDeps {
+  /** How the owner signs in at the human identity provider for steps that need a human session. */
+  humanSignIn: ConsoleSettings['humanSignIn'];
+  /** The agent identity provider's issuer, read when the page is served (a built-in issuer follows the base URL). */
+  agentIssuer: () => string | undefined;
+}
+
+const HtmlPage = (description: string) => ({ description, content: { 'text/html': { schema: Type.String() } } });
+const FileParams = Type.Object({ file: Type.String({ pattern: '^console-[A-Za-z0-9_-]{12}\\.(js|css)$', description: 'a built file, named by its content' }) });
+
+/** Built files never change under their name: a year, immutable. */
+const STATIC_HEADERS = { 'cache-control': 'public, max-age=31536000, immutable', 'x-content-type-options': 'nosniff', vary: 'accept-encoding' };
+
+export function consoleRoutes(deps: ConsoleRouteDeps) {
+  return async function routes(app: FastifyInstance): Promise<void> {
+    const { config } = app.gateway;
+    const bundle = consoleBundleLoader();
+    const tags = ['console'];
+
+    const settings = (): ConsoleSettings => ({
+      issuer: config.baseUrl,
+      clientId: CONSOLE_CLIENT_ID,
+      redirectUri: consoleRedirectUri(config.baseUrl),
+      resource: config.baseUrl,
+      authorizationEndpoint: `${config.baseUrl}/oauth/authorize`,
+      tokenEndpoint: `${config.baseUrl}/oauth/token`,
+      jwksUri: `${config.baseUrl}/.well-known/jwks.json`,
+      agentIssuer: deps.agentIssuer(),
+      mode: config.mode,
+      humanSignIn: deps.humanSignIn,
+    });
+
+    const sendShell = async (reply: FastifyReply) => {
+      const built: ConsoleBundle | undefined = await bundle();
+      if (!built) {
+        const nonce = newNonce();
+        return reply.code(503).headers(pageHeaders(nonce)).send(notBuiltPage(nonce));
+      }
+      return reply.headers(consoleHeaders()).send(consoleShell(built, settings()));
+    };
+
+    // A page for people, like /docs/errors: not an operation of the API, so not in its document.
+    app.get('/', {
+      schema: { hide: true },
+      handler: async (_request, reply) => {
+        const nonce = newNonce();
+        return reply.headers(pageHeaders(nonce)).send(landingPage(nonce, { baseUrl: config.baseUrl, mode: config.mode }));
+      },
+    });
+
+    app.get('/console', {
+      schema: {
+        operationId: 'showConsole',
+        tags,
+        summary: 'The owner console (HTML)',
+        description:
+          'A single-page application: a public OAuth client of this gateway (client_id `acg-console`, PKCE S256, scope svc:owner, ' +
+          'redirect URI `{base_url}/console/callback` exactly) that uses only this API. Every path under /console answers the same ' +
+          "shell. Content-Security-Policy: scripts and styles of this origin only (no inline code), Trusted Types, frame-ancestors 'none'. " +
+          '503 while the console is not built (`npm run build`).',
+        response: { 200: HtmlPage('the console'), 503: HtmlPage('the console is not built') },
+      },
+      handler: (_request, reply) => sendShell(reply),
+    });
+
+    app.get('/console/*', { schema: { hide: true }, handler: (_request, reply) => sendShell(reply) });
+
+    app.get(`${CONSOLE_STATIC_PATH}/:file`, {
+      schema: {
+        operationId: 'getConsoleFile',
+        tags,
+        summary: "One of the console's built files (script or style sheet)",
+        description: 'Named by its content, so cached for a year; served brotli- or gzip-compressed when the request accepts it.',
+        params: FileParams,
+        response: { 200: { description: 'the file', content: { 'text/javascript': { schema: Type.String() }, 'text/css': { schema: Type.String() } } }, ...problems(404) },
+      },
+      handler: async (request, reply) => {
+        const { file } = request.params as Static<typeof FileParams>;
+        const asset = (await bundle())?.assets.get(file);
+        if (!asset) throw new ApiError('not_found', { detail: 'no such console file' });
+        const encoding = preferredEncoding(request.headers['accept-encoding']);
+        reply.headers({ ...STATIC_HEADERS, 'content-type': asset.contentType });
+        if (encoding !== 'identity') reply.header('content-encoding', encoding);
+        return reply.send(asset.bodies[encoding]);
+      },
+    });
+  };
+}

@@ -1,0 +1,171 @@
+// `acg agent mandate show|set`: an owner's scripts read and replace an agent's mandate on a running gateway,
+// through the owner routes every other client uses (GET and PUT /v1/owner/agents/{id}/mandate), and print
+// the mandate as JSON. A mandate is its owner's to set, never the operator's, so these commands present an
+// owner credential: ACG_OWNER_TOKEN (a human session JWT of the human identity provider, or an OAuth access
+// token with scope svc:owner), or in dev mode, with the built-in dev issuer, a short session signed for
+// --owner-email (what `acg dev token human` mints). Each refusal is one line a person can act on.
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import type { Config } from '../platform/config.ts';
+import { callGateway, describeProblem, GatewayNotRunning, gatewayAnswers, missingDevIssuerKeys, noGatewayAt, type GatewayAnswer } from './client.ts';
+
+/** A dev session lives only as long as one command needs it. */
+const DEV_SESSION_LIFETIME_S = 300;
+/** Far above any mandate (20 budgets, 200 merchant names); the gateway's body limit applies after. */
+const MANDATE_FILE_BYTES_MAX = 1_048_576;
+/** What GET shows besides the rules: a file saved from `show` is taken by `set` without them. */
+const READ_ONLY_MEMBERS = ['agentId', 'version', 'createdAt', 'hash', 'usage'] as const;
+
+export interface MandateCommandOptions {
+  agentId: string;
+  /** ACG_OWNER_TOKEN, as the environment gives it. */
+  ownerToken?: string;
+  /** --owner-email: dev mode's sign-in through the built-in dev issuer. */
+  ownerEmail?: string;
+}
+
+/** The owner credential a command presents, and where it came from (named in refusals). */
+interface OwnerCredential {
+  token: string;
+  source: string;
+}
+
+function fail(message: string): never {
+  process.stderr.write(`${message}\n`);
+  process.exit(2);
+}
+
+function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** A gateway runs at the base URL, but no owner credential was given: how to give one here. */
+function noOwnerCredential(config: Pick<Config, 'baseUrl' | 'mode' | 'humanIssuer'>): string {
+  const devLogin = config.mode === 'dev' && !config.humanIssuer ? ', or give --owner-email <email> to sign in as that owner with the dev gateway\'s built-in issuer' : '';
+  return (
+    `a gateway answers at ${config.baseUrl}, but no owner credential was given: a mandate is read and set by the agent's owner. ` +
+    `Set ACG_OWNER_TOKEN to the owner's session token (a human session JWT, or an OAuth access token with scope svc:owner)${devLogin}`
+  );
+}
+
+/** Dev mode, built-in human issuer: a short session of the owner `email`, signed with the dev gateway's keys. */
+async function devSession(config: Config, email: string): Promise<OwnerCredential> {
+  if (config.mode !== 'dev') fail('--owner-email signs in with the built-in dev issuer, which only dev mode has: set ACG_OWNER_TOKEN to a session token of the owner');
+  if (config.humanIssuer) {
+    fail(`a human identity issuer is configured (ACG_HUMAN_ISSUER), so --owner-email cannot sign in: set ACG_OWNER_TOKEN to the owner's session token from ${config.humanIssuer.issuer}`);
+  }
+  const { devIssuerKeysFile, loadDevIssuerKeys, mintDevToken } = await import('../identity/dev-issuers.ts');
+  const file = devIssuerKeysFile(config.dataDir);
+  if (!existsSync(file)) fail(await missingDevIssuerKeys(config, file));
+  const owner = email.toLowerCase();
+  const token = await mintDevToken(await loadDevIssuerKeys(config.dataDir), {
+    baseUrl: config.baseUrl,
+    audience: 'agent-credit-gateway',
+    kind: 'human',
+    subject: `human:${owner}`,
+    email: owner,
+    ownerEmailClaim: config.agentOwnerEmailClaim,
+    lifetimeS: DEV_SESSION_LIFETIME_S,
+    nowS: Math.floor(Date.now() / 1000),
+  });
+  return { token, source: `--owner-email ${owner} (a dev session)` };
+}
+
+async function ownerCredential(config: Config, options: MandateCommandOptions): Promise<OwnerCredential> {
+  if (options.ownerToken) return { token: options.ownerToken, source: 'ACG_OWNER_TOKEN' };
+  if (options.ownerEmail !== undefined) return devSession(config, options.ownerEmail);
+  const running = await gatewayAnswers(config.baseUrl).catch((error: Error) => fail(error.message));
+  fail(running ? noOwnerCredential(config) : noGatewayAt(config));
+}
+
+/** One request to the gateway; no gateway, or no answer, is said and ends the command. */
+async function call(config: Config, credential: OwnerCredential, method: 'GET' | 'PUT', path: string, body?: unknown): Promise<GatewayAnswer> {
+  try {
+    return await callGateway(config.baseUrl, credential.token, method, path, body);
+  } catch (error) {
+    if (error instanceof GatewayNotRunning) fail(noGatewayAt(config));
+    fail((error as Error).message);
+  }
+}
+
+/** Each schema violation as the member of the file it names (`/budgets/0/limitUc`), or the gateway's own detail. */
+function violations(answer: GatewayAnswer): string[] {
+  const errors = (answer.body as { errors?: Array<{ path: string; message: string }> }).errors;
+  if (!errors?.length) return [String((answer.body as { detail?: string }).detail ?? answer.body.title ?? 'the mandate is not valid')];
+  return errors.map((error) => `${error.path.replace(/^body(?=\/|$)/, '') || '/'}: ${error.message}`);
+}
+
+/** Why the gateway refused, said in the command's terms. */
+function refusal(config: Config, credential: OwnerCredential, options: MandateCommandOptions, answer: GatewayAnswer, file?: string): string {
+  const problem = describeProblem(answer);
+  if (answer.status === 401) {
+    return `the gateway at ${config.baseUrl} does not accept the owner credential from ${credential.source} (${problem}): it has expired, or is not a session of this gateway's human identity provider`;
+  }
+  if (answer.status === 403) {
+    return `the credential from ${credential.source} is not an owner's (${problem}): a mandate is read and set with its owner's session, not an agent's or a merchant's credential`;
+  }
+  if (answer.status === 404) {
+    return `no agent ${options.agentId} among the agents of the owner of ${credential.source} (${problem}): check the agent id, and that the credential is its owner's`;
+  }
+  if (answer.status === 400 && file !== undefined) {
+    return [`the gateway refused the mandate in ${file} (${`HTTP 400 ${(answer.body as { code?: string }).code ?? ''}`.trim()}):`, ...violations(answer).map((line) => `  ${line}`)].join('\n');
+  }
+  return `refused: ${problem}`;
+}
+
+const mandatePath = (agentId: string) => `/v1/owner/agents/${encodeURIComponent(agentId)}/mandate`;
+
+/** `acg agent mandate show <agentId>`: the mandate in force with each budget's usage, as JSON. */
+export async function showMandate(config: Config, options: MandateCommandOptions): Promise<void> {
+  const credential = await ownerCredential(config, options);
+  const answer = await call(config, credential, 'GET', mandatePath(options.agentId));
+  if (answer.status !== 200) fail(refusal(config, credential, options, answer));
+  printJson(answer.body);
+}
+
+/** The text of `--file` (`-`: standard input), at most MANDATE_FILE_BYTES_MAX bytes. */
+async function readMandateText(file: string): Promise<string> {
+  if (file === '-') {
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    for await (const chunk of process.stdin as AsyncIterable<Buffer>) {
+      bytes += chunk.length;
+      if (bytes > MANDATE_FILE_BYTES_MAX) fail(`standard input holds more than ${MANDATE_FILE_BYTES_MAX} bytes: that is no mandate`);
+      chunks.push(chunk);
+    }
+    return Buffer.concat(chunks).toString('utf8');
+  }
+  let size: number;
+  try {
+    size = statSync(file).size;
+  } catch (error) {
+    fail(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message}`);
+  }
+  if (size > MANDATE_FILE_BYTES_MAX) fail(`${file} holds more than ${MANDATE_FILE_BYTES_MAX} bytes: that is no mandate`);
+  return readFileSync(file, 'utf8');
+}
+
+/** The rules of the file: a JSON object, without what `show` prints besides the rules (and for this agent, if it says). */
+function rulesOf(text: string, where: string, agentId: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    fail(`${where} is not JSON: ${(error as Error).message}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) fail(`${where} must hold a JSON object: the mandate's rules, as \`acg agent mandate show\` prints them`);
+  const document = parsed as Record<string, unknown>;
+  if (document.agentId !== undefined && document.agentId !== agentId) {
+    fail(`${where} is the mandate of agent ${String(document.agentId)}, not of ${agentId}: remove its agentId to give these rules to ${agentId}`);
+  }
+  return Object.fromEntries(Object.entries(document).filter(([name]) => !(READ_ONLY_MEMBERS as readonly string[]).includes(name)));
+}
+
+/** `acg agent mandate set <agentId> --file <path|->`: replaces the mandate (a new version) and prints it. */
+export async function setMandate(config: Config, options: MandateCommandOptions & { file: string }): Promise<void> {
+  const where = options.file === '-' ? 'standard input' : options.file;
+  const rules = rulesOf(await readMandateText(options.file), where, options.agentId);
+  const credential = await ownerCredential(config, options);
+  const answer = await call(config, credential, 'PUT', mandatePath(options.agentId), rules);
+  if (answer.status !== 200) fail(refusal(config, credential, options, answer, where));
+  printJson(answer.body);
+}

@@ -1,0 +1,363 @@
+// Purchase approvals: a purchase above the agent's mandate threshold waits for its owner's yes, on the same
+// gateway page as top-ups (no money moves at approval: the agent's credit pays when the hold is taken, so no
+// payment rail is needed). The payments service is the `PurchaseApprover` (platform/approvals.ts) through
+// this part.
+//
+// An approval is bound to the request that asked: its Idempotency-Key as claimed (scope, operation, key), its
+// fingerprint (the operation and its input: the offer, the service action and its input), the agent and the
+// amount. Statuses (each change locks the row first, so the owner, the expiry job and the hold are ordered):
+//   pending_approval → approved (the owner)  → used (the hold of its request's retry, in the hold's transaction)
+//                                             | declined (the owner withdrew it) | expired (not used in time)
+//   pending_approval → declined (the owner)  | expired (not answered in time)
+// Its deadline (`expires_at_s`) is the owner's until approval, then the retry's: PURCHASE_APPROVAL_LIFETIME_S
+// each. Past it the approval reads as expired at once, and the next reader (the hold, a read, the job) closes it.
+// Events to the owner, each in the transaction of its change: `purchase.approval_requested` (opened),
+// `purchase.approved`, `purchase.declined` (`reason` `declined`, or `expired` when the owner never answered).
+// Declining or expiring an execute's approval cancels its retained intent (nothing was charged).
+import { emitEvent } from '../events/outbox.ts';
+import { actsFor, type Actor } from '../agents/acting.ts';
+import type { AgentService } from '../agents/service.ts';
+import type {
+  PendingPurchase,
+  PurchaseAnswer,
+  PurchaseApprovalRequest,
+  PurchaseCheck,
+  ServiceIntent,
+  VoucherIntent,
+} from '../platform/approvals.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
+import { ApiError } from '../platform/errors.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import { newId } from '../platform/ids.ts';
+import { formatUc, formatUsd, UC_PER_USD_CENT } from '../platform/money.ts';
+import type { Principal } from '../platform/principal.ts';
+import type { Page } from '../platform/schemas.ts';
+import * as store from './store.ts';
+
+/** How long the owner has to answer, and then how long the approved request has to be retried: 15 minutes each. */
+export const PURCHASE_APPROVAL_LIFETIME_S = 900;
+const EXPIRY_BATCH_MAX = 100;
+
+export type PurchaseStatus = store.PurchaseStatus;
+
+/** A purchase approval as its agent and owner read it, and as its events carry it. */
+export interface PurchaseApproval {
+  id: string;
+  agentId: string;
+  status: PurchaseStatus;
+  /** The operation of the request it belongs to: `mintVoucher` or `executeService`. */
+  operation: string;
+  amountUc: string;
+  /** The merchant as it was when asked; null for a built-in service of the gateway (execute). */
+  merchant: { id: string; name: string; domain: string } | null;
+  /** The offer (or the built-in service's action) as it was when asked. */
+  offer: { id: string; name: string };
+  /** The retained purchase: this approval's id for a voucher mint, the retained intent for an execute (null once swept). */
+  intentId: string | null;
+  intent: VoucherIntent | ServiceIntent;
+  approvalUrl: string;
+  /** The hold its request took under it, once used. */
+  holdId: string | null;
+  createdAt: number;
+  updatedAt: number;
+  /** Until then the owner may answer (pending), or the request may be retried (approved). */
+  expiresAt: number;
+  decidedAt: number | null;
+  usedAt: number | null;
+}
+
+/** One entry of the owner's list of approvals (GET /v1/owner/approvals). */
+export interface OwnerApproval {
+  kind: 'topup' | 'purchase';
+  id: string;
+  agentId: string;
+  agentName: string;
+  amountUc: string;
+  merchant?: { id: string; name: string; domain: string };
+  offer?: { id: string; name: string };
+  status: string;
+  approvalUrl: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+export interface PurchaseDependencies {
+  identity: AgentService;
+  /** Late-bound (execute is built with the payments service as its human approver): closes a retained intent. */
+  intents: () => { cancel(tx: Queryable, intentId: string, reason: string): Promise<boolean> };
+  lifetimeS: number;
+}
+
+/** The gateway page where the owner sees a purchase and approves or declines it. */
+export function purchasePageUrl(baseUrl: string, approvalId: string): string {
+  return `${baseUrl}/payments/purchases/${approvalId}`;
+}
+
+function isOpen(status: PurchaseStatus): boolean {
+  return status === 'pending_approval' || status === 'approved';
+}
+
+function merchantOf(row: { merchant_id: string | null; merchant_name: string | null; merchant_domain: string | null }): { id: string; name: string; domain: string } | null {
+  if (row.merchant_id === null || row.merchant_domain === null) return null;
+  return { id: row.merchant_id, name: row.merchant_name ?? row.merchant_domain, domain: row.merchant_domain };
+}
+
+/** The words of a refusal that closes a request for good (stored under its key): 409 conflict with a `reason`. */
+function closed(reason: string, detail: string, approval: PurchaseApproval): ApiError {
+  return new ApiError('conflict', { detail: `${detail} Nothing was taken.`, extra: { reason, approvalId: approval.id, intentId: approval.intentId, purchase: approval } });
+}
+
+export class PurchaseApprovals {
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly deps: PurchaseDependencies,
+  ) {}
+
+  private nowS(): number {
+    return this.gateway.clock.nowS();
+  }
+
+  /** An approval as its readers see it: open and past its deadline, it reads as expired. */
+  view(row: store.PurchaseApprovalRow): PurchaseApproval {
+    const overdue = isOpen(row.status) && Number(row.expires_at_s) <= this.nowS();
+    return {
+      id: row.id,
+      agentId: row.agent_id,
+      status: overdue ? 'expired' : row.status,
+      operation: row.operation,
+      amountUc: formatUc(row.amount_uc),
+      merchant: merchantOf(row),
+      offer: { id: row.offer_id, name: row.offer_name },
+      intentId: row.subject === 'voucher' ? row.id : row.intent_id,
+      intent: row.intent as unknown as VoucherIntent | ServiceIntent,
+      approvalUrl: row.approval_url,
+      holdId: row.hold_id,
+      createdAt: Number(row.created_at_s),
+      updatedAt: Number(row.updated_at_s),
+      expiresAt: Number(row.expires_at_s),
+      decidedAt: row.decided_at_s === null ? null : Number(row.decided_at_s),
+      usedAt: row.used_at_s === null ? null : Number(row.used_at_s),
+    };
+  }
+
+  /**
+   * Opens the approval of a request, or finds the one it has: in `tx` when given (the mint's batch), else in a
+   * transaction of its own. Opening emits `purchase.approval_requested`.
+   */
+  async request(request: PurchaseApprovalRequest, tx?: Tx): Promise<PendingPurchase> {
+    const open = async (within: Tx) => (await store.findPurchaseApprovalFor(within, request.binding)) ?? (await this.insert(within, request));
+    const row = tx ? await open(tx) : await this.gateway.db.transaction(open);
+    return this.pending(row);
+  }
+
+  private async insert(tx: Tx, request: PurchaseApprovalRequest): Promise<store.PurchaseApprovalRow> {
+    const nowS = this.nowS();
+    const id = newId('pur');
+    const { binding, subject } = request;
+    const inserted = await store.insertPurchaseApproval(tx, {
+      id,
+      agent_id: request.agentId,
+      owner_id: request.ownerId,
+      operation: binding.operation,
+      idem_scope: binding.scope,
+      idem_key: binding.key,
+      request_fingerprint: binding.fingerprint,
+      subject: subject.type,
+      intent: subject.intent as unknown as Record<string, unknown>,
+      intent_id: subject.type === 'intent' ? subject.id : null,
+      amount_uc: request.amountUc,
+      merchant_id: request.merchant?.id ?? null,
+      merchant_name: request.merchant?.name ?? null,
+      merchant_domain: request.merchant?.domain ?? null,
+      offer_id: request.offer.id,
+      offer_name: request.offer.name,
+      approval_url: purchasePageUrl(this.gateway.config.baseUrl, id),
+      created_at_s: BigInt(nowS),
+      expires_at_s: BigInt(nowS + this.deps.lifetimeS),
+    });
+    // Another instance opened it for the same request meanwhile (its key was claimed there first): that one.
+    if (!inserted) return (await store.findPurchaseApprovalFor(tx, binding))!;
+    await this.emit(tx, 'purchase.approval_requested', inserted);
+    this.gateway.log.info({ approvalId: id, agentId: request.agentId, amountUc: formatUc(request.amountUc), operation: binding.operation }, 'purchase approval requested');
+    return inserted;
+  }
+
+  /** What the asker tells its caller: the page, the record, and when to retry. */
+  private pending(row: store.PurchaseApprovalRow): PendingPurchase {
+    const approval = this.view(row);
+    const minutes = Math.round(this.deps.lifetimeS / 60);
+    const what = approval.merchant ? `${approval.offer.name} from ${approval.merchant.name} (${approval.merchant.domain})` : approval.offer.name;
+    return {
+      id: row.id,
+      url: row.approval_url,
+      payment: { ...approval },
+      paymentMethods: [{ type: 'credits', status: 'pending_approval' }],
+      instructions:
+        `Ask your owner to open ${row.approval_url} and approve the purchase of ${what} for ${formatUsd(row.amount_uc)} USD ` +
+        `(${formatUc(row.amount_uc)} µc) within ${minutes} minutes. Nothing was taken. Once approved, retry with the same Idempotency-Key ` +
+        `within ${minutes} minutes; read GET /v1/payments/purchases/${row.id} for the owner's answer.`,
+    };
+  }
+
+  /**
+   * The owner's answers for these requests, their approvals locked until `tx` ends. An approval past its
+   * deadline is closed here first (as the job would). A request other than the one an approval was asked for
+   * (same key, other input or agent) cannot use it: 409 idempotency_key_reused, stored under that key.
+   */
+  async answersOf(tx: Tx, checks: readonly PurchaseCheck[]): Promise<PurchaseAnswer[]> {
+    const rows = await store.lockPurchaseApprovalsFor(tx, checks);
+    const byRequest = new Map(rows.map((row) => [`${row.idem_scope}\n${row.operation}\n${row.idem_key}`, row]));
+    const answers: PurchaseAnswer[] = [];
+    for (const check of checks) {
+      let row = byRequest.get(`${check.scope}\n${check.operation}\n${check.key}`);
+      if (row && isOpen(row.status) && Number(row.expires_at_s) <= this.nowS()) row = await this.expireLocked(tx, row);
+      answers.push(row ? this.answer(row, check) : { state: 'none' });
+    }
+    return answers;
+  }
+
+  private answer(row: store.PurchaseApprovalRow, check: PurchaseCheck): PurchaseAnswer {
+    const approval = this.view(row);
+    if (row.request_fingerprint !== check.fingerprint || row.agent_id !== check.agentId) {
+      return {
+        state: 'closed',
+        error: new ApiError('idempotency_key_reused', {
+          detail: `this Idempotency-Key belongs to another request, whose purchase approval is ${row.id}; use a new key for a new request. Nothing was taken.`,
+          extra: { approvalId: row.id },
+        }),
+      };
+    }
+    switch (row.status) {
+      case 'pending_approval':
+        return { state: 'none' };
+      case 'approved':
+        if (row.amount_uc !== check.amountUc) {
+          return { state: 'closed', error: closed('approval_amount_changed', `the owner approved ${formatUc(row.amount_uc)} µc, but the purchase now costs ${formatUc(check.amountUc)} µc; ask again with a new Idempotency-Key.`, approval) };
+        }
+        return { state: 'approved', approvalId: row.id };
+      case 'declined':
+        return { state: 'closed', error: closed('purchase_declined', 'the owner declined this purchase.', approval) };
+      case 'expired':
+        return { state: 'closed', error: closed('approval_expired', 'the approval of this purchase expired before it was used; ask again with a new Idempotency-Key.', approval) };
+      case 'used':
+        return { state: 'closed', error: closed('approval_used', `the approval of this purchase was used already, by hold ${row.hold_id}.`, approval) };
+    }
+  }
+
+  /** Marks approvals used by the holds of their requests, in the holds' transaction; each was approved and locked. */
+  async use(tx: Tx, uses: ReadonlyArray<{ approvalId: string; holdId: string }>): Promise<void> {
+    const used = await store.markPurchasesUsed(tx, uses, this.nowS());
+    if (used !== uses.length) throw new Error(`purchase approval invariant: ${used} of ${uses.length} approvals were approved when their holds used them`);
+  }
+
+  /** An approval for its agent and that agent's owner; anyone else gets 404 (ids cannot be probed). */
+  async approvalFor(db: Queryable, caller: Actor, approvalId: string): Promise<store.PurchaseApprovalRow> {
+    const row = await store.findPurchaseApproval(db, approvalId);
+    if (!row || !actsFor(caller, { id: row.agent_id, owner_id: row.owner_id })) throw new ApiError('not_found', { detail: `no purchase approval ${approvalId}` });
+    return row;
+  }
+
+  /**
+   * The owner approves: the request's retry may take the hold for the next lifetime. Approving an approved
+   * purchase again answers it unchanged; a declined, expired or used one, or one past its deadline, is 409.
+   */
+  async approve(tx: Tx, owner: Actor & Pick<Principal, 'id'>, approvalId: string): Promise<PurchaseApproval> {
+    const row = await this.lockedFor(tx, owner, approvalId);
+    if (row.status === 'approved') return this.view(row);
+    this.assertOpen(row, 'approved');
+    const nowS = this.nowS();
+    const approved = await store.markPurchaseDecided(tx, row.id, 'approved', `owner:${owner.id}`, nowS + this.deps.lifetimeS, nowS);
+    await this.emit(tx, 'purchase.approved', approved);
+    this.gateway.log.info({ approvalId, agentId: row.agent_id }, 'purchase approved');
+    return this.view(approved);
+  }
+
+  /**
+   * The owner declines (or withdraws an approval not used yet): the request's retry gets a final refusal, and an
+   * execute's retained intent is cancelled. Declining again answers it unchanged.
+   */
+  async decline(tx: Tx, owner: Actor & Pick<Principal, 'id'>, approvalId: string): Promise<PurchaseApproval> {
+    const row = await this.lockedFor(tx, owner, approvalId);
+    if (row.status === 'declined') return this.view(row);
+    this.assertOpen(row, 'declined');
+    const declined = await store.markPurchaseDecided(tx, row.id, 'declined', `owner:${owner.id}`, Number(row.expires_at_s), this.nowS());
+    await this.emit(tx, 'purchase.declined', declined, 'declined');
+    await this.cancelIntent(tx, declined, 'purchase_declined');
+    this.gateway.log.info({ approvalId, agentId: row.agent_id }, 'purchase declined');
+    return this.view(declined);
+  }
+
+  private async lockedFor(tx: Tx, owner: Actor, approvalId: string): Promise<store.PurchaseApprovalRow> {
+    const row = await store.lockPurchaseApproval(tx, approvalId);
+    if (!row || !actsFor(owner, { id: row.agent_id, owner_id: row.owner_id })) throw new ApiError('not_found', { detail: `no purchase approval ${approvalId}` });
+    return row;
+  }
+
+  private assertOpen(row: store.PurchaseApprovalRow, wanted: 'approved' | 'declined'): void {
+    const status = this.view(row).status;
+    if (status === 'expired') throw new ApiError('conflict', { detail: 'the purchase approval has expired; the agent must ask again' });
+    if (!isOpen(status)) throw new ApiError('conflict', { detail: `the purchase approval is ${status}; it can no longer be ${wanted}` });
+  }
+
+  /**
+   * Expiry-on-read of one approval (a read, the job): closes it in a transaction of its own when it is open
+   * and past its deadline; nothing otherwise.
+   */
+  async settle(approvalId: string): Promise<void> {
+    await this.gateway.db.transaction(async (tx) => {
+      const row = await store.lockPurchaseApproval(tx, approvalId);
+      if (row && isOpen(row.status) && Number(row.expires_at_s) <= this.nowS()) await this.expireLocked(tx, row);
+    });
+  }
+
+  /**
+   * Marks a locked, open, overdue approval expired: the owner hears `purchase.declined` (`reason: expired`)
+   * when they never answered (an approval they gave and the agent did not use lapses quietly), and an
+   * execute's retained intent is cancelled.
+   */
+  private async expireLocked(tx: Tx, row: store.PurchaseApprovalRow): Promise<store.PurchaseApprovalRow> {
+    const expired = await store.markPurchaseExpired(tx, row.id, this.nowS());
+    if (row.status === 'pending_approval') await this.emit(tx, 'purchase.declined', expired, 'expired');
+    await this.cancelIntent(tx, expired, 'purchase_expired');
+    this.gateway.log.info({ approvalId: row.id, agentId: row.agent_id, was: row.status }, 'purchase approval expired');
+    return expired;
+  }
+
+  private async cancelIntent(tx: Tx, row: store.PurchaseApprovalRow, reason: 'purchase_declined' | 'purchase_expired'): Promise<void> {
+    if (row.intent_id) await this.deps.intents().cancel(tx, row.intent_id, reason);
+  }
+
+  /** The job every instance runs: close approvals past their deadline. */
+  async expireDue(): Promise<void> {
+    for (const id of await store.overduePurchaseIds(this.gateway.db, this.nowS(), EXPIRY_BATCH_MAX)) await this.settle(id);
+  }
+
+  /** What waits for the owner (or everything), oldest first, a page at a time: top-ups and purchases, with the agents' names. */
+  async ownerApprovals(db: Queryable, ownerId: string, pendingOnly: boolean, page: Page): Promise<{ approvals: OwnerApproval[]; hasMore: boolean }> {
+    const { items, hasMore } = await store.listOwnerApprovals(db, { ownerId, pendingOnly, nowS: this.nowS(), ucPerUsdCent: UC_PER_USD_CENT, limit: page.limit, startingAfter: page.startingAfter });
+    const names = new Map((await this.deps.identity.agentRows(db, [...new Set(items.map((item) => item.agent_id))])).map((agent) => [agent.id, agent.name]));
+    const approvals = items.map((item): OwnerApproval => {
+      const merchant = merchantOf(item);
+      return {
+        kind: item.kind,
+        id: item.id,
+        agentId: item.agent_id,
+        agentName: names.get(item.agent_id) ?? '',
+        amountUc: formatUc(item.amount_uc),
+        ...(merchant ? { merchant } : {}),
+        ...(item.offer_id !== null && item.offer_name !== null ? { offer: { id: item.offer_id, name: item.offer_name } } : {}),
+        status: item.status,
+        approvalUrl: item.approval_url,
+        createdAt: Number(item.created_at_s),
+        expiresAt: Number(item.expires_at_s),
+      };
+    });
+    return { approvals, hasMore };
+  }
+
+  /** `purchase.approval_requested | approved | declined` to the owner's webhook, in the transaction of the change. */
+  private async emit(tx: Tx, type: 'purchase.approval_requested' | 'purchase.approved' | 'purchase.declined', row: store.PurchaseApprovalRow, reason?: 'declined' | 'expired'): Promise<void> {
+    const data = reason === undefined ? { purchase: this.view(row) } : { purchase: this.view(row), reason };
+    await emitEvent(tx, { ownerId: row.owner_id, type, data, nowMs: this.gateway.clock.nowMs() });
+  }
+}

@@ -1,0 +1,100 @@
+// The budgets' running totals (budget_usage, hold_budget_charges), owned by the spending policy: the one read
+// a budget check makes (a row per budget period, never a sum of history), and the parts of the ledger's own
+// statements that change them, so a hold, a settlement or a refund changes its budgets in the same statement
+// (and round trip) as its credit. Lock order: budget rows are the last rows any of those statements lock, in
+// sorted order.
+import type { Queryable } from '../platform/db/database.ts';
+
+/** One budget's period: whose, which budget, from when. */
+export interface BudgetPeriodKey {
+  agentId: string;
+  budgetId: string;
+  periodStartS: number;
+}
+
+const keyOf = (key: BudgetPeriodKey) => `${key.agentId}\n${key.budgetId}\n${key.periodStartS}`;
+
+/** The running totals of these budget periods (one statement; none for no key), by `agent\nbudget\nperiodStart`. */
+export async function budgetUsageOf(db: Queryable, keys: readonly BudgetPeriodKey[]): Promise<Map<string, { spentUc: bigint; alertedPct: number }>> {
+  const usage = new Map<string, { spentUc: bigint; alertedPct: number }>();
+  if (keys.length === 0) return usage;
+  const { rows } = await db.query<{ agent_id: string; budget_id: string; period_start_s: bigint; spent_uc: bigint; alerted_pct: number }>(
+    `SELECT u.agent_id, u.budget_id, u.period_start_s, u.spent_uc, u.alerted_pct
+       FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(agent_id, budget_id, period_start_s)
+       JOIN budget_usage u ON u.agent_id = k.agent_id AND u.budget_id = k.budget_id AND u.period_start_s = k.period_start_s`,
+    [keys.map((key) => key.agentId), keys.map((key) => key.budgetId), keys.map((key) => key.periodStartS)],
+  );
+  for (const row of rows) usage.set(keyOf({ agentId: row.agent_id, budgetId: row.budget_id, periodStartS: Number(row.period_start_s) }), { spentUc: row.spent_uc, alertedPct: row.alerted_pct });
+  return usage;
+}
+
+export { keyOf as budgetPeriodKey };
+
+/** What one new hold counts in one budget period, and the alert threshold it announced there (0: none). */
+export interface BudgetChargeRow extends BudgetPeriodKey {
+  holdId: string;
+  amountUc: bigint;
+  alertedPct: number;
+}
+
+/**
+ * The CTE parts that record new holds' budget charges inside the ledger's statement that inserts the holds
+ * (`parts.holds` names its part returning the inserted holds' ids): each charge, and each budget period's
+ * running total raised by what its new holds take, in sorted order, after the part `parts.after` (the agents'
+ * balance rows): budget rows are the last rows a hold locks.
+ * Its parameters are numbered from `$firstParameter`; `counts` names the parts whose rows the statement may
+ * count to check its writes.
+ */
+export function budgetChargeParts(
+  charges: readonly BudgetChargeRow[],
+  parts: { holds: string; after: string },
+  firstParameter: number,
+): { sql: string; params: unknown[]; counts: { charged: string; periods: string } } {
+  const p = (offset: number) => `$${firstParameter + offset}`;
+  return {
+    sql: `budget_charge AS (
+       SELECT * FROM unnest(${p(0)}::text[], ${p(1)}::text[], ${p(2)}::text[], ${p(3)}::bigint[], ${p(4)}::bigint[], ${p(5)}::int[])
+         AS c(hold_id, agent_id, budget_id, period_start_s, amount_uc, alerted_pct)
+     ), budget_charged AS (
+       INSERT INTO hold_budget_charges (hold_id, agent_id, budget_id, period_start_s)
+       SELECT c.hold_id, c.agent_id, c.budget_id, c.period_start_s FROM budget_charge c JOIN ${parts.holds} ON ${parts.holds}.id = c.hold_id RETURNING 1
+     ), budget_counted AS (
+       INSERT INTO budget_usage (agent_id, budget_id, period_start_s, spent_uc, alerted_pct)
+       SELECT agent_id, budget_id, period_start_s, SUM(amount_uc)::bigint, MAX(alerted_pct) FROM budget_charge
+        WHERE (SELECT count(*) FROM ${parts.after}) >= 0
+        GROUP BY agent_id, budget_id, period_start_s ORDER BY agent_id, budget_id, period_start_s
+       ON CONFLICT (agent_id, budget_id, period_start_s) DO UPDATE
+         SET spent_uc = budget_usage.spent_uc + EXCLUDED.spent_uc, alerted_pct = GREATEST(budget_usage.alerted_pct, EXCLUDED.alerted_pct)
+       RETURNING 1
+     )`,
+    params: [
+      charges.map((charge) => charge.holdId),
+      charges.map((charge) => charge.agentId),
+      charges.map((charge) => charge.budgetId),
+      charges.map((charge) => charge.periodStartS),
+      charges.map((charge) => charge.amountUc.toString()),
+      charges.map((charge) => charge.alertedPct),
+    ],
+    counts: { charged: 'budget_charged', periods: 'budget_counted' },
+  };
+}
+
+/**
+ * The CTE part that gives back to the budget periods a hold counted in: `givenBackSql` is a query of
+ * `(hold_id, amount_uc)` rows (what each hold no longer spends: the uncaptured rest of a settled hold, a
+ * refund), each taken off the periods its hold was charged to, in sorted order. Written as an upsert that only
+ * ever updates (the rows exist since the hold), so the rows are locked in that order, after the part `after`;
+ * a row inserted instead would mean a charge without its running total: the caller counts the rows with
+ * `existed` false and fails.
+ */
+export function budgetGiveBackPart(givenBackSql: string, after: string): string {
+  return `budget_given_back AS (
+       INSERT INTO budget_usage (agent_id, budget_id, period_start_s, spent_uc)
+       SELECT c.agent_id, c.budget_id, c.period_start_s, SUM(g.amount_uc)::bigint
+         FROM (${givenBackSql}) g JOIN hold_budget_charges c ON c.hold_id = g.hold_id
+        WHERE g.amount_uc > 0 AND (SELECT count(*) FROM ${after}) >= 0
+        GROUP BY c.agent_id, c.budget_id, c.period_start_s ORDER BY c.agent_id, c.budget_id, c.period_start_s
+       ON CONFLICT (agent_id, budget_id, period_start_s) DO UPDATE SET spent_uc = budget_usage.spent_uc - EXCLUDED.spent_uc
+       RETURNING xmax::text <> '0' AS existed
+     )`;
+}

@@ -1,0 +1,130 @@
+// A mandate: the owner's rules for one agent, the single source of its spending policy. This file owns what a
+// mandate is (its rules, their defaults and limits), its canonical form and its hash; `spending.ts` evaluates
+// it. Every change makes a new version whose document (the rules, the agent, the version and when it was
+// made) is serialised as RFC 8785 canonical JSON and hashed with SHA-256 (base64url), so that a voucher, a
+// receipt or an evidence bundle can name exactly the rules a purchase was made under, and anyone can check
+// that name against the document.
+import { createHash } from 'node:crypto';
+import canonicalize from 'canonicalize';
+import { ApiError } from '../platform/errors.ts';
+import { parseUc } from '../platform/money.ts';
+import { isTimeZone, type BudgetPeriod } from './periods.ts';
+
+export const BUDGETS_PER_MANDATE_MAX = 20;
+export const MERCHANT_RULES_MAX = 100;
+export const ALERT_THRESHOLDS_DEFAULT = [80, 100] as const;
+export const ALERT_THRESHOLDS_MAX = 5;
+export const TIME_ZONE_DEFAULT = 'UTC';
+/** Today's default period for the legacy rolling cap (`caps.periodS`). */
+export const CAP_PERIOD_S_DEFAULT = 86_400;
+
+/** One budget: at most `limitUc` per period, over all spending or one merchant, category or built-in service. */
+export interface Budget {
+  id: string;
+  limitUc: string;
+  period: BudgetPeriod;
+  merchantId?: string;
+  category?: string;
+  serviceId?: string;
+}
+
+/** Which merchants the agent may buy from: by merchant id or verified domain. */
+export interface MerchantRules {
+  /** Only these, when set; null: any merchant not denied. */
+  allow: string[] | null;
+  deny: string[];
+}
+
+/** The rules of a mandate, as the owner writes them (amounts as decimal strings, times as Unix seconds). */
+export interface MandateRules {
+  allowedServices: string[];
+  allowedCategories: string[];
+  /** The rolling caps agents had before mandates (a view kept for PATCH /v1/owner/agents/{id}). */
+  caps: { perHoldUc: string | null; perPeriodUc: string | null; periodS: number };
+  budgets: Budget[];
+  merchants: MerchantRules;
+  /** A purchase above this waits for the owner's approval; null: none does. */
+  approvalAboveUc: string | null;
+  notBefore: number | null;
+  notAfter: number | null;
+  /** The IANA time zone in which day, week and month budgets reset. */
+  timeZone: string;
+  /** Percentages of a budget at which `budget.threshold` fires, once per period each. */
+  alertThresholds: number[];
+}
+
+/** The rules kept on the agent row beside the allowance and cap columns (what the hold pass reads). */
+export type ExtendedRules = Pick<MandateRules, 'budgets' | 'merchants' | 'approvalAboveUc' | 'notBefore' | 'notAfter' | 'timeZone' | 'alertThresholds'>;
+
+/** What a version's hash is taken over. */
+export interface MandateDocument extends MandateRules {
+  agentId: string;
+  version: number;
+  createdAt: number;
+}
+
+export const NO_MERCHANT_RULES: MerchantRules = { allow: null, deny: [] };
+
+/** The rules of an agent that never had more than today's allowances and caps. */
+export function defaultExtendedRules(): ExtendedRules {
+  return { budgets: [], merchants: { ...NO_MERCHANT_RULES }, approvalAboveUc: null, notBefore: null, notAfter: null, timeZone: TIME_ZONE_DEFAULT, alertThresholds: [...ALERT_THRESHOLDS_DEFAULT] };
+}
+
+/** The extended rules as stored on an agent row (JSONB), with every member present. */
+export function extendedRulesOf(stored: Partial<ExtendedRules> | null | undefined): ExtendedRules {
+  return { ...defaultExtendedRules(), ...stored };
+}
+
+/** The RFC 8785 canonical JSON of a mandate version: the exact bytes its hash is taken over. */
+export function canonicalMandate(document: MandateDocument): string {
+  const text = canonicalize(document);
+  if (text === undefined) throw new Error(`mandate of agent ${document.agentId} has no JSON form`);
+  return text;
+}
+
+/** The version's name: base64url SHA-256 of its canonical JSON. */
+export function mandateHash(canonical: string): string {
+  return createHash('sha256').update(canonical, 'utf8').digest('base64url');
+}
+
+function refuse(detail: string): never {
+  throw new ApiError('invalid_input', { detail });
+}
+
+/**
+ * Checks rules the schema cannot: unique budget ids, one scope per budget, amounts that parse, a time zone the
+ * gateway knows, a validity window that is not empty, known service ids. Returns the rules with unique lists.
+ */
+export function checkedRules(rules: MandateRules, knownServiceIds: readonly string[]): MandateRules {
+  const ids = new Set<string>();
+  for (const [index, budget] of rules.budgets.entries()) {
+    if (ids.has(budget.id)) refuse(`budgets/${index}/id "${budget.id}" is used twice; budget ids are unique within a mandate`);
+    ids.add(budget.id);
+    const scopes = [budget.merchantId, budget.category, budget.serviceId].filter((scope) => scope !== undefined);
+    if (scopes.length > 1) refuse(`budgets/${index} names more than one of merchantId, category and serviceId; a budget covers one of them, or all spending`);
+    if (parseUc(budget.limitUc, `budgets/${index}/limitUc`) === 0n) refuse(`budgets/${index}/limitUc must be more than 0`);
+    if (budget.serviceId !== undefined && !knownServiceIds.includes(budget.serviceId)) {
+      refuse(`budgets/${index}/serviceId "${budget.serviceId}" is not a built-in service; known: ${knownServiceIds.join(', ')}`);
+    }
+  }
+  if (!isTimeZone(rules.timeZone)) refuse(`timeZone "${rules.timeZone}" is not an IANA time zone this gateway knows (e.g. UTC, Europe/Paris)`);
+  if (rules.notBefore !== null && rules.notAfter !== null && rules.notAfter <= rules.notBefore) refuse('notAfter must be later than notBefore');
+  if (rules.approvalAboveUc !== null) parseUc(rules.approvalAboveUc, 'approvalAboveUc');
+  for (const id of rules.allowedServices) {
+    if (id !== '*' && !knownServiceIds.includes(id)) refuse(`unknown service "${id}"; known: ${knownServiceIds.join(', ')} or "*"`);
+  }
+  const unique = (values: readonly string[]) => [...new Set(values)];
+  const thresholds = unique(rules.alertThresholds.map(String)).map(Number).sort((a, b) => a - b);
+  return {
+    ...rules,
+    allowedServices: unique(rules.allowedServices),
+    allowedCategories: unique(rules.allowedCategories),
+    merchants: { allow: rules.merchants.allow === null ? null : unique(rules.merchants.allow.map(lower)), deny: unique(rules.merchants.deny.map(lower)) },
+    alertThresholds: thresholds,
+  };
+}
+
+/** Merchant ids and domains compare in lower case (ids are lower-case already; domains are stored so). */
+function lower(value: string): string {
+  return value.toLowerCase();
+}

@@ -1,0 +1,107 @@
+// Budget periods: calendar days, ISO weeks (Monday to Monday) and months in the mandate's IANA time zone, or
+// all time (`total`). A hold counts in the period that contains its creation time; the period's usage starts
+// again at the next boundary. Daylight-saving changes are handled by converting the local midnight of each
+// boundary to UTC in that zone (a day of 23 or 25 hours is still one day).
+export const BUDGET_PERIODS = ['day', 'week', 'month', 'total'] as const;
+export type BudgetPeriod = (typeof BUDGET_PERIODS)[number];
+
+export interface PeriodBounds {
+  /** Unix seconds of the period's first instant (0 for `total`). */
+  startS: number;
+  /** Unix seconds of the next period's first instant; null for `total`, which never resets. */
+  resetsAtS: number | null;
+}
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+function formatterOf(timeZone: string): Intl.DateTimeFormat {
+  let formatter = formatters.get(timeZone);
+  if (!formatter) {
+    formatter = new Intl.DateTimeFormat('en-US', {
+      timeZone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
+    });
+    formatters.set(timeZone, formatter);
+  }
+  return formatter;
+}
+
+/** True when `timeZone` is an IANA time zone this runtime knows (or UTC). */
+export function isTimeZone(timeZone: string): boolean {
+  try {
+    formatterOf(timeZone);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+interface LocalTime {
+  year: number;
+  month: number;
+  day: number;
+  hour: number;
+  minute: number;
+  second: number;
+}
+
+function localTime(timeZone: string, atMs: number): LocalTime {
+  const parts = Object.fromEntries(formatterOf(timeZone).formatToParts(new Date(atMs)).map((part) => [part.type, part.value]));
+  return { year: +parts.year!, month: +parts.month!, day: +parts.day!, hour: +parts.hour!, minute: +parts.minute!, second: +parts.second! };
+}
+
+/** The zone's offset from UTC at an instant, in milliseconds (local − UTC). */
+function offsetMs(timeZone: string, atMs: number): number {
+  const local = localTime(timeZone, atMs);
+  const asUtc = Date.UTC(local.year, local.month - 1, local.day, local.hour, local.minute, local.second);
+  return asUtc - Math.floor(atMs / 1000) * 1000;
+}
+
+/**
+ * The first instant (Unix seconds) of a calendar date in the zone: its local midnight, the earlier one where
+ * midnight repeats, and the end of the gap where clocks skip midnight itself (Havana, Santiago, Beirut).
+ */
+function localMidnightS(timeZone: string, year: number, month: number, day: number): number {
+  const wallMs = Date.UTC(year, month - 1, day);
+  // Midnight under the offset in force near it, then under the offset in force at that guess: the two differ
+  // only across a daylight-saving change, and then the earlier one that falls on the date is its first instant.
+  const firstMs = wallMs - offsetMs(timeZone, wallMs);
+  const secondMs = wallMs - offsetMs(timeZone, firstMs);
+  if (firstMs === secondMs) return Math.floor(firstMs / 1000);
+  const onTheDate = [firstMs, secondMs].filter((atMs) => {
+    const local = localTime(timeZone, atMs);
+    return local.year === year && local.month === month && local.day === day;
+  });
+  return Math.floor(Math.min(...(onTheDate.length > 0 ? onTheDate : [secondMs])) / 1000);
+}
+
+/** A calendar date moved by whole days (month and year boundaries included). */
+function addDays(date: { year: number; month: number; day: number }, days: number): { year: number; month: number; day: number } {
+  const moved = new Date(Date.UTC(date.year, date.month - 1, date.day + days));
+  return { year: moved.getUTCFullYear(), month: moved.getUTCMonth() + 1, day: moved.getUTCDate() };
+}
+
+/** The period of `period` that contains the instant `atS`, in `timeZone`. */
+export function periodOf(period: BudgetPeriod, timeZone: string, atS: number): PeriodBounds {
+  if (period === 'total') return { startS: 0, resetsAtS: null };
+  const local = localTime(timeZone, atS * 1000);
+  let start = { year: local.year, month: local.month, day: local.day };
+  let next: typeof start;
+  if (period === 'day') {
+    next = addDays(start, 1);
+  } else if (period === 'week') {
+    const isoWeekday = (new Date(Date.UTC(start.year, start.month - 1, start.day)).getUTCDay() + 6) % 7;
+    start = addDays(start, -isoWeekday);
+    next = addDays(start, 7);
+  } else {
+    start = { year: local.year, month: local.month, day: 1 };
+    next = local.month === 12 ? { year: local.year + 1, month: 1, day: 1 } : { year: local.year, month: local.month + 1, day: 1 };
+  }
+  return { startS: localMidnightS(timeZone, start.year, start.month, start.day), resetsAtS: localMidnightS(timeZone, next.year, next.month, next.day) };
+}

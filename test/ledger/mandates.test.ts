@@ -1,0 +1,218 @@
+// Spending mandates: the owner's rules for one agent, versioned and hashed, enforced at every hold. What
+// concurrency, periods and the model-based test hold are in their own files; this one holds the contract
+// of the resource and each rule's refusal.
+import { createHash } from 'node:crypto';
+import { decodeJwt } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
+import { startWorld, type World } from '../support/world.ts';
+
+let world: World;
+let shop: Shop;
+let counter = 0;
+
+beforeAll(async () => {
+  world = await startWorld();
+  shop = await openShop(world);
+});
+
+afterAll(async () => {
+  await world?.close();
+});
+
+async function fundedAgent(settings: Record<string, unknown> = {}) {
+  const agent = await world.createAgent(`mandate${++counter}@example.com`, `mandate-agent-${counter}`, { allowedCategories: ['books', 'music'], ...settings });
+  await grant(world, agent.id, 100_000_000n);
+  return agent;
+}
+
+const put = (agent: { id: string; ownerToken: string }, body: unknown) =>
+  world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `mandate-${++counter}`, body });
+const get = (agent: { id: string; ownerToken: string }) => world.api('GET', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken });
+
+describe('the mandate resource', () => {
+  it('every agent has version 1 from registration; PUT makes the next, and each version keeps its canonical JSON and hash', async () => {
+    const agent = await fundedAgent({ caps: { perHoldUc: '7000000' } });
+    const first = await get(agent);
+    expect(first.status).toBe(200);
+    expect(first.body).toMatchObject({ agentId: agent.id, version: 1, allowedCategories: ['books', 'music'], caps: { perHoldUc: '7000000', perPeriodUc: null }, budgets: [], usage: [] });
+    const rules = { allowedCategories: ['books'], budgets: [{ id: 'daily', limitUc: '2000000', period: 'day' }], approvalAboveUc: '50000000', timeZone: 'Europe/Paris' };
+    const second = await put(agent, rules);
+    expect(second.status).toBe(200);
+    expect(second.body).toMatchObject({ version: 2, ...rules, allowedServices: ['*'], caps: { perHoldUc: null }, merchants: { allow: null, deny: [] }, alertThresholds: [80, 100] });
+    expect(second.body.usage).toEqual([
+      { budgetId: 'daily', period: 'day', limitUc: '2000000', periodStart: expect.any(Number), resetsAt: expect.any(Number), spentUc: '0', remainingUc: '2000000' },
+    ]);
+    expect((await get(agent)).body).toEqual(second.body);
+
+    for (const version of [1, 2]) {
+      const kept = await world.api('GET', `/v1/owner/agents/${agent.id}/mandate/versions/${version}`, { token: agent.ownerToken });
+      expect(kept.status).toBe(200);
+      expect(createHash('sha256').update(kept.body.canonical, 'utf8').digest('base64url')).toBe(kept.body.hash);
+      const document = JSON.parse(kept.body.canonical);
+      expect(document).toMatchObject({ agentId: agent.id, version });
+    }
+    const current = JSON.parse((await world.api('GET', `/v1/owner/agents/${agent.id}/mandate/versions/2`, { token: agent.ownerToken })).body.canonical);
+    const { hash, usage, ...shown } = second.body;
+    expect(current).toEqual(shown);
+    const list = await world.api('GET', `/v1/owner/agents/${agent.id}/mandate/versions?limit=1`, { token: agent.ownerToken });
+    expect(list.body).toMatchObject({ hasMore: true, versions: [{ version: 2 }] });
+    expect((await world.api('GET', `/v1/owner/agents/${agent.id}/mandate/versions/9`, { token: agent.ownerToken })).status).toBe(404);
+  });
+
+  it("PATCH's caps and allowances are a view of the mandate: they write a version and read back the same", async () => {
+    const agent = await fundedAgent();
+    const patched = await world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, body: { caps: { perPeriodUc: '9000000', periodS: 3600 }, allowedServices: ['github-public'] } });
+    expect(patched.status).toBe(200);
+    expect(patched.body).toMatchObject({ caps: { perHoldUc: null, perPeriodUc: '9000000', periodS: 3600 }, allowedServices: ['github-public'] });
+    expect((await get(agent)).body).toMatchObject({ version: 2, caps: { perPeriodUc: '9000000', periodS: 3600 }, allowedServices: ['github-public'] });
+    // A name alone is not policy: no new version.
+    await world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, body: { name: 'Renamed' } });
+    expect((await get(agent)).body.version).toBe(2);
+  });
+
+  it('refuses rules it cannot keep, by name, and writes no version', async () => {
+    const agent = await fundedAgent();
+    const refusals = [
+      [{ budgets: [{ id: 'a', limitUc: '1', period: 'day' }, { id: 'a', limitUc: '2', period: 'week' }] }, /used twice/],
+      [{ budgets: [{ id: 'a', limitUc: '1', period: 'day', category: 'books', merchantId: 'mer_x' }] }, /more than one/],
+      [{ budgets: [{ id: 'a', limitUc: '0', period: 'day' }] }, /more than 0/],
+      [{ timeZone: 'Mars/Olympus' }, /IANA time zone/],
+      [{ notBefore: 2000, notAfter: 1000 }, /notAfter/],
+      [{ budgets: [{ id: 'a', limitUc: '1', period: 'fortnight' }] }, /period/],
+      [{ budgets: Array.from({ length: 21 }, (_, i) => ({ id: `b${i}`, limitUc: '1', period: 'day' })) }, /budgets/],
+      // A member the mandate does not have is named, not only the object holding it.
+      [{ budget: [] }, /"detail":"body\/budget is not a known member here"/],
+      [{ budgets: [{ id: 'a', limitUc: '1', period: 'day', merchant: 'mer_x' }] }, /body\/budgets\/0\/merchant is not a known member here/],
+    ] as const;
+    for (const [body, detail] of refusals) {
+      const res = await put(agent, body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.code).toBe('invalid_input');
+      expect(JSON.stringify(res.body)).toMatch(detail);
+    }
+    expect((await get(agent)).body.version).toBe(1);
+  });
+
+  it("another owner's agent is not found, and an agent credential is not an owner", async () => {
+    const agent = await fundedAgent();
+    const stranger = await fundedAgent();
+    expect((await world.api('GET', `/v1/owner/agents/${agent.id}/mandate`, { token: stranger.ownerToken })).status).toBe(404);
+    expect((await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: stranger.ownerToken, key: 'stranger', body: {} })).status).toBe(404);
+    expect((await world.api('GET', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.token })).status).toBe(403);
+  });
+});
+
+describe('enforcement at the hold', () => {
+  it('a budget refuses what would pass its limit with 402 CAP_EXCEEDED naming the budget; a release gives it back', async () => {
+    const agent = await fundedAgent();
+    const offer = await shop.offer({ priceUc: '1000000' });
+    expect((await put(agent, { budgets: [{ id: 'daily', limitUc: '2000000', period: 'day' }] })).status).toBe(200);
+    const first = await mint(world, agent.token, offer.id);
+    expect((await mint(world, agent.token, offer.id)).status).toBe(200);
+    const refused = await mint(world, agent.token, offer.id);
+    expect(refused.status).toBe(402);
+    expect(refused.body).toMatchObject({ code: 'CAP_EXCEEDED', reason: 'budget_exceeded', budget: { id: 'daily', limitUc: '2000000', remainingUc: '0', resetsAt: expect.any(Number) } });
+    expect((await get(agent)).body.usage[0]).toMatchObject({ spentUc: '2000000', remainingUc: '0' });
+    await world.api('POST', `/v1/redemptions/${first.body.redemption.id}/release`, { token: shop.key, key: `release-${++counter}`, body: {} });
+    expect((await get(agent)).body.usage[0]).toMatchObject({ spentUc: '1000000', remainingUc: '1000000' });
+    expect((await mint(world, agent.token, offer.id)).status).toBe(200);
+  });
+
+  it('a budget scoped to one merchant counts only that merchant; a capture keeps counting, a refund gives back', async () => {
+    const agent = await fundedAgent();
+    const other = await openShop(world);
+    const [here, there] = [await shop.offer({ priceUc: '1500000' }), await other.offer({ priceUc: '1500000' })];
+    await put(agent, { budgets: [{ id: 'shop', limitUc: '2000000', period: 'total', merchantId: shop.merchantId }] });
+    const held = await mint(world, agent.token, here.id);
+    expect(held.status).toBe(200);
+    expect((await mint(world, agent.token, here.id)).status).toBe(402);
+    expect((await mint(world, agent.token, there.id)).status).toBe(200);
+    expect((await mint(world, agent.token, there.id)).status).toBe(200);
+    const id = held.body.redemption.id;
+    await world.api('POST', `/v1/redemptions/${id}/capture`, { token: shop.key, key: `capture-${++counter}`, body: {} });
+    expect((await get(agent)).body.usage[0]).toMatchObject({ spentUc: '1500000', resetsAt: null, periodStart: 0 });
+    await world.api('POST', `/v1/redemptions/${id}/refunds`, { token: shop.key, key: `refund-${++counter}`, body: { amountUc: '1000000' } });
+    expect((await get(agent)).body.usage[0]).toMatchObject({ spentUc: '500000', remainingUc: '1500000' });
+    expect((await mint(world, agent.token, here.id)).status).toBe(200);
+  });
+
+  it('merchant rules allow or deny by merchant id or verified domain: 403 SCOPE_FORBIDDEN merchant_not_allowed', async () => {
+    const agent = await fundedAgent();
+    const offer = await shop.offer();
+    const { rows } = await world.gw.gateway.db.query<{ domain: string }>('SELECT domain FROM merchants WHERE id = $1', [shop.merchantId]);
+    await put(agent, { merchants: { allow: null, deny: [rows[0]!.domain.toUpperCase()] } });
+    const denied = await mint(world, agent.token, offer.id);
+    expect(denied.status).toBe(403);
+    expect(denied.body).toMatchObject({ code: 'SCOPE_FORBIDDEN', reason: 'merchant_not_allowed' });
+    await put(agent, { merchants: { allow: ['mer_somewhere_else'], deny: [] } });
+    expect((await mint(world, agent.token, offer.id)).body.reason).toBe('merchant_not_allowed');
+    await put(agent, { merchants: { allow: [shop.merchantId], deny: [] } });
+    expect((await mint(world, agent.token, offer.id)).status).toBe(200);
+  });
+
+  it('outside its validity window a mandate refuses every purchase: 403 SCOPE_FORBIDDEN mandate_not_valid', async () => {
+    const agent = await fundedAgent();
+    const offer = await shop.offer();
+    const nowS = world.gw.clock.nowS();
+    await put(agent, { notAfter: nowS - 1 });
+    expect((await mint(world, agent.token, offer.id)).body).toMatchObject({ code: 'SCOPE_FORBIDDEN', reason: 'mandate_not_valid' });
+    await put(agent, { notBefore: nowS + 3600 });
+    expect((await mint(world, agent.token, offer.id)).body).toMatchObject({ code: 'SCOPE_FORBIDDEN', reason: 'mandate_not_valid' });
+    await put(agent, { notBefore: nowS - 10, notAfter: nowS + 3600 });
+    expect((await mint(world, agent.token, offer.id)).status).toBe(200);
+  });
+
+  it('a voucher and its capture receipt name the mandate version in force at the hold', async () => {
+    const agent = await fundedAgent();
+    const offer = await shop.offer();
+    const mandate = (await put(agent, { budgets: [{ id: 'weekly', limitUc: '50000000', period: 'week' }] })).body;
+    const minted = await mint(world, agent.token, offer.id);
+    expect(decodeJwt(minted.body.voucher).mandate).toBe(mandate.hash);
+    // A later change does not change what the hold was made under.
+    await put(agent, {});
+    const captured = await world.api('POST', `/v1/redemptions/${minted.body.redemption.id}/capture`, { token: shop.key, key: `capture-${++counter}`, body: {} });
+    expect(decodeJwt(captured.body.captureReceipt).mandate).toBe(mandate.hash);
+  });
+
+  it('the agent sees its mandate and its budgets in GET /v1/me', async () => {
+    const agent = await fundedAgent();
+    const mandate = (await put(agent, { budgets: [{ id: 'daily', limitUc: '3000000', period: 'day' }] })).body;
+    const offer = await shop.offer({ priceUc: '1000000' });
+    await mint(world, agent.token, offer.id);
+    const me = await world.api('GET', '/v1/me', { token: agent.token });
+    expect(me.body.mandate).toEqual({ version: mandate.version, hash: mandate.hash });
+    expect(me.body.budgets).toEqual([expect.objectContaining({ budgetId: 'daily', spentUc: '1000000', remainingUc: '2000000' })]);
+  });
+});
+
+describe('the merchant check', () => {
+  it('answers allowed: false for a denied merchant, an exhausted budget and a mandate out of its window, with no figures', async () => {
+    const agent = await fundedAgent();
+    const subject = `mandate-agent-${counter}`;
+    const offer = await shop.offer({ priceUc: '1000000' });
+    const check = async () => world.api('POST', '/v1/access/merchant-check', { token: shop.key, body: { offerId: offer.id, agentIdentity: { issuer: world.agentIssuer.issuer, subject } } });
+    expect((await check()).body.allowed).toBe(true);
+    await put(agent, { merchants: { allow: null, deny: [shop.merchantId] } });
+    expect((await check()).body.allowed).toBe(false);
+    await put(agent, { budgets: [{ id: 'daily', limitUc: '1000000', period: 'day' }] });
+    expect((await check()).body.allowed).toBe(true);
+    await mint(world, agent.token, offer.id);
+    const exhausted = await check();
+    expect(exhausted.body.allowed).toBe(false);
+    expect(Object.keys(exhausted.body).sort()).toEqual(['agentId', 'agentIdentity', 'allowed', 'merchantId', 'offerId', 'paymentRequired', 'priceUc', 'voucherEndpoint']);
+    await put(agent, { notAfter: world.gw.clock.nowS() - 1 });
+    expect((await check()).body.allowed).toBe(false);
+  });
+});
+
+describe('agents registered before mandates', () => {
+  it('get version 1 of theirs from their settings when the gateway starts', async () => {
+    const agent = await fundedAgent({ caps: { perHoldUc: '4000000' } });
+    await world.gw.gateway.db.query('DELETE FROM mandate_versions WHERE agent_id = $1', [agent.id]);
+    await world.gw.gateway.db.query('UPDATE agents SET mandate_version = 0, mandate_hash = NULL WHERE id = $1', [agent.id]);
+    expect(await world.gw.services.identity.writeMissingMandates()).toBe(1);
+    expect((await get(agent)).body).toMatchObject({ version: 1, caps: { perHoldUc: '4000000' }, allowedCategories: ['books', 'music'] });
+    expect(await world.gw.services.identity.writeMissingMandates()).toBe(0);
+  });
+});

@@ -1,0 +1,218 @@
+// Purchase approvals beside top-ups, in-process with the local rail: an execute above the agent's approval
+// threshold retains its intent and waits for the owner (the gateway does not run it by itself; the retry does,
+// once), a decline cancels the intent, the approval page is the top-ups' page, and the owner's list shows what
+// waits for it, top-ups and purchases alike.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
+import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
+import { waitFor } from '../support/wait.ts';
+import { startWorld, type World } from '../support/world.ts';
+import { holdsOf, ONE_CREDIT_UC } from '../execute/helpers.ts';
+import { repoRequest, topupBody } from './helpers.ts';
+
+let world: World;
+let github: FakeGitHub;
+let shop: Shop;
+let counter = 0;
+const key = (label: string) => `${label}-${++counter}-${Date.now()}`;
+
+beforeAll(async () => {
+  github = await startFakeGitHub();
+  world = await startWorld({ env: { ACG_PAYMENT_PROVIDER: 'local', ACG_GITHUB_API_URL: github.url } });
+  shop = await openShop(world);
+});
+afterAll(async () => {
+  await world?.close();
+  await github?.close();
+});
+
+const repoCalls = () => github.requests.filter((r) => r.path === '/repos/octocat/Hello-World').length;
+
+/** A funded agent whose mandate asks its owner above `approvalAboveUc`. */
+async function agentAsking(label: string, approvalAboveUc: string) {
+  const email = `${label}-${++counter}@example.com`;
+  const name = `${label}-agent-${counter}`;
+  const agent = await world.createAgent(email, name);
+  await grant(world, agent.id, 50_000_000n);
+  const put = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: key('mandate'), body: { approvalAboveUc } });
+  expect(put.status).toBe(200);
+  return { ...agent, email, name };
+}
+
+const approvalIdOf = (url: string) => new URL(url).pathname.split('/').pop()!;
+
+describe('execute above the approval threshold', () => {
+  it('answers 402 with the purchase approval and the retained intent; after approval the retry runs it once and a further retry replays it', async () => {
+    const agent = await agentAsking('exec', '500000');
+    const k = key('exec');
+    const calls = repoCalls();
+    const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(first.status).toBe(402);
+    expect(first.body).toMatchObject({
+      code: 'approval_required',
+      reason: 'above_approval_threshold',
+      state: 'approval_pending',
+      intentId: expect.stringMatching(/^int_/),
+      intent: { ...repoRequest, agentId: agent.id },
+      priceUc: ONE_CREDIT_UC.toString(),
+      approvalUrl: expect.stringMatching(new RegExp(`^${world.url}/payments/purchases/pur_`)),
+      payment: { status: 'pending_approval', operation: 'executeService', merchant: null, offer: { id: 'github-public:repository.get' } },
+      paymentMethods: [{ type: 'credits', status: 'pending_approval' }],
+      instructions: expect.stringContaining('same Idempotency-Key'),
+      charged: false,
+    });
+    expect(first.body.payment.intentId).toBe(first.body.intentId);
+    expect(repoCalls()).toBe(calls);
+    expect(await holdsOf(world, agent.id)).toEqual([]);
+    const intent = await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.token });
+    expect(intent.body.state).toBe('pending');
+
+    const id = approvalIdOf(first.body.approvalUrl);
+    expect((await world.api('POST', `/v1/payments/purchases/${id}/approve`, { token: agent.ownerToken, body: {} })).body.status).toBe('approved');
+    // Approval runs nothing by itself: the intent waits for its caller's retry.
+    expect((await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.token })).body.state).toBe('pending');
+    expect(repoCalls()).toBe(calls);
+
+    const retry = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(retry.status).toBe(200);
+    expect(retry.body).toMatchObject({ state: 'succeeded', result: { fullName: 'octocat/Hello-World' }, receipt: { state: 'captured', capturedUc: '1000000' } });
+    const replay = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.body.executionId).toBe(retry.body.executionId);
+    expect(repoCalls()).toBe(calls + 1);
+    expect((await holdsOf(world, agent.id)).map((hold) => hold.state)).toEqual(['captured']);
+    expect((await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.token })).body).toMatchObject({ state: 'executed', executionId: retry.body.executionId });
+    expect((await world.api('GET', `/v1/payments/purchases/${id}`, { token: agent.token })).body).toMatchObject({ status: 'used', holdId: retry.body.receipt.id });
+  });
+
+  it('declined: the intent is cancelled, nothing runs or is charged, and the retry answers 409 purchase_declined, stored', async () => {
+    const agent = await agentAsking('exec-declined', '500000');
+    const k = key('exec');
+    const calls = repoCalls();
+    const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    const id = approvalIdOf(first.body.approvalUrl);
+    expect((await world.api('POST', `/v1/payments/purchases/${id}/decline`, { token: agent.ownerToken, body: {} })).body.status).toBe('declined');
+    expect((await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.token })).body).toMatchObject({ state: 'cancelled', cancellationReason: 'purchase_declined' });
+    const retry = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(retry.status).toBe(409);
+    expect(retry.body).toMatchObject({ code: 'conflict', reason: 'purchase_declined', charged: false, approvalId: id });
+    const again = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(again.status).toBe(409);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(repoCalls()).toBe(calls);
+    expect(await holdsOf(world, agent.id)).toEqual([]);
+  });
+
+  it('above the threshold and above the credit: the owner approves the purchase, then a top-up, and the gateway runs the intent once under that approval', async () => {
+    const email = `exec-broke-${++counter}@example.com`;
+    const agent = await world.createAgent(email, `exec-broke-agent-${counter}`);
+    await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: key('mandate'), body: { approvalAboveUc: '500000' } });
+    const k = key('exec');
+    const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    const purchase = approvalIdOf(first.body.approvalUrl);
+    await world.api('POST', `/v1/payments/purchases/${purchase}/approve`, { token: agent.ownerToken, body: {} });
+    const short = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(short.status).toBe(402);
+    expect(short.body).toMatchObject({ code: 'approval_required', intentId: first.body.intentId, payment: { provider: 'local', status: 'pending_approval' } });
+    expect((await world.api('POST', `/v1/payments/topups/${short.body.payment.id}/approve`, { token: agent.ownerToken, body: {} })).body.status).toBe('settled');
+    const intent = await waitFor(async () => (await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.token })).body, {
+      until: (body) => body.state !== 'pending',
+      what: 'the resumed intent to run',
+      timeoutMs: 15_000,
+      intervalMs: 50,
+    });
+    expect(intent).toMatchObject({ state: 'executed', receipt: { state: 'captured', capturedUc: '1000000' } });
+    expect((await world.api('GET', `/v1/payments/purchases/${purchase}`, { token: agent.token })).body).toMatchObject({ status: 'used', holdId: intent.receipt.id });
+    const replay = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(replay.body.executionId).toBe(intent.executionId);
+  });
+
+  it('at or below the threshold an execute runs at once', async () => {
+    const agent = await agentAsking('exec-below', ONE_CREDIT_UC.toString());
+    const res = await world.api('POST', '/v1/services/execute', { token: agent.token, key: key('exec'), body: repoRequest });
+    expect(res.status).toBe(200);
+  });
+});
+
+describe('the approval page of a purchase', () => {
+  it('is the top-ups\' page, with the consent page protections and no purchase data in it', async () => {
+    const agent = await agentAsking('page', '1000000');
+    const offer = await shop.offer({ priceUc: '3000000' });
+    const asked = await mint(world, agent.token, offer.id, key('page'));
+    const res = await fetch(asked.body.approvalUrl);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-security-policy')).toMatch(/default-src 'none'; script-src 'nonce-/);
+    expect(res.headers.get('x-frame-options')).toBe('DENY');
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    const html = await res.text();
+    expect(html).toContain('data-kind="purchase"');
+    expect(html).toContain(approvalIdOf(asked.body.approvalUrl));
+    expect(html).not.toContain(offer.id);
+    expect(html).toContain('Approve a purchase');
+  });
+});
+
+describe('GET /v1/owner/approvals', () => {
+  it('lists what waits for the owner, top-ups and purchases, oldest first and paged, with the agents\' names; status=all shows the answered ones too', async () => {
+    const agent = await agentAsking('list', '1000000');
+    const offer = await shop.offer({ priceUc: '3000000' });
+    const topup = (await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('topup'), body: topupBody(agent.id) })).body;
+    const asked = await mint(world, agent.token, offer.id, key('list'));
+    const declined = await mint(world, agent.token, offer.id, key('list'));
+    await world.api('POST', `/v1/payments/purchases/${approvalIdOf(declined.body.approvalUrl)}/decline`, { token: agent.ownerToken, body: {} });
+
+    const pending = await world.api('GET', '/v1/owner/approvals?status=pending', { token: agent.ownerToken });
+    expect(pending.status).toBe(200);
+    // Oldest first by creation second, then by id: these were made within a second or two.
+    const byKind = (a: { kind: string }, b: { kind: string }) => (a.kind < b.kind ? 1 : -1);
+    expect({ ...pending.body, approvals: [...pending.body.approvals].sort(byKind) }).toEqual({
+      approvals: [
+        {
+          kind: 'topup',
+          id: topup.id,
+          agentId: agent.id,
+          agentName: agent.name,
+          amountUc: '500000000',
+          status: 'pending_approval',
+          approvalUrl: topup.approvalUrl,
+          createdAt: topup.createdAt,
+          expiresAt: topup.expiresAt,
+        },
+        {
+          kind: 'purchase',
+          id: approvalIdOf(asked.body.approvalUrl),
+          agentId: agent.id,
+          agentName: agent.name,
+          amountUc: '3000000',
+          merchant: { id: shop.merchantId, name: expect.any(String), domain: expect.any(String) },
+          offer: { id: offer.id, name: 'Book' },
+          status: 'pending_approval',
+          approvalUrl: asked.body.approvalUrl,
+          createdAt: asked.body.purchase.createdAt,
+          expiresAt: asked.body.purchase.expiresAt,
+        },
+      ],
+      hasMore: false,
+    });
+    expect((await world.api('GET', '/v1/owner/approvals', { token: agent.ownerToken })).body).toEqual(pending.body);
+    const firstPage = await world.api('GET', '/v1/owner/approvals?limit=1', { token: agent.ownerToken });
+    expect(firstPage.body).toEqual({ approvals: [pending.body.approvals[0]], hasMore: true });
+    const secondPage = await world.api('GET', `/v1/owner/approvals?limit=1&startingAfter=${pending.body.approvals[0].id}`, { token: agent.ownerToken });
+    expect(secondPage.body).toEqual({ approvals: [pending.body.approvals[1]], hasMore: false });
+
+    const all = await world.api('GET', '/v1/owner/approvals?status=all', { token: agent.ownerToken });
+    expect(all.body.approvals.map((a: { kind: string; status: string }) => `${a.kind} ${a.status}`).sort()).toEqual(['purchase declined', 'purchase pending_approval', 'topup pending_approval']);
+    const order = all.body.approvals.map((a: { createdAt: number; id: string }) => [a.createdAt, a.id]);
+    expect(order).toEqual([...order].sort((a: [number, string], b: [number, string]) => a[0] - b[0] || (a[1] < b[1] ? -1 : 1)));
+  });
+
+  it("shows no other owner's approvals, refuses agents and a bad status", async () => {
+    const agent = await agentAsking('list-who', '1000000');
+    const offer = await shop.offer({ priceUc: '3000000' });
+    await mint(world, agent.token, offer.id, key('list-who'));
+    const stranger = await world.humanToken(`stranger-${++counter}@example.com`);
+    expect((await world.api('GET', '/v1/owner/approvals', { token: stranger })).body).toEqual({ approvals: [], hasMore: false });
+    expect((await world.api('GET', '/v1/owner/approvals', { token: agent.token })).status).toBe(403);
+    expect((await world.api('GET', '/v1/owner/approvals?status=waiting', { token: agent.ownerToken })).status).toBe(400);
+  });
+});
