@@ -20,7 +20,7 @@ import { newId } from '../platform/ids.ts';
 import { formatUc, type Microcredits } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
 import type { Page } from '../platform/schemas.ts';
-import { afterTaking, chargesOf, spendingRefusal, thresholdsCrossed, usageOf, type BudgetCharge, type Usage } from '../policy/spending.ts';
+import { afterTaking, budgetPeriodsOf, chargesOf, spendingRefusal, thresholdsCrossed, usageOf, type BudgetCharge, type Usage } from '../policy/spending.ts';
 import type { BudgetChargeRow } from '../policy/budget-usage.ts';
 import { appendJournal, balancedEntries, combined, type BalancedJournal, type JournalLine } from './journal.ts';
 import { signReceipt } from './receipts.ts';
@@ -337,8 +337,9 @@ export class LedgerService {
     const outcomes: Array<Settled<Redemption>> = [];
     const candidates = requests.filter((request) => request.amountUc > 0n);
     const agents = await this.identity.lockAgents(tx, [...new Set(candidates.map((request) => request.agentId))].sort());
-    const lots = await store.lockSpendableLotsOf(tx, [...agents.keys()], nowS);
-    const usage = await usageOf(tx, [...agents.values()], nowS);
+    const read = await store.lockSpendableLotsOf(tx, [...agents.keys()], nowS, budgetPeriodsOf([...agents.values()], nowS));
+    const lots = read.lots;
+    const usage = await usageOf(tx, [...agents.values()], nowS, read.budgets);
     const alerts: OwnerEventInput[] = [];
     // What this pass has taken so far, per agent: its allocations (not yet written) and their sum.
     const taken = new Map<string, Taken>();
@@ -354,8 +355,9 @@ export class LedgerService {
       if (mine.reclaimed) return false;
       mine.reclaimed = true;
       if ((await this.settleDueOf(tx, agent.id)) === 0) return false;
-      lots.set(agent.id, store.lessTaken(await store.lockSpendableLotsOf(tx, [agent.id], nowS).then((byAgent) => byAgent.get(agent.id)!), mine.allocations));
-      usage.set(agent.id, afterTaking((await usageOf(tx, [agent], nowS)).get(agent.id)!, mine.amountUc, mine.charges));
+      const again = await store.lockSpendableLotsOf(tx, [agent.id], nowS, budgetPeriodsOf([agent], nowS));
+      lots.set(agent.id, store.lessTaken(again.lots.get(agent.id)!, mine.allocations));
+      usage.set(agent.id, afterTaking((await usageOf(tx, [agent], nowS, again.budgets)).get(agent.id)!, mine.amountUc, mine.charges));
       return true;
     };
     const recorded: Array<store.NewHold & { redemption: Redemption }> = [];

@@ -1,7 +1,7 @@
 // SQL of the ledger: lots, holds, allocations and accounts. Nothing but queries. Journal entries are
 // written only through ./journal.ts: a statement that journals takes a BalancedJournal and embeds its insert.
 import type { Queryable, Tx } from '../platform/db/database.ts';
-import { budgetChargeParts, budgetGiveBackPart, type BudgetChargeRow } from '../policy/budget-usage.ts';
+import { budgetChargeParts, budgetGiveBackPart, budgetReadPart, budgetUsageFrom, type BudgetChargeRow, type BudgetPeriodKey, type BudgetUsageRow } from '../policy/budget-usage.ts';
 import { journalInsert, type BalancedJournal, type JournalKind } from './journal.ts';
 
 export interface LotRow {
@@ -82,20 +82,49 @@ export async function insertLot(db: Queryable, lot: LotRow): Promise<LotRow> {
 
 /**
  * The lots that can fund a hold now of several agents, each agent's in burn-down order (priority, earliest
- * expiry, oldest), locked (one statement).
+ * expiry, oldest), locked; and, in the same statement (one round trip, after the agents' rows are locked, so
+ * the totals are the ones their holds left), the running totals of the budget periods `budgetPeriods`.
  */
-export async function lockSpendableLotsOf(tx: Tx, agentIds: readonly string[], nowS: number): Promise<Map<string, LotRow[]>> {
-  const byAgent = new Map<string, LotRow[]>(agentIds.map((id) => [id, []]));
-  if (agentIds.length === 0) return byAgent;
-  const { rows } = await tx.query<LotRow>(
-    `SELECT * FROM credit_lots
+export async function lockSpendableLotsOf(
+  tx: Tx,
+  agentIds: readonly string[],
+  nowS: number,
+  budgetPeriods: readonly BudgetPeriodKey[] = [],
+): Promise<{ lots: Map<string, LotRow[]>; budgets: ReturnType<typeof budgetUsageFrom> }> {
+  const lots = new Map<string, LotRow[]>(agentIds.map((id) => [id, []]));
+  if (agentIds.length === 0) return { lots, budgets: new Map() };
+  const spendable = `SELECT * FROM credit_lots
       WHERE agent_id = ANY($1::text[]) AND remaining_uc > 0 AND (expires_at_s IS NULL OR expires_at_s > $2)
       ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq
-      FOR UPDATE`,
-    [[...agentIds], nowS],
+      FOR UPDATE`;
+  if (budgetPeriods.length === 0) {
+    const { rows } = await tx.query<LotRow>(spendable, [[...agentIds], nowS]);
+    for (const row of rows) lots.get(row.agent_id)!.push(row);
+    return { lots, budgets: new Map() };
+  }
+  // Lots and budget rows in one result: `budget_id` tells them apart; lots come first, in burn-down order.
+  const read = budgetReadPart(budgetPeriods, 3);
+  const { rows } = await tx.query<LotRow & { seq: bigint; budget_id: string | null; period_start_s: bigint | null; alerted_pct: number | null }>(
+    `WITH lot AS (${spendable}), ${read.sql}
+     SELECT * FROM (
+       SELECT 0 AS part, id, agent_id, source, source_ref, priority, granted_uc, remaining_uc, expires_at_s, created_at_s, seq,
+              NULL::text AS budget_id, NULL::bigint AS period_start_s, NULL::int AS alerted_pct FROM lot
+       UNION ALL
+       SELECT 1, NULL, agent_id, NULL, NULL, NULL, NULL, spent_uc, NULL, NULL, NULL, budget_id, period_start_s, alerted_pct FROM budget_read
+     ) AS result
+     ORDER BY part, agent_id, priority, expires_at_s NULLS LAST, seq`,
+    [[...agentIds], nowS, ...read.params],
   );
-  for (const row of rows) byAgent.get(row.agent_id)!.push(row);
-  return byAgent;
+  const budgetRows: BudgetUsageRow[] = [];
+  for (const row of rows) {
+    if (row.budget_id === null) {
+      const { budget_id: _budget, period_start_s: _period, alerted_pct: _alerted, part: _part, ...lot } = row as typeof row & { part: number };
+      lots.get(row.agent_id)!.push(lot);
+    } else {
+      budgetRows.push({ agent_id: row.agent_id, budget_id: row.budget_id, period_start_s: row.period_start_s!, spent_uc: row.remaining_uc, alerted_pct: row.alerted_pct! });
+    }
+  }
+  return { lots, budgets: budgetUsageFrom(budgetRows) };
 }
 
 /** Lots less what allocations (not yet written) take from them, in the same order. */

@@ -14,18 +14,43 @@ export interface BudgetPeriodKey {
 
 const keyOf = (key: BudgetPeriodKey) => `${key.agentId}\n${key.budgetId}\n${key.periodStartS}`;
 
+/** One budget period's running total, as a read returns it. */
+export interface BudgetUsageRow {
+  agent_id: string;
+  budget_id: string;
+  period_start_s: bigint;
+  spent_uc: bigint;
+  alerted_pct: number;
+}
+
+/**
+ * The CTE part `budget_read` that reads the running totals of these budget periods (columns of
+ * BudgetUsageRow), for a statement that has more to do in the same round trip (the hold pass reads them with
+ * its lots). Its parameters are numbered from `$firstParameter`.
+ */
+export function budgetReadPart(keys: readonly BudgetPeriodKey[], firstParameter: number): { sql: string; params: unknown[] } {
+  const p = (offset: number) => `$${firstParameter + offset}`;
+  return {
+    sql: `budget_read AS (
+       SELECT u.agent_id, u.budget_id, u.period_start_s, u.spent_uc, u.alerted_pct
+         FROM unnest(${p(0)}::text[], ${p(1)}::text[], ${p(2)}::bigint[]) AS k(agent_id, budget_id, period_start_s)
+         JOIN budget_usage u ON u.agent_id = k.agent_id AND u.budget_id = k.budget_id AND u.period_start_s = k.period_start_s
+     )`,
+    params: [keys.map((key) => key.agentId), keys.map((key) => key.budgetId), keys.map((key) => key.periodStartS)],
+  };
+}
+
+/** Running totals by `agent\nbudget\nperiodStart`, from the rows a read returned. */
+export function budgetUsageFrom(rows: readonly BudgetUsageRow[]): Map<string, { spentUc: bigint; alertedPct: number }> {
+  return new Map(rows.map((row) => [keyOf({ agentId: row.agent_id, budgetId: row.budget_id, periodStartS: Number(row.period_start_s) }), { spentUc: row.spent_uc, alertedPct: row.alerted_pct }]));
+}
+
 /** The running totals of these budget periods (one statement; none for no key), by `agent\nbudget\nperiodStart`. */
 export async function budgetUsageOf(db: Queryable, keys: readonly BudgetPeriodKey[]): Promise<Map<string, { spentUc: bigint; alertedPct: number }>> {
-  const usage = new Map<string, { spentUc: bigint; alertedPct: number }>();
-  if (keys.length === 0) return usage;
-  const { rows } = await db.query<{ agent_id: string; budget_id: string; period_start_s: bigint; spent_uc: bigint; alerted_pct: number }>(
-    `SELECT u.agent_id, u.budget_id, u.period_start_s, u.spent_uc, u.alerted_pct
-       FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(agent_id, budget_id, period_start_s)
-       JOIN budget_usage u ON u.agent_id = k.agent_id AND u.budget_id = k.budget_id AND u.period_start_s = k.period_start_s`,
-    [keys.map((key) => key.agentId), keys.map((key) => key.budgetId), keys.map((key) => key.periodStartS)],
-  );
-  for (const row of rows) usage.set(keyOf({ agentId: row.agent_id, budgetId: row.budget_id, periodStartS: Number(row.period_start_s) }), { spentUc: row.spent_uc, alertedPct: row.alerted_pct });
-  return usage;
+  if (keys.length === 0) return new Map();
+  const read = budgetReadPart(keys, 1);
+  const { rows } = await db.query<BudgetUsageRow>(`WITH ${read.sql} SELECT * FROM budget_read`, read.params);
+  return budgetUsageFrom(rows);
 }
 
 export { keyOf as budgetPeriodKey };

@@ -14,7 +14,7 @@ import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import { extendedRulesOf, type Budget, type ExtendedRules } from './mandate.ts';
 import { periodOf } from './periods.ts';
-import { budgetUsageOf } from './budget-usage.ts';
+import { budgetPeriodKey, budgetUsageOf, type BudgetPeriodKey } from './budget-usage.ts';
 import { spentInWindowOf } from './store.ts';
 
 /** What the policy reads of an agent: its status, its allowances, its caps and the rest of its mandate. */
@@ -188,27 +188,31 @@ export function clearAgent(agent: SpendingSettings, target: SpendTarget, atS: nu
   if (refusal) throw refusal.error;
 }
 
+/** The budget periods that count at `nowS`: each budget of each agent, in the period containing `nowS`. */
+export function budgetPeriodsOf(agents: ReadonlyArray<SpendingSettings & { id: string }>, nowS: number): BudgetPeriodKey[] {
+  return agents.flatMap((agent) => {
+    const rules = extendedRulesOf(agent.mandate_rules);
+    return rules.budgets.map((budget) => ({ agentId: agent.id, budgetId: budget.id, periodStartS: periodOf(budget.period, rules.timeZone, nowS).startS }));
+  });
+}
+
 /**
  * Each agent's usage at `nowS`: the rolling cap's window (one statement for the agents with a period cap) and
- * each budget's current period (one statement for the agents with budgets); none for agents with neither.
+ * each budget's current period (one statement for the agents with budgets, unless the caller read them in
+ * its own statement: `budgetsRead`, the running totals of `budgetPeriodsOf(agents, nowS)`); none for agents
+ * with neither.
  */
-export async function usageOf(db: Queryable, agents: ReadonlyArray<SpendingSettings & { id: string }>, nowS: number): Promise<Map<string, Usage>> {
+export async function usageOf(
+  db: Queryable,
+  agents: ReadonlyArray<SpendingSettings & { id: string }>,
+  nowS: number,
+  budgetsRead?: ReadonlyMap<string, BudgetSpend>,
+): Promise<Map<string, Usage>> {
   const capped = agents.filter((agent) => agent.cap_per_period_uc !== null);
   const spent = await spentInWindowOf(db, capped.map((agent) => ({ agentId: agent.id, sinceS: nowS - agent.cap_period_s })));
-  const keys = agents.flatMap((agent) =>
-    extendedRulesOf(agent.mandate_rules).budgets.map((budget) => {
-      const { startS } = periodOf(budget.period, extendedRulesOf(agent.mandate_rules).timeZone, nowS);
-      return { agentId: agent.id, budgetId: budget.id, periodStartS: startS };
-    }),
-  );
-  const budgets = await budgetUsageOf(db, keys);
-  return new Map(
-    agents.map((agent) => [
-      agent.id,
-      {
-        periodSpentUc: spent.get(agent.id) ?? 0n,
-        budgets: new Map(keys.filter((key) => key.agentId === agent.id).map((key) => [key.budgetId, budgets.get(`${key.agentId}\n${key.budgetId}\n${key.periodStartS}`) ?? { spentUc: 0n, alertedPct: 0 }])),
-      },
-    ]),
-  );
+  const keys = budgetPeriodsOf(agents, nowS);
+  const budgets = budgetsRead ?? (await budgetUsageOf(db, keys));
+  const byAgent = new Map<string, Map<string, BudgetSpend>>(agents.map((agent) => [agent.id, new Map()]));
+  for (const key of keys) byAgent.get(key.agentId)!.set(key.budgetId, budgets.get(budgetPeriodKey(key)) ?? { spentUc: 0n, alertedPct: 0 });
+  return new Map(agents.map((agent) => [agent.id, { periodSpentUc: spent.get(agent.id) ?? 0n, budgets: byAgent.get(agent.id)! }]));
 }
