@@ -28,6 +28,8 @@ let ca: { file: string; remove(): void };
 let hooks: https.Server;
 let shop: http.Server;
 let shopUrl: string;
+/** The status of each answer the merchant server gave to the gateway's deliveries. */
+const deliveryAnswers: number[] = [];
 let merchantClient: MerchantClient;
 let merchantId: string;
 let apiKey: string;
@@ -107,10 +109,16 @@ beforeAll(async () => {
 
   merchantClient = new MerchantClient({ gatewayUrl: world.url, merchantId, apiKey });
   const handler = shopHandler(merchantClient, offerId, webhook.body.webhookSecret);
-  hooks = https.createServer({ cert: cert.certPem, key: cert.keyPem }, handler);
+  hooks = https.createServer({ cert: cert.certPem, key: cert.keyPem }, (request, response) => {
+    response.on('finish', () => deliveryAnswers.push(response.statusCode));
+    return handler(request, response);
+  });
   hooksPort = await listen(hooks);
   shop = http.createServer(handler);
   shopUrl = `http://127.0.0.1:${await listen(shop)}/report`;
+  // Background work as `acg serve` runs it: the delivery worker polls at its default interval, so the delay
+  // measured is the one a merchant would see.
+  world.gw.gateway.startBackgroundWork();
 });
 afterAll(async () => {
   await close(shop);
@@ -125,9 +133,15 @@ describe('a revoked voucher at a merchant built on the SDK', () => {
     const agent = await fundedAgent('revoked-by-webhook');
     const paid = await mint(agent.token);
     expect(await pay(paid.voucher)).toMatchObject({ status: 200, body: { paidUc: '1000000' } });
+    // The merchant server takes the gateway's signed deliveries (the payment's redemption events).
+    await waitFor(() => deliveryAnswers.includes(204), { what: 'the merchant server to accept a delivery of the gateway' });
+    expect(deliveryAnswers.filter((status) => status !== 204)).toEqual([]);
     const { voucher, redemption } = await mint(agent.token);
 
     const { body: frozen, answeredAtMs } = await freezeReleasingHolds(agent);
+    // Checked before paying with it: were the hold still held, the shop would capture it.
+    expect(frozen.freeze).toMatchObject({ agentId: agent.id, releaseHolds: true, releasedHolds: 1, releasedUc: '1000000' });
+    expect(frozen.freeze.merchants).toEqual([expect.objectContaining({ merchantId, holdIds: [redemption.id] })]);
     // Until the webhook arrives, the shop takes the voucher and the gateway refuses its capture; from then on
     // the shop refuses it itself, without asking the gateway.
     await waitFor(() => pay(voucher), {
@@ -142,11 +156,10 @@ describe('a revoked voucher at a merchant built on the SDK', () => {
         `(gateway webhook poll interval ${world.gw.config.webhookPollIntervalMs} ms)\n`,
     );
 
-    expect(frozen.freeze).toMatchObject({ agentId: agent.id, releaseHolds: true, releasedHolds: 1, releasedUc: '1000000' });
-    expect(frozen.freeze.merchants).toEqual([expect.objectContaining({ merchantId, holdIds: [redemption.id] })]);
     expect(await pay(voucher)).toMatchObject({ status: 402, body: { refused: 'voucher_refused', code: 'voucher_revoked' } });
     expect(merchantClient.revocations.has(redemption.id)).toBe(true);
     expect(merchantClient.revocations.has(paid.redemption.id)).toBe(false);
+    expect(deliveryAnswers.filter((status) => status !== 204)).toEqual([]);
     // A revocation the merchant has not heard of still stops the money: the gateway refuses the capture.
     const capture = await merchantClient.capture(redemption.id).then(
       () => 'captured',
