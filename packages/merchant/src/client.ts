@@ -1,16 +1,22 @@
 // The merchant's side of the gateway: vouchers and receipts verified offline against the gateway's
 // JWKS, and the redemption calls (capture, release, refund, read). Every mutating call carries an
 // Idempotency-Key made once per call and reused on each retry, so a retry after a timeout or a 5xx can
-// never move money twice.
+// never move money twice. An offline verifier cannot ask the gateway whether a voucher was revoked, so the
+// client keeps a RevocationSet, fed by the `voucher.revoked` webhook (handleWebhook) or by polling the
+// revocations feed (pollRevocations, syncRevocations), and refuses the vouchers in it.
 import { randomUUID } from 'node:crypto';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { GatewayError, VerificationError } from './errors.ts';
-import type { Problem, ReceiptClaims, Redemption, RefundResult, VoucherClaims } from './types.ts';
+import { RevocationSet, REVOCATION_TOLERANCE_S_DEFAULT } from './revocations.ts';
+import type { Problem, ReceiptClaims, Redemption, RefundResult, RevocationFeedPage, VoucherClaims, WebhookEvent } from './types.ts';
+import { verifyWebhook, type HeaderSource } from './webhooks.ts';
 
 export const VOUCHER_TYP = 'voucher+jwt';
 export const RECEIPT_TYP = 'receipt+jwt';
 const ALGORITHMS = ['ES256'];
 const AMOUNT_PATTERN = /^[0-9]{1,19}$/;
+/** Revocations per feed request: the feed's largest page, so a catch-up takes the fewest round trips. */
+const FEED_PAGE_LIMIT = 500;
 
 export interface MerchantClientOptions {
   /** The gateway's base URL, e.g. https://gateway.example.com; it is also the `iss` of its tokens. */
@@ -27,6 +33,11 @@ export interface MerchantClientOptions {
   timeoutMs?: number;
   /** Clock skew accepted on `exp`/`iat` (default 30 s). */
   clockToleranceS?: number;
+  /**
+   * The revoked vouchers verifyVoucher refuses (default: a RevocationSet of its own, with the defaults). Its
+   * clockToleranceS must be at least this client's, so an entry outlives the voucher it revokes.
+   */
+  revocations?: RevocationSet;
   /** Shortest time between two JWKS fetches caused by unknown `kid`s (default 30 s). */
   jwksRefetchCooldownMs?: number;
   /** For tests: the wait before retry n (0-based). Default: 250 ms · 2ⁿ with jitter, at most 5 s. */
@@ -41,6 +52,29 @@ export interface VoucherBounds {
 }
 
 type Amount = bigint | string;
+
+export interface PollRevocationsOptions {
+  /** The wait between the end of one sync and the start of the next: the worst-case delay is this plus one request. */
+  intervalMs: number;
+  /** Stops polling when aborted (as `stop()` does). */
+  signal?: AbortSignal;
+  /** Told of each sync that failed after its retries (default: a process warning); polling goes on. */
+  onError?: (error: unknown) => void;
+}
+
+/** A running poller of the revocations feed. */
+export interface RevocationPolling {
+  /** Stops polling: a request in flight is aborted, none starts after; resolves once the poller has ended. */
+  stop(): Promise<void>;
+}
+
+/** What one sync of the revocations feed read. */
+export interface RevocationSync {
+  /** The hold ids the feed listed since the previous sync (each now in the client's RevocationSet). */
+  holdIds: string[];
+  /** The cursor the next sync starts from. */
+  nextSince: string;
+}
 
 const RETRY_AFTER_S_MAX = 30;
 
@@ -73,13 +107,24 @@ function retryable(status: number, code: string | undefined): boolean {
 }
 
 export class MerchantClient {
+  /** The revoked vouchers verifyVoucher refuses: the one passed as `revocations`, or the client's own. */
+  readonly revocations: RevocationSet;
   private readonly jwks: ReturnType<typeof createRemoteJWKSet>;
   private readonly baseUrl: string;
   private readonly issuer: string;
+  /** Where the next sync of the revocations feed starts; undefined: from the start of the feed. */
+  private revocationsSince: string | undefined;
+  /** The sync running or last run: syncs run one after another, each from where the previous one ended. */
+  private revocationsSync: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly options: MerchantClientOptions) {
     this.baseUrl = options.gatewayUrl.replace(/\/+$/, '');
     this.issuer = options.issuer ?? this.baseUrl;
+    const clockToleranceS = options.clockToleranceS ?? REVOCATION_TOLERANCE_S_DEFAULT;
+    this.revocations = options.revocations ?? new RevocationSet({ clockToleranceS });
+    if (this.revocations.clockToleranceS < clockToleranceS) {
+      throw new TypeError(`the RevocationSet's clockToleranceS (${this.revocations.clockToleranceS} s) is below the client's (${clockToleranceS} s): a revoked voucher would verify again once its entry expired`);
+    }
     // jose caches the key set and refetches it when a token names a kid it does not know (a rotation),
     // at most once per cooldown, so a flood of forged kids cannot make us hammer the gateway.
     this.jwks = createRemoteJWKSet(new URL(`${this.baseUrl}/.well-known/jwks.json`), { cacheMaxAge: 10 * 60_000, cooldownDuration: options.jwksRefetchCooldownMs ?? 30_000 });
@@ -92,7 +137,7 @@ export class MerchantClient {
         typ,
         issuer: this.issuer,
         audience,
-        clockTolerance: this.options.clockToleranceS ?? 30,
+        clockTolerance: this.options.clockToleranceS ?? REVOCATION_TOLERANCE_S_DEFAULT,
       });
       return payload;
     } catch (error) {
@@ -102,8 +147,10 @@ export class MerchantClient {
 
   /**
    * Verifies a voucher offline: ES256 signature by a key in the gateway's JWKS, typ voucher+jwt, the
-   * gateway as issuer, you as audience, not expired; then the offer and amount bounds you pass. A valid
-   * voucher means the gateway holds its amount for you until `expiresAt`: capture it by `redemptionId`.
+   * gateway as issuer, you as audience, not expired; not revoked (in `revocations`); then the offer and
+   * amount bounds you pass. A valid voucher means the gateway holds its amount for you until `expiresAt`:
+   * capture it by `redemptionId`. A revocation the set has not heard of yet still shows at capture (409
+   * `voucher_revoked`).
    */
   async verifyVoucher(token: string, bounds: VoucherBounds = {}): Promise<VoucherClaims> {
     const payload = await this.verifyJwt(token, VOUCHER_TYP, this.options.merchantId);
@@ -118,6 +165,11 @@ export class MerchantClient {
       issuedAt: payload.iat,
       expiresAt: payload.exp,
     };
+    if (this.revocations.has(claims.redemptionId)) {
+      // The voucher's own exp is a closer end for its entry than the feed's bound (revokedAt + longest lifetime).
+      this.revocations.add(claims.redemptionId, { expiresAt: claims.expiresAt });
+      throw new VerificationError('voucher_revoked', `the voucher's hold ${claims.redemptionId} was revoked by the gateway (its credit went back to the agent)`);
+    }
     if (bounds.offerId !== undefined) {
       const accepted = typeof bounds.offerId === 'string' ? [bounds.offerId] : bounds.offerId;
       if (!accepted.includes(claims.offerId)) throw new VerificationError('wrong_offer', `the voucher is for offer ${claims.offerId}, not ${accepted.join(' or ')}`);
@@ -181,10 +233,95 @@ export class MerchantClient {
   }
 
   /**
+   * Verifies a webhook delivery (as `verifyWebhook` does) and returns its event; a `voucher.revoked` event's
+   * hold ids go into `revocations` before it returns, so answer 2xx only after it has. Deduplicate on the
+   * event's `id` for your own handling: delivery is at least once (adding a revocation twice changes nothing).
+   */
+  handleWebhook(secret: string, headers: HeaderSource, body: string | Uint8Array, options: { toleranceS?: number; nowS?: number } = {}): WebhookEvent {
+    const event = verifyWebhook(secret, headers, body, options);
+    this.revocations.applyEvent(event);
+    return event;
+  }
+
+  /**
+   * Reads the revocations feed from where the previous sync ended (the first: from the start), every page,
+   * and adds each hold id to `revocations`. Call it before a capture you cannot afford to lose; it waits
+   * for a sync already running, then reads what came after it. Needs an API key with scope `offers:read`.
+   */
+  syncRevocations(options: { signal?: AbortSignal } = {}): Promise<RevocationSync> {
+    const sync = this.revocationsSync.then(() => this.readRevocations(options.signal));
+    // The chain itself never rejects: a failed sync is its caller's error, and the next one runs all the same.
+    this.revocationsSync = sync.catch(() => undefined);
+    return sync;
+  }
+
+  /**
+   * Polls the revocations feed: a sync at once, then one `intervalMs` after each ends, until stopped. A sync
+   * that fails after its retries is reported to `onError` and tried again after the interval, or after a
+   * backoff (up to 5 s) when that is longer; polling never stops on its own.
+   */
+  pollRevocations(options: PollRevocationsOptions): RevocationPolling {
+    const { intervalMs } = options;
+    if (!Number.isFinite(intervalMs) || intervalMs <= 0) throw new TypeError(`intervalMs must be a positive number, got ${intervalMs}`);
+    const onError = options.onError ?? ((error: unknown) => process.emitWarning(`revocations feed sync failed, retrying: ${(error as Error).message}`, 'RevocationPollingWarning'));
+    const backoffMs = this.options.backoffMs ?? defaultBackoffMs;
+    const controller = new AbortController();
+    const external = options.signal;
+    const abort = () => controller.abort(external?.reason);
+    if (external?.aborted) abort();
+    else external?.addEventListener('abort', abort, { once: true });
+    const { signal } = controller;
+    const polling = (async () => {
+      for (let failures = 0; !signal.aborted; ) {
+        try {
+          await this.syncRevocations({ signal });
+          failures = 0;
+        } catch (error) {
+          if (signal.aborted) break;
+          failures++;
+          try {
+            onError(error);
+          } catch {
+            // A throwing handler must not end the poller: the set would silently stop being fed.
+          }
+        }
+        await pause(failures === 0 ? intervalMs : Math.max(intervalMs, backoffMs(failures - 1)), signal);
+      }
+      external?.removeEventListener('abort', abort);
+    })();
+    return {
+      stop() {
+        controller.abort();
+        return polling;
+      },
+    };
+  }
+
+  /** Every page of the feed from `revocationsSince`, each page's hold ids added before the cursor moves past them. */
+  private async readRevocations(signal: AbortSignal | undefined): Promise<RevocationSync> {
+    const holdIds: string[] = [];
+    for (;;) {
+      const since = this.revocationsSince;
+      const query = new URLSearchParams({ limit: String(FEED_PAGE_LIMIT) });
+      if (since !== undefined) query.set('since', since);
+      const page = await this.send<unknown>('GET', `/v1/merchants/${encodeURIComponent(this.options.merchantId)}/revocations?${query}`, undefined, undefined, signal);
+      if (!isFeedPage(page)) throw new Error('the revocations feed answered a body that is not a page of revocations');
+      for (const entry of page.revocations) {
+        this.revocations.add(entry.holdId, { revokedAt: entry.revokedAt });
+        holdIds.push(entry.holdId);
+      }
+      this.revocationsSince = page.nextSince;
+      if (!page.hasMore) return { holdIds, nextSince: page.nextSince };
+      // A page that says there is more but does not move the cursor would be read forever.
+      if (page.nextSince === since) throw new Error('the revocations feed says it has more but did not move its cursor');
+    }
+  }
+
+  /**
    * One call with retries. A mutating call gets one Idempotency-Key (yours, or a fresh UUID) for all its
    * attempts: the gateway runs it once and replays the stored answer to every retry.
    */
-  private async send<T>(method: 'GET' | 'POST', path: string, body?: unknown, idempotencyKey?: string): Promise<T> {
+  private async send<T>(method: 'GET' | 'POST', path: string, body?: unknown, idempotencyKey?: string, signal?: AbortSignal): Promise<T> {
     if (!this.options.apiKey) throw new TypeError('this call needs a merchant API key: pass apiKey to MerchantClient');
     const headers: Record<string, string> = { authorization: `Bearer ${this.options.apiKey}`, accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
@@ -192,27 +329,33 @@ export class MerchantClient {
     const attemptsMax = this.options.attemptsMax ?? 4;
     const backoffMs = this.options.backoffMs ?? defaultBackoffMs;
     for (let attempt = 0; ; attempt++) {
+      signal?.throwIfAborted();
       const last = attempt + 1 >= attemptsMax;
+      const attemptSignal = timeoutSignal(this.options.timeoutMs ?? 10_000, signal);
       let response: Response;
+      let parsed: unknown;
       try {
         response = await fetch(`${this.baseUrl}${path}`, {
           method,
           headers,
           body: body === undefined ? undefined : JSON.stringify(body),
-          signal: AbortSignal.timeout(this.options.timeoutMs ?? 10_000),
+          signal: attemptSignal.signal,
         });
+        parsed = await readJson(response);
       } catch (error) {
         // No answer (refused, reset, timed out): the call may or may not have run; the key makes a retry safe.
+        signal?.throwIfAborted();
         if (last) throw error;
-        await sleep(backoffMs(attempt));
+        await pause(backoffMs(attempt), signal);
         continue;
+      } finally {
+        attemptSignal.done();
       }
-      const parsed = await readJson(response);
       if (response.ok) return parsed as T;
       const problem: Problem = { status: response.status, ...(typeof parsed === 'object' && parsed !== null ? parsed : { detail: String(parsed ?? '') }) };
       if (last || !retryable(response.status, problem.code)) throw new GatewayError(problem);
       const retryAfterS = Number(response.headers.get('retry-after'));
-      await sleep(Number.isFinite(retryAfterS) && retryAfterS > 0 ? Math.min(retryAfterS, RETRY_AFTER_S_MAX) * 1000 : backoffMs(attempt));
+      await pause(Number.isFinite(retryAfterS) && retryAfterS > 0 ? Math.min(retryAfterS, RETRY_AFTER_S_MAX) * 1000 : backoffMs(attempt), signal);
     }
   }
 }
@@ -228,6 +371,45 @@ async function readJson(response: Response): Promise<unknown> {
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+function isFeedPage(value: unknown): value is RevocationFeedPage {
+  if (typeof value !== 'object' || value === null) return false;
+  const { revocations, nextSince, hasMore } = value as Partial<RevocationFeedPage>;
+  return (
+    typeof nextSince === 'string' &&
+    typeof hasMore === 'boolean' &&
+    Array.isArray(revocations) &&
+    revocations.every((entry) => typeof entry?.holdId === 'string' && entry.holdId.length > 0 && Number.isInteger(entry.revokedAt))
+  );
+}
+
+/** An attempt's signal: aborted after `timeoutMs`, or with `signal`. Call done() once the attempt has ended. */
+function timeoutSignal(timeoutMs: number, signal: AbortSignal | undefined): { signal: AbortSignal; done(): void } {
+  if (signal === undefined) return { signal: AbortSignal.timeout(timeoutMs), done() {} };
+  // AbortSignal.any would do this, but only from Node 20.3; the package promises every Node 20.
+  const controller = new AbortController();
+  const abort = () => controller.abort(signal.reason);
+  const timer = setTimeout(() => controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), timeoutMs);
+  if (signal.aborted) abort();
+  else signal.addEventListener('abort', abort, { once: true });
+  return {
+    signal: controller.signal,
+    done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', abort);
+    },
+  };
+}
+
+/** Waits `ms`, or less when `signal` aborts (the caller checks it). */
+function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }

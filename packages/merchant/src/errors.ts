@@ -19,6 +19,8 @@ export type VerificationCode =
   | 'invalid_token'
   /** A valid voucher for an offer the caller did not accept. */
   | 'wrong_offer'
+  /** A valid voucher whose hold the gateway revoked (it is in the client's RevocationSet): it will not capture. */
+  | 'voucher_revoked'
   /** A valid voucher whose amount is outside the caller's bounds. */
   | 'amount_out_of_bounds'
   /** A valid receipt issued for another merchant. */

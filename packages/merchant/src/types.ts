@@ -81,14 +81,45 @@ export type WebhookEventType =
   | 'redemption.captured'
   | 'redemption.released'
   | 'redemption.expired'
-  | 'redemption.refunded';
+  | 'redemption.refunded'
+  | 'voucher.revoked';
+
+/**
+ * Vouchers the gateway revoked (their holds released, e.g. when the owner froze the agent with
+ * `releaseHolds`): the `data.revocation` of a `voucher.revoked` event. Refuse these vouchers from now on.
+ */
+export interface VoucherRevocation {
+  /** The agent whose freeze revoked them (the holds may be its delegates'). */
+  agentId: string;
+  reason: 'agent_frozen' | (string & {});
+  /** Your holds it revoked: the `jti` (redemptionId) of each voucher. */
+  holdIds: string[];
+  revokedAt: number;
+}
 
 export interface WebhookEvent {
   id: string;
   type: WebhookEventType | (string & {});
   createdAt: number;
   merchantId: string;
-  data: { redemption?: Redemption; merchant?: Record<string, unknown> };
+  data: { redemption?: Redemption; merchant?: Record<string, unknown>; revocation?: VoucherRevocation };
+}
+
+/** One revoked hold in the revocations feed (`GET /v1/merchants/{id}/revocations`), oldest first. */
+export interface RevocationFeedEntry {
+  holdId: string;
+  agentId: string;
+  reason: 'agent_frozen' | (string & {});
+  revokedAt: number;
+  /** Opaque: where this entry sits in the feed. */
+  cursor: string;
+}
+
+/** One page of the revocations feed. Pass `nextSince` back as `since` for the next page (or the next poll). */
+export interface RevocationFeedPage {
+  revocations: RevocationFeedEntry[];
+  nextSince: string;
+  hasMore: boolean;
 }
 
 /** An RFC 9457 problem answered by the gateway. */

@@ -114,7 +114,7 @@ describe.skipIf(onPostgres())('the packed SDK tarball', () => {
     expect(files).toEqual([
       'LICENSE',
       'README.md',
-      ...['client', 'errors', 'index', 'types', 'webhooks'].flatMap((name) => [`dist/${name}.d.ts`, `dist/${name}.js`]),
+      ...['client', 'errors', 'index', 'revocations', 'types', 'webhooks'].flatMap((name) => [`dist/${name}.d.ts`, `dist/${name}.js`]),
       'package.json',
     ]);
     expect(readFileSync(path.join(project, 'node_modules/@agent-credit-gateway/merchant/LICENSE'), 'utf8')).toBe(readFileSync(path.join(ROOT, 'LICENSE'), 'utf8'));
