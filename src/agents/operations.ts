@@ -1,5 +1,6 @@
 // Agent management's operations, for every face: register and update agents, unfreeze them (freezing, which
-// can reach their holds, is the kill switch's: src/revocations), set their profiles and avatars. Each input is the path's agent id plus the body's members.
+// can reach their holds, is the kill switch's: src/revocations), set their profiles and avatars. Each input is
+// the path's agent id plus the body's members.
 import { Type, type Static, type TOptional } from '@sinclair/typebox';
 import { ALERT_THRESHOLDS_DEFAULT, CAP_PERIOD_S_DEFAULT, defaultExtendedRules, TIME_ZONE_DEFAULT, type MandateRules } from '../policy/mandate.ts';
 import { MandateRulesProperties } from './schemas.ts';
