@@ -16,6 +16,11 @@ export function revocationRoutes(ops: RevocationOperations, queries: RevocationQ
   return async function routes(app: FastifyInstance): Promise<void> {
     app.post('/v1/owner/agents/:id/freeze', {
       config: { auth: OWNER, operation: ops.freezeAgent },
+      // The body is optional (a freeze took none before releaseHolds): an absent one is the empty object,
+      // before validation, so the schema still judges every body that is sent.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
       schema: {
         tags: ['identity'],
         summary: 'Freeze an agent and its delegates; optionally release and revoke their outstanding holds',
@@ -26,12 +31,12 @@ export function revocationRoutes(ops: RevocationOperations, queries: RevocationQ
           'gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) ' +
           'lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent and the freeze report: each merchant ' +
           'reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds ' +
-          'changes nothing and answers its latest report. The body is optional. Idempotency-Key is honoured when sent.',
+          'changes nothing and answers its latest report. The body is optional (none is `{}`). Idempotency-Key is honoured when sent.',
         params: AgentIdParams,
         body: FreezeBody,
         response: { 200: Type.Object({ agent: Type.Ref('Agent'), freeze: Type.Ref('FreezeReport') }), ...problems(400, 404, 409) },
       },
-      handler: (request, reply) => serve(request, reply, ops.freezeAgent, { ...((request.body ?? {}) as FreezeBody), id: (request.params as { id: string }).id }),
+      handler: (request, reply) => serve(request, reply, ops.freezeAgent, { ...(request.body as FreezeBody), id: (request.params as { id: string }).id }),
     });
 
     app.route(
