@@ -224,6 +224,42 @@ describe('a freeze with releaseHolds', () => {
   });
 });
 
+describe('the freeze report follows each event', () => {
+  it('says failing while the webhook answers 5xx, paused for a paused webhook, and delivered once the resume delivers it', async () => {
+    const agent = await world.createAgent('watcher@example.com', 'watched-agent');
+    await grant(world, agent.id, 5_000_000n);
+    const holdA = await holdAt(agent.token, merchantA.offerId);
+    const holdB = await holdAt(agent.token, merchantB.offerId);
+    await deliverAll();
+    const pause = (enabled: boolean) =>
+      world.api('PATCH', `/v1/merchants/${merchantB.id}/webhook`, { token: merchantOwner, key: uniqueKey('pause'), body: { enabled, deliverMissed: true } });
+    expect((await pause(false)).status).toBe(200);
+    target.receiver.answerWith(500);
+    try {
+      const frozen = await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken, body: { releaseHolds: true } });
+      expect(frozen.status).toBe(200);
+      await world.gw.services.webhookWorker.runOnce();
+      const report = async () =>
+        new Map(
+          ((await world.api('GET', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken })).body.merchants as Array<{ merchantId: string; holdIds: string[]; webhook: string; lastAttemptAt: number | null }>).map(
+            (m) => [m.merchantId, m],
+          ),
+        );
+      const failing = await report();
+      expect(failing.get(merchantA.id)).toMatchObject({ holdIds: [holdA], webhook: 'failing', lastAttemptAt: expect.any(Number) });
+      expect(failing.get(merchantB.id)).toMatchObject({ holdIds: [holdB], webhook: 'paused', lastAttemptAt: null });
+    } finally {
+      target.receiver.answerWith(200);
+    }
+    expect((await pause(true)).status).toBe(200);
+    await deliverAll();
+    const resumed = new Map(
+      ((await world.api('GET', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken })).body.merchants as Array<{ merchantId: string; webhook: string }>).map((m) => [m.merchantId, m.webhook]),
+    );
+    expect(resumed.get(merchantB.id)).toBe('delivered');
+  });
+});
+
 describe('a freeze without releaseHolds', () => {
   it('revokes nothing: the hold stays held and can be captured', async () => {
     const agent = await world.createAgent('keeper@example.com', 'kept-agent');
