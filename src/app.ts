@@ -68,6 +68,11 @@ import { paymentRoutes } from './payments/routes.ts';
 import { PAYMENT_SCHEMAS } from './payments/schemas.ts';
 import { PaymentsService, TOPUP_JOB_INTERVAL_MS } from './payments/service.ts';
 import { OfferService } from './offers/service.ts';
+import { revocationOperations } from './revocations/operations.ts';
+import { revocationQueries } from './revocations/queries.ts';
+import { revocationRoutes } from './revocations/routes.ts';
+import { REVOCATION_SCHEMAS } from './revocations/schemas.ts';
+import { RevocationService } from './revocations/service.ts';
 import { voucherOperations } from './vouchers/operations.ts';
 import { voucherRoutes } from './vouchers/routes.ts';
 import { VoucherService } from './vouchers/service.ts';
@@ -119,6 +124,8 @@ export interface Services {
   operatorHash: string | undefined;
   /** Always present: top-ups are readable without a rail (ACG_PAYMENT_PROVIDER=none); only creating needs one. */
   payments: PaymentsService;
+  /** The kill switch: freezes that release and revoke holds, their reports, merchants' revocations feeds. */
+  revocations: RevocationService;
 }
 
 /** Optional collaborators the composition root can be given (tests inject fakes here). */
@@ -186,14 +193,15 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, catalogue, secretBoxKey: boxKey, approver, purchases: payments });
   executeService = execute;
   const operatorHash = acceptedOperatorHash(config);
+  const revocations = new RevocationService(gateway, { agents: identity, ledger, webhooks });
   return {
     verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhooks, webhookWorker, ledger, offers, vouchers, execute, mailConnectors, doh, operatorHash,
-    payments,
+    payments, revocations,
   };
 }
 
 /** Every resource's schema (`$id` each): registered once at the root of the HTTP face, inlined by MCP. */
-export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, ...PAYMENT_SCHEMAS, MeSchema, ...MERCHANT_SCHEMAS, ...EVENT_SCHEMAS, ...OAUTH_SCHEMAS, ...INTEGRATION_SCHEMAS];
+export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, ...PAYMENT_SCHEMAS, MeSchema, ...MERCHANT_SCHEMAS, ...EVENT_SCHEMAS, ...OAUTH_SCHEMAS, ...INTEGRATION_SCHEMAS, ...REVOCATION_SCHEMAS];
 
 export async function buildGatewayApp(
   gateway: Gateway,
@@ -214,6 +222,7 @@ export async function buildGatewayApp(
     // Events read merchants only through the MerchantDirectory they declare, which MerchantService implements.
     events: eventOperations(services.merchants, services.webhooks),
     ownerWebhooks: ownerWebhookOperations(ownerWebhooks),
+    revocations: revocationOperations(services.revocations),
   };
   const queries = {
     access: accessQueries(),
@@ -225,6 +234,7 @@ export async function buildGatewayApp(
     merchants: merchantQueries(services.merchants),
     events: eventQueries(services.merchants, services.webhooks, ownerWebhooks),
     payments: paymentQueries(services.payments),
+    revocations: revocationQueries(services.revocations, services.identity, services.merchants),
     integrations: integrationQueries({
       providers,
       apiKeysAvailable: services.apiKeyPepper !== undefined,
@@ -242,6 +252,7 @@ export async function buildGatewayApp(
     oauthRoutes({ verifier: services.verifier }),
     oauthGrantRoutes({ operations: oauthOperations(gateway.clock), queries: oauthQueries() }),
     agentRoutes({ operations: operations.agents, queries: queries.agents }),
+    revocationRoutes(operations.revocations, queries.revocations),
     identityRoutes(queries.identity),
     integrationRoutes(queries.integrations),
     ledgerRoutes({ operations: operations.ledger, queries: queries.ledger }),
@@ -259,7 +270,7 @@ export async function buildGatewayApp(
     merchantRoutes(merchantOperations(services.merchants), queries.merchants),
     mcpRoutes({
       gateway,
-      operations: { ...operations.vouchers, ...operations.execute, ...operations.agents },
+      operations: { ...operations.vouchers, ...operations.execute, ...operations.agents, ...operations.revocations },
       queries: { ...queries.identity, ...queries.offers, ...queries.ledger, ...queries.execute, ...queries.agents },
       schemas,
     }),

@@ -219,6 +219,38 @@ export function buildCli(): Command {
       await setMandate(config, { agentId, file: options.file, ownerToken: config.ownerToken, ownerEmail: options.ownerEmail });
     });
 
+  const freezeHelp =
+    '\n\nThe command talks to the gateway at ACG_BASE_URL as the agent\'s owner: ACG_OWNER_TOKEN holds the owner\'s session token, or in dev ' +
+    'mode --owner-email signs in as that owner (as for acg agent mandate).';
+  agent
+    .command('freeze')
+    .description('stop the agent and every delegate below it from spending, and print the agent and the freeze report as JSON')
+    .argument('<agentId>', 'the agent (agt_…)')
+    .option('--release-holds', 'also release their outstanding holds now and revoke those vouchers (each merchant holding one is told)')
+    .option(ownerEmail, ownerEmailHelp)
+    .addHelpText(
+      'after',
+      '\nThe report lists each merchant told of revoked vouchers and where its voucher.revoked event stands (delivered, pending, failing, ' +
+        'disabled, paused, none); GET /v1/owner/agents/{id}/freeze reads it again later.\n\n' +
+        `Example: ACG_OWNER_TOKEN=… acg agent freeze agt_… --release-holds${freezeHelp}`,
+    )
+    .action(async (agentId: string, options: { releaseHolds?: boolean; ownerEmail?: string }) => {
+      const { freezeAgent } = await import('./operator/freeze-cli.ts');
+      const config = configOrExit();
+      await freezeAgent(config, { agentId, releaseHolds: options.releaseHolds === true, ownerToken: config.ownerToken, ownerEmail: options.ownerEmail });
+    });
+  agent
+    .command('unfreeze')
+    .description('let the agent (and its delegates not frozen themselves) spend again, and print the agent as JSON')
+    .argument('<agentId>', 'the agent (agt_…)')
+    .option(ownerEmail, ownerEmailHelp)
+    .addHelpText('after', `\nExample: ACG_OWNER_TOKEN=… acg agent unfreeze agt_…${freezeHelp}`)
+    .action(async (agentId: string, options: { ownerEmail?: string }) => {
+      const { unfreezeAgent } = await import('./operator/freeze-cli.ts');
+      const config = configOrExit();
+      await unfreezeAgent(config, { agentId, ownerToken: config.ownerToken, ownerEmail: options.ownerEmail });
+    });
+
   const keys = program.command('keys').description("the gateway's ES256 signing keys (published at /.well-known/jwks.json)");
   keys
     .command('list')

@@ -369,28 +369,6 @@ export interface paths {
         patch: operations["updateAgent"];
         trace?: never;
     };
-    "/v1/owner/agents/{id}/freeze": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Freeze an agent: it can no longer spend (403 FROZEN)
-         * @description No body. Idempotency-Key is honoured when sent.
-         *
-         *     Authentication: H, O.
-         */
-        post: operations["freezeAgent"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/v1/owner/agents/{id}/unfreeze": {
         parameters: {
             query?: never;
@@ -402,7 +380,7 @@ export interface paths {
         put?: never;
         /**
          * Unfreeze an agent
-         * @description No body. Idempotency-Key is honoured when sent.
+         * @description The agent may spend again, and so may its delegates unless frozen themselves. Holds a freeze released stay released. No body. Idempotency-Key is honoured when sent.
          *
          *     Authentication: H, O.
          */
@@ -581,6 +559,56 @@ export interface paths {
          * @description Authentication: H, O.
          */
         get: operations["getAgentAvatar"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{id}/freeze": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read an agent's latest freeze report: how far it reached
+         * @description What the latest freeze released, and for each merchant that held a revoked voucher its holds and where its `voucher.revoked` event stands now (`delivered`, `pending`, `failing`, `disabled`, `paused`, `none`). 404 when the agent was never frozen.
+         *
+         *     Authentication: H, O.
+         */
+        get: operations["getFreezeReport"];
+        put?: never;
+        /**
+         * Freeze an agent and its delegates; optionally release and revoke their outstanding holds
+         * @description The agent can no longer spend (403 FROZEN), nor can any of its delegates: each is refused at its next request. With `releaseHolds: true`, in the same transaction, every outstanding hold of the agent and its delegates is released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent and the freeze report: each merchant reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds changes nothing and answers its latest report. The body is optional (none is `{}`). Idempotency-Key is honoured when sent.
+         *
+         *     Authentication: H, O.
+         */
+        post: operations["freezeAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/merchants/{id}/revocations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the revoked vouchers of your holds (a feed to poll)
+         * @description Every hold of this merchant whose voucher a freeze revoked, oldest first: refuse a voucher whose `jti` is listed. For a merchant without a webhook, or as a check beside it. Poll with `since` set to the previous answer's `nextSince` (absent: from the start); `limit` 1–500, default 100; `hasMore` says to poll again at once. Cursors are opaque. The feed is kept as long as the holds are. An API key needs the scope `offers:read`.
+         *
+         *     Authentication: H, O, M; API key scopes: offers:read.
+         */
+        get: operations["listRevocations"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1952,6 +1980,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "voucher.revoked": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The owner froze an agent and released its outstanding holds: the vouchers of `revocation.holdIds` (their `jti`) are revoked. Refuse them from now on; a capture of one answers 409 voucher_revoked. One event per freeze lists all of your holds it released; GET /v1/merchants/{id}/revocations lists the same holds for a merchant without a webhook
+         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `voucher.revoked`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         */
+        post: operations["onVoucherRevoked"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "webhook.disabled": {
         parameters: {
             query?: never;
@@ -2205,7 +2253,7 @@ export interface components {
              * @description stable machine-readable code
              * @enum {string}
              */
-            code: "invalid_input" | "agent_required" | "idempotency_required" | "unauthorized" | "INSUFFICIENT_CREDITS" | "CAP_EXCEEDED" | "approval_required" | "human_required" | "owner_claim_required" | "scope_required" | "FROZEN" | "SCOPE_FORBIDDEN" | "agent_mismatch" | "owner_required" | "forbidden" | "agent_not_registered" | "inbox_not_allowed" | "not_found" | "method_not_allowed" | "domain_verification_pending" | "category_in_use" | "idempotency_key_reused" | "idempotency_key_in_use" | "conflict" | "hold_resolved" | "refund_exceeds_captured" | "refund_window_closed" | "insufficient_earnings" | "connector_not_configured" | "upstream_not_found" | "upstream_rate_limited" | "upstream_auth_failed" | "upstream_unavailable" | "upstream_timeout" | "request_timeout" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "runtime_configuration_required" | "signing_configuration_required" | "runtime_unavailable" | "workspace_unavailable" | "provider_configuration_required" | "link_configuration_required" | "payment_unavailable" | "storage_unavailable" | "overloaded";
+            code: "invalid_input" | "agent_required" | "idempotency_required" | "unauthorized" | "INSUFFICIENT_CREDITS" | "CAP_EXCEEDED" | "approval_required" | "human_required" | "owner_claim_required" | "scope_required" | "FROZEN" | "SCOPE_FORBIDDEN" | "agent_mismatch" | "owner_required" | "forbidden" | "agent_not_registered" | "inbox_not_allowed" | "not_found" | "method_not_allowed" | "domain_verification_pending" | "category_in_use" | "idempotency_key_reused" | "idempotency_key_in_use" | "conflict" | "hold_resolved" | "voucher_revoked" | "refund_exceeds_captured" | "refund_window_closed" | "insufficient_earnings" | "connector_not_configured" | "upstream_not_found" | "upstream_rate_limited" | "upstream_auth_failed" | "upstream_unavailable" | "upstream_timeout" | "request_timeout" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "runtime_configuration_required" | "signing_configuration_required" | "runtime_unavailable" | "workspace_unavailable" | "provider_configuration_required" | "link_configuration_required" | "payment_unavailable" | "storage_unavailable" | "overloaded";
             detail?: string;
         } & {
             [key: string]: unknown;
@@ -2845,7 +2893,7 @@ export interface components {
             /** @description the event id; also the webhook-id header of its deliveries */
             id: string;
             /** @enum {string} */
-            type: "merchant.verified" | "redemption.held" | "redemption.captured" | "redemption.released" | "redemption.expired" | "redemption.refunded" | "webhook.disabled";
+            type: "merchant.verified" | "redemption.held" | "redemption.captured" | "redemption.released" | "redemption.expired" | "redemption.refunded" | "voucher.revoked" | "webhook.disabled";
             /** @description when it happened (Unix seconds) */
             createdAt: number;
             /** @description the envelope exactly as delivered (see the top-level `webhooks`) */
@@ -3066,6 +3114,74 @@ export interface components {
                     enabled: boolean;
                 };
             };
+        };
+        /**
+         * @description Vouchers the gateway withdrew: their holds are released and their credit is back with the agent; a capture of one answers 409 voucher_revoked.
+         * @example {
+         *       "agentId": "agt_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+         *       "reason": "agent_frozen",
+         *       "holdIds": [
+         *         "hold_01JD0S5B2V3N4M5P6Q7R8S9T0V"
+         *       ],
+         *       "revokedAt": 1764000000
+         *     }
+         */
+        VoucherRevocation: {
+            /** @description the agent the owner froze; the holds are its own or its delegates' */
+            agentId: string;
+            /**
+             * @description `agent_frozen`: the owner froze the agent (or one of its ancestors) with releaseHolds
+             * @enum {string}
+             */
+            reason: "agent_frozen";
+            /** @description your holds released by this freeze: each is the `jti` of a voucher to refuse from now on */
+            holdIds: string[];
+            /** @description the vouchers were revoked (Unix seconds) */
+            revokedAt: number;
+        };
+        FreezeMerchant: {
+            merchantId: string;
+            /** @description the merchant's holds this freeze revoked */
+            holdIds: string[];
+            /** @description the `voucher.revoked` event that told the merchant (also its webhook-id) */
+            eventId: string;
+            /**
+             * @description where that event stands now: `delivered` (the webhook answered 2xx), `pending` (queued, not yet attempted), `failing` (attempted without a 2xx: retrying, or dead-lettered after the last retry), `disabled` (the gateway gave up on the webhook), `paused` (the merchant paused its webhook; it gets the event when it resumes with deliverMissed), `none` (the merchant had no webhook: only the revocations feed and capture refusals tell it)
+             * @enum {string}
+             */
+            webhook: "none" | "paused" | "disabled" | "pending" | "delivered" | "failing";
+            lastAttemptAt: number | null;
+        };
+        /** @description How far a freeze reached: what it released, and which merchants were told, and whether the telling arrived. */
+        FreezeReport: {
+            /** @description frz_… */
+            id: string;
+            agentId: string;
+            /** @description the freeze (Unix seconds) */
+            frozenAt: number;
+            /** @description whether this freeze released the outstanding holds of the subtree */
+            releaseHolds: boolean;
+            /** @description holds released and revoked, of the agent and its delegates (built-in service holds included) */
+            releasedHolds: number;
+            /** @description credit those holds gave back to the agents' lots */
+            releasedUc: string;
+            /** @description each merchant that held a revoked voucher, with its event's delivery state now */
+            merchants: components["schemas"]["FreezeMerchant"][];
+        };
+        Revocation: {
+            /** @description the revoked hold: the `jti` of the voucher to refuse */
+            holdId: string;
+            /** @description the agent the owner froze (as in the `voucher.revoked` event) */
+            agentId: string;
+            /**
+             * @description `agent_frozen`: the owner froze the agent (or one of its ancestors) with releaseHolds
+             * @enum {string}
+             */
+            reason: "agent_frozen";
+            /** @description revoked (Unix seconds) */
+            revokedAt: number;
+            /** @description opaque position in the feed: pass it back as `since` */
+            cursor: string;
         };
         /** @description The agent's allowlisted inboxes that exist on its mail server, with message and unseen counts. */
         MailInboxesListInput: Record<string, never>;
@@ -4342,83 +4458,6 @@ export interface operations {
             };
         };
     };
-    freezeAgent: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
-                "Idempotency-Key"?: string;
-            };
-            path: {
-                /** @description id of the agent (agt_…) */
-                id: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Default Response */
-            200: {
-                headers: {
-                    /** @description present when this is the stored outcome of an earlier request with the same key */
-                    "Idempotent-Replayed"?: "true";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Agent"];
-                };
-            };
-            /** @description Unauthorized */
-            401: {
-                headers: {
-                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
-                    "WWW-Authenticate"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Not Found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Conflict */
-            409: {
-                headers: {
-                    /** @description with idempotency_key_in_use: seconds until the running request is likely done */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
-            "4XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
     unfreezeAgent: {
         parameters: {
             query?: never;
@@ -5290,6 +5329,253 @@ export interface operations {
                     "image/png": unknown;
                     "image/jpeg": unknown;
                     "image/webp": unknown;
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getFreezeReport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description id of the agent (agt_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description How far a freeze reached: what it released, and which merchants were told, and whether the telling arrived. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FreezeReport"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    freezeAgent: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description id of the agent (agt_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "releaseHolds": true
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description also release every outstanding hold of the agent and its delegates now (credit back to the lots, budgets given back) and revoke their vouchers: each holding merchant gets `voucher.revoked`, its revocations feed lists them, a capture answers 409 voucher_revoked
+                     * @default false
+                     */
+                    releaseHolds?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    /** @description present when this is the stored outcome of an earlier request with the same key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        agent: components["schemas"]["Agent"];
+                        freeze: components["schemas"]["FreezeReport"];
+                    };
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    /** @description with idempotency_key_in_use: seconds until the running request is likely done */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listRevocations: {
+        parameters: {
+            query?: {
+                /** @description the `nextSince` (or an item's `cursor`) of the previous page; from the start when absent */
+                since?: string;
+                /** @description page size, 1–500 */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description id of the merchant (mer_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description oldest first */
+                        revocations: components["schemas"]["Revocation"][];
+                        /** @description pass it as `since` on the next poll: the last item's cursor, or the `since` given when nothing is new */
+                        nextSince: string;
+                        /** @description more revocations follow this page: poll again at once with nextSince */
+                        hasMore: boolean;
+                    };
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -9424,7 +9710,7 @@ export interface operations {
     listEvents: {
         parameters: {
             query?: {
-                /** @description comma-separated event types (merchant.verified, redemption.held, redemption.captured, redemption.released, redemption.expired, redemption.refunded, webhook.disabled); all when absent */
+                /** @description comma-separated event types (merchant.verified, redemption.held, redemption.captured, redemption.released, redemption.expired, redemption.refunded, voucher.revoked, webhook.disabled); all when absent */
                 type?: string;
                 /** @description only events created at or after (Unix seconds) */
                 from?: number;
@@ -10731,6 +11017,46 @@ export interface operations {
                     merchantId: string;
                     data: {
                         redemption: components["schemas"]["Redemption"];
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Delivered. Any other status, a timeout or a connection failure is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onVoucherRevoked: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id; the same on every attempt of this event, so use it to drop duplicates. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse messages far from your clock (the reference libraries allow 5 minutes). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` under your webhook secret (Standard Webhooks v1). */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description event id (also the webhook-id header) */
+                    id: string;
+                    /** @constant */
+                    type: "voucher.revoked";
+                    /** @description when the event happened (Unix seconds) */
+                    createdAt: number;
+                    merchantId: string;
+                    data: {
+                        revocation: components["schemas"]["VoucherRevocation"];
                     };
                 };
             };

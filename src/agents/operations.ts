@@ -1,5 +1,6 @@
-// Agent management's operations, for every face: register and update agents, freeze and unfreeze them,
-// set their profiles and avatars. Each input is the path's agent id plus the body's members.
+// Agent management's operations, for every face: register and update agents, unfreeze them (freezing, which
+// can reach their holds, is the kill switch's: src/revocations), set their profiles and avatars. Each input is
+// the path's agent id plus the body's members.
 import { Type, type Static, type TOptional } from '@sinclair/typebox';
 import { ALERT_THRESHOLDS_DEFAULT, CAP_PERIOD_S_DEFAULT, defaultExtendedRules, TIME_ZONE_DEFAULT, type MandateRules } from '../policy/mandate.ts';
 import { MandateRulesProperties } from './schemas.ts';
@@ -133,7 +134,6 @@ type AvatarUploadTicket = Awaited<ReturnType<AgentService['startAvatarUpload']>>
 export interface AgentOperations {
   registerAgent: SingleStepOperation<Static<typeof RegisterAgentInput>, Agent>;
   updateAgent: SingleStepOperation<Static<typeof UpdateAgentInput>, Agent>;
-  freezeAgent: SingleStepOperation<Static<typeof AgentIdInput>, Agent>;
   unfreezeAgent: SingleStepOperation<Static<typeof AgentIdInput>, Agent>;
   setAgentProfile: SingleStepOperation<Static<typeof SetProfileInput>, AgentProfile>;
   startAvatarUpload: SingleStepOperation<Static<typeof StartUploadInput>, AvatarUploadTicket>;
@@ -156,12 +156,6 @@ export function agentOperations(agents: AgentService): AgentOperations {
       input: UpdateAgentInput,
       idempotency: { key: 'optional' },
       run: (tx, { principal, input: { id, ...patch } }) => agents.updateAgent(tx, principal, id, patch),
-    },
-    freezeAgent: {
-      name: 'freezeAgent',
-      input: AgentIdInput,
-      idempotency: { key: 'optional' },
-      run: (tx, { principal, input }) => agents.setStatus(tx, principal, input.id, 'frozen'),
     },
     unfreezeAgent: {
       name: 'unfreezeAgent',

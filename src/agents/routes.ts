@@ -71,19 +71,18 @@ export function agentRoutes(deps: AgentRouteDeps) {
         serve(request, reply, ops.updateAgent, { ...(request.body as Static<typeof AgentPatch>), id: (request.params as { id: string }).id }),
     });
 
-    for (const [action, operation] of [['freeze', ops.freezeAgent], ['unfreeze', ops.unfreezeAgent]] as const) {
-      app.post(`/v1/owner/agents/:id/${action}`, {
-        config: { auth: OWNER, operation },
-        schema: {
-          tags,
-          summary: action === 'freeze' ? 'Freeze an agent: it can no longer spend (403 FROZEN)' : 'Unfreeze an agent',
-          description: 'No body. Idempotency-Key is honoured when sent.',
-          params: AgentIdParams,
-          response: { 200: Type.Ref('Agent'), ...problems(404, 409) },
-        },
-        handler: (request, reply) => serve(request, reply, operation, { id: (request.params as { id: string }).id }),
-      });
-    }
+    // Freezing is the kill switch's route (src/revocations/routes.ts): it can release and revoke holds.
+    app.post('/v1/owner/agents/:id/unfreeze', {
+      config: { auth: OWNER, operation: ops.unfreezeAgent },
+      schema: {
+        tags,
+        summary: 'Unfreeze an agent',
+        description: 'The agent may spend again, and so may its delegates unless frozen themselves. Holds a freeze released stay released. No body. Idempotency-Key is honoured when sent.',
+        params: AgentIdParams,
+        response: { 200: Type.Ref('Agent'), ...problems(404, 409) },
+      },
+      handler: (request, reply) => serve(request, reply, ops.unfreezeAgent, { id: (request.params as { id: string }).id }),
+    });
 
     app.put('/v1/owner/agents/:id/mandate', {
       config: { auth: OWNER, operation: ops.setMandate },

@@ -308,6 +308,11 @@ export class AgentService {
     return store.lockAgent(tx, agentId);
   }
 
+  /** The agent and its delegates at every depth (its subtree), sorted: what a freeze with releaseHolds reaches. */
+  async subtreeIds(db: Queryable, agentId: string): Promise<string[]> {
+    return store.subtreeIds(db, agentId);
+  }
+
   /** Locks several agents' rows, in sorted order (a batch of holds takes them all first). */
   async lockAgents(tx: Tx, agentIds: readonly string[]): Promise<Map<string, store.AgentRow>> {
     return new Map((await store.lockAgents(tx, agentIds)).map((row) => [row.id, row]));

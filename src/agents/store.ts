@@ -68,6 +68,12 @@ export async function lockAgents(tx: Tx, agentIds: readonly string[]): Promise<A
   return rows;
 }
 
+/** The agent and every agent below it in its delegation tree, sorted (the GIN index on ancestor_ids finds them). */
+export async function subtreeIds(db: Queryable, agentId: string): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>('SELECT id FROM agents WHERE id = $1 OR $1 = ANY(ancestor_ids) ORDER BY id', [agentId]);
+  return rows.map((row) => row.id);
+}
+
 /**
  * Inserts an agent with no spending policy yet (nothing allowed, mandate version 0): `writeMandate`, in the
  * same transaction, gives it version 1. None when the identity is registered already.

@@ -25,7 +25,7 @@ interface EventEntry {
   /** Whose webhook receives it; the envelope names that account (`merchantId` or `ownerId`). */
   account: 'merchant' | 'owner';
   /** `data` holds one member (a resource by schema name, or a schema); or `data` is the schema given. */
-  dataMember?: 'merchant' | 'redemption' | 'webhook' | 'topup' | 'intent' | 'purchase';
+  dataMember?: 'merchant' | 'redemption' | 'revocation' | 'webhook' | 'topup' | 'intent' | 'purchase';
   schema: string | object;
 }
 
@@ -87,6 +87,15 @@ const EVENTS: Record<AnyEventType, EventEntry> = {
   'redemption.released': { summary: 'A hold was released back to the agent', account: 'merchant', dataMember: 'redemption', schema: 'Redemption' },
   'redemption.expired': { summary: 'A hold expired before it was captured', account: 'merchant', dataMember: 'redemption', schema: 'Redemption' },
   'redemption.refunded': { summary: 'Captured credit was refunded to the agent (the last of `refunds` is this one)', account: 'merchant', dataMember: 'redemption', schema: 'Redemption' },
+  'voucher.revoked': {
+    summary:
+      "The owner froze an agent and released its outstanding holds: the vouchers of `revocation.holdIds` (their `jti`) are revoked. " +
+      'Refuse them from now on; a capture of one answers 409 voucher_revoked. One event per freeze lists all of your holds it released; ' +
+      'GET /v1/merchants/{id}/revocations lists the same holds for a merchant without a webhook',
+    account: 'merchant',
+    dataMember: 'revocation',
+    schema: 'VoucherRevocation',
+  },
   'webhook.disabled': {
     summary: `The gateway disabled the webhook after every attempt failed for ${AUTO_DISABLE_AFTER_S / 86_400} days (listed by GET …/events; not delivered, the webhook being off)`,
     account: 'merchant',

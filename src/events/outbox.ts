@@ -14,6 +14,7 @@ export const MERCHANT_EVENT_TYPES = [
   'redemption.released',
   'redemption.expired',
   'redemption.refunded',
+  'voucher.revoked',
   'webhook.disabled',
 ] as const;
 

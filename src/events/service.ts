@@ -101,6 +101,24 @@ export interface Delivery {
   createdAt: number;
 }
 
+/**
+ * Where one event stands with its merchant's webhook: `delivered` (a 2xx came back), `pending` (queued, not yet
+ * attempted), `failing` (attempted without a 2xx: retrying, or dead-lettered after the last retry), `disabled`
+ * (the gateway gave up on the endpoint), `paused` (the merchant paused it before the event; resuming with
+ * deliverMissed sends it), `none` (no webhook took it: none configured then, or none now).
+ */
+export type EventReach = 'none' | 'paused' | 'disabled' | 'pending' | 'delivered' | 'failing';
+export const EVENT_REACHES: readonly EventReach[] = ['none', 'paused', 'disabled', 'pending', 'delivered', 'failing'];
+
+function reachOf(row: store.EventReachRow): EventReach {
+  if (row.delivery_state === 'succeeded') return 'delivered';
+  if (row.endpoint_enabled === null) return 'none';
+  if (!row.endpoint_enabled && row.disabled_reason === 'failing') return 'disabled';
+  // A delivery pending when a pause began continues through it.
+  if (row.delivery_state !== null) return row.attempts === 0 ? 'pending' : 'failing';
+  return row.endpoint_enabled ? 'none' : 'paused';
+}
+
 const seconds = (value: bigint | null): number | null => (value === null ? null : Number(value));
 
 function toConfiguration(merchantId: string, row: store.EndpointRow | undefined, nowS: number): WebhookConfiguration {
@@ -325,6 +343,12 @@ export class WebhookService {
   async urlsFor(db: Queryable, merchantIds: readonly string[]): Promise<Map<string, string>> {
     const rows = await store.endpointUrls(db, merchantIds);
     return new Map(rows.map((row) => [row.merchant_id, row.url]));
+  }
+
+  /** How far each of these merchant events got (see EventReach), with its last delivery attempt, by event id. */
+  async reachOf(db: Queryable, events: ReadonlyArray<{ merchantId: string; eventId: string }>): Promise<Map<string, { webhook: EventReach; lastAttemptAt: number | null }>> {
+    const rows = await store.eventReach(db, events);
+    return new Map(rows.map((row) => [row.event_id, { webhook: reachOf(row), lastAttemptAt: seconds(row.last_attempt_at_s) }]));
   }
 
   /** A merchant's or an owner's deliveries, newest first. */

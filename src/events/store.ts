@@ -445,3 +445,26 @@ export async function purgeEventsBefore(db: Queryable, beforeS: number): Promise
   const result = await db.query('DELETE FROM events WHERE created_at_s < $1', [beforeS]);
   return result.rowCount ?? 0;
 }
+
+/** How far one event got: its delivery (if it has one) and its merchant's endpoint (if it has one). */
+export interface EventReachRow {
+  event_id: string;
+  delivery_state: DeliveryState | null;
+  attempts: number | null;
+  last_attempt_at_s: bigint | null;
+  endpoint_enabled: boolean | null;
+  disabled_reason: 'merchant' | 'failing' | null;
+}
+
+/** For each merchant event given, its delivery and its merchant's endpoint (one statement). */
+export async function eventReach(db: Queryable, events: ReadonlyArray<{ merchantId: string; eventId: string }>): Promise<EventReachRow[]> {
+  if (events.length === 0) return [];
+  const { rows } = await db.query<EventReachRow>(
+    `SELECT e.event_id, d.state AS delivery_state, d.attempts, d.last_attempt_at_s, w.enabled AS endpoint_enabled, w.disabled_reason
+       FROM unnest($1::text[], $2::text[]) AS e(merchant_id, event_id)
+       LEFT JOIN webhook_deliveries d ON d.event_id = e.event_id
+       LEFT JOIN webhook_endpoints w ON w.merchant_id = e.merchant_id`,
+    [events.map((e) => e.merchantId), events.map((e) => e.eventId)],
+  );
+  return rows;
+}

@@ -301,7 +301,9 @@ export class ExecutionPipeline {
       return await this.successes.submit({ key, started, result });
     } catch (error) {
       const late = error instanceof ExecutionLost || (error instanceof ApiError && error.code === 'hold_resolved');
-      await this.releaseQuietly(started, late ? 'deadline_passed' : 'internal_error');
+      // A freeze that released the hold revoked it (409 voucher_revoked): nothing is charged, the result not handed out.
+      const revoked = error instanceof ApiError && error.code === 'voucher_revoked';
+      await this.releaseQuietly(started, late ? 'deadline_passed' : revoked ? 'voucher_revoked' : 'internal_error');
       if (!late) throw error;
       // The result came after the execution's deadline, when its hold was no longer ours to capture: it is
       // not handed out unpaid; the caller retries.

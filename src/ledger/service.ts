@@ -232,6 +232,20 @@ interface HoldPass {
 /** A capture or release of one hold, by its merchant (or by anyone, when merchantId is absent). */
 export type ResolveRequest = { holdId: string; merchantId?: string } & ({ action: 'capture'; amountUc?: Microcredits } | { action: 'release' });
 
+/** A hold a freeze released and revoked, with the merchant that holds its voucher (none for a built-in service's). */
+export interface RevokedHold {
+  redemption: Redemption;
+  merchantId: string | null;
+}
+
+/** The refusal of a capture of a revoked hold: names the hold, when and why its voucher was withdrawn. */
+function revokedError(hold: store.HoldRow, revokedAtS: bigint): ApiError {
+  return new ApiError('voucher_revoked', {
+    detail: `the voucher of hold ${hold.id} was revoked at ${revokedAtS} (${hold.revocation_reason}): its credit went back to the agent; do not deliver against it`,
+    extra: { holdId: hold.id, revokedAt: Number(revokedAtS), reason: hold.revocation_reason },
+  });
+}
+
 /** A locked hold to resolve, and how. */
 interface SettleItem {
   hold: store.HoldRow;
@@ -534,6 +548,7 @@ export class LedgerService {
       if (!hold || (request.merchantId !== undefined && hold.merchant_id !== request.merchantId)) {
         return { ok: false, error: new ApiError('not_found', { detail: `no redemption ${request.holdId}` }) };
       }
+      if (request.action === 'capture' && hold.revoked_at_s != null) return { ok: false, error: revokedError(hold, hold.revoked_at_s) };
       if (request.action === 'release' && hold.state === 'released') return { ok: true, value: hold.id };
       if (hold.state === 'held' && Number(hold.expires_at_s) <= nowS) settle(hold, 'expired', 0n);
       const state = current.get(hold.id)!.state;
@@ -558,6 +573,28 @@ export class LedgerService {
       const redemption = redemptions.get(answer.value) ?? toRedemption(locked.get(answer.value)!, allocations, [], nowS);
       return { ok: true, value: redemption };
     });
+  }
+
+  /**
+   * Releases every hold of these agents still held and withdraws its voucher (the kill switch): each through
+   * resolveMany's release (its credit back to its lots, its budgets given back, `redemption.released` to its
+   * merchant), then marked revoked, so a capture answers 409 voucher_revoked. A hold found past its deadline
+   * is reclaimed as expired instead (its voucher is dead already) and is not among the answer.
+   */
+  async revokeHolds(tx: Tx, agentIds: readonly string[], reason: string): Promise<RevokedHold[]> {
+    // Locked first, so a hold resolved meanwhile by its merchant is left out, not counted as this release.
+    const locked = await store.lockHolds(tx, await store.heldHoldIdsOf(tx, agentIds));
+    const held = [...locked.values()].filter((hold) => hold.state === 'held');
+    const outcomes = await this.resolveMany(tx, held.map(({ id }) => ({ action: 'release' as const, holdId: id })));
+    const released: Redemption[] = [];
+    for (const outcome of outcomes) {
+      if (outcome.ok) released.push(outcome.value);
+      else if (!(outcome.error instanceof ApiError && outcome.error.code === 'hold_resolved')) throw outcome.error;
+    }
+    const revoked = new Set(await store.markRevoked(tx, released.map((redemption) => redemption.id), reason, this.nowS()));
+    if (revoked.size !== released.length) throw new Error(`ledger invariant: ${released.length} holds released for revocation, ${revoked.size} marked revoked`);
+    const merchantOf = new Map(held.map((hold) => [hold.id, hold.merchant_id]));
+    return released.map((redemption) => ({ redemption, merchantId: merchantOf.get(redemption.id)! }));
   }
 
   /**

@@ -40,6 +40,12 @@ export interface HoldRow {
   voucher: string | null;
   /** What was bought, as it was sold (the offer at mint; the service and action of an execution). */
   offer_snapshot: Record<string, unknown> | null;
+  /**
+   * Set when a freeze released the hold and withdrew its voucher (a capture then answers voucher_revoked);
+   * absent from a hold being written, which is never revoked.
+   */
+  revoked_at_s?: bigint | null;
+  revocation_reason?: string | null;
 }
 
 export interface RefundRow {
@@ -494,4 +500,21 @@ export async function journalOf(db: Queryable, operationIds: readonly string[]):
     [[...operationIds]],
   );
   return rows;
+}
+
+/** The ids of these agents' holds still held (deadline passed or not: resolving reclaims an overdue one as expired). */
+export async function heldHoldIdsOf(db: Queryable, agentIds: readonly string[]): Promise<string[]> {
+  if (agentIds.length === 0) return [];
+  const { rows } = await db.query<{ id: string }>(`SELECT id FROM holds WHERE agent_id = ANY($1::text[]) AND state = 'held' ORDER BY id`, [[...agentIds]]);
+  return rows.map((row) => row.id);
+}
+
+/** Marks released holds revoked (the caller released them in the same transaction); the ids it marked. */
+export async function markRevoked(tx: Tx, holdIds: readonly string[], reason: string, nowS: number): Promise<string[]> {
+  if (holdIds.length === 0) return [];
+  const { rows } = await tx.query<{ id: string }>(
+    `UPDATE holds SET revoked_at_s = $2, revocation_reason = $3 WHERE id = ANY($1::text[]) AND state = 'released' AND revoked_at_s IS NULL RETURNING id`,
+    [[...holdIds], nowS, reason],
+  );
+  return rows.map((row) => row.id);
 }

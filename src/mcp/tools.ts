@@ -14,12 +14,14 @@ import type { LedgerQueries } from '../ledger/queries.ts';
 import type { OfferQueries } from '../offers/queries.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { PrincipalKind } from '../platform/principal.ts';
+import type { RevocationOperations } from '../revocations/operations.ts';
 import type { VoucherOperations } from '../vouchers/operations.ts';
 
 /** The operations the MCP face runs; the same objects' names and schemas as the HTTP routes'. */
 export type McpOperations = Pick<VoucherOperations, 'mintVoucher'> &
   Pick<ExecuteOperations, 'executeService'> &
-  Pick<AgentOperations, 'registerAgent' | 'updateAgent' | 'freezeAgent' | 'unfreezeAgent' | 'setMandate'>;
+  Pick<AgentOperations, 'registerAgent' | 'updateAgent' | 'unfreezeAgent' | 'setMandate'> &
+  Pick<RevocationOperations, 'freezeAgent'>;
 
 /** The queries the MCP face runs: the same objects as the HTTP routes'. */
 export type McpQueries = Pick<IdentityQueries, 'getMe'> &
@@ -216,8 +218,11 @@ export const TOOLS: readonly ToolDefinition[] = [
     name: 'freeze_agent',
     title: 'Freeze an agent',
     description:
-      'Stops one of the owner\'s agents from spending: every hold or execution it asks for is refused with FROZEN until it is ' +
-      'unfrozen. Freezing a frozen agent changes nothing. `idempotencyKey` is optional; a retry should reuse it.',
+      'Stops one of the owner\'s agents, and every delegate below it, from spending: every hold or execution they ask for is refused ' +
+      'with FROZEN until it is unfrozen. `releaseHolds: true` also releases their outstanding holds now (credit back, budgets given back) ' +
+      'and revokes those vouchers: each merchant holding one is told (voucher.revoked) and a capture is refused. Answers the agent and the ' +
+      'freeze report (released holds and credit, each merchant reached and its event\'s delivery state). Freezing a frozen agent without ' +
+      'releaseHolds changes nothing. `idempotencyKey` is optional; a retry should reuse it.',
     kinds: OWNER,
     annotations: { ...WRITE, destructiveHint: true },
     operation: 'freezeAgent',

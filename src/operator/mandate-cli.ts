@@ -24,17 +24,17 @@ export interface MandateCommandOptions {
 }
 
 /** The owner credential a command presents, and where it came from (named in refusals). */
-interface OwnerCredential {
+export interface OwnerCredential {
   token: string;
   source: string;
 }
 
-function fail(message: string): never {
+export function fail(message: string): never {
   process.stderr.write(`${message}\n`);
   process.exit(2);
 }
 
-function printJson(value: unknown): void {
+export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
@@ -70,7 +70,7 @@ async function devSession(config: Config, email: string): Promise<OwnerCredentia
   return { token, source: `--owner-email ${owner} (a dev session)` };
 }
 
-async function ownerCredential(config: Config, options: MandateCommandOptions): Promise<OwnerCredential> {
+export async function ownerCredential(config: Config, options: Pick<MandateCommandOptions, 'ownerToken' | 'ownerEmail'>): Promise<OwnerCredential> {
   if (options.ownerToken) return { token: options.ownerToken, source: 'ACG_OWNER_TOKEN' };
   if (options.ownerEmail !== undefined) return devSession(config, options.ownerEmail);
   const running = await gatewayAnswers(config.baseUrl).catch((error: Error) => fail(error.message));
@@ -78,7 +78,7 @@ async function ownerCredential(config: Config, options: MandateCommandOptions): 
 }
 
 /** One request to the gateway; no gateway, or no answer, is said and ends the command. */
-async function call(config: Config, credential: OwnerCredential, method: 'GET' | 'PUT', path: string, body?: unknown): Promise<GatewayAnswer> {
+export async function call(config: Config, credential: OwnerCredential, method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown): Promise<GatewayAnswer> {
   try {
     return await callGateway(config.baseUrl, credential.token, method, path, body);
   } catch (error) {

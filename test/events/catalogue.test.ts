@@ -37,7 +37,9 @@ describe('the event catalogue in the OpenAPI document', () => {
                 ? ['intent', 'IntentStatus']
                 : type.startsWith('purchase.')
                   ? ['purchase', 'PurchaseApproval']
-                  : ['redemption', 'Redemption'];
+                  : type === 'voucher.revoked'
+                    ? ['revocation', 'VoucherRevocation']
+                    : ['redemption', 'Redemption'];
         expect(schema.properties.data.properties[member!].$ref).toBe(`#/components/schemas/${component}`);
         expect(document.components.schemas[component!]).toBeDefined();
       }

@@ -23,7 +23,8 @@ export function FreezeButton({ agent, onChanged }: { agent: Agent; onChanged: ()
         onClick={() =>
           action.run(async () => {
             const params = { path: { id: agent.id }, header: { 'Idempotency-Key': newKey() } };
-            ok(frozen ? await api.POST('/v1/owner/agents/{id}/unfreeze', { params }) : await api.POST('/v1/owner/agents/{id}/freeze', { params }));
+            if (frozen) ok(await api.POST('/v1/owner/agents/{id}/unfreeze', { params }));
+            else ok(await api.POST('/v1/owner/agents/{id}/freeze', { params, body: {} }));
             onChanged();
             return frozen ? `${agent.name} can spend again.` : `${agent.name} is frozen: its next purchase will be refused.`;
           })

@@ -1,0 +1,40 @@
+// The kill switch's operation, for every face: freeze an agent, optionally releasing and revoking the
+// outstanding holds of its subtree (unfreezing is agent management's: it releases nothing back).
+import { Type, type Static } from '@sinclair/typebox';
+import type { Agent } from '../agents/service.ts';
+import { AgentIdParams } from '../platform/schemas.ts';
+import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
+import type { FreezeReport, RevocationService } from './service.ts';
+
+export const FreezeBody = Type.Object(
+  {
+    releaseHolds: Type.Optional(
+      Type.Boolean({
+        default: false,
+        description:
+          'also release every outstanding hold of the agent and its delegates now (credit back to the lots, budgets given back) and ' +
+          'revoke their vouchers: each holding merchant gets `voucher.revoked`, its revocations feed lists them, a capture answers 409 voucher_revoked',
+      }),
+    ),
+  },
+  { additionalProperties: false, examples: [{ releaseHolds: true }] },
+);
+export type FreezeBody = Static<typeof FreezeBody>;
+
+const FreezeAgentInput = inputOf(AgentIdParams, FreezeBody);
+
+export interface RevocationOperations {
+  freezeAgent: SingleStepOperation<Static<typeof FreezeAgentInput>, { agent: Agent; freeze: FreezeReport }>;
+}
+
+/** Owner operations: the principal is a human or owner credential; another owner's agent is not found. */
+export function revocationOperations(revocations: RevocationService): RevocationOperations {
+  return {
+    freezeAgent: {
+      name: 'freezeAgent',
+      input: FreezeAgentInput,
+      idempotency: { key: 'optional' },
+      run: (tx, { principal, input }) => revocations.freeze(tx, principal, input.id, { releaseHolds: input.releaseHolds ?? false }),
+    },
+  };
+}

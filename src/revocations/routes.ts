@@ -1,0 +1,68 @@
+// HTTP edge of the kill switch: freezing an agent (optionally releasing and revoking its subtree's holds), the
+// freeze report, and a merchant's revocations feed. Routes translate; the rules live in the service.
+import type { FastifyInstance } from 'fastify';
+import { Type } from '@sinclair/typebox';
+import { serve } from '../platform/http/operation.ts';
+import { problems } from '../platform/http/openapi.ts';
+import { queryRoute } from '../platform/http/query.ts';
+import { AgentIdParams } from '../platform/schemas.ts';
+import { FreezeBody, type RevocationOperations } from './operations.ts';
+import type { RevocationQueries } from './queries.ts';
+import { REVOCATIONS_PAGE_DEFAULT, REVOCATIONS_PAGE_MAX } from './service.ts';
+
+const OWNER = { kinds: ['human', 'owner'] } as const;
+
+export function revocationRoutes(ops: RevocationOperations, queries: RevocationQueries) {
+  return async function routes(app: FastifyInstance): Promise<void> {
+    app.post('/v1/owner/agents/:id/freeze', {
+      config: { auth: OWNER, operation: ops.freezeAgent },
+      // The body is optional (a freeze took none before releaseHolds): an absent one is the empty object,
+      // before validation, so the schema still judges every body that is sent.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
+      schema: {
+        tags: ['identity'],
+        summary: 'Freeze an agent and its delegates; optionally release and revoke their outstanding holds',
+        description:
+          'The agent can no longer spend (403 FROZEN), nor can any of its delegates: each is refused at its next request. ' +
+          'With `releaseHolds: true`, in the same transaction, every outstanding hold of the agent and its delegates is ' +
+          'released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one ' +
+          'gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) ' +
+          'lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent and the freeze report: each merchant ' +
+          'reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds ' +
+          'changes nothing and answers its latest report. The body is optional (none is `{}`). Idempotency-Key is honoured when sent.',
+        params: AgentIdParams,
+        body: FreezeBody,
+        response: { 200: Type.Object({ agent: Type.Ref('Agent'), freeze: Type.Ref('FreezeReport') }), ...problems(400, 404, 409) },
+      },
+      handler: (request, reply) => serve(request, reply, ops.freezeAgent, { ...(request.body as FreezeBody), id: (request.params as { id: string }).id }),
+    });
+
+    app.route(
+      queryRoute('GET', '/v1/owner/agents/:id/freeze', queries.getFreezeReport, {
+        auth: OWNER,
+        tags: ['identity'],
+        summary: "Read an agent's latest freeze report: how far it reached",
+        description:
+          'What the latest freeze released, and for each merchant that held a revoked voucher its holds and where its `voucher.revoked` ' +
+          'event stands now (`delivered`, `pending`, `failing`, `disabled`, `paused`, `none`). 404 when the agent was never frozen.',
+        errors: [404],
+      }),
+    );
+
+    app.route(
+      queryRoute('GET', '/v1/merchants/:id/revocations', queries.listRevocations, {
+        auth: { kinds: ['human', 'owner', 'merchant'], scopes: ['offers:read'] },
+        tags: ['revocations'],
+        summary: 'List the revoked vouchers of your holds (a feed to poll)',
+        description:
+          'Every hold of this merchant whose voucher a freeze revoked, oldest first: refuse a voucher whose `jti` is listed. For a ' +
+          'merchant without a webhook, or as a check beside it. Poll with `since` set to the previous answer\'s `nextSince` (absent: ' +
+          `from the start); \`limit\` 1–${REVOCATIONS_PAGE_MAX}, default ${REVOCATIONS_PAGE_DEFAULT}; \`hasMore\` says to poll again at once. ` +
+          'Cursors are opaque. The feed is kept as long as the holds are. An API key needs the scope `offers:read`.',
+        errors: [400, 404],
+      }),
+    );
+  };
+}

@@ -1,0 +1,70 @@
+// The kill switch's resources as every face shows them: the freeze report, the `voucher.revoked` event's
+// revocation, and one entry of a merchant's revocations feed. Registered once by the composition root.
+import { Type } from '@sinclair/typebox';
+import { EVENT_REACHES } from '../events/service.ts';
+import { Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
+import { REVOCATION_REASONS } from './service.ts';
+
+const Reason = Type.String({ enum: [...REVOCATION_REASONS], description: '`agent_frozen`: the owner froze the agent (or one of its ancestors) with releaseHolds' });
+const Cursor = Type.String({ description: 'opaque position in the feed: pass it back as `since`' });
+
+export const VoucherRevocationSchema = Type.Object(
+  {
+    agentId: Type.String({ description: 'the agent the owner froze; the holds are its own or its delegates\'' }),
+    reason: Reason,
+    holdIds: Type.Array(Type.String(), { description: 'your holds released by this freeze: each is the `jti` of a voucher to refuse from now on' }),
+    revokedAt: UnixSeconds('the vouchers were revoked'),
+  },
+  {
+    $id: 'VoucherRevocation',
+    description: 'Vouchers the gateway withdrew: their holds are released and their credit is back with the agent; a capture of one answers 409 voucher_revoked.',
+    examples: [{ agentId: 'agt_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', reason: 'agent_frozen', holdIds: ['hold_01JD0S5B2V3N4M5P6Q7R8S9T0V'], revokedAt: 1764000000 }],
+  },
+);
+
+export const FreezeMerchantSchema = Type.Object(
+  {
+    merchantId: Type.String(),
+    holdIds: Type.Array(Type.String(), { description: "the merchant's holds this freeze revoked" }),
+    eventId: Type.String({ description: 'the `voucher.revoked` event that told the merchant (also its webhook-id)' }),
+    webhook: Type.String({
+      enum: [...EVENT_REACHES],
+      description:
+        'where that event stands now: `delivered` (the webhook answered 2xx), `pending` (queued, not yet attempted), `failing` ' +
+        '(attempted without a 2xx: retrying, or dead-lettered after the last retry), `disabled` (the gateway gave up on the ' +
+        'webhook), `paused` (the merchant paused its webhook; it gets the event when it resumes with deliverMissed), `none` (the ' +
+        'merchant had no webhook: only the revocations feed and capture refusals tell it)',
+    }),
+    lastAttemptAt: Nullable(UnixSeconds('the last delivery attempt of the event; null before the first')),
+  },
+  { $id: 'FreezeMerchant' },
+);
+
+export const FreezeReportSchema = Type.Object(
+  {
+    id: Type.String({ description: 'frz_…' }),
+    agentId: Type.String(),
+    frozenAt: UnixSeconds('the freeze'),
+    releaseHolds: Type.Boolean({ description: 'whether this freeze released the outstanding holds of the subtree' }),
+    releasedHolds: Type.Integer({ minimum: 0, description: 'holds released and revoked, of the agent and its delegates (built-in service holds included)' }),
+    releasedUc: Microcredits('credit those holds gave back to the agents\' lots'),
+    merchants: Type.Array(Type.Ref('FreezeMerchant'), { description: 'each merchant that held a revoked voucher, with its event\'s delivery state now' }),
+  },
+  {
+    $id: 'FreezeReport',
+    description: 'How far a freeze reached: what it released, and which merchants were told, and whether the telling arrived.',
+  },
+);
+
+export const RevocationSchema = Type.Object(
+  {
+    holdId: Type.String({ description: 'the revoked hold: the `jti` of the voucher to refuse' }),
+    agentId: Type.String({ description: 'the agent the owner froze (as in the `voucher.revoked` event)' }),
+    reason: Reason,
+    revokedAt: UnixSeconds('revoked'),
+    cursor: Cursor,
+  },
+  { $id: 'Revocation' },
+);
+
+export const REVOCATION_SCHEMAS = [VoucherRevocationSchema, FreezeMerchantSchema, FreezeReportSchema, RevocationSchema];

@@ -1,0 +1,175 @@
+// The kill switch with reach. A freeze sets the agent's status (its delegates are refused through the policy's
+// chain of ancestors); with `releaseHolds` it also, in the same transaction, releases every outstanding hold of
+// the agent's subtree through the ledger's own release (credit back to the lots, budgets given back), revokes
+// their vouchers, appends them to each holding merchant's revocations feed and tells each merchant once with a
+// signed `voucher.revoked` event. Every freeze keeps a report of how far it reached; the report reads each
+// merchant's event delivery as it stands at the time of the read.
+import type { Agent, AgentService } from '../agents/service.ts';
+import { emitEvents } from '../events/outbox.ts';
+import type { EventReach, WebhookService } from '../events/service.ts';
+import type { LedgerService, RevokedHold } from '../ledger/service.ts';
+import type { Queryable, Tx } from '../platform/db/database.ts';
+import { ApiError } from '../platform/errors.ts';
+import type { Gateway } from '../platform/gateway.ts';
+import { newId } from '../platform/ids.ts';
+import { formatUc, parseUc } from '../platform/money.ts';
+import { principalScope, type Principal } from '../platform/principal.ts';
+import * as store from './store.ts';
+
+export const REVOCATION_REASONS = ['agent_frozen'] as const;
+export type RevocationReason = (typeof REVOCATION_REASONS)[number];
+
+/** A feed page: at most this many revocations (the default is the query's). */
+export const REVOCATIONS_PAGE_MAX = 500;
+export const REVOCATIONS_PAGE_DEFAULT = 100;
+
+export interface FreezeMerchant {
+  merchantId: string;
+  holdIds: string[];
+  eventId: string;
+  webhook: EventReach;
+  lastAttemptAt: number | null;
+}
+
+export interface FreezeReport {
+  id: string;
+  agentId: string;
+  frozenAt: number;
+  releaseHolds: boolean;
+  releasedHolds: number;
+  releasedUc: string;
+  merchants: FreezeMerchant[];
+}
+
+export interface Revocation {
+  holdId: string;
+  agentId: string;
+  reason: string;
+  revokedAt: number;
+  cursor: string;
+}
+
+export interface RevocationPage {
+  revocations: Revocation[];
+  /** The last item's cursor, or the `since` given when the page is empty: what the next poll passes back. */
+  nextSince: string;
+  hasMore: boolean;
+}
+
+/** The feed's cursor: the revocation's sequence number, written in decimal; opaque to readers. */
+export const FEED_START = '0';
+const cursorOf = (seq: bigint): string => seq.toString();
+const seqOf = (cursor: string): bigint => BigInt(cursor);
+
+export interface RevocationDependencies {
+  agents: AgentService;
+  ledger: LedgerService;
+  webhooks: WebhookService;
+}
+
+export class RevocationService {
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly deps: RevocationDependencies,
+  ) {}
+
+  /**
+   * Freezes one of the principal's agents (404 for any other). Freezing a frozen agent without releaseHolds
+   * changes nothing and answers its latest report. With releaseHolds, every outstanding hold of its subtree
+   * is released and revoked now, whether or not the agent was frozen already.
+   */
+  async freeze(tx: Tx, principal: Principal, agentId: string, options: { releaseHolds: boolean }): Promise<{ agent: Agent; freeze: FreezeReport }> {
+    const { agents, ledger } = this.deps;
+    const wasFrozen = (await agents.lockAgentFor(tx, principal, agentId)).status === 'frozen';
+    const agent = await agents.setStatus(tx, principal, agentId, 'frozen');
+    if (wasFrozen && !options.releaseHolds) {
+      const latest = await store.latestFreeze(tx, agentId);
+      if (latest) return { agent, freeze: await this.report(tx, latest) };
+    }
+    const reason: RevocationReason = 'agent_frozen';
+    const nowS = this.gateway.clock.nowS();
+    const revoked = options.releaseHolds ? await ledger.revokeHolds(tx, await agents.subtreeIds(tx, agentId), reason) : [];
+    const freeze = await store.insertFreeze(tx, {
+      id: newId('frz'),
+      agent_id: agentId,
+      release_holds: options.releaseHolds,
+      released_holds: revoked.length,
+      released_uc: revoked.reduce((sumUc, { redemption }) => sumUc + parseUc(redemption.releasedUc), 0n),
+      frozen_at_s: BigInt(nowS),
+      frozen_by: principalScope(principal),
+    });
+    await this.tellMerchants(tx, freeze, revoked, reason);
+    return { agent, freeze: await this.report(tx, freeze) };
+  }
+
+  /** One `voucher.revoked` event per merchant holding revoked vouchers, and the feed's rows, in merchant order. */
+  private async tellMerchants(tx: Tx, freeze: store.FreezeRow, revoked: readonly RevokedHold[], reason: RevocationReason): Promise<void> {
+    const byMerchant = new Map<string, string[]>();
+    for (const { redemption, merchantId } of revoked) {
+      if (merchantId !== null) byMerchant.set(merchantId, [...(byMerchant.get(merchantId) ?? []), redemption.id]);
+    }
+    const merchants = [...byMerchant.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const revokedAt = Number(freeze.frozen_at_s);
+    const envelopes = await emitEvents(
+      tx,
+      merchants.map(([merchantId, holdIds]) => ({
+        merchantId,
+        type: 'voucher.revoked' as const,
+        data: { revocation: { agentId: freeze.agent_id, reason, holdIds, revokedAt } },
+      })),
+      this.gateway.clock.nowMs(),
+    );
+    await store.insertRevocations(
+      tx,
+      merchants.flatMap(([merchantId, holdIds], index) =>
+        holdIds.map((holdId) => ({
+          hold_id: holdId,
+          merchant_id: merchantId,
+          agent_id: freeze.agent_id,
+          freeze_id: freeze.id,
+          event_id: envelopes[index]!.id,
+          reason,
+          revoked_at_s: freeze.frozen_at_s,
+        })),
+      ),
+    );
+  }
+
+  /** The report of a freeze, each merchant's event delivery read as it stands now. */
+  private async report(db: Queryable, freeze: store.FreezeRow): Promise<FreezeReport> {
+    const merchants = await store.freezeMerchants(db, freeze.id);
+    const reach = await this.deps.webhooks.reachOf(db, merchants.map((m) => ({ merchantId: m.merchant_id, eventId: m.event_id })));
+    return {
+      id: freeze.id,
+      agentId: freeze.agent_id,
+      frozenAt: Number(freeze.frozen_at_s),
+      releaseHolds: freeze.release_holds,
+      releasedHolds: freeze.released_holds,
+      releasedUc: formatUc(freeze.released_uc),
+      merchants: merchants.map((m) => ({
+        merchantId: m.merchant_id,
+        holdIds: m.hold_ids,
+        eventId: m.event_id,
+        webhook: reach.get(m.event_id)?.webhook ?? 'none',
+        lastAttemptAt: reach.get(m.event_id)?.lastAttemptAt ?? null,
+      })),
+    };
+  }
+
+  /** The agent's latest freeze report (the caller checked the agent is the principal's); 404 when never frozen. */
+  async latestReport(db: Queryable, agentId: string): Promise<FreezeReport> {
+    const latest = await store.latestFreeze(db, agentId);
+    if (!latest) throw new ApiError('not_found', { detail: `agent ${agentId} has not been frozen (since freeze reports were kept)` });
+    return this.report(db, latest);
+  }
+
+  /** A merchant's revocations after `since` (the feed's start when absent), oldest first (the caller reached the merchant). */
+  async revocations(db: Queryable, merchantId: string, page: { since?: string; limit: number }): Promise<RevocationPage> {
+    const since = page.since ?? FEED_START;
+    const rows = await store.listRevocations(db, merchantId, seqOf(since), page.limit + 1);
+    const items = rows.slice(0, page.limit).map(
+      (row): Revocation => ({ holdId: row.hold_id, agentId: row.agent_id, reason: row.reason, revokedAt: Number(row.revoked_at_s), cursor: cursorOf(row.seq) }),
+    );
+    return { revocations: items, nextSince: items.at(-1)?.cursor ?? since, hasMore: rows.length > page.limit };
+  }
+}
