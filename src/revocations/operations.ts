@@ -1,10 +1,9 @@
 // The kill switch's operation, for every face: freeze an agent, optionally releasing and revoking the
 // outstanding holds of its subtree (unfreezing is agent management's: it releases nothing back).
 import { Type, type Static } from '@sinclair/typebox';
-import type { Agent } from '../agents/service.ts';
 import { AgentIdParams } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
-import type { FreezeReport, RevocationService } from './service.ts';
+import type { FrozenAgent, RevocationService } from './service.ts';
 
 export const FreezeBody = Type.Object(
   {
@@ -24,7 +23,7 @@ export type FreezeBody = Static<typeof FreezeBody>;
 const FreezeAgentInput = inputOf(AgentIdParams, FreezeBody);
 
 export interface RevocationOperations {
-  freezeAgent: SingleStepOperation<Static<typeof FreezeAgentInput>, { agent: Agent; freeze: FreezeReport }>;
+  freezeAgent: SingleStepOperation<Static<typeof FreezeAgentInput>, FrozenAgent>;
 }
 
 /** Owner operations: the principal is a human or owner credential; another owner's agent is not found. */

@@ -29,12 +29,12 @@ export function revocationRoutes(ops: RevocationOperations, queries: RevocationQ
           'With `releaseHolds: true`, in the same transaction, every outstanding hold of the agent and its delegates is ' +
           'released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one ' +
           'gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) ' +
-          'lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent and the freeze report: each merchant ' +
+          'lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent, as before, with a `freeze` member: the report of each merchant ' +
           'reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds ' +
           'changes nothing and answers its latest report. The body is optional (none is `{}`). Idempotency-Key is honoured when sent.',
         params: AgentIdParams,
         body: FreezeBody,
-        response: { 200: Type.Object({ agent: Type.Ref('Agent'), freeze: Type.Ref('FreezeReport') }), ...problems(400, 404, 409) },
+        response: { 200: Type.Ref('FrozenAgent'), ...problems(400, 404, 409) },
       },
       handler: (request, reply) => serve(request, reply, ops.freezeAgent, { ...(request.body as FreezeBody), id: (request.params as { id: string }).id }),
     });

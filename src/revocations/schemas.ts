@@ -1,6 +1,7 @@
 // The kill switch's resources as every face shows them: the freeze report, the `voucher.revoked` event's
 // revocation, and one entry of a merchant's revocations feed. Registered once by the composition root.
 import { Type } from '@sinclair/typebox';
+import { AgentSchema } from '../agents/schemas.ts';
 import { EVENT_REACHES } from '../events/service.ts';
 import { Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
 import { REVOCATION_REASONS } from './service.ts';
@@ -67,4 +68,10 @@ export const RevocationSchema = Type.Object(
   { $id: 'Revocation' },
 );
 
-export const REVOCATION_SCHEMAS = [VoucherRevocationSchema, FreezeMerchantSchema, FreezeReportSchema, RevocationSchema];
+/** The freeze's answer: the Agent as before (a client of the freeze route before `releaseHolds` reads the same fields), plus the report. */
+export const FrozenAgentSchema = Type.Object(
+  { ...AgentSchema.properties, freeze: Type.Ref('FreezeReport') },
+  { $id: 'FrozenAgent', description: 'The frozen agent, as every agent route shows it, with `freeze`: how far this freeze reached.' },
+);
+
+export const REVOCATION_SCHEMAS = [VoucherRevocationSchema, FreezeMerchantSchema, FreezeReportSchema, RevocationSchema, FrozenAgentSchema];

@@ -31,6 +31,9 @@ export interface FreezeMerchant {
   lastAttemptAt: number | null;
 }
 
+/** The freeze's answer: the agent as every agent route shows it (today's answer, unchanged), and how far the freeze reached. */
+export type FrozenAgent = Agent & { freeze: FreezeReport };
+
 export interface FreezeReport {
   id: string;
   agentId: string;
@@ -78,13 +81,13 @@ export class RevocationService {
    * changes nothing and answers its latest report. With releaseHolds, every outstanding hold of its subtree
    * is released and revoked now, whether or not the agent was frozen already.
    */
-  async freeze(tx: Tx, principal: Principal, agentId: string, options: { releaseHolds: boolean }): Promise<{ agent: Agent; freeze: FreezeReport }> {
+  async freeze(tx: Tx, principal: Principal, agentId: string, options: { releaseHolds: boolean }): Promise<FrozenAgent> {
     const { agents, ledger } = this.deps;
     const wasFrozen = (await agents.lockAgentFor(tx, principal, agentId)).status === 'frozen';
     const agent = await agents.setStatus(tx, principal, agentId, 'frozen');
     if (wasFrozen && !options.releaseHolds) {
       const latest = await store.latestFreeze(tx, agentId);
-      if (latest) return { agent, freeze: await this.report(tx, latest) };
+      if (latest) return { ...agent, freeze: await this.report(tx, latest) };
     }
     const reason: RevocationReason = 'agent_frozen';
     const nowS = this.gateway.clock.nowS();
@@ -99,7 +102,7 @@ export class RevocationService {
       frozen_by: principalScope(principal),
     });
     await this.tellMerchants(tx, freeze, revoked, reason);
-    return { agent, freeze: await this.report(tx, freeze) };
+    return { ...agent, freeze: await this.report(tx, freeze) };
   }
 
   /** One `voucher.revoked` event per merchant holding revoked vouchers, and the feed's rows, in merchant order. */

@@ -109,7 +109,7 @@ describe('owners and agents', () => {
     expect(patched.status).toBe(200);
     expect(patched.body).toMatchObject({ allowedServices: ['mail'], inboxAllowlist: ['INBOX', 'Receipts'], caps: { perPeriodUc: '9000000', periodS: 3600 } });
     const frozen = await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken });
-    expect(frozen.body.agent.status).toBe('frozen');
+    expect(frozen.body.status).toBe('frozen');
     const me = await world.api('GET', '/v1/me', { token: agent.token });
     expect(me.body.agent.status).toBe('frozen');
     const thawed = await world.api('POST', `/v1/owner/agents/${agent.id}/unfreeze`, { token: agent.ownerToken });

@@ -81,7 +81,7 @@ describe('per-tool restrictions', () => {
   it('a frozen agent gets FROZEN and no hold; unfreezing lets it mint again', async () => {
     const agent = await agentWithClients('frozen-agent', 5_000_000n);
     const frozen = await agent.owner.callTool({ name: 'freeze_agent', arguments: { id: agent.id } });
-    expect(structured(frozen).agent.status).toBe('frozen');
+    expect(structured(frozen).status).toBe('frozen');
     const refused = await agent.client.callTool({ name: 'mint_voucher', arguments: { offerId, idempotencyKey: 'frozen-1' } });
     expect(refused.isError).toBe(true);
     expect(structured(refused)).toMatchObject({ code: 'FROZEN', status: 403 });

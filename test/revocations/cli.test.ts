@@ -45,7 +45,7 @@ describe('acg agent freeze and unfreeze', () => {
     const frozen = await acg(agent.ownerToken, 'agent', 'freeze', agent.id, '--release-holds');
     expect(frozen.code, frozen.stderr).toBe(0);
     const answer = JSON.parse(frozen.stdout);
-    expect(answer.agent).toMatchObject({ id: agent.id, status: 'frozen' });
+    expect(answer).toMatchObject({ id: agent.id, status: 'frozen' });
     expect(answer.freeze).toMatchObject({ releaseHolds: true, releasedHolds: 1, releasedUc: '2000000', merchants: [{ merchantId: shop.merchantId, holdIds: [holdId], webhook: 'none' }] });
 
     const thawed = await acg(agent.ownerToken, 'agent', 'unfreeze', agent.id);

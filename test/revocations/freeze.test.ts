@@ -126,7 +126,7 @@ describe('a freeze with releaseHolds', () => {
 
   it('freezes the agent and releases every outstanding hold, its balance and budget restored exactly', async () => {
     expect(answer.status).toBe(200);
-    expect(answer.body.agent).toMatchObject({ id: agent.id, status: 'frozen' });
+    expect(answer.body).toMatchObject({ id: agent.id, status: 'frozen' });
     expect(answer.body.freeze).toMatchObject({ agentId: agent.id, releaseHolds: true, releasedHolds: 4, releasedUc: '7000000' });
     expect(answer.body.freeze.id).toMatch(/^frz_/);
     expect(await balanceOf(agent.id)).toMatchObject({ availableUc: '19000000', heldUc: '0', capturedUc: '1000000', grantedUc: '20000000' });
@@ -267,7 +267,7 @@ describe('a freeze without releaseHolds', () => {
     const holdId = await holdAt(agent.token, merchantA.offerId);
     const frozen = await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken });
     expect(frozen.status, JSON.stringify(frozen.body)).toBe(200);
-    expect(frozen.body.agent.status).toBe('frozen');
+    expect(frozen.body.status).toBe('frozen');
     expect(frozen.body.freeze).toMatchObject({ releaseHolds: false, releasedHolds: 0, releasedUc: '0', merchants: [] });
     expect((await world.gw.services.ledger.getHold(world.gw.gateway.db, holdId)).state).toBe('held');
     const again = await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken, body: {} });

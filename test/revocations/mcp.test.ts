@@ -26,7 +26,7 @@ describe('MCP freeze_agent', () => {
       const result = await owner.callTool({ name: 'freeze_agent', arguments: { id: agent.id, releaseHolds: true, idempotencyKey: 'mcp-freeze-1' } });
       expect(result.isError).toBeFalsy();
       const answer = (result as { structuredContent: any }).structuredContent;
-      expect(answer.agent.status).toBe('frozen');
+      expect(answer.status).toBe('frozen');
       expect(answer.freeze).toMatchObject({ releaseHolds: true, releasedHolds: 1, releasedUc: '1500000', merchants: [{ merchantId: shop.merchantId, holdIds: [holdId] }] });
       const report = await world.api('GET', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken });
       expect(report.body).toEqual(answer.freeze);
