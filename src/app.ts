@@ -222,7 +222,7 @@ export async function buildGatewayApp(
     // Events read merchants only through the MerchantDirectory they declare, which MerchantService implements.
     events: eventOperations(services.merchants, services.webhooks),
     ownerWebhooks: ownerWebhookOperations(ownerWebhooks),
-    revocations: revocationOperations(services.revocations),
+    revocations: revocationOperations(services.revocations, () => services.webhookWorker.soon()),
   };
   const queries = {
     access: accessQueries(),

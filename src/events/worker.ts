@@ -81,6 +81,15 @@ export class WebhookWorker {
     return (await this.dispatch()).length;
   }
 
+  /**
+   * A pass as soon as possible, for events that should not wait for the next poll (a revoked voucher: the
+   * kill switch's reach is measured in how soon merchants hear of it). Called after their transaction
+   * committed; only a worker that runs in the background (the scheduled one) makes the pass.
+   */
+  soon(): void {
+    this.wakeAt(this.options.clock.nowMs());
+  }
+
   /** One pass that also waits for its attempts: for tests and tools that want the outcome. */
   async runOnce(): Promise<WorkerRunReport> {
     const started = await this.dispatch();

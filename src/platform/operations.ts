@@ -88,8 +88,13 @@ export interface BatchPolicy<I, R, C> {
  * An operation whose effect is one transaction: `run` (after `prepare`, when it has slow outside work), or,
  * in group commit, its `batch` policy, which applies a lone call as a batch of one.
  */
-export type SingleStepOperation<I, R, C = undefined, P = undefined> = OperationBase<I, C> &
-  (
+export type SingleStepOperation<I, R, C = undefined, P = undefined> = OperationBase<I, C> & {
+  /**
+   * Runs once the effect has committed (never on a replay or a refusal): for work that should start at once
+   * rather than at its next poll, such as delivering the webhooks the effect queued. It must not throw.
+   */
+  committed?: (result: R) => void;
+} & (
     | {
         /**
          * Slow work outside the database that `run` needs. It runs after the key is claimed (its claim
@@ -203,6 +208,12 @@ function awaitsHuman(error: unknown): error is ApiError {
 
 /** Runs `operation` once per (principal, operation, key); see the file header for the steps. */
 export async function runOperation<I, R, C, P>(runtime: OperationRuntime, operation: Operation<I, R, C, P>, request: RunRequest<I>): Promise<RunOutcome<R>> {
+  const outcome = await runToOutcome(runtime, operation, request);
+  if (!outcome.replayed && 'committed' in operation && operation.committed) operation.committed(outcome.result);
+  return outcome;
+}
+
+async function runToOutcome<I, R, C, P>(runtime: OperationRuntime, operation: Operation<I, R, C, P>, request: RunRequest<I>): Promise<RunOutcome<R>> {
   const call: OperationCall<I> = { principal: request.principal, input: request.input };
   const checked = (operation.check ? await operation.check(call) : undefined) as C;
   const { idempotency } = operation;

@@ -27,13 +27,18 @@ export interface RevocationOperations {
 }
 
 /** Owner operations: the principal is a human or owner credential; another owner's agent is not found. */
-export function revocationOperations(revocations: RevocationService): RevocationOperations {
+/** `deliverSoon`: start delivering the webhooks just queued, without waiting for the worker's next poll. */
+export function revocationOperations(revocations: RevocationService, deliverSoon: () => void): RevocationOperations {
   return {
     freezeAgent: {
       name: 'freezeAgent',
       input: FreezeAgentInput,
       idempotency: { key: 'optional' },
       run: (tx, { principal, input }) => revocations.freeze(tx, principal, input.id, { releaseHolds: input.releaseHolds ?? false }),
+      // Merchants holding a revoked voucher hear of it at once, not at the next delivery poll (up to 1 s later).
+      committed: (frozen) => {
+        if (frozen.freeze.merchants.length > 0) deliverSoon();
+      },
     },
   };
 }
