@@ -47,6 +47,12 @@ export const RedemptionSchema = Type.Object(
 export const BalanceSchema = Type.Object(
   {
     agentId: Type.String(),
+    fundedBy: Nullable(
+      Type.String({
+        description:
+          "a delegate owns no lots: the root agent of its tree, whose lots fund it; every figure below is that root's pool, shared by the whole tree (each agent's own limits are its mandate's budgets). null for a root",
+      }),
+    ),
     availableUc: Microcredits('spendable now'),
     heldUc: Microcredits('reserved by open holds'),
     capturedUc: Microcredits('spent'),

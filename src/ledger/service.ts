@@ -92,6 +92,8 @@ export interface Lot {
 
 export interface Balance {
   agentId: string;
+  /** A delegate owns no lots: the root agent whose lots fund it, and whose balance this is; null for a root. */
+  fundedBy: string | null;
   /** Spendable now: the remainder of every lot that has not expired. */
   availableUc: string;
   heldUc: string;
@@ -194,12 +196,24 @@ function toLot(row: store.LotRow, nowS: number): Lot {
   };
 }
 
-/** What one pass has taken for one agent so far: its allocations (not yet written), their sum, the budgets counted. */
+/**
+ * What one pass has taken so far, per agent: as a payer (a root), the allocations from its lots (not yet
+ * written) and whether its overdue holds were reclaimed; as a budget owner, the sum of its own holds (its
+ * rolling cap) and the charges on its budgets (its own holds' and its delegates').
+ */
 interface Taken {
   allocations: Array<{ lotId: string; amountUc: bigint }>;
   amountUc: bigint;
   charges: BudgetCharge[];
   reclaimed: boolean;
+}
+
+/** A requester of the pass with its ancestors' rows, root first (the spending policy's chain). */
+type ChainRow = AgentRow & { ancestors: AgentRow[] };
+
+/** The agent whose lots fund an agent's holds: the root of its tree. */
+function payerOf(agent: Pick<AgentRow, 'id' | 'ancestor_ids'>): string {
+  return agent.ancestor_ids[0] ?? agent.id;
 }
 
 /** The owner's `budget.threshold` event: a budget crossed one of the mandate's alert thresholds in its period. */
@@ -219,14 +233,14 @@ function budgetAlert(agent: AgentRow, charge: BudgetCharge, thresholdPct: number
 /** The state of one holdMany pass, shared by its holds in order. */
 interface HoldPass {
   nowS: number;
-  /** Each locked agent's spendable lots, less what this pass has taken. */
+  /** Each payer's spendable lots, less what this pass has taken. */
   lots: Map<string, store.LotRow[]>;
-  /** Each locked agent's usage, as the spending policy counts it, with what this pass has taken. */
+  /** Each locked agent's usage (requesters and ancestors), as the spending policy counts it, with what this pass has taken. */
   usage: Map<string, Usage>;
   /** Budget alerts the pass's holds announce: the owner's `budget.threshold` events. */
   alerts: OwnerEventInput[];
   takenBy(agentId: string): Taken;
-  reclaimDue(agent: AgentRow): Promise<boolean>;
+  reclaimDue(payerId: string): Promise<boolean>;
 }
 
 /** A capture or release of one hold, by its merchant (or by anyone, when merchantId is absent). */
@@ -275,6 +289,19 @@ function settlementJournal(settlement: store.Settlement): BalancedJournal {
   return balancedEntries(`${settlement.holdId}:${kind}`, kind, lines);
 }
 
+/**
+ * Credit is granted to a tree's root: a delegate owns no lots (it spends its root's), so a grant or a top-up
+ * addressed to it is refused (409 conflict naming the root, `reason` delegate_has_no_lots).
+ */
+export function refuseDelegate(agent: Pick<AgentRow, 'id' | 'ancestor_ids'>): void {
+  const rootId = agent.ancestor_ids[0];
+  if (rootId === undefined) return;
+  throw new ApiError('conflict', {
+    detail: `agent ${agent.id} is a delegate: it spends the credit of its root agent ${rootId}; credit ${rootId} instead`,
+    extra: { reason: 'delegate_has_no_lots', rootAgentId: rootId },
+  });
+}
+
 export class LedgerService {
   constructor(
     private readonly gateway: Gateway,
@@ -289,6 +316,7 @@ export class LedgerService {
     if (request.amountUc <= 0n) throw new ApiError('invalid_input', { detail: 'a grant must be a positive amount' });
     const agent = await this.identity.agentRow(tx, request.agentId);
     if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
+    refuseDelegate(agent);
     const nowS = this.nowS();
     if (request.expiresAtS != null && request.expiresAtS <= nowS) {
       throw new ApiError('invalid_input', { detail: 'expiresAt must be in the future' });
@@ -336,33 +364,42 @@ export class LedgerService {
     const nowS = this.nowS();
     const outcomes: Array<Settled<Redemption>> = [];
     const candidates = requests.filter((request) => request.amountUc > 0n);
-    const agents = await this.identity.lockAgents(tx, [...new Set(candidates.map((request) => request.agentId))].sort());
-    const lots = await store.lockSpendableLotsOf(tx, [...agents.keys()], nowS);
+    // The requesters and all their ancestors, locked in one sorted statement; then the payers' (roots') lots.
+    const agents = await this.identity.lockWithAncestors(tx, [...new Set(candidates.map((request) => request.agentId))]);
+    const payerIds = [...new Set([...agents.values()].map(payerOf))].sort();
+    const lots = await store.lockSpendableLotsOf(tx, payerIds, nowS);
     const usage = await usageOf(tx, [...agents.values()], nowS);
     const alerts: OwnerEventInput[] = [];
-    // What this pass has taken so far, per agent: its allocations (not yet written) and their sum.
     const taken = new Map<string, Taken>();
     const takenBy = (agentId: string) => {
       let entry = taken.get(agentId);
       if (!entry) taken.set(agentId, (entry = { allocations: [], amountUc: 0n, charges: [], reclaimed: false }));
       return entry;
     };
-    // Holds past their deadline still count until reclaimed; reclaim an agent's (in this transaction) only
-    // when they could change an answer, then read its lots and usage again, with what this pass took.
-    const reclaimDue = async (agent: AgentRow): Promise<boolean> => {
-      const mine = takenBy(agent.id);
-      if (mine.reclaimed) return false;
-      mine.reclaimed = true;
-      if ((await this.settleDueOf(tx, agent.id)) === 0) return false;
-      lots.set(agent.id, store.lessTaken(await store.lockSpendableLotsOf(tx, [agent.id], nowS).then((byAgent) => byAgent.get(agent.id)!), mine.allocations));
-      usage.set(agent.id, afterTaking((await usageOf(tx, [agent], nowS)).get(agent.id)!, mine.amountUc, mine.charges));
+    // Holds past their deadline still count until reclaimed; reclaim a payer's tree's (in this transaction)
+    // only when they could change an answer, then read its lots and its agents' usage again, with what this
+    // pass took.
+    const reclaimDue = async (payerId: string): Promise<boolean> => {
+      const pool = takenBy(payerId);
+      if (pool.reclaimed) return false;
+      pool.reclaimed = true;
+      if ((await this.settleDueOf(tx, payerId)) === 0) return false;
+      lots.set(payerId, store.lessTaken(await store.lockSpendableLotsOf(tx, [payerId], nowS).then((byPayer) => byPayer.get(payerId)!), pool.allocations));
+      const tree = [...agents.values()].filter((agent) => payerOf(agent) === payerId);
+      const fresh = await usageOf(tx, tree, nowS);
+      for (const agent of tree) {
+        const mine = takenBy(agent.id);
+        usage.set(agent.id, afterTaking(fresh.get(agent.id)!, mine.amountUc, mine.charges));
+      }
       return true;
     };
     const recorded: Array<store.NewHold & { redemption: Redemption }> = [];
     const charges: BudgetChargeRow[] = [];
     for (const request of requests) {
       try {
-        const { hold, allocations, charged } = await this.takeOne(request, agents.get(request.agentId), { nowS, lots, usage, alerts, takenBy, reclaimDue });
+        const row = agents.get(request.agentId);
+        const agent = row && this.identity.spendingChainOf(row, agents);
+        const { hold, allocations, charged } = await this.takeOne(request, agent, { nowS, lots, usage, alerts, takenBy, reclaimDue });
         const redemption = toRedemption(hold, allocations.map((a, position) => ({ hold_id: hold.id, lot_id: a.lotId, position, amount_uc: a.amountUc, captured_uc: 0n })), [], nowS);
         if (request.sign) hold.voucher = await request.sign(redemption, { version: hold.mandate_version ?? 0, hash: hold.mandate_hash });
         recorded.push({ hold, allocations, redemption });
@@ -380,40 +417,52 @@ export class LedgerService {
     return outcomes;
   }
 
-  /** One hold of a pass: the one-by-one rules against the pass's state; takes its credit in memory. */
-  private async takeOne(request: HoldRequest, agent: AgentRow | undefined, pass: HoldPass): Promise<store.NewHold & { charged: BudgetChargeRow[] }> {
+  /**
+   * One hold of a pass: the one-by-one rules against the pass's state; takes its credit from its payer's lots
+   * in memory and charges every applicable budget of the agent and of each ancestor.
+   */
+  private async takeOne(request: HoldRequest, agent: ChainRow | undefined, pass: HoldPass): Promise<store.NewHold & { charged: BudgetChargeRow[] }> {
     if (request.amountUc <= 0n) throw new ApiError('invalid_input', { detail: 'a hold must be for a positive amount' });
     if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
-    // The spending policy (the agent's mandate), against its usage with what this pass took; holds past their
-    // deadline still count until reclaimed, so a period cap or a budget is asked again after reclaiming them.
+    const payerId = payerOf(agent);
+    // The spending policy (the mandates of the agent and its ancestors), against their usage with what this
+    // pass took; holds past their deadline still count until reclaimed, so a period cap or a budget is asked
+    // again after reclaiming them.
     const target = { category: request.category, serviceId: request.serviceId, merchant: request.merchant };
-    const spend = () => ({ ...target, atS: pass.nowS, take: { amountUc: request.amountUc, usage: pass.usage.get(agent.id)!, approved: request.approved } });
+    const spend = () => ({ ...target, atS: pass.nowS, take: { amountUc: request.amountUc, usage: pass.usage.get(agent.id)!, ancestorUsage: pass.usage, approved: request.approved } });
     let refusal = spendingRefusal(agent, spend());
-    if ((refusal?.rule === 'periodCap' || refusal?.rule === 'budget') && (await pass.reclaimDue(agent))) refusal = spendingRefusal(agent, spend());
+    if ((refusal?.rule === 'periodCap' || refusal?.rule === 'budget') && (await pass.reclaimDue(payerId))) refusal = spendingRefusal(agent, spend());
     if (refusal) throw refusal.error;
-    const mine = pass.takenBy(agent.id);
-    let allocations = this.allocate(pass.lots.get(agent.id)!, request.amountUc);
-    if (!allocations && (await pass.reclaimDue(agent))) allocations = this.allocate(pass.lots.get(agent.id)!, request.amountUc);
+    let allocations = this.allocate(pass.lots.get(payerId)!, request.amountUc);
+    if (!allocations && (await pass.reclaimDue(payerId))) allocations = this.allocate(pass.lots.get(payerId)!, request.amountUc);
     if (!allocations) {
-      throw new ApiError('INSUFFICIENT_CREDITS', { detail: `the agent's available credit does not cover ${request.amountUc} µc` });
+      const funded = payerId === agent.id ? "the agent's available credit" : `the available credit of its root agent ${payerId}, which funds it,`;
+      throw new ApiError('INSUFFICIENT_CREDITS', { detail: `${funded} does not cover ${request.amountUc} µc` });
     }
     const holdId = newId('hold');
-    const before = pass.usage.get(agent.id)!;
-    const budgetCharges = chargesOf(agent, target, pass.nowS);
-    const charged = budgetCharges.map((charge): BudgetChargeRow => {
-      const spent = before.budgets.get(charge.budget.id) ?? { spentUc: 0n, alertedPct: 0 };
-      const crossed = thresholdsCrossed(agent, charge, spent, spent.spentUc + request.amountUc);
-      for (const thresholdPct of crossed) pass.alerts.push(budgetAlert(agent, charge, thresholdPct, spent.spentUc + request.amountUc));
-      return { holdId, agentId: agent.id, budgetId: charge.budget.id, periodStartS: charge.periodStartS, amountUc: request.amountUc, alertedPct: Math.max(0, ...crossed) };
-    });
-    pass.lots.set(agent.id, store.lessTaken(pass.lots.get(agent.id)!, allocations));
-    mine.allocations.push(...allocations);
-    mine.amountUc += request.amountUc;
-    mine.charges.push(...budgetCharges);
-    pass.usage.set(agent.id, afterTaking(before, request.amountUc, budgetCharges));
+    const charged: BudgetChargeRow[] = [];
+    for (const member of [agent, ...agent.ancestors]) {
+      const before = pass.usage.get(member.id)!;
+      const memberCharges = chargesOf(member, target, pass.nowS);
+      for (const charge of memberCharges) {
+        const spent = before.budgets.get(charge.budget.id) ?? { spentUc: 0n, alertedPct: 0 };
+        const crossed = thresholdsCrossed(member, charge, spent, spent.spentUc + request.amountUc);
+        for (const thresholdPct of crossed) pass.alerts.push(budgetAlert(member, charge, thresholdPct, spent.spentUc + request.amountUc));
+        charged.push({ holdId, agentId: member.id, budgetId: charge.budget.id, periodStartS: charge.periodStartS, amountUc: request.amountUc, alertedPct: Math.max(0, ...crossed) });
+      }
+      // Only the agent's own holds count in its rolling cap; every member's budgets count this hold.
+      const ownUc = member === agent ? request.amountUc : 0n;
+      pass.usage.set(member.id, afterTaking(before, ownUc, memberCharges));
+      const mine = pass.takenBy(member.id);
+      mine.amountUc += ownUc;
+      mine.charges.push(...memberCharges);
+    }
+    pass.lots.set(payerId, store.lessTaken(pass.lots.get(payerId)!, allocations));
+    pass.takenBy(payerId).allocations.push(...allocations);
     const hold: store.HoldRow = {
       id: holdId,
       agent_id: agent.id,
+      payer_id: payerId,
       acceptor_id: request.acceptorId,
       merchant_id: request.merchantId,
       offer_id: request.offerId,
@@ -449,9 +498,9 @@ export class LedgerService {
     return neededUc === 0n ? allocations : undefined;
   }
 
-  /** Expires, inside the caller's transaction, the agent's holds whose deadline has passed. */
-  private async settleDueOf(tx: Tx, agentId: string): Promise<number> {
-    const ids = await store.dueHoldIds(tx, this.nowS(), { agentId, limit: SWEEP_BATCH_MAX });
+  /** Expires, inside the caller's transaction, the holds funded by `payerId` whose deadline has passed. */
+  private async settleDueOf(tx: Tx, payerId: string): Promise<number> {
+    const ids = await store.dueHoldIds(tx, this.nowS(), { payerId, limit: SWEEP_BATCH_MAX });
     for (const id of ids) {
       const hold = await store.lockHold(tx, id);
       if (hold?.state === 'held') await this.settle(tx, hold, 'expired', 0n);
@@ -595,7 +644,8 @@ export class LedgerService {
     const refundId = newId('rfd');
     const lot = await store.insertLot(tx, {
       id: newId('lot'),
-      agent_id: hold.agent_id,
+      // Back to the lots it came from: the payer's (a delegate's purchase was funded by its root).
+      agent_id: hold.payer_id,
       source: 'refund',
       source_ref: refundId,
       priority: Math.min(...sources.map((l) => l.priority)),
@@ -670,11 +720,31 @@ export class LedgerService {
   }
 
   /**
-   * Reclaims holds past their deadline (each in its own small transaction): for one hold, one agent, or
-   * a batch of everyone's. Safe to run from any number of instances at once.
+   * Releases every open hold of the given agents of one payer's tree (a retirement), through the release
+   * path: each hold's credit back to its lots, its budgets given back, `redemption.released` to its merchant.
+   * Holds found past their deadline are reclaimed as expired, which returns their credit too.
+   */
+  async releaseOpenHoldsOf(tx: Tx, payerId: string, agentIds: readonly string[]): Promise<{ releasedHolds: number; releasedUc: bigint }> {
+    let releasedHolds = 0;
+    let releasedUc = 0n;
+    for (;;) {
+      const ids = await store.openHoldIdsOf(tx, payerId, agentIds, SWEEP_BATCH_MAX);
+      if (ids.length === 0) return { releasedHolds, releasedUc };
+      for (const answer of await this.resolveMany(tx, ids.map((holdId): ResolveRequest => ({ action: 'release', holdId })))) {
+        if (!answer.ok || answer.value.state !== 'released') continue;
+        releasedHolds += 1;
+        releasedUc += BigInt(answer.value.amountUc);
+      }
+    }
+  }
+
+  /**
+   * Reclaims holds past their deadline (each in its own small transaction): for one hold, one agent's tree
+   * (`agentId`: every hold its root funds, which the balance and the budgets of any agent of the tree count),
+   * or a batch of everyone's. Safe to run from any number of instances at once.
    */
   async expireDue(options: { agentId?: string; holdId?: string } = {}): Promise<number> {
-    const ids = await store.dueHoldIds(this.gateway.db, this.nowS(), { ...options, limit: SWEEP_BATCH_MAX });
+    const ids = await store.dueHoldIds(this.gateway.db, this.nowS(), { treeOf: options.agentId, holdId: options.holdId, limit: SWEEP_BATCH_MAX });
     let expired = 0;
     for (const id of ids) {
       expired += await this.gateway.db.transaction(async (tx) => {
@@ -696,6 +766,7 @@ export class LedgerService {
     const totals = await store.readBalance(db, agentId, this.nowS());
     return {
       agentId,
+      fundedBy: totals.payer_id === agentId ? null : totals.payer_id,
       availableUc: formatUc(totals.available_uc),
       heldUc: formatUc(totals.held_uc),
       capturedUc: formatUc(totals.captured_uc),
