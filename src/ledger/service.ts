@@ -204,8 +204,14 @@ function toLot(row: store.LotRow, nowS: number): Lot {
 interface Taken {
   allocations: Array<{ lotId: string; amountUc: bigint }>;
   amountUc: bigint;
-  charges: BudgetCharge[];
+  /** Each hold's charges on the agent's budgets, with that hold's amount. */
+  charged: Array<{ charges: BudgetCharge[]; amountUc: bigint }>;
   reclaimed: boolean;
+}
+
+/** An agent's usage read afresh, with what the pass took: its own holds' sum (its rolling cap) and each charge on its budgets. */
+function withTaken(usage: Usage, taken: Taken): Usage {
+  return taken.charged.reduce((sum, { charges, amountUc }) => afterTaking(sum, amountUc, charges, 0n), afterTaking(usage, 0n, [], taken.amountUc));
 }
 
 /** A requester of the pass with its ancestors' rows, root first (the spending policy's chain). */
@@ -373,7 +379,7 @@ export class LedgerService {
     const taken = new Map<string, Taken>();
     const takenBy = (agentId: string) => {
       let entry = taken.get(agentId);
-      if (!entry) taken.set(agentId, (entry = { allocations: [], amountUc: 0n, charges: [], reclaimed: false }));
+      if (!entry) taken.set(agentId, (entry = { allocations: [], amountUc: 0n, charged: [], reclaimed: false }));
       return entry;
     };
     // Holds past their deadline still count until reclaimed; reclaim a payer's tree's (in this transaction)
@@ -387,10 +393,7 @@ export class LedgerService {
       lots.set(payerId, store.lessTaken(await store.lockSpendableLotsOf(tx, [payerId], nowS).then((byPayer) => byPayer.get(payerId)!), pool.allocations));
       const tree = [...agents.values()].filter((agent) => payerOf(agent) === payerId);
       const fresh = await usageOf(tx, tree, nowS);
-      for (const agent of tree) {
-        const mine = takenBy(agent.id);
-        usage.set(agent.id, afterTaking(fresh.get(agent.id)!, mine.amountUc, mine.charges));
-      }
+      for (const agent of tree) usage.set(agent.id, withTaken(fresh.get(agent.id)!, takenBy(agent.id)));
       return true;
     };
     const recorded: Array<store.NewHold & { redemption: Redemption }> = [];
@@ -452,10 +455,10 @@ export class LedgerService {
       }
       // Only the agent's own holds count in its rolling cap; every member's budgets count this hold.
       const ownUc = member === agent ? request.amountUc : 0n;
-      pass.usage.set(member.id, afterTaking(before, ownUc, memberCharges));
+      pass.usage.set(member.id, afterTaking(before, request.amountUc, memberCharges, ownUc));
       const mine = pass.takenBy(member.id);
       mine.amountUc += ownUc;
-      mine.charges.push(...memberCharges);
+      mine.charged.push({ charges: memberCharges, amountUc: request.amountUc });
     }
     pass.lots.set(payerId, store.lessTaken(pass.lots.get(payerId)!, allocations));
     pass.takenBy(payerId).allocations.push(...allocations);

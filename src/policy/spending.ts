@@ -237,14 +237,18 @@ export function spendingRefusal(agent: SpendingSettings, spend: Spend): Spending
   return undefined;
 }
 
-/** Usage once `amountUc` more is taken and counted in `charges`: a later spend of the same pass is evaluated against it. */
-export function afterTaking(usage: Usage, amountUc: bigint, charges: readonly BudgetCharge[] = []): Usage {
+/**
+ * Usage once `amountUc` more is taken and counted in `charges`: a later spend of the same pass is evaluated
+ * against it. `ownUc` is what counts in the rolling cap: the amount for the agent's own hold, 0 for an
+ * ancestor, whose budgets a delegate's hold charges but whose rolling cap counts its own holds only.
+ */
+export function afterTaking(usage: Usage, amountUc: bigint, charges: readonly BudgetCharge[] = [], ownUc = amountUc): Usage {
   const budgets = new Map(usage.budgets);
   for (const charge of charges) {
     const before = budgets.get(charge.budget.id) ?? { spentUc: 0n, alertedPct: 0 };
     budgets.set(charge.budget.id, { ...before, spentUc: before.spentUc + amountUc });
   }
-  return { periodSpentUc: usage.periodSpentUc + amountUc, budgets };
+  return { periodSpentUc: usage.periodSpentUc + ownUc, budgets };
 }
 
 /** The alert thresholds a budget crosses going from `before` to `after` (each once per period, above `alertedPct`). */

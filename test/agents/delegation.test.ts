@@ -210,11 +210,27 @@ describe("a delegate's spending", () => {
     expect(overChild.status).toBe(402);
     expect(overChild.body).toMatchObject({ code: 'CAP_EXCEEDED', reason: 'budget_exceeded', budget: { id: 'books', remainingUc: credits(2) } });
 
-    const released = await world.api('POST', `/v1/redemptions/${redemption.id}/release`, { token: shops[0].key, key: `release-${redemption.id}` });
+    const released = await world.api('POST', `/v1/redemptions/${redemption.id}/release`, { token: shops[0].key, key: `release-${redemption.id}`, body: {} });
     expect(released.status).toBe(200);
     expect(await usageOf(root)).toEqual({ daily: '0' });
     expect(await usageOf(child)).toEqual({ daily: '0', books: '0' });
     expect(await world.gw.services.ledger.balance(world.gw.gateway.db, root.id)).toMatchObject({ heldUc: '0', availableUc: credits(100) });
+    await expectLedgerInvariants(world.gw.gateway.db);
+  });
+
+  it("siblings in one group-commit pass see each other's charges on their parent's budget", async () => {
+    const root = await rootAgent({ budgets: [{ id: 'daily', limitUc: credits(2), period: 'day' }], delegation: { allowed: true, maxDepth: 1 } });
+    const [a, b] = [(await createDelegate(root, root.token)).agent!, (await createDelegate(root, root.token)).agent!];
+    const { ledger } = world.gw.services;
+    const hold = (agentId: string) => ({ agentId, acceptorId: shops[0].merchantId, merchantId: shops[0].merchantId, offerId: 'off_pass', category: 'books', amountUc: CREDIT_UC, lifetimeS: 900 });
+    const outcomes = await world.gw.gateway.db.transaction((tx) => ledger.holdMany(tx, [hold(a.id), hold(b.id), hold(a.id), hold(root.id)]));
+    expect(outcomes.map((o) => (o.ok ? 'held' : `${o.error.code} ${(o.error.options.extra as { budget?: { agentId?: string } }).budget?.agentId}`))).toEqual([
+      'held',
+      'held',
+      `CAP_EXCEEDED ${root.id}`,
+      'CAP_EXCEEDED undefined',
+    ]);
+    expect(await usageOf(root)).toEqual({ daily: credits(2) });
     await expectLedgerInvariants(world.gw.gateway.db);
   });
 
@@ -274,7 +290,7 @@ describe('retiring a delegate', () => {
     const grandchildHold = await mint(world, grandchild.token, offer.id);
     // One of the child's holds is captured first: what it spent stays spent.
     const captured = await mint(world, child.token, offer.id);
-    expect((await world.api('POST', `/v1/redemptions/${captured.body.redemption.id}/capture`, { token: shops[0].key, key: `capture-${captured.body.redemption.id}` })).status).toBe(200);
+    expect((await world.api('POST', `/v1/redemptions/${captured.body.redemption.id}/capture`, { token: shops[0].key, key: `capture-${captured.body.redemption.id}`, body: {} })).status).toBe(200);
     expect(await world.gw.services.ledger.balance(world.gw.gateway.db, root.id)).toMatchObject({ availableUc: credits(92), heldUc: credits(6), capturedUc: credits(2) });
 
     expect((await world.api('POST', `/v1/owner/agents/${child.id}/retire`, { token: child.token, key: 'self-retire' })).status).toBe(403);
