@@ -589,6 +589,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/agents/{id}/delegates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read your own subtree (an agent credential): yourself or one of your delegates, and the delegates below
+         * @description Each node is an Agent (with parentId and depth) and its budgets' usage now, as GET …/mandate shows it: what each budget's current period allows, has spent and has left, and when it resets. A parent's budgets count its delegates' holds, which a child's hold charges in the same transaction. An agent reads the subtree of itself or of any agent below it; any other id is 404.
+         *
+         *     Authentication: A.
+         */
+        get: operations["listOwnDelegates"];
+        put?: never;
+        /**
+         * Register a delegate (a child agent) under a mandate within its parent's
+         * @description By the parent agent itself (an agent credential, its own id) or by its owner. The delegate belongs to the same owner, records parentId and depth, and authenticates with its own identity. Its holds allocate from its root's credit lots (a delegate owns no lots: grants and top-ups go to the root) and are checked against, and charged to, the budgets of the delegate and of every ancestor, in the same transaction. Refused with 400 invalid_input, nothing created, `reason`: delegation_not_allowed (the parent's mandate has delegation.allowed false), depth_exceeded (deeper than an ancestor's delegation.maxDepth allows, or delegation.maxDepth not below the parent's), budget_wider_than_parent, merchant_outside_parent, window_outside_parent, allowance_outside_parent. The same check applies to every later change of the delegate's mandate (PUT …/mandate, PATCH). Requires Idempotency-Key.
+         *
+         *     Authentication: A, H, O.
+         */
+        post: operations["createDelegate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{id}/delegates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read an agent's subtree: it and its delegates, with each one's budget usage
+         * @description Each node is an Agent (with parentId and depth) and its budgets' usage now, as GET …/mandate shows it: what each budget's current period allows, has spent and has left, and when it resets. A parent's budgets count its delegates' holds, which a child's hold charges in the same transaction.
+         *
+         *     Authentication: H, O.
+         */
+        get: operations["listDelegates"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{id}/retire": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retire a delegate and every delegate below it
+         * @description Releases every open hold of the subtree (their credit back to the root's lots, their budgets given back, `redemption.released` to each merchant) and marks the subtree retired, in one transaction: a retired agent spends no more (403 FROZEN, `reason` retired), for good. What the subtree did not spend was never moved out of the root's lots, so nothing else returns. The owner only; a root agent is frozen, not retired (409). Retiring a retired delegate answers it unchanged. Requires Idempotency-Key.
+         *
+         *     Authentication: H, O.
+         */
+        post: operations["retireAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/me": {
         parameters: {
             query?: never;
@@ -2264,6 +2336,7 @@ export interface components {
         /** @description an agent's balance; holds past their deadline are reclaimed before it is read */
         Balance: {
             agentId: string;
+            fundedBy: string | null;
             /** @description spendable now */
             availableUc: string;
             /** @description reserved by open holds */
@@ -2438,12 +2511,19 @@ export interface components {
             id: string;
             ownerId: string;
             name: string;
-            /** @enum {string} */
+            /**
+             * @description the agent's own status; a frozen or retired ancestor also stops it (403 FROZEN)
+             * @enum {string}
+             */
             status: "active" | "frozen";
             identity: {
                 issuer: string;
                 subject: string;
             };
+            parentId: string | null;
+            /** @description levels above the agent: 0 for a root, 1 for its delegates, … */
+            depth: number;
+            retiredAt: number | null;
             /** @description service ids the agent may execute; "*" = all */
             allowedServices: string[];
             /** @description offer categories the agent may buy; "*" = all */
@@ -2528,6 +2608,19 @@ export interface components {
             timeZone: string;
             /** @description percent of a budget at which `budget.threshold` fires, once per period each */
             alertThresholds: number[];
+            /**
+             * @description Delegates: default {allowed: false, maxDepth: 0}. A delegate's mandate must lie within its parent's (every parent budget matched by one of the same scope and period at most as large, merchants, window, allowances and depth inside); a child's holds also count against every ancestor's budgets.
+             * @example {
+             *       "allowed": true,
+             *       "maxDepth": 2
+             *     }
+             */
+            delegation: {
+                /** @description the agent may register delegates (POST /v1/agents/{id}/delegates); true exactly when maxDepth ≥ 1 */
+                allowed: boolean;
+                /** @description how many levels of delegates may exist below the agent (its children are 1) */
+                maxDepth: number;
+            };
             /** @description each budget's current period */
             usage: components["schemas"]["BudgetUsage"][];
         };
@@ -2539,6 +2632,28 @@ export interface components {
             hash: string;
             /** @description the RFC 8785 canonical JSON the hash is taken over, byte for byte */
             canonical: string;
+        };
+        /** @description An agent and the delegates below it, with what each budget has spent and has left */
+        DelegateTree: {
+            /** @description the agent whose subtree this is (the first node) */
+            agentId: string;
+            /** @description the agent first, then its delegates, shallowest first; each names its parentId and depth. At most 500 */
+            nodes: {
+                agent: components["schemas"]["Agent"];
+                /** @description each budget of the agent's mandate in its current period (as GET …/mandate shows it): a parent's budgets count its delegates' holds too */
+                usage: components["schemas"]["BudgetUsage"][];
+            }[];
+            /** @description true when the subtree has more than 500 agents (the deepest are left out) */
+            truncated: boolean;
+        };
+        Retirement: {
+            agent: components["schemas"]["Agent"];
+            /** @description the delegate and every delegate below it, now retired */
+            retiredAgentIds: string[];
+            /** @description open holds of the subtree released (their credit back to the root's lots, their budgets given back) */
+            releasedHolds: number;
+            /** @description what those holds had reserved */
+            releasedUc: string;
         };
         Offer: {
             id: string;
@@ -4643,6 +4758,19 @@ export interface operations {
                     timeZone?: string;
                     /** @description percent of a budget at which `budget.threshold` fires, once per period each */
                     alertThresholds?: number[];
+                    /**
+                     * @description Delegates: default {allowed: false, maxDepth: 0}. A delegate's mandate must lie within its parent's (every parent budget matched by one of the same scope and period at most as large, merchants, window, allowances and depth inside); a child's holds also count against every ancestor's budgets.
+                     * @example {
+                     *       "allowed": true,
+                     *       "maxDepth": 2
+                     *     }
+                     */
+                    delegation?: {
+                        /** @description the agent may register delegates (POST /v1/agents/{id}/delegates); true exactly when maxDepth ≥ 1 */
+                        allowed: boolean;
+                        /** @description how many levels of delegates may exist below the agent (its children are 1) */
+                        maxDepth: number;
+                    };
                 };
             };
         };
@@ -5315,6 +5443,396 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listOwnDelegates: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description id of the agent (agt_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An agent and the delegates below it, with what each budget has spent and has left */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DelegateTree"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createDelegate: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                "Idempotency-Key": string;
+            };
+            path: {
+                /** @description id of the agent (agt_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Buyer",
+                 *       "identity": {
+                 *         "issuer": "https://agents.example",
+                 *         "subject": "buyer-7"
+                 *       },
+                 *       "mandate": {
+                 *         "budgets": [
+                 *           {
+                 *             "id": "daily",
+                 *             "limitUc": "8000000",
+                 *             "period": "day"
+                 *           }
+                 *         ],
+                 *         "merchants": {
+                 *           "allow": [
+                 *             "books.example.com"
+                 *           ],
+                 *           "deny": []
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    name: string;
+                    identity: {
+                        /** @description must be the configured agent identity provider */
+                        issuer: string;
+                        /** @description the delegate's own subject: it authenticates as itself */
+                        subject: string;
+                    };
+                    /** @description The delegate's mandate, within its parent's. A member left out takes the parent's value (delegation: not allowed). Every parent budget needs a budget of the same scope and period at most as large; merchants.allow a subset (deny a superset); the window inside; allowed services and categories subsets; delegation.maxDepth below the parent's. */
+                    mandate?: {
+                        /** @description built-in services the agent may execute; "*" = all */
+                        allowedServices?: string[];
+                        /** @description offer categories the agent may buy; "*" = all */
+                        allowedCategories?: string[];
+                        caps?: {
+                            perHoldUc: string | null;
+                            perPeriodUc: string | null;
+                            /** @description the rolling period of perPeriodUc, in seconds */
+                            periodS: number;
+                        };
+                        /** @description up to 20; every budget that applies to a purchase must hold */
+                        budgets?: {
+                            /** @description names the budget within the mandate; its usage follows it across versions */
+                            id: string;
+                            /** @description at most this much per period (held plus captured, less refunded) */
+                            limitUc: string;
+                            /**
+                             * @description day, week (ISO, from Monday) or month in the mandate's time zone, or total (never resets)
+                             * @enum {string}
+                             */
+                            period: "day" | "week" | "month" | "total";
+                            /** @description only purchases from this merchant count */
+                            merchantId?: string;
+                            /** @description only spending in this category counts */
+                            category?: string;
+                            /** @description only this built-in service counts */
+                            serviceId?: string;
+                        }[];
+                        merchants?: {
+                            allow: string[] | null;
+                            /** @description never these merchants (ids or verified domains) */
+                            deny: string[];
+                        };
+                        approvalAboveUc?: string | null;
+                        notBefore?: number | null;
+                        notAfter?: number | null;
+                        /** @description IANA time zone of the day, week and month budgets, e.g. Europe/Paris */
+                        timeZone?: string;
+                        /** @description percent of a budget at which `budget.threshold` fires, once per period each */
+                        alertThresholds?: number[];
+                        /**
+                         * @description Delegates: default {allowed: false, maxDepth: 0}. A delegate's mandate must lie within its parent's (every parent budget matched by one of the same scope and period at most as large, merchants, window, allowances and depth inside); a child's holds also count against every ancestor's budgets.
+                         * @example {
+                         *       "allowed": true,
+                         *       "maxDepth": 2
+                         *     }
+                         */
+                        delegation?: {
+                            /** @description the agent may register delegates (POST /v1/agents/{id}/delegates); true exactly when maxDepth ≥ 1 */
+                            allowed: boolean;
+                            /** @description how many levels of delegates may exist below the agent (its children are 1) */
+                            maxDepth: number;
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    /** @description present when this is the stored outcome of an earlier request with the same key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description the created resource */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Agent"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    /** @description with idempotency_key_in_use: seconds until the running request is likely done */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listDelegates: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description id of the agent (agt_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An agent and the delegates below it, with what each budget has spent and has left */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DelegateTree"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    retireAgent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                "Idempotency-Key": string;
+            };
+            path: {
+                /** @description id of the agent (agt_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    /** @description present when this is the stored outcome of an earlier request with the same key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Retirement"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    /** @description with idempotency_key_in_use: seconds until the running request is likely done */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
