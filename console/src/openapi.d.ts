@@ -2336,7 +2336,8 @@ export interface components {
         /** @description an agent's balance; holds past their deadline are reclaimed before it is read */
         Balance: {
             agentId: string;
-            fundedBy: string | null;
+            /** @description a delegate's balance only: a delegate owns no lots, so this names the root agent of its tree, whose lots fund it; every figure here is that root's pool, shared by the whole tree (what the delegate itself may still spend is its budgets' remainingUc). Absent for a root */
+            fundedBy?: string;
             /** @description spendable now */
             availableUc: string;
             /** @description reserved by open holds */

@@ -47,10 +47,10 @@ export const RedemptionSchema = Type.Object(
 export const BalanceSchema = Type.Object(
   {
     agentId: Type.String(),
-    fundedBy: Nullable(
+    fundedBy: Type.Optional(
       Type.String({
         description:
-          "a delegate owns no lots: the root agent of its tree, whose lots fund it; every figure below is that root's pool, shared by the whole tree (each agent's own limits are its mandate's budgets). null for a root",
+          "a delegate's balance only: a delegate owns no lots, so this names the root agent of its tree, whose lots fund it; every figure here is that root's pool, shared by the whole tree (what the delegate itself may still spend is its budgets' remainingUc). Absent for a root",
       }),
     ),
     availableUc: Microcredits('spendable now'),

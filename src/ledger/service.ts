@@ -92,8 +92,8 @@ export interface Lot {
 
 export interface Balance {
   agentId: string;
-  /** A delegate owns no lots: the root agent whose lots fund it, and whose balance this is; null for a root. */
-  fundedBy: string | null;
+  /** A delegate owns no lots: the root agent whose lots fund it, and whose balance this is (absent for a root). */
+  fundedBy?: string;
   /** Spendable now: the remainder of every lot that has not expired. */
   availableUc: string;
   heldUc: string;
@@ -769,7 +769,7 @@ export class LedgerService {
     const totals = await store.readBalance(db, agentId, this.nowS());
     return {
       agentId,
-      fundedBy: totals.payer_id === agentId ? null : totals.payer_id,
+      ...(totals.payer_id === agentId ? {} : { fundedBy: totals.payer_id }),
       availableUc: formatUc(totals.available_uc),
       heldUc: formatUc(totals.held_uc),
       capturedUc: formatUc(totals.captured_uc),

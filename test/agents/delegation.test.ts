@@ -204,7 +204,7 @@ describe("a delegate's spending", () => {
     expect(redemption.allocations.map((a: { lotId: string }) => a.lotId)).toEqual([lots[0].id]);
     expect(await usageOf(root)).toEqual({ daily: credits(3) });
     expect(await usageOf(child)).toEqual({ daily: credits(3), books: credits(3) });
-    expect(await world.gw.services.ledger.balance(world.gw.gateway.db, root.id)).toMatchObject({ fundedBy: null, heldUc: credits(3), availableUc: credits(97) });
+    expect(await world.gw.services.ledger.balance(world.gw.gateway.db, root.id)).toMatchObject({ heldUc: credits(3), availableUc: credits(97) });
     // The root's budget binds the child: 8 − 3 = 5 left for the child, but the books budget only 2.
     const overChild = await mint(world, child.token, offer.id);
     expect(overChild.status).toBe(402);
@@ -224,7 +224,8 @@ describe("a delegate's spending", () => {
     const { ledger } = world.gw.services;
     const hold = (agentId: string) => ({ agentId, acceptorId: shops[0].merchantId, merchantId: shops[0].merchantId, offerId: 'off_pass', category: 'books', amountUc: CREDIT_UC, lifetimeS: 900 });
     const outcomes = await world.gw.gateway.db.transaction((tx) => ledger.holdMany(tx, [hold(a.id), hold(b.id), hold(a.id), hold(root.id)]));
-    expect(outcomes.map((o) => (o.ok ? 'held' : `${o.error.code} ${(o.error.options.extra as { budget?: { agentId?: string } }).budget?.agentId}`))).toEqual([
+    const refusal = (error: unknown) => error as ApiError & { options: { extra: { budget?: { agentId?: string } } } };
+    expect(outcomes.map((o) => (o.ok ? 'held' : `${refusal(o.error).code} ${refusal(o.error).options.extra.budget?.agentId}`))).toEqual([
       'held',
       'held',
       `CAP_EXCEEDED ${root.id}`,

@@ -625,7 +625,7 @@ async function checkInvariants(model: Model) {
     expect(BigInt(b.grantedUc)).toBe(BigInt(b.availableUc) + BigInt(b.heldUc) + BigInt(b.capturedUc) + BigInt(b.lapsedUc));
     // A delegate's balance is its root's pool.
     const payerId = payerOf(model, agentId);
-    expect(b.fundedBy).toBe(payerId === agentId ? null : payerId);
+    expect(b.fundedBy).toBe(payerId === agentId ? undefined : payerId);
     const modelAvailable = model.lots.filter((l) => l.agentId === payerId && live(l)).reduce((s, l) => s + l.remaining, 0n);
     expect(BigInt(b.availableUc)).toBe(modelAvailable);
     await checkRunningTotals(model, agentId);

@@ -95,7 +95,7 @@ describe('MCP read tools answer what their HTTP twins answer', () => {
     const { mcp, http, status } = await both(agentFaces, 'whoami', {}, '/v1/me');
     expect(status).toBe(200);
     expect(mcp).toEqual(http);
-    expect(Object.keys(http.balance).sort()).toEqual(['agentId', 'availableUc', 'capturedUc', 'fundedBy', 'grantedUc', 'heldUc', 'lapsedUc', 'refundedUc']);
+    expect(Object.keys(http.balance).sort()).toEqual(['agentId', 'availableUc', 'capturedUc', 'grantedUc', 'heldUc', 'lapsedUc', 'refundedUc']);
     // Held: only the last hold (the overdue one was reclaimed on read, the second captured).
     expect(http.balance.heldUc).toBe('1000000');
     expect(http.lots).toHaveLength(3);
