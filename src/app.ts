@@ -266,9 +266,10 @@ export async function buildGatewayApp(
     merchantRoutes(merchantOperations(services.merchants), queries.merchants),
     mcpRoutes({
       gateway,
-      operations: { ...operations.vouchers, ...operations.execute, ...operations.agents },
+      operations: { ...operations.vouchers, ...operations.execute, ...operations.agents, ...operations.delegation },
       queries: { ...queries.identity, ...queries.offers, ...queries.ledger, ...queries.execute, ...queries.agents },
       schemas,
+      mayDelegate: (agentId) => services.identity.mayDelegate(gateway.db, agentId),
     }),
     eventRoutes(operations.events, queries.events),
     ownerWebhookRoutes(operations.ownerWebhooks, queries.events),

@@ -301,6 +301,12 @@ export class AgentService {
     return this.writeMandate(tx, row, rules, createdBy);
   }
 
+  /** Whether the agent's mandate in force allows it to register delegates, and it is not retired. */
+  async mayDelegate(db: Queryable, agentId: string): Promise<boolean> {
+    const row = await store.findAgent(db, agentId);
+    return row !== undefined && row.retired_at_s === null && extendedRulesOf(row.mandate_rules).delegation.allowed;
+  }
+
   /** A delegate's new rules must lie within its parent's mandate as it stands (a root's need not). */
   private async checkWithinParent(db: Queryable, row: store.AgentRow, rules: MandateRules): Promise<void> {
     if (row.parent_id === null) return;

@@ -9,6 +9,7 @@ import { ApiError } from '../../src/platform/errors.ts';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
 import { budgetPeriodTotals, expectLedgerInvariants } from '../support/ledger-invariants.ts';
 import { startWorld, type World } from '../support/world.ts';
+import { connect } from '../mcp/helpers.ts';
 
 const CREDIT_UC = 1_000_000n;
 const credits = (n: number) => (BigInt(n) * CREDIT_UC).toString();
@@ -316,5 +317,43 @@ describe('retiring a delegate', () => {
     expect((await world.api('POST', `/v1/owner/agents/${root.id}/retire`, { token: root.ownerToken, key: `retire-${root.id}` })).status).toBe(409);
     expect((await createDelegate(child, root.ownerToken)).res.status).toBe(409);
     await expectLedgerInvariants(world.gw.gateway.db);
+  });
+});
+
+describe('the MCP face', () => {
+  it('lists create_delegate only to an agent whose mandate allows delegates, and registers a child with it', async () => {
+    const root = await rootAgent({ budgets: [{ id: 'daily', limitUc: credits(10), period: 'day' }], delegation: { allowed: true, maxDepth: 1 } });
+    const plain = await rootAgent({});
+    const mcpUrl = `${world.url}/mcp`;
+    const toolsOf = async (agentId: string) => {
+      const client = await connect(world.url, await world.accessToken({ sub: agentId, scope: 'svc:agent' }, mcpUrl), 'modern');
+      try {
+        return { client, names: (await client.listTools()).tools.map((tool) => tool.name) };
+      } catch (error) {
+        await client.close();
+        throw error;
+      }
+    };
+    const listed = await toolsOf(root.id);
+    const unlisted = await toolsOf(plain.id);
+    try {
+      expect(listed.names).toContain('create_delegate');
+      expect(unlisted.names).not.toContain('create_delegate');
+      const subject = `mcp-delegate-${++counter}`;
+      const result = await listed.client.callTool({
+        name: 'create_delegate',
+        arguments: { id: root.id, name: subject, identity: { issuer: world.agentIssuer.issuer, subject }, mandate: { budgets: [{ id: 'daily', limitUc: credits(4), period: 'day' }] }, idempotencyKey: `mcp-${subject}` },
+      });
+      expect((result as { structuredContent: unknown }).structuredContent).toMatchObject({ parentId: root.id, depth: 1 });
+      const wider = await listed.client.callTool({
+        name: 'create_delegate',
+        arguments: { id: root.id, name: 'x', identity: { issuer: world.agentIssuer.issuer, subject: `mcp-wide-${counter}` }, mandate: { budgets: [] }, idempotencyKey: `mcp-wide-${counter}` },
+      });
+      expect(wider.isError).toBe(true);
+      expect(JSON.stringify(wider.content)).toContain('budget_wider_than_parent');
+    } finally {
+      await listed.client.close();
+      await unlisted.client.close();
+    }
   });
 });
