@@ -1,6 +1,7 @@
 // The credit ledger. Money is never created, lost or spent twice:
-//   - a hold locks the agent row (the per-agent mutex), then the agent's lots in one fixed order, and
-//     takes credit from them in burn-down order, recording one allocation per lot;
+//   - a hold locks the agent's row and its ancestors' (the per-agent mutex; a delegate's tree shares its
+//     root's), then the lots of its payer (the root of its tree: a delegate owns no lots) in one fixed
+//     order, and takes credit from them in burn-down order, recording one allocation per lot;
 //   - a hold resolves at most once (held → captured | released | expired); capture posts up to the held
 //     amount and returns the remainder to the same lots in the same transaction;
 //   - expiry is a deadline: at or after expiresAt a hold can no longer be captured or released, whether
@@ -359,12 +360,14 @@ export class LedgerService {
   /**
    * Takes many holds in one pass (group commit), each answered exactly as if they were taken one by one in
    * this order: a refused one (FROZEN, SCOPE_FORBIDDEN, CAP_EXCEEDED, INSUFFICIENT_CREDITS, not_found,
-   * invalid_input) fails alone, and a later hold of the same agent sees what the earlier ones took, so
-   * nothing can overspend. A few statements whatever the number of holds: the agents' rows locked in sorted
-   * order (the per-agent mutex), their spendable lots locked, their usage read (src/policy, only when an
-   * agent has a period cap); the spending policy and allocation in memory; then one statement writes every
-   * hold, allocation, debit, balanced journal and running total, and one every `redemption.held` event. Only when a hold would be refused and its agent
-   * has holds past their deadline are those reclaimed first (as the one-by-one path does).
+   * invalid_input) fails alone, and a later hold of the same agent, or of an agent sharing an ancestor, sees
+   * what the earlier ones took, so nothing can overspend. A few statements whatever the number of holds: the
+   * rows of the requesters and all their ancestors locked in one sorted statement (the per-agent mutex), the
+   * payers' spendable lots locked, every locked agent's usage read (src/policy); the spending policy over
+   * each chain and the allocation in memory; then one statement writes every hold, allocation, debit,
+   * balanced journal, running total and budget charge (the agent's and each ancestor's), and one every
+   * `redemption.held` event. Only when a hold would be refused and its tree has holds past their deadline
+   * are those reclaimed first (as the one-by-one path does).
    */
   async holdMany(tx: Tx, requests: readonly HoldRequest[]): Promise<Array<Settled<Redemption>>> {
     const nowS = this.nowS();

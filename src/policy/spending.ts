@@ -120,7 +120,7 @@ function merchantPermitted(rules: ExtendedRules, merchant: { id: string; domain:
 type Member = SpendingSettings & { id?: string };
 
 /** The agent, then its ancestors from its parent up to its root: the order each rule is asked in. */
-export function chainOf(agent: SpendingSettings): Member[] {
+function chainOf(agent: SpendingSettings): Member[] {
   return [agent, ...[...(agent.ancestors ?? [])].reverse()];
 }
 
