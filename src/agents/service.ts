@@ -433,12 +433,10 @@ export class AgentService {
 
   /**
    * Locks the rows of several agents and of all their ancestors, in one statement in sorted id order (a batch
-   * of holds takes them all first). The ancestors are read before any lock: a tree never changes shape.
+   * of holds takes them all first; a tree never changes shape, so its ancestors need no lock to be found).
    */
   async lockWithAncestors(tx: Tx, agentIds: readonly string[]): Promise<Map<string, store.AgentRow>> {
-    const ancestorIds = await store.ancestorIdsOf(tx, agentIds);
-    const ids = [...new Set([...agentIds, ...ancestorIds])].sort();
-    return new Map((await store.lockAgents(tx, ids)).map((row) => [row.id, row]));
+    return new Map((await store.lockAgentsWithAncestors(tx, agentIds)).map((row) => [row.id, row]));
   }
 
   /** The spending settings of an agent whose ancestors' rows are in `rows`: the agent with its chain, root first. */

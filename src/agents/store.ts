@@ -66,12 +66,6 @@ export async function lockAgent(tx: Tx, agentId: string): Promise<AgentRow | und
   return rows[0];
 }
 
-/** Locks several agent rows in one fixed order (sorted ids), so two batches cannot deadlock on them. */
-export async function lockAgents(tx: Tx, agentIds: readonly string[]): Promise<AgentRow[]> {
-  if (agentIds.length === 0) return [];
-  const { rows } = await tx.query<AgentRow>('SELECT * FROM agents WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [[...agentIds]]);
-  return rows;
-}
 
 /**
  * Inserts an agent with no spending policy yet (nothing allowed, mandate version 0): `writeMandate`, in the
@@ -117,11 +111,19 @@ export async function lockSubtree(tx: Tx, agentId: string, ancestorIds: readonly
   return rows;
 }
 
-/** The ancestors of several agents (no lock: `ancestor_ids` never changes once written). */
-export async function ancestorIdsOf(db: Queryable, agentIds: readonly string[]): Promise<string[]> {
+/**
+ * Locks several agents' rows and all their ancestors' in one statement, in sorted id order. The ancestors are
+ * found without a lock: `ancestor_ids` never changes once written.
+ */
+export async function lockAgentsWithAncestors(tx: Tx, agentIds: readonly string[]): Promise<AgentRow[]> {
   if (agentIds.length === 0) return [];
-  const { rows } = await db.query<{ id: string }>('SELECT DISTINCT unnest(ancestor_ids) AS id FROM agents WHERE id = ANY($1::text[])', [[...agentIds]]);
-  return rows.map((row) => row.id);
+  const { rows } = await tx.query<AgentRow>(
+    `SELECT * FROM agents
+      WHERE id = ANY($1::text[]) OR id IN (SELECT unnest(ancestor_ids) FROM agents WHERE id = ANY($1::text[]))
+      ORDER BY id FOR UPDATE`,
+    [[...agentIds]],
+  );
+  return rows;
 }
 
 /** Marks agents retired at `atS` (those not retired already), the caller holding their row locks. */
