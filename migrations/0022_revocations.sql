@@ -2,10 +2,6 @@
 -- tells each merchant holding one (`voucher.revoked`), lists them in the merchant's revocations feed, and keeps
 -- a report of how far it reached.
 
--- The delegation tree (0021 adds it with the parent; repeated here only so this migration stands alone): an
--- agent's ancestors, root first, so a subtree is `id = $1 OR $1 = ANY(ancestor_ids)`.
-ALTER TABLE agents ADD COLUMN IF NOT EXISTS ancestor_ids TEXT[] NOT NULL DEFAULT '{}';
-
 -- A revoked hold is a released one whose voucher the gateway withdrew: its capture answers 409
 -- voucher_revoked (a plain released one answers hold_resolved), its release replays as released.
 ALTER TABLE holds ADD COLUMN revoked_at_s BIGINT;

@@ -25,6 +25,10 @@ import { agentQueries } from './agents/queries.ts';
 import { AGENT_SCHEMAS } from './agents/schemas.ts';
 import { agentRoutes } from './agents/routes.ts';
 import { AgentService } from './agents/service.ts';
+import { delegationOperations } from './delegation/operations.ts';
+import { delegationQueries } from './delegation/queries.ts';
+import { delegationRoutes } from './delegation/routes.ts';
+import { DELEGATION_SCHEMAS } from './delegation/schemas.ts';
 import { identityProviders } from './identity/issuers.ts';
 import { identityQueries, MeSchema } from './identity/queries.ts';
 import { identityRoutes } from './identity/routes.ts';
@@ -201,7 +205,7 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
 }
 
 /** Every resource's schema (`$id` each): registered once at the root of the HTTP face, inlined by MCP. */
-export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, ...PAYMENT_SCHEMAS, MeSchema, ...MERCHANT_SCHEMAS, ...EVENT_SCHEMAS, ...OAUTH_SCHEMAS, ...INTEGRATION_SCHEMAS, ...REVOCATION_SCHEMAS];
+export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...DELEGATION_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, ...PAYMENT_SCHEMAS, MeSchema, ...MERCHANT_SCHEMAS, ...EVENT_SCHEMAS, ...OAUTH_SCHEMAS, ...INTEGRATION_SCHEMAS, ...REVOCATION_SCHEMAS];
 
 export async function buildGatewayApp(
   gateway: Gateway,
@@ -216,6 +220,7 @@ export async function buildGatewayApp(
   const ownerWebhooks = new OwnerWebhookService(services.webhooks);
   const operations = {
     agents: agentOperations(services.identity),
+    delegation: delegationOperations(services.identity, services.ledger),
     ledger: ledgerOperations(services.ledger),
     vouchers: voucherOperations(services.vouchers),
     execute: executeOperations(services.execute, services.mailConnectors),
@@ -227,6 +232,7 @@ export async function buildGatewayApp(
   const queries = {
     access: accessQueries(),
     agents: agentQueries(services.identity, (agentId) => services.ledger.expireDue({ agentId })),
+    delegation: delegationQueries(services.identity, (agentId) => services.ledger.expireDue({ agentId })),
     identity: identityQueries(services.identity, services.ledger),
     ledger: ledgerQueries(services.ledger, services.identity, services.merchants, new EvidenceService(gateway, services.ledger, services.identity)),
     offers: offerQueries(services.offers, services.identity),
@@ -253,6 +259,7 @@ export async function buildGatewayApp(
     oauthGrantRoutes({ operations: oauthOperations(gateway.clock), queries: oauthQueries() }),
     agentRoutes({ operations: operations.agents, queries: queries.agents }),
     revocationRoutes(operations.revocations, queries.revocations),
+    delegationRoutes({ operations: operations.delegation, queries: queries.delegation }),
     identityRoutes(queries.identity),
     integrationRoutes(queries.integrations),
     ledgerRoutes({ operations: operations.ledger, queries: queries.ledger }),
@@ -270,9 +277,10 @@ export async function buildGatewayApp(
     merchantRoutes(merchantOperations(services.merchants), queries.merchants),
     mcpRoutes({
       gateway,
-      operations: { ...operations.vouchers, ...operations.execute, ...operations.agents, ...operations.revocations },
+      operations: { ...operations.vouchers, ...operations.execute, ...operations.agents, ...operations.revocations, ...operations.delegation },
       queries: { ...queries.identity, ...queries.offers, ...queries.ledger, ...queries.execute, ...queries.agents },
       schemas,
+      mayDelegate: (agentId) => services.identity.mayDelegate(gateway.db, agentId),
     }),
     eventRoutes(operations.events, queries.events),
     ownerWebhookRoutes(operations.ownerWebhooks, queries.events),

@@ -250,6 +250,37 @@ export function buildCli(): Command {
       const config = configOrExit();
       await unfreezeAgent(config, { agentId, ownerToken: config.ownerToken, ownerEmail: options.ownerEmail });
     });
+  const delegates = agent.command('delegates').description("the agent's delegates: child agents under mandates within its own, spending its tree's credit");
+  delegates
+    .command('list')
+    .description('print the agent and the delegates below it, each with its budget usage, as JSON (GET /v1/owner/agents/{id}/delegates)')
+    .argument('<agentId>', 'the agent (agt_…)')
+    .option(ownerEmail, ownerEmailHelp)
+    .addHelpText('after', `\nExample: ACG_OWNER_TOKEN=… acg agent delegates list agt_…${ownerHelp}`)
+    .action(async (agentId: string, options: { ownerEmail?: string }) => {
+      const { listDelegates } = await import('./operator/mandate-cli.ts');
+      const config = configOrExit();
+      await listDelegates(config, { agentId, ownerToken: config.ownerToken, ownerEmail: options.ownerEmail });
+    });
+  delegates
+    .command('create')
+    .description('register a delegate of the agent (POST /v1/agents/{id}/delegates) and print it as JSON')
+    .argument('<parentId>', 'the parent agent (agt_…), whose mandate must allow delegates')
+    .requiredOption('--name <name>', "the delegate's name, required")
+    .requiredOption('--subject <subject>', "the delegate's own subject at its parent's agent identity provider, required")
+    .option('--file <path>', "the delegate's mandate as JSON (- reads standard input); a member left out takes the parent's")
+    .option(ownerEmail, ownerEmailHelp)
+    .addHelpText(
+      'after',
+      "\nThe mandate must lie within the parent's: every parent budget matched by one of the same scope and period at most as large, merchants, " +
+        'window, allowed services and categories inside, delegation.maxDepth below the parent\'s. A wider one is refused naming the rule.\n\n' +
+        `Example: acg agent delegates create agt_… --name Buyer --subject buyer-7 --file buyer.json${ownerHelp}`,
+    )
+    .action(async (parentId: string, options: { name: string; subject: string; file?: string; ownerEmail?: string }) => {
+      const { createDelegate } = await import('./operator/mandate-cli.ts');
+      const config = configOrExit();
+      await createDelegate(config, { agentId: parentId, name: options.name, subject: options.subject, file: options.file, ownerToken: config.ownerToken, ownerEmail: options.ownerEmail });
+    });
 
   const keys = program.command('keys').description("the gateway's ES256 signing keys (published at /.well-known/jwks.json)");
   keys

@@ -415,4 +415,24 @@ describe('acg agent mandate show and set', () => {
       '--owner-email signs in with the built-in dev issuer, which only dev mode has: set ACG_OWNER_TOKEN to a session token of the owner\n',
     );
   });
+
+  it('agent delegates create registers a delegate under a mandate within its parent\'s (a wider one refused naming the rule); list prints the tree', async () => {
+    const put = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, {
+      token: agent.ownerToken,
+      key: 'cli-delegation',
+      body: { budgets: [{ id: 'daily', limitUc: '10000000', period: 'day' }], delegation: { allowed: true, maxDepth: 1 } },
+    });
+    expect(put.status).toBe(200);
+    const wider = await acg(workDir, env, 'agent', 'delegates', 'create', agent.id, '--name', 'Wide', '--subject', 'cli-wide', '--file', file({ budgets: [{ id: 'daily', limitUc: '20000000', period: 'day' }] }));
+    expect(wider.code).toBe(2);
+    expect(wider.stderr).toMatch(/^the gateway refused the delegate \(budget_wider_than_parent\): /);
+    const created = await acg(workDir, env, 'agent', 'delegates', 'create', agent.id, '--name', 'Buyer', '--subject', 'cli-buyer', '--file', file({ budgets: [{ id: 'daily', limitUc: '4000000', period: 'day' }] }));
+    expect(created.code, created.stderr).toBe(0);
+    const delegate = JSON.parse(created.stdout);
+    expect(delegate).toMatchObject({ name: 'Buyer', parentId: agent.id, depth: 1, identity: { subject: 'cli-buyer' } });
+    const listed = await acg(workDir, env, 'agent', 'delegates', 'list', agent.id);
+    expect(listed.code).toBe(0);
+    expect(JSON.parse(listed.stdout)).toEqual((await world.api('GET', `/v1/owner/agents/${agent.id}/delegates`, { token: agent.ownerToken })).body);
+    expect(JSON.parse(listed.stdout).nodes.map((node: { agent: { id: string } }) => node.agent.id)).toEqual([agent.id, delegate.id]);
+  });
 });

@@ -584,7 +584,7 @@ export interface paths {
         put?: never;
         /**
          * Freeze an agent and its delegates; optionally release and revoke their outstanding holds
-         * @description The agent can no longer spend (403 FROZEN), nor can any of its delegates: each is refused at its next request. With `releaseHolds: true`, in the same transaction, every outstanding hold of the agent and its delegates is released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent and the freeze report: each merchant reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds changes nothing and answers its latest report. The body is optional (none is `{}`). Idempotency-Key is honoured when sent.
+         * @description The agent can no longer spend (403 FROZEN), nor can any of its delegates: each is refused at its next request. With `releaseHolds: true`, in the same transaction, every outstanding hold of the agent and its delegates is released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent, as before, with a `freeze` member: the report of each merchant reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds changes nothing and answers its latest report. The body is optional (none is `{}`). Idempotency-Key is honoured when sent.
          *
          *     Authentication: H, O.
          */
@@ -611,6 +611,78 @@ export interface paths {
         get: operations["listRevocations"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agents/{id}/delegates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read your own subtree (an agent credential): yourself or one of your delegates, and the delegates below
+         * @description Each node is an Agent (with parentId and depth) and its budgets' usage now, as GET …/mandate shows it: what each budget's current period allows, has spent and has left, and when it resets. A parent's budgets count its delegates' holds, which a child's hold charges in the same transaction. An agent reads the subtree of itself or of any agent below it; any other id is 404.
+         *
+         *     Authentication: A.
+         */
+        get: operations["listOwnDelegates"];
+        put?: never;
+        /**
+         * Register a delegate (a child agent) under a mandate within its parent's
+         * @description By the parent agent itself (an agent credential, its own id) or by its owner. The delegate belongs to the same owner, records parentId and depth, and authenticates with its own identity. Its holds allocate from its root's credit lots (a delegate owns no lots: grants and top-ups go to the root) and are checked against, and charged to, the budgets of the delegate and of every ancestor, in the same transaction. Refused with 400 invalid_input, nothing created, `reason`: delegation_not_allowed (the parent's mandate has delegation.allowed false), depth_exceeded (deeper than an ancestor's delegation.maxDepth allows, or delegation.maxDepth not below the parent's), budget_wider_than_parent, merchant_outside_parent, window_outside_parent, allowance_outside_parent. The same check applies to every later change of the delegate's mandate (PUT …/mandate, PATCH). Requires Idempotency-Key.
+         *
+         *     Authentication: A, H, O.
+         */
+        post: operations["createDelegate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{id}/delegates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read an agent's subtree: it and its delegates, with each one's budget usage
+         * @description Each node is an Agent (with parentId and depth) and its budgets' usage now, as GET …/mandate shows it: what each budget's current period allows, has spent and has left, and when it resets. A parent's budgets count its delegates' holds, which a child's hold charges in the same transaction.
+         *
+         *     Authentication: H, O.
+         */
+        get: operations["listDelegates"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{id}/retire": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retire a delegate and every delegate below it
+         * @description Releases every open hold of the subtree (their credit back to the root's lots, their budgets given back, `redemption.released` to each merchant) and marks the subtree retired, in one transaction: a retired agent spends no more (403 FROZEN, `reason` retired), for good. What the subtree did not spend was never moved out of the root's lots, so nothing else returns. The owner only; a root agent is frozen, not retired (409). Retiring a retired delegate answers it unchanged. Requires Idempotency-Key.
+         *
+         *     Authentication: H, O.
+         */
+        post: operations["retireAgent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1483,7 +1555,7 @@ export interface paths {
          *
          *     The client sends `Accept: application/json, text/event-stream`; the answer is one JSON object, or an SSE stream when the server has notifications before the result. A notification answers 202 with no body. Protocol errors are JSON-RPC errors (400 with -32020 header mismatch, -32022 unsupported version, -32602 invalid envelope or params; 404 with -32601 unknown method); a refused tool call is a tool result with `isError: true` whose structured content is the problem body the HTTP route of the same operation answers.
          *
-         *     Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner `svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata="{base_url}/.well-known/oauth-protected-resource/mcp"`. The tools listed depend on the credential (agents: whoami, list_offers, get_hold, get_intent, mint_voucher, execute_service; owners: whoami, list_agents, list_agent_holds, get_mandate, execute_service, register_agent, update_agent, set_mandate, freeze_agent, unfreeze_agent), so list results say `cacheScope: "private"`. Tools that move money take an `idempotencyKey` argument: the same key space as the Idempotency-Key header.
+         *     Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner `svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata="{base_url}/.well-known/oauth-protected-resource/mcp"`. The tools listed depend on the credential (agents: whoami, list_offers, get_hold, get_intent, mint_voucher, execute_service, create_delegate; owners: whoami, list_agents, list_agent_holds, get_mandate, execute_service, register_agent, update_agent, set_mandate, freeze_agent, unfreeze_agent), so list results say `cacheScope: "private"`. Tools that move money take an `idempotencyKey` argument: the same key space as the Idempotency-Key header.
          *
          *     A `Host` or `Origin` header naming another host than the base URL is refused with 403 (DNS rebinding). GET and DELETE answer 405.
          *
@@ -2312,6 +2384,8 @@ export interface components {
         /** @description an agent's balance; holds past their deadline are reclaimed before it is read */
         Balance: {
             agentId: string;
+            /** @description a delegate's balance only: a delegate owns no lots, so this names the root agent of its tree, whose lots fund it; every figure here is that root's pool, shared by the whole tree (what the delegate itself may still spend is its budgets' remainingUc). Absent for a root */
+            fundedBy?: string;
             /** @description spendable now */
             availableUc: string;
             /** @description reserved by open holds */
@@ -2486,12 +2560,19 @@ export interface components {
             id: string;
             ownerId: string;
             name: string;
-            /** @enum {string} */
+            /**
+             * @description the agent's own status; a frozen or retired ancestor also stops it (403 FROZEN)
+             * @enum {string}
+             */
             status: "active" | "frozen";
             identity: {
                 issuer: string;
                 subject: string;
             };
+            parentId: string | null;
+            /** @description levels above the agent: 0 for a root, 1 for its delegates, … */
+            depth: number;
+            retiredAt: number | null;
             /** @description service ids the agent may execute; "*" = all */
             allowedServices: string[];
             /** @description offer categories the agent may buy; "*" = all */
@@ -2576,6 +2657,19 @@ export interface components {
             timeZone: string;
             /** @description percent of a budget at which `budget.threshold` fires, once per period each */
             alertThresholds: number[];
+            /**
+             * @description Delegates: default {allowed: false, maxDepth: 0}. A delegate's mandate must lie within its parent's (every parent budget matched by one of the same scope and period at most as large, merchants, window, allowances and depth inside); a child's holds also count against every ancestor's budgets.
+             * @example {
+             *       "allowed": true,
+             *       "maxDepth": 2
+             *     }
+             */
+            delegation: {
+                /** @description the agent may register delegates (POST /v1/agents/{id}/delegates); true exactly when maxDepth ≥ 1 */
+                allowed: boolean;
+                /** @description how many levels of delegates may exist below the agent (its children are 1) */
+                maxDepth: number;
+            };
             /** @description each budget's current period */
             usage: components["schemas"]["BudgetUsage"][];
         };
@@ -2587,6 +2681,28 @@ export interface components {
             hash: string;
             /** @description the RFC 8785 canonical JSON the hash is taken over, byte for byte */
             canonical: string;
+        };
+        /** @description An agent and the delegates below it, with what each budget has spent and has left */
+        DelegateTree: {
+            /** @description the agent whose subtree this is (the first node) */
+            agentId: string;
+            /** @description the agent first, then its delegates, shallowest first; each names its parentId and depth. At most 500 */
+            nodes: {
+                agent: components["schemas"]["Agent"];
+                /** @description each budget of the agent's mandate in its current period (as GET …/mandate shows it): a parent's budgets count its delegates' holds too */
+                usage: components["schemas"]["BudgetUsage"][];
+            }[];
+            /** @description true when the subtree has more than 500 agents (the deepest are left out) */
+            truncated: boolean;
+        };
+        Retirement: {
+            agent: components["schemas"]["Agent"];
+            /** @description the delegate and every delegate below it, now retired */
+            retiredAgentIds: string[];
+            /** @description open holds of the subtree released (their credit back to the root's lots, their budgets given back) */
+            releasedHolds: number;
+            /** @description what those holds had reserved */
+            releasedUc: string;
         };
         Offer: {
             id: string;
@@ -3182,6 +3298,43 @@ export interface components {
             revokedAt: number;
             /** @description opaque position in the feed: pass it back as `since` */
             cursor: string;
+        };
+        /** @description The frozen agent, as every agent route shows it, with `freeze`: how far this freeze reached. */
+        FrozenAgent: {
+            id: string;
+            ownerId: string;
+            name: string;
+            /**
+             * @description the agent's own status; a frozen or retired ancestor also stops it (403 FROZEN)
+             * @enum {string}
+             */
+            status: "active" | "frozen";
+            identity: {
+                issuer: string;
+                subject: string;
+            };
+            parentId: string | null;
+            /** @description levels above the agent: 0 for a root, 1 for its delegates, … */
+            depth: number;
+            retiredAt: number | null;
+            /** @description service ids the agent may execute; "*" = all */
+            allowedServices: string[];
+            /** @description offer categories the agent may buy; "*" = all */
+            allowedCategories: string[];
+            /** @description mailboxes the mail service may read */
+            inboxAllowlist: string[];
+            caps: {
+                perHoldUc: string | null;
+                perPeriodUc: string | null;
+                /** @description length of the cap period in seconds (rolling window) */
+                periodS: number;
+            };
+            profile: components["schemas"]["AgentProfile"];
+            /** @description creation (Unix seconds) */
+            createdAt: number;
+            /** @description last change (Unix seconds) */
+            updatedAt: number;
+            freeze: components["schemas"]["FreezeReport"];
         };
         /** @description The agent's allowlisted inboxes that exist on its mail server, with message and unseen counts. */
         MailInboxesListInput: Record<string, never>;
@@ -4682,6 +4835,19 @@ export interface operations {
                     timeZone?: string;
                     /** @description percent of a budget at which `budget.threshold` fires, once per period each */
                     alertThresholds?: number[];
+                    /**
+                     * @description Delegates: default {allowed: false, maxDepth: 0}. A delegate's mandate must lie within its parent's (every parent budget matched by one of the same scope and period at most as large, merchants, window, allowances and depth inside); a child's holds also count against every ancestor's budgets.
+                     * @example {
+                     *       "allowed": true,
+                     *       "maxDepth": 2
+                     *     }
+                     */
+                    delegation?: {
+                        /** @description the agent may register delegates (POST /v1/agents/{id}/delegates); true exactly when maxDepth ≥ 1 */
+                        allowed: boolean;
+                        /** @description how many levels of delegates may exist below the agent (its children are 1) */
+                        maxDepth: number;
+                    };
                 };
             };
         };
@@ -5462,7 +5628,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Default Response */
+            /** @description The frozen agent, as every agent route shows it, with `freeze`: how far this freeze reached. */
             200: {
                 headers: {
                     /** @description present when this is the stored outcome of an earlier request with the same key */
@@ -5470,10 +5636,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        agent: components["schemas"]["Agent"];
-                        freeze: components["schemas"]["FreezeReport"];
-                    };
+                    "application/json": components["schemas"]["FrozenAgent"];
                 };
             };
             /** @description Bad Request */
@@ -5601,6 +5764,396 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listOwnDelegates: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description id of the agent (agt_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An agent and the delegates below it, with what each budget has spent and has left */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DelegateTree"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createDelegate: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                "Idempotency-Key": string;
+            };
+            path: {
+                /** @description id of the agent (agt_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Buyer",
+                 *       "identity": {
+                 *         "issuer": "https://agents.example",
+                 *         "subject": "buyer-7"
+                 *       },
+                 *       "mandate": {
+                 *         "budgets": [
+                 *           {
+                 *             "id": "daily",
+                 *             "limitUc": "8000000",
+                 *             "period": "day"
+                 *           }
+                 *         ],
+                 *         "merchants": {
+                 *           "allow": [
+                 *             "books.example.com"
+                 *           ],
+                 *           "deny": []
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    name: string;
+                    identity: {
+                        /** @description must be the configured agent identity provider */
+                        issuer: string;
+                        /** @description the delegate's own subject: it authenticates as itself */
+                        subject: string;
+                    };
+                    /** @description The delegate's mandate, within its parent's. A member left out takes the parent's value (delegation: not allowed). Every parent budget needs a budget of the same scope and period at most as large; merchants.allow a subset (deny a superset); the window inside; allowed services and categories subsets; delegation.maxDepth below the parent's. */
+                    mandate?: {
+                        /** @description built-in services the agent may execute; "*" = all */
+                        allowedServices?: string[];
+                        /** @description offer categories the agent may buy; "*" = all */
+                        allowedCategories?: string[];
+                        caps?: {
+                            perHoldUc: string | null;
+                            perPeriodUc: string | null;
+                            /** @description the rolling period of perPeriodUc, in seconds */
+                            periodS: number;
+                        };
+                        /** @description up to 20; every budget that applies to a purchase must hold */
+                        budgets?: {
+                            /** @description names the budget within the mandate; its usage follows it across versions */
+                            id: string;
+                            /** @description at most this much per period (held plus captured, less refunded) */
+                            limitUc: string;
+                            /**
+                             * @description day, week (ISO, from Monday) or month in the mandate's time zone, or total (never resets)
+                             * @enum {string}
+                             */
+                            period: "day" | "week" | "month" | "total";
+                            /** @description only purchases from this merchant count */
+                            merchantId?: string;
+                            /** @description only spending in this category counts */
+                            category?: string;
+                            /** @description only this built-in service counts */
+                            serviceId?: string;
+                        }[];
+                        merchants?: {
+                            allow: string[] | null;
+                            /** @description never these merchants (ids or verified domains) */
+                            deny: string[];
+                        };
+                        approvalAboveUc?: string | null;
+                        notBefore?: number | null;
+                        notAfter?: number | null;
+                        /** @description IANA time zone of the day, week and month budgets, e.g. Europe/Paris */
+                        timeZone?: string;
+                        /** @description percent of a budget at which `budget.threshold` fires, once per period each */
+                        alertThresholds?: number[];
+                        /**
+                         * @description Delegates: default {allowed: false, maxDepth: 0}. A delegate's mandate must lie within its parent's (every parent budget matched by one of the same scope and period at most as large, merchants, window, allowances and depth inside); a child's holds also count against every ancestor's budgets.
+                         * @example {
+                         *       "allowed": true,
+                         *       "maxDepth": 2
+                         *     }
+                         */
+                        delegation?: {
+                            /** @description the agent may register delegates (POST /v1/agents/{id}/delegates); true exactly when maxDepth ≥ 1 */
+                            allowed: boolean;
+                            /** @description how many levels of delegates may exist below the agent (its children are 1) */
+                            maxDepth: number;
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    /** @description present when this is the stored outcome of an earlier request with the same key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description the created resource */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Agent"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    /** @description with idempotency_key_in_use: seconds until the running request is likely done */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listDelegates: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description id of the agent (agt_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An agent and the delegates below it, with what each budget has spent and has left */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DelegateTree"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    retireAgent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                "Idempotency-Key": string;
+            };
+            path: {
+                /** @description id of the agent (agt_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    /** @description present when this is the stored outcome of an earlier request with the same key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Retirement"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    /** @description with idempotency_key_in_use: seconds until the running request is likely done */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

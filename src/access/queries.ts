@@ -12,7 +12,7 @@ import { formatUc } from '../platform/money.ts';
 import type { Query } from '../platform/queries.ts';
 import { Microcredits } from '../platform/schemas.ts';
 import { spendingRefusal, usageOf } from '../policy/spending.ts';
-import { findMerchantCheck } from './store.ts';
+import { findMerchantCheck, findSpendingAncestors } from './store.ts';
 
 export interface AgentIdentity {
   issuer: string;
@@ -79,14 +79,16 @@ export function accessQueries(): AccessQueries {
         const row = await findMerchantCheck(db, merchantId, offerId, agentIdentity);
         if (!row) throw new ApiError('not_found', { detail: `no active offer ${offerId} of your merchant` });
         if (!row.agent) throw new ApiError('not_found', { detail: 'no agent is registered for this identity' });
-        // The rolling caps are not asked (as before mandates): the mandate's rules are.
-        const agent = { ...row.agent, cap_per_hold_uc: null, cap_per_period_uc: null };
-        const usage = (await usageOf(db, [agent], atS)).get(agent.id)!;
+        // The rolling caps are not asked (as before mandates): the mandates' rules are, the ancestors' too.
+        const uncapped = <A extends object>(settings: A) => ({ ...settings, cap_per_hold_uc: null, cap_per_period_uc: null });
+        const ancestors = (await findSpendingAncestors(db, row.agent.ancestor_ids)).map(uncapped);
+        const agent = { ...uncapped(row.agent), ancestors };
+        const usage = await usageOf(db, [agent, ...ancestors], atS);
         const refusal = spendingRefusal(agent, {
           category: row.category,
           merchant: { id: row.merchant_id, domain: row.merchant_domain },
           atS,
-          take: { amountUc: row.price_uc, usage },
+          take: { amountUc: row.price_uc, usage: usage.get(agent.id)!, ancestorUsage: usage },
         });
         const cleared = refusal === undefined || refusal.rule === 'approval';
         return {

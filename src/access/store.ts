@@ -8,6 +8,9 @@ import type { ExtendedRules } from '../policy/mandate.ts';
 export interface MerchantCheckAgent {
   id: string;
   status: string;
+  retired_at_s: bigint | null;
+  /** Root first; a delegate is answered for under each ancestor's status and mandate too. */
+  ancestor_ids: string[];
   allowed_services: string[];
   allowed_categories: string[];
   cap_per_hold_uc: bigint | null;
@@ -32,6 +35,8 @@ export interface MerchantCheckRow {
 interface Row extends Omit<MerchantCheckRow, 'agent'> {
   agent_id: string | null;
   agent_status: string | null;
+  retired_at_s: bigint | null;
+  ancestor_ids: string[] | null;
   allowed_services: string[] | null;
   allowed_categories: string[] | null;
   cap_per_hold_uc: bigint | null;
@@ -50,7 +55,7 @@ export async function findMerchantCheck(
 ): Promise<MerchantCheckRow | undefined> {
   const { rows } = await db.query<Row>(
     `SELECT o.id AS offer_id, o.merchant_id, o.price_uc, o.category, m.verified AS merchant_verified, m.domain AS merchant_domain,
-            a.id AS agent_id, a.status AS agent_status, a.allowed_services, a.allowed_categories,
+            a.id AS agent_id, a.status AS agent_status, a.retired_at_s, a.ancestor_ids, a.allowed_services, a.allowed_categories,
             a.cap_per_hold_uc, a.cap_per_period_uc, a.cap_period_s, a.mandate_rules, ow.email_verified AS owner_verified
        FROM offers o
        JOIN merchants m ON m.id = o.merchant_id
@@ -61,13 +66,15 @@ export async function findMerchantCheck(
   );
   const row = rows[0];
   if (!row) return undefined;
-  const { agent_id, agent_status, allowed_services, allowed_categories, cap_per_hold_uc, cap_per_period_uc, cap_period_s, mandate_rules, owner_verified, ...offer } = row;
+  const { agent_id, agent_status, retired_at_s, ancestor_ids, allowed_services, allowed_categories, cap_per_hold_uc, cap_per_period_uc, cap_period_s, mandate_rules, owner_verified, ...offer } = row;
   if (agent_id === null) return offer;
   return {
     ...offer,
     agent: {
       id: agent_id,
       status: agent_status!,
+      retired_at_s,
+      ancestor_ids: ancestor_ids!,
       allowed_services: allowed_services!,
       allowed_categories: allowed_categories!,
       cap_per_hold_uc,
@@ -77,4 +84,16 @@ export async function findMerchantCheck(
       owner_verified: owner_verified === true,
     },
   };
+}
+
+/** A delegate's ancestors, as the spending policy reads them (root first; none for a root). */
+export async function findSpendingAncestors(db: Queryable, ancestorIds: readonly string[]): Promise<Array<Omit<MerchantCheckAgent, 'owner_verified' | 'ancestor_ids'>>> {
+  if (ancestorIds.length === 0) return [];
+  const { rows } = await db.query<Omit<MerchantCheckAgent, 'owner_verified' | 'ancestor_ids'>>(
+    `SELECT id, status, retired_at_s, allowed_services, allowed_categories, cap_per_hold_uc, cap_per_period_uc, cap_period_s, mandate_rules
+       FROM agents WHERE id = ANY($1::text[])`,
+    [[...ancestorIds]],
+  );
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  return ancestorIds.map((id) => byId.get(id)!);
 }

@@ -1,7 +1,7 @@
 // Agents as every face shows them: one schema each, registered once by the composition root.
 import { Type } from '@sinclair/typebox';
 import { Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
-import { ALERT_THRESHOLDS_MAX, BUDGETS_PER_MANDATE_MAX, MERCHANT_RULES_MAX } from '../policy/mandate.ts';
+import { ALERT_THRESHOLDS_MAX, BUDGETS_PER_MANDATE_MAX, DELEGATION_DEPTH_MAX, MERCHANT_RULES_MAX } from '../policy/mandate.ts';
 import { BUDGET_PERIODS } from '../policy/periods.ts';
 import { PROFILE_PRESETS } from './service.ts';
 
@@ -29,8 +29,11 @@ export const AgentSchema = Type.Object(
     id: Type.String(),
     ownerId: Type.String(),
     name: Type.String(),
-    status: Type.String({ enum: ['active', 'frozen'] }),
+    status: Type.String({ enum: ['active', 'frozen'], description: "the agent's own status; a frozen or retired ancestor also stops it (403 FROZEN)" }),
     identity: Type.Object({ issuer: Type.String(), subject: Type.String() }),
+    parentId: Nullable(Type.String({ description: 'the agent that registered this delegate; null for an agent its owner registered' })),
+    depth: Type.Integer({ minimum: 0, description: 'levels above the agent: 0 for a root, 1 for its delegates, …' }),
+    retiredAt: Nullable(UnixSeconds('the delegate (or an ancestor) was retired: it can no longer spend; null while not retired')),
     allowedServices: Type.Array(Type.String(), { description: 'service ids the agent may execute; "*" = all' }),
     allowedCategories: Type.Array(Type.String(), { description: 'offer categories the agent may buy; "*" = all' }),
     inboxAllowlist: Type.Array(Type.String(), { description: 'mailboxes the mail service may read' }),
@@ -82,6 +85,17 @@ export const MandateRulesProperties = {
   notAfter: Nullable(UnixSeconds('the mandate is no longer in force from')),
   timeZone: Type.String({ minLength: 1, maxLength: 64, description: 'IANA time zone of the day, week and month budgets, e.g. Europe/Paris' }),
   alertThresholds: Type.Array(Type.Integer({ minimum: 1, maximum: 100 }), { maxItems: ALERT_THRESHOLDS_MAX, description: 'percent of a budget at which `budget.threshold` fires, once per period each' }),
+  delegation: Type.Object(
+    {
+      allowed: Type.Boolean({ description: 'the agent may register delegates (POST /v1/agents/{id}/delegates); true exactly when maxDepth ≥ 1' }),
+      maxDepth: Type.Integer({ minimum: 0, maximum: DELEGATION_DEPTH_MAX, description: 'how many levels of delegates may exist below the agent (its children are 1)' }),
+    },
+    {
+      additionalProperties: false,
+      description: "Delegates: default {allowed: false, maxDepth: 0}. A delegate's mandate must lie within its parent's (every parent budget matched by one of the same scope and period at most as large, merchants, window, allowances and depth inside); a child's holds also count against every ancestor's budgets.",
+      examples: [{ allowed: true, maxDepth: 2 }],
+    },
+  ),
 };
 
 export const BudgetUsageSchema = Type.Object(

@@ -10,10 +10,22 @@ import { actingAgent, actsFor, type Actor } from './acting.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, parseUc } from '../platform/money.ts';
-import { CAP_PERIOD_S_DEFAULT, canonicalMandate, checkedRules, defaultExtendedRules, extendedRulesOf, mandateHash, type MandateDocument, type MandateRules } from '../policy/mandate.ts';
+import {
+  CAP_PERIOD_S_DEFAULT,
+  canonicalMandate,
+  checkedRules,
+  defaultExtendedRules,
+  DELEGATION_DEPTH_MAX,
+  extendedRulesOf,
+  mandateHash,
+  NO_DELEGATION,
+  widerThanParent,
+  type MandateDocument,
+  type MandateRules,
+} from '../policy/mandate.ts';
 import { principalScope, type Principal } from '../platform/principal.ts';
 import { periodOf } from '../policy/periods.ts';
-import { usageOf } from '../policy/spending.ts';
+import { usageOf, type Usage } from '../policy/spending.ts';
 import * as store from './store.ts';
 
 /** The agent row other features read and lock through this service (never through its store). */
@@ -40,6 +52,11 @@ export interface Agent {
   name: string;
   status: 'active' | 'frozen';
   identity: { issuer: string; subject: string };
+  /** The agent that registered this delegate; null for an agent its owner registered. */
+  parentId: string | null;
+  /** Levels above the agent: 0 for a root. */
+  depth: number;
+  retiredAt: number | null;
   allowedServices: string[];
   allowedCategories: string[];
   inboxAllowlist: string[];
@@ -90,6 +107,9 @@ export function toAgent(row: store.AgentRow): Agent {
     name: row.name,
     status: row.status,
     identity: { issuer: row.identity_issuer, subject: row.identity_subject },
+    parentId: row.parent_id,
+    depth: row.ancestor_ids.length,
+    retiredAt: row.retired_at_s === null ? null : Number(row.retired_at_s),
     allowedServices: row.allowed_services,
     allowedCategories: row.allowed_categories,
     inboxAllowlist: row.inbox_allowlist,
@@ -108,6 +128,53 @@ function unique(values: string[]): string[] {
   return [...new Set(values)];
 }
 
+/** Each budget of the agent's mandate in the period containing `nowS`, against its usage. */
+function usageView(row: store.AgentRow, usage: Usage, nowS: number): BudgetUsage[] {
+  const rules = extendedRulesOf(row.mandate_rules);
+  return rules.budgets.map((budget) => {
+    const bounds = periodOf(budget.period, rules.timeZone, nowS);
+    const limitUc = BigInt(budget.limitUc);
+    const spentUc = usage.budgets.get(budget.id)?.spentUc ?? 0n;
+    const { id, period, limitUc: limit, ...scope } = budget;
+    return {
+      budgetId: id,
+      period,
+      limitUc: limit,
+      ...scope,
+      periodStart: bounds.startS,
+      resetsAt: bounds.resetsAtS,
+      spentUc: formatUc(spentUc),
+      remainingUc: formatUc(limitUc > spentUc ? limitUc - spentUc : 0n),
+    };
+  });
+}
+
+/** POST /v1/agents/{id}/delegates: the child's name, identity and mandate (members left out: the parent's). */
+export interface DelegateInput {
+  name: string;
+  identity: { issuer: string; subject: string };
+  mandate: Partial<MandateRules>;
+}
+
+/** What inserting an agent needs besides its mandate: a delegate's parent (null for a root). */
+interface NewAgent {
+  ownerId: string;
+  name: string;
+  identity: { issuer: string; subject: string };
+  inboxAllowlist?: string[];
+  parent: store.AgentRow | null;
+}
+
+function depthExceeded(detail: string): ApiError {
+  return new ApiError('invalid_input', { detail, extra: { reason: 'depth_exceeded' } });
+}
+
+/** 400 naming the rule by which a delegate's mandate is wider than its parent's. */
+function refuseWider(rules: MandateRules, parentRules: MandateRules): void {
+  const wider = widerThanParent(rules, parentRules);
+  if (wider) throw new ApiError('invalid_input', { detail: `the mandate is wider than its parent's: ${wider.detail}`, extra: { reason: wider.reason } });
+}
+
 /** Magic numbers of the accepted image types: the declared type must match the bytes. */
 function sniffImage(bytes: Uint8Array): AvatarType | undefined {
   const starts = (...sig: number[]) => sig.every((b, i) => bytes[i] === b);
@@ -115,6 +182,16 @@ function sniffImage(bytes: Uint8Array): AvatarType | undefined {
   if (starts(0xff, 0xd8, 0xff)) return 'image/jpeg';
   if (starts(0x52, 0x49, 0x46, 0x46) && String.fromCharCode(...bytes.slice(8, 12)) === 'WEBP') return 'image/webp';
   return undefined;
+}
+
+/** The most agents one read of a subtree shows. */
+export const DELEGATES_READ_MAX = 500;
+
+/** A subtree as its readers see it: the agent first, then its delegates, shallowest first (each names its parentId). */
+export interface DelegateTree {
+  agentId: string;
+  nodes: Array<{ agent: Agent; usage: BudgetUsage[] }>;
+  truncated: boolean;
 }
 
 /** Agents whose mandate version 1 is written per pass of the start-up backfill. */
@@ -149,11 +226,6 @@ export class AgentService {
   }
 
   async registerAgent(tx: Tx, ownerId: string, input: AgentSettings & { name: string; identity: { issuer: string; subject: string } }): Promise<Agent> {
-    const issuer = this.agentIssuer();
-    if (!issuer) throw new ApiError('provider_configuration_required', { detail: 'no agent identity provider is configured (ACG_AGENT_ISSUER)' });
-    if (input.identity.issuer !== issuer) {
-      throw new ApiError('invalid_input', { detail: `identity.issuer must be the agent identity provider, ${issuer}` });
-    }
     const rules = checkedRules(
       {
         ...defaultExtendedRules(),
@@ -163,10 +235,54 @@ export class AgentService {
       },
       this.serviceIds,
     );
+    return toAgent(await this.insertAgent(tx, { ownerId, name: input.name, identity: input.identity, inboxAllowlist: input.inboxAllowlist, parent: null }, rules, `owner:${ownerId}`));
+  }
+
+  /**
+   * Registers a delegate of `parentId` (by the parent agent itself, or by its owner): an agent of the same
+   * owner, with its own identity, whose mandate lies within its parent's. A member of `mandate` left out takes
+   * the parent's (delegation: none). Refused, nothing written: 400 `invalid_input` with `reason`
+   * delegation_not_allowed (the parent's mandate allows none), depth_exceeded (deeper than an ancestor's
+   * maxDepth allows), or the rule the mandate breaks (mandate.ts, widerThanParent); 409 for a retired parent.
+   * The parent's row lock serialises this with a change of the parent's mandate.
+   */
+  async registerDelegate(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, parentId: string, input: DelegateInput): Promise<Agent> {
+    const parent = await this.lockAgentFor(tx, principal, parentId);
+    if (parent.retired_at_s !== null) throw new ApiError('conflict', { detail: `agent ${parent.id} is retired: it registers no delegates` });
+    const parentRules = this.rulesOf(parent);
+    if (!parentRules.delegation.allowed) {
+      throw new ApiError('invalid_input', { detail: `the mandate of agent ${parent.id} does not allow delegates (delegation.allowed is false)`, extra: { reason: 'delegation_not_allowed' } });
+    }
+    await this.checkDepth(tx, parent);
+    const rules = checkedRules({ ...parentRules, delegation: { ...NO_DELEGATION }, ...input.mandate, caps: input.mandate.caps ?? parentRules.caps }, this.serviceIds);
+    refuseWider(rules, parentRules);
+    const row = await this.insertAgent(tx, { ownerId: parent.owner_id, name: input.name, identity: input.identity, parent }, rules, principalScope(principal as Principal));
+    return toAgent(row);
+  }
+
+  /** A new child of `parent` must not lie deeper below any ancestor than that ancestor's mandate allows. */
+  private async checkDepth(db: Queryable, parent: store.AgentRow): Promise<void> {
+    const depth = parent.ancestor_ids.length + 1;
+    if (depth > DELEGATION_DEPTH_MAX) throw depthExceeded(`a tree is at most ${DELEGATION_DEPTH_MAX} levels of delegates deep`);
+    const ancestors = await store.findAgents(db, parent.ancestor_ids);
+    for (const ancestor of [parent, ...ancestors]) {
+      const below = depth - ancestor.ancestor_ids.length;
+      const { maxDepth } = extendedRulesOf(ancestor.mandate_rules).delegation;
+      if (below > maxDepth) throw depthExceeded(`the new delegate would be ${below} level(s) below agent ${ancestor.id}, whose mandate allows ${maxDepth}`);
+    }
+  }
+
+  /** Inserts an agent (a root, or a delegate of `parent`) with version 1 of its mandate. */
+  private async insertAgent(tx: Tx, input: NewAgent, rules: MandateRules, createdBy: string): Promise<store.AgentRow> {
+    const issuer = this.agentIssuer();
+    if (!issuer) throw new ApiError('provider_configuration_required', { detail: 'no agent identity provider is configured (ACG_AGENT_ISSUER)' });
+    if (input.identity.issuer !== issuer) {
+      throw new ApiError('invalid_input', { detail: `identity.issuer must be the agent identity provider, ${issuer}` });
+    }
     const nowS = this.gateway.clock.nowS();
     const row = await store.insertAgent(tx, {
       id: newId('agt'),
-      owner_id: ownerId,
+      owner_id: input.ownerId,
       name: input.name,
       identity_issuer: input.identity.issuer,
       identity_subject: input.identity.subject,
@@ -178,9 +294,25 @@ export class AgentService {
       avatar_upload_id: null,
       created_at_s: BigInt(nowS),
       updated_at_s: BigInt(nowS),
+      parent_id: input.parent?.id ?? null,
+      ancestor_ids: input.parent ? [...input.parent.ancestor_ids, input.parent.id] : [],
     });
     if (!row) throw new ApiError('conflict', { detail: 'an agent with this identity (issuer + subject) is already registered' });
-    return toAgent(await this.writeMandate(tx, row, rules, `owner:${ownerId}`));
+    return this.writeMandate(tx, row, rules, createdBy);
+  }
+
+  /** Whether the agent's mandate in force allows it to register delegates, and it is not retired. */
+  async mayDelegate(db: Queryable, agentId: string): Promise<boolean> {
+    const row = await store.findAgent(db, agentId);
+    return row !== undefined && row.retired_at_s === null && extendedRulesOf(row.mandate_rules).delegation.allowed;
+  }
+
+  /** A delegate's new rules must lie within its parent's mandate as it stands (a root's need not). */
+  private async checkWithinParent(db: Queryable, row: store.AgentRow, rules: MandateRules): Promise<void> {
+    if (row.parent_id === null) return;
+    const parent = await store.findAgent(db, row.parent_id);
+    if (!parent) throw new Error(`agent ${row.id}: its parent ${row.parent_id} is missing`);
+    refuseWider(rules, this.rulesOf(parent));
   }
 
   /**
@@ -217,7 +349,9 @@ export class AgentService {
   /** Replaces the mandate of one of the owner's agents (PUT …/mandate): a new version. */
   async setMandate(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, agentId: string, rules: MandateRules): Promise<store.AgentRow> {
     const row = await this.lockAgentFor(tx, principal, agentId);
-    return this.writeMandate(tx, row, checkedRules(rules, this.serviceIds), principalScope(principal as Principal));
+    const checked = checkedRules(rules, this.serviceIds);
+    await this.checkWithinParent(tx, row, checked);
+    return this.writeMandate(tx, row, checked, principalScope(principal as Principal));
   }
 
   /** The mandate in force, as every face shows it: its document, its hash, and its budgets' usage now. */
@@ -229,25 +363,14 @@ export class AgentService {
 
   /** Each budget of the agent's mandate in its current period: limit, spent, remaining, when it resets. */
   async budgetUsage(db: Queryable, row: store.AgentRow): Promise<BudgetUsage[]> {
+    return (await this.budgetUsages(db, [row])).get(row.id)!;
+  }
+
+  /** budgetUsage of many agents (two statements whatever their number), by agent id. */
+  private async budgetUsages(db: Queryable, rows: readonly store.AgentRow[]): Promise<Map<string, BudgetUsage[]>> {
     const nowS = this.gateway.clock.nowS();
-    const usage = (await usageOf(db, [row], nowS)).get(row.id)!;
-    const rules = extendedRulesOf(row.mandate_rules);
-    return rules.budgets.map((budget) => {
-      const bounds = periodOf(budget.period, rules.timeZone, nowS);
-      const limitUc = BigInt(budget.limitUc);
-      const spentUc = usage.budgets.get(budget.id)?.spentUc ?? 0n;
-      const { id, period, limitUc: limit, ...scope } = budget;
-      return {
-        budgetId: id,
-        period,
-        limitUc: limit,
-        ...scope,
-        periodStart: bounds.startS,
-        resetsAt: bounds.resetsAtS,
-        spentUc: formatUc(spentUc),
-        remainingUc: formatUc(limitUc > spentUc ? limitUc - spentUc : 0n),
-      };
-    });
+    const usage = await usageOf(db, rows, nowS);
+    return new Map(rows.map((row) => [row.id, usageView(row, usage.get(row.id)!, nowS)]));
   }
 
   /** One version of the agent's mandate (the current one by default); 404 for a version it never had. */
@@ -313,9 +436,71 @@ export class AgentService {
     return store.subtreeIds(db, agentId);
   }
 
-  /** Locks several agents' rows, in sorted order (a batch of holds takes them all first). */
-  async lockAgents(tx: Tx, agentIds: readonly string[]): Promise<Map<string, store.AgentRow>> {
-    return new Map((await store.lockAgents(tx, agentIds)).map((row) => [row.id, row]));
+  /**
+   * Locks the rows of several agents and of all their ancestors, in one statement in sorted id order (a batch
+   * of holds takes them all first; a tree never changes shape, so its ancestors need no lock to be found).
+   */
+  async lockWithAncestors(tx: Tx, agentIds: readonly string[]): Promise<Map<string, store.AgentRow>> {
+    return new Map((await store.lockAgentsWithAncestors(tx, agentIds)).map((row) => [row.id, row]));
+  }
+
+  /** The spending settings of an agent whose ancestors' rows are in `rows`: the agent with its chain, root first. */
+  spendingChainOf<R extends store.AgentRow>(row: R, rows: ReadonlyMap<string, store.AgentRow>): R & { ancestors: store.AgentRow[] } {
+    return {
+      ...row,
+      ancestors: row.ancestor_ids.map((id) => {
+        const ancestor = rows.get(id);
+        if (!ancestor) throw new Error(`agent ${row.id}: its ancestor ${id} is not loaded`);
+        return ancestor;
+      }),
+    };
+  }
+
+  /** The agent with its ancestors' rows (one more statement for a delegate), as the spending policy reads it. */
+  async withAncestors<R extends store.AgentRow>(db: Queryable, row: R): Promise<R & { ancestors: store.AgentRow[] }> {
+    if (row.ancestor_ids.length === 0) return { ...row, ancestors: [] };
+    return this.spendingChainOf(row, new Map((await store.findAgents(db, row.ancestor_ids)).map((ancestor) => [ancestor.id, ancestor])));
+  }
+
+  /**
+   * The agent and the delegates below it, shallowest first, each with its budgets' usage now (a parent's
+   * budgets count its subtree's holds), at most DELEGATES_READ_MAX agents (`truncated` beyond).
+   */
+  async delegateTree(db: Queryable, row: store.AgentRow): Promise<DelegateTree> {
+    const rows = await store.findSubtree(db, row.id, DELEGATES_READ_MAX);
+    const shown = rows.slice(0, DELEGATES_READ_MAX);
+    const usage = await this.budgetUsages(db, shown);
+    return { agentId: row.id, nodes: shown.map((node) => ({ agent: toAgent(node), usage: usage.get(node.id)! })), truncated: rows.length > DELEGATES_READ_MAX };
+  }
+
+  /**
+   * The agent if `principal` may read its subtree: its owner, the agent itself, or one of its ancestors (an
+   * agent reads its own subtree); anyone else gets 404.
+   */
+  async subtreeReader(db: Queryable, principal: Actor, agentId: string): Promise<store.AgentWithOwnerRow> {
+    const row = await store.findAgent(db, agentId);
+    const below = principal.kind === 'agent' && row !== undefined && row.ancestor_ids.includes(principal.agentId!);
+    if (row && below) return row;
+    return this.reachable(row, principal, agentId);
+  }
+
+  /**
+   * Locks a delegate's subtree to retire it (with its ancestors' rows, in one sorted statement: the order a
+   * hold of any of them takes). The owner only: an agent cannot retire itself or its delegates. A root is
+   * frozen, not retired (409): its lots have nowhere to return to.
+   */
+  async lockSubtreeToRetire(tx: Tx, principal: Actor, agentId: string): Promise<store.AgentRow[]> {
+    if (principal.kind === 'agent') throw new ApiError('forbidden', { detail: 'only the owner retires a delegate' });
+    const row = this.reachable(await store.findAgent(tx, agentId), principal, agentId);
+    if (row.parent_id === null) throw new ApiError('conflict', { detail: `agent ${row.id} is not a delegate; freeze it instead (POST /v1/owner/agents/${row.id}/freeze)` });
+    const locked = await store.lockSubtree(tx, row.id, row.ancestor_ids);
+    return locked.filter((agent) => agent.id === row.id || agent.ancestor_ids.includes(row.id));
+  }
+
+  /** Marks a locked subtree retired (those not retired yet); answers the subtree's top agent as it now reads. */
+  async markRetired(tx: Tx, subtree: readonly store.AgentRow[], agentId: string): Promise<Agent> {
+    await store.markRetired(tx, subtree.map((agent) => agent.id), this.gateway.clock.nowS());
+    return toAgent((await store.findAgent(tx, agentId))!);
   }
 
   /**
@@ -337,7 +522,9 @@ export class AgentService {
           periodS: caps.periodS ?? rules.caps.periodS,
         },
       };
-      row = await this.writeMandate(tx, row, checkedRules(patched, this.serviceIds), principalScope(principal as Principal));
+      const checked = checkedRules(patched, this.serviceIds);
+      await this.checkWithinParent(tx, row, checked);
+      row = await this.writeMandate(tx, row, checked, principalScope(principal as Principal));
     }
     return toAgent(
       await store.updateAgent(tx, {

@@ -26,6 +26,11 @@ export interface AgentRow {
   mandate_version: number;
   mandate_hash: string | null;
   mandate_rules: Partial<ExtendedRules>;
+  /** The delegate's parent (null for a root), and every ancestor, root first: written at creation, never changed. */
+  parent_id: string | null;
+  ancestor_ids: string[];
+  /** When the agent was retired (with its subtree); null while not. */
+  retired_at_s: bigint | null;
 }
 
 export interface AgentWithOwnerRow extends AgentRow {
@@ -61,12 +66,6 @@ export async function lockAgent(tx: Tx, agentId: string): Promise<AgentRow | und
   return rows[0];
 }
 
-/** Locks several agent rows in one fixed order (sorted ids), so two batches cannot deadlock on them. */
-export async function lockAgents(tx: Tx, agentIds: readonly string[]): Promise<AgentRow[]> {
-  if (agentIds.length === 0) return [];
-  const { rows } = await tx.query<AgentRow>('SELECT * FROM agents WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [[...agentIds]]);
-  return rows;
-}
 
 /** The agent and every agent below it in its delegation tree, sorted (the GIN index on ancestor_ids finds them). */
 export async function subtreeIds(db: Queryable, agentId: string): Promise<string[]> {
@@ -81,20 +80,62 @@ export async function subtreeIds(db: Queryable, agentId: string): Promise<string
 export async function insertAgent(db: Queryable, agent: NewAgentRow): Promise<AgentRow | undefined> {
   const { rows } = await db.query<AgentRow>(
     `INSERT INTO agents (id, owner_id, name, identity_issuer, identity_subject, status, allowed_services, allowed_categories,
-       inbox_allowlist, cap_period_s, profile_name, profile_preset, profile_color, avatar_upload_id, created_at_s, updated_at_s)
-     VALUES ($1, $2, $3, $4, $5, $6, '[]', '[]', $7, $8, $9, $10, $11, $12, $13, $14)
+       inbox_allowlist, cap_period_s, profile_name, profile_preset, profile_color, avatar_upload_id, created_at_s, updated_at_s, parent_id, ancestor_ids)
+     VALUES ($1, $2, $3, $4, $5, $6, '[]', '[]', $7, $8, $9, $10, $11, $12, $13, $14, $15, $16::text[])
      ON CONFLICT (identity_issuer, identity_subject) DO NOTHING
      RETURNING *`,
     [
       agent.id, agent.owner_id, agent.name, agent.identity_issuer, agent.identity_subject, agent.status, JSON.stringify(agent.inbox_allowlist),
       CAP_PERIOD_S_DEFAULT, agent.profile_name, agent.profile_preset, agent.profile_color, agent.avatar_upload_id, agent.created_at_s, agent.updated_at_s,
+      agent.parent_id, agent.ancestor_ids,
     ],
   );
   return rows[0];
 }
 
 /** What registration writes of an agent; its spending policy is the mandate's. */
-export type NewAgentRow = Omit<AgentRow, 'allowed_services' | 'allowed_categories' | 'cap_per_hold_uc' | 'cap_per_period_uc' | 'cap_period_s' | 'mandate_version' | 'mandate_hash' | 'mandate_rules'>;
+export type NewAgentRow = Omit<
+  AgentRow,
+  'allowed_services' | 'allowed_categories' | 'cap_per_hold_uc' | 'cap_per_period_uc' | 'cap_period_s' | 'mandate_version' | 'mandate_hash' | 'mandate_rules' | 'retired_at_s'
+>;
+
+/** The agent and every delegate below it, shallowest first (the ancestors index), at most `limit` + 1 rows. */
+export async function findSubtree(db: Queryable, agentId: string, limit: number): Promise<AgentRow[]> {
+  const { rows } = await db.query<AgentRow>(
+    'SELECT * FROM agents WHERE id = $1 OR $1 = ANY(ancestor_ids) ORDER BY cardinality(ancestor_ids), seq LIMIT $2',
+    [agentId, limit + 1],
+  );
+  return rows;
+}
+
+/**
+ * Locks the agent, every delegate below it and the given ancestors of it in one statement, in sorted id order
+ * (the order every agent lock takes).
+ */
+export async function lockSubtree(tx: Tx, agentId: string, ancestorIds: readonly string[]): Promise<AgentRow[]> {
+  const { rows } = await tx.query<AgentRow>('SELECT * FROM agents WHERE id = $1 OR $1 = ANY(ancestor_ids) OR id = ANY($2::text[]) ORDER BY id FOR UPDATE', [agentId, [...ancestorIds]]);
+  return rows;
+}
+
+/**
+ * Locks several agents' rows and all their ancestors' in one statement, in sorted id order. The ancestors are
+ * found without a lock: `ancestor_ids` never changes once written.
+ */
+export async function lockAgentsWithAncestors(tx: Tx, agentIds: readonly string[]): Promise<AgentRow[]> {
+  if (agentIds.length === 0) return [];
+  const { rows } = await tx.query<AgentRow>(
+    `SELECT * FROM agents
+      WHERE id = ANY($1::text[]) OR id IN (SELECT unnest(ancestor_ids) FROM agents WHERE id = ANY($1::text[]))
+      ORDER BY id FOR UPDATE`,
+    [[...agentIds]],
+  );
+  return rows;
+}
+
+/** Marks agents retired at `atS` (those not retired already), the caller holding their row locks. */
+export async function markRetired(tx: Tx, agentIds: readonly string[], atS: number): Promise<void> {
+  await tx.query('UPDATE agents SET retired_at_s = $2, updated_at_s = $2 WHERE id = ANY($1::text[]) AND retired_at_s IS NULL', [[...agentIds], atS]);
+}
 
 /** Changes what is not spending policy (name, status, inbox allowlist, profile); the policy is `writeMandate`'s. */
 export async function updateAgent(db: Queryable, agent: AgentRow): Promise<AgentRow> {
@@ -126,8 +167,8 @@ export interface MandateVersionRow {
  * the agent's row lock and passes the next version number.
  */
 export async function writeMandate(tx: Tx, version: MandateVersionRow, rules: MandateRules, updatedAtS: bigint): Promise<AgentRow> {
-  const { budgets, merchants, approvalAboveUc, notBefore, notAfter, timeZone, alertThresholds } = rules;
-  const extended: ExtendedRules = { budgets, merchants, approvalAboveUc, notBefore, notAfter, timeZone, alertThresholds };
+  const { budgets, merchants, approvalAboveUc, notBefore, notAfter, timeZone, alertThresholds, delegation } = rules;
+  const extended: ExtendedRules = { budgets, merchants, approvalAboveUc, notBefore, notAfter, timeZone, alertThresholds, delegation };
   const { rows } = await tx.query<AgentRow>(
     `WITH kept AS (
        INSERT INTO mandate_versions (agent_id, version, hash, document, created_at_s, created_by) VALUES ($1, $2, $3, $4, $5, $6) RETURNING agent_id

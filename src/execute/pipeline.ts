@@ -212,7 +212,8 @@ export class ExecutionPipeline {
     if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
     const service = this.deps.connectors.catalogue.find(request.serviceId);
     if (!service) throw new ApiError('invalid_input', { detail: `unknown service "${request.serviceId}"` });
-    clearAgent(agent, { category: service.category, serviceId: service.id }, this.gateway.clock.nowS());
+    // A delegate is cleared under its ancestors' mandates and status too (a frozen ancestor freezes it).
+    clearAgent(await this.deps.identity.withAncestors(db, agent), { category: service.category, serviceId: service.id }, this.gateway.clock.nowS());
     const connections = this.connections.get(service.id);
     const facts: ExecutionFacts<unknown> = {
       agentId: agent.id,

@@ -47,6 +47,12 @@ export const RedemptionSchema = Type.Object(
 export const BalanceSchema = Type.Object(
   {
     agentId: Type.String(),
+    fundedBy: Type.Optional(
+      Type.String({
+        description:
+          "a delegate's balance only: a delegate owns no lots, so this names the root agent of its tree, whose lots fund it; every figure here is that root's pool, shared by the whole tree (what the delegate itself may still spend is its budgets' remainingUc). Absent for a root",
+      }),
+    ),
     availableUc: Microcredits('spendable now'),
     heldUc: Microcredits('reserved by open holds'),
     capturedUc: Microcredits('spent'),

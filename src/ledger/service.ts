@@ -1,6 +1,7 @@
 // The credit ledger. Money is never created, lost or spent twice:
-//   - a hold locks the agent row (the per-agent mutex), then the agent's lots in one fixed order, and
-//     takes credit from them in burn-down order, recording one allocation per lot;
+//   - a hold locks the agent's row and its ancestors' (the per-agent mutex; a delegate's tree shares its
+//     root's), then the lots of its payer (the root of its tree: a delegate owns no lots) in one fixed
+//     order, and takes credit from them in burn-down order, recording one allocation per lot;
 //   - a hold resolves at most once (held → captured | released | expired); capture posts up to the held
 //     amount and returns the remainder to the same lots in the same transaction;
 //   - expiry is a deadline: at or after expiresAt a hold can no longer be captured or released, whether
@@ -92,6 +93,8 @@ export interface Lot {
 
 export interface Balance {
   agentId: string;
+  /** A delegate owns no lots: the root agent whose lots fund it, and whose balance this is (absent for a root). */
+  fundedBy?: string;
   /** Spendable now: the remainder of every lot that has not expired. */
   availableUc: string;
   heldUc: string;
@@ -194,12 +197,30 @@ function toLot(row: store.LotRow, nowS: number): Lot {
   };
 }
 
-/** What one pass has taken for one agent so far: its allocations (not yet written), their sum, the budgets counted. */
+/**
+ * What one pass has taken so far, per agent: as a payer (a root), the allocations from its lots (not yet
+ * written) and whether its overdue holds were reclaimed; as a budget owner, the sum of its own holds (its
+ * rolling cap) and the charges on its budgets (its own holds' and its delegates').
+ */
 interface Taken {
   allocations: Array<{ lotId: string; amountUc: bigint }>;
   amountUc: bigint;
-  charges: BudgetCharge[];
+  /** Each hold's charges on the agent's budgets, with that hold's amount. */
+  charged: Array<{ charges: BudgetCharge[]; amountUc: bigint }>;
   reclaimed: boolean;
+}
+
+/** An agent's usage read afresh, with what the pass took: its own holds' sum (its rolling cap) and each charge on its budgets. */
+function withTaken(usage: Usage, taken: Taken): Usage {
+  return taken.charged.reduce((sum, { charges, amountUc }) => afterTaking(sum, amountUc, charges, 0n), afterTaking(usage, 0n, [], taken.amountUc));
+}
+
+/** A requester of the pass with its ancestors' rows, root first (the spending policy's chain). */
+type ChainRow = AgentRow & { ancestors: AgentRow[] };
+
+/** The agent whose lots fund an agent's holds: the root of its tree. */
+function payerOf(agent: Pick<AgentRow, 'id' | 'ancestor_ids'>): string {
+  return agent.ancestor_ids[0] ?? agent.id;
 }
 
 /** The owner's `budget.threshold` event: a budget crossed one of the mandate's alert thresholds in its period. */
@@ -219,14 +240,14 @@ function budgetAlert(agent: AgentRow, charge: BudgetCharge, thresholdPct: number
 /** The state of one holdMany pass, shared by its holds in order. */
 interface HoldPass {
   nowS: number;
-  /** Each locked agent's spendable lots, less what this pass has taken. */
+  /** Each payer's spendable lots, less what this pass has taken. */
   lots: Map<string, store.LotRow[]>;
-  /** Each locked agent's usage, as the spending policy counts it, with what this pass has taken. */
+  /** Each locked agent's usage (requesters and ancestors), as the spending policy counts it, with what this pass has taken. */
   usage: Map<string, Usage>;
   /** Budget alerts the pass's holds announce: the owner's `budget.threshold` events. */
   alerts: OwnerEventInput[];
   takenBy(agentId: string): Taken;
-  reclaimDue(agent: AgentRow): Promise<boolean>;
+  reclaimDue(payerId: string): Promise<boolean>;
 }
 
 /** A capture or release of one hold, by its merchant (or by anyone, when merchantId is absent). */
@@ -289,6 +310,19 @@ function settlementJournal(settlement: store.Settlement): BalancedJournal {
   return balancedEntries(`${settlement.holdId}:${kind}`, kind, lines);
 }
 
+/**
+ * Credit is granted to a tree's root: a delegate owns no lots (it spends its root's), so a grant or a top-up
+ * addressed to it is refused (409 conflict naming the root, `reason` delegate_has_no_lots).
+ */
+export function refuseDelegate(agent: Pick<AgentRow, 'id' | 'ancestor_ids'>): void {
+  const rootId = agent.ancestor_ids[0];
+  if (rootId === undefined) return;
+  throw new ApiError('conflict', {
+    detail: `agent ${agent.id} is a delegate: it spends the credit of its root agent ${rootId}; credit ${rootId} instead`,
+    extra: { reason: 'delegate_has_no_lots', rootAgentId: rootId },
+  });
+}
+
 export class LedgerService {
   constructor(
     private readonly gateway: Gateway,
@@ -303,6 +337,7 @@ export class LedgerService {
     if (request.amountUc <= 0n) throw new ApiError('invalid_input', { detail: 'a grant must be a positive amount' });
     const agent = await this.identity.agentRow(tx, request.agentId);
     if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
+    refuseDelegate(agent);
     const nowS = this.nowS();
     if (request.expiresAtS != null && request.expiresAtS <= nowS) {
       throw new ApiError('invalid_input', { detail: 'expiresAt must be in the future' });
@@ -339,46 +374,55 @@ export class LedgerService {
   /**
    * Takes many holds in one pass (group commit), each answered exactly as if they were taken one by one in
    * this order: a refused one (FROZEN, SCOPE_FORBIDDEN, CAP_EXCEEDED, INSUFFICIENT_CREDITS, not_found,
-   * invalid_input) fails alone, and a later hold of the same agent sees what the earlier ones took, so
-   * nothing can overspend. A few statements whatever the number of holds: the agents' rows locked in sorted
-   * order (the per-agent mutex), their spendable lots locked, their usage read (src/policy, only when an
-   * agent has a period cap); the spending policy and allocation in memory; then one statement writes every
-   * hold, allocation, debit, balanced journal and running total, and one every `redemption.held` event. Only when a hold would be refused and its agent
-   * has holds past their deadline are those reclaimed first (as the one-by-one path does).
+   * invalid_input) fails alone, and a later hold of the same agent, or of an agent sharing an ancestor, sees
+   * what the earlier ones took, so nothing can overspend. A few statements whatever the number of holds: the
+   * rows of the requesters and all their ancestors locked in one sorted statement (the per-agent mutex), the
+   * payers' spendable lots locked, every locked agent's usage read (src/policy); the spending policy over
+   * each chain and the allocation in memory; then one statement writes every hold, allocation, debit,
+   * balanced journal, running total and budget charge (the agent's and each ancestor's), and one every
+   * `redemption.held` event. Only when a hold would be refused and its tree has holds past their deadline
+   * are those reclaimed first (as the one-by-one path does).
    */
   async holdMany(tx: Tx, requests: readonly HoldRequest[]): Promise<Array<Settled<Redemption>>> {
     const nowS = this.nowS();
     const outcomes: Array<Settled<Redemption>> = [];
     const candidates = requests.filter((request) => request.amountUc > 0n);
-    const agents = await this.identity.lockAgents(tx, [...new Set(candidates.map((request) => request.agentId))].sort());
-    const read = await store.lockSpendableLotsOf(tx, [...agents.keys()], nowS, budgetPeriodsOf([...agents.values()], nowS));
+    // The requesters and all their ancestors, locked in one sorted statement; then the payers' (roots') lots, with
+    // every agent's budget totals in the same statement.
+    const agents = await this.identity.lockWithAncestors(tx, [...new Set(candidates.map((request) => request.agentId))]);
+    const payerIds = [...new Set([...agents.values()].map(payerOf))].sort();
+    const read = await store.lockSpendableLotsOf(tx, payerIds, nowS, budgetPeriodsOf([...agents.values()], nowS));
     const lots = read.lots;
     const usage = await usageOf(tx, [...agents.values()], nowS, read.budgets);
     const alerts: OwnerEventInput[] = [];
-    // What this pass has taken so far, per agent: its allocations (not yet written) and their sum.
     const taken = new Map<string, Taken>();
     const takenBy = (agentId: string) => {
       let entry = taken.get(agentId);
-      if (!entry) taken.set(agentId, (entry = { allocations: [], amountUc: 0n, charges: [], reclaimed: false }));
+      if (!entry) taken.set(agentId, (entry = { allocations: [], amountUc: 0n, charged: [], reclaimed: false }));
       return entry;
     };
-    // Holds past their deadline still count until reclaimed; reclaim an agent's (in this transaction) only
-    // when they could change an answer, then read its lots and usage again, with what this pass took.
-    const reclaimDue = async (agent: AgentRow): Promise<boolean> => {
-      const mine = takenBy(agent.id);
-      if (mine.reclaimed) return false;
-      mine.reclaimed = true;
-      if ((await this.settleDueOf(tx, agent.id)) === 0) return false;
-      const again = await store.lockSpendableLotsOf(tx, [agent.id], nowS, budgetPeriodsOf([agent], nowS));
-      lots.set(agent.id, store.lessTaken(again.lots.get(agent.id)!, mine.allocations));
-      usage.set(agent.id, afterTaking((await usageOf(tx, [agent], nowS, again.budgets)).get(agent.id)!, mine.amountUc, mine.charges));
+    // Holds past their deadline still count until reclaimed; reclaim a payer's tree's (in this transaction)
+    // only when they could change an answer, then read its lots and its agents' usage again, with what this
+    // pass took.
+    const reclaimDue = async (payerId: string): Promise<boolean> => {
+      const pool = takenBy(payerId);
+      if (pool.reclaimed) return false;
+      pool.reclaimed = true;
+      if ((await this.settleDueOf(tx, payerId)) === 0) return false;
+      const tree = [...agents.values()].filter((agent) => payerOf(agent) === payerId);
+      const again = await store.lockSpendableLotsOf(tx, [payerId], nowS, budgetPeriodsOf(tree, nowS));
+      lots.set(payerId, store.lessTaken(again.lots.get(payerId)!, pool.allocations));
+      const fresh = await usageOf(tx, tree, nowS, again.budgets);
+      for (const agent of tree) usage.set(agent.id, withTaken(fresh.get(agent.id)!, takenBy(agent.id)));
       return true;
     };
     const recorded: Array<store.NewHold & { redemption: Redemption }> = [];
     const charges: BudgetChargeRow[] = [];
     for (const request of requests) {
       try {
-        const { hold, allocations, charged } = await this.takeOne(request, agents.get(request.agentId), { nowS, lots, usage, alerts, takenBy, reclaimDue });
+        const row = agents.get(request.agentId);
+        const agent = row && this.identity.spendingChainOf(row, agents);
+        const { hold, allocations, charged } = await this.takeOne(request, agent, { nowS, lots, usage, alerts, takenBy, reclaimDue });
         const redemption = toRedemption(hold, allocations.map((a, position) => ({ hold_id: hold.id, lot_id: a.lotId, position, amount_uc: a.amountUc, captured_uc: 0n })), [], nowS);
         if (request.sign) hold.voucher = await request.sign(redemption, { version: hold.mandate_version ?? 0, hash: hold.mandate_hash });
         recorded.push({ hold, allocations, redemption });
@@ -396,40 +440,52 @@ export class LedgerService {
     return outcomes;
   }
 
-  /** One hold of a pass: the one-by-one rules against the pass's state; takes its credit in memory. */
-  private async takeOne(request: HoldRequest, agent: AgentRow | undefined, pass: HoldPass): Promise<store.NewHold & { charged: BudgetChargeRow[] }> {
+  /**
+   * One hold of a pass: the one-by-one rules against the pass's state; takes its credit from its payer's lots
+   * in memory and charges every applicable budget of the agent and of each ancestor.
+   */
+  private async takeOne(request: HoldRequest, agent: ChainRow | undefined, pass: HoldPass): Promise<store.NewHold & { charged: BudgetChargeRow[] }> {
     if (request.amountUc <= 0n) throw new ApiError('invalid_input', { detail: 'a hold must be for a positive amount' });
     if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
-    // The spending policy (the agent's mandate), against its usage with what this pass took; holds past their
-    // deadline still count until reclaimed, so a period cap or a budget is asked again after reclaiming them.
+    const payerId = payerOf(agent);
+    // The spending policy (the mandates of the agent and its ancestors), against their usage with what this
+    // pass took; holds past their deadline still count until reclaimed, so a period cap or a budget is asked
+    // again after reclaiming them.
     const target = { category: request.category, serviceId: request.serviceId, merchant: request.merchant };
-    const spend = () => ({ ...target, atS: pass.nowS, take: { amountUc: request.amountUc, usage: pass.usage.get(agent.id)!, approved: request.approved } });
+    const spend = () => ({ ...target, atS: pass.nowS, take: { amountUc: request.amountUc, usage: pass.usage.get(agent.id)!, ancestorUsage: pass.usage, approved: request.approved } });
     let refusal = spendingRefusal(agent, spend());
-    if ((refusal?.rule === 'periodCap' || refusal?.rule === 'budget') && (await pass.reclaimDue(agent))) refusal = spendingRefusal(agent, spend());
+    if ((refusal?.rule === 'periodCap' || refusal?.rule === 'budget') && (await pass.reclaimDue(payerId))) refusal = spendingRefusal(agent, spend());
     if (refusal) throw refusal.error;
-    const mine = pass.takenBy(agent.id);
-    let allocations = this.allocate(pass.lots.get(agent.id)!, request.amountUc);
-    if (!allocations && (await pass.reclaimDue(agent))) allocations = this.allocate(pass.lots.get(agent.id)!, request.amountUc);
+    let allocations = this.allocate(pass.lots.get(payerId)!, request.amountUc);
+    if (!allocations && (await pass.reclaimDue(payerId))) allocations = this.allocate(pass.lots.get(payerId)!, request.amountUc);
     if (!allocations) {
-      throw new ApiError('INSUFFICIENT_CREDITS', { detail: `the agent's available credit does not cover ${request.amountUc} µc` });
+      const funded = payerId === agent.id ? "the agent's available credit" : `the available credit of its root agent ${payerId}, which funds it,`;
+      throw new ApiError('INSUFFICIENT_CREDITS', { detail: `${funded} does not cover ${request.amountUc} µc` });
     }
     const holdId = newId('hold');
-    const before = pass.usage.get(agent.id)!;
-    const budgetCharges = chargesOf(agent, target, pass.nowS);
-    const charged = budgetCharges.map((charge): BudgetChargeRow => {
-      const spent = before.budgets.get(charge.budget.id) ?? { spentUc: 0n, alertedPct: 0 };
-      const crossed = thresholdsCrossed(agent, charge, spent, spent.spentUc + request.amountUc);
-      for (const thresholdPct of crossed) pass.alerts.push(budgetAlert(agent, charge, thresholdPct, spent.spentUc + request.amountUc));
-      return { holdId, agentId: agent.id, budgetId: charge.budget.id, periodStartS: charge.periodStartS, amountUc: request.amountUc, alertedPct: Math.max(0, ...crossed) };
-    });
-    pass.lots.set(agent.id, store.lessTaken(pass.lots.get(agent.id)!, allocations));
-    mine.allocations.push(...allocations);
-    mine.amountUc += request.amountUc;
-    mine.charges.push(...budgetCharges);
-    pass.usage.set(agent.id, afterTaking(before, request.amountUc, budgetCharges));
+    const charged: BudgetChargeRow[] = [];
+    for (const member of [agent, ...agent.ancestors]) {
+      const before = pass.usage.get(member.id)!;
+      const memberCharges = chargesOf(member, target, pass.nowS);
+      for (const charge of memberCharges) {
+        const spent = before.budgets.get(charge.budget.id) ?? { spentUc: 0n, alertedPct: 0 };
+        const crossed = thresholdsCrossed(member, charge, spent, spent.spentUc + request.amountUc);
+        for (const thresholdPct of crossed) pass.alerts.push(budgetAlert(member, charge, thresholdPct, spent.spentUc + request.amountUc));
+        charged.push({ holdId, agentId: member.id, budgetId: charge.budget.id, periodStartS: charge.periodStartS, amountUc: request.amountUc, alertedPct: Math.max(0, ...crossed) });
+      }
+      // Only the agent's own holds count in its rolling cap; every member's budgets count this hold.
+      const ownUc = member === agent ? request.amountUc : 0n;
+      pass.usage.set(member.id, afterTaking(before, request.amountUc, memberCharges, ownUc));
+      const mine = pass.takenBy(member.id);
+      mine.amountUc += ownUc;
+      mine.charged.push({ charges: memberCharges, amountUc: request.amountUc });
+    }
+    pass.lots.set(payerId, store.lessTaken(pass.lots.get(payerId)!, allocations));
+    pass.takenBy(payerId).allocations.push(...allocations);
     const hold: store.HoldRow = {
       id: holdId,
       agent_id: agent.id,
+      payer_id: payerId,
       acceptor_id: request.acceptorId,
       merchant_id: request.merchantId,
       offer_id: request.offerId,
@@ -465,9 +521,9 @@ export class LedgerService {
     return neededUc === 0n ? allocations : undefined;
   }
 
-  /** Expires, inside the caller's transaction, the agent's holds whose deadline has passed. */
-  private async settleDueOf(tx: Tx, agentId: string): Promise<number> {
-    const ids = await store.dueHoldIds(tx, this.nowS(), { agentId, limit: SWEEP_BATCH_MAX });
+  /** Expires, inside the caller's transaction, the holds funded by `payerId` whose deadline has passed. */
+  private async settleDueOf(tx: Tx, payerId: string): Promise<number> {
+    const ids = await store.dueHoldIds(tx, this.nowS(), { payerId, limit: SWEEP_BATCH_MAX });
     for (const id of ids) {
       const hold = await store.lockHold(tx, id);
       if (hold?.state === 'held') await this.settle(tx, hold, 'expired', 0n);
@@ -582,17 +638,27 @@ export class LedgerService {
    * is reclaimed as expired instead (its voucher is dead already) and is not among the answer.
    */
   async revokeHolds(tx: Tx, agentIds: readonly string[], reason: string): Promise<RevokedHold[]> {
-    // Locked first, so a hold resolved meanwhile by its merchant is left out, not counted as this release.
+    const released = await this.releaseHeldOf(tx, agentIds);
+    const revoked = new Set(await store.markRevoked(tx, released.map(({ redemption }) => redemption.id), reason, this.nowS()));
+    if (revoked.size !== released.length) throw new Error(`ledger invariant: ${released.length} holds released for revocation, ${revoked.size} marked revoked`);
+    return released;
+  }
+
+  /**
+   * The one way a freeze or a retirement releases an agent's outstanding holds: locked first, so a hold its
+   * merchant resolved meanwhile is left out (not counted as this release), then released through
+   * resolveMany (credit back to its lots, budgets given back, `redemption.released` to its merchant). A hold
+   * found past its deadline is reclaimed as expired instead and is not among the answer.
+   */
+  private async releaseHeldOf(tx: Tx, agentIds: readonly string[]): Promise<RevokedHold[]> {
     const locked = await store.lockHolds(tx, await store.heldHoldIdsOf(tx, agentIds));
     const held = [...locked.values()].filter((hold) => hold.state === 'held');
     const outcomes = await this.resolveMany(tx, held.map(({ id }) => ({ action: 'release' as const, holdId: id })));
     const released: Redemption[] = [];
     for (const outcome of outcomes) {
-      if (outcome.ok) released.push(outcome.value);
-      else if (!(outcome.error instanceof ApiError && outcome.error.code === 'hold_resolved')) throw outcome.error;
+      if (outcome.ok && outcome.value.state === 'released') released.push(outcome.value);
+      else if (!outcome.ok && !(outcome.error instanceof ApiError && outcome.error.code === 'hold_resolved')) throw outcome.error;
     }
-    const revoked = new Set(await store.markRevoked(tx, released.map((redemption) => redemption.id), reason, this.nowS()));
-    if (revoked.size !== released.length) throw new Error(`ledger invariant: ${released.length} holds released for revocation, ${revoked.size} marked revoked`);
     const merchantOf = new Map(held.map((hold) => [hold.id, hold.merchant_id]));
     return released.map((redemption) => ({ redemption, merchantId: merchantOf.get(redemption.id)! }));
   }
@@ -634,7 +700,8 @@ export class LedgerService {
     const refundId = newId('rfd');
     const lot = await store.insertLot(tx, {
       id: newId('lot'),
-      agent_id: hold.agent_id,
+      // Back to the lots it came from: the payer's (a delegate's purchase was funded by its root).
+      agent_id: hold.payer_id,
       source: 'refund',
       source_ref: refundId,
       priority: Math.min(...sources.map((l) => l.priority)),
@@ -708,12 +775,19 @@ export class LedgerService {
     return redemptions;
   }
 
+  /** Releases every open hold of the given agents (a retirement), as a freeze releases them (`releaseHeldOf`). */
+  async releaseOpenHoldsOf(tx: Tx, agentIds: readonly string[]): Promise<{ releasedHolds: number; releasedUc: bigint }> {
+    const released = await this.releaseHeldOf(tx, agentIds);
+    return { releasedHolds: released.length, releasedUc: released.reduce((sumUc, { redemption }) => sumUc + BigInt(redemption.releasedUc), 0n) };
+  }
+
   /**
-   * Reclaims holds past their deadline (each in its own small transaction): for one hold, one agent, or
-   * a batch of everyone's. Safe to run from any number of instances at once.
+   * Reclaims holds past their deadline (each in its own small transaction): for one hold, one agent's tree
+   * (`agentId`: every hold its root funds, which the balance and the budgets of any agent of the tree count),
+   * or a batch of everyone's. Safe to run from any number of instances at once.
    */
   async expireDue(options: { agentId?: string; holdId?: string } = {}): Promise<number> {
-    const ids = await store.dueHoldIds(this.gateway.db, this.nowS(), { ...options, limit: SWEEP_BATCH_MAX });
+    const ids = await store.dueHoldIds(this.gateway.db, this.nowS(), { treeOf: options.agentId, holdId: options.holdId, limit: SWEEP_BATCH_MAX });
     let expired = 0;
     for (const id of ids) {
       expired += await this.gateway.db.transaction(async (tx) => {
@@ -735,6 +809,7 @@ export class LedgerService {
     const totals = await store.readBalance(db, agentId, this.nowS());
     return {
       agentId,
+      ...(totals.payer_id === agentId ? {} : { fundedBy: totals.payer_id }),
       availableUc: formatUc(totals.available_uc),
       heldUc: formatUc(totals.held_uc),
       capturedUc: formatUc(totals.captured_uc),

@@ -19,6 +19,8 @@ export interface LotRow {
 export interface HoldRow {
   id: string;
   agent_id: string;
+  /** The agent whose lots fund the hold (the root of agent_id's tree) and whose running totals count it. */
+  payer_id: string;
   acceptor_id: string;
   merchant_id: string | null;
   offer_id: string;
@@ -140,12 +142,18 @@ export function lessTaken(lots: readonly LotRow[], allocations: ReadonlyArray<{ 
   return lots.map((lot) => (takenUc.has(lot.id) ? { ...lot, remaining_uc: lot.remaining_uc - takenUc.get(lot.id)! } : lot));
 }
 
+/** The payer of an agent's holds, in SQL: the root of its tree (the agent itself for a root, or an unknown id). */
+const PAYER_OF_$1 = 'COALESCE((SELECT ancestor_ids[1] FROM agents WHERE id = $1), $1)';
+
+/** The lots that fund an agent (its root's, for a delegate), in burn-down order. */
 export async function listLots(db: Queryable, agentId: string): Promise<LotRow[]> {
-  const { rows } = await db.query<LotRow>('SELECT * FROM credit_lots WHERE agent_id = $1 ORDER BY priority, expires_at_s NULLS LAST, seq', [agentId]);
+  const { rows } = await db.query<LotRow>(`SELECT * FROM credit_lots WHERE agent_id = ${PAYER_OF_$1} ORDER BY priority, expires_at_s NULLS LAST, seq`, [agentId]);
   return rows;
 }
 
 export interface BalanceTotals {
+  /** Whose totals these are: the agent's root for a delegate, the agent itself otherwise. */
+  payer_id: string;
   available_uc: bigint;
   lapsed_uc: bigint;
   held_uc: bigint;
@@ -156,18 +164,20 @@ export interface BalanceTotals {
 
 /**
  * An agent's balance: its running totals, and what its lots with credit left hold now (available) or held
- * when they expired (lapsed). Reads one balance row and the lots with `remaining_uc > 0` (the burn-order
- * index), never the agent's holds.
+ * when they expired (lapsed); a delegate's are its root's. Reads the agent's row, one balance row and the
+ * lots with `remaining_uc > 0` (the burn-order index), never the agent's holds.
  */
 export async function readBalance(db: Queryable, agentId: string, nowS: number): Promise<BalanceTotals> {
   const { rows } = await db.query<BalanceTotals>(
-    `SELECT lots.available_uc, lots.lapsed_uc,
+    `WITH payer AS (SELECT ${PAYER_OF_$1} AS id)
+     SELECT payer.id AS payer_id, lots.available_uc, lots.lapsed_uc,
             COALESCE(b.held_uc, 0)::bigint AS held_uc, COALESCE(b.captured_uc, 0)::bigint AS captured_uc,
             COALESCE(b.granted_uc, 0)::bigint AS granted_uc, COALESCE(b.refunded_uc, 0)::bigint AS refunded_uc
        FROM (SELECT COALESCE(SUM(remaining_uc) FILTER (WHERE expires_at_s IS NULL OR expires_at_s > $2), 0)::bigint AS available_uc,
                     COALESCE(SUM(remaining_uc) FILTER (WHERE expires_at_s <= $2), 0)::bigint AS lapsed_uc
-               FROM credit_lots WHERE agent_id = $1 AND remaining_uc > 0) AS lots
-       LEFT JOIN agent_balances b ON b.agent_id = $1`,
+               FROM credit_lots WHERE agent_id = (SELECT id FROM payer) AND remaining_uc > 0) AS lots
+       CROSS JOIN payer
+       LEFT JOIN agent_balances b ON b.agent_id = payer.id`,
     [agentId, nowS],
   );
   return rows[0]!;
@@ -190,21 +200,21 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[], jour
   const allocations = holds.flatMap(({ hold, allocations }) => allocations.map((a, position) => ({ holdId: hold.id, lotId: a.lotId, position, amountUc: a.amountUc })));
   const createdAtS = holds[0]!.hold.created_at_s;
   if (holds.some(({ hold }) => hold.created_at_s !== createdAtS)) throw new Error('recordHolds: the holds of one call share one creation time');
-  const journaled = journalInsert(journal, Number(createdAtS), 19);
+  const journaled = journalInsert(journal, Number(createdAtS), 20);
   // Budget charges only when a hold counts in a budget: the statement of an agent without budgets is unchanged.
-  const budgets = charges.length === 0 ? undefined : budgetChargeParts(charges, { holds: 'new_holds', after: 'account' }, 19 + journaled.params.length);
+  const budgets = charges.length === 0 ? undefined : budgetChargeParts(charges, { holds: 'new_holds', after: 'account' }, 20 + journaled.params.length);
   const result = await db.query(
     `WITH h AS (
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[],
-                            $15::int[], $16::text[], $17::text[], $18::jsonb[])
+                            $15::int[], $16::text[], $17::text[], $18::jsonb[], $19::text[])
          WITH ORDINALITY AS h(id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, expires_at_s, refund_window_s,
-                              mandate_version, mandate_hash, voucher, offer_snapshot, position)
+                              mandate_version, mandate_hash, voucher, offer_snapshot, payer_id, position)
      ), alloc AS (
        SELECT * FROM unnest($10::text[], $11::text[], $12::int[], $13::bigint[]) AS a(hold_id, lot_id, position, amount_uc)
      ), new_holds AS (
-       INSERT INTO holds (id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, captured_uc, state, expires_at_s, created_at_s, refund_window_s,
+       INSERT INTO holds (id, agent_id, payer_id, acceptor_id, merchant_id, offer_id, category, amount_uc, captured_uc, state, expires_at_s, created_at_s, refund_window_s,
                           mandate_version, mandate_hash, voucher, offer_snapshot)
-       SELECT id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, 0, 'held', expires_at_s, $14, refund_window_s,
+       SELECT id, agent_id, payer_id, acceptor_id, merchant_id, offer_id, category, amount_uc, 0, 'held', expires_at_s, $14, refund_window_s,
               mandate_version, mandate_hash, voucher, offer_snapshot FROM h ORDER BY position
        RETURNING id
      ), allocations AS (
@@ -219,7 +229,7 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[], jour
        RETURNING 1
      ), account AS (
        INSERT INTO agent_balances (agent_id, held_uc)
-       SELECT agent_id, SUM(amount_uc)::bigint FROM h GROUP BY agent_id ORDER BY agent_id
+       SELECT payer_id, SUM(amount_uc)::bigint FROM h GROUP BY payer_id ORDER BY payer_id
        ON CONFLICT (agent_id) DO UPDATE SET held_uc = agent_balances.held_uc + EXCLUDED.held_uc
        RETURNING 1
      )${budgets ? `, ${budgets.sql}` : ''}
@@ -245,13 +255,14 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[], jour
       holds.map(({ hold }) => hold.mandate_hash),
       holds.map(({ hold }) => hold.voucher),
       holds.map(({ hold }) => (hold.offer_snapshot === null ? null : JSON.stringify(hold.offer_snapshot))),
+      holds.map(({ hold }) => hold.payer_id),
       ...journaled.params,
       ...(budgets?.params ?? []),
     ],
   );
   const counts = result.rows[0] as { held: bigint; debited: bigint; allocated: bigint; journaled: bigint; accounted: bigint; charged: bigint };
   const lots = BigInt(new Set(allocations.map((a) => a.lotId)).size);
-  const agents = BigInt(new Set(holds.map(({ hold }) => hold.agent_id)).size);
+  const agents = BigInt(new Set(holds.map(({ hold }) => hold.payer_id)).size);
   const expected = BigInt(allocations.length);
   if (
     counts.held !== BigInt(holds.length) ||
@@ -362,14 +373,14 @@ export async function recordSettlements(tx: Tx, settlements: readonly Settlement
        -- exists (the hold's creation made it), so each proposed row only carries what leaves held_uc;
        -- a row that was inserted instead (xmax 0) is not counted, and the check below fails.
        INSERT INTO agent_balances (agent_id, held_uc, captured_uc)
-       SELECT agent_id, SUM(amount_uc)::bigint, SUM(captured_uc)::bigint FROM resolved
+       SELECT payer_id, SUM(amount_uc)::bigint, SUM(captured_uc)::bigint FROM resolved
         WHERE (SELECT count(*) FROM returned) >= 0 AND (SELECT count(*) FROM earned) >= 0
-        GROUP BY agent_id ORDER BY agent_id
+        GROUP BY payer_id ORDER BY payer_id
        ON CONFLICT (agent_id) DO UPDATE
          SET held_uc = agent_balances.held_uc - EXCLUDED.held_uc, captured_uc = agent_balances.captured_uc + EXCLUDED.captured_uc
        RETURNING xmax::text <> '0' AS existed
      ), ${budgetGiveBackPart('SELECT id AS hold_id, amount_uc - captured_uc AS amount_uc FROM resolved', 'account')}
-     SELECT resolved.*, (SELECT count(*) FROM account WHERE existed) AS accounted, (SELECT count(DISTINCT agent_id) FROM resolved) AS agents,
+     SELECT resolved.*, (SELECT count(*) FROM account WHERE existed) AS accounted, (SELECT count(DISTINCT payer_id) FROM resolved) AS agents,
             (SELECT count(*) FROM journal) AS journaled, (SELECT count(*) FROM budget_given_back WHERE NOT existed) AS budget_inserted
        FROM resolved, (SELECT count(*) FROM captured) c`,
     [
@@ -391,21 +402,25 @@ export async function recordSettlements(tx: Tx, settlements: readonly Settlement
     throw new Error(`ledger invariant: holds ${settlements.filter((s) => !resolved.has(s.holdId)).map((s) => s.holdId).join(', ')} resolved twice`);
   }
   return rows.map(({ accounted, agents, journaled: journaledCount, budget_inserted: budgetInserted, ...hold }) => {
-    if (accounted !== agents) throw new Error(`ledger invariant: ${agents} agents' holds settled, ${accounted} balance rows updated`);
+    if (accounted !== agents) throw new Error(`ledger invariant: ${agents} payers' holds settled, ${accounted} balance rows updated`);
     if (journaledCount !== BigInt(journal.entries.length)) throw new Error(`ledger invariant: ${journal.entries.length} journal entries given, ${journaledCount} written`);
     if (budgetInserted !== 0n) throw new Error(`ledger invariant: a settled hold gave back to ${budgetInserted} budget periods it was never counted in`);
     return hold as HoldRow;
   });
 }
 
-/** Held holds of one agent (or of everyone) whose deadline has passed, oldest deadline first. */
-export async function dueHoldIds(db: Queryable, nowS: number, options: { agentId?: string; holdId?: string; limit: number }): Promise<string[]> {
+/**
+ * Held holds whose deadline has passed, oldest deadline first: those one payer funds (`payerId`), those of the
+ * tree an agent belongs to (`treeOf`: the holds its root funds), one hold, or everyone's.
+ */
+export async function dueHoldIds(db: Queryable, nowS: number, options: { payerId?: string; treeOf?: string; holdId?: string; limit: number }): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>(
     `SELECT id FROM holds
       WHERE state = 'held' AND expires_at_s <= $1
-        AND ($2::text IS NULL OR agent_id = $2) AND ($3::text IS NULL OR id = $3)
+        AND ($2::text IS NULL OR payer_id = $2) AND ($3::text IS NULL OR id = $3)
+        AND ($5::text IS NULL OR payer_id = (SELECT COALESCE(ancestor_ids[1], id) FROM agents WHERE id = $5))
       ORDER BY expires_at_s, seq LIMIT $4`,
-    [nowS, options.agentId ?? null, options.holdId ?? null, options.limit],
+    [nowS, options.payerId ?? null, options.holdId ?? null, options.limit, options.treeOf ?? null],
   );
   return rows.map((r) => r.id);
 }

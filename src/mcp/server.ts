@@ -178,15 +178,21 @@ function toolSchemas(services: ToolServices): (tool: ToolDefinition) => ToolSche
   };
 }
 
-function buildMcpServer(services: ToolServices, schemasOf: (tool: ToolDefinition) => ToolSchemas, principal: Principal, era: Era): McpServer {
+/**
+ * The server of one request: the principal's tools. A tool that `requires` delegation is listed for an agent
+ * only while its mandate allows delegates (one read, for agents only).
+ */
+async function buildMcpServer(services: ToolServices, schemasOf: (tool: ToolDefinition) => ToolSchemas, principal: Principal, era: Era): Promise<McpServer> {
   const server = new McpServer(MCP_SERVER_INFO, {
     instructions: INSTRUCTIONS,
     capabilities: { tools: { listChanged: false } },
     // The tool list depends on the credential: never share a cached copy across callers.
     cacheHints: { 'tools/list': { ttlMs: 0, cacheScope: 'private' }, 'server/discover': { ttlMs: 0, cacheScope: 'private' } },
   });
+  const delegating = principal.kind === 'agent' && (await services.mayDelegate(principal.agentId!));
   for (const tool of TOOLS) {
     if (!tool.kinds.includes(principal.kind)) continue;
+    if (tool.requires === 'delegation' && !delegating) continue;
     server.registerTool(
       tool.name,
       { title: tool.title, description: tool.description, inputSchema: schemasOf(tool).input, outputSchema: schemasOf(tool).output, annotations: tool.annotations },

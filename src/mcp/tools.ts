@@ -9,6 +9,7 @@ import type { ExecuteOperations } from '../execute/operations.ts';
 import type { ExecuteQueries } from '../execute/queries.ts';
 import type { AgentOperations } from '../agents/operations.ts';
 import type { AgentQueries } from '../agents/queries.ts';
+import type { DelegationOperations } from '../delegation/operations.ts';
 import type { IdentityQueries } from '../identity/queries.ts';
 import type { LedgerQueries } from '../ledger/queries.ts';
 import type { OfferQueries } from '../offers/queries.ts';
@@ -21,7 +22,8 @@ import type { VoucherOperations } from '../vouchers/operations.ts';
 export type McpOperations = Pick<VoucherOperations, 'mintVoucher'> &
   Pick<ExecuteOperations, 'executeService'> &
   Pick<AgentOperations, 'registerAgent' | 'updateAgent' | 'unfreezeAgent' | 'setMandate'> &
-  Pick<RevocationOperations, 'freezeAgent'>;
+  Pick<RevocationOperations, 'freezeAgent'> &
+  Pick<DelegationOperations, 'createDelegate'>;
 
 /** The queries the MCP face runs: the same objects as the HTTP routes'. */
 export type McpQueries = Pick<IdentityQueries, 'getMe'> &
@@ -36,6 +38,8 @@ export interface ToolServices {
   queries: McpQueries;
   /** Every named schema (`$id`) a tool's input or output refers to; tools carry none, so they are inlined. */
   schemas: readonly TSchema[];
+  /** Whether the agent's mandate in force allows it to register delegates (and it is not retired): who sees `requires: 'delegation'` tools. */
+  mayDelegate(agentId: string): Promise<boolean>;
 }
 
 interface ToolBase {
@@ -44,6 +48,8 @@ interface ToolBase {
   description: string;
   /** Who may call it; the tool list a principal sees holds only its own tools. */
   kinds: readonly PrincipalKind[];
+  /** Listed only for an agent whose mandate allows delegates (ToolServices.mayDelegate). */
+  requires?: 'delegation';
   annotations: ToolAnnotations;
 }
 
@@ -213,6 +219,20 @@ export const TOOLS: readonly ToolDefinition[] = [
     kinds: OWNER,
     annotations: { ...WRITE, destructiveHint: true },
     operation: 'setMandate',
+  },
+  {
+    name: 'create_delegate',
+    title: 'Register a delegate (a sub-agent)',
+    description:
+      'Registers a child agent under you (as POST /v1/agents/{id}/delegates; `id` is your own agent id, see whoami): same owner, its own ' +
+      "identity (`identity.subject` at your agent identity provider), and a `mandate` within yours (a member left out takes yours; delegation " +
+      "none). Its purchases draw on your tree's credit and count against your budgets too. Refused with invalid_input and a `reason`: " +
+      'budget_wider_than_parent, merchant_outside_parent, window_outside_parent, allowance_outside_parent, depth_exceeded, delegation_not_allowed. ' +
+      'Listed only while your mandate allows delegates. `idempotencyKey` is required: a retry MUST reuse the same key.',
+    kinds: AGENT,
+    requires: 'delegation',
+    annotations: WRITE,
+    operation: 'createDelegate',
   },
   {
     name: 'freeze_agent',

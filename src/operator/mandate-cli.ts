@@ -1,6 +1,7 @@
 // `acg agent mandate show|set`: an owner's scripts read and replace an agent's mandate on a running gateway,
 // through the owner routes every other client uses (GET and PUT /v1/owner/agents/{id}/mandate), and print
-// the mandate as JSON. A mandate is its owner's to set, never the operator's, so these commands present an
+// the mandate as JSON. `acg agent delegates list|create` read an agent's subtree and register a delegate
+// under a mandate within its parent's (GET /v1/owner/agents/{id}/delegates, POST /v1/agents/{id}/delegates). A mandate is its owner's to set, never the operator's, so these commands present an
 // owner credential: ACG_OWNER_TOKEN (a human session JWT of the human identity provider, or an OAuth access
 // token with scope svc:owner), or in dev mode, with the built-in dev issuer, a short session signed for
 // --owner-email (what `acg dev token human` mints). Each refusal is one line a person can act on.
@@ -167,5 +168,34 @@ export async function setMandate(config: Config, options: MandateCommandOptions 
   const credential = await ownerCredential(config, options);
   const answer = await call(config, credential, 'PUT', mandatePath(options.agentId), rules);
   if (answer.status !== 200) fail(refusal(config, credential, options, answer, where));
+  printJson(answer.body);
+}
+
+/** `acg agent delegates list <agentId>`: the agent and the delegates below it, each with its budgets' usage, as JSON. */
+export async function listDelegates(config: Config, options: MandateCommandOptions): Promise<void> {
+  const credential = await ownerCredential(config, options);
+  const answer = await call(config, credential, 'GET', `/v1/owner/agents/${encodeURIComponent(options.agentId)}/delegates`);
+  if (answer.status !== 200) fail(refusal(config, credential, options, answer));
+  printJson(answer.body);
+}
+
+/**
+ * `acg agent delegates create <parentId> --name <name> --subject <subject> [--file <mandate>]`: registers a
+ * delegate of the parent, with an identity at the parent's agent identity provider and the mandate of the file
+ * (a member left out takes the parent's), and prints it. A wider mandate is refused naming the rule.
+ */
+export async function createDelegate(config: Config, options: MandateCommandOptions & { name: string; subject: string; file?: string }): Promise<void> {
+  const where = options.file === undefined ? undefined : options.file === '-' ? 'standard input' : options.file;
+  const mandate = options.file === undefined ? undefined : rulesOf(await readMandateText(options.file), where!, options.agentId);
+  const credential = await ownerCredential(config, options);
+  const parent = await call(config, credential, 'GET', `/v1/owner/agents/${encodeURIComponent(options.agentId)}`);
+  if (parent.status !== 200) fail(refusal(config, credential, options, parent));
+  const issuer = (parent.body as { identity: { issuer: string } }).identity.issuer;
+  const body = { name: options.name, identity: { issuer, subject: options.subject }, ...(mandate ? { mandate } : {}) };
+  const answer = await call(config, credential, 'POST', `/v1/agents/${encodeURIComponent(options.agentId)}/delegates`, body);
+  if (answer.status !== 201) {
+    const reason = (answer.body as { reason?: string }).reason;
+    fail(answer.status === 400 && reason ? `the gateway refused the delegate (${reason}): ${describeProblem(answer)}` : refusal(config, credential, options, answer, where));
+  }
   printJson(answer.body);
 }

@@ -21,7 +21,7 @@ import { emitEvent } from '../events/outbox.ts';
 import type { ExecuteService } from '../execute/service.ts';
 import { actsFor, type Actor } from '../agents/acting.ts';
 import type { AgentService } from '../agents/service.ts';
-import type { LedgerService } from '../ledger/service.ts';
+import { refuseDelegate, type LedgerService } from '../ledger/service.ts';
 import type { ApprovalRequest, HumanApprover, PendingApproval, PendingPurchase, PurchaseAnswer, PurchaseApprovalRequest, PurchaseApprover, PurchaseCheck } from '../platform/approvals.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -167,6 +167,8 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
   /** Which agent is topped up, checked before the Idempotency-Key is claimed: the acting-for rule (agents/acting.ts). */
   async authorize(caller: Actor, agentId: string): Promise<{ agentId: string; ownerId: string }> {
     const agent = await this.deps.identity.actingAgent(this.gateway.db, caller, agentId);
+    // A delegate spends its root's lots: credit is bought for the root, refused here before anything is paid.
+    refuseDelegate(agent);
     return { agentId: agent.id, ownerId: agent.owner_id };
   }
 
@@ -249,6 +251,8 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
     const { subject } = request;
     let row = await store.findPendingForIntent(db, subject.id);
     if (!row) {
+      const agent = await this.deps.identity.agentRow(db, request.agentId);
+      if (agent) refuseDelegate(agent);
       const priceCents = Number((request.amountUc + UC_PER_USD_CENT - 1n) / UC_PER_USD_CENT);
       const amountUsdCents = Math.min(TOPUP_AMOUNT_USD_CENTS_MAX, Math.max(AUTOMATIC_TOPUP_USD_CENTS, priceCents));
       const { intent } = subject;

@@ -17,6 +17,8 @@ export const ALERT_THRESHOLDS_MAX = 5;
 export const TIME_ZONE_DEFAULT = 'UTC';
 /** Today's default period for the legacy rolling cap (`caps.periodS`). */
 export const CAP_PERIOD_S_DEFAULT = 86_400;
+/** The most levels of delegates a mandate may allow below its agent (and so the deepest a tree can be). */
+export const DELEGATION_DEPTH_MAX = 8;
 
 /** One budget: at most `limitUc` per period, over all spending or one merchant, category or built-in service. */
 export interface Budget {
@@ -35,6 +37,15 @@ export interface MerchantRules {
   deny: string[];
 }
 
+/**
+ * Whether the agent may register delegates, and how many levels may exist below it (its children count 1).
+ * `allowed` exactly when `maxDepth` ≥ 1.
+ */
+export interface DelegationRules {
+  allowed: boolean;
+  maxDepth: number;
+}
+
 /** The rules of a mandate, as the owner writes them (amounts as decimal strings, times as Unix seconds). */
 export interface MandateRules {
   allowedServices: string[];
@@ -51,10 +62,12 @@ export interface MandateRules {
   timeZone: string;
   /** Percentages of a budget at which `budget.threshold` fires, once per period each. */
   alertThresholds: number[];
+  /** Delegates: none unless allowed. */
+  delegation: DelegationRules;
 }
 
 /** The rules kept on the agent row beside the allowance and cap columns (what the hold pass reads). */
-export type ExtendedRules = Pick<MandateRules, 'budgets' | 'merchants' | 'approvalAboveUc' | 'notBefore' | 'notAfter' | 'timeZone' | 'alertThresholds'>;
+export type ExtendedRules = Pick<MandateRules, 'budgets' | 'merchants' | 'approvalAboveUc' | 'notBefore' | 'notAfter' | 'timeZone' | 'alertThresholds' | 'delegation'>;
 
 /** What a version's hash is taken over. */
 export interface MandateDocument extends MandateRules {
@@ -64,10 +77,11 @@ export interface MandateDocument extends MandateRules {
 }
 
 export const NO_MERCHANT_RULES: MerchantRules = { allow: null, deny: [] };
+export const NO_DELEGATION: DelegationRules = { allowed: false, maxDepth: 0 };
 
 /** The rules of an agent that never had more than today's allowances and caps. */
 export function defaultExtendedRules(): ExtendedRules {
-  return { budgets: [], merchants: { ...NO_MERCHANT_RULES }, approvalAboveUc: null, notBefore: null, notAfter: null, timeZone: TIME_ZONE_DEFAULT, alertThresholds: [...ALERT_THRESHOLDS_DEFAULT] };
+  return { budgets: [], merchants: { ...NO_MERCHANT_RULES }, approvalAboveUc: null, notBefore: null, notAfter: null, timeZone: TIME_ZONE_DEFAULT, alertThresholds: [...ALERT_THRESHOLDS_DEFAULT], delegation: { ...NO_DELEGATION } };
 }
 
 /** The extended rules as stored on an agent row (JSONB), with every member present. */
@@ -110,6 +124,9 @@ export function checkedRules(rules: MandateRules, knownServiceIds: readonly stri
   if (!isTimeZone(rules.timeZone)) refuse(`timeZone "${rules.timeZone}" is not an IANA time zone this gateway knows (e.g. UTC, Europe/Paris)`);
   if (rules.notBefore !== null && rules.notAfter !== null && rules.notAfter <= rules.notBefore) refuse('notAfter must be later than notBefore');
   if (rules.approvalAboveUc !== null) parseUc(rules.approvalAboveUc, 'approvalAboveUc');
+  if (rules.delegation.allowed !== rules.delegation.maxDepth >= 1) {
+    refuse('delegation.allowed is true exactly when delegation.maxDepth is at least 1 (the levels of delegates allowed below the agent)');
+  }
   for (const id of rules.allowedServices) {
     if (id !== '*' && !knownServiceIds.includes(id)) refuse(`unknown service "${id}"; known: ${knownServiceIds.join(', ')} or "*"`);
   }
@@ -127,4 +144,67 @@ export function checkedRules(rules: MandateRules, knownServiceIds: readonly stri
 /** Merchant ids and domains compare in lower case (ids are lower-case already; domains are stored so). */
 function lower(value: string): string {
   return value.toLowerCase();
+}
+
+/** Why a delegate's mandate is not within its parent's: the rule's name (the problem's `reason`) and what broke it. */
+export interface WiderThanParent {
+  reason: 'budget_wider_than_parent' | 'merchant_outside_parent' | 'window_outside_parent' | 'allowance_outside_parent' | 'depth_exceeded';
+  detail: string;
+}
+
+const sameScope = (a: Budget, b: Budget) => a.merchantId === b.merchantId && a.category === b.category && a.serviceId === b.serviceId;
+
+function scopeOf(budget: Budget): string {
+  if (budget.merchantId !== undefined) return `merchant ${budget.merchantId}`;
+  if (budget.category !== undefined) return `category ${budget.category}`;
+  if (budget.serviceId !== undefined) return `service ${budget.serviceId}`;
+  return 'all spending';
+}
+
+/** True when every item `child` allows, `parent` allows too ("*" allows all). */
+function allowanceWithin(child: readonly string[], parent: readonly string[]): boolean {
+  return parent.includes('*') || (!child.includes('*') && child.every((item) => parent.includes(item)));
+}
+
+/**
+ * The first rule by which a delegate's (checked) rules are wider than its parent's, or undefined when they lie
+ * within: each parent budget is matched by a child budget of the same scope and period whose limit is at most
+ * the parent's (the child may add budgets); the merchant allowlist is a subset (when the parent has one) and
+ * the denylist a superset; the validity window lies inside; the allowed services and categories are subsets;
+ * and the levels of delegates the child allows are fewer than the parent's. Caps and the approval threshold
+ * need no match: the parent's are asked at each of the child's holds anyway, as its budgets are.
+ */
+export function widerThanParent(child: MandateRules, parent: MandateRules): WiderThanParent | undefined {
+  for (const budget of parent.budgets) {
+    const limitUc = BigInt(budget.limitUc);
+    const matched = child.budgets.some((mine) => sameScope(mine, budget) && mine.period === budget.period && BigInt(mine.limitUc) <= limitUc);
+    if (!matched) {
+      return {
+        reason: 'budget_wider_than_parent',
+        detail: `the parent's budget "${budget.id}" (${budget.limitUc} µc per ${budget.period}, ${scopeOf(budget)}) needs a budget of the same scope and period of at most ${budget.limitUc} µc`,
+      };
+    }
+  }
+  const { allow, deny } = child.merchants;
+  if (parent.merchants.allow !== null && (allow === null || allow.some((name) => !parent.merchants.allow!.includes(name)))) {
+    return { reason: 'merchant_outside_parent', detail: `merchants.allow must be a subset of the parent's: ${parent.merchants.allow.join(', ') || '(none)'}` };
+  }
+  const missing = parent.merchants.deny.filter((name) => !deny.includes(name));
+  if (missing.length > 0) return { reason: 'merchant_outside_parent', detail: `merchants.deny must keep the parent's denials: ${missing.join(', ')}` };
+  if (parent.notBefore !== null && (child.notBefore === null || child.notBefore < parent.notBefore)) {
+    return { reason: 'window_outside_parent', detail: `notBefore must be at or after the parent's, ${parent.notBefore}` };
+  }
+  if (parent.notAfter !== null && (child.notAfter === null || child.notAfter > parent.notAfter)) {
+    return { reason: 'window_outside_parent', detail: `notAfter must be at or before the parent's, ${parent.notAfter}` };
+  }
+  if (!allowanceWithin(child.allowedServices, parent.allowedServices)) {
+    return { reason: 'allowance_outside_parent', detail: `allowedServices must be a subset of the parent's: ${parent.allowedServices.join(', ') || '(none)'}` };
+  }
+  if (!allowanceWithin(child.allowedCategories, parent.allowedCategories)) {
+    return { reason: 'allowance_outside_parent', detail: `allowedCategories must be a subset of the parent's: ${parent.allowedCategories.join(', ') || '(none)'}` };
+  }
+  if (child.delegation.maxDepth > Math.max(0, parent.delegation.maxDepth - 1)) {
+    return { reason: 'depth_exceeded', detail: `the parent allows ${parent.delegation.maxDepth} level(s) of delegates below it: this delegate may allow at most ${Math.max(0, parent.delegation.maxDepth - 1)}` };
+  }
+  return undefined;
 }

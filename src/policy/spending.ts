@@ -1,14 +1,18 @@
 // The spending policy, in one place: may this agent spend here, and this much? One pure evaluation of the
 // agent's mandate (mandate.ts: its status, allowances, merchant rules, validity window, caps, budgets and
-// approval threshold) over its usage, asked by
-//   - the hold, under the agent's row lock and inside the batch (each hold against what the earlier holds of
-//     the pass took), so a freeze, a narrowed allowance, a cap or a budget cannot be raced;
+// approval threshold) over its usage, and of each ancestor's mandate when the agent is a delegate, asked by
+//   - the hold, under the row locks of the agent and its ancestors and inside the batch (each hold against
+//     what the earlier holds of the pass took, per agent), so a freeze, a narrowed allowance, a cap or a
+//     budget cannot be raced;
 //   - execute, before it takes its hold (status, validity, service, category: nothing is taken yet);
 //   - the merchant check, which answers `allowed` instead of refusing (with what a hold would take).
-// Refusals in this order, each naming its rule (`reason`): FROZEN; SCOPE_FORBIDDEN (mandate_not_valid,
-// service_not_allowed, category_not_allowed, merchant_not_allowed); CAP_EXCEEDED (per_hold_cap,
-// per_period_cap, budget_exceeded with the budget); approval_required (above the approval threshold, unless
-// the owner approved this purchase). The connector's own allowlist (the mail inbox) depends on the action's
+// Refusals in this order, each rule asked of the agent and then of each ancestor (parent first), each naming
+// its rule (`reason`): FROZEN (`reason` frozen or retired, naming the agent that is); SCOPE_FORBIDDEN
+// (mandate_not_valid, service_not_allowed, category_not_allowed, merchant_not_allowed); CAP_EXCEEDED
+// (per_hold_cap; per_period_cap, the agent's own rolling cap over its own holds; budget_exceeded with the
+// budget and whose it is); approval_required (above a threshold, unless the owner approved this purchase). A
+// frozen or retired ancestor so stops its whole subtree at its next request, and unfreezing it gives each
+// descendant back its own status. The connector's own allowlist (the mail inbox) depends on the action's
 // input and is checked by the connector's clearance step. What is counted as usage is read by `usageOf`.
 import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -20,6 +24,8 @@ import { spentInWindowOf } from './store.ts';
 /** What the policy reads of an agent: its status, its allowances, its caps and the rest of its mandate. */
 export interface SpendingSettings {
   status: string;
+  /** Set once the agent is retired (with its subtree): it spends no more, as if frozen. */
+  retired_at_s?: bigint | null;
   allowed_services: readonly string[];
   allowed_categories: readonly string[];
   cap_per_hold_uc: bigint | null;
@@ -27,6 +33,8 @@ export interface SpendingSettings {
   cap_period_s: number;
   /** The mandate's budgets, merchant rules, threshold and window (the agent row's JSONB; absent members default). */
   mandate_rules?: Partial<ExtendedRules> | null;
+  /** A delegate's ancestors, root first: each one's status and mandate bind the delegate too. */
+  ancestors?: ReadonlyArray<SpendingSettings & { id: string }>;
 }
 
 /** Where the agent wants to spend: always a category; a service id when a built-in service runs; a merchant when it buys an offer. */
@@ -52,10 +60,13 @@ export interface Usage {
 
 export const NO_USAGE: Usage = { periodSpentUc: 0n, budgets: new Map() };
 
-/** A spend to evaluate: where, when, and, when credit is taken (a hold), how much against what usage. */
+/**
+ * A spend to evaluate: where, when, and, when credit is taken (a hold), how much against what usage: the
+ * agent's own, and each ancestor's by id (what its budgets count, the subtree's holds included).
+ */
 export interface Spend extends SpendTarget {
   atS: number;
-  take?: { amountUc: bigint; usage: Usage; approved?: boolean };
+  take?: { amountUc: bigint; usage: Usage; ancestorUsage?: ReadonlyMap<string, Usage>; approved?: boolean };
 }
 
 /** Which rule refused: the hold pass reclaims overdue holds and asks again for `periodCap` and `budget`. */
@@ -105,60 +116,120 @@ function merchantPermitted(rules: ExtendedRules, merchant: { id: string; domain:
   return rules.merchants.allow === null || rules.merchants.allow.some((name) => names.includes(name));
 }
 
-/** The evaluation: the first refusal in the order above, or undefined when the agent may spend. */
-export function spendingRefusal(agent: SpendingSettings, spend: Spend): SpendingRefusal | undefined {
-  if (agent.status !== 'active') return { rule: 'frozen', error: new ApiError('FROZEN', { detail: 'the agent is frozen by its owner' }) };
-  const rules = extendedRulesOf(agent.mandate_rules);
+/** One agent of a chain: the agent asked about (its id may be absent), or an ancestor. */
+type Member = SpendingSettings & { id?: string };
+
+/** The agent, then its ancestors from its parent up to its root: the order each rule is asked in. */
+function chainOf(agent: SpendingSettings): Member[] {
+  return [agent, ...[...(agent.ancestors ?? [])].reverse()];
+}
+
+/** Whose mandate a refusal names: the agent's own, or an ancestor's. */
+function whose(agent: SpendingSettings, settings: Member): string {
+  return settings === agent ? "the agent's mandate" : `the mandate of its ancestor ${settings.id}`;
+}
+
+/** Who a refusal names: the agent, or an ancestor. */
+function who(agent: SpendingSettings, settings: Member): string {
+  return settings === agent ? 'the agent' : `the agent's ancestor ${settings.id}`;
+}
+
+/** What an ancestor's refusal adds to the message the agent's own refusal reads. */
+function ofAncestor(agent: SpendingSettings, settings: Member): string {
+  return settings === agent ? '' : ` (of its ancestor ${settings.id})`;
+}
+
+/** The first frozen or retired agent of the chain, refused as FROZEN naming it. */
+function frozenRefusal(agent: SpendingSettings): SpendingRefusal | undefined {
+  for (const settings of chainOf(agent)) {
+    const reason = settings.retired_at_s != null ? 'retired' : settings.status !== 'active' ? 'frozen' : undefined;
+    if (!reason) continue;
+    const detail = `${who(agent, settings)} is ${reason === 'retired' ? 'retired' : 'frozen by its owner'}`;
+    return { rule: 'frozen', error: new ApiError('FROZEN', { detail, extra: settings === agent ? { reason } : { reason, agentId: settings.id } }) };
+  }
+  return undefined;
+}
+
+/** One mandate's rules that need no usage: its window, allowances, merchant rules and per-hold cap. */
+function scopeRefusal(agent: SpendingSettings, settings: Member, spend: Spend): SpendingRefusal | undefined {
+  const rules = extendedRulesOf(settings.mandate_rules);
+  const of = whose(agent, settings);
   if ((rules.notBefore !== null && spend.atS < rules.notBefore) || (rules.notAfter !== null && spend.atS >= rules.notAfter)) {
     const window = `${rules.notBefore ?? '-∞'} to ${rules.notAfter ?? '∞'}`;
-    return { rule: 'validity', error: forbidden('mandate_not_valid', `the agent's mandate is not in force now (valid from ${window}, Unix seconds)`) };
+    return { rule: 'validity', error: forbidden('mandate_not_valid', `${of} is not in force now (valid from ${window}, Unix seconds)`) };
   }
-  if (spend.serviceId !== undefined && !permits(agent.allowed_services, spend.serviceId)) {
-    return { rule: 'service', error: forbidden('service_not_allowed', `the agent may not use service "${spend.serviceId}"`) };
+  if (spend.serviceId !== undefined && !permits(settings.allowed_services, spend.serviceId)) {
+    return { rule: 'service', error: forbidden('service_not_allowed', `${who(agent, settings)} may not use service "${spend.serviceId}"`) };
   }
-  if (!permits(agent.allowed_categories, spend.category)) {
-    return { rule: 'category', error: forbidden('category_not_allowed', `the agent may not spend in category "${spend.category}"`) };
+  if (!permits(settings.allowed_categories, spend.category)) {
+    return { rule: 'category', error: forbidden('category_not_allowed', `${who(agent, settings)} may not spend in category "${spend.category}"`) };
   }
   if (spend.merchant && !merchantPermitted(rules, spend.merchant)) {
-    return { rule: 'merchant', error: forbidden('merchant_not_allowed', `the agent's mandate does not allow buying from merchant ${spend.merchant.id} (${spend.merchant.domain})`) };
+    return { rule: 'merchant', error: forbidden('merchant_not_allowed', `${of} does not allow buying from merchant ${spend.merchant.id} (${spend.merchant.domain})`) };
   }
-  if (!spend.take) return undefined;
-  const { amountUc, usage } = spend.take;
-  if (agent.cap_per_hold_uc !== null && amountUc > agent.cap_per_hold_uc) {
+  if (spend.take && settings.cap_per_hold_uc !== null && spend.take.amountUc > settings.cap_per_hold_uc) {
     return {
       rule: 'holdCap',
-      error: new ApiError('CAP_EXCEEDED', { detail: `the hold of ${amountUc} µc exceeds the per-hold cap of ${agent.cap_per_hold_uc} µc`, extra: { reason: 'per_hold_cap' } }),
+      error: new ApiError('CAP_EXCEEDED', { detail: `the hold of ${spend.take.amountUc} µc exceeds the per-hold cap of ${settings.cap_per_hold_uc} µc${ofAncestor(agent, settings)}`, extra: { reason: 'per_hold_cap' } }),
     };
   }
-  if (agent.cap_per_period_uc !== null && usage.periodSpentUc + amountUc > agent.cap_per_period_uc) {
-    return {
-      rule: 'periodCap',
-      error: new ApiError('CAP_EXCEEDED', {
-        detail: `the hold of ${amountUc} µc would exceed the cap of ${agent.cap_per_period_uc} µc per ${agent.cap_period_s} s`,
-        extra: { reason: 'per_period_cap' },
-      }),
-    };
-  }
-  for (const charge of chargesOf(agent, spend, spend.atS)) {
+  return undefined;
+}
+
+/** The first budget of one mandate that the spend would take past its limit, against that agent's usage. */
+function budgetRefusal(agent: SpendingSettings, settings: Member, spend: Spend, take: NonNullable<Spend['take']>): SpendingRefusal | undefined {
+  const usage = settings === agent ? take.usage : take.ancestorUsage?.get(settings.id!);
+  // An ancestor's budgets counted as empty would let its subtree overspend them: its usage must be given.
+  if (!usage) throw new Error(`spending policy: no usage given for ancestor ${settings.id} of the agent`);
+  for (const charge of chargesOf(settings, spend, spend.atS)) {
     const spentUc = usage.budgets.get(charge.budget.id)?.spentUc ?? 0n;
-    if (spentUc + amountUc <= charge.limitUc) continue;
+    if (spentUc + take.amountUc <= charge.limitUc) continue;
     const remainingUc = charge.limitUc > spentUc ? charge.limitUc - spentUc : 0n;
     return {
       rule: 'budget',
       error: new ApiError('CAP_EXCEEDED', {
-        detail: `the hold of ${amountUc} µc would exceed budget "${charge.budget.id}" (${charge.limitUc} µc per ${charge.budget.period}; ${remainingUc} µc left)`,
+        detail: `the hold of ${take.amountUc} µc would exceed budget "${charge.budget.id}"${ofAncestor(agent, settings)} (${charge.limitUc} µc per ${charge.budget.period}; ${remainingUc} µc left)`,
         extra: {
           reason: 'budget_exceeded',
-          budget: { id: charge.budget.id, limitUc: charge.budget.limitUc, remainingUc: remainingUc.toString(), resetsAt: charge.resetsAtS },
+          budget: { id: charge.budget.id, ...(settings === agent ? {} : { agentId: settings.id }), limitUc: charge.budget.limitUc, remainingUc: remainingUc.toString(), resetsAt: charge.resetsAtS },
         },
       }),
     };
   }
-  if (rules.approvalAboveUc !== null && amountUc > BigInt(rules.approvalAboveUc) && !spend.take.approved) {
+  return undefined;
+}
+
+/** The evaluation: the first refusal in the order above, or undefined when the agent may spend. */
+export function spendingRefusal(agent: SpendingSettings, spend: Spend): SpendingRefusal | undefined {
+  const frozen = frozenRefusal(agent);
+  if (frozen) return frozen;
+  const chain = chainOf(agent);
+  for (const settings of chain) {
+    const refusal = scopeRefusal(agent, settings, spend);
+    if (refusal) return refusal;
+  }
+  const { take } = spend;
+  if (!take) return undefined;
+  if (agent.cap_per_period_uc !== null && take.usage.periodSpentUc + take.amountUc > agent.cap_per_period_uc) {
+    return {
+      rule: 'periodCap',
+      error: new ApiError('CAP_EXCEEDED', {
+        detail: `the hold of ${take.amountUc} µc would exceed the cap of ${agent.cap_per_period_uc} µc per ${agent.cap_period_s} s`,
+        extra: { reason: 'per_period_cap' },
+      }),
+    };
+  }
+  for (const settings of chain) {
+    const refusal = budgetRefusal(agent, settings, spend, take);
+    if (refusal) return refusal;
+  }
+  for (const settings of chain) {
+    const { approvalAboveUc } = extendedRulesOf(settings.mandate_rules);
+    if (approvalAboveUc === null || take.amountUc <= BigInt(approvalAboveUc) || take.approved) continue;
     return {
       rule: 'approval',
       error: new ApiError('approval_required', {
-        detail: `the purchase of ${amountUc} µc is above the agent's approval threshold of ${rules.approvalAboveUc} µc: its owner must approve it`,
+        detail: `the purchase of ${take.amountUc} µc is above the ${settings === agent ? "agent's" : `ancestor ${settings.id}'s`} approval threshold of ${approvalAboveUc} µc: its owner must approve it`,
         extra: { reason: 'above_approval_threshold' },
       }),
     };
@@ -166,14 +237,18 @@ export function spendingRefusal(agent: SpendingSettings, spend: Spend): Spending
   return undefined;
 }
 
-/** Usage once `amountUc` more is taken and counted in `charges`: a later spend of the same pass is evaluated against it. */
-export function afterTaking(usage: Usage, amountUc: bigint, charges: readonly BudgetCharge[] = []): Usage {
+/**
+ * Usage once `amountUc` more is taken and counted in `charges`: a later spend of the same pass is evaluated
+ * against it. `ownUc` is what counts in the rolling cap: the amount for the agent's own hold, 0 for an
+ * ancestor, whose budgets a delegate's hold charges but whose rolling cap counts its own holds only.
+ */
+export function afterTaking(usage: Usage, amountUc: bigint, charges: readonly BudgetCharge[] = [], ownUc = amountUc): Usage {
   const budgets = new Map(usage.budgets);
   for (const charge of charges) {
     const before = budgets.get(charge.budget.id) ?? { spentUc: 0n, alertedPct: 0 };
     budgets.set(charge.budget.id, { ...before, spentUc: before.spentUc + amountUc });
   }
-  return { periodSpentUc: usage.periodSpentUc + amountUc, budgets };
+  return { periodSpentUc: usage.periodSpentUc + ownUc, budgets };
 }
 
 /** The alert thresholds a budget crosses going from `before` to `after` (each once per period, above `alertedPct`). */

@@ -33,8 +33,8 @@ async function settleHoldsInBulk(agentId: string, lotId: string, count: number):
     `WITH n AS (
        SELECT g, 'hold_bulk_' || $1 || '_' || g AS id FROM generate_series(1, $5::int) AS g
      ), held AS (
-       INSERT INTO holds (id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, captured_uc, state, expires_at_s, created_at_s, resolved_at_s)
-       SELECT id, $1, $2, $2, 'off_bulk', 'books', $6, $6, 'captured', $3 + 900, $3, $3 FROM n RETURNING id
+       INSERT INTO holds (id, agent_id, payer_id, acceptor_id, merchant_id, offer_id, category, amount_uc, captured_uc, state, expires_at_s, created_at_s, resolved_at_s)
+       SELECT id, $1, $1, $2, $2, 'off_bulk', 'books', $6, $6, 'captured', $3 + 900, $3, $3 FROM n RETURNING id
      ), allocated AS (
        INSERT INTO hold_allocations (hold_id, lot_id, position, amount_uc, captured_uc) SELECT id, $4, 0, $6, $6 FROM held RETURNING 1
      ), debited AS (

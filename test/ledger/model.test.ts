@@ -8,6 +8,10 @@
 // two merchants in two categories, and the clock crosses day boundaries: after every step each budget period's
 // running total equals what the model says and what the holds charged to it hold (held: the amount; captured:
 // captured − refunded; released or expired: nothing), and its alerts are those the model announced.
+// The first agent is the root of a two-level tree: a delegate spends from its lots under a mandate of its own
+// (budgets carved from the root's, plus some of its own; a remandate that would widen one is refused), each of
+// its holds is checked against and charged to the root's budgets too, so after every step every ancestor's
+// budget totals equal the model's, and grants to the delegate are refused.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { ApiError } from '../../src/platform/errors.ts';
@@ -19,7 +23,10 @@ import { openShop, type Shop } from '../support/ledger-fixture.ts';
 import { budgetPeriodTotals } from '../support/ledger-invariants.ts';
 
 const RUNS = Number(process.env.ACG_MODEL_RUNS ?? 250);
-const AGENTS = 2;
+/** Two roots (funded by grants), then a delegate of the first root (the last agent). */
+const ROOTS = 2;
+const AGENTS = ROOTS + 1;
+const DELEGATE = AGENTS - 1;
 const SHOPS = 2;
 const CATEGORIES = ['books', 'music'] as const;
 const TIME_ZONES = ['UTC', 'America/New_York', 'Asia/Kolkata'] as const;
@@ -39,8 +46,8 @@ interface ModelHold {
   merchantId: string;
   shop: number;
   category: string;
-  /** The budget periods the hold counted in, whatever the mandate says later. */
-  charges: Array<{ budgetId: string; periodStartS: number }>;
+  /** The budget periods the hold counted in (its agent's and each ancestor's), whatever the mandates say later. */
+  charges: Array<{ agentId: string; budgetId: string; periodStartS: number }>;
 }
 /** A budget as a run generates it: its scope names a shop by index. */
 interface ModelBudget { id: string; limit: bigint; period: 'day' | 'total'; shop?: number; category?: string }
@@ -49,6 +56,8 @@ interface ModelMandate { budgets: ModelBudget[]; timeZone: string }
 interface ModelPeriod { agentId: string; budgetId: string; periodStartS: number; spent: bigint; alerted: number }
 interface Model {
   agents: string[];
+  /** A delegate's parent, by agent id. */
+  parents: Map<string, string>;
   lots: ModelLot[];
   holds: ModelHold[];
   /** Each shop's earnings, by merchant id. */
@@ -84,23 +93,36 @@ async function errorCode(promise: Promise<unknown>): Promise<string> {
   return (await refusalOf(promise)).code;
 }
 
-/** 'ok', or the refusal's code and, for a budget's, the budget it names. */
-async function refusalOf(promise: Promise<unknown>): Promise<{ code: string; budgetId?: string }> {
+/** 'ok', or the refusal's code and, for a budget's, the budget it names (and whose, when an ancestor's). */
+async function refusalOf(promise: Promise<unknown>): Promise<{ code: string; budgetId?: string; agentId?: string }> {
   try {
     await promise;
     return { code: 'ok' };
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
-    const budget = (error.options.extra as { budget?: { id: string } } | undefined)?.budget;
-    return budget ? { code: error.code, budgetId: budget.id } : { code: error.code };
+    const budget = (error.options.extra as { budget?: { id: string; agentId?: string } } | undefined)?.budget;
+    if (!budget) return { code: error.code };
+    return budget.agentId === undefined ? { code: error.code, budgetId: budget.id } : { code: error.code, budgetId: budget.id, agentId: budget.agentId };
   }
 }
 
 const periodKey = (agentId: string, budgetId: string, periodStartS: number) => `${agentId} ${budgetId} ${periodStartS}`;
 
+/** The agent's ancestors, its parent first. */
+function ancestorsOf(model: Model, agentId: string): string[] {
+  const ancestors: string[] = [];
+  for (let at = model.parents.get(agentId); at !== undefined; at = model.parents.get(at)) ancestors.push(at);
+  return ancestors;
+}
+
+/** Whose lots fund the agent's holds: the root of its tree. */
+function payerOf(model: Model, agentId: string): string {
+  return ancestorsOf(model, agentId).at(-1) ?? agentId;
+}
+
 /** What a hold no longer spends goes back to every budget period it counted in (the rule: held + captured − refunded). */
 function giveBack(model: Model, hold: ModelHold, amount: bigint) {
-  for (const charge of hold.charges) model.periods.get(periodKey(hold.agentId, charge.budgetId, charge.periodStartS))!.spent -= amount;
+  for (const charge of hold.charges) model.periods.get(periodKey(charge.agentId, charge.budgetId, charge.periodStartS))!.spent -= amount;
 }
 
 function returnToLots(model: Model, hold: ModelHold, capturedUc: bigint) {
@@ -124,17 +146,50 @@ function chargesOf(model: Model, agentId: string, shop: number, category: string
     .map((budget) => ({ budget, periodStartS: periodOf(budget.period, mandate.timeZone, nowS()).startS }));
 }
 
-/** Writes a mandate of these budgets as the agent's owner would (a new version). */
-async function setMandate(agentId: string, mandate: ModelMandate) {
-  const budgets: Budget[] = mandate.budgets.map((b) => ({
+/** The budgets of a model mandate as the gateway takes them. */
+function budgetsOf(mandate: ModelMandate): Budget[] {
+  return mandate.budgets.map((b) => ({
     id: b.id,
     limitUc: b.limit.toString(),
     period: b.period,
     ...(b.shop !== undefined ? { merchantId: shops[b.shop]!.merchantId } : {}),
     ...(b.category !== undefined ? { category: b.category } : {}),
   }));
-  const rules = { ...defaultExtendedRules(), allowedServices: ['*'], allowedCategories: ['*'], caps: { perHoldUc: null, perPeriodUc: null, periodS: 86_400 }, budgets, timeZone: mandate.timeZone };
+}
+
+/** Writes a mandate of these budgets as the agent's owner would (a new version); a root may have one level of delegates. */
+async function setMandate(model: Model, agentId: string, mandate: ModelMandate) {
+  const delegation = model.parents.has(agentId) ? { allowed: false, maxDepth: 0 } : { allowed: true, maxDepth: 1 };
+  const rules = {
+    ...defaultExtendedRules(),
+    allowedServices: ['*'],
+    allowedCategories: ['*'],
+    caps: { perHoldUc: null, perPeriodUc: null, periodS: 86_400 },
+    budgets: budgetsOf(mandate),
+    timeZone: mandate.timeZone,
+    delegation,
+  };
   await tx((q) => world.gw.services.identity.setMandate(q, owner, agentId, rules));
+}
+
+/**
+ * A delegate's mandate drawn as a run draws it: each of its parent's budgets carved to `numerator`/10 of it
+ * (at least 1 µc; `widen` makes one of them 1 µc more than the parent's), and budgets of its own.
+ */
+interface DelegateMandatePick { numerators: number[]; widen: number | null; own: ModelBudget[]; timeZone: string }
+
+function carved(model: Model, agentId: string, pick: DelegateMandatePick): { mandate: ModelMandate; wider: boolean } {
+  const parent = model.mandates.get(model.parents.get(agentId)!)!;
+  const widened = pick.widen === null || parent.budgets.length === 0 ? -1 : pick.widen % parent.budgets.length;
+  const budgets = parent.budgets.map((b, i): ModelBudget => {
+    const share = (b.limit * BigInt(pick.numerators[i % pick.numerators.length]!)) / 10n;
+    return { ...b, id: `p${i}`, limit: i === widened ? b.limit + 1n : share > 0n ? share : 1n };
+  });
+  const mine = [...budgets, ...pick.own];
+  // The rule: every parent budget is matched by one of the same scope and period at most as large.
+  const sameScope = (x: ModelBudget, y: ModelBudget) => x.period === y.period && x.shop === y.shop && x.category === y.category;
+  const wider = parent.budgets.some((theirs) => !mine.some((b) => sameScope(b, theirs) && b.limit <= theirs.limit));
+  return { mandate: { budgets: mine, timeZone: pick.timeZone }, wider };
 }
 
 class Grant implements fc.AsyncCommand<Model, Real> {
@@ -143,6 +198,8 @@ class Grant implements fc.AsyncCommand<Model, Real> {
   async run(model: Model) {
     const agentId = model.agents[this.agent]!;
     const expiresAtS = this.lifetimeS === null ? null : nowS() + this.lifetimeS;
+    // A delegate owns no lots: credit is granted to its root.
+    if (model.parents.has(agentId)) return void expect(await errorCode(tx((q) => ledger().grant(q, { agentId, amountUc: this.amount })))).toBe('conflict');
     const lot = await tx((q) => ledger().grant(q, { agentId, amountUc: this.amount, priority: this.priority, expiresAtS }));
     model.lots.push({ id: lot.id, agentId, priority: this.priority, expiresAtS, granted: this.amount, remaining: this.amount, order: model.lots.length });
   }
@@ -191,18 +248,20 @@ class Mint implements fc.AsyncCommand<Model, Real> {
   check = () => true;
   async run(model: Model) {
     const agentId = model.agents[this.agent]!;
+    const payerId = payerOf(model, agentId);
     const shop = shops[this.shop]!;
     const amount =
-      typeof this.amount === 'bigint' ? this.amount : nearBoundary(spendableLots(model, agentId).map((l) => l.remaining), this.amount.boundary, this.amount.delta);
+      typeof this.amount === 'bigint' ? this.amount : nearBoundary(spendableLots(model, payerId).map((l) => l.remaining), this.amount.boundary, this.amount.delta);
     const total = (lots: ModelLot[]) => lots.reduce((s, l) => s + l.remaining, 0n);
-    // The rule: a hold refused by a budget, or short of credit, reclaims the agent's holds past their
-    // deadline first (giving back their credit and their budgets) and asks again — and that sticks only if
-    // the hold then succeeds (otherwise the whole attempt rolls back). Budgets are asked before credit.
-    const due_ = model.holds.filter((h) => h.agentId === agentId && due(h));
-    const charges = chargesOf(model, agentId, this.shop, this.category);
+    // The rule: a hold refused by a budget, or short of credit, reclaims the holds past their deadline of the
+    // agent's tree (those its root funds) first (giving back their credit and their budgets) and asks again —
+    // and that sticks only if the hold then succeeds (otherwise the whole attempt rolls back). Budgets are
+    // asked before credit: the agent's own, then its parent's, and so on up to the root.
+    const due_ = model.holds.filter((h) => payerOf(model, h.agentId) === payerId && due(h));
+    const charges = [agentId, ...ancestorsOf(model, agentId)].flatMap((member) => chargesOf(model, member, this.shop, this.category).map((charge) => ({ ...charge, agentId: member })));
     const spentIn = (charge: (typeof charges)[number], reclaiming: boolean) => {
-      const key = periodKey(agentId, charge.budget.id, charge.periodStartS);
-      const reclaimedUc = reclaiming ? due_.filter((h) => h.charges.some((c) => periodKey(agentId, c.budgetId, c.periodStartS) === key)).reduce((s, h) => s + h.amount, 0n) : 0n;
+      const key = periodKey(charge.agentId, charge.budget.id, charge.periodStartS);
+      const reclaimedUc = reclaiming ? due_.filter((h) => h.charges.some((c) => periodKey(c.agentId, c.budgetId, c.periodStartS) === key)).reduce((s, h) => s + h.amount, 0n) : 0n;
       return (model.periods.get(key)?.spent ?? 0n) - reclaimedUc;
     };
     const overBudget = (reclaiming: boolean) => charges.find((charge) => spentIn(charge, reclaiming) + amount > charge.budget.limit);
@@ -213,8 +272,8 @@ class Mint implements fc.AsyncCommand<Model, Real> {
       refusedBy = overBudget(true);
     }
     const returnedToLive = due_.flatMap((h) => h.allocations).filter((a) => live(model.lots.find((l) => l.id === a.lotId)!)).reduce((s, a) => s + a.amount, 0n);
-    if (!refusedBy && total(spendableLots(model, agentId)) < amount && due_.length > 0) reclaiming = true;
-    const available = total(spendableLots(model, agentId)) + (reclaiming ? returnedToLive : 0n);
+    if (!refusedBy && total(spendableLots(model, payerId)) < amount && due_.length > 0) reclaiming = true;
+    const available = total(spendableLots(model, payerId)) + (reclaiming ? returnedToLive : 0n);
     let result: import('../../src/ledger/service.ts').Redemption | undefined;
     const outcome = await refusalOf(
       tx(async (q) => {
@@ -232,7 +291,8 @@ class Mint implements fc.AsyncCommand<Model, Real> {
       }),
     );
     if (refusedBy) {
-      expect(outcome).toEqual({ code: 'CAP_EXCEEDED', budgetId: refusedBy.budget.id });
+      const whose = refusedBy.agentId === agentId ? {} : { agentId: refusedBy.agentId };
+      expect(outcome).toEqual({ code: 'CAP_EXCEEDED', budgetId: refusedBy.budget.id, ...whose });
       return;
     }
     if (available < amount) {
@@ -246,7 +306,7 @@ class Mint implements fc.AsyncCommand<Model, Real> {
         hold.state = 'expired';
       }
     }
-    const spendable = spendableLots(model, agentId);
+    const spendable = spendableLots(model, payerId);
     const allocations: ModelHold['allocations'] = [];
     let needed = amount;
     for (const lot of spendable) {
@@ -257,10 +317,11 @@ class Mint implements fc.AsyncCommand<Model, Real> {
       allocations.push({ lotId: lot.id, amount: take, captured: 0n });
     }
     expect(result!.allocations).toEqual(allocations.map((a) => ({ lotId: a.lotId, amountUc: a.amount.toString() })));
-    // Each budget it counts in: its period's total rises, and each alert threshold crossed there is announced once.
-    for (const { budget, periodStartS } of charges) {
-      const key = periodKey(agentId, budget.id, periodStartS);
-      const period = model.periods.get(key) ?? { agentId, budgetId: budget.id, periodStartS, spent: 0n, alerted: 0 };
+    // Each budget it counts in (its own and its ancestors'): its period's total rises, and each alert threshold
+    // crossed there is announced once.
+    for (const { budget, periodStartS, agentId: owner } of charges) {
+      const key = periodKey(owner, budget.id, periodStartS);
+      const period = model.periods.get(key) ?? { agentId: owner, budgetId: budget.id, periodStartS, spent: 0n, alerted: 0 };
       const after = period.spent + amount;
       const crossed = ALERT_THRESHOLDS_DEFAULT.filter((pct) => pct > period.alerted && after * 100n >= budget.limit * BigInt(pct) && period.spent * 100n < budget.limit * BigInt(pct));
       model.periods.set(key, { ...period, spent: after, alerted: Math.max(period.alerted, ...crossed) });
@@ -279,7 +340,7 @@ class Mint implements fc.AsyncCommand<Model, Real> {
       merchantId: shop.merchantId,
       shop: this.shop,
       category: this.category,
-      charges: charges.map(({ budget, periodStartS }) => ({ budgetId: budget.id, periodStartS })),
+      charges: charges.map(({ budget, periodStartS, agentId: owner }) => ({ agentId: owner, budgetId: budget.id, periodStartS })),
     });
   }
   toString = () =>
@@ -366,8 +427,10 @@ class Refund implements fc.AsyncCommand<Model, Real> {
     );
     const expiresAtS = sources.some((l) => l.expiresAtS === null) ? null : Math.max(...sources.map((l) => l.expiresAtS!));
     const priority = Math.min(...sources.map((l) => l.priority));
-    expect(rows).toEqual([{ id: expect.any(String), agent_id: hold.agentId, source: 'refund', priority, expires_at_s: expiresAtS === null ? null : BigInt(expiresAtS), granted_uc: refundedUc }]);
-    model.lots.push({ id: rows[0]!.id, agentId: hold.agentId, priority, expiresAtS, granted: refundedUc, remaining: refundedUc, order: model.lots.length });
+    // To the payer's lots: a delegate's purchase was funded by its root.
+    const payerId = payerOf(model, hold.agentId);
+    expect(rows).toEqual([{ id: expect.any(String), agent_id: payerId, source: 'refund', priority, expires_at_s: expiresAtS === null ? null : BigInt(expiresAtS), granted_uc: refundedUc }]);
+    model.lots.push({ id: rows[0]!.id, agentId: payerId, priority, expiresAtS, granted: refundedUc, remaining: refundedUc, order: model.lots.length });
     hold.refunded += refundedUc;
     model.earnings.set(hold.merchantId, model.earnings.get(hold.merchantId)! - refundedUc);
     giveBack(model, hold, refundedUc);
@@ -436,16 +499,34 @@ class NextDay implements fc.AsyncCommand<Model, Real> {
   toString = () => `nextDay(${TIME_ZONES[this.zone % TIME_ZONES.length]}${this.delta >= 0 ? '+' : ''}${this.delta}s)`;
 }
 
-/** The owner gives the agent a new mandate: holds keep counting in (and giving back to) the periods they were charged to. */
+/**
+ * The owner gives the agent a new mandate: holds keep counting in (and giving back to) the periods they were
+ * charged to. A root may narrow below its delegate's (the delegate's holds are still charged to its budgets).
+ */
 class Remandate implements fc.AsyncCommand<Model, Real> {
   constructor(readonly agent: number, readonly mandate: ModelMandate) {}
   check = () => true;
   async run(model: Model) {
-    const agentId = model.agents[this.agent]!;
-    await setMandate(agentId, this.mandate);
+    const agentId = model.agents[this.agent % ROOTS]!;
+    await setMandate(model, agentId, this.mandate);
     model.mandates.set(agentId, this.mandate);
   }
-  toString = () => `remandate(${this.agent}, ${describeMandate(this.mandate)})`;
+  toString = () => `remandate(${this.agent % ROOTS}, ${describeMandate(this.mandate)})`;
+}
+
+/** The delegate's owner carves it a new mandate from its parent's as it stands; a wider one is refused and changes nothing. */
+class RemandateDelegate implements fc.AsyncCommand<Model, Real> {
+  constructor(readonly pick: DelegateMandatePick) {}
+  check = () => true;
+  async run(model: Model) {
+    const agentId = model.agents[DELEGATE]!;
+    const { mandate, wider } = carved(model, agentId, this.pick);
+    const outcome = await errorCode(setMandate(model, agentId, mandate));
+    if (wider) return void expect(outcome).toBe('invalid_input');
+    expect(outcome).toBe('ok');
+    model.mandates.set(agentId, mandate);
+  }
+  toString = () => `remandateDelegate(${this.pick.numerators.join('/')}, widen ${this.pick.widen}, own [${describeMandate({ budgets: this.pick.own, timeZone: this.pick.timeZone })}])`;
 }
 
 function describeMandate(mandate: ModelMandate): string {
@@ -464,9 +545,9 @@ async function checkRunningTotals(model: Model, agentId: string) {
     `SELECT COALESCE(b.held_uc, 0)::bigint AS held_uc, COALESCE(b.captured_uc, 0)::bigint AS captured_uc,
             COALESCE(b.granted_uc, 0)::bigint AS granted_uc, COALESCE(b.refunded_uc, 0)::bigint AS refunded_uc,
             (SELECT COALESCE(SUM(remaining_uc), 0) FROM credit_lots WHERE agent_id = a.id)::bigint AS remaining_uc,
-            (SELECT COALESCE(SUM(j.amount_uc), 0) FROM journal_entries j JOIN holds h ON j.account = 'hold:' || h.id WHERE h.agent_id = a.id)::bigint AS journal_held_uc,
+            (SELECT COALESCE(SUM(j.amount_uc), 0) FROM journal_entries j JOIN holds h ON j.account = 'hold:' || h.id WHERE h.payer_id = a.id)::bigint AS journal_held_uc,
             (SELECT COALESCE(SUM(j.amount_uc), 0) FROM journal_entries j JOIN holds h ON j.operation_id = h.id || ':capture'
-              WHERE h.agent_id = a.id AND j.account NOT LIKE 'hold:%' AND j.account NOT LIKE 'lot:%')::bigint AS journal_captured_uc,
+              WHERE h.payer_id = a.id AND j.account NOT LIKE 'hold:%' AND j.account NOT LIKE 'lot:%')::bigint AS journal_captured_uc,
             (SELECT COALESCE(SUM(j.amount_uc), 0) FROM journal_entries j JOIN credit_lots l ON j.account = 'lot:' || l.id
               WHERE l.agent_id = a.id AND j.kind IN ('grant', 'refund'))::bigint AS journal_granted_uc,
             (SELECT COALESCE(SUM(j.amount_uc), 0) FROM journal_entries j JOIN credit_lots l ON j.account = 'lot:' || l.id
@@ -475,7 +556,8 @@ async function checkRunningTotals(model: Model, agentId: string) {
     [agentId],
   );
   const totals = rows[0]!;
-  const holds = model.holds.filter((h) => h.agentId === agentId);
+  // The holds it pays for: its own and, for a root, its delegates'.
+  const holds = model.holds.filter((h) => payerOf(model, h.agentId) === agentId);
   const sum = (values: bigint[]) => values.reduce((s, v) => s + v, 0n);
   expect(totals.held_uc, `held of ${agentId}`).toBe(sum(holds.filter((h) => h.state === 'held').map((h) => h.amount)));
   expect(totals.captured_uc, `captured of ${agentId}`).toBe(sum(holds.filter((h) => h.state === 'captured').map((h) => h.captured)));
@@ -541,7 +623,10 @@ async function checkInvariants(model: Model) {
   for (const agentId of model.agents) {
     const b = await ledger().balance(db, agentId);
     expect(BigInt(b.grantedUc)).toBe(BigInt(b.availableUc) + BigInt(b.heldUc) + BigInt(b.capturedUc) + BigInt(b.lapsedUc));
-    const modelAvailable = model.lots.filter((l) => l.agentId === agentId && live(l)).reduce((s, l) => s + l.remaining, 0n);
+    // A delegate's balance is its root's pool.
+    const payerId = payerOf(model, agentId);
+    expect(b.fundedBy).toBe(payerId === agentId ? undefined : payerId);
+    const modelAvailable = model.lots.filter((l) => l.agentId === payerId && live(l)).reduce((s, l) => s + l.remaining, 0n);
     expect(BigInt(b.availableUc)).toBe(modelAvailable);
     await checkRunningTotals(model, agentId);
   }
@@ -576,14 +661,16 @@ async function checkBudgets(model: Model) {
     expect(period.alerted_pct, `${where}: the highest alert announced`).toBe(modelled?.alerted ?? -1);
   }
   expect(periods.length, 'one running total per budget period the model charged').toBe(model.periods.size);
-  const { rows: charges } = await db.query<{ hold_id: string; budget_id: string; period_start_s: bigint }>(
-    'SELECT hold_id, budget_id, period_start_s FROM hold_budget_charges WHERE agent_id = ANY($1::text[]) ORDER BY hold_id, budget_id',
+  // Each hold was charged to the budgets of its agent and of every ancestor, exactly those the model charged.
+  const { rows: charges } = await db.query<{ hold_id: string; agent_id: string; budget_id: string; period_start_s: bigint }>(
+    'SELECT hold_id, agent_id, budget_id, period_start_s FROM hold_budget_charges WHERE agent_id = ANY($1::text[]) ORDER BY hold_id, agent_id, budget_id',
     [model.agents],
   );
+  const sortKey = (c: { hold_id: string; agent_id: string; budget_id: string }) => `${c.hold_id} ${c.agent_id} ${c.budget_id}`;
   const modelCharges = model.holds
-    .flatMap((h) => h.charges.map((c) => ({ hold_id: h.id, budget_id: c.budgetId, period_start_s: BigInt(c.periodStartS) })))
-    .sort((a, b) => (a.hold_id < b.hold_id ? -1 : a.hold_id > b.hold_id ? 1 : a.budget_id < b.budget_id ? -1 : a.budget_id > b.budget_id ? 1 : 0));
-  expect(charges).toEqual(modelCharges);
+    .flatMap((h) => h.charges.map((c) => ({ hold_id: h.id, agent_id: c.agentId, budget_id: c.budgetId, period_start_s: BigInt(c.periodStartS) })))
+    .sort((a, b) => (sortKey(a) < sortKey(b) ? -1 : sortKey(a) > sortKey(b) ? 1 : 0));
+  expect([...charges].sort((a, b) => (sortKey(a) < sortKey(b) ? -1 : sortKey(a) > sortKey(b) ? 1 : 0))).toEqual(modelCharges);
 }
 
 const nearDelta = fc.integer({ min: -1, max: 1 });
@@ -618,6 +705,13 @@ const mandateArb: fc.Arbitrary<ModelMandate> = fc.record({
   budgets: fc.oneof({ arbitrary: fc.constant<ModelBudget[]>([]), weight: 1 }, { arbitrary: budgetList, weight: 4 }),
   timeZone: fc.constantFrom(...TIME_ZONES),
 });
+/** A delegate's mandate carved from its parent's: mostly within it, sometimes 1 µc wider on one budget. */
+const delegateMandateArb: fc.Arbitrary<DelegateMandatePick> = fc.record({
+  numerators: fc.array(fc.integer({ min: 1, max: 10 }), { minLength: 1, maxLength: 3 }),
+  widen: fc.option(fc.nat({ max: 2 }), { nil: null, freq: 4 }),
+  own: fc.oneof({ arbitrary: fc.constant<ModelBudget[]>([]), weight: 1 }, { arbitrary: budgetList, weight: 1 }),
+  timeZone: fc.constantFrom(...TIME_ZONES),
+});
 const grantFor = (agent: fc.Arbitrary<number>) => fc
   .tuple(agent, fc.bigInt({ min: 1n, max: 5_000_000n }), fc.integer({ min: 0, max: 1 }), fc.option(fc.integer({ min: 1, max: 900 }), { nil: null, freq: 2 }))
   .map(([a, amount, p, life]) => new Grant(a, amount, p, life));
@@ -625,9 +719,9 @@ const grantFor = (agent: fc.Arbitrary<number>) => fc
 const grantManyFor = (agent: fc.Arbitrary<number>) => fc
   .tuple(agent, fc.array(fc.bigInt({ min: 1n, max: 5n }), { minLength: 3, maxLength: 8 }), fc.integer({ min: 0, max: 1 }))
   .map(([a, amounts, p]) => new GrantMany(a, amounts, p));
-/** Each run starts with credit for every agent, so most mints succeed and later commands have holds to work on. */
+/** Each run starts with credit for every root, so most mints succeed and later commands have holds to work on. */
 const funding = fc
-  .tuple(...Array.from({ length: AGENTS }, (_, a) => fc.array(fc.oneof(grantFor(fc.constant(a)), grantManyFor(fc.constant(a))), { minLength: 1, maxLength: 3 })))
+  .tuple(...Array.from({ length: ROOTS }, (_, a) => fc.array(fc.oneof(grantFor(fc.constant(a)), grantManyFor(fc.constant(a))), { minLength: 1, maxLength: 3 })))
   .map((perAgent) => perAgent.flat());
 const targeted = fc.oneof({ arbitrary: fc.constant(true), weight: 4 }, { arbitrary: fc.constant(false), weight: 1 });
 const command = fc.oneof(
@@ -648,28 +742,45 @@ const command = fc.oneof(
   { arbitrary: fc.boolean().map((latest) => new Lapse(latest)), weight: 1 },
   { arbitrary: fc.tuple(fc.nat({ max: TIME_ZONES.length - 1 }), fc.integer({ min: -2, max: 1 })).map(([zone, delta]) => new NextDay(zone, delta)), weight: 1 },
   { arbitrary: fc.tuple(agentIndex, mandateArb).map(([a, mandate]) => new Remandate(a, mandate)), weight: 1 },
+  { arbitrary: delegateMandateArb.map((pick) => new RemandateDelegate(pick)), weight: 1 },
 );
 
 describe('the ledger against a reference model', () => {
   it(`keeps every invariant over ${RUNS} random command sequences`, async () => {
     await fc.assert(
-      fc.asyncProperty(funding, fc.array(mandateArb, { minLength: AGENTS, maxLength: AGENTS }), fc.commands([command], { maxCommands: 16, size: 'max' }), async (setup, mandates, cmds) => {
+      fc.asyncProperty(
+        funding,
+        fc.array(mandateArb, { minLength: ROOTS, maxLength: ROOTS }),
+        delegateMandateArb.map((pick) => ({ ...pick, widen: null })),
+        fc.commands([command], { maxCommands: 16, size: 'max' }),
+        async (setup, mandates, delegateMandate, cmds) => {
         runNumber += 1;
-        const agents: string[] = [];
-        for (let i = 0; i < AGENTS; i++) {
-          const identity = { issuer: world.agentIssuer.issuer, subject: `model-${runNumber}-${i}` };
-          agents.push((await tx((q) => world.gw.services.identity.registerAgent(q, ownerId, { name: identity.subject, identity }))).id);
-          await setMandate(agents[i]!, mandates[i]!);
-        }
         // The shops' earnings carry over from earlier runs (they share the database).
         const earnings = new Map<string, bigint>();
         for (const shop of shops) earnings.set(shop.merchantId, BigInt(await ledger().merchantEarnings(world.gw.gateway.db, shop.merchantId)));
-        const model: Model = { agents, lots: [], holds: [], earnings, mandates: new Map(agents.map((id, i) => [id, mandates[i]!])), periods: new Map() };
+        const model: Model = { agents: [], parents: new Map(), lots: [], holds: [], earnings, mandates: new Map(), periods: new Map() };
+        const identityOf = (i: number) => ({ issuer: world.agentIssuer.issuer, subject: `model-${runNumber}-${i}` });
+        for (let i = 0; i < ROOTS; i++) {
+          const identity = identityOf(i);
+          model.agents.push((await tx((q) => world.gw.services.identity.registerAgent(q, ownerId, { name: identity.subject, identity }))).id);
+          await setMandate(model, model.agents[i]!, mandates[i]!);
+          model.mandates.set(model.agents[i]!, mandates[i]!);
+        }
+        // The delegate: registered by its parent's owner, under a mandate carved from the parent's.
+        const parentId = model.agents[0]!;
+        const identity = identityOf(DELEGATE);
+        const delegate = await tx((q) => world.gw.services.identity.registerDelegate(q, owner, parentId, { name: identity.subject, identity, mandate: {} }));
+        model.agents.push(delegate.id);
+        model.parents.set(delegate.id, parentId);
+        const { mandate } = carved(model, delegate.id, delegateMandate);
+        await setMandate(model, delegate.id, mandate);
+        model.mandates.set(delegate.id, mandate);
         await fc.asyncModelRun(
           () => ({ model, real: { world, shops } }),
           [...setup, ...cmds].flatMap((c) => [c, { check: () => true, run: () => checkInvariants(model), toString: () => '' } as fc.AsyncCommand<Model, Real>]),
         );
-      }),
+        },
+      ),
       { numRuns: RUNS },
     );
   }, 900_000);

@@ -66,7 +66,12 @@ beforeAll(async () => {
   openapi = (await world.api('GET', '/openapi.json')).body;
   const agent = await world.createAgent('drift@example.com', 'drift-agent');
   const agentToken = await world.accessToken({ sub: agent.id, scope: 'svc:agent' }, `${world.url}/mcp`);
-  for (const token of [agentToken, agent.ownerToken]) {
+  // An agent whose mandate allows delegates also sees the tools that require it (create_delegate).
+  const delegating = await world.createAgent('drift@example.com', 'drift-delegating');
+  const allowed = await world.api('PUT', `/v1/owner/agents/${delegating.id}/mandate`, { token: delegating.ownerToken, key: 'drift-delegation', body: { delegation: { allowed: true, maxDepth: 1 } } });
+  if (allowed.status !== 200) throw new Error(`mandate refused: ${JSON.stringify(allowed.body)}`);
+  const delegatingToken = await world.accessToken({ sub: delegating.id, scope: 'svc:agent' }, `${world.url}/mcp`);
+  for (const token of [agentToken, delegatingToken, agent.ownerToken]) {
     for (const tool of (await rawModern(world.url, 'tools/list', {}, { token })).body.result.tools) {
       advertised.set(tool.name, tool.inputSchema);
       advertisedOutput.set(tool.name, tool.outputSchema);

@@ -2,7 +2,6 @@
 // credit and budgets back exactly, revokes the vouchers, tells each merchant holding one (a signed
 // voucher.revoked, verified here with the standardwebhooks library), lists them in each merchant's feed, and
 // refuses their capture; the freeze report says how far it reached.
-import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import { configureWebhook, markVerified, registerMerchant, startHookTarget, uniqueKey, type HookTarget } from '../support/merchants.ts';
@@ -315,9 +314,7 @@ describe('refusals', () => {
   });
 });
 
-// DELEGATION: this describe needs delegates (POST /v1/agents/{id}/delegates, migrations/0021_delegation.sql), which
-// land on another branch. It runs by itself once that migration is in the tree; at merge, remove the skipIf.
-describe.skipIf(!existsSync(new URL('../../migrations/0021_delegation.sql', import.meta.url)))('a freeze with releaseHolds reaches the subtree', () => {
+describe('a freeze with releaseHolds reaches the subtree', () => {
   it("releases every delegate's holds into the root's lots, and each delegate is refused at its next mint", async () => {
     const ownerEmail = 'tree-owner@example.com';
     const root = await world.createAgent(ownerEmail, 'tree-root');

@@ -69,18 +69,25 @@ export async function expectLedgerInvariants(db: Queryable): Promise<void> {
     expect(hold.captured_uc <= hold.amount_uc, `${hold.id} captured at most what it held`).toBe(true);
     expect(hold.journal_uc, `${hold.id}: open holds carry their amount, resolved ones nothing`).toBe(hold.state === 'held' ? hold.amount_uc : 0n);
   }
-  // Each agent's running totals (its balance row) agree with its holds and lots.
+  // Each agent's running totals (its balance row) agree with the holds it pays for and its lots: a delegate's
+  // holds are paid for by its root (holds.payer_id), whose lots fund them; a delegate owns no lots.
+  const { rows: payers } = await db.query<{ id: string; payer_id: string; root_id: string }>(
+    `SELECT h.id, h.payer_id, COALESCE(a.ancestor_ids[1], a.id) AS root_id FROM holds h JOIN agents a ON a.id = h.agent_id`,
+  );
+  for (const hold of payers) expect(hold.payer_id, `${hold.id}: paid for by the root of its agent's tree`).toBe(hold.root_id);
+  const { rows: delegateLots } = await db.query<{ id: string }>(`SELECT l.id FROM credit_lots l JOIN agents a ON a.id = l.agent_id WHERE a.parent_id IS NOT NULL`);
+  expect(delegateLots, 'a delegate owns no lots').toEqual([]);
   const { rows: agents } = await db.query<{ agent_id: string; held_uc: bigint; captured_uc: bigint; granted_uc: bigint; holds_held_uc: bigint; holds_captured_uc: bigint; lots_granted_uc: bigint; lots_remaining_uc: bigint }>(
     `SELECT b.agent_id, b.held_uc, b.captured_uc, b.granted_uc,
-            (SELECT COALESCE(SUM(amount_uc) FILTER (WHERE state = 'held'), 0) FROM holds WHERE agent_id = b.agent_id)::bigint AS holds_held_uc,
-            (SELECT COALESCE(SUM(captured_uc) FILTER (WHERE state = 'captured'), 0) FROM holds WHERE agent_id = b.agent_id)::bigint AS holds_captured_uc,
+            (SELECT COALESCE(SUM(amount_uc) FILTER (WHERE state = 'held'), 0) FROM holds WHERE payer_id = b.agent_id)::bigint AS holds_held_uc,
+            (SELECT COALESCE(SUM(captured_uc) FILTER (WHERE state = 'captured'), 0) FROM holds WHERE payer_id = b.agent_id)::bigint AS holds_captured_uc,
             (SELECT COALESCE(SUM(granted_uc), 0) FROM credit_lots WHERE agent_id = b.agent_id)::bigint AS lots_granted_uc,
             (SELECT COALESCE(SUM(remaining_uc), 0) FROM credit_lots WHERE agent_id = b.agent_id)::bigint AS lots_remaining_uc
        FROM agent_balances b`,
   );
   for (const agent of agents) {
-    expect(agent.held_uc, `${agent.agent_id}: held = Σ open holds`).toBe(agent.holds_held_uc);
-    expect(agent.captured_uc, `${agent.agent_id}: captured = Σ captured holds`).toBe(agent.holds_captured_uc);
+    expect(agent.held_uc, `${agent.agent_id}: held = Σ open holds it pays for`).toBe(agent.holds_held_uc);
+    expect(agent.captured_uc, `${agent.agent_id}: captured = Σ captured holds it pays for`).toBe(agent.holds_captured_uc);
     expect(agent.granted_uc, `${agent.agent_id}: granted = Σ its lots`).toBe(agent.lots_granted_uc);
     expect(agent.granted_uc, `${agent.agent_id}: granted = remaining + held + captured`).toBe(agent.lots_remaining_uc + agent.held_uc + agent.captured_uc);
   }

@@ -1,0 +1,90 @@
+// Delegation's operations, for every face: register a delegate (the parent agent itself, or its owner) and
+// retire one (the owner). Retiring releases the subtree's open holds through the ledger's release path and
+// marks the subtree retired, in one transaction under the rows of the subtree and its ancestors.
+import { Type, type Static, type TOptional } from '@sinclair/typebox';
+import { MandateRulesProperties } from '../agents/schemas.ts';
+import type { Agent, AgentService } from '../agents/service.ts';
+import type { LedgerService } from '../ledger/service.ts';
+import { formatUc } from '../platform/money.ts';
+import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
+import { IdParams } from '../platform/schemas.ts';
+import type { MandateRules } from '../policy/mandate.ts';
+
+const DelegateMandate = Type.Object(
+  Object.fromEntries(Object.entries(MandateRulesProperties).map(([name, schema]) => [name, Type.Optional(schema)])) as {
+    [K in keyof typeof MandateRulesProperties]: TOptional<(typeof MandateRulesProperties)[K]>;
+  },
+  {
+    additionalProperties: false,
+    description:
+      "The delegate's mandate, within its parent's. A member left out takes the parent's value (delegation: not allowed). Every parent budget needs a " +
+      'budget of the same scope and period at most as large; merchants.allow a subset (deny a superset); the window inside; allowed services and ' +
+      "categories subsets; delegation.maxDepth below the parent's.",
+  },
+);
+
+export const DelegateCreate = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 100 }),
+    identity: Type.Object(
+      {
+        issuer: Type.String({ minLength: 1, maxLength: 500, description: 'must be the configured agent identity provider' }),
+        subject: Type.String({ minLength: 1, maxLength: 200, description: "the delegate's own subject: it authenticates as itself" }),
+      },
+      { additionalProperties: false },
+    ),
+    mandate: Type.Optional(DelegateMandate),
+  },
+  {
+    additionalProperties: false,
+    examples: [
+      {
+        name: 'Buyer',
+        identity: { issuer: 'https://agents.example', subject: 'buyer-7' },
+        mandate: { budgets: [{ id: 'daily', limitUc: '8000000', period: 'day' }], merchants: { allow: ['books.example.com'], deny: [] } },
+      },
+    ],
+  },
+);
+
+const CreateDelegateInput = inputOf(IdParams, DelegateCreate);
+const RetireInput = inputOf(IdParams);
+
+export interface Retirement {
+  agent: Agent;
+  retiredAgentIds: string[];
+  releasedHolds: number;
+  releasedUc: string;
+}
+
+export interface DelegationOperations {
+  createDelegate: SingleStepOperation<Static<typeof CreateDelegateInput>, Agent>;
+  retireAgent: SingleStepOperation<Static<typeof RetireInput>, Retirement>;
+}
+
+export function delegationOperations(agents: AgentService, ledger: LedgerService): DelegationOperations {
+  return {
+    createDelegate: {
+      name: 'createDelegate',
+      input: CreateDelegateInput,
+      idempotency: { key: 'required' },
+      run: (tx, { principal, input: { id, name, identity, mandate } }) =>
+        agents.registerDelegate(tx, principal, id, { name, identity, mandate: (mandate ?? {}) as Partial<MandateRules> }),
+    },
+    retireAgent: {
+      name: 'retireAgent',
+      input: RetireInput,
+      idempotency: { key: 'required' },
+      run: async (tx, { principal, input }) => {
+        const subtree = await agents.lockSubtreeToRetire(tx, principal, input.id);
+        const released = await ledger.releaseOpenHoldsOf(tx, subtree.map((agent) => agent.id));
+        return {
+          agent: await agents.markRetired(tx, subtree, input.id),
+          retiredAgentIds: subtree.map((agent) => agent.id),
+          releasedHolds: released.releasedHolds,
+          releasedUc: formatUc(released.releasedUc),
+        };
+      },
+    },
+  };
+}

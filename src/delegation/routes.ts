@@ -1,0 +1,83 @@
+// HTTP edge of delegation: register a delegate, read a subtree, retire a delegate.
+import type { FastifyInstance } from 'fastify';
+import type { Static } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
+import { serve } from '../platform/http/operation.ts';
+import { problems } from '../platform/http/openapi.ts';
+import { queryRoute } from '../platform/http/query.ts';
+import { AgentIdParams } from '../platform/schemas.ts';
+import { DelegateCreate, type DelegationOperations } from './operations.ts';
+import type { DelegationQueries } from './queries.ts';
+
+const OWNER = { kinds: ['human', 'owner'] } as const;
+const AGENT_OR_OWNER = { kinds: ['agent', 'human', 'owner'] } as const;
+const AGENT = { kinds: ['agent'] } as const;
+
+const TREE_DESCRIPTION =
+  "Each node is an Agent (with parentId and depth) and its budgets' usage now, as GET …/mandate shows it: what each budget's current period allows, " +
+  "has spent and has left, and when it resets. A parent's budgets count its delegates' holds, which a child's hold charges in the same transaction.";
+
+export function delegationRoutes(deps: { operations: DelegationOperations; queries: DelegationQueries }) {
+  const { operations: ops, queries } = deps;
+  return async function routes(app: FastifyInstance): Promise<void> {
+    const tags = ['delegation'];
+
+    app.post('/v1/agents/:id/delegates', {
+      config: { auth: AGENT_OR_OWNER, operation: ops.createDelegate, location: true },
+      schema: {
+        tags,
+        summary: 'Register a delegate (a child agent) under a mandate within its parent\'s',
+        description:
+          'By the parent agent itself (an agent credential, its own id) or by its owner. The delegate belongs to the same owner, records parentId and depth, ' +
+          "and authenticates with its own identity. Its holds allocate from its root's credit lots (a delegate owns no lots: grants and top-ups go to the root) " +
+          'and are checked against, and charged to, the budgets of the delegate and of every ancestor, in the same transaction. Refused with 400 invalid_input, ' +
+          "nothing created, `reason`: delegation_not_allowed (the parent's mandate has delegation.allowed false), depth_exceeded (deeper than an ancestor's " +
+          'delegation.maxDepth allows, or delegation.maxDepth not below the parent\'s), budget_wider_than_parent, merchant_outside_parent, window_outside_parent, ' +
+          'allowance_outside_parent. The same check applies to every later change of the delegate\'s mandate (PUT …/mandate, PATCH). Requires Idempotency-Key.',
+        params: AgentIdParams,
+        body: DelegateCreate,
+        response: { 201: Type.Ref('Agent'), ...problems(400, 404, 409, 503) },
+      },
+      handler: (request, reply) =>
+        serve(request, reply, ops.createDelegate, { ...(request.body as Static<typeof DelegateCreate>), id: (request.params as { id: string }).id }, {
+          status: 201,
+          headers: (agent) => ({ location: `/v1/owner/agents/${agent.id}` }),
+        }),
+    });
+
+    app.route(
+      queryRoute('GET', '/v1/owner/agents/:id/delegates', queries.listDelegates, {
+        auth: OWNER,
+        tags,
+        summary: "Read an agent's subtree: it and its delegates, with each one's budget usage",
+        description: TREE_DESCRIPTION,
+        errors: [404],
+      }),
+    );
+    app.route(
+      queryRoute('GET', '/v1/agents/:id/delegates', queries.listOwnDelegates, {
+        auth: AGENT,
+        tags,
+        summary: 'Read your own subtree (an agent credential): yourself or one of your delegates, and the delegates below',
+        description: `${TREE_DESCRIPTION} An agent reads the subtree of itself or of any agent below it; any other id is 404.`,
+        errors: [404],
+      }),
+    );
+
+    app.post('/v1/owner/agents/:id/retire', {
+      config: { auth: OWNER, operation: ops.retireAgent },
+      schema: {
+        tags,
+        summary: 'Retire a delegate and every delegate below it',
+        description:
+          "Releases every open hold of the subtree (their credit back to the root's lots, their budgets given back, `redemption.released` to each merchant) " +
+          'and marks the subtree retired, in one transaction: a retired agent spends no more (403 FROZEN, `reason` retired), for good. What the subtree did ' +
+          'not spend was never moved out of the root\'s lots, so nothing else returns. The owner only; a root agent is frozen, not retired (409). Retiring a ' +
+          'retired delegate answers it unchanged. Requires Idempotency-Key.',
+        params: AgentIdParams,
+        response: { 200: Type.Ref('Retirement'), ...problems(403, 404, 409) },
+      },
+      handler: (request, reply) => serve(request, reply, ops.retireAgent, { id: (request.params as { id: string }).id }),
+    });
+  };
+}

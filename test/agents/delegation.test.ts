@@ -1,0 +1,359 @@
+// Delegates: an agent whose mandate allows it registers children under mandates within its own. A wider one
+// is refused naming the rule, with nothing created; a tree is as deep as its mandates allow; the owner reads
+// the tree with each agent's usage, and an agent its own subtree; a child's hold allocates from its root's
+// lots and charges its own and every ancestor's budgets, which a release gives back to all of them; a frozen
+// root freezes its subtree until it is unfrozen; retiring a delegate releases its subtree's holds (the root's
+// balance restored exactly) and stops it for good; credit is granted to roots only.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApiError } from '../../src/platform/errors.ts';
+import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
+import { budgetPeriodTotals, expectLedgerInvariants } from '../support/ledger-invariants.ts';
+import { startWorld, type World } from '../support/world.ts';
+import { connect } from '../mcp/helpers.ts';
+
+const CREDIT_UC = 1_000_000n;
+const credits = (n: number) => (BigInt(n) * CREDIT_UC).toString();
+
+let world: World;
+let shops: [Shop, Shop];
+let counter = 0;
+
+beforeAll(async () => {
+  world = await startWorld();
+  shops = [await openShop(world), await openShop(world)];
+});
+afterAll(() => world?.close());
+
+interface TestAgent {
+  id: string;
+  token: string;
+  ownerToken: string;
+  ownerEmail: string;
+  subject: string;
+}
+
+/** A root agent of a fresh owner, with 100 credits and this mandate. */
+async function rootAgent(mandate: Record<string, unknown>): Promise<TestAgent> {
+  const ownerEmail = `tree-${++counter}@example.com`;
+  const subject = `root-${counter}`;
+  const agent = await world.createAgent(ownerEmail, subject);
+  await grant(world, agent.id, 100n * CREDIT_UC);
+  const put = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `mandate-${counter}`, body: mandate });
+  expect(put.status, JSON.stringify(put.body)).toBe(200);
+  return { ...agent, ownerEmail, subject };
+}
+
+/** POST /v1/agents/{parent}/delegates with `token` (the parent itself, or the owner). */
+async function createDelegate(parent: TestAgent, token: string, mandate?: Record<string, unknown>) {
+  const subject = `delegate-${++counter}`;
+  const res = await world.api('POST', `/v1/agents/${parent.id}/delegates`, {
+    token,
+    key: `delegate-${counter}`,
+    body: { name: subject, identity: { issuer: world.agentIssuer.issuer, subject }, ...(mandate ? { mandate } : {}) },
+  });
+  const agent: TestAgent | undefined =
+    res.status === 201 ? { id: res.body.id, token: await world.agentToken(subject, parent.ownerEmail), ownerToken: parent.ownerToken, ownerEmail: parent.ownerEmail, subject } : undefined;
+  return { res, agent };
+}
+
+async function agentCount(ownerToken: string): Promise<number> {
+  return (await world.api('GET', '/v1/owner/agents?limit=100', { token: ownerToken })).body.agents.length;
+}
+
+async function usageOf(agent: TestAgent): Promise<Record<string, string>> {
+  const mandate = (await world.api('GET', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken })).body;
+  return Object.fromEntries(mandate.usage.map((u: { budgetId: string; spentUc: string }) => [u.budgetId, u.spentUc]));
+}
+
+const PARENT_MANDATE = () => ({
+  allowedCategories: ['books'],
+  budgets: [{ id: 'daily', limitUc: credits(10), period: 'day' }],
+  merchants: { allow: [shops[0].merchantId], deny: [] },
+  notBefore: 1_000,
+  notAfter: 4_000_000_000,
+  delegation: { allowed: true, maxDepth: 2 },
+});
+
+describe('registering a delegate', () => {
+  it('by the parent agent itself or by its owner: same owner, parentId and depth, its own identity, a mandate within its parent\'s', async () => {
+    const root = await rootAgent(PARENT_MANDATE());
+    const byAgent = await createDelegate(root, root.token, { budgets: [{ id: 'daily', limitUc: credits(8), period: 'day' }] });
+    expect(byAgent.res.status, JSON.stringify(byAgent.res.body)).toBe(201);
+    expect(byAgent.res.body).toMatchObject({ parentId: root.id, depth: 1, retiredAt: null, ownerId: expect.any(String), identity: { subject: byAgent.agent!.subject } });
+    expect(byAgent.res.headers.get('location')).toBe(`/v1/owner/agents/${byAgent.agent!.id}`);
+    const byOwner = await createDelegate(root, root.ownerToken);
+    expect(byOwner.res.status).toBe(201);
+    // Members left out take the parent's (delegation: none).
+    const mandate = (await world.api('GET', `/v1/owner/agents/${byOwner.agent!.id}/mandate`, { token: root.ownerToken })).body;
+    expect(mandate).toMatchObject({ allowedCategories: ['books'], budgets: [{ id: 'daily', limitUc: credits(10), period: 'day' }], merchants: { allow: [shops[0].merchantId] }, delegation: { allowed: false, maxDepth: 0 } });
+    // The delegate authenticates as itself, and reads itself with its parent and depth.
+    const me = await world.api('GET', '/v1/me', { token: byAgent.agent!.token });
+    expect(me.body.agent).toMatchObject({ id: byAgent.agent!.id, parentId: root.id, depth: 1 });
+    expect(me.body.balance).toMatchObject({ agentId: byAgent.agent!.id, fundedBy: root.id, availableUc: credits(100) });
+    const owned = (await world.api('GET', '/v1/owner/agents?limit=100', { token: root.ownerToken })).body.agents;
+    expect(owned.map((a: { parentId: string | null }) => a.parentId)).toEqual([null, root.id, root.id]);
+  });
+
+  it('refuses every wider mandate with 400 naming the rule, and creates nothing', async () => {
+    const root = await rootAgent(PARENT_MANDATE());
+    const before = await agentCount(root.ownerToken);
+    const wider: Array<[string, Record<string, unknown>]> = [
+      ['budget_wider_than_parent', { budgets: [{ id: 'daily', limitUc: credits(11), period: 'day' }] }],
+      ['budget_wider_than_parent', { budgets: [] }],
+      ['budget_wider_than_parent', { budgets: [{ id: 'weekly', limitUc: credits(5), period: 'week' }] }],
+      ['merchant_outside_parent', { merchants: { allow: [shops[0].merchantId, shops[1].merchantId], deny: [] } }],
+      ['merchant_outside_parent', { merchants: { allow: null, deny: [] } }],
+      ['window_outside_parent', { notAfter: 4_000_000_001 }],
+      ['window_outside_parent', { notBefore: null }],
+      ['allowance_outside_parent', { allowedCategories: ['*'] }],
+      ['allowance_outside_parent', { allowedCategories: ['books', 'music'] }],
+      ['depth_exceeded', { delegation: { allowed: true, maxDepth: 2 } }],
+    ];
+    for (const [reason, mandate] of wider) {
+      const { res } = await createDelegate(root, root.token, mandate);
+      expect(res.status, JSON.stringify(mandate)).toBe(400);
+      expect(res.body, JSON.stringify(mandate)).toMatchObject({ code: 'invalid_input', reason });
+    }
+    expect(await agentCount(root.ownerToken)).toBe(before);
+    // A parent whose mandate allows no delegates.
+    const plain = await rootAgent({ budgets: [] });
+    const refused = await createDelegate(plain, plain.token);
+    expect(refused.res.status).toBe(400);
+    expect(refused.res.body).toMatchObject({ code: 'invalid_input', reason: 'delegation_not_allowed' });
+    expect(await agentCount(plain.ownerToken)).toBe(1);
+  });
+
+  it('as deep as the mandates allow: maxDepth 2 gives a child and a grandchild, and no further', async () => {
+    const root = await rootAgent(PARENT_MANDATE());
+    const child = (await createDelegate(root, root.token, { delegation: { allowed: true, maxDepth: 1 } })).agent!;
+    const grandchild = await createDelegate(child, child.token);
+    expect(grandchild.res.status).toBe(201);
+    expect(grandchild.res.body).toMatchObject({ parentId: child.id, depth: 2 });
+    const tooDeep = await createDelegate(grandchild.agent!, grandchild.agent!.token);
+    expect(tooDeep.res.body).toMatchObject({ code: 'invalid_input', reason: 'delegation_not_allowed' });
+    // Narrowing the root after the fact stops new levels below it even where a child's mandate would allow one.
+    const narrowed = await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, { token: root.ownerToken, key: `narrow-${root.id}`, body: { ...PARENT_MANDATE(), delegation: { allowed: true, maxDepth: 1 } } });
+    expect(narrowed.status).toBe(200);
+    const past = await createDelegate(child, child.token);
+    expect(past.res.status).toBe(400);
+    expect(past.res.body).toMatchObject({ reason: 'depth_exceeded' });
+    expect(await agentCount(root.ownerToken)).toBe(3);
+  });
+
+  it('only the parent itself or its owner registers a delegate: another agent gets 404', async () => {
+    const root = await rootAgent(PARENT_MANDATE());
+    const sibling = await rootAgent({});
+    expect((await createDelegate(root, sibling.token)).res.status).toBe(404);
+    expect((await createDelegate(root, sibling.ownerToken)).res.status).toBe(404);
+  });
+
+  it("a later change of a delegate's mandate is held within its parent's (PUT and PATCH)", async () => {
+    const root = await rootAgent(PARENT_MANDATE());
+    const child = (await createDelegate(root, root.token, { budgets: [{ id: 'daily', limitUc: credits(8), period: 'day' }] })).agent!;
+    const put = (body: Record<string, unknown>) => world.api('PUT', `/v1/owner/agents/${child.id}/mandate`, { token: root.ownerToken, key: `put-${++counter}`, body });
+    const within = { allowedCategories: ['books'], merchants: { allow: [shops[0].merchantId], deny: [] }, notBefore: 2_000, notAfter: 3_000_000_000 };
+    expect((await put({ ...within, budgets: [{ id: 'daily', limitUc: credits(12), period: 'day' }] })).body).toMatchObject({ code: 'invalid_input', reason: 'budget_wider_than_parent' });
+    expect((await put({ ...within, budgets: [{ id: 'daily', limitUc: credits(6), period: 'day' }] })).status).toBe(200);
+    const patched = await world.api('PATCH', `/v1/owner/agents/${child.id}`, { token: root.ownerToken, body: { allowedCategories: ['*'] } });
+    expect(patched.status).toBe(400);
+    expect(patched.body).toMatchObject({ reason: 'allowance_outside_parent' });
+  });
+});
+
+describe('reading the tree', () => {
+  it('the owner reads the tree with usage; an agent its own subtree; anyone else 404', async () => {
+    const root = await rootAgent({ ...PARENT_MANDATE(), merchants: { allow: null, deny: [] } });
+    const child = (await createDelegate(root, root.token, { budgets: [{ id: 'daily', limitUc: credits(8), period: 'day' }], delegation: { allowed: true, maxDepth: 1 } })).agent!;
+    const grandchild = (await createDelegate(child, child.token, { budgets: [{ id: 'daily', limitUc: credits(3), period: 'day' }] })).agent!;
+    const offer = await shops[0].offer({ priceUc: credits(2) });
+    expect((await mint(world, grandchild.token, offer.id)).status).toBe(200);
+
+    const tree = await world.api('GET', `/v1/owner/agents/${root.id}/delegates`, { token: root.ownerToken });
+    expect(tree.status).toBe(200);
+    expect(tree.body).toMatchObject({ agentId: root.id, truncated: false });
+    expect(tree.body.nodes.map((n: { agent: { id: string; parentId: string | null; depth: number } }) => [n.agent.id, n.agent.parentId, n.agent.depth])).toEqual([
+      [root.id, null, 0],
+      [child.id, root.id, 1],
+      [grandchild.id, child.id, 2],
+    ]);
+    // The grandchild's hold counts in its own budget and in each ancestor's.
+    for (const [node, limit] of [[0, 10], [1, 8], [2, 3]] as const) {
+      expect(tree.body.nodes[node].usage).toEqual([
+        expect.objectContaining({ budgetId: 'daily', limitUc: credits(limit), spentUc: credits(2), remainingUc: credits(limit - 2), resetsAt: expect.any(Number) }),
+      ]);
+    }
+    // An agent reads its own subtree (itself or below), and nothing above or beside it.
+    const ownSubtree = await world.api('GET', `/v1/agents/${child.id}/delegates`, { token: child.token });
+    expect(ownSubtree.body.nodes.map((n: { agent: { id: string } }) => n.agent.id)).toEqual([child.id, grandchild.id]);
+    expect((await world.api('GET', `/v1/agents/${grandchild.id}/delegates`, { token: root.token })).status).toBe(200);
+    expect((await world.api('GET', `/v1/agents/${root.id}/delegates`, { token: child.token })).status).toBe(404);
+    const stranger = await rootAgent({});
+    expect((await world.api('GET', `/v1/owner/agents/${root.id}/delegates`, { token: stranger.ownerToken })).status).toBe(404);
+    expect((await world.api('GET', `/v1/agents/${root.id}/delegates`, { token: stranger.token })).status).toBe(404);
+  });
+});
+
+describe("a delegate's spending", () => {
+  it("allocates from its root's lots, charges its parent's budget, and a release gives back to both", async () => {
+    const root = await rootAgent({ budgets: [{ id: 'daily', limitUc: credits(10), period: 'day' }], delegation: { allowed: true, maxDepth: 1 } });
+    const child = (await createDelegate(root, root.token, { budgets: [{ id: 'daily', limitUc: credits(8), period: 'day' }, { id: 'books', limitUc: credits(5), period: 'day', category: 'books' }] })).agent!;
+    const offer = await shops[0].offer({ priceUc: credits(3) });
+    const held = await mint(world, child.token, offer.id);
+    expect(held.status).toBe(200);
+    const redemption = held.body.redemption;
+    const lots = (await world.api('GET', '/v1/me', { token: root.token })).body.lots;
+    expect(redemption.allocations.map((a: { lotId: string }) => a.lotId)).toEqual([lots[0].id]);
+    expect(await usageOf(root)).toEqual({ daily: credits(3) });
+    expect(await usageOf(child)).toEqual({ daily: credits(3), books: credits(3) });
+    expect(await world.gw.services.ledger.balance(world.gw.gateway.db, root.id)).toMatchObject({ heldUc: credits(3), availableUc: credits(97) });
+    // The root's budget binds the child: 8 − 3 = 5 left for the child, but the books budget only 2.
+    const overChild = await mint(world, child.token, offer.id);
+    expect(overChild.status).toBe(402);
+    expect(overChild.body).toMatchObject({ code: 'CAP_EXCEEDED', reason: 'budget_exceeded', budget: { id: 'books', remainingUc: credits(2) } });
+
+    const released = await world.api('POST', `/v1/redemptions/${redemption.id}/release`, { token: shops[0].key, key: `release-${redemption.id}`, body: {} });
+    expect(released.status).toBe(200);
+    expect(await usageOf(root)).toEqual({ daily: '0' });
+    expect(await usageOf(child)).toEqual({ daily: '0', books: '0' });
+    expect(await world.gw.services.ledger.balance(world.gw.gateway.db, root.id)).toMatchObject({ heldUc: '0', availableUc: credits(100) });
+    await expectLedgerInvariants(world.gw.gateway.db);
+  });
+
+  it("siblings in one group-commit pass see each other's charges on their parent's budget", async () => {
+    const root = await rootAgent({ budgets: [{ id: 'daily', limitUc: credits(2), period: 'day' }], delegation: { allowed: true, maxDepth: 1 } });
+    const [a, b] = [(await createDelegate(root, root.token)).agent!, (await createDelegate(root, root.token)).agent!];
+    const { ledger } = world.gw.services;
+    const hold = (agentId: string) => ({ agentId, acceptorId: shops[0].merchantId, merchantId: shops[0].merchantId, offerId: 'off_pass', category: 'books', amountUc: CREDIT_UC, lifetimeS: 900 });
+    const outcomes = await world.gw.gateway.db.transaction((tx) => ledger.holdMany(tx, [hold(a.id), hold(b.id), hold(a.id), hold(root.id)]));
+    const refusal = (error: unknown) => error as ApiError & { options: { extra: { budget?: { agentId?: string } } } };
+    expect(outcomes.map((o) => (o.ok ? 'held' : `${refusal(o.error).code} ${refusal(o.error).options.extra.budget?.agentId}`))).toEqual([
+      'held',
+      'held',
+      `CAP_EXCEEDED ${root.id}`,
+      'CAP_EXCEEDED undefined',
+    ]);
+    expect(await usageOf(root)).toEqual({ daily: credits(2) });
+    await expectLedgerInvariants(world.gw.gateway.db);
+  });
+
+  it("an ancestor's budget refuses the child, naming whose budget it is", async () => {
+    const root = await rootAgent({ budgets: [{ id: 'daily', limitUc: credits(4), period: 'day' }], delegation: { allowed: true, maxDepth: 1 } });
+    const child = (await createDelegate(root, root.token, { budgets: [{ id: 'daily', limitUc: credits(4), period: 'day' }] })).agent!;
+    const offer = await shops[0].offer({ priceUc: credits(3) });
+    expect((await mint(world, root.token, offer.id)).status).toBe(200);
+    const refused = await mint(world, child.token, offer.id);
+    expect(refused.status).toBe(402);
+    expect(refused.body).toMatchObject({ code: 'CAP_EXCEEDED', reason: 'budget_exceeded', budget: { id: 'daily', agentId: root.id, remainingUc: credits(1) } });
+    const periods = await budgetPeriodTotals(world.gw.gateway.db, [root.id, child.id]);
+    expect(periods.map((p) => [p.agent_id, p.spent_uc, p.covered_uc])).toEqual([[root.id, 3n * CREDIT_UC, 3n * CREDIT_UC]]);
+  });
+
+  it('a frozen root freezes each descendant at its next mint; unfreezing restores each', async () => {
+    const root = await rootAgent({ delegation: { allowed: true, maxDepth: 2 } });
+    const child = (await createDelegate(root, root.token, { delegation: { allowed: true, maxDepth: 1 } })).agent!;
+    const grandchild = (await createDelegate(child, child.token)).agent!;
+    const offer = await shops[0].offer({ priceUc: credits(1) });
+    expect((await world.api('POST', `/v1/owner/agents/${root.id}/freeze`, { token: root.ownerToken })).status).toBe(200);
+    for (const agent of [root, child, grandchild]) {
+      const refused = await mint(world, agent.token, offer.id);
+      expect(refused.status).toBe(403);
+      expect(refused.body).toMatchObject({ code: 'FROZEN', reason: 'frozen', ...(agent === root ? {} : { agentId: root.id }) });
+    }
+    // The merchant check answers for the tree too.
+    const check = await world.api('POST', '/v1/access/merchant-check', { token: shops[0].key, body: { offerId: offer.id, agentIdentity: { issuer: world.agentIssuer.issuer, subject: grandchild.subject } } });
+    expect(check.body.allowed).toBe(false);
+    expect((await world.api('POST', `/v1/owner/agents/${root.id}/unfreeze`, { token: root.ownerToken })).status).toBe(200);
+    for (const agent of [root, child, grandchild]) expect((await mint(world, agent.token, offer.id)).status).toBe(200);
+    // A frozen child freezes its own subtree only.
+    expect((await world.api('POST', `/v1/owner/agents/${child.id}/freeze`, { token: root.ownerToken })).status).toBe(200);
+    expect((await mint(world, grandchild.token, offer.id)).body).toMatchObject({ code: 'FROZEN', agentId: child.id });
+    expect((await mint(world, root.token, offer.id)).status).toBe(200);
+  });
+
+  it('credit is granted to the root: a grant to a delegate is refused naming the root', async () => {
+    const root = await rootAgent({ delegation: { allowed: true, maxDepth: 1 } });
+    const child = (await createDelegate(root, root.token)).agent!;
+    const refusal = await grant(world, child.id, CREDIT_UC).catch((error: unknown) => error);
+    expect(refusal).toBeInstanceOf(ApiError);
+    expect(refusal).toMatchObject({ code: 'conflict', options: { extra: { reason: 'delegate_has_no_lots', rootAgentId: root.id } } });
+    const lots = await world.gw.gateway.db.query('SELECT id FROM credit_lots WHERE agent_id = $1', [child.id]);
+    expect(lots.rows).toEqual([]);
+  });
+});
+
+describe('retiring a delegate', () => {
+  it("releases its subtree's open holds (the root's balance restored exactly), stops the subtree for good, and replays", async () => {
+    const root = await rootAgent({ budgets: [{ id: 'daily', limitUc: credits(20), period: 'day' }], delegation: { allowed: true, maxDepth: 2 } });
+    const child = (await createDelegate(root, root.token, { delegation: { allowed: true, maxDepth: 1 } })).agent!;
+    const grandchild = (await createDelegate(child, child.token)).agent!;
+    const offer = await shops[0].offer({ priceUc: credits(2) });
+    const rootHold = await mint(world, root.token, offer.id);
+    const childHold = await mint(world, child.token, offer.id);
+    const grandchildHold = await mint(world, grandchild.token, offer.id);
+    // One of the child's holds is captured first: what it spent stays spent.
+    const captured = await mint(world, child.token, offer.id);
+    expect((await world.api('POST', `/v1/redemptions/${captured.body.redemption.id}/capture`, { token: shops[0].key, key: `capture-${captured.body.redemption.id}`, body: {} })).status).toBe(200);
+    expect(await world.gw.services.ledger.balance(world.gw.gateway.db, root.id)).toMatchObject({ availableUc: credits(92), heldUc: credits(6), capturedUc: credits(2) });
+
+    expect((await world.api('POST', `/v1/owner/agents/${child.id}/retire`, { token: child.token, key: 'self-retire' })).status).toBe(403);
+    const retired = await world.api('POST', `/v1/owner/agents/${child.id}/retire`, { token: root.ownerToken, key: `retire-${child.id}` });
+    expect(retired.status, JSON.stringify(retired.body)).toBe(200);
+    expect(retired.body).toMatchObject({ agent: { id: child.id, retiredAt: expect.any(Number) }, releasedHolds: 2, releasedUc: credits(4) });
+    expect([...retired.body.retiredAgentIds].sort()).toEqual([child.id, grandchild.id].sort());
+    // Exactly what the subtree held is back; the root's own hold and the capture stand.
+    expect(await world.gw.services.ledger.balance(world.gw.gateway.db, root.id)).toMatchObject({ availableUc: credits(96), heldUc: credits(2), capturedUc: credits(2) });
+    expect(await usageOf(root)).toEqual({ daily: credits(4) });
+    for (const hold of [childHold, grandchildHold]) {
+      expect((await world.api('GET', `/v1/redemptions/${hold.body.redemption.id}`, { token: shops[0].key })).body.state).toBe('released');
+    }
+    expect((await world.api('GET', `/v1/redemptions/${rootHold.body.redemption.id}`, { token: shops[0].key })).body.state).toBe('held');
+    for (const agent of [child, grandchild]) {
+      expect((await mint(world, agent.token, offer.id)).body).toMatchObject({ code: 'FROZEN', reason: 'retired' });
+    }
+    expect((await mint(world, root.token, offer.id)).status).toBe(200);
+    // The same key replays; retiring again answers the retired delegate unchanged; a root is frozen, not retired.
+    expect((await world.api('POST', `/v1/owner/agents/${child.id}/retire`, { token: root.ownerToken, key: `retire-${child.id}` })).body).toEqual(retired.body);
+    expect((await world.api('POST', `/v1/owner/agents/${child.id}/retire`, { token: root.ownerToken, key: `retire-again-${child.id}` })).body).toMatchObject({ releasedHolds: 0, releasedUc: '0' });
+    expect((await world.api('POST', `/v1/owner/agents/${root.id}/retire`, { token: root.ownerToken, key: `retire-${root.id}` })).status).toBe(409);
+    expect((await createDelegate(child, root.ownerToken)).res.status).toBe(409);
+    await expectLedgerInvariants(world.gw.gateway.db);
+  });
+});
+
+describe('the MCP face', () => {
+  it('lists create_delegate only to an agent whose mandate allows delegates, and registers a child with it', async () => {
+    const root = await rootAgent({ budgets: [{ id: 'daily', limitUc: credits(10), period: 'day' }], delegation: { allowed: true, maxDepth: 1 } });
+    const plain = await rootAgent({});
+    const mcpUrl = `${world.url}/mcp`;
+    const toolsOf = async (agentId: string) => {
+      const client = await connect(world.url, await world.accessToken({ sub: agentId, scope: 'svc:agent' }, mcpUrl), 'modern');
+      try {
+        return { client, names: (await client.listTools()).tools.map((tool) => tool.name) };
+      } catch (error) {
+        await client.close();
+        throw error;
+      }
+    };
+    const listed = await toolsOf(root.id);
+    const unlisted = await toolsOf(plain.id);
+    try {
+      expect(listed.names).toContain('create_delegate');
+      expect(unlisted.names).not.toContain('create_delegate');
+      const subject = `mcp-delegate-${++counter}`;
+      const result = await listed.client.callTool({
+        name: 'create_delegate',
+        arguments: { id: root.id, name: subject, identity: { issuer: world.agentIssuer.issuer, subject }, mandate: { budgets: [{ id: 'daily', limitUc: credits(4), period: 'day' }] }, idempotencyKey: `mcp-${subject}` },
+      });
+      expect((result as { structuredContent: unknown }).structuredContent).toMatchObject({ parentId: root.id, depth: 1 });
+      const wider = await listed.client.callTool({
+        name: 'create_delegate',
+        arguments: { id: root.id, name: 'x', identity: { issuer: world.agentIssuer.issuer, subject: `mcp-wide-${counter}` }, mandate: { budgets: [] }, idempotencyKey: `mcp-wide-${counter}` },
+      });
+      expect(wider.isError).toBe(true);
+      expect(JSON.stringify(wider.content)).toContain('budget_wider_than_parent');
+    } finally {
+      await listed.client.close();
+      await unlisted.client.close();
+    }
+  });
+});
