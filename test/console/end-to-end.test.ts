@@ -349,6 +349,30 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     expect(Object.keys(found)).toHaveLength(9);
   }, 90_000);
 
+  it("lists the agent's delegates on its page, each with its budget bar, linked to its own page", async () => {
+    const owner = await devLogin('human', { email: OWNER });
+    const { agentId: _agent, version: _version, createdAt: _created, hash: _hash, usage: _usage, ...rules } = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body;
+    const allowed = await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, { ...rules, delegation: { allowed: true, maxDepth: 1 } }, key('allow-delegates'));
+    expect(allowed.status).toBe(200);
+    const scout = (await api('GET', `/v1/owner/agents/${agentId}`, owner)).body;
+    const buyer = await api(
+      'POST',
+      `/v1/agents/${agentId}/delegates`,
+      owner,
+      { name: 'Buyer', identity: { issuer: scout.identity.issuer, subject: 'buyer-e2e' }, mandate: { budgets: [{ id: 'daily', limitUc: '2000000', period: 'day' }] } },
+      key('delegate'),
+    );
+    expect(buyer.status).toBe(201);
+    await openAgent();
+    const delegates = page.getByRole('region', { name: 'Delegates' });
+    await delegates.getByRole('link', { name: 'Buyer' }).waitFor();
+    await delegates.getByText('0.00 of 2.00 credits spent').waitFor();
+    await delegates.getByRole('link', { name: 'Buyer' }).click();
+    await page.getByRole('heading', { name: 'Buyer', level: 1 }).waitFor();
+    await page.getByRole('region', { name: 'Delegates' }).getByText('No delegates.', { exact: false }).waitFor();
+    expect(await axeViolations(page)).toEqual([]);
+  });
+
   it('never put a token in a URL or in localStorage or sessionStorage, and the page broke no CSP rule', async () => {
     expect(accessTokens.length).toBeGreaterThanOrEqual(2);
     for (const token of accessTokens) expect(urlsSeen.filter((url) => url.includes(token))).toEqual([]);

@@ -356,6 +356,31 @@ function Activity({ agentId, tick }: { agentId: string; tick: number }) {
   );
 }
 
+/** The agent's delegates at every depth (issue 28), indented by depth, each with its status and budget bars. */
+function Delegates({ agentId, tick }: { agentId: string; tick: number }) {
+  const { api } = useConsole();
+  const tree = useLoad(async () => ok(await api.GET('/v1/owner/agents/{id}/delegates', { params: { path: { id: agentId } } })), [agentId, tick]);
+  if (tree.error) return <LoadError error={tree.error} />;
+  if (!tree.data) return <p class="muted">Loading…</p>;
+  const below = tree.data.nodes.filter((node) => node.agent.id !== agentId);
+  if (below.length === 0) return <p class="muted">No delegates. An agent whose mandate allows delegation registers them (POST /v1/agents/{'{id}'}/delegates).</p>;
+  const rootDepth = tree.data.nodes[0]!.agent.depth;
+  return (
+    <ul class="delegates">
+      {below.map((node) => (
+        <li class={`level-${Math.min(node.agent.depth - rootDepth, 8)}`}>
+          <a href={`/console/agents/${encodeURIComponent(node.agent.id)}`}>{node.agent.name}</a> <StatusBadge status={node.agent.status} />
+          {node.agent.retiredAt ? <span class="muted"> retired</span> : null} <code class="muted">{node.agent.id}</code>
+          {node.usage.map((usage) => (
+            <BudgetBar usage={usage} />
+          ))}
+        </li>
+      ))}
+      {tree.data.truncated ? <li class="muted">More delegates than shown (the deepest are left out).</li> : null}
+    </ul>
+  );
+}
+
 export function AgentPage({ id }: { id: string }) {
   const { api } = useConsole();
   const [tick, setTick] = useState(0);
@@ -463,6 +488,10 @@ export function AgentPage({ id }: { id: string }) {
                 </tbody>
               </table>
             )}
+          </section>
+          <section aria-labelledby="delegates-title">
+            <h2 id="delegates-title">Delegates</h2>
+            <Delegates agentId={id} tick={tick} />
           </section>
           <section aria-labelledby="activity-title">
             <h2 id="activity-title">Activity</h2>
