@@ -422,6 +422,27 @@ describe('POST /x402/settle', () => {
   }, 60_000);
 });
 
+describe('the x402 routes in /openapi.json', () => {
+  it('are described by their operations: the jti is settle\'s key (no header), authorize takes its key as a header or a body member', async () => {
+    const document = await (await fetch(`${world.url}/openapi.json`)).json();
+    const header = (operation: { parameters?: Array<{ in: string; name: string; required?: boolean }> }) =>
+      operation.parameters?.find((p) => p.in === 'header' && p.name === 'Idempotency-Key');
+    expect(document.paths['/x402/supported'].get.operationId).toBe('getX402Supported');
+    expect(document.paths['/x402/verify'].post.operationId).toBe('verifyX402Payment');
+    const { post: authorizeOp } = document.paths['/x402/authorize'];
+    expect(authorizeOp.operationId).toBe('authorizeX402Payment');
+    expect(header(authorizeOp)).toMatchObject({ required: false });
+    expect(Object.keys(authorizeOp.responses)).toEqual(expect.arrayContaining(['200', '201', '402', '409']));
+    const { post: settleOp } = document.paths['/x402/settle'];
+    expect(settleOp.operationId).toBe('settleX402Payment');
+    expect(header(settleOp)).toBeUndefined();
+    expect(settleOp.responses['200'].headers['Idempotent-Replayed']).toBeDefined();
+    expect(document.components.schemas.X402SettleResponse.properties.errorReason.enum).toEqual([
+      'settle_conflict', 'hold_expired', 'unauthorized_server', 'revoked', 'attestation_invalid', 'amount_exceeds_authorized',
+    ]);
+  });
+});
+
 describe('the ledger after x402', () => {
   it('keeps its invariants', async () => {
     await expectLedgerInvariants(world.gw.gateway.db);
