@@ -147,9 +147,10 @@ describe('POST /x402/authorize', () => {
     expect(payload.exp! - payload.iat!).toBe(300);
     expect(payload.exp!).toBeLessThan(payload.holdExp as number);
     expect(await balanceOf(agent.id)).toMatchObject({ availableUc: '9500000', heldUc: '500000' });
-    // The hold keeps the attestation as issued (its evidence).
-    const { rows } = await world.gw.gateway.db.query<{ voucher: string }>('SELECT voucher FROM holds WHERE id = $1', [res.body.redemption.id]);
-    expect(rows[0]!.voucher).toBe(res.body.attestation);
+    // The hold keeps the attestation as issued: its evidence shows it where a voucher's shows the voucher.
+    const evidence = await world.api('GET', `/v1/redemptions/${res.body.redemption.id}/evidence`, { token: shop.key });
+    expect(evidence.status).toBe(200);
+    expect(decodeJwt(evidence.body.evidence).voucher).toBe(res.body.attestation);
   });
 
   it('answers a retry with the same key with the same attestation and one hold; the key with another request conflicts', async () => {
