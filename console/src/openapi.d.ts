@@ -7866,7 +7866,7 @@ export interface operations {
                     bundleId?: string;
                     /** @description the requirements' presentation window; the attestation's is at most 300 s */
                     maxTimeoutSeconds?: number;
-                    /** @description the Idempotency-Key, as the draft carries it; if the header is sent too, the two must be equal */
+                    /** @description the Idempotency-Key, as the draft carries it (a UUID is a good key); if the header is sent too, the two must be equal */
                     idempotencyKey?: string;
                 };
             };

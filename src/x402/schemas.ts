@@ -2,6 +2,7 @@
 // PR #2612), as @x402/core 2.27 speaks it: its identifiers, the facilitator's requests and answers, and the
 // authorize request an agent sends. docs/decisions.md "x402 facilitator" records where this diverges from the draft.
 import { Type, type Static } from '@sinclair/typebox';
+import { IDEMPOTENCY_KEY_PATTERN } from '../platform/idempotency.ts';
 import { Microcredits, Nullable, ResourceId } from '../platform/schemas.ts';
 
 export const X402_VERSION = 2;
@@ -173,7 +174,9 @@ export type AuthorizeX402Input = Static<typeof AuthorizeX402Input>;
 export const AuthorizeX402Body = Type.Object(
   {
     ...AuthorizeX402Input.properties,
-    idempotencyKey: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'the Idempotency-Key, as the draft carries it; if the header is sent too, the two must be equal' })),
+    idempotencyKey: Type.Optional(
+      Type.String({ pattern: IDEMPOTENCY_KEY_PATTERN.source, description: 'the Idempotency-Key, as the draft carries it (a UUID is a good key); if the header is sent too, the two must be equal' }),
+    ),
   },
   {
     additionalProperties: false,
