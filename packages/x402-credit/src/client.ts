@@ -30,6 +30,20 @@ export interface CreditSchemeClientOptions {
   backoffMs?: (attempt: number) => number;
 }
 
+/** What `POST /x402/authorize` is asked: the requirements' terms (the idempotency key is added per payment). */
+export interface AuthorizeRequest {
+  /** Microcredits to hold: the requirements' `amount`. */
+  amount: string;
+  asset: string;
+  /** The requirements' `extra.resource`: the attestation is bound to it. */
+  resource: string;
+  /** The merchant id (`payTo`). */
+  payTo: string;
+  offerId: string;
+  /** The requirements' presentation window; the gateway caps the attestation's. */
+  maxTimeoutSeconds?: number;
+}
+
 /** What `POST /x402/authorize` answers: the attestation and the hold it stands for. */
 export interface Authorization {
   attestation: string;
@@ -114,6 +128,7 @@ export class CreditSchemeClient implements SchemeNetworkClient {
       resource: terms.resource,
       payTo: terms.merchantId,
       offerId: terms.offerId,
+      ...(Number.isInteger(requirements.maxTimeoutSeconds) && requirements.maxTimeoutSeconds > 0 ? { maxTimeoutSeconds: requirements.maxTimeoutSeconds } : {}),
     });
     return { x402Version, payload: { type: CONSUME_PAYLOAD_TYPE, attestation } };
   }
@@ -123,7 +138,7 @@ export class CreditSchemeClient implements SchemeNetworkClient {
    * 5xx, `idempotency_key_in_use`), so a retry never holds credit twice. Refusals throw {@link CreditError}
    * with the draft's code (`insufficient_credits`, …) or the mandate's (`CAP_EXCEEDED`, …).
    */
-  async authorize(request: { amount: string; asset: string; resource: string; payTo: string; offerId: string }, idempotencyKey = randomUUID()): Promise<Authorization> {
+  async authorize(request: AuthorizeRequest, idempotencyKey = randomUUID()): Promise<Authorization> {
     const credential = this.options.credential;
     const token = typeof credential === 'string' ? credential : await credential();
     const fetchFn = this.options.fetch ?? fetch;

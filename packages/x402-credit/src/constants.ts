@@ -3,9 +3,9 @@
 // `extra.authority` (the gateway's base URL), never to the network label, as the draft says.
 
 /** The x402 scheme: the draft's credit binding of `batch-settlement`. */
-export const CREDIT_SCHEME = 'batch-settlement';
+export const CREDIT_SCHEME = 'batch-settlement' as const;
 /** The network: x402's `namespace:reference` form, a label only (the authority is `extra.authority`). */
-export const CREDIT_NETWORK = 'acg:credit';
+export const CREDIT_NETWORK = 'acg:credit' as const;
 /** The asset: every amount is a decimal string of microcredits (1 credit = 1,000,000 µc = $0.01). */
 export const CREDIT_ASSET = 'microcredit';
 /** The binding version this package speaks (`extra.version`); a requirement of another major is refused. */

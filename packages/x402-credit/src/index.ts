@@ -12,7 +12,7 @@ export {
   UC_PER_CREDIT,
   UC_PER_USD,
 } from './constants.ts';
-export { CreditSchemeClient, type AgentCredential, type Authorization, type CreditSchemeClientOptions } from './client.ts';
+export { CreditSchemeClient, type AgentCredential, type Authorization, type AuthorizeRequest, type CreditSchemeClientOptions } from './client.ts';
 export { CreditError, type CreditErrorCode, type Problem } from './errors.ts';
 export { callPaidTool, paidTool, paymentRequiredOf, type PaidToolCall, type PaidToolOptions, type PaymentPayloadMaker, type ToolCaller, type ToolResult } from './mcp.ts';
 export { amountUcText, parseCreditPrice } from './money.ts';

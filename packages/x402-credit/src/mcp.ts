@@ -10,8 +10,8 @@ import { CREDIT_NETWORK, CREDIT_SCHEME, MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPON
 
 /** A tool result as MCP carries it (the members this module reads and writes). */
 export interface ToolResult {
-  content: Array<{ type: string; text?: string; [member: string]: unknown }>;
-  structuredContent?: Record<string, unknown>;
+  content: ReadonlyArray<{ type: string; [member: string]: unknown }>;
+  structuredContent?: unknown;
   isError?: boolean;
   _meta?: Record<string, unknown>;
   [member: string]: unknown;
@@ -63,11 +63,11 @@ function paymentRequiredResult(paymentRequired: PaymentRequired): ToolResult {
  * answers `isError` is not charged (the hold is released). Repeats of one payment get the first answer
  * (single flight). Register the result as the tool's callback, e.g. `mcp.registerTool(name, config, paidTool(...))`.
  */
-export function paidTool<Args>(
+export function paidTool<Args, Result extends ToolResult = ToolResult>(
   server: x402ResourceServer,
   options: PaidToolOptions,
-  handler: (args: Args, context: unknown) => ToolResult | Promise<ToolResult>,
-): (args: Args, context: unknown) => Promise<ToolResult> {
+  handler: (args: Args, context: unknown) => Result | Promise<Result>,
+): (args: Args, context: unknown) => Promise<Result> {
   const resourceInfo: ResourceInfo = {
     url: options.resource?.url ?? `mcp://tool/${options.name}`,
     description: options.resource?.description ?? `Tool: ${options.name}`,
@@ -91,8 +91,9 @@ export function paidTool<Args>(
     });
     return accepts;
   };
-  const refusal = async (error: string, transportContext: ToolTransportContext, payload?: PaymentPayload): Promise<ToolResult> =>
-    paymentRequiredResult(await server.createPaymentRequiredResponse(await requirements(), resourceInfo, error, undefined, transportContext, payload));
+  // A payment-required answer is a valid tool result of any SDK's type: an error with text and structured content.
+  const refusal = async (error: string, transportContext: ToolTransportContext, payload?: PaymentPayload): Promise<Result> =>
+    paymentRequiredResult(await server.createPaymentRequiredResponse(await requirements(), resourceInfo, error, undefined, transportContext, payload)) as Result;
 
   return async (args, context) => {
     const transportContext: ToolTransportContext = { toolName: options.name, arguments: args };
@@ -104,10 +105,10 @@ export function paidTool<Args>(
     const verified = await server.verifyPayment(payment, matching, undefined, transportContext);
     if (!verified.isValid) return refusal(verified.invalidReason ?? 'Payment verification failed', transportContext, payment);
 
-    let result: ToolResult;
+    let result: Result;
     if (verified.skipHandler) {
       // A repeat of a payment already served: its first answer, without running the tool again.
-      result = verified.skipHandler.body as ToolResult;
+      result = verified.skipHandler.body as Result;
     } else {
       const cancellation = server.createPaymentCancellationDispatcher(payment, matching, undefined, transportContext);
       try {
