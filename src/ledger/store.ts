@@ -283,6 +283,12 @@ export async function findHold(db: Queryable, holdId: string): Promise<HoldRow |
   return rows[0];
 }
 
+export async function findHolds(db: Queryable, holdIds: readonly string[]): Promise<HoldRow[]> {
+  if (holdIds.length === 0) return [];
+  const { rows } = await db.query<HoldRow>('SELECT * FROM holds WHERE id = ANY($1::text[])', [[...new Set(holdIds)]]);
+  return rows;
+}
+
 export async function lockHold(tx: Tx, holdId: string): Promise<HoldRow | undefined> {
   const { rows } = await tx.query<HoldRow>('SELECT * FROM holds WHERE id = $1 FOR UPDATE', [holdId]);
   return rows[0];
