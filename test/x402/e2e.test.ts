@@ -374,8 +374,10 @@ describe('the agent side', () => {
 
 describe('integration status', () => {
   it('/v1/integrations shows x402 enabled', async () => {
-    const res = await world.api('GET', '/v1/integrations');
-    expect(res.status).toBe(200);
-    expect(res.body.payments.x402).toEqual({ enabled: true });
+    const surface = await world.api('GET', '/v1/integrations?view=surface', { token: merchant.apiKey });
+    expect(surface.status).toBe(200);
+    expect(surface.body.payments.x402).toEqual({ enabled: true });
+    const status = await world.api('GET', '/v1/integrations', { token: merchant.apiKey });
+    expect(status.body.payments.x402).toBe('configured');
   });
 });
