@@ -63,7 +63,7 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
           '(`insufficient_credits`), 403 FROZEN for a frozen or retired agent (`bundle_revoked`), 404 not_found for a `bundleId` that is ' +
           'not the agent (`bundle_not_found`), 409 idempotency_key_reused (`idempotency_conflict`); a mandate\'s refusals as for ' +
           'vouchers (402 CAP_EXCEEDED, 403 SCOPE_FORBIDDEN, 402 approval_required); 400 invalid_input for an amount above the offer\'s ' +
-          'price, an offer that is not the merchant\'s, or a resource that is not an http(s) URL.',
+          'price, an offer that is not the merchant\'s, or a resource that is not an absolute URI.',
         body: AuthorizeX402Body,
         response: {
           201: Type.Ref('X402Authorization'),

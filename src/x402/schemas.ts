@@ -159,7 +159,7 @@ export const AuthorizeX402Input = Type.Object(
   {
     amount: Microcredits("the price to hold, from the server's requirements (`amount`); at most the offer's priceUc"),
     asset: Type.String({ enum: [X402_ASSET] }),
-    resource: Type.String({ minLength: 1, maxLength: RESOURCE_URL_CHARS_MAX, description: 'the resource URL from the requirements (`extra.resource`): the attestation is bound to it' }),
+    resource: Type.String({ minLength: 1, maxLength: RESOURCE_URL_CHARS_MAX, description: 'the resource from the requirements (`extra.resource`), an absolute URI (a URL; `mcp://tool/{name}` for an MCP tool): the attestation is bound to it' }),
     payTo: ResourceId,
     offerId: ResourceId,
     bundleId: Type.Optional(Type.String({ maxLength: 200, description: "the draft's bundle: if sent, the agent's own id" })),

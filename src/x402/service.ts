@@ -137,7 +137,9 @@ export class X402Service {
     if (input.bundleId !== undefined && input.bundleId !== principal.agentId) {
       throw new ApiError('not_found', { detail: `no bundle ${input.bundleId}: an agent authorizes from its own credit, and its bundleId is its agent id` });
     }
-    if (!isHttpUrl(input.resource)) throw new ApiError('invalid_input', { detail: 'resource must be the absolute http(s) URL of the resource the server protects' });
+    if (!isAbsoluteUri(input.resource)) {
+      throw new ApiError('invalid_input', { detail: 'resource must be an absolute URI: the URL the server protects (an MCP tool: mcp://tool/{name}), or sha256:<hex> of its requirements' });
+    }
     const amountUc = parseUc(input.amount);
     if (amountUc === 0n) throw new ApiError('invalid_input', { detail: 'authorize a positive amount' });
     if (!this.gateway.signing.configured) throw new ApiError('signing_configuration_required', { detail: 'set ACG_SIGNING_KEY' });
@@ -330,13 +332,9 @@ export class X402Service {
   }
 }
 
-function isHttpUrl(text: string): boolean {
-  try {
-    const url = new URL(text);
-    return url.protocol === 'https:' || url.protocol === 'http:';
-  } catch {
-    return false;
-  }
+/** The attestation binds the resource as the server names it, and nothing fetches it: any absolute URI will do. */
+function isAbsoluteUri(text: string): boolean {
+  return URL.canParse(text) && !/\s/.test(text);
 }
 
 function isThisScheme(requirements: FacilitatorRequest['paymentRequirements']): boolean {

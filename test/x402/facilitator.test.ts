@@ -187,7 +187,7 @@ describe('POST /x402/authorize', () => {
     expect(await balanceOf(agent.id)).toMatchObject({ availableUc: '100000', heldUc: '0' });
   });
 
-  it("refuses an amount above the offer's price, another merchant's offer, a resource that is not a URL, and another bundle", async () => {
+  it("refuses an amount above the offer's price, another merchant's offer, a resource that is not an absolute URI, and another bundle", async () => {
     const agent = await fundedAgent();
     const offer = await shop.offer({ priceUc: '1000000' });
     const above = await authorize(agent, requirementsFor(offer.id, '1000001'));
@@ -196,13 +196,14 @@ describe('POST /x402/authorize', () => {
     const other = await openShop(world);
     expect((await authorize(agent, requirementsFor(offer.id, '500000', { merchantId: other.merchantId }))).status).toBe(400);
     expect((await authorize(agent, requirementsFor(offer.id, '500000', { resource: 'not a url' }))).status).toBe(400);
+    expect((await authorize(agent, requirementsFor(offer.id, '100000', { resource: 'mcp://tool/report' }))).status).toBe(201);
     expect((await authorize(agent, { ...requirementsFor(offer.id, '500000'), asset: 'USD' })).status).toBe(400);
     expect((await authorize(agent, requirementsFor(offer.id, '0'))).status).toBe(400);
     const bundle = await authorize(agent, requirementsFor(offer.id, '500000'), undefined, { bundleId: 'agt_someone_else' });
     expect(bundle.status).toBe(404);
     expect(bundle.body).toMatchObject({ code: 'not_found', error: 'bundle_not_found' });
     expect((await authorize(agent, requirementsFor(offer.id, '500000'), undefined, { bundleId: agent.id })).status).toBe(201);
-    expect(await balanceOf(agent.id)).toMatchObject({ heldUc: '500000' });
+    expect(await balanceOf(agent.id)).toMatchObject({ heldUc: '600000' });
   });
 
   it("refuses as a voucher mint does under the agent's mandate: its budget (402 CAP_EXCEEDED) and its merchant rules (403 SCOPE_FORBIDDEN)", async () => {
