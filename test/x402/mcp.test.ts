@@ -69,10 +69,14 @@ afterAll(async () => {
   await world?.close();
 });
 
-async function agentSession(amountUc = 100_000_000n) {
+/** The agent's MCP client, on the 2026-07-28 protocol (modern) or the 2025-11-25 one (legacy). */
+async function agentSession(amountUc = 100_000_000n, era: 'modern' | 'legacy' = 'modern') {
   const agent = await world.createAgent(`mcp-x402-${Math.random().toString(36).slice(2)}@example.com`, `mcp-x402-${Math.random().toString(36).slice(2)}`, { allowedCategories: ['books'] });
   await grant(world, agent.id, amountUc);
-  const client = new Client({ name: 'paying-agent', version: '1.0.0' });
+  const client = new Client(
+    { name: 'paying-agent', version: '1.0.0' },
+    era === 'modern' ? { versionNegotiation: { mode: { pin: '2026-07-28' } } } : { versionNegotiation: { mode: 'legacy' } },
+  );
   await client.connect(new StreamableHTTPClientTransport(new URL(mcpUrl)));
   const x402 = new x402Client().register(CREDIT_NETWORK, new CreditSchemeClient({ gatewayUrl: world.url, credential: agent.token }));
   const payments: PaymentPayload[] = [];
@@ -101,8 +105,8 @@ describe('a paid MCP tool', () => {
     await client.close();
   });
 
-  it('is paid with agent credit: the answer carries the settlement, whose receipt verifies; one capture', async () => {
-    const { agent, client, payer } = await agentSession();
+  it.each(['modern', 'legacy'] as const)('is paid with agent credit (%s protocol): the answer carries the settlement, whose receipt verifies; one capture', async (era) => {
+    const { agent, client, payer } = await agentSession(100_000_000n, era);
     const call = await callPaidTool(client, payer, { name: 'analyse', arguments: { ticker: 'ACME' } });
     expect(call.paid).toBe(true);
     expect(call.result.isError).toBeFalsy();
