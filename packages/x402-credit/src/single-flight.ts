@@ -115,9 +115,10 @@ export class SingleFlight {
     return this.owners.has(payload);
   }
 
+  /** The outcome of a jti, unless its attestation expired (then the gateway refuses any presentation of it). */
   private current(jti: string): Outcome | undefined {
     const entry = this.entries.get(jti);
-    if (entry && entry.phase !== 'running' && entry.expiresAtMs + this.toleranceMs <= this.nowMs()) {
+    if (entry && entry.expiresAtMs + this.toleranceMs <= this.nowMs()) {
       this.entries.delete(jti);
       return undefined;
     }
@@ -137,7 +138,7 @@ export class SingleFlight {
   private evict(): void {
     const nowMs = this.nowMs();
     for (const [jti, entry] of this.entries) {
-      if (entry.phase !== 'running' && entry.expiresAtMs + this.toleranceMs <= nowMs) this.entries.delete(jti);
+      if (entry.expiresAtMs + this.toleranceMs <= nowMs) this.entries.delete(jti);
     }
     for (const [jti, entry] of this.entries) {
       if (this.entries.size <= this.entriesMax) return;
@@ -187,14 +188,16 @@ export class SingleFlight {
         this.owners.set(context.paymentPayload, this.claim(presentation));
         return undefined;
       }
-      if (entry.attestation !== presentation.attestation) {
-        return { abort: true, reason: 'attestation_invalid', message: 'another attestation with this jti was presented to this server' };
-      }
+      // Wait first, whatever the token: a forged one claiming this jti is dropped as soon as the gateway refuses it.
       if (entry.phase === 'running') {
         if (!(await this.waitFor(entry))) {
           return { abort: true, reason: 'payment_in_progress', message: 'this payment is being served for an earlier request; retry later' };
         }
         continue;
+      }
+      // The served token was verified by the gateway; another one with its jti is a forgery.
+      if (entry.attestation !== presentation.attestation) {
+        return { abort: true, reason: 'attestation_invalid', message: 'another attestation with this jti was presented to this server' };
       }
       // Another resource: the gateway refuses it (resource_mismatch); it is not this outcome's repeat.
       if (entry.resource !== presentation.resource) return undefined;

@@ -186,26 +186,19 @@ describe.skipIf(onPostgres())("the merchant's scheme", () => {
   });
 });
 
-describe.skipIf(onPostgres())('single flight when a settle answer is lost', () => {
+describe.skipIf(onPostgres())('single flight', () => {
   let server: http.Server | undefined;
   afterEach(() => new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve())));
 
-  it('keeps the response of a payment whose settle got no answer, and answers its repeat with it once the settle goes through', async () => {
-    const settles: string[] = [];
-    const settlement: SettleResponse = { success: true, transaction: '', network: CREDIT_NETWORK, payer: 'agt_1', amount: '500000', extra: { commitmentId: 'hold_1', chargedAmount: '500000', receipt: null } };
-    const facilitator: FacilitatorClient = {
-      getSupported: async (): Promise<SupportedResponse> => ({
-        kinds: [{ x402Version: 2, scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, extra: { authority: GATEWAY, asset: 'microcredit', version: '1.0.0' } }],
-        extensions: [],
-        signers: {},
-      }),
-      verify: async (): Promise<VerifyResponse> => ({ isValid: true, payer: 'agt_1' }),
-      settle: async (_payload, req) => {
-        settles.push(req.amount);
-        if (settles.length === 1) throw new Error('socket hang up');
-        return settlement;
-      },
-    };
+  const supported = async (): Promise<SupportedResponse> => ({
+    kinds: [{ x402Version: 2, scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, extra: { authority: GATEWAY, asset: 'microcredit', version: '1.0.0' } }],
+    extensions: [],
+    signers: {},
+  });
+  const settled: SettleResponse = { success: true, transaction: '', network: CREDIT_NETWORK, payer: 'agt_1', amount: '500000', extra: { commitmentId: 'hold_1', chargedAmount: '500000', receipt: null } };
+
+  /** An Express server selling /report through `facilitator`; `runs()` counts the handler's runs. */
+  async function paidServer(facilitator: FacilitatorClient): Promise<{ url: string; runs: () => number; send: (payment: PaymentPayload) => Promise<Response>; payment: (attestation: string) => PaymentPayload }> {
     const resourceServer = new x402ResourceServer(facilitator).register(CREDIT_NETWORK, new CreditSchemeServer({ gatewayUrl: GATEWAY, merchantId: MERCHANT, offerId: OFFER, facilitator }));
     let runs = 0;
     const app = express();
@@ -214,21 +207,65 @@ describe.skipIf(onPostgres())('single flight when a settle answer is lost', () =
     server = http.createServer(app);
     await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/report`;
-
     const accepted = { ...requirements(), extra: { ...requirements().extra, resource: url } };
-    const payment: PaymentPayload = { x402Version: 2, accepted, payload: { type: 'consume', attestation: attestationWith({ jti: 'hold_1', exp: Math.floor(Date.now() / 1000) + 300 }) } };
-    const send = () => fetch(url, { headers: { 'payment-signature': encodePaymentSignatureHeader(payment) } });
+    return {
+      url,
+      runs: () => runs,
+      send: (payment) => fetch(url, { headers: { 'payment-signature': encodePaymentSignatureHeader(payment) } }),
+      payment: (attestation) => ({ x402Version: 2, accepted, payload: { type: 'consume', attestation } }),
+    };
+  }
 
-    const lost = await send();
+  it("a forged token naming a payment's jti neither blocks the real one nor, once it is served, gets its answer", async () => {
+    const exp = Math.floor(Date.now() / 1000) + 300;
+    const genuine = attestationWith({ jti: 'hold_1', exp });
+    const forged = `${genuine.split('.').slice(0, 2).join('.')}.Zm9yZ2Vk`;
+    const facilitator: FacilitatorClient = {
+      getSupported: supported,
+      // The gateway takes a while to refuse the forgery, which arrives first.
+      verify: async (payment): Promise<VerifyResponse> => {
+        if (payment.payload.attestation !== forged) return { isValid: true, payer: 'agt_1' };
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        return { isValid: false, invalidReason: 'attestation_invalid' };
+      },
+      settle: async () => settled,
+    };
+    const shop = await paidServer(facilitator);
+    const forgedFirst = shop.send(shop.payment(forged));
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const [refused, served] = await Promise.all([forgedFirst, shop.send(shop.payment(genuine))]);
+    expect(refused.status).toBe(402);
+    expect(served.status).toBe(200);
+    const late = await shop.send(shop.payment(forged));
+    expect(late.status).toBe(402);
+    expect(JSON.parse(Buffer.from(late.headers.get('payment-required')!, 'base64').toString()).error).toBe('attestation_invalid');
+    expect(shop.runs()).toBe(1);
+  });
+
+  it('keeps the response of a payment whose settle got no answer, and answers its repeat with it once the settle goes through', async () => {
+    const settles: string[] = [];
+    const facilitator: FacilitatorClient = {
+      getSupported: supported,
+      verify: async (): Promise<VerifyResponse> => ({ isValid: true, payer: 'agt_1' }),
+      settle: async (_payload, req) => {
+        settles.push(req.amount);
+        if (settles.length === 1) throw new Error('socket hang up');
+        return settled;
+      },
+    };
+    const shop = await paidServer(facilitator);
+    const payment = shop.payment(attestationWith({ jti: 'hold_1', exp: Math.floor(Date.now() / 1000) + 300 }));
+
+    const lost = await shop.send(payment);
     expect(lost.status).toBe(402);
-    const repeat = await send();
+    const repeat = await shop.send(payment);
     expect(repeat.status).toBe(200);
     expect(await repeat.json()).toEqual({ report: 'quarterly', run: 1 });
     expect(decodePaymentResponseHeader(repeat.headers.get('payment-response')!)).toMatchObject({ success: true, extra: { commitmentId: 'hold_1' } });
-    const third = await send();
+    const third = await shop.send(payment);
     expect(await third.json()).toEqual({ report: 'quarterly', run: 1 });
     // The handler ran once; the gateway was asked to settle twice (the lost one and its retry), never a third time.
-    expect(runs).toBe(1);
+    expect(shop.runs()).toBe(1);
     expect(settles).toEqual(['500000', '500000']);
   });
 });
