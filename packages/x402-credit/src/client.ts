@@ -155,6 +155,8 @@ export class CreditSchemeClient implements SchemeNetworkClient {
           method: 'POST',
           headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
           body,
+          // The agent's token goes to its gateway and nowhere else, whatever a redirect says.
+          redirect: 'error',
           signal: AbortSignal.timeout(this.options.timeoutMs ?? TIMEOUT_MS_DEFAULT),
         });
       } catch (error) {
