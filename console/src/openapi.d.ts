@@ -1110,7 +1110,7 @@ export interface paths {
         put?: never;
         /**
          * Take a hold for an x402 payment and get its signed attestation
-         * @description The credit binding's /authorize: a mint (as POST /v1/vouchers) of a hold of `amount` µc, at most the price of the offer `offerId` of the merchant `payTo`, under the agent's mandate (caps, budgets, merchant rules, the approval threshold), in the same group commit. It answers an attestation: a compact ES256 JWS (`typ` x402-credit+jwt, a key of /.well-known/jwks.json) with `iss` this gateway, `sub` the agent, `aud` the merchant, `jti` the hold id, `exp` the end of the presentation window (at most 300 s, or `maxTimeoutSeconds`), `holdExp` the hold's deadline (the offer's hold lifetime, at most the Idempotency-Key retention), `amount`, `asset`, `resource`, `offer_id` and `mandate` (the hash of the mandate in force). The key is required, in the header or as `idempotencyKey` (both: equal): a retry answers the same attestation (200, Idempotent-Replayed) and takes no second hold; the key with another request answers 409 idempotency_key_reused. Refusals are problem bodies whose `error` member carries the draft's code where it has one: 402 INSUFFICIENT_CREDITS (`insufficient_credits`), 403 FROZEN for a frozen or retired agent (`bundle_revoked`), 404 not_found for a `bundleId` that is not the agent (`bundle_not_found`), 409 idempotency_key_reused (`idempotency_conflict`); a mandate's refusals as for vouchers (402 CAP_EXCEEDED, 403 SCOPE_FORBIDDEN, 402 approval_required); 400 invalid_input for an amount above the offer's price, an offer that is not the merchant's, or a resource that is not an http(s) URL.
+         * @description The credit binding's /authorize: a mint (as POST /v1/vouchers) of a hold of `amount` µc, at most the price of the offer `offerId` of the merchant `payTo`, under the agent's mandate (caps, budgets, merchant rules, the approval threshold), in the same group commit. It answers an attestation: a compact ES256 JWS (`typ` x402-credit+jwt, a key of /.well-known/jwks.json) with `iss` this gateway, `sub` the agent, `aud` the merchant, `jti` the hold id, `exp` the end of the presentation window (at most 300 s, or `maxTimeoutSeconds`), `holdExp` the hold's deadline (the offer's hold lifetime, at most the Idempotency-Key retention), `amount`, `asset`, `resource`, `offer_id` and `mandate` (the hash of the mandate in force). The key is required, in the header or as `idempotencyKey` (both: equal): a retry answers the same attestation (200, Idempotent-Replayed) and takes no second hold; the key with another request answers 409 idempotency_key_reused. Refusals are problem bodies whose `error` member carries the draft's code where it has one: 402 INSUFFICIENT_CREDITS (`insufficient_credits`), 403 FROZEN for a frozen or retired agent (`bundle_revoked`), 404 not_found for a `bundleId` that is not the agent (`bundle_not_found`), 409 idempotency_key_reused (`idempotency_conflict`); a mandate's refusals as for vouchers (402 CAP_EXCEEDED, 403 SCOPE_FORBIDDEN, 402 approval_required); 400 invalid_input for an amount above the offer's price, an offer that is not the merchant's, or a resource that is not an absolute URI.
          *
          *     Authentication: A.
          */
@@ -7834,9 +7834,9 @@ export interface operations {
     authorizeX402Payment: {
         parameters: {
             query?: never;
-            header: {
-                /** @description Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
-                "Idempotency-Key": string;
+            header?: {
+                /** @description Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused. For example a UUID; the RFC 8941 quoted form is accepted as the same key. The body member `idempotencyKey` may carry it instead (both sent: they must be equal). Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -7858,7 +7858,7 @@ export interface operations {
                     amount: string;
                     /** @enum {string} */
                     asset: "microcredit";
-                    /** @description the resource URL from the requirements (`extra.resource`): the attestation is bound to it */
+                    /** @description the resource from the requirements (`extra.resource`), an absolute URI (a URL; `mcp://tool/{name}` for an MCP tool): the attestation is bound to it */
                     resource: string;
                     payTo: string;
                     offerId: string;

@@ -568,7 +568,7 @@ export class LedgerService {
     return (await this.redemptionsOf(db, [hold]))[0]!;
   }
 
-  /** Holds by id, as a payment protocol checks them (see HoldRecord); an unknown id is absent. Two statements whatever their number. */
+  /** Holds by id, as a payment protocol checks them (see HoldRecord); an unknown id is absent. Three statements whatever their number. */
   async holdRecords(db: Queryable, holdIds: readonly string[]): Promise<Map<string, HoldRecord>> {
     const holds = await store.findHolds(db, holdIds);
     const redemptions = await this.redemptionsOf(db, holds);

@@ -38,7 +38,7 @@ export interface HoldRow {
   /** The agent's mandate version in force when the hold was taken, and its hash (evidence names it). */
   mandate_version: number | null;
   mandate_hash: string | null;
-  /** The voucher as issued (vouchers only). */
+  /** What the hold was bought with, as issued: the voucher, or an x402 attestation (none for an execution). */
   voucher: string | null;
   /** What was bought, as it was sold (the offer at mint; the service and action of an execution). */
   offer_snapshot: Record<string, unknown> | null;

@@ -39,6 +39,11 @@ export interface IdempotencyRule {
   rule?: KeyRule;
   /** The code of a missing required key (default idempotency_required; execute answers invalid_input, as the spec says). */
   missingCode?: Extract<ErrorCode, 'idempotency_required' | 'invalid_input'>;
+  /**
+   * A body member that may carry the key instead of the header (x402's authorize: `idempotencyKey`, as its
+   * draft sends it); the face hands it over as the key. Documented, so the header is then not required.
+   */
+  member?: string;
 }
 
 /** What a face hands to an operation. */

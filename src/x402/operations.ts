@@ -26,7 +26,7 @@ export function x402Operations(x402: X402Service): X402Operations {
       name: AUTHORIZE_X402_OPERATION,
       input: AuthorizeX402Input,
       // The draft makes the key normative: at most one hold per key, the same attestation for every retry.
-      idempotency: { key: 'required' },
+      idempotency: { key: 'required', member: 'idempotencyKey' },
       check: ({ principal, input }) => x402.checkAuthorize(principal, input),
       // Group commit with voucher mints' rules: one agent's authorizes apply in arrival order.
       batch: {

@@ -131,7 +131,7 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
           if (replayed) reply.header(REPLAY_HEADER, 'true');
           return result;
         } catch (error) {
-          if (error instanceof ApiError && error.code === 'idempotency_key_reused') return x402.conflictOf(request.server.gateway.db, principal.merchantId!, settlement.input.holdId);
+          if (error instanceof ApiError && error.code === 'idempotency_key_reused') return x402.conflictOf(principal.merchantId!, settlement.input.holdId);
           throw error;
         }
       },

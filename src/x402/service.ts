@@ -255,9 +255,10 @@ export class X402Service {
   }
 
   /**
-   * Settles many in one pass (the ledger's capture and release batch): each charge captured ("0" released),
-   * then each answered from its hold as it now stands. A hold settled before the same way (by another key,
-   * or past the key's retention) answers as then; settled otherwise, settle_conflict.
+   * Settles many in one pass (the ledger's capture and release batch): each charge captured ("0" released).
+   * A capture answers its hold as captured; any other outcome is answered from its hold as it now stands (a
+   * release may find it revoked by a freeze, which the release itself leaves as it was). A hold settled before
+   * the same way (by another key, or past the key's retention) answers as then; settled otherwise, settle_conflict.
    */
   async settleMany(tx: Tx, requests: ReadonlyArray<SettleX402Input & { merchantId: string }>): Promise<Array<Settled<SettleResponse>>> {
     const outcomes = await this.deps.ledger.resolveMany(
@@ -266,16 +267,22 @@ export class X402Service {
         amountUc === '0' ? { action: 'release' as const, holdId, merchantId } : { action: 'capture' as const, holdId, merchantId, amountUc: BigInt(amountUc) },
       ),
     );
-    const records = await this.deps.ledger.holdRecords(tx, requests.map(({ holdId }) => holdId));
-    return requests.map((request, index) => settlementAnswer(request, outcomes[index]!, records.get(request.holdId)));
+    const captured = (index: number) => outcomes[index]!.ok && requests[index]!.amountUc !== '0';
+    const unsure = requests.filter((_, index) => !captured(index)).map(({ holdId }) => holdId);
+    const records = unsure.length === 0 ? new Map<string, HoldRecord>() : await this.deps.ledger.holdRecords(tx, unsure);
+    return requests.map((request, index) => {
+      const outcome = outcomes[index]!;
+      if (outcome.ok && captured(index)) return { ok: true, value: settled(outcome.value) };
+      return settlementAnswer(request, outcome, records.get(request.holdId));
+    });
   }
 
   /**
    * The answer to a settle of a jti already settled under this key with other parameters (the runner's
    * idempotency_key_reused): settle_conflict, unless the hold was revoked or expired, which is that answer.
    */
-  async conflictOf(db: Queryable, merchantId: string, holdId: string): Promise<SettleResponse> {
-    const record = (await this.deps.ledger.holdRecords(db, [holdId])).get(holdId);
+  async conflictOf(merchantId: string, holdId: string): Promise<SettleResponse> {
+    const record = (await this.deps.ledger.holdRecords(this.gateway.db, [holdId])).get(holdId);
     if (record && record.merchantId === merchantId) {
       const agentId = record.redemption.agentId;
       if (record.revokedAt !== null) return settleFailure('revoked', revokedMessage(record), agentId);

@@ -147,9 +147,10 @@ describe('POST /x402/authorize', () => {
     expect(payload.exp! - payload.iat!).toBe(300);
     expect(payload.exp!).toBeLessThan(payload.holdExp as number);
     expect(await balanceOf(agent.id)).toMatchObject({ availableUc: '9500000', heldUc: '500000' });
-    // The hold keeps the attestation as issued (its evidence).
-    const { rows } = await world.gw.gateway.db.query<{ voucher: string }>('SELECT voucher FROM holds WHERE id = $1', [res.body.redemption.id]);
-    expect(rows[0]!.voucher).toBe(res.body.attestation);
+    // The hold keeps the attestation as issued: its evidence shows it where a voucher's shows the voucher.
+    const evidence = await world.api('GET', `/v1/redemptions/${res.body.redemption.id}/evidence`, { token: shop.key });
+    expect(evidence.status).toBe(200);
+    expect(decodeJwt(evidence.body.evidence).voucher).toBe(res.body.attestation);
   });
 
   it('answers a retry with the same key with the same attestation and one hold; the key with another request conflicts', async () => {
@@ -420,6 +421,27 @@ describe('POST /x402/settle', () => {
       await second.close();
     }
   }, 60_000);
+});
+
+describe('the x402 routes in /openapi.json', () => {
+  it('are described by their operations: the jti is settle\'s key (no header), authorize takes its key as a header or a body member', async () => {
+    const document = await (await fetch(`${world.url}/openapi.json`)).json();
+    const header = (operation: { parameters?: Array<{ in: string; name: string; required?: boolean }> }) =>
+      operation.parameters?.find((p) => p.in === 'header' && p.name === 'Idempotency-Key');
+    expect(document.paths['/x402/supported'].get.operationId).toBe('getX402Supported');
+    expect(document.paths['/x402/verify'].post.operationId).toBe('verifyX402Payment');
+    const { post: authorizeOp } = document.paths['/x402/authorize'];
+    expect(authorizeOp.operationId).toBe('authorizeX402Payment');
+    expect(header(authorizeOp)).toMatchObject({ required: false });
+    expect(Object.keys(authorizeOp.responses)).toEqual(expect.arrayContaining(['200', '201', '402', '409']));
+    const { post: settleOp } = document.paths['/x402/settle'];
+    expect(settleOp.operationId).toBe('settleX402Payment');
+    expect(header(settleOp)).toBeUndefined();
+    expect(settleOp.responses['200'].headers['Idempotent-Replayed']).toBeDefined();
+    expect(document.components.schemas.X402SettleResponse.properties.errorReason.enum).toEqual([
+      'settle_conflict', 'hold_expired', 'unauthorized_server', 'revoked', 'attestation_invalid', 'amount_exceeds_authorized',
+    ]);
+  });
 });
 
 describe('the ledger after x402', () => {
