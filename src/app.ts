@@ -80,6 +80,11 @@ import { RevocationService } from './revocations/service.ts';
 import { voucherOperations } from './vouchers/operations.ts';
 import { voucherRoutes } from './vouchers/routes.ts';
 import { VoucherService } from './vouchers/service.ts';
+import { x402Operations } from './x402/operations.ts';
+import { x402Queries } from './x402/queries.ts';
+import { x402Routes } from './x402/routes.ts';
+import { X402_SCHEMAS } from './x402/schemas.ts';
+import { X402Service } from './x402/service.ts';
 import { ConfigError } from './platform/config.ts';
 import type { HumanApprover } from './platform/approvals.ts';
 import type { Gateway } from './platform/gateway.ts';
@@ -130,6 +135,8 @@ export interface Services {
   payments: PaymentsService;
   /** The kill switch: freezes that release and revoke holds, their reports, merchants' revocations feeds. */
   revocations: RevocationService;
+  /** The x402 facilitator for agent credit: authorize (a mint), verify, settle (a capture or a release). */
+  x402: X402Service;
 }
 
 /** Optional collaborators the composition root can be given (tests inject fakes here). */
@@ -198,14 +205,15 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   executeService = execute;
   const operatorHash = acceptedOperatorHash(config);
   const revocations = new RevocationService(gateway, { agents: identity, ledger, webhooks });
+  const x402 = new X402Service(gateway, { ledger, vouchers });
   return {
     verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhooks, webhookWorker, ledger, offers, vouchers, execute, mailConnectors, doh, operatorHash,
-    payments, revocations,
+    payments, revocations, x402,
   };
 }
 
 /** Every resource's schema (`$id` each): registered once at the root of the HTTP face, inlined by MCP. */
-export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...DELEGATION_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, ...PAYMENT_SCHEMAS, MeSchema, ...MERCHANT_SCHEMAS, ...EVENT_SCHEMAS, ...OAUTH_SCHEMAS, ...INTEGRATION_SCHEMAS, ...REVOCATION_SCHEMAS];
+export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...DELEGATION_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, ...PAYMENT_SCHEMAS, MeSchema, ...MERCHANT_SCHEMAS, ...EVENT_SCHEMAS, ...OAUTH_SCHEMAS, ...INTEGRATION_SCHEMAS, ...REVOCATION_SCHEMAS, ...X402_SCHEMAS];
 
 export async function buildGatewayApp(
   gateway: Gateway,
@@ -218,6 +226,8 @@ export async function buildGatewayApp(
   const schemas = [...RESOURCE_SCHEMAS, ...actionInputSchemas(catalogue)];
   const providers = { human: services.verifier.provider('human'), agent: services.verifier.provider('agent') };
   const ownerWebhooks = new OwnerWebhookService(services.webhooks);
+  // x402 needs a signing key (attestations, receipts) and merchant API keys (verify and settle authenticate with one).
+  const x402Configured = () => services.x402.configured(services.apiKeyPepper !== undefined);
   const operations = {
     agents: agentOperations(services.identity),
     delegation: delegationOperations(services.identity, services.ledger),
@@ -228,6 +238,7 @@ export async function buildGatewayApp(
     events: eventOperations(services.merchants, services.webhooks),
     ownerWebhooks: ownerWebhookOperations(ownerWebhooks),
     revocations: revocationOperations(services.revocations, () => services.webhookWorker.soon()),
+    x402: x402Operations(services.x402),
   };
   const queries = {
     access: accessQueries(),
@@ -246,6 +257,7 @@ export async function buildGatewayApp(
       apiKeysAvailable: services.apiKeyPepper !== undefined,
       paymentApprovalConfigured: () => services.execute.approvals.configured,
       paymentProvider: dependencies.approver ? undefined : services.payments.railKind,
+      x402Configured,
       serviceIds: catalogue.ids,
       config: gateway.config,
       db: gateway.db,
@@ -265,6 +277,7 @@ export async function buildGatewayApp(
     ledgerRoutes({ operations: operations.ledger, queries: queries.ledger }),
     offerRoutes(offerOperations(services.offers), queries.offers),
     voucherRoutes(operations.vouchers),
+    x402Routes({ x402: services.x402, operations: operations.x402, queries: x402Queries(services.x402), configured: x402Configured }),
     accessRoutes(queries.access),
     executeRoutes({ operations: operations.execute, queries: queries.execute, catalogue }),
     paymentRoutes({

@@ -1079,6 +1079,92 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/x402/supported": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The x402 payment kinds this facilitator settles
+         * @description x402 SupportedResponse: one kind, `batch-settlement` on `acg:credit` in `microcredit` (x402Version 2), whose `extra.authority` is this gateway's base URL, the trust anchor of the scheme; no kind while the gateway cannot sign or hold merchant API keys. Public.
+         */
+        get: operations["getX402Supported"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/x402/authorize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take a hold for an x402 payment and get its signed attestation
+         * @description The credit binding's /authorize: a mint (as POST /v1/vouchers) of a hold of `amount` µc, at most the price of the offer `offerId` of the merchant `payTo`, under the agent's mandate (caps, budgets, merchant rules, the approval threshold), in the same group commit. It answers an attestation: a compact ES256 JWS (`typ` x402-credit+jwt, a key of /.well-known/jwks.json) with `iss` this gateway, `sub` the agent, `aud` the merchant, `jti` the hold id, `exp` the end of the presentation window (at most 300 s, or `maxTimeoutSeconds`), `holdExp` the hold's deadline (the offer's hold lifetime, at most the Idempotency-Key retention), `amount`, `asset`, `resource`, `offer_id` and `mandate` (the hash of the mandate in force). The key is required, in the header or as `idempotencyKey` (both: equal): a retry answers the same attestation (200, Idempotent-Replayed) and takes no second hold; the key with another request answers 409 idempotency_key_reused. Refusals are problem bodies whose `error` member carries the draft's code where it has one: 402 INSUFFICIENT_CREDITS (`insufficient_credits`), 403 FROZEN for a frozen or retired agent (`bundle_revoked`), 404 not_found for a `bundleId` that is not the agent (`bundle_not_found`), 409 idempotency_key_reused (`idempotency_conflict`); a mandate's refusals as for vouchers (402 CAP_EXCEEDED, 403 SCOPE_FORBIDDEN, 402 approval_required); 400 invalid_input for an amount above the offer's price, an offer that is not the merchant's, or a resource that is not an absolute URI.
+         *
+         *     Authentication: A.
+         */
+        post: operations["authorizeX402Payment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/x402/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verify an x402 payment (facilitator /verify)
+         * @description x402 VerifyRequest for `batch-settlement` on `acg:credit` in `microcredit`; always 200 with a VerifyResponse. Valid: the attestation verifies (ES256, its `typ`, a key of ours, `iss` = the requirements' `extra.authority` = this gateway, not expired), its `aud` is the calling merchant (and `payTo`), its `resource` is the requirements' `extra.resource`, its offer is `extra.offerId` and its amount covers `amount`, and its hold is held. Otherwise `isValid` false with one `invalidReason` each: attestation_invalid (structure, signature, typ, alg, iss), attestation_expired (valid signature, `exp` past), attestation_revoked (a freeze revoked the hold), unauthorized_server (another merchant's), resource_mismatch, price_not_acceptable (less than asked, another offer, or not this scheme), already_settled, hold_expired. `payer` is the agent id. A malformed request is 400 invalid_input.
+         *
+         *     Authentication: M; API key scopes: redemptions:capture.
+         */
+        post: operations["verifyX402Payment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/x402/settle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Settle an x402 payment (facilitator /settle): capture, or release at "0"
+         * @description x402 SettleRequest for `batch-settlement` on `acg:credit` in `microcredit`; always 200 with a SettleResponse. The charge is the settlement-time `paymentRequirements.amount` (at most what the attestation authorized; the rest goes back to the agent); "0" releases the hold (the API key then needs scope redemptions:release too). The attestation verifies as for /verify except its presentation `exp`: settlement is accepted until the hold's deadline. Exactly once per `jti`: the jti is the Idempotency-Key (none is sent), so concurrent settles on any instances charge once, and an identical repeat answers the same SettleResponse (Idempotent-Replayed). Success: `amount` and `extra.chargedAmount` the charge, `extra.commitmentId` the jti, `extra.receipt` the signed capture receipt (receipt+jwt; null for a release), `payer` the agent. Otherwise `success` false with one `errorReason`: settle_conflict (the jti was settled otherwise), hold_expired, unauthorized_server (another merchant's), revoked (a freeze revoked the hold), attestation_invalid, amount_exceeds_authorized. A malformed request is 400 invalid_input; no `bundleState` (an agent's balance is its owner's business).
+         *
+         *     Authentication: M; API key scopes: redemptions:capture.
+         */
+        post: operations["settleX402Payment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/access/merchant-check": {
         parameters: {
             query?: never;
@@ -2890,7 +2976,7 @@ export interface components {
                 name: string;
             };
             intentId: string | null;
-            /** @description the purchase as it was asked: `{offerId, agentId, maxUc?}` for a voucher mint, the Service intent for an execute */
+            /** @description the purchase as it was asked: `{offerId, agentId, maxUc?, amountUc?}` for a voucher mint (`amountUc`: the price an x402 authorize named), the Service intent for an execute */
             intent: {
                 [key: string]: unknown;
             };
@@ -3190,7 +3276,7 @@ export interface components {
                  */
                 provider: "local" | "stripe" | "custom" | "none";
                 /**
-                 * @description x402 payments are not implemented: always unconfigured
+                 * @description the x402 facilitator (/x402/…, the credit scheme): configured when the gateway can sign attestations and receipts and merchants can hold API keys
                  * @enum {string}
                  */
                 x402: "configured" | "unconfigured";
@@ -3335,6 +3421,60 @@ export interface components {
             /** @description last change (Unix seconds) */
             updatedAt: number;
             freeze: components["schemas"]["FreezeReport"];
+        };
+        /** @description x402 VerifyResponse: always HTTP 200, `isValid` false with its reason when the payment does not verify */
+        X402VerifyResponse: {
+            isValid: boolean;
+            /** @enum {string} */
+            invalidReason?: "attestation_invalid" | "attestation_expired" | "attestation_revoked" | "unauthorized_server" | "resource_mismatch" | "price_not_acceptable" | "already_settled" | "hold_expired";
+            invalidMessage?: string;
+            /** @description the agent id (the attestation `sub`) */
+            payer?: string;
+        };
+        /** @description x402 SettleResponse: always HTTP 200, `success` false with its reason when nothing was settled */
+        X402SettleResponse: {
+            success: boolean;
+            /** @enum {string} */
+            errorReason?: "settle_conflict" | "hold_expired" | "unauthorized_server" | "revoked" | "attestation_invalid" | "amount_exceeds_authorized";
+            errorMessage?: string;
+            /** @description the agent id */
+            payer?: string;
+            /** @description always "": no chain transfer */
+            transaction: string;
+            /** @description acg:credit */
+            network: string;
+            /** @description what was charged; "0" for a release */
+            amount?: string;
+            extra?: {
+                /** @description the attestation `jti`: the hold id, the handle for a dispute */
+                commitmentId: string;
+                /** @description what was charged; the rest went back to the agent */
+                chargedAmount: string;
+                receipt: string | null;
+            };
+        };
+        /** @description x402 SupportedResponse: the credit scheme, or no kind while the gateway cannot sign (see /v1/integrations) */
+        X402Supported: {
+            kinds: {
+                x402Version: number;
+                scheme: string;
+                network: string;
+                extra: {
+                    authority: string;
+                    asset: string;
+                    version: string;
+                };
+            }[];
+            extensions: string[];
+            signers: {
+                [key: string]: string[];
+            };
+        };
+        /** @description The hold an x402 authorize took, and the attestation that presents it */
+        X402Authorization: {
+            /** @description compact ES256 JWS, typ x402-credit+jwt */
+            attestation: string;
+            redemption: components["schemas"]["Redemption"];
         };
         /** @description The agent's allowlisted inboxes that exist on its mail server, with message and unseen counts. */
         MailInboxesListInput: Record<string, never>;
@@ -7634,6 +7774,463 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getX402Supported: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description x402 SupportedResponse: the credit scheme, or no kind while the gateway cannot sign (see /v1/integrations) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402Supported"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    authorizeX402Payment: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused. For example a UUID; the RFC 8941 quoted form is accepted as the same key. The body member `idempotencyKey` may carry it instead (both sent: they must be equal). Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "amount": "500000",
+                 *       "asset": "microcredit",
+                 *       "resource": "https://api.shop.example/report",
+                 *       "payTo": "mer_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *       "offerId": "off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *       "idempotencyKey": "9f8b2c54-1a3e-4f6d-8e07-3d2a5b1c9e44"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description the price to hold, from the server's requirements (`amount`); at most the offer's priceUc */
+                    amount: string;
+                    /** @enum {string} */
+                    asset: "microcredit";
+                    /** @description the resource from the requirements (`extra.resource`), an absolute URI (a URL; `mcp://tool/{name}` for an MCP tool): the attestation is bound to it */
+                    resource: string;
+                    payTo: string;
+                    offerId: string;
+                    /** @description the draft's bundle: if sent, the agent's own id */
+                    bundleId?: string;
+                    /** @description the requirements' presentation window; the attestation's is at most 300 s */
+                    maxTimeoutSeconds?: number;
+                    /** @description the Idempotency-Key, as the draft carries it; if the header is sent too, the two must be equal */
+                    idempotencyKey?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The hold an x402 authorize took, and the attestation that presents it */
+            200: {
+                headers: {
+                    /** @description present when this is the stored outcome of an earlier request with the same key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402Authorization"];
+                };
+            };
+            /** @description The hold an x402 authorize took, and the attestation that presents it */
+            201: {
+                headers: {
+                    /** @description present when this is the stored outcome of an earlier request with the same key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402Authorization"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Payment Required */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    /** @description with idempotency_key_in_use: seconds until the running request is likely done */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    verifyX402Payment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "x402Version": 2,
+                 *       "paymentPayload": {
+                 *         "x402Version": 2,
+                 *         "payload": {
+                 *           "type": "consume",
+                 *           "attestation": "eyJhbGciOiJFUzI1NiIs…"
+                 *         }
+                 *       },
+                 *       "paymentRequirements": {
+                 *         "scheme": "batch-settlement",
+                 *         "network": "acg:credit",
+                 *         "asset": "microcredit",
+                 *         "amount": "500000",
+                 *         "payTo": "mer_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *         "maxTimeoutSeconds": 300,
+                 *         "extra": {
+                 *           "version": "1.0.0",
+                 *           "authority": "https://gateway.example",
+                 *           "offerId": "off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *           "resource": "https://api.shop.example/report"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    x402Version: number;
+                    paymentPayload: {
+                        x402Version: number;
+                        accepted?: {
+                            [key: string]: unknown;
+                        };
+                        resource?: {
+                            [key: string]: unknown;
+                        };
+                        payload: {
+                            /** @description for this scheme: `consume` */
+                            type?: string;
+                            /** @description the compact JWS POST /x402/authorize answered */
+                            attestation?: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                        extensions?: {
+                            [key: string]: unknown;
+                        };
+                    } & {
+                        [key: string]: unknown;
+                    };
+                    paymentRequirements: {
+                        scheme: string;
+                        network: string;
+                        asset: string;
+                        /** @description for this scheme: the most this request may be charged (verify), the charge (settle; "0" releases) */
+                        amount: string;
+                        /** @description for this scheme: the merchant id */
+                        payTo: string;
+                        maxTimeoutSeconds: number;
+                        extra: {
+                            /** @description the gateway's base URL: the attestation's issuer */
+                            authority?: string;
+                            offerId?: string;
+                            /** @description the resource URL as the server protects it */
+                            resource?: string;
+                            version?: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    } & {
+                        [key: string]: unknown;
+                    };
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description x402 VerifyResponse: always HTTP 200, `isValid` false with its reason when the payment does not verify */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402VerifyResponse"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    settleX402Payment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "x402Version": 2,
+                 *       "paymentPayload": {
+                 *         "x402Version": 2,
+                 *         "payload": {
+                 *           "type": "consume",
+                 *           "attestation": "eyJhbGciOiJFUzI1NiIs…"
+                 *         }
+                 *       },
+                 *       "paymentRequirements": {
+                 *         "scheme": "batch-settlement",
+                 *         "network": "acg:credit",
+                 *         "asset": "microcredit",
+                 *         "amount": "500000",
+                 *         "payTo": "mer_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *         "maxTimeoutSeconds": 300,
+                 *         "extra": {
+                 *           "version": "1.0.0",
+                 *           "authority": "https://gateway.example",
+                 *           "offerId": "off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
+                 *           "resource": "https://api.shop.example/report"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    x402Version: number;
+                    paymentPayload: {
+                        x402Version: number;
+                        accepted?: {
+                            [key: string]: unknown;
+                        };
+                        resource?: {
+                            [key: string]: unknown;
+                        };
+                        payload: {
+                            /** @description for this scheme: `consume` */
+                            type?: string;
+                            /** @description the compact JWS POST /x402/authorize answered */
+                            attestation?: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                        extensions?: {
+                            [key: string]: unknown;
+                        };
+                    } & {
+                        [key: string]: unknown;
+                    };
+                    paymentRequirements: {
+                        scheme: string;
+                        network: string;
+                        asset: string;
+                        /** @description for this scheme: the most this request may be charged (verify), the charge (settle; "0" releases) */
+                        amount: string;
+                        /** @description for this scheme: the merchant id */
+                        payTo: string;
+                        maxTimeoutSeconds: number;
+                        extra: {
+                            /** @description the gateway's base URL: the attestation's issuer */
+                            authority?: string;
+                            offerId?: string;
+                            /** @description the resource URL as the server protects it */
+                            resource?: string;
+                            version?: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    } & {
+                        [key: string]: unknown;
+                    };
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description x402 SettleResponse: always HTTP 200, `success` false with its reason when nothing was settled */
+            200: {
+                headers: {
+                    /** @description present when this is the stored outcome of an earlier request with the same key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402SettleResponse"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

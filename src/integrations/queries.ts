@@ -19,7 +19,10 @@ export const StatusShape = Type.Object(
     payments: Type.Object({
       link: Type.String({ enum: ['configured', 'unconfigured'], description: 'the payment-approval provider that top-ups go through' }),
       provider: Type.String({ enum: [...RAIL_KINDS, 'custom', 'none'], description: 'which one: a payment rail (local owner approval, Stripe Checkout), one given in code, or none' }),
-      x402: Type.String({ enum: ['configured', 'unconfigured'], description: 'x402 payments are not implemented: always unconfigured' }),
+      x402: Type.String({
+        enum: ['configured', 'unconfigured'],
+        description: 'the x402 facilitator (/x402/…, the credit scheme): configured when the gateway can sign attestations and receipts and merchants can hold API keys',
+      }),
     }),
     apiKeys: Type.Object({ available: Type.Boolean(), status: Type.String({ enum: ['available', 'configuration_required'] }) }),
     services: Type.Array(Type.String(), { description: 'enabled service ids' }),
@@ -57,6 +60,8 @@ export interface IntegrationDeps {
   paymentApprovalConfigured: () => boolean;
   /** The configured payment rail, if the payments feature has one. */
   paymentProvider?: string;
+  /** Whether the x402 facilitator can serve: a signing key, and merchant API keys (verify and settle take one). */
+  x402Configured: () => boolean;
   /** The ids of the catalogue's services. */
   serviceIds: readonly string[];
   config: Pick<Config, 'mode'>;
@@ -79,6 +84,7 @@ export function integrationQueries(deps: IntegrationDeps): IntegrationQueries {
       output: Type.Union([Type.Ref('IntegrationStatus'), Type.Ref('IntegrationSurface')]),
       read: async (_db, { input }) => {
         const linkConfigured = deps.paymentApprovalConfigured();
+        const x402Configured = deps.x402Configured();
         if (input.view === 'surface') {
           return {
             identity: {
@@ -90,7 +96,7 @@ export function integrationQueries(deps: IntegrationDeps): IntegrationQueries {
             payments: {
               directMerchantLink: { enabled: false },
               optionalCreditPurchases: { enabled: linkConfigured },
-              x402: { enabled: false },
+              x402: { enabled: x402Configured },
             },
           };
         }
@@ -101,7 +107,7 @@ export function integrationQueries(deps: IntegrationDeps): IntegrationQueries {
           payments: {
             link: linkConfigured ? 'configured' : 'unconfigured',
             provider: linkConfigured ? (deps.paymentProvider ?? 'custom') : 'none',
-            x402: 'unconfigured',
+            x402: x402Configured ? 'configured' : 'unconfigured',
           },
           apiKeys: deps.apiKeysAvailable ? { available: true, status: 'available' } : { available: false, status: 'configuration_required' },
           // Every catalogue service is enabled: each needs only per-agent settings (mail) or none (github-public).

@@ -4,7 +4,7 @@
 //   mandate     the mandate version in force at the hold: its canonical JSON (RFC 8785) and its hash, the
 //               `mandate` claim of the voucher and of every receipt;
 //   offer       the offer as it was sold (for an execution, the built-in service and action);
-//   voucher     the voucher as issued (null for an execution, which has none);
+//   voucher     the voucher as issued, or an x402 payment's attestation (null for an execution, which has none);
 //   receipts    every signed receipt, in order: the capture's, then each refund's;
 //   history     the hold's movements from its journal entries (durable, never purged): held, captured,
 //               released, expired, refunded, each with its time and amount;

@@ -174,7 +174,11 @@ export const EvidenceClaimsSchema = Type.Object(
         },
       ),
     ),
-    voucher: Nullable(Type.String({ description: 'the voucher as issued (compact JWS, typ `voucher+jwt`); null for an execution of a built-in service' })),
+    voucher: Nullable(
+      Type.String({
+        description: 'what the hold was bought with, as issued: the voucher (compact JWS, typ `voucher+jwt`), or for an x402 payment its attestation (typ `x402-credit+jwt`); null for an execution of a built-in service',
+      }),
+    ),
     receipts: Type.Array(Type.String(), { description: 'every signed receipt (typ `receipt+jwt`), in order: the capture, then each refund' }),
     history: Type.Array(HistoryEntrySchema, { description: "the hold's movements, from its journal entries, in the order written" }),
     redemption: Type.Ref('Redemption'),

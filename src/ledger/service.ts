@@ -71,6 +71,17 @@ export interface Redemption {
   allocations: Array<{ lotId: string; amountUc: string }>;
 }
 
+/**
+ * A hold as a payment protocol checks it (x402's verify and settle): the Redemption, the merchant that holds
+ * it, when a freeze revoked it (null: never), and the credential it was bought with, as issued.
+ */
+export interface HoldRecord {
+  redemption: Redemption;
+  merchantId: string | null;
+  revokedAt: number | null;
+  credential: string | null;
+}
+
 /** Which holds a reader may read: those of one merchant, of one agent, or (no member) any. */
 export interface HoldScope {
   merchantId?: string;
@@ -555,6 +566,18 @@ export class LedgerService {
       throw new ApiError('not_found', { detail: `no redemption ${holdId}` });
     }
     return (await this.redemptionsOf(db, [hold]))[0]!;
+  }
+
+  /** Holds by id, as a payment protocol checks them (see HoldRecord); an unknown id is absent. Three statements whatever their number. */
+  async holdRecords(db: Queryable, holdIds: readonly string[]): Promise<Map<string, HoldRecord>> {
+    const holds = await store.findHolds(db, holdIds);
+    const redemptions = await this.redemptionsOf(db, holds);
+    return new Map(
+      holds.map((hold, index) => [
+        hold.id,
+        { redemption: redemptions[index]!, merchantId: hold.merchant_id, revokedAt: hold.revoked_at_s == null ? null : Number(hold.revoked_at_s), credential: hold.voucher },
+      ]),
+    );
   }
 
   /** An agent's holds, oldest first. */

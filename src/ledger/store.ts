@@ -38,7 +38,7 @@ export interface HoldRow {
   /** The agent's mandate version in force when the hold was taken, and its hash (evidence names it). */
   mandate_version: number | null;
   mandate_hash: string | null;
-  /** The voucher as issued (vouchers only). */
+  /** What the hold was bought with, as issued: the voucher, or an x402 attestation (none for an execution). */
   voucher: string | null;
   /** What was bought, as it was sold (the offer at mint; the service and action of an execution). */
   offer_snapshot: Record<string, unknown> | null;
@@ -286,6 +286,12 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[], jour
 export async function findHold(db: Queryable, holdId: string): Promise<HoldRow | undefined> {
   const { rows } = await db.query<HoldRow>('SELECT * FROM holds WHERE id = $1', [holdId]);
   return rows[0];
+}
+
+export async function findHolds(db: Queryable, holdIds: readonly string[]): Promise<HoldRow[]> {
+  if (holdIds.length === 0) return [];
+  const { rows } = await db.query<HoldRow>('SELECT * FROM holds WHERE id = ANY($1::text[])', [[...new Set(holdIds)]]);
+  return rows;
 }
 
 export async function lockHold(tx: Tx, holdId: string): Promise<HoldRow | undefined> {

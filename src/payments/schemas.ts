@@ -61,7 +61,7 @@ export const PurchaseApprovalSchema = Type.Object(
     merchant: Nullable(MerchantShown),
     offer: OfferShown,
     intentId: Nullable(Type.String({ description: "the retained purchase: this approval's id for a voucher mint, the retained intent (int_…) for an execute" })),
-    intent: Type.Object({}, { additionalProperties: true, description: 'the purchase as it was asked: `{offerId, agentId, maxUc?}` for a voucher mint, the Service intent for an execute' }),
+    intent: Type.Object({}, { additionalProperties: true, description: 'the purchase as it was asked: `{offerId, agentId, maxUc?, amountUc?}` for a voucher mint (`amountUc`: the price an x402 authorize named), the Service intent for an execute' }),
     approvalUrl: Type.String({ format: 'uri', description: "the gateway's approval page" }),
     holdId: Nullable(Type.String({ description: 'the hold taken under the approval, once used' })),
     createdAt: UnixSeconds('creation'),

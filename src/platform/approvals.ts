@@ -21,11 +21,13 @@ export interface ServiceIntent {
   agentId: string;
 }
 
-/** A voucher mint as it was asked (decimal µc), retained by its purchase approval until the owner answers. */
+/** A voucher mint (or an x402 authorize) as it was asked (decimal µc), retained by its purchase approval until the owner answers. */
 export interface VoucherIntent {
   offerId: string;
   agentId: string;
   maxUc?: string;
+  /** The price asked (an x402 authorize's `amount`); absent: the offer's price. */
+  amountUc?: string;
 }
 
 /**

@@ -26,15 +26,24 @@ export function inputOf<P extends TProperties, B extends TProperties = {}>(param
   return Type.Object({ ...params.properties, ...(body?.properties ?? ({} as B)) }, { additionalProperties: false });
 }
 
-export type KeyRequirement = 'required' | 'optional' | 'none';
+export type KeyRequirement = 'required' | 'optional' | 'none' | 'derived';
 
 export interface IdempotencyRule {
-  /** required: refused without a key; optional: honoured when sent; none: never looked at. */
+  /**
+   * required: refused without a key; optional: honoured when sent; none: never looked at; derived: the
+   * operation's `deriveKey` names it from the input (a protocol that carries its own idempotency key, such as
+   * x402's `jti`), and a key the caller sends is not looked at.
+   */
   key: KeyRequirement;
   /** The key's syntax (default `^[A-Za-z0-9._:-]{1,200}$`; release takes 1–255 visible characters). */
   rule?: KeyRule;
   /** The code of a missing required key (default idempotency_required; execute answers invalid_input, as the spec says). */
   missingCode?: Extract<ErrorCode, 'idempotency_required' | 'invalid_input'>;
+  /**
+   * A body member that may carry the key instead of the header (x402's authorize: `idempotencyKey`, as its
+   * draft sends it); the face hands it over as the key. Documented, so the header is then not required.
+   */
+  member?: string;
 }
 
 /** What a face hands to an operation. */
@@ -57,6 +66,8 @@ interface OperationBase<I, C> extends OperationDescription {
   secretFields?: readonly string[];
   /** Runs before the key is claimed; its refusals are not stored (the request counts as never made). */
   check?: (call: OperationCall<I>) => Promise<C> | C;
+  /** With `idempotency.key` `derived`: the key of this input (it must match the default key rule). */
+  deriveKey?: (input: I) => string;
 }
 
 /** One call of a batch, as the batch's executor sees it. */
@@ -217,7 +228,7 @@ async function runToOutcome<I, R, C, P>(runtime: OperationRuntime, operation: Op
   const call: OperationCall<I> = { principal: request.principal, input: request.input };
   const checked = (operation.check ? await operation.check(call) : undefined) as C;
   const { idempotency } = operation;
-  const key = idempotency.key === 'none' ? undefined : validateIdempotencyKey(request.idempotencyKey, idempotency.rule);
+  const key = keyOf(operation, call, request.idempotencyKey);
   if (key === undefined && idempotency.key === 'required') {
     throw new ApiError(idempotency.missingCode ?? 'idempotency_required', { detail: 'send an Idempotency-Key header (a UUID is a good key)' });
   }
@@ -233,6 +244,15 @@ async function runToOutcome<I, R, C, P>(runtime: OperationRuntime, operation: Op
   if (operation.prepare) return runPrepared(runtime, operation, call, checked, target);
   if (operation.batch) return batcherOf(runtime, operation).submit({ call, checked, target }) as Promise<RunOutcome<R>>;
   return runInOneTransaction(runtime, operation, call, checked, target);
+}
+
+/** The request's Idempotency-Key: as sent (checked against its rule), derived from the input, or none. */
+function keyOf<I, C>(operation: OperationBase<I, C>, call: OperationCall<I>, sent: string | undefined): string | undefined {
+  const { idempotency } = operation;
+  if (idempotency.key === 'none') return undefined;
+  if (idempotency.key !== 'derived') return validateIdempotencyKey(sent, idempotency.rule);
+  if (!operation.deriveKey) throw new Error(`operation ${operation.name} derives its key but has no deriveKey`);
+  return validateIdempotencyKey(operation.deriveKey(call.input));
 }
 
 export interface KeyTarget {

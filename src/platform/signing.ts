@@ -181,9 +181,14 @@ export class SigningKeys {
 
   /**
    * Verifies a token we signed: ES256 only, one of our keys, our issuer, the given audience and `typ`
-   * (so a voucher is never an access token and vice versa). Throws jose errors on any failure.
+   * (so a voucher is never an access token and vice versa). Throws jose errors on any failure. Without an
+   * `audience` the caller checks `aud` itself (to name its own refusal: x402's unauthorized_server);
+   * `requiredClaims` must be present.
    */
-  async verify(token: string, expected: { typ: string; audience: string; issuer: string }): Promise<{ payload: JWTPayload; kid: string }> {
+  async verify(
+    token: string,
+    expected: { typ: string; audience?: string; issuer: string; requiredClaims?: readonly string[] },
+  ): Promise<{ payload: JWTPayload; kid: string }> {
     const { payload, protectedHeader } = await jwtVerify(
       token,
       (header) => {
@@ -191,7 +196,14 @@ export class SigningKeys {
         if (!key) throw new Error('unknown kid');
         return key.verifyingKey;
       },
-      { algorithms: [SIGNING_ALG], issuer: expected.issuer, audience: expected.audience, clockTolerance: 30, currentDate: new Date(this.clock.nowMs()) },
+      {
+        algorithms: [SIGNING_ALG],
+        issuer: expected.issuer,
+        ...(expected.audience === undefined ? {} : { audience: expected.audience }),
+        ...(expected.requiredClaims === undefined ? {} : { requiredClaims: [...expected.requiredClaims] }),
+        clockTolerance: 30,
+        currentDate: new Date(this.clock.nowMs()),
+      },
     );
     const typ = protectedHeader.typ?.toLowerCase().replace(/^application\//, '');
     if (typ !== expected.typ) throw new Error(`token typ is ${protectedHeader.typ ?? 'absent'}, expected ${expected.typ}`);

@@ -1,6 +1,8 @@
 // Minting a voucher: one transaction takes the hold for an offer and signs an ES256 voucher JWT bound to
 // the offer and the hold (`jti` = hold id, `aud` = the merchant, `exp` = the hold's deadline). Merchants
-// verify it offline against the gateway's JWKS.
+// verify it offline against the gateway's JWKS. The same mint sells an offer over x402 (src/x402/): the
+// request then names the price (at most the offer's), the merchant it means to pay and the longest the hold
+// may live, and brings its own signer (the attestation instead of the voucher).
 //
 // A price above the agent's mandate approval threshold waits for its owner: the mint opens a purchase approval
 // of its request (the human approver, platform/approvals.ts) and answers 402 approval_required with its page,
@@ -21,16 +23,37 @@ import { formatUc, parseUc, type Microcredits } from '../platform/money.ts';
 export const VOUCHER_TYP = 'voucher+jwt';
 
 export interface MintResult {
+  /** What the hold was bought with, as issued: the voucher, or the request's own credential (x402's attestation). */
   voucher: string;
   redemption: Redemption;
 }
+
+/** A sale whose hold is decided: what the credential it is bought with names. */
+export interface Sale {
+  agentId: string;
+  offer: SellableOfferRow;
+  redemption: Redemption;
+  /** The hash of the agent's mandate in force at the hold (null: none). */
+  mandateHash: string | null;
+}
+
+/** Signs what a hold is bought with, once the hold is decided and before it is written (the hold keeps it as issued). */
+export type CredentialSigner = (sale: Sale) => Promise<string>;
 
 export interface MintRequest {
   agentId: string;
   offerId: string;
   maxUc?: Microcredits;
+  /** The price to hold, at most the offer's (x402: the server's requirements); default the offer's price. */
+  amountUc?: Microcredits;
+  /** The merchant the buyer means to pay (x402's `payTo`): an offer of another merchant is refused. */
+  merchantId?: string;
+  /** The longest the hold may live (x402: no longer than its key is kept); default the offer's hold lifetime. */
+  lifetimeSMax?: number;
   /** The request as its Idempotency-Key names it: what a purchase approval is bound to (absent: none can be asked). */
   binding?: RequestBinding;
+  /** Signs what the hold is bought with; default the voucher. */
+  signer?: CredentialSigner;
 }
 
 /** The agent's ceiling as sent: `maxUc`, or `maxAmount`, its older name. */
@@ -86,9 +109,16 @@ export class VoucherService {
     const offers = await this.offers.sellableMany(tx, requests.map((request) => request.offerId));
     const outcomes: Array<Settled<MintResult> | undefined> = requests.map((request) => {
       const offer = offers.get(request.offerId);
-      if (!offer) return { ok: false, error: new ApiError('invalid_input', { detail: `no active offer ${request.offerId} of a verified merchant` }) };
-      if (request.maxUc !== undefined && offer.price_uc > request.maxUc) {
-        return { ok: false, error: new ApiError('CAP_EXCEEDED', { detail: `the offer costs ${offer.price_uc} µc, more than your maxUc of ${request.maxUc} µc` }) };
+      if (!offer || (request.merchantId !== undefined && offer.merchant_id !== request.merchantId)) {
+        const seller = request.merchantId === undefined ? 'a verified merchant' : `merchant ${request.merchantId}`;
+        return { ok: false, error: new ApiError('invalid_input', { detail: `no active offer ${request.offerId} of ${seller}` }) };
+      }
+      if (request.amountUc !== undefined && request.amountUc > offer.price_uc) {
+        return { ok: false, error: new ApiError('invalid_input', { detail: `${request.amountUc} µc is more than the offer's price of ${offer.price_uc} µc, the most it sells for` }) };
+      }
+      const priceUc = priceOf(request, offer);
+      if (request.maxUc !== undefined && priceUc > request.maxUc) {
+        return { ok: false, error: new ApiError('CAP_EXCEEDED', { detail: `the offer costs ${priceUc} µc, more than your maxUc of ${request.maxUc} µc` }) };
       }
       return undefined;
     });
@@ -109,15 +139,16 @@ export class VoucherService {
         merchant: { id: offer.merchant_id, domain: offer.merchant_domain },
         offerId: offer.id,
         category: offer.category,
-        amountUc: offer.price_uc,
-        lifetimeS: offer.hold_lifetime_s,
+        amountUc: priceOf(request, offer),
+        lifetimeS: Math.min(offer.hold_lifetime_s, request.lifetimeSMax ?? offer.hold_lifetime_s),
         refundWindowS: offer.refund_window_s,
         offerSnapshot: offerAsSold(offer),
         approved: answer.state === 'approved',
         sign: async (redemption, mandate) => {
-          const voucher = await this.sign(request.agentId, offer, redemption, mandate.hash);
-          vouchers.set(index, voucher);
-          return voucher;
+          const sign = request.signer ?? ((sale: Sale) => this.signVoucher(sale));
+          const credential = await sign({ agentId: request.agentId, offer, redemption, mandateHash: mandate.hash });
+          vouchers.set(index, credential);
+          return credential;
         },
       })),
     );
@@ -140,7 +171,7 @@ export class VoucherService {
     const bound = priced.filter(({ request }) => request.binding !== undefined);
     const answers = await this.purchases.answersOf(
       tx,
-      bound.map(({ request, offer }) => ({ ...request.binding!, agentId: request.agentId, amountUc: offer.price_uc })),
+      bound.map(({ request, offer }) => ({ ...request.binding!, agentId: request.agentId, amountUc: priceOf(request, offer) })),
     );
     let position = 0;
     return priced.map(({ request }) => (request.binding === undefined ? { state: 'none' } : answers[position++]!));
@@ -155,11 +186,16 @@ export class VoucherService {
     if (!(error instanceof ApiError) || error.code !== 'approval_required' || request.binding === undefined) return { ok: false, error };
     const agent = await this.deps.identity.agentRow(tx, request.agentId);
     if (!agent) throw new Error(`agent ${request.agentId} held by the policy has no row`);
-    const intent: VoucherIntent = { offerId: offer.id, agentId: request.agentId, ...(request.maxUc === undefined ? {} : { maxUc: formatUc(request.maxUc) }) };
+    const intent: VoucherIntent = {
+      offerId: offer.id,
+      agentId: request.agentId,
+      ...(request.maxUc === undefined ? {} : { maxUc: formatUc(request.maxUc) }),
+      ...(request.amountUc === undefined ? {} : { amountUc: formatUc(request.amountUc) }),
+    };
     const purchase: PurchaseApprovalRequest = {
       agentId: request.agentId,
       ownerId: agent.owner_id,
-      amountUc: offer.price_uc,
+      amountUc: priceOf(request, offer),
       subject: { type: 'voucher', intent },
       binding: request.binding,
       merchant: { id: offer.merchant_id, name: offer.merchant_name, domain: offer.merchant_domain },
@@ -178,7 +214,7 @@ export class VoucherService {
   }
 
   /** The voucher of a hold: an ES256 JWT bound to the offer, the hold (`jti`) and the mandate in force (`mandate`). */
-  private sign(agentId: string, offer: SellableOfferRow, redemption: Redemption, mandateHash: string | null): Promise<string> {
+  private signVoucher({ agentId, offer, redemption, mandateHash }: Sale): Promise<string> {
     return this.gateway.signing.sign(
       {
         iss: this.gateway.config.baseUrl,
@@ -195,6 +231,11 @@ export class VoucherService {
       VOUCHER_TYP,
     );
   }
+}
+
+/** What the hold takes: the price the request names (never more than the offer's, checked first), or the offer's. */
+function priceOf(request: MintRequest, offer: SellableOfferRow): Microcredits {
+  return request.amountUc ?? offer.price_uc;
 }
 
 /** The offer as it is sold now: what a hold's evidence shows, whatever the offer becomes later. */

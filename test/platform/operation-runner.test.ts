@@ -34,6 +34,17 @@ async function runnerRoute(app: FastifyInstance) {
   app.post('/v1/test/amounts', { config: { operation: recordAmount }, handler: (request, reply) => serve(request, reply, recordAmount, request.body as Input) });
 }
 
+/** A protocol that carries its own idempotency key (x402's jti): the key is derived from the input. */
+const DerivedInput = Type.Object({ ticket: Type.String(), amount: Type.Integer() }, { additionalProperties: false });
+let derivedRuns = 0;
+const settleTicket: SingleStepOperation<Static<typeof DerivedInput>, { run: number }> = {
+  name: 'settleTicket',
+  input: DerivedInput,
+  idempotency: { key: 'derived' },
+  deriveKey: (input) => input.ticket,
+  run: async () => ({ run: ++derivedRuns }),
+};
+
 let gw: TestGateway;
 beforeAll(async () => {
   gw = await startTestGateway({ features: [runnerRoute] });
@@ -81,6 +92,17 @@ describe('operation runner', () => {
     const missing = await runOperation(gw.gateway, recordAmount, { principal: alice, input: { amount: 1 } }).catch((error: unknown) => error);
     expect((missing as ApiError).code).toBe('idempotency_required');
     const malformed = await runOperation(gw.gateway, recordAmount, { principal: alice, idempotencyKey: 'has space', input: { amount: 1 } }).catch((error: unknown) => error);
+    expect((malformed as ApiError).code).toBe('invalid_input');
+  });
+
+  it('derives the key from the input when the operation says so: a sent key is not looked at, another input under it conflicts', async () => {
+    const first = await runOperation(gw.gateway, settleTicket, { principal: alice, input: { ticket: 'tkt_1', amount: 3 } });
+    const again = await runOperation(gw.gateway, settleTicket, { principal: alice, idempotencyKey: 'something-else', input: { ticket: 'tkt_1', amount: 3 } });
+    expect(again).toEqual({ result: first.result, replayed: true });
+    const other = await runOperation(gw.gateway, settleTicket, { principal: alice, input: { ticket: 'tkt_1', amount: 4 } }).catch((error: unknown) => error);
+    expect((other as ApiError).code).toBe('idempotency_key_reused');
+    expect((await runOperation(gw.gateway, settleTicket, { principal: alice, input: { ticket: 'tkt_2', amount: 4 } })).replayed).toBe(false);
+    const malformed = await runOperation(gw.gateway, settleTicket, { principal: alice, input: { ticket: 'has space', amount: 1 } }).catch((error: unknown) => error);
     expect((malformed as ApiError).code).toBe('invalid_input');
   });
 });

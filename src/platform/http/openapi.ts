@@ -227,19 +227,25 @@ const IDEMPOTENCY_KEY_DESCRIPTIONS = {
 export function documentIdempotency(schema: OperationSchema | undefined, operation: OperationDescription | undefined, location: boolean): OperationSchema | undefined {
   if (!operation || !schema) return schema;
   const documented: OperationSchema = { ...schema, operationId: schema.operationId ?? operation.name };
-  const { key, rule } = operation.idempotency;
+  const { key, rule, member } = operation.idempotency;
   if (key === 'none') return documented;
-  documented.headers = {
-    type: 'object',
-    properties: {
-      'Idempotency-Key': {
-        type: 'string',
-        ...(rule === 'release' ? { minLength: 1, maxLength: 255 } : { pattern: IDEMPOTENCY_KEY_PATTERN.source }),
-        description: `${IDEMPOTENCY_KEY_DESCRIPTIONS[key]} ${rule === 'release' ? '1 to 255 visible ASCII characters' : 'For example a UUID'}; the RFC 8941 quoted form is accepted as the same key. Missing: 400 ${operation.idempotency.missingCode ?? 'idempotency_required'}; malformed: 400 invalid_input.`,
+  // A derived key (x402's jti) is named by the request itself: no header to document.
+  if (key !== 'derived') {
+    documented.headers = {
+      type: 'object',
+      properties: {
+        'Idempotency-Key': {
+          type: 'string',
+          ...(rule === 'release' ? { minLength: 1, maxLength: 255 } : { pattern: IDEMPOTENCY_KEY_PATTERN.source }),
+          description:
+            `${IDEMPOTENCY_KEY_DESCRIPTIONS[key]} ${rule === 'release' ? '1 to 255 visible ASCII characters' : 'For example a UUID'}; the RFC 8941 quoted form is accepted as the same key.` +
+            (member ? ` The body member \`${member}\` may carry it instead (both sent: they must be equal).` : '') +
+            ` Missing: 400 ${operation.idempotency.missingCode ?? 'idempotency_required'}; malformed: 400 invalid_input.`,
+        },
       },
-    },
-    ...(key === 'required' ? { required: ['Idempotency-Key'] } : {}),
-  };
+      ...(key === 'required' && !member ? { required: ['Idempotency-Key'] } : {}),
+    };
+  }
   const responses = (schema.response ?? {}) as Record<string, Record<string, unknown>>;
   documented.response = Object.fromEntries(
     Object.entries(responses).map(([status, response]) => {

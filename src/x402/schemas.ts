@@ -1,0 +1,206 @@
+// The x402 credit scheme on the wire (the draft credit binding of `batch-settlement`, x402-foundation/x402
+// PR #2612), as @x402/core 2.27 speaks it: its identifiers, the facilitator's requests and answers, and the
+// authorize request an agent sends. docs/decisions.md "x402 facilitator" records where this diverges from the draft.
+import { Type, type Static } from '@sinclair/typebox';
+import { Microcredits, Nullable, ResourceId } from '../platform/schemas.ts';
+
+export const X402_VERSION = 2;
+export const X402_SCHEME = 'batch-settlement';
+/** x402's `namespace:reference`; trust is anchored to `extra.authority` (this gateway's base URL), never to this label. */
+export const X402_NETWORK = 'acg:credit';
+/** Every amount of the scheme is a decimal string of microcredits (1 credit = 1,000,000 µc = $0.01). */
+export const X402_ASSET = 'microcredit';
+/** The version of the credit binding the scheme follows (`extra.version`). */
+export const X402_BINDING_VERSION = '1.0.0';
+/** The attestation's JWS `typ`: never a voucher (voucher+jwt), a receipt or an access token. */
+export const ATTESTATION_TYP = 'x402-credit+jwt';
+/** The longest presentation window (`exp` − `iat`): the draft asks for minutes, not hours. */
+export const ATTESTATION_PRESENTATION_S_MAX = 300;
+/** Bounds a resource URL the attestation binds. */
+export const RESOURCE_URL_CHARS_MAX = 2048;
+
+/**
+ * Why a payment does not verify, each its own client behaviour (the draft's three that must never collapse,
+ * attestation_expired, attestation_invalid and insufficient_credits, among them).
+ */
+export const INVALID_REASONS = [
+  'attestation_invalid',
+  'attestation_expired',
+  'attestation_revoked',
+  'unauthorized_server',
+  'resource_mismatch',
+  'price_not_acceptable',
+  'already_settled',
+  'hold_expired',
+] as const;
+export type InvalidReason = (typeof INVALID_REASONS)[number];
+
+/** Why a settlement did not happen. */
+export const SETTLE_ERROR_REASONS = ['settle_conflict', 'hold_expired', 'unauthorized_server', 'revoked', 'attestation_invalid', 'amount_exceeds_authorized'] as const;
+export type SettleErrorReason = (typeof SETTLE_ERROR_REASONS)[number];
+
+const Json = Type.Record(Type.String(), Type.Unknown());
+
+/** PaymentRequirements as x402 sends them; what this scheme needs of them is checked by the service, by reason. */
+export const PaymentRequirements = Type.Object(
+  {
+    scheme: Type.String({ maxLength: 100 }),
+    network: Type.String({ maxLength: 100 }),
+    asset: Type.String({ maxLength: 100 }),
+    amount: Microcredits('for this scheme: the most this request may be charged (verify), the charge (settle; "0" releases)'),
+    payTo: Type.String({ maxLength: 200, description: 'for this scheme: the merchant id' }),
+    maxTimeoutSeconds: Type.Integer({ minimum: 0 }),
+    extra: Type.Object(
+      {
+        authority: Type.Optional(Type.String({ maxLength: 2048, description: "the gateway's base URL: the attestation's issuer" })),
+        offerId: Type.Optional(Type.String({ maxLength: 200 })),
+        resource: Type.Optional(Type.String({ maxLength: RESOURCE_URL_CHARS_MAX, description: 'the resource URL as the server protects it' })),
+        version: Type.Optional(Type.String({ maxLength: 40 })),
+      },
+      { additionalProperties: true },
+    ),
+  },
+  { additionalProperties: true },
+);
+export type PaymentRequirements = Static<typeof PaymentRequirements>;
+
+export const PaymentPayload = Type.Object(
+  {
+    x402Version: Type.Integer(),
+    accepted: Type.Optional(Json),
+    resource: Type.Optional(Json),
+    payload: Type.Object(
+      {
+        type: Type.Optional(Type.String({ maxLength: 40, description: 'for this scheme: `consume`' })),
+        attestation: Type.Optional(Type.String({ maxLength: 8192, description: 'the compact JWS POST /x402/authorize answered' })),
+      },
+      { additionalProperties: true },
+    ),
+    extensions: Type.Optional(Json),
+  },
+  { additionalProperties: true },
+);
+export type PaymentPayload = Static<typeof PaymentPayload>;
+
+/** VerifyRequest and SettleRequest: one shape. */
+export const FacilitatorRequest = Type.Object(
+  { x402Version: Type.Integer(), paymentPayload: PaymentPayload, paymentRequirements: PaymentRequirements },
+  {
+    additionalProperties: true,
+    examples: [
+      {
+        x402Version: 2,
+        paymentPayload: { x402Version: 2, payload: { type: 'consume', attestation: 'eyJhbGciOiJFUzI1NiIs…' } },
+        paymentRequirements: {
+          scheme: X402_SCHEME,
+          network: X402_NETWORK,
+          asset: X402_ASSET,
+          amount: '500000',
+          payTo: 'mer_01JD0S4W6Q6Z7T0YJ2V7C8M9KX',
+          maxTimeoutSeconds: 300,
+          extra: { version: X402_BINDING_VERSION, authority: 'https://gateway.example', offerId: 'off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', resource: 'https://api.shop.example/report' },
+        },
+      },
+    ],
+  },
+);
+export type FacilitatorRequest = Static<typeof FacilitatorRequest>;
+
+export const VerifyResponseSchema = Type.Object(
+  {
+    isValid: Type.Boolean(),
+    invalidReason: Type.Optional(Type.String({ enum: [...INVALID_REASONS] })),
+    invalidMessage: Type.Optional(Type.String()),
+    payer: Type.Optional(Type.String({ description: 'the agent id (the attestation `sub`)' })),
+  },
+  { $id: 'X402VerifyResponse', description: 'x402 VerifyResponse: always HTTP 200, `isValid` false with its reason when the payment does not verify' },
+);
+export type VerifyResponse = Static<typeof VerifyResponseSchema>;
+
+export const SettleResponseSchema = Type.Object(
+  {
+    success: Type.Boolean(),
+    errorReason: Type.Optional(Type.String({ enum: [...SETTLE_ERROR_REASONS] })),
+    errorMessage: Type.Optional(Type.String()),
+    payer: Type.Optional(Type.String({ description: 'the agent id' })),
+    transaction: Type.String({ description: 'always "": no chain transfer' }),
+    network: Type.String({ description: X402_NETWORK }),
+    amount: Type.Optional(Microcredits('what was charged; "0" for a release')),
+    extra: Type.Optional(
+      Type.Object({
+        commitmentId: Type.String({ description: 'the attestation `jti`: the hold id, the handle for a dispute' }),
+        chargedAmount: Microcredits('what was charged; the rest went back to the agent'),
+        receipt: Nullable(Type.String({ description: "the gateway's signed capture receipt (ES256 JWS, typ receipt+jwt); null for a release" })),
+      }),
+    ),
+  },
+  { $id: 'X402SettleResponse', description: 'x402 SettleResponse: always HTTP 200, `success` false with its reason when nothing was settled' },
+);
+export type SettleResponse = Static<typeof SettleResponseSchema>;
+
+export const SupportedSchema = Type.Object(
+  {
+    kinds: Type.Array(
+      Type.Object({
+        x402Version: Type.Integer(),
+        scheme: Type.String(),
+        network: Type.String(),
+        extra: Type.Object({ authority: Type.String(), asset: Type.String(), version: Type.String() }),
+      }),
+    ),
+    extensions: Type.Array(Type.String()),
+    signers: Type.Record(Type.String(), Type.Array(Type.String())),
+  },
+  { $id: 'X402Supported', description: 'x402 SupportedResponse: the credit scheme, or no kind while the gateway cannot sign (see /v1/integrations)' },
+);
+export type Supported = Static<typeof SupportedSchema>;
+
+export const AuthorizeX402Input = Type.Object(
+  {
+    amount: Microcredits("the price to hold, from the server's requirements (`amount`); at most the offer's priceUc"),
+    asset: Type.String({ enum: [X402_ASSET] }),
+    resource: Type.String({ minLength: 1, maxLength: RESOURCE_URL_CHARS_MAX, description: 'the resource from the requirements (`extra.resource`), an absolute URI (a URL; `mcp://tool/{name}` for an MCP tool): the attestation is bound to it' }),
+    payTo: ResourceId,
+    offerId: ResourceId,
+    bundleId: Type.Optional(Type.String({ maxLength: 200, description: "the draft's bundle: if sent, the agent's own id" })),
+    maxTimeoutSeconds: Type.Optional(Type.Integer({ minimum: 1, description: `the requirements' presentation window; the attestation's is at most ${ATTESTATION_PRESENTATION_S_MAX} s` })),
+  },
+  { additionalProperties: false },
+);
+export type AuthorizeX402Input = Static<typeof AuthorizeX402Input>;
+
+/** The authorize body: the input, and the draft's `idempotencyKey` (or the Idempotency-Key header). */
+export const AuthorizeX402Body = Type.Object(
+  {
+    ...AuthorizeX402Input.properties,
+    idempotencyKey: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'the Idempotency-Key, as the draft carries it; if the header is sent too, the two must be equal' })),
+  },
+  {
+    additionalProperties: false,
+    examples: [
+      {
+        amount: '500000',
+        asset: X402_ASSET,
+        resource: 'https://api.shop.example/report',
+        payTo: 'mer_01JD0S4W6Q6Z7T0YJ2V7C8M9KX',
+        offerId: 'off_01JD0S4W6Q6Z7T0YJ2V7C8M9KX',
+        idempotencyKey: '9f8b2c54-1a3e-4f6d-8e07-3d2a5b1c9e44',
+      },
+    ],
+  },
+);
+export type AuthorizeX402Body = Static<typeof AuthorizeX402Body>;
+
+export const AuthorizationSchema = Type.Object(
+  {
+    attestation: Type.String({ description: `compact ES256 JWS, typ ${ATTESTATION_TYP}` }),
+    redemption: Type.Ref('Redemption'),
+  },
+  { $id: 'X402Authorization', description: 'The hold an x402 authorize took, and the attestation that presents it' },
+);
+
+/** What settle runs once the attestation verified: the hold to resolve and the charge ("0" releases). */
+export const SettleX402Input = Type.Object({ holdId: ResourceId, amountUc: Microcredits() }, { additionalProperties: false });
+export type SettleX402Input = Static<typeof SettleX402Input>;
+
+export const X402_SCHEMAS = [VerifyResponseSchema, SettleResponseSchema, SupportedSchema, AuthorizationSchema];
