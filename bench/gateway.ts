@@ -30,11 +30,13 @@ async function assertPortFree(port: number): Promise<void> {
   });
 }
 
-export async function startGateway(env: Record<string, string>, port: number, nodeOptions: readonly string[]): Promise<Gateway> {
+/** `root`: the checkout whose bin/acg.js runs (another ref's worktree for BENCH_BASELINE_REF). */
+export async function startGateway(env: Record<string, string>, port: number, nodeOptions: readonly string[], root = ROOT): Promise<Gateway> {
   await assertPortFree(port);
   const baseUrl = `http://127.0.0.1:${port}`;
   const started = Date.now();
-  const child: ChildProcess = spawn(process.execPath, [...nodeOptions, path.join(ROOT, 'bin/acg.js'), 'serve'], {
+  const child: ChildProcess = spawn(process.execPath, [...nodeOptions, path.join(root, 'bin/acg.js'), 'serve'], {
+    cwd: root,
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/', ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
