@@ -88,3 +88,15 @@ export function resetPeakRss(pid: number): boolean {
     return false;
   }
 }
+
+/** A port nothing listens on now (the kernel's pick): the BENCH_BASELINE_REF gateway's, beside BENCH_PORT. */
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}

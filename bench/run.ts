@@ -21,7 +21,7 @@ import { prepareBaseline, seedBaseline, type Baseline } from './baseline.ts';
 import { captureCells, executeCell, mintCell, openLoopCell, pgbenchCells, WORKLOADS, type Held } from './cells.ts';
 import { benchConfig, HELP, type BenchConfig } from './config.ts';
 import { consoleReport, consoleStepBlocked, measureConsole, type ConsoleLoads } from './console.ts';
-import { startGateway, type Gateway } from './gateway.ts';
+import { freePort, startGateway, type Gateway } from './gateway.ts';
 import { captureGatewaySql, gatewaySqlForWorkload, type GatewaySqlScript } from './gateway-sql.ts';
 import { checkLedger, type Answers } from './invariants.ts';
 import { availableTool, type LoadTool } from './load.ts';
@@ -135,7 +135,8 @@ async function onPostgres(run: Run): Promise<void> {
         baseline = await prepareBaseline(config.baselineRef!);
         run.baseline = { ref: baseline.ref, commit: baseline.commit };
         const baseDir = mkdtempSync(path.join(tmpdir(), 'acg-bench-pg-base-'));
-        const side: Side = { code: config.baselineRef!, root: baseline.root, url: baselineUrl, dataDir: baseDir, env: gatewayEnv({ databaseUrl: baselineUrl, dataDir: baseDir, port: config.port + 1, githubUrl: upstream.url }), answers: noAnswers(), held: { spread: [], hot: [] } };
+        const port = await freePort();
+        const side: Side = { code: config.baselineRef!, root: baseline.root, url: baselineUrl, dataDir: baseDir, env: gatewayEnv({ databaseUrl: baselineUrl, dataDir: baseDir, port, githubUrl: upstream.url }), answers: noAnswers(), held: { spread: [], hot: [] } };
         sides.push(side);
         side.world = await seedBaseline(baseline, side.env, config.agents, config.budgets, budgetedAgents);
         log(`baseline ${config.baselineRef} (${baseline.commit.slice(0, 10)}) built in ${baseline.root} and seeded ${names[2]} with its own code`);
