@@ -136,6 +136,8 @@ export async function executeCell(config: BenchConfig, tool: LoadTool, gateway: 
   return cell;
 }
 
+const DATABASE_SAMPLE_MS = 500;
+
 /**
  * PostgreSQL's processes that work for this database: the backends connected to it (but the bench's own
  * monitoring one), its background processes (WAL writer, checkpointer, background writer, autovacuum: they
@@ -170,26 +172,38 @@ export async function openLoopCell(config: BenchConfig, gateway: Gateway, world:
   try {
     const gatewayBefore = readProcessTicks(gateway.pid) ?? NaN;
     const dbBefore = await databaseProcessTicks(monitor);
+    // Read again every half second, so a backend that ends during the cell (the pool closing an idle
+    // connection) still counts up to its last reading; only its last half second can be lost.
+    const dbLatest = new Map(dbBefore);
+    const sample = async () => {
+      for (const [pid, ticks] of await databaseProcessTicks(monitor)) dbLatest.set(pid, ticks);
+    };
+    let sampling = Promise.resolve();
+    const sampler = setInterval(() => (sampling = sampling.then(sample, () => {})), DATABASE_SAMPLE_MS);
     const machineBefore = readMachineTicks();
-    const result = await runOpenLoop({
-      baseUrl: gateway.baseUrl,
-      ratePerS: config.openRatePerS,
-      durationS: config.openS,
-      inFlightMax: config.openInFlightMax,
-      agentTokens: world.agentTokens,
-      merchantKey: world.merchantKey,
-      keyPrefix: `open-${randomUUID()}`,
-      timeoutS: 10,
-    });
+    let result: Awaited<ReturnType<typeof runOpenLoop>>;
+    try {
+      result = await runOpenLoop({
+        baseUrl: gateway.baseUrl,
+        ratePerS: config.openRatePerS,
+        durationS: config.openS,
+        inFlightMax: config.openInFlightMax,
+        agentTokens: world.agentTokens,
+        merchantKey: world.merchantKey,
+        keyPrefix: `open-${randomUUID()}`,
+        timeoutS: 10,
+      });
+    } finally {
+      clearInterval(sampler);
+      await sampling;
+    }
     const machineAfter = readMachineTicks();
     const gatewayAfter = readProcessTicks(gateway.pid) ?? NaN;
-    // Backends that connected meanwhile are in the second list; those of the first still alive are read again.
-    const dbAfterPids = await databaseProcessTicks(monitor);
-    for (const pid of dbBefore.keys()) {
-      const t = readProcessTicks(pid);
-      if (t !== undefined && !dbAfterPids.has(pid)) dbAfterPids.set(pid, t);
-    }
-    const db = ticksBetween(dbBefore, dbAfterPids);
+    await sample();
+    const dbAfter = new Map(dbLatest);
+    // A process whose last reading came before the end: it ended meanwhile (its last half second is lost).
+    const ended = [...dbAfter.keys()].filter((pid) => readProcessTicks(pid) === undefined).length;
+    const db = ticksBetween(dbBefore, dbAfter);
     answers.minted.push(...result.minted);
     answers.mintOk += result.byOperation.mint.ok;
     answers.captured.push(...result.captured);
@@ -199,7 +213,7 @@ export async function openLoopCell(config: BenchConfig, gateway: Gateway, world:
     const msPerRequest = (ticks: number) => (result.sent > 0 ? (ticks * 1000) / CLOCK_TICKS_PER_S / result.sent : NaN);
     const machineBusy = machineAfter.busy - machineBefore.busy;
     const notes: string[] = [...result.samples.map((s) => `answer: ${s}`)];
-    if (db.gone > 0) notes.push(`${db.gone} PostgreSQL process(es) ended during the cell: their CPU is not counted`);
+    if (ended > 0) notes.push(`${ended} PostgreSQL process(es) ended during the cell: counted up to their last reading (every ${DATABASE_SAMPLE_MS} ms)`);
     if (dbBefore.size === 0) notes.push('PostgreSQL is not on this machine (no /proc entries): its CPU is not measured');
     if (result.sendLagMaxMs > 20) notes.push(`the generator sent up to ${result.sendLagMaxMs.toFixed(0)} ms late (latency still counts from the schedule)`);
     const cell: OpenLoopCell = {
