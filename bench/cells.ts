@@ -170,35 +170,52 @@ export async function openLoopCell(config: BenchConfig, gateway: Gateway, world:
   const monitor = new pg.Client({ connectionString: databaseUrl });
   await monitor.connect();
   try {
-    const gatewayBefore = readProcessTicks(gateway.pid) ?? NaN;
-    const dbBefore = await databaseProcessTicks(monitor);
-    // Read again every half second, so a backend that ends during the cell (the pool closing an idle
-    // connection) still counts up to its last reading; only its last half second can be lost.
-    const dbLatest = new Map(dbBefore);
+    // Read at the edges of the load (hooks), not around the generator's own start-up.
+    let gatewayBefore = NaN;
+    let gatewayAfter = NaN;
+    let machineBefore = { busy: 0, total: 0 };
+    let machineAfter = { busy: 0, total: 0 };
+    let dbBefore = new Map<number, number>();
+    // PostgreSQL's processes are read again every half second, so a backend that ends during the cell (the
+    // pool closing an idle connection) still counts up to its last reading; only its last half second is lost.
+    const dbLatest = new Map<number, number>();
     const sample = async () => {
       for (const [pid, ticks] of await databaseProcessTicks(monitor)) dbLatest.set(pid, ticks);
     };
     let sampling = Promise.resolve();
-    const sampler = setInterval(() => (sampling = sampling.then(sample, () => {})), DATABASE_SAMPLE_MS);
-    const machineBefore = readMachineTicks();
+    let sampler: NodeJS.Timeout | undefined;
     let result: Awaited<ReturnType<typeof runOpenLoop>>;
     try {
-      result = await runOpenLoop({
-        baseUrl: gateway.baseUrl,
-        ratePerS: config.openRatePerS,
-        durationS: config.openS,
-        inFlightMax: config.openInFlightMax,
-        agentTokens: world.agentTokens,
-        merchantKey: world.merchantKey,
-        keyPrefix: `open-${randomUUID()}`,
-        timeoutS: 10,
-      });
+      result = await runOpenLoop(
+        {
+          baseUrl: gateway.baseUrl,
+          ratePerS: config.openRatePerS,
+          durationS: config.openS,
+          inFlightMax: config.openInFlightMax,
+          agentTokens: world.agentTokens,
+          merchantKey: world.merchantKey,
+          keyPrefix: `open-${randomUUID()}`,
+          timeoutS: 10,
+        },
+        {
+          started: async () => {
+            dbBefore = await databaseProcessTicks(monitor);
+            for (const [pid, ticks] of dbBefore) dbLatest.set(pid, ticks);
+            sampler = setInterval(() => (sampling = sampling.then(sample, () => {})), DATABASE_SAMPLE_MS);
+            gatewayBefore = readProcessTicks(gateway.pid) ?? NaN;
+            machineBefore = readMachineTicks();
+          },
+          ended: () => {
+            machineAfter = readMachineTicks();
+            gatewayAfter = readProcessTicks(gateway.pid) ?? NaN;
+            clearInterval(sampler);
+          },
+        },
+      );
     } finally {
       clearInterval(sampler);
       await sampling;
     }
-    const machineAfter = readMachineTicks();
-    const gatewayAfter = readProcessTicks(gateway.pid) ?? NaN;
     await sample();
     const dbAfter = new Map(dbLatest);
     // A process whose last reading came before the end: it ended meanwhile (its last half second is lost).

@@ -1,7 +1,7 @@
-// The open-loop generator's process (bench/open-loop.ts spawns it): reads an OpenLoopSpec as JSON on stdin,
-// sends the mix on schedule through an undici pool with one connection per request that may wait, and writes
-// an OpenLoopResult on stdout.
-import { randomUUID } from 'node:crypto';
+// The open-loop generator's process (bench/open-loop.ts spawns it and describes the exchange on the pipes):
+// reads an OpenLoopSpec, sends the mix on schedule through an undici pool with one connection per request that
+// may wait, and writes an OpenLoopResult.
+import { createInterface } from 'node:readline';
 import { Pool } from 'undici';
 import { OPEN_OPERATIONS, pickOperation, scheduledMs, type OpenLoopResult, type OpenLoopSpec, type OpenOperation } from './open-loop.ts';
 import { percentile } from './proc.ts';
@@ -10,10 +10,11 @@ const HOLD_ID = /"(hold_[a-z2-7]+)"/;
 const SAMPLES_MAX = 5;
 
 async function main(): Promise<void> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  const spec = JSON.parse(Buffer.concat(chunks).toString()) as OpenLoopSpec;
+  const input = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+  const spec = JSON.parse((await input.next()).value as string) as OpenLoopSpec;
   const pool = new Pool(spec.baseUrl, { connections: spec.inFlightMax, pipelining: 1, headersTimeout: spec.timeoutS * 1000, bodyTimeout: spec.timeoutS * 1000 });
+  process.stdout.write('ready\n');
+  if ((await input.next()).value !== 'go') throw new Error('the bench did not say go');
   const held: string[] = [];
   const known: string[] = [];
   const minted: string[] = [];
@@ -116,6 +117,8 @@ async function main(): Promise<void> {
   });
   scheduleDone = true;
   if (pending > 0) await new Promise<void>((resolve) => (allAnswered = resolve));
+  const endMs = lastAnswerMs || performance.now();
+  process.stdout.write('\ndone\n');
   await pool.close();
   latencies.sort((a, b) => a - b);
   const result: OpenLoopResult = {
@@ -124,7 +127,7 @@ async function main(): Promise<void> {
     ok,
     shed,
     failed,
-    seconds: (Math.max(lastAnswerMs, performance.now()) - start) / 1000,
+    seconds: (endMs - start) / 1000,
     p50Ms: percentile(latencies, 50),
     p99Ms: percentile(latencies, 99),
     byOperation: Object.fromEntries(
@@ -140,7 +143,7 @@ async function main(): Promise<void> {
     samples,
     sendLagMaxMs,
   };
-  process.stdout.write(JSON.stringify(result));
+  process.stdout.write(`${JSON.stringify(result)}\n`);
 }
 
 await main();

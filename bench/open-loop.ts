@@ -76,14 +76,48 @@ export interface OpenLoopResult {
 
 const OVERRUN_MS = 60_000;
 
-export async function runOpenLoop(spec: OpenLoopSpec): Promise<OpenLoopResult> {
+/**
+ * What the cell measures around the load, called at its edges: `started` once the generator is up (its own
+ * start-up, a Node process compiling TypeScript, is not the cell's cost) and before the first request is due;
+ * `ended` as soon as the last answer came in.
+ */
+export interface OpenLoopHooks {
+  started(): Promise<void>;
+  ended(): void;
+}
+
+/**
+ * Runs the generator. The exchange on its pipes: the spec as one JSON line on stdin; "ready" on stdout once its
+ * pool is made; "go" on stdin when the measurements have started; "done" on stdout after the last answer, then
+ * the result as one JSON line.
+ */
+export async function runOpenLoop(spec: OpenLoopSpec, hooks: OpenLoopHooks): Promise<OpenLoopResult> {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/open-loop-client.ts')], { stdio: ['pipe', 'pipe', 'inherit'] });
-  child.stdin.end(JSON.stringify(spec));
+  child.stdin.write(`${JSON.stringify(spec)}\n`);
   let stdout = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  let phase = 'starting' as 'starting' | 'running' | 'done';
+  let hookFailure: unknown;
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+    if (phase === 'starting' && stdout.startsWith('ready\n')) {
+      phase = 'running';
+      hooks.started().then(
+        () => child.stdin.end('go\n'),
+        (error: unknown) => {
+          hookFailure = error;
+          child.kill('SIGKILL');
+        },
+      );
+    }
+    if (phase === 'running' && stdout.includes('\ndone\n')) {
+      phase = 'done';
+      hooks.ended();
+    }
+  });
   const hung = setTimeout(() => child.kill('SIGKILL'), (spec.durationS + spec.timeoutS) * 1000 + OVERRUN_MS);
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
   clearTimeout(hung);
-  if (code !== 0) throw new Error(`the open-loop generator exited with ${code}`);
-  return JSON.parse(stdout) as OpenLoopResult;
+  if (hookFailure) throw hookFailure;
+  if (code !== 0 || phase !== 'done') throw new Error(`the open-loop generator exited with ${code} (${phase})`);
+  return JSON.parse(stdout.slice(stdout.indexOf('\ndone\n') + 6)) as OpenLoopResult;
 }
