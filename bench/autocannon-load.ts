@@ -32,7 +32,9 @@ async function main(): Promise<void> {
               const headers = { 'content-type': 'application/json', 'idempotency-key': `${spec.keyPrefix}-${randomUUID()}` };
               return capture
                 ? { ...request, path: `/v1/redemptions/${item}/capture`, body: '{}', headers: { ...headers, authorization: `Bearer ${spec.merchantKey}` } }
-                : { ...request, path: '/v1/vouchers', body: '{"offerId":"off_bench"}', headers: { ...headers, authorization: `Bearer ${item}` } };
+                : spec.mode === 'execute'
+                  ? { ...request, path: '/v1/services/execute', body: spec.body ?? '', headers: { ...headers, authorization: `Bearer ${item}` } }
+                  : { ...request, path: '/v1/vouchers', body: '{"offerId":"off_bench"}', headers: { ...headers, authorization: `Bearer ${item}` } };
             },
             onResponse: (status, body) => {
               if (status === 200) {

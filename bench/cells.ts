@@ -1,14 +1,19 @@
 // The measured cells: gateway mint and capture over HTTP (with the gateway process's CPU and peak RSS around
 // each), and the pgbench cells. Each returns rows for the table; the 200 answers go to the ledger check.
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import pg from 'pg';
 import type { BenchConfig } from './config.ts';
 import { cpuSeconds, peakRssMb, resetPeakRss, type Gateway } from './gateway.ts';
 import { gatewaySqlForWorkload, type GatewaySqlScript } from './gateway-sql.ts';
 import type { Answers } from './invariants.ts';
 import { runLoad, type LoadResult, type LoadTool } from './load.ts';
 import { minimalScript, pgbench, resetMinimal, type PgbenchResult } from './pgbench.ts';
-import { log, type Cell, type Workload } from './report.ts';
+import { runOpenLoop } from './open-loop.ts';
+import { CLOCK_TICKS_PER_S, parentPid, readMachineTicks, readProcessTicks, ticksBetween } from './proc.ts';
+import { log, type Cell, type OpenLoopCell, type Workload } from './report.ts';
 import type { World } from './seed.ts';
+import { EXECUTE_BODY } from './upstream.ts';
 
 export const WORKLOADS: readonly Workload[] = ['spread', 'hot'];
 
@@ -21,10 +26,18 @@ interface Measured {
   ownPeak: boolean;
 }
 
-function gatewayCell(operation: Cell['operation'], database: Cell['database'], workload: Workload, connections: number, { load, cpuS, rssMb, ownPeak }: Measured): Cell {
+/** What sets a gateway cell apart: which code ran it (BENCH_BASELINE_REF), and a variant such as "3 budgets". */
+export interface CellOptions {
+  code?: string;
+  variant?: string;
+}
+
+function gatewayCell(operation: Cell['operation'], database: Cell['database'], workload: Workload, connections: number, { load, cpuS, rssMb, ownPeak }: Measured, options: CellOptions = {}): Cell {
   return {
     kind: 'gateway',
     operation,
+    ...(options.variant ? { variant: options.variant } : {}),
+    ...(options.code ? { code: options.code } : {}),
     database,
     workload,
     connections,
@@ -84,24 +97,173 @@ export async function mintCell(
   workload: Workload,
   connections: number,
   answers: Answers,
-  held: Held,
+  held: Held | undefined,
+  options: CellOptions & { agentTokens?: readonly string[] } = {},
 ): Promise<Cell> {
   const warmupS = database === 'pglite' ? config.pgliteWarmupS : config.warmupS;
-  const items = workload === 'spread' ? world.agentTokens : world.agentTokens.slice(0, 1);
+  const tokens = options.agentTokens ?? world.agentTokens;
+  const items = workload === 'spread' ? tokens : tokens.slice(0, 1);
   const spec = { baseUrl: gateway.baseUrl, connections, mode: 'mint' as const, items };
   const warm = await runLoad(tool, { ...spec, durationS: warmupS, keyPrefix: `warm-${randomUUID()}` });
   const measured = await measure(gateway, tool, { ...spec, durationS: config.cellS, keyPrefix: `mint-${randomUUID()}` });
   for (const result of [warm, measured.load]) {
-    held[workload].push(...result.holdIds);
+    held?.[workload].push(...result.holdIds);
     answers.minted.push(...result.holdIds);
     answers.mintOk += result.ok;
   }
-  const cell = gatewayCell('mint', database, workload, connections, measured);
-  log(`  mint ${database} ${workload} ${connections}: ${cell.throughputPerS.toFixed(0)}/s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.cpuMsPerRequest?.toFixed(2)} ms CPU/req, ${cell.ok} ok`);
+  const cell = gatewayCell('mint', database, workload, connections, measured, options);
+  log(`  mint ${database} ${workload} ${connections}${options.variant ? ` ${options.variant}` : ''}${codeTag(options)}: ${cell.throughputPerS.toFixed(0)}/s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.cpuMsPerRequest?.toFixed(2)} ms CPU/req, ${cell.ok} ok`);
   return cell;
 }
 
-export async function captureCells(config: BenchConfig, tool: LoadTool, gateway: Gateway, world: World, held: Held, answers: Answers): Promise<Cell[]> {
+const codeTag = (options: CellOptions) => (options.code && options.code !== 'current' ? ` [${options.code}]` : '');
+
+/**
+ * One execute cell: POST /v1/services/execute of github-public repository.get (against the local stand-in,
+ * bench/upstream.ts) over the agents, a warm-up then the measured load; every 200 answer's receipt is a
+ * captured hold, checked afterwards.
+ */
+export async function executeCell(config: BenchConfig, tool: LoadTool, gateway: Gateway, world: World, connections: number, answers: Answers, options: CellOptions = {}): Promise<Cell> {
+  const spec = { baseUrl: gateway.baseUrl, connections, mode: 'execute' as const, items: world.agentTokens, body: EXECUTE_BODY };
+  const warm = await runLoad(tool, { ...spec, durationS: config.warmupS, keyPrefix: `warm-execute-${randomUUID()}` });
+  const measured = await measure(gateway, tool, { ...spec, durationS: config.cellS, keyPrefix: `execute-${randomUUID()}` });
+  for (const result of [warm, measured.load]) {
+    answers.executed.push(...result.holdIds);
+    answers.executeOk += result.ok;
+  }
+  const cell = gatewayCell('execute', 'postgresql', 'spread', connections, measured, options);
+  log(`  execute spread ${connections}${codeTag(options)}: ${cell.throughputPerS.toFixed(0)}/s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.cpuMsPerRequest?.toFixed(2)} ms CPU/req, ${cell.ok} ok`);
+  return cell;
+}
+
+const DATABASE_SAMPLE_MS = 500;
+
+/**
+ * PostgreSQL's processes that work for this database: the backends connected to it (but the bench's own
+ * monitoring one), its background processes (WAL writer, checkpointer, background writer, autovacuum: they
+ * have no database or ours), and the postmaster that forks them. Their CPU ticks now, by pid; empty when the
+ * server is not on this machine (no /proc entries).
+ */
+async function databaseProcessTicks(monitor: pg.Client): Promise<Map<number, number>> {
+  const { rows } = await monitor.query<{ pid: number }>(
+    'SELECT pid FROM pg_stat_activity WHERE (datname IS NULL OR datname = current_database()) AND pid <> pg_backend_pid()',
+  );
+  const pids = new Set(rows.map((r) => r.pid));
+  try {
+    pids.add(parentPid(readFileSync(`/proc/${rows[0]?.pid ?? 0}/stat`, 'utf8')));
+  } catch {
+    // not on this machine: no postmaster to add
+  }
+  const ticks = new Map<number, number>();
+  for (const pid of pids) {
+    const t = readProcessTicks(pid);
+    if (t !== undefined) ticks.set(pid, t);
+  }
+  return ticks;
+}
+
+/**
+ * The open-loop cell on PostgreSQL: mixed work at a fixed rate over the agents (bench/open-loop.ts), with the
+ * CPU the gateway, PostgreSQL and the whole machine spent per request sent.
+ */
+export async function openLoopCell(config: BenchConfig, gateway: Gateway, world: World, databaseUrl: string, answers: Answers, options: CellOptions = {}): Promise<OpenLoopCell> {
+  const monitor = new pg.Client({ connectionString: databaseUrl });
+  await monitor.connect();
+  try {
+    // Read at the edges of the load (hooks), not around the generator's own start-up.
+    let gatewayBefore = NaN;
+    let gatewayAfter = NaN;
+    let machineBefore = { busy: 0, total: 0 };
+    let machineAfter = { busy: 0, total: 0 };
+    let dbBefore = new Map<number, number>();
+    // PostgreSQL's processes are read again every half second, so a backend that ends during the cell (the
+    // pool closing an idle connection) still counts up to its last reading; only its last half second is lost.
+    const dbLatest = new Map<number, number>();
+    const sample = async () => {
+      for (const [pid, ticks] of await databaseProcessTicks(monitor)) dbLatest.set(pid, ticks);
+    };
+    let sampling = Promise.resolve();
+    let sampler: NodeJS.Timeout | undefined;
+    let result: Awaited<ReturnType<typeof runOpenLoop>>;
+    try {
+      result = await runOpenLoop(
+        {
+          baseUrl: gateway.baseUrl,
+          ratePerS: config.openRatePerS,
+          durationS: config.openS,
+          inFlightMax: config.openInFlightMax,
+          agentTokens: world.agentTokens,
+          merchantKey: world.merchantKey,
+          keyPrefix: `open-${randomUUID()}`,
+          timeoutS: 10,
+        },
+        {
+          started: async () => {
+            dbBefore = await databaseProcessTicks(monitor);
+            for (const [pid, ticks] of dbBefore) dbLatest.set(pid, ticks);
+            sampler = setInterval(() => (sampling = sampling.then(sample, () => {})), DATABASE_SAMPLE_MS);
+            gatewayBefore = readProcessTicks(gateway.pid) ?? NaN;
+            machineBefore = readMachineTicks();
+          },
+          ended: () => {
+            machineAfter = readMachineTicks();
+            gatewayAfter = readProcessTicks(gateway.pid) ?? NaN;
+            clearInterval(sampler);
+          },
+        },
+      );
+    } finally {
+      clearInterval(sampler);
+      await sampling;
+    }
+    await sample();
+    const dbAfter = new Map(dbLatest);
+    // A process whose last reading came before the end: it ended meanwhile (its last half second is lost).
+    const ended = [...dbAfter.keys()].filter((pid) => readProcessTicks(pid) === undefined).length;
+    const db = ticksBetween(dbBefore, dbAfter);
+    answers.minted.push(...result.minted);
+    answers.mintOk += result.byOperation.mint.ok;
+    answers.captured.push(...result.captured);
+    answers.captureOk += result.byOperation.capture.ok;
+    answers.released.push(...result.released);
+    answers.releaseOk += result.byOperation.release.ok;
+    const msPerRequest = (ticks: number) => (result.sent > 0 ? (ticks * 1000) / CLOCK_TICKS_PER_S / result.sent : NaN);
+    const machineBusy = machineAfter.busy - machineBefore.busy;
+    const notes: string[] = [...result.samples.map((s) => `answer: ${s}`)];
+    if (ended > 0) notes.push(`${ended} PostgreSQL process(es) ended during the cell: counted up to their last reading (every ${DATABASE_SAMPLE_MS} ms)`);
+    if (dbBefore.size === 0) notes.push('PostgreSQL is not on this machine (no /proc entries): its CPU is not measured');
+    if (result.sendLagMaxMs > 20) notes.push(`the generator sent up to ${result.sendLagMaxMs.toFixed(0)} ms late (latency still counts from the schedule)`);
+    const cell: OpenLoopCell = {
+      code: options.code ?? 'current',
+      ratePerS: config.openRatePerS,
+      durationS: config.openS,
+      inFlightMax: config.openInFlightMax,
+      scheduled: result.scheduled,
+      sent: result.sent,
+      ok: result.ok,
+      shed: result.shed,
+      failed: result.failed,
+      p50Ms: result.p50Ms,
+      p99Ms: result.p99Ms,
+      byOperation: result.byOperation,
+      machineBusyPct: (100 * machineBusy) / Math.max(1, machineAfter.total - machineBefore.total),
+      gatewayCpuMsPerRequest: msPerRequest(gatewayAfter - gatewayBefore),
+      ...(dbBefore.size > 0 ? { databaseCpuMsPerRequest: msPerRequest(db.ticks) } : {}),
+      machineCpuMsPerRequest: msPerRequest(machineBusy),
+      sendLagMaxMs: result.sendLagMaxMs,
+      notes,
+    };
+    log(
+      `  open loop ${cell.ratePerS}/s × ${cell.durationS} s${codeTag(options)}: p50 ${cell.p50Ms.toFixed(1)} ms, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.ok} ok of ${cell.scheduled}, ${cell.shed} shed, ` +
+        `machine ${cell.machineBusyPct.toFixed(0)}% busy, CPU ms/req gateway ${cell.gatewayCpuMsPerRequest.toFixed(2)} database ${cell.databaseCpuMsPerRequest?.toFixed(2) ?? '–'} machine ${cell.machineCpuMsPerRequest.toFixed(2)}`,
+    );
+    return cell;
+  } finally {
+    await monitor.end();
+  }
+}
+
+export async function captureCells(config: BenchConfig, tool: LoadTool, gateway: Gateway, world: World, held: Held, answers: Answers, options: CellOptions = {}): Promise<Cell[]> {
   const cells: Cell[] = [];
   for (const workload of WORKLOADS) {
     // Each hold is captured once: the workload's holds are shared out between its cells.
@@ -113,10 +275,10 @@ export async function captureCells(config: BenchConfig, tool: LoadTool, gateway:
       const { load } = measured;
       answers.captured.push(...load.holdIds);
       answers.captureOk += load.ok;
-      const cell = gatewayCell('capture', 'postgresql', workload, connections, measured);
+      const cell = gatewayCell('capture', 'postgresql', workload, connections, measured, options);
       if (load.requests < items.length) cell.notes.push(`${items.length - load.requests} of ${items.length} holds not captured within ${config.cellS} s`);
       cells.push(cell);
-      log(`  capture ${workload} ${connections}: ${cell.throughputPerS.toFixed(0)}/s over ${load.seconds.toFixed(1)} s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.ok} ok of ${items.length} holds`);
+      log(`  capture ${workload} ${connections}${codeTag(options)}: ${cell.throughputPerS.toFixed(0)}/s over ${load.seconds.toFixed(1)} s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.ok} ok of ${items.length} holds`);
     }
   }
   return cells;

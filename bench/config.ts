@@ -22,15 +22,27 @@ export interface BenchConfig {
   console: boolean;
   consoleLoads: number;
   chromium: string;
+  /** The open-loop cell: arrival rate (requests a second), seconds, and requests waiting at once before one is shed; 0 seconds skips it. */
+  openRatePerS: number;
+  openS: number;
+  openInFlightMax: number;
+  /** A git ref whose gateway runs the same gateway cells, alternated with the current code (see docs/benchmark.md). */
+  baselineRef: string | undefined;
 }
 
 export const HELP = `npm run bench [-- --help]
 
-Measures, in one run (about 4 minutes with the defaults):
+Measures, in one run (about 6 minutes with the defaults; twice the PostgreSQL part with BENCH_BASELINE_REF):
   - the minimal reserve transaction (one balance decrement, one hold, one idempotency row) by pgbench, spread over the agents and on one hot
     agent, at each connection count: the baseline every ratio is taken to;
   - the gateway's own mint SQL by pgbench, captured from a running gateway (bench/gateway-sql.ts);
   - the gateway (bin/acg.js serve) on PostgreSQL: mint and capture, spread and hot, at each connection count;
+  - the gateway on PostgreSQL: execute (github-public repository.get against a local GitHub stand-in), spread, at
+    each connection count; and mint, spread, on agents whose mandates have three budgets, at the last count;
+  - an open-loop cell: a fixed arrival rate of mixed work (60% mint, 20% capture, 10% release, 10% reads) over
+    the agents, with p50/p99 from the scheduled send time, requests shed or failed, machine busy %, and CPU per
+    request of the gateway, of PostgreSQL (its processes' /proc times) and of the whole machine;
+  - with BENCH_BASELINE_REF, every gateway cell on PostgreSQL again on that ref's code, alternated with the current;
   - the gateway on embedded PGlite: mint, spread, at the first connection count;
   - for each: throughput, p50/p99 latency, gateway CPU per request, peak RSS, ratio to the baseline;
   - the owner console's cold load in headless Chromium (no HTTP cache, until the agents list shows), on the
@@ -58,6 +70,11 @@ Environment:
   BENCH_CONSOLE        0 skips the console's cold load (default 1; skipped with a note when Chromium is missing)
   BENCH_CONSOLE_LOADS  cold loads of the console measured (default 7)
   BENCH_CHROMIUM       the Chromium executable (default /usr/bin/chromium)
+  BENCH_OPEN_RATE      the open-loop cell's arrival rate, requests a second (default 300)
+  BENCH_OPEN_S         the open-loop cell's seconds (default 60; e.g. 10 to try; 0 skips the cell)
+  BENCH_OPEN_INFLIGHT  requests waiting at once beyond which the open loop sheds the next (default 128)
+  BENCH_BASELINE_REF   a git ref (e.g. main~3, 9d54156): its code is checked out in a temporary git worktree, built,
+                       and runs every gateway cell on PostgreSQL in its own database, alternated with the current code
   BENCH_NODE_OPTIONS   extra node options for the gateway, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof
 `;
 
@@ -66,6 +83,14 @@ function positive(env: NodeJS.ProcessEnv, name: string, fallback: number): numbe
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive whole number, got "${raw}"`);
+  return value;
+}
+
+function wholeNumber(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a whole number, got "${raw}"`);
   return value;
 }
 
@@ -102,5 +127,9 @@ export function benchConfig(env: NodeJS.ProcessEnv): BenchConfig {
     console: env.BENCH_CONSOLE !== '0',
     consoleLoads: positive(env, 'BENCH_CONSOLE_LOADS', 7),
     chromium: env.BENCH_CHROMIUM || '/usr/bin/chromium',
+    openRatePerS: positive(env, 'BENCH_OPEN_RATE', 300),
+    openS: wholeNumber(env, 'BENCH_OPEN_S', 60),
+    openInFlightMax: positive(env, 'BENCH_OPEN_INFLIGHT', 128),
+    baselineRef: env.BENCH_BASELINE_REF || undefined,
   };
 }

@@ -30,11 +30,13 @@ async function assertPortFree(port: number): Promise<void> {
   });
 }
 
-export async function startGateway(env: Record<string, string>, port: number, nodeOptions: readonly string[]): Promise<Gateway> {
+/** `root`: the checkout whose bin/acg.js runs (another ref's worktree for BENCH_BASELINE_REF). */
+export async function startGateway(env: Record<string, string>, port: number, nodeOptions: readonly string[], root = ROOT): Promise<Gateway> {
   await assertPortFree(port);
   const baseUrl = `http://127.0.0.1:${port}`;
   const started = Date.now();
-  const child: ChildProcess = spawn(process.execPath, [...nodeOptions, path.join(ROOT, 'bin/acg.js'), 'serve'], {
+  const child: ChildProcess = spawn(process.execPath, [...nodeOptions, path.join(root, 'bin/acg.js'), 'serve'], {
+    cwd: root,
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/', ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -85,4 +87,16 @@ export function resetPeakRss(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** A port nothing listens on now (the kernel's pick): the BENCH_BASELINE_REF gateway's, beside BENCH_PORT. */
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }

@@ -12,6 +12,11 @@ export interface Answers {
   /** How many 200 answers each kind had (each must have named a hold). */
   mintOk: number;
   captureOk: number;
+  /** Hold ids (the receipts) of the 200 execute answers, and of the 200 release answers. */
+  executed: string[];
+  executeOk: number;
+  released: string[];
+  releaseOk: number;
 }
 
 async function count(db: Queryable, sql: string, params: unknown[] = []): Promise<bigint> {
@@ -81,5 +86,15 @@ export async function checkLedger(db: Queryable, answers: Answers): Promise<{ ch
   if (duplicates(answers.captured) > 0) problems.push(`${duplicates(answers.captured)} holds were captured twice with 200`);
   const uncaptured = await count(db, `SELECT count(*) AS n FROM unnest($1::text[]) AS r(id) LEFT JOIN holds h ON h.id = r.id WHERE h.state IS DISTINCT FROM 'captured'`, [answers.captured]);
   if (uncaptured !== 0n) problems.push(`${uncaptured} 200 capture answers name a hold that is not captured`);
+  checks.push('every 200 execute answer names a distinct captured hold');
+  if (answers.executed.length !== answers.executeOk) problems.push(`${answers.executeOk - answers.executed.length} 200 execute answers named no hold`);
+  if (duplicates(answers.executed) > 0) problems.push(`${duplicates(answers.executed)} execute answers named a hold another answer named`);
+  const unexecuted = await count(db, `SELECT count(*) AS n FROM unnest($1::text[]) AS r(id) LEFT JOIN holds h ON h.id = r.id WHERE h.state IS DISTINCT FROM 'captured'`, [answers.executed]);
+  if (unexecuted !== 0n) problems.push(`${unexecuted} 200 execute answers name a hold that is not captured`);
+  checks.push('every 200 release answer names a distinct released hold');
+  if (answers.released.length !== answers.releaseOk) problems.push(`${answers.releaseOk - answers.released.length} 200 release answers named no hold`);
+  if (duplicates(answers.released) > 0) problems.push(`${duplicates(answers.released)} holds were released twice with 200`);
+  const unreleased = await count(db, `SELECT count(*) AS n FROM unnest($1::text[]) AS r(id) LEFT JOIN holds h ON h.id = r.id WHERE h.state IS DISTINCT FROM 'released'`, [answers.released]);
+  if (unreleased !== 0n) problems.push(`${unreleased} 200 release answers name a hold that is not released`);
   return { checks, problems };
 }

@@ -1,5 +1,6 @@
 -- wrk's side of one load cell (bench/load.ts starts it and reads what done() prints).
 --   mint:    POST /v1/vouchers, bearer tokens taken in turn from the items file, a fresh Idempotency-Key each;
+--   execute: POST /v1/services/execute (BENCH_LOAD_BODY), bearer tokens taken in turn as for mint;
 --   capture: POST /v1/redemptions/<id>/capture once per hold id in the items file (split between threads);
 --            a thread that has captured its share stops and says so, and load.ts ends the run then.
 -- Every 200 answer's hold id is kept, for the ledger check afterwards.
@@ -10,6 +11,7 @@ local out_dir = os.getenv("BENCH_LOAD_OUT")
 local key_prefix = os.getenv("BENCH_LOAD_KEY_PREFIX")
 local thread_count = tonumber(os.getenv("BENCH_LOAD_THREADS"))
 local mint_body = '{"offerId":"off_bench"}'
+local execute_body = os.getenv("BENCH_LOAD_BODY")
 
 local threads = {}
 local thread_seq = 0
@@ -66,11 +68,13 @@ function request()
     }, "{}")
   end
   sent = sent + 1
-  return wrk.format("POST", "/v1/vouchers", {
+  local headers = {
     ["Authorization"] = "Bearer " .. items[(start + sent) % #items + 1],
     ["Content-Type"] = "application/json",
     ["Idempotency-Key"] = key_prefix .. "-" .. thread_id .. "-" .. sent,
-  }, mint_body)
+  }
+  if mode == "execute" then return wrk.format("POST", "/v1/services/execute", headers, execute_body) end
+  return wrk.format("POST", "/v1/vouchers", headers, mint_body)
 end
 
 function response(status, headers, body)

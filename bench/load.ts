@@ -16,8 +16,13 @@ export interface LoadSpec {
   baseUrl: string;
   connections: number;
   durationS: number;
-  /** mint: rotate over `items` (bearer tokens); capture: capture each hold id in `items` once, then stop. */
-  mode: 'mint' | 'capture';
+  /**
+   * mint: rotate over `items` (bearer tokens); execute: the same with POST /v1/services/execute of `body`;
+   * capture: capture each hold id in `items` once, then stop.
+   */
+  mode: 'mint' | 'capture' | 'execute';
+  /** execute: the request body. */
+  body?: string;
   items: readonly string[];
   /** capture: the merchant's API key. */
   merchantKey?: string;
@@ -73,6 +78,7 @@ async function runWrk(spec: LoadSpec): Promise<LoadResult> {
         BENCH_LOAD_OUT: dir,
         BENCH_LOAD_KEY_PREFIX: spec.keyPrefix,
         BENCH_LOAD_THREADS: String(WRK_THREADS),
+        BENCH_LOAD_BODY: spec.body ?? '',
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     });

@@ -9,7 +9,11 @@ export type Workload = 'spread' | 'hot';
 export interface Cell {
   /** minimal: the minimal reserve transaction by pgbench; gateway-sql: the gateway's mint SQL by pgbench; gateway: over HTTP. */
   kind: 'minimal' | 'gateway-sql' | 'gateway';
-  operation: 'reserve' | 'mint' | 'capture';
+  operation: 'reserve' | 'mint' | 'capture' | 'execute';
+  /** What sets this cell apart from others of its operation and workload, e.g. "3 budgets". */
+  variant?: string;
+  /** Which code the gateway ran: "current", or the git ref of BENCH_BASELINE_REF. Absent on pgbench cells. */
+  code?: string;
   database: 'postgresql' | 'pglite';
   workload: Workload;
   connections: number;
@@ -48,7 +52,8 @@ function label(cell: Cell): string {
       : cell.kind === 'gateway-sql'
         ? 'gateway mint SQL (pgbench)'
         : `gateway ${cell.operation}${cell.database === 'pglite' ? ' on PGlite' : ''}`;
-  return `${what}, ${cell.workload}, ${cell.connections}`;
+  const code = cell.code && cell.code !== 'current' ? ` [${cell.code}]` : '';
+  return `${what}${code}, ${cell.workload}, ${cell.connections}${cell.variant ? `, ${cell.variant}` : ''}`;
 }
 
 const fixed = (value: number | undefined, digits: number) => (value === undefined || Number.isNaN(value) ? '–' : value.toFixed(digits));
@@ -85,4 +90,46 @@ export function writeResult(name: string, content: unknown): string {
 export function statementTable(cell: Cell): string {
   const rows = (cell.statementLatencies ?? []).filter((s) => !s.statement.startsWith('\\')).map((s) => `| ${s.ms.toFixed(3)} | \`${s.statement.replace(/\s+/g, ' ').slice(0, 110)}\` |`);
   return [`Gateway mint SQL by statement (pgbench -r, ${cell.workload}, ${cell.connections} connections):`, '', '| avg ms | statement |', '|---|---|', ...rows].join('\n');
+}
+
+/** The open-loop cell: a fixed arrival rate of mixed work, what users feel and what each request costs. */
+export interface OpenLoopCell {
+  /** "current", or the BENCH_BASELINE_REF it ran. */
+  code: string;
+  ratePerS: number;
+  durationS: number;
+  inFlightMax: number;
+  scheduled: number;
+  sent: number;
+  ok: number;
+  shed: number;
+  failed: Record<string, number>;
+  p50Ms: number;
+  p99Ms: number;
+  byOperation: Record<string, { sent: number; ok: number; p50Ms: number; p99Ms: number }>;
+  /** Share of the machine's CPU time (all cores) spent busy during the cell, in %. */
+  machineBusyPct: number;
+  /** CPU ms per sent request: the gateway process; PostgreSQL (the database's backends and its background processes); the whole machine. */
+  gatewayCpuMsPerRequest: number;
+  databaseCpuMsPerRequest?: number;
+  machineCpuMsPerRequest: number;
+  /** The generator's worst lateness in sending (ms): above a few ms, the generator itself was starved. */
+  sendLagMaxMs: number;
+  notes: string[];
+}
+
+export function openLoopTable(cells: readonly OpenLoopCell[]): string {
+  const ops = ['mint', 'capture', 'release', 'me', 'redemption'];
+  const rows = cells.map((c) => {
+    const failed = Object.entries(c.failed).map(([status, n]) => `${n}×${status}`).join(' ') || '0';
+    const perOp = ops.map((op) => fixed(c.byOperation[op]?.p50Ms, 0)).join(' / ');
+    return `| ${c.code} | ${c.ratePerS}/s × ${c.durationS} s | ${fixed(c.p50Ms, 1)} | ${fixed(c.p99Ms, 1)} | ${perOp} | ${c.ok} of ${c.scheduled} | ${c.shed} | ${failed} | ${fixed(c.machineBusyPct, 0)} | ${fixed(c.gatewayCpuMsPerRequest, 2)} | ${fixed(c.databaseCpuMsPerRequest, 2)} | ${fixed(c.machineCpuMsPerRequest, 2)} |`;
+  });
+  return [
+    'Open loop, mixed work (60% mint, 20% capture, 10% release, 10% reads), latency from the scheduled send time:',
+    '',
+    '| code | rate × time | p50 ms | p99 ms | p50 ms mint / capture / release / me / redemption | ok | shed | failed | machine busy % | gateway CPU ms/req | database CPU ms/req | machine CPU ms/req |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+    ...rows,
+  ].join('\n');
 }

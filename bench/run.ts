@@ -3,8 +3,10 @@
 //   1. scratch databases: the gateway's (migrated and seeded through the gateway's own code) and the minimal one;
 //   2. the gateway's mint SQL, captured from a gateway behind a recording relay (gateway-sql.ts);
 //   3. for each workload (spread, hot) and connection count: the pgbench cells (the minimal reserve transaction
-//      and the gateway's SQL), then the gateway's mint cell; 4. capture of the minted holds, each once;
-//   5. the ledger check on PostgreSQL; 6. the embedded PGlite mint cell and its ledger check;
+//      and the gateway's SQL), then the gateway's mint cell; then execute at each connection count, mint on
+//      agents with three budgets, capture of the minted holds (each once), and the open-loop cell of mixed work;
+//      with BENCH_BASELINE_REF each gateway cell runs on both codes, alternating which goes first;
+//   5. the ledger check on PostgreSQL (each code's database); 6. the embedded PGlite mint cell and its ledger check;
 //   7. the owner console's cold load in Chromium (console.ts);
 //   8. the table, bench/results/latest.json, and a non-zero exit if anything broke.
 import { execFileSync } from 'node:child_process';
@@ -15,16 +17,18 @@ import pg from 'pg';
 import type { Database } from '../src/platform/db/database.ts';
 import { openPglite } from '../src/platform/db/pglite.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
-import { captureCells, mintCell, pgbenchCells, WORKLOADS, type Held } from './cells.ts';
+import { prepareBaseline, seedBaseline, type Baseline } from './baseline.ts';
+import { captureCells, executeCell, mintCell, openLoopCell, pgbenchCells, WORKLOADS, type Held } from './cells.ts';
 import { benchConfig, HELP, type BenchConfig } from './config.ts';
 import { consoleReport, consoleStepBlocked, measureConsole, type ConsoleLoads } from './console.ts';
-import { startGateway } from './gateway.ts';
+import { freePort, startGateway, type Gateway } from './gateway.ts';
 import { captureGatewaySql, gatewaySqlForWorkload, type GatewaySqlScript } from './gateway-sql.ts';
 import { checkLedger, type Answers } from './invariants.ts';
 import { availableTool, type LoadTool } from './load.ts';
 import { createMinimalSchema } from './pgbench.ts';
-import { log, startedMs, statementTable, table, withRatios, writeResult, type Cell } from './report.ts';
-import { gatewayEnv, seed } from './seed.ts';
+import { log, openLoopTable, startedMs, statementTable, table, withRatios, writeResult, type Cell, type OpenLoopCell } from './report.ts';
+import { gatewayEnv, seed, type World } from './seed.ts';
+import { startUpstream } from './upstream.ts';
 
 function databaseUrl(adminUrl: string, name: string): string {
   const url = new URL(adminUrl);
@@ -57,7 +61,7 @@ async function withDatabase<T>(open: () => Promise<Database> | Database, fn: (db
 }
 
 function noAnswers(): Answers {
-  return { minted: [], captured: [], mintOk: 0, captureOk: 0 };
+  return { minted: [], captured: [], mintOk: 0, captureOk: 0, executed: [], executeOk: 0, released: [], releaseOk: 0 };
 }
 
 /** What a run gathers as it goes; every phase adds to it, and a phase that fails says so in `problems`. */
@@ -65,6 +69,8 @@ interface Run {
   config: BenchConfig;
   tool: LoadTool;
   cells: Cell[];
+  openLoop: OpenLoopCell[];
+  baseline?: { ref: string; commit: string };
   invariants: Record<string, { checks: string[]; problems: string[] }>;
   startMs: Record<string, number>;
   script?: GatewaySqlScript;
@@ -81,49 +87,122 @@ async function phase(run: Run, name: string, work: () => Promise<void>): Promise
   }
 }
 
-/** Steps 1–5: everything on PostgreSQL, in two scratch databases dropped at the end. */
+/** One code under test on PostgreSQL: the current checkout, or BENCH_BASELINE_REF's, each with its own database. */
+interface Side {
+  code: string;
+  root?: string;
+  url: string;
+  dataDir: string;
+  env: Record<string, string>;
+  world?: World;
+  gateway?: Gateway;
+  answers: Answers;
+  held: Held;
+}
+
+/**
+ * Runs one gateway cell on each code: with a baseline, slot by slot the order alternates (current first, then
+ * the baseline first), so neither always runs after the other.
+ */
+async function onEachSide(run: Run, sides: readonly Side[], slot: { n: number }, cell: (side: Side & { world: World; gateway: Gateway }) => Promise<void>): Promise<void> {
+  const order = slot.n++ % 2 === 0 ? sides : [...sides].reverse();
+  for (const side of order) {
+    if (!side.world || !side.gateway) continue;
+    await phase(run, `a gateway cell on ${side.code}`, () => cell(side as Side & { world: World; gateway: Gateway }));
+  }
+}
+
+/** Steps 1–5: everything on PostgreSQL, in scratch databases dropped at the end. */
 async function onPostgres(run: Run): Promise<void> {
   const { config, tool } = run;
   const stamp = `${Date.now()}`;
-  const names = [`acg_bench_${stamp}`, `acg_bench_${stamp}_minimal`] as const;
-  const [url, minimalUrl] = names.map((name) => databaseUrl(config.adminUrl, name)) as [string, string];
-  const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-bench-pg-'));
-  const env = gatewayEnv({ databaseUrl: url, dataDir, port: config.port });
+  const names = [`acg_bench_${stamp}`, `acg_bench_${stamp}_minimal`, ...(config.baselineRef ? [`acg_bench_${stamp}_baseline`] : [])];
+  const [url, minimalUrl, baselineUrl] = names.map((name) => databaseUrl(config.adminUrl, name)) as [string, string, string | undefined];
+  const upstream = await startUpstream();
+  const budgetedAgents = config.agents;
+  const sides: Side[] = [];
+  let baseline: Baseline | undefined;
   try {
     for (const name of names) await admin(config.adminUrl, `CREATE DATABASE ${name}`);
     await createMinimalSchema(minimalUrl, config.agents);
-    const world = await seed(env, config.agents, config.budgets);
-    log(`seeded ${names[0]}: ${config.agents} agents, one offer, ${config.budgets} budget(s) per mandate`);
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-bench-pg-'));
+    const current: Side = { code: 'current', url, dataDir, env: gatewayEnv({ databaseUrl: url, dataDir, port: config.port, githubUrl: upstream.url }), answers: noAnswers(), held: { spread: [], hot: [] } };
+    sides.push(current);
+    current.world = await seed(current.env, config.agents, config.budgets, budgetedAgents);
+    log(`seeded ${names[0]}: ${config.agents} agents, one offer, ${config.budgets} budget(s) per mandate; ${budgetedAgents} more agents with 3 budgets`);
+    if (config.baselineRef && baselineUrl) {
+      await phase(run, `the baseline ${config.baselineRef}`, async () => {
+        baseline = await prepareBaseline(config.baselineRef!);
+        run.baseline = { ref: baseline.ref, commit: baseline.commit };
+        const baseDir = mkdtempSync(path.join(tmpdir(), 'acg-bench-pg-base-'));
+        const port = await freePort();
+        const side: Side = { code: config.baselineRef!, root: baseline.root, url: baselineUrl, dataDir: baseDir, env: gatewayEnv({ databaseUrl: baselineUrl, dataDir: baseDir, port, githubUrl: upstream.url }), answers: noAnswers(), held: { spread: [], hot: [] } };
+        sides.push(side);
+        side.world = await seedBaseline(baseline, side.env, config.agents, config.budgets, budgetedAgents);
+        log(`baseline ${config.baselineRef} (${baseline.commit.slice(0, 10)}) built in ${baseline.root} and seeded ${names[2]} with its own code`);
+      });
+    }
     await phase(run, 'the gateway SQL capture', async () => {
-      const script = await captureGatewaySql(config, url, dataDir, world);
+      const script = await captureGatewaySql(config, url, dataDir, current.world!);
       writeResult('gateway-mint.pgbench', gatewaySqlForWorkload(script, config.agents, 'spread'));
       writeResult('gateway-mint.defines.json', script.defines);
       log(`captured a mint's SQL: ${script.statements} statements (round trips), ${script.transactions} transaction(s); bench/results/gateway-mint.pgbench`);
       run.script = script;
     });
-    const answers = noAnswers();
     await phase(run, 'the gateway cells on PostgreSQL', async () => {
-      const gateway = await startGateway(env, config.port, config.nodeOptions);
-      run.startMs.postgresql = gateway.startMs;
-      log(`gateway on PostgreSQL ready in ${gateway.startMs} ms (pid ${gateway.pid})`);
-      try {
-        const held: Held = { spread: [], hot: [] };
-        for (const workload of WORKLOADS) {
-          for (const connections of config.connections) {
-            // The baseline right before its gateway cell (the gateway idles meanwhile): same neighbours for both.
-            run.cells.push(...(await pgbenchCells(config, url, minimalUrl, run.script, workload, connections)));
-            run.cells.push(await mintCell(config, tool, gateway, world, 'postgresql', workload, connections, answers, held));
-          }
+      for (const side of sides) {
+        if (!side.world) continue;
+        await phase(run, `the ${side.code} gateway's start`, async () => {
+          side.gateway = await startGateway(side.env, Number(side.env.PORT), config.nodeOptions, side.root);
+          run.startMs[side.code === 'current' ? 'postgresql' : `postgresql ${side.code}`] = side.gateway.startMs;
+          log(`gateway (${side.code}) on PostgreSQL ready in ${side.gateway.startMs} ms (pid ${side.gateway.pid})`);
+        });
+      }
+      const slot = { n: 0 };
+      const code = (side: Side) => ({ code: side.code });
+      for (const workload of WORKLOADS) {
+        for (const connections of config.connections) {
+          // The baseline right before its gateway cell (the gateway idles meanwhile): same neighbours for both.
+          run.cells.push(...(await pgbenchCells(config, url, minimalUrl, run.script, workload, connections)));
+          await onEachSide(run, sides, slot, async (side) => {
+            run.cells.push(await mintCell(config, tool, side.gateway, side.world, 'postgresql', workload, connections, side.answers, side.held, code(side)));
+          });
         }
-        run.cells.push(...(await captureCells(config, tool, gateway, world, held, answers)));
-      } finally {
-        await gateway.stop();
+      }
+      for (const connections of config.connections) {
+        await onEachSide(run, sides, slot, async (side) => {
+          run.cells.push(await executeCell(config, tool, side.gateway, side.world, connections, side.answers, code(side)));
+        });
+      }
+      // Beside the mint cell of the same connection count, on agents whose mandates have all three budgets.
+      await onEachSide(run, sides, slot, async (side) => {
+        if (side.world.budgetedTokens.length === 0) return;
+        const connections = config.connections.at(-1)!;
+        run.cells.push(await mintCell(config, tool, side.gateway, side.world, 'postgresql', 'spread', connections, side.answers, undefined, { ...code(side), variant: '3 budgets', agentTokens: side.world.budgetedTokens }));
+      });
+      await onEachSide(run, sides, slot, async (side) => {
+        run.cells.push(...(await captureCells(config, tool, side.gateway, side.world, side.held, side.answers, code(side))));
+      });
+      if (config.openS > 0) {
+        await onEachSide(run, sides, slot, async (side) => {
+          run.openLoop.push(await openLoopCell(config, side.gateway, side.world, side.url, side.answers, code(side)));
+        });
       }
     });
-    run.invariants.postgresql = await withDatabase(() => openPostgres(url), (db) => checkLedger(db, answers));
-    log(`ledger on PostgreSQL: ${run.invariants.postgresql.problems.length === 0 ? 'holds' : 'BROKEN'}`);
+    for (const side of sides) await side.gateway?.stop();
+    for (const side of sides) {
+      if (!side.world) continue;
+      const key = side.code === 'current' ? 'postgresql' : `postgresql ${side.code}`;
+      await phase(run, `the ledger check on ${key}`, async () => {
+        run.invariants[key] = await withDatabase(() => openPostgres(side.url), (db) => checkLedger(db, side.answers));
+        log(`ledger on ${key}: ${run.invariants[key]!.problems.length === 0 ? 'holds' : 'BROKEN'}`);
+      });
+    }
   } finally {
-    rmSync(dataDir, { recursive: true, force: true });
+    for (const side of sides) await side.gateway?.stop();
+    await upstream.close();
+    await baseline?.remove();
+    for (const side of sides) rmSync(side.dataDir, { recursive: true, force: true });
     for (const name of names) await admin(config.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
   }
 }
@@ -140,7 +219,7 @@ async function onPglite(run: Run): Promise<void> {
     run.startMs.pglite = gateway.startMs;
     log(`gateway on PGlite ready in ${gateway.startMs} ms (pid ${gateway.pid})`);
     try {
-      run.cells.push(await mintCell(config, tool, gateway, world, 'pglite', 'spread', config.connections[0]!, answers, { spread: [], hot: [] }));
+      run.cells.push(await mintCell(config, tool, gateway, world, 'pglite', 'spread', config.connections[0]!, answers, undefined));
     } finally {
       await gateway.stop();
     }
@@ -171,13 +250,20 @@ function conclude(run: Run): number {
     // Overload may answer 503 with Retry-After; a 500 is a fault whatever the load.
     if (cell.rejected['500']) problems.push(`${name}: ${cell.rejected['500']} answers 500`);
   }
+  for (const cell of run.openLoop) {
+    if (cell.ok === 0) problems.push(`open loop (${cell.code}): no successful request`);
+    if (cell.failed['500']) problems.push(`open loop (${cell.code}): ${cell.failed['500']} answers 500`);
+  }
   for (const [database, result] of Object.entries(run.invariants)) for (const p of result.problems) problems.push(`ledger on ${database}: ${p}`);
   process.stdout.write(`\n${table(cells)}\n\n`);
   if (run.script) process.stdout.write(`Gateway mint SQL: ${run.script.statements} statements in ${run.script.transactions} transaction(s), captured from the gateway's wire traffic (bench/gateway-sql.ts).\n`);
   const bySql = cells.find((c) => c.kind === 'gateway-sql' && c.statementLatencies?.length);
   if (bySql) process.stdout.write(`\n${statementTable(bySql)}\n\n`);
+  if (run.openLoop.length > 0) process.stdout.write(`\n${openLoopTable(run.openLoop)}\n\n`);
+  if (run.baseline) process.stdout.write(`Cells marked [${run.baseline.ref}] ran the gateway of ${run.baseline.commit} (BENCH_BASELINE_REF), alternated with the current code.\n`);
   if (run.console) process.stdout.write(`\n${consoleReport(run.console)}\n`);
-  for (const cell of cells) for (const note of cell.notes) process.stdout.write(`note (${cell.kind} ${cell.operation} ${cell.workload} ${cell.connections}): ${note}\n`);
+  for (const cell of cells) for (const note of cell.notes) process.stdout.write(`note (${cell.kind} ${cell.operation} ${cell.workload} ${cell.connections}${cell.variant ? ` ${cell.variant}` : ''}${cell.code && cell.code !== 'current' ? ` [${cell.code}]` : ''}): ${note}\n`);
+  for (const cell of run.openLoop) for (const note of cell.notes) process.stdout.write(`note (open loop, ${cell.code}): ${note}\n`);
   const file = writeResult('latest.json', {
     startedAt: new Date(startedMs).toISOString(),
     elapsedS: (Date.now() - startedMs) / 1000,
@@ -187,6 +273,8 @@ function conclude(run: Run): number {
     gatewayStartMs: run.startMs,
     gatewaySql: run.script && { statements: run.script.statements, transactions: run.script.transactions, texts: run.script.texts },
     cells,
+    openLoop: run.openLoop,
+    baseline: run.baseline,
     invariants: run.invariants,
     console: run.console,
     problems,
@@ -208,7 +296,9 @@ async function main(): Promise<number> {
   }
   const config = benchConfig(process.env);
   execFileSync('pgbench', ['--version'], { stdio: 'ignore' });
-  const run: Run = { config, tool: availableTool(config.load), cells: [], invariants: {}, startMs: {}, problems: [] };
+  const run: Run = { config, tool: availableTool(config.load), cells: [], openLoop: [], invariants: {}, startMs: {}, problems: [] };
+  if (config.openS > 0) log(`open loop: ${config.openRatePerS} req/s for ${config.openS} s, shedding beyond ${config.openInFlightMax} waiting`);
+  if (config.baselineRef) log(`baseline: the gateway cells on PostgreSQL also run on ${config.baselineRef}, alternated with the current code`);
   log(`bench: ${config.cellS} s per gateway cell (+${config.warmupS} s warm-up per mint cell), ${config.pgbenchS} s per pgbench cell, ${config.agents} agents (${config.budgets} budget(s) each), connections ${config.connections.join('/')}, load by ${run.tool}`);
   log(`machine: ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   await phase(run, 'the PostgreSQL part', () => onPostgres(run));

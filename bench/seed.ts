@@ -22,6 +22,8 @@ export const MERCHANT_ID = 'mer_bench';
 export interface World {
   /** Bearer token of agent i+1 (agt_bench_<i+1>). */
   agentTokens: string[];
+  /** Bearer tokens of the agents after those, whose mandates have all three budgets (the "3 budgets" cell's). */
+  budgetedTokens: string[];
   merchantKey: string;
 }
 
@@ -31,8 +33,9 @@ export const agentId = (n: number) => `agt_bench_${n}`;
  * The whole configuration of the gateway under test (the seed opens its database with the same one); it
  * starts from an empty environment, so nothing in the caller's shell changes what is measured.
  */
-export function gatewayEnv(options: { databaseUrl?: string; dataDir: string; port: number }): Record<string, string> {
+export function gatewayEnv(options: { databaseUrl?: string; dataDir: string; port: number; githubUrl?: string }): Record<string, string> {
   return {
+    ...(options.githubUrl ? { ACG_GITHUB_API_URL: options.githubUrl } : {}),
     ACG_MODE: 'dev',
     ACG_BASE_URL: `http://127.0.0.1:${options.port}`,
     ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : {}),
@@ -53,7 +56,12 @@ const BENCH_BUDGETS: Budget[] = [
   { id: 'books', limitUc: String(GRANT_UC), period: 'total', category: 'books' },
 ];
 
-export async function seed(env: Record<string, string>, agents: number, budgets = 0): Promise<World> {
+/**
+ * `agents` agents with `budgets` budgets each, then `budgetedAgents` more (agt_bench_<agents+1>…) with all
+ * three: the 3-budget mint cell runs on its own agents beside the others in the same run.
+ */
+export async function seed(env: Record<string, string>, agents: number, budgets = 0, budgetedAgents = 0): Promise<World> {
+  const total = agents + budgetedAgents;
   const config = loadConfig({ ...env });
   const gateway = await createGateway(config, { log: createLogger({ logLevel: 'warn' }) });
   const nowS = Math.floor(Date.now() / 1000);
@@ -65,29 +73,29 @@ export async function seed(env: Record<string, string>, agents: number, budgets 
     await db.query(`INSERT INTO merchants (id, owner_id, name, domain, categories, verification_challenge, verified, accepted_payment_methods, created_at_s, updated_at_s)
       VALUES ($1, 'own_bench', 'Bench', 'bench.example.com', '["books"]', 'x', true, '["credits"]', $2, $2)`, [MERCHANT_ID, nowS]);
     await db.query(`INSERT INTO merchant_api_keys (id, merchant_id, owner_id, name, scopes, secret_hash, created_at_s)
-      VALUES ($1, $2, 'own_bench', 'bench', '["redemptions:capture","offers:read","offers:write"]', $3, $4)`, [merchantKey.keyId, MERCHANT_ID, merchantKey.secretHash, nowS]);
+      VALUES ($1, $2, 'own_bench', 'bench', '["redemptions:capture","redemptions:release","offers:read","offers:write"]', $3, $4)`, [merchantKey.keyId, MERCHANT_ID, merchantKey.secretHash, nowS]);
     await db.query(`INSERT INTO offers (id, merchant_id, name, category, price_uc, active, hold_lifetime_s, created_at_s, updated_at_s)
       VALUES ($1, $2, 'Bench', 'books', $3, true, 3600, $4, $4)`, [OFFER_ID, MERCHANT_ID, PRICE_UC, nowS]);
     await db.query(`INSERT INTO agents (id, owner_id, name, identity_issuer, identity_subject, status, allowed_services, allowed_categories, inbox_allowlist,
         cap_period_s, profile_name, profile_preset, profile_color, created_at_s, updated_at_s)
       SELECT 'agt_bench_' || i, 'own_bench', 'bench-agent-' || i, $1, 'bench-agent-' || i, 'active', '["*"]', '["*"]', '[]', 86400,
         'bench-agent-' || i, 'letter', '#4f46e5', $2, $2
-      FROM generate_series(1, $3::int) AS i`, [devIssuerUrl(config.baseUrl, 'agent'), nowS, agents]);
+      FROM generate_series(1, $3::int) AS i`, [devIssuerUrl(config.baseUrl, 'agent'), nowS, total]);
     const agentService = new AgentService(gateway, () => undefined);
     const ledger = new LedgerService(gateway, agentService);
-    for (let n = 1; n <= agents; n++) {
+    for (let n = 1; n <= total; n++) {
       await gateway.db.transaction((tx) => ledger.grant(tx, { agentId: agentId(n), amountUc: GRANT_UC, priority: 100, expiresAtS: null, source: 'grant', sourceRef: 'bench' }));
     }
     // Every agent gets its mandate version 1 (as the gateway's start would), and then its budgets.
     await agentService.writeMissingMandates();
-    if (budgets > 0) {
-      const owner = { kind: 'owner', id: 'own_bench', ownerId: 'own_bench', scopes: [], credential: 'bench' } as const;
-      for (let n = 1; n <= agents; n++) {
-        await gateway.db.transaction(async (tx) => {
-          const row = await agentService.lockAgentFor(tx, owner, agentId(n));
-          await agentService.setMandate(tx, owner, agentId(n), { ...agentService.rulesOf(row), budgets: BENCH_BUDGETS.slice(0, budgets) });
-        });
-      }
+    const owner = { kind: 'owner', id: 'own_bench', ownerId: 'own_bench', scopes: [], credential: 'bench' } as const;
+    for (let n = 1; n <= total; n++) {
+      const count = n <= agents ? budgets : BENCH_BUDGETS.length;
+      if (count === 0) continue;
+      await gateway.db.transaction(async (tx) => {
+        const row = await agentService.lockAgentFor(tx, owner, agentId(n));
+        await agentService.setMandate(tx, owner, agentId(n), { ...agentService.rulesOf(row), budgets: BENCH_BUDGETS.slice(0, count) });
+      });
     }
     // Each agent's lot is renamed lot_bench_<n> (with its journal), so the replayed gateway SQL can name an
     // agent's lot from the agent's number alone (gateway-sql.ts). A table that references lots would refuse.
@@ -102,7 +110,7 @@ export async function seed(env: Record<string, string>, agents: number, budgets 
   }
   const keys = await loadDevIssuerKeys(config.dataDir);
   const agentTokens: string[] = [];
-  for (let n = 1; n <= agents; n++) {
+  for (let n = 1; n <= total; n++) {
     agentTokens.push(
       await mintDevToken(keys, {
         baseUrl: config.baseUrl,
@@ -116,5 +124,5 @@ export async function seed(env: Record<string, string>, agents: number, budgets 
       }),
     );
   }
-  return { agentTokens, merchantKey: merchantKey.plaintext };
+  return { agentTokens: agentTokens.slice(0, agents), budgetedTokens: agentTokens.slice(agents), merchantKey: merchantKey.plaintext };
 }

@@ -6,20 +6,20 @@
 //   do from the sources. Nothing is bundled: each import stays an import, with `.ts` rewritten to `.js`.
 //   No type checking here (`npm run typecheck` does that); this is what tsx does at each start, done once.
 //   See docs/decisions.md, "A build step at install".
-// - the merchant SDK, where packages/merchant is present: packages/merchant/src to packages/merchant/dist
-//   with tsc (JavaScript and .d.ts, which only tsc writes, so its types are checked too), which is what its
-//   package.json exports and what `npm pack` ships. See docs/decisions.md, "The merchant SDK is built
-//   JavaScript with declarations".
+// - the packages, where present: the merchant SDK (packages/merchant) and the x402 credit scheme
+//   (packages/x402-credit), each src/ to dist/ with tsc (JavaScript and .d.ts, which only tsc writes, so their
+//   types are checked too), which is what each package.json exports and what `npm pack` ships. See
+//   docs/decisions.md, "The merchant SDK is built JavaScript with declarations".
 // - the owner console, where console/ is present: console/src/main.tsx bundled by esbuild (Preact, JSX,
 //   its CSS) into dist/console/static/, minified, with content-hashed names, a manifest naming them (with
 //   their SRI hashes), and a gzip and a brotli copy of each, so the gateway serves them as they are. See
 //   docs/decisions.md, "Console".
 //
 // Each is built into a fresh folder and swapped in, with a record of its inputs, so that a build that
-// matches the sources is skipped with --if-stale (the test set-up), for each of the three on its own.
+// matches the sources is skipped with --if-stale (the test set-up), for each on its own.
 // A fresh dist/ has no console, so rebuilding the gateway rebuilds the console after it.
 //
-//   node bin/build.js             build all three
+//   node bin/build.js             build them all
 //   node bin/build.js --if-stale  build each only when its dist/ does not match its sources
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -34,9 +34,11 @@ import { buildIsCurrent, sourceState, STATE_FILE } from './build-state.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SRC = path.join(ROOT, 'src');
 const DIST = path.join(ROOT, 'dist');
-const SDK = path.join(ROOT, 'packages/merchant');
-const SDK_CONFIG = path.join(SDK, 'tsconfig.build.json');
-const SDK_DIST = path.join(SDK, 'dist');
+/** The workspace packages tsc builds, in dependency order (neither imports the other). */
+const PACKAGES = ['packages/merchant', 'packages/x402-credit'].map((dir) => {
+  const root = path.join(ROOT, dir);
+  return { dir, root, config: path.join(root, 'tsconfig.build.json'), dist: path.join(root, 'dist') };
+});
 const CONSOLE = path.join(ROOT, 'console');
 const CONSOLE_ENTRY = path.join(CONSOLE, 'src/main.tsx');
 const CONSOLE_DIST = path.join(DIST, 'console/static');
@@ -102,11 +104,11 @@ async function buildDist() {
 }
 
 /**
- * The SDK build's inputs, as bin/build-state.js records the gateway's: its sources, its tsc settings, its
+ * A package build's inputs, as bin/build-state.js records the gateway's: its sources, its tsc settings, its
  * package.json (`"type": "module"` decides what tsc emits) and this file, each with size and modification time.
  */
-function sdkSourceState() {
-  return treeState(path.join(SDK, 'src'), [SDK_CONFIG, path.join(SDK, 'package.json')]);
+function packageSourceState(pkg) {
+  return treeState(path.join(pkg.root, 'src'), [pkg.config, path.join(pkg.root, 'package.json')]);
 }
 
 /** Every file under `dir` plus `extra` files and this one, relative to the root, each with size and modification time. */
@@ -131,8 +133,8 @@ function isCurrent(dist, state) {
   }
 }
 
-function sdkIsCurrent() {
-  return isCurrent(SDK_DIST, sdkSourceState);
+function packageIsCurrent(pkg) {
+  return isCurrent(pkg.dist, () => packageSourceState(pkg));
 }
 
 /** The console's inputs: its sources (TSX, CSS, its tsconfig) and the lock file, which fixes Preact's version. */
@@ -211,16 +213,16 @@ function tscPath() {
   }
 }
 
-/** Compiles the SDK with tsc into a fresh folder (tsc prints its own diagnostics), then swaps it in. */
-function buildSdk(tsc) {
+/** Compiles a package with tsc into a fresh folder (tsc prints its own diagnostics), then swaps it in. */
+function buildPackage(pkg, tsc) {
   const startedMs = performance.now();
-  const state = sdkSourceState();
-  const staging = mkdtempSync(path.join(SDK, '.dist-'));
+  const state = packageSourceState(pkg);
+  const staging = mkdtempSync(path.join(pkg.root, '.dist-'));
   try {
-    const compiled = spawnSync(process.execPath, [tsc, '--project', SDK_CONFIG, '--outDir', staging], { cwd: SDK, stdio: 'inherit' });
-    if (compiled.status !== 0) throw new Error(`tsc could not build packages/merchant (${compiled.error?.message ?? `exit code ${compiled.status ?? compiled.signal}`})`);
+    const compiled = spawnSync(process.execPath, [tsc, '--project', pkg.config, '--outDir', staging], { cwd: pkg.root, stdio: 'inherit' });
+    if (compiled.status !== 0) throw new Error(`tsc could not build ${pkg.dir} (${compiled.error?.message ?? `exit code ${compiled.status ?? compiled.signal}`})`);
     writeFileSync(path.join(staging, STATE_FILE), JSON.stringify(state));
-    swapIn(staging, SDK_DIST, sdkIsCurrent);
+    swapIn(staging, pkg.dist, () => packageIsCurrent(pkg));
   } finally {
     rmSync(staging, { recursive: true, force: true });
   }
@@ -238,15 +240,16 @@ try {
     const { bytes, ms } = await buildConsole();
     process.stdout.write(`built dist/console/static/ (${Math.round(bytes / 1024)} KiB before compression) in ${ms} ms\n`);
   }
-  // A copy of the gateway without the workspace (the build's own tests make one) has no SDK to build.
-  if (existsSync(SDK_CONFIG) && (!ifStale || !sdkIsCurrent())) {
+  // A copy of the gateway without the workspace (the build's own tests make one) has no package to build.
+  for (const pkg of PACKAGES) {
+    if (!existsSync(pkg.config) || (ifStale && packageIsCurrent(pkg))) continue;
     const tsc = tscPath();
     if (tsc === undefined) {
-      // An install without dev dependencies: the gateway runs without the SDK, which only tsc can build.
-      process.stderr.write('packages/merchant/dist/ not built: TypeScript, a dev dependency, is not installed\n');
+      // An install without dev dependencies: the gateway runs without the packages, which only tsc can build.
+      process.stderr.write(`${pkg.dir}/dist/ not built: TypeScript, a dev dependency, is not installed\n`);
     } else {
-      const { ms } = buildSdk(tsc);
-      process.stdout.write(`built packages/merchant/dist/ in ${ms} ms\n`);
+      const { ms } = buildPackage(pkg, tsc);
+      process.stdout.write(`built ${pkg.dir}/dist/ in ${ms} ms\n`);
     }
   }
 } catch (error) {

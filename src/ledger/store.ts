@@ -200,23 +200,25 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[], jour
   const allocations = holds.flatMap(({ hold, allocations }) => allocations.map((a, position) => ({ holdId: hold.id, lotId: a.lotId, position, amountUc: a.amountUc })));
   const createdAtS = holds[0]!.hold.created_at_s;
   if (holds.some(({ hold }) => hold.created_at_s !== createdAtS)) throw new Error('recordHolds: the holds of one call share one creation time');
-  const journaled = journalInsert(journal, Number(createdAtS), 20);
-  // Budget charges only when a hold counts in a budget: the statement of an agent without budgets is unchanged.
-  const budgets = charges.length === 0 ? undefined : budgetChargeParts(charges, { holds: 'new_holds', after: 'account' }, 20 + journaled.params.length);
+  const journaled = journalInsert(journal, Number(createdAtS), 21);
+  // Budget charges only when a hold counts in a budget: each hold's periods go in its own row (budget_charges);
+  // the running totals' upsert is part of the statement only when there is one.
+  const budgets = budgetChargeParts(charges, holds.map(({ hold }) => hold.id), 'account', 21 + journaled.params.length);
+  const counting = charges.length > 0;
   const result = await db.query(
     `WITH h AS (
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[],
-                            $15::int[], $16::text[], $17::text[], $18::jsonb[], $19::text[])
+                            $15::int[], $16::text[], $17::text[], $18::jsonb[], $19::text[], $20::jsonb[])
          WITH ORDINALITY AS h(id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, expires_at_s, refund_window_s,
-                              mandate_version, mandate_hash, voucher, offer_snapshot, payer_id, position)
+                              mandate_version, mandate_hash, voucher, offer_snapshot, payer_id, budget_charges, position)
      ), alloc AS (
        SELECT * FROM unnest($10::text[], $11::text[], $12::int[], $13::bigint[]) AS a(hold_id, lot_id, position, amount_uc)
      ), new_holds AS (
        INSERT INTO holds (id, agent_id, payer_id, acceptor_id, merchant_id, offer_id, category, amount_uc, captured_uc, state, expires_at_s, created_at_s, refund_window_s,
-                          mandate_version, mandate_hash, voucher, offer_snapshot)
+                          mandate_version, mandate_hash, voucher, offer_snapshot, budget_charges)
        SELECT id, agent_id, payer_id, acceptor_id, merchant_id, offer_id, category, amount_uc, 0, 'held', expires_at_s, $14, refund_window_s,
-              mandate_version, mandate_hash, voucher, offer_snapshot FROM h ORDER BY position
-       RETURNING id
+              mandate_version, mandate_hash, voucher, offer_snapshot, budget_charges FROM h ORDER BY position
+       RETURNING id, budget_charges
      ), allocations AS (
        INSERT INTO hold_allocations (hold_id, lot_id, position, amount_uc)
        SELECT alloc.hold_id, alloc.lot_id, alloc.position, alloc.amount_uc FROM alloc JOIN new_holds ON new_holds.id = alloc.hold_id RETURNING lot_id
@@ -232,10 +234,11 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[], jour
        SELECT payer_id, SUM(amount_uc)::bigint FROM h GROUP BY payer_id ORDER BY payer_id
        ON CONFLICT (agent_id) DO UPDATE SET held_uc = agent_balances.held_uc + EXCLUDED.held_uc
        RETURNING 1
-     )${budgets ? `, ${budgets.sql}` : ''}
+     )${counting ? `, ${budgets.sql}` : ''}
      SELECT (SELECT count(*) FROM new_holds) AS held, (SELECT count(*) FROM debits) AS debited, (SELECT count(*) FROM allocations) AS allocated,
             (SELECT count(*) FROM journal) AS journaled, (SELECT count(*) FROM account) AS accounted,
-            ${budgets ? `(SELECT count(*) FROM ${budgets.counts.charged})` : '0::bigint'} AS charged`,
+            ${counting ? `(SELECT COALESCE(SUM(jsonb_array_length(budget_charges)), 0) FROM new_holds)::bigint` : '0::bigint'} AS charged,
+            ${counting ? `(SELECT count(*) FROM ${budgets.counts.periods})` : '0::bigint'} AS counted`,
     [
       holds.map(({ hold }) => hold.id),
       holds.map(({ hold }) => hold.agent_id),
@@ -256,11 +259,12 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[], jour
       holds.map(({ hold }) => hold.voucher),
       holds.map(({ hold }) => (hold.offer_snapshot === null ? null : JSON.stringify(hold.offer_snapshot))),
       holds.map(({ hold }) => hold.payer_id),
+      budgets.charges,
       ...journaled.params,
-      ...(budgets?.params ?? []),
+      ...(counting ? budgets.params : []),
     ],
   );
-  const counts = result.rows[0] as { held: bigint; debited: bigint; allocated: bigint; journaled: bigint; accounted: bigint; charged: bigint };
+  const counts = result.rows[0] as { held: bigint; debited: bigint; allocated: bigint; journaled: bigint; accounted: bigint; charged: bigint; counted: bigint };
   const lots = BigInt(new Set(allocations.map((a) => a.lotId)).size);
   const agents = BigInt(new Set(holds.map(({ hold }) => hold.payer_id)).size);
   const expected = BigInt(allocations.length);
@@ -270,10 +274,11 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[], jour
     counts.allocated !== expected ||
     counts.journaled !== BigInt(journal.entries.length) ||
     counts.accounted !== agents ||
-    counts.charged !== BigInt(charges.length)
+    counts.charged !== BigInt(charges.length) ||
+    counts.counted !== BigInt(budgets.periods)
   ) {
     throw new Error(
-      `ledger invariant: ${holds.length} holds wrote ${counts.held}/${counts.debited}/${counts.allocated}/${counts.journaled}/${counts.accounted}/${counts.charged} rows for ${expected} allocations and ${charges.length} budget charges`,
+      `ledger invariant: ${holds.length} holds wrote ${counts.held}/${counts.debited}/${counts.allocated}/${counts.journaled}/${counts.accounted}/${counts.charged}/${counts.counted} rows for ${expected} allocations and ${charges.length} budget charges`,
     );
   }
 }

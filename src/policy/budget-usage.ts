@@ -1,4 +1,4 @@
-// The budgets' running totals (budget_usage, hold_budget_charges), owned by the spending policy: the one read
+// The budgets' running totals (budget_usage, holds.budget_charges), owned by the spending policy: the one read
 // a budget check makes (a row per budget period, never a sum of history), and the parts of the ledger's own
 // statements that change them, so a hold, a settlement or a refund changes its budgets in the same statement
 // (and round trip) as its credit. Lock order: budget rows are the last rows any of those statements lock, in
@@ -63,44 +63,63 @@ export interface BudgetChargeRow extends BudgetPeriodKey {
 }
 
 /**
- * The CTE parts that record new holds' budget charges inside the ledger's statement that inserts the holds
- * (`parts.holds` names its part returning the inserted holds' ids): each charge, and each budget period's
- * running total raised by what its new holds take, in sorted order, after the part `parts.after` (the agents'
- * balance rows): budget rows are the last rows a hold locks.
- * Its parameters are numbered from `$firstParameter`; `counts` names the parts whose rows the statement may
- * count to check its writes.
+ * What the ledger's statement that inserts new holds writes for their budget charges: each hold's
+ * `budget_charges` column (`charges`, in the order of `holdIds`: a JSON array of the periods it counts in, or null),
+ * and the CTE part that raises each budget period's running total by what its new holds take, in sorted order,
+ * after the part `after` (the agents' balance rows): budget rows are the last rows a hold locks, in the order
+ * the give-back part locks them. The totals are summed here, so the statement upserts one row per period
+ * whatever the number of holds.
+ * Its parameters are numbered from `$firstParameter`; `counts.periods` names the part whose rows (`periods` of
+ * them) the statement may count to check its writes.
  */
 export function budgetChargeParts(
   charges: readonly BudgetChargeRow[],
-  parts: { holds: string; after: string },
+  holdIds: readonly string[],
+  after: string,
   firstParameter: number,
-): { sql: string; params: unknown[]; counts: { charged: string; periods: string } } {
+): { charges: Array<string | null>; sql: string; params: unknown[]; counts: { periods: string }; periods: number } {
+  const byHold = new Map<string, Array<{ agent_id: string; budget_id: string; period_start_s: number }>>();
+  const periods = new Map<string, { key: BudgetPeriodKey; amountUc: bigint; alertedPct: number }>();
+  for (const charge of charges) {
+    const held = byHold.get(charge.holdId) ?? [];
+    held.push({ agent_id: charge.agentId, budget_id: charge.budgetId, period_start_s: charge.periodStartS });
+    byHold.set(charge.holdId, held);
+    const key = keyOf(charge);
+    const period = periods.get(key);
+    if (period) {
+      period.amountUc += charge.amountUc;
+      period.alertedPct = Math.max(period.alertedPct, charge.alertedPct);
+    } else {
+      periods.set(key, { key: charge, amountUc: charge.amountUc, alertedPct: charge.alertedPct });
+    }
+  }
+  const totals = [...periods.values()];
   const p = (offset: number) => `$${firstParameter + offset}`;
   return {
-    sql: `budget_charge AS (
-       SELECT * FROM unnest(${p(0)}::text[], ${p(1)}::text[], ${p(2)}::text[], ${p(3)}::bigint[], ${p(4)}::bigint[], ${p(5)}::int[])
-         AS c(hold_id, agent_id, budget_id, period_start_s, amount_uc, alerted_pct)
-     ), budget_charged AS (
-       INSERT INTO hold_budget_charges (hold_id, agent_id, budget_id, period_start_s)
-       SELECT c.hold_id, c.agent_id, c.budget_id, c.period_start_s FROM budget_charge c JOIN ${parts.holds} ON ${parts.holds}.id = c.hold_id RETURNING 1
-     ), budget_counted AS (
+    charges: holdIds.map((holdId) => {
+      const held = byHold.get(holdId);
+      return held ? JSON.stringify(held) : null;
+    }),
+    sql: `budget_counted AS (
        INSERT INTO budget_usage (agent_id, budget_id, period_start_s, spent_uc, alerted_pct)
-       SELECT agent_id, budget_id, period_start_s, SUM(amount_uc)::bigint, MAX(alerted_pct) FROM budget_charge
-        WHERE (SELECT count(*) FROM ${parts.after}) >= 0
-        GROUP BY agent_id, budget_id, period_start_s ORDER BY agent_id, budget_id, period_start_s
+       SELECT agent_id, budget_id, period_start_s, spent_uc, alerted_pct
+         FROM unnest(${p(0)}::text[], ${p(1)}::text[], ${p(2)}::bigint[], ${p(3)}::bigint[], ${p(4)}::int[])
+           AS c(agent_id, budget_id, period_start_s, spent_uc, alerted_pct)
+        WHERE (SELECT count(*) FROM ${after}) >= 0
+        ORDER BY agent_id, budget_id, period_start_s
        ON CONFLICT (agent_id, budget_id, period_start_s) DO UPDATE
          SET spent_uc = budget_usage.spent_uc + EXCLUDED.spent_uc, alerted_pct = GREATEST(budget_usage.alerted_pct, EXCLUDED.alerted_pct)
        RETURNING 1
      )`,
     params: [
-      charges.map((charge) => charge.holdId),
-      charges.map((charge) => charge.agentId),
-      charges.map((charge) => charge.budgetId),
-      charges.map((charge) => charge.periodStartS),
-      charges.map((charge) => charge.amountUc.toString()),
-      charges.map((charge) => charge.alertedPct),
+      totals.map(({ key }) => key.agentId),
+      totals.map(({ key }) => key.budgetId),
+      totals.map(({ key }) => key.periodStartS),
+      totals.map(({ amountUc }) => amountUc.toString()),
+      totals.map(({ alertedPct }) => alertedPct),
     ],
-    counts: { charged: 'budget_charged', periods: 'budget_counted' },
+    counts: { periods: 'budget_counted' },
+    periods: totals.length,
   };
 }
 

@@ -1,0 +1,188 @@
+// The agent's side: a SchemeNetworkClient for x402's client (`x402Client`, `@x402/fetch`'s
+// wrapFetchWithPayment). For each payment it asks the gateway for an attestation (`POST /x402/authorize`,
+// the draft's atomic decrement: a hold on the agent's credit) and hands x402 the payload
+// `{ type: 'consume', attestation }`. It pays only the gateway it was configured for: requirements naming
+// another `extra.authority` are refused before anything is sent (the draft's allow-list of authorities).
+import { randomUUID } from 'node:crypto';
+import type { DefaultAsset, Network, PaymentPayloadContext, PaymentPayloadResult, PaymentRequirements, SchemeNetworkClient } from '@x402/core/types';
+import { CONSUME_PAYLOAD_TYPE, CREDIT_ASSET, CREDIT_NETWORK, CREDIT_SCHEME, USD_DECIMALS } from './constants.ts';
+import { CreditError, type Problem } from './errors.ts';
+import { amountUcText } from './money.ts';
+import { authorityOf, creditTerms } from './requirements.ts';
+
+/** The agent's credential: an access token, or a function giving a fresh one (called once per payment). */
+export type AgentCredential = string | (() => string | Promise<string>);
+
+export interface CreditSchemeClientOptions {
+  /** The gateway's base URL, e.g. https://gateway.example.com: the one authority this client pays. */
+  gatewayUrl: string;
+  /** The agent's access token (Bearer), as for `POST /v1/vouchers`, or a provider of one. */
+  credential: AgentCredential;
+  /** The most one payment may authorize, in microcredits (default: no cap of the client's own beyond x402's spend controls). */
+  maxAmountUc?: bigint | string;
+  /** Attempts per authorization, the first included (default 4). Each attempt reuses the payment's idempotency key. */
+  attemptsMax?: number;
+  /** Timeout of one attempt (default 10 s). */
+  timeoutMs?: number;
+  /** The fetch to use (default: the global one). */
+  fetch?: typeof fetch;
+  /** For tests: the wait before retry n (0-based). Default: 250 ms · 2ⁿ with jitter, at most 5 s. */
+  backoffMs?: (attempt: number) => number;
+}
+
+/** What `POST /x402/authorize` is asked: the requirements' terms (the idempotency key is added per payment). */
+export interface AuthorizeRequest {
+  /** Microcredits to hold: the requirements' `amount`. */
+  amount: string;
+  asset: string;
+  /** The requirements' `extra.resource`: the attestation is bound to it. */
+  resource: string;
+  /** The merchant id (`payTo`). */
+  payTo: string;
+  offerId: string;
+  /** The requirements' presentation window; the gateway caps the attestation's. */
+  maxTimeoutSeconds?: number;
+}
+
+/** What `POST /x402/authorize` answers: the attestation and the hold it stands for. */
+export interface Authorization {
+  attestation: string;
+  redemption: Record<string, unknown> & { id: string };
+}
+
+const ATTEMPTS_DEFAULT = 4;
+const TIMEOUT_MS_DEFAULT = 10_000;
+const RETRY_AFTER_S_MAX = 30;
+/** The spend-control entry for x402's client: a microcredit is 10⁻⁸ dollar, so x402's default $1 cap is 100 credits. */
+const MICROCREDIT_ASSET: DefaultAsset = { asset: CREDIT_ASSET, decimals: USD_DECIMALS, symbol: 'CREDIT' };
+
+function defaultBackoffMs(attempt: number): number {
+  const ceilingMs = Math.min(5_000, 250 * 2 ** attempt);
+  return ceilingMs / 2 + Math.random() * (ceilingMs / 2);
+}
+
+/** A status worth retrying with the same key: the request may not have run, or ran and is replayed. */
+function retryable(status: number, problem: Problem | undefined): boolean {
+  return status === 429 || status >= 500 || (status === 409 && problem?.code === 'idempotency_key_in_use');
+}
+
+function retryAfterMs(headers: Headers): number | undefined {
+  const value = Number(headers.get('retry-after'));
+  return Number.isFinite(value) && value >= 0 ? Math.min(value, RETRY_AFTER_S_MAX) * 1000 : undefined;
+}
+
+async function problemOf(response: Response): Promise<Problem | undefined> {
+  try {
+    const body = (await response.json()) as unknown;
+    return typeof body === 'object' && body !== null ? { ...(body as Problem), status: response.status } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The gateway's refusal as a CreditError: the draft's code (`error`) first, else the gateway's `code`. */
+function refusal(status: number, problem: Problem | undefined): CreditError {
+  const code = problem?.error ?? problem?.code ?? `http_${status}`;
+  return new CreditError(code, problem?.detail ?? problem?.title ?? `the gateway refused the authorization (${status})`, { status, problem });
+}
+
+/**
+ * Agent credit as an x402 client scheme. Register it for {@link CREDIT_NETWORK}:
+ * `new x402Client().register(CREDIT_NETWORK, new CreditSchemeClient({ gatewayUrl, credential }))`.
+ */
+export class CreditSchemeClient implements SchemeNetworkClient {
+  readonly scheme = CREDIT_SCHEME;
+  /** The gateway this client pays; requirements naming another authority are refused. */
+  readonly authority: string;
+  private readonly maxAmountUc: bigint | undefined;
+
+  constructor(private readonly options: CreditSchemeClientOptions) {
+    this.authority = authorityOf(options.gatewayUrl);
+    this.maxAmountUc = options.maxAmountUc === undefined ? undefined : BigInt(amountUcText(options.maxAmountUc, 'maxAmountUc'));
+  }
+
+  /** x402's spend controls see microcredits as a dollar asset of 8 decimals, so its caps (default $1) apply to credit too. */
+  findDefaultAsset(asset: string, network: Network): DefaultAsset | undefined {
+    return asset === CREDIT_ASSET && network === CREDIT_NETWORK ? MICROCREDIT_ASSET : undefined;
+  }
+
+  async createPaymentPayload(x402Version: number, requirements: PaymentRequirements, context?: PaymentPayloadContext): Promise<PaymentPayloadResult> {
+    const terms = creditTerms(requirements);
+    let authority: string | undefined;
+    try {
+      authority = authorityOf(terms.authority);
+    } catch {
+      authority = undefined;
+    }
+    if (authority !== this.authority) {
+      throw new CreditError('authority_not_trusted', `the requirements name the authority ${JSON.stringify(terms.authority)}; this client pays only ${this.authority}`);
+    }
+    const amountUc = BigInt(terms.amountUc);
+    const caps = [this.maxAmountUc, context?.maxAmountPerPayment === undefined ? undefined : BigInt(context.maxAmountPerPayment)];
+    for (const cap of caps) {
+      if (cap !== undefined && amountUc > cap) throw new CreditError('amount_over_limit', `${terms.amountUc} µc is above this client's cap of ${cap} µc per payment`);
+    }
+    const { attestation } = await this.authorize({
+      amount: terms.amountUc,
+      asset: CREDIT_ASSET,
+      resource: terms.resource,
+      payTo: terms.merchantId,
+      offerId: terms.offerId,
+      ...(Number.isInteger(requirements.maxTimeoutSeconds) && requirements.maxTimeoutSeconds > 0 ? { maxTimeoutSeconds: requirements.maxTimeoutSeconds } : {}),
+    });
+    return { x402Version, payload: { type: CONSUME_PAYLOAD_TYPE, attestation } };
+  }
+
+  /**
+   * `POST {gateway}/x402/authorize` with a fresh idempotency key, reused on every retry (lost answers, 429,
+   * 5xx, `idempotency_key_in_use`), so a retry never holds credit twice. Refusals throw {@link CreditError}
+   * with the draft's code (`insufficient_credits`, …) or the mandate's (`CAP_EXCEEDED`, …).
+   */
+  async authorize(request: AuthorizeRequest, idempotencyKey = randomUUID()): Promise<Authorization> {
+    const credential = this.options.credential;
+    const token = typeof credential === 'string' ? credential : await credential();
+    const fetchFn = this.options.fetch ?? fetch;
+    const attemptsMax = Math.max(1, this.options.attemptsMax ?? ATTEMPTS_DEFAULT);
+    const body = JSON.stringify({ ...request, idempotencyKey });
+    let lastFailure: CreditError | undefined;
+    let retryAfter: number | undefined;
+    for (let attempt = 0; attempt < attemptsMax; attempt++) {
+      if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, retryAfter ?? (this.options.backoffMs ?? defaultBackoffMs)(attempt - 1)));
+      retryAfter = undefined;
+      let response: Response;
+      try {
+        response = await fetchFn(`${this.authority}/x402/authorize`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
+          body,
+          // The agent's token goes to its gateway and nowhere else, whatever a redirect says.
+          redirect: 'error',
+          signal: AbortSignal.timeout(this.options.timeoutMs ?? TIMEOUT_MS_DEFAULT),
+        });
+      } catch (error) {
+        lastFailure = new CreditError('gateway_unavailable', `the gateway could not be reached: ${(error as Error).message}`, { cause: error });
+        continue;
+      }
+      if (response.ok) return this.authorization(response);
+      const problem = await problemOf(response);
+      lastFailure = refusal(response.status, problem);
+      if (!retryable(response.status, problem)) throw lastFailure;
+      retryAfter = retryAfterMs(response.headers);
+    }
+    throw lastFailure ?? new CreditError('gateway_unavailable', 'the gateway could not be reached');
+  }
+
+  private async authorization(response: Response): Promise<Authorization> {
+    let body: unknown;
+    try {
+      body = await response.json();
+    } catch (error) {
+      throw new CreditError('gateway_unavailable', 'the gateway answered the authorization with a body that is not JSON', { cause: error });
+    }
+    const attestation = (body as Partial<Authorization> | null)?.attestation;
+    if (typeof attestation !== 'string' || attestation.split('.').length !== 3) {
+      throw new CreditError('gateway_unavailable', 'the gateway answered the authorization without an attestation');
+    }
+    return body as Authorization;
+  }
+}

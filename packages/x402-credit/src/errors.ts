@@ -1,0 +1,59 @@
+/**
+ * Why a credit payment could not be made or trusted. The gateway's refusals of `POST /x402/authorize` keep
+ * their codes: the draft's (`insufficient_credits`, `bundle_revoked`, `bundle_not_found`,
+ * `idempotency_conflict`) and the mandate's (`CAP_EXCEEDED`, `SCOPE_FORBIDDEN`, `approval_required`). The
+ * rest are this package's own.
+ */
+export type CreditErrorCode =
+  | 'insufficient_credits'
+  | 'bundle_revoked'
+  | 'bundle_not_found'
+  | 'idempotency_conflict'
+  | 'CAP_EXCEEDED'
+  | 'SCOPE_FORBIDDEN'
+  | 'approval_required'
+  /** The requirements name another authority than the gateway the client is configured for (the draft's phishing rule). */
+  | 'authority_not_trusted'
+  /** The requirements are not this scheme's, or are malformed (a missing `extra` member, an amount that is not an integer). */
+  | 'unsupported_requirements'
+  /** The amount is above the client's cap for one payment. */
+  | 'amount_over_limit'
+  /** The gateway could not be reached, or kept failing, within the client's attempts. */
+  | 'gateway_unavailable'
+  /** A price this scheme cannot express (merchant side). */
+  | 'invalid_price'
+  /** A receipt that does not verify, or was not issued for what it claims. */
+  | 'invalid_receipt'
+  | (string & {});
+
+/** The gateway's problem body (RFC 9457), with its stable `code` and, on x402 routes, the draft's `error`. */
+export interface Problem {
+  type?: string;
+  title?: string;
+  status: number;
+  detail?: string;
+  code?: string;
+  error?: string;
+  [member: string]: unknown;
+}
+
+/** A credit payment refused or untrusted, with a stable `code` (see {@link CreditErrorCode}). */
+export class CreditError extends Error {
+  /** The gateway's HTTP status when the gateway refused; undefined for the package's own refusals. */
+  readonly status: number | undefined;
+
+  constructor(
+    readonly code: CreditErrorCode,
+    message: string,
+    options: { status?: number; problem?: Problem; cause?: unknown } = {},
+  ) {
+    // The code leads the message: @x402/fetch rethrows payment failures as plain Errors with our message.
+    super(`${code}: ${message}`, { cause: options.cause });
+    this.name = 'CreditError';
+    this.status = options.status;
+    this.problem = options.problem;
+  }
+
+  /** The gateway's whole problem body, when the gateway refused. */
+  readonly problem: Problem | undefined;
+}

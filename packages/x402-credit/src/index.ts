@@ -1,0 +1,29 @@
+// @agent-credit-gateway/x402-credit: agent credit as an x402 payment scheme, the gateway as facilitator.
+export {
+  ATTESTATION_TYP,
+  CONSUME_PAYLOAD_TYPE,
+  CREDIT_ASSET,
+  CREDIT_BINDING_VERSION,
+  CREDIT_NETWORK,
+  CREDIT_SCHEME,
+  MCP_PAYMENT_META_KEY,
+  MCP_PAYMENT_RESPONSE_META_KEY,
+  RECEIPT_TYP,
+  UC_PER_CREDIT,
+  UC_PER_USD,
+} from './constants.ts';
+export { CreditSchemeClient, type AgentCredential, type Authorization, type AuthorizeRequest, type CreditSchemeClientOptions } from './client.ts';
+export { CreditError, type CreditErrorCode, type Problem } from './errors.ts';
+export { callPaidTool, paidTool, paymentRequiredOf, type PaidToolCall, type PaidToolOptions, type PaymentPayloadMaker, type ToolCaller, type ToolResult } from './mcp.ts';
+export { amountUcText, parseCreditPrice } from './money.ts';
+export { verifyCreditReceipt, verifyPaymentResponse, type CreditReceipt, type VerifyReceiptOptions } from './receipts.ts';
+export { authorityOf, creditTerms, isCreditRequirements, type CreditRequirementsExtra } from './requirements.ts';
+export {
+  CreditSchemeServer,
+  creditFacilitator,
+  creditResourceServer,
+  type CreditFacilitatorOptions,
+  type CreditResourceServerOptions,
+  type CreditSchemeServerOptions,
+} from './server.ts';
+export { SingleFlight, type ReplayableResponse, type SingleFlightOptions } from './single-flight.ts';

@@ -1,0 +1,190 @@
+// x402 over MCP (specs/transports-v2/mcp.md, its tool-result binding, settled on x402's main line and shipped
+// by x402's own @x402/mcp): a paid tool answers an unpaid call with a tool error whose `structuredContent` (and
+// `content[0].text`, as JSON) is the PaymentRequired; the client calls again with the PaymentPayload in
+// `params._meta["x402/payment"]`; the paid answer carries the settlement in `result._meta["x402/payment-response"]`.
+// Both halves are structural over the MCP SDK (tool callbacks get `(args, ctx)`; clients have `callTool`), so
+// this package needs no MCP dependency. The experimental `org.x402/payment` extension binding is left out.
+import type { x402ResourceServer } from '@x402/core/server';
+import type { PaymentPayload, PaymentRequired, PaymentRequirements, Price, ResourceInfo, SettleResponse } from '@x402/core/types';
+import { CREDIT_NETWORK, CREDIT_SCHEME, MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY } from './constants.ts';
+
+/** A tool result as MCP carries it (the members this module reads and writes). */
+export interface ToolResult {
+  content: ReadonlyArray<{ type: string; [member: string]: unknown }>;
+  structuredContent?: unknown;
+  isError?: boolean;
+  _meta?: Record<string, unknown>;
+  [member: string]: unknown;
+}
+
+export interface PaidToolOptions {
+  /** The tool's name: its resource is `mcp://tool/{name}` unless `resource.url` says otherwise. */
+  name: string;
+  /** The price of one call ("$0.005", "0.5 credits", `{ amount, asset: 'microcredit' }`). */
+  price: Price;
+  /** Your merchant id. */
+  payTo: string;
+  /** The offer, when the scheme server has no default or this tool sells another. */
+  offerId?: string;
+  maxTimeoutSeconds?: number;
+  resource?: Partial<ResourceInfo>;
+}
+
+/** The transport context the resource server's hooks see for a tool call (its `result` once the tool ran). */
+interface ToolTransportContext {
+  toolName: string;
+  arguments: unknown;
+  result?: ToolResult;
+}
+
+/** The `_meta` of a tool call: the MCP SDK 2.x gives it at `ctx.mcpReq._meta`, 1.x at `extra._meta`. */
+function metaOf(context: unknown): Record<string, unknown> | undefined {
+  const ctx = context as { mcpReq?: { _meta?: Record<string, unknown> }; _meta?: Record<string, unknown> } | undefined;
+  return ctx?.mcpReq?._meta ?? ctx?._meta;
+}
+
+function isPaymentPayload(value: unknown): value is PaymentPayload {
+  return typeof value === 'object' && value !== null && typeof (value as PaymentPayload).x402Version === 'number' && typeof (value as PaymentPayload).payload === 'object';
+}
+
+/** The spec's payment-required tool result: PaymentRequired as structured content and as JSON text. */
+function paymentRequiredResult(paymentRequired: PaymentRequired): ToolResult {
+  return {
+    isError: true,
+    structuredContent: paymentRequired as unknown as Record<string, unknown>,
+    content: [{ type: 'text', text: JSON.stringify(paymentRequired) }],
+  };
+}
+
+/**
+ * Wraps an MCP tool callback so each call is paid with agent credit through `server` (a
+ * {@link creditResourceServer}): unpaid calls get the PaymentRequired result, paid ones are verified, run,
+ * settled and answered with the settlement in `_meta["x402/payment-response"]`. A handler that throws or
+ * answers `isError` is not charged (the hold is released). Repeats of one payment get the first answer
+ * (single flight). Register the result as the tool's callback, e.g. `mcp.registerTool(name, config, paidTool(...))`.
+ */
+export function paidTool<Args, Result extends ToolResult = ToolResult>(
+  server: x402ResourceServer,
+  options: PaidToolOptions,
+  handler: (args: Args, context: unknown) => Result | Promise<Result>,
+): (args: Args, context: unknown) => Promise<Result> {
+  const resourceInfo: ResourceInfo = {
+    url: options.resource?.url ?? `mcp://tool/${options.name}`,
+    description: options.resource?.description ?? `Tool: ${options.name}`,
+    mimeType: options.resource?.mimeType ?? 'application/json',
+  };
+  let accepts: Promise<PaymentRequirements[]> | undefined;
+  const requirements = (): Promise<PaymentRequirements[]> => {
+    accepts ??= (async () => {
+      if (!server.getSupportedKind(2, CREDIT_NETWORK, CREDIT_SCHEME)) await server.initialize();
+      return server.buildPaymentRequirements({
+        scheme: CREDIT_SCHEME,
+        network: CREDIT_NETWORK,
+        price: options.price,
+        payTo: options.payTo,
+        ...(options.maxTimeoutSeconds === undefined ? {} : { maxTimeoutSeconds: options.maxTimeoutSeconds }),
+        ...(options.offerId === undefined ? {} : { extra: { offerId: options.offerId } }),
+      });
+    })().catch((error: unknown) => {
+      accepts = undefined;
+      throw error;
+    });
+    return accepts;
+  };
+  // A payment-required answer is a valid tool result of any SDK's type: an error with text and structured content.
+  const refusal = async (error: string, transportContext: ToolTransportContext, payload?: PaymentPayload): Promise<Result> =>
+    paymentRequiredResult(await server.createPaymentRequiredResponse(await requirements(), resourceInfo, error, undefined, transportContext, payload)) as Result;
+
+  return async (args, context) => {
+    const transportContext: ToolTransportContext = { toolName: options.name, arguments: args };
+    const payment = metaOf(context)?.[MCP_PAYMENT_META_KEY];
+    if (!isPaymentPayload(payment)) return refusal('Payment required to call this tool', transportContext);
+    const offered = await server.createPaymentRequiredResponse(await requirements(), resourceInfo, undefined, undefined, transportContext);
+    const matching = server.findMatchingRequirements(offered.accepts, payment);
+    if (!matching) return refusal('No matching payment requirements', transportContext);
+    const verified = await server.verifyPayment(payment, matching, undefined, transportContext);
+    if (!verified.isValid) return refusal(verified.invalidReason ?? 'Payment verification failed', transportContext, payment);
+
+    let result: Result;
+    if (verified.skipHandler) {
+      // A repeat of a payment already served: its first answer, without running the tool again.
+      result = verified.skipHandler.body as Result;
+    } else {
+      const cancellation = server.createPaymentCancellationDispatcher(payment, matching, undefined, transportContext);
+      try {
+        result = await handler(args, context);
+      } catch (error) {
+        await cancellation.cancel({ reason: 'handler_threw', error });
+        throw error;
+      }
+      if (result.isError) {
+        await cancellation.cancel({ reason: 'handler_failed' });
+        return result;
+      }
+    }
+    transportContext.result = result;
+    let settlement: SettleResponse;
+    try {
+      settlement = await server.settlePayment(payment, matching, undefined, transportContext);
+    } catch (error) {
+      return refusal(`Settlement failed: ${(error as Error).message}`, transportContext);
+    }
+    // The spec: a failed settlement answers the payment error, never the tool's content.
+    if (!settlement.success) return refusal(`Settlement failed: ${settlement.errorReason ?? 'unknown'}`, transportContext);
+    return { ...result, _meta: { ...result._meta, [MCP_PAYMENT_RESPONSE_META_KEY]: settlement } };
+  };
+}
+
+/** What an MCP client needs here: `callTool` as the official SDK's Client has it. */
+export interface ToolCaller {
+  callTool(params: { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> }): Promise<unknown>;
+}
+
+/** What pays: x402's `x402Client` (with {@link CreditSchemeClient} registered). */
+export interface PaymentPayloadMaker {
+  createPaymentPayload(paymentRequired: PaymentRequired): Promise<PaymentPayload>;
+}
+
+export interface PaidToolCall {
+  /** The tool's answer (the payment error when the payment was refused). */
+  result: ToolResult;
+  /** Whether a payment was sent. */
+  paid: boolean;
+  /** The settlement (`_meta["x402/payment-response"]`) of a paid answer. */
+  paymentResponse?: SettleResponse;
+  /** The PaymentRequired of a refusal (its `error` says why), when the answer is one. */
+  paymentRequired?: PaymentRequired;
+}
+
+/** The PaymentRequired in a tool result: `structuredContent`, else the JSON of `content[0].text` (as the spec asks clients to read it). */
+export function paymentRequiredOf(result: unknown): PaymentRequired | undefined {
+  const tool = result as Partial<ToolResult> | undefined;
+  if (!tool?.isError) return undefined;
+  const looksRequired = (value: unknown): value is PaymentRequired =>
+    typeof value === 'object' && value !== null && typeof (value as PaymentRequired).x402Version === 'number' && Array.isArray((value as PaymentRequired).accepts);
+  if (looksRequired(tool.structuredContent)) return tool.structuredContent;
+  const text = tool.content?.[0]?.text;
+  if (typeof text !== 'string') return undefined;
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return looksRequired(parsed) ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Calls a tool, and when it answers PaymentRequired, pays (through `payer`) and calls it once more with the
+ * payment in `_meta["x402/payment"]`. Refusals of the payment itself (e.g. `insufficient_credits`) throw
+ * the scheme client's CreditError.
+ */
+export async function callPaidTool(client: ToolCaller, payer: PaymentPayloadMaker, params: { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> }): Promise<PaidToolCall> {
+  const first = (await client.callTool(params)) as ToolResult;
+  const required = paymentRequiredOf(first);
+  if (!required) return { result: first, paid: false };
+  const payment = await payer.createPaymentPayload(required);
+  const second = (await client.callTool({ ...params, _meta: { ...params._meta, [MCP_PAYMENT_META_KEY]: payment } })) as ToolResult;
+  const paymentResponse = second._meta?.[MCP_PAYMENT_RESPONSE_META_KEY] as SettleResponse | undefined;
+  const refused = paymentRequiredOf(second);
+  return { result: second, paid: true, ...(paymentResponse ? { paymentResponse } : {}), ...(refused ? { paymentRequired: refused } : {}) };
+}

@@ -1,0 +1,114 @@
+// The payment response's proof: the gateway's signed capture receipt (`extra.receipt` of the
+// PAYMENT-RESPONSE), verified against the gateway's JWKS. An agent (or a merchant) holds it as proof of
+// exactly what was charged, for which hold, by whom and to whom.
+import type { SettleResponse } from '@x402/core/types';
+import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import { RECEIPT_TYP } from './constants.ts';
+import { CreditError } from './errors.ts';
+import { authorityOf } from './requirements.ts';
+
+/** A verified capture receipt's claims. Amounts are microcredits as decimal strings. */
+export interface CreditReceipt {
+  receiptId: string;
+  kind: 'capture' | 'refund';
+  /** The hold: the attestation's `jti`, the payment response's `extra.commitmentId`. */
+  redemptionId: string;
+  offerId: string;
+  agentId: string;
+  merchantId: string;
+  /** What the attestation authorized (the hold). */
+  amountUc: string;
+  /** What was charged. */
+  capturedUc: string;
+  /** What went back to the agent. */
+  releasedUc: string;
+  refundedUc: string;
+  issuedAt: number;
+  /** The hash of the agent's mandate version in force at the hold, when one was. */
+  mandate: string | null;
+}
+
+export interface VerifyReceiptOptions {
+  /** The gateway's base URL: the receipt's `iss`, and its JWKS at `/.well-known/jwks.json`. */
+  gatewayUrl: string;
+  /** Refuse a receipt for another merchant. */
+  merchantId?: string;
+  /** Refuse a receipt for another agent. */
+  agentId?: string;
+  /** Refuse a receipt of another hold (the payment response's `extra.commitmentId`). */
+  redemptionId?: string;
+}
+
+const AMOUNT_PATTERN = /^[0-9]{1,19}$/;
+const keySets = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
+
+/** One cached key set per gateway (refetched on an unknown `kid`, at most every 30 s). */
+function keySet(authority: string): ReturnType<typeof createRemoteJWKSet> {
+  let jwks = keySets.get(authority);
+  if (!jwks) {
+    jwks = createRemoteJWKSet(new URL(`${authority}/.well-known/jwks.json`), { cacheMaxAge: 10 * 60_000, cooldownDuration: 30_000 });
+    keySets.set(authority, jwks);
+  }
+  return jwks;
+}
+
+function text(payload: JWTPayload, name: string, pattern?: RegExp): string {
+  const value = payload[name];
+  if (typeof value !== 'string' || value.length === 0 || (pattern && !pattern.test(value))) throw new CreditError('invalid_receipt', `the receipt's ${name} is missing or malformed`);
+  return value;
+}
+
+function expect(name: string, actual: string, expected: string | undefined): void {
+  if (expected !== undefined && actual !== expected) throw new CreditError('invalid_receipt', `the receipt is for ${name} ${actual}, not ${expected}`);
+}
+
+/** Verifies a receipt (ES256, typ `receipt+jwt`, iss the gateway) and the parties it names; returns its claims. */
+export async function verifyCreditReceipt(receipt: string, options: VerifyReceiptOptions): Promise<CreditReceipt> {
+  const authority = authorityOf(options.gatewayUrl);
+  let payload: JWTPayload;
+  try {
+    ({ payload } = await jwtVerify(receipt, keySet(authority), { algorithms: ['ES256'], typ: RECEIPT_TYP, issuer: authority }));
+  } catch (error) {
+    throw new CreditError('invalid_receipt', `the receipt does not verify: ${(error as Error).message}`, { cause: error });
+  }
+  const kind = payload.kind;
+  if (kind !== 'capture' && kind !== 'refund') throw new CreditError('invalid_receipt', 'the receipt is neither a capture nor a refund');
+  if (typeof payload.iat !== 'number') throw new CreditError('invalid_receipt', 'the receipt has no iat');
+  const claims: CreditReceipt = {
+    receiptId: text(payload, 'jti'),
+    kind,
+    redemptionId: text(payload, 'redemption_id'),
+    offerId: text(payload, 'offer_id'),
+    agentId: text(payload, 'agent_id'),
+    merchantId: text(payload, 'merchant_id'),
+    amountUc: text(payload, 'amount_uc', AMOUNT_PATTERN),
+    capturedUc: text(payload, 'captured_uc', AMOUNT_PATTERN),
+    releasedUc: text(payload, 'released_uc', AMOUNT_PATTERN),
+    refundedUc: text(payload, 'refunded_uc', AMOUNT_PATTERN),
+    issuedAt: payload.iat,
+    mandate: typeof payload.mandate === 'string' ? payload.mandate : null,
+  };
+  expect('merchant', claims.merchantId, options.merchantId);
+  expect('agent', claims.agentId, options.agentId);
+  expect('hold', claims.redemptionId, options.redemptionId);
+  return claims;
+}
+
+/**
+ * The receipt of a payment response (PAYMENT-RESPONSE, or MCP's `x402/payment-response`), verified, and
+ * checked against the response itself: the hold is its `commitmentId`, the charge its `chargedAmount`.
+ */
+export async function verifyPaymentResponse(response: SettleResponse, options: VerifyReceiptOptions): Promise<CreditReceipt> {
+  const extra = response.extra ?? {};
+  if (!response.success) throw new CreditError('invalid_receipt', `the payment was not settled: ${response.errorReason ?? 'unknown reason'}`);
+  if (typeof extra.receipt !== 'string') throw new CreditError('invalid_receipt', 'the payment response carries no receipt');
+  const claims = await verifyCreditReceipt(extra.receipt, {
+    ...options,
+    redemptionId: options.redemptionId ?? (typeof extra.commitmentId === 'string' ? extra.commitmentId : undefined),
+  });
+  if (claims.kind !== 'capture') throw new CreditError('invalid_receipt', 'the payment response carries a refund receipt');
+  if (typeof extra.chargedAmount === 'string' && extra.chargedAmount !== claims.capturedUc) {
+    throw new CreditError('invalid_receipt', `the response says ${extra.chargedAmount} µc were charged; the receipt says ${claims.capturedUc}`);
+  }
+  return claims;
+}

@@ -1,0 +1,276 @@
+// One execution and one settle per attestation `jti` in the resource server. The draft: "verification
+// prevents double charge, not double execution": two presentations of one attestation can both pass
+// /verify before either settles, and the gateway then charges once but the merchant has served twice. So the
+// first presentation claims the `jti` before it is verified; a repeat waits for it and then gets the cached
+// outcome (the same body and PAYMENT-RESPONSE) without running the handler or settling again, until the
+// attestation expires. It rides on x402ResourceServer's lifecycle hooks, which every transport runs
+// (@x402/express, @x402/hono, the MCP wrapper of this package), as the scheme's own hooks.
+import type { AfterSettleHook, AfterVerifyHook, BeforeSettleHook, BeforeVerifyHook, OnSettleFailureHook, OnVerifiedPaymentCanceledHook, OnVerifyFailureHook } from '@x402/core/server';
+import type { PaymentPayload, SettleResponse } from '@x402/core/types';
+import { SettleError } from '@x402/core/types';
+import { decodeJwt } from 'jose';
+
+export interface SingleFlightOptions {
+  /** Outcomes kept at once (default 10,000); past it, finished outcomes go oldest first. */
+  entriesMax?: number;
+  /** The largest response body kept for a replay (default 1 MiB); a bigger one is not replayed, its repeat is refused. */
+  bodyBytesMax?: number;
+  /** How long a repeat waits for the first presentation to finish (default 30 s); then it is refused, never run. */
+  waitMsMax?: number;
+  /** How long past the attestation's `exp` an outcome is kept (default 30 s, the gateway's clock tolerance). */
+  clockToleranceS?: number;
+  /** For tests: the clock. */
+  nowMs?: () => number;
+}
+
+/** A response as the skip-handler path of x402's transports can answer it again. */
+export interface ReplayableResponse {
+  contentType: string;
+  body: unknown;
+}
+
+type Phase = 'running' | 'served' | 'unsettled';
+
+interface Outcome {
+  jti: string;
+  attestation: string;
+  resource: string;
+  expiresAtMs: number;
+  phase: Phase;
+  /** Resolved when the outcome stops running (served, unsettled or dropped). */
+  done: Promise<void>;
+  finish: () => void;
+  payer?: string;
+  response?: ReplayableResponse;
+  settlement?: SettleResponse;
+}
+
+interface Presentation {
+  jti: string;
+  attestation: string;
+  resource: string;
+  expiresAtMs: number;
+}
+
+const ENTRIES_MAX_DEFAULT = 10_000;
+const BODY_BYTES_MAX_DEFAULT = 1024 * 1024;
+const WAIT_MS_MAX_DEFAULT = 30_000;
+const CLOCK_TOLERANCE_S_DEFAULT = 30;
+
+/** The attestation, its `jti` and `exp` (read, not verified: the gateway verifies; only an identical token is ever replayed). */
+function presentationOf(payload: unknown, resource: unknown): Presentation | undefined {
+  const attestation = (payload as PaymentPayload | undefined)?.payload?.attestation;
+  if (typeof attestation !== 'string' || typeof resource !== 'string') return undefined;
+  try {
+    const claims = decodeJwt(attestation);
+    if (typeof claims.jti !== 'string' || typeof claims.exp !== 'number') return undefined;
+    return { jti: claims.jti, attestation, resource, expiresAtMs: claims.exp * 1000 };
+  } catch {
+    return undefined;
+  }
+}
+
+function headerOf(headers: Record<string, string> | undefined, name: string): string | undefined {
+  if (!headers) return undefined;
+  const entry = Object.entries(headers).find(([key]) => key.toLowerCase() === name);
+  return entry?.[1];
+}
+
+/**
+ * The coalescer: one per resource server (the scheme server makes one). Its `hooks` are the scheme's
+ * lifecycle hooks; `size` is for tests and metrics.
+ */
+export class SingleFlight {
+  private readonly entries = new Map<string, Outcome>();
+  /** The request that claimed an outcome, by its payment payload object (the same object through verify, settle and cancel). */
+  private readonly owners = new WeakMap<object, Outcome>();
+  /** Repeats answered from an outcome, by their payload object. */
+  private readonly repeats = new WeakMap<object, Outcome>();
+  private readonly entriesMax: number;
+  private readonly bodyBytesMax: number;
+  private readonly waitMsMax: number;
+  private readonly toleranceMs: number;
+  private readonly nowMs: () => number;
+
+  constructor(options: SingleFlightOptions = {}) {
+    this.entriesMax = options.entriesMax ?? ENTRIES_MAX_DEFAULT;
+    this.bodyBytesMax = options.bodyBytesMax ?? BODY_BYTES_MAX_DEFAULT;
+    this.waitMsMax = options.waitMsMax ?? WAIT_MS_MAX_DEFAULT;
+    this.toleranceMs = (options.clockToleranceS ?? CLOCK_TOLERANCE_S_DEFAULT) * 1000;
+    this.nowMs = options.nowMs ?? Date.now;
+  }
+
+  /** Outcomes kept now (running ones included). */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Whether a payment payload is a repeat answered from the cache (its handler does not run). */
+  isRepeat(payload: object): boolean {
+    return this.repeats.has(payload);
+  }
+
+  /** Whether a payment payload claimed its `jti` here (it runs the handler, and settles or releases). */
+  isOwner(payload: object): boolean {
+    return this.owners.has(payload);
+  }
+
+  /** The outcome of a jti, unless its attestation expired (then the gateway refuses any presentation of it). */
+  private current(jti: string): Outcome | undefined {
+    const entry = this.entries.get(jti);
+    if (entry && entry.expiresAtMs + this.toleranceMs <= this.nowMs()) {
+      this.entries.delete(jti);
+      return undefined;
+    }
+    return entry;
+  }
+
+  private claim(presentation: Presentation): Outcome {
+    let finish!: () => void;
+    const done = new Promise<void>((resolve) => (finish = resolve));
+    const entry: Outcome = { ...presentation, phase: 'running', done, finish };
+    this.entries.set(presentation.jti, entry);
+    if (this.entries.size > this.entriesMax) this.evict();
+    return entry;
+  }
+
+  /** Drops expired outcomes, then the oldest finished ones, until the set is within its bound. */
+  private evict(): void {
+    const nowMs = this.nowMs();
+    for (const [jti, entry] of this.entries) {
+      if (entry.expiresAtMs + this.toleranceMs <= nowMs) this.entries.delete(jti);
+    }
+    for (const [jti, entry] of this.entries) {
+      if (this.entries.size <= this.entriesMax) return;
+      if (entry.phase !== 'running') this.entries.delete(jti);
+    }
+  }
+
+  private drop(entry: Outcome): void {
+    if (this.entries.get(entry.jti) === entry) this.entries.delete(entry.jti);
+    entry.finish();
+  }
+
+  private async waitFor(entry: Outcome): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), this.waitMsMax)));
+    try {
+      return await Promise.race([entry.done.then(() => true), timedOut]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The handler's response as a repeat can get it again: JSON (parsed) or HTML, within the size bound. */
+  private replayable(transportContext: unknown): ReplayableResponse | undefined {
+    const context = transportContext as { responseBody?: unknown; responseHeaders?: Record<string, string>; result?: unknown } | undefined;
+    if (!context) return undefined;
+    if (context.result !== undefined) return { contentType: 'application/json', body: context.result };
+    if (!(context.responseBody instanceof Uint8Array) || context.responseBody.byteLength > this.bodyBytesMax) return undefined;
+    const contentType = headerOf(context.responseHeaders, 'content-type') ?? '';
+    const text = Buffer.from(context.responseBody).toString('utf8');
+    if (/\bjson\b/i.test(contentType)) {
+      try {
+        return { contentType, body: JSON.parse(text) };
+      } catch {
+        return undefined;
+      }
+    }
+    return contentType.toLowerCase().includes('text/html') ? { contentType, body: text } : undefined;
+  }
+
+  private readonly beforeVerify: BeforeVerifyHook = async (context) => {
+    const presentation = presentationOf(context.paymentPayload, context.requirements.extra?.resource);
+    if (!presentation) return undefined;
+    for (;;) {
+      const entry = this.current(presentation.jti);
+      if (!entry) {
+        this.owners.set(context.paymentPayload, this.claim(presentation));
+        return undefined;
+      }
+      // Wait first, whatever the token: a forged one claiming this jti is dropped as soon as the gateway refuses it.
+      if (entry.phase === 'running') {
+        if (!(await this.waitFor(entry))) {
+          return { abort: true, reason: 'payment_in_progress', message: 'this payment is being served for an earlier request; retry later' };
+        }
+        continue;
+      }
+      // The served token was verified by the gateway; another one with its jti is a forgery.
+      if (entry.attestation !== presentation.attestation) {
+        return { abort: true, reason: 'attestation_invalid', message: 'another attestation with this jti was presented to this server' };
+      }
+      // Another resource: the gateway refuses it (resource_mismatch); it is not this outcome's repeat.
+      if (entry.resource !== presentation.resource) return undefined;
+      if (!entry.response) {
+        return { abort: true, reason: 'already_settled', message: 'this payment was served and settled; its response cannot be replayed' };
+      }
+      this.repeats.set(context.paymentPayload, entry);
+      return { skip: true, result: { isValid: true, ...(entry.payer ? { payer: entry.payer } : {}) } };
+    }
+  };
+
+  private readonly afterVerify: AfterVerifyHook = async (context) => {
+    const repeat = this.repeats.get(context.paymentPayload);
+    if (repeat?.response) return { skipHandler: true, response: repeat.response };
+    const owned = this.owners.get(context.paymentPayload);
+    if (!owned) return undefined;
+    if (!context.result.isValid) this.drop(owned);
+    else if (context.result.payer) owned.payer = context.result.payer;
+    return undefined;
+  };
+
+  private readonly onVerifyFailure: OnVerifyFailureHook = async (context) => {
+    const owned = this.owners.get(context.paymentPayload);
+    if (owned) this.drop(owned);
+    return undefined;
+  };
+
+  private readonly beforeSettle: BeforeSettleHook = async (context) => {
+    const repeat = this.repeats.get(context.paymentPayload);
+    // A served outcome answers with its settlement; an unsettled one settles again (the gateway answers a repeat of one jti alike).
+    if (repeat?.phase === 'served' && repeat.settlement) return { skip: true, result: repeat.settlement };
+    return undefined;
+  };
+
+  private readonly afterSettle: AfterSettleHook = async (context) => {
+    const entry = this.owners.get(context.paymentPayload) ?? this.repeats.get(context.paymentPayload);
+    if (!entry || this.entries.get(entry.jti) !== entry) return;
+    entry.response ??= this.replayable(context.transportContext);
+    entry.settlement = context.result as SettleResponse;
+    entry.phase = 'served';
+    entry.finish();
+  };
+
+  private readonly onSettleFailure: OnSettleFailureHook = async (context) => {
+    const entry = this.owners.get(context.paymentPayload) ?? this.repeats.get(context.paymentPayload);
+    if (!entry || this.entries.get(entry.jti) !== entry) return undefined;
+    // The gateway answered (SettleError): nothing was charged, nothing is replayed; its refusal stands for a repeat too.
+    if (context.error instanceof SettleError) {
+      this.drop(entry);
+      return undefined;
+    }
+    // No answer (a timeout, a lost connection): the capture may have happened. Keep the handler's response, so
+    // a repeat gets it once it settles (the gateway answers a second settle of one jti with the first's result).
+    entry.response ??= this.replayable(context.transportContext);
+    entry.phase = 'unsettled';
+    if (!entry.response) this.drop(entry);
+    else entry.finish();
+    return undefined;
+  };
+
+  private readonly onVerifiedPaymentCanceled: OnVerifiedPaymentCanceledHook = async (context) => {
+    const owned = this.owners.get(context.paymentPayload);
+    if (owned) this.drop(owned);
+  };
+
+  /** The hooks, as a scheme server exposes them (`schemeHooks`). */
+  readonly hooks = {
+    onBeforeVerify: this.beforeVerify,
+    onAfterVerify: this.afterVerify,
+    onVerifyFailure: this.onVerifyFailure,
+    onBeforeSettle: this.beforeSettle,
+    onAfterSettle: this.afterSettle,
+    onSettleFailure: this.onSettleFailure,
+    onVerifiedPaymentCanceled: this.onVerifiedPaymentCanceled,
+  };
+}

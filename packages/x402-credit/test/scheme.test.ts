@@ -1,0 +1,271 @@
+// The package on its own, as x402's SDK drives it, without a gateway: prices in exact microcredits, what the
+// agent's scheme refuses before it asks the gateway for anything, what it sends when it asks, the
+// requirements the merchant's scheme states, and single flight when a settle's answer is lost (the one case
+// the end-to-end tests in test/x402/ cannot provoke against a real gateway).
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { x402Client } from '@x402/core/client';
+import { decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
+import { x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
+import type { PaymentPayload, PaymentRequired, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse } from '@x402/core/types';
+import { paymentMiddleware } from '@x402/express';
+import express from 'express';
+import fc from 'fast-check';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  CREDIT_NETWORK,
+  CREDIT_SCHEME,
+  CreditError,
+  CreditSchemeClient,
+  CreditSchemeServer,
+  parseCreditPrice,
+} from '@agent-credit-gateway/x402-credit';
+import { onPostgres } from '../../../test/support/database.ts';
+
+const GATEWAY = 'https://gateway.example.com';
+const MERCHANT = 'mer_test';
+const OFFER = 'off_test';
+
+function requirements(overrides: Partial<PaymentRequirements> = {}, extra: Record<string, unknown> = {}): PaymentRequirements {
+  return {
+    scheme: CREDIT_SCHEME,
+    network: CREDIT_NETWORK,
+    asset: 'microcredit',
+    amount: '500000',
+    payTo: MERCHANT,
+    maxTimeoutSeconds: 300,
+    ...overrides,
+    extra: { version: '1.0.0', authority: GATEWAY, offerId: OFFER, resource: 'https://api.shop.example/report', ...extra },
+  };
+}
+
+/** A compact JWS-shaped token with these claims (unsigned: only the facilitator would verify it). */
+function attestationWith(claims: Record<string, unknown>): string {
+  const part = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  return `${part({ alg: 'ES256', typ: 'x402-credit+jwt' })}.${part(claims)}.c2lnbmF0dXJl`;
+}
+
+/** A fetch that answers the authorize call from a script, and records every call. */
+function scriptedFetch(answers: Array<(body: Record<string, unknown>) => Response | Error>) {
+  const calls: Array<{ url: string; headers: Headers; body: Record<string, unknown> }> = [];
+  const fetchFn = (async (input: string | URL | Request, init?: RequestInit) => {
+    const body = JSON.parse(String(init?.body)) as Record<string, unknown>;
+    calls.push({ url: String(input), headers: new Headers(init?.headers), body });
+    const answer = answers[Math.min(calls.length - 1, answers.length - 1)]!(body);
+    if (answer instanceof Error) throw answer;
+    return answer;
+  }) as typeof fetch;
+  return { fetchFn, calls };
+}
+
+const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+const granted = (body: Record<string, unknown>) => json(201, { attestation: attestationWith({ jti: `hold_${String(body.idempotencyKey)}`, exp: 4_000_000_000 }), redemption: { id: 'hold_1' } });
+const neverCalled = (() => {
+  throw new Error('the client must not call the gateway here');
+}) as unknown as typeof fetch;
+
+// What is tested is the package, not a database: once is enough.
+describe.skipIf(onPostgres())('prices in microcredits', () => {
+  it('reads dollar, credit and microcredit prices exactly', () => {
+    const cases: Array<[Parameters<typeof parseCreditPrice>[0], string]> = [
+      ['$0.005', '500000'],
+      ['0.005', '500000'],
+      ['0.005 USD', '500000'],
+      ['$ 1', '100000000'],
+      ['$0.00000001', '1'],
+      ['0.5 credits', '500000'],
+      ['1 credit', '1000000'],
+      ['0.000001 credits', '1'],
+      [0.005, '500000'],
+      [1e-7, '10'],
+      [12.34, '1234000000'],
+      [{ amount: '500000', asset: 'microcredit' }, '500000'],
+    ];
+    for (const [price, amount] of cases) expect(parseCreditPrice(price), JSON.stringify(price)).toEqual({ amount, asset: 'microcredit' });
+  });
+
+  it('refuses what it cannot state exactly, never rounding', () => {
+    const refused: Array<Parameters<typeof parseCreditPrice>[0]> = ['$0.000000001', 0.1 + 0.2, '$0', 0, -1, Number.NaN, 'abc', '$1e3', '0.5 credits USD', '$0.5 credits', { amount: '5', asset: 'USD' }, { amount: '1.5', asset: 'microcredit' }, { amount: '99999999999999999999', asset: 'microcredit' }];
+    for (const price of refused) expect(() => parseCreditPrice(price), JSON.stringify(price)).toThrow(CreditError);
+  });
+
+  it('any amount of microcredits written in dollars or in credits reads back as itself', () => {
+    const amountUc = fc.bigInt({ min: 1n, max: 10n ** 17n });
+    fc.assert(
+      fc.property(amountUc, (uc) => {
+        const dollars = `$${uc / 100_000_000n}.${(uc % 100_000_000n).toString().padStart(8, '0')}`;
+        const credits = `${uc / 1_000_000n}.${(uc % 1_000_000n).toString().padStart(6, '0')} credits`;
+        return parseCreditPrice(dollars).amount === uc.toString() && parseCreditPrice(credits).amount === uc.toString();
+      }),
+    );
+  });
+});
+
+describe.skipIf(onPostgres())("the agent's scheme", () => {
+  it('refuses requirements it must not pay, before it asks the gateway', async () => {
+    const scheme = new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: neverCalled, maxAmountUc: 1_000_000n });
+    const refusals: Array<[PaymentRequirements, string]> = [
+      [requirements({}, { authority: 'https://credits.evil.example' }), 'authority_not_trusted'],
+      [requirements({}, { authority: 'https://gateway.example.com.evil.example' }), 'authority_not_trusted'],
+      [requirements({}, { authority: 'not a url' }), 'authority_not_trusted'],
+      [requirements({}, { version: '2.0.0' }), 'unsupported_requirements'],
+      [requirements({ asset: 'USD' }), 'unsupported_requirements'],
+      [requirements({ amount: '0.5' }), 'unsupported_requirements'],
+      [requirements({}, { resource: undefined }), 'unsupported_requirements'],
+      [requirements({ scheme: 'exact' }), 'unsupported_requirements'],
+      [requirements({ amount: '1000001' }), 'amount_over_limit'],
+    ];
+    for (const [req, code] of refusals) await expect(scheme.createPaymentPayload(2, req), JSON.stringify(req)).rejects.toMatchObject({ code });
+    await expect(scheme.createPaymentPayload(2, requirements(), { maxAmountPerPayment: '499999' })).rejects.toMatchObject({ code: 'amount_over_limit' });
+  });
+
+  it("asks with a fresh idempotency key per payment, the same one on each retry, and the requirements' terms", async () => {
+    const { fetchFn, calls } = scriptedFetch([() => new TypeError('fetch failed'), () => json(503, { status: 503, code: 'unavailable' }), granted, granted]);
+    const scheme = new CreditSchemeClient({ gatewayUrl: `${GATEWAY}/`, credential: async () => 'fresh-token', fetch: fetchFn, backoffMs: () => 1 });
+    const first = await scheme.createPaymentPayload(2, requirements());
+    expect(first.payload.type).toBe('consume');
+    expect(calls).toHaveLength(3);
+    expect(calls[0]!.url).toBe(`${GATEWAY}/x402/authorize`);
+    expect(calls[0]!.headers.get('authorization')).toBe('Bearer fresh-token');
+    expect(calls[0]!.body).toEqual({
+      amount: '500000',
+      asset: 'microcredit',
+      resource: 'https://api.shop.example/report',
+      payTo: MERCHANT,
+      offerId: OFFER,
+      maxTimeoutSeconds: 300,
+      idempotencyKey: calls[0]!.headers.get('idempotency-key'),
+    });
+    expect(new Set(calls.map((call) => call.body.idempotencyKey)).size).toBe(1);
+    await scheme.createPaymentPayload(2, requirements());
+    expect(calls[3]!.body.idempotencyKey).not.toBe(calls[0]!.body.idempotencyKey);
+  });
+
+  it("surfaces the gateway's refusal as a typed CreditError with the draft's code, without retrying it", async () => {
+    const problem = { type: 'about:blank', title: 'Payment Required', status: 402, code: 'insufficient_credit', error: 'insufficient_credits', detail: 'the agent has 100000 µc' };
+    const { fetchFn, calls } = scriptedFetch([() => json(402, problem)]);
+    const scheme = new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn });
+    const error = await scheme.createPaymentPayload(2, requirements()).catch((failure: unknown) => failure);
+    expect(error).toBeInstanceOf(CreditError);
+    expect(error).toMatchObject({ code: 'insufficient_credits', status: 402, problem: { ...problem } });
+    expect((error as Error).message).toMatch(/^insufficient_credits: /);
+    expect(calls).toHaveLength(1);
+  });
+
+  it("plugs into x402Client, whose default spend cap ($1) applies to credit: 100 credits a payment", async () => {
+    const { fetchFn } = scriptedFetch([granted]);
+    const client = new x402Client().register(CREDIT_NETWORK, new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn }));
+    const required = (amount: string): PaymentRequired => ({ x402Version: 2, resource: { url: 'https://api.shop.example/report' }, accepts: [requirements({ amount })] });
+    expect((await client.createPaymentPayload(required('100000000'))).accepted.amount).toBe('100000000');
+    await expect(client.createPaymentPayload(required('100000001'))).rejects.toThrow(/spendControls/);
+  });
+});
+
+describe.skipIf(onPostgres())("the merchant's scheme", () => {
+  const supported = { x402Version: 2, scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, extra: { authority: GATEWAY, asset: 'microcredit', version: '1.0.0' } };
+
+  it('states payTo, the binding version, the authority and the offer; a route may name its own offer', async () => {
+    const scheme = new CreditSchemeServer({ gatewayUrl: GATEWAY, merchantId: MERCHANT, offerId: OFFER });
+    const base = { scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, asset: 'microcredit', amount: '500000', payTo: MERCHANT, maxTimeoutSeconds: 300, extra: {} };
+    expect(await scheme.enhancePaymentRequirements(base, supported)).toEqual({ ...base, extra: { version: '1.0.0', authority: GATEWAY, offerId: OFFER } });
+    expect((await scheme.enhancePaymentRequirements({ ...base, extra: { offerId: 'off_other' } }, supported)).extra.offerId).toBe('off_other');
+    await expect(scheme.enhancePaymentRequirements({ ...base, payTo: 'mer_other' }, supported)).rejects.toThrow(/not this merchant/);
+    await expect(new CreditSchemeServer({ gatewayUrl: GATEWAY, merchantId: MERCHANT }).enhancePaymentRequirements(base, supported)).rejects.toThrow(/no offer/);
+    expect(scheme.validateFacilitatorSupport(CREDIT_NETWORK, supported)).toBeUndefined();
+    expect(scheme.validateFacilitatorSupport(CREDIT_NETWORK, { ...supported, extra: { authority: 'https://elsewhere.example' } })).toMatch(/elsewhere/);
+    expect(scheme.getAssetDecimals('microcredit')).toBe(8);
+  });
+
+  it("states the resource from the request's URL, on the configured origin when the Host header is not to be trusted", async () => {
+    const context = (url: string) => ({ requirements: [requirements({}, { resource: undefined })], resourceInfo: { url }, paymentRequiredResponse: {} as PaymentRequired });
+    const plain = new CreditSchemeServer({ gatewayUrl: GATEWAY, merchantId: MERCHANT, offerId: OFFER });
+    expect((await plain.enrichPaymentRequiredResponse(context('http://evil.example/report?q=1')))[0]!.extra.resource).toBe('http://evil.example/report?q=1');
+    const pinned = new CreditSchemeServer({ gatewayUrl: GATEWAY, merchantId: MERCHANT, offerId: OFFER, resourceOrigin: 'https://api.shop.example' });
+    expect((await pinned.enrichPaymentRequiredResponse(context('http://evil.example/report?q=1')))[0]!.extra.resource).toBe('https://api.shop.example/report?q=1');
+    expect((await pinned.enrichPaymentRequiredResponse(context('mcp://tool/analyse')))[0]!.extra.resource).toBe('mcp://tool/analyse');
+  });
+});
+
+describe.skipIf(onPostgres())('single flight', () => {
+  let server: http.Server | undefined;
+  afterEach(() => new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve())));
+
+  const supported = async (): Promise<SupportedResponse> => ({
+    kinds: [{ x402Version: 2, scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, extra: { authority: GATEWAY, asset: 'microcredit', version: '1.0.0' } }],
+    extensions: [],
+    signers: {},
+  });
+  const settled: SettleResponse = { success: true, transaction: '', network: CREDIT_NETWORK, payer: 'agt_1', amount: '500000', extra: { commitmentId: 'hold_1', chargedAmount: '500000', receipt: null } };
+
+  /** An Express server selling /report through `facilitator`; `runs()` counts the handler's runs. */
+  async function paidServer(facilitator: FacilitatorClient): Promise<{ url: string; runs: () => number; send: (payment: PaymentPayload) => Promise<Response>; payment: (attestation: string) => PaymentPayload }> {
+    const resourceServer = new x402ResourceServer(facilitator).register(CREDIT_NETWORK, new CreditSchemeServer({ gatewayUrl: GATEWAY, merchantId: MERCHANT, offerId: OFFER, facilitator }));
+    let runs = 0;
+    const app = express();
+    app.use(paymentMiddleware({ 'GET /report': { accepts: { scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, price: '$0.005', payTo: MERCHANT } } }, resourceServer));
+    app.get('/report', (_req, res) => void res.json({ report: 'quarterly', run: ++runs }));
+    server = http.createServer(app);
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/report`;
+    const accepted = { ...requirements(), extra: { ...requirements().extra, resource: url } };
+    return {
+      url,
+      runs: () => runs,
+      send: (payment) => fetch(url, { headers: { 'payment-signature': encodePaymentSignatureHeader(payment) } }),
+      payment: (attestation) => ({ x402Version: 2, accepted, payload: { type: 'consume', attestation } }),
+    };
+  }
+
+  it("a forged token naming a payment's jti neither blocks the real one nor, once it is served, gets its answer", async () => {
+    const exp = Math.floor(Date.now() / 1000) + 300;
+    const genuine = attestationWith({ jti: 'hold_1', exp });
+    const forged = `${genuine.split('.').slice(0, 2).join('.')}.Zm9yZ2Vk`;
+    const facilitator: FacilitatorClient = {
+      getSupported: supported,
+      // The gateway takes a while to refuse the forgery, which arrives first.
+      verify: async (payment): Promise<VerifyResponse> => {
+        if (payment.payload.attestation !== forged) return { isValid: true, payer: 'agt_1' };
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        return { isValid: false, invalidReason: 'attestation_invalid' };
+      },
+      settle: async () => settled,
+    };
+    const shop = await paidServer(facilitator);
+    const forgedFirst = shop.send(shop.payment(forged));
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const [refused, served] = await Promise.all([forgedFirst, shop.send(shop.payment(genuine))]);
+    expect(refused.status).toBe(402);
+    expect(served.status).toBe(200);
+    const late = await shop.send(shop.payment(forged));
+    expect(late.status).toBe(402);
+    expect(JSON.parse(Buffer.from(late.headers.get('payment-required')!, 'base64').toString()).error).toBe('attestation_invalid');
+    expect(shop.runs()).toBe(1);
+  });
+
+  it('keeps the response of a payment whose settle got no answer, and answers its repeat with it once the settle goes through', async () => {
+    const settles: string[] = [];
+    const facilitator: FacilitatorClient = {
+      getSupported: supported,
+      verify: async (): Promise<VerifyResponse> => ({ isValid: true, payer: 'agt_1' }),
+      settle: async (_payload, req) => {
+        settles.push(req.amount);
+        if (settles.length === 1) throw new Error('socket hang up');
+        return settled;
+      },
+    };
+    const shop = await paidServer(facilitator);
+    const payment = shop.payment(attestationWith({ jti: 'hold_1', exp: Math.floor(Date.now() / 1000) + 300 }));
+
+    const lost = await shop.send(payment);
+    expect(lost.status).toBe(402);
+    const repeat = await shop.send(payment);
+    expect(repeat.status).toBe(200);
+    expect(await repeat.json()).toEqual({ report: 'quarterly', run: 1 });
+    expect(decodePaymentResponseHeader(repeat.headers.get('payment-response')!)).toMatchObject({ success: true, extra: { commitmentId: 'hold_1' } });
+    const third = await shop.send(payment);
+    expect(await third.json()).toEqual({ report: 'quarterly', run: 1 });
+    // The handler ran once; the gateway was asked to settle twice (the lost one and its retry), never a third time.
+    expect(shop.runs()).toBe(1);
+    expect(settles).toEqual(['500000', '500000']);
+  });
+});

@@ -1,0 +1,383 @@
+// Issue 29's acceptance, end to end: the official x402 packages (@x402/express, @x402/hono, @x402/fetch)
+// with this repository's credit scheme (@agent-credit-gateway/x402-credit, from its built dist), a real
+// gateway as the facilitator, real agents paying from their credit. What each refusal looks like to the
+// agent, and what the ledger shows after each payment.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
+import { x402ResourceServer } from '@x402/core/server';
+import type { PaymentPayload, PaymentRequired } from '@x402/core/types';
+import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ATTESTATION_TYP,
+  CREDIT_ASSET,
+  CREDIT_NETWORK,
+  CREDIT_SCHEME,
+  CreditError,
+  creditFacilitator,
+  CreditSchemeClient,
+  CreditSchemeServer,
+  creditResourceServer,
+  verifyPaymentResponse,
+} from '@agent-credit-gateway/x402-credit';
+import { grant, mint } from '../support/ledger-fixture.ts';
+import { uniqueKey } from '../support/merchants.ts';
+import { startWorld, type World } from '../support/world.ts';
+import { capturesOf, openX402Merchant, payingAgent, startExpressServer, startHonoServer, type PaidServer, type X402Merchant } from '../support/x402.ts';
+
+let world: World;
+let merchant: X402Merchant;
+let shop: PaidServer;
+let counter = 0;
+
+beforeAll(async () => {
+  world = await startWorld();
+  merchant = await openX402Merchant(world);
+  shop = await startExpressServer(merchant);
+});
+afterAll(async () => {
+  await shop?.close();
+  await world?.close();
+});
+
+async function fundedAgent(amountUc = 100_000_000n) {
+  const agent = await world.createAgent(`x402-agent-${++counter}@example.com`, `x402-agent-${counter}`, { allowedCategories: ['books', 'music'] });
+  await grant(world, agent.id, amountUc);
+  return agent;
+}
+
+/** What the server asks for, unpaid. */
+async function paymentRequired(url: string): Promise<PaymentRequired> {
+  const res = await fetch(url);
+  expect(res.status).toBe(402);
+  return decodePaymentRequiredHeader(res.headers.get('payment-required')!);
+}
+
+/** Sends a payment as the official client would, and reads the server's answer. */
+async function pay(url: string, payment: PaymentPayload | string) {
+  const header = typeof payment === 'string' ? payment : encodePaymentSignatureHeader(payment);
+  const res = await fetch(url, { headers: { 'payment-signature': header } });
+  const body = await res.json().catch(() => undefined);
+  const required = res.headers.get('payment-required');
+  const response = res.headers.get('payment-response');
+  return {
+    status: res.status,
+    body,
+    error: required ? decodePaymentRequiredHeader(required).error : undefined,
+    settlement: response ? decodePaymentResponseHeader(response) : undefined,
+  };
+}
+
+async function availableUc(agent: { id: string; ownerToken: string }): Promise<bigint> {
+  const res = await world.api('GET', `/v1/owner/agents/${agent.id}/balance`, { token: agent.ownerToken });
+  expect(res.status).toBe(200);
+  return BigInt(res.body.availableUc);
+}
+
+async function redemption(holdId: string) {
+  const res = await world.api('GET', `/v1/redemptions/${holdId}`, { token: merchant.apiKey });
+  expect(res.status).toBe(200);
+  return res.body;
+}
+
+/** The payment error (x402's client throws plain Errors) and the typed CreditError behind it. */
+async function refusal(promise: Promise<unknown>, agent: ReturnType<typeof payingAgent>): Promise<{ message: string; credit: CreditError | undefined }> {
+  let credit: CreditError | undefined;
+  agent.client.onPaymentCreationFailure(async ({ error }) => {
+    if (error instanceof CreditError) credit = error;
+  });
+  try {
+    await promise;
+  } catch (error) {
+    return { message: (error as Error).message, credit };
+  }
+  throw new Error('expected the payment to be refused');
+}
+
+describe('the paid route', () => {
+  it('answers 402 with this scheme for the merchant offer and the exact resource URL', async () => {
+    const required = await paymentRequired(`${shop.url}/report?period=q3`);
+    expect(required.x402Version).toBe(2);
+    expect(required.accepts).toEqual([
+      {
+        scheme: CREDIT_SCHEME,
+        network: CREDIT_NETWORK,
+        asset: CREDIT_ASSET,
+        amount: '500000',
+        payTo: merchant.merchantId,
+        maxTimeoutSeconds: 300,
+        extra: { version: '1.0.0', authority: world.url, offerId: merchant.offerId, resource: `${shop.url}/report?period=q3` },
+      },
+    ]);
+  });
+
+  it('an agent with @x402/fetch pays 0.5 credit and gets 200, a receipt that verifies with jose, and one capture', async () => {
+    const agent = await fundedAgent();
+    const before = await availableUc(agent);
+    const paying = payingAgent(world, agent.token);
+    const res = await paying.fetch(`${shop.url}/report`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ report: 'quarterly' });
+    const settlement = decodePaymentResponseHeader(res.headers.get('payment-response')!);
+    const holdId = settlement.extra!.commitmentId as string;
+    expect(settlement).toMatchObject({ success: true, transaction: '', network: CREDIT_NETWORK, payer: agent.id, extra: { commitmentId: holdId, chargedAmount: '500000' } });
+
+    // The receipt is the gateway's own signed capture receipt: plain jose against the served JWKS.
+    const jwks = createRemoteJWKSet(new URL(`${world.url}/.well-known/jwks.json`));
+    const { payload, protectedHeader } = await jwtVerify(settlement.extra!.receipt as string, jwks, { issuer: world.url, typ: 'receipt+jwt', algorithms: ['ES256'] });
+    expect(protectedHeader.typ).toBe('receipt+jwt');
+    expect(payload).toMatchObject({ kind: 'capture', redemption_id: holdId, agent_id: agent.id, merchant_id: merchant.merchantId, offer_id: merchant.offerId, captured_uc: '500000' });
+    // …and the package's check of it against the response.
+    expect(await verifyPaymentResponse(settlement, { gatewayUrl: world.url, agentId: agent.id, merchantId: merchant.merchantId })).toMatchObject({ capturedUc: '500000' });
+
+    // The attestation the agent sent: the contract's claims, bound to this merchant and resource.
+    const sent = JSON.parse(Buffer.from(paying.sent[0]!, 'base64').toString()) as PaymentPayload;
+    expect(sent.payload.type).toBe('consume');
+    const attestation = decodeJwt(sent.payload.attestation as string);
+    expect(JSON.parse(Buffer.from((sent.payload.attestation as string).split('.')[0]!, 'base64url').toString()).typ).toBe(ATTESTATION_TYP);
+    expect(attestation).toMatchObject({ iss: world.url, sub: agent.id, aud: merchant.merchantId, jti: holdId, amount: '500000', asset: CREDIT_ASSET, resource: `${shop.url}/report`, offer_id: merchant.offerId });
+
+    expect(await capturesOf(world, holdId)).toBe(1);
+    expect(await redemption(holdId)).toMatchObject({ state: 'captured', capturedUc: '500000', releasedUc: '0' });
+    expect(before - (await availableUc(agent))).toBe(500_000n);
+    expect(shop.runs.get('/report')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('the same works behind @x402/hono', async () => {
+    const hono = await startHonoServer(merchant);
+    try {
+      const agent = await fundedAgent();
+      const res = await payingAgent(world, agent.token).fetch(`${hono.url}/report`);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ report: 'quarterly', run: 1 });
+      const settlement = decodePaymentResponseHeader(res.headers.get('payment-response')!);
+      expect(await verifyPaymentResponse(settlement, { gatewayUrl: world.url, agentId: agent.id })).toMatchObject({ capturedUc: '500000' });
+      expect(await capturesOf(world, settlement.extra!.commitmentId as string)).toBe(1);
+    } finally {
+      await hono.close();
+    }
+  });
+});
+
+describe('a payment sent again', () => {
+  it('is neither charged twice nor served twice: the repeat gets the first answer', async () => {
+    const agent = await fundedAgent();
+    const paying = payingAgent(world, agent.token);
+    const first = await paying.fetch(`${shop.url}/report`);
+    const firstBody = await first.json();
+    const firstSettlement = decodePaymentResponseHeader(first.headers.get('payment-response')!);
+    const runs = shop.runs.get('/report');
+    const before = await availableUc(agent);
+
+    const again = await pay(`${shop.url}/report`, paying.sent[0]!);
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(firstBody);
+    expect(again.settlement).toEqual(firstSettlement);
+    expect(shop.runs.get('/report')).toBe(runs);
+    expect(await availableUc(agent)).toBe(before);
+    expect(await capturesOf(world, firstSettlement.extra!.commitmentId as string)).toBe(1);
+  });
+
+  it('sent twice at once, runs the handler once and captures once', async () => {
+    const agent = await fundedAgent();
+    const paying = payingAgent(world, agent.token);
+    const payment = await paying.client.createPaymentPayload(await paymentRequired(`${shop.url}/slow`));
+    const runs = shop.runs.get('/slow') ?? 0;
+    const [a, b] = await Promise.all([pay(`${shop.url}/slow`, payment), pay(`${shop.url}/slow`, payment)]);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    expect(a.body).toEqual(b.body);
+    expect(a.settlement).toEqual(b.settlement);
+    expect(shop.runs.get('/slow')).toBe(runs + 1);
+    expect(await capturesOf(world, a.settlement!.extra!.commitmentId as string)).toBe(1);
+  });
+
+  it('at another instance of the server, which never saw it, is refused by the gateway (already_settled) and not charged again', async () => {
+    // Two instances of one API behind its public origin: each states its resources on that origin.
+    const settings = merchant.settings({ resourceOrigin: 'https://api.shop.example' });
+    const [one, two] = [await startExpressServer(merchant, creditResourceServer(settings)), await startExpressServer(merchant, creditResourceServer(settings))];
+    try {
+      const agent = await fundedAgent();
+      const paying = payingAgent(world, agent.token);
+      const first = await paying.fetch(`${one.url}/report`);
+      expect(first.status).toBe(200);
+      const attestation = decodeJwt((JSON.parse(Buffer.from(paying.sent[0]!, 'base64').toString()) as PaymentPayload).payload.attestation as string);
+      expect(attestation.resource).toBe('https://api.shop.example/report');
+      const before = await availableUc(agent);
+      const replay = await pay(`${two.url}/report`, paying.sent[0]!);
+      expect(replay).toMatchObject({ status: 402, error: 'already_settled' });
+      expect(two.runs.get('/report')).toBeUndefined();
+      expect(await availableUc(agent)).toBe(before);
+      expect(await capturesOf(world, attestation.jti!)).toBe(1);
+    } finally {
+      await one.close();
+      await two.close();
+    }
+  });
+});
+
+describe('refusals', () => {
+  it('insufficient credit: the gateway answers 402 insufficient_credits, nothing is held or served', async () => {
+    const agent = await fundedAgent(100_000n);
+    const paying = payingAgent(world, agent.token);
+    const runs = shop.runs.get('/report');
+    const refused = await refusal(paying.fetch(`${shop.url}/report`), paying);
+    expect(refused.message).toMatch(/insufficient_credits/);
+    expect(refused.credit).toMatchObject({ code: 'insufficient_credits', status: 402 });
+    expect(await availableUc(agent)).toBe(100_000n);
+    expect(shop.runs.get('/report')).toBe(runs);
+    // Straight from x402Client, the typed error itself.
+    await expect(paying.client.createPaymentPayload(await paymentRequired(`${shop.url}/report`))).rejects.toBeInstanceOf(CreditError);
+  });
+
+  it('an expired, a tampered, another resource\'s and another merchant\'s attestation are refused, each with its own error', async () => {
+    const agent = await fundedAgent();
+    const paying = payingAgent(world, agent.token);
+    const required = await paymentRequired(`${shop.url}/report`);
+    const fresh = () => paying.client.createPaymentPayload(required);
+    const withAttestation = (payment: PaymentPayload, attestation: string): PaymentPayload => ({ ...payment, payload: { ...payment.payload, attestation } });
+
+    // Expired: a valid signature, `exp` in the past.
+    const expiring = await fresh();
+    const claims = decodeJwt(expiring.payload.attestation as string);
+    const header = JSON.parse(Buffer.from((expiring.payload.attestation as string).split('.')[0]!, 'base64url').toString());
+    const nowS = Math.floor(Date.now() / 1000);
+    const expired = await world.gw.gateway.signing.sign({ ...claims, iat: nowS - 600, exp: nowS - 60 }, header.typ);
+    const expiredAnswer = await pay(`${shop.url}/report`, withAttestation(expiring, expired));
+
+    // Tampered: the amount raised in the payload, the signature kept.
+    const tampering = await fresh();
+    const [h, p, s] = (tampering.payload.attestation as string).split('.');
+    const raised = Buffer.from(JSON.stringify({ ...decodeJwt(tampering.payload.attestation as string), amount: '50000000' })).toString('base64url');
+    const tamperedAnswer = await pay(`${shop.url}/report`, withAttestation(tampering, [h, raised, s].join('.')));
+
+    // Another resource: bought for /report, presented at /other (with /other's requirements).
+    const bought = await fresh();
+    const otherRequired = await paymentRequired(`${shop.url}/other`);
+    const otherAnswer = await pay(`${shop.url}/other`, { ...bought, accepted: otherRequired.accepts[0]!, resource: otherRequired.resource });
+
+    // Another merchant: bought for this merchant, presented to another's server (with its requirements).
+    const stranger = await openX402Merchant(world);
+    const strangerShop = await startExpressServer(stranger);
+    try {
+      const strangerRequired = await paymentRequired(`${strangerShop.url}/report`);
+      const foreign = await paying.client.createPaymentPayload({ ...required, accepts: [{ ...required.accepts[0]!, extra: { ...required.accepts[0]!.extra, resource: strangerRequired.accepts[0]!.extra.resource } }] });
+      const strangerAnswer = await pay(`${strangerShop.url}/report`, { ...foreign, accepted: strangerRequired.accepts[0]!, resource: strangerRequired.resource });
+      expect(strangerAnswer).toMatchObject({ status: 402, error: 'unauthorized_server' });
+      expect(strangerShop.runs.size).toBe(0);
+    } finally {
+      await strangerShop.close();
+    }
+
+    expect(expiredAnswer).toMatchObject({ status: 402, error: 'attestation_expired' });
+    expect(tamperedAnswer).toMatchObject({ status: 402, error: 'attestation_invalid' });
+    expect(otherAnswer).toMatchObject({ status: 402, error: 'resource_mismatch' });
+    expect(shop.runs.get('/other')).toBeUndefined();
+    // None of the four was charged.
+    for (const payment of [expiring, tampering, bought]) expect(await capturesOf(world, decodeJwt(payment.payload.attestation as string).jti!)).toBe(0);
+  });
+
+  it("requirements naming another authority are refused by the agent before it asks for anything (the draft's phishing rule)", async () => {
+    const agent = await fundedAgent();
+    const paying = payingAgent(world, agent.token);
+    const required = await paymentRequired(`${shop.url}/report`);
+    const phishing = { ...required, accepts: [{ ...required.accepts[0]!, extra: { ...required.accepts[0]!.extra, authority: 'https://credits.evil.example' } }] };
+    await expect(paying.client.createPaymentPayload(phishing)).rejects.toMatchObject({ code: 'authority_not_trusted' });
+    const { rows } = await world.gw.gateway.db.query<{ n: bigint | number }>('SELECT count(*) AS n FROM holds WHERE agent_id = $1', [agent.id]);
+    expect(Number(rows[0]!.n)).toBe(0);
+  });
+
+  it("a mandate's budget and merchant rules refuse x402 payments as they refuse vouchers", async () => {
+    const agent = await fundedAgent();
+    const paying = payingAgent(world, agent.token);
+    const putMandate = (body: unknown) => world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: uniqueKey('mandate'), body });
+
+    expect((await putMandate({ budgets: [{ id: 'daily', limitUc: '700000', period: 'day' }] })).status).toBe(200);
+    expect((await paying.fetch(`${shop.url}/report`)).status).toBe(200);
+    const overBudget = await refusal(paying.fetch(`${shop.url}/report`), paying);
+    const voucherOverBudget = await mint(world, agent.token, merchant.offerId, uniqueKey('mint'));
+    expect(overBudget.credit).toMatchObject({ code: 'CAP_EXCEEDED', status: voucherOverBudget.status });
+    expect(overBudget.credit!.problem).toMatchObject({ code: voucherOverBudget.body.code, reason: voucherOverBudget.body.reason });
+    expect(voucherOverBudget.body).toMatchObject({ code: 'CAP_EXCEEDED', reason: 'budget_exceeded' });
+
+    expect((await putMandate({ merchants: { allow: null, deny: [merchant.merchantId] } })).status).toBe(200);
+    const denied = await refusal(paying.fetch(`${shop.url}/report`), paying);
+    const voucherDenied = await mint(world, agent.token, merchant.offerId, uniqueKey('mint'));
+    expect(denied.credit).toMatchObject({ code: 'SCOPE_FORBIDDEN', status: voucherDenied.status });
+    expect(denied.credit!.problem).toMatchObject({ code: voucherDenied.body.code, reason: voucherDenied.body.reason });
+    expect(voucherDenied.body).toMatchObject({ code: 'SCOPE_FORBIDDEN', reason: 'merchant_not_allowed' });
+  });
+});
+
+describe('release', () => {
+  it('a handler that fails is not charged: the hold is settled at amount "0" and the credit comes back', async () => {
+    const agent = await fundedAgent();
+    const paying = payingAgent(world, agent.token);
+    const before = await availableUc(agent);
+    const res = await paying.fetch(`${shop.url}/fails`);
+    expect(res.status).toBe(502);
+    expect(res.headers.get('payment-response')).toBeNull();
+    const holdId = decodeJwt((JSON.parse(Buffer.from(paying.sent[0]!, 'base64').toString()) as PaymentPayload).payload.attestation as string).jti!;
+    expect(await redemption(holdId)).toMatchObject({ state: 'released', capturedUc: '0', releasedUc: '500000' });
+    expect(await capturesOf(world, holdId)).toBe(0);
+    expect(await availableUc(agent)).toBe(before);
+    // The released payment cannot be presented again.
+    const again = await pay(`${shop.url}/fails`, paying.sent[0]!);
+    expect(again).toMatchObject({ status: 402, error: 'already_settled' });
+  });
+});
+
+describe('the agent side', () => {
+  it('retries a lost authorize answer with the same idempotency key, so one payment holds credit once', async () => {
+    const agent = await fundedAgent();
+    const keys: string[] = [];
+    let lost = 0;
+    // Forwards everything to the gateway, but loses the first answer of each authorize, as a network would.
+    const proxy = http.createServer(async (request, response) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of request) chunks.push(chunk as Buffer);
+      const headers = Object.fromEntries(Object.entries(request.headers).filter(([name]) => !['host', 'content-length', 'connection'].includes(name))) as Record<string, string>;
+      const upstream = await fetch(`${world.url}${request.url}`, { method: request.method, headers, body: chunks.length ? Buffer.concat(chunks) : undefined });
+      const text = await upstream.text();
+      if (request.url === '/x402/authorize') {
+        keys.push(headers['idempotency-key']!);
+        if (lost++ === 0) return void response.destroy();
+      }
+      response.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json' }).end(text);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const viaProxy = new CreditSchemeClient({
+        gatewayUrl: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+        credential: async () => agent.token,
+        backoffMs: () => 10,
+      });
+      const required = await paymentRequired(`${shop.url}/report`);
+      const { attestation } = await viaProxy.authorize({ amount: '500000', asset: CREDIT_ASSET, resource: required.accepts[0]!.extra.resource as string, payTo: merchant.merchantId, offerId: merchant.offerId });
+      expect(keys).toHaveLength(2);
+      expect(keys[0]).toBe(keys[1]);
+      const { rows } = await world.gw.gateway.db.query<{ id: string }>('SELECT id FROM holds WHERE agent_id = $1', [agent.id]);
+      expect(rows.map((row) => row.id)).toEqual([decodeJwt(attestation).jti]);
+    } finally {
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
+  });
+
+  it('a server whose scheme names another gateway than its facilitator fails at start-up, before any agent pays', async () => {
+    const misconfigured = new x402ResourceServer(creditFacilitator({ gatewayUrl: world.url, apiKey: merchant.apiKey })).register(
+      CREDIT_NETWORK,
+      new CreditSchemeServer({ gatewayUrl: 'https://gateway.example', merchantId: merchant.merchantId, offerId: merchant.offerId }),
+    );
+    await expect(misconfigured.initialize()).rejects.toThrow(`the facilitator speaks for ${world.url}, not https://gateway.example`);
+  });
+});
+
+describe('integration status', () => {
+  it('/v1/integrations shows x402 enabled', async () => {
+    const surface = await world.api('GET', '/v1/integrations?view=surface', { token: merchant.apiKey });
+    expect(surface.status).toBe(200);
+    expect(surface.body.payments.x402).toEqual({ enabled: true });
+    const status = await world.api('GET', '/v1/integrations', { token: merchant.apiKey });
+    expect(status.body.payments.x402).toBe('configured');
+  });
+});
