@@ -17,6 +17,7 @@ import type { Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { formatUc, parseUc, type Microcredits } from '../platform/money.ts';
+import type { SpanRef } from '../platform/telemetry.ts';
 
 export const VOUCHER_TYP = 'voucher+jwt';
 
@@ -31,6 +32,8 @@ export interface MintRequest {
   maxUc?: Microcredits;
   /** The request as its Idempotency-Key names it: what a purchase approval is bound to (absent: none can be asked). */
   binding?: RequestBinding;
+  /** The call's span, when tracing: handed to its hold (its mandate decision, its event's trace). */
+  trace?: SpanRef;
 }
 
 /** The agent's ceiling as sent: `maxUc`, or `maxAmount`, its older name. */
@@ -114,6 +117,7 @@ export class VoucherService {
         refundWindowS: offer.refund_window_s,
         offerSnapshot: offerAsSold(offer),
         approved: answer.state === 'approved',
+        trace: request.trace,
         sign: async (redemption, mandate) => {
           const voucher = await this.sign(request.agentId, offer, redemption, mandate.hash);
           vouchers.set(index, voucher);
