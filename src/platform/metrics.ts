@@ -85,6 +85,8 @@ export class Metrics {
     registers: [this.registry],
   });
   private outboxReader: (() => Promise<OutboxBacklog>) | undefined;
+  /** The scrape's one read of the outbox: both gauges collect at once (prom-client collects every metric together). */
+  private outboxRead: Promise<void> | undefined;
   readonly outboxPending = new Gauge({
     name: 'acg_webhook_outbox_pending',
     help: 'Webhook deliveries waiting in the outbox (pending: due now or scheduled for a retry), at the scrape',
@@ -95,6 +97,7 @@ export class Metrics {
     name: 'acg_webhook_outbox_oldest_due_age_seconds',
     help: 'How long the earliest-due pending webhook delivery has been due, at the scrape (0 when none is due)',
     registers: [this.registry],
+    collect: () => this.readOutbox(),
   });
 
   constructor(options: { processMetrics: boolean }) {
@@ -120,14 +123,20 @@ export class Metrics {
   }
 
   /** Both outbox gauges from one read; a database that does not answer leaves them as they were. */
-  private async readOutbox(): Promise<void> {
-    if (!this.outboxReader) return;
-    try {
-      const backlog = await this.outboxReader();
-      this.outboxPending.set(backlog.pending);
-      this.outboxOldestDueAge.set(backlog.oldestDueAgeS);
-    } catch {
-      // /metrics answers while the database is away; /readyz is what reports the database.
-    }
+  private readOutbox(): Promise<void> {
+    const reader = this.outboxReader;
+    if (!reader) return Promise.resolve();
+    this.outboxRead ??= (async () => {
+      try {
+        const backlog = await reader();
+        this.outboxPending.set(backlog.pending);
+        this.outboxOldestDueAge.set(backlog.oldestDueAgeS);
+      } catch {
+        // /metrics answers while the database is away; /readyz is what reports the database.
+      } finally {
+        this.outboxRead = undefined;
+      }
+    })();
+    return this.outboxRead;
   }
 }
