@@ -22,6 +22,11 @@ export interface BenchConfig {
   console: boolean;
   consoleLoads: number;
   chromium: string;
+  /**
+   * Traces from the measured gateways (BENCH_OTEL): none (undefined, the default), exported to a sink in the
+   * bench process (`endpoint` undefined), or to a collector's OTLP endpoint.
+   */
+  otel: { endpoint: string | undefined; protocol: string } | undefined;
 }
 
 export const HELP = `npm run bench [-- --help]
@@ -59,6 +64,9 @@ Environment:
   BENCH_CONSOLE_LOADS  cold loads of the console measured (default 7)
   BENCH_CHROMIUM       the Chromium executable (default /usr/bin/chromium)
   BENCH_NODE_OPTIONS   extra node options for the gateway, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof
+  BENCH_OTEL           traces from the measured gateways: 0 none (default); 1 exported to an OTLP sink in the bench
+                       process; an http(s) URL: exported to that collector (OTEL_EXPORTER_OTLP_ENDPOINT)
+  BENCH_OTEL_PROTOCOL  http/protobuf (default) or http/json (with a URL, also grpc)
 `;
 
 function positive(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -74,6 +82,21 @@ function budgetCount(env: NodeJS.ProcessEnv): number {
   const value = Number(raw);
   if (raw === '' || !Number.isInteger(value) || value < 0 || value > 3) throw new Error(`BENCH_BUDGETS must be 0, 1, 2 or 3, got "${raw}"`);
   return value;
+}
+
+const OTEL_PROTOCOLS = ['http/protobuf', 'http/json', 'grpc'];
+
+function otelSetting(env: NodeJS.ProcessEnv): BenchConfig['otel'] {
+  const raw = env.BENCH_OTEL ?? '0';
+  if (raw === '' || raw === '0') return undefined;
+  const protocol = env.BENCH_OTEL_PROTOCOL || 'http/protobuf';
+  if (!OTEL_PROTOCOLS.includes(protocol)) throw new Error(`BENCH_OTEL_PROTOCOL must be one of ${OTEL_PROTOCOLS.join(', ')}, got "${protocol}"`);
+  if (raw === '1') {
+    if (protocol === 'grpc') throw new Error('BENCH_OTEL=1 starts an OTLP/HTTP sink: use http/protobuf or http/json, or give a collector URL for grpc');
+    return { endpoint: undefined, protocol };
+  }
+  if (!/^https?:\/\//.test(raw)) throw new Error(`BENCH_OTEL must be 0, 1 or a collector's http(s) URL, got "${raw}"`);
+  return { endpoint: raw, protocol };
 }
 
 export function benchConfig(env: NodeJS.ProcessEnv): BenchConfig {
@@ -102,5 +125,6 @@ export function benchConfig(env: NodeJS.ProcessEnv): BenchConfig {
     console: env.BENCH_CONSOLE !== '0',
     consoleLoads: positive(env, 'BENCH_CONSOLE_LOADS', 7),
     chromium: env.BENCH_CHROMIUM || '/usr/bin/chromium',
+    otel: otelSetting(env),
   };
 }

@@ -22,6 +22,7 @@ import { startGateway } from './gateway.ts';
 import { captureGatewaySql, gatewaySqlForWorkload, type GatewaySqlScript } from './gateway-sql.ts';
 import { checkLedger, type Answers } from './invariants.ts';
 import { availableTool, type LoadTool } from './load.ts';
+import { startOtlpSink, type OtlpSink } from './otlp-sink.ts';
 import { createMinimalSchema } from './pgbench.ts';
 import { log, startedMs, statementTable, table, withRatios, writeResult, type Cell } from './report.ts';
 import { gatewayEnv, seed } from './seed.ts';
@@ -70,6 +71,9 @@ interface Run {
   script?: GatewaySqlScript;
   console?: ConsoleLoads;
   problems: string[];
+  /** The OTEL_* variables of the measured gateways (BENCH_OTEL); empty: they do not trace. */
+  otelEnv: Record<string, string>;
+  sink?: OtlpSink;
 }
 
 async function phase(run: Run, name: string, work: () => Promise<void>): Promise<void> {
@@ -103,7 +107,7 @@ async function onPostgres(run: Run): Promise<void> {
     });
     const answers = noAnswers();
     await phase(run, 'the gateway cells on PostgreSQL', async () => {
-      const gateway = await startGateway(env, config.port, config.nodeOptions);
+      const gateway = await startGateway({ ...env, ...run.otelEnv }, config.port, config.nodeOptions);
       run.startMs.postgresql = gateway.startMs;
       log(`gateway on PostgreSQL ready in ${gateway.startMs} ms (pid ${gateway.pid})`);
       try {
@@ -136,7 +140,7 @@ async function onPglite(run: Run): Promise<void> {
   try {
     const world = await seed(env, config.agents, config.budgets);
     const answers = noAnswers();
-    const gateway = await startGateway(env, config.port, config.nodeOptions);
+    const gateway = await startGateway({ ...env, ...run.otelEnv }, config.port, config.nodeOptions);
     run.startMs.pglite = gateway.startMs;
     log(`gateway on PGlite ready in ${gateway.startMs} ms (pid ${gateway.pid})`);
     try {
@@ -189,6 +193,7 @@ function conclude(run: Run): number {
     cells,
     invariants: run.invariants,
     console: run.console,
+    telemetry: run.config.otel && { ...run.otelEnv, ...(run.sink ? { sinkExports: run.sink.exports, sinkBytes: run.sink.bytes } : {}) },
     problems,
   });
   if (problems.length > 0) {
@@ -208,13 +213,25 @@ async function main(): Promise<number> {
   }
   const config = benchConfig(process.env);
   execFileSync('pgbench', ['--version'], { stdio: 'ignore' });
-  const run: Run = { config, tool: availableTool(config.load), cells: [], invariants: {}, startMs: {}, problems: [] };
+  const run: Run = { config, tool: availableTool(config.load), cells: [], invariants: {}, startMs: {}, problems: [], otelEnv: {} };
+  if (config.otel) {
+    run.sink = config.otel.endpoint ? undefined : await startOtlpSink();
+    run.otelEnv = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: config.otel.endpoint ?? run.sink!.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: config.otel.protocol,
+      OTEL_SERVICE_NAME: 'acg-bench',
+    };
+    log(`the measured gateways trace every request, exported over OTLP ${config.otel.protocol} to ${config.otel.endpoint ?? `a sink in this process (${run.sink!.url})`}`);
+  }
   log(`bench: ${config.cellS} s per gateway cell (+${config.warmupS} s warm-up per mint cell), ${config.pgbenchS} s per pgbench cell, ${config.agents} agents (${config.budgets} budget(s) each), connections ${config.connections.join('/')}, load by ${run.tool}`);
   log(`machine: ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   await phase(run, 'the PostgreSQL part', () => onPostgres(run));
   if (config.pglite) await phase(run, 'the PGlite part', () => onPglite(run));
   await phase(run, 'the console part', () => onConsole(run));
-  return conclude(run);
+  if (run.sink) log(`traces received by the sink: ${run.sink.exports} exports, ${(run.sink.bytes / 1e6).toFixed(1)} MB`);
+  const exitCode = conclude(run);
+  await run.sink?.close();
+  return exitCode;
 }
 
 process.exitCode = await main();
