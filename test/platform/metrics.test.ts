@@ -1,7 +1,9 @@
 // The metrics on /metrics beyond HTTP (docs/operations.md lists each): per operation its rate by idempotency
 // outcome and result, its errors by code and its duration; group commit's batch sizes and queue depth; webhook
 // attempts by outcome, their lag, and the outbox backlog read at the scrape.
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Metrics } from '../../src/platform/metrics.ts';
 import { grant } from '../support/ledger-fixture.ts';
 import { configureWebhook, markVerified, registerMerchant, startHookTarget, type HookTarget } from '../support/merchants.ts';
 import { startWorld, type World } from '../support/world.ts';
@@ -68,5 +70,15 @@ describe('/metrics', () => {
     expect(sample(after, 'acg_webhook_delivery_lag_seconds_count')).toBe(1);
     expect(sample(after, 'acg_webhook_outbox_pending')).toBe(0);
     expect(sample(after, 'acg_webhook_outbox_oldest_due_age_seconds')).toBe(0);
+  });
+});
+
+describe('the metrics documentation', () => {
+  it('lists every metric of the gateway in docs/operations.md, and the sample dashboard queries only metrics that exist', async () => {
+    const names = (await new Metrics({ processMetrics: true }).registry.getMetricsAsJSON()).map((metric) => metric.name);
+    const documented = readFileSync('docs/operations.md', 'utf8');
+    for (const name of names.filter((metric) => !/^acg_(process|nodejs)_/.test(metric))) expect(documented, name).toContain(`| \`${name}\` |`);
+    const queried = new Set(readFileSync('deploy/grafana/agent-credit-gateway.json', 'utf8').match(/\bacg_\w+/g));
+    for (const name of queried) expect(names, name).toContain(name.replace(/_(bucket|sum|count)$/, ''));
   });
 });
