@@ -15,7 +15,7 @@ import type { Database, Queryable } from '../platform/db/database.ts';
 import type { Metrics } from '../platform/metrics.ts';
 import type { OutboundTestHooks } from '../platform/outbound.ts';
 import { openSecret, SecretBoxError, type SecretBoxKey } from '../platform/secret-box.ts';
-import { inSpan, remoteParent, setSpanAttributes, type SpanOptions, type SpanRef } from '../platform/telemetry.ts';
+import { detached, inSpan, remoteParent, setSpanAttributes, type SpanOptions, type SpanRef } from '../platform/telemetry.ts';
 import { emitEvent } from './outbox.ts';
 import * as store from './store.ts';
 import { nextAttemptDelayS, sendWebhookAttempt, type WebhookErrorCode, type WebhookOutcome } from './webhook-sender.ts';
@@ -169,10 +169,13 @@ export class WebhookWorker {
   private wakeAt(atMs: number): void {
     if (!this.background || (this.wake && this.wake.atMs <= atMs)) return;
     if (this.wake) clearTimeout(this.wake.timer);
-    const timer = setTimeout(() => {
-      this.wake = undefined;
-      this.dispatch().catch((error: unknown) => this.options.log.warn({ err: error }, 'webhook retry pass failed'));
-    }, Math.max(0, atMs - this.options.clock.nowMs()));
+    // A pass woken by an operation (soon) is background work, not part of that request's trace.
+    const timer = detached(() =>
+      setTimeout(() => {
+        this.wake = undefined;
+        this.dispatch().catch((error: unknown) => this.options.log.warn({ err: error }, 'webhook retry pass failed'));
+      }, Math.max(0, atMs - this.options.clock.nowMs())),
+    );
     timer.unref();
     this.wake = { timer, atMs };
   }

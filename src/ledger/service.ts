@@ -476,7 +476,7 @@ export class LedgerService {
       for (const charge of memberCharges) {
         const spent = before.budgets.get(charge.budget.id) ?? { spentUc: 0n, alertedPct: 0 };
         const crossed = thresholdsCrossed(member, charge, spent, spent.spentUc + request.amountUc);
-        for (const thresholdPct of crossed) pass.alerts.push(budgetAlert(member, charge, thresholdPct, spent.spentUc + request.amountUc));
+        for (const thresholdPct of crossed) pass.alerts.push({ ...budgetAlert(member, charge, thresholdPct, spent.spentUc + request.amountUc), trace: request.trace });
         charged.push({ holdId, agentId: member.id, budgetId: charge.budget.id, periodStartS: charge.periodStartS, amountUc: request.amountUc, alertedPct: Math.max(0, ...crossed) });
       }
       // Only the agent's own holds count in its rolling cap; every member's budgets count this hold.

@@ -28,6 +28,8 @@ export interface TelemetryBackend {
   start(name: string, options: SpanOptions): SpanRef;
   /** Runs `work` with `span` as the active span (and so the parent of the spans `work` starts). */
   within<T>(span: SpanRef, work: () => T): T;
+  /** Runs `work` with no active span (work it schedules for later belongs to no request). */
+  detached<T>(work: () => T): T;
   /** Listeners added to `emitter` from now on run with `span` active (a request's body events, its 'finish'). */
   bind(span: SpanRef, emitter: NodeJS.EventEmitter): void;
   active(): SpanRef | undefined;

@@ -58,6 +58,7 @@ export function startSdk(): TelemetryBackend {
       return refOf(span);
     },
     within: (span, work) => context.with(trace.setSpan(context.active(), spanOf(span)), work),
+    detached: (work) => context.with(ROOT_CONTEXT, work),
     bind(span, emitter) {
       context.bind(trace.setSpan(context.active(), spanOf(span)), emitter);
     },

@@ -120,6 +120,11 @@ export function withinSpan<T>(span: SpanRef | undefined, work: () => T): T {
   return span && backend ? backend.within(span, work) : work();
 }
 
+/** Runs `work` outside any span: what it schedules (a timer) runs later in no request's trace. */
+export function detached<T>(work: () => T): T {
+  return backend ? backend.detached(work) : work();
+}
+
 export function bindToSpan(span: SpanRef | undefined, emitter: NodeJS.EventEmitter): void {
   if (span) backend?.bind(span, emitter);
 }

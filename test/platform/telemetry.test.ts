@@ -15,6 +15,7 @@ vi.mock('../../src/platform/telemetry-sdk.ts', () => {
       return {
         start: () => span,
         within: (_span, work) => work(),
+        detached: (work) => work(),
         bind: () => {},
         active: () => span,
         set: () => {},
