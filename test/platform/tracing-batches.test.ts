@@ -1,11 +1,13 @@
-// Traces of group commit, in a gateway built in the test with the real SDK exporting to the test OTLP receiver:
-// a batch serves many traces, so it is one span linked with every call's span (and a child of its first
-// call's), while what the batch decides for each call stays on that call's span (its mandate decision), and
-// each call's webhook delivery continues that call's own trace, never the batch's or another call's.
+// Traces in a gateway built in the test, with the real SDK exporting to the test OTLP receiver. Group commit: a
+// batch serves many traces, so it is one span linked with every call's span (and a child of its first call's),
+// while what the batch decides for each call stays on that call's span (its mandate decision), and each call's
+// webhook delivery continues that call's own trace, never the batch's or another call's. MCP: a tool call is a
+// server span continuing the trace context its request's `_meta` carries, with the operation below it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { batcherOf } from '../../src/platform/operations.ts';
 import { startTelemetry, stopTelemetry, tracing } from '../../src/platform/telemetry.ts';
 import { voucherOperations } from '../../src/vouchers/operations.ts';
+import { envelope, MODERN } from '../mcp/helpers.ts';
 import { grant } from '../support/ledger-fixture.ts';
 import { configureWebhook, markVerified, registerMerchant, startHookTarget, type HookTarget } from '../support/merchants.ts';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.ts';
@@ -89,5 +91,46 @@ describe('traces of a group-commit batch', () => {
     expect(held).toHaveLength(3);
     const traced = held.map((request) => String(request.headers.traceparent).split('-')[1]).sort();
     expect(traced).toEqual(operations.map((span) => span.traceId).sort());
+  });
+});
+
+describe('traces of an MCP tool call', () => {
+  it('continue the traceparent of the request\'s _meta, with the operation span as a child of the tool call\'s', async () => {
+    const owner = await world.humanToken('mcp-trace-owner@example.com');
+    const { merchant } = await registerMerchant(world, owner, { domain: 'mcp-trace-shop.com' });
+    await markVerified(world, merchant.id);
+    const offer = await world.api('POST', `/v1/merchants/${merchant.id}/offers`, { token: owner, key: 'mcp-trace-offer', body: { name: 'Book', category: 'books', priceUc: '1000000' } });
+    const agent = await world.createAgent('mcp-trace-agents@example.com', 'mcp-trace-agent');
+    await grant(world, agent.id, 5_000_000n);
+    const token = await world.accessToken({ sub: agent.id, scope: 'svc:agent' }, `${world.url}/mcp`);
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const response = await fetch(`${world.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': MODERN,
+        'mcp-method': 'tools/call',
+        'mcp-name': 'mint_voucher',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'tools/call',
+        params: { name: 'mint_voucher', arguments: { offerId: offer.body.id, idempotencyKey: 'mcp-traced' }, _meta: { ...envelope(), traceparent: `00-${traceId}-00f067aa0ba902b7-01` } },
+      }),
+    });
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { result: { isError?: boolean } }).result.isError).toBeFalsy();
+
+    const spans = await waitFor(() => otlp.spans.filter((span) => span.traceId === traceId), {
+      until: (found) => found.some((span) => span.name === 'operation mintVoucher'),
+      what: 'the tool call and its operation in the caller\'s trace',
+    });
+    const tool = spans.find((span) => span.name === 'tools/call mint_voucher')!;
+    expect(tool).toMatchObject({ kind: 2, parentSpanId: '00f067aa0ba902b7' });
+    expect(tool.attributes).toMatchObject({ 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'mint_voucher', 'jsonrpc.request.id': '7' });
+    expect(spans.find((span) => span.name === 'operation mintVoucher')!.parentSpanId).toBe(tool.spanId);
   });
 });
