@@ -28,6 +28,11 @@ export interface BenchConfig {
   openInFlightMax: number;
   /** A git ref whose gateway runs the same gateway cells, alternated with the current code (see docs/benchmark.md). */
   baselineRef: string | undefined;
+  /**
+   * Traces from the measured gateways (BENCH_OTEL): none (undefined, the default), exported to a sink in the
+   * bench process (`endpoint` undefined), or to a collector's OTLP endpoint.
+   */
+  otel: { endpoint: string | undefined; protocol: string } | undefined;
 }
 
 export const HELP = `npm run bench [-- --help]
@@ -76,6 +81,9 @@ Environment:
   BENCH_BASELINE_REF   a git ref (e.g. main~3, 9d54156): its code is checked out in a temporary git worktree, built,
                        and runs every gateway cell on PostgreSQL in its own database, alternated with the current code
   BENCH_NODE_OPTIONS   extra node options for the gateway, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof
+  BENCH_OTEL           traces from the measured gateways: 0 none (default); 1 exported to an OTLP sink in the bench
+                       process; an http(s) URL: exported to that collector (OTEL_EXPORTER_OTLP_ENDPOINT)
+  BENCH_OTEL_PROTOCOL  http/protobuf (default) or http/json (with a URL, also grpc)
 `;
 
 function positive(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -99,6 +107,21 @@ function budgetCount(env: NodeJS.ProcessEnv): number {
   const value = Number(raw);
   if (raw === '' || !Number.isInteger(value) || value < 0 || value > 3) throw new Error(`BENCH_BUDGETS must be 0, 1, 2 or 3, got "${raw}"`);
   return value;
+}
+
+const OTEL_PROTOCOLS = ['http/protobuf', 'http/json', 'grpc'];
+
+function otelSetting(env: NodeJS.ProcessEnv): BenchConfig['otel'] {
+  const raw = env.BENCH_OTEL ?? '0';
+  if (raw === '' || raw === '0') return undefined;
+  const protocol = env.BENCH_OTEL_PROTOCOL || 'http/protobuf';
+  if (!OTEL_PROTOCOLS.includes(protocol)) throw new Error(`BENCH_OTEL_PROTOCOL must be one of ${OTEL_PROTOCOLS.join(', ')}, got "${protocol}"`);
+  if (raw === '1') {
+    if (protocol === 'grpc') throw new Error('BENCH_OTEL=1 starts an OTLP/HTTP sink: use http/protobuf or http/json, or give a collector URL for grpc');
+    return { endpoint: undefined, protocol };
+  }
+  if (!/^https?:\/\//.test(raw)) throw new Error(`BENCH_OTEL must be 0, 1 or a collector's http(s) URL, got "${raw}"`);
+  return { endpoint: raw, protocol };
 }
 
 export function benchConfig(env: NodeJS.ProcessEnv): BenchConfig {
@@ -131,5 +154,6 @@ export function benchConfig(env: NodeJS.ProcessEnv): BenchConfig {
     openS: wholeNumber(env, 'BENCH_OPEN_S', 60),
     openInFlightMax: positive(env, 'BENCH_OPEN_INFLIGHT', 128),
     baselineRef: env.BENCH_BASELINE_REF || undefined,
+    otel: otelSetting(env),
   };
 }

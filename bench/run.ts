@@ -25,6 +25,7 @@ import { freePort, startGateway, type Gateway } from './gateway.ts';
 import { captureGatewaySql, gatewaySqlForWorkload, type GatewaySqlScript } from './gateway-sql.ts';
 import { checkLedger, type Answers } from './invariants.ts';
 import { availableTool, type LoadTool } from './load.ts';
+import { startOtlpSink, type OtlpSink } from './otlp-sink.ts';
 import { createMinimalSchema } from './pgbench.ts';
 import { log, openLoopTable, startedMs, statementTable, table, withRatios, writeResult, type Cell, type OpenLoopCell } from './report.ts';
 import { gatewayEnv, seed, type World } from './seed.ts';
@@ -76,6 +77,9 @@ interface Run {
   script?: GatewaySqlScript;
   console?: ConsoleLoads;
   problems: string[];
+  /** The OTEL_* variables of the measured gateways (BENCH_OTEL); empty: they do not trace. */
+  otelEnv: Record<string, string>;
+  sink?: OtlpSink;
 }
 
 async function phase(run: Run, name: string, work: () => Promise<void>): Promise<void> {
@@ -153,7 +157,7 @@ async function onPostgres(run: Run): Promise<void> {
       for (const side of sides) {
         if (!side.world) continue;
         await phase(run, `the ${side.code} gateway's start`, async () => {
-          side.gateway = await startGateway(side.env, Number(side.env.PORT), config.nodeOptions, side.root);
+          side.gateway = await startGateway({ ...side.env, ...run.otelEnv }, Number(side.env.PORT), config.nodeOptions, side.root);
           run.startMs[side.code === 'current' ? 'postgresql' : `postgresql ${side.code}`] = side.gateway.startMs;
           log(`gateway (${side.code}) on PostgreSQL ready in ${side.gateway.startMs} ms (pid ${side.gateway.pid})`);
         });
@@ -215,7 +219,7 @@ async function onPglite(run: Run): Promise<void> {
   try {
     const world = await seed(env, config.agents, config.budgets);
     const answers = noAnswers();
-    const gateway = await startGateway(env, config.port, config.nodeOptions);
+    const gateway = await startGateway({ ...env, ...run.otelEnv }, config.port, config.nodeOptions);
     run.startMs.pglite = gateway.startMs;
     log(`gateway on PGlite ready in ${gateway.startMs} ms (pid ${gateway.pid})`);
     try {
@@ -277,6 +281,7 @@ function conclude(run: Run): number {
     baseline: run.baseline,
     invariants: run.invariants,
     console: run.console,
+    telemetry: run.config.otel && { ...run.otelEnv, ...(run.sink ? { sinkExports: run.sink.exports, sinkBytes: run.sink.bytes } : {}) },
     problems,
   });
   if (problems.length > 0) {
@@ -296,15 +301,27 @@ async function main(): Promise<number> {
   }
   const config = benchConfig(process.env);
   execFileSync('pgbench', ['--version'], { stdio: 'ignore' });
-  const run: Run = { config, tool: availableTool(config.load), cells: [], openLoop: [], invariants: {}, startMs: {}, problems: [] };
+  const run: Run = { config, tool: availableTool(config.load), cells: [], openLoop: [], invariants: {}, startMs: {}, problems: [], otelEnv: {} };
   if (config.openS > 0) log(`open loop: ${config.openRatePerS} req/s for ${config.openS} s, shedding beyond ${config.openInFlightMax} waiting`);
   if (config.baselineRef) log(`baseline: the gateway cells on PostgreSQL also run on ${config.baselineRef}, alternated with the current code`);
+  if (config.otel) {
+    run.sink = config.otel.endpoint ? undefined : await startOtlpSink();
+    run.otelEnv = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: config.otel.endpoint ?? run.sink!.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: config.otel.protocol,
+      OTEL_SERVICE_NAME: 'acg-bench',
+    };
+    log(`the measured gateways trace every request, exported over OTLP ${config.otel.protocol} to ${config.otel.endpoint ?? `a sink in this process (${run.sink!.url})`}`);
+  }
   log(`bench: ${config.cellS} s per gateway cell (+${config.warmupS} s warm-up per mint cell), ${config.pgbenchS} s per pgbench cell, ${config.agents} agents (${config.budgets} budget(s) each), connections ${config.connections.join('/')}, load by ${run.tool}`);
   log(`machine: ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   await phase(run, 'the PostgreSQL part', () => onPostgres(run));
   if (config.pglite) await phase(run, 'the PGlite part', () => onPglite(run));
   await phase(run, 'the console part', () => onConsole(run));
-  return conclude(run);
+  if (run.sink) log(`traces received by the sink: ${run.sink.exports} exports, ${(run.sink.bytes / 1e6).toFixed(1)} MB`);
+  const exitCode = conclude(run);
+  await run.sink?.close();
+  return exitCode;
 }
 
 process.exitCode = await main();

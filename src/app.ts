@@ -197,6 +197,7 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
     allowPrivateNetworkTargets: config.allowPrivateNetworkTargets,
     ca: config.outboundCaFile ? readFileSync(config.outboundCaFile, 'utf8') : undefined,
     testHooks: gateway.outbound,
+    metrics: gateway.metrics,
   });
   gateway.schedule('webhook-delivery', config.webhookPollIntervalMs, () => webhookWorker.pass());
   gateway.schedule('event-retention-purge', EVENT_PURGE_INTERVAL_MS, () => webhooks.purgeExpired());

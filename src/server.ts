@@ -11,8 +11,10 @@ import { isStorageUnavailable, storageFailureKind } from './platform/db/faults.t
 import { openDatabase } from './platform/db/open.ts';
 import { createGateway, createLogger, migrateAndReport, type Gateway } from './platform/gateway.ts';
 import { openFrontDoor, type FrontDoor } from './platform/http/front-door.ts';
+import { tracedRequests } from './platform/http/tracing.ts';
 import { applyHeapPolicy } from './platform/heap.ts';
 import { checkConfiguredKey } from './platform/signing.ts';
+import { startTelemetry, stopTelemetry, telemetryRequested } from './platform/telemetry.ts';
 
 const START_RETRY_FIRST_MS = 250;
 const SHUTDOWN_BUDGET_MS = 15_000;
@@ -122,7 +124,7 @@ export async function serve(): Promise<void> {
     }
     throw error;
   }
-  const log = createLogger(config);
+  const log = createLogger(config, undefined, { traceFields: telemetryRequested(process.env) });
   // The front door reads the base URL at each answer: with PORT=0 it is known only once the socket is bound.
   const door = { host: config.host, port: config.port, baseUrl: config.baseUrl };
   let front: FrontDoor;
@@ -144,7 +146,11 @@ export async function serve(): Promise<void> {
       config = loadConfig({ ...process.env, PORT: new URL(front.url).port });
       door.baseUrl = config.baseUrl;
     }
+    // The SDK (a few hundred ms to load, only when OTEL_* names a destination) loads while the database opens;
+    // the app is built once it is on, so its hooks and handler are the traced ones.
+    const tracingStarted = startTelemetry(process.env, log);
     db = await openDatabase(config, log);
+    if (await tracingStarted) (await import('./platform/outbound.ts')).traceOutboundHttp();
   } catch (error) {
     if (error instanceof ConfigError || error instanceof DatabaseInUseError) {
       process.stderr.write(`${error.message}\n`);
@@ -174,6 +180,7 @@ export async function serve(): Promise<void> {
         } else {
           await db.close();
         }
+        await stopTelemetry();
       } catch (error) {
         log.error({ err: error }, 'shutdown failed');
         process.exit(1);
@@ -203,7 +210,7 @@ export async function serve(): Promise<void> {
     return;
   }
   if (!started || starting.signal.aborted) return;
-  front.open(started.app.routing);
+  front.open(tracedRequests(started.app.routing));
   started.gateway.startBackgroundWork();
   log.info({ url: front.url, storage: db.kind, mode: config.mode }, 'gateway ready: serving every route');
 }

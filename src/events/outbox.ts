@@ -5,6 +5,7 @@
 // (src/events/service.ts).
 import type { Queryable } from '../platform/db/database.ts';
 import { newId } from '../platform/ids.ts';
+import { activeSpan, tracing, traceparentOf, type SpanRef } from '../platform/telemetry.ts';
 
 /** What a merchant's webhook receives. */
 export const MERCHANT_EVENT_TYPES = [
@@ -57,7 +58,14 @@ type EmittedEvent =
   | { merchantId: string; ownerId?: never; type: EventType }
   | { ownerId: string; merchantId?: never; type: OwnerEventType };
 
-export type EventToEmit = EmittedEvent & { data: Record<string, unknown> };
+export type EventToEmit = EmittedEvent & {
+  data: Record<string, unknown>;
+  /**
+   * The span of the request the event reports, when tracing: its delivery continues that trace. Absent, the
+   * active span at the emit (a batch names each call's own, since the batch's span is not the request's).
+   */
+  trace?: SpanRef;
+};
 /** An owner's event, as a feature hands it to `emitEvents`. */
 export type OwnerEventInput = Extract<EventToEmit, { ownerId: string }>;
 
@@ -68,7 +76,7 @@ export async function emitEvent(tx: Queryable, event: EventToEmit & { nowMs: num
 
 /**
  * Emits events in one statement (one round trip, whatever their number): each event, and its outbox row
- * when its account has an enabled webhook.
+ * when its account has an enabled webhook, with the trace context its attempts continue.
  */
 export async function emitEvents(tx: Queryable, events: readonly EventToEmit[], nowMs: number): Promise<EventEnvelope[]> {
   if (events.length === 0) return [];
@@ -78,16 +86,18 @@ export async function emitEvents(tx: Queryable, events: readonly EventToEmit[], 
     const account: EventAccount = event.ownerId !== undefined ? { ownerId: event.ownerId } : { merchantId: event.merchantId! };
     return { id: newId('evt'), type: event.type, createdAt, ...account, data: event.data } as EventEnvelope;
   });
+  // Untraced, the array is empty: unnest pads a shorter array with NULLs, so no delivery has a trace context.
+  const traceparents = tracing() ? events.map((event) => traceparentOf(event.trace ?? activeSpan()) ?? null) : [];
   await tx.query(
     `WITH e AS (
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-         WITH ORDINALITY AS e(id, merchant_id, owner_id, type, payload, delivery_id, position)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $9::text[])
+         WITH ORDINALITY AS e(id, merchant_id, owner_id, type, payload, delivery_id, traceparent, position)
      ), event AS (
        INSERT INTO events (id, merchant_id, owner_id, type, payload, created_at_s)
        SELECT id, merchant_id, owner_id, type, payload, $7 FROM e ORDER BY position RETURNING id
      )
-     INSERT INTO webhook_deliveries (id, event_id, merchant_id, owner_id, state, next_attempt_at_ms, created_at_s)
-     SELECT e.delivery_id, event.id, e.merchant_id, e.owner_id, 'pending', $8, $7
+     INSERT INTO webhook_deliveries (id, event_id, merchant_id, owner_id, state, next_attempt_at_ms, created_at_s, traceparent)
+     SELECT e.delivery_id, event.id, e.merchant_id, e.owner_id, 'pending', $8, $7, e.traceparent
        FROM event JOIN e ON e.id = event.id
        JOIN webhook_endpoints w ON w.account_id = COALESCE(e.merchant_id, e.owner_id) AND w.enabled
       ORDER BY e.position`,
@@ -100,6 +110,7 @@ export async function emitEvents(tx: Queryable, events: readonly EventToEmit[], 
       events.map(() => newId('whd')),
       createdAt,
       nowMs,
+      traceparents,
     ],
   );
   return envelopes;

@@ -54,6 +54,10 @@ export interface ClaimedDeliveryRow {
   secret_sealed: string;
   /** The secret a rotation replaced, while its overlap lasts; deliveries are signed with both. */
   previous_secret_sealed: string | null;
+  /** When this attempt was due (the event's emission for a first attempt, the retry's time for a retry). */
+  due_at_ms: bigint;
+  /** The W3C trace context of the request whose change the event reports (NULL when it was not traced). */
+  traceparent: string | null;
 }
 
 export interface EventRow {
@@ -281,7 +285,8 @@ export async function claimDueDeliveries(
          FROM due, events ev, webhook_endpoints e
         WHERE w.id = due.id AND ev.id = w.event_id AND e.account_id = w.account_id
        RETURNING w.id, w.event_id, w.account_id, w.merchant_id, w.owner_id, w.attempts, ev.payload, e.url, e.secret_sealed,
-                 CASE WHEN e.previous_secret_expires_at_s * 1000 > $1::bigint THEN e.previous_secret_sealed END AS previous_secret_sealed
+                 CASE WHEN e.previous_secret_expires_at_s * 1000 > $1::bigint THEN e.previous_secret_sealed END AS previous_secret_sealed,
+                 w.next_attempt_at_ms AS due_at_ms, w.traceparent
      ),
      started AS (
        INSERT INTO webhook_attempts (id, delivery_id, merchant_id, owner_id, attempt, claim_token, outcome, started_at_ms)
@@ -423,6 +428,16 @@ export async function lockDeliveryOfEvent(tx: Tx, merchantId: string, eventId: s
     [eventId, merchantId],
   );
   return rows[0];
+}
+
+/** The outbox's backlog for the metrics: pending deliveries, and how long the earliest-due one has been due (index `webhook_deliveries_due`). */
+export async function outboxBacklog(db: Queryable, nowMs: number): Promise<{ pending: number; oldestDueAgeS: number }> {
+  const { rows } = await db.query<{ pending: bigint; oldest_due_at_ms: bigint | null }>(
+    `SELECT count(*) AS pending, min(next_attempt_at_ms) AS oldest_due_at_ms FROM webhook_deliveries WHERE state = 'pending'`,
+  );
+  const oldestDueAtMs = rows[0]?.oldest_due_at_ms;
+  const overdueMs = oldestDueAtMs === null || oldestDueAtMs === undefined ? 0 : Math.max(0, nowMs - Number(oldestDueAtMs));
+  return { pending: Number(rows[0]?.pending ?? 0n), oldestDueAgeS: overdueMs / 1000 };
 }
 
 /** A delivery for a past event that never had one (it happened while no webhook was enabled), due now. */

@@ -6,6 +6,7 @@ import { performance } from 'node:perf_hooks';
 import { Webhook } from 'standardwebhooks';
 import type { Clock } from '../platform/clock.ts';
 import { OutboundError, safeRequest, type OutboundTestHooks } from '../platform/outbound.ts';
+import { traceHeaders } from '../platform/telemetry.ts';
 
 /**
  * Seconds to wait before attempt n+1, counted from the end of attempt n (the first is immediate):
@@ -77,12 +78,18 @@ export function signWebhook(secret: string, messageId: string, timestampS: numbe
   };
 }
 
+/**
+ * One attempt. When the gateway traces, the request also carries `traceparent` (and `tracestate`) naming the
+ * attempt's span, so the receiver can continue the trace of the request whose change the event reports; an
+ * untraced gateway sends none (there is no trace to join). It is not part of the signed text.
+ */
 export async function sendWebhookAttempt(delivery: WebhookDelivery, options: WebhookSendOptions): Promise<WebhookOutcome> {
   const body = JSON.stringify(delivery.payload);
   if (body === undefined) throw new TypeError('a webhook payload must be JSON-serialisable');
   const headers = {
     'content-type': 'application/json',
     'user-agent': 'agent-credit-gateway-webhooks',
+    ...traceHeaders(),
     ...signWebhook(delivery.secret, delivery.messageId, options.clock.nowS(), body, delivery.previousSecret),
   };
   // A duration is measured on the monotonic clock: the wall clock may be stepped mid-attempt.

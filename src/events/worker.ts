@@ -5,12 +5,17 @@
 // attempts run, a heartbeat extends their leases; an instance that dies stops it, and another takes the
 // rows over once the lease lapses (seconds), marking the cut-off attempt 'interrupted'. Delivery is
 // at-least-once; receivers dedupe on webhook-id.
+// Each attempt is counted (acg_webhook_attempts_total by outcome, acg_webhook_delivery_lag_seconds from due
+// to started) and, when tracing, is a span continuing the trace of the request whose change the event reports
+// (the delivery's stored `traceparent`; a new trace when there is none), whose context the request carries on.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
+import type { Metrics } from '../platform/metrics.ts';
 import type { OutboundTestHooks } from '../platform/outbound.ts';
 import { openSecret, SecretBoxError, type SecretBoxKey } from '../platform/secret-box.ts';
+import { detached, inSpan, remoteParent, setSpanAttributes, type SpanOptions, type SpanRef } from '../platform/telemetry.ts';
 import { emitEvent } from './outbox.ts';
 import * as store from './store.ts';
 import { nextAttemptDelayS, sendWebhookAttempt, type WebhookErrorCode, type WebhookOutcome } from './webhook-sender.ts';
@@ -46,6 +51,8 @@ export interface WebhookWorkerOptions {
   testHooks?: OutboundTestHooks;
   batchMax?: number;
   leaseMs?: number;
+  /** The gateway's metrics: attempts, delivery lag, and the outbox backlog read at each scrape. */
+  metrics?: Metrics;
 }
 
 export interface WorkerRunReport {
@@ -58,6 +65,23 @@ export interface WorkerRunReport {
 }
 
 type AttemptState = store.DeliveryState | 'lost';
+
+/** An attempt's outcome as the metrics name it. */
+const ATTEMPT_OUTCOMES: Record<AttemptState, string> = { succeeded: 'succeeded', pending: 'retrying', dead: 'dead', lost: 'lost' };
+
+/** The attempt's span: a child of the request the event reports; the URL's host only (a path may hold a token). */
+function attemptSpan(row: store.ClaimedDeliveryRow): SpanOptions {
+  return {
+    parent: remoteParent(row.traceparent === null ? undefined : { traceparent: row.traceparent }) ?? null,
+    attributes: {
+      'acg.webhook.delivery_id': row.id,
+      'acg.webhook.attempt': row.attempts,
+      'acg.event.id': row.event_id,
+      'acg.webhook.account_id': row.account_id,
+      'server.address': URL.canParse(row.url) ? new URL(row.url).hostname : undefined,
+    },
+  };
+}
 
 export class WebhookWorker {
   private readonly batchMax: number;
@@ -73,6 +97,7 @@ export class WebhookWorker {
   constructor(private readonly options: WebhookWorkerOptions) {
     this.batchMax = options.batchMax ?? DELIVERY_BATCH_MAX;
     this.leaseMs = options.leaseMs ?? DELIVERY_LEASE_MS;
+    options.metrics?.readOutboxWith(() => store.outboxBacklog(options.db, options.clock.nowMs()));
   }
 
   /** The scheduled pass (every ACG_WEBHOOK_POLL_INTERVAL_MS): claims and starts attempts, never waits for them. */
@@ -144,10 +169,13 @@ export class WebhookWorker {
   private wakeAt(atMs: number): void {
     if (!this.background || (this.wake && this.wake.atMs <= atMs)) return;
     if (this.wake) clearTimeout(this.wake.timer);
-    const timer = setTimeout(() => {
-      this.wake = undefined;
-      this.dispatch().catch((error: unknown) => this.options.log.warn({ err: error }, 'webhook retry pass failed'));
-    }, Math.max(0, atMs - this.options.clock.nowMs()));
+    // A pass woken by an operation (soon) is background work, not part of that request's trace.
+    const timer = detached(() =>
+      setTimeout(() => {
+        this.wake = undefined;
+        this.dispatch().catch((error: unknown) => this.options.log.warn({ err: error }, 'webhook retry pass failed'));
+      }, Math.max(0, atMs - this.options.clock.nowMs())),
+    );
     timer.unref();
     this.wake = { timer, atMs };
   }
@@ -183,20 +211,28 @@ export class WebhookWorker {
     );
   }
 
-  private async attempt(row: store.ClaimedDeliveryRow, token: string): Promise<AttemptState> {
-    const { log } = this.options;
-    try {
-      return await this.attemptAndRecord(row, token);
-    } catch (error) {
-      // The database went away mid-attempt (shutdown, failover): the claim lapses and another pass retries.
-      log.warn({ err: error, deliveryId: row.id, accountId: row.account_id }, 'webhook attempt could not be recorded');
-      return 'lost';
-    }
+  private attempt(row: store.ClaimedDeliveryRow, token: string): Promise<AttemptState> {
+    const { log, metrics, clock } = this.options;
+    metrics?.webhookDeliveryLag.observe(Math.max(0, clock.nowMs() - Number(row.due_at_ms)) / 1000);
+    return inSpan('webhook attempt', () => attemptSpan(row), async (span) => {
+      let state: AttemptState;
+      try {
+        state = await this.attemptAndRecord(row, token, span);
+      } catch (error) {
+        // The database went away mid-attempt (shutdown, failover): the claim lapses and another pass retries.
+        log.warn({ err: error, deliveryId: row.id, accountId: row.account_id }, 'webhook attempt could not be recorded');
+        state = 'lost';
+      }
+      metrics?.webhookAttempts.inc({ outcome: ATTEMPT_OUTCOMES[state] });
+      if (span) setSpanAttributes(span, { 'acg.webhook.outcome': ATTEMPT_OUTCOMES[state] });
+      return state;
+    });
   }
 
-  private async attemptAndRecord(row: store.ClaimedDeliveryRow, token: string): Promise<AttemptState> {
+  private async attemptAndRecord(row: store.ClaimedDeliveryRow, token: string, span: SpanRef | undefined): Promise<AttemptState> {
     const { db, clock, log } = this.options;
     const outcome = await this.send(row);
+    if (span) setSpanAttributes(span, { 'http.response.status_code': outcome.status, 'error.type': outcome.error });
     const nowMs = clock.nowMs();
     const delayS = outcome.ok ? null : nextAttemptDelayS(row.attempts);
     const state: store.DeliveryState = outcome.ok ? 'succeeded' : delayS === null ? 'dead' : 'pending';

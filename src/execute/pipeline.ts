@@ -29,6 +29,7 @@ import type { Claim } from '../platform/idempotency.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, formatUsd, type Microcredits } from '../platform/money.ts';
 import { groupCommitLimits, type ClaimedKey } from '../platform/operations.ts';
+import { activeSpan, type SpanRef } from '../platform/telemetry.ts';
 import { ConnectorError, type Connectors, type PreparedAction } from '../connectors/catalogue.ts';
 import type { ExecutionFacts } from '../connectors/types.ts';
 import type { CreditApprovals } from './approvals.ts';
@@ -79,6 +80,8 @@ export interface BeginCall {
   claim: Claim;
   request: ExecutionRequest;
   cleared: Cleared;
+  /** The execution's span, when tracing: its hold's mandate decision is recorded there. */
+  trace?: SpanRef;
 }
 
 /** tx2 (success) of one execution, as its batch sees it. */
@@ -133,13 +136,17 @@ export class ExecutionPipeline {
   ) {
     this.connections = new Map(deps.connections.map((connections) => [connections.serviceId, connections]));
     const limits = groupCommitLimits(gateway.db);
-    this.begins = new Batcher((calls) => this.inBatch(calls, (tx, some) => this.beginIn(tx, some)), (call) => call.cleared.agent.id, limits);
+    this.begins = new Batcher((calls) => this.inBatch(calls, (tx, some) => this.beginIn(tx, some)), (call) => call.cleared.agent.id, limits, {
+      name: 'executeHold',
+      metrics: gateway.metrics,
+    });
     // Every call here already holds credit and ran its action: none is refused for a full queue (the calls
     // waiting are bounded by the executions running, each admitted through the bounded queue of holds).
     this.successes = new Batcher(
       (calls) => this.inBatch(calls, (tx, some) => this.succeedIn(tx, some)),
       (call) => call.started.executionId,
       { ...limits, queueLengthMax: Number.POSITIVE_INFINITY },
+      { name: 'executeCapture', metrics: gateway.metrics },
     );
   }
 
@@ -187,7 +194,7 @@ export class ExecutionPipeline {
     }
     let started: Started;
     try {
-      started = await this.begins.submit({ claim: key.claim, request, cleared });
+      started = await this.begins.submit({ claim: key.claim, request, cleared, trace: activeSpan() });
     } catch (error) {
       if (error instanceof PurchaseClosed) return this.closeForGood(key, uncharged(error.refusal));
       if (error instanceof ApiError && error.code === 'INSUFFICIENT_CREDITS' && !resuming) return this.shortOfCredit(key, request, cleared);
@@ -247,6 +254,7 @@ export class ExecutionPipeline {
           lifetimeS: this.holdLifetimeS,
           offerSnapshot: { serviceId: action.service.id, action: action.actionName, title: action.service.title, priceUc: formatUc(action.priceUc) },
           approved: answers[index]!.state === 'approved',
+          trace: calls[index]!.trace,
         };
       }),
     );

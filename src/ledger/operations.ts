@@ -60,7 +60,7 @@ export function ledgerOperations(ledger: LedgerService): LedgerOperations {
       batch: {
         orderKey: ({ input }) => input.id,
         runMany: (tx, calls) =>
-          ledger.resolveMany(tx, calls.map(({ call: { principal, input }, checked: amountUc }) => ({ action: 'capture', holdId: input.id, merchantId: principal.merchantId, amountUc }))),
+          ledger.resolveMany(tx, calls.map(({ call: { principal, input }, checked: amountUc, trace }) => ({ action: 'capture', holdId: input.id, merchantId: principal.merchantId, amountUc, trace }))),
       },
     },
     releaseRedemption: {
@@ -69,7 +69,7 @@ export function ledgerOperations(ledger: LedgerService): LedgerOperations {
       idempotency: { key: 'required', rule: 'release' },
       batch: {
         orderKey: ({ input }) => input.id,
-        runMany: (tx, calls) => ledger.resolveMany(tx, calls.map(({ call: { principal, input } }) => ({ action: 'release', holdId: input.id, merchantId: principal.merchantId }))),
+        runMany: (tx, calls) => ledger.resolveMany(tx, calls.map(({ call: { principal, input }, trace }) => ({ action: 'release', holdId: input.id, merchantId: principal.merchantId, trace }))),
       },
     },
     refundRedemption: {

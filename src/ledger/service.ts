@@ -21,7 +21,8 @@ import { newId } from '../platform/ids.ts';
 import { formatUc, type Microcredits } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
 import type { Page } from '../platform/schemas.ts';
-import { afterTaking, budgetPeriodsOf, chargesOf, spendingRefusal, thresholdsCrossed, usageOf, type BudgetCharge, type Usage } from '../policy/spending.ts';
+import type { SpanRef } from '../platform/telemetry.ts';
+import { afterTaking, budgetPeriodsOf, chargesOf, spendingRefusal, thresholdsCrossed, traceSpendingDecision, usageOf, type BudgetCharge, type Usage } from '../policy/spending.ts';
 import type { BudgetChargeRow } from '../policy/budget-usage.ts';
 import { appendJournal, balancedEntries, combined, type BalancedJournal, type JournalLine } from './journal.ts';
 import { signReceipt } from './receipts.ts';
@@ -140,6 +141,8 @@ export interface HoldRequest {
    * is written, so the row keeps it as issued; it gets the mandate version in force.
    */
   sign?: (redemption: Redemption, mandate: { version: number; hash: string | null }) => Promise<string>;
+  /** The requesting call's span, when tracing: its mandate decision is recorded there, and its event's delivery continues its trace. */
+  trace?: SpanRef;
 }
 
 export interface RefundRequest {
@@ -262,7 +265,7 @@ interface HoldPass {
 }
 
 /** A capture or release of one hold, by its merchant (or by anyone, when merchantId is absent). */
-export type ResolveRequest = { holdId: string; merchantId?: string } & ({ action: 'capture'; amountUc?: Microcredits } | { action: 'release' });
+export type ResolveRequest = { holdId: string; merchantId?: string; trace?: SpanRef } & ({ action: 'capture'; amountUc?: Microcredits } | { action: 'release' });
 
 /** A hold a freeze released and revoked, with the merchant that holds its voucher (none for a built-in service's). */
 export interface RevokedHold {
@@ -283,6 +286,8 @@ interface SettleItem {
   hold: store.HoldRow;
   state: 'captured' | 'released' | 'expired';
   capturedUc: bigint;
+  /** The span of the call that settles it, when tracing (its event's delivery continues that trace). */
+  trace?: SpanRef;
 }
 
 /** Where captured credit goes: the merchant's earnings, or the gateway's revenue for built-in services. */
@@ -427,7 +432,7 @@ export class LedgerService {
       for (const agent of tree) usage.set(agent.id, withTaken(fresh.get(agent.id)!, takenBy(agent.id)));
       return true;
     };
-    const recorded: Array<store.NewHold & { redemption: Redemption }> = [];
+    const recorded: Array<store.NewHold & { redemption: Redemption; trace?: SpanRef }> = [];
     const charges: BudgetChargeRow[] = [];
     for (const request of requests) {
       try {
@@ -436,7 +441,7 @@ export class LedgerService {
         const { hold, allocations, charged } = await this.takeOne(request, agent, { nowS, lots, usage, alerts, takenBy, reclaimDue });
         const redemption = toRedemption(hold, allocations.map((a, position) => ({ hold_id: hold.id, lot_id: a.lotId, position, amount_uc: a.amountUc, captured_uc: 0n })), [], nowS);
         if (request.sign) hold.voucher = await request.sign(redemption, { version: hold.mandate_version ?? 0, hash: hold.mandate_hash });
-        recorded.push({ hold, allocations, redemption });
+        recorded.push({ hold, allocations, redemption, trace: request.trace });
         charges.push(...charged);
         outcomes.push({ ok: true, value: redemption });
       } catch (error) {
@@ -446,7 +451,7 @@ export class LedgerService {
     }
     await store.recordHolds(tx, recorded, combined(recorded.map(holdJournal)), charges);
     const nowMs = this.gateway.clock.nowMs();
-    const events = recorded.flatMap(({ hold, redemption }) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: 'redemption.held' as const, data: { redemption } }] : []));
+    const events = recorded.flatMap(({ hold, redemption, trace }) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: 'redemption.held' as const, data: { redemption }, trace }] : []));
     await emitEvents(tx, [...events, ...alerts], nowMs);
     return outcomes;
   }
@@ -466,6 +471,7 @@ export class LedgerService {
     const spend = () => ({ ...target, atS: pass.nowS, take: { amountUc: request.amountUc, usage: pass.usage.get(agent.id)!, ancestorUsage: pass.usage, approved: request.approved } });
     let refusal = spendingRefusal(agent, spend());
     if ((refusal?.rule === 'periodCap' || refusal?.rule === 'budget') && (await pass.reclaimDue(payerId))) refusal = spendingRefusal(agent, spend());
+    traceSpendingDecision(request.trace, agent, spend(), refusal);
     if (refusal) throw refusal.error;
     let allocations = this.allocate(pass.lots.get(payerId)!, request.amountUc);
     if (!allocations && (await pass.reclaimDue(payerId))) allocations = this.allocate(pass.lots.get(payerId)!, request.amountUc);
@@ -481,7 +487,7 @@ export class LedgerService {
       for (const charge of memberCharges) {
         const spent = before.budgets.get(charge.budget.id) ?? { spentUc: 0n, alertedPct: 0 };
         const crossed = thresholdsCrossed(member, charge, spent, spent.spentUc + request.amountUc);
-        for (const thresholdPct of crossed) pass.alerts.push(budgetAlert(member, charge, thresholdPct, spent.spentUc + request.amountUc));
+        for (const thresholdPct of crossed) pass.alerts.push({ ...budgetAlert(member, charge, thresholdPct, spent.spentUc + request.amountUc), trace: request.trace });
         charged.push({ holdId, agentId: member.id, budgetId: charge.budget.id, periodStartS: charge.periodStartS, amountUc: request.amountUc, alertedPct: Math.max(0, ...crossed) });
       }
       // Only the agent's own holds count in its rolling cap; every member's budgets count this hold.
@@ -617,8 +623,8 @@ export class LedgerService {
     const nowS = this.nowS();
     const current = new Map(locked);
     const settling = new Map<string, SettleItem>();
-    const settle = (hold: store.HoldRow, state: SettleItem['state'], capturedUc: bigint) => {
-      settling.set(hold.id, { hold, state, capturedUc });
+    const settle = (hold: store.HoldRow, state: SettleItem['state'], capturedUc: bigint, trace?: SpanRef) => {
+      settling.set(hold.id, { hold, state, capturedUc, trace });
       current.set(hold.id, { ...hold, state, captured_uc: capturedUc });
     };
     // Each call: an error, or the id of the hold whose final form it answers.
@@ -634,7 +640,7 @@ export class LedgerService {
       if (state === 'expired') return { ok: false, error: new ApiError('hold_resolved', { detail: 'the hold has expired; its credit went back to the agent' }) };
       if (state !== 'held') return { ok: false, error: new ApiError('hold_resolved', { detail: `the hold is already ${state}` }) };
       if (request.action === 'release') {
-        settle(hold, 'released', 0n);
+        settle(hold, 'released', 0n, request.trace);
         return { ok: true, value: hold.id };
       }
       const captureUc = request.amountUc ?? hold.amount_uc;
@@ -642,7 +648,7 @@ export class LedgerService {
       if (captureUc > hold.amount_uc) {
         return { ok: false, error: new ApiError('invalid_input', { detail: `cannot capture ${captureUc} µc: the hold is for ${hold.amount_uc} µc` }) };
       }
-      settle(hold, 'captured', captureUc);
+      settle(hold, 'captured', captureUc, request.trace);
       return { ok: true, value: hold.id };
     });
     const settled = await this.settleMany(tx, [...settling.values()], allocations);
@@ -792,7 +798,7 @@ export class LedgerService {
     const redemptions = items.map(({ hold }) => toRedemption(resolved.get(hold.id)!, resolvedAllocations, [], nowS));
     await emitEvents(
       tx,
-      items.flatMap(({ hold, state }, index) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: `redemption.${state}` as const, data: { redemption: redemptions[index]! } }] : [])),
+      items.flatMap(({ hold, state, trace }, index) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: `redemption.${state}` as const, data: { redemption: redemptions[index]! }, trace }] : [])),
       this.gateway.clock.nowMs(),
     );
     return redemptions;

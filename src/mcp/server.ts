@@ -26,6 +26,7 @@ import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempo
 import { runOperation } from '../platform/operations.ts';
 import type { Principal } from '../platform/principal.ts';
 import { runQuery, type Query } from '../platform/queries.ts';
+import { activeSpan, inSpan, remoteParent, setSpanAttributes, type SpanOptions, type SpanRef } from '../platform/telemetry.ts';
 import { principalFrom } from './auth.ts';
 import { TOOLS, type ToolDefinition, type ToolServices } from './tools.ts';
 
@@ -127,13 +128,41 @@ function askToVisit(error: ApiError, approval: HumanApproval, era: Era, ctx: Ser
   return inputRequired({ inputRequests: { [APPROVAL_INPUT]: inputRequired.elicitUrl({ message: approval.message, url: approval.url }) } });
 }
 
-async function call(
+/**
+ * A tool call's server span (MCP semantic conventions). A client that sends W3C trace context in the request's
+ * `_meta` (`traceparent`, `tracestate`) is continued, with a link to the HTTP request's span; otherwise the
+ * call is a child of that span.
+ */
+function toolSpan(tool: ToolDefinition, ctx: ServerContext): SpanOptions {
+  const caller = remoteParent(ctx.mcpReq._meta as Record<string, unknown> | undefined);
+  const http = activeSpan();
+  return {
+    kind: 'server',
+    parent: caller,
+    links: caller && http ? [{ span: http }] : undefined,
+    attributes: { 'mcp.method.name': 'tools/call', 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': tool.name, 'jsonrpc.request.id': String(ctx.mcpReq.id) },
+  };
+}
+
+function call(
   services: ToolServices,
   tool: ToolDefinition,
   principal: Principal,
   args: Record<string, unknown>,
   era: Era,
   ctx: ServerContext,
+): Promise<CallToolResult | InputRequiredResult> {
+  return inSpan(`tools/call ${tool.name}`, () => toolSpan(tool, ctx), (span) => answer(services, tool, principal, args, era, ctx, span));
+}
+
+async function answer(
+  services: ToolServices,
+  tool: ToolDefinition,
+  principal: Principal,
+  args: Record<string, unknown>,
+  era: Era,
+  ctx: ServerContext,
+  span: SpanRef | undefined,
 ): Promise<CallToolResult | InputRequiredResult> {
   try {
     return toolResult(await runTool(services, tool, principal, args));
@@ -143,6 +172,7 @@ async function call(
       error = new ApiError('internal_error', { detail: 'an unexpected error occurred; it has been logged' });
     }
     const refusal = error as ApiError;
+    if (span) setSpanAttributes(span, refusal.status < 500 ? { 'acg.refusal.code': refusal.code } : { 'error.type': refusal.code });
     const approval = refusal.options.approval;
     const elicitation = approval === undefined ? undefined : askToVisit(refusal, approval, era, ctx);
     if (elicitation) return elicitation;

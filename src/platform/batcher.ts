@@ -6,8 +6,14 @@
 // and at most `queueLengthMax` wait; beyond that a request is refused at once with 503 `overloaded`.
 // A batch gathers calls in arrival order; two batches running at once never share an order key (an agent),
 // so a key's calls never overtake one another.
+// Observed here, once for every group commit: each batch's size (a histogram) and the queue's depth (a gauge
+// read at the scrape); when tracing, each batch is a span, a child of its first call's span (whose request
+// started it waiting first) linking to every call's span, and every call's span links back to it with the
+// batch size: a batch serves many traces, so a link, not a parent, joins each of them to it.
 import { ApiError } from './errors.ts';
+import type { Metrics } from './metrics.ts';
 import { starter } from './next-turn.ts';
+import { activeSpan, endSpan, linkSpan, startSpan, tracing, withinSpan, type SpanRef } from './telemetry.ts';
 
 export interface BatchLimits {
   batchSizeMax: number;
@@ -56,8 +62,17 @@ export async function togetherOrAlone<T, R>(items: readonly T[], apply: (some: r
 interface Entry<T, R> {
   item: T;
   orderKey: string;
+  /** The submitting call's span, when tracing. */
+  span: SpanRef | undefined;
   resolve: (value: R) => void;
   reject: (error: unknown) => void;
+}
+
+/** What names a batcher in metrics and traces, and where its metrics go. */
+export interface BatcherIdentity {
+  /** An operation name, or the name of a service's own batcher (execute's executeHold, executeCapture). */
+  name: string;
+  metrics?: Metrics;
 }
 
 export class Batcher<T, R> {
@@ -73,7 +88,10 @@ export class Batcher<T, R> {
     private readonly runBatch: (items: readonly T[]) => Promise<Array<Settled<R>>>,
     private readonly orderKeyOf: (item: T) => string,
     public limits: BatchLimits,
-  ) {}
+    private readonly identity: BatcherIdentity = { name: 'batch' },
+  ) {
+    identity.metrics?.watchBatchQueue(identity.name, () => this.queue.length);
+  }
 
   /** Items waiting for a batch. */
   get queued(): number {
@@ -90,7 +108,7 @@ export class Batcher<T, R> {
       );
     }
     return new Promise<R>((resolve, reject) => {
-      this.queue.push({ item, orderKey: this.orderKeyOf(item), resolve, reject });
+      this.queue.push({ item, orderKey: this.orderKeyOf(item), span: activeSpan(), resolve, reject });
       this.next();
     });
   }
@@ -115,6 +133,20 @@ export class Batcher<T, R> {
     }
   }
 
+  /** The batch's span (see the file header); the calls' spans link to it before it runs. */
+  private startSpan(batch: ReadonlyArray<Entry<T, R>>): SpanRef | undefined {
+    const size = batch.length;
+    const traced = batch.flatMap((entry) => (entry.span ? [entry.span] : []));
+    const parent = batch[0]!.span;
+    const span = startSpan(`batch ${this.identity.name}`, {
+      parent: parent ?? null,
+      attributes: { 'acg.batch.name': this.identity.name, 'acg.batch.size': size },
+      links: traced.filter((call) => call !== parent).map((call) => ({ span: call })),
+    });
+    for (const call of traced) linkSpan(call, span, { 'acg.batch.size': size });
+    return span;
+  }
+
   /**
    * The next batch: queued calls in arrival order, up to the batch size, skipping every call whose order key
    * a running batch holds (those wait for it, so one key's calls never overtake one another). A batch may
@@ -132,11 +164,15 @@ export class Batcher<T, R> {
   }
 
   private async run(batch: Array<Entry<T, R>>): Promise<void> {
+    this.identity.metrics?.batchSize.observe({ batcher: this.identity.name }, batch.length);
+    const span = tracing() ? this.startSpan(batch) : undefined;
     let outcomes: Array<Settled<R>>;
     try {
-      outcomes = await this.runBatch(batch.map((entry) => entry.item));
+      outcomes = await withinSpan(span, () => this.runBatch(batch.map((entry) => entry.item)));
       if (outcomes.length !== batch.length) throw new Error(`batch invariant: ${outcomes.length} outcomes for ${batch.length} items`);
+      endSpan(span);
     } catch (error) {
+      endSpan(span, error);
       outcomes = batch.map(() => ({ ok: false, error }));
     }
     for (const [index, entry] of batch.entries()) {

@@ -13,6 +13,7 @@ import { Metrics } from './metrics.ts';
 import type { OutboundTestHooks } from './outbound.ts';
 import { RateLimiter } from './rate-limit.ts';
 import { SigningKeys } from './signing.ts';
+import { logTraceFields } from './telemetry.ts';
 
 export interface Gateway {
   config: Config;
@@ -51,12 +52,23 @@ function requestForLog(request: { method?: string; url?: string; ip?: string }) 
   return { method: request.method, path: (request.url ?? '').split('?')[0], remoteAddress: request.ip };
 }
 
+export interface LoggerOptions {
+  /** Every line logged inside a span carries `trace_id` and `span_id` (a traced gateway: OTEL_* configured). */
+  traceFields?: boolean;
+}
+
 /**
  * `destination` defaults to stdout: JSON lines for log collectors, or readable lines when stdout is a
  * terminal (a person is watching). Tests pass a stream to read what the gateway logs.
  */
-export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pino.DestinationStream): Logger {
-  const options = { level: config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' }, serializers: { req: requestForLog } };
+export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pino.DestinationStream, logger: LoggerOptions = {}): Logger {
+  const options = {
+    level: config.logLevel,
+    redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' },
+    serializers: { req: requestForLog },
+    // Only on a traced gateway: an untraced one pays nothing per line.
+    ...(logger.traceFields ? { mixin: logTraceFields } : {}),
+  };
   if (destination) return pino(options, destination);
   if (!process.stdout.isTTY) return pino(options);
   // Loaded only for a person at a terminal (it is a large module), synchronously since this function is.

@@ -1,4 +1,19 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+// The Prometheus metrics of one gateway (`/metrics`), each documented in docs/operations.md. Labels are
+// bounded sets: route patterns (never raw paths), operation and batcher names, error codes of the catalogue.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { ApiError } from './errors.ts';
+
+/** What an operation's Idempotency-Key did: a new request, a stored answer replayed, or a refusal over the key. */
+export type IdempotencyOutcome = 'new' | 'replay' | 'conflict';
+
+/** The outbox as a scrape sees it: deliveries waiting, and how long the longest-due one has been due. */
+export interface OutboxBacklog {
+  pending: number;
+  /** Seconds since the earliest pending delivery became due; 0 when none is due. */
+  oldestDueAgeS: number;
+}
+
+const LATENCY_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
 export class Metrics {
   readonly registry = new Registry();
@@ -12,7 +27,7 @@ export class Metrics {
     name: 'acg_http_request_duration_seconds',
     help: 'Time from request to response, by method and route pattern',
     labelNames: ['method', 'route'] as const,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    buckets: LATENCY_BUCKETS_S,
     registers: [this.registry],
   });
   readonly tokenVerifications = new Counter({
@@ -21,8 +36,107 @@ export class Metrics {
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
+  readonly operations = new Counter({
+    name: 'acg_operations_total',
+    help: 'Operations run (HTTP and MCP alike), by operation, idempotency outcome (new, replay, conflict) and result (ok, refused: an answer below 500, failed: 500 and above)',
+    labelNames: ['operation', 'idempotency', 'result'] as const,
+    registers: [this.registry],
+  });
+  readonly operationErrors = new Counter({
+    name: 'acg_operation_errors_total',
+    help: 'Operations answered with an error, by operation and error code (refusals and failures)',
+    labelNames: ['operation', 'code'] as const,
+    registers: [this.registry],
+  });
+  readonly operationDuration = new Histogram({
+    name: 'acg_operation_duration_seconds',
+    help: 'Time an operation took, from its first step to its answer (a group-commit wait included), by operation',
+    labelNames: ['operation'] as const,
+    buckets: LATENCY_BUCKETS_S,
+    registers: [this.registry],
+  });
+  readonly batchSize = new Histogram({
+    name: 'acg_batch_size',
+    help: 'Calls per group-commit batch, by batcher (an operation name, or execute\'s executeHold and executeCapture)',
+    labelNames: ['batcher'] as const,
+    buckets: [1, 2, 4, 8, 16, 32, 64],
+    registers: [this.registry],
+  });
+  private readonly batchQueues = new Map<string, () => number>();
+  readonly batchQueueDepth = new Gauge({
+    name: 'acg_batch_queue_depth',
+    help: 'Calls waiting for a group-commit batch, by batcher, at the scrape (503 overloaded past 1024)',
+    labelNames: ['batcher'] as const,
+    registers: [this.registry],
+    collect: () => {
+      for (const [batcher, depth] of this.batchQueues) this.batchQueueDepth.set({ batcher }, depth());
+    },
+  });
+  readonly webhookAttempts = new Counter({
+    name: 'acg_webhook_attempts_total',
+    help: 'Webhook delivery attempts, by outcome: succeeded, retrying (failed, another attempt scheduled), dead (failed, the last attempt), lost (its claim lapsed meanwhile)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly webhookDeliveryLag = new Histogram({
+    name: 'acg_webhook_delivery_lag_seconds',
+    help: 'Time from an event to the answer of the attempt that delivered it (succeeded deliveries; retries included)',
+    buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 7200, 36000, 86400],
+    registers: [this.registry],
+  });
+  private outboxReader: (() => Promise<OutboxBacklog>) | undefined;
+  /** The scrape's one read of the outbox: both gauges collect at once (prom-client collects every metric together). */
+  private outboxRead: Promise<void> | undefined;
+  readonly outboxPending = new Gauge({
+    name: 'acg_webhook_outbox_pending',
+    help: 'Webhook deliveries waiting in the outbox (pending: due now or scheduled for a retry), at the scrape',
+    registers: [this.registry],
+    collect: () => this.readOutbox(),
+  });
+  readonly outboxOldestDueAge = new Gauge({
+    name: 'acg_webhook_outbox_oldest_due_age_seconds',
+    help: 'How long the earliest-due pending webhook delivery has been due, at the scrape (0 when none is due)',
+    registers: [this.registry],
+    collect: () => this.readOutbox(),
+  });
 
   constructor(options: { processMetrics: boolean }) {
     if (options.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'acg_' });
+  }
+
+  /** One answered operation: its rate (by result and idempotency outcome), its error code if any, its duration. */
+  operationAnswered(operation: string, idempotency: IdempotencyOutcome, error: unknown, durationS: number): void {
+    const result = error === undefined ? 'ok' : error instanceof ApiError && error.status < 500 ? 'refused' : 'failed';
+    this.operations.inc({ operation, idempotency, result });
+    if (error !== undefined) this.operationErrors.inc({ operation, code: error instanceof ApiError ? error.code : 'internal_error' });
+    this.operationDuration.observe({ operation }, durationS);
+  }
+
+  /** A batcher whose queue the scrape reports (the last one registered under a name counts). */
+  watchBatchQueue(batcher: string, depth: () => number): void {
+    this.batchQueues.set(batcher, depth);
+  }
+
+  /** Where the outbox gauges read from at each scrape (the events feature's SQL). */
+  readOutboxWith(reader: () => Promise<OutboxBacklog>): void {
+    this.outboxReader = reader;
+  }
+
+  /** Both outbox gauges from one read; a database that does not answer leaves them as they were. */
+  private readOutbox(): Promise<void> {
+    const reader = this.outboxReader;
+    if (!reader) return Promise.resolve();
+    this.outboxRead ??= (async () => {
+      try {
+        const backlog = await reader();
+        this.outboxPending.set(backlog.pending);
+        this.outboxOldestDueAge.set(backlog.oldestDueAgeS);
+      } catch {
+        // /metrics answers while the database is away; /readyz is what reports the database.
+      } finally {
+        this.outboxRead = undefined;
+      }
+    })();
+    return this.outboxRead;
   }
 }

@@ -11,12 +11,15 @@
 // applied together in one transaction, set-based: one statement claims every key, the policy's executor
 // applies every effect in a few statements, one statement stores every answer (see runBatch).
 // Services return results or throw ApiError; faces render them. Nothing here knows about HTTP.
+import { performance } from 'node:perf_hooks';
 import { Type, type TObject, type TProperties, type TSchema } from '@sinclair/typebox';
 import { Batcher, togetherOrAlone, unwrap, type BatchLimits, type Settled } from './batcher.ts';
 import type { Database, Queryable, Tx } from './db/database.ts';
 import { ApiError, type ErrorCode, type HumanApproval } from './errors.ts';
 import { fingerprint, REPLAY_HEADER, validateIdempotencyKey, type Claim, type IdempotencyStore, type KeyRule, type StoredResponse } from './idempotency.ts';
+import type { IdempotencyOutcome, Metrics } from './metrics.ts';
 import { principalScope, type Principal } from './principal.ts';
+import { activeSpan, inSpan, setSpanAttributes, type SpanRef } from './telemetry.ts';
 
 /**
  * An operation's whole input from what HTTP splits in two: the path parameters and the body members, one
@@ -76,6 +79,11 @@ export interface BatchedCall<I, C> {
   checked: C;
   /** The call's Idempotency-Key (its scope and key): what names the request across its retries. */
   key?: KeyTarget;
+  /**
+   * The call's own span when tracing (the batch runs in a span of its own): where what the effect decides
+   * for this call is recorded (a mandate decision), and the trace its webhook deliveries continue.
+   */
+  trace?: SpanRef;
 }
 
 /**
@@ -152,6 +160,8 @@ export interface ClaimedKey<R> {
 export interface OperationRuntime {
   db: Database;
   idempotency: IdempotencyStore;
+  /** Where each operation's rate, errors and duration are counted (the gateway's; absent in some unit tests). */
+  metrics?: Metrics;
 }
 
 export interface RunRequest<I> extends OperationCall<I> {
@@ -217,11 +227,38 @@ function awaitsHuman(error: unknown): error is ApiError {
   return isBusinessError(error) && error.options.approval !== undefined;
 }
 
-/** Runs `operation` once per (principal, operation, key); see the file header for the steps. */
-export async function runOperation<I, R, C, P>(runtime: OperationRuntime, operation: Operation<I, R, C, P>, request: RunRequest<I>): Promise<RunOutcome<R>> {
-  const outcome = await runToOutcome(runtime, operation, request);
-  if (!outcome.replayed && 'committed' in operation && operation.committed) operation.committed(outcome.result);
-  return outcome;
+/**
+ * Runs `operation` once per (principal, operation, key); see the file header for the steps. Whichever face
+ * asked, it is one span (`operation <name>`: the idempotency outcome, the refusal code) and one count in the
+ * operation metrics (rate, errors by code, duration).
+ */
+export function runOperation<I, R, C, P>(runtime: OperationRuntime, operation: Operation<I, R, C, P>, request: RunRequest<I>): Promise<RunOutcome<R>> {
+  const startedMs = performance.now();
+  const attributes = () => ({ attributes: { 'acg.operation.name': operation.name, 'acg.principal.kind': request.principal.kind } });
+  return inSpan(`operation ${operation.name}`, attributes, async (span) => {
+    let outcome: RunOutcome<R>;
+    try {
+      outcome = await runToOutcome(runtime, operation, request);
+    } catch (error) {
+      answered(runtime, operation.name, span, startedMs, idempotencyOutcomeOf(error), error);
+      throw error;
+    }
+    answered(runtime, operation.name, span, startedMs, outcome.replayed ? 'replay' : 'new');
+    if (!outcome.replayed && 'committed' in operation && operation.committed) operation.committed(outcome.result);
+    return outcome;
+  });
+}
+
+/** A refusal over the key itself is a conflict; a stored refusal answered again is a replay. */
+function idempotencyOutcomeOf(error: unknown): IdempotencyOutcome {
+  if (!(error instanceof ApiError)) return 'new';
+  if (error.code === 'idempotency_key_in_use' || error.code === 'idempotency_key_reused') return 'conflict';
+  return error.options.headers?.[REPLAY_HEADER] === 'true' ? 'replay' : 'new';
+}
+
+function answered(runtime: OperationRuntime, name: string, span: SpanRef | undefined, startedMs: number, idempotency: IdempotencyOutcome, error?: unknown): void {
+  if (span) setSpanAttributes(span, { 'acg.idempotency.outcome': idempotency });
+  runtime.metrics?.operationAnswered(name, idempotency, error, (performance.now() - startedMs) / 1000);
 }
 
 async function runToOutcome<I, R, C, P>(runtime: OperationRuntime, operation: Operation<I, R, C, P>, request: RunRequest<I>): Promise<RunOutcome<R>> {
@@ -242,7 +279,7 @@ async function runToOutcome<I, R, C, P>(runtime: OperationRuntime, operation: Op
   }
   const target = { scope: principalScope(call.principal), key };
   if (operation.prepare) return runPrepared(runtime, operation, call, checked, target);
-  if (operation.batch) return batcherOf(runtime, operation).submit({ call, checked, target }) as Promise<RunOutcome<R>>;
+  if (operation.batch) return batcherOf(runtime, operation).submit({ call, checked, target, trace: activeSpan() }) as Promise<RunOutcome<R>>;
   return runInOneTransaction(runtime, operation, call, checked, target);
 }
 
@@ -300,7 +337,7 @@ async function runInOneTransaction<I, R, C, P>(
 
 /** The effect of one call in `tx`: `run`, or a batched operation's policy applied to a batch of one. */
 async function runOne<I, R, C, P>(operation: SingleStepOperation<I, R, C, P>, tx: Tx, call: OperationCall<I>, checked: C, prepared: P): Promise<R> {
-  if (operation.batch) return unwrap((await operation.batch.runMany(tx, [{ call, checked }]))[0]!);
+  if (operation.batch) return unwrap((await operation.batch.runMany(tx, [{ call, checked, trace: activeSpan() }]))[0]!);
   return operation.run(tx, call, checked, prepared);
 }
 
@@ -334,7 +371,10 @@ export function batcherOf<I, R, C, P>(runtime: OperationRuntime, operation: Sing
   let batcher = byName.get(operation.name);
   if (!batcher) {
     const typed = operation as unknown as SingleStepOperation<unknown, unknown, unknown, unknown>;
-    batcher = new Batcher((items) => runBatch(runtime, typed, policy, items), (item) => policy.orderKey(item.call, item.checked), groupCommitLimits(runtime.db));
+    batcher = new Batcher((items) => runBatch(runtime, typed, policy, items), (item) => policy.orderKey(item.call, item.checked), groupCommitLimits(runtime.db), {
+      name: operation.name,
+      metrics: runtime.metrics,
+    });
     byName.set(operation.name, batcher);
   }
   return batcher;
@@ -384,7 +424,7 @@ async function applyBatch<I, R, C>(
       items.map((item) => ({ scope: item.target.scope, route: operation.name, key: item.target.key, fingerprint: fingerprintOf(operation, item.call) })),
     );
     const owned = items.flatMap((item, index) => (claims[index]!.kind === 'owned' ? [index] : []));
-    const results = owned.length === 0 ? [] : await policy.runMany(tx, owned.map((index) => ({ call: items[index]!.call, checked: items[index]!.checked, key: items[index]!.target })));
+    const results = owned.length === 0 ? [] : await policy.runMany(tx, owned.map((index) => ({ call: items[index]!.call, checked: items[index]!.checked, key: items[index]!.target, trace: items[index]!.trace })));
     if (results.length !== owned.length) throw new Error(`batch invariant: ${results.length} outcomes for ${owned.length} calls`);
     for (const result of results) if (!result.ok && !isBusinessError(result.error)) throw result.error;
     const claimOf = (index: number) => (claims[index] as { claim: Claim }).claim;

@@ -7,11 +7,14 @@
 // one would need this whole check again, and a webhook receiver has no reason to redirect.
 import { lookup as dnsLookup } from 'node:dns/promises';
 import type { LookupAddress } from 'node:dns';
+import diagnostics from 'node:diagnostics_channel';
+import type { ClientRequest, IncomingMessage } from 'node:http';
 import net from 'node:net';
 import type { Readable } from 'node:stream';
 import tls from 'node:tls';
 import ipaddr from 'ipaddr.js';
 import type { Agent, buildConnector } from 'undici';
+import { endSpan, setSpanAttributes, startSpan, tracing, type SpanRef } from './telemetry.ts';
 
 let undici: Promise<typeof import('undici')> | undefined;
 /**
@@ -306,4 +309,88 @@ export async function safeRequest(rawUrl: string, options: SafeRequestOptions): 
     clearTimeout(timer);
     void agent?.destroy().catch(() => undefined);
   }
+}
+
+let outboundTraced = false;
+
+/** A client span for one outbound request, named by its origin only: a path or query may carry a token (a webhook URL's). */
+function outboundSpan(method: string, origin: URL | undefined): SpanRef | undefined {
+  return startSpan(method, {
+    kind: 'client',
+    attributes: {
+      'http.request.method': method,
+      'url.scheme': origin?.protocol.replace(/:$/, ''),
+      'server.address': origin?.hostname.replace(/^\[(.*)\]$/, '$1'),
+      'server.port': origin && origin.port !== '' ? Number(origin.port) : undefined,
+    },
+  });
+}
+
+function parsedOrigin(origin: unknown): URL | undefined {
+  const text = String(origin);
+  return URL.canParse(text) ? new URL(text) : undefined;
+}
+
+/** Ends a client span with the answer's status (4xx and 5xx are failures of the request, as the conventions say). */
+function answered(span: SpanRef, statusCode: number): void {
+  setSpanAttributes(span, { 'http.response.status_code': statusCode });
+  endSpan(span, statusCode >= 400 ? `HTTP ${statusCode}` : undefined);
+}
+
+/**
+ * When tracing: a client span for every outbound HTTP request, whoever sends it. undici (safeRequest, DoH, the
+ * GitHub connector, and Node's fetch: OIDC discovery, JWKS) and Node's http client (Stripe's SDK) publish each
+ * request on diagnostics channels, synchronously in the caller's context, so the span is a child of whatever
+ * asked (an operation, a webhook attempt); subscribing observes an ESM program built by esbuild without
+ * patching any module. Nothing is added to these requests: only a webhook attempt sends trace context
+ * (webhook-sender.ts), to the merchant or owner who may join the trace; a third party (GitHub, Stripe, a DNS
+ * resolver) gets nothing of ours. Called once tracing is on (src/server.ts).
+ */
+export function traceOutboundHttp(): void {
+  if (outboundTraced || !tracing()) return;
+  outboundTraced = true;
+  const undiciSpans = new WeakMap<object, { span: SpanRef; statusCode?: number }>();
+  diagnostics.subscribe('undici:request:create', (message) => {
+    const { request } = message as { request: { method: string; origin: unknown } };
+    const span = outboundSpan(request.method, parsedOrigin(request.origin));
+    if (span) undiciSpans.set(request, { span });
+  });
+  diagnostics.subscribe('undici:request:headers', (message) => {
+    const { request, response } = message as { request: object; response: { statusCode: number } };
+    const traced = undiciSpans.get(request);
+    if (traced) traced.statusCode = response.statusCode;
+  });
+  // The body is read to its end (trailers) or the exchange fails (error): the span ends with either.
+  diagnostics.subscribe('undici:request:trailers', (message) => {
+    const { request } = message as { request: object };
+    const traced = undiciSpans.get(request);
+    undiciSpans.delete(request);
+    if (traced) answered(traced.span, traced.statusCode ?? 0);
+  });
+  diagnostics.subscribe('undici:request:error', (message) => {
+    const { request, error } = message as { request: object; error: unknown };
+    const traced = undiciSpans.get(request);
+    undiciSpans.delete(request);
+    if (traced) endSpan(traced.span, error);
+  });
+  const httpSpans = new WeakMap<ClientRequest, SpanRef>();
+  diagnostics.subscribe('http.client.request.start', (message) => {
+    const { request } = message as { request: ClientRequest };
+    // The Host header names the port when it is not the scheme's default.
+    const host = request.getHeader('host') ?? request.host;
+    const span = outboundSpan(request.method, parsedOrigin(`${request.protocol}//${String(host)}`));
+    if (span) httpSpans.set(request, span);
+  });
+  diagnostics.subscribe('http.client.response.finish', (message) => {
+    const { request, response } = message as { request: ClientRequest; response: IncomingMessage };
+    const span = httpSpans.get(request);
+    httpSpans.delete(request);
+    if (span) answered(span, response.statusCode ?? 0);
+  });
+  diagnostics.subscribe('http.client.request.error', (message) => {
+    const { request, error } = message as { request: ClientRequest; error: unknown };
+    const span = httpSpans.get(request);
+    httpSpans.delete(request);
+    if (span) endSpan(span, error);
+  });
 }

@@ -13,6 +13,7 @@ import type { TSchema } from '@sinclair/typebox';
 import type { Database, Queryable } from './db/database.ts';
 import type { Clock } from './clock.ts';
 import type { Principal } from './principal.ts';
+import { inSpan } from './telemetry.ts';
 
 export interface QueryCall<I> {
   principal: Principal;
@@ -52,9 +53,13 @@ function withDefaults<I>(schema: TSchema, input: unknown): I {
 
 /**
  * Runs `query` for a principal: defaults, access, settle, read (see the file header). `input` is what the
- * face validated against `query.input`.
+ * face validated against `query.input`. Traced as one span named after the query, whichever face asked.
  */
-export async function runQuery<I, R, A>(runtime: QueryRuntime, query: Query<I, R, A>, request: { principal: Principal; input: unknown }): Promise<R> {
+export function runQuery<I, R, A>(runtime: QueryRuntime, query: Query<I, R, A>, request: { principal: Principal; input: unknown }): Promise<R> {
+  return inSpan(`query ${query.name}`, () => ({ attributes: { 'acg.query.name': query.name, 'acg.principal.kind': request.principal.kind } }), () => read(runtime, query, request));
+}
+
+async function read<I, R, A>(runtime: QueryRuntime, query: Query<I, R, A>, request: { principal: Principal; input: unknown }): Promise<R> {
   const call: QueryCall<I> = { principal: request.principal, input: withDefaults<I>(query.input, request.input), atS: runtime.clock.nowS() };
   const access = (query.access ? await query.access(runtime.db, call) : undefined) as A;
   if (query.settle) await query.settle(call, access);

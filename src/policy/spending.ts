@@ -16,6 +16,7 @@
 // input and is checked by the connector's clearance step. What is counted as usage is read by `usageOf`.
 import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
+import { activeSpan, addSpanEvent, type SpanRef } from '../platform/telemetry.ts';
 import { extendedRulesOf, type Budget, type ExtendedRules } from './mandate.ts';
 import { periodOf } from './periods.ts';
 import { budgetPeriodKey, budgetUsageOf, type BudgetPeriodKey } from './budget-usage.ts';
@@ -259,8 +260,38 @@ export function thresholdsCrossed(agent: SpendingSettings, charge: BudgetCharge,
 
 /** Clearance before anything is taken (execute): throws the refusal when the agent may not spend at `target` now. */
 export function clearAgent(agent: SpendingSettings, target: SpendTarget, atS: number): void {
-  const refusal = spendingRefusal(agent, { ...target, atS });
+  const spend = { ...target, atS };
+  const refusal = spendingRefusal(agent, spend);
+  traceSpendingDecision(activeSpan(), agent, spend, refusal);
   if (refusal) throw refusal.error;
+}
+
+/**
+ * A decision as an event (`mandate.decision`) on the span of the call it answers, when tracing: allowed or
+ * refused, the rule and reason that refused, and the agent's own room left after it (its rolling cap's, and
+ * its tightest budget's with that budget's id). Figures are the agent's own only: never an ancestor's budget,
+ * and never recorded on a span another request's trace owns (a batch's).
+ */
+export function traceSpendingDecision(span: SpanRef | undefined, agent: SpendingSettings, spend: Spend, refusal: SpendingRefusal | undefined): void {
+  if (!span) return;
+  const extra = refusal?.error.options.extra;
+  const take = spend.take;
+  const takenUc = take && !refusal ? take.amountUc : 0n;
+  let tightest: { id: string; remainingUc: bigint } | undefined;
+  for (const charge of take ? chargesOf(agent, spend, spend.atS) : []) {
+    const spentUc = take!.usage.budgets.get(charge.budget.id)?.spentUc ?? 0n;
+    const remainingUc = charge.limitUc - spentUc - takenUc;
+    if (!tightest || remainingUc < tightest.remainingUc) tightest = { id: charge.budget.id, remainingUc };
+  }
+  const periodRemainingUc = take && agent.cap_per_period_uc !== null ? agent.cap_per_period_uc - take.usage.periodSpentUc - takenUc : undefined;
+  addSpanEvent(span, 'mandate.decision', {
+    'acg.mandate.decision': refusal ? 'refused' : 'allowed',
+    'acg.mandate.rule': refusal?.rule,
+    'acg.mandate.reason': typeof extra?.reason === 'string' ? extra.reason : undefined,
+    'acg.mandate.budget_id': tightest?.id,
+    'acg.mandate.budget_remaining_uc': tightest?.remainingUc.toString(),
+    'acg.mandate.period_cap_remaining_uc': periodRemainingUc?.toString(),
+  });
 }
 
 /** The budget periods that count at `nowS`: each budget of each agent, in the period containing `nowS`. */

@@ -26,9 +26,9 @@ export interface VoucherOperations {
 export const MINT_VOUCHER_OPERATION = 'mintVoucher';
 
 /** One call of a mint batch, as the voucher service takes it: with its request's binding when it has a key. */
-function mintRequest({ call: { principal, input }, checked: maxUc, key }: BatchedCall<MintVoucherInput, Uc | undefined>): MintRequest {
+function mintRequest({ call: { principal, input }, checked: maxUc, key, trace }: BatchedCall<MintVoucherInput, Uc | undefined>): MintRequest {
   const binding = key && { ...key, operation: MINT_VOUCHER_OPERATION, fingerprint: fingerprint(MINT_VOUCHER_OPERATION, input) };
-  return { agentId: principal.agentId!, offerId: input.offerId, maxUc, ...(binding ? { binding } : {}) };
+  return { agentId: principal.agentId!, offerId: input.offerId, maxUc, trace, ...(binding ? { binding } : {}) };
 }
 
 export function voucherOperations(vouchers: VoucherService): VoucherOperations {

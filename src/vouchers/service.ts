@@ -19,6 +19,7 @@ import type { Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { formatUc, parseUc, type Microcredits } from '../platform/money.ts';
+import type { SpanRef } from '../platform/telemetry.ts';
 
 export const VOUCHER_TYP = 'voucher+jwt';
 
@@ -54,6 +55,8 @@ export interface MintRequest {
   binding?: RequestBinding;
   /** Signs what the hold is bought with; default the voucher. */
   signer?: CredentialSigner;
+  /** The call's span, when tracing: handed to its hold (its mandate decision, its event's trace). */
+  trace?: SpanRef;
 }
 
 /** The agent's ceiling as sent: `maxUc`, or `maxAmount`, its older name. */
@@ -144,6 +147,7 @@ export class VoucherService {
         refundWindowS: offer.refund_window_s,
         offerSnapshot: offerAsSold(offer),
         approved: answer.state === 'approved',
+        trace: request.trace,
         sign: async (redemption, mandate) => {
           const sign = request.signer ?? ((sale: Sale) => this.signVoucher(sale));
           const credential = await sign({ agentId: request.agentId, offer, redemption, mandateHash: mandate.hash });

@@ -1,5 +1,6 @@
 // One database interface, two drivers: PostgreSQL (`pg`) in production and PGlite (embedded
 // Postgres) as the zero-setup default. Both speak the same SQL; BIGINT always arrives as `bigint`.
+import { activeSpan, endSpan, setSpanAttributes, startSpan, tracing, type SpanRef } from '../telemetry.ts';
 export interface QueryResult<R> {
   rows: R[];
   rowCount: number;
@@ -70,4 +71,25 @@ export class DatabaseInUseError extends Error {
     super(message);
     this.name = 'DatabaseInUseError';
   }
+}
+
+/**
+ * A client span for one statement, when tracing (each driver's one query function starts it): the SQL as the
+ * code wrote it, which is parameterised, so no value (a secret, an amount) is ever part of it. Only inside
+ * traced work (a request, a batch, a webhook attempt): the polls of background jobs and the migrations would
+ * otherwise be a trace per statement, every second.
+ */
+export function statementSpan(driver: 'pg' | 'pglite', sql: string): SpanRef | undefined {
+  if (!tracing() || !activeSpan()) return undefined;
+  const operation = /^\s*([A-Za-z]+)/.exec(sql)?.[1]?.toUpperCase() ?? 'SQL';
+  return startSpan(operation, {
+    kind: 'client',
+    attributes: { 'db.system.name': 'postgresql', 'db.operation.name': operation, 'db.query.text': sql, 'acg.db.driver': driver },
+  });
+}
+
+/** Ends a statement's span: the rows it returned, or its failure. */
+export function endStatementSpan(span: SpanRef, outcome: { rows: number } | { failure: unknown }): void {
+  if ('rows' in outcome) setSpanAttributes(span, { 'db.response.returned_rows': outcome.rows });
+  endSpan(span, 'failure' in outcome ? outcome.failure : undefined);
 }

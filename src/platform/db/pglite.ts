@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
-import { DatabaseInUseError, retryTransaction, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
+import { DatabaseInUseError, endStatementSpan, retryTransaction, statementSpan, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
 import { asStorageError, OutageTracker, type OutageLog } from './faults.ts';
 
 const INT8_OID = 20;
@@ -9,18 +9,26 @@ const INT8_OID = 20;
 function wrap(target: PGlite | Transaction): Queryable {
   return {
     async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+      const span = statementSpan('pglite', sql);
       try {
         const result = await target.query<R>(sql, params as unknown[] | undefined);
+        if (span) endStatementSpan(span, { rows: result.rows.length });
         return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
       } catch (error) {
-        throw asStorageError(error);
+        const failure = asStorageError(error);
+        if (span) endStatementSpan(span, { failure });
+        throw failure;
       }
     },
     async exec(sql: string): Promise<void> {
+      const span = statementSpan('pglite', sql);
       try {
         await target.exec(sql);
+        if (span) endStatementSpan(span, { rows: 0 });
       } catch (error) {
-        throw asStorageError(error);
+        const failure = asStorageError(error);
+        if (span) endStatementSpan(span, { failure });
+        throw failure;
       }
     },
   };

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { DEFAULT_DATABASE_TIMEOUTS, retryTransaction, type Database, type DatabaseTimeouts, type Queryable, type QueryResult, type Tx } from './database.ts';
+import { DEFAULT_DATABASE_TIMEOUTS, endStatementSpan, retryTransaction, statementSpan, type Database, type DatabaseTimeouts, type Queryable, type QueryResult, type Tx } from './database.ts';
 import { asStorageError, isStorageUnavailable, OutageTracker, type OutageLog } from './faults.ts';
 
 const INT8_OID = 20;
@@ -14,18 +14,26 @@ function parseTypes(oid: number, format: 'text' | 'binary') {
 function wrap(client: pg.Pool | pg.PoolClient | pg.Client): Queryable {
   return {
     async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+      const span = statementSpan('pg', sql);
       try {
         const result = await client.query(sql, params as unknown[] | undefined);
+        if (span) endStatementSpan(span, { rows: result.rows.length });
         return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
       } catch (error) {
-        throw asStorageError(error);
+        const failure = asStorageError(error);
+        if (span) endStatementSpan(span, { failure });
+        throw failure;
       }
     },
     async exec(sql: string): Promise<void> {
+      const span = statementSpan('pg', sql);
       try {
         await client.query(sql);
+        if (span) endStatementSpan(span, { rows: 0 });
       } catch (error) {
-        throw asStorageError(error);
+        const failure = asStorageError(error);
+        if (span) endStatementSpan(span, { failure });
+        throw failure;
       }
     },
   };

@@ -19,6 +19,7 @@ import { ApiError } from '../errors.ts';
 import { installAuth, type Authenticator, type AuthRequirement } from './auth.ts';
 import { RequestLog } from './request-log.ts';
 import { LazySchemas } from './lazy-schemas.ts';
+import { installRouteNaming } from './tracing.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -155,6 +156,8 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       });
     }
   });
+
+  installRouteNaming(app);
 
   // Graceful shutdown: a request that finishes while the server closes tells its client to close the
   // connection too, so keep-alive sockets do not hold the shutdown open until their idle timeout.

@@ -1,0 +1,173 @@
+// Traces (OpenTelemetry), as the rest of the gateway sees them: a few functions called at its chokepoints
+// (the HTTP face, MCP tool calls, the operation and query runners, group commit, the database drivers,
+// outbound HTTP, webhook attempts, the spending policy's decisions). Each is a no-op behind one check of
+// `backend` until `startTelemetry` has loaded the SDK (telemetry-sdk.ts), which it does only when the
+// standard OTEL_* variables name a destination: a gateway without one never loads it, and its hot path
+// pays a comparison per call. Span names and attributes are chosen here and at the call sites that own
+// them; none carries a credential, a secret, a voucher, a request body or a query string.
+import { ApiError } from './errors.ts';
+import type { Attributes, Carrier, RemoteParent, SpanOptions, SpanRef, TelemetryBackend } from './telemetry-backend.ts';
+
+export type { AttributeValue, Attributes, Carrier, RemoteParent, SpanKind, SpanOptions, SpanRef, TelemetryBackend } from './telemetry-backend.ts';
+
+let backend: TelemetryBackend | undefined;
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * Whether the OTEL_* environment asks for traces: an OTLP endpoint (for every signal or for traces), or a traces
+ * exporter named outright (e.g. `console`), unless the SDK is disabled or the traces exporter is `none`. The
+ * other standard variables (OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_PROTOCOL, OTEL_TRACES_SAMPLER …) refine what
+ * the SDK does but name no destination, so alone they load nothing.
+ */
+export function telemetryRequested(env: Env): boolean {
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return false;
+  const exporters = env.OTEL_TRACES_EXPORTER?.split(',').map((name) => name.trim().toLowerCase()).filter((name) => name !== '') ?? [];
+  if (exporters.includes('none')) return false;
+  return exporters.length > 0 || Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim()) || Boolean(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
+}
+
+interface StartLog {
+  info(fields: object, message: string): void;
+  error(fields: object, message: string): void;
+}
+
+/**
+ * Loads and starts the SDK when `telemetryRequested(env)`; a gateway whose SDK cannot start serves on without
+ * traces (one error line says why). Returns whether tracing is on.
+ */
+export async function startTelemetry(env: Env, log: StartLog): Promise<boolean> {
+  if (backend || !telemetryRequested(env)) return backend !== undefined;
+  try {
+    const { startSdk } = await import('./telemetry-sdk.ts');
+    backend = startSdk();
+    log.info({ tracesExporter: env.OTEL_TRACES_EXPORTER ?? 'otlp', protocol: env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf' }, 'OpenTelemetry tracing on');
+  } catch (error) {
+    log.error({ err: error }, 'OpenTelemetry tracing could not start; serving without traces');
+  }
+  return backend !== undefined;
+}
+
+/** How long a graceful shutdown waits for the last spans to be exported (an unreachable collector is not waited out). */
+const FLUSH_WAIT_MS_MAX = 3000;
+
+/** Exports what is buffered and stops tracing (graceful shutdown), waiting at most FLUSH_WAIT_MS_MAX. */
+export async function stopTelemetry(): Promise<void> {
+  const stopping = backend;
+  backend = undefined;
+  if (!stopping) return;
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, FLUSH_WAIT_MS_MAX);
+    timer.unref();
+  });
+  await Promise.race([stopping.shutdown().catch(() => {}), waited]);
+  clearTimeout(timer);
+}
+
+/** True once the SDK is loaded: for decisions taken once (a hook registered, a log mixin installed). */
+export function tracing(): boolean {
+  return backend !== undefined;
+}
+
+export function startSpan(name: string, options: SpanOptions): SpanRef | undefined {
+  return backend?.start(name, options);
+}
+
+export function endSpan(span: SpanRef | undefined, failure?: unknown): void {
+  if (span) backend?.end(span, failure);
+}
+
+/**
+ * Runs `work` in a new active span and ends it with its outcome: a thrown ApiError below 500 is a refusal
+ * (its code as `acg.refusal.code`, the span not an error); anything else thrown marks the span as failed.
+ * Without tracing it is `work(undefined)`.
+ */
+export function inSpan<T>(name: string, options: SpanOptions | (() => SpanOptions), work: (span: SpanRef | undefined) => Promise<T>): Promise<T> {
+  const tracer = backend;
+  if (!tracer) return work(undefined);
+  const span = tracer.start(name, typeof options === 'function' ? options() : options);
+  return tracer.within(span, async () => {
+    try {
+      const result = await work(span);
+      tracer.end(span);
+      return result;
+    } catch (error) {
+      endWithOutcome(span, error);
+      throw error;
+    }
+  });
+}
+
+function isRefusal(error: unknown): error is ApiError {
+  return error instanceof ApiError && error.status < 500;
+}
+
+/** Ends `span` after `error` was thrown through it: a refusal names its code, a failure marks the span. */
+export function endWithOutcome(span: SpanRef | undefined, error: unknown): void {
+  if (!span || !backend) return;
+  if (isRefusal(error)) {
+    backend.set(span, { 'acg.refusal.code': error.code });
+    backend.end(span);
+    return;
+  }
+  if (error instanceof ApiError) backend.set(span, { 'error.type': error.code });
+  backend.end(span, error);
+}
+
+/** Runs `work` with `span` active; `work()` as is without tracing or without a span. */
+export function withinSpan<T>(span: SpanRef | undefined, work: () => T): T {
+  return span && backend ? backend.within(span, work) : work();
+}
+
+/** Runs `work` outside any span: what it schedules (a timer) runs later in no request's trace. */
+export function detached<T>(work: () => T): T {
+  return backend ? backend.detached(work) : work();
+}
+
+export function bindToSpan(span: SpanRef | undefined, emitter: NodeJS.EventEmitter): void {
+  if (span) backend?.bind(span, emitter);
+}
+
+/** The active span, to link to or to hand on (a call waiting for its group-commit batch). */
+export function activeSpan(): SpanRef | undefined {
+  return backend?.active();
+}
+
+export function setSpanAttributes(span: SpanRef | undefined, attributes: Attributes): void {
+  if (span) backend?.set(span, attributes);
+}
+
+export function renameSpan(span: SpanRef | undefined, name: string): void {
+  if (span) backend?.rename(span, name);
+}
+
+export function addSpanEvent(span: SpanRef | undefined, name: string, attributes: Attributes): void {
+  if (span) backend?.event(span, name, attributes);
+}
+
+export function linkSpan(from: SpanRef | undefined, to: SpanRef | undefined, attributes: Attributes = {}): void {
+  if (from && to) backend?.link(from, to, attributes);
+}
+
+/** The trace context a carrier names (W3C `traceparent`/`tracestate`, or what OTEL_PROPAGATORS selects). */
+export function remoteParent(carrier: Carrier | undefined): RemoteParent | undefined {
+  return carrier && backend ? backend.extract(carrier) : undefined;
+}
+
+/** Headers that make the receiver's work a child of `span`; none without tracing. */
+export function traceHeaders(span: SpanRef | undefined = activeSpan()): Record<string, string> {
+  return span && backend ? backend.inject(span) : {};
+}
+
+/** The `traceparent` naming `span`, to store with work done later (a webhook delivery); undefined without tracing. */
+export function traceparentOf(span: SpanRef | undefined): string | undefined {
+  return span && backend ? backend.inject(span).traceparent : undefined;
+}
+
+/** The pino mixin of a traced gateway: every line logged inside a span names its trace and span (pino merges into the object, so each is new). */
+export function logTraceFields(): Record<string, string> {
+  const span = backend?.active();
+  const ids = span && backend!.ids(span);
+  return ids ? { trace_id: ids.traceId, span_id: ids.spanId } : {};
+}

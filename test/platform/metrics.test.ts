@@ -1,0 +1,84 @@
+// The metrics on /metrics beyond HTTP (docs/operations.md lists each): per operation its rate by idempotency
+// outcome and result, its errors by code and its duration; group commit's batch sizes and queue depth; webhook
+// attempts by outcome, their lag, and the outbox backlog read at the scrape.
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Metrics } from '../../src/platform/metrics.ts';
+import { grant } from '../support/ledger-fixture.ts';
+import { configureWebhook, markVerified, registerMerchant, startHookTarget, type HookTarget } from '../support/merchants.ts';
+import { startWorld, type World } from '../support/world.ts';
+
+let target: HookTarget;
+let world: World;
+
+beforeAll(async () => {
+  target = await startHookTarget();
+  world = await startWorld({ env: { ACG_OUTBOUND_CA_FILE: target.caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true' }, outbound: target.outbound });
+});
+afterAll(async () => {
+  await world?.close();
+  await target?.close();
+});
+
+async function scrape(): Promise<string> {
+  return (await fetch(`${world.url}/metrics`)).text();
+}
+
+/** The value of one sample line, e.g. sample(text, 'acg_operations_total{operation="mintVoucher",…}'). */
+function sample(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((candidate) => candidate.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+describe('/metrics', () => {
+  it('counts each operation by idempotency outcome and result, its errors by code and its duration, and group commit, webhooks and the outbox', async () => {
+    const owner = await world.humanToken('metrics-owner@example.com');
+    const { merchant } = await registerMerchant(world, owner);
+    await markVerified(world, merchant.id);
+    const webhook = await configureWebhook(world, owner, merchant.id);
+    target.receiver.useSecret(webhook.body.webhookSecret);
+    const offer = await world.api('POST', `/v1/merchants/${merchant.id}/offers`, { token: owner, key: 'metrics-offer', body: { name: 'Book', category: 'books', priceUc: '1000000' } });
+    const agent = await world.createAgent('metrics-agents@example.com', 'metrics-agent');
+    await grant(world, agent.id, 1_500_000n);
+    const mint = (key: string, offerId = offer.body.id) => world.api('POST', '/v1/vouchers', { token: agent.token, key, body: { offerId } });
+
+    expect((await mint('m-1')).status).toBe(200);
+    expect((await mint('m-1')).status).toBe(200); // a replay
+    expect((await world.api('POST', '/v1/vouchers', { token: agent.token, key: 'm-1', body: { offerId: offer.body.id, maxUc: '1000000' } })).status).toBe(409); // the key, reused
+    expect((await mint('m-2')).status).toBe(402); // 0.5 credit left: INSUFFICIENT_CREDITS
+
+    const before = await scrape();
+    const mintSeries = (labels: string) => `acg_operations_total{operation="mintVoucher",${labels}}`;
+    expect(sample(before, mintSeries('idempotency="new",result="ok"'))).toBe(1);
+    expect(sample(before, mintSeries('idempotency="replay",result="ok"'))).toBe(1);
+    expect(sample(before, mintSeries('idempotency="conflict",result="refused"'))).toBe(1);
+    expect(sample(before, mintSeries('idempotency="new",result="refused"'))).toBe(1);
+    expect(sample(before, 'acg_operation_errors_total{operation="mintVoucher",code="idempotency_key_reused"}')).toBe(1);
+    expect(sample(before, 'acg_operation_errors_total{operation="mintVoucher",code="INSUFFICIENT_CREDITS"}')).toBe(1);
+    expect(sample(before, 'acg_operation_duration_seconds_count{operation="mintVoucher"}')).toBe(4);
+    // Four batches of one: a batched operation claims its key in the batch, so a replay and a reused key pass through one too.
+    expect(sample(before, 'acg_batch_size_count{batcher="mintVoucher"}')).toBe(4);
+    expect(sample(before, 'acg_batch_size_bucket{le="1",batcher="mintVoucher"}')).toBe(4);
+    expect(sample(before, 'acg_batch_queue_depth{batcher="mintVoucher"}')).toBe(0);
+    // The held voucher's event waits in the outbox until the worker runs.
+    expect(sample(before, 'acg_webhook_outbox_pending')).toBe(1);
+    expect(sample(before, 'acg_webhook_outbox_oldest_due_age_seconds')).toBeGreaterThanOrEqual(0);
+
+    expect(await world.gw.services.webhookWorker.runOnce()).toMatchObject({ claimed: 1, succeeded: 1 });
+    const after = await scrape();
+    expect(sample(after, 'acg_webhook_attempts_total{outcome="succeeded"}')).toBe(1);
+    expect(sample(after, 'acg_webhook_delivery_lag_seconds_count')).toBe(1);
+    expect(sample(after, 'acg_webhook_outbox_pending')).toBe(0);
+    expect(sample(after, 'acg_webhook_outbox_oldest_due_age_seconds')).toBe(0);
+  });
+});
+
+describe('the metrics documentation', () => {
+  it('lists every metric of the gateway in docs/operations.md, and the sample dashboard queries only metrics that exist', async () => {
+    const names = (await new Metrics({ processMetrics: true }).registry.getMetricsAsJSON()).map((metric) => metric.name);
+    const documented = readFileSync('docs/operations.md', 'utf8');
+    for (const name of names.filter((metric) => !/^acg_(process|nodejs)_/.test(metric))) expect(documented, name).toContain(`| \`${name}\` |`);
+    const queried = new Set(readFileSync('deploy/grafana/agent-credit-gateway.json', 'utf8').match(/\bacg_\w+/g));
+    for (const name of queried) expect(names, name).toContain(name.replace(/_(bucket|sum|count)$/, ''));
+  });
+});

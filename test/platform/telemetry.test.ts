@@ -1,0 +1,93 @@
+// When the gateway traces: only when the standard OTEL_* variables name a destination. Otherwise the SDK module
+// is never imported and every chokepoint function is a pass-through. The SDK module is replaced here by one
+// that counts its imports (the real one is exercised end to end in tracing-end-to-end.test.ts).
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { SpanRef, TelemetryBackend } from '../../src/platform/telemetry-backend.ts';
+
+const sdk = vi.hoisted(() => ({ imports: 0, failWith: undefined as Error | undefined, shutdowns: 0 }));
+
+vi.mock('../../src/platform/telemetry-sdk.ts', () => {
+  sdk.imports += 1;
+  return {
+    startSdk: (): TelemetryBackend => {
+      if (sdk.failWith) throw sdk.failWith;
+      const span = {} as SpanRef;
+      return {
+        start: () => span,
+        within: (_span, work) => work(),
+        detached: (work) => work(),
+        bind: () => {},
+        active: () => span,
+        set: () => {},
+        rename: () => {},
+        event: () => {},
+        link: () => {},
+        end: () => {},
+        extract: () => undefined,
+        inject: () => ({ traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }),
+        ids: () => ({ traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331' }),
+        shutdown: async () => {
+          sdk.shutdowns += 1;
+        },
+      };
+    },
+  };
+});
+
+const { activeSpan, inSpan, logTraceFields, startTelemetry, stopTelemetry, telemetryRequested, traceHeaders, tracing } = await import('../../src/platform/telemetry.ts');
+
+const log = () => ({ info: vi.fn(), error: vi.fn() });
+
+afterEach(async () => {
+  await stopTelemetry();
+  sdk.failWith = undefined;
+});
+
+describe('telemetryRequested', () => {
+  it('is true only when a destination is named, and never when the SDK is disabled or the traces exporter is none', () => {
+    expect(telemetryRequested({})).toBe(false);
+    expect(telemetryRequested({ OTEL_SERVICE_NAME: 'acg', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_TRACES_SAMPLER: 'always_on' })).toBe(false);
+    expect(telemetryRequested({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe(true);
+    expect(telemetryRequested({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/v1/traces' })).toBe(true);
+    expect(telemetryRequested({ OTEL_TRACES_EXPORTER: 'console' })).toBe(true);
+    expect(telemetryRequested({ OTEL_EXPORTER_OTLP_ENDPOINT: ' ' })).toBe(false);
+    expect(telemetryRequested({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' })).toBe(false);
+    expect(telemetryRequested({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' })).toBe(false);
+  });
+});
+
+describe('startTelemetry', () => {
+  it('without a destination, never imports the SDK, and every chokepoint passes straight through', async () => {
+    expect(await startTelemetry({ OTEL_SERVICE_NAME: 'acg' }, log())).toBe(false);
+    expect(sdk.imports).toBe(0);
+    expect(tracing()).toBe(false);
+    expect(await inSpan('operation x', { attributes: { a: 1 } }, async (span) => span)).toBeUndefined();
+    expect(activeSpan()).toBeUndefined();
+    expect(traceHeaders()).toEqual({});
+    expect(logTraceFields()).toEqual({});
+  });
+
+  it('with a destination, loads the SDK once; the log mixin and outgoing headers then name the trace; stopping flushes it', async () => {
+    const lines = log();
+    expect(await startTelemetry({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }, lines)).toBe(true);
+    expect(await startTelemetry({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }, lines)).toBe(true);
+    expect(sdk.imports).toBe(1);
+    expect(lines.info).toHaveBeenCalledTimes(1);
+    expect(tracing()).toBe(true);
+    expect(logTraceFields()).toEqual({ trace_id: '0af7651916cd43dd8448eb211c80319c', span_id: 'b7ad6b7169203331' });
+    expect(traceHeaders()).toEqual({ traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' });
+    // pino merges each line's fields into what the mixin returns: never the same object twice.
+    expect(logTraceFields()).not.toBe(logTraceFields());
+    await stopTelemetry();
+    expect(sdk.shutdowns).toBe(1);
+    expect(tracing()).toBe(false);
+  });
+
+  it('serves on without traces, saying why in one error line, when the SDK cannot start', async () => {
+    sdk.failWith = new Error('bad sampler');
+    const lines = log();
+    expect(await startTelemetry({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }, lines)).toBe(false);
+    expect(tracing()).toBe(false);
+    expect(lines.error).toHaveBeenCalledWith({ err: sdk.failWith }, 'OpenTelemetry tracing could not start; serving without traces');
+  });
+});
