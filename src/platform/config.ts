@@ -21,7 +21,11 @@ export interface Config {
   databaseUrl?: string;
   dataDir: string;
   /** Bounds on waits for PostgreSQL, and how patiently `acg serve` retries a database that is down at start-up. */
-  db: DatabaseTimeouts & { startRetryMaxMs: number };
+  db: DatabaseTimeouts & {
+    startRetryMaxMs: number;
+    /** The embedded PGlite's engine in a worker thread (ACG_PGLITE_WORKER); unset: PGLITE_WORKER_DEFAULT. */
+    pgliteWorker?: boolean;
+  };
   logLevel: string;
   bodyLimitBytes: number;
   idempotencyRetentionS: number;
@@ -87,6 +91,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_DB_LOCK_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.lockTimeoutMs), meaning: 'longest a PostgreSQL statement may wait for a lock (at most the statement timeout); past it 503 storage_unavailable' },
   { name: 'ACG_DB_CONNECT_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.connectTimeoutMs), meaning: 'longest wait for a PostgreSQL connection (a new one, or a free one from the pool); past it 503 storage_unavailable' },
   { name: 'ACG_DB_START_RETRY_MAX_MS', default: '10000', meaning: 'while the database is unreachable at start-up, `acg serve` retries with back-off doubling from 250 ms up to this' },
+  { name: 'ACG_PGLITE_WORKER', default: '1', meaning: '`1`: the embedded PGlite engine runs in a worker thread, beside the HTTP work; `0`: on the request thread' },
   { name: 'LOG_LEVEL', default: 'info', meaning: 'pino log level (`fatal`…`trace`, `silent`)' },
   { name: 'ACG_BODY_LIMIT_BYTES', default: '262144', meaning: 'largest accepted JSON or form body; larger bodies get 413' },
   { name: 'ACG_IDEMPOTENCY_RETENTION_S', default: '86400', meaning: 'how long an Idempotency-Key record is kept (at least 86400)' },
@@ -148,6 +153,14 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   const value = Number(raw);
   if (value < min || value > max) problems.push(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+/** `1` or `0`; unset leaves the choice to the code's default. */
+function switchSetting(env: Env, name: string, problems: string[]): boolean | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  if (raw !== '0' && raw !== '1') problems.push(`${name} must be 0 or 1, got "${raw}"`);
+  return raw === '1';
 }
 
 function url(env: Env, name: string, problems: string[]): string | undefined {
@@ -248,6 +261,7 @@ export function loadConfig(env: Env = process.env): Config {
       lockTimeoutMs: integer(env, 'ACG_DB_LOCK_TIMEOUT_MS', DEFAULT_DATABASE_TIMEOUTS.lockTimeoutMs, 100, 600_000, problems),
       connectTimeoutMs: integer(env, 'ACG_DB_CONNECT_TIMEOUT_MS', DEFAULT_DATABASE_TIMEOUTS.connectTimeoutMs, 100, 60_000, problems),
       startRetryMaxMs: integer(env, 'ACG_DB_START_RETRY_MAX_MS', 10_000, 250, 300_000, problems),
+      pgliteWorker: switchSetting(env, 'ACG_PGLITE_WORKER', problems),
     },
     logLevel: env.LOG_LEVEL || 'info',
     bodyLimitBytes: integer(env, 'ACG_BODY_LIMIT_BYTES', 262_144, 1024, 16 * 1024 * 1024, problems),

@@ -31,7 +31,8 @@ const TIMEOUT_SQLSTATES = new Set(['57014', '55P03']);
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 /**
  * Failures `pg` and PGlite report without a code: a lost or timed-out connection, a client already
- * broken, a pool connect timeout, a pool or embedded database already closed (shutdown).
+ * broken, a pool connect timeout, a pool or embedded database already closed (shutdown), the embedded
+ * database's worker thread gone (pglite-thread.ts).
  */
 const DRIVER_MESSAGES = [
   /^Connection terminated/,
@@ -40,6 +41,7 @@ const DRIVER_MESSAGES = [
   /is not queryable$/,
   /^Cannot use a pool after calling end on the pool$/,
   /^PGlite is closed$/,
+  /^the embedded database engine stopped/,
 ];
 
 function codeOf(error: unknown): string {

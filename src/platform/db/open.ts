@@ -18,7 +18,7 @@ export async function openDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir
     return openPostgres(config.databaseUrl, { timeouts: config.db, log });
   }
   const { openPglite } = await import('./pglite.ts');
-  return openPglite(embeddedDatabaseDir(config.dataDir), log);
+  return openPglite(embeddedDatabaseDir(config.dataDir), log, config.db.pgliteWorker);
 }
 
 export function describeStorage(db: Pick<Database, 'kind'>): string {

@@ -64,31 +64,94 @@ function lockDataDir(dataDir: string): () => void {
   throw new Error(`cannot lock ${dataDir}`);
 }
 
+/** The engine behind the Database: PGlite in this thread, or in a worker thread (pglite-thread.ts). */
+interface Engine {
+  root: Queryable;
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+async function openInProcess(dataDir: string | undefined): Promise<Engine> {
+  const db = await PGlite.create(dataDir, { parsers: { [INT8_OID]: (value: string) => BigInt(value) } });
+  return { root: wrap(db), transaction: (fn) => db.transaction((tx) => fn(wrap(tx))), close: () => db.close() };
+}
+
 /**
- * `log` hears of an outage: PGlite runs in this process, so it has no connection to lose; it fails
- * only once closed (shutdown) or when its engine aborted.
+ * The engine in a worker thread: each statement is a message, and a transaction is a `begin`, its statements
+ * and an `end` that commits or rolls back, all run by PGlite's own transaction() on the worker's one session.
  */
-export async function openPglite(dataDir: string | undefined, log?: OutageLog): Promise<Database> {
+async function openInWorker(dataDir: string | undefined): Promise<Engine> {
+  const { EngineThread } = await import('./pglite-thread.ts');
+  const thread = await EngineThread.start({ dataDir });
+  const on = (txId: number | undefined): Queryable => ({
+    async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+      try {
+        return await thread.query<R>(sql, params, txId);
+      } catch (error) {
+        throw asStorageError(error);
+      }
+    },
+    async exec(sql: string): Promise<void> {
+      try {
+        await thread.exec(sql, txId);
+      } catch (error) {
+        throw asStorageError(error);
+      }
+    },
+  });
+  let nextTxId = 1;
+  return {
+    root: on(undefined),
+    async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+      const txId = nextTxId++;
+      thread.begin(txId);
+      let result: T;
+      try {
+        result = await fn(on(txId));
+      } catch (error) {
+        // Rolled back; the caller hears of its own error, as with PGlite's transaction().
+        await thread.end(txId, false).catch(() => {});
+        throw error;
+      }
+      try {
+        await thread.end(txId, true);
+      } catch (error) {
+        throw asStorageError(error);
+      }
+      return result;
+    },
+    close: () => thread.close(),
+  };
+}
+
+/** Whether the embedded engine runs in a worker thread when the caller does not say (ACG_PGLITE_WORKER). */
+export const PGLITE_WORKER_DEFAULT = true;
+
+/**
+ * `log` hears of an outage: PGlite has no connection to lose; it fails only once closed (shutdown), when its
+ * engine aborted, or when the worker thread it runs in (`inWorker`) ended.
+ */
+export async function openPglite(dataDir: string | undefined, log?: OutageLog, inWorker = PGLITE_WORKER_DEFAULT): Promise<Database> {
   let unlock = () => {};
   if (dataDir) {
     mkdirSync(dataDir, { recursive: true });
     unlock = lockDataDir(dataDir);
   }
-  let db: PGlite;
+  let engine: Engine;
   try {
-    db = await PGlite.create(dataDir, { parsers: { [INT8_OID]: (value: string) => BigInt(value) } });
+    engine = await (inWorker ? openInWorker(dataDir) : openInProcess(dataDir));
   } catch (error) {
     unlock();
     throw error;
   }
-  const root = wrap(db);
+  const { root } = engine;
   const outage = new OutageTracker(log);
   return {
     kind: 'pglite',
     query: (sql, params) => outage.observe(() => root.query(sql, params)),
     exec: (sql) => outage.observe(() => root.exec(sql)),
     transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-      return outage.observe(() => retryTransaction(() => db.transaction((tx) => fn({ ...wrap(tx), inTransaction: true }))));
+      return outage.observe(() => retryTransaction(() => engine.transaction((tx) => fn({ ...tx, inTransaction: true }))));
     },
     withAdvisoryLock<T>(_lockKey: number, fn: (conn: Queryable) => Promise<T>): Promise<T> {
       // One process owns a PGlite data directory, so there is no other session to exclude.
@@ -96,7 +159,7 @@ export async function openPglite(dataDir: string | undefined, log?: OutageLog): 
     },
     async close() {
       try {
-        await db.close();
+        await engine.close();
       } finally {
         unlock();
       }
