@@ -1,7 +1,9 @@
 // The request thread's side of the embedded engine running in a worker (`pglite-worker.ts`): each call is
 // one message, answered by id. Errors come back as errors again, with the SQLSTATE and fields they had, so
 // `faults.ts` classifies them as before; a worker that dies fails every waiting call as unreachable.
+import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { QueryResult } from './database.ts';
@@ -18,6 +20,23 @@ function revive(crossing: CrossingError): Error {
   Object.assign(error, crossing.fields);
   if (!crossing.wasmTrap) error.name = crossing.name;
   return error;
+}
+
+let compiled: Promise<Pick<EngineOptions, 'pgliteWasmModule' | 'initdbWasmModule'>> | undefined;
+
+/**
+ * PGlite's two WebAssembly modules, compiled once per process and handed to every worker (a compiled module
+ * crosses threads without being compiled again). In process PGlite keeps them between instances; a fresh
+ * worker would compile them at each open, seconds each, which every test's database would pay.
+ */
+function compiledModules(): Promise<Pick<EngineOptions, 'pgliteWasmModule' | 'initdbWasmModule'>> {
+  compiled ??= (async () => {
+    const dist = path.dirname(createRequire(import.meta.url).resolve('@electric-sql/pglite'));
+    const compile = async (file: string) => WebAssembly.compile(await readFile(path.join(dist, file)));
+    const [pgliteWasmModule, initdbWasmModule] = await Promise.all([compile('pglite.wasm'), compile('initdb.wasm')]);
+    return { pgliteWasmModule, initdbWasmModule };
+  })();
+  return compiled;
 }
 
 /**
@@ -56,7 +75,7 @@ export class EngineThread {
 
   /** Starts the worker and waits for its engine to open the data directory (or fail to: that error is thrown here). */
   static async start(options: EngineOptions): Promise<EngineThread> {
-    const thread = new EngineThread(options);
+    const thread = new EngineThread({ ...options, ...(await compiledModules()) });
     const ready = await new Promise<EngineReply>((resolve, reject) => {
       thread.worker.once('message', resolve);
       thread.worker.once('error', reject);

@@ -42,6 +42,9 @@ export type EngineReply =
 export interface EngineOptions {
   /** undefined: in memory (tests). */
   dataDir: string | undefined;
+  /** Compiled once by the request thread (pglite-thread.ts), so that no worker compiles them again. */
+  pgliteWasmModule?: WebAssembly.Module;
+  initdbWasmModule?: WebAssembly.Module;
 }
 
 export function toCrossingError(error: unknown): CrossingError {
@@ -66,7 +69,11 @@ interface OpenTransaction {
 async function serve(port: NonNullable<typeof parentPort>, options: EngineOptions): Promise<void> {
   let db: PGlite;
   try {
-    db = await PGlite.create(options.dataDir, { parsers: { [INT8_OID]: (value: string) => BigInt(value) } });
+    db = await PGlite.create(options.dataDir, {
+      parsers: { [INT8_OID]: (value: string) => BigInt(value) },
+      pgliteWasmModule: options.pgliteWasmModule,
+      initdbWasmModule: options.initdbWasmModule,
+    });
   } catch (error) {
     port.postMessage({ id: 0, ready: false, error: toCrossingError(error) } satisfies EngineReply);
     return;
