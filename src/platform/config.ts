@@ -91,7 +91,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_DB_LOCK_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.lockTimeoutMs), meaning: 'longest a PostgreSQL statement may wait for a lock (at most the statement timeout); past it 503 storage_unavailable' },
   { name: 'ACG_DB_CONNECT_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.connectTimeoutMs), meaning: 'longest wait for a PostgreSQL connection (a new one, or a free one from the pool); past it 503 storage_unavailable' },
   { name: 'ACG_DB_START_RETRY_MAX_MS', default: '10000', meaning: 'while the database is unreachable at start-up, `acg serve` retries with back-off doubling from 250 ms up to this' },
-  { name: 'ACG_PGLITE_WORKER', default: '1', meaning: '`1`: the embedded PGlite engine runs in a worker thread, beside the HTTP work; `0`: on the request thread' },
+  { name: 'ACG_PGLITE_WORKER', default: '0', meaning: '`1`: the embedded PGlite engine runs in a worker thread, beside the HTTP work (measured slower so far); `0`: on the request thread' },
   { name: 'LOG_LEVEL', default: 'info', meaning: 'pino log level (`fatal`…`trace`, `silent`)' },
   { name: 'ACG_BODY_LIMIT_BYTES', default: '262144', meaning: 'largest accepted JSON or form body; larger bodies get 413' },
   { name: 'ACG_IDEMPOTENCY_RETENTION_S', default: '86400', meaning: 'how long an Idempotency-Key record is kept (at least 86400)' },

@@ -292,8 +292,8 @@ interface BatchItem<I, C> extends BatchedCall<I, C> {
  * Bounds of group commit. A batch holds at most 64 calls; up to 4 batches run side by side on PostgreSQL
  * (while one waits for its commit to reach the disk, the next applies), never two with the same order key;
  * at most 1,024 calls wait, beyond which a call is refused at once with 503 `overloaded` and Retry-After.
- * PGlite is one session that runs one transaction at a time (in its worker thread, or on this one with
- * ACG_PGLITE_WORKER=0): one batch at a time there, each started after a turn of the event loop so the requests
+ * PGlite is one session that runs one transaction at a time (on this thread, or in a worker thread with
+ * ACG_PGLITE_WORKER=1): one batch at a time there, each started after a turn of the event loop so the requests
  * already received join it.
  */
 export const BATCH_LIMITS: BatchLimits = { batchSizeMax: 64, batchesInFlightMax: 4, queueLengthMax: 1024, retryAfterS: 1 };

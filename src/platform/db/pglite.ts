@@ -125,7 +125,7 @@ async function openInWorker(dataDir: string | undefined): Promise<Engine> {
 }
 
 /** Whether the embedded engine runs in a worker thread when the caller does not say (ACG_PGLITE_WORKER). */
-export const PGLITE_WORKER_DEFAULT = true;
+export const PGLITE_WORKER_DEFAULT = false;
 
 /**
  * `log` hears of an outage: PGlite has no connection to lose; it fails only once closed (shutdown), when its
