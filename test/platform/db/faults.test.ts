@@ -240,7 +240,9 @@ describe('the HTTP edge', () => {
 
 describe('configuration', () => {
   it('documents defaults for the database bounds and refuses a lock timeout above the statement timeout', () => {
-    expect(loadConfig({}).db).toEqual({ ...DEFAULT_DATABASE_TIMEOUTS, startRetryMaxMs: 10_000 });
+    expect(loadConfig({}).db).toEqual({ ...DEFAULT_DATABASE_TIMEOUTS, startRetryMaxMs: 10_000, poolSizeMax: 20 });
+    expect(loadConfig({ ACG_DB_POOL_SIZE_MAX: '50' }).db.poolSizeMax).toBe(50);
+    expect(() => loadConfig({ ACG_DB_POOL_SIZE_MAX: '2' })).toThrow(/ACG_DB_POOL_SIZE_MAX/);
     expect(() => loadConfig({ ACG_DB_STATEMENT_TIMEOUT_MS: '1000', ACG_DB_LOCK_TIMEOUT_MS: '2000' })).toThrow(/ACG_DB_LOCK_TIMEOUT_MS \(2000\) must not exceed ACG_DB_STATEMENT_TIMEOUT_MS \(1000\)/);
   });
 });
