@@ -106,6 +106,8 @@ export interface HaCluster {
   killPostgres(node: HaNode): void;
   /** Freezes the node's WAL receiver (SIGSTOP): the standby stops receiving and confirming WAL, as behind a stalled network. */
   freezeReplication(node: HaNode): void;
+  /** Lets a frozen WAL receiver go on (SIGCONT): it reads what was sent meanwhile and confirms it. */
+  thawReplication(node: HaNode): void;
   /**
    * Ends a frozen WAL receiver without letting it read what was sent to it meanwhile (SIGTERM, then SIGCONT):
    * that WAL never reaches the node, as if the network had lost it. PostgreSQL starts a new receiver.
@@ -574,6 +576,9 @@ export async function startHaCluster(options: HaClusterOptions = {}): Promise<Ha
         const receiver = walReceiverPid(postmasterPid(node));
         if (!receiver) throw new Error(`${node.name} has no WAL receiver (is it a standby?)`);
         signal(receiver, 'SIGSTOP');
+      },
+      thawReplication(node) {
+        signal(walReceiverPid(postmasterPid(node)), 'SIGCONT');
       },
       dropFrozenReplication(node) {
         const receiver = walReceiverPid(postmasterPid(node));

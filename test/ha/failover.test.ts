@@ -12,6 +12,9 @@
 //
 // Like the database-fault tests this needs no TEST_DATABASE_URL: it runs once per suite (in the `postgres`
 // project when there is one) and skips with a note without the Debian packages (.ci/run installs them).
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { haPrerequisites, LOCAL_TIMING, startHaCluster, type HaCluster, type HaNode } from '../../deploy/ha/cluster.ts';
 import { openPostgres } from '../../src/platform/db/postgres.ts';
@@ -184,6 +187,18 @@ function writeGapMs(outcomes: Outcome[], sinceMs: number): number {
   return gapMs;
 }
 
+describe.runIf(runHere)('deploy/ha/cluster.ts on the command line', () => {
+  const script = path.resolve('deploy/ha/cluster.ts');
+  const cli = (args: string[]) => promisify(execFile)(process.execPath, ['--import', 'tsx', script, ...args], { timeout: 30_000 });
+
+  it('explains itself with --help; an unknown option is refused with exit code 2', async () => {
+    const help = await cli(['--help']);
+    expect(help.stdout).toMatch(/^Usage: node --import tsx deploy\/ha\/cluster.ts/);
+    for (const part of ['etcd', 'Patroni', 'HAProxy', 'acg serve', '--dir', '--gateways', '--async', 'never 5432']) expect(help.stdout).toContain(part);
+    await expect(cli(['--bogus'])).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('unknown option: --bogus') });
+  });
+});
+
 describe.runIf(runHere && prerequisites.ok)(`failover under load on Patroni + etcd + HAProxy${SYNC_OFF ? ' (HA_SYNC_OFF: asynchronous replication)' : ''}`, () => {
   let cluster: HaCluster;
   let human: TestIssuer;
@@ -353,6 +368,34 @@ describe.runIf(runHere && prerequisites.ok)(`failover under load on Patroni + et
       expect(refused).toBeInstanceOf(StorageUnavailableError);
       expect(refused).toMatchObject({ kind: 'unreachable', message: expect.stringContaining('25006') });
     });
+  }, 60_000);
+
+  it.skipIf(SYNC_OFF)('a commit waiting for a stalled standby is not acknowledged: 503 once the gateway stops waiting, its retry waits on it, and replays it once the standby confirms', async () => {
+    const primary = await cluster.healthy();
+    const standby = cluster.nodes.find((n) => n !== primary)!;
+    const agent = fixture.agents[0]!;
+    const mint = (key: string) =>
+      fetch(`${cluster.gateways[0]!.url}/v1/vouchers`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${agent.token}`, 'content-type': 'application/json', 'idempotency-key': key },
+        body: JSON.stringify({ offerId: fixture.offerId }),
+      });
+    const holdsBefore = await holdCount(primary);
+    cluster.freezeReplication(standby);
+    try {
+      // PostgreSQL does not cut a COMMIT's wait for its standby by statement_timeout; the gateway's read
+      // timeout (statement timeout + 1 s) does, and the outcome is unknown: 503, the connection dropped.
+      const first = await mint('stalled-standby-1');
+      expect([first.status, first.headers.get('retry-after')]).toEqual([503, '1']);
+      // The first transaction still holds its key (it waits for the standby), so the retry waits too: 503.
+      const retried = await mint('stalled-standby-1');
+      expect(retried.status).toBe(503);
+    } finally {
+      cluster.thawReplication(standby);
+    }
+    const replayed = await waitFor(() => mint('stalled-standby-1'), { until: (res) => res.status === 200, what: 'the retry to be answered once the standby confirms' });
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect((await holdCount(primary)) - holdsBefore).toBe(1);
   }, 60_000);
 
   it('run 1, kill -9 of the primary PostgreSQL: the standby is promoted, nothing acknowledged is lost, no key runs twice, no 500, both gateways serve again', async () => {
