@@ -252,7 +252,7 @@ function signal(pid: number | undefined, sig: NodeJS.Signals): void {
 
 /** The default launcher: `node bin/acg.js serve`, ready once it logs "gateway ready". */
 export const launchAcgServe: GatewayLauncher = async (env, index) => {
-  const logFile = env.ACG_HA_GATEWAY_LOG ?? path.join(env.ACG_DATA_DIR ?? tmpdir(), `gateway${index + 1}.log`);
+  const logFile = path.join(env.ACG_DATA_DIR ?? tmpdir(), `gateway${index + 1}.log`);
   const launched = launch(process.execPath, [path.join(REPO, 'bin/acg.js'), 'serve'], { env: { ...process.env, ...env }, logFile, cwd: REPO });
   await waitUntil(
     async () => {
@@ -338,6 +338,8 @@ export async function startHaCluster(options: HaClusterOptions = {}): Promise<Ha
   const gatewayCount = options.gateways ?? 2;
   const ownsDir = options.dir === undefined;
   const dir = options.dir ? path.resolve(options.dir) : mkdtempSync(path.join(tmpdir(), 'acg-ha-'));
+  // A used directory holds another cluster's data, ports and passwords: start afresh or not at all.
+  if (existsSync(dir) && readdirSync(dir).length > 0) throw new Error(`${dir} is not empty; give a new or empty directory`);
   mkdirSync(dir, { recursive: true });
   chmodSync(dir, 0o755);
 
@@ -550,7 +552,7 @@ export async function startHaCluster(options: HaClusterOptions = {}): Promise<Ha
     for (let i = 0; i < gatewayCount; i++) progress(`starting gateway ${i + 1} on 127.0.0.1:${ports.gateways[i]}`);
     gateways.push(
       ...(await Promise.all(
-        ports.gateways.map((port, i) => launcher({ ...gatewayEnv, PORT: String(port), HOST: '127.0.0.1', ACG_HA_GATEWAY_LOG: path.join(gatewayDir, `gateway${i + 1}.log`) }, i)),
+        ports.gateways.map((port, i) => launcher({ ...gatewayEnv, PORT: String(port), HOST: '127.0.0.1' }, i)),
       )),
     );
     progress(`ready: gateways ${gateways.map((g) => g.url).join(', ')} (balanced at ${gatewaysUrl}); DATABASE_URL ${databaseUrl.replace(secrets.application, '***')}`);
@@ -689,7 +691,7 @@ Every port is a free one (never 5432, 2379/2380 or 8008). As root, Patroni and P
 \`postgres\` user. Needs: apt install patroni etcd-server etcd-client haproxy postgresql-15.
 
 Options:
-  --dir <path>      working directory, kept afterwards (default: a temporary one, removed on stop)
+  --dir <path>      working directory, new or empty, kept afterwards (default: a temporary one, removed on stop)
   --gateways <n>    gateways to start (default 2, at most 2 behind HAProxy's HTTP front)
   --async           synchronous_mode off (asynchronous replication: a failover may lose acknowledged commits)
   -h, --help        this text
