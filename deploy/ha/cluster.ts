@@ -119,6 +119,11 @@ export interface HaCluster {
   startNode(node: HaNode): void;
   /** `patronictl switchover` from the current leader to `candidate`. Resolves once Patroni accepted it. */
   switchover(candidate: HaNode): Promise<string>;
+  /**
+   * The last `lines` decisions in a node's Patroni log (promotions, demotions, crash recovery, and why a
+   * failover was not possible), without its routine lines and its REST API's tracebacks.
+   */
+  patroniLog(node: HaNode, lines?: number): string;
   /** Runs patronictl with this cluster's configuration. */
   patronictl(args: string[]): Promise<string>;
   stop(): Promise<void>;
@@ -601,6 +606,17 @@ export async function startHaCluster(options: HaClusterOptions = {}): Promise<Ha
         const lead = await leader();
         if (!lead) throw new Error('no leader to switch over from');
         return patronictl(['switchover', '--leader', lead.name, '--candidate', candidate.name, '--force']);
+      },
+      patroniLog(node, lines = 20) {
+        let text = '';
+        try {
+          text = readFileSync(path.join(node.dir, 'patroni.log'), 'utf8');
+        } catch {
+          return '';
+        }
+        const routine = /no action\.|Lock owner:|Exception happened during processing|Traceback|updated leader lock during/;
+        const decisions = text.split('\n').filter((line) => /^\d{4}-\d\d-\d\d [\d:,]+ (INFO|WARNING|ERROR):/.test(line) && !routine.test(line));
+        return decisions.slice(-lines).join('\n');
       },
       patronictl,
       stop,

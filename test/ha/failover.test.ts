@@ -2,13 +2,14 @@
 // PostgreSQL nodes with synchronous replication, HAProxy, two `acg serve` processes whose database is
 // HAProxy), driven by deploy/ha/cluster.ts. Under a load of mints, captures and refunds (~100 req/s through
 // both gateways, every request with an Idempotency-Key and retried with it until acknowledged) the primary
-// is taken away three ways: its PostgreSQL killed (-9), its whole node lost (Patroni killed, PostgreSQL
-// stopped), and a planned `patronictl switchover`. After each: every acknowledged hold, capture and refund is
-// on the new primary, every retried key ran once, the ledger invariants hold, no answer was a 500, and both
-// gateways serve again without a restart. The time from the kill to the first successful mint is printed.
+// is taken away four ways: its PostgreSQL killed (-9), the same while its standby lags, its whole node lost
+// (Patroni killed, PostgreSQL stopped), and a planned `patronictl switchover`. After each: every acknowledged
+// hold, capture and refund is on the new primary, every retried key ran once, the ledger invariants hold, no
+// answer was a 500, and both gateways serve again without a restart. Each failover prints one `HA {…}` line:
+// kill → first successful mint, the longest gap between acknowledgements, the failed requests.
 //
 // HA_SYNC_OFF=1 runs the same with synchronous_mode off (asynchronous replication), to show that the checks
-// catch a lost acknowledged hold; it is not run by default, and may or may not lose one in a given run.
+// catch a lost acknowledged hold (the lagging-standby run does); it is not run by default.
 //
 // Like the database-fault tests this needs no TEST_DATABASE_URL: it runs once per suite (in the `postgres`
 // project when there is one) and skips with a note without the Debian packages (.ci/run installs them).
@@ -47,6 +48,8 @@ const FAILOVER_TARGET_MS = 30_000;
 /** Load that keeps flowing once both gateways mint again, so the new primary is written to before the checks. */
 const AFTER_RECOVERY_MS = 2000;
 
+/** Crashes of the primary's PostgreSQL tried before a run without a promotion fails (see crashFailedOver). */
+const CRASH_ATTEMPTS_MAX = 3;
 /** How far behind the standby is when the primary dies in run 1b. */
 const STANDBY_LAG_MS = 500;
 
@@ -206,6 +209,7 @@ describe.runIf(runHere && prerequisites.ok)(`failover under load on Patroni + et
   let fixture: Fixture;
   const gateways: GatewayProcess[] = [];
   const progress: string[] = [];
+  let loads = 0;
 
   beforeAll(async () => {
     [human, agentIssuer] = await Promise.all([startIssuer(), startIssuer()]);
@@ -261,13 +265,15 @@ describe.runIf(runHere && prerequisites.ok)(`failover under load on Patroni + et
 
   /**
    * Runs the load, takes the primary away with `fail`, waits until both gateways mint again, and checks
-   * everything the issue asks on the new primary. Returns what was measured.
+   * everything the issue asks on the new primary (or, when `inPlace` allows it, on the old primary that
+   * Patroni restarted instead). Returns what was measured.
    */
-  async function failoverUnderLoad(label: string, fail: (primary: HaNode) => Promise<number | void>) {
+  async function failoverUnderLoad(label: string, fail: (primary: HaNode) => Promise<number | void>, options: { inPlace?: 'allowed' } = {}) {
     const primary = await cluster.healthy();
     const pids = gateways.map((g) => g.child.pid);
     const holdsBefore = await holdCount(primary);
-    const load = new MoneyLoad(label, cluster.gateways.map((g) => g.url), fixture);
+    // Keys unique to this load: a scenario may run again (crashFailedOver), and a key is never reused.
+    const load = new MoneyLoad(`${label}-${++loads}`, cluster.gateways.map((g) => g.url), fixture);
     load.start();
     await load.flowing(200);
     const startedMs = Date.now();
@@ -287,6 +293,7 @@ describe.runIf(runHere && prerequisites.ok)(`failover under load on Patroni + et
     const measured = {
       scenario: label,
       synchronous: !SYNC_OFF,
+      promoted: newPrimary !== primary,
       from: primary.name,
       to: newPrimary?.name,
       firstMintAfterMs: firstMint.doneAtMs - failedAtMs,
@@ -303,6 +310,10 @@ describe.runIf(runHere && prerequisites.ok)(`failover under load on Patroni + et
     process.stdout.write(`HA ${JSON.stringify(measured)}\n`);
 
     expect(newPrimary, `${label}: a leader after the failover`).toBeDefined();
+    // Patroni's own account when the old primary is still the leader (it judged no failover possible).
+    if (newPrimary === primary && options.inPlace !== 'allowed') {
+      expect.fail(`${label}: no promotion, ${primary.name} was restarted in place; Patroni there said:\n${cluster.patroniLog(primary)}`);
+    }
     // First what the new primary holds: a lost acknowledged hold also shows as a 404 to its capture.
     await expectAcknowledgedOn(newPrimary, load, label, holdsBefore);
     expect(load.unexpected, `${label}: every answer was an acknowledgement or a reason to retry`).toEqual([]);
@@ -324,6 +335,23 @@ describe.runIf(runHere && prerequisites.ok)(`failover under load on Patroni + et
       const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM holds WHERE agent_id = ANY($1::text[])', [fixture.agents.map((a) => a.id)]);
       return rows[0]!.n;
     });
+  }
+
+  /**
+   * A crash of the primary's PostgreSQL, failed over. Patroni promotes the standby only when it judges that
+   * possible (it asks the standby's REST API, with a 2 s timeout); on a starved machine it may restart the
+   * primary in place instead, which keeps every guarantee but promotes nobody. Then the crash is repeated,
+   * with Patroni's reason printed, up to three times in all.
+   */
+  async function crashFailedOver(label: string, crash: (primary: HaNode) => Promise<number | void>) {
+    for (let attempt = 1; ; attempt++) {
+      const last = attempt === CRASH_ATTEMPTS_MAX;
+      const measured = await failoverUnderLoad(label, crash, last ? {} : { inPlace: 'allowed' });
+      if (measured.promoted) return measured;
+      const restarted = cluster.nodes.find((n) => n.name === measured.from)!;
+      process.stdout.write(`HA ${label}: attempt ${attempt}: Patroni restarted ${restarted.name} in place; it said:\n${cluster.patroniLog(restarted, 15)}\n`);
+      await cluster.healthy(90_000);
+    }
   }
 
   /** Every acknowledged hold, capture and refund is on `node`, each key ran once, and the ledger adds up. */
@@ -399,8 +427,7 @@ describe.runIf(runHere && prerequisites.ok)(`failover under load on Patroni + et
   }, 60_000);
 
   it('run 1, kill -9 of the primary PostgreSQL: the standby is promoted, nothing acknowledged is lost, no key runs twice, no 500, both gateways serve again', async () => {
-    const measured = await failoverUnderLoad('kill-postgres', async (primary) => cluster.killPostgres(primary));
-    expect(measured.to).not.toBe(measured.from);
+    const measured = await crashFailedOver('kill-postgres', async (primary) => cluster.killPostgres(primary));
     expect(measured.firstMintAfterMs).toBeLessThan(FAILOVER_TARGET_MS);
     // The former primary rejoins as the synchronous standby (pg_rewind), ready for the next run.
     await cluster.healthy(90_000);
@@ -410,7 +437,7 @@ describe.runIf(runHere && prerequisites.ok)(`failover under load on Patroni + et
     // What asynchronous replication loses: commits acknowledged before the standby had them. With
     // synchronous_mode they are not acknowledged yet (they wait for the standby), so none is lost; with
     // HA_SYNC_OFF=1 this is the run that catches a lost acknowledged hold.
-    const measured = await failoverUnderLoad('lagging-standby', async (primary) => {
+    const measured = await crashFailedOver('lagging-standby', async (primary) => {
       const standby = cluster.nodes.find((n) => n !== primary)!;
       cluster.freezeReplication(standby);
       await sleep(STANDBY_LAG_MS);
@@ -419,7 +446,6 @@ describe.runIf(runHere && prerequisites.ok)(`failover under load on Patroni + et
       cluster.dropFrozenReplication(standby);
       return killedAtMs;
     });
-    expect(measured.to).not.toBe(measured.from);
     expect(measured.firstMintAfterMs).toBeLessThan(FAILOVER_TARGET_MS);
     await cluster.healthy(90_000);
   }, 240_000);
@@ -432,7 +458,6 @@ describe.runIf(runHere && prerequisites.ok)(`failover under load on Patroni + et
       // Counted from when the node is gone: its PostgreSQL serves until it is stopped, a few ms after Patroni's kill.
       return Date.now();
     });
-    expect(measured.to).not.toBe(measured.from);
     // Bounded by the leader key's ttl plus one loop: nothing promotes the standby before the key expires.
     expect(measured.firstMintAfterMs).toBeLessThan(FAILOVER_TARGET_MS);
     cluster.startNode(lost!);
@@ -444,7 +469,6 @@ describe.runIf(runHere && prerequisites.ok)(`failover under load on Patroni + et
       const candidate = cluster.nodes.find((n) => n !== primary)!;
       await cluster.switchover(candidate);
     });
-    expect(measured.to).not.toBe(measured.from);
     await cluster.healthy(90_000);
   }, 240_000);
 
