@@ -270,16 +270,6 @@ export const launchAcgServe: GatewayLauncher = async (env, index) => {
   return { url: `http://127.0.0.1:${env.PORT}`, stop: () => stopProcess(launched) };
 };
 
-interface Ports {
-  etcdClient: number;
-  etcdPeer: number;
-  haproxyPg: number;
-  haproxyHttp: number;
-  haproxyStats: number;
-  nodes: Array<{ pg: number; api: number }>;
-  gateways: number[];
-}
-
 function localPatroniConfig(options: { etcdPort: number; dir: string; timing: Timing; synchronous: boolean; secrets: Secrets }): string {
   const { timing, secrets } = options;
   // JSON is YAML: Patroni reads this file after patroni.yml (alphabetical order) and merges it over it.
@@ -348,18 +338,10 @@ export async function startHaCluster(options: HaClusterOptions = {}): Promise<Ha
   mkdirSync(dir, { recursive: true });
   chmodSync(dir, 0o755);
 
+  // Each port is picked just before the process that binds it starts: a free port can be taken by anyone
+  // in between, and other test runs on this machine pick free ports too.
   const taken = new Set<number>();
-  const ports: Ports = {
-    etcdClient: await freePort(taken),
-    etcdPeer: await freePort(taken),
-    haproxyPg: await freePort(taken),
-    haproxyHttp: await freePort(taken),
-    haproxyStats: await freePort(taken),
-    nodes: [],
-    gateways: [],
-  };
-  for (let i = 0; i < 2; i++) ports.nodes.push({ pg: await freePort(taken), api: await freePort(taken) });
-  for (let i = 0; i < gatewayCount; i++) ports.gateways.push(await freePort(taken));
+  const port = () => freePort(taken);
   const secret = () => randomBytes(18).toString('base64url');
   const secrets: Secrets = { superuser: secret(), replication: secret(), restapi: secret(), application: secret() };
 
@@ -475,8 +457,9 @@ export async function startHaCluster(options: HaClusterOptions = {}): Promise<Ha
     // etcd: one member. Its settings follow deploy/ha/etcd.conf.yml, whose addresses are another network's.
     const etcdDir = path.join(dir, 'etcd');
     mkdirSync(etcdDir, { recursive: true });
-    const etcdUrl = `http://127.0.0.1:${ports.etcdClient}`;
-    const peerUrl = `http://127.0.0.1:${ports.etcdPeer}`;
+    const etcdPort = await port();
+    const etcdUrl = `http://127.0.0.1:${etcdPort}`;
+    const peerUrl = `http://127.0.0.1:${await port()}`;
     progress(`starting etcd on ${etcdUrl}`);
     etcd = launch(
         bin.etcd,
@@ -492,41 +475,49 @@ export async function startHaCluster(options: HaClusterOptions = {}): Promise<Ha
     );
     await waitUntil(async () => ((await fetch(`${etcdUrl}/health`, { signal: AbortSignal.timeout(1000) })).ok ? true : undefined), 'etcd to answer /health', START_TIMEOUT_MS);
 
-    for (let i = 0; i < 2; i++) {
-      const nodeDir = path.join(dir, `node${i + 1}`);
-      const node: HaNode = { name: `node${i + 1}`, pgPort: ports.nodes[i]!.pg, apiPort: ports.nodes[i]!.api, dir: nodeDir, dataDir: path.join(nodeDir, 'data'), patroni: undefined };
+    const addNode = async (name: string): Promise<HaNode> => {
+      const nodeDir = path.join(dir, name);
+      const node: HaNode = { name, pgPort: await port(), apiPort: await port(), dir: nodeDir, dataDir: path.join(nodeDir, 'data'), patroni: undefined };
       const configDir = path.join(nodeDir, 'config');
       mkdirSync(configDir, { recursive: true });
-      // patroni.yml as shipped, then local.yml over it (Patroni merges a directory's files in name order).
+      // patroni.yml as shipped, then zz-local.yml over it (Patroni merges a directory's files in name order).
       copyFileSync(path.join(HERE, 'patroni.yml'), path.join(configDir, 'patroni.yml'));
-      writeFileSync(path.join(configDir, 'zz-local.yml'), localPatroniConfig({ etcdPort: ports.etcdClient, dir: nodeDir, timing, synchronous, secrets }), { mode: 0o600 });
+      writeFileSync(path.join(configDir, 'zz-local.yml'), localPatroniConfig({ etcdPort, dir: nodeDir, timing, synchronous, secrets }), { mode: 0o600 });
       for (const entry of [nodeDir, configDir, path.join(configDir, 'patroni.yml'), path.join(configDir, 'zz-local.yml')]) chownSync(entry, pgUser.uid, pgUser.gid);
       nodes.push(node);
-    }
+      return node;
+    };
     // The first node bootstraps (initdb) alone; the second clones it, so it starts once a leader exists.
-    progress(`starting Patroni node1 (PostgreSQL 127.0.0.1:${nodes[0]!.pgPort}, REST 127.0.0.1:${nodes[0]!.apiPort}); it runs initdb`);
-    startNode(nodes[0]!);
-    await waitUntil(async () => ((await api(nodes[0]!, '/primary')).status === 200 ? true : undefined), 'node1 to become the primary', START_TIMEOUT_MS);
-    progress(`starting Patroni node2 (PostgreSQL 127.0.0.1:${nodes[1]!.pgPort}, REST 127.0.0.1:${nodes[1]!.apiPort}); it clones node1`);
-    startNode(nodes[1]!);
+    const node1 = await addNode('node1');
+    progress(`starting Patroni node1 (PostgreSQL 127.0.0.1:${node1.pgPort}, REST 127.0.0.1:${node1.apiPort}); it runs initdb`);
+    startNode(node1);
+    await waitUntil(async () => ((await api(node1, '/primary')).status === 200 ? true : undefined), 'node1 to become the primary', START_TIMEOUT_MS);
+    const node2 = await addNode('node2');
+    progress(`starting Patroni node2 (PostgreSQL 127.0.0.1:${node2.pgPort}, REST 127.0.0.1:${node2.apiPort}); it clones node1`);
+    startNode(node2);
     await healthy();
     progress(synchronous ? 'node1 leads, node2 is its synchronous standby' : 'node1 leads, node2 replicates asynchronously (synchronous_mode off)');
 
     const haproxyDir = path.join(dir, 'haproxy');
     mkdirSync(haproxyDir, { recursive: true });
-    progress(`starting HAProxy: PostgreSQL primary on 127.0.0.1:${ports.haproxyPg}, gateways on 127.0.0.1:${ports.haproxyHttp}`);
+    const [haproxyPgPort, haproxyHttpPort, haproxyStatsPort] = [await port(), await port(), await port()];
+    // HAProxy names the gateways' ports before they listen (it checks them until they do).
+    const gatewayPorts: number[] = [];
+    for (let i = 0; i < gatewayCount; i++) gatewayPorts.push(await port());
+    progress(`starting HAProxy: PostgreSQL primary on 127.0.0.1:${haproxyPgPort}, gateways on 127.0.0.1:${haproxyHttpPort}`);
     const haproxyEnv = {
       PATH: process.env.PATH,
-      ACG_HA_PG_LISTEN: `127.0.0.1:${ports.haproxyPg}`,
-      ACG_HA_HTTP_LISTEN: `127.0.0.1:${ports.haproxyHttp}`,
-      ACG_HA_STATS_LISTEN: `127.0.0.1:${ports.haproxyStats}`,
+      ACG_HA_PG_LISTEN: `127.0.0.1:${haproxyPgPort}`,
+      ACG_HA_HTTP_LISTEN: `127.0.0.1:${haproxyHttpPort}`,
+      ACG_HA_STATS_LISTEN: `127.0.0.1:${haproxyStatsPort}`,
       ...Object.fromEntries(nodes.flatMap((n, i) => [[`ACG_HA_NODE${i + 1}_PG`, `127.0.0.1:${n.pgPort}`], [`ACG_HA_NODE${i + 1}_API`, String(n.apiPort)]])),
-      ...Object.fromEntries([0, 1].map((i) => [`ACG_HA_GATEWAY${i + 1}`, `127.0.0.1:${ports.gateways[i] ?? ports.gateways[0] ?? 9}`])),
+      // Both lines of haproxy.cfg need an address; without a second gateway it names the first (or a closed port).
+      ...Object.fromEntries([0, 1].map((i) => [`ACG_HA_GATEWAY${i + 1}`, `127.0.0.1:${gatewayPorts[i] ?? gatewayPorts[0] ?? 9}`])),
     };
     haproxy = launch(bin.haproxy, ['-db', '-f', path.join(HERE, 'haproxy.cfg')], { env: haproxyEnv, logFile: path.join(haproxyDir, 'haproxy.log'), cwd: haproxyDir });
 
     // HAProxy starts with every server up until its first check: wait until it routes to the leader alone.
-    const statsUrl = `http://127.0.0.1:${ports.haproxyStats}/`;
+    const statsUrl = `http://127.0.0.1:${haproxyStatsPort}/`;
     const lead = await healthy();
     await waitUntil(
       async () => {
@@ -537,14 +528,14 @@ export async function startHaCluster(options: HaClusterOptions = {}): Promise<Ha
       30_000,
       100,
     );
-    const adminUrl = `postgres://postgres:${secrets.superuser}@127.0.0.1:${ports.haproxyPg}/postgres`;
-    const databaseUrl = `postgres://acg:${secrets.application}@127.0.0.1:${ports.haproxyPg}/acg`;
+    const adminUrl = `postgres://postgres:${secrets.superuser}@127.0.0.1:${haproxyPgPort}/postgres`;
+    const databaseUrl = `postgres://acg:${secrets.application}@127.0.0.1:${haproxyPgPort}/acg`;
     progress('creating the application role and database (acg) through HAProxy');
     await createApplicationDatabase(adminUrl, secrets.application);
 
     const gatewayDir = path.join(dir, 'gateways');
     mkdirSync(gatewayDir, { recursive: true });
-    const gatewaysUrl = `http://127.0.0.1:${ports.haproxyHttp}`;
+    const gatewaysUrl = `http://127.0.0.1:${haproxyHttpPort}`;
     const gatewayEnv: Record<string, string> = {
       DATABASE_URL: databaseUrl,
       // Dev instances that accept each other's dev tokens share their data directory and base URL.
@@ -554,12 +545,8 @@ export async function startHaCluster(options: HaClusterOptions = {}): Promise<Ha
       ...options.gatewayEnv,
     };
     const launcher = options.launchGateway ?? launchAcgServe;
-    for (let i = 0; i < gatewayCount; i++) progress(`starting gateway ${i + 1} on 127.0.0.1:${ports.gateways[i]}`);
-    gateways.push(
-      ...(await Promise.all(
-        ports.gateways.map((port, i) => launcher({ ...gatewayEnv, PORT: String(port), HOST: '127.0.0.1' }, i)),
-      )),
-    );
+    for (const [i, gatewayPort] of gatewayPorts.entries()) progress(`starting gateway ${i + 1} on 127.0.0.1:${gatewayPort}`);
+    gateways.push(...(await Promise.all(gatewayPorts.map((gatewayPort, i) => launcher({ ...gatewayEnv, PORT: String(gatewayPort), HOST: '127.0.0.1' }, i)))));
     progress(`ready: gateways ${gateways.map((g) => g.url).join(', ')} (balanced at ${gatewaysUrl}); DATABASE_URL ${databaseUrl.replace(secrets.application, '***')}`);
 
     return {

@@ -213,21 +213,29 @@ describe.runIf(runHere && prerequisites.ok)(`failover under load on Patroni + et
 
   beforeAll(async () => {
     [human, agentIssuer] = await Promise.all([startIssuer(), startIssuer()]);
-    cluster = await startHaCluster({
-      synchronous: !SYNC_OFF,
-      progress: (line) => progress.push(line),
-      gatewayEnv: {
-        ACG_HUMAN_ISSUER: human.issuer,
-        ACG_AGENT_ISSUER: agentIssuer.issuer,
-        ACG_API_KEY_PEPPER: PEPPER,
-        ACG_RATE_LIMIT_PER_ADDRESS: '1000000',
-        ACG_RATE_LIMIT_PER_PRINCIPAL: '1000000',
-      },
-      launchGateway: async (env) => {
-        const gateway = await spawnGateway(env, { timeoutMs: 90_000 });
-        gateways.push(gateway);
-        return { url: gateway.url, stop: async () => void (await gateway.kill()) };
-      },
+    const start = () =>
+      startHaCluster({
+        synchronous: !SYNC_OFF,
+        progress: (line) => progress.push(line),
+        gatewayEnv: {
+          ACG_HUMAN_ISSUER: human.issuer,
+          ACG_AGENT_ISSUER: agentIssuer.issuer,
+          ACG_API_KEY_PEPPER: PEPPER,
+          ACG_RATE_LIMIT_PER_ADDRESS: '1000000',
+          ACG_RATE_LIMIT_PER_PRINCIPAL: '1000000',
+        },
+        launchGateway: async (env, index) => {
+          const gateway = await spawnGateway(env, { timeoutMs: 90_000 });
+          gateways[index] = gateway;
+          return { url: gateway.url, stop: async () => void (await gateway.kill()) };
+        },
+      });
+    // Started once more if the first start fails, saying why: on a shared machine a free port picked for
+    // a process can be taken by another before it binds (the start cleans up after itself).
+    cluster = await start().catch((error: Error) => {
+      process.stdout.write(`HA: the cluster did not start (${error.message}); starting it again. Its progress:\n${progress.join('\n')}\n`);
+      progress.length = 0;
+      return start();
     });
     // Owners, agents, a merchant and its offer, written once through an in-process gateway on the cluster.
     const db = openPostgres(cluster.databaseUrl);
