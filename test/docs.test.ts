@@ -71,7 +71,7 @@ function brokenReferences(file: string, markdown = readFileSync(path.join(ROOT, 
     if (!sections.includes(title)) broken.push(`${file}: docs/decisions.md has no section "${title}"`);
   }
 
-  for (const [, repoPath] of text.matchAll(/`((?:src|test|bench|docs|bin|packages|research|scripts|\.ci)\/[\w./-]*)`/g)) {
+  for (const [, repoPath] of text.matchAll(/`((?:src|test|bench|docs|bin|packages|research|scripts|deploy|\.ci)\/[\w./-]*)`/g)) {
     if (!existsSync(path.join(ROOT, repoPath!)) && !isIgnoredByGit(repoPath!)) broken.push(`${file}: \`${repoPath}\` does not exist`);
   }
   return broken;

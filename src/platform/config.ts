@@ -2,7 +2,7 @@
 // every problem at once with one readable line each (so an operator fixes them in one pass).
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { DEFAULT_DATABASE_TIMEOUTS, type DatabaseTimeouts } from './db/database.ts';
+import { DEFAULT_DATABASE_TIMEOUTS, DEFAULT_POOL_SIZE_MAX, type DatabaseTimeouts } from './db/database.ts';
 
 export type Mode = 'dev' | 'live';
 
@@ -20,8 +20,8 @@ export interface Config {
   baseUrl: string;
   databaseUrl?: string;
   dataDir: string;
-  /** Bounds on waits for PostgreSQL, and how patiently `acg serve` retries a database that is down at start-up. */
-  db: DatabaseTimeouts & { startRetryMaxMs: number };
+  /** Bounds on waits for PostgreSQL, how patiently `acg serve` retries a database that is down at start-up, and its pool's size. */
+  db: DatabaseTimeouts & { startRetryMaxMs: number; poolSizeMax: number };
   logLevel: string;
   bodyLimitBytes: number;
   idempotencyRetentionS: number;
@@ -86,6 +86,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_DB_STATEMENT_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.statementTimeoutMs), meaning: 'longest a PostgreSQL statement may run; past it (or 1 s later if the server is silent) the request answers 503 storage_unavailable' },
   { name: 'ACG_DB_LOCK_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.lockTimeoutMs), meaning: 'longest a PostgreSQL statement may wait for a lock (at most the statement timeout); past it 503 storage_unavailable' },
   { name: 'ACG_DB_CONNECT_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.connectTimeoutMs), meaning: 'longest wait for a PostgreSQL connection (a new one, or a free one from the pool); past it 503 storage_unavailable' },
+  { name: 'ACG_DB_POOL_SIZE_MAX', default: String(DEFAULT_POOL_SIZE_MAX), meaning: 'PostgreSQL connections one instance opens at most; N instances need N × this below the server\'s max_connections' },
   { name: 'ACG_DB_START_RETRY_MAX_MS', default: '10000', meaning: 'while the database is unreachable at start-up, `acg serve` retries with back-off doubling from 250 ms up to this' },
   { name: 'LOG_LEVEL', default: 'info', meaning: 'pino log level (`fatal`…`trace`, `silent`)' },
   { name: 'ACG_BODY_LIMIT_BYTES', default: '262144', meaning: 'largest accepted JSON or form body; larger bodies get 413' },
@@ -248,6 +249,8 @@ export function loadConfig(env: Env = process.env): Config {
       lockTimeoutMs: integer(env, 'ACG_DB_LOCK_TIMEOUT_MS', DEFAULT_DATABASE_TIMEOUTS.lockTimeoutMs, 100, 600_000, problems),
       connectTimeoutMs: integer(env, 'ACG_DB_CONNECT_TIMEOUT_MS', DEFAULT_DATABASE_TIMEOUTS.connectTimeoutMs, 100, 60_000, problems),
       startRetryMaxMs: integer(env, 'ACG_DB_START_RETRY_MAX_MS', 10_000, 250, 300_000, problems),
+      // Each operation's group commit runs up to 4 batches at once, beside the reads: fewer connections only queue them.
+      poolSizeMax: integer(env, 'ACG_DB_POOL_SIZE_MAX', DEFAULT_POOL_SIZE_MAX, 8, 1000, problems),
     },
     logLevel: env.LOG_LEVEL || 'info',
     bodyLimitBytes: integer(env, 'ACG_BODY_LIMIT_BYTES', 262_144, 1024, 16 * 1024 * 1024, problems),

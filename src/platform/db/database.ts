@@ -65,6 +65,9 @@ export interface DatabaseTimeouts {
 
 export const DEFAULT_DATABASE_TIMEOUTS: DatabaseTimeouts = { statementTimeoutMs: 5000, lockTimeoutMs: 2000, connectTimeoutMs: 2000 };
 
+/** Connections one instance opens to PostgreSQL at most (the pool's size). */
+export const DEFAULT_POOL_SIZE_MAX = 20;
+
 /** The embedded database's directory is held by another live process (PGlite admits one). */
 export class DatabaseInUseError extends Error {
   constructor(message: string) {

@@ -1,13 +1,16 @@
 // What a database failure means for the caller. A failure of the connection (the server crashed, was
-// shut down, is recovering, refuses us, or stalls past our timeouts) is not a bug in the request: it
-// becomes ONE error, StorageUnavailableError, which the HTTP edge answers as 503 storage_unavailable
-// with Retry-After. Everything else (constraint violations, bad SQL) stays what it is.
+// shut down, is recovering, refuses us, stalls past our timeouts, or has become a read-only replica) is
+// not a bug in the request: it becomes ONE error, StorageUnavailableError, which the HTTP edge answers
+// as 503 storage_unavailable with Retry-After, and whose connection the pool never hands out again.
+// Everything else (constraint violations, bad SQL) stays what it is.
 
 /** What the edge tells clients to wait before retrying while the database is unavailable. */
 export const STORAGE_RETRY_AFTER_S = 1;
 
 /**
- * `unreachable`: we got no answer (connection refused, lost or stalled past our client-side timeouts).
+ * `unreachable`: we got no answer (connection refused, lost or stalled past our client-side timeouts), or
+ * the server we reached cannot take writes (a standby, e.g. a former primary during a failover): either
+ * way the primary is not reachable through this connection.
  * `timeout`: the server answered that our statement or lock wait ran past its bound (statement_timeout,
  * lock_timeout): the database is alive but could not serve this request in time.
  */
@@ -23,18 +26,26 @@ export class StorageUnavailableError extends Error {
   }
 }
 
-/** Server answers meaning "not now": shutting down, crashed, starting or recovering, full. */
-const UNREACHABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+/**
+ * Server answers meaning "not now": shutting down, crashed, starting or recovering, full; and
+ * read_only_sql_transaction (25006), what a hot standby answers every write with ("cannot execute INSERT
+ * in a read-only transaction", "cannot execute … during recovery"). Behind HAProxy a connection reaches a
+ * standby only in the seconds around a failover, before the health check moves it (deploy/ha/); the
+ * gateway itself never opens a read-only transaction that writes.
+ */
+const UNREACHABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '25006']);
 /** query_canceled (statement_timeout) and lock_not_available (lock_timeout). */
 const TIMEOUT_SQLSTATES = new Set(['57014', '55P03']);
 /** Socket-level failures reaching the server. */
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 /**
  * Failures `pg` and PGlite report without a code: a lost or timed-out connection, a client already
- * broken, a pool connect timeout, a pool or embedded database already closed (shutdown).
+ * broken, a pool connect timeout, a pool or embedded database already closed (shutdown); and a standby's
+ * refusal of a write when something on the way dropped its SQLSTATE.
  */
 const DRIVER_MESSAGES = [
   /^Connection terminated/,
+  /^cannot execute .+ (in a read-only transaction|during recovery)$/,
   /^timeout exceeded when trying to connect$/,
   /^Query read timeout$/,
   /is not queryable$/,

@@ -15,7 +15,7 @@ export function embeddedDatabaseDir(dataDir: string): string {
 export async function openDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir' | 'db'>, log?: OutageLog): Promise<Database> {
   if (config.databaseUrl) {
     const { openPostgres } = await import('./postgres.ts');
-    return openPostgres(config.databaseUrl, { timeouts: config.db, log });
+    return openPostgres(config.databaseUrl, { timeouts: config.db, poolSizeMax: config.db.poolSizeMax, log });
   }
   const { openPglite } = await import('./pglite.ts');
   return openPglite(embeddedDatabaseDir(config.dataDir), log);

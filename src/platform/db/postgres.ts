@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { DEFAULT_DATABASE_TIMEOUTS, endStatementSpan, retryTransaction, statementSpan, type Database, type DatabaseTimeouts, type Queryable, type QueryResult, type Tx } from './database.ts';
+import { DEFAULT_DATABASE_TIMEOUTS, DEFAULT_POOL_SIZE_MAX, endStatementSpan, retryTransaction, statementSpan, type Database, type DatabaseTimeouts, type Queryable, type QueryResult, type Tx } from './database.ts';
 import { asStorageError, isStorageUnavailable, OutageTracker, type OutageLog } from './faults.ts';
 
 const INT8_OID = 20;
@@ -84,7 +84,7 @@ export function openPostgres(connectionString: string, options: PostgresOptions 
   };
   const pool = new pg.Pool({
     ...connection,
-    max: options.poolSizeMax ?? 20,
+    max: options.poolSizeMax ?? DEFAULT_POOL_SIZE_MAX,
     idleTimeoutMillis: 30_000,
     // Server-side bounds, sent with each connection's start-up: no per-transaction round trip.
     statement_timeout: timeouts.statementTimeoutMs,

@@ -25,12 +25,15 @@ describe('storage failure classification', () => {
     for (const code of ['57P01', '57P02', '57P03', '53300', '08006', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND']) {
       expect(storageFailureKind(withCode(code)), code).toBe('unreachable');
     }
-    for (const message of ['Connection terminated unexpectedly', 'Connection terminated due to connection timeout', 'timeout exceeded when trying to connect', 'Query read timeout', 'Client has encountered a connection error and is not queryable', 'PGlite is closed']) {
+    for (const message of ['cannot execute INSERT in a read-only transaction', 'cannot execute nextval() in a read-only transaction', 'cannot execute CREATE TABLE during recovery', 'Connection terminated unexpectedly', 'Connection terminated due to connection timeout', 'timeout exceeded when trying to connect', 'Query read timeout', 'Client has encountered a connection error and is not queryable', 'PGlite is closed']) {
       expect(storageFailureKind(new Error(message)), message).toBe('unreachable');
     }
     expect(storageFailureKind(withCode('57014', 'canceling statement due to statement timeout'))).toBe('timeout');
+    for (const error of [withCode('25006', 'cannot execute INSERT in a read-only transaction'), withCode('25006', 'cannot execute LOCK TABLE during recovery')]) {
+      expect(storageFailureKind(error), error.message).toBe('unreachable');
+    }
     expect(storageFailureKind(withCode('55P03', 'canceling statement due to lock timeout'))).toBe('timeout');
-    for (const error of [withCode('23505'), withCode('40001'), withCode('42P01'), new TypeError('x is undefined'), 'a string']) {
+    for (const error of [withCode('23505'), withCode('40001'), withCode('42P01'), withCode('25P02', 'current transaction is aborted'), new Error('cannot execute INSERT'), new TypeError('x is undefined'), 'a string']) {
       expect(storageFailureKind(error)).toBeUndefined();
     }
   });
@@ -134,6 +137,30 @@ describe('drivers', () => {
       });
     });
 
+    it('a connection that refuses writes as a standby does (25006) fails its call with StorageUnavailableError and leaves the pool; the next call gets a writable one', async () => {
+      // A session made read-only answers writes exactly as a hot standby does: SQLSTATE 25006.
+      const created = await createPostgresDatabase();
+      const db = openPostgres(created.url, { poolSizeMax: 1 });
+      try {
+        const pidOf = async () => (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        await db.query('SET default_transaction_read_only = on');
+        const readOnlyPid = await pidOf();
+        await expect(db.query('CREATE TABLE written (id INT)')).rejects.toMatchObject({ name: 'StorageUnavailableError', kind: 'unreachable' });
+        expect(await pidOf()).not.toBe(readOnlyPid);
+        await db.query('CREATE TABLE written (id INT)');
+
+        await db.query('SET default_transaction_read_only = on');
+        const inTransactionPid = await pidOf();
+        await expect(db.transaction((tx) => tx.query('INSERT INTO written VALUES (1)'))).rejects.toMatchObject({ name: 'StorageUnavailableError', kind: 'unreachable' });
+        expect(await pidOf()).not.toBe(inTransactionPid);
+        await db.transaction((tx) => tx.query('INSERT INTO written VALUES (1)'));
+        expect((await db.query('SELECT count(*)::int AS n FROM written')).rows).toEqual([{ n: 1 }]);
+      } finally {
+        await db.close();
+        await created.drop();
+      }
+    });
+
     it('a connection lost while its transaction waits between statements ends neither the process nor the next transaction', async () => {
       await withDatabase({}, async (db) => {
         await expect(
@@ -213,7 +240,9 @@ describe('the HTTP edge', () => {
 
 describe('configuration', () => {
   it('documents defaults for the database bounds and refuses a lock timeout above the statement timeout', () => {
-    expect(loadConfig({}).db).toEqual({ ...DEFAULT_DATABASE_TIMEOUTS, startRetryMaxMs: 10_000 });
+    expect(loadConfig({}).db).toEqual({ ...DEFAULT_DATABASE_TIMEOUTS, startRetryMaxMs: 10_000, poolSizeMax: 20 });
+    expect(loadConfig({ ACG_DB_POOL_SIZE_MAX: '50' }).db.poolSizeMax).toBe(50);
+    expect(() => loadConfig({ ACG_DB_POOL_SIZE_MAX: '2' })).toThrow(/ACG_DB_POOL_SIZE_MAX/);
     expect(() => loadConfig({ ACG_DB_STATEMENT_TIMEOUT_MS: '1000', ACG_DB_LOCK_TIMEOUT_MS: '2000' })).toThrow(/ACG_DB_LOCK_TIMEOUT_MS \(2000\) must not exceed ACG_DB_STATEMENT_TIMEOUT_MS \(1000\)/);
   });
 });
