@@ -314,7 +314,8 @@ describe('without a provider', () => {
       expect(res.status).toBe(503);
       expect(res.body.code).toBe('payment_unavailable');
       const integrations = await bare.api('GET', '/v1/integrations', { token: agent.token });
-      expect(integrations.body.payments).toEqual({ link: 'unconfigured', provider: 'none', x402: 'unconfigured' });
+      // x402 is the facilitator's own state (a signing key and merchant API keys), not the top-up provider's.
+      expect(integrations.body.payments).toEqual({ link: 'unconfigured', provider: 'none', x402: 'configured' });
 
       expect((await bare.api('GET', '/v1/payments/topups', { token: agent.token })).body).toEqual({ topups: [], hasMore: false });
       const missing = await bare.api('GET', '/v1/payments/topups/top_unknown', { token: agent.token });
@@ -360,11 +361,11 @@ describe('without a provider', () => {
     }
   });
 
-  it('reports the local provider in /v1/integrations, with x402 unconfigured and distinct capabilities', async () => {
+  it('reports the local provider in /v1/integrations, with x402 configured (the dev gateway is its facilitator) and distinct capabilities', async () => {
     const agent = await newAgent('integrations');
     const status = await world.api('GET', '/v1/integrations', { token: agent.token });
-    expect(status.body.payments).toEqual({ link: 'configured', provider: 'local', x402: 'unconfigured' });
+    expect(status.body.payments).toEqual({ link: 'configured', provider: 'local', x402: 'configured' });
     const surface = await world.api('GET', '/v1/integrations?view=surface', { token: agent.token });
-    expect(surface.body.payments).toEqual({ directMerchantLink: { enabled: false }, optionalCreditPurchases: { enabled: true }, x402: { enabled: false } });
+    expect(surface.body.payments).toEqual({ directMerchantLink: { enabled: false }, optionalCreditPurchases: { enabled: true }, x402: { enabled: true } });
   });
 });
