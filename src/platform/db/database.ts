@@ -31,13 +31,22 @@ export interface Database extends Queryable {
   close(): Promise<void>;
 }
 
-/** SQLSTATEs worth retrying as a whole transaction: serialization_failure, deadlock_detected. */
+/** SQLSTATEs worth retrying as a whole transaction: serialization_failure, deadlock_detected (and a stale plan, below). */
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01']);
 export const TRANSACTION_ATTEMPTS_MAX = 5;
 
 export function isRetryable(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && RETRYABLE_SQLSTATES.has(code);
+  return (typeof code === 'string' && RETRYABLE_SQLSTATES.has(code)) || isStalePlan(error);
+}
+
+/**
+ * A prepared statement whose result columns a schema change altered (feature_not_supported, "cached plan must
+ * not change result type"): the driver prepares it again under a new name, so the transaction is worth a retry.
+ */
+export function isStalePlan(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  return code === '0A000' && typeof message === 'string' && message.includes('cached plan must not change result type');
 }
 
 /** Retries `attempt` on a retryable failure, with a short jittered back-off between tries. */
