@@ -80,6 +80,26 @@ export async function emitEvent(tx: Queryable, event: EventToEmit & { nowMs: num
  */
 export async function emitEvents(tx: Queryable, events: readonly EventToEmit[], nowMs: number): Promise<EventEnvelope[]> {
   if (events.length === 0) return [];
+  const write = eventsPart(events, nowMs, 1);
+  await tx.query(`WITH ${write.sql} SELECT count(*) FROM event_row`, write.params);
+  return write.envelopes;
+}
+
+/** Events ready to be written by a statement: their envelopes, and the statement's part that writes them. */
+export interface EventsWrite {
+  envelopes: EventEnvelope[];
+  /** CTE parts: `event_row` (one row per event written) and `event_delivery` (its outbox rows). */
+  sql: string;
+  params: unknown[];
+}
+
+/**
+ * The part of a statement that emits events, for a statement with more to write in the same round trip (a
+ * hold pass writes its holds and their events at once, src/ledger/store.ts): each event, and its outbox row
+ * when its account has an enabled webhook, with the trace context its attempts continue. Its parameters are
+ * numbered from `$firstParameter`.
+ */
+export function eventsPart(events: readonly EventToEmit[], nowMs: number, firstParameter: number): EventsWrite {
   const createdAt = Math.floor(nowMs / 1000);
   // Event ids contain no '.', which Standard Webhooks reserves as the separator of the signed text.
   const envelopes = events.map((event) => {
@@ -88,20 +108,24 @@ export async function emitEvents(tx: Queryable, events: readonly EventToEmit[], 
   });
   // Untraced, the array is empty: unnest pads a shorter array with NULLs, so no delivery has a trace context.
   const traceparents = tracing() ? events.map((event) => traceparentOf(event.trace ?? activeSpan()) ?? null) : [];
-  await tx.query(
-    `WITH e AS (
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $9::text[])
+  const p = (n: number) => `$${firstParameter + n - 1}`;
+  return {
+    envelopes,
+    sql: `event_in AS (
+       SELECT * FROM unnest(${p(1)}::text[], ${p(2)}::text[], ${p(3)}::text[], ${p(4)}::text[], ${p(5)}::text[], ${p(6)}::text[], ${p(9)}::text[])
          WITH ORDINALITY AS e(id, merchant_id, owner_id, type, payload, delivery_id, traceparent, position)
-     ), event AS (
+     ), event_row AS (
        INSERT INTO events (id, merchant_id, owner_id, type, payload, created_at_s)
-       SELECT id, merchant_id, owner_id, type, payload, $7 FROM e ORDER BY position RETURNING id
-     )
-     INSERT INTO webhook_deliveries (id, event_id, merchant_id, owner_id, state, next_attempt_at_ms, created_at_s, traceparent)
-     SELECT e.delivery_id, event.id, e.merchant_id, e.owner_id, 'pending', $8, $7, e.traceparent
-       FROM event JOIN e ON e.id = event.id
-       JOIN webhook_endpoints w ON w.account_id = COALESCE(e.merchant_id, e.owner_id) AND w.enabled
-      ORDER BY e.position`,
-    [
+       SELECT id, merchant_id, owner_id, type, payload, ${p(7)}::bigint FROM event_in ORDER BY position RETURNING id
+     ), event_delivery AS (
+       INSERT INTO webhook_deliveries (id, event_id, merchant_id, owner_id, state, next_attempt_at_ms, created_at_s, traceparent)
+       SELECT e.delivery_id, event_row.id, e.merchant_id, e.owner_id, 'pending', ${p(8)}::bigint, ${p(7)}::bigint, e.traceparent
+         FROM event_row JOIN event_in e ON e.id = event_row.id
+         JOIN webhook_endpoints w ON w.account_id = COALESCE(e.merchant_id, e.owner_id) AND w.enabled
+        ORDER BY e.position
+       RETURNING 1
+     )`,
+    params: [
       envelopes.map((e) => e.id),
       events.map((e) => e.merchantId ?? null),
       events.map((e) => e.ownerId ?? null),
@@ -112,6 +136,5 @@ export async function emitEvents(tx: Queryable, events: readonly EventToEmit[], 
       nowMs,
       traceparents,
     ],
-  );
-  return envelopes;
+  };
 }

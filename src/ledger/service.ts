@@ -9,7 +9,7 @@
 //   - every balance change is journaled in the same transaction, and each operation's journal sums to 0,
 //     checked before its SQL (./journal.ts);
 //   - whether an agent may spend is the spending policy's answer (src/policy), asked inside the hold pass.
-import { emitEvent, emitEvents, type EventType, type OwnerEventInput } from '../events/outbox.ts';
+import { emitEvent, emitEvents, eventsPart, type EventType, type OwnerEventInput } from '../events/outbox.ts';
 import type { AgentRow } from '../agents/service.ts';
 import { unwrap, type Settled } from '../platform/batcher.ts';
 import type { AgentService } from '../agents/service.ts';
@@ -449,10 +449,12 @@ export class LedgerService {
         outcomes.push({ ok: false, error });
       }
     }
-    await store.recordHolds(tx, recorded, combined(recorded.map(holdJournal)), charges);
+    // The holds and their events (redemption.held to the merchant, budget alerts to the owner) in one statement.
     const nowMs = this.gateway.clock.nowMs();
-    const events = recorded.flatMap(({ hold, redemption, trace }) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: 'redemption.held' as const, data: { redemption }, trace }] : []));
-    await emitEvents(tx, [...events, ...alerts], nowMs);
+    const held = recorded.flatMap(({ hold, redemption, trace }) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: 'redemption.held' as const, data: { redemption }, trace }] : []));
+    const events = [...held, ...alerts];
+    if (recorded.length === 0) await emitEvents(tx, events, nowMs);
+    else await store.recordHolds(tx, recorded, combined(recorded.map(holdJournal)), charges, events.length === 0 ? undefined : (first) => eventsPart(events, nowMs, first));
     return outcomes;
   }
 

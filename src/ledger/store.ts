@@ -2,6 +2,7 @@
 // written only through ./journal.ts: a statement that journals takes a BalancedJournal and embeds its insert.
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { budgetChargeParts, budgetGiveBackPart, budgetReadPart, budgetUsageFrom, type BudgetChargeRow, type BudgetPeriodKey, type BudgetUsageRow } from '../policy/budget-usage.ts';
+import type { EventsWrite } from '../events/outbox.ts';
 import { journalInsert, type BalancedJournal, type JournalKind } from './journal.ts';
 
 export interface LotRow {
@@ -192,10 +193,17 @@ export interface NewHold {
 /**
  * Records new holds in one statement (one round trip, whatever their number): each hold and its
  * allocations, every lot's debit (summed over the holds that take from it), the holds' balanced journal
- * (lot → hold, per allocation) and each agent's held total. The caller holds the agents' and the lots' row
+ * (lot → hold, per allocation) and each agent's held total; with `events` (the outbox's part, given the number of
+ * its first parameter), the events of the holds too. The caller holds the agents' and the lots' row
  * locks; the agents' balance rows are locked last, after their lots, as every settlement does too.
  */
-export async function recordHolds(db: Queryable, holds: readonly NewHold[], journal: BalancedJournal, charges: readonly BudgetChargeRow[] = []): Promise<void> {
+export async function recordHolds(
+  db: Queryable,
+  holds: readonly NewHold[],
+  journal: BalancedJournal,
+  charges: readonly BudgetChargeRow[] = [],
+  events?: (firstParameter: number) => EventsWrite,
+): Promise<void> {
   if (holds.length === 0) return;
   const allocations = holds.flatMap(({ hold, allocations }) => allocations.map((a, position) => ({ holdId: hold.id, lotId: a.lotId, position, amountUc: a.amountUc })));
   const createdAtS = holds[0]!.hold.created_at_s;
@@ -205,6 +213,7 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[], jour
   // the running totals' upsert is part of the statement only when there is one.
   const budgets = budgetChargeParts(charges, holds.map(({ hold }) => hold.id), 'account', 21 + journaled.params.length);
   const counting = charges.length > 0;
+  const evented = events?.(21 + journaled.params.length + (counting ? budgets.params.length : 0));
   const result = await db.query(
     `WITH h AS (
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[],
@@ -234,11 +243,12 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[], jour
        SELECT payer_id, SUM(amount_uc)::bigint FROM h GROUP BY payer_id ORDER BY payer_id
        ON CONFLICT (agent_id) DO UPDATE SET held_uc = agent_balances.held_uc + EXCLUDED.held_uc
        RETURNING 1
-     )${counting ? `, ${budgets.sql}` : ''}
+     )${counting ? `, ${budgets.sql}` : ''}${evented ? `, ${evented.sql}` : ''}
      SELECT (SELECT count(*) FROM new_holds) AS held, (SELECT count(*) FROM debits) AS debited, (SELECT count(*) FROM allocations) AS allocated,
             (SELECT count(*) FROM journal) AS journaled, (SELECT count(*) FROM account) AS accounted,
             ${counting ? `(SELECT COALESCE(SUM(jsonb_array_length(budget_charges)), 0) FROM new_holds)::bigint` : '0::bigint'} AS charged,
-            ${counting ? `(SELECT count(*) FROM ${budgets.counts.periods})` : '0::bigint'} AS counted`,
+            ${counting ? `(SELECT count(*) FROM ${budgets.counts.periods})` : '0::bigint'} AS counted,
+            ${evented ? '(SELECT count(*) FROM event_row)' : '0::bigint'} AS emitted`,
     [
       holds.map(({ hold }) => hold.id),
       holds.map(({ hold }) => hold.agent_id),
@@ -262,9 +272,10 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[], jour
       budgets.charges,
       ...journaled.params,
       ...(counting ? budgets.params : []),
+      ...(evented ? evented.params : []),
     ],
   );
-  const counts = result.rows[0] as { held: bigint; debited: bigint; allocated: bigint; journaled: bigint; accounted: bigint; charged: bigint; counted: bigint };
+  const counts = result.rows[0] as { held: bigint; debited: bigint; allocated: bigint; journaled: bigint; accounted: bigint; charged: bigint; counted: bigint; emitted: bigint };
   const lots = BigInt(new Set(allocations.map((a) => a.lotId)).size);
   const agents = BigInt(new Set(holds.map(({ hold }) => hold.payer_id)).size);
   const expected = BigInt(allocations.length);
@@ -275,10 +286,11 @@ export async function recordHolds(db: Queryable, holds: readonly NewHold[], jour
     counts.journaled !== BigInt(journal.entries.length) ||
     counts.accounted !== agents ||
     counts.charged !== BigInt(charges.length) ||
-    counts.counted !== BigInt(budgets.periods)
+    counts.counted !== BigInt(budgets.periods) ||
+    counts.emitted !== BigInt(evented?.envelopes.length ?? 0)
   ) {
     throw new Error(
-      `ledger invariant: ${holds.length} holds wrote ${counts.held}/${counts.debited}/${counts.allocated}/${counts.journaled}/${counts.accounted}/${counts.charged}/${counts.counted} rows for ${expected} allocations and ${charges.length} budget charges`,
+      `ledger invariant: ${holds.length} holds wrote ${counts.held}/${counts.debited}/${counts.allocated}/${counts.journaled}/${counts.accounted}/${counts.charged}/${counts.counted}/${counts.emitted} rows for ${expected} allocations, ${charges.length} budget charges and ${evented?.envelopes.length ?? 0} events`,
     );
   }
 }
