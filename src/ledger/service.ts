@@ -772,7 +772,7 @@ export class LedgerService {
    * Resolves locked holds: the first `capturedUc` of each hold's allocations (in burn order) go to the
    * earnings account, the rest back to each allocation's own lot. If that lot has expired meanwhile, the
    * credit lands in it anyway and counts as lapsed. A few statements whatever the number of holds: their
-   * allocations (unless given), every resolution (store.recordSettlements), every event.
+   * allocations (unless given), then every resolution and its event (store.recordSettlements).
    */
   private async settleMany(tx: Tx, items: readonly SettleItem[], known?: readonly store.AllocationRow[]): Promise<Redemption[]> {
     if (items.length === 0) return [];
@@ -796,13 +796,25 @@ export class LedgerService {
       settlements.push(settlement);
       journals.push(settlementJournal(settlement));
     }
-    const resolved = new Map((await store.recordSettlements(tx, settlements, combined(journals), nowS)).map((row) => [row.id, row]));
-    const redemptions = items.map(({ hold }) => toRedemption(resolved.get(hold.id)!, resolvedAllocations, [], nowS));
-    await emitEvents(
-      tx,
-      items.flatMap(({ hold, state, trace }, index) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: `redemption.${state}` as const, data: { redemption: redemptions[index]! }, trace }] : [])),
-      this.gateway.clock.nowMs(),
-    );
+    // What each hold becomes, known before the write (the statement's own rule), so its event goes in the same statement.
+    const becomes = items.map(({ hold, state, capturedUc }, index): store.HoldRow => ({
+      ...hold,
+      state,
+      captured_uc: capturedUc,
+      capture_receipt: settlements[index]!.receipt,
+      resolved_at_s: state === 'expired' ? hold.expires_at_s : BigInt(nowS),
+    }));
+    const redemptions = becomes.map((hold) => toRedemption(hold, resolvedAllocations, [], nowS));
+    const events = items.flatMap(({ hold, state, trace }, index) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: `redemption.${state}` as const, data: { redemption: redemptions[index]! }, trace }] : []));
+    const nowMs = this.gateway.clock.nowMs();
+    const written = await store.recordSettlements(tx, settlements, combined(journals), nowS, events.length === 0 ? undefined : (first) => eventsPart(events, nowMs, first));
+    const resolved = new Map(written.map((row) => [row.id, row]));
+    for (const hold of becomes) {
+      const row = resolved.get(hold.id)!;
+      if (row.state !== hold.state || row.captured_uc !== hold.captured_uc || row.resolved_at_s !== hold.resolved_at_s) {
+        throw new Error(`ledger invariant: hold ${hold.id} was written ${row.state}/${row.captured_uc}/${row.resolved_at_s}, not ${hold.state}/${hold.captured_uc}/${hold.resolved_at_s}`);
+      }
+    }
     return redemptions;
   }
 

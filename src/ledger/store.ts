@@ -341,29 +341,36 @@ export async function lockHolds(tx: Tx, holdIds: readonly string[]): Promise<Map
 }
 
 /**
- * Resolves held holds in two statements whatever their number: the lots they return credit to are locked
- * first in the order every hold locks lots (agent, then burn-down order), so batches never deadlock; then
- * one statement marks each hold, records what each allocation captured, returns the rest to the lots
- * (summed per lot), credits the earnings accounts, writes the settlements' balanced journal and updates the
- * agents' running totals, the accounts and totals in sorted order. Returns the resolved rows, one per
- * settlement; throws (the transaction must not commit: its journal was written) when a hold was no longer
- * held.
+ * Resolves held holds in one statement whatever their number: it locks the lots they return credit to in
+ * the order every hold locks lots (agent, then burn-down order), so batches never deadlock; marks each hold,
+ * records what each allocation captured, returns the rest to the lots (summed per lot), credits the earnings
+ * accounts, writes the settlements' balanced journal and updates the agents' running totals, the accounts and
+ * totals in sorted order; with `events` (the outbox's part, given the number of its first parameter), the
+ * settlements' events too. Returns the resolved rows, one per settlement; throws (the transaction must not
+ * commit: its journal was written) when a hold was no longer held.
  *
  * Lock order: the holds (the caller's), their lots, the earnings accounts, then the agents' balance rows.
- * A balance row comes last (its update waits for the lots and the account, which it names) because a hold
- * locks the agent's lots before its balance row and a refund locks the account before it: the same order
- * everywhere, so none of them can deadlock another.
+ * Inside the statement the order is forced as its other parts do it: a part that must come later names the
+ * earlier one in a condition that is always true (`(SELECT count(*) FROM part) >= 0`), which the planner runs
+ * first, once. A balance row comes last because a hold locks the agent's lots before its balance row and a
+ * refund locks the account before it: the same order everywhere, so none of them can deadlock another.
  */
-export async function recordSettlements(tx: Tx, settlements: readonly Settlement[], journal: BalancedJournal, nowS: number): Promise<HoldRow[]> {
+export async function recordSettlements(
+  tx: Tx,
+  settlements: readonly Settlement[],
+  journal: BalancedJournal,
+  nowS: number,
+  events?: (firstParameter: number) => EventsWrite,
+): Promise<HoldRow[]> {
   if (settlements.length === 0) return [];
   const lines = settlements.flatMap((s) => s.lines.map((line) => ({ holdId: s.holdId, ...line })));
-  await tx.query(
-    `SELECT id FROM credit_lots WHERE id = ANY($1::text[]) ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq FOR UPDATE`,
-    [[...new Set(lines.filter((line) => line.returnedUc > 0n).map((line) => line.lotId))]],
-  );
-  const journaled = journalInsert(journal, nowS, 11);
-  const { rows } = await tx.query<HoldRow & { accounted: bigint; agents: bigint; journaled: bigint; budget_inserted: bigint }>(
-    `WITH s AS (
+  const returning = [...new Set(lines.filter((line) => line.returnedUc > 0n).map((line) => line.lotId))];
+  const journaled = journalInsert(journal, nowS, 12);
+  const evented = events?.(12 + journaled.params.length);
+  const { rows } = await tx.query<HoldRow & { accounted: bigint; agents: bigint; journaled: bigint; budget_inserted: bigint; emitted: bigint }>(
+    `WITH lots_locked AS (
+       SELECT id FROM credit_lots WHERE id = ANY($11::text[]) ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq FOR UPDATE
+     ), s AS (
        SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])
          AS s(hold_id, state, captured_uc, earnings_account, receipt)
      ), line AS (
@@ -383,10 +390,11 @@ export async function recordSettlements(tx: Tx, settlements: readonly Settlement
      ), returned AS (
        UPDATE credit_lots c SET remaining_uc = c.remaining_uc + r.returned_uc
          FROM (SELECT lot_id, SUM(returned_uc)::bigint AS returned_uc FROM done_line WHERE returned_uc > 0 GROUP BY lot_id) r
-        WHERE c.id = r.lot_id RETURNING 1
+        WHERE c.id = r.lot_id AND (SELECT count(*) FROM lots_locked) >= 0 RETURNING 1
      ), earned AS (
        INSERT INTO ledger_accounts (id, balance_uc)
-       SELECT earnings_account, SUM(captured_uc)::bigint FROM done WHERE captured_uc > 0 GROUP BY earnings_account ORDER BY earnings_account
+       SELECT earnings_account, SUM(captured_uc)::bigint FROM done WHERE captured_uc > 0 AND (SELECT count(*) FROM lots_locked) >= 0
+        GROUP BY earnings_account ORDER BY earnings_account
        ON CONFLICT (id) DO UPDATE SET balance_uc = ledger_accounts.balance_uc + EXCLUDED.balance_uc RETURNING 1
      ), journal AS (
        ${journaled.sql}
@@ -402,9 +410,10 @@ export async function recordSettlements(tx: Tx, settlements: readonly Settlement
        ON CONFLICT (agent_id) DO UPDATE
          SET held_uc = agent_balances.held_uc - EXCLUDED.held_uc, captured_uc = agent_balances.captured_uc + EXCLUDED.captured_uc
        RETURNING xmax::text <> '0' AS existed
-     ), ${budgetGiveBackPart('SELECT id AS hold_id, amount_uc - captured_uc AS amount_uc FROM resolved', 'account')}
+     ), ${budgetGiveBackPart('SELECT id AS hold_id, amount_uc - captured_uc AS amount_uc FROM resolved', 'account')}${evented ? `, ${evented.sql}` : ''}
      SELECT resolved.*, (SELECT count(*) FROM account WHERE existed) AS accounted, (SELECT count(DISTINCT payer_id) FROM resolved) AS agents,
-            (SELECT count(*) FROM journal) AS journaled, (SELECT count(*) FROM budget_given_back WHERE NOT existed) AS budget_inserted
+            (SELECT count(*) FROM journal) AS journaled, (SELECT count(*) FROM budget_given_back WHERE NOT existed) AS budget_inserted,
+            ${evented ? '(SELECT count(*) FROM event_row)' : '0::bigint'} AS emitted
        FROM resolved, (SELECT count(*) FROM captured) c`,
     [
       settlements.map((s) => s.holdId),
@@ -417,14 +426,17 @@ export async function recordSettlements(tx: Tx, settlements: readonly Settlement
       lines.map((l) => l.capturedUc.toString()),
       lines.map((l) => l.returnedUc.toString()),
       nowS,
+      returning,
       ...journaled.params,
+      ...(evented ? evented.params : []),
     ],
   );
   if (rows.length !== settlements.length) {
     const resolved = new Set(rows.map((row) => row.id));
     throw new Error(`ledger invariant: holds ${settlements.filter((s) => !resolved.has(s.holdId)).map((s) => s.holdId).join(', ')} resolved twice`);
   }
-  return rows.map(({ accounted, agents, journaled: journaledCount, budget_inserted: budgetInserted, ...hold }) => {
+  return rows.map(({ accounted, agents, journaled: journaledCount, budget_inserted: budgetInserted, emitted, ...hold }) => {
+    if (emitted !== BigInt(evented?.envelopes.length ?? 0)) throw new Error(`ledger invariant: ${evented?.envelopes.length ?? 0} settlement events given, ${emitted} written`);
     if (accounted !== agents) throw new Error(`ledger invariant: ${agents} payers' holds settled, ${accounted} balance rows updated`);
     if (journaledCount !== BigInt(journal.entries.length)) throw new Error(`ledger invariant: ${journal.entries.length} journal entries given, ${journaledCount} written`);
     if (budgetInserted !== 0n) throw new Error(`ledger invariant: a settled hold gave back to ${budgetInserted} budget periods it was never counted in`);
