@@ -614,14 +614,13 @@ export class LedgerService {
 
   /**
    * Captures and releases many holds in one pass (group commit), each answered exactly as one by one in this
-   * order: the holds locked in sorted order (one statement), their allocations read (one), the checks in
+   * order: the holds locked in sorted order and their allocations read (one statement), the checks in
    * memory against what earlier calls of the pass did, then every resolution in LedgerService.settleMany. A
    * hold found past its deadline is reclaimed in the same pass (its credit back to the agent) and its calls
    * answer 409 hold_resolved.
    */
   async resolveMany(tx: Tx, requests: readonly ResolveRequest[]): Promise<Array<Settled<Redemption>>> {
-    const locked = await store.lockHolds(tx, requests.map((request) => request.holdId));
-    const allocations = await store.allocationsOf(tx, [...locked.keys()]);
+    const { holds: locked, allocations } = await store.lockHoldsWithAllocations(tx, requests.map((request) => request.holdId));
     const nowS = this.nowS();
     const current = new Map(locked);
     const settling = new Map<string, SettleItem>();

@@ -311,6 +311,27 @@ export async function lockHold(tx: Tx, holdId: string): Promise<HoldRow | undefi
   return rows[0];
 }
 
+/**
+ * Locks holds in sorted order (as lockHolds) and reads their allocations in the same statement (one round
+ * trip): what a settlement pass needs before it decides.
+ */
+export async function lockHoldsWithAllocations(tx: Tx, holdIds: readonly string[]): Promise<{ holds: Map<string, HoldRow>; allocations: AllocationRow[] }> {
+  if (holdIds.length === 0) return { holds: new Map(), allocations: [] };
+  const { rows } = await tx.query<HoldRow & { allocation_rows: Array<{ lot_id: string; position: number; amount_uc: string; captured_uc: string }> }>(
+    `SELECT h.*, (SELECT COALESCE(json_agg(json_build_object('lot_id', a.lot_id, 'position', a.position, 'amount_uc', a.amount_uc::text, 'captured_uc', a.captured_uc::text) ORDER BY a.position), '[]'::json)
+                    FROM hold_allocations a WHERE a.hold_id = h.id) AS allocation_rows
+       FROM holds h WHERE h.id = ANY($1::text[]) ORDER BY h.id FOR UPDATE OF h`,
+    [[...new Set(holdIds)]],
+  );
+  const holds = new Map<string, HoldRow>();
+  const allocations: AllocationRow[] = [];
+  for (const { allocation_rows: allocationRows, ...hold } of rows) {
+    holds.set(hold.id, hold);
+    for (const a of allocationRows) allocations.push({ hold_id: hold.id, lot_id: a.lot_id, position: a.position, amount_uc: BigInt(a.amount_uc), captured_uc: BigInt(a.captured_uc) });
+  }
+  return { holds, allocations };
+}
+
 export async function allocationsOf(db: Queryable, holdIds: readonly string[]): Promise<AllocationRow[]> {
   if (holdIds.length === 0) return [];
   const { rows } = await db.query<AllocationRow>('SELECT * FROM hold_allocations WHERE hold_id = ANY($1::text[]) ORDER BY hold_id, position', [holdIds]);
