@@ -81,6 +81,40 @@ function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStale
   };
 }
 
+/**
+ * A transaction on `client` whose BEGIN goes out with its first statement, in one socket write: the pool's
+ * connections pipeline (node-postgres `pipeline`: a statement is sent without waiting for the answer to the
+ * one before), so a transaction costs one round trip and one write fewer. BEGIN's failure is the first
+ * statement's. A transaction that ran no statement sends neither BEGIN nor COMMIT.
+ */
+function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean } {
+  const inner = wrap(client, { retryStalePlan: false });
+  let begun = false;
+  const begin = <R>(first: () => Promise<R>): Promise<R> => {
+    begun = true;
+    const { stream } = (client as unknown as { connection: { stream: { cork(): void; uncork(): void } } }).connection;
+    // Both are handed to the connection before this returns (each driver call writes synchronously); the cork
+    // makes the two one write.
+    stream.cork();
+    let opened: Promise<unknown>;
+    let answer: Promise<R>;
+    try {
+      opened = inner.query('BEGIN');
+      answer = first();
+    } finally {
+      stream.uncork();
+    }
+    answer.catch(() => {});
+    return opened.then(() => answer);
+  };
+  const tx: Tx = {
+    inTransaction: true,
+    query: (sql, params) => (begun ? inner.query(sql, params) : begin(() => inner.query(sql, params))),
+    exec: (sql) => (begun ? inner.exec(sql) : begin(() => inner.exec(sql))),
+  };
+  return { tx, begun: () => begun };
+}
+
 export interface PostgresOptions {
   poolSizeMax?: number;
   timeouts?: DatabaseTimeouts;
@@ -123,6 +157,9 @@ export function openPostgres(connectionString: string, options: PostgresOptions 
     types: { getTypeParser: parseTypes } as pg.CustomTypesConfig,
     connectionTimeoutMillis: timeouts.connectTimeoutMs,
     keepAlive: true,
+    // Statements are sent without waiting for the one before (BEGIN with the first statement, transactionOn);
+    // every caller still awaits each answer before its next statement.
+    pipeline: true,
   };
   const pool = new pg.Pool({
     ...connection,
@@ -148,18 +185,17 @@ export function openPostgres(connectionString: string, options: PostgresOptions 
       return outage.observe(() =>
         retryTransaction(() =>
           withClient(pool, async (client, discard) => {
-            const tx: Tx = { ...wrap(client, { retryStalePlan: false }), inTransaction: true };
-            await tx.query('BEGIN');
+            const { tx, begun } = transactionOn(client);
             try {
               const result = await fn(tx);
-              await tx.query('COMMIT');
+              if (begun()) await tx.query('COMMIT');
               return result;
             } catch (error) {
               // On a broken connection ROLLBACK cannot be sent (and could wait on a stalled server):
               // the server rolls back when the connection goes, and withClient makes sure it goes. A
               // ROLLBACK that fails leaves the session in doubt, so it goes too; the caller still
               // learns the original failure, since nothing was committed.
-              if (!isStorageUnavailable(error)) await tx.query('ROLLBACK').catch(discard);
+              if (begun() && !isStorageUnavailable(error)) await tx.query('ROLLBACK').catch(discard);
               throw error;
             }
           }),
