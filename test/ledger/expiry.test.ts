@@ -77,6 +77,31 @@ describe('hold expiry', () => {
     }
   });
 
+  it('one sweep reclaims the due holds of several agents together (one transaction): each credit back, each event once, a live hold untouched', async () => {
+    const agents = [await world.createAgent('sweep-a@example.com', 'sweep-a'), await world.createAgent('sweep-b@example.com', 'sweep-b')];
+    for (const agent of agents) await grant(world, agent.id, 5_000_000n);
+    const shortOffer = await shop.offer({ priceUc: '1000000', holdLifetimeS: 60 });
+    const longOffer = await shop.offer({ priceUc: '500000', holdLifetimeS: 3600 });
+    const due: string[] = [];
+    for (const agent of agents) for (let i = 0; i < 3; i++) due.push((await mint(world, agent.token, shortOffer.id)).body.redemption.id);
+    const live = (await mint(world, agents[0]!.token, longOffer.id)).body.redemption.id;
+    world.gw.clock.advance(61_000);
+    try {
+      const { ledger } = world.gw.services;
+      expect(await ledger.expireDue()).toBe(6);
+      const { db } = world.gw.gateway;
+      const states = await db.query<{ id: string; state: string }>('SELECT id, state FROM holds WHERE id = ANY($1::text[])', [[...due, live]]);
+      expect(new Map(states.rows.map((row) => [row.id, row.state]))).toEqual(new Map([...due.map((id) => [id, 'expired'] as const), [live, 'held']]));
+      const events = await db.query<{ payload: string }>(`SELECT payload FROM events WHERE type = 'redemption.expired'`);
+      for (const id of due) expect(events.rows.filter((row) => row.payload.includes(id))).toHaveLength(1);
+      expect(await ledger.balance(db, agents[0]!.id)).toMatchObject({ availableUc: '4500000', heldUc: '500000' });
+      expect(await ledger.balance(db, agents[1]!.id)).toMatchObject({ availableUc: '5000000', heldUc: '0' });
+      expect(await ledger.expireDue()).toBe(0);
+    } finally {
+      world.gw.clock.advance(-61_000);
+    }
+  });
+
   it('the sweeper reclaims due holds of every agent, once, from any number of runs', async () => {
     const agent = await world.createAgent('sweep@example.com', 'sweep-agent');
     await grant(world, agent.id, 3_000_000n);
