@@ -774,12 +774,11 @@ export class LedgerService {
   /**
    * Resolves locked holds: the first `capturedUc` of each hold's allocations (in burn order) go to the
    * earnings account, the rest back to each allocation's own lot. If that lot has expired meanwhile, the
-   * credit lands in it anyway and counts as lapsed. A few statements whatever the number of holds: their
-   * allocations (unless given), then every resolution and its event (store.recordSettlements).
+   * credit lands in it anyway and counts as lapsed. One statement whatever the number of holds: every
+   * resolution and its event (store.recordSettlements), from the holds and allocations the caller locked and read.
    */
-  private async settleMany(tx: Tx, items: readonly SettleItem[], known?: readonly store.AllocationRow[]): Promise<Redemption[]> {
+  private async settleMany(tx: Tx, items: readonly SettleItem[], allocations: readonly store.AllocationRow[]): Promise<Redemption[]> {
     if (items.length === 0) return [];
-    const allocations = known ?? (await store.allocationsOf(tx, items.map((item) => item.hold.id)));
     const nowS = this.nowS();
     const settlements: store.Settlement[] = [];
     const journals: BalancedJournal[] = [];
