@@ -15,25 +15,13 @@ import { markVerified, registerMerchant, uniqueKey } from '../support/merchants.
 import { spawnGateway, type GatewayProcess } from '../support/process.ts';
 import { makeTestCertificate, type TestCertificate } from '../support/test-certificate.ts';
 import { waitFor } from '../support/wait.ts';
-import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver.ts';
+import { startWebhookReceiverOn443, type WebhookReceiver } from '../support/webhook-receiver.ts';
 import { startWorld, type World } from '../support/world.ts';
 
 const DOMAIN = 'crash-shop.com';
 const HOST = `hooks.${DOMAIN}`;
 const EVENTS = 3;
 const PRELOAD = pathToFileURL(path.resolve('test/support/loopback-dns.mjs')).href;
-
-/** The spawned gateway connects to the URL's own port, 443: listen there on a loopback address of our own. */
-async function receiverOn443(cert: TestCertificate): Promise<WebhookReceiver> {
-  for (let tries = 0; ; tries++) {
-    const host = `127.0.${1 + Math.floor(Math.random() * 250)}.${2 + Math.floor(Math.random() * 250)}`;
-    try {
-      return await startWebhookReceiver({ tls: cert, listen: { host, port: 443 } });
-    } catch (error) {
-      if (tries > 5) throw error;
-    }
-  }
-}
 
 describe.runIf(onPostgres())('kill -9 of an instance in the middle of webhook attempts', () => {
   let database: TestDatabase;
@@ -48,7 +36,7 @@ describe.runIf(onPostgres())('kill -9 of an instance in the middle of webhook at
     cert = makeTestCertificate({ dns: [HOST] });
     dir = mkdtempSync(path.join(tmpdir(), 'acg-webhook-crash-'));
     writeFileSync(path.join(dir, 'ca.pem'), cert.certPem);
-    receiver = await receiverOn443(cert);
+    receiver = await startWebhookReceiverOn443(cert);
   });
   afterAll(async () => {
     await victim?.kill('SIGKILL');

@@ -18,25 +18,13 @@ import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../supp
 import { spawnGateway, type GatewayProcess } from '../support/process.ts';
 import { makeTestCertificate, type TestCertificate } from '../support/test-certificate.ts';
 import { waitFor } from '../support/wait.ts';
-import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver.ts';
+import { startWebhookReceiverOn443, type WebhookReceiver } from '../support/webhook-receiver.ts';
 
 const DOMAIN = 'otel-shop.com';
 const HOOK_URL = `https://hooks.${DOMAIN}/acg/events`;
 const PRELOAD = pathToFileURL(path.resolve('test/support/loopback-dns.mjs')).href;
 const SERVER = 2;
 const CLIENT = 3;
-
-/** The spawned gateway connects to the webhook URL's own port, 443: the receiver listens there on a loopback address of its own. */
-async function receiverOn443(cert: TestCertificate): Promise<WebhookReceiver> {
-  for (let tries = 0; ; tries++) {
-    const host = `127.0.${1 + Math.floor(Math.random() * 250)}.${2 + Math.floor(Math.random() * 250)}`;
-    try {
-      return await startWebhookReceiver({ tls: cert, listen: { host, port: 443 } });
-    } catch (error) {
-      if (tries > 5) throw error;
-    }
-  }
-}
 
 interface Shop {
   secrets: Record<string, string>;
@@ -92,7 +80,7 @@ describe.each(['http/protobuf', 'http/json'])('OpenTelemetry traces of a real ac
   beforeAll(async () => {
     otlp = await startOtlpReceiver();
     cert = makeTestCertificate({ dns: [`hooks.${DOMAIN}`] });
-    hooks = await receiverOn443(cert);
+    hooks = await startWebhookReceiverOn443(cert);
     dataDir = mkdtempSync(path.join(tmpdir(), 'acg-tracing-'));
     writeFileSync(path.join(dataDir, 'ca.pem'), cert.certPem);
     let databaseUrl = '';

@@ -97,3 +97,19 @@ export async function startWebhookReceiver(options: {
     close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
   };
 }
+
+/**
+ * A TLS receiver on port 443 of a loopback address of its own (a spawned gateway connects to a webhook URL's own
+ * port, 443, and its preloaded resolver maps the URL's host to that address); another address is tried when one
+ * is taken.
+ */
+export async function startWebhookReceiverOn443(tls: { certPem: string; keyPem: string }): Promise<WebhookReceiver> {
+  for (let tries = 0; ; tries++) {
+    const host = `127.0.${1 + Math.floor(Math.random() * 250)}.${2 + Math.floor(Math.random() * 250)}`;
+    try {
+      return await startWebhookReceiver({ tls, listen: { host, port: 443 } });
+    } catch (error) {
+      if (tries > 5) throw error;
+    }
+  }
+}
