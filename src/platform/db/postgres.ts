@@ -15,7 +15,7 @@ function parseTypes(oid: number, format: 'text' | 'binary') {
 /**
  * Named (prepared) statements: each parameterised statement is sent under a name derived from its text, so a
  * connection parses and plans it once and later runs only bind and execute (measured: the mint's statements
- * take half the server time prepared; docs/decisions.md "Prepared statements"). The texts are the code's own
+ * take half the server time prepared; docs/decisions.md "Statements go prepared, named by their text"). The texts are the code's own
  * templates, never data; a process names at most STATEMENTS_NAMED_MAX of them, and sends any beyond unnamed.
  * A schema change under a running process (a rolling deploy's migration) makes the server refuse a prepared
  * statement whose result columns changed ("cached plan must not change result type"): the names then start a
@@ -41,17 +41,19 @@ function renameStatements(): void {
 }
 
 function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStalePlan: boolean }): Queryable {
-  const send = async (sql: string, params: readonly unknown[] | undefined) => {
+  const configOf = (sql: string, params: readonly unknown[] | undefined) => {
     const name = params === undefined ? undefined : statementName(sql);
-    const config = { text: sql, values: params as unknown[] | undefined, ...(name === undefined ? {} : { name }) };
+    return { text: sql, values: params as unknown[] | undefined, ...(name === undefined ? {} : { name }) };
+  };
+  const send = async (sql: string, params: readonly unknown[] | undefined) => {
     try {
-      return await client.query(config);
+      return await client.query(configOf(sql, params));
     } catch (error) {
       if (!isStalePlan(error)) throw error;
       renameStatements();
       // Inside a transaction the statement failed it: the transaction's retry runs it again, renamed.
       if (!options.retryStalePlan) throw error;
-      return client.query({ text: sql, values: params as unknown[] | undefined, name: statementName(sql) });
+      return client.query(configOf(sql, params));
     }
   };
   return {
