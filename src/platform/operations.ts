@@ -411,7 +411,7 @@ async function runBatch<I, R, C>(
   return outcomes;
 }
 
-/** One transaction: claim every key, apply the owned calls, store every answer. Throws only a fault. */
+/** One transaction: claim every key, apply the owned calls, store every answer (sent with the COMMIT). Throws only a fault. */
 async function applyBatch<I, R, C>(
   runtime: OperationRuntime,
   operation: SingleStepOperation<I, R, C, unknown>,
@@ -430,8 +430,10 @@ async function applyBatch<I, R, C>(
     const claimOf = (index: number) => (claims[index] as { claim: Claim }).claim;
     const kept = owned.flatMap((index, position) => (results[position]!.ok || !awaitsHuman(results[position]!.error) ? [{ index, result: results[position]! }] : []));
     await runtime.idempotency.abandonMany(tx, owned.filter((index, position) => !results[position]!.ok && awaitsHuman(results[position]!.error)).map(claimOf));
+    // The answers are the transaction's last statement, sent with its COMMIT: the claims were taken in this
+    // transaction, whose row locks keep every other request off these keys, so no check after it can fail.
     await runtime.idempotency.completeMany(
-      tx,
+      tx.lastStatement(),
       kept.map(({ index, result }) =>
         result.ok
           ? { claim: claimOf(index), response: storedResult(result.value), secretFields: operation.secretFields }

@@ -18,6 +18,13 @@ export interface Queryable {
  */
 export interface Tx extends Queryable {
   readonly inTransaction: true;
+  /**
+   * Where the transaction's last statement goes: on PostgreSQL it is sent with the COMMIT, in one write, and
+   * answers once both have (one round trip fewer); the transaction takes no statement after it. If it fails,
+   * the transaction is rolled back and its error thrown. Nothing may be decided after its answer that would
+   * undo it: the transaction has committed. PGlite commits when the transaction's function returns.
+   */
+  lastStatement(): Queryable;
 }
 
 export type DatabaseKind = 'postgres' | 'pglite';

@@ -34,6 +34,12 @@ function wrap(target: PGlite | Transaction): Queryable {
   };
 }
 
+/** A transaction of the embedded database: it commits when the transaction's function returns, so its last statement is any. */
+function pgliteTx(inner: Queryable): Tx {
+  const tx: Tx = { ...inner, inTransaction: true, lastStatement: () => tx };
+  return tx;
+}
+
 /**
  * Opens the embedded database. `dataDir` undefined means in memory (tests). PGlite runs inside this
  * process and serialises every statement, so it admits one gateway process per data directory.
@@ -96,7 +102,7 @@ export async function openPglite(dataDir: string | undefined, log?: OutageLog): 
     query: (sql, params) => outage.observe(() => root.query(sql, params)),
     exec: (sql) => outage.observe(() => root.exec(sql)),
     transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-      return outage.observe(() => retryTransaction(() => db.transaction((tx) => fn({ ...wrap(tx), inTransaction: true }))));
+      return outage.observe(() => retryTransaction(() => db.transaction((tx) => fn(pgliteTx(wrap(tx))))));
     },
     withAdvisoryLock<T>(_lockKey: number, fn: (conn: Queryable) => Promise<T>): Promise<T> {
       // One process owns a PGlite data directory, so there is no other session to exclude.

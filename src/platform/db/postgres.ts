@@ -84,37 +84,58 @@ function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStale
 }
 
 /**
- * A transaction on `client` whose BEGIN goes out with its first statement, in one socket write: the pool's
- * connections pipeline (node-postgres `pipeline`: a statement is sent without waiting for the answer to the
- * one before), so a transaction costs one round trip and one write fewer. BEGIN's failure is the first
- * statement's. A transaction that ran no statement sends neither BEGIN nor COMMIT.
+ * A transaction on `client` whose BEGIN goes out with its first statement, and whose COMMIT with its last
+ * (`lastStatement`), each in one socket write: the pool's connections pipeline (node-postgres `pipeline`: a
+ * statement is sent without waiting for the answer to the one before), so a transaction costs two round trips
+ * and two writes fewer. BEGIN's failure is the first statement's. A transaction that ran no statement sends
+ * neither BEGIN nor COMMIT. `ended` tells the caller that the last statement closed it, committed or rolled back.
  */
-function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean } {
+function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean; ended: () => boolean } {
   const inner = wrap(client, { retryStalePlan: false });
   let begun = false;
-  const begin = <R>(first: () => Promise<R>): Promise<R> => {
-    begun = true;
-    const { stream } = (client as unknown as { connection: { stream: { cork(): void; uncork(): void } } }).connection;
-    // Both are handed to the connection before this returns (each driver call writes synchronously); the cork
-    // makes the two one write.
+  let ended = false;
+  const { stream } = (client as unknown as { connection: { stream: { cork(): void; uncork(): void } } }).connection;
+  /** Hands every statement to the connection before returning (each driver call writes synchronously); the cork makes them one write. */
+  const together = <T>(send: () => T): T => {
     stream.cork();
-    let opened: Promise<unknown>;
-    let answer: Promise<R>;
     try {
-      opened = inner.query('BEGIN');
-      answer = first();
+      return send();
     } finally {
       stream.uncork();
     }
+  };
+  const open = () => {
+    if (ended) throw new Error('the transaction has ended: its last statement was sent with its COMMIT');
+    if (begun) return undefined;
+    begun = true;
+    const opened = inner.query('BEGIN');
+    opened.catch(() => {});
+    return opened;
+  };
+  const run = <R>(statement: () => Promise<R>): Promise<R> => {
+    const [opened, answer] = together(() => [open(), statement()] as const);
+    if (!opened) return answer;
     answer.catch(() => {});
     return opened.then(() => answer);
   };
+  const last = async <R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> => {
+    const [opened, answer, committed] = together(() => [open(), inner.query<R>(sql, params), inner.query('COMMIT')] as const);
+    ended = true;
+    answer.catch(() => {});
+    committed.catch(() => {});
+    await opened;
+    // A failed statement aborts the transaction; PostgreSQL then answers the COMMIT by rolling it back.
+    const result = await answer;
+    await committed;
+    return result;
+  };
   const tx: Tx = {
     inTransaction: true,
-    query: (sql, params) => (begun ? inner.query(sql, params) : begin(() => inner.query(sql, params))),
-    exec: (sql) => (begun ? inner.exec(sql) : begin(() => inner.exec(sql))),
+    query: (sql, params) => run(() => inner.query(sql, params)),
+    exec: (sql) => run(() => inner.exec(sql)),
+    lastStatement: () => ({ query: last, exec: (sql) => last(sql).then(() => undefined) }),
   };
-  return { tx, begun: () => begun };
+  return { tx, begun: () => begun, ended: () => ended };
 }
 
 export interface PostgresOptions {
@@ -187,17 +208,17 @@ export function openPostgres(connectionString: string, options: PostgresOptions 
       return outage.observe(() =>
         retryTransaction(() =>
           withClient(pool, async (client, discard) => {
-            const { tx, begun } = transactionOn(client);
+            const { tx, begun, ended } = transactionOn(client);
             try {
               const result = await fn(tx);
-              if (begun()) await tx.query('COMMIT');
+              if (begun() && !ended()) await tx.query('COMMIT');
               return result;
             } catch (error) {
               // On a broken connection ROLLBACK cannot be sent (and could wait on a stalled server):
               // the server rolls back when the connection goes, and withClient makes sure it goes. A
               // ROLLBACK that fails leaves the session in doubt, so it goes too; the caller still
               // learns the original failure, since nothing was committed.
-              if (begun() && !isStorageUnavailable(error)) await tx.query('ROLLBACK').catch(discard);
+              if (begun() && !ended() && !isStorageUnavailable(error)) await tx.query('ROLLBACK').catch(discard);
               throw error;
             }
           }),

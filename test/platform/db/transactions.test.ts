@@ -1,0 +1,104 @@
+// What a transaction promises its callers, on both databases: its last statement goes with its COMMIT
+// (`Tx.lastStatement`, one round trip fewer on PostgreSQL), and statements sent without awaiting one
+// another (a batch's independent reads, pipelined on PostgreSQL) each get their own answer, in order.
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Database } from '../../../src/platform/db/database.ts';
+import { openPostgres } from '../../../src/platform/db/postgres.ts';
+import { createPostgresDatabase, onPostgres, openTestDatabase, testDbKind } from '../../support/database.ts';
+
+describe(`transactions (${testDbKind()})`, () => {
+  let db: Database;
+  let drop: () => Promise<void>;
+
+  beforeAll(async () => {
+    if (onPostgres()) {
+      // One connection: a transaction the driver left open or aborted would show in the next one.
+      const created = await createPostgresDatabase();
+      db = openPostgres(created.url, { poolSizeMax: 1 });
+      drop = async () => {
+        await db.close();
+        await created.drop();
+      };
+    } else {
+      ({ db, drop } = await openTestDatabase());
+    }
+    await db.exec('CREATE TABLE things (id text PRIMARY KEY, amount_uc bigint NOT NULL CHECK (amount_uc > 0))');
+  });
+
+  afterAll(async () => {
+    await drop?.();
+  });
+
+  beforeEach(async () => {
+    await db.exec('DELETE FROM things');
+  });
+
+  const ids = async () => (await db.query<{ id: string }>('SELECT id FROM things ORDER BY id')).rows.map((row) => row.id);
+  const insert = 'INSERT INTO things (id, amount_uc) VALUES ($1, $2) RETURNING id';
+
+  it('commits with its last statement and answers with that statement’s rows', async () => {
+    const answered = await db.transaction(async (tx) => {
+      await tx.query(insert, ['a', 1n]);
+      return (await tx.lastStatement().query<{ id: string }>(insert, ['b', 2n])).rows;
+    });
+    expect(answered).toEqual([{ id: 'b' }]);
+    expect(await ids()).toEqual(['a', 'b']);
+  });
+
+  it('rolls the whole transaction back when its last statement fails, and throws that statement’s error', async () => {
+    const failed = db.transaction(async (tx) => {
+      await tx.query(insert, ['a', 1n]);
+      await tx.lastStatement().query(insert, ['b', -1n]);
+    });
+    await expect(failed).rejects.toMatchObject({ code: '23514' });
+    expect(await ids()).toEqual([]);
+    // The connection is clean: the next transaction commits.
+    await db.transaction((tx) => tx.query(insert, ['c', 3n]));
+    expect(await ids()).toEqual(['c']);
+  });
+
+  it('can be a transaction’s only statement (BEGIN, it and COMMIT together)', async () => {
+    await db.transaction((tx) => tx.lastStatement().query(insert, ['a', 1n]));
+    expect(await ids()).toEqual(['a']);
+    await expect(db.transaction((tx) => tx.lastStatement().query(insert, ['a', 1n]))).rejects.toMatchObject({ code: '23505' });
+    expect(await ids()).toEqual(['a']);
+  });
+
+  it('commits without a COMMIT of its own when the transaction never reaches a last statement', async () => {
+    await db.transaction(async (tx) => {
+      await tx.query(insert, ['a', 1n]);
+    });
+    expect(await ids()).toEqual(['a']);
+  });
+
+  it.runIf(onPostgres())('takes no statement after its last one (PostgreSQL: the transaction has committed)', async () => {
+    const after = db.transaction(async (tx) => {
+      await tx.lastStatement().query(insert, ['a', 1n]);
+      await tx.query(insert, ['b', 2n]);
+    });
+    await expect(after).rejects.toThrow(/transaction has ended/);
+    expect(await ids()).toEqual(['a']);
+    await db.transaction((tx) => tx.query(insert, ['c', 3n]));
+    expect(await ids()).toEqual(['a', 'c']);
+  });
+
+  it('answers statements sent without waiting for one another each with its own rows, in the transaction', async () => {
+    await db.exec("INSERT INTO things (id, amount_uc) VALUES ('x', 7), ('y', 8)");
+    const read = 'SELECT id, amount_uc FROM things WHERE id = $1 FOR UPDATE';
+    const [first, second, third] = await db.transaction((tx) =>
+      Promise.all([tx.query(read, ['x']), tx.query(insert, ['z', 9n]), tx.query<{ n: bigint }>('SELECT count(*) AS n FROM things WHERE id = ANY($1::text[])', [['x', 'y', 'z']])]),
+    );
+    expect(first.rows).toEqual([{ id: 'x', amount_uc: 7n }]);
+    expect(second.rows).toEqual([{ id: 'z' }]);
+    // Statements run in the order they were sent: the count sees the insert before it.
+    expect(third.rows[0]!.n).toBe(3n);
+  });
+
+  it('rolls back every statement sent together when one of them fails', async () => {
+    const failed = db.transaction((tx) => Promise.all([tx.query(insert, ['a', 1n]), tx.query(insert, ['b', -1n]), tx.query(insert, ['c', 3n])]));
+    await expect(failed).rejects.toMatchObject({ code: '23514' });
+    expect(await ids()).toEqual([]);
+    await db.transaction((tx) => tx.query(insert, ['d', 4n]));
+    expect(await ids()).toEqual(['d']);
+  });
+});
