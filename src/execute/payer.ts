@@ -6,7 +6,7 @@ import { ApiError } from '../platform/errors.ts';
 import type { Tx } from '../platform/db/database.ts';
 import type { Microcredits } from '../platform/money.ts';
 import type { Settled } from '../platform/batcher.ts';
-import { GATEWAY_ACCEPTOR_ID, type LedgerService, type Redemption } from '../ledger/service.ts';
+import { GATEWAY_ACCEPTOR_ID, type Holders, type LedgerService, type Redemption } from '../ledger/service.ts';
 
 /** Paid from the agent's prepaid credit. */
 export const PREPAID_CREDIT_METHOD = 'credits';
@@ -29,22 +29,29 @@ export interface ExecutionHold {
 
 export interface ExecutionPayer {
   readonly paymentMethod: PaymentMethod;
-  /** Holds each execution's price in one pass, in order; a refusal (e.g. INSUFFICIENT_CREDITS) is that call's answer. */
-  holdMany(tx: Tx, holds: readonly ExecutionHold[]): Promise<Array<Settled<Redemption>>>;
+  /**
+   * Holds each execution's price in one pass, in order; a refusal (e.g. INSUFFICIENT_CREDITS) is that call's answer.
+   * `holders`: what `lockHolders` locked for these agents in this transaction, beside the batch's other reads.
+   */
+  holdMany(tx: Tx, holds: readonly ExecutionHold[], holders?: Holders): Promise<Array<Settled<Redemption>>>;
+  /** Locks what holding for these agents locks first (their rows, their lots), to hand to `holdMany`. */
+  lockHolders(tx: Tx, agentIds: readonly string[]): Promise<Holders>;
   /** Captures each hold in full, in one pass; a hold no longer held answers `hold_resolved`. */
   captureMany(tx: Tx, holdIds: readonly string[]): Promise<Array<Settled<Redemption>>>;
   /** Gives a hold back. One already resolved (expired past its deadline) has given its credit back already. */
   release(tx: Tx, holdId: string): Promise<void>;
 }
 
-export function prepaidCredit(ledger: Pick<LedgerService, 'holdMany' | 'resolveMany' | 'release'>): ExecutionPayer {
+export function prepaidCredit(ledger: Pick<LedgerService, 'holdMany' | 'lockHolders' | 'resolveMany' | 'release'>): ExecutionPayer {
   return {
     paymentMethod: PREPAID_CREDIT_METHOD,
-    holdMany: (tx, holds) =>
+    holdMany: (tx, holds, holders) =>
       ledger.holdMany(
         tx,
         holds.map((hold) => ({ ...hold, acceptorId: GATEWAY_ACCEPTOR_ID, merchantId: null })),
+        holders,
       ),
+    lockHolders: (tx, agentIds) => ledger.lockHolders(tx, agentIds),
     captureMany: (tx, holdIds) => ledger.resolveMany(tx, holdIds.map((holdId) => ({ action: 'capture' as const, holdId }))),
     release: async (tx, holdId) => {
       try {

@@ -236,10 +236,12 @@ export class ExecutionPipeline {
    * threshold), the approvals used by the holds taken, and the execution row that lets recovery find it.
    */
   private async beginIn(tx: Tx, calls: readonly BeginCall[]): Promise<Array<Settled<Started>>> {
-    const answers = await this.deps.purchases.answersOf(
-      tx,
-      calls.map(({ claim, cleared }) => ({ ...bindingOf(claim), agentId: cleared.agent.id, amountUc: cleared.action.priceUc })),
-    );
+    // The approvals' lock and the holders' locks sent together (one round trip on PostgreSQL), in that order.
+    const [answering, holders] = await Promise.all([
+      this.deps.purchases.lockApprovals(tx, calls.map(({ claim }) => bindingOf(claim))),
+      this.deps.payer.lockHolders(tx, calls.map(({ cleared }) => cleared.agent.id)),
+    ]);
+    const answers = await answering(calls.map(({ claim, cleared }) => ({ ...bindingOf(claim), agentId: cleared.agent.id, amountUc: cleared.action.priceUc })));
     const holding = calls.flatMap((call, index) => (answers[index]!.state === 'closed' ? [] : [index]));
     const held = await this.deps.payer.holdMany(
       tx,
@@ -257,6 +259,7 @@ export class ExecutionPipeline {
           trace: calls[index]!.trace,
         };
       }),
+      holders,
     );
     let position = 0;
     const holds = answers.map((answer): Settled<Redemption> => (answer.state === 'closed' ? { ok: false, error: new PurchaseClosed(answer.error) } : held[position++]!));
@@ -287,7 +290,8 @@ export class ExecutionPipeline {
       rows.push(row);
       return { ok: true, value: { executionId: row.id, holdId: held.value.id, priceUc: cleared.action.priceUc } };
     });
-    await store.insertExecutions(tx, rows);
+    // The transaction's last statement, sent with its COMMIT.
+    await store.insertExecutions(tx.lastStatement(), rows);
     return outcomes;
   }
 

@@ -22,8 +22,8 @@ import { formatUc, type Microcredits } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
 import type { Page } from '../platform/schemas.ts';
 import type { SpanRef } from '../platform/telemetry.ts';
-import { afterTaking, budgetPeriodsOf, chargesOf, spendingRefusal, thresholdsCrossed, traceSpendingDecision, usageOf, type BudgetCharge, type Usage } from '../policy/spending.ts';
-import type { BudgetChargeRow } from '../policy/budget-usage.ts';
+import { afterTaking, budgetPeriodsOf, chargesOf, spendingRefusal, thresholdsCrossed, traceSpendingDecision, usageOf, type BudgetCharge, type BudgetSpend, type Usage } from '../policy/spending.ts';
+import type { BudgetChargeRow, BudgetPeriodKey } from '../policy/budget-usage.ts';
 import { appendJournal, balancedEntries, combined, type BalancedJournal, type JournalLine } from './journal.ts';
 import { signReceipt } from './receipts.ts';
 import * as store from './store.ts';
@@ -116,6 +116,19 @@ export interface Balance {
   grantedUc: string;
   /** Of grantedUc, what came back as refunds. */
   refundedUc: string;
+}
+
+/** What a batch's holds lock first, locked in its transaction (`LedgerService.lockHolders`). */
+export interface Holders {
+  /** The time the lots were read at: the holds' time. */
+  atS: number;
+  /** The locked rows of the agents and their ancestors; throws if any of `requesters` was not among the agents locked. */
+  covering(requesters: readonly string[]): Map<string, AgentRow>;
+  /**
+   * The payers' spendable lots, locked: those read already, and the others read now with the budgets' running
+   * totals (`budgets` undefined when nothing was read: the caller reads the totals it needs).
+   */
+  lotsOf(payerIds: readonly string[], budgetPeriods: readonly BudgetPeriodKey[]): Promise<{ lots: Map<string, store.LotRow[]>; budgets: ReadonlyMap<string, BudgetSpend> | undefined }>;
 }
 
 export interface HoldRequest {
@@ -388,6 +401,32 @@ export class LedgerService {
   }
 
   /**
+   * Locks what `holdMany` locks first, for a batch that sends these locks beside its other reads, in the same
+   * transaction, and hands them to `holdMany`: the rows of the agents about to hold and of all their ancestors,
+   * and, in the statement after (the order every hold takes them), the spendable lots of those agents, which
+   * are their payers' when they are roots (most are). `holdMany` reads only what this could not know: a
+   * delegate's root's lots, and the budgets' running totals.
+   */
+  async lockHolders(tx: Tx, agentIds: readonly string[]): Promise<Holders> {
+    const atS = this.nowS();
+    const requested = [...new Set(agentIds)].sort();
+    const [rows, own] = await Promise.all([this.identity.lockWithAncestors(tx, requested), store.lockSpendableLotsOf(tx, requested, atS)]);
+    return {
+      atS,
+      covering(requesters) {
+        const missing = requesters.find((id) => !own.lots.has(id));
+        if (missing !== undefined) throw new Error(`holdMany: agent ${missing} holds, but its row was not locked with the batch's holders`);
+        return rows;
+      },
+      async lotsOf(payerIds, budgetPeriods) {
+        const unread = payerIds.filter((id) => !own.lots.has(id));
+        const read = unread.length === 0 ? { lots: new Map<string, store.LotRow[]>(), budgets: undefined } : await store.lockSpendableLotsOf(tx, unread, atS, budgetPeriods);
+        return { lots: new Map(payerIds.map((id) => [id, own.lots.get(id) ?? read.lots.get(id)!])), budgets: read.budgets };
+      },
+    };
+  }
+
+  /**
    * Takes many holds in one pass (group commit), each answered exactly as if they were taken one by one in
    * this order: a refused one (FROZEN, SCOPE_FORBIDDEN, CAP_EXCEEDED, INSUFFICIENT_CREDITS, not_found,
    * invalid_input) fails alone, and a later hold of the same agent, or of an agent sharing an ancestor, sees
@@ -399,15 +438,17 @@ export class LedgerService {
    * `redemption.held` event. Only when a hold would be refused and its tree has holds past their deadline
    * are those reclaimed first (as the one-by-one path does).
    */
-  async holdMany(tx: Tx, requests: readonly HoldRequest[]): Promise<Array<Settled<Redemption>>> {
-    const nowS = this.nowS();
+  async holdMany(tx: Tx, requests: readonly HoldRequest[], holders?: Holders): Promise<Array<Settled<Redemption>>> {
+    const nowS = holders?.atS ?? this.nowS();
     const outcomes: Array<Settled<Redemption>> = [];
     const candidates = requests.filter((request) => request.amountUc > 0n);
-    // The requesters and all their ancestors, locked in one sorted statement; then the payers' (roots') lots, with
-    // every agent's budget totals in the same statement.
-    const agents = await this.identity.lockWithAncestors(tx, [...new Set(candidates.map((request) => request.agentId))]);
+    // The requesters and all their ancestors, locked in one sorted statement (or already, by the caller); then the
+    // payers' (roots') lots, with every agent's budget totals in the same statement.
+    const requesters = [...new Set(candidates.map((request) => request.agentId))];
+    const agents = holders ? holders.covering(requesters) : await this.identity.lockWithAncestors(tx, requesters);
     const payerIds = [...new Set([...agents.values()].map(payerOf))].sort();
-    const read = await store.lockSpendableLotsOf(tx, payerIds, nowS, budgetPeriodsOf([...agents.values()], nowS));
+    const budgetPeriods = budgetPeriodsOf([...agents.values()], nowS);
+    const read = holders ? await holders.lotsOf(payerIds, budgetPeriods) : await store.lockSpendableLotsOf(tx, payerIds, nowS, budgetPeriods);
     const lots = read.lots;
     const usage = await usageOf(tx, [...agents.values()], nowS, read.budgets);
     const alerts: OwnerEventInput[] = [];

@@ -20,8 +20,10 @@ import type { AgentService } from '../agents/service.ts';
 import type {
   PendingPurchase,
   PurchaseAnswer,
+  PurchaseAnswering,
   PurchaseApprovalRequest,
   PurchaseCheck,
+  RequestKey,
   ServiceIntent,
   VoucherIntent,
 } from '../platform/approvals.ts';
@@ -205,15 +207,22 @@ export class PurchaseApprovals {
    * (same key, other input or agent) cannot use it: 409 idempotency_key_reused, stored under that key.
    */
   async answersOf(tx: Tx, checks: readonly PurchaseCheck[]): Promise<PurchaseAnswer[]> {
-    const rows = await store.lockPurchaseApprovalsFor(tx, checks);
+    return (await this.lockApprovals(tx, checks))(checks);
+  }
+
+  /** `answersOf` in two steps: the lock now (one statement), the answers once the purchases' prices are known. */
+  async lockApprovals(tx: Tx, requests: readonly RequestKey[]): Promise<PurchaseAnswering> {
+    const rows = await store.lockPurchaseApprovalsFor(tx, requests);
     const byRequest = new Map(rows.map((row) => [`${row.idem_scope}\n${row.operation}\n${row.idem_key}`, row]));
-    const answers: PurchaseAnswer[] = [];
-    for (const check of checks) {
-      let row = byRequest.get(`${check.scope}\n${check.operation}\n${check.key}`);
-      if (row && isOpen(row.status) && Number(row.expires_at_s) <= this.nowS()) row = await this.expireLocked(tx, row);
-      answers.push(row ? this.answer(row, check) : { state: 'none' });
-    }
-    return answers;
+    return async (checks) => {
+      const answers: PurchaseAnswer[] = [];
+      for (const check of checks) {
+        let row = byRequest.get(`${check.scope}\n${check.operation}\n${check.key}`);
+        if (row && isOpen(row.status) && Number(row.expires_at_s) <= this.nowS()) row = await this.expireLocked(tx, row);
+        answers.push(row ? this.answer(row, check) : { state: 'none' });
+      }
+      return answers;
+    };
   }
 
   private answer(row: store.PurchaseApprovalRow, check: PurchaseCheck): PurchaseAnswer {

@@ -105,6 +105,12 @@ export interface HumanApprover {
   requestApproval(request: ApprovalRequest): Promise<PendingApproval>;
 }
 
+/** What names a request across its retries: its Idempotency-Key as claimed. */
+export type RequestKey = Pick<RequestBinding, 'scope' | 'operation' | 'key'>;
+
+/** The answers for requests whose approvals are locked (`PurchaseApprover.lockApprovals`), in the order of `checks`. */
+export type PurchaseAnswering = (checks: readonly PurchaseCheck[]) => Promise<PurchaseAnswer[]>;
+
 /** A purchase about to be held, as the hold checks it against the approval of its request. */
 export interface PurchaseCheck extends RequestBinding {
   agentId: string;
@@ -127,6 +133,11 @@ export interface PurchaseApprover {
   requestPurchaseApproval(request: PurchaseApprovalRequest, tx?: Tx): Promise<PendingPurchase>;
   /** The answers for these requests, in order, their approvals locked until `tx` ends (sorted, before any agent row). */
   answersOf(tx: Tx, checks: readonly PurchaseCheck[]): Promise<PurchaseAnswer[]>;
+  /**
+   * `answersOf` in two steps, for a batch that sends this lock beside its other reads (before its agent rows'):
+   * locks the approvals of these requests until `tx` ends, then answers each with what its purchase now costs.
+   */
+  lockApprovals(tx: Tx, requests: readonly RequestKey[]): Promise<PurchaseAnswering>;
   /** Marks approvals used by the holds taken under them, in the holds' transaction: each once. */
   use(tx: Tx, uses: ReadonlyArray<{ approvalId: string; holdId: string }>): Promise<void>;
 }

@@ -12,7 +12,7 @@
 // another request, the refusal is that request's answer, stored.
 import type { AgentService } from '../agents/service.ts';
 import type { LedgerService, Redemption } from '../ledger/service.ts';
-import { purchaseApproval, type PurchaseAnswer, type PurchaseApprovalRequest, type PurchaseApprover, type RequestBinding, type VoucherIntent } from '../platform/approvals.ts';
+import { purchaseApproval, type PurchaseAnswer, type PurchaseAnswering, type PurchaseApprovalRequest, type PurchaseApprover, type RequestBinding, type VoucherIntent } from '../platform/approvals.ts';
 import type { OfferService, SellableOfferRow } from '../offers/service.ts';
 import type { Settled } from '../platform/batcher.ts';
 import type { Tx } from '../platform/db/database.ts';
@@ -104,12 +104,18 @@ export class VoucherService {
   /**
    * Mints many vouchers in one pass (group commit), each answered as if minted one by one in this order:
    * one statement reads the offers, one reads (and locks) the owner's answers for the purchases of these
-   * requests, LedgerService.holdMany takes every hold (an approved purchase passes the approval threshold),
+   * requests, one locks the agents' rows (the three sent together), LedgerService.holdMany takes every hold (an approved purchase passes the approval threshold),
    * signing each voucher once the hold is decided and before it is written (the hold keeps the voucher as
    * issued, for its evidence); then the approvals used are marked, and a purchase still to approve is asked.
    */
   async mintMany(tx: Tx, requests: readonly MintRequest[]): Promise<Array<Settled<MintResult>>> {
-    const offers = await this.offers.sellableMany(tx, requests.map((request) => request.offerId));
+    // Three reads that need nothing of one another, sent together (one round trip on PostgreSQL), the locks in
+    // the order every hold takes them: the offers, the purchase approvals of these requests, the agents' rows.
+    const [offers, answering, holders] = await Promise.all([
+      this.offers.sellableMany(tx, requests.map((request) => request.offerId)),
+      this.purchases.lockApprovals(tx, requests.flatMap((request) => (request.binding ? [request.binding] : []))),
+      this.ledger.lockHolders(tx, requests.map((request) => request.agentId)),
+    ]);
     const outcomes: Array<Settled<MintResult> | undefined> = requests.map((request) => {
       const offer = offers.get(request.offerId);
       if (!offer || (request.merchantId !== undefined && offer.merchant_id !== request.merchantId)) {
@@ -126,7 +132,7 @@ export class VoucherService {
       return undefined;
     });
     const priced = requests.flatMap((request, index) => (outcomes[index] ? [] : [{ index, request, offer: offers.get(request.offerId)! }]));
-    const answers = await this.answersOf(tx, priced);
+    const answers = await this.answersOf(answering, priced);
     for (const [position, { index }] of priced.entries()) {
       const answer = answers[position]!;
       if (answer.state === 'closed') outcomes[index] = { ok: false, error: answer.error };
@@ -155,6 +161,7 @@ export class VoucherService {
           return credential;
         },
       })),
+      holders,
     );
     const uses: Array<{ approvalId: string; holdId: string }> = [];
     for (const [position, { index, request, offer, answer }] of holding.entries()) {
@@ -171,10 +178,9 @@ export class VoucherService {
   }
 
   /** The owner's answers for the purchases about to be held (none for a request without a binding). */
-  private async answersOf(tx: Tx, priced: ReadonlyArray<{ request: MintRequest; offer: SellableOfferRow }>): Promise<PurchaseAnswer[]> {
+  private async answersOf(answering: PurchaseAnswering, priced: ReadonlyArray<{ request: MintRequest; offer: SellableOfferRow }>): Promise<PurchaseAnswer[]> {
     const bound = priced.filter(({ request }) => request.binding !== undefined);
-    const answers = await this.purchases.answersOf(
-      tx,
+    const answers = await answering(
       bound.map(({ request, offer }) => ({ ...request.binding!, agentId: request.agentId, amountUc: priceOf(request, offer) })),
     );
     let position = 0;
