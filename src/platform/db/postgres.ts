@@ -95,14 +95,20 @@ function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean; e
   let begun = false;
   let ended = false;
   const { stream } = (client as unknown as { connection: { stream: { cork(): void; uncork(): void } } }).connection;
-  /** Hands every statement to the connection before returning (each driver call writes synchronously); the cork makes them one write. */
+  // The statements sent by one run of code go out in one write: each driver call writes synchronously, so the
+  // stream is corked at the first and uncorked in a microtask, once that code has run. So BEGIN and the first
+  // statement, a last statement and COMMIT, and the reads a batch sends together (Promise.all) are one write each.
+  let corked = false;
   const together = <T>(send: () => T): T => {
-    stream.cork();
-    try {
-      return send();
-    } finally {
-      stream.uncork();
+    if (!corked) {
+      corked = true;
+      stream.cork();
+      queueMicrotask(() => {
+        corked = false;
+        stream.uncork();
+      });
     }
+    return send();
   };
   const open = () => {
     if (ended) throw new Error('the transaction has ended: its last statement was sent with its COMMIT');
