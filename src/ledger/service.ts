@@ -23,7 +23,7 @@ import type { Principal } from '../platform/principal.ts';
 import type { Page } from '../platform/schemas.ts';
 import type { SpanRef } from '../platform/telemetry.ts';
 import { afterTaking, budgetPeriodsOf, chargesOf, spendingRefusal, thresholdsCrossed, traceSpendingDecision, usageOf, type BudgetCharge, type BudgetSpend, type Usage } from '../policy/spending.ts';
-import type { BudgetChargeRow, BudgetPeriodKey } from '../policy/budget-usage.ts';
+import { budgetPeriodKey, type BudgetChargeRow, type BudgetPeriodKey } from '../policy/budget-usage.ts';
 import { appendJournal, balancedEntries, combined, type BalancedJournal, type JournalLine } from './journal.ts';
 import { signReceipt } from './receipts.ts';
 import * as store from './store.ts';
@@ -116,6 +116,36 @@ export interface Balance {
   grantedUc: string;
   /** Of grantedUc, what came back as refunds. */
   refundedUc: string;
+}
+
+/** Agents' rows kept after a hold pass locked them, at most RECENT_HOLDERS_MAX, the least recently held dropped first. */
+const RECENT_HOLDERS_MAX = 4096;
+
+class RecentHolders {
+  private readonly rows = new Map<string, AgentRow>();
+
+  remember(rows: Iterable<AgentRow>): void {
+    for (const row of rows) {
+      this.rows.delete(row.id);
+      this.rows.set(row.id, row);
+      if (this.rows.size > RECENT_HOLDERS_MAX) this.rows.delete(this.rows.keys().next().value!);
+    }
+  }
+
+  /** The budget periods at `atS` of these agents and their ancestors, as last seen (none for an agent not seen). */
+  periodsOf(agentIds: readonly string[], atS: number): BudgetPeriodKey[] {
+    const seen = new Map<string, AgentRow>();
+    for (const id of agentIds) {
+      const row = this.rows.get(id);
+      if (!row) continue;
+      seen.set(id, row);
+      for (const ancestorId of row.ancestor_ids) {
+        const ancestor = this.rows.get(ancestorId);
+        if (ancestor) seen.set(ancestorId, ancestor);
+      }
+    }
+    return budgetPeriodsOf([...seen.values()], atS);
+  }
 }
 
 /** What a batch's holds lock first, locked in its transaction (`LedgerService.lockHolders`). */
@@ -353,6 +383,9 @@ export function refuseDelegate(agent: Pick<AgentRow, 'id' | 'ancestor_ids'>): vo
 }
 
 export class LedgerService {
+  /** The agents' rows as the last hold pass locked them: what the next pass guesses their budget periods from. */
+  private readonly lastHolders = new RecentHolders();
+
   constructor(
     private readonly gateway: Gateway,
     private readonly identity: AgentService,
@@ -410,7 +443,12 @@ export class LedgerService {
   async lockHolders(tx: Tx, agentIds: readonly string[]): Promise<Holders> {
     const atS = this.nowS();
     const requested = [...new Set(agentIds)].sort();
-    const [rows, own] = await Promise.all([this.identity.lockWithAncestors(tx, requested), store.lockSpendableLotsOf(tx, requested, atS)]);
+    // The budget periods these agents' mandates had at their last hold: read with the lots, and used if they are
+    // the periods the locked rows need (a mandate changed since, or a delegate's ancestor never seen: read again).
+    const guessed = this.lastHolders.periodsOf(requested, atS);
+    const [rows, own] = await Promise.all([this.identity.lockWithAncestors(tx, requested), store.lockSpendableLotsOf(tx, requested, atS, guessed)]);
+    this.lastHolders.remember(rows.values());
+    const guessedKeys = new Set(guessed.map(budgetPeriodKey));
     return {
       atS,
       covering(requesters) {
@@ -420,8 +458,12 @@ export class LedgerService {
       },
       async lotsOf(payerIds, budgetPeriods) {
         const unread = payerIds.filter((id) => !own.lots.has(id));
-        const read = unread.length === 0 ? { lots: new Map<string, store.LotRow[]>(), budgets: undefined } : await store.lockSpendableLotsOf(tx, unread, atS, budgetPeriods);
-        return { lots: new Map(payerIds.map((id) => [id, own.lots.get(id) ?? read.lots.get(id)!])), budgets: read.budgets };
+        if (unread.length > 0) {
+          const read = await store.lockSpendableLotsOf(tx, unread, atS, budgetPeriods);
+          return { lots: new Map(payerIds.map((id) => [id, own.lots.get(id) ?? read.lots.get(id)!])), budgets: read.budgets };
+        }
+        const guessedRight = budgetPeriods.every((key) => guessedKeys.has(budgetPeriodKey(key)));
+        return { lots: new Map(payerIds.map((id) => [id, own.lots.get(id)!])), budgets: guessedRight ? own.budgets : undefined };
       },
     };
   }
