@@ -178,11 +178,22 @@ async function onPostgres(run: Run): Promise<void> {
           run.cells.push(await executeCell(config, tool, side.gateway, side.world, connections, side.answers, code(side)));
         });
       }
-      // Beside the mint cell of the same connection count, on agents whose mandates have all three budgets.
+      // Mint, spread, at the last connection count, on agents whose mandates have all three budgets, and (when
+      // the workload's own agents have none) right beside it the same cell on those agents ("0 budgets"): the
+      // pair issue 25's speed line compares, a minute apart, in an order that alternates from pair to pair.
+      const pairs = { n: 0 };
       await onEachSide(run, sides, slot, async (side) => {
         if (side.world.budgetedTokens.length === 0) return;
         const connections = config.connections.at(-1)!;
-        run.cells.push(await mintCell(config, tool, side.gateway, side.world, 'postgresql', 'spread', connections, side.answers, undefined, { ...code(side), variant: '3 budgets', agentTokens: side.world.budgetedTokens }));
+        const budgeted = async () => {
+          run.cells.push(await mintCell(config, tool, side.gateway, side.world, 'postgresql', 'spread', connections, side.answers, undefined, { ...code(side), variant: '3 budgets', agentTokens: side.world.budgetedTokens }));
+        };
+        const plain = async () => {
+          run.cells.push(await mintCell(config, tool, side.gateway, side.world, 'postgresql', 'spread', connections, side.answers, undefined, { ...code(side), variant: '0 budgets' }));
+        };
+        if (config.budgets > 0) return budgeted();
+        const order = pairs.n++ % 2 === 0 ? [plain, budgeted] : [budgeted, plain];
+        for (const cell of order) await cell();
       });
       await onEachSide(run, sides, slot, async (side) => {
         run.cells.push(...(await captureCells(config, tool, side.gateway, side.world, side.held, side.answers, code(side))));
