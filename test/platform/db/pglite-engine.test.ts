@@ -1,0 +1,168 @@
+// The embedded engine answers as PGlite does, on a worker thread and in the caller's thread alike: the same
+// values (bigint, Date, JSON, arrays, bytes), the same errors (SQLSTATE and constraint, so faults.ts and the
+// services read them), the same transactions (commit, rollback on a throw, one at a time, plain statements
+// waiting for them), named statements that survive a schema change, and StorageUnavailableError once the engine
+// is closed or its worker died, never a hang. One run is enough: the PostgreSQL pass does not use PGlite.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DatabaseInUseError, type Database } from '../../../src/platform/db/database.ts';
+import { StorageUnavailableError, type OutageLog } from '../../../src/platform/db/faults.ts';
+import { engineOf, openPglite } from '../../../src/platform/db/pglite.ts';
+import { onPostgres } from '../../support/database.ts';
+
+const VALUES_SQL = `SELECT 9007199254740993::int8 AS big, '2026-01-02T03:04:05.678Z'::timestamptz AS at,
+  '{"a":[1,"x",null]}'::jsonb AS doc, ARRAY[1,2]::int8[] AS bigs, ARRAY['p','q'] AS texts, '\\x0102ff'::bytea AS bytes, NULL::text AS nothing`;
+
+function recordingLog(): OutageLog & { lines: string[] } {
+  const lines: string[] = [];
+  return { lines, warn: (_fields, message) => lines.push(`warn ${message}`), info: (_fields, message) => lines.push(`info ${message}`) };
+}
+
+describe.skipIf(onPostgres())('the embedded engine', () => {
+  describe.each([
+    ['on a worker thread', true],
+    ['in the caller thread', false],
+  ])('%s', (_where, inWorker) => {
+    let db: Database;
+    beforeAll(async () => {
+      db = await openPglite(undefined, undefined, inWorker);
+      await db.exec('CREATE TABLE t (id int PRIMARY KEY, amount_uc bigint NOT NULL)');
+    });
+    afterAll(() => db.close());
+
+    it('returns values as PGlite parses them, bigint and Date included, with and without parameters', async () => {
+      const { rows } = await db.query(VALUES_SQL);
+      expect(rows[0]).toMatchObject({ big: 9007199254740993n, bigs: [1n, 2n], texts: ['p', 'q'], doc: { a: [1, 'x', null] }, nothing: null });
+      expect(rows[0]!.at).toEqual(new Date('2026-01-02T03:04:05.678Z'));
+      expect(rows[0]!.bytes).toEqual(new Uint8Array([1, 2, 255]));
+      const params = [7, 12345678901234567n, new Date('2026-05-06T07:08:09Z'), JSON.stringify({ k: ['1'] }), ['a', 'b'], null];
+      const sql = 'SELECT $1::int AS i, $2::int8 AS b, $3::timestamptz AS d, $4::jsonb AS j, $5::text[] AS arr, $6::text AS none';
+      for (let run = 0; run < 2; run++) {
+        expect((await db.query(sql, params)).rows).toEqual([{ i: 7, b: 12345678901234567n, d: new Date('2026-05-06T07:08:09Z'), j: { k: ['1'] }, arr: ['a', 'b'], none: null }]);
+      }
+    });
+
+    it('counts the rows a write touched', async () => {
+      await db.query('INSERT INTO t SELECT g, 0 FROM generate_series(100, 104) g');
+      expect((await db.query('UPDATE t SET amount_uc = amount_uc + $1 WHERE id >= $2', [1n, 100])).rowCount).toBe(5);
+      expect((await db.query('DELETE FROM t WHERE id >= $1', [100])).rowCount).toBe(5);
+    });
+
+    it('throws an error with its SQLSTATE and constraint, and goes on answering', async () => {
+      await db.query('INSERT INTO t VALUES ($1, $2)', [1, 10n]);
+      const duplicate = await db.query('INSERT INTO t VALUES ($1, $2)', [1, 10n]).catch((e: unknown) => e);
+      expect(duplicate).toBeInstanceOf(Error);
+      expect(duplicate).toMatchObject({ code: '23505', constraint: 't_pkey', message: expect.stringContaining('duplicate key') });
+      expect(duplicate).not.toBeInstanceOf(StorageUnavailableError);
+      await expect(db.query('SELECT * FROM nowhere WHERE id = $1', [1])).rejects.toMatchObject({ code: '42P01' });
+      expect((await db.query<{ n: bigint }>('SELECT count(*) AS n FROM t WHERE id = $1', [1])).rows).toEqual([{ n: 1n }]);
+    });
+
+    it('commits a transaction, and rolls one back when its function throws or a statement fails', async () => {
+      await db.transaction(async (tx) => {
+        await tx.query('INSERT INTO t VALUES ($1, $2)', [2, 20n]);
+        await tx.query('UPDATE t SET amount_uc = amount_uc + 1 WHERE id = $1', [2]);
+      });
+      const thrown = new Error('the caller changed its mind');
+      await expect(
+        db.transaction(async (tx) => {
+          await tx.query('INSERT INTO t VALUES ($1, $2)', [3, 30n]);
+          throw thrown;
+        }),
+      ).rejects.toBe(thrown);
+      await expect(db.transaction((tx) => tx.query('INSERT INTO t VALUES ($1, $2)', [2, 0n]))).rejects.toMatchObject({ code: '23505' });
+      // A transaction that ran nothing commits nothing, and answers.
+      await expect(db.transaction(async () => 'nothing')).resolves.toBe('nothing');
+      expect((await db.query('SELECT id, amount_uc FROM t ORDER BY id')).rows).toEqual([
+        { id: 1, amount_uc: 10n },
+        { id: 2, amount_uc: 21n },
+      ]);
+    });
+
+    it('runs concurrent transactions one at a time and plain statements between them, losing nothing', async () => {
+      await db.query('INSERT INTO t VALUES ($1, 0)', [50]);
+      const increments = Array.from({ length: 40 }, (_, i) =>
+        db.transaction(async (tx) => {
+          const { rows } = await tx.query<{ amount_uc: bigint }>('SELECT amount_uc FROM t WHERE id = $1', [50]);
+          await tx.query('UPDATE t SET amount_uc = $2 WHERE id = $1', [50, rows[0]!.amount_uc + 1n]);
+          return i;
+        }),
+      );
+      const reads = Array.from({ length: 40 }, () => db.query<{ amount_uc: bigint }>('SELECT amount_uc FROM t WHERE id = $1', [50]));
+      expect(await Promise.all(increments)).toEqual(Array.from({ length: 40 }, (_, i) => i));
+      // Each read saw a committed value: never one a transaction had written and not yet committed.
+      for (const { rows } of await Promise.all(reads)) expect(rows[0]!.amount_uc).toBeLessThanOrEqual(40n);
+      expect((await db.query('SELECT amount_uc FROM t WHERE id = $1', [50])).rows).toEqual([{ amount_uc: 40n }]);
+    });
+
+    it('prepares a statement again when a schema change altered its result columns', async () => {
+      await db.exec('CREATE TABLE shifting (id int PRIMARY KEY, a text)');
+      await db.query('INSERT INTO shifting VALUES ($1, $2)', [1, 'x']);
+      expect((await db.query('SELECT * FROM shifting WHERE id = $1', [1])).rows).toEqual([{ id: 1, a: 'x' }]);
+      await db.exec("ALTER TABLE shifting ADD COLUMN b text NOT NULL DEFAULT 'y'");
+      // Inside a transaction the statement failed it: the transaction's retry runs it again, prepared anew.
+      expect(await db.transaction((tx) => tx.query('SELECT * FROM shifting WHERE id = $1', [1])).then((r) => r.rows)).toEqual([{ id: 1, a: 'x', b: 'y' }]);
+      await db.exec('ALTER TABLE shifting DROP COLUMN a');
+      // Outside one, the engine runs it again at once.
+      expect((await db.query('SELECT * FROM shifting WHERE id = $1', [1])).rows).toEqual([{ id: 1, b: 'y' }]);
+    });
+
+    it('fails with StorageUnavailableError once closed', async () => {
+      const closing = await openPglite(undefined, undefined, inWorker);
+      await closing.close();
+      await expect(closing.query('SELECT 1')).rejects.toBeInstanceOf(StorageUnavailableError);
+      await expect(closing.query('SELECT $1::int', [1])).rejects.toBeInstanceOf(StorageUnavailableError);
+      await expect(closing.transaction((tx) => tx.query('SELECT 1'))).rejects.toBeInstanceOf(StorageUnavailableError);
+      await closing.close();
+    });
+  });
+
+  it('on a worker thread: a worker that died fails the waiting call and every later one with StorageUnavailableError, and the outage is logged', async () => {
+    const log = recordingLog();
+    const db = await openPglite(undefined, log, true);
+    await db.exec('CREATE TABLE t (id int PRIMARY KEY)');
+    const waiting = db.transaction(async (tx) => {
+      await tx.query('INSERT INTO t VALUES ($1)', [1]);
+      await tx.query('SELECT pg_sleep(5)');
+    });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const startedMs = Date.now();
+    await engineOf.get(db)!.kill();
+    await expect(waiting).rejects.toBeInstanceOf(StorageUnavailableError);
+    expect(Date.now() - startedMs).toBeLessThan(2000);
+    await expect(db.query('SELECT 1')).rejects.toThrow(/engine stopped/);
+    await expect(db.transaction((tx) => tx.query('SELECT $1::int', [1]))).rejects.toBeInstanceOf(StorageUnavailableError);
+    expect(log.lines.filter((line) => line.startsWith('warn'))).toEqual([expect.stringContaining('database unavailable')]);
+    await db.close();
+  });
+
+  it('holds its data directory against a second opener until closed, and keeps what it committed', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'acg-pglite-'));
+    try {
+      const first = await openPglite(dir);
+      expect(readFileSync(path.join(dir, 'acg.lock'), 'utf8')).toBe(String(process.pid));
+      await first.exec('CREATE TABLE kept (id int PRIMARY KEY)');
+      await first.transaction((tx) => tx.query('INSERT INTO kept VALUES ($1)', [7]));
+      // The lock names this process: a second open here is refused only by another live process, so fake one.
+      const { spawn } = await import('node:child_process');
+      const other = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 10000)']);
+      try {
+        rmSync(path.join(dir, 'acg.lock'));
+        const { writeFileSync } = await import('node:fs');
+        writeFileSync(path.join(dir, 'acg.lock'), String(other.pid));
+        await expect(openPglite(dir)).rejects.toBeInstanceOf(DatabaseInUseError);
+        writeFileSync(path.join(dir, 'acg.lock'), String(process.pid));
+      } finally {
+        other.kill();
+      }
+      await first.close();
+      const second = await openPglite(dir);
+      expect((await second.query('SELECT id FROM kept')).rows).toEqual([{ id: 7 }]);
+      await second.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
