@@ -1,33 +1,25 @@
-// The embedded engine answers as PGlite does, on a worker thread and in the caller's thread alike: the same
-// values (bigint, Date, JSON, arrays, bytes), the same errors (SQLSTATE and constraint, so faults.ts and the
-// services read them), the same transactions (commit, rollback on a throw, one at a time, plain statements
-// waiting for them), named statements that survive a schema change, and StorageUnavailableError once the engine
-// is closed or its worker died, never a hang. One run is enough: the PostgreSQL pass does not use PGlite.
+// The embedded database with its statements named answers as PGlite's own query() does: the same values
+// (bigint, Date, JSON, arrays, bytes), the same errors (SQLSTATE and constraint, so faults.ts and the services
+// read them), the same transactions (commit, rollback on a throw, one at a time, plain statements waiting for
+// them); its names survive a schema change; StorageUnavailableError once closed; one process per data
+// directory. One run is enough: the PostgreSQL pass does not use PGlite.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseInUseError, type Database } from '../../../src/platform/db/database.ts';
-import { StorageUnavailableError, type OutageLog } from '../../../src/platform/db/faults.ts';
-import { engineOf, openPglite } from '../../../src/platform/db/pglite.ts';
+import { StorageUnavailableError } from '../../../src/platform/db/faults.ts';
+import { openPglite } from '../../../src/platform/db/pglite.ts';
 import { onPostgres } from '../../support/database.ts';
 
 const VALUES_SQL = `SELECT 9007199254740993::int8 AS big, '2026-01-02T03:04:05.678Z'::timestamptz AS at,
   '{"a":[1,"x",null]}'::jsonb AS doc, ARRAY[1,2]::int8[] AS bigs, ARRAY['p','q'] AS texts, '\\x0102ff'::bytea AS bytes, NULL::text AS nothing`;
 
-function recordingLog(): OutageLog & { lines: string[] } {
-  const lines: string[] = [];
-  return { lines, warn: (_fields, message) => lines.push(`warn ${message}`), info: (_fields, message) => lines.push(`info ${message}`) };
-}
-
-describe.skipIf(onPostgres())('the embedded engine', () => {
-  describe.each([
-    ['on a worker thread', true],
-    ['in the caller thread', false],
-  ])('%s', (_where, inWorker) => {
+describe.skipIf(onPostgres())('the embedded database', () => {
+  describe('with its statements named', () => {
     let db: Database;
     beforeAll(async () => {
-      db = await openPglite(undefined, undefined, inWorker);
+      db = await openPglite(undefined);
       await db.exec('CREATE TABLE t (id int PRIMARY KEY, amount_uc bigint NOT NULL)');
     });
     afterAll(() => db.close());
@@ -42,6 +34,13 @@ describe.skipIf(onPostgres())('the embedded engine', () => {
       for (let run = 0; run < 2; run++) {
         expect((await db.query(sql, params)).rows).toEqual([{ i: 7, b: 12345678901234567n, d: new Date('2026-05-06T07:08:09Z'), j: { k: ['1'] }, arr: ['a', 'b'], none: null }]);
       }
+    });
+
+    it('names each parameterised statement once per session, and runs a statement without parameters unnamed', async () => {
+      for (let run = 0; run < 3; run++) await db.query('SELECT $1::int + 1 AS n', [run]);
+      await db.query('SELECT 2 AS unnamed');
+      const { rows } = await db.query<{ name: string; statement: string }>("SELECT name, statement FROM pg_prepared_statements WHERE statement LIKE 'SELECT $1::int + 1%'");
+      expect(rows).toEqual([{ name: expect.stringMatching(/^acg_\d+$/), statement: 'SELECT $1::int + 1 AS n' }]);
     });
 
     it('counts the rows a write touched', async () => {
@@ -110,32 +109,12 @@ describe.skipIf(onPostgres())('the embedded engine', () => {
     });
 
     it('fails with StorageUnavailableError once closed', async () => {
-      const closing = await openPglite(undefined, undefined, inWorker);
+      const closing = await openPglite(undefined);
       await closing.close();
       await expect(closing.query('SELECT 1')).rejects.toBeInstanceOf(StorageUnavailableError);
       await expect(closing.query('SELECT $1::int', [1])).rejects.toBeInstanceOf(StorageUnavailableError);
       await expect(closing.transaction((tx) => tx.query('SELECT 1'))).rejects.toBeInstanceOf(StorageUnavailableError);
-      await closing.close();
     });
-  });
-
-  it('on a worker thread: a worker that died fails the waiting call and every later one with StorageUnavailableError, and the outage is logged', async () => {
-    const log = recordingLog();
-    const db = await openPglite(undefined, log, true);
-    await db.exec('CREATE TABLE t (id int PRIMARY KEY)');
-    const waiting = db.transaction(async (tx) => {
-      await tx.query('INSERT INTO t VALUES ($1)', [1]);
-      await tx.query('SELECT pg_sleep(5)');
-    });
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    const startedMs = Date.now();
-    await engineOf.get(db)!.kill();
-    await expect(waiting).rejects.toBeInstanceOf(StorageUnavailableError);
-    expect(Date.now() - startedMs).toBeLessThan(2000);
-    await expect(db.query('SELECT 1')).rejects.toThrow(/engine stopped/);
-    await expect(db.transaction((tx) => tx.query('SELECT $1::int', [1]))).rejects.toBeInstanceOf(StorageUnavailableError);
-    expect(log.lines.filter((line) => line.startsWith('warn'))).toEqual([expect.stringContaining('database unavailable')]);
-    await db.close();
   });
 
   it('holds its data directory against a second opener until closed, and keeps what it committed', async () => {
