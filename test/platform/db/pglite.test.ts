@@ -3,7 +3,8 @@
 // read them), the same transactions (commit, rollback on a throw, one at a time, plain statements waiting for
 // them); its names survive a schema change; StorageUnavailableError once closed; one process per data
 // directory. One run is enough: the PostgreSQL pass does not use PGlite.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -104,7 +105,7 @@ describe.skipIf(onPostgres())('the embedded database', () => {
       // Inside a transaction the statement failed it: the transaction's retry runs it again, prepared anew.
       expect(await db.transaction((tx) => tx.query('SELECT * FROM shifting WHERE id = $1', [1])).then((r) => r.rows)).toEqual([{ id: 1, a: 'x', b: 'y' }]);
       await db.exec('ALTER TABLE shifting DROP COLUMN a');
-      // Outside one, the engine runs it again at once.
+      // Outside one, the driver runs it again at once.
       expect((await db.query('SELECT * FROM shifting WHERE id = $1', [1])).rows).toEqual([{ id: 1, b: 'y' }]);
     });
 
@@ -125,11 +126,8 @@ describe.skipIf(onPostgres())('the embedded database', () => {
       await first.exec('CREATE TABLE kept (id int PRIMARY KEY)');
       await first.transaction((tx) => tx.query('INSERT INTO kept VALUES ($1)', [7]));
       // The lock names this process: a second open here is refused only by another live process, so fake one.
-      const { spawn } = await import('node:child_process');
       const other = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 10000)']);
       try {
-        rmSync(path.join(dir, 'acg.lock'));
-        const { writeFileSync } = await import('node:fs');
         writeFileSync(path.join(dir, 'acg.lock'), String(other.pid));
         await expect(openPglite(dir)).rejects.toBeInstanceOf(DatabaseInUseError);
         writeFileSync(path.join(dir, 'acg.lock'), String(process.pid));
