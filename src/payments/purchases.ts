@@ -202,15 +202,11 @@ export class PurchaseApprovals {
   }
 
   /**
-   * The owner's answers for these requests, their approvals locked until `tx` ends. An approval past its
-   * deadline is closed here first (as the job would). A request other than the one an approval was asked for
-   * (same key, other input or agent) cannot use it: 409 idempotency_key_reused, stored under that key.
+   * The owner's answers for these requests: their approvals locked now, until `tx` ends (one statement), the
+   * answers once the purchases' prices are known. An approval past its deadline is closed then first (as the
+   * job would). A request other than the one an approval was asked for (same key, other input or agent) cannot
+   * use it: 409 idempotency_key_reused, stored under that key.
    */
-  async answersOf(tx: Tx, checks: readonly PurchaseCheck[]): Promise<PurchaseAnswer[]> {
-    return (await this.lockApprovals(tx, checks))(checks);
-  }
-
-  /** `answersOf` in two steps: the lock now (one statement), the answers once the purchases' prices are known. */
   async lockApprovals(tx: Tx, requests: readonly RequestKey[]): Promise<PurchaseAnswering> {
     const rows = await store.lockPurchaseApprovalsFor(tx, requests);
     const byRequest = new Map(rows.map((row) => [`${row.idem_scope}\n${row.operation}\n${row.idem_key}`, row]));

@@ -22,7 +22,7 @@ import type { ExecuteService } from '../execute/service.ts';
 import { actsFor, type Actor } from '../agents/acting.ts';
 import type { AgentService } from '../agents/service.ts';
 import { refuseDelegate, type LedgerService } from '../ledger/service.ts';
-import type { ApprovalRequest, HumanApprover, PendingApproval, PendingPurchase, PurchaseAnswer, PurchaseAnswering, PurchaseApprovalRequest, PurchaseApprover, PurchaseCheck, RequestKey } from '../platform/approvals.ts';
+import type { ApprovalRequest, HumanApprover, PendingApproval, PendingPurchase, PurchaseAnswering, PurchaseApprovalRequest, PurchaseApprover, RequestKey } from '../platform/approvals.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
@@ -231,12 +231,7 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
     return this.requestTopup(request);
   }
 
-  /** The human's answers for purchases about to be held, in the hold's transaction (purchases.ts). */
-  answersOf(tx: Tx, checks: readonly PurchaseCheck[]): Promise<PurchaseAnswer[]> {
-    return this.purchases.answersOf(tx, checks);
-  }
-
-  /** The lock of `answersOf` now, its answers later (purchases.ts). */
+  /** The human's answers for purchases about to be held, in the hold's transaction: the lock now, the answers later (purchases.ts). */
   lockApprovals(tx: Tx, requests: readonly RequestKey[]): Promise<PurchaseAnswering> {
     return this.purchases.lockApprovals(tx, requests);
   }

@@ -131,11 +131,9 @@ export type PurchaseAnswer = { state: 'none' } | { state: 'approved'; approvalId
 export interface PurchaseApprover {
   /** Opens (or finds, for the same request) the approval, in `tx` when given (the approval and its event commit with the answer that names it). */
   requestPurchaseApproval(request: PurchaseApprovalRequest, tx?: Tx): Promise<PendingPurchase>;
-  /** The answers for these requests, in order, their approvals locked until `tx` ends (sorted, before any agent row). */
-  answersOf(tx: Tx, checks: readonly PurchaseCheck[]): Promise<PurchaseAnswer[]>;
   /**
-   * `answersOf` in two steps, for a batch that sends this lock beside its other reads (before its agent rows'):
-   * locks the approvals of these requests until `tx` ends, then answers each with what its purchase now costs.
+   * Locks the approvals of these requests until `tx` ends (sorted, before any agent row: a batch sends this lock
+   * beside its other reads), then answers each request, in order, with what its purchase now costs.
    */
   lockApprovals(tx: Tx, requests: readonly RequestKey[]): Promise<PurchaseAnswering>;
   /** Marks approvals used by the holds taken under them, in the holds' transaction: each once. */

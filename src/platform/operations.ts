@@ -90,9 +90,15 @@ export interface BatchedCall<I, C> {
  * Group commit for an operation: its concurrent calls are gathered and applied in one
  * transaction by `runMany`, so the commit, the round trips and a hot row's lock are paid once per batch.
  */
-export interface BatchPolicy<I, R, C> {
+export interface BatchPolicy<I, R, C, A = undefined> {
   /** Calls with the same order key (one agent) apply in arrival order; batches running at once never share one. */
   orderKey(call: OperationCall<I>, checked: C): string;
+  /**
+   * Optional: what the effect reads and locks before it decides anything, for every call of the batch, sent with
+   * the claims (one write, one round trip) and handed to `runMany`. It reads for calls the claims then find
+   * answered too (a replay): wasted reads, and locks held until the batch ends. Its locks follow the claims'.
+   */
+  readAhead?(tx: Tx, calls: ReadonlyArray<BatchedCall<I, C>>): Promise<A>;
   /**
    * The effect of every call, in arrival order, in the batch's transaction: one outcome per call, its result
    * or its business refusal (an ApiError below 500), each exactly what the call would get alone after the
@@ -100,7 +106,15 @@ export interface BatchPolicy<I, R, C> {
    * one fixed order (sorted ids), so batches on any number of instances cannot deadlock one another. Any
    * other failure it throws: the batch rolls back and each call runs again alone.
    */
-  runMany(tx: Tx, calls: ReadonlyArray<BatchedCall<I, C>>): Promise<Array<Settled<R>>>;
+  runMany(tx: Tx, calls: ReadonlyArray<BatchedCall<I, C>>, read: A | undefined): Promise<Array<Settled<R>>>;
+}
+
+/** A batch policy whose read-ahead's type its operation does not show. */
+type AnyReadAhead = any;
+
+/** The policy applied to `calls` alone in `tx`, its read-ahead first (a batch of one, or calls no claim preceded). */
+async function runPolicy<I, R, C>(policy: BatchPolicy<I, R, C, AnyReadAhead>, tx: Tx, calls: ReadonlyArray<BatchedCall<I, C>>): Promise<Array<Settled<R>>> {
+  return policy.runMany(tx, calls, policy.readAhead ? await policy.readAhead(tx, calls) : undefined);
 }
 
 /**
@@ -126,7 +140,7 @@ export type SingleStepOperation<I, R, C = undefined, P = undefined> = OperationB
       }
     | {
         /** Calls may share a transaction (never with `prepare`, whose claim commits on its own). */
-        batch: BatchPolicy<I, R, C>;
+        batch: BatchPolicy<I, R, C, AnyReadAhead>;
         prepare?: undefined;
         run?: undefined;
       }
@@ -337,7 +351,7 @@ async function runInOneTransaction<I, R, C, P>(
 
 /** The effect of one call in `tx`: `run`, or a batched operation's policy applied to a batch of one. */
 async function runOne<I, R, C, P>(operation: SingleStepOperation<I, R, C, P>, tx: Tx, call: OperationCall<I>, checked: C, prepared: P): Promise<R> {
-  if (operation.batch) return unwrap((await operation.batch.runMany(tx, [{ call, checked, trace: activeSpan() }]))[0]!);
+  if (operation.batch) return unwrap((await runPolicy(operation.batch, tx, [{ call, checked, trace: activeSpan() }]))[0]!);
   return operation.run(tx, call, checked, prepared);
 }
 
@@ -364,7 +378,7 @@ const batchers = new WeakMap<OperationRuntime, Map<string, AnyBatcher>>();
 
 /** The batcher of a batched operation on this runtime (one per operation and runtime; tests pause it). */
 export function batcherOf<I, R, C, P>(runtime: OperationRuntime, operation: SingleStepOperation<I, R, C, P>): AnyBatcher {
-  const policy = operation.batch as BatchPolicy<unknown, unknown, unknown> | undefined;
+  const policy = operation.batch as BatchPolicy<unknown, unknown, unknown, AnyReadAhead> | undefined;
   if (!policy) throw new Error(`operation ${operation.name} is not batched`);
   let byName = batchers.get(runtime);
   if (!byName) batchers.set(runtime, (byName = new Map()));
@@ -390,7 +404,7 @@ export function batcherOf<I, R, C, P>(runtime: OperationRuntime, operation: Sing
 async function runBatch<I, R, C>(
   runtime: OperationRuntime,
   operation: SingleStepOperation<I, R, C, unknown>,
-  policy: BatchPolicy<I, R, C>,
+  policy: BatchPolicy<I, R, C, AnyReadAhead>,
   items: ReadonlyArray<BatchItem<I, C>>,
 ): Promise<Array<Settled<RunOutcome<R>>>> {
   const seen = new Set<string>();
@@ -415,16 +429,21 @@ async function runBatch<I, R, C>(
 async function applyBatch<I, R, C>(
   runtime: OperationRuntime,
   operation: SingleStepOperation<I, R, C, unknown>,
-  policy: BatchPolicy<I, R, C>,
+  policy: BatchPolicy<I, R, C, AnyReadAhead>,
   items: ReadonlyArray<BatchItem<I, C>>,
 ): Promise<Array<Settled<RunOutcome<R>>>> {
+  const batched = (item: BatchItem<I, C>): BatchedCall<I, C> => ({ call: item.call, checked: item.checked, key: item.target, trace: item.trace });
   const decided = await runtime.db.transaction(async (tx) => {
-    const claims = await runtime.idempotency.claimMany(
-      tx,
-      items.map((item) => ({ scope: item.target.scope, route: operation.name, key: item.target.key, fingerprint: fingerprintOf(operation, item.call) })),
-    );
+    // The claims, and the policy's reads beside them: sent together, answered in one round trip.
+    const [claims, read] = await Promise.all([
+      runtime.idempotency.claimMany(
+        tx,
+        items.map((item) => ({ scope: item.target.scope, route: operation.name, key: item.target.key, fingerprint: fingerprintOf(operation, item.call) })),
+      ),
+      policy.readAhead?.(tx, items.map(batched)),
+    ]);
     const owned = items.flatMap((item, index) => (claims[index]!.kind === 'owned' ? [index] : []));
-    const results = owned.length === 0 ? [] : await policy.runMany(tx, owned.map((index) => ({ call: items[index]!.call, checked: items[index]!.checked, key: items[index]!.target, trace: items[index]!.trace })));
+    const results = owned.length === 0 ? [] : await policy.runMany(tx, owned.map((index) => batched(items[index]!)), read);
     if (results.length !== owned.length) throw new Error(`batch invariant: ${results.length} outcomes for ${owned.length} calls`);
     for (const result of results) if (!result.ok && !isBusinessError(result.error)) throw result.error;
     const claimOf = (index: number) => (claims[index] as { claim: Claim }).claim;

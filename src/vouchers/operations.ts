@@ -41,7 +41,8 @@ export function voucherOperations(vouchers: VoucherService): VoucherOperations {
       // Group commit: concurrent mints share a transaction; one agent's mints apply in arrival order.
       batch: {
         orderKey: ({ principal }) => principal.agentId!,
-        runMany: (tx, calls) => vouchers.mintMany(tx, calls.map(mintRequest)),
+        readAhead: (tx, calls) => vouchers.readAhead(tx, calls.map(mintRequest)),
+        runMany: (tx, calls, read) => vouchers.mintMany(tx, calls.map(mintRequest), read),
       },
     },
   };

@@ -11,7 +11,7 @@
 // is stored under the key, so a further retry replays the voucher); declined, expired, used or bound to
 // another request, the refusal is that request's answer, stored.
 import type { AgentService } from '../agents/service.ts';
-import type { LedgerService, Redemption } from '../ledger/service.ts';
+import type { Holders, LedgerService, Redemption } from '../ledger/service.ts';
 import { purchaseApproval, type PurchaseAnswer, type PurchaseAnswering, type PurchaseApprovalRequest, type PurchaseApprover, type RequestBinding, type VoucherIntent } from '../platform/approvals.ts';
 import type { OfferService, SellableOfferRow } from '../offers/service.ts';
 import type { Settled } from '../platform/batcher.ts';
@@ -36,6 +36,13 @@ export interface Sale {
   redemption: Redemption;
   /** The hash of the agent's mandate in force at the hold (null: none). */
   mandateHash: string | null;
+}
+
+/** What a mint batch reads first (`VoucherService.readAhead`). */
+export interface MintReads {
+  offers: Map<string, SellableOfferRow>;
+  answering: PurchaseAnswering;
+  holders: Holders;
 }
 
 /** Signs what a hold is bought with, once the hold is decided and before it is written (the hold keeps it as issued). */
@@ -108,14 +115,8 @@ export class VoucherService {
    * signing each voucher once the hold is decided and before it is written (the hold keeps the voucher as
    * issued, for its evidence); then the approvals used are marked, and a purchase still to approve is asked.
    */
-  async mintMany(tx: Tx, requests: readonly MintRequest[]): Promise<Array<Settled<MintResult>>> {
-    // Three reads that need nothing of one another, sent together (one round trip on PostgreSQL), the locks in
-    // the order every hold takes them: the offers, the purchase approvals of these requests, the agents' rows.
-    const [offers, answering, holders] = await Promise.all([
-      this.offers.sellableMany(tx, requests.map((request) => request.offerId)),
-      this.purchases.lockApprovals(tx, requests.flatMap((request) => (request.binding ? [request.binding] : []))),
-      this.ledger.lockHolders(tx, requests.map((request) => request.agentId)),
-    ]);
+  async mintMany(tx: Tx, requests: readonly MintRequest[], read?: MintReads): Promise<Array<Settled<MintResult>>> {
+    const { offers, answering, holders } = read ?? (await this.readAhead(tx, requests));
     const outcomes: Array<Settled<MintResult> | undefined> = requests.map((request) => {
       const offer = offers.get(request.offerId);
       if (!offer || (request.merchantId !== undefined && offer.merchant_id !== request.merchantId)) {
@@ -175,6 +176,21 @@ export class VoucherService {
     }
     await this.purchases.use(tx, uses);
     return outcomes as Array<Settled<MintResult>>;
+  }
+
+  /**
+   * What a mint batch reads and locks before anything is decided, in reads that need nothing of one another,
+   * sent together (one round trip on PostgreSQL; the group-commit runner sends them with the claims), the locks
+   * in the order every hold takes them: the offers, the purchase approvals of these requests, the agents' rows
+   * and their lots. For a superset of the requests `mintMany` then takes (the calls whose keys were claimed).
+   */
+  async readAhead(tx: Tx, requests: readonly MintRequest[]): Promise<MintReads> {
+    const [offers, answering, holders] = await Promise.all([
+      this.offers.sellableMany(tx, requests.map((request) => request.offerId)),
+      this.purchases.lockApprovals(tx, requests.flatMap((request) => (request.binding ? [request.binding] : []))),
+      this.ledger.lockHolders(tx, requests.map((request) => request.agentId)),
+    ]);
+    return { offers, answering, holders };
   }
 
   /** The owner's answers for the purchases about to be held (none for a request without a binding). */

@@ -146,4 +146,46 @@ describe('batches in the operation runner', () => {
     expect(await call(-1, 'fault-bad').catch((error: unknown) => error)).toMatchObject({ message: 'a fault, not an answer' });
     expect(attempts.get(-1)).toBe(3);
   });
+
+  it('reads ahead for every call of a batch, beside the claims, and hands the read to the owned calls only', async () => {
+    const readFor: number[][] = [];
+    const ranWith: Array<{ amounts: number[]; read: string | undefined }> = [];
+    const readingAmount: SingleStepOperation<Input, { amount: number }> = {
+      name: 'readingAmount',
+      input: Input,
+      idempotency: { key: 'optional' },
+      batch: {
+        orderKey: () => 'one',
+        readAhead: async (tx, calls) => {
+          readFor.push(calls.map(({ call }) => call.input.amount));
+          const { rows } = await tx.query<{ read: string }>("SELECT 'read' AS read");
+          return rows[0]!.read;
+        },
+        runMany: async (_tx, calls, read: string | undefined) => {
+          ranWith.push({ amounts: calls.map(({ call }) => call.input.amount), read });
+          return calls.map(({ call }) => ({ ok: true, value: { amount: call.input.amount } }));
+        },
+      },
+    };
+    const run = (amount: number, key?: string) => runOperation(gw.gateway, readingAmount, { principal: alice, input: { amount }, ...(key ? { idempotencyKey: key } : {}) });
+    expect(await run(5, 'ahead-5')).toEqual({ result: { amount: 5 }, replayed: false });
+    const batcher = batcherOf(gw.gateway, readingAmount);
+    batcher.limits = { ...BATCH_LIMITS };
+    batcher.pause();
+    const answers = [run(6, 'ahead-6'), run(5, 'ahead-5'), run(7, 'ahead-7')];
+    batcher.resume();
+    expect(await Promise.all(answers)).toEqual([
+      { result: { amount: 6 }, replayed: false },
+      { result: { amount: 5 }, replayed: true },
+      { result: { amount: 7 }, replayed: false },
+    ]);
+    // Without a key, the call runs as a batch of one in its own transaction, read first.
+    expect(await run(8)).toEqual({ result: { amount: 8 }, replayed: false });
+    expect(readFor).toEqual([[5], [6, 5, 7], [8]]);
+    expect(ranWith).toEqual([
+      { amounts: [5], read: 'read' },
+      { amounts: [6, 7], read: 'read' },
+      { amounts: [8], read: 'read' },
+    ]);
+  });
 });
