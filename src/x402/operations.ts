@@ -31,7 +31,8 @@ export function x402Operations(x402: X402Service): X402Operations {
       // Group commit with voucher mints' rules: one agent's authorizes apply in arrival order.
       batch: {
         orderKey: ({ principal }) => principal.agentId!,
-        runMany: (tx, calls) => x402.authorizeMany(tx, calls.map(authorizeRequest)),
+        readAhead: (tx, calls) => x402.readAhead(tx, calls.map(authorizeRequest)),
+        runMany: (tx, calls, read) => x402.authorizeMany(tx, calls.map(authorizeRequest), read),
       },
     },
     settleX402Payment: {

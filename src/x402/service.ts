@@ -15,7 +15,7 @@ import type { Gateway } from '../platform/gateway.ts';
 import { formatUc, MICROCREDITS_PATTERN, parseUc, type Microcredits } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
 import type { RequestBinding } from '../platform/approvals.ts';
-import type { CredentialSigner, MintRequest, VoucherService } from '../vouchers/service.ts';
+import type { CredentialSigner, MintReads, MintRequest, VoucherService } from '../vouchers/service.ts';
 import {
   ATTESTATION_PRESENTATION_S_MAX,
   ATTESTATION_TYP,
@@ -151,20 +151,27 @@ export class X402Service {
    * merchant it names, no longer than its key is kept (so a retry within the hold's life always finds its
    * answer), signed with an attestation instead of a voucher.
    */
-  async authorizeMany(tx: Tx, requests: readonly AuthorizeRequest[]): Promise<Array<Settled<Authorization>>> {
-    const mints = requests.map(
-      ({ agentId, input, checked, binding }): MintRequest => ({
-        agentId,
-        offerId: input.offerId,
-        amountUc: checked.amountUc,
-        merchantId: input.payTo,
-        lifetimeSMax: this.gateway.config.idempotencyRetentionS,
-        signer: this.attestationSigner(input, checked.presentationS),
-        ...(binding ? { binding } : {}),
-      }),
-    );
-    const minted = await this.deps.vouchers.mintMany(tx, mints);
+  async authorizeMany(tx: Tx, requests: readonly AuthorizeRequest[], read?: MintReads): Promise<Array<Settled<Authorization>>> {
+    const minted = await this.deps.vouchers.mintMany(tx, requests.map((request) => this.mintOf(request)), read);
     return minted.map((outcome) => (outcome.ok ? { ok: true, value: { attestation: outcome.value.voucher, redemption: outcome.value.redemption } } : outcome));
+  }
+
+  /** What an authorize's batch reads first, beside its claims: a mint's (`VoucherService.readAhead`). */
+  readAhead(tx: Tx, requests: readonly AuthorizeRequest[]): Promise<MintReads> {
+    return this.deps.vouchers.readAhead(tx, requests.map((request) => this.mintOf(request)));
+  }
+
+  /** The mint an authorize is: the price the server asked (at most the offer's), for the merchant it names. */
+  private mintOf({ agentId, input, checked, binding }: AuthorizeRequest): MintRequest {
+    return {
+      agentId,
+      offerId: input.offerId,
+      amountUc: checked.amountUc,
+      merchantId: input.payTo,
+      lifetimeSMax: this.gateway.config.idempotencyRetentionS,
+      signer: this.attestationSigner(input, checked.presentationS),
+      ...(binding ? { binding } : {}),
+    };
   }
 
   /** An authorize's refusal with the draft's code beside the gateway's (`error`), where the draft names one. */
