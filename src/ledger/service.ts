@@ -481,16 +481,17 @@ export class LedgerService {
    * are those reclaimed first (as the one-by-one path does).
    */
   async holdMany(tx: Tx, requests: readonly HoldRequest[], holders?: Holders): Promise<Array<Settled<Redemption>>> {
-    const nowS = holders?.atS ?? this.nowS();
     const outcomes: Array<Settled<Redemption>> = [];
     const candidates = requests.filter((request) => request.amountUc > 0n);
-    // The requesters and all their ancestors, locked in one sorted statement (or already, by the caller); then the
-    // payers' (roots') lots, with every agent's budget totals in the same statement.
+    // The requesters and all their ancestors locked, with their lots (`lockHolders`, here or already by the
+    // caller); then whatever that could not know: a delegate's payer's lots, the budgets' running totals.
     const requesters = [...new Set(candidates.map((request) => request.agentId))];
-    const agents = holders ? holders.covering(requesters) : await this.identity.lockWithAncestors(tx, requesters);
+    const locked = holders ?? (await this.lockHolders(tx, requesters));
+    const nowS = locked.atS;
+    const agents = locked.covering(requesters);
     const payerIds = [...new Set([...agents.values()].map(payerOf))].sort();
     const budgetPeriods = budgetPeriodsOf([...agents.values()], nowS);
-    const read = holders ? await holders.lotsOf(payerIds, budgetPeriods) : await store.lockSpendableLotsOf(tx, payerIds, nowS, budgetPeriods);
+    const read = await locked.lotsOf(payerIds, budgetPeriods);
     const lots = read.lots;
     const usage = await usageOf(tx, [...agents.values()], nowS, read.budgets);
     const alerts: OwnerEventInput[] = [];
