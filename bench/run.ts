@@ -106,13 +106,19 @@ interface Side {
 
 /**
  * Runs one gateway cell on each code: with a baseline, slot by slot the order alternates (current first, then
- * the baseline first), so neither always runs after the other.
+ * the baseline first), so neither always runs after the other. Each cell starts with its database analyzed, as
+ * autovacuum keeps a production server's: a gateway's connections keep the plans they made of its statements
+ * until the tables' statistics change, and without it a side that first planned on near-empty tables kept
+ * sequential scans as they grew (docs/benchmark.md).
  */
 async function onEachSide(run: Run, sides: readonly Side[], slot: { n: number }, cell: (side: Side & { world: World; gateway: Gateway }) => Promise<void>): Promise<void> {
   const order = slot.n++ % 2 === 0 ? sides : [...sides].reverse();
   for (const side of order) {
     if (!side.world || !side.gateway) continue;
-    await phase(run, `a gateway cell on ${side.code}`, () => cell(side as Side & { world: World; gateway: Gateway }));
+    await phase(run, `a gateway cell on ${side.code}`, async () => {
+      await admin(side.url, 'ANALYZE');
+      await cell(side as Side & { world: World; gateway: Gateway });
+    });
   }
 }
 
