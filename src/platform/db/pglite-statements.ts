@@ -14,6 +14,15 @@ import { isStalePlan } from './database.ts';
  */
 export const STATEMENTS_NAMED_MAX = 1000;
 
+/**
+ * How long a named statement's plan is kept (docs/decisions.md "Plans are renewed, so none outlives the tables it
+ * was made for"). The engine keeps a prepared statement's generic plan until its tables' statistics change,
+ * and the embedded engine has no autovacuum to change them: a plan made while a table was nearly empty (a
+ * sequential scan is then the cheapest) would run for the life of the process as the table grows. A statement
+ * older than this is closed and prepared again at its next use, planned for the tables as they are then.
+ */
+export const PLAN_LIFETIME_MS = 60_000;
+
 function concat(parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((length, part) => length + part.length, 0));
   let offset = 0;
@@ -24,11 +33,21 @@ function concat(parts: Uint8Array[]): Uint8Array {
   return out;
 }
 
+interface Named {
+  name: string;
+  paramOids: number[];
+  /** When it was prepared; -Infinity once a schema change made it stale. */
+  preparedAtMs: number;
+}
+
 export class NamedStatements {
-  private readonly statements = new Map<string, { name: string; paramOids: number[] }>();
+  private readonly statements = new Map<string, Named>();
   private namesIssued = 0;
 
-  constructor(private readonly db: PGlite) {}
+  constructor(
+    private readonly db: PGlite,
+    private readonly nowMs: () => number = Date.now,
+  ) {}
 
   /**
    * Runs `sql` on `target` (the database, or a transaction open on it): named when it has parameters and a name
@@ -49,18 +68,21 @@ export class NamedStatements {
   }
 
   private accepts(sql: string): boolean {
-    return this.statements.has(sql) || this.namesIssued < STATEMENTS_NAMED_MAX;
+    return this.statements.has(sql) || this.statements.size < STATEMENTS_NAMED_MAX;
   }
 
   /** The caller holds PGlite's query lock (and, outside a transaction, its transaction lock), as `query()` would. */
   private async run(sql: string, params: readonly unknown[]): Promise<Results> {
     const { serialize } = protocol;
     let statement = this.statements.get(sql);
-    if (!statement) {
-      // A new name each time: one that a schema change made stale is never reused.
+    const nowMs = this.nowMs();
+    if (!statement || nowMs - statement.preparedAtMs >= PLAN_LIFETIME_MS) {
+      // A new name each time: one that a schema change made stale is never reused; the one it replaces is
+      // closed in the same call, so the engine holds one plan per statement.
       const name = `acg_${++this.namesIssued}`;
-      const described = await this.db.execProtocol(concat([serialize.parse({ name, text: sql }), serialize.describe({ type: 'S', name }), serialize.sync()]), { syncToFs: false });
-      statement = { name, paramOids: parse.parseDescribeStatementResults(described.messages) };
+      const closed = statement ? [serialize.close({ type: 'S', name: statement.name })] : [];
+      const described = await this.db.execProtocol(concat([...closed, serialize.parse({ name, text: sql }), serialize.describe({ type: 'S', name }), serialize.sync()]), { syncToFs: false });
+      statement = { name, paramOids: parse.parseDescribeStatementResults(described.messages), preparedAtMs: nowMs };
       this.statements.set(sql, statement);
     }
     const { serializers } = this.db;
@@ -73,7 +95,7 @@ export class NamedStatements {
       const ran = await this.db.execProtocol(concat([serialize.bind({ statement: statement.name, values }), serialize.describe({ type: 'P' }), serialize.execute({}), serialize.sync()]), { syncToFs: false });
       return parse.parseResults(ran.messages, this.db.parsers)[0]!;
     } catch (error) {
-      if (isStalePlan(error)) this.statements.delete(sql);
+      if (isStalePlan(error)) statement.preparedAtMs = -Infinity;
       throw error;
     }
   }

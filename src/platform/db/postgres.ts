@@ -7,6 +7,15 @@ const INT8_OID = 20;
 /** How much longer than statement_timeout the client waits on a silent server before giving the connection up. */
 const CLIENT_READ_MARGIN_MS = 1000;
 
+/**
+ * How long a pool connection lives (docs/decisions.md "Plans are renewed, so none outlives the tables it was made
+ * for"): a connection keeps the plans it made of its prepared statements until their tables' statistics change,
+ * which autovacuum's ANALYZE does on a production server; on one that runs without it, a plan made while a
+ * table was nearly empty would scan it whole for as long as the connection lives. A connection older than this
+ * is closed when it is next idle, and its successor plans again, for the tables as they are.
+ */
+export const CONNECTION_LIFETIME_S = 300;
+
 function parseTypes(oid: number, format: 'text' | 'binary') {
   if (oid === INT8_OID) return (value: string) => BigInt(value);
   return pg.types.getTypeParser(oid, format);
@@ -146,6 +155,8 @@ function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean; e
 
 export interface PostgresOptions {
   poolSizeMax?: number;
+  /** Seconds a pool connection lives (CONNECTION_LIFETIME_S by default). */
+  connectionLifetimeS?: number;
   timeouts?: DatabaseTimeouts;
   /** Where an outage is announced (one warn when it starts, one info when it ends). */
   log?: OutageLog;
@@ -194,6 +205,7 @@ export function openPostgres(connectionString: string, options: PostgresOptions 
     ...connection,
     max: options.poolSizeMax ?? DEFAULT_POOL_SIZE_MAX,
     idleTimeoutMillis: 30_000,
+    maxLifetimeSeconds: options.connectionLifetimeS ?? CONNECTION_LIFETIME_S,
     // Server-side bounds, sent with each connection's start-up: no per-transaction round trip.
     statement_timeout: timeouts.statementTimeoutMs,
     lock_timeout: timeouts.lockTimeoutMs,

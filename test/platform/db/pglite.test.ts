@@ -7,10 +7,12 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseInUseError, type Database } from '../../../src/platform/db/database.ts';
 import { StorageUnavailableError } from '../../../src/platform/db/faults.ts';
 import { openPglite } from '../../../src/platform/db/pglite.ts';
+import { NamedStatements, PLAN_LIFETIME_MS } from '../../../src/platform/db/pglite-statements.ts';
 import { onPostgres } from '../../support/database.ts';
 
 const VALUES_SQL = `SELECT 9007199254740993::int8 AS big, '2026-01-02T03:04:05.678Z'::timestamptz AS at,
@@ -140,6 +142,37 @@ describe.skipIf(onPostgres())('the embedded database', () => {
       await second.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  it('renews a plan once it has lived PLAN_LIFETIME_MS, so one made on a nearly empty table does not scan it whole forever', async () => {
+    const engine = await PGlite.create();
+    try {
+      let nowMs = 0;
+      const named = new NamedStatements(engine, () => nowMs);
+      await engine.exec('CREATE TABLE lookups (id int PRIMARY KEY, code text NOT NULL); CREATE INDEX lookups_code ON lookups (code)');
+      await engine.exec("INSERT INTO lookups VALUES (1, 'a'), (2, 'b'); ANALYZE lookups");
+      const sql = 'SELECT id FROM lookups WHERE code = $1';
+      // Planned (custom, then generic) while the table has one page: a sequential scan is the cheapest.
+      for (let run = 0; run < 8; run++) expect((await named.query(engine, sql, ['a'])).rows).toEqual([{ id: 1 }]);
+      const plan = async () => {
+        const [{ name }] = (await engine.query<{ name: string }>('SELECT name FROM pg_prepared_statements WHERE statement = $1', [sql])).rows as [{ name: string }];
+        return { name, plan: (await engine.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE ${name}('a')`)).rows.map((row) => row['QUERY PLAN']).join('\n') };
+      };
+      const tiny = await plan();
+      expect(tiny.plan).toMatch(/Seq Scan on lookups/);
+      await engine.exec("INSERT INTO lookups SELECT g, 'c' || g FROM generate_series(3, 50000) g");
+      nowMs += PLAN_LIFETIME_MS - 1;
+      await named.query(engine, sql, ['a']);
+      expect(await plan()).toEqual(tiny); // still the plan made on the tiny table: the engine has no autovacuum to renew it
+      nowMs += 1;
+      for (let run = 0; run < 8; run++) expect((await named.query(engine, sql, ['a'])).rows).toEqual([{ id: 1 }]);
+      const renewed = await plan();
+      expect(renewed.name).not.toBe(tiny.name);
+      expect(renewed.plan).toMatch(/Index (Only )?Scan using lookups_code/);
+      // The one it replaced was closed: one prepared statement per text.
+      expect((await engine.query('SELECT name FROM pg_prepared_statements WHERE statement = $1', [sql])).rows).toHaveLength(1);
+    } finally {
+      await engine.close();
     }
   });
 });

@@ -4,7 +4,7 @@
 // does, on a real PostgreSQL: PGlite has no named statements.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../../src/platform/db/database.ts';
-import { openPostgres } from '../../../src/platform/db/postgres.ts';
+import { CONNECTION_LIFETIME_S, openPostgres } from '../../../src/platform/db/postgres.ts';
 import { createPostgresDatabase, onPostgres } from '../../support/database.ts';
 
 describe.runIf(onPostgres())('prepared statements (PostgreSQL)', () => {
@@ -58,5 +58,32 @@ describe.runIf(onPostgres())('prepared statements (PostgreSQL)', () => {
     expect(inside).toEqual({ id: 'd', amount_uc: 4n });
     // The retried transaction wrote its row once.
     expect((await db.query<{ n: bigint }>('SELECT count(*) AS n FROM things WHERE id = $1', ['d'])).rows[0]!.n).toBe(1n);
+  });
+  it('plans again on a new connection once one has lived its lifetime, so a plan made on a nearly empty table does not scan it whole forever', async () => {
+    expect(CONNECTION_LIFETIME_S).toBeGreaterThan(0);
+    const created = await createPostgresDatabase();
+    const short = openPostgres(created.url, { poolSizeMax: 1, connectionLifetimeS: 1 });
+    try {
+      await short.exec("CREATE TABLE lookups (id int PRIMARY KEY, code text NOT NULL); CREATE INDEX lookups_code ON lookups (code); INSERT INTO lookups VALUES (1, 'a'), (2, 'b'); ANALYZE lookups");
+      const sql = 'SELECT id FROM lookups WHERE code = $1';
+      const plan = async () => {
+        // One connection: the statement, the name it has there and its plan are all read in the same session.
+        for (let run = 0; run < 8; run++) expect((await short.query(sql, ['a'])).rows).toEqual([{ id: 1 }]);
+        const { rows } = await short.query<{ name: string; pid: number }>('SELECT name, pg_backend_pid() AS pid FROM pg_prepared_statements WHERE statement = $1', [sql]);
+        const plan = (await short.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE "${rows[0]!.name}"('a')`)).rows.map((row) => row['QUERY PLAN']).join('\n');
+        return { pid: rows[0]!.pid, plan };
+      };
+      const tiny = await plan();
+      expect(tiny.plan).toMatch(/Seq Scan on lookups/);
+      // The table grows; no ANALYZE runs (this test's server may have autovacuum on or off: it does not wait for it).
+      await short.exec("INSERT INTO lookups SELECT g, 'c' || g FROM generate_series(3, 50000) g");
+      await new Promise((resolve) => setTimeout(resolve, 1_200));
+      const renewed = await plan();
+      expect(renewed.pid).not.toBe(tiny.pid);
+      expect(renewed.plan).toMatch(/Index (Only )?Scan using lookups_code/);
+    } finally {
+      await short.close();
+      await created.drop();
+    }
   });
 });
