@@ -30,6 +30,8 @@ interface Measured {
 export interface CellOptions {
   code?: string;
   variant?: string;
+  /** Run between the warm-up and the measured load (the database's ANALYZE: bench/run.ts). */
+  afterWarmup?: () => Promise<void>;
 }
 
 function gatewayCell(operation: Cell['operation'], database: Cell['database'], workload: Workload, connections: number, { load, cpuS, rssMb, ownPeak }: Measured, options: CellOptions = {}): Cell {
@@ -105,6 +107,7 @@ export async function mintCell(
   const items = workload === 'spread' ? tokens : tokens.slice(0, 1);
   const spec = { baseUrl: gateway.baseUrl, connections, mode: 'mint' as const, items };
   const warm = await runLoad(tool, { ...spec, durationS: warmupS, keyPrefix: `warm-${randomUUID()}` });
+  await options.afterWarmup?.();
   const measured = await measure(gateway, tool, { ...spec, durationS: config.cellS, keyPrefix: `mint-${randomUUID()}` });
   for (const result of [warm, measured.load]) {
     held?.[workload].push(...result.holdIds);
@@ -126,6 +129,7 @@ const codeTag = (options: CellOptions) => (options.code && options.code !== 'cur
 export async function executeCell(config: BenchConfig, tool: LoadTool, gateway: Gateway, world: World, connections: number, answers: Answers, options: CellOptions = {}): Promise<Cell> {
   const spec = { baseUrl: gateway.baseUrl, connections, mode: 'execute' as const, items: world.agentTokens, body: EXECUTE_BODY };
   const warm = await runLoad(tool, { ...spec, durationS: config.warmupS, keyPrefix: `warm-execute-${randomUUID()}` });
+  await options.afterWarmup?.();
   const measured = await measure(gateway, tool, { ...spec, durationS: config.cellS, keyPrefix: `execute-${randomUUID()}` });
   for (const result of [warm, measured.load]) {
     answers.executed.push(...result.holdIds);
