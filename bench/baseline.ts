@@ -57,9 +57,9 @@ export async function prepareBaseline(ref: string): Promise<Baseline> {
 }
 
 /** Seeds the baseline's database with the baseline's own code (see the header). */
-export async function seedBaseline(baseline: Baseline, env: Record<string, string>, agents: number, budgets: number, budgetedAgents: number): Promise<World> {
+export async function seedBaseline(baseline: Baseline, env: Record<string, string>, agents: number, budgets: number, budgetedAgents: number, pairAgents: number): Promise<World> {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(baseline.root, 'bench/seed-cli.ts')], { cwd: baseline.root, stdio: ['pipe', 'pipe', 'inherit'] });
-  child.stdin.end(JSON.stringify({ env, agents, budgets, budgetedAgents }));
+  child.stdin.end(JSON.stringify({ env, agents, budgets, budgetedAgents, pairAgents }));
   let stdout = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   const hung = setTimeout(() => child.kill('SIGKILL'), SEED_WAIT_MS_MAX);

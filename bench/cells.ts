@@ -274,18 +274,32 @@ export async function captureCells(config: BenchConfig, tool: LoadTool, gateway:
     const pool = held[workload];
     const share = Math.floor(pool.length / config.connections.length);
     for (const [i, connections] of config.connections.entries()) {
-      const items = pool.slice(i * share, (i + 1) * share);
-      const measured = await measure(gateway, tool, { baseUrl: gateway.baseUrl, connections, durationS: config.cellS, mode: 'capture', items, merchantKey: world.merchantKey, keyPrefix: `capture-${randomUUID()}` });
-      const { load } = measured;
-      answers.captured.push(...load.holdIds);
-      answers.captureOk += load.ok;
-      const cell = gatewayCell('capture', 'postgresql', workload, connections, measured, options);
-      if (load.requests < items.length) cell.notes.push(`${items.length - load.requests} of ${items.length} holds not captured within ${config.cellS} s`);
-      cells.push(cell);
-      log(`  capture ${workload} ${connections}${codeTag(options)}: ${cell.throughputPerS.toFixed(0)}/s over ${load.seconds.toFixed(1)} s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.ok} ok of ${items.length} holds`);
+      cells.push(await captureCell(config, tool, gateway, world, pool.slice(i * share, (i + 1) * share), workload, connections, answers, options));
     }
   }
   return cells;
+}
+
+/** One capture cell: POST /v1/redemptions/capture of each of these holds once, for up to BENCH_CELL_S. */
+export async function captureCell(
+  config: BenchConfig,
+  tool: LoadTool,
+  gateway: Gateway,
+  world: World,
+  items: readonly string[],
+  workload: Workload,
+  connections: number,
+  answers: Answers,
+  options: CellOptions = {},
+): Promise<Cell> {
+  const measured = await measure(gateway, tool, { baseUrl: gateway.baseUrl, connections, durationS: config.cellS, mode: 'capture', items, merchantKey: world.merchantKey, keyPrefix: `capture-${randomUUID()}` });
+  const { load } = measured;
+  answers.captured.push(...load.holdIds);
+  answers.captureOk += load.ok;
+  const cell = gatewayCell('capture', 'postgresql', workload, connections, measured, options);
+  if (load.requests < items.length) cell.notes.push(`${items.length - load.requests} of ${items.length} holds not captured within ${config.cellS} s`);
+  log(`  capture ${workload} ${connections}${options.variant ? ` ${options.variant}` : ''}${codeTag(options)}: ${cell.throughputPerS.toFixed(0)}/s over ${load.seconds.toFixed(1)} s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.ok} ok of ${items.length} holds`);
+  return cell;
 }
 
 /**

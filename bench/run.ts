@@ -4,7 +4,8 @@
 //   2. the gateway's mint SQL, captured from a gateway behind a recording relay (gateway-sql.ts);
 //   3. for each workload (spread, hot) and connection count: the pgbench cells (the minimal reserve transaction
 //      and the gateway's SQL), then the gateway's mint cell; then execute at each connection count, mint on
-//      agents with three budgets, capture of the minted holds (each once), and the open-loop cell of mixed work;
+//      agents with three budgets and on as many with none, each twice, and the capture of their holds (issue 25's
+//      pair), capture of the minted holds (each once), and the open-loop cell of mixed work;
 //      with BENCH_BASELINE_REF each gateway cell runs on both codes, alternating which goes first;
 //   5. the ledger check on PostgreSQL (each code's database); 6. the embedded PGlite mint cell and its ledger check;
 //   7. the owner console's cold load in Chromium (console.ts);
@@ -18,7 +19,7 @@ import type { Database } from '../src/platform/db/database.ts';
 import { openPglite } from '../src/platform/db/pglite.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { prepareBaseline, seedBaseline, type Baseline } from './baseline.ts';
-import { captureCells, executeCell, mintCell, openLoopCell, pgbenchCells, WORKLOADS, type Held } from './cells.ts';
+import { captureCell, captureCells, executeCell, mintCell, openLoopCell, pgbenchCells, WORKLOADS, type Held } from './cells.ts';
 import { benchConfig, HELP, type BenchConfig } from './config.ts';
 import { consoleReport, consoleStepBlocked, measureConsole, type ConsoleLoads } from './console.ts';
 import { freePort, startGateway, type Gateway } from './gateway.ts';
@@ -130,6 +131,8 @@ async function onPostgres(run: Run): Promise<void> {
   const [url, minimalUrl, baselineUrl] = names.map((name) => databaseUrl(config.adminUrl, name)) as [string, string, string | undefined];
   const upstream = await startUpstream();
   const budgetedAgents = config.agents;
+  // Agents with no budget for the pair's other side, unless the workload's own have budgets (then no pair).
+  const pairAgents = config.budgets > 0 ? 0 : config.agents;
   const sides: Side[] = [];
   let baseline: Baseline | undefined;
   try {
@@ -138,8 +141,8 @@ async function onPostgres(run: Run): Promise<void> {
     const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-bench-pg-'));
     const current: Side = { code: 'current', url, dataDir, env: gatewayEnv({ databaseUrl: url, dataDir, port: config.port, githubUrl: upstream.url }), answers: noAnswers(), held: { spread: [], hot: [] } };
     sides.push(current);
-    current.world = await seed(current.env, config.agents, config.budgets, budgetedAgents);
-    log(`seeded ${names[0]}: ${config.agents} agents, one offer, ${config.budgets} budget(s) per mandate; ${budgetedAgents} more agents with 3 budgets`);
+    current.world = await seed(current.env, config.agents, config.budgets, budgetedAgents, pairAgents);
+    log(`seeded ${names[0]}: ${config.agents} agents, one offer, ${config.budgets} budget(s) per mandate; ${budgetedAgents} more agents with 3 budgets, ${pairAgents} more with none (the budgets pair)`);
     if (config.baselineRef && baselineUrl) {
       await phase(run, `the baseline ${config.baselineRef}`, async () => {
         baseline = await prepareBaseline(config.baselineRef!);
@@ -148,7 +151,7 @@ async function onPostgres(run: Run): Promise<void> {
         const port = await freePort();
         const side: Side = { code: config.baselineRef!, root: baseline.root, url: baselineUrl, dataDir: baseDir, env: gatewayEnv({ databaseUrl: baselineUrl, dataDir: baseDir, port, githubUrl: upstream.url }), answers: noAnswers(), held: { spread: [], hot: [] } };
         sides.push(side);
-        side.world = await seedBaseline(baseline, side.env, config.agents, config.budgets, budgetedAgents);
+        side.world = await seedBaseline(baseline, side.env, config.agents, config.budgets, budgetedAgents, pairAgents);
         log(`baseline ${config.baselineRef} (${baseline.commit.slice(0, 10)}) built in ${baseline.root} and seeded ${names[2]} with its own code`);
       });
     }
@@ -186,22 +189,29 @@ async function onPostgres(run: Run): Promise<void> {
           run.cells.push(await executeCell(config, tool, side.gateway, side.world, connections, side.answers, code(side)));
         });
       }
-      // Mint, spread, at the last connection count, on agents whose mandates have all three budgets, and (when
-      // the workload's own agents have none) right beside it the same cell on those agents ("0 budgets"): the
-      // pair issue 25's speed line compares, a minute apart, in an order that alternates from pair to pair.
+      // Issue 25's pair: mint, spread, at the last connection count, on agents whose mandates have all three
+      // budgets ("3 budgets") and on as many agents with none ("0 budgets"), both sets new to the gateway when the
+      // pair starts (the workload's own agents have minted for minutes by then, and that alone moved the ratio:
+      // docs/benchmark.md); each variant twice, in an order that mirrors itself (ABBA, then BAAB on the next
+      // side), so neither runs first or later more often; then each variant's holds captured, in the first order.
       const pairs = { n: 0 };
       await onEachSide(run, sides, slot, async (side) => {
         if (side.world.budgetedTokens.length === 0) return;
         const connections = config.connections.at(-1)!;
-        const budgeted = async () => {
-          run.cells.push(await mintCell(config, tool, side.gateway, side.world, 'postgresql', 'spread', connections, side.answers, undefined, { ...code(side), variant: '3 budgets', agentTokens: side.world.budgetedTokens }));
-        };
-        const plain = async () => {
-          run.cells.push(await mintCell(config, tool, side.gateway, side.world, 'postgresql', 'spread', connections, side.answers, undefined, { ...code(side), variant: '0 budgets' }));
-        };
-        if (config.budgets > 0) return budgeted();
-        const order = pairs.n++ % 2 === 0 ? [plain, budgeted] : [budgeted, plain];
-        for (const cell of order) await cell();
+        const variant = (name: string, tokens: readonly string[]) => ({ name, tokens, held: { spread: [], hot: [] } as Held });
+        const budgeted = variant('3 budgets', side.world.budgetedTokens);
+        const mint = (v: typeof budgeted) => mintCell(config, tool, side.gateway, side.world, 'postgresql', 'spread', connections, side.answers, v.held, { ...code(side), variant: v.name, agentTokens: v.tokens });
+        if (config.budgets > 0) {
+          run.cells.push(await mint(budgeted));
+          return;
+        }
+        const plain = variant('0 budgets', side.world.pairTokens ?? side.world.agentTokens);
+        const [first, second] = pairs.n++ % 2 === 0 ? [plain, budgeted] : [budgeted, plain];
+        for (const v of [first, second, second, first]) run.cells.push(await mint(v));
+        for (const v of [first, second]) {
+          await admin(side.url, 'ANALYZE');
+          run.cells.push(await captureCell(config, tool, side.gateway, side.world, v.held.spread, 'spread', connections, side.answers, { code: side.code, variant: v.name }));
+        }
       });
       await onEachSide(run, sides, slot, async (side) => {
         run.cells.push(...(await captureCells(config, tool, side.gateway, side.world, side.held, side.answers, code(side))));
@@ -263,6 +273,21 @@ async function onConsole(run: Run): Promise<void> {
   run.console = await measureConsole(run.config);
 }
 
+/** Issue 25's pair, per code and operation: the mean throughput with three budgets against without. */
+function budgetPair(cells: readonly Cell[]): Array<{ code: string; operation: string; cells: number; withS: number; withoutS: number; ratio: number }> {
+  const lines = [];
+  const mean = (xs: readonly Cell[]) => xs.reduce((sum, c) => sum + c.throughputPerS, 0) / xs.length;
+  for (const code of new Set(cells.map((c) => c.code ?? 'current'))) {
+    for (const operation of ['mint', 'capture'] as const) {
+      const of = (variant: string) => cells.filter((c) => (c.code ?? 'current') === code && c.operation === operation && c.variant === variant);
+      const [withBudgets, without] = [of('3 budgets'), of('0 budgets')];
+      if (withBudgets.length === 0 || without.length === 0) continue;
+      lines.push({ code, operation, cells: withBudgets.length, withS: mean(withBudgets), withoutS: mean(without), ratio: mean(withBudgets) / mean(without) });
+    }
+  }
+  return lines;
+}
+
 /** Step 8: the table, the JSON record, and the verdict (the exit code). */
 function conclude(run: Run): number {
   const cells = withRatios(run.cells);
@@ -283,6 +308,8 @@ function conclude(run: Run): number {
   const bySql = cells.find((c) => c.kind === 'gateway-sql' && c.statementLatencies?.length);
   if (bySql) process.stdout.write(`\n${statementTable(bySql)}\n\n`);
   if (run.openLoop.length > 0) process.stdout.write(`\n${openLoopTable(run.openLoop)}\n\n`);
+  const pair = budgetPair(cells);
+  for (const line of pair) process.stdout.write(`Budgets pair (${line.code}): ${line.operation} with 3 budgets at ×${line.ratio.toFixed(2)} of without (means of ${line.cells} cells each: ${line.withS.toFixed(0)} against ${line.withoutS.toFixed(0)} /s).\n`);
   if (run.baseline) process.stdout.write(`Cells marked [${run.baseline.ref}] ran the gateway of ${run.baseline.commit} (BENCH_BASELINE_REF), alternated with the current code.\n`);
   if (run.console) process.stdout.write(`\n${consoleReport(run.console)}\n`);
   for (const cell of cells) for (const note of cell.notes) process.stdout.write(`note (${cell.kind} ${cell.operation} ${cell.workload} ${cell.connections}${cell.variant ? ` ${cell.variant}` : ''}${cell.code && cell.code !== 'current' ? ` [${cell.code}]` : ''}): ${note}\n`);
@@ -297,6 +324,7 @@ function conclude(run: Run): number {
     gatewaySql: run.script && { statements: run.script.statements, transactions: run.script.transactions, texts: run.script.texts },
     cells,
     openLoop: run.openLoop,
+    budgetPair: pair,
     baseline: run.baseline,
     invariants: run.invariants,
     console: run.console,

@@ -22,8 +22,13 @@ export const MERCHANT_ID = 'mer_bench';
 export interface World {
   /** Bearer token of agent i+1 (agt_bench_<i+1>). */
   agentTokens: string[];
-  /** Bearer tokens of the agents after those, whose mandates have all three budgets (the "3 budgets" cell's). */
+  /** Bearer tokens of the agents after those, whose mandates have all three budgets (the "3 budgets" cells'). */
   budgetedTokens: string[];
+  /**
+   * Bearer tokens of the agents after those, with no budget, as fresh as the budgeted ones when the pair runs
+   * (the "0 budgets" cells'); absent from a World an older bench wrote.
+   */
+  pairTokens?: string[];
   merchantKey: string;
 }
 
@@ -58,10 +63,11 @@ const BENCH_BUDGETS: Budget[] = [
 
 /**
  * `agents` agents with `budgets` budgets each, then `budgetedAgents` more (agt_bench_<agents+1>…) with all
- * three: the 3-budget mint cell runs on its own agents beside the others in the same run.
+ * three, then `pairAgents` more with none: the budgets pair (bench/run.ts) runs on agents of its own, both
+ * sides as new to the gateway as each other, beside the workload's agents in the same run.
  */
-export async function seed(env: Record<string, string>, agents: number, budgets = 0, budgetedAgents = 0): Promise<World> {
-  const total = agents + budgetedAgents;
+export async function seed(env: Record<string, string>, agents: number, budgets = 0, budgetedAgents = 0, pairAgents = 0): Promise<World> {
+  const total = agents + budgetedAgents + pairAgents;
   const config = loadConfig({ ...env });
   const gateway = await createGateway(config, { log: createLogger({ logLevel: 'warn' }) });
   const nowS = Math.floor(Date.now() / 1000);
@@ -90,7 +96,7 @@ export async function seed(env: Record<string, string>, agents: number, budgets 
     await agentService.writeMissingMandates();
     const owner = { kind: 'owner', id: 'own_bench', ownerId: 'own_bench', scopes: [], credential: 'bench' } as const;
     for (let n = 1; n <= total; n++) {
-      const count = n <= agents ? budgets : BENCH_BUDGETS.length;
+      const count = n <= agents ? budgets : n <= agents + budgetedAgents ? BENCH_BUDGETS.length : 0;
       if (count === 0) continue;
       await gateway.db.transaction(async (tx) => {
         const row = await agentService.lockAgentFor(tx, owner, agentId(n));
@@ -124,5 +130,10 @@ export async function seed(env: Record<string, string>, agents: number, budgets 
       }),
     );
   }
-  return { agentTokens: agentTokens.slice(0, agents), budgetedTokens: agentTokens.slice(agents), merchantKey: merchantKey.plaintext };
+  return {
+    agentTokens: agentTokens.slice(0, agents),
+    budgetedTokens: agentTokens.slice(agents, agents + budgetedAgents),
+    pairTokens: agentTokens.slice(agents + budgetedAgents),
+    merchantKey: merchantKey.plaintext,
+  };
 }
