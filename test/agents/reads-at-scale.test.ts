@@ -1,0 +1,99 @@
+// The agent reads on the hold's path and the delegation tree's find their rows by index, whatever the number of
+// agents: each statement the store sends is planned on a table of 20,000 agents (analyzed, a few of them
+// delegates) and its plan must not scan `agents` whole. The lock of a group-commit batch's agents once did
+// (`id = ANY(…) OR id IN (SELECT …)` leaves the planner only a filter over every row: 4 ms a batch at 20,000
+// agents, growing with every agent registered), and the subtree reads did too (`$1 = ANY(ancestor_ids)`, which
+// the GIN index cannot answer). Both databases.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findSubtree, lockAgentsWithAncestors, lockSubtree, subtreeIds } from '../../src/agents/store.ts';
+import type { Queryable, Tx } from '../../src/platform/db/database.ts';
+import { migrate } from '../../src/platform/db/migrate.ts';
+import { openTestDatabase, type TestDatabase } from '../support/database.ts';
+
+const AGENTS = 20_000;
+
+let test: TestDatabase;
+
+beforeAll(async () => {
+  test = await openTestDatabase();
+  const { db } = test;
+  await migrate(db);
+  await db.query(`INSERT INTO owners (id, human_issuer, human_subject, email, email_verified, created_at_s, updated_at_s)
+    VALUES ('own_scale', 'https://issuer.test', 'owner', 'owner@example.com', true, 0, 0)`);
+  await db.query(
+    `INSERT INTO agents (id, owner_id, name, identity_issuer, identity_subject, status, allowed_services, allowed_categories, inbox_allowlist,
+       cap_period_s, profile_name, profile_preset, profile_color, created_at_s, updated_at_s)
+     SELECT 'agt_scale_' || i, 'own_scale', 'agent ' || i, 'https://issuer.test', 'agent-' || i, 'active', '["*"]', '["*"]', '[]', 86400,
+       'agent ' || i, 'letter', '#4f46e5', 0, 0
+       FROM generate_series(1, $1::int) AS i`,
+    [AGENTS],
+  );
+  // agt_scale_1 → agt_scale_2 → agt_scale_3: a delegation chain among them.
+  await db.query(`UPDATE agents SET parent_id = 'agt_scale_1', ancestor_ids = ARRAY['agt_scale_1'] WHERE id = 'agt_scale_2'`);
+  await db.query(`UPDATE agents SET parent_id = 'agt_scale_2', ancestor_ids = ARRAY['agt_scale_1', 'agt_scale_2'] WHERE id = 'agt_scale_3'`);
+  await db.exec('ANALYZE agents');
+}, 60_000);
+
+afterAll(() => test?.drop());
+
+/** What `fn` sends, each statement with its parameters, and what it returned. */
+async function sent<T>(fn: (tx: Tx) => Promise<T>): Promise<{ statements: Array<{ sql: string; params: readonly unknown[] }>; result: T }> {
+  const statements: Array<{ sql: string; params: readonly unknown[] }> = [];
+  const result = await test.db.transaction((tx) => {
+    const recording: Tx = {
+      inTransaction: true,
+      query: (sql, params = []) => {
+        statements.push({ sql, params });
+        return tx.query(sql, params);
+      },
+      exec: (sql) => tx.exec(sql),
+      lastStatement: () => tx.lastStatement(),
+    };
+    return fn(recording);
+  });
+  return { statements, result };
+}
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  Plans?: PlanNode[];
+}
+
+function scansOf(node: PlanNode): string[] {
+  const own = node['Node Type'] === 'Seq Scan' ? [`Seq Scan on ${node['Relation Name']}`] : [];
+  return [...own, ...(node.Plans ?? []).flatMap(scansOf)];
+}
+
+/** The sequential scans in the plan of each statement, as the server plans it with these parameters. */
+async function sequentialScans(db: Queryable, statements: ReadonlyArray<{ sql: string; params: readonly unknown[] }>): Promise<string[]> {
+  const scans: string[] = [];
+  for (const { sql, params } of statements) {
+    const { rows } = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${sql}`, params);
+    const raw = rows[0]!['QUERY PLAN'];
+    const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw) as Array<{ Plan: PlanNode }>;
+    scans.push(...scansOf(plan[0]!.Plan));
+  }
+  return scans;
+}
+
+describe('agent reads at scale (20,000 agents)', () => {
+  it("locks a batch's agents and their ancestors by the primary key, in id order", async () => {
+    const { statements, result } = await sent((tx) => lockAgentsWithAncestors(tx, ['agt_scale_3', 'agt_scale_500', 'agt_scale_19999']));
+    expect(result.map((row) => row.id)).toEqual(['agt_scale_1', 'agt_scale_19999', 'agt_scale_2', 'agt_scale_3', 'agt_scale_500']);
+    expect(statements).toHaveLength(1);
+    expect(await sequentialScans(test.db, statements)).toEqual([]);
+  });
+
+  it("reads and locks an agent's subtree through the indexes (primary key and ancestors)", async () => {
+    const ids = await sent((tx) => subtreeIds(tx, 'agt_scale_1'));
+    expect(ids.result).toEqual(['agt_scale_1', 'agt_scale_2', 'agt_scale_3']);
+    const found = await sent((tx) => findSubtree(tx, 'agt_scale_2', 10));
+    expect(found.result.map((row) => row.id)).toEqual(['agt_scale_2', 'agt_scale_3']);
+    const locked = await sent((tx) => lockSubtree(tx, 'agt_scale_2', ['agt_scale_1']));
+    expect(locked.result.map((row) => row.id)).toEqual(['agt_scale_1', 'agt_scale_2', 'agt_scale_3']);
+    const statements = [...ids.statements, ...found.statements, ...locked.statements];
+    expect(statements).toHaveLength(3);
+    expect(await sequentialScans(test.db, statements)).toEqual([]);
+  });
+});
