@@ -193,7 +193,7 @@ async function onPostgres(run: Run): Promise<void> {
       // budgets ("3 budgets") and on as many agents with none ("0 budgets"), both sets new to the gateway when the
       // pair starts (the workload's own agents have minted for minutes by then, and that alone moved the ratio:
       // docs/benchmark.md); each variant twice, in an order that mirrors itself (ABBA, then BAAB on the next
-      // side), so neither runs first or later more often; then each variant's holds captured, in the first order.
+      // side), so neither runs first or later more often; then each variant's holds captured, in the same order.
       const pairs = { n: 0 };
       await onEachSide(run, sides, slot, async (side) => {
         if (side.world.budgetedTokens.length === 0) return;
@@ -208,9 +208,12 @@ async function onPostgres(run: Run): Promise<void> {
         const plain = variant('0 budgets', side.world.pairTokens ?? side.world.agentTokens);
         const [first, second] = pairs.n++ % 2 === 0 ? [plain, budgeted] : [budgeted, plain];
         for (const v of [first, second, second, first]) run.cells.push(await mint(v));
-        for (const v of [first, second]) {
+        // Capture in the same mirrored order, each cell on its own half of the variant's holds (each hold once).
+        const halves = new Map([first, second].map((v) => [v, [v.held.spread.slice(0, v.held.spread.length >> 1), v.held.spread.slice(v.held.spread.length >> 1)]]));
+        for (const v of [first, second, second, first]) {
           await admin(side.url, 'ANALYZE');
-          run.cells.push(await captureCell(config, tool, side.gateway, side.world, v.held.spread, 'spread', connections, side.answers, { code: side.code, variant: v.name }));
+          const holds = halves.get(v)!.shift()!;
+          run.cells.push(await captureCell(config, tool, side.gateway, side.world, holds, 'spread', connections, side.answers, { code: side.code, variant: v.name }));
         }
       });
       await onEachSide(run, sides, slot, async (side) => {
