@@ -67,6 +67,8 @@ describe('sendWebhookAttempt', () => {
   it('signs with the timestamp of the clock it is given', async () => {
     receiver.answerWith(200);
     const late = new SystemClock();
+    // Frozen: the header is read at send time and compared after it, and a running clock may cross a second between.
+    late.freeze();
     late.advance(3_600_000);
     await sendWebhookAttempt(delivery(`${receiver.url}/late`), { clock: late, allowPrivateNetworkTargets: true });
     const got = receiver.received.at(-1)!;
