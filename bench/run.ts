@@ -205,7 +205,7 @@ async function onPostgres(run: Run): Promise<void> {
           run.cells.push(await mint(budgeted));
           return;
         }
-        const plain = variant('0 budgets', side.world.pairTokens ?? side.world.agentTokens);
+        const plain = variant('0 budgets', side.world.pairTokens);
         const [first, second] = pairs.n++ % 2 === 0 ? [plain, budgeted] : [budgeted, plain];
         for (const v of [first, second, second, first]) run.cells.push(await mint(v));
         // Capture in the same mirrored order, each cell on its own half of the variant's holds (each hold once).

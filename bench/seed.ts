@@ -24,11 +24,8 @@ export interface World {
   agentTokens: string[];
   /** Bearer tokens of the agents after those, whose mandates have all three budgets (the "3 budgets" cells'). */
   budgetedTokens: string[];
-  /**
-   * Bearer tokens of the agents after those, with no budget, as fresh as the budgeted ones when the pair runs
-   * (the "0 budgets" cells'); absent from a World an older bench wrote.
-   */
-  pairTokens?: string[];
+  /** Bearer tokens of the agents after those, with no budget, as new as the budgeted ones (the "0 budgets" cells'). */
+  pairTokens: string[];
   merchantKey: string;
 }
 

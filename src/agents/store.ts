@@ -66,7 +66,6 @@ export async function lockAgent(tx: Tx, agentId: string): Promise<AgentRow | und
   return rows[0];
 }
 
-
 /**
  * Who is below an agent, as a condition on `agents` the indexes answer: its own row by the primary key, its
  * delegates by the GIN index on ancestor_ids (which answers `@>`, not `= ANY(ancestor_ids)`: that form read the
