@@ -46,7 +46,8 @@ Measures, in one run (about 6 minutes with the defaults; twice the PostgreSQL pa
     each connection count; and the budgets pair at the last count: mint, spread, on agents whose mandates have
     three budgets and on as many agents without (with BENCH_BUDGETS=0), both sets new to the gateway, each
     twice in a mirrored order (ABBA), then the capture of each one's holds (each half in a cell of its own,
-    in the same order), with the ratio of their means;
+    in the same order), with the ratio of their means beside the noise (how far apart the two cells of one
+    variant came);
   - an open-loop cell: a fixed arrival rate of mixed work (60% mint, 20% capture, 10% release, 10% reads) over
     the agents, with p50/p99 from the scheduled send time, requests shed or failed, machine busy %, and CPU per
     request of the gateway, of PostgreSQL (its processes' /proc times) and of the whole machine;

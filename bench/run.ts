@@ -277,15 +277,24 @@ async function onConsole(run: Run): Promise<void> {
 }
 
 /** Issue 25's pair, per code and operation: the mean throughput with three budgets against without. */
-function budgetPair(cells: readonly Cell[]): Array<{ code: string; operation: string; cells: number; withS: number; withoutS: number; ratio: number }> {
+/**
+ * The budgets pair's verdict, per code and operation: the ratio of the means with and without budgets, and the
+ * bench's own noise beside it: how far apart the two cells of one variant came (the larger of the two variants'
+ * |first/second − 1|), since they ran the same work on the same code. "Within the noise" when the pair's ratio
+ * is no further from 1 than that.
+ */
+function budgetPair(cells: readonly Cell[]): Array<{ code: string; operation: string; cells: number; withS: number; withoutS: number; ratio: number; noise: number; withinNoise: boolean }> {
   const lines = [];
   const mean = (xs: readonly Cell[]) => xs.reduce((sum, c) => sum + c.throughputPerS, 0) / xs.length;
+  const spread = (xs: readonly Cell[]) => (xs.length < 2 ? 0 : Math.abs(xs[0]!.throughputPerS / xs.at(-1)!.throughputPerS - 1));
   for (const code of new Set(cells.map((c) => c.code ?? 'current'))) {
     for (const operation of ['mint', 'capture'] as const) {
       const of = (variant: string) => cells.filter((c) => (c.code ?? 'current') === code && c.operation === operation && c.variant === variant);
       const [withBudgets, without] = [of('3 budgets'), of('0 budgets')];
       if (withBudgets.length === 0 || without.length === 0) continue;
-      lines.push({ code, operation, cells: withBudgets.length, withS: mean(withBudgets), withoutS: mean(without), ratio: mean(withBudgets) / mean(without) });
+      const ratio = mean(withBudgets) / mean(without);
+      const noise = Math.max(spread(withBudgets), spread(without));
+      lines.push({ code, operation, cells: withBudgets.length, withS: mean(withBudgets), withoutS: mean(without), ratio, noise, withinNoise: Math.abs(ratio - 1) <= noise });
     }
   }
   return lines;
@@ -312,7 +321,12 @@ function conclude(run: Run): number {
   if (bySql) process.stdout.write(`\n${statementTable(bySql)}\n\n`);
   if (run.openLoop.length > 0) process.stdout.write(`\n${openLoopTable(run.openLoop)}\n\n`);
   const pair = budgetPair(cells);
-  for (const line of pair) process.stdout.write(`Budgets pair (${line.code}): ${line.operation} with 3 budgets at ×${line.ratio.toFixed(2)} of without (means of ${line.cells} cells each: ${line.withS.toFixed(0)} against ${line.withoutS.toFixed(0)} /s).\n`);
+  for (const line of pair) {
+    process.stdout.write(
+      `Budgets pair (${line.code}): ${line.operation} with 3 budgets at ×${line.ratio.toFixed(2)} of without (means of ${line.cells} cells each: ${line.withS.toFixed(0)} against ${line.withoutS.toFixed(0)} /s); ` +
+        `the two cells of one variant differ by up to ${(line.noise * 100).toFixed(0)} %: ${line.withinNoise ? 'within' : 'outside'} the noise.\n`,
+    );
+  }
   if (run.baseline) process.stdout.write(`Cells marked [${run.baseline.ref}] ran the gateway of ${run.baseline.commit} (BENCH_BASELINE_REF), alternated with the current code.\n`);
   if (run.console) process.stdout.write(`\n${consoleReport(run.console)}\n`);
   for (const cell of cells) for (const note of cell.notes) process.stdout.write(`note (${cell.kind} ${cell.operation} ${cell.workload} ${cell.connections}${cell.variant ? ` ${cell.variant}` : ''}${cell.code && cell.code !== 'current' ? ` [${cell.code}]` : ''}): ${note}\n`);

@@ -211,7 +211,7 @@ export async function recordHolds(
   const journaled = journalInsert(journal, Number(createdAtS), 21);
   // Budget charges only when a hold counts in a budget: each hold's periods go in its own row (budget_charges);
   // the running totals' upsert is part of the statement only when there is one.
-  const budgets = budgetChargeParts(charges, holds.map(({ hold }) => hold.id), 'account', 21 + journaled.params.length);
+  const budgets = budgetChargeParts(charges, holds.map(({ hold }) => ({ id: hold.id, agentId: hold.agent_id })), 'account', 21 + journaled.params.length);
   const counting = charges.length > 0;
   const evented = events?.(21 + journaled.params.length + (counting ? budgets.params.length : 0));
   const result = await db.query(
@@ -247,7 +247,7 @@ export async function recordHolds(
      SELECT (SELECT count(*) FROM new_holds) AS held, (SELECT count(*) FROM debits) AS debited, (SELECT count(*) FROM allocations) AS allocated,
             (SELECT count(*) FROM journal) AS journaled, (SELECT count(*) FROM account) AS accounted,
             ${counting ? `(SELECT COALESCE(SUM(jsonb_array_length(budget_charges)), 0) FROM new_holds)::bigint` : '0::bigint'} AS charged,
-            ${counting ? `(SELECT count(*) FROM ${budgets.counts.periods})` : '0::bigint'} AS counted,
+            ${counting ? budgets.counted : '0::bigint'} AS counted,
             ${evented ? '(SELECT count(*) FROM event_row)' : '0::bigint'} AS emitted`,
     [
       holds.map(({ hold }) => hold.id),
@@ -374,7 +374,9 @@ export async function lockHolds(tx: Tx, holdIds: readonly string[]): Promise<Map
  * Inside the statement the order is forced as its other parts do it: a part that must come later names the
  * earlier one in a condition that is always true (`(SELECT count(*) FROM part) >= 0`), which the planner runs
  * first, once. A balance row comes last because a hold locks the agent's lots before its balance row and a
- * refund locks the account before it: the same order everywhere, so none of them can deadlock another.
+ * refund locks the account before it: the same order everywhere, so none of them can deadlock another. The
+ * budget rows the settled holds counted in are written after the balance rows, which guard them
+ * (src/policy/budget-usage.ts).
  */
 export async function recordSettlements(
   tx: Tx,
@@ -388,7 +390,9 @@ export async function recordSettlements(
   const returning = [...new Set(lines.filter((line) => line.returnedUc > 0n).map((line) => line.lotId))];
   const journaled = journalInsert(journal, nowS, 12);
   const evented = events?.(12 + journaled.params.length);
-  const { rows } = await tx.query<HoldRow & { accounted: bigint; agents: bigint; journaled: bigint; budget_inserted: bigint; emitted: bigint }>(
+  // The budgets: the uncaptured rest of each settled hold goes back to the periods it counted in.
+  const givenBack = budgetGiveBackPart('SELECT id AS hold_id, amount_uc - captured_uc AS amount_uc FROM resolved', 'account');
+  const { rows } = await tx.query<HoldRow & { accounted: bigint; agents: bigint; journaled: bigint; budget_missing: bigint; emitted: bigint }>(
     `WITH lots_locked AS (
        SELECT id FROM credit_lots WHERE id = ANY($11::text[]) ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq FOR UPDATE
      ), s AS (
@@ -431,9 +435,9 @@ export async function recordSettlements(
        ON CONFLICT (agent_id) DO UPDATE
          SET held_uc = agent_balances.held_uc - EXCLUDED.held_uc, captured_uc = agent_balances.captured_uc + EXCLUDED.captured_uc
        RETURNING xmax::text <> '0' AS existed
-     ), ${budgetGiveBackPart('SELECT id AS hold_id, amount_uc - captured_uc AS amount_uc FROM resolved', 'account')}${evented ? `, ${evented.sql}` : ''}
+     ), ${givenBack.sql}${evented ? `, ${evented.sql}` : ''}
      SELECT resolved.*, (SELECT count(*) FROM account WHERE existed) AS accounted, (SELECT count(DISTINCT payer_id) FROM resolved) AS agents,
-            (SELECT count(*) FROM journal) AS journaled, (SELECT count(*) FROM budget_given_back WHERE NOT existed) AS budget_inserted,
+            (SELECT count(*) FROM journal) AS journaled, ${givenBack.missing} AS budget_missing,
             ${evented ? '(SELECT count(*) FROM event_row)' : '0::bigint'} AS emitted
        FROM resolved, (SELECT count(*) FROM captured) c`,
     [
@@ -456,11 +460,11 @@ export async function recordSettlements(
     const resolved = new Set(rows.map((row) => row.id));
     throw new Error(`ledger invariant: holds ${settlements.filter((s) => !resolved.has(s.holdId)).map((s) => s.holdId).join(', ')} resolved twice`);
   }
-  return rows.map(({ accounted, agents, journaled: journaledCount, budget_inserted: budgetInserted, emitted, ...hold }) => {
+  return rows.map(({ accounted, agents, journaled: journaledCount, budget_missing: budgetMissing, emitted, ...hold }) => {
     if (emitted !== BigInt(evented?.envelopes.length ?? 0)) throw new Error(`ledger invariant: ${evented?.envelopes.length ?? 0} settlement events given, ${emitted} written`);
     if (accounted !== agents) throw new Error(`ledger invariant: ${agents} payers' holds settled, ${accounted} balance rows updated`);
     if (journaledCount !== BigInt(journal.entries.length)) throw new Error(`ledger invariant: ${journal.entries.length} journal entries given, ${journaledCount} written`);
-    if (budgetInserted !== 0n) throw new Error(`ledger invariant: a settled hold gave back to ${budgetInserted} budget periods it was never counted in`);
+    if (budgetMissing !== 0n) throw new Error(`ledger invariant: a settled hold gave back to ${budgetMissing} budget periods it was never counted in`);
     return hold as HoldRow;
   });
 }
@@ -535,7 +539,10 @@ export async function capturedSourceLots(db: Queryable, holdId: string): Promise
  * goes negative. Returns false (having written nothing the caller must keep) when a guard refused.
  */
 export async function recordRefund(db: Queryable, refund: RefundRow, earningsAccount: string): Promise<boolean> {
-  const { rows } = await db.query<{ refunded: bigint; debited: bigint; budget_inserted: bigint }>(
+  // The budgets: the refund goes back to the periods its hold counted in (the caller's lot insert took the payer's
+  // balance row, which guards them).
+  const givenBack = budgetGiveBackPart('SELECT $2::text AS hold_id, $5::bigint AS amount_uc FROM inserted', 'debited');
+  const { rows } = await db.query<{ refunded: bigint; debited: bigint; budget_missing: bigint }>(
     `WITH refunded AS (
        UPDATE holds SET refunded_uc = refunded_uc + $5 WHERE id = $2 AND state = 'captured' AND refunded_uc + $5 <= captured_uc RETURNING id
      ), debited AS (
@@ -543,12 +550,12 @@ export async function recordRefund(db: Queryable, refund: RefundRow, earningsAcc
      ), inserted AS (
        INSERT INTO refunds (id, hold_id, merchant_id, lot_id, amount_uc, reason, receipt, created_at_s)
        SELECT $1, $2, $3, $4, $5, $6, $7, $8 FROM refunded, debited RETURNING id
-     ), ${budgetGiveBackPart('SELECT $2::text AS hold_id, $5::bigint AS amount_uc FROM inserted', 'debited')}
+     ), ${givenBack.sql}
      SELECT (SELECT count(*) FROM refunded) AS refunded, (SELECT count(*) FROM inserted) AS debited,
-            (SELECT count(*) FROM budget_given_back WHERE NOT existed) AS budget_inserted`,
+            ${givenBack.missing} AS budget_missing`,
     [refund.id, refund.hold_id, refund.merchant_id, refund.lot_id, refund.amount_uc, refund.reason, refund.receipt, refund.created_at_s, earningsAccount],
   );
-  if (rows[0]!.budget_inserted !== 0n) throw new Error(`ledger invariant: refund ${refund.id} gave back to budget periods its hold was never counted in`);
+  if (rows[0]!.budget_missing !== 0n) throw new Error(`ledger invariant: refund ${refund.id} gave back to budget periods its hold was never counted in`);
   return rows[0]!.refunded === 1n && rows[0]!.debited === 1n;
 }
 
