@@ -425,6 +425,9 @@ async function runBatch<I, R, C>(
   return outcomes;
 }
 
+/** Plans for the rest of the transaction: the statements' generic plans, whatever their parameters. */
+const GENERIC_PLANS = 'SET LOCAL plan_cache_mode = force_generic_plan';
+
 /** One transaction: claim every key, apply the owned calls, store every answer (sent with the COMMIT). Throws only a fault. */
 async function applyBatch<I, R, C>(
   runtime: OperationRuntime,
@@ -434,8 +437,12 @@ async function applyBatch<I, R, C>(
 ): Promise<Array<Settled<RunOutcome<R>>>> {
   const batched = (item: BatchItem<I, C>): BatchedCall<I, C> => ({ call: item.call, checked: item.checked, key: item.target, trace: item.trace });
   const decided = await runtime.db.transaction(async (tx) => {
-    // The claims, and the policy's reads beside them: sent together, answered in one round trip.
-    const [claims, read] = await Promise.all([
+    // The claims, and the policy's reads beside them: sent together, answered in one round trip; before them,
+    // in the same write, generic plans for the batch's statements (docs/decisions.md "A batch's statements run
+    // on generic plans"): they select by ids and arrays, whose generic plan is the plan, and PostgreSQL would
+    // otherwise plan four of them again at every call.
+    const [, claims, read] = await Promise.all([
+      tx.query(GENERIC_PLANS),
       runtime.idempotency.claimMany(
         tx,
         items.map((item) => ({ scope: item.target.scope, route: operation.name, key: item.target.key, fingerprint: fingerprintOf(operation, item.call) })),
