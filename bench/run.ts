@@ -276,7 +276,6 @@ async function onConsole(run: Run): Promise<void> {
   run.console = await measureConsole(run.config);
 }
 
-/** Issue 25's pair, per code and operation: the mean throughput with three budgets against without. */
 /**
  * The budgets pair's verdict, per code and operation: the ratio of the means with and without budgets, and the
  * bench's own noise beside it: how far apart the two cells of one variant came (the larger of the two variants'

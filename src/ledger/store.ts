@@ -210,7 +210,7 @@ export async function recordHolds(
   if (holds.some(({ hold }) => hold.created_at_s !== createdAtS)) throw new Error('recordHolds: the holds of one call share one creation time');
   const journaled = journalInsert(journal, Number(createdAtS), 21);
   // Budget charges only when a hold counts in a budget: each hold's periods go in its own row (budget_charges);
-  // the running totals' upsert is part of the statement only when there is one.
+  // the running totals' parts are in the statement only when there is one.
   const budgets = budgetChargeParts(charges, holds.map(({ hold }) => ({ id: hold.id, agentId: hold.agent_id })), 'account', 21 + journaled.params.length);
   const counting = charges.length > 0;
   const evented = events?.(21 + journaled.params.length + (counting ? budgets.params.length : 0));
