@@ -21,6 +21,8 @@ interface Measured {
   load: LoadResult;
   /** The gateway process's CPU seconds during the load. */
   cpuS: number;
+  /** PostgreSQL's CPU seconds during the load (its processes' /proc times); undefined when not on this machine. */
+  databaseCpuS?: number;
   rssMb: number;
   /** False when the kernel refused to reset the peak: then it is the peak since the gateway started. */
   ownPeak: boolean;
@@ -34,7 +36,7 @@ export interface CellOptions {
   afterWarmup?: () => Promise<void>;
 }
 
-function gatewayCell(operation: Cell['operation'], database: Cell['database'], workload: Workload, connections: number, { load, cpuS, rssMb, ownPeak }: Measured, options: CellOptions = {}): Cell {
+function gatewayCell(operation: Cell['operation'], database: Cell['database'], workload: Workload, connections: number, { load, cpuS, databaseCpuS, rssMb, ownPeak }: Measured, options: CellOptions = {}): Cell {
   return {
     kind: 'gateway',
     operation,
@@ -52,6 +54,7 @@ function gatewayCell(operation: Cell['operation'], database: Cell['database'], w
     p50Ms: load.p50Ms,
     p99Ms: load.p99Ms,
     cpuMsPerRequest: load.requests > 0 ? (cpuS * 1000) / load.requests : undefined,
+    ...(databaseCpuS !== undefined && load.requests > 0 ? { databaseCpuMsPerRequest: (databaseCpuS * 1000) / load.requests } : {}),
     peakRssMb: rssMb,
     notes: [...load.samples.map((s) => `answer: ${s}`), ...(ownPeak ? [] : ['peak RSS since the gateway started (the kernel refused to reset it)'])],
   };
@@ -77,13 +80,20 @@ function pgbenchCell(kind: 'minimal' | 'gateway-sql', workload: Workload, connec
   };
 }
 
-/** One measured gateway cell: CPU and peak RSS of the gateway process around the load. */
+/** One measured gateway cell: CPU of the gateway and of PostgreSQL (when it runs here), and peak RSS, around the load. */
 async function measure(gateway: Gateway, tool: LoadTool, spec: Parameters<typeof runLoad>[1]): Promise<Measured> {
-  const ownPeak = resetPeakRss(gateway.pid);
-  const before = cpuSeconds(gateway.pid);
-  const load = await runLoad(tool, spec);
-  const cpuS = cpuSeconds(gateway.pid) - before;
-  return { load, cpuS, rssMb: peakRssMb(gateway.pid), ownPeak };
+  const database = gateway.databaseUrl ? await DatabaseCpu.start(gateway.databaseUrl) : undefined;
+  try {
+    const ownPeak = resetPeakRss(gateway.pid);
+    const before = cpuSeconds(gateway.pid);
+    await database?.begin();
+    const load = await runLoad(tool, spec);
+    const cpuS = cpuSeconds(gateway.pid) - before;
+    const used = await database?.end();
+    return { load, cpuS, ...(used?.measured ? { databaseCpuS: used.ticks / CLOCK_TICKS_PER_S } : {}), rssMb: peakRssMb(gateway.pid), ownPeak };
+  } finally {
+    await database?.close();
+  }
 }
 
 /** Hold ids of the 200 mint answers by workload, warm-ups included: the capture cells' pool. */
@@ -115,9 +125,13 @@ export async function mintCell(
     answers.mintOk += result.ok;
   }
   const cell = gatewayCell('mint', database, workload, connections, measured, options);
-  log(`  mint ${database} ${workload} ${connections}${options.variant ? ` ${options.variant}` : ''}${codeTag(options)}: ${cell.throughputPerS.toFixed(0)}/s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.cpuMsPerRequest?.toFixed(2)} ms CPU/req, ${cell.ok} ok`);
+  log(`  mint ${database} ${workload} ${connections}${options.variant ? ` ${options.variant}` : ''}${codeTag(options)}: ${cell.throughputPerS.toFixed(0)}/s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cpuLine(cell)}, ${cell.ok} ok`);
   return cell;
 }
+
+/** The cell's CPU per request for the log: the gateway's, and PostgreSQL's when measured. */
+const cpuLine = (cell: Cell) =>
+  `CPU ms/req gateway ${cell.cpuMsPerRequest?.toFixed(2) ?? '–'}${cell.databaseCpuMsPerRequest !== undefined ? ` database ${cell.databaseCpuMsPerRequest.toFixed(2)}` : ''}`;
 
 const codeTag = (options: CellOptions) => (options.code && options.code !== 'current' ? ` [${options.code}]` : '');
 
@@ -136,7 +150,7 @@ export async function executeCell(config: BenchConfig, tool: LoadTool, gateway: 
     answers.executeOk += result.ok;
   }
   const cell = gatewayCell('execute', 'postgresql', 'spread', connections, measured, options);
-  log(`  execute spread ${connections}${codeTag(options)}: ${cell.throughputPerS.toFixed(0)}/s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.cpuMsPerRequest?.toFixed(2)} ms CPU/req, ${cell.ok} ok`);
+  log(`  execute spread ${connections}${codeTag(options)}: ${cell.throughputPerS.toFixed(0)}/s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cpuLine(cell)}, ${cell.ok} ok`);
   return cell;
 }
 
@@ -167,64 +181,87 @@ async function databaseProcessTicks(monitor: pg.Client): Promise<Map<number, num
 }
 
 /**
+ * PostgreSQL's CPU over an interval: its processes' ticks (databaseProcessTicks) at `begin`, read again every
+ * half second, so a backend that ends meanwhile (the pool closing an idle connection) still counts up to its
+ * last reading (only its last half second is lost, and `ended` says how many did), and at `end`.
+ */
+class DatabaseCpu {
+  private before = new Map<number, number>();
+  private readonly latest = new Map<number, number>();
+  private sampling = Promise.resolve();
+  private sampler: NodeJS.Timeout | undefined;
+
+  private constructor(private readonly monitor: pg.Client) {}
+
+  static async start(databaseUrl: string): Promise<DatabaseCpu> {
+    const monitor = new pg.Client({ connectionString: databaseUrl });
+    await monitor.connect();
+    return new DatabaseCpu(monitor);
+  }
+
+  private async sample(): Promise<void> {
+    for (const [pid, ticks] of await databaseProcessTicks(this.monitor)) this.latest.set(pid, ticks);
+  }
+
+  async begin(): Promise<void> {
+    this.before = await databaseProcessTicks(this.monitor);
+    for (const [pid, ticks] of this.before) this.latest.set(pid, ticks);
+    this.sampler = setInterval(() => (this.sampling = this.sampling.then(() => this.sample(), () => {})), DATABASE_SAMPLE_MS);
+  }
+
+  /** The ticks used since `begin`; `measured` false when PostgreSQL is not on this machine (no /proc entries). */
+  async end(): Promise<{ ticks: number; ended: number; measured: boolean }> {
+    clearInterval(this.sampler);
+    await this.sampling;
+    await this.sample();
+    const after = new Map(this.latest);
+    const ended = [...after.keys()].filter((pid) => readProcessTicks(pid) === undefined).length;
+    return { ticks: ticksBetween(this.before, after).ticks, ended, measured: this.before.size > 0 };
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sampler);
+    await this.monitor.end();
+  }
+}
+
+/**
  * The open-loop cell on PostgreSQL: mixed work at a fixed rate over the agents (bench/open-loop.ts), with the
  * CPU the gateway, PostgreSQL and the whole machine spent per request sent.
  */
 export async function openLoopCell(config: BenchConfig, gateway: Gateway, world: World, databaseUrl: string, answers: Answers, options: CellOptions = {}): Promise<OpenLoopCell> {
-  const monitor = new pg.Client({ connectionString: databaseUrl });
-  await monitor.connect();
+  const database = await DatabaseCpu.start(databaseUrl);
   try {
     // Read at the edges of the load (hooks), not around the generator's own start-up.
     let gatewayBefore = NaN;
     let gatewayAfter = NaN;
     let machineBefore = { busy: 0, total: 0 };
     let machineAfter = { busy: 0, total: 0 };
-    let dbBefore = new Map<number, number>();
-    // PostgreSQL's processes are read again every half second, so a backend that ends during the cell (the
-    // pool closing an idle connection) still counts up to its last reading; only its last half second is lost.
-    const dbLatest = new Map<number, number>();
-    const sample = async () => {
-      for (const [pid, ticks] of await databaseProcessTicks(monitor)) dbLatest.set(pid, ticks);
-    };
-    let sampling = Promise.resolve();
-    let sampler: NodeJS.Timeout | undefined;
-    let result: Awaited<ReturnType<typeof runOpenLoop>>;
-    try {
-      result = await runOpenLoop(
-        {
-          baseUrl: gateway.baseUrl,
-          ratePerS: config.openRatePerS,
-          durationS: config.openS,
-          inFlightMax: config.openInFlightMax,
-          agentTokens: world.agentTokens,
-          merchantKey: world.merchantKey,
-          keyPrefix: `open-${randomUUID()}`,
-          timeoutS: 10,
+    const result = await runOpenLoop(
+      {
+        baseUrl: gateway.baseUrl,
+        ratePerS: config.openRatePerS,
+        durationS: config.openS,
+        inFlightMax: config.openInFlightMax,
+        agentTokens: world.agentTokens,
+        merchantKey: world.merchantKey,
+        keyPrefix: `open-${randomUUID()}`,
+        timeoutS: 10,
+      },
+      {
+        started: async () => {
+          await database.begin();
+          gatewayBefore = readProcessTicks(gateway.pid) ?? NaN;
+          machineBefore = readMachineTicks();
         },
-        {
-          started: async () => {
-            dbBefore = await databaseProcessTicks(monitor);
-            for (const [pid, ticks] of dbBefore) dbLatest.set(pid, ticks);
-            sampler = setInterval(() => (sampling = sampling.then(sample, () => {})), DATABASE_SAMPLE_MS);
-            gatewayBefore = readProcessTicks(gateway.pid) ?? NaN;
-            machineBefore = readMachineTicks();
-          },
-          ended: () => {
-            machineAfter = readMachineTicks();
-            gatewayAfter = readProcessTicks(gateway.pid) ?? NaN;
-            clearInterval(sampler);
-          },
+        ended: () => {
+          machineAfter = readMachineTicks();
+          gatewayAfter = readProcessTicks(gateway.pid) ?? NaN;
         },
-      );
-    } finally {
-      clearInterval(sampler);
-      await sampling;
-    }
-    await sample();
-    const dbAfter = new Map(dbLatest);
-    // A process whose last reading came before the end: it ended meanwhile (its last half second is lost).
-    const ended = [...dbAfter.keys()].filter((pid) => readProcessTicks(pid) === undefined).length;
-    const db = ticksBetween(dbBefore, dbAfter);
+      },
+    );
+    const db = await database.end();
+    const ended = db.ended;
     answers.minted.push(...result.minted);
     answers.mintOk += result.byOperation.mint.ok;
     answers.captured.push(...result.captured);
@@ -235,7 +272,7 @@ export async function openLoopCell(config: BenchConfig, gateway: Gateway, world:
     const machineBusy = machineAfter.busy - machineBefore.busy;
     const notes: string[] = [...result.samples.map((s) => `answer: ${s}`)];
     if (ended > 0) notes.push(`${ended} PostgreSQL process(es) ended during the cell: counted up to their last reading (every ${DATABASE_SAMPLE_MS} ms)`);
-    if (dbBefore.size === 0) notes.push('PostgreSQL is not on this machine (no /proc entries): its CPU is not measured');
+    if (!db.measured) notes.push('PostgreSQL is not on this machine (no /proc entries): its CPU is not measured');
     if (result.sendLagMaxMs > 20) notes.push(`the generator sent up to ${result.sendLagMaxMs.toFixed(0)} ms late (latency still counts from the schedule)`);
     const cell: OpenLoopCell = {
       code: options.code ?? 'current',
@@ -252,7 +289,7 @@ export async function openLoopCell(config: BenchConfig, gateway: Gateway, world:
       byOperation: result.byOperation,
       machineBusyPct: (100 * machineBusy) / Math.max(1, machineAfter.total - machineBefore.total),
       gatewayCpuMsPerRequest: msPerRequest(gatewayAfter - gatewayBefore),
-      ...(dbBefore.size > 0 ? { databaseCpuMsPerRequest: msPerRequest(db.ticks) } : {}),
+      ...(db.measured ? { databaseCpuMsPerRequest: msPerRequest(db.ticks) } : {}),
       machineCpuMsPerRequest: msPerRequest(machineBusy),
       sendLagMaxMs: result.sendLagMaxMs,
       notes,
@@ -263,7 +300,7 @@ export async function openLoopCell(config: BenchConfig, gateway: Gateway, world:
     );
     return cell;
   } finally {
-    await monitor.end();
+    await database.close();
   }
 }
 
@@ -298,7 +335,7 @@ export async function captureCell(
   answers.captureOk += load.ok;
   const cell = gatewayCell('capture', 'postgresql', workload, connections, measured, options);
   if (load.requests < items.length) cell.notes.push(`${items.length - load.requests} of ${items.length} holds not captured within ${config.cellS} s`);
-  log(`  capture ${workload} ${connections}${options.variant ? ` ${options.variant}` : ''}${codeTag(options)}: ${cell.throughputPerS.toFixed(0)}/s over ${load.seconds.toFixed(1)} s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cell.ok} ok of ${items.length} holds`);
+  log(`  capture ${workload} ${connections}${options.variant ? ` ${options.variant}` : ''}${codeTag(options)}: ${cell.throughputPerS.toFixed(0)}/s over ${load.seconds.toFixed(1)} s, p99 ${cell.p99Ms.toFixed(1)} ms, ${cpuLine(cell)}, ${cell.ok} ok of ${items.length} holds`);
   return cell;
 }
 

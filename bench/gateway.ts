@@ -16,6 +16,8 @@ export interface Gateway {
   baseUrl: string;
   /** Wall time from spawn to the first ready /readyz. */
   startMs: number;
+  /** The PostgreSQL it runs on (its DATABASE_URL), whose CPU each cell measures too; absent on PGlite. */
+  databaseUrl?: string;
   stop(): Promise<void>;
 }
 
@@ -57,7 +59,10 @@ export async function startGateway(env: Record<string, string>, port: number, no
   while (Date.now() - started < READY_WAIT_MS_MAX) {
     if (exitCode !== undefined) throw new Error(`the gateway exited with ${exitCode} before it was ready`);
     const ready = await fetch(`${baseUrl}/readyz`).then((r) => r.ok, () => false);
-    if (ready) return { pid: child.pid!, baseUrl, startMs: Date.now() - started, stop };
+    if (ready) {
+      const databaseUrl = /^postgres(ql)?:/.test(env.DATABASE_URL ?? '') ? env.DATABASE_URL : undefined;
+      return { pid: child.pid!, baseUrl, startMs: Date.now() - started, ...(databaseUrl ? { databaseUrl } : {}), stop };
+    }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   await stop();

@@ -27,6 +27,8 @@ export interface Cell {
   p50Ms: number;
   p99Ms: number;
   cpuMsPerRequest?: number;
+  /** PostgreSQL's CPU ms per request (its processes' /proc times), on PostgreSQL on this machine. */
+  databaseCpuMsPerRequest?: number;
   peakRssMb?: number;
   /** Throughput ÷ the minimal baseline's of the same workload and connection count. */
   ratioToMinimal?: number;
@@ -69,11 +71,11 @@ export function withRatios(cells: Cell[]): Cell[] {
 export function table(cells: readonly Cell[]): string {
   const rows = cells.map((c) => {
     const other = Object.entries(c.rejected).map(([status, n]) => `${n}×${status}`).join(' ') || '0';
-    return `| ${label(c)} | ${c.tool} | ${fixed(c.throughputPerS, 0)} | ${fixed(c.p50Ms, 1)} | ${fixed(c.p99Ms, 1)} | ${c.ok} | ${other} | ${fixed(c.cpuMsPerRequest, 2)} | ${fixed(c.peakRssMb, 0)} | ${fixed(c.ratioToMinimal, 2)} |`;
+    return `| ${label(c)} | ${c.tool} | ${fixed(c.throughputPerS, 0)} | ${fixed(c.p50Ms, 1)} | ${fixed(c.p99Ms, 1)} | ${c.ok} | ${other} | ${fixed(c.cpuMsPerRequest, 2)} | ${fixed(c.databaseCpuMsPerRequest, 2)} | ${fixed(c.peakRssMb, 0)} | ${fixed(c.ratioToMinimal, 2)} |`;
   });
   return [
-    '| cell (workload, connections) | load | throughput /s | p50 ms | p99 ms | ok | other answers | gateway CPU ms/req | peak RSS MB | × minimal |',
-    '|---|---|---|---|---|---|---|---|---|---|',
+    '| cell (workload, connections) | load | throughput /s | p50 ms | p99 ms | ok | other answers | gateway CPU ms/req | database CPU ms/req | peak RSS MB | × minimal |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows,
   ].join('\n');
 }

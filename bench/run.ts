@@ -282,9 +282,21 @@ async function onConsole(run: Run): Promise<void> {
  * |first/second − 1|), since they ran the same work on the same code. "Within the noise" when the pair's ratio
  * is no further from 1 than that.
  */
-function budgetPair(cells: readonly Cell[]): Array<{ code: string; operation: string; cells: number; withS: number; withoutS: number; ratio: number; noise: number; withinNoise: boolean }> {
+function budgetPair(cells: readonly Cell[]): Array<{
+  code: string;
+  operation: string;
+  cells: number;
+  withS: number;
+  withoutS: number;
+  ratio: number;
+  noise: number;
+  withinNoise: boolean;
+  /** Mean CPU ms per request, with and without budgets: the gateway's, and PostgreSQL's when measured. */
+  cpuMsPerRequest: { gateway: [number, number]; database?: [number, number] };
+}> {
   const lines = [];
-  const mean = (xs: readonly Cell[]) => xs.reduce((sum, c) => sum + c.throughputPerS, 0) / xs.length;
+  const meanOf = (xs: readonly Cell[], value: (c: Cell) => number | undefined) => xs.reduce((sum, c) => sum + (value(c) ?? NaN), 0) / xs.length;
+  const mean = (xs: readonly Cell[]) => meanOf(xs, (c) => c.throughputPerS);
   const spread = (xs: readonly Cell[]) => (xs.length < 2 ? 0 : Math.abs(xs[0]!.throughputPerS / xs.at(-1)!.throughputPerS - 1));
   for (const code of new Set(cells.map((c) => c.code ?? 'current'))) {
     for (const operation of ['mint', 'capture'] as const) {
@@ -293,7 +305,19 @@ function budgetPair(cells: readonly Cell[]): Array<{ code: string; operation: st
       if (withBudgets.length === 0 || without.length === 0) continue;
       const ratio = mean(withBudgets) / mean(without);
       const noise = Math.max(spread(withBudgets), spread(without));
-      lines.push({ code, operation, cells: withBudgets.length, withS: mean(withBudgets), withoutS: mean(without), ratio, noise, withinNoise: Math.abs(ratio - 1) <= noise });
+      const cpu = (value: (c: Cell) => number | undefined): [number, number] => [meanOf(withBudgets, value), meanOf(without, value)];
+      const database = cpu((c) => c.databaseCpuMsPerRequest);
+      lines.push({
+        code,
+        operation,
+        cells: withBudgets.length,
+        withS: mean(withBudgets),
+        withoutS: mean(without),
+        ratio,
+        noise,
+        withinNoise: Math.abs(ratio - 1) <= noise,
+        cpuMsPerRequest: { gateway: cpu((c) => c.cpuMsPerRequest), ...(database.every(Number.isFinite) ? { database } : {}) },
+      });
     }
   }
   return lines;
@@ -323,7 +347,9 @@ function conclude(run: Run): number {
   for (const line of pair) {
     process.stdout.write(
       `Budgets pair (${line.code}): ${line.operation} with 3 budgets at ×${line.ratio.toFixed(2)} of without (means of ${line.cells} cells each: ${line.withS.toFixed(0)} against ${line.withoutS.toFixed(0)} /s); ` +
-        `the two cells of one variant differ by up to ${(line.noise * 100).toFixed(0)} %: ${line.withinNoise ? 'within' : 'outside'} the noise.\n`,
+        `the two cells of one variant differ by up to ${(line.noise * 100).toFixed(0)} %: ${line.withinNoise ? 'within' : 'outside'} the noise; ` +
+        `CPU ms/req with/without: gateway ${line.cpuMsPerRequest.gateway.map((ms) => ms.toFixed(3)).join('/')}` +
+        `${line.cpuMsPerRequest.database ? `, database ${line.cpuMsPerRequest.database.map((ms) => ms.toFixed(3)).join('/')}` : ''}.\n`,
     );
   }
   if (run.baseline) process.stdout.write(`Cells marked [${run.baseline.ref}] ran the gateway of ${run.baseline.commit} (BENCH_BASELINE_REF), alternated with the current code.\n`);
