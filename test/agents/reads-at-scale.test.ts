@@ -5,7 +5,7 @@
 // agents, growing with every agent registered), and the subtree reads did too (`$1 = ANY(ancestor_ids)`, which
 // the GIN index cannot answer). Both databases.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findSubtree, lockAgentsWithAncestors, lockSubtree, subtreeIds } from '../../src/agents/store.ts';
+import { findAgentsByIdentity, findSubtree, lockAgentsWithAncestors, lockSubtree, subtreeIds } from '../../src/agents/store.ts';
 import type { Queryable, Tx } from '../../src/platform/db/database.ts';
 import { migrate } from '../../src/platform/db/migrate.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -95,5 +95,25 @@ describe('agent reads at scale (20,000 agents)', () => {
     const statements = [...ids.statements, ...found.statements, ...locked.statements];
     expect(statements).toHaveLength(3);
     expect(await sequentialScans(test.db, statements)).toEqual([]);
+  });
+
+  it('finds agents by identity through the unique index, on one plan the connection keeps for every call', async () => {
+    const identity = (n: number) => ({ issuer: 'https://issuer.test', subject: `agent-${n}` });
+    const calls = [[1], [2, 3], [19_999], [4, 5, 6], [7], [8, 9], [10], [11, 12, 13, 14]];
+    const { statements, result } = await sent(async (tx) => {
+      const found: string[][] = [];
+      for (const call of calls) found.push((await findAgentsByIdentity(tx, [...call.map(identity), { issuer: 'https://issuer.test', subject: 'nobody' }])).map((row) => row.id).sort());
+      const plans = await tx.query<{ statement: string; generic_plans: bigint; custom_plans: bigint }>('SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements');
+      return { found, plans: plans.rows };
+    });
+    expect(result.found).toEqual(calls.map((call) => call.map((n) => `agt_scale_${n}`).sort()));
+    const rows = await findAgentsByIdentity(test.db, [identity(1)]);
+    expect(rows[0]).toMatchObject({ id: 'agt_scale_1', owner_email: 'owner@example.com', owner_email_verified: true });
+    expect(await sequentialScans(test.db, statements.slice(0, 1))).toEqual([]);
+    // PostgreSQL plans a prepared statement for its parameters five times, then keeps a generic plan unless
+    // that one looks costlier: with the arrays' length visible, it planned all eight calls anew.
+    const plans = result.plans.filter((plan) => plan.statement === statements[0]!.sql);
+    expect(plans).toHaveLength(1);
+    expect(Number(plans[0]!.generic_plans)).toBe(calls.length - 5);
   });
 });
