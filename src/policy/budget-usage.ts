@@ -33,6 +33,12 @@ export interface BudgetUsageRow {
  * The CTE part `budget_read` that reads the running totals of these budget periods (columns of
  * BudgetUsageRow), for a statement that has more to do in the same round trip (the hold pass reads them with
  * its lots). Its parameters are numbered from `$firstParameter`.
+ *
+ * Each period is one probe of the primary key (a lateral lookup, which the planner cannot turn into a join): a
+ * plain join of the keys with the table was planned, for a batch's generic plan, as a hash join over a
+ * sequential scan of every period of every agent while the table was small (cheaper by the cost model), and a
+ * cached plan keeps that shape as the table grows; on a copy of the bench's table (600 periods, 21 keys a
+ * statement, pgbench) the probes took 0.07 ms against 0.13.
  */
 export function budgetReadPart(keys: readonly BudgetPeriodKey[], firstParameter: number): { sql: string; params: unknown[] } {
   const p = (offset: number) => `$${firstParameter + offset}`;
@@ -40,7 +46,10 @@ export function budgetReadPart(keys: readonly BudgetPeriodKey[], firstParameter:
     sql: `budget_read AS (
        SELECT u.agent_id, u.budget_id, u.period_start_s, u.spent_uc, u.alerted_pct
          FROM unnest(${p(0)}::text[], ${p(1)}::text[], ${p(2)}::bigint[]) AS k(agent_id, budget_id, period_start_s)
-         JOIN budget_usage u ON u.agent_id = k.agent_id AND u.budget_id = k.budget_id AND u.period_start_s = k.period_start_s
+        CROSS JOIN LATERAL (
+              SELECT * FROM budget_usage u
+               WHERE u.agent_id = k.agent_id AND u.budget_id = k.budget_id AND u.period_start_s = k.period_start_s
+               LIMIT 1) u
      )`,
     params: [keys.map((key) => key.agentId), keys.map((key) => key.budgetId), keys.map((key) => key.periodStartS)],
   };
