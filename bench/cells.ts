@@ -304,17 +304,14 @@ export async function openLoopCell(config: BenchConfig, gateway: Gateway, world:
   }
 }
 
-export async function captureCells(config: BenchConfig, tool: LoadTool, gateway: Gateway, world: World, held: Held, answers: Answers, options: CellOptions = {}): Promise<Cell[]> {
-  const cells: Cell[] = [];
-  for (const workload of WORKLOADS) {
-    // Each hold is captured once: the workload's holds are shared out between its cells.
-    const pool = held[workload];
-    const share = Math.floor(pool.length / config.connections.length);
-    for (const [i, connections] of config.connections.entries()) {
-      cells.push(await captureCell(config, tool, gateway, world, pool.slice(i * share, (i + 1) * share), workload, connections, answers, options));
-    }
-  }
-  return cells;
+/**
+ * The capture cells' share of a workload's holds: each hold is captured once, so the holds are shared out
+ * between the workload's cells, one share per connection count (`index`: that count's place in the list).
+ */
+export function captureShare(config: BenchConfig, held: Held, workload: Workload, index: number): string[] {
+  const pool = held[workload];
+  const share = Math.floor(pool.length / config.connections.length);
+  return pool.slice(index * share, (index + 1) * share);
 }
 
 /** One capture cell: POST /v1/redemptions/capture of each of these holds once, for up to BENCH_CELL_S. */

@@ -37,7 +37,8 @@ export interface BenchConfig {
 
 export const HELP = `npm run bench [-- --help]
 
-Measures, in one run (about 6 minutes with the defaults; twice the PostgreSQL part with BENCH_BASELINE_REF):
+Measures, in one run (about 6 minutes with the defaults; twice the PostgreSQL part, and the open loop four times, with
+BENCH_BASELINE_REF):
   - the minimal reserve transaction (one balance decrement, one hold, one idempotency row) by pgbench, spread over the agents and on one hot
     agent, at each connection count: the baseline every ratio is taken to;
   - the gateway's own mint SQL by pgbench, captured from a running gateway (bench/gateway-sql.ts);
@@ -47,13 +48,15 @@ Measures, in one run (about 6 minutes with the defaults; twice the PostgreSQL pa
     three budgets and on as many agents without (with BENCH_BUDGETS=0), both sets new to the gateway, each
     twice in a mirrored order (ABBA), then the capture of each one's holds (each half in a cell of its own,
     in the same order), with the ratio of their means beside the noise (how far apart the two cells of one
-    variant came);
+    variant came) and the CPU per request of each side;
   - an open-loop cell: a fixed arrival rate of mixed work (60% mint, 20% capture, 10% release, 10% reads) over
     the agents, with p50/p99 from the scheduled send time, requests shed or failed, machine busy %, and CPU per
     request of the gateway, of PostgreSQL (its processes' /proc times) and of the whole machine;
-  - with BENCH_BASELINE_REF, every gateway cell on PostgreSQL again on that ref's code, alternated with the current;
+  - with BENCH_BASELINE_REF, every gateway cell on PostgreSQL again on that ref's code, alternated with the current
+    cell by cell (the open-loop cell twice on each side, in a mirrored order);
   - the gateway on embedded PGlite: mint, spread, at the first connection count;
-  - for each: throughput, p50/p99 latency, gateway CPU per request, peak RSS, ratio to the baseline;
+  - for each: throughput, p50/p99 latency, CPU per request of the gateway and of PostgreSQL, peak RSS, ratio to
+    the baseline;
   - the owner console's cold load in headless Chromium (no HTTP cache, until the agents list shows), on the
     embedded default: median and slowest of several loads, requests and bytes transferred;
 then checks the ledger invariants on both databases and exits non-zero if any does not hold.
