@@ -9,6 +9,7 @@ import { findAgentsByIdentity, findSubtree, lockAgentsWithAncestors, lockSubtree
 import type { Queryable, Tx } from '../../src/platform/db/database.ts';
 import { migrate } from '../../src/platform/db/migrate.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
+import { seedAgents, sequentialScansOf } from '../support/scale.ts';
 
 const AGENTS = 20_000;
 
@@ -18,16 +19,7 @@ beforeAll(async () => {
   test = await openTestDatabase();
   const { db } = test;
   await migrate(db);
-  await db.query(`INSERT INTO owners (id, human_issuer, human_subject, email, email_verified, created_at_s, updated_at_s)
-    VALUES ('own_scale', 'https://issuer.test', 'owner', 'owner@example.com', true, 0, 0)`);
-  await db.query(
-    `INSERT INTO agents (id, owner_id, name, identity_issuer, identity_subject, status, allowed_services, allowed_categories, inbox_allowlist,
-       cap_period_s, profile_name, profile_preset, profile_color, created_at_s, updated_at_s)
-     SELECT 'agt_scale_' || i, 'own_scale', 'agent ' || i, 'https://issuer.test', 'agent-' || i, 'active', '["*"]', '["*"]', '[]', 86400,
-       'agent ' || i, 'letter', '#4f46e5', 0, 0
-       FROM generate_series(1, $1::int) AS i`,
-    [AGENTS],
-  );
+  await seedAgents(db, 'scale', AGENTS);
   // agt_scale_1 → agt_scale_2 → agt_scale_3: a delegation chain among them.
   await db.query(`UPDATE agents SET parent_id = 'agt_scale_1', ancestor_ids = ARRAY['agt_scale_1'] WHERE id = 'agt_scale_2'`);
   await db.query(`UPDATE agents SET parent_id = 'agt_scale_2', ancestor_ids = ARRAY['agt_scale_1', 'agt_scale_2'] WHERE id = 'agt_scale_3'`);
@@ -54,26 +46,10 @@ async function sent<T>(fn: (tx: Tx) => Promise<T>): Promise<{ statements: Array<
   return { statements, result };
 }
 
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  Plans?: PlanNode[];
-}
-
-function scansOf(node: PlanNode): string[] {
-  const own = node['Node Type'] === 'Seq Scan' ? [`Seq Scan on ${node['Relation Name']}`] : [];
-  return [...own, ...(node.Plans ?? []).flatMap(scansOf)];
-}
-
 /** The sequential scans in the plan of each statement, as the server plans it with these parameters. */
 async function sequentialScans(db: Queryable, statements: ReadonlyArray<{ sql: string; params: readonly unknown[] }>): Promise<string[]> {
   const scans: string[] = [];
-  for (const { sql, params } of statements) {
-    const { rows } = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${sql}`, params);
-    const raw = rows[0]!['QUERY PLAN'];
-    const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw) as Array<{ Plan: PlanNode }>;
-    scans.push(...scansOf(plan[0]!.Plan));
-  }
+  for (const { sql, params } of statements) scans.push(...(await sequentialScansOf(db, sql, params)));
   return scans;
 }
 

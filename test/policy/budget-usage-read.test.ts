@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/platform/db/migrate.ts';
 import { budgetReadPart, budgetUsageOf } from '../../src/policy/budget-usage.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
+import { seedAgents, sequentialScansOf } from '../support/scale.ts';
 
 const AGENTS = 200;
 const PERIODS = [
@@ -20,16 +21,7 @@ beforeAll(async () => {
   test = await openTestDatabase();
   const { db } = test;
   await migrate(db);
-  await db.query(`INSERT INTO owners (id, human_issuer, human_subject, email, email_verified, created_at_s, updated_at_s)
-    VALUES ('own_budgets', 'https://issuer.test', 'owner', 'owner@example.com', true, 0, 0)`);
-  await db.query(
-    `INSERT INTO agents (id, owner_id, name, identity_issuer, identity_subject, status, allowed_services, allowed_categories, inbox_allowlist,
-       cap_period_s, profile_name, profile_preset, profile_color, created_at_s, updated_at_s)
-     SELECT 'agt_budgets_' || i, 'own_budgets', 'agent ' || i, 'https://issuer.test', 'agent-' || i, 'active', '["*"]', '["*"]', '[]', 86400,
-       'agent ' || i, 'letter', '#4f46e5', 0, 0
-       FROM generate_series(1, $1::int) AS i`,
-    [AGENTS],
-  );
+  await seedAgents(db, 'budgets', AGENTS);
   await db.query(
     `INSERT INTO budget_usage (agent_id, budget_id, period_start_s, spent_uc, alerted_pct)
      SELECT 'agt_budgets_' || i, p.budget_id, p.period_start_s, i * 1000 + p.n, 0
@@ -40,17 +32,6 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(() => test?.drop());
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  Plans?: PlanNode[];
-}
-
-function scansOf(node: PlanNode): string[] {
-  const own = node['Node Type'] === 'Seq Scan' ? [`Seq Scan on ${node['Relation Name']}`] : [];
-  return [...own, ...(node.Plans ?? []).flatMap(scansOf)];
-}
 
 describe("the budgets' running totals read", () => {
   const keys = [1, 2, 150].flatMap((n) => PERIODS.map((p) => ({ agentId: `agt_budgets_${n}`, ...p })));
@@ -67,10 +48,7 @@ describe("the budgets' running totals read", () => {
     const read = budgetReadPart(keys, 1);
     const scans = await test.db.transaction(async (tx) => {
       await tx.exec('SET LOCAL plan_cache_mode = force_generic_plan');
-      const { rows } = await tx.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) WITH ${read.sql} SELECT * FROM budget_read`, read.params);
-      const raw = rows[0]!['QUERY PLAN'];
-      const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw) as Array<{ Plan: PlanNode }>;
-      return scansOf(plan[0]!.Plan);
+      return sequentialScansOf(tx, `WITH ${read.sql} SELECT * FROM budget_read`, read.params);
     });
     expect(scans).toEqual([]);
   });
