@@ -425,8 +425,12 @@ async function runBatch<I, R, C>(
   return outcomes;
 }
 
-/** Plans for the rest of the transaction: the statements' generic plans, whatever their parameters. */
-const GENERIC_PLANS = 'SET LOCAL plan_cache_mode = force_generic_plan';
+/**
+ * Plans for the rest of the transaction: each statement's generic plan, whatever its parameters, and one that
+ * probes the tables' indexes rather than scanning a table it can probe (docs/decisions.md "A batch's statements
+ * probe, never scan"). One statement, so both settings cost one round trip in the batch's first write.
+ */
+export const BATCH_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)";
 
 /** One transaction: claim every key, apply the owned calls, store every answer (sent with the COMMIT). Throws only a fault. */
 async function applyBatch<I, R, C>(
@@ -438,11 +442,11 @@ async function applyBatch<I, R, C>(
   const batched = (item: BatchItem<I, C>): BatchedCall<I, C> => ({ call: item.call, checked: item.checked, key: item.target, trace: item.trace });
   const decided = await runtime.db.transaction(async (tx) => {
     // The claims, and the policy's reads beside them: sent together, answered in one round trip; before them,
-    // in the same write, generic plans for the batch's statements (docs/decisions.md "A batch's statements run
-    // on generic plans"): they select by ids and arrays, whose generic plan is the plan, and PostgreSQL would
-    // otherwise plan four of them again at every call.
+    // in the same write, the batch's plans (docs/decisions.md "A batch's statements run on generic plans"):
+    // they select by ids and arrays, whose generic plan is the plan, and PostgreSQL would otherwise plan four of
+    // them again at every call; and they probe by those ids, never scan.
     const [, claims, read] = await Promise.all([
-      tx.query(GENERIC_PLANS),
+      tx.query(BATCH_PLANS),
       runtime.idempotency.claimMany(
         tx,
         items.map((item) => ({ scope: item.target.scope, route: operation.name, key: item.target.key, fingerprint: fingerprintOf(operation, item.call) })),

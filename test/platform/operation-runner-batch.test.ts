@@ -189,25 +189,28 @@ describe('batches in the operation runner', () => {
     ]);
   });
 
-  it("runs a batch's statements on generic plans, for that transaction only", async () => {
-    const modes: Array<{ read: string; run: string }> = [];
+  it("runs a batch's statements on generic plans that probe rather than scan, for that transaction only", async () => {
+    const settings = "SELECT current_setting('plan_cache_mode') AS mode, current_setting('enable_seqscan') AS seqscan";
+    type Settings = { mode: string; seqscan: string };
+    const seen: Array<{ read: Settings; run: Settings }> = [];
     const planned: SingleStepOperation<Input, { amount: number }> = {
       name: 'plannedAmount',
       input: Input,
       idempotency: { key: 'optional' },
       batch: {
         orderKey: () => 'one',
-        readAhead: async (tx) => (await tx.query<{ mode: string }>("SELECT current_setting('plan_cache_mode') AS mode")).rows[0]!.mode,
-        runMany: async (tx, calls, read: string | undefined) => {
-          modes.push({ read: read!, run: (await tx.query<{ mode: string }>("SELECT current_setting('plan_cache_mode') AS mode")).rows[0]!.mode });
+        readAhead: async (tx) => (await tx.query<Settings>(settings)).rows[0]!,
+        runMany: async (tx, calls, read: Settings | undefined) => {
+          seen.push({ read: read!, run: (await tx.query<Settings>(settings)).rows[0]! });
           return calls.map(({ call }) => ({ ok: true, value: { amount: call.input.amount } }));
         },
       },
     };
     expect(await runOperation(gw.gateway, planned, { principal: alice, input: { amount: 1 }, idempotencyKey: 'planned-1' })).toEqual({ result: { amount: 1 }, replayed: false });
-    expect(modes).toEqual([{ read: 'force_generic_plan', run: 'force_generic_plan' }]);
-    // The setting was the transaction's own: the next transaction on the pool plans as configured.
-    const after = await gw.gateway.db.transaction(async (tx) => (await tx.query<{ mode: string }>("SELECT current_setting('plan_cache_mode') AS mode")).rows[0]!.mode);
-    expect(after).toBe('auto');
+    const batch = { mode: 'force_generic_plan', seqscan: 'off' };
+    expect(seen).toEqual([{ read: batch, run: batch }]);
+    // The settings were the transaction's own: the next transaction on the pool plans as configured.
+    const after = await gw.gateway.db.transaction(async (tx) => (await tx.query<Settings>(settings)).rows[0]!);
+    expect(after).toEqual({ mode: 'auto', seqscan: 'on' });
   });
 });
