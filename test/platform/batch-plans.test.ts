@@ -1,11 +1,11 @@
 // A group-commit batch's statements find their rows by index, on the plans the batch runs them with (generic,
 // with sequential scans priced out), on tables of a few hundred rows that were never analyzed: the size at which
 // PostgreSQL's cost model prefers a sequential scan and a hash join to the ten index probes it assumes a generic
-// plan's array holds, and a connection keeps that plan as the table grows. Which statements scan without the
-// setting depends on the tables' pages: here the agents' lock (`Seq Scan on agents`) and the capture's give-back
-// (`Seq Scan on budget_usage`), on both databases (checked against the code before it); in the bench's replay
-// of a mint, the lots read, the lots' debit and the budget totals' update. Every statement of a mint's batch and
-// of a capture's is explained here, as the batch sent it, on both databases.
+// plan's array holds, and a connection keeps that plan as the table grows. Every statement of a mint's batch and
+// of a capture's is explained here, as the batch sent it, as the prepared statement it is (`preparedPlanOf`), on
+// both databases. Against the code before the setting (generic plans only), nearly every statement scanned: the
+// agents' lock, the lots read, the hold statement (`credit_lots`, `budget_usage`), the capture's read (`holds`)
+// and its settlement, and the answers' update (`idempotency_keys`).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Queryable, Tx } from '../../src/platform/db/database.ts';
 import { BATCH_PLANS } from '../../src/platform/operations.ts';

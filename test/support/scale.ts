@@ -1,6 +1,8 @@
 // Tables at scale for plan tests: an owner with many agents inserted in one statement, and the sequential scans of
 // a plan (a statement that must find its rows by index must have none).
 
+// @ts-expect-error: node-postgres's own value serializer and quoting, untyped.
+import { escapeLiteral, prepareValue } from 'pg/lib/utils.js';
 import type { Queryable } from '../../src/platform/db/database.ts';
 
 /** One owner (`own_<prefix>`) and `count` active agents `agt_<prefix>_1…`, identities `agent-<n>` of https://issuer.test. */
@@ -20,7 +22,7 @@ export async function seedAgents(db: Queryable, prefix: string, count: number): 
   );
 }
 
-interface PlanNode {
+export interface PlanNode {
   'Node Type': string;
   'Relation Name'?: string;
   Plans?: PlanNode[];
@@ -31,10 +33,32 @@ function scansOf(node: PlanNode): string[] {
   return [...own, ...(node.Plans ?? []).flatMap(scansOf)];
 }
 
-/** The sequential scans in the plan of `EXPLAIN (FORMAT JSON) <sql>` run on `db` with these parameters. */
+let prepared = 0;
+
+/**
+ * The plan `db` would run `sql` on with these parameters, as prepared statements run: the statement is prepared
+ * (its parameters' types inferred, as a driver's unnamed statement has them) and explained as executed, with the
+ * parameters as literals, so the plan is the one the plan cache gives under the caller's `plan_cache_mode` (the
+ * generic plan under force_generic_plan). EXPLAIN of the statement itself with bound parameters would plan it for
+ * their values: a custom plan, which can differ.
+ */
+export async function preparedPlanOf(db: Queryable, sql: string, params: readonly unknown[]): Promise<PlanNode> {
+  const name = `plan_probe_${++prepared}`;
+  await db.query(`PREPARE ${name} AS ${sql}`);
+  try {
+    const literals = params.map((param) => {
+      const text = prepareValue(param);
+      return text === null ? 'NULL' : escapeLiteral(String(text));
+    });
+    const { rows } = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) EXECUTE ${name}${literals.length > 0 ? `(${literals.join(', ')})` : ''}`);
+    const raw = rows[0]!['QUERY PLAN'];
+    return ((typeof raw === 'string' ? JSON.parse(raw) : raw) as Array<{ Plan: PlanNode }>)[0]!.Plan;
+  } finally {
+    await db.query(`DEALLOCATE ${name}`);
+  }
+}
+
+/** The sequential scans in the plan `db` runs `sql` on as a prepared statement, with these parameters (`preparedPlanOf`). */
 export async function sequentialScansOf(db: Queryable, sql: string, params: readonly unknown[]): Promise<string[]> {
-  const { rows } = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${sql}`, [...params]);
-  const raw = rows[0]!['QUERY PLAN'];
-  const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw) as Array<{ Plan: PlanNode }>;
-  return scansOf(plan[0]!.Plan);
+  return scansOf(await preparedPlanOf(db, sql, params));
 }
