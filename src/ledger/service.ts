@@ -23,7 +23,7 @@ import type { Principal } from '../platform/principal.ts';
 import type { Page } from '../platform/schemas.ts';
 import type { SpanRef } from '../platform/telemetry.ts';
 import { afterTaking, budgetPeriodsOf, chargesOf, spendingRefusal, thresholdsCrossed, traceSpendingDecision, usageOf, type BudgetCharge, type BudgetSpend, type Usage } from '../policy/spending.ts';
-import { budgetPeriodKey, type BudgetChargeRow, type BudgetPeriodKey } from '../policy/budget-usage.ts';
+import { budgetPeriodKey, budgetUsageOf, type BudgetChargeRow, type BudgetPeriodKey } from '../policy/budget-usage.ts';
 import { appendJournal, balancedEntries, combined, type BalancedJournal, type JournalLine } from './journal.ts';
 import { signReceipt } from './receipts.ts';
 import * as store from './store.ts';
@@ -493,7 +493,11 @@ export class LedgerService {
     const budgetPeriods = budgetPeriodsOf([...agents.values()], nowS);
     const read = await locked.lotsOf(payerIds, budgetPeriods);
     const lots = read.lots;
-    const usage = await usageOf(tx, [...agents.values()], nowS, read.budgets);
+    // The budget periods' running totals, read under the agents' locks: those with a row are raised, the others
+    // opened, by the holds' statement (`budgetChargeParts`).
+    const budgetsRead = read.budgets ?? (await budgetUsageOf(tx, budgetPeriods));
+    const periodsWithRows = new Set(budgetsRead.keys());
+    const usage = await usageOf(tx, [...agents.values()], nowS, budgetsRead);
     const alerts: OwnerEventInput[] = [];
     const taken = new Map<string, Taken>();
     const takenBy = (agentId: string) => {
@@ -512,6 +516,7 @@ export class LedgerService {
       const tree = [...agents.values()].filter((agent) => payerOf(agent) === payerId);
       const again = await store.lockSpendableLotsOf(tx, [payerId], nowS, budgetPeriodsOf(tree, nowS));
       lots.set(payerId, store.lessTaken(again.lots.get(payerId)!, pool.allocations));
+      for (const key of again.budgets.keys()) periodsWithRows.add(key);
       const fresh = await usageOf(tx, tree, nowS, again.budgets);
       for (const agent of tree) usage.set(agent.id, withTaken(fresh.get(agent.id)!, takenBy(agent.id)));
       return true;
@@ -538,7 +543,7 @@ export class LedgerService {
     const held = recorded.flatMap(({ hold, redemption, trace }) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: 'redemption.held' as const, data: { redemption }, trace }] : []));
     const events = [...held, ...alerts];
     if (recorded.length === 0) await emitEvents(tx, events, nowMs);
-    else await store.recordHolds(tx, recorded, combined(recorded.map(holdJournal)), charges, events.length === 0 ? undefined : (first) => eventsPart(events, nowMs, first));
+    else await store.recordHolds(tx, recorded, combined(recorded.map(holdJournal)), charges, periodsWithRows, events.length === 0 ? undefined : (first) => eventsPart(events, nowMs, first));
     return outcomes;
   }
 

@@ -193,15 +193,18 @@ export interface NewHold {
 /**
  * Records new holds in one statement (one round trip, whatever their number): each hold and its
  * allocations, every lot's debit (summed over the holds that take from it), the holds' balanced journal
- * (lot → hold, per allocation) and each agent's held total; with `events` (the outbox's part, given the number of
- * its first parameter), the events of the holds too. The caller holds the agents' and the lots' row
- * locks; the agents' balance rows are locked last, after their lots, as every settlement does too.
+ * (lot → hold, per allocation) and each agent's held total; with `charges`, each budget period's running total
+ * (`periodsWithRows`: the periods whose row the caller read, by `budgetPeriodKey`; `budgetChargeParts`); with
+ * `events` (the outbox's part, given the number of its first parameter), the events of the holds too. The caller
+ * holds the agents' and the lots' row locks; the agents' balance rows are locked last, after their lots, as every
+ * settlement does too.
  */
 export async function recordHolds(
   db: Queryable,
   holds: readonly NewHold[],
   journal: BalancedJournal,
   charges: readonly BudgetChargeRow[] = [],
+  periodsWithRows: ReadonlySet<string> = new Set(),
   events?: (firstParameter: number) => EventsWrite,
 ): Promise<void> {
   if (holds.length === 0) return;
@@ -211,7 +214,7 @@ export async function recordHolds(
   const journaled = journalInsert(journal, Number(createdAtS), 21);
   // Budget charges only when a hold counts in a budget: each hold's periods go in its own row (budget_charges);
   // the running totals' parts are in the statement only when there is one.
-  const budgets = budgetChargeParts(charges, holds.map(({ hold }) => ({ id: hold.id, agentId: hold.agent_id })), 'account', 21 + journaled.params.length);
+  const budgets = budgetChargeParts(charges, holds.map(({ hold }) => ({ id: hold.id, agentId: hold.agent_id })), periodsWithRows, 'account', 21 + journaled.params.length);
   const counting = charges.length > 0;
   const evented = events?.(21 + journaled.params.length + (counting ? budgets.params.length : 0));
   const result = await db.query(

@@ -82,15 +82,19 @@ export interface BudgetChargeRow extends BudgetPeriodKey {
  * `budget_charges` column (`charges`, in the order of `holds`: a JSON array of `[agent_id, budget_id,
  * period_start_s]`, agent_id null for the holding agent's own budgets (migration 0026), or null for none), and the
  * CTE parts that raise each budget period's running total by what its new holds take, after the part `after` (the
- * payers' balance rows; see the lock order above): an update of the periods that have a row, and an insert of
- * those that have none yet (a period's first hold). The totals are summed here, so the statement writes one row
- * per period whatever the number of holds.
+ * payers' balance rows; see the lock order above): an update of the periods that have a row (`existing`, by
+ * `budgetPeriodKey`, as the hold pass read them), and an insert of those that have none yet (a period's first
+ * hold). The pass read them under its agents' row locks, and only a hold creates a period's row, under the lock of
+ * the budget's agent (its own or a delegate's, whose ancestors it locks too), so the split holds until commit:
+ * were it wrong, the insert would violate the primary key, or the update would count fewer rows than `periods`.
+ * The totals are summed here, so the statement writes one row per period whatever the number of holds.
  * Its parameters are numbered from `$firstParameter`; `counted` is the SQL of the number of periods the parts
  * wrote, which the statement checks against `periods`.
  */
 export function budgetChargeParts(
   charges: readonly BudgetChargeRow[],
   holds: ReadonlyArray<{ id: string; agentId: string }>,
+  existing: ReadonlySet<string>,
   after: string,
   firstParameter: number,
 ): { charges: Array<string | null>; sql: string; params: unknown[]; counted: string; periods: number } {
@@ -110,38 +114,54 @@ export function budgetChargeParts(
       periods.set(key, { key: charge, amountUc: charge.amountUc, alertedPct: charge.alertedPct });
     }
   }
-  const totals = [...periods.values()];
-  const p = (offset: number) => `$${firstParameter + offset}`;
-  return {
-    charges: holds.map((hold) => {
-      const held = byHold.get(hold.id);
-      return held ? JSON.stringify(held) : null;
-    }),
-    sql: `budget_taken AS (
-       SELECT * FROM unnest(${p(0)}::text[], ${p(1)}::text[], ${p(2)}::bigint[], ${p(3)}::bigint[], ${p(4)}::int[])
-         AS c(agent_id, budget_id, period_start_s, spent_uc, alerted_pct)
-        WHERE (SELECT count(*) FROM ${after}) >= 0
-     ), budget_counted AS (
-       UPDATE budget_usage u SET spent_uc = u.spent_uc + c.spent_uc, alerted_pct = GREATEST(u.alerted_pct, c.alerted_pct)
-         FROM budget_taken c
-        WHERE u.agent_id = c.agent_id AND u.budget_id = c.budget_id AND u.period_start_s = c.period_start_s
-       RETURNING u.agent_id, u.budget_id, u.period_start_s
-     ), budget_opened AS (
-       INSERT INTO budget_usage (agent_id, budget_id, period_start_s, spent_uc, alerted_pct)
-       SELECT c.agent_id, c.budget_id, c.period_start_s, c.spent_uc, c.alerted_pct FROM budget_taken c
-        WHERE NOT EXISTS (SELECT 1 FROM budget_counted u
-                           WHERE u.agent_id = c.agent_id AND u.budget_id = c.budget_id AND u.period_start_s = c.period_start_s)
-       RETURNING 1
-     )`,
-    params: [
+  const raised: Array<{ key: BudgetPeriodKey; amountUc: bigint; alertedPct: number }> = [];
+  const opened: typeof raised = [];
+  for (const [key, total] of periods) (existing.has(key) ? raised : opened).push(total);
+  const params: unknown[] = [];
+  const arrays = (totals: typeof raised) => {
+    const first = firstParameter + params.length;
+    params.push(
       totals.map(({ key }) => key.agentId),
       totals.map(({ key }) => key.budgetId),
       totals.map(({ key }) => key.periodStartS),
       totals.map(({ amountUc }) => amountUc.toString()),
       totals.map(({ alertedPct }) => alertedPct),
-    ],
-    counted: '((SELECT count(*) FROM budget_counted) + (SELECT count(*) FROM budget_opened))',
-    periods: totals.length,
+    );
+    const p = (offset: number) => `$${first + offset}`;
+    return `unnest(${p(0)}::text[], ${p(1)}::text[], ${p(2)}::bigint[], ${p(3)}::bigint[], ${p(4)}::int[])`;
+  };
+  const parts: string[] = [];
+  const written: string[] = [];
+  if (raised.length > 0) {
+    parts.push(`budget_taken AS (
+       SELECT * FROM ${arrays(raised)} AS c(agent_id, budget_id, period_start_s, spent_uc, alerted_pct)
+        WHERE (SELECT count(*) FROM ${after}) >= 0
+     ), budget_counted AS (
+       UPDATE budget_usage u SET spent_uc = u.spent_uc + c.spent_uc, alerted_pct = GREATEST(u.alerted_pct, c.alerted_pct)
+         FROM budget_taken c
+        WHERE u.agent_id = c.agent_id AND u.budget_id = c.budget_id AND u.period_start_s = c.period_start_s
+       RETURNING 1
+     )`);
+    written.push('(SELECT count(*) FROM budget_counted)');
+  }
+  if (opened.length > 0) {
+    parts.push(`budget_opened AS (
+       INSERT INTO budget_usage (agent_id, budget_id, period_start_s, spent_uc, alerted_pct)
+       SELECT * FROM ${arrays(opened)} AS o(agent_id, budget_id, period_start_s, spent_uc, alerted_pct)
+        WHERE (SELECT count(*) FROM ${after}) >= 0
+       RETURNING 1
+     )`);
+    written.push('(SELECT count(*) FROM budget_opened)');
+  }
+  return {
+    charges: holds.map((hold) => {
+      const held = byHold.get(hold.id);
+      return held ? JSON.stringify(held) : null;
+    }),
+    sql: parts.join(', '),
+    params,
+    counted: written.length > 0 ? `(${written.join(' + ')})` : '0::bigint',
+    periods: periods.size,
   };
 }
 
