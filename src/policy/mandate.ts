@@ -84,24 +84,9 @@ export function defaultExtendedRules(): ExtendedRules {
   return { budgets: [], merchants: { ...NO_MERCHANT_RULES }, approvalAboveUc: null, notBefore: null, notAfter: null, timeZone: TIME_ZONE_DEFAULT, alertThresholds: [...ALERT_THRESHOLDS_DEFAULT], delegation: { ...NO_DELEGATION } };
 }
 
-const DEFAULT_EXTENDED_RULES: Readonly<ExtendedRules> = (() => {
-  const rules = defaultExtendedRules();
-  for (const member of [rules.budgets, rules.merchants, rules.alertThresholds, rules.delegation]) Object.freeze(member);
-  return Object.freeze(rules);
-})();
-/**
- * The rules completed from each stored object, by that object: one mint asks its agent's rules up to ten times
- * (the policy's rules, each budget's charge, the alerts), all from the same row. Rows are read fresh by each
- * request or batch and never changed in place, so an entry lives as long as its row does.
- */
-const completed = new WeakMap<object, Readonly<ExtendedRules>>();
-
-/** The extended rules as stored on an agent row (JSONB), with every member present (read-only: spread to change). */
-export function extendedRulesOf(stored: Partial<ExtendedRules> | null | undefined): Readonly<ExtendedRules> {
-  if (!stored) return DEFAULT_EXTENDED_RULES;
-  let rules = completed.get(stored);
-  if (!rules) completed.set(stored, (rules = Object.freeze({ ...defaultExtendedRules(), ...stored })));
-  return rules;
+/** The extended rules as stored on an agent row (JSONB), with every member present. */
+export function extendedRulesOf(stored: Partial<ExtendedRules> | null | undefined): ExtendedRules {
+  return { ...defaultExtendedRules(), ...stored };
 }
 
 /** The RFC 8785 canonical JSON of a mandate version: the exact bytes its hash is taken over. */
