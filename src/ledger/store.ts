@@ -203,8 +203,8 @@ export async function recordHolds(
   db: Queryable,
   holds: readonly NewHold[],
   journal: BalancedJournal,
-  charges: readonly BudgetChargeRow[] = [],
-  periodsWithRows: ReadonlySet<string> = new Set(),
+  charges: readonly BudgetChargeRow[],
+  periodsWithRows: ReadonlySet<string>,
   events?: (firstParameter: number) => EventsWrite,
 ): Promise<void> {
   if (holds.length === 0) return;
