@@ -59,8 +59,13 @@ export function ledgerOperations(ledger: LedgerService): LedgerOperations {
       check: ({ input }) => (input.amountUc === undefined ? undefined : parseUc(input.amountUc)),
       batch: {
         orderKey: ({ input }) => input.id,
-        runMany: (tx, calls) =>
-          ledger.resolveMany(tx, calls.map(({ call: { principal, input }, checked: amountUc, trace }) => ({ action: 'capture', holdId: input.id, merchantId: principal.merchantId, amountUc, trace }))),
+        readAhead: (tx, calls) => ledger.lockResolving(tx, calls.map(({ call: { input } }) => input.id)),
+        runMany: (tx, calls, read) =>
+          ledger.resolveMany(
+            tx,
+            calls.map(({ call: { principal, input }, checked: amountUc, trace }) => ({ action: 'capture', holdId: input.id, merchantId: principal.merchantId, amountUc, trace })),
+            read,
+          ),
       },
     },
     releaseRedemption: {
@@ -69,7 +74,9 @@ export function ledgerOperations(ledger: LedgerService): LedgerOperations {
       idempotency: { key: 'required', rule: 'release' },
       batch: {
         orderKey: ({ input }) => input.id,
-        runMany: (tx, calls) => ledger.resolveMany(tx, calls.map(({ call: { principal, input }, trace }) => ({ action: 'release', holdId: input.id, merchantId: principal.merchantId, trace }))),
+        readAhead: (tx, calls) => ledger.lockResolving(tx, calls.map(({ call: { input } }) => input.id)),
+        runMany: (tx, calls, read) =>
+          ledger.resolveMany(tx, calls.map(({ call: { principal, input }, trace }) => ({ action: 'release', holdId: input.id, merchantId: principal.merchantId, trace })), read),
       },
     },
     refundRedemption: {

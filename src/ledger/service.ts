@@ -294,6 +294,9 @@ function budgetAlert(agent: AgentRow, charge: BudgetCharge, thresholdPct: number
   };
 }
 
+/** Holds locked for resolving, with their allocations (`LedgerService.lockResolving`), for a superset of the calls resolved. */
+export type ResolvingHolds = Awaited<ReturnType<typeof store.lockHoldsWithAllocations>>;
+
 /** The state of one holdMany pass, shared by its holds in order. */
 interface HoldPass {
   nowS: number;
@@ -543,7 +546,7 @@ export class LedgerService {
     const held = recorded.flatMap(({ hold, redemption, trace }) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: 'redemption.held' as const, data: { redemption }, trace }] : []));
     const events = [...held, ...alerts];
     if (recorded.length === 0) await emitEvents(tx, events, nowMs);
-    else await store.recordHolds(tx, recorded, combined(recorded.map(holdJournal)), charges, periodsWithRows, events.length === 0 ? undefined : (first) => eventsPart(events, nowMs, first));
+    else store.recordHolds(tx, recorded, combined(recorded.map(holdJournal)), charges, periodsWithRows, events.length === 0 ? undefined : (first) => eventsPart(events, nowMs, first));
     return outcomes;
   }
 
@@ -711,14 +714,22 @@ export class LedgerService {
   }
 
   /**
+   * What `resolveMany` locks and reads first: the holds, in sorted order, with their allocations (one
+   * statement). A capture or release batch reads it ahead, beside its claims, for every call of the batch.
+   */
+  lockResolving(tx: Tx, holdIds: readonly string[]): Promise<ResolvingHolds> {
+    return store.lockHoldsWithAllocations(tx, holdIds);
+  }
+
+  /**
    * Captures and releases many holds in one pass (group commit), each answered exactly as one by one in this
    * order: the holds locked in sorted order and their allocations read (one statement), the checks in
    * memory against what earlier calls of the pass did, then every resolution in LedgerService.settleMany. A
    * hold found past its deadline is reclaimed in the same pass (its credit back to the agent) and its calls
    * answer 409 hold_resolved.
    */
-  async resolveMany(tx: Tx, requests: readonly ResolveRequest[]): Promise<Array<Settled<Redemption>>> {
-    const { holds: locked, allocations } = await store.lockHoldsWithAllocations(tx, requests.map((request) => request.holdId));
+  async resolveMany(tx: Tx, requests: readonly ResolveRequest[], read?: ResolvingHolds): Promise<Array<Settled<Redemption>>> {
+    const { holds: locked, allocations } = read ?? (await this.lockResolving(tx, requests.map((request) => request.holdId)));
     const nowS = this.nowS();
     const current = new Map(locked);
     const settling = new Map<string, SettleItem>();
@@ -883,29 +894,24 @@ export class LedgerService {
       }
       if (toCaptureUc !== 0n) throw new Error(`ledger invariant: hold ${hold.id} allocations do not cover its amount`);
       const receipt = state === 'captured' ? await signReceipt(this.gateway, { kind: 'capture', hold: { ...hold, captured_uc: capturedUc }, nowS }) : null;
-      const settlement: store.Settlement = { holdId: hold.id, state, capturedUc, earningsAccount: earningsAccount(hold), receipt, lines };
+      // An expired hold resolved at its deadline, whenever the sweeper reclaimed it: a settled fact reads the same every time.
+      const resolvedAtS = state === 'expired' ? hold.expires_at_s : BigInt(nowS);
+      const settlement: store.Settlement = { holdId: hold.id, state, capturedUc, earningsAccount: earningsAccount(hold), receipt, resolvedAtS, lines };
       settlements.push(settlement);
       journals.push(settlementJournal(settlement));
     }
-    // What each hold becomes, known before the write (the statement's own rule), so its event goes in the same statement.
+    // What each hold becomes, decided here and written as decided, so its event goes in the same statement.
     const becomes = items.map(({ hold, state, capturedUc }, index): store.HoldRow => ({
       ...hold,
       state,
       captured_uc: capturedUc,
       capture_receipt: settlements[index]!.receipt,
-      resolved_at_s: state === 'expired' ? hold.expires_at_s : BigInt(nowS),
+      resolved_at_s: settlements[index]!.resolvedAtS,
     }));
     const redemptions = becomes.map((hold) => toRedemption(hold, resolvedAllocations, [], nowS));
     const events = items.flatMap(({ hold, state, trace }, index) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: `redemption.${state}` as const, data: { redemption: redemptions[index]! }, trace }] : []));
     const nowMs = this.gateway.clock.nowMs();
-    const written = await store.recordSettlements(tx, settlements, combined(journals), nowS, events.length === 0 ? undefined : (first) => eventsPart(events, nowMs, first));
-    const resolved = new Map(written.map((row) => [row.id, row]));
-    for (const hold of becomes) {
-      const row = resolved.get(hold.id)!;
-      if (row.state !== hold.state || row.captured_uc !== hold.captured_uc || row.resolved_at_s !== hold.resolved_at_s) {
-        throw new Error(`ledger invariant: hold ${hold.id} was written ${row.state}/${row.captured_uc}/${row.resolved_at_s}, not ${hold.state}/${hold.captured_uc}/${hold.resolved_at_s}`);
-      }
-    }
+    store.recordSettlements(tx, settlements, combined(journals), nowS, events.length === 0 ? undefined : (first) => eventsPart(events, nowMs, first));
     return redemptions;
   }
 

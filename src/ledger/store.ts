@@ -198,15 +198,20 @@ export interface NewHold {
  * `events` (the outbox's part, given the number of its first parameter), the events of the holds too. The caller
  * holds the agents' and the lots' row locks; the agents' balance rows are locked last, after their lots, as every
  * settlement does too.
+ *
+ * The statement checks itself: it counts the rows each part wrote against what it was given, and a wrong count
+ * raises `ledger invariant: …` (`ledger_invariant`, migration 0027), which aborts the transaction. So it is sent
+ * without waiting for its answer (`Tx.send`): the transaction's next statements, its answers and COMMIT, follow
+ * it in the same round trip, and its failure is theirs.
  */
-export async function recordHolds(
-  db: Queryable,
+export function recordHolds(
+  tx: Tx,
   holds: readonly NewHold[],
   journal: BalancedJournal,
   charges: readonly BudgetChargeRow[],
   periodsWithRows: ReadonlySet<string>,
   events?: (firstParameter: number) => EventsWrite,
-): Promise<void> {
+): void {
   if (holds.length === 0) return;
   const allocations = holds.flatMap(({ hold, allocations }) => allocations.map((a, position) => ({ holdId: hold.id, lotId: a.lotId, position, amountUc: a.amountUc })));
   const createdAtS = holds[0]!.hold.created_at_s;
@@ -217,7 +222,20 @@ export async function recordHolds(
   const budgets = budgetChargeParts(charges, holds.map(({ hold }) => ({ id: hold.id, agentId: hold.agent_id })), periodsWithRows, 'account', 21 + journaled.params.length);
   const counting = charges.length > 0;
   const evented = events?.(21 + journaled.params.length + (counting ? budgets.params.length : 0));
-  const result = await db.query(
+  const expectedParameter = 21 + journaled.params.length + (counting ? budgets.params.length : 0) + (evented?.params.length ?? 0);
+  // What each part must have written, in the order of the statement's counts: holds, lots debited,
+  // allocations, journal lines, balance rows (one per payer), budget charges, budget periods, events.
+  const expected = [
+    holds.length,
+    new Set(allocations.map((a) => a.lotId)).size,
+    allocations.length,
+    journal.entries.length,
+    new Set(holds.map(({ hold }) => hold.payer_id)).size,
+    charges.length,
+    budgets.periods,
+    evented?.envelopes.length ?? 0,
+  ];
+  tx.send(
     `WITH h AS (
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[],
                             $15::int[], $16::text[], $17::text[], $18::jsonb[], $19::text[], $20::jsonb[])
@@ -247,11 +265,15 @@ export async function recordHolds(
        ON CONFLICT (agent_id) DO UPDATE SET held_uc = agent_balances.held_uc + EXCLUDED.held_uc
        RETURNING 1
      )${counting ? `, ${budgets.sql}` : ''}${evented ? `, ${evented.sql}` : ''}
-     SELECT (SELECT count(*) FROM new_holds) AS held, (SELECT count(*) FROM debits) AS debited, (SELECT count(*) FROM allocations) AS allocated,
-            (SELECT count(*) FROM journal) AS journaled, (SELECT count(*) FROM account) AS accounted,
-            ${counting ? `(SELECT COALESCE(SUM(jsonb_array_length(budget_charges)), 0) FROM new_holds)::bigint` : '0::bigint'} AS charged,
-            ${counting ? budgets.counted : '0::bigint'} AS counted,
-            ${evented ? '(SELECT count(*) FROM event_row)' : '0::bigint'} AS emitted`,
+     SELECT ledger_invariant(wrote = expected,
+              format('%s holds wrote (holds, lots debited, allocations, journal lines, balance rows, budget charges, budget periods, events) %s, not %s',
+                     expected[1], wrote, expected))
+       FROM (SELECT ARRAY[(SELECT count(*) FROM new_holds), (SELECT count(*) FROM debits), (SELECT count(*) FROM allocations),
+                          (SELECT count(*) FROM journal), (SELECT count(*) FROM account),
+                          ${counting ? `(SELECT COALESCE(SUM(jsonb_array_length(budget_charges)), 0) FROM new_holds)::bigint` : '0::bigint'},
+                          ${counting ? budgets.counted : '0::bigint'},
+                          ${evented ? '(SELECT count(*) FROM event_row)' : '0::bigint'}] AS wrote,
+                    $${expectedParameter}::bigint[] AS expected) AS checked`,
     [
       holds.map(({ hold }) => hold.id),
       holds.map(({ hold }) => hold.agent_id),
@@ -276,26 +298,9 @@ export async function recordHolds(
       ...journaled.params,
       ...(counting ? budgets.params : []),
       ...(evented ? evented.params : []),
+      expected,
     ],
   );
-  const counts = result.rows[0] as { held: bigint; debited: bigint; allocated: bigint; journaled: bigint; accounted: bigint; charged: bigint; counted: bigint; emitted: bigint };
-  const lots = BigInt(new Set(allocations.map((a) => a.lotId)).size);
-  const agents = BigInt(new Set(holds.map(({ hold }) => hold.payer_id)).size);
-  const expected = BigInt(allocations.length);
-  if (
-    counts.held !== BigInt(holds.length) ||
-    counts.debited !== lots ||
-    counts.allocated !== expected ||
-    counts.journaled !== BigInt(journal.entries.length) ||
-    counts.accounted !== agents ||
-    counts.charged !== BigInt(charges.length) ||
-    counts.counted !== BigInt(budgets.periods) ||
-    counts.emitted !== BigInt(evented?.envelopes.length ?? 0)
-  ) {
-    throw new Error(
-      `ledger invariant: ${holds.length} holds wrote ${counts.held}/${counts.debited}/${counts.allocated}/${counts.journaled}/${counts.accounted}/${counts.charged}/${counts.counted}/${counts.emitted} rows for ${expected} allocations, ${charges.length} budget charges and ${evented?.envelopes.length ?? 0} events`,
-    );
-  }
 }
 
 export async function findHold(db: Queryable, holdId: string): Promise<HoldRow | undefined> {
@@ -354,6 +359,8 @@ export interface Settlement {
   capturedUc: bigint;
   earningsAccount: string;
   receipt: string | null;
+  /** When it resolved: now, or for an expired hold its deadline, whenever the sweeper reclaimed it (a settled fact reads the same every time). */
+  resolvedAtS: bigint;
   lines: readonly SettlementLine[];
 }
 
@@ -366,12 +373,18 @@ export async function lockHolds(tx: Tx, holdIds: readonly string[]): Promise<Map
 
 /**
  * Resolves held holds in one statement whatever their number: it locks the lots they return credit to in
- * the order every hold locks lots (agent, then burn-down order), so batches never deadlock; marks each hold,
+ * the order every hold locks lots (agent, then burn-down order), so batches never deadlock; marks each hold
+ * (its state, captured amount, receipt and resolution time as the caller computed them: `Settlement`),
  * records what each allocation captured, returns the rest to the lots (summed per lot), credits the earnings
  * accounts, writes the settlements' balanced journal and updates the agents' running totals, the accounts and
  * totals in sorted order; with `events` (the outbox's part, given the number of its first parameter), the
- * settlements' events too. Returns the resolved rows, one per settlement; throws (the transaction must not
- * commit: its journal was written) when a hold was no longer held.
+ * settlements' events too.
+ *
+ * The statement checks itself, as the holds' does (`recordHolds`): a hold that was no longer held, a balance
+ * row, journal line or event that was not written, or a budget period owed a give-back without a row raises
+ * `ledger invariant: …`, which aborts the transaction (its journal must not commit). So it is sent without
+ * waiting for its answer (`Tx.send`): nothing reads its rows, and the transaction's answers and COMMIT follow it
+ * in the same round trip.
  *
  * Lock order: the holds (the caller's), their lots, the earnings accounts, then the agents' balance rows.
  * Inside the statement the order is forced as its other parts do it: a part that must come later names the
@@ -381,32 +394,34 @@ export async function lockHolds(tx: Tx, holdIds: readonly string[]): Promise<Map
  * budget rows the settled holds counted in are written after the balance rows, which guard them
  * (src/policy/budget-usage.ts).
  */
-export async function recordSettlements(
+export function recordSettlements(
   tx: Tx,
   settlements: readonly Settlement[],
   journal: BalancedJournal,
   nowS: number,
   events?: (firstParameter: number) => EventsWrite,
-): Promise<HoldRow[]> {
-  if (settlements.length === 0) return [];
+): void {
+  if (settlements.length === 0) return;
   const lines = settlements.flatMap((s) => s.lines.map((line) => ({ holdId: s.holdId, ...line })));
   const returning = [...new Set(lines.filter((line) => line.returnedUc > 0n).map((line) => line.lotId))];
   const journaled = journalInsert(journal, nowS, 12);
   const evented = events?.(12 + journaled.params.length);
+  const expectedParameter = 12 + journaled.params.length + (evented?.params.length ?? 0);
   // The budgets: the uncaptured rest of each settled hold goes back to the periods it counted in.
   const givenBack = budgetGiveBackPart('SELECT id AS hold_id, amount_uc - captured_uc AS amount_uc FROM resolved', 'account');
-  const { rows } = await tx.query<HoldRow & { accounted: bigint; agents: bigint; journaled: bigint; budget_missing: bigint; emitted: bigint }>(
+  // What the statement must have written: every hold resolved, one balance row per payer beyond those
+  // (so 0), every journal line, no budget period missing, every event.
+  const expected = [settlements.length, 0, journal.entries.length, 0, evented?.envelopes.length ?? 0];
+  tx.send(
     `WITH lots_locked AS (
        SELECT id FROM credit_lots WHERE id = ANY($11::text[]) ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq FOR UPDATE
      ), s AS (
-       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])
-         AS s(hold_id, state, captured_uc, earnings_account, receipt)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $10::bigint[])
+         AS s(hold_id, state, captured_uc, earnings_account, receipt, resolved_at_s)
      ), line AS (
        SELECT * FROM unnest($6::text[], $7::text[], $8::bigint[], $9::bigint[]) AS l(hold_id, lot_id, captured_uc, returned_uc)
      ), resolved AS (
-       UPDATE holds h SET state = s.state, captured_uc = s.captured_uc, capture_receipt = s.receipt,
-              -- An expired hold resolved at its deadline, whenever the sweeper reclaimed it: a settled fact reads the same every time.
-              resolved_at_s = CASE WHEN s.state = 'expired' THEN h.expires_at_s ELSE $10 END
+       UPDATE holds h SET state = s.state, captured_uc = s.captured_uc, capture_receipt = s.receipt, resolved_at_s = s.resolved_at_s
          FROM s WHERE h.id = s.hold_id AND h.state = 'held' RETURNING h.*
      ), done AS (
        SELECT s.* FROM s JOIN resolved ON resolved.id = s.hold_id
@@ -439,10 +454,14 @@ export async function recordSettlements(
          SET held_uc = agent_balances.held_uc - EXCLUDED.held_uc, captured_uc = agent_balances.captured_uc + EXCLUDED.captured_uc
        RETURNING xmax::text <> '0' AS existed
      ), ${givenBack.sql}${evented ? `, ${evented.sql}` : ''}
-     SELECT resolved.*, (SELECT count(*) FROM account WHERE existed) AS accounted, (SELECT count(DISTINCT payer_id) FROM resolved) AS agents,
-            (SELECT count(*) FROM journal) AS journaled, ${givenBack.missing} AS budget_missing,
-            ${evented ? '(SELECT count(*) FROM event_row)' : '0::bigint'} AS emitted
-       FROM resolved, (SELECT count(*) FROM captured) c`,
+     SELECT ledger_invariant(wrote = expected,
+              format('%s settlements wrote (holds resolved, payers without their balance row, journal lines, budget periods missing, events) %s, not %s',
+                     expected[1], wrote, expected))
+       FROM (SELECT ARRAY[(SELECT count(*) FROM resolved),
+                          (SELECT count(DISTINCT payer_id) FROM resolved) - (SELECT count(*) FROM account WHERE existed),
+                          (SELECT count(*) FROM journal), ${givenBack.missing},
+                          ${evented ? '(SELECT count(*) FROM event_row)' : '0::bigint'}] AS wrote,
+                    $${expectedParameter}::bigint[] AS expected) AS checked`,
     [
       settlements.map((s) => s.holdId),
       settlements.map((s) => s.state),
@@ -453,23 +472,13 @@ export async function recordSettlements(
       lines.map((l) => l.lotId),
       lines.map((l) => l.capturedUc.toString()),
       lines.map((l) => l.returnedUc.toString()),
-      nowS,
+      settlements.map((s) => s.resolvedAtS.toString()),
       returning,
       ...journaled.params,
       ...(evented ? evented.params : []),
+      expected,
     ],
   );
-  if (rows.length !== settlements.length) {
-    const resolved = new Set(rows.map((row) => row.id));
-    throw new Error(`ledger invariant: holds ${settlements.filter((s) => !resolved.has(s.holdId)).map((s) => s.holdId).join(', ')} resolved twice`);
-  }
-  return rows.map(({ accounted, agents, journaled: journaledCount, budget_missing: budgetMissing, emitted, ...hold }) => {
-    if (emitted !== BigInt(evented?.envelopes.length ?? 0)) throw new Error(`ledger invariant: ${evented?.envelopes.length ?? 0} settlement events given, ${emitted} written`);
-    if (accounted !== agents) throw new Error(`ledger invariant: ${agents} payers' holds settled, ${accounted} balance rows updated`);
-    if (journaledCount !== BigInt(journal.entries.length)) throw new Error(`ledger invariant: ${journal.entries.length} journal entries given, ${journaledCount} written`);
-    if (budgetMissing !== 0n) throw new Error(`ledger invariant: a settled hold gave back to ${budgetMissing} budget periods it was never counted in`);
-    return hold as HoldRow;
-  });
 }
 
 /**

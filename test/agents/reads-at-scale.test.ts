@@ -40,6 +40,10 @@ async function sent<T>(fn: (tx: Tx) => Promise<T>): Promise<{ statements: Array<
       },
       exec: (sql) => tx.exec(sql),
       lastStatement: () => tx.lastStatement(),
+      send: (sql, params = []) => {
+        statements.push({ sql, params });
+        tx.send(sql, params);
+      },
     };
     return fn(recording);
   });

@@ -50,6 +50,7 @@ async function recorded(fn: () => Promise<void>): Promise<Statement[][]> {
     new Proxy(queryable, {
       get(target, property, receiver) {
         if (property === 'query') return (sql: string, params: readonly unknown[] = []) => (into.push({ sql, params }), target.query(sql, params));
+        if (property === 'send') return (sql: string, params: readonly unknown[] = []) => (into.push({ sql, params }), (target as Tx).send(sql, params));
         if (property === 'lastStatement') return () => recording((target as Tx).lastStatement(), into);
         const value = Reflect.get(target, property, receiver);
         return typeof value === 'function' ? value.bind(target) : value;

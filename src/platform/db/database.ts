@@ -25,6 +25,65 @@ export interface Tx extends Queryable {
    * undo it: the transaction has committed. PGlite commits when the transaction's function returns.
    */
   lastStatement(): Queryable;
+  /**
+   * Sends a statement whose answer nobody awaits: on PostgreSQL it goes out at once, and the transaction's next
+   * statements (its last one and COMMIT, say) follow it without waiting for it, so it costs no round trip of its
+   * own. For a write that checks itself in SQL (`ledger_invariant`) and whose rows nothing reads. The
+   * transaction waits for it before it ends; if it fails, the transaction is rolled back and its error is the
+   * one every later statement, and the transaction, throws (in place of PostgreSQL's "current transaction is
+   * aborted").
+   */
+  send(sql: string, params?: readonly unknown[]): void;
+}
+
+/**
+ * What a transaction's sent statements (`Tx.send`) left to wait for: each is awaited before the transaction
+ * ends, and the first one to fail, in the order sent, fails the transaction (whatever a savepoint undid since).
+ */
+export class SentStatements {
+  private readonly outcomes: Array<Promise<{ error: unknown } | undefined>> = [];
+
+  add(statement: Promise<unknown>): void {
+    this.outcomes.push(
+      statement.then(
+        () => undefined,
+        (error: unknown) => ({ error }),
+      ),
+    );
+  }
+
+  /** How many statements were sent so far: what a statement sent now comes after. */
+  get count(): number {
+    return this.outcomes.length;
+  }
+
+  /** Waits for every statement sent so far; throws the first failure among them. */
+  async settled(): Promise<void> {
+    const failure = await this.firstFailure(this.outcomes.length);
+    if (failure) throw failure.error;
+  }
+
+  /**
+   * The answer of a statement sent after the first `before` sent ones: if one of those failed, that failure
+   * (it aborted the transaction, so this statement failed for it, or ran after a savepoint undid it: either way
+   * the transaction must not go on), else this statement's own answer.
+   */
+  async follow<R>(answer: Promise<R>, before: number): Promise<R> {
+    let result: R;
+    try {
+      result = await answer;
+    } catch (error) {
+      throw (await this.firstFailure(before))?.error ?? error;
+    }
+    const failure = await this.firstFailure(before);
+    if (failure) throw failure.error;
+    return result;
+  }
+
+  private async firstFailure(count: number): Promise<{ error: unknown } | undefined> {
+    if (count === 0) return undefined;
+    return (await Promise.all(this.outcomes.slice(0, count))).find((outcome) => outcome !== undefined);
+  }
 }
 
 export type DatabaseKind = 'postgres' | 'pglite';

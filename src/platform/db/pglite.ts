@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
-import { DatabaseInUseError, endStatementSpan, retryTransaction, statementSpan, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
+import { DatabaseInUseError, endStatementSpan, retryTransaction, SentStatements, statementSpan, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
 import { asStorageError, OutageTracker, type OutageLog } from './faults.ts';
 import { NamedStatements } from './pglite-statements.ts';
 
@@ -35,10 +35,31 @@ function wrap(named: NamedStatements, target: PGlite | Transaction): Queryable {
   };
 }
 
-/** A transaction of the embedded database: it commits when the transaction's function returns, so its last statement is any. */
-function pgliteTx(inner: Queryable): Tx {
-  const tx: Tx = { ...inner, inTransaction: true, lastStatement: () => tx };
-  return tx;
+/**
+ * A transaction of the embedded database: it commits when the transaction's function returns, so its last
+ * statement is any. PGlite runs statements one at a time in the order called, so a statement sent without
+ * waiting (`send`) still runs before the next; its failure is every later statement's, and the transaction's.
+ */
+async function inPgliteTx<T>(inner: Queryable, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  const sent = new SentStatements();
+  const after = <R>(answer: () => Promise<R>): Promise<R> => {
+    const before = sent.count;
+    return before === 0 ? answer() : sent.follow(answer(), before);
+  };
+  const tx: Tx = {
+    inTransaction: true,
+    query: (sql, params) => after(() => inner.query(sql, params)),
+    exec: (sql) => after(() => inner.exec(sql)),
+    lastStatement: () => tx,
+    send: (sql, params) => {
+      const answer = after(() => inner.query(sql, params));
+      answer.catch(() => {});
+      sent.add(answer);
+    },
+  };
+  const result = await fn(tx);
+  await sent.settled();
+  return result;
 }
 
 /**
@@ -104,7 +125,7 @@ export async function openPglite(dataDir: string | undefined, log?: OutageLog): 
     query: (sql, params) => outage.observe(() => root.query(sql, params)),
     exec: (sql) => outage.observe(() => root.exec(sql)),
     transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-      return outage.observe(() => retryTransaction(() => db.transaction((tx) => fn(pgliteTx(wrap(named, tx))))));
+      return outage.observe(() => retryTransaction(() => db.transaction((tx) => inPgliteTx(wrap(named, tx), fn))));
     },
     withAdvisoryLock<T>(_lockKey: number, fn: (conn: Queryable) => Promise<T>): Promise<T> {
       // One process owns a PGlite data directory, so there is no other session to exclude.

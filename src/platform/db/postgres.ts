@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { DEFAULT_DATABASE_TIMEOUTS, DEFAULT_POOL_SIZE_MAX, endStatementSpan, isStalePlan, retryTransaction, statementSpan, type Database, type DatabaseTimeouts, type Queryable, type QueryResult, type Tx } from './database.ts';
+import { DEFAULT_DATABASE_TIMEOUTS, DEFAULT_POOL_SIZE_MAX, endStatementSpan, isStalePlan, retryTransaction, SentStatements, statementSpan, type Database, type DatabaseTimeouts, type Queryable, type QueryResult, type Tx } from './database.ts';
 import { asStorageError, isStorageUnavailable, OutageTracker, type OutageLog } from './faults.ts';
 
 const INT8_OID = 20;
@@ -99,10 +99,11 @@ function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStale
  * and two writes fewer. BEGIN's failure is the first statement's. A transaction that ran no statement sends
  * neither BEGIN nor COMMIT. `ended` tells the caller that the last statement closed it, committed or rolled back.
  */
-function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean; ended: () => boolean } {
+function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean; ended: () => boolean; sent: SentStatements; rollback: () => Promise<unknown> } {
   const inner = wrap(client, { retryStalePlan: false });
   let begun = false;
   let ended = false;
+  const sent = new SentStatements();
   const { stream } = (client as unknown as { connection: { stream: { cork(): void; uncork(): void } } }).connection;
   // The statements sent by one run of code go out in one write: each driver call writes synchronously, so the
   // stream is corked at the first and uncorked in a microtask, once that code has run. So BEGIN and the first
@@ -128,29 +129,42 @@ function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean; e
     return opened;
   };
   const run = <R>(statement: () => Promise<R>): Promise<R> => {
-    const [opened, answer] = together(() => [open(), statement()] as const);
+    const before = sent.count;
+    const [opened, sentAnswer] = together(() => [open(), statement()] as const);
+    // After a statement sent without waiting (`send`), an answer is that statement's failure if it failed.
+    const answer = before === 0 ? sentAnswer : sent.follow(sentAnswer, before);
     if (!opened) return answer;
     answer.catch(() => {});
     return opened.then(() => answer);
   };
   const last = async <R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> => {
+    const before = sent.count;
     const [opened, answer, committed] = together(() => [open(), inner.query<R>(sql, params), inner.query('COMMIT')] as const);
     ended = true;
     answer.catch(() => {});
     committed.catch(() => {});
-    await opened;
     // A failed statement aborts the transaction; PostgreSQL then answers the COMMIT by rolling it back.
-    const result = await answer;
-    await committed;
-    return result;
+    const done = (async () => {
+      await opened;
+      const result = await answer;
+      await committed;
+      return result;
+    })();
+    return before === 0 ? done : sent.follow(done, before);
   };
   const tx: Tx = {
     inTransaction: true,
     query: (sql, params) => run(() => inner.query(sql, params)),
     exec: (sql) => run(() => inner.exec(sql)),
     lastStatement: () => ({ query: last, exec: (sql) => last(sql).then(() => undefined) }),
+    send: (sql, params) => {
+      const answer = run(() => inner.query(sql, params));
+      answer.catch(() => {});
+      sent.add(answer);
+    },
   };
-  return { tx, begun: () => begun, ended: () => ended };
+  // A rollback answers for itself: a sent statement's failure, already the transaction's, must not fail it too.
+  return { tx, begun: () => begun, ended: () => ended, sent, rollback: () => inner.query('ROLLBACK') };
 }
 
 export interface PostgresOptions {
@@ -226,9 +240,10 @@ export function openPostgres(connectionString: string, options: PostgresOptions 
       return outage.observe(() =>
         retryTransaction(() =>
           withClient(pool, async (client, discard) => {
-            const { tx, begun, ended } = transactionOn(client);
+            const { tx, begun, ended, sent, rollback } = transactionOn(client);
             try {
               const result = await fn(tx);
+              await sent.settled();
               if (begun() && !ended()) await tx.query('COMMIT');
               return result;
             } catch (error) {
@@ -236,7 +251,7 @@ export function openPostgres(connectionString: string, options: PostgresOptions 
               // the server rolls back when the connection goes, and withClient makes sure it goes. A
               // ROLLBACK that fails leaves the session in doubt, so it goes too; the caller still
               // learns the original failure, since nothing was committed.
-              if (begun() && !ended() && !isStorageUnavailable(error)) await tx.query('ROLLBACK').catch(discard);
+              if (begun() && !ended() && !isStorageUnavailable(error)) await rollback().catch(discard);
               throw error;
             }
           }),

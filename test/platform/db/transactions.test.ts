@@ -1,8 +1,10 @@
 // What a transaction promises its callers, on both databases: its last statement goes with its COMMIT
-// (`Tx.lastStatement`, one round trip fewer on PostgreSQL), and statements sent without awaiting one
-// another (a batch's independent reads, pipelined on PostgreSQL) each get their own answer, in order.
+// (`Tx.lastStatement`, one round trip fewer on PostgreSQL), statements sent without awaiting one another (a
+// batch's independent reads, pipelined on PostgreSQL) each get their own answer, in order, and a statement whose
+// answer nobody awaits (`Tx.send`) is waited for by the transaction, whose failure it is if it fails.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Database } from '../../../src/platform/db/database.ts';
+import { listMigrations } from '../../../src/platform/db/migrate.ts';
 import { openPostgres } from '../../../src/platform/db/postgres.ts';
 import { createPostgresDatabase, onPostgres, openTestDatabase, testDbKind } from '../../support/database.ts';
 
@@ -23,6 +25,8 @@ describe(`transactions (${testDbKind()})`, () => {
       ({ db, drop } = await openTestDatabase());
     }
     await db.exec('CREATE TABLE things (id text PRIMARY KEY, amount_uc bigint NOT NULL CHECK (amount_uc > 0))');
+    // The function a statement checks itself with, as the migrations define it.
+    await db.exec(listMigrations().find((m) => m.name.includes('ledger_invariant'))!.sql);
   });
 
   afterAll(async () => {
@@ -100,5 +104,73 @@ describe(`transactions (${testDbKind()})`, () => {
     expect(await ids()).toEqual([]);
     await db.transaction((tx) => tx.query(insert, ['d', 4n]));
     expect(await ids()).toEqual(['d']);
+  });
+
+  describe('a statement sent without awaiting its answer (Tx.send)', () => {
+    it('runs before the statements after it and commits with the last one', async () => {
+      const seen = await db.transaction(async (tx) => {
+        tx.send(insert, ['a', 1n]);
+        const counted = await tx.query<{ n: bigint }>('SELECT count(*) AS n FROM things');
+        await tx.lastStatement().query(insert, ['b', 2n]);
+        return counted.rows[0]!.n;
+      });
+      expect(seen).toBe(1n);
+      expect(await ids()).toEqual(['a', 'b']);
+    });
+
+    it('commits when the transaction ends without a last statement', async () => {
+      await db.transaction(async (tx) => {
+        tx.send(insert, ['a', 1n]);
+      });
+      expect(await ids()).toEqual(['a']);
+    });
+
+    it('fails its last statement with its own error, and the whole transaction rolls back', async () => {
+      const failed = db.transaction(async (tx) => {
+        await tx.query(insert, ['a', 1n]);
+        tx.send(insert, ['b', -1n]);
+        await tx.lastStatement().query(insert, ['c', 3n]);
+      });
+      // The sent insert's check violation, not "current transaction is aborted" of the statement after it.
+      await expect(failed).rejects.toMatchObject({ code: '23514' });
+      expect(await ids()).toEqual([]);
+      await db.transaction((tx) => tx.query(insert, ['d', 4n]));
+      expect(await ids()).toEqual(['d']);
+    });
+
+    it('fails every statement after it with its error, and the transaction when it ends with none', async () => {
+      const later = db.transaction(async (tx) => {
+        tx.send(insert, ['a', -1n]);
+        await tx.query('SELECT 1');
+      });
+      await expect(later).rejects.toMatchObject({ code: '23514' });
+      const alone = db.transaction(async (tx) => {
+        await tx.query(insert, ['a', 1n]);
+        tx.send(insert, ['a', 2n]);
+      });
+      await expect(alone).rejects.toMatchObject({ code: '23505' });
+      expect(await ids()).toEqual([]);
+    });
+
+    it('fails the transaction even after a savepoint undid it', async () => {
+      const undone = db.transaction(async (tx) => {
+        await tx.query('SAVEPOINT s');
+        tx.send(insert, ['a', -1n]);
+        await tx.query('ROLLBACK TO SAVEPOINT s');
+        await tx.lastStatement().query(insert, ['b', 2n]);
+      });
+      await expect(undone).rejects.toMatchObject({ code: '23514' });
+      expect(await ids()).toEqual([]);
+    });
+
+    it('raises a ledger invariant in SQL that aborts the transaction', async () => {
+      const checked = db.transaction(async (tx) => {
+        await tx.query(insert, ['a', 1n]);
+        tx.send("SELECT ledger_invariant(count(*) = 2, format('%s things, not 2', count(*))) FROM things");
+        await tx.lastStatement().query(insert, ['b', 2n]);
+      });
+      await expect(checked).rejects.toMatchObject({ code: 'XX000', message: 'ledger invariant: 1 things, not 2' });
+      expect(await ids()).toEqual([]);
+    });
   });
 });
