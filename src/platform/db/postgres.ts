@@ -108,32 +108,15 @@ function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean; e
   // The statements sent by one run of code go out in one write: each driver call writes synchronously, so the
   // stream is corked at the first and uncorked in a microtask, once that code has run. So BEGIN and the first
   // statement, a last statement and COMMIT, and the reads a batch sends together (Promise.all) are one write each.
-  // A statement sent without waiting (`send`) stays corked until the transaction's next statement joins it (the
-  // answers with COMMIT, a few microtasks later) or the event loop's next turn, whichever comes first: one write
-  // where there were two. Nothing waits for it meanwhile, and an awaited statement is never held back.
   let corked = false;
-  let onlySent = false;
-  let fallback: NodeJS.Immediate | undefined;
-  const flush = () => {
-    if (!corked) return;
-    corked = false;
-    if (fallback) clearImmediate(fallback);
-    fallback = undefined;
-    stream.uncork();
-  };
-  const endOfRun = () => {
-    if (!onlySent) flush();
-  };
-  const together = <T>(send: () => T, sentWithoutWaiting = false): T => {
+  const together = <T>(send: () => T): T => {
     if (!corked) {
       corked = true;
-      onlySent = sentWithoutWaiting;
       stream.cork();
-      queueMicrotask(endOfRun);
-      if (sentWithoutWaiting) fallback = setImmediate(flush);
-    } else if (!sentWithoutWaiting && onlySent) {
-      onlySent = false;
-      queueMicrotask(endOfRun);
+      queueMicrotask(() => {
+        corked = false;
+        stream.uncork();
+      });
     }
     return send();
   };
@@ -145,9 +128,9 @@ function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean; e
     opened.catch(() => {});
     return opened;
   };
-  const run = <R>(statement: () => Promise<R>, sentWithoutWaiting = false): Promise<R> => {
+  const run = <R>(statement: () => Promise<R>): Promise<R> => {
     const before = sent.count;
-    const [opened, sentAnswer] = together(() => [open(), statement()] as const, sentWithoutWaiting);
+    const [opened, sentAnswer] = together(() => [open(), statement()] as const);
     // After a statement sent without waiting (`send`), an answer is that statement's failure if it failed.
     const answer = before === 0 ? sentAnswer : sent.follow(sentAnswer, before);
     if (!opened) return answer;
@@ -175,7 +158,7 @@ function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean; e
     exec: (sql) => run(() => inner.exec(sql)),
     lastStatement: () => ({ query: last, exec: (sql) => last(sql).then(() => undefined) }),
     send: (sql, params) => {
-      const answer = run(() => inner.query(sql, params), true);
+      const answer = run(() => inner.query(sql, params));
       answer.catch(() => {});
       sent.add(answer);
     },

@@ -2,7 +2,6 @@
 // (`Tx.lastStatement`, one round trip fewer on PostgreSQL), statements sent without awaiting one another (a
 // batch's independent reads, pipelined on PostgreSQL) each get their own answer, in order, and a statement whose
 // answer nobody awaits (`Tx.send`) is waited for by the transaction, whose failure it is if it fails.
-import net from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Database } from '../../../src/platform/db/database.ts';
 import { listMigrations } from '../../../src/platform/db/migrate.ts';
@@ -117,44 +116,6 @@ describe(`transactions (${testDbKind()})`, () => {
       });
       expect(seen).toBe(1n);
       expect(await ids()).toEqual(['a', 'b']);
-    });
-
-    it.runIf(onPostgres())('goes out in one socket write with the statements after it (PostgreSQL)', async () => {
-      const writes: number[] = [];
-      const socket = net.Socket.prototype as unknown as Record<'_write' | '_writev', (...args: unknown[]) => unknown>;
-      const [write, writev] = [socket._write, socket._writev];
-      socket._write = function (this: unknown, ...args: unknown[]) {
-        writes.push(1);
-        return write.apply(this, args);
-      };
-      socket._writev = function (this: unknown, chunks: unknown[], ...rest: unknown[]) {
-        writes.push(chunks.length);
-        return writev.apply(this, [chunks, ...rest]);
-      };
-      try {
-        await db.transaction(async (tx) => {
-          await tx.query('SELECT 1');
-          writes.length = 0;
-          tx.send(insert, ['a', 1n]);
-          // A few turns of the microtask queue, as between a batch's write and its answers.
-          for (let i = 0; i < 5; i++) await Promise.resolve();
-          await tx.lastStatement().query(insert, ['b', 2n]);
-        });
-      } finally {
-        [socket._write, socket._writev] = [write, writev];
-      }
-      // The sent insert, the last insert and COMMIT: one write to the socket.
-      expect(writes).toHaveLength(1);
-      expect(await ids()).toEqual(['a', 'b']);
-    });
-
-    it.runIf(onPostgres())('goes out on the next turn of the event loop when no statement follows it (PostgreSQL)', async () => {
-      const answered = await db.transaction(async (tx) => {
-        tx.send(insert, ['a', 1n]);
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        return (await tx.query<{ n: bigint }>('SELECT count(*) AS n FROM things')).rows[0]!.n;
-      });
-      expect(answered).toBe(1n);
     });
 
     it('commits when the transaction ends without a last statement', async () => {
