@@ -723,7 +723,8 @@ export class LedgerService {
 
   /**
    * Captures and releases many holds in one pass (group commit), each answered exactly as one by one in this
-   * order: the holds locked in sorted order and their allocations read (one statement), the checks in
+   * order: the holds locked in sorted order and their allocations read (one statement; `read`, when the batch
+   * read them ahead with its claims: `lockResolving`, for at least these holds), the checks in
    * memory against what earlier calls of the pass did, then every resolution in LedgerService.settleMany. A
    * hold found past its deadline is reclaimed in the same pass (its credit back to the agent) and its calls
    * answer 409 hold_resolved.
