@@ -33,7 +33,13 @@ export interface BenchConfig {
    * bench process (`endpoint` undefined), or to a collector's OTLP endpoint.
    */
   otel: { endpoint: string | undefined; protocol: string } | undefined;
+  /** The PostgreSQL gateway cells to run (BENCH_ONLY): all by default. */
+  only: ReadonlySet<GatewayPart>;
 }
+
+/** The groups of gateway cells on PostgreSQL that BENCH_ONLY can pick. */
+export const GATEWAY_PARTS = ['mint', 'execute', 'budgets', 'capture', 'open'] as const;
+export type GatewayPart = (typeof GATEWAY_PARTS)[number];
 
 export const HELP = `npm run bench [-- --help]
 
@@ -82,6 +88,9 @@ Environment:
   BENCH_CONSOLE        0 skips the console's cold load (default 1; skipped with a note when Chromium is missing)
   BENCH_CONSOLE_LOADS  cold loads of the console measured (default 7)
   BENCH_CHROMIUM       the Chromium executable (default /usr/bin/chromium)
+  BENCH_ONLY           the gateway cells on PostgreSQL to run, comma-separated, of mint (with its pgbench cells),
+                       execute, budgets (the pair), capture (of what mint held: needs mint), open (default: all);
+                       e.g. budgets alone takes about two minutes a side
   BENCH_OPEN_RATE      the open-loop cell's arrival rate, requests a second (default 300)
   BENCH_OPEN_S         the open-loop cell's seconds (default 60; e.g. 10 to try; 0 skips the cell)
   BENCH_OPEN_INFLIGHT  requests waiting at once beyond which the open loop sheds the next (default 128)
@@ -107,6 +116,16 @@ function wholeNumber(env: NodeJS.ProcessEnv, name: string, fallback: number): nu
   const value = Number(raw);
   if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a whole number, got "${raw}"`);
   return value;
+}
+
+function gatewayParts(env: NodeJS.ProcessEnv): ReadonlySet<GatewayPart> {
+  const raw = env.BENCH_ONLY ?? '';
+  if (raw.trim() === '') return new Set(GATEWAY_PARTS);
+  const parts = raw.split(',').map((part) => part.trim());
+  const unknown = parts.filter((part) => !(GATEWAY_PARTS as readonly string[]).includes(part));
+  if (unknown.length > 0) throw new Error(`BENCH_ONLY takes ${GATEWAY_PARTS.join(', ')}; got "${unknown.join(', ')}"`);
+  if (parts.includes('capture') && !parts.includes('mint')) throw new Error('BENCH_ONLY: capture captures what the mint cells held, so it needs mint too');
+  return new Set(parts as GatewayPart[]);
 }
 
 function budgetCount(env: NodeJS.ProcessEnv): number {
@@ -162,5 +181,6 @@ export function benchConfig(env: NodeJS.ProcessEnv): BenchConfig {
     openInFlightMax: positive(env, 'BENCH_OPEN_INFLIGHT', 128),
     baselineRef: env.BENCH_BASELINE_REF || undefined,
     otel: otelSetting(env),
+    only: gatewayParts(env),
   };
 }

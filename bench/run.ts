@@ -181,7 +181,7 @@ async function onPostgres(run: Run): Promise<void> {
       // The warm-up's rows analyzed before the measured load: a cell that starts on a table still empty (the
       // first execute cell's service_executions) would otherwise measure plans made for no rows.
       const code = (side: Side) => ({ code: side.code, afterWarmup: () => admin(side.url, 'ANALYZE') });
-      for (const workload of WORKLOADS) {
+      for (const workload of config.only.has('mint') ? WORKLOADS : []) {
         for (const connections of config.connections) {
           // The baseline right before its gateway cell (the gateway idles meanwhile): same neighbours for both.
           run.cells.push(...(await pgbenchCells(config, url, minimalUrl, run.script, workload, connections)));
@@ -190,7 +190,7 @@ async function onPostgres(run: Run): Promise<void> {
           });
         }
       }
-      for (const connections of config.connections) {
+      for (const connections of config.only.has('execute') ? config.connections : []) {
         await onEachSide(run, sides, slot, async (side) => {
           run.cells.push(await executeCell(config, tool, side.gateway, side.world, connections, side.answers, code(side)));
         });
@@ -202,7 +202,7 @@ async function onPostgres(run: Run): Promise<void> {
       // side), so neither runs first or later more often; then each variant's holds captured, in the same order.
       const pairs = { n: 0 };
       await onEachSide(run, sides, slot, async (side) => {
-        if (side.world.budgetedTokens.length === 0) return;
+        if (side.world.budgetedTokens.length === 0 || !config.only.has('budgets')) return;
         const connections = config.connections.at(-1)!;
         const variant = (name: string, tokens: readonly string[]) => ({ name, tokens, held: { spread: [], hot: [] } as Held });
         const budgeted = variant('3 budgets', side.world.budgetedTokens);
@@ -224,7 +224,7 @@ async function onPostgres(run: Run): Promise<void> {
       });
       // Capture, each cell alternated between the sides as mint's are (it ran every cell of one side, then the
       // other's, the baseline first in every run).
-      for (const workload of WORKLOADS) {
+      for (const workload of config.only.has('capture') ? WORKLOADS : []) {
         for (const [index, connections] of config.connections.entries()) {
           await onEachSide(run, sides, slot, async (side) => {
             const holds = captureShare(config, side.held, workload, index);
@@ -234,7 +234,7 @@ async function onPostgres(run: Run): Promise<void> {
       }
       // The open loop: with a baseline, twice on each side in a mirrored order (ABBA), since the code that ran it
       // second read the worse p99 in every run when each side ran it once.
-      if (config.openS > 0) {
+      if (config.openS > 0 && config.only.has('open')) {
         for (let round = 0; round < (sides.length > 1 ? 2 : 1); round += 1) {
           // onEachSide reverses the order at every call: the second round mirrors the first.
           await onEachSide(run, sides, slot, async (side) => {
