@@ -200,28 +200,43 @@ async function onPostgres(run: Run): Promise<void> {
       // pair starts (the workload's own agents have minted for minutes by then, and that alone moved the ratio:
       // docs/benchmark.md); each variant twice, in an order that mirrors itself (ABBA, then BAAB on the next
       // side), so neither runs first or later more often; then each variant's holds captured, in the same order.
-      const pairs = { n: 0 };
-      await onEachSide(run, sides, slot, async (side) => {
-        if (side.world.budgetedTokens.length === 0 || !config.only.has('budgets')) return;
-        const connections = config.connections.at(-1)!;
-        const variant = (name: string, tokens: readonly string[]) => ({ name, tokens, held: { spread: [], hot: [] } as Held });
-        const budgeted = variant('3 budgets', side.world.budgetedTokens);
-        const mint = (v: typeof budgeted) => mintCell(config, tool, side.gateway, side.world, 'postgresql', 'spread', connections, side.answers, v.held, { ...code(side), variant: v.name, agentTokens: v.tokens });
+      // Cell by cell across the sides, as every other cell alternates: run one side's whole pair and then the
+      // other's, and the side that ran second read the worse ratio and a larger gateway cost of budgets in seven
+      // runs of seven, whichever code it was (docs/decisions.md "Budget totals on the balance row").
+      const connections = config.connections.at(-1)!;
+      const pairSides = config.only.has('budgets') ? sides.filter((side) => side.world && side.world.budgetedTokens.length > 0) : [];
+      const variant = (name: string, tokens: readonly string[]) => ({ name, tokens, held: { spread: [], hot: [] } as Held });
+      const orders = new Map<Side, Array<ReturnType<typeof variant>>>();
+      pairSides.forEach((side, index) => {
+        const budgeted = variant('3 budgets', side.world!.budgetedTokens);
         if (config.budgets > 0) {
-          run.cells.push(await mint(budgeted));
+          orders.set(side, [budgeted]);
           return;
         }
-        const plain = variant('0 budgets', side.world.pairTokens);
-        const [first, second] = pairs.n++ % 2 === 0 ? [plain, budgeted] : [budgeted, plain];
-        for (const v of [first, second, second, first]) run.cells.push(await mint(v));
-        // Capture in the same mirrored order, each cell on its own half of the variant's holds (each hold once).
-        const halves = new Map([first, second].map((v) => [v, [v.held.spread.slice(0, v.held.spread.length >> 1), v.held.spread.slice(v.held.spread.length >> 1)]]));
-        for (const v of [first, second, second, first]) {
-          await admin(side.url, 'ANALYZE');
-          const holds = halves.get(v)!.shift()!;
-          run.cells.push(await captureCell(config, tool, side.gateway, side.world, holds, 'spread', connections, side.answers, { code: side.code, variant: v.name }));
-        }
+        const plain = variant('0 budgets', side.world!.pairTokens);
+        const [first, second] = index % 2 === 0 ? [plain, budgeted] : [budgeted, plain];
+        orders.set(side, [first, second, second, first]);
       });
+      const steps = Math.max(0, ...[...orders.values()].map((order) => order.length));
+      for (let step = 0; step < steps; step += 1) {
+        await onEachSide(run, pairSides, slot, async (side) => {
+          const v = orders.get(side)![step]!;
+          run.cells.push(await mintCell(config, tool, side.gateway, side.world, 'postgresql', 'spread', connections, side.answers, v.held, { ...code(side), variant: v.name, agentTokens: v.tokens }));
+        });
+      }
+      // Capture in the same mirrored order, each cell on its own half of the variant's holds (each hold once).
+      if (config.budgets === 0) {
+        const halves = new Map(
+          [...orders].map(([side, order]) => [side, new Map(order.slice(0, 2).map((v) => [v, [v.held.spread.slice(0, v.held.spread.length >> 1), v.held.spread.slice(v.held.spread.length >> 1)]]))]),
+        );
+        for (let step = 0; step < steps; step += 1) {
+          await onEachSide(run, pairSides, slot, async (side) => {
+            const v = orders.get(side)![step]!;
+            const holds = halves.get(side)!.get(v)!.shift()!;
+            run.cells.push(await captureCell(config, tool, side.gateway, side.world, holds, 'spread', connections, side.answers, { code: side.code, variant: v.name }));
+          });
+        }
+      }
       // Capture, each cell alternated between the sides as mint's are (it ran every cell of one side, then the
       // other's, the baseline first in every run).
       for (const workload of config.only.has('capture') ? WORKLOADS : []) {
