@@ -218,6 +218,15 @@ async function onPostgres(run: Run): Promise<void> {
         orders.set(side, [first, second, second, first]);
       });
       const steps = Math.max(0, ...[...orders.values()].map((order) => order.length));
+      // A cell of each variant first, not measured: the first cell of a side read low whichever variant it was,
+      // which the mirrored order does not cancel (the side that began with "3 budgets" read the pair ×0.84–0.87
+      // in four A/A runs of four, the other ×0.90–0.94: docs/decisions.md "Budget totals on the balance row").
+      for (let step = 0; step < Math.min(steps, 2); step += 1) {
+        await onEachSide(run, pairSides, slot, async (side) => {
+          const v = orders.get(side)![step]!;
+          await mintCell(config, tool, side.gateway, side.world, 'postgresql', 'spread', connections, side.answers, v.held, { ...code(side), variant: `${v.name}, not measured`, agentTokens: v.tokens });
+        });
+      }
       for (let step = 0; step < steps; step += 1) {
         await onEachSide(run, pairSides, slot, async (side) => {
           const v = orders.get(side)![step]!;
