@@ -9,7 +9,7 @@ import { findAgentsByIdentity, findSubtree, lockAgentsWithAncestors, lockSubtree
 import type { Queryable, Tx } from '../../src/platform/db/database.ts';
 import { migrate } from '../../src/platform/db/migrate.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
-import { seedAgents, sequentialScansOf } from '../support/scale.ts';
+import { seedAgents, wholeReadsOf } from '../support/scale.ts';
 
 const AGENTS = 20_000;
 
@@ -50,10 +50,10 @@ async function sent<T>(fn: (tx: Tx) => Promise<T>): Promise<{ statements: Array<
   return { statements, result };
 }
 
-/** The sequential scans in the plan of each statement, as the server plans it with these parameters. */
-async function sequentialScans(db: Queryable, statements: ReadonlyArray<{ sql: string; params: readonly unknown[] }>): Promise<string[]> {
+/** The whole-table reads (sequential or keyless index scans) in the plan of each statement, as the server plans it with these parameters. */
+async function wholeReads(db: Queryable, statements: ReadonlyArray<{ sql: string; params: readonly unknown[] }>): Promise<string[]> {
   const scans: string[] = [];
-  for (const { sql, params } of statements) scans.push(...(await sequentialScansOf(db, sql, params)));
+  for (const { sql, params } of statements) scans.push(...(await wholeReadsOf(db, sql, params)));
   return scans;
 }
 
@@ -62,7 +62,7 @@ describe('agent reads at scale (20,000 agents)', () => {
     const { statements, result } = await sent((tx) => lockAgentsWithAncestors(tx, ['agt_scale_3', 'agt_scale_500', 'agt_scale_19999']));
     expect(result.map((row) => row.id)).toEqual(['agt_scale_1', 'agt_scale_19999', 'agt_scale_2', 'agt_scale_3', 'agt_scale_500']);
     expect(statements).toHaveLength(1);
-    expect(await sequentialScans(test.db, statements)).toEqual([]);
+    expect(await wholeReads(test.db, statements)).toEqual([]);
   });
 
   it("reads and locks an agent's subtree through the indexes (primary key and ancestors)", async () => {
@@ -74,7 +74,7 @@ describe('agent reads at scale (20,000 agents)', () => {
     expect(locked.result.map((row) => row.id)).toEqual(['agt_scale_1', 'agt_scale_2', 'agt_scale_3']);
     const statements = [...ids.statements, ...found.statements, ...locked.statements];
     expect(statements).toHaveLength(3);
-    expect(await sequentialScans(test.db, statements)).toEqual([]);
+    expect(await wholeReads(test.db, statements)).toEqual([]);
   });
 
   it('finds agents by identity through the unique index, on one plan the connection keeps for every call', async () => {
@@ -89,7 +89,7 @@ describe('agent reads at scale (20,000 agents)', () => {
     expect(result.found).toEqual(calls.map((call) => call.map((n) => `agt_scale_${n}`).sort()));
     const rows = await findAgentsByIdentity(test.db, [identity(1)]);
     expect(rows[0]).toMatchObject({ id: 'agt_scale_1', owner_email: 'owner@example.com', owner_email_verified: true });
-    expect(await sequentialScans(test.db, statements.slice(0, 1))).toEqual([]);
+    expect(await wholeReads(test.db, statements.slice(0, 1))).toEqual([]);
     // PostgreSQL plans a prepared statement for its parameters five times, then keeps a generic plan unless
     // that one looks costlier: with the arrays' length visible, it planned all eight calls anew.
     const plans = result.plans.filter((plan) => plan.statement === statements[0]!.sql);

@@ -5,12 +5,14 @@
 // of a capture's is explained here, as the batch sent it, as the prepared statement it is (`preparedPlanOf`), on
 // both databases. Against the code before the setting (generic plans only), nearly every statement scanned: the
 // agents' lock, the lots read, the hold statement (`credit_lots`, `budget_usage`), the capture's read (`holds`)
-// and its settlement, and the answers' update (`idempotency_keys`).
+// and its settlement, and the answers' update (`idempotency_keys`). A whole read is a sequential scan or an
+// index scan with no key: the settlement's update of its holds read the open holds' partial index whole (every
+// open hold, on every settlement) while its guard named that index's own state (`state = 'held'`).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Queryable, Tx } from '../../src/platform/db/database.ts';
 import { BATCH_PLANS } from '../../src/platform/operations.ts';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
-import { seedAgents, sequentialScansOf } from '../support/scale.ts';
+import { seedAgents, wholeReadsOf } from '../support/scale.ts';
 import { startWorld, type World } from '../support/world.ts';
 
 const FILLER_AGENTS = 600;
@@ -70,7 +72,7 @@ async function recorded(fn: () => Promise<void>): Promise<Statement[][]> {
   return transactions;
 }
 
-/** The sequential scans of each statement of the batches among `transactions`, on the batch's own plans. */
+/** The whole-table reads of each statement of the batches among `transactions`, on the batch's own plans. */
 async function scansOfBatches(transactions: Statement[][]): Promise<Array<{ statement: string; scans: string[] }>> {
   const batches = transactions.filter((statements) => statements.some(({ sql }) => sql === BATCH_PLANS));
   expect(batches.length).toBeGreaterThan(0);
@@ -79,7 +81,7 @@ async function scansOfBatches(transactions: Statement[][]): Promise<Array<{ stat
     if (sql === BATCH_PLANS) continue;
     const scans = await world.gw.gateway.db.transaction(async (tx) => {
       await tx.query(BATCH_PLANS);
-      return sequentialScansOf(tx, sql, params);
+      return wholeReadsOf(tx, sql, params);
     });
     found.push({ statement: sql.replace(/\s+/g, ' ').slice(0, 60), scans });
   }

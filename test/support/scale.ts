@@ -25,12 +25,17 @@ export async function seedAgents(db: Queryable, prefix: string, count: number): 
 export interface PlanNode {
   'Node Type': string;
   'Relation Name'?: string;
+  'Index Name'?: string;
+  'Index Cond'?: string;
   Plans?: PlanNode[];
 }
 
-function scansOf(node: PlanNode): string[] {
-  const own = node['Node Type'] === 'Seq Scan' ? [`Seq Scan on ${node['Relation Name']}`] : [];
-  return [...own, ...(node.Plans ?? []).flatMap(scansOf)];
+/** Reads of a whole table in a plan: a sequential scan, or an index scan with no key (a merge join's or a sort's input). */
+function wholeReadsIn(node: PlanNode): string[] {
+  const type = node['Node Type'];
+  const keyless = (type === 'Index Scan' || type === 'Index Only Scan') && node['Index Cond'] === undefined;
+  const own = type === 'Seq Scan' ? [`Seq Scan on ${node['Relation Name']}`] : keyless ? [`${type} on ${node['Relation Name']} using ${node['Index Name']}, no key`] : [];
+  return [...own, ...(node.Plans ?? []).flatMap(wholeReadsIn)];
 }
 
 let prepared = 0;
@@ -58,7 +63,10 @@ export async function preparedPlanOf(db: Queryable, sql: string, params: readonl
   }
 }
 
-/** The sequential scans in the plan `db` runs `sql` on as a prepared statement, with these parameters (`preparedPlanOf`). */
-export async function sequentialScansOf(db: Queryable, sql: string, params: readonly unknown[]): Promise<string[]> {
-  return scansOf(await preparedPlanOf(db, sql, params));
+/**
+ * The whole-table reads in the plan `db` runs `sql` on as a prepared statement (`preparedPlanOf`): sequential scans,
+ * and index scans with no key, which read every entry of the index (a merge join's input, or an ordered scan).
+ */
+export async function wholeReadsOf(db: Queryable, sql: string, params: readonly unknown[]): Promise<string[]> {
+  return wholeReadsIn(await preparedPlanOf(db, sql, params));
 }
