@@ -404,9 +404,9 @@ export function recordSettlements(
   if (settlements.length === 0) return;
   const lines = settlements.flatMap((s) => s.lines.map((line) => ({ holdId: s.holdId, ...line })));
   const returning = [...new Set(lines.filter((line) => line.returnedUc > 0n).map((line) => line.lotId))];
-  const journaled = journalInsert(journal, nowS, 13);
-  const evented = events?.(13 + journaled.params.length);
-  const expectedParameter = 13 + journaled.params.length + (evented?.params.length ?? 0);
+  const journaled = journalInsert(journal, nowS, 12);
+  const evented = events?.(12 + journaled.params.length);
+  const expectedParameter = 12 + journaled.params.length + (evented?.params.length ?? 0);
   // The budgets: the uncaptured rest of each settled hold goes back to the periods it counted in.
   const givenBack = budgetGiveBackPart('SELECT id AS hold_id, amount_uc - captured_uc AS amount_uc FROM resolved', 'account');
   // What the statement must have written: every hold resolved, one balance row per payer beyond those
@@ -416,16 +416,16 @@ export function recordSettlements(
     `WITH lots_locked AS (
        SELECT id FROM credit_lots WHERE id = ANY($11::text[]) ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq FOR UPDATE
      ), s AS (
-       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $10::bigint[], $12::text[])
-         AS s(hold_id, state, captured_uc, earnings_account, receipt, resolved_at_s, state_before)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $10::bigint[])
+         AS s(hold_id, state, captured_uc, earnings_account, receipt, resolved_at_s)
      ), line AS (
        SELECT * FROM unnest($6::text[], $7::text[], $8::bigint[], $9::bigint[]) AS l(hold_id, lot_id, captured_uc, returned_uc)
      ), resolved AS (
-       -- Each hold by its key. The state it must still be in comes with the row, not as the constant 'held':
-       -- a constant matches the open holds' partial indexes, and a plan made while few holds were open read
-       -- one of them whole (every open hold) on every settlement as they grew.
+       -- Each hold by its key, still held: unresolved, which the table's check ties to state = 'held'. Not
+       -- that predicate itself: it is the open holds' partial indexes', and a plan made while few holds were
+       -- open read one of them whole (every open hold) on every settlement as they grew.
        UPDATE holds h SET state = s.state, captured_uc = s.captured_uc, capture_receipt = s.receipt, resolved_at_s = s.resolved_at_s
-         FROM s WHERE h.id = s.hold_id AND h.state = s.state_before RETURNING h.*
+         FROM s WHERE h.id = s.hold_id AND h.resolved_at_s IS NULL RETURNING h.*
      ), done AS (
        SELECT s.* FROM s JOIN resolved ON resolved.id = s.hold_id
      ), done_line AS (
@@ -477,7 +477,6 @@ export function recordSettlements(
       lines.map((l) => l.returnedUc.toString()),
       settlements.map((s) => s.resolvedAtS.toString()),
       returning,
-      settlements.map(() => 'held'),
       ...journaled.params,
       ...(evented ? evented.params : []),
       expected,
