@@ -68,6 +68,15 @@ export async function checkLedger(db: Queryable, answers: Answers): Promise<{ ch
       WHERE COALESCE(j.s, 0) <> CASE WHEN h.state = 'held' THEN h.amount_uc ELSE 0 END`,
   );
   await expectZero(
+    "each budget period's running total = its holds (held, or captured − refunded)",
+    `SELECT count(*) AS n FROM budget_usage u
+       FULL JOIN (SELECT c.agent_id, c.budget_id, c.period_start_s,
+                         SUM(CASE h.state WHEN 'held' THEN h.amount_uc WHEN 'captured' THEN h.captured_uc - h.refunded_uc ELSE 0 END) AS covered_uc
+                    FROM hold_budget_charges c JOIN holds h ON h.id = c.hold_id
+                   GROUP BY c.agent_id, c.budget_id, c.period_start_s) c USING (agent_id, budget_id, period_start_s)
+      WHERE COALESCE(u.spent_uc, -1) <> COALESCE(c.covered_uc, 0)`,
+  );
+  await expectZero(
     'merchant earnings = captured credit',
     `SELECT count(*) AS n FROM (SELECT (SELECT COALESCE(SUM(balance_uc), 0) FROM ledger_accounts WHERE id LIKE 'merchant:%') AS earned,
        (SELECT COALESCE(SUM(captured_uc), 0) FROM holds WHERE merchant_id IS NOT NULL) AS captured) t WHERE earned <> captured`,

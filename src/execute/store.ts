@@ -143,8 +143,8 @@ export async function finishExecutions(db: Queryable, executionIds: readonly str
  * queued the captures that came after behind it on the rows it had reached first: 64–73 ms a heartbeat in the
  * bench's execute cell, against 0.3–0.4 ms passing over them.
  */
-export async function heartbeat(db: Queryable, executionIds: readonly string[], nowMs: number): Promise<void> {
-  await db.query(
+export async function heartbeat(tx: Tx, executionIds: readonly string[], nowMs: number): Promise<void> {
+  await tx.query(
     `UPDATE service_executions SET heartbeat_at_ms = $2
       WHERE id IN (SELECT id FROM service_executions WHERE id = ANY($1::text[]) AND finished_at_ms IS NULL ORDER BY id FOR UPDATE SKIP LOCKED)`,
     [[...executionIds], nowMs],

@@ -80,7 +80,7 @@ describe('running executions', () => {
     const statements = [
       ...(await statementsOf((db) => lockRunningExecution(db as never, ids[0]!))),
       ...(await statementsOf((db) => lockRunningExecutions(db as never, ids))),
-      ...(await statementsOf((db) => heartbeat(db, ids, 5))),
+      ...(await statementsOf((db) => heartbeat(db as never, ids, 5))),
       ...(await statementsOf((db) => finishExecutions(db, ids, 'succeeded', null, 5))),
     ];
     expect(statements).toHaveLength(4);
@@ -112,7 +112,7 @@ describe('running executions', () => {
     await isLocked;
     try {
       // Against the heartbeat that waited, this call would not return until the transaction above ended.
-      const beat = heartbeat(test.db, ['exe_live_10', 'exe_live_11'], 777);
+      const beat = test.db.transaction((tx) => heartbeat(tx, ['exe_live_10', 'exe_live_11'], 777));
       const answered = await Promise.race([beat.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 3_000))]);
       expect(answered).toBe(true);
     } finally {
