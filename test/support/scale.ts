@@ -1,5 +1,5 @@
-// Tables at scale for plan tests: an owner with many agents inserted in one statement, and the sequential scans of
-// a plan (a statement that must find its rows by index must have none).
+// Tables at scale for plan tests: an owner with many agents inserted in one statement, and the whole-table reads of
+// a plan, sequential or through an index with no key (a statement that must find its rows by key must have none).
 
 // @ts-expect-error: node-postgres's own value serializer and quoting, untyped.
 import { escapeLiteral, prepareValue } from 'pg/lib/utils.js';
