@@ -59,7 +59,7 @@ export class ExecutionRecovery {
    */
   async recoverOrphans(): Promise<number> {
     const { db, clock, idempotency, log } = this.gateway;
-    if (this.inFlight.size > 0) await db.transaction((tx) => store.heartbeat(tx, [...this.inFlight], clock.nowMs()));
+    if (this.inFlight.size > 0) await store.heartbeat(db, [...this.inFlight], clock.nowMs());
     const nowMs = clock.nowMs();
     const staleBeforeMs = nowMs - EXECUTION_ORPHANED_AFTER_MS;
     let recovered = 0;

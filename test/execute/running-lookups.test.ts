@@ -1,13 +1,12 @@
-// Executions are found by id, whatever the statistics say of the running ones. The statements that lock, finish
-// or heartbeat running executions named `state = 'running'`, the predicate of the running executions' partial
+// Executions are found by id, whatever the statistics say of the running ones. The statements that lock or finish
+// running executions named `state = 'running'`, the predicate of the running executions' partial
 // index: analyzed while none was running, the planner read that index whole with the ids as a filter (priced at
 // the one row it expected), and under load every call read every running execution. They now tell a running one
-// by `finished_at_ms IS NULL` (the table's check ties the two). Both databases, custom and generic plans. The
-// heartbeat also passes over an execution another transaction has locked (one being finished) instead of waiting.
+// by `finished_at_ms IS NULL` (the table's check ties the two). Both databases, custom and generic plans.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Queryable } from '../../src/platform/db/database.ts';
 import { migrate } from '../../src/platform/db/migrate.ts';
-import { finishExecutions, heartbeat, lockRunningExecution, lockRunningExecutions } from '../../src/execute/store.ts';
+import { finishExecutions, lockRunningExecution, lockRunningExecutions } from '../../src/execute/store.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
 import { wholeReadsOf } from '../support/scale.ts';
 
@@ -75,15 +74,14 @@ async function statementsOf(fn: (db: Queryable) => Promise<unknown>): Promise<Ar
 class Rollback extends Error {}
 
 describe('running executions', () => {
-  it('are locked, finished and kept alive by their ids, never by reading every running one', async () => {
+  it('are locked and finished by their ids, never by reading every running one', async () => {
     const ids = ['exe_live_7', 'exe_live_300', 'exe_live_499'];
     const statements = [
       ...(await statementsOf((db) => lockRunningExecution(db as never, ids[0]!))),
       ...(await statementsOf((db) => lockRunningExecutions(db as never, ids))),
-      ...(await statementsOf((db) => heartbeat(db as never, ids, 5))),
       ...(await statementsOf((db) => finishExecutions(db, ids, 'succeeded', null, 5))),
     ];
-    expect(statements).toHaveLength(4);
+    expect(statements).toHaveLength(3);
     for (const mode of ['auto', 'force_generic_plan']) {
       const reads = await test.db.transaction(async (tx) => {
         await tx.exec(`SET LOCAL plan_cache_mode = ${mode}`);
@@ -93,40 +91,6 @@ describe('running executions', () => {
       });
       expect(reads).toEqual([]);
     }
-  });
-
-  it('are kept alive without waiting for one a transaction has locked, which it passes over', async (context) => {
-    if (test.db.kind === 'pglite') {
-      // The embedded engine runs one transaction at a time: no heartbeat can meet another's lock there.
-      context.skip();
-      return;
-    }
-    let unlock: () => void = () => {};
-    let locked: () => void = () => {};
-    const isLocked = new Promise<void>((resolve) => (locked = resolve));
-    const holding = test.db.transaction(async (tx) => {
-      expect(await lockRunningExecution(tx, 'exe_live_10')).toBeDefined();
-      locked();
-      await new Promise<void>((resolve) => (unlock = resolve));
-    });
-    await isLocked;
-    try {
-      // Against the heartbeat that waited, this call would not return until the transaction above ended.
-      const beat = test.db.transaction((tx) => heartbeat(tx, ['exe_live_10', 'exe_live_11'], 777));
-      const answered = await Promise.race([beat.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 3_000))]);
-      expect(answered).toBe(true);
-    } finally {
-      unlock();
-      await holding;
-    }
-    const { rows } = await test.db.query<{ id: string; heartbeat_at_ms: bigint }>(
-      `SELECT id, heartbeat_at_ms FROM service_executions WHERE id = ANY($1::text[]) ORDER BY id`,
-      [['exe_live_10', 'exe_live_11']],
-    );
-    expect(rows.map((row) => [row.id, row.heartbeat_at_ms])).toEqual([
-      ['exe_live_10', 0n],
-      ['exe_live_11', 777n],
-    ]);
   });
 
   it('are told from finished ones by the same rows either way', async () => {
