@@ -218,19 +218,21 @@ async function onPostgres(run: Run): Promise<void> {
         orders.set(side, [first, second, second, first]);
       });
       const steps = Math.max(0, ...[...orders.values()].map((order) => order.length));
+      const mintVariant = (side: Side & { world: World; gateway: Gateway }, step: number, note = '') => {
+        const v = orders.get(side)![step]!;
+        return mintCell(config, tool, side.gateway, side.world, 'postgresql', 'spread', connections, side.answers, v.held, { ...code(side), variant: `${v.name}${note}`, agentTokens: v.tokens });
+      };
       // A cell of each variant first, not measured: the first cell of a side read low whichever variant it was,
       // which the mirrored order does not cancel (the side that began with "3 budgets" read the pair ×0.84–0.87
       // in four A/A runs of four, the other ×0.90–0.94: docs/decisions.md "Budget totals on the balance row").
       for (let step = 0; step < Math.min(steps, 2); step += 1) {
         await onEachSide(run, pairSides, slot, async (side) => {
-          const v = orders.get(side)![step]!;
-          await mintCell(config, tool, side.gateway, side.world, 'postgresql', 'spread', connections, side.answers, v.held, { ...code(side), variant: `${v.name}, not measured`, agentTokens: v.tokens });
+          await mintVariant(side, step, ', not measured');
         });
       }
       for (let step = 0; step < steps; step += 1) {
         await onEachSide(run, pairSides, slot, async (side) => {
-          const v = orders.get(side)![step]!;
-          run.cells.push(await mintCell(config, tool, side.gateway, side.world, 'postgresql', 'spread', connections, side.answers, v.held, { ...code(side), variant: v.name, agentTokens: v.tokens }));
+          run.cells.push(await mintVariant(side, step));
         });
       }
       // Capture in the same mirrored order, each cell on its own half of the variant's holds (each hold once).

@@ -99,13 +99,11 @@ export async function insertExecutions(db: Queryable, rows: readonly ExecutionRo
   );
 }
 
-/**
- * The statements below that lock or finish executions find them by id, and tell a running one by
- * `finished_at_ms IS NULL` (the same rows: the table's check ties the two), never by `state = 'running'`: that is
- * the predicate of the running executions' partial index, and a plan made while few were running read that index
- * whole, with the ids as a filter, on every call as they grew (docs/decisions.md "A batch's statements probe,
- * never scan").
- */
+// The statements below that lock or finish executions find them by id, and tell a running one by
+// `finished_at_ms IS NULL` (the same rows: the table's check ties the two), never by `state = 'running'`: that is
+// the predicate of the running executions' partial index, and a plan made while few were running read that index
+// whole, with the ids as a filter, on every call as they grew (docs/decisions.md "A batch's statements probe,
+// never scan").
 
 /** Locks a still-running execution; undefined when it has already finished (or was recovered). */
 export async function lockRunningExecution(tx: Tx, executionId: string): Promise<ExecutionRow | undefined> {

@@ -4,7 +4,7 @@
 // the one row it expected), and under load every call read every running execution. They now tell a running one
 // by `finished_at_ms IS NULL` (the table's check ties the two). Both databases, custom and generic plans.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Queryable } from '../../src/platform/db/database.ts';
+import type { Queryable, Tx } from '../../src/platform/db/database.ts';
 import { migrate } from '../../src/platform/db/migrate.ts';
 import { finishExecutions, lockRunningExecution, lockRunningExecutions } from '../../src/execute/store.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -55,31 +55,36 @@ beforeAll(async () => {
 
 afterAll(() => test?.drop());
 
-/** Every statement `fn` sends, with its parameters. */
-async function statementsOf(fn: (db: Queryable) => Promise<unknown>): Promise<Array<{ sql: string; params: readonly unknown[] }>> {
+class Rollback extends Error {}
+
+/** Every statement `fn` sends in a transaction (rolled back afterwards), with its parameters. */
+async function statementsOf(fn: (tx: Tx) => Promise<unknown>): Promise<Array<{ sql: string; params: readonly unknown[] }>> {
   const sent: Array<{ sql: string; params: readonly unknown[] }> = [];
-  await test.db.transaction(async (tx) => {
-    const recording: Queryable = {
-      query: (sql, params = []) => (sent.push({ sql, params }), tx.query(sql, params)),
-      exec: (sql) => tx.exec(sql),
-    };
-    await fn(recording);
-    throw new Rollback();
-  }).catch((error: unknown) => {
-    if (!(error instanceof Rollback)) throw error;
-  });
+  await test.db
+    .transaction(async (tx) => {
+      const recording = new Proxy(tx, {
+        get(target, property, receiver) {
+          if (property === 'query') return (sql: string, params: readonly unknown[] = []) => (sent.push({ sql, params }), target.query(sql, params));
+          const value = Reflect.get(target, property, receiver);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      await fn(recording);
+      throw new Rollback();
+    })
+    .catch((error: unknown) => {
+      if (!(error instanceof Rollback)) throw error;
+    });
   return sent;
 }
-
-class Rollback extends Error {}
 
 describe('running executions', () => {
   it('are locked and finished by their ids, never by reading every running one', async () => {
     const ids = ['exe_live_7', 'exe_live_300', 'exe_live_499'];
     const statements = [
-      ...(await statementsOf((db) => lockRunningExecution(db as never, ids[0]!))),
-      ...(await statementsOf((db) => lockRunningExecutions(db as never, ids))),
-      ...(await statementsOf((db) => finishExecutions(db, ids, 'succeeded', null, 5))),
+      ...(await statementsOf((tx) => lockRunningExecution(tx, ids[0]!))),
+      ...(await statementsOf((tx) => lockRunningExecutions(tx, ids))),
+      ...(await statementsOf((tx) => finishExecutions(tx, ids, 'succeeded', null, 5))),
     ];
     expect(statements).toHaveLength(3);
     for (const mode of ['auto', 'force_generic_plan']) {
@@ -98,10 +103,10 @@ describe('running executions', () => {
       `SELECT count(*)::text AS n FROM service_executions WHERE (state = 'running') IS DISTINCT FROM (finished_at_ms IS NULL)`,
     );
     expect(rows[0]!.n).toBe('0');
-    const locked = await statementsOf(async (db) => {
-      expect(await lockRunningExecution(db as never, 'exe_done_1')).toBeUndefined();
-      expect((await lockRunningExecution(db as never, 'exe_live_1'))?.state).toBe('running');
-      expect([...(await lockRunningExecutions(db as never, ['exe_done_2', 'exe_live_2', 'exe_live_3'])).keys()]).toEqual(['exe_live_2', 'exe_live_3']);
+    const locked = await statementsOf(async (tx) => {
+      expect(await lockRunningExecution(tx, 'exe_done_1')).toBeUndefined();
+      expect((await lockRunningExecution(tx, 'exe_live_1'))?.state).toBe('running');
+      expect([...(await lockRunningExecutions(tx, ['exe_done_2', 'exe_live_2', 'exe_live_3'])).keys()]).toEqual(['exe_live_2', 'exe_live_3']);
     });
     expect(locked).toHaveLength(3);
   });
