@@ -110,16 +110,24 @@ export interface OutageLog {
  * Knows whether the database is reachable, from the outcome of every call, and says so in the logs
  * once per change: one `warn` when an outage starts and one `info` when it ends, however many
  * requests fail in between (each of those is the request's own `info` line).
+ *
+ * Only a call sent after the outage began can end it: calls overlap, so a statement the server answered
+ * just before it went away can settle after another call's failure has started the outage, and taking
+ * that late answer for recovery logged one outage as two (a warn, an info, a warn).
  */
 export class OutageTracker {
   private downSinceMs: number | undefined;
   private failures = 0;
+  /** Calls sent so far, numbered from 1. */
+  private sent = 0;
+  /** The number of the last call sent before the outage began: its answer, or an earlier one's, says nothing of now. */
+  private sentBeforeOutage = 0;
 
   constructor(private readonly log: OutageLog | undefined) {}
 
-  /** The database answered (successfully or with an ordinary SQL error). */
-  answered(): void {
-    if (this.downSinceMs === undefined) return;
+  /** Call `n` (see `observe`) was answered (successfully or with an ordinary SQL error). */
+  answered(n: number): void {
+    if (this.downSinceMs === undefined || n <= this.sentBeforeOutage) return;
     const outageMs = Date.now() - this.downSinceMs;
     this.log?.info({ outageMs, failedCalls: this.failures }, `database available again after ${outageMs} ms`);
     this.downSinceMs = undefined;
@@ -132,19 +140,21 @@ export class OutageTracker {
     this.failures += 1;
     if (this.downSinceMs !== undefined) return;
     this.downSinceMs = Date.now();
+    this.sentBeforeOutage = this.sent;
     this.log?.warn({ reason: error.message }, 'database unavailable: requests that need it answer 503 storage_unavailable until it is back');
   }
 
   /** Runs one database call and records its outcome; storage failures come out as StorageUnavailableError. */
   async observe<T>(call: () => Promise<T>): Promise<T> {
+    const n = ++this.sent;
     try {
       const result = await call();
-      this.answered();
+      this.answered(n);
       return result;
     } catch (error) {
       const classified = asStorageError(error);
       if (classified instanceof StorageUnavailableError) this.failed(classified);
-      else this.answered();
+      else this.answered(n);
       throw classified;
     }
   }

@@ -61,6 +61,23 @@ describe('outage tracker', () => {
     expect(lines[1]!.failedCalls).toBe(50);
   });
 
+  it('keeps one outage one when a call sent before it began is answered after another call failed', async () => {
+    const { log, lines } = captureLog();
+    const tracker = new OutageTracker(log);
+    let answerLate!: (value: string) => void;
+    const early = tracker.observe(() => new Promise<string>((resolve) => (answerLate = resolve)));
+    await tracker.observe(() => Promise.reject(withCode('ECONNRESET'))).catch(() => {});
+    answerLate('answered before the server went away');
+    await early;
+    await tracker.observe(() => Promise.reject(withCode('ECONNREFUSED'))).catch(() => {});
+    await tracker.observe(() => Promise.reject(withCode('23505'))).catch(() => {});
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([
+      [40, 'database unavailable: requests that need it answer 503 storage_unavailable until it is back'],
+      [30, expect.stringMatching(/^database available again after \d+ ms$/)],
+    ]);
+    expect(lines[1]!.failedCalls).toBe(2);
+  });
+
   it('does not call a server-side statement or lock timeout an outage, nor an ordinary SQL error', async () => {
     const { log, lines } = captureLog();
     const tracker = new OutageTracker(log);
