@@ -182,9 +182,10 @@ async function mintOnce(gateway: Gateway, token: string): Promise<void> {
 /** A gateway behind the recording relay mints a few vouchers one at a time; each one's SQL is kept. */
 export async function captureGatewaySql(config: BenchConfig, url: string, dataDir: string, world: World): Promise<GatewaySqlScript> {
   const relay = await startSqlRelay(url);
-  const gateway = await startGateway(gatewayEnv({ databaseUrl: relay.url, dataDir, port: config.port }), config.port, config.nodeOptions);
+  let gateway: Gateway | undefined;
   const captures: CapturedStatement[][] = [];
   try {
+    gateway = await startGateway(gatewayEnv({ databaseUrl: relay.url, dataDir, port: config.port }), config.port, config.nodeOptions);
     const token = world.agentTokens[CAPTURE_AGENT - 1]!;
     for (let i = 0; i < WARM_MINTS; i++) await mintOnce(gateway, token);
     for (let i = 0; i < config.captureMints; i++) {
@@ -193,7 +194,8 @@ export async function captureGatewaySql(config: BenchConfig, url: string, dataDi
       captures.push(stop());
     }
   } finally {
-    await gateway.stop();
+    // The relay listens: left open (a gateway that failed to start), it would keep the bench from exiting.
+    await gateway?.stop();
     await relay.close();
   }
   return gatewaySqlScript(url, captures, { captureAgent: CAPTURE_AGENT });

@@ -3,6 +3,7 @@
 // few mints run one at a time, and turns the statements of one mint into a pgbench script. It follows the code
 // as it changes: whatever a mint sends today is what pgbench replays.
 import net from 'node:net';
+import path from 'node:path';
 
 /** One statement as the gateway sent it: its text, and its parameters in text form (undefined: simple query). */
 export interface CapturedStatement {
@@ -92,12 +93,16 @@ function frontendReader(connection: number, onStatement: (s: CapturedStatement) 
 /** A relay in front of the PostgreSQL at `databaseUrl`; the gateway connects to `relay.url` instead. */
 export async function startSqlRelay(databaseUrl: string): Promise<SqlRelay> {
   const target = new URL(databaseUrl);
+  // A `host` parameter that is a directory names PostgreSQL's Unix-domain socket there (libpq's rule).
+  const socketDir = target.searchParams.get('host');
+  const port = Number(target.port || 5432);
+  const connectUpstream = () => (socketDir?.startsWith('/') ? net.connect(path.join(socketDir, `.s.PGSQL.${port}`)) : net.connect(port, target.hostname));
   let recording: CapturedStatement[] | undefined;
   let connections = 0;
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
     const id = ++connections;
-    const upstream = net.connect(Number(target.port || 5432), target.hostname);
+    const upstream = connectUpstream();
     sockets.add(client).add(upstream);
     const read = frontendReader(id, (statement) => recording?.push(statement));
     let readable = true;
@@ -126,6 +131,7 @@ export async function startSqlRelay(databaseUrl: string): Promise<SqlRelay> {
   const relayUrl = new URL(databaseUrl);
   relayUrl.hostname = '127.0.0.1';
   relayUrl.port = String((server.address() as net.AddressInfo).port);
+  relayUrl.searchParams.delete('host');
   return {
     url: relayUrl.toString(),
     record() {
