@@ -25,6 +25,8 @@ export interface BenchConfig {
   /** The open-loop cell: arrival rate (requests a second), seconds, and requests waiting at once before one is shed; 0 seconds skips it. */
   openRatePerS: number;
   openS: number;
+  /** Seconds of the same open loop run first and not measured (BENCH_OPEN_WARMUP_S). */
+  openWarmupS: number;
   openInFlightMax: number;
   /** A git ref whose gateway runs the same gateway cells, alternated with the current code (see docs/benchmark.md). */
   baselineRef: string | undefined;
@@ -56,7 +58,7 @@ BENCH_BASELINE_REF):
     in the same order), with the ratio of their means beside the noise (how far apart the two cells of one
     variant came) and the CPU per request of each side;
   - an open-loop cell: a fixed arrival rate of mixed work (60% mint, 20% capture, 10% release, 10% reads) over
-    the agents, with p50/p99 from the scheduled send time, requests shed or failed, machine busy %, and CPU per
+    the agents, after a few unmeasured seconds of the same load, with p50/p99 from the scheduled send time, requests shed or failed, machine busy %, and CPU per
     request of the gateway, of PostgreSQL (its processes' /proc times) and of the whole machine;
   - with BENCH_BASELINE_REF, every gateway cell on PostgreSQL again on that ref's code, alternated with the current
     cell by cell (the open-loop cell twice on each side, in a mirrored order);
@@ -94,6 +96,9 @@ Environment:
   BENCH_OPEN_RATE      the open-loop cell's arrival rate, requests a second (default 300)
   BENCH_OPEN_S         the open-loop cell's seconds (default 60; e.g. 10 to try; 0 skips the cell)
   BENCH_OPEN_INFLIGHT  requests waiting at once beyond which the open loop sheds the next (default 128)
+  BENCH_OPEN_WARMUP_S  seconds of the same open loop before each open-loop cell, answered but not measured (default
+                       5; 0 for none); the cell notes their p99
+  BENCH_OPEN_TRACE     a file for every answer of the last open loop run (due ms, latency ms, operation, status)
   BENCH_BASELINE_REF   a git ref (e.g. main~3, 9d54156): its code is checked out in a temporary git worktree, built,
                        and runs every gateway cell on PostgreSQL in its own database, alternated with the current code
   BENCH_NODE_OPTIONS   extra node options for the gateway, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof
@@ -178,6 +183,7 @@ export function benchConfig(env: NodeJS.ProcessEnv): BenchConfig {
     chromium: env.BENCH_CHROMIUM || '/usr/bin/chromium',
     openRatePerS: positive(env, 'BENCH_OPEN_RATE', 300),
     openS: wholeNumber(env, 'BENCH_OPEN_S', 60),
+    openWarmupS: wholeNumber(env, 'BENCH_OPEN_WARMUP_S', 5),
     openInFlightMax: positive(env, 'BENCH_OPEN_INFLIGHT', 128),
     baselineRef: env.BENCH_BASELINE_REF || undefined,
     otel: otelSetting(env),

@@ -1,6 +1,7 @@
 // The open-loop generator's process (bench/open-loop.ts spawns it and describes the exchange on the pipes):
 // reads an OpenLoopSpec, sends the mix on schedule through an undici pool with one connection per request that
 // may wait, and writes an OpenLoopResult.
+import { writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Pool } from 'undici';
 import { OPEN_OPERATIONS, pickOperation, scheduledMs, type OpenLoopResult, type OpenLoopSpec, type OpenOperation } from './open-loop.ts';
@@ -21,6 +22,8 @@ async function main(): Promise<void> {
   const captured: string[] = [];
   const released: string[] = [];
   const latencies: number[] = [];
+  // BENCH_OPEN_TRACE names a file for every answer (due ms, latency ms, operation, status): where the tail comes from.
+  const trace: string[] | undefined = process.env.BENCH_OPEN_TRACE ? [] : undefined;
   const byOperation = Object.fromEntries(OPEN_OPERATIONS.map((op) => [op, { sent: 0, ok: 0, latencies: [] as number[] }])) as Record<OpenOperation, { sent: number; ok: number; latencies: number[] }>;
   const failed: Record<string, number> = {};
   const samples: string[] = [];
@@ -71,6 +74,7 @@ async function main(): Promise<void> {
       const latencyMs = now - (start + dueMs);
       lastAnswerMs = now;
       latencies.push(latencyMs);
+      trace?.push(`${dueMs.toFixed(1)} ${latencyMs.toFixed(1)} ${operation} ${status}`);
       stats.latencies.push(latencyMs);
       inFlight -= 1;
       if (status === '200') {
@@ -99,6 +103,7 @@ async function main(): Promise<void> {
   };
 
   const start = performance.now();
+  trace?.push(`# start ${Date.now()} (ms since the epoch; each line: due ms after it, latency ms, operation, status)`);
   let next = 0;
   await new Promise<void>((resolve) => {
     const tick = () => {
@@ -119,6 +124,7 @@ async function main(): Promise<void> {
   if (pending > 0) await new Promise<void>((resolve) => (allAnswered = resolve));
   const endMs = lastAnswerMs || performance.now();
   process.stdout.write('\ndone\n');
+  if (trace) writeFileSync(process.env.BENCH_OPEN_TRACE!, `${trace.join('\n')}\n`);
   await pool.close();
   latencies.sort((a, b) => a - b);
   const result: OpenLoopResult = {

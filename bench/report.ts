@@ -117,6 +117,8 @@ export interface OpenLoopCell {
   machineCpuMsPerRequest: number;
   /** The generator's worst lateness in sending (ms): above a few ms, the generator itself was starved. */
   sendLagMaxMs: number;
+  /** The unmeasured seconds of the same load before the cell (BENCH_OPEN_WARMUP_S), when there were any. */
+  warmup?: { durationS: number; sent: number; shed: number; p50Ms: number; p99Ms: number };
   notes: string[];
 }
 
