@@ -423,16 +423,23 @@ export function recordSettlements(
      ), resolved AS (
        -- Each hold by its key, still held: unresolved, which the table's check ties to state = 'held'. Not
        -- that predicate itself: it is the open holds' partial indexes', and a plan made while few holds were
-       -- open read one of them whole (every open hold) on every settlement as they grew.
-       UPDATE holds h SET state = s.state, captured_uc = s.captured_uc, capture_receipt = s.receipt, resolved_at_s = s.resolved_at_s
-         FROM s WHERE h.id = s.hold_id AND h.resolved_at_s IS NULL RETURNING h.*
+       -- open read one of them whole (every open hold) on every settlement as they grew. Nor a join with \`s\`:
+       -- a join lets the planner read the primary key whole in key order (for a merge join, or beside a hash
+       -- join once sequential scans are priced out), which a plan made on a young table did on every settlement
+       -- for the connection's life; the ids as an array are a key the scan must probe, and each hold's new
+       -- values are looked up in \`s\` (a batch's few rows).
+       UPDATE holds h SET (state, captured_uc, capture_receipt, resolved_at_s) =
+              (SELECT s.state, s.captured_uc, s.receipt, s.resolved_at_s FROM s WHERE s.hold_id = h.id)
+        WHERE h.id = ANY($1::text[]) AND h.resolved_at_s IS NULL RETURNING h.*
      ), done AS (
        SELECT s.* FROM s JOIN resolved ON resolved.id = s.hold_id
      ), done_line AS (
        SELECT line.* FROM line JOIN resolved ON resolved.id = line.hold_id
      ), captured AS (
-       UPDATE hold_allocations a SET captured_uc = done_line.captured_uc FROM done_line
-        WHERE a.hold_id = done_line.hold_id AND a.lot_id = done_line.lot_id AND done_line.captured_uc > 0 RETURNING 1
+       -- By the holds' ids as an array, as above: a join with \`done_line\` read the allocations' lot index whole.
+       UPDATE hold_allocations a SET captured_uc = (SELECT d.captured_uc FROM done_line d WHERE d.hold_id = a.hold_id AND d.lot_id = a.lot_id)
+        WHERE a.hold_id = ANY($1::text[]) AND (SELECT d.captured_uc FROM done_line d WHERE d.hold_id = a.hold_id AND d.lot_id = a.lot_id) > 0
+       RETURNING 1
      ), returned AS (
        UPDATE credit_lots c SET remaining_uc = c.remaining_uc + r.returned_uc
          FROM (SELECT lot_id, SUM(returned_uc)::bigint AS returned_uc FROM done_line WHERE returned_uc > 0 GROUP BY lot_id) r

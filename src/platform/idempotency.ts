@@ -208,15 +208,26 @@ export class IdempotencyStore {
     await this.completeMany(executor, [{ claim, response, secretFields }]);
   }
 
-  /** Stores many responses in one statement (group commit); throws if any claim was lost. */
+  /**
+   * Stores many responses in one statement (group commit); throws if any claim was lost. Each key is found by one
+   * probe of the primary key (a lateral lookup) and updated at the address the probe found, so no plan of it
+   * reads the keys' index whole: joined with its keys, the update was planned on a young table as a merge join
+   * over the whole primary key, and a connection keeps such a plan as the table grows. The claim token is
+   * checked again by the update itself: a key another request took over meanwhile is not written (lost).
+   */
   async completeMany(executor: Queryable, completions: ReadonlyArray<{ claim: Claim; response: StoredResponse; secretFields?: readonly string[] }>): Promise<void> {
     if (completions.length === 0) return;
     const result = await executor.query(
       `UPDATE idempotency_keys k
           SET state = 'done', status_code = r.status_code, response_body = r.response_body, response_headers = r.response_headers
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[])
-           AS r(scope, route, key, claim_token, status_code, response_body, response_headers)
-        WHERE k.scope = r.scope AND k.route = r.route AND k.key = r.key AND k.claim_token = r.claim_token`,
+         FROM (SELECT r.*, found.row_tid
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[])
+                   AS r(scope, route, key, claim_token, status_code, response_body, response_headers)
+                CROSS JOIN LATERAL (
+                      SELECT f.ctid AS row_tid FROM idempotency_keys f
+                       WHERE f.scope = r.scope AND f.route = r.route AND f.key = r.key AND f.claim_token = r.claim_token
+                       LIMIT 1) found) r
+        WHERE k.ctid = r.row_tid AND k.claim_token = r.claim_token`,
       [
         completions.map((c) => c.claim.scope),
         completions.map((c) => c.claim.route),

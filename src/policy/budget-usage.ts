@@ -70,6 +70,23 @@ export async function budgetUsageOf(db: Queryable, keys: readonly BudgetPeriodKe
 
 export { keyOf as budgetPeriodKey };
 
+/**
+ * The rows of a query of budget periods (`agent_id, budget_id, period_start_s`, and whatever else it has), each with
+ * `row_tid`, where its running total is: one probe of the primary key per period (a lateral lookup, never a
+ * join). The update that follows finds each row by that address, so no plan of it can read the table or its
+ * index whole: an update joined with its periods by key was planned, on a young table, as a hash join over the
+ * whole primary key, and a connection keeps such a plan as the table grows. The address holds until the
+ * statement ends: only a transaction holding the budget's payer's row lock writes the row (the lock order
+ * above), and each period appears once. A period without a row has none here (the callers count them).
+ */
+function probedByKey(periodsSql: string): string {
+  return `SELECT p.*, t.row_tid FROM (${periodsSql}) p
+       CROSS JOIN LATERAL (
+             SELECT u.ctid AS row_tid FROM budget_usage u
+              WHERE u.agent_id = p.agent_id AND u.budget_id = p.budget_id AND u.period_start_s = p.period_start_s
+              LIMIT 1) t`;
+}
+
 /** What one new hold counts in one budget period, and the alert threshold it announced there (0: none). */
 export interface BudgetChargeRow extends BudgetPeriodKey {
   holdId: string;
@@ -134,12 +151,10 @@ export function budgetChargeParts(
   const written: string[] = [];
   if (raised.length > 0) {
     parts.push(`budget_taken AS (
-       SELECT * FROM ${arrays(raised)} AS c(agent_id, budget_id, period_start_s, spent_uc, alerted_pct)
-        WHERE (SELECT count(*) FROM ${after}) >= 0
+       ${probedByKey(`SELECT * FROM ${arrays(raised)} AS c(agent_id, budget_id, period_start_s, spent_uc, alerted_pct) WHERE (SELECT count(*) FROM ${after}) >= 0`)}
      ), budget_counted AS (
        UPDATE budget_usage u SET spent_uc = u.spent_uc + c.spent_uc, alerted_pct = GREATEST(u.alerted_pct, c.alerted_pct)
-         FROM budget_taken c
-        WHERE u.agent_id = c.agent_id AND u.budget_id = c.budget_id AND u.period_start_s = c.period_start_s
+         FROM budget_taken c WHERE u.ctid = c.row_tid
        RETURNING 1
      )`);
     written.push('(SELECT count(*) FROM budget_counted)');
@@ -174,15 +189,21 @@ export function budgetChargeParts(
  */
 export function budgetGiveBackPart(givenBackSql: string, after: string): { sql: string; missing: string } {
   return {
+    // Each hold's charges read from its row by a probe of its key (the view hold_budget_charges, joined, let the
+    // planner read the holds' primary key whole).
     sql: `budget_owed AS (
-       SELECT c.agent_id, c.budget_id, c.period_start_s, SUM(g.amount_uc)::bigint AS amount_uc
-         FROM (${givenBackSql}) g JOIN hold_budget_charges c ON c.hold_id = g.hold_id
-        WHERE g.amount_uc > 0 AND (SELECT count(*) FROM ${after}) >= 0
-        GROUP BY c.agent_id, c.budget_id, c.period_start_s
+       SELECT COALESCE(c.charge->>0, h.agent_id) AS agent_id, c.charge->>1 AS budget_id, (c.charge->>2)::bigint AS period_start_s,
+              SUM(g.amount_uc)::bigint AS amount_uc
+         FROM (${givenBackSql}) g
+        CROSS JOIN LATERAL (SELECT h.agent_id, h.budget_charges FROM holds h WHERE h.id = g.hold_id LIMIT 1) h
+        CROSS JOIN LATERAL jsonb_array_elements(h.budget_charges) AS c(charge)
+        WHERE g.amount_uc > 0 AND h.budget_charges IS NOT NULL AND (SELECT count(*) FROM ${after}) >= 0
+        GROUP BY 1, 2, 3
+     ), budget_owed_rows AS (
+       ${probedByKey('SELECT * FROM budget_owed')}
      ), budget_given_back AS (
        UPDATE budget_usage u SET spent_uc = u.spent_uc - o.amount_uc
-         FROM budget_owed o
-        WHERE u.agent_id = o.agent_id AND u.budget_id = o.budget_id AND u.period_start_s = o.period_start_s
+         FROM budget_owed_rows o WHERE u.ctid = o.row_tid
        RETURNING 1
      )`,
     missing: '((SELECT count(*) FROM budget_owed) - (SELECT count(*) FROM budget_given_back))',
