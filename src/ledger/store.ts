@@ -253,9 +253,10 @@ export function recordHolds(
        INSERT INTO hold_allocations (hold_id, lot_id, position, amount_uc)
        SELECT alloc.hold_id, alloc.lot_id, alloc.position, alloc.amount_uc FROM alloc JOIN new_holds ON new_holds.id = alloc.hold_id RETURNING lot_id
      ), debits AS (
-       UPDATE credit_lots l SET remaining_uc = l.remaining_uc - d.amount_uc
-         FROM (SELECT lot_id, SUM(amount_uc)::bigint AS amount_uc FROM alloc GROUP BY lot_id) d
-        WHERE l.id = d.lot_id RETURNING l.id
+       -- By the lots' ids as an array, each lot's debit looked up in the batch's allocations: no join, so no plan
+       -- reads the lots' primary key whole (see the settlement's holds, \`recordSettlements\`).
+       UPDATE credit_lots l SET remaining_uc = l.remaining_uc - (SELECT SUM(a.amount_uc)::bigint FROM alloc a WHERE a.lot_id = l.id)
+        WHERE l.id = ANY($11::text[]) RETURNING l.id
      ), journal AS (
        ${journaled.sql}
        RETURNING 1
@@ -441,9 +442,11 @@ export function recordSettlements(
         WHERE a.hold_id = ANY($1::text[]) AND (SELECT d.captured_uc FROM done_line d WHERE d.hold_id = a.hold_id AND d.lot_id = a.lot_id) > 0
        RETURNING 1
      ), returned AS (
-       UPDATE credit_lots c SET remaining_uc = c.remaining_uc + r.returned_uc
-         FROM (SELECT lot_id, SUM(returned_uc)::bigint AS returned_uc FROM done_line WHERE returned_uc > 0 GROUP BY lot_id) r
-        WHERE c.id = r.lot_id AND (SELECT count(*) FROM lots_locked) >= 0 RETURNING 1
+       -- The lots given credit back ($11), each one's sum looked up in the resolved holds' lines: no join, as above.
+       UPDATE credit_lots c SET remaining_uc = c.remaining_uc + (SELECT SUM(d.returned_uc)::bigint FROM done_line d WHERE d.lot_id = c.id AND d.returned_uc > 0)
+        WHERE c.id = ANY($11::text[]) AND (SELECT count(*) FROM lots_locked) >= 0
+          AND (SELECT SUM(d.returned_uc) FROM done_line d WHERE d.lot_id = c.id AND d.returned_uc > 0) > 0
+       RETURNING 1
      ), earned AS (
        INSERT INTO ledger_accounts (id, balance_uc)
        SELECT earnings_account, SUM(captured_uc)::bigint FROM done WHERE captured_uc > 0 AND (SELECT count(*) FROM lots_locked) >= 0
