@@ -225,10 +225,6 @@ class DatabaseCpu {
   }
 }
 
-/**
- * The open-loop cell on PostgreSQL: mixed work at a fixed rate over the agents (bench/open-loop.ts), with the
- * CPU the gateway, PostgreSQL and the whole machine spent per request sent.
- */
 /** The open loop's answers that moved money, kept for the ledger check. */
 function recordOpenAnswers(answers: Answers, result: OpenLoopResult): void {
   answers.minted.push(...result.minted);
@@ -240,11 +236,12 @@ function recordOpenAnswers(answers: Answers, result: OpenLoopResult): void {
 }
 
 /**
- * The open-loop cell. First `openWarmupS` seconds of the same load, answered but not measured, as each mint cell
- * has its warm-up: on a gateway just started, or on a database whose state the previous cell changed, the first
- * two seconds at 300 req/s answered in up to 1.7 s while the gateway compiled its hot paths and its pool opened
- * connections and prepared statements on them, and in a 60 s cell those seconds alone set the p99 (docs/decisions.md
- * "The open loop measures the steady state, after a warm-up"). The warm-up's p50 and p99 stay in the cell's notes.
+ * The open-loop cell on PostgreSQL: mixed work at a fixed rate over the agents (bench/open-loop.ts), with the
+ * CPU the gateway, PostgreSQL and the whole machine spent per request sent. First `openWarmupS` seconds of the
+ * same load, answered but not measured, as each mint cell has its warm-up: on a gateway just started the first
+ * two seconds at 300 req/s answered in up to 1.7 s while it ran its paths for the first time, and in a 60 s cell
+ * those seconds alone set the p99 (docs/decisions.md "The open loop measures the steady state, after a warm-up").
+ * The warm-up's p50 and p99 stay in the cell's notes.
  */
 export async function openLoopCell(config: BenchConfig, gateway: Gateway, world: World, databaseUrl: string, answers: Answers, options: CellOptions = {}): Promise<OpenLoopCell> {
   const spec = (durationS: number): OpenLoopSpec => ({

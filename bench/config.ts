@@ -58,8 +58,9 @@ BENCH_BASELINE_REF):
     in the same order), with the ratio of their means beside the noise (how far apart the two cells of one
     variant came) and the CPU per request of each side;
   - an open-loop cell: a fixed arrival rate of mixed work (60% mint, 20% capture, 10% release, 10% reads) over
-    the agents, after a few unmeasured seconds of the same load, with p50/p99 from the scheduled send time, requests shed or failed, machine busy %, and CPU per
-    request of the gateway, of PostgreSQL (its processes' /proc times) and of the whole machine;
+    the agents, after a few unmeasured seconds of the same load, with p50/p99 from the scheduled send time,
+    requests shed or failed, machine busy %, and CPU per request of the gateway, of PostgreSQL (its processes'
+    /proc times) and of the whole machine;
   - with BENCH_BASELINE_REF, every gateway cell on PostgreSQL again on that ref's code, alternated with the current
     cell by cell (the open-loop cell twice on each side, in a mirrored order);
   - the gateway on embedded PGlite: mint, spread, at the first connection count;
