@@ -409,7 +409,7 @@ export function recordSettlements(
   const evented = events?.(12 + journaled.params.length);
   const expectedParameter = 12 + journaled.params.length + (evented?.params.length ?? 0);
   // The budgets: the uncaptured rest of each settled hold goes back to the periods it counted in.
-  const givenBack = budgetGiveBackPart('SELECT id AS hold_id, amount_uc - captured_uc AS amount_uc FROM resolved', 'account');
+  const givenBack = budgetGiveBackPart('SELECT amount_uc - captured_uc AS amount_uc, agent_id, budget_charges FROM resolved', 'account');
   // What the statement must have written: every hold resolved, one balance row per payer beyond those
   // (so 0), every journal line, no budget period missing, every event.
   const expected = [settlements.length, 0, journal.entries.length, 0, evented?.envelopes.length ?? 0];
@@ -566,10 +566,11 @@ export async function capturedSourceLots(db: Queryable, holdId: string): Promise
 export async function recordRefund(db: Queryable, refund: RefundRow, earningsAccount: string): Promise<boolean> {
   // The budgets: the refund goes back to the periods its hold counted in (the caller's lot insert took the payer's
   // balance row, which guards them).
-  const givenBack = budgetGiveBackPart('SELECT $2::text AS hold_id, $5::bigint AS amount_uc FROM inserted', 'debited');
+  const givenBack = budgetGiveBackPart('SELECT $5::bigint AS amount_uc, r.agent_id, r.budget_charges FROM refunded r, inserted', 'debited');
   const { rows } = await db.query<{ refunded: bigint; debited: bigint; budget_missing: bigint }>(
     `WITH refunded AS (
-       UPDATE holds SET refunded_uc = refunded_uc + $5 WHERE id = $2 AND state = 'captured' AND refunded_uc + $5 <= captured_uc RETURNING id
+       UPDATE holds SET refunded_uc = refunded_uc + $5 WHERE id = $2 AND state = 'captured' AND refunded_uc + $5 <= captured_uc
+       RETURNING id, agent_id, budget_charges
      ), debited AS (
        UPDATE ledger_accounts SET balance_uc = balance_uc - $5 WHERE id = $9 AND balance_uc >= $5 AND EXISTS (SELECT 1 FROM refunded) RETURNING id
      ), inserted AS (

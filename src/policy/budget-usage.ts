@@ -182,22 +182,22 @@ export function budgetChargeParts(
 
 /**
  * The CTE parts that give back to the budget periods a hold counted in: `givenBackSql` is a query of
- * `(hold_id, amount_uc)` rows (what each hold no longer spends: the uncaptured rest of a settled hold, a
- * refund), each taken off the periods its hold was charged to, after the part `after` (see the lock order above).
+ * `(amount_uc, agent_id, budget_charges)` rows, one per hold (what it no longer spends: the uncaptured rest of a
+ * settled hold, a refund; the hold row's own holding agent and charges, which the caller's statement has already
+ * read, so they are not looked up again, nor joined through the view `hold_budget_charges`, a join the planner
+ * could answer by reading the holds' primary key whole), each taken off the periods its hold was charged to,
+ * after the part `after` (see the lock order above).
  * Every such period has its row (the hold's creation wrote it); `missing` is the SQL of the number of periods
  * owed a give-back that had none, which the caller checks is 0 (a charge without its running total).
  */
 export function budgetGiveBackPart(givenBackSql: string, after: string): { sql: string; missing: string } {
   return {
-    // Each hold's charges read from its row by a probe of its key (the view hold_budget_charges, joined, let the
-    // planner read the holds' primary key whole).
     sql: `budget_owed AS (
-       SELECT COALESCE(c.charge->>0, h.agent_id) AS agent_id, c.charge->>1 AS budget_id, (c.charge->>2)::bigint AS period_start_s,
+       SELECT COALESCE(c.charge->>0, g.agent_id) AS agent_id, c.charge->>1 AS budget_id, (c.charge->>2)::bigint AS period_start_s,
               SUM(g.amount_uc)::bigint AS amount_uc
          FROM (${givenBackSql}) g
-        CROSS JOIN LATERAL (SELECT h.agent_id, h.budget_charges FROM holds h WHERE h.id = g.hold_id LIMIT 1) h
-        CROSS JOIN LATERAL jsonb_array_elements(h.budget_charges) AS c(charge)
-        WHERE g.amount_uc > 0 AND h.budget_charges IS NOT NULL AND (SELECT count(*) FROM ${after}) >= 0
+        CROSS JOIN LATERAL jsonb_array_elements(g.budget_charges) AS c(charge)
+        WHERE g.amount_uc > 0 AND g.budget_charges IS NOT NULL AND (SELECT count(*) FROM ${after}) >= 0
         GROUP BY 1, 2, 3
      ), budget_owed_rows AS (
        ${probedByKey('SELECT * FROM budget_owed')}
