@@ -775,11 +775,13 @@ export class LedgerService {
    * Releases every hold of these agents still held and withdraws its voucher (the kill switch): each through
    * resolveMany's release (its credit back to its lots, its budgets given back, `redemption.released` to its
    * merchant), then marked revoked, so a capture answers 409 voucher_revoked. A hold found past its deadline
-   * is reclaimed as expired instead (its voucher is dead already) and is not among the answer.
+   * is reclaimed as expired instead (its voucher is dead already) and is not among the answer. `revokedAtS` is the
+   * revocation's own time (the freeze's), so a capture's refusal names the time its event and feed name: read
+   * here again, it fell a second later whenever the releases crossed a second.
    */
-  async revokeHolds(tx: Tx, agentIds: readonly string[], reason: string): Promise<RevokedHold[]> {
+  async revokeHolds(tx: Tx, agentIds: readonly string[], reason: string, revokedAtS: number): Promise<RevokedHold[]> {
     const released = await this.releaseHeldOf(tx, agentIds);
-    const revoked = new Set(await store.markRevoked(tx, released.map(({ redemption }) => redemption.id), reason, this.nowS()));
+    const revoked = new Set(await store.markRevoked(tx, released.map(({ redemption }) => redemption.id), reason, revokedAtS));
     if (revoked.size !== released.length) throw new Error(`ledger invariant: ${released.length} holds released for revocation, ${revoked.size} marked revoked`);
     return released;
   }

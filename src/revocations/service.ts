@@ -91,7 +91,7 @@ export class RevocationService {
     }
     const reason: RevocationReason = 'agent_frozen';
     const nowS = this.gateway.clock.nowS();
-    const revoked = options.releaseHolds ? await ledger.revokeHolds(tx, await agents.subtreeIds(tx, agentId), reason) : [];
+    const revoked = options.releaseHolds ? await ledger.revokeHolds(tx, await agents.subtreeIds(tx, agentId), reason, nowS) : [];
     const freeze = await store.insertFreeze(tx, {
       id: newId('frz'),
       agent_id: agentId,
