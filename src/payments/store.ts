@@ -173,9 +173,11 @@ export interface PurchaseApprovalRow {
   expires_at_s: bigint;
   decided_at_s: bigint | null;
   used_at_s: bigint | null;
+  /** When it was declined, expired or used; null while pending or approved (migration 0028). */
+  closed_at_s: bigint | null;
 }
 
-export type NewPurchaseApprovalRow = Omit<PurchaseApprovalRow, 'status' | 'decided_by' | 'hold_id' | 'updated_at_s' | 'decided_at_s' | 'used_at_s'>;
+export type NewPurchaseApprovalRow = Omit<PurchaseApprovalRow, 'status' | 'decided_by' | 'hold_id' | 'updated_at_s' | 'decided_at_s' | 'used_at_s' | 'closed_at_s'>;
 
 /**
  * Inserts a pending purchase approval (what the owner is shown, kept as asked); undefined when its request
@@ -224,23 +226,36 @@ export async function findPurchaseApprovalFor(db: Queryable, request: RequestKey
   return rows[0];
 }
 
-/** The approvals of these requests, locked in id order (one statement, whatever their number). */
+/**
+ * The approvals of these requests, locked (one statement, whatever their number), in the order of their request
+ * keys, which every batch sorts the same way. Each is one probe of the requests' unique index (a lateral lookup,
+ * never a join, which a plan made while the table was small answers by reading that index whole; see
+ * `budgetReadPart`). Only the batch that claimed a request's key locks its approval with others, so two such
+ * statements never want the same row.
+ */
 export async function lockPurchaseApprovalsFor(tx: Tx, requests: readonly RequestKey[]): Promise<PurchaseApprovalRow[]> {
   if (requests.length === 0) return [];
+  const sorted = [...requests].sort((a, b) => compareText(a.scope, b.scope) || compareText(a.operation, b.operation) || compareText(a.key, b.key));
   const { rows } = await tx.query<PurchaseApprovalRow>(
-    `SELECT * FROM purchase_approvals
-      WHERE (idem_scope, operation, idem_key) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
-      ORDER BY id FOR UPDATE`,
-    [requests.map((r) => r.scope), requests.map((r) => r.operation), requests.map((r) => r.key)],
+    `SELECT p.* FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS r(idem_scope, operation, idem_key, position)
+      CROSS JOIN LATERAL (
+            SELECT * FROM purchase_approvals p
+             WHERE p.idem_scope = r.idem_scope AND p.operation = r.operation AND p.idem_key = r.idem_key
+             LIMIT 1 FOR UPDATE) p
+      ORDER BY r.position`,
+    [sorted.map((r) => r.scope), sorted.map((r) => r.operation), sorted.map((r) => r.key)],
   );
   return rows;
 }
 
+const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
 /** The owner's answer: approved (usable until `expiresAtS`) or declined, from pending (or approved, for a decline). */
 export async function markPurchaseDecided(tx: Tx, id: string, status: 'approved' | 'declined', decidedBy: string, expiresAtS: number, nowS: number): Promise<PurchaseApprovalRow> {
   const { rows } = await tx.query<PurchaseApprovalRow>(
-    `UPDATE purchase_approvals SET status = $2, decided_by = $3, expires_at_s = $4, decided_at_s = $5, updated_at_s = $5
-      WHERE id = $1 AND status IN ('pending_approval', 'approved') RETURNING *`,
+    `UPDATE purchase_approvals SET status = $2, decided_by = $3, expires_at_s = $4, decided_at_s = $5, updated_at_s = $5,
+            closed_at_s = CASE WHEN $2::text = 'declined' THEN $5::bigint END
+      WHERE id = $1 AND closed_at_s IS NULL RETURNING *`,
     [id, status, decidedBy, expiresAtS, nowS],
   );
   if (!rows[0]) throw new Error(`purchase approval ${id} was not open when it was ${status}`);
@@ -249,20 +264,26 @@ export async function markPurchaseDecided(tx: Tx, id: string, status: 'approved'
 
 export async function markPurchaseExpired(tx: Tx, id: string, nowS: number): Promise<PurchaseApprovalRow> {
   const { rows } = await tx.query<PurchaseApprovalRow>(
-    `UPDATE purchase_approvals SET status = 'expired', updated_at_s = $2 WHERE id = $1 AND status IN ('pending_approval', 'approved') RETURNING *`,
+    `UPDATE purchase_approvals SET status = 'expired', updated_at_s = $2, closed_at_s = $2 WHERE id = $1 AND closed_at_s IS NULL RETURNING *`,
     [id, nowS],
   );
   if (!rows[0]) throw new Error(`purchase approval ${id} was not open when it expired`);
   return rows[0];
 }
 
-/** Marks approved approvals used by their holds (one statement); returns how many were approved and are now used. */
+/**
+ * Marks approved approvals used by their holds (one statement); returns how many were approved and are now used.
+ * By the approvals' ids as an array, each one's hold looked up in the batch's pairs: no join with them (see
+ * `recordHolds`' lot debits); approved is open (`closed_at_s IS NULL`) and decided, as migration 0028's checks
+ * tie them, never the open approvals' partial index predicate.
+ */
 export async function markPurchasesUsed(tx: Tx, uses: ReadonlyArray<{ approvalId: string; holdId: string }>, nowS: number): Promise<number> {
   if (uses.length === 0) return 0;
   const result = await tx.query(
-    `UPDATE purchase_approvals p SET status = 'used', hold_id = u.hold_id, used_at_s = $3, updated_at_s = $3
-       FROM unnest($1::text[], $2::text[]) AS u(id, hold_id)
-      WHERE p.id = u.id AND p.status = 'approved'`,
+    `UPDATE purchase_approvals p
+        SET status = 'used', used_at_s = $3, updated_at_s = $3, closed_at_s = $3,
+            hold_id = (SELECT u.hold_id FROM unnest($1::text[], $2::text[]) AS u(id, hold_id) WHERE u.id = p.id)
+      WHERE p.id = ANY($1::text[]) AND p.closed_at_s IS NULL AND p.decided_at_s IS NOT NULL`,
     [uses.map((u) => u.approvalId), uses.map((u) => u.holdId), nowS],
   );
   return result.rowCount;

@@ -129,4 +129,31 @@ describe("a batch's statements", () => {
     expect((await scansOfBatches(minted)).filter(({ scans }) => scans.length > 0)).toEqual([]);
     expect((await scansOfBatches(captured)).filter(({ scans }) => scans.length > 0)).toEqual([]);
   });
+
+  it('probe in a mint that uses an approved purchase, planned once purchase approvals were analyzed while few', async () => {
+    const offer = await shop.offer({ priceUc: '1000000' });
+    const agent = await world.createAgent('plans-approval@example.com', 'plans-approval-agent');
+    await grant(world, agent.id, 10_000_000n);
+    const put = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: 'plans-approval-mandate', body: { approvalAboveUc: '500000' } });
+    expect(put.status).toBe(200);
+    const asked = await mint(world, agent.token, offer.id, 'plans-approval');
+    expect(asked.status).toBe(402);
+    const approvalId = new URL(asked.body.approvalUrl).pathname.split('/').pop()!;
+    expect((await world.api('POST', `/v1/payments/purchases/${approvalId}/approve`, { token: agent.ownerToken, body: {} })).body.status).toBe('approved');
+    // A gateway's first approvals analyzed: the plans a connection then keeps while approvals accumulate.
+    await world.gw.gateway.db.query('ANALYZE purchase_approvals');
+    const minted = await recorded(async () => {
+      const res = await mint(world, agent.token, offer.id, 'plans-approval');
+      expect(res.status).toBe(200);
+    });
+    const scans = await scansOfBatches(minted);
+    // Explained: the approvals' lock (with the claims) and their marking as used. Against the statements before,
+    // the lock's semi-join with the batch's keys and the marking's join with its ids both read an index whole.
+    expect(scans.map(({ statement }) => statement)).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^SELECT p\.\* FROM unnest/), expect.stringMatching(/^UPDATE purchase_approvals p SET status = 'used'/)]),
+    );
+    expect(scans.filter(({ scans }) => scans.length > 0)).toEqual([]);
+    const { rows } = await world.gw.gateway.db.query<{ status: string; closed: boolean }>('SELECT status, closed_at_s IS NOT NULL AS closed FROM purchase_approvals WHERE id = $1', [approvalId]);
+    expect(rows).toEqual([{ status: 'used', closed: true }]);
+  });
 });
