@@ -228,10 +228,10 @@ export async function findPurchaseApprovalFor(db: Queryable, request: RequestKey
 
 /**
  * The approvals of these requests, locked (one statement, whatever their number), in the order of their request
- * keys, which every batch sorts the same way. Each is one probe of the requests' unique index (a lateral lookup,
- * never a join, which a plan made while the table was small answers by reading that index whole; see
- * `budgetReadPart`). Only the batch that claimed a request's key locks its approval with others, so two such
- * statements never want the same row.
+ * keys, sorted here, so every batch that locks several takes them in one order (as id order did before). Each is
+ * one probe of the requests' unique index (a lateral lookup, never a join, which a plan made while the table was
+ * small answers by reading that index whole; see `budgetReadPart`). Returned in that order; callers find each
+ * approval by its request key.
  */
 export async function lockPurchaseApprovalsFor(tx: Tx, requests: readonly RequestKey[]): Promise<PurchaseApprovalRow[]> {
   if (requests.length === 0) return [];
