@@ -133,7 +133,7 @@ export async function gatewaySqlScript(databaseUrl: string, captures: readonly C
     if (/(?<!:):[A-Za-z_]/.test(text.replace(/\$\d+/g, ''))) {
       throw new Error(`statement ${i + 1} has a ":name" pgbench would take for a variable: ${text.slice(0, 120)}`);
     }
-    const verb = text.split(/\s+/, 1)[0]!.toUpperCase();
+    const verb = text.split(/[\s;]+/, 1)[0]!.toUpperCase();
     if (verb === 'BEGIN') open = true;
     if (verb === 'COMMIT' || verb === 'ROLLBACK' || !open) transactions += 1;
     if (verb === 'COMMIT' || verb === 'ROLLBACK') open = false;

@@ -15,6 +15,14 @@ export interface OutboxBacklog {
 
 const LATENCY_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
+/**
+ * How often the event loop's delay is sampled (`acg_nodejs_eventloop_lag_*`). prom-client's default, 10 ms, is a
+ * timer that wakes an idle gateway 100 times a second: 1.2 % of a core doing nothing (measured: 24 ticks of CPU in
+ * 20 idle seconds, 210 `epoll_pwait` calls a second). At 100 ms the lag figures keep their meaning (a stall delays
+ * the next sample by its length); a stall shorter than the interval is seen when it covers a sample's due time.
+ */
+export const EVENT_LOOP_SAMPLE_MS = 100;
+
 export class Metrics {
   readonly registry = new Registry();
   readonly httpRequests = new Counter({
@@ -101,7 +109,7 @@ export class Metrics {
   });
 
   constructor(options: { processMetrics: boolean }) {
-    if (options.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'acg_' });
+    if (options.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'acg_', eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
   }
 
   /** One answered operation: its rate (by result and idempotency outcome), its error code if any, its duration. */

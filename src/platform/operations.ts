@@ -428,9 +428,10 @@ async function runBatch<I, R, C>(
 /**
  * Plans for the rest of the transaction: each statement's generic plan, whatever its parameters, and one that
  * probes the tables' indexes rather than scanning a table it can probe (docs/decisions.md "A batch's statements
- * probe, never scan"). One statement, so both settings cost one round trip in the batch's first write.
+ * probe, never scan"). A script without parameters, the transaction's first: on PostgreSQL it goes out in BEGIN's
+ * own message (one simple query, no row back), in the batch's first write.
  */
-export const BATCH_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)";
+export const BATCH_PLANS = 'SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off';
 
 /** One transaction: claim every key, apply the owned calls, store every answer (sent with the COMMIT). Throws only a fault. */
 async function applyBatch<I, R, C>(
@@ -446,7 +447,7 @@ async function applyBatch<I, R, C>(
     // they select by ids and arrays, whose generic plan is the plan, and PostgreSQL would otherwise plan four of
     // them again at every call; and they probe by those ids, never scan.
     const [, claims, read] = await Promise.all([
-      tx.query(BATCH_PLANS),
+      tx.exec(BATCH_PLANS),
       runtime.idempotency.claimMany(
         tx,
         items.map((item) => ({ scope: item.target.scope, route: operation.name, key: item.target.key, fingerprint: fingerprintOf(operation, item.call) })),

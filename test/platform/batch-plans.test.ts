@@ -53,6 +53,7 @@ async function recorded(fn: () => Promise<void>): Promise<Statement[][]> {
     new Proxy(queryable, {
       get(target, property, receiver) {
         if (property === 'query') return (sql: string, params: readonly unknown[] = []) => (into.push({ sql, params }), target.query(sql, params));
+        if (property === 'exec') return (sql: string) => (into.push({ sql, params: [] }), target.exec(sql));
         if (property === 'send') return (sql: string, params: readonly unknown[] = []) => (into.push({ sql, params }), (target as Tx).send(sql, params));
         if (property === 'lastStatement') return () => recording((target as Tx).lastStatement(), into);
         const value = Reflect.get(target, property, receiver);
@@ -81,7 +82,7 @@ async function scansOfBatches(transactions: Statement[][]): Promise<Array<{ stat
   for (const { sql, params } of batches.flat()) {
     if (sql === BATCH_PLANS) continue;
     const scans = await world.gw.gateway.db.transaction(async (tx) => {
-      await tx.query(BATCH_PLANS);
+      await tx.exec(BATCH_PLANS);
       return wholeReadsOf(tx, sql, params);
     });
     found.push({ statement: sql.replace(/\s+/g, ' ').slice(0, 60), scans });

@@ -152,10 +152,17 @@ function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean; e
     })();
     return before === 0 ? done : sent.follow(done, before);
   };
+  // A script that opens the transaction (a batch's plan settings) goes out in BEGIN's own message: PostgreSQL
+  // parses and answers the two as one simple query, one message and one answer fewer.
+  const beginWith = (script: string): Promise<void> => {
+    if (ended) throw new Error('the transaction has ended: its last statement was sent with its COMMIT');
+    begun = true;
+    return together(() => inner.exec(`BEGIN; ${script}`));
+  };
   const tx: Tx = {
     inTransaction: true,
     query: (sql, params) => run(() => inner.query(sql, params)),
-    exec: (sql) => run(() => inner.exec(sql)),
+    exec: (sql) => (begun ? run(() => inner.exec(sql)) : beginWith(sql)),
     lastStatement: () => ({ query: last, exec: (sql) => last(sql).then(() => undefined) }),
     send: (sql, params) => {
       const answer = run(() => inner.query(sql, params));

@@ -106,6 +106,30 @@ describe(`transactions (${testDbKind()})`, () => {
     expect(await ids()).toEqual(['d']);
   });
 
+
+  it('runs a script that opens it inside it (on PostgreSQL in BEGIN’s message), its settings the transaction’s own', async () => {
+    const setting = 'SELECT current_setting($1) AS value';
+    const inside = await db.transaction(async (tx) => {
+      const [, read] = await Promise.all([tx.exec('SET LOCAL lock_timeout = 1234; SET LOCAL enable_seqscan = off'), tx.query<{ value: string }>(setting, ['lock_timeout'])]);
+      await tx.query(insert, ['a', 1n]);
+      return { lockTimeout: read.rows[0]!.value, seqscan: (await tx.query<{ value: string }>(setting, ['enable_seqscan'])).rows[0]!.value };
+    });
+    expect(inside).toEqual({ lockTimeout: '1234ms', seqscan: 'off' });
+    expect(await ids()).toEqual(['a']);
+    const after = await db.transaction(async (tx) => (await tx.query<{ value: string }>(setting, ['enable_seqscan'])).rows[0]!.value);
+    expect(after).toBe('on');
+  });
+
+  it('rolls back and throws the error of a failing script that opens it, and the connection is clean after', async () => {
+    const failed = db.transaction(async (tx) => {
+      await Promise.all([tx.exec('SET LOCAL enable_seqscan = off; SET LOCAL no_such_setting_at_all = 1'), tx.query(insert, ['a', 1n])]);
+    });
+    await expect(failed).rejects.toMatchObject({ code: '42704' });
+    expect(await ids()).toEqual([]);
+    await db.transaction((tx) => tx.query(insert, ['b', 2n]));
+    expect(await ids()).toEqual(['b']);
+    expect((await db.query<{ value: string }>("SELECT current_setting('enable_seqscan') AS value")).rows[0]!.value).toBe('on');
+  });
   describe('a statement sent without awaiting its answer (Tx.send)', () => {
     it('runs before the statements after it and commits with the last one', async () => {
       const seen = await db.transaction(async (tx) => {
