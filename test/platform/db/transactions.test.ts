@@ -106,7 +106,6 @@ describe(`transactions (${testDbKind()})`, () => {
     expect(await ids()).toEqual(['d']);
   });
 
-
   it('runs a script that opens it inside it (on PostgreSQL in BEGIN’s message), its settings the transaction’s own', async () => {
     const setting = 'SELECT current_setting($1) AS value';
     const inside = await db.transaction(async (tx) => {
@@ -130,6 +129,7 @@ describe(`transactions (${testDbKind()})`, () => {
     expect(await ids()).toEqual(['b']);
     expect((await db.query<{ value: string }>("SELECT current_setting('enable_seqscan') AS value")).rows[0]!.value).toBe('on');
   });
+
   describe('a statement sent without awaiting its answer (Tx.send)', () => {
     it('runs before the statements after it and commits with the last one', async () => {
       const seen = await db.transaction(async (tx) => {
