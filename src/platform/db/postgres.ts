@@ -153,9 +153,9 @@ function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean; e
     return before === 0 ? done : sent.follow(done, before);
   };
   // A script that opens the transaction (a batch's plan settings) goes out in BEGIN's own message: PostgreSQL
-  // parses and answers the two as one simple query, one message and one answer fewer.
+  // parses and answers the two as one simple query, one message and one answer fewer. (Not yet begun, so not
+  // ended either: only a last statement ends a transaction, and it begins one first.)
   const beginWith = (script: string): Promise<void> => {
-    if (ended) throw new Error('the transaction has ended: its last statement was sent with its COMMIT');
     begun = true;
     return together(() => inner.exec(`BEGIN; ${script}`));
   };
