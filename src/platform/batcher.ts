@@ -10,6 +10,7 @@
 // read at the scrape); when tracing, each batch is a span, a child of its first call's span (whose request
 // started it waiting first) linking to every call's span, and every call's span links back to it with the
 // batch size: a batch serves many traces, so a link, not a parent, joins each of them to it.
+import { storageFailureOf } from './db/faults.ts';
 import { ApiError } from './errors.ts';
 import type { Metrics } from './metrics.ts';
 import { starter } from './next-turn.ts';
@@ -40,13 +41,15 @@ export function unwrap<R>(settled: Settled<R>): R {
 
 /**
  * Applies the items together; if that throws (a fault, not one item's answer), applies each alone, in
- * order, so one bad item fails only itself and the others still get their answers.
+ * order, so one bad item fails only itself and the others still get their answers. An unreachable database
+ * is every item's answer at once (503 storage_unavailable, retried by the caller with its key): applying each
+ * alone would only wait for it again, a stalled server's timeout once per item.
  */
 export async function togetherOrAlone<T, R>(items: readonly T[], apply: (some: readonly T[]) => Promise<Array<Settled<R>>>): Promise<Array<Settled<R>>> {
   try {
     return await apply(items);
   } catch (error) {
-    if (items.length === 1) return [{ ok: false, error }];
+    if (items.length === 1 || storageFailureOf(error)?.kind === 'unreachable') return items.map(() => ({ ok: false, error }));
     const alone: Array<Settled<R>> = [];
     for (const item of items) {
       try {

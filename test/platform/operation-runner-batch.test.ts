@@ -1,9 +1,10 @@
 // Group commit in the operation runner: the batcher's bounds and order, and the runner's batches (one
 // transaction for many calls; a fault in one call sends every call of the batch down the one-by-one path,
-// where only the faulty one fails).
+// where only the faulty one fails; an unreachable database answers them all at once).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Type, type Static } from '@sinclair/typebox';
-import { Batcher, type Settled } from '../../src/platform/batcher.ts';
+import { Batcher, togetherOrAlone, type Settled } from '../../src/platform/batcher.ts';
+import { StorageUnavailableError } from '../../src/platform/db/faults.ts';
 import { ApiError } from '../../src/platform/errors.ts';
 import { BATCH_LIMITS, batcherOf, runOperation, type SingleStepOperation } from '../../src/platform/operations.ts';
 import type { Principal } from '../../src/platform/principal.ts';
@@ -116,6 +117,36 @@ const batchedAmount: SingleStepOperation<Input, { amount: number }> = {
     },
   },
 };
+
+describe('together or alone', () => {
+  const items = ['a', 'b', 'c'];
+  const failing = (first: Error) => {
+    const applied: Array<readonly string[]> = [];
+    const apply = async (some: readonly string[]): Promise<Array<Settled<string>>> => {
+      applied.push(some);
+      if (applied.length === 1) throw first;
+      return some.map((item) => ({ ok: true, value: item.toUpperCase() }));
+    };
+    return { applied, apply };
+  };
+
+  it('applies each item alone, in order, after a fault of the batch: one bad item fails only itself', async () => {
+    const { applied, apply } = failing(new Error('a fault, not an answer'));
+    expect(await togetherOrAlone(items, apply)).toEqual(items.map((item) => ({ ok: true, value: item.toUpperCase() })));
+    expect(applied).toEqual([items, ['a'], ['b'], ['c']]);
+    // A statement or lock past its bound may be one item's doing: the others still get their answers.
+    const timedOut = failing(new StorageUnavailableError('timeout', new Error('canceling statement due to statement timeout')));
+    expect((await togetherOrAlone(items, timedOut.apply)).every((outcome) => outcome.ok)).toBe(true);
+    expect(timedOut.applied).toHaveLength(4);
+  });
+
+  it('answers every item with an unreachable database at once, instead of waiting for it again once per item', async () => {
+    const unreachable = new StorageUnavailableError('unreachable', new Error('timeout exceeded when trying to connect'));
+    const { applied, apply } = failing(unreachable);
+    expect(await togetherOrAlone(items, apply)).toEqual(items.map(() => ({ ok: false, error: unreachable })));
+    expect(applied).toEqual([items]);
+  });
+});
 
 describe('batches in the operation runner', () => {
   let gw: TestGateway;
