@@ -29,7 +29,7 @@ import { usageOf, type Usage } from '../policy/spending.ts';
 import * as store from './store.ts';
 
 /** The agent row other features read and lock through this service (never through its store). */
-export type { AgentRow, AgentWithOwnerRow } from './store.ts';
+export type { AgentRow, AgentWithOwnerRow, CredentialAgentRow } from './store.ts';
 
 export const PROFILE_PRESETS = ['letter', 'robot', 'abstract', 'image'] as const;
 export type ProfilePreset = (typeof PROFILE_PRESETS)[number];
@@ -421,9 +421,14 @@ export class AgentService {
     return store.findAgents(db, agentIds);
   }
 
-  /** Many agents by identity (issuer + subject), with their owners' emails (one statement). */
-  async agentsByIdentity(db: Queryable, identities: ReadonlyArray<{ issuer: string; subject: string }>): Promise<store.AgentWithOwnerRow[]> {
+  /** What a credential's check reads of many agents by identity (issuer + subject): owner and owner's email (one statement). */
+  async credentialAgentsByIdentity(db: Queryable, identities: ReadonlyArray<{ issuer: string; subject: string }>): Promise<store.CredentialAgentRow[]> {
     return store.findAgentsByIdentity(db, identities);
+  }
+
+  /** What a credential's check reads of many agents by id (one statement). */
+  async credentialAgents(db: Queryable, agentIds: readonly string[]): Promise<store.CredentialAgentRow[]> {
+    return store.findCredentialAgents(db, agentIds);
   }
 
   /** Locks the agent row for the rest of the transaction: the per-agent mutex of the ledger. */

@@ -41,20 +41,40 @@ export interface AgentWithOwnerRow extends AgentRow {
 const AGENT_WITH_OWNER = `SELECT a.*, o.email AS owner_email, o.email_verified AS owner_email_verified
   FROM agents a JOIN owners o ON o.id = a.owner_id`;
 
+/** What a credential's check reads of an agent: its owner, and that owner's verified email (which binds the agent's identity tokens). */
+export interface CredentialAgentRow {
+  id: string;
+  owner_id: string;
+  identity_issuer: string;
+  identity_subject: string;
+  owner_email: string;
+  owner_email_verified: boolean;
+}
+
+const CREDENTIAL_AGENT = `SELECT a.id, a.owner_id, a.identity_issuer, a.identity_subject, o.email AS owner_email, o.email_verified AS owner_email_verified
+  FROM agents a JOIN owners o ON o.id = a.owner_id`;
+
 /**
- * Agents by identity (issuer + subject), many at once (one statement): every authenticated request's lookup.
+ * Agents by identity (issuer + subject), many at once (one statement): the lookup of an identity token's agent.
  * Each identity is one probe of the unique index (a lateral lookup), and the arrays are read through a
  * sub-select, which hides their length from the planner: its plan is then the same whatever the call, and
  * PostgreSQL keeps one generic plan per connection. Given the arrays themselves, it planned the statement again
  * at every call (0.13 ms, twice the statement's own run time), since a plan for a call's few identities always
- * looked cheaper than a generic one (docs/decisions.md "Hot lookups plan once").
+ * looked cheaper than a generic one (docs/decisions.md "Hot lookups plan once"). Only the columns the check
+ * needs: the whole row, with its mandate, was parsed for every request.
  */
-export async function findAgentsByIdentity(db: Queryable, identities: ReadonlyArray<{ issuer: string; subject: string }>): Promise<AgentWithOwnerRow[]> {
-  const { rows } = await db.query<AgentWithOwnerRow>(
+export async function findAgentsByIdentity(db: Queryable, identities: ReadonlyArray<{ issuer: string; subject: string }>): Promise<CredentialAgentRow[]> {
+  const { rows } = await db.query<CredentialAgentRow>(
     `SELECT a.* FROM unnest((SELECT $1::text[]), (SELECT $2::text[])) AS i(issuer, subject)
-      CROSS JOIN LATERAL (${AGENT_WITH_OWNER} WHERE a.identity_issuer = i.issuer AND a.identity_subject = i.subject LIMIT 1) a`,
+      CROSS JOIN LATERAL (${CREDENTIAL_AGENT} WHERE a.identity_issuer = i.issuer AND a.identity_subject = i.subject LIMIT 1) a`,
     [identities.map((i) => i.issuer), identities.map((i) => i.subject)],
   );
+  return rows;
+}
+
+/** What a credential's check reads of agents named by id (our access tokens' subjects), in one statement. */
+export async function findCredentialAgents(db: Queryable, agentIds: readonly string[]): Promise<CredentialAgentRow[]> {
+  const { rows } = await db.query<CredentialAgentRow>(`${CREDENTIAL_AGENT} WHERE a.id = ANY($1::text[])`, [[...agentIds]]);
   return rows;
 }
 

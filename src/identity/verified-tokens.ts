@@ -1,8 +1,9 @@
 // Bearer JWTs this instance has already verified, so a token presented again skips the signature check.
 // Only what cannot change about a token is kept: its claims after the signature, algorithm, `iss`, `aud`,
 // `typ` and time checks passed. Everything that can be revoked (the deny-list of access tokens, the agent's
-// status and registration, the owner's verified email) lives in the database and is read on every request,
-// so a revocation on any instance holds on every instance at once (docs/decisions.md "Verified-token cache").
+// registration, the owner's verified email, a merchant key) lives in the database, is kept at most two seconds
+// (platform/credential-facts.ts), and every revocation waits that out before it answers, so it holds on every
+// instance from the next request (docs/decisions.md "Verified-token cache").
 //
 // An entry is keyed by the SHA-256 of the token (never the token itself), is reused only for the same check
 // (issuer, audience and kind), never past the token's `exp`, and at most VERIFIED_TOKEN_AGE_MAX_MS after its

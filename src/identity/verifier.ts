@@ -6,9 +6,10 @@
 //   M  a merchant API key (`acg_mk_…`).
 // Tokens are routed by their (unverified) `iss` only to pick the key set; everything is then verified
 // in full: algorithm allow-list, signature, iss, aud, exp/nbf (30 s skew), typ. A JWT verified once is
-// not verified again while its verification may be reused (verified-tokens.ts); what can be revoked is
-// read from the database on every request, in reads coalesced with concurrent requests' (read-coalescer.ts),
-// each started after its request arrived.
+// not verified again while its verification may be reused (verified-tokens.ts); what can be revoked (an
+// identity's agent and its owner's email, a merchant key, the access-token deny-list) is read from the
+// database in reads coalesced with concurrent requests' and kept for a lifetime that every revocation waits
+// out before it answers (platform/credential-facts.ts), so a revocation holds from the next request.
 //
 // The verifier reads agents and merchant keys through the features that own them (`AgentLookup`,
 // `ApiKeyLookup`) and never changes them; it owns only the owners it creates from human sessions.
@@ -17,8 +18,8 @@ import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
-import { ReadCoalescer } from '../platform/read-coalescer.ts';
 import { ACCESS_TOKEN_TYP, resourceMetadataUrl, resourceUri, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../platform/access-tokens.ts';
+import type { FactReads } from '../platform/credential-facts.ts';
 import type { Principal } from '../platform/principal.ts';
 import { parseApiKey, secretMatches, API_KEY_PREFIX } from './api-keys.ts';
 import { EXTERNAL_ALGORITHMS, type IdentityProvider, type IdentityProviderKind } from './issuers.ts';
@@ -46,11 +47,10 @@ export interface CredentialApiKey {
   revoked_at_s: bigint | null;
 }
 
-/** A registered agent as the verifier reads it: its status and its owner's email. */
+/** A registered agent as the verifier reads it: its owner and its owner's verified email. */
 export interface CredentialAgent {
   id: string;
   owner_id: string;
-  status: 'active' | 'frozen';
   owner_email: string;
   owner_email_verified: boolean;
 }
@@ -62,8 +62,8 @@ export interface AccessTokenRevocations {
 }
 
 export interface AgentLookup {
-  agentRows(db: Queryable, agentIds: readonly string[]): Promise<CredentialAgent[]>;
-  agentsByIdentity(db: Queryable, identities: ReadonlyArray<{ issuer: string; subject: string }>): Promise<Array<CredentialAgent & AgentIdentity>>;
+  credentialAgents(db: Queryable, agentIds: readonly string[]): Promise<CredentialAgent[]>;
+  credentialAgentsByIdentity(db: Queryable, identities: ReadonlyArray<{ issuer: string; subject: string }>): Promise<Array<CredentialAgent & AgentIdentity>>;
 }
 
 /** The identity an agent is registered under. */
@@ -83,14 +83,14 @@ export class CredentialVerifier {
   /** The counter of each outcome, labelled once. */
   private readonly outcomes;
   /**
-   * What is read on every request (the credential's agent, key or revocation), coalesced: concurrent
-   * requests share one statement per round, each read started after its request arrived (read-coalescer.ts).
+   * What can be revoked (the credential's agent, key or deny-listed token), read in statements coalesced with
+   * concurrent requests' and kept for the gateway's credential-fact lifetime (platform/credential-facts.ts).
    */
   private readonly reads: {
-    agentById: ReadCoalescer<string, CredentialAgent>;
-    agentByIdentity: ReadCoalescer<{ issuer: string; subject: string }, CredentialAgent>;
-    apiKey: ReadCoalescer<string, CredentialApiKey>;
-    revoked: ReadCoalescer<string, true>;
+    agentById: FactReads<string, CredentialAgent>;
+    agentByIdentity: FactReads<{ issuer: string; subject: string }, CredentialAgent>;
+    apiKey: FactReads<string, CredentialApiKey>;
+    revoked: FactReads<string, true>;
   };
 
   constructor(
@@ -104,19 +104,24 @@ export class CredentialVerifier {
     this.verified = new VerifiedTokens(gateway.clock);
     const counter = gateway.metrics.tokenVerifications;
     this.outcomes = { reused: counter.labels({ outcome: 'reused' }), verified: counter.labels({ outcome: 'verified' }) };
-    const { db } = gateway;
+    const { db, credentials } = gateway;
     const identityId = (i: { issuer: string; subject: string }) => `${i.issuer} ${i.subject}`;
     const limits = { inFlightMax: 2, batchMax: 256, gatherOneTurn: db.kind === 'pglite' };
     this.reads = {
-      agentById: new ReadCoalescer(async (ids) => new Map((await agents.agentRows(db, ids)).map((row) => [row.id, row])), (id) => id, limits),
-      agentByIdentity: new ReadCoalescer<{ issuer: string; subject: string }, CredentialAgent>(
+      agentById: credentials.reads(async (ids) => new Map((await agents.credentialAgents(db, ids)).map((row) => [row.id, row])), (id) => id, { kind: 'agent', limits }),
+      agentByIdentity: credentials.reads<{ issuer: string; subject: string }, CredentialAgent>(
         async (identities) =>
-          new Map<string, CredentialAgent>((await agents.agentsByIdentity(db, identities)).map((row) => [identityId({ issuer: row.identity_issuer!, subject: row.identity_subject! }), row])),
+          new Map<string, CredentialAgent>((await agents.credentialAgentsByIdentity(db, identities)).map((row) => [identityId({ issuer: row.identity_issuer!, subject: row.identity_subject! }), row])),
         identityId,
-        limits,
+        { kind: 'agent_identity', limits },
       ),
-      apiKey: new ReadCoalescer(async (ids) => new Map((await apiKeys.apiKeysForVerification(ids)).map((row) => [row.id, row])), (id) => id, limits),
-      revoked: new ReadCoalescer(async (jtis) => new Map((await revocations.revokedAccessTokenIds(db, jtis)).map((jti) => [jti, true as const])), (jti) => jti, limits),
+      apiKey: credentials.reads(async (ids) => new Map((await apiKeys.apiKeysForVerification(ids)).map((row) => [row.id, row])), (id) => id, { kind: 'api_key', limits }),
+      // A token not on the deny-list is the fact kept: denying one is a revocation, which waits it out.
+      revoked: credentials.reads(async (jtis) => new Map((await revocations.revokedAccessTokenIds(db, jtis)).map((jti) => [jti, true as const])), (jti) => jti, {
+        kind: 'access_token_denied',
+        keepMisses: true,
+        limits,
+      }),
     };
   }
 
@@ -223,7 +228,8 @@ export class CredentialVerifier {
     }
     const email = claims.email.toLowerCase();
     const { db, clock } = this.gateway;
-    let owner = await store.findOwnerByIdentity(db, provider.issuer, claims.sub!);
+    const found = await store.findOwnerByIdentity(db, provider.issuer, claims.sub!);
+    let owner = found;
     if (!owner || owner.email !== email || !owner.email_verified) {
       owner = await store.upsertOwner(db, {
         id: newId('own'),
@@ -233,6 +239,9 @@ export class CredentialVerifier {
         emailVerified: true,
         nowS: clock.nowS(),
       });
+      // A known owner's email changed: its agents' identity tokens are bound to the new one from now on, on
+      // every instance, before this request goes on.
+      if (found) await this.gateway.credentials.revoked();
     }
     return { kind: 'human', id: owner.id, ownerId: owner.id, email, scopes: [], credential: 'human_session' };
   }
@@ -252,15 +261,7 @@ export class CredentialVerifier {
   }
 
   private agentPrincipal(agent: CredentialAgent, credential: string): Principal {
-    return {
-      kind: 'agent',
-      id: agent.id,
-      agentId: agent.id,
-      ownerId: agent.owner_id,
-      agentStatus: agent.status,
-      scopes: [SCOPE_AGENT],
-      credential,
-    };
+    return { kind: 'agent', id: agent.id, agentId: agent.id, ownerId: agent.owner_id, scopes: [SCOPE_AGENT], credential };
   }
 
   private async accessToken(token: string, resource: Resource): Promise<Principal> {

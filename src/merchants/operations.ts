@@ -94,6 +94,7 @@ export function merchantOperations(merchants: MerchantService): MerchantOperatio
       name: 'revokeMerchantApiKey',
       input: RevokeApiKeyInput,
       idempotency: { key: 'optional' },
+      revokesCredentials: true,
       run: (tx, { principal, input }) => merchants.revokeApiKey(tx, principal.ownerId!, input.id, input.keyId),
     },
   };

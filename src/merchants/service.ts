@@ -341,7 +341,10 @@ export class MerchantService implements MerchantDirectory {
     return store.findApiKeysById(this.gateway.db, keyIds);
   }
 
-  /** Revokes at once: the verifier reads `revoked_at_s` on every request. Revoking twice keeps the first time. */
+  /**
+   * Revokes the key; its operation answers once no instance keeps the key's row from before (platform/
+   * credential-facts.ts), so it is refused from the next request. Revoking twice keeps the first time.
+   */
   async revokeApiKey(tx: Tx, ownerId: string, merchantId: string, keyId: string): Promise<{ apiKey: ApiKeyMetadata }> {
     await this.owned(tx, ownerId, merchantId);
     const row = await store.lockApiKey(tx, merchantId, keyId);

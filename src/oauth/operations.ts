@@ -19,6 +19,7 @@ export function oauthOperations(clock: Clock): OAuthOperations {
       name: 'revokeOAuthGrants',
       input: RevokeOAuthGrantsInput,
       idempotency: { key: 'optional' },
+      revokesCredentials: true,
       run: (tx, { principal, input }) => revokeRememberedConsents(tx, principal.ownerId!, input.clientId, clock.nowS()),
     },
   };

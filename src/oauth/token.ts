@@ -108,6 +108,8 @@ export async function exchangeCode(gateway: Gateway, form: unknown): Promise<Tok
 async function replayed(gateway: Gateway, code: store.CodeRow, nowS: number): Promise<never> {
   if (code.access_token_jti !== null && code.access_token_expires_at_s !== null) {
     await store.revokeToken(gateway.db, code.access_token_jti, Number(code.access_token_expires_at_s), nowS);
+    // Refused from the replayer's next request on every instance, before this answer goes out.
+    await gateway.credentials.revoked();
   }
   throw invalidGrant('the authorization code has already been used; the token it issued is revoked');
 }

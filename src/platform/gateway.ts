@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import pino, { type Logger } from 'pino';
 import { SystemClock } from './clock.ts';
 import type { Config } from './config.ts';
+import { CredentialFacts } from './credential-facts.ts';
 import type { Database } from './db/database.ts';
 import { storageFailureOf } from './db/faults.ts';
 import { migrate } from './db/migrate.ts';
@@ -22,6 +23,8 @@ export interface Gateway {
   log: Logger;
   metrics: Metrics;
   idempotency: IdempotencyStore;
+  /** What credential checks read that can be revoked, kept briefly; a revocation waits them out (credential-facts.ts). */
+  credentials: CredentialFacts;
   rateLimiter: RateLimiter;
   signing: SigningKeys;
   /** TEST ONLY: name resolution and port for outbound calls (webhooks); empty in production. */
@@ -125,13 +128,17 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     timer.unref();
     timers.push(timer);
   };
+  const metrics = new Metrics({ processMetrics: options.processMetrics ?? false });
+  // Other processes may share a PostgreSQL database; PGlite's is this process's alone.
+  const credentials = new CredentialFacts({ lifetimeMs: config.credentialFactsMs, database: db, shared: db.kind === 'postgres', metrics });
   return {
     config,
     db,
     clock,
     log,
-    metrics: new Metrics({ processMetrics: options.processMetrics ?? false }),
+    metrics,
     idempotency,
+    credentials,
     rateLimiter,
     signing,
     outbound: options.outbound ?? {},
@@ -145,6 +152,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       every(KEY_RELOAD_INTERVAL_MS, 'signing-key-reload', () => signing.reload());
     },
     async close() {
+      credentials.close();
       for (const timer of timers) clearInterval(timer);
       await rateLimiter.stop();
       await db.close();

@@ -45,6 +45,12 @@ export class Metrics {
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
+  readonly credentialFactReads = new Counter({
+    name: 'acg_credential_fact_reads_total',
+    help: 'Revocable credential facts a request needed (an agent of an identity, a merchant key, the access-token deny-list), by kind and outcome: kept (read within the last lifetime) or read',
+    labelNames: ['kind', 'outcome'] as const,
+    registers: [this.registry],
+  });
   readonly operations = new Counter({
     name: 'acg_operations_total',
     help: 'Operations run (HTTP and MCP alike), by operation, idempotency outcome (new, replay, conflict) and result (ok, refused: an answer below 500, failed: 500 and above)',

@@ -14,6 +14,7 @@
 import { performance } from 'node:perf_hooks';
 import { Type, type TObject, type TProperties, type TSchema } from '@sinclair/typebox';
 import { Batcher, togetherOrAlone, unwrap, type BatchLimits, type Settled } from './batcher.ts';
+import type { CredentialFacts } from './credential-facts.ts';
 import type { Database, Queryable, Tx } from './db/database.ts';
 import { ApiError, type ErrorCode, type HumanApproval } from './errors.ts';
 import { fingerprint, REPLAY_HEADER, validateIdempotencyKey, type Claim, type IdempotencyStore, type KeyRule, type StoredResponse } from './idempotency.ts';
@@ -71,6 +72,12 @@ interface OperationBase<I, C> extends OperationDescription {
   check?: (call: OperationCall<I>) => Promise<C> | C;
   /** With `idempotency.key` `derived`: the key of this input (it must match the default key rule). */
   deriveKey?: (input: I) => string;
+  /**
+   * It revokes what a credential's check reads (a merchant key, access tokens): its answer (a replay's too) waits
+   * until no instance still keeps a credential fact read before it committed (credential-facts.ts), so the
+   * revocation holds everywhere from the caller's next request.
+   */
+  revokesCredentials?: boolean;
 }
 
 /** One call of a batch, as the batch's executor sees it. */
@@ -176,6 +183,8 @@ export interface OperationRuntime {
   idempotency: IdempotencyStore;
   /** Where each operation's rate, errors and duration are counted (the gateway's; absent in some unit tests). */
   metrics?: Metrics;
+  /** The credential facts a revoking operation waits out before it answers (the gateway's; absent in some unit tests). */
+  credentials?: Pick<CredentialFacts, 'revoked'>;
 }
 
 export interface RunRequest<I> extends OperationCall<I> {
@@ -257,6 +266,7 @@ export function runOperation<I, R, C, P>(runtime: OperationRuntime, operation: O
       answered(runtime, operation.name, span, startedMs, idempotencyOutcomeOf(error), error);
       throw error;
     }
+    if (operation.revokesCredentials) await runtime.credentials?.revoked();
     answered(runtime, operation.name, span, startedMs, outcome.replayed ? 'replay' : 'new');
     if (!outcome.replayed && 'committed' in operation && operation.committed) operation.committed(outcome.result);
     return outcome;

@@ -1,8 +1,9 @@
 // The console's typed client is compiled against console/src/openapi.d.ts: types openapi-typescript generates
 // from the document the gateway serves (/openapi.json, the dev default: local top-up approvals, built-in
 // issuers). The file is committed, so the build needs no dev dependency; this test generates it again from
-// the served document and fails when they differ. After an API change: `npx vitest run -u
-// test/console/api-types.test.ts` writes it anew (then `npm run typecheck` shows what the console must adapt).
+// the served document and fails when they differ. After an API change: `npx vitest run
+// test/console/api-types.test.ts --update` writes it anew (then `npm run typecheck` shows what the console must
+// adapt). The flag goes last: vitest 4's `-u` takes a value, and `-u <file>` runs the whole suite.
 import openapiTS, { astToString } from 'openapi-typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { onPostgres } from '../support/database.ts';

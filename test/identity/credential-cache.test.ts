@@ -1,10 +1,15 @@
 // The credential verifier reuses a bearer JWT's verification (docs/decisions.md "Verified-token cache"),
 // and that reuse never outlives what it may not: the token's expiry (on the gateway's clock), its signing
-// key, or a revocation. Revocation is state in the database, so a second instance on the same database
-// refuses a revoked token at once, though it had verified it before.
+// key, or a revocation. Revocation is state in the database, whose credential facts a gateway keeps for two
+// seconds at most (src/platform/credential-facts.ts): a second instance refuses a revoked credential from the
+// first request after the revocation answered, though it had verified it and kept its facts before: at once
+// when it shares this process's facts, and, as another process would, once the revocation's wait has passed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../../src/platform/gateway.ts';
+import { openPostgres } from '../../src/platform/db/postgres.ts';
+import { onPostgres } from '../support/database.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import { registerMerchant } from '../support/merchants.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { newClient, obtainCode, token, tokenParams } from '../oauth/helpers.ts';
 
@@ -120,5 +125,73 @@ describe('revocation reaches every instance at once', () => {
     const frozen = await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken });
     expect(frozen.status).toBe(200);
     expect((await me(second.url, agent.token)).body.agent.status).toBe('frozen');
+  });
+});
+
+/** Kept or read, as a gateway counted its credential facts of one kind. */
+async function factReads(gateway: Gateway, kind: string, outcome: 'kept' | 'read'): Promise<number> {
+  const metric = await gateway.metrics.credentialFactReads.get();
+  return metric.values.find((v) => v.labels.kind === kind && v.labels.outcome === outcome)?.value ?? 0;
+}
+
+// Another process on the same PostgreSQL database: a gateway with a pool of its own shares none of this
+// process's credential facts, so only the revocation's wait can keep it from using what it read before.
+describe.skipIf(!onPostgres())('revocation reaches a gateway in another process', () => {
+  let other: TestGateway;
+  const lifetimeMs = 2_000;
+
+  beforeAll(async () => {
+    const url = world.gw.database.url!;
+    other = await startTestGateway({
+      database: { db: openPostgres(url), url, drop: async () => {} },
+      env: { ACG_HUMAN_ISSUER: world.human.issuer, ACG_AGENT_ISSUER: world.agentIssuer.issuer, ACG_API_KEY_PEPPER: 'test-pepper-test-pepper-test-pepper-0123', ACG_BASE_URL: world.url },
+    });
+  });
+  afterAll(async () => {
+    await other?.close();
+    await other?.gateway.db.close().catch(() => {});
+  });
+
+  it('a revoked merchant key: the revocation answers after the lifetime, and the other gateway refuses the key at its next request', async () => {
+    const owner = await world.humanToken('key-process-owner@example.com');
+    const { merchant } = await registerMerchant(world, owner, { domain: 'key-process-shop.com' });
+    const created = await world.api('POST', `/v1/merchants/${merchant.id}/api-keys`, { token: owner, key: 'key-process-1', body: { name: 'k', scopes: ['offers:read'] } });
+    expect(created.status).toBe(201);
+    const key: string = created.body.secretKey;
+    const keptBefore = await factReads(other.gateway, 'api_key', 'kept');
+    for (let i = 0; i < 2; i++) expect((await me(other.url, key)).status).toBe(200);
+    // The other gateway answered its second request from what it kept: the revocation is not in its next read.
+    expect(await factReads(other.gateway, 'api_key', 'kept')).toBe(keptBefore + 1);
+
+    const started = performance.now();
+    const revoked = await world.api('POST', `/v1/merchants/${merchant.id}/api-keys/${created.body.apiKey.keyId}/revoke`, { token: owner });
+    expect(revoked.status).toBe(200);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(lifetimeMs);
+    const refused = await me(other.url, key);
+    expect([refused.status, refused.body.code]).toEqual([401, 'unauthorized']);
+  });
+
+  it("an owner's changed email: the sign-in that changed it goes on after the lifetime, and the other gateway refuses the agent's old binding", async () => {
+    const agent = await world.createAgent('process-old@example.com', 'process-rebound-agent');
+    for (let i = 0; i < 2; i++) expect((await me(other.url, agent.token)).status).toBe(200);
+    const renamed = await world.humanToken('process-new@example.com', { subject: 'human-process-old@example.com' });
+    const started = performance.now();
+    expect((await me(world.url, renamed)).body).toMatchObject({ kind: 'human', owner: { email: 'process-new@example.com' } });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(lifetimeMs);
+    const refused = await me(other.url, agent.token);
+    expect([refused.status, refused.body.code]).toEqual([403, 'owner_claim_required']);
+  });
+
+  it('a revoked consent: its access tokens are refused by the other gateway once the revocation answered', async () => {
+    const clientId = await newClient(world.url);
+    const human = await world.humanToken('consent-process@example.com');
+    const issued = await obtainCode(world.url, 'human', human, { clientId });
+    const accessToken: string = (await token(world.url, tokenParams(issued))).body.access_token;
+    for (let i = 0; i < 2; i++) expect((await me(other.url, accessToken)).status).toBe(200);
+    const revoked = await world.api('DELETE', `/v1/owner/oauth-grants/${clientId}`, { token: human });
+    expect([revoked.status, revoked.body.revokedAccessTokens]).toEqual([200, 1]);
+    const refused = await me(other.url, accessToken);
+    expect(refused.status).toBe(401);
+    expect(refused.body.detail).toContain('revoked');
   });
 });

@@ -1,0 +1,145 @@
+// What a credential's check reads that can be revoked: the agent of an identity (with its owner's verified
+// email, which binds the identity's tokens), a merchant API key's row, the access-token deny-list. Each kind
+// is read in coalesced statements (read-coalescer.ts) and what a read found is kept for at most `lifetimeMs`
+// after that read was asked; every revocation (a key revoked, an owner's email changed, access tokens denied)
+// answers only once `lifetimeMs` has passed since it committed. So when a revocation answers, no instance holds
+// anything read before it: it holds everywhere from the next request, as when every request read the database,
+// and a busy gateway reads an agent's or a key's row once per lifetime instead of once per request
+// (docs/decisions.md "Credential facts are kept two seconds; a revocation answers once it holds everywhere").
+//
+// Kept by the monotonic clock (`performance.now()`), never the gateway's clock, which tests move: the lifetime
+// and the revocation's wait are both real time. A revocation empties at once the facts of every gateway of this
+// process on the same database; on PGlite, whose database no other process opens, it need not wait.
+import { performance } from 'node:perf_hooks';
+import type { Metrics } from './metrics.ts';
+import { ReadCoalescer, type CoalescerLimits } from './read-coalescer.ts';
+
+/** How long a credential fact is kept by default, and how long a revocation waits before it answers. */
+export const CREDENTIAL_FACTS_MS_DEFAULT = 2_000;
+/** Entries one kind keeps at most; the oldest go first. */
+export const CREDENTIAL_FACTS_ENTRIES_MAX = 10_000;
+
+interface Entry<V> {
+  value: V | undefined;
+  untilMs: number;
+}
+
+export interface FactReadOptions {
+  /** The kind, as metrics name it (`agent_identity`, `api_key`, …). */
+  kind: string;
+  /** Keep "not found" too: for a deny-list, where absence is the fact (an id found nowhere else is read again). */
+  keepMisses?: boolean;
+  limits: CoalescerLimits;
+}
+
+/** One kind of fact: a coalesced read whose answers are kept for the lifetime. */
+export class FactReads<K, V> {
+  private readonly entries = new Map<string, Entry<V>>();
+  private readonly reads: ReadCoalescer<K, V>;
+  private readonly outcomes;
+
+  constructor(
+    private readonly facts: CredentialFacts,
+    readMany: (keys: readonly K[]) => Promise<Map<string, V>>,
+    private readonly idOf: (key: K) => string,
+    private readonly options: FactReadOptions,
+  ) {
+    this.reads = new ReadCoalescer(readMany, idOf, options.limits);
+    const counter = facts.metrics?.credentialFactReads;
+    this.outcomes = counter && { kept: counter.labels({ kind: options.kind, outcome: 'kept' }), read: counter.labels({ kind: options.kind, outcome: 'read' }) };
+  }
+
+  /** The fact for `key`: kept, or read (in a statement sent after this call, so it sees what committed before it). */
+  async read(key: K): Promise<V | undefined> {
+    const id = this.idOf(key);
+    const { lifetimeMs } = this.facts;
+    const entry = this.entries.get(id);
+    if (entry !== undefined) {
+      if (performance.now() < entry.untilMs) {
+        this.outcomes?.kept.inc();
+        return entry.value;
+      }
+      this.entries.delete(id);
+    }
+    this.outcomes?.read.inc();
+    const askedMs = performance.now();
+    const generation = this.facts.generation;
+    const value = await this.reads.read(key);
+    // Kept from when it was asked (the read went out after it), and not at all when a revocation on this
+    // instance came in the meantime: the read may have seen what was revoked.
+    if (lifetimeMs > 0 && (value !== undefined || this.options.keepMisses) && generation === this.facts.generation) {
+      this.entries.delete(id);
+      this.entries.set(id, { value, untilMs: askedMs + lifetimeMs });
+      if (this.entries.size > CREDENTIAL_FACTS_ENTRIES_MAX) this.entries.delete(this.entries.keys().next().value!);
+    }
+    return value;
+  }
+
+  /** Forgets every fact kept (a revocation). */
+  forget(): void {
+    this.entries.clear();
+  }
+
+  /** Facts kept now, expired or not (tests). */
+  get size(): number {
+    return this.entries.size;
+  }
+}
+
+export interface CredentialFactsOptions {
+  /** How long a fact is kept, and a revocation waits (0: nothing is kept, and a revocation does not wait). */
+  lifetimeMs: number;
+  /** The database the facts are read from: gateways of this process on the same one forget together. */
+  database: object;
+  /** Whether other processes may share the database (PostgreSQL): a revocation then waits out their facts. */
+  shared: boolean;
+  metrics?: Metrics;
+}
+
+/** The credential facts of each database's gateways in this process. */
+const onDatabase = new WeakMap<object, Set<CredentialFacts>>();
+
+export class CredentialFacts {
+  readonly lifetimeMs: number;
+  readonly metrics: Metrics | undefined;
+  /** Counts this instance's revocations: a read asked before one is not kept. */
+  generation = 0;
+  private readonly kinds: Array<FactReads<never, unknown>> = [];
+  private readonly shared: boolean;
+  private readonly peers: Set<CredentialFacts>;
+
+  constructor(options: CredentialFactsOptions) {
+    this.lifetimeMs = options.lifetimeMs;
+    this.shared = options.shared;
+    this.metrics = options.metrics;
+    let peers = onDatabase.get(options.database);
+    if (!peers) onDatabase.set(options.database, (peers = new Set()));
+    this.peers = peers.add(this);
+  }
+
+  /** This gateway is closing: a revocation no longer has its facts to forget. */
+  close(): void {
+    this.peers.delete(this);
+  }
+
+  /** A kind of fact, read with `readMany` (what it found, by `idOf`). */
+  reads<K, V>(readMany: (keys: readonly K[]) => Promise<Map<string, V>>, idOf: (key: K) => string, options: FactReadOptions): FactReads<K, V> {
+    const reads = new FactReads(this, readMany, idOf, options);
+    this.kinds.push(reads as unknown as FactReads<never, unknown>);
+    return reads;
+  }
+
+  /**
+   * A revocation has committed: this process's gateways forget every fact at once, and, where other processes may have
+   * read before the commit, the caller's answer waits until what they read has expired. Call it after the
+   * commit, before answering (and on a replay of that answer, which may come before the first one's wait ended).
+   */
+  async revoked(): Promise<void> {
+    for (const facts of this.peers) {
+      facts.generation += 1;
+      for (const kind of facts.kinds) kind.forget();
+    }
+    if (!this.shared || this.lifetimeMs === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, this.lifetimeMs));
+  }
+}
