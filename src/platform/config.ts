@@ -253,7 +253,7 @@ export function loadConfig(env: Env = process.env): Config {
       lockTimeoutMs: integer(env, 'ACG_DB_LOCK_TIMEOUT_MS', DEFAULT_DATABASE_TIMEOUTS.lockTimeoutMs, 100, 600_000, problems),
       connectTimeoutMs: integer(env, 'ACG_DB_CONNECT_TIMEOUT_MS', DEFAULT_DATABASE_TIMEOUTS.connectTimeoutMs, 100, 60_000, problems),
       startRetryMaxMs: integer(env, 'ACG_DB_START_RETRY_MAX_MS', 10_000, 250, 300_000, problems),
-      // Each operation's group commit runs up to 4 batches at once, beside the reads: fewer connections only queue them.
+      // Each operation's group commit runs up to 2 batches at once, beside the reads and the other operations': fewer connections only queue them.
       poolSizeMax: integer(env, 'ACG_DB_POOL_SIZE_MAX', DEFAULT_POOL_SIZE_MAX, 8, 1000, problems),
     },
     logLevel: env.LOG_LEVEL || 'info',

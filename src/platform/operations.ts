@@ -370,13 +370,15 @@ interface BatchItem<I, C> extends BatchedCall<I, C> {
 }
 
 /**
- * Bounds of group commit. A batch holds at most 64 calls; up to 4 batches run side by side on PostgreSQL
- * (while one waits for its commit to reach the disk, the next applies), never two with the same order key;
+ * Bounds of group commit. A batch holds at most 64 calls; up to 2 batches run side by side on PostgreSQL
+ * (while one waits for its commit to reach the disk, the next applies), never two with the same order key
+ * (more at once only made the batches smaller, each paying its statements for fewer calls: docs/decisions.md
+ * "Two batches at once, not four");
  * at most 1,024 calls wait, beyond which a call is refused at once with 503 `overloaded` and Retry-After.
  * PGlite is one session that runs one transaction at a time, on this thread: one batch at a time there, each
  * started after a turn of the event loop so the requests already received join it.
  */
-export const BATCH_LIMITS: BatchLimits = { batchSizeMax: 64, batchesInFlightMax: 4, queueLengthMax: 1024, retryAfterS: 1 };
+export const BATCH_LIMITS: BatchLimits = { batchSizeMax: 64, batchesInFlightMax: 2, queueLengthMax: 1024, retryAfterS: 1 };
 
 /** The group-commit bounds on this database (also for the batches a service forms itself: execute's). */
 export function groupCommitLimits(db: Pick<Database, 'kind'>): BatchLimits {
