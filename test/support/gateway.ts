@@ -33,7 +33,7 @@ export interface TestGatewayOptions {
 }
 
 export async function startTestGateway(options: TestGatewayOptions = {}): Promise<TestGateway> {
-  const database = options.database ?? (await openTestDatabase());
+  const database = options.database ?? (await openTestDatabase(undefined, { migrated: true }));
   const config = loadConfig({
     PORT: '0',
     LOG_LEVEL: 'silent',

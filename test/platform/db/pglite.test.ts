@@ -2,7 +2,8 @@
 // (bigint, Date, JSON, arrays, bytes), the same errors (SQLSTATE and constraint, so faults.ts and the services
 // read them), the same transactions (commit, rollback on a throw, one at a time, plain statements waiting for
 // them); its names survive a schema change; StorageUnavailableError once closed; one process per data
-// directory. One run is enough: the PostgreSQL pass does not use PGlite.
+// directory; a database in memory started from another's dump. One run is enough: the PostgreSQL pass does not
+// use PGlite.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -144,6 +145,27 @@ describe.skipIf(onPostgres())('the embedded database', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  it('starts a database in memory from a dump of another, with what that one held, and refuses a dump for one on disk', async () => {
+    const source = await PGlite.create();
+    await source.exec('CREATE TABLE copied (id int PRIMARY KEY, amount_uc bigint NOT NULL); INSERT INTO copied VALUES (1, 9007199254740993)');
+    const dump = await source.dumpDataDir('gzip');
+    await source.close();
+    const copy = await openPglite(undefined, undefined, { from: dump });
+    try {
+      expect((await copy.query('SELECT * FROM copied')).rows).toEqual([{ id: 1, amount_uc: 9007199254740993n }]);
+      await copy.transaction((tx) => tx.query('INSERT INTO copied VALUES ($1, $2)', [2, 5n]));
+      expect((await copy.query('SELECT count(*)::int AS n FROM copied')).rows).toEqual([{ n: 2 }]);
+    } finally {
+      await copy.close();
+    }
+    const dir = mkdtempSync(path.join(tmpdir(), 'acg-pglite-'));
+    try {
+      await expect(openPglite(dir, undefined, { from: dump })).rejects.toThrow(/cannot start from a dump/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('renews a plan once it has lived PLAN_LIFETIME_MS, so one made on a nearly empty table does not scan it whole forever', async () => {
     const engine = await PGlite.create();
     try {
