@@ -10,6 +10,9 @@
 //   6. a function whose SQL locks rows takes a `Tx` first, and a find and a lock are two functions;
 //   7. a service never writes a header: `Retry-After` comes from `ApiError.retryAfterS`;
 //   8. `newSecret` (src/platform/ids.ts) is the only code that draws random bytes.
+// And one rule of the tests themselves:
+//   9. no test file mocks a module: a worker runs its files in one module cache (vitest.config.ts, `isolate:
+//      false`), where a mock would reach the files after it, or miss a module a file before it loaded.
 // Each rule is also run against a planted violation, so it is known to fail when it should.
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -219,6 +222,32 @@ export function randomSources(texts: Map<string, string>): string[] {
   return [...new Set(found)];
 }
 
+const MODULE_MOCKS = /\bvi\s*\.\s*(mock|doMock|unmock|doUnmock|resetModules|importMock)\s*\(/;
+
+/** Test files (by path) that mock a module or reset the module cache, at each line that does. */
+export function moduleMocks(texts: Map<string, string>): string[] {
+  const found: string[] = [];
+  for (const [file, text] of texts) {
+    text.split('\n').forEach((line, index) => {
+      if (MODULE_MOCKS.test(line)) found.push(`${file}:${index + 1}: a module mock (pass the stand-in as a parameter instead)`);
+    });
+  }
+  return found;
+}
+
+/** Every test file of the repository (test/ and each package's test/), by its path from the root, with its text. */
+function readTests(): Map<string, string> {
+  const roots = ['test', ...readdirSync('packages').map((name) => path.join('packages', name, 'test'))];
+  const files = roots.flatMap((root) => {
+    try {
+      return sourceFiles(path.resolve(root)).filter((file) => file.endsWith('.test.ts'));
+    } catch {
+      return [];
+    }
+  });
+  return new Map(files.map((file) => [path.relative(path.resolve('.'), file).split(path.sep).join('/'), readFileSync(file, 'utf8')]));
+}
+
 describe('architecture', () => {
   const texts = readTree();
   const tree = importTree(texts);
@@ -245,6 +274,12 @@ describe('architecture', () => {
 
   it('newSecret is the only generator of secrets', () => {
     expect(randomSources(texts)).toEqual([]);
+  });
+
+  it('no test file mocks a module', () => {
+    const tests = readTests();
+    expect(tests.size).toBeGreaterThan(100);
+    expect(moduleMocks(tests)).toEqual([]);
   });
 });
 
@@ -295,5 +330,10 @@ describe('the rules can fail', () => {
     const planted = new Map([['x/service.ts', "import { randomBytes } from 'node:crypto';\nthrow new ApiError('conflict', { headers: { 'retry-after': '5' } });"]]);
     expect(headerWriters(planted)).toEqual(['x/service.ts:2: Retry-After written by hand (use ApiError.retryAfterS)']);
     expect(randomSources(planted)).toEqual(['x/service.ts:1: randomBytes (use newSecret or newSecretBytes)']);
+  });
+
+  it('notices a module mock in a test file', () => {
+    const planted = new Map([['test/x.test.ts', "import { vi } from 'vitest';\nvi.mock('../src/platform/telemetry-sdk.ts', () => ({}));"]]);
+    expect(moduleMocks(planted)).toEqual(['test/x.test.ts:2: a module mock (pass the stand-in as a parameter instead)']);
   });
 });

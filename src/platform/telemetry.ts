@@ -32,14 +32,17 @@ interface StartLog {
   error(fields: object, message: string): void;
 }
 
+/** Loads the SDK module: the real one, or a test's stand-in. */
+export type SdkLoader = () => Promise<{ startSdk(): TelemetryBackend }>;
+
 /**
  * Loads and starts the SDK when `telemetryRequested(env)`; a gateway whose SDK cannot start serves on without
  * traces (one error line says why). Returns whether tracing is on.
  */
-export async function startTelemetry(env: Env, log: StartLog): Promise<boolean> {
+export async function startTelemetry(env: Env, log: StartLog, loadSdk: SdkLoader = () => import('./telemetry-sdk.ts')): Promise<boolean> {
   if (backend || !telemetryRequested(env)) return backend !== undefined;
   try {
-    const { startSdk } = await import('./telemetry-sdk.ts');
+    const { startSdk } = await loadSdk();
     backend = startSdk();
     log.info({ tracesExporter: env.OTEL_TRACES_EXPORTER ?? 'otlp', protocol: env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf' }, 'OpenTelemetry tracing on');
   } catch (error) {

@@ -1,12 +1,15 @@
 // When the gateway traces: only when the standard OTEL_* variables name a destination. Otherwise the SDK module
-// is never imported and every chokepoint function is a pass-through. The SDK module is replaced here by one
-// that counts its imports (the real one is exercised end to end in tracing-end-to-end.test.ts).
+// is never imported and every chokepoint function is a pass-through. The SDK module's loader is replaced here by
+// one that counts its loads (a loader, not a module mock, since a worker's files share one module cache:
+// vitest.config.ts); the real one is exercised end to end in tracing-end-to-end.test.ts.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { SpanRef, TelemetryBackend } from '../../src/platform/telemetry-backend.ts';
+import { activeSpan, inSpan, logTraceFields, startTelemetry as startWith, stopTelemetry, telemetryRequested, traceHeaders, tracing } from '../../src/platform/telemetry.ts';
 
-const sdk = vi.hoisted(() => ({ imports: 0, failWith: undefined as Error | undefined, shutdowns: 0 }));
+const sdk = { imports: 0, failWith: undefined as Error | undefined, shutdowns: 0 };
 
-vi.mock('../../src/platform/telemetry-sdk.ts', () => {
+/** The stand-in SDK module's loader: counts its loads, and starts a backend that records nothing. */
+async function loadSdk(): Promise<{ startSdk(): TelemetryBackend }> {
   sdk.imports += 1;
   return {
     startSdk: (): TelemetryBackend => {
@@ -32,9 +35,9 @@ vi.mock('../../src/platform/telemetry-sdk.ts', () => {
       };
     },
   };
-});
+}
 
-const { activeSpan, inSpan, logTraceFields, startTelemetry, stopTelemetry, telemetryRequested, traceHeaders, tracing } = await import('../../src/platform/telemetry.ts');
+const startTelemetry = (env: Parameters<typeof startWith>[0], lines: Parameters<typeof startWith>[1]) => startWith(env, lines, loadSdk);
 
 const log = () => ({ info: vi.fn(), error: vi.fn() });
 
