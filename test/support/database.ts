@@ -53,14 +53,16 @@ let migratedPglite: Blob | undefined;
 
 /** The migrated PGlite data directory the run's global setup dumped (test/support/global-setup.ts), read once per file. */
 function migratedPgliteDump(): Blob {
-  migratedPglite ??= new Blob([readFileSync(inject('migratedPglite'))]);
+  const file = inject('migratedPglite');
+  if (!file) throw new Error('the global setup made a migrated PGlite copy for the pglite project only');
+  migratedPglite ??= new Blob([readFileSync(file)]);
   return migratedPglite;
 }
 
 /** The run's migrated PostgreSQL template database (test/support/global-setup.ts). */
 function postgresTemplate(): string {
   const name = inject('postgresTemplate');
-  if (!name) throw new Error('the global setup made no PostgreSQL template (TEST_DATABASE_URL was not set when the run began)');
+  if (!name) throw new Error('the global setup made a PostgreSQL template for the postgres project only');
   return name;
 }
 

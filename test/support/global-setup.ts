@@ -20,9 +20,9 @@ import { randomBase32 } from '../../src/platform/ids.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
-    /** A gzipped tarball of a PGlite data directory with every migration applied (test/support/database.ts). */
+    /** A gzipped tarball of a PGlite data directory with every migration applied (test/support/database.ts); '' in the PostgreSQL project. */
     migratedPglite: string;
-    /** The name of a PostgreSQL database with every migration applied, to copy (TEMPLATE); '' without TEST_DATABASE_URL. */
+    /** The name of a PostgreSQL database with every migration applied, to copy (TEMPLATE); '' in the PGlite project. */
     postgresTemplate: string;
   }
 }
@@ -92,10 +92,16 @@ async function postgresTemplate(): Promise<{ name: string; remove(): Promise<voi
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  migrated ??= migratedPglite();
-  project.provide('migratedPglite', (await migrated).file);
-  if (process.env.TEST_DATABASE_URL) template ??= postgresTemplate();
-  project.provide('postgresTemplate', template ? (await template).name : '');
+  // Each project gets the one its gateways copy (vitest.config.ts names the projects after their databases).
+  if (project.name === 'postgres') {
+    template ??= postgresTemplate();
+    project.provide('postgresTemplate', (await template).name);
+    project.provide('migratedPglite', '');
+  } else {
+    migrated ??= migratedPglite();
+    project.provide('migratedPglite', (await migrated).file);
+    project.provide('postgresTemplate', '');
+  }
   if (!told) {
     told = true;
     execFileSync(process.execPath, [path.join(ROOT, 'bin/build.js'), '--if-stale'], { cwd: ROOT, stdio: 'inherit' });
