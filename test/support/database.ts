@@ -37,13 +37,14 @@ async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
  * Creates a PostgreSQL database and returns its URL (for tests that start processes): empty, or a copy of the
  * run's migrated template (test/support/global-setup.ts) when `migrated`.
  */
-export async function createPostgresDatabase(options: OpenTestDatabaseOptions = {}): Promise<{ url: string; drop(): Promise<void> }> {
+export async function createPostgresDatabase(options: OpenTestDatabaseOptions = {}): Promise<{ name: string; url: string; drop(): Promise<void> }> {
   if (!process.env.TEST_DATABASE_URL) throw new Error('TEST_DATABASE_URL is not set');
   const name = `acg_test_${randomBase32(8)}`;
   await admin((c) => c.query(options.migrated ? `CREATE DATABASE ${name} TEMPLATE ${postgresTemplate()}` : `CREATE DATABASE ${name}`));
   const url = new URL(process.env.TEST_DATABASE_URL);
   url.pathname = `/${name}`;
   return {
+    name,
     url: url.toString(),
     drop: () => admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
   };

@@ -11,12 +11,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
-import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { migrate } from '../../src/platform/db/migrate.ts';
 import { openPglite } from '../../src/platform/db/pglite.ts';
 import { openPostgres } from '../../src/platform/db/postgres.ts';
-import { randomBase32 } from '../../src/platform/ids.ts';
+import { createPostgresDatabase } from './database.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -56,37 +55,23 @@ async function migratedPglite(): Promise<{ file: string; remove(): void }> {
   }
 }
 
-async function onPostgres(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
 /**
- * Creates and migrates a PostgreSQL database for the test databases to copy. Its pool is closed before any copy:
- * CREATE DATABASE refuses a template anyone is connected to. Named like every test database, so a run killed
- * before its teardown leaves it to the same clean-up.
+ * Creates and migrates a PostgreSQL database for the test databases to copy (named like every test database, so
+ * a run killed before its teardown leaves it to the same clean-up). Its pool is closed before any copy: CREATE
+ * DATABASE refuses a template anyone is connected to.
  */
 async function postgresTemplate(): Promise<{ name: string; remove(): Promise<void> }> {
-  const name = `acg_test_template_${randomBase32(8)}`;
-  const remove = () => onPostgres(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await onPostgres(`CREATE DATABASE ${name}`);
+  const created = await createPostgresDatabase();
   try {
-    const url = new URL(process.env.TEST_DATABASE_URL!);
-    url.pathname = `/${name}`;
-    const db = openPostgres(url.toString());
+    const db = openPostgres(created.url);
     try {
       await migrate(db);
     } finally {
       await db.close();
     }
-    return { name, remove };
+    return { name: created.name, remove: created.drop };
   } catch (error) {
-    await remove();
+    await created.drop();
     throw error;
   }
 }
