@@ -10,6 +10,7 @@ import { StorageUnavailableError } from '../src/platform/db/faults.ts';
 import { installLastLineOfDefence, listenProblem, startRetryDelayMs } from '../src/server.ts';
 import { createPostgresDatabase, onPostgres } from './support/database.ts';
 import { spawnGateway } from './support/process.ts';
+import { waitFor } from './support/wait.ts';
 
 function setUp() {
   const lines: Array<Record<string, unknown>> = [];
@@ -69,6 +70,34 @@ describe('acg serve with PORT=0', () => {
         expect(gateway.logs.find((line) => String(line.msg).startsWith('gateway listening'))?.baseUrl).toBe(gateway.url);
         const metadata = (await (await fetch(`${gateway.url}/.well-known/oauth-authorization-server`)).json()) as { issuer: string };
         expect(metadata.issuer).toBe(gateway.url);
+      } finally {
+        await gateway.kill();
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+      await database?.drop();
+    }
+  }, 90_000);
+});
+
+describe('acg serve after it is ready', () => {
+  it('compiles every route schema no request needed yet in its idle time, says so, and still answers', async () => {
+    const database = onPostgres() ? await createPostgresDatabase() : undefined;
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-schemas-'));
+    try {
+      const gateway = await spawnGateway({ ACG_DATA_DIR: dataDir, DATABASE_URL: database?.url ?? '' });
+      try {
+        const compiled = await waitFor(() => gateway.logs.find((line) => String(line.msg).startsWith('route schemas compiled in the background')), {
+          what: 'the background compile of the route schemas to end',
+          timeoutMs: 60_000,
+        });
+        expect(compiled.compiled).toBeGreaterThan(100);
+        expect(gateway.logs.some((line) => String(line.msg).startsWith('route schemas:'))).toBe(false);
+        // A route whose schemas were compiled in the background answers as before: a validated refusal.
+        const refused = await fetch(`${gateway.url}/v1/agents`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 'k1' }, body: '{"unexpected":true}' });
+        expect(refused.status).toBeGreaterThanOrEqual(400);
+        expect(refused.status).toBeLessThan(500);
+        expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
       } finally {
         await gateway.kill();
       }

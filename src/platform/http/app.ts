@@ -24,7 +24,7 @@ import { installRouteNaming } from './tracing.ts';
 declare module 'fastify' {
   interface FastifyInstance {
     gateway: Gateway;
-    /** The route schemas, compiled on first use (lazy-schemas.ts). */
+    /** The route schemas, compiled in the background after start or at first use (lazy-schemas.ts). */
     schemas: LazySchemas;
   }
   interface FastifyRequest {
@@ -122,6 +122,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   serveUnmetExpectations(app.server);
   app.decorate('gateway', gateway);
   app.decorate('schemas', schemas);
+  app.addHook('onClose', async () => schemas.stop());
   app.decorateRequest('principal', undefined);
   app.decorateRequest('failure', undefined);
   // Only JSON is a request body on API routes; the OAuth plugin adds form bodies in its own scope.

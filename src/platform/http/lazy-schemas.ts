@@ -1,16 +1,36 @@
 // Fastify compiles every route's request validators (Ajv) and response serializers (fast-json-stringify)
 // when the app becomes ready: for this gateway's ~150 routes that was 0.7 s of a 2 s start and tens of MB
-// of generated code, most of it for routes a given gateway never serves. Here each one is compiled the
-// first time its route needs it, then kept: the same compiler, the same options, the same function, only
-// later. `compileAll` compiles whatever is still pending (the test that proves every schema compiles).
-// See docs/decisions.md, "Schemas compile on first use".
+// of generated code. Here each one is compiled after the gateway is ready instead: in the background, in the
+// event loop's idle time (`compileInBackground`, started by `acg serve`), or at its route's first request if
+// that comes first. The same compiler, the same options, the same function, only later.
+// A serializer is compiled whole: the Ajv validators its `anyOf` branches choose by are compiled with it
+// (fast-json-stringify's `compileValidators`), not at the first answer that reaches them.
+// `compileAll` compiles whatever is still pending (the test that proves every schema compiles).
+// See docs/decisions.md, "Schemas compile on first use" and "Route schemas compile in the background".
+
+import { performance } from 'node:perf_hooks';
 
 /** What Fastify's schema controller expects of a compilers factory: (externalSchemas, options) → (route) → function. */
 // `any`: each factory (Ajv's, fast-json-stringify's) declares its own parameter types, which pass through unchanged.
 type Factory = (externalSchemas: any, options: any) => (route: any) => unknown;
 
+/** The background compile's slice of compiling, and the window before each in which the loop must be mostly idle. */
+const SLICE_MS = 5;
+const WINDOW_MS = 10;
+/** The share of a window above which the event loop counts as busy with requests, and the slice waits. */
+const BUSY_UTILIZATION = 0.5;
+
+/** How the background compile went, for the log line at its end. */
+export interface BackgroundCompile {
+  compiled: number;
+  /** Schemas whose compile threw: they stay pending, so their route's request throws as it would have. */
+  failed: Array<{ error: unknown }>;
+  ms: number;
+}
+
 export class LazySchemas {
   readonly #pending = new Set<() => void>();
+  #background: NodeJS.Timeout | undefined;
 
   /** Schemas registered but not compiled yet. */
   get pendingCount(): number {
@@ -22,6 +42,55 @@ export class LazySchemas {
     const pending = [...this.#pending];
     for (const compile of pending) compile();
     return pending.length;
+  }
+
+  /**
+   * Compiles every schema still pending, in the event loop's idle time: slices of at most `SLICE_MS` of
+   * compiling, each after a `WINDOW_MS` window in which the loop was less than half busy with anything else, so
+   * requests come first (a request arriving during a slice waits for one compile at most: a few milliseconds,
+   * the first validator also builds Ajv's instance). A route whose first request comes before its turn compiles
+   * then, as before. `done` is called once the last one is; `stop()` (the app's close) ends it early. A schema
+   * whose compile throws is left pending, so its route's request throws as it would have.
+   */
+  compileInBackground(done: (outcome: BackgroundCompile) => void): void {
+    if (this.#background) return;
+    const queue = [...this.#pending];
+    const startedMs = performance.now();
+    const outcome: BackgroundCompile = { compiled: 0, failed: [], ms: 0 };
+    let window = performance.eventLoopUtilization();
+    const slice = (): void => {
+      const now = performance.eventLoopUtilization();
+      const busy = performance.eventLoopUtilization(now, window).utilization > BUSY_UTILIZATION;
+      if (!busy) {
+        const sliceEndMs = performance.now() + SLICE_MS;
+        while (queue.length > 0 && performance.now() < sliceEndMs) {
+          const compile = queue.shift()!;
+          if (!this.#pending.has(compile)) continue;
+          try {
+            compile();
+            outcome.compiled += 1;
+          } catch (error) {
+            outcome.failed.push({ error });
+          }
+        }
+      }
+      if (queue.length === 0) {
+        this.#background = undefined;
+        outcome.ms = Math.round(performance.now() - startedMs);
+        done(outcome);
+        return;
+      }
+      // The next window starts after this slice, so the slice's own compiling does not count as others' work.
+      window = performance.eventLoopUtilization();
+      this.#background = setTimeout(slice, WINDOW_MS).unref();
+    };
+    this.#background = setTimeout(slice, WINDOW_MS).unref();
+  }
+
+  /** Stops a background compile; what is still pending compiles at first use, as before. */
+  stop(): void {
+    if (this.#background) clearTimeout(this.#background);
+    this.#background = undefined;
   }
 
   /**
@@ -56,11 +125,15 @@ export class LazySchemas {
     return lazy as F;
   }
 
-  /** A serializer factory whose serializers compile on their first use. */
+  /**
+   * A serializer factory whose serializers compile on their first use, each with the validators of its
+   * `anyOf` branches (`compileValidators`), so nothing of it is left to compile at an answer.
+   */
   serializers<F extends Factory>(factory: F): F {
     const lazy: Factory = (externalSchemas, options) => {
       let compiler: ((route: unknown) => (data: unknown) => string) | undefined;
-      const compileFor = (route: unknown) => (compiler ??= factory(externalSchemas, options) as (route: unknown) => (data: unknown) => string)(route);
+      const build = () => factory(externalSchemas, { ...options, compileValidators: true }) as (route: unknown) => (data: unknown) => string;
+      const compileFor = (route: unknown) => (compiler ??= build())(route);
       return (route) => {
         let compiled: ((data: unknown) => string) | undefined;
         const compile = (): ((data: unknown) => string) => {

@@ -2,6 +2,7 @@
 // first request compiles what it needs and answers as an eager compile would, and every schema of every
 // route compiles (what Fastify's eager compile used to prove at each start).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LazySchemas, type BackgroundCompile } from '../../../src/platform/http/lazy-schemas.ts';
 import { startTestGateway, type TestGateway } from '../../support/gateway.ts';
 
 let gw: TestGateway;
@@ -38,5 +39,68 @@ describe('route schemas compiled on first use', () => {
     expect(compiled).toBeGreaterThan(100);
     expect(gw.app.schemas.pendingCount).toBe(0);
     expect(gw.app.schemas.compileAll()).toBe(0);
+  });
+});
+
+describe('the background compile', () => {
+  /** A validator factory of `routes` routes whose compile throws for the route named `bad`. */
+  function validatorsOf(schemas: LazySchemas, routes: string[], bad?: string) {
+    const compiledRoutes: string[] = [];
+    const factory = () => (route: { url: string }) => {
+      if (route.url === bad) throw new Error(`cannot compile ${route.url}`);
+      compiledRoutes.push(route.url);
+      return () => true;
+    };
+    const perRoute = (schemas.validators(factory as never) as (external: unknown, options: unknown) => (route: { url: string }) => unknown)({}, {});
+    const validate = new Map(routes.map((url) => [url, perRoute({ url }) as (data: unknown) => unknown]));
+    return { compiledRoutes, validate };
+  }
+
+  const finished = (schemas: LazySchemas) => new Promise<BackgroundCompile>((resolve) => schemas.compileInBackground(resolve));
+
+  it('compiles every pending schema, skips those a request compiled first, and reports a failure while leaving it pending', async () => {
+    const schemas = new LazySchemas();
+    const { compiledRoutes, validate } = validatorsOf(schemas, ['/a', '/b', '/c', '/d'], '/c');
+    validate.get('/b')!({}); // the route's first request, before the background compile
+    const outcome = await finished(schemas);
+    expect(outcome.compiled).toBe(2);
+    expect(outcome.failed).toHaveLength(1);
+    expect(String(outcome.failed[0]!.error)).toContain('cannot compile /c');
+    expect(compiledRoutes.sort()).toEqual(['/a', '/b', '/d']);
+    expect(schemas.pendingCount).toBe(1);
+    // The failed one throws at its route's request, as a first-use compile would.
+    expect(() => validate.get('/c')!({})).toThrow('cannot compile /c');
+  });
+
+  it('stops when told to (the app closing), leaving the rest to compile at first use', async () => {
+    const schemas = new LazySchemas();
+    const { compiledRoutes } = validatorsOf(schemas, ['/a', '/b']);
+    let done = false;
+    schemas.compileInBackground(() => {
+      done = true;
+    });
+    schemas.stop();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(done).toBe(false);
+    expect(compiledRoutes).toEqual([]);
+    expect(schemas.pendingCount).toBe(2);
+  });
+
+  it('builds each serializer with its anyOf validators compiled (compileValidators), not at its first answer', () => {
+    const schemas = new LazySchemas();
+    const seen: unknown[] = [];
+    const factory = (_external: unknown, options: unknown) => {
+      seen.push(options);
+      return () => () => '{}';
+    };
+    const serialize = (schemas.serializers(factory as never) as (external: unknown, options: unknown) => (route: { url: string }) => (data: unknown) => string)({}, { rounding: "trunc" })({ url: "/a" });
+    expect(serialize({})).toBe('{}');
+    expect(seen).toEqual([{ rounding: 'trunc', compileValidators: true }]);
+  });
+
+  it('on a whole gateway: compiles every route schema, after which no route has one left to compile', async () => {
+    const outcome = await finished(gw.app.schemas);
+    expect(outcome.failed).toEqual([]);
+    expect(gw.app.schemas.pendingCount).toBe(0);
   });
 });
