@@ -213,9 +213,9 @@ export async function serve(): Promise<void> {
   front.open(tracedRequests(started.app.routing));
   started.gateway.startBackgroundWork();
   log.info({ url: front.url, storage: db.kind, mode: config.mode }, 'gateway ready: serving every route');
-  // Every route schema no request has needed yet, so that no route's first request stalls
-  // every request in flight while its schemas compile (docs/decisions.md "Route schemas compile in the background").
-  started.app.schemas.compileInBackground(({ compiled, failed, ms }) => {
+  // Every route schema no request has needed yet, so that no route's first request stalls every request in
+  // flight while its schemas compile (docs/decisions.md "Route schemas compile in the background, each serializer with its validators").
+  if (config.precompileSchemas) started.app.schemas.compileInBackground(({ compiled, failed, ms }) => {
     if (failed.length > 0) log.error({ compiled, failed: failed.length, err: failed[0]!.error, ms }, `route schemas: ${failed.length} failed to compile; their routes will fail`);
     else log.info({ compiled, ms }, `route schemas compiled in the background: ${compiled} in ${ms} ms`);
   });

@@ -7,6 +7,7 @@ import path from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../src/platform/db/faults.ts';
+import { loadConfig } from '../src/platform/config.ts';
 import { installLastLineOfDefence, listenProblem, startRetryDelayMs } from '../src/server.ts';
 import { createPostgresDatabase, onPostgres } from './support/database.ts';
 import { spawnGateway } from './support/process.ts';
@@ -81,11 +82,18 @@ describe('acg serve with PORT=0', () => {
 });
 
 describe('acg serve after it is ready', () => {
+  it('takes ACG_PRECOMPILE_SCHEMAS as 1 (the default) or 0, and refuses anything else by name', () => {
+    expect(loadConfig({}).precompileSchemas).toBe(true);
+    expect(loadConfig({ ACG_PRECOMPILE_SCHEMAS: '0' }).precompileSchemas).toBe(false);
+    expect(loadConfig({ ACG_PRECOMPILE_SCHEMAS: '1' }).precompileSchemas).toBe(true);
+    expect(() => loadConfig({ ACG_PRECOMPILE_SCHEMAS: 'yes' })).toThrow('ACG_PRECOMPILE_SCHEMAS must be 0 or 1, got "yes"');
+  });
+
   it('compiles every route schema no request needed yet in its idle time, says so, and still answers', async () => {
     const database = onPostgres() ? await createPostgresDatabase() : undefined;
     const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-schemas-'));
     try {
-      const gateway = await spawnGateway({ ACG_DATA_DIR: dataDir, DATABASE_URL: database?.url ?? '' });
+      const gateway = await spawnGateway({ ACG_DATA_DIR: dataDir, DATABASE_URL: database?.url ?? '', ACG_PRECOMPILE_SCHEMAS: '1' });
       try {
         const compiled = await waitFor(() => gateway.logs.find((line) => String(line.msg).startsWith('route schemas compiled in the background')), {
           what: 'the background compile of the route schemas to end',

@@ -29,6 +29,8 @@ export interface Config {
   idempotencyLeaseS: number;
   /** How long a revocable credential fact is kept, and how long a revocation waits before it answers (credential-facts.ts). */
   credentialFactsMs: number;
+  /** `acg serve` compiles every route schema in its idle time once ready (lazy-schemas.ts), or leaves each to its first request. */
+  precompileSchemas: boolean;
   rateLimit: { windowS: number; perAddress: number; perPrincipal: number };
   /** Live signing key: a private ES256 JWK (JSON) or PKCS#8 PEM. Dev mode generates and persists one. */
   signingKey?: string;
@@ -92,6 +94,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_DB_POOL_SIZE_MAX', default: String(DEFAULT_POOL_SIZE_MAX), meaning: 'PostgreSQL connections one instance opens at most; N instances need N × this below the server\'s max_connections' },
   { name: 'ACG_DB_START_RETRY_MAX_MS', default: '10000', meaning: 'while the database is unreachable at start-up, `acg serve` retries with back-off doubling from 250 ms up to this' },
   { name: 'LOG_LEVEL', default: 'info', meaning: 'pino log level (`fatal`…`trace`, `silent`)' },
+  { name: 'ACG_PRECOMPILE_SCHEMAS', default: '1', meaning: "once ready, `acg serve` compiles every route's request validators and response serializers in its idle time (about 4 s of one core), so that no route's first request stalls the others while its schemas compile; 0 leaves each to its route's first request" },
   { name: 'ACG_BODY_LIMIT_BYTES', default: '262144', meaning: 'largest accepted JSON or form body; larger bodies get 413' },
   { name: 'ACG_IDEMPOTENCY_RETENTION_S', default: '86400', meaning: 'how long an Idempotency-Key record is kept (at least 86400)' },
   { name: 'ACG_IDEMPOTENCY_LEASE_S', default: '60', meaning: 'how long an unfinished request owns its key before a retry may take over' },
@@ -153,6 +156,13 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   const value = Number(raw);
   if (value < min || value > max) problems.push(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+function flag(env: Env, name: string, fallback: boolean, problems: string[]): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (raw !== '0' && raw !== '1') problems.push(`${name} must be 0 or 1, got "${raw}"`);
+  return raw === '1' || (raw !== '0' && fallback);
 }
 
 function url(env: Env, name: string, problems: string[]): string | undefined {
@@ -261,6 +271,7 @@ export function loadConfig(env: Env = process.env): Config {
     idempotencyRetentionS: retention,
     idempotencyLeaseS: integer(env, 'ACG_IDEMPOTENCY_LEASE_S', 60, 5, 3600, problems),
     credentialFactsMs: integer(env, 'ACG_CREDENTIAL_FACTS_MS', CREDENTIAL_FACTS_MS_DEFAULT, 0, 10_000, problems),
+    precompileSchemas: flag(env, 'ACG_PRECOMPILE_SCHEMAS', true, problems),
     rateLimit: {
       windowS: integer(env, 'ACG_RATE_LIMIT_WINDOW_S', 60, 1, 3600, problems),
       perAddress: integer(env, 'ACG_RATE_LIMIT_PER_ADDRESS', 1200, 1, 10_000_000, problems),

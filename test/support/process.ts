@@ -23,7 +23,10 @@ export async function spawnGateway(env: Record<string, string>, options: SpawnOp
   const { waitFor = 'ready', timeoutMs = 45_000 } = options;
   const awaited = waitFor === 'ready' ? 'gateway ready' : 'gateway listening';
   const child = spawn(process.execPath, [ACG, 'serve'], {
-    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
+    // ACG_PRECOMPILE_SCHEMAS=0: the schemas' background compile (about 4 s of CPU) is not what these processes
+    // are started to test, and on a two-core machine it would slow every test beside them; test/server.test.ts
+    // turns it on to test it.
+    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ACG_PRECOMPILE_SCHEMAS: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const logs: Array<Record<string, unknown>> = [];
