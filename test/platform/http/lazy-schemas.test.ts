@@ -98,9 +98,14 @@ describe('the background compile', () => {
     expect(seen).toEqual([{ rounding: 'trunc', compileValidators: true }]);
   });
 
-  it('on a whole gateway: compiles every route schema, after which no route has one left to compile', async () => {
-    const outcome = await finished(gw.app.schemas);
-    expect(outcome.failed).toEqual([]);
-    expect(gw.app.schemas.pendingCount).toBe(0);
+  it('compileAll compiles what is pending, returns how many, and throws the first failure', () => {
+    const schemas = new LazySchemas();
+    const { compiledRoutes, validate } = validatorsOf(schemas, ['/a', '/b']);
+    validate.get('/a')!({});
+    expect(schemas.compileAll()).toBe(1);
+    expect(compiledRoutes).toEqual(['/a', '/b']);
+    expect(schemas.compileAll()).toBe(0);
+    validatorsOf(schemas, ['/c'], '/c');
+    expect(() => schemas.compileAll()).toThrow('cannot compile /c');
   });
 });
