@@ -10,7 +10,7 @@ import { StorageUnavailableError } from '../src/platform/db/faults.ts';
 import { loadConfig } from '../src/platform/config.ts';
 import { installLastLineOfDefence, listenProblem, startRetryDelayMs } from '../src/server.ts';
 import { createPostgresDatabase, onPostgres } from './support/database.ts';
-import { spawnGateway } from './support/process.ts';
+import { spawnGateway, type GatewayProcess } from './support/process.ts';
 import { waitFor } from './support/wait.ts';
 
 function setUp() {
@@ -60,24 +60,31 @@ describe('start-up retries', () => {
   });
 });
 
+/** Runs `use` against a real `acg serve` on a data directory (and, on PostgreSQL, a database) of its own, then removes them. */
+async function withSpawnedGateway(dirPrefix: string, env: Record<string, string>, use: (gateway: GatewayProcess) => Promise<void>): Promise<void> {
+  const database = onPostgres() ? await createPostgresDatabase() : undefined;
+  const dataDir = mkdtempSync(path.join(tmpdir(), dirPrefix));
+  try {
+    const gateway = await spawnGateway({ ACG_DATA_DIR: dataDir, DATABASE_URL: database?.url ?? '', ...env });
+    try {
+      await use(gateway);
+    } finally {
+      await gateway.kill();
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+    await database?.drop();
+  }
+}
+
 describe('acg serve with PORT=0', () => {
   it('names the port it bound in its base URL: in its listening line and as the issuer it publishes', async () => {
-    const database = onPostgres() ? await createPostgresDatabase() : undefined;
-    const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-port0-'));
-    try {
-      const gateway = await spawnGateway({ PORT: '0', ACG_DATA_DIR: dataDir, DATABASE_URL: database?.url ?? '' });
-      try {
-        expect(gateway.url).toMatch(/^http:\/\/127\.0\.0\.1:[1-9][0-9]*$/);
-        expect(gateway.logs.find((line) => String(line.msg).startsWith('gateway listening'))?.baseUrl).toBe(gateway.url);
-        const metadata = (await (await fetch(`${gateway.url}/.well-known/oauth-authorization-server`)).json()) as { issuer: string };
-        expect(metadata.issuer).toBe(gateway.url);
-      } finally {
-        await gateway.kill();
-      }
-    } finally {
-      rmSync(dataDir, { recursive: true, force: true });
-      await database?.drop();
-    }
+    await withSpawnedGateway('acg-port0-', { PORT: '0' }, async (gateway) => {
+      expect(gateway.url).toMatch(/^http:\/\/127\.0\.0\.1:[1-9][0-9]*$/);
+      expect(gateway.logs.find((line) => String(line.msg).startsWith('gateway listening'))?.baseUrl).toBe(gateway.url);
+      const metadata = (await (await fetch(`${gateway.url}/.well-known/oauth-authorization-server`)).json()) as { issuer: string };
+      expect(metadata.issuer).toBe(gateway.url);
+    });
   }, 90_000);
 });
 
@@ -91,29 +98,19 @@ describe('acg serve after it is ready', () => {
 
   // On PGlite only: what it tests does not touch the database, and the spawned gateway's start costs seconds.
   it.skipIf(onPostgres())('compiles every route schema no request needed yet in its idle time, says so, and still answers', async () => {
-    const database = onPostgres() ? await createPostgresDatabase() : undefined;
-    const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-schemas-'));
-    try {
-      const gateway = await spawnGateway({ ACG_DATA_DIR: dataDir, DATABASE_URL: database?.url ?? '', ACG_PRECOMPILE_SCHEMAS: '1' });
-      try {
-        const compiled = await waitFor(() => gateway.logs.find((line) => String(line.msg).startsWith('route schemas compiled in the background')), {
-          what: 'the background compile of the route schemas to end',
-          timeoutMs: 60_000,
-        });
-        expect(compiled.compiled).toBeGreaterThan(100);
-        expect(gateway.logs.some((line) => String(line.msg).startsWith('route schemas:'))).toBe(false);
-        // A route whose schemas were compiled in the background answers as before: a validated refusal.
-        const refused = await fetch(`${gateway.url}/v1/agents`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 'k1' }, body: '{"unexpected":true}' });
-        expect(refused.status).toBeGreaterThanOrEqual(400);
-        expect(refused.status).toBeLessThan(500);
-        expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-      } finally {
-        await gateway.kill();
-      }
-    } finally {
-      rmSync(dataDir, { recursive: true, force: true });
-      await database?.drop();
-    }
+    await withSpawnedGateway('acg-schemas-', { ACG_PRECOMPILE_SCHEMAS: '1' }, async (gateway) => {
+      const compiled = await waitFor(() => gateway.logs.find((line) => String(line.msg).startsWith('route schemas compiled in the background')), {
+        what: 'the background compile of the route schemas to end',
+        timeoutMs: 60_000,
+      });
+      expect(compiled.compiled).toBeGreaterThan(100);
+      expect(gateway.logs.some((line) => String(line.msg).startsWith('route schemas:'))).toBe(false);
+      // A route whose schemas were compiled in the background answers as before: a validated refusal.
+      const refused = await fetch(`${gateway.url}/v1/agents`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 'k1' }, body: '{"unexpected":true}' });
+      expect(refused.status).toBeGreaterThanOrEqual(400);
+      expect(refused.status).toBeLessThan(500);
+      expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    });
   }, 90_000);
 });
 
