@@ -111,9 +111,12 @@ export interface OutageLog {
  * once per change: one `warn` when an outage starts and one `info` when it ends, however many
  * requests fail in between (each of those is the request's own `info` line).
  *
- * Only a call sent after the outage began can end it: calls overlap, so a statement the server answered
- * just before it went away can settle after another call's failure has started the outage, and taking
- * that late answer for recovery logged one outage as two (a warn, an info, a warn).
+ * Calls overlap, so an outcome can settle after a later call's has changed the state, and a late outcome
+ * says nothing of now. Only a call sent after the outage began can end it: a statement the server
+ * answered just before it went away can settle after another call's failure has started the outage. And
+ * only a call sent after the outage ended can start the next one: a call sent during the outage (waiting
+ * on a connection the pool could not open) can fail after another call's success has ended it. Taking
+ * either late outcome for news logged one outage as two (a warn, an info, a warn).
  */
 export class OutageTracker {
   private downSinceMs: number | undefined;
@@ -122,6 +125,8 @@ export class OutageTracker {
   private sent = 0;
   /** The number of the last call sent before the outage began: its answer, or an earlier one's, says nothing of now. */
   private sentBeforeOutage = 0;
+  /** The number of the last call sent before the last outage ended: its failure, or an earlier one's, is that outage's. */
+  private sentBeforeRecovery = 0;
 
   constructor(private readonly log: OutageLog | undefined) {}
 
@@ -132,11 +137,16 @@ export class OutageTracker {
     this.log?.info({ outageMs, failedCalls: this.failures }, `database available again after ${outageMs} ms`);
     this.downSinceMs = undefined;
     this.failures = 0;
+    this.sentBeforeRecovery = this.sent;
   }
 
-  /** A call failed; an unreachable database starts (or continues) an outage, a server-side timeout does not. */
-  failed(error: StorageUnavailableError): void {
+  /**
+   * Call `n` (see `observe`) failed; an unreachable database starts (or continues) an outage, a
+   * server-side timeout does not.
+   */
+  failed(n: number, error: StorageUnavailableError): void {
     if (error.kind !== 'unreachable') return;
+    if (this.downSinceMs === undefined && n <= this.sentBeforeRecovery) return;
     this.failures += 1;
     if (this.downSinceMs !== undefined) return;
     this.downSinceMs = Date.now();
@@ -153,7 +163,7 @@ export class OutageTracker {
       return result;
     } catch (error) {
       const classified = asStorageError(error);
-      if (classified instanceof StorageUnavailableError) this.failed(classified);
+      if (classified instanceof StorageUnavailableError) this.failed(n, classified);
       else this.answered(n);
       throw classified;
     }

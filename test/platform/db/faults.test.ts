@@ -78,6 +78,26 @@ describe('outage tracker', () => {
     expect(lines[1]!.failedCalls).toBe(2);
   });
 
+  it('keeps one outage one when a call sent during it fails after another call has ended it', async () => {
+    const { log, lines } = captureLog();
+    const tracker = new OutageTracker(log);
+    await tracker.observe(() => Promise.reject(withCode('ECONNREFUSED'))).catch(() => {});
+    let failLate!: (error: Error) => void;
+    const waiting = tracker.observe(() => new Promise<string>((_, reject) => (failLate = reject)));
+    await tracker.observe(async () => 'the server is back');
+    failLate(new Error('timeout exceeded when trying to connect'));
+    await expect(waiting).rejects.toBeInstanceOf(StorageUnavailableError);
+    await tracker.observe(async () => 'still back');
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([
+      [40, 'database unavailable: requests that need it answer 503 storage_unavailable until it is back'],
+      [30, expect.stringMatching(/^database available again after \d+ ms$/)],
+    ]);
+    expect(lines[1]!.failedCalls).toBe(1);
+
+    await tracker.observe(() => Promise.reject(withCode('ECONNRESET'))).catch(() => {});
+    expect(lines.map((l) => l.level), 'a call sent after the recovery starts the next outage').toEqual([40, 30, 40]);
+  });
+
   it('does not call a server-side statement or lock timeout an outage, nor an ordinary SQL error', async () => {
     const { log, lines } = captureLog();
     const tracker = new OutageTracker(log);
