@@ -1,8 +1,15 @@
 import { availableParallelism } from 'node:os';
-import { defineConfig } from 'vitest/config';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { configDefaults, defineConfig } from 'vitest/config';
+import { noDatabaseTestFiles } from './test/support/no-database.ts';
 
-// The whole suite runs on embedded PGlite, and again on PostgreSQL when TEST_DATABASE_URL is set.
+// The whole suite runs on embedded PGlite, and again on PostgreSQL when TEST_DATABASE_URL is set, but for the
+// files marked as using no database (test/support/no-database.ts): the PostgreSQL pass would run them exactly
+// as the PGlite one did.
 const databases = process.env.TEST_DATABASE_URL ? ['pglite', 'postgres'] : ['pglite'];
+const include = ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'];
+const skippedOnPostgres = noDatabaseTestFiles(path.dirname(fileURLToPath(import.meta.url)));
 
 export default defineConfig({
   test: {
@@ -21,7 +28,12 @@ export default defineConfig({
     globalSetup: ['test/support/global-setup.ts'],
     projects: databases.map((db) => ({
       extends: true,
-      test: { name: db, include: ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'], env: { ACG_TEST_DB: db } },
+      test: {
+        name: db,
+        include,
+        exclude: db === 'postgres' ? [...configDefaults.exclude, ...skippedOnPostgres] : configDefaults.exclude,
+        env: { ACG_TEST_DB: db },
+      },
     })),
   },
 });

@@ -14,10 +14,12 @@
 //   9. no test file mocks a module: a worker runs its files in one module cache (vitest.config.ts, `isolate:
 //      false`), where a mock would reach the files after it, or miss a module a file before it loaded.
 // Each rule is also run against a planted violation, so it is known to fail when it should.
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { noDatabaseTestFiles } from './support/no-database.ts';
 
 const SRC = path.resolve('src');
 
@@ -248,6 +250,47 @@ function readTests(): Map<string, string> {
   return new Map(files.map((file) => [path.relative(path.resolve('.'), file).split(path.sep).join('/'), readFileSync(file, 'utf8')]));
 }
 
+/**
+ * What a module that reads which database the pass runs on says (test/support/database.ts and its like): the
+ * pass's variables, or vitest's `inject`, which hands out the pass's migrated database (global-setup.ts).
+ */
+const READS_TEST_DATABASE = /process\.env\.(ACG_TEST_DB|TEST_DATABASE_URL)\b|import\s*\{[^}]*\binject\b[^}]*\}\s*from\s*'vitest'/;
+
+/**
+ * Test files marked as using no database (test/support/no-database.ts) that reach, through their relative
+ * imports, a module that reads which database the pass runs on: the PostgreSQL pass, which skips them, would
+ * have run them differently. `read` gives a file's text by its path from the root, or undefined.
+ */
+export function misleadingNoDatabaseMarks(marked: readonly string[], read: (file: string) => string | undefined): string[] {
+  const found: string[] = [];
+  for (const start of marked) {
+    const seen = new Set<string>();
+    const queue = [start];
+    while (queue.length > 0) {
+      const file = queue.pop()!;
+      if (seen.has(file)) continue;
+      seen.add(file);
+      const text = read(file);
+      if (text === undefined) continue;
+      if (READS_TEST_DATABASE.test(text)) {
+        found.push(`${start}: marked "no database" but reaches ${file}, which reads the database under test`);
+        break;
+      }
+      // Relative imports come back resolved, with their extension; a package's is followed only when `read` finds it.
+      for (const spec of importsOf(file, text)) if (/\.[cm]?[jt]s$/.test(spec)) queue.push(spec);
+    }
+  }
+  return found;
+}
+
+const readIfExists = (file: string): string | undefined => {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+};
+
 describe('architecture', () => {
   const texts = readTree();
   const tree = importTree(texts);
@@ -281,9 +324,29 @@ describe('architecture', () => {
     expect(tests.size).toBeGreaterThan(100);
     expect(moduleMocks(tests)).toEqual([]);
   });
+
+  it('no test file marked as using no database reaches one', () => {
+    const marked = noDatabaseTestFiles(path.resolve('.'));
+    expect(marked.length).toBeGreaterThan(10);
+    expect(misleadingNoDatabaseMarks(marked, readIfExists)).toEqual([]);
+  });
 });
 
 describe('the rules can fail', () => {
+  it('notices a file marked as using no database that reaches the database under test through a helper', () => {
+    const planted = new Map([
+      ['test/a.test.ts', "// vitest: no database\nimport { helper } from './support/helper.ts';"],
+      ['test/support/helper.ts', "import { testDbKind } from './database.ts';"],
+      // Spelled in two parts, so that this file itself does not read as one that reads the database under test.
+      ['test/support/database.ts', `export const testDbKind = () => process.env.${'ACG_TEST_DB'};`],
+      ['test/b.test.ts', "// vitest: no database\nimport { waitFor } from './support/wait.ts';"],
+      ['test/support/wait.ts', 'export const waitFor = 1;'],
+    ]);
+    expect(misleadingNoDatabaseMarks(['test/a.test.ts', 'test/b.test.ts'], (file) => planted.get(file))).toEqual([
+      'test/a.test.ts: marked "no database" but reaches test/support/database.ts, which reads the database under test',
+    ]);
+  });
+
   it('notices a face importing a face, Fastify below the faces, a store of another feature, and a cycle', () => {
     const planted = new Map([
       ['events/routes.ts', ['merchants/routes.ts', 'platform/http/operation.ts']],

@@ -2,6 +2,7 @@
 // was built from exactly the current sources, otherwise the sources through tsx, with a note on stderr.
 // Each case works on a copy of the project in a temporary folder, so the real dist/ that other tests
 // run is never touched.
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { execFile } from 'node:child_process';
 import { appendFileSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -2,6 +2,7 @@
 // when it names one), every `docs/decisions.md "…"` reference names a section that exists, every
 // repository path in backticks exists (or is a generated output the repository ignores), and the
 // configuration table is the gateway's own list of variables.
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';

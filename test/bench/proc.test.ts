@@ -1,5 +1,6 @@
 // The bench's pure parts: the /proc parsers its CPU figures come from, the percentile, and the open-loop
 // cell's schedule and mix (bench/proc.ts, bench/open-loop.ts). No database: nothing here touches one.
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { describe, expect, it } from 'vitest';
 import { OPEN_OPERATIONS, pickOperation, scheduledMs, type OpenOperation } from '../../bench/open-loop.ts';
 import { machineTicks, parentPid, percentile, processTicks, ticksBetween } from '../../bench/proc.ts';

@@ -1,3 +1,4 @@
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { SystemClock } from '../../src/platform/clock.ts';

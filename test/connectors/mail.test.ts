@@ -1,3 +1,4 @@
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';

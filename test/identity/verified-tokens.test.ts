@@ -1,6 +1,7 @@
 // The verified-token cache on its own, with a clock that only moves when told: an entry is reused for the
 // same check only, never at or past the token's exp nor past its age limit, is keyed by a hash of the
 // token, and the cache never holds more than its capacity (the least recently used entry goes first).
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { beforeEach, describe, expect, it } from 'vitest';
 import { SystemClock } from '../../src/platform/clock.ts';
 import { VERIFIED_TOKEN_AGE_MAX_MS, VERIFIED_TOKENS_MAX, VerifiedTokens } from '../../src/identity/verified-tokens.ts';

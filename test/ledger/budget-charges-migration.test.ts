@@ -1,6 +1,7 @@
 // Migration 0023 moves each hold's budget charges from the table hold_budget_charges onto the hold row: a
 // gateway upgraded with holds open must give back to exactly the periods those holds were charged to, so the
 // view that replaces the table must show the same rows the table held.
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { PGlite } from '@electric-sql/pglite';
 import { afterAll, describe, expect, it } from 'vitest';
 import { listMigrations } from '../../src/platform/db/migrate.ts';

@@ -1,5 +1,6 @@
 // The journal's one door (src/ledger/journal.ts): every movement's lines pass one balanced-entry check
 // before any SQL, and no other module writes journal entries.
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';

@@ -1,3 +1,4 @@
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import dnsPacket from 'dns-packet';

@@ -1,3 +1,4 @@
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import net from 'node:net';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';

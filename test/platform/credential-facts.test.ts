@@ -3,6 +3,7 @@
 // before a revocation on this process is never kept; a revocation forgets at once for every gateway of this
 // process on the same database, and, where other processes may share it, answers only once the lifetime has
 // passed.
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { describe, expect, it } from 'vitest';
 import { CredentialFacts } from '../../src/platform/credential-facts.ts';
 import { Metrics } from '../../src/platform/metrics.ts';

@@ -1,5 +1,6 @@
 // `acg serve`'s heap policy (src/platform/heap.ts): V8's heap growing factor is set to 1.3 unless the
 // operator chose one in the node options or NODE_OPTIONS, in either spelling V8 accepts.
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { describe, expect, it } from 'vitest';
 import { applyHeapPolicy } from '../../src/platform/heap.ts';
 

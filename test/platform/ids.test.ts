@@ -1,5 +1,6 @@
 // Ids: a type prefix and 128 random bits in base32, never repeated, also across the refills of the random
 // pool they are drawn from (src/platform/ids.ts).
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { describe, expect, it } from 'vitest';
 import { newId, randomBase32 } from '../../src/platform/ids.ts';
 

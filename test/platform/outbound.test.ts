@@ -1,3 +1,4 @@
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';

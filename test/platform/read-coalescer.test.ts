@@ -1,6 +1,7 @@
 // Coalesced reads (src/platform/read-coalescer.ts): concurrent lookups share one read per round, and a lookup
 // is always answered by a read that started after it was asked (so a revocation committed before a request
 // arrived is never missed).
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { describe, expect, it } from 'vitest';
 import { ReadCoalescer } from '../../src/platform/read-coalescer.ts';
 

@@ -1,3 +1,4 @@
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { SecretBoxError, generateSecretBoxKey, openSecret, parseSecretBoxKey, sealSecret, type SecretBoxKey } from '../../src/platform/secret-box.ts';

@@ -2,6 +2,7 @@
 // is never imported and every chokepoint function is a pass-through. The SDK module's loader is replaced here by
 // one that counts its loads (a loader, not a module mock, since a worker's files share one module cache:
 // vitest.config.ts); the real one is exercised end to end in tracing-end-to-end.test.ts.
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { SpanRef, TelemetryBackend } from '../../src/platform/telemetry-backend.ts';
 import { activeSpan, inSpan, logTraceFields, startTelemetry as startWith, stopTelemetry, telemetryRequested, traceHeaders, tracing } from '../../src/platform/telemetry.ts';

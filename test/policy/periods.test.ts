@@ -2,6 +2,7 @@
 // Fixed instants for the corners (daylight-saving days of 23 and 25 hours, a day whose midnight is skipped,
 // month and year ends, leap days, weeks across a year end), then a property over random instants and zones:
 // the period contains the instant and begins at the first instant of its local date.
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { checkedRules, defaultExtendedRules, type MandateRules } from '../../src/policy/mandate.ts';

@@ -1,5 +1,6 @@
 // The spending policy's one evaluation (src/policy/spending.ts): refusals in the spec's order, caps only
 // when credit is taken, and the usage as an input.
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { describe, expect, it } from 'vitest';
 import { afterTaking, clearAgent, spendingRefusal, type SpendingSettings } from '../../src/policy/spending.ts';
 

@@ -1,5 +1,6 @@
 // The polling helper every test waits with: it returns what it awaited, and a wait that times out fails
 // loudly, naming what it waited for, for how long, and what the probe last saw or threw.
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { describe, expect, it } from 'vitest';
 import { waitFor } from './wait.ts';
 

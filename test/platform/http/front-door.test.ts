@@ -1,3 +1,4 @@
+// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { Agent, request as httpRequest } from 'node:http';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
