@@ -19,7 +19,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
-import { noDatabaseTestFiles } from './support/no-database.ts';
+import { noDatabaseTestFiles, testFiles } from './support/no-database.ts';
 
 const SRC = path.resolve('src');
 
@@ -239,15 +239,7 @@ export function moduleMocks(texts: Map<string, string>): string[] {
 
 /** Every test file of the repository (test/ and each package's test/), by its path from the root, with its text. */
 function readTests(): Map<string, string> {
-  const roots = ['test', ...readdirSync('packages').map((name) => path.join('packages', name, 'test'))];
-  const files = roots.flatMap((root) => {
-    try {
-      return sourceFiles(path.resolve(root)).filter((file) => file.endsWith('.test.ts'));
-    } catch {
-      return [];
-    }
-  });
-  return new Map(files.map((file) => [path.relative(path.resolve('.'), file).split(path.sep).join('/'), readFileSync(file, 'utf8')]));
+  return new Map(testFiles('.').map((file) => [file, readFileSync(file, 'utf8')]));
 }
 
 /**
