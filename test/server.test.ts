@@ -7,7 +7,6 @@ import path from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../src/platform/db/faults.ts';
-import { loadConfig } from '../src/platform/config.ts';
 import { installLastLineOfDefence, listenProblem, startRetryDelayMs } from '../src/server.ts';
 import { createPostgresDatabase, onPostgres } from './support/database.ts';
 import { spawnGateway, type GatewayProcess } from './support/process.ts';
@@ -89,13 +88,6 @@ describe('acg serve with PORT=0', () => {
 });
 
 describe('acg serve after it is ready', () => {
-  it('takes ACG_PRECOMPILE_SCHEMAS as 1 (the default) or 0, and refuses anything else by name', () => {
-    expect(loadConfig({}).precompileSchemas).toBe(true);
-    expect(loadConfig({ ACG_PRECOMPILE_SCHEMAS: '0' }).precompileSchemas).toBe(false);
-    expect(loadConfig({ ACG_PRECOMPILE_SCHEMAS: '1' }).precompileSchemas).toBe(true);
-    expect(() => loadConfig({ ACG_PRECOMPILE_SCHEMAS: 'yes' })).toThrow('ACG_PRECOMPILE_SCHEMAS must be 0 or 1, got "yes"');
-  });
-
   // On PGlite only: what it tests does not touch the database, and the spawned gateway's start costs seconds.
   it.skipIf(onPostgres())('compiles every route schema no request needed yet in its idle time, says so, and still answers', async () => {
     await withSpawnedGateway('acg-schemas-', { ACG_PRECOMPILE_SCHEMAS: '1' }, async (gateway) => {

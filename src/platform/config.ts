@@ -158,11 +158,14 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return value;
 }
 
+/** A yes-or-no setting: 1 or true, 0 or false; anything else is a problem named at start. */
 function flag(env: Env, name: string, fallback: boolean, problems: string[]): boolean {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
-  if (raw !== '0' && raw !== '1') problems.push(`${name} must be 0 or 1, got "${raw}"`);
-  return raw === '1' || (raw !== '0' && fallback);
+  if (raw === '1' || raw === 'true') return true;
+  if (raw === '0' || raw === 'false') return false;
+  problems.push(`${name} must be 0 or 1, got "${raw}" (false and true are taken too)`);
+  return fallback;
 }
 
 function url(env: Env, name: string, problems: string[]): string | undefined {
@@ -248,7 +251,7 @@ export function loadConfig(env: Env = process.env): Config {
   if (mode === 'live' && !env.ACG_BASE_URL) problems.push('ACG_BASE_URL is required in live mode (it is the issuer of every token we sign)');
   const databaseUrl = env.DATABASE_URL || undefined;
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) problems.push('DATABASE_URL must start with postgres:// or postgresql://');
-  const allowPrivate = env.ACG_ALLOW_PRIVATE_NETWORK_TARGETS === 'true';
+  const allowPrivate = flag(env, 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', false, problems);
   if (allowPrivate && mode === 'live') problems.push('ACG_ALLOW_PRIVATE_NETWORK_TARGETS is a test-only setting and is refused in live mode');
   const retention = integer(env, 'ACG_IDEMPOTENCY_RETENTION_S', 86_400, 86_400, 30 * 86_400, problems);
   const config: Config = {
