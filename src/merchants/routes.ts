@@ -120,7 +120,7 @@ export function merchantRoutes(ops: MerchantOperations, queries: MerchantQueries
       schema: {
         tags,
         summary: 'Revoke a merchant API key',
-        description: 'No body. The answer comes once the revocation holds on every gateway instance (up to `ACG_CREDENTIAL_FACTS_MS`, 2 s by default, after it is committed): every request made with the key after it is refused. Revoking again changes nothing. Idempotency-Key is honoured when sent.',
+        description: 'No body. The answer comes once the revocation holds on every gateway instance (up to the longest `ACG_CREDENTIAL_FACTS_MS` of the instances, 2 s by default, after it is committed): every request made with the key after it is refused. Revoking again changes nothing. Idempotency-Key is honoured when sent.',
         params: KeyParams,
         response: { 200: ApiKeyOne, ...problems(404) },
       },

@@ -2,7 +2,7 @@
 // every problem at once with one readable line each (so an operator fixes them in one pass).
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { CREDENTIAL_FACTS_MS_DEFAULT } from './credential-facts.ts';
+import { CREDENTIAL_FACTS_MS_DEFAULT, CREDENTIAL_FACTS_MS_MAX } from './credential-facts.ts';
 import { DEFAULT_DATABASE_TIMEOUTS, DEFAULT_POOL_SIZE_MAX, type DatabaseTimeouts } from './db/database.ts';
 
 export type Mode = 'dev' | 'live';
@@ -98,7 +98,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_BODY_LIMIT_BYTES', default: '262144', meaning: 'largest accepted JSON or form body; larger bodies get 413' },
   { name: 'ACG_IDEMPOTENCY_RETENTION_S', default: '86400', meaning: 'how long an Idempotency-Key record is kept (at least 86400)' },
   { name: 'ACG_IDEMPOTENCY_LEASE_S', default: '60', meaning: 'how long an unfinished request owns its key before a retry may take over' },
-  { name: 'ACG_CREDENTIAL_FACTS_MS', default: String(CREDENTIAL_FACTS_MS_DEFAULT), meaning: "how long an instance keeps what a credential's check read that can be revoked (an identity's agent and its owner's email, a merchant key, the access-token deny-list); a revocation answers only after as long, so it holds on every instance from the next request. 0 reads on every request" },
+  { name: 'ACG_CREDENTIAL_FACTS_MS', default: String(CREDENTIAL_FACTS_MS_DEFAULT), meaning: "how long an instance keeps what a credential's check read that can be revoked (an identity's agent and its owner's email, a merchant key, the access-token deny-list); a revocation answers only once the longest lifetime any instance on the database announced has passed, so it holds on every instance from the next request. 0 reads on every request" },
   { name: 'ACG_RATE_LIMIT_WINDOW_S', default: '60', meaning: 'rate-limit window length in seconds' },
   { name: 'ACG_RATE_LIMIT_PER_ADDRESS', default: '1200', meaning: 'requests per window per client address' },
   { name: 'ACG_RATE_LIMIT_PER_PRINCIPAL', default: '600', meaning: 'requests per window per authenticated principal' },
@@ -273,7 +273,7 @@ export function loadConfig(env: Env = process.env): Config {
     bodyLimitBytes: integer(env, 'ACG_BODY_LIMIT_BYTES', 262_144, 1024, 16 * 1024 * 1024, problems),
     idempotencyRetentionS: retention,
     idempotencyLeaseS: integer(env, 'ACG_IDEMPOTENCY_LEASE_S', 60, 5, 3600, problems),
-    credentialFactsMs: integer(env, 'ACG_CREDENTIAL_FACTS_MS', CREDENTIAL_FACTS_MS_DEFAULT, 0, 10_000, problems),
+    credentialFactsMs: integer(env, 'ACG_CREDENTIAL_FACTS_MS', CREDENTIAL_FACTS_MS_DEFAULT, 0, CREDENTIAL_FACTS_MS_MAX, problems),
     precompileSchemas: flag(env, 'ACG_PRECOMPILE_SCHEMAS', true, problems),
     rateLimit: {
       windowS: integer(env, 'ACG_RATE_LIMIT_WINDOW_S', 60, 1, 3600, problems),

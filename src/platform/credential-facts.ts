@@ -10,12 +10,25 @@
 // Kept by the monotonic clock (`performance.now()`), never the gateway's clock, which tests move: the lifetime
 // and the revocation's wait are both real time. A revocation empties at once the facts of every gateway of this
 // process on the same database; on PGlite, whose database no other process opens, it need not wait.
+//
+// Instances may keep facts for different lifetimes (ACG_CREDENTIAL_FACTS_MS is each one's own setting, and a
+// rolling change of it runs old and new side by side): each instance on PostgreSQL announces its lifetime in the
+// database (`AnnouncedLifetimes`), and a revocation waits out the longest one announced by an instance still
+// there, so it holds on all of them when it answers (docs/decisions.md "A revocation waits out the longest
+// lifetime any instance announced").
 import { performance } from 'node:perf_hooks';
+import type { Queryable } from './db/database.ts';
+import { newId } from './ids.ts';
 import type { Metrics } from './metrics.ts';
 import { ReadCoalescer, type CoalescerLimits } from './read-coalescer.ts';
 
 /** How long a credential fact is kept by default, and how long a revocation waits before it answers. */
 export const CREDENTIAL_FACTS_MS_DEFAULT = 2_000;
+/** The longest lifetime an instance may keep facts for (ACG_CREDENTIAL_FACTS_MS's bound). */
+export const CREDENTIAL_FACTS_MS_MAX = 10_000;
+/** How often an instance announces its lifetime again, and how long an announcement counts without one. */
+export const LIFETIME_ANNOUNCE_INTERVAL_MS = 30_000;
+export const LIFETIME_ANNOUNCEMENT_COUNTS_S = 90;
 /** Entries one kind keeps at most; the oldest go first. */
 export const CREDENTIAL_FACTS_ENTRIES_MAX = 10_000;
 
@@ -86,6 +99,61 @@ export class FactReads<K, V> {
   }
 }
 
+/**
+ * The lifetimes the instances sharing a database keep credential facts for, one row each in
+ * `credential_fact_lifetimes` (migration 0029), dated by the database's clock: every instance sees the same time,
+ * whatever its own clock says. An instance announces its lifetime before it serves (`announce`), again every
+ * 30 s, and withdraws it when it stops cleanly; one that stopped otherwise counts for 90 s after its last
+ * announcement, longer than any fact it could still keep.
+ */
+export class AnnouncedLifetimes {
+  readonly instanceId = newId('ins');
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly lifetimeMs: number,
+  ) {}
+
+  /** Announces this instance's lifetime now, and every 30 s after (a failed announcement is retried then). */
+  async announce(): Promise<void> {
+    await this.write();
+    this.timer ??= setInterval(() => void this.write().catch(() => {}), LIFETIME_ANNOUNCE_INTERVAL_MS).unref();
+  }
+
+  private async write(): Promise<void> {
+    await this.db.query(
+      `INSERT INTO credential_fact_lifetimes (instance_id, lifetime_ms, seen_at_s) VALUES ($1, $2, floor(extract(epoch FROM now()))::bigint)
+       ON CONFLICT (instance_id) DO UPDATE SET lifetime_ms = EXCLUDED.lifetime_ms, seen_at_s = EXCLUDED.seen_at_s`,
+      [this.instanceId, this.lifetimeMs],
+    );
+  }
+
+  /**
+   * The longest lifetime announced by an instance still counted, this one's included. When the database cannot
+   * say, the longest any instance may keep: the revocation has committed, and waiting longer loses nothing.
+   */
+  async longestMs(): Promise<number> {
+    try {
+      const { rows } = await this.db.query<{ longest_ms: number | null }>(
+        `SELECT max(lifetime_ms) AS longest_ms FROM credential_fact_lifetimes
+          WHERE seen_at_s >= floor(extract(epoch FROM now()))::bigint - $1`,
+        [LIFETIME_ANNOUNCEMENT_COUNTS_S],
+      );
+      return Math.max(this.lifetimeMs, rows[0]?.longest_ms ?? 0);
+    } catch {
+      return CREDENTIAL_FACTS_MS_MAX;
+    }
+  }
+
+  /** This instance stops: it keeps no more facts, so revocations no longer wait for it (best effort). */
+  async withdraw(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.db.query('DELETE FROM credential_fact_lifetimes WHERE instance_id = $1', [this.instanceId]).catch(() => {});
+  }
+}
+
 export interface CredentialFactsOptions {
   /** How long a fact is kept, and a revocation waits (0: nothing is kept, and a revocation does not wait). */
   lifetimeMs: number;
@@ -93,6 +161,8 @@ export interface CredentialFactsOptions {
   database: object;
   /** Whether other processes may share the database (PostgreSQL): a revocation then waits out their facts. */
   shared: boolean;
+  /** Where the instances sharing the database announce their lifetimes: a revocation waits out the longest. */
+  announced?: AnnouncedLifetimes;
   metrics?: Metrics;
 }
 
@@ -106,11 +176,13 @@ export class CredentialFacts {
   generation = 0;
   private readonly kinds: Array<FactReads<never, unknown>> = [];
   private readonly shared: boolean;
+  private readonly announced: AnnouncedLifetimes | undefined;
   private readonly peers: Set<CredentialFacts>;
 
   constructor(options: CredentialFactsOptions) {
     this.lifetimeMs = options.lifetimeMs;
     this.shared = options.shared;
+    this.announced = options.announced;
     this.metrics = options.metrics;
     let peers = onDatabase.get(options.database);
     if (!peers) onDatabase.set(options.database, (peers = new Set()));
@@ -131,15 +203,19 @@ export class CredentialFacts {
 
   /**
    * A revocation has committed: this process's gateways forget every fact at once, and, where other processes may have
-   * read before the commit, the caller's answer waits until what they read has expired. Call it after the
-   * commit, before answering (and on a replay of that answer, which may come before the first one's wait ended).
+   * read before the commit, the caller's answer waits until what they read has expired: the longest lifetime an
+   * instance announced (this one's own when none is known). Call it after the commit, before answering (and on a
+   * replay of that answer, which may come before the first one's wait ended).
    */
   async revoked(): Promise<void> {
+    const startedMs = performance.now();
     for (const facts of this.peers) {
       facts.generation += 1;
       for (const kind of facts.kinds) kind.forget();
     }
-    if (!this.shared || this.lifetimeMs === 0) return;
-    await new Promise((resolve) => setTimeout(resolve, this.lifetimeMs));
+    if (!this.shared) return;
+    const waitMs = this.announced ? await this.announced.longestMs() : this.lifetimeMs;
+    const leftMs = startedMs + waitMs - performance.now();
+    if (leftMs > 0) await new Promise((resolve) => setTimeout(resolve, leftMs));
   }
 }

@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import pino, { type Logger } from 'pino';
 import { SystemClock } from './clock.ts';
 import type { Config } from './config.ts';
-import { CredentialFacts } from './credential-facts.ts';
+import { AnnouncedLifetimes, CredentialFacts } from './credential-facts.ts';
 import type { Database } from './db/database.ts';
 import { storageFailureOf } from './db/faults.ts';
 import { migrate } from './db/migrate.ts';
@@ -33,6 +33,12 @@ export interface Gateway {
   schedule(name: string, intervalMs: number, job: () => Promise<unknown>): void;
   /** Starts periodic jobs (platform sweepers, key reload, and every scheduled feature job); stopped on close. */
   startBackgroundWork(): void;
+  /**
+   * Stops this gateway's own work and leaves the database open (for gateways that share one, as tests run them):
+   * its periodic jobs, its rate-limit counts (flushed), and its lifetime announcement (withdrawn).
+   */
+  stop(): Promise<void>;
+  /** `stop`, then closes the database. */
   close(): Promise<void>;
 }
 
@@ -130,7 +136,16 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   };
   const metrics = new Metrics({ processMetrics: options.processMetrics ?? false });
   // Other processes may share a PostgreSQL database; PGlite's is this process's alone.
-  const credentials = new CredentialFacts({ lifetimeMs: config.credentialFactsMs, database: db, shared: db.kind === 'postgres', metrics });
+  // Other processes' lifetimes may differ from this one's: each announces its own, before this one serves.
+  const announced = db.kind === 'postgres' ? new AnnouncedLifetimes(db, config.credentialFactsMs) : undefined;
+  await announced?.announce();
+  const credentials = new CredentialFacts({ lifetimeMs: config.credentialFactsMs, database: db, shared: db.kind === 'postgres', announced, metrics });
+  const stop = async () => {
+    credentials.close();
+    for (const timer of timers) clearInterval(timer);
+    await announced?.withdraw();
+    await rateLimiter.stop();
+  };
   return {
     config,
     db,
@@ -151,10 +166,9 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       every(SWEEP_INTERVAL_MS, 'idempotency-sweep', () => idempotency.sweep());
       every(KEY_RELOAD_INTERVAL_MS, 'signing-key-reload', () => signing.reload());
     },
+    stop,
     async close() {
-      credentials.close();
-      for (const timer of timers) clearInterval(timer);
-      await rateLimiter.stop();
+      await stop();
       await db.close();
     },
   };

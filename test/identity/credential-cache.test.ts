@@ -171,6 +171,42 @@ describe.skipIf(!onPostgres())('revocation reaches a gateway in another process'
     expect([refused.status, refused.body.code]).toEqual([401, 'unauthorized']);
   });
 
+  it('a gateway that keeps facts longer: the revocation answers once its lifetime has passed, and it refuses the key at its next request', async () => {
+    const url = world.gw.database.url!;
+    const longerMs = 3_500;
+    const keeping = await startTestGateway({
+      database: { db: openPostgres(url), url, drop: async () => {} },
+      env: {
+        ACG_HUMAN_ISSUER: world.human.issuer,
+        ACG_AGENT_ISSUER: world.agentIssuer.issuer,
+        ACG_API_KEY_PEPPER: 'test-pepper-test-pepper-test-pepper-0123',
+        ACG_BASE_URL: world.url,
+        ACG_CREDENTIAL_FACTS_MS: String(longerMs),
+      },
+    });
+    try {
+      const owner = await world.humanToken('key-longer-owner@example.com');
+      const { merchant } = await registerMerchant(world, owner, { domain: 'key-longer-shop.com' });
+      const created = await world.api('POST', `/v1/merchants/${merchant.id}/api-keys`, { token: owner, key: 'key-longer-1', body: { name: 'k', scopes: ['offers:read'] } });
+      expect(created.status).toBe(201);
+      const key: string = created.body.secretKey;
+      const keptBefore = await factReads(keeping.gateway, 'api_key', 'kept');
+      for (let i = 0; i < 2; i++) expect((await me(keeping.url, key)).status).toBe(200);
+      expect(await factReads(keeping.gateway, 'api_key', 'kept')).toBe(keptBefore + 1);
+
+      // The revoking gateway keeps facts for 2 s; the other one announced 3.5 s, so the answer waits that long.
+      const started = performance.now();
+      const revoked = await world.api('POST', `/v1/merchants/${merchant.id}/api-keys/${created.body.apiKey.keyId}/revoke`, { token: owner });
+      expect(revoked.status).toBe(200);
+      expect(performance.now() - started).toBeGreaterThanOrEqual(longerMs);
+      const refused = await me(keeping.url, key);
+      expect([refused.status, refused.body.code]).toEqual([401, 'unauthorized']);
+    } finally {
+      await keeping.close();
+      await keeping.gateway.db.close().catch(() => {});
+    }
+  });
+
   it("an owner's changed email: the sign-in that changed it goes on after the lifetime, and the other gateway refuses the agent's old binding", async () => {
     const agent = await world.createAgent('process-old@example.com', 'process-rebound-agent');
     for (let i = 0; i < 2; i++) expect((await me(other.url, agent.token)).status).toBe(200);

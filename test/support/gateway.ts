@@ -61,6 +61,8 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
     url: `http://127.0.0.1:${port}`,
     async close() {
       await app.close();
+      // The database may be shared with another gateway of the test, so this one only stops its own work.
+      await gateway.stop();
       if (options.database) return;
       await database.drop();
       await database.db.close().catch(() => {});
