@@ -29,6 +29,11 @@ export const CREDENTIAL_FACTS_MS_MAX = 10_000;
 /** How often an instance announces its lifetime again, and how long an announcement counts without one. */
 export const LIFETIME_ANNOUNCE_INTERVAL_MS = 30_000;
 export const LIFETIME_ANNOUNCEMENT_COUNTS_S = 90;
+/**
+ * How long after its last announcement went out an instance still keeps facts: well inside the 90 s the others
+ * count it, so a fact it keeps (10 s at most) expires before they stop waiting for it, whatever the two clocks.
+ */
+export const LIFETIME_ANNOUNCEMENT_KEEPS_MS = 60_000;
 /** Entries one kind keeps at most; the oldest go first. */
 export const CREDENTIAL_FACTS_ENTRIES_MAX = 10_000;
 
@@ -79,8 +84,9 @@ export class FactReads<K, V> {
     const generation = this.facts.generation;
     const value = await this.reads.read(key);
     // Kept from when it was asked (the read went out after it), and not at all when a revocation on this
-    // instance came in the meantime: the read may have seen what was revoked.
-    if (lifetimeMs > 0 && (value !== undefined || this.options.keepMisses) && generation === this.facts.generation) {
+    // instance came in the meantime (the read may have seen what was revoked), nor while the other instances may
+    // no longer count this one's lifetime (its announcements failing).
+    if (lifetimeMs > 0 && (value !== undefined || this.options.keepMisses) && generation === this.facts.generation && this.facts.keeps()) {
       this.entries.delete(id);
       this.entries.set(id, { value, untilMs: askedMs + lifetimeMs });
       if (this.entries.size > CREDENTIAL_FACTS_ENTRIES_MAX) this.entries.delete(this.entries.keys().next().value!);
@@ -104,11 +110,15 @@ export class FactReads<K, V> {
  * `credential_fact_lifetimes` (migration 0029), dated by the database's clock: every instance sees the same time,
  * whatever its own clock says. An instance announces its lifetime before it serves (`announce`), again every
  * 30 s, and withdraws it when it stops cleanly; one that stopped otherwise counts for 90 s after its last
- * announcement, longer than any fact it could still keep.
+ * announcement, longer than any fact it could still keep. An instance whose announcements fail (its database
+ * unreachable) stops keeping facts 60 s after the last one that went through (`counted`), so the others never stop
+ * waiting for an instance that still keeps something.
  */
 export class AnnouncedLifetimes {
   readonly instanceId = newId('ins');
   private timer: NodeJS.Timeout | undefined;
+  /** When the last announcement that went through was sent (monotonic clock); undefined before the first. */
+  private announcedAtMs: number | undefined;
 
   constructor(
     private readonly db: Queryable,
@@ -122,11 +132,18 @@ export class AnnouncedLifetimes {
   }
 
   private async write(): Promise<void> {
+    const sentMs = performance.now();
     await this.db.query(
       `INSERT INTO credential_fact_lifetimes (instance_id, lifetime_ms, seen_at_s) VALUES ($1, $2, floor(extract(epoch FROM now()))::bigint)
        ON CONFLICT (instance_id) DO UPDATE SET lifetime_ms = EXCLUDED.lifetime_ms, seen_at_s = EXCLUDED.seen_at_s`,
       [this.instanceId, this.lifetimeMs],
     );
+    this.announcedAtMs = sentMs;
+  }
+
+  /** Whether the other instances count this one now, so it may keep what it reads. */
+  counted(): boolean {
+    return this.announcedAtMs !== undefined && performance.now() - this.announcedAtMs < LIFETIME_ANNOUNCEMENT_KEEPS_MS;
   }
 
   /**
@@ -150,6 +167,7 @@ export class AnnouncedLifetimes {
   async withdraw(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
+    this.announcedAtMs = undefined;
     await this.db.query('DELETE FROM credential_fact_lifetimes WHERE instance_id = $1', [this.instanceId]).catch(() => {});
   }
 }
@@ -187,6 +205,11 @@ export class CredentialFacts {
     let peers = onDatabase.get(options.database);
     if (!peers) onDatabase.set(options.database, (peers = new Set()));
     this.peers = peers.add(this);
+  }
+
+  /** Whether a fact read now may be kept: always, but where other instances count this one, only while they do. */
+  keeps(): boolean {
+    return this.announced?.counted() ?? true;
   }
 
   /** This gateway is closing: a revocation no longer has its facts to forget. */

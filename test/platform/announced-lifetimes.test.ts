@@ -1,7 +1,7 @@
 // The lifetimes instances announce (src/platform/credential-facts.ts, AnnouncedLifetimes): a revocation waits out
 // the longest one an instance still counted announced, its own at least; an instance that withdrew, or has not
-// announced for 90 s (by the database's clock), no longer counts; and when the database cannot say, a revocation
-// waits the longest any instance may keep.
+// announced for 90 s (by the database's clock), no longer counts; an instance keeps facts only while its own
+// announcement counts; and when the database cannot say, a revocation waits the longest any instance may keep.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
 import { AnnouncedLifetimes, CREDENTIAL_FACTS_MS_MAX, CredentialFacts, LIFETIME_ANNOUNCEMENT_COUNTS_S } from '../../src/platform/credential-facts.ts';
@@ -66,6 +66,26 @@ describe('lifetimes announced by the instances sharing a database', () => {
       await mine.withdraw();
       await theirs.withdraw();
     }
+  });
+
+  it('keeps facts only while its announcement counts: none before the first, nor after it withdrew', async () => {
+    const announced = new AnnouncedLifetimes(database.db, 5_000);
+    const facts = new CredentialFacts({ lifetimeMs: 5_000, database: {}, shared: true, announced });
+    let reads = 0;
+    const agent = facts.reads<string, string>(async (keys) => new Map(keys.map((key) => [key, `read ${++reads}`])), (key) => key, {
+      kind: 'test',
+      limits: { inFlightMax: 1, batchMax: 16 },
+    });
+    expect(announced.counted()).toBe(false);
+    expect(await agent.read('a')).toBe('read 1');
+    expect(await agent.read('a')).toBe('read 2');
+    await announced.announce();
+    expect(announced.counted()).toBe(true);
+    expect(await agent.read('a')).toBe('read 3');
+    expect(await agent.read('a')).toBe('read 3');
+    await announced.withdraw();
+    expect(announced.counted()).toBe(false);
+    facts.close();
   });
 
   it('waits the longest any instance may keep when the database cannot say', async () => {
