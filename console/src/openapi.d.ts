@@ -307,7 +307,7 @@ export interface paths {
         post?: never;
         /**
          * Revoke a client's remembered consent
-         * @description Forgets every consent you or your agents gave this client, in every browser, for every scope and resource: its next authorization request shows the consent page again. Also takes back what it holds: codes not yet exchanged stop working and its live access tokens are refused (401 invalid_token), on every gateway instance from the next request once this answers (it answers up to `ACG_CREDENTIAL_FACTS_MS`, 2 s by default, after the revocation commits). Answers the counts; 0 and 0 when there was nothing (also for a client id that does not exist). Only a human session (H) may revoke. Idempotency-Key is honoured when sent.
+         * @description Forgets every consent you or your agents gave this client, in every browser, for every scope and resource: its next authorization request shows the consent page again. Also takes back what it holds: codes not yet exchanged stop working and its live access tokens are refused (401 invalid_token), on every gateway instance from the next request once this answers (it answers up to the longest `ACG_CREDENTIAL_FACTS_MS` of the instances, 2 s by default, after the revocation commits). Answers the counts; 0 and 0 when there was nothing (also for a client id that does not exist). Only a human session (H) may revoke. Idempotency-Key is honoured when sent.
          *
          *     Authentication: H.
          */
@@ -1615,7 +1615,7 @@ export interface paths {
         put?: never;
         /**
          * Revoke a merchant API key
-         * @description No body. The answer comes once the revocation holds on every gateway instance (up to `ACG_CREDENTIAL_FACTS_MS`, 2 s by default, after it is committed): every request made with the key after it is refused. Revoking again changes nothing. Idempotency-Key is honoured when sent.
+         * @description No body. The answer comes once the revocation holds on every gateway instance (up to the longest `ACG_CREDENTIAL_FACTS_MS` of the instances, 2 s by default, after it is committed): every request made with the key after it is refused. Revoking again changes nothing. Idempotency-Key is honoured when sent.
          *
          *     Authentication: H, O.
          */
