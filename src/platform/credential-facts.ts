@@ -237,8 +237,11 @@ export class CredentialFacts {
       for (const kind of facts.kinds) kind.forget();
     }
     if (!this.shared) return;
-    const waitMs = this.announced ? await this.announced.longestMs() : this.lifetimeMs;
-    const leftMs = startedMs + waitMs - performance.now();
-    if (leftMs > 0) await new Promise((resolve) => setTimeout(resolve, leftMs));
+    const untilMs = startedMs + (this.announced ? await this.announced.longestMs() : this.lifetimeMs);
+    // A timer may fire up to a millisecond early by the monotonic clock (the event loop's time is whole
+    // milliseconds, taken at the start of its turn): wait again until the whole lifetime has passed.
+    for (let leftMs = untilMs - performance.now(); leftMs > 0; leftMs = untilMs - performance.now()) {
+      await new Promise((resolve) => setTimeout(resolve, Math.ceil(leftMs)));
+    }
   }
 }
