@@ -140,12 +140,40 @@ describe.skipIf(!onPostgres())('revocation reaches a gateway in another process'
   let other: TestGateway;
   const lifetimeMs = 2_000;
 
-  beforeAll(async () => {
+  /** A gateway on the same database through a pool of its own, as another process would be (`close` it, then its pool). */
+  const gatewayInAnotherProcess = (env: Record<string, string> = {}) => {
     const url = world.gw.database.url!;
-    other = await startTestGateway({
+    return startTestGateway({
       database: { db: openPostgres(url), url, drop: async () => {} },
-      env: { ACG_HUMAN_ISSUER: world.human.issuer, ACG_AGENT_ISSUER: world.agentIssuer.issuer, ACG_API_KEY_PEPPER: 'test-pepper-test-pepper-test-pepper-0123', ACG_BASE_URL: world.url },
+      env: { ACG_HUMAN_ISSUER: world.human.issuer, ACG_AGENT_ISSUER: world.agentIssuer.issuer, ACG_API_KEY_PEPPER: 'test-pepper-test-pepper-test-pepper-0123', ACG_BASE_URL: world.url, ...env },
     });
+  };
+
+  /**
+   * A merchant key `reader` has read twice (the second answer from what it kept), revoked on the world's gateway:
+   * the revocation answers no sooner than `waitMs`, and `reader` refuses the key at its next request.
+   */
+  async function revokeKeyKeptBy(reader: TestGateway, name: string, waitMs: number): Promise<void> {
+    const owner = await world.humanToken(`key-${name}-owner@example.com`);
+    const { merchant } = await registerMerchant(world, owner, { domain: `key-${name}-shop.com` });
+    const created = await world.api('POST', `/v1/merchants/${merchant.id}/api-keys`, { token: owner, key: `key-${name}-1`, body: { name: 'k', scopes: ['offers:read'] } });
+    expect(created.status).toBe(201);
+    const key: string = created.body.secretKey;
+    const keptBefore = await factReads(reader.gateway, 'api_key', 'kept');
+    for (let i = 0; i < 2; i++) expect((await me(reader.url, key)).status).toBe(200);
+    // The reader answered its second request from what it kept: the revocation is not in its next read.
+    expect(await factReads(reader.gateway, 'api_key', 'kept')).toBe(keptBefore + 1);
+
+    const started = performance.now();
+    const revoked = await world.api('POST', `/v1/merchants/${merchant.id}/api-keys/${created.body.apiKey.keyId}/revoke`, { token: owner });
+    expect(revoked.status).toBe(200);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(waitMs);
+    const refused = await me(reader.url, key);
+    expect([refused.status, refused.body.code]).toEqual([401, 'unauthorized']);
+  }
+
+  beforeAll(async () => {
+    other = await gatewayInAnotherProcess();
   });
   afterAll(async () => {
     await other?.close();
@@ -153,54 +181,15 @@ describe.skipIf(!onPostgres())('revocation reaches a gateway in another process'
   });
 
   it('a revoked merchant key: the revocation answers after the lifetime, and the other gateway refuses the key at its next request', async () => {
-    const owner = await world.humanToken('key-process-owner@example.com');
-    const { merchant } = await registerMerchant(world, owner, { domain: 'key-process-shop.com' });
-    const created = await world.api('POST', `/v1/merchants/${merchant.id}/api-keys`, { token: owner, key: 'key-process-1', body: { name: 'k', scopes: ['offers:read'] } });
-    expect(created.status).toBe(201);
-    const key: string = created.body.secretKey;
-    const keptBefore = await factReads(other.gateway, 'api_key', 'kept');
-    for (let i = 0; i < 2; i++) expect((await me(other.url, key)).status).toBe(200);
-    // The other gateway answered its second request from what it kept: the revocation is not in its next read.
-    expect(await factReads(other.gateway, 'api_key', 'kept')).toBe(keptBefore + 1);
-
-    const started = performance.now();
-    const revoked = await world.api('POST', `/v1/merchants/${merchant.id}/api-keys/${created.body.apiKey.keyId}/revoke`, { token: owner });
-    expect(revoked.status).toBe(200);
-    expect(performance.now() - started).toBeGreaterThanOrEqual(lifetimeMs);
-    const refused = await me(other.url, key);
-    expect([refused.status, refused.body.code]).toEqual([401, 'unauthorized']);
+    await revokeKeyKeptBy(other, 'process', lifetimeMs);
   });
 
   it('a gateway that keeps facts longer: the revocation answers once its lifetime has passed, and it refuses the key at its next request', async () => {
-    const url = world.gw.database.url!;
+    // The revoking gateway keeps facts for 2 s; this one announced 3.5 s, so the answer waits that long.
     const longerMs = 3_500;
-    const keeping = await startTestGateway({
-      database: { db: openPostgres(url), url, drop: async () => {} },
-      env: {
-        ACG_HUMAN_ISSUER: world.human.issuer,
-        ACG_AGENT_ISSUER: world.agentIssuer.issuer,
-        ACG_API_KEY_PEPPER: 'test-pepper-test-pepper-test-pepper-0123',
-        ACG_BASE_URL: world.url,
-        ACG_CREDENTIAL_FACTS_MS: String(longerMs),
-      },
-    });
+    const keeping = await gatewayInAnotherProcess({ ACG_CREDENTIAL_FACTS_MS: String(longerMs) });
     try {
-      const owner = await world.humanToken('key-longer-owner@example.com');
-      const { merchant } = await registerMerchant(world, owner, { domain: 'key-longer-shop.com' });
-      const created = await world.api('POST', `/v1/merchants/${merchant.id}/api-keys`, { token: owner, key: 'key-longer-1', body: { name: 'k', scopes: ['offers:read'] } });
-      expect(created.status).toBe(201);
-      const key: string = created.body.secretKey;
-      const keptBefore = await factReads(keeping.gateway, 'api_key', 'kept');
-      for (let i = 0; i < 2; i++) expect((await me(keeping.url, key)).status).toBe(200);
-      expect(await factReads(keeping.gateway, 'api_key', 'kept')).toBe(keptBefore + 1);
-
-      // The revoking gateway keeps facts for 2 s; the other one announced 3.5 s, so the answer waits that long.
-      const started = performance.now();
-      const revoked = await world.api('POST', `/v1/merchants/${merchant.id}/api-keys/${created.body.apiKey.keyId}/revoke`, { token: owner });
-      expect(revoked.status).toBe(200);
-      expect(performance.now() - started).toBeGreaterThanOrEqual(longerMs);
-      const refused = await me(keeping.url, key);
-      expect([refused.status, refused.body.code]).toEqual([401, 'unauthorized']);
+      await revokeKeyKeptBy(keeping, 'longer', longerMs);
     } finally {
       await keeping.close();
       await keeping.gateway.db.close().catch(() => {});
