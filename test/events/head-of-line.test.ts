@@ -1,12 +1,15 @@
 // One receiver cannot slow the others: a merchant whose endpoint accepts the connection and never answers
-// keeps its attempts in flight for the whole timeout, while another merchant's event still arrives within
-// 2 s of its creation, with the gateway's own background work (the 1 s poll), on one instance and, on
-// PostgreSQL, on two instances sharing the database.
+// keeps its attempts in flight for the whole timeout (10 s), while another merchant's event still arrives
+// with the gateway's own background work (the 1 s poll), on one instance and, on PostgreSQL, on two
+// instances sharing the database. An event held up behind the hanging attempts would wait out their
+// timeout; the bound is half of it, so a loaded machine's slow poll (a CI run once took 2.3 s) is not
+// mistaken for blocking, and blocking is never mistaken for a slow poll.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emitEvent } from '../../src/events/outbox.ts';
+import { WEBHOOK_TIMEOUT_MS } from '../../src/events/webhook-sender.ts';
 import { ENDPOINT_CONCURRENCY_MAX } from '../../src/events/worker.ts';
 import type { OutboundTestHooks } from '../../src/platform/outbound.ts';
 import { onPostgres, openTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -17,6 +20,8 @@ import { waitFor } from '../support/wait.ts';
 import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver.ts';
 import { startWorld, type World } from '../support/world.ts';
 
+/** Well under the hanging attempts' timeout: an event delivered sooner did not wait for them. */
+const UNBLOCKED_MS = WEBHOOK_TIMEOUT_MS / 2;
 const SLOW_DOMAIN = 'slow-shop.com';
 const HEALTHY_DOMAIN = 'quick-shop.com';
 
@@ -79,7 +84,7 @@ async function race(world: World, slowMerchant: string, healthyMerchant: string,
   const startedMs = Date.now();
   const event = await emit(healthyMerchant);
   // Polled every 10 ms: the time it took is the measurement.
-  await waitFor(() => healthy.received.length, { until: (n) => n > healthyBefore, what: "the healthy merchant's event", timeoutMs: 5000, intervalMs: 10 });
+  await waitFor(() => healthy.received.length, { until: (n) => n > healthyBefore, what: "the healthy merchant's event", timeoutMs: WEBHOOK_TIMEOUT_MS, intervalMs: 10 });
   const elapsedMs = Date.now() - startedMs;
   expect(healthy.received.slice(healthyBefore).map((r) => [r.headers['webhook-id'], r.verified])).toEqual([[event.id, true]]);
   // The hanging attempts are still in their timeout: recorded as started, not finished.
@@ -101,12 +106,12 @@ describe('a receiver that never answers', () => {
     await world?.close().catch(() => {});
   });
 
-  it("does not delay another merchant's event: delivered in under 2 s while the hanging attempts run, at most the per-endpoint limit at once", async () => {
+  it("does not delay another merchant's event: delivered well within the hanging attempts' timeout, with at most the per-endpoint limit of them in flight", async () => {
     const slowMerchant = await merchantWithWebhook(world, 'slow@example.com', SLOW_DOMAIN, slow);
     const healthyMerchant = await merchantWithWebhook(world, 'quick@example.com', HEALTHY_DOMAIN, healthy);
     world.gw.gateway.startBackgroundWork();
     const { elapsedMs, slowInFlight } = await race(world, slowMerchant, healthyMerchant, ENDPOINT_CONCURRENCY_MAX + 2);
-    expect(elapsedMs).toBeLessThan(2000);
+    expect(elapsedMs).toBeLessThan(UNBLOCKED_MS);
     expect(slowInFlight).toBe(ENDPOINT_CONCURRENCY_MAX);
   }, 60_000);
 });
@@ -132,6 +137,6 @@ describe.runIf(onPostgres())('a receiver that never answers, two instances on on
     world.gw.gateway.startBackgroundWork();
     second.gateway.startBackgroundWork();
     const { elapsedMs } = await race(world, slowMerchant, healthyMerchant, 2 * ENDPOINT_CONCURRENCY_MAX + 2);
-    expect(elapsedMs).toBeLessThan(2000);
+    expect(elapsedMs).toBeLessThan(UNBLOCKED_MS);
   }, 60_000);
 });
