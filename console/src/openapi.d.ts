@@ -1154,7 +1154,7 @@ export interface paths {
         put?: never;
         /**
          * Settle an x402 payment (facilitator /settle): capture, or release at "0"
-         * @description x402 SettleRequest for `batch-settlement` on `acg:credit` in `microcredit`; always 200 with a SettleResponse. The charge is the settlement-time `paymentRequirements.amount` (at most what the attestation authorized; the rest goes back to the agent); "0" releases the hold (the API key then needs scope redemptions:release too). The attestation verifies as for /verify except its presentation `exp`: settlement is accepted until the hold's deadline. Exactly once per `jti`: the jti is the Idempotency-Key (none is sent), so concurrent settles on any instances charge once, and an identical repeat answers the same SettleResponse (Idempotent-Replayed). Success: `amount` and `extra.chargedAmount` the charge, `extra.commitmentId` the jti, `extra.receipt` the signed capture receipt (receipt+jwt; null for a release), `payer` the agent. Otherwise `success` false with one `errorReason`: settle_conflict (the jti was settled otherwise), hold_expired, unauthorized_server (another merchant's), revoked (a freeze revoked the hold), attestation_invalid, amount_exceeds_authorized. A malformed request is 400 invalid_input; no `bundleState` (an agent's balance is its owner's business).
+         * @description x402 SettleRequest for `batch-settlement` on `acg:credit` in `microcredit`; always 200 with a SettleResponse. The charge is the settlement-time `paymentRequirements.amount` (at most what the attestation authorized; the rest goes back to the agent); "0" releases the hold (the API key then needs scope redemptions:release too). The payment verifies as for /verify (the scheme, the attestation, its merchant, `resource` and offer against the requirements) except its presentation `exp`, since settlement is accepted until the hold's deadline, and the amount, which is the charge and at most what the attestation authorized. Exactly once per `jti`: the jti is the Idempotency-Key (none is sent), so concurrent settles on any instances charge once, and an identical repeat answers the same SettleResponse (Idempotent-Replayed). Success: `amount` and `extra.chargedAmount` the charge, `extra.commitmentId` the jti, `extra.receipt` the signed capture receipt (receipt+jwt; null for a release), `payer` the agent. Otherwise `success` false with one `errorReason`: settle_conflict (the jti was settled otherwise), hold_expired, unauthorized_server (another merchant's), revoked (a freeze revoked the hold), attestation_invalid, resource_mismatch, price_not_acceptable (another offer, or not this scheme), amount_exceeds_authorized. A malformed request is 400 invalid_input; no `bundleState` (an agent's balance is its owner's business).
          *
          *     Authentication: M; API key scopes: redemptions:capture.
          */
@@ -3435,7 +3435,7 @@ export interface components {
         X402SettleResponse: {
             success: boolean;
             /** @enum {string} */
-            errorReason?: "settle_conflict" | "hold_expired" | "unauthorized_server" | "revoked" | "attestation_invalid" | "amount_exceeds_authorized";
+            errorReason?: "settle_conflict" | "hold_expired" | "unauthorized_server" | "revoked" | "attestation_invalid" | "resource_mismatch" | "price_not_acceptable" | "amount_exceeds_authorized";
             errorMessage?: string;
             /** @description the agent id */
             payer?: string;

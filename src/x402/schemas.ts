@@ -37,7 +37,16 @@ export const INVALID_REASONS = [
 export type InvalidReason = (typeof INVALID_REASONS)[number];
 
 /** Why a settlement did not happen. */
-export const SETTLE_ERROR_REASONS = ['settle_conflict', 'hold_expired', 'unauthorized_server', 'revoked', 'attestation_invalid', 'amount_exceeds_authorized'] as const;
+export const SETTLE_ERROR_REASONS = [
+  'settle_conflict',
+  'hold_expired',
+  'unauthorized_server',
+  'revoked',
+  'attestation_invalid',
+  'resource_mismatch',
+  'price_not_acceptable',
+  'amount_exceeds_authorized',
+] as const;
 export type SettleErrorReason = (typeof SETTLE_ERROR_REASONS)[number];
 
 const Json = Type.Record(Type.String(), Type.Unknown());

@@ -57,7 +57,7 @@ export interface AttestationClaims {
 const REQUIRED_CLAIMS = ['sub', 'aud', 'jti', 'iat', 'exp', 'holdExp', 'amount', 'asset', 'resource', 'offer_id'] as const;
 const UC = new RegExp(MICROCREDITS_PATTERN);
 
-type Reading = { ok: true; claims: AttestationClaims } | { ok: false; reason: 'attestation_invalid' | 'attestation_expired'; message: string };
+type Reading = { ok: true; claims: AttestationClaims } | { ok: false; reason: 'attestation_invalid' | 'attestation_expired'; message: string; payer?: string };
 
 /** An authorize as the batch runs it: the agent, its checked request, and the key that names it (for a purchase approval). */
 export interface AuthorizeRequest {
@@ -218,16 +218,12 @@ export class X402Service {
    */
   async verify(db: Queryable, merchantId: string, request: FacilitatorRequest): Promise<VerifyResponse> {
     const requirements = request.paymentRequirements;
-    if (!isThisScheme(requirements)) return invalid('price_not_acceptable', `this facilitator settles ${X402_SCHEME} on ${X402_NETWORK} in ${X402_ASSET} only`);
+    if (!isThisScheme(requirements)) return invalid('price_not_acceptable', NOT_THIS_SCHEME);
     const reading = await this.readAttestation(request, 'presentation');
-    if (!reading.ok) return invalid(reading.reason, reading.message);
+    if (!reading.ok) return invalid(reading.reason, reading.message, reading.payer);
     const { claims } = reading;
-    const audience = this.audienceRefusal(claims, requirements, merchantId);
-    if (audience) return invalid('unauthorized_server', audience, claims.sub);
-    if (requirements.extra.resource !== claims.resource) {
-      return invalid('resource_mismatch', `the attestation is for ${claims.resource}, not ${String(requirements.extra.resource)}`, claims.sub);
-    }
-    if (requirements.extra.offerId !== claims.offerId) return invalid('price_not_acceptable', `the attestation is for offer ${claims.offerId}, not ${String(requirements.extra.offerId)}`, claims.sub);
+    const terms = termsRefusal(claims, requirements, merchantId);
+    if (terms) return invalid(terms.reason, terms.message, claims.sub);
     const askedUc = BigInt(requirements.amount);
     if (claims.amountUc < askedUc) return invalid('price_not_acceptable', `the attestation authorizes ${claims.amountUc} µc, less than the ${askedUc} µc asked`, claims.sub);
     const record = (await this.deps.ledger.holdRecords(db, [claims.jti])).get(claims.jti);
@@ -242,18 +238,19 @@ export class X402Service {
   // ---- settle ------------------------------------------------------------------------------------------
 
   /**
-   * A settle before it runs: the attestation verified (signature, typ, iss, aud; not `exp`, since settlement is
-   * accepted until the hold's deadline) and the charge within what it authorized. Its refusals are answers
-   * that change nothing.
+   * A settle before it runs: the payment verified as verify does it (the scheme; the attestation's signature, typ
+   * and iss; its merchant, resource and offer against the requirements), except `exp`, since settlement is
+   * accepted until the hold's deadline, and the charge within what it authorized instead of covering what is
+   * asked. Its refusals are answers that change nothing.
    */
   async settlementOf(merchantId: string, request: FacilitatorRequest): Promise<Settlement> {
     const requirements = request.paymentRequirements;
-    if (!isThisScheme(requirements)) return { refused: settleFailure('attestation_invalid', `this facilitator settles ${X402_SCHEME} on ${X402_NETWORK} in ${X402_ASSET} only`) };
+    if (!isThisScheme(requirements)) return { refused: settleFailure('price_not_acceptable', NOT_THIS_SCHEME) };
     const reading = await this.readAttestation(request, 'settlement');
     if (!reading.ok) return { refused: settleFailure('attestation_invalid', reading.message) };
     const { claims } = reading;
-    const audience = this.audienceRefusal(claims, requirements, merchantId);
-    if (audience) return { refused: settleFailure('unauthorized_server', audience, claims.sub) };
+    const terms = termsRefusal(claims, requirements, merchantId);
+    if (terms) return { refused: settleFailure(terms.reason, terms.message, claims.sub) };
     const chargeUc = BigInt(requirements.amount);
     if (chargeUc > claims.amountUc) {
       return { refused: settleFailure('amount_exceeds_authorized', `the charge of ${chargeUc} µc is more than the ${claims.amountUc} µc authorized`, claims.sub) };
@@ -327,23 +324,50 @@ export class X402Service {
     } catch (error) {
       // jose checks the signature, then typ, the claims' presence and iss, and `exp` last: an expired one is ours.
       if (!(error instanceof joseErrors.JWTExpired)) return unreadable(`the attestation does not verify: ${(error as Error).message}`);
-      if (use === 'presentation') return { ok: false, reason: 'attestation_expired', message: 'the attestation expired: authorize again and retry' };
+      if (use === 'presentation') {
+        // The signature verified, so its subject is the payer, as in every other refusal of a valid attestation.
+        const payer = typeof error.payload.sub === 'string' ? error.payload.sub : undefined;
+        return { ok: false, reason: 'attestation_expired', message: 'the attestation expired: authorize again and retry', payer };
+      }
       claimed = error.payload;
     }
     const claims = claimsOf(claimed);
     if (!claims) return unreadable('the attestation lacks a claim of the scheme, or has one of the wrong type');
     if (request.paymentRequirements.extra.authority !== claims.iss) {
-      return unreadable(`the requirements name authority ${String(request.paymentRequirements.extra.authority)}; the attestation was issued by ${claims.iss}`);
+      const { authority } = request.paymentRequirements.extra;
+      const named = authority === undefined ? 'the requirements name no extra.authority' : `the requirements name authority ${String(authority)}`;
+      return unreadable(`${named}; the attestation was issued by ${claims.iss}`);
     }
     return { ok: true, claims };
   }
+}
 
-  /** Why the calling merchant may not take this payment: it is not the attestation's audience, or the requirements pay another. */
-  private audienceRefusal(claims: AttestationClaims, requirements: FacilitatorRequest['paymentRequirements'], merchantId: string): string | undefined {
-    if (claims.aud !== merchantId) return `the attestation is for merchant ${claims.aud}, not the caller`;
-    if (requirements.payTo !== merchantId) return `the requirements pay ${requirements.payTo}, not the caller`;
-    return undefined;
+const NOT_THIS_SCHEME = `this facilitator settles ${X402_SCHEME} on ${X402_NETWORK} in ${X402_ASSET} only`;
+
+/**
+ * Whether the attestation is for what the server's requirements state, as verify and settle both check it: its
+ * merchant is the caller and the payee, its resource the server's, its offer the server's. The amount is each
+ * one's own check (verify: it covers what is asked; settle: the charge is within it).
+ */
+function termsRefusal(
+  claims: AttestationClaims,
+  requirements: FacilitatorRequest['paymentRequirements'],
+  merchantId: string,
+): { reason: 'unauthorized_server' | 'resource_mismatch' | 'price_not_acceptable'; message: string } | undefined {
+  if (claims.aud !== merchantId) return { reason: 'unauthorized_server', message: `the attestation is for merchant ${claims.aud}, not the caller` };
+  if (requirements.payTo !== merchantId) return { reason: 'unauthorized_server', message: `the requirements pay ${requirements.payTo}, not the caller` };
+  if (requirements.extra.resource !== claims.resource) {
+    return { reason: 'resource_mismatch', message: `the attestation is for ${claims.resource}, ${stated('extra.resource', requirements.extra.resource)}` };
   }
+  if (requirements.extra.offerId !== claims.offerId) {
+    return { reason: 'price_not_acceptable', message: `the attestation is for offer ${claims.offerId}, ${stated('extra.offerId', requirements.extra.offerId)}` };
+  }
+  return undefined;
+}
+
+/** The other side of a mismatch: what the requirements state, or that they state nothing (not "undefined"). */
+function stated(member: string, value: unknown): string {
+  return value === undefined ? `and the requirements state no ${member}` : `not ${String(value)}`;
 }
 
 /** The attestation binds the resource as the server names it, and nothing fetches it: any absolute URI will do. */

@@ -286,7 +286,7 @@ describe('POST /x402/verify', () => {
     expect(await verify(payment, requirements, other.key)).toMatchObject({ isValid: false, invalidReason: 'unauthorized_server' });
 
     const expired = await advancing(331_000, () => verify(payment));
-    expect(expired).toMatchObject({ isValid: false, invalidReason: 'attestation_expired' });
+    expect(expired).toMatchObject({ isValid: false, invalidReason: 'attestation_expired', payer: agent.id });
     expect(await verify(payment)).toMatchObject({ isValid: true });
   });
 
@@ -353,9 +353,19 @@ describe('POST /x402/settle', () => {
     expect(rows[0]!.n).toBe(1n);
   });
 
-  it('refuses a charge above what was authorized, another merchant, and a forged attestation, changing nothing', async () => {
+  it('refuses a charge above what was authorized, another merchant, resource, offer or scheme, and a forged attestation, changing nothing', async () => {
     const { agent, requirements, attestation, payment } = await paid({ amount: '500000' });
     expect(await facilitator().settle(payment, { ...requirements, amount: '500001' })).toMatchObject({ success: false, errorReason: 'amount_exceeds_authorized' });
+    // What verify refuses of the requirements, settle refuses alike: the same payment never verifies false and settles.
+    const elsewhere = { ...requirements, extra: { ...requirements.extra, resource: 'https://api.shop.example/other' } };
+    expect(await facilitator().settle(payment, elsewhere)).toMatchObject({ success: false, errorReason: 'resource_mismatch', payer: agent.id });
+    const { offerId: _offerId, ...noOffer } = requirements.extra;
+    for (const extra of [{ ...requirements.extra, offerId: 'off_other' }, noOffer]) {
+      const settled = await facilitator().settle(payment, { ...requirements, extra });
+      expect(settled).toMatchObject({ success: false, errorReason: 'price_not_acceptable', payer: agent.id });
+      expect(settled.errorMessage ?? '').not.toContain('undefined');
+    }
+    expect(await facilitator().settle(payment, { ...requirements, network: 'eip155:8453' })).toMatchObject({ success: false, errorReason: 'price_not_acceptable' });
     const other = await openShop(world);
     expect(await facilitator(other.key).settle(payment, { ...requirements, payTo: other.merchantId })).toMatchObject({ success: false, errorReason: 'unauthorized_server' });
     const forged = `${attestation.slice(0, -4)}AAAA`;
@@ -439,7 +449,8 @@ describe('the x402 routes in /openapi.json', () => {
     expect(header(settleOp)).toBeUndefined();
     expect(settleOp.responses['200'].headers['Idempotent-Replayed']).toBeDefined();
     expect(document.components.schemas.X402SettleResponse.properties.errorReason.enum).toEqual([
-      'settle_conflict', 'hold_expired', 'unauthorized_server', 'revoked', 'attestation_invalid', 'amount_exceeds_authorized',
+      'settle_conflict', 'hold_expired', 'unauthorized_server', 'revoked', 'attestation_invalid', 'resource_mismatch', 'price_not_acceptable',
+      'amount_exceeds_authorized',
     ]);
   });
 });
