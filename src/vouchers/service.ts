@@ -232,7 +232,7 @@ export class VoucherService {
     return {
       ok: false,
       error: new ApiError('approval_required', {
-        detail: `${error.options.detail}. Nothing was taken; once the owner approved, retry with the same Idempotency-Key to get the voucher.`,
+        detail: `${error.options.detail}. Nothing was taken; once the owner approved, retry with the same Idempotency-Key and the retry takes the hold.`,
         approval,
         extra: { ...error.options.extra, intentId: approval.id, intent, purchase: pending.payment, instructions: pending.instructions },
       }),

@@ -40,7 +40,19 @@ describe('the HTTP edge', () => {
     const res = await post('{"name": ');
     expect(res.status).toBe(400);
     expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-    expectProblem(await res.json(), 400, 'invalid_input');
+    const body = await res.json();
+    expectProblem(body, 400, 'invalid_input');
+    expect(body.detail).toMatch(/^the body is not valid JSON/);
+  });
+
+  it('answers valid JSON with a prototype key (__proto__, or constructor.prototype) with 400 invalid_input that names them', async () => {
+    for (const text of ['{"name":"a","__proto__":{"admin":true}}', '{"name":"a","constructor":{"prototype":{"admin":true}}}']) {
+      const res = await post(text);
+      expect(res.status).toBe(400);
+      const body = await res.json();
+      expectProblem(body, 400, 'invalid_input');
+      expect(body.detail).toMatch(/"__proto__" key or "constructor" with a "prototype", which are refused/);
+    }
   });
 
   it('answers a schema violation with 400 invalid_input naming the field', async () => {

@@ -54,10 +54,11 @@ export function toApiError(error: FastifyError): ApiError {
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return new ApiError('invalid_input', { detail: 'the body is empty; send a JSON object (an empty one is {})' });
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
-      return new ApiError('invalid_input', { detail: 'the body is not valid JSON' });
+      // Fastify's parser (secure-json-parse) also refuses valid JSON with a prototype key, and does not say which.
+      return new ApiError('invalid_input', { detail: INVALID_JSON_BODY });
   }
   if (error instanceof SyntaxError || (error.statusCode === 400 && /JSON/i.test(error.message))) {
-    return new ApiError('invalid_input', { detail: 'the body is not valid JSON' });
+    return new ApiError('invalid_input', { detail: INVALID_JSON_BODY });
   }
   if (error.statusCode === 415) return new ApiError('unsupported_media_type', { detail: error.message });
   if (error.statusCode === 413) return new ApiError('payload_too_large', { detail: error.message });
@@ -184,3 +185,5 @@ export function answerClientError(error: Error & { code?: string; rawPacket?: un
 export function renderClientError(app: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
   answerClientError(error, socket, { baseUrl: app.gateway.config.baseUrl, log: app.log });
 }
+
+const INVALID_JSON_BODY = 'the body is not valid JSON, or has a "__proto__" key or "constructor" with a "prototype", which are refused';
