@@ -1,7 +1,7 @@
 // Agent management's reads, for every face: the owner's agents, one agent, its avatar. Who may read an
 // agent is the one acting-for rule (acting.ts): the agent itself or its owner; anyone else gets 404.
 import { Type } from '@sinclair/typebox';
-import { idOf, PageQuery, type Page } from '../platform/schemas.ts';
+import { idOf, PageQuery, VersionNumber, type Page } from '../platform/schemas.ts';
 import type { Query } from '../platform/queries.ts';
 import { toAgent, type Agent, type AgentService, type MandateView } from './service.ts';
 import type { MandateVersionRow } from './store.ts';
@@ -9,12 +9,12 @@ import type { AgentRow } from './store.ts';
 
 export const AgentIdInput = Type.Object({ id: idOf('agent (agt_…)') }, { additionalProperties: false });
 
-const MandateVersionInput = Type.Object({ id: idOf('agent (agt_…)'), version: Type.Integer({ minimum: 1, description: 'a mandate version of the agent' }) }, { additionalProperties: false });
+const MandateVersionInput = Type.Object({ id: idOf('agent (agt_…)'), version: VersionNumber('a mandate version of the agent') }, { additionalProperties: false });
 const MandateVersionsInput = Type.Object(
   {
     id: idOf('agent (agt_…)'),
     limit: PageQuery.properties.limit,
-    startingAfter: Type.Optional(Type.Integer({ minimum: 1, description: 'the last version of the previous page (versions come newest first)' })),
+    startingAfter: Type.Optional(VersionNumber('the last version of the previous page (versions come newest first)')),
   },
   { additionalProperties: false },
 );

@@ -6,7 +6,16 @@ export const CATEGORY_PATTERN = '^[a-z0-9][a-z0-9._-]{0,63}$';
 
 export const Microcredits = (description?: string) =>
   Type.String({ pattern: MICROCREDITS_PATTERN, maxLength: UC_DIGITS_MAX, description: description ?? `microcredits as a decimal string of at most ${UC_DIGITS_MAX} digits` });
-export const UnixSeconds = (description?: string) => Type.Integer({ minimum: 0, description: `${description ?? 'time'} (Unix seconds)` });
+/** The largest value of a PostgreSQL INTEGER column (a version number): a larger input is refused, not sent to it. */
+export const INTEGER_MAX = 2_147_483_647;
+/**
+ * The last second of the year 9999: no time an input names needs to be later, and every one up to it fits a BIGINT
+ * and a double exactly (a larger JSON number would be rounded, or overflow the column).
+ */
+export const UNIX_SECONDS_MAX = 253_402_300_799;
+export const UnixSeconds = (description?: string) => Type.Integer({ minimum: 0, maximum: UNIX_SECONDS_MAX, description: `${description ?? 'time'} (Unix seconds)` });
+/** A version number (1, 2, …) as a path or query parameter names one. */
+export const VersionNumber = (description: string) => Type.Integer({ minimum: 1, maximum: INTEGER_MAX, description });
 export const Category = Type.String({ pattern: CATEGORY_PATTERN, description: 'lower-case category slug, 1–64 characters' });
 const RESOURCE_ID = { minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9_.:-]+$' };
 export const ResourceId = Type.String(RESOURCE_ID);

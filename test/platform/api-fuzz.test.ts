@@ -537,6 +537,59 @@ function firstProblem(operation: Operation, sent: Case, status: number, type: st
   return undefined;
 }
 
+/** Whole numbers past what a database integer holds (INTEGER, BIGINT), and past what a double keeps exactly. */
+const HUGE_INTEGERS = ['2147483648', '9223372036854775808', '99999999999999999999', '1e300'];
+
+/** The schema a parameter or body member has once `$ref`s are followed. */
+function resolved(document: any, schema: any): any {
+  let current = schema;
+  for (let hops = 0; current?.$ref && hops < 10; hops++) current = current.$ref.split('/').slice(1).reduce((node: any, part: string) => node?.[part], document);
+  return current;
+}
+
+describe('every integer an operation takes, past what a database integer holds', () => {
+  it('is refused with a 4xx problem body: path and query parameters, and top-level body members', { timeout: 120_000 }, async () => {
+    const document = (await world.api('GET', '/openapi.json')).body;
+    const problems: string[] = [];
+    let sent = 0;
+    const check = async (operation: Operation, method: string, path: string, what: string, body?: string) => {
+      const res = await fetch(`${world.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${agent.ownerToken}`, 'idempotency-key': key(), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body,
+        redirect: 'manual',
+      });
+      sent++;
+      const problem = firstProblem(operation, { path, headers: {}, what }, res.status, res.headers.get('content-type') ?? '', await res.text());
+      if (problem) problems.push(problem);
+    };
+    const operations = operationsOf(document);
+    for (const operation of operations) {
+      const item = document.paths[operation.template][operation.method.toLowerCase()];
+      const fill = (template: string) => template.replace(/^\/v1\/owner\/agents\/\{id\}/, `/v1/owner/agents/${agent.id}`).replace(/\{\w+\}/g, 'no_such_id');
+      for (const parameter of item.parameters ?? []) {
+        if (resolved(document, parameter.schema)?.type !== 'integer') continue;
+        for (const value of HUGE_INTEGERS) {
+          const path =
+            parameter.in === 'path'
+              ? fill(operation.template.replace(`{${parameter.name}}`, value))
+              : parameter.in === 'query'
+                ? `${fill(operation.template)}?${parameter.name}=${value}`
+                : undefined;
+          if (path) await check(operation, operation.method, path, `${parameter.in} ${parameter.name}=${value}`);
+        }
+      }
+      const schema = resolved(document, item.requestBody?.content?.['application/json']?.schema);
+      for (const [name, member] of Object.entries<any>(schema?.properties ?? {})) {
+        if (resolved(document, member)?.type !== 'integer') continue;
+        for (const value of HUGE_INTEGERS) await check(operation, operation.method, fill(operation.template), `body ${name}=${value}`, `{"${name}":${value}}`);
+      }
+    }
+    expect(sent).toBeGreaterThan(20);
+    expect(problems).toEqual([]);
+  });
+});
+
 describe('fuzzing every operation of the OpenAPI document', () => {
   it(`answers ${CASES_PER_OPERATION} generated bad requests per operation with 4xx bodies of the right kind, never a 5xx or a leak`, { timeout: 240_000 }, async () => {
     const document = (await world.api('GET', '/openapi.json')).body;
