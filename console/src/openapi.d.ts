@@ -2705,8 +2705,8 @@ export interface components {
             hash: string;
             /** @description built-in services the agent may execute; "*" = all */
             allowedServices: string[];
-            /** @description offer categories the agent may buy; "*" = all */
-            allowedCategories: string[];
+            /** @description offer categories (lower-case slugs) the agent may buy; "*" = all */
+            allowedCategories: (string | "*")[];
             caps: {
                 perHoldUc: string | null;
                 perPeriodUc: string | null;
@@ -2715,7 +2715,7 @@ export interface components {
             };
             /** @description up to 20; every budget that applies to a purchase must hold */
             budgets: {
-                /** @description names the budget within the mandate; its usage follows it across versions */
+                /** @description names the budget within the mandate; its usage follows it across versions (a new period or time zone counts, in the period now falls in, the holds made since that period began) */
                 id: string;
                 /** @description at most this much per period (held plus captured, less refunded) */
                 limitUc: string;
@@ -2726,7 +2726,7 @@ export interface components {
                 period: "day" | "week" | "month" | "total";
                 /** @description only purchases from this merchant count */
                 merchantId?: string;
-                /** @description only spending in this category counts */
+                /** @description only spending in this category (a lower-case slug, as offers have) counts */
                 category?: string;
                 /** @description only this built-in service counts */
                 serviceId?: string;
@@ -4937,8 +4937,8 @@ export interface operations {
                 "application/json": {
                     /** @description built-in services the agent may execute; "*" = all */
                     allowedServices?: string[];
-                    /** @description offer categories the agent may buy; "*" = all */
-                    allowedCategories?: string[];
+                    /** @description offer categories (lower-case slugs) the agent may buy; "*" = all */
+                    allowedCategories?: (string | "*")[];
                     caps?: {
                         perHoldUc: string | null;
                         perPeriodUc: string | null;
@@ -4947,7 +4947,7 @@ export interface operations {
                     };
                     /** @description up to 20; every budget that applies to a purchase must hold */
                     budgets?: {
-                        /** @description names the budget within the mandate; its usage follows it across versions */
+                        /** @description names the budget within the mandate; its usage follows it across versions (a new period or time zone counts, in the period now falls in, the holds made since that period began) */
                         id: string;
                         /** @description at most this much per period (held plus captured, less refunded) */
                         limitUc: string;
@@ -4958,7 +4958,7 @@ export interface operations {
                         period: "day" | "week" | "month" | "total";
                         /** @description only purchases from this merchant count */
                         merchantId?: string;
-                        /** @description only spending in this category counts */
+                        /** @description only spending in this category (a lower-case slug, as offers have) counts */
                         category?: string;
                         /** @description only this built-in service counts */
                         serviceId?: string;
@@ -6033,8 +6033,8 @@ export interface operations {
                     mandate?: {
                         /** @description built-in services the agent may execute; "*" = all */
                         allowedServices?: string[];
-                        /** @description offer categories the agent may buy; "*" = all */
-                        allowedCategories?: string[];
+                        /** @description offer categories (lower-case slugs) the agent may buy; "*" = all */
+                        allowedCategories?: (string | "*")[];
                         caps?: {
                             perHoldUc: string | null;
                             perPeriodUc: string | null;
@@ -6043,7 +6043,7 @@ export interface operations {
                         };
                         /** @description up to 20; every budget that applies to a purchase must hold */
                         budgets?: {
-                            /** @description names the budget within the mandate; its usage follows it across versions */
+                            /** @description names the budget within the mandate; its usage follows it across versions (a new period or time zone counts, in the period now falls in, the holds made since that period began) */
                             id: string;
                             /** @description at most this much per period (held plus captured, less refunded) */
                             limitUc: string;
@@ -6054,7 +6054,7 @@ export interface operations {
                             period: "day" | "week" | "month" | "total";
                             /** @description only purchases from this merchant count */
                             merchantId?: string;
-                            /** @description only spending in this category counts */
+                            /** @description only spending in this category (a lower-case slug, as offers have) counts */
                             category?: string;
                             /** @description only this built-in service counts */
                             serviceId?: string;

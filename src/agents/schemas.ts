@@ -1,6 +1,6 @@
 // Agents as every face shows them: one schema each, registered once by the composition root.
 import { Type } from '@sinclair/typebox';
-import { Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
+import { CATEGORY_PATTERN, CategoryOrAny, Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
 import { ALERT_THRESHOLDS_MAX, BUDGETS_PER_MANDATE_MAX, DELEGATION_DEPTH_MAX, MERCHANT_RULES_MAX } from '../policy/mandate.ts';
 import { BUDGET_PERIODS } from '../policy/periods.ts';
 import { PROFILE_PRESETS } from './service.ts';
@@ -48,11 +48,11 @@ export const AgentSchema = Type.Object(
 
 const Budget = Type.Object(
   {
-    id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._:-]+$', description: 'names the budget within the mandate; its usage follows it across versions' }),
+    id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._:-]+$', description: 'names the budget within the mandate; its usage follows it across versions (a new period or time zone counts, in the period now falls in, the holds made since that period began)' }),
     limitUc: Microcredits('at most this much per period (held plus captured, less refunded)'),
     period: Type.String({ enum: [...BUDGET_PERIODS], description: 'day, week (ISO, from Monday) or month in the mandate\'s time zone, or total (never resets)' }),
     merchantId: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'only purchases from this merchant count' })),
-    category: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'only spending in this category counts' })),
+    category: Type.Optional(Type.String({ pattern: CATEGORY_PATTERN, description: 'only spending in this category (a lower-case slug, as offers have) counts' })),
     serviceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'only this built-in service counts' })),
   },
   { additionalProperties: false, description: 'a budget without merchantId, category or serviceId covers all spending; at most one of them' },
@@ -69,7 +69,7 @@ const MerchantRules = Type.Object(
 /** The rules of a mandate, as PUT takes them and every face shows them. */
 export const MandateRulesProperties = {
   allowedServices: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 20, description: 'built-in services the agent may execute; "*" = all' }),
-  allowedCategories: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 100, description: 'offer categories the agent may buy; "*" = all' }),
+  allowedCategories: Type.Array(CategoryOrAny, { maxItems: 100, description: 'offer categories (lower-case slugs) the agent may buy; "*" = all' }),
   caps: Type.Object(
     {
       perHoldUc: Nullable(Microcredits('largest single hold; null = no cap')),

@@ -26,6 +26,7 @@ import {
 import { principalScope, type Principal } from '../platform/principal.ts';
 import { periodOf } from '../policy/periods.ts';
 import { usageOf, type Usage } from '../policy/spending.ts';
+import { recountRedefinedBudgets, type RedefinedBudget } from '../policy/budget-usage.ts';
 import * as store from './store.ts';
 
 /** The agent row other features read and lock through this service (never through its store). */
@@ -194,6 +195,21 @@ export interface DelegateTree {
   truncated: boolean;
 }
 
+/**
+ * The budgets a mandate change keeps by id but counts in other periods (another period, or another time zone for a
+ * day, week or month), each with the start of the period now falls in under the new rules: their usage follows
+ * them there (recountRedefinedBudgets), as it follows a budget whose limit changed.
+ */
+function redefinedBudgets(before: MandateRules, after: MandateRules, nowS: number): RedefinedBudget[] {
+  return after.budgets.flatMap((budget) => {
+    const old = before.budgets.find((candidate) => candidate.id === budget.id);
+    if (!old) return [];
+    const sameTime = budget.period === 'total' || before.timeZone === after.timeZone;
+    if (old.period === budget.period && sameTime) return [];
+    return [{ budgetId: budget.id, periodStartS: periodOf(budget.period, after.timeZone, nowS).startS }];
+  });
+}
+
 /** Agents whose mandate version 1 is written per pass of the start-up backfill. */
 const MANDATE_BACKFILL_BATCH = 500;
 
@@ -254,7 +270,7 @@ export class AgentService {
       throw new ApiError('invalid_input', { detail: `the mandate of agent ${parent.id} does not allow delegates (delegation.allowed is false)`, extra: { reason: 'delegation_not_allowed' } });
     }
     await this.checkDepth(tx, parent);
-    const rules = checkedRules({ ...parentRules, delegation: { ...NO_DELEGATION }, ...input.mandate, caps: input.mandate.caps ?? parentRules.caps }, this.serviceIds);
+    const rules = await this.checkedWithMerchants(tx, { ...parentRules, delegation: { ...NO_DELEGATION }, ...input.mandate, caps: input.mandate.caps ?? parentRules.caps });
     refuseWider(rules, parentRules);
     const row = await this.insertAgent(tx, { ownerId: parent.owner_id, name: input.name, identity: input.identity, parent }, rules, principalScope(principal as Principal));
     return toAgent(row);
@@ -349,9 +365,38 @@ export class AgentService {
   /** Replaces the mandate of one of the owner's agents (PUT …/mandate): a new version. */
   async setMandate(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, agentId: string, rules: MandateRules): Promise<store.AgentRow> {
     const row = await this.lockAgentFor(tx, principal, agentId);
-    const checked = checkedRules(rules, this.serviceIds);
+    const checked = await this.checkedWithMerchants(tx, rules);
     await this.checkWithinParent(tx, row, checked);
-    return this.writeMandate(tx, row, checked, principalScope(principal as Principal));
+    const redefined = redefinedBudgets(this.rulesOf(row), checked, this.gateway.clock.nowS());
+    const written = await this.writeMandate(tx, row, checked, principalScope(principal as Principal));
+    if (redefined.length > 0) {
+      const scope = { agentId: row.id, subtreeIds: await store.subtreeIds(tx, row.id), payerId: row.ancestor_ids[0] ?? row.id };
+      await recountRedefinedBudgets(tx, scope, redefined);
+    }
+    return written;
+  }
+
+  /**
+   * checkedRules, and what only the database knows: every merchant a budget names exists. A budget scoped to a
+   * merchant id that names none would count nothing, so its limit would never hold; one given a merchant's domain
+   * is told the id to use, when it is verified (the merchant rules take ids or verified domains; a budget, whose usage follows its merchant's
+   * id, takes the id).
+   */
+  private async checkedWithMerchants(db: Queryable, rules: MandateRules): Promise<MandateRules> {
+    const checked = checkedRules(rules, this.serviceIds);
+    const named = [...new Set(checked.budgets.flatMap((budget) => (budget.merchantId === undefined ? [] : [budget.merchantId])))];
+    if (named.length === 0) return checked;
+    const found = await store.findMerchantsNamed(db, named);
+    for (const [index, { merchantId }] of checked.budgets.entries()) {
+      if (merchantId === undefined || found.some((merchant) => merchant.id === merchantId)) continue;
+      const byDomain = found.find((merchant) => merchant.domain === merchantId && merchant.verified);
+      throw new ApiError('invalid_input', {
+        detail: byDomain
+          ? `budgets/${index}/merchantId "${merchantId}" is a merchant's domain; a budget names its merchant by id: ${byDomain.id}`
+          : `budgets/${index}/merchantId "${merchantId}" names no merchant (an id, mer_…)`,
+      });
+    }
+    return checked;
   }
 
   /** The mandate in force, as every face shows it: its document, its hash, and its budgets' usage now. */

@@ -89,6 +89,15 @@ export async function findAgent(db: Queryable, agentId: string): Promise<AgentWi
   return rows[0];
 }
 
+/** The merchants a mandate's budgets name, found by id, or by domain (to tell an owner who named one that way). */
+export async function findMerchantsNamed(db: Queryable, names: readonly string[]): Promise<Array<{ id: string; domain: string; verified: boolean }>> {
+  const { rows } = await db.query<{ id: string; domain: string; verified: boolean }>(
+    'SELECT id, domain, verified FROM merchants WHERE id = ANY($1::text[]) OR domain = ANY($1::text[])',
+    [names],
+  );
+  return rows;
+}
+
 export async function lockAgent(tx: Tx, agentId: string): Promise<AgentRow | undefined> {
   const { rows } = await tx.query<AgentRow>('SELECT * FROM agents WHERE id = $1 FOR UPDATE', [agentId]);
   return rows[0];

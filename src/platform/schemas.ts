@@ -17,6 +17,8 @@ export const UnixSeconds = (description?: string) => Type.Integer({ minimum: 0, 
 /** A version number (1, 2, …) as a path or query parameter names one. */
 export const VersionNumber = (description: string) => Type.Integer({ minimum: 1, maximum: INTEGER_MAX, description });
 export const Category = Type.String({ pattern: CATEGORY_PATTERN, description: 'lower-case category slug, 1–64 characters' });
+/** A category an agent may buy in, or "*" for any. */
+export const CategoryOrAny = Type.Union([Category, Type.Literal('*')]);
 const RESOURCE_ID = { minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9_.:-]+$' };
 export const ResourceId = Type.String(RESOURCE_ID);
 /** A path parameter naming a resource, described for the OpenAPI document (e.g. `idOf('offer (off_…)')`). */

@@ -56,14 +56,15 @@ describe('budgets read with the lots, for the periods of the last hold', () => {
       expect((await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key, body: { budgets: [{ id: 'b', limitUc, period }] } })).status).toBe(200);
     await setBudget('total', '10000000', 'guess-p1');
     expect((await mint(world, agent.token, two)).status).toBe(200);
+    // The day counts the hold made today (recountRedefinedBudgets), and the next one.
     await setBudget('day', '10000000', 'guess-p2');
     expect((await mint(world, agent.token, book)).status).toBe(200);
-    // Back to the total, whose period holds 2 credits already; the last hold counted in the day's.
-    await setBudget('total', '3000000', 'guess-p3');
+    // Back to the total, which counts both holds again; the last hold was made counting in the day's period.
+    await setBudget('total', '4000000', 'guess-p3');
     const refused = await mint(world, agent.token, two);
     expect([refused.status, refused.body.code, refused.body.budget?.id]).toEqual([402, 'CAP_EXCEEDED', 'b']);
     expect((await mint(world, agent.token, book)).status).toBe(200);
-    expect((await budgetPeriodTotals(world.gw.gateway.db, [agent.id])).map((t) => t.spent_uc).sort()).toEqual([1_000_000n, 3_000_000n]);
+    expect((await budgetPeriodTotals(world.gw.gateway.db, [agent.id])).map((t) => t.spent_uc).sort()).toEqual([0n, 4_000_000n]);
     await expectLedgerInvariants(world.gw.gateway.db);
   });
 });

@@ -3,7 +3,7 @@
 // later period (release, capture, expiry, refund) gives back to the period the hold was made in.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
-import { budgetPeriodTotals, expectBudgetInvariants } from '../support/ledger-invariants.ts';
+import { budgetPeriodTotals, expectBudgetInvariants, expectLedgerInvariants } from '../support/ledger-invariants.ts';
 import { startWorld, type World } from '../support/world.ts';
 
 /** Credentials outlive every clock move of this file (the gateway checks token lifetimes against its own clock). */
@@ -150,5 +150,83 @@ describe('a hold settled in a later period gives back to the period it was made 
     // What the owner and the agent read is the new period, untouched.
     expect(await usageOf(agent)).toMatchObject({ periodStart: boundaryS, spentUc: '1000000', remainingUc: '4000000' });
     expect((await world.api('GET', '/v1/me', { token: agent.token })).body.budgets).toEqual([expect.objectContaining({ budgetId: 'daily', spentUc: '1000000' })]);
+  });
+});
+
+describe('a budget whose time zone or period changes keeps counting what its current period holds', () => {
+  it('UTC → Asia/Kolkata in the middle of a day: the new day counts the holds made since it began; then day → total counts them all', async () => {
+    const agent = await budgetedAgent({ budgets: [{ id: 'daily', limitUc: '3000000', period: 'day' }], timeZone: 'UTC' });
+    const offer = await shop.offer({ priceUc: '1000000', holdLifetimeS: 7 * 86_400 });
+    const midnightS: number = (await usageOf(agent)).resetsAt;
+    const kolkataDayS = midnightS - 19_800; // 00:00 in Kolkata (UTC+5:30) is 18:30 UTC the evening before
+    const spent = async () => {
+      await expectBudgetInvariants(world.gw.gateway.db, [agent.id]);
+      const periods = await budgetPeriodTotals(world.gw.gateway.db, [agent.id]);
+      return Object.fromEntries(periods.map((p) => [String(p.period_start_s), p.spent_uc]));
+    };
+    const setMandate = async (mandate: Record<string, unknown>) => {
+      const res = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `periods-mandate-${++counter}`, body: mandate });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return res.body;
+    };
+    moveTo(kolkataDayS - 1_800); // the day before, in both zones
+    expect((await mint(world, agent.token, offer.id)).status).toBe(200);
+    moveTo(midnightS - 3_600); // 23:00 UTC, the same day as before in UTC; 04:30 of the next day in Kolkata
+    const early = (await mint(world, agent.token, offer.id)).body.redemption.id as string;
+    moveTo(midnightS + 3_600);
+    expect((await mint(world, agent.token, offer.id)).status).toBe(200);
+    expect(await spent()).toEqual({ [midnightS - 86_400]: 2_000_000n, [midnightS]: 1_000_000n });
+
+    const inKolkata = await setMandate({ budgets: [{ id: 'daily', limitUc: '3000000', period: 'day' }], timeZone: 'Asia/Kolkata' });
+    expect(inKolkata.usage[0]).toMatchObject({ periodStart: kolkataDayS, spentUc: '2000000', remainingUc: '1000000' });
+    expect(await spent()).toEqual({ [midnightS - 86_400]: 1_000_000n, [midnightS]: 0n, [kolkataDayS]: 2_000_000n });
+    expect((await mint(world, agent.token, offer.id)).status).toBe(200);
+    expect((await mint(world, agent.token, offer.id)).body).toMatchObject({ code: 'CAP_EXCEEDED', budget: { id: 'daily', remainingUc: '0' } });
+
+    // The moved hold gives back to the period it now counts in.
+    const released = await world.api('POST', `/v1/redemptions/${early}/release`, { token: shop.key, key: `periods-${++counter}`, body: {} });
+    expect(released.status).toBe(200);
+    expect(await usageOf(agent)).toMatchObject({ periodStart: kolkataDayS, spentUc: '2000000' });
+
+    // A total counts every hold still spending, whenever it was made.
+    const total = await setMandate({ budgets: [{ id: 'daily', limitUc: '3000000', period: 'total' }], timeZone: 'Asia/Kolkata' });
+    expect(total.usage[0]).toMatchObject({ periodStart: 0, spentUc: '3000000', remainingUc: '0' });
+    expect((await spent())['0']).toBe(3_000_000n);
+    // And back: the day counts the holds made since it began, the older one stays in the total's row.
+    const daily = await setMandate({ budgets: [{ id: 'daily', limitUc: '3000000', period: 'day' }], timeZone: 'Asia/Kolkata' });
+    expect(daily.usage[0]).toMatchObject({ periodStart: kolkataDayS, spentUc: '2000000' });
+    expect(await spent()).toMatchObject({ '0': 1_000_000n, [kolkataDayS]: 2_000_000n });
+    await expectLedgerInvariants(world.gw.gateway.db);
+  });
+  it("a parent's budget counts its delegate's holds in the parent's new time zone", async () => {
+    const parent = await budgetedAgent({ budgets: [{ id: 'daily', limitUc: '5000000', period: 'day' }], timeZone: 'UTC', delegation: { allowed: true, maxDepth: 1 } });
+    const subject = `periods-child-${++counter}`;
+    const created = await world.api('POST', `/v1/agents/${parent.id}/delegates`, {
+      token: parent.token,
+      key: `periods-child-${counter}`,
+      body: { name: subject, identity: { issuer: world.agentIssuer.issuer, subject }, mandate: { budgets: [{ id: 'daily', limitUc: '5000000', period: 'day' }] } },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const email = `periods-${counter - 1}@example.com`;
+    const child = { id: created.body.id as string, token: await world.agentIssuer.mint({ sub: subject, owner_email: email }, { expiresInS: TOKEN_LIFETIME_S }) };
+    const offer = await shop.offer({ priceUc: '1000000', holdLifetimeS: 7 * 86_400 });
+    const midnightS: number = (await usageOf(parent)).resetsAt;
+    moveTo(midnightS - 3_600); // 23:00 UTC; 04:30 of the next day in Kolkata
+    expect((await mint(world, child.token, offer.id)).status).toBe(200);
+    moveTo(midnightS + 60);
+    expect((await mint(world, child.token, offer.id)).status).toBe(200);
+    expect(await usageOf(parent)).toMatchObject({ periodStart: midnightS, spentUc: '1000000' });
+
+    const set = await world.api('PUT', `/v1/owner/agents/${parent.id}/mandate`, {
+      token: parent.ownerToken,
+      key: `periods-mandate-${++counter}`,
+      body: { budgets: [{ id: 'daily', limitUc: '5000000', period: 'day' }], timeZone: 'Asia/Kolkata', delegation: { allowed: true, maxDepth: 1 } },
+    });
+    expect(set.status, JSON.stringify(set.body)).toBe(200);
+    expect(set.body.usage[0]).toMatchObject({ periodStart: midnightS - 19_800, spentUc: '2000000' });
+    // The child's own budget of the same id, still in UTC, did not change.
+    const childUsage = await world.api('GET', `/v1/owner/agents/${child.id}/mandate`, { token: parent.ownerToken });
+    expect(childUsage.body.usage[0]).toMatchObject({ budgetId: 'daily', periodStart: midnightS, spentUc: '1000000' });
+    await expectLedgerInvariants(world.gw.gateway.db);
   });
 });

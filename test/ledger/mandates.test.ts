@@ -84,6 +84,11 @@ describe('the mandate resource', () => {
       // A member the mandate does not have is named, not only the object holding it.
       [{ budget: [] }, /"detail":"body\/budget is not a known member here"/],
       [{ budgets: [{ id: 'a', limitUc: '1', period: 'day', merchant: 'mer_x' }] }, /body\/budgets\/0\/merchant is not a known member here/],
+      // A budget that could never count anything: a merchant that does not exist, a category no offer can have.
+      [{ budgets: [{ id: 'a', limitUc: '1', period: 'day', merchantId: 'mer_nonexistent' }] }, /budgets\/0\/merchantId \\"mer_nonexistent\\" names no merchant/],
+      [{ budgets: [{ id: 'a', limitUc: '1', period: 'day', category: 'BOOKS' }] }, /body\/budgets\/0\/category/],
+      [{ allowedCategories: ['Books'] }, /body\/allowedCategories\/0/],
+      [{ allowedCategories: ['books stuff'] }, /body\/allowedCategories\/0/],
     ] as const;
     for (const [body, detail] of refusals) {
       const res = await put(agent, body);
@@ -92,6 +97,12 @@ describe('the mandate resource', () => {
       expect(JSON.stringify(res.body)).toMatch(detail);
     }
     expect((await get(agent)).body.version).toBe(1);
+    // A verified merchant named by its domain: refused, with the id to use.
+    const { rows } = await world.gw.gateway.db.query<{ domain: string }>('SELECT domain FROM merchants WHERE id = $1', [shop.merchantId]);
+    const byDomain = await put(agent, { budgets: [{ id: 'a', limitUc: '1', period: 'day', merchantId: rows[0]!.domain }] });
+    expect(byDomain.status).toBe(400);
+    expect(byDomain.body.detail).toBe(`budgets/0/merchantId "${rows[0]!.domain}" is a merchant's domain; a budget names its merchant by id: ${shop.merchantId}`);
+    expect((await put(agent, { budgets: [{ id: 'a', limitUc: '1', period: 'day', merchantId: shop.merchantId }], allowedCategories: ['books', '*'] })).status).toBe(200);
   });
 
   it("another owner's agent is not found, and an agent credential is not an owner", async () => {

@@ -46,8 +46,9 @@ interface ModelHold {
   merchantId: string;
   shop: number;
   category: string;
-  /** The budget periods the hold counted in (its agent's and each ancestor's), whatever the mandates say later. */
+  /** The budget periods the hold counts in (its agent's and each ancestor's), moved only by a recount (`recounted`). */
   charges: Array<{ agentId: string; budgetId: string; periodStartS: number }>;
+  createdAtS: number;
 }
 /** A budget as a run generates it: its scope names a shop by index. */
 interface ModelBudget { id: string; limit: bigint; period: 'day' | 'total'; shop?: number; category?: string }
@@ -158,6 +159,31 @@ function budgetsOf(mandate: ModelMandate): Budget[] {
 }
 
 /** Writes a mandate of these budgets as the agent's owner would (a new version); a root may have one level of delegates. */
+/**
+ * What a new mandate does to the budgets it keeps by id but counts in other periods (another period, or another
+ * time zone for a day budget): each hold still spending (held, or captured less refunded) made since the period now
+ * falls in began, and charged to the budget in another period, now counts in that period, with what it spends.
+ */
+function recounted(model: Model, agentId: string, before: ModelMandate | undefined, after: ModelMandate): void {
+  for (const budget of after.budgets) {
+    const old = before?.budgets.find((candidate) => candidate.id === budget.id);
+    if (!old || (old.period === budget.period && (budget.period === 'total' || before!.timeZone === after.timeZone))) continue;
+    const startS = periodOf(budget.period, after.timeZone, nowS()).startS;
+    for (const hold of model.holds) {
+      if ((hold.state !== 'held' && hold.state !== 'captured') || hold.createdAtS < startS) continue;
+      const spends = hold.state === 'held' ? hold.amount : hold.captured - hold.refunded;
+      for (const charge of hold.charges) {
+        if (charge.agentId !== agentId || charge.budgetId !== budget.id || charge.periodStartS === startS) continue;
+        model.periods.get(periodKey(agentId, budget.id, charge.periodStartS))!.spent -= spends;
+        const key = periodKey(agentId, budget.id, startS);
+        const period = model.periods.get(key) ?? { agentId, budgetId: budget.id, periodStartS: startS, spent: 0n, alerted: 0 };
+        model.periods.set(key, { ...period, spent: period.spent + spends });
+        charge.periodStartS = startS;
+      }
+    }
+  }
+}
+
 async function setMandate(model: Model, agentId: string, mandate: ModelMandate) {
   const delegation = model.parents.has(agentId) ? { allowed: false, maxDepth: 0 } : { allowed: true, maxDepth: 1 };
   const rules = {
@@ -341,6 +367,7 @@ class Mint implements fc.AsyncCommand<Model, Real> {
       shop: this.shop,
       category: this.category,
       charges: charges.map(({ budget, periodStartS, agentId: owner }) => ({ agentId: owner, budgetId: budget.id, periodStartS })),
+      createdAtS: nowS(),
     });
   }
   toString = () =>
@@ -501,7 +528,8 @@ class NextDay implements fc.AsyncCommand<Model, Real> {
 
 /**
  * The owner gives the agent a new mandate: holds keep counting in (and giving back to) the periods they were
- * charged to. A root may narrow below its delegate's (the delegate's holds are still charged to its budgets).
+ * charged to, but for a budget it redefines (`recounted`). A root may narrow below its delegate's (the delegate's
+ * holds are still charged to its budgets).
  */
 class Remandate implements fc.AsyncCommand<Model, Real> {
   constructor(readonly agent: number, readonly mandate: ModelMandate) {}
@@ -509,6 +537,7 @@ class Remandate implements fc.AsyncCommand<Model, Real> {
   async run(model: Model) {
     const agentId = model.agents[this.agent % ROOTS]!;
     await setMandate(model, agentId, this.mandate);
+    recounted(model, agentId, model.mandates.get(agentId), this.mandate);
     model.mandates.set(agentId, this.mandate);
   }
   toString = () => `remandate(${this.agent % ROOTS}, ${describeMandate(this.mandate)})`;
@@ -524,6 +553,7 @@ class RemandateDelegate implements fc.AsyncCommand<Model, Real> {
     const outcome = await errorCode(setMandate(model, agentId, mandate));
     if (wider) return void expect(outcome).toBe('invalid_input');
     expect(outcome).toBe('ok');
+    recounted(model, agentId, model.mandates.get(agentId), mandate);
     model.mandates.set(agentId, mandate);
   }
   toString = () => `remandateDelegate(${this.pick.numerators.join('/')}, widen ${this.pick.widen}, own [${describeMandate({ budgets: this.pick.own, timeZone: this.pick.timeZone })}])`;
