@@ -3017,6 +3017,8 @@ export interface components {
                 id: string;
                 name: string;
             };
+            /** @description a top-up's reason, as its agent gave it (shown to the owner who approves); absent for a purchase */
+            reason?: string;
             /** @description the top-up's or the purchase approval's status (`pending_approval` while it waits for the owner) */
             status: string;
             /** Format: uri */

@@ -160,7 +160,7 @@ export function approvalPage(nonce: string, view: ApprovalPageView): string {
 <form id="signin"><p>Sign in as the agent's owner to see the request.</p>${signIn}<button type="submit">Sign in</button></form>
 <div id="details" hidden><dl>
 <dt>Agent</dt><dd><span id="agent-name"></span> <code id="agent" class="muted"></code></dd>
-<div data-for="purchase" hidden><dt>Merchant</dt><dd><span id="merchant-name"></span> <code id="merchant" class="muted"></code></dd>
+<div data-for="purchase" hidden><dt>Merchant</dt><dd><bdi id="merchant-name"></bdi> <code id="merchant" class="muted"></code></dd>
 <dt>Offer</dt><dd><span id="offer-name"></span> <code id="offer" class="muted"></code></dd></div>
 <dt>Amount</dt><dd id="amount"></dd>
 <div data-for="topup" hidden><dt>Reason</dt><dd id="reason"></dd><dt>Retained intent</dt><dd id="intent"></dd></div>

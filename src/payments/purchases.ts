@@ -77,6 +77,8 @@ export interface OwnerApproval {
   amountUc: string;
   merchant?: { id: string; name: string; domain: string };
   offer?: { id: string; name: string };
+  /** A top-up's reason, as its agent gave it. */
+  reason?: string;
   status: string;
   approvalUrl: string;
   createdAt: number;
@@ -351,6 +353,7 @@ export class PurchaseApprovals {
         amountUc: formatUc(item.amount_uc),
         ...(merchant ? { merchant } : {}),
         ...(item.offer_id !== null && item.offer_name !== null ? { offer: { id: item.offer_id, name: item.offer_name } } : {}),
+        ...(item.reason !== null ? { reason: item.reason } : {}),
         status: item.status,
         approvalUrl: item.approval_url,
         createdAt: Number(item.created_at_s),

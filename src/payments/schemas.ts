@@ -82,6 +82,7 @@ export const OwnerApprovalSchema = Type.Object(
     amountUc: Microcredits('what the top-up credits, or what the purchase takes'),
     merchant: Type.Optional(MerchantShown),
     offer: Type.Optional(OfferShown),
+    reason: Type.Optional(Type.String({ description: "a top-up's reason, as its agent gave it (shown to the owner who approves); absent for a purchase" })),
     status: Type.String({ description: "the top-up's or the purchase approval's status (`pending_approval` while it waits for the owner)" }),
     approvalUrl: Type.String({ format: 'uri' }),
     createdAt: UnixSeconds('creation'),

@@ -8,7 +8,7 @@ import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { holdsOf, ONE_CREDIT_UC } from '../execute/helpers.ts';
-import { repoRequest, topupBody } from './helpers.ts';
+import { REASON, repoRequest, topupBody } from './helpers.ts';
 
 let world: World;
 let github: FakeGitHub;
@@ -173,6 +173,7 @@ describe('GET /v1/owner/approvals', () => {
           agentId: agent.id,
           agentName: agent.name,
           amountUc: '500000000',
+          reason: REASON,
           status: 'pending_approval',
           approvalUrl: topup.approvalUrl,
           createdAt: topup.createdAt,

@@ -96,7 +96,7 @@ describe('amounts above the limit are 400 invalid_input', () => {
   });
 });
 
-describe('NUL and lone surrogates are 400 invalid_input', () => {
+describe('NUL, lone surrogates and bidirectional controls are 400 invalid_input', () => {
   it('refuses startingAfter=%00 on GET /v1/owner/agents', async () => {
     expectInvalidInput(await world.api('GET', '/v1/owner/agents?startingAfter=%00', { token: agent.ownerToken }), 'query');
   });
@@ -119,6 +119,18 @@ describe('NUL and lone surrogates are 400 invalid_input', () => {
     expectInvalidInput(await world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, body: { name: 'a\uD800b' } }), 'value');
     expectInvalidInput(await world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, body: { '\uDC00': 1 } }), 'member name');
     expectInvalidInput(await world.api('GET', '/v1/owner/agents/%00', { token: agent.ownerToken }), 'path');
+  });
+
+  it('refuses a bidirectional control in a name (a merchant named "Books \\u202e" would reverse the domain shown after it)', async () => {
+    const ownerToken = await world.humanToken('fuzz-bidi@example.com');
+    for (const control of ['\u202a', '\u202e', '\u2066', '\u2069']) {
+      const res = await world.api('POST', '/v1/merchants', { token: ownerToken, key: key(), body: { name: `Trusted Books ${control}`, domain: 'moc.koobecaf.ni', categories: ['books'] } });
+      expectInvalidInput(res, `merchant name with U+${control.codePointAt(0)!.toString(16)}`);
+      expect(res.body.detail).toMatch(/^body\.name holds .*bidirectional control/);
+    }
+    // Right-to-left text itself is accepted: it needs no control character.
+    const hebrew = await world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, body: { name: 'סוכן קניות' } });
+    expect(hebrew.status).toBe(200);
   });
 
   it('refuses a query number no column holds (limit=1e309 coerces to Infinity)', async () => {

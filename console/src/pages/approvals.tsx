@@ -56,7 +56,7 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
           <div>
             <dt>Merchant</dt>
             <dd>
-              {approval.merchant.name} <span class="muted">({approval.merchant.domain})</span>
+              <bdi>{approval.merchant.name}</bdi> <span class="muted">({approval.merchant.domain})</span>
             </dd>
           </div>
         ) : null}
@@ -64,6 +64,12 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
           <div>
             <dt>Offer</dt>
             <dd>{approval.offer.name}</dd>
+          </div>
+        ) : null}
+        {approval.reason !== undefined ? (
+          <div>
+            <dt>Reason given</dt>
+            <dd>{approval.reason}</dd>
           </div>
         ) : null}
         <div>
@@ -128,6 +134,7 @@ export function ApprovalsPage() {
           </ul>
         )
       ) : null}
+      {approvals.data?.hasMore ? <p class="muted">Only the first 100 waiting are shown: answer some, then Refresh, to see the rest.</p> : null}
     </>
   );
 }
