@@ -4344,7 +4344,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -4646,7 +4646,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -4757,7 +4757,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -5201,7 +5201,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -5304,7 +5304,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -5521,7 +5521,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -5744,7 +5744,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -7531,7 +7531,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -9062,7 +9062,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -9155,7 +9155,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -9341,7 +9341,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -9423,7 +9423,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -10233,7 +10233,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -10782,7 +10782,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -10947,7 +10947,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -11350,7 +11350,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
             };
             path?: never;

@@ -39,6 +39,12 @@ describe('operations in /openapi.json', () => {
       const successes = Object.entries(operation.responses).filter(([status]) => status.startsWith('2'));
       for (const [status, response] of successes) expect(response.headers?.['Idempotent-Replayed'], `${operation.operationId} ${status}`).toBeDefined();
     }
+    // Its description says what a missing key gets only where one is required (an optional key is never missing).
+    for (const { operation } of operations.filter(({ operation }) => keyOf(operation))) {
+      const { description } = keyOf(operation)! as { description?: string };
+      expect(description ?? '', operation.operationId).toMatch(/Malformed: 400 invalid_input|malformed: 400 invalid_input/);
+      if (description?.startsWith('Optional.')) expect(description, operation.operationId).not.toMatch(/Missing/);
+    }
     expect(byId.get('registerAgent')!.responses['201']!.headers?.Location).toBeDefined();
     expect(keyOf(byId.get('getAgent')!)).toBeUndefined();
   });

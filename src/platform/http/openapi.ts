@@ -240,7 +240,10 @@ export function documentIdempotency(schema: OperationSchema | undefined, operati
           description:
             `${IDEMPOTENCY_KEY_DESCRIPTIONS[key]} ${rule === 'release' ? '1 to 255 visible ASCII characters' : 'For example a UUID'}; the RFC 8941 quoted form is accepted as the same key.` +
             (member ? ` The body member \`${member}\` may carry it instead (both sent: they must be equal).` : '') +
-            ` Missing: 400 ${operation.idempotency.missingCode ?? 'idempotency_required'}; malformed: 400 invalid_input.`,
+            // An optional key is never missing: only a required one has a refusal for its absence.
+            (key === 'required'
+              ? ` Missing: 400 ${operation.idempotency.missingCode ?? 'idempotency_required'}; malformed: 400 invalid_input.`
+              : ' Malformed: 400 invalid_input.'),
         },
       },
       ...(key === 'required' && !member ? { required: ['Idempotency-Key'] } : {}),
