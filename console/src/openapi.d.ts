@@ -4408,7 +4408,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page */
+                /** @description id of the last item of the previous page (leave it out for the first page) */
                 startingAfter?: string;
             };
             header?: never;
@@ -6952,7 +6952,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page */
+                /** @description id of the last item of the previous page (leave it out for the first page) */
                 startingAfter?: string;
             };
             header?: never;
@@ -7288,7 +7288,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page */
+                /** @description id of the last item of the previous page (leave it out for the first page) */
                 startingAfter?: string;
             };
             header?: never;
@@ -7639,7 +7639,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page */
+                /** @description id of the last item of the previous page (leave it out for the first page) */
                 startingAfter?: string;
             };
             header?: never;
@@ -8831,7 +8831,7 @@ export interface operations {
                 agentId?: string;
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page */
+                /** @description id of the last item of the previous page (leave it out for the first page) */
                 startingAfter?: string;
             };
             header?: never;
@@ -9540,7 +9540,7 @@ export interface operations {
                 status?: "pending" | "all";
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page */
+                /** @description id of the last item of the previous page (leave it out for the first page) */
                 startingAfter?: string;
             };
             header?: never;
@@ -9606,7 +9606,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page */
+                /** @description id of the last item of the previous page (leave it out for the first page) */
                 startingAfter?: string;
             };
             header?: never;
@@ -10045,7 +10045,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page */
+                /** @description id of the last item of the previous page (leave it out for the first page) */
                 startingAfter?: string;
             };
             header?: never;
@@ -10714,7 +10714,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page */
+                /** @description id of the last item of the previous page (leave it out for the first page) */
                 startingAfter?: string;
             };
             header?: never;
@@ -10870,7 +10870,7 @@ export interface operations {
                 to?: number;
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last event of the previous page */
+                /** @description id of the last event of the previous page (leave it out for the first page) */
                 startingAfter?: string;
             };
             header?: never;
@@ -11415,7 +11415,7 @@ export interface operations {
                 to?: number;
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last event of the previous page */
+                /** @description id of the last event of the previous page (leave it out for the first page) */
                 startingAfter?: string;
             };
             header?: never;
@@ -11481,7 +11481,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page */
+                /** @description id of the last item of the previous page (leave it out for the first page) */
                 startingAfter?: string;
             };
             header?: never;

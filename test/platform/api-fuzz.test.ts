@@ -133,6 +133,12 @@ describe('NUL, lone surrogates and bidirectional controls are 400 invalid_input'
     expect(hebrew.status).toBe(200);
   });
 
+  it('refuses an empty startingAfter (it read as a cursor past everything: an empty first page)', async () => {
+    const res = await world.api('GET', '/v1/owner/agents?startingAfter=', { token: agent.ownerToken });
+    expectInvalidInput(res, 'empty startingAfter');
+    expect(res.body.detail).toMatch(/startingAfter/);
+  });
+
   it('refuses a query number no column holds (limit=1e309 coerces to Infinity)', async () => {
     expectInvalidInput(await world.api('GET', '/v1/owner/agents?limit=1e309', { token: agent.ownerToken }), 'limit');
   });
