@@ -55,6 +55,18 @@ describe('the HTTP edge', () => {
     }
   });
 
+  it('answers a request that carries a credential with Cache-Control: no-store, and every answer with nosniff', async () => {
+    const withCredential = await fetch(`${gw.url}/v1/test/echo`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer x' }, body: '{"name":"a"}' });
+    expect(withCredential.status).toBe(200);
+    expect(withCredential.headers.get('cache-control')).toBe('no-store');
+    expect(withCredential.headers.get('x-content-type-options')).toBe('nosniff');
+    const withCookie = await fetch(`${gw.url}/v1/test/echo`, { method: 'POST', headers: { 'content-type': 'application/json', cookie: 'a=b' }, body: '{"name":"a"}' });
+    expect(withCookie.headers.get('cache-control')).toBe('no-store');
+    const anonymous = await post('{"name":"a"}');
+    expect(anonymous.headers.get('cache-control')).toBeNull();
+    expect(anonymous.headers.get('x-content-type-options')).toBe('nosniff');
+  });
+
   it('answers a schema violation with 400 invalid_input naming the field', async () => {
     const res = await post(JSON.stringify({ name: '' }));
     expect(res.status).toBe(400);

@@ -144,6 +144,11 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    // What is answered to a credential is that caller's (balances, keys, approvals): no cache keeps it, a browser's
+    // own included (OWASP ASVS 8.2.1), unless its route says otherwise (an avatar, public keys). And no answer is
+    // read as another type than it says.
+    reply.header('x-content-type-options', 'nosniff');
+    if (request.headers.authorization !== undefined || request.headers.cookie !== undefined) reply.header('cache-control', 'no-store');
     // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 (Node's own check is off: it answers no body).
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
       throw new ApiError('invalid_input', { detail: 'an HTTP/1.1 request needs a Host header' });
