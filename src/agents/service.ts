@@ -269,7 +269,7 @@ export class AgentService {
     if (!parentRules.delegation.allowed) {
       throw new ApiError('invalid_input', { detail: `the mandate of agent ${parent.id} does not allow delegates (delegation.allowed is false)`, extra: { reason: 'delegation_not_allowed' } });
     }
-    await this.checkDepth(tx, parent);
+    await this.checkTreeAdmits(tx, parent);
     const rules = await this.checkedWithMerchants(tx, { ...parentRules, delegation: { ...NO_DELEGATION }, ...input.mandate, caps: input.mandate.caps ?? parentRules.caps });
     refuseWider(rules, parentRules);
     const row = await this.insertAgent(tx, { ownerId: parent.owner_id, name: input.name, identity: input.identity, parent }, rules, principalScope(principal as Principal));
@@ -277,10 +277,19 @@ export class AgentService {
   }
 
   /** A new child of `parent` must not lie deeper below any ancestor than that ancestor's mandate allows. */
-  private async checkDepth(db: Queryable, parent: store.AgentRow): Promise<void> {
+  /**
+   * Whether the tree admits a delegate below `parent`: no agent of its chain is frozen (a freeze stops a tree from
+   * growing as it stops it spending), and no ancestor's mandate allows fewer levels.
+   */
+  private async checkTreeAdmits(db: Queryable, parent: store.AgentRow): Promise<void> {
     const depth = parent.ancestor_ids.length + 1;
     if (depth > DELEGATION_DEPTH_MAX) throw depthExceeded(`a tree is at most ${DELEGATION_DEPTH_MAX} levels of delegates deep`);
     const ancestors = await store.findAgents(db, parent.ancestor_ids);
+    const frozen = [parent, ...ancestors].find((agent) => agent.status !== 'active');
+    if (frozen) {
+      const whose = frozen.id === parent.id ? `agent ${parent.id} is frozen` : `agent ${parent.id}'s ancestor ${frozen.id} is frozen`;
+      throw new ApiError('FROZEN', { detail: `${whose} by its owner: no delegate is registered below it until it is unfrozen`, extra: { reason: 'frozen', agentId: frozen.id } });
+    }
     for (const ancestor of [parent, ...ancestors]) {
       const below = depth - ancestor.ancestor_ids.length;
       const { maxDepth } = extendedRulesOf(ancestor.mandate_rules).delegation;

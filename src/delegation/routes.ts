@@ -33,10 +33,11 @@ export function delegationRoutes(deps: { operations: DelegationOperations; queri
           'and are checked against, and charged to, the budgets of the delegate and of every ancestor, in the same transaction. Refused with 400 invalid_input, ' +
           "nothing created, `reason`: delegation_not_allowed (the parent's mandate has delegation.allowed false), depth_exceeded (deeper than an ancestor's " +
           'delegation.maxDepth allows, or delegation.maxDepth not below the parent\'s), budget_wider_than_parent, merchant_outside_parent, window_outside_parent, ' +
-          'allowance_outside_parent. The same check applies to every later change of the delegate\'s mandate (PUT …/mandate, PATCH). Requires Idempotency-Key.',
+          'allowance_outside_parent. The same check applies to every later change of the delegate\'s mandate (PUT …/mandate, PATCH). 403 FROZEN ' +
+          '(`reason` frozen, `agentId` the frozen one) while the parent or an ancestor is frozen; 409 for a retired parent. Requires Idempotency-Key.',
         params: AgentIdParams,
         body: DelegateCreate,
-        response: { 201: Type.Ref('Agent'), ...problems(400, 404, 409, 503) },
+        response: { 201: Type.Ref('Agent'), ...problems(400, 403, 404, 409, 503) },
       },
       handler: (request, reply) =>
         serve(request, reply, ops.createDelegate, { ...(request.body as Static<typeof DelegateCreate>), id: (request.params as { id: string }).id }, {

@@ -259,6 +259,14 @@ describe("a delegate's spending", () => {
       expect(refused.status).toBe(403);
       expect(refused.body).toMatchObject({ code: 'FROZEN', reason: 'frozen', ...(agent === root ? {} : { agentId: root.id }) });
     }
+    // A frozen tree grows no delegate either, asked by an agent of it or by the owner, and creates nothing.
+    const before = await agentCount(root.ownerToken);
+    for (const [parent, token] of [[root, root.token], [child, child.token], [child, root.ownerToken]] as const) {
+      const { res } = await createDelegate(parent, token);
+      expect(res.status, JSON.stringify(res.body)).toBe(403);
+      expect(res.body).toMatchObject({ code: 'FROZEN', reason: 'frozen', agentId: root.id });
+    }
+    expect(await agentCount(root.ownerToken)).toBe(before);
     // The merchant check answers for the tree too.
     const check = await world.api('POST', '/v1/access/merchant-check', { token: shops[0].key, body: { offerId: offer.id, agentIdentity: { issuer: world.agentIssuer.issuer, subject: grandchild.subject } } });
     expect(check.body.allowed).toBe(false);
