@@ -5,7 +5,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { CONSOLE_CLIENT_ID, consoleRedirectUri } from '../oauth/console-client.ts';
-import { newNonce, pageHeaders } from '../platform/http/pages.ts';
+import { HtmlPage, newNonce, pageHeaders } from '../platform/http/pages.ts';
 import { problems } from '../platform/http/openapi.ts';
 import { ApiError } from '../platform/errors.ts';
 import { CONSOLE_STATIC_PATH, consoleBundleLoader, preferredEncoding, type ConsoleBundle } from './bundle.ts';
@@ -18,7 +18,6 @@ export interface ConsoleRouteDeps {
   agentIssuer: () => string | undefined;
 }
 
-const HtmlPage = (description: string) => ({ description, content: { 'text/html': { schema: Type.String() } } });
 const FileParams = Type.Object({ file: Type.String({ pattern: '^console-[A-Za-z0-9_-]{12}\\.(js|css)$', description: 'a built file, named by its content' }) });
 
 /** Built files never change under their name: a year, immutable. */

@@ -140,7 +140,7 @@ export const DevLoginResponse = Type.Object({
   expiresIn: Type.Integer({ description: 'seconds' }),
 });
 
-export const HtmlPage = (description: string) => ({ description, content: { 'text/html': { schema: { type: 'string' } } } });
+export { HtmlPage } from '../platform/http/pages.ts';
 export const SeeOther = (description: string) => ({ description, type: 'null' });
 
 export const OAuthGrantSchema = Type.Object(

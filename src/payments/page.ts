@@ -171,3 +171,14 @@ export function approvalPage(nonce: string, view: ApprovalPageView): string {
 <button id="decline" type="button" hidden>Decline</button></div>
 <p id="status" role="status"></p></div></main><script nonce="${nonce}">${SCRIPT}</script></body></html>`;
 }
+
+/**
+ * What a person who opened an approval link whose id cannot name an approval sees (a 400 in HTML, where the API
+ * answers a problem body): the page, not JSON.
+ */
+export function invalidLinkPage(nonce: string, kind: ApprovalPageKind): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${WORDING[kind].title} · Agent Credit Gateway</title><style nonce="${nonce}">${STYLE}</style></head>
+<body><main><h1>This link does not name a ${kind === 'topup' ? 'top-up' : 'purchase'}</h1>
+<p>The address is not one the gateway gives: check that it was copied whole, or open the request from your console's Approvals.</p></main></body></html>`;
+}

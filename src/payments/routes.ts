@@ -9,9 +9,9 @@ import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
 import { queryRoute } from '../platform/http/query.ts';
 import { IdParams } from '../platform/schemas.ts';
-import { newNonce, pageHeaders } from '../platform/http/pages.ts';
+import { HtmlPage, newNonce, pageHeaders } from '../platform/http/pages.ts';
 import { paymentOperations, RequestTopupInput } from './operations.ts';
-import { approvalPage, type ApprovalPageKind } from './page.ts';
+import { approvalPage, invalidLinkPage, type ApprovalPageKind } from './page.ts';
 import { PURCHASE_APPROVAL_LIFETIME_S } from './purchases.ts';
 import type { PaymentQueries } from './queries.ts';
 import type { RailNotifications } from './rails/rail.ts';
@@ -151,17 +151,20 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
     const page = (kind: ApprovalPageKind) => async (request: FastifyRequest, reply: FastifyReply) => {
       const nonce = newNonce();
       reply.headers(pageHeaders(nonce));
+      if (request.validationError) return reply.code(400).send(invalidLinkPage(nonce, kind));
       const { id } = request.params as Static<typeof IdParams>;
       return approvalPage(nonce, { kind, id, devLoginUrl: deps.devLoginUrl, humanIssuer: deps.humanIssuer, serviceTitles: deps.serviceTitles });
     };
 
     app.get('/payments/topups/:id', {
+      attachValidation: true,
       schema: {
         operationId: 'showTopupApprovalPage',
         tags,
         summary: 'The approval page of a top-up (HTML)',
         description: 'The owner signs in here, sees the agent, the amount, the reason and the retained intent, and approves or declines.',
         params: IdParams,
+        response: { 200: HtmlPage('the approval page'), 400: HtmlPage('a link whose id cannot name an approval') },
       },
       handler: page('topup'),
     });
@@ -220,12 +223,14 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
     });
 
     app.get('/payments/purchases/:id', {
+      attachValidation: true,
       schema: {
         operationId: 'showPurchaseApprovalPage',
         tags,
         summary: 'The approval page of a purchase (HTML)',
         description: "The owner signs in here, sees the agent, the merchant, the offer and the amount, and approves or declines.",
         params: IdParams,
+        response: { 200: HtmlPage('the approval page'), 400: HtmlPage('a link whose id cannot name an approval') },
       },
       handler: page('purchase'),
     });

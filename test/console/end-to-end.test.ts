@@ -355,6 +355,8 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     const allowed = await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, { ...rules, delegation: { allowed: true, maxDepth: 1 } }, key('allow-delegates'));
     expect(allowed.status).toBe(200);
     const scout = (await api('GET', `/v1/owner/agents/${agentId}`, owner)).body;
+    // Scout was frozen above, and a frozen agent registers no delegate.
+    expect((await api('POST', `/v1/owner/agents/${agentId}/unfreeze`, owner, {}, key('unfreeze'))).status).toBe(200);
     const buyer = await api(
       'POST',
       `/v1/agents/${agentId}/delegates`,

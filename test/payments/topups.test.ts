@@ -201,6 +201,18 @@ describe('approving on the local provider', () => {
     expect(html).toContain(created.id);
     expect(html).not.toContain(REASON);
   });
+
+  it('answers a link whose id cannot name an approval with a 400 page a person can read, not JSON', async () => {
+    for (const path of ['/payments/topups/top_%22%3E%3Cb%3Ex', '/payments/purchases/pur_%22%3E%3Cb%3Ex', `/payments/topups/${'a'.repeat(201)}`]) {
+      const res = await fetch(`${world.url}${path}`);
+      expect(res.status, path).toBe(400);
+      expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+      expect(res.headers.get('content-security-policy')).toMatch(/default-src 'none'/);
+      const html = await res.text();
+      expect(html).toMatch(/This link does not name a (top-up|purchase)/);
+      expect(html).not.toContain('<b>x');
+    }
+  });
 });
 
 describe('retained intents', () => {

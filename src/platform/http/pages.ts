@@ -32,3 +32,6 @@ export function pageHeaders(nonce: string): Record<string, string> {
     pragma: 'no-cache',
   };
 }
+
+/** An HTML answer as the OpenAPI document describes it (a page, not a problem body). */
+export const HtmlPage = (description: string) => ({ description, content: { 'text/html': { schema: { type: 'string' } } } });
