@@ -14,7 +14,7 @@ import { devLoginRoutes } from './dev-login-routes.ts';
 import { temporarilyUnavailable, unsupportedMediaType } from './errors.ts';
 import { REGISTRATIONS_PER_ADDRESS_PER_WINDOW, REMEMBERED_CONSENT_LIFETIME_S } from './limits.ts';
 import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';
-import { newNonce, pageHeaders } from '../platform/http/pages.ts';
+import { HtmlPage, newNonce, pageHeaders } from '../platform/http/pages.ts';
 import { consentPage, errorPage } from './pages.ts';
 import { registerClient, validateClientMetadata } from './register.ts';
 import * as schemas from './schemas.ts';
@@ -112,7 +112,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
         querystring: schemas.AuthorizeQuery,
         response: {
           303: schemas.SeeOther('to the consent page, or back to the client with an error'),
-          400: schemas.HtmlPage('the request cannot be trusted to the redirect URI'),
+          400: HtmlPage('the request cannot be trusted to the redirect URI'),
         },
       },
       handler: async (request, reply) => {
@@ -134,7 +134,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
           'HTML for the browser that started the authorization request. Sends a CSP with a script nonce and ' +
           "frame-ancestors 'none', X-Frame-Options DENY and Referrer-Policy no-referrer.",
         querystring: schemas.ConsentQuery,
-        response: { 200: schemas.HtmlPage('the consent page'), 400: schemas.HtmlPage('unknown, expired or used request'), 403: schemas.HtmlPage('started in another browser') },
+        response: { 200: HtmlPage('the consent page'), 400: HtmlPage('unknown, expired or used request'), 403: HtmlPage('started in another browser') },
       },
       handler: async (request, reply) => {
         const requestId = new URLSearchParams(rawQuery(request)).get('request_id') ?? undefined;

@@ -140,7 +140,6 @@ export const DevLoginResponse = Type.Object({
   expiresIn: Type.Integer({ description: 'seconds' }),
 });
 
-export { HtmlPage } from '../platform/http/pages.ts';
 export const SeeOther = (description: string) => ({ description, type: 'null' });
 
 export const OAuthGrantSchema = Type.Object(
