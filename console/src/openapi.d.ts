@@ -380,7 +380,7 @@ export interface paths {
         put?: never;
         /**
          * Unfreeze an agent
-         * @description The agent may spend again, and so may its delegates unless frozen themselves. Holds a freeze released stay released. No body. Idempotency-Key is honoured when sent.
+         * @description The agent may spend again, and so may its delegates unless frozen themselves. Holds a freeze released stay released. No body, or `{}` (a member is 400). Idempotency-Key is honoured when sent.
          *
          *     Authentication: H, O.
          */
@@ -678,7 +678,7 @@ export interface paths {
         put?: never;
         /**
          * Retire a delegate and every delegate below it
-         * @description Releases every open hold of the subtree (their credit back to the root's lots, their budgets given back, `redemption.released` to each merchant) and marks the subtree retired, in one transaction: a retired agent spends no more (403 FROZEN, `reason` retired), for good. What the subtree did not spend was never moved out of the root's lots, so nothing else returns. The owner only; a root agent is frozen, not retired (409). Retiring a retired delegate answers it unchanged. Requires Idempotency-Key.
+         * @description Releases every open hold of the subtree (their credit back to the root's lots, their budgets given back, `redemption.released` to each merchant) and marks the subtree retired, in one transaction: a retired agent spends no more (403 FROZEN, `reason` retired), for good. What the subtree did not spend was never moved out of the root's lots, so nothing else returns. The owner only; a root agent is frozen, not retired (409). Retiring a retired delegate answers it unchanged. No body, or `{}` (a member is 400). Requires Idempotency-Key.
          *
          *     Authentication: H, O.
          */
@@ -4766,7 +4766,13 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description no members: {} (or, where the route says so, no body at all) */
+        requestBody: {
+            content: {
+                /** @example {} */
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description Default Response */
             200: {
@@ -4777,6 +4783,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Agent"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -6249,7 +6264,13 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description no members: {} (or, where the route says so, no body at all) */
+        requestBody: {
+            content: {
+                /** @example {} */
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description Default Response */
             200: {
@@ -6260,6 +6281,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Retirement"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -9071,6 +9101,7 @@ export interface operations {
             };
             cookie?: never;
         };
+        /** @description no members: {} (or, where the route says so, no body at all) */
         requestBody: {
             content: {
                 /** @example {} */
@@ -9164,6 +9195,7 @@ export interface operations {
             };
             cookie?: never;
         };
+        /** @description no members: {} (or, where the route says so, no body at all) */
         requestBody: {
             content: {
                 /** @example {} */
@@ -9359,6 +9391,7 @@ export interface operations {
             };
             cookie?: never;
         };
+        /** @description no members: {} (or, where the route says so, no body at all) */
         requestBody: {
             content: {
                 /** @example {} */
@@ -9441,6 +9474,7 @@ export interface operations {
             };
             cookie?: never;
         };
+        /** @description no members: {} (or, where the route says so, no body at all) */
         requestBody: {
             content: {
                 /** @example {} */

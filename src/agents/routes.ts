@@ -4,11 +4,11 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
-import { serve } from '../platform/http/operation.ts';
+import { absentBodyIsEmpty, serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
 import { queryRoute } from '../platform/http/query.ts';
 import { runQuery } from '../platform/queries.ts';
-import { AgentIdParams, idOf, UnixSeconds } from '../platform/schemas.ts';
+import { AgentIdParams, EmptyBody, idOf, UnixSeconds } from '../platform/schemas.ts';
 import { AgentCreate, AgentPatch, Finalize, MandateInput, ProfileInput, UploadStart, type AgentOperations } from './operations.ts';
 import type { AgentQueries } from './queries.ts';
 import { AVATAR_BYTES_MAX, AVATAR_TYPES } from './service.ts';
@@ -74,12 +74,14 @@ export function agentRoutes(deps: AgentRouteDeps) {
     // Freezing is the kill switch's route (src/revocations/routes.ts): it can release and revoke holds.
     app.post('/v1/owner/agents/:id/unfreeze', {
       config: { auth: OWNER, operation: ops.unfreezeAgent },
+      preValidation: absentBodyIsEmpty,
       schema: {
         tags,
         summary: 'Unfreeze an agent',
-        description: 'The agent may spend again, and so may its delegates unless frozen themselves. Holds a freeze released stay released. No body. Idempotency-Key is honoured when sent.',
+        description: 'The agent may spend again, and so may its delegates unless frozen themselves. Holds a freeze released stay released. No body, or `{}` (a member is 400). Idempotency-Key is honoured when sent.',
         params: AgentIdParams,
-        response: { 200: Type.Ref('Agent'), ...problems(404, 409) },
+        body: EmptyBody,
+        response: { 200: Type.Ref('Agent'), ...problems(400, 404, 409) },
       },
       handler: (request, reply) => serve(request, reply, ops.unfreezeAgent, { id: (request.params as { id: string }).id }),
     });

@@ -2,10 +2,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { Static } from '@sinclair/typebox';
 import { Type } from '@sinclair/typebox';
-import { serve } from '../platform/http/operation.ts';
+import { absentBodyIsEmpty, serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
 import { queryRoute } from '../platform/http/query.ts';
-import { AgentIdParams } from '../platform/schemas.ts';
+import { AgentIdParams, EmptyBody } from '../platform/schemas.ts';
 import { DelegateCreate, type DelegationOperations } from './operations.ts';
 import type { DelegationQueries } from './queries.ts';
 
@@ -67,6 +67,7 @@ export function delegationRoutes(deps: { operations: DelegationOperations; queri
 
     app.post('/v1/owner/agents/:id/retire', {
       config: { auth: OWNER, operation: ops.retireAgent },
+      preValidation: absentBodyIsEmpty,
       schema: {
         tags,
         summary: 'Retire a delegate and every delegate below it',
@@ -74,9 +75,10 @@ export function delegationRoutes(deps: { operations: DelegationOperations; queri
           "Releases every open hold of the subtree (their credit back to the root's lots, their budgets given back, `redemption.released` to each merchant) " +
           'and marks the subtree retired, in one transaction: a retired agent spends no more (403 FROZEN, `reason` retired), for good. What the subtree did ' +
           'not spend was never moved out of the root\'s lots, so nothing else returns. The owner only; a root agent is frozen, not retired (409). Retiring a ' +
-          'retired delegate answers it unchanged. Requires Idempotency-Key.',
+          'retired delegate answers it unchanged. No body, or `{}` (a member is 400). Requires Idempotency-Key.',
         params: AgentIdParams,
-        response: { 200: Type.Ref('Retirement'), ...problems(403, 404, 409) },
+        body: EmptyBody,
+        response: { 200: Type.Ref('Retirement'), ...problems(400, 403, 404, 409) },
       },
       handler: (request, reply) => serve(request, reply, ops.retireAgent, { id: (request.params as { id: string }).id }),
     });

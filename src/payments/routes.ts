@@ -8,7 +8,7 @@ import { ApiError } from '../platform/errors.ts';
 import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
 import { queryRoute } from '../platform/http/query.ts';
-import { IdParams } from '../platform/schemas.ts';
+import { EmptyBody, IdParams } from '../platform/schemas.ts';
 import { HtmlPage, newNonce, pageHeaders } from '../platform/http/pages.ts';
 import { paymentOperations, RequestTopupInput } from './operations.ts';
 import { approvalPage, invalidLinkPage, type ApprovalPageKind } from './page.ts';
@@ -17,7 +17,6 @@ import type { PaymentQueries } from './queries.ts';
 import type { RailNotifications } from './rails/rail.ts';
 import { AUTOMATIC_TOPUP_USD_CENTS, type PaymentsService } from './service.ts';
 
-const EmptyBody = Type.Object({}, { additionalProperties: false, examples: [{}] });
 
 const PURCHASE_TEXT =
   "A purchase (a voucher mint or an execute) above the agent's mandate `approvalAboveUc` answers 402 approval_required with " +

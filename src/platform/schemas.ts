@@ -28,6 +28,8 @@ export const AgentIdParams = Type.Object({ id: idOf('agent (agt_…)') });
 export const MerchantIdParams = Type.Object({ id: idOf('merchant (mer_…)') });
 export const RedemptionIdParams = Type.Object({ id: idOf('redemption: the hold (hold_…)') });
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+/** The body of an operation that takes none but its path: `{}`, so a member sent by mistake is refused, not ignored. */
+export const EmptyBody = Type.Object({}, { additionalProperties: false, examples: [{}], description: 'no members: {} (or, where the route says so, no body at all)' });
 
 /** Every list's page size unless the request says otherwise; the query runner applies it (PageQuery's default). */
 export const PAGE_LIMIT_DEFAULT = 20;

@@ -304,6 +304,8 @@ describe('retiring a delegate', () => {
     expect(await world.gw.services.ledger.balance(world.gw.gateway.db, root.id)).toMatchObject({ availableUc: credits(92), heldUc: credits(6), capturedUc: credits(2) });
 
     expect((await world.api('POST', `/v1/owner/agents/${child.id}/retire`, { token: child.token, key: 'self-retire' })).status).toBe(403);
+    const withMember = await world.api('POST', `/v1/owner/agents/${child.id}/retire`, { token: root.ownerToken, key: `retire-member-${child.id}`, body: { releaseHolds: false } });
+    expect([withMember.status, withMember.body.code]).toEqual([400, 'invalid_input']);
     const retired = await world.api('POST', `/v1/owner/agents/${child.id}/retire`, { token: root.ownerToken, key: `retire-${child.id}` });
     expect(retired.status, JSON.stringify(retired.body)).toBe(200);
     expect(retired.body).toMatchObject({ agent: { id: child.id, retiredAt: expect.any(Number) }, releasedHolds: 2, releasedUc: credits(4) });

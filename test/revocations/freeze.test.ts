@@ -291,6 +291,10 @@ describe('refusals', () => {
       const bad = await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken, body });
       expect([bad.status, bad.body.code], JSON.stringify(body)).toEqual([400, 'invalid_input']);
     }
+    // Unfreeze takes no body, or {}: a member sent by mistake is refused, not ignored.
+    const unfreezeWith = await world.api('POST', `/v1/owner/agents/${agent.id}/unfreeze`, { token: agent.ownerToken, body: { releaseHolds: true } });
+    expect([unfreezeWith.status, unfreezeWith.body.code]).toEqual([400, 'invalid_input']);
+    expect((await world.api('POST', `/v1/owner/agents/${agent.id}/unfreeze`, { token: agent.ownerToken, body: {} })).status).toBe(200);
     const never = await world.api('GET', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken });
     expect([never.status, never.body.code]).toEqual([404, 'not_found']);
     expect((await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken })).body.status).toBe('active');

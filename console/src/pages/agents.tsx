@@ -23,7 +23,7 @@ export function FreezeButton({ agent, onChanged }: { agent: Agent; onChanged: ()
         onClick={() =>
           action.run(async () => {
             const params = { path: { id: agent.id }, header: { 'Idempotency-Key': newKey() } };
-            if (frozen) ok(await api.POST('/v1/owner/agents/{id}/unfreeze', { params }));
+            if (frozen) ok(await api.POST('/v1/owner/agents/{id}/unfreeze', { params, body: {} }));
             else ok(await api.POST('/v1/owner/agents/{id}/freeze', { params, body: {} }));
             onChanged();
             return frozen ? `${agent.name} can spend again.` : `${agent.name} is frozen: its next purchase will be refused.`;

@@ -8,6 +8,14 @@ import { runOperation, type Operation } from '../operations.ts';
 import { principalOf } from './auth.ts';
 
 /** The Idempotency-Key header, unwrapped from its RFC 8941 sf-string form (`"…"`) when quoted. */
+/**
+ * A route's `preValidation` for a body that may be left out: an absent one is the empty object, before validation,
+ * so the route's schema still judges every body that is sent.
+ */
+export async function absentBodyIsEmpty(request: FastifyRequest): Promise<void> {
+  request.body ??= {};
+}
+
 export function idempotencyKeyOf(request: FastifyRequest): string | undefined {
   const header = request.headers['idempotency-key'];
   if (header === undefined) return undefined;
