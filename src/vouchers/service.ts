@@ -100,7 +100,7 @@ export class VoucherService {
    * `maxUc` and `maxAmount` are one limit, and a voucher needs a signing key. Returns the ceiling.
    */
   checkMint(limits: MintLimits): Microcredits | undefined {
-    if (limits.maxUc !== undefined && limits.maxAmount !== undefined && limits.maxUc !== limits.maxAmount) {
+    if (limits.maxUc !== undefined && limits.maxAmount !== undefined && parseUc(limits.maxUc, 'maxUc') !== parseUc(limits.maxAmount, 'maxAmount')) {
       throw new ApiError('invalid_input', { detail: 'maxUc and maxAmount are the same limit; send one, or equal values' });
     }
     if (!this.gateway.signing.configured) throw new ApiError('signing_configuration_required', { detail: 'set ACG_SIGNING_KEY' });

@@ -105,6 +105,23 @@ describe('the mandate resource', () => {
     expect((await put(agent, { budgets: [{ id: 'a', limitUc: '1', period: 'day', merchantId: shop.merchantId }], allowedCategories: ['books', '*'] })).status).toBe(200);
   });
 
+  it('writes amounts and the time zone in one form: "0005000000" is "5000000", "europe/paris" is "Europe/Paris"', async () => {
+    const agent = await fundedAgent();
+    const set = await put(agent, {
+      budgets: [{ id: 'd', limitUc: '0005000000', period: 'day' }],
+      caps: { perHoldUc: '02000000', perPeriodUc: null, periodS: 86_400 },
+      approvalAboveUc: '0005000000',
+      timeZone: 'europe/paris',
+    });
+    expect(set.status, JSON.stringify(set.body)).toBe(200);
+    expect(set.body).toMatchObject({ budgets: [{ limitUc: '5000000' }], caps: { perHoldUc: '2000000' }, approvalAboveUc: '5000000', timeZone: 'Europe/Paris' });
+    const version = await world.api('GET', `/v1/owner/agents/${agent.id}/mandate/versions/${set.body.version}`, { token: agent.ownerToken });
+    expect(version.body.canonical).toContain('"limitUc":"5000000"');
+    // maxUc and its older name maxAmount are one limit, compared as amounts.
+    const voucher = await world.api('POST', '/v1/vouchers', { token: agent.token, key: `mandate-${++counter}`, body: { offerId: (await shop.offer({ priceUc: '1000000' })).id, maxUc: '1000000', maxAmount: '01000000' } });
+    expect(voucher.status, JSON.stringify(voucher.body)).toBe(200);
+  });
+
   it("another owner's agent is not found, and an agent credential is not an owner", async () => {
     const agent = await fundedAgent();
     const stranger = await fundedAgent();
