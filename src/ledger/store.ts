@@ -268,7 +268,8 @@ export function recordHolds(
      )${counting ? `, ${budgets.sql}` : ''}${evented ? `, ${evented.sql}` : ''}
      SELECT ledger_invariant(wrote = expected,
               format('%s holds wrote (holds, lots debited, allocations, journal lines, balance rows, budget charges, budget periods, events) %s, not %s',
-                     expected[1], wrote, expected))
+                     expected[1], wrote, expected)),
+            budget_rows_unchanged(${counting ? budgets.stale : '0::bigint'} = 0, 'a budget period the hold statement charged')
        FROM (SELECT ARRAY[(SELECT count(*) FROM new_holds), (SELECT count(*) FROM debits), (SELECT count(*) FROM allocations),
                           (SELECT count(*) FROM journal), (SELECT count(*) FROM account),
                           ${counting ? `(SELECT COALESCE(SUM(jsonb_array_length(budget_charges)), 0) FROM new_holds)::bigint` : '0::bigint'},
@@ -469,7 +470,8 @@ export function recordSettlements(
      ), ${givenBack.sql}${evented ? `, ${evented.sql}` : ''}
      SELECT ledger_invariant(wrote = expected,
               format('%s settlements wrote (holds resolved, payers without their balance row, journal lines, budget periods missing, events) %s, not %s',
-                     expected[1], wrote, expected))
+                     expected[1], wrote, expected)),
+            budget_rows_unchanged(${givenBack.stale} = 0, 'a budget period the settlement gave back to')
        FROM (SELECT ARRAY[(SELECT count(*) FROM resolved),
                           (SELECT count(DISTINCT payer_id) FROM resolved) - (SELECT count(*) FROM account WHERE existed),
                           (SELECT count(*) FROM journal), ${givenBack.missing},
@@ -578,7 +580,8 @@ export async function recordRefund(db: Queryable, refund: RefundRow, earningsAcc
        SELECT $1, $2, $3, $4, $5, $6, $7, $8 FROM refunded, debited RETURNING id
      ), ${givenBack.sql}
      SELECT (SELECT count(*) FROM refunded) AS refunded, (SELECT count(*) FROM inserted) AS debited,
-            ${givenBack.missing} AS budget_missing`,
+            ${givenBack.missing} AS budget_missing,
+            budget_rows_unchanged(${givenBack.stale} = 0, 'a budget period the refund gave back to') AS budget_unchanged`,
     [refund.id, refund.hold_id, refund.merchant_id, refund.lot_id, refund.amount_uc, refund.reason, refund.receipt, refund.created_at_s, earningsAccount],
   );
   if (rows[0]!.budget_missing !== 0n) throw new Error(`ledger invariant: refund ${refund.id} gave back to budget periods its hold was never counted in`);

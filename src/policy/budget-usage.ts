@@ -114,7 +114,7 @@ export function budgetChargeParts(
   existing: ReadonlySet<string>,
   after: string,
   firstParameter: number,
-): { charges: Array<string | null>; sql: string; params: unknown[]; counted: string; periods: number } {
+): { charges: Array<string | null>; sql: string; params: unknown[]; counted: string; stale: string; periods: number } {
   const agentOf = new Map(holds.map((hold) => [hold.id, hold.agentId]));
   const byHold = new Map<string, Array<[string | null, string, number]>>();
   const periods = new Map<string, { key: BudgetPeriodKey; amountUc: bigint; alertedPct: number }>();
@@ -157,7 +157,8 @@ export function budgetChargeParts(
          FROM budget_taken c WHERE u.ctid = c.row_tid
        RETURNING 1
      )`);
-    written.push('(SELECT count(*) FROM budget_counted)');
+    // Counted as found: a row found but not updated moved under a concurrent writer (`stale`), not a broken ledger.
+    written.push('(SELECT count(*) FROM budget_taken)');
   }
   if (opened.length > 0) {
     parts.push(`budget_opened AS (
@@ -176,6 +177,7 @@ export function budgetChargeParts(
     sql: parts.join(', '),
     params,
     counted: written.length > 0 ? `(${written.join(' + ')})` : '0::bigint',
+    stale: raised.length > 0 ? '((SELECT count(*) FROM budget_taken) - (SELECT count(*) FROM budget_counted))' : '0::bigint',
     periods: periods.size,
   };
 }
@@ -188,9 +190,11 @@ export function budgetChargeParts(
  * could answer by reading the holds' primary key whole), each taken off the periods its hold was charged to,
  * after the part `after` (see the lock order above).
  * Every such period has its row (the hold's creation wrote it); `missing` is the SQL of the number of periods
- * owed a give-back that had none, which the caller checks is 0 (a charge without its running total).
+ * owed a give-back that had none, which the caller checks is 0 (a charge without its running total), and `stale`
+ * of those whose row a concurrent writer moved after this statement began (a race the caller retries:
+ * `budget_rows_unchanged`, migration 0030).
  */
-export function budgetGiveBackPart(givenBackSql: string, after: string): { sql: string; missing: string } {
+export function budgetGiveBackPart(givenBackSql: string, after: string): { sql: string; missing: string; stale: string } {
   return {
     sql: `budget_owed AS (
        SELECT COALESCE(c.charge->>0, g.agent_id) AS agent_id, c.charge->>1 AS budget_id, (c.charge->>2)::bigint AS period_start_s,
@@ -206,7 +210,8 @@ export function budgetGiveBackPart(givenBackSql: string, after: string): { sql: 
          FROM budget_owed_rows o WHERE u.ctid = o.row_tid
        RETURNING 1
      )`,
-    missing: '((SELECT count(*) FROM budget_owed) - (SELECT count(*) FROM budget_given_back))',
+    missing: '((SELECT count(*) FROM budget_owed) - (SELECT count(*) FROM budget_owed_rows))',
+    stale: '((SELECT count(*) FROM budget_owed_rows) - (SELECT count(*) FROM budget_given_back))',
   };
 }
 

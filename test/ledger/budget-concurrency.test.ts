@@ -91,4 +91,40 @@ describe.runIf(onPostgres())('budgets under concurrency (PostgreSQL, two instanc
     await budgetAgrees(agent, 20n * CREDIT_UC);
     await expectLedgerInvariants(world.gw.gateway.db);
   }, 120_000);
+
+  // Captures and releases of one payer's holds on two instances, with budgets, once answered 500: a settlement's
+  // statement takes the payer's lock inside itself, and a writer that committed meanwhile had moved the budget row
+  // it addressed (migration 0030: such a race is retried, not a broken ledger).
+  it('captures, releases and mints of one payer racing on two instances, and time zone changes among them: every answer is the contract, every period equals its holds', async () => {
+    const agent = await world.createAgent('budget-race@example.com', 'budget-race-zones');
+    await grant(world, agent.id, 200n * CREDIT_UC);
+    const zones = ['UTC', 'Asia/Kolkata', 'America/New_York', 'Pacific/Kiritimati'];
+    const mandate = (zone: string) => ({ budgets: [{ id: 'daily', limitUc: (150n * CREDIT_UC).toString(), period: 'day' }], timeZone: zone });
+    const put = (url: string, zone: string, key: string) =>
+      fetch(`${url}/v1/owner/agents/${agent.id}/mandate`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${agent.ownerToken}`, 'content-type': 'application/json', 'idempotency-key': key },
+        body: JSON.stringify(mandate(zone)),
+      }).then((res) => res.status);
+    expect(await put(world.url, 'UTC', 'zones-0')).toBe(200);
+    const offer = await shops[0].offer({ priceUc: CREDIT_UC.toString() });
+    const first = await race(agent.token, Array.from({ length: 60 }, () => offer.id), 'zones-first');
+    expect(first.map((a) => a.status)).toEqual(Array.from({ length: 60 }, () => 200));
+    const urls = [world.url, second.url];
+    const settle = (holdId: string, i: number) =>
+      fetch(`${urls[i % 2]}/v1/redemptions/${holdId}/${i % 3 === 0 ? 'release' : 'capture'}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${shops[0].key}`, 'content-type': 'application/json', 'idempotency-key': `zones-settle-${i}` },
+        body: JSON.stringify(i % 3 === 2 ? { amountUc: '400000' } : {}),
+      }).then((res) => res.status);
+    const [settled, minted, changed] = await Promise.all([
+      Promise.all(first.slice(0, 50).map((a, i) => settle(a.body.redemption.id as string, i))),
+      race(agent.token, Array.from({ length: 30 }, () => offer.id), 'zones-more'),
+      Promise.all(Array.from({ length: 8 }, (_, i) => put(urls[i % 2]!, zones[(i + 1) % zones.length]!, `zones-${i + 1}`))),
+    ]);
+    expect(settled).toEqual(Array.from({ length: 50 }, () => 200));
+    expect(minted.map((a) => a.status)).toEqual(Array.from({ length: 30 }, () => 200));
+    expect(changed).toEqual(Array.from({ length: 8 }, () => 200));
+    await expectLedgerInvariants(world.gw.gateway.db);
+  }, 120_000);
 });
