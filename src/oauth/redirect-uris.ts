@@ -22,14 +22,17 @@ export function redirectUriProblem(raw: string): string | undefined {
   if (url.username || url.password || authority === undefined || authority.includes('@')) {
     return authority === undefined ? 'must be an http(s) URI with an authority' : 'must not contain credentials';
   }
+  // Stored and compared as written, and followed as the URL parser reads it: the two must be one. A host left
+  // empty (`https:///cb` reads as https://cb/), a backslash, a dot segment, a percent-encoded or upper-case host, a
+  // default port: each reads as another URI than the one written, and the code would go there.
+  if (url.href !== raw && url.href !== `${raw}/`) return `must be written as a URL parser writes it (${url.href}): no empty host, backslash, dot segment, encoded or upper-case host or scheme, or default port`;
   if (url.protocol === 'https:') return undefined;
   if (url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname)) return undefined;
   return 'must use https, or http on a loopback host (127.0.0.1, [::1], localhost)';
 }
 
-function isLoopbackIpHttp(url: URL): boolean {
-  return url.protocol === 'http:' && LOOPBACK_IP_HOSTS.has(url.hostname);
-}
+/** A loopback IP literal's http URI without its port: what RFC 8252 §7.3 lets vary, and nothing else. */
+const LOOPBACK_PORT = /^(http:\/\/(?:127\.0\.0\.1|\[::1\]))(?::\d{1,5})?(?=[/?]|$)/;
 
 /**
  * The registered URI the requested one matches, or undefined. Exact string comparison, except that
@@ -38,15 +41,10 @@ function isLoopbackIpHttp(url: URL): boolean {
  */
 export function matchRedirectUri(requested: string, registered: readonly string[]): string | undefined {
   if (registered.includes(requested)) return requested;
-  let wanted: URL;
-  try {
-    wanted = new URL(requested);
-  } catch {
-    return undefined;
-  }
-  if (!isLoopbackIpHttp(wanted) || requested.includes('#') || wanted.username || wanted.password) return undefined;
-  return registered.find((candidate) => {
-    const known = new URL(candidate);
-    return isLoopbackIpHttp(known) && known.hostname === wanted.hostname && known.pathname === wanted.pathname && known.search === wanted.search;
-  });
+  // The strings themselves, each without its port: a URI the parser would read as the same one (`/x/../cb`,
+  // `127.1`, `HTTP://`) is another string, so it is not a match.
+  const withoutPort = (uri: string) => (LOOPBACK_PORT.test(uri) ? uri.replace(LOOPBACK_PORT, '$1') : undefined);
+  const wanted = withoutPort(requested);
+  if (wanted === undefined || UNSAFE_CHARACTERS.test(requested) || requested.includes('#') || requested.includes('@')) return undefined;
+  return registered.find((candidate) => withoutPort(candidate) === wanted);
 }

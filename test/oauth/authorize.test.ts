@@ -131,6 +131,14 @@ describe('GET /oauth/authorize on success', () => {
     expect(res.status).toBe(303);
     expect(res.location).toContain('/oauth/consent');
   });
+
+  it('lets only the port vary: a loopback URI the parser would read as the registered one is another string, refused', async () => {
+    for (const redirectUri of ['http://127.0.0.1/x/../callback', 'http://127.1/callback', 'HTTP://127.0.0.1/callback', 'http://127.0.0.1/callback?', 'http://0x7f000001:99/callback', 'http://127.0.0.1/Callback']) {
+      const res = await authorizeRaw(url, authorizeQuery(valid({ redirect_uri: redirectUri })));
+      expect(res.status, redirectUri).toBe(400);
+      expect(res.location, redirectUri).toBeNull();
+    }
+  });
 });
 
 describe('the consent page', () => {

@@ -89,6 +89,12 @@ describe('POST /oauth/register refuses', () => {
     ['a relative URI', { redirect_uris: ['/callback'] }, 'invalid_redirect_uri'],
     ['whitespace', { redirect_uris: [' https://a.example/cb'] }, 'invalid_redirect_uri'],
     ['an over-long URI', { redirect_uris: [long] }, 'invalid_redirect_uri'],
+    // Each reads as another URI than the one written, where the code would go: https://cb/, …/c/b, …/cb.
+    ['an empty host', { redirect_uris: ['https:///cb'] }, 'invalid_redirect_uri'],
+    ['a backslash', { redirect_uris: ['https://a.example/c\\b'] }, 'invalid_redirect_uri'],
+    ['a dot segment', { redirect_uris: ['https://a.example/a/../cb'] }, 'invalid_redirect_uri'],
+    ['a percent-encoded host', { redirect_uris: ['https://a%2eexample/cb'] }, 'invalid_redirect_uri'],
+    ['a loopback address in another notation', { redirect_uris: ['http://0x7f000001/cb'] }, 'invalid_redirect_uri'],
     ['a 121-character client_name', { ...good, client_name: 'n'.repeat(121) }, 'invalid_client_metadata'],
     ['an empty client_name', { ...good, client_name: '' }, 'invalid_client_metadata'],
     ['control characters in client_name', { ...good, client_name: 'a\u0007b' }, 'invalid_client_metadata'],
