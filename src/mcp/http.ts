@@ -72,6 +72,39 @@ function webHeaders(request: FastifyRequest): Headers {
   return headers;
 }
 
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * The JSON-RPC error for a legacy `initialize` whose params are not what it takes: -32602 Invalid params, as
+ * for any other method. The SDK answered it -32603 Internal error with its schema library's dump, which a
+ * client reads as a server fault worth retrying. Undefined for anything else, which the SDK answers.
+ */
+function initializeRefusal(body: Buffer | undefined): string | undefined {
+  if (!body || !body.includes('"initialize"')) return undefined;
+  let message: unknown;
+  try {
+    message = JSON.parse(body.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (!isObject(message) || message.method !== 'initialize' || !('id' in message)) return undefined;
+  const { params } = message;
+  const clientInfo = isObject(params) ? params.clientInfo : undefined;
+  const valid =
+    isObject(params) &&
+    typeof params.protocolVersion === 'string' &&
+    isObject(params.capabilities) &&
+    isObject(clientInfo) &&
+    typeof clientInfo.name === 'string' &&
+    typeof clientInfo.version === 'string';
+  if (valid) return undefined;
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    id: message.id ?? null,
+    error: { code: -32602, message: 'Invalid params: initialize takes {protocolVersion: string, capabilities: object, clientInfo: {name: string, version: string}}' },
+  });
+}
+
 export function mcpRoutes(services: ToolServices) {
   return async function routes(app: FastifyInstance): Promise<void> {
     const { config } = app.gateway;
@@ -117,6 +150,8 @@ export function mcpRoutes(services: ToolServices) {
         const aborted = new AbortController();
         reply.raw.on('close', () => aborted.abort());
         const body = request.body as Buffer | undefined;
+        const refused = initializeRefusal(body);
+        if (refused) return reply.code(400).type('application/json').send(refused);
         const webRequest = new Request(new URL(request.url, config.baseUrl), {
           method: 'POST',
           headers: webHeaders(request),

@@ -133,6 +133,20 @@ describe('the 2026-07-28 wire', () => {
     expect([-32020, -32022]).toContain(res.body.error.code);
   });
 
+  it('a legacy initialize whose params are not what it takes is -32602 Invalid params with 400, not an internal error', async () => {
+    for (const params of [undefined, { protocolVersion: 5, capabilities: {}, clientInfo: { name: 'x', version: '1' } }, { protocolVersion: LEGACY, capabilities: {} }]) {
+      const res = await fetch(`${world.url}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}` },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'initialize', ...(params ? { params } : {}) }),
+      });
+      expect(res.status, JSON.stringify(params)).toBe(400);
+      const body = await res.json();
+      expect(body).toMatchObject({ jsonrpc: '2.0', id: 7, error: { code: -32602 } });
+      expect(body.error.message).toMatch(/^Invalid params: initialize takes/);
+    }
+  });
+
   it('an unknown method is 404 with -32601', async () => {
     const res = await rawModern(world.url, 'nope/nothing', {}, { token: agentMcpToken });
     expect(res.status).toBe(404);
