@@ -205,6 +205,19 @@ describe('commands aimed at a running gateway', () => {
     expect(existsSync(stray)).toBe(false);
   });
 
+  it('says a gateway holds the database but does not answer at the address, when it serves on another port', async () => {
+    // A data directory whose embedded database a live process holds (its lock file names this test's process).
+    const held = path.join(elsewhere, 'held-data');
+    mkdirSync(path.join(held, 'pglite'), { recursive: true });
+    writeFileSync(path.join(held, 'pglite', 'acg.lock'), String(process.pid));
+    const refused = await acg(elsewhere, { ACG_DATA_DIR: held, ACG_BASE_URL: nobody }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '5000000');
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toBe(
+      `no gateway answers at ${nobody}, yet the embedded database in ${path.join(held, 'pglite')} is in use by process ${process.pid}: a gateway serves on another address. ` +
+        'Set ACG_BASE_URL (or PORT) to it and run this again, e.g. PORT=9090 npx acg credit grant …\n',
+    );
+  });
+
   it("names the credential a gateway does not accept: another data directory's", async () => {
     const otherDir = path.join(elsewhere, 'other-data');
     try {

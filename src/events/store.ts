@@ -132,7 +132,7 @@ export async function deleteOwnerEndpoint(db: Queryable, ownerId: string, nowS: 
 
 /**
  * Changes what a merchant controls. Pausing records when; resuming clears the pause and the circuit (the
- * merchant says the receiver is back). `secret` replaces the signing secret; `previous` keeps the old one
+ * merchant says the receiver is back), and so does another URL (the failures were the old receiver's). `secret` replaces the signing secret; `previous` keeps the old one
  * signing until its expiry (null: it stops at once).
  */
 export async function updateEndpoint(
@@ -152,9 +152,9 @@ export async function updateEndpoint(
         enabled = COALESCE($3::boolean, enabled),
         paused_at_s = CASE WHEN $3::boolean IS NULL THEN paused_at_s WHEN $3::boolean THEN NULL WHEN enabled THEN $8::bigint ELSE paused_at_s END,
         disabled_reason = CASE WHEN $3::boolean IS NULL THEN disabled_reason WHEN $3::boolean THEN NULL WHEN enabled THEN $7::text ELSE disabled_reason END,
-        consecutive_failures = CASE WHEN $3::boolean AND NOT enabled THEN 0 ELSE consecutive_failures END,
-        failing_since_s = CASE WHEN $3::boolean AND NOT enabled THEN NULL ELSE failing_since_s END,
-        circuit_open_until_ms = CASE WHEN $3::boolean AND NOT enabled THEN 0 ELSE circuit_open_until_ms END,
+        consecutive_failures = CASE WHEN ($3::boolean AND NOT enabled) OR $2 <> url THEN 0 ELSE consecutive_failures END,
+        failing_since_s = CASE WHEN ($3::boolean AND NOT enabled) OR $2 <> url THEN NULL ELSE failing_since_s END,
+        circuit_open_until_ms = CASE WHEN ($3::boolean AND NOT enabled) OR $2 <> url THEN 0 ELSE circuit_open_until_ms END,
         secret_sealed = COALESCE($4::text, secret_sealed),
         previous_secret_sealed = CASE WHEN $4::text IS NULL THEN previous_secret_sealed ELSE $5::text END,
         previous_secret_expires_at_s = CASE WHEN $4::text IS NULL THEN previous_secret_expires_at_s ELSE $6::bigint END,

@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { GRANT_NOTE_CHARS_MAX, GRANT_PRIORITY_MAX, LedgerService, type Lot } from '../ledger/service.ts';
 import type { Config } from '../platform/config.ts';
 import { embeddedDatabaseDir } from '../platform/db/open.ts';
+import { DatabaseInUseError } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import { formatUc, parseUc, UC_PER_CREDIT } from '../platform/money.ts';
 import type { Gateway } from '../platform/gateway.ts';
@@ -102,6 +103,13 @@ async function grantInDatabase(config: Config, grant: Grant): Promise<void> {
   try {
     gateway = await createGateway(config, { log: createLogger({ logLevel: 'warn' }) });
   } catch (error) {
+    // Nothing answered at the base URL, yet a gateway holds the database: it serves somewhere else.
+    if (error instanceof DatabaseInUseError) {
+      fail(
+        `no gateway answers at ${config.baseUrl}, yet ${error.message.replace(/; stop it first.*$/, '')}: a gateway serves on another address. ` +
+          'Set ACG_BASE_URL (or PORT) to it and run this again, e.g. PORT=9090 npx acg credit grant …',
+      );
+    }
     fail(`cannot open the database: ${(error as Error).message}`);
   }
   try {

@@ -27,7 +27,15 @@ const REQUEST_TIMEOUT_MS = 30_000;
 /** An answer of the gateway: read field by field and printed, never passed on. */
 type Json = Record<string, any>;
 
-class DemoFailure extends Error {}
+/** Why the demo stopped: exit 2 when it could not start talking to a gateway (a refusal), 1 when a step failed. */
+class DemoFailure extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: 1 | 2 = 1,
+  ) {
+    super(message);
+  }
+}
 
 interface Call {
   method: 'GET' | 'POST';
@@ -82,9 +90,9 @@ class Demo {
       });
     } catch (error) {
       const code = (error as { cause?: { code?: string } }).cause?.code;
-      throw new DemoFailure(
-        code === 'ECONNREFUSED' ? noGatewayAt(this.config) : `${call.method} ${call.path} failed: ${code ?? (error as Error).message}`,
-      );
+      // Nothing to talk to at the address (refused, no such host): the command's refusal, exit 2 as the others'.
+      if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') throw new DemoFailure(noGatewayAt(this.config), 2);
+      throw new DemoFailure(`${call.method} ${call.path} failed: ${code ?? (error as Error).message}`);
     }
     const text = await response.text();
     const parsed = (text ? JSON.parse(text) : {}) as Json;
@@ -131,7 +139,7 @@ export async function runDemo(config: Config): Promise<void> {
   } catch (error) {
     if (!(error instanceof DemoFailure)) throw error;
     process.stderr.write(`\nacg demo stopped: ${error.message}\n`);
-    process.exit(1);
+    process.exit(error.exitCode);
   }
 }
 

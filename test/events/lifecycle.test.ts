@@ -243,6 +243,19 @@ describe('a failing endpoint', () => {
 });
 
 describe('retention and the circuit', () => {
+  it("closes an open circuit when the URL changes (the failures were the old receiver's); the same URL leaves it open", async () => {
+    const { merchantId } = await webhookMerchant();
+    const { rows } = await world.gw.gateway.db.query<{ url: string }>('SELECT url FROM webhook_endpoints WHERE merchant_id = $1', [merchantId]);
+    const url = rows[0]!.url;
+    await world.gw.gateway.db.query('UPDATE webhook_endpoints SET circuit_open_until_ms = $2, consecutive_failures = 5 WHERE merchant_id = $1', [merchantId, world.gw.clock.nowMs() + 600_000]);
+    await emit(merchantId);
+    expect(await runWorker()).toMatchObject({ claimed: 0 });
+    expect((await configureWebhook(world, alice, merchantId, url)).status).toBe(200);
+    expect(await runWorker()).toMatchObject({ claimed: 0 });
+    expect((await configureWebhook(world, alice, merchantId, `${url}/moved`)).status).toBe(200);
+    expect(await runWorker()).toMatchObject({ claimed: 1, succeeded: 1 });
+  });
+
   it('deletes events (with their deliveries and attempts) older than 30 days, and keeps younger ones', async () => {
     const { merchantId } = await webhookMerchant();
     const old = await world.gw.gateway.db.transaction((tx) =>
