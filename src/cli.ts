@@ -183,10 +183,10 @@ export function buildCli(): Command {
     .command('mandate')
     .description("the agent's mandate: its owner's spending rules (budgets, merchants, approval threshold, validity), versioned");
   const ownerHelp =
-    '\n\nacg agent mandate talks to the gateway at ACG_BASE_URL as the agent\'s owner: ACG_OWNER_TOKEN holds the owner\'s session token (a human ' +
+    '\n\nThe command talks to the gateway at ACG_BASE_URL as the agent\'s owner: ACG_OWNER_TOKEN holds the owner\'s session token (a human ' +
     'session JWT of the human identity provider, or an OAuth access token with scope svc:owner). In dev mode, with the built-in ' +
     'dev issuer, --owner-email signs in as that owner instead (run it with the gateway\'s ACG_DATA_DIR). The operator credential ' +
-    'cannot: a mandate is its owner\'s to read and set.';
+    'cannot: what it reads and changes is the owner\'s.';
   const ownerEmail = '--owner-email <email>';
   const ownerEmailHelp = "dev mode: sign in as this owner with the gateway's built-in dev issuer (instead of ACG_OWNER_TOKEN)";
   mandate

@@ -207,15 +207,19 @@ describe('commands aimed at a running gateway', () => {
 
   it('says a gateway holds the database but does not answer at the address, when it serves on another port', async () => {
     // A data directory whose embedded database a live process holds (its lock file names this test's process).
-    const held = path.join(elsewhere, 'held-data');
-    mkdirSync(path.join(held, 'pglite'), { recursive: true });
-    writeFileSync(path.join(held, 'pglite', 'acg.lock'), String(process.pid));
-    const refused = await acg(elsewhere, { ACG_DATA_DIR: held, ACG_BASE_URL: nobody }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '5000000');
-    expect(refused.code).toBe(2);
-    expect(refused.stderr).toBe(
-      `no gateway answers at ${nobody}, yet the embedded database in ${path.join(held, 'pglite')} is in use by process ${process.pid}: a gateway serves on another address. ` +
-        'Set ACG_BASE_URL (or PORT) to it and run this again, e.g. PORT=9090 npx acg credit grant …\n',
-    );
+    const held = mkdtempSync(path.join(tmpdir(), 'acg-cli-held-'));
+    try {
+      mkdirSync(path.join(held, 'pglite'), { recursive: true });
+      writeFileSync(path.join(held, 'pglite', 'acg.lock'), String(process.pid));
+      const refused = await acg(elsewhere, { ACG_DATA_DIR: held, ACG_BASE_URL: nobody }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '5000000');
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toBe(
+        `no gateway answers at ${nobody}, yet the embedded database in ${path.join(held, 'pglite')} is in use by process ${process.pid}: a gateway serves on another address. ` +
+          'Set ACG_BASE_URL (or PORT) to it and run this again, e.g. PORT=9090 npx acg credit grant …\n',
+      );
+    } finally {
+      rmSync(held, { recursive: true, force: true });
+    }
   });
 
   it("names the credential a gateway does not accept: another data directory's", async () => {
@@ -320,7 +324,7 @@ describe('acg agent mandate show and set', () => {
     expect(await acg(workDir, { ACG_BASE_URL: world.url }, 'agent', 'mandate', 'show', agent.id)).toMatchObject({
       code: 2,
       stderr:
-        `a gateway answers at ${world.url}, but no owner credential was given: a mandate is read and set by the agent's owner. Set ACG_OWNER_TOKEN ` +
+        `a gateway answers at ${world.url}, but no owner credential was given: this command acts as the agent's owner. Set ACG_OWNER_TOKEN ` +
         "to the owner's session token (a human session JWT, or an OAuth access token with scope svc:owner), or give --owner-email <email> to sign in " +
         "as that owner with the dev gateway's built-in issuer\n",
     });

@@ -1210,6 +1210,8 @@ export interface paths {
          *
          *     When the price is above the agent's mandate `approvalAboveUc`, the intent is retained and nothing is charged: 402 approval_required (`reason: above_approval_threshold`) whose `approvalUrl` and `payment` are the purchase approval the owner answers on the gateway's page (no payment provider needed). The gateway does not run it by itself after approval: the retry with the same key runs it, once. Declined or expired, the intent is cancelled and the retry answers 409 conflict (`reason` `purchase_declined` or `approval_expired`), kept under the key.
          *
+         *     What the agent's mandate refuses, before any hold and charging nothing, is answered as for a voucher: 402 CAP_EXCEEDED (a per-hold or per-period cap, or a budget: `reason` and the `budget` it would pass), 403 SCOPE_FORBIDDEN (a service the mandate does not allow, or outside its validity), 403 FROZEN (the agent or an ancestor frozen or retired).
+         *
          *     Catalogue:
          *
          *     | serviceId | action | price | category | input | what it does |
@@ -11662,7 +11664,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "agentId": "agt_01J…",
+                 *       "agentId": "agt_01JD0S4W6Q6Z7T0YJ2V7C8M9KX",
                  *       "amountUc": "5000000",
                  *       "note": "welcome credit"
                  *     }
@@ -11768,6 +11770,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description the DNS answer (RFC 8484), as a DNS message */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/dns-message": string;
+                };
+            };
             /** @description Bad Request */
             400: {
                 headers: {
@@ -11797,6 +11808,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description the DNS answer (RFC 8484), as a DNS message */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/dns-message": string;
+                };
+            };
             /** @description Bad Request */
             400: {
                 headers: {

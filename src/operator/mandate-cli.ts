@@ -43,7 +43,7 @@ export function printJson(value: unknown): void {
 function noOwnerCredential(config: Pick<Config, 'baseUrl' | 'mode' | 'humanIssuer'>): string {
   const devLogin = config.mode === 'dev' && !config.humanIssuer ? ', or give --owner-email <email> to sign in as that owner with the dev gateway\'s built-in issuer' : '';
   return (
-    `a gateway answers at ${config.baseUrl}, but no owner credential was given: a mandate is read and set by the agent's owner. ` +
+    `a gateway answers at ${config.baseUrl}, but no owner credential was given: this command acts as the agent's owner. ` +
     `Set ACG_OWNER_TOKEN to the owner's session token (a human session JWT, or an OAuth access token with scope svc:owner)${devLogin}`
   );
 }

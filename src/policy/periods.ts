@@ -32,11 +32,6 @@ function formatterOf(timeZone: string): Intl.DateTimeFormat {
   return formatter;
 }
 
-/** The zone's name as the runtime's time zone database spells it (`europe/paris` is `Europe/Paris`). */
-export function canonicalTimeZone(timeZone: string): string {
-  return formatterOf(timeZone).resolvedOptions().timeZone;
-}
-
 /** True when `timeZone` is an IANA time zone this runtime knows (or UTC). */
 export function isTimeZone(timeZone: string): boolean {
   try {

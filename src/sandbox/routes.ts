@@ -15,6 +15,8 @@ import { answer } from './dev-zone.ts';
 import { PublishDevDnsRecordInput, sandboxOperations } from './operations.ts';
 
 const DNS_MESSAGE = 'application/dns-message';
+/** A query's answer, as the OpenAPI document describes it: the DNS message itself, not JSON. */
+const DNS_ANSWER = { description: 'the DNS answer (RFC 8484), as a DNS message', content: { [DNS_MESSAGE]: { schema: { type: 'string', format: 'binary' } } } };
 /** The largest DNS message (RFC 8484 §6: a DoH message is at most 65535 bytes). */
 const DNS_MESSAGE_BYTES_MAX = 65_535;
 
@@ -62,7 +64,7 @@ export function sandboxRoutes(deps: { merchants: MerchantService; operatorHash: 
       'live mode has no such route. Plain HTTP on the gateway\'s own address: the one resolver the DoH client reaches without TLS.';
 
     app.get(DEV_ZONE_PATH, {
-      schema: { operationId: 'queryDevDnsZone', tags, summary: 'Dev mode: DNS-over-HTTPS query (GET, ?dns=)', description, querystring: DnsQuery, response: problems(400) },
+      schema: { operationId: 'queryDevDnsZone', tags, summary: 'Dev mode: DNS-over-HTTPS query (GET, ?dns=)', description, querystring: DnsQuery, response: { 200: DNS_ANSWER, ...problems(400) } },
       handler: async (request, reply) => {
         const message = Buffer.from((request.query as Static<typeof DnsQuery>).dns, 'base64url');
         return reply.type(DNS_MESSAGE).header('cache-control', 'no-store').send(await respond(message));
@@ -71,7 +73,7 @@ export function sandboxRoutes(deps: { merchants: MerchantService; operatorHash: 
 
     app.post(DEV_ZONE_PATH, {
       config: { notAnOperation: 'a DNS query (RFC 8484 POST form): reads the dev zone' },
-      schema: { operationId: 'postDevDnsZoneQuery', tags, summary: 'Dev mode: DNS-over-HTTPS query (POST, application/dns-message)', description, response: problems(400, 415) },
+      schema: { operationId: 'postDevDnsZoneQuery', tags, summary: 'Dev mode: DNS-over-HTTPS query (POST, application/dns-message)', description, response: { 200: DNS_ANSWER, ...problems(400, 415) } },
       handler: async (request, reply) => {
         if (!Buffer.isBuffer(request.body)) throw new ApiError('unsupported_media_type', { detail: `send the DNS query as ${DNS_MESSAGE}` });
         return reply.type(DNS_MESSAGE).header('cache-control', 'no-store').send(await respond(request.body));

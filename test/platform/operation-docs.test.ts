@@ -1,4 +1,5 @@
 // The OpenAPI document a client generator reads: every operation named, and the idempotency contract typed.
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 
@@ -10,10 +11,11 @@ interface Operation {
 }
 
 let gw: TestGateway;
+let document: any;
 let operations: Array<{ method: string; path: string; operation: Operation }>;
 beforeAll(async () => {
   gw = await startTestGateway();
-  const document = await (await fetch(`${gw.url}/openapi.json`)).json();
+  document = await (await fetch(`${gw.url}/openapi.json`)).json();
   operations = Object.entries<Record<string, Operation>>(document.paths).flatMap(([path, item]) =>
     Object.entries(item).map(([method, operation]) => ({ method, path, operation })),
   );
@@ -53,5 +55,20 @@ describe('operations in /openapi.json', () => {
     const bodies = operations.filter(({ path, operation }) => path.startsWith('/v1/') && operation.requestBody?.content['application/json']);
     expect(bodies.length).toBeGreaterThan(10);
     for (const { operation } of bodies) expect(operation.requestBody!.content['application/json']!.example, operation.operationId).toBeDefined();
+  });
+
+  it('gives request body examples that are valid against their own schemas', () => {
+    // The document is the root its `$ref`s point into; each body schema is validated by its JSON pointer.
+    const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false });
+    ajv.addSchema({ ...document, $id: 'openapi' });
+    const pointer = (...parts: string[]) => parts.map((part) => part.replace(/~/g, '~0').replace(/\//g, '~1')).join('/');
+    const invalid: string[] = [];
+    for (const { method, path, operation } of operations) {
+      const body = operation.requestBody?.content['application/json'];
+      if (!body?.example || !body.schema) continue;
+      const validate = ajv.compile({ $ref: `openapi#/${pointer('paths', path, method, 'requestBody', 'content', 'application/json', 'schema')}` });
+      if (!validate(body.example)) invalid.push(`${operation.operationId}: ${ajv.errorsText(validate.errors)}`);
+    }
+    expect(invalid).toEqual([]);
   });
 });
