@@ -276,10 +276,10 @@ export class AgentService {
     return toAgent(row);
   }
 
-  /** A new child of `parent` must not lie deeper below any ancestor than that ancestor's mandate allows. */
   /**
    * Whether the tree admits a delegate below `parent`: no agent of its chain is frozen (a freeze stops a tree from
-   * growing as it stops it spending), and no ancestor's mandate allows fewer levels.
+   * growing as it stops it spending), and the new child lies no deeper below any ancestor than that ancestor's
+   * mandate allows.
    */
   private async checkTreeAdmits(db: Queryable, parent: store.AgentRow): Promise<void> {
     const depth = parent.ancestor_ids.length + 1;
@@ -387,9 +387,9 @@ export class AgentService {
 
   /**
    * checkedRules, and what only the database knows: every merchant a budget names exists. A budget scoped to a
-   * merchant id that names none would count nothing, so its limit would never hold; one given a merchant's domain
-   * is told the id to use, when it is verified (the merchant rules take ids or verified domains; a budget, whose usage follows its merchant's
-   * id, takes the id).
+   * merchant id that names none would count nothing, so its limit would never hold; one given a verified merchant's
+   * domain is told the id to use (the merchant rules take ids or verified domains; a budget, whose usage follows
+   * its merchant's id, takes the id).
    */
   private async checkedWithMerchants(db: Queryable, rules: MandateRules): Promise<MandateRules> {
     const checked = checkedRules(rules, this.serviceIds);
