@@ -150,7 +150,9 @@ export function mcpRoutes(services: ToolServices) {
         const aborted = new AbortController();
         reply.raw.on('close', () => aborted.abort());
         const body = request.body as Buffer | undefined;
-        const refused = initializeRefusal(body);
+        // Only a legacy initialize, which comes before any version is agreed (no MCP-Protocol-Version header): on
+        // 2026-07-28 initialize is a removed method, which the SDK answers 404 -32601 (SEP-2575).
+        const refused = request.headers['mcp-protocol-version'] === undefined ? initializeRefusal(body) : undefined;
         if (refused) return reply.code(400).type('application/json').send(refused);
         const webRequest = new Request(new URL(request.url, config.baseUrl), {
           method: 'POST',

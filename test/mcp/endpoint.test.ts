@@ -145,6 +145,9 @@ describe('the 2026-07-28 wire', () => {
       expect(body).toMatchObject({ jsonrpc: '2.0', id: 7, error: { code: -32602 } });
       expect(body.error.message).toMatch(/^Invalid params: initialize takes/);
     }
+    // On 2026-07-28 initialize is a removed method: 404 -32601 whatever its params (SEP-2575).
+    const modern = await rawModern(world.url, 'initialize', {}, { token: agentMcpToken });
+    expect([modern.status, modern.body.error.code]).toEqual([404, -32601]);
   });
 
   it('an unknown method is 404 with -32601', async () => {
