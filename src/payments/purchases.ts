@@ -272,6 +272,7 @@ export class PurchaseApprovals {
     const row = await this.lockedFor(tx, owner, approvalId);
     if (row.status === 'approved') return this.view(row);
     this.assertOpen(row, 'approved');
+    await this.assertAgentMaySpend(tx, row.agent_id);
     const nowS = this.nowS();
     const approved = await store.markPurchaseDecided(tx, row.id, 'approved', `owner:${owner.id}`, nowS + this.deps.lifetimeS, nowS);
     await this.emit(tx, 'purchase.approved', approved);
@@ -292,6 +293,25 @@ export class PurchaseApprovals {
     await this.cancelIntent(tx, declined, 'purchase_declined');
     this.gateway.log.info({ approvalId, agentId: row.agent_id }, 'purchase declined');
     return this.view(declined);
+  }
+
+  /**
+   * An approval is only worth giving to an agent that may spend: a frozen or retired agent (or one below a frozen
+   * or retired ancestor) would be refused FROZEN at its retry, and that answer would be kept under the request's
+   * key, so the approved purchase could never run. 409, the approval left pending: unfreeze first, or decline.
+   */
+  private async assertAgentMaySpend(db: Queryable, agentId: string): Promise<void> {
+    const agent = await this.deps.identity.agentRow(db, agentId);
+    if (!agent) return;
+    const chain = [agent, ...(await this.deps.identity.agentRows(db, agent.ancestor_ids))];
+    const stopped = chain.find((member) => member.status !== 'active' || member.retired_at_s !== null);
+    if (!stopped) return;
+    const state = stopped.retired_at_s !== null ? 'retired' : 'frozen';
+    const whose = stopped.id === agentId ? `agent ${agentId} is ${state}` : `agent ${agentId}'s ancestor ${stopped.id} is ${state}`;
+    throw new ApiError('conflict', {
+      detail: `${whose}: its retry would be refused, so the purchase is not approved${state === 'frozen' ? ' (unfreeze it first, or decline)' : ' (decline it)'}`,
+      extra: { reason: `agent_${state}`, agentId: stopped.id },
+    });
   }
 
   private async lockedFor(tx: Tx, owner: Actor, approvalId: string): Promise<store.PurchaseApprovalRow> {

@@ -189,7 +189,8 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
         description:
           'The approval becomes `approved` (event `purchase.approved`): the agent\'s retry of the same request, with the same ' +
           `Idempotency-Key, takes the hold within ${PURCHASE_APPROVAL_LIFETIME_S / 60} minutes. Nothing is taken by the approval itself. Approving an approved ` +
-          'purchase again answers it unchanged; 409 conflict for a declined, expired or used one. Only a human owner session (H) may ' +
+          'purchase again answers it unchanged; 409 conflict for a declined, expired or used one, and for an agent that is frozen or ' +
+          'retired, or below one (`reason` agent_frozen or agent_retired, `agentId`; the approval stays pending). Only a human owner session (H) may ' +
           'approve; a request with an `Origin` other than the gateway\'s is refused (403 forbidden). Idempotency-Key honoured when sent.',
         params: IdParams,
         body: EmptyBody,

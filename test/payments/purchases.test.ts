@@ -207,6 +207,22 @@ describe('GET /v1/owner/approvals', () => {
     expect(order).toEqual([...order].sort((a: [number, string], b: [number, string]) => a[0] - b[0] || (a[1] < b[1] ? -1 : 1)));
   });
 
+  it('refuses to approve the purchase of a frozen agent (409 agent_frozen, left pending); unfrozen, the approval and its retry go through', async () => {
+    const agent = await agentAsking('frozen-approval', '1000000');
+    const offer = await shop.offer({ priceUc: '3000000' });
+    const k = key('frozen-approval');
+    const asked = await mint(world, agent.token, offer.id, k);
+    expect(asked.status).toBe(402);
+    const id = approvalIdOf(asked.body.approvalUrl);
+    expect((await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken, body: {} })).status).toBe(200);
+    const refused = await world.api('POST', `/v1/payments/purchases/${id}/approve`, { token: agent.ownerToken, body: {} });
+    expect([refused.status, refused.body.code, refused.body.reason, refused.body.agentId]).toEqual([409, 'conflict', 'agent_frozen', agent.id]);
+    expect((await world.api('GET', `/v1/payments/purchases/${id}`, { token: agent.ownerToken })).body.status).toBe('pending_approval');
+    expect((await world.api('POST', `/v1/owner/agents/${agent.id}/unfreeze`, { token: agent.ownerToken, body: {} })).status).toBe(200);
+    expect((await world.api('POST', `/v1/payments/purchases/${id}/approve`, { token: agent.ownerToken, body: {} })).body.status).toBe('approved');
+    expect((await mint(world, agent.token, offer.id, k)).status).toBe(200);
+  });
+
   it("shows no other owner's approvals, refuses agents and a bad status", async () => {
     const agent = await agentAsking('list-who', '1000000');
     const offer = await shop.offer({ priceUc: '3000000' });
