@@ -558,13 +558,6 @@ function firstProblem(operation: Operation, sent: Case, status: number, type: st
 /** Whole numbers past what a database integer holds (INTEGER, BIGINT), and past what a double keeps exactly. */
 const HUGE_INTEGERS = ['2147483648', '9223372036854775808', '99999999999999999999', '1e300'];
 
-/** The schema a parameter or body member has once `$ref`s are followed. */
-function resolved(document: any, schema: any): any {
-  let current = schema;
-  for (let hops = 0; current?.$ref && hops < 10; hops++) current = current.$ref.split('/').slice(1).reduce((node: any, part: string) => node?.[part], document);
-  return current;
-}
-
 describe('every integer an operation takes, past what a database integer holds', () => {
   it('is refused with a 4xx problem body: path and query parameters, and top-level body members', { timeout: 120_000 }, async () => {
     const document = (await world.api('GET', '/openapi.json')).body;
@@ -586,7 +579,7 @@ describe('every integer an operation takes, past what a database integer holds',
       const item = document.paths[operation.template][operation.method.toLowerCase()];
       const fill = (template: string) => template.replace(/^\/v1\/owner\/agents\/\{id\}/, `/v1/owner/agents/${agent.id}`).replace(/\{\w+\}/g, 'no_such_id');
       for (const parameter of item.parameters ?? []) {
-        if (resolved(document, parameter.schema)?.type !== 'integer') continue;
+        if (resolveSchema(document, parameter.schema)?.type !== 'integer') continue;
         for (const value of HUGE_INTEGERS) {
           const path =
             parameter.in === 'path'
@@ -597,9 +590,9 @@ describe('every integer an operation takes, past what a database integer holds',
           if (path) await check(operation, operation.method, path, `${parameter.in} ${parameter.name}=${value}`);
         }
       }
-      const schema = resolved(document, item.requestBody?.content?.['application/json']?.schema);
+      const schema = resolveSchema(document, item.requestBody?.content?.['application/json']?.schema);
       for (const [name, member] of Object.entries<any>(schema?.properties ?? {})) {
-        if (resolved(document, member)?.type !== 'integer') continue;
+        if (resolveSchema(document, member)?.type !== 'integer') continue;
         for (const value of HUGE_INTEGERS) await check(operation, operation.method, fill(operation.template), `body ${name}=${value}`, `{"${name}":${value}}`);
       }
     }
