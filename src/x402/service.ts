@@ -334,9 +334,7 @@ export class X402Service {
     const claims = claimsOf(claimed);
     if (!claims) return unreadable('the attestation lacks a claim of the scheme, or has one of the wrong type');
     if (request.paymentRequirements.extra.authority !== claims.iss) {
-      const { authority } = request.paymentRequirements.extra;
-      const named = authority === undefined ? 'the requirements name no extra.authority' : `the requirements name authority ${String(authority)}`;
-      return unreadable(`${named}; the attestation was issued by ${claims.iss}`);
+      return unreadable(`the attestation was issued by ${claims.iss}, ${stated('extra.authority', request.paymentRequirements.extra.authority)}`);
     }
     return { ok: true, claims };
   }
