@@ -678,7 +678,7 @@ export interface paths {
         put?: never;
         /**
          * Retire a delegate and every delegate below it
-         * @description Releases every open hold of the subtree (their credit back to the root's lots, their budgets given back, `redemption.released` to each merchant) and marks the subtree retired, in one transaction: a retired agent spends no more (403 FROZEN, `reason` retired), for good. What the subtree did not spend was never moved out of the root's lots, so nothing else returns. The owner only; a root agent is frozen, not retired (409). Retiring a retired delegate answers it unchanged. No body, or `{}` (a member is 400). Requires Idempotency-Key.
+         * @description Releases every open hold of the subtree (their credit back to the root's lots, their budgets given back, `redemption.released` to each merchant), revokes their vouchers as a freeze with releaseHolds does (each holding merchant gets one `voucher.revoked`, reason agent_retired, its revocations feed lists them, and a capture of one answers 409 voucher_revoked) and marks the subtree retired, in one transaction: a retired agent spends no more (403 FROZEN, `reason` retired), for good. What the subtree did not spend was never moved out of the root's lots, so nothing else returns. The owner only; a root agent is frozen, not retired (409). Retiring a retired delegate answers it unchanged. No body, or `{}` (a member is 400). Requires Idempotency-Key.
          *
          *     Authentication: H, O.
          */
@@ -2150,7 +2150,7 @@ export interface webhooks {
         get?: never;
         put?: never;
         /**
-         * The owner froze an agent and released its outstanding holds: the vouchers of `revocation.holdIds` (their `jti`) are revoked. Refuse them from now on; a capture of one answers 409 voucher_revoked. One event per freeze lists all of your holds it released; GET /v1/merchants/{id}/revocations lists the same holds for a merchant without a webhook
+         * The owner froze an agent and released its outstanding holds, or retired a delegate: the vouchers of `revocation.holdIds` (their `jti`) are revoked. Refuse them from now on; a capture of one answers 409 voucher_revoked. One event per freeze or retirement lists all of your holds it released; GET /v1/merchants/{id}/revocations lists the same holds for a merchant without a webhook
          * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `voucher.revoked`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onVoucherRevoked"];
@@ -3333,14 +3333,14 @@ export interface components {
          *     }
          */
         VoucherRevocation: {
-            /** @description the agent the owner froze; the holds are its own or its delegates' */
+            /** @description the agent the owner froze or retired; the holds are its own or its delegates' */
             agentId: string;
             /**
-             * @description `agent_frozen`: the owner froze the agent (or one of its ancestors) with releaseHolds
+             * @description `agent_frozen`: the owner froze the agent (or one of its ancestors) with releaseHolds; `agent_retired`: the owner retired the delegate (or one of its ancestors)
              * @enum {string}
              */
-            reason: "agent_frozen";
-            /** @description your holds released by this freeze: each is the `jti` of a voucher to refuse from now on */
+            reason: "agent_frozen" | "agent_retired";
+            /** @description your holds released by this freeze or retirement: each is the `jti` of a voucher to refuse from now on */
             holdIds: string[];
             /** @description the vouchers were revoked (Unix seconds) */
             revokedAt: number;
@@ -3377,13 +3377,13 @@ export interface components {
         Revocation: {
             /** @description the revoked hold: the `jti` of the voucher to refuse */
             holdId: string;
-            /** @description the agent the owner froze (as in the `voucher.revoked` event) */
+            /** @description the agent the owner froze or retired (as in the `voucher.revoked` event) */
             agentId: string;
             /**
-             * @description `agent_frozen`: the owner froze the agent (or one of its ancestors) with releaseHolds
+             * @description `agent_frozen`: the owner froze the agent (or one of its ancestors) with releaseHolds; `agent_retired`: the owner retired the delegate (or one of its ancestors)
              * @enum {string}
              */
-            reason: "agent_frozen";
+            reason: "agent_frozen" | "agent_retired";
             /** @description revoked (Unix seconds) */
             revokedAt: number;
             /** @description opaque position in the feed: pass it back as `since` */

@@ -557,8 +557,8 @@ export class AgentService {
   }
 
   /** Marks a locked subtree retired (those not retired yet); answers the subtree's top agent as it now reads. */
-  async markRetired(tx: Tx, subtree: readonly store.AgentRow[], agentId: string): Promise<Agent> {
-    await store.markRetired(tx, subtree.map((agent) => agent.id), this.gateway.clock.nowS());
+  async markRetired(tx: Tx, subtree: readonly store.AgentRow[], agentId: string, atS: number): Promise<Agent> {
+    await store.markRetired(tx, subtree.map((agent) => agent.id), atS);
     return toAgent((await store.findAgent(tx, agentId))!);
   }
 

@@ -1,14 +1,15 @@
 // Delegation's operations, for every face: register a delegate (the parent agent itself, or its owner) and
-// retire one (the owner). Retiring releases the subtree's open holds through the ledger's release path and
-// marks the subtree retired, in one transaction under the rows of the subtree and its ancestors.
+// retire one (the owner). Retiring releases the subtree's open holds through the ledger's release path, revokes
+// their vouchers as a freeze does (each holding merchant told: `voucher.revoked`, its revocations feed) and marks
+// the subtree retired, in one transaction under the rows of the subtree and its ancestors.
 import { Type, type Static, type TOptional } from '@sinclair/typebox';
 import { MandateRulesProperties } from '../agents/schemas.ts';
 import type { Agent, AgentService } from '../agents/service.ts';
-import type { LedgerService } from '../ledger/service.ts';
-import { formatUc } from '../platform/money.ts';
+import { formatUc, parseUc } from '../platform/money.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
 import { IdParams } from '../platform/schemas.ts';
 import type { MandateRules } from '../policy/mandate.ts';
+import type { RevocationService } from '../revocations/service.ts';
 
 const DelegateMandate = Type.Object(
   Object.fromEntries(Object.entries(MandateRulesProperties).map(([name, schema]) => [name, Type.Optional(schema)])) as {
@@ -62,7 +63,7 @@ export interface DelegationOperations {
   retireAgent: SingleStepOperation<Static<typeof RetireInput>, Retirement>;
 }
 
-export function delegationOperations(agents: AgentService, ledger: LedgerService): DelegationOperations {
+export function delegationOperations(agents: AgentService, revocations: RevocationService): DelegationOperations {
   return {
     createDelegate: {
       name: 'createDelegate',
@@ -77,12 +78,12 @@ export function delegationOperations(agents: AgentService, ledger: LedgerService
       idempotency: { key: 'required' },
       run: async (tx, { principal, input }) => {
         const subtree = await agents.lockSubtreeToRetire(tx, principal, input.id);
-        const released = await ledger.releaseOpenHoldsOf(tx, subtree.map((agent) => agent.id));
+        const { revoked, atS } = await revocations.revokeRetired(tx, input.id, subtree.map((agent) => agent.id));
         return {
-          agent: await agents.markRetired(tx, subtree, input.id),
+          agent: await agents.markRetired(tx, subtree, input.id, atS),
           retiredAgentIds: subtree.map((agent) => agent.id),
-          releasedHolds: released.releasedHolds,
-          releasedUc: formatUc(released.releasedUc),
+          releasedHolds: revoked.length,
+          releasedUc: formatUc(revoked.reduce((sumUc, { redemption }) => sumUc + parseUc(redemption.releasedUc), 0n)),
         };
       },
     },

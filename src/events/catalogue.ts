@@ -89,8 +89,8 @@ const EVENTS: Record<AnyEventType, EventEntry> = {
   'redemption.refunded': { summary: 'Captured credit was refunded to the agent (the last of `refunds` is this one)', account: 'merchant', dataMember: 'redemption', schema: 'Redemption' },
   'voucher.revoked': {
     summary:
-      "The owner froze an agent and released its outstanding holds: the vouchers of `revocation.holdIds` (their `jti`) are revoked. " +
-      'Refuse them from now on; a capture of one answers 409 voucher_revoked. One event per freeze lists all of your holds it released; ' +
+      "The owner froze an agent and released its outstanding holds, or retired a delegate: the vouchers of `revocation.holdIds` (their `jti`) are revoked. " +
+      'Refuse them from now on; a capture of one answers 409 voucher_revoked. One event per freeze or retirement lists all of your holds it released; ' +
       'GET /v1/merchants/{id}/revocations lists the same holds for a merchant without a webhook',
     account: 'merchant',
     dataMember: 'revocation',

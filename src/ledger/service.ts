@@ -918,12 +918,6 @@ export class LedgerService {
     return redemptions;
   }
 
-  /** Releases every open hold of the given agents (a retirement), as a freeze releases them (`releaseHeldOf`). */
-  async releaseOpenHoldsOf(tx: Tx, agentIds: readonly string[]): Promise<{ releasedHolds: number; releasedUc: bigint }> {
-    const released = await this.releaseHeldOf(tx, agentIds);
-    return { releasedHolds: released.length, releasedUc: released.reduce((sumUc, { redemption }) => sumUc + BigInt(redemption.releasedUc), 0n) };
-  }
-
   /**
    * Reclaims holds past their deadline, up to 100 in one set-based transaction (expireHolds): for one hold, one
    * agent's tree (`agentId`: every hold its root funds, which the balance and the budgets of any agent of the

@@ -44,7 +44,7 @@ export interface HoldRow {
   /** What was bought, as it was sold (the offer at mint; the service and action of an execution). */
   offer_snapshot: Record<string, unknown> | null;
   /**
-   * Set when a freeze released the hold and withdrew its voucher (a capture then answers voucher_revoked);
+   * Set when a freeze or a retirement released the hold and withdrew its voucher (a capture then answers voucher_revoked);
    * absent from a hold being written, which is never revoked.
    */
   revoked_at_s?: bigint | null;

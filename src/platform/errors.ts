@@ -32,7 +32,7 @@ export const ERROR_CATALOGUE = {
   idempotency_key_in_use: { status: 409, title: 'A request with this Idempotency-Key is still running' },
   conflict: { status: 409, title: 'The resource is not in a state that allows this' },
   hold_resolved: { status: 409, title: 'The hold is no longer held (captured, released or expired)' },
-  voucher_revoked: { status: 409, title: "The hold's voucher was revoked (its agent was frozen and its credit released)" },
+  voucher_revoked: { status: 409, title: "The hold's voucher was revoked (its agent was frozen or retired and its credit released)" },
   refund_exceeds_captured: { status: 400, title: 'The refund is more than what is captured and not yet refunded' },
   refund_window_closed: { status: 409, title: "The offer's refund window has closed" },
   insufficient_earnings: { status: 409, title: "The merchant's earnings do not cover the refund" },

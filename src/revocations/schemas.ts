@@ -6,14 +6,17 @@ import { EVENT_REACHES } from '../events/service.ts';
 import { Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
 import { REVOCATION_REASONS } from './service.ts';
 
-const Reason = Type.String({ enum: [...REVOCATION_REASONS], description: '`agent_frozen`: the owner froze the agent (or one of its ancestors) with releaseHolds' });
+const Reason = Type.String({
+  enum: [...REVOCATION_REASONS],
+  description: '`agent_frozen`: the owner froze the agent (or one of its ancestors) with releaseHolds; `agent_retired`: the owner retired the delegate (or one of its ancestors)',
+});
 const Cursor = Type.String({ description: 'opaque position in the feed: pass it back as `since`' });
 
 export const VoucherRevocationSchema = Type.Object(
   {
-    agentId: Type.String({ description: 'the agent the owner froze; the holds are its own or its delegates\'' }),
+    agentId: Type.String({ description: 'the agent the owner froze or retired; the holds are its own or its delegates\'' }),
     reason: Reason,
-    holdIds: Type.Array(Type.String(), { description: 'your holds released by this freeze: each is the `jti` of a voucher to refuse from now on' }),
+    holdIds: Type.Array(Type.String(), { description: 'your holds released by this freeze or retirement: each is the `jti` of a voucher to refuse from now on' }),
     revokedAt: UnixSeconds('the vouchers were revoked'),
   },
   {
@@ -60,7 +63,7 @@ export const FreezeReportSchema = Type.Object(
 export const RevocationSchema = Type.Object(
   {
     holdId: Type.String({ description: 'the revoked hold: the `jti` of the voucher to refuse' }),
-    agentId: Type.String({ description: 'the agent the owner froze (as in the `voucher.revoked` event)' }),
+    agentId: Type.String({ description: 'the agent the owner froze or retired (as in the `voucher.revoked` event)' }),
     reason: Reason,
     revokedAt: UnixSeconds('revoked'),
     cursor: Cursor,

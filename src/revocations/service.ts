@@ -3,7 +3,8 @@
 // the agent's subtree through the ledger's own release (credit back to the lots, budgets given back), revokes
 // their vouchers, appends them to each holding merchant's revocations feed and tells each merchant once with a
 // signed `voucher.revoked` event. Every freeze keeps a report of how far it reached; the report reads each
-// merchant's event delivery as it stands at the time of the read.
+// merchant's event delivery as it stands at the time of the read. A retirement (src/delegation) revokes its
+// subtree's holds the same way, with reason `agent_retired` and no report (`revokeRetired`).
 import type { Agent, AgentService } from '../agents/service.ts';
 import { emitEvents } from '../events/outbox.ts';
 import type { EventReach, WebhookService } from '../events/service.ts';
@@ -16,12 +17,20 @@ import { formatUc, parseUc } from '../platform/money.ts';
 import { principalScope, type Principal } from '../platform/principal.ts';
 import * as store from './store.ts';
 
-export const REVOCATION_REASONS = ['agent_frozen'] as const;
+export const REVOCATION_REASONS = ['agent_frozen', 'agent_retired'] as const;
 export type RevocationReason = (typeof REVOCATION_REASONS)[number];
 
 /** A feed page: at most this many revocations (the default is the query's). */
 export const REVOCATIONS_PAGE_MAX = 500;
 export const REVOCATIONS_PAGE_DEFAULT = 100;
+
+/** Why vouchers are revoked: the agent frozen or retired (the holds are its subtree's), when, and the freeze's id (a retirement has none). */
+export interface RevocationCause {
+  agentId: string;
+  reason: RevocationReason;
+  atS: number;
+  freezeId: string | null;
+}
 
 export interface FreezeMerchant {
   merchantId: string;
@@ -89,11 +98,12 @@ export class RevocationService {
       const latest = await store.latestFreeze(tx, agentId);
       if (latest) return { ...agent, freeze: await this.report(tx, latest) };
     }
-    const reason: RevocationReason = 'agent_frozen';
     const nowS = this.gateway.clock.nowS();
-    const revoked = options.releaseHolds ? await ledger.revokeHolds(tx, await agents.subtreeIds(tx, agentId), reason, nowS) : [];
+    const cause = { agentId, reason: 'agent_frozen' as const, atS: nowS, freezeId: newId('frz') };
+    const revoked = options.releaseHolds ? await ledger.revokeHolds(tx, await agents.subtreeIds(tx, agentId), cause.reason, nowS) : [];
+    // The freeze's row before the feed's, which name it.
     const freeze = await store.insertFreeze(tx, {
-      id: newId('frz'),
+      id: cause.freezeId,
       agent_id: agentId,
       release_holds: options.releaseHolds,
       released_holds: revoked.length,
@@ -101,24 +111,39 @@ export class RevocationService {
       frozen_at_s: BigInt(nowS),
       frozen_by: principalScope(principal),
     });
-    await this.tellMerchants(tx, freeze, revoked, reason);
+    await this.tellMerchants(tx, revoked, cause);
     return { ...agent, freeze: await this.report(tx, freeze) };
   }
 
-  /** One `voucher.revoked` event per merchant holding revoked vouchers, and the feed's rows, in merchant order. */
-  private async tellMerchants(tx: Tx, freeze: store.FreezeRow, revoked: readonly RevokedHold[], reason: RevocationReason): Promise<void> {
+  /**
+   * A retirement's reach: releases every outstanding hold of `agentIds` (the retired subtree, whose rows the
+   * caller locked) and revokes their vouchers as a freeze with releaseHolds does (the ledger's release, then the
+   * merchants told), with reason `agent_retired` and `agentId` the delegate retired. Answers the holds and the
+   * revocation's time, which the retirement records as its own.
+   */
+  async revokeRetired(tx: Tx, agentId: string, agentIds: readonly string[]): Promise<{ revoked: RevokedHold[]; atS: number }> {
+    const cause: RevocationCause = { agentId, reason: 'agent_retired', atS: this.gateway.clock.nowS(), freezeId: null };
+    const revoked = await this.deps.ledger.revokeHolds(tx, agentIds, cause.reason, cause.atS);
+    await this.tellMerchants(tx, revoked, cause);
+    return { revoked, atS: cause.atS };
+  }
+
+  /**
+   * One `voucher.revoked` event per merchant holding revoked vouchers, and the feed's rows, in merchant order
+   * (the feeds' rows locked last). The event and the feed name the cause: the agent frozen or retired.
+   */
+  private async tellMerchants(tx: Tx, revoked: readonly RevokedHold[], cause: RevocationCause): Promise<void> {
     const byMerchant = new Map<string, string[]>();
     for (const { redemption, merchantId } of revoked) {
       if (merchantId !== null) byMerchant.set(merchantId, [...(byMerchant.get(merchantId) ?? []), redemption.id]);
     }
     const merchants = [...byMerchant.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    const revokedAt = Number(freeze.frozen_at_s);
     const envelopes = await emitEvents(
       tx,
       merchants.map(([merchantId, holdIds]) => ({
         merchantId,
         type: 'voucher.revoked' as const,
-        data: { revocation: { agentId: freeze.agent_id, reason, holdIds, revokedAt } },
+        data: { revocation: { agentId: cause.agentId, reason: cause.reason, holdIds, revokedAt: cause.atS } },
       })),
       this.gateway.clock.nowMs(),
     );
@@ -128,11 +153,11 @@ export class RevocationService {
         holdIds.map((holdId) => ({
           hold_id: holdId,
           merchant_id: merchantId,
-          agent_id: freeze.agent_id,
-          freeze_id: freeze.id,
+          agent_id: cause.agentId,
+          freeze_id: cause.freezeId,
           event_id: envelopes[index]!.id,
-          reason,
-          revoked_at_s: freeze.frozen_at_s,
+          reason: cause.reason,
+          revoked_at_s: BigInt(cause.atS),
         })),
       ),
     );

@@ -18,7 +18,8 @@ export interface RevocationRow {
   hold_id: string;
   merchant_id: string;
   agent_id: string;
-  freeze_id: string;
+  /** The freeze that revoked the hold; null for a retirement's revocation (reason agent_retired). */
+  freeze_id: string | null;
   event_id: string;
   reason: string;
   revoked_at_s: bigint;

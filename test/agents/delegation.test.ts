@@ -330,6 +330,44 @@ describe('retiring a delegate', () => {
   });
 });
 
+describe("a retirement's reach", () => {
+  it("revokes the subtree's vouchers as a freeze does: one voucher.revoked per merchant, the feed lists them, a capture is 409 voucher_revoked", async () => {
+    const root = await rootAgent({ delegation: { allowed: true, maxDepth: 2 } });
+    const child = (await createDelegate(root, root.token, { delegation: { allowed: true, maxDepth: 1 } })).agent!;
+    const grandchild = (await createDelegate(child, child.token)).agent!;
+    const offers = [await shops[0].offer({ priceUc: credits(1) }), await shops[1].offer({ priceUc: credits(1) })] as const;
+    const held = {
+      shop0: [(await mint(world, child.token, offers[0].id)).body.redemption.id, (await mint(world, grandchild.token, offers[0].id)).body.redemption.id],
+      shop1: [(await mint(world, grandchild.token, offers[1].id)).body.redemption.id],
+    };
+    const rootHold = (await mint(world, root.token, offers[0].id)).body.redemption.id;
+    const feedEnd = async (shop: Shop) => (await world.api('GET', `/v1/merchants/${shop.merchantId}/revocations?limit=500`, { token: shop.key })).body;
+    const since = await Promise.all(shops.map(async (shop) => (await feedEnd(shop)).nextSince as string));
+
+    const retired = await world.api('POST', `/v1/owner/agents/${child.id}/retire`, { token: root.ownerToken, key: `retire-reach-${child.id}` });
+    expect(retired.status, JSON.stringify(retired.body)).toBe(200);
+    expect(retired.body).toMatchObject({ releasedHolds: 3, releasedUc: credits(3) });
+    const retiredAt = retired.body.agent.retiredAt as number;
+
+    for (const [index, shop] of shops.entries()) {
+      const mine = index === 0 ? held.shop0 : held.shop1;
+      const feed = await world.api('GET', `/v1/merchants/${shop.merchantId}/revocations?since=${since[index]!}`, { token: shop.key });
+      expect(feed.body.revocations.map((r: { holdId: string }) => r.holdId).sort()).toEqual([...mine].sort());
+      for (const entry of feed.body.revocations) expect(entry).toMatchObject({ agentId: child.id, reason: 'agent_retired', revokedAt: retiredAt });
+      const events = await world.gw.gateway.db.query<{ payload: string }>(`SELECT payload FROM events WHERE merchant_id = $1 AND type = 'voucher.revoked' AND payload LIKE $2`, [shop.merchantId, `%${mine[0]!}%`]);
+      expect(events.rows.map((row) => JSON.parse(row.payload).data.revocation)).toEqual([{ agentId: child.id, reason: 'agent_retired', holdIds: expect.arrayContaining(mine), revokedAt: retiredAt }]);
+    }
+    const capture = await world.api('POST', `/v1/redemptions/${held.shop0[0]!}/capture`, { token: shops[0].key, key: `capture-retired-${held.shop0[0]!}`, body: {} });
+    expect([capture.status, capture.body]).toMatchObject([409, { code: 'voucher_revoked', holdId: held.shop0[0]!, reason: 'agent_retired', revokedAt: retiredAt }]);
+    // The root's own hold is not the subtree's: still held, its voucher good.
+    expect((await world.api('POST', `/v1/redemptions/${rootHold}/capture`, { token: shops[0].key, key: `capture-root-${rootHold}`, body: {} })).status).toBe(200);
+    // Retiring again reaches nothing more: no second event, no second feed row.
+    expect((await world.api('POST', `/v1/owner/agents/${child.id}/retire`, { token: root.ownerToken, key: `retire-reach-again-${child.id}` })).body).toMatchObject({ releasedHolds: 0 });
+    expect((await world.api('GET', `/v1/merchants/${shops[0].merchantId}/revocations?since=${since[0]}`, { token: shops[0].key })).body.revocations).toHaveLength(2);
+    await expectLedgerInvariants(world.gw.gateway.db);
+  });
+});
+
 describe('the MCP face', () => {
   it('lists create_delegate only to an agent whose mandate allows delegates, and registers a child with it', async () => {
     const root = await rootAgent({ budgets: [{ id: 'daily', limitUc: credits(10), period: 'day' }], delegation: { allowed: true, maxDepth: 1 } });

@@ -85,13 +85,13 @@ export type WebhookEventType =
   | 'voucher.revoked';
 
 /**
- * Vouchers the gateway revoked (their holds released, e.g. when the owner froze the agent with
- * `releaseHolds`): the `data.revocation` of a `voucher.revoked` event. Refuse these vouchers from now on.
+ * Vouchers the gateway revoked (their holds released: the owner froze the agent with `releaseHolds`, or
+ * retired a delegate): the `data.revocation` of a `voucher.revoked` event. Refuse these vouchers from now on.
  */
 export interface VoucherRevocation {
-  /** The agent whose freeze revoked them (the holds may be its delegates'). */
+  /** The agent whose freeze or retirement revoked them (the holds may be its delegates'). */
   agentId: string;
-  reason: 'agent_frozen' | (string & {});
+  reason: 'agent_frozen' | 'agent_retired' | (string & {});
   /** Your holds it revoked: the `jti` (redemptionId) of each voucher. */
   holdIds: string[];
   revokedAt: number;
@@ -109,7 +109,7 @@ export interface WebhookEvent {
 export interface RevocationFeedEntry {
   holdId: string;
   agentId: string;
-  reason: 'agent_frozen' | (string & {});
+  reason: 'agent_frozen' | 'agent_retired' | (string & {});
   revokedAt: number;
   /** Opaque: where this entry sits in the feed. */
   cursor: string;
