@@ -2,7 +2,8 @@
 // human says it. Two cases:
 //   - credit does not cover it: with a human approver of top-ups (the payments feature), 402 approval_required
 //     carrying the page where the owner approves a top-up; without one, 503 link_configuration_required; with
-//     the approver out of reach, 503 payment_unavailable. After the top-up settles the gateway runs the intent
+//     the approver out of reach, 503 payment_unavailable; for a delegate, which has no lots of its own, the
+//     approver's 409 delegate_has_no_lots naming the root to credit. After the top-up settles the gateway runs the intent
 //     by itself (intents.ts).
 //   - its price is above the agent's mandate approval threshold: 402 approval_required carrying the page where
 //     the owner approves this purchase (the purchase approver, always the payments feature: no rail is needed).
@@ -76,6 +77,9 @@ export class CreditApprovals {
     try {
       pending = await this.approver.requestApproval(request);
     } catch (error) {
+      // A refusal of the request itself (a delegate has no lots to top up: 409 delegate_has_no_lots, naming its
+      // root) is the answer; only the provider's failure is 503.
+      if (error instanceof ApiError && error.status < 500) return uncharged(error, extra);
       this.log.warn({ err: error, intentId }, 'payment-approval provider failed');
       return uncharged(new ApiError('payment_unavailable', { detail: `the payment-approval provider could not be reached. ${RETRY}` }), extra);
     }

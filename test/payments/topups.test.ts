@@ -308,6 +308,24 @@ describe('retained intents', () => {
     expect(repoCalls()).toBe(callsBefore);
   });
 
+  it('a delegate short of credit is told to credit its root (409 delegate_has_no_lots), not that the provider is down; the owner acting for it too', async () => {
+    const root = await newAgent('tree');
+    const mandate = await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, { token: root.ownerToken, key: key('mandate'), body: { delegation: { allowed: true, maxDepth: 1 } } });
+    expect(mandate.status, JSON.stringify(mandate.body)).toBe(200);
+    const subject = `tree-delegate-${++counter}`;
+    const created = await world.api('POST', `/v1/agents/${root.id}/delegates`, { token: root.token, key: key('delegate'), body: { name: subject, identity: { issuer: world.agentIssuer.issuer, subject } } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const delegateToken = await world.agentToken(subject, root.email);
+    const callsBefore = repoCalls();
+    for (const [token, body] of [[delegateToken, repoRequest], [root.ownerToken, { ...repoRequest, agentId: created.body.id }]] as const) {
+      const res = await world.api('POST', '/v1/services/execute', { token, key: key('exec'), body });
+      expect([res.status, res.body], JSON.stringify(res.body)).toMatchObject([409, { code: 'conflict', reason: 'delegate_has_no_lots', rootAgentId: root.id, charged: false }]);
+    }
+    expect(await world.gw.gateway.db.query('SELECT id FROM topups WHERE agent_id = $1', [created.body.id])).toMatchObject({ rows: [] });
+    expect(await holdsOf(world, created.body.id)).toEqual([]);
+    expect(repoCalls()).toBe(callsBefore);
+  });
+
   it('binds a second top-up to a pending intent only when none is pending (409 conflict otherwise)', async () => {
     const agent = await newAgent('bind');
     const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: key('exec'), body: repoRequest });
