@@ -254,12 +254,17 @@ function rateLimitError(response: Dispatcher.ResponseData, message: string, cloc
   return new ConnectorError('upstream_rate_limited', `GitHub is rate limiting the gateway; retry in ${waitS} s`, waitS);
 }
 
+/** A repository GitHub does not have, or has but not in public: the same answer, so neither is told apart. */
+function notPublic(input: RepositoryGetInput): ConnectorError {
+  return new ConnectorError('upstream_not_found', `GitHub has no public repository ${input.owner}/${input.repo}`);
+}
+
 function statusError(response: Dispatcher.ResponseData, json: unknown, input: RepositoryGetInput, clock: Clock): ConnectorError {
   const message = typeof json === 'object' && json !== null && 'message' in json && typeof json.message === 'string' ? json.message : '';
   const limited = rateLimitError(response, message, clock);
   if (limited) return limited;
   const { statusCode } = response;
-  if (statusCode === 404) return new ConnectorError('upstream_not_found', `GitHub has no public repository ${input.owner}/${input.repo}`);
+  if (statusCode === 404) return notPublic(input);
   if (statusCode === 401) return new ConnectorError('upstream_auth_failed', "GitHub refused the gateway's token");
   return new ConnectorError('upstream_unavailable', `GitHub answered with status ${statusCode}`);
 }
@@ -334,6 +339,9 @@ export async function getRepository(github: GitHubContext, input: RepositoryGetI
       const json = parseJson(await readBodyCapped(response.body, GITHUB_RESPONSE_BYTES_MAX));
       if (statusCode !== 200) throw statusError(response, json, input, github.clock);
       if (!Value.Check(RepositoryWire, json)) throw new ConnectorError('upstream_unavailable', 'GitHub returned an unexpected repository document');
+      // The operator's token (ACG_GITHUB_TOKEN) may see private and internal repositories; this service serves
+      // public ones only, so an agent cannot read through it what the token's owner may read.
+      if (json.private || (json.visibility !== undefined && json.visibility !== 'public')) throw notPublic(input);
       const repository = toRepository(json);
       const etag = headerText(response.headers, 'etag');
       if (etag && github.etagCache) github.etagCache.set(key, etag, repository);

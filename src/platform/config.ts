@@ -119,7 +119,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_WEBHOOK_POLL_INTERVAL_MS', default: '1000', meaning: 'how often each instance looks for due webhook deliveries' },
   { name: 'ACG_EXECUTE_TIMEOUT_MS', default: '40000', meaning: "budget of one service action in POST /v1/services/execute (at least the connectors' own budgets, below the idempotency lease)" },
   { name: 'ACG_GITHUB_API_URL', default: 'https://api.github.com', meaning: 'base URL of the GitHub REST API used by `github-public` (e.g. a GitHub Enterprise `https://host/api/v3`)' },
-  { name: 'ACG_GITHUB_TOKEN', default: '(none)', meaning: 'optional GitHub token for `github-public`; raises the rate limit from 60 to 5,000 requests an hour' },
+  { name: 'ACG_GITHUB_TOKEN', default: '(none)', meaning: 'optional GitHub token for `github-public`; raises the rate limit from 60 to 5,000 requests an hour (the service still serves public repositories only: one the token sees privately answers 404)' },
   { name: 'ACG_GITHUB_TIMEOUT_MS', default: '10000', meaning: 'time budget of one GitHub request (connect, headers and body)' },
   { name: 'ACG_GITHUB_ETAG_CACHE_ENTRIES', default: '500', meaning: 'repositories remembered for conditional requests (ETag); 0 disables them' },
   { name: 'ACG_MAIL_CONNECT_TIMEOUT_MS', default: '10000', meaning: "time budget to connect to an agent's IMAP server and receive its greeting" },

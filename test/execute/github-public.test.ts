@@ -125,6 +125,14 @@ describe('github-public through execute', () => {
     expect(await holdsOf(world, agent.id)).toHaveLength(1);
   });
 
+  it.each(['secret-plans', 'internal-plans'])("answers a repository the operator's token sees but the public does not (%s) as not found: nothing of it handed out", async (name) => {
+    const agent = await fundedAgent();
+    const res = await execute(world, agent.token, repo('acme-private', name), newKey('private'));
+    expect([res.status, res.body.code, res.body.charged]).toEqual([404, 'upstream_not_found', false]);
+    expect(JSON.stringify(res.body)).not.toContain('CONFIDENTIAL');
+    await expectNothingCharged(world, agent.id, 5n * ONE_CREDIT_UC);
+  });
+
   it.each([
     ['limited', '3600'],
     ['throttled', '42'],

@@ -96,6 +96,10 @@ export async function startFakeGitHub(): Promise<FakeGitHub> {
       case 'huge':
         send(res, 200, { ...repositoryJson(owner, repo), padding: 'x'.repeat(2 * 1024 * 1024) }, limits);
         return;
+      case 'acme-private':
+        // What GitHub answers a token that can see a private (or an enterprise's internal) repository.
+        send(res, 200, { ...repositoryJson(owner, repo), private: repo !== 'internal-plans', visibility: repo === 'internal-plans' ? 'internal' : 'private', description: 'CONFIDENTIAL' }, limits);
+        return;
       case 'odd':
         send(res, 200, { id: 'not-a-number' }, limits);
         return;
