@@ -127,7 +127,7 @@ function dollars(cents: number): string {
 }
 
 function factsOf(row: store.TopupRow): TopupFacts {
-  return { id: row.id, provider: row.provider, providerRef: row.provider_ref, amountUsdCents: row.amount_usd_cents };
+  return { id: row.id, provider: row.provider, providerRef: row.provider_ref, amountUsdCents: row.amount_usd_cents, livemode: row.livemode };
 }
 
 export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSettlement {
@@ -380,8 +380,10 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
   }
 
   /**
-   * A rail says the top-up is paid. Exactly once: the row lock orders concurrent notifications, and
-   * only a pending top-up is credited; anything else is acknowledged and changes nothing.
+   * A rail says the top-up is paid. Exactly once: the row lock orders concurrent notifications, and only a
+   * pending top-up is credited, or one the gateway's own clock expired: the money was collected (a delayed
+   * method clearing days later, a webhook Stripe retried after an outage), so it is credited late rather than
+   * kept; its intent, cancelled at the expiry, stays cancelled. Anything else is acknowledged and changes nothing.
    */
   async settle(topupId: string, settlementRef: string, check: NotificationCheck = () => undefined): Promise<'settled' | 'unchanged'> {
     const outcome = await this.gateway.db.transaction(async (tx) => {
@@ -392,11 +394,12 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
         this.gateway.log.error({ topupId, settlementRef, problem }, 'a payment notification does not match its top-up; not credited');
         return 'unchanged' as const;
       }
-      if (row.status !== 'pending_approval') {
+      if (row.status !== 'pending_approval' && row.status !== 'expired') {
         const level = row.status === 'settled' ? 'debug' : 'error';
         this.gateway.log[level]({ topupId, status: row.status, settlementRef }, 'payment notification for a top-up that is no longer pending; nothing changed');
         return 'unchanged' as const;
       }
+      if (row.status === 'expired') this.gateway.log.warn({ topupId, settlementRef }, 'payment collected for a top-up that had expired: credited late (its intent stays cancelled)');
       await this.settleLocked(tx, row, settlementRef);
       return 'settled' as const;
     });

@@ -88,11 +88,13 @@ export async function listTopups(db: Queryable, agentId: string, limit: number, 
 // A top-up still pending is told by `finished_at_s IS NULL` (the table's check ties it to status =
 // 'pending_approval'), not by that predicate, which is the pending top-ups' partial index's: a lookup by id that
 // names it can be planned as a read of that whole index (docs/decisions.md "A batch's statements probe, never scan").
+/** Marks a pending top-up settled, or an expired one (a payment collected after the expiry: no intent to resume). */
 export async function markSettled(db: Queryable, id: string, lotId: string, settlementRef: string, nowS: number): Promise<TopupRow> {
   const { rows } = await db.query<TopupRow>(
     `UPDATE topups SET status = 'settled', lot_id = $2, settlement_ref = $3, updated_at_s = $4::bigint, finished_at_s = $4::bigint,
-            resume_due = intent_id IS NOT NULL, next_resume_at_s = CASE WHEN intent_id IS NULL THEN NULL ELSE $4::bigint END
-      WHERE id = $1 AND finished_at_s IS NULL RETURNING *`,
+            resume_due = intent_id IS NOT NULL AND status = 'pending_approval',
+            next_resume_at_s = CASE WHEN intent_id IS NULL OR status <> 'pending_approval' THEN NULL ELSE $4::bigint END
+      WHERE id = $1 AND (finished_at_s IS NULL OR status = 'expired') RETURNING *`,
     [id, lotId, settlementRef, nowS],
   );
   if (!rows[0]) throw new Error(`top-up ${id} was not pending when it settled`);

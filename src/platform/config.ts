@@ -82,7 +82,7 @@ export interface EnvVarDoc {
 
 /** Every variable the gateway reads; the README's configuration table is this list. */
 export const ENV_VARS: EnvVarDoc[] = [
-  { name: 'ACG_MODE', default: 'dev', meaning: '`dev` (generates what it needs) or `live` (nothing generated; missing pieces answer 503)' },
+  { name: 'ACG_MODE', default: 'dev', meaning: '`dev` (generates what it needs) or `live` (nothing generated; missing pieces answer 503; refuses at start cleartext http URLs other than to loopback, and Stripe test-mode keys)' },
   { name: 'HOST', default: '127.0.0.1', meaning: 'address to listen on' },
   { name: 'PORT', default: '8080', meaning: 'TCP port to listen on (0 picks a free one)' },
   { name: 'ACG_BASE_URL', default: 'http://127.0.0.1:$PORT', meaning: 'public base URL; issuer of our tokens and the origin of the consent page (required in live mode)' },
@@ -181,6 +181,32 @@ function url(env: Env, name: string, problems: string[]): string | undefined {
   }
 }
 
+/** Loopback hosts: a cleartext URL to one never crosses a network. */
+function isLoopbackHost(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
+}
+
+/**
+ * The URL settings live mode sends credentials, tokens or trust over (our own base URL, the identity providers
+ * and their keys, Stripe, GitHub with the operator's token, the DNS resolver that proves domains): each must be
+ * https, except to a loopback host (a proxy or a test on the same machine). RFC 8414 §2, RFC 6749 §3.1.
+ */
+const LIVE_HTTPS_URLS = [
+  'ACG_BASE_URL', 'ACG_HUMAN_ISSUER', 'ACG_HUMAN_JWKS_URL', 'ACG_AGENT_ISSUER', 'ACG_AGENT_JWKS_URL',
+  'ACG_STRIPE_API_URL', 'ACG_GITHUB_API_URL', 'ACG_DOH_RESOLVER_URL',
+] as const;
+
+function cleartextInLive(env: Env, problems: string[]): void {
+  for (const name of LIVE_HTTPS_URLS) {
+    const raw = env[name];
+    if (!raw || !URL.canParse(raw)) continue;
+    const parsed = new URL(raw);
+    if (parsed.protocol === 'http:' && !isLoopbackHost(parsed.hostname)) {
+      problems.push(`${name} must be an https URL in live mode (http only to a loopback host), got "${raw}"`);
+    }
+  }
+}
+
 function issuer(env: Env, prefix: 'HUMAN' | 'AGENT', problems: string[]): IssuerConfig | undefined {
   const iss = url(env, `ACG_${prefix}_ISSUER`, problems);
   if (!iss) return undefined;
@@ -198,6 +224,8 @@ function paymentsConfig(env: Env, mode: Mode, problems: string[]): PaymentsConfi
   const secretKey = env.ACG_STRIPE_SECRET_KEY ?? '';
   const webhookSecret = env.ACG_STRIPE_WEBHOOK_SECRET ?? '';
   if (!/^(sk|rk)_(live|test)_[A-Za-z0-9]+$/.test(secretKey)) problems.push('ACG_STRIPE_SECRET_KEY must be a Stripe secret key (sk_live_…, sk_test_… or rk_…) when ACG_PAYMENT_PROVIDER=stripe');
+  // A test-mode key takes test payments (card 4242…), which move no money: in live mode they would become spendable credit.
+  else if (mode === 'live' && /^(sk|rk)_test_/.test(secretKey)) problems.push('ACG_STRIPE_SECRET_KEY is a test-mode key (sk_test_…/rk_test_…): its payments move no money, so live mode needs a live key (sk_live_…/rk_live_…)');
   if (!/^whsec_[A-Za-z0-9+/=_-]+$/.test(webhookSecret)) problems.push('ACG_STRIPE_WEBHOOK_SECRET must be the endpoint signing secret (whsec_…) when ACG_PAYMENT_PROVIDER=stripe');
   return { provider, stripe: { secretKey, webhookSecret, apiUrl: url(env, 'ACG_STRIPE_API_URL', problems) ?? 'https://api.stripe.com' } };
 }
@@ -224,12 +252,28 @@ function servicesConfig(env: Env, problems: string[]): ServicesConfig {
 /** Where the gateway serves its dev DNS zone (dev mode only); the default resolver of dev mode. */
 export const DEV_ZONE_PATH = '/dev/dns-query';
 
+/**
+ * Whether a URL path reaches a gateway's dev routes (`/dev/…`) as its router reads it: percent-decoded, repeated
+ * slashes and case not telling it apart (`/%64ev/dns-query` and `//DEV/dns-query` included). A path that does
+ * not decode is taken as one.
+ */
+function namesDevRoute(pathname: string): boolean {
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(pathname);
+  } catch {
+    return true;
+  }
+  const normal = decoded.replace(/\/+/g, '/').toLowerCase();
+  return normal === '/dev' || normal.startsWith('/dev/');
+}
+
 function dohConfig(env: Env, mode: Mode, baseUrl: string, problems: string[]): Config['doh'] {
   const configured = url(env, 'ACG_DOH_RESOLVER_URL', problems);
   // Live mode has no dev zone: a resolver URL that names one (ours or another gateway's) would let
   // anyone who can publish dev records verify any domain.
-  if (mode === 'live' && configured && new URL(configured).pathname.replace(/\/+$/, '') === DEV_ZONE_PATH) {
-    problems.push(`ACG_DOH_RESOLVER_URL points at a dev DNS zone (${DEV_ZONE_PATH}); live mode needs a real DNS-over-HTTPS resolver`);
+  if (mode === 'live' && configured && namesDevRoute(new URL(configured).pathname)) {
+    problems.push(`ACG_DOH_RESOLVER_URL points at a gateway's dev routes (/dev/…, such as its dev DNS zone ${DEV_ZONE_PATH}); live mode needs a real DNS-over-HTTPS resolver`);
   }
   const devZone = mode === 'dev' && !configured;
   return {
@@ -253,6 +297,7 @@ export function loadConfig(env: Env = process.env): Config {
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) problems.push('DATABASE_URL must start with postgres:// or postgresql://');
   const allowPrivate = flag(env, 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', false, problems);
   if (allowPrivate && mode === 'live') problems.push('ACG_ALLOW_PRIVATE_NETWORK_TARGETS is a test-only setting and is refused in live mode');
+  if (mode === 'live') cleartextInLive(env, problems);
   const retention = integer(env, 'ACG_IDEMPOTENCY_RETENTION_S', 86_400, 86_400, 30 * 86_400, problems);
   const config: Config = {
     mode,

@@ -191,6 +191,52 @@ describe('the Stripe Checkout provider', () => {
     expect((await world.api('GET', `/v1/payments/topups/${paid.topup.id}`, { token: paid.agent.token })).body.status).toBe('pending_approval');
   });
 
+  it("credits a payment Stripe collects after the gateway's own expiry of the top-up (a delayed method), once; its intent stays cancelled", async () => {
+    const { agent, intentId, topup, session } = await retained('stripe-late');
+    const processing = await deliver(world.url, stripe.event('checkout.session.completed', { ...session, status: 'complete' }));
+    expect(await processing.json()).toEqual({ received: true, outcome: 'awaiting_payment' });
+    // Days pass: the gateway's clock expires the top-up and cancels the intent it would have resumed.
+    await world.gw.gateway.db.query('UPDATE topups SET expires_at_s = $2 WHERE id = $1', [topup.id, Math.floor(Date.now() / 1000) - 1]);
+    await world.gw.services.payments!.runJobs();
+    expect((await world.api('GET', `/v1/payments/topups/${topup.id}`, { token: agent.token })).body.status).toBe('expired');
+    const callsBefore = repoCalls();
+    const cleared = stripe.event('checkout.session.async_payment_succeeded', stripe.pay(session.id));
+    expect(await (await deliver(world.url, cleared)).json()).toEqual({ received: true, outcome: 'settled' });
+    expect(await (await deliver(world.url, cleared)).json()).toEqual({ received: true, outcome: 'unchanged' });
+    expect(await (await deliver(world.url, stripe.event('checkout.session.completed', stripe.pay(session.id)))).json()).toEqual({ received: true, outcome: 'unchanged' });
+    expect((await world.api('GET', `/v1/payments/topups/${topup.id}`, { token: agent.token })).body).toMatchObject({ status: 'settled', lotId: expect.stringMatching(/^lot_/) });
+    expect(await topupLots(world, agent.id)).toHaveLength(1);
+    await world.gw.services.payments!.runJobs();
+    expect(await intentState(intentId, agent.token)).toMatchObject({ state: 'cancelled', cancellationReason: 'topup_expired' });
+    expect(repoCalls()).toBe(callsBefore);
+  });
+
+  it('never credits a session of the other mode: a live payment for a test top-up (or the reverse) changes nothing', async () => {
+    const { agent, session } = await retained('stripe-mode');
+    const otherMode = await deliver(world.url, stripe.event('checkout.session.completed', { ...stripe.pay(session.id), livemode: true }));
+    expect(await otherMode.json()).toEqual({ received: true, outcome: 'unchanged' });
+    expect(await topupLots(world, agent.id)).toEqual([]);
+  });
+
+  it('answers a correctly signed body that is not a Checkout Session event with 400 invalid_input, not 500', async () => {
+    const bodies = [
+      'null',
+      '{"type":"checkout.session.completed"}',
+      '{"id":"evt_x","object":"event","type":"checkout.session.completed","data":null}',
+      '{"id":"evt_x","object":"event","type":"checkout.session.completed","data":{"object":null}}',
+      '{"id":"evt_x","object":"event","type":"checkout.session.expired","data":{}}',
+      '{"id":"evt_x","object":"event","type":"checkout.session.async_payment_succeeded","data":{"object":{"client_reference_id":"top_x"}}}',
+      '{"id":"evt_x","object":"event","type":7}',
+    ];
+    for (const body of bodies) {
+      const res = await deliver(world.url, stripe.signed(body));
+      expect([res.status, ((await res.json()) as { code: string }).code], body).toEqual([400, 'invalid_input']);
+    }
+    // Events of other types, whatever they carry, are still acknowledged.
+    const other = await deliver(world.url, stripe.signed('{"id":"evt_y","object":"event","type":"invoice.paid","data":null}'));
+    expect(await other.json()).toEqual({ received: true, outcome: 'ignored' });
+  });
+
   it("does not credit a signed event whose session is not the top-up's or whose amount differs", async () => {
     const { agent, topup, session } = await retained('stripe-mismatch');
     const other = await retained('stripe-mismatch-other');

@@ -28,3 +28,28 @@ describe('yes-or-no settings', () => {
     );
   });
 });
+
+describe('live mode refuses what would run it insecurely', () => {
+  const live = { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example' };
+
+  it('needs https for every URL it sends credentials, tokens or trust over, except to a loopback host', () => {
+    for (const name of ['ACG_BASE_URL', 'ACG_HUMAN_ISSUER', 'ACG_HUMAN_JWKS_URL', 'ACG_AGENT_ISSUER', 'ACG_AGENT_JWKS_URL', 'ACG_STRIPE_API_URL', 'ACG_GITHUB_API_URL', 'ACG_DOH_RESOLVER_URL']) {
+      const env = { ...live, ACG_HUMAN_ISSUER: 'https://id.example', ACG_AGENT_ISSUER: 'https://agents.example', [name]: 'http://idp.example.com/x' };
+      expect(() => loadConfig(env), name).toThrow(`${name} must be an https URL in live mode (http only to a loopback host), got "http://idp.example.com/x"`);
+      for (const loopback of ['http://127.0.0.1:9000/x', 'http://localhost:9000/x', 'http://[::1]:9000/x']) {
+        expect(() => loadConfig({ ...env, [name]: loopback }), `${name} ${loopback}`).not.toThrow();
+      }
+      // Dev mode runs on a laptop: cleartext stays allowed there.
+      expect(() => loadConfig({ ...env, ACG_MODE: 'dev' }), name).not.toThrow();
+    }
+  });
+
+  it('refuses a Stripe test-mode key, whose payments move no money (a live key, or dev mode, is taken)', () => {
+    const stripe = { ACG_PAYMENT_PROVIDER: 'stripe', ACG_STRIPE_WEBHOOK_SECRET: 'whsec_abc' };
+    for (const key of ['sk_test_abc123', 'rk_test_abc123']) {
+      expect(() => loadConfig({ ...live, ...stripe, ACG_STRIPE_SECRET_KEY: key })).toThrow('ACG_STRIPE_SECRET_KEY is a test-mode key');
+      expect(loadConfig({ ...stripe, ACG_STRIPE_SECRET_KEY: key }).payments.provider).toBe('stripe');
+    }
+    expect(loadConfig({ ...live, ...stripe, ACG_STRIPE_SECRET_KEY: 'sk_live_abc123' }).payments.provider).toBe('stripe');
+  });
+});

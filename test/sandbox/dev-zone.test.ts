@@ -135,10 +135,15 @@ describe('live mode has no dev zone', () => {
   it('refuses a resolver URL that points at a dev zone, at start-up', async () => {
     const env = { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com', ACG_DOH_RESOLVER_URL: 'https://gateway.example.com/dev/dns-query/' };
     expect(() => loadConfig(env)).toThrow(ConfigError);
-    expect(() => loadConfig(env)).toThrow(/points at a dev DNS zone/);
+    expect(() => loadConfig(env)).toThrow(/points at a gateway's dev routes/);
     const started = await run(process.execPath, [path.resolve('bin/acg.js'), 'serve'], { env: { ...process.env, ...env, PORT: '0' } }).catch((e: { code: number; stderr: string }) => e);
     expect(started).toMatchObject({ code: 2 });
-    expect((started as { stderr: string }).stderr).toContain('ACG_DOH_RESOLVER_URL points at a dev DNS zone');
+    expect((started as { stderr: string }).stderr).toContain("ACG_DOH_RESOLVER_URL points at a gateway's dev routes");
+    // Spelled as a router still reads it: percent-encoded, doubled slashes, another case, another dev route.
+    for (const spelling of ['/dev/%64ns-query', '/%64ev/dns-query', '//dev/dns-query', '/DEV/dns-query', '/dev%2Fdns-query', '/dev/records', '/dev/%zz']) {
+      expect(() => loadConfig({ ...env, ACG_DOH_RESOLVER_URL: `https://gateway.example.com${spelling}` }), spelling).toThrow(/points at a gateway's dev routes/);
+    }
+    expect(loadConfig({ ...env, ACG_DOH_RESOLVER_URL: 'https://dns.example/device/dns-query' }).doh.resolverUrl).toBe('https://dns.example/device/dns-query');
   });
 
   it('accepts on operator routes only the credential whose hash is configured', async () => {

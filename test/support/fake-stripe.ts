@@ -38,6 +38,8 @@ export interface FakeStripe {
   pay(sessionId: string): FakeSession;
   /** A webhook delivery: its exact body and a Stripe-Signature header for it. */
   event(type: string, session: FakeSession, secret?: string): { id: string; payload: string; signature: string };
+  /** Any body, signed as Stripe signs a delivery (for events of shapes Stripe should never send). */
+  signed(payload: string, secret?: string): { payload: string; signature: string };
   close(): Promise<void>;
 }
 
@@ -141,6 +143,9 @@ export async function startFakeStripe(): Promise<FakeStripe> {
         data: { object: { ...session } },
       });
       return { id, payload, signature: signer.webhooks.generateTestHeaderString({ payload, secret }) };
+    },
+    signed(payload, secret = FAKE_STRIPE_WEBHOOK_SECRET) {
+      return { payload, signature: signer.webhooks.generateTestHeaderString({ payload, secret }) };
     },
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };

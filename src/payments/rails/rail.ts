@@ -36,6 +36,8 @@ export interface TopupFacts {
   provider: string;
   providerRef: string | null;
   amountUsdCents: number;
+  /** Whether the rail took it in live mode (a real payment) or test mode (no money moves). */
+  livemode: boolean;
 }
 
 /** A rail's own check of a notification against the top-up: why it does not match, or undefined. */

@@ -5,8 +5,11 @@
 //   checkout.session.async_payment_succeeded settle
 //   checkout.session.async_payment_failed    failed
 //   checkout.session.expired                 expired
-// Every other event is acknowledged and ignored. The session must be the top-up's own (id, amount and
-// currency), or nothing is credited. Duplicates and any order are harmless: see PaymentsService.settle.
+// Every other event is acknowledged and ignored. The session must be the top-up's own (id, amount, currency
+// and mode: a test-mode payment never credits a live top-up), or nothing is credited. A paid session credits
+// even a top-up the gateway's clock expired meanwhile (a delayed method clears days later; Stripe retries a
+// webhook for 3 days). Duplicates and any order are harmless: see PaymentsService.settle. A correctly signed
+// event of these types without a Checkout Session in `data.object` is 400 invalid_input.
 import { createRequire } from 'node:module';
 import type Stripe from 'stripe';
 import type { Config } from '../../platform/config.ts';
@@ -58,6 +61,8 @@ class StripeCheckoutRail implements CreditRail {
         'Verified with the official library against ACG_STRIPE_WEBHOOK_SECRET (Stripe-Signature, 300 s tolerance); a wrong signature ' +
         'is 400 invalid_input and changes nothing. `checkout.session.completed` (paid) and `checkout.session.async_payment_succeeded` ' +
         'settle the top-up, `…async_payment_failed` fails it, `checkout.session.expired` expires it; others are acknowledged. ' +
+        "A paid session credits its top-up even after the gateway's own expiry of it (a delayed payment method clears days later), never a " +
+        "session of another mode, amount or top-up. An event of these types without a Checkout Session in data.object is 400 invalid_input. " +
         'Replays and any order are harmless: a top-up is credited once.',
       signatureHeader: STRIPE_SIGNATURE_HEADER,
       receive: (rawBody, signature, topups) => this.receive(rawBody, signature, topups),
@@ -132,17 +137,31 @@ class StripeCheckoutRail implements CreditRail {
   }
 }
 
-async function apply(event: Stripe.Event, topups: TopupSettlement): Promise<string> {
+/** The Checkout Session an event of the four handled types carries; a signed body of another shape is bad input. */
+function sessionOf(event: Stripe.Event): Stripe.Checkout.Session {
+  const object: unknown = (event.data as { object?: unknown } | null | undefined)?.object;
+  if (typeof object !== 'object' || object === null || typeof (object as { id?: unknown }).id !== 'string') {
+    throw new ApiError('invalid_input', { detail: `the ${event.type} event carries no Checkout Session in data.object` });
+  }
+  return object as Stripe.Checkout.Session;
+}
+
+async function apply(event: Stripe.Event | null, topups: TopupSettlement): Promise<string> {
+  if (typeof event !== 'object' || event === null || typeof event.type !== 'string') {
+    throw new ApiError('invalid_input', { detail: 'the body is not a Stripe event (an object with a type)' });
+  }
   switch (event.type) {
-    case 'checkout.session.completed':
-      if (event.data.object.payment_status !== 'paid') return 'awaiting_payment';
-      return settle(event.data.object, event.id, topups);
+    case 'checkout.session.completed': {
+      const session = sessionOf(event);
+      if (session.payment_status !== 'paid') return 'awaiting_payment';
+      return settle(session, event.id, topups);
+    }
     case 'checkout.session.async_payment_succeeded':
-      return settle(event.data.object, event.id, topups);
+      return settle(sessionOf(event), event.id, topups);
     case 'checkout.session.async_payment_failed':
-      return closeFor(event.data.object, 'failed', event.id, topups);
+      return closeFor(sessionOf(event), 'failed', event.id, topups);
     case 'checkout.session.expired':
-      return closeFor(event.data.object, 'expired', event.id, topups);
+      return closeFor(sessionOf(event), 'expired', event.id, topups);
     default:
       return 'ignored';
   }
@@ -157,6 +176,7 @@ async function settle(session: Stripe.Checkout.Session, eventId: string, topups:
     if (session.amount_total !== topup.amountUsdCents || session.currency !== 'usd') {
       return `session amount ${session.amount_total} ${session.currency} differs from the top-up's ${topup.amountUsdCents} usd`;
     }
+    if (session.livemode !== topup.livemode) return `session livemode ${session.livemode} differs from the top-up's ${topup.livemode}`;
     return undefined;
   });
 }
