@@ -1202,7 +1202,7 @@ export interface paths {
          *
          *     Who executes: an agent credential executes as itself; a human or owner credential must name one of the owner's agents in `agentId` (400 agent_required without it, 403 owner_required for any other id).
          *
-         *     Idempotency-Key is required (`^[A-Za-z0-9._:-]{1,200}$`; missing or malformed → 400 invalid_input). The same key and body answer the same result and charge once. Of the failures, only those after the hold that are definitive (e.g. 404 upstream_not_found) are stored and replayed; refusals before the hold changed nothing, and rate limits (429) and 5xx may pass, so for those the same key may be retried.
+         *     Idempotency-Key is required (`^[A-Za-z0-9._:-]{1,200}$`; missing or malformed → 400 invalid_input). The same key and body answer the same result and charge once. Of the failures, only those after the hold that are definitive (e.g. 404 upstream_not_found, or 409 voucher_revoked when the owner froze or retired the agent while the action ran) are stored and replayed; refusals before the hold changed nothing, and rate limits (429) and 5xx may pass, so for those the same key may be retried.
          *
          *     When the action fails, the hold is released and the problem body says `charged: false` (with `executionId` and `redemptionId`): 404 upstream_not_found, 429 upstream_rate_limited (Retry-After), 502 upstream_unavailable / upstream_auth_failed, 504 upstream_timeout.
          *

@@ -314,9 +314,13 @@ export class ExecutionPipeline {
       return await this.successes.submit({ key, started, result });
     } catch (error) {
       const late = error instanceof ExecutionLost || (error instanceof ApiError && error.code === 'hold_resolved');
-      // A freeze that released the hold revoked it (409 voucher_revoked): nothing is charged, the result not handed out.
-      const revoked = error instanceof ApiError && error.code === 'voucher_revoked';
-      await this.releaseQuietly(started, late ? 'deadline_passed' : revoked ? 'voucher_revoked' : 'internal_error');
+      // A freeze or a retirement that released the hold revoked it (409 voucher_revoked): nothing is charged, the
+      // result is not handed out, and the answer is final: stored, so a retry replays it rather than running the
+      // action again once the owner unfreezes.
+      if (error instanceof ApiError && error.code === 'voucher_revoked') {
+        return this.closeFailed(key, started, uncharged(error, { executionId: started.executionId, redemptionId: started.holdId }), error.code, true);
+      }
+      await this.releaseQuietly(started, late ? 'deadline_passed' : 'internal_error');
       if (!late) throw error;
       // The result came after the execution's deadline, when its hold was no longer ours to capture: it is
       // not handed out unpaid; the caller retries.
@@ -379,9 +383,17 @@ export class ExecutionPipeline {
       throw error;
     }
     const failure = uncharged(error, { executionId: started.executionId, redemptionId: started.holdId });
-    const storeAnswer = replayable(failure.status);
+    return this.closeFailed(key, started, failure, error.code, replayable(failure.status));
+  }
+
+  /**
+   * Ends a failed execution after its hold: released (or already released), recorded failed with `errorCode`,
+   * and its answer stored under the key when it is definitive (`storeAnswer`), all in one transaction; else the
+   * key is given back. Throws the answer.
+   */
+  private async closeFailed(key: ClaimedKey<ExecuteResult>, started: Started, failure: ApiError, errorCode: string, storeAnswer: boolean): Promise<never> {
     const stored = await this.gateway.db.transaction(async (tx) => {
-      const owned = await this.deps.recovery.releaseExecution(tx, started.executionId, 'failed', error.code);
+      const owned = await this.deps.recovery.releaseExecution(tx, started.executionId, 'failed', errorCode);
       if (owned && storeAnswer) {
         await key.storeError(tx, failure);
         await this.deps.intents.finishFailed(tx, key.claim, started.executionId, failure);

@@ -1,6 +1,7 @@
 // A freeze with releaseHolds reaches an execution in flight: its hold is released and revoked while the action
 // runs, so the capture is refused, nothing is charged, the result is not handed out, and the execution is
-// recorded as failed for that reason.
+// recorded as failed for that reason. That answer is final: stored under the request's Idempotency-Key, so a
+// retry replays it, while the agent is frozen and after the owner unfreezes it, and the action never runs again.
 import { Type } from '@sinclair/typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceModule } from '../../src/connectors/types.ts';
@@ -45,7 +46,7 @@ afterAll(async () => {
 });
 
 describe('a freeze with releaseHolds during an execution', () => {
-  it('refuses its capture with 409 voucher_revoked and charges nothing', async () => {
+  it('refuses its capture with 409 voucher_revoked, charges nothing, and replays that answer to a retry with the key, frozen or not', async () => {
     const agent = await world.createAgent('executor@example.com', 'executing-agent');
     await grant(world, agent.id, 3_000_000n);
     started = new Promise<void>((resolve) => (markStarted = resolve));
@@ -56,7 +57,18 @@ describe('a freeze with releaseHolds during an execution', () => {
     finishAction();
     const answer = await running;
     expect([answer.status, answer.body.code]).toEqual([409, 'voucher_revoked']);
+    expect(answer.body).toMatchObject({ charged: false, executionId: expect.stringMatching(/^exe_/), redemptionId: expect.stringMatching(/^hold_/) });
     expect(answer.body.result).toBeUndefined();
+    let runs = 0;
+    markStarted = () => (runs += 1);
+    const retry = () => world.api('POST', '/v1/services/execute', { token: agent.token, key: 'gate-1', body: { serviceId: 'gate', action: 'pass', input: {} } });
+    const whileFrozen = await retry();
+    expect([whileFrozen.status, whileFrozen.headers.get('idempotent-replayed'), whileFrozen.body]).toEqual([409, 'true', answer.body]);
+    expect((await world.api('POST', `/v1/owner/agents/${agent.id}/unfreeze`, { token: agent.ownerToken, body: {} })).status).toBe(200);
+    const afterUnfreeze = await retry();
+    expect([afterUnfreeze.status, afterUnfreeze.headers.get('idempotent-replayed'), afterUnfreeze.body]).toEqual([409, 'true', answer.body]);
+    expect(runs).toBe(0);
+    expect(await holdsOf(world, agent.id)).toHaveLength(1);
     const [hold] = await holdsOf(world, agent.id);
     expect(hold).toMatchObject({ state: 'released', capturedUc: 0n });
     expect((await executionsOf(world, agent.id))[0]).toMatchObject({ state: 'failed', error_code: 'voucher_revoked' });
