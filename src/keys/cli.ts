@@ -8,6 +8,7 @@ import type { Database } from '../platform/db/database.ts';
 import { migrate } from '../platform/db/migrate.ts';
 import { openDatabase } from '../platform/db/open.ts';
 import {
+  configuredSecretBox,
   listSigningKeys,
   PUBLICATION_LEAD_S_DEFAULT,
   RETIRED_KEY_RETENTION_S_DEFAULT,
@@ -76,9 +77,14 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
   if (leadS < LEAD_S_SAFE_MIN) {
     process.stderr.write(`warning: --lead-s ${leadS} is shorter than ${LEAD_S_SAFE_MIN} s; verifiers that cached the JWKS may reject new tokens until they refetch it\n`);
   }
+  // A key kept in the database in clear would let whoever copies the database sign as the gateway.
+  const sealWith = configuredSecretBox(config);
+  if (!sealWith && config.mode === 'live') {
+    fail('live mode seals a rotated key with ACG_SECRET_BOX_KEY (base64 of 32 random bytes, the one the gateway runs with): set it and rotate again');
+  }
   const nowS = new SystemClock().nowS();
-  process.stdout.write('generating a new ES256 key…\n');
-  const report = await withDatabase(config, (db) => rotateSigningKeys(db, { nowS, leadS, retentionS }));
+  process.stdout.write(`generating a new ES256 key${sealWith ? ', sealed with ACG_SECRET_BOX_KEY' : ' (dev mode: kept unsealed, as the dev key is)'}…\n`);
+  const report = await withDatabase(config, (db) => rotateSigningKeys(db, { nowS, leadS, retentionS, sealWith }));
   for (const kid of report.removedKids) process.stdout.write(`removed ${kid}: past its publication window\n`);
   process.stdout.write(`published ${report.next.kid}; it signs from ${when(report.next.activeFromS, nowS)}\n`);
   for (const key of report.replaced) {

@@ -111,7 +111,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_AGENT_AUDIENCE', default: 'agent-credit-gateway', meaning: 'audience required on agent identity JWTs' },
   { name: 'ACG_AGENT_OWNER_EMAIL_CLAIM', default: 'owner_email', meaning: "claim on an agent identity JWT holding its owner's verified email" },
   { name: 'ACG_API_KEY_PEPPER', default: '(dev: generated)', meaning: 'secret (≥ 32 chars) keying the hashes of merchant API keys; without it live mode cannot issue API keys' },
-  { name: 'ACG_SECRET_BOX_KEY', default: '(dev: generated)', meaning: 'base64 of 32 random bytes; seals stored secrets (webhook signing secrets, mail passwords); required in live mode for webhooks and mail' },
+  { name: 'ACG_SECRET_BOX_KEY', default: '(dev: generated)', meaning: 'base64 of 32 random bytes; seals stored secrets (webhook signing secrets, mail passwords, keys made by `acg keys rotate`); required in live mode for webhooks, mail and key rotation' },
   { name: 'ACG_DOH_RESOLVER_URL', default: '(dev: the dev zone; live: https://cloudflare-dns.com/dns-query)', meaning: "DNS-over-HTTPS (RFC 8484) resolver used to verify merchant domains; dev mode's default is the gateway's own dev zone (`acg dev dns publish`)" },
   { name: 'ACG_DOH_TIMEOUT_MS', default: '5000', meaning: 'time budget of one DNS-over-HTTPS query' },
   { name: 'ACG_DOH_CA_FILE', default: '(system CAs)', meaning: "extra CA certificate (PEM file) trusted for the resolver's HTTPS" },

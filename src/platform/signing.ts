@@ -9,13 +9,17 @@
 //
 // Rotation (`acg keys rotate`): the next key is published `leadS` before it signs, so every instance's
 // reload and every verifier's JWKS cache see it first; the keys it replaces stop signing at that moment
-// and stay published (and verifying) for `retentionS`, the life of the longest token they signed.
+// and stay published (and verifying) for `retentionS`, the life of the longest token they signed. A rotated
+// key's private half is sealed with ACG_SECRET_BOX_KEY (context `signing_key:<kid>`), so a copy of the
+// database alone cannot sign; live mode rotates only with that key set. Dev mode's own key, and rows written
+// before sealing, are kept as JWK JSON (dev mode's box key lives in the same database: sealing would hide nothing).
 import { createPrivateKey, sign as signBytes, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { exportJWK, importJWK, importPKCS8, calculateJwkThumbprint, generateKeyPair, jwtVerify, type JWK, type JWTPayload } from 'jose';
 import { ApiError } from './errors.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Database, Queryable, Tx } from './db/database.ts';
+import { openSecret, parseSecretBoxKey, sealSecret, type SecretBoxKey } from './secret-box.ts';
 
 export const SIGNING_ALG = 'ES256';
 /** Covers the 60 s key reload of every instance plus the 300 s JWKS cache we advertise, with margin. */
@@ -65,11 +69,41 @@ async function loadKey(kid: string, publicJwk: JWK, privateJwk: JWK, times: KeyT
   };
 }
 
+const sealContext = (kid: string): string => `signing_key:${kid}`;
+
+/** Whether a row's private half is sealed (`v1.…`) rather than JWK JSON. */
+function isSealed(privateJwk: string): boolean {
+  return !privateJwk.trimStart().startsWith('{');
+}
+
+/** A private JWK as the row stores it: sealed with `box` when given, else as JSON. */
+function storedPrivate(kid: string, privateJwk: JWK, box: SecretBoxKey | undefined): string {
+  const json = JSON.stringify(privateJwk);
+  return box ? sealSecret(box, json, sealContext(kid)) : json;
+}
+
 /** The row's key; one already loaded under the same kid is reused (a kid names one key pair), with the row's times. */
-async function fromRow(row: SigningKeyRow, loaded: LoadedKey | undefined): Promise<LoadedKey> {
+async function fromRow(row: SigningKeyRow, loaded: LoadedKey | undefined, box: SecretBoxKey | undefined): Promise<LoadedKey> {
   const times = { activeFromS: Number(row.active_from_s), retiredAtS: toS(row.retired_at_s), publishedUntilS: toS(row.published_until_s) };
   if (loaded) return { ...loaded, ...times };
-  return loadKey(row.kid, JSON.parse(row.public_jwk) as JWK, JSON.parse(row.private_jwk) as JWK, times);
+  let privateJson = row.private_jwk;
+  if (isSealed(privateJson)) {
+    if (!box) throw new Error(`signing key ${row.kid} is sealed: set ACG_SECRET_BOX_KEY to the key that sealed it`);
+    try {
+      privateJson = openSecret(box, privateJson, sealContext(row.kid));
+    } catch (error) {
+      throw new Error(`signing key ${row.kid} does not open with ACG_SECRET_BOX_KEY (${(error as Error).message})`);
+    }
+  }
+  return loadKey(row.kid, JSON.parse(row.public_jwk) as JWK, JSON.parse(privateJson) as JWK, times);
+}
+
+/** The configured ACG_SECRET_BOX_KEY, parsed (undefined when unset; loadConfig checked its form). */
+export function configuredSecretBox(config: Pick<Config, 'secretBoxKey'>): SecretBoxKey | undefined {
+  if (!config.secretBoxKey) return undefined;
+  const parsed = parseSecretBoxKey(config.secretBoxKey);
+  if ('error' in parsed) throw new Error(`ACG_SECRET_BOX_KEY ${parsed.error}`);
+  return parsed.key;
 }
 
 /** A fresh ES256 key pair as the database row stores it. */
@@ -141,7 +175,8 @@ export class SigningKeys {
     if (this.config.signingKey) loaded.push((this.configuredKey ??= await importConfiguredKey(this.config.signingKey)));
     const rows = await findKeyRows(this.db);
     const known = new Map(this.keys.map((k) => [k.kid, k]));
-    for (const row of rows) if (!loaded.some((k) => k.kid === row.kid)) loaded.push(await fromRow(row, known.get(row.kid)));
+    const box = rows.some((row) => isSealed(row.private_jwk)) ? configuredSecretBox(this.config) : undefined;
+    for (const row of rows) if (!loaded.some((k) => k.kid === row.kid)) loaded.push(await fromRow(row, known.get(row.kid), box));
     this.keys = loaded;
   }
 
@@ -271,6 +306,8 @@ export interface RotationOptions {
   leadS: number;
   /** Seconds a replaced key stays published after it stops signing. */
   retentionS: number;
+  /** Seals the new key's private half (ACG_SECRET_BOX_KEY); without it the row keeps JWK JSON (dev mode only). */
+  sealWith?: SecretBoxKey;
 }
 
 export interface RotationReport {
@@ -300,7 +337,7 @@ export async function rotateSigningKeys(db: Database, options: RotationOptions):
     );
     await tx.query(
       `INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at_s, active_from_s) VALUES ($1, $2, $3, $4, $5, $6)`,
-      [key.kid, SIGNING_ALG, JSON.stringify(key.publicJwk), JSON.stringify(key.privateJwk), options.nowS, activeFromS],
+      [key.kid, SIGNING_ALG, JSON.stringify(key.publicJwk), storedPrivate(key.kid, key.privateJwk, options.sealWith), options.nowS, activeFromS],
     );
     const next: SigningKeySummary = { kid: key.kid, state: options.leadS > 0 ? 'upcoming' : 'signing', activeFromS, retiredAtS: null, publishedUntilS: null };
     return { next, replaced: summarise(replaced, options.nowS), removedKids: expired };

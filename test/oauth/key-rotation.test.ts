@@ -9,6 +9,7 @@ import { decodeProtectedHeader } from 'jose';
 import { startWorld, type World } from '../support/world.ts';
 import { createPostgresDatabase, onPostgres } from '../support/database.ts';
 import { rotateSigningKeys } from '../../src/platform/signing.ts';
+import { generateSecretBoxKey } from '../../src/platform/secret-box.ts';
 
 const run = promisify(execFile);
 const ACG = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/acg.js');
@@ -89,6 +90,32 @@ describe('signing key rotation', () => {
   });
 });
 
+describe('a rotated key at rest', () => {
+  it('is sealed with ACG_SECRET_BOX_KEY: the row holds no private JWK, the key signs once the box key is there, and loads with no other', async () => {
+    const { gateway, clock, config } = world.gw;
+    const box = generateSecretBoxKey();
+    const report = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 0, retentionS: 600, sealWith: box.key });
+    const { rows } = await gateway.db.query<{ private_jwk: string }>('SELECT private_jwk FROM signing_keys WHERE kid = $1', [report.next.kid]);
+    expect(rows[0]!.private_jwk).toMatch(/^v1\./);
+    expect(rows[0]!.private_jwk).not.toContain('"d"');
+    try {
+      await expect(gateway.signing.reload()).rejects.toThrow(`signing key ${report.next.kid} is sealed: set ACG_SECRET_BOX_KEY to the key that sealed it`);
+      config.secretBoxKey = generateSecretBoxKey().text;
+      await expect(gateway.signing.reload()).rejects.toThrow(`signing key ${report.next.kid} does not open with ACG_SECRET_BOX_KEY`);
+      config.secretBoxKey = box.text;
+      await gateway.signing.reload();
+      const token = await ownerToken(600);
+      expect(decodeProtectedHeader(token).kid).toBe(report.next.kid);
+      expect(await meStatus(token)).toBe(200);
+    } finally {
+      await gateway.db.query('DELETE FROM signing_keys WHERE kid = $1', [report.next.kid]);
+      await gateway.db.query('UPDATE signing_keys SET retired_at_s = NULL, published_until_s = NULL');
+      config.secretBoxKey = undefined;
+      await gateway.signing.reload();
+    }
+  });
+});
+
 describe('acg keys', () => {
   it('rotate and list report each step and each key state', async () => {
     const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-keys-'));
@@ -96,7 +123,7 @@ describe('acg keys', () => {
     const env = { ...process.env, ACG_DATA_DIR: dataDir, DATABASE_URL: database?.url ?? '', LOG_LEVEL: 'silent' };
     try {
       const first = await run(process.execPath, [ACG, 'keys', 'rotate', '--lead-s', '0', '--retention-s', '3600'], { env });
-      expect(first.stdout).toMatch(/^generating a new ES256 key…\npublished (\S+); it signs from \S+ \(now\)\n/);
+      expect(first.stdout).toMatch(/^generating a new ES256 key \(dev mode: kept unsealed, as the dev key is\)…\npublished (\S+); it signs from \S+ \(now\)\n/);
       expect(first.stderr).toContain('warning: --lead-s 0');
       const second = await run(process.execPath, [ACG, 'keys', 'rotate'], { env });
       expect(second.stdout).toMatch(/published \S+; it signs from \S+ \(in 600 s\)/);
@@ -106,6 +133,12 @@ describe('acg keys', () => {
       expect(states.sort()).toEqual(['signing', 'upcoming']);
       const refused = await run(process.execPath, [ACG, 'keys', 'rotate', '--retention-s', '10'], { env }).catch((error: { code: number; stderr: string }) => error);
       expect(refused).toMatchObject({ code: 2, stderr: expect.stringContaining('--retention-s must be') });
+      // Live mode keeps no private key in the database in clear: it seals with ACG_SECRET_BOX_KEY, or refuses.
+      const live = { ...env, ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example' };
+      const unsealed = await run(process.execPath, [ACG, 'keys', 'rotate'], { env: live }).catch((error: { code: number; stderr: string }) => error);
+      expect(unsealed).toMatchObject({ code: 2, stderr: expect.stringContaining('live mode seals a rotated key with ACG_SECRET_BOX_KEY') });
+      const sealed = await run(process.execPath, [ACG, 'keys', 'rotate'], { env: { ...live, ACG_SECRET_BOX_KEY: generateSecretBoxKey().text } });
+      expect(sealed.stdout).toMatch(/^generating a new ES256 key, sealed with ACG_SECRET_BOX_KEY…\npublished /);
     } finally {
       await database?.drop();
       rmSync(dataDir, { recursive: true, force: true });
