@@ -41,7 +41,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Prometheus metrics (text exposition format) */
+        /**
+         * Prometheus metrics (text exposition format)
+         * @description With ACG_METRICS_TOKEN_SHA256 set, and always in live mode, it requires `Authorization: Bearer <scrape credential>` (Prometheus `authorization.credentials`): 401 otherwise, and to every scrape in live mode without the setting. Dev mode without it serves it openly.
+         */
         get: operations["getMetrics"];
         put?: never;
         post?: never;

@@ -19,6 +19,8 @@ function schemaCurrentWithin(db: Database, budgetMs: number): Promise<boolean> {
   return Promise.race([isSchemaCurrent(db), late]).finally(() => clearTimeout(timer));
 }
 
+import { checkHashedBearer } from '../platform/hashed-credential.ts';
+
 const Health = Type.Object({ status: Type.String({ enum: ['ok'] }) });
 const Ready = Type.Object({ status: Type.String({ enum: ['ready'] }), storage: Type.String(), mode: Type.String() });
 
@@ -50,10 +52,22 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
     },
   });
 
+  // Open only in dev mode without a configured credential: the figures tell business activity per operation.
+  const scrapeCredential = config.metricsTokenSha256 !== undefined || config.mode === 'live';
   app.get('/metrics', {
     config: { skipRateLimit: true },
-    schema: { operationId: 'getMetrics', tags: ['operations'], summary: 'Prometheus metrics (text exposition format)', hide: false },
-    handler: async (_request, reply) => {
+    schema: {
+      operationId: 'getMetrics',
+      tags: ['operations'],
+      summary: 'Prometheus metrics (text exposition format)',
+      description:
+        'With ACG_METRICS_TOKEN_SHA256 set, and always in live mode, it requires `Authorization: Bearer <scrape credential>` (Prometheus ' +
+        '`authorization.credentials`): 401 otherwise, and to every scrape in live mode without the setting. Dev mode without it serves it openly.',
+      ...(scrapeCredential ? { security: [{ metrics: [] }], response: { ...problems(401) } } : {}),
+      hide: false,
+    },
+    handler: async (request, reply) => {
+      if (scrapeCredential) checkHashedBearer(request.headers.authorization, config.metricsTokenSha256, { realm: 'metrics', name: 'scrape credential' });
       reply.type(metrics.registry.contentType);
       return metrics.registry.metrics();
     },

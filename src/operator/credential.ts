@@ -3,11 +3,10 @@
 // The gateway keeps only its SHA-256. Dev mode generates one credential into ACG_DATA_DIR/operator-token
 // (mode 0600), which CLI commands on the same machine read; live mode accepts only a configured hash
 // (ACG_OPERATOR_TOKEN_SHA256) and, without one, refuses every operator call with 401.
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../platform/config.ts';
-import { ApiError } from '../platform/errors.ts';
+import { checkHashedBearer, sha256Hex } from '../platform/hashed-credential.ts';
 import { newSecret } from '../platform/ids.ts';
 
 const TOKEN_PREFIX = 'acg_op_';
@@ -17,9 +16,7 @@ export function operatorTokenFile(dataDir: string): string {
   return path.join(dataDir, TOKEN_FILE);
 }
 
-export function sha256Hex(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
-}
+export { sha256Hex };
 
 function readTokenFile(dataDir: string): string | undefined {
   try {
@@ -57,26 +54,10 @@ export function presentedOperatorToken(config: Pick<Config, 'mode' | 'dataDir' |
   return config.mode === 'dev' ? readTokenFile(config.dataDir) : undefined;
 }
 
-const challenge = { 'www-authenticate': 'Bearer realm="operator"' };
-
 /**
- * What a presented credential is compared with when none is configured: a SHA-256 no known text has, so
- * the comparison fails as it does for a wrong credential, in the same time.
- */
-const NOTHING_CONFIGURED = Buffer.alloc(32);
-
-/**
- * Throws 401 unless `authorization` carries the operator credential; compares hashes in constant time.
- * Without a configured credential every call is refused the same way, whether it carries none, a malformed
- * one or a guess: a caller that cannot prove it is the operator learns nothing about the configuration (the
- * operator reads it in the start-up log).
+ * Throws 401 unless `authorization` carries the operator credential (`checkHashedBearer`: constant time, and
+ * without a configured credential every call refused alike).
  */
 export function checkOperator(authorization: string | undefined, acceptedHash: string | undefined): void {
-  const match = /^Bearer ([\x21-\x7e]{1,200})$/.exec(authorization ?? '');
-  if (!match) throw new ApiError('unauthorized', { detail: 'operator routes take "Authorization: Bearer <operator credential>"', headers: challenge });
-  const presented = Buffer.from(sha256Hex(match[1]!), 'hex');
-  const accepted = acceptedHash === undefined ? NOTHING_CONFIGURED : Buffer.from(acceptedHash, 'hex');
-  if (!timingSafeEqual(presented, accepted) || acceptedHash === undefined) {
-    throw new ApiError('unauthorized', { detail: 'not the operator credential', headers: challenge });
-  }
+  checkHashedBearer(authorization, acceptedHash, { realm: 'operator', name: 'operator credential' });
 }

@@ -46,6 +46,8 @@ export interface Config {
   doh: { resolverUrl: string; timeoutMs: number; caFile?: string; devZone: boolean };
   /** SHA-256 (hex) of the operator credential the gateway accepts; dev mode generates a credential instead. */
   operatorTokenSha256?: string;
+  /** SHA-256 (hex) of the credential `/metrics` requires; in live mode without it `/metrics` answers 401 to everyone. */
+  metricsTokenSha256?: string;
   /** The operator credential itself, for CLI commands that call a running gateway (the gateway ignores it). */
   operatorToken?: string;
   /** An owner's session token, for CLI commands that act as that owner (`acg agent mandate`; the gateway ignores it). */
@@ -131,6 +133,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_STRIPE_SECRET_KEY', default: '(none)', meaning: 'Stripe secret key (`sk_live_…`, `sk_test_…` or a restricted `rk_…`); required with ACG_PAYMENT_PROVIDER=stripe' },
   { name: 'ACG_STRIPE_WEBHOOK_SECRET', default: '(none)', meaning: 'signing secret (`whsec_…`) of the Stripe webhook endpoint `{base_url}/v1/payments/stripe/webhook`; required with stripe' },
   { name: 'ACG_STRIPE_API_URL', default: 'https://api.stripe.com', meaning: 'base URL of the Stripe API (tests point it at a local server)' },
+  { name: 'ACG_METRICS_TOKEN_SHA256', default: '(none)', meaning: 'hex SHA-256 of the credential a Prometheus scraper presents to `/metrics` (`Authorization: Bearer …`); when set it is required; live mode without it answers 401 to every scrape, dev mode without it serves `/metrics` openly' },
   { name: 'ACG_OPERATOR_TOKEN_SHA256', default: '(dev: generated)', meaning: 'hex SHA-256 of the operator credential accepted by operator routes (`acg credit grant` on a running gateway); dev mode generates one into ACG_DATA_DIR/operator-token' },
   { name: 'ACG_OPERATOR_TOKEN', default: '(dev: read from ACG_DATA_DIR)', meaning: 'the operator credential itself, for CLI commands that call a running gateway; the gateway itself ignores it' },
   { name: 'ACG_OWNER_TOKEN', default: '(unset)', meaning: "an owner's session token (a human session JWT, or an OAuth access token with svc:owner) for CLI commands that act as the owner (`acg agent mandate`); the gateway itself ignores it" },
@@ -333,6 +336,7 @@ export function loadConfig(env: Env = process.env): Config {
     secretBoxKey: env.ACG_SECRET_BOX_KEY || undefined,
     doh: dohConfig(env, mode, baseUrlEnv ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`, problems),
     operatorTokenSha256: env.ACG_OPERATOR_TOKEN_SHA256?.toLowerCase() || undefined,
+    metricsTokenSha256: env.ACG_METRICS_TOKEN_SHA256?.toLowerCase() || undefined,
     operatorToken: env.ACG_OPERATOR_TOKEN || undefined,
     ownerToken: env.ACG_OWNER_TOKEN || undefined,
     outboundCaFile: env.ACG_OUTBOUND_CA_FILE || undefined,
@@ -358,6 +362,9 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.db.lockTimeoutMs > config.db.statementTimeoutMs) {
     problems.push(`ACG_DB_LOCK_TIMEOUT_MS (${config.db.lockTimeoutMs}) must not exceed ACG_DB_STATEMENT_TIMEOUT_MS (${config.db.statementTimeoutMs})`);
+  }
+  if (config.metricsTokenSha256 && !/^[0-9a-f]{64}$/.test(config.metricsTokenSha256)) {
+    problems.push('ACG_METRICS_TOKEN_SHA256 must be 64 hex characters: the SHA-256 of the scrape credential (printf %s "$TOKEN" | sha256sum)');
   }
   if (config.operatorTokenSha256 && !/^[0-9a-f]{64}$/.test(config.operatorTokenSha256)) {
     problems.push('ACG_OPERATOR_TOKEN_SHA256 must be 64 hex characters: the SHA-256 of the operator credential (printf %s "$TOKEN" | sha256sum)');

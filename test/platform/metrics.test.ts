@@ -7,6 +7,8 @@ import { Metrics } from '../../src/platform/metrics.ts';
 import { grant } from '../support/ledger-fixture.ts';
 import { configureWebhook, markVerified, registerMerchant, startHookTarget, type HookTarget } from '../support/merchants.ts';
 import { startWorld, type World } from '../support/world.ts';
+import { startTestGateway } from '../support/gateway.ts';
+import { sha256Hex } from '../../src/platform/hashed-credential.ts';
 
 let target: HookTarget;
 let world: World;
@@ -80,5 +82,33 @@ describe('the metrics documentation', () => {
     for (const name of names.filter((metric) => !/^acg_(process|nodejs)_/.test(metric))) expect(documented, name).toContain(`| \`${name}\` |`);
     const queried = new Set(readFileSync('deploy/grafana/agent-credit-gateway.json', 'utf8').match(/\bacg_\w+/g));
     for (const name of queried) expect(names, name).toContain(name.replace(/_(bucket|sum|count)$/, ''));
+  });
+});
+
+describe('who may scrape', () => {
+  const scrape = (url: string, token?: string) => fetch(`${url}/metrics`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+
+  it('with ACG_METRICS_TOKEN_SHA256 set: the scrape credential only (401 with a Bearer challenge otherwise); live mode without it: 401 to everyone', async () => {
+    const token = 'acg_scrape_0123456789abcdef';
+    const guarded = await startTestGateway({ env: { ACG_METRICS_TOKEN_SHA256: sha256Hex(token) } });
+    const live = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com' } });
+    try {
+      for (const presented of [undefined, 'wrong', `${token}x`]) {
+        const refused = await scrape(guarded.url, presented);
+        expect([refused.status, refused.headers.get('www-authenticate')], String(presented)).toEqual([401, 'Bearer realm="metrics"']);
+        expect(await refused.text()).not.toContain('acg_operations_total');
+      }
+      const allowed = await scrape(guarded.url, token);
+      expect(allowed.status).toBe(200);
+      expect(await allowed.text()).toContain('# TYPE');
+      for (const presented of [undefined, token]) expect((await scrape(live.url, presented)).status).toBe(401);
+      // The OpenAPI says so where it applies: the live document names the scheme, the open dev one does not.
+      const documented = async (url: string) => ((await (await fetch(`${url}/openapi.json`)).json()) as { paths: Record<string, { get: { security?: unknown } }> }).paths['/metrics']!.get.security;
+      expect(await documented(live.url)).toEqual([{ metrics: [] }]);
+      expect(await documented(world.url)).toEqual([]);
+    } finally {
+      await guarded.close();
+      await live.close();
+    }
   });
 });

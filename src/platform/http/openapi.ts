@@ -127,6 +127,11 @@ function securitySchemes(config: Config) {
       scheme: 'bearer',
       description: 'The operator credential (dev: ACG_DATA_DIR/operator-token; live: the one whose SHA-256 is ACG_OPERATOR_TOKEN_SHA256)',
     },
+    metrics: {
+      type: 'http' as const,
+      scheme: 'bearer',
+      description: "A Prometheus scraper's credential: the one whose SHA-256 is ACG_METRICS_TOKEN_SHA256",
+    },
   };
 }
 
