@@ -96,7 +96,11 @@ const RESOLVED_ADDRESSES_MAX = 32;
 export function isPublicAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
   // process() turns ::ffff:127.0.0.1 into 127.0.0.1, so a mapped private address is judged as itself.
-  return ipaddr.process(address).range() === 'unicast';
+  const parsed = ipaddr.process(address);
+  // The deprecated IPv4-compatible block ::/96 (::7f00:1 is ::127.0.0.1) is no public address, whatever
+  // ipaddr.js calls it: a host with a 6in4 tunnel could route it to the IPv4 address it embeds.
+  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).parts.slice(0, 6).every((part) => part === 0)) return false;
+  return parsed.range() === 'unicast';
 }
 
 async function systemLookup(hostname: string): Promise<string[]> {
