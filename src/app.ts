@@ -205,7 +205,7 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, catalogue, secretBoxKey: boxKey, approver, purchases: payments });
   executeService = execute;
   const operatorHash = acceptedOperatorHash(config);
-  const revocations = new RevocationService(gateway, { agents: identity, ledger, webhooks });
+  const revocations = new RevocationService(gateway, { agents: identity, ledger, webhooks, retained: () => execute.intents });
   const x402 = new X402Service(gateway, { ledger, vouchers });
   return {
     verifier, identity, apiKeyPepper: pepper, secretBoxKey: boxKey, merchants, webhooks, webhookWorker, ledger, offers, vouchers, execute, mailConnectors, doh, operatorHash,

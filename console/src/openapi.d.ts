@@ -587,7 +587,7 @@ export interface paths {
         put?: never;
         /**
          * Freeze an agent and its delegates; optionally release and revoke their outstanding holds
-         * @description The agent can no longer spend (403 FROZEN), nor can any of its delegates: each is refused at its next request. With `releaseHolds: true`, in the same transaction, every outstanding hold of the agent and its delegates is released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent, as before, with a `freeze` member: the report of each merchant reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds changes nothing and answers its latest report. The body is optional (none is `{}`). Idempotency-Key is honoured when sent.
+         * @description The agent can no longer spend (403 FROZEN), nor can any of its delegates: each is refused at its next request. With `releaseHolds: true`, in the same transaction, every outstanding hold of the agent and its delegates is released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) lists them, and a capture of one answers 409 voucher_revoked; and every execute intent they retained is cancelled (`cancellationReason` agent_frozen), so none runs by itself later. The answer is the agent, as before, with a `freeze` member: the report of each merchant reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds changes nothing and answers its latest report. The body is optional (none is `{}`). Idempotency-Key is honoured when sent.
          *
          *     Authentication: H, O.
          */
@@ -681,7 +681,7 @@ export interface paths {
         put?: never;
         /**
          * Retire a delegate and every delegate below it
-         * @description Releases every open hold of the subtree (their credit back to the root's lots, their budgets given back, `redemption.released` to each merchant), revokes their vouchers as a freeze with releaseHolds does (each holding merchant gets one `voucher.revoked`, reason agent_retired, its revocations feed lists them, and a capture of one answers 409 voucher_revoked) and marks the subtree retired, in one transaction: a retired agent spends no more (403 FROZEN, `reason` retired), for good. What the subtree did not spend was never moved out of the root's lots, so nothing else returns. The owner only; a root agent is frozen, not retired (409). Retiring a retired delegate answers it unchanged. No body, or `{}` (a member is 400). Requires Idempotency-Key.
+         * @description Releases every open hold of the subtree (their credit back to the root's lots, their budgets given back, `redemption.released` to each merchant), revokes their vouchers as a freeze with releaseHolds does (each holding merchant gets one `voucher.revoked`, reason agent_retired, its revocations feed lists them, and a capture of one answers 409 voucher_revoked), cancels the execute intents they retained (`cancellationReason` agent_retired) and marks the subtree retired, in one transaction: a retired agent spends no more (403 FROZEN, `reason` retired), for good. What the subtree did not spend was never moved out of the root's lots, so nothing else returns. The owner only; a root agent is frozen, not retired (409). Retiring a retired delegate answers it unchanged. No body, or `{}` (a member is 400). Requires Idempotency-Key.
          *
          *     Authentication: H, O.
          */
@@ -2898,7 +2898,7 @@ export interface components {
             /** @description the price of the execution */
             priceUc: string;
             executionId: string | null;
-            cancellationReason: ("topup_declined" | "topup_expired" | "topup_failed" | "purchase_declined" | "purchase_expired") | null;
+            cancellationReason: ("topup_declined" | "topup_expired" | "topup_failed" | "purchase_declined" | "purchase_expired" | "agent_frozen" | "agent_retired") | null;
             result: {
                 [key: string]: unknown;
             } | null;

@@ -74,7 +74,8 @@ export function delegationRoutes(deps: { operations: DelegationOperations; queri
         description:
           "Releases every open hold of the subtree (their credit back to the root's lots, their budgets given back, `redemption.released` to each merchant), " +
           'revokes their vouchers as a freeze with releaseHolds does (each holding merchant gets one `voucher.revoked`, reason agent_retired, its revocations ' +
-          'feed lists them, and a capture of one answers 409 voucher_revoked) and marks the subtree retired, in one transaction: a retired agent spends no more (403 FROZEN, `reason` retired), for good. What the subtree did ' +
+          'feed lists them, and a capture of one answers 409 voucher_revoked), cancels the execute intents they retained (`cancellationReason` ' +
+          'agent_retired) and marks the subtree retired, in one transaction: a retired agent spends no more (403 FROZEN, `reason` retired), for good. What the subtree did ' +
           'not spend was never moved out of the root\'s lots, so nothing else returns. The owner only; a root agent is frozen, not retired (409). Retiring a ' +
           'retired delegate answers it unchanged. No body, or `{}` (a member is 400). Requires Idempotency-Key.',
         params: AgentIdParams,

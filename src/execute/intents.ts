@@ -4,7 +4,7 @@
 // cancelled (its top-up ended without credit, or its purchase approval was declined or expired) or swept (7
 // days). Each ending emits `intent.completed`, `intent.failed` or `intent.cancelled` in the transaction that
 // made it.
-import { emitEvent } from '../events/outbox.ts';
+import { emitEvent, emitEvents } from '../events/outbox.ts';
 import { actsFor, type Actor } from '../agents/acting.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { LedgerService, Redemption } from '../ledger/service.ts';
@@ -189,6 +189,30 @@ export class Intents {
     if (!(await store.cancelIntent(tx, intentId, reason, this.gateway.clock.nowS()))) return false;
     await this.emit(tx, (await store.findIntent(tx, intentId))!, NO_OUTCOME);
     return true;
+  }
+
+  /**
+   * The kill switch's reach into retained work: every pending intent of these agents (a subtree a freeze with
+   * releaseHolds or a retirement stops, its rows locked by the caller) is cancelled with `reason`, so none runs by
+   * itself later (after its top-up settles, or once the agent is unfrozen); one `intent.cancelled` each. Set-based.
+   * A retry of the original request with its key may still reopen one, as after a declined top-up.
+   */
+  async cancelPendingOf(tx: Tx, agentIds: readonly string[], reason: 'agent_frozen' | 'agent_retired'): Promise<number> {
+    const cancelled = await store.cancelPendingIntentsOf(tx, agentIds, reason, this.gateway.clock.nowS());
+    if (cancelled.length === 0) return 0;
+    const owners = new Map<string, string>();
+    for (const { agent_id: agentId } of cancelled) {
+      if (owners.has(agentId)) continue;
+      const agent = await this.deps.identity.agentRow(tx, agentId);
+      if (!agent) throw new Error(`intent of agent ${agentId}: the agent does not exist`);
+      owners.set(agentId, agent.owner_id);
+    }
+    await emitEvents(
+      tx,
+      cancelled.map((intent) => ({ ownerId: owners.get(intent.agent_id)!, type: 'intent.cancelled' as const, data: { intent: toIntentView(intent, NO_OUTCOME) } })),
+      this.gateway.clock.nowMs(),
+    );
+    return cancelled.length;
   }
 
   /** A pending intent of this agent, or undefined. */

@@ -78,7 +78,7 @@ export const IntentViewSchema = Type.Object(
     intent: Type.Ref('ServiceIntent'),
     priceUc: Microcredits('the price of the execution'),
     executionId: Nullable(Type.String()),
-    cancellationReason: Nullable(Type.String({ enum: ['topup_declined', 'topup_expired', 'topup_failed', 'purchase_declined', 'purchase_expired'] })),
+    cancellationReason: Nullable(Type.String({ enum: ['topup_declined', 'topup_expired', 'topup_failed', 'purchase_declined', 'purchase_expired', 'agent_frozen', 'agent_retired'] })),
     result: Nullable(Type.Object({}, { additionalProperties: true, description: "the action's result while the execute answer is retained (24 h by default)" })),
     receipt: Nullable(Type.Ref('Redemption')),
     error: Nullable(Type.Object({}, { additionalProperties: true, description: 'the problem body of a failed intent, while retained' })),

@@ -219,6 +219,17 @@ export async function finishIntent(
 }
 
 /** Closes a pending intent without running it; false when it was not pending. */
+/** Cancels every pending intent of these agents (the caller holds their rows' locks); answers the cancelled rows. */
+export async function cancelPendingIntentsOf(db: Queryable, agentIds: readonly string[], reason: string, nowS: number): Promise<IntentRow[]> {
+  if (agentIds.length === 0) return [];
+  const { rows } = await db.query<IntentRow>(
+    `UPDATE service_intents SET state = 'cancelled', cancellation_reason = $2, updated_at_s = $3
+      WHERE agent_id = ANY($1::text[]) AND state = 'pending' RETURNING *`,
+    [[...agentIds], reason, nowS],
+  );
+  return rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
 export async function cancelIntent(db: Queryable, intentId: string, reason: string, nowS: number): Promise<boolean> {
   const result = await db.query(
     `UPDATE service_intents SET state = 'cancelled', cancellation_reason = $2, updated_at_s = $3 WHERE id = $1 AND state = 'pending'`,

@@ -73,10 +73,17 @@ export const FEED_START = '0';
 const cursorOf = (seq: bigint): string => seq.toString();
 const seqOf = (cursor: string): bigint => BigInt(cursor);
 
+/** Retained work of a subtree (execute's intents), stopped with its holds. */
+export interface RetainedWork {
+  cancelPendingOf(tx: Tx, agentIds: readonly string[], reason: RevocationReason): Promise<number>;
+}
+
 export interface RevocationDependencies {
   agents: AgentService;
   ledger: LedgerService;
   webhooks: WebhookService;
+  /** Given late: execute is composed after the kill switch's dependencies exist. */
+  retained: () => RetainedWork;
 }
 
 export class RevocationService {
@@ -100,7 +107,10 @@ export class RevocationService {
     }
     const nowS = this.gateway.clock.nowS();
     const cause = { agentId, reason: 'agent_frozen' as const, atS: nowS, freezeId: newId('frz') };
-    const revoked = options.releaseHolds ? await ledger.revokeHolds(tx, await agents.subtreeIds(tx, agentId), cause.reason, nowS) : [];
+    const subtree = options.releaseHolds ? await agents.subtreeIds(tx, agentId) : [];
+    const revoked = options.releaseHolds ? await ledger.revokeHolds(tx, subtree, cause.reason, nowS) : [];
+    // What the subtree left waiting to run by itself (an execute intent, after its top-up) is stopped too.
+    if (options.releaseHolds) await this.deps.retained().cancelPendingOf(tx, subtree, cause.reason);
     // The freeze's row before the feed's, which name it.
     const freeze = await store.insertFreeze(tx, {
       id: cause.freezeId,
@@ -124,6 +134,7 @@ export class RevocationService {
   async revokeRetired(tx: Tx, agentId: string, agentIds: readonly string[]): Promise<{ revoked: RevokedHold[]; atS: number }> {
     const cause: RevocationCause = { agentId, reason: 'agent_retired', atS: this.gateway.clock.nowS(), freezeId: null };
     const revoked = await this.deps.ledger.revokeHolds(tx, agentIds, cause.reason, cause.atS);
+    await this.deps.retained().cancelPendingOf(tx, agentIds, cause.reason);
     await this.tellMerchants(tx, revoked, cause);
     return { revoked, atS: cause.atS };
   }
