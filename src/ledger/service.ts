@@ -74,7 +74,7 @@ export interface Redemption {
 
 /**
  * A hold as a payment protocol checks it (x402's verify and settle): the Redemption, the merchant that holds
- * it, when a freeze revoked it (null: never), and the credential it was bought with, as issued.
+ * it, when a freeze or a retirement revoked it (null: never), and the credential it was bought with, as issued.
  */
 export interface HoldRecord {
   redemption: Redemption;

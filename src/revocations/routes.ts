@@ -55,7 +55,7 @@ export function revocationRoutes(ops: RevocationOperations, queries: RevocationQ
         tags: ['revocations'],
         summary: 'List the revoked vouchers of your holds (a feed to poll)',
         description:
-          'Every hold of this merchant whose voucher a freeze revoked, oldest first: refuse a voucher whose `jti` is listed. For a ' +
+          'Every hold of this merchant whose voucher a freeze or a retirement revoked, oldest first: refuse a voucher whose `jti` is listed. For a ' +
           'merchant without a webhook, or as a check beside it. Poll with `since` set to the previous answer\'s `nextSince` (absent: ' +
           `from the start); \`limit\` 1–${REVOCATIONS_PAGE_MAX}, default ${REVOCATIONS_PAGE_DEFAULT}; \`hasMore\` says to poll again at once. ` +
           'Cursors are opaque. The feed is kept as long as the holds are. An API key needs the scope `offers:read`.',

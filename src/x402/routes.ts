@@ -97,7 +97,7 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
           "ours, `iss` = the requirements' `extra.authority` = this gateway, not expired), its `aud` is the calling merchant (and `payTo`), its " +
           "`resource` is the requirements' `extra.resource`, its offer is `extra.offerId` and its amount covers `amount`, and its hold is " +
           'held. Otherwise `isValid` false with one `invalidReason` each: attestation_invalid (structure, signature, typ, alg, iss), ' +
-          'attestation_expired (valid signature, `exp` past), attestation_revoked (a freeze revoked the hold), unauthorized_server (another ' +
+          'attestation_expired (valid signature, `exp` past), attestation_revoked (a freeze or a retirement revoked the hold), unauthorized_server (another ' +
           'merchant\'s), resource_mismatch, price_not_acceptable (less than asked, another offer, or not this scheme), already_settled, ' +
           'hold_expired. `payer` is the agent id. A malformed request is 400 invalid_input.',
         errors: [400],
@@ -118,7 +118,7 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
           'instances charge once, and an identical repeat answers the same SettleResponse (Idempotent-Replayed). Success: `amount` and ' +
           '`extra.chargedAmount` the charge, `extra.commitmentId` the jti, `extra.receipt` the signed capture receipt (receipt+jwt; null for a ' +
           'release), `payer` the agent. Otherwise `success` false with one `errorReason`: settle_conflict (the jti was settled otherwise), ' +
-          'hold_expired, unauthorized_server (another merchant\'s), revoked (a freeze revoked the hold), attestation_invalid, ' +
+          'hold_expired, unauthorized_server (another merchant\'s), revoked (a freeze or a retirement revoked the hold), attestation_invalid, ' +
           'resource_mismatch, price_not_acceptable (another offer, or not this scheme), amount_exceeds_authorized. A malformed request is 400 invalid_input; no `bundleState` (an agent\'s balance is its owner\'s business).',
         body: FacilitatorRequest,
         response: { 200: Type.Ref('X402SettleResponse'), ...problems(400, 503) },
