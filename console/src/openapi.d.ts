@@ -869,7 +869,7 @@ export interface paths {
         put?: never;
         /**
          * Refund captured credit to the agent, fully or partly
-         * @description Credits `amountUc` (default: all captured and not yet refunded) back to the agent as a new lot (source `refund`) and takes it out of the merchant's earnings, in one transaction; it may be called several times up to the captured amount. More than is left → 400 refund_exceeds_captured; a hold that is not captured → 409 conflict; no `amountUc` on a redemption already fully refunded → 409 conflict (nothing is left to default to); more than 100 refunds → 409 conflict; past the offer's refund window (default 2592000 s after capture) → 409 refund_window_closed; earnings short of the amount → 409 insufficient_earnings (nothing changes). Another merchant's redemption → 404. Idempotency-Key required. Emits `redemption.refunded`. 201 carries the refund (with its signed receipt) and the redemption after it.
+         * @description Credits `amountUc` (default: all captured and not yet refunded) back to the agent as a new lot (source `refund`) and takes it out of the merchant's earnings, in one transaction; it may be called several times up to the captured amount. More than is left → 400 refund_exceeds_captured; a hold that is not captured → 409 conflict; no `amountUc` on a redemption already fully refunded → 409 conflict (nothing is left to default to); more than 100 refunds → 409 conflict; past the offer's refund window (default 2592000 s after capture) → 409 refund_window_closed; earnings short of the amount → 409 insufficient_earnings (nothing changes); a refund that would carry the agent's lifetime credit past 10^18 − 1 µc → 409 conflict (reason amount_limit, nothing changes). Another merchant's redemption → 404. Idempotency-Key required. Emits `redemption.refunded`. 201 carries the refund (with its signed receipt) and the redemption after it.
          *
          *     Authentication: M; API key scopes: redemptions:refund.
          */
@@ -1928,7 +1928,7 @@ export interface paths {
         put?: never;
         /**
          * Grant credit to an agent (operator)
-         * @description Adds a credit lot to any agent, journaled like every ledger change; what `acg credit grant` sends to a running gateway. Authentication: the operator credential (dev mode: ACG_DATA_DIR/operator-token; live mode: only a credential whose SHA-256 is ACG_OPERATOR_TOKEN_SHA256). No, a malformed or a wrong credential answers 401 with `WWW-Authenticate: Bearer realm="operator"`, before anything else and whether or not a credential is configured (without one, every call is 401; the start-up log says so). Idempotency-Key required.
+         * @description Adds a credit lot to any agent, journaled like every ledger change; what `acg credit grant` sends to a running gateway. Authentication: the operator credential (dev mode: ACG_DATA_DIR/operator-token; live mode: only a credential whose SHA-256 is ACG_OPERATOR_TOKEN_SHA256). No, a malformed or a wrong credential answers 401 with `WWW-Authenticate: Bearer realm="operator"`, before anything else and whether or not a credential is configured (without one, every call is 401; the start-up log says so). A grant that would carry the agent's lifetime credit past 10^18 − 1 µc is 409 conflict (reason amount_limit). Idempotency-Key required.
          */
         post: operations["grantCredit"];
         delete?: never;

@@ -94,7 +94,8 @@ export function ledgerRoutes({ operations, queries }: LedgerRouteDeps) {
           `redemption already fully refunded → 409 conflict (nothing is left to default to); more than ${REFUNDS_PER_REDEMPTION_MAX} refunds → ` +
           '409 conflict; past the offer\'s refund ' +
           `window (default ${REFUND_WINDOW_S_DEFAULT} s after capture) → 409 refund_window_closed; earnings short of the amount → ` +
-          '409 insufficient_earnings (nothing changes). Another merchant\'s redemption → 404. Idempotency-Key required. ' +
+          '409 insufficient_earnings (nothing changes); a refund that would carry the agent\'s lifetime credit past 10^18 − 1 µc → 409 conflict ' +
+          '(reason amount_limit, nothing changes). Another merchant\'s redemption → 404. Idempotency-Key required. ' +
           'Emits `redemption.refunded`. 201 carries the refund (with its signed receipt) and the redemption after it.',
         params: RedemptionIdParams,
         body: RefundBody,

@@ -32,7 +32,7 @@ export function operatorRoutes(deps: { grantCredit: LedgerOperations['grantCredi
           'Authentication: the operator credential (dev mode: ACG_DATA_DIR/operator-token; live mode: only a credential whose SHA-256 is ' +
           'ACG_OPERATOR_TOKEN_SHA256). No, a malformed or a wrong credential answers 401 with `WWW-Authenticate: Bearer realm="operator"`, ' +
           'before anything else and whether or not a credential is configured (without one, every call is 401; the start-up log says so). ' +
-          'Idempotency-Key required.',
+          "A grant that would carry the agent's lifetime credit past 10^18 − 1 µc is 409 conflict (reason amount_limit). Idempotency-Key required.",
         security: [{ operator: [] }],
         body: grantCredit.input,
         response: { 201: Type.Object({ lot: Type.Ref('Lot') }), ...problems(400, 401, 404, 409, 503) },

@@ -1,5 +1,7 @@
 // One database interface, two drivers: PostgreSQL (`pg`) in production and PGlite (embedded
 // Postgres) as the zero-setup default. Both speak the same SQL; BIGINT always arrives as `bigint`.
+import { ApiError } from '../errors.ts';
+import { UC_MAX } from '../money.ts';
 import { activeSpan, endSpan, setSpanAttributes, startSpan, tracing, type SpanRef } from '../telemetry.ts';
 export interface QueryResult<R> {
   rows: R[];
@@ -115,12 +117,34 @@ export function isStalePlan(error: unknown): boolean {
   return code === '0A000' && typeof message === 'string' && message.includes('cached plan must not change result type');
 }
 
+/** The checks that keep running totals within the largest amount (migration 0032): a violation is the caller's 409. */
+const AMOUNT_LIMIT_CONSTRAINTS = ['agent_balances_granted_limit', 'ledger_accounts_balance_limit'];
+
+/**
+ * A transaction that would carry a running total past 10^18 − 1 µc (an agent's lifetime credit, a merchant's
+ * earnings) as the answer its caller gets: 409 conflict, reason amount_limit, nothing written. Undefined for
+ * any other failure.
+ */
+export function amountLimitError(error: unknown): ApiError | undefined {
+  const { code, constraint, message } = (error ?? {}) as { code?: unknown; constraint?: unknown; message?: unknown };
+  if (code !== '23514') return undefined;
+  const named = AMOUNT_LIMIT_CONSTRAINTS.find((name) => constraint === name || (typeof message === 'string' && message.includes(`"${name}"`)));
+  if (!named) return undefined;
+  const what = named === 'agent_balances_granted_limit' ? "the agent's lifetime credit (grants, top-ups and refunds)" : "an account's balance (a merchant's earnings)";
+  return new ApiError('conflict', {
+    detail: `this would carry ${what} past ${UC_MAX} µc, the largest amount the ledger keeps; nothing was written`,
+    extra: { reason: 'amount_limit' },
+  });
+}
+
 /** Retries `attempt` on a retryable failure, with a short jittered back-off between tries. */
 export async function retryTransaction<T>(attempt: () => Promise<T>): Promise<T> {
   for (let tries = 1; ; tries++) {
     try {
       return await attempt();
     } catch (error) {
+      const refused = amountLimitError(error);
+      if (refused) throw refused;
       if (!isRetryable(error) || tries >= TRANSACTION_ATTEMPTS_MAX) throw error;
       const backoffMs = Math.floor(Math.random() * 5 * 2 ** tries);
       await new Promise((resolve) => setTimeout(resolve, backoffMs));
