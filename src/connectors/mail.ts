@@ -239,6 +239,8 @@ const TIMEOUT_CODES = new Set(['CONNECT_TIMEOUT', 'GREETING_TIMEOUT', 'UPGRADE_T
 
 interface ImapFailure {
   code?: unknown;
+  /** imapflow: STARTTLS required but not offered, or the TLS upgrade failed. */
+  tlsFailed?: unknown;
   authenticationFailed?: unknown;
   serverResponseCode?: unknown;
   responseStatus?: unknown;
@@ -253,6 +255,9 @@ function translateFailure(error: unknown, timedOut: boolean): unknown {
   if (failure.serverResponseCode === 'UNAVAILABLE') return new ConnectorError('upstream_unavailable', 'the mail server is temporarily unavailable');
   if (failure.authenticationFailed === true) return new ConnectorError('upstream_auth_failed', 'the mail server refused the username or password');
   if (failure.mailboxMissing === true || failure.serverResponseCode === 'NONEXISTENT') return new ConnectorError('upstream_not_found', 'the mail server has no such inbox');
+  if (failure.tlsFailed === true) {
+    return new ConnectorError('upstream_unavailable', 'the mail server did not upgrade the connection to TLS (STARTTLS not offered, or the upgrade failed); nothing was sent in the clear');
+  }
   const code = typeof failure.code === 'string' ? failure.code : undefined;
   if (code && TIMEOUT_CODES.has(code)) return new ConnectorError('upstream_timeout', 'the mail server did not answer in time');
   if (code) return new ConnectorError('upstream_unavailable', `the mail server could not be used (${code})`);
@@ -298,8 +303,12 @@ async function withImap<T>(settings: MailSettings, connector: MailConnector, wor
       maxLineLength: IMAP_RESPONSE_BYTES_MAX,
       maxResponseSize: Math.max(IMAP_RESPONSE_BYTES_MAX, settings.messageBytesMax * 2),
     });
-    // Without a listener, a late socket error (e.g. 30 s after a failed connect) crashes the process.
-    client.on('error', () => undefined);
+    // Without a listener, a late socket error (e.g. 30 s after a failed connect) crashes the process. A socket
+    // that went silent past socketTimeout is reported here (ETIMEOUT) while the command waiting on it then fails
+    // as NoConnection: the answer is the timeout.
+    client.on('error', (error: { code?: unknown }) => {
+      if (error?.code === 'ETIMEOUT') timedOut = true;
+    });
     await client.connect();
     const result = await work(client);
     await client.logout().catch(() => undefined);

@@ -49,6 +49,22 @@ function view(row: store.MailConnectorRow, agent: AgentRow): MailConnectorView {
 }
 
 /** The mail connector store: the `mail` service's stored connections (table `mail_connectors`). */
+/**
+ * The host as a resolver reads it, so that the door sees what an execution would connect to: IPv4 in any
+ * inet_aton spelling (`127.1`, `0177.0.0.1`, `2130706433`, `0x7f000001`) as its dotted quad (the WHATWG URL
+ * parser's reading for an http URL, which parses hosts as a resolver does), IPv6 without brackets, lower case, without a trailing dot (`localhost.`).
+ */
+function canonicalHost(host: string): string {
+  const bracketed = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  let hostname = host.toLowerCase();
+  try {
+    hostname = new URL(`http://${bracketed}`).hostname;
+  } catch {
+    // Not a host a URL can carry: judged as written (the execution refuses what does not resolve).
+  }
+  return hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
+}
+
 export class MailConnectorService implements ConnectionStore {
   readonly serviceId = mailService.id;
 
@@ -58,13 +74,13 @@ export class MailConnectorService implements ConnectionStore {
     private readonly boxKey: SecretBoxKey | undefined,
   ) {}
 
-  /** Refuses, at the door, settings the connector would refuse on every execution. */
+  /** Refuses, at the door, settings the connector would refuse on every execution (a private host: `canonicalHost`). */
   private check(settings: MailConnectorSettings): void {
     const allowPrivate = this.gateway.config.allowPrivateNetworkTargets;
     if (settings.tls === 'none' && !allowPrivate) {
       throw new ApiError('invalid_input', { detail: 'tls "none" (cleartext IMAP) would send the password in the clear; use "implicit" (port 993) or "starttls"' });
     }
-    const host = settings.host.toLowerCase();
+    const host = canonicalHost(settings.host);
     const privateHost = (isIP(host) !== 0 && !isPublicAddress(host)) || host === 'localhost' || host.endsWith('.localhost');
     if (privateHost && !allowPrivate) {
       throw new ApiError('invalid_input', { detail: `host "${settings.host}" is not a public address; the gateway only connects to public mail servers` });

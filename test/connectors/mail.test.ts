@@ -67,6 +67,56 @@ function contextFor(
   };
 }
 
+/**
+ * A scripted IMAP server on loopback (cleartext): greets with `capabilities`, answers CAPABILITY with them and
+ * every other command OK, and goes silent from the first command matching `silentFrom`. Records each command.
+ */
+async function startScriptedImap(script: {
+  capabilities: string;
+  silentFrom?: RegExp;
+  /** Answers a command itself (true: handled; 'silent': handled, then the server goes silent). */
+  answer?: (command: string, tag: string, socket: Socket) => boolean | 'silent';
+}): Promise<{ port: number; commands: string[]; close(): Promise<void> }> {
+  const commands: string[] = [];
+  const sockets: Socket[] = [];
+  const server = createServer((socket) => {
+    sockets.push(socket);
+    let silent = false;
+    let buffered = '';
+    socket.write(`* OK [CAPABILITY ${script.capabilities}] scripted server ready\r\n`);
+    socket.on('data', (chunk) => {
+      buffered += chunk.toString('latin1');
+      for (let end = buffered.indexOf('\r\n'); end >= 0; end = buffered.indexOf('\r\n')) {
+        const line = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        const [tag = '*', ...rest] = line.split(' ');
+        const command = rest.join(' ');
+        commands.push(command);
+        if (silent || (script.silentFrom && script.silentFrom.test(command))) {
+          silent = true;
+          continue;
+        }
+        const answered = script.answer?.(command, tag, socket) ?? false;
+        if (answered === 'silent') silent = true;
+        if (answered) continue;
+        if (/^CAPABILITY\b/i.test(command)) socket.write(`* CAPABILITY ${script.capabilities}\r\n`);
+        if (/^LOGOUT\b/i.test(command)) socket.write('* BYE\r\n');
+        socket.write(`${tag} OK done\r\n`);
+      }
+    });
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    commands,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
 async function failure(promise: Promise<unknown>): Promise<ConnectorError> {
   const error = await promise.then(
     () => undefined,
@@ -124,6 +174,59 @@ describe('mail connector without a server', () => {
     const error = await failure(prepareAction(ctx, 'mail', 'inboxes.list', {}).run());
     expect(error).toMatchObject({ code: 'upstream_unavailable' });
     expect(error.detail).toContain('not a public address');
+  });
+
+  it('answers upstream_unavailable, not a 500, when STARTTLS is required and the server does not offer it; no login is sent', async () => {
+    const server = await startScriptedImap({ capabilities: 'IMAP4rev1 AUTH=PLAIN' });
+    try {
+      const ctx = contextFor({ ...unreachable, port: server.port, tls: 'starttls' });
+      const error = await failure(prepareAction(ctx, 'mail', 'inboxes.list', {}).run());
+      expect(error).toMatchObject({ code: 'upstream_unavailable', status: 502 });
+      expect(error.detail).toContain('STARTTLS');
+      expect(server.commands.some((command) => /^(LOGIN|AUTHENTICATE)\b/i.test(command))).toBe(false);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('answers upstream_timeout when the server goes silent in the middle of a session (socket timeout), as before its greeting', async () => {
+    const server = await startScriptedImap({ capabilities: 'IMAP4rev1 AUTH=PLAIN', silentFrom: /^(LIST|STATUS|SELECT|EXAMINE)\b/i });
+    try {
+      const ctx = contextFor({ ...unreachable, port: server.port }, ['INBOX'], { socketTimeoutMs: 300, operationTimeoutMs: 5_000 });
+      const startedMs = Date.now();
+      const error = await failure(prepareAction(ctx, 'mail', 'inboxes.list', {}).run());
+      expect(error).toMatchObject({ code: 'upstream_timeout', status: 504 });
+      expect(server.commands.some((command) => /^(LOGIN|AUTHENTICATE)\b/i.test(command))).toBe(true);
+      expect(Date.now() - startedMs).toBeLessThan(4_000);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('answers upstream_timeout when the server stalls in the middle of sending a message (socket timeout)', async () => {
+    const server = await startScriptedImap({
+      capabilities: 'IMAP4rev1 AUTH=PLAIN',
+      answer: (command, tag, socket) => {
+        if (/^(EXAMINE|SELECT)\b/i.test(command)) {
+          socket.write(`* 1 EXISTS\r\n* 0 RECENT\r\n* OK [UIDVALIDITY 7] ok\r\n* OK [UIDNEXT 2] ok\r\n* FLAGS (\\Seen)\r\n${tag} OK [READ-ONLY] done\r\n`);
+          return true;
+        }
+        if (/^UID FETCH\b/i.test(command)) {
+          // The literal announces 200,000 bytes; 1,000 arrive, then nothing.
+          socket.write(`* 1 FETCH (UID 1 RFC822.SIZE 200000 BODY[] {200000}\r\n${'x'.repeat(1000)}`);
+          return 'silent';
+        }
+        return false;
+      },
+    });
+    try {
+      const ctx = contextFor({ ...unreachable, port: server.port }, ['INBOX'], { socketTimeoutMs: 300, operationTimeoutMs: 5_000 });
+      const error = await failure(prepareAction(ctx, 'mail', 'messages.get', { inbox: 'INBOX', uid: 1 }).run());
+      expect(error).toMatchObject({ code: 'upstream_timeout', status: 504 });
+      expect(server.commands.some((command) => /^UID FETCH\b/i.test(command))).toBe(true);
+    } finally {
+      await server.close();
+    }
   });
 
   it('answers upstream_timeout when the server accepts but never greets', async () => {

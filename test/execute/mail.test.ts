@@ -77,7 +77,9 @@ describe('mail connector routes', () => {
     try {
       const agent = await strict.createAgent('conn5@example.com', 'conn-agent-5');
       const path = `/v1/owner/agents/${agent.id}/mail-connector`;
-      for (const body of [{ ...settings, tls: 'none' }, { ...settings, host: '127.0.0.1' }, { ...settings, host: '10.1.2.3' }, { ...settings, host: 'localhost' }]) {
+      // Loopback in every spelling a resolver reads as it (inet_aton forms, a trailing dot), not only the canonical one.
+      const hosts = ['127.0.0.1', '10.1.2.3', 'localhost', '127.1', '0177.0.0.1', '2130706433', '0x7f000001', 'localhost.', 'LOCALHOST', '0:0:0:0:0:0:0:1', '::ffff:7f00:1'];
+      for (const body of [{ ...settings, tls: 'none' }, ...hosts.map((host) => ({ ...settings, host }))]) {
         const res = await strict.api('PUT', path, { token: agent.ownerToken, body });
         expect(res.status, JSON.stringify(body)).toBe(400);
         expect(res.body.code).toBe('invalid_input');
