@@ -2,7 +2,7 @@
 // discovery from the issuer, or (dev mode without configuration) the built-in local issuers.
 // Remote key sets are cached and refetched when a token names an unknown `kid` (jose's behaviour).
 import { createLocalJWKSet, createRemoteJWKSet, type JWTVerifyGetKey } from 'jose';
-import type { Config, IssuerConfig } from '../platform/config.ts';
+import { cleartextOffLoopback, type Config, type IssuerConfig } from '../platform/config.ts';
 import { devIssuerUrl, loadDevIssuerKeys, publicJwks, type DevIssuerKind } from './dev-issuers.ts';
 
 export type IdentityProviderKind = 'human' | 'agent';
@@ -23,7 +23,7 @@ const REMOTE_JWKS_OPTIONS = { timeoutDuration: DISCOVERY_TIMEOUT_MS, cooldownDur
 /** Algorithms we accept from identity providers: asymmetric only, never `none`, never HMAC. */
 export const EXTERNAL_ALGORITHMS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA'];
 
-function remoteKeys(issuerConfig: IssuerConfig): JWTVerifyGetKey {
+function remoteKeys(issuerConfig: IssuerConfig, mode: Config['mode']): JWTVerifyGetKey {
   let resolved: Promise<JWTVerifyGetKey> | undefined;
   const resolve = async (): Promise<JWTVerifyGetKey> => {
     if (issuerConfig.jwksUrl) return createRemoteJWKSet(new URL(issuerConfig.jwksUrl), REMOTE_JWKS_OPTIONS);
@@ -35,6 +35,11 @@ function remoteKeys(issuerConfig: IssuerConfig): JWTVerifyGetKey {
     const metadata = (await response.json()) as { issuer?: unknown; jwks_uri?: unknown };
     if (metadata.issuer !== issuerConfig.issuer || typeof metadata.jwks_uri !== 'string') {
       throw new Error(`OIDC discovery for ${issuerConfig.issuer} returned a mismatched issuer or no jwks_uri`);
+    }
+    // Live mode takes keys over https only, as it does the configured URLs (loadConfig): a discovery document
+    // naming a cleartext jwks_uri would let whoever sits on that path mint any identity (RFC 8414 §2).
+    if (mode === 'live' && cleartextOffLoopback(metadata.jwks_uri)) {
+      throw new Error(`OIDC discovery for ${issuerConfig.issuer} named a cleartext jwks_uri (${metadata.jwks_uri}); live mode fetches keys over https only`);
     }
     return createRemoteJWKSet(new URL(metadata.jwks_uri), REMOTE_JWKS_OPTIONS);
   };
@@ -54,7 +59,7 @@ export async function identityProviders(config: Config): Promise<Partial<Record<
   for (const kind of ['human', 'agent'] as const) {
     const configured = kind === 'human' ? config.humanIssuer : config.agentIssuer;
     if (configured) {
-      providers[kind] = { kind, issuer: configured.issuer, audience: configured.audience, keys: remoteKeys(configured), source: 'configured' };
+      providers[kind] = { kind, issuer: configured.issuer, audience: configured.audience, keys: remoteKeys(configured, config.mode), source: 'configured' };
     } else if (devKeys) {
       providers[kind] = {
         kind,

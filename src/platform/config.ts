@@ -199,14 +199,17 @@ const LIVE_HTTPS_URLS = [
   'ACG_STRIPE_API_URL', 'ACG_GITHUB_API_URL', 'ACG_DOH_RESOLVER_URL',
 ] as const;
 
+/** Whether live mode refuses this URL as cleartext: http to anything but a loopback host. */
+export function cleartextOffLoopback(raw: string): boolean {
+  if (!URL.canParse(raw)) return false;
+  const parsed = new URL(raw);
+  return parsed.protocol === 'http:' && !isLoopbackHost(parsed.hostname);
+}
+
 function cleartextInLive(env: Env, problems: string[]): void {
   for (const name of LIVE_HTTPS_URLS) {
     const raw = env[name];
-    if (!raw || !URL.canParse(raw)) continue;
-    const parsed = new URL(raw);
-    if (parsed.protocol === 'http:' && !isLoopbackHost(parsed.hostname)) {
-      problems.push(`${name} must be an https URL in live mode (http only to a loopback host), got "${raw}"`);
-    }
+    if (raw && cleartextOffLoopback(raw)) problems.push(`${name} must be an https URL in live mode (http only to a loopback host), got "${raw}"`);
   }
 }
 
