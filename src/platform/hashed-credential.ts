@@ -21,7 +21,8 @@ const NOTHING_CONFIGURED = Buffer.alloc(32);
  */
 export function checkHashedBearer(authorization: string | undefined, acceptedHash: string | undefined, credential: { realm: string; name: string }): void {
   const headers = { 'www-authenticate': `Bearer realm="${credential.realm}"` };
-  const match = /^Bearer ([\x21-\x7e]{1,200})$/.exec(authorization ?? '');
+  // The scheme is case-insensitive (RFC 9110 §11.1), as on every other route.
+  const match = /^Bearer ([\x21-\x7e]{1,200})$/i.exec(authorization ?? '');
   if (!match) throw new ApiError('unauthorized', { detail: `this route takes "Authorization: Bearer <${credential.name}>"`, headers });
   const presented = Buffer.from(sha256Hex(match[1]!), 'hex');
   const accepted = acceptedHash === undefined ? NOTHING_CONFIGURED : Buffer.from(acceptedHash, 'hex');

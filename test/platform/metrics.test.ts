@@ -100,6 +100,7 @@ describe('who may scrape', () => {
       }
       const allowed = await scrape(guarded.url, token);
       expect(allowed.status).toBe(200);
+      expect((await fetch(`${guarded.url}/metrics`, { headers: { authorization: `bearer ${token}` } })).status, 'the scheme in lower case').toBe(200);
       expect(await allowed.text()).toContain('# TYPE');
       for (const presented of [undefined, token]) expect((await scrape(live.url, presented)).status).toBe(401);
       // The OpenAPI says so where it applies: the live document names the scheme, the open dev one does not.
