@@ -94,6 +94,8 @@ describe('a rotated key at rest', () => {
   it('is sealed with ACG_SECRET_BOX_KEY: the row holds no private JWK, the key signs once the box key is there, and loads with no other', async () => {
     const { gateway, clock, config } = world.gw;
     const box = generateSecretBoxKey();
+    // A second after the rotation before it, so this key is the one that became active last (a tie is broken by kid).
+    clock.advance(1000);
     const report = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 0, retentionS: 600, sealWith: box.key });
     const { rows } = await gateway.db.query<{ private_jwk: string }>('SELECT private_jwk FROM signing_keys WHERE kid = $1', [report.next.kid]);
     expect(rows[0]!.private_jwk).toMatch(/^v1\./);
