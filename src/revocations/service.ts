@@ -98,7 +98,7 @@ export class RevocationService {
    * is released and revoked now, whether or not the agent was frozen already.
    */
   async freeze(tx: Tx, principal: Principal, agentId: string, options: { releaseHolds: boolean }): Promise<FrozenAgent> {
-    const { agents, ledger } = this.deps;
+    const { agents } = this.deps;
     const wasFrozen = (await agents.lockAgentFor(tx, principal, agentId)).status === 'frozen';
     const agent = await agents.setStatus(tx, principal, agentId, 'frozen');
     if (wasFrozen && !options.releaseHolds) {
@@ -106,14 +106,12 @@ export class RevocationService {
       if (latest) return { ...agent, freeze: await this.report(tx, latest) };
     }
     const nowS = this.gateway.clock.nowS();
-    const cause = { agentId, reason: 'agent_frozen' as const, atS: nowS, freezeId: newId('frz') };
-    const subtree = options.releaseHolds ? await agents.subtreeIds(tx, agentId) : [];
-    const revoked = options.releaseHolds ? await ledger.revokeHolds(tx, subtree, cause.reason, nowS) : [];
-    // What the subtree left waiting to run by itself (an execute intent, after its top-up) is stopped too.
-    if (options.releaseHolds) await this.deps.retained().cancelPendingOf(tx, subtree, cause.reason);
+    const freezeId = newId('frz');
+    const cause: RevocationCause = { agentId, reason: 'agent_frozen', atS: nowS, freezeId };
+    const revoked = options.releaseHolds ? await this.stop(tx, await agents.subtreeIds(tx, agentId), cause) : [];
     // The freeze's row before the feed's, which name it.
     const freeze = await store.insertFreeze(tx, {
-      id: cause.freezeId,
+      id: freezeId,
       agent_id: agentId,
       release_holds: options.releaseHolds,
       released_holds: revoked.length,
@@ -133,10 +131,19 @@ export class RevocationService {
    */
   async revokeRetired(tx: Tx, agentId: string, agentIds: readonly string[]): Promise<{ revoked: RevokedHold[]; atS: number }> {
     const cause: RevocationCause = { agentId, reason: 'agent_retired', atS: this.gateway.clock.nowS(), freezeId: null };
-    const revoked = await this.deps.ledger.revokeHolds(tx, agentIds, cause.reason, cause.atS);
-    await this.deps.retained().cancelPendingOf(tx, agentIds, cause.reason);
+    const revoked = await this.stop(tx, agentIds, cause);
     await this.tellMerchants(tx, revoked, cause);
     return { revoked, atS: cause.atS };
+  }
+
+  /**
+   * What a releasing freeze and a retirement both stop in a subtree: its outstanding holds, released and revoked
+   * (the ledger's release path), and what it left waiting to run by itself (execute's retained intents).
+   */
+  private async stop(tx: Tx, agentIds: readonly string[], cause: RevocationCause): Promise<RevokedHold[]> {
+    const revoked = await this.deps.ledger.revokeHolds(tx, agentIds, cause.reason, cause.atS);
+    await this.deps.retained().cancelPendingOf(tx, agentIds, cause.reason);
+    return revoked;
   }
 
   /**

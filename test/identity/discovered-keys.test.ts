@@ -27,7 +27,9 @@ describe("a provider's discovered jwks_uri", () => {
   it('is refused in live mode when it is cleartext to a host other than loopback', async () => {
     const config = loadConfig({ ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example', ACG_HUMAN_ISSUER: issuer, ACG_AGENT_ISSUER: `${issuer}-agents` });
     const { human } = await identityProviders(config);
-    const refusal = await human!.keys({ alg: 'ES256', kid: 'any' }, { payload: '', signature: '' } as never).catch((error: unknown) => error);
+    const refusal = await Promise.resolve()
+      .then(() => human!.keys({ alg: 'ES256', kid: 'any' }, { payload: '', signature: '' } as never))
+      .catch((error: unknown) => error);
     expect(refusal).toBeInstanceOf(Error);
     expect((refusal as Error).message).toContain('named a cleartext jwks_uri (http://keys.example.com/jwks.json); live mode fetches keys over https only');
     expect(requested).toEqual(['/human/.well-known/openid-configuration']);
