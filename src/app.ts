@@ -85,12 +85,11 @@ import { x402Queries } from './x402/queries.ts';
 import { x402Routes } from './x402/routes.ts';
 import { X402_SCHEMAS } from './x402/schemas.ts';
 import { X402Service } from './x402/service.ts';
-import { ConfigError } from './platform/config.ts';
 import type { HumanApprover } from './platform/approvals.ts';
 import type { Gateway } from './platform/gateway.ts';
 import { buildApp } from './platform/http/app.ts';
 import { newSecret } from './platform/ids.ts';
-import { generateSecretBoxKey, parseSecretBoxKey, type SecretBoxKey } from './platform/secret-box.ts';
+import { generateSecretBoxKey, secretBoxKeyOf, type SecretBoxKey } from './platform/secret-box.ts';
 
 /** The merchant API key pepper: configured, or in dev mode generated once and shared through the database. */
 async function apiKeyPepper(gateway: Gateway): Promise<string | undefined> {
@@ -107,10 +106,7 @@ async function secretBoxKey(gateway: Gateway): Promise<SecretBoxKey | undefined>
   const text =
     gateway.config.secretBoxKey ??
     (gateway.config.mode === 'dev' ? await ensureRuntimeSecret(gateway.db, 'secret_box_key', generateSecretBoxKey().text, gateway.clock.nowS()) : undefined);
-  if (text === undefined) return undefined;
-  const parsed = parseSecretBoxKey(text);
-  if ('error' in parsed) throw new ConfigError([`ACG_SECRET_BOX_KEY ${parsed.error}`]);
-  return parsed.key;
+  return text === undefined ? undefined : secretBoxKeyOf(text);
 }
 
 export interface Services {

@@ -5,10 +5,10 @@
 import { SystemClock } from '../platform/clock.ts';
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
+import { configuredSecretBoxKey } from '../platform/secret-box.ts';
 import { migrate } from '../platform/db/migrate.ts';
 import { openDatabase } from '../platform/db/open.ts';
 import {
-  configuredSecretBox,
   listSigningKeys,
   PUBLICATION_LEAD_S_DEFAULT,
   RETIRED_KEY_RETENTION_S_DEFAULT,
@@ -78,7 +78,7 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
     process.stderr.write(`warning: --lead-s ${leadS} is shorter than ${LEAD_S_SAFE_MIN} s; verifiers that cached the JWKS may reject new tokens until they refetch it\n`);
   }
   // A key kept in the database in clear would let whoever copies the database sign as the gateway.
-  const sealWith = configuredSecretBox(config);
+  const sealWith = configuredSecretBoxKey(config);
   if (!sealWith && config.mode === 'live') {
     fail('live mode seals a rotated key with ACG_SECRET_BOX_KEY (base64 of 32 random bytes, the one the gateway runs with): set it and rotate again');
   }

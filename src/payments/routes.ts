@@ -17,7 +17,6 @@ import type { PaymentQueries } from './queries.ts';
 import type { RailNotifications } from './rails/rail.ts';
 import { AUTOMATIC_TOPUP_USD_CENTS, type PaymentsService } from './service.ts';
 
-
 const PURCHASE_TEXT =
   "A purchase (a voucher mint or an execute) above the agent's mandate `approvalAboveUc` answers 402 approval_required with " +
   '`approvalUrl` (this approval\'s page), `intentId` and `intent`, and takes nothing; the owner approves or declines here. The approval ' +

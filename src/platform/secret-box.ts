@@ -5,6 +5,7 @@
 // Associated data (e.g. the agent id) is authenticated but not stored: a ciphertext copied onto another
 // row fails to open there. Absent associated data is the same as empty associated data.
 import { createCipheriv, createDecipheriv, createSecretKey, type KeyObject } from 'node:crypto';
+import { ConfigError, type Config } from './config.ts';
 import { newSecretBytes } from './ids.ts';
 
 const VERSION = 'v1';
@@ -42,6 +43,18 @@ export function parseSecretBoxKey(text: string): { key: SecretBoxKey } | { error
   else return { error: 'must be base64 (e.g. the output of `openssl rand -base64 32`)' };
   if (bytes.length !== KEY_BYTES) return { error: `must decode to ${KEY_BYTES} bytes, got ${bytes.length}` };
   return { key: { keyObject: createSecretKey(bytes) } };
+}
+
+/** The key a setting's text names (ACG_SECRET_BOX_KEY, or dev mode's stored one); a malformed one is a configuration error. */
+export function secretBoxKeyOf(text: string): SecretBoxKey {
+  const parsed = parseSecretBoxKey(text);
+  if ('error' in parsed) throw new ConfigError([`ACG_SECRET_BOX_KEY ${parsed.error}`]);
+  return parsed.key;
+}
+
+/** The configured ACG_SECRET_BOX_KEY (undefined when unset): what seals rotated signing keys. */
+export function configuredSecretBoxKey(config: Pick<Config, 'secretBoxKey'>): SecretBoxKey | undefined {
+  return config.secretBoxKey ? secretBoxKeyOf(config.secretBoxKey) : undefined;
 }
 
 /** A fresh random key, for dev mode and tests. */

@@ -19,7 +19,7 @@ import { ApiError } from './errors.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Database, Queryable, Tx } from './db/database.ts';
-import { openSecret, parseSecretBoxKey, sealSecret, type SecretBoxKey } from './secret-box.ts';
+import { configuredSecretBoxKey, openSecret, sealSecret, type SecretBoxKey } from './secret-box.ts';
 
 export const SIGNING_ALG = 'ES256';
 /** Covers the 60 s key reload of every instance plus the 300 s JWKS cache we advertise, with margin. */
@@ -98,14 +98,6 @@ async function fromRow(row: SigningKeyRow, loaded: LoadedKey | undefined, box: S
   return loadKey(row.kid, JSON.parse(row.public_jwk) as JWK, JSON.parse(privateJson) as JWK, times);
 }
 
-/** The configured ACG_SECRET_BOX_KEY, parsed (undefined when unset; loadConfig checked its form). */
-export function configuredSecretBox(config: Pick<Config, 'secretBoxKey'>): SecretBoxKey | undefined {
-  if (!config.secretBoxKey) return undefined;
-  const parsed = parseSecretBoxKey(config.secretBoxKey);
-  if ('error' in parsed) throw new Error(`ACG_SECRET_BOX_KEY ${parsed.error}`);
-  return parsed.key;
-}
-
 /** A fresh ES256 key pair as the database row stores it. */
 export async function generateSigningKey(): Promise<{ kid: string; publicJwk: JWK; privateJwk: JWK }> {
   const { publicKey, privateKey } = await generateKeyPair(SIGNING_ALG, { extractable: true });
@@ -175,7 +167,7 @@ export class SigningKeys {
     if (this.config.signingKey) loaded.push((this.configuredKey ??= await importConfiguredKey(this.config.signingKey)));
     const rows = await findKeyRows(this.db);
     const known = new Map(this.keys.map((k) => [k.kid, k]));
-    const box = rows.some((row) => isSealed(row.private_jwk)) ? configuredSecretBox(this.config) : undefined;
+    const box = rows.some((row) => isSealed(row.private_jwk)) ? configuredSecretBoxKey(this.config) : undefined;
     for (const row of rows) if (!loaded.some((k) => k.kid === row.kid)) loaded.push(await fromRow(row, known.get(row.kid), box));
     this.keys = loaded;
   }

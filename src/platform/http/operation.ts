@@ -7,7 +7,6 @@ import { REPLAY_HEADER } from '../idempotency.ts';
 import { runOperation, type Operation } from '../operations.ts';
 import { principalOf } from './auth.ts';
 
-/** The Idempotency-Key header, unwrapped from its RFC 8941 sf-string form (`"…"`) when quoted. */
 /**
  * A route's `preValidation` for a body that may be left out: an absent one is the empty object, before validation,
  * so the route's schema still judges every body that is sent.
@@ -16,6 +15,7 @@ export async function absentBodyIsEmpty(request: FastifyRequest): Promise<void> 
   request.body ??= {};
 }
 
+/** The Idempotency-Key header, unwrapped from its RFC 8941 sf-string form (`"…"`) when quoted. */
 export function idempotencyKeyOf(request: FastifyRequest): string | undefined {
   const header = request.headers['idempotency-key'];
   if (header === undefined) return undefined;
