@@ -497,7 +497,7 @@ export class LedgerService {
     const read = await locked.lotsOf(payerIds, budgetPeriods);
     const lots = read.lots;
     // The budget periods' running totals, read under the agents' locks: those with a row are raised, the others
-    // opened, by the holds' statement (`budgetChargeParts`).
+    // opened, by the statement after the holds' (`budgetCharges`).
     const budgetsRead = read.budgets ?? (await budgetUsageOf(tx, budgetPeriods));
     const periodsWithRows = new Set(budgetsRead.keys());
     const usage = await usageOf(tx, [...agents.values()], nowS, budgetsRead);
@@ -899,7 +899,9 @@ export class LedgerService {
       const receipt = state === 'captured' ? await signReceipt(this.gateway, { kind: 'capture', hold: { ...hold, captured_uc: capturedUc }, nowS }) : null;
       // An expired hold resolved at its deadline, whenever the sweeper reclaimed it: a settled fact reads the same every time.
       const resolvedAtS = state === 'expired' ? hold.expires_at_s : BigInt(nowS);
-      const settlement: store.Settlement = { holdId: hold.id, state, capturedUc, earningsAccount: earningsAccount(hold), receipt, resolvedAtS, lines };
+      // Its budgets get back what it no longer spends; a row read without its charges is taken to have some.
+      const budgetCharged = hold.budget_charges !== null && capturedUc < hold.amount_uc;
+      const settlement: store.Settlement = { holdId: hold.id, state, capturedUc, earningsAccount: earningsAccount(hold), receipt, resolvedAtS, lines, budgetCharged };
       settlements.push(settlement);
       journals.push(settlementJournal(settlement));
     }

@@ -1,7 +1,7 @@
 // SQL of the ledger: lots, holds, allocations and accounts. Nothing but queries. Journal entries are
 // written only through ./journal.ts: a statement that journals takes a BalancedJournal and embeds its insert.
 import type { Queryable, Tx } from '../platform/db/database.ts';
-import { budgetChargeParts, budgetGiveBackPart, budgetReadPart, budgetUsageFrom, type BudgetChargeRow, type BudgetPeriodKey, type BudgetUsageRow } from '../policy/budget-usage.ts';
+import { budgetCharges, budgetGiveBackPart, budgetReadPart, sendBudgetGiveBack, budgetUsageFrom, type BudgetChargeRow, type BudgetPeriodKey, type BudgetUsageRow } from '../policy/budget-usage.ts';
 import type { EventsWrite } from '../events/outbox.ts';
 import { journalInsert, type BalancedJournal, type JournalKind } from './journal.ts';
 
@@ -49,6 +49,12 @@ export interface HoldRow {
    */
   revoked_at_s?: bigint | null;
   revocation_reason?: string | null;
+  /**
+   * The budget periods the hold counts in, as stored (each `[agent_id or null for the hold's own, budget_id,
+   * period_start_s]`, migration 0026), or null for none; absent from a hold being written, whose charges are
+   * given apart (`recordHolds`).
+   */
+  budget_charges?: unknown[] | null;
 }
 
 export interface RefundRow {
@@ -194,7 +200,8 @@ export interface NewHold {
  * Records new holds in one statement (one round trip, whatever their number): each hold and its
  * allocations, every lot's debit (summed over the holds that take from it), the holds' balanced journal
  * (lot → hold, per allocation) and each agent's held total; with `charges`, each budget period's running total
- * (`periodsWithRows`: the periods whose row the caller read, by `budgetPeriodKey`; `budgetChargeParts`); with
+ * (`periodsWithRows`: the periods whose row the caller read, by `budgetPeriodKey`), in the statement that follows
+ * (`budgetCharges`: it must begin after this one took the payer's lock, src/policy/budget-usage.ts); with
  * `events` (the outbox's part, given the number of its first parameter), the events of the holds too. The caller
  * holds the agents' and the lots' row locks; the agents' balance rows are locked last, after their lots, as every
  * settlement does too.
@@ -217,14 +224,13 @@ export function recordHolds(
   const createdAtS = holds[0]!.hold.created_at_s;
   if (holds.some(({ hold }) => hold.created_at_s !== createdAtS)) throw new Error('recordHolds: the holds of one call share one creation time');
   const journaled = journalInsert(journal, Number(createdAtS), 21);
-  // Budget charges only when a hold counts in a budget: each hold's periods go in its own row (budget_charges);
-  // the running totals' parts are in the statement only when there is one.
-  const budgets = budgetChargeParts(charges, holds.map(({ hold }) => ({ id: hold.id, agentId: hold.agent_id })), periodsWithRows, 'account', 21 + journaled.params.length);
+  // Each hold's budget periods go in its own row (budget_charges); their running totals in the next statement.
+  const budgets = budgetCharges(charges, holds.map(({ hold }) => ({ id: hold.id, agentId: hold.agent_id })), periodsWithRows);
   const counting = charges.length > 0;
-  const evented = events?.(21 + journaled.params.length + (counting ? budgets.params.length : 0));
-  const expectedParameter = 21 + journaled.params.length + (counting ? budgets.params.length : 0) + (evented?.params.length ?? 0);
+  const evented = events?.(21 + journaled.params.length);
+  const expectedParameter = 21 + journaled.params.length + (evented?.params.length ?? 0);
   // What each part must have written, in the order of the statement's counts: holds, lots debited,
-  // allocations, journal lines, balance rows (one per payer), budget charges, budget periods, events.
+  // allocations, journal lines, balance rows (one per payer), budget charges, events.
   const expected = [
     holds.length,
     new Set(allocations.map((a) => a.lotId)).size,
@@ -232,7 +238,6 @@ export function recordHolds(
     journal.entries.length,
     new Set(holds.map(({ hold }) => hold.payer_id)).size,
     charges.length,
-    budgets.periods,
     evented?.envelopes.length ?? 0,
   ];
   tx.send(
@@ -265,15 +270,13 @@ export function recordHolds(
        SELECT payer_id, SUM(amount_uc)::bigint FROM h GROUP BY payer_id ORDER BY payer_id
        ON CONFLICT (agent_id) DO UPDATE SET held_uc = agent_balances.held_uc + EXCLUDED.held_uc
        RETURNING 1
-     )${counting ? `, ${budgets.sql}` : ''}${evented ? `, ${evented.sql}` : ''}
+     )${evented ? `, ${evented.sql}` : ''}
      SELECT ledger_invariant(wrote = expected,
-              format('%s holds wrote (holds, lots debited, allocations, journal lines, balance rows, budget charges, budget periods, events) %s, not %s',
-                     expected[1], wrote, expected)),
-            budget_rows_unchanged(${counting ? budgets.stale : '0::bigint'} = 0, 'a budget period the hold statement charged')
+              format('%s holds wrote (holds, lots debited, allocations, journal lines, balance rows, budget charges, events) %s, not %s',
+                     expected[1], wrote, expected))
        FROM (SELECT ARRAY[(SELECT count(*) FROM new_holds), (SELECT count(*) FROM debits), (SELECT count(*) FROM allocations),
                           (SELECT count(*) FROM journal), (SELECT count(*) FROM account),
                           ${counting ? `(SELECT COALESCE(SUM(jsonb_array_length(budget_charges)), 0) FROM new_holds)::bigint` : '0::bigint'},
-                          ${counting ? budgets.counted : '0::bigint'},
                           ${evented ? '(SELECT count(*) FROM event_row)' : '0::bigint'}] AS wrote,
                     $${expectedParameter}::bigint[] AS expected) AS checked`,
     [
@@ -296,13 +299,13 @@ export function recordHolds(
       holds.map(({ hold }) => hold.voucher),
       holds.map(({ hold }) => (hold.offer_snapshot === null ? null : JSON.stringify(hold.offer_snapshot))),
       holds.map(({ hold }) => hold.payer_id),
-      budgets.charges,
+      budgets.columns,
       ...journaled.params,
-      ...(counting ? budgets.params : []),
       ...(evented ? evented.params : []),
       expected,
     ],
   );
+  budgets.send(tx);
 }
 
 export async function findHold(db: Queryable, holdId: string): Promise<HoldRow | undefined> {
@@ -364,6 +367,8 @@ export interface Settlement {
   /** When it resolved: now, or for an expired hold its deadline, whenever the sweeper reclaimed it (a settled fact reads the same every time). */
   resolvedAtS: bigint;
   lines: readonly SettlementLine[];
+  /** The hold counted in budget periods (its `budget_charges`), which its uncaptured rest goes back to. */
+  budgetCharged: boolean;
 }
 
 /** Locks holds in one fixed order (sorted ids), so batches on any instance cannot deadlock on them. */
@@ -383,8 +388,7 @@ export async function lockHolds(tx: Tx, holdIds: readonly string[]): Promise<Map
  * settlements' events too.
  *
  * The statement checks itself, as the holds' does (`recordHolds`): a hold that was no longer held, a balance
- * row, journal line or event that was not written, or a budget period owed a give-back without a row raises
- * `ledger invariant: …`, which aborts the transaction (its journal must not commit). So it is sent without
+ * row, journal line or event that was not written raises `ledger invariant: …`, which aborts the transaction (its journal must not commit). So it is sent without
  * waiting for its answer (`Tx.send`): nothing reads its rows, and the transaction's answers and COMMIT follow it
  * in the same round trip.
  *
@@ -393,7 +397,8 @@ export async function lockHolds(tx: Tx, holdIds: readonly string[]): Promise<Map
  * earlier one in a condition that is always true (`(SELECT count(*) FROM part) >= 0`), which the planner runs
  * first, once. A balance row comes last because a hold locks the agent's lots before its balance row and a
  * refund locks the account before it: the same order everywhere, so none of them can deadlock another. The
- * budget rows the settled holds counted in are written after the balance rows, which guard them
+ * budget periods the settled holds counted in get their uncaptured rest back in the statement that follows
+ * (`sendBudgetGiveBack`), which begins after this one took the balance rows that guard them
  * (src/policy/budget-usage.ts).
  */
 export function recordSettlements(
@@ -409,11 +414,9 @@ export function recordSettlements(
   const journaled = journalInsert(journal, nowS, 12);
   const evented = events?.(12 + journaled.params.length);
   const expectedParameter = 12 + journaled.params.length + (evented?.params.length ?? 0);
-  // The budgets: the uncaptured rest of each settled hold goes back to the periods it counted in.
-  const givenBack = budgetGiveBackPart('SELECT amount_uc - captured_uc AS amount_uc, agent_id, budget_charges FROM resolved', 'account');
   // What the statement must have written: every hold resolved, one balance row per payer beyond those
-  // (so 0), every journal line, no budget period missing, every event.
-  const expected = [settlements.length, 0, journal.entries.length, 0, evented?.envelopes.length ?? 0];
+  // (so 0), every journal line, every event.
+  const expected = [settlements.length, 0, journal.entries.length, evented?.envelopes.length ?? 0];
   tx.send(
     `WITH lots_locked AS (
        SELECT id FROM credit_lots WHERE id = ANY($11::text[]) ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq FOR UPDATE
@@ -467,14 +470,13 @@ export function recordSettlements(
        ON CONFLICT (agent_id) DO UPDATE
          SET held_uc = agent_balances.held_uc - EXCLUDED.held_uc, captured_uc = agent_balances.captured_uc + EXCLUDED.captured_uc
        RETURNING xmax::text <> '0' AS existed
-     ), ${givenBack.sql}${evented ? `, ${evented.sql}` : ''}
+     )${evented ? `, ${evented.sql}` : ''}
      SELECT ledger_invariant(wrote = expected,
-              format('%s settlements wrote (holds resolved, payers without their balance row, journal lines, budget periods missing, events) %s, not %s',
-                     expected[1], wrote, expected)),
-            budget_rows_unchanged(${givenBack.stale} = 0, 'a budget period the settlement gave back to')
+              format('%s settlements wrote (holds resolved, payers without their balance row, journal lines, events) %s, not %s',
+                     expected[1], wrote, expected))
        FROM (SELECT ARRAY[(SELECT count(*) FROM resolved),
                           (SELECT count(DISTINCT payer_id) FROM resolved) - (SELECT count(*) FROM account WHERE existed),
-                          (SELECT count(*) FROM journal), ${givenBack.missing},
+                          (SELECT count(*) FROM journal),
                           ${evented ? '(SELECT count(*) FROM event_row)' : '0::bigint'}] AS wrote,
                     $${expectedParameter}::bigint[] AS expected) AS checked`,
     [
@@ -493,6 +495,10 @@ export function recordSettlements(
       ...(evented ? evented.params : []),
       expected,
     ],
+  );
+  sendBudgetGiveBack(
+    tx,
+    settlements.filter((s) => s.budgetCharged).map((s) => s.holdId),
   );
 }
 
@@ -580,8 +586,7 @@ export async function recordRefund(db: Queryable, refund: RefundRow, earningsAcc
        SELECT $1, $2, $3, $4, $5, $6, $7, $8 FROM refunded, debited RETURNING id
      ), ${givenBack.sql}
      SELECT (SELECT count(*) FROM refunded) AS refunded, (SELECT count(*) FROM inserted) AS debited,
-            ${givenBack.missing} AS budget_missing,
-            budget_rows_unchanged(${givenBack.stale} = 0, 'a budget period the refund gave back to') AS budget_unchanged`,
+            ${givenBack.missing} AS budget_missing`,
     [refund.id, refund.hold_id, refund.merchant_id, refund.lot_id, refund.amount_uc, refund.reason, refund.receipt, refund.created_at_s, earningsAccount],
   );
   if (rows[0]!.budget_missing !== 0n) throw new Error(`ledger invariant: refund ${refund.id} gave back to budget periods its hold was never counted in`);

@@ -1,14 +1,21 @@
 // The budgets' running totals (budget_usage, holds.budget_charges), owned by the spending policy: the one read
-// a budget check makes (a row per budget period, never a sum of history), and the parts of the ledger's own
-// statements that change them, so a hold, a settlement or a refund changes its budgets in the same statement
-// (and round trip) as its credit.
+// a budget check makes (a row per budget period, never a sum of history), and the statements that change them, so
+// a hold, a settlement or a refund changes its budgets in the same transaction (and round trip) as its credit.
 //
 // Lock order: a budget row is only ever written by a transaction that already holds the row lock of its tree's
-// payer in `agent_balances` (a budget belongs to an agent, whose tree has one payer, its root): the hold and the
-// settlement statements update those rows first (their part `after`), and a refund inserts its lot (which
-// updates the payer's row) before its give-back. So two transactions never wait on each other for budget rows,
-// and these parts write them with plain UPDATEs, in whatever order the plan takes: an upsert, which writes
-// a lock record before each update, cost 137 bytes of WAL a row against 78 (pgbench, 90 rows a statement).
+// payer in `agent_balances` (a budget belongs to an agent, whose tree has one payer, its root), and by a statement
+// that began after that lock was taken: the hold and settlement statements take it, and their budget statement is
+// sent right after them (`budgetCharges(…).send`, `sendBudgetGiveBack`); a refund inserts its lot (which updates the
+// payer's row) before its give-back. So two transactions never wait on each other for budget rows, and each
+// statement finds a row where its snapshot says it is: the writes address rows by the address they read (`ctid`,
+// `probedByKey`) with plain UPDATEs, in whatever order the plan takes (an upsert, which writes a lock record
+// before each update, cost 137 bytes of WAL a row against 78: pgbench, 90 rows a statement).
+//
+// A statement that took the payer's lock inside itself cannot write them: its snapshot is older than the lock,
+// and a writer that held the lock and committed meanwhile has moved the row, which the update by the old
+// address then misses (PostgreSQL re-checks a moved row's new version against the TID it looked for). Done so
+// in one statement, it was retried (SQLSTATE 40001, migration 0030, whose function no statement calls now); under
+// contention on one payer every attempt met the same race, and a capture answered 500 after five.
 import type { Queryable, Tx } from '../platform/db/database.ts';
 
 /** One budget's period: whose, which budget, from when. */
@@ -76,8 +83,9 @@ export { keyOf as budgetPeriodKey };
  * join). The update that follows finds each row by that address, so no plan of it can read the table or its
  * index whole: an update joined with its periods by key was planned, on a young table, as a hash join over the
  * whole primary key, and a connection keeps such a plan as the table grows. The address holds until the
- * statement ends: only a transaction holding the budget's payer's row lock writes the row (the lock order
- * above), and each period appears once. A period without a row has none here (the callers count them).
+ * statement ends: only a transaction holding the budget's payer's row lock writes the row, and the statement
+ * began after its own transaction took that lock (the lock order above), so no row moved since its snapshot;
+ * each period appears once. A period without a row has none here (the callers count them).
  */
 function probedByKey(periodsSql: string): string {
   return `SELECT p.*, t.row_tid FROM (${periodsSql}) p
@@ -95,26 +103,23 @@ export interface BudgetChargeRow extends BudgetPeriodKey {
 }
 
 /**
- * What the ledger's statement that inserts new holds writes for their budget charges: each hold's
- * `budget_charges` column (`charges`, in the order of `holds`: a JSON array of `[agent_id, budget_id,
- * period_start_s]`, agent_id null for the holding agent's own budgets (migration 0026), or null for none), and the
- * CTE parts that raise each budget period's running total by what its new holds take, after the part `after` (the
- * payers' balance rows; see the lock order above): an update of the periods that have a row (`existing`, by
- * `budgetPeriodKey`, as the hold pass read them), and an insert of those that have none yet (a period's first
- * hold). The pass read them under its agents' row locks, and only a hold creates a period's row, under the lock of
- * the budget's agent (its own or a delegate's, whose ancestors it locks too), so the split holds until commit:
- * were it wrong, the insert would violate the primary key, or the update would count fewer rows than `periods`.
- * The totals are summed here, so the statement writes one row per period whatever the number of holds.
- * Its parameters are numbered from `$firstParameter`; `counted` is the SQL of the number of periods the parts
- * wrote, which the statement checks against `periods`.
+ * What new holds write for their budget charges: each hold's `budget_charges` column (`columns`, in the order of
+ * `holds`: a JSON array of `[agent_id, budget_id, period_start_s]`, agent_id null for the holding agent's own
+ * budgets (migration 0026), or null for none), which the holds' statement writes, and `send`, which sends the
+ * statement that raises each budget period's running total by what its new holds take (nothing when no hold is
+ * charged), to follow the holds' statement (see the lock order above): an update of the periods that have a row
+ * (`existing`, by `budgetPeriodKey`, as the hold pass read them), and an insert of those that have none yet (a
+ * period's first hold). The pass read them under its agents' row locks, and only a hold creates a period's row,
+ * under the lock of the budget's agent (its own or a delegate's, whose ancestors it locks too), so the split
+ * holds until commit: were it wrong, the insert would violate the primary key, or the statement would count
+ * fewer rows than periods and raise `ledger invariant`. The totals are summed here, so the statement writes one
+ * row per period whatever the number of holds. It is sent without waiting for its answer (`Tx.send`).
  */
-export function budgetChargeParts(
+export function budgetCharges(
   charges: readonly BudgetChargeRow[],
   holds: ReadonlyArray<{ id: string; agentId: string }>,
   existing: ReadonlySet<string>,
-  after: string,
-  firstParameter: number,
-): { charges: Array<string | null>; sql: string; params: unknown[]; counted: string; stale: string; periods: number } {
+): { columns: Array<string | null>; send: (tx: Tx) => void } {
   const agentOf = new Map(holds.map((hold) => [hold.id, hold.agentId]));
   const byHold = new Map<string, Array<[string | null, string, number]>>();
   const periods = new Map<string, { key: BudgetPeriodKey; amountUc: bigint; alertedPct: number }>();
@@ -131,12 +136,16 @@ export function budgetChargeParts(
       periods.set(key, { key: charge, amountUc: charge.amountUc, alertedPct: charge.alertedPct });
     }
   }
+  const columns = holds.map((hold) => {
+    const held = byHold.get(hold.id);
+    return held ? JSON.stringify(held) : null;
+  });
   const raised: Array<{ key: BudgetPeriodKey; amountUc: bigint; alertedPct: number }> = [];
   const opened: typeof raised = [];
   for (const [key, total] of periods) (existing.has(key) ? raised : opened).push(total);
   const params: unknown[] = [];
   const arrays = (totals: typeof raised) => {
-    const first = firstParameter + params.length;
+    const first = 1 + params.length;
     params.push(
       totals.map(({ key }) => key.agentId),
       totals.map(({ key }) => key.budgetId),
@@ -151,57 +160,53 @@ export function budgetChargeParts(
   const written: string[] = [];
   if (raised.length > 0) {
     parts.push(`budget_taken AS (
-       ${probedByKey(`SELECT * FROM ${arrays(raised)} AS c(agent_id, budget_id, period_start_s, spent_uc, alerted_pct) WHERE (SELECT count(*) FROM ${after}) >= 0`)}
+       ${probedByKey(`SELECT * FROM ${arrays(raised)} AS c(agent_id, budget_id, period_start_s, spent_uc, alerted_pct)`)}
      ), budget_counted AS (
        UPDATE budget_usage u SET spent_uc = u.spent_uc + c.spent_uc, alerted_pct = GREATEST(u.alerted_pct, c.alerted_pct)
          FROM budget_taken c WHERE u.ctid = c.row_tid
        RETURNING 1
      )`);
-    // Counted as found: a row found but not updated moved under a concurrent writer (`stale`), not a broken ledger.
-    written.push('(SELECT count(*) FROM budget_taken)');
+    written.push('(SELECT count(*) FROM budget_counted)');
   }
   if (opened.length > 0) {
     parts.push(`budget_opened AS (
        INSERT INTO budget_usage (agent_id, budget_id, period_start_s, spent_uc, alerted_pct)
        SELECT * FROM ${arrays(opened)} AS o(agent_id, budget_id, period_start_s, spent_uc, alerted_pct)
-        WHERE (SELECT count(*) FROM ${after}) >= 0
        RETURNING 1
      )`);
     written.push('(SELECT count(*) FROM budget_opened)');
   }
-  return {
-    charges: holds.map((hold) => {
-      const held = byHold.get(hold.id);
-      return held ? JSON.stringify(held) : null;
-    }),
-    sql: parts.join(', '),
-    params,
-    counted: written.length > 0 ? `(${written.join(' + ')})` : '0::bigint',
-    stale: raised.length > 0 ? '((SELECT count(*) FROM budget_taken) - (SELECT count(*) FROM budget_counted))' : '0::bigint',
-    periods: periods.size,
+  const send = (tx: Tx) => {
+    if (periods.size === 0) return;
+    tx.send(
+      `WITH ${parts.join(', ')}
+       SELECT ledger_invariant(${written.join(' + ')} = $${params.length + 1},
+                format('new holds wrote %s budget periods, not %s', ${written.join(' + ')}, $${params.length + 1}))`,
+      [...params, periods.size],
+    );
   };
+  return { columns, send };
 }
 
 /**
  * The CTE parts that give back to the budget periods a hold counted in: `givenBackSql` is a query of
  * `(amount_uc, agent_id, budget_charges)` rows, one per hold (what it no longer spends: the uncaptured rest of a
- * settled hold, a refund; the hold row's own holding agent and charges, which the caller's statement has already
- * read, so they are not looked up again, nor joined through the view `hold_budget_charges`, a join the planner
- * could answer by reading the holds' primary key whole), each taken off the periods its hold was charged to,
- * after the part `after` (see the lock order above).
- * Every such period has its row (the hold's creation wrote it); `missing` is the SQL of the number of periods
- * owed a give-back that had none, which the caller checks is 0 (a charge without its running total), and `stale`
- * of those whose row a concurrent writer moved after this statement began (a race the caller retries:
- * `budget_rows_unchanged`, migration 0030).
+ * settled hold, a refund; the hold row's own holding agent and charges, never joined through the view
+ * `hold_budget_charges`, a join the planner could answer by reading the holds' primary key whole), each taken off
+ * the periods its hold was charged to, after the part `after` when there is one (a refund's: see the lock order
+ * above). Every such period has its row (the hold's creation wrote it); `missing` is the SQL of the number of
+ * periods owed a give-back that had none, which the caller checks is 0 (a charge without its running total).
+ * The statement must have begun after its transaction took the payer's lock (see above): a row found by its
+ * address is then always updated.
  */
-export function budgetGiveBackPart(givenBackSql: string, after: string): { sql: string; missing: string; stale: string } {
+export function budgetGiveBackPart(givenBackSql: string, after?: string): { sql: string; missing: string } {
   return {
     sql: `budget_owed AS (
        SELECT COALESCE(c.charge->>0, g.agent_id) AS agent_id, c.charge->>1 AS budget_id, (c.charge->>2)::bigint AS period_start_s,
               SUM(g.amount_uc)::bigint AS amount_uc
          FROM (${givenBackSql}) g
         CROSS JOIN LATERAL jsonb_array_elements(g.budget_charges) AS c(charge)
-        WHERE g.amount_uc > 0 AND g.budget_charges IS NOT NULL AND (SELECT count(*) FROM ${after}) >= 0
+        WHERE g.amount_uc > 0 AND g.budget_charges IS NOT NULL${after ? ` AND (SELECT count(*) FROM ${after}) >= 0` : ''}
         GROUP BY 1, 2, 3
      ), budget_owed_rows AS (
        ${probedByKey('SELECT * FROM budget_owed')}
@@ -210,9 +215,25 @@ export function budgetGiveBackPart(givenBackSql: string, after: string): { sql: 
          FROM budget_owed_rows o WHERE u.ctid = o.row_tid
        RETURNING 1
      )`,
-    missing: '((SELECT count(*) FROM budget_owed) - (SELECT count(*) FROM budget_owed_rows))',
-    stale: '((SELECT count(*) FROM budget_owed_rows) - (SELECT count(*) FROM budget_given_back))',
+    missing: '((SELECT count(*) FROM budget_owed) - (SELECT count(*) FROM budget_given_back))',
   };
+}
+
+/**
+ * Sends the statement that gives back to their budget periods what settled holds no longer spend (the
+ * uncaptured rest of each: `budgetGiveBackPart`), to follow the settlement's statement, which took their
+ * payers' locks (see the lock order above); `holdIds` are the settled holds that were charged to a budget. The
+ * holds are read again by their keys, as the settlement left them. It is sent without waiting for its answer
+ * (`Tx.send`); a period owed a give-back without its row raises `ledger invariant`.
+ */
+export function sendBudgetGiveBack(tx: Tx, holdIds: readonly string[]): void {
+  if (holdIds.length === 0) return;
+  const givenBack = budgetGiveBackPart('SELECT amount_uc - captured_uc AS amount_uc, agent_id, budget_charges FROM holds WHERE id = ANY($1::text[])');
+  tx.send(
+    `WITH ${givenBack.sql}
+     SELECT ledger_invariant(${givenBack.missing} = 0, format('settled holds owed a give-back to %s budget periods without a running total', ${givenBack.missing}))`,
+    [[...holdIds]],
+  );
 }
 
 /** A budget a mandate change redefines (same id, another period or time zone), with where now falls under it. */

@@ -68,7 +68,13 @@ describe('a budget period starts again at the boundary of the mandate’s time z
     it(`${period}: usage counts up to local midnight${period === 'week' ? ' of Monday' : period === 'month' ? ' of the 1st' : ''} in ${zone}, then starts from 0`, async () => {
       const agent = await budgetedAgent({ budgets: [{ id: period, limitUc: '2000000', period }], timeZone: zone });
       const offer = await shop.offer({ priceUc: '1000000' });
-      const boundaryS: number = (await usageOf(agent)).resetsAt;
+      let boundaryS: number = (await usageOf(agent)).resetsAt;
+      // The test mints in the period's last two minutes: when the clock (frozen at the wall clock's time when the
+      // file began) is in them already, it takes the next period instead.
+      if (boundaryS - world.gw.clock.nowS() <= 120) {
+        moveTo(boundaryS);
+        boundaryS = (await usageOf(agent)).resetsAt;
+      }
       const nowS = world.gw.clock.nowS();
       expect(boundaryS > nowS && boundaryS <= nowS + longestS).toBe(true);
       starts(local(zone, boundaryS));

@@ -30,11 +30,15 @@ async function written(): Promise<Record<string, bigint>> {
   return rows[0]!;
 }
 
-/** A held hold of a new agent, minted through the API, with the lot it took from. */
-async function heldHold(name: string): Promise<{ hold: store.HoldRow; lotId: string; agentId: string }> {
+/** A held hold of a new agent, minted through the API, with the lot it took from; `budget`: under a daily budget. */
+async function heldHold(name: string, options: { budget?: boolean } = {}): Promise<{ hold: store.HoldRow; lotId: string; agentId: string }> {
   const offer = (await shop.offer({ priceUc: '1000000' })).id;
   const agent = await world.createAgent('checks@example.com', name);
   await grant(world, agent.id, 5_000_000n);
+  if (options.budget) {
+    const body = { budgets: [{ id: 'daily', limitUc: '3000000', period: 'day' }] };
+    expect((await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `${name}-mandate`, body })).status).toBe(200);
+  }
   const minted = await mint(world, agent.token, offer);
   expect(minted.status).toBe(200);
   const hold = (await store.findHold(world.gw.gateway.db, minted.body.redemption.id))!;
@@ -43,7 +47,7 @@ async function heldHold(name: string): Promise<{ hold: store.HoldRow; lotId: str
 }
 
 describe('statements that check themselves (ledger_invariant)', () => {
-  it('a hold statement told a budget period has a row it has not: refused with its counts, nothing written', async () => {
+  it("new holds' budget statement told a budget period has a row it has not: refused with its count, nothing written", async () => {
     const { hold: template, lotId, agentId } = await heldHold('checks-hold');
     const before = await written();
     const hold: store.HoldRow = { ...template, id: 'hold_checks_1', amount_uc: 1_000_000n, voucher: null };
@@ -60,7 +64,7 @@ describe('statements that check themselves (ledger_invariant)', () => {
     });
     await expect(refused).rejects.toMatchObject({
       code: 'XX000',
-      message: 'ledger invariant: 1 holds wrote (holds, lots debited, allocations, journal lines, balance rows, budget charges, budget periods, events) {1,1,1,2,1,1,0,0}, not {1,1,1,2,1,1,1,0}',
+      message: 'ledger invariant: new holds wrote 0 budget periods, not 1',
     });
     expect(await written()).toEqual(before);
     await expectLedgerInvariants(world.gw.gateway.db);
@@ -79,6 +83,7 @@ describe('statements that check themselves (ledger_invariant)', () => {
       receipt: null,
       resolvedAtS: BigInt(Math.floor(Date.now() / 1000)),
       lines: [{ lotId, capturedUc: hold.amount_uc, returnedUc: 0n }],
+      budgetCharged: false,
     };
     const journal = balancedEntries(`${hold.id}:capture`, 'capture', [
       { account: `hold:${hold.id}`, amountUc: -hold.amount_uc },
@@ -89,9 +94,47 @@ describe('statements that check themselves (ledger_invariant)', () => {
     });
     await expect(refused).rejects.toMatchObject({
       code: 'XX000',
-      message: 'ledger invariant: 1 settlements wrote (holds resolved, payers without their balance row, journal lines, budget periods missing, events) {0,0,2,0,0}, not {1,0,2,0,0}',
+      message: 'ledger invariant: 1 settlements wrote (holds resolved, payers without their balance row, journal lines, events) {0,0,2,0}, not {1,0,2,0}',
     });
     expect(await written()).toEqual(before);
     await expectLedgerInvariants(world.gw.gateway.db);
+  });
+
+  it("a settlement's give-back to a budget period that has lost its running total: refused with its count, nothing written", async () => {
+    const { hold, lotId, agentId } = await heldHold('checks-give-back', { budget: true });
+    const db = world.gw.gateway.db;
+    // A broken ledger, made here: the period the hold counted in has no running total any more.
+    const { rows: periods } = await db.query<Record<string, unknown>>('DELETE FROM budget_usage WHERE agent_id = $1 RETURNING *', [agentId]);
+    expect(periods).toHaveLength(1);
+    const before = await written();
+    const settlement: store.Settlement = {
+      holdId: hold.id,
+      state: 'released',
+      capturedUc: 0n,
+      earningsAccount: `merchant:${shop.merchantId}`,
+      receipt: null,
+      resolvedAtS: BigInt(Math.floor(Date.now() / 1000)),
+      lines: [{ lotId, capturedUc: 0n, returnedUc: hold.amount_uc }],
+      budgetCharged: true,
+    };
+    const journal = balancedEntries(`${hold.id}:release`, 'release', [
+      { account: `hold:${hold.id}`, amountUc: -hold.amount_uc },
+      { account: `lot:${lotId}`, amountUc: hold.amount_uc },
+    ]);
+    const refused = db.transaction(async (tx) => {
+      store.recordSettlements(tx, [settlement], journal, Number(settlement.resolvedAtS));
+      await tx.lastStatement().query('SELECT 1');
+    });
+    await expect(refused).rejects.toMatchObject({ code: 'XX000', message: 'ledger invariant: settled holds owed a give-back to 1 budget periods without a running total' });
+    expect(await written()).toEqual(before);
+    const period = periods[0]!;
+    await db.query('INSERT INTO budget_usage (agent_id, budget_id, period_start_s, spent_uc, alerted_pct) VALUES ($1, $2, $3, $4, $5)', [
+      period.agent_id,
+      period.budget_id,
+      period.period_start_s,
+      period.spent_uc,
+      period.alerted_pct,
+    ]);
+    await expectLedgerInvariants(db);
   });
 });

@@ -26,7 +26,7 @@ export interface TestGatewayOptions {
   database?: TestDatabase;
   /** Outbound name resolution and port for webhook receivers on test domains (see OutboundTestHooks). */
   outbound?: OutboundTestHooks;
-  /** A logger to capture the gateway's log lines (default: silent). */
+  /** A logger to capture the gateway's log lines (default: silent, or the level `ACG_TEST_LOG` names, to stderr). */
   log?: Logger;
   /** What the composition root is given besides configuration (added services, a human approver). */
   dependencies?: AppDependencies;
@@ -44,7 +44,7 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
     ...options.env,
   });
   const clock = new SystemClock();
-  const gateway = await createGateway(config, { db: database.db, clock, log: options.log ?? pino({ level: 'silent' }), outbound: options.outbound });
+  const gateway = await createGateway(config, { db: database.db, clock, log: options.log ?? pino({ level: process.env.ACG_TEST_LOG ?? 'silent' }), outbound: options.outbound });
   const { app, services } = await buildGatewayApp(gateway, options.features, options.dependencies);
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
