@@ -294,7 +294,14 @@ describe.runIf(runHere && scratchPostgresAvailable)('database faults, on a scrat
     await waitFor(() => load.outcomes.some((o) => o.status === 200 && o.sentAtMs >= resumedAtMs), { what: 'a mint sent after the resume to succeed' });
     await load.stop();
 
-    expect(Math.max(...readyzMs)).toBeLessThan(1000);
+    // The bound is the gateway's: from the request's arrival to its answer, as its request log line times it. Seen
+    // from this process, a loaded machine may add its slack (a CI run measured 1,701 ms here for a 503 of 500 ms).
+    const answeredMs = gateway.logs
+      .filter((line) => (line.req as { path?: string } | undefined)?.path === '/readyz' && (line.time as number) >= pausedAtMs && (line.time as number) <= resumedAtMs)
+      .map((line) => line.responseTime as number);
+    expect(answeredMs).toHaveLength(readyzMs.length);
+    expect(Math.max(...answeredMs)).toBeLessThan(1000);
+    expect(Math.max(...readyzMs)).toBeLessThan(1000 + SLACK_MS);
     expect(load.outcomes.filter((o) => o.status === 500 || o.status === 0)).toEqual([]);
     const duringPause = load.outcomes.filter((o) => o.sentAtMs >= pausedAtMs && o.doneAtMs <= resumedAtMs);
     expect(duringPause.length).toBeGreaterThan(0);
