@@ -49,6 +49,22 @@ function childPids(parentPid: number): number[] {
   return pids;
 }
 
+/** Sends SIGSTOP to a process and waits (up to 2 s) until the kernel shows it stopped (state T). */
+function stopAndWait(pid: number): void {
+  process.kill(pid, 'SIGSTOP');
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (let waitedMs = 0; waitedMs < 2000; waitedMs += 5) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('T')) return;
+    } catch {
+      return; // the process ended
+    }
+    Atomics.wait(pause, 0, 0, 5);
+  }
+  throw new Error(`process ${pid} did not stop within 2 s of SIGSTOP`);
+}
+
 /** Creates (initdb) a stopped cluster; call start(). */
 export async function createScratchCluster(): Promise<ScratchCluster> {
   const dir = mkdtempSync(path.join(tmpdir(), 'acg-scratch-pg-'));
@@ -72,6 +88,9 @@ export async function createScratchCluster(): Promise<ScratchCluster> {
   const postmasterPid = () => Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
   const signalAll = (signal: NodeJS.Signals) => {
     const parent = postmasterPid();
+    // The postmaster first, and its children read once it has stopped: a signal is delivered asynchronously, and a
+    // connection it forked in between would otherwise go on serving (a paused database answering /readyz).
+    if (signal === 'SIGSTOP') stopAndWait(parent);
     for (const pid of [parent, ...childPids(parent)]) {
       try {
         process.kill(pid, signal);
