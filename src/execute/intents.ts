@@ -80,6 +80,13 @@ export interface IntentDependencies {
   ledger: Pick<LedgerService, 'getHold'>;
 }
 
+/** The answer to a request under an Idempotency-Key whose retained intent is another request's. */
+function keyOfAnotherIntent(intentId: string): ApiError {
+  return new ApiError('idempotency_key_reused', {
+    detail: `this Idempotency-Key was first used with a different request, retained as intent ${intentId}; use a new key for a new request`,
+  });
+}
+
 export class Intents {
   constructor(
     private readonly gateway: Gateway,
@@ -88,8 +95,21 @@ export class Intents {
   ) {}
 
   /**
+   * Refuses a request whose Idempotency-Key names another request's retained intent, as the idempotency store
+   * refuses a changed request (409 idempotency_key_reused): a 402 that retained an intent gave its key back so
+   * that the same request may run once credit arrives, so the claim alone cannot tell that the key is taken.
+   * Without this, another request under the key renewed the intent (which still held the first one's input) or
+   * was recorded as its execution.
+   */
+  async refuseAnotherRequest(claim: Claim): Promise<void> {
+    const retained = await store.findIntentByKey(this.gateway.db, claim.scope, claim.key);
+    if (retained && retained.request_fingerprint !== (claim.fingerprint ?? null)) throw keyOfAnotherIntent(retained.id);
+  }
+
+  /**
    * Retains the request of this claim (or renews the same one, for a retry with the same key) and answers
-   * the intent's id. 429 rate_limited when the agent already has too many waiting.
+   * the intent's id. 429 rate_limited when the agent already has too many waiting; 409 idempotency_key_reused
+   * when the key's intent is another request's.
    */
   async retain(claim: Claim, intent: ServiceIntent, priceUc: Microcredits): Promise<string> {
     const { db, clock } = this.gateway;
@@ -105,6 +125,7 @@ export class Intents {
           retryAfterS: 3600,
         });
       }
+      if (existing && existing.request_fingerprint !== (claim.fingerprint ?? null)) throw keyOfAnotherIntent(existing.id);
       const row = await store.upsertIntent(tx, {
         id: newId('int'),
         agent_id: intent.agentId,
@@ -128,13 +149,13 @@ export class Intents {
 
   /** Records, with the stored answer, that the intent of this claim (if it has one still open) ran and was charged. */
   async finishExecuted(tx: Tx, claim: Claim, executionId: string, result: object, receipt: Redemption): Promise<void> {
-    const intent = await store.finishIntent(tx, claim.scope, claim.key, 'executed', executionId, this.gateway.clock.nowS());
+    const intent = await store.finishIntent(tx, claim, 'executed', executionId, this.gateway.clock.nowS());
     if (intent) await this.emit(tx, intent, { result, receipt, error: null });
   }
 
   /** Records, with the stored answer `failure`, that the intent of this claim (if it has one still open) failed definitively. */
   async finishFailed(tx: Tx, claim: Claim, executionId: string, failure: ApiError): Promise<void> {
-    const intent = await store.finishIntent(tx, claim.scope, claim.key, 'failed', executionId, this.gateway.clock.nowS());
+    const intent = await store.finishIntent(tx, claim, 'failed', executionId, this.gateway.clock.nowS());
     if (intent) await this.emit(tx, intent, { result: null, receipt: null, error: this.errorOf(failure) });
   }
 

@@ -158,8 +158,8 @@ export async function orphanedExecutionIds(db: Queryable, staleBeforeMs: number,
 // ---- intents ----
 
 /**
- * Retains an intent once per (caller, key): a retry of the same request refreshes and returns the same
- * row (the idempotency claim already proved the request is the same).
+ * Retains an intent once per (caller, key): a retry of the same request (the caller checked the row's
+ * fingerprint: `Intents.retain`) refreshes and returns the same row.
  */
 export async function upsertIntent(db: Queryable, row: IntentRow): Promise<IntentRow> {
   const { rows } = await db.query<IntentRow>(
@@ -198,13 +198,13 @@ export async function findIntent(db: Queryable, intentId: string): Promise<Inten
 }
 
 /**
- * Records how the intent of this (caller, key) ended, if there is one still open: `executed` or `failed` by
- * `executionId`, and returns it. A cancelled intent counts as open here: its request may still run on a retry with credit.
+ * Records how the intent of this (caller, key) ended, if there is one still open and it is this request's (its
+ * fingerprint): `executed` or `failed` by `executionId`, and returns it. A cancelled intent counts as open here:
+ * its request may still run on a retry with credit.
  */
 export async function finishIntent(
   db: Queryable,
-  requestedBy: string,
-  key: string,
+  claim: { scope: string; key: string; fingerprint?: string },
   state: 'executed' | 'failed',
   executionId: string,
   nowS: number,
@@ -212,8 +212,9 @@ export async function finishIntent(
   const { rows } = await db.query<IntentRow>(
     `UPDATE service_intents SET state = $3, execution_id = $4, cancellation_reason = NULL, updated_at_s = $5
       WHERE requested_by = $1 AND idempotency_key = $2 AND state IN ('pending', 'cancelled')
+        AND request_fingerprint IS NOT DISTINCT FROM $6
       RETURNING *`,
-    [requestedBy, key, state, executionId, nowS],
+    [claim.scope, claim.key, state, executionId, nowS, claim.fingerprint ?? null],
   );
   return rows[0];
 }

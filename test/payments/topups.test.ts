@@ -7,6 +7,7 @@ import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { capturedFromAgent, availableUc, holdsOf, intentsOf, ONE_CREDIT_UC } from '../execute/helpers.ts';
 import { insertTopup } from '../../src/payments/store.ts';
+import { grant } from '../support/ledger-fixture.ts';
 import { ownerId, REASON, repoRequest, topupBody, topupJournal, topupLots } from './helpers.ts';
 
 let world: World;
@@ -267,6 +268,35 @@ describe('retained intents', () => {
     expect(await availableUc(world, agent.id)).toBe(500_000_000n - ONE_CREDIT_UC);
     const owners = await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.ownerToken });
     expect(owners.body.state).toBe('executed');
+  });
+
+  // A 402 that retains an intent gives its key back (so that the same request runs once credit arrives): another
+  // request under that key once renewed the intent, which kept the first one's input, and was then answered with
+  // the first one's result; with credit, it ran and was recorded as the intent's execution.
+  it("refuses another request under a key whose retained intent is the first one's: 409 idempotency_key_reused, and the intent runs the first request", async () => {
+    const agent = await newAgent('key-reuse');
+    const k = key('exec');
+    const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(first.status).toBe(402);
+    const other = { ...repoRequest, input: { owner: 'octocat', repo: 'Spoon-Knife' } };
+    const reused = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: other });
+    expect(reused.status).toBe(409);
+    expect(reused.body).toMatchObject({ code: 'idempotency_key_reused', charged: false });
+    expect(reused.body.detail).toContain(first.body.intentId);
+    // With credit, the other request under the key is refused too, and runs nothing.
+    await grant(world, agent.id, 5n * ONE_CREDIT_UC);
+    const spoonCalls = () => github.requests.filter((r) => r.path === '/repos/octocat/Spoon-Knife').length;
+    const funded = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: other });
+    expect(funded.status).toBe(409);
+    expect(funded.body.code).toBe('idempotency_key_reused');
+    expect(spoonCalls()).toBe(0);
+    expect((await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.token })).body).toMatchObject({ state: 'pending', intent: { input: repoRequest.input } });
+    // The first request, retried under its key, runs and finishes its intent.
+    const retried = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(retried.status).toBe(200);
+    expect(retried.body.result).toMatchObject({ fullName: 'octocat/Hello-World' });
+    expect((await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.token })).body).toMatchObject({ state: 'executed', executionId: retried.body.executionId });
+    expect(await capturedFromAgent(world, agent.id)).toBe(ONE_CREDIT_UC);
   });
 
   it('a declined top-up closes its intent: no lot, no charge, no run', async () => {
