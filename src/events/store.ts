@@ -118,11 +118,13 @@ export async function insertEndpoint(
 
 /**
  * Removes an owner's endpoint; its deliveries still pending end `dead` (`endpoint_deleted`), so a later
- * endpoint never receives them. False when there was none.
+ * endpoint never receives them. One in flight loses its claim too: the attempt is recorded when it ends, but
+ * not as the delivery's state (`recordAttempt`), which stays dead. False when there was none.
  */
 export async function deleteOwnerEndpoint(db: Queryable, ownerId: string, nowS: number): Promise<boolean> {
   await db.query(
-    `UPDATE webhook_deliveries SET state = 'dead', last_error = 'endpoint_deleted', last_attempt_at_s = COALESCE(last_attempt_at_s, $2)
+    `UPDATE webhook_deliveries SET state = 'dead', last_error = 'endpoint_deleted', last_attempt_at_s = COALESCE(last_attempt_at_s, $2),
+            claim_token = NULL, locked_until_ms = 0
       WHERE owner_id = $1 AND state = 'pending'`,
     [ownerId, nowS],
   );

@@ -250,6 +250,9 @@ export class WebhookWorker {
         durationMs: outcome.durationMs,
         deliveredAtS: outcome.ok ? Math.floor(nowMs / 1000) : null,
       });
+      // A lost claim's attempt is not the endpoint's to count: the delivery is another worker's, or its endpoint
+      // was deleted, and a new endpoint of the same account must not inherit the old receiver's failures.
+      if (!recorded) return { recorded, disabled: false };
       if (outcome.ok) {
         await store.endpointSucceeded(tx, row.account_id);
         return { recorded, disabled: false };

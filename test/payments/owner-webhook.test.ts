@@ -197,6 +197,34 @@ describe('events to the owner', () => {
     const { rows } = await world.gw.gateway.db.query<{ state: string; last_error: string }>('SELECT state, last_error FROM webhook_deliveries WHERE owner_id = $1', [owner]);
     expect(rows).toEqual([{ state: 'dead', last_error: 'endpoint_deleted' }]);
   });
+
+  // The attempt in flight when the webhook was deleted once wrote its outcome over the dead state (its claim was
+  // still valid), so the delivery was retried and reached the next webhook, signed with its secret.
+  it('deleting the webhook during an attempt: the delivery stays dead, and a later webhook never receives it', async () => {
+    const agent = await newAgent('in-flight');
+    const owner = await ownerId(world, agent.ownerToken);
+    await putWebhook(agent.ownerToken);
+    await world.gw.gateway.db.transaction((tx) => emitEvent(tx, { ownerId: owner, type: 'topup.expired', data: { topup: { id: 'top_in_flight' } }, nowMs: world.gw.clock.nowMs() }));
+    const forOwner = () => target.receiver.received.filter((r) => JSON.parse(r.body).ownerId === owner);
+    target.receiver.hang(true);
+    try {
+      const pass = world.gw.services.webhookWorker.runOnce();
+      await waitFor(forOwner, { until: (got) => got.length === 1, what: 'the attempt to reach the hanging receiver', timeoutMs: 15_000, intervalMs: 20 });
+      expect((await world.api('DELETE', '/v1/owner/webhook', { token: agent.ownerToken })).body.deleted).toBe(true);
+      await pass; // the attempt times out
+    } finally {
+      target.receiver.hang(false);
+    }
+    const state = async () => (await world.gw.gateway.db.query('SELECT state, last_error FROM webhook_deliveries WHERE owner_id = $1', [owner])).rows;
+    expect(await state()).toEqual([{ state: 'dead', last_error: 'endpoint_deleted' }]);
+    await putWebhook(agent.ownerToken);
+    await world.gw.services.webhookWorker.runOnce();
+    expect(forOwner()).toHaveLength(1);
+    expect(await state()).toEqual([{ state: 'dead', last_error: 'endpoint_deleted' }]);
+    // The old receiver's timeout is not the new endpoint's failure.
+    const { rows } = await world.gw.gateway.db.query<{ failures: number }>('SELECT consecutive_failures AS failures FROM webhook_endpoints WHERE owner_id = $1', [owner]);
+    expect(rows).toEqual([{ failures: 0 }]);
+  }, 30_000);
 });
 
 describe('purchase events to the owner', () => {
