@@ -197,16 +197,20 @@ export interface DelegateTree {
 
 /**
  * The budgets a mandate change keeps by id but counts in other periods (another period, or another time zone for a
- * day, week or month), each with the start of the period now falls in under the new rules: their usage follows
- * them there (recountRedefinedBudgets), as it follows a budget whose limit changed.
+ * day, week or month) or over other purchases (another merchant, category or service), each with the start of the
+ * period now falls in under the new rules and its new scope if it has one: their usage follows them there, and
+ * counts what their new scope counts (recountRedefinedBudgets), as it follows a budget whose limit changed.
  */
 function redefinedBudgets(before: MandateRules, after: MandateRules, nowS: number): RedefinedBudget[] {
   return after.budgets.flatMap((budget) => {
     const old = before.budgets.find((candidate) => candidate.id === budget.id);
     if (!old) return [];
     const sameTime = budget.period === 'total' || before.timeZone === after.timeZone;
-    if (old.period === budget.period && sameTime) return [];
-    return [{ budgetId: budget.id, periodStartS: periodOf(budget.period, after.timeZone, nowS).startS }];
+    const sameScope = old.merchantId === budget.merchantId && old.category === budget.category && old.serviceId === budget.serviceId;
+    if (old.period === budget.period && sameTime && sameScope) return [];
+    const periodStartS = periodOf(budget.period, after.timeZone, nowS).startS;
+    if (sameScope) return [{ budgetId: budget.id, periodStartS }];
+    return [{ budgetId: budget.id, periodStartS, rescoped: { merchantId: budget.merchantId, category: budget.category, serviceId: budget.serviceId } }];
   });
 }
 

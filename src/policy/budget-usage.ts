@@ -241,6 +241,23 @@ export interface RedefinedBudget {
   budgetId: string;
   /** The start of the period that contains now under the new definition (0 for `total`). */
   periodStartS: number;
+  /** Its new scope, when the change gave it another one (the purchases it counts: `chargesOf`'s rule). */
+  rescoped?: { merchantId?: string; category?: string; serviceId?: string };
+}
+
+/** What a hold was for, as a budget's scope reads it. */
+interface HoldTarget {
+  merchant_id: string | null;
+  category: string;
+  service_id: string | null;
+}
+
+/** Whether a budget of this scope counts a hold (the rule `chargesOf` applies when the hold is taken). */
+function inScope(scope: NonNullable<RedefinedBudget['rescoped']>, hold: HoldTarget): boolean {
+  if (scope.merchantId !== undefined) return hold.merchant_id === scope.merchantId;
+  if (scope.category !== undefined) return hold.category === scope.category;
+  if (scope.serviceId !== undefined) return hold.service_id === scope.serviceId;
+  return true;
 }
 
 /**
@@ -263,13 +280,16 @@ export async function recountRedefinedBudgets(
   budgets: readonly RedefinedBudget[],
 ): Promise<number> {
   if (budgets.length === 0) return 0;
-  const { rows } = await tx.query<{ id: string; agent_id: string; created_at_s: bigint; spends_uc: bigint; charges: string }>(
-    `SELECT id, agent_id, created_at_s, budget_charges::text AS charges,
+  // A rescoped budget may come to count holds that were charged to none.
+  const anyRescoped = budgets.some((budget) => budget.rescoped !== undefined);
+  const { rows } = await tx.query<HoldTarget & { id: string; agent_id: string; created_at_s: bigint; spends_uc: bigint; charges: string | null }>(
+    `SELECT id, agent_id, created_at_s, budget_charges::text AS charges, merchant_id, category,
+            CASE WHEN merchant_id IS NULL THEN offer_snapshot->>'serviceId' END AS service_id,
             CASE state WHEN 'held' THEN amount_uc ELSE captured_uc - refunded_uc END AS spends_uc
        FROM holds
-      WHERE agent_id = ANY($1::text[]) AND created_at_s >= $2 AND state IN ('held', 'captured') AND budget_charges IS NOT NULL
+      WHERE agent_id = ANY($1::text[]) AND created_at_s >= $2 AND state IN ('held', 'captured') AND ($3 OR budget_charges IS NOT NULL)
       ORDER BY id FOR UPDATE`,
-    [[...scope.subtreeIds], Math.min(...budgets.map((budget) => budget.periodStartS))],
+    [[...scope.subtreeIds], Math.min(...budgets.map((budget) => budget.periodStartS)), anyRescoped],
   );
   const rewritten = new Map<string, Array<[string | null, string, number]>>();
   const totals = new Map<string, bigint>();
@@ -279,15 +299,31 @@ export async function recountRedefinedBudgets(
   };
   let moved = 0;
   for (const row of rows) {
-    const charges = rewritten.get(row.id) ?? (JSON.parse(row.charges) as Array<[string | null, string, number]>);
+    let charges = rewritten.get(row.id) ?? (JSON.parse(row.charges ?? '[]') as Array<[string | null, string, number]>);
     for (const budget of budgets) {
       if (Number(row.created_at_s) < budget.periodStartS) continue;
-      for (const charge of charges) {
-        const [agentId, budgetId, periodStartS] = charge;
-        if ((agentId ?? row.agent_id) !== scope.agentId || budgetId !== budget.budgetId || Number(periodStartS) === budget.periodStartS) continue;
-        add(budgetId, Number(periodStartS), -row.spends_uc);
-        add(budgetId, budget.periodStartS, row.spends_uc);
-        charge[2] = budget.periodStartS;
+      const counts = budget.rescoped === undefined || inScope(budget.rescoped, row);
+      const ofBudget = (charge: [string | null, string, number]) => (charge[0] ?? row.agent_id) === scope.agentId && charge[1] === budget.budgetId;
+      for (const charge of charges.filter(ofBudget)) {
+        const periodStartS = Number(charge[2]);
+        if (!counts) {
+          // Out of the budget's new scope: the hold no longer counts in it.
+          add(budget.budgetId, periodStartS, -row.spends_uc);
+          charges = charges.filter((other) => other !== charge);
+          rewritten.set(row.id, charges);
+          moved += 1;
+        } else if (periodStartS !== budget.periodStartS) {
+          add(budget.budgetId, periodStartS, -row.spends_uc);
+          add(budget.budgetId, budget.periodStartS, row.spends_uc);
+          charge[2] = budget.periodStartS;
+          rewritten.set(row.id, charges);
+          moved += 1;
+        }
+      }
+      if (budget.rescoped !== undefined && counts && !charges.some(ofBudget)) {
+        // Within its new scope and charged to it before under none: it counts there now.
+        add(budget.budgetId, budget.periodStartS, row.spends_uc);
+        charges = [...charges, [row.agent_id === scope.agentId ? null : scope.agentId, budget.budgetId, budget.periodStartS]];
         rewritten.set(row.id, charges);
         moved += 1;
       }
@@ -317,11 +353,12 @@ export async function recountRedefinedBudgets(
      ON CONFLICT (agent_id, budget_id, period_start_s) DO UPDATE SET spent_uc = u.spent_uc + EXCLUDED.spent_uc`,
     [scope.agentId, to.map((d) => d.budgetId), to.map((d) => d.periodStartS), to.map((d) => d.deltaUc)],
   );
+  // A hold left with no charge has none (null), as one taken outside every budget.
   await tx.query(
     `UPDATE holds h SET budget_charges = c.charges::jsonb
        FROM unnest($1::text[], $2::text[]) AS c(id, charges)
       WHERE h.id = c.id`,
-    [[...rewritten.keys()], [...rewritten.values()].map((charges) => JSON.stringify(charges))],
+    [[...rewritten.keys()], [...rewritten.values()].map((charges) => (charges.length === 0 ? null : JSON.stringify(charges)))],
   );
   return moved;
 }

@@ -11,11 +11,14 @@ const TOKEN_LIFETIME_S = 120 * 86_400;
 
 let world: World;
 let shop: Shop;
+/** Another merchant, opened before the clock moves (its owner's token has the usual lifetime). */
+let other: Shop;
 let counter = 0;
 
 beforeAll(async () => {
   world = await startWorld();
   shop = await openShop(world);
+  other = await openShop(world);
   world.gw.clock.freeze();
 });
 afterAll(() => world.close());
@@ -204,6 +207,37 @@ describe('a budget whose time zone or period changes keeps counting what its cur
     expect(await spent()).toMatchObject({ '0': 1_000_000n, [kolkataDayS]: 2_000_000n });
     await expectLedgerInvariants(world.gw.gateway.db);
   });
+  // A black-box check found that a budget kept by id with another scope went on counting its old scope's holds:
+  // re-scoped from one merchant to another, it refused the other merchant's first purchase.
+  it('another merchant, then no merchant: the budget counts the holds of its new scope in the current period, and gives back only for them', async () => {
+    const budget = (merchantId?: string) => ({ budgets: [{ id: 'shop', limitUc: '5000000', period: 'day', ...(merchantId ? { merchantId } : {}) }] });
+    const agent = await budgetedAgent(budget(shop.merchantId));
+    const [here, there] = [await shop.offer({ priceUc: '1000000' }), await other.offer({ priceUc: '1000000' })];
+    const holdAt = async (offerId: string) => (await mint(world, agent.token, offerId)).body.redemption.id as string;
+    const [firstHere, secondHere, firstThere] = [await holdAt(here.id), await holdAt(here.id), await holdAt(there.id)];
+    expect(await usageOf(agent)).toMatchObject({ spentUc: '2000000' });
+    const setMandate = async (mandate: Record<string, unknown>) => {
+      const res = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `periods-mandate-${++counter}`, body: mandate });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return res.body.usage[0];
+    };
+
+    expect(await setMandate(budget(other.merchantId))).toMatchObject({ spentUc: '1000000', remainingUc: '4000000' });
+    await expectBudgetInvariants(world.gw.gateway.db, [agent.id]);
+    const release = (holdId: string, key: Shop) => world.api('POST', `/v1/redemptions/${holdId}/release`, { token: key.key, key: `periods-${++counter}`, body: {} });
+    expect((await release(firstHere, shop)).status).toBe(200);
+    expect(await usageOf(agent)).toMatchObject({ spentUc: '1000000' });
+    expect((await release(firstThere, other)).status).toBe(200);
+    expect(await usageOf(agent)).toMatchObject({ spentUc: '0' });
+
+    // Every purchase: the hold still held at the first merchant counts again.
+    expect(await setMandate(budget())).toMatchObject({ spentUc: '1000000' });
+    expect((await release(secondHere, shop)).status).toBe(200);
+    expect(await usageOf(agent)).toMatchObject({ spentUc: '0' });
+    await expectBudgetInvariants(world.gw.gateway.db, [agent.id]);
+    await expectLedgerInvariants(world.gw.gateway.db);
+  });
+
   it("a parent's budget counts its delegate's holds in the parent's new time zone", async () => {
     const parent = await budgetedAgent({ budgets: [{ id: 'daily', limitUc: '5000000', period: 'day' }], timeZone: 'UTC', delegation: { allowed: true, maxDepth: 1 } });
     const subject = `periods-child-${++counter}`;
