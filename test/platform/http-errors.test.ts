@@ -45,6 +45,21 @@ describe('the HTTP edge', () => {
     expect(body.detail).toMatch(/^the body is not valid JSON/);
   });
 
+  it('answers a body that is not UTF-8 with 400 invalid_input, rather than storing U+FFFD in its place', async () => {
+    const bytes = (...parts: Array<string | number[]>) => Buffer.concat(parts.map((part) => (typeof part === 'string' ? Buffer.from(part) : Buffer.from(part))));
+    // Latin-1 é, an overlong "/", a UTF-8 encoded surrogate, a truncated sequence.
+    for (const bad of [[0xe9], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82]]) {
+      const res = await fetch(`${gw.url}/v1/test/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: bytes('{"name":"caf', bad, '"}') });
+      expect(res.status).toBe(400);
+      const body = await res.json();
+      expectProblem(body, 400, 'invalid_input');
+      expect(body.detail).toBe('the body is not valid UTF-8 (JSON is UTF-8)');
+    }
+    const good = await fetch(`${gw.url}/v1/test/echo`, { method: 'POST', headers: { 'content-type': 'application/json; charset=utf-8' }, body: bytes([0xef, 0xbb, 0xbf], '{"name":"café"}') });
+    expect(good.status).toBe(200);
+    expect(await good.json()).toEqual({ name: 'café' });
+  });
+
   it('answers valid JSON with a prototype key (__proto__, or constructor.prototype) with 400 invalid_input that names them', async () => {
     for (const text of ['{"name":"a","__proto__":{"admin":true}}', '{"name":"a","constructor":{"prototype":{"admin":true}}}']) {
       const res = await post(text);

@@ -88,6 +88,9 @@ export function assertMutationIsOperation(url: string, methods: readonly string[
   throw new Error(`${methods.join(',')} ${url}: a mutating route must be an operation (config.operation), a query (config.query), or say why not (config.notAnOperation)`);
 }
 
+/** Decodes UTF-8, refusing bytes that are not (a leading byte order mark is dropped, as JSON parsers may). */
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
+
 export async function buildApp(gateway: Gateway, options: AppOptions): Promise<FastifyInstance> {
   const requestLog = new RequestLog();
   const schemas = new LazySchemas();
@@ -127,6 +130,21 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   app.decorateRequest('failure', undefined);
   // Only JSON is a request body on API routes; the OAuth plugin adds form bodies in its own scope.
   app.removeContentTypeParser('text/plain');
+  // JSON is UTF-8 (RFC 8259 §8.1), and bytes that are not are refused: Fastify's parser decodes them to U+FFFD,
+  // which stored a name other than the one sent, and made two different bodies one request to the
+  // idempotency check. Then Fastify's own parser, with its defaults (a prototype key refused).
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    let text: string;
+    try {
+      text = STRICT_UTF8.decode(body as Buffer);
+    } catch {
+      done(new ApiError('invalid_input', { detail: 'the body is not valid UTF-8 (JSON is UTF-8)' }), undefined);
+      return;
+    }
+    json(request, text, done);
+  });
 
   const knownRoutes = FindMyWay();
   app.addHook('onRoute', (route) => {
