@@ -96,7 +96,7 @@ describe('amounts above the limit are 400 invalid_input', () => {
   });
 });
 
-describe('NUL, lone surrogates and bidirectional controls are 400 invalid_input', () => {
+describe('NUL and other controls, lone surrogates and bidirectional controls are 400 invalid_input', () => {
   it('refuses startingAfter=%00 on GET /v1/owner/agents', async () => {
     expectInvalidInput(await world.api('GET', '/v1/owner/agents?startingAfter=%00', { token: agent.ownerToken }), 'query');
   });
@@ -131,6 +131,29 @@ describe('NUL, lone surrogates and bidirectional controls are 400 invalid_input'
     // Right-to-left text itself is accepted: it needs no control character.
     const hebrew = await world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, body: { name: 'סוכן קניות' } });
     expect(hebrew.status).toBe(200);
+  });
+
+  it('refuses the other control characters in a name (an escape sequence a terminal would run), and keeps tab and line breaks', async () => {
+    for (const control of ['\u0007', '\u001b', '\u0008', '\u007f']) {
+      const res = await world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, body: { name: `Scout${control}[31m` } });
+      expectInvalidInput(res, `agent name with U+${control.codePointAt(0)!.toString(16)}`);
+      expect(res.body.detail).toMatch(/^body\.name holds a control character/);
+    }
+    const spaced = await world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, body: { name: 'Scout\tone' } });
+    expect(spaced.status).toBe(200);
+  });
+
+  it('refuses a JSON null as the body of a route whose body may be left out (it read as no body, and froze the agent)', async () => {
+    for (const route of ['freeze', 'unfreeze']) {
+      const res = await fetch(`${world.url}/v1/owner/agents/${agent.id}/${route}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${agent.ownerToken}`, 'content-type': 'application/json', 'idempotency-key': key() },
+        body: 'null',
+      });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { code: string }).code).toBe('invalid_input');
+    }
+    expect((await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken })).body.status).toBe('active');
   });
 
   it('refuses an empty startingAfter (it read as a cursor past everything: an empty first page)', async () => {

@@ -9,10 +9,10 @@ import { principalOf } from './auth.ts';
 
 /**
  * A route's `preValidation` for a body that may be left out: an absent one is the empty object, before validation,
- * so the route's schema still judges every body that is sent.
+ * so the route's schema still judges every body that is sent (a JSON `null` too, which is not an object).
  */
 export async function absentBodyIsEmpty(request: FastifyRequest): Promise<void> {
-  request.body ??= {};
+  if (request.body === undefined) request.body = {};
 }
 
 /** The Idempotency-Key header, unwrapped from its RFC 8941 sf-string form (`"…"`) when quoted. */

@@ -2,14 +2,16 @@
 // surrogates (not Unicode; PostgreSQL and JSON encoders reject or mangle them); and text that would be shown
 // other than it is: the bidirectional embedding, override and isolate controls (U+202A–U+202E, U+2066–U+2069),
 // with which a merchant's name can reverse the verified domain printed after it on an owner's approval page
-// ("Trojan Source", CVE-2021-42574). Right-to-left text needs none of them. One hook on every route
+// ("Trojan Source", CVE-2021-42574), and the other C0 controls and DEL (tab, line feed and carriage return
+// excepted), with which a name printed by `acg` in a terminal can send it escape sequences. Right-to-left text
+// needs none of them. One hook on every route
 // checks the path, query and headers on arrival and the parsed body before validation, so such input is
 // a 400 invalid_input before authentication or any database call, whatever the route. Numbers that no
 // column can hold (a coerced query value of Infinity) are refused the same way after validation.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.ts';
 
-const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|[\u202A-\u202E\u2066-\u2069]/;
+const UNSTORABLE = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|[\u202A-\u202E\u2066-\u2069]/;
 
 /** The path (e.g. `body.name`) of the first string or member name holding unstorable text, if any. */
 export function findUnstorableText(root: unknown, rootPath: string): string | undefined {
@@ -30,10 +32,13 @@ export function findUnstorableText(root: unknown, rootPath: string): string | un
   return undefined;
 }
 
+/** What a refusal of such text says, wherever it is refused (the HTTP edge, MCP tool arguments). */
+export function unstorableTextDetail(path: string): string {
+  return `${path} holds a control character (other than tab, line feed or carriage return), a lone surrogate or a bidirectional control (U+202A–U+202E, U+2066–U+2069), which is not accepted text`;
+}
+
 function refuse(path: string): ApiError {
-  return new ApiError('invalid_input', {
-    detail: `${path} holds a NUL character, a lone surrogate or a bidirectional control (U+202A–U+202E, U+2066–U+2069), which is not accepted text`,
-  });
+  return new ApiError('invalid_input', { detail: unstorableTextDetail(path) });
 }
 
 export function installTextGuard(app: FastifyInstance): void {
