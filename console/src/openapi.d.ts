@@ -1722,7 +1722,7 @@ export interface paths {
         put?: never;
         /**
          * Re-send a webhook delivery now
-         * @description No body. The next worker pass sends the event again with the same webhook-id to the endpoint as configured now. 409 while an attempt is in progress or when the webhook is disabled. Idempotency-Key is honoured when sent.
+         * @description No body. The next worker pass sends the event again with the same webhook-id to the endpoint as configured now. 409 while an attempt is in progress, when the webhook is disabled, or for a `webhook.disabled` event (never delivered). Idempotency-Key is honoured when sent.
          *
          *     Authentication: H, O, M; API key scopes: webhooks:write.
          */
@@ -1766,7 +1766,7 @@ export interface paths {
         put?: never;
         /**
          * Re-send a past event to the webhook
-         * @description No body. Delivers the event again with its original webhook-id, to the endpoint as configured now: its delivery is made due now, or created when the event happened while the webhook was paused. 409 while the webhook is disabled or an attempt is in progress. Idempotency-Key is honoured when sent.
+         * @description No body. Delivers the event again with its original webhook-id, to the endpoint as configured now: its delivery is made due now, or created when the event happened while the webhook was paused. 409 while the webhook is disabled or an attempt is in progress, and for a `webhook.disabled` event (listed, never delivered). Idempotency-Key is honoured when sent.
          *
          *     Authentication: H, O, M; API key scopes: webhooks:write.
          */

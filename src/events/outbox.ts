@@ -1,8 +1,8 @@
 // Emitting an event: one row in `events`, and one in the `webhook_deliveries` outbox when its account (a
-// merchant, or an owner) has an enabled webhook — both in the caller's transaction, so an event exists
-// exactly when its cause committed. The delivery worker sends outbox rows later, from any instance. Events
-// of a pause have no delivery until the merchant resumes with `deliverMissed` or re-sends them
-// (src/events/service.ts).
+// merchant, or an owner) has an enabled webhook and its type is delivered at all (UNDELIVERED_EVENT_TYPES) —
+// both in the caller's transaction, so an event exists exactly when its cause committed. The delivery worker
+// sends outbox rows later, from any instance. Events of a pause have no delivery until the merchant resumes
+// with `deliverMissed` or re-sends them (src/events/service.ts).
 import type { Queryable } from '../platform/db/database.ts';
 import { newId } from '../platform/ids.ts';
 import { activeSpan, tracing, traceparentOf, type SpanRef } from '../platform/telemetry.ts';
@@ -36,6 +36,18 @@ export const OWNER_EVENT_TYPES = [
   'purchase.approved',
   'purchase.declined',
 ] as const;
+
+/**
+ * Types recorded and listed but never delivered: `webhook.disabled` reports that the webhook is off. Every
+ * path that queues a delivery honours it: the emit (`eventsPart`), a resume with deliverMissed
+ * (`queueEventsSince`) and the re-sends (src/events/service.ts).
+ */
+export const UNDELIVERED_EVENT_TYPES: readonly string[] = ['webhook.disabled'] satisfies EventType[];
+
+/** Whether an event of this type may be delivered to a webhook (see UNDELIVERED_EVENT_TYPES). */
+export function isDeliverable(type: string): boolean {
+  return !UNDELIVERED_EVENT_TYPES.includes(type);
+}
 
 /** Every type the gateway emits: the OpenAPI document's `webhooks`. */
 export const EVENT_TYPES = [...MERCHANT_EVENT_TYPES, ...OWNER_EVENT_TYPES] as const;
@@ -122,6 +134,7 @@ export function eventsPart(events: readonly EventToEmit[], nowMs: number, firstP
        SELECT e.delivery_id, event_row.id, e.merchant_id, e.owner_id, 'pending', ${p(8)}::bigint, ${p(7)}::bigint, e.traceparent
          FROM event_row JOIN event_in e ON e.id = event_row.id
          JOIN webhook_endpoints w ON w.account_id = COALESCE(e.merchant_id, e.owner_id) AND w.enabled
+        WHERE e.delivery_id IS NOT NULL
         ORDER BY e.position
        RETURNING 1
      )`,
@@ -131,7 +144,8 @@ export function eventsPart(events: readonly EventToEmit[], nowMs: number, firstP
       events.map((e) => e.ownerId ?? null),
       events.map((e) => e.type),
       envelopes.map((e) => JSON.stringify(e)),
-      events.map(() => newId('whd')),
+      // An undelivered type gets no delivery id, hence no outbox row.
+      events.map((e) => (isDeliverable(e.type) ? newId('whd') : null)),
       createdAt,
       nowMs,
       traceparents,

@@ -92,7 +92,8 @@ export function eventRoutes(ops: EventOperations, queries: EventQueries) {
         summary: 'Re-send a webhook delivery now',
         description:
           'No body. The next worker pass sends the event again with the same webhook-id to the endpoint as configured now. ' +
-          '409 while an attempt is in progress or when the webhook is disabled. Idempotency-Key is honoured when sent.',
+          '409 while an attempt is in progress, when the webhook is disabled, or for a `webhook.disabled` event (never delivered). ' +
+          'Idempotency-Key is honoured when sent.',
         params: DeliveryParams,
         response: { 202: DeliveryOne, ...problems(404, 409) },
       },
@@ -119,7 +120,7 @@ export function eventRoutes(ops: EventOperations, queries: EventQueries) {
         description:
           'No body. Delivers the event again with its original webhook-id, to the endpoint as configured now: its delivery ' +
           'is made due now, or created when the event happened while the webhook was paused. 409 while the webhook is disabled ' +
-          'or an attempt is in progress. Idempotency-Key is honoured when sent.',
+          'or an attempt is in progress, and for a `webhook.disabled` event (listed, never delivered). Idempotency-Key is honoured when sent.',
         params: EventParams,
         response: { 202: DeliveryOne, ...problems(404, 409) },
       },

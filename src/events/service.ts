@@ -12,7 +12,7 @@ import { newId } from '../platform/ids.ts';
 import type { Page } from '../platform/schemas.ts';
 import { sealSecret, type SecretBoxKey } from '../platform/secret-box.ts';
 import type { WebhookMerchant } from './merchant-directory.ts';
-import { OWNER_EVENT_TYPES, type OwnerEventType } from './outbox.ts';
+import { isDeliverable, OWNER_EVENT_TYPES, type OwnerEventType } from './outbox.ts';
 import * as store from './store.ts';
 import { newWebhookSecret } from './webhook-sender.ts';
 import { validateWebhookUrl } from './webhook-url.ts';
@@ -198,6 +198,11 @@ function toDelivery(row: store.DeliveryRow): Delivery {
   };
 }
 
+/** A re-send of an event of an undelivered type (`webhook.disabled`) is refused: such events are listed, never delivered. */
+function refuseUndeliverable(eventType: string): void {
+  if (!isDeliverable(eventType)) throw new ApiError('conflict', { detail: `${eventType} events are listed by the events API, never delivered` });
+}
+
 export class WebhookService {
   constructor(
     private readonly gateway: Gateway,
@@ -370,6 +375,7 @@ export class WebhookService {
   }
 
   private async resendDelivery(tx: Queryable, row: store.DeliveryRow): Promise<void> {
+    refuseUndeliverable(row.event_type);
     const endpoint = await store.findEndpoint(tx, row.merchant_id);
     if (!endpoint?.enabled) throw new ApiError('conflict', { detail: 'the webhook is disabled; enable it (PATCH …/webhook) before re-sending' });
     const nowMs = this.gateway.clock.nowMs();
@@ -387,6 +393,7 @@ export class WebhookService {
   async resendEvent(tx: Tx, merchantId: string, eventId: string): Promise<Delivery> {
     const event = await store.findEvent(tx, merchantId, eventId);
     if (!event) throw new ApiError('not_found', { detail: `no event ${eventId} for this merchant (events are kept ${EVENT_RETENTION_DAYS} days)` });
+    refuseUndeliverable(event.type);
     const existing = await store.lockDeliveryOfEvent(tx, merchantId, eventId);
     if (existing) {
       await this.resendDelivery(tx, existing);

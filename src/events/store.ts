@@ -1,6 +1,7 @@
 // SQL of webhook endpoints and the delivery outbox. Nothing but queries; every statement that locks a row
 // takes a Tx.
 import type { Queryable, Tx } from '../platform/db/database.ts';
+import { UNDELIVERED_EVENT_TYPES } from './outbox.ts';
 
 export interface EndpointRow {
   /** The merchant's id or the owner's id: the endpoint's key (exactly one of merchant_id and owner_id is set). */
@@ -178,8 +179,9 @@ export async function updateEndpoint(
 }
 
 /**
- * On resume: a pending delivery for every event of the pause that has none yet (due now). The delivery id is
- * derived from the event id (one delivery per event), so one statement needs no id generator.
+ * On resume: a pending delivery for every event of the pause that has none yet (due now), but for the
+ * undelivered types (the `webhook.disabled` of an auto-disable is written in the second the pause began). The
+ * delivery id is derived from the event id (one delivery per event), so one statement needs no id generator.
  */
 export async function queueEventsSince(db: Queryable, merchantId: string, sinceS: bigint, nowMs: number, nowS: bigint): Promise<number> {
   const result = await db.query(
@@ -187,8 +189,9 @@ export async function queueEventsSince(db: Queryable, merchantId: string, sinceS
      SELECT 'whd_' || replace(ev.id, 'evt_', ''), ev.id, ev.merchant_id, 'pending', $3, $4
        FROM events ev
       WHERE ev.merchant_id = $1 AND ev.created_at_s >= $2
+        AND ev.type NOT IN (SELECT jsonb_array_elements_text($5::jsonb))
      ON CONFLICT (event_id) DO NOTHING`,
-    [merchantId, sinceS, nowMs, nowS],
+    [merchantId, sinceS, nowMs, nowS, JSON.stringify(UNDELIVERED_EVENT_TYPES)],
   );
   return result.rowCount ?? 0;
 }

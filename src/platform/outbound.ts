@@ -45,20 +45,14 @@ export class OutboundError extends Error {
   }
 }
 
-export interface SafeRequestOptions {
+interface SafeRequestCommonOptions {
   method?: string;
   headers?: Record<string, string>;
   body?: string | Buffer;
-  /** Budget for the whole exchange: DNS, connect, TLS, headers and body. */
+  /** Budget for the whole exchange: DNS, connect, TLS, headers and (when read) body. */
   timeoutMs: number;
   /** Budget for TCP + TLS set-up alone; never more than `timeoutMs`. */
   connectTimeoutMs?: number;
-  responseBytesMax: number;
-  /**
-   * `fail` (default) throws `too_large` when the body is longer than `responseBytesMax`; `truncate` keeps
-   * the first `responseBytesMax` bytes, for callers that only need the status (webhook deliveries).
-   */
-  responseBytesOverflow?: 'fail' | 'truncate';
   /** TEST ONLY (ACG_ALLOW_PRIVATE_NETWORK_TARGETS): relaxes the address rule and nothing else. */
   allowPrivateNetworkTargets: boolean;
   /** Extra trusted CA certificate (PEM), for tests with self-signed certificates. */
@@ -68,6 +62,28 @@ export interface SafeRequestOptions {
   /** TEST ONLY: connect to this port instead of the URL's (a test receiver cannot listen on 443). */
   connectPort?: number;
 }
+
+/** What is done with the answer's body: read under a cap (the default), or not read at all. */
+type ResponseBodyOptions =
+  | {
+      responseBody?: 'read';
+      responseBytesMax: number;
+      /**
+       * `fail` (default) throws `too_large` when the body is longer than `responseBytesMax`; `truncate` keeps
+       * the first `responseBytesMax` bytes.
+       */
+      responseBytesOverflow?: 'fail' | 'truncate';
+    }
+  | {
+      /**
+       * The exchange ends at the status line and headers: the body is discarded unread (the answer's is empty).
+       * For callers whom the status alone answers (webhook deliveries: "only a 2xx counts"), so that a slow or
+       * endless body can neither delay the answer nor turn a status already received into a `timeout`.
+       */
+      responseBody: 'status_only';
+    };
+
+export type SafeRequestOptions = SafeRequestCommonOptions & ResponseBodyOptions;
 
 /**
  * TEST ONLY: how tests reach local servers under public-looking names (`hooks.shop-test.com` → 127.0.0.1,
@@ -83,6 +99,7 @@ export interface OutboundTestHooks {
 export interface SafeResponse {
   status: number;
   headers: Record<string, string | string[]>;
+  /** Empty with `responseBody: 'status_only'`. */
   body: Buffer;
   /** True when the body was longer than `responseBytesMax` and `responseBytesOverflow` is `truncate`. */
   bodyTruncated: boolean;
@@ -274,7 +291,8 @@ function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
 
 /** One HTTP exchange with a user-given URL under the SSRF rules above. Throws only OutboundError. */
 export async function safeRequest(rawUrl: string, options: SafeRequestOptions): Promise<SafeResponse> {
-  if (!(options.timeoutMs > 0) || !(options.responseBytesMax >= 0)) throw new RangeError('timeoutMs and responseBytesMax must be set');
+  if (!(options.timeoutMs > 0)) throw new RangeError('timeoutMs must be set');
+  if (options.responseBody !== 'status_only' && !(options.responseBytesMax >= 0)) throw new RangeError('responseBytesMax must be set to read a body');
   const url = parseTarget(rawUrl);
   const controller = new AbortController();
   let timedOut = false;
@@ -305,8 +323,14 @@ export async function safeRequest(rawUrl: string, options: SafeRequestOptions): 
       body: options.body,
       signal: controller.signal,
     });
+    const headers = flatHeaders(response.headers);
+    if (options.responseBody === 'status_only') {
+      // The status is the answer: the timer stops covering the exchange here, before any body byte.
+      discardBody(response.body);
+      return { status: response.statusCode, headers, body: Buffer.alloc(0), bodyTruncated: false };
+    }
     const read = await readBodyCapped(response.body, options.responseBytesMax, options.responseBytesOverflow ?? 'fail');
-    return { status: response.statusCode, headers: flatHeaders(response.headers), body: read.body, bodyTruncated: read.truncated };
+    return { status: response.statusCode, headers, body: read.body, bodyTruncated: read.truncated };
   } catch (error) {
     throw classify(error, timedOut);
   } finally {
@@ -375,7 +399,11 @@ export function traceOutboundHttp(): void {
     const { request, error } = message as { request: object; error: unknown };
     const traced = undiciSpans.get(request);
     undiciSpans.delete(request);
-    if (traced) endSpan(traced.span, error);
+    if (!traced) return;
+    // A body the caller chose not to read (discardBody) aborts the request: the exchange still answered its status.
+    const { statusCode } = traced;
+    if (statusCode !== undefined && (error as { code?: unknown } | null)?.code === 'UND_ERR_ABORTED') answered(traced.span, statusCode);
+    else endSpan(traced.span, error);
   });
   const httpSpans = new WeakMap<ClientRequest, SpanRef>();
   diagnostics.subscribe('http.client.request.start', (message) => {

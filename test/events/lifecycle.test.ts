@@ -240,6 +240,40 @@ describe('a failing endpoint', () => {
       target.receiver.answerWith(200);
     }
   });
+
+  it('never delivers webhook.disabled: not on a resume with deliverMissed, by PATCH or by PUT, nor by a re-send', async () => {
+    const { merchantId } = await webhookMerchant();
+    target.receiver.answerWith(500);
+    try {
+      const event = await emit(merchantId);
+      expect(await runWorker()).toMatchObject({ retrying: 1 });
+      // The disabling and its event share one second: the event is one of the pause that resume delivers.
+      world.gw.clock.advance(5 * 86_400_000);
+      await world.gw.gateway.db.query('UPDATE webhook_deliveries SET next_attempt_at_ms = 0 WHERE event_id = $1', [event.id]);
+      expect(await runWorker()).toMatchObject({ claimed: 1 });
+      world.gw.clock.offsetMs = 0;
+      const disabled = (await world.api('GET', `/v1/merchants/${merchantId}/events?type=webhook.disabled`, { token: alice })).body.events[0];
+      expect(disabled).toMatchObject({ type: 'webhook.disabled' });
+      target.receiver.answerWith(200);
+      const before = target.receiver.received.length;
+      const { rows: url } = await world.gw.gateway.db.query<{ url: string }>('SELECT url FROM webhook_endpoints WHERE merchant_id = $1', [merchantId]);
+
+      expect((await configureWebhook(world, alice, merchantId, `${url[0]!.url}/fixed`)).body.configuration).toMatchObject({ enabled: true });
+      await world.gw.gateway.db.query('UPDATE webhook_deliveries SET next_attempt_at_ms = 0 WHERE event_id = $1', [event.id]);
+      await runWorker();
+      expect((await patch(merchantId, { enabled: false })).status).toBe(200);
+      expect((await patch(merchantId, { enabled: true })).status).toBe(200);
+      await runWorker();
+      expect(target.receiver.received.slice(before).map((r) => r.headers['webhook-id'])).toEqual([event.id]);
+
+      const resent = await world.api('POST', `/v1/merchants/${merchantId}/events/${disabled.id}/resend`, { token: alice });
+      expect([resent.status, resent.body.code]).toEqual([409, 'conflict']);
+      const { rows } = await world.gw.gateway.db.query('SELECT 1 FROM webhook_deliveries WHERE event_id = $1', [disabled.id]);
+      expect(rows).toHaveLength(0);
+    } finally {
+      target.receiver.answerWith(200);
+    }
+  });
 });
 
 describe('retention and the circuit', () => {

@@ -1,4 +1,6 @@
 // vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import { SystemClock } from '../../src/platform/clock.ts';
@@ -105,6 +107,26 @@ describe('sendWebhookAttempt', () => {
       });
     }
     expect(receiver.received.length).toBe(before);
+  });
+
+  it('counts a 2xx whose body trickles without end as delivered at once, not as a timeout', async () => {
+    // Headers at once, then a byte every 100 ms for as long as the connection lasts.
+    const trickling = http.createServer((_req, res) => {
+      res.writeHead(200).flushHeaders();
+      const timer = setInterval(() => res.write('.'), 100);
+      res.on('close', () => clearInterval(timer));
+    });
+    await new Promise<void>((resolve) => trickling.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(trickling.address() as AddressInfo).port}/slow-body`;
+      const outcome = await sendWebhookAttempt(delivery(url), { clock, allowPrivateNetworkTargets: true, timeoutMs: 2_000 });
+      expect(outcome).toMatchObject({ ok: true, status: 200 });
+      expect(outcome).not.toHaveProperty('error');
+      expect(outcome.durationMs).toBeLessThan(1_000);
+    } finally {
+      trickling.closeAllConnections();
+      await new Promise((resolve) => trickling.close(resolve));
+    }
   });
 
   it('reports an unreachable receiver as a failure instead of throwing', async () => {

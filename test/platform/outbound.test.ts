@@ -16,6 +16,13 @@ function handler(req: http.IncomingMessage, res: http.ServerResponse): void {
   if (req.url === '/redirect') return void res.writeHead(302, { location: '/elsewhere' }).end();
   if (req.url === '/hang') return; // never answers
   if (req.url === '/big') return void res.writeHead(200).end(Buffer.alloc(100 * 1024, 'a'));
+  if (req.url === '/trickle') {
+    // The status and headers at once, then a byte every 100 ms, never ending.
+    res.writeHead(200).flushHeaders();
+    const timer = setInterval(() => res.write('.'), 100);
+    res.on('close', () => clearInterval(timer));
+    return;
+  }
   if (req.url === '/endless') {
     res.writeHead(200);
     const chunk = Buffer.alloc(16 * 1024, 'b');
@@ -192,6 +199,18 @@ describe('safeRequest with allowPrivateNetworkTargets', () => {
     const startedMs = Date.now();
     expect(await reason(safeRequest(`http://127.0.0.1:${port}/endless`, { ...relaxed, timeoutMs: 5_000, responseBytesMax: 64 * 1024 }))).toBe('too_large');
     expect(Date.now() - startedMs).toBeLessThan(2_000);
+  });
+
+  it('answers the status of a body that never ends at once when only the status is wanted; reading the body still times out', async () => {
+    const startedMs = Date.now();
+    const response = await safeRequest(`http://127.0.0.1:${port}/trickle`, { ...relaxed, timeoutMs: 1_000, responseBody: 'status_only' });
+    expect([response.status, response.body.length]).toEqual([200, 0]);
+    expect(Date.now() - startedMs).toBeLessThan(500);
+    expect(await reason(safeRequest(`http://127.0.0.1:${port}/trickle`, { ...relaxed, timeoutMs: 300 }))).toBe('timeout');
+  });
+
+  it('times out before the status even when only the status is wanted', async () => {
+    expect(await reason(safeRequest(`http://127.0.0.1:${port}/hang`, { ...relaxed, timeoutMs: 300, responseBody: 'status_only' }))).toBe('timeout');
   });
 
   it('reports a refused connection as connect_failed', async () => {
