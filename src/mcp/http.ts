@@ -48,7 +48,7 @@ const DESCRIPTION = [
     'cache hints) and the legacy 2025-11-25 form (`initialize`, then requests with `MCP-Protocol-Version`; no session id is issued).',
   'The client sends `Accept: application/json, text/event-stream`; the answer is one JSON object, or an SSE stream when the ' +
     'server has notifications before the result. A notification answers 202 with no body. Protocol errors are JSON-RPC errors ' +
-    '(400 with -32020 header mismatch, -32022 unsupported version, -32602 invalid envelope or params; 404 with -32601 unknown ' +
+    '(400 with -32600 a batch (an array body), -32020 header mismatch, -32022 unsupported version, -32602 invalid envelope or params; 404 with -32601 unknown ' +
     'method); a refused tool call is a tool result with `isError: true` whose structured content is the problem body the HTTP ' +
     'route of the same operation answers.',
   'Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner ' +
@@ -74,35 +74,32 @@ function webHeaders(request: FastifyRequest): Headers {
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/**
- * The JSON-RPC error for a legacy `initialize` whose params are not what it takes: -32602 Invalid params, as
- * for any other method. The SDK answered it -32603 Internal error with its schema library's dump, which a
- * client reads as a server fault worth retrying. Undefined for anything else, which the SDK answers.
- */
-function initializeRefusal(body: Buffer | undefined): string | undefined {
-  if (!body || !body.includes('"initialize"')) return undefined;
-  let message: unknown;
+/** The body as JSON, or undefined when it is none (the SDK answers that -32700 Parse error). */
+function parsedBody(body: Buffer | undefined): unknown {
+  if (!body || body.length === 0) return undefined;
   try {
-    message = JSON.parse(body.toString('utf8'));
+    return JSON.parse(body.toString('utf8'));
   } catch {
     return undefined;
   }
-  if (!isObject(message) || message.method !== 'initialize' || !('id' in message)) return undefined;
-  const { params } = message;
-  const clientInfo = isObject(params) ? params.clientInfo : undefined;
-  const valid =
-    isObject(params) &&
-    typeof params.protocolVersion === 'string' &&
-    isObject(params.capabilities) &&
-    isObject(clientInfo) &&
-    typeof clientInfo.name === 'string' &&
-    typeof clientInfo.version === 'string';
-  if (valid) return undefined;
-  return JSON.stringify({
-    jsonrpc: '2.0',
-    id: message.id ?? null,
-    error: { code: -32602, message: 'Invalid params: initialize takes {protocolVersion: string, capabilities: object, clientInfo: {name: string, version: string}}' },
-  });
+}
+
+function jsonRpcError(id: unknown, code: number, message: string): string {
+  return JSON.stringify({ jsonrpc: '2.0', id: typeof id === 'string' || typeof id === 'number' ? id : null, error: { code, message } });
+}
+
+/**
+ * The JSON-RPC error answered here rather than by the SDK, if any: a batch (an array body) is -32600, as the
+ * route takes one message and MCP has no batches since 2025-06-18 (the SDK would run a legacy batch); a
+ * request whose params are not what its method takes is -32602 Invalid params with the offending members
+ * (the SDK answers most of these -32603 Internal error with its schema library's dump, which a client reads
+ * as a server fault worth retrying).
+ */
+function refusal(message: unknown, mcp: GatewayMcp, protocolVersion: string | undefined): string | undefined {
+  if (Array.isArray(message)) return jsonRpcError(null, -32600, 'Invalid Request: JSON-RPC batches are not accepted; send one message per request');
+  if (!isObject(message) || !('id' in message)) return undefined;
+  const invalid = mcp.invalidParams(message, protocolVersion);
+  return invalid === undefined ? undefined : jsonRpcError(message.id, -32602, invalid);
 }
 
 export function mcpRoutes(services: ToolServices) {
@@ -145,22 +142,20 @@ export function mcpRoutes(services: ToolServices) {
       // The body is documented above but checked by the SDK, which answers JSON-RPC errors, not problems.
       validatorCompiler: () => () => true,
       handler: async (request, reply: FastifyReply) => {
-        const { handler, checkHostAndOrigin } = await mcp();
-        checkHostAndOrigin(request.headers.host, request.headers.origin);
+        const gatewayMcp = await mcp();
+        gatewayMcp.checkHostAndOrigin(request.headers.host, request.headers.origin);
         const aborted = new AbortController();
         reply.raw.on('close', () => aborted.abort());
         const body = request.body as Buffer | undefined;
-        // Only a legacy initialize, which comes before any version is agreed (no MCP-Protocol-Version header): on
-        // 2026-07-28 initialize is a removed method, which the SDK answers 404 -32601 (SEP-2575).
-        const refused = request.headers['mcp-protocol-version'] === undefined ? initializeRefusal(body) : undefined;
-        if (refused) return reply.code(400).type('application/json').send(refused);
+        const refused = refusal(parsedBody(body), gatewayMcp, request.headers['mcp-protocol-version'] as string | undefined);
+        if (refused) return reply.code(400).header('cache-control', 'no-store').type('application/json').send(refused);
         const webRequest = new Request(new URL(request.url, config.baseUrl), {
           method: 'POST',
           headers: webHeaders(request),
           body: body && body.length > 0 ? new Uint8Array(body) : undefined,
           signal: aborted.signal,
         });
-        const response = await handler.fetch(webRequest, { authInfo: authInfoFor(principalOf(request), bearerToken(request)) });
+        const response = await gatewayMcp.handler.fetch(webRequest, { authInfo: authInfoFor(principalOf(request), bearerToken(request)) });
         reply.code(response.status);
         response.headers.forEach((value, name) => void reply.header(name, value));
         if (!response.body) return reply.send();

@@ -12,6 +12,8 @@ import {
   fromJsonSchema,
   inputRequired,
   McpServer,
+  specTypeSchemas,
+  SUPPORTED_PROTOCOL_VERSIONS,
   UrlElicitationRequiredError,
   type CallToolResult,
   type InputRequiredResult,
@@ -22,6 +24,7 @@ import {
   validateOriginHeader,
 } from '@modelcontextprotocol/server';
 import { ApiError, problemBody, type HumanApproval } from '../platform/errors.ts';
+import { findUnstorableText, unstorableTextDetail } from '../platform/http/text-guard.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
 import { runOperation } from '../platform/operations.ts';
 import type { Principal } from '../platform/principal.ts';
@@ -83,13 +86,122 @@ function toolInputJson(tool: ToolDefinition, services: Pick<ToolServices, 'opera
   return schema;
 }
 
+const COMBINATORS = ['oneOf', 'anyOf', 'allOf'] as const;
+
+/** Bounds the object shapes one input schema may unfold into (the catalogue's actions, for execute). */
+const INPUT_SHAPES_MAX = 1_000;
+
+interface ObjectShape {
+  properties: Record<string, JsonSchema>;
+  required: string[];
+  closed: boolean;
+}
+
+function mergedShape(a: ObjectShape, b: ObjectShape): ObjectShape {
+  return { properties: { ...a.properties, ...b.properties }, required: [...new Set([...a.required, ...b.required])], closed: a.closed || b.closed };
+}
+
+/** Every object shape `schema` admits: one per oneOf/anyOf branch, each merged with what encloses it and with all its allOf. */
+function shapesOf(schema: JsonSchema): ObjectShape[] {
+  let shapes: ObjectShape[] = [{ properties: (schema.properties ?? {}) as Record<string, JsonSchema>, required: schema.required ?? [], closed: schema.additionalProperties === false }];
+  for (const keyword of COMBINATORS) {
+    const branches = schema[keyword] as JsonSchema[] | undefined;
+    if (!branches) continue;
+    const alternatives =
+      keyword === 'allOf'
+        ? branches.reduce<ObjectShape[]>((merged, branch) => merged.flatMap((shape) => shapesOf(branch).map((next) => mergedShape(shape, next))), [{ properties: {}, required: [], closed: false }])
+        : branches.flatMap(shapesOf);
+    shapes = shapes.flatMap((shape) => alternatives.map((alternative) => mergedShape(shape, alternative)));
+    if (shapes.length > INPUT_SHAPES_MAX) throw new Error(`an input schema unfolds into more than ${INPUT_SHAPES_MAX} shapes`);
+  }
+  return shapes;
+}
+
+/** Whether `schema` admits one value only (`const`, or an `enum` of one, as OpenAPI 3.0 writes it). */
+function isFixed(schema: JsonSchema): boolean {
+  return 'const' in schema || (Array.isArray(schema.enum) && schema.enum.length === 1);
+}
+
+function fixedValue(schema: JsonSchema): unknown {
+  return 'const' in schema ? schema.const : (schema.enum as unknown[])[0];
+}
+
+/** A one-line sketch of a schema, for a description: `{owner: string, limit?: integer}`. */
+function sketch(schema: JsonSchema): string {
+  if ('const' in schema) return JSON.stringify(schema.const);
+  if (Array.isArray(schema.enum)) return schema.enum.map((value) => JSON.stringify(value)).join(' | ');
+  const branches = (schema.oneOf ?? schema.anyOf) as JsonSchema[] | undefined;
+  if (branches) return branches.map(sketch).join(' | ');
+  if (schema.type === 'array' && schema.items) return `${sketch(schema.items as JsonSchema)}[]`;
+  if (schema.type === 'object' && schema.properties) {
+    const required = new Set(schema.required ?? []);
+    const members = Object.entries(schema.properties).map(([name, member]) => `${name}${required.has(name) ? '' : '?'}: ${sketch(member as JsonSchema)}`);
+    return `{${members.join(', ')}}`;
+  }
+  return typeof schema.type === 'string' ? schema.type : 'any';
+}
+
+/**
+ * One member of the published schema, from its schema in every shape that has it: that schema when all agree;
+ * an enum when each shape fixes a value (execute's `serviceId`, `action`); otherwise the common type, and a
+ * description listing, per combination of the fixed members, the shape the member takes there.
+ */
+function publishedMember(name: string, shapes: ObjectShape[], fixed: string[]): JsonSchema {
+  const having = shapes.filter((shape) => shape.properties[name] !== undefined);
+  const schemas = having.map((shape) => shape.properties[name]!);
+  if (new Set(schemas.map((schema) => JSON.stringify(schema))).size === 1) return schemas[0]!;
+  const types = new Set(schemas.map((schema) => schema.type));
+  const type = types.size === 1 ? { type: schemas[0]!.type } : {};
+  if (fixed.includes(name)) return { ...type, enum: [...new Set(schemas.map(fixedValue))] };
+  const lines = having.map((shape) => {
+    const schema = shape.properties[name]!;
+    const when = fixed.filter((member) => shape.properties[member] !== undefined).map((member) => `${member} ${JSON.stringify(fixedValue(shape.properties[member]!))}`);
+    return `- ${when.length > 0 ? `${when.join(', ')}: ` : ''}${sketch(schema)}${typeof schema.description === 'string' ? `. ${schema.description}` : ''}`;
+  });
+  const lead = fixed.length > 0 ? `depends on ${fixed.join(' and ')}` : 'one of these shapes';
+  return { ...type, description: [`${lead} (the server checks it exactly):`, ...lines].join('\n') };
+}
+
+/**
+ * The input schema a client is shown: `schema` itself, unless its root is a oneOf/anyOf/allOf, which some
+ * clients refuse (the Anthropic API rejects a whole request whose tool has one). Then one plain object: each
+ * member as `publishedMember` shows it, required where every shape requires it, closed where every shape is.
+ * The server still validates against `schema`, so the flattening loses no check, only some precision of the
+ * published form.
+ */
+export function publishedInputJson(schema: JsonSchema): JsonSchema {
+  if (!COMBINATORS.some((keyword) => schema[keyword] !== undefined)) return schema;
+  const shapes = shapesOf(schema);
+  const names = [...new Set(shapes.flatMap((shape) => Object.keys(shape.properties)))];
+  const fixed = names.filter((name) => shapes.every((shape) => shape.properties[name] === undefined || isFixed(shape.properties[name]!)));
+  const kept = Object.entries(schema).filter(([keyword]) => !['oneOf', 'anyOf', 'allOf', 'discriminator', 'properties', 'required', 'additionalProperties'].includes(keyword));
+  return {
+    ...Object.fromEntries(kept),
+    type: 'object',
+    properties: Object.fromEntries(names.map((name) => [name, publishedMember(name, shapes, fixed)])),
+    required: names.filter((name) => shapes.every((shape) => shape.required.includes(name))),
+    ...(shapes.every((shape) => shape.closed) ? { additionalProperties: false } : {}),
+  };
+}
+
 /** A read's output schema: the query's (the HTTP route's 200). Operations declare none. */
 function toolOutputJson(tool: ToolDefinition, services: Pick<ToolServices, 'queries'>, named: ReadonlyMap<string, unknown>): JsonSchema | undefined {
   if (!('query' in tool)) return undefined;
   return inlined(JSON.parse(JSON.stringify(services.queries[tool.query].output)), named) as JsonSchema;
 }
 
+/**
+ * Tool arguments are a request body that reaches the services by another road (the route keeps /mcp's body
+ * raw, which the platform's text guard skips): the same rule refuses the same text, with the same code.
+ */
+function refuseUnstorableText(args: Record<string, unknown>): void {
+  const path = findUnstorableText(args, 'arguments');
+  if (path === undefined) return;
+  throw new ApiError('invalid_input', { detail: unstorableTextDetail(path) });
+}
+
 async function runTool(services: ToolServices, tool: ToolDefinition, principal: Principal, args: Record<string, unknown>): Promise<object> {
+  refuseUnstorableText(args);
   if ('query' in tool) return (await runQuery(services.gateway, services.queries[tool.query] as Query<unknown, object, unknown>, { principal, input: args })) as object;
   const { idempotencyKey, ...input } = args;
   const operation = services.operations[tool.operation] as Parameters<typeof runOperation>[1];
@@ -187,6 +299,12 @@ interface ToolSchemas {
   output?: ToolSchema;
 }
 
+/** `schema`'s validator, shown to clients as `published`: tools/list lists the one, tools/call checks the other. */
+function publishedAs(schema: ToolSchema, published: JsonSchema): ToolSchema {
+  const standard = schema['~standard'];
+  return { '~standard': { ...standard, jsonSchema: { input: () => published, output: () => published } } };
+}
+
 /**
  * Each tool's input and output schemas, converted (and their validators compiled) once per handler rather
  * than on every request: the server itself is per request, because its tool list depends on the caller.
@@ -197,9 +315,10 @@ function toolSchemas(services: ToolServices): (tool: ToolDefinition) => ToolSche
   return (tool) => {
     let schemas = converted.get(tool.name);
     if (!schemas) {
+      const input = toolInputJson(tool, services, named);
       const output = toolOutputJson(tool, services, named);
       schemas = {
-        input: fromJsonSchema<Record<string, unknown>>(toolInputJson(tool, services, named) as JsonSchemaType),
+        input: publishedAs(fromJsonSchema<Record<string, unknown>>(input as JsonSchemaType), publishedInputJson(input)),
         ...(output ? { output: fromJsonSchema<Record<string, unknown>>(output as JsonSchemaType) } : {}),
       };
       converted.set(tool.name, schemas);
@@ -242,9 +361,42 @@ export function createGatewayMcpHandler(services: ToolServices, options: { maxRe
   });
 }
 
+/** The spec schema (the SDK's) of each request method this server answers, by method. */
+const REQUEST_SCHEMAS = {
+  initialize: specTypeSchemas.InitializeRequest,
+  ping: specTypeSchemas.PingRequest,
+  'server/discover': specTypeSchemas.DiscoverRequest,
+  'tools/list': specTypeSchemas.ListToolsRequest,
+  'tools/call': specTypeSchemas.CallToolRequest,
+} as const;
+
+/** Enough of a schema failure to find the fault; the rest follows once it is fixed. */
+const PARAMS_ISSUES_SHOWN_MAX = 3;
+
+/**
+ * Why a JSON-RPC request's params are not what its method takes ("Invalid params for tools/list:
+ * params.cursor: …"), or undefined when they are, or the method is not one this server answers. Legacy
+ * `initialize` only: on 2026-07-28 it is a removed method, which the SDK answers 404 -32601 (SEP-2575).
+ */
+function invalidParams(message: Record<string, unknown>, protocolVersion: string | undefined): string | undefined {
+  const method = message.method;
+  if (typeof method !== 'string' || !Object.hasOwn(REQUEST_SCHEMAS, method)) return undefined;
+  const legacy = protocolVersion === undefined || SUPPORTED_PROTOCOL_VERSIONS.includes(protocolVersion);
+  if (method === 'initialize' && !legacy) return undefined;
+  const result = REQUEST_SCHEMAS[method as keyof typeof REQUEST_SCHEMAS]['~standard'].validate(message);
+  if (!('issues' in result) || !result.issues) return undefined;
+  const issues = result.issues.slice(0, PARAMS_ISSUES_SHOWN_MAX).map((issue) => {
+    const path = (issue.path ?? []).map((segment) => String(typeof segment === 'object' ? segment.key : segment)).join('.');
+    return `${path || 'params'}: ${issue.message}`;
+  });
+  return `Invalid params for ${method}: ${issues.join('; ')}`;
+}
+
 /** What POST /mcp needs from this module, which it loads on its first request (http.ts). */
 export interface GatewayMcp {
   handler: McpHttpHandler;
+  /** Why a request's params are not what its method takes (the -32602 message), if they are not. */
+  invalidParams(message: Record<string, unknown>, protocolVersion: string | undefined): string | undefined;
   /** Refuses (403) a Host or browser Origin naming another host than the base URL: DNS rebinding. */
   checkHostAndOrigin(host: string | undefined, origin: string | undefined): void;
 }
@@ -253,6 +405,7 @@ export function gatewayMcp(services: ToolServices, options: { maxRequestBodySize
   const allowed = [new URL(options.baseUrl).hostname];
   return {
     handler: createGatewayMcpHandler(services, options),
+    invalidParams,
     checkHostAndOrigin(host, origin) {
       const hostCheck = validateHostHeader(host, allowed);
       if (!hostCheck.ok) throw new ApiError('forbidden', { detail: `the Host header must name ${allowed[0]} (${hostCheck.message})` });

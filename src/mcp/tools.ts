@@ -175,7 +175,7 @@ export const TOOLS: readonly ToolDefinition[] = [
     name: 'execute_service',
     title: 'Execute a metered service action',
     description:
-      "Runs one action of a built-in service (the input schema's `serviceId` and `action` list them; each action's `input` is its own) " +
+      "Runs one action of a built-in service (the input schema's `serviceId` and `action` list them; `input`'s description gives each action's input) " +
       "and charges its price (1 credit) to the agent's credit: a hold, the action, then capture; the receipt is the captured hold. An agent executes " +
       'as itself; an owner names one of its agents in `agentId` (agent_required without it). Refusals before the hold charge nothing: ' +
       'FROZEN, SCOPE_FORBIDDEN, inbox_not_allowed, connector_not_configured; when credit is short the request is retained ' +
@@ -225,7 +225,7 @@ export const TOOLS: readonly ToolDefinition[] = [
     title: 'Register a delegate (a sub-agent)',
     description:
       'Registers a child agent under you (as POST /v1/agents/{id}/delegates; `id` is your own agent id, see whoami): same owner, its own ' +
-      "identity (`identity.subject` at your agent identity provider), and a `mandate` within yours (a member left out takes yours; delegation " +
+      "identity (`identity.issuer`, your agent identity provider's issuer, and `identity.subject` there), and a `mandate` within yours (a member left out takes yours; delegation " +
       "none). Its purchases draw on your tree's credit and count against your budgets too. Refused with invalid_input and a `reason`: " +
       'budget_wider_than_parent, merchant_outside_parent, window_outside_parent, allowance_outside_parent, depth_exceeded, delegation_not_allowed. ' +
       'Listed only while your mandate allows delegates. `idempotencyKey` is required: a retry MUST reuse the same key.',

@@ -121,6 +121,37 @@ describe('the 2026-07-28 wire', () => {
     expect(byName.get('mint_voucher').inputSchema.required).toContain('idempotencyKey');
   });
 
+  it('every input schema is a plain object at its root (no oneOf, anyOf, allOf there), which every client accepts', async () => {
+    // The Anthropic API refuses a whole request whose tool input_schema has a combinator at its root.
+    for (const token of [agentMcpToken, agent.ownerToken]) {
+      for (const tool of (await rawModern(world.url, 'tools/list', {}, { token })).body.result.tools) {
+        expect(tool.inputSchema.type, tool.name).toBe('object');
+        expect(tool.inputSchema.properties, tool.name).toBeTypeOf('object');
+        expect(Object.keys(tool.inputSchema).filter((name) => ['oneOf', 'anyOf', 'allOf', 'discriminator'].includes(name)), tool.name).toEqual([]);
+      }
+    }
+    const execute = (await rawModern(world.url, 'tools/list', {}, { token: agentMcpToken })).body.result.tools.find((tool: { name: string }) => tool.name === 'execute_service');
+    expect(execute.inputSchema.required.sort()).toEqual(['action', 'idempotencyKey', 'input', 'serviceId']);
+    expect(execute.inputSchema.properties.serviceId.enum).toContain('github-public');
+    expect(execute.inputSchema.properties.action.enum).toContain('repository.get');
+    expect(execute.inputSchema.properties.input).toMatchObject({ type: 'object' });
+    expect(execute.inputSchema.properties.input.description).toContain('serviceId "github-public", action "repository.get"');
+  });
+
+  it("execute_service still checks each action's input: an action of another service, or a bad input, is refused before the tool runs", async () => {
+    const call = (args: Record<string, unknown>) => rawModern(world.url, 'tools/call', { name: 'execute_service', arguments: { idempotencyKey: `exact-${Math.random()}`, ...args } }, { token: agentMcpToken });
+    for (const args of [
+      { serviceId: 'github-public', action: 'inboxes.list', input: {} },
+      { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat' } },
+      { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world', extra: 1 } },
+    ]) {
+      const res = await call(args);
+      expect(res.body.result.isError, JSON.stringify(args)).toBe(true);
+      expect(res.body.result.content[0].text, JSON.stringify(args)).toMatch(/^Input validation error/);
+    }
+    expect((await world.api('GET', '/v1/me', { token: agent.token })).body.balance.heldUc).toBe('250000');
+  });
+
   it('a missing Mcp-Name header is -32020 with 400', async () => {
     const res = await rawModern(world.url, 'tools/call', { name: 'whoami', arguments: {} }, { token: agentMcpToken, headers: { 'mcp-name': undefined } });
     expect(res.status).toBe(400);
@@ -143,11 +174,50 @@ describe('the 2026-07-28 wire', () => {
       expect(res.status, JSON.stringify(params)).toBe(400);
       const body = await res.json();
       expect(body).toMatchObject({ jsonrpc: '2.0', id: 7, error: { code: -32602 } });
-      expect(body.error.message).toMatch(/^Invalid params: initialize takes/);
+      expect(body.error.message).toMatch(/^Invalid params for initialize: params/);
     }
     // On 2026-07-28 initialize is a removed method: 404 -32601 whatever its params (SEP-2575).
     const modern = await rawModern(world.url, 'initialize', {}, { token: agentMcpToken });
     expect([modern.status, modern.body.error.code]).toEqual([404, -32601]);
+  });
+
+  it('params that are not what the method takes are 400 -32602 naming the member, whatever the version header or the spelling of the method', async () => {
+    const legacyHeaders = { 'mcp-protocol-version': LEGACY };
+    const cases: Array<{ body: string; headers?: Record<string, string>; method: string }> = [
+      { body: '{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}}', headers: legacyHeaders, method: 'initialize' },
+      { body: '{"jsonrpc":"2.0","id":3,"method":"initi\\u0061lize","params":{}}', method: 'initialize' },
+      { body: '{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":5}}', headers: legacyHeaders, method: 'tools/list' },
+      { body: '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":5}}', headers: legacyHeaders, method: 'tools/call' },
+    ];
+    for (const { body, headers, method } of cases) {
+      const res = await fetch(mcpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}`, ...headers },
+        body,
+      });
+      expect(res.status, body).toBe(400);
+      const answer = await res.json();
+      expect(answer, body).toMatchObject({ jsonrpc: '2.0', id: 3, error: { code: -32602 } });
+      expect(answer.error.message, body).toMatch(new RegExp(`^Invalid params for ${method}: params`));
+    }
+    const modern = await rawModern(world.url, 'tools/list', { cursor: 5 }, { token: agentMcpToken });
+    expect([modern.status, modern.body.error.code]).toEqual([400, -32602]);
+    expect(modern.body.error.message).toBe('Invalid params for tools/list: params.cursor: Invalid input: expected string, received number');
+  });
+
+  it('a JSON-RPC batch is 400 -32600 on either version, and none of it runs', async () => {
+    const call = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'whoami', arguments: {} } });
+    for (const headers of [{ 'mcp-protocol-version': LEGACY }, {}] as Array<Record<string, string>>) {
+      for (const batch of [[call(1), call(2)], [call(1)]]) {
+        const res = await fetch(mcpUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}`, ...headers },
+          body: JSON.stringify(batch),
+        });
+        expect(res.status).toBe(400);
+        expect(await res.json()).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32600 } });
+      }
+    }
   });
 
   it('an unknown method is 404 with -32601', async () => {

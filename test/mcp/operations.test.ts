@@ -140,3 +140,34 @@ describe('per-tool restrictions', () => {
     await Promise.all([agent.client.close(), agent.owner.close()]);
   });
 });
+
+describe('text the gateway cannot store or show', () => {
+  // The platform's text rule (src/platform/http/text-guard.ts) holds for tool arguments as for every HTTP body.
+  async function agentsNamed(ownerId: string): Promise<string[]> {
+    const { rows } = await world.gw.gateway.db.query<{ name: string }>('SELECT name FROM agents WHERE owner_id = $1 ORDER BY name', [ownerId]);
+    return rows.map((row) => row.name);
+  }
+
+  it('a NUL, a lone surrogate or a bidi control in any argument is invalid_input, as over HTTP, and nothing is stored', async () => {
+    const agent = await agentWithClients('text-guard-agent', 0n);
+    const ownerId = (await world.api('GET', '/v1/me', { token: agent.ownerToken })).body.owner.id as string;
+    const before = await agentsNamed(ownerId);
+    const calls = [
+      { name: 'update_agent', arguments: { id: agent.id, name: 'nul\u0000name' } },
+      { name: 'update_agent', arguments: { id: agent.id, name: 'Invoice \u202Efdp.exe' } },
+      { name: 'update_agent', arguments: { id: agent.id, inboxAllowlist: ['in\u2066box'] } },
+      { name: 'register_agent', arguments: { name: 'Lone \uD800 surrogate', identity: { issuer: world.agentIssuer.issuer, subject: 'lone' }, idempotencyKey: 'text-guard-register' } },
+      { name: 'register_agent', arguments: { name: 'Fine', identity: { issuer: world.agentIssuer.issuer, subject: 'x\uDC00y' }, idempotencyKey: 'text-guard-register-2' } },
+      { name: 'list_agents', arguments: { startingAfter: 'agt_\u0000' } },
+    ];
+    for (const call of calls) {
+      const result = await agent.owner.callTool(call);
+      expect(result.isError, JSON.stringify(call)).toBe(true);
+      expect(structured(result), JSON.stringify(call)).toMatchObject({ status: 400, code: 'invalid_input' });
+    }
+    expect(await agentsNamed(ownerId)).toEqual(before);
+    const http = await world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, body: { name: 'Invoice \u202Efdp.exe' } });
+    expect([http.status, http.body.code]).toEqual([400, 'invalid_input']);
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
+});

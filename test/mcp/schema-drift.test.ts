@@ -1,8 +1,11 @@
 // A tool and the HTTP route of the same operation or query (the route whose operationId is its name) take
 // the same input: the tool's schema (minus its idempotencyKey) has exactly the members of the route's path
 // parameters, query and body, each with the same schema. A read tool's output schema is its route's 200
-// schema. This fails as soon as one face's definition changes without the other.
+// schema. This fails as soon as one face's definition changes without the other. A schema with a oneOf at
+// its root is compared as both faces' published forms (flattened), so execute's per-action inputs are
+// compared through their descriptions' absence: the enums of services and actions are what this checks there.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { publishedInputJson } from '../../src/mcp/server.ts';
 import { TOOLS, twinName } from '../../src/mcp/tools.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { rawModern } from './helpers.ts';
@@ -55,7 +58,9 @@ function routeInput(name: string): { properties: Record<string, unknown>; requir
     properties[parameter.name] = parameter.schema;
     if (parameter.required) required.push(parameter.name);
   }
-  const body = resolve(operation.requestBody?.content?.['application/json']?.schema);
+  // A body with a oneOf at its root (execute's) is published flattened, as the tool's is (server.ts).
+  const declared = resolve(operation.requestBody?.content?.['application/json']?.schema);
+  const body = declared ? publishedInputJson(resolvedDeep(declared)) : undefined;
   for (const [name, schema] of Object.entries(body?.properties ?? {})) properties[name] = resolve(schema);
   required.push(...(body?.required ?? []));
   return { properties, required };
