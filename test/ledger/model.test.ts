@@ -161,24 +161,40 @@ function budgetsOf(mandate: ModelMandate): Budget[] {
 /** Writes a mandate of these budgets as the agent's owner would (a new version); a root may have one level of delegates. */
 /**
  * What a new mandate does to the budgets it keeps by id but counts in other periods (another period, or another
- * time zone for a day budget): each hold still spending (held, or captured less refunded) made since the period now
- * falls in began, and charged to the budget in another period, now counts in that period, with what it spends.
+ * time zone for a day budget) or over other purchases (another shop or category): each hold of the agent's tree
+ * still spending (held, or captured less refunded) made since the period now falls in began counts in that period,
+ * with what it spends, if the budget's scope counts it (charged there, or moved there from another period), and
+ * in none of its periods if not.
  */
 function recounted(model: Model, agentId: string, before: ModelMandate | undefined, after: ModelMandate): void {
   for (const budget of after.budgets) {
     const old = before?.budgets.find((candidate) => candidate.id === budget.id);
-    if (!old || (old.period === budget.period && (budget.period === 'total' || before!.timeZone === after.timeZone))) continue;
+    if (!old) continue;
+    const sameScope = old.shop === budget.shop && old.category === budget.category;
+    if (sameScope && old.period === budget.period && (budget.period === 'total' || before!.timeZone === after.timeZone)) continue;
     const startS = periodOf(budget.period, after.timeZone, nowS()).startS;
+    const periodAt = (periodStartS: number) => {
+      const key = periodKey(agentId, budget.id, periodStartS);
+      const period = model.periods.get(key) ?? { agentId, budgetId: budget.id, periodStartS, spent: 0n, alerted: 0 };
+      model.periods.set(key, period);
+      return period;
+    };
     for (const hold of model.holds) {
       if ((hold.state !== 'held' && hold.state !== 'captured') || hold.createdAtS < startS) continue;
+      if (hold.agentId !== agentId && model.parents.get(hold.agentId) !== agentId) continue;
       const spends = hold.state === 'held' ? hold.amount : hold.captured - hold.refunded;
-      for (const charge of hold.charges) {
-        if (charge.agentId !== agentId || charge.budgetId !== budget.id || charge.periodStartS === startS) continue;
-        model.periods.get(periodKey(agentId, budget.id, charge.periodStartS))!.spent -= spends;
-        const key = periodKey(agentId, budget.id, startS);
-        const period = model.periods.get(key) ?? { agentId, budgetId: budget.id, periodStartS: startS, spent: 0n, alerted: 0 };
-        model.periods.set(key, { ...period, spent: period.spent + spends });
+      const counts = budget.shop !== undefined ? hold.shop === budget.shop : budget.category !== undefined ? hold.category === budget.category : true;
+      const charge = hold.charges.find((c) => c.agentId === agentId && c.budgetId === budget.id);
+      if (charge && !counts) {
+        periodAt(charge.periodStartS).spent -= spends;
+        hold.charges = hold.charges.filter((c) => c !== charge);
+      } else if (charge && charge.periodStartS !== startS) {
+        periodAt(charge.periodStartS).spent -= spends;
+        periodAt(startS).spent += spends;
         charge.periodStartS = startS;
+      } else if (!charge && counts && !sameScope) {
+        periodAt(startS).spent += spends;
+        hold.charges.push({ agentId, budgetId: budget.id, periodStartS: startS });
       }
     }
   }
