@@ -497,7 +497,7 @@ export class LedgerService {
     const read = await locked.lotsOf(payerIds, budgetPeriods);
     const lots = read.lots;
     // The budget periods' running totals, read under the agents' locks: those with a row are raised, the others
-    // opened, by the statement after the holds' (`budgetCharges`).
+    // opened, by the holds' statement (`budgetChargeParts`).
     const budgetsRead = read.budgets ?? (await budgetUsageOf(tx, budgetPeriods));
     const periodsWithRows = new Set(budgetsRead.keys());
     const usage = await usageOf(tx, [...agents.values()], nowS, budgetsRead);

@@ -1,7 +1,7 @@
 // SQL of the ledger: lots, holds, allocations and accounts. Nothing but queries. Journal entries are
 // written only through ./journal.ts: a statement that journals takes a BalancedJournal and embeds its insert.
 import type { Queryable, Tx } from '../platform/db/database.ts';
-import { budgetCharges, budgetGiveBackPart, budgetReadPart, sendBudgetGiveBack, budgetUsageFrom, type BudgetChargeRow, type BudgetPeriodKey, type BudgetUsageRow } from '../policy/budget-usage.ts';
+import { budgetChargeParts, budgetGiveBackPart, budgetReadPart, sendBudgetGiveBack, budgetUsageFrom, type BudgetChargeRow, type BudgetPeriodKey, type BudgetUsageRow } from '../policy/budget-usage.ts';
 import type { EventsWrite } from '../events/outbox.ts';
 import { journalInsert, type BalancedJournal, type JournalKind } from './journal.ts';
 
@@ -97,8 +97,11 @@ export async function insertLot(db: Queryable, lot: LotRow): Promise<LotRow> {
 
 /**
  * The lots that can fund a hold now of several agents, each agent's in burn-down order (priority, earliest
- * expiry, oldest), locked; and, in the same statement (one round trip, after the agents' rows are locked, so
- * the totals are the ones their holds left), the running totals of the budget periods `budgetPeriods`.
+ * expiry, oldest), locked, and then their running-total rows (`agent_balances`, the lock order: lots, then
+ * balance rows), so the hold statement that follows begins with its payers' locks held and finds their budget
+ * rows where its snapshot says they are (src/policy/budget-usage.ts); and, in the same statement (one round
+ * trip, after the agents' rows are locked, so the totals are the ones their holds left), the running totals of
+ * the budget periods `budgetPeriods`.
  */
 export async function lockSpendableLotsOf(
   tx: Tx,
@@ -112,18 +115,28 @@ export async function lockSpendableLotsOf(
       WHERE agent_id = ANY($1::text[]) AND remaining_uc > 0 AND (expires_at_s IS NULL OR expires_at_s > $2)
       ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq
       FOR UPDATE`;
+  // The payers' balance rows, after the lots (a condition naming `lot` makes the planner lock those first); the
+  // statement's answer names this part, so it runs.
+  const payers = `payer_locked AS (
+       SELECT agent_id FROM agent_balances WHERE agent_id = ANY($1::text[]) AND (SELECT count(*) FROM lot) >= 0 ORDER BY agent_id FOR UPDATE
+     )`;
   if (budgetPeriods.length === 0) {
-    const { rows } = await tx.query<LotRow>(spendable, [[...agentIds], nowS]);
+    const { rows } = await tx.query<LotRow>(
+      `WITH lot AS (${spendable}), ${payers}
+       SELECT * FROM lot WHERE (SELECT count(*) FROM payer_locked) >= 0 ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq`,
+      [[...agentIds], nowS],
+    );
     for (const row of rows) lots.get(row.agent_id)!.push(row);
     return { lots, budgets: new Map() };
   }
   // Lots and budget rows in one result: `budget_id` tells them apart; lots come first, in burn-down order.
   const read = budgetReadPart(budgetPeriods, 3);
   const { rows } = await tx.query<LotRow & { seq: bigint; budget_id: string | null; period_start_s: bigint | null; alerted_pct: number | null }>(
-    `WITH lot AS (${spendable}), ${read.sql}
+    `WITH lot AS (${spendable}), ${payers}, ${read.sql}
      SELECT * FROM (
        SELECT 0 AS part, id, agent_id, source, source_ref, priority, granted_uc, remaining_uc, expires_at_s, created_at_s, seq,
               NULL::text AS budget_id, NULL::bigint AS period_start_s, NULL::int AS alerted_pct FROM lot
+        WHERE (SELECT count(*) FROM payer_locked) >= 0
        UNION ALL
        SELECT 1, NULL, agent_id, NULL, NULL, NULL, NULL, spent_uc, NULL, NULL, NULL, budget_id, period_start_s, alerted_pct FROM budget_read
      ) AS result
@@ -200,8 +213,8 @@ export interface NewHold {
  * Records new holds in one statement (one round trip, whatever their number): each hold and its
  * allocations, every lot's debit (summed over the holds that take from it), the holds' balanced journal
  * (lot → hold, per allocation) and each agent's held total; with `charges`, each budget period's running total
- * (`periodsWithRows`: the periods whose row the caller read, by `budgetPeriodKey`), in the statement that follows
- * (`budgetCharges`: it must begin after this one took the payer's lock, src/policy/budget-usage.ts); with
+ * (`periodsWithRows`: the periods whose row the caller read, by `budgetPeriodKey`; `budgetChargeParts`: the caller
+ * locked the payers' balance rows with their lots, before this statement began); with
  * `events` (the outbox's part, given the number of its first parameter), the events of the holds too. The caller
  * holds the agents' and the lots' row locks; the agents' balance rows are locked last, after their lots, as every
  * settlement does too.
@@ -224,13 +237,14 @@ export function recordHolds(
   const createdAtS = holds[0]!.hold.created_at_s;
   if (holds.some(({ hold }) => hold.created_at_s !== createdAtS)) throw new Error('recordHolds: the holds of one call share one creation time');
   const journaled = journalInsert(journal, Number(createdAtS), 21);
-  // Each hold's budget periods go in its own row (budget_charges); their running totals in the next statement.
-  const budgets = budgetCharges(charges, holds.map(({ hold }) => ({ id: hold.id, agentId: hold.agent_id })), periodsWithRows);
+  // Budget charges only when a hold counts in a budget: each hold's periods go in its own row (budget_charges);
+  // the running totals' parts are in the statement only when there is one.
+  const budgets = budgetChargeParts(charges, holds.map(({ hold }) => ({ id: hold.id, agentId: hold.agent_id })), periodsWithRows, 'account', 21 + journaled.params.length);
   const counting = charges.length > 0;
-  const evented = events?.(21 + journaled.params.length);
-  const expectedParameter = 21 + journaled.params.length + (evented?.params.length ?? 0);
+  const evented = events?.(21 + journaled.params.length + (counting ? budgets.params.length : 0));
+  const expectedParameter = 21 + journaled.params.length + (counting ? budgets.params.length : 0) + (evented?.params.length ?? 0);
   // What each part must have written, in the order of the statement's counts: holds, lots debited,
-  // allocations, journal lines, balance rows (one per payer), budget charges, events.
+  // allocations, journal lines, balance rows (one per payer), budget charges, budget periods, events.
   const expected = [
     holds.length,
     new Set(allocations.map((a) => a.lotId)).size,
@@ -238,6 +252,7 @@ export function recordHolds(
     journal.entries.length,
     new Set(holds.map(({ hold }) => hold.payer_id)).size,
     charges.length,
+    budgets.periods,
     evented?.envelopes.length ?? 0,
   ];
   tx.send(
@@ -270,13 +285,14 @@ export function recordHolds(
        SELECT payer_id, SUM(amount_uc)::bigint FROM h GROUP BY payer_id ORDER BY payer_id
        ON CONFLICT (agent_id) DO UPDATE SET held_uc = agent_balances.held_uc + EXCLUDED.held_uc
        RETURNING 1
-     )${evented ? `, ${evented.sql}` : ''}
+     )${counting ? `, ${budgets.sql}` : ''}${evented ? `, ${evented.sql}` : ''}
      SELECT ledger_invariant(wrote = expected,
-              format('%s holds wrote (holds, lots debited, allocations, journal lines, balance rows, budget charges, events) %s, not %s',
+              format('%s holds wrote (holds, lots debited, allocations, journal lines, balance rows, budget charges, budget periods, events) %s, not %s',
                      expected[1], wrote, expected))
        FROM (SELECT ARRAY[(SELECT count(*) FROM new_holds), (SELECT count(*) FROM debits), (SELECT count(*) FROM allocations),
                           (SELECT count(*) FROM journal), (SELECT count(*) FROM account),
                           ${counting ? `(SELECT COALESCE(SUM(jsonb_array_length(budget_charges)), 0) FROM new_holds)::bigint` : '0::bigint'},
+                          ${counting ? budgets.counted : '0::bigint'},
                           ${evented ? '(SELECT count(*) FROM event_row)' : '0::bigint'}] AS wrote,
                     $${expectedParameter}::bigint[] AS expected) AS checked`,
     [
@@ -301,11 +317,11 @@ export function recordHolds(
       holds.map(({ hold }) => hold.payer_id),
       budgets.columns,
       ...journaled.params,
+      ...(counting ? budgets.params : []),
       ...(evented ? evented.params : []),
       expected,
     ],
   );
-  budgets.send(tx);
 }
 
 export async function findHold(db: Queryable, holdId: string): Promise<HoldRow | undefined> {

@@ -4,9 +4,9 @@
 //
 // Lock order: a budget row is only ever written by a transaction that already holds the row lock of its tree's
 // payer in `agent_balances` (a budget belongs to an agent, whose tree has one payer, its root), and by a statement
-// that began after that lock was taken: the hold and settlement statements take it, and their budget statement is
-// sent right after them (`budgetCharges(…).send`, `sendBudgetGiveBack`); a refund inserts its lot (which updates the
-// payer's row) before its give-back. So two transactions never wait on each other for budget rows, and each
+// that began after that lock was taken: a hold pass takes it with its lots (`lockSpendableLotsOf`), before its hold
+// statement; a settlement statement takes it inside itself, so its budget statement is sent right after it
+// (`sendBudgetGiveBack`); a refund inserts its lot (which updates the payer's row) before its give-back. So two transactions never wait on each other for budget rows, and each
 // statement finds a row where its snapshot says it is: the writes address rows by the address they read (`ctid`,
 // `probedByKey`) with plain UPDATEs, in whatever order the plan takes (an upsert, which writes a lock record
 // before each update, cost 137 bytes of WAL a row against 78: pgbench, 90 rows a statement).
@@ -103,23 +103,27 @@ export interface BudgetChargeRow extends BudgetPeriodKey {
 }
 
 /**
- * What new holds write for their budget charges: each hold's `budget_charges` column (`columns`, in the order of
- * `holds`: a JSON array of `[agent_id, budget_id, period_start_s]`, agent_id null for the holding agent's own
- * budgets (migration 0026), or null for none), which the holds' statement writes, and `send`, which sends the
- * statement that raises each budget period's running total by what its new holds take (nothing when no hold is
- * charged), to follow the holds' statement (see the lock order above): an update of the periods that have a row
- * (`existing`, by `budgetPeriodKey`, as the hold pass read them), and an insert of those that have none yet (a
- * period's first hold). The pass read them under its agents' row locks, and only a hold creates a period's row,
- * under the lock of the budget's agent (its own or a delegate's, whose ancestors it locks too), so the split
- * holds until commit: were it wrong, the insert would violate the primary key, or the statement would count
- * fewer rows than periods and raise `ledger invariant`. The totals are summed here, so the statement writes one
- * row per period whatever the number of holds. It is sent without waiting for its answer (`Tx.send`).
+ * What the ledger's statement that inserts new holds writes for their budget charges: each hold's
+ * `budget_charges` column (`columns`, in the order of `holds`: a JSON array of `[agent_id, budget_id,
+ * period_start_s]`, agent_id null for the holding agent's own budgets (migration 0026), or null for none), and the
+ * CTE parts that raise each budget period's running total by what its new holds take, after the part `after` (the
+ * payers' balance rows): an update of the periods that have a row (`existing`, by `budgetPeriodKey`, as the hold
+ * pass read them), and an insert of those that have none yet (a period's first hold). The pass read them under its
+ * agents' row locks, and only a hold creates a period's row, under the lock of the budget's agent (its own or a
+ * delegate's, whose ancestors it locks too), so the split holds until commit: were it wrong, the insert would
+ * violate the primary key, or the update would count fewer rows than `periods`. The pass locked its payers'
+ * balance rows with their lots (`lockSpendableLotsOf`), before the statement began, so every row is where its
+ * snapshot says (see the lock order above). The totals are summed here, so the statement writes one row per
+ * period whatever the number of holds. Its parameters are numbered from `$firstParameter`; `counted` is the SQL
+ * of the number of periods the parts wrote, which the statement checks against `periods`.
  */
-export function budgetCharges(
+export function budgetChargeParts(
   charges: readonly BudgetChargeRow[],
   holds: ReadonlyArray<{ id: string; agentId: string }>,
   existing: ReadonlySet<string>,
-): { columns: Array<string | null>; send: (tx: Tx) => void } {
+  after: string,
+  firstParameter: number,
+): { columns: Array<string | null>; sql: string; params: unknown[]; counted: string; periods: number } {
   const agentOf = new Map(holds.map((hold) => [hold.id, hold.agentId]));
   const byHold = new Map<string, Array<[string | null, string, number]>>();
   const periods = new Map<string, { key: BudgetPeriodKey; amountUc: bigint; alertedPct: number }>();
@@ -136,16 +140,12 @@ export function budgetCharges(
       periods.set(key, { key: charge, amountUc: charge.amountUc, alertedPct: charge.alertedPct });
     }
   }
-  const columns = holds.map((hold) => {
-    const held = byHold.get(hold.id);
-    return held ? JSON.stringify(held) : null;
-  });
   const raised: Array<{ key: BudgetPeriodKey; amountUc: bigint; alertedPct: number }> = [];
   const opened: typeof raised = [];
   for (const [key, total] of periods) (existing.has(key) ? raised : opened).push(total);
   const params: unknown[] = [];
   const arrays = (totals: typeof raised) => {
-    const first = 1 + params.length;
+    const first = firstParameter + params.length;
     params.push(
       totals.map(({ key }) => key.agentId),
       totals.map(({ key }) => key.budgetId),
@@ -160,7 +160,7 @@ export function budgetCharges(
   const written: string[] = [];
   if (raised.length > 0) {
     parts.push(`budget_taken AS (
-       ${probedByKey(`SELECT * FROM ${arrays(raised)} AS c(agent_id, budget_id, period_start_s, spent_uc, alerted_pct)`)}
+       ${probedByKey(`SELECT * FROM ${arrays(raised)} AS c(agent_id, budget_id, period_start_s, spent_uc, alerted_pct) WHERE (SELECT count(*) FROM ${after}) >= 0`)}
      ), budget_counted AS (
        UPDATE budget_usage u SET spent_uc = u.spent_uc + c.spent_uc, alerted_pct = GREATEST(u.alerted_pct, c.alerted_pct)
          FROM budget_taken c WHERE u.ctid = c.row_tid
@@ -172,20 +172,21 @@ export function budgetCharges(
     parts.push(`budget_opened AS (
        INSERT INTO budget_usage (agent_id, budget_id, period_start_s, spent_uc, alerted_pct)
        SELECT * FROM ${arrays(opened)} AS o(agent_id, budget_id, period_start_s, spent_uc, alerted_pct)
+        WHERE (SELECT count(*) FROM ${after}) >= 0
        RETURNING 1
      )`);
     written.push('(SELECT count(*) FROM budget_opened)');
   }
-  const send = (tx: Tx) => {
-    if (periods.size === 0) return;
-    tx.send(
-      `WITH ${parts.join(', ')}
-       SELECT ledger_invariant(${written.join(' + ')} = $${params.length + 1},
-                format('new holds wrote %s budget periods, not %s', ${written.join(' + ')}, $${params.length + 1}))`,
-      [...params, periods.size],
-    );
+  return {
+    columns: holds.map((hold) => {
+      const held = byHold.get(hold.id);
+      return held ? JSON.stringify(held) : null;
+    }),
+    sql: parts.join(', '),
+    params,
+    counted: written.length > 0 ? `(${written.join(' + ')})` : '0::bigint',
+    periods: periods.size,
   };
-  return { columns, send };
 }
 
 /**

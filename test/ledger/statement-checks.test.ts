@@ -47,7 +47,7 @@ async function heldHold(name: string, options: { budget?: boolean } = {}): Promi
 }
 
 describe('statements that check themselves (ledger_invariant)', () => {
-  it("new holds' budget statement told a budget period has a row it has not: refused with its count, nothing written", async () => {
+  it('a hold statement told a budget period has a row it has not: refused with its counts, nothing written', async () => {
     const { hold: template, lotId, agentId } = await heldHold('checks-hold');
     const before = await written();
     const hold: store.HoldRow = { ...template, id: 'hold_checks_1', amount_uc: 1_000_000n, voucher: null };
@@ -64,7 +64,7 @@ describe('statements that check themselves (ledger_invariant)', () => {
     });
     await expect(refused).rejects.toMatchObject({
       code: 'XX000',
-      message: 'ledger invariant: new holds wrote 0 budget periods, not 1',
+      message: 'ledger invariant: 1 holds wrote (holds, lots debited, allocations, journal lines, balance rows, budget charges, budget periods, events) {1,1,1,2,1,1,0,0}, not {1,1,1,2,1,1,1,0}',
     });
     expect(await written()).toEqual(before);
     await expectLedgerInvariants(world.gw.gateway.db);
