@@ -221,16 +221,22 @@ describe('secret rotation with an overlap', () => {
 });
 
 describe('a failing endpoint', () => {
+  /** An event whose attempts fail for 5 days (the receiver answers 500, the clock moved), so its endpoint is disabled. */
+  async function failForFiveDays(merchantId: string) {
+    const event = await emit(merchantId);
+    expect(await runWorker()).toMatchObject({ retrying: 1 });
+    world.gw.clock.advance(5 * 86_400_000);
+    await world.gw.gateway.db.query('UPDATE webhook_deliveries SET next_attempt_at_ms = 0 WHERE event_id = $1', [event.id]);
+    expect(await runWorker()).toMatchObject({ claimed: 1 });
+    world.gw.clock.offsetMs = 0;
+    return event;
+  }
+
   it('is disabled after every attempt failed for 5 days, with a webhook.disabled event listed', async () => {
     const { merchantId } = await webhookMerchant();
     target.receiver.answerWith(500);
     try {
-      const event = await emit(merchantId);
-      expect(await runWorker()).toMatchObject({ retrying: 1 });
-      world.gw.clock.advance(5 * 86_400_000);
-      await world.gw.gateway.db.query('UPDATE webhook_deliveries SET next_attempt_at_ms = 0 WHERE event_id = $1', [event.id]);
-      expect(await runWorker()).toMatchObject({ claimed: 1 });
-      world.gw.clock.offsetMs = 0;
+      await failForFiveDays(merchantId);
       const configuration = (await world.api('GET', `/v1/merchants/${merchantId}/webhook`, { token: alice })).body.configuration;
       expect(configuration).toMatchObject({ enabled: false, disabledReason: 'failing' });
       const events = await world.api('GET', `/v1/merchants/${merchantId}/events?type=webhook.disabled`, { token: alice });
@@ -245,13 +251,8 @@ describe('a failing endpoint', () => {
     const { merchantId } = await webhookMerchant();
     target.receiver.answerWith(500);
     try {
-      const event = await emit(merchantId);
-      expect(await runWorker()).toMatchObject({ retrying: 1 });
       // The disabling and its event share one second: the event is one of the pause that resume delivers.
-      world.gw.clock.advance(5 * 86_400_000);
-      await world.gw.gateway.db.query('UPDATE webhook_deliveries SET next_attempt_at_ms = 0 WHERE event_id = $1', [event.id]);
-      expect(await runWorker()).toMatchObject({ claimed: 1 });
-      world.gw.clock.offsetMs = 0;
+      const event = await failForFiveDays(merchantId);
       const disabled = (await world.api('GET', `/v1/merchants/${merchantId}/events?type=webhook.disabled`, { token: alice })).body.events[0];
       expect(disabled).toMatchObject({ type: 'webhook.disabled' });
       target.receiver.answerWith(200);
