@@ -5,7 +5,7 @@
 // its root is compared as both faces' published forms (flattened), so execute's per-action inputs are
 // compared through their descriptions' absence: the enums of services and actions are what this checks there.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { publishedInputJson } from '../../src/mcp/server.ts';
+import { publishedInputJson } from '../../src/mcp/published-schema.ts';
 import { TOOLS, twinName } from '../../src/mcp/tools.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { rawModern } from './helpers.ts';
