@@ -31,8 +31,8 @@ import type { Principal } from '../platform/principal.ts';
 import { runQuery, type Query } from '../platform/queries.ts';
 import { activeSpan, inSpan, remoteParent, setSpanAttributes, type SpanOptions, type SpanRef } from '../platform/telemetry.ts';
 import { principalFrom } from './auth.ts';
-import { TOOLS, type ToolDefinition, type ToolServices } from './tools.ts';
 import { publishedInputJson, type JsonSchema } from './published-schema.ts';
+import { TOOLS, type ToolDefinition, type ToolServices } from './tools.ts';
 
 const MCP_SERVER_INFO = { name: 'agent-credit-gateway', version: '0.1.0' };
 
@@ -40,7 +40,6 @@ const INSTRUCTIONS =
   'Agent Credit Gateway: agents pay for services with prepaid credit. Amounts are microcredits as decimal strings ' +
   '(1 credit = 1,000,000 µc = $0.01). Tools that move money take an idempotencyKey: retry a failed call with the same key. ' +
   'A refused call is a tool error whose structured content is an RFC 9457 problem with a stable `code`.';
-
 
 /**
  * A copy of `schema` with every `$ref` to a named schema replaced by that schema, without its `$id` (tools
