@@ -65,7 +65,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
     const tags = ['oauth'];
 
     app.post('/oauth/register', {
-      config: { notAnOperation: OAUTH_STEP },
+      config: { notAnOperation: OAUTH_STEP, oauthBodyError: 'invalid_client_metadata' },
       onRequest: [
         async (request) => {
           // Every attempt counts: registration is anonymous, so this is the brake on abuse (RFC 7591 §5).

@@ -98,6 +98,7 @@ describe('POST /oauth/register refuses', () => {
     ['a 121-character client_name', { ...good, client_name: 'n'.repeat(121) }, 'invalid_client_metadata'],
     ['an empty client_name', { ...good, client_name: '' }, 'invalid_client_metadata'],
     ['control characters in client_name', { ...good, client_name: 'a\u0007b' }, 'invalid_client_metadata'],
+    ['a NUL or a bidi override in client_name', { ...good, client_name: 'a\u0000b\u202e' }, 'invalid_client_metadata'],
     ['a non-string client_name', { ...good, client_name: 7 }, 'invalid_client_metadata'],
     ['client_secret_basic', { ...good, token_endpoint_auth_method: 'client_secret_basic' }, 'invalid_client_metadata'],
     ['private_key_jwt', { ...good, token_endpoint_auth_method: 'private_key_jwt' }, 'invalid_client_metadata'],

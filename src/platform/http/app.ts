@@ -15,7 +15,7 @@ import { SERVER_OPTIONS, serveUnmetExpectations } from './front-door.ts';
 import { PATH_PARAMETER_LENGTH_MAX, renderClientError, renderError } from './render-error.ts';
 import { installTextGuard } from './text-guard.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, type OAuthErrorCode } from '../errors.ts';
 import { installAuth, type Authenticator, type AuthRequirement } from './auth.ts';
 import { RequestLog } from './request-log.ts';
 import { LazySchemas } from './lazy-schemas.ts';
@@ -41,6 +41,8 @@ declare module 'fastify' {
     query?: QueryDescription;
     /** Why a mutating route is not an operation (an OAuth protocol step, another face, a provider notification). */
     notAnOperation?: string;
+    /** The OAuth error a body the text guard refuses answers on this route (registration's: invalid_client_metadata); invalid_request otherwise. */
+    oauthBodyError?: OAuthErrorCode;
     /** The route's 201 answers a Location header naming the created resource (documented with the operation). */
     location?: boolean;
   }

@@ -9,7 +9,7 @@
 // a 400 invalid_input before authentication or any database call, whatever the route. Numbers that no
 // column can hold (a coerced query value of Infinity) are refused the same way after validation.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ApiError } from '../errors.ts';
+import { ApiError, OAuthError } from '../errors.ts';
 
 const UNSTORABLE = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|[\u202A-\u202E\u2066-\u2069]/;
 
@@ -49,7 +49,10 @@ export function installTextGuard(app: FastifyInstance): void {
   });
   app.addHook('preValidation', async (request: FastifyRequest) => {
     const path = findUnstorableText(request.body, 'body');
-    if (path !== undefined) throw refuse(path);
+    if (path === undefined) return;
+    // An OAuth route whose bad body has its own error code (RFC 7591's registration) answers with it.
+    const oauthError = request.routeOptions.config.oauthBodyError;
+    throw oauthError ? new OAuthError(400, oauthError, unstorableTextDetail(path)) : refuse(path);
   });
   // Ajv coerces a query value such as "1e309" to Infinity and lets it pass `maximum`; no column holds it.
   app.addHook('preHandler', async (request: FastifyRequest) => {
