@@ -80,6 +80,11 @@ export interface IntentDependencies {
   ledger: Pick<LedgerService, 'getHold'>;
 }
 
+/** Whether a retained intent is another request's than this claim's (its fingerprint differs). */
+function isAnotherRequests(intent: store.IntentRow, claim: Claim): boolean {
+  return intent.request_fingerprint !== (claim.fingerprint ?? null);
+}
+
 /** The answer to a request under an Idempotency-Key whose retained intent is another request's. */
 function keyOfAnotherIntent(intentId: string): ApiError {
   return new ApiError('idempotency_key_reused', {
@@ -103,7 +108,7 @@ export class Intents {
    */
   async refuseAnotherRequest(claim: Claim): Promise<void> {
     const retained = await store.findIntentByKey(this.gateway.db, claim.scope, claim.key);
-    if (retained && retained.request_fingerprint !== (claim.fingerprint ?? null)) throw keyOfAnotherIntent(retained.id);
+    if (retained && isAnotherRequests(retained, claim)) throw keyOfAnotherIntent(retained.id);
   }
 
   /**
@@ -125,7 +130,7 @@ export class Intents {
           retryAfterS: 3600,
         });
       }
-      if (existing && existing.request_fingerprint !== (claim.fingerprint ?? null)) throw keyOfAnotherIntent(existing.id);
+      if (existing && isAnotherRequests(existing, claim)) throw keyOfAnotherIntent(existing.id);
       const row = await store.upsertIntent(tx, {
         id: newId('int'),
         agent_id: intent.agentId,

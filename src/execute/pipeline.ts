@@ -184,11 +184,14 @@ export class ExecutionPipeline {
    * be retried). A resumed intent that meets insufficient credit again waits; it never asks for a second approval.
    */
   async execute(key: ClaimedKey<ExecuteResult>, request: ExecutionRequest, resuming = false): Promise<ExecuteResult> {
-    try {
-      await this.deps.intents.refuseAnotherRequest(key.claim);
-    } catch (error) {
-      // Given back untouched: the key stays the retained request's, which a retry or the resume still runs.
-      return this.refuse(key, uncharged(error));
+    // A resume claimed the key with its intent's own fingerprint: nothing to check.
+    if (!resuming) {
+      try {
+        await this.deps.intents.refuseAnotherRequest(key.claim);
+      } catch (error) {
+        // Given back untouched: the key stays the retained request's, which a retry or the resume still runs.
+        return this.refuse(key, uncharged(error));
+      }
     }
     // Holds past their deadline give their credit back first, so it can pay for this one.
     await this.deps.ledger.expireDue({ agentId: request.agentId });
