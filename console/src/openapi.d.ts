@@ -869,7 +869,7 @@ export interface paths {
         put?: never;
         /**
          * Refund captured credit to the agent, fully or partly
-         * @description Credits `amountUc` (default: all captured and not yet refunded) back to the agent as a new lot (source `refund`) and takes it out of the merchant's earnings, in one transaction; it may be called several times up to the captured amount. More than is left → 400 refund_exceeds_captured; a hold that is not captured → 409 conflict; no `amountUc` on a redemption already fully refunded → 409 conflict (nothing is left to default to); more than 100 refunds → 409 conflict; past the offer's refund window (default 2592000 s after capture) → 409 refund_window_closed; earnings short of the amount → 409 insufficient_earnings (nothing changes); a refund that would carry the agent's lifetime credit past 10^18 − 1 µc → 409 conflict (reason amount_limit, nothing changes). Another merchant's redemption → 404. Idempotency-Key required. Emits `redemption.refunded`. 201 carries the refund (with its signed receipt) and the redemption after it.
+         * @description Credits `amountUc` (default: all captured and not yet refunded) back to the agent and takes it out of the merchant's earnings, in one transaction; it may be called several times up to the captured amount. The credit goes back to the lots it was spent from, the last-burned first: each part as a new lot (source `refund`, `sourceRef` the refund id) with its source lot's priority and expiry, so promotional credit comes back expiring (or lapsed, once its lot has expired), never lasting. More than is left → 400 refund_exceeds_captured; a hold that is not captured → 409 conflict; no `amountUc` on a redemption already fully refunded → 409 conflict (nothing is left to default to); more than 100 refunds → 409 conflict; past the offer's refund window (default 2592000 s after capture) → 409 refund_window_closed; earnings short of the amount → 409 insufficient_earnings (nothing changes); a refund that would carry the agent's lifetime credit past 10^18 − 1 µc → 409 conflict (reason amount_limit, nothing changes). Another merchant's redemption → 404. Idempotency-Key required. Emits `redemption.refunded`. 201 carries the refund (with its signed receipt) and the redemption after it.
          *
          *     Authentication: M; API key scopes: redemptions:refund.
          */
@@ -2431,7 +2431,7 @@ export interface components {
         Refund: {
             id: string;
             redemptionId: string;
-            /** @description refunded to the agent, as a new lot */
+            /** @description refunded to the agent, as new lots that burn and lapse like the lots it was spent from */
             amountUc: string;
             reason: string | null;
             /** @description creation (Unix seconds) */

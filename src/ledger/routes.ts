@@ -88,8 +88,11 @@ export function ledgerRoutes({ operations, queries }: LedgerRouteDeps) {
         tags,
         summary: 'Refund captured credit to the agent, fully or partly',
         description:
-          'Credits `amountUc` (default: all captured and not yet refunded) back to the agent as a new lot (source `refund`) and ' +
+          'Credits `amountUc` (default: all captured and not yet refunded) back to the agent and ' +
           "takes it out of the merchant's earnings, in one transaction; it may be called several times up to the captured amount. " +
+          'The credit goes back to the lots it was spent from, the last-burned first: each part as a new lot (source `refund`, ' +
+          '`sourceRef` the refund id) with its source lot\'s priority and expiry, so promotional credit comes back expiring ' +
+          '(or lapsed, once its lot has expired), never lasting. ' +
           'More than is left → 400 refund_exceeds_captured; a hold that is not captured → 409 conflict; no `amountUc` on a ' +
           `redemption already fully refunded → 409 conflict (nothing is left to default to); more than ${REFUNDS_PER_REDEMPTION_MAX} refunds → ` +
           '409 conflict; past the offer\'s refund ' +

@@ -11,7 +11,7 @@ export const RefundSchema = Type.Object(
   {
     id: Type.String(),
     redemptionId: Type.String(),
-    amountUc: Microcredits('refunded to the agent, as a new lot'),
+    amountUc: Microcredits('refunded to the agent, as new lots that burn and lapse like the lots it was spent from'),
     reason: Nullable(Type.String()),
     createdAt: UnixSeconds('creation'),
     receipt: Receipt('the signed refund receipt'),

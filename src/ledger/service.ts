@@ -26,6 +26,7 @@ import { afterTaking, budgetPeriodsOf, chargesOf, spendingRefusal, thresholdsCro
 import { budgetPeriodKey, budgetUsageOf, type BudgetChargeRow, type BudgetPeriodKey } from '../policy/budget-usage.ts';
 import { appendJournal, balancedEntries, combined, type BalancedJournal, type JournalLine } from './journal.ts';
 import { signReceipt } from './receipts.ts';
+import { refundLots } from './refund-lots.ts';
 import * as store from './store.ts';
 
 export const GATEWAY_ACCEPTOR_ID = 'gateway';
@@ -806,8 +807,8 @@ export class LedgerService {
   }
 
   /**
-   * Refunds captured credit to the agent: a new lot (source `refund`) that burns and lapses like the lots
-   * the credit came from (their earliest priority, their latest expiry), out of the merchant's earnings.
+   * Refunds captured credit to the agent, out of the merchant's earnings: new lots (source `refund`), each
+   * burning and lapsing like the lot its part came from, undone in reverse burn order (`refundLots`).
    * Under the hold's lock, so concurrent refunds of one hold are serialised and never pass its capture;
    * then the earnings account's lock (the same order as capture: hold, then account).
    */
@@ -837,27 +838,32 @@ export class LedgerService {
     if (earnedUc < amountUc) {
       throw new ApiError('insufficient_earnings', { detail: `the merchant's earnings (${earnedUc} µc) do not cover a refund of ${amountUc} µc` });
     }
-    const sources = await store.capturedSourceLots(tx, hold.id);
-    if (sources.length === 0) throw new Error(`ledger invariant: captured hold ${hold.id} has no captured allocation`);
     const refundId = newId('rfd');
-    const lot = await store.insertLot(tx, {
-      id: newId('lot'),
-      // Back to the lots it came from: the payer's (a delegate's purchase was funded by its root).
-      agent_id: hold.payer_id,
-      source: 'refund',
-      source_ref: refundId,
-      priority: Math.min(...sources.map((l) => l.priority)),
-      granted_uc: amountUc,
-      remaining_uc: amountUc,
-      expires_at_s: sources.some((l) => l.expires_at_s === null) ? null : sources.reduce((latest, l) => (l.expires_at_s! > latest ? l.expires_at_s! : latest), 0n),
-      created_at_s: BigInt(nowS),
-    });
+    const parts = refundLots(await store.capturedSourceLots(tx, hold.id), hold.refunded_uc, amountUc);
+    const lots: store.LotRow[] = [];
+    for (const part of parts) {
+      lots.push(
+        await store.insertLot(tx, {
+          id: newId('lot'),
+          // Back to the lots it came from: the payer's (a delegate's purchase was funded by its root).
+          agent_id: hold.payer_id,
+          source: 'refund',
+          source_ref: refundId,
+          priority: part.priority,
+          granted_uc: part.amountUc,
+          remaining_uc: part.amountUc,
+          expires_at_s: part.expiresAtS,
+          created_at_s: BigInt(nowS),
+        }),
+      );
+    }
     const refunded: store.HoldRow = { ...hold, refunded_uc: hold.refunded_uc + amountUc };
     const row: store.RefundRow = {
       id: refundId,
       hold_id: hold.id,
       merchant_id: request.merchantId,
-      lot_id: lot.id,
+      // The first of its lots (the most lasting credit); every one names the refund as its source_ref.
+      lot_id: lots[0]!.id,
       amount_uc: amountUc,
       reason: request.reason ?? null,
       receipt: await signReceipt(this.gateway, { kind: 'refund', hold: refunded, nowS, refund: { id: refundId, amountUc } }),
@@ -866,7 +872,7 @@ export class LedgerService {
     if (!(await store.recordRefund(tx, row, account))) throw new Error(`ledger invariant: refund ${refundId} of hold ${hold.id} passed its checks but not its guards`);
     const journal = balancedEntries(refundId, 'refund', [
       { account, amountUc: -amountUc },
-      { account: `lot:${lot.id}`, amountUc },
+      ...lots.map((lot) => ({ account: `lot:${lot.id}`, amountUc: lot.granted_uc })),
     ]);
     await appendJournal(tx, journal, nowS);
     const redemption = toRedemption(refunded, await store.allocationsOf(tx, [hold.id]), [...earlier, row], nowS);

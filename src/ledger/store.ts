@@ -573,10 +573,11 @@ export async function refundsOf(db: Queryable, holdIds: readonly string[]): Prom
   return rows;
 }
 
-/** The lots a hold's captured credit came from (its allocations with a captured part), in burn order. */
-export async function capturedSourceLots(db: Queryable, holdId: string): Promise<LotRow[]> {
-  const { rows } = await db.query<LotRow>(
-    `SELECT l.* FROM hold_allocations a JOIN credit_lots l ON l.id = a.lot_id WHERE a.hold_id = $1 AND a.captured_uc > 0 ORDER BY a.position`,
+/** The lots a hold's captured credit came from (its allocations with a captured part), in burn order, each with what the hold captured from it. */
+export async function capturedSourceLots(db: Queryable, holdId: string): Promise<Array<LotRow & { captured_from_uc: bigint }>> {
+  const { rows } = await db.query<LotRow & { captured_from_uc: bigint }>(
+    `SELECT l.*, a.captured_uc AS captured_from_uc FROM hold_allocations a JOIN credit_lots l ON l.id = a.lot_id
+      WHERE a.hold_id = $1 AND a.captured_uc > 0 ORDER BY a.position`,
     [holdId],
   );
   return rows;

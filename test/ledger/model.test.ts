@@ -462,18 +462,33 @@ class Refund implements fc.AsyncCommand<Model, Real> {
     if (code !== 'ok') return;
     const refundedUc = amount ?? refundable;
     expect(result!.refund.amountUc).toBe(refundedUc.toString());
-    // The credit comes back as one new lot of the hold's agent, burning and lapsing like its sources.
-    const sources = hold.allocations.filter((a) => a.captured > 0n).map((a) => model.lots.find((l) => l.id === a.lotId)!);
+    // The credit comes back to the payer's lots (a delegate's purchase was funded by its root), undoing the
+    // capture from its last-burned source: each part a new lot burning and lapsing like its source, parts whose
+    // sources burn and lapse alike in one lot, the most lasting first.
+    const payerId = payerOf(model, hold.agentId);
+    const parts: Array<{ priority: number; expiresAtS: number | null; granted: bigint }> = [];
+    let skip = hold.refunded;
+    let left = refundedUc;
+    for (const allocation of [...hold.allocations].reverse()) {
+      const source = model.lots.find((l) => l.id === allocation.lotId)!;
+      const skipped = allocation.captured < skip ? allocation.captured : skip;
+      skip -= skipped;
+      const take = allocation.captured - skipped < left ? allocation.captured - skipped : left;
+      if (take === 0n) continue;
+      left -= take;
+      const same = parts.find((part) => part.priority === source.priority && part.expiresAtS === source.expiresAtS);
+      if (same) same.granted += take;
+      else parts.push({ priority: source.priority, expiresAtS: source.expiresAtS, granted: take });
+    }
+    expect(left).toBe(0n);
     const { rows } = await world.gw.gateway.db.query<{ id: string; agent_id: string; source: string; priority: number; expires_at_s: bigint | null; granted_uc: bigint }>(
-      `SELECT id, agent_id, source, priority, expires_at_s, granted_uc FROM credit_lots WHERE source_ref = $1`,
+      `SELECT id, agent_id, source, priority, expires_at_s, granted_uc FROM credit_lots WHERE source_ref = $1 ORDER BY seq`,
       [result!.refund.id],
     );
-    const expiresAtS = sources.some((l) => l.expiresAtS === null) ? null : Math.max(...sources.map((l) => l.expiresAtS!));
-    const priority = Math.min(...sources.map((l) => l.priority));
-    // To the payer's lots: a delegate's purchase was funded by its root.
-    const payerId = payerOf(model, hold.agentId);
-    expect(rows).toEqual([{ id: expect.any(String), agent_id: payerId, source: 'refund', priority, expires_at_s: expiresAtS === null ? null : BigInt(expiresAtS), granted_uc: refundedUc }]);
-    model.lots.push({ id: rows[0]!.id, agentId: payerId, priority, expiresAtS, granted: refundedUc, remaining: refundedUc, order: model.lots.length });
+    expect(rows).toEqual(
+      parts.map((part) => ({ id: expect.any(String), agent_id: payerId, source: 'refund', priority: part.priority, expires_at_s: part.expiresAtS === null ? null : BigInt(part.expiresAtS), granted_uc: part.granted })),
+    );
+    rows.forEach((row, index) => model.lots.push({ id: row.id, agentId: payerId, priority: parts[index]!.priority, expiresAtS: parts[index]!.expiresAtS, granted: parts[index]!.granted, remaining: parts[index]!.granted, order: model.lots.length }));
     hold.refunded += refundedUc;
     model.earnings.set(hold.merchantId, model.earnings.get(hold.merchantId)! - refundedUc);
     giveBack(model, hold, refundedUc);

@@ -198,16 +198,64 @@ describe('POST /v1/redemptions/{id}/refunds', () => {
     expect((await refund(held.id)).body.code).toBe('conflict');
   });
 
-  it('gives the refund lot the burn order and expiry of the lots the credit came from', async () => {
+  it('gives back each part to a lot that burns and lapses like its source, the last-burned first', async () => {
     const agent = await world.createAgent(`refund${++counter}@example.com`, `refund-agent-${counter}`);
     const nowS = world.gw.clock.nowS();
     await grant(world, agent.id, 600_000n, { priority: 5, expiresAtS: nowS + 3600 });
     await grant(world, agent.id, 600_000n, { priority: 20, expiresAtS: nowS + 7200 });
     await grant(world, agent.id, 5_000_000n, { priority: 50 });
+    // 600,000 from the first lot, 400,000 from the second.
     const hold = await captured(agent, '1000000');
     const res = await refund(hold.id);
-    const lot = (await world.gw.services.ledger.lots(world.gw.gateway.db, agent.id)).find((l) => l.sourceRef === res.body.refund.id)!;
-    expect(lot).toMatchObject({ source: 'refund', priority: 5, expiresAt: nowS + 7200, grantedUc: '1000000' });
+    expect(res.status).toBe(201);
+    const lots = (await world.gw.services.ledger.lots(world.gw.gateway.db, agent.id)).filter((l) => l.sourceRef === res.body.refund.id);
+    expect(lots.map(({ source, priority, expiresAt, grantedUc }) => ({ source, priority, expiresAt, grantedUc }))).toEqual(
+      expect.arrayContaining([
+        { source: 'refund', priority: 20, expiresAt: nowS + 7200, grantedUc: '400000' },
+        { source: 'refund', priority: 5, expiresAt: nowS + 3600, grantedUc: '600000' },
+      ]),
+    );
+    expect(lots).toHaveLength(2);
+    // One journal operation: the earnings out, each lot in.
+    const { rows } = await world.gw.gateway.db.query<{ account: string; amount_uc: bigint }>(
+      `SELECT account, amount_uc FROM journal_entries WHERE operation_id = $1 ORDER BY amount_uc`,
+      [res.body.refund.id],
+    );
+    expect(rows.map((row) => [row.account, row.amount_uc])).toEqual(
+      expect.arrayContaining([[`merchant:${shop.merchantId}`, -1_000_000n], [`lot:${lots.find((l) => l.priority === 20)!.id}`, 400_000n], [`lot:${lots.find((l) => l.priority === 5)!.id}`, 600_000n]]),
+    );
+    expect(rows).toHaveLength(3);
+  });
+
+  it('never turns expiring credit into lasting credit: partial refunds undo the lasting part first, then the promotional part expiring', async () => {
+    const agent = await world.createAgent(`refund${++counter}@example.com`, `refund-agent-${counter}`);
+    const nowS = world.gw.clock.nowS();
+    await grant(world, agent.id, 1_000_000n, { priority: 1, expiresAtS: nowS + 600 });
+    await grant(world, agent.id, 5_000_000n, { priority: 50 });
+    // 1,000,000 of promotional credit burned first, then 1,500,000 of lasting credit.
+    const hold = await captured(agent, '2500000');
+    const refundLots = async (res: Awaited<ReturnType<typeof refund>>) =>
+      (await world.gw.services.ledger.lots(world.gw.gateway.db, agent.id))
+        .filter((l) => l.sourceRef === res.body.refund.id)
+        .map(({ priority, expiresAt, grantedUc }) => ({ priority, expiresAt, grantedUc }));
+    const first = await refund(hold.id, { amountUc: '1000000' });
+    expect(await refundLots(first)).toEqual([{ priority: 50, expiresAt: null, grantedUc: '1000000' }]);
+    const second = await refund(hold.id, { amountUc: '1000000' });
+    expect(await refundLots(second)).toEqual(
+      expect.arrayContaining([
+        { priority: 50, expiresAt: null, grantedUc: '500000' },
+        { priority: 1, expiresAt: nowS + 600, grantedUc: '500000' },
+      ]),
+    );
+    // Once the promotional lot has expired, what is left of it comes back lapsed, as a release into it would.
+    world.gw.clock.advance(601_000);
+    const before = await balance(agent.id);
+    const third = await refund(hold.id);
+    expect(third.status).toBe(201);
+    expect(await refundLots(third)).toEqual([{ priority: 1, expiresAt: nowS + 600, grantedUc: '500000' }]);
+    const after = await balance(agent.id);
+    expect(after.availableUc).toBe(before.availableUc);
+    expect(BigInt(after.refundedUc) - BigInt(before.refundedUc)).toBe(500_000n);
   });
 });
 
