@@ -82,7 +82,9 @@ Environment:
   BENCH_PGBENCH_S      seconds per pgbench cell (default 5)
   BENCH_AGENTS         agents in the spread workload (default 200)
   BENCH_BUDGETS        budgets in each agent's mandate, 0 to 3: a daily one over all spending, a monthly one on
-                       the bench merchant, a total one on its category (default 0); none is ever reached
+                       the bench merchant, a total one on its category (default 0); none is ever reached; above 0
+                       the gateway's mint SQL is not captured nor replayed by pgbench (a mint's budget statements
+                       name its own agent's period rows)
   BENCH_CONNECTIONS    connection counts, comma-separated (default 16,64)
   BENCH_LOAD           wrk | autocannon (default: wrk when installed)
   BENCH_PORT           the gateway's port (default 18080)

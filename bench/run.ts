@@ -159,7 +159,11 @@ async function onPostgres(run: Run): Promise<void> {
         log(`baseline ${config.baselineRef} (${baseline.commit.slice(0, 10)}) built in ${baseline.root} and seeded ${names[2]} with its own code`);
       });
     }
-    await phase(run, 'the gateway SQL capture', async () => {
+    // With budgets in the workload's mandates a mint's statements address its own agent's budget period rows (by
+    // probe, and a count the statement checks), which a replay over the other agents does not find: the replay
+    // would only measure its own refusal. The budgets pair measures what budgets cost, over HTTP.
+    if (config.budgets > 0) log(`gateway SQL not captured: with BENCH_BUDGETS=${config.budgets} a mint's budget statements name its own agent's period rows, which pgbench's replay over other agents would not find`);
+    else await phase(run, 'the gateway SQL capture', async () => {
       const script = await captureGatewaySql(config, url, dataDir, current.world!);
       writeResult('gateway-mint.pgbench', gatewaySqlForWorkload(script, config.agents, 'spread'));
       writeResult('gateway-mint.defines.json', script.defines);
