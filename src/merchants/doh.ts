@@ -86,8 +86,7 @@ async function exchange(query: Buffer, options: DohOptions): Promise<Buffer> {
       discardBody(response.body);
       throw new ResolverError('malformed', `the resolver answered with content type ${contentType || '(none)'}`);
     }
-    const read = await readBodyCapped(response.body, options.responseBytesMax ?? DOH_RESPONSE_BYTES_MAX_DEFAULT, 'fail');
-    return read.body;
+    return await readBodyCapped(response.body, options.responseBytesMax ?? DOH_RESPONSE_BYTES_MAX_DEFAULT);
   } catch (error) {
     if (error instanceof ResolverError) throw error;
     if (timedOut) throw new ResolverError('timeout', `the resolver did not answer within ${options.timeoutMs} ms`, { cause: error });

@@ -67,12 +67,8 @@ interface SafeRequestCommonOptions {
 type ResponseBodyOptions =
   | {
       responseBody?: 'read';
+      /** A body longer than this throws `too_large`. */
       responseBytesMax: number;
-      /**
-       * `fail` (default) throws `too_large` when the body is longer than `responseBytesMax`; `truncate` keeps
-       * the first `responseBytesMax` bytes.
-       */
-      responseBytesOverflow?: 'fail' | 'truncate';
     }
   | {
       /**
@@ -101,8 +97,6 @@ export interface SafeResponse {
   headers: Record<string, string | string[]>;
   /** Empty with `responseBody: 'status_only'`. */
   body: Buffer;
-  /** True when the body was longer than `responseBytesMax` and `responseBytesOverflow` is `truncate`. */
-  bodyTruncated: boolean;
 }
 
 const CONNECT_TIMEOUT_MS_DEFAULT = 5_000;
@@ -236,28 +230,22 @@ export function discardBody(body: Readable): void {
 }
 
 /**
- * Reads at most `bytesMax` bytes of a body. Past the cap it stops reading and destroys the stream, then
- * either throws `too_large` or returns what it kept, so a hostile server cannot make us buffer without limit.
+ * Reads at most `bytesMax` bytes of a body. Past the cap it stops reading, destroys the stream and throws
+ * `too_large`, so a hostile server cannot make us buffer without limit.
  */
-export async function readBodyCapped(
-  body: Readable,
-  bytesMax: number,
-  overflow: 'fail' | 'truncate',
-): Promise<{ body: Buffer; truncated: boolean }> {
+export async function readBodyCapped(body: Readable, bytesMax: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let bytesRead = 0;
   for await (const chunk of body) {
     const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
     if (bytesRead + bytes.length > bytesMax) {
       discardBody(body);
-      if (overflow === 'fail') throw new OutboundError('too_large', `response body is over ${bytesMax} bytes`);
-      chunks.push(bytes.subarray(0, bytesMax - bytesRead));
-      return { body: Buffer.concat(chunks), truncated: true };
+      throw new OutboundError('too_large', `response body is over ${bytesMax} bytes`);
     }
     chunks.push(bytes);
     bytesRead += bytes.length;
   }
-  return { body: Buffer.concat(chunks), truncated: false };
+  return Buffer.concat(chunks);
 }
 
 function flatHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
@@ -327,10 +315,9 @@ export async function safeRequest(rawUrl: string, options: SafeRequestOptions): 
     if (options.responseBody === 'status_only') {
       // The status is the answer: the timer stops covering the exchange here, before any body byte.
       discardBody(response.body);
-      return { status: response.statusCode, headers, body: Buffer.alloc(0), bodyTruncated: false };
+      return { status: response.statusCode, headers, body: Buffer.alloc(0) };
     }
-    const read = await readBodyCapped(response.body, options.responseBytesMax, options.responseBytesOverflow ?? 'fail');
-    return { status: response.statusCode, headers, body: read.body, bodyTruncated: read.truncated };
+    return { status: response.statusCode, headers, body: await readBodyCapped(response.body, options.responseBytesMax) };
   } catch (error) {
     throw classify(error, timedOut);
   } finally {

@@ -187,12 +187,8 @@ describe('safeRequest with allowPrivateNetworkTargets', () => {
     }
   });
 
-  it('refuses a body over the cap, or cuts it when asked to', async () => {
+  it('refuses a body over the cap', async () => {
     expect(await reason(safeRequest(`http://127.0.0.1:${port}/big`, { ...relaxed, responseBytesMax: 1024 }))).toBe('too_large');
-    const cut = await safeRequest(`http://127.0.0.1:${port}/big`, { ...relaxed, responseBytesMax: 1024, responseBytesOverflow: 'truncate' });
-    expect(cut.status).toBe(200);
-    expect(cut.body.length).toBe(1024);
-    expect(cut.bodyTruncated).toBe(true);
   });
 
   it('stops reading an endless body at the cap instead of waiting for the timeout', async () => {
