@@ -129,12 +129,17 @@ export class CredentialVerifier {
     return this.providers[kind];
   }
 
-  /** 401 with the RFC 6750/9728 challenge; `error="invalid_token"` only when a token was presented. */
+  /**
+   * 401 with the RFC 6750/9728 challenge; `error="invalid_token"` only when a token was presented. On the MCP
+   * resource it names the scopes its tokens carry, either of which will do (MCP authorization 2025-11-25: servers
+   * SHOULD include `scope`; the same list as its metadata's `scopes_supported`).
+   */
   unauthorized(resource: Resource, detail: string, tokenPresented: boolean): ApiError {
     const metadata = resourceMetadataUrl(this.gateway.config.baseUrl, resource);
+    const scope = resource === 'mcp' ? `, scope="${SCOPE_AGENT} ${SCOPE_OWNER}"` : '';
     const challenge = tokenPresented
-      ? `Bearer resource_metadata="${metadata}", error="invalid_token", error_description="${quote(detail)}"`
-      : `Bearer resource_metadata="${metadata}"`;
+      ? `Bearer resource_metadata="${metadata}", error="invalid_token", error_description="${quote(detail)}"${scope}`
+      : `Bearer resource_metadata="${metadata}"${scope}`;
     return new ApiError('unauthorized', { detail, headers: { 'www-authenticate': challenge } });
   }
 

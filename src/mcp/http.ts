@@ -9,10 +9,20 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from '@sinclair/typebox';
+import { SCOPE_AGENT, SCOPE_OWNER } from '../platform/access-tokens.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { authInfoFor } from './auth.ts';
+import { findPrototypeKey, prototypeKeyDetail } from './prototype-keys.ts';
 import type { GatewayMcp } from './server.ts';
 import { TOOLS, type ToolServices } from './tools.ts';
+
+/**
+ * The scopes of the tokens this resource takes, either of which will do, as its 401 challenge names them (the
+ * credential verifier's `unauthorized`): an agent token (`svc:agent`) or an owner token (`svc:owner`); a human
+ * session carries none. No /mcp refusal is a 403 insufficient_scope: a tool outside a principal's list is an
+ * unknown tool (-32602), not a step-up.
+ */
+const MCP_SCOPE = `${SCOPE_AGENT} ${SCOPE_OWNER}`;
 
 /** Headers that describe this hop's framing, not the message; the web Request gets its own. */
 const HOP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade']);
@@ -48,12 +58,14 @@ const DESCRIPTION = [
     'cache hints) and the legacy 2025-11-25 form (`initialize`, then requests with `MCP-Protocol-Version`; no session id is issued).',
   'The client sends `Accept: application/json, text/event-stream`; the answer is one JSON object, or an SSE stream when the ' +
     'server has notifications before the result. A notification answers 202 with no body. Protocol errors are JSON-RPC errors ' +
-    '(400 with -32600 a batch (an array body), -32020 header mismatch, -32022 unsupported version, -32602 invalid envelope or params; 404 with -32601 unknown ' +
+    '(400 with -32600 a batch (an array body), -32020 header mismatch, -32022 unsupported version, -32602 invalid envelope or params, ' +
+    'a `__proto__` key or a `constructor` with a `prototype` included, as every JSON body refuses them; 404 with -32601 unknown ' +
     'method); a refused tool call is a tool result with `isError: true` whose structured content is the problem body the HTTP ' +
     'route of the same operation answers.',
   'Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner ' +
     '`svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens ' +
-    "for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata=\"{base_url}/.well-known/oauth-protected-resource/mcp\"`. " +
+    "for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata=\"{base_url}/.well-known/oauth-protected-resource/mcp\", " +
+    `scope="${MCP_SCOPE}"\`. ` +
     `The tools listed depend on the credential (agents: ${toolNames('agent')}; owners: ${toolNames('owner')}), so list results say ` +
     '`cacheScope: "private"`. Tools that move money take an `idempotencyKey` argument: the same key space as the Idempotency-Key header.',
   'A `Host` or `Origin` header naming another host than the base URL is refused with 403 (DNS rebinding). GET and DELETE answer 405.',
@@ -91,13 +103,20 @@ function jsonRpcError(id: unknown, code: number, message: string): string {
 /**
  * The JSON-RPC error answered here rather than by the SDK, if any: a batch (an array body) is -32600, as the
  * route takes one message and MCP has no batches since 2025-06-18 (the SDK would run a legacy batch); a
- * request whose params are not what its method takes is -32602 Invalid params with the offending members
- * (the SDK answers most of these -32603 Internal error with its schema library's dump, which a client reads
- * as a server fault worth retrying).
+ * prototype key is refused as REST's JSON parser refuses it, -32602 in the params (tool arguments included),
+ * -32600 elsewhere in the message; a request whose params are not what its method takes is -32602 Invalid
+ * params with the offending members (the SDK answers most of these -32603 Internal error with its schema
+ * library's dump, which a client reads as a server fault worth retrying).
  */
 function refusal(message: unknown, mcp: GatewayMcp, protocolVersion: string | undefined): string | undefined {
   if (Array.isArray(message)) return jsonRpcError(null, -32600, 'Invalid Request: JSON-RPC batches are not accepted; send one message per request');
   if (!isObject(message) || !('id' in message)) return undefined;
+  const prototypeKey = findPrototypeKey(message);
+  if (prototypeKey !== undefined) {
+    return prototypeKey.startsWith('params.')
+      ? jsonRpcError(message.id, -32602, `Invalid params for ${String(message.method)}: ${prototypeKeyDetail(prototypeKey)}`)
+      : jsonRpcError(message.id, -32600, `Invalid Request: ${prototypeKeyDetail(prototypeKey)}`);
+  }
   const invalid = mcp.invalidParams(message, protocolVersion);
   return invalid === undefined ? undefined : jsonRpcError(message.id, -32602, invalid);
 }

@@ -1,6 +1,6 @@
 // POST /mcp as the transport and authorization rules state it: credentials before discovery, both
 // protocol eras on one stateless endpoint, the tool list per principal, tool errors as problem bodies.
-import type { Client } from '@modelcontextprotocol/client';
+import { extractWWWAuthenticateParams, type Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant, mint, openShop } from '../support/ledger-fixture.ts';
 import { startWorld, type World } from '../support/world.ts';
@@ -44,10 +44,10 @@ function structured(result: unknown): any {
 
 describe('authorization before discovery', () => {
   for (const method of ['server/discover', 'tools/list']) {
-    it(`${method} without a credential is 401 naming the MCP protected resource metadata`, async () => {
+    it(`${method} without a credential is 401 naming the MCP protected resource metadata and the scopes`, async () => {
       const res = await rawModern(world.url, method);
       expect(res.status).toBe(401);
-      expect(res.headers.get('www-authenticate')).toBe(`Bearer resource_metadata="${world.url}/.well-known/oauth-protected-resource/mcp"`);
+      expect(res.headers.get('www-authenticate')).toBe(`Bearer resource_metadata="${world.url}/.well-known/oauth-protected-resource/mcp", scope="svc:agent svc:owner"`);
     });
   }
 
@@ -65,7 +65,19 @@ describe('authorization before discovery', () => {
     const apiToken = await world.accessToken({ sub: agent.id, scope: 'svc:agent' });
     const res = await rawModern(world.url, 'server/discover', {}, { token: apiToken });
     expect(res.status).toBe(401);
-    expect(res.headers.get('www-authenticate')).toMatch(/^Bearer resource_metadata="[^"]+\/mcp", error="invalid_token"/);
+    expect(res.headers.get('www-authenticate')).toMatch(/^Bearer resource_metadata="[^"]+\/mcp", error="invalid_token", error_description="[^"]+", scope="svc:agent svc:owner"$/);
+  });
+
+  it('every challenge names the scopes a token for /mcp carries, which the official client reads as the scope to ask for', async () => {
+    const refused = [await rawModern(world.url, 'tools/list'), await rawModern(world.url, 'tools/list', {}, { token: agent.token }), await rawModern(world.url, 'tools/list', {}, { token: 'not-a-jwt' })];
+    for (const res of refused) {
+      expect(res.status).toBe(401);
+      const { resourceMetadataUrl, scope } = extractWWWAuthenticateParams(new Response(null, { headers: res.headers }));
+      expect([resourceMetadataUrl?.href, scope]).toEqual([`${world.url}/.well-known/oauth-protected-resource/mcp`, 'svc:agent svc:owner']);
+    }
+    // The scopes the protected resource metadata lists, so a client that reads either asks for the same.
+    const metadata = await (await fetch(`${world.url}/.well-known/oauth-protected-resource/mcp`)).json();
+    expect(metadata.scopes_supported.join(' ')).toBe('svc:agent svc:owner');
   });
 
   it('an agent identity JWT is refused: agents present an access token issued for the MCP resource', async () => {
@@ -218,6 +230,49 @@ describe('the 2026-07-28 wire', () => {
         expect(await res.json()).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32600 } });
       }
     }
+  });
+
+  it('a prototype key (__proto__, or constructor with a prototype) is refused as REST refuses such a body: 400 -32602 anywhere in the params on either version, -32600 elsewhere, and nothing runs', async () => {
+    const nameOf = async () => (await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken })).body.name as string;
+    const heldOf = async () => (await world.api('GET', '/v1/me', { token: agent.token })).body.balance.heldUc as string;
+    const [nameBefore, heldBefore] = [await nameOf(), await heldOf()];
+    const rename = `"name":"renamed-by-a-prototype-key","id":"${agent.id}"`;
+    const execute = '"serviceId":"github-public","action":"repository.get","idempotencyKey":"proto-execute"';
+    const cases: Array<{ token: string; params: string; path: string }> = [
+      { token: agent.ownerToken, params: `{"name":"update_agent","arguments":{${rename},"__proto__":{"name":"x"}}}`, path: 'params.arguments.__proto__' },
+      { token: agent.ownerToken, params: `{"name":"update_agent","arguments":{${rename},"constructor":{"prototype":{"name":"x"}}}}`, path: 'params.arguments.constructor.prototype' },
+      { token: agentMcpToken, params: `{"name":"execute_service","arguments":{${execute},"input":{"owner":"octocat","repo":"hello-world","__proto__":{"x":1}}}}`, path: 'params.arguments.input.__proto__' },
+      { token: agentMcpToken, params: '{"name":"whoami","arguments":{},"__proto__":{"x":1}}', path: 'params.__proto__' },
+    ];
+    for (const { token, params, path } of cases) {
+      const legacy = await fetch(mcpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}`, 'mcp-protocol-version': LEGACY },
+        body: `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":${params}}`,
+      });
+      const modern = await rawModern(world.url, 'tools/call', JSON.parse(params), { token });
+      // An answer that is not this refusal may be an SSE stream: read it as text, so the failure shows what ran.
+      const legacyText = await legacy.text();
+      const legacyBody: unknown = legacy.headers.get('content-type')?.startsWith('application/json') ? JSON.parse(legacyText) : legacyText;
+      for (const [era, answer] of [['legacy', { status: legacy.status, body: legacyBody as any }], ['modern', modern]] as const) {
+        expect(answer.status, `${era} ${params}`).toBe(400);
+        expect(answer.body, `${era} ${params}`).toMatchObject({ jsonrpc: '2.0', error: { code: -32602 } });
+        expect(answer.body.error.message, `${era} ${params}`).toBe(
+          `Invalid params for tools/call: ${path} is a prototype key ("__proto__", or "constructor" with a "prototype"), which is refused in any JSON body`,
+        );
+      }
+    }
+    // Outside the params it is the message that is invalid.
+    const envelopeKey = await fetch(mcpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}`, 'mcp-protocol-version': LEGACY },
+      body: '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"whoami","arguments":{}},"__proto__":{"x":1}}',
+    });
+    expect([envelopeKey.status, await envelopeKey.json()]).toEqual([
+      400,
+      { jsonrpc: '2.0', id: 9, error: { code: -32600, message: 'Invalid Request: __proto__ is a prototype key ("__proto__", or "constructor" with a "prototype"), which is refused in any JSON body' } },
+    ]);
+    expect([await nameOf(), await heldOf()]).toEqual([nameBefore, heldBefore]);
   });
 
   it('an unknown method is 404 with -32601', async () => {

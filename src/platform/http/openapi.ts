@@ -216,7 +216,8 @@ function documentErrorResponses(schema: OperationSchema, url: string): Operation
 /** What every route may answer before its own checks run (the `4XX` response of every operation). */
 const PLATFORM_REFUSALS =
   'Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), ' +
-  '405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large';
+  '405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same ' +
+  'statuses carry RFC 6749\'s error body instead (`invalid_request`; `temporarily_unavailable` for 429)';
 
 const IDEMPOTENCY_KEY_DESCRIPTIONS = {
   required: 'Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused.',

@@ -81,12 +81,20 @@ const OAUTH_CODE_FOR: Partial<Record<string, OAuthErrorCode>> = {
   internal_error: 'temporarily_unavailable',
 };
 
+/**
+ * Statuses an /oauth/ refusal keeps, because they say what HTTP got wrong rather than what OAuth did: no valid
+ * credential (401, with its challenge), an unknown path (404), a method the endpoint does not take (405, with its
+ * Allow header, RFC 9110 §15.5.6), a request too slow or too large for the server to read (408, 413, 414, 431), a
+ * body type it does not read (415). Every other client error is RFC 6749 §5.2's 400.
+ */
+const HTTP_STATUSES_KEPT = new Set([401, 404, 405, 408, 413, 414, 415, 431]);
+
 export function toOAuthError(error: FastifyError): OAuthError {
   if (error instanceof OAuthError) return error;
   const api = toApiError(error);
   const code = OAUTH_CODE_FOR[api.code] ?? 'invalid_request';
-  const status = code === 'temporarily_unavailable' ? (api.status === 429 ? 429 : 503) : api.status === 401 ? 401 : 400;
-  return new OAuthError(api.status === 415 ? 415 : status, code, api.message, api.retryAfterS, api.options.headers);
+  const status = code === 'temporarily_unavailable' ? (api.status === 429 ? 429 : 503) : HTTP_STATUSES_KEPT.has(api.status) ? api.status : 400;
+  return new OAuthError(status, code, api.message, api.retryAfterS, api.options.headers);
 }
 
 export function renderError(app: FastifyInstance, error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
