@@ -15,7 +15,7 @@ import { approvalPage, invalidLinkPage, type ApprovalPageKind } from './page.ts'
 import { PURCHASE_APPROVAL_LIFETIME_S } from './purchases.ts';
 import type { PaymentQueries } from './queries.ts';
 import type { RailNotifications } from './rails/rail.ts';
-import { AUTOMATIC_TOPUP_USD_CENTS, type PaymentsService } from './service.ts';
+import { AUTOMATIC_TOPUP_USD_CENTS, PENDING_TOPUPS_PER_AGENT_MAX, type PaymentsService } from './service.ts';
 
 const PURCHASE_TEXT =
   "A purchase (a voucher mint or an execute) above the agent's mandate `approvalAboveUc` answers 402 approval_required with " +
@@ -73,6 +73,11 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
           `has at most one pending top-up: 409 conflict). Execute requests a top-up of $${(AUTOMATIC_TOPUP_USD_CENTS / 100).toFixed(2)} by itself when credit is short; declining ` +
           'that top-up cancels its retained intent, and a retry of the agent\'s execute request with the same Idempotency-Key reopens ' +
           `the same intent with a new top-up to approve. ` +
+          `At most ${PENDING_TOPUPS_PER_AGENT_MAX} top-ups of an agent wait for its owner at once (\`pending_approval\` and not past \`expiresAt\`), ` +
+          'whoever asked, execute\'s own included: one more is 409 conflict with `reason` `pending_topups_limit` and `pendingTopupsMax`, ' +
+          'and nothing is recorded or opened at the provider. Once the owner approves or declines one, or one expires, a new request (a new ' +
+          'Idempotency-Key: the refusal is the answer stored under its key) can take the place; a replay of a top-up already created still ' +
+          'answers it. ' +
           `Idempotency-Key required (400 idempotency_required). 503 payment_unavailable without a provider. ${STATUS_TEXT}`,
         body: RequestTopupInput,
         response: { 200: Type.Ref('Topup'), ...problems(400, 403, 409, 503) },

@@ -39,6 +39,13 @@ export const TOPUP_AMOUNT_USD_CENTS_MIN = 50;
 export const TOPUP_AMOUNT_USD_CENTS_MAX = 100_000;
 export const TOPUP_REASON_CHARS_MIN = 100;
 export const TOPUP_REASON_CHARS_MAX = 2000;
+/**
+ * At most this many top-ups of one agent wait for its owner at once (`pending_approval`, before their expiry),
+ * whoever asked (the agent, its owner, execute's automatic top-ups). Each is a request a human answers by hand,
+ * shown on the owner's approvals page and console; one can ask for up to $1,000, and one settled top-up funds
+ * every retained intent's retry, so more than ten waiting is noise, not need (ten fit on half a default page).
+ */
+export const PENDING_TOPUPS_PER_AGENT_MAX = 10;
 /** What the gateway asks for when an execution finds the credit short: $5.00, or the price if more. */
 export const AUTOMATIC_TOPUP_USD_CENTS = 500;
 /** How often each instance expires stale top-ups and resumes intents whose top-up settled. */
@@ -173,24 +180,49 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
   }
 
   /**
-   * Slow part of creating a top-up, outside any transaction: checks the intent it binds, then opens the
-   * approval at the provider. Runs after the Idempotency-Key is claimed, so a replay never opens a second one.
+   * Slow part of creating a top-up, outside any transaction: checks the intent it binds and the agent's
+   * pending top-ups, then opens the approval at the provider. Runs after the Idempotency-Key is claimed, so a
+   * replay never opens a second one, nor is refused by the limit its own top-up counts towards.
    */
   async open(request: TopupRequest): Promise<{ draft: TopupDraft; opened: OpenedApproval }> {
     if (request.intentId !== undefined) await this.checkIntent(this.gateway.db, request.intentId, request.agentId);
+    await this.refuseAtPendingLimit(this.gateway.db, request.agentId);
     const draft: TopupDraft = { id: newId('top'), agentId: request.agentId, amountUsdCents: request.amountUsdCents, intentId: request.intentId ?? null };
     return { draft, opened: await this.requireRail().rail.open(draft, this.gateway.clock.nowS()) };
   }
 
-  /** Records an opened top-up (in the caller's transaction). 409 conflict when its intent has one pending. */
+  /**
+   * Records an opened top-up (in the caller's transaction). 409 conflict when its intent has one pending, or
+   * when its agent has PENDING_TOPUPS_PER_AGENT_MAX waiting.
+   */
   async record(tx: Tx, owner: { ownerId: string; requestedBy: string }, request: TopupRequest, prepared: { draft: TopupDraft; opened: OpenedApproval }): Promise<Topup> {
+    await this.deps.identity.lockAgent(tx, request.agentId);
     if (request.intentId !== undefined) await this.checkIntent(tx, request.intentId, request.agentId);
+    await this.refuseAtPendingLimit(tx, request.agentId);
     const row = await this.insert(tx, owner, request.reason, prepared);
     if (!row) {
       throw new ApiError('conflict', { detail: `intent ${request.intentId} already has a top-up waiting for approval; approve or decline that one first` });
     }
     this.gateway.log.info({ topupId: row.id, agentId: row.agent_id, amountUsdCents: row.amount_usd_cents, provider: row.provider, intentId: row.intent_id }, 'top-up requested');
     return toTopup(row);
+  }
+
+  /**
+   * 409 conflict (`reason` pending_topups_limit) when the agent has PENDING_TOPUPS_PER_AGENT_MAX top-ups waiting.
+   * The count that holds is taken under the agent's row lock, which every new top-up of the agent takes before
+   * it counts and inserts (`record`, `openForIntent`): concurrent requests on any number of instances cannot
+   * all take the last place. Unlocked, it is only the early answer before the rail is called, so a refused
+   * request opens nothing at the provider.
+   */
+  private async refuseAtPendingLimit(db: Queryable, agentId: string): Promise<void> {
+    const pending = await store.countPendingTopups(db, agentId, this.gateway.clock.nowS());
+    if (pending < PENDING_TOPUPS_PER_AGENT_MAX) return;
+    throw new ApiError('conflict', {
+      detail:
+        `agent ${agentId} already has ${pending} top-ups waiting for its owner, and at most ${PENDING_TOPUPS_PER_AGENT_MAX} may wait at once; ` +
+        'another can be requested once the owner approves or declines one, or one expires',
+      extra: { reason: 'pending_topups_limit', pendingTopupsMax: PENDING_TOPUPS_PER_AGENT_MAX },
+    });
   }
 
   private async checkIntent(db: Queryable, intentId: string, agentId: string): Promise<void> {
@@ -243,28 +275,13 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
 
   /**
    * The pending top-up of the retained intent, or a new one for AUTOMATIC_TOPUP_USD_CENTS (or the price, if
-   * more). A retry of the execute request answers the same one.
+   * more). A retry of the execute request answers the same one, even when its agent has
+   * PENDING_TOPUPS_PER_AGENT_MAX waiting; a new one then is refused (409 conflict, which execute answers).
    */
   private async requestTopup(request: ApprovalRequest): Promise<PendingApproval> {
-    const { db } = this.gateway;
-    const { module, rail } = this.requireRail();
+    const { module } = this.requireRail();
     const { subject } = request;
-    let row = await store.findPendingForIntent(db, subject.id);
-    if (!row) {
-      const agent = await this.deps.identity.agentRow(db, request.agentId);
-      if (agent) refuseDelegate(agent);
-      const priceCents = Number((request.amountUc + UC_PER_USD_CENT - 1n) / UC_PER_USD_CENT);
-      const amountUsdCents = Math.min(TOPUP_AMOUNT_USD_CENTS_MAX, Math.max(AUTOMATIC_TOPUP_USD_CENTS, priceCents));
-      const { intent } = subject;
-      const reason =
-        `Agent ${intent.agentId} asked the gateway to run ${intent.serviceId} ${intent.action} (retained intent ${subject.id}, ` +
-        `price ${formatUsd(request.amountUc)} USD) and its credit did not cover it. Approving adds $${dollars(amountUsdCents)} of credit; ` +
-        'the gateway then runs the intent once by itself.';
-      const draft: TopupDraft = { id: newId('top'), agentId: request.agentId, amountUsdCents, intentId: subject.id };
-      const opened = await rail.open(draft, this.gateway.clock.nowS());
-      row = await db.transaction(async (tx) => (await this.insert(tx, { ownerId: request.ownerId, requestedBy: 'gateway' }, reason, { draft, opened })) ?? (await store.findPendingForIntent(tx, subject.id)));
-      if (!row) throw new Error(`no pending top-up for intent ${subject.id} after creating one`);
-    }
+    const row = (await store.findPendingForIntent(this.gateway.db, subject.id)) ?? (await this.openForIntent(request));
     const topup = toTopup(row);
     return {
       url: topup.approvalUrl,
@@ -277,6 +294,38 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
         `Ask your owner to open ${topup.approvalUrl} and ${RAILS[row.provider].ownerAction} ($${dollars(topup.amountUsdCents)}). Once the top-up settles the ` +
         `gateway runs this request by itself, once; read GET /v1/intents/${subject.id} for its result, or retry with the same Idempotency-Key.`,
     };
+  }
+
+  /**
+   * A new top-up of the retained intent. The limit is checked before the rail is called, then again under the
+   * agent's lock with the insert; a concurrent retry of the same request that got there first is answered.
+   */
+  private async openForIntent(request: ApprovalRequest): Promise<store.TopupRow> {
+    const { db } = this.gateway;
+    const { rail } = this.requireRail();
+    const { subject } = request;
+    const agent = await this.deps.identity.agentRow(db, request.agentId);
+    if (agent) refuseDelegate(agent);
+    await this.refuseAtPendingLimit(db, request.agentId);
+    const priceCents = Number((request.amountUc + UC_PER_USD_CENT - 1n) / UC_PER_USD_CENT);
+    const amountUsdCents = Math.min(TOPUP_AMOUNT_USD_CENTS_MAX, Math.max(AUTOMATIC_TOPUP_USD_CENTS, priceCents));
+    const { intent } = subject;
+    const reason =
+      `Agent ${intent.agentId} asked the gateway to run ${intent.serviceId} ${intent.action} (retained intent ${subject.id}, ` +
+      `price ${formatUsd(request.amountUc)} USD) and its credit did not cover it. Approving adds $${dollars(amountUsdCents)} of credit; ` +
+      'the gateway then runs the intent once by itself.';
+    const draft: TopupDraft = { id: newId('top'), agentId: request.agentId, amountUsdCents, intentId: subject.id };
+    const opened = await rail.open(draft, this.gateway.clock.nowS());
+    return db.transaction(async (tx) => {
+      await this.deps.identity.lockAgent(tx, request.agentId);
+      const existing = await store.findPendingForIntent(tx, subject.id);
+      if (existing) return existing;
+      await this.refuseAtPendingLimit(tx, request.agentId);
+      const row = await this.insert(tx, { ownerId: request.ownerId, requestedBy: 'gateway' }, reason, { draft, opened });
+      // Every new top-up of the agent is inserted under its row lock, after that lookup: none of this intent can be there.
+      if (!row) throw new Error(`intent ${subject.id} got a pending top-up under its agent's lock`);
+      return row;
+    });
   }
 
   /** A top-up for its agent and that agent's owner; anyone else gets 404 (ids cannot be probed). */

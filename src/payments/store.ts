@@ -65,6 +65,18 @@ export async function findPendingForIntent(db: Queryable, intentId: string): Pro
   return rows[0];
 }
 
+/**
+ * How many top-ups of the agent wait for its owner now: pending and before their expiry (one past it is no
+ * longer answerable, whether or not the expiry job has closed it yet).
+ */
+export async function countPendingTopups(db: Queryable, agentId: string, nowS: number): Promise<number> {
+  const { rows } = await db.query<{ n: bigint }>(
+    `SELECT count(*)::bigint AS n FROM topups WHERE agent_id = $1 AND status = 'pending_approval' AND expires_at_s > $2`,
+    [agentId, nowS],
+  );
+  return Number(rows[0]!.n);
+}
+
 /** True when another top-up of this intent is still pending or settled (so the intent stays open). */
 export async function intentStillFunded(db: Queryable, intentId: string, exceptTopupId: string): Promise<boolean> {
   const { rows } = await db.query<{ n: bigint }>(

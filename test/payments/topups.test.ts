@@ -6,6 +6,7 @@ import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { capturedFromAgent, availableUc, holdsOf, intentsOf, ONE_CREDIT_UC } from '../execute/helpers.ts';
+import { PENDING_TOPUPS_PER_AGENT_MAX } from '../../src/payments/service.ts';
 import { insertTopup } from '../../src/payments/store.ts';
 import { grant } from '../support/ledger-fixture.ts';
 import { ownerId, REASON, repoRequest, topupBody, topupJournal, topupLots } from './helpers.ts';
@@ -385,6 +386,196 @@ describe('retained intents', () => {
     const second = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('bind'), body: topupBody(agent.id, { intentId: first.body.intentId }) });
     expect(second.status).toBe(409);
     expect(second.body.code).toBe('conflict');
+  });
+});
+
+describe(`at most ${PENDING_TOPUPS_PER_AGENT_MAX} top-ups of an agent wait for its owner`, () => {
+  type Agent = Awaited<ReturnType<typeof newAgent>>;
+  const requestTopup = (agent: Agent, k = key('cap'), token = agent.token) =>
+    world.api('POST', '/v1/payments/topups', { token, key: k, body: topupBody(agent.id) });
+
+  /** Requests `count` top-ups one after another, each answered 200; their keys and records. */
+  async function fill(agent: Agent, count: number): Promise<Array<{ key: string; topup: any }>> {
+    const made: Array<{ key: string; topup: any }> = [];
+    for (let n = 0; n < count; n++) {
+      const k = key('cap');
+      const res = await requestTopup(agent, k);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      made.push({ key: k, topup: res.body });
+    }
+    return made;
+  }
+
+  async function topupStatuses(agentId: string): Promise<string[]> {
+    const { rows } = await world.gw.gateway.db.query<{ status: string }>('SELECT status FROM topups WHERE agent_id = $1 ORDER BY created_at_s, id', [agentId]);
+    return rows.map((row) => row.status);
+  }
+
+  /** Every event whose payload names the agent: a refusal adds none. */
+  async function eventsNaming(agentId: string): Promise<number> {
+    const { rows } = await world.gw.gateway.db.query<{ n: bigint }>('SELECT count(*)::bigint AS n FROM events WHERE payload LIKE $1', [`%${agentId}%`]);
+    return Number(rows[0]!.n);
+  }
+
+  const limitRefusal = {
+    type: expect.stringMatching(/\/docs\/errors#conflict$/),
+    title: expect.any(String),
+    status: 409,
+    code: 'conflict',
+    reason: 'pending_topups_limit',
+    pendingTopupsMax: PENDING_TOPUPS_PER_AGENT_MAX,
+  };
+
+  it('refuses one more with 409 conflict naming the limit, recording nothing, for the agent and its owner alike; the refusal is its key\'s answer', async () => {
+    const agent = await newAgent('cap');
+    await fill(agent, PENDING_TOPUPS_PER_AGENT_MAX);
+    const eventsBefore = await eventsNaming(agent.id);
+    const k = key('beyond');
+    const refused = await requestTopup(agent, k);
+    expect(refused.status).toBe(409);
+    expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(refused.body).toMatchObject(limitRefusal);
+    expect(refused.body.detail).toContain(`${PENDING_TOPUPS_PER_AGENT_MAX} top-ups waiting`);
+    const byOwner = await requestTopup(agent, key('beyond'), agent.ownerToken);
+    expect(byOwner.status).toBe(409);
+    expect(byOwner.body).toMatchObject(limitRefusal);
+    const again = await requestTopup(agent, k);
+    expect(again.status).toBe(409);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(await topupStatuses(agent.id)).toEqual(Array(PENDING_TOPUPS_PER_AGENT_MAX).fill('pending_approval'));
+    expect(await eventsNaming(agent.id)).toBe(eventsBefore);
+    expect(await topupLots(world, agent.id)).toEqual([]);
+  });
+
+  it('still replays a top-up created before the limit was reached', async () => {
+    const agent = await newAgent('cap-replay');
+    const made = await fill(agent, PENDING_TOPUPS_PER_AGENT_MAX);
+    for (const { key: k, topup } of [made[0]!, made.at(-1)!]) {
+      const replayed = await requestTopup(agent, k);
+      expect(replayed.status).toBe(200);
+      expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+      expect(replayed.body).toEqual(topup);
+    }
+    expect(await topupStatuses(agent.id)).toHaveLength(PENDING_TOPUPS_PER_AGENT_MAX);
+  });
+
+  it('lets exactly one of several racing requests take the last place, requested top-ups and execute\'s automatic ones alike', async () => {
+    const agent = await newAgent('cap-race');
+    await fill(agent, PENDING_TOPUPS_PER_AGENT_MAX - 1);
+    const racing = await Promise.all([
+      ...Array.from({ length: 4 }, () => requestTopup(agent)),
+      ...Array.from({ length: 2 }, () => world.api('POST', '/v1/services/execute', { token: agent.token, key: key('exec'), body: repoRequest })),
+    ]);
+    const passed = racing.filter((res) => res.status === 200 || res.status === 402);
+    const refused = racing.filter((res) => res.status === 409);
+    expect(passed, JSON.stringify(racing.map((res) => [res.status, res.body.code]))).toHaveLength(1);
+    expect(refused).toHaveLength(racing.length - 1);
+    for (const res of refused) expect(res.body).toMatchObject(limitRefusal);
+    expect(await topupStatuses(agent.id)).toEqual(Array(PENDING_TOPUPS_PER_AGENT_MAX).fill('pending_approval'));
+  });
+
+  /**
+   * Records the top-up that takes the last place in a transaction kept open while `contender` runs, then commits
+   * it. The contender counts the places in its own transaction: under the agent's lock it waits for that commit
+   * and finds none left; without the lock it would count before the commit and take a place too.
+   */
+  async function whileTheLastPlaceIsTaken<T>(agent: Agent, contender: () => Promise<T>): Promise<PromiseSettledResult<T>> {
+    const payments = world.gw.services.payments!;
+    const owner = { ownerId: await ownerId(world, agent.ownerToken), requestedBy: 'test' };
+    const request = topupBody(agent.id);
+    const prepared = await payments.open(request);
+    let recorded!: () => void;
+    let release!: () => void;
+    const isRecorded = new Promise<void>((resolve) => (recorded = resolve));
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const holder = world.gw.gateway.db.transaction(async (tx) => {
+      await payments.record(tx, owner, request, prepared);
+      recorded();
+      await released;
+    });
+    await isRecorded;
+    const contended = Promise.allSettled([contender()]);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    release();
+    await holder;
+    return (await contended)[0];
+  }
+
+  it("counts under the agent's lock: a request racing the one that takes the last place waits for its commit and is refused", async () => {
+    const agent = await newAgent('cap-lock');
+    await fill(agent, PENDING_TOPUPS_PER_AGENT_MAX - 1);
+    const contender = await whileTheLastPlaceIsTaken(agent, () => requestTopup(agent));
+    expect(contender.status).toBe('fulfilled');
+    const res = (contender as PromiseFulfilledResult<Awaited<ReturnType<typeof requestTopup>>>).value;
+    expect([res.status, res.body]).toMatchObject([409, limitRefusal]);
+    expect(await topupStatuses(agent.id)).toEqual(Array(PENDING_TOPUPS_PER_AGENT_MAX).fill('pending_approval'));
+  });
+
+  it("counts execute's automatic top-up under the agent's lock too", async () => {
+    const agent = await newAgent('cap-lock-exec');
+    // A retained intent with no top-up pending: its first one declined.
+    const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: key('exec'), body: repoRequest });
+    expect(first.status).toBe(402);
+    await world.api('POST', `/v1/payments/topups/${first.body.payment.id}/decline`, { token: agent.ownerToken, body: {} });
+    await fill(agent, PENDING_TOPUPS_PER_AGENT_MAX - 1);
+    const payments = world.gw.services.payments!;
+    const asked = { kind: 'topup', agentId: agent.id, ownerId: await ownerId(world, agent.ownerToken), amountUc: ONE_CREDIT_UC } as const;
+    const contender = await whileTheLastPlaceIsTaken(agent, () =>
+      payments.requestApproval({ ...asked, subject: { type: 'intent', id: first.body.intentId, intent: first.body.intent } }),
+    );
+    expect(contender.status).toBe('rejected');
+    expect((contender as PromiseRejectedResult).reason).toMatchObject({ code: 'conflict', options: { extra: { reason: 'pending_topups_limit' } } });
+    expect((await topupStatuses(agent.id)).filter((status) => status === 'pending_approval')).toHaveLength(PENDING_TOPUPS_PER_AGENT_MAX);
+  });
+
+  it('frees a place when one is declined, approved or expired', async () => {
+    const agent = await newAgent('cap-free');
+    const made = await fill(agent, PENDING_TOPUPS_PER_AGENT_MAX);
+    expect((await requestTopup(agent)).status).toBe(409);
+
+    const declined = await world.api('POST', `/v1/payments/topups/${made[0]!.topup.id}/decline`, { token: agent.ownerToken, body: {} });
+    expect(declined.body.status).toBe('declined');
+    expect((await requestTopup(agent)).status).toBe(200);
+    expect((await requestTopup(agent)).status).toBe(409);
+
+    const approved = await world.api('POST', `/v1/payments/topups/${made[1]!.topup.id}/approve`, { token: agent.ownerToken, body: {} });
+    expect(approved.body.status).toBe('settled');
+    expect((await requestTopup(agent)).status).toBe(200);
+    expect((await requestTopup(agent)).status).toBe(409);
+
+    // Past its expiry a top-up no longer waits for the owner, before the expiry job closes it too.
+    await world.gw.gateway.db.query('UPDATE topups SET expires_at_s = $2 WHERE id = $1', [made[2]!.topup.id, Math.floor(Date.now() / 1000) - 1]);
+    expect((await requestTopup(agent)).status).toBe(200);
+    expect((await requestTopup(agent)).status).toBe(409);
+    await world.gw.services.payments!.runJobs();
+    expect((await world.api('GET', `/v1/payments/topups/${made[2]!.topup.id}`, { token: agent.token })).body.status).toBe('expired');
+    expect((await requestTopup(agent)).status).toBe(409);
+    expect((await topupStatuses(agent.id)).filter((status) => status === 'pending_approval')).toHaveLength(PENDING_TOPUPS_PER_AGENT_MAX);
+  });
+
+  it("holds for execute's automatic top-up: at the limit a new intent is answered 409 (retained, nothing charged), its own top-up still 402, and a freed place lets its retry open one", async () => {
+    const agent = await newAgent('cap-exec');
+    const kFirst = key('exec');
+    const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: kFirst, body: repoRequest });
+    expect(first.status).toBe(402);
+    const made = await fill(agent, PENDING_TOPUPS_PER_AGENT_MAX - 1);
+
+    const retry = await world.api('POST', '/v1/services/execute', { token: agent.token, key: kFirst, body: repoRequest });
+    expect(retry.status).toBe(402);
+    expect(retry.body.payment.id).toBe(first.body.payment.id);
+
+    const kSecond = key('exec');
+    const second = await world.api('POST', '/v1/services/execute', { token: agent.token, key: kSecond, body: repoRequest });
+    expect(second.status).toBe(409);
+    expect(second.body).toMatchObject({ ...limitRefusal, charged: false, intentId: expect.stringMatching(/^int_/) });
+    expect((await world.api('GET', `/v1/intents/${second.body.intentId}`, { token: agent.token })).body.state).toBe('pending');
+    expect(await topupStatuses(agent.id)).toHaveLength(PENDING_TOPUPS_PER_AGENT_MAX);
+    expect(await holdsOf(world, agent.id)).toEqual([]);
+
+    await world.api('POST', `/v1/payments/topups/${made[0]!.topup.id}/decline`, { token: agent.ownerToken, body: {} });
+    const reopened = await world.api('POST', '/v1/services/execute', { token: agent.token, key: kSecond, body: repoRequest });
+    expect(reopened.status, JSON.stringify(reopened.body)).toBe(402);
+    expect(reopened.body).toMatchObject({ intentId: second.body.intentId, payment: { intentId: second.body.intentId, status: 'pending_approval' } });
   });
 });
 
