@@ -587,7 +587,7 @@ export interface paths {
         put?: never;
         /**
          * Freeze an agent and its delegates; optionally release and revoke their outstanding holds
-         * @description The agent can no longer spend (403 FROZEN), nor can any of its delegates: each is refused at its next request. With `releaseHolds: true`, in the same transaction, every outstanding hold of the agent and its delegates is released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) lists them, and a capture of one answers 409 voucher_revoked; and every execute intent they retained is cancelled (`cancellationReason` agent_frozen), so none runs by itself later. The answer is the agent, as before, with a `freeze` member: the report of each merchant reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds changes nothing and answers its latest report. The body is optional (none is `{}`). Idempotency-Key is honoured when sent.
+         * @description The agent can no longer spend (403 FROZEN), nor can any of its delegates: each is refused at its next request. In the same transaction every execute intent they retained is cancelled (`cancellationReason` agent_frozen, one `intent.cancelled` each), so none runs by itself later, even once unfrozen (a retry with its key asks again). With `releaseHolds: true`, also in that transaction, every outstanding hold of the agent and its delegates is released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent, as before, with a `freeze` member: the report of each merchant reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds changes nothing and answers its latest report. The body is optional (none is `{}`). Idempotency-Key is honoured when sent.
          *
          *     Authentication: H, O.
          */
@@ -1209,7 +1209,7 @@ export interface paths {
          *
          *     When the action fails, the hold is released and the problem body says `charged: false` (with `executionId` and `redemptionId`): 404 upstream_not_found, 429 upstream_rate_limited (Retry-After), 502 upstream_unavailable / upstream_auth_failed, 504 upstream_timeout.
          *
-         *     When credit does not cover the price, the intent is retained and nothing is charged: 503 link_configuration_required (`intentId`, `intent`) without a payment-approval provider, 402 approval_required (`ApprovalRequired`) with one. Retry with the same key once credit arrives. With a provider, the gateway runs the intent once by itself after its top-up settles; GET /v1/intents/{id} shows its outcome, and a retry with the same key answers it. After its top-up was declined, expired or failed, a retry with the same key runs again: if credit now covers it, it executes; otherwise the same retained intent (same `intentId`) is reopened as `pending`, its `cancellationReason` cleared, and a new top-up (a new `payment.id` and approval URL) is requested for it.
+         *     When credit does not cover the price, the intent is retained and nothing is charged: 503 link_configuration_required (`intentId`, `intent`) without a payment-approval provider, 402 approval_required (`ApprovalRequired`) with one. Retry with the same key once credit arrives. With a provider, the gateway runs the intent once by itself after its top-up settles; GET /v1/intents/{id} shows its outcome, and a retry with the same key answers it. After its top-up was declined, expired or failed, a retry with the same key runs again: if credit now covers it, it executes; otherwise the same retained intent (same `intentId`) is reopened as `pending`, its `cancellationReason` cleared, and a new top-up (a new `payment.id` and approval URL) is requested for it. A delegate has no credit of its own (it spends its root's), so with a provider no top-up is asked for it: 409 conflict (`reason` delegate_has_no_lots, `rootAgentId`: credit that agent), its intent cancelled at once (`cancellationReason` delegate_has_no_lots), not stored: the retry with the same key runs it once the root has credit.
          *
          *     When the price is above the agent's mandate `approvalAboveUc`, the intent is retained and nothing is charged: 402 approval_required (`reason: above_approval_threshold`) whose `approvalUrl` and `payment` are the purchase approval the owner answers on the gateway's page (no payment provider needed). The gateway does not run it by itself after approval: the retry with the same key runs it, once. Declined or expired, the intent is cancelled and the retry answers 409 conflict (`reason` `purchase_declined` or `approval_expired`), kept under the key.
          *
@@ -2652,10 +2652,16 @@ export interface components {
             ownerId: string;
             name: string;
             /**
-             * @description the agent's own status; a frozen or retired ancestor also stops it (403 FROZEN)
+             * @description the agent's own status, as its owner set it (freeze, unfreeze); a frozen or retired ancestor also stops it (403 FROZEN): see effectiveStatus
              * @enum {string}
              */
             status: "active" | "frozen";
+            /**
+             * @description what the agent may do now, its ancestors included: `retired` (for good: retiredAt), else `frozen` while the agent or any ancestor is frozen (frozenBy names which; every spend answers 403 FROZEN), else `active`. `status` stays the agent's own: unfreezing the agent itself does not lift an ancestor's freeze. Always present, except in a replay of an answer stored before 2026-12-03
+             * @enum {string}
+             */
+            effectiveStatus?: "active" | "frozen" | "retired";
+            frozenBy?: string | null;
             identity: {
                 issuer: string;
                 subject: string;
@@ -2889,7 +2895,7 @@ export interface components {
         IntentStatus: {
             id: string;
             /**
-             * @description pending (waiting for credit, or for its owner's approval of the purchase) → executed (ran, charged once) | failed (ran, failed definitively, not charged) | cancelled (its top-up was declined, expired or failed, or its purchase approval was declined or expired; not charged)
+             * @description pending (waiting for credit, or for its owner's approval of the purchase) → executed (ran, charged once) | failed (ran, failed definitively, not charged) | cancelled (its top-up was declined, expired or failed, its purchase approval was declined or expired, no top-up can be asked for it (a delegate: credit its root), or its agent was frozen or retired; not charged)
              * @enum {string}
              */
             state: "pending" | "executed" | "failed" | "cancelled";
@@ -2898,7 +2904,7 @@ export interface components {
             /** @description the price of the execution */
             priceUc: string;
             executionId: string | null;
-            cancellationReason: ("topup_declined" | "topup_expired" | "topup_failed" | "purchase_declined" | "purchase_expired" | "agent_frozen" | "agent_retired") | null;
+            cancellationReason: ("topup_declined" | "topup_expired" | "topup_failed" | "purchase_declined" | "purchase_expired" | "delegate_has_no_lots" | "agent_frozen" | "agent_retired") | null;
             result: {
                 [key: string]: unknown;
             } | null;
@@ -3398,10 +3404,16 @@ export interface components {
             ownerId: string;
             name: string;
             /**
-             * @description the agent's own status; a frozen or retired ancestor also stops it (403 FROZEN)
+             * @description the agent's own status, as its owner set it (freeze, unfreeze); a frozen or retired ancestor also stops it (403 FROZEN): see effectiveStatus
              * @enum {string}
              */
             status: "active" | "frozen";
+            /**
+             * @description what the agent may do now, its ancestors included: `retired` (for good: retiredAt), else `frozen` while the agent or any ancestor is frozen (frozenBy names which; every spend answers 403 FROZEN), else `active`. `status` stays the agent's own: unfreezing the agent itself does not lift an ancestor's freeze. Always present, except in a replay of an answer stored before 2026-12-03
+             * @enum {string}
+             */
+            effectiveStatus?: "active" | "frozen" | "retired";
+            frozenBy?: string | null;
             identity: {
                 issuer: string;
                 subject: string;

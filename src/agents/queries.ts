@@ -4,8 +4,7 @@ import { Type } from '@sinclair/typebox';
 import { idOf, PageQuery, VersionNumber, type Page } from '../platform/schemas.ts';
 import type { Query } from '../platform/queries.ts';
 import { toAgent, type Agent, type AgentService, type MandateView } from './service.ts';
-import type { MandateVersionRow } from './store.ts';
-import type { AgentRow } from './store.ts';
+import type { AgentRow, FrozenBy, MandateVersionRow } from './store.ts';
 
 export const AgentIdInput = Type.Object({ id: idOf('agent (agt_…)') }, { additionalProperties: false });
 
@@ -33,7 +32,7 @@ export interface AgentQueries {
   getMandate: Query<{ id: string }, MandateView, AgentRow>;
   getMandateVersion: Query<{ id: string; version: number }, MandateVersionView, AgentRow>;
   listMandateVersions: Query<{ id: string; limit: number; startingAfter?: number }, { versions: MandateVersionView[]; hasMore: boolean }, AgentRow>;
-  getAgent: Query<{ id: string }, Agent, AgentRow>;
+  getAgent: Query<{ id: string }, Agent, AgentRow & FrozenBy>;
   getAgentAvatar: Query<{ id: string }, { contentType: string; bytes: Uint8Array }, AgentRow>;
 }
 

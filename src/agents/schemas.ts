@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { CATEGORY_PATTERN, CategoryOrAny, Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
 import { ALERT_THRESHOLDS_MAX, BUDGETS_PER_MANDATE_MAX, DELEGATION_DEPTH_MAX, MERCHANT_RULES_MAX } from '../policy/mandate.ts';
 import { BUDGET_PERIODS } from '../policy/periods.ts';
-import { PROFILE_PRESETS } from './service.ts';
+import { EFFECTIVE_STATUSES, PROFILE_PRESETS } from './service.ts';
 
 export const ProfileSchema = Type.Object(
   {
@@ -29,7 +29,31 @@ export const AgentSchema = Type.Object(
     id: Type.String(),
     ownerId: Type.String(),
     name: Type.String(),
-    status: Type.String({ enum: ['active', 'frozen'], description: "the agent's own status; a frozen or retired ancestor also stops it (403 FROZEN)" }),
+    status: Type.String({
+      enum: ['active', 'frozen'],
+      description: "the agent's own status, as its owner set it (freeze, unfreeze); a frozen or retired ancestor also stops it (403 FROZEN): see effectiveStatus",
+    }),
+    // Optional in the schema only: every answer made now has both, but a replay of an answer stored (under its
+    // Idempotency-Key, for 24 h) before they existed has neither, and a required member missing would make the
+    // replay's serializer fail.
+    effectiveStatus: Type.Optional(
+      Type.String({
+        enum: [...EFFECTIVE_STATUSES],
+        description:
+          'what the agent may do now, its ancestors included: `retired` (for good: retiredAt), else `frozen` while the agent or any ancestor is ' +
+          'frozen (frozenBy names which; every spend answers 403 FROZEN), else `active`. `status` stays the agent\'s own: unfreezing the agent ' +
+          'itself does not lift an ancestor\'s freeze. Always present, except in a replay of an answer stored before 2026-12-03',
+      }),
+    ),
+    frozenBy: Type.Optional(
+      Nullable(
+        Type.String({
+          description:
+            'the agent whose freeze stops this one: itself when its own status is frozen, else its nearest frozen ancestor (the `agentId` a 403 ' +
+            'FROZEN names); null when none is frozen. Always present, except in a replay of an answer stored before 2026-12-03',
+        }),
+      ),
+    ),
     identity: Type.Object({ issuer: Type.String(), subject: Type.String() }),
     parentId: Nullable(Type.String({ description: 'the agent that registered this delegate; null for an agent its owner registered' })),
     depth: Type.Integer({ minimum: 0, description: 'levels above the agent: 0 for a root, 1 for its delegates, …' }),

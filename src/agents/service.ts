@@ -51,7 +51,12 @@ export interface Agent {
   id: string;
   ownerId: string;
   name: string;
+  /** The agent's own status, as its owner set it (freeze, unfreeze). */
   status: 'active' | 'frozen';
+  /** Whether it may spend as far as freezes and retirement go: its own status, its ancestors' and its retirement together. */
+  effectiveStatus: EffectiveStatus;
+  /** The agent whose freeze stops it (itself, or its nearest frozen ancestor: the one a 403 FROZEN names); null when none. */
+  frozenBy: string | null;
   identity: { issuer: string; subject: string };
   /** The agent that registered this delegate; null for an agent its owner registered. */
   parentId: string | null;
@@ -101,12 +106,19 @@ export function profileOf(row: store.AgentRow): AgentProfile {
   };
 }
 
-export function toAgent(row: store.AgentRow): Agent {
+/** What an agent's chain lets it do: `retired` for good, else `frozen` while it or an ancestor is frozen, else `active`. */
+export const EFFECTIVE_STATUSES = ['active', 'frozen', 'retired'] as const;
+export type EffectiveStatus = (typeof EFFECTIVE_STATUSES)[number];
+
+/** The agent as every face shows it, from its row and the agent whose freeze stops it (read with the row: store.FROZEN_BY). */
+export function toAgent(row: store.AgentRow & store.FrozenBy): Agent {
   return {
     id: row.id,
     ownerId: row.owner_id,
     name: row.name,
     status: row.status,
+    effectiveStatus: row.retired_at_s !== null ? 'retired' : row.frozen_by !== null ? 'frozen' : 'active',
+    frozenBy: row.frozen_by,
     identity: { issuer: row.identity_issuer, subject: row.identity_subject },
     parentId: row.parent_id,
     depth: row.ancestor_ids.length,
@@ -225,9 +237,26 @@ export class AgentService {
     private readonly serviceIds: readonly string[] = [],
   ) {}
 
-  /** The agent if `principal` may act for it (itself, or its owner); anyone else gets 404, so ids cannot be probed. */
-  async agentFor(db: Queryable, principal: Actor, agentId: string): Promise<store.AgentWithOwnerRow> {
-    return this.reachable(await store.findAgent(db, agentId), principal, agentId);
+  /**
+   * The agent if `principal` may act for it (itself, or its owner); anyone else gets 404, so ids cannot be probed.
+   * Read with what showing it needs (`toAgent`).
+   */
+  async agentFor(db: Queryable, principal: Actor, agentId: string): Promise<store.AgentWithOwnerRow & store.FrozenBy> {
+    return this.reachable(await store.findAgentView(db, agentId), principal, agentId);
+  }
+
+  /** Agents as every face shows them, each with the agent whose freeze stops it (one statement). */
+  private async show(db: Queryable, rows: readonly store.AgentRow[]): Promise<Agent[]> {
+    const frozenBy = await store.findFrozenBy(db, rows.map((row) => row.id));
+    return rows.map((row) => {
+      const stoppedBy = frozenBy.get(row.id);
+      if (stoppedBy === undefined) throw new Error(`agent ${row.id}: its row was not found to show it`);
+      return toAgent({ ...row, frozen_by: stoppedBy });
+    });
+  }
+
+  private async showOne(db: Queryable, row: store.AgentRow): Promise<Agent> {
+    return (await this.show(db, [row]))[0]!;
   }
 
   /** The same, its row locked for the rest of the transaction. */
@@ -255,7 +284,7 @@ export class AgentService {
       },
       this.serviceIds,
     );
-    return toAgent(await this.insertAgent(tx, { ownerId, name: input.name, identity: input.identity, inboxAllowlist: input.inboxAllowlist, parent: null }, rules, `owner:${ownerId}`));
+    return this.showOne(tx, await this.insertAgent(tx, { ownerId, name: input.name, identity: input.identity, inboxAllowlist: input.inboxAllowlist, parent: null }, rules, `owner:${ownerId}`));
   }
 
   /**
@@ -277,7 +306,7 @@ export class AgentService {
     const rules = await this.checkedWithMerchants(tx, { ...parentRules, delegation: { ...NO_DELEGATION }, ...input.mandate, caps: input.mandate.caps ?? parentRules.caps });
     refuseWider(rules, parentRules);
     const row = await this.insertAgent(tx, { ownerId: parent.owner_id, name: input.name, identity: input.identity, parent }, rules, principalScope(principal as Principal));
-    return toAgent(row);
+    return this.showOne(tx, row);
   }
 
   /**
@@ -466,7 +495,7 @@ export class AgentService {
 
   async listAgents(db: Queryable, ownerId: string, page: Page): Promise<{ agents: Agent[]; hasMore: boolean }> {
     const found = await pageBySeq<store.AgentRow>(db, 'agents', 'owner_id', ownerId, page);
-    return { agents: found.items.map(toAgent), hasMore: found.hasMore };
+    return { agents: await this.show(db, found.items), hasMore: found.hasMore };
   }
 
   /** The agent with its owner's email, whoever owns it. */
@@ -532,8 +561,8 @@ export class AgentService {
   async delegateTree(db: Queryable, row: store.AgentRow): Promise<DelegateTree> {
     const rows = await store.findSubtree(db, row.id, DELEGATES_READ_MAX);
     const shown = rows.slice(0, DELEGATES_READ_MAX);
-    const usage = await this.budgetUsages(db, shown);
-    return { agentId: row.id, nodes: shown.map((node) => ({ agent: toAgent(node), usage: usage.get(node.id)! })), truncated: rows.length > DELEGATES_READ_MAX };
+    const [usage, agents] = await Promise.all([this.budgetUsages(db, shown), this.show(db, shown)]);
+    return { agentId: row.id, nodes: agents.map((agent) => ({ agent, usage: usage.get(agent.id)! })), truncated: rows.length > DELEGATES_READ_MAX };
   }
 
   /**
@@ -563,7 +592,7 @@ export class AgentService {
   /** Marks a locked subtree retired (those not retired yet); answers the subtree's top agent as it now reads. */
   async markRetired(tx: Tx, subtree: readonly store.AgentRow[], agentId: string, atS: number): Promise<Agent> {
     await store.markRetired(tx, subtree.map((agent) => agent.id), atS);
-    return toAgent((await store.findAgent(tx, agentId))!);
+    return toAgent((await store.findAgentView(tx, agentId))!);
   }
 
   /**
@@ -589,20 +618,19 @@ export class AgentService {
       await this.checkWithinParent(tx, row, checked);
       row = await this.writeMandate(tx, row, checked, principalScope(principal as Principal));
     }
-    return toAgent(
-      await store.updateAgent(tx, {
-        ...row,
-        name: patch.name ?? row.name,
-        inbox_allowlist: patch.inboxAllowlist ? unique(patch.inboxAllowlist) : row.inbox_allowlist,
-        updated_at_s: BigInt(this.gateway.clock.nowS()),
-      }),
-    );
+    const updated = await store.updateAgent(tx, {
+      ...row,
+      name: patch.name ?? row.name,
+      inbox_allowlist: patch.inboxAllowlist ? unique(patch.inboxAllowlist) : row.inbox_allowlist,
+      updated_at_s: BigInt(this.gateway.clock.nowS()),
+    });
+    return this.showOne(tx, updated);
   }
 
   async setStatus(tx: Tx, principal: Actor, agentId: string, status: 'active' | 'frozen'): Promise<Agent> {
     const row = await this.lockAgentFor(tx, principal, agentId);
-    if (row.status === status) return toAgent(row);
-    return toAgent(await store.updateAgent(tx, { ...row, status, updated_at_s: BigInt(this.gateway.clock.nowS()) }));
+    if (row.status === status) return this.showOne(tx, row);
+    return this.showOne(tx, await store.updateAgent(tx, { ...row, status, updated_at_s: BigInt(this.gateway.clock.nowS()) }));
   }
 
   async setProfile(tx: Tx, principal: Actor, agentId: string, profile: { name: string; preset: string; color: string }): Promise<AgentProfile> {

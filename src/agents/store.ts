@@ -89,6 +89,39 @@ export async function findAgent(db: Queryable, agentId: string): Promise<AgentWi
   return rows[0];
 }
 
+/** What showing an agent needs beyond its row: the agent whose freeze stops it (FROZEN_BY), or null. */
+export interface FrozenBy {
+  frozen_by: string | null;
+}
+
+/**
+ * The agent whose freeze stops agent `a`, found as the spending policy finds it (the agent itself, then its
+ * parent, up to its root): `a`'s own id when `a` is not active, else its nearest ancestor that is not active, else
+ * null.
+ * A root needs no lookup; a delegate one probe of the primary key for its ancestors.
+ */
+const FROZEN_BY = `CASE WHEN a.status <> 'active' THEN a.id
+    WHEN cardinality(a.ancestor_ids) = 0 THEN NULL
+    ELSE (SELECT f.id FROM agents f WHERE f.id = ANY(a.ancestor_ids) AND f.status <> 'active' ORDER BY cardinality(f.ancestor_ids) DESC LIMIT 1)
+  END AS frozen_by`;
+
+/** findAgent, with the agent whose freeze stops it: the row an agent is shown from (one statement). */
+export async function findAgentView(db: Queryable, agentId: string): Promise<(AgentWithOwnerRow & FrozenBy) | undefined> {
+  const { rows } = await db.query<AgentWithOwnerRow & FrozenBy>(
+    `SELECT a.*, o.email AS owner_email, o.email_verified AS owner_email_verified, ${FROZEN_BY}
+       FROM agents a JOIN owners o ON o.id = a.owner_id WHERE a.id = $1`,
+    [agentId],
+  );
+  return rows[0];
+}
+
+/** The agent whose freeze stops each of these agents (FROZEN_BY), by id (one statement). */
+export async function findFrozenBy(db: Queryable, agentIds: readonly string[]): Promise<Map<string, string | null>> {
+  if (agentIds.length === 0) return new Map();
+  const { rows } = await db.query<{ id: string } & FrozenBy>(`SELECT a.id, ${FROZEN_BY} FROM agents a WHERE a.id = ANY($1::text[])`, [[...agentIds]]);
+  return new Map(rows.map((row) => [row.id, row.frozen_by]));
+}
+
 /** The merchants a mandate's budgets name, found by id, or by domain (to tell an owner who named one that way). */
 export async function findMerchantsNamed(db: Queryable, names: readonly string[]): Promise<Array<{ id: string; domain: string; verified: boolean }>> {
   const { rows } = await db.query<{ id: string; domain: string; verified: boolean }>(

@@ -3,8 +3,8 @@
 //   - credit does not cover it: with a human approver of top-ups (the payments feature), 402 approval_required
 //     carrying the page where the owner approves a top-up; without one, 503 link_configuration_required; with
 //     the approver out of reach, 503 payment_unavailable; for a delegate, which has no lots of its own, the
-//     approver's 409 delegate_has_no_lots naming the root to credit. After the top-up settles the gateway runs the intent
-//     by itself (intents.ts).
+//     approver's 409 delegate_has_no_lots naming the root to credit, its intent closed at once (nothing the approver
+//     settles can resume it). After the top-up settles the gateway runs the intent by itself (intents.ts).
 //   - its price is above the agent's mandate approval threshold: 402 approval_required carrying the page where
 //     the owner approves this purchase (the purchase approver, always the payments feature: no rail is needed).
 //     The gateway does not run it by itself after approval: the caller's retry with the same Idempotency-Key
@@ -27,6 +27,25 @@ import { formatUc, type Microcredits } from '../platform/money.ts';
 import { APPROVAL_STATE_PENDING, uncharged } from './execution.ts';
 
 const RETRY = 'Nothing was charged. Once credit is added, retry with the same Idempotency-Key to run it.';
+
+/**
+ * The approver's refusals that no wait can cure: nothing it will ever settle can resume the intent, so the intent
+ * is closed at once with this reason rather than left pending for its lifetime. A delegate owns no lots, so no
+ * top-up is bought for it (its root is credited instead). Other refusals (e.g. too many top-ups waiting) may lift.
+ */
+const FINAL_REFUSAL_REASONS = ['delegate_has_no_lots'] as const;
+export type FinalRefusalReason = (typeof FINAL_REFUSAL_REASONS)[number];
+
+function finalReasonOf(refusal: ApiError): FinalRefusalReason | null {
+  const reason = refusal.options.extra?.reason;
+  return FINAL_REFUSAL_REASONS.find((final) => final === reason) ?? null;
+}
+
+/** How an execution short of credit is answered: the refusal, and why its retained intent is closed now (null: it waits). */
+export interface ShortCreditAnswer {
+  refusal: ApiError;
+  closes: FinalRefusalReason | null;
+}
 
 /** The retained intent whose credit fell short, as the approval is asked for. */
 export interface ShortCredit {
@@ -60,17 +79,18 @@ export class CreditApprovals {
     return this.approver !== undefined;
   }
 
-  /** The refusal that answers an execution whose credit fell short (its intent retained): ask the human, then say where. */
-  async refusal(short: ShortCredit): Promise<ApiError> {
+  /**
+   * The answer to an execution whose credit fell short (its intent retained): ask the human, then say where; or,
+   * when the approver refuses to ask for a reason no wait cures, that refusal, and the intent to close.
+   */
+  async refusal(short: ShortCredit): Promise<ShortCreditAnswer> {
     const { intentId, intent, priceUc } = short;
     const extra = { intentId, intent, priceUc: formatUc(priceUc) };
     if (!this.approver) {
-      return uncharged(
-        new ApiError('link_configuration_required', {
-          detail: `the agent's credit does not cover this execution (${formatUc(priceUc)} µc) and no payment-approval provider is configured. ${RETRY}`,
-        }),
-        extra,
-      );
+      const refusal = new ApiError('link_configuration_required', {
+        detail: `the agent's credit does not cover this execution (${formatUc(priceUc)} µc) and no payment-approval provider is configured. ${RETRY}`,
+      });
+      return { refusal: uncharged(refusal, extra), closes: null };
     }
     const request: ApprovalRequest = { kind: 'topup', agentId: intent.agentId, ownerId: short.ownerId, amountUc: priceUc, subject: { type: 'intent', id: intentId, intent } };
     let pending: PendingApproval;
@@ -79,17 +99,18 @@ export class CreditApprovals {
     } catch (error) {
       // A refusal of the request itself (a delegate has no lots to top up: 409 delegate_has_no_lots, naming its
       // root) is the answer; only the provider's failure is 503.
-      if (error instanceof ApiError && error.status < 500) return uncharged(error, extra);
+      if (error instanceof ApiError && error.status < 500) return { refusal: uncharged(error, extra), closes: finalReasonOf(error) };
       this.log.warn({ err: error, intentId }, 'payment-approval provider failed');
-      return uncharged(new ApiError('payment_unavailable', { detail: `the payment-approval provider could not be reached. ${RETRY}` }), extra);
+      return { refusal: uncharged(new ApiError('payment_unavailable', { detail: `the payment-approval provider could not be reached. ${RETRY}` }), extra), closes: null };
     }
-    return uncharged(
-      new ApiError('approval_required', {
-        detail: `the agent's credit does not cover this execution (${formatUc(priceUc)} µc); its owner must approve a top-up. ${RETRY}`,
-        approval: humanApproval(request, pending),
-      }),
-      { state: APPROVAL_STATE_PENDING, ...extra, payment: pending.payment, paymentMethods: pending.paymentMethods, instructions: pending.instructions },
-    );
+    const refusal = new ApiError('approval_required', {
+      detail: `the agent's credit does not cover this execution (${formatUc(priceUc)} µc); its owner must approve a top-up. ${RETRY}`,
+      approval: humanApproval(request, pending),
+    });
+    return {
+      refusal: uncharged(refusal, { state: APPROVAL_STATE_PENDING, ...extra, payment: pending.payment, paymentMethods: pending.paymentMethods, instructions: pending.instructions }),
+      closes: null,
+    };
   }
 
   /**

@@ -1,9 +1,9 @@
 // Retained intents: an execute request whose hold the agent's credit did not cover, or whose price is above
 // the agent's approval threshold, kept once per (caller, Idempotency-Key) until credit arrives or the owner
 // approves, then run once (by the caller's retry, or resumed by the gateway after its top-up settled), failed,
-// cancelled (its top-up ended without credit, or its purchase approval was declined or expired) or swept (7
-// days). Each ending emits `intent.completed`, `intent.failed` or `intent.cancelled` in the transaction that
-// made it.
+// cancelled (its top-up ended without credit, its purchase approval was declined or expired, no top-up can be
+// asked for it (a delegate's), or a freeze or retirement stopped its agent) or swept (7 days). Each ending emits
+// `intent.completed`, `intent.failed` or `intent.cancelled` in the transaction that made it.
 import { emitEvent, emitEvents } from '../events/outbox.ts';
 import { actsFor, type Actor } from '../agents/acting.ts';
 import type { AgentService } from '../agents/service.ts';
@@ -38,7 +38,10 @@ export interface IntentView {
   intent: ServiceIntent;
   priceUc: string;
   executionId: string | null;
-  /** Why a cancelled intent was closed: `topup_declined`, `topup_expired`, `topup_failed`, `purchase_declined` or `purchase_expired`. */
+  /**
+   * Why a cancelled intent was closed: `topup_declined`, `topup_expired`, `topup_failed`, `purchase_declined`,
+   * `purchase_expired`, `delegate_has_no_lots` (no top-up is asked for a delegate), `agent_frozen` or `agent_retired`.
+   */
   cancellationReason: string | null;
   /** The action's result, while the execute answer is retained (24 h by default). */
   result: object | null;
@@ -208,8 +211,8 @@ export class Intents {
   }
 
   /**
-   * Closes a pending intent whose top-up ended without credit, or whose purchase approval was declined or
-   * expired; nothing was charged. False when it was not pending.
+   * Closes a pending intent whose top-up ended without credit, whose purchase approval was declined or expired,
+   * or for which no top-up can be asked (a delegate's); nothing was charged. False when it was not pending.
    */
   async cancel(tx: Queryable, intentId: string, reason: string): Promise<boolean> {
     if (!(await store.cancelIntent(tx, intentId, reason, this.gateway.clock.nowS()))) return false;
@@ -218,10 +221,10 @@ export class Intents {
   }
 
   /**
-   * The kill switch's reach into retained work: every pending intent of these agents (a subtree a freeze with
-   * releaseHolds or a retirement stops, its rows locked by the caller) is cancelled with `reason`, so none runs by
-   * itself later (after its top-up settles, or once the agent is unfrozen); one `intent.cancelled` each. Set-based.
-   * A retry of the original request with its key may still reopen one, as after a declined top-up.
+   * The kill switch's reach into retained work: every pending intent of these agents (the subtree a freeze or a
+   * retirement stops, in its transaction) is cancelled with `reason`, so none runs by itself later (after its top-up
+   * settles, or once the agent is unfrozen); one `intent.cancelled` each. Set-based. A retry of the original request
+   * with its key may still reopen one, as after a declined top-up.
    */
   async cancelPendingOf(tx: Tx, agentIds: readonly string[], reason: 'agent_frozen' | 'agent_retired'): Promise<number> {
     const cancelled = await store.cancelPendingIntentsOf(tx, agentIds, reason, this.gateway.clock.nowS());

@@ -413,13 +413,19 @@ export class ExecutionPipeline {
     throw failure;
   }
 
-  /** Credit did not cover the hold: retain the intent, then answer 402 or 503 (approvals.ts). Nothing was charged. */
+  /**
+   * Credit did not cover the hold: retain the intent, then answer 402 or 503 (approvals.ts). Nothing was charged.
+   * When the approver refuses for a reason no wait cures (a delegate: 409 delegate_has_no_lots), nothing will
+   * resume the intent, so it is closed now (`intent.cancelled`), as a declined purchase closes its intent.
+   */
   private async shortOfCredit(key: ClaimedKey<ExecuteResult>, request: ExecutionRequest, cleared: Cleared): Promise<never> {
     const { agent, action } = cleared;
     // Not stored: once credit arrives (a grant, or the approved top-up), a retry with the same key runs
-    // the execution; until then each retry answers the same intent.
+    // the execution; until then each retry answers the same intent (reopened if it was closed).
     const { intentId, intent } = await this.retainForRetry(key, request, cleared);
-    throw await this.deps.approvals.refusal({ intentId, intent, ownerId: agent.owner_id, priceUc: action.priceUc });
+    const { refusal, closes } = await this.deps.approvals.refusal({ intentId, intent, ownerId: agent.owner_id, priceUc: action.priceUc });
+    if (closes !== null) await this.gateway.db.transaction((tx) => this.deps.intents.cancel(tx, intentId, closes));
+    throw refusal;
   }
 
   /**

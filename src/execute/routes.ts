@@ -45,7 +45,9 @@ function executeDescription(catalogue: Catalogue): string {
       'GET /v1/intents/{id} shows its outcome, and a retry with the same key answers it. After its top-up was declined, expired or ' +
       'failed, a retry with the same key runs again: if credit now covers it, it executes; otherwise the same retained intent ' +
       '(same `intentId`) is reopened as `pending`, its `cancellationReason` cleared, and a new top-up (a new `payment.id` and ' +
-      'approval URL) is requested for it.',
+      'approval URL) is requested for it. A delegate has no credit of its own (it spends its root\'s), so with a provider no top-up is asked for it: ' +
+      '409 conflict (`reason` delegate_has_no_lots, `rootAgentId`: credit that agent), its intent cancelled at once (`cancellationReason` ' +
+      'delegate_has_no_lots), not stored: the retry with the same key runs it once the root has credit.',
     "When the price is above the agent's mandate `approvalAboveUc`, the intent is retained and nothing is charged: 402 " +
       'approval_required (`reason: above_approval_threshold`) whose `approvalUrl` and `payment` are the purchase approval the owner ' +
       'answers on the gateway\'s page (no payment provider needed). The gateway does not run it by itself after approval: the retry with ' +

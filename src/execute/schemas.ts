@@ -72,13 +72,16 @@ export const IntentViewSchema = Type.Object(
       enum: ['pending', 'executed', 'failed', 'cancelled'],
       description:
         'pending (waiting for credit, or for its owner\'s approval of the purchase) → executed (ran, charged once) | failed (ran, failed definitively, not charged) | ' +
-        'cancelled (its top-up was declined, expired or failed, or its purchase approval was declined or expired; not charged)',
+        'cancelled (its top-up was declined, expired or failed, its purchase approval was declined or expired, no top-up can be asked for it ' +
+        '(a delegate: credit its root), or its agent was frozen or retired; not charged)',
     }),
     agentId: Type.String(),
     intent: Type.Ref('ServiceIntent'),
     priceUc: Microcredits('the price of the execution'),
     executionId: Nullable(Type.String()),
-    cancellationReason: Nullable(Type.String({ enum: ['topup_declined', 'topup_expired', 'topup_failed', 'purchase_declined', 'purchase_expired', 'agent_frozen', 'agent_retired'] })),
+    cancellationReason: Nullable(
+      Type.String({ enum: ['topup_declined', 'topup_expired', 'topup_failed', 'purchase_declined', 'purchase_expired', 'delegate_has_no_lots', 'agent_frozen', 'agent_retired'] }),
+    ),
     result: Nullable(Type.Object({}, { additionalProperties: true, description: "the action's result while the execute answer is retained (24 h by default)" })),
     receipt: Nullable(Type.Ref('Redemption')),
     error: Nullable(Type.Object({}, { additionalProperties: true, description: 'the problem body of a failed intent, while retained' })),

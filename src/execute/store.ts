@@ -219,8 +219,7 @@ export async function finishIntent(
   return rows[0];
 }
 
-/** Closes a pending intent without running it; false when it was not pending. */
-/** Cancels every pending intent of these agents (the caller holds their rows' locks); answers the cancelled rows. */
+/** Cancels every pending intent of these agents (in the transaction of the freeze or retirement that stops them); answers the cancelled rows. */
 export async function cancelPendingIntentsOf(db: Queryable, agentIds: readonly string[], reason: string, nowS: number): Promise<IntentRow[]> {
   if (agentIds.length === 0) return [];
   const { rows } = await db.query<IntentRow>(
@@ -231,6 +230,7 @@ export async function cancelPendingIntentsOf(db: Queryable, agentIds: readonly s
   return rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
+/** Closes a pending intent without running it; false when it was not pending. */
 export async function cancelIntent(db: Queryable, intentId: string, reason: string, nowS: number): Promise<boolean> {
   const result = await db.query(
     `UPDATE service_intents SET state = 'cancelled', cancellation_reason = $2, updated_at_s = $3 WHERE id = $1 AND state = 'pending'`,

@@ -23,11 +23,12 @@ export function revocationRoutes(ops: RevocationOperations, queries: RevocationQ
         summary: 'Freeze an agent and its delegates; optionally release and revoke their outstanding holds',
         description:
           'The agent can no longer spend (403 FROZEN), nor can any of its delegates: each is refused at its next request. ' +
-          'With `releaseHolds: true`, in the same transaction, every outstanding hold of the agent and its delegates is ' +
+          'In the same transaction every execute intent they retained is cancelled (`cancellationReason` agent_frozen, one ' +
+          '`intent.cancelled` each), so none runs by itself later, even once unfrozen (a retry with its key asks again). ' +
+          'With `releaseHolds: true`, also in that transaction, every outstanding hold of the agent and its delegates is ' +
           'released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one ' +
           'gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) ' +
-          'lists them, and a capture of one answers 409 voucher_revoked; and every execute intent they retained is cancelled ' +
-          '(`cancellationReason` agent_frozen), so none runs by itself later. The answer is the agent, as before, with a `freeze` member: the report of each merchant ' +
+          'lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent, as before, with a `freeze` member: the report of each merchant ' +
           'reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds ' +
           'changes nothing and answers its latest report. The body is optional (none is `{}`). Idempotency-Key is honoured when sent.',
         params: AgentIdParams,

@@ -1,5 +1,6 @@
 // The kill switch with reach. A freeze sets the agent's status (its delegates are refused through the policy's
-// chain of ancestors); with `releaseHolds` it also, in the same transaction, releases every outstanding hold of
+// chain of ancestors) and cancels what its subtree left to run by itself (execute's retained intents); with
+// `releaseHolds` it also, in the same transaction, releases every outstanding hold of
 // the agent's subtree through the ledger's own release (credit back to the lots, budgets given back), revokes
 // their vouchers, appends them to each holding merchant's revocations feed and tells each merchant once with a
 // signed `voucher.revoked` event. Every freeze keeps a report of how far it reached; the report reads each
@@ -108,7 +109,7 @@ export class RevocationService {
     const nowS = this.gateway.clock.nowS();
     const freezeId = newId('frz');
     const cause: RevocationCause = { agentId, reason: 'agent_frozen', atS: nowS, freezeId };
-    const revoked = options.releaseHolds ? await this.stop(tx, await agents.subtreeIds(tx, agentId), cause) : [];
+    const revoked = await this.stop(tx, await agents.subtreeIds(tx, agentId), cause, options.releaseHolds);
     // The freeze's row before the feed's, which name it.
     const freeze = await store.insertFreeze(tx, {
       id: freezeId,
@@ -131,17 +132,18 @@ export class RevocationService {
    */
   async revokeRetired(tx: Tx, agentId: string, agentIds: readonly string[]): Promise<{ revoked: RevokedHold[]; atS: number }> {
     const cause: RevocationCause = { agentId, reason: 'agent_retired', atS: this.gateway.clock.nowS(), freezeId: null };
-    const revoked = await this.stop(tx, agentIds, cause);
+    const revoked = await this.stop(tx, agentIds, cause, true);
     await this.tellMerchants(tx, revoked, cause);
     return { revoked, atS: cause.atS };
   }
 
   /**
-   * What a releasing freeze and a retirement both stop in a subtree: its outstanding holds, released and revoked
-   * (the ledger's release path), and what it left waiting to run by itself (execute's retained intents).
+   * What a freeze and a retirement stop in a subtree: what it left waiting to run by itself (execute's retained
+   * intents), always; and its outstanding holds, released and revoked (the ledger's release path), unless a freeze
+   * without releaseHolds leaves them to their merchants.
    */
-  private async stop(tx: Tx, agentIds: readonly string[], cause: RevocationCause): Promise<RevokedHold[]> {
-    const revoked = await this.deps.ledger.revokeHolds(tx, agentIds, cause.reason, cause.atS);
+  private async stop(tx: Tx, agentIds: readonly string[], cause: RevocationCause, releaseHolds: boolean): Promise<RevokedHold[]> {
+    const revoked = releaseHolds ? await this.deps.ledger.revokeHolds(tx, agentIds, cause.reason, cause.atS) : [];
     await this.deps.retained().cancelPendingOf(tx, agentIds, cause.reason);
     return revoked;
   }

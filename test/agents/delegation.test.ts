@@ -278,6 +278,50 @@ describe("a delegate's spending", () => {
     expect((await mint(world, root.token, offer.id)).status).toBe(200);
   });
 
+  it('every read shows a delegate below a frozen ancestor as effectively frozen, naming the ancestor, its own status kept', async () => {
+    const root = await rootAgent({ delegation: { allowed: true, maxDepth: 2 } });
+    const child = (await createDelegate(root, root.token, { delegation: { allowed: true, maxDepth: 1 } })).agent!;
+    const grandchild = (await createDelegate(child, child.token)).agent!;
+    const offer = await shops[0].offer({ priceUc: credits(1) });
+    const mcp = await connect(world.url, await world.accessToken({ sub: grandchild.id, scope: 'svc:agent' }, `${world.url}/mcp`), 'modern');
+    /** The agent as each face shows it: the owner's GET and list, the tree, the agent's own GET /v1/me and MCP whoami. */
+    const faces = async (agent: TestAgent) => {
+      const listed = (await world.api('GET', '/v1/owner/agents?limit=100', { token: root.ownerToken })).body.agents;
+      const tree = (await world.api('GET', `/v1/owner/agents/${root.id}/delegates`, { token: root.ownerToken })).body.nodes;
+      const whoami = agent === grandchild ? ((await mcp.callTool({ name: 'whoami', arguments: {} })) as { structuredContent: { agent: unknown } }).structuredContent.agent : undefined;
+      return [
+        (await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: root.ownerToken })).body,
+        listed.find((a: { id: string }) => a.id === agent.id),
+        tree.find((n: { agent: { id: string } }) => n.agent.id === agent.id).agent,
+        (await world.api('GET', '/v1/me', { token: agent.token })).body.agent,
+        ...(whoami === undefined ? [] : [whoami]),
+      ];
+    };
+    const reads = async (agent: TestAgent) => (await faces(agent)).map(({ status, effectiveStatus, frozenBy }) => ({ status, effectiveStatus, frozenBy }));
+    const shown = (status: string, effectiveStatus: string, frozenBy: string | null) => ({ status, effectiveStatus, frozenBy });
+    try {
+      for (const agent of [root, child, grandchild]) for (const read of await reads(agent)) expect(read).toEqual(shown('active', 'active', null));
+      const frozen = await world.api('POST', `/v1/owner/agents/${root.id}/freeze`, { token: root.ownerToken });
+      expect(frozen.body).toMatchObject(shown('frozen', 'frozen', root.id));
+      for (const read of await reads(root)) expect(read).toEqual(shown('frozen', 'frozen', root.id));
+      for (const agent of [child, grandchild]) for (const read of await reads(agent)) expect(read).toEqual(shown('active', 'frozen', root.id));
+      // frozenBy is the agent a refusal names: the nearest frozen one, the agent itself first, then its parent.
+      expect((await world.api('POST', `/v1/owner/agents/${child.id}/freeze`, { token: root.ownerToken })).body).toMatchObject(shown('frozen', 'frozen', child.id));
+      for (const read of await reads(grandchild)) expect(read).toEqual(shown('active', 'frozen', child.id));
+      expect((await mint(world, grandchild.token, offer.id)).body).toMatchObject({ code: 'FROZEN', agentId: child.id });
+      // Unfreezing an agent whose ancestor is still frozen answers it as still stopped.
+      expect((await world.api('POST', `/v1/owner/agents/${child.id}/unfreeze`, { token: root.ownerToken })).body).toMatchObject(shown('active', 'frozen', root.id));
+      expect((await world.api('POST', `/v1/owner/agents/${root.id}/unfreeze`, { token: root.ownerToken })).body).toMatchObject(shown('active', 'active', null));
+      for (const agent of [root, child, grandchild]) for (const read of await reads(agent)) expect(read).toEqual(shown('active', 'active', null));
+      // A retired delegate is stopped for good: `retired`, whatever the freezes.
+      expect((await world.api('POST', `/v1/owner/agents/${grandchild.id}/retire`, { token: root.ownerToken, key: `retire-effective-${grandchild.id}` })).status).toBe(200);
+      const retired = (await world.api('GET', `/v1/owner/agents/${grandchild.id}`, { token: root.ownerToken })).body;
+      expect(retired).toMatchObject({ ...shown('active', 'retired', null), retiredAt: expect.any(Number) });
+    } finally {
+      await mcp.close();
+    }
+  });
+
   it('credit is granted to the root: a grant to a delegate is refused naming the root', async () => {
     const root = await rootAgent({ delegation: { allowed: true, maxDepth: 1 } });
     const child = (await createDelegate(root, root.token)).agent!;

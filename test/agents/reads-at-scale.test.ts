@@ -5,7 +5,7 @@
 // agents, growing with every agent registered), and the subtree reads did too (`$1 = ANY(ancestor_ids)`, which
 // the GIN index cannot answer). Both databases.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findAgentsByIdentity, findSubtree, lockAgentsWithAncestors, lockSubtree, subtreeIds } from '../../src/agents/store.ts';
+import { findAgentsByIdentity, findAgentView, findFrozenBy, findSubtree, lockAgentsWithAncestors, lockSubtree, subtreeIds } from '../../src/agents/store.ts';
 import type { Queryable, Tx } from '../../src/platform/db/database.ts';
 import { migrate } from '../../src/platform/db/migrate.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -75,6 +75,21 @@ describe('agent reads at scale (20,000 agents)', () => {
     const statements = [...ids.statements, ...found.statements, ...locked.statements];
     expect(statements).toHaveLength(3);
     expect(await wholeReads(test.db, statements)).toEqual([]);
+  });
+
+  it('reads what showing agents needs, the agent whose freeze stops each, by the primary key', async () => {
+    await test.db.query(`UPDATE agents SET status = 'frozen' WHERE id = 'agt_scale_1'`);
+    try {
+      const one = await sent((tx) => findAgentView(tx, 'agt_scale_3'));
+      expect(one.result).toMatchObject({ id: 'agt_scale_3', frozen_by: 'agt_scale_1', owner_email: 'owner@example.com' });
+      const many = await sent((tx) => findFrozenBy(tx, ['agt_scale_1', 'agt_scale_2', 'agt_scale_3', 'agt_scale_500']));
+      expect(many.result).toEqual(new Map([['agt_scale_1', 'agt_scale_1'], ['agt_scale_2', 'agt_scale_1'], ['agt_scale_3', 'agt_scale_1'], ['agt_scale_500', null]]));
+      const statements = [...one.statements, ...many.statements];
+      expect(statements).toHaveLength(2);
+      expect(await wholeReads(test.db, statements)).toEqual([]);
+    } finally {
+      await test.db.query(`UPDATE agents SET status = 'active' WHERE id = 'agt_scale_1'`);
+    }
   });
 
   it('finds agents by identity through the unique index, on one plan the connection keeps for every call', async () => {

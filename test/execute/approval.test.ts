@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildGatewayApp } from '../../src/app.ts';
 import type { ApprovalRequest, HumanApprover, ServiceIntent } from '../../src/platform/approvals.ts';
+import { ApiError } from '../../src/platform/errors.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { grant } from '../support/ledger-fixture.ts';
 import { startWorld, type World } from '../support/world.ts';
@@ -13,11 +14,14 @@ class FakeApprovals implements HumanApprover {
   /** What each request asked for: the retained intent, its owner and the price. */
   readonly requests: Array<{ intentId: string; intent: ServiceIntent; ownerId: string; priceUc: bigint }> = [];
   failing = false;
+  /** A refusal of the request itself, answered instead of a pending approval. */
+  refusing: ApiError | undefined;
 
   async requestApproval(request: ApprovalRequest) {
     const intentId = request.subject.id;
     this.requests.push({ intentId, intent: request.subject.intent, ownerId: request.ownerId, priceUc: request.amountUc });
     if (this.failing) throw new Error('provider down');
+    if (this.refusing) throw this.refusing;
     return {
       url: `https://pay.example/approve/${intentId}`,
       payment: { id: `top_${intentId}`, status: 'pending', amountUsdCents: 50, approvalUrl: `https://pay.example/approve/${intentId}` },
@@ -100,6 +104,35 @@ describe('insufficient credit with a payment-approval provider', () => {
       expect(res.status).toBe(503);
       expect(res.body).toMatchObject({ code: 'payment_unavailable', charged: false, intent: { agentId: agent.id } });
       expect(await holdsOf(world, agent.id)).toEqual([]);
+    } finally {
+      approvals.failing = false;
+    }
+  });
+
+  it("closes the intent at once when the provider refuses for a reason no wait cures, and keeps it pending when the refusal may lift", async () => {
+    const agent = await world.createAgent('approve4@example.com', 'approve-agent-4');
+    const intentState = async (intentId: string) => (await world.gw.gateway.db.query<{ state: string; cancellation_reason: string | null }>('SELECT state, cancellation_reason FROM service_intents WHERE id = $1', [intentId])).rows[0];
+    const refusals: Array<[ApiError, { state: string; cancellation_reason: string | null }]> = [
+      [new ApiError('conflict', { detail: 'too many top-ups wait', extra: { reason: 'pending_topups_limit' } }), { state: 'pending', cancellation_reason: null }],
+      [new ApiError('conflict', { detail: 'no reason given' }), { state: 'pending', cancellation_reason: null }],
+      [new ApiError('conflict', { detail: 'a delegate', extra: { reason: 'delegate_has_no_lots', rootAgentId: 'agt_root' } }), { state: 'cancelled', cancellation_reason: 'delegate_has_no_lots' }],
+    ];
+    try {
+      for (const [index, [refusal, expected]] of refusals.entries()) {
+        approvals.refusing = refusal;
+        const res = await call(agent.token, `approve-4-${index}`, body);
+        expect([res.status, res.body.code, res.body.reason, res.body.charged]).toEqual([409, 'conflict', refusal.options.extra?.reason, false]);
+        expect(await intentState(res.body.intentId), JSON.stringify(refusal.options.extra)).toEqual(expected);
+      }
+    } finally {
+      approvals.refusing = undefined;
+    }
+    // The provider's failure may pass too: its intent waits.
+    approvals.failing = true;
+    try {
+      const res = await call(agent.token, 'approve-4-down', body);
+      expect(res.status).toBe(503);
+      expect(await intentState(res.body.intentId)).toEqual({ state: 'pending', cancellation_reason: null });
     } finally {
       approvals.failing = false;
     }

@@ -1,0 +1,130 @@
+// Retained intents that nothing will resume are closed when that becomes certain, not left pending for their
+// lifetime: a delegate short of credit (no top-up is bought for a delegate: its root is credited) has its intent
+// cancelled in the answer that says so, with `intent.cancelled` to its owner; a freeze, with releaseHolds or without,
+// cancels its subtree's in its transaction. A retry with the same key still runs the request once credit is there (or
+// the owner approved). What may still come (the top-up asked of the owner) keeps its intent pending.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
+import { grant } from '../support/ledger-fixture.ts';
+import { startWorld, type World } from '../support/world.ts';
+import { execute, holdsOf, newKey, ONE_CREDIT_UC } from './helpers.ts';
+
+let world: World;
+let github: FakeGitHub;
+let counter = 0;
+
+beforeAll(async () => {
+  github = await startFakeGitHub();
+  world = await startWorld({ env: { ACG_PAYMENT_PROVIDER: 'local', ACG_GITHUB_API_URL: github.url } });
+});
+afterAll(async () => {
+  await world?.close();
+  await github?.close();
+});
+
+const repoRequest = { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'Hello-World' } };
+const repoCalls = () => github.requests.filter((r) => r.path === '/repos/octocat/Hello-World').length;
+
+/** A root agent of a fresh owner, without credit, whose mandate allows one level of delegates, and one delegate of it. */
+async function tree() {
+  const email = `closing-${++counter}@example.com`;
+  const root = await world.createAgent(email, `closing-root-${counter}`);
+  const mandate = await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, { token: root.ownerToken, key: newKey('mandate'), body: { delegation: { allowed: true, maxDepth: 1 } } });
+  expect(mandate.status, JSON.stringify(mandate.body)).toBe(200);
+  const subject = `closing-delegate-${counter}`;
+  const created = await world.api('POST', `/v1/agents/${root.id}/delegates`, { token: root.token, key: newKey('delegate'), body: { name: subject, identity: { issuer: world.agentIssuer.issuer, subject } } });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  return { root, delegate: { id: created.body.id as string, token: await world.agentToken(subject, email) } };
+}
+
+/** The `intent.cancelled` events written for this intent, each as its payload's intent. */
+async function cancelledEvents(intentId: string): Promise<Array<Record<string, unknown>>> {
+  const { rows } = await world.gw.gateway.db.query<{ payload: string }>(`SELECT payload FROM events WHERE type = 'intent.cancelled' AND payload LIKE $1 ORDER BY seq`, [`%${intentId}%`]);
+  return rows.map((row) => JSON.parse(row.payload).data.intent);
+}
+
+describe('a delegate short of credit', () => {
+  it('is answered 409 delegate_has_no_lots, its intent cancelled at once (intent.cancelled); once its root has credit, the retry with the key runs it', async () => {
+    const { root, delegate } = await tree();
+    const callsBefore = repoCalls();
+    const key = newKey('delegate-short');
+    const refused = await execute(world, delegate.token, repoRequest, key);
+    expect([refused.status, refused.body], JSON.stringify(refused.body)).toMatchObject([409, { code: 'conflict', reason: 'delegate_has_no_lots', rootAgentId: root.id, charged: false }]);
+    const intentId = refused.body.intentId as string;
+    const intent = await world.api('GET', `/v1/intents/${intentId}`, { token: delegate.token });
+    expect(intent.body).toMatchObject({ id: intentId, state: 'cancelled', cancellationReason: 'delegate_has_no_lots', executionId: null });
+    expect(await cancelledEvents(intentId)).toEqual([expect.objectContaining({ id: intentId, state: 'cancelled', cancellationReason: 'delegate_has_no_lots' })]);
+    // The refusal is not kept under the key: once the root is credited, the same request runs, once.
+    await grant(world, root.id, 10n * ONE_CREDIT_UC);
+    const ran = await execute(world, delegate.token, repoRequest, key);
+    expect(ran.status, JSON.stringify(ran.body)).toBe(200);
+    expect((await world.api('GET', `/v1/intents/${intentId}`, { token: delegate.token })).body).toMatchObject({ state: 'executed', cancellationReason: null, executionId: ran.body.executionId });
+    expect(repoCalls()).toBe(callsBefore + 1);
+  });
+
+  it('asked by the owner acting for the delegate, the same: nothing pending, nothing charged, no top-up', async () => {
+    const { root, delegate } = await tree();
+    const refused = await execute(world, root.ownerToken, { ...repoRequest, agentId: delegate.id });
+    expect([refused.status, refused.body.reason]).toEqual([409, 'delegate_has_no_lots']);
+    const pending = await world.gw.gateway.db.query(`SELECT id FROM service_intents WHERE agent_id = $1 AND state = 'pending'`, [delegate.id]);
+    expect(pending.rows).toEqual([]);
+    expect(await world.gw.gateway.db.query('SELECT id FROM topups WHERE agent_id = $1', [delegate.id])).toMatchObject({ rows: [] });
+    expect(await holdsOf(world, delegate.id)).toEqual([]);
+  });
+
+  it('a root short of credit keeps its intent pending: the top-up asked of its owner may still resume it', async () => {
+    const { root } = await tree();
+    const asked = await execute(world, root.token, repoRequest);
+    expect(asked.status, JSON.stringify(asked.body)).toBe(402);
+    expect((await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body).toMatchObject({ state: 'pending', cancellationReason: null });
+    expect(await cancelledEvents(asked.body.intentId)).toEqual([]);
+  });
+});
+
+describe('a freeze without releaseHolds', () => {
+  it("cancels every retained intent of the agent's subtree in its transaction (agent_frozen, one intent.cancelled each); the top-up still credits, and nothing runs by itself, frozen or after", async () => {
+    const { root, delegate } = await tree();
+    const asked = await execute(world, root.token, repoRequest);
+    expect(asked.status, JSON.stringify(asked.body)).toBe(402);
+    // The delegate's purchase waits for its owner's approval (every price is above its threshold); the root's credit pays it.
+    await grant(world, root.id, 10n * ONE_CREDIT_UC);
+    const threshold = await world.api('PUT', `/v1/owner/agents/${delegate.id}/mandate`, { token: root.ownerToken, key: newKey('threshold'), body: { approvalAboveUc: '0' } });
+    expect(threshold.status, JSON.stringify(threshold.body)).toBe(200);
+    const delegateKey = newKey('above');
+    const above = await execute(world, delegate.token, repoRequest, delegateKey);
+    expect([above.status, above.body.reason], JSON.stringify(above.body)).toEqual([402, 'above_approval_threshold']);
+    const callsBefore = repoCalls();
+
+    const frozen = await world.api('POST', `/v1/owner/agents/${root.id}/freeze`, { token: root.ownerToken, key: newKey('freeze') });
+    expect([frozen.status, frozen.body.freeze.releaseHolds]).toEqual([200, false]);
+    for (const [intentId, token] of [[asked.body.intentId, root.token], [above.body.intentId, delegate.token]] as const) {
+      expect((await world.api('GET', `/v1/intents/${intentId}`, { token })).body).toMatchObject({ state: 'cancelled', cancellationReason: 'agent_frozen', executionId: null });
+      expect(await cancelledEvents(intentId)).toEqual([expect.objectContaining({ id: intentId, cancellationReason: 'agent_frozen' })]);
+    }
+    // The purchase approval is left for the owner, as a freeze leaves it (approving it waits for the unfreeze).
+    const purchaseId = new URL(above.body.approvalUrl).pathname.split('/').pop()!;
+    expect((await world.api('GET', `/v1/payments/purchases/${purchaseId}`, { token: root.ownerToken })).body.status).toBe('pending_approval');
+    // Freezing again changes nothing.
+    expect((await world.api('POST', `/v1/owner/agents/${root.id}/freeze`, { token: root.ownerToken, key: newKey('freeze') })).body.freeze.id).toBe(frozen.body.freeze.id);
+
+    // The owner still pays the top-up it was asked for: the credit lands, and the cancelled intent is not run, frozen or after.
+    expect((await world.api('POST', `/v1/payments/topups/${asked.body.payment.id}/approve`, { token: root.ownerToken, body: {} })).body.status).toBe('settled');
+    await world.gw.services.payments!.runJobs();
+    expect((await world.api('POST', `/v1/owner/agents/${root.id}/unfreeze`, { token: root.ownerToken, body: {} })).status).toBe(200);
+    // Past the resume job's back-off: before, the gateway ran the old request here by itself, and charged it.
+    world.gw.clock.offsetMs += 120_000;
+    try {
+      await world.gw.services.payments!.runJobs();
+    } finally {
+      world.gw.clock.offsetMs -= 120_000;
+    }
+    expect((await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body.state).toBe('cancelled');
+    expect(repoCalls()).toBe(callsBefore);
+    expect(await holdsOf(world, root.id)).toEqual([]);
+    // The agent's own retry with its key asks again, and runs once the owner approved.
+    expect((await world.api('POST', `/v1/payments/purchases/${purchaseId}/approve`, { token: root.ownerToken, body: {} })).body.status).toBe('approved');
+    const ran = await execute(world, delegate.token, repoRequest, delegateKey);
+    expect(ran.status, JSON.stringify(ran.body)).toBe(200);
+    expect((await world.api('GET', `/v1/intents/${above.body.intentId}`, { token: delegate.token })).body).toMatchObject({ state: 'executed', cancellationReason: null });
+  });
+});
