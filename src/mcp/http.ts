@@ -11,6 +11,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { SCOPE_AGENT, SCOPE_OWNER } from '../platform/access-tokens.ts';
 import { principalOf } from '../platform/http/auth.ts';
+import { duplicateMemberDetail, findDuplicateMember } from '../platform/http/json-members.ts';
 import { authInfoFor } from './auth.ts';
 import { findPrototypeKey, prototypeKeyDetail } from './prototype-keys.ts';
 import type { GatewayMcp } from './server.ts';
@@ -59,7 +60,7 @@ const DESCRIPTION = [
   'The client sends `Accept: application/json, text/event-stream`; the answer is one JSON object, or an SSE stream when the ' +
     'server has notifications before the result. A notification answers 202 with no body. Protocol errors are JSON-RPC errors ' +
     '(400 with -32600 a batch (an array body), -32020 header mismatch, -32022 unsupported version, -32602 invalid envelope or params, ' +
-    'a `__proto__` key or a `constructor` with a `prototype` included, as every JSON body refuses them; 404 with -32601 unknown ' +
+    'a `__proto__` key, a `constructor` with a `prototype` or a member name repeated in one object included, as every JSON body refuses them; 404 with -32601 unknown ' +
     'method); a refused tool call is a tool result with `isError: true` whose structured content is the problem body the HTTP ' +
     'route of the same operation answers.',
   'Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner ' +
@@ -86,11 +87,12 @@ function webHeaders(request: FastifyRequest): Headers {
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/** The body as JSON, or undefined when it is none (the SDK answers that -32700 Parse error). */
-function parsedBody(body: Buffer | undefined): unknown {
+/** The body as JSON with its text, or undefined when it is none (the SDK answers that -32700 Parse error). */
+function parsedBody(body: Buffer | undefined): { message: unknown; text: string } | undefined {
   if (!body || body.length === 0) return undefined;
+  const text = body.toString('utf8');
   try {
-    return JSON.parse(body.toString('utf8'));
+    return { message: JSON.parse(text), text };
   } catch {
     return undefined;
   }
@@ -103,20 +105,25 @@ function jsonRpcError(id: unknown, code: number, message: string): string {
 /**
  * The JSON-RPC error answered here rather than by the SDK, if any: a batch (an array body) is -32600, as the
  * route takes one message and MCP has no batches since 2025-06-18 (the SDK would run a legacy batch); a
- * prototype key is refused as REST's JSON parser refuses it, -32602 in the params (tool arguments included),
- * -32600 elsewhere in the message; a request whose params are not what its method takes is -32602 Invalid
+ * prototype key or a member name repeated in one object is refused as REST's JSON parser refuses it, -32602 in
+ * the params (tool arguments included), -32600 elsewhere in the message; a request whose params are not what its method takes is -32602 Invalid
  * params with the offending members (the SDK answers most of these -32603 Internal error with its schema
  * library's dump, which a client reads as a server fault worth retrying).
  */
-function refusal(message: unknown, mcp: GatewayMcp, protocolVersion: string | undefined): string | undefined {
+function refusal(body: { message: unknown; text: string } | undefined, mcp: GatewayMcp, protocolVersion: string | undefined): string | undefined {
+  const message = body?.message;
   if (Array.isArray(message)) return jsonRpcError(null, -32600, 'Invalid Request: JSON-RPC batches are not accepted; send one message per request');
-  if (!isObject(message) || !('id' in message)) return undefined;
+  if (!isObject(message)) return undefined;
+  // A notification too (no id: the error's id is null, as a 400 to a notification may carry, MCP Streamable HTTP).
+  const malformed = (path: string, detail: string) =>
+    path.startsWith('params.')
+      ? jsonRpcError(message.id, -32602, `Invalid params for ${String(message.method)}: ${detail}`)
+      : jsonRpcError(message.id, -32600, `Invalid Request: ${detail}`);
   const prototypeKey = findPrototypeKey(message);
-  if (prototypeKey !== undefined) {
-    return prototypeKey.startsWith('params.')
-      ? jsonRpcError(message.id, -32602, `Invalid params for ${String(message.method)}: ${prototypeKeyDetail(prototypeKey)}`)
-      : jsonRpcError(message.id, -32600, `Invalid Request: ${prototypeKeyDetail(prototypeKey)}`);
-  }
+  if (prototypeKey !== undefined) return malformed(prototypeKey, prototypeKeyDetail(prototypeKey));
+  const repeated = findDuplicateMember(body!.text, '');
+  if (repeated !== undefined) return malformed(repeated, duplicateMemberDetail(repeated));
+  if (!('id' in message)) return undefined;
   const invalid = mcp.invalidParams(message, protocolVersion);
   return invalid === undefined ? undefined : jsonRpcError(message.id, -32602, invalid);
 }

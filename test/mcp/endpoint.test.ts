@@ -275,6 +275,34 @@ describe('the 2026-07-28 wire', () => {
     expect([await nameOf(), await heldOf()]).toEqual([nameBefore, heldBefore]);
   });
 
+  it('a member name repeated in one object is refused as REST refuses such a body: 400 -32602 in the params, -32600 elsewhere, and nothing runs', async () => {
+    const nameOf = async () => (await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken })).body.name as string;
+    const nameBefore = await nameOf();
+    const send = (token: string, body: string) =>
+      fetch(mcpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}`, 'mcp-protocol-version': LEGACY },
+        body,
+      });
+    const renamed = await send(agent.ownerToken, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"update_agent","arguments":{"id":"${agent.id}","name":"first","name":"second"}}}`);
+    expect([renamed.status, await renamed.json()]).toEqual([
+      400,
+      {
+        jsonrpc: '2.0',
+        id: 9,
+        error: { code: -32602, message: 'Invalid params for tools/call: params.arguments.name appears twice in one object; a member name may appear once (RFC 7493 §2.3), as another reader could take either value' },
+      },
+    ]);
+    const envelope = await send(agentMcpToken, '{"jsonrpc":"2.0","id":9,"method":"tools/call","method":"tools/list","params":{}}');
+    expect([envelope.status, (await envelope.json()).error]).toEqual([400, { code: -32600, message: 'Invalid Request: method appears twice in one object; a member name may appear once (RFC 7493 §2.3), as another reader could take either value' }]);
+    // A notification is refused the same way (its error's id is null), rather than accepted with 202.
+    for (const notification of ['{"jsonrpc":"2.0","method":"notifications/initialized","params":{"x":1,"x":2}}', '{"jsonrpc":"2.0","method":"notifications/initialized","params":{"__proto__":{"x":1}}}']) {
+      const answer = await send(agentMcpToken, notification);
+      expect([answer.status, await answer.json()], notification).toEqual([400, { jsonrpc: '2.0', id: null, error: { code: -32602, message: expect.stringMatching(/^Invalid params for notifications\/initialized: params\./) } }]);
+    }
+    expect(await nameOf()).toBe(nameBefore);
+  });
+
   it('an unknown method is 404 with -32601', async () => {
     const res = await rawModern(world.url, 'nope/nothing', {}, { token: agentMcpToken });
     expect(res.status).toBe(404);

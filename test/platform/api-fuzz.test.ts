@@ -366,6 +366,19 @@ describe("Node's parser-level refusals answer problem bodies on every listener",
     }
   });
 
+  it('reads a request line in absolute form (RFC 9112 §3.2.2) as its path: OAuth refusals keep their body and status, never a 500', async () => {
+    const [, base] = listeners()[1]!;
+    const origin = new URL(base).origin;
+    const exchange = (line: string, body = '') =>
+      rawExchange(base, `${line} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+    const token = await exchange(`POST ${origin}/oauth/token`, '{}');
+    expect([token.status, token.headers['content-type'], JSON.parse(token.body).error]).toEqual([415, 'application/json; charset=utf-8', 'invalid_request']);
+    const wrongMethod = await exchange(`GET ${origin}/oauth/token`);
+    expect([wrongMethod.status, wrongMethod.headers.allow, JSON.parse(wrongMethod.body).error]).toEqual([405, 'POST', 'invalid_request']);
+    const api = await exchange(`GET ${origin}/v1/me?x=1`);
+    expect([api.status, JSON.parse(api.body).code]).toEqual([401, 'unauthorized']);
+  });
+
   it('answers a bad request line with 400 invalid_input, and a missing Host too', async () => {
     for (const [name, base] of listeners()) {
       for (const bytes of ['GARBAGE\r\n\r\n', 'GET /v1/me HTTP/1.1\r\n\r\n']) {

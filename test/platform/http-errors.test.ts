@@ -70,6 +70,23 @@ describe('the HTTP edge', () => {
     }
   });
 
+  it('answers an object that repeats a member name with 400 invalid_input naming it, however the name is written', async () => {
+    for (const [text, path] of [
+      ['{"name":"a","name":"b"}', 'body.name'],
+      ['{"name":"a","\\u006eame":"b"}', 'body.name'],
+      ['{"name":"a","extra":[{"x":1},{"x":2,"x":3}]}', 'body.extra[1].x'],
+    ] as const) {
+      const res = await post(text);
+      expect(res.status, text).toBe(400);
+      const body = await res.json();
+      expectProblem(body, 400, 'invalid_input');
+      expect(body.detail, text).toBe(`${path} appears twice in one object; a member name may appear once (RFC 7493 §2.3), as another reader could take either value`);
+    }
+    // The same names in different objects, and a value equal to a name, are no repetition.
+    const fine = await post('{"name":"name"}');
+    expect(fine.status).toBe(200);
+  });
+
   it('answers a request that carries a credential with Cache-Control: no-store, and every answer with nosniff', async () => {
     const withCredential = await fetch(`${gw.url}/v1/test/echo`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer x' }, body: '{"name":"a"}' });
     expect(withCredential.status).toBe(200);

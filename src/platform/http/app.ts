@@ -12,8 +12,9 @@ import type { QueryDescription } from '../queries.ts';
 import type { TSchema } from '@sinclair/typebox';
 import type { Principal } from '../principal.ts';
 import { SERVER_OPTIONS, serveUnmetExpectations } from './front-door.ts';
-import { PATH_PARAMETER_LENGTH_MAX, renderClientError, renderError } from './render-error.ts';
+import { PATH_PARAMETER_LENGTH_MAX, renderClientError, renderError, targetPath } from './render-error.ts';
 import { installTextGuard } from './text-guard.ts';
+import { duplicateMemberDetail, findDuplicateMember } from './json-members.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
 import { ApiError, type OAuthErrorCode } from '../errors.ts';
 import { installAuth, type Authenticator, type AuthRequirement } from './auth.ts';
@@ -134,7 +135,8 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   app.removeContentTypeParser('text/plain');
   // JSON is UTF-8 (RFC 8259 §8.1), and bytes that are not are refused: Fastify's parser decodes them to U+FFFD,
   // which stored a name other than the one sent, and made two different bodies one request to the
-  // idempotency check. Then Fastify's own parser, with its defaults (a prototype key refused).
+  // idempotency check. Then Fastify's own parser, with its defaults (a prototype key refused), and an object
+  // that repeats a member name is refused (json-members.ts).
   const json = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
@@ -145,7 +147,11 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       done(new ApiError('invalid_input', { detail: 'the body is not valid UTF-8 (JSON is UTF-8)' }), undefined);
       return;
     }
-    json(request, text, done);
+    json(request, text, (error, parsed) => {
+      const repeated = error ? undefined : findDuplicateMember(text, 'body');
+      if (repeated !== undefined) done(new ApiError('invalid_input', { detail: duplicateMemberDetail(repeated) }), undefined);
+      else done(error, parsed);
+    });
   });
 
   const knownRoutes = FindMyWay();
@@ -204,7 +210,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => renderError(app, error, request, reply));
 
   app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0] ?? '/';
+    const path = targetPath(request.url);
     const allowed = METHODS.filter((m) => m !== request.method && knownRoutes.find(m, path) !== null);
     const error =
       allowed.length > 0

@@ -10,7 +10,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Config } from '../config.ts';
 import { STORAGE_RETRY_AFTER_S } from '../db/faults.ts';
 import { ApiError, problemBody } from '../errors.ts';
-import { answerClientError, type ClientErrorContext } from './render-error.ts';
+import { answerClientError, targetPath, type ClientErrorContext } from './render-error.ts';
 
 export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -26,7 +26,7 @@ export interface FrontDoor {
 }
 
 function answerUnavailable(baseUrl: string, request: IncomingMessage, response: ServerResponse, detail: string): void {
-  const path = (request.url ?? '/').split('?')[0] ?? '/';
+  const path = targetPath(request.url ?? '/');
   response.setHeader('x-request-id', randomUUID());
   if (path === '/healthz') {
     response.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify({ status: 'ok' }));

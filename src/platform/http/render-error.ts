@@ -97,9 +97,26 @@ export function toOAuthError(error: FastifyError): OAuthError {
   return new OAuthError(status, code, api.message, api.retryAfterS, api.options.headers);
 }
 
+/**
+ * The path a request target names, without its query: of the origin form (`/oauth/token?x`) or of the absolute
+ * form (`http://host/oauth/token`, RFC 9112 §3.2.2, which a server must accept and routes as the path).
+ */
+export function targetPath(target: string): string {
+  if (!target.startsWith('/')) {
+    try {
+      return new URL(target).pathname;
+    } catch {
+      return target;
+    }
+  }
+  return target.split('?')[0] ?? '/';
+}
+
+/** Whether a refusal of this request target takes OAuth's error body rather than a problem body. */
+export const isOAuthTarget = (target: string): boolean => targetPath(target).startsWith('/oauth/');
+
 export function renderError(app: FastifyInstance, error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const isOAuth = request.url.startsWith('/oauth/');
-  if (isOAuth) {
+  if (error instanceof OAuthError || isOAuthTarget(request.url)) {
     const oauth = toOAuthError(error);
     request.failure = failureLine(error, error instanceof OAuthError ? undefined : toApiError(error), oauth.status);
     return reply
@@ -176,7 +193,7 @@ export function answerClientError(error: Error & { code?: string; rawPacket?: un
   context.log[line.level](line.fields, line.message);
   const requestLine = Buffer.isBuffer(error.rawPacket) ? error.rawPacket.toString('latin1', 0, 256) : '';
   const target = /^[A-Z]+ (\S+)/.exec(requestLine)?.[1] ?? '';
-  const oauth = target.startsWith('/oauth/') ? toOAuthError(api as unknown as FastifyError) : undefined;
+  const oauth = isOAuthTarget(target) ? toOAuthError(api as unknown as FastifyError) : undefined;
   const [status, type, body] = oauth
     ? [oauth.status, 'application/json', JSON.stringify({ error: oauth.error, error_description: oauth.description })]
     : [api.status, 'application/problem+json', JSON.stringify(problemBody(context.baseUrl, api))];
