@@ -22,7 +22,18 @@ export interface Principal {
 /** Whoever presents the operator credential: one principal, so its Idempotency-Keys share one scope. */
 export const OPERATOR_PRINCIPAL: Principal = { kind: 'operator', id: 'operator', scopes: [], credential: 'operator_token' };
 
-/** The namespace an Idempotency-Key lives in and the bucket a principal's rate limit counts in. */
+/** The bucket a principal's rate limit counts in, and who a record says acted (`frozen_by`, `requested_by`). */
 export function principalScope(principal: Principal): string {
   return `${principal.kind}:${principal.id}`;
+}
+
+/**
+ * The namespace an Idempotency-Key lives in: the principal's, except that a merchant's keys are the merchant's,
+ * whichever of its API keys sends them (`merchant:<merchant id>`), so a refund or capture retried through another
+ * key of the same merchant replays instead of running twice, as Stripe scopes keys per account. Migration 0033
+ * moved the records stored per API key (`merchant:<key id>`) into their merchant's scope.
+ */
+export function idempotencyScope(principal: Principal): string {
+  if (principal.kind === 'merchant' && principal.merchantId !== undefined) return `merchant:${principal.merchantId}`;
+  return principalScope(principal);
 }

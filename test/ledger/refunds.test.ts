@@ -1,6 +1,8 @@
 // Refunds of captured credit through POST /v1/redemptions/{id}/refunds, and the settled shape of a
 // redemption: every effect is read back from the routes and the database.
+import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { newApiKey, parseApiKey } from '../../src/identity/api-keys.ts';
 import { onPostgres } from '../support/database.ts';
 import type { TestGateway } from '../support/gateway.ts';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
@@ -312,5 +314,70 @@ describe.runIf(onPostgres())('refunds under concurrency (PostgreSQL, two instanc
     );
     expect(rows[0]).toEqual({ refunded_uc: 5_000_000n, lots: 5n, journal: 0n });
     expect((await balance(agent.id)).availableUc).toBe('10000000');
+  });
+});
+
+describe("a merchant's Idempotency-Keys", () => {
+  /** Another API key of the shop's own merchant. */
+  async function secondKey(): Promise<string> {
+    const key = newApiKey(world.gw.config.apiKeyPepper!);
+    await world.gw.gateway.db.query(
+      `INSERT INTO merchant_api_keys (id, merchant_id, owner_id, name, scopes, secret_hash, created_at_s, revoked_at_s)
+       VALUES ($1, $2, $3, 'second', $4, $5, $6, NULL)`,
+      [key.keyId, shop.merchantId, shop.ownerId, JSON.stringify(['redemptions:refund', 'redemptions:capture']), key.secretHash, world.gw.clock.nowS()],
+    );
+    return key.plaintext;
+  }
+
+  it('are the merchant’s, whichever of its API keys sends them: a refund retried through another key replays, once', async () => {
+    const agent = await fundedAgent();
+    const hold = await captured(agent, '2000000');
+    const other = await secondKey();
+    const key = nextKey('refund-across-keys');
+    const first = await refund(hold.id, { amountUc: '500000' }, { key });
+    expect(first.status).toBe(201);
+    const retried = await refund(hold.id, { amountUc: '500000' }, { key, token: other });
+    expect([retried.status, retried.headers.get('idempotent-replayed'), retried.body.refund.id]).toEqual([201, 'true', first.body.refund.id]);
+    const changed = await refund(hold.id, { amountUc: '400000' }, { key, token: other });
+    expect([changed.status, changed.body.code]).toEqual([409, 'idempotency_key_reused']);
+    const { rows } = await world.gw.gateway.db.query<{ n: bigint }>('SELECT count(*) AS n FROM refunds WHERE hold_id = $1', [hold.id]);
+    expect(rows[0]!.n).toBe(1n);
+    // A capture too: the second key's retry of the first key's capture answers the same capture.
+    const offer = await offerWith({ priceUc: '1000000' });
+    const held = (await mint(world, agent.token, offer.id)).body.redemption;
+    const captureKey = nextKey('capture-across-keys');
+    const byFirst = await world.api('POST', `/v1/redemptions/${held.id}/capture`, { token: shop.key, key: captureKey, body: { amountUc: '600000' } });
+    const bySecond = await world.api('POST', `/v1/redemptions/${held.id}/capture`, { token: other, key: captureKey, body: { amountUc: '600000' } });
+    expect([byFirst.status, bySecond.status, bySecond.headers.get('idempotent-replayed')]).toEqual([200, 200, 'true']);
+    expect(bySecond.body).toEqual(byFirst.body);
+  });
+
+  it('moved with migration 0033: a record stored per API key lands in its merchant’s scope, the newest of two keys’ records kept', async () => {
+    const db = world.gw.gateway.db;
+    const other = await secondKey();
+    const [firstKeyId, secondKeyId] = [(parseApiKey(shop.key) ?? { keyId: '' }).keyId, parseApiKey(other)!.keyId];
+    const record = (scope: string, key: string, createdAtMs: number, body: string) =>
+      db.query(
+        `INSERT INTO idempotency_keys (scope, route, key, fingerprint, state, claim_token, status_code, response_body, response_headers, created_at_ms, locked_until_ms, expires_at_ms)
+         VALUES ($1, 'refundRedemption', $2, 'f', 'done', 't', 201, $3, '{}', $4, $4, $5)`,
+        [scope, key, body, createdAtMs, createdAtMs + 86_400_000],
+      );
+    const [lone, shared] = [nextKey('old-lone'), nextKey('old-shared')];
+    await record(`merchant:${firstKeyId}`, lone, 1_000, '"lone"');
+    await record(`merchant:${firstKeyId}`, shared, 1_000, '"older"');
+    await record(`merchant:${secondKeyId}`, shared, 2_000, '"newer"');
+    const migration = readFileSync(new URL('../../migrations/0033_merchant_idempotency_scope.sql', import.meta.url), 'utf8');
+    for (const statement of migration.split(';').map((text) => text.trim()).filter((text) => text.replace(/--.*$/gm, '').trim() !== '')) await db.query(statement);
+    const { rows } = await db.query<{ scope: string; key: string; response_body: string }>(
+      'SELECT scope, key, response_body FROM idempotency_keys WHERE key = ANY($1::text[]) ORDER BY key',
+      [[lone, shared]],
+    );
+    expect(rows).toEqual(
+      expect.arrayContaining([
+        { scope: `merchant:${shop.merchantId}`, key: lone, response_body: '"lone"' },
+        { scope: `merchant:${shop.merchantId}`, key: shared, response_body: '"newer"' },
+      ]),
+    );
+    expect(rows).toHaveLength(2);
   });
 });
