@@ -128,7 +128,7 @@ export const TOOLS: readonly ToolDefinition[] = [
     name: 'list_agents',
     title: 'List my agents',
     description:
-      "The owner's agents, oldest first, with status (active | frozen), allowances and caps (as GET /v1/owner/agents; `limit` 1–100, " +
+      "The owner's agents, oldest first, with status (active | frozen: the agent's own) and effectiveStatus (a frozen ancestor included, frozenBy naming it), allowances and caps (as GET /v1/owner/agents; `limit` 1–100, " +
       "default 20; pass the last agent's id as `startingAfter` for the next page).",
     kinds: OWNER,
     annotations: READ,

@@ -373,6 +373,11 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByRole('heading', { name: 'Buyer', level: 1 }).waitFor();
     await page.getByRole('region', { name: 'Delegates' }).getByText('No delegates.', { exact: false }).waitFor();
     expect(await axeViolations(page)).toEqual([]);
+    // Its parent frozen, the delegate's own page names the freeze that stops it, which its own Unfreeze cannot lift.
+    expect((await api('POST', `/v1/owner/agents/${agentId}/freeze`, owner, {}, key('freeze-parent'))).status).toBe(200);
+    await page.reload();
+    await page.getByText(`Frozen by ${agentId}`, { exact: true }).waitFor();
+    expect((await api('POST', `/v1/owner/agents/${agentId}/unfreeze`, owner, {}, key('unfreeze-parent'))).status).toBe(200);
   });
 
   it('never put a token in a URL or in localStorage or sessionStorage, and the page broke no CSP rule', async () => {

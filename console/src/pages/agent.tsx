@@ -369,7 +369,7 @@ function Delegates({ agentId, tick }: { agentId: string; tick: number }) {
     <ul class="delegates">
       {below.map((node) => (
         <li class={`level-${Math.min(node.agent.depth - rootDepth, 8)}`}>
-          <a href={`/console/agents/${encodeURIComponent(node.agent.id)}`}>{node.agent.name}</a> <StatusBadge status={node.agent.status} />
+          <a href={`/console/agents/${encodeURIComponent(node.agent.id)}`}>{node.agent.name}</a> <StatusBadge agent={node.agent} />
           {node.agent.retiredAt ? <span class="muted"> retired</span> : null} <code class="muted">{node.agent.id}</code>
           {node.usage.map((usage) => (
             <BudgetBar usage={usage} />
@@ -403,7 +403,7 @@ export function AgentPage({ id }: { id: string }) {
       </p>
       <div class="page-head">
         <PageTitle title={name}>{name}</PageTitle>
-        {agent.data ? <StatusBadge status={agent.data.status} /> : null}
+        {agent.data ? <StatusBadge agent={agent.data} /> : null}
         <button type="button" onClick={refresh} disabled={figures.loading}>
           Refresh
         </button>

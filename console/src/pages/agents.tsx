@@ -6,8 +6,21 @@ import { Amount, BudgetBar, LoadError, Outcome, PageTitle, useAction, useConsole
 
 type Agent = Schemas['Agent'];
 
-export function StatusBadge({ status }: { status: string }) {
-  return <span class={`badge ${status}`}>{status === 'frozen' ? 'Frozen' : 'Active'}</span>;
+/**
+ * What the agent may do now: its own freeze, an ancestor's (which its own Unfreeze does not lift, so the badge
+ * names the ancestor), or retirement. A replay stored before `effectiveStatus` existed falls back to `status`.
+ */
+export function StatusBadge({ agent }: { agent: Pick<Agent, 'status' | 'effectiveStatus' | 'frozenBy'> }) {
+  const effective = agent.effectiveStatus ?? agent.status;
+  if (effective === 'retired') return <span class="badge frozen">Retired</span>;
+  if (effective === 'frozen' && agent.status !== 'frozen' && agent.frozenBy) {
+    return (
+      <span class="badge frozen" title="An ancestor's freeze stops this agent; unfreeze that agent to lift it.">
+        Frozen by {agent.frozenBy}
+      </span>
+    );
+  }
+  return <span class={`badge ${effective}`}>{effective === 'frozen' ? 'Frozen' : 'Active'}</span>;
 }
 
 /** Freeze or unfreeze: the agent's next hold is refused while frozen. */
@@ -52,7 +65,7 @@ function AgentRow({ agent, tick, onChanged }: { agent: Agent; tick: number; onCh
         <h2>
           <a href={`/console/agents/${encodeURIComponent(agent.id)}`}>{agent.name}</a>
         </h2>
-        <StatusBadge status={agent.status} />
+        <StatusBadge agent={agent} />
         <code class="muted">{agent.id}</code>
       </div>
       <LoadError error={figures.error} />
