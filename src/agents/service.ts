@@ -523,6 +523,24 @@ export class AgentService {
     return store.lockAgent(tx, agentId);
   }
 
+  /**
+   * 403 FROZEN, as the spending policy answers it, when the agent is retired or frozen, by its own owner's freeze
+   * or an ancestor's. For work that outlives its request (a retained intent), checked in its transaction after the
+   * agent's row lock: a freeze or retirement locks its whole subtree, so one that committed first is seen here, and
+   * one that comes later finds the work to cancel.
+   */
+  async refuseStopped(tx: Tx, agentId: string): Promise<void> {
+    const view = await store.findAgentView(tx, agentId);
+    if (!view) return;
+    const reason = view.retired_at_s !== null ? 'retired' : view.frozen_by !== null ? 'frozen' : undefined;
+    if (!reason) return;
+    const by = reason === 'frozen' && view.frozen_by !== agentId ? view.frozen_by! : undefined;
+    throw new ApiError('FROZEN', {
+      detail: by ? `agent ${agentId} is stopped: its ancestor ${by} is frozen by its owner` : `agent ${agentId} is ${reason === 'retired' ? 'retired' : 'frozen by its owner'}`,
+      extra: by ? { reason, agentId: by } : { reason },
+    });
+  }
+
   /** The agent and its delegates at every depth (its subtree), sorted: what a freeze with releaseHolds reaches. */
   async subtreeIds(db: Queryable, agentId: string): Promise<string[]> {
     return store.subtreeIds(db, agentId);

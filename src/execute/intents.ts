@@ -116,14 +116,17 @@ export class Intents {
 
   /**
    * Retains the request of this claim (or renews the same one, for a retry with the same key) and answers
-   * the intent's id. 429 rate_limited when the agent already has too many waiting; 409 idempotency_key_reused
-   * when the key's intent is another request's.
+   * the intent's id. 403 FROZEN when the agent was frozen or retired meanwhile; 429 rate_limited when the agent
+   * already has too many waiting; 409 idempotency_key_reused when the key's intent is another request's.
    */
   async retain(claim: Claim, intent: ServiceIntent, priceUc: Microcredits): Promise<string> {
     const { db, clock } = this.gateway;
     return db.transaction(async (tx) => {
-      // The agent row lock makes the count and the insert one step for this agent.
+      // The agent row lock makes the count and the insert one step for this agent, and orders this retain with
+      // a freeze or retirement of the agent or an ancestor (which lock the whole subtree): one that committed
+      // since the request's hold pass is refused here rather than leaving an intent it did not cancel.
       await this.deps.identity.lockAgent(tx, intent.agentId);
+      await this.deps.identity.refuseStopped(tx, intent.agentId);
       const nowS = clock.nowS();
       const existing = await store.findIntentByKey(tx, claim.scope, claim.key);
       const renewing = existing !== undefined && existing.state === 'pending' && Number(existing.expires_at_s) > nowS;

@@ -128,3 +128,27 @@ describe('a freeze without releaseHolds', () => {
     expect((await world.api('GET', `/v1/intents/${above.body.intentId}`, { token: delegate.token })).body).toMatchObject({ state: 'executed', cancellationReason: null });
   });
 });
+
+describe('a retain after a freeze', () => {
+  it('is refused 403 FROZEN (naming the frozen ancestor) when a freeze of the agent or an ancestor committed after its hold pass, so no intent outlives the freeze', async () => {
+    const { root, delegate } = await tree();
+    const frozen = await world.api('POST', `/v1/owner/agents/${root.id}/freeze`, { token: root.ownerToken, key: newKey('freeze') });
+    expect(frozen.status).toBe(200);
+    // What an execute whose hold pass ran before the freeze committed does next: retain its request.
+    const { intents } = world.gw.services.execute;
+    const intent = { agentId: delegate.id, serviceId: repoRequest.serviceId, action: repoRequest.action, input: repoRequest.input };
+    for (const [agentId, expected] of [
+      [delegate.id, { code: 'FROZEN', reason: 'frozen', agentId: root.id }],
+      [root.id, { code: 'FROZEN', reason: 'frozen' }],
+    ] as const) {
+      const claim = { scope: `agent:${agentId}`, route: 'executeService', key: newKey('late-retain'), token: 't', fingerprint: 'f' };
+      const refused = await intents.retain(claim, { ...intent, agentId }, ONE_CREDIT_UC).then(
+        () => undefined,
+        (error: { code: string; options: { extra?: Record<string, unknown> } }) => ({ code: error.code, ...error.options.extra }),
+      );
+      expect(refused, agentId).toEqual(expected);
+    }
+    const { rows } = await world.gw.gateway.db.query<{ n: bigint }>(`SELECT count(*) AS n FROM service_intents WHERE agent_id = ANY($1::text[]) AND state = 'pending'`, [[root.id, delegate.id]]);
+    expect(rows[0]!.n).toBe(0n);
+  });
+});
