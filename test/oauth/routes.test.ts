@@ -49,3 +49,16 @@ describe('an OAuth endpoint asked with a method it does not take', () => {
     }
   });
 });
+
+describe('a request no OAuth route takes, whatever its body', () => {
+  it('answers 405 or 404 for the method or path, not 400 for a body that is not JSON, repeats a member or holds a control character', async () => {
+    for (const body of ['{bad', '{"a":1,"a":2}', '{"a":"\\u0000"}']) {
+      const wrongMethod = await fetch(`${gw.url}/oauth/token`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body });
+      expect([wrongMethod.status, wrongMethod.headers.get('allow'), (await wrongMethod.json()).error], body).toEqual([405, 'POST', 'invalid_request']);
+      const unknownPath = await fetch(`${gw.url}/oauth/nothing`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      expect([unknownPath.status, (await unknownPath.json()).error], body).toEqual([404, 'invalid_request']);
+    }
+    const controlInQuery = await fetch(`${gw.url}/oauth/token?x=%00`, { method: 'GET' });
+    expect(controlInQuery.status).toBe(405);
+  });
+});

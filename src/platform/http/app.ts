@@ -140,6 +140,11 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   const json = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    // A request no route takes is answered 404 or 405 for that, not for its body.
+    if (request.is404) {
+      done(null, undefined);
+      return;
+    }
     let text: string;
     try {
       text = STRICT_UTF8.decode(body as Buffer);

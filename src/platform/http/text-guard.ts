@@ -43,6 +43,8 @@ function refuse(path: string): ApiError {
 
 export function installTextGuard(app: FastifyInstance): void {
   app.addHook('onRequest', async (request: FastifyRequest) => {
+    // A request no route takes is answered 404 or 405 for that, whatever it carries (nothing of it is stored).
+    if (request.is404) return;
     const path =
       findUnstorableText(request.params, 'params') ?? findUnstorableText(request.query, 'querystring') ?? findUnstorableText(request.headers, 'headers');
     if (path !== undefined) throw refuse(path);
