@@ -26,7 +26,7 @@ import {
 import { principalScope, type Principal } from '../platform/principal.ts';
 import { periodOf } from '../policy/periods.ts';
 import { usageOf, type Usage } from '../policy/spending.ts';
-import { recountRedefinedBudgets, type RedefinedBudget } from '../policy/budget-usage.ts';
+import { budgetsWithUsage, recountRedefinedBudgets, type RedefinedBudget } from '../policy/budget-usage.ts';
 import * as store from './store.ts';
 
 /** The agent row other features read and lock through this service (never through its store). */
@@ -209,14 +209,17 @@ export interface DelegateTree {
 
 /**
  * The budgets a mandate change keeps by id but counts in other periods (another period, or another time zone for a
- * day, week or month) or over other purchases (another merchant, category or service), each with the start of the
+ * day, week or month) or over other purchases (another merchant, category or service), and those it adds (`fresh`:
+ * a new id starts from nothing, whatever an earlier version's budget of that id counted), each with the start of the
  * period now falls in under the new rules and its new scope if it has one: their usage follows them there, and
  * counts what their new scope counts (recountRedefinedBudgets), as it follows a budget whose limit changed.
  */
 function redefinedBudgets(before: MandateRules, after: MandateRules, nowS: number): RedefinedBudget[] {
   return after.budgets.flatMap((budget) => {
     const old = before.budgets.find((candidate) => candidate.id === budget.id);
-    if (!old) return [];
+    // A new id starts from nothing; one an earlier version had may still carry that budget's charges (setMandate
+    // keeps only those with a running total).
+    if (!old) return [{ budgetId: budget.id, periodStartS: periodOf(budget.period, after.timeZone, nowS).startS, fresh: true as const }];
     const sameTime = budget.period === 'total' || before.timeZone === after.timeZone;
     const sameScope = old.merchantId === budget.merchantId && old.category === budget.category && old.serviceId === budget.serviceId;
     if (old.period === budget.period && sameTime && sameScope) return [];
@@ -409,7 +412,9 @@ export class AgentService {
     const row = await this.lockAgentFor(tx, principal, agentId);
     const checked = await this.checkedWithMerchants(tx, rules);
     await this.checkWithinParent(tx, row, checked);
-    const redefined = redefinedBudgets(this.rulesOf(row), checked, this.gateway.clock.nowS());
+    const changed = redefinedBudgets(this.rulesOf(row), checked, this.gateway.clock.nowS());
+    const brought = await budgetsWithUsage(tx, row.id, changed.filter((budget) => budget.fresh).map((budget) => budget.budgetId));
+    const redefined = changed.filter((budget) => !budget.fresh || brought.has(budget.budgetId));
     const written = await this.writeMandate(tx, row, checked, principalScope(principal as Principal));
     if (redefined.length > 0) {
       const scope = { agentId: row.id, subtreeIds: await store.subtreeIds(tx, row.id), payerId: row.ancestor_ids[0] ?? row.id };

@@ -238,6 +238,32 @@ describe('a budget whose time zone or period changes keeps counting what its cur
     await expectLedgerInvariants(world.gw.gateway.db);
   });
 
+  it('an id removed and then brought back starts from nothing, whatever the earlier budget of that id counted; its old holds give back nothing to it', async () => {
+    const budget = (merchantId: string) => ({ budgets: [{ id: 'shop', limitUc: '2000000', period: 'day', merchantId }] });
+    const agent = await budgetedAgent(budget(shop.merchantId));
+    const [here, there] = [await shop.offer({ priceUc: '1000000' }), await other.offer({ priceUc: '1000000' })];
+    const firstHere = (await mint(world, agent.token, here.id)).body.redemption.id as string;
+    await mint(world, agent.token, here.id);
+    expect(await usageOf(agent)).toMatchObject({ spentUc: '2000000' });
+    const setMandate = async (mandate: Record<string, unknown>) => {
+      const res = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `periods-mandate-${++counter}`, body: mandate });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return res.body.usage[0];
+    };
+    await setMandate({ budgets: [] });
+    // Back, scoped to the other merchant: the first merchant's two holds are not its spending.
+    expect(await setMandate(budget(other.merchantId))).toMatchObject({ spentUc: '0', remainingUc: '2000000' });
+    await expectBudgetInvariants(world.gw.gateway.db, [agent.id]);
+    for (let n = 0; n < 2; n++) expect((await mint(world, agent.token, there.id)).status).toBe(200);
+    const third = await mint(world, agent.token, there.id);
+    expect([third.status, third.body.code]).toEqual([402, 'CAP_EXCEEDED']);
+    // A release of an earlier hold gives nothing back to the budget that never counted it.
+    expect((await world.api('POST', `/v1/redemptions/${firstHere}/release`, { token: shop.key, key: `periods-${++counter}`, body: {} })).status).toBe(200);
+    expect(await usageOf(agent)).toMatchObject({ spentUc: '2000000' });
+    await expectBudgetInvariants(world.gw.gateway.db, [agent.id]);
+    await expectLedgerInvariants(world.gw.gateway.db);
+  });
+
   it("a parent's budget counts its delegate's holds in the parent's new time zone", async () => {
     const parent = await budgetedAgent({ budgets: [{ id: 'daily', limitUc: '5000000', period: 'day' }], timeZone: 'UTC', delegation: { allowed: true, maxDepth: 1 } });
     const subject = `periods-child-${++counter}`;
