@@ -121,7 +121,8 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
     request.failure = failureLine(error, error instanceof OAuthError ? undefined : toApiError(error), oauth.status);
     return reply
       .code(oauth.status)
-      .headers({ 'cache-control': 'no-store', ...oauth.httpHeaders })
+      // RFC 6749 §5.1 and §5.2: an OAuth error answer is uncacheable, for HTTP/1.0 caches too, whichever handler gave it.
+      .headers({ 'cache-control': 'no-store', pragma: 'no-cache', ...oauth.httpHeaders })
       .type('application/json')
       .send({ error: oauth.error, error_description: oauth.description });
   }
