@@ -25,7 +25,7 @@ import {
 } from '../policy/mandate.ts';
 import { principalScope, type Principal } from '../platform/principal.ts';
 import { periodOf } from '../policy/periods.ts';
-import { usageOf, type Usage } from '../policy/spending.ts';
+import { frozenRefusal, usageOf, type Usage } from '../policy/spending.ts';
 import { budgetsWithUsage, recountRedefinedBudgets, type RedefinedBudget } from '../policy/budget-usage.ts';
 import * as store from './store.ts';
 
@@ -529,21 +529,17 @@ export class AgentService {
   }
 
   /**
-   * 403 FROZEN, as the spending policy answers it, when the agent is retired or frozen, by its own owner's freeze
-   * or an ancestor's. For work that outlives its request (a retained intent), checked in its transaction after the
-   * agent's row lock: a freeze or retirement locks its whole subtree, so one that committed first is seen here, and
-   * one that comes later finds the work to cancel.
+   * Locks the agent's row with its ancestors' (the hold pass's lock, in its order) and refuses it 403 FROZEN, by the
+   * spending policy's own rule, when it or an ancestor is frozen or retired. For work that outlives its request (a
+   * retained intent): a freeze or retirement takes the stopped agent's row lock, so one that committed first is seen
+   * here, and one that comes later waits for this transaction and then finds the work to cancel.
    */
-  async refuseStopped(tx: Tx, agentId: string): Promise<void> {
-    const view = await store.findAgentView(tx, agentId);
-    if (!view) return;
-    const reason = view.retired_at_s !== null ? 'retired' : view.frozen_by !== null ? 'frozen' : undefined;
-    if (!reason) return;
-    const by = reason === 'frozen' && view.frozen_by !== agentId ? view.frozen_by! : undefined;
-    throw new ApiError('FROZEN', {
-      detail: by ? `agent ${agentId} is stopped: its ancestor ${by} is frozen by its owner` : `agent ${agentId} is ${reason === 'retired' ? 'retired' : 'frozen by its owner'}`,
-      extra: by ? { reason, agentId: by } : { reason },
-    });
+  async lockUnstopped(tx: Tx, agentId: string): Promise<void> {
+    const rows = await this.lockWithAncestors(tx, [agentId]);
+    const row = rows.get(agentId);
+    if (!row) return;
+    const refusal = frozenRefusal(this.spendingChainOf(row, rows));
+    if (refusal) throw refusal.error;
   }
 
   /** The agent and its delegates at every depth (its subtree), sorted: what a freeze with releaseHolds reaches. */

@@ -122,11 +122,10 @@ export class Intents {
   async retain(claim: Claim, intent: ServiceIntent, priceUc: Microcredits): Promise<string> {
     const { db, clock } = this.gateway;
     return db.transaction(async (tx) => {
-      // The agent row lock makes the count and the insert one step for this agent, and orders this retain with
-      // a freeze or retirement of the agent or an ancestor (which lock the whole subtree): one that committed
-      // since the request's hold pass is refused here rather than leaving an intent it did not cancel.
-      await this.deps.identity.lockAgent(tx, intent.agentId);
-      await this.deps.identity.refuseStopped(tx, intent.agentId);
+      // The agent's row lock makes the count and the insert one step for this agent; with its ancestors' it orders
+      // this retain with a freeze or retirement of any of them: one that committed since the request's hold pass is
+      // refused here rather than leaving an intent it did not cancel.
+      await this.deps.identity.lockUnstopped(tx, intent.agentId);
       const nowS = clock.nowS();
       const existing = await store.findIntentByKey(tx, claim.scope, claim.key);
       const renewing = existing !== undefined && existing.state === 'pending' && Number(existing.expires_at_s) > nowS;

@@ -141,7 +141,7 @@ function ofAncestor(agent: SpendingSettings, settings: Member): string {
 }
 
 /** The first frozen or retired agent of the chain, refused as FROZEN naming it. */
-function frozenRefusal(agent: SpendingSettings): SpendingRefusal | undefined {
+export function frozenRefusal(agent: SpendingSettings): SpendingRefusal | undefined {
   for (const settings of chainOf(agent)) {
     const reason = settings.retired_at_s != null ? 'retired' : settings.status !== 'active' ? 'frozen' : undefined;
     if (!reason) continue;
