@@ -19,6 +19,13 @@ export class SystemClock implements Clock {
     this.frozenAtMs = Date.now();
   }
 
+  /** Lets time run again from where it stands, offset kept. */
+  thaw(): void {
+    if (this.frozenAtMs === undefined) return;
+    this.offsetMs += this.frozenAtMs - Date.now();
+    this.frozenAtMs = undefined;
+  }
+
   nowS(): number {
     return Math.floor(this.nowMs() / 1000);
   }

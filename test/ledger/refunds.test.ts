@@ -18,6 +18,7 @@ beforeAll(async () => {
 });
 afterAll(() => world.close());
 afterEach(() => {
+  world.gw.clock.thaw();
   world.gw.clock.offsetMs = 0;
 });
 
@@ -128,6 +129,8 @@ describe('POST /v1/redemptions/{id}/refunds', () => {
 
   it("answers 409 refund_window_closed once the offer's window after capture has passed", async () => {
     const agent = await fundedAgent();
+    // Time stands still, so the real milliseconds between capture and refund cannot cross a second.
+    world.gw.clock.freeze();
     const hold = await captured(agent, '1000000', undefined, { refundWindowS: 120 });
     world.gw.clock.advance(119_000);
     expect((await refund(hold.id, { amountUc: '100000' })).status).toBe(201);
