@@ -5,11 +5,11 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
-import { REPLAY_HEADER } from '../platform/idempotency.ts';
 import { runOperation } from '../platform/operations.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { idempotencyKeyOf } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
+import { sendsReplay } from '../platform/http/replay.ts';
 import { queryRoute } from '../platform/http/query.ts';
 import type { X402Operations } from './operations.ts';
 import type { X402Queries } from './queries.ts';
@@ -79,7 +79,7 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
             input,
             idempotencyKey: x402.authorizeKey(idempotencyKeyOf(request), idempotencyKey),
           });
-          if (replayed) reply.header(REPLAY_HEADER, 'true');
+          if (replayed) sendsReplay(reply, 200);
           return reply.code(replayed ? 200 : 201).send(result);
         } catch (error) {
           throw x402.withDraftCode(error);
@@ -129,7 +129,7 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
         if ('refused' in settlement) return settlement.refused;
         try {
           const { result, replayed } = await runOperation(request.server.gateway, settleX402Payment, { principal, input: settlement.input });
-          if (replayed) reply.header(REPLAY_HEADER, 'true');
+          if (replayed) sendsReplay(reply, 200);
           return result;
         } catch (error) {
           if (error instanceof ApiError && error.code === 'idempotency_key_reused') return x402.conflictOf(principal.merchantId!, settlement.input.holdId);

@@ -25,6 +25,9 @@ const createTestEffect: SingleStepOperation<Static<typeof Body>, Record<string, 
   },
 };
 
+// What the route sends: the schema a replay is rendered by too.
+const EffectAnswer = Type.Object({ effectId: Type.Integer(), amount: Type.Integer(), secret: Type.Optional(Type.String()) });
+
 const releaseTestEffect: SingleStepOperation<null, { ok: boolean }> = {
   name: 'releaseTestEffect',
   input: Type.Null(),
@@ -40,7 +43,14 @@ async function effectRoute(app: FastifyInstance) {
   });
   app.post('/v1/test/effects', {
     config: { operation: createTestEffect },
-    schema: { body: Body },
+    schema: { body: Body, response: { 201: EffectAnswer } },
+    handler: (request, reply) => serve(request, reply, createTestEffect, request.body as Static<typeof Body>, { status: 201 }),
+  });
+  // The same answer by reference to a shared schema, as most routes declare theirs.
+  app.addSchema({ ...EffectAnswer, $id: 'TestEffectAnswer' });
+  app.post('/v1/test/effects-shared', {
+    config: { operation: createTestEffect },
+    schema: { body: Body, response: { 201: Type.Ref('TestEffectAnswer') } },
     handler: (request, reply) => serve(request, reply, createTestEffect, request.body as Static<typeof Body>, { status: 201 }),
   });
   app.post('/v1/test/effects-release', {
@@ -55,10 +65,10 @@ beforeAll(async () => {
 });
 afterAll(() => gw.close());
 
-async function call(key: string | undefined, body: unknown, caller = 'alice') {
+async function call(key: string | undefined, body: unknown, caller = 'alice', path = '/v1/test/effects') {
   const headers: Record<string, string> = { 'content-type': 'application/json', 'x-caller': caller };
   if (key !== undefined) headers['idempotency-key'] = key;
-  const res = await fetch(`${gw.url}/v1/test/effects`, { method: 'POST', headers, body: JSON.stringify(body) });
+  const res = await fetch(`${gw.url}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
   return { status: res.status, headers: res.headers, body: await res.json() };
 }
 
@@ -157,6 +167,19 @@ describe('idempotency', () => {
     expect(second.body.effectId).toBe(first.body.effectId);
     const { rows } = await gw.gateway.db.query<{ response_body: string }>("SELECT response_body FROM idempotency_keys WHERE key = 'key-secret'");
     expect(rows[0]!.response_body).not.toContain('shown-once');
+  });
+
+  it('replays an answer stored before the response gained a required member (a deploy between the tries), as stored and still filtered by the schema', async () => {
+    for (const path of ['/v1/test/effects', '/v1/test/effects-shared']) {
+      const key = `key-older-shape${path.length}`;
+      const first = await call(key, { amount: 13 }, 'alice', path);
+      expect(first.status).toBe(201);
+      // An earlier release's answer had no `amount`, which the response now requires; `internal` is a member the
+      // schema never sends.
+      await gw.gateway.db.query('UPDATE idempotency_keys SET response_body = $1 WHERE key = $2', [JSON.stringify({ effectId: first.body.effectId, internal: 'x' }), key]);
+      const replay = await call(key, { amount: 13 }, 'alice', path);
+      expect([path, replay.status, replay.headers.get('idempotent-replayed'), replay.body]).toEqual([path, 201, 'true', { effectId: first.body.effectId }]);
+    }
   });
 
   it('requires the key: missing → 400 idempotency_required, malformed → 400 invalid_input', async () => {

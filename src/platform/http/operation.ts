@@ -1,11 +1,12 @@
 // The HTTP face of an operation: a route parses its request into the operation's input, calls it here,
-// and renders the outcome. A replayed outcome carries `Idempotent-Replayed: true`; a replayed business
-// error carries it too (as a header of the rebuilt ApiError, which the error renderer sends).
+// and renders the outcome. A replayed outcome carries `Idempotent-Replayed: true` and is rendered as stored
+// (replay.ts); a replayed business error carries the header too (as a header of the rebuilt ApiError, which the
+// error renderer sends).
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.ts';
-import { REPLAY_HEADER } from '../idempotency.ts';
 import { runOperation, type Operation } from '../operations.ts';
 import { principalOf } from './auth.ts';
+import { sendsReplay } from './replay.ts';
 
 /**
  * A route's `preValidation` for a body that may be left out: an absent one is the empty object, before validation,
@@ -43,8 +44,9 @@ export async function serve<I, R, C, P>(
     input,
     idempotencyKey: idempotencyKeyOf(request),
   });
-  reply.code(rendering.status ?? 200);
+  const status = rendering.status ?? 200;
+  reply.code(status);
   if (rendering.headers) reply.headers(rendering.headers(result));
-  if (replayed) reply.header(REPLAY_HEADER, 'true');
+  if (replayed) sendsReplay(reply, status);
   return reply.send(result);
 }

@@ -1,0 +1,60 @@
+// How a replayed answer is sent. A stored answer was made by the release that ran the request, and the retry may
+// reach a later one (a deploy between the tries), whose response schema requires a member the stored body lacks:
+// its serializer would throw, and the retry would read 500 where the client is owed the answer it missed. A replay
+// is therefore rendered by its route's response schema with no member required: what the stored body has is sent
+// as the schema types it, what the schema does not name is still left out (a result can carry members its route
+// never sends), and a member the stored body lacks stays absent, as it was in the answer first made.
+// docs/decisions.md "A replay is sent as stored, under a schema that requires nothing".
+import type { FastifyReply } from 'fastify';
+import { REPLAY_HEADER } from '../idempotency.ts';
+
+/** Keywords whose value maps member names to schemas: their keys are names, never keywords. */
+const NAME_MAPS = new Set(['properties', 'patternProperties', '$defs', 'definitions', 'dependentSchemas']);
+/** How deep shared schemas are followed into each other (they never cycle; this only bounds a mistake). */
+const SHARED_DEPTH_MAX = 16;
+
+const lenientOf = new WeakMap<object, object>();
+
+/** Marks `reply` a replay: the `Idempotent-Replayed` header, and the lenient rendering of its `status`. */
+export function sendsReplay(reply: FastifyReply, status: number): void {
+  reply.header(REPLAY_HEADER, 'true');
+  const schema = responseSchemaOf(reply, status);
+  if (schema === undefined) return;
+  let lenient = lenientOf.get(schema);
+  if (lenient === undefined) {
+    lenient = withoutRequired(schema, (id) => reply.server.getSchema(id), 0) as object;
+    lenientOf.set(schema, lenient);
+  }
+  reply.serializer(reply.compileSerializationSchema(lenient as Record<string, unknown>, String(status)));
+}
+
+function responseSchemaOf(reply: FastifyReply, status: number): object | undefined {
+  const responses = (reply.routeOptions.schema as { response?: Record<string, unknown> } | undefined)?.response;
+  const schema = responses?.[String(status)] ?? responses?.[`${String(status)[0]}xx`] ?? responses?.default;
+  return schema !== null && typeof schema === 'object' ? schema : undefined;
+}
+
+/**
+ * A copy of `schema` with no `required` keyword at any depth; a reference to a shared schema (by its `$id`) is
+ * replaced by a copy of that schema, made the same way, without its `$id` (the original keeps it).
+ */
+function withoutRequired(schema: unknown, shared: (id: string) => unknown, depth: number): unknown {
+  if (Array.isArray(schema)) return schema.map((item) => withoutRequired(item, shared, depth));
+  if (schema === null || typeof schema !== 'object') return schema;
+  const ref = (schema as { $ref?: unknown }).$ref;
+  if (typeof ref === 'string' && !ref.includes('#') && depth < SHARED_DEPTH_MAX) {
+    const target = shared(ref);
+    if (target !== undefined) {
+      const { $id: _id, ...copy } = withoutRequired(target, shared, depth + 1) as Record<string, unknown>;
+      return copy;
+    }
+  }
+  const copy: Record<string, unknown> = {};
+  for (const [keyword, value] of Object.entries(schema)) {
+    if (keyword === 'required') continue;
+    copy[keyword] = NAME_MAPS.has(keyword) && value !== null && typeof value === 'object'
+      ? Object.fromEntries(Object.entries(value).map(([name, member]) => [name, withoutRequired(member, shared, depth)]))
+      : withoutRequired(value, shared, depth);
+  }
+  return copy;
+}
