@@ -4425,7 +4425,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page (leave it out for the first page) */
+                /** @description id of the last item of the previous page (leave it out for the first page); an id that is no item of this list is 400 invalid_input */
                 startingAfter?: string;
             };
             header?: never;
@@ -6999,7 +6999,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page (leave it out for the first page) */
+                /** @description id of the last item of the previous page (leave it out for the first page); an id that is no item of this list is 400 invalid_input */
                 startingAfter?: string;
             };
             header?: never;
@@ -7335,7 +7335,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page (leave it out for the first page) */
+                /** @description id of the last item of the previous page (leave it out for the first page); an id that is no item of this list is 400 invalid_input */
                 startingAfter?: string;
             };
             header?: never;
@@ -7686,7 +7686,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page (leave it out for the first page) */
+                /** @description id of the last item of the previous page (leave it out for the first page); an id that is no item of this list is 400 invalid_input */
                 startingAfter?: string;
             };
             header?: never;
@@ -8878,7 +8878,7 @@ export interface operations {
                 agentId?: string;
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page (leave it out for the first page) */
+                /** @description id of the last item of the previous page (leave it out for the first page); an id that is no item of this list is 400 invalid_input */
                 startingAfter?: string;
             };
             header?: never;
@@ -9609,7 +9609,7 @@ export interface operations {
                 status?: "pending" | "all";
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page (leave it out for the first page) */
+                /** @description id of the last item of the previous page (leave it out for the first page); an id that is no item of this list is 400 invalid_input */
                 startingAfter?: string;
             };
             header?: never;
@@ -9675,7 +9675,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page (leave it out for the first page) */
+                /** @description id of the last item of the previous page (leave it out for the first page); an id that is no item of this list is 400 invalid_input */
                 startingAfter?: string;
             };
             header?: never;
@@ -10114,7 +10114,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page (leave it out for the first page) */
+                /** @description id of the last item of the previous page (leave it out for the first page); an id that is no item of this list is 400 invalid_input */
                 startingAfter?: string;
             };
             header?: never;
@@ -10783,7 +10783,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page (leave it out for the first page) */
+                /** @description id of the last item of the previous page (leave it out for the first page); an id that is no item of this list is 400 invalid_input */
                 startingAfter?: string;
             };
             header?: never;
@@ -10939,7 +10939,7 @@ export interface operations {
                 to?: number;
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last event of the previous page (leave it out for the first page) */
+                /** @description id of the last event of the previous page (leave it out for the first page); an id that is no event of this list (or one past its retention) is 400 invalid_input */
                 startingAfter?: string;
             };
             header?: never;
@@ -11484,7 +11484,7 @@ export interface operations {
                 to?: number;
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last event of the previous page (leave it out for the first page) */
+                /** @description id of the last event of the previous page (leave it out for the first page); an id that is no event of this list (or one past its retention) is 400 invalid_input */
                 startingAfter?: string;
             };
             header?: never;
@@ -11550,7 +11550,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description id of the last item of the previous page (leave it out for the first page) */
+                /** @description id of the last item of the previous page (leave it out for the first page); an id that is no item of this list is 400 invalid_input */
                 startingAfter?: string;
             };
             header?: never;

@@ -17,7 +17,7 @@ export const EventsInput = Type.Object(
     from: Type.Optional(UnixSeconds('only events created at or after')),
     to: Type.Optional(UnixSeconds('only events created at or before')),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'page size, 1–100' })),
-    startingAfter: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'id of the last event of the previous page (leave it out for the first page)' })),
+    startingAfter: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'id of the last event of the previous page (leave it out for the first page); an id that is no event of this list (or one past its retention) is 400 invalid_input' })),
   },
   { additionalProperties: false },
 );

@@ -1,5 +1,6 @@
 // SQL of merchants and their API keys (the one owner of `merchant_api_keys`). Nothing but queries.
 import type { Queryable, Tx } from '../platform/db/database.ts';
+import { refuseUnknownCursor } from '../platform/db/paging.ts';
 
 export interface MerchantRow {
   id: string;
@@ -129,6 +130,7 @@ export async function listApiKeys(db: Queryable, merchantId: string, limit: numb
      ORDER BY seq DESC LIMIT $3`,
     [merchantId, startingAfter ?? null, limit],
   );
+  await refuseUnknownCursor(rows, startingAfter, async () => (await db.query('SELECT 1 FROM merchant_api_keys WHERE id = $1 AND merchant_id = $2', [startingAfter, merchantId])).rows.length > 0);
   return rows;
 }
 

@@ -1,5 +1,6 @@
 // SQL of offers.
 import type { Queryable, Tx } from '../platform/db/database.ts';
+import { refuseUnknownCursor } from '../platform/db/paging.ts';
 
 export interface OfferRow {
   id: string;
@@ -73,5 +74,6 @@ export async function listSellableOffers(
       ORDER BY o.seq LIMIT $3`,
     [page.categories, page.startingAfter ?? null, page.limit],
   );
+  await refuseUnknownCursor(rows, page.startingAfter, async () => (await db.query('SELECT 1 FROM offers WHERE id = $1', [page.startingAfter])).rows.length > 0);
   return rows;
 }

@@ -1,5 +1,6 @@
 // SQL of top-ups.
 import type { Queryable, Tx } from '../platform/db/database.ts';
+import { refuseUnknownCursor } from '../platform/db/paging.ts';
 import type { RailKind } from './rails/index.ts';
 
 export type TopupStatus = 'pending_approval' | 'settled' | 'declined' | 'expired' | 'failed';
@@ -94,6 +95,7 @@ export async function listTopups(db: Queryable, agentId: string, limit: number, 
      ORDER BY created_at_s, id LIMIT $3`,
     [agentId, startingAfter ?? null, limit + 1],
   );
+  await refuseUnknownCursor(rows, startingAfter, async () => (await db.query('SELECT 1 FROM topups WHERE id = $1 AND agent_id = $2', [startingAfter, agentId])).rows.length > 0);
   return { items: rows.slice(0, limit), hasMore: rows.length > limit };
 }
 
@@ -367,5 +369,12 @@ export async function listOwnerApprovals(
      SELECT * FROM topup UNION ALL SELECT * FROM purchase ORDER BY created_at_s, id LIMIT $5`,
     [query.ownerId, query.nowS, query.pendingOnly, query.startingAfter ?? null, query.limit + 1, query.ucPerUsdCent],
   );
+  await refuseUnknownCursor(rows, query.startingAfter, async () => {
+    const found = await db.query(
+      'SELECT 1 FROM topups WHERE id = $1 AND owner_id = $2 UNION ALL SELECT 1 FROM purchase_approvals WHERE id = $1 AND owner_id = $2',
+      [query.startingAfter, query.ownerId],
+    );
+    return found.rows.length > 0;
+  });
   return { items: rows.slice(0, query.limit), hasMore: rows.length > query.limit };
 }

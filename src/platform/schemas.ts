@@ -44,7 +44,7 @@ export interface Page {
 export const PageQuery = Type.Object(
   {
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: PAGE_LIMIT_MAX, default: PAGE_LIMIT_DEFAULT, description: `page size, 1–${PAGE_LIMIT_MAX}` })),
-    startingAfter: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'id of the last item of the previous page (leave it out for the first page)' })),
+    startingAfter: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'id of the last item of the previous page (leave it out for the first page); an id that is no item of this list is 400 invalid_input' })),
   },
   { additionalProperties: false },
 );

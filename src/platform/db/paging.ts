@@ -1,4 +1,5 @@
 // Keyset paging, oldest first, for tables with a `seq` identity column: one rule for every list route.
+import { ApiError } from '../errors.ts';
 import type { Queryable } from './database.ts';
 
 /** Tables and scope columns are constants of the code (never request input), so they may be spliced in. */
@@ -27,5 +28,23 @@ export async function pageBySeq<R>(
      ORDER BY seq LIMIT $3`,
     [scopeValue, page.startingAfter ?? null, page.limit + 1],
   );
+  await refuseUnknownCursor(rows, page.startingAfter, async () => {
+    const found = await db.query(`SELECT 1 FROM ${table} WHERE id = $1 AND ${scope} = $2`, [page.startingAfter, scopeValue]);
+    return found.rows.length > 0;
+  });
   return { items: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
+}
+
+/**
+ * Refuses a page cursor that names no item of its list (an unknown id, another list's, another owner's): the
+ * list's query finds nothing after it, and an empty page would read as the list's end, so a client with a
+ * mistyped cursor would stop paging early without knowing. Stripe answers such a `starting_after` with an error
+ * too. Asked only when the page came back empty, the one case its rows cannot tell (a row after the cursor proves
+ * it was found); `exists` is the list's own lookup of the cursor, in its scope. Every list with a `startingAfter`
+ * id calls it (docs/decisions.md "Paging").
+ */
+export async function refuseUnknownCursor(rows: readonly unknown[], startingAfter: string | undefined, exists: () => Promise<boolean>): Promise<void> {
+  if (startingAfter === undefined || rows.length > 0) return;
+  if (await exists()) return;
+  throw new ApiError('invalid_input', { detail: `startingAfter names no item of this list: ${startingAfter} (send the id of the last item of the previous page, or leave it out for the first page)` });
 }
