@@ -36,6 +36,16 @@ describe('owners and agents', () => {
     expect(replay.body.id).toBe(created.body.id);
   });
 
+  it('replays a registration as first answered, member for member in the same order', async () => {
+    const owner = await world.humanToken('ada@example.com');
+    const register = () =>
+      world.api('POST', '/v1/owner/agents', { token: owner, key: 'register-order', body: { name: 'Order', identity: { issuer: world.agentIssuer.issuer, subject: 'order' } } });
+    const first = await register();
+    const replay = await register();
+    expect([first.status, replay.status, replay.headers.get('idempotent-replayed')]).toEqual([201, 201, 'true']);
+    expect(JSON.stringify(replay.body)).toBe(JSON.stringify(first.body));
+  });
+
   it('requires an Idempotency-Key to register', async () => {
     const owner = await world.humanToken('ada@example.com');
     const res = await world.api('POST', '/v1/owner/agents', { token: owner, body: { name: 'x', identity: { issuer: world.agentIssuer.issuer, subject: 'x' } } });

@@ -21,12 +21,12 @@ const createTestEffect: SingleStepOperation<Static<typeof Body>, Record<string, 
     if (input.delayMs) await new Promise((r) => setTimeout(r, input.delayMs));
     if (input.amount === 0) throw new ApiError('conflict', { detail: 'zero is refused' });
     if (input.amount < 0) throw new Error('server fault');
-    return { effectId: rows[0]!.id, amount: input.amount, ...(input.secret ? { secret: 'shown-once' } : {}) };
+    return { effectId: rows[0]!.id, label: 'effect', amount: input.amount, ...(input.secret ? { secret: 'shown-once' } : {}) };
   },
 };
 
 // What the route sends: the schema a replay is rendered by too.
-const EffectAnswer = Type.Object({ effectId: Type.Integer(), amount: Type.Integer(), secret: Type.Optional(Type.String()) });
+const EffectAnswer = Type.Object({ effectId: Type.Integer(), label: Type.Optional(Type.String()), amount: Type.Integer(), secret: Type.Optional(Type.String()) });
 
 const releaseTestEffect: SingleStepOperation<null, { ok: boolean }> = {
   name: 'releaseTestEffect',
@@ -85,6 +85,8 @@ describe('idempotency', () => {
     expect(first.status).toBe(201);
     expect(second.status).toBe(201);
     expect(second.body).toEqual(first.body);
+    // Member for member in the same order, as the first answer's serializer wrote them.
+    expect(Object.keys(second.body)).toEqual(Object.keys(first.body));
     expect(first.headers.get('idempotent-replayed')).toBeNull();
     expect(second.headers.get('idempotent-replayed')).toBe('true');
     expect(await effectCount()).toBe(before + 1);
@@ -176,9 +178,9 @@ describe('idempotency', () => {
       expect(first.status).toBe(201);
       // An earlier release's answer had no `amount`, which the response now requires; `internal` is a member the
       // schema never sends.
-      await gw.gateway.db.query('UPDATE idempotency_keys SET response_body = $1 WHERE key = $2', [JSON.stringify({ effectId: first.body.effectId, internal: 'x' }), key]);
+      await gw.gateway.db.query('UPDATE idempotency_keys SET response_body = $1 WHERE key = $2', [JSON.stringify({ effectId: first.body.effectId, label: 'effect', internal: 'x' }), key]);
       const replay = await call(key, { amount: 13 }, 'alice', path);
-      expect([path, replay.status, replay.headers.get('idempotent-replayed'), replay.body]).toEqual([path, 201, 'true', { effectId: first.body.effectId }]);
+      expect([path, replay.status, replay.headers.get('idempotent-replayed'), replay.body]).toEqual([path, 201, 'true', { effectId: first.body.effectId, label: 'effect' }]);
     }
   });
 

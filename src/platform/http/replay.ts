@@ -2,8 +2,9 @@
 // reach a later one (a deploy between the tries), whose response schema requires a member the stored body lacks:
 // its serializer would throw, and the retry would read 500 where the client is owed the answer it missed. A replay
 // is therefore rendered by its route's response schema with no member required: what the stored body has is sent
-// as the schema types it, what the schema does not name is still left out (a result can carry members its route
-// never sends), and a member the stored body lacks stays absent, as it was in the answer first made.
+// as the schema types it and in the order the first answer had, what the schema does not name is still left out
+// (a result can carry members its route never sends), and a member the stored body lacks stays absent, as it was
+// in the answer first made.
 // docs/decisions.md "A replay is sent as stored, under a schema that requires nothing".
 import type { FastifyReply } from 'fastify';
 import { REPLAY_HEADER } from '../idempotency.ts';
@@ -49,12 +50,21 @@ function withoutRequired(schema: unknown, shared: (id: string) => unknown, depth
       return copy;
     }
   }
+  const required = (schema as { required?: unknown }).required;
   const copy: Record<string, unknown> = {};
   for (const [keyword, value] of Object.entries(schema)) {
     if (keyword === 'required') continue;
-    copy[keyword] = NAME_MAPS.has(keyword) && value !== null && typeof value === 'object'
-      ? Object.fromEntries(Object.entries(value).map(([name, member]) => [name, withoutRequired(member, shared, depth)]))
-      : withoutRequired(value, shared, depth);
+    if (!NAME_MAPS.has(keyword) || value === null || typeof value !== 'object') {
+      copy[keyword] = withoutRequired(value, shared, depth);
+      continue;
+    }
+    let members = Object.entries(value);
+    // fast-json-stringify writes an object's required members first, then the others: the same order here, so a
+    // replay's members come in the order of the first answer's.
+    if (keyword === 'properties' && Array.isArray(required)) {
+      members = [...members.filter(([name]) => required.includes(name)), ...members.filter(([name]) => !required.includes(name))];
+    }
+    copy[keyword] = Object.fromEntries(members.map(([name, member]) => [name, withoutRequired(member, shared, depth)]));
   }
   return copy;
 }
