@@ -5102,7 +5102,7 @@ export interface operations {
             query?: {
                 /** @description page size, 1–100 */
                 limit?: number;
-                /** @description the last version of the previous page (versions come newest first) */
+                /** @description the last version of the previous page (versions come newest first); a version the agent never had is 400 invalid_input */
                 startingAfter?: number;
             };
             header?: never;

@@ -13,7 +13,7 @@ const MandateVersionsInput = Type.Object(
   {
     id: idOf('agent (agt_…)'),
     limit: PageQuery.properties.limit,
-    startingAfter: Type.Optional(VersionNumber('the last version of the previous page (versions come newest first)')),
+    startingAfter: Type.Optional(VersionNumber('the last version of the previous page (versions come newest first); a version the agent never had is 400 invalid_input')),
   },
   { additionalProperties: false },
 );

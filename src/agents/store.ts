@@ -1,6 +1,7 @@
 // SQL for agents and their avatar uploads. Nothing but queries. An agent row is read with its owner's
 // email (`AgentWithOwnerRow`) where the agent-owner binding is checked.
 import type { Queryable, Tx } from '../platform/db/database.ts';
+import { refuseUnknownCursor } from '../platform/db/paging.ts';
 import { CAP_PERIOD_S_DEFAULT, type ExtendedRules, type MandateRules } from '../policy/mandate.ts';
 
 export interface AgentRow {
@@ -274,8 +275,14 @@ export async function findMandateVersion(db: Queryable, agentId: string, version
 /** An agent's mandate versions, newest first, after the version `before` (a cursor), at most `limit` + 1. */
 export async function listMandateVersions(db: Queryable, agentId: string, limit: number, before?: number): Promise<MandateVersionRow[]> {
   const { rows } = await db.query<MandateVersionRow>(
-    'SELECT * FROM mandate_versions WHERE agent_id = $1 AND ($2::int IS NULL OR version < $2) ORDER BY version DESC LIMIT $3',
+    // A version the agent never had finds nothing (not the newest ones), so it is refused as any unknown cursor.
+    `SELECT * FROM mandate_versions WHERE agent_id = $1
+        AND ($2::int IS NULL OR (version < $2 AND EXISTS (SELECT 1 FROM mandate_versions WHERE agent_id = $1 AND version = $2)))
+      ORDER BY version DESC LIMIT $3`,
     [agentId, before ?? null, limit + 1],
+  );
+  await refuseUnknownCursor(rows, before === undefined ? undefined : String(before), async () =>
+    (await db.query('SELECT 1 FROM mandate_versions WHERE agent_id = $1 AND version = $2', [agentId, before])).rows.length > 0,
   );
   return rows;
 }

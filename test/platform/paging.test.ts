@@ -72,6 +72,16 @@ describe('startingAfter', () => {
     }
   });
 
+  it('ends the mandate versions at version 1, and refuses a version the agent never had', async () => {
+    const path = `/v1/owner/agents/${agent.id}/mandate/versions`;
+    const all = await world.api('GET', path, { token: agent.ownerToken });
+    const newest = all.body.versions[0].version as number;
+    const end = await list(path, agent.ownerToken, '1');
+    expect([end.status, end.body.versions, end.body.hasMore]).toEqual([200, [], false]);
+    const page = await list(path, agent.ownerToken, String(newest + 1));
+    expectUnknownCursor(page, String(newest + 1));
+  });
+
   it("refuses another owner's hold as a cursor of this agent's holds", async () => {
     const res = await list(`/v1/owner/agents/${stranger.id}/holds`, stranger.ownerToken, holdId);
     expectUnknownCursor(res, holdId);
