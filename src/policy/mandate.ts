@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import { ApiError } from '../platform/errors.ts';
 import { formatUc, parseUc } from '../platform/money.ts';
-import { isTimeZone, type BudgetPeriod } from './periods.ts';
+import { isTimeZone, spelledTimeZone, type BudgetPeriod } from './periods.ts';
 
 export const BUDGETS_PER_MANDATE_MAX = 20;
 export const MERCHANT_RULES_MAX = 100;
@@ -132,12 +132,12 @@ export function checkedRules(rules: MandateRules, knownServiceIds: readonly stri
   }
   const unique = (values: readonly string[]) => [...new Set(values)];
   const thresholds = unique(rules.alertThresholds.map(String)).map(Number).sort((a, b) => a - b);
-  // Amounts as the gateway writes them ("0005" is "5"), so the document, its hash and every face show one form of
-  // each. The zone stays as sent: the runtime's own spelling of a zone is not always IANA's (Node 20 reads
-  // Asia/Kolkata as Asia/Calcutta).
+  // Amounts as the gateway writes them ("0005" is "5"), and the zone in IANA's case (`spelledTimeZone`), so the
+  // document, its hash and every face show one form of each.
   const amount = (text: string | null) => (text === null ? null : formatUc(parseUc(text)));
   return {
     ...rules,
+    timeZone: spelledTimeZone(rules.timeZone),
     budgets: rules.budgets.map((budget) => ({ ...budget, limitUc: formatUc(parseUc(budget.limitUc)) })),
     caps: { ...rules.caps, perHoldUc: amount(rules.caps.perHoldUc), perPeriodUc: amount(rules.caps.perPeriodUc) },
     approvalAboveUc: amount(rules.approvalAboveUc),

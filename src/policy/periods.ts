@@ -42,6 +42,17 @@ export function isTimeZone(timeZone: string): boolean {
   }
 }
 
+/**
+ * The zone as the mandate stores it: IANA's spelling when the one sent differs from the runtime's only by case
+ * (`europe/paris` is `Europe/Paris`, `utc` is `UTC`), so the same rules make one document and one hash; otherwise
+ * as sent, since the runtime's spelling is not always IANA's (Node 20 reads Asia/Kolkata as Asia/Calcutta).
+ * For a zone `isTimeZone` accepts.
+ */
+export function spelledTimeZone(timeZone: string): string {
+  const runtime = formatterOf(timeZone).resolvedOptions().timeZone;
+  return runtime !== timeZone && runtime.toLowerCase() === timeZone.toLowerCase() ? runtime : timeZone;
+}
+
 interface LocalTime {
   year: number;
   month: number;

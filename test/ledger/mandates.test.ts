@@ -60,6 +60,16 @@ describe('the mandate resource', () => {
     expect((await world.api('GET', `/v1/owner/agents/${agent.id}/mandate/versions/9`, { token: agent.ownerToken })).status).toBe(404);
   });
 
+  it("stores a zone in IANA's case, so the same rules spelled in another case make the same document", async () => {
+    const agent = await fundedAgent();
+    for (const [sent, stored] of [['Europe/Paris', 'Europe/Paris'], ['europe/paris', 'Europe/Paris'], ['EUROPE/PARIS', 'Europe/Paris'], ['utc', 'UTC'], ['Asia/Kolkata', 'Asia/Kolkata']]) {
+      const res = await put(agent, { timeZone: sent });
+      expect([sent, res.status, res.body.timeZone]).toEqual([sent, 200, stored]);
+      const kept = await world.api('GET', `/v1/owner/agents/${agent.id}/mandate/versions/${res.body.version}`, { token: agent.ownerToken });
+      expect(JSON.parse(kept.body.canonical).timeZone).toBe(stored);
+    }
+  });
+
   it("PATCH's caps and allowances are a view of the mandate: they write a version and read back the same", async () => {
     const agent = await fundedAgent();
     const patched = await world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, body: { caps: { perPeriodUc: '9000000', periodS: 3600 }, allowedServices: ['github-public'] } });
