@@ -4505,6 +4505,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
+                    /** @description 1 to 100 characters, not white space alone */
                     name: string;
                     identity: {
                         /** @description must be the configured agent identity provider */
@@ -4686,6 +4687,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
+                    /** @description 1 to 100 characters, not white space alone */
                     name?: string;
                     allowedServices?: string[];
                     allowedCategories?: (string | "*")[];
@@ -5252,6 +5254,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
+                    /** @description 1 to 100 characters, not white space alone */
                     name: string;
                     /** @enum {string} */
                     preset: "letter" | "robot" | "abstract" | "image";
@@ -6056,6 +6059,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
+                    /** @description 1 to 100 characters, not white space alone */
                     name: string;
                     identity: {
                         /** @description must be the configured agent identity provider */
@@ -7423,6 +7427,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
+                    /** @description 1 to 100 characters, not white space alone */
                     name: string;
                     /** @description lower-case category slug, 1–64 characters */
                     category: string;
@@ -7598,6 +7603,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
+                    /** @description 1 to 100 characters, not white space alone */
                     name?: string;
                     /** @description microcredits as a decimal string of at most 18 digits */
                     priceUc?: string;
@@ -9749,6 +9755,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
+                    /** @description 1 to 100 characters, not white space alone */
                     name: string;
                     /** @description public DNS hostname (no scheme, port, path, credentials or IP address; at most 236 characters); IDNA-normalised and lower-cased */
                     domain: string;
@@ -9924,6 +9931,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
+                    /** @description 1 to 100 characters, not white space alone */
                     name?: string;
                     /** @description 1–20 categories (duplicates are dropped) */
                     categories?: string[];
@@ -10204,6 +10212,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
+                    /** @description 1 to 100 characters, not white space alone */
                     name: string;
                     /** @description `access:check`: POST /v1/access/merchant-check; `offers:read`: read offers and the redemptions (holds) taken against them; `offers:write`: create, update and deactivate the merchant's offers; `redemptions:capture`: capture a hold (full or partial); `redemptions:release`: release a hold back to the agent; `redemptions:refund`: refund captured credit to the agent (full or partial, within the offer refund window); `earnings:read`: read the merchant's earnings balance; `webhooks:read`: list webhook deliveries; `webhooks:write`: re-send a webhook delivery or a past event; `events:read`: list the merchant's events (kept 30 days); `evidence:read`: read the signed evidence of the merchant's redemptions (GET /v1/redemptions/{id}/evidence) */
                     scopes: ("access:check" | "offers:read" | "offers:write" | "redemptions:capture" | "redemptions:release" | "redemptions:refund" | "earnings:read" | "webhooks:read" | "webhooks:write" | "events:read" | "evidence:read")[];

@@ -4,11 +4,11 @@
 import { Type, type Static, type TOptional } from '@sinclair/typebox';
 import { ALERT_THRESHOLDS_DEFAULT, CAP_PERIOD_S_DEFAULT, defaultExtendedRules, TIME_ZONE_DEFAULT, type MandateRules } from '../policy/mandate.ts';
 import { MandateRulesProperties } from './schemas.ts';
-import { CategoryOrAny, IdParams, idOf, Microcredits, Nullable, ResourceId } from '../platform/schemas.ts';
+import { CategoryOrAny, DisplayName, IdParams, idOf, Microcredits, Nullable, ResourceId } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
 import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type Agent, type AgentProfile, type AgentService, type AvatarType, type MandateView } from './service.ts';
 
-const Name = Type.String({ minLength: 1, maxLength: 100 });
+const Name = DisplayName();
 const ServiceList = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 20 });
 const CategoryList = Type.Array(CategoryOrAny, { maxItems: 100 });
 const InboxList = Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 50 });

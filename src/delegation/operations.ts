@@ -7,7 +7,7 @@ import { MandateRulesProperties } from '../agents/schemas.ts';
 import type { Agent, AgentService } from '../agents/service.ts';
 import { formatUc, parseUc } from '../platform/money.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
-import { IdParams } from '../platform/schemas.ts';
+import { DisplayName, IdParams } from '../platform/schemas.ts';
 import type { MandateRules } from '../policy/mandate.ts';
 import type { RevocationService } from '../revocations/service.ts';
 
@@ -26,7 +26,7 @@ const DelegateMandate = Type.Object(
 
 export const DelegateCreate = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: 100 }),
+    name: DisplayName(),
     identity: Type.Object(
       {
         issuer: Type.String({ minLength: 1, maxLength: 500, description: 'must be the configured agent identity provider' }),

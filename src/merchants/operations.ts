@@ -2,11 +2,11 @@
 // revoke API keys. (The webhook's operations are the events feature's.)
 import { Type, type Static } from '@sinclair/typebox';
 import { API_KEY_SCOPES } from '../identity/api-keys.ts';
-import { Category, idOf, MerchantIdParams } from '../platform/schemas.ts';
+import { Category, DisplayName, idOf, MerchantIdParams } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation, type ResolvedBy } from '../platform/operations.ts';
 import { MERCHANT_DOMAIN_CHARS_MAX, type DomainProof, type MerchantService } from './service.ts';
 
-const Name = Type.String({ minLength: 1, maxLength: 100 });
+const Name = DisplayName();
 const Categories = Type.Array(Category, { minItems: 1, maxItems: 20, description: '1–20 categories (duplicates are dropped)' });
 
 export const MerchantCreate = Type.Object(

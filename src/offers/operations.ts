@@ -1,6 +1,6 @@
 // The offer operations, for every face: create and change a merchant's offers.
 import { Type, type Static } from '@sinclair/typebox';
-import { Category, idOf, MerchantIdParams, Microcredits } from '../platform/schemas.ts';
+import { Category, DisplayName, idOf, MerchantIdParams, Microcredits } from '../platform/schemas.ts';
 import { parseUc } from '../platform/money.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
 import { REFUND_WINDOW_S_DEFAULT } from '../ledger/service.ts';
@@ -10,7 +10,7 @@ const HoldLifetime = Type.Integer({ minimum: HOLD_LIFETIME_S_MIN, maximum: HOLD_
 const RefundWindow = Type.Integer({ minimum: 0, maximum: REFUND_WINDOW_S_MAX, description: `seconds after capture, 0–${REFUND_WINDOW_S_MAX} (0: no refunds); default ${REFUND_WINDOW_S_DEFAULT} (30 days)` });
 export const OfferCreate = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: 100 }),
+    name: DisplayName(),
     category: Category,
     priceUc: Microcredits(),
     active: Type.Optional(Type.Boolean({ default: true })),
@@ -21,7 +21,7 @@ export const OfferCreate = Type.Object(
 );
 export const OfferPatch = Type.Object(
   {
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    name: Type.Optional(DisplayName()),
     priceUc: Type.Optional(Microcredits()),
     active: Type.Optional(Type.Boolean()),
     holdLifetimeS: Type.Optional(HoldLifetime),

@@ -4,6 +4,15 @@ import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from './money.ts';
 
 export const CATEGORY_PATTERN = '^[a-z0-9][a-z0-9._-]{0,63}$';
 
+/** Holds a character other than white space (JavaScript's `\s`, Unicode's spaces included). */
+export const NOT_BLANK_PATTERN = '\\S';
+/**
+ * A name people read where they decide (an agent's, a merchant's on an approval page, an offer's, an API key's):
+ * 1 to 100 characters, not white space alone.
+ */
+export const DisplayName = (description?: string) =>
+  Type.String({ minLength: 1, maxLength: 100, pattern: NOT_BLANK_PATTERN, description: description ?? '1 to 100 characters, not white space alone' });
+
 export const Microcredits = (description?: string) =>
   Type.String({ pattern: MICROCREDITS_PATTERN, maxLength: UC_DIGITS_MAX, description: description ?? `microcredits as a decimal string of at most ${UC_DIGITS_MAX} digits` });
 /** The largest value of a PostgreSQL INTEGER column (a version number): a larger input is refused, not sent to it. */

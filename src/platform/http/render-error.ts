@@ -6,6 +6,7 @@ import type { Socket } from 'node:net';
 import { STATUS_CODES } from 'node:http';
 import { isStorageUnavailable, STORAGE_RETRY_AFTER_S, storageFailureOf } from '../db/faults.ts';
 import { ApiError, OAuthError, problemBody, type OAuthErrorCode } from '../errors.ts';
+import { NOT_BLANK_PATTERN } from '../schemas.ts';
 import type { FailureLine } from './request-log.ts';
 
 /** Fastify's `maxParamLength`: longer path parameters are refused with 414 uri_too_long. */
@@ -18,6 +19,9 @@ function describeViolation(where: string, violation: Violation): { path: string;
   const { tag, tagValue, allowedValue, additionalProperty } = violation.params as { tag?: string; tagValue?: unknown; allowedValue?: unknown; additionalProperty?: string };
   if (violation.keyword === 'additionalProperties' && additionalProperty !== undefined) {
     return { path: `${where}${violation.instancePath}/${additionalProperty}`, message: 'is not a known member here' };
+  }
+  if (violation.keyword === 'pattern' && (violation.params as { pattern?: string }).pattern === NOT_BLANK_PATTERN) {
+    return { path: `${where}${violation.instancePath}`, message: 'must hold a character other than white space' };
   }
   if (violation.keyword === 'const') return { path: `${where}${violation.instancePath}`, message: `must be ${JSON.stringify(allowedValue)}` };
   if (violation.keyword === 'discriminator' && tag !== undefined) {
