@@ -10944,7 +10944,7 @@ export interface operations {
                 type?: string;
                 /** @description only events created at or after (Unix seconds) */
                 from?: number;
-                /** @description only events created at or before (Unix seconds) */
+                /** @description only events created at or before (not before `from`: 400 invalid_input) (Unix seconds) */
                 to?: number;
                 /** @description page size, 1–100 */
                 limit?: number;
@@ -11489,7 +11489,7 @@ export interface operations {
                 type?: string;
                 /** @description only events created at or after (Unix seconds) */
                 from?: number;
-                /** @description only events created at or before (Unix seconds) */
+                /** @description only events created at or before (not before `from`: 400 invalid_input) (Unix seconds) */
                 to?: number;
                 /** @description page size, 1–100 */
                 limit?: number;

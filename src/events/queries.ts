@@ -15,7 +15,7 @@ export const EventsInput = Type.Object(
     id: IdParams.properties.id,
     type: Type.Optional(Type.String({ maxLength: 500, description: `comma-separated event types (${MERCHANT_EVENT_TYPES.join(', ')}); all when absent` })),
     from: Type.Optional(UnixSeconds('only events created at or after')),
-    to: Type.Optional(UnixSeconds('only events created at or before')),
+    to: Type.Optional(UnixSeconds('only events created at or before (not before `from`: 400 invalid_input)')),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'page size, 1–100' })),
     startingAfter: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'id of the last event of the previous page (leave it out for the first page); an id that is no event of this list (or one past its retention) is 400 invalid_input' })),
   },

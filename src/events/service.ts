@@ -412,6 +412,10 @@ export class WebhookService {
     account: store.EventAccount,
     filter: { types: readonly string[]; from?: number; to?: number } & Page,
   ): Promise<{ events: StoredEvent[]; hasMore: boolean }> {
+    // A window that ends before it begins holds nothing: a client that swapped the two would read "no events".
+    if (filter.from !== undefined && filter.to !== undefined && filter.from > filter.to) {
+      throw new ApiError('invalid_input', { detail: `from (${filter.from}) is later than to (${filter.to}); both are Unix seconds, and the window includes both` });
+    }
     const rows = await store.listEvents(db, account, {
       types: filter.types,
       fromS: filter.from,

@@ -89,6 +89,11 @@ describe('events are kept and listed', () => {
 
     const badType = await world.api('GET', `/v1/merchants/${merchantId}/events?type=nope`, { token: alice });
     expect([badType.status, badType.body.code]).toEqual([400, 'invalid_input']);
+    // A window of one second is fine; one that ends before it begins is refused, not read as "no events".
+    const instant = await world.api('GET', `/v1/merchants/${merchantId}/events?from=${held.createdAt}&to=${held.createdAt}`, { token: alice });
+    expect(instant.body.events.map((e: { id: string }) => e.id)).toEqual([held.id]);
+    const swapped = await world.api('GET', `/v1/merchants/${merchantId}/events?from=${captured.createdAt}&to=${held.createdAt}`, { token: alice });
+    expect([swapped.status, swapped.body.code, swapped.body.detail]).toEqual([400, 'invalid_input', expect.stringMatching(/^from \(\d+\) is later than to/)]);
 
     const key = async (scopes: string[]) =>
       (await world.api('POST', `/v1/merchants/${merchantId}/api-keys`, { token: alice, key: uniqueKey(), body: { name: 'k', scopes } })).body.secretKey as string;
