@@ -28,12 +28,17 @@ export function principalScope(principal: Principal): string {
 }
 
 /**
- * The namespace an Idempotency-Key lives in: the principal's, except that a merchant's keys are the merchant's,
- * whichever of its API keys sends them (`merchant:<merchant id>`), so a refund or capture retried through another
- * key of the same merchant replays instead of running twice, as Stripe scopes keys per account. Migration 0033
- * moved the records stored per API key (`merchant:<key id>`) into their merchant's scope.
+ * The namespace an Idempotency-Key lives in: the account's, whichever of its credentials sends the key, as Stripe
+ * scopes keys per account, so a request retried through another credential of the same account replays instead of
+ * running twice:
+ * - a merchant's keys are the merchant's, whichever of its API keys sends them (`merchant:<merchant id>`;
+ *   migration 0033 moved the records stored per API key, `merchant:<key id>`);
+ * - an owner's keys are the owner's, from the owner's session or from an OAuth token the owner granted
+ *   (`owner:<owner id>`; migration 0034 moved what was stored under a session's `human:<owner id>`);
+ * - an agent's are the agent's (`agent:<agent id>`), whichever of its tokens sends them, and the operator's one.
  */
 export function idempotencyScope(principal: Principal): string {
   if (principal.kind === 'merchant' && principal.merchantId !== undefined) return `merchant:${principal.merchantId}`;
+  if (principal.kind === 'human') return `owner:${principal.ownerId ?? principal.id}`;
   return principalScope(principal);
 }

@@ -213,7 +213,7 @@ describe('idempotency', () => {
   it('takes over a key whose first request died before finishing (lease over)', async () => {
     await gw.gateway.db.query(
       `INSERT INTO idempotency_keys (scope, route, key, fingerprint, state, claim_token, created_at_ms, locked_until_ms, expires_at_ms)
-       SELECT 'human:alice', 'createTestEffect', 'key-dead', fingerprint, 'running', 'dead', 0, 0, $1
+       SELECT 'owner:alice', 'createTestEffect', 'key-dead', fingerprint, 'running', 'dead', 0, 0, $1
          FROM (SELECT 'x' AS fingerprint) f`,
       [Date.now() + 86_400_000],
     );
