@@ -55,7 +55,9 @@ describe("an owner's Idempotency-Keys", () => {
          VALUES ($1, $2, 'github-public', 'repo', '{}', 1, $3, $4, 'pending', 1, 1, 2)`,
         [id, agent.id, requestedBy, key],
       );
-    const [lone, newerOwner, newerSession, intentKey, sharedIntentKey] = ['lone', 'newer-owner', 'newer-session', 'intent', 'shared-intent'].map((name) => `${name}-${++counter}`);
+    const [lone, newerOwner, newerSession, intentKey, sharedIntentKey] = ['lone', 'newer-owner', 'newer-session', 'intent', 'shared-intent'].map(
+      (name) => `${name}-${++counter}`,
+    ) as [string, string, string, string, string];
     await record(`human:${ownerId}`, lone, 1_000, '"lone"');
     await record(`human:${ownerId}`, newerOwner, 1_000, '"older session"');
     await record(`owner:${ownerId}`, newerOwner, 2_000, '"newer owner"');
