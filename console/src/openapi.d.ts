@@ -3693,7 +3693,8 @@ export interface operations {
                      * @enum {string}
                      */
                     token_endpoint_auth_method?: "none";
-                    grant_types?: "authorization_code"[];
+                    /** @description must include authorization_code; refresh_token may be listed (as MCP clients do), but no refresh tokens are issued, so the client is registered with ["authorization_code"] alone */
+                    grant_types?: ("authorization_code" | "refresh_token")[];
                     response_types?: "code"[];
                     /** @description limits the client to these scopes: svc:agent, svc:owner or both (space-separated) */
                     scope?: string;

@@ -39,6 +39,22 @@ function exactly(value: unknown, only: string): boolean {
   return Array.isArray(value) && value.length === 1 && value[0] === only;
 }
 
+/**
+ * The grants a client may list: the authorization code, and beside it the refresh token, which MCP clients ask for
+ * (the MCP SDK's own examples register both) and this server does not issue, so the client is registered without
+ * it (RFC 7591 §3.2.1: the server may replace a requested value; the answer names what was registered).
+ */
+const GRANT_TYPES_ACCEPTED: readonly string[] = ['authorization_code', 'refresh_token'];
+
+function grantTypesAccepted(value: unknown): boolean {
+  return (
+    Array.isArray(value) &&
+    value.includes('authorization_code') &&
+    value.every((grant) => GRANT_TYPES_ACCEPTED.includes(grant as string)) &&
+    new Set(value).size === value.length
+  );
+}
+
 function redirectUris(value: unknown): string[] {
   if (!Array.isArray(value)) throw invalidRedirectUri('redirect_uris is required: an array of 1 to 10 URIs');
   if (value.length < REDIRECT_URIS_MIN || value.length > REDIRECT_URIS_MAX) {
@@ -78,8 +94,10 @@ export function validateClientMetadata(body: unknown): ClientMetadata {
   if (body.token_endpoint_auth_method !== undefined && body.token_endpoint_auth_method !== 'none') {
     throw invalidClientMetadata('token_endpoint_auth_method must be "none": only public clients can register');
   }
-  if (body.grant_types !== undefined && !exactly(body.grant_types, 'authorization_code')) {
-    throw invalidClientMetadata('grant_types must be ["authorization_code"]');
+  if (body.grant_types !== undefined && !grantTypesAccepted(body.grant_types)) {
+    throw invalidClientMetadata(
+      'grant_types must be ["authorization_code"], or that with "refresh_token" (registered without it: this server issues no refresh tokens)',
+    );
   }
   if (body.response_types !== undefined && !exactly(body.response_types, 'code')) {
     throw invalidClientMetadata('response_types must be ["code"]');

@@ -13,7 +13,15 @@ export const ClientRegistrationRequest = Type.Object(
     }),
     client_name: Type.Optional(Type.String({ minLength: 1, maxLength: CLIENT_NAME_LENGTH_MAX, description: 'shown on the consent page' })),
     token_endpoint_auth_method: Type.Optional(Type.Literal('none', { description: 'public clients only' })),
-    grant_types: Type.Optional(Type.Array(Type.Literal('authorization_code'), { minItems: 1, maxItems: 1 })),
+    grant_types: Type.Optional(
+      Type.Array(Type.Union([Type.Literal('authorization_code'), Type.Literal('refresh_token')]), {
+        minItems: 1,
+        maxItems: 2,
+        uniqueItems: true,
+        description:
+          'must include authorization_code; refresh_token may be listed (as MCP clients do), but no refresh tokens are issued, so the client is registered with ["authorization_code"] alone',
+      }),
+    ),
     response_types: Type.Optional(Type.Array(Type.Literal('code'), { minItems: 1, maxItems: 1 })),
     scope: Type.Optional(Type.String({ description: 'limits the client to these scopes: svc:agent, svc:owner or both (space-separated)' })),
   },

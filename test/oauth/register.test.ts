@@ -47,6 +47,18 @@ describe('POST /oauth/register accepts', () => {
     expect(res.body.client_secret).toBeUndefined();
   });
 
+  it('the metadata MCP clients send (grant_types with refresh_token), registered with the code grant alone', async () => {
+    const res = await registerFrom({
+      redirect_uris: ['http://127.0.0.1:33418/callback'],
+      client_name: 'MCP Inspector',
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    });
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({ client_name: 'MCP Inspector', grant_types: ['authorization_code'], token_endpoint_auth_method: 'none' });
+  });
+
   it('loopback http redirect URIs (127.0.0.1, [::1], localhost) and up to ten URIs', async () => {
     const uris = ['http://127.0.0.1/cb', 'http://127.0.0.1:3000/callback', 'http://[::1]:8080/cb', 'http://localhost:1234/cb', 'https://a.example/cb?x=1'];
     const res = await registerFrom({ redirect_uris: [...uris, ...Array.from({ length: 5 }, (_, i) => `https://a.example/${i}`)] });
@@ -102,7 +114,9 @@ describe('POST /oauth/register refuses', () => {
     ['a non-string client_name', { ...good, client_name: 7 }, 'invalid_client_metadata'],
     ['client_secret_basic', { ...good, token_endpoint_auth_method: 'client_secret_basic' }, 'invalid_client_metadata'],
     ['private_key_jwt', { ...good, token_endpoint_auth_method: 'private_key_jwt' }, 'invalid_client_metadata'],
-    ['a refresh_token grant', { ...good, grant_types: ['authorization_code', 'refresh_token'] }, 'invalid_client_metadata'],
+    ['a refresh_token grant alone', { ...good, grant_types: ['refresh_token'] }, 'invalid_client_metadata'],
+    ['a grant listed twice', { ...good, grant_types: ['authorization_code', 'authorization_code'] }, 'invalid_client_metadata'],
+    ['the client credentials grant beside the code', { ...good, grant_types: ['authorization_code', 'client_credentials'] }, 'invalid_client_metadata'],
     ['the implicit grant', { ...good, grant_types: ['implicit'] }, 'invalid_client_metadata'],
     ['grant_types not an array', { ...good, grant_types: 'authorization_code' }, 'invalid_client_metadata'],
     ['response_type token', { ...good, response_types: ['token'] }, 'invalid_client_metadata'],
@@ -186,7 +200,8 @@ function breaksRules(body: unknown): boolean {
   }
   if (b.client_name !== undefined && (typeof b.client_name !== 'string' || b.client_name.length === 0 || [...b.client_name].length > 120)) return true;
   if (b.token_endpoint_auth_method !== undefined && b.token_endpoint_auth_method !== 'none') return true;
-  if (b.grant_types !== undefined && JSON.stringify(b.grant_types) !== '["authorization_code"]') return true;
+  const grants = b.grant_types;
+  if (grants !== undefined && !['["authorization_code"]', '["authorization_code","refresh_token"]', '["refresh_token","authorization_code"]'].includes(JSON.stringify(grants))) return true;
   if (b.response_types !== undefined && JSON.stringify(b.response_types) !== '["code"]') return true;
   return ['client_secret', 'jwks', 'jwks_uri'].some((m) => b[m] !== undefined);
 }
