@@ -162,7 +162,7 @@ export interface paths {
         put?: never;
         /**
          * Exchange an authorization code for an access token (PKCE S256)
-         * @description Form-encoded only (415 otherwise); all six parameters required. Errors: invalid_request (missing or repeated parameter, malformed code_verifier), unsupported_grant_type, invalid_client (unknown client_id), invalid_grant (code unknown, expired, used, of another client; PKCE mismatch; missing code_verifier; redirect_uri mismatch), invalid_target (resource not ours or not the code's). A used code presented again also revokes the token it issued. 503 temporarily_unavailable without a signing key or storage. No refresh tokens.
+         * @description Form-encoded only (415 otherwise); all six parameters required. Errors: invalid_request (missing or repeated parameter, malformed code_verifier), unsupported_grant_type, invalid_client (unknown client_id; client credentials sent, since every client is public: 401 with WWW-Authenticate for an Authorization header, 400 for client_secret or client_assertion in the body), invalid_grant (code unknown, expired, used, of another client; PKCE mismatch; missing code_verifier; redirect_uri mismatch), invalid_target (resource not ours or not the code's). A used code presented again also revokes the token it issued. 503 temporarily_unavailable without a signing key or storage. No refresh tokens.
          */
         post: operations["exchangeAuthorizationCode"];
         delete?: never;
@@ -4008,6 +4008,17 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {

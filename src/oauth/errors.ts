@@ -4,6 +4,15 @@ import { OAuthError } from '../platform/errors.ts';
 
 export const invalidRequest = (description: string) => new OAuthError(400, 'invalid_request', description);
 export const invalidClient = (description: string) => new OAuthError(400, 'invalid_client', description);
+/**
+ * Client authentication sent by a public client (every client here is: token_endpoint_auth_method none). Through
+ * the Authorization header it is 401 with a challenge of the scheme the client used (RFC 6749 §5.2); in the body,
+ * 400.
+ */
+export const clientAuthenticationRefused = (description: string, headerScheme?: string) =>
+  headerScheme === undefined
+    ? new OAuthError(400, 'invalid_client', description)
+    : new OAuthError(401, 'invalid_client', description, undefined, { 'www-authenticate': `${headerScheme} realm="oauth"` });
 export const invalidGrant = (description: string) => new OAuthError(400, 'invalid_grant', description);
 export const invalidTarget = (description: string) => new OAuthError(400, 'invalid_target', description);
 export const invalidRedirectUri = (description: string) => new OAuthError(400, 'invalid_redirect_uri', description);

@@ -192,14 +192,15 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
         summary: 'Exchange an authorization code for an access token (PKCE S256)',
         description:
           'Form-encoded only (415 otherwise); all six parameters required. Errors: invalid_request (missing or repeated ' +
-          'parameter, malformed code_verifier), unsupported_grant_type, invalid_client (unknown client_id), invalid_grant ' +
+          'parameter, malformed code_verifier), unsupported_grant_type, invalid_client (unknown client_id; client credentials sent, since ' +
+          'every client is public: 401 with WWW-Authenticate for an Authorization header, 400 for client_secret or client_assertion in the body), invalid_grant ' +
           '(code unknown, expired, used, of another client; PKCE mismatch; missing code_verifier; redirect_uri mismatch), ' +
           'invalid_target (resource not ours or not the code\'s). A used code presented again also revokes the token it ' +
           'issued. 503 temporarily_unavailable without a signing key or storage. No refresh tokens.',
         body: { content: { [FORM]: { schema: schemas.TokenRequest } } },
-        response: { 200: schemas.TokenResponse, 400: OAuthErrorRef, 415: OAuthErrorRef, 503: OAuthErrorRef },
+        response: { 200: schemas.TokenResponse, 400: OAuthErrorRef, 401: OAuthErrorRef, 415: OAuthErrorRef, 503: OAuthErrorRef },
       },
-      handler: async (request, reply) => reply.headers(NO_STORE).send(await exchangeCode(gateway, request.body)),
+      handler: async (request, reply) => reply.headers(NO_STORE).send(await exchangeCode(gateway, request.body, request.headers.authorization)),
     });
 
     const discovery = ['discovery'];

@@ -3,6 +3,7 @@
 //   signing key configured ............................. 503 temporarily_unavailable
 //   a parameter repeated ............................... 400 invalid_request
 //   grant_type missing / not authorization_code ........ 400 invalid_request / unsupported_grant_type
+//   client credentials sent (public clients only) ...... 401 invalid_client (Authorization header) / 400 (body)
 //   client_id, code, redirect_uri or resource missing .. 400 invalid_request
 //   code_verifier missing .............................. 400 invalid_grant (RFC 7636 §4.6)
 //   client_id unknown .................................. 400 invalid_client
@@ -18,7 +19,7 @@
 // (an attacker with a stolen code alone cannot revoke the victim's token: oidc-provider's order).
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
-import { invalidClient, invalidGrant, invalidRequest, invalidTarget, temporarilyUnavailable, unsupportedGrantType } from './errors.ts';
+import { clientAuthenticationRefused, invalidClient, invalidGrant, invalidRequest, invalidTarget, temporarilyUnavailable, unsupportedGrantType } from './errors.ts';
 import { ACCESS_TOKEN_LIFETIME_S } from './limits.ts';
 import { CODE_VERIFIER_PATTERN, verifierMatches } from './pkce.ts';
 import { ACCESS_TOKEN_TYP, isOurResource } from '../platform/access-tokens.ts';
@@ -49,12 +50,31 @@ function readForm(form: unknown): Partial<Record<TokenParameter, string>> {
   return read;
 }
 
-export async function exchangeCode(gateway: Gateway, form: unknown): Promise<TokenResponse> {
+/** Body members that authenticate a confidential client (RFC 6749 §2.3.1, RFC 7523 §2.2). */
+const CLIENT_CREDENTIAL_PARAMETERS = ['client_secret', 'client_assertion', 'client_assertion_type'] as const;
+
+/**
+ * Refuses client authentication: every client here is public (`token_endpoint_auth_method` none), so a secret or
+ * an assertion is a method it did not register, which node-oidc-provider refuses too; ignoring it would tell a
+ * client whose secret is wrong that all is well.
+ */
+function refuseClientCredentials(form: unknown, authorization: string | undefined): void {
+  if (authorization !== undefined) {
+    const scheme = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+/.exec(authorization)?.[0] ?? 'Basic';
+    throw clientAuthenticationRefused('clients here are public (token_endpoint_auth_method none): send client_id in the body and no Authorization header', scheme);
+  }
+  const fields = (typeof form === 'object' && form !== null ? form : {}) as Record<string, unknown>;
+  const sent = CLIENT_CREDENTIAL_PARAMETERS.find((name) => fields[name] !== undefined);
+  if (sent) throw clientAuthenticationRefused(`clients here are public (token_endpoint_auth_method none): send no ${sent}`);
+}
+
+export async function exchangeCode(gateway: Gateway, form: unknown, authorization?: string): Promise<TokenResponse> {
   const { db, clock, signing, config } = gateway;
   if (!signing.configured) throw temporarilyUnavailable(503, 'the gateway has no signing key configured (ACG_SIGNING_KEY)');
   const p = readForm(form);
   if (!p.grant_type) throw invalidRequest('grant_type is required');
   if (p.grant_type !== 'authorization_code') throw unsupportedGrantType('only grant_type=authorization_code is supported');
+  refuseClientCredentials(form, authorization);
   for (const name of ['client_id', 'code', 'redirect_uri', 'resource'] as const) {
     if (!p[name]) throw invalidRequest(`${name} is required`);
   }

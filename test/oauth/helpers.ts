@@ -122,14 +122,19 @@ export async function selectIdentity(url: string, pending: Pending, identityProv
   );
 }
 
-export async function token(url: string, params: Record<string, string | string[] | undefined>, contentType = 'application/x-www-form-urlencoded'): Promise<Json> {
+export async function token(
+  url: string,
+  params: Record<string, string | string[] | undefined>,
+  contentType = 'application/x-www-form-urlencoded',
+  headers: Record<string, string> = {},
+): Promise<Json> {
   const form = new URLSearchParams();
   for (const [name, value] of Object.entries(params)) {
     if (value === undefined) continue;
     for (const v of Array.isArray(value) ? value : [value]) form.append(name, v);
   }
   const body = contentType === 'application/json' ? JSON.stringify(Object.fromEntries(form)) : form.toString();
-  return read(await fetch(`${url}/oauth/token`, { method: 'POST', headers: { 'content-type': contentType }, body }));
+  return read(await fetch(`${url}/oauth/token`, { method: 'POST', headers: { 'content-type': contentType, ...headers }, body }));
 }
 
 export interface IssuedCode {

@@ -128,6 +128,21 @@ describe('POST /oauth/token refuses', () => {
     expectOAuthError(await token(url, { ...tokenParams(issued), client_id: 'cli_unknown' }), 400, 'invalid_client');
   });
 
+  it('client credentials with invalid_client (every client is public): 401 with a challenge for a header, 400 in the body; the code stays usable', async () => {
+    const issued = await ownerCode();
+    const basic = `Basic ${Buffer.from(`${clientId}:made-up`).toString('base64')}`;
+    const byHeader = await token(url, tokenParams(issued), undefined, { authorization: basic });
+    expectOAuthError(byHeader, 401, 'invalid_client');
+    expect(byHeader.headers.get('www-authenticate')).toBe('Basic realm="oauth"');
+    const bearer = await token(url, tokenParams(issued), undefined, { authorization: 'Bearer abc' });
+    expectOAuthError(bearer, 401, 'invalid_client');
+    expect(bearer.headers.get('www-authenticate')).toBe('Bearer realm="oauth"');
+    for (const extra of [{ client_secret: 'made-up' }, { client_assertion: 'e30.e30.', client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer' }]) {
+      expectOAuthError(await token(url, { ...tokenParams(issued), ...extra }), 400, 'invalid_client');
+    }
+    expect((await token(url, tokenParams(issued))).status).toBe(200);
+  });
+
   it('a code issued to another client with 400 invalid_grant', async () => {
     const issued = await ownerCode();
     expectOAuthError(await token(url, { ...tokenParams(issued), client_id: otherClientId }), 400, 'invalid_grant');
