@@ -53,6 +53,12 @@ async function effectRoute(app: FastifyInstance) {
     schema: { body: Body, response: { 201: Type.Ref('TestEffectAnswer') } },
     handler: (request, reply) => serve(request, reply, createTestEffect, request.body as Static<typeof Body>, { status: 201 }),
   });
+  // An answer of one of two shapes: fast-json-stringify picks the branch whose `required` members the body has.
+  app.post('/v1/test/effects-union', {
+    config: { operation: createTestEffect },
+    schema: { body: Body, response: { 201: Type.Union([Type.Object({ effectId: Type.Integer(), receipt: Type.String() }), EffectAnswer]) } },
+    handler: (request, reply) => serve(request, reply, createTestEffect, request.body as Static<typeof Body>, { status: 201 }),
+  });
   app.post('/v1/test/effects-release', {
     config: { operation: releaseTestEffect },
     handler: (request, reply) => serve(request, reply, releaseTestEffect, null),
@@ -182,6 +188,13 @@ describe('idempotency', () => {
       const replay = await call(key, { amount: 13 }, 'alice', path);
       expect([path, replay.status, replay.headers.get('idempotent-replayed'), replay.body]).toEqual([path, 201, 'true', { effectId: first.body.effectId, label: 'effect' }]);
     }
+  });
+
+  it('replays an answer of a union response in the branch it was first sent in', async () => {
+    const first = await call('key-union', { amount: 16 }, 'alice', '/v1/test/effects-union');
+    const replay = await call('key-union', { amount: 16 }, 'alice', '/v1/test/effects-union');
+    expect(first.body).toEqual({ effectId: first.body.effectId, label: 'effect', amount: 16 });
+    expect([replay.status, replay.headers.get('idempotent-replayed'), JSON.stringify(replay.body)]).toEqual([201, 'true', JSON.stringify(first.body)]);
   });
 
   it('requires the key: missing → 400 idempotency_required, malformed → 400 invalid_input', async () => {

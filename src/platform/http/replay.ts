@@ -1,10 +1,12 @@
 // How a replayed answer is sent. A stored answer was made by the release that ran the request, and the retry may
 // reach a later one (a deploy between the tries), whose response schema requires a member the stored body lacks:
 // its serializer would throw, and the retry would read 500 where the client is owed the answer it missed. A replay
-// is therefore rendered by its route's response schema with no member required: what the stored body has is sent
-// as the schema types it and in the order the first answer had, what the schema does not name is still left out
-// (a result can carry members its route never sends), and a member the stored body lacks stays absent, as it was
-// in the answer first made.
+// is rendered by its route's own serializer, byte for byte as the first answer was; only when that throws is it
+// rendered again by the same schema with no member required: what the stored body has is sent as the schema types
+// it and in the order the first answer had, what the schema does not name is still left out (a result can carry
+// members its route never sends), and a member the stored body lacks stays absent, as it was in the answer first
+// made. The strict try comes first because `required` also chooses between the branches of an `anyOf`, which a
+// schema without it could no longer tell apart.
 // docs/decisions.md "A replay is sent as stored, under a schema that requires nothing".
 import type { FastifyReply } from 'fastify';
 import { REPLAY_HEADER } from '../idempotency.ts';
@@ -16,17 +18,24 @@ const SHARED_DEPTH_MAX = 16;
 
 const lenientOf = new WeakMap<object, object>();
 
-/** Marks `reply` a replay: the `Idempotent-Replayed` header, and the lenient rendering of its `status`. */
+/** Marks `reply` a replay: the `Idempotent-Replayed` header, and the rendering of its `status` described above. */
 export function sendsReplay(reply: FastifyReply, status: number): void {
   reply.header(REPLAY_HEADER, 'true');
   const schema = responseSchemaOf(reply, status);
   if (schema === undefined) return;
-  let lenient = lenientOf.get(schema);
-  if (lenient === undefined) {
-    lenient = withoutRequired(schema, (id) => reply.server.getSchema(id), 0) as object;
-    lenientOf.set(schema, lenient);
-  }
-  reply.serializer(reply.compileSerializationSchema(lenient as Record<string, unknown>, String(status)));
+  const strict = reply.compileSerializationSchema(schema as Record<string, unknown>, String(status));
+  reply.serializer((payload: Record<string, unknown>) => {
+    try {
+      return strict(payload);
+    } catch {
+      let lenient = lenientOf.get(schema);
+      if (lenient === undefined) {
+        lenient = withoutRequired(schema, (id) => reply.server.getSchema(id), 0) as object;
+        lenientOf.set(schema, lenient);
+      }
+      return reply.compileSerializationSchema(lenient as Record<string, unknown>, String(status))(payload);
+    }
+  });
 }
 
 function responseSchemaOf(reply: FastifyReply, status: number): object | undefined {
