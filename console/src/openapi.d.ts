@@ -2460,6 +2460,12 @@ export interface components {
             releasedUc: string;
             capturedAt: number | null;
             releasedAt: number | null;
+            revocation?: {
+                /** @description when the gateway withdrew the voucher (Unix seconds) */
+                revokedAt: number;
+                /** @description `agent_frozen` (the owner froze the agent or an ancestor, releasing its holds) or `agent_retired` */
+                reason: string;
+            } | null;
             /** @description refunded so far; never more than capturedUc */
             refundedUc: string;
             /** @description oldest first; at most 100 */
@@ -2581,6 +2587,7 @@ export interface components {
          *         "releasedUc": "0",
          *         "capturedAt": 1764000300,
          *         "releasedAt": null,
+         *         "revocation": null,
          *         "refundedUc": "500000",
          *         "refunds": [
          *           {

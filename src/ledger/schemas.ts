@@ -36,6 +36,24 @@ export const RedemptionSchema = Type.Object(
     releasedAt: Nullable(
       UnixSeconds('when credit went back to the agent (release, the uncaptured rest of a partial capture, or expiry, whose time is always expiresAt); null when nothing went back'),
     ),
+    // Optional in the schema only: every answer made now has it, but an MCP replay of an answer stored (under its
+    // Idempotency-Key, for 24 h) before it existed has none, and the MCP SDK checks a tool's output against it.
+    revocation: Type.Optional(
+      Nullable(
+        Type.Object(
+          {
+            revokedAt: UnixSeconds('when the gateway withdrew the voucher'),
+            reason: Type.String({ description: '`agent_frozen` (the owner froze the agent or an ancestor, releasing its holds) or `agent_retired`' }),
+          },
+          {
+            description:
+              'set when the hold was released because its voucher was revoked (the kill switch: its credit went back to the agent, a capture answers 409 ' +
+              'voucher_revoked, and the merchant was told by voucher.revoked); null otherwise, a merchant\'s own release included. Always present, ' +
+              'except in a replay of an answer stored before 2026-12-03',
+          },
+        ),
+      ),
+    ),
     refundedUc: Microcredits('refunded so far; never more than capturedUc'),
     refunds: Type.Array(Type.Ref('Refund'), { description: `oldest first; at most ${REFUNDS_PER_REDEMPTION_MAX}` }),
     captureReceipt: Receipt('the signed capture receipt; null unless captured'),
@@ -119,6 +137,7 @@ const EXAMPLE_CLAIMS = {
     releasedUc: '0',
     capturedAt: 1764000300,
     releasedAt: null,
+    revocation: null,
     refundedUc: '500000',
     refunds: [{ id: 'rfd_01JD0T0A1B2C3D4E5F6G7H8J9K', redemptionId: 'hold_01JD0S4W6Q6Z7T0YJ2V7C8M9KX', amountUc: '500000', reason: 'delivered late', createdAt: 1764000600, receipt: 'eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…' }],
     captureReceipt: 'eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…',

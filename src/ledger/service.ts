@@ -66,6 +66,8 @@ export interface Redemption {
   releasedUc: string;
   capturedAt: number | null;
   releasedAt: number | null;
+  /** Set when the kill switch released the hold and withdrew its voucher. */
+  revocation: { revokedAt: number; reason: string } | null;
   refundedUc: string;
   refunds: Refund[];
   /** Signed capture receipt (compact ES256 JWS, typ receipt+jwt); null unless captured (or without a signing key). */
@@ -232,6 +234,7 @@ function toRedemption(hold: store.HoldRow, allocations: readonly store.Allocatio
     releasedUc: formatUc(releasedUc),
     capturedAt: state === 'captured' ? resolvedAtS : null,
     releasedAt: releasedUc > 0n ? resolvedAtS : null,
+    revocation: hold.revoked_at_s == null ? null : { revokedAt: Number(hold.revoked_at_s), reason: hold.revocation_reason! },
     refundedUc: formatUc(hold.refunded_uc),
     refunds: refunds.filter((r) => r.hold_id === hold.id).map(toRefund),
     captureReceipt: hold.capture_receipt,

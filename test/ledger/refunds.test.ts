@@ -276,7 +276,7 @@ describe('the settled shape of a redemption', () => {
     const full = await captured(agent, '2500000');
     expect(full).toMatchObject({ capturedUc: '2500000', releasedUc: '0', releasedAt: null });
     const released = await world.api('POST', `/v1/redemptions/${held.id}/release`, { token: shop.key, key: nextKey('release'), body: {} });
-    expect(released.body).toMatchObject({ state: 'released', capturedUc: '0', releasedUc: '2500000', capturedAt: null, releasedAt: expect.any(Number), captureReceipt: null });
+    expect(released.body).toMatchObject({ state: 'released', capturedUc: '0', releasedUc: '2500000', capturedAt: null, releasedAt: expect.any(Number), captureReceipt: null, revocation: null });
     const expiring = (await mint(world, agent.token, offer.id)).body.redemption;
     world.gw.clock.advance(901_000);
     const expired = await world.api('GET', `/v1/redemptions/${expiring.id}`, { token: shop.key });

@@ -203,7 +203,11 @@ describe('a freeze with releaseHolds', () => {
     expect(capture.body).toMatchObject({ code: 'voucher_revoked', holdId: holds.a[0], revokedAt: answer.body.freeze.frozenAt, reason: 'agent_frozen' });
     const release = await world.api('POST', `/v1/redemptions/${holds.a[0]}/release`, { token: merchantA.key, key: uniqueKey('release'), body: {} });
     expect(release.status).toBe(200);
-    expect(release.body).toMatchObject({ id: holds.a[0], state: 'released', releasedUc: '1000000' });
+    const revocation = { revokedAt: answer.body.freeze.frozenAt, reason: 'agent_frozen' };
+    expect(release.body).toMatchObject({ id: holds.a[0], state: 'released', releasedUc: '1000000', revocation });
+    // The read a merchant polls tells the owner's withdrawal from a release of its own.
+    const read = await world.api('GET', `/v1/redemptions/${holds.a[0]}`, { token: merchantA.key });
+    expect([read.status, read.body.state, read.body.revocation]).toEqual([200, 'released', revocation]);
     await expectLedgerInvariants(world.gw.gateway.db);
   });
 
