@@ -44,6 +44,7 @@ describe('owners and agents', () => {
     const replay = await register();
     expect([first.status, replay.status, replay.headers.get('idempotent-replayed')]).toEqual([201, 201, 'true']);
     expect(JSON.stringify(replay.body)).toBe(JSON.stringify(first.body));
+    expect(replay.headers.get('content-type')).toBe(first.headers.get('content-type'));
   });
 
   it('requires an Idempotency-Key to register', async () => {

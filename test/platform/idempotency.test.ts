@@ -91,8 +91,10 @@ describe('idempotency', () => {
     expect(first.status).toBe(201);
     expect(second.status).toBe(201);
     expect(second.body).toEqual(first.body);
-    // Member for member in the same order, as the first answer's serializer wrote them.
+    // Member for member in the same order, as the first answer's serializer wrote them, and the same type.
     expect(Object.keys(second.body)).toEqual(Object.keys(first.body));
+    expect(second.headers.get('content-type')).toBe(first.headers.get('content-type'));
+    expect(first.headers.get('content-type')).toBe('application/json; charset=utf-8');
     expect(first.headers.get('idempotent-replayed')).toBeNull();
     expect(second.headers.get('idempotent-replayed')).toBe('true');
     expect(await effectCount()).toBe(before + 1);

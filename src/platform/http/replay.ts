@@ -24,6 +24,8 @@ export function sendsReplay(reply: FastifyReply, status: number): void {
   const schema = responseSchemaOf(reply, status);
   if (schema === undefined) return;
   const strict = reply.compileSerializationSchema(schema as Record<string, unknown>, String(status));
+  // A reply with a serializer of its own gets no content type from Fastify: the one its first answer had.
+  reply.type('application/json; charset=utf-8');
   reply.serializer((payload: Record<string, unknown>) => {
     try {
       return strict(payload);
