@@ -1113,7 +1113,7 @@ export interface paths {
         put?: never;
         /**
          * Take a hold for an x402 payment and get its signed attestation
-         * @description The credit binding's /authorize: a mint (as POST /v1/vouchers) of a hold of `amount` µc, at most the price of the offer `offerId` of the merchant `payTo`, under the agent's mandate (caps, budgets, merchant rules, the approval threshold), in the same group commit. It answers an attestation: a compact ES256 JWS (`typ` x402-credit+jwt, a key of /.well-known/jwks.json) with `iss` this gateway, `sub` the agent, `aud` the merchant, `jti` the hold id, `exp` the end of the presentation window (at most 300 s, or `maxTimeoutSeconds`), `holdExp` the hold's deadline (the offer's hold lifetime, at most the Idempotency-Key retention), `amount`, `asset`, `resource`, `offer_id` and `mandate` (the hash of the mandate in force). The key is required, in the header or as `idempotencyKey` (both: equal): a retry answers the same attestation (200, Idempotent-Replayed) and takes no second hold; the key with another request answers 409 idempotency_key_reused. Refusals are problem bodies whose `error` member carries the draft's code where it has one: 402 INSUFFICIENT_CREDITS (`insufficient_credits`), 403 FROZEN for a frozen or retired agent (`bundle_revoked`), 404 not_found for a `bundleId` that is not the agent (`bundle_not_found`), 409 idempotency_key_reused (`idempotency_conflict`); a mandate's refusals as for vouchers (402 CAP_EXCEEDED, 403 SCOPE_FORBIDDEN, 402 approval_required); 400 invalid_input for an amount above the offer's price, an offer that is not the merchant's, or a resource that is not an absolute URI.
+         * @description The credit binding's /authorize: a mint (as POST /v1/vouchers) of a hold of `amount` µc, at most the price of the offer `offerId` of the merchant `payTo`, under the agent's mandate (caps, budgets, merchant rules, the approval threshold), in the same group commit. It answers an attestation: a compact ES256 JWS (`typ` x402-credit+jwt, a key of /.well-known/jwks.json) with `iss` this gateway, `sub` the agent, `aud` the merchant, `jti` the hold id, `exp` the end of the presentation window (at most 300 s, or `maxTimeoutSeconds`), `holdExp` the hold's deadline (the offer's hold lifetime, at most the Idempotency-Key retention), `amount`, `asset`, `resource`, `offer_id` and `mandate` (the hash of the mandate in force). The key is required, in the header or as `idempotencyKey` (both: equal): a retry answers the same attestation (201 again, as every replay answers its first status, with Idempotent-Replayed) and takes no second hold; the key with another request answers 409 idempotency_key_reused. Refusals are problem bodies whose `error` member carries the draft's code where it has one: 402 INSUFFICIENT_CREDITS (`insufficient_credits`), 403 FROZEN for a frozen or retired agent (`bundle_revoked`), 404 not_found for a `bundleId` that is not the agent (`bundle_not_found`), 409 idempotency_key_reused (`idempotency_conflict`); a mandate's refusals as for vouchers (402 CAP_EXCEEDED, 403 SCOPE_FORBIDDEN, 402 approval_required); 400 invalid_input for an amount above the offer's price, an offer that is not the merchant's, or a resource that is not an absolute URI.
          *
          *     Authentication: A.
          */
@@ -7946,17 +7946,6 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The hold an x402 authorize took, and the attestation that presents it */
-            200: {
-                headers: {
-                    /** @description present when this is the stored outcome of an earlier request with the same key */
-                    "Idempotent-Replayed"?: "true";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["X402Authorization"];
-                };
-            };
             /** @description The hold an x402 authorize took, and the attestation that presents it */
             201: {
                 headers: {

@@ -57,8 +57,8 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
           '`sub` the agent, `aud` the merchant, `jti` the hold id, `exp` the end of the presentation window (at most ' +
           `${ATTESTATION_PRESENTATION_S_MAX} s, or \`maxTimeoutSeconds\`), \`holdExp\` the hold's deadline (the offer's hold lifetime, at most the ` +
           'Idempotency-Key retention), `amount`, `asset`, `resource`, `offer_id` and `mandate` (the hash of the mandate in force). ' +
-          'The key is required, in the header or as `idempotencyKey` (both: equal): a retry answers the same attestation (200, ' +
-          'Idempotent-Replayed) and takes no second hold; the key with another request answers 409 idempotency_key_reused. ' +
+          'The key is required, in the header or as `idempotencyKey` (both: equal): a retry answers the same attestation (201 again, as every ' +
+          'replay answers its first status, with Idempotent-Replayed) and takes no second hold; the key with another request answers 409 idempotency_key_reused. ' +
           'Refusals are problem bodies whose `error` member carries the draft\'s code where it has one: 402 INSUFFICIENT_CREDITS ' +
           '(`insufficient_credits`), 403 FROZEN for a frozen or retired agent (`bundle_revoked`), 404 not_found for a `bundleId` that is ' +
           'not the agent (`bundle_not_found`), 409 idempotency_key_reused (`idempotency_conflict`); a mandate\'s refusals as for ' +
@@ -67,7 +67,6 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
         body: AuthorizeX402Body,
         response: {
           201: Type.Ref('X402Authorization'),
-          200: Type.Ref('X402Authorization'),
           ...problems(400, 402, 404, 409, 503),
         },
       },
@@ -79,8 +78,8 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
             input,
             idempotencyKey: x402.authorizeKey(idempotencyKeyOf(request), idempotencyKey),
           });
-          if (replayed) sendsReplay(reply, 200);
-          return reply.code(replayed ? 200 : 201).send(result);
+          if (replayed) sendsReplay(reply, 201);
+          return reply.code(201).send(result);
         } catch (error) {
           throw x402.withDraftCode(error);
         }

@@ -159,7 +159,7 @@ describe('POST /x402/authorize', () => {
     const requirements = requirementsFor(offer.id, '400000');
     const first = await authorize(agent, requirements, 'same-key');
     const again = await authorize(agent, requirements, 'same-key');
-    expect(again.status).toBe(200);
+    expect(again.status).toBe(201);
     expect(again.headers.get('idempotent-replayed')).toBe('true');
     expect(again.body).toEqual(first.body);
     // The header carries the same key.
@@ -443,7 +443,8 @@ describe('the x402 routes in /openapi.json', () => {
     const { post: authorizeOp } = document.paths['/x402/authorize'];
     expect(authorizeOp.operationId).toBe('authorizeX402Payment');
     expect(header(authorizeOp)).toMatchObject({ required: false });
-    expect(Object.keys(authorizeOp.responses)).toEqual(expect.arrayContaining(['200', '201', '402', '409']));
+    expect(Object.keys(authorizeOp.responses)).toEqual(expect.arrayContaining(['201', '402', '409']));
+    expect(authorizeOp.responses['200']).toBeUndefined();
     const { post: settleOp } = document.paths['/x402/settle'];
     expect(settleOp.operationId).toBe('settleX402Payment');
     expect(header(settleOp)).toBeUndefined();
