@@ -4524,7 +4524,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description 1 to 100 characters, not white space alone */
+                    /** @description 1 to 100 characters, at least one of which shows (not white space or invisible characters alone) */
                     name: string;
                     identity: {
                         /** @description must be the configured agent identity provider */
@@ -4706,7 +4706,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description 1 to 100 characters, not white space alone */
+                    /** @description 1 to 100 characters, at least one of which shows (not white space or invisible characters alone) */
                     name?: string;
                     allowedServices?: string[];
                     allowedCategories?: (string | "*")[];
@@ -5273,7 +5273,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description 1 to 100 characters, not white space alone */
+                    /** @description 1 to 100 characters, at least one of which shows (not white space or invisible characters alone) */
                     name: string;
                     /** @enum {string} */
                     preset: "letter" | "robot" | "abstract" | "image";
@@ -6078,7 +6078,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description 1 to 100 characters, not white space alone */
+                    /** @description 1 to 100 characters, at least one of which shows (not white space or invisible characters alone) */
                     name: string;
                     identity: {
                         /** @description must be the configured agent identity provider */
@@ -7446,7 +7446,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description 1 to 100 characters, not white space alone */
+                    /** @description 1 to 100 characters, at least one of which shows (not white space or invisible characters alone) */
                     name: string;
                     /** @description lower-case category slug, 1–64 characters */
                     category: string;
@@ -7622,7 +7622,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description 1 to 100 characters, not white space alone */
+                    /** @description 1 to 100 characters, at least one of which shows (not white space or invisible characters alone) */
                     name?: string;
                     /** @description microcredits as a decimal string of at most 18 digits */
                     priceUc?: string;
@@ -9763,7 +9763,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description 1 to 100 characters, not white space alone */
+                    /** @description 1 to 100 characters, at least one of which shows (not white space or invisible characters alone) */
                     name: string;
                     /** @description public DNS hostname (no scheme, port, path, credentials or IP address; at most 236 characters); IDNA-normalised and lower-cased */
                     domain: string;
@@ -9939,7 +9939,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description 1 to 100 characters, not white space alone */
+                    /** @description 1 to 100 characters, at least one of which shows (not white space or invisible characters alone) */
                     name?: string;
                     /** @description 1–20 categories (duplicates are dropped) */
                     categories?: string[];
@@ -10220,7 +10220,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description 1 to 100 characters, not white space alone */
+                    /** @description 1 to 100 characters, at least one of which shows (not white space or invisible characters alone) */
                     name: string;
                     /** @description `access:check`: POST /v1/access/merchant-check; `offers:read`: read offers and the redemptions (holds) taken against them; `offers:write`: create, update and deactivate the merchant's offers; `redemptions:capture`: capture a hold (full or partial); `redemptions:release`: release a hold back to the agent; `redemptions:refund`: refund captured credit to the agent (full or partial, within the offer refund window); `earnings:read`: read the merchant's earnings balance; `webhooks:read`: list webhook deliveries; `webhooks:write`: re-send a webhook delivery or a past event; `events:read`: list the merchant's events (kept 30 days); `evidence:read`: read the signed evidence of the merchant's redemptions (GET /v1/redemptions/{id}/evidence) */
                     scopes: ("access:check" | "offers:read" | "offers:write" | "redemptions:capture" | "redemptions:release" | "redemptions:refund" | "earnings:read" | "webhooks:read" | "webhooks:write" | "events:read" | "evidence:read")[];

@@ -3,6 +3,7 @@
 // Unknown members are ignored (RFC 7591 §2) and never echoed back.
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
+import { VISIBLE_CHARACTER } from '../platform/schemas.ts';
 import { CONSOLE_CLIENT_ID } from './console-client.ts';
 import { invalidClientMetadata, invalidRedirectUri, temporarilyUnavailable } from './errors.ts';
 import { CLIENT_NAME_LENGTH_MAX, CLIENTS_MAX, REDIRECT_URI_LENGTH_MAX, REDIRECT_URIS_MAX, REDIRECT_URIS_MIN, UNUSED_CLIENT_PURGE_AFTER_S } from './limits.ts';
@@ -76,6 +77,8 @@ function clientName(value: unknown): string | null {
   if (length < 1 || length > CLIENT_NAME_LENGTH_MAX) throw invalidClientMetadata(`client_name must be 1 to ${CLIENT_NAME_LENGTH_MAX} characters`);
   // It is shown on the consent page, so it is attacker-controlled text (RFC 7591 §5).
   if (CONTROL_CHARACTERS.test(value)) throw invalidClientMetadata('client_name must not contain control characters');
+  // The consent page shows it as who asks for access: a name that shows nothing would read as nobody.
+  if (!VISIBLE_CHARACTER.test(value)) throw invalidClientMetadata('client_name must hold a visible character, not only white space or invisible characters');
   return value;
 }
 

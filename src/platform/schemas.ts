@@ -4,14 +4,22 @@ import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from './money.ts';
 
 export const CATEGORY_PATTERN = '^[a-z0-9][a-z0-9._-]{0,63}$';
 
-/** Holds a character other than white space (JavaScript's `\s`, Unicode's spaces included). */
-export const NOT_BLANK_PATTERN = '\\S';
+/**
+ * Holds a character that shows: one that is neither white space (JavaScript's `\s`, Unicode's spaces included)
+ * nor one of the characters that render as nothing (zero-width spaces, joiners and marks, the Hangul fillers, the
+ * Braille blank, variation selectors, the bidirectional and invisible formatting controls: Unicode's default
+ * ignorables in the Basic Multilingual Plane). Written with `\u` escapes only, so a client's own regular
+ * expressions (a JSON Schema validator in any language) read it as this gateway's do.
+ */
+export const VISIBLE_PATTERN =
+  '[^\\s\\u00AD\\u034F\\u061C\\u115F\\u1160\\u17B4\\u17B5\\u180B-\\u180F\\u200B-\\u200F\\u202A-\\u202E\\u2060-\\u206F\\u2800\\u3164\\uFE00-\\uFE0F\\uFEFF\\uFFA0]';
+export const VISIBLE_CHARACTER = new RegExp(VISIBLE_PATTERN, 'u');
 /**
  * A name people read where they decide (an agent's, a merchant's on an approval page, an offer's, an API key's):
- * 1 to 100 characters, not white space alone.
+ * 1 to 100 characters, at least one of which shows.
  */
 export const DisplayName = (description?: string) =>
-  Type.String({ minLength: 1, maxLength: 100, pattern: NOT_BLANK_PATTERN, description: description ?? '1 to 100 characters, not white space alone' });
+  Type.String({ minLength: 1, maxLength: 100, pattern: VISIBLE_PATTERN, description: description ?? '1 to 100 characters, at least one of which shows (not white space or invisible characters alone)' });
 
 export const Microcredits = (description?: string) =>
   Type.String({ pattern: MICROCREDITS_PATTERN, maxLength: UC_DIGITS_MAX, description: description ?? `microcredits as a decimal string of at most ${UC_DIGITS_MAX} digits` });

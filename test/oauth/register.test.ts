@@ -109,6 +109,8 @@ describe('POST /oauth/register refuses', () => {
     ['a loopback address in another notation', { redirect_uris: ['http://0x7f000001/cb'] }, 'invalid_redirect_uri'],
     ['a 121-character client_name', { ...good, client_name: 'n'.repeat(121) }, 'invalid_client_metadata'],
     ['an empty client_name', { ...good, client_name: '' }, 'invalid_client_metadata'],
+    ['a client_name of white space alone', { ...good, client_name: '   ' }, 'invalid_client_metadata'],
+    ['a client_name of invisible characters alone', { ...good, client_name: '\u3164\u200b\u2800' }, 'invalid_client_metadata'],
     ['control characters in client_name', { ...good, client_name: 'a\u0007b' }, 'invalid_client_metadata'],
     ['a NUL or a bidi override in client_name', { ...good, client_name: 'a\u0000b\u202e' }, 'invalid_client_metadata'],
     ['a non-string client_name', { ...good, client_name: 7 }, 'invalid_client_metadata'],
@@ -198,7 +200,7 @@ function breaksRules(body: unknown): boolean {
     const loopback = ['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname);
     if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopback)) return true;
   }
-  if (b.client_name !== undefined && (typeof b.client_name !== 'string' || b.client_name.length === 0 || [...b.client_name].length > 120)) return true;
+  if (b.client_name !== undefined && (typeof b.client_name !== 'string' || /^\s*$/u.test(b.client_name) || [...b.client_name].length > 120)) return true;
   if (b.token_endpoint_auth_method !== undefined && b.token_endpoint_auth_method !== 'none') return true;
   const grants = b.grant_types;
   if (grants !== undefined && !['["authorization_code"]', '["authorization_code","refresh_token"]', '["refresh_token","authorization_code"]'].includes(JSON.stringify(grants))) return true;

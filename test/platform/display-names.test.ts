@@ -19,7 +19,9 @@ beforeAll(async () => {
 });
 afterAll(() => world.close());
 
-const BLANKS = [' ', '   ', '\t', '\u00a0', '\u3000 '];
+// White space, and characters that render as nothing: zero-width space and joiner, Hangul fillers, the Braille
+// blank, a variation selector, the byte order mark, a bidi mark.
+const BLANKS = [' ', '   ', '\t', '\u00a0', '\u3000 ', '\u200b', '\u200d\u200c', '\u3164\u3164', '\u2800\u2800', '\ufe0f', '\ufeff', ' \u200e', '\uffa0\u115f'];
 
 describe('display names', () => {
   it('refuses a name of white space alone on every write that takes one, and accepts one with a visible character', async () => {
@@ -39,7 +41,7 @@ describe('display names', () => {
           JSON.stringify(blank),
           400,
           'invalid_input',
-          'body/name must hold a character other than white space',
+          'body/name must hold a visible character, not only white space or invisible characters',
         ]);
       }
       const fine = await world.api(write.method, write.path, { token: write.token, key: `names-${++counter}`, body: write.body(' Ada ') });
@@ -54,6 +56,6 @@ describe('display names', () => {
       key: `names-${++counter}`,
       body: { name: '  ', identity: { issuer: world.agentIssuer.issuer, subject: `names-${++counter}` } },
     });
-    expect([res.status, res.body.code, res.body.detail]).toEqual([400, 'invalid_input', 'body/name must hold a character other than white space']);
+    expect([res.status, res.body.code, res.body.detail]).toEqual([400, 'invalid_input', 'body/name must hold a visible character, not only white space or invisible characters']);
   });
 });

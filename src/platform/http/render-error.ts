@@ -6,7 +6,7 @@ import type { Socket } from 'node:net';
 import { STATUS_CODES } from 'node:http';
 import { isStorageUnavailable, STORAGE_RETRY_AFTER_S, storageFailureOf } from '../db/faults.ts';
 import { ApiError, OAuthError, problemBody, type OAuthErrorCode } from '../errors.ts';
-import { NOT_BLANK_PATTERN } from '../schemas.ts';
+import { VISIBLE_PATTERN } from '../schemas.ts';
 import type { FailureLine } from './request-log.ts';
 
 /** Fastify's `maxParamLength`: longer path parameters are refused with 414 uri_too_long. */
@@ -20,8 +20,8 @@ function describeViolation(where: string, violation: Violation): { path: string;
   if (violation.keyword === 'additionalProperties' && additionalProperty !== undefined) {
     return { path: `${where}${violation.instancePath}/${additionalProperty}`, message: 'is not a known member here' };
   }
-  if (violation.keyword === 'pattern' && (violation.params as { pattern?: string }).pattern === NOT_BLANK_PATTERN) {
-    return { path: `${where}${violation.instancePath}`, message: 'must hold a character other than white space' };
+  if (violation.keyword === 'pattern' && (violation.params as { pattern?: string }).pattern === VISIBLE_PATTERN) {
+    return { path: `${where}${violation.instancePath}`, message: 'must hold a visible character, not only white space or invisible characters' };
   }
   if (violation.keyword === 'const') return { path: `${where}${violation.instancePath}`, message: `must be ${JSON.stringify(allowedValue)}` };
   if (violation.keyword === 'discriminator' && tag !== undefined) {
