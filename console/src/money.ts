@@ -19,9 +19,17 @@ export function dollars(uc: string | bigint): string {
   return `$${(cents / 100n).toLocaleString('en-US')}.${(cents % 100n).toString().padStart(2, '0')}`;
 }
 
-/** Credits as typed ("5", "0.25", "1,000") to µc, or a message a person understands. */
+/**
+ * Credits as typed ("5", "0.25", "1,000") to µc, or a message a person understands. A comma only separates
+ * thousands ("1,000", "12,500.5"): one anywhere else ("2,5", a decimal comma) is refused, never dropped, since
+ * dropping it read "2,5" as 25 credits.
+ */
 export function parseCredits(text: string, what: string): { uc: string } | { problem: string } {
-  const cleaned = text.trim().replace(/,/g, '');
+  const trimmed = text.trim();
+  if (trimmed.includes(',') && !/^\d{1,3}(?:,\d{3})+(?:\.\d*)?$/.test(trimmed)) {
+    return { problem: `${what}: write decimals with a dot, like 2.5; a comma may only separate thousands, like 1,000.` };
+  }
+  const cleaned = trimmed.replace(/,/g, '');
   const match = /^(\d{1,12})(?:\.(\d{1,6}))?$/.exec(cleaned);
   if (!match) return { problem: `${what}: enter an amount in credits, like 5 or 0.25 (1 credit is $0.01; at most six decimals).` };
   const uc = BigInt(match[1]!) * UC_PER_CREDIT + BigInt((match[2] ?? '').padEnd(6, '0'));

@@ -217,6 +217,10 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByLabel('Budget 1 limit (credits)').fill('three');
     await page.getByRole('button', { name: 'Save mandate' }).click();
     await page.getByRole('alert').getByText('Budget 1 (daily): enter an amount in credits, like 5 or 0.25').waitFor();
+    // A decimal comma is refused, not read as a thousands separator ("2,5" was saved as 25 credits).
+    await page.getByLabel('Budget 1 limit (credits)').fill('2,5');
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByRole('alert').getByText('Budget 1 (daily): write decimals with a dot, like 2.5').waitFor();
     await page.getByLabel('Budget 1 limit (credits)').fill('3');
     await page.getByRole('button', { name: 'Save mandate' }).click();
     await page.getByText('Saved: mandate version 2.').waitFor();
@@ -351,9 +355,18 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
 
   it("lists the agent's delegates on its page, each with its budget bar, linked to its own page", async () => {
     const owner = await devLogin('human', { email: OWNER });
+    await openAgent();
     const { agentId: _agent, version: _version, createdAt: _created, hash: _hash, usage: _usage, ...rules } = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body;
     const allowed = await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, { ...rules, delegation: { allowed: true, maxDepth: 1 } }, key('allow-delegates'));
     expect(allowed.status).toBe(200);
+    // The page still shows the version before: its save would overwrite the change, so it is refused, and the form
+    // shows the new version.
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByRole('alert').getByText(`Not saved: the mandate changed since this page showed it (version ${allowed.body.version - 1}, now ${allowed.body.version})`, { exact: false }).waitFor();
+    // Saved from the new version, the mandate keeps what the form does not show: delegation stays allowed.
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByText(`Saved: mandate version ${allowed.body.version + 1}.`).waitFor();
+    expect((await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body.delegation).toEqual({ allowed: true, maxDepth: 1 });
     const scout = (await api('GET', `/v1/owner/agents/${agentId}`, owner)).body;
     // Scout was frozen above, and a frozen agent registers no delegate.
     expect((await api('POST', `/v1/owner/agents/${agentId}/unfreeze`, owner, {}, key('unfreeze'))).status).toBe(200);

@@ -139,6 +139,9 @@ export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<stri
       notAfter,
       timeZone,
       alertThresholds: mandate.alertThresholds,
+      // Not on the form: kept as the mandate has it (a PUT gives a member left out its default, which for
+      // delegation is "not allowed": a save of the time zone alone turned delegation off).
+      delegation: mandate.delegation,
     },
   };
 }
@@ -161,6 +164,15 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
     }
     setProblems([]);
     void action.run(async () => {
+      // A PUT replaces the whole mandate: one changed elsewhere since this form was filled (the API, another tab)
+      // would be overwritten by what the form still shows. Read the version first, and make the owner look again.
+      const current = ok(await api.GET('/v1/owner/agents/{id}/mandate', { params: { path: { id: agentId } } }));
+      if (current.version !== mandate.version) {
+        onSaved();
+        throw new Error(
+          `Not saved: the mandate changed since this page showed it (version ${mandate.version}, now ${current.version}). The form shows the new version; make your change again.`,
+        );
+      }
       const saved = ok(
         await api.PUT('/v1/owner/agents/{id}/mandate', {
           params: { path: { id: agentId }, header: { 'Idempotency-Key': newKey() } },
