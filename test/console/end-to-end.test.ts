@@ -393,6 +393,20 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     expect((await api('POST', `/v1/owner/agents/${agentId}/unfreeze`, owner, {}, key('unfreeze-parent'))).status).toBe(200);
   });
 
+  it("freezes an agent and releases its outstanding holds (the kill switch), so their merchant can no longer capture them", async () => {
+    const owner = await devLogin('human', { email: OWNER });
+    const minted = await api('POST', '/v1/vouchers', await agentToken(), { offerId }, key('mint-before-kill'));
+    expect(minted.status).toBe(200);
+    await openAgent();
+    await page.getByRole('button', { name: 'Freeze Scout and release its holds', exact: true }).click();
+    await page.getByText('Scout is frozen, and 1 outstanding hold released: 1.00 credits are back', { exact: false }).waitFor();
+    const holds = (await api('GET', `/v1/owner/agents/${agentId}/holds?limit=100`, owner)).body.redemptions as Array<{ id: string; state: string; revocation: { reason: string } | null }>;
+    const read = holds.find((hold) => hold.id === minted.body.redemption.id)!;
+    expect([read.state, read.revocation?.reason]).toEqual(['released', 'agent_frozen']);
+    await page.getByRole('button', { name: 'Unfreeze Scout', exact: true }).click();
+    await page.getByText('Scout can spend again.').waitFor();
+  });
+
   it('never put a token in a URL or in localStorage or sessionStorage, and the page broke no CSP rule', async () => {
     expect(accessTokens.length).toBeGreaterThanOrEqual(2);
     for (const token of accessTokens) expect(urlsSeen.filter((url) => url.includes(token))).toEqual([]);

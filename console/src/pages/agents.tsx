@@ -2,6 +2,7 @@
 // agent; freeze and unfreeze.
 import { useState } from 'preact/hooks';
 import { ok, newKey, type Schemas } from '../api.ts';
+import { credits } from '../money.ts';
 import { Amount, BudgetBar, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad } from '../ui.tsx';
 
 type Agent = Schemas['Agent'];
@@ -23,27 +24,49 @@ export function StatusBadge({ agent }: { agent: Pick<Agent, 'status' | 'effectiv
   return <span class={`badge ${effective}`}>{effective === 'frozen' ? 'Frozen' : 'Active'}</span>;
 }
 
-/** Freeze or unfreeze: the agent's next hold is refused while frozen. */
+/**
+ * Freeze or unfreeze: the agent's next hold is refused while frozen. The kill switch goes further: it also releases
+ * the outstanding holds of the agent and its delegates and withdraws their vouchers, so no merchant can capture
+ * them (`releaseHolds`); offered beside a plain freeze, and on a frozen agent, whose holds a plain freeze left. A
+ * retired agent is stopped for good: nothing to offer.
+ */
 export function FreezeButton({ agent, onChanged }: { agent: Agent; onChanged: () => void }) {
   const { api } = useConsole();
   const action = useAction();
+  if ((agent.effectiveStatus ?? agent.status) === 'retired') return null;
   const frozen = agent.status === 'frozen';
+  const params = () => ({ path: { id: agent.id }, header: { 'Idempotency-Key': newKey() } });
+  const freeze = (releaseHolds: boolean) =>
+    action.run(async () => {
+      const answer = ok(await api.POST('/v1/owner/agents/{id}/freeze', { params: params(), body: releaseHolds ? { releaseHolds: true } : {} }));
+      onChanged();
+      if (!releaseHolds) return `${agent.name} is frozen: its next purchase will be refused. Its outstanding holds stay, and their merchants can still capture them.`;
+      const report = answer.freeze;
+      return `${agent.name} is frozen, and ${report.releasedHolds} outstanding hold${report.releasedHolds === 1 ? '' : 's'} released: ${credits(report.releasedUc)} credits are back, and their vouchers can no longer be captured.`;
+    });
   return (
     <span class="inline-action">
-      <button
-        type="button"
-        disabled={action.busy}
-        onClick={() =>
-          action.run(async () => {
-            const params = { path: { id: agent.id }, header: { 'Idempotency-Key': newKey() } };
-            if (frozen) ok(await api.POST('/v1/owner/agents/{id}/unfreeze', { params, body: {} }));
-            else ok(await api.POST('/v1/owner/agents/{id}/freeze', { params, body: {} }));
-            onChanged();
-            return frozen ? `${agent.name} can spend again.` : `${agent.name} is frozen: its next purchase will be refused.`;
-          })
-        }
-      >
-        {frozen ? `Unfreeze ${agent.name}` : `Freeze ${agent.name}`}
+      {frozen ? (
+        <button
+          type="button"
+          disabled={action.busy}
+          onClick={() =>
+            action.run(async () => {
+              ok(await api.POST('/v1/owner/agents/{id}/unfreeze', { params: params(), body: {} }));
+              onChanged();
+              return `${agent.name} can spend again.`;
+            })
+          }
+        >
+          {`Unfreeze ${agent.name}`}
+        </button>
+      ) : (
+        <button type="button" disabled={action.busy} onClick={() => freeze(false)}>
+          {`Freeze ${agent.name}`}
+        </button>
+      )}
+      <button type="button" disabled={action.busy} onClick={() => freeze(true)}>
+        {frozen ? `Release ${agent.name}'s holds` : `Freeze ${agent.name} and release its holds`}
       </button>
       <Outcome action={action} />
     </span>
