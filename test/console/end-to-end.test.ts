@@ -248,6 +248,8 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await nav('Approvals');
     await page.getByRole('heading', { name: 'Top-up for Scout' }).waitFor();
     await page.getByText('100.00 credits ($1.00)').waitFor();
+    // The card names the agent by its id too, which no other agent can take (a delegate may take its name).
+    await page.locator('.card.approval').getByText(agentId, { exact: true }).waitFor();
     await page.getByRole('button', { name: 'Approve the top-up for Scout' }).click();
     const dialog = page.getByRole('dialog', { name: 'Confirm it is you' });
     await dialog.getByLabel('Owner email').waitFor();

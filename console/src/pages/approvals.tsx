@@ -47,6 +47,16 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
       </h2>
       <dl class="figures">
         <div>
+          {/* Names are the agents' own choice (a delegate may take its parent's): the id tells them apart. */}
+          <dt>Agent</dt>
+          <dd>
+            <a href={`/console/agents/${encodeURIComponent(approval.agentId)}`}>
+              <bdi>{approval.agentName}</bdi>
+            </a>{' '}
+            <code class="muted">{approval.agentId}</code>
+          </dd>
+        </div>
+        <div>
           <dt>Amount</dt>
           <dd>
             {credits(approval.amountUc)} credits{approval.kind === 'topup' ? ` (${dollars(approval.amountUc)})` : ''}
