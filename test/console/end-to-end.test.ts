@@ -386,6 +386,9 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await delegates.getByText('0.00 of 2.00 credits spent').waitFor();
     await delegates.getByRole('link', { name: 'Buyer' }).click();
     await page.getByRole('heading', { name: 'Buyer', level: 1 }).waitFor();
+    // A delegate owns no credit: its figures are its root's, and say so.
+    await page.getByText('A delegate: these figures are the credit of its root agent', { exact: false }).waitFor();
+    await page.getByText("Available (its tree's)").waitFor();
     await page.getByRole('region', { name: 'Delegates' }).getByText('No delegates.', { exact: false }).waitFor();
     expect(await axeViolations(page)).toEqual([]);
     // Its parent frozen, the delegate's own page names the freeze that stops it, which its own Unfreeze cannot lift.

@@ -6,7 +6,7 @@ import { ok, newKey, type Schemas } from '../api.ts';
 import { creditsInput, parseCredits } from '../money.ts';
 import { verifyReceipt, type Verification } from '../receipt.ts';
 import { Amount, BudgetBar, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
-import { FreezeButton, StatusBadge } from './agents.tsx';
+import { FreezeButton, StatusBadge, TreeFunds, treeLabel } from './agents.tsx';
 
 type Mandate = Schemas['Mandate'];
 type Redemption = Schemas['Redemption'];
@@ -433,24 +433,25 @@ export function AgentPage({ id }: { id: string }) {
             <h2 id="balance-title">Balance and budgets</h2>
             <dl class="figures">
               <div>
-                <dt>Available</dt>
+                <dt>{treeLabel('Available', figures.data.balance.fundedBy)}</dt>
                 <dd>
                   <Amount uc={figures.data.balance.availableUc} />
                 </dd>
               </div>
               <div>
-                <dt>Held</dt>
+                <dt>{treeLabel('Held', figures.data.balance.fundedBy)}</dt>
                 <dd>
                   <Amount uc={figures.data.balance.heldUc} />
                 </dd>
               </div>
               <div>
-                <dt>Spent</dt>
+                <dt>{treeLabel('Spent', figures.data.balance.fundedBy)}</dt>
                 <dd>
                   <Amount uc={figures.data.balance.capturedUc} />
                 </dd>
               </div>
             </dl>
+            <TreeFunds fundedBy={figures.data.balance.fundedBy} />
             {figures.data.mandate.usage.map((usage) => (
               <BudgetBar usage={usage} />
             ))}

@@ -25,6 +25,26 @@ export function StatusBadge({ agent }: { agent: Pick<Agent, 'status' | 'effectiv
 }
 
 /**
+ * A delegate owns no credit: its balance is its root's pool, shared by the whole tree, so its figures say so and
+ * name the root, rather than read as credit of its own (each delegate's card showed the root's whole balance).
+ */
+export function TreeFunds({ fundedBy }: { fundedBy: string | undefined }) {
+  if (fundedBy === undefined) return null;
+  return (
+    <p class="muted">
+      A delegate: these figures are the credit of its root agent,{' '}
+      <a href={`/console/agents/${encodeURIComponent(fundedBy)}`}>
+        <code>{fundedBy}</code>
+      </a>
+      , shared by the whole tree. What it may still spend itself is what its budgets have left.
+    </p>
+  );
+}
+
+/** "Available", or "Available to its tree" for a delegate (`TreeFunds`). */
+export const treeLabel = (label: string, fundedBy: string | undefined) => (fundedBy === undefined ? label : `${label} (its tree's)`);
+
+/**
  * Freeze or unfreeze: the agent's next hold is refused while frozen. The kill switch goes further: it also releases
  * the outstanding holds of the agent and its delegates and withdraws their vouchers, so no merchant can capture
  * them (`releaseHolds`); offered beside a plain freeze, and on a frozen agent, whose holds a plain freeze left. A
@@ -96,18 +116,19 @@ function AgentRow({ agent, tick, onChanged }: { agent: Agent; tick: number; onCh
         <>
           <dl class="figures">
             <div>
-              <dt>Available</dt>
+              <dt>{treeLabel('Available', figures.data.balance.fundedBy)}</dt>
               <dd>
                 <Amount uc={figures.data.balance.availableUc} />
               </dd>
             </div>
             <div>
-              <dt>Held</dt>
+              <dt>{treeLabel('Held', figures.data.balance.fundedBy)}</dt>
               <dd>
                 <Amount uc={figures.data.balance.heldUc} />
               </dd>
             </div>
           </dl>
+          <TreeFunds fundedBy={figures.data.balance.fundedBy} />
           {figures.data.mandate.usage.length > 0 ? (
             figures.data.mandate.usage.map((usage) => <BudgetBar usage={usage} />)
           ) : (
