@@ -260,6 +260,24 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.locator('.card.agent').getByText('104.00 credits').waitFor();
   });
 
+  it('forgets a confirmation by another person, so the next answer asks again instead of failing until it lapses', async () => {
+    const asked = await api('POST', '/v1/payments/topups', await agentToken(), { agentId, amountUsdCents: 100, reason: 'A second top-up, for the next batch of e-books the owner asked for this week. '.repeat(2) }, key('topup-2'));
+    expect(asked.status).toBe(200);
+    // The owner's confirmation of the test before lapses, so this answer asks for one.
+    gw.clock.advance(11 * 60 * 1000);
+    await nav('Approvals');
+    await page.getByRole('heading', { name: 'Top-up for Scout' }).waitFor();
+    await page.getByRole('button', { name: 'Decline the top-up for Scout' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Confirm it is you' });
+    await dialog.getByLabel('Owner email').fill('someone-else@example.com');
+    await dialog.getByRole('button', { name: 'Confirm' }).click();
+    await page.getByRole('alert').getByText('Not found for the person who confirmed', { exact: false }).waitFor();
+    await page.getByRole('button', { name: 'Decline the top-up for Scout' }).click();
+    await dialog.getByLabel('Owner email').fill(OWNER);
+    await dialog.getByRole('button', { name: 'Confirm' }).click();
+    await page.getByText('Declined the top-up of Scout.').waitFor();
+  });
+
   it("creates a merchant key whose secret is shown once, with a copy button, and not again after a reload", async () => {
     await nav('Merchants');
     await page.getByRole('link', { name: 'Ada Books' }).click();

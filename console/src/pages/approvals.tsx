@@ -3,7 +3,7 @@
 // Approving and declining take a human session, not the console's OAuth token (the API's rule: an owner
 // token may be held by an application), so the person confirms at the identity provider first.
 import { useState } from 'preact/hooks';
-import { HumanSessionRequired, humanApi, newKey, ok, type Schemas } from '../api.ts';
+import { ApiProblem, HumanSessionRequired, humanApi, newKey, ok, type Schemas } from '../api.ts';
 import { credits, dollars } from '../money.ts';
 import { LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
 
@@ -26,11 +26,19 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
         return ok(verb === 'approve' ? await api.POST('/v1/payments/purchases/{id}/approve', { params, body: {} }) : await api.POST('/v1/payments/purchases/{id}/decline', { params, body: {} }));
       };
       try {
-        await send();
+        try {
+          await send();
+        } catch (error) {
+          if (!(error instanceof HumanSessionRequired)) throw error;
+          forgetHumanSession();
+          await send();
+        }
       } catch (error) {
-        if (!(error instanceof HumanSessionRequired)) throw error;
+        // A confirmation by another person than this owner reads the approval as not found: forget it, so the next
+        // click asks again, rather than refusing every answer until that confirmation lapses.
+        if (!(error instanceof ApiProblem && error.status === 404)) throw error;
         forgetHumanSession();
-        await send();
+        throw new Error(`Not found for the person who confirmed. If you confirmed with another email than this console's owner, confirm again as the owner.`);
       }
       onAnswered(
         verb === 'decline'
