@@ -281,9 +281,7 @@ export async function listMandateVersions(db: Queryable, agentId: string, limit:
       ORDER BY version DESC LIMIT $3`,
     [agentId, before ?? null, limit + 1],
   );
-  await refuseUnknownCursor(rows, before === undefined ? undefined : String(before), async () =>
-    (await db.query('SELECT 1 FROM mandate_versions WHERE agent_id = $1 AND version = $2', [agentId, before])).rows.length > 0,
-  );
+  await refuseUnknownCursor(db, rows, before, 'SELECT 1 FROM mandate_versions WHERE version = $1 AND agent_id = $2', [agentId]);
   return rows;
 }
 

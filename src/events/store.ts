@@ -218,7 +218,7 @@ export async function listDeliveries(db: Queryable, account: EventAccount, limit
       ORDER BY d.seq DESC LIMIT $3`,
     [account.id, startingAfter ?? null, limit],
   );
-  await refuseUnknownCursor(rows, startingAfter, async () => (await db.query(`SELECT 1 FROM webhook_deliveries WHERE id = $1 AND ${column} = $2`, [startingAfter, account.id])).rows.length > 0);
+  await refuseUnknownCursor(db, rows, startingAfter, `SELECT 1 FROM webhook_deliveries WHERE id = $1 AND ${column} = $2`, [account.id]);
   return rows;
 }
 
@@ -419,7 +419,7 @@ export async function listEvents(
       ORDER BY seq DESC LIMIT $6`,
     [account.id, JSON.stringify(filter.types), filter.fromS ?? null, filter.toS ?? null, filter.startingAfter ?? null, filter.limit],
   );
-  await refuseUnknownCursor(rows, filter.startingAfter, async () => (await db.query(`SELECT 1 FROM events WHERE id = $1 AND ${column} = $2`, [filter.startingAfter, account.id])).rows.length > 0);
+  await refuseUnknownCursor(db, rows, filter.startingAfter, `SELECT 1 FROM events WHERE id = $1 AND ${column} = $2`, [account.id]);
   return rows;
 }
 

@@ -130,7 +130,7 @@ export async function listApiKeys(db: Queryable, merchantId: string, limit: numb
      ORDER BY seq DESC LIMIT $3`,
     [merchantId, startingAfter ?? null, limit],
   );
-  await refuseUnknownCursor(rows, startingAfter, async () => (await db.query('SELECT 1 FROM merchant_api_keys WHERE id = $1 AND merchant_id = $2', [startingAfter, merchantId])).rows.length > 0);
+  await refuseUnknownCursor(db, rows, startingAfter, 'SELECT 1 FROM merchant_api_keys WHERE id = $1 AND merchant_id = $2', [merchantId]);
   return rows;
 }
 

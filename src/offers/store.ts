@@ -74,6 +74,6 @@ export async function listSellableOffers(
       ORDER BY o.seq LIMIT $3`,
     [page.categories, page.startingAfter ?? null, page.limit],
   );
-  await refuseUnknownCursor(rows, page.startingAfter, async () => (await db.query('SELECT 1 FROM offers WHERE id = $1', [page.startingAfter])).rows.length > 0);
+  await refuseUnknownCursor(db, rows, page.startingAfter, 'SELECT 1 FROM offers WHERE id = $1');
   return rows;
 }

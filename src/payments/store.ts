@@ -95,7 +95,7 @@ export async function listTopups(db: Queryable, agentId: string, limit: number, 
      ORDER BY created_at_s, id LIMIT $3`,
     [agentId, startingAfter ?? null, limit + 1],
   );
-  await refuseUnknownCursor(rows, startingAfter, async () => (await db.query('SELECT 1 FROM topups WHERE id = $1 AND agent_id = $2', [startingAfter, agentId])).rows.length > 0);
+  await refuseUnknownCursor(db, rows, startingAfter, 'SELECT 1 FROM topups WHERE id = $1 AND agent_id = $2', [agentId]);
   return { items: rows.slice(0, limit), hasMore: rows.length > limit };
 }
 
@@ -369,12 +369,12 @@ export async function listOwnerApprovals(
      SELECT * FROM topup UNION ALL SELECT * FROM purchase ORDER BY created_at_s, id LIMIT $5`,
     [query.ownerId, query.nowS, query.pendingOnly, query.startingAfter ?? null, query.limit + 1, query.ucPerUsdCent],
   );
-  await refuseUnknownCursor(rows, query.startingAfter, async () => {
-    const found = await db.query(
-      'SELECT 1 FROM topups WHERE id = $1 AND owner_id = $2 UNION ALL SELECT 1 FROM purchase_approvals WHERE id = $1 AND owner_id = $2',
-      [query.startingAfter, query.ownerId],
-    );
-    return found.rows.length > 0;
-  });
+  await refuseUnknownCursor(
+    db,
+    rows,
+    query.startingAfter,
+    'SELECT 1 FROM topups WHERE id = $1 AND owner_id = $2 UNION ALL SELECT 1 FROM purchase_approvals WHERE id = $1 AND owner_id = $2',
+    [query.ownerId],
+  );
   return { items: rows.slice(0, query.limit), hasMore: rows.length > query.limit };
 }

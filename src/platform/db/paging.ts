@@ -28,10 +28,7 @@ export async function pageBySeq<R>(
      ORDER BY seq LIMIT $3`,
     [scopeValue, page.startingAfter ?? null, page.limit + 1],
   );
-  await refuseUnknownCursor(rows, page.startingAfter, async () => {
-    const found = await db.query(`SELECT 1 FROM ${table} WHERE id = $1 AND ${scope} = $2`, [page.startingAfter, scopeValue]);
-    return found.rows.length > 0;
-  });
+  await refuseUnknownCursor(db, rows, page.startingAfter, `SELECT 1 FROM ${table} WHERE id = $1 AND ${scope} = $2`, [scopeValue]);
   return { items: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
 }
 
@@ -40,11 +37,17 @@ export async function pageBySeq<R>(
  * list's query finds nothing after it, and an empty page would read as the list's end, so a client with a
  * mistyped cursor would stop paging early without knowing. Stripe answers such a `starting_after` with an error
  * too. Asked only when the page came back empty, the one case its rows cannot tell (a row after the cursor proves
- * it was found); `exists` is the list's own lookup of the cursor, in its scope. Every list with a `startingAfter`
- * id calls it (docs/decisions.md "Paging").
+ * it was found). `lookupSql` is the list's own lookup of the cursor in its scope: the cursor is its `$1`, and
+ * `scopeParams` its `$2`, …. Every list with a `startingAfter` calls it (docs/decisions.md "Paging").
  */
-export async function refuseUnknownCursor(rows: readonly unknown[], startingAfter: string | undefined, exists: () => Promise<boolean>): Promise<void> {
+export async function refuseUnknownCursor(
+  db: Queryable,
+  rows: readonly unknown[],
+  startingAfter: string | number | undefined,
+  lookupSql: string,
+  scopeParams: readonly unknown[] = [],
+): Promise<void> {
   if (startingAfter === undefined || rows.length > 0) return;
-  if (await exists()) return;
+  if ((await db.query(lookupSql, [startingAfter, ...scopeParams])).rows.length > 0) return;
   throw new ApiError('invalid_input', { detail: `startingAfter names no item of this list: ${startingAfter} (send the id of the last item of the previous page, or leave it out for the first page)` });
 }
