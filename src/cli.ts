@@ -205,18 +205,20 @@ export function buildCli(): Command {
     .description("replace the agent's mandate with the rules in a JSON file (a new version), and print it as JSON")
     .argument('<agentId>', 'the agent (agt_…)')
     .requiredOption('--file <path>', 'the mandate\'s rules as JSON; - reads standard input, required')
+    .option('--force', "replace the mandate in force even if it changed since the file's `version` was read")
     .option(ownerEmail, ownerEmailHelp)
     .addHelpText(
       'after',
       '\nThe file holds the rules as `acg agent mandate show` prints them (what it prints besides the rules, agentId, version, ' +
         'createdAt, hash and usage, is ignored): edit what show printed and set it. A member left out takes its default (no budgets, ' +
-        'no merchant rules, …), as PUT /v1/owner/agents/{id}/mandate does.\n\n' +
+        'no merchant rules, …), as PUT /v1/owner/agents/{id}/mandate does. When the file holds the `version` show printed, the ' +
+        'change is made only on that version: if the mandate changed since, nothing is set and the command says so (--force sets it anyway).\n\n' +
         `Example: acg agent mandate show agt_… > mandate.json; (edit it); acg agent mandate set agt_… --file mandate.json${ownerHelp}`,
     )
-    .action(async (agentId: string, options: { file: string; ownerEmail?: string }) => {
+    .action(async (agentId: string, options: { file: string; force?: boolean; ownerEmail?: string }) => {
       const { setMandate } = await import('./operator/mandate-cli.ts');
       const config = configOrExit();
-      await setMandate(config, { agentId, file: options.file, ownerToken: config.ownerToken, ownerEmail: options.ownerEmail });
+      await setMandate(config, { agentId, file: options.file, force: options.force === true, ownerToken: config.ownerToken, ownerEmail: options.ownerEmail });
     });
 
   const freezeHelp =

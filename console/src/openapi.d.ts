@@ -410,7 +410,7 @@ export interface paths {
         get: operations["getMandate"];
         /**
          * Replace an agent's mandate (a new version)
-         * @description The owner's rules for the agent, enforced by the gateway at every hold: allowed services and categories, caps, up to 20 budgets (per day, week or month in the mandate's time zone, or in total; over all spending or one merchant, category or built-in service; every budget that applies must hold), merchants allowed or denied (by id or verified domain), a threshold above which a purchase waits for the owner's approval, a validity window, and the alert thresholds of `budget.threshold`. A member left out takes its default: PUT the rules GET shows (without its agentId, version, createdAt, hash and usage), changed. Every change is a new version whose `hash` (base64url SHA-256 of its RFC 8785 canonical JSON) vouchers, receipts and evidence name; old versions stay readable. Refusals at a hold: 402 CAP_EXCEEDED (`reason` budget_exceeded with the `budget`, per_hold_cap, per_period_cap), 403 SCOPE_FORBIDDEN (`reason` merchant_not_allowed, mandate_not_valid, service_not_allowed, category_not_allowed), 402 approval_required (above the threshold). Requires Idempotency-Key.
+         * @description The owner's rules for the agent, enforced by the gateway at every hold: allowed services and categories, caps, up to 20 budgets (per day, week or month in the mandate's time zone, or in total; over all spending or one merchant, category or built-in service; every budget that applies must hold), merchants allowed or denied (by id or verified domain), a threshold above which a purchase waits for the owner's approval, a validity window, and the alert thresholds of `budget.threshold`. A member left out takes its default: PUT the rules GET shows (without its agentId, version, createdAt, hash and usage), changed. Every change is a new version whose `hash` (base64url SHA-256 of its RFC 8785 canonical JSON) vouchers, receipts and evidence name; old versions stay readable. Refusals at a hold: 402 CAP_EXCEEDED (`reason` budget_exceeded with the `budget`, per_hold_cap, per_period_cap), 403 SCOPE_FORBIDDEN (`reason` merchant_not_allowed, mandate_not_valid, service_not_allowed, category_not_allowed), 402 approval_required (above the threshold). Requires Idempotency-Key. Send `If-Match` with the ETag GET answered to make the change only on the version you read: if another change came first, 412 precondition_failed names the version in force (`currentVersion`) and nothing changes.
          *
          *     Authentication: H, O.
          */
@@ -2416,7 +2416,7 @@ export interface components {
              * @description stable machine-readable code
              * @enum {string}
              */
-            code: "invalid_input" | "agent_required" | "idempotency_required" | "unauthorized" | "INSUFFICIENT_CREDITS" | "CAP_EXCEEDED" | "approval_required" | "human_required" | "owner_claim_required" | "scope_required" | "FROZEN" | "SCOPE_FORBIDDEN" | "agent_mismatch" | "owner_required" | "forbidden" | "agent_not_registered" | "inbox_not_allowed" | "not_found" | "method_not_allowed" | "domain_verification_pending" | "category_in_use" | "idempotency_key_reused" | "idempotency_key_in_use" | "conflict" | "hold_resolved" | "voucher_revoked" | "refund_exceeds_captured" | "refund_window_closed" | "insufficient_earnings" | "connector_not_configured" | "upstream_not_found" | "upstream_rate_limited" | "upstream_auth_failed" | "upstream_unavailable" | "upstream_timeout" | "request_timeout" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "runtime_configuration_required" | "signing_configuration_required" | "runtime_unavailable" | "workspace_unavailable" | "provider_configuration_required" | "link_configuration_required" | "payment_unavailable" | "storage_unavailable" | "overloaded";
+            code: "invalid_input" | "agent_required" | "idempotency_required" | "unauthorized" | "INSUFFICIENT_CREDITS" | "CAP_EXCEEDED" | "approval_required" | "human_required" | "owner_claim_required" | "scope_required" | "FROZEN" | "SCOPE_FORBIDDEN" | "agent_mismatch" | "owner_required" | "forbidden" | "agent_not_registered" | "inbox_not_allowed" | "not_found" | "method_not_allowed" | "domain_verification_pending" | "category_in_use" | "idempotency_key_reused" | "idempotency_key_in_use" | "conflict" | "hold_resolved" | "voucher_revoked" | "refund_exceeds_captured" | "refund_window_closed" | "insufficient_earnings" | "connector_not_configured" | "upstream_not_found" | "upstream_rate_limited" | "upstream_auth_failed" | "upstream_unavailable" | "upstream_timeout" | "request_timeout" | "precondition_failed" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "runtime_configuration_required" | "signing_configuration_required" | "runtime_unavailable" | "workspace_unavailable" | "provider_configuration_required" | "link_configuration_required" | "payment_unavailable" | "storage_unavailable" | "overloaded";
             detail?: string;
         } & {
             [key: string]: unknown;
@@ -4898,6 +4898,8 @@ export interface operations {
             /** @description An agent's mandate in force: the owner's rules, versioned and hashed, and its budgets' usage */
             200: {
                 headers: {
+                    /** @description the version shown, as a strong entity tag: "<version>" */
+                    ETag?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4950,6 +4952,8 @@ export interface operations {
             header: {
                 /** @description Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
                 "Idempotency-Key": string;
+                /** @description The ETag a GET answered ("<version>"), or *: the change is made only while that version is in force; another answers 412 precondition_failed with `currentVersion`. A weak tag, a list, or a tag that names no version is 400 invalid_input. */
+                "If-Match"?: string;
             };
             path: {
                 /** @description id of the agent (agt_…) */
@@ -5052,6 +5056,8 @@ export interface operations {
                 headers: {
                     /** @description present when this is the stored outcome of an earlier request with the same key */
                     "Idempotent-Replayed"?: "true";
+                    /** @description the version shown, as a strong entity tag: "<version>" */
+                    ETag?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5101,6 +5107,15 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Precondition Failed */
+            412: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

@@ -4,7 +4,7 @@
 import { Type, type Static, type TOptional } from '@sinclair/typebox';
 import { ALERT_THRESHOLDS_DEFAULT, CAP_PERIOD_S_DEFAULT, defaultExtendedRules, TIME_ZONE_DEFAULT, type MandateRules } from '../policy/mandate.ts';
 import { MandateRulesProperties } from './schemas.ts';
-import { CategoryOrAny, DisplayName, IdParams, idOf, Microcredits, Nullable, ResourceId } from '../platform/schemas.ts';
+import { CategoryOrAny, DisplayName, IdParams, idOf, Microcredits, Nullable, ResourceId, VersionNumber } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
 import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type Agent, type AgentProfile, type AgentService, type AvatarType, type MandateView } from './service.ts';
 
@@ -112,7 +112,16 @@ export function mandateRulesOf(input: MandateInput): MandateRules {
 }
 
 const RegisterAgentInput = inputOf(Type.Object({}), AgentCreate);
-const SetMandateInput = inputOf(IdParams, MandateInput);
+/**
+ * The version the caller last read, which must still be in force (HTTP's If-Match, MCP's `ifVersion`): not a body
+ * member, so a PUT of GET's rules never carries it by accident.
+ */
+const IfVersion = Type.Object({
+  ifVersion: Type.Optional(
+    VersionNumber('the mandate version this change is made on (the `version` get_mandate showed); another version in force refuses it with 412 precondition_failed and `currentVersion`'),
+  ),
+});
+const SetMandateInput = inputOf(IdParams, Type.Object({ ...MandateInput.properties, ...IfVersion.properties }));
 const UpdateAgentInput = inputOf(IdParams, AgentPatch);
 const AgentIdInput = inputOf(IdParams);
 const SetProfileInput = inputOf(IdParams, ProfileInput);
@@ -185,7 +194,7 @@ export function agentOperations(agents: AgentService): AgentOperations {
       name: 'setMandate',
       input: SetMandateInput,
       idempotency: { key: 'required' },
-      run: async (tx, { principal, input: { id, ...rules } }) => agents.mandateView(tx, await agents.setMandate(tx, principal, id, mandateRulesOf(rules))),
+      run: async (tx, { principal, input: { id, ifVersion, ...rules } }) => agents.mandateView(tx, await agents.setMandate(tx, principal, id, mandateRulesOf(rules), ifVersion)),
     },
     uploadAvatarBytes: {
       name: 'uploadAvatarBytes',

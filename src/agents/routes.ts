@@ -7,6 +7,7 @@ import { principalOf } from '../platform/http/auth.ts';
 import { absentBodyIsEmpty, serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
 import { queryRoute } from '../platform/http/query.ts';
+import { ifMatchInput, versionHeaders } from '../platform/http/versions.ts';
 import { runQuery } from '../platform/queries.ts';
 import { AgentIdParams, EmptyBody, idOf, UnixSeconds } from '../platform/schemas.ts';
 import { AgentCreate, AgentPatch, Finalize, MandateInput, ProfileInput, UploadStart, type AgentOperations } from './operations.ts';
@@ -87,7 +88,7 @@ export function agentRoutes(deps: AgentRouteDeps) {
     });
 
     app.put('/v1/owner/agents/:id/mandate', {
-      config: { auth: OWNER, operation: ops.setMandate },
+      config: { auth: OWNER, operation: ops.setMandate, versioned: true },
       schema: {
         tags: ['mandates'],
         summary: "Replace an agent's mandate (a new version)",
@@ -100,12 +101,14 @@ export function agentRoutes(deps: AgentRouteDeps) {
           'SHA-256 of its RFC 8785 canonical JSON) vouchers, receipts and evidence name; old versions stay readable. Refusals at a hold: ' +
           '402 CAP_EXCEEDED (`reason` budget_exceeded with the `budget`, per_hold_cap, per_period_cap), 403 SCOPE_FORBIDDEN (`reason` ' +
           'merchant_not_allowed, mandate_not_valid, service_not_allowed, category_not_allowed), 402 approval_required (above the ' +
-          'threshold). Requires Idempotency-Key.',
+          'threshold). Requires Idempotency-Key. Send `If-Match` with the ETag GET answered to make the change only on the version you read: ' +
+          'if another change came first, 412 precondition_failed names the version in force (`currentVersion`) and nothing changes.',
         params: AgentIdParams,
         body: MandateInput,
-        response: { 200: Type.Ref('Mandate'), ...problems(400, 404, 409) },
+        response: { 200: Type.Ref('Mandate'), ...problems(400, 404, 409, 412) },
       },
-      handler: (request, reply) => serve(request, reply, ops.setMandate, { ...(request.body as MandateInput), id: (request.params as { id: string }).id }),
+      handler: (request, reply) =>
+        serve(request, reply, ops.setMandate, { ...(request.body as MandateInput), id: (request.params as { id: string }).id, ...ifMatchInput(request) }, { headers: versionHeaders }),
     });
     app.route(
       queryRoute('GET', '/v1/owner/agents/:id/mandate', queries.getMandate, {
@@ -114,6 +117,7 @@ export function agentRoutes(deps: AgentRouteDeps) {
         summary: "Read an agent's mandate in force, with each budget's usage",
         description: "For each budget: what its current period allows (`limitUc`), what is spent (held plus captured, less refunded), what remains, and when it resets.",
         errors: [404],
+        versioned: true,
       }),
     );
     app.route(

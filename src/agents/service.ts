@@ -408,8 +408,19 @@ export class AgentService {
   }
 
   /** Replaces the mandate of one of the owner's agents (PUT …/mandate): a new version. */
-  async setMandate(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, agentId: string, rules: MandateRules): Promise<store.AgentRow> {
+  /**
+   * `ifVersion`: the version the caller last read (If-Match over HTTP, `ifVersion` over MCP); another version in
+   * force refuses the change with 412 precondition_failed, naming the version now in force, so a read, edit and
+   * write from two places never silently overwrites (docs/decisions.md "A mandate's version is its ETag").
+   */
+  async setMandate(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, agentId: string, rules: MandateRules, ifVersion?: number): Promise<store.AgentRow> {
     const row = await this.lockAgentFor(tx, principal, agentId);
+    if (ifVersion !== undefined && ifVersion !== row.mandate_version) {
+      throw new ApiError('precondition_failed', {
+        detail: `the mandate of agent ${row.id} is at version ${row.mandate_version}, not ${ifVersion}: read it again, and make the change on what is in force`,
+        extra: { currentVersion: row.mandate_version },
+      });
+    }
     const checked = await this.checkedWithMerchants(tx, rules);
     await this.checkWithinParent(tx, row, checked);
     const changed = redefinedBudgets(this.rulesOf(row), checked, this.gateway.clock.nowS());

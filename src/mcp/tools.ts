@@ -215,7 +215,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       "Replaces the mandate of one of the owner's agents, `id` (as PUT /v1/owner/agents/{id}/mandate): a new version. Members left out " +
       'take their defaults, so send what get_mandate shows, changed. Budgets: up to 20 of {id, limitUc, period day|week|month|total, and ' +
       'at most one of merchantId, category, serviceId}; every budget that applies to a purchase must hold. `approvalAboveUc`: a purchase ' +
-      'above it waits for the owner. `idempotencyKey` is required: a retry MUST reuse the same key.',
+      'above it waits for the owner. `ifVersion`: the version get_mandate showed; if another change came first, precondition_failed ' +
+      'names the version in force (`currentVersion`) and nothing changes. `idempotencyKey` is required: a retry MUST reuse the same key.',
     kinds: OWNER,
     annotations: { ...WRITE, destructiveHint: true },
     operation: 'setMandate',

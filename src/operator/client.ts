@@ -35,8 +35,15 @@ async function send(baseUrl: string, path: string, init: RequestInit & { timeout
 }
 
 /** One JSON request; mutating requests carry a fresh Idempotency-Key, so the gateway applies them once. */
-export async function callGateway(baseUrl: string, token: string, method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown): Promise<GatewayAnswer> {
-  const headers: Record<string, string> = { authorization: `Bearer ${token}`, accept: 'application/json' };
+export async function callGateway(
+  baseUrl: string,
+  token: string,
+  method: 'GET' | 'POST' | 'PUT',
+  path: string,
+  body?: unknown,
+  extraHeaders: Record<string, string> = {},
+): Promise<GatewayAnswer> {
+  const headers: Record<string, string> = { ...extraHeaders, authorization: `Bearer ${token}`, accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET') headers['idempotency-key'] = randomUUID();
   const response = await send(baseUrl, path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), timeoutMs: REQUEST_TIMEOUT_MS });

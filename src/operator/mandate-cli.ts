@@ -79,9 +79,16 @@ export async function ownerCredential(config: Config, options: Pick<MandateComma
 }
 
 /** One request to the gateway; no gateway, or no answer, is said and ends the command. */
-export async function call(config: Config, credential: OwnerCredential, method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown): Promise<GatewayAnswer> {
+export async function call(
+  config: Config,
+  credential: OwnerCredential,
+  method: 'GET' | 'POST' | 'PUT',
+  path: string,
+  body?: unknown,
+  headers?: Record<string, string>,
+): Promise<GatewayAnswer> {
   try {
-    return await callGateway(config.baseUrl, credential.token, method, path, body);
+    return await callGateway(config.baseUrl, credential.token, method, path, body, headers);
   } catch (error) {
     if (error instanceof GatewayNotRunning) fail(noGatewayAt(config));
     fail((error as Error).message);
@@ -161,12 +168,31 @@ function rulesOf(text: string, where: string, agentId: string): Record<string, u
   return Object.fromEntries(Object.entries(document).filter(([name]) => !(READ_ONLY_MEMBERS as readonly string[]).includes(name)));
 }
 
-/** `acg agent mandate set <agentId> --file <path|->`: replaces the mandate (a new version) and prints it. */
-export async function setMandate(config: Config, options: MandateCommandOptions & { file: string }): Promise<void> {
+/** The version a file saved from `show` was read at (its `version`), which `set` makes its change on; none for rules written by hand. */
+function versionOf(text: string): number | undefined {
+  const version = (JSON.parse(text) as { version?: unknown }).version;
+  return Number.isSafeInteger(version) && (version as number) > 0 ? (version as number) : undefined;
+}
+
+/**
+ * `acg agent mandate set <agentId> --file <path|-> [--force]`: replaces the mandate (a new version) and prints it.
+ * A file saved from `show` names the version it was read at, and the change is made only on that version (If-Match):
+ * a change made meanwhile elsewhere is not overwritten unless `--force` says so.
+ */
+export async function setMandate(config: Config, options: MandateCommandOptions & { file: string; force?: boolean }): Promise<void> {
   const where = options.file === '-' ? 'standard input' : options.file;
-  const rules = rulesOf(await readMandateText(options.file), where, options.agentId);
+  const text = await readMandateText(options.file);
+  const rules = rulesOf(text, where, options.agentId);
+  const version = options.force ? undefined : versionOf(text);
   const credential = await ownerCredential(config, options);
-  const answer = await call(config, credential, 'PUT', mandatePath(options.agentId), rules);
+  const answer = await call(config, credential, 'PUT', mandatePath(options.agentId), rules, version === undefined ? {} : { 'if-match': `"${version}"` });
+  if (answer.status === 412) {
+    const current = (answer.body as { currentVersion?: number }).currentVersion;
+    fail(
+      `not set: ${where} was read at mandate version ${version}, and the mandate has changed since (version ${current} is in force). ` +
+        `Run \`acg agent mandate show ${options.agentId}\` again and make the change on what it prints, or give --force to replace version ${current} with ${where} as it is`,
+    );
+  }
   if (answer.status !== 200) fail(refusal(config, credential, options, answer, where));
   printJson(answer.body);
 }

@@ -43,6 +43,7 @@ export const ERROR_CATALOGUE = {
   upstream_unavailable: { status: 502, title: 'The upstream service is unavailable or answered unexpectedly' },
   upstream_timeout: { status: 504, title: 'The upstream service did not answer in time' },
   request_timeout: { status: 408, title: 'The request did not arrive in time' },
+  precondition_failed: { status: 412, title: 'The resource changed since the version the request names (If-Match)' },
   payload_too_large: { status: 413, title: 'The request body is too large' },
   uri_too_long: { status: 414, title: 'A path parameter is too long' },
   unsupported_media_type: { status: 415, title: 'The request body has an unsupported content type' },

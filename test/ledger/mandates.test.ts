@@ -138,6 +138,47 @@ describe('the mandate resource', () => {
     expect((await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: stranger.ownerToken, key: 'stranger', body: {} })).status).toBe(404);
     expect((await world.api('GET', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.token })).status).toBe(403);
   });
+
+  it('names its version in an ETag, and a PUT with If-Match changes only that version: another in force is 412 with currentVersion', async () => {
+    const agent = await fundedAgent();
+    const read = await get(agent);
+    expect(read.headers.get('etag')).toBe('"1"');
+    const putIf = (ifMatch: string, body: unknown, key = `mandate-${++counter}`) =>
+      world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key, body, headers: { 'if-match': ifMatch } });
+
+    // Two places read version 1; the first write wins, the second is told, and nothing of it is written.
+    const first = await putIf('"1"', { allowedCategories: ['books'] }, 'if-match-first');
+    expect([first.status, first.body.version, first.headers.get('etag')]).toEqual([200, 2, '"2"']);
+    const second = await putIf('"1"', { allowedCategories: ['music'] }, 'if-match-second');
+    expect(second.status).toBe(412);
+    expect(second.body).toMatchObject({ code: 'precondition_failed', status: 412, currentVersion: 2 });
+    expect(second.body.detail).toContain('version 2, not 1');
+    expect((await get(agent)).body).toMatchObject({ version: 2, allowedCategories: ['books'] });
+    // The refusal is the key's answer: the same request replays it, and the first write replays its 200 and ETag.
+    expect(await putIf('"1"', { allowedCategories: ['music'] }, 'if-match-second')).toMatchObject({ status: 412, body: { currentVersion: 2 } });
+    const replay = await putIf('"1"', { allowedCategories: ['books'] }, 'if-match-first');
+    expect([replay.status, replay.headers.get('idempotent-replayed'), replay.headers.get('etag')]).toEqual([200, 'true', '"2"']);
+    // The same key with another If-Match is another request.
+    expect((await putIf('"2"', { allowedCategories: ['books'] }, 'if-match-first')).body.code).toBe('idempotency_key_reused');
+
+    expect((await putIf('"2"', { allowedCategories: ['music'] })).body).toMatchObject({ version: 3, allowedCategories: ['music'] });
+    expect((await putIf('*', { allowedCategories: ['books'] })).body.version).toBe(4);
+    expect((await put(agent, { allowedCategories: ['books'] })).body.version).toBe(5);
+
+    for (const [header, why] of [
+      ['W/"5"', 'weak entity tag'],
+      ['"4", "5"', 'several entity tags'],
+      ['5', 'not an entity tag'],
+      ['"v5"', 'not a version number'],
+      ['"0"', 'not a version number'],
+      ['"99999999999"', 'not a version number'],
+    ]) {
+      const refused = await putIf(header!, { allowedCategories: ['music'] });
+      expect([header, refused.status, refused.body.code]).toEqual([header, 400, 'invalid_input']);
+      expect(refused.body.detail).toContain(why);
+    }
+    expect((await get(agent)).body.version).toBe(5);
+  });
 });
 
 describe('enforcement at the hold', () => {

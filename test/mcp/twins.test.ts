@@ -186,6 +186,26 @@ describe('MCP read tools answer what their HTTP twins answer', () => {
     expect(mcp).toEqual(http);
     expect(http).toMatchObject({ agentId: agent.id, hash: put.body.hash, version: put.body.version });
     expect(http.usage.map((budget: { budgetId: string }) => budget.budgetId)).toEqual(['daily', 'shop']);
+
+    // set_mandate's ifVersion is HTTP's If-Match: a stale version is the same refusal, and nothing changes.
+    const stale = (await ownerFaces.mcp.callTool({
+      name: 'set_mandate',
+      arguments: { id: agent.id, ifVersion: put.body.version - 1, allowedCategories: ['books', 'music'], idempotencyKey: 'twins-stale-mandate' },
+    })) as { structuredContent: any; isError?: boolean };
+    expect(stale.isError).toBe(true);
+    expect(stale.structuredContent).toMatchObject({ code: 'precondition_failed', status: 412, currentVersion: put.body.version });
+    const viaHttp = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, {
+      token: ownerFaces.http,
+      key: 'twins-stale-mandate-http',
+      body: { allowedCategories: ['books', 'music'] },
+      headers: { 'if-match': `"${put.body.version - 1}"` },
+    });
+    expect(stale.structuredContent).toEqual(viaHttp.body);
+    const kept = (await ownerFaces.mcp.callTool({
+      name: 'set_mandate',
+      arguments: { id: agent.id, ifVersion: put.body.version, allowedCategories: ['books'], budgets: http.budgets, idempotencyKey: 'twins-kept-mandate' },
+    })) as { structuredContent: any; isError?: boolean };
+    expect([kept.isError ?? false, kept.structuredContent.version]).toEqual([false, put.body.version + 1]);
   });
 
   it("list_agent_holds of another owner's agent: the same 404 on both faces", async () => {

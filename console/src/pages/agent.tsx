@@ -165,20 +165,19 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
     setProblems([]);
     void action.run(async () => {
       // A PUT replaces the whole mandate: one changed elsewhere since this form was filled (the API, another tab)
-      // would be overwritten by what the form still shows. Read the version first, and make the owner look again.
-      const current = ok(await api.GET('/v1/owner/agents/{id}/mandate', { params: { path: { id: agentId } } }));
-      if (current.version !== mandate.version) {
+      // would be overwritten by what the form still shows. If-Match makes the change only on the version shown.
+      const answer = await api.PUT('/v1/owner/agents/{id}/mandate', {
+        params: { path: { id: agentId }, header: { 'Idempotency-Key': newKey(), 'If-Match': `"${mandate.version}"` } },
+        body: built.body as never,
+      });
+      if (answer.response.status === 412) {
         onSaved();
+        const current = (answer.error as { currentVersion?: number } | undefined)?.currentVersion;
         throw new Error(
-          `Not saved: the mandate changed since this page showed it (version ${mandate.version}, now ${current.version}). The form shows the new version; make your change again.`,
+          `Not saved: the mandate changed since this page showed it (version ${mandate.version}, now ${current ?? 'newer'}). The form shows the new version; make your change again.`,
         );
       }
-      const saved = ok(
-        await api.PUT('/v1/owner/agents/{id}/mandate', {
-          params: { path: { id: agentId }, header: { 'Idempotency-Key': newKey() } },
-          body: built.body as never,
-        }),
-      );
+      const saved = ok(answer);
       onSaved();
       return `Saved: mandate version ${saved.version}.`;
     });

@@ -46,6 +46,8 @@ declare module 'fastify' {
     oauthBodyError?: OAuthErrorCode;
     /** The route's 201 answers a Location header naming the created resource (documented with the operation). */
     location?: boolean;
+    /** The route's 200 shows a version of the resource, named by its ETag; a PUT honours If-Match (versions.ts). */
+    versioned?: boolean;
   }
 }
 

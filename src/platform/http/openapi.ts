@@ -74,7 +74,11 @@ export function openApiOptions(config: Config): SwaggerOptions {
       components: { securitySchemes: securitySchemes(config) },
     },
     transform: ({ schema, url, route }) => ({
-      schema: documentOperation(documentIdempotency(schema as OperationSchema | undefined, route.config?.operation, route.config?.location === true), url, route),
+      schema: documentOperation(
+        documentVersioning(documentIdempotency(schema as OperationSchema | undefined, route.config?.operation, route.config?.location === true), route),
+        url,
+        route,
+      ),
       url,
     }),
     refResolver: {
@@ -268,3 +272,36 @@ export function documentIdempotency(schema: OperationSchema | undefined, operati
   );
   return documented;
 }
+
+/**
+ * A versioned route (config `versioned`, versions.ts): its 200 documents the `ETag` naming the version shown, and a
+ * write documents `If-Match`, which it reads itself (never header validation, so its refusals keep their words).
+ */
+function documentVersioning(schema: OperationSchema | undefined, route: RouteOptions): OperationSchema | undefined {
+  if (!schema || route.config?.versioned !== true) return schema;
+  const response = (schema.response ?? {}) as Record<string, Record<string, unknown>>;
+  const ok = response['200'] ?? {};
+  const documented: OperationSchema = {
+    ...schema,
+    response: {
+      ...response,
+      200: { ...ok, headers: { ...(ok.headers as object | undefined), ETag: { type: 'string', description: 'the version shown, as a strong entity tag: "<version>"' } } },
+    },
+  };
+  if (route.method === 'GET') return documented;
+  const headers = (schema.headers ?? { type: 'object', properties: {} }) as { properties?: Record<string, unknown> };
+  documented.headers = {
+    ...headers,
+    properties: {
+      ...headers.properties,
+      'If-Match': {
+        type: 'string',
+        description:
+          'The ETag a GET answered ("<version>"), or *: the change is made only while that version is in force; another answers 412 ' +
+          'precondition_failed with `currentVersion`. A weak tag, a list, or a tag that names no version is 400 invalid_input.',
+      },
+    },
+  };
+  return documented;
+}
+

@@ -7,6 +7,7 @@ import { runQuery, type Query, type QueryDescription } from '../queries.ts';
 import type { AuthRequirement } from './auth.ts';
 import { principalOf } from './auth.ts';
 import { problems } from './openapi.ts';
+import { versionHeaders } from './versions.ts';
 
 export interface QueryRouteOptions {
   auth: AuthRequirement;
@@ -15,6 +16,8 @@ export interface QueryRouteOptions {
   description?: string;
   /** Failure statuses the query answers with a problem body (401 and 403 come with `auth`). */
   errors?: number[];
+  /** The answer shows a version of the resource: its `ETag` names it (versions.ts), documented with the route. */
+  versioned?: boolean;
 }
 
 const PATH_PARAMETER = /:([A-Za-z0-9_]+)/g;
@@ -46,7 +49,7 @@ export function queryRoute(method: 'GET' | 'POST', url: string, query: Query<any
   return {
     method,
     url,
-    config: { auth: options.auth, query: description },
+    config: { auth: options.auth, query: description, ...(options.versioned ? { versioned: true } : {}) },
     schema: {
       operationId: query.name,
       tags: options.tags,
@@ -56,6 +59,10 @@ export function queryRoute(method: 'GET' | 'POST', url: string, query: Query<any
       ...(rest ? (method === 'GET' ? { querystring: rest } : { body: rest }) : {}),
       response: { 200: query.output, ...problems(...(options.errors ?? [])) },
     },
-    handler: (request) => runQuery(request.server.gateway, query, { principal: principalOf(request), input: inputOf(request) }),
+    handler: async (request, reply) => {
+      const result = await runQuery(request.server.gateway, query, { principal: principalOf(request), input: inputOf(request) });
+      if (options.versioned) reply.headers(versionHeaders(result as { version: number }));
+      return result;
+    },
   };
 }

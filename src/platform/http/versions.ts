@@ -1,0 +1,41 @@
+// A versioned resource's HTTP face (docs/decisions.md "A mandate's version is its ETag"): its 200 answers carry
+// `ETag: "<version>"`, a strong tag naming the version in force, and a write honours `If-Match` with that tag, so
+// a read, an edit and a write from two places never silently overwrite each other (RFC 9110 §13.1.1). The check
+// itself is the operation's (its `ifVersion` input, which MCP takes as an argument); this module only speaks HTTP.
+import type { FastifyRequest } from 'fastify';
+import { ApiError } from '../errors.ts';
+import { INTEGER_MAX } from '../schemas.ts';
+
+/** The strong entity tag of a version. */
+export function versionTag(version: number): string {
+  return `"${version}"`;
+}
+
+/** The `ETag` header of an answer that shows `version`. */
+export function versionHeaders(result: { version: number }): Record<string, string> {
+  return { etag: versionTag(result.version) };
+}
+
+const ENTITY_TAG = /^\s*(W\/)?"([\x21\x23-\x7e\x80-\xff]*)"\s*$/;
+const VERSION = /^[1-9][0-9]{0,15}$/;
+
+/**
+ * The operation input of a request's `If-Match`: `{ ifVersion }` for one strong tag holding a version, nothing
+ * for no header or `*` (a versioned resource that exists always matches it). Anything else is refused with 400
+ * rather than compared: a weak tag never matches (strong comparison), and a list or a tag this API never gave
+ * out can only be a client's mistake, better named than answered 412.
+ */
+export function ifMatchInput(request: FastifyRequest): { ifVersion?: number } {
+  const header = request.headers['if-match'];
+  if (header === undefined) return {};
+  const text = Array.isArray(header) ? header.join(',') : header;
+  if (text.trim() === '*') return {};
+  const refuse = (why: string) =>
+    new ApiError('invalid_input', { detail: `If-Match ${why}: send the ETag a GET of this resource answered (for example "3"), or leave it out` });
+  const tag = ENTITY_TAG.exec(text);
+  if (!tag) throw refuse(text.includes(',') ? 'names several entity tags; it must name one version' : 'is not an entity tag (a quoted version)');
+  if (tag[1]) throw refuse('is a weak entity tag, which never matches (RFC 9110 §13.1.1)');
+  const version = tag[2]!;
+  if (!VERSION.test(version) || Number(version) > INTEGER_MAX) throw refuse(`names "${version}", which is not a version number`);
+  return { ifVersion: Number(version) };
+}
