@@ -888,8 +888,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List an agent's holds (oldest first)
-         * @description Redemptions, as GET /v1/redemptions/{id} shows them. Holds past their deadline are reclaimed first (as expired).
+         * List an agent's holds (oldest first, or newest first with order=desc)
+         * @description Redemptions, as GET /v1/redemptions/{id} shows them, in the order they were taken. Holds past their deadline are reclaimed first (as expired).
          *
          *     Authentication: H, O.
          */
@@ -7039,6 +7039,8 @@ export interface operations {
                 limit?: number;
                 /** @description id of the last item of the previous page (leave it out for the first page); an id that is no item of this list is 400 invalid_input */
                 startingAfter?: string;
+                /** @description asc: oldest first (by creation time); desc: newest first. `startingAfter` continues in the same order */
+                order?: "asc" | "desc";
             };
             header?: never;
             path: {

@@ -15,7 +15,19 @@ import type { Balance, HoldScope, LedgerService, Lot, Redemption } from './servi
 const Id = (resource: string) => Type.Object({ id: idOf(resource) }, { additionalProperties: false });
 export const RedemptionIdInput = Id('redemption: the hold (hold_…)');
 export const AgentIdInput = Id('agent (agt_…)');
-export const AgentHoldsInput = Type.Object({ agentId: idOf('agent (agt_…)'), ...PageQuery.properties }, { additionalProperties: false });
+export const AgentHoldsInput = Type.Object(
+  {
+    agentId: idOf('agent (agt_…)'),
+    ...PageQuery.properties,
+    order: Type.Optional(
+      Type.Union([Type.Literal('asc'), Type.Literal('desc')], {
+        default: 'asc',
+        description: 'asc: oldest first (by creation time); desc: newest first. `startingAfter` continues in the same order',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
 export const SPENDING_DAYS_MAX = 90;
 export const OwnerSpendingInput = Type.Object(
   { days: Type.Optional(Type.Integer({ minimum: 1, maximum: SPENDING_DAYS_MAX, default: 30, description: `UTC days, today included, 1–${SPENDING_DAYS_MAX}` })) },

@@ -112,8 +112,8 @@ export function ledgerRoutes({ operations, queries }: LedgerRouteDeps) {
       queryRoute('GET', '/v1/owner/agents/:agentId/holds', queries.listAgentHolds, {
         auth: OWNER,
         tags,
-        summary: "List an agent's holds (oldest first)",
-        description: 'Redemptions, as GET /v1/redemptions/{id} shows them. Holds past their deadline are reclaimed first (as expired).',
+        summary: "List an agent's holds (oldest first, or newest first with order=desc)",
+        description: 'Redemptions, as GET /v1/redemptions/{id} shows them, in the order they were taken. Holds past their deadline are reclaimed first (as expired).',
         errors: [404],
       }),
     );

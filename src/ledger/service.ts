@@ -14,7 +14,7 @@ import type { AgentRow } from '../agents/service.ts';
 import { unwrap, type Settled } from '../platform/batcher.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
-import { pageBySeq } from '../platform/db/paging.ts';
+import { pageBySeq, type PageOrder } from '../platform/db/paging.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
@@ -693,8 +693,8 @@ export class LedgerService {
     );
   }
 
-  /** An agent's holds, oldest first. */
-  async listHolds(db: Queryable, agentId: string, page: Page): Promise<{ redemptions: Redemption[]; hasMore: boolean }> {
+  /** An agent's holds, oldest first (by creation time), or newest first. */
+  async listHolds(db: Queryable, agentId: string, page: Page & { order?: PageOrder }): Promise<{ redemptions: Redemption[]; hasMore: boolean }> {
     const found = await pageBySeq<store.HoldRow>(db, 'holds', 'agent_id', agentId, page);
     return { redemptions: await this.redemptionsOf(db, found.items), hasMore: found.hasMore };
   }

@@ -138,7 +138,7 @@ export const TOOLS: readonly ToolDefinition[] = [
     name: 'list_agent_holds',
     title: "List an agent's holds",
     description:
-      "The holds (Redemptions) of one of the owner's agents, `agentId`, oldest first (as GET /v1/owner/agents/{agentId}/holds; `limit` 1–100, " +
+      "The holds (Redemptions) of one of the owner's agents, `agentId`, oldest first, or newest first with `order` desc (as GET /v1/owner/agents/{agentId}/holds; `limit` 1–100, " +
       "default 20; pass the last hold's id as `startingAfter` for the next page). Holds past their deadline are reclaimed first. " +
       "Another owner's agent is not_found.",
     kinds: OWNER,

@@ -426,6 +426,9 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     const holds = (await api('GET', `/v1/owner/agents/${agentId}/holds?limit=100`, owner)).body.redemptions as Array<{ id: string; state: string; revocation: { reason: string } | null }>;
     const read = holds.find((hold) => hold.id === minted.body.redemption.id)!;
     expect([read.state, read.revocation?.reason]).toEqual(['released', 'agent_frozen']);
+    // The activity shows the newest purchase first: the one just released, then the one captured before it.
+    await page.locator('.activity li').first().getByText(minted.body.redemption.id).waitFor();
+    await page.locator('.activity li').nth(1).getByText(holdId).waitFor();
     await page.getByRole('button', { name: 'Unfreeze Scout', exact: true }).click();
     await page.getByText('Scout can spend again.').waitFor();
   });

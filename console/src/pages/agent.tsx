@@ -324,7 +324,7 @@ function ReceiptCheck({ label, receipt }: { label: string; receipt: string }) {
 
 const STATE_WORDS: Record<string, string> = { held: 'Held', captured: 'Captured', released: 'Released', expired: 'Expired' };
 
-/** The agent's holds, a page of 100 at a time, oldest first (as the API lists them). */
+/** The agent's holds, a page of 100 at a time, newest first. */
 function Activity({ agentId, tick }: { agentId: string; tick: number }) {
   const { api } = useConsole();
   const [pages, setPages] = useState(1);
@@ -332,7 +332,7 @@ function Activity({ agentId, tick }: { agentId: string; tick: number }) {
     const found: Redemption[] = [];
     let hasMore = true;
     for (let page = 0; page < pages && hasMore; page++) {
-      const answer = ok(await api.GET('/v1/owner/agents/{agentId}/holds', { params: { path: { agentId }, query: { limit: 100, startingAfter: found.at(-1)?.id } } }));
+      const answer = ok(await api.GET('/v1/owner/agents/{agentId}/holds', { params: { path: { agentId }, query: { limit: 100, order: 'desc', startingAfter: found.at(-1)?.id } } }));
       found.push(...answer.redemptions);
       hasMore = answer.hasMore;
     }
@@ -360,7 +360,7 @@ function Activity({ agentId, tick }: { agentId: string; tick: number }) {
       </ul>
       {holds.data.hasMore ? (
         <button type="button" disabled={holds.loading} onClick={() => setPages((n) => n + 1)}>
-          Show the next 100 purchases
+          Show 100 older purchases
         </button>
       ) : null}
     </>

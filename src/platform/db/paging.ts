@@ -1,10 +1,26 @@
-// Keyset paging, oldest first, for tables with a `seq` identity column: one rule for every list route.
+// Keyset paging, oldest first (or newest first), for tables with a `seq` identity column: one rule for every list
+// route.
 import { ApiError } from '../errors.ts';
 import type { Queryable } from './database.ts';
 
 /** Tables and scope columns are constants of the code (never request input), so they may be spliced in. */
 export type PagedTable = 'agents' | 'merchants' | 'offers' | 'holds';
 export type PageScope = 'owner_id' | 'merchant_id' | 'agent_id';
+export type PageOrder = 'asc' | 'desc';
+
+/**
+ * Each table's order: its scope's index, so a page reads only its own rows, however deep the cursor. Holds are
+ * ordered by creation time, then `seq`: their scope's index is `(agent_id, created_at_s)`, which the spending
+ * caps' window needs anyway, and a `(agent_id, seq)` one would cost every hold's insert (docs/decisions.md "Paging").
+ */
+const ORDER_KEY: Record<PagedTable, readonly [string, ...string[]]> = {
+  agents: ['seq'],
+  merchants: ['seq'],
+  offers: ['seq'],
+  holds: ['created_at_s', 'seq'],
+};
+const BIGINT_MIN = '-9223372036854775808';
+const BIGINT_MAX = '9223372036854775807';
 
 export interface Page<R> {
   items: R[];
@@ -12,20 +28,28 @@ export interface Page<R> {
 }
 
 /**
- * Up to `limit` rows of `table` whose `scope` column equals `scopeValue`, after the row `startingAfter`
- * (which must be in the same scope, so another owner's id cannot be used as a cursor).
+ * Up to `limit` rows of `table` whose `scope` column equals `scopeValue`, after the row `startingAfter` in the
+ * page's order (oldest first unless `order` is desc); the cursor must be in the same scope, so another owner's id
+ * cannot be used as one. The key's first column is bounded in the index condition (a CASE over the cursor's own
+ * row, which the planner evaluates once): an `$2 IS NULL OR …` alone would leave it a filter, and a deep page would
+ * read every row before it.
  */
 export async function pageBySeq<R>(
   db: Queryable,
   table: PagedTable,
   scope: PageScope,
   scopeValue: string,
-  page: { limit: number; startingAfter?: string },
+  page: { limit: number; startingAfter?: string; order?: PageOrder },
 ): Promise<Page<R>> {
+  const key = ORDER_KEY[table];
+  const descending = page.order === 'desc';
+  const after = descending ? '<' : '>';
+  const cursor = (columns: string) => `(SELECT ${columns} FROM ${table} WHERE id = $2 AND ${scope} = $1)`;
+  const lead = `${key[0]} ${after}${key.length > 1 ? '=' : ''} CASE WHEN $2::text IS NULL THEN ${descending ? BIGINT_MAX : BIGINT_MIN} ELSE ${cursor(key[0])} END`;
+  const rest = key.length > 1 ? ` AND ($2::text IS NULL OR (${key.join(', ')}) ${after} ${cursor(key.join(', '))})` : '';
   const { rows } = await db.query<R>(
-    `SELECT * FROM ${table} WHERE ${scope} = $1
-       AND ($2::text IS NULL OR seq > (SELECT seq FROM ${table} WHERE id = $2 AND ${scope} = $1))
-     ORDER BY seq LIMIT $3`,
+    `SELECT * FROM ${table} WHERE ${scope} = $1 AND ${lead}${rest}
+     ORDER BY ${key.map((column) => `${column}${descending ? ' DESC' : ''}`).join(', ')} LIMIT $3`,
     [scopeValue, page.startingAfter ?? null, page.limit + 1],
   );
   await refuseUnknownCursor(db, rows, page.startingAfter, `SELECT 1 FROM ${table} WHERE id = $1 AND ${scope} = $2`, [scopeValue]);
