@@ -131,7 +131,7 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
           if (replayed) sendsReplay(reply, 200);
           return result;
         } catch (error) {
-          if (error instanceof ApiError && error.code === 'idempotency_key_reused') return x402.conflictOf(principal.merchantId!, settlement.input.holdId);
+          if (error instanceof ApiError && error.code === 'idempotency_key_reused') return x402.conflictOf(principal.merchantId!, settlement.input);
           throw error;
         }
       },

@@ -228,7 +228,7 @@ export class X402Service {
     if (claims.amountUc < askedUc) return invalid('price_not_acceptable', `the attestation authorizes ${claims.amountUc} µc, less than the ${askedUc} µc asked`, claims.sub);
     const record = (await this.deps.ledger.holdRecords(db, [claims.jti])).get(claims.jti);
     if (!record || record.merchantId !== merchantId) return invalid('attestation_invalid', `no hold ${claims.jti}`, claims.sub);
-    if (record.revokedAt !== null) return invalid('attestation_revoked', `the hold was revoked at ${record.revokedAt} (its agent was frozen): do not serve it`, claims.sub);
+    if (record.revokedAt !== null) return invalid('attestation_revoked', `${revokedWhy(record)}: do not serve it`, claims.sub);
     const { state } = record.redemption;
     if (state === 'captured' || state === 'released') return invalid('already_settled', `the hold is already ${state}`, claims.sub);
     if (state === 'expired') return invalid('hold_expired', `the hold expired at ${record.redemption.expiresAt}; its credit went back to the agent`, claims.sub);
@@ -282,15 +282,19 @@ export class X402Service {
   }
 
   /**
-   * The answer to a settle of a jti already settled under this key with other parameters (the runner's
-   * idempotency_key_reused): settle_conflict, unless the hold was revoked or expired, which is that answer.
+   * The answer to a settle of a jti whose key already holds the answer to a settle with other parameters (the
+   * runner's idempotency_key_reused), from the hold as it stands: revoked or expired is that answer; settled the way
+   * this one asks (the stored answer was a refusal, and the hold was since settled so, or was already: by the REST
+   * API, or by another key) answers as a settle then did; settled otherwise, settle_conflict.
    */
-  async conflictOf(merchantId: string, holdId: string): Promise<SettleResponse> {
+  async conflictOf(merchantId: string, input: SettleX402Input): Promise<SettleResponse> {
+    const { holdId } = input;
     const record = (await this.deps.ledger.holdRecords(this.gateway.db, [holdId])).get(holdId);
     if (record && record.merchantId === merchantId) {
       const agentId = record.redemption.agentId;
       if (record.revokedAt !== null) return settleFailure('revoked', revokedMessage(record), agentId);
       if (record.redemption.state === 'expired') return settleFailure('hold_expired', expiredMessage(record), agentId);
+      if (settledSameWay(input, record.redemption)) return settled(record.redemption);
       return settleFailure('settle_conflict', `jti ${holdId} was settled with other parameters; its settlement stands`, agentId);
     }
     return settleFailure('settle_conflict', `jti ${holdId} was settled with other parameters`);
@@ -401,11 +405,22 @@ function settled(redemption: Redemption): SettleResponse {
 }
 
 function revokedMessage(record: HoldRecord): string {
-  return `the hold was revoked at ${record.revokedAt} (its agent was frozen): its credit went back to the agent`;
+  return `${revokedWhy(record)}: its credit went back to the agent`;
+}
+
+/** When a hold was revoked, and why: its agent (or an ancestor) frozen, or the delegate retired. */
+function revokedWhy(record: HoldRecord): string {
+  const why = record.redemption.revocation?.reason === 'agent_retired' ? 'its agent was retired' : 'its agent was frozen';
+  return `the hold was revoked at ${record.revokedAt} (${why})`;
 }
 
 function expiredMessage(record: HoldRecord): string {
   return `the hold expired at ${record.redemption.expiresAt}; its credit went back to the agent`;
+}
+
+/** Whether a settled hold was settled as this settle asks: released for "0", else captured for exactly its charge. */
+function settledSameWay(request: SettleX402Input, redemption: Redemption): boolean {
+  return request.amountUc === '0' ? redemption.state === 'released' : redemption.state === 'captured' && redemption.capturedUc === request.amountUc;
 }
 
 /** One settle's answer from the ledger's outcome and the hold as it now stands. */
@@ -416,8 +431,7 @@ function settlementAnswer(request: SettleX402Input & { merchantId: string }, out
   if (outcome.ok) return { ok: true, value: settled(redemption) };
   if (!(outcome.error instanceof ApiError) || outcome.error.code !== 'hold_resolved') return outcome as Settled<SettleResponse>;
   if (redemption.state === 'expired') return { ok: true, value: settleFailure('hold_expired', expiredMessage(record), redemption.agentId) };
-  const sameWay = request.amountUc === '0' ? redemption.state === 'released' : redemption.state === 'captured' && redemption.capturedUc === request.amountUc;
-  if (sameWay) return { ok: true, value: settled(redemption) };
+  if (settledSameWay(request, redemption)) return { ok: true, value: settled(redemption) };
   return { ok: true, value: settleFailure('settle_conflict', `jti ${request.holdId} is already ${redemption.state} (${redemption.capturedUc} µc charged)`, redemption.agentId) };
 }
 

@@ -297,7 +297,11 @@ describe('POST /x402/verify', () => {
 
     const revokedOne = await paid();
     await world.api('POST', `/v1/owner/agents/${revokedOne.agent.id}/freeze`, { token: revokedOne.agent.ownerToken, body: { releaseHolds: true } });
-    expect(await facilitator().verify(revokedOne.payment, revokedOne.requirements)).toMatchObject({ isValid: false, invalidReason: 'attestation_revoked' });
+    expect(await facilitator().verify(revokedOne.payment, revokedOne.requirements)).toMatchObject({
+      isValid: false,
+      invalidReason: 'attestation_revoked',
+      invalidMessage: expect.stringMatching(/^the hold was revoked at \d+ \(its agent was frozen\): do not serve it$/),
+    });
 
     // A hold of 60 s: its attestation's window ends a second before the deadline, and the 30 s leeway reaches past it.
     const short = await paid({ holdLifetimeS: 60 });
@@ -351,6 +355,26 @@ describe('POST /x402/settle', () => {
     expect(await facilitator(second).settle(payment, { ...requirements, amount: '0' })).toMatchObject({ success: false, errorReason: 'settle_conflict' });
     const { rows } = await world.gw.gateway.db.query<{ n: bigint }>(`SELECT count(DISTINCT operation_id) AS n FROM journal_entries WHERE operation_id LIKE $1`, [`${holdId}:%`]);
     expect(rows[0]!.n).toBe(1n);
+  });
+
+  it('a hold settled through the REST API: a settle of another charge is refused, and one of the same charge then answers as settled (found from outside)', async () => {
+    // Captured through the API: a wrong charge first (its refusal is the jti's stored answer), then the right one.
+    const captured = await paid({ amount: '500000' });
+    const capture = await world.api('POST', `/v1/redemptions/${captured.holdId}/capture`, { token: shop.key, key: `rest-capture-${captured.holdId}`, body: { amountUc: '300000' } });
+    expect(capture.status, JSON.stringify(capture.body)).toBe(200);
+    const wrong = await facilitator().settle(captured.payment, { ...captured.requirements, amount: '200000' });
+    expect(wrong).toMatchObject({ success: false, errorReason: 'settle_conflict' });
+    expect(wrong.errorMessage).toContain('already captured (300000 µc charged)');
+    const right = await facilitator().settle(captured.payment, { ...captured.requirements, amount: '300000' });
+    expect(right).toMatchObject({ success: true, amount: '300000', extra: { commitmentId: captured.holdId, chargedAmount: '300000', receipt: capture.body.captureReceipt } });
+    expect(await facilitator().settle(captured.payment, { ...captured.requirements, amount: '200000' })).toMatchObject({ success: false, errorReason: 'settle_conflict' });
+
+    // Released through the API: a capture is refused, then a release at "0" answers as released.
+    const released = await paid({ amount: '500000' });
+    expect((await world.api('POST', `/v1/redemptions/${released.holdId}/release`, { token: shop.key, key: `rest-release-${released.holdId}`, body: {} })).status).toBe(200);
+    expect(await facilitator().settle(released.payment, { ...released.requirements, amount: '300000' })).toMatchObject({ success: false, errorReason: 'settle_conflict' });
+    expect(await facilitator().settle(released.payment, { ...released.requirements, amount: '0' })).toMatchObject({ success: true, amount: '0', extra: { chargedAmount: '0' } });
+    expect(await balanceOf(released.agent.id)).toMatchObject({ heldUc: '0', capturedUc: '0' });
   });
 
   it('refuses a charge above what was authorized, another merchant, resource, offer or scheme, and a forged attestation, changing nothing', async () => {
