@@ -315,7 +315,16 @@ interface HoldPass {
 }
 
 /** A capture or release of one hold, by its merchant (or by anyone, when merchantId is absent). */
-export type ResolveRequest = { holdId: string; merchantId?: string; trace?: SpanRef } & ({ action: 'capture'; amountUc?: Microcredits } | { action: 'release' });
+/** Why a release withdraws the hold's voucher too (the kill switch), and when: its answer and event say so. */
+export interface Revoking {
+  reason: string;
+  atS: number;
+}
+
+export type ResolveRequest = { holdId: string; merchantId?: string; trace?: SpanRef } & (
+  | { action: 'capture'; amountUc?: Microcredits }
+  | { action: 'release'; revoking?: Revoking }
+);
 
 /** A hold a freeze released and revoked, with the merchant that holds its voucher (none for a built-in service's). */
 export interface RevokedHold {
@@ -338,6 +347,8 @@ interface SettleItem {
   capturedUc: bigint;
   /** The span of the call that settles it, when tracing (its event's delivery continues that trace). */
   trace?: SpanRef;
+  /** A release that withdraws the voucher: the hold's answer and its `redemption.released` name the revocation. */
+  revoking?: Revoking;
 }
 
 /** Where captured credit goes: the merchant's earnings, or the gateway's revenue for built-in services. */
@@ -738,8 +749,8 @@ export class LedgerService {
     const nowS = this.nowS();
     const current = new Map(locked);
     const settling = new Map<string, SettleItem>();
-    const settle = (hold: store.HoldRow, state: SettleItem['state'], capturedUc: bigint, trace?: SpanRef) => {
-      settling.set(hold.id, { hold, state, capturedUc, trace });
+    const settle = (hold: store.HoldRow, state: SettleItem['state'], capturedUc: bigint, trace?: SpanRef, revoking?: Revoking) => {
+      settling.set(hold.id, { hold, state, capturedUc, trace, revoking });
       current.set(hold.id, { ...hold, state, captured_uc: capturedUc });
     };
     // Each call: an error, or the id of the hold whose final form it answers.
@@ -755,7 +766,7 @@ export class LedgerService {
       if (state === 'expired') return { ok: false, error: new ApiError('hold_resolved', { detail: 'the hold has expired; its credit went back to the agent' }) };
       if (state !== 'held') return { ok: false, error: new ApiError('hold_resolved', { detail: `the hold is already ${state}` }) };
       if (request.action === 'release') {
-        settle(hold, 'released', 0n, request.trace);
+        settle(hold, 'released', 0n, request.trace, request.revoking);
         return { ok: true, value: hold.id };
       }
       const captureUc = request.amountUc ?? hold.amount_uc;
@@ -784,7 +795,7 @@ export class LedgerService {
    * here again, it fell a second later whenever the releases crossed a second.
    */
   async revokeHolds(tx: Tx, agentIds: readonly string[], reason: string, revokedAtS: number): Promise<RevokedHold[]> {
-    const released = await this.releaseHeldOf(tx, agentIds);
+    const released = await this.releaseHeldOf(tx, agentIds, { reason, atS: revokedAtS });
     const revoked = new Set(await store.markRevoked(tx, released.map(({ redemption }) => redemption.id), reason, revokedAtS));
     if (revoked.size !== released.length) throw new Error(`ledger invariant: ${released.length} holds released for revocation, ${revoked.size} marked revoked`);
     return released;
@@ -796,10 +807,10 @@ export class LedgerService {
    * resolveMany (credit back to its lots, budgets given back, `redemption.released` to its merchant). A hold
    * found past its deadline is reclaimed as expired instead and is not among the answer.
    */
-  private async releaseHeldOf(tx: Tx, agentIds: readonly string[]): Promise<RevokedHold[]> {
+  private async releaseHeldOf(tx: Tx, agentIds: readonly string[], revoking: Revoking): Promise<RevokedHold[]> {
     const locked = await store.lockHolds(tx, await store.heldHoldIdsOf(tx, agentIds));
     const held = [...locked.values()].filter((hold) => hold.state === 'held');
-    const outcomes = await this.resolveMany(tx, held.map(({ id }) => ({ action: 'release' as const, holdId: id })));
+    const outcomes = await this.resolveMany(tx, held.map(({ id }) => ({ action: 'release' as const, holdId: id, revoking })));
     const released: Redemption[] = [];
     for (const outcome of outcomes) {
       if (outcome.ok && outcome.value.state === 'released') released.push(outcome.value);
@@ -915,12 +926,14 @@ export class LedgerService {
       journals.push(settlementJournal(settlement));
     }
     // What each hold becomes, decided here and written as decided, so its event goes in the same statement.
-    const becomes = items.map(({ hold, state, capturedUc }, index): store.HoldRow => ({
+    // A revoking release's mark is written by the revocation (markRevoked) right after, in the same transaction.
+    const becomes = items.map(({ hold, state, capturedUc, revoking }, index): store.HoldRow => ({
       ...hold,
       state,
       captured_uc: capturedUc,
       capture_receipt: settlements[index]!.receipt,
       resolved_at_s: settlements[index]!.resolvedAtS,
+      ...(revoking ? { revoked_at_s: BigInt(revoking.atS), revocation_reason: revoking.reason } : {}),
     }));
     const redemptions = becomes.map((hold) => toRedemption(hold, resolvedAllocations, [], nowS));
     const events = items.flatMap(({ hold, state, trace }, index) => (hold.merchant_id ? [{ merchantId: hold.merchant_id, type: `redemption.${state}` as const, data: { redemption: redemptions[index]! }, trace }] : []));

@@ -162,6 +162,16 @@ describe('a freeze with releaseHolds', () => {
     }
     expect(sorted(events.find((e) => e.merchantId === merchantA.id)!.revocation.holdIds)).toEqual(sorted(holds.a));
     expect(events.find((e) => e.merchantId === merchantB.id)!.revocation.holdIds).toEqual(holds.b);
+    // Each hold's redemption.released says it was revoked, as a read of the hold does (found from outside: it said null).
+    const releasedEvents = target.receiver.received
+      .map((request) => JSON.parse(request.body) as { type: string; data: { redemption: { id: string; revocation: unknown } } })
+      .filter((envelope) => envelope.type === 'redemption.released');
+    expect(sorted(releasedEvents.map((envelope) => envelope.data.redemption.id))).toEqual(sorted([...holds.a, ...holds.b]));
+    for (const envelope of releasedEvents) {
+      expect(envelope.data.redemption.revocation).toEqual({ revokedAt: answer.body.freeze.frozenAt, reason: 'agent_frozen' });
+      const read = await world.api('GET', `/v1/redemptions/${envelope.data.redemption.id}`, { token: agent.token });
+      expect(read.body.revocation).toEqual(envelope.data.redemption.revocation);
+    }
 
     const report = await world.api('GET', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken });
     expect(report.status).toBe(200);
