@@ -291,7 +291,8 @@ async function runToOutcome<I, R, C, P>(runtime: OperationRuntime, operation: Op
   const { idempotency } = operation;
   const key = keyOf(operation, call, request.idempotencyKey);
   if (key === undefined && idempotency.key === 'required') {
-    throw new ApiError(idempotency.missingCode ?? 'idempotency_required', { detail: 'send an Idempotency-Key header (a UUID is a good key)' });
+    const where = idempotency.member ? `an Idempotency-Key header, or the body member \`${idempotency.member}\`` : 'an Idempotency-Key header';
+    throw new ApiError(idempotency.missingCode ?? 'idempotency_required', { detail: `send ${where} (a UUID is a good key)` });
   }
   if ('runClaimed' in operation) {
     if (key === undefined) throw new Error(`multi-step operation ${operation.name} must require an Idempotency-Key`);

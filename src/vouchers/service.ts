@@ -120,7 +120,7 @@ export class VoucherService {
     const outcomes: Array<Settled<MintResult> | undefined> = requests.map((request) => {
       const offer = offers.get(request.offerId);
       if (!offer || (request.merchantId !== undefined && offer.merchant_id !== request.merchantId)) {
-        const seller = request.merchantId === undefined ? 'a verified merchant' : `merchant ${request.merchantId}`;
+        const seller = request.merchantId === undefined ? 'a verified merchant' : `merchant ${request.merchantId} (an offer sells once its merchant's domain is verified)`;
         return { ok: false, error: new ApiError('invalid_input', { detail: `no active offer ${request.offerId} of ${seller}` }) };
       }
       if (request.amountUc !== undefined && request.amountUc > offer.price_uc) {

@@ -174,6 +174,7 @@ describe('POST /x402/authorize', () => {
     expect((await authorize(agent, requirements, '')).status).toBe(400);
     const missing = await world.api('POST', '/x402/authorize', { token: agent.token, body });
     expect(missing.body.code).toBe('idempotency_required');
+    expect(missing.body.detail).toBe('send an Idempotency-Key header, or the body member `idempotencyKey` (a UUID is a good key)');
     const { rows } = await world.gw.gateway.db.query<{ n: bigint }>('SELECT count(*) AS n FROM holds WHERE agent_id = $1', [agent.id]);
     expect(rows[0]!.n).toBe(1n);
     expect(await balanceOf(agent.id)).toMatchObject({ heldUc: '400000' });
@@ -195,7 +196,8 @@ describe('POST /x402/authorize', () => {
     expect(above.status).toBe(400);
     expect(above.body.detail).toMatch(/more than the offer's price/);
     const other = await openShop(world);
-    expect((await authorize(agent, requirementsFor(offer.id, '500000', { merchantId: other.merchantId }))).status).toBe(400);
+    const elsewhere = await authorize(agent, requirementsFor(offer.id, '500000', { merchantId: other.merchantId }));
+    expect([elsewhere.status, elsewhere.body.detail]).toEqual([400, `no active offer ${offer.id} of merchant ${other.merchantId} (an offer sells once its merchant's domain is verified)`]);
     expect((await authorize(agent, requirementsFor(offer.id, '500000', { resource: 'not a url' }))).status).toBe(400);
     expect((await authorize(agent, requirementsFor(offer.id, '100000', { resource: 'mcp://tool/report' }))).status).toBe(201);
     expect((await authorize(agent, { ...requirementsFor(offer.id, '500000'), asset: 'USD' })).status).toBe(400);
