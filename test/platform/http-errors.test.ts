@@ -113,6 +113,16 @@ describe('the HTTP edge', () => {
     expectProblem(await res.json(), 400, 'invalid_input');
   });
 
+  it('refuses a query string on an API route that takes none, naming what it got; other paths ignore one', async () => {
+    const res = await fetch(`${gw.url}/v1/test/echo?limit=2&startingAfter=x`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'a' }) });
+    expect(res.status).toBe(400);
+    const body = await res.json();
+    expectProblem(body, 400, 'invalid_input');
+    expect(body.detail).toBe('POST /v1/test/echo takes no query parameters: limit, startingAfter');
+    expect((await fetch(`${gw.url}/v1/test/echo?`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'a' }) })).status).toBe(200);
+    expect((await fetch(`${gw.url}/healthz?probe=1`)).status).toBe(200);
+  });
+
   it('answers an unknown route with 404 not_found', async () => {
     const res = await fetch(`${gw.url}/v1/nothing-here`);
     expect(res.status).toBe(404);

@@ -186,6 +186,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
       throw new ApiError('invalid_input', { detail: 'an HTTP/1.1 request needs a Host header' });
     }
+    refuseUnknownQuery(request);
     if (request.routeOptions.config?.skipRateLimit) return;
     const decision = gateway.rateLimiter.hit(`address:${request.ip}`, gateway.config.rateLimit.perAddress);
     if (!decision.allowed) {
@@ -234,3 +235,19 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   for (const feature of options.features) await app.register(feature);
   return app;
 }
+
+/**
+ * An API route that takes no query string refuses one, as a route with a query schema refuses a member it does not
+ * know (docs/decisions.md "An API route refuses query parameters it does not take"): `?limit=2` on a list that does
+ * not page read as obeyed, and answered everything.
+ */
+function refuseUnknownQuery(request: FastifyRequest): void {
+  const route = request.routeOptions;
+  if (request.is404 || route.schema?.querystring !== undefined || !/^\/(v1|x402)\//.test(route.url ?? '')) return;
+  const names = Object.keys((request.query ?? {}) as Record<string, unknown>);
+  if (names.length === 0) return;
+  throw new ApiError('invalid_input', {
+    detail: `${request.method} ${route.url} takes no query parameters: ${names.slice(0, 5).join(', ')}${names.length > 5 ? ', …' : ''}`,
+  });
+}
+
