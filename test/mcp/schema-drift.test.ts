@@ -88,6 +88,12 @@ afterAll(async () => {
   await world?.close();
 });
 
+/**
+ * Tool members whose HTTP twin is a header, not a member: a mandate's `ifVersion` is If-Match (its version as a
+ * strong entity tag). The route must document that header; the member's schema is the operation's.
+ */
+const HEADER_TWINS: Record<string, string> = { ifVersion: 'If-Match' };
+
 describe('tool input schemas match their HTTP routes', () => {
   it('every tool is advertised to someone', () => {
     expect([...advertised.keys()].sort()).toEqual(TOOLS.map((tool) => tool.name).sort());
@@ -95,8 +101,12 @@ describe('tool input schemas match their HTTP routes', () => {
 
   for (const tool of TOOLS) {
     it(`${tool.name} ↔ ${twinName(tool)}`, () => {
-      const { idempotencyKey: _key, ...toolProperties } = advertised.get(tool.name).properties ?? {};
-      const toolRequired = ((advertised.get(tool.name).required ?? []) as string[]).filter((name) => name !== 'idempotencyKey');
+      const { idempotencyKey: _key, ...advertisedProperties } = advertised.get(tool.name).properties ?? {};
+      const headerTwins = Object.keys(advertisedProperties).filter((name) => name in HEADER_TWINS);
+      const headers = (routeNamed(twinName(tool)).parameters ?? []).filter((parameter: { in: string }) => parameter.in === 'header').map((parameter: { name: string }) => parameter.name);
+      for (const name of headerTwins) expect(headers, `${tool.name}.${name} is ${HEADER_TWINS[name]} over HTTP`).toContain(HEADER_TWINS[name]);
+      const toolProperties = Object.fromEntries(Object.entries(advertisedProperties).filter(([name]) => !headerTwins.includes(name)));
+      const toolRequired = ((advertised.get(tool.name).required ?? []) as string[]).filter((name) => name !== 'idempotencyKey' && !headerTwins.includes(name));
       const route = routeInput(twinName(tool));
       expect(Object.keys(toolProperties).sort()).toEqual(Object.keys(route.properties).sort());
       expect(toolRequired.sort()).toEqual(route.required.sort());
