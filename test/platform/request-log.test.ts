@@ -38,9 +38,9 @@ async function linesOf(path: string, init: { headers?: Record<string, string> } 
 describe('request log', () => {
   it('writes one info line for a successful request, with method, path, status and response time', async () => {
     const owner = await world.humanToken('logged-owner@example.com');
-    const written = await linesOf('/v1/me?limit=1', { headers: { authorization: `Bearer ${owner}` } });
+    const written = await linesOf('/v1/owner/agents?limit=1', { headers: { authorization: `Bearer ${owner}` } });
     expect(written).toHaveLength(1);
-    expect(written[0]).toMatchObject({ level: 30, msg: 'request completed', req: { method: 'GET', path: '/v1/me' }, res: { statusCode: 200 } });
+    expect(written[0]).toMatchObject({ level: 30, msg: 'request completed', req: { method: 'GET', path: '/v1/owner/agents' }, res: { statusCode: 200 } });
     expect(written[0]!.responseTime).toEqual(expect.any(Number));
     expect(JSON.stringify(written[0])).not.toContain(owner);
   });

@@ -186,7 +186,6 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
       throw new ApiError('invalid_input', { detail: 'an HTTP/1.1 request needs a Host header' });
     }
-    refuseUnknownQuery(request);
     if (request.routeOptions.config?.skipRateLimit) return;
     const decision = gateway.rateLimiter.hit(`address:${request.ip}`, gateway.config.rateLimit.perAddress);
     if (!decision.allowed) {
@@ -196,6 +195,9 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       });
     }
   });
+
+  // After the credential's check (an onRequest hook), before the body's: who may not call the route learns nothing of it.
+  app.addHook('preValidation', async (request) => refuseUnknownQuery(request));
 
   installRouteNaming(app);
 
