@@ -63,7 +63,10 @@ export function agentRoutes(deps: AgentRouteDeps) {
       schema: {
         tags,
         summary: "Update an agent's name, allowances and caps",
-        description: 'Idempotency-Key is honoured when sent.',
+        description:
+          "Allowances and caps are mandate rules: changing them writes a new mandate version. A delegate's allowances and caps stay within its parent's (400 invalid_input, " +
+          '`reason` allowance_outside_parent or cap_wider_than_parent). 409 conflict for a retired agent\'s allowances or caps (its name still changes). ' +
+          'Idempotency-Key is honoured when sent.',
         params: AgentIdParams,
         body: AgentPatch,
         response: { 200: Type.Ref('Agent'), ...problems(400, 404, 409) },
@@ -79,7 +82,7 @@ export function agentRoutes(deps: AgentRouteDeps) {
       schema: {
         tags,
         summary: 'Unfreeze an agent',
-        description: 'The agent may spend again, and so may its delegates unless frozen themselves. Holds a freeze released stay released. No body, or `{}` (a member is 400). Idempotency-Key is honoured when sent.',
+        description: 'The agent may spend again, and so may its delegates unless frozen themselves. Holds a freeze released stay released. 409 conflict for a retired agent: retirement is for good. No body, or `{}` (a member is 400). Idempotency-Key is honoured when sent.',
         params: AgentIdParams,
         body: EmptyBody,
         response: { 200: Type.Ref('Agent'), ...problems(400, 404, 409) },
@@ -101,7 +104,8 @@ export function agentRoutes(deps: AgentRouteDeps) {
           'SHA-256 of its RFC 8785 canonical JSON) vouchers, receipts and evidence name; old versions stay readable. Refusals at a hold: ' +
           '402 CAP_EXCEEDED (`reason` budget_exceeded with the `budget`, per_hold_cap, per_period_cap), 403 SCOPE_FORBIDDEN (`reason` ' +
           'merchant_not_allowed, mandate_not_valid, service_not_allowed, category_not_allowed), 402 approval_required (above the ' +
-          'threshold). Requires Idempotency-Key. Send `If-Match` with the ETag GET answered to make the change only on the version you read: ' +
+          "threshold). A delegate's mandate stays within its parent's: 400 invalid_input with the `reason` its registration names (POST " +
+          '/v1/agents/{id}/delegates). 409 conflict for a retired agent. Requires Idempotency-Key. Send `If-Match` with the ETag GET answered to make the change only on the version you read: ' +
           'if another change came first, 412 precondition_failed names the version in force (`currentVersion`) and nothing changes.',
         params: AgentIdParams,
         body: MandateInput,

@@ -188,6 +188,14 @@ function refuseWider(rules: MandateRules, parentRules: MandateRules): void {
   if (wider) throw new ApiError('invalid_input', { detail: `the mandate is wider than its parent's: ${wider.detail}`, extra: { reason: wider.reason } });
 }
 
+/**
+ * 409 for a change a retired agent no longer takes (its status, its mandate): retirement is for good, so the
+ * change could never let it spend again, and answering it would say otherwise.
+ */
+function refuseRetired(row: store.AgentRow, what: string): void {
+  if (row.retired_at_s !== null) throw new ApiError('conflict', { detail: `agent ${row.id} is retired: ${what}` });
+}
+
 /** Magic numbers of the accepted image types: the declared type must match the bytes. */
 function sniffImage(bytes: Uint8Array): AvatarType | undefined {
   const starts = (...sig: number[]) => sig.every((b, i) => bytes[i] === b);
@@ -300,7 +308,7 @@ export class AgentService {
    */
   async registerDelegate(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, parentId: string, input: DelegateInput): Promise<Agent> {
     const parent = await this.lockAgentFor(tx, principal, parentId);
-    if (parent.retired_at_s !== null) throw new ApiError('conflict', { detail: `agent ${parent.id} is retired: it registers no delegates` });
+    refuseRetired(parent, 'it registers no delegates');
     const parentRules = this.rulesOf(parent);
     if (!parentRules.delegation.allowed) {
       throw new ApiError('invalid_input', { detail: `the mandate of agent ${parent.id} does not allow delegates (delegation.allowed is false)`, extra: { reason: 'delegation_not_allowed' } });
@@ -415,6 +423,7 @@ export class AgentService {
    */
   async setMandate(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, agentId: string, rules: MandateRules, ifVersion?: number): Promise<store.AgentRow> {
     const row = await this.lockAgentFor(tx, principal, agentId);
+    refuseRetired(row, 'its mandate no longer changes');
     if (ifVersion !== undefined && ifVersion !== row.mandate_version) {
       throw new ApiError('precondition_failed', {
         detail: `the mandate of agent ${row.id} is at version ${row.mandate_version}, not ${ifVersion}: read it again, and make the change on what is in force`,
@@ -632,6 +641,7 @@ export class AgentService {
   async updateAgent(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, agentId: string, patch: AgentSettings): Promise<Agent> {
     let row = await this.lockAgentFor(tx, principal, agentId);
     if (patch.allowedServices !== undefined || patch.allowedCategories !== undefined || patch.caps !== undefined) {
+      refuseRetired(row, 'its mandate (allowances and caps) no longer changes');
       const rules = this.rulesOf(row);
       const caps = patch.caps ?? {};
       const patched: MandateRules = {
@@ -657,8 +667,10 @@ export class AgentService {
     return this.showOne(tx, updated);
   }
 
+  /** Freeze (the kill switch's, src/revocations) or unfreeze; a retired agent's status no longer changes either way (409). */
   async setStatus(tx: Tx, principal: Actor, agentId: string, status: 'active' | 'frozen'): Promise<Agent> {
     const row = await this.lockAgentFor(tx, principal, agentId);
+    refuseRetired(row, `it can never spend again, so it is not ${status === 'frozen' ? 'frozen' : 'unfrozen'}`);
     if (row.status === status) return this.showOne(tx, row);
     return this.showOne(tx, await store.updateAgent(tx, { ...row, status, updated_at_s: BigInt(this.gateway.clock.nowS()) }));
   }

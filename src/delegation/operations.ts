@@ -19,8 +19,9 @@ const DelegateMandate = Type.Object(
     additionalProperties: false,
     description:
       "The delegate's mandate, within its parent's. A member left out takes the parent's value (delegation: not allowed). Every parent budget needs a " +
-      'budget of the same scope and period at most as large; merchants.allow a subset (deny a superset); the window inside; allowed services and ' +
-      "categories subsets; delegation.maxDepth below the parent's.",
+      'budget of the same scope and period at most as large; caps.perHoldUc, caps.perPeriodUc and approvalAboveUc at most the parent\'s when it has one ' +
+      "(null, none, is wider), a rolling cap over a period at least the parent's; merchants.allow a subset (deny a superset); the window inside; " +
+      "allowed services and categories subsets; delegation.maxDepth below the parent's.",
   },
 );
 

@@ -32,8 +32,9 @@ export function delegationRoutes(deps: { operations: DelegationOperations; queri
           "and authenticates with its own identity. Its holds allocate from its root's credit lots (a delegate owns no lots: grants and top-ups go to the root) " +
           'and are checked against, and charged to, the budgets of the delegate and of every ancestor, in the same transaction. Refused with 400 invalid_input, ' +
           "nothing created, `reason`: delegation_not_allowed (the parent's mandate has delegation.allowed false), depth_exceeded (deeper than an ancestor's " +
-          'delegation.maxDepth allows, or delegation.maxDepth not below the parent\'s), budget_wider_than_parent, merchant_outside_parent, window_outside_parent, ' +
-          'allowance_outside_parent. The same check applies to every later change of the delegate\'s mandate (PUT …/mandate, PATCH). 403 FROZEN ' +
+          'delegation.maxDepth allows, or delegation.maxDepth not below the parent\'s), budget_wider_than_parent, cap_wider_than_parent (a per-hold or rolling cap ' +
+          "none or above the parent's, or a rolling cap over a shorter period), approval_wider_than_parent (an approval threshold none or above the parent's), " +
+          'merchant_outside_parent, window_outside_parent, allowance_outside_parent. The same check applies to every later change of the delegate\'s mandate (PUT …/mandate, PATCH). 403 FROZEN ' +
           '(`reason` frozen, `agentId` the frozen one) while the parent or an ancestor is frozen; 409 for a retired parent. Requires Idempotency-Key.',
         params: AgentIdParams,
         body: DelegateCreate,

@@ -228,7 +228,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'Registers a child agent under you (as POST /v1/agents/{id}/delegates; `id` is your own agent id, see whoami): same owner, its own ' +
       "identity (`identity.issuer`, your agent identity provider's issuer, and `identity.subject` there), and a `mandate` within yours (a member left out takes yours; delegation " +
       "none). Its purchases draw on your tree's credit and count against your budgets too. Refused with invalid_input and a `reason`: " +
-      'budget_wider_than_parent, merchant_outside_parent, window_outside_parent, allowance_outside_parent, depth_exceeded, delegation_not_allowed. ' +
+      'budget_wider_than_parent, cap_wider_than_parent, approval_wider_than_parent, merchant_outside_parent, window_outside_parent, ' +
+      'allowance_outside_parent, depth_exceeded, delegation_not_allowed. ' +
       'Listed only while your mandate allows delegates. `idempotencyKey` is required: a retry MUST reuse the same key.',
     kinds: AGENT,
     requires: 'delegation',
@@ -243,7 +244,7 @@ export const TOOLS: readonly ToolDefinition[] = [
       'with FROZEN until it is unfrozen. `releaseHolds: true` also releases their outstanding holds now (credit back, budgets given back) ' +
       'and revokes those vouchers: each merchant holding one is told (voucher.revoked) and a capture is refused. Answers the agent and the ' +
       'freeze report (released holds and credit, each merchant reached and its event\'s delivery state). Freezing a frozen agent without ' +
-      'releaseHolds changes nothing. `idempotencyKey` is optional; a retry should reuse it.',
+      'releaseHolds changes nothing; a retired agent is conflict (retirement already released everything). `idempotencyKey` is optional; a retry should reuse it.',
     kinds: OWNER,
     annotations: { ...WRITE, destructiveHint: true },
     operation: 'freezeAgent',
@@ -251,7 +252,7 @@ export const TOOLS: readonly ToolDefinition[] = [
   {
     name: 'unfreeze_agent',
     title: 'Unfreeze an agent',
-    description: "Lets one of the owner's frozen agents spend again. `idempotencyKey` is optional; a retry should reuse it.",
+    description: "Lets one of the owner's frozen agents spend again (a retired one never does: conflict). `idempotencyKey` is optional; a retry should reuse it.",
     kinds: OWNER,
     annotations: WRITE,
     operation: 'unfreezeAgent',

@@ -155,7 +155,14 @@ function lower(value: string): string {
 
 /** Why a delegate's mandate is not within its parent's: the rule's name (the problem's `reason`) and what broke it. */
 export interface WiderThanParent {
-  reason: 'budget_wider_than_parent' | 'merchant_outside_parent' | 'window_outside_parent' | 'allowance_outside_parent' | 'depth_exceeded';
+  reason:
+    | 'budget_wider_than_parent'
+    | 'cap_wider_than_parent'
+    | 'approval_wider_than_parent'
+    | 'merchant_outside_parent'
+    | 'window_outside_parent'
+    | 'allowance_outside_parent'
+    | 'depth_exceeded';
   detail: string;
 }
 
@@ -173,15 +180,50 @@ function allowanceWithin(child: readonly string[], parent: readonly string[]): b
   return parent.includes('*') || (!child.includes('*') && child.every((item) => parent.includes(item)));
 }
 
+/** A limit (null: none) is within the parent's when the parent has none, or the child has one at most as large. */
+function limitWithin(child: string | null, parent: string | null): boolean {
+  return parent === null || (child !== null && BigInt(child) <= BigInt(parent));
+}
+
+/**
+ * Why the per-hold and rolling caps are wider than the parent's, if they are. A rolling cap is within when its
+ * amount is at most the parent's over a period at least as long: any window of the parent's length then lies
+ * inside one of the child's, in which the child takes at most its own cap. A shorter period is not comparable
+ * (a tenth of the amount per tenth of the time may take it all, and more, in the parent's window), so refused.
+ */
+function capsWider(child: MandateRules['caps'], parent: MandateRules['caps']): string | undefined {
+  if (!limitWithin(child.perHoldUc, parent.perHoldUc)) return `caps.perHoldUc must be at most the parent's, ${parent.perHoldUc} µc (null, no cap, is wider)`;
+  if (parent.perPeriodUc === null) return undefined;
+  if (!limitWithin(child.perPeriodUc, parent.perPeriodUc)) {
+    return `caps.perPeriodUc must be at most the parent's, ${parent.perPeriodUc} µc per ${parent.periodS} s (null, no cap, is wider)`;
+  }
+  if (child.periodS < parent.periodS) return `caps.periodS must be at least the parent's, ${parent.periodS} s: a cap over a shorter period is not within the parent's`;
+  return undefined;
+}
+
 /**
  * The first rule by which a delegate's (checked) rules are wider than its parent's, or undefined when they lie
  * within: each parent budget is matched by a child budget of the same scope and period whose limit is at most
- * the parent's (the child may add budgets); the merchant allowlist is a subset (when the parent has one) and
- * the denylist a superset; the validity window lies inside; the allowed services and categories are subsets;
- * and the levels of delegates the child allows are fewer than the parent's. Caps and the approval threshold
- * need no match: the parent's are asked at each of the child's holds anyway, as its budgets are.
+ * the parent's (the child may add budgets); the per-hold cap, the rolling cap (capsWider) and the approval
+ * threshold are at most the parent's when the parent has one (none is wider than any); the merchant allowlist
+ * is a subset (when the parent has one) and the denylist a superset; the validity window lies inside; the
+ * allowed services and categories are subsets; and the levels of delegates the child allows are fewer than
+ * the parent's. Asked of the mandate being written only: a parent narrowed later binds its children through the
+ * chain's evaluation at each hold (spending.ts), not by rewriting or refusing anything.
  */
 export function widerThanParent(child: MandateRules, parent: MandateRules): WiderThanParent | undefined {
+  const budget = budgetWider(child, parent);
+  if (budget) return budget;
+  const caps = capsWider(child.caps, parent.caps);
+  if (caps) return { reason: 'cap_wider_than_parent', detail: caps };
+  if (!limitWithin(child.approvalAboveUc, parent.approvalAboveUc)) {
+    return { reason: 'approval_wider_than_parent', detail: `approvalAboveUc must be at most the parent's, ${parent.approvalAboveUc} µc (null, no approval, is wider)` };
+  }
+  return outsideParent(child, parent);
+}
+
+/** A parent budget the child's budgets do not match (same scope and period, a limit at most the parent's). */
+function budgetWider(child: MandateRules, parent: MandateRules): WiderThanParent | undefined {
   for (const budget of parent.budgets) {
     const limitUc = BigInt(budget.limitUc);
     const matched = child.budgets.some((mine) => sameScope(mine, budget) && mine.period === budget.period && BigInt(mine.limitUc) <= limitUc);
@@ -192,6 +234,11 @@ export function widerThanParent(child: MandateRules, parent: MandateRules): Wide
       };
     }
   }
+  return undefined;
+}
+
+/** Where the child reaches outside its parent: merchants, validity window, allowances, delegation depth. */
+function outsideParent(child: MandateRules, parent: MandateRules): WiderThanParent | undefined {
   const { allow, deny } = child.merchants;
   if (parent.merchants.allow !== null && (allow === null || allow.some((name) => !parent.merchants.allow!.includes(name)))) {
     return { reason: 'merchant_outside_parent', detail: `merchants.allow must be a subset of the parent's: ${parent.merchants.allow.join(', ') || '(none)'}` };

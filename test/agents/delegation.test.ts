@@ -160,6 +160,99 @@ describe('registering a delegate', () => {
   });
 });
 
+describe("a delegate's caps and approval threshold", () => {
+  /** A parent with a per-hold cap, a rolling cap and an approval threshold, allowing one level of delegates. */
+  const CAPPED_PARENT = () => ({
+    caps: { perHoldUc: credits(5), perPeriodUc: credits(20), periodS: 86_400 },
+    approvalAboveUc: credits(2),
+    delegation: { allowed: true, maxDepth: 1 },
+  });
+  const caps = (perHoldUc: string | null, perPeriodUc: string | null, periodS = 86_400) => ({ perHoldUc, perPeriodUc, periodS });
+  const WIDER: Array<[string, Record<string, unknown>]> = [
+    ['approval_wider_than_parent', { approvalAboveUc: null }],
+    ['approval_wider_than_parent', { approvalAboveUc: credits(9) }],
+    ['cap_wider_than_parent', { caps: caps(null, credits(20)) }],
+    ['cap_wider_than_parent', { caps: caps(credits(6), credits(20)) }],
+    ['cap_wider_than_parent', { caps: caps(credits(5), null) }],
+    ['cap_wider_than_parent', { caps: caps(credits(5), credits(21)) }],
+    // A shorter period is not within, however small the amount: ten of them fit in the parent's day.
+    ['cap_wider_than_parent', { caps: caps(credits(5), credits(10), 8_640) }],
+  ];
+
+  it('refuses a wider threshold or cap at creation with 400 naming the rule, creates nothing, and fills one left out from the parent', async () => {
+    const root = await rootAgent(CAPPED_PARENT());
+    for (const [reason, mandate] of WIDER) {
+      const { res } = await createDelegate(root, root.token, mandate);
+      expect(res.status, JSON.stringify(mandate)).toBe(400);
+      expect(res.body, JSON.stringify(mandate)).toMatchObject({ code: 'invalid_input', reason });
+    }
+    expect(await agentCount(root.ownerToken)).toBe(1);
+    const inherited = (await createDelegate(root, root.token)).agent!;
+    expect((await world.api('GET', `/v1/owner/agents/${inherited.id}/mandate`, { token: root.ownerToken })).body).toMatchObject({ caps: CAPPED_PARENT().caps, approvalAboveUc: credits(2) });
+    // Narrower: a smaller threshold and caps, and a rolling cap over a longer period.
+    const narrower = await createDelegate(root, root.token, { approvalAboveUc: credits(1), caps: caps(credits(4), credits(20), 604_800) });
+    expect(narrower.res.status, JSON.stringify(narrower.res.body)).toBe(201);
+    expect(narrower.res.body.caps).toEqual(caps(credits(4), credits(20), 604_800));
+  });
+
+  it("refuses a wider threshold or cap at the delegate's PUT …/mandate and PATCH of its caps, writing no version", async () => {
+    const root = await rootAgent(CAPPED_PARENT());
+    const child = (await createDelegate(root, root.token)).agent!;
+    const version = async () => (await world.api('GET', `/v1/owner/agents/${child.id}/mandate`, { token: root.ownerToken })).body.version;
+    const before = await version();
+    for (const [reason, mandate] of WIDER) {
+      const put = await world.api('PUT', `/v1/owner/agents/${child.id}/mandate`, { token: root.ownerToken, key: `put-${++counter}`, body: { ...CAPPED_PARENT(), delegation: { allowed: false, maxDepth: 0 }, ...mandate } });
+      expect([put.status, put.body.reason], JSON.stringify(mandate)).toEqual([400, reason]);
+    }
+    // A PUT replaces: a threshold it leaves out is none, which is wider than the parent's.
+    const leftOut = await world.api('PUT', `/v1/owner/agents/${child.id}/mandate`, { token: root.ownerToken, key: `put-${++counter}`, body: { caps: CAPPED_PARENT().caps } });
+    expect([leftOut.status, leftOut.body.reason]).toEqual([400, 'approval_wider_than_parent']);
+    for (const patch of [{ perHoldUc: null }, { perHoldUc: credits(6) }, { perPeriodUc: null }, { periodS: 3_600 }]) {
+      const patched = await world.api('PATCH', `/v1/owner/agents/${child.id}`, { token: root.ownerToken, body: { caps: patch } });
+      expect([patched.status, patched.body.reason], JSON.stringify(patch)).toEqual([400, 'cap_wider_than_parent']);
+    }
+    expect(await version()).toBe(before);
+    const narrowed = await world.api('PATCH', `/v1/owner/agents/${child.id}`, { token: root.ownerToken, body: { caps: { perHoldUc: credits(3) } } });
+    expect(narrowed.status, JSON.stringify(narrowed.body)).toBe(200);
+    expect(narrowed.body.caps).toEqual(caps(credits(3), credits(20)));
+  });
+
+  it("a parent narrowed below its delegate is not refused, and its narrower cap still binds the delegate's holds", async () => {
+    const root = await rootAgent(CAPPED_PARENT());
+    const child = (await createDelegate(root, root.token)).agent!;
+    const narrowed = await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, { token: root.ownerToken, key: `narrow-${root.id}`, body: { ...CAPPED_PARENT(), caps: caps(credits(1), credits(20)) } });
+    expect(narrowed.status, JSON.stringify(narrowed.body)).toBe(200);
+    const offer = await shops[0].offer({ priceUc: credits(2) });
+    const refused = await mint(world, child.token, offer.id);
+    expect([refused.status, refused.body.code, refused.body.reason]).toEqual([402, 'CAP_EXCEEDED', 'per_hold_cap']);
+  });
+});
+
+describe('a retired delegate', () => {
+  it('is neither unfrozen nor frozen, and its mandate no longer changes (409 conflict), while its name still does', async () => {
+    const root = await rootAgent({ delegation: { allowed: true, maxDepth: 1 } });
+    const child = (await createDelegate(root, root.token)).agent!;
+    expect((await world.api('POST', `/v1/owner/agents/${child.id}/freeze`, { token: root.ownerToken })).status).toBe(200);
+    expect((await world.api('POST', `/v1/owner/agents/${child.id}/retire`, { token: root.ownerToken, key: `retire-${child.id}` })).status).toBe(200);
+    const before = (await world.api('GET', `/v1/owner/agents/${child.id}/mandate`, { token: root.ownerToken })).body.version;
+    const refusals = [
+      await world.api('POST', `/v1/owner/agents/${child.id}/unfreeze`, { token: root.ownerToken }),
+      await world.api('POST', `/v1/owner/agents/${child.id}/freeze`, { token: root.ownerToken, body: { releaseHolds: true } }),
+      await world.api('PUT', `/v1/owner/agents/${child.id}/mandate`, { token: root.ownerToken, key: `put-retired-${child.id}`, body: {} }),
+      await world.api('PATCH', `/v1/owner/agents/${child.id}`, { token: root.ownerToken, body: { caps: { perHoldUc: credits(1) } } }),
+    ];
+    for (const refusal of refusals) {
+      expect([refusal.status, refusal.body.code], JSON.stringify(refusal.body)).toEqual([409, 'conflict']);
+      expect(refusal.body.detail).toContain(`agent ${child.id} is retired`);
+    }
+    const agent = (await world.api('GET', `/v1/owner/agents/${child.id}`, { token: root.ownerToken })).body;
+    expect(agent).toMatchObject({ status: 'frozen', effectiveStatus: 'retired' });
+    expect((await world.api('GET', `/v1/owner/agents/${child.id}/mandate`, { token: root.ownerToken })).body.version).toBe(before);
+    const renamed = await world.api('PATCH', `/v1/owner/agents/${child.id}`, { token: root.ownerToken, body: { name: 'Old buyer' } });
+    expect([renamed.status, renamed.body.name]).toEqual([200, 'Old buyer']);
+  });
+});
+
 describe('reading the tree', () => {
   it('the owner reads the tree with usage; an agent its own subtree; anyone else 404', async () => {
     const root = await rootAgent({ ...PARENT_MANDATE(), merchants: { allow: null, deny: [] } });
