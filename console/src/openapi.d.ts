@@ -365,7 +365,7 @@ export interface paths {
         head?: never;
         /**
          * Update an agent's name, allowances and caps
-         * @description Idempotency-Key is honoured when sent.
+         * @description Allowances and caps are mandate rules: changing them writes a new mandate version. A delegate's allowances and caps stay within its parent's (400 invalid_input, `reason` allowance_outside_parent or cap_wider_than_parent). 409 conflict for a retired agent's allowances or caps (its name still changes). Idempotency-Key is honoured when sent.
          *
          *     Authentication: H, O.
          */
@@ -383,7 +383,7 @@ export interface paths {
         put?: never;
         /**
          * Unfreeze an agent
-         * @description The agent may spend again, and so may its delegates unless frozen themselves. Holds a freeze released stay released. No body, or `{}` (a member is 400). Idempotency-Key is honoured when sent.
+         * @description The agent may spend again, and so may its delegates unless frozen themselves. Holds a freeze released stay released. 409 conflict for a retired agent: retirement is for good. No body, or `{}` (a member is 400). Idempotency-Key is honoured when sent.
          *
          *     Authentication: H, O.
          */
@@ -410,7 +410,7 @@ export interface paths {
         get: operations["getMandate"];
         /**
          * Replace an agent's mandate (a new version)
-         * @description The owner's rules for the agent, enforced by the gateway at every hold: allowed services and categories, caps, up to 20 budgets (per day, week or month in the mandate's time zone, or in total; over all spending or one merchant, category or built-in service; every budget that applies must hold), merchants allowed or denied (by id or verified domain), a threshold above which a purchase waits for the owner's approval, a validity window, and the alert thresholds of `budget.threshold`. A member left out takes its default: PUT the rules GET shows (without its agentId, version, createdAt, hash and usage), changed. Every change is a new version whose `hash` (base64url SHA-256 of its RFC 8785 canonical JSON) vouchers, receipts and evidence name; old versions stay readable. Refusals at a hold: 402 CAP_EXCEEDED (`reason` budget_exceeded with the `budget`, per_hold_cap, per_period_cap), 403 SCOPE_FORBIDDEN (`reason` merchant_not_allowed, mandate_not_valid, service_not_allowed, category_not_allowed), 402 approval_required (above the threshold). Requires Idempotency-Key. Send `If-Match` with the ETag GET answered to make the change only on the version you read: if another change came first, 412 precondition_failed names the version in force (`currentVersion`) and nothing changes.
+         * @description The owner's rules for the agent, enforced by the gateway at every hold: allowed services and categories, caps, up to 20 budgets (per day, week or month in the mandate's time zone, or in total; over all spending or one merchant, category or built-in service; every budget that applies must hold), merchants allowed or denied (by id or verified domain), a threshold above which a purchase waits for the owner's approval, a validity window, and the alert thresholds of `budget.threshold`. A member left out takes its default: PUT the rules GET shows (without its agentId, version, createdAt, hash and usage), changed. Every change is a new version whose `hash` (base64url SHA-256 of its RFC 8785 canonical JSON) vouchers, receipts and evidence name; old versions stay readable. Refusals at a hold: 402 CAP_EXCEEDED (`reason` budget_exceeded with the `budget`, per_hold_cap, per_period_cap), 403 SCOPE_FORBIDDEN (`reason` merchant_not_allowed, mandate_not_valid, service_not_allowed, category_not_allowed), 402 approval_required (above the threshold). A delegate's mandate stays within its parent's: 400 invalid_input with the `reason` its registration names (POST /v1/agents/{id}/delegates). 409 conflict for a retired agent. Requires Idempotency-Key. Send `If-Match` with the ETag GET answered to make the change only on the version you read: if another change came first, 412 precondition_failed names the version in force (`currentVersion`) and nothing changes.
          *
          *     Authentication: H, O.
          */
@@ -587,7 +587,7 @@ export interface paths {
         put?: never;
         /**
          * Freeze an agent and its delegates; optionally release and revoke their outstanding holds
-         * @description The agent can no longer spend (403 FROZEN), nor can any of its delegates: each is refused at its next request. In the same transaction every execute intent they retained is cancelled (`cancellationReason` agent_frozen, one `intent.cancelled` each), so none runs by itself later, even once unfrozen (a retry with its key asks again). With `releaseHolds: true`, also in that transaction, every outstanding hold of the agent and its delegates is released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent, as before, with a `freeze` member: the report of each merchant reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds changes nothing and answers its latest report. The body is optional (none is `{}`). Idempotency-Key is honoured when sent.
+         * @description The agent can no longer spend (403 FROZEN), nor can any of its delegates: each is refused at its next request. In the same transaction every execute intent they retained is cancelled (`cancellationReason` agent_frozen, one `intent.cancelled` each), so none runs by itself later, even once unfrozen (a retry with its key asks again). With `releaseHolds: true`, also in that transaction, every outstanding hold of the agent and its delegates is released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent, as before, with a `freeze` member: the report of each merchant reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds changes nothing and answers its latest report; a retired delegate is not frozen (409 conflict: retirement already stopped it for good). The body is optional (none is `{}`). Idempotency-Key is honoured when sent.
          *
          *     Authentication: H, O.
          */
@@ -637,7 +637,7 @@ export interface paths {
         put?: never;
         /**
          * Register a delegate (a child agent) under a mandate within its parent's
-         * @description By the parent agent itself (an agent credential, its own id) or by its owner. The delegate belongs to the same owner, records parentId and depth, and authenticates with its own identity. Its holds allocate from its root's credit lots (a delegate owns no lots: grants and top-ups go to the root) and are checked against, and charged to, the budgets of the delegate and of every ancestor, in the same transaction. Refused with 400 invalid_input, nothing created, `reason`: delegation_not_allowed (the parent's mandate has delegation.allowed false), depth_exceeded (deeper than an ancestor's delegation.maxDepth allows, or delegation.maxDepth not below the parent's), budget_wider_than_parent, merchant_outside_parent, window_outside_parent, allowance_outside_parent. The same check applies to every later change of the delegate's mandate (PUT …/mandate, PATCH). 403 FROZEN (`reason` frozen, `agentId` the frozen one) while the parent or an ancestor is frozen; 409 for a retired parent. Requires Idempotency-Key.
+         * @description By the parent agent itself (an agent credential, its own id) or by its owner. The delegate belongs to the same owner, records parentId and depth, and authenticates with its own identity. Its holds allocate from its root's credit lots (a delegate owns no lots: grants and top-ups go to the root) and are checked against, and charged to, the budgets of the delegate and of every ancestor, in the same transaction. Refused with 400 invalid_input, nothing created, `reason`: delegation_not_allowed (the parent's mandate has delegation.allowed false), depth_exceeded (deeper than an ancestor's delegation.maxDepth allows, or delegation.maxDepth not below the parent's), budget_wider_than_parent, cap_wider_than_parent (a per-hold or rolling cap none or above the parent's, or a rolling cap over a shorter period), approval_wider_than_parent (an approval threshold none or above the parent's), merchant_outside_parent, window_outside_parent, allowance_outside_parent. The same check applies to every later change of the delegate's mandate (PUT …/mandate, PATCH). 403 FROZEN (`reason` frozen, `agentId` the frozen one) while the parent or an ancestor is frozen; 409 for a retired parent. Requires Idempotency-Key.
          *
          *     Authentication: A, H, O.
          */
@@ -3151,6 +3151,12 @@ export interface components {
             startedAtMs: number;
             finishedAtMs: number | null;
         };
+        WebhookCircuit: {
+            /** @description no attempt to the endpoint before this; deliveries due meanwhile stay pending, then go out (Unix seconds) */
+            openUntil: number;
+            /** @description failed attempts in a row; 5 open the circuit (30 s, doubling with each further failure, at most 10 min) */
+            consecutiveFailures: number;
+        };
         WebhookConfiguration: {
             configured: boolean;
             /** @description false pauses deliveries; events still happen and are kept */
@@ -3165,6 +3171,8 @@ export interface components {
             pausedAt: number | null;
             disabledReason: ("merchant" | "failing") | null;
             previousSecretExpiresAt: number | null;
+            /** @description the open circuit after failures in a row; null while attempts go out. A success closes it, and so do a resume, a new URL and a merchant's re-send */
+            circuit: components["schemas"]["WebhookCircuit"] | null;
         };
         WebhookDelivery: {
             id: string;
@@ -3196,6 +3204,8 @@ export interface components {
             createdAt: number | null;
             updatedAt: number | null;
             disabledReason: ("owner" | "failing") | null;
+            /** @description the open circuit after failures in a row; null while attempts go out. A success closes it, and so do a resume, a new URL and a merchant's re-send */
+            circuit: components["schemas"]["WebhookCircuit"] | null;
         };
         /** @description OAuth client registration record */
         OAuthClientRegistration: {
@@ -6101,7 +6111,7 @@ export interface operations {
                         /** @description the delegate's own subject: it authenticates as itself */
                         subject: string;
                     };
-                    /** @description The delegate's mandate, within its parent's. A member left out takes the parent's value (delegation: not allowed). Every parent budget needs a budget of the same scope and period at most as large; merchants.allow a subset (deny a superset); the window inside; allowed services and categories subsets; delegation.maxDepth below the parent's. */
+                    /** @description The delegate's mandate, within its parent's. A member left out takes the parent's value (delegation: not allowed). Every parent budget needs a budget of the same scope and period at most as large; caps.perHoldUc, caps.perPeriodUc and approvalAboveUc at most the parent's when it has one (null, none, is wider), a rolling cap over a period at least the parent's; merchants.allow a subset (deny a superset); the window inside; allowed services and categories subsets; delegation.maxDepth below the parent's. */
                     mandate?: {
                         /** @description built-in services the agent may execute; "*" = all */
                         allowedServices?: string[];

@@ -40,6 +40,19 @@ export const WebhookAttemptSchema = Type.Object(
   { $id: 'WebhookAttempt' },
 );
 
+/** One shape on both configurations (merchant and owner): the endpoint's circuit while it holds deliveries back. */
+export const WebhookCircuitSchema = Type.Object(
+  {
+    openUntil: UnixSeconds('no attempt to the endpoint before this; deliveries due meanwhile stay pending, then go out'),
+    consecutiveFailures: Type.Integer({ minimum: 1, description: 'failed attempts in a row; 5 open the circuit (30 s, doubling with each further failure, at most 10 min)' }),
+  },
+  { $id: 'WebhookCircuit' },
+);
+
+const Circuit = Type.Union([Type.Ref('WebhookCircuit'), Type.Null()], {
+  description: "the open circuit after failures in a row; null while attempts go out. A success closes it, and so do a resume, a new URL and a merchant's re-send",
+});
+
 export const WebhookConfigurationSchema = Type.Object(
   {
     configured: Type.Boolean(),
@@ -54,6 +67,7 @@ export const WebhookConfigurationSchema = Type.Object(
       Type.Union([Type.Literal('merchant'), Type.Literal('failing')], { description: '`failing`: the gateway disabled it after failing attempts' }),
     ),
     previousSecretExpiresAt: Nullable(UnixSeconds('until when the secret replaced by the last rotation still signs; null when none does')),
+    circuit: Circuit,
   },
   { $id: 'WebhookConfiguration' },
 );
@@ -90,8 +104,17 @@ export const OwnerWebhookConfigurationSchema = Type.Object(
         description: '`owner`: PUT with enabled false; `failing`: the gateway disabled it after every attempt failed for 5 days (PUT enabled true resumes)',
       }),
     ),
+    circuit: Circuit,
   },
   { $id: 'OwnerWebhookConfiguration' },
 );
 
-export const EVENT_SCHEMAS = [EventSchema, OwnerEventSchema, WebhookAttemptSchema, WebhookConfigurationSchema, WebhookDeliverySchema, OwnerWebhookConfigurationSchema];
+export const EVENT_SCHEMAS = [
+  EventSchema,
+  OwnerEventSchema,
+  WebhookAttemptSchema,
+  WebhookCircuitSchema,
+  WebhookConfigurationSchema,
+  WebhookDeliverySchema,
+  OwnerWebhookConfigurationSchema,
+];

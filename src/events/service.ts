@@ -27,6 +27,10 @@ export const WEBHOOK_SECRET_NOTICE =
   'Store this signing secret now: it is shown only in this response (a replay omits it). It stays until you rotate it ' +
   '(POST /v1/merchants/{id}/webhook/rotate-secret keeps the old one signing during an overlap; PUT with rotateSecret ' +
   'replaces it at once). Verify deliveries with a Standard Webhooks library (webhook-id, webhook-timestamp, webhook-signature).';
+/** A replay's notice: the secret it leaves out was shown once (SecretMembers). */
+export const WEBHOOK_SECRET_REPLAY_NOTICE =
+  'The signing secret was shown once, in the first answer to this request, and is not repeated. If it was lost, rotate it ' +
+  '(POST /v1/merchants/{id}/webhook/rotate-secret, or PUT with rotateSecret: true).';
 export const WEBHOOK_SECRET_KEPT_NOTICE =
   'The signing secret is unchanged (no webhookSecret in this response). Rotate it with POST /v1/merchants/{id}/webhook/rotate-secret.';
 
@@ -46,6 +50,19 @@ export interface WebhookConfiguration {
   disabledReason: 'merchant' | 'failing' | null;
   /** Until when the secret replaced by the last rotation still signs deliveries; null when none does. */
   previousSecretExpiresAt: number | null;
+  /** The endpoint's open circuit: why its deliveries wait, and until when; null while attempts go out. */
+  circuit: WebhookCircuit | null;
+}
+
+/**
+ * An open circuit (CIRCUIT_FAILURES_THRESHOLD failures in a row): no attempt to the endpoint before
+ * `openUntil`, so deliveries due meanwhile stay pending. A success, a re-send, a resume or a new URL closes it.
+ */
+export interface WebhookCircuit {
+  /** Unix seconds (rounded up): the first attempt after it is the next one the worker makes. */
+  openUntil: number;
+  /** Failed attempts in a row that opened it. */
+  consecutiveFailures: number;
 }
 
 /** An owner's webhook: the events of its agents' top-ups and retained intents (OWNER_EVENT_TYPES). */
@@ -61,6 +78,8 @@ export interface OwnerWebhookConfiguration {
   updatedAt: number | null;
   /** Who disabled it: the owner (`enabled: false`), or the gateway after failing attempts (`failing`); null while enabled. */
   disabledReason: 'owner' | 'failing' | null;
+  /** The endpoint's open circuit, as for merchants; null while attempts go out. */
+  circuit: WebhookCircuit | null;
 }
 
 export interface StoredEvent {
@@ -121,7 +140,14 @@ function reachOf(row: store.EventReachRow): EventReach {
 
 const seconds = (value: bigint | null): number | null => (value === null ? null : Number(value));
 
-function toConfiguration(merchantId: string, row: store.EndpointRow | undefined, nowS: number): WebhookConfiguration {
+/** The circuit while it holds deliveries back: open now, on an enabled endpoint (a disabled one sends nothing anyway, and its resume closes it). */
+function circuitOf(row: store.EndpointRow, nowMs: number): WebhookCircuit | null {
+  const openUntilMs = Number(row.circuit_open_until_ms);
+  if (!row.enabled || openUntilMs <= nowMs) return null;
+  return { openUntil: Math.ceil(openUntilMs / 1000), consecutiveFailures: row.consecutive_failures };
+}
+
+function toConfiguration(merchantId: string, row: store.EndpointRow | undefined, nowMs: number): WebhookConfiguration {
   if (!row) {
     return {
       configured: false,
@@ -134,6 +160,7 @@ function toConfiguration(merchantId: string, row: store.EndpointRow | undefined,
       pausedAt: null,
       disabledReason: null,
       previousSecretExpiresAt: null,
+      circuit: null,
     };
   }
   const previousExpiresAt = seconds(row.previous_secret_expires_at_s);
@@ -147,11 +174,12 @@ function toConfiguration(merchantId: string, row: store.EndpointRow | undefined,
     updatedAt: Number(row.updated_at_s),
     pausedAt: row.enabled ? null : seconds(row.paused_at_s),
     disabledReason: row.enabled ? null : row.disabled_reason,
-    previousSecretExpiresAt: previousExpiresAt !== null && previousExpiresAt > nowS ? previousExpiresAt : null,
+    previousSecretExpiresAt: previousExpiresAt !== null && previousExpiresAt > Math.floor(nowMs / 1000) ? previousExpiresAt : null,
+    circuit: circuitOf(row, nowMs),
   };
 }
 
-function toOwnerConfiguration(ownerId: string, row: store.EndpointRow | undefined): OwnerWebhookConfiguration {
+function toOwnerConfiguration(ownerId: string, row: store.EndpointRow | undefined, nowMs: number): OwnerWebhookConfiguration {
   return {
     configured: row !== undefined,
     enabled: row?.enabled ?? false,
@@ -161,6 +189,7 @@ function toOwnerConfiguration(ownerId: string, row: store.EndpointRow | undefine
     createdAt: row ? Number(row.created_at_s) : null,
     updatedAt: row ? Number(row.updated_at_s) : null,
     disabledReason: !row || row.enabled ? null : row.disabled_reason === 'failing' ? 'failing' : 'owner',
+    circuit: row ? circuitOf(row, nowMs) : null,
   };
 }
 
@@ -219,7 +248,7 @@ export class WebhookService {
   }
 
   private toConfiguration(merchantId: string, row: store.EndpointRow | undefined): WebhookConfiguration {
-    return toConfiguration(merchantId, row, this.gateway.clock.nowS());
+    return toConfiguration(merchantId, row, this.gateway.clock.nowMs());
   }
 
   /**
@@ -317,7 +346,7 @@ export class WebhookService {
     if (!existing) {
       const { secret, sealed } = this.seal(ownerId);
       const row = await store.insertEndpoint(tx, { owner_id: ownerId, url: input.url, enabled: input.enabled, secret_sealed: sealed, now_s: nowS });
-      return { configuration: toOwnerConfiguration(ownerId, row), webhookSecret: secret };
+      return { configuration: toOwnerConfiguration(ownerId, row, this.gateway.clock.nowMs()), webhookSecret: secret };
     }
     const fresh = input.rotateSecret ? this.seal(ownerId) : undefined;
     const row = await store.updateEndpoint(tx, ownerId, {
@@ -326,18 +355,18 @@ export class WebhookService {
       secret: fresh && { sealed: fresh.sealed, previousSealed: null, previousExpiresAtS: null },
       nowS,
     });
-    const configuration = toOwnerConfiguration(ownerId, row);
+    const configuration = toOwnerConfiguration(ownerId, row, this.gateway.clock.nowMs());
     return fresh ? { configuration, webhookSecret: fresh.secret } : { configuration };
   }
 
   async ownerConfiguration(db: Queryable, ownerId: string): Promise<OwnerWebhookConfiguration> {
-    return toOwnerConfiguration(ownerId, await store.findEndpoint(db, ownerId));
+    return toOwnerConfiguration(ownerId, await store.findEndpoint(db, ownerId), this.gateway.clock.nowMs());
   }
 
   /** Removes the owner's webhook; events still pending delivery are dropped (`endpoint_deleted`). */
   async deleteOwner(tx: Queryable, ownerId: string): Promise<{ configuration: OwnerWebhookConfiguration; deleted: boolean }> {
     const deleted = await store.deleteOwnerEndpoint(tx, ownerId, this.gateway.clock.nowS());
-    return { configuration: toOwnerConfiguration(ownerId, undefined), deleted };
+    return { configuration: toOwnerConfiguration(ownerId, undefined, this.gateway.clock.nowMs()), deleted };
   }
 
   async configuration(db: Queryable, merchantId: string): Promise<WebhookConfiguration> {

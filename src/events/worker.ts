@@ -15,7 +15,7 @@ import type { Database, Queryable } from '../platform/db/database.ts';
 import type { Metrics } from '../platform/metrics.ts';
 import type { OutboundTestHooks } from '../platform/outbound.ts';
 import { openSecret, SecretBoxError, type SecretBoxKey } from '../platform/secret-box.ts';
-import { detached, inSpan, remoteParent, setSpanAttributes, type SpanOptions, type SpanRef } from '../platform/telemetry.ts';
+import { detached, failSpan, inSpan, remoteParent, setSpanAttributes, type SpanOptions, type SpanRef } from '../platform/telemetry.ts';
 import { emitEvent } from './outbox.ts';
 import * as store from './store.ts';
 import { nextAttemptDelayS, sendWebhookAttempt, type WebhookErrorCode, type WebhookOutcome } from './webhook-sender.ts';
@@ -233,6 +233,8 @@ export class WebhookWorker {
     const { db, clock, log } = this.options;
     const outcome = await this.send(row);
     if (span) setSpanAttributes(span, { 'http.response.status_code': outcome.status, 'error.type': outcome.error });
+    // A refused attempt returns its outcome rather than throwing it: the span is failed here, named by the status or the code.
+    if (!outcome.ok) failSpan(span, outcome.status === undefined ? (outcome.error ?? 'failed') : `HTTP ${outcome.status}`);
     const nowMs = clock.nowMs();
     const delayS = outcome.ok ? null : nextAttemptDelayS(row.attempts);
     const state: store.DeliveryState = outcome.ok ? 'succeeded' : delayS === null ? 'dead' : 'pending';

@@ -95,7 +95,7 @@ export class Metrics {
   });
   readonly webhookDeliveryLag = new Histogram({
     name: 'acg_webhook_delivery_lag_seconds',
-    help: 'Time from an event to the answer of the attempt that delivered it (succeeded deliveries; retries included)',
+    help: 'Time from when a webhook attempt was due (its event, or the time of its retry) to when it started; every attempt, whatever its outcome',
     buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 7200, 36000, 86400],
     registers: [this.registry],
   });

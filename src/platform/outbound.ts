@@ -336,10 +336,18 @@ function outboundSpan(method: string, origin: URL | undefined): SpanRef | undefi
       'http.request.method': method,
       'url.scheme': origin?.protocol.replace(/:$/, ''),
       'server.address': origin?.hostname.replace(/^\[(.*)\]$/, '$1'),
-      'server.port': origin && origin.port !== '' ? Number(origin.port) : undefined,
+      'server.port': origin && effectivePort(origin),
     },
   });
 }
+
+/** The port the request goes to: the origin's own, else its scheme's default (the URL parser drops a default port). */
+function effectivePort(origin: URL): number | undefined {
+  if (origin.port !== '') return Number(origin.port);
+  return DEFAULT_PORTS[origin.protocol];
+}
+
+const DEFAULT_PORTS: Readonly<Record<string, number>> = { 'https:': 443, 'http:': 80 };
 
 function parsedOrigin(origin: unknown): URL | undefined {
   const text = String(origin);

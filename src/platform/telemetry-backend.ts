@@ -37,6 +37,8 @@ export interface TelemetryBackend {
   rename(span: SpanRef, name: string): void;
   event(span: SpanRef, name: string, attributes: Attributes): void;
   link(span: SpanRef, to: SpanRef, attributes: Attributes): void;
+  /** Marks the span as an error with `message` as its status message (an HTTP status, an error code); `end` ends it later. */
+  fail(span: SpanRef, message: string): void;
   /**
    * Ends the span. A failure marks it as an error: a thrown value is recorded as its exception (type and
    * message), a string is the status message alone (an HTTP 5xx). A refusal is not a failure: callers decide.

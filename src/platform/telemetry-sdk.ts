@@ -78,6 +78,9 @@ export function startSdk(): TelemetryBackend {
     link(span, to, attributes) {
       spanOf(span).addLink({ context: spanOf(to).spanContext(), attributes: otelAttributes(attributes) });
     },
+    fail(span, message) {
+      spanOf(span).setStatus({ code: SpanStatusCode.ERROR, message });
+    },
     end(ref, failure) {
       const span = spanOf(ref);
       if (typeof failure === 'string') {

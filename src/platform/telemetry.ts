@@ -141,6 +141,14 @@ export function setSpanAttributes(span: SpanRef | undefined, attributes: Attribu
   if (span) backend?.set(span, attributes);
 }
 
+/**
+ * Marks `span` as failed, with a short message, while its owner still ends it: for work that returns an
+ * outcome rather than throwing one (a webhook attempt the receiver refused).
+ */
+export function failSpan(span: SpanRef | undefined, message: string): void {
+  if (span) backend?.fail(span, message);
+}
+
 export function renameSpan(span: SpanRef | undefined, name: string): void {
   if (span) backend?.rename(span, name);
 }

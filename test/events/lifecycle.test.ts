@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { emitEvent, type EventType } from '../../src/events/outbox.ts';
 import type { ReceivedWebhook } from '../support/webhook-receiver.ts';
-import { configureWebhook, markVerified, registerMerchant, startHookTarget, uniqueKey, type HookTarget } from '../support/merchants.ts';
+import { configureWebhook, HOOK_HOST, markVerified, registerMerchant, startHookTarget, uniqueKey, type HookTarget } from '../support/merchants.ts';
 import { startWorld, type World } from '../support/world.ts';
 
 let target: HookTarget;
@@ -310,21 +310,52 @@ describe('retention and the circuit', () => {
     expect(left.rows).toHaveLength(0);
   });
 
-  it('opens the circuit of an endpoint after 5 failures in a row (no attempt to it meanwhile); a re-send closes it', async () => {
+  it('opens the circuit of an endpoint after 5 failures in a row (no attempt to it meanwhile), shown on the configuration; a re-send closes it', async () => {
     const { merchantId } = await webhookMerchant();
+    const circuit = async () => (await world.api('GET', `/v1/merchants/${merchantId}/webhook`, { token: alice })).body.configuration.circuit;
+    expect(await circuit()).toBeNull();
     target.receiver.answerWith(500);
     try {
       for (let i = 0; i < 5; i++) await emit(merchantId);
       expect(await runWorker()).toMatchObject({ claimed: 4, retrying: 4 });
+      expect(await circuit()).toBeNull();
       expect(await runWorker()).toMatchObject({ claimed: 1, retrying: 1 });
+      const openedAtMs = world.gw.clock.nowMs();
       const late = await emit(merchantId);
       expect(await runWorker()).toMatchObject({ claimed: 0 });
+      // The delivery waits untried: the configuration says why, and until when (30 s after the fifth failure).
+      const open = await circuit();
+      expect(open).toEqual({ openUntil: expect.any(Number), consecutiveFailures: 5 });
+      expect(open.openUntil).toBeGreaterThanOrEqual(Math.ceil((openedAtMs + 30_000) / 1000) - 1);
+      expect(open.openUntil).toBeLessThanOrEqual(Math.ceil((world.gw.clock.nowMs() + 30_000) / 1000));
       target.receiver.answerWith(200);
       const resent = await world.api('POST', `/v1/merchants/${merchantId}/events/${late.id}/resend`, { token: alice });
       expect(resent.status).toBe(202);
+      expect(await circuit()).toBeNull();
       expect(await runWorker()).toMatchObject({ claimed: 1, succeeded: 1 });
     } finally {
       target.receiver.answerWith(200);
+    }
+  });
+
+  it("shows an owner webhook's open circuit on GET /v1/owner/webhook, null once it has run out", async () => {
+    const owner = await world.humanToken('circuit-owner@example.com');
+    const put = await world.api('PUT', '/v1/owner/webhook', { token: owner, key: uniqueKey('owner-webhook'), body: { url: `https://${HOOK_HOST}/owner/events` } });
+    expect([put.status, put.body.configuration.circuit]).toEqual([200, null]);
+    const openUntilMs = world.gw.clock.nowMs() + 60_500;
+    await world.gw.gateway.db.query('UPDATE webhook_endpoints SET circuit_open_until_ms = $2, consecutive_failures = 6 WHERE owner_id = $1', [put.body.configuration.ownerId, openUntilMs]);
+    const read = async () => (await world.api('GET', '/v1/owner/webhook', { token: owner })).body.configuration;
+    expect((await read()).circuit).toEqual({ openUntil: Math.ceil(openUntilMs / 1000), consecutiveFailures: 6 });
+    world.gw.clock.advance(61_000);
+    expect((await read()).circuit).toBeNull();
+  });
+
+  it('declares the circuit on both configurations in the OpenAPI document', async () => {
+    const { components } = (await world.api('GET', '/openapi.json')).body;
+    expect(components.schemas.WebhookCircuit.required).toEqual(['openUntil', 'consecutiveFailures']);
+    for (const name of ['WebhookConfiguration', 'OwnerWebhookConfiguration']) {
+      expect(components.schemas[name].required, name).toContain('circuit');
+      expect(JSON.stringify(components.schemas[name].properties.circuit), name).toContain('WebhookCircuit');
     }
   });
 });

@@ -3,6 +3,7 @@
 // attempts by outcome, their lag, and the outbox backlog read at the scrape.
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { emitEvent } from '../../src/events/outbox.ts';
 import { Metrics } from '../../src/platform/metrics.ts';
 import { grant } from '../support/ledger-fixture.ts';
 import { configureWebhook, markVerified, registerMerchant, startHookTarget, type HookTarget } from '../support/merchants.ts';
@@ -72,6 +73,31 @@ describe('/metrics', () => {
     expect(sample(after, 'acg_webhook_delivery_lag_seconds_count')).toBe(1);
     expect(sample(after, 'acg_webhook_outbox_pending')).toBe(0);
     expect(sample(after, 'acg_webhook_outbox_oldest_due_age_seconds')).toBe(0);
+  });
+
+  it('observes the webhook delivery lag for every attempt, a failed one too, and its help says what it measures: from due to started', async () => {
+    const owner = await world.humanToken('metrics-lag-owner@example.com');
+    const { merchant } = await registerMerchant(world, owner);
+    await markVerified(world, merchant.id);
+    const webhook = await configureWebhook(world, owner, merchant.id);
+    target.receiver.useSecret(webhook.body.webhookSecret);
+    const before = sample(await scrape(), 'acg_webhook_delivery_lag_seconds_count') ?? 0;
+    const retrying = sample(await scrape(), 'acg_webhook_attempts_total{outcome="retrying"}') ?? 0;
+    await world.gw.gateway.db.transaction((tx) =>
+      emitEvent(tx, { merchantId: merchant.id, type: 'redemption.held', data: { redemption: { id: 'red_lag' } }, nowMs: world.gw.clock.nowMs() }),
+    );
+    target.receiver.answerWith(500);
+    try {
+      expect(await world.gw.services.webhookWorker.runOnce()).toMatchObject({ claimed: 1, retrying: 1 });
+    } finally {
+      target.receiver.answerWith(200);
+    }
+    const after = await scrape();
+    expect(sample(after, 'acg_webhook_attempts_total{outcome="retrying"}')).toBe(retrying + 1);
+    expect(sample(after, 'acg_webhook_delivery_lag_seconds_count')).toBe(before + 1);
+    const help = after.split('\n').find((line) => line.startsWith('# HELP acg_webhook_delivery_lag_seconds '));
+    expect(help).toMatch(/was due .* to when it started; every attempt, whatever its outcome$/);
+    expect(help).not.toMatch(/answer|succeeded/);
   });
 });
 

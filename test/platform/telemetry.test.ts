@@ -26,6 +26,7 @@ async function loadSdk(): Promise<{ startSdk(): TelemetryBackend }> {
         rename: () => {},
         event: () => {},
         link: () => {},
+        fail: () => {},
         end: () => {},
         extract: () => undefined,
         inject: () => ({ traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }),
