@@ -6,8 +6,8 @@ import { Type, type Static } from '@sinclair/typebox';
 import { idOf, MerchantIdParams } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation, type ResolvedBy } from '../platform/operations.ts';
 import type { MerchantDirectory } from './merchant-directory.ts';
-import type { OwnerWebhookService } from './owner-webhooks.ts';
-import { ROTATION_OVERLAP_DEFAULT_S, ROTATION_OVERLAP_MAX_S, type Delivery, type WebhookService } from './service.ts';
+import { OWNER_WEBHOOK_SECRET_REPLAY_NOTICE, type OwnerWebhookService } from './owner-webhooks.ts';
+import { ROTATION_OVERLAP_DEFAULT_S, ROTATION_OVERLAP_MAX_S, WEBHOOK_SECRET_REPLAY_NOTICE, type Delivery, type WebhookService } from './service.ts';
 import { WEBHOOK_URL_CHARS_MAX } from './webhook-url.ts';
 
 export const WebhookPut = Type.Object(
@@ -97,7 +97,7 @@ export function eventOperations(merchants: MerchantDirectory, webhooks: WebhookS
       name: 'configureMerchantWebhook',
       input: ConfigureWebhookInput,
       idempotency: { key: 'required' },
-      secretFields: ['webhookSecret'],
+      secrets: { fields: ['webhookSecret'], replayNotice: WEBHOOK_SECRET_REPLAY_NOTICE },
       run: async (tx, { principal, input }) =>
         // The merchant's row stays locked: concurrent first configurations of one merchant create one endpoint.
         webhooks.configure(tx, await merchants.lockReached(tx, principal, input.id), {
@@ -138,7 +138,7 @@ export function eventOperations(merchants: MerchantDirectory, webhooks: WebhookS
       name: 'rotateWebhookSecret',
       input: RotateWebhookSecretInput,
       idempotency: { key: 'required' },
-      secretFields: ['webhookSecret'],
+      secrets: { fields: ['webhookSecret'], replayNotice: WEBHOOK_SECRET_REPLAY_NOTICE },
       run: async (tx, { principal, input }) => {
         await merchants.reach(tx, principal, input.id);
         return webhooks.rotateSecret(tx, input.id, input.overlapSeconds ?? ROTATION_OVERLAP_DEFAULT_S);
@@ -154,7 +154,7 @@ export function ownerWebhookOperations(ownerWebhooks: OwnerWebhookService): Owne
       name: 'configureOwnerWebhook',
       input: ConfigureOwnerWebhookInput,
       idempotency: { key: 'required' },
-      secretFields: ['webhookSecret'],
+      secrets: { fields: ['webhookSecret'], replayNotice: OWNER_WEBHOOK_SECRET_REPLAY_NOTICE },
       run: (tx, { principal, input }) =>
         ownerWebhooks.configure(tx, principal.ownerId!, { url: input.url, enabled: input.enabled ?? true, rotateSecret: input.rotateSecret ?? false }),
     },

@@ -12,6 +12,10 @@ export const OWNER_WEBHOOK_SECRET_NOTICE =
   'Store this signing secret now: it is shown only in this response (a replay omits it). It stays until you replace it ' +
   '(PUT /v1/owner/webhook with rotateSecret: true). Verify deliveries with a Standard Webhooks library (webhook-id, ' +
   'webhook-timestamp, webhook-signature).';
+/** A replay's notice: the secret it leaves out was shown once (SecretMembers). */
+export const OWNER_WEBHOOK_SECRET_REPLAY_NOTICE =
+  'The signing secret was shown once, in the first answer to this request, and is not repeated. If it was lost, replace it ' +
+  '(PUT /v1/owner/webhook with rotateSecret: true).';
 export const OWNER_WEBHOOK_SECRET_KEPT_NOTICE =
   'The signing secret is unchanged (no webhookSecret in this response). Replace it with PUT /v1/owner/webhook and rotateSecret: true.';
 

@@ -4,7 +4,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { API_KEY_SCOPES } from '../identity/api-keys.ts';
 import { Category, DisplayName, idOf, MerchantIdParams } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation, type ResolvedBy } from '../platform/operations.ts';
-import { MERCHANT_DOMAIN_CHARS_MAX, type DomainProof, type MerchantService } from './service.ts';
+import { API_KEY_REPLAY_NOTICE, MERCHANT_DOMAIN_CHARS_MAX, type DomainProof, type MerchantService } from './service.ts';
 
 const Name = DisplayName();
 const Categories = Type.Array(Category, { minItems: 1, maxItems: 20, description: '1–20 categories (duplicates are dropped)' });
@@ -87,7 +87,7 @@ export function merchantOperations(merchants: MerchantService): MerchantOperatio
       name: 'createMerchantApiKey',
       input: CreateApiKeyInput,
       idempotency: { key: 'required' },
-      secretFields: ['secretKey'],
+      secrets: { fields: ['secretKey'], replayNotice: API_KEY_REPLAY_NOTICE },
       run: (tx, { principal, input: { id, ...key } }) => merchants.createApiKey(tx, principal.ownerId!, id, key),
     },
     revokeMerchantApiKey: {

@@ -74,6 +74,11 @@ export const API_KEY_NOTICE =
   'Store this key now: it is shown only in this response (a replay of this request omits it) and cannot be recovered. ' +
   'Send it as "Authorization: Bearer <key>". Revoke it at POST /v1/merchants/{id}/api-keys/{keyId}/revoke.';
 
+/** A replay's notice: the key it leaves out was shown once (SecretMembers). */
+export const API_KEY_REPLAY_NOTICE =
+  'The key was shown once, in the first answer to this request, and cannot be recovered. If it was lost, revoke it ' +
+  '(POST /v1/merchants/{id}/api-keys/{keyId}/revoke) and create another.';
+
 export function dnsRecordOf(row: Pick<store.MerchantRow, 'domain' | 'verification_challenge'>): DnsRecord {
   return { type: 'TXT', name: `${VERIFICATION_LABEL}.${row.domain}`, value: row.verification_challenge };
 }

@@ -124,10 +124,22 @@ export function stringifyBody(body: unknown): string {
   return JSON.stringify(body, (_key, value) => (typeof value === 'bigint' ? value.toString() : value));
 }
 
-function withoutSecrets(body: unknown, secretFields: readonly string[]): unknown {
-  if (secretFields.length === 0 || body === null || typeof body !== 'object' || Array.isArray(body)) return body;
+/**
+ * The members of an answer that hold a secret, shown once: the stored answer (what a replay returns) leaves them
+ * out, and its `notice`, which told the caller to store the secret now, becomes `replayNotice`, which says where the
+ * secret went (an answer that held no secret keeps its own notice).
+ */
+export interface SecretMembers {
+  fields: readonly string[];
+  replayNotice: string;
+}
+
+function withoutSecrets(body: unknown, secrets: SecretMembers | undefined): unknown {
+  if (!secrets || body === null || typeof body !== 'object' || Array.isArray(body)) return body;
   const copy: Record<string, unknown> = { ...(body as Record<string, unknown>) };
-  for (const field of secretFields) delete copy[field];
+  const held = secrets.fields.filter((field) => field in copy);
+  for (const field of held) delete copy[field];
+  if (held.length > 0 && 'notice' in copy) copy.notice = secrets.replayNotice;
   return copy;
 }
 
@@ -204,8 +216,8 @@ export class IdempotencyStore {
    * Stores the response. Pass the transaction that carried the operation's effect, so both commit or
    * neither does. Throws (rolling that transaction back) if another request took the key over.
    */
-  async complete(executor: Queryable, claim: Claim, response: StoredResponse, secretFields: readonly string[] = []): Promise<void> {
-    await this.completeMany(executor, [{ claim, response, secretFields }]);
+  async complete(executor: Queryable, claim: Claim, response: StoredResponse, secrets?: SecretMembers): Promise<void> {
+    await this.completeMany(executor, [{ claim, response, secrets }]);
   }
 
   /**
@@ -215,7 +227,7 @@ export class IdempotencyStore {
    * over the whole primary key, and a connection keeps such a plan as the table grows. The claim token is
    * checked again by the update itself: a key another request took over meanwhile is not written (lost).
    */
-  async completeMany(executor: Queryable, completions: ReadonlyArray<{ claim: Claim; response: StoredResponse; secretFields?: readonly string[] }>): Promise<void> {
+  async completeMany(executor: Queryable, completions: ReadonlyArray<{ claim: Claim; response: StoredResponse; secrets?: SecretMembers }>): Promise<void> {
     if (completions.length === 0) return;
     const result = await executor.query(
       `UPDATE idempotency_keys k
@@ -234,7 +246,7 @@ export class IdempotencyStore {
         completions.map((c) => c.claim.key),
         completions.map((c) => c.claim.token),
         completions.map((c) => c.response.status),
-        completions.map((c) => stringifyBody(withoutSecrets(c.response.body, c.secretFields ?? []))),
+        completions.map((c) => stringifyBody(withoutSecrets(c.response.body, c.secrets))),
         completions.map((c) => JSON.stringify(c.response.headers)),
       ],
     );

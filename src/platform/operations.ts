@@ -17,7 +17,7 @@ import { Batcher, togetherOrAlone, unwrap, type BatchLimits, type Settled } from
 import type { CredentialFacts } from './credential-facts.ts';
 import type { Database, Queryable, Tx } from './db/database.ts';
 import { ApiError, type ErrorCode, type HumanApproval } from './errors.ts';
-import { fingerprint, REPLAY_HEADER, validateIdempotencyKey, type Claim, type IdempotencyStore, type KeyRule, type StoredResponse } from './idempotency.ts';
+import { fingerprint, REPLAY_HEADER, validateIdempotencyKey, type Claim, type IdempotencyStore, type KeyRule, type SecretMembers, type StoredResponse } from './idempotency.ts';
 import type { IdempotencyOutcome, Metrics } from './metrics.ts';
 import { idempotencyScope, type Principal } from './principal.ts';
 import { activeSpan, inSpan, setSpanAttributes, type SpanRef } from './telemetry.ts';
@@ -66,8 +66,8 @@ export interface OperationDescription {
 }
 
 interface OperationBase<I, C> extends OperationDescription {
-  /** Result members holding a secret: returned once, never stored, so replays omit them. */
-  secretFields?: readonly string[];
+  /** Result members holding a secret: returned once, never stored, so replays omit them (and say so in `notice`). */
+  secrets?: SecretMembers;
   /** Runs before the key is claimed; its refusals are not stored (the request counts as never made). */
   check?: (call: OperationCall<I>) => Promise<C> | C;
   /** With `idempotency.key` `derived`: the key of this input (it must match the default key rule). */
@@ -345,7 +345,7 @@ async function runInOneTransaction<I, R, C, P>(
     await tx.query('SAVEPOINT operation');
     try {
       const result = await runOne(operation, tx, call, checked, undefined as P);
-      await runtime.idempotency.complete(tx, claimed.claim, storedResult(result), operation.secretFields);
+      await runtime.idempotency.complete(tx, claimed.claim, storedResult(result), operation.secrets);
       return { result };
     } catch (error) {
       if (!isBusinessError(error)) throw error;
@@ -480,7 +480,7 @@ async function applyBatch<I, R, C>(
       tx.lastStatement(),
       kept.map(({ index, result }) =>
         result.ok
-          ? { claim: claimOf(index), response: storedResult(result.value), secretFields: operation.secretFields }
+          ? { claim: claimOf(index), response: storedResult(result.value), secrets: operation.secrets }
           : { claim: claimOf(index), response: storedError(result.error as ApiError) },
       ),
     );
@@ -523,7 +523,7 @@ async function runPrepared<I, R, C, P>(
     const prepared = await operation.prepare!(call, checked);
     const result = await runtime.db.transaction(async (tx) => {
       const value = await runOne(operation, tx, call, checked, prepared);
-      await runtime.idempotency.complete(tx, claim, storedResult(value), operation.secretFields);
+      await runtime.idempotency.complete(tx, claim, storedResult(value), operation.secrets);
       return value;
     });
     return { result, replayed: false };
@@ -546,7 +546,7 @@ async function runClaimed<I, R, C>(
 ): Promise<RunOutcome<R>> {
   const claimed = await runtime.idempotency.claim(target.scope, operation.name, target.key, fingerprintOf(operation, call));
   if (claimed.kind === 'replay') return replay<R>(claimed.response);
-  const result = await underClaim<R>(runtime, claimed.claim, operation.secretFields, (handle) => operation.runClaimed(handle, call, checked));
+  const result = await underClaim<R>(runtime, claimed.claim, operation.secrets, (handle) => operation.runClaimed(handle, call, checked));
   return { result, replayed: false };
 }
 
@@ -555,12 +555,12 @@ async function runClaimed<I, R, C>(
  * whatever it leaves unsettled (or a fault) gives the key back. Also for a key claimed again later for the
  * same request (execute resuming a retained intent after its top-up settled).
  */
-export async function underClaim<R>(runtime: OperationRuntime, claim: Claim, secretFields: readonly string[] | undefined, work: (key: ClaimedKey<R>) => Promise<R>): Promise<R> {
+export async function underClaim<R>(runtime: OperationRuntime, claim: Claim, secrets: SecretMembers | undefined, work: (key: ClaimedKey<R>) => Promise<R>): Promise<R> {
   let settled = false;
   const handle: ClaimedKey<R> = {
     claim,
     async storeResult(tx, result) {
-      await runtime.idempotency.complete(tx, claim, storedResult(result), secretFields);
+      await runtime.idempotency.complete(tx, claim, storedResult(result), secrets);
       settled = true;
     },
     async storeError(executor, error) {

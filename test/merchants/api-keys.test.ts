@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_KEY_SCOPES } from '../../src/identity/api-keys.ts';
+import { API_KEY_REPLAY_NOTICE } from '../../src/merchants/service.ts';
 import { registerMerchant, uniqueKey } from '../support/merchants.ts';
 import { startWorld, type World } from '../support/world.ts';
 
@@ -38,7 +39,8 @@ describe('POST /v1/merchants/{id}/api-keys', () => {
     const replay = await createKey({ name: 'checkout server', scopes: ['access:check', 'webhooks:read', 'access:check'] }, { key });
     expect(replay.status).toBe(201);
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
-    expect(replay.body).toEqual({ apiKey: res.body.apiKey, notice: res.body.notice });
+    expect(replay.body).toEqual({ apiKey: res.body.apiKey, notice: API_KEY_REPLAY_NOTICE });
+    expect(replay.body.notice).toMatch(/^The key was shown once, in the first answer to this request, and cannot be recovered/);
     expect(JSON.stringify(replay.body)).not.toContain(res.body.secretKey.slice(-43));
   });
 

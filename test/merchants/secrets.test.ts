@@ -4,6 +4,7 @@
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emitEvent } from '../../src/events/outbox.ts';
+import { WEBHOOK_SECRET_REPLAY_NOTICE } from '../../src/events/service.ts';
 import { createLogger } from '../../src/platform/gateway.ts';
 import { configureWebhook, markVerified, registerMerchant, startHookTarget, uniqueKey, type HookTarget } from '../support/merchants.ts';
 import { startWorld, type World } from '../support/world.ts';
@@ -82,7 +83,7 @@ describe('secrets appear exactly once', () => {
     // A PUT keeps the secret unless asked to rotate it; a rotation shows the new one once.
     const first = await world.api('PUT', `/v1/merchants/${merchant.id}/webhook`, { token, key, body: { url, rotateSecret: true } });
     const replay = await world.api('PUT', `/v1/merchants/${merchant.id}/webhook`, { token, key, body: { url, rotateSecret: true } });
-    expect(replay.body).toEqual({ configuration: first.body.configuration, notice: first.body.notice });
+    expect(replay.body).toEqual({ configuration: first.body.configuration, notice: WEBHOOK_SECRET_REPLAY_NOTICE });
     target.receiver.useSecret(first.body.webhookSecret);
     await world.gw.gateway.db.transaction((tx) =>
       emitEvent(tx, { merchantId: merchant.id, type: 'redemption.held', data: { redemption: { id: 'red_log' } }, nowMs: world.gw.clock.nowMs() }),

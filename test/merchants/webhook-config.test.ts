@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WEBHOOK_SECRET_REPLAY_NOTICE } from '../../src/events/service.ts';
 import { openSecret, parseSecretBoxKey, generateSecretBoxKey } from '../../src/platform/secret-box.ts';
 import { seedMerchantKey } from '../support/merchant-key.ts';
 import { configureWebhook, HOOK_DOMAIN, HOOK_HOST, markVerified, registerMerchant, uniqueKey } from '../support/merchants.ts';
@@ -39,6 +40,7 @@ describe('PUT /v1/merchants/{id}/webhook', () => {
       pausedAt: null,
       disabledReason: null,
       previousSecretExpiresAt: null,
+      circuit: null,
     });
     expect(res.body.webhookSecret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(res.body.notice).toContain('shown only in this response');
@@ -52,7 +54,9 @@ describe('PUT /v1/merchants/{id}/webhook', () => {
 
     const replay = await put({ url: `https://${HOOK_HOST.toUpperCase()}:443/acg/events` }, { key });
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
-    expect(replay.body).toEqual({ configuration: res.body.configuration, notice: res.body.notice });
+    // The replay does not ask to store a secret it does not show (found from outside: it did).
+    expect(replay.body).toEqual({ configuration: res.body.configuration, notice: WEBHOOK_SECRET_REPLAY_NOTICE });
+    expect(replay.body.notice).toMatch(/^The signing secret was shown once, in the first answer to this request/);
 
     const read = await world.api('GET', `/v1/merchants/${merchantId}/webhook`, { token: alice });
     expect(read.body).toEqual({ configuration: res.body.configuration });
@@ -93,7 +97,7 @@ describe('PUT /v1/merchants/{id}/webhook', () => {
     expect(res.body.detail).toContain('verify the domain first');
     expect((await world.api('GET', `/v1/merchants/${merchant.id}/webhook`, { token: alice })).body.configuration).toEqual({
       configured: false, enabled: false, queueConfigured: true, merchantId: merchant.id, url: '', createdAt: null, updatedAt: null,
-      pausedAt: null, disabledReason: null, previousSecretExpiresAt: null,
+      pausedAt: null, disabledReason: null, previousSecretExpiresAt: null, circuit: null,
     });
   });
 

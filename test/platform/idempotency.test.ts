@@ -13,7 +13,7 @@ const createTestEffect: SingleStepOperation<Static<typeof Body>, Record<string, 
   name: 'createTestEffect',
   input: Body,
   idempotency: { key: 'required' },
-  secretFields: ['secret'],
+  secrets: { fields: ['secret'], replayNotice: 'The secret was shown once, in the first answer.' },
   run: async (tx, { input }) => {
     const { rows } = await tx.query<{ id: number }>('INSERT INTO test_effects (amount) VALUES ($1) RETURNING id', [input.amount]);
     // An injected delay (a sleep by design): the run stays this long inside its transaction, so that
@@ -21,12 +21,18 @@ const createTestEffect: SingleStepOperation<Static<typeof Body>, Record<string, 
     if (input.delayMs) await new Promise((r) => setTimeout(r, input.delayMs));
     if (input.amount === 0) throw new ApiError('conflict', { detail: 'zero is refused' });
     if (input.amount < 0) throw new Error('server fault');
-    return { effectId: rows[0]!.id, label: 'effect', amount: input.amount, ...(input.secret ? { secret: 'shown-once' } : {}) };
+    return { effectId: rows[0]!.id, label: 'effect', amount: input.amount, ...(input.secret ? { secret: 'shown-once', notice: 'Store the secret now.' } : input.secret === false ? { notice: 'Nothing to store.' } : {}) };
   },
 };
 
 // What the route sends: the schema a replay is rendered by too.
-const EffectAnswer = Type.Object({ effectId: Type.Integer(), label: Type.Optional(Type.String()), amount: Type.Integer(), secret: Type.Optional(Type.String()) });
+const EffectAnswer = Type.Object({
+  effectId: Type.Integer(),
+  label: Type.Optional(Type.String()),
+  amount: Type.Integer(),
+  secret: Type.Optional(Type.String()),
+  notice: Type.Optional(Type.String()),
+});
 
 const releaseTestEffect: SingleStepOperation<null, { ok: boolean }> = {
   name: 'releaseTestEffect',
@@ -169,11 +175,15 @@ describe('idempotency', () => {
     expect(retry.headers.get('idempotent-replayed')).toBeNull();
   });
 
-  it('omits secrets from replays', async () => {
+  it('omits secrets from replays, whose notice then says the secret was shown once instead of asking to store it', async () => {
     const first = await call('key-secret', { amount: 12, secret: true });
     const second = await call('key-secret', { amount: 12, secret: true });
-    expect(first.body.secret).toBe('shown-once');
+    expect([first.body.secret, first.body.notice]).toEqual(['shown-once', 'Store the secret now.']);
     expect(second.body.secret).toBeUndefined();
+    expect(second.body.notice).toBe('The secret was shown once, in the first answer.');
+    // An answer that held no secret replays its own notice.
+    await call('key-no-secret', { amount: 14, secret: false });
+    expect((await call('key-no-secret', { amount: 14, secret: false })).body.notice).toBe('Nothing to store.');
     expect(second.body.effectId).toBe(first.body.effectId);
     const { rows } = await gw.gateway.db.query<{ response_body: string }>("SELECT response_body FROM idempotency_keys WHERE key = 'key-secret'");
     expect(rows[0]!.response_body).not.toContain('shown-once');
