@@ -182,10 +182,29 @@ function depthExceeded(detail: string): ApiError {
   return new ApiError('invalid_input', { detail, extra: { reason: 'depth_exceeded' } });
 }
 
-/** 400 naming the rule by which a delegate's mandate is wider than its parent's. */
-function refuseWider(rules: MandateRules, parentRules: MandateRules): void {
-  const wider = widerThanParent(rules, parentRules);
+/**
+ * 400 naming the rule by which a delegate's mandate is wider than its parent's. The merchant rules are compared by
+ * merchant: a name that is a merchant's id or its verified domain counts as that merchant's id on both sides, as
+ * the evaluation admits a merchant by either (a parent allowing `books.example.com` and a child allowing its id
+ * allow one merchant).
+ */
+async function refuseWider(db: Queryable, rules: MandateRules, parentRules: MandateRules): Promise<void> {
+  const [child, parent] = await byMerchantId(db, [rules, parentRules]);
+  const wider = widerThanParent(child!, parent!);
   if (wider) throw new ApiError('invalid_input', { detail: `the mandate is wider than its parent's: ${wider.detail}`, extra: { reason: wider.reason } });
+}
+
+/** The rules with each merchant name that is a merchant's id or verified domain written as that merchant's id. */
+async function byMerchantId(db: Queryable, rulesList: readonly MandateRules[]): Promise<MandateRules[]> {
+  const names = [...new Set(rulesList.flatMap(({ merchants }) => [...(merchants.allow ?? []), ...merchants.deny]))];
+  if (names.length === 0) return [...rulesList];
+  const idOf = new Map<string, string>();
+  for (const merchant of await store.findMerchantsNamed(db, names)) {
+    idOf.set(merchant.id, merchant.id);
+    if (merchant.verified) idOf.set(merchant.domain, merchant.id);
+  }
+  const named = (list: readonly string[]) => [...new Set(list.map((name) => idOf.get(name) ?? name))];
+  return rulesList.map((rules) => ({ ...rules, merchants: { allow: rules.merchants.allow === null ? null : named(rules.merchants.allow), deny: named(rules.merchants.deny) } }));
 }
 
 /**
@@ -315,7 +334,7 @@ export class AgentService {
     }
     await this.checkTreeAdmits(tx, parent);
     const rules = await this.checkedWithMerchants(tx, { ...parentRules, delegation: { ...NO_DELEGATION }, ...input.mandate, caps: input.mandate.caps ?? parentRules.caps });
-    refuseWider(rules, parentRules);
+    await refuseWider(tx, rules, parentRules);
     const row = await this.insertAgent(tx, { ownerId: parent.owner_id, name: input.name, identity: input.identity, parent }, rules, principalScope(principal as Principal));
     return this.showOne(tx, row);
   }
@@ -381,7 +400,7 @@ export class AgentService {
     if (row.parent_id === null) return;
     const parent = await store.findAgent(db, row.parent_id);
     if (!parent) throw new Error(`agent ${row.id}: its parent ${row.parent_id} is missing`);
-    refuseWider(rules, this.rulesOf(parent));
+    await refuseWider(db, rules, this.rulesOf(parent));
   }
 
   /**

@@ -123,6 +123,19 @@ describe('registering a delegate', () => {
     expect(await agentCount(plain.ownerToken)).toBe(1);
   });
 
+  it("compares merchant rules by merchant: a child naming its parent's merchant by verified domain (any case) is within (found from outside)", async () => {
+    const root = await rootAgent({ ...PARENT_MANDATE(), merchants: { allow: [shops[0].merchantId], deny: [shops[1].merchantId] } });
+    const { rows } = await world.gw.gateway.db.query<{ domain: string }>('SELECT domain FROM merchants WHERE id = $1', [shops[1].merchantId]);
+    const [allowed] = (await world.gw.gateway.db.query<{ domain: string }>('SELECT domain FROM merchants WHERE id = $1', [shops[0].merchantId])).rows;
+    const within = await createDelegate(root, root.token, { merchants: { allow: [allowed!.domain.toUpperCase()], deny: [rows[0]!.domain] } });
+    expect(within.res.status, JSON.stringify(within.res.body)).toBe(201);
+    // Still refused: a merchant outside the parent's allowlist, however it is named, and a deny the child drops.
+    const outside = await createDelegate(root, root.token, { merchants: { allow: [allowed!.domain, rows[0]!.domain], deny: [rows[0]!.domain] } });
+    expect(outside.res.body).toMatchObject({ code: 'invalid_input', reason: 'merchant_outside_parent' });
+    const undenied = await createDelegate(root, root.token, { merchants: { allow: [allowed!.domain], deny: [] } });
+    expect(undenied.res.body).toMatchObject({ code: 'invalid_input', reason: 'merchant_outside_parent' });
+  });
+
   it('as deep as the mandates allow: maxDepth 2 gives a child and a grandchild, and no further', async () => {
     const root = await rootAgent(PARENT_MANDATE());
     const child = (await createDelegate(root, root.token, { delegation: { allowed: true, maxDepth: 1 } })).agent!;
