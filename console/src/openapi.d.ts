@@ -3067,6 +3067,11 @@ export interface components {
             };
             /** @description each budget of the agent's mandate in its current period: what remains, and when it resets */
             budgets?: components["schemas"]["BudgetUsage"][];
+            /** @description a delegate's: the budgets of each ancestor's mandate, from its parent up to its root, which its purchases count against too (a purchase must fit every budget that applies, its own and each ancestor's); empty for a root agent */
+            ancestorBudgets?: {
+                agentId: string;
+                budgets: components["schemas"]["BudgetUsage"][];
+            }[];
             merchant?: {
                 merchantId: string;
                 keyId: string;

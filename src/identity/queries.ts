@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox';
 import { toAgent, type Agent, type AgentService, type BudgetUsage } from '../agents/service.ts';
 import { Nullable } from '../platform/schemas.ts';
 import type { Balance, LedgerService, Lot } from '../ledger/service.ts';
+import type { Queryable } from '../platform/db/database.ts';
 import type { Query } from '../platform/queries.ts';
 
 export interface Me {
@@ -15,6 +16,7 @@ export interface Me {
   lots?: Lot[];
   mandate?: { version: number; hash: string | null };
   budgets?: BudgetUsage[];
+  ancestorBudgets?: Array<{ agentId: string; budgets: BudgetUsage[] }>;
   merchant?: { merchantId: string; keyId: string; scopes: string[] };
 }
 
@@ -28,6 +30,13 @@ export const MeSchema = Type.Object(
     lots: Type.Optional(Type.Array(Type.Ref('Lot'), { description: "the agent's credit lots, in burn-down order" })),
     mandate: Type.Optional(Type.Object({ version: Type.Integer(), hash: Nullable(Type.String()) }, { description: "the agent's mandate in force (its rules: GET /v1/owner/agents/{id}/mandate, for the owner)" })),
     budgets: Type.Optional(Type.Array(Type.Ref('BudgetUsage'), { description: "each budget of the agent's mandate in its current period: what remains, and when it resets" })),
+    ancestorBudgets: Type.Optional(
+      Type.Array(Type.Object({ agentId: Type.String(), budgets: Type.Array(Type.Ref('BudgetUsage')) }), {
+        description:
+          "a delegate's: the budgets of each ancestor's mandate, from its parent up to its root, which its purchases count against too (a purchase " +
+          'must fit every budget that applies, its own and each ancestor\'s); empty for a root agent',
+      }),
+    ),
     merchant: Type.Optional(Type.Object({ merchantId: Type.String(), keyId: Type.String(), scopes: Type.Array(Type.String()) })),
   },
   { $id: 'Me' },
@@ -35,6 +44,14 @@ export const MeSchema = Type.Object(
 
 export interface IdentityQueries {
   getMe: Query<Record<string, never>, Me>;
+}
+
+/** Each ancestor's budgets, parent first (ancestor_ids run from the root down). */
+async function ancestorBudgets(db: Queryable, agents: AgentService, ancestorIds: readonly string[]): Promise<Array<{ agentId: string; budgets: BudgetUsage[] }>> {
+  if (ancestorIds.length === 0) return [];
+  const rows = new Map((await agents.agentRows(db, ancestorIds)).map((row) => [row.id, row]));
+  const chain = [...ancestorIds].reverse().map((id) => rows.get(id)!);
+  return Promise.all(chain.map(async (row) => ({ agentId: row.id, budgets: await agents.budgetUsage(db, row) })));
 }
 
 export function identityQueries(agents: AgentService, ledger: LedgerService): IdentityQueries {
@@ -58,6 +75,7 @@ export function identityQueries(agents: AgentService, ledger: LedgerService): Id
           lots: await ledger.lots(db, agent.id),
           mandate: { version: agent.mandate_version, hash: agent.mandate_hash },
           budgets: await agents.budgetUsage(db, agent),
+          ancestorBudgets: await ancestorBudgets(db, agents, agent.ancestor_ids),
         };
       },
     },

@@ -90,6 +90,10 @@ describe('registering a delegate', () => {
     const me = await world.api('GET', '/v1/me', { token: byAgent.agent!.token });
     expect(me.body.agent).toMatchObject({ id: byAgent.agent!.id, parentId: root.id, depth: 1 });
     expect(me.body.balance).toMatchObject({ agentId: byAgent.agent!.id, fundedBy: root.id, availableUc: credits(100) });
+    // Its parent's budgets bind its purchases too, so it sees them beside its own (found from outside: it saw only its own).
+    expect(me.body.budgets).toEqual([expect.objectContaining({ budgetId: 'daily', limitUc: credits(8) })]);
+    expect(me.body.ancestorBudgets).toEqual([{ agentId: root.id, budgets: [expect.objectContaining({ budgetId: 'daily', limitUc: credits(10), spentUc: '0' })] }]);
+    expect((await world.api('GET', '/v1/me', { token: root.token })).body.ancestorBudgets).toEqual([]);
     const owned = (await world.api('GET', '/v1/owner/agents?limit=100', { token: root.ownerToken })).body.agents;
     expect(owned.map((a: { parentId: string | null }) => a.parentId)).toEqual([null, root.id, root.id]);
   });
@@ -142,6 +146,8 @@ describe('registering a delegate', () => {
     const grandchild = await createDelegate(child, child.token);
     expect(grandchild.res.status).toBe(201);
     expect(grandchild.res.body).toMatchObject({ parentId: child.id, depth: 2 });
+    const seen = (await world.api('GET', '/v1/me', { token: grandchild.agent!.token })).body.ancestorBudgets;
+    expect(seen.map((ancestor: { agentId: string }) => ancestor.agentId)).toEqual([child.id, root.id]);
     const tooDeep = await createDelegate(grandchild.agent!, grandchild.agent!.token);
     expect(tooDeep.res.body).toMatchObject({ code: 'invalid_input', reason: 'delegation_not_allowed' });
     // Narrowing the root after the fact stops new levels below it even where a child's mandate would allow one.
