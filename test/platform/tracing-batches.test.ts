@@ -5,43 +5,26 @@
 // server span continuing the trace context its request's `_meta` carries, with the operation below it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { batcherOf } from '../../src/platform/operations.ts';
-import { startTelemetry, stopTelemetry, tracing } from '../../src/platform/telemetry.ts';
+import { tracing } from '../../src/platform/telemetry.ts';
 import { voucherOperations } from '../../src/vouchers/operations.ts';
 import { envelope, MODERN } from '../mcp/helpers.ts';
 import { grant } from '../support/ledger-fixture.ts';
-import { configureWebhook, markVerified, registerMerchant, startHookTarget, type HookTarget } from '../support/merchants.ts';
-import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.ts';
+import { configureWebhook, markVerified, registerMerchant, type HookTarget } from '../support/merchants.ts';
+import type { OtlpReceiver, ReceivedSpan } from '../support/otlp-receiver.ts';
+import { startTracedWorld, type TracedWorld } from '../support/traced-world.ts';
 import { waitFor } from '../support/wait.ts';
-import { startWorld, type World } from '../support/world.ts';
-
-const OTEL_ENV = { OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '50' };
+import type { World } from '../support/world.ts';
 
 let otlp: OtlpReceiver;
 let target: HookTarget;
 let world: World;
-const savedEnv: Record<string, string | undefined> = {};
+let traced: TracedWorld;
 
 beforeAll(async () => {
-  otlp = await startOtlpReceiver();
-  // The SDK reads the standard variables from the process environment, as `acg serve` does.
-  for (const [name, value] of Object.entries({ ...OTEL_ENV, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url })) {
-    savedEnv[name] = process.env[name];
-    process.env[name] = value;
-  }
-  expect(await startTelemetry(process.env, { info: () => {}, error: () => {} })).toBe(true);
-  target = await startHookTarget();
-  world = await startWorld({ env: { ACG_OUTBOUND_CA_FILE: target.caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true' }, outbound: target.outbound });
+  traced = await startTracedWorld({ outboundHttp: false });
+  ({ otlp, target, world } = traced);
 });
-afterAll(async () => {
-  await world?.close();
-  await target?.close();
-  await stopTelemetry();
-  for (const [name, value] of Object.entries(savedEnv)) {
-    if (value === undefined) delete process.env[name];
-    else process.env[name] = value;
-  }
-  await otlp?.close();
-});
+afterAll(() => traced?.close());
 
 describe('traces of a group-commit batch', () => {
   it('link each call with the batch that served it, keep each mandate decision on its call, and deliver each webhook in its call\'s trace', async () => {

@@ -5,14 +5,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emitEvent } from '../../src/events/outbox.ts';
 import { WebhookWorker } from '../../src/events/worker.ts';
-import { traceOutboundHttp } from '../../src/platform/outbound.ts';
-import { startTelemetry, stopTelemetry } from '../../src/platform/telemetry.ts';
-import { configureWebhook, HOOK_HOST, markVerified, registerMerchant, startHookTarget, uniqueKey, type HookTarget } from '../support/merchants.ts';
-import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.ts';
+import { configureWebhook, HOOK_HOST, markVerified, registerMerchant, uniqueKey, type HookTarget } from '../support/merchants.ts';
+import type { OtlpReceiver, ReceivedSpan } from '../support/otlp-receiver.ts';
+import { startTracedWorld, type TracedWorld } from '../support/traced-world.ts';
 import { waitFor } from '../support/wait.ts';
-import { startWorld, type World } from '../support/world.ts';
+import type { World } from '../support/world.ts';
 
-const OTEL_ENV = { OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '50' };
 const UNSET = 0;
 const ERROR = 2;
 const CLIENT = 3;
@@ -20,30 +18,13 @@ const CLIENT = 3;
 let otlp: OtlpReceiver;
 let target: HookTarget;
 let world: World;
-const savedEnv: Record<string, string | undefined> = {};
+let traced: TracedWorld;
 
 beforeAll(async () => {
-  otlp = await startOtlpReceiver();
-  // The SDK reads the standard variables from the process environment, as `acg serve` does.
-  for (const [name, value] of Object.entries({ ...OTEL_ENV, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url })) {
-    savedEnv[name] = process.env[name];
-    process.env[name] = value;
-  }
-  expect(await startTelemetry(process.env, { info: () => {}, error: () => {} })).toBe(true);
-  traceOutboundHttp();
-  target = await startHookTarget();
-  world = await startWorld({ env: { ACG_OUTBOUND_CA_FILE: target.caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true' }, outbound: target.outbound });
+  traced = await startTracedWorld({ outboundHttp: true });
+  ({ otlp, target, world } = traced);
 });
-afterAll(async () => {
-  await world?.close();
-  await target?.close();
-  await stopTelemetry();
-  for (const [name, value] of Object.entries(savedEnv)) {
-    if (value === undefined) delete process.env[name];
-    else process.env[name] = value;
-  }
-  await otlp?.close();
-});
+afterAll(() => traced?.close());
 
 /** The exported span of each attempt to deliver `eventId`, in attempt order. */
 async function attemptSpans(eventId: string, count: number): Promise<ReceivedSpan[]> {
