@@ -395,6 +395,12 @@ describe('acg agent mandate show and set', () => {
         new RegExp(`^the gateway at ${world.url} does not accept the owner credential from ACG_OWNER_TOKEN \\(HTTP 401 unauthorized: .+\\): it has expired, or is not a session of this gateway's human identity provider\\n$`),
       ),
     });
+    // An owner token for the MCP endpoint: said so, not "expired" (found from outside).
+    const ownerId = (await world.api('GET', '/v1/me', { token: agent.ownerToken })).body.owner.id;
+    const mcpToken = await world.accessToken({ sub: ownerId, scope: 'svc:owner', email: 'cli-mandate@example.com' }, `${world.url}/mcp`);
+    expect((await acg(workDir, { ...env, ACG_OWNER_TOKEN: mcpToken }, 'agent', 'mandate', 'show', agent.id)).stderr).toMatch(
+      new RegExp(`: it was issued for another resource \\(a token for ${world.url}/mcp serves MCP only\\); ask for one whose resource is ${world.url}\\n$`),
+    );
     expect(await acg(workDir, { ...env, ACG_OWNER_TOKEN: agent.token }, 'agent', 'mandate', 'show', agent.id)).toMatchObject({
       code: 2,
       stderr: expect.stringMatching(/^the credential from ACG_OWNER_TOKEN is not an owner's \(HTTP 403 .+\): a mandate is read and set with its owner's session, not an agent's or a merchant's credential\n$/),

@@ -23,7 +23,10 @@ import {
   validateHostHeader,
   validateOriginHeader,
 } from '@modelcontextprotocol/server';
+import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
 import { ApiError, problemBody, type HumanApproval } from '../platform/errors.ts';
+import { describeViolation } from '../platform/http/render-error.ts';
 import { findUnstorableText, unstorableTextDetail } from '../platform/http/text-guard.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
 import { runOperation } from '../platform/operations.ts';
@@ -82,7 +85,20 @@ function toolInputJson(tool: ToolDefinition, services: Pick<ToolServices, 'opera
     description: 'a fresh unique key per intended operation (a UUID is good); a retry of the same operation MUST reuse it, so it happens once',
   });
   if (key === 'required') schema.required = [...(schema.required ?? []), 'idempotencyKey'];
+  withExampleMember(schema, 'idempotencyKey', EXAMPLE_IDEMPOTENCY_KEY);
   return schema;
+}
+
+const EXAMPLE_IDEMPOTENCY_KEY = '5f0c6a1e-2b7d-4c8e-9a3f-1d2e3f4a5b6c';
+
+/** Adds a member to every example object of `schema` and its branches, so each example is a valid call of the tool. */
+function withExampleMember(schema: JsonSchema, name: string, value: unknown): void {
+  for (const keyword of ['oneOf', 'anyOf', 'allOf']) {
+    for (const branch of (schema[keyword] as JsonSchema[] | undefined) ?? []) withExampleMember(branch, name, value);
+  }
+  if (Array.isArray(schema.examples)) {
+    schema.examples = schema.examples.map((example) => (example !== null && typeof example === 'object' && !Array.isArray(example) ? { ...example, [name]: value } : example));
+  }
 }
 
 /** A read's output schema: the query's (the HTTP route's 200). Operations declare none. */
@@ -160,17 +176,19 @@ function toolSpan(tool: ToolDefinition, ctx: ServerContext): SpanOptions {
 function call(
   services: ToolServices,
   tool: ToolDefinition,
+  check: (args: Record<string, unknown>) => Promise<void>,
   principal: Principal,
   args: Record<string, unknown>,
   era: Era,
   ctx: ServerContext,
 ): Promise<CallToolResult | InputRequiredResult> {
-  return inSpan(`tools/call ${tool.name}`, () => toolSpan(tool, ctx), (span) => answer(services, tool, principal, args, era, ctx, span));
+  return inSpan(`tools/call ${tool.name}`, () => toolSpan(tool, ctx), (span) => answer(services, tool, check, principal, args, era, ctx, span));
 }
 
 async function answer(
   services: ToolServices,
   tool: ToolDefinition,
+  check: (args: Record<string, unknown>) => Promise<void>,
   principal: Principal,
   args: Record<string, unknown>,
   era: Era,
@@ -178,6 +196,7 @@ async function answer(
   span: SpanRef | undefined,
 ): Promise<CallToolResult | InputRequiredResult> {
   try {
+    await check(args);
     return toolResult(await runTool(services, tool, principal, args));
   } catch (error) {
     if (!(error instanceof ApiError)) {
@@ -196,14 +215,49 @@ async function answer(
 type ToolSchema = ReturnType<typeof fromJsonSchema<Record<string, unknown>>>;
 
 interface ToolSchemas {
+  /** What tools/list publishes; it lets every argument through to the tool, whose `check` refuses them. */
   input: ToolSchema;
   output?: ToolSchema;
+  /** The tool's arguments against its input schema: the refusal every other tool error is (a problem body). */
+  check: (args: Record<string, unknown>) => Promise<void>;
 }
 
-/** `schema`'s validator, shown to clients as `published`: tools/list lists the one, tools/call checks the other. */
+/**
+ * The schema tools/list shows (`published`), passing every argument through: the tool's own `check` refuses bad
+ * arguments with a problem body, as every other refusal is, where the SDK's check answered a text ("Input
+ * validation error: …") with no code, and for execute a dump of every action's schema.
+ */
 function publishedAs(schema: ToolSchema, published: JsonSchema): ToolSchema {
   const standard = schema['~standard'];
-  return { '~standard': { ...standard, jsonSchema: { input: () => published, output: () => published } } };
+  return { '~standard': { ...standard, validate: (value: unknown) => ({ value: value as Record<string, unknown> }), jsonSchema: { input: () => published, output: () => published } } };
+}
+
+/** Enough of a schema's violations to fix the first; the rest follow once it is. */
+const ARGUMENT_ISSUES_SHOWN_MAX = 5;
+
+/** The tools' own argument checks: the SDK's engine and settings (Ajv 2020-12, formats), stopping at the first violation. */
+const argumentsAjv = addFormats.default(new Ajv2020({ strict: false, validateFormats: true, validateSchema: false, allErrors: false }));
+
+/**
+ * The check of a tool's arguments against `input`, refusing them as the HTTP face refuses a body (400 invalid_input,
+ * `errors` with each violation's path under `arguments`). An input that is a oneOf of branches told apart by `const`
+ * members (execute's serviceId and action) is checked against the branch the arguments name, so its refusal says
+ * what that action needs rather than why each other action does not match; arguments naming none, against the whole.
+ */
+function argumentCheck(input: JsonSchema): (args: Record<string, unknown>) => Promise<void> {
+  const whole = argumentsAjv.compile(input);
+  const branches = (Array.isArray(input.oneOf) ? (input.oneOf as JsonSchema[]) : []).map((branch) => ({
+    consts: Object.entries((branch.properties ?? {}) as Record<string, JsonSchema>).flatMap(([name, member]) => ('const' in member ? [[name, member.const] as const] : [])),
+    validate: argumentsAjv.compile(branch),
+  }));
+  return async (args) => {
+    const named = branches.filter(({ consts }) => consts.length > 0 && consts.every(([name, value]) => args[name] === value));
+    const validate = named.length === 1 ? named[0]!.validate : whole;
+    if (validate(args)) return;
+    const errors = (validate.errors ?? []).map((violation: ErrorObject) => describeViolation('arguments', violation));
+    const first = errors[0];
+    throw new ApiError('invalid_input', { detail: first ? `${first.path} ${first.message}` : 'the arguments do not match the tool\'s input schema', extra: { errors } });
+  };
 }
 
 /**
@@ -221,6 +275,7 @@ function toolSchemas(services: ToolServices): (tool: ToolDefinition) => ToolSche
       schemas = {
         input: publishedAs(fromJsonSchema<Record<string, unknown>>(input as JsonSchemaType), publishedInputJson(input)),
         ...(output ? { output: fromJsonSchema<Record<string, unknown>>(output as JsonSchemaType) } : {}),
+        check: argumentCheck(input),
       };
       converted.set(tool.name, schemas);
     }
@@ -246,7 +301,7 @@ async function buildMcpServer(services: ToolServices, schemasOf: (tool: ToolDefi
     server.registerTool(
       tool.name,
       { title: tool.title, description: tool.description, inputSchema: schemasOf(tool).input, outputSchema: schemasOf(tool).output, annotations: tool.annotations },
-      (args: Record<string, unknown>, ctx: ServerContext) => call(services, tool, principal, args, era, ctx),
+      (args: Record<string, unknown>, ctx: ServerContext) => call(services, tool, schemasOf(tool).check, principal, args, era, ctx),
     );
   }
   return server;

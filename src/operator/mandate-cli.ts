@@ -106,6 +106,13 @@ function violations(answer: GatewayAnswer): string[] {
 function refusal(config: Config, credential: OwnerCredential, options: MandateCommandOptions, answer: GatewayAnswer, file?: string): string {
   const problem = describeProblem(answer);
   if (answer.status === 401) {
+    // An OAuth token of this gateway for another resource (its /mcp endpoint) is refused by its audience.
+    if (/"aud"/.test(String((answer.body as { detail?: string }).detail ?? ''))) {
+      return (
+        `the gateway at ${config.baseUrl} does not accept the owner credential from ${credential.source} (${problem}): it was issued for another ` +
+        `resource (a token for ${config.baseUrl}/mcp serves MCP only); ask for one whose resource is ${config.baseUrl}`
+      );
+    }
     return `the gateway at ${config.baseUrl} does not accept the owner credential from ${credential.source} (${problem}): it has expired, or is not a session of this gateway's human identity provider`;
   }
   if (answer.status === 403) {

@@ -292,7 +292,8 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
       ],
       instructions:
         `Ask your owner to open ${topup.approvalUrl} and ${RAILS[row.provider].ownerAction} ($${dollars(topup.amountUsdCents)}). Once the top-up settles the ` +
-        `gateway runs this request by itself, once; read GET /v1/intents/${subject.id} for its result, or retry with the same Idempotency-Key.`,
+        `gateway runs this request by itself, once; read its result with GET /v1/intents/${subject.id} (over MCP, the get_intent tool), or retry with the same ` +
+        'Idempotency-Key.',
     };
   }
 

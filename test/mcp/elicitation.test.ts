@@ -137,6 +137,8 @@ describe('execute_service when credit is short and a provider is configured', ()
       expect(error?.code).toBe(-32042);
       const [elicitation] = error!.data!.elicitations!;
       expect(elicitation).toMatchObject({ mode: 'url', elicitationId: expect.stringMatching(/^int_/) });
+      // It names the tool that reads the intent with this token, beside the route (found from outside: only the route).
+      expect(elicitation!.message).toContain(`read its result with GET /v1/intents/${elicitation!.elicitationId} (over MCP, the get_intent tool)`);
       const { intentId } = await approveOnPage(elicitation!.url, agent.ownerToken);
       expect(elicitation!.elicitationId).toBe(intentId);
       await executed(intentId, agent.token);

@@ -1,6 +1,7 @@
 // POST /mcp as the transport and authorization rules state it: credentials before discovery, both
 // protocol eras on one stateless endpoint, the tool list per principal, tool errors as problem bodies.
 import { extractWWWAuthenticateParams, type Client } from '@modelcontextprotocol/client';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant, mint, openShop } from '../support/ledger-fixture.ts';
 import { startWorld, type World } from '../support/world.ts';
@@ -113,6 +114,23 @@ describe('the 2026-07-28 wire', () => {
     expect(forHuman.body.result.tools.map((t: { name: string }) => t.name).sort()).toEqual(OWNER_TOOLS);
   });
 
+  it("every example of a tool's input is a valid call of it, its idempotencyKey included (found from outside: they lacked it)", async () => {
+    const ajv = new Ajv2020({ strict: false, allErrors: true });
+    const tools = [
+      ...(await rawModern(world.url, 'tools/list', {}, { token: agentMcpToken })).body.result.tools,
+      ...(await rawModern(world.url, 'tools/list', {}, { token: agent.ownerToken })).body.result.tools,
+    ];
+    let checked = 0;
+    for (const tool of tools) {
+      const validate = ajv.compile({ ...tool.inputSchema, examples: undefined });
+      for (const example of tool.inputSchema.examples ?? []) {
+        expect(validate(example), `${tool.name} ${JSON.stringify(example)}: ${ajv.errorsText(validate.errors)}`).toBe(true);
+        checked += 1;
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(3);
+  });
+
   it('read tools are annotated read-only; tools that change state are not, and take an idempotency key', async () => {
     const tools = [
       ...(await rawModern(world.url, 'tools/list', {}, { token: agentMcpToken })).body.result.tools,
@@ -150,16 +168,17 @@ describe('the 2026-07-28 wire', () => {
     expect(execute.inputSchema.properties.input.description).toContain('serviceId "github-public", action "repository.get"');
   });
 
-  it("execute_service still checks each action's input: an action of another service, or a bad input, is refused before the tool runs", async () => {
+  it("execute_service still checks each action's input: an action of another service, or a bad input, is refused before the tool runs, with a problem body naming what the action needs", async () => {
     const call = (args: Record<string, unknown>) => rawModern(world.url, 'tools/call', { name: 'execute_service', arguments: { idempotencyKey: `exact-${Math.random()}`, ...args } }, { token: agentMcpToken });
-    for (const args of [
-      { serviceId: 'github-public', action: 'inboxes.list', input: {} },
-      { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat' } },
-      { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world', extra: 1 } },
-    ]) {
+    for (const [args, detail] of [
+      [{ serviceId: 'github-public', action: 'inboxes.list', input: {} }, /^arguments/],
+      [{ serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat' } }, /^arguments\/input must have required property 'repo'$/],
+      [{ serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world', extra: 1 } }, /^arguments\/input\/extra is not a known member here$/],
+    ] as const) {
       const res = await call(args);
       expect(res.body.result.isError, JSON.stringify(args)).toBe(true);
-      expect(res.body.result.content[0].text, JSON.stringify(args)).toMatch(/^Input validation error/);
+      expect(res.body.result.structuredContent, JSON.stringify(args)).toMatchObject({ status: 400, code: 'invalid_input', errors: expect.any(Array) });
+      expect(res.body.result.structuredContent.detail, JSON.stringify(args)).toMatch(detail);
     }
     expect((await world.api('GET', '/v1/me', { token: agent.token })).body.balance.heldUc).toBe('250000');
   });
@@ -385,9 +404,10 @@ describe('tools through the official client', () => {
     expect(structured(result).code).toBe('not_found');
   });
 
-  it('arguments that break the input schema are refused before the tool runs', async () => {
-    const result = await modern.callTool({ name: 'list_offers', arguments: { limit: 0 } }).catch((error: Error) => ({ isError: true, thrown: error.message }));
+  it('arguments that break the input schema are refused before the tool runs, with the problem body of every other refusal', async () => {
+    const result = await modern.callTool({ name: 'list_offers', arguments: { limit: 0 } });
     expect(result.isError).toBe(true);
+    expect(structured(result)).toMatchObject({ status: 400, code: 'invalid_input', detail: 'arguments/limit must be >= 1', errors: [{ path: 'arguments/limit', message: 'must be >= 1' }] });
   });
 
   it('an agent cannot call an owner-only tool', async () => {

@@ -15,7 +15,7 @@ export const PATH_PARAMETER_LENGTH_MAX = 500;
 type Violation = NonNullable<FastifyError['validation']>[number];
 
 /** One schema violation as path and message; a discriminator miss names the member and its value. */
-function describeViolation(where: string, violation: Violation): { path: string; message: string } {
+export function describeViolation(where: string, violation: Violation): { path: string; message: string } {
   const { tag, tagValue, allowedValue, additionalProperty } = violation.params as { tag?: string; tagValue?: unknown; allowedValue?: unknown; additionalProperty?: string };
   if (violation.keyword === 'additionalProperties' && additionalProperty !== undefined) {
     return { path: `${where}${violation.instancePath}/${additionalProperty}`, message: 'is not a known member here' };
