@@ -14,7 +14,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { onPostgres } from '../support/database.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 
@@ -276,6 +276,32 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await dialog.getByLabel('Owner email').fill(OWNER);
     await dialog.getByRole('button', { name: 'Confirm' }).click();
     await page.getByText('Declined the top-up of Scout.').waitFor();
+  });
+
+  it('declines nothing when the purchase was approved meanwhile elsewhere, and says so (found from outside: a stale tab withdrew the approval)', async () => {
+    const owner = await devLogin('human', { email: OWNER });
+    const before = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body;
+    const { agentId: _a, version: _v, createdAt: _c, hash: _h, usage: _u, ...rules } = before;
+    expect((await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, { ...rules, approvalAboveUc: '500000' }, key('approval-on'))).status).toBe(200);
+    onTestFinished(async () => {
+      expect((await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, rules, key('approval-off'))).status).toBe(200);
+    });
+    const asked = await api('POST', '/v1/vouchers', await agentToken(), { offerId }, key('mint-above-threshold'));
+    expect([asked.status, asked.body.code]).toEqual([402, 'approval_required']);
+    await page.reload();
+    await page.getByRole('heading', { name: 'Purchase for Scout' }).waitFor();
+    // Another tab (here the API) approves it while this page still shows it waiting.
+    const purchaseId = asked.body.intentId;
+    expect(purchaseId).toMatch(/^pur_/);
+    expect((await api('POST', `/v1/payments/purchases/${purchaseId}/approve`, owner, {}, key('approve-elsewhere'))).status).toBe(200);
+    await page.getByRole('button', { name: 'Decline the purchase for Scout' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Confirm it is you' });
+    if (await dialog.isVisible()) {
+      await dialog.getByLabel('Owner email').fill(OWNER);
+      await dialog.getByRole('button', { name: 'Confirm' }).click();
+    }
+    await page.getByText('Not declined: the purchase for Scout was approved meanwhile (in another tab or on its approval page).').waitFor();
+    expect((await api('GET', `/v1/payments/purchases/${purchaseId}`, owner)).body.status).toBe('approved');
   });
 
   it("creates a merchant key whose secret is shown once, with a copy button, and not again after a reload", async () => {

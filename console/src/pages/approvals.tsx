@@ -17,13 +17,22 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
   const what = approval.kind === 'topup' ? 'top-up' : 'purchase';
   const answer = (verb: Verb) =>
     action.run(async () => {
+      let said: string | undefined;
       const send = async () => {
         const api = humanApi(await humanSession(`${verb === 'approve' ? 'Approving' : 'Declining'} a ${what}`));
         const params = { path: { id: approval.id }, header: { 'Idempotency-Key': newKey() } };
         if (approval.kind === 'topup') {
           return ok(verb === 'approve' ? await api.POST('/v1/payments/topups/{id}/approve', { params, body: {} }) : await api.POST('/v1/payments/topups/{id}/decline', { params, body: {} }));
         }
-        return ok(verb === 'approve' ? await api.POST('/v1/payments/purchases/{id}/approve', { params, body: {} }) : await api.POST('/v1/payments/purchases/{id}/decline', { params, body: {} }));
+        if (verb === 'approve') return ok(await api.POST('/v1/payments/purchases/{id}/approve', { params, body: {} }));
+        // The API's decline also withdraws an approval not used yet: this card was read while the purchase waited, so
+        // one answered meanwhile (another tab, its approval page) is said, not silently withdrawn.
+        const now = ok(await api.GET('/v1/payments/purchases/{id}', { params: { path: params.path } }));
+        if (now.status !== 'pending_approval') {
+          said = `Not declined: the purchase for ${approval.agentName} was ${now.status} meanwhile (in another tab or on its approval page).`;
+          return now;
+        }
+        return ok(await api.POST('/v1/payments/purchases/{id}/decline', { params, body: {} }));
       };
       try {
         try {
@@ -41,11 +50,12 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
         throw new Error(`Not found for the person who confirmed. If you confirmed with another email than this console's owner, confirm again as the owner.`);
       }
       onAnswered(
-        verb === 'decline'
+        said ??
+        (verb === 'decline'
           ? `Declined the ${what} of ${approval.agentName}.`
           : approval.kind === 'topup'
             ? `Approved: ${approval.agentName} received ${credits(approval.amountUc)} credits.`
-            : `Approved: ${approval.agentName}'s retry of the purchase goes through.`,
+            : `Approved: ${approval.agentName}'s retry of the purchase goes through.`),
       );
     });
   return (
