@@ -225,6 +225,16 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByRole('button', { name: 'Save mandate' }).click();
     await page.getByText('Saved: mandate version 2.').waitFor();
     await page.getByText('0.00 of 3.00 credits spent').waitFor();
+    // A category typed, then "all spending" chosen again: the budget is a second daily budget over all spending,
+    // refused as one (found from outside: the hidden category let it through).
+    await page.getByRole('button', { name: 'Add a budget' }).click();
+    await page.getByLabel('Budget 2 limit (credits)').fill('4');
+    await page.getByLabel('Budget 2 covers').selectOption('category');
+    await page.getByLabel('Budget 2 category').fill('books');
+    await page.getByLabel('Budget 2 covers').selectOption('all');
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByRole('alert').getByText('Budget 2 (daily): another budget already covers the same spending over the same period; remove one.').waitFor();
+    await page.getByRole('button', { name: 'Remove budget 2' }).click();
     expect(await page.getByRole('meter', { name: 'Daily budget' }).evaluate((meter: HTMLMeterElement) => meter.value)).toBe(0);
 
     const owner = await devLogin('human', { email: OWNER });

@@ -97,7 +97,8 @@ export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<stri
     const what = `Budget ${index + 1} (${PERIOD_WORD[row.period]?.toLowerCase()})`;
     if (row.limit.trim() === '') problems.push(`${what}: enter its limit in credits, like 5.`);
     const limitUc = amount(row.limit, what) ?? '0';
-    const scopeValue = row.scopeValue.trim();
+    // A value typed before "all spending" was chosen again stays in the row, hidden: it is no part of the budget.
+    const scopeValue = row.scope === 'all' ? '' : row.scopeValue.trim();
     if (row.scope !== 'all' && scopeValue === '') problems.push(`${what}: name the ${row.scope === 'merchantId' ? 'merchant' : row.scope === 'category' ? 'category' : 'service'} it covers, or choose "all spending".`);
     const covers = `${row.period}|${row.scope}|${scopeValue}`;
     if (seen.has(covers)) problems.push(`${what}: another budget already covers the same spending over the same period; remove one.`);
