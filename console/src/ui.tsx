@@ -67,6 +67,8 @@ export interface Action {
   notice: string | undefined;
   /** Runs one action of the person: buttons wait, its outcome is said (role=status or alert). */
   run(action: () => Promise<string | void>): Promise<void>;
+  /** Forgets the last outcome: the form refused the person's input itself, and an older "saved" would read as this one's. */
+  clear(): void;
 }
 
 export function useAction(): Action {
@@ -80,7 +82,8 @@ export function useAction(): Action {
       setState({ busy: false, error });
     }
   }, []);
-  return { busy: state.busy, error: state.error, notice: state.notice, run };
+  const clear = useCallback(() => setState({ busy: false }), []);
+  return { busy: state.busy, error: state.error, notice: state.notice, run, clear };
 }
 
 /** The outcome of an action, where a screen reader hears it. */

@@ -161,6 +161,7 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
     const built = mandateBody(mandate, draft);
     if ('problems' in built) {
       setProblems(built.problems);
+      action.clear();
       return;
     }
     setProblems([]);
