@@ -1,7 +1,7 @@
 // The payments operations, for every face: request a top-up, and the owner's approve and decline of a top-up
 // or of a purchase above a mandate's approval threshold.
 import { Type, type Static } from '@sinclair/typebox';
-import { ResourceId } from '../platform/schemas.ts';
+import { ResourceId, VISIBLE_PATTERN } from '../platform/schemas.ts';
 import type { SingleStepOperation } from '../platform/operations.ts';
 import { principalScope } from '../platform/principal.ts';
 import type { PurchaseApproval } from './purchases.ts';
@@ -20,7 +20,12 @@ export const RequestTopupInput = Type.Object(
   {
     agentId: ResourceId,
     amountUsdCents: Type.Integer({ minimum: TOPUP_AMOUNT_USD_CENTS_MIN, maximum: TOPUP_AMOUNT_USD_CENTS_MAX, description: 'US cents; 1 cent buys 1 credit (1,000,000 µc)' }),
-    reason: Type.String({ minLength: TOPUP_REASON_CHARS_MIN, maxLength: TOPUP_REASON_CHARS_MAX, description: 'shown to the owner who approves' }),
+    reason: Type.String({
+      minLength: TOPUP_REASON_CHARS_MIN,
+      maxLength: TOPUP_REASON_CHARS_MAX,
+      pattern: VISIBLE_PATTERN,
+      description: `shown to the owner who approves: ${TOPUP_REASON_CHARS_MIN} to ${TOPUP_REASON_CHARS_MAX} characters, not white space or invisible characters alone`,
+    }),
     intentId: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'a pending retained intent of the agent; it runs once the top-up settles' })),
   },
   {

@@ -68,7 +68,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
         description:
           'Opens an approval for the owner: with the `local` provider a gateway page (`approvalUrl`) where the signed-in owner approves ' +
           'or declines; with `stripe` a Checkout Session (`approvalUrl` = `checkoutUrl` = the session URL). 1 US cent buys 1 credit ' +
-          '(1,000,000 µc). An agent may top up only itself (403 agent_mismatch); an owner only its own agents (403 owner_required). ' +
+          '(1,000,000 µc). An agent may top up only itself (403 agent_mismatch), and not while frozen (403 FROZEN; its owner still may); an owner only its own agents (403 owner_required). ' +
           '`intentId` binds a pending retained intent of the agent, which the gateway runs once by itself after settlement (an intent ' +
           `has at most one pending top-up: 409 conflict). Execute requests a top-up of $${(AUTOMATIC_TOPUP_USD_CENTS / 100).toFixed(2)} by itself when credit is short; declining ` +
           'that top-up cancels its retained intent, and a retry of the agent\'s execute request with the same Idempotency-Key reopens ' +

@@ -176,6 +176,10 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
     const agent = await this.deps.identity.actingAgent(this.gateway.db, caller, agentId);
     // A delegate spends its root's lots: credit is bought for the root, refused here before anything is paid.
     refuseDelegate(agent);
+    // A frozen agent spends nothing, so it asks its owner for nothing either (its owner may still top it up).
+    if (caller.kind === 'agent' && agent.status === 'frozen') {
+      throw new ApiError('FROZEN', { detail: `agent ${agent.id} is frozen: it asks for no credit until its owner unfreezes it (the owner may top it up meanwhile)` });
+    }
     return { agentId: agent.id, ownerId: agent.owner_id };
   }
 

@@ -70,6 +70,9 @@ describe('POST /v1/payments/topups', () => {
       ['amount as a string', topupBody(agent.id, { amountUsdCents: '500' })],
       ['reason of 99 characters', topupBody(agent.id, { reason: 'x'.repeat(99) })],
       ['reason of 2001 characters', topupBody(agent.id, { reason: 'x'.repeat(2001) })],
+      // The owner reads the reason to decide: white space or invisible characters alone say nothing (found from outside).
+      ['reason of 100 spaces', topupBody(agent.id, { reason: ' '.repeat(100) })],
+      ['reason of 100 zero-width spaces', topupBody(agent.id, { reason: '\u200b'.repeat(100) })],
       ['no agentId', { amountUsdCents: 500, reason: REASON }],
       ['no reason', { agentId: agent.id, amountUsdCents: 500 }],
       ['an unknown member', topupBody(agent.id, { currency: 'usd' })],
@@ -84,6 +87,17 @@ describe('POST /v1/payments/topups', () => {
       const res = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('bound'), body: topupBody(agent.id, { amountUsdCents, reason: 'r'.repeat(amountUsdCents === 50 ? 100 : 2000) }) });
       expect(res.status).toBe(200);
     }
+  });
+
+  it('refuses a frozen agent its own request with 403 FROZEN, recording nothing; its owner may still top it up (found from outside)', async () => {
+    const agent = await newAgent('frozen');
+    expect((await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken, key: key('freeze'), body: {} })).status).toBe(200);
+    const asked = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('frozen'), body: topupBody(agent.id) });
+    expect([asked.status, asked.body.code]).toEqual([403, 'FROZEN']);
+    const listed = await world.api('GET', `/v1/payments/topups?agentId=${agent.id}`, { token: agent.ownerToken });
+    expect(listed.body.topups).toEqual([]);
+    const byOwner = await world.api('POST', '/v1/payments/topups', { token: agent.ownerToken, key: key('owner-frozen'), body: topupBody(agent.id) });
+    expect(byOwner.status).toBe(200);
   });
 
   it('refuses an intentId that is not a pending intent of the agent with 400 invalid_input', async () => {
