@@ -197,7 +197,14 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   });
 
   // After the credential's check (an onRequest hook), before the body's: who may not call the route learns nothing of it.
-  app.addHook('preValidation', async (request) => refuseUnknownQuery(request));
+  app.addHook('preValidation', (request, _reply, done) => {
+    try {
+      refuseUnknownQuery(request);
+      done();
+    } catch (error) {
+      done(error as FastifyError);
+    }
+  });
 
   installRouteNaming(app);
 
@@ -244,6 +251,8 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
  * not page read as obeyed, and answered everything.
  */
 function refuseUnknownQuery(request: FastifyRequest): void {
+  // Most requests carry no query string: they pay one character search, not a parse.
+  if (!request.url.includes('?')) return;
   const route = request.routeOptions;
   if (request.is404 || route.schema?.querystring !== undefined || !/^\/(v1|x402)\//.test(route.url ?? '')) return;
   const names = Object.keys((request.query ?? {}) as Record<string, unknown>);
