@@ -176,7 +176,7 @@ function toolSpan(tool: ToolDefinition, ctx: ServerContext): SpanOptions {
 function call(
   services: ToolServices,
   tool: ToolDefinition,
-  check: (args: Record<string, unknown>) => Promise<void>,
+  check: (args: Record<string, unknown>) => void,
   principal: Principal,
   args: Record<string, unknown>,
   era: Era,
@@ -188,7 +188,7 @@ function call(
 async function answer(
   services: ToolServices,
   tool: ToolDefinition,
-  check: (args: Record<string, unknown>) => Promise<void>,
+  check: (args: Record<string, unknown>) => void,
   principal: Principal,
   args: Record<string, unknown>,
   era: Era,
@@ -196,7 +196,7 @@ async function answer(
   span: SpanRef | undefined,
 ): Promise<CallToolResult | InputRequiredResult> {
   try {
-    await check(args);
+    check(args);
     return toolResult(await runTool(services, tool, principal, args));
   } catch (error) {
     if (!(error instanceof ApiError)) {
@@ -219,7 +219,7 @@ interface ToolSchemas {
   input: ToolSchema;
   output?: ToolSchema;
   /** The tool's arguments against its input schema: the refusal every other tool error is (a problem body). */
-  check: (args: Record<string, unknown>) => Promise<void>;
+  check: (args: Record<string, unknown>) => void;
 }
 
 /**
@@ -227,9 +227,15 @@ interface ToolSchemas {
  * arguments with a problem body, as every other refusal is, where the SDK's check answered a text ("Input
  * validation error: …") with no code, and for execute a dump of every action's schema.
  */
-function publishedAs(schema: ToolSchema, published: JsonSchema): ToolSchema {
-  const standard = schema['~standard'];
-  return { '~standard': { ...standard, validate: (value: unknown) => ({ value: value as Record<string, unknown> }), jsonSchema: { input: () => published, output: () => published } } };
+function publishedAs(published: JsonSchema): ToolSchema {
+  return {
+    '~standard': {
+      version: 1,
+      vendor: 'mcp',
+      validate: (value: unknown) => ({ value: value as Record<string, unknown> }),
+      jsonSchema: { input: () => published, output: () => published },
+    },
+  } as ToolSchema;
 }
 
 /** Enough of a schema's violations to fix the first; the rest follow once it is. */
@@ -244,13 +250,13 @@ const argumentsAjv = addFormats.default(new Ajv2020({ strict: false, validateFor
  * members (execute's serviceId and action) is checked against the branch the arguments name, so its refusal says
  * what that action needs rather than why each other action does not match; arguments naming none, against the whole.
  */
-function argumentCheck(input: JsonSchema): (args: Record<string, unknown>) => Promise<void> {
+function argumentCheck(input: JsonSchema): (args: Record<string, unknown>) => void {
   const whole = argumentsAjv.compile(input);
   const branches = (Array.isArray(input.oneOf) ? (input.oneOf as JsonSchema[]) : []).map((branch) => ({
     consts: Object.entries((branch.properties ?? {}) as Record<string, JsonSchema>).flatMap(([name, member]) => ('const' in member ? [[name, member.const] as const] : [])),
     validate: argumentsAjv.compile(branch),
   }));
-  return async (args) => {
+  return (args) => {
     const named = branches.filter(({ consts }) => consts.length > 0 && consts.every(([name, value]) => args[name] === value));
     const validate = named.length === 1 ? named[0]!.validate : whole;
     if (validate(args)) return;
@@ -273,7 +279,7 @@ function toolSchemas(services: ToolServices): (tool: ToolDefinition) => ToolSche
       const input = toolInputJson(tool, services, named);
       const output = toolOutputJson(tool, services, named);
       schemas = {
-        input: publishedAs(fromJsonSchema<Record<string, unknown>>(input as JsonSchemaType), publishedInputJson(input)),
+        input: publishedAs(publishedInputJson(input)),
         ...(output ? { output: fromJsonSchema<Record<string, unknown>>(output as JsonSchemaType) } : {}),
         check: argumentCheck(input),
       };
