@@ -112,16 +112,17 @@ export function mandateRulesOf(input: MandateInput): MandateRules {
 }
 
 const RegisterAgentInput = inputOf(Type.Object({}), AgentCreate);
-/**
- * The version the caller last read, which must still be in force (HTTP's If-Match, MCP's `ifVersion`): not a body
- * member, so a PUT of GET's rules never carries it by accident.
- */
-const IfVersion = Type.Object({
-  ifVersion: Type.Optional(
-    VersionNumber('the mandate version this change is made on (the `version` get_mandate showed); another version in force refuses it with 412 precondition_failed and `currentVersion`'),
-  ),
-});
-const SetMandateInput = inputOf(IdParams, Type.Object({ ...MandateInput.properties, ...IfVersion.properties }));
+// `ifVersion`: the version the caller last read, which must still be in force (HTTP's If-Match, MCP's `ifVersion`);
+// not a body member, so a PUT of GET's rules never carries it by accident.
+const SetMandateInput = inputOf(
+  IdParams,
+  Type.Object({
+    ...MandateInput.properties,
+    ifVersion: Type.Optional(
+      VersionNumber('the mandate version this change is made on (the `version` get_mandate showed); another version in force refuses it with 412 precondition_failed and `currentVersion`'),
+    ),
+  }),
+);
 const UpdateAgentInput = inputOf(IdParams, AgentPatch);
 const AgentIdInput = inputOf(IdParams);
 const SetProfileInput = inputOf(IdParams, ProfileInput);
