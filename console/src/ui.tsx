@@ -1,5 +1,6 @@
 // What every page shares: the console's context (settings, the API, the owner), loading and acting with
-// messages a person understands, amounts and times, budget bars, copy buttons, and the human confirmation.
+// messages a person understands, amounts and times, budget bars, copy buttons, the human confirmation, and the
+// question asked before what cannot be undone.
 import type { ComponentChildren } from 'preact';
 import { createContext } from 'preact';
 import { useCallback, useContext, useEffect, useId, useRef, useState } from 'preact/hooks';
@@ -184,11 +185,45 @@ export function Dialog({ title, open, onClose, children }: { title: string; open
     if (open && !dialog.open) dialog.showModal();
     if (!open && dialog.open) dialog.close();
   }, [open]);
-  const titleId = `dialog-${title.replace(/\W+/g, '-').toLowerCase()}`;
+  const titleId = useId();
   return (
     <dialog ref={ref} aria-labelledby={titleId} onClose={onClose}>
       <h2 id={titleId}>{title}</h2>
       {open ? children : null}
     </dialog>
+  );
+}
+
+/**
+ * A button for what cannot be undone (releasing holds and revoking their vouchers, revoking a key): it asks first,
+ * in a modal dialog that says what will happen, and acts only on the dialog's own button. Cancel, Escape and
+ * closing the dialog do nothing; the dialog opens on Cancel, so a second Enter does not act either.
+ */
+export function ConfirmButton(props: { label: string; title: string; consequence: string; confirmLabel: string; disabled?: boolean; onConfirm: () => void }) {
+  const [open, setOpen] = useState(false);
+  return (
+    <>
+      <button type="button" disabled={props.disabled} onClick={() => setOpen(true)}>
+        {props.label}
+      </button>
+      <Dialog title={props.title} open={open} onClose={() => setOpen(false)}>
+        <p>{props.consequence}</p>
+        <p>
+          <button type="button" autoFocus onClick={() => setOpen(false)}>
+            Cancel
+          </button>{' '}
+          <button
+            type="button"
+            class="danger"
+            onClick={() => {
+              setOpen(false);
+              props.onConfirm();
+            }}
+          >
+            {props.confirmLabel}
+          </button>
+        </p>
+      </Dialog>
+    </>
   );
 }

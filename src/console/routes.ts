@@ -9,6 +9,7 @@ import { HtmlPage, newNonce, pageHeaders } from '../platform/http/pages.ts';
 import { problems } from '../platform/http/openapi.ts';
 import { ApiError } from '../platform/errors.ts';
 import { CONSOLE_STATIC_PATH, consoleBundleLoader, preferredEncoding, type ConsoleBundle } from './bundle.ts';
+import { favicon } from './favicon.ts';
 import { consoleHeaders, consoleShell, landingPage, notBuiltPage, type ConsoleSettings } from './pages.ts';
 
 export interface ConsoleRouteDeps {
@@ -58,6 +59,13 @@ export function consoleRoutes(deps: ConsoleRouteDeps) {
         const nonce = newNonce();
         return reply.headers(pageHeaders(nonce)).send(landingPage(nonce, { baseUrl: config.baseUrl, mode: config.mode }));
       },
+    });
+
+    // What every browser asks for on every page of this origin; not an operation of the API either.
+    app.get('/favicon.ico', {
+      schema: { hide: true },
+      handler: (_request, reply) =>
+        reply.headers({ 'content-type': 'image/png', 'cache-control': 'public, max-age=86400', 'x-content-type-options': 'nosniff' }).send(favicon()),
     });
 
     app.get('/console', {

@@ -335,6 +335,20 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByRole('cell', { name: 'shop server', exact: true }).waitFor();
     expect(await page.getByText(merchantSecret).count()).toBe(0);
     expect(await page.content()).not.toContain(merchantSecret);
+    // Revoking a key asks first; then the key is refused.
+    await page.getByText('Create an API key').click();
+    await page.getByLabel('Key name').fill('old server');
+    await page.getByLabel(/capture holds/).check();
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await page.getByText('Created the key old server.').waitFor();
+    const oldSecret = (await page.locator('.secret-value').textContent())!;
+    await page.getByRole('button', { name: 'Revoke old server' }).click();
+    const question = page.getByRole('dialog', { name: 'Revoke the key old server?' });
+    await question.getByText('A revoked key cannot be restored', { exact: false }).waitFor();
+    await question.getByRole('button', { name: 'Revoke the key' }).click();
+    await page.getByText('Revoked old server.').waitFor();
+    await page.getByRole('cell', { name: 'Revoked' }).waitFor();
+    expect((await api('GET', `/v1/me`, oldSecret)).status).toBe(401);
   });
 
   it('verifies a capture receipt in the browser against the JWKS and shows its claims', async () => {
@@ -462,7 +476,18 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     const minted = await api('POST', '/v1/vouchers', await agentToken(), { offerId }, key('mint-before-kill'));
     expect(minted.status).toBe(200);
     await openAgent();
+    // What cannot be undone asks first, and Cancel (where the dialog's focus starts) does nothing.
     await page.getByRole('button', { name: 'Freeze Scout and release its holds', exact: true }).click();
+    const question = page.getByRole('dialog', { name: 'Freeze Scout and release its holds?' });
+    await question.getByText('This cannot be undone.', { exact: false }).waitFor();
+    expect(await question.getByRole('button', { name: 'Cancel' }).evaluate((button) => button === document.activeElement)).toBe(true);
+    await question.getByRole('button', { name: 'Cancel' }).click();
+    await question.waitFor({ state: 'hidden' });
+    const untouched = (await api('GET', `/v1/owner/agents/${agentId}/holds?limit=100`, owner)).body.redemptions as Array<{ id: string; state: string }>;
+    expect(untouched.find((hold) => hold.id === minted.body.redemption.id)?.state).toBe('held');
+    await page.getByRole('button', { name: 'Freeze Scout and release its holds', exact: true }).click();
+    expect(await axeViolations(page)).toEqual([]);
+    await question.getByRole('button', { name: 'Freeze and release', exact: true }).click();
     await page.getByText('Scout is frozen, and 1 outstanding hold released: 1.00 credits are back', { exact: false }).waitFor();
     const holds = (await api('GET', `/v1/owner/agents/${agentId}/holds?limit=100`, owner)).body.redemptions as Array<{ id: string; state: string; revocation: { reason: string } | null }>;
     const read = holds.find((hold) => hold.id === minted.body.redemption.id)!;

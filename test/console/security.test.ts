@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { brotliDecompressSync, gunzipSync } from 'node:zlib';
+import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSOLE_STATIC_DIR, consoleBundleLoader, preferredEncoding } from '../../src/console/bundle.ts';
 import { landingPage } from '../../src/console/pages.ts';
@@ -194,6 +194,24 @@ describe('the landing page', () => {
   it('in live mode links only the console and the API reference', () => {
     const html = landingPage('n', { baseUrl: 'https://gateway.example.com', mode: 'live' });
     expect([...html.matchAll(/href="([^"]+)"/g)].map((m) => m[1])).toEqual(['/console', '/docs', '/openapi.json']);
+  });
+});
+
+describe("the gateway's icon", () => {
+  it('answers /favicon.ico with a 32×32 PNG, so no page of this origin logs a 404 for it', async () => {
+    const res = await fetch(`${url}/favicon.ico`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('image/png');
+    expect(res.headers.get('cache-control')).toBe('public, max-age=86400');
+    const png = Buffer.from(await res.arrayBuffer());
+    expect(png.subarray(0, 8)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+    expect([png.toString('latin1', 12, 16), png.readUInt32BE(16), png.readUInt32BE(20), png[24], png[25]]).toEqual(['IHDR', 32, 32, 8, 6]);
+    // Its pixels: one filter byte and 32 RGBA pixels a row, the corners transparent and the middle of the ring opaque.
+    const idat = png.indexOf('IDAT', 0, 'latin1');
+    const pixels = inflateSync(png.subarray(idat + 4, idat + 4 + png.readUInt32BE(idat - 4)));
+    expect(pixels.length).toBe(32 * (1 + 32 * 4));
+    const alpha = (x: number, y: number) => pixels[y * (1 + 32 * 4) + 1 + x * 4 + 3];
+    expect([alpha(0, 0), alpha(31, 31), alpha(16, 16)]).toEqual([0, 0, 255]);
   });
 });
 

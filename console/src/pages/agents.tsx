@@ -3,7 +3,7 @@
 import { useState } from 'preact/hooks';
 import { ok, newKey, type Schemas } from '../api.ts';
 import { credits } from '../money.ts';
-import { Amount, BudgetBar, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad } from '../ui.tsx';
+import { Amount, BudgetBar, ConfirmButton, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad } from '../ui.tsx';
 
 type Agent = Schemas['Agent'];
 
@@ -85,9 +85,17 @@ export function FreezeButton({ agent, onChanged }: { agent: Agent; onChanged: ()
           {`Freeze ${agent.name}`}
         </button>
       )}
-      <button type="button" disabled={action.busy} onClick={() => freeze(true)}>
-        {frozen ? `Release ${agent.name}'s holds` : `Freeze ${agent.name} and release its holds`}
-      </button>
+      <ConfirmButton
+        label={frozen ? `Release ${agent.name}'s holds` : `Freeze ${agent.name} and release its holds`}
+        title={frozen ? `Release ${agent.name}'s holds?` : `Freeze ${agent.name} and release its holds?`}
+        consequence={
+          `Every outstanding hold of ${agent.name} and of its delegates is released, its credit back, and its voucher revoked: ` +
+          'their merchants are told, and can no longer capture them, even after you unfreeze. This cannot be undone.'
+        }
+        confirmLabel={frozen ? 'Release the holds' : 'Freeze and release'}
+        disabled={action.busy}
+        onConfirm={() => freeze(true)}
+      />
       <Outcome action={action} />
     </span>
   );

@@ -4,7 +4,7 @@
 import { useState } from 'preact/hooks';
 import { ok, newKey, type Schemas } from '../api.ts';
 import { parseCredits } from '../money.ts';
-import { Amount, CopyButton, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
+import { Amount, ConfirmButton, CopyButton, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
 
 type KeyScope = Schemas['ApiKeyMetadata']['scopes'][number];
 /** Every scope the API knows, in words (a scope added to the API fails the type check until it is named here). */
@@ -239,19 +239,20 @@ function ApiKeys({ merchantId }: { merchantId: string }) {
                   {key.revokedAt !== null ? (
                     'Revoked'
                   ) : (
-                    <button
-                      type="button"
+                    <ConfirmButton
+                      label={`Revoke ${key.name}`}
+                      title={`Revoke the key ${key.name}?`}
+                      consequence={`Every request signed with ${key.keyId} is refused from now on, on every instance of the gateway. A revoked key cannot be restored: create a new one for the server that used it.`}
+                      confirmLabel="Revoke the key"
                       disabled={revoke.busy}
-                      onClick={() =>
+                      onConfirm={() =>
                         revoke.run(async () => {
                           ok(await api.POST('/v1/merchants/{id}/api-keys/{keyId}/revoke', { params: { path: { id: merchantId, keyId: key.keyId }, header: { 'Idempotency-Key': newKey() } } }));
                           keys.reload();
                           return `Revoked ${key.name}.`;
                         })
                       }
-                    >
-                      Revoke {key.name}
-                    </button>
+                    />
                   )}
                 </td>
               </tr>
