@@ -13,7 +13,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Dialog, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { onPostgres } from '../support/database.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
@@ -252,6 +252,47 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByRole('button', { name: 'Refresh' }).click();
     await page.getByText('1.00 of 3.00 credits spent').waitFor();
     expect(await page.getByRole('meter', { name: 'Daily budget' }).evaluate((meter: HTMLMeterElement) => meter.value)).toBe(1_000_000);
+  });
+
+  it('asks before leaving a mandate form with changes not saved, refuses an end already past, and says when the mandate is not in force', async () => {
+    const owner = await devLogin('human', { email: OWNER });
+    const agentPath = `/console/agents/${agentId}`;
+    // Whether a reload would ask: a page's beforeunload handler cancels the event.
+    const leavingAsks = () => page.evaluate(() => !window.dispatchEvent(new Event('beforeunload', { cancelable: true })));
+    await openAgent();
+    await page.getByLabel('Largest single purchase (credits)').fill('9');
+    // The browser's own question guards a reload, a closed tab and a sign-in that leaves the page.
+    await expect.poll(leavingAsks).toBe(true);
+    const questions: string[] = [];
+    const decline = (dialog: Dialog) => { questions.push(dialog.message()); void dialog.dismiss(); };
+    page.once('dialog', decline);
+    await nav('Approvals');
+    page.once('dialog', decline);
+    await page.evaluate(() => history.back());
+    await expect.poll(() => questions.length).toBe(2);
+    expect(questions).toEqual(Array(2).fill('Leave this page? Your changes to the mandate are not saved.'));
+    expect(new URL(page.url()).pathname).toBe(agentPath);
+    expect(await page.getByLabel('Largest single purchase (credits)').inputValue()).toBe('9');
+    // An end already past is refused in the form: it would stop every purchase at once.
+    await page.getByLabel('Valid until').fill('2020-01-01T00:00');
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByRole('alert').getByText('Valid until is in the past: the agent could buy nothing at all. To stop it spending, freeze it instead.').waitFor();
+    // Put back as it was, the form leaves without a question (a question here would be declined and fail the wait).
+    await page.getByLabel('Valid until').fill('');
+    await page.getByLabel('Largest single purchase (credits)').fill('');
+    await expect.poll(leavingAsks).toBe(false);
+    await nav('Approvals');
+    await page.getByRole('heading', { name: 'Approvals', level: 1 }).waitFor();
+    // A mandate ended over the API: its agent's page says that every purchase is refused, beside its Active badge.
+    const { agentId: _agent, version: _version, createdAt: _created, hash: _hash, usage: _usage, ...rules } = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body;
+    expect((await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, { ...rules, notAfter: gw.clock.nowS() - 60 }, key('end-mandate'))).status).toBe(200);
+    await openAgent();
+    await page.getByText('Its mandate ended', { exact: false }).waitFor();
+    await page.getByText('every purchase is refused. Change "Valid until" below to let it spend again.', { exact: false }).waitFor();
+    expect((await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, { ...rules, notAfter: null }, key('reopen-mandate'))).status).toBe(200);
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await page.getByRole('heading', { name: 'Credit lots' }).waitFor();
+    await expect.poll(() => page.getByText('Its mandate ended', { exact: false }).count()).toBe(0);
   });
 
   it('approves a top-up and the balance rises', async () => {

@@ -7,6 +7,7 @@ import { creditsInput, parseCredits } from '../money.ts';
 import { verifyReceipt, type Verification } from '../receipt.ts';
 import { Amount, BudgetBar, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
 import { FreezeButton, StatusBadge, TreeFunds, treeLabel } from './agents.tsx';
+import { useLeaveGuard } from '../router.ts';
 
 type Mandate = Schemas['Mandate'];
 type Redemption = Schemas['Redemption'];
@@ -79,6 +80,36 @@ function draftOf(mandate: Mandate): Draft {
   };
 }
 
+/** The draft as text, without the rows' keys (which are new at every fill): equal drafts say the same. */
+function draftContent(draft: Draft): string {
+  // A value typed before "all spending" was chosen again is no part of the budget (mandateBody leaves it out).
+  return JSON.stringify({ ...draft, budgets: draft.budgets.map(({ key: _key, ...row }) => ({ ...row, scopeValue: row.scope === 'all' ? '' : row.scopeValue })) });
+}
+
+/**
+ * Whether the mandate is in force now, said where the owner looks: outside its window the agent's status still
+ * reads Active, while every purchase is refused (403 SCOPE_FORBIDDEN, mandate_not_valid). The window is
+ * [notBefore, notAfter), as the gateway applies it.
+ */
+function MandateWindow({ mandate }: { mandate: Mandate }) {
+  const nowS = Date.now() / 1000;
+  if (mandate.notBefore !== null && nowS < mandate.notBefore) {
+    return (
+      <p class="error" role="status">
+        Its mandate is not in force yet: every purchase is refused until <When s={mandate.notBefore} />.
+      </p>
+    );
+  }
+  if (mandate.notAfter !== null && nowS >= mandate.notAfter) {
+    return (
+      <p class="error" role="status">
+        Its mandate ended <When s={mandate.notAfter} />: every purchase is refused. Change "Valid until" below to let it spend again.
+      </p>
+    );
+  }
+  return null;
+}
+
 /** The PUT body for the draft (every member the form does not show kept as it is), or the problems found. */
 export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<string, unknown> } | { problems: string[] } {
   const problems: string[] = [];
@@ -124,6 +155,10 @@ export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<stri
   const notBefore = seconds(draft.notBefore);
   const notAfter = seconds(draft.notAfter);
   if (notBefore !== null && notAfter !== null && notAfter <= notBefore) problems.push('Valid until must be later than valid from.');
+  // An end already past stops every purchase at once, which reads as a typo rather than a wish: a freeze says so.
+  if (notAfter !== null && notAfter <= Date.now() / 1000 && draft.notAfter !== localInput(mandate.notAfter)) {
+    problems.push('Valid until is in the past: the agent could buy nothing at all. To stop it spending, freeze it instead.');
+  }
   const approvalAboveUc = amount(draft.approvalAbove, 'Approval above');
   const perHoldUc = amount(draft.perHold, 'Largest single purchase');
   if (problems.length > 0) return { problems };
@@ -155,6 +190,9 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
   // A new version (this save, or another tab's) replaces the draft; the outcome of the save stays said.
   useEffect(() => setDraft(draftOf(mandate)), [mandate.version]);
   const set = (change: Partial<Draft>) => setDraft((current) => ({ ...current, ...change }));
+  // The form's content without the rows' React keys: what a save would change, compared with what is in force.
+  const unsaved = draftContent(draft) !== draftContent(draftOf(mandate));
+  useLeaveGuard(unsaved ? 'Leave this page? Your changes to the mandate are not saved.' : undefined);
   const setRow = (key: number, change: Partial<BudgetRow>) => set({ budgets: draft.budgets.map((row) => (row.key === key ? { ...row, ...change } : row)) });
   const save = (event: Event) => {
     event.preventDefault();
@@ -259,6 +297,7 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
           Time zone of daily, weekly and monthly budgets
           <input value={draft.timeZone} onInput={(event) => set({ timeZone: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
         </label>
+        <p class="hint">Valid from and until are in this browser's time zone ({Intl.DateTimeFormat().resolvedOptions().timeZone}); empty: no limit.</p>
         <label>
           Valid from
           <input type="datetime-local" value={draft.notBefore} onInput={(event) => set({ notBefore: (event.currentTarget as HTMLInputElement).value })} />
@@ -462,6 +501,7 @@ export function AgentPage({ id }: { id: string }) {
             <p class="muted">
               Version {figures.data.mandate.version} · hash <code>{figures.data.mandate.hash}</code>
             </p>
+            <MandateWindow mandate={figures.data.mandate} />
             <MandateEditor key={id} agentId={id} mandate={figures.data.mandate} onSaved={refresh} />
           </section>
           <section aria-labelledby="lots-title">
