@@ -2,6 +2,7 @@
 // and each still gets the answer it would get alone, in arrival order. The batcher is paused while a test queues its mints, so the
 // batch is formed deterministically (no timing), then resumed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { lockAgentsWithAncestors } from '../../src/agents/store.ts';
 import { ledgerOperations } from '../../src/ledger/operations.ts';
 import { BATCH_LIMITS, batcherOf } from '../../src/platform/operations.ts';
 import { voucherOperations } from '../../src/vouchers/operations.ts';
@@ -222,6 +223,31 @@ describe('group commit of mints', () => {
       second = await world.anotherInstance();
     });
     afterAll(() => second?.close());
+
+    it("lets a refund add its lot while a batch holds the agent's row: the wait that closed a deadlock cycle (found from outside)", async () => {
+      // A refund holds the merchant's earnings row and then adds a lot, whose foreign key takes a share lock on the
+      // agent's row; a mint batch holds that row and waits for lots that a capture batch holds, which waits for the
+      // earnings row. The batches lock agents FOR NO KEY UPDATE, which a foreign key's share lock does not wait for.
+      const offer = await shop.offer({ priceUc: '1000000' });
+      const agent = await world.createAgent('refund-lock@example.com', 'refund-lock');
+      await grant(world, agent.id, 5_000_000n);
+      const holdId = (await mint(world, agent.token, offer.id)).body.redemption.id as string;
+      expect((await world.api('POST', `/v1/redemptions/${holdId}/capture`, { token: shop.key, key: 'lock-capture', body: {} })).status).toBe(200);
+      let release: (() => void) | undefined;
+      const holding = world.gw.gateway.db.transaction(async (tx) => {
+        await lockAgentsWithAncestors(tx, [agent.id]);
+        await new Promise<void>((resolve) => (release = resolve));
+      });
+      await waitFor(() => release, { what: "a transaction holding the agent's row" });
+      try {
+        const refunded = await world.api('POST', `/v1/redemptions/${holdId}/refunds`, { token: shop.key, key: 'lock-refund', body: { amountUc: '400000' } });
+        expect(refunded.status).toBe(201);
+      } finally {
+        release!();
+        await holding;
+      }
+      await expectLedgerInvariants(world.gw.gateway.db);
+    });
 
     it('two batches over the same agents, queued in opposite orders, stay exact and never deadlock', async () => {
       const offer = await shop.offer({ priceUc: '1000000' });

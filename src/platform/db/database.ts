@@ -38,6 +38,30 @@ export interface Tx extends Queryable {
   send(sql: string, params?: readonly unknown[]): void;
 }
 
+/** SQLSTATE in_failed_sql_transaction: what every statement after a failed one in its transaction answers. */
+const ABORTED_TRANSACTION = '25P02';
+
+/**
+ * A transaction's first failed statement, which is the transaction's failure. After it, PostgreSQL answers every
+ * statement of the transaction with 25P02 "current transaction is aborted". Statements sent together (a batch's
+ * claims and reads, pipelined) reach their callers through call chains of different depths, so a 25P02 could
+ * reach the transaction's code before the failure that caused it and hide it: a lock timeout then read as a 500
+ * where it is a 503, and a deadlock went unretried (found from outside, 2026-12-03). Each driver passes every
+ * answer of a transaction's connection through `observe` at its lowest level, where answers settle in the order
+ * the statements were sent: the first failure is kept, and a later 25P02 is replaced by it.
+ */
+export class FirstFailure {
+  private failure: { error: unknown } | undefined;
+
+  observe<R>(answer: Promise<R>): Promise<R> {
+    return answer.catch((error: unknown) => {
+      if (this.failure && (error as { code?: unknown } | null)?.code === ABORTED_TRANSACTION) throw this.failure.error;
+      this.failure ??= { error };
+      throw error;
+    });
+  }
+}
+
 /**
  * What a transaction's sent statements (`Tx.send`) left to wait for: each is awaited before the transaction
  * ends, and the first one to fail, in the order sent, fails the transaction (whatever a savepoint undid since).

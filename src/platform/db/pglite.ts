@@ -1,18 +1,20 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
-import { DatabaseInUseError, endStatementSpan, retryTransaction, SentStatements, statementSpan, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
+import { DatabaseInUseError, endStatementSpan, FirstFailure, retryTransaction, SentStatements, statementSpan, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
 import { asStorageError, OutageTracker, type OutageLog } from './faults.ts';
 import { NamedStatements } from './pglite-statements.ts';
 
 const INT8_OID = 20;
 
-function wrap(named: NamedStatements, target: PGlite | Transaction): Queryable {
+/** `failures`: a transaction's `FirstFailure`, through which each of the engine's answers passes. */
+function wrap(named: NamedStatements, target: PGlite | Transaction, failures?: FirstFailure): Queryable {
+  const answerOf = <R>(answer: Promise<R>): Promise<R> => (failures ? failures.observe(answer) : answer);
   return {
     async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
       const span = statementSpan('pglite', sql);
       try {
-        const result = await named.query(target, sql, params);
+        const result = await answerOf(named.query(target, sql, params));
         if (span) endStatementSpan(span, { rows: result.rows.length });
         return { rows: result.rows as R[], rowCount: result.affectedRows ?? result.rows.length };
       } catch (error) {
@@ -24,7 +26,7 @@ function wrap(named: NamedStatements, target: PGlite | Transaction): Queryable {
     async exec(sql: string): Promise<void> {
       const span = statementSpan('pglite', sql);
       try {
-        await target.exec(sql);
+        await answerOf(target.exec(sql));
         if (span) endStatementSpan(span, { rows: 0 });
       } catch (error) {
         const failure = asStorageError(error);
@@ -142,7 +144,7 @@ export async function openPglite(dataDir: string | undefined, log?: OutageLog, o
     query: (sql, params) => outage.observe(() => root.query(sql, params)),
     exec: (sql) => outage.observe(() => root.exec(sql)),
     transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-      return outage.observe(() => retryTransaction(() => db.transaction((tx) => inPgliteTx(wrap(named, tx), fn))));
+      return outage.observe(() => retryTransaction(() => db.transaction((tx) => inPgliteTx(wrap(named, tx, new FirstFailure()), fn))));
     },
     withAdvisoryLock<T>(_lockKey: number, fn: (conn: Queryable) => Promise<T>): Promise<T> {
       // One process owns a PGlite data directory, so there is no other session to exclude.

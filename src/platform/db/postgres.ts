@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { DEFAULT_DATABASE_TIMEOUTS, DEFAULT_POOL_SIZE_MAX, endStatementSpan, isStalePlan, retryTransaction, SentStatements, statementSpan, type Database, type DatabaseTimeouts, type Queryable, type QueryResult, type Tx } from './database.ts';
+import { DEFAULT_DATABASE_TIMEOUTS, DEFAULT_POOL_SIZE_MAX, endStatementSpan, FirstFailure, isStalePlan, retryTransaction, SentStatements, statementSpan, type Database, type DatabaseTimeouts, type Queryable, type QueryResult, type Tx } from './database.ts';
 import { asStorageError, isStorageUnavailable, OutageTracker, type OutageLog } from './faults.ts';
 
 const INT8_OID = 20;
@@ -49,20 +49,25 @@ function renameStatements(): void {
   statementGeneration += 1;
 }
 
-function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStalePlan: boolean }): Queryable {
+/**
+ * `observe`: a transaction's connection passes each of the driver's answers through its `FirstFailure` (the
+ * answers of one connection settle there in the order sent).
+ */
+function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStalePlan: boolean; failures?: FirstFailure }): Queryable {
+  const answerOf = <R>(answer: Promise<R>): Promise<R> => (options.failures ? options.failures.observe(answer) : answer);
   const configOf = (sql: string, params: readonly unknown[] | undefined) => {
     const name = params === undefined ? undefined : statementName(sql);
     return { text: sql, values: params as unknown[] | undefined, ...(name === undefined ? {} : { name }) };
   };
   const send = async (sql: string, params: readonly unknown[] | undefined) => {
     try {
-      return await client.query(configOf(sql, params));
+      return await answerOf(client.query(configOf(sql, params)));
     } catch (error) {
       if (!isStalePlan(error)) throw error;
       renameStatements();
       // Inside a transaction the statement failed it: the transaction's retry runs it again, renamed.
       if (!options.retryStalePlan) throw error;
-      return client.query(configOf(sql, params));
+      return answerOf(client.query(configOf(sql, params)));
     }
   };
   return {
@@ -81,7 +86,7 @@ function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStale
     async exec(sql: string): Promise<void> {
       const span = statementSpan('pg', sql);
       try {
-        await client.query(sql);
+        await answerOf(client.query(sql));
         if (span) endStatementSpan(span, { rows: 0 });
       } catch (error) {
         const failure = asStorageError(error);
@@ -100,7 +105,7 @@ function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStale
  * neither BEGIN nor COMMIT. `ended` tells the caller that the last statement closed it, committed or rolled back.
  */
 function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean; ended: () => boolean; sent: SentStatements; rollback: () => Promise<unknown> } {
-  const inner = wrap(client, { retryStalePlan: false });
+  const inner = wrap(client, { retryStalePlan: false, failures: new FirstFailure() });
   let begun = false;
   let ended = false;
   const sent = new SentStatements();

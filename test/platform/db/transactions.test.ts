@@ -106,6 +106,26 @@ describe(`transactions (${testDbKind()})`, () => {
     expect(await ids()).toEqual(['d']);
   });
 
+  it('throws the failure that aborted it, not the "transaction is aborted" of a statement sent after it whose caller heard first', async () => {
+    // The failing statement's answer reaches its caller later than the statement sent after it reaches its own,
+    // as a batch's reads (deeper calls) beside its claims: the 25P02 of the second won the Promise.all.
+    const failed = db.transaction(async (tx) => {
+      await tx.query(insert, ['a', 1n]);
+      const failing = tx.query(insert, ['b', -1n]);
+      // Its caller hears of it later than the next statement's caller hears of that one (here a timer later).
+      const heard = (async () => {
+        try {
+          return await failing;
+        } finally {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      })();
+      return Promise.all([heard, tx.query('SELECT id FROM things')]);
+    });
+    await expect(failed).rejects.toMatchObject({ code: '23514' });
+    expect(await ids()).toEqual([]);
+  });
+
   it('runs a script that opens it inside it (on PostgreSQL in BEGIN’s message), its settings the transaction’s own', async () => {
     const setting = 'SELECT current_setting($1) AS value';
     const inside = await db.transaction(async (tx) => {
