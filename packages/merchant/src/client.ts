@@ -5,7 +5,7 @@
 // client keeps a RevocationSet, fed by the `voucher.revoked` webhook (handleWebhook) or by polling the
 // revocations feed (pollRevocations, syncRevocations), and refuses the vouchers in it.
 import { randomUUID } from 'node:crypto';
-import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload } from 'jose';
 import { GatewayError, VerificationError } from './errors.ts';
 import { RevocationSet, REVOCATION_TOLERANCE_S_DEFAULT } from './revocations.ts';
 import type { Problem, ReceiptClaims, Redemption, RefundResult, RevocationFeedPage, VoucherClaims, WebhookEvent } from './types.ts';
@@ -31,11 +31,16 @@ export interface MerchantClientOptions {
   attemptsMax?: number;
   /** Timeout of one attempt (default 10 s). */
   timeoutMs?: number;
-  /** Clock skew accepted on `exp`/`iat` (default 30 s). */
+  /**
+   * Clock skew accepted on a token issued "in the future" by your clock, i.e. on its `nbf` (default 30 s).
+   * It does not extend a voucher's `exp`: a voucher is refused from its `exp` on, by your clock, since the
+   * gateway expires its hold then (its credit goes back to the agent; a capture answers 409 hold_resolved).
+   */
   clockToleranceS?: number;
   /**
-   * The revoked vouchers verifyVoucher refuses (default: a RevocationSet of its own, with the defaults). Its
-   * clockToleranceS must be at least this client's, so an entry outlives the voucher it revokes.
+   * The revoked vouchers verifyVoucher refuses (default: a RevocationSet of its own, with this client's
+   * clockToleranceS). Any set will do: it keeps an entry at least until the voucher's `exp`, and no voucher
+   * verifies past that.
    */
   revocations?: RevocationSet;
   /** Shortest time between two JWKS fetches caused by unknown `kid`s (default 30 s). */
@@ -120,17 +125,22 @@ export class MerchantClient {
   constructor(private readonly options: MerchantClientOptions) {
     this.baseUrl = options.gatewayUrl.replace(/\/+$/, '');
     this.issuer = options.issuer ?? this.baseUrl;
-    const clockToleranceS = options.clockToleranceS ?? REVOCATION_TOLERANCE_S_DEFAULT;
-    this.revocations = options.revocations ?? new RevocationSet({ clockToleranceS });
-    if (this.revocations.clockToleranceS < clockToleranceS) {
-      throw new TypeError(`the RevocationSet's clockToleranceS (${this.revocations.clockToleranceS} s) is below the client's (${clockToleranceS} s): a revoked voucher would verify again once its entry expired`);
-    }
+    // No voucher verifies past its exp (verifyJwt gives exp no tolerance), and a set keeps an entry at least
+    // until then, so the set's tolerance need not match the client's.
+    this.revocations = options.revocations ?? new RevocationSet({ clockToleranceS: options.clockToleranceS ?? REVOCATION_TOLERANCE_S_DEFAULT });
     // jose caches the key set and refetches it when a token names a kid it does not know (a rotation),
     // at most once per cooldown, so a flood of forged kids cannot make us hammer the gateway.
     this.jwks = createRemoteJWKSet(new URL(`${this.baseUrl}/.well-known/jwks.json`), { cacheMaxAge: 10 * 60_000, cooldownDuration: options.jwksRefetchCooldownMs ?? 30_000 });
   }
 
-  private async verifyJwt(token: string, typ: string, audience?: string): Promise<JWTPayload> {
+  /**
+   * The signature, typ, iss, aud and times of a token. jose applies its clockTolerance to `exp` as well as to
+   * `nbf`, so with `strictExp` (a voucher) `exp` is checked again without it: a voucher whose hold the gateway
+   * has expired (credit back to the agent, capture 409 hold_resolved) must not verify for another 30 s. The
+   * tolerance still absorbs a gateway clock ahead of ours (`nbf`). A receipt has no `exp`: it records a past
+   * capture and verifies however old it is.
+   */
+  private async verifyJwt(token: string, typ: string, audience: string | undefined, strictExp: boolean): Promise<JWTPayload> {
     try {
       const { payload } = await jwtVerify(token, this.jwks, {
         algorithms: ALGORITHMS,
@@ -139,6 +149,10 @@ export class MerchantClient {
         audience,
         clockTolerance: this.options.clockToleranceS ?? REVOCATION_TOLERANCE_S_DEFAULT,
       });
+      // Read the clock after the JWKS fetch (it may have taken seconds), as jose does, with its comparison: expired at exp.
+      if (strictExp && typeof payload.exp === 'number' && payload.exp <= Math.floor(Date.now() / 1000)) {
+        throw new errors.JWTExpired('"exp" claim timestamp check failed', payload, 'exp', 'check_failed');
+      }
       return payload;
     } catch (error) {
       throw new VerificationError('invalid_token', `the ${typ} does not verify: ${(error as Error).message}`, { cause: error });
@@ -147,13 +161,14 @@ export class MerchantClient {
 
   /**
    * Verifies a voucher offline: ES256 signature by a key in the gateway's JWKS, typ voucher+jwt, the
-   * gateway as issuer, you as audience, not expired; not revoked (in `revocations`); then the offer and
-   * amount bounds you pass. A valid voucher means the gateway holds its amount for you until `expiresAt`:
+   * gateway as issuer, you as audience, not expired (by your clock, from its `exp` on: clockToleranceS
+   * does not extend it); not revoked (in `revocations`); then the offer and amount bounds you pass. An
+   * expired voucher throws `invalid_token`, its cause jose's `JWTExpired` (claim `exp`). A valid voucher means the gateway holds its amount for you until `expiresAt`:
    * capture it by `redemptionId`. A revocation the set has not heard of yet still shows at capture (409
    * `voucher_revoked`).
    */
   async verifyVoucher(token: string, bounds: VoucherBounds = {}): Promise<VoucherClaims> {
-    const payload = await this.verifyJwt(token, VOUCHER_TYP, this.options.merchantId);
+    const payload = await this.verifyJwt(token, VOUCHER_TYP, this.options.merchantId, true);
     if (typeof payload.exp !== 'number' || typeof payload.iat !== 'number') throw new VerificationError('invalid_token', 'the voucher has no exp or iat');
     const claims: VoucherClaims = {
       redemptionId: stringClaim(payload, 'jti'),
@@ -186,7 +201,7 @@ export class MerchantClient {
 
   /** Verifies a capture or refund receipt offline and checks that it was issued for you. */
   async verifyReceipt(receipt: string): Promise<ReceiptClaims> {
-    const payload = await this.verifyJwt(receipt, RECEIPT_TYP);
+    const payload = await this.verifyJwt(receipt, RECEIPT_TYP, undefined, false);
     const kind = payload.kind;
     if (kind !== 'capture' && kind !== 'refund') throw new VerificationError('invalid_token', 'the receipt kind is neither capture nor refund');
     if (typeof payload.iat !== 'number') throw new VerificationError('invalid_token', 'the receipt has no iat');

@@ -10,7 +10,10 @@ import type { VoucherRevocation, WebhookEvent } from './types.ts';
 export const VOUCHER_LIFETIME_S_MAX_DEFAULT = 7 * 86_400;
 /** Entries kept at most by default (a few megabytes). */
 export const REVOCATIONS_MAX_DEFAULT = 100_000;
-/** The clock skew a voucher's `exp` is given by default: the MerchantClient's own default. */
+/**
+ * The default clock tolerance: of a RevocationSet, how long past a voucher's `exp` its entry is kept (a
+ * margin); of the MerchantClient, the skew accepted on `nbf` (never on `exp`: a voucher is refused from it on).
+ */
 export const REVOCATION_TOLERANCE_S_DEFAULT = 30;
 
 export interface RevocationSetOptions {
@@ -26,8 +29,9 @@ export interface RevocationSetOptions {
    */
   entriesMax?: number;
   /**
-   * Clock skew allowed on a voucher's `exp` (default 30 s): an entry is kept this long past it. Must be at
-   * least the MerchantClient's `clockToleranceS`, or a voucher could verify again after its entry went.
+   * How long past a voucher's `exp` its entry is kept (default 30 s): a margin only, since the MerchantClient
+   * refuses a voucher from its `exp` on whatever its own `clockToleranceS`, so any value (0 included) keeps
+   * an entry as long as its voucher could verify.
    */
   clockToleranceS?: number;
   /** The clock, in Unix seconds (default: the system clock). */
