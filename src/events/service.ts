@@ -110,7 +110,10 @@ export interface Delivery {
   eventType: string;
   state: store.DeliveryState;
   attempts: number;
-  /** When the next attempt is due (pending only). */
+  /**
+   * When the next attempt is due (pending only): its schedule's time, or the end of its endpoint's open circuit
+   * when that is later (no attempt is made to the endpoint before it).
+   */
   nextAttemptAt: number | null;
   lastAttemptAt: number | null;
   lastStatus: number | null;
@@ -217,7 +220,7 @@ function toDelivery(row: store.DeliveryRow): Delivery {
     eventType: row.event_type,
     state: row.state,
     attempts: row.attempts,
-    nextAttemptAt: row.state === 'pending' ? Math.ceil(Number(row.next_attempt_at_ms) / 1000) : null,
+    nextAttemptAt: row.state === 'pending' ? Math.ceil(Math.max(Number(row.next_attempt_at_ms), Number(row.circuit_open_until_ms)) / 1000) : null,
     lastAttemptAt: seconds(row.last_attempt_at_s),
     lastStatus: row.last_status,
     lastError: row.last_error,

@@ -40,6 +40,8 @@ export interface DeliveryRow {
   last_duration_ms: number | null;
   created_at_s: bigint;
   delivered_at_s: bigint | null;
+  /** Until when its endpoint's circuit holds it back: the endpoint's `circuit_open_until_ms` while enabled, else 0. */
+  circuit_open_until_ms: bigint;
 }
 
 /** A delivery a worker has claimed, with everything it needs to send it. */
@@ -58,6 +60,8 @@ export interface ClaimedDeliveryRow {
   previous_secret_sealed: string | null;
   /** When this attempt was due (the event's emission for a first attempt, the retry's time for a retry). */
   due_at_ms: bigint;
+  /** When this attempt started: the claim (its record's `started_at_ms`). The circuit judges its failure by it. */
+  started_at_ms: bigint;
   /** The W3C trace context of the request whose change the event reports (NULL when it was not traced). */
   traceparent: string | null;
 }
@@ -198,7 +202,10 @@ export async function queueEventsSince(db: Queryable, merchantId: string, sinceS
 }
 
 const DELIVERY_COLUMNS = `d.id, d.event_id, ev.type AS event_type, d.merchant_id, d.state, d.attempts, d.next_attempt_at_ms,
-  d.locked_until_ms, d.last_status, d.last_error, d.last_attempt_at_s, d.last_duration_ms, d.created_at_s, d.delivered_at_s`;
+  d.locked_until_ms, d.last_status, d.last_error, d.last_attempt_at_s, d.last_duration_ms, d.created_at_s, d.delivered_at_s,
+  CASE WHEN we.enabled THEN we.circuit_open_until_ms ELSE 0 END AS circuit_open_until_ms`;
+/** A delivery with its event and its endpoint (whose circuit may hold it back; none once an owner deleted it). */
+const DELIVERY_FROM = `webhook_deliveries d JOIN events ev ON ev.id = d.event_id LEFT JOIN webhook_endpoints we ON we.account_id = d.account_id`;
 
 /** Whose events and deliveries a read lists: a merchant's or an owner's (one outbox holds both). */
 export type EventAccount = { kind: 'merchant'; id: string } | { kind: 'owner'; id: string };
@@ -212,7 +219,7 @@ function accountColumn(account: EventAccount): 'merchant_id' | 'owner_id' {
 export async function listDeliveries(db: Queryable, account: EventAccount, limit: number, startingAfter?: string): Promise<DeliveryRow[]> {
   const column = accountColumn(account);
   const { rows } = await db.query<DeliveryRow>(
-    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id
+    `SELECT ${DELIVERY_COLUMNS} FROM ${DELIVERY_FROM}
       WHERE d.${column} = $1
         AND ($2::text IS NULL OR d.seq < (SELECT seq FROM webhook_deliveries WHERE id = $2 AND ${column} = $1))
       ORDER BY d.seq DESC LIMIT $3`,
@@ -224,7 +231,7 @@ export async function listDeliveries(db: Queryable, account: EventAccount, limit
 
 export async function findDelivery(db: Queryable, account: EventAccount, deliveryId: string): Promise<DeliveryRow | undefined> {
   const { rows } = await db.query<DeliveryRow>(
-    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id
+    `SELECT ${DELIVERY_COLUMNS} FROM ${DELIVERY_FROM}
       WHERE d.id = $1 AND d.${accountColumn(account)} = $2`,
     [deliveryId, account.id],
   );
@@ -234,7 +241,7 @@ export async function findDelivery(db: Queryable, account: EventAccount, deliver
 /** The delivery, locked for the rest of the transaction (a re-send). */
 export async function lockDelivery(tx: Tx, merchantId: string, deliveryId: string): Promise<DeliveryRow | undefined> {
   const { rows } = await tx.query<DeliveryRow>(
-    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id
+    `SELECT ${DELIVERY_COLUMNS} FROM ${DELIVERY_FROM}
       WHERE d.id = $1 AND d.merchant_id = $2 FOR UPDATE OF d`,
     [deliveryId, merchantId],
   );
@@ -293,7 +300,7 @@ export async function claimDueDeliveries(
         WHERE w.id = due.id AND ev.id = w.event_id AND e.account_id = w.account_id
        RETURNING w.id, w.event_id, w.account_id, w.merchant_id, w.owner_id, w.attempts, ev.payload, e.url, e.secret_sealed,
                  CASE WHEN e.previous_secret_expires_at_s * 1000 > $1::bigint THEN e.previous_secret_sealed END AS previous_secret_sealed,
-                 w.next_attempt_at_ms AS due_at_ms, w.traceparent
+                 w.next_attempt_at_ms AS due_at_ms, $1::bigint AS started_at_ms, w.traceparent
      ),
      started AS (
        INSERT INTO webhook_attempts (id, delivery_id, merchant_id, owner_id, attempt, claim_token, outcome, started_at_ms)
@@ -367,12 +374,23 @@ export async function endpointSucceeded(db: Queryable, accountId: string): Promi
   );
 }
 
-/** Counts a failure; returns the endpoint's run of failures so the caller can open the circuit or give up. */
-export async function endpointFailed(db: Queryable, accountId: string, nowS: number): Promise<{ consecutive_failures: number; failing_since_s: bigint } | undefined> {
-  const { rows } = await db.query<{ consecutive_failures: number; failing_since_s: bigint }>(
-    `UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1, failing_since_s = COALESCE(failing_since_s, $2)
-      WHERE account_id = $1 RETURNING consecutive_failures, failing_since_s`,
-    [accountId, nowS],
+/**
+ * Records a failed attempt against the endpoint; returns its run of failures so the caller can open the circuit
+ * or give up. Only an attempt that started with the circuit closed counts (`counted`): one that started before
+ * the circuit opened (in flight when another attempt's failure opened it) or while it was open is part of the
+ * burst that opened it, and neither adds to the run nor lengthens the circuit. The run's start is set either way.
+ */
+export async function endpointFailed(
+  db: Queryable,
+  accountId: string,
+  failure: { nowS: number; startedAtMs: number },
+): Promise<{ consecutive_failures: number; failing_since_s: bigint; counted: boolean } | undefined> {
+  const { rows } = await db.query<{ consecutive_failures: number; failing_since_s: bigint; counted: boolean }>(
+    `UPDATE webhook_endpoints
+        SET consecutive_failures = consecutive_failures + CASE WHEN circuit_open_until_ms > $3::bigint THEN 0 ELSE 1 END,
+            failing_since_s = COALESCE(failing_since_s, $2)
+      WHERE account_id = $1 RETURNING consecutive_failures, failing_since_s, circuit_open_until_ms <= $3::bigint AS counted`,
+    [accountId, failure.nowS, failure.startedAtMs],
   );
   return rows[0];
 }
@@ -431,7 +449,7 @@ export async function findEvent(db: Queryable, merchantId: string, eventId: stri
 /** The event's delivery, locked for the rest of the transaction (a re-send of the event). */
 export async function lockDeliveryOfEvent(tx: Tx, merchantId: string, eventId: string): Promise<DeliveryRow | undefined> {
   const { rows } = await tx.query<DeliveryRow>(
-    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id
+    `SELECT ${DELIVERY_COLUMNS} FROM ${DELIVERY_FROM}
       WHERE d.event_id = $1 AND d.merchant_id = $2 FOR UPDATE OF d`,
     [eventId, merchantId],
   );

@@ -33,7 +33,12 @@ export const ENDPOINT_CONCURRENCY_MAX = 4;
 export const DELIVERY_LEASE_MS = 5_000;
 /** Failures in a row after which an endpoint's circuit opens: no attempt to it until the circuit closes. */
 export const CIRCUIT_FAILURES_THRESHOLD = 5;
-/** The circuit stays open 30 s after the threshold, doubling with each further failure, up to 10 min. */
+/**
+ * The circuit stays open 30 s after the threshold, doubling with each further failure, up to 10 min. A failure
+ * counts only when its attempt started with the circuit closed: the attempts in flight when it opens (a pass
+ * runs up to ENDPOINT_CONCURRENCY_MAX at once) are the same burst, so one burst opens it once, for 30 s, and
+ * the next opening (an attempt after it closed failed too) is the next step.
+ */
 export const CIRCUIT_OPEN_BASE_MS = 30_000;
 export const CIRCUIT_OPEN_MAX_MS = 10 * 60_000;
 /** An endpoint that has failed every attempt for this long is disabled, with a `webhook.disabled` event (Svix: 5 days). */
@@ -280,7 +285,7 @@ export class WebhookWorker {
   private async endpointFailed(tx: Queryable, row: store.ClaimedDeliveryRow, nowMs: number): Promise<boolean> {
     const nowS = Math.floor(nowMs / 1000);
     const accountId = row.account_id;
-    const run = await store.endpointFailed(tx, accountId, nowS);
+    const run = await store.endpointFailed(tx, accountId, { nowS, startedAtMs: Number(row.started_at_ms) });
     if (!run) return false;
     if (nowS - Number(run.failing_since_s) >= AUTO_DISABLE_AFTER_S) {
       if (!(await store.disableFailingEndpoint(tx, accountId, nowS))) return false;
@@ -294,8 +299,9 @@ export class WebhookWorker {
       }
       return true;
     }
+    // An attempt that started before the circuit opened, or while it was open, neither lengthens it nor steps it up.
     const beyond = run.consecutive_failures - CIRCUIT_FAILURES_THRESHOLD;
-    if (beyond >= 0) await store.openCircuit(tx, accountId, nowMs + Math.min(CIRCUIT_OPEN_MAX_MS, CIRCUIT_OPEN_BASE_MS * 2 ** Math.min(beyond, 20)));
+    if (run.counted && beyond >= 0) await store.openCircuit(tx, accountId, nowMs + Math.min(CIRCUIT_OPEN_MAX_MS, CIRCUIT_OPEN_BASE_MS * 2 ** Math.min(beyond, 20)));
     return false;
   }
 }
