@@ -14,7 +14,7 @@
 // database alone cannot sign; live mode rotates only with that key set. Dev mode's own key, and rows written
 // before sealing, are kept as JWK JSON (dev mode's box key lives in the same database: sealing would hide nothing).
 import { createPrivateKey, sign as signBytes, type JsonWebKey, type KeyObject } from 'node:crypto';
-import { exportJWK, importJWK, importPKCS8, calculateJwkThumbprint, generateKeyPair, jwtVerify, type JWK, type JWTPayload } from 'jose';
+import { errors as joseErrors, exportJWK, importJWK, importPKCS8, calculateJwkThumbprint, generateKeyPair, jwtVerify, type JWK, type JWTPayload } from 'jose';
 import { ApiError } from './errors.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
@@ -210,7 +210,10 @@ export class SigningKeys {
    * Verifies a token we signed: ES256 only, one of our keys, our issuer, the given audience and `typ`
    * (so a voucher is never an access token and vice versa). Throws jose errors on any failure. Without an
    * `audience` the caller checks `aud` itself (to name its own refusal: x402's unauthorized_server);
-   * `requiredClaims` must be present.
+   * `requiredClaims` must be present. The 30 s of leeway absorb another instance's clock ahead of this one's
+   * (`nbf`, `iat`), never a token past its `exp`: jose applies its leeway to `exp` too, so `exp` is checked
+   * again without it (an access token answered for 30 s after it lapsed; docs/decisions.md "Our tokens lapse at
+   * their exp").
    */
   async verify(
     token: string,
@@ -232,6 +235,9 @@ export class SigningKeys {
         currentDate: new Date(this.clock.nowMs()),
       },
     );
+    if (typeof payload.exp === 'number' && payload.exp <= Math.floor(this.clock.nowMs() / 1000)) {
+      throw new joseErrors.JWTExpired('"exp" claim timestamp check failed', payload, 'exp', 'check_failed');
+    }
     const typ = protectedHeader.typ?.toLowerCase().replace(/^application\//, '');
     if (typ !== expected.typ) throw new Error(`token typ is ${protectedHeader.typ ?? 'absent'}, expected ${expected.typ}`);
     return { payload, kid: protectedHeader.kid! };

@@ -57,7 +57,7 @@ export interface AttestationClaims {
 const REQUIRED_CLAIMS = ['sub', 'aud', 'jti', 'iat', 'exp', 'holdExp', 'amount', 'asset', 'resource', 'offer_id'] as const;
 const UC = new RegExp(MICROCREDITS_PATTERN);
 
-type Reading = { ok: true; claims: AttestationClaims } | { ok: false; reason: 'attestation_invalid' | 'attestation_expired'; message: string; payer?: string };
+type Reading = { ok: true; claims: AttestationClaims } | { ok: false; reason: 'attestation_invalid' | 'attestation_expired' | 'hold_expired'; message: string; payer?: string };
 
 /** An authorize as the batch runs it: the agent, its checked request, and the key that names it (for a purchase approval). */
 export interface AuthorizeRequest {
@@ -331,6 +331,11 @@ export class X402Service {
       if (use === 'presentation') {
         // The signature verified, so its subject is the payer, as in every other refusal of a valid attestation.
         const payer = typeof error.payload.sub === 'string' ? error.payload.sub : undefined;
+        // Past its hold's deadline too, the hold is the news: its credit went back to the agent.
+        const { holdExp } = error.payload;
+        if (typeof holdExp === 'number' && holdExp <= this.gateway.clock.nowS()) {
+          return { ok: false, reason: 'hold_expired', message: `the hold expired at ${holdExp}; its credit went back to the agent`, payer };
+        }
         return { ok: false, reason: 'attestation_expired', message: 'the attestation expired: authorize again and retry', payer };
       }
       claimed = error.payload;

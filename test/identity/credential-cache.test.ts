@@ -68,6 +68,21 @@ describe('verified-token cache', () => {
     }
   });
 
+  it('refuses our access token from its exp on: the leeway for another instance\'s clock is never added to exp', async () => {
+    const agent = await world.createAgent('lapse-owner@example.com', 'lapse-agent');
+    const issued = await world.accessToken({ sub: agent.id, scope: 'svc:agent' }); // exp: now + 600 s
+    expect((await me(world.url, issued)).status).toBe(200);
+    const { clock } = world.gw;
+    clock.advance(605_000); // 5 s past exp, inside the 30 s that external identity tokens are given
+    try {
+      const lapsed = await world.api('GET', '/v1/me', { token: issued });
+      expect(lapsed.status).toBe(401);
+      expect(lapsed.headers.get('www-authenticate')).toContain('error="invalid_token"');
+    } finally {
+      clock.advance(-605_000);
+    }
+  });
+
   it('checks our access token against its resource on every use: one verified for the API is refused at /mcp', async () => {
     const agent = await world.createAgent('resource-owner@example.com', 'resource-agent');
     const forApi = await world.accessToken({ sub: agent.id, scope: 'svc:agent' });

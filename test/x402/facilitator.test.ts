@@ -287,7 +287,8 @@ describe('POST /x402/verify', () => {
     expect(await verify(payment, { ...requirements, payTo: other.merchantId }, other.key)).toMatchObject({ isValid: false, invalidReason: 'unauthorized_server' });
     expect(await verify(payment, requirements, other.key)).toMatchObject({ isValid: false, invalidReason: 'unauthorized_server' });
 
-    const expired = await advancing(331_000, () => verify(payment));
+    // From its exp on (the 300 s presentation window), with no leeway: the leeway is for a clock ahead, not an exp past.
+    const expired = await advancing(301_000, () => verify(payment));
     expect(expired).toMatchObject({ isValid: false, invalidReason: 'attestation_expired', payer: agent.id });
     expect(await verify(payment)).toMatchObject({ isValid: true });
   });
@@ -305,7 +306,7 @@ describe('POST /x402/verify', () => {
       invalidMessage: expect.stringMatching(/^the hold was revoked at \d+ \(its agent was frozen\): do not serve it$/),
     });
 
-    // A hold of 60 s: its attestation's window ends a second before the deadline, and the 30 s leeway reaches past it.
+    // A hold of 60 s: its attestation's window ends a second before the deadline; past both, the hold is what verify names.
     const short = await paid({ holdLifetimeS: 60 });
     expect(decodeJwt(short.attestation).exp).toBe((decodeJwt(short.attestation).holdExp as number) - 1);
     expect(await advancing(61_000, () => facilitator().verify(short.payment, short.requirements))).toMatchObject({ isValid: false, invalidReason: 'hold_expired' });
