@@ -61,8 +61,8 @@ const DESCRIPTION = [
     'server has notifications before the result. A notification answers 202 with no body. Protocol errors are JSON-RPC errors ' +
     '(400 with -32600 a batch (an array body), -32020 header mismatch, -32022 unsupported version, -32602 invalid envelope or params, ' +
     'a `__proto__` key, a `constructor` with a `prototype` or a member name repeated in one object included, as every JSON body refuses them; 404 with -32601 unknown ' +
-    'method); a refused tool call is a tool result with `isError: true` whose structured content is the problem body the HTTP ' +
-    'route of the same operation answers.',
+    'method); a refused tool call is a tool result with `isError: true` whose text (and, for a tool without an output schema, ' +
+    'structured content) is the problem body the HTTP route of the same operation answers.',
   'Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner ' +
     '`svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens ' +
     "for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata=\"{base_url}/.well-known/oauth-protected-resource/mcp\", " +

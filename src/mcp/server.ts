@@ -3,8 +3,8 @@
 // verified principal may call, so a tool list depends on who asks (cache scope `private`). A tool that
 // changes state runs its operation through the operation runner, a read its query through the query
 // runner, as their HTTP routes do; a read's output schema is the query's. A business refusal comes back
-// as a tool error (`isError`) whose structured content is the problem body the HTTP route answers (with
-// `retryAfterS` as a member, since a tool result has no headers), except a refusal a human resolves in a
+// as a tool error (`isError`) whose text (and, for a tool without an output schema, structured content) is the
+// problem body the HTTP route answers (with `retryAfterS` as a member, since a tool result has no headers), except a refusal a human resolves in a
 // browser (an ApiError carrying an `approval` page): that becomes a URL elicitation (see `askToVisit`).
 import {
   CLIENT_CAPABILITIES_META_KEY,
@@ -42,7 +42,7 @@ const MCP_SERVER_INFO = { name: 'agent-credit-gateway', version: '0.1.0' };
 const INSTRUCTIONS =
   'Agent Credit Gateway: agents pay for services with prepaid credit. Amounts are microcredits as decimal strings ' +
   '(1 credit = 1,000,000 µc = $0.01). Tools that move money take an idempotencyKey: retry a failed call with the same key. ' +
-  'A refused call is a tool error whose structured content is an RFC 9457 problem with a stable `code`.';
+  'A refused call is a tool error whose text is an RFC 9457 problem (JSON) with a stable `code`.';
 
 /**
  * A copy of `schema` with every `$ref` to a named schema replaced by that schema, without its `$id` (tools
@@ -208,7 +208,12 @@ async function answer(
     const approval = refusal.options.approval;
     const elicitation = approval === undefined ? undefined : askToVisit(refusal, approval, era, ctx);
     if (elicitation) return elicitation;
-    return { ...toolResult(problemBody(services.gateway.config.baseUrl, refusal, { retryAfterMember: true })), isError: true };
+    const problem = problemBody(services.gateway.config.baseUrl, refusal, { retryAfterMember: true });
+    // A read declares an output schema, which MCP requires structured content to match, and which the 1.x SDK's
+    // client checks on errors too (a problem body there threw -32602 in the client instead of reaching the app):
+    // its refusal carries the problem body as its text alone. An operation declares none: its refusal has both.
+    if ('query' in tool) return { content: [{ type: 'text', text: JSON.stringify(problem) }], isError: true };
+    return { ...toolResult(problem), isError: true };
   }
 }
 

@@ -10,7 +10,7 @@ import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { grant, openShop, type Shop } from '../support/ledger-fixture.ts';
 import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
-import { connect, MODERN } from './helpers.ts';
+import { connect, MODERN, toolBody } from './helpers.ts';
 
 let world: World;
 let github: FakeGitHub;
@@ -28,7 +28,7 @@ afterAll(async () => {
 });
 
 function structured(result: unknown): any {
-  return (result as { structuredContent: unknown }).structuredContent;
+  return toolBody(result);
 }
 
 /** An agent with no credit, its MCP access token and its owner's human session. */

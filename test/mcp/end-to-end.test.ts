@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/platform/ids.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
-import { connect } from './helpers.ts';
+import { connect, toolBody } from './helpers.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const hasChromium = existsSync(CHROMIUM);
@@ -154,7 +154,7 @@ async function consentInBrowser(authorizationUrl: URL): Promise<URLSearchParams>
 }
 
 function structured(result: unknown): any {
-  return (result as { structuredContent: unknown }).structuredContent;
+  return toolBody(result);
 }
 
 describe.skipIf(!hasChromium)('MCP end to end with the official client and a real browser', () => {

@@ -1,11 +1,13 @@
 // POST /mcp as the transport and authorization rules state it: credentials before discovery, both
 // protocol eras on one stateless endpoint, the tool list per principal, tool errors as problem bodies.
 import { extractWWWAuthenticateParams, type Client } from '@modelcontextprotocol/client';
+import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant, mint, openShop } from '../support/ledger-fixture.ts';
 import { startWorld, type World } from '../support/world.ts';
-import { connect, LEGACY, rawModern } from './helpers.ts';
+import { connect, LEGACY, rawModern, toolBody } from './helpers.ts';
 
 let world: World;
 let mcpUrl: string;
@@ -40,7 +42,7 @@ afterAll(async () => {
 });
 
 function structured(result: unknown): any {
-  return (result as { structuredContent: unknown }).structuredContent;
+  return toolBody(result);
 }
 
 describe('authorization before discovery', () => {
@@ -177,8 +179,8 @@ describe('the 2026-07-28 wire', () => {
     ] as const) {
       const res = await call(args);
       expect(res.body.result.isError, JSON.stringify(args)).toBe(true);
-      expect(res.body.result.structuredContent, JSON.stringify(args)).toMatchObject({ status: 400, code: 'invalid_input', errors: expect.any(Array) });
-      expect(res.body.result.structuredContent.detail, JSON.stringify(args)).toMatch(detail);
+      expect(toolBody(res.body.result), JSON.stringify(args)).toMatchObject({ status: 400, code: 'invalid_input', errors: expect.any(Array) });
+      expect(toolBody(res.body.result).detail, JSON.stringify(args)).toMatch(detail);
     }
     expect((await world.api('GET', '/v1/me', { token: agent.token })).body.balance.heldUc).toBe('250000');
   });
@@ -425,5 +427,27 @@ describe('tools through the official client', () => {
     const refused = await owner.callTool({ name: 'list_agent_holds', arguments: { agentId: stranger.id } });
     expect(refused.isError).toBe(true);
     expect(structured(refused).code).toBe('not_found');
+  });
+
+  it("a read's refusal reaches the 1.x SDK's client as a tool error with the problem body, not as a broken output schema (found from outside)", async () => {
+    // That client checks structured content against the tool's output schema even on an error result, and threw
+    // -32602 "Structured content does not match the tool's output schema" for a problem body there.
+    const legacy = new LegacyClient({ name: 'sdk-1', version: '1' });
+    await legacy.connect(new LegacyTransport(new URL(mcpUrl), { requestInit: { headers: { authorization: `Bearer ${ownerMcpToken}` } } }));
+    try {
+      await legacy.listTools(); // the client learns each tool's output schema
+      for (const [args, code] of [
+        [{ agentId: agent.id, limit: 0 }, 'invalid_input'],
+        [{ agentId: 'agt_nope' }, 'not_found'],
+      ] as const) {
+        const refused = await legacy.callTool({ name: 'list_agent_holds', arguments: args });
+        expect([refused.isError, refused.structuredContent]).toEqual([true, undefined]);
+        expect(toolBody(refused)).toMatchObject({ code, status: code === 'not_found' ? 404 : 400 });
+      }
+      const read = await legacy.callTool({ name: 'list_agent_holds', arguments: { agentId: agent.id } });
+      expect((read.structuredContent as { redemptions: unknown[] }).redemptions).toHaveLength(1);
+    } finally {
+      await legacy.close();
+    }
   });
 });

@@ -63,3 +63,13 @@ export async function rawModern(
   }
   return { status: res.status, headers: res.headers, body };
 }
+
+/**
+ * What a tool answered: its structured content, or for a refusal the problem body. A read's refusal carries the body
+ * as its text alone (its output schema describes success only), an operation's as both.
+ */
+export function toolBody(result: unknown): any {
+  const { structuredContent, isError, content } = result as { structuredContent?: unknown; isError?: boolean; content?: Array<{ type: string; text?: string }> };
+  if (structuredContent !== undefined) return structuredContent;
+  return isError === true && content?.[0]?.type === 'text' ? JSON.parse(content[0].text!) : undefined;
+}

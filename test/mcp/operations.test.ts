@@ -4,7 +4,7 @@ import type { Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant, openShop } from '../support/ledger-fixture.ts';
 import { startWorld, type World } from '../support/world.ts';
-import { connect } from './helpers.ts';
+import { connect, toolBody } from './helpers.ts';
 
 let world: World;
 let offerId: string;
@@ -21,7 +21,7 @@ afterAll(async () => {
 });
 
 function structured(result: unknown): any {
-  return (result as { structuredContent: unknown }).structuredContent;
+  return toolBody(result);
 }
 
 async function holdCount(agentId: string): Promise<number> {

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOOLS, twinName } from '../../src/mcp/tools.ts';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
 import { startWorld, type World } from '../support/world.ts';
-import { connect } from './helpers.ts';
+import { connect, toolBody } from './helpers.ts';
 
 let world: World;
 let shop: Shop;
@@ -80,7 +80,7 @@ afterAll(async () => {
 async function both(faces: Faces, tool: string, args: Record<string, unknown>, httpPath: string): Promise<{ mcp: any; http: any; status: number; isError: boolean }> {
   const result = (await faces.mcp.callTool({ name: tool, arguments: args })) as { structuredContent: unknown; isError?: boolean };
   const res = await world.api('GET', httpPath, { token: faces.http });
-  return { mcp: result.structuredContent, http: res.body, status: res.status, isError: result.isError === true };
+  return { mcp: toolBody(result), http: res.body, status: res.status, isError: result.isError === true };
 }
 
 describe('MCP read tools answer what their HTTP twins answer', () => {
