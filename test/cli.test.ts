@@ -320,6 +320,14 @@ describe('acg agent mandate show and set', () => {
     const forced = await acg(workDir, env, 'agent', 'mandate', 'set', agent.id, '--file', file(edited), '--force');
     expect(forced.code, forced.stderr).toBe(0);
     expect(JSON.parse(forced.stdout)).toMatchObject({ version: 5, budgets: [{ id: 'daily', limitUc: '30000000' }] });
+
+    // A version that is no version is refused, not sent without If-Match (found from outside: "2" replaced version 3).
+    for (const version of ['5', 0, -1, 1.5, null, true, 1e30]) {
+      const odd = await acg(workDir, env, 'agent', 'mandate', 'set', agent.id, '--file', file({ ...edited, version }));
+      expect(odd, JSON.stringify(version)).toMatchObject({ code: 2, stdout: '' });
+      expect(odd.stderr).toMatch(new RegExp(`says "version": ${JSON.stringify(version).replace(/[.+]/g, '\\$&')}, which is no mandate version .* or give --force `));
+    }
+    expect((await mandateNow()).version).toBe(5);
   });
 
   it('says no gateway answers, with or without a credential', async () => {

@@ -159,8 +159,13 @@ async function readMandateText(file: string): Promise<string> {
   return readFileSync(file, 'utf8');
 }
 
-/** The rules of the file: a JSON object, without what `show` prints besides the rules (and for this agent, if it says). */
-function rulesOf(text: string, where: string, agentId: string): Record<string, unknown> {
+/**
+ * The rules of the file: a JSON object, without what `show` prints besides the rules (and for this agent, if it says);
+ * and the version a file saved from `show` was read at (its `version`), which `set` makes its change on (none for
+ * rules written by hand, or with --force). A `version` that is not a version is refused: sent without If-Match, a
+ * hand-edited "2" or 2.5 replaced whatever was in force, the lost update the version is there to prevent.
+ */
+function mandateFile(text: string, where: string, options: { agentId: string; force: boolean }): { rules: Record<string, unknown>; version: number | undefined } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -169,16 +174,19 @@ function rulesOf(text: string, where: string, agentId: string): Record<string, u
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) fail(`${where} must hold a JSON object: the mandate's rules, as \`acg agent mandate show\` prints them`);
   const document = parsed as Record<string, unknown>;
-  if (document.agentId !== undefined && document.agentId !== agentId) {
-    fail(`${where} is the mandate of agent ${String(document.agentId)}, not of ${agentId}: remove its agentId to give these rules to ${agentId}`);
+  if (document.agentId !== undefined && document.agentId !== options.agentId) {
+    fail(`${where} is the mandate of agent ${String(document.agentId)}, not of ${options.agentId}: remove its agentId to give these rules to ${options.agentId}`);
   }
-  return Object.fromEntries(Object.entries(document).filter(([name]) => !(READ_ONLY_MEMBERS as readonly string[]).includes(name)));
-}
-
-/** The version a file saved from `show` was read at (its `version`), which `set` makes its change on; none for rules written by hand. */
-function versionOf(text: string): number | undefined {
-  const version = (JSON.parse(text) as { version?: unknown }).version;
-  return Number.isSafeInteger(version) && (version as number) > 0 ? (version as number) : undefined;
+  const rules = Object.fromEntries(Object.entries(document).filter(([name]) => !(READ_ONLY_MEMBERS as readonly string[]).includes(name)));
+  const { version } = document;
+  if (options.force || version === undefined) return { rules, version: undefined };
+  if (!Number.isSafeInteger(version) || (version as number) < 1) {
+    fail(
+      `${where} says "version": ${JSON.stringify(version)}, which is no mandate version (a whole number from 1, as \`acg agent mandate show\` prints it): ` +
+        'put back the version show printed, or leave "version" out or give --force to replace whatever version is in force',
+    );
+  }
+  return { rules, version: version as number };
 }
 
 /**
@@ -189,8 +197,7 @@ function versionOf(text: string): number | undefined {
 export async function setMandate(config: Config, options: MandateCommandOptions & { file: string; force?: boolean }): Promise<void> {
   const where = options.file === '-' ? 'standard input' : options.file;
   const text = await readMandateText(options.file);
-  const rules = rulesOf(text, where, options.agentId);
-  const version = options.force ? undefined : versionOf(text);
+  const { rules, version } = mandateFile(text, where, { agentId: options.agentId, force: options.force === true });
   const credential = await ownerCredential(config, options);
   const answer = await call(config, credential, 'PUT', mandatePath(options.agentId), rules, version === undefined ? {} : { 'if-match': `"${version}"` });
   if (answer.status === 412) {
@@ -219,7 +226,8 @@ export async function listDelegates(config: Config, options: MandateCommandOptio
  */
 export async function createDelegate(config: Config, options: MandateCommandOptions & { name: string; subject: string; file?: string }): Promise<void> {
   const where = options.file === undefined ? undefined : options.file === '-' ? 'standard input' : options.file;
-  const mandate = options.file === undefined ? undefined : rulesOf(await readMandateText(options.file), where!, options.agentId);
+  // A new agent's mandate has no version to make the change on: the file's, if any, is ignored.
+  const mandate = options.file === undefined ? undefined : mandateFile(await readMandateText(options.file), where!, { agentId: options.agentId, force: true }).rules;
   const credential = await ownerCredential(config, options);
   const parent = await call(config, credential, 'GET', `/v1/owner/agents/${encodeURIComponent(options.agentId)}`);
   if (parent.status !== 200) fail(refusal(config, credential, options, parent));
