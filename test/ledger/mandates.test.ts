@@ -178,6 +178,13 @@ describe('the mandate resource', () => {
       expect(refused.body.detail).toContain(why);
     }
     expect((await get(agent)).body.version).toBe(5);
+    // If-None-Match guards nothing on a resource that always exists: refused, not ignored (found from outside).
+    for (const header of ['*', '"5"', '"4"']) {
+      const refused = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `mandate-${++counter}`, body: { allowedCategories: ['music'] }, headers: { 'if-none-match': header } });
+      expect([header, refused.status, refused.body.code]).toEqual([header, 400, 'invalid_input']);
+      expect(refused.body.detail).toContain('If-None-Match is not taken by this write');
+    }
+    expect((await get(agent)).body.version).toBe(5);
   });
 });
 

@@ -23,9 +23,16 @@ const VERSION = /^[1-9][0-9]{0,15}$/;
  * The operation input of a request's `If-Match`: `{ ifVersion }` for one strong tag holding a version, nothing
  * for no header or `*` (a versioned resource that exists always matches it). Anything else is refused with 400
  * rather than compared: a weak tag never matches (strong comparison), and a list or a tag this API never gave
- * out can only be a client's mistake, better named than answered 412.
+ * out can only be a client's mistake, better named than answered 412. `If-None-Match` is refused too.
  */
 export function ifMatchInput(request: FastifyRequest): { ifVersion?: number } {
+  // A versioned resource always exists, so `If-None-Match: *` could only fail, and a write made only on a version
+  // other than one named is no guard against a lost update: refused rather than ignored (found from outside).
+  if (request.headers['if-none-match'] !== undefined) {
+    throw new ApiError('invalid_input', {
+      detail: 'If-None-Match is not taken by this write (the resource always exists): send If-Match with the ETag a GET answered to make the change only on that version',
+    });
+  }
   const header = request.headers['if-match'];
   if (header === undefined) return {};
   const text = Array.isArray(header) ? header.join(',') : header;
