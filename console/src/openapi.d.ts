@@ -1644,7 +1644,7 @@ export interface paths {
          * Model Context Protocol endpoint (2026-07-28 and legacy 2025-11-25)
          * @description The Model Context Protocol endpoint, stateless. One endpoint serves both eras: MCP 2026-07-28 (every request carries the `_meta` envelope with `io.modelcontextprotocol/protocolVersion` and client capabilities, plus the `MCP-Protocol-Version`, `Mcp-Method` and, for tools/call, `Mcp-Name` headers; `server/discover` describes the server; results carry `resultType` and cache hints) and the legacy 2025-11-25 form (`initialize`, then requests with `MCP-Protocol-Version`; no session id is issued).
          *
-         *     The client sends `Accept: application/json, text/event-stream`; the answer is one JSON object, or an SSE stream when the server has notifications before the result. A notification answers 202 with no body. Protocol errors are JSON-RPC errors (400 with -32600 a batch (an array body), -32020 header mismatch, -32022 unsupported version, -32602 invalid envelope or params, a `__proto__` key, a `constructor` with a `prototype` or a member name repeated in one object included, as every JSON body refuses them; 404 with -32601 unknown method); a refused tool call is a tool result with `isError: true` whose structured content is the problem body the HTTP route of the same operation answers.
+         *     The client sends `Accept: application/json, text/event-stream`; the answer is one JSON object, or an SSE stream when the server has notifications before the result. A notification answers 202 with no body. Protocol errors are JSON-RPC errors (400 with -32600 a batch (an array body), -32020 header mismatch, -32022 unsupported version, -32602 invalid envelope or params, a `__proto__` key, a `constructor` with a `prototype` or a member name repeated in one object included, as every JSON body refuses them; 404 with -32601 unknown method); a refused tool call is a tool result with `isError: true` whose text (and, for a tool without an output schema, structured content) is the problem body the HTTP route of the same operation answers.
          *
          *     Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner `svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata="{base_url}/.well-known/oauth-protected-resource/mcp", scope="svc:agent svc:owner"`. The tools listed depend on the credential (agents: whoami, list_offers, get_hold, get_intent, mint_voucher, execute_service, create_delegate; owners: whoami, list_agents, list_agent_holds, get_mandate, execute_service, register_agent, update_agent, set_mandate, freeze_agent, unfreeze_agent), so list results say `cacheScope: "private"`. Tools that move money take an `idempotencyKey` argument: the same key space as the Idempotency-Key header.
          *
@@ -3631,13 +3631,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Default Response */
+            /** @description the metrics, in the Prometheus text exposition format */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "text/plain; version=0.0.4; charset=utf-8": string;
                 };
             };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
@@ -4284,7 +4284,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": {
                     /** @description human: the verified email */
@@ -4820,7 +4820,7 @@ export interface operations {
             cookie?: never;
         };
         /** @description no members: {} (or, where the route says so, no body at all) */
-        requestBody: {
+        requestBody?: {
             content: {
                 /** @example {} */
                 "application/json": Record<string, never>;
@@ -4969,6 +4969,8 @@ export interface operations {
                 "Idempotency-Key": string;
                 /** @description The ETag a GET answered ("<version>"), or *: the change is made only while that version is in force; another answers 412 precondition_failed with `currentVersion`. A weak tag, a list, or a tag that names no version is 400 invalid_input. */
                 "If-Match"?: string;
+                /** @description Not taken (the resource always exists, so it could guard nothing): any value is 400 invalid_input. Send If-Match. */
+                "If-None-Match"?: string;
             };
             path: {
                 /** @description id of the agent (agt_…) */
@@ -5128,13 +5130,25 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Precondition Failed */
+            /** @description precondition_failed: another version is in force (If-Match named an older one); nothing changed */
             412: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": {
+                        type: string;
+                        title: string;
+                        /** @enum {integer} */
+                        status: 412;
+                        /** @enum {string} */
+                        code: "precondition_failed";
+                        detail: string;
+                        /** @description the version in force: read it again and make the change on it */
+                        currentVersion: number;
+                    } & {
+                        [key: string]: unknown;
+                    };
                 };
             };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
@@ -5837,7 +5851,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 /**
                  * @example {
@@ -6335,7 +6349,7 @@ export interface operations {
             cookie?: never;
         };
         /** @description no members: {} (or, where the route says so, no body at all) */
-        requestBody: {
+        requestBody?: {
             content: {
                 /** @example {} */
                 "application/json": Record<string, never>;
@@ -6734,7 +6748,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 /** @example {} */
                 "application/json": Record<string, never>;
@@ -6836,7 +6850,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 /**
                  * @example {
@@ -6945,7 +6959,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 /**
                  * @example {
@@ -9165,7 +9179,7 @@ export interface operations {
             cookie?: never;
         };
         /** @description no members: {} (or, where the route says so, no body at all) */
-        requestBody: {
+        requestBody?: {
             content: {
                 /** @example {} */
                 "application/json": Record<string, never>;
@@ -9259,7 +9273,7 @@ export interface operations {
             cookie?: never;
         };
         /** @description no members: {} (or, where the route says so, no body at all) */
-        requestBody: {
+        requestBody?: {
             content: {
                 /** @example {} */
                 "application/json": Record<string, never>;
@@ -9455,7 +9469,7 @@ export interface operations {
             cookie?: never;
         };
         /** @description no members: {} (or, where the route says so, no body at all) */
-        requestBody: {
+        requestBody?: {
             content: {
                 /** @example {} */
                 "application/json": Record<string, never>;
@@ -9538,7 +9552,7 @@ export interface operations {
             cookie?: never;
         };
         /** @description no members: {} (or, where the route says so, no body at all) */
-        requestBody: {
+        requestBody?: {
             content: {
                 /** @example {} */
                 "application/json": Record<string, never>;
@@ -11155,7 +11169,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 /**
                  * @example {
@@ -11918,7 +11932,7 @@ export interface operations {
             cookie?: never;
         };
         /** @description Either `merchantId` (publishes that merchant's `_acceptor-verify` record) or `name` and `value`. */
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": {
                     merchantId?: string;

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
 import { principalOf } from '../platform/http/auth.ts';
-import { absentBodyIsEmpty, serve } from '../platform/http/operation.ts';
+import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
 import { queryRoute } from '../platform/http/query.ts';
 import { ifMatchInput, versionHeaders } from '../platform/http/versions.ts';
@@ -78,7 +78,6 @@ export function agentRoutes(deps: AgentRouteDeps) {
     // Freezing is the kill switch's route (src/revocations/routes.ts): it can release and revoke holds.
     app.post('/v1/owner/agents/:id/unfreeze', {
       config: { auth: OWNER, operation: ops.unfreezeAgent },
-      preValidation: absentBodyIsEmpty,
       schema: {
         tags,
         summary: 'Unfreeze an agent',

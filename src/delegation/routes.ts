@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Static } from '@sinclair/typebox';
 import { Type } from '@sinclair/typebox';
-import { absentBodyIsEmpty, serve } from '../platform/http/operation.ts';
+import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
 import { queryRoute } from '../platform/http/query.ts';
 import { AgentIdParams, EmptyBody } from '../platform/schemas.ts';
@@ -68,7 +68,6 @@ export function delegationRoutes(deps: { operations: DelegationOperations; queri
 
     app.post('/v1/owner/agents/:id/retire', {
       config: { auth: OWNER, operation: ops.retireAgent },
-      preValidation: absentBodyIsEmpty,
       schema: {
         tags,
         summary: 'Retire a delegate and every delegate below it',

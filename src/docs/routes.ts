@@ -4,14 +4,36 @@ import type { FastifyInstance } from 'fastify';
 import swaggerUi from '@fastify/swagger-ui';
 import { webhooksDocument } from '../events/catalogue.ts';
 import { ERROR_CATALOGUE } from '../platform/errors.ts';
+import { bodyMayBeLeftOut } from '../platform/http/operation.ts';
 
 function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
+type Operations = Record<string, { requestBody?: { required?: boolean; content?: Record<string, { schema?: unknown }> } }>;
+
+/** The document with `requestBody.required: false` on every operation whose body may be left out. */
+function optionalBodies(document: Record<string, unknown>): Record<string, unknown> {
+  const paths = document.paths as Record<string, Operations> | undefined;
+  if (!paths) return document;
+  const marked = Object.fromEntries(
+    Object.entries(paths).map(([path, operations]) => [
+      path,
+      Object.fromEntries(
+        Object.entries(operations).map(([method, operation]) => {
+          const body = operation.requestBody?.content?.['application/json']?.schema;
+          return [method, body !== undefined && bodyMayBeLeftOut(method.toUpperCase(), body) ? { ...operation, requestBody: { ...operation.requestBody, required: false } } : operation];
+        }),
+      ),
+    ]),
+  );
+  return { ...document, paths: marked };
+}
+
 export async function docsRoutes(app: FastifyInstance): Promise<void> {
-  // The routes' document plus the event catalogue (OpenAPI 3.1 `webhooks`), which no route declares.
-  const withWebhooks = (document: Record<string, unknown>) => ({ ...document, webhooks: webhooksDocument() });
+  // The routes' document plus the event catalogue (OpenAPI 3.1 `webhooks`), which no route declares; and a body the
+  // platform lets a request leave out (`bodyMayBeLeftOut`) is not required, which the swagger plugin always says it is.
+  const withWebhooks = (document: Record<string, unknown>) => ({ ...optionalBodies(document), webhooks: webhooksDocument() });
   app.get('/openapi.json', {
     config: { skipRateLimit: true },
     schema: { hide: true },

@@ -63,7 +63,11 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
       description:
         'With ACG_METRICS_TOKEN_SHA256 set, and always in live mode, it requires `Authorization: Bearer <scrape credential>` (Prometheus ' +
         '`authorization.credentials`): 401 otherwise, and to every scrape in live mode without the setting. Dev mode without it serves it openly.',
-      ...(scrapeCredential ? { security: [{ metrics: [] }], response: { ...problems(401) } } : {}),
+      response: {
+        200: { description: 'the metrics, in the Prometheus text exposition format', content: { [metrics.registry.contentType]: { schema: { type: 'string' } } } },
+        ...(scrapeCredential ? problems(401) : {}),
+      },
+      ...(scrapeCredential ? { security: [{ metrics: [] }] } : {}),
       hide: false,
     },
     handler: async (request, reply) => {

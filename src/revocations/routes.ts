@@ -2,7 +2,7 @@
 // freeze report, and a merchant's revocations feed. Routes translate; the rules live in the service.
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
-import { absentBodyIsEmpty, serve } from '../platform/http/operation.ts';
+import { serve } from '../platform/http/operation.ts';
 import { problems } from '../platform/http/openapi.ts';
 import { queryRoute } from '../platform/http/query.ts';
 import { AgentIdParams } from '../platform/schemas.ts';
@@ -16,8 +16,6 @@ export function revocationRoutes(ops: RevocationOperations, queries: RevocationQ
   return async function routes(app: FastifyInstance): Promise<void> {
     app.post('/v1/owner/agents/:id/freeze', {
       config: { auth: OWNER, operation: ops.freezeAgent },
-      // The body is optional: a freeze took none before releaseHolds.
-      preValidation: absentBodyIsEmpty,
       schema: {
         tags: ['identity'],
         summary: 'Freeze an agent and its delegates; optionally release and revoke their outstanding holds',

@@ -109,6 +109,15 @@ describe('the metrics documentation', () => {
     const queried = new Set(readFileSync('deploy/grafana/agent-credit-gateway.json', 'utf8').match(/\bacg_\w+/g));
     for (const name of queried) expect(names, name).toContain(name.replace(/_(bucket|sum|count)$/, ''));
   });
+
+  it('declares the media type it serves in the OpenAPI document: the text exposition format, not JSON (found from outside)', async () => {
+    const scraped = await fetch(`${world.url}/metrics`);
+    await scraped.text();
+    const served = scraped.headers.get('content-type')!;
+    expect(served).toMatch(/^text\/plain; version=0\.0\.4/);
+    const document = await (await fetch(`${world.url}/openapi.json`)).json();
+    expect(Object.keys(document.paths['/metrics'].get.responses['200'].content)).toEqual([served]);
+  });
 });
 
 describe('who may scrape', () => {

@@ -1,26 +1,26 @@
 // The OpenAPI document a client generator reads: every operation named, and the idempotency contract typed.
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import { startWorld, type World } from '../support/world.ts';
 
 interface Operation {
   operationId?: string;
   parameters?: Array<{ in: string; name: string; required?: boolean }>;
-  requestBody?: { content: Record<string, { example?: unknown; schema?: unknown }> };
+  requestBody?: { required?: boolean; content: Record<string, { example?: unknown; schema?: unknown }> };
   responses: Record<string, { headers?: Record<string, unknown> }>;
 }
 
-let gw: TestGateway;
+let world: World;
 let document: any;
 let operations: Array<{ method: string; path: string; operation: Operation }>;
 beforeAll(async () => {
-  gw = await startTestGateway();
-  document = await (await fetch(`${gw.url}/openapi.json`)).json();
+  world = await startWorld();
+  document = await (await fetch(`${world.url}/openapi.json`)).json();
   operations = Object.entries<Record<string, Operation>>(document.paths).flatMap(([path, item]) =>
     Object.entries(item).map(([method, operation]) => ({ method, path, operation })),
   );
 });
-afterAll(() => gw.close());
+afterAll(() => world.close());
 
 const keyOf = (operation: Operation) => operation.parameters?.find((p) => p.in === 'header' && p.name === 'Idempotency-Key');
 
@@ -49,6 +49,31 @@ describe('operations in /openapi.json', () => {
     }
     expect(byId.get('registerAgent')!.responses['201']!.headers?.Location).toBeDefined();
     expect(keyOf(byId.get('getAgent')!)).toBeUndefined();
+  });
+
+  it('says a body is optional exactly where the gateway takes a request without one: a POST whose options are all optional', async () => {
+    const optional = operations.filter(({ operation }) => operation.requestBody?.required === false).map(({ method, path }) => `${method} ${path}`);
+    for (const route of [
+      'post /v1/redemptions/{id}/capture',
+      'post /v1/redemptions/{id}/release',
+      'post /v1/owner/agents/{id}/freeze',
+      'post /v1/owner/agents/{id}/unfreeze',
+      'post /v1/owner/agents/{id}/retire',
+      'post /v1/payments/topups/{id}/approve',
+      'post /v1/payments/purchases/{id}/decline',
+      'post /v1/merchants/{id}/webhook/rotate-secret',
+    ]) {
+      expect(optional).toContain(route);
+    }
+    expect(optional.filter((route) => !route.startsWith('post '))).toEqual([]);
+    expect(operations.find(({ method, path }) => method === 'put' && path === '/v1/owner/agents/{id}/mandate')!.operation.requestBody!.required).toBe(true);
+    // Taken without one: the route's refusal is about the request (no such hold), never "body must be object"; a PUT
+    // without its body is refused.
+    const owner = `Bearer ${await world.humanToken('bodies@example.com')}`;
+    const decline = await fetch(`${world.url}/v1/payments/purchases/pur_nope/decline`, { method: 'POST', headers: { authorization: owner, 'idempotency-key': 'no-body-1' } });
+    expect([decline.status, (await decline.json()).code]).toEqual([404, 'not_found']);
+    const put = await fetch(`${world.url}/v1/owner/agents/agt_nope/mandate`, { method: 'PUT', headers: { authorization: owner, 'idempotency-key': 'no-body-2' } });
+    expect([put.status, (await put.json()).detail]).toEqual([400, expect.stringMatching(/body/)]);
   });
 
   it('gives an example for every JSON request body of /v1', () => {

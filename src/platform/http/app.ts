@@ -21,6 +21,7 @@ import { installAuth, type Authenticator, type AuthRequirement } from './auth.ts
 import { RequestLog } from './request-log.ts';
 import { LazySchemas } from './lazy-schemas.ts';
 import { installRouteNaming } from './tracing.ts';
+import { absentBodyIsEmpty } from './operation.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -200,6 +201,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   app.addHook('preValidation', (request, _reply, done) => {
     try {
       refuseUnknownQuery(request);
+      absentBodyIsEmpty(request);
       done();
     } catch (error) {
       done(error as FastifyError);

@@ -289,6 +289,20 @@ function documentVersioning(schema: OperationSchema | undefined, route: RouteOpt
     },
   };
   if (route.method === 'GET') return documented;
+  documented.response = {
+    ...documented.response,
+    412: Type.Object(
+      {
+        type: Type.String(),
+        title: Type.String(),
+        status: Type.Integer({ const: 412 }),
+        code: Type.String({ const: 'precondition_failed' }),
+        detail: Type.String(),
+        currentVersion: Type.Integer({ minimum: 1, description: 'the version in force: read it again and make the change on it' }),
+      },
+      { description: 'precondition_failed: another version is in force (If-Match named an older one); nothing changed', additionalProperties: true },
+    ),
+  };
   const headers = (schema.headers ?? { type: 'object', properties: {} }) as { properties?: Record<string, unknown> };
   documented.headers = {
     ...headers,
@@ -299,6 +313,10 @@ function documentVersioning(schema: OperationSchema | undefined, route: RouteOpt
         description:
           'The ETag a GET answered ("<version>"), or *: the change is made only while that version is in force; another answers 412 ' +
           'precondition_failed with `currentVersion`. A weak tag, a list, or a tag that names no version is 400 invalid_input.',
+      },
+      'If-None-Match': {
+        type: 'string',
+        description: 'Not taken (the resource always exists, so it could guard nothing): any value is 400 invalid_input. Send If-Match.',
       },
     },
   };

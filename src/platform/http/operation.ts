@@ -9,11 +9,26 @@ import { principalOf } from './auth.ts';
 import { sendsReplay } from './replay.ts';
 
 /**
- * A route's `preValidation` for a body that may be left out: an absent one is the empty object, before validation,
- * so the route's schema still judges every body that is sent (a JSON `null` too, which is not an object).
+ * Whether a route's body may be left out: a POST whose JSON body is an object that requires no member (an action
+ * with options: capture, release, freeze, approve, rotate a secret). Left out, it is the empty object, so
+ * `POST …/release` with no body works as with `{}` (as Stripe's capture does), and the OpenAPI document says the
+ * body is optional. A PUT or PATCH always needs its body: an absent one is no "replace with the defaults" or
+ * "change nothing" (docs/decisions.md "A POST whose options are all optional takes no body").
  */
-export async function absentBodyIsEmpty(request: FastifyRequest): Promise<void> {
-  if (request.body === undefined) request.body = {};
+export function bodyMayBeLeftOut(method: string, body: unknown): boolean {
+  if (method !== 'POST' || body === null || typeof body !== 'object') return false;
+  const schema = body as { type?: unknown; required?: unknown };
+  return schema.type === 'object' && (!Array.isArray(schema.required) || schema.required.length === 0);
+}
+
+/**
+ * The platform's `preValidation` step for such a route: an absent body is the empty object, before validation, so
+ * the route's schema still judges every body that is sent (a JSON `null` too, which is not an object).
+ */
+export function absentBodyIsEmpty(request: FastifyRequest): void {
+  if (request.body !== undefined) return;
+  const route = request.routeOptions;
+  if (bodyMayBeLeftOut(request.method, route.schema?.body)) request.body = {};
 }
 
 /** The Idempotency-Key header, unwrapped from its RFC 8941 sf-string form (`"…"`) when quoted. */
