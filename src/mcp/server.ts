@@ -257,11 +257,27 @@ const argumentsAjv = addFormats.default(new Ajv2020({ strict: false, validateFor
  */
 function argumentCheck(input: JsonSchema): (args: Record<string, unknown>) => void {
   const whole = argumentsAjv.compile(input);
-  const branches = (Array.isArray(input.oneOf) ? (input.oneOf as JsonSchema[]) : []).map((branch) => ({
+  // A oneOf of oneOfs (execute: by service, then by action) is checked against its leaves, each a whole call.
+  const leavesOf = (schema: JsonSchema): JsonSchema[] => (Array.isArray(schema.oneOf) ? (schema.oneOf as JsonSchema[]).flatMap(leavesOf) : [schema]);
+  const branches = (Array.isArray(input.oneOf) ? leavesOf(input) : []).map((branch) => ({
     consts: Object.entries((branch.properties ?? {}) as Record<string, JsonSchema>).flatMap(([name, member]) => ('const' in member ? [[name, member.const] as const] : [])),
     validate: argumentsAjv.compile(branch),
   }));
+  // The members that tell the branches apart, in the order the first branch names them (serviceId, then action).
+  const tellers = branches[0]?.consts.map(([name]) => name).filter((name) => branches.every(({ consts }) => consts.some(([other]) => other === name))) ?? [];
   return (args) => {
+    // Arguments that name no branch: said by the first member whose value no branch (of those its earlier members
+    // chose) has, naming the values that are, rather than by why each branch failed (found from outside: "must be
+    // \"mail\"" three times and a oneOf for an unknown serviceId).
+    let candidates = branches;
+    for (const name of tellers) {
+      const known = [...new Set(candidates.map(({ consts }) => consts.find(([other]) => other === name)![1]))];
+      if (!known.includes(args[name])) {
+        const message = `must be one of ${known.map((value) => JSON.stringify(value)).join(', ')}`;
+        throw new ApiError('invalid_input', { detail: `arguments/${name} ${message}`, extra: { errors: [{ path: `arguments/${name}`, message }] } });
+      }
+      candidates = candidates.filter(({ consts }) => consts.some(([other, value]) => other === name && value === args[name]));
+    }
     const named = branches.filter(({ consts }) => consts.length > 0 && consts.every(([name, value]) => args[name] === value));
     const validate = named.length === 1 ? named[0]!.validate : whole;
     if (validate(args)) return;

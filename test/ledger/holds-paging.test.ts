@@ -46,6 +46,14 @@ describe('GET /v1/owner/agents/{id}/holds, page by page', () => {
     expect(await walk('desc')).toEqual([...taken].reverse());
     const refused = await world.api('GET', `/v1/owner/agents/${agent.id}/holds?order=newest`, { token: agent.ownerToken });
     expect([refused.status, refused.body.code]).toEqual([400, 'invalid_input']);
+    // The refusal names every choice, not the first one alone (found from outside: "must be \"asc\"" for DESC).
+    expect(refused.body.detail).toBe('querystring/order must be one of "asc", "desc"');
+    // A number is written in decimal digits: 0x5, 5e0 or +5 are not read as 5 (found from outside).
+    for (const limit of ['0x5', '5e0', '+5', '5.0', ' 5', '05']) {
+      const loose = await world.api('GET', `/v1/owner/agents/${agent.id}/holds?limit=${encodeURIComponent(limit)}`, { token: agent.ownerToken });
+      expect([limit, loose.status, loose.body.detail]).toEqual([limit, 400, 'querystring/limit must be an integer in decimal digits, like 20']);
+    }
+    expect((await world.api('GET', `/v1/owner/agents/${agent.id}/holds?limit=5`, { token: agent.ownerToken })).status).toBe(200);
   });
 });
 

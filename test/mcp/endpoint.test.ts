@@ -173,7 +173,9 @@ describe('the 2026-07-28 wire', () => {
   it("execute_service still checks each action's input: an action of another service, or a bad input, is refused before the tool runs, with a problem body naming what the action needs", async () => {
     const call = (args: Record<string, unknown>) => rawModern(world.url, 'tools/call', { name: 'execute_service', arguments: { idempotencyKey: `exact-${Math.random()}`, ...args } }, { token: agentMcpToken });
     for (const [args, detail] of [
-      [{ serviceId: 'github-public', action: 'inboxes.list', input: {} }, /^arguments/],
+      [{ serviceId: 'github-public', action: 'inboxes.list', input: {} }, /^arguments\/action must be one of "repository\.get"/],
+      // A service no action belongs to is named as such, with the services there are (found from outside).
+      [{ serviceId: 'weather', action: 'forecast.get', input: {} }, /^arguments\/serviceId must be one of "mail", "github-public"$/],
       [{ serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat' } }, /^arguments\/input must have required property 'repo'$/],
       [{ serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world', extra: 1 } }, /^arguments\/input\/extra is not a known member here$/],
     ] as const) {

@@ -201,6 +201,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   app.addHook('preValidation', (request, _reply, done) => {
     try {
       refuseUnknownQuery(request);
+      refuseLooseIntegers(request);
       absentBodyIsEmpty(request);
       done();
     } catch (error) {
@@ -245,6 +246,30 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   await app.register(swagger, openApiOptions(gateway.config));
   for (const feature of options.features) await app.register(feature);
   return app;
+}
+
+const DECIMAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
+
+/**
+ * A query parameter whose schema is an integer is written in decimal digits. The validator coerces text to numbers
+ * as JavaScript does, so `limit=0x5`, `5e0`, `+5`, `05` and ` 5` were all read as 5 (found from outside): a client
+ * that sends one of them has made a mistake it should hear of.
+ */
+function refuseLooseIntegers(request: FastifyRequest): void {
+  if (!request.url.includes('?')) return;
+  const members = (request.routeOptions.schema?.querystring as { properties?: Record<string, { type?: unknown }> } | undefined)?.properties;
+  if (members === undefined) return;
+  const query = (request.query ?? {}) as Record<string, unknown>;
+  for (const [name, schema] of Object.entries(members)) {
+    if (schema.type !== 'integer') continue;
+    const values = query[name];
+    if (values === undefined) continue;
+    for (const value of Array.isArray(values) ? values : [values]) {
+      if (typeof value === 'string' && !DECIMAL_INTEGER.test(value)) {
+        throw new ApiError('invalid_input', { detail: `querystring/${name} must be an integer in decimal digits, like 20`, extra: { errors: [{ path: `querystring/${name}`, message: 'must be an integer in decimal digits, like 20' }] } });
+      }
+    }
+  }
 }
 
 /**

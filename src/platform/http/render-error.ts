@@ -24,6 +24,10 @@ export function describeViolation(where: string, violation: Violation): { path: 
     return { path: `${where}${violation.instancePath}`, message: 'must hold a visible character, not only white space or invisible characters' };
   }
   if (violation.keyword === 'const') return { path: `${where}${violation.instancePath}`, message: `must be ${JSON.stringify(allowedValue)}` };
+  const { allowedValues } = violation.params as { allowedValues?: unknown[] };
+  if (violation.keyword === 'enum' && Array.isArray(allowedValues)) {
+    return { path: `${where}${violation.instancePath}`, message: `must be one of ${allowedValues.map((value) => JSON.stringify(value)).join(', ')}` };
+  }
   if (violation.keyword === 'discriminator' && tag !== undefined) {
     const message = typeof tagValue === 'string' ? `${JSON.stringify(tagValue)} is not a known ${tag} here (see the catalogue)` : 'must be a string';
     return { path: `${where}${violation.instancePath}/${tag}`, message };
@@ -31,12 +35,33 @@ export function describeViolation(where: string, violation: Violation): { path: 
   return { path: `${where}${violation.instancePath}`, message: violation.message ?? 'is invalid' };
 }
 
+/**
+ * A union of literals (`order`: "asc" or "desc") fails as one `const` violation per choice, then `anyOf`: said as
+ * one violation naming every choice, where the first alone read as the only one ("must be \"asc\"" for DESC).
+ */
+function mergeChoices(violations: readonly Violation[]): Violation[] {
+  const merged: Violation[] = [];
+  for (const violation of violations) {
+    if (violation.keyword === 'anyOf') {
+      const branch = `${violation.schemaPath}/`;
+      const choices = merged.filter((earlier) => earlier.keyword === 'const' && earlier.instancePath === violation.instancePath && earlier.schemaPath.startsWith(branch));
+      if (choices.length > 0) {
+        const allowedValues = choices.map((choice) => (choice.params as { allowedValue?: unknown }).allowedValue);
+        merged.splice(merged.indexOf(choices[0]!), choices.length, { ...violation, keyword: 'enum', params: { allowedValues } });
+        continue;
+      }
+    }
+    merged.push(violation);
+  }
+  return merged;
+}
+
 /** Maps Fastify's own client errors (parsing, limits, schema) onto our catalogue. */
 export function toApiError(error: FastifyError): ApiError {
   if (error instanceof ApiError) return error;
   if (error.validation) {
     const where = error.validationContext ?? 'request';
-    const errors = error.validation.map((v) => describeViolation(where, v));
+    const errors = mergeChoices(error.validation).map((v) => describeViolation(where, v));
     const first = errors[0];
     return new ApiError('invalid_input', {
       detail: first ? `${first.path} ${first.message}` : `${where} is not valid`,
