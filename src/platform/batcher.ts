@@ -43,13 +43,15 @@ export function unwrap<R>(settled: Settled<R>): R {
  * Applies the items together; if that throws (a fault, not one item's answer), applies each alone, in
  * order, so one bad item fails only itself and the others still get their answers. An unreachable database
  * is every item's answer at once (503 storage_unavailable, retried by the caller with its key): applying each
- * alone would only wait for it again, a stalled server's timeout once per item.
+ * alone would only wait for it again, a stalled server's timeout once per item; so is a full pool, where each
+ * item alone would wait for a connection again.
  */
 export async function togetherOrAlone<T, R>(items: readonly T[], apply: (some: readonly T[]) => Promise<Array<Settled<R>>>): Promise<Array<Settled<R>>> {
   try {
     return await apply(items);
   } catch (error) {
-    if (items.length === 1 || storageFailureOf(error)?.kind === 'unreachable') return items.map(() => ({ ok: false, error }));
+    const storage = storageFailureOf(error)?.kind;
+    if (items.length === 1 || storage === 'unreachable' || storage === 'saturated') return items.map(() => ({ ok: false, error }));
     const alone: Array<Settled<R>> = [];
     for (const item of items) {
       try {

@@ -124,7 +124,9 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       job()
         .catch((error: unknown) => {
           // An unreachable database is announced once (platform/db/faults.ts); the job simply runs again later.
-          if (storageFailureOf(error)?.kind === 'unreachable') log.debug({ job: name, reason: (error as Error).message }, 'background job skipped: database unavailable');
+          const storage = storageFailureOf(error)?.kind;
+          if (storage === 'unreachable') log.debug({ job: name, reason: (error as Error).message }, 'background job skipped: database unavailable');
+          else if (storage === 'saturated') log.warn({ job: name }, 'background job skipped: no database connection of this instance came free in time');
           else log.warn({ err: error, job: name }, 'background job failed');
         })
         .finally(() => {

@@ -13,8 +13,10 @@ export const STORAGE_RETRY_AFTER_S = 1;
  * way the primary is not reachable through this connection.
  * `timeout`: the server answered that our statement or lock wait ran past its bound (statement_timeout,
  * lock_timeout): the database is alive but could not serve this request in time.
+ * `saturated`: no connection of this instance's pool came free within the connect timeout: every one was busy
+ * (a burst waiting on locks, say). The database answers; this instance asked more of it than its pool holds.
  */
-export type StorageFailureKind = 'unreachable' | 'timeout';
+export type StorageFailureKind = 'unreachable' | 'timeout' | 'saturated';
 
 export class StorageUnavailableError extends Error {
   constructor(
@@ -36,17 +38,18 @@ export class StorageUnavailableError extends Error {
 const UNREACHABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '25006']);
 /** query_canceled (statement_timeout) and lock_not_available (lock_timeout). */
 const TIMEOUT_SQLSTATES = new Set(['57014', '55P03']);
+/** What pg-pool says when no client of a full pool came free in time (`connectionTimeoutMillis`). */
+const POOL_WAIT_TIMEOUT = 'timeout exceeded when trying to connect';
 /** Socket-level failures reaching the server. */
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 /**
  * Failures `pg` and PGlite report without a code: a lost or timed-out connection, a client already
- * broken, a pool connect timeout, a pool or embedded database already closed (shutdown); and a standby's
+ * broken, a pool or embedded database already closed (shutdown); and a standby's
  * refusal of a write when something on the way dropped its SQLSTATE.
  */
 const DRIVER_MESSAGES = [
   /^Connection terminated/,
   /^cannot execute .+ (in a read-only transaction|during recovery)$/,
-  /^timeout exceeded when trying to connect$/,
   /^Query read timeout$/,
   /is not queryable$/,
   /^Cannot use a pool after calling end on the pool$/,
@@ -90,6 +93,9 @@ export function storageFailureKind(error: unknown): StorageFailureKind | undefin
   // An aborted embedded engine (PGlite's WebAssembly) answers nothing until the process restarts.
   if (error instanceof WebAssembly.RuntimeError) return 'unreachable';
   const message = error instanceof Error ? error.message : '';
+  // pg-pool's wait for a free client of a full pool; a new connection that times out is "Connection terminated
+  // due to connection timeout" (unreachable). Told apart, a full pool is no longer logged as the database down.
+  if (message === POOL_WAIT_TIMEOUT) return 'saturated';
   if (DRIVER_MESSAGES.some((pattern) => pattern.test(message))) return 'unreachable';
   return undefined;
 }

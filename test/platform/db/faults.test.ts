@@ -25,10 +25,12 @@ describe('storage failure classification', () => {
     for (const code of ['57P01', '57P02', '57P03', '53300', '08006', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND']) {
       expect(storageFailureKind(withCode(code)), code).toBe('unreachable');
     }
-    for (const message of ['cannot execute INSERT in a read-only transaction', 'cannot execute nextval() in a read-only transaction', 'cannot execute CREATE TABLE during recovery', 'Connection terminated unexpectedly', 'Connection terminated due to connection timeout', 'timeout exceeded when trying to connect', 'Query read timeout', 'Client has encountered a connection error and is not queryable', 'PGlite is closed']) {
+    for (const message of ['cannot execute INSERT in a read-only transaction', 'cannot execute nextval() in a read-only transaction', 'cannot execute CREATE TABLE during recovery', 'Connection terminated unexpectedly', 'Connection terminated due to connection timeout', 'Query read timeout', 'Client has encountered a connection error and is not queryable', 'PGlite is closed']) {
       expect(storageFailureKind(new Error(message)), message).toBe('unreachable');
     }
     expect(storageFailureKind(withCode('57014', 'canceling statement due to statement timeout'))).toBe('timeout');
+    // A full pool: the database answers, this instance has no free connection (found from outside: logged as an outage).
+    expect(storageFailureKind(new Error('timeout exceeded when trying to connect'))).toBe('saturated');
     for (const error of [withCode('25006', 'cannot execute INSERT in a read-only transaction'), withCode('25006', 'cannot execute LOCK TABLE during recovery')]) {
       expect(storageFailureKind(error), error.message).toBe('unreachable');
     }
@@ -98,11 +100,12 @@ describe('outage tracker', () => {
     expect(lines.map((l) => l.level), 'a call sent after the recovery starts the next outage').toEqual([40, 30, 40]);
   });
 
-  it('does not call a server-side statement or lock timeout an outage, nor an ordinary SQL error', async () => {
+  it('does not call a server-side statement or lock timeout an outage, nor a full pool, nor an ordinary SQL error', async () => {
     const { log, lines } = captureLog();
     const tracker = new OutageTracker(log);
     await expect(tracker.observe(() => Promise.reject(withCode('57014')))).rejects.toBeInstanceOf(StorageUnavailableError);
     await expect(tracker.observe(() => Promise.reject(withCode('23505')))).rejects.toMatchObject({ code: '23505' });
+    await expect(tracker.observe(() => Promise.reject(new Error('timeout exceeded when trying to connect')))).rejects.toMatchObject({ kind: 'saturated' });
     expect(lines).toEqual([]);
   });
 });
