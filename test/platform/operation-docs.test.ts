@@ -1,4 +1,5 @@
 // The OpenAPI document a client generator reads: every operation named, and the idempotency contract typed.
+import { request } from 'node:http';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorld, type World } from '../support/world.ts';
@@ -72,6 +73,26 @@ describe('operations in /openapi.json', () => {
     const owner = `Bearer ${await world.humanToken('bodies@example.com')}`;
     const decline = await fetch(`${world.url}/v1/payments/purchases/pur_nope/decline`, { method: 'POST', headers: { authorization: owner, 'idempotency-key': 'no-body-1' } });
     expect([decline.status, (await decline.json()).code]).toEqual([404, 'not_found']);
+    // An empty body with the JSON content type is no body too (found from outside: "the body is empty").
+    const empty = await fetch(`${world.url}/v1/payments/purchases/pur_nope/decline`, { method: 'POST', headers: { authorization: owner, 'idempotency-key': 'no-body-3', 'content-type': 'application/json' }, body: '' });
+    expect([empty.status, (await empty.json()).code]).toEqual([404, 'not_found']);
+    // A body is read as sent: compressed, or in another character set, it is refused, not read as UTF-8 JSON.
+    for (const [header, value] of [['content-encoding', 'br'], ['content-type', 'application/json; charset=iso-8859-1']]) {
+      const headers: Record<string, string> = { authorization: owner, 'idempotency-key': `odd-${header}`, 'content-type': 'application/json', [header!]: value! };
+      const odd = await fetch(`${world.url}/v1/merchants`, { method: 'POST', headers, body: JSON.stringify({ name: 'Odd', domain: 'odd.example.com', categories: ['books'] }) });
+      expect([header, odd.status, (await odd.json()).code]).toEqual([header, 415, 'unsupported_media_type']);
+    }
+    // A header sent once is sent once: two credentials were read as the first (found from outside).
+    const other = `Bearer ${await world.humanToken('someone-else@example.com')}`;
+    const twice = await new Promise<{ status: number; body: any }>((resolve, reject) => {
+      // Raw header pairs, one line each (fetch would join the two values into one line).
+      const sent = request(`${world.url}/v1/me`, { headers: ['authorization', owner, 'authorization', other] }, (res) => {
+        let text = '';
+        res.on('data', (chunk) => (text += chunk)).on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+      });
+      sent.on('error', reject).end();
+    });
+    expect([twice.status, twice.body.detail]).toEqual([400, 'send one authorization header, not several']);
     const put = await fetch(`${world.url}/v1/owner/agents/agt_nope/mandate`, { method: 'PUT', headers: { authorization: owner, 'idempotency-key': 'no-body-2' } });
     expect([put.status, (await put.json()).detail]).toEqual([400, expect.stringMatching(/body/)]);
   });

@@ -21,7 +21,7 @@ import { installAuth, type Authenticator, type AuthRequirement } from './auth.ts
 import { RequestLog } from './request-log.ts';
 import { LazySchemas } from './lazy-schemas.ts';
 import { installRouteNaming } from './tracing.ts';
-import { absentBodyIsEmpty } from './operation.ts';
+import { absentBodyIsEmpty, bodyMayBeLeftOut } from './operation.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -148,11 +148,28 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       done(null, undefined);
       return;
     }
+    // A body is read as it was sent: one compressed, or in another character set, is refused rather than read as
+    // UTF-8 JSON, which wrote an uncompressed body labelled `br` and read a latin1 one as UTF-8 (found from outside).
+    const encoding = request.headers['content-encoding'];
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+      done(new ApiError('unsupported_media_type', { detail: `request bodies are read as sent, not decoded: send it without Content-Encoding (${encoding})` }), undefined);
+      return;
+    }
+    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase();
+    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+      done(new ApiError('unsupported_media_type', { detail: `JSON is UTF-8 (RFC 8259 §8.1): charset=${charset} is not taken` }), undefined);
+      return;
+    }
     let text: string;
     try {
       text = STRICT_UTF8.decode(body as Buffer);
     } catch {
       done(new ApiError('invalid_input', { detail: 'the body is not valid UTF-8 (JSON is UTF-8)' }), undefined);
+      return;
+    }
+    // An empty body where the route takes none is no body, with or without the JSON content type (absentBodyIsEmpty).
+    if (text.length === 0 && bodyMayBeLeftOut(request.method, request.routeOptions.schema?.body)) {
+      done(null, undefined);
       return;
     }
     json(request, text, (error, parsed) => {
@@ -178,6 +195,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    refuseRepeatedHeaders(request.raw.rawHeaders);
     // What is answered to a credential is that caller's (balances, keys, approvals): no cache keeps it, a browser's
     // own included (OWASP ASVS 8.2.1), unless its route says otherwise (an avatar, public keys). And no answer is
     // read as another type than it says.
@@ -246,6 +264,23 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   await app.register(swagger, openApiOptions(gateway.config));
   for (const feature of options.features) await app.register(feature);
   return app;
+}
+
+/**
+ * Headers a request sends once. Node keeps the first of a repeated Authorization or Content-Type and drops the rest,
+ * so a request with two credentials ran as the first, whatever a proxy or the client meant (found from outside):
+ * refused instead, before the credential is read.
+ */
+const SINGLE_HEADERS = new Set(['authorization', 'content-type', 'idempotency-key', 'if-match', 'if-none-match']);
+
+function refuseRepeatedHeaders(raw: readonly string[]): void {
+  let seen: Set<string> | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (!SINGLE_HEADERS.has(name)) continue;
+    if (seen?.has(name)) throw new ApiError('invalid_input', { detail: `send one ${name} header, not several` });
+    (seen ??= new Set()).add(name);
+  }
 }
 
 const DECIMAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
