@@ -11,7 +11,7 @@ import { ApprovalsPage } from './pages/approvals.tsx';
 import { MerchantPage, MerchantsPage } from './pages/merchants.tsx';
 import { OwnerWebhookPage } from './pages/webhook.tsx';
 import { SpendingPage } from './pages/spending.tsx';
-import { followLink, usePath } from './router.ts';
+import { followLink, mayLeave, usePath } from './router.ts';
 import { readSettings, type Settings } from './settings.ts';
 import { ConsoleContext, describe, Dialog, PageTitle, type Console } from './ui.tsx';
 
@@ -198,7 +198,7 @@ function Ready({ settings, auth, api, owner }: { settings: Settings; auth: Auth;
         </nav>
         <span class="who">
           <span class="muted">Signed in as</span> {owner.email}{' '}
-          <button type="button" class="link" onClick={() => auth.signOut()}>
+          <button type="button" class="link" onClick={() => mayLeave() && auth.signOut()}>
             Sign out
           </button>
         </span>
@@ -259,6 +259,20 @@ function App({ settings, auth }: { settings: Settings; auth: Auth }) {
   if (state.kind === 'signed-out') return <SignIn auth={auth} reason={state.reason} />;
   return <Ready settings={settings} auth={auth} api={api} owner={state.owner} />;
 }
+
+// The second click of a double-click acts on nothing: a dialog's first click closed it, and the second landed on
+// whatever button was then under the pointer (found from outside: a double-click on a dialog's Cancel unfroze
+// another agent). Every control of the console acts on one click; a keyboard's has no click count.
+document.addEventListener(
+  'click',
+  (event) => {
+    if (event.detail > 1 && (event.target as Element | null)?.closest('button, a, input, select, summary')) {
+      event.preventDefault();
+      event.stopPropagation();
+    }
+  },
+  true,
+);
 
 const settings = readSettings();
 render(<App settings={settings} auth={new Auth(settings)} />, document.getElementById('app')!);

@@ -9,8 +9,8 @@ const CHANGE = 'acg-console-navigate';
 /** The questions of the pages that have changes not saved, asked before the console leaves them. */
 const leaveQuestions = new Set<() => string>();
 
-/** True when nothing is unsaved, or the person confirmed each question. */
-function mayLeave(): boolean {
+/** True when nothing is unsaved, or the person confirmed each question (also before signing out). */
+export function mayLeave(): boolean {
   for (const question of leaveQuestions) if (!window.confirm(question())) return false;
   return true;
 }

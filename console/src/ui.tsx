@@ -177,7 +177,7 @@ export function PageTitle({ children, title }: { children: ComponentChildren; ti
 }
 
 /** A modal dialog (the native element: focus stays inside, Escape closes it). */
-export function Dialog({ title, open, onClose, children }: { title: string; open: boolean; onClose: () => void; children: ComponentChildren }) {
+export function Dialog({ title, open, onClose, children, describedBy }: { title: string; open: boolean; onClose: () => void; children: ComponentChildren; describedBy?: string }) {
   const ref = useRef<HTMLDialogElement>(null);
   useEffect(() => {
     const dialog = ref.current;
@@ -187,7 +187,7 @@ export function Dialog({ title, open, onClose, children }: { title: string; open
   }, [open]);
   const titleId = useId();
   return (
-    <dialog ref={ref} aria-labelledby={titleId} onClose={onClose}>
+    <dialog ref={ref} aria-labelledby={titleId} aria-describedby={describedBy} onClose={onClose}>
       <h2 id={titleId}>{title}</h2>
       {open ? children : null}
     </dialog>
@@ -201,13 +201,14 @@ export function Dialog({ title, open, onClose, children }: { title: string; open
  */
 export function ConfirmButton(props: { label: string; title: string; consequence: string; confirmLabel: string; disabled?: boolean; onConfirm: () => void }) {
   const [open, setOpen] = useState(false);
+  const consequenceId = useId();
   return (
     <>
       <button type="button" disabled={props.disabled} onClick={() => setOpen(true)}>
         {props.label}
       </button>
-      <Dialog title={props.title} open={open} onClose={() => setOpen(false)}>
-        <p>{props.consequence}</p>
+      <Dialog title={props.title} open={open} onClose={() => setOpen(false)} describedBy={consequenceId}>
+        <p id={consequenceId}>{props.consequence}</p>
         <p>
           <button type="button" autoFocus onClick={() => setOpen(false)}>
             Cancel

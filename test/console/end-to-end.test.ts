@@ -97,6 +97,9 @@ async function nav(name: string): Promise<void> {
   await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name, exact: true }).click();
 }
 
+/** Whether a reload or a closed tab would ask first: a page's beforeunload handler cancels the event. */
+const leavingAsks = () => page.evaluate(() => !window.dispatchEvent(new Event('beforeunload', { cancelable: true })));
+
 async function openAgent(): Promise<void> {
   await nav('Agents');
   await page.getByRole('link', { name: 'Scout', exact: true }).click();
@@ -257,8 +260,6 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
   it('asks before leaving a mandate form with changes not saved, refuses an end already past, and says when the mandate is not in force', async () => {
     const owner = await devLogin('human', { email: OWNER });
     const agentPath = `/console/agents/${agentId}`;
-    // Whether a reload would ask: a page's beforeunload handler cancels the event.
-    const leavingAsks = () => page.evaluate(() => !window.dispatchEvent(new Event('beforeunload', { cancelable: true })));
     await openAgent();
     await page.getByLabel('Largest single purchase (credits)').fill('9');
     // The browser's own question guards a reload, a closed tab and a sign-in that leaves the page.
@@ -283,12 +284,54 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await expect.poll(leavingAsks).toBe(false);
     await nav('Approvals');
     await page.getByRole('heading', { name: 'Approvals', level: 1 }).waitFor();
+    // A half-typed date is no date: refused, not saved as "no limit" (found from outside).
+    await nav('Agents');
+    await openAgent();
+    await page.getByLabel('Valid until').fill('2030-06-01T10:00');
+    await page.getByLabel('Valid until').click({ position: { x: 14, y: 10 } });
+    await page.keyboard.press('Backspace');
+    expect(await page.getByLabel('Valid until').evaluate((input: HTMLInputElement) => input.validity.badInput)).toBe(true);
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByRole('alert').getByText('Valid until is not a whole date and time: finish it, or clear it for no limit.').waitFor();
+    await page.getByLabel('Valid until').fill('');
+    await expect.poll(leavingAsks).toBe(false);
+
+    // What the form does not change, a save keeps as it was: an empty allow-list (no merchant) and an end to the second.
+    const { agentId: _a, version: _v, createdAt: _c, hash: _h, usage: _u, ...rulesBefore } = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body;
+    const endS = gw.clock.nowS() + 30 * 86_400 + 17;
+    expect((await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, { ...rulesBefore, notAfter: endS, merchants: { allow: [], deny: [] } }, key('narrow-mandate'))).status).toBe(200);
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await expect.poll(() => page.getByLabel('Merchants it may buy from').inputValue()).toBe('only');
+    expect(await page.getByLabel('Only these merchants').inputValue()).toBe('');
+    await page.getByLabel('Largest single purchase (credits)').fill('4');
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByText('Saved: mandate version', { exact: false }).waitFor();
+    expect((await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body).toMatchObject({ notAfter: endS, merchants: { allow: [], deny: [] }, caps: { perHoldUc: '4000000' } });
+
+    // A version saved elsewhere while the form holds changes: the changes stay, the form says so, and discarding them shows it.
+    await page.getByLabel('Largest single purchase (credits)').fill('7');
+    const { agentId: _a2, version: _v2, createdAt: _c2, hash: _h2, usage: _u2, ...rulesNow } = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body;
+    const elsewhere = await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, { ...rulesNow, allowedCategories: ['books', 'music'] }, key('elsewhere'));
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await page.getByText(`Version ${elsewhere.body.version} was saved elsewhere while you edited version ${elsewhere.body.version - 1}`, { exact: false }).waitFor();
+    expect(await page.getByLabel('Largest single purchase (credits)').inputValue()).toBe('7');
+    await page.getByRole('button', { name: `Discard my changes and show version ${elsewhere.body.version}` }).click();
+    await expect.poll(() => page.getByLabel('Largest single purchase (credits)').inputValue()).toBe('4');
+    expect(await page.getByLabel('Allowed categories').inputValue()).toBe('books, music');
+    expect((await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, rulesBefore, key('widen-mandate'))).status).toBe(200);
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await expect.poll(() => page.getByLabel('Merchants it may buy from').inputValue()).toBe('any');
+    await nav('Approvals');
+    await page.getByRole('heading', { name: 'Approvals', level: 1 }).waitFor();
+
     // A mandate ended over the API: its agent's page says that every purchase is refused, beside its Active badge.
     const { agentId: _agent, version: _version, createdAt: _created, hash: _hash, usage: _usage, ...rules } = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body;
     expect((await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, { ...rules, notAfter: gw.clock.nowS() - 60 }, key('end-mandate'))).status).toBe(200);
+    await nav('Agents');
+    await page.locator('.card.agent').getByText('Its mandate ended', { exact: false }).waitFor();
     await openAgent();
     await page.getByText('Its mandate ended', { exact: false }).waitFor();
-    await page.getByText('every purchase is refused. Change "Valid until" below to let it spend again.', { exact: false }).waitFor();
+    await page.getByText('every purchase is refused. Change "Valid until" in its mandate to let it spend again.', { exact: false }).waitFor();
     expect((await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, { ...rules, notAfter: null }, key('reopen-mandate'))).status).toBe(200);
     await page.getByRole('button', { name: 'Refresh' }).click();
     await page.getByRole('heading', { name: 'Credit lots' }).waitFor();
@@ -372,6 +415,8 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     merchantSecret = (await page.locator('.secret-value').textContent())!;
     expect(merchantSecret).toMatch(/^acg_mk_/);
     await page.getByRole('button', { name: 'Copy secret key' }).waitFor();
+    // The secret is gone once the page is left: the browser asks first.
+    expect(await leavingAsks()).toBe(true);
     await page.reload();
     await page.getByRole('cell', { name: 'shop server', exact: true }).waitFor();
     expect(await page.getByText(merchantSecret).count()).toBe(0);
@@ -390,6 +435,10 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByText('Revoked old server.').waitFor();
     await page.getByRole('cell', { name: 'Revoked' }).waitFor();
     expect((await api('GET', `/v1/me`, oldSecret)).status).toBe(401);
+    // Its secret still shown, a console link asks before leaving; confirmed, it leaves.
+    page.once('dialog', (dialog) => void dialog.accept());
+    await nav('Agents');
+    await page.getByRole('heading', { name: 'Agents', level: 1 }).waitFor();
   });
 
   it('verifies a capture receipt in the browser against the JWKS and shows its claims', async () => {
@@ -521,6 +570,11 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByRole('button', { name: 'Freeze Scout and release its holds', exact: true }).click();
     const question = page.getByRole('dialog', { name: 'Freeze Scout and release its holds?' });
     await question.getByText('This cannot be undone.', { exact: false }).waitFor();
+    expect(await question.getAttribute('aria-describedby')).toBe(await question.locator('p').first().getAttribute('id'));
+    // The second click of a double-click acts on nothing: once a dialog's first click closed it, the second would land
+    // on whatever button was under it (found from outside: a double-click on Cancel unfroze another agent).
+    await page.getByRole('button', { name: 'Freeze Scout', exact: true }).dispatchEvent('click', { detail: 2 });
+    expect((await api('GET', `/v1/owner/agents/${agentId}`, owner)).body.status).toBe('active');
     expect(await question.getByRole('button', { name: 'Cancel' }).evaluate((button) => button === document.activeElement)).toBe(true);
     await question.getByRole('button', { name: 'Cancel' }).click();
     await question.waitFor({ state: 'hidden' });

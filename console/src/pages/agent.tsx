@@ -6,7 +6,7 @@ import { ok, newKey, type Schemas } from '../api.ts';
 import { creditsInput, parseCredits } from '../money.ts';
 import { verifyReceipt, type Verification } from '../receipt.ts';
 import { Amount, BudgetBar, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
-import { FreezeButton, StatusBadge, TreeFunds, treeLabel } from './agents.tsx';
+import { FreezeButton, MandateWindow, StatusBadge, TreeFunds, treeLabel } from './agents.tsx';
 import { useLeaveGuard } from '../router.ts';
 
 type Mandate = Schemas['Mandate'];
@@ -42,11 +42,16 @@ interface Draft {
   approvalAbove: string;
   perHold: string;
   categories: string;
+  /** `any`: any merchant not denied (`allow: null`); `only`: the listed ones, none when the list is empty (`[]`). */
+  allowRule: 'any' | 'only';
   allow: string;
   deny: string;
   timeZone: string;
   notBefore: string;
   notAfter: string;
+  /** The field holds a date and time half typed (`validity.badInput`): its value reads "" though it is not empty. */
+  notBeforeIncomplete: boolean;
+  notAfterIncomplete: boolean;
 }
 
 let rowKeys = 0;
@@ -72,43 +77,27 @@ function draftOf(mandate: Mandate): Draft {
     approvalAbove: creditsInput(mandate.approvalAboveUc),
     perHold: creditsInput(mandate.caps.perHoldUc),
     categories: mandate.allowedCategories.join(', '),
+    allowRule: mandate.merchants.allow === null ? 'any' : 'only',
     allow: mandate.merchants.allow === null ? '' : mandate.merchants.allow.join(', '),
     deny: mandate.merchants.deny.join(', '),
     timeZone: mandate.timeZone,
     notBefore: localInput(mandate.notBefore),
     notAfter: localInput(mandate.notAfter),
+    notBeforeIncomplete: false,
+    notAfterIncomplete: false,
   };
 }
 
 /** The draft as text, without the rows' keys (which are new at every fill): equal drafts say the same. */
 function draftContent(draft: Draft): string {
   // A value typed before "all spending" was chosen again is no part of the budget (mandateBody leaves it out).
-  return JSON.stringify({ ...draft, budgets: draft.budgets.map(({ key: _key, ...row }) => ({ ...row, scopeValue: row.scope === 'all' ? '' : row.scopeValue })) });
+  return JSON.stringify({
+    ...draft,
+    allow: draft.allowRule === 'any' ? '' : draft.allow,
+    budgets: draft.budgets.map(({ key: _key, ...row }) => ({ ...row, scopeValue: row.scope === 'all' ? '' : row.scopeValue })),
+  });
 }
 
-/**
- * Whether the mandate is in force now, said where the owner looks: outside its window the agent's status still
- * reads Active, while every purchase is refused (403 SCOPE_FORBIDDEN, mandate_not_valid). The window is
- * [notBefore, notAfter), as the gateway applies it.
- */
-function MandateWindow({ mandate }: { mandate: Mandate }) {
-  const nowS = Date.now() / 1000;
-  if (mandate.notBefore !== null && nowS < mandate.notBefore) {
-    return (
-      <p class="error" role="status">
-        Its mandate is not in force yet: every purchase is refused until <When s={mandate.notBefore} />.
-      </p>
-    );
-  }
-  if (mandate.notAfter !== null && nowS >= mandate.notAfter) {
-    return (
-      <p class="error" role="status">
-        Its mandate ended <When s={mandate.notAfter} />: every purchase is refused. Change "Valid until" below to let it spend again.
-      </p>
-    );
-  }
-  return null;
-}
 
 /** The PUT body for the draft (every member the form does not show kept as it is), or the problems found. */
 export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<string, unknown> } | { problems: string[] } {
@@ -151,9 +140,24 @@ export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<stri
   } catch {
     problems.push(`Time zone: "${timeZone}" is not a time zone; use a name like Europe/Paris or UTC.`);
   }
-  const seconds = (text: string) => (text === '' ? null : Math.floor(new Date(text).getTime() / 1000));
-  const notBefore = seconds(draft.notBefore);
-  const notAfter = seconds(draft.notAfter);
+  // A field left as the mandate has it sends the mandate's own instant: the form shows whole minutes in the
+  // browser's zone, and reading them back dropped the seconds, and an hour in the night the clocks go back.
+  const seconds = (text: string, incomplete: boolean, original: number | null, what: string): number | null => {
+    if (incomplete) {
+      problems.push(`${what} is not a whole date and time: finish it, or clear it for no limit.`);
+      return null;
+    }
+    if (text === localInput(original)) return original;
+    if (text === '') return null;
+    const ms = new Date(text).getTime();
+    if (!Number.isFinite(ms)) {
+      problems.push(`${what} is not a date and time this form can read.`);
+      return null;
+    }
+    return Math.floor(ms / 1000);
+  };
+  const notBefore = seconds(draft.notBefore, draft.notBeforeIncomplete, mandate.notBefore, 'Valid from');
+  const notAfter = seconds(draft.notAfter, draft.notAfterIncomplete, mandate.notAfter, 'Valid until');
   if (notBefore !== null && notAfter !== null && notAfter <= notBefore) problems.push('Valid until must be later than valid from.');
   // An end already past stops every purchase at once, which reads as a typo rather than a wish: a freeze says so.
   if (notAfter !== null && notAfter <= Date.now() / 1000 && draft.notAfter !== localInput(mandate.notAfter)) {
@@ -169,7 +173,7 @@ export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<stri
       allowedCategories: categories,
       caps: { ...mandate.caps, perHoldUc },
       budgets,
-      merchants: { allow: allow.length === 0 ? null : allow, deny: list(draft.deny) },
+      merchants: { allow: draft.allowRule === 'any' ? null : allow, deny: list(draft.deny) },
       approvalAboveUc,
       notBefore,
       notAfter,
@@ -184,19 +188,30 @@ export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<stri
 
 function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate: Mandate; onSaved: () => void }) {
   const { api } = useConsole();
+  // The version the draft was filled from, and the one a save makes its change on (If-Match). A newer version
+  // (another tab's save) replaces the draft only when it holds no change of the person's: otherwise the draft
+  // stays, and the form says so and offers to discard it (a refresh threw the edits away without a word).
+  const [base, setBase] = useState<Mandate>(mandate);
   const [draft, setDraft] = useState<Draft>(() => draftOf(mandate));
   const [problems, setProblems] = useState<string[]>([]);
   const action = useAction();
-  // A new version (this save, or another tab's) replaces the draft; the outcome of the save stays said.
-  useEffect(() => setDraft(draftOf(mandate)), [mandate.version]);
   const set = (change: Partial<Draft>) => setDraft((current) => ({ ...current, ...change }));
-  // The form's content without the rows' React keys: what a save would change, compared with what is in force.
-  const unsaved = draftContent(draft) !== draftContent(draftOf(mandate));
+  // The form's content without the rows' React keys: what a save would change, compared with the version it was filled from.
+  const unsaved = draftContent(draft) !== draftContent(draftOf(base));
+  const showVersion = (shown: Mandate) => {
+    setBase(shown);
+    setDraft(draftOf(shown));
+  };
+  useEffect(() => {
+    if (mandate.version !== base.version && !unsaved) showVersion(mandate);
+  }, [mandate.version]);
   useLeaveGuard(unsaved ? 'Leave this page? Your changes to the mandate are not saved.' : undefined);
   const setRow = (key: number, change: Partial<BudgetRow>) => set({ budgets: draft.budgets.map((row) => (row.key === key ? { ...row, ...change } : row)) });
   const save = (event: Event) => {
     event.preventDefault();
-    const built = mandateBody(mandate, draft);
+    // A draft without changes is the version in force, whatever the form last showed: saved on that one.
+    const on = unsaved ? base : mandate;
+    const built = mandateBody(on, unsaved ? draft : draftOf(mandate));
     if ('problems' in built) {
       setProblems(built.problems);
       action.clear();
@@ -207,23 +222,36 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
       // A PUT replaces the whole mandate: one changed elsewhere since this form was filled (the API, another tab)
       // would be overwritten by what the form still shows. If-Match makes the change only on the version shown.
       const answer = await api.PUT('/v1/owner/agents/{id}/mandate', {
-        params: { path: { id: agentId }, header: { 'Idempotency-Key': newKey(), 'If-Match': `"${mandate.version}"` } },
+        params: { path: { id: agentId }, header: { 'Idempotency-Key': newKey(), 'If-Match': `"${on.version}"` } },
         body: built.body as never,
       });
       if (answer.response.status === 412) {
         onSaved();
         const current = (answer.error as { currentVersion?: number } | undefined)?.currentVersion;
         throw new Error(
-          `Not saved: the mandate changed since this page showed it (version ${mandate.version}, now ${current ?? 'newer'}). The form shows the new version; make your change again.`,
+          `Not saved: the mandate changed since this page showed it (version ${on.version}, now ${current ?? 'newer'}). ` +
+            (unsaved ? 'Your changes are still in the form: discard them to see the new version, then make them again.' : 'The form shows the new version; make your change again.'),
         );
       }
       const saved = ok(answer);
+      showVersion(saved as Mandate);
       onSaved();
       return `Saved: mandate version ${saved.version}.`;
     });
   };
   return (
     <form onSubmit={save} class="stack mandate" noValidate>
+      {mandate.version !== base.version ? (
+        <div class="error" role="status">
+          <p>
+            Version {mandate.version} was saved elsewhere while you edited version {base.version}. Your changes are still here; saving them
+            would replace version {mandate.version}, so it is refused.
+          </p>
+          <button type="button" onClick={() => showVersion(mandate)}>
+            Discard my changes and show version {mandate.version}
+          </button>
+        </div>
+      ) : null}
       <fieldset>
         <legend>Budgets</legend>
         {draft.budgets.length === 0 ? <p class="muted">No budget: nothing limits spending per period.</p> : null}
@@ -282,10 +310,19 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
           <span class="hint">Comma-separated; * allows every category.</span>
         </label>
         <label>
-          Only these merchants
-          <input value={draft.allow} onInput={(event) => set({ allow: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
-          <span class="hint">Merchant ids or verified domains, comma-separated; empty: any merchant not refused below.</span>
+          Merchants it may buy from
+          <select value={draft.allowRule} onChange={(event) => set({ allowRule: (event.currentTarget as HTMLSelectElement).value as Draft['allowRule'] })}>
+            <option value="any">Any merchant not refused below</option>
+            <option value="only">Only the merchants listed</option>
+          </select>
         </label>
+        {draft.allowRule === 'only' ? (
+          <label>
+            Only these merchants
+            <input value={draft.allow} onInput={(event) => set({ allow: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+            <span class="hint">Merchant ids or verified domains, comma-separated; empty: no merchant at all.</span>
+          </label>
+        ) : null}
         <label>
           Never these merchants
           <input value={draft.deny} onInput={(event) => set({ deny: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
@@ -300,11 +337,19 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
         <p class="hint">Valid from and until are in this browser's time zone ({Intl.DateTimeFormat().resolvedOptions().timeZone}); empty: no limit.</p>
         <label>
           Valid from
-          <input type="datetime-local" value={draft.notBefore} onInput={(event) => set({ notBefore: (event.currentTarget as HTMLInputElement).value })} />
+          <input
+            type="datetime-local"
+            value={draft.notBefore}
+            onInput={(event) => set({ notBefore: (event.currentTarget as HTMLInputElement).value, notBeforeIncomplete: (event.currentTarget as HTMLInputElement).validity.badInput })}
+          />
         </label>
         <label>
           Valid until
-          <input type="datetime-local" value={draft.notAfter} onInput={(event) => set({ notAfter: (event.currentTarget as HTMLInputElement).value })} />
+          <input
+            type="datetime-local"
+            value={draft.notAfter}
+            onInput={(event) => set({ notAfter: (event.currentTarget as HTMLInputElement).value, notAfterIncomplete: (event.currentTarget as HTMLInputElement).validity.badInput })}
+          />
         </label>
       </fieldset>
       {problems.length > 0 ? (

@@ -3,7 +3,7 @@
 import { useState } from 'preact/hooks';
 import { ok, newKey, type Schemas } from '../api.ts';
 import { credits } from '../money.ts';
-import { Amount, BudgetBar, ConfirmButton, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad } from '../ui.tsx';
+import { Amount, BudgetBar, ConfirmButton, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
 
 type Agent = Schemas['Agent'];
 
@@ -101,6 +101,30 @@ export function FreezeButton({ agent, onChanged }: { agent: Agent; onChanged: ()
   );
 }
 
+/**
+ * Whether the mandate is in force now, said where the owner looks: outside its window the agent's status still
+ * reads Active, while every purchase is refused (403 SCOPE_FORBIDDEN, mandate_not_valid). The window is
+ * [notBefore, notAfter), as the gateway applies it. On the agents list and on the agent's page.
+ */
+export function MandateWindow({ mandate }: { mandate: Pick<Schemas['Mandate'], 'notBefore' | 'notAfter'> }) {
+  const nowS = Date.now() / 1000;
+  if (mandate.notBefore !== null && nowS < mandate.notBefore) {
+    return (
+      <p class="error" role="status">
+        Its mandate is not in force yet: every purchase is refused until <When s={mandate.notBefore} />.
+      </p>
+    );
+  }
+  if (mandate.notAfter !== null && nowS >= mandate.notAfter) {
+    return (
+      <p class="error" role="status">
+        Its mandate ended <When s={mandate.notAfter} />: every purchase is refused. Change "Valid until" in its mandate to let it spend again.
+      </p>
+    );
+  }
+  return null;
+}
+
 function AgentRow({ agent, tick, onChanged }: { agent: Agent; tick: number; onChanged: () => void }) {
   const { api } = useConsole();
   const figures = useLoad(async () => {
@@ -120,6 +144,7 @@ function AgentRow({ agent, tick, onChanged }: { agent: Agent; tick: number; onCh
         <code class="muted">{agent.id}</code>
       </div>
       <LoadError error={figures.error} />
+      {figures.data ? <MandateWindow mandate={figures.data.mandate} /> : null}
       {figures.data ? (
         <>
           <dl class="figures">

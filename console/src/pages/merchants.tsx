@@ -2,6 +2,7 @@
 // keys (a new key's secret shown once, with a copy button), its offers, and its webhook (pause and resume,
 // rotate the secret, deliveries with their attempts, and re-send).
 import { useState } from 'preact/hooks';
+import { useLeaveGuard } from '../router.ts';
 import { ok, newKey, type Schemas } from '../api.ts';
 import { parseCredits } from '../money.ts';
 import { Amount, ConfirmButton, CopyButton, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
@@ -27,6 +28,8 @@ const text = (fields: FormData, name: string) => String(fields.get(name) ?? '').
 
 /** A secret the gateway shows once: kept on screen only until the person leaves or reloads. */
 function SecretOnce({ label, secret, notice }: { label: string; secret: string; notice?: string }) {
+  // Gone for good once the page is left: leaving asks first (found from outside: it vanished without a word).
+  useLeaveGuard(`Leave this page? The ${label.toLowerCase()} is shown only here, now: copy it first, or you will have to make a new one.`);
   return (
     <div class="secret" role="status">
       <p>

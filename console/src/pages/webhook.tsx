@@ -4,6 +4,7 @@ import { useState } from 'preact/hooks';
 import { ok, newKey } from '../api.ts';
 import { CopyButton, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
 import { Deliveries } from './merchants.tsx';
+import { useLeaveGuard } from '../router.ts';
 
 export function OwnerWebhookPage() {
   const { api } = useConsole();
@@ -16,6 +17,7 @@ export function OwnerWebhookPage() {
     return { configuration: configuration.configuration, deliveries: deliveries.deliveries, events: events.events };
   }, []);
   const [secret, setSecret] = useState<string | undefined>();
+  useLeaveGuard(secret ? 'Leave this page? The signing secret is shown only here, now: copy it first, or you will have to rotate it.' : undefined);
   const action = useAction();
   const save = (event: Event) => {
     event.preventDefault();
