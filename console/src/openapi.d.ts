@@ -2487,7 +2487,7 @@ export interface components {
             availableUc: string;
             /** @description reserved by open holds */
             heldUc: string;
-            /** @description spent */
+            /** @description ever captured by merchants, before refunds: a refund comes back as a new lot (in grantedUc and refundedUc), so what stays spent is capturedUc − refundedUc */
             capturedUc: string;
             /** @description left in expired lots */
             lapsedUc: string;
@@ -3839,6 +3839,17 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -3886,6 +3897,17 @@ export interface operations {
                 };
                 content: {
                     "text/html": string;
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
                 };
             };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
@@ -4380,6 +4402,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -4443,6 +4476,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -4494,6 +4538,17 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4683,6 +4738,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -4795,6 +4861,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -4887,6 +4964,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -4944,6 +5032,17 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5151,6 +5250,17 @@ export interface operations {
                     };
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -5220,6 +5330,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -5277,6 +5398,17 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5380,6 +5512,17 @@ export interface operations {
             409: {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
                     "Retry-After"?: number;
                     [name: string]: unknown;
                 };
@@ -5499,6 +5642,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -5598,6 +5752,17 @@ export interface operations {
             /** @description Unsupported Media Type */
             415: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5766,6 +5931,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -5821,6 +5997,17 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5928,6 +6115,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -6010,6 +6208,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -6065,6 +6274,17 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6324,6 +6544,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -6416,6 +6647,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -6459,6 +6701,17 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6574,6 +6827,17 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7121,6 +7385,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -7176,6 +7451,17 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7260,6 +7546,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -7317,6 +7614,17 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7388,6 +7696,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -7451,6 +7770,17 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7570,6 +7900,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -7627,6 +7968,17 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7741,6 +8093,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -7792,6 +8155,17 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7938,6 +8312,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["X402Supported"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
@@ -8208,6 +8593,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -8458,6 +8854,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -8700,6 +9107,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -8860,6 +9278,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -8915,6 +9344,17 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8982,6 +9422,17 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9148,6 +9599,17 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9444,6 +9906,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -9527,6 +10000,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -9603,6 +10087,17 @@ export interface operations {
             409: {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
                     "Retry-After"?: number;
                     [name: string]: unknown;
                 };
@@ -9719,6 +10214,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -9770,6 +10276,17 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9949,6 +10466,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -10050,6 +10578,17 @@ export interface operations {
             409: {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
                     "Retry-After"?: number;
                     [name: string]: unknown;
                 };
@@ -10223,6 +10762,17 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10420,6 +10970,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -10602,6 +11163,17 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10830,6 +11402,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -10893,6 +11476,17 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10973,6 +11567,17 @@ export interface operations {
             409: {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
                     "Retry-After"?: number;
                     [name: string]: unknown;
                 };
@@ -11064,6 +11669,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -11138,6 +11754,17 @@ export interface operations {
             409: {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
                     "Retry-After"?: number;
                     [name: string]: unknown;
                 };
@@ -11314,6 +11941,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -11359,6 +11997,17 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11525,6 +12174,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -11597,6 +12257,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -11648,6 +12319,17 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11711,6 +12393,17 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -73,7 +73,7 @@ export const BalanceSchema = Type.Object(
     ),
     availableUc: Microcredits('spendable now'),
     heldUc: Microcredits('reserved by open holds'),
-    capturedUc: Microcredits('spent'),
+    capturedUc: Microcredits('ever captured by merchants, before refunds: a refund comes back as a new lot (in grantedUc and refundedUc), so what stays spent is capturedUc − refundedUc'),
     lapsedUc: Microcredits('left in expired lots'),
     grantedUc: Microcredits('ever credited (grants, top-ups and refunds); = available + held + captured + lapsed'),
     refundedUc: Microcredits('of grantedUc, what merchants refunded'),

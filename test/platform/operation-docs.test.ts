@@ -97,6 +97,14 @@ describe('operations in /openapi.json', () => {
     expect([put.status, (await put.json()).detail]).toEqual([400, expect.stringMatching(/body/)]);
   });
 
+  it('lists a 503 with Retry-After on every operation that needs the database (found from outside: 73 did not)', () => {
+    const missing = operations
+      .filter(({ path }) => /^\/(v1|x402|oauth)\//.test(path))
+      .filter(({ operation }) => !(operation.responses['503']?.headers as Record<string, unknown> | undefined)?.['Retry-After'])
+      .map(({ method, path }) => `${method} ${path}`);
+    expect(missing).toEqual([]);
+  });
+
   it('gives an example for every JSON request body of /v1', () => {
     const bodies = operations.filter(({ path, operation }) => path.startsWith('/v1/') && operation.requestBody?.content['application/json']);
     expect(bodies.length).toBeGreaterThan(10);
