@@ -5,7 +5,7 @@ import { Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
 import { REFUNDS_PER_REDEMPTION_MAX } from './service.ts';
 
 const Receipt = (description: string) =>
-  Nullable(Type.String({ description: `${description}: a compact ES256 JWS (typ \`receipt+jwt\`) signed with a key of /.well-known/jwks.json; null without a signing key. Claims: see docs/decisions.md "Signed receipts".` }));
+  Nullable(Type.String({ description: `${description}: a compact ES256 JWS (typ \`receipt+jwt\`) signed with a key of /.well-known/jwks.json; null without a signing key. Claims: \`iss\` (this gateway), \`jti\`, \`iat\`, \`kind\` (capture or refund), \`redemption_id\`, \`offer_id\`, \`agent_id\`, \`merchant_id\`, \`amount_uc\`, \`captured_uc\`, \`released_uc\`, \`refunded_uc\`, for a refund \`refund_id\` and \`refund_uc\`, and \`mandate\` (the hash of the mandate in force at the hold) when there was one. A statement of fact, so no \`aud\` and no \`exp\`: check \`merchant_id\` to tell a receipt of yours (an audience check fails with "missing aud", and dropping it would accept another merchant's receipt).` }));
 
 export const RefundSchema = Type.Object(
   {
