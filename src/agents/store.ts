@@ -133,16 +133,14 @@ export async function findMerchantsNamed(db: Queryable, names: readonly string[]
 }
 
 /**
- * An agent's row lock: FOR NO KEY UPDATE, as every lock of agents' rows is (`AGENT_LOCK`). It excludes every other
+ * An agent's row lock: FOR NO KEY UPDATE, as every lock of agents' rows is (this, lockSubtree, lockAgentsWithAncestors). It excludes every other
  * agent lock, as FOR UPDATE did, but not the share lock a foreign key takes on the row when another transaction
  * inserts a row that names the agent (a refund's new lot, an event): with FOR UPDATE, a refund holding its
  * merchant's earnings row waited here on a mint batch, which waited on lots a capture batch held, which waited on
  * those earnings: a deadlock (found from outside, 2026-12-03). The id, the only key column, never changes.
  */
-const AGENT_LOCK = 'FOR NO KEY UPDATE';
-
 export async function lockAgent(tx: Tx, agentId: string): Promise<AgentRow | undefined> {
-  const { rows } = await tx.query<AgentRow>(`SELECT * FROM agents WHERE id = $1 ${AGENT_LOCK}`, [agentId]);
+  const { rows } = await tx.query<AgentRow>('SELECT * FROM agents WHERE id = $1 FOR NO KEY UPDATE', [agentId]);
   return rows[0];
 }
 
@@ -199,7 +197,7 @@ export async function findSubtree(db: Queryable, agentId: string, limit: number)
  * (the order every agent lock takes).
  */
 export async function lockSubtree(tx: Tx, agentId: string, ancestorIds: readonly string[]): Promise<AgentRow[]> {
-  const { rows } = await tx.query<AgentRow>(`SELECT * FROM agents WHERE ${IN_SUBTREE_OF_$1} OR id = ANY($2::text[]) ORDER BY id ${AGENT_LOCK}`, [agentId, [...ancestorIds]]);
+  const { rows } = await tx.query<AgentRow>(`SELECT * FROM agents WHERE ${IN_SUBTREE_OF_$1} OR id = ANY($2::text[]) ORDER BY id FOR NO KEY UPDATE`, [agentId, [...ancestorIds]]);
   return rows;
 }
 
@@ -215,7 +213,7 @@ export async function lockAgentsWithAncestors(tx: Tx, agentIds: readonly string[
   const { rows } = await tx.query<AgentRow>(
     `SELECT * FROM agents
       WHERE id = ANY($1::text[] || ARRAY(SELECT unnest(ancestor_ids) FROM agents WHERE id = ANY($1::text[])))
-      ORDER BY id ${AGENT_LOCK}`,
+      ORDER BY id FOR NO KEY UPDATE`,
     [[...agentIds]],
   );
   return rows;
