@@ -243,9 +243,6 @@ function publishedAs(published: JsonSchema): ToolSchema {
   } as ToolSchema;
 }
 
-/** Enough of a schema's violations to fix the first; the rest follow once it is. */
-const ARGUMENT_ISSUES_SHOWN_MAX = 5;
-
 /** The tools' own argument checks: the SDK's engine and settings (Ajv 2020-12, formats), stopping at the first violation. */
 const argumentsAjv = addFormats.default(new Ajv2020({ strict: false, validateFormats: true, validateSchema: false, allErrors: false }));
 
@@ -278,8 +275,8 @@ function argumentCheck(input: JsonSchema): (args: Record<string, unknown>) => vo
       }
       candidates = candidates.filter(({ consts }) => consts.some(([other, value]) => other === name && value === args[name]));
     }
-    const named = branches.filter(({ consts }) => consts.length > 0 && consts.every(([name, value]) => args[name] === value));
-    const validate = named.length === 1 ? named[0]!.validate : whole;
+    // The one branch the arguments name (every teller known), checked alone; else the whole schema.
+    const validate = tellers.length > 0 && candidates.length === 1 ? candidates[0]!.validate : whole;
     if (validate(args)) return;
     const errors = (validate.errors ?? []).map((violation: ErrorObject) => describeViolation('arguments', violation));
     const first = errors[0];

@@ -92,15 +92,11 @@ export class SentStatements {
   /**
    * The answer of a statement sent after the first `before` sent ones: if one of those failed, that failure
    * (it aborted the transaction, so this statement failed for it, or ran after a savepoint undid it: either way
-   * the transaction must not go on), else this statement's own answer.
+   * the transaction must not go on), else this statement's own answer. Its own failure after theirs is theirs
+   * already: the transaction's `FirstFailure` turned its 25P02 into it.
    */
   async follow<R>(answer: Promise<R>, before: number): Promise<R> {
-    let result: R;
-    try {
-      result = await answer;
-    } catch (error) {
-      throw (await this.firstFailure(before))?.error ?? error;
-    }
+    const result = await answer;
     const failure = await this.firstFailure(before);
     if (failure) throw failure.error;
     return result;

@@ -218,8 +218,11 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   // After the credential's check (an onRequest hook), before the body's: who may not call the route learns nothing of it.
   app.addHook('preValidation', (request, _reply, done) => {
     try {
-      refuseUnknownQuery(request);
-      refuseLooseIntegers(request);
+      // Most requests carry no query string: they pay one character search, not a parse.
+      if (request.url.includes('?')) {
+        refuseUnknownQuery(request);
+        refuseLooseIntegers(request);
+      }
       absentBodyIsEmpty(request);
       done();
     } catch (error) {
@@ -291,7 +294,6 @@ const DECIMAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
  * that sends one of them has made a mistake it should hear of.
  */
 function refuseLooseIntegers(request: FastifyRequest): void {
-  if (!request.url.includes('?')) return;
   const members = (request.routeOptions.schema?.querystring as { properties?: Record<string, { type?: unknown }> } | undefined)?.properties;
   if (members === undefined) return;
   const query = (request.query ?? {}) as Record<string, unknown>;
@@ -301,7 +303,8 @@ function refuseLooseIntegers(request: FastifyRequest): void {
     if (values === undefined) continue;
     for (const value of Array.isArray(values) ? values : [values]) {
       if (typeof value === 'string' && !DECIMAL_INTEGER.test(value)) {
-        throw new ApiError('invalid_input', { detail: `querystring/${name} must be an integer in decimal digits, like 20`, extra: { errors: [{ path: `querystring/${name}`, message: 'must be an integer in decimal digits, like 20' }] } });
+        const violation = { path: `querystring/${name}`, message: 'must be an integer in decimal digits, like 20' };
+        throw new ApiError('invalid_input', { detail: `${violation.path} ${violation.message}`, extra: { errors: [violation] } });
       }
     }
   }
@@ -313,8 +316,6 @@ function refuseLooseIntegers(request: FastifyRequest): void {
  * not page read as obeyed, and answered everything.
  */
 function refuseUnknownQuery(request: FastifyRequest): void {
-  // Most requests carry no query string: they pay one character search, not a parse.
-  if (!request.url.includes('?')) return;
   const route = request.routeOptions;
   if (request.is404 || route.schema?.querystring !== undefined || !/^\/(v1|x402)\//.test(route.url ?? '')) return;
   const names = Object.keys((request.query ?? {}) as Record<string, unknown>);
