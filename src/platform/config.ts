@@ -25,6 +25,8 @@ export interface Config {
   db: DatabaseTimeouts & { startRetryMaxMs: number; poolSizeMax: number };
   logLevel: string;
   bodyLimitBytes: number;
+  /** How long a client may take to send a whole request, headers and body; past it 408 and the connection is closed. */
+  requestTimeoutMs: number;
   idempotencyRetentionS: number;
   idempotencyLeaseS: number;
   /** How long a revocable credential fact is kept, and how long a revocation waits before it answers (credential-facts.ts). */
@@ -98,6 +100,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'LOG_LEVEL', default: 'info', meaning: 'pino log level (`fatal`…`trace`, `silent`)' },
   { name: 'ACG_PRECOMPILE_SCHEMAS', default: '1', meaning: "once ready, `acg serve` compiles every route's request validators and response serializers in its idle time (about 4 s of one core), so that no route's first request stalls the others while its schemas compile; 0 leaves each to its route's first request" },
   { name: 'ACG_BODY_LIMIT_BYTES', default: '262144', meaning: 'largest accepted JSON or form body; larger bodies get 413' },
+  { name: 'ACG_REQUEST_TIMEOUT_MS', default: '30000', meaning: 'longest a client may take to send a whole request (headers and body); past it 408 request_timeout and the connection is closed' },
   { name: 'ACG_IDEMPOTENCY_RETENTION_S', default: '86400', meaning: 'how long an Idempotency-Key record is kept (at least 86400)' },
   { name: 'ACG_IDEMPOTENCY_LEASE_S', default: '60', meaning: 'how long an unfinished request owns its key before a retry may take over' },
   { name: 'ACG_CREDENTIAL_FACTS_MS', default: String(CREDENTIAL_FACTS_MS_DEFAULT), meaning: "how long an instance keeps what a credential's check read that can be revoked (an identity's agent and its owner's email, a merchant key, the access-token deny-list); a revocation answers only once the longest lifetime any instance on the database announced has passed, so it holds on every instance from the next request. 0 reads on every request" },
@@ -322,6 +325,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     logLevel: env.LOG_LEVEL || 'info',
     bodyLimitBytes: integer(env, 'ACG_BODY_LIMIT_BYTES', 262_144, 1024, 16 * 1024 * 1024, problems),
+    requestTimeoutMs: integer(env, 'ACG_REQUEST_TIMEOUT_MS', 30_000, 1000, 600_000, problems),
     idempotencyRetentionS: retention,
     idempotencyLeaseS: integer(env, 'ACG_IDEMPOTENCY_LEASE_S', 60, 5, 3600, problems),
     credentialFactsMs: integer(env, 'ACG_CREDENTIAL_FACTS_MS', CREDENTIAL_FACTS_MS_DEFAULT, 0, CREDENTIAL_FACTS_MS_MAX, problems),

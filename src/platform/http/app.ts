@@ -11,8 +11,8 @@ import type { OperationDescription } from '../operations.ts';
 import type { QueryDescription } from '../queries.ts';
 import type { TSchema } from '@sinclair/typebox';
 import type { Principal } from '../principal.ts';
-import { SERVER_OPTIONS, serveUnmetExpectations } from './front-door.ts';
-import { PATH_PARAMETER_LENGTH_MAX, renderClientError, renderError, targetPath } from './render-error.ts';
+import { serverOptions, serveUnmetExpectations } from './front-door.ts';
+import { PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath } from './render-error.ts';
 import { installTextGuard } from './text-guard.ts';
 import { duplicateMemberDetail, findDuplicateMember } from './json-members.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
@@ -126,9 +126,10 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       requestLog.requestCompleted(null, request, reply);
     },
     clientErrorHandler: (error, socket) => renderClientError(app, error, socket),
-    http: SERVER_OPTIONS,
+    http: serverOptions(gateway.config),
   });
   serveUnmetExpectations(app.server);
+  rememberExchanges(app.server);
   app.decorate('gateway', gateway);
   app.decorate('schemas', schemas);
   app.addHook('onClose', async () => schemas.stop());

@@ -10,7 +10,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Config } from '../config.ts';
 import { STORAGE_RETRY_AFTER_S } from '../db/faults.ts';
 import { ApiError, problemBody } from '../errors.ts';
-import { answerClientError, targetPath, type ClientErrorContext } from './render-error.ts';
+import { answerClientError, rememberExchanges, targetPath, type ClientErrorContext } from './render-error.ts';
 
 export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -43,11 +43,21 @@ function answerUnavailable(baseUrl: string, request: IncomingMessage, response: 
   response.writeHead(503, { 'content-type': 'application/problem+json; charset=utf-8' }).end(JSON.stringify(body));
 }
 
+/** How often Node looks for requests past their time: a late one is cut between its deadline and this later. */
+const TIMEOUT_CHECK_INTERVAL_MS = 1000;
+
 /** Options of every server that listens: here and Fastify's own (platform/http/app.ts). */
-export const SERVER_OPTIONS = {
-  // A missing Host is refused by the app with a problem body (platform/http/app.ts), not by Node with an empty 400.
-  requireHostHeader: false,
-};
+export function serverOptions(config: Pick<Config, 'requestTimeoutMs'>) {
+  return {
+    // A missing Host is refused by the app with a problem body (platform/http/app.ts), not by Node with an empty 400.
+    requireHostHeader: false,
+    // A request (headers and body) must arrive whole within this, or it is answered 408 and its connection closed:
+    // Node's own five minutes let a client that announced more body than it sent hold a connection that long.
+    requestTimeout: config.requestTimeoutMs,
+    headersTimeout: config.requestTimeoutMs,
+    connectionsCheckingInterval: Math.min(TIMEOUT_CHECK_INTERVAL_MS, config.requestTimeoutMs),
+  };
+}
 
 /**
  * An `Expect` other than 100-continue, which Node would answer 417 with no body: RFC 9110 §10.1.1 lets a
@@ -57,11 +67,11 @@ export function serveUnmetExpectations(server: Server): void {
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => server.emit('request', request, response));
 }
 
-export async function openFrontDoor(config: Pick<Config, 'host' | 'port' | 'baseUrl'>, log: ClientErrorContext['log']): Promise<FrontDoor> {
+export async function openFrontDoor(config: Pick<Config, 'host' | 'port' | 'baseUrl' | 'requestTimeoutMs'>, log: ClientErrorContext['log']): Promise<FrontDoor> {
   let app: RequestHandler | undefined;
   let closing = false;
   const inFlight = new Set<ServerResponse>();
-  const server: Server = createServer(SERVER_OPTIONS, (request, response) => {
+  const server: Server = createServer(serverOptions(config), (request, response) => {
     if (closing) {
       response.setHeader('connection', 'close');
       answerUnavailable(config.baseUrl, request, response, 'the gateway is shutting down; retry on another instance');
@@ -78,6 +88,7 @@ export async function openFrontDoor(config: Pick<Config, 'host' | 'port' | 'base
   // The base URL is read at each answer: with PORT=0 it is known only once the socket is bound.
   server.on('clientError', (error: Error, socket: Socket) => answerClientError(error, socket, { baseUrl: config.baseUrl, log }));
   serveUnmetExpectations(server);
+  rememberExchanges(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen({ host: config.host, port: config.port }, () => {

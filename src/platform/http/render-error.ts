@@ -3,7 +3,7 @@
 // 500s, and they never carry a stack trace or an internal message.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { isStorageUnavailable, STORAGE_RETRY_AFTER_S, storageFailureOf } from '../db/faults.ts';
 import { ApiError, OAuthError, problemBody, type OAuthErrorCode } from '../errors.ts';
 import { VISIBLE_PATTERN } from '../schemas.ts';
@@ -206,16 +206,31 @@ export interface ClientErrorContext {
   log: Record<FailureLine['level'], (fields: object, message: string) => void>;
 }
 
-/** The response Node has in flight on the socket, if any (what its own client error handler checks). */
-function responseInFlight(socket: Socket): { headersSent: boolean } | undefined {
-  return (socket as Socket & { _httpMessage?: { headersSent: boolean } | null })._httpMessage ?? undefined;
+/** The last request each connection brought, with its response. */
+const exchanges = new WeakMap<Socket, { request: IncomingMessage; response: ServerResponse }>();
+
+/** Remembers each connection's last request and response, which `answerClientError` needs (both servers that listen). */
+export function rememberExchanges(server: Server): void {
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => exchanges.set(request.socket, { request, response }));
+}
+
+/**
+ * Whether a response on this connection would answer a request that already has one: a response still in flight
+ * (what Node's own handler checks), or one sent to a request whose body never finished arriving (an early refusal,
+ * such as a 401 before the body was read, and then the request timed out). A client reads anything written after it
+ * as the answer to its next request.
+ */
+function alreadyAnswered(socket: Socket): boolean {
+  if ((socket as Socket & { _httpMessage?: { headersSent: boolean } | null })._httpMessage?.headersSent) return true;
+  const last = exchanges.get(socket);
+  return last !== undefined && !last.request.complete && last.response.headersSent;
 }
 
 /**
  * Answers what Node's parser refuses (oversized headers or URL, malformed requests, timeouts) with our
  * bodies, then closes the connection, as Node's default does: problem+json, or the OAuth error body when
  * the request line (if it arrived) names an /oauth/ route. Nothing is written when the connection is gone
- * or a response already started on it (a second one would corrupt it). Installed on every server that
+ * or its request already has a response (a second one would be read as the next request's answer). Installed on every server that
  * listens: the front door of `acg serve` and Fastify's own (clientErrorHandler).
  */
 export function answerClientError(error: Error & { code?: string; rawPacket?: unknown }, socket: Socket, context: ClientErrorContext): void {
@@ -229,7 +244,7 @@ export function answerClientError(error: Error & { code?: string; rawPacket?: un
   const [status, type, body] = oauth
     ? [oauth.status, 'application/json', JSON.stringify({ error: oauth.error, error_description: oauth.description })]
     : [api.status, 'application/problem+json', JSON.stringify(problemBody(context.baseUrl, api))];
-  if (socket.writable && !responseInFlight(socket)?.headersSent) {
+  if (socket.writable && !alreadyAnswered(socket)) {
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${type}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
         `Cache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,

@@ -1,11 +1,12 @@
 // vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { Agent, request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { openFrontDoor, type FrontDoor } from '../../../src/platform/http/front-door.ts';
 import { waitFor } from '../../support/wait.ts';
 
-const config = { host: '127.0.0.1', port: 0, baseUrl: 'http://gateway.test' };
+const config = { host: '127.0.0.1', port: 0, baseUrl: 'http://gateway.test', requestTimeoutMs: 30_000 };
 const log = pino({ level: 'silent' });
 
 async function withFrontDoor(fn: (door: FrontDoor) => Promise<void>): Promise<void> {
@@ -76,5 +77,51 @@ describe('the front door of acg serve', () => {
     await closing;
     await expect(fetch(`${door.url}/healthz`)).rejects.toThrow();
     agent.destroy();
+  });
+
+  it('answers 408 request_timeout and closes the connection when a body shorter than its Content-Length stops arriving', async () => {
+    const door = await openFrontDoor({ ...config, requestTimeoutMs: 1000 }, log);
+    try {
+      door.open((req, res) => {
+        req.resume();
+        req.on('end', () => res.end('whole'));
+      });
+      const { port } = new URL(door.url);
+      const socket = connect(Number(port), '127.0.0.1');
+      let answer = '';
+      socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+      const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+      socket.write('POST /v1/vouchers HTTP/1.1\r\nHost: gateway.test\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":');
+      const started = Date.now();
+      await closed;
+      // Node's own default would have held it five minutes.
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+      expect(answer).toMatch(/\r\nConnection: close\r\n/i);
+      expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 408, code: 'request_timeout' });
+    } finally {
+      await door.close();
+    }
+  });
+
+  it('writes nothing more when the request that stops arriving was already answered (an early refusal), and closes the connection', async () => {
+    const door = await openFrontDoor({ ...config, requestTimeoutMs: 1000 }, log);
+    try {
+      // Answers before reading the body, as a refusal of the credential does.
+      door.open((_req, res) => res.writeHead(401, { 'content-type': 'text/plain' }).end('refused'));
+      const { port } = new URL(door.url);
+      const socket = connect(Number(port), '127.0.0.1');
+      let answer = '';
+      socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+      const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+      socket.write('POST /v1/vouchers HTTP/1.1\r\nHost: gateway.test\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":');
+      await closed;
+      expect(answer.match(/HTTP\/1\.1 /g)).toHaveLength(1);
+      expect(answer).toMatch(/^HTTP\/1\.1 401 /);
+      expect(answer).toContain("refused");
+      expect(answer).not.toContain("request_timeout");
+    } finally {
+      await door.close();
+    }
   });
 });
