@@ -7,7 +7,8 @@ import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import { configuredSecretBoxKey } from '../platform/secret-box.ts';
 import { migrate } from '../platform/db/migrate.ts';
-import { openDatabase } from '../platform/db/open.ts';
+import { embeddedDatabaseDir, openDatabase } from '../platform/db/open.ts';
+import { existsSync } from 'node:fs';
 import {
   listSigningKeys,
   PUBLICATION_LEAD_S_DEFAULT,
@@ -40,6 +41,10 @@ function when(atS: number | null, nowS: number): string {
 }
 
 async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> {
+  // A mistyped ACG_DATA_DIR, or another directory, would otherwise get a new database of its own, whose keys no gateway reads.
+  if (!config.databaseUrl && !existsSync(embeddedDatabaseDir(config.dataDir))) {
+    fail(`there is no database in ${config.dataDir}: run this in the gateway's directory, or set ACG_DATA_DIR to its data directory (DATABASE_URL to its database on PostgreSQL)`);
+  }
   let db: Database;
   try {
     db = await openDatabase(config);
@@ -55,10 +60,12 @@ async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>)
   }
 }
 
-function printKeys(keys: SigningKeySummary[], nowS: number): void {
+function printKeys(keys: SigningKeySummary[], nowS: number, mode: Config['mode']): void {
   for (const key of keys) {
+    // Live mode leaves such a key out (platform/signing.ts): whoever read the database could sign with it.
+    const ignored = mode !== 'dev' && !key.sealed ? '  unsealed: live mode does not use it (delete it)' : '';
     process.stdout.write(
-      `${key.kid}  ${key.state.padEnd(8)}  signs from ${when(key.activeFromS, nowS)}  until ${when(key.retiredAtS, nowS)}  published until ${when(key.publishedUntilS, nowS)}\n`,
+      `${key.kid}  ${key.state.padEnd(8)}  signs from ${when(key.activeFromS, nowS)}  until ${when(key.retiredAtS, nowS)}  published until ${when(key.publishedUntilS, nowS)}${ignored}\n`,
     );
   }
 }
@@ -68,7 +75,7 @@ export async function listKeys(config: Config): Promise<void> {
   const keys = await withDatabase(config, (db) => listSigningKeys(db, nowS));
   if (config.signingKey) process.stdout.write('ACG_SIGNING_KEY is set: that key signs until a key below becomes active, and stays published while it is set\n');
   if (keys.length === 0) process.stdout.write('no keys in the database\n');
-  printKeys(keys, nowS);
+  printKeys(keys, nowS, config.mode);
 }
 
 export async function rotateKeys(config: Config, options: { leadS: string; retentionS: string }): Promise<void> {

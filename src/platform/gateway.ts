@@ -111,7 +111,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   const clock = options.clock ?? new SystemClock();
   const db = options.db ?? (await openDatabase(config, log));
   if (!options.skipMigrate) await migrateAndReport(db, log);
-  const signing = await SigningKeys.open(db, clock, config);
+  const signing = await SigningKeys.open(db, clock, config, (message, kids) => log.warn({ kids }, message));
   const rateLimiter = new RateLimiter(db, clock, config.rateLimit.windowS);
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionS, config.idempotencyLeaseS);
   const timers: NodeJS.Timeout[] = [];

@@ -1,7 +1,8 @@
 // The gateway's own ES256 signing keys (access tokens, vouchers, receipts). Dev mode generates one key once
 // and keeps it in the database, so every instance sharing the database signs with the same key. Live
-// mode never generates: the key comes from ACG_SIGNING_KEY, and any route that must sign answers
-// 503 signing_configuration_required without it.
+// mode never generates: the key comes from ACG_SIGNING_KEY or a sealed rotated key, and any route that must sign
+// answers 503 signing_configuration_required without one. Live mode never uses a key kept unsealed (dev mode's own,
+// or a rotation before sealing): anyone who read the database could sign with it.
 //
 // Signing is on the hot path (every voucher, receipt and access token), so it uses node:crypto directly
 // with a key object built once per key, and a header segment built once per key and `typ`: the output is
@@ -131,19 +132,25 @@ export async function checkConfiguredKey(text: string): Promise<string | undefin
   }
 }
 
+/** What live mode tells its operator about keys it will not use. */
+export type IgnoredKeysReport = (message: string, kids: readonly string[]) => void;
+
 export class SigningKeys {
   private keys: LoadedKey[] = [];
   /** ACG_SIGNING_KEY, imported at the first load (the environment does not change while running). */
   private configuredKey: LoadedKey | undefined;
+  /** The unsealed keys live mode last left out, so each change of them is reported once. */
+  private ignored = '';
 
   private constructor(
     private readonly db: Database,
     private readonly clock: Clock,
     private readonly config: Config,
+    private readonly reportIgnored: IgnoredKeysReport,
   ) {}
 
-  static async open(db: Database, clock: Clock, config: Config): Promise<SigningKeys> {
-    const keys = new SigningKeys(db, clock, config);
+  static async open(db: Database, clock: Clock, config: Config, reportIgnored: IgnoredKeysReport = () => {}): Promise<SigningKeys> {
+    const keys = new SigningKeys(db, clock, config, reportIgnored);
     if (config.mode === 'dev') await keys.ensureDevKey();
     await keys.reload();
     return keys;
@@ -161,15 +168,33 @@ export class SigningKeys {
     );
   }
 
-  /** Re-reads the key set (called periodically, so a rotation reaches every instance). */
+  /**
+   * Re-reads the key set (called periodically, so a rotation reaches every instance). Live mode leaves out every
+   * key kept unsealed: it neither signs, nor is published, nor verifies.
+   */
   async reload(): Promise<void> {
     const loaded: LoadedKey[] = [];
     if (this.config.signingKey) loaded.push((this.configuredKey ??= await importConfiguredKey(this.config.signingKey)));
-    const rows = await findKeyRows(this.db);
+    const all = await findKeyRows(this.db);
+    const rows = this.config.mode === 'dev' ? all : all.filter((row) => isSealed(row.private_jwk));
+    this.reportIgnoredKeys(all.filter((row) => !rows.includes(row) && !loaded.some((k) => k.kid === row.kid)).map((row) => row.kid));
     const known = new Map(this.keys.map((k) => [k.kid, k]));
     const box = rows.some((row) => isSealed(row.private_jwk)) ? configuredSecretBoxKey(this.config) : undefined;
     for (const row of rows) if (!loaded.some((k) => k.kid === row.kid)) loaded.push(await fromRow(row, known.get(row.kid), box));
     this.keys = loaded;
+  }
+
+  private reportIgnoredKeys(kids: string[]): void {
+    const now = kids.join(',');
+    if (now === this.ignored) return;
+    this.ignored = now;
+    if (kids.length === 0) return;
+    this.reportIgnored(
+      'live mode does not use signing keys kept unsealed in the database (dev mode\'s own key, or a rotation before sealing): ' +
+        'anyone who read the database could sign with them. Sign with ACG_SIGNING_KEY, or `acg keys rotate` with ACG_SECRET_BOX_KEY set; ' +
+        'then delete these rows from signing_keys',
+      kids,
+    );
   }
 
   get configured(): boolean {
@@ -265,10 +290,18 @@ export interface SigningKeySummary {
   activeFromS: number;
   retiredAtS: number | null;
   publishedUntilS: number | null;
+  /** Whether its private half is sealed with ACG_SECRET_BOX_KEY; live mode uses only sealed keys. */
+  sealed: boolean;
 }
 
 function summarise(rows: SigningKeyRow[], nowS: number): SigningKeySummary[] {
-  const keys = rows.map((r) => ({ kid: r.kid, activeFromS: Number(r.active_from_s), retiredAtS: toS(r.retired_at_s), publishedUntilS: toS(r.published_until_s) }));
+  const keys = rows.map((r) => ({
+    kid: r.kid,
+    activeFromS: Number(r.active_from_s),
+    retiredAtS: toS(r.retired_at_s),
+    publishedUntilS: toS(r.published_until_s),
+    sealed: isSealed(r.private_jwk),
+  }));
   const active = keys.filter((k) => k.activeFromS <= nowS && (k.retiredAtS === null || k.retiredAtS > nowS));
   const signing = active.reduce<(typeof keys)[number] | undefined>((newest, k) => (!newest || k.activeFromS >= newest.activeFromS ? k : newest), undefined);
   return keys.map((k) => {
@@ -337,7 +370,7 @@ export async function rotateSigningKeys(db: Database, options: RotationOptions):
       `INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at_s, active_from_s) VALUES ($1, $2, $3, $4, $5, $6)`,
       [key.kid, SIGNING_ALG, JSON.stringify(key.publicJwk), storedPrivate(key.kid, key.privateJwk, options.sealWith), options.nowS, activeFromS],
     );
-    const next: SigningKeySummary = { kid: key.kid, state: options.leadS > 0 ? 'upcoming' : 'signing', activeFromS, retiredAtS: null, publishedUntilS: null };
+    const next: SigningKeySummary = { kid: key.kid, state: options.leadS > 0 ? 'upcoming' : 'signing', activeFromS, retiredAtS: null, publishedUntilS: null, sealed: options.sealWith !== undefined };
     return { next, replaced: summarise(replaced, options.nowS), removedKids: expired };
   });
 }

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,8 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeProtectedHeader } from 'jose';
 import { startWorld, type World } from '../support/world.ts';
 import { createPostgresDatabase, onPostgres } from '../support/database.ts';
-import { rotateSigningKeys } from '../../src/platform/signing.ts';
+import { rotateSigningKeys, SigningKeys } from '../../src/platform/signing.ts';
+import { generateKeyPairSync } from 'node:crypto';
 import { generateSecretBoxKey } from '../../src/platform/secret-box.ts';
+import { openDatabase } from '../../src/platform/db/open.ts';
 
 const run = promisify(execFile);
 const ACG = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/acg.js');
@@ -118,12 +120,64 @@ describe('a rotated key at rest', () => {
   });
 });
 
+describe('live mode on a database that holds unsealed keys', () => {
+  it("neither signs, publishes nor verifies with them (dev mode's own key): ACG_SIGNING_KEY signs, a sealed rotated key too, and the operator is told once", async () => {
+    const { gateway, clock, config } = world.gw;
+    const { rows: unsealed } = await gateway.db.query<{ kid: string }>("SELECT kid FROM signing_keys WHERE private_jwk LIKE '{%'");
+    expect(unsealed.length).toBeGreaterThan(0);
+    const devKids = unsealed.map((row) => row.kid);
+    const reports: string[][] = [];
+    const report = (_message: string, kids: readonly string[]) => reports.push([...kids]);
+
+    // Without a key of its own, live mode has none to sign or publish with, where before it took dev mode's.
+    const bare = await SigningKeys.open(gateway.db, clock, { ...config, mode: 'live', signingKey: undefined }, report);
+    expect(() => bare.jwks()).toThrow(expect.objectContaining({ code: 'signing_configuration_required' }));
+    await expect(bare.sign({ iss: world.url }, 'at+jwt')).rejects.toMatchObject({ code: 'signing_configuration_required' });
+    expect(reports).toEqual([devKids]);
+    await bare.reload();
+    expect(reports).toHaveLength(1);
+
+    const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    const live = await SigningKeys.open(gateway.db, clock, { ...config, mode: 'live', signingKey: pem }, report);
+    const [configuredKid] = live.jwks().keys.map((key) => key.kid);
+    expect(live.jwks().keys.map((key) => key.kid)).toEqual([configuredKid]);
+    const token = await live.sign({ iss: world.url, aud: world.url, exp: clock.nowS() + 60 }, 'at+jwt');
+    expect(decodeProtectedHeader(token).kid).toBe(configuredKid);
+    // What dev mode's key signed does not verify in live mode.
+    const forged = await gateway.signing.sign({ iss: world.url, aud: world.url, exp: clock.nowS() + 60 }, 'at+jwt');
+    expect(devKids).toContain(decodeProtectedHeader(forged).kid);
+    await expect(live.verify(forged, { typ: 'at+jwt', audience: world.url, issuer: world.url })).rejects.toThrow();
+    await expect(live.verify(token, { typ: 'at+jwt', audience: world.url, issuer: world.url })).resolves.toMatchObject({ kid: configuredKid });
+
+    // A rotation sealed with the box key is live mode's too.
+    const box = generateSecretBoxKey();
+    clock.advance(1000);
+    const rotated = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 0, retentionS: 600, sealWith: box.key });
+    try {
+      const sealed = await SigningKeys.open(gateway.db, clock, { ...config, mode: 'live', signingKey: undefined, secretBoxKey: box.text }, report);
+      expect(sealed.jwks().keys.map((key) => key.kid)).toEqual([rotated.next.kid]);
+      expect(decodeProtectedHeader(await sealed.sign({ iss: world.url }, 'at+jwt')).kid).toBe(rotated.next.kid);
+    } finally {
+      await gateway.db.query('DELETE FROM signing_keys WHERE kid = $1', [rotated.next.kid]);
+      await gateway.db.query('UPDATE signing_keys SET retired_at_s = NULL, published_until_s = NULL');
+      await gateway.signing.reload();
+    }
+  });
+});
+
 describe('acg keys', () => {
   it('rotate and list report each step and each key state', async () => {
     const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-keys-'));
     const database = onPostgres() ? await createPostgresDatabase() : undefined;
     const env = { ...process.env, ACG_DATA_DIR: dataDir, DATABASE_URL: database?.url ?? '', LOG_LEVEL: 'silent' };
     try {
+      // A data directory without the gateway's database (another directory, a typo) is refused, and none is made in it.
+      const nowhere = await run(process.execPath, [ACG, 'keys', 'rotate'], { env: { ...env, ACG_DATA_DIR: path.join(dataDir, 'typo') } }).catch(
+        (error: { code: number; stderr: string }) => error,
+      );
+      expect(nowhere).toMatchObject({ code: 2, stderr: expect.stringContaining(`there is no database in ${path.join(dataDir, 'typo')}`) });
+      expect(existsSync(path.join(dataDir, 'typo'))).toBe(false);
+      if (!database) await (await openDatabase({ dataDir, databaseUrl: undefined, db: world.gw.config.db })).close();
       const first = await run(process.execPath, [ACG, 'keys', 'rotate', '--lead-s', '0', '--retention-s', '3600'], { env });
       expect(first.stdout).toMatch(/^generating a new ES256 key \(dev mode: kept unsealed, as the dev key is\)…\npublished (\S+); it signs from \S+ \(now\)\n/);
       expect(first.stderr).toContain('warning: --lead-s 0');
@@ -141,6 +195,9 @@ describe('acg keys', () => {
       expect(unsealed).toMatchObject({ code: 2, stderr: expect.stringContaining('live mode seals a rotated key with ACG_SECRET_BOX_KEY') });
       const sealed = await run(process.execPath, [ACG, 'keys', 'rotate'], { env: { ...live, ACG_SECRET_BOX_KEY: generateSecretBoxKey().text } });
       expect(sealed.stdout).toMatch(/^generating a new ES256 key, sealed with ACG_SECRET_BOX_KEY…\npublished /);
+      // Live mode's list names the keys it leaves out: the two rotated in dev mode, kept unsealed.
+      const liveList = await run(process.execPath, [ACG, 'keys', 'list'], { env: live });
+      expect(liveList.stdout.split('\n').filter((line) => line.endsWith('unsealed: live mode does not use it (delete it)'))).toHaveLength(2);
     } finally {
       await database?.drop();
       rmSync(dataDir, { recursive: true, force: true });
