@@ -644,6 +644,16 @@ export class AgentService {
     const row = this.reachable(await store.findAgent(tx, agentId), principal, agentId);
     if (row.parent_id === null) throw new ApiError('conflict', { detail: `agent ${row.id} is not a delegate; freeze it instead (POST /v1/owner/agents/${row.id}/freeze)` });
     const locked = await store.lockSubtree(tx, row.id, row.ancestor_ids);
+    // A delegate registered while that statement waited for its parent's lock is not in the statement's snapshot
+    // (found from outside: it escaped the retirement). Each registration holds its parent's lock until it commits,
+    // so once every row is ours a fresh read (a new statement, a new snapshot) finds all of them; those found are
+    // locked, and read again below them, until none is new.
+    for (;;) {
+      const known = new Set(locked.map((agent) => agent.id));
+      const missed = (await store.subtreeIds(tx, row.id)).filter((id) => !known.has(id));
+      if (missed.length === 0) break;
+      locked.push(...(await store.lockAgentsWithAncestors(tx, missed)).filter((agent) => !known.has(agent.id)));
+    }
     return locked.filter((agent) => agent.id === row.id || agent.ancestor_ids.includes(row.id));
   }
 

@@ -4,6 +4,8 @@
 export interface ErrorEntry {
   status: number;
   title: string;
+  /** The Retry-After every refusal of this code carries unless it gives its own (seconds). */
+  retryAfterS?: number;
 }
 
 export const ERROR_CATALOGUE = {
@@ -57,7 +59,7 @@ export const ERROR_CATALOGUE = {
   provider_configuration_required: { status: 503, title: 'A required provider is not configured' },
   link_configuration_required: { status: 503, title: 'No payment-approval provider is configured' },
   payment_unavailable: { status: 503, title: 'The payment provider is unavailable' },
-  storage_unavailable: { status: 503, title: 'The database is unavailable' },
+  storage_unavailable: { status: 503, title: 'The database is unavailable', retryAfterS: 1 },
   overloaded: { status: 503, title: 'Too many requests are waiting; retry after the delay' },
 } as const satisfies Record<string, ErrorEntry>;
 
@@ -106,7 +108,7 @@ export class ApiError extends Error {
     this.name = 'ApiError';
     this.status = options.status ?? ERROR_CATALOGUE[code].status;
     this.title = ERROR_CATALOGUE[code].title;
-    this.retryAfterS = options.retryAfterS;
+    this.retryAfterS = options.retryAfterS ?? (ERROR_CATALOGUE[code] as ErrorEntry).retryAfterS;
   }
 
   /** The HTTP response headers of this refusal: its own, and Retry-After from `retryAfterS`. */

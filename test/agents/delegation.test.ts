@@ -10,6 +10,8 @@ import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
 import { budgetPeriodTotals, expectLedgerInvariants } from '../support/ledger-invariants.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { connect } from '../mcp/helpers.ts';
+import { onPostgres } from '../support/database.ts';
+import { waitFor } from '../support/wait.ts';
 
 const CREDIT_UC = 1_000_000n;
 const credits = (n: number) => (BigInt(n) * CREDIT_UC).toString();
@@ -483,6 +485,40 @@ describe('retiring a delegate', () => {
     expect((await world.api('POST', `/v1/owner/agents/${root.id}/retire`, { token: root.ownerToken, key: `retire-${root.id}` })).status).toBe(409);
     expect((await createDelegate(child, root.ownerToken)).res.status).toBe(409);
     await expectLedgerInvariants(world.gw.gateway.db);
+  });
+});
+
+describe('retiring a delegate while it registers one (PostgreSQL: concurrent transactions)', () => {
+  it.runIf(onPostgres())("retires the delegate registered while the retirement waited for its parent's lock (found from outside)", async () => {
+    const root = await rootAgent({ delegation: { allowed: true, maxDepth: 2 } });
+    const child = (await createDelegate(root, root.token, { delegation: { allowed: true, maxDepth: 1 } })).agent!;
+    const { db } = world.gw.gateway;
+    const subject = `late-${++counter}`;
+    let commit: (() => void) | undefined;
+    // The registration holds the child's row until it commits, as a concurrent POST …/delegates does.
+    const registering = db.transaction(async (tx) => {
+      const late = await world.gw.services.identity.registerDelegate(tx, { kind: 'agent', agentId: child.id, ownerId: undefined, id: child.id } as never, child.id, {
+        name: subject,
+        identity: { issuer: world.agentIssuer.issuer, subject },
+        mandate: {},
+      });
+      await new Promise<void>((resolve) => (commit = resolve));
+      return late;
+    });
+    await waitFor(() => commit, { what: 'the registration to hold its parent' });
+    const retiring = world.api('POST', `/v1/owner/agents/${child.id}/retire`, { token: root.ownerToken, key: `retire-race-${child.id}` });
+    await waitFor(
+      async () => (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")).rows[0]!.n,
+      { until: (n) => n > 0, what: "the retirement to wait for the child's lock" },
+    );
+    commit!();
+    const late = await registering;
+    const retired = await retiring;
+    expect(retired.status, JSON.stringify(retired.body)).toBe(200);
+    expect([...retired.body.retiredAgentIds].sort()).toEqual([child.id, late.id].sort());
+    const read = await world.api('GET', `/v1/owner/agents/${late.id}`, { token: root.ownerToken });
+    expect(read.body.effectiveStatus).toBe('retired');
+    expect((await world.api('PUT', `/v1/owner/agents/${late.id}/mandate`, { token: root.ownerToken, key: `late-mandate-${late.id}`, body: {} })).status).toBe(409);
   });
 });
 

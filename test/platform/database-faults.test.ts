@@ -282,9 +282,10 @@ describe.runIf(runHere && scratchPostgresAvailable)('database faults, on a scrat
     try {
       while (Date.now() - pausedAtMs < STALL_BOUND_MS + 2000) {
         const startedMs = Date.now();
-        const status = await fetch(`${gateway.url}/readyz`).then((r) => r.status);
+        const ready = await fetch(`${gateway.url}/readyz`);
         readyzMs.push(Date.now() - startedMs);
-        expect(status).toBe(503);
+        expect(ready.status).toBe(503);
+        expect(ready.headers.get('retry-after')).toBe('1');
         await sleep(300); // samples /readyz through the whole pause: the pause's length is the scenario
       }
     } finally {
