@@ -89,7 +89,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_MODE', default: 'dev', meaning: '`dev` (generates what it needs) or `live` (nothing generated; missing pieces answer 503; refuses at start cleartext http URLs other than to loopback, and Stripe test-mode keys)' },
   { name: 'HOST', default: '127.0.0.1', meaning: 'address to listen on' },
   { name: 'PORT', default: '8080', meaning: 'TCP port to listen on (0 picks a free one)' },
-  { name: 'ACG_BASE_URL', default: 'http://127.0.0.1:$PORT', meaning: 'public base URL; issuer of our tokens and the origin of the consent page (required in live mode)' },
+  { name: 'ACG_BASE_URL', default: 'http://127.0.0.1:$PORT', meaning: 'public base URL; issuer of our tokens and the origin of the consent page (required in live mode); kept in one form: scheme and host in lower case, no default port, no trailing slash' },
   { name: 'DATABASE_URL', default: '(unset: embedded PGlite)', meaning: 'PostgreSQL connection string; when set the gateway uses PostgreSQL' },
   { name: 'ACG_DATA_DIR', default: './.acg-data', meaning: 'directory for the embedded database and dev-mode keys' },
   { name: 'ACG_DB_STATEMENT_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.statementTimeoutMs), meaning: 'longest a PostgreSQL statement may run; past it (or 1 s later if the server is silent) the request answers 503 storage_unavailable' },
@@ -185,6 +185,39 @@ function url(env: Env, name: string, problems: string[]): string | undefined {
     problems.push(`${name} must be an http(s) URL, got "${raw}"`);
     return undefined;
   }
+}
+
+/**
+ * Whether node-postgres will read a connection URL: it parses it with WHATWG `URL` (pg-connection-string), once more
+ * with a placeholder host when the host is left out (a socket given as a `host` parameter), after encoding spaces.
+ * Checked here so a bad one is a configuration problem at start, not a crash at the first connection.
+ */
+function parsesAsConnectionUrl(value: string): boolean {
+  const encoded = /\s|%(?![0-9a-f]{2})/i.test(value) ? encodeURI(value).replace(/%25([0-9a-f]{2})/gi, '%$1') : value;
+  for (const candidate of [encoded, encoded.replace('@/', '@placeholder/')]) {
+    try {
+      new URL(candidate, 'postgres://base');
+      return true;
+    } catch {
+      // try the next form
+    }
+  }
+  return false;
+}
+
+/**
+ * ACG_BASE_URL in one form: the scheme and host in lower case, no default port, no trailing slash. It is the
+ * issuer of every token we sign and x402's trust anchor, which clients compare as written after normalising it
+ * themselves (the x402 package lower-cases it and drops `:443`): `http://LocalHost:8080` failed every payment.
+ */
+function canonicalBaseUrl(value: string | undefined, problems: string[]): string | undefined {
+  if (value === undefined) return undefined;
+  const parsed = new URL(value);
+  if (parsed.search !== '' || parsed.hash !== '' || parsed.username !== '' || parsed.password !== '') {
+    problems.push('ACG_BASE_URL must be a scheme, a host, an optional port and an optional path: no credentials, query or fragment');
+    return undefined;
+  }
+  return `${parsed.origin}${parsed.pathname}`.replace(/\/+$/, '');
 }
 
 /** Loopback hosts: a cleartext URL to one never crosses a network. */
@@ -300,10 +333,13 @@ export function loadConfig(env: Env = process.env): Config {
   const mode: Mode = modeRaw === 'live' ? 'live' : 'dev';
   const port = integer(env, 'PORT', 8080, 0, 65535, problems);
   const host = env.HOST || '127.0.0.1';
-  const baseUrlEnv = url(env, 'ACG_BASE_URL', problems);
+  const baseUrlEnv = canonicalBaseUrl(url(env, 'ACG_BASE_URL', problems), problems);
   if (mode === 'live' && !env.ACG_BASE_URL) problems.push('ACG_BASE_URL is required in live mode (it is the issuer of every token we sign)');
   const databaseUrl = env.DATABASE_URL || undefined;
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) problems.push('DATABASE_URL must start with postgres:// or postgresql://');
+  else if (databaseUrl && !parsesAsConnectionUrl(databaseUrl)) {
+    problems.push('DATABASE_URL is not a valid URL: check its port, and percent-encode any reserved character of the user name or password');
+  }
   const allowPrivate = flag(env, 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', false, problems);
   if (allowPrivate && mode === 'live') problems.push('ACG_ALLOW_PRIVATE_NETWORK_TARGETS is a test-only setting and is refused in live mode');
   if (mode === 'live') cleartextInLive(env, problems);

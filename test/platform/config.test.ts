@@ -53,3 +53,37 @@ describe('live mode refuses what would run it insecurely', () => {
     expect(loadConfig({ ...live, ...stripe, ACG_STRIPE_SECRET_KEY: 'sk_live_abc123' }).payments.provider).toBe('stripe');
   });
 });
+
+describe('ACG_BASE_URL, in one form', () => {
+  it('lower-cases the scheme and host and drops the default port and trailing slashes, as x402 clients normalise it (found from outside)', () => {
+    expect(loadConfig({ ACG_BASE_URL: 'http://LocalHost:18421' }).baseUrl).toBe('http://localhost:18421');
+    expect(loadConfig({ ACG_BASE_URL: 'HTTPS://Gateway.Example.com:443/' }).baseUrl).toBe('https://gateway.example.com');
+    expect(loadConfig({ ACG_BASE_URL: 'http://gateway.example:80/acg//' }).baseUrl).toBe('http://gateway.example/acg');
+    expect(loadConfig({ ACG_BASE_URL: 'http://127.0.0.1:8080' }).baseUrl).toBe('http://127.0.0.1:8080');
+  });
+
+  it('refuses credentials, a query or a fragment', () => {
+    for (const value of ['https://user:pw@gateway.example', 'https://gateway.example/?a=1', 'https://gateway.example/#top']) {
+      expect(() => loadConfig({ ACG_BASE_URL: value })).toThrow('ACG_BASE_URL must be a scheme, a host, an optional port and an optional path');
+    }
+  });
+});
+
+describe('DATABASE_URL', () => {
+  it('refuses at start a URL node-postgres cannot read, naming the setting and not echoing it (found from outside: a crash at the first connection)', () => {
+    let message = '';
+    try {
+      loadConfig({ DATABASE_URL: 'postgres://u:secret@127.0.0.1:notaport/db' });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toContain('DATABASE_URL is not a valid URL');
+    expect(message).not.toContain('secret');
+  });
+
+  it('takes the forms node-postgres reads: a host and port, a socket as a host parameter, spaces in a parameter', () => {
+    for (const value of ['postgres://postgres@127.0.0.1:5432/postgres', 'postgresql://u@/db?host=/var/run/postgresql', 'postgres://u:p%40ss@db.internal/app?application_name=a b']) {
+      expect(loadConfig({ DATABASE_URL: value }).databaseUrl).toBe(value);
+    }
+  });
+});
