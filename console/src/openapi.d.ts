@@ -8514,10 +8514,10 @@ export interface operations {
                             [key: string]: unknown;
                         };
                         payload: {
-                            /** @description for this scheme: `consume` */
-                            type?: string;
-                            /** @description the compact JWS POST /x402/authorize answered */
-                            attestation?: string;
+                            /** @description for this scheme: `consume`; any other value is refused as `attestation_invalid` */
+                            type?: unknown;
+                            /** @description the compact JWS POST /x402/authorize answered (a string of at most 8192 characters); anything else is refused as `attestation_invalid` */
+                            attestation?: unknown;
                         } & {
                             [key: string]: unknown;
                         };
@@ -8661,10 +8661,10 @@ export interface operations {
                             [key: string]: unknown;
                         };
                         payload: {
-                            /** @description for this scheme: `consume` */
-                            type?: string;
-                            /** @description the compact JWS POST /x402/authorize answered */
-                            attestation?: string;
+                            /** @description for this scheme: `consume`; any other value is refused as `attestation_invalid` */
+                            type?: unknown;
+                            /** @description the compact JWS POST /x402/authorize answered (a string of at most 8192 characters); anything else is refused as `attestation_invalid` */
+                            attestation?: unknown;
                         } & {
                             [key: string]: unknown;
                         };

@@ -50,6 +50,8 @@ export const SETTLE_ERROR_REASONS = [
 export type SettleErrorReason = (typeof SETTLE_ERROR_REASONS)[number];
 
 const Json = Type.Record(Type.String(), Type.Unknown());
+/** The longest attestation read; one the gateway signs is about 900 characters. */
+export const ATTESTATION_CHARS_MAX = 8192;
 
 /** PaymentRequirements as x402 sends them; what this scheme needs of them is checked by the service, by reason. */
 export const PaymentRequirements = Type.Object(
@@ -81,8 +83,14 @@ export const PaymentPayload = Type.Object(
     resource: Type.Optional(Json),
     payload: Type.Object(
       {
-        type: Type.Optional(Type.String({ maxLength: 40, description: 'for this scheme: `consume`' })),
-        attestation: Type.Optional(Type.String({ maxLength: 8192, description: 'the compact JWS POST /x402/authorize answered' })),
+        // The paying client's own input, passed on by the resource server: what is not a well-formed attestation is
+        // answered as the facilitator's refusal (isValid false, attestation_invalid), not as a malformed request.
+        type: Type.Optional(Type.Unknown({ description: 'for this scheme: `consume`; any other value is refused as `attestation_invalid`' })),
+        attestation: Type.Optional(
+          Type.Unknown({
+            description: `the compact JWS POST /x402/authorize answered (a string of at most ${ATTESTATION_CHARS_MAX} characters); anything else is refused as \`attestation_invalid\``,
+          }),
+        ),
       },
       { additionalProperties: true },
     ),

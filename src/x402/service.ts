@@ -22,6 +22,7 @@ import {
   X402_ASSET,
   X402_BINDING_VERSION,
   X402_NETWORK,
+  ATTESTATION_CHARS_MAX,
   X402_SCHEME,
   X402_VERSION,
   type AuthorizeX402Input,
@@ -312,6 +313,7 @@ export class X402Service {
     const { payload } = request.paymentPayload;
     if (request.x402Version !== X402_VERSION || request.paymentPayload.x402Version !== X402_VERSION) return unreadable(`x402 version ${X402_VERSION} only`);
     if (payload.type !== 'consume' || typeof payload.attestation !== 'string') return unreadable('the payload is not {type: "consume", attestation}');
+    if (payload.attestation.length > ATTESTATION_CHARS_MAX) return unreadable(`the attestation is longer than ${ATTESTATION_CHARS_MAX} characters`);
     const token = payload.attestation;
     let header: ReturnType<typeof decodeProtectedHeader>;
     try {
