@@ -122,7 +122,12 @@ async function runTool(services: ToolServices, tool: ToolDefinition, principal: 
   if ('query' in tool) return (await runQuery(services.gateway, services.queries[tool.query] as Query<unknown, object, unknown>, { principal, input: args })) as object;
   const { idempotencyKey, ...input } = args;
   const operation = services.operations[tool.operation] as Parameters<typeof runOperation>[1];
-  const { result } = await runOperation(services.gateway, operation, { principal, input: input as never, idempotencyKey: idempotencyKey as string | undefined });
+  const { result } = await runOperation(services.gateway, operation, {
+    principal,
+    input: input as never,
+    idempotencyKey: idempotencyKey as string | undefined,
+    idempotencyKeyFrom: 'the argument `idempotencyKey`',
+  });
   return result as object;
 }
 

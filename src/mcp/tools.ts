@@ -119,8 +119,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'A service execution the agent asked for when its credit did not cover the price (as GET /v1/intents/{id}): the retained request ' +
       '(serviceId, action, input, agentId), its state (pending until a top-up settles or a retry with the same idempotency key executes it; ' +
       'then executed with its result and receipt, failed with its problem, or cancelled) and its deadline. The intentId comes from the ' +
-      'approval_required or link_configuration_required error.',
-    kinds: AGENT,
+      'approval_required or link_configuration_required error. The agent reads its own; the owner, those of its agents (an owner executing for an agent is told to read it here).',
+    kinds: EVERYONE,
     annotations: READ,
     query: 'getIntent',
   },

@@ -190,6 +190,8 @@ export interface OperationRuntime {
 export interface RunRequest<I> extends OperationCall<I> {
   /** The Idempotency-Key as sent (a face unwraps its own transport form first). */
   idempotencyKey?: string;
+  /** Where this face takes the key, for the refusal of a missing one (HTTP: the header; MCP: the tool argument). */
+  idempotencyKeyFrom?: string;
 }
 
 export interface RunOutcome<R> {
@@ -291,7 +293,7 @@ async function runToOutcome<I, R, C, P>(runtime: OperationRuntime, operation: Op
   const { idempotency } = operation;
   const key = keyOf(operation, call, request.idempotencyKey);
   if (key === undefined && idempotency.key === 'required') {
-    const where = idempotency.member ? `an Idempotency-Key header, or the body member \`${idempotency.member}\`` : 'an Idempotency-Key header';
+    const where = request.idempotencyKeyFrom ?? (idempotency.member ? `an Idempotency-Key header, or the body member \`${idempotency.member}\`` : 'an Idempotency-Key header');
     throw new ApiError(idempotency.missingCode ?? 'idempotency_required', { detail: `send ${where} (a UUID is a good key)` });
   }
   if ('runClaimed' in operation) {

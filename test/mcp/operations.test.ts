@@ -113,8 +113,19 @@ describe('per-tool restrictions', () => {
     const other = await agentWithClients('intent-other-agent', 0n);
     const hidden = await other.client.callTool({ name: 'get_intent', arguments: { id: intentId } });
     expect(structured(hidden).code).toBe('not_found');
+    // The owner, told to read it with get_intent when it executes for its agent, has the tool too (found from outside).
+    expect(structured(await agent.owner.callTool({ name: 'get_intent', arguments: { id: intentId } }))).toEqual(intent);
     expect(await holdCount(agent.id)).toBe(0);
     await Promise.all([agent.client.close(), agent.owner.close(), other.client.close(), other.owner.close()]);
+  });
+
+  it("execute without idempotencyKey is refused naming the argument, not an HTTP header (found from outside)", async () => {
+    const agent = await agentWithClients('keyless-exec', 5_000_000n);
+    const body = { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world' } };
+    const result = await agent.client.callTool({ name: 'execute_service', arguments: body });
+    expect(result.isError).toBe(true);
+    expect(structured(result)).toMatchObject({ code: 'invalid_input', detail: 'send the argument `idempotencyKey` (a UUID is a good key)' });
+    await Promise.all([agent.client.close(), agent.owner.close()]);
   });
 
   it('a mint without idempotencyKey is refused before anything happens', async () => {
