@@ -363,6 +363,57 @@ describe('the agent side', () => {
     }
   });
 
+  it('a payment above the approval threshold waits for the owner, and once approved the next attempt at it takes the hold once', async () => {
+    const agent = await fundedAgent();
+    const putMandate = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: uniqueKey('mandate'), body: { approvalAboveUc: '100000' } });
+    expect(putMandate.status).toBe(200);
+    const paying = payingAgent(world, agent.token);
+    const holds = async () => (await world.gw.gateway.db.query<{ id: string }>('SELECT id FROM holds WHERE agent_id = $1', [agent.id])).rows.map((row) => row.id);
+    const approvals = async () => (await world.gw.gateway.db.query<{ id: string }>('SELECT id FROM purchase_approvals WHERE agent_id = $1 ORDER BY id', [agent.id])).rows.map((row) => row.id);
+
+    const asked = (await refusal(paying.fetch(`${shop.url}/report`), paying)).credit!;
+    expect(asked).toMatchObject({ code: 'approval_required', status: 402, idempotencyKey: expect.any(String), approvalId: expect.stringMatching(/^pur_/) });
+    expect(asked.approvalUrl).toBe(asked.problem!.approvalUrl);
+    expect(asked.problem).toMatchObject({ reason: 'above_approval_threshold', intentId: asked.approvalId, purchase: { id: asked.approvalId, status: 'pending_approval' } });
+    // Asked again before the owner answered: the same request, the same approval, still nothing held.
+    const again = (await refusal(paying.fetch(`${shop.url}/report`), paying)).credit!;
+    expect(again).toMatchObject({ code: 'approval_required', idempotencyKey: asked.idempotencyKey, approvalId: asked.approvalId });
+    expect(await approvals()).toEqual([asked.approvalId]);
+    expect(await holds()).toEqual([]);
+
+    const approved = await world.api('POST', `/v1/payments/purchases/${asked.approvalId}/approve`, { token: agent.ownerToken, body: {} });
+    expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+    const paid = await paying.fetch(`${shop.url}/report`);
+    expect(paid.status).toBe(200);
+    const holdId = decodeJwt((JSON.parse(Buffer.from(paying.sent.at(-1)!, 'base64').toString()) as PaymentPayload).payload.attestation as string).jti!;
+    expect(await holds()).toEqual([holdId]);
+    expect(await capturesOf(world, holdId)).toBe(1);
+    const used = await world.api('GET', `/v1/payments/purchases/${asked.approvalId}`, { token: agent.ownerToken });
+    expect(used.body).toMatchObject({ status: 'used', holdId });
+
+    // Another payment, and this one made again, are new requests: each has its own key and its own approval.
+    const other = (await refusal(paying.fetch(`${shop.url}/other`), paying)).credit!;
+    const next = (await refusal(paying.fetch(`${shop.url}/report`), paying)).credit!;
+    expect(new Set([asked.idempotencyKey, other.idempotencyKey, next.idempotencyKey]).size).toBe(3);
+    expect(new Set([asked.approvalId, other.approvalId, next.approvalId]).size).toBe(3);
+    expect(await holds()).toEqual([holdId]);
+  });
+
+  it('a declined payment is refused once with the owner\'s answer; the attempt after it asks the owner again with a new key', async () => {
+    const agent = await fundedAgent();
+    await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: uniqueKey('mandate'), body: { approvalAboveUc: '100000' } });
+    const paying = payingAgent(world, agent.token);
+    const asked = (await refusal(paying.fetch(`${shop.url}/report`), paying)).credit!;
+    const declined = await world.api('POST', `/v1/payments/purchases/${asked.approvalId}/decline`, { token: agent.ownerToken, body: {} });
+    expect(declined.status, JSON.stringify(declined.body)).toBe(200);
+    const refused = (await refusal(paying.fetch(`${shop.url}/report`), paying)).credit!;
+    expect(refused).toMatchObject({ code: 'conflict', status: 409, idempotencyKey: asked.idempotencyKey, approvalId: asked.approvalId, problem: { reason: 'purchase_declined' } });
+    const askedAgain = (await refusal(paying.fetch(`${shop.url}/report`), paying)).credit!;
+    expect(askedAgain.code).toBe('approval_required');
+    expect(askedAgain.idempotencyKey).not.toBe(asked.idempotencyKey);
+    expect(askedAgain.approvalId).not.toBe(asked.approvalId);
+  });
+
   it('a server whose scheme names another gateway than its facilitator fails at start-up, before any agent pays', async () => {
     const misconfigured = new x402ResourceServer(creditFacilitator({ gatewayUrl: world.url, apiKey: merchant.apiKey })).register(
       CREDIT_NETWORK,

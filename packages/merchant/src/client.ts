@@ -6,15 +6,17 @@
 // revocations feed (pollRevocations, syncRevocations), and refuses the vouchers in it.
 import { randomUUID } from 'node:crypto';
 import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload } from 'jose';
-import { GatewayError, VerificationError } from './errors.ts';
-import { RevocationSet, REVOCATION_TOLERANCE_S_DEFAULT } from './revocations.ts';
-import type { Problem, ReceiptClaims, Redemption, RefundResult, RevocationFeedPage, VoucherClaims, WebhookEvent } from './types.ts';
-import { verifyWebhook, type HeaderSource } from './webhooks.ts';
+import { GatewayError, VerificationError } from './errors.js';
+import { RevocationSet, REVOCATION_TOLERANCE_S_DEFAULT } from './revocations.js';
+import type { Problem, ReceiptClaims, Redemption, RefundResult, RevocationFeedPage, VoucherClaims, WebhookEvent } from './types.js';
+import { verifyWebhook, type HeaderSource } from './webhooks.js';
 
 export const VOUCHER_TYP = 'voucher+jwt';
 export const RECEIPT_TYP = 'receipt+jwt';
 const ALGORITHMS = ['ES256'];
-const AMOUNT_PATTERN = /^[0-9]{1,19}$/;
+/** The most digits of an amount the gateway takes or signs (its `UC_DIGITS_MAX`): at most 10¹⁸ − 1 µc. */
+const AMOUNT_UC_DIGITS_MAX = 18;
+const AMOUNT_PATTERN = new RegExp(`^[0-9]{1,${AMOUNT_UC_DIGITS_MAX}}$`);
 /** Revocations per feed request: the feed's largest page, so a catch-up takes the fewest round trips. */
 const FEED_PAGE_LIMIT = 500;
 
@@ -90,7 +92,7 @@ function defaultBackoffMs(attempt: number): number {
 
 function amountText(amount: Amount, name: string): string {
   const text = typeof amount === 'bigint' ? amount.toString() : amount;
-  if (!AMOUNT_PATTERN.test(text)) throw new TypeError(`${name} must be a non-negative integer of microcredits, got ${String(amount)}`);
+  if (!AMOUNT_PATTERN.test(text)) throw new TypeError(`${name} must be a non-negative integer of microcredits of at most ${AMOUNT_UC_DIGITS_MAX} digits, got ${String(amount)}`);
   return text;
 }
 

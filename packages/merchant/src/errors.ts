@@ -1,4 +1,4 @@
-import type { Problem } from './types.ts';
+import type { Problem } from './types.js';
 
 /** The gateway answered with a problem (4xx, or a 5xx that retries did not get past). */
 export class GatewayError extends Error {

@@ -8,8 +8,8 @@ export {
   type RevocationPolling,
   type RevocationSync,
   type VoucherBounds,
-} from './client.ts';
-export { GatewayError, VerificationError, type VerificationCode } from './errors.ts';
+} from './client.js';
+export { GatewayError, VerificationError, type VerificationCode } from './errors.js';
 export {
   RevocationSet,
   REVOCATION_TOLERANCE_S_DEFAULT,
@@ -17,6 +17,20 @@ export {
   VOUCHER_LIFETIME_S_MAX_DEFAULT,
   type RevocationFacts,
   type RevocationSetOptions,
-} from './revocations.ts';
-export { verifyWebhook, WEBHOOK_TOLERANCE_S_DEFAULT, type HeaderSource } from './webhooks.ts';
-export type * from './types.ts';
+} from './revocations.js';
+export { verifyWebhook, WEBHOOK_TOLERANCE_S_DEFAULT, type HeaderSource } from './webhooks.js';
+// Named, not `export type *` (TypeScript 5.0), so the declarations read in TypeScript 3.8 and later.
+export type {
+  Problem,
+  ReceiptClaims,
+  Redemption,
+  RedemptionState,
+  Refund,
+  RefundResult,
+  RevocationFeedEntry,
+  RevocationFeedPage,
+  VoucherClaims,
+  VoucherRevocation,
+  WebhookEvent,
+  WebhookEventType,
+} from './types.js';

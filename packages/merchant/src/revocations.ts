@@ -3,8 +3,8 @@
 // keeping while the voucher it revokes could still verify, so it is dropped once that voucher has expired
 // (its `exp` when known, else the longest a voucher can live, counted from the revocation), and a hard cap
 // on entries drops the one whose voucher expires soonest.
-import { VerificationError } from './errors.ts';
-import type { VoucherRevocation, WebhookEvent } from './types.ts';
+import { VerificationError } from './errors.js';
+import type { VoucherRevocation, WebhookEvent } from './types.js';
 
 /** The longest a voucher can live: the gateway's longest hold lifetime (7 days). */
 export const VOUCHER_LIFETIME_S_MAX_DEFAULT = 7 * 86_400;

@@ -2,8 +2,8 @@
 // base64(HMAC-SHA256(secret, `${webhook-id}.${webhook-timestamp}.${body}`)), sent as space-separated
 // `v1,<signature>` entries, and the timestamp must be near the receiver's clock (replay window).
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { VerificationError } from './errors.ts';
-import type { WebhookEvent } from './types.ts';
+import { VerificationError } from './errors.js';
+import type { WebhookEvent } from './types.js';
 
 const SECRET_PREFIX = 'whsec_';
 /** The reference libraries' tolerance. */

@@ -108,6 +108,17 @@ describe('verifyVoucher', () => {
     expect((await failure(client().verifyVoucher(voucher, { minAmountUc: '2500001' }))).code).toBe('amount_out_of_bounds');
   });
 
+  it("refuses an amount of more than the gateway's 18 digits before it asks the gateway anything", async () => {
+    const { voucher, redemption } = await mint();
+    const tooLarge = 10n ** 18n;
+    await expect(client().verifyVoucher(voucher, { maxAmountUc: tooLarge })).rejects.toThrow(TypeError);
+    expect(() => client().capture(redemption.id, { amountUc: tooLarge.toString() })).toThrow(TypeError);
+    expect((await client().verifyVoucher(voucher, { maxAmountUc: tooLarge - 1n })).redemptionId).toBe(redemption.id);
+    const claims = JSON.parse(Buffer.from(voucher.split('.')[1]!, 'base64url').toString());
+    const nineteenDigits = await world.gw.gateway.signing.sign({ ...claims, amount_uc: tooLarge.toString() }, 'voucher+jwt');
+    expect((await failure(client().verifyVoucher(nineteenDigits))).code).toBe('invalid_token');
+  });
+
   it('refetches the JWKS when a voucher names a key it has not seen (after a rotation)', async () => {
     const sdk = client({ jwksRefetchCooldownMs: 0 });
     await sdk.verifyVoucher((await mint()).voucher);

@@ -123,6 +123,17 @@ describe.skipIf(onPostgres())('the packed SDK tarball', () => {
     expect(manifest.private).toBeUndefined();
   });
 
+  it('declares its modules by their shipped names (./client.js), in syntax TypeScript before 5.0 reads (no `export type *`)', () => {
+    const dist = path.join(project, 'node_modules/@agent-credit-gateway/merchant/dist');
+    for (const file of readdirSync(dist).filter((name) => name.endsWith('.d.ts'))) {
+      const text = readFileSync(path.join(dist, file), 'utf8');
+      const relative = [...text.matchAll(/(?:from |import\()'(\.[^']*)'/g)].map((match) => match[1]!);
+      for (const specifier of relative) expect(specifier, `${file}: ${specifier}`).toMatch(/^\.\/[a-z-]+\.js$/);
+      for (const specifier of relative) expect(readdirSync(dist), `${file}: ${specifier}`).toContain(specifier.slice(2).replace(/\.js$/, '.d.ts'));
+      expect(text, file).not.toMatch(/export type \*/);
+    }
+  });
+
   it(`imports with plain node ${process.version} and verifies a voucher against the served JWKS`, async () => {
     expect(await consume(process.execPath)).toEqual({
       claims: {

@@ -3,12 +3,20 @@
 // the draft's atomic decrement: a hold on the agent's credit) and hands x402 the payload
 // `{ type: 'consume', attestation }`. It pays only the gateway it was configured for: requirements naming
 // another `extra.authority` are refused before anything is sent (the draft's allow-list of authorities).
+//
+// Idempotency as Stripe's clients do it: one key per logical payment, reused for every retry of it. A retry is
+// not only the next attempt of one call: a payment above the mandate's approval threshold answers 402
+// approval_required and waits for the owner, and the agent's next attempt at the same payment must send the
+// same key, or the gateway opens a new approval each time and the approved one is never used. So a key whose
+// request the gateway has not settled (approval_required, or no answer at all) is remembered for that
+// payment, and forgotten once the gateway answered for good (a hold, a refusal), past its lifetime, or when
+// newer ones push it out.
 import { randomUUID } from 'node:crypto';
 import type { DefaultAsset, Network, PaymentPayloadContext, PaymentPayloadResult, PaymentRequirements, SchemeNetworkClient } from '@x402/core/types';
-import { CONSUME_PAYLOAD_TYPE, CREDIT_ASSET, CREDIT_NETWORK, CREDIT_SCHEME, USD_DECIMALS } from './constants.ts';
-import { CreditError, type Problem } from './errors.ts';
-import { amountUcText } from './money.ts';
-import { authorityOf, creditTerms } from './requirements.ts';
+import { CONSUME_PAYLOAD_TYPE, CREDIT_ASSET, CREDIT_NETWORK, CREDIT_SCHEME, USD_DECIMALS } from './constants.js';
+import { CreditError, type Problem } from './errors.js';
+import { amountUcText } from './money.js';
+import { authorityOf, creditTerms } from './requirements.js';
 
 /** The agent's credential: an access token, or a function giving a fresh one (called once per payment). */
 export type AgentCredential = string | (() => string | Promise<string>);
@@ -28,6 +36,15 @@ export interface CreditSchemeClientOptions {
   fetch?: typeof fetch;
   /** For tests: the wait before retry n (0-based). Default: 250 ms · 2ⁿ with jitter, at most 5 s. */
   backoffMs?: (attempt: number) => number;
+  /** Payments whose keys are remembered at once, waiting for an approval or an answer (default 1,000); past it, the oldest goes. */
+  pendingPaymentsMax?: number;
+  /**
+   * How long a waiting payment's key is remembered (default 30 minutes: the gateway gives the owner 15 minutes
+   * to answer, and the approved request as long again to be retried).
+   */
+  pendingPaymentLifetimeMs?: number;
+  /** For tests: the clock. */
+  nowMs?: () => number;
 }
 
 /** What `POST /x402/authorize` is asked: the requirements' terms (the idempotency key is added per payment). */
@@ -51,6 +68,8 @@ export interface Authorization {
 }
 
 const ATTEMPTS_DEFAULT = 4;
+const PENDING_PAYMENTS_MAX_DEFAULT = 1_000;
+const PENDING_PAYMENT_LIFETIME_MS_DEFAULT = 30 * 60_000;
 const TIMEOUT_MS_DEFAULT = 10_000;
 const RETRY_AFTER_S_MAX = 30;
 /** The spend-control entry for x402's client: a microcredit is 10⁻⁸ dollar, so x402's default $1 cap is 100 credits. */
@@ -81,9 +100,63 @@ async function problemOf(response: Response): Promise<Problem | undefined> {
 }
 
 /** The gateway's refusal as a CreditError: the draft's code (`error`) first, else the gateway's `code`. */
-function refusal(status: number, problem: Problem | undefined): CreditError {
+function refusal(status: number, problem: Problem | undefined, idempotencyKey: string): CreditError {
   const code = problem?.error ?? problem?.code ?? `http_${status}`;
-  return new CreditError(code, problem?.detail ?? problem?.title ?? `the gateway refused the authorization (${status})`, { status, problem });
+  return new CreditError(code, problem?.detail ?? problem?.title ?? `the gateway refused the authorization (${status})`, { status, problem, idempotencyKey });
+}
+
+/**
+ * Whether the gateway may still take the hold of this key's request: the owner has not answered yet
+ * (approval_required), or no answer said what happened (unreachable, or still failing when the attempts ran
+ * out). Any other answer settled the request for good.
+ */
+function unsettled(error: unknown): boolean {
+  if (!(error instanceof CreditError)) return false;
+  if (error.code === 'approval_required' || error.code === 'gateway_unavailable') return true;
+  return error.status !== undefined && retryable(error.status, error.problem);
+}
+
+/**
+ * One payment as the gateway tells it from another: every member of the authorize body it fingerprints with
+ * the key (a key sent with another body is 409 idempotency_key_reused). The authority and the agent are the
+ * client's own. Two calls of one paid route or tool at one price are the same payment, as they are to the owner.
+ */
+function paymentOf(request: AuthorizeRequest): string {
+  return JSON.stringify([request.amount, request.asset, request.resource, request.payTo, request.offerId, request.maxTimeoutSeconds ?? null]);
+}
+
+/** The keys of payments the gateway has not settled, by payment: bounded in number and in time. */
+class PendingPayments {
+  private readonly keys = new Map<string, { idempotencyKey: string; expiresAtMs: number }>();
+
+  constructor(
+    private readonly entriesMax: number,
+    private readonly lifetimeMs: number,
+    private readonly nowMs: () => number,
+  ) {}
+
+  keyOf(payment: string): string | undefined {
+    const entry = this.keys.get(payment);
+    if (entry === undefined) return undefined;
+    if (entry.expiresAtMs > this.nowMs()) return entry.idempotencyKey;
+    this.keys.delete(payment);
+    return undefined;
+  }
+
+  /** Remembers the key as the newest (a Map iterates in insertion order), the oldest going past the bound. */
+  remember(payment: string, idempotencyKey: string): void {
+    this.keys.delete(payment);
+    this.keys.set(payment, { idempotencyKey, expiresAtMs: this.nowMs() + this.lifetimeMs });
+    for (const oldest of this.keys.keys()) {
+      if (this.keys.size <= this.entriesMax) break;
+      this.keys.delete(oldest);
+    }
+  }
+
+  /** Forgets the payment's key, unless a concurrent attempt already replaced it with its own. */
+  forget(payment: string, idempotencyKey: string): void {
+    if (this.keys.get(payment)?.idempotencyKey === idempotencyKey) this.keys.delete(payment);
+  }
 }
 
 /**
@@ -95,10 +168,16 @@ export class CreditSchemeClient implements SchemeNetworkClient {
   /** The gateway this client pays; requirements naming another authority are refused. */
   readonly authority: string;
   private readonly maxAmountUc: bigint | undefined;
+  private readonly pending: PendingPayments;
 
   constructor(private readonly options: CreditSchemeClientOptions) {
     this.authority = authorityOf(options.gatewayUrl);
     this.maxAmountUc = options.maxAmountUc === undefined ? undefined : BigInt(amountUcText(options.maxAmountUc, 'maxAmountUc'));
+    this.pending = new PendingPayments(
+      Math.max(1, options.pendingPaymentsMax ?? PENDING_PAYMENTS_MAX_DEFAULT),
+      options.pendingPaymentLifetimeMs ?? PENDING_PAYMENT_LIFETIME_MS_DEFAULT,
+      options.nowMs ?? Date.now,
+    );
   }
 
   /** x402's spend controls see microcredits as a dollar asset of 8 decimals, so its caps (default $1) apply to credit too. */
@@ -134,11 +213,30 @@ export class CreditSchemeClient implements SchemeNetworkClient {
   }
 
   /**
-   * `POST {gateway}/x402/authorize` with a fresh idempotency key, reused on every retry (lost answers, 429,
-   * 5xx, `idempotency_key_in_use`), so a retry never holds credit twice. Refusals throw {@link CreditError}
-   * with the draft's code (`insufficient_credits`, …) or the mandate's (`CAP_EXCEEDED`, …).
+   * `POST {gateway}/x402/authorize`, its idempotency key reused on every retry (lost answers, 429, 5xx,
+   * `idempotency_key_in_use`), so a retry never holds credit twice. Without `idempotencyKey`, the key is the
+   * one of the same payment still waiting (for its owner's approval, or for an answer), else a fresh one.
+   * Refusals throw {@link CreditError} with the draft's code (`insufficient_credits`, …) or the mandate's
+   * (`CAP_EXCEEDED`, `approval_required`, …), and the key they were sent with.
    */
-  async authorize(request: AuthorizeRequest, idempotencyKey = randomUUID()): Promise<Authorization> {
+  async authorize(request: AuthorizeRequest, idempotencyKey?: string): Promise<Authorization> {
+    if (idempotencyKey !== undefined) return this.authorizeOnce(request, idempotencyKey);
+    const payment = paymentOf(request);
+    const key = this.pending.keyOf(payment) ?? randomUUID();
+    try {
+      const authorization = await this.authorizeOnce(request, key);
+      this.pending.forget(payment, key);
+      return authorization;
+    } catch (error) {
+      // A failure of the client's own (its credential provider) says nothing of the request: the memory stays.
+      if (unsettled(error)) this.pending.remember(payment, key);
+      else if (error instanceof CreditError) this.pending.forget(payment, key);
+      throw error;
+    }
+  }
+
+  /** One authorization under one key, its retries included. */
+  private async authorizeOnce(request: AuthorizeRequest, idempotencyKey: string): Promise<Authorization> {
     const credential = this.options.credential;
     const token = typeof credential === 'string' ? credential : await credential();
     const fetchFn = this.options.fetch ?? fetch;
@@ -160,28 +258,28 @@ export class CreditSchemeClient implements SchemeNetworkClient {
           signal: AbortSignal.timeout(this.options.timeoutMs ?? TIMEOUT_MS_DEFAULT),
         });
       } catch (error) {
-        lastFailure = new CreditError('gateway_unavailable', `the gateway could not be reached: ${(error as Error).message}`, { cause: error });
+        lastFailure = new CreditError('gateway_unavailable', `the gateway could not be reached: ${(error as Error).message}`, { idempotencyKey, cause: error });
         continue;
       }
-      if (response.ok) return this.authorization(response);
+      if (response.ok) return this.authorization(response, idempotencyKey);
       const problem = await problemOf(response);
-      lastFailure = refusal(response.status, problem);
+      lastFailure = refusal(response.status, problem, idempotencyKey);
       if (!retryable(response.status, problem)) throw lastFailure;
       retryAfter = retryAfterMs(response.headers);
     }
-    throw lastFailure ?? new CreditError('gateway_unavailable', 'the gateway could not be reached');
+    throw lastFailure ?? new CreditError('gateway_unavailable', 'the gateway could not be reached', { idempotencyKey });
   }
 
-  private async authorization(response: Response): Promise<Authorization> {
+  private async authorization(response: Response, idempotencyKey: string): Promise<Authorization> {
     let body: unknown;
     try {
       body = await response.json();
     } catch (error) {
-      throw new CreditError('gateway_unavailable', 'the gateway answered the authorization with a body that is not JSON', { cause: error });
+      throw new CreditError('gateway_unavailable', 'the gateway answered the authorization with a body that is not JSON', { idempotencyKey, cause: error });
     }
     const attestation = (body as Partial<Authorization> | null)?.attestation;
     if (typeof attestation !== 'string' || attestation.split('.').length !== 3) {
-      throw new CreditError('gateway_unavailable', 'the gateway answered the authorization without an attestation');
+      throw new CreditError('gateway_unavailable', 'the gateway answered the authorization without an attestation', { idempotencyKey });
     }
     return body as Authorization;
   }

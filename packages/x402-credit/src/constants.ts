@@ -23,8 +23,15 @@ export const UC_PER_USD = 100_000_000n;
 export const USD_DECIMALS = 8;
 /** Microcredits in one credit. */
 export const UC_PER_CREDIT = 1_000_000n;
-/** The largest amount the gateway keeps (a BIGINT). */
-export const AMOUNT_UC_MAX = 9_223_372_036_854_775_807n;
+/**
+ * The most digits of an amount the gateway takes (its `UC_DIGITS_MAX`): every amount on its wire is 1 to 18
+ * decimal digits of microcredits, so a larger price would be refused by every authorize and verify.
+ */
+export const AMOUNT_UC_DIGITS_MAX = 18;
+/** The largest amount the gateway takes: 10¹⁸ − 1 µc (ten billion dollars). */
+export const AMOUNT_UC_MAX = 10n ** BigInt(AMOUNT_UC_DIGITS_MAX) - 1n;
+/** An amount as the wire carries it: 1 to 18 decimal digits. */
+export const AMOUNT_UC_PATTERN = new RegExp(`^[0-9]{1,${AMOUNT_UC_DIGITS_MAX}}$`);
 
 /** MCP `_meta` keys of the x402 MCP transport (specs/transports-v2/mcp.md, the tool-result binding). */
 export const MCP_PAYMENT_META_KEY = 'x402/payment';

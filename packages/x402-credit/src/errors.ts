@@ -37,23 +37,56 @@ export interface Problem {
   [member: string]: unknown;
 }
 
+export interface CreditErrorOptions {
+  status?: number;
+  problem?: Problem;
+  /** The Idempotency-Key of the authorization that failed. */
+  idempotencyKey?: string;
+  cause?: unknown;
+}
+
+function stringMember(value: unknown): string | undefined {
+  return typeof value === 'string' && value.length > 0 ? value : undefined;
+}
+
+/**
+ * The purchase approval a refusal names: `intentId` of a 402 approval_required (its `purchase.id` too), or
+ * `approvalId` of the 409 conflict that closed it (declined, expired, used).
+ */
+function approvalIdOf(problem: Problem | undefined): string | undefined {
+  if (problem === undefined) return undefined;
+  const purchase = problem.purchase as { id?: unknown } | null | undefined;
+  return stringMember(problem.intentId) ?? stringMember(problem.approvalId) ?? stringMember(purchase?.id);
+}
+
 /** A credit payment refused or untrusted, with a stable `code` (see {@link CreditErrorCode}). */
 export class CreditError extends Error {
   /** The gateway's HTTP status when the gateway refused; undefined for the package's own refusals. */
   readonly status: number | undefined;
+  /** The gateway's whole problem body, when the gateway refused. */
+  readonly problem: Problem | undefined;
+  /**
+   * The Idempotency-Key the authorization was sent with, when it reached for the gateway. `authorize` with this
+   * key is the same request again: after `approval_required`, once the owner approved, it takes the hold.
+   */
+  readonly idempotencyKey: string | undefined;
+  /** The page where the owner approves this purchase (the problem's `approvalUrl`), for `approval_required`. */
+  readonly approvalUrl: string | undefined;
+  /** The purchase approval this refusal names (`GET /v1/payments/purchases/{id}` reads the owner's answer). */
+  readonly approvalId: string | undefined;
 
   constructor(
     readonly code: CreditErrorCode,
     message: string,
-    options: { status?: number; problem?: Problem; cause?: unknown } = {},
+    options: CreditErrorOptions = {},
   ) {
     // The code leads the message: @x402/fetch rethrows payment failures as plain Errors with our message.
     super(`${code}: ${message}`, { cause: options.cause });
     this.name = 'CreditError';
     this.status = options.status;
     this.problem = options.problem;
+    this.idempotencyKey = options.idempotencyKey;
+    this.approvalUrl = stringMember(options.problem?.approvalUrl);
+    this.approvalId = approvalIdOf(options.problem);
   }
-
-  /** The gateway's whole problem body, when the gateway refused. */
-  readonly problem: Problem | undefined;
 }

@@ -11,13 +11,13 @@ export {
   RECEIPT_TYP,
   UC_PER_CREDIT,
   UC_PER_USD,
-} from './constants.ts';
-export { CreditSchemeClient, type AgentCredential, type Authorization, type AuthorizeRequest, type CreditSchemeClientOptions } from './client.ts';
-export { CreditError, type CreditErrorCode, type Problem } from './errors.ts';
-export { callPaidTool, paidTool, paymentRequiredOf, type PaidToolCall, type PaidToolOptions, type PaymentPayloadMaker, type ToolCaller, type ToolResult } from './mcp.ts';
-export { amountUcText, parseCreditPrice } from './money.ts';
-export { verifyCreditReceipt, verifyPaymentResponse, type CreditReceipt, type VerifyReceiptOptions } from './receipts.ts';
-export { authorityOf, creditTerms, isCreditRequirements, type CreditRequirementsExtra } from './requirements.ts';
+} from './constants.js';
+export { CreditSchemeClient, type AgentCredential, type Authorization, type AuthorizeRequest, type CreditSchemeClientOptions } from './client.js';
+export { CreditError, type CreditErrorCode, type CreditErrorOptions, type Problem } from './errors.js';
+export { callPaidTool, paidTool, paymentRequiredOf, type PaidToolCall, type PaidToolOptions, type PaymentPayloadMaker, type ToolCaller, type ToolResult } from './mcp.js';
+export { amountUcText, parseCreditPrice } from './money.js';
+export { verifyCreditReceipt, verifyPaymentResponse, type CreditReceipt, type VerifyReceiptOptions } from './receipts.js';
+export { authorityOf, creditTerms, isCreditRequirements, type CreditRequirementsExtra } from './requirements.js';
 export {
   CreditSchemeServer,
   creditFacilitator,
@@ -25,5 +25,5 @@ export {
   type CreditFacilitatorOptions,
   type CreditResourceServerOptions,
   type CreditSchemeServerOptions,
-} from './server.ts';
-export { SingleFlight, type ReplayableResponse, type SingleFlightOptions } from './single-flight.ts';
+} from './server.js';
+export { SingleFlight, type ReplayableResponse, type SingleFlightOptions } from './single-flight.js';

@@ -6,7 +6,7 @@
 // this package needs no MCP dependency. The experimental `org.x402/payment` extension binding is left out.
 import type { x402ResourceServer } from '@x402/core/server';
 import type { PaymentPayload, PaymentRequired, PaymentRequirements, Price, ResourceInfo, SettleResponse } from '@x402/core/types';
-import { CREDIT_NETWORK, CREDIT_SCHEME, MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY } from './constants.ts';
+import { CREDIT_NETWORK, CREDIT_SCHEME, MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY } from './constants.js';
 
 /** A tool result as MCP carries it (the members this module reads and writes). */
 export interface ToolResult {

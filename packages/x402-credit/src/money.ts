@@ -2,10 +2,9 @@
 // ever passes through a binary float (0.1 + 0.2 is not 0.3 in one). A price finer than one microcredit
 // ($0.00000001) is refused, not rounded: a merchant states what it charges.
 import type { AssetAmount, Price } from '@x402/core/types';
-import { AMOUNT_UC_MAX, CREDIT_ASSET, UC_PER_CREDIT, UC_PER_USD } from './constants.ts';
-import { CreditError } from './errors.ts';
+import { AMOUNT_UC_DIGITS_MAX, AMOUNT_UC_MAX, AMOUNT_UC_PATTERN, CREDIT_ASSET, UC_PER_CREDIT, UC_PER_USD } from './constants.js';
+import { CreditError } from './errors.js';
 
-const AMOUNT_PATTERN = /^[0-9]{1,19}$/;
 /** "$0.005", "0.005", "0.005 USD", "$1", "0.5 credits", "1 credit"; digits with an optional fraction. */
 const MONEY_PATTERN = /^(\$)?\s*([0-9]+)(?:\.([0-9]+))?(?:\s*(usd|credits?))?$/i;
 /** A number's shortest round-trip text: "0.005", "1e-7", "1.5e+21". */
@@ -14,8 +13,8 @@ const NUMBER_TEXT_PATTERN = /^([0-9]+)(?:\.([0-9]+))?(?:e([+-]?[0-9]+))?$/;
 /** An amount of microcredits as the wire carries it; refuses what is not a non-negative integer the gateway can hold. */
 export function amountUcText(amount: bigint | string, name = 'amount'): string {
   const text = typeof amount === 'bigint' ? amount.toString() : amount;
-  if (!AMOUNT_PATTERN.test(text) || BigInt(text) > AMOUNT_UC_MAX) {
-    throw new CreditError('invalid_price', `${name} must be a non-negative integer of microcredits, got ${String(amount)}`);
+  if (!AMOUNT_UC_PATTERN.test(text)) {
+    throw new CreditError('invalid_price', `${name} must be a non-negative integer of microcredits of at most ${AMOUNT_UC_DIGITS_MAX} digits, got ${String(amount)}`);
   }
   return BigInt(text).toString();
 }
@@ -44,7 +43,7 @@ function numberDigits(value: number): { integer: string; fraction: string } {
 
 function positive(amountUc: bigint, original: string): string {
   if (amountUc === 0n) throw new CreditError('invalid_price', `a price must be more than 0, got ${original}`);
-  if (amountUc > AMOUNT_UC_MAX) throw new CreditError('invalid_price', `${original} is more than the gateway can hold`);
+  if (amountUc > AMOUNT_UC_MAX) throw new CreditError('invalid_price', `${original} is more than the gateway takes (${AMOUNT_UC_MAX} µc)`);
   return amountUc.toString();
 }
 

@@ -3,9 +3,9 @@
 // exactly what was charged, for which hold, by whom and to whom.
 import type { SettleResponse } from '@x402/core/types';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
-import { RECEIPT_TYP } from './constants.ts';
-import { CreditError } from './errors.ts';
-import { authorityOf } from './requirements.ts';
+import { AMOUNT_UC_PATTERN, RECEIPT_TYP } from './constants.js';
+import { CreditError } from './errors.js';
+import { authorityOf } from './requirements.js';
 
 /** A verified capture receipt's claims. Amounts are microcredits as decimal strings. */
 export interface CreditReceipt {
@@ -39,7 +39,6 @@ export interface VerifyReceiptOptions {
   redemptionId?: string;
 }
 
-const AMOUNT_PATTERN = /^[0-9]{1,19}$/;
 const keySets = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
 
 /** One cached key set per gateway (refetched on an unknown `kid`, at most every 30 s). */
@@ -81,10 +80,10 @@ export async function verifyCreditReceipt(receipt: string, options: VerifyReceip
     offerId: text(payload, 'offer_id'),
     agentId: text(payload, 'agent_id'),
     merchantId: text(payload, 'merchant_id'),
-    amountUc: text(payload, 'amount_uc', AMOUNT_PATTERN),
-    capturedUc: text(payload, 'captured_uc', AMOUNT_PATTERN),
-    releasedUc: text(payload, 'released_uc', AMOUNT_PATTERN),
-    refundedUc: text(payload, 'refunded_uc', AMOUNT_PATTERN),
+    amountUc: text(payload, 'amount_uc', AMOUNT_UC_PATTERN),
+    capturedUc: text(payload, 'captured_uc', AMOUNT_UC_PATTERN),
+    releasedUc: text(payload, 'released_uc', AMOUNT_UC_PATTERN),
+    refundedUc: text(payload, 'refunded_uc', AMOUNT_UC_PATTERN),
     issuedAt: payload.iat,
     mandate: typeof payload.mandate === 'string' ? payload.mandate : null,
   };

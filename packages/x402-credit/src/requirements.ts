@@ -1,10 +1,8 @@
 // What both sides read from a PaymentRequirements of this scheme: the contract's `extra` members, checked
 // once here so the client and the server refuse the same malformed requirements with the same words.
 import type { PaymentRequirements } from '@x402/core/types';
-import { CREDIT_ASSET, CREDIT_BINDING_VERSION, CREDIT_NETWORK, CREDIT_SCHEME } from './constants.ts';
-import { CreditError } from './errors.ts';
-
-const AMOUNT_PATTERN = /^[0-9]{1,19}$/;
+import { AMOUNT_UC_DIGITS_MAX, AMOUNT_UC_PATTERN, CREDIT_ASSET, CREDIT_BINDING_VERSION, CREDIT_NETWORK, CREDIT_SCHEME } from './constants.js';
+import { CreditError } from './errors.js';
 
 /** The `extra` of this scheme's requirements (the draft's members, plus the gateway's offer and the resource). */
 export interface CreditRequirementsExtra {
@@ -48,8 +46,8 @@ export function creditTerms(requirements: PaymentRequirements): CreditRequiremen
     throw new CreditError('unsupported_requirements', `expected ${CREDIT_SCHEME} on ${CREDIT_NETWORK}, got ${requirements.scheme} on ${requirements.network}`);
   }
   if (requirements.asset !== CREDIT_ASSET) throw new CreditError('unsupported_requirements', `the asset must be ${CREDIT_ASSET}, got ${requirements.asset}`);
-  if (typeof requirements.amount !== 'string' || !AMOUNT_PATTERN.test(requirements.amount)) {
-    throw new CreditError('unsupported_requirements', `the amount must be an integer of microcredits, got ${String(requirements.amount)}`);
+  if (typeof requirements.amount !== 'string' || !AMOUNT_UC_PATTERN.test(requirements.amount)) {
+    throw new CreditError('unsupported_requirements', `the amount must be an integer of microcredits of at most ${AMOUNT_UC_DIGITS_MAX} digits, got ${String(requirements.amount)}`);
   }
   if (typeof requirements.payTo !== 'string' || requirements.payTo.length === 0) throw new CreditError('unsupported_requirements', 'payTo (the merchant id) is missing');
   const extra = requirements.extra ?? {};

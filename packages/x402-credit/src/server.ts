@@ -17,11 +17,11 @@ import type {
   SupportedKind,
   VerifiedPaymentCanceledContext,
 } from '@x402/core/types';
-import { CREDIT_ASSET, CREDIT_BINDING_VERSION, CREDIT_NETWORK, CREDIT_SCHEME, USD_DECIMALS } from './constants.ts';
-import { CreditError } from './errors.ts';
-import { parseCreditPrice } from './money.ts';
-import { authorityOf, isCreditRequirements } from './requirements.ts';
-import { SingleFlight, type SingleFlightOptions } from './single-flight.ts';
+import { CREDIT_ASSET, CREDIT_BINDING_VERSION, CREDIT_NETWORK, CREDIT_SCHEME, USD_DECIMALS } from './constants.js';
+import { CreditError } from './errors.js';
+import { parseCreditPrice } from './money.js';
+import { authorityOf, isCreditRequirements } from './requirements.js';
+import { SingleFlight, type SingleFlightOptions } from './single-flight.js';
 
 export interface CreditSchemeServerOptions {
   /** The gateway's base URL: `extra.authority`, the attestations' `iss`, the facilitator at `{gatewayUrl}/x402`. */

@@ -60,6 +60,32 @@ function scriptedFetch(answers: Array<(body: Record<string, unknown>) => Respons
 
 const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
 const granted = (body: Record<string, unknown>) => json(201, { attestation: attestationWith({ jti: `hold_${String(body.idempotencyKey)}`, exp: 4_000_000_000 }), redemption: { id: 'hold_1' } });
+/** The gateway's 402 approval_required for an authorize above the mandate's threshold (its purchase approval named after the key). */
+const asksApproval = (body: Record<string, unknown>) => {
+  const id = `pur_${String(body.idempotencyKey)}`;
+  return json(402, {
+    type: `${GATEWAY}/docs/errors#approval_required`,
+    title: 'The owner must approve this before it runs',
+    status: 402,
+    code: 'approval_required',
+    detail: 'the purchase of 500000 µc is above the agent\'s approval threshold of 100000 µc: its owner must approve it. Nothing was taken; once the owner approved, retry with the same Idempotency-Key and the retry takes the hold.',
+    approvalUrl: `${GATEWAY}/payments/purchases/${id}`,
+    reason: 'above_approval_threshold',
+    intentId: id,
+    intent: { offerId: OFFER, agentId: 'agt_1', amountUc: '500000' },
+    purchase: { id, status: 'pending_approval' },
+    instructions: 'Ask your owner to approve the purchase.',
+  });
+};
+/** The CreditError a payment attempt was refused with. */
+async function refusalOf(attempt: Promise<unknown>): Promise<CreditError> {
+  const error = await attempt.then(
+    () => undefined,
+    (failure: unknown) => failure,
+  );
+  expect(error).toBeInstanceOf(CreditError);
+  return error as CreditError;
+}
 const neverCalled = (() => {
   throw new Error('the client must not call the gateway here');
 }) as unknown as typeof fetch;
@@ -89,6 +115,14 @@ describe.skipIf(onPostgres())('prices in microcredits', () => {
     for (const price of refused) expect(() => parseCreditPrice(price), JSON.stringify(price)).toThrow(CreditError);
   });
 
+  it("refuses a price above the gateway's largest amount (18 digits of microcredits) when it is configured", () => {
+    expect(parseCreditPrice('$9999999999.99999999').amount).toBe('999999999999999999');
+    expect(parseCreditPrice({ amount: '999999999999999999', asset: 'microcredit' }).amount).toBe('999999999999999999');
+    const refused: Array<Parameters<typeof parseCreditPrice>[0]> = ['$10000000000', '1000000000000 credits', 1e10, { amount: '1000000000000000000', asset: 'microcredit' }];
+    for (const price of refused) expect(() => parseCreditPrice(price), JSON.stringify(price)).toThrow(expect.objectContaining({ code: 'invalid_price' }));
+    expect(() => new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', maxAmountUc: 10n ** 18n })).toThrow(expect.objectContaining({ code: 'invalid_price' }));
+  });
+
   it('any amount of microcredits written in dollars or in credits reads back as itself', () => {
     const amountUc = fc.bigInt({ min: 1n, max: 10n ** 17n });
     fc.assert(
@@ -114,6 +148,7 @@ describe.skipIf(onPostgres())("the agent's scheme", () => {
       [requirements({}, { resource: undefined }), 'unsupported_requirements'],
       [requirements({ scheme: 'exact' }), 'unsupported_requirements'],
       [requirements({ amount: '1000001' }), 'amount_over_limit'],
+      [requirements({ amount: '1000000000000000000' }), 'unsupported_requirements'],
     ];
     for (const [req, code] of refusals) await expect(scheme.createPaymentPayload(2, req), JSON.stringify(req)).rejects.toMatchObject({ code });
     await expect(scheme.createPaymentPayload(2, requirements(), { maxAmountPerPayment: '499999' })).rejects.toMatchObject({ code: 'amount_over_limit' });
@@ -150,6 +185,85 @@ describe.skipIf(onPostgres())("the agent's scheme", () => {
     expect(error).toMatchObject({ code: 'insufficient_credits', status: 402, problem: { ...problem } });
     expect((error as Error).message).toMatch(/^insufficient_credits: /);
     expect(calls).toHaveLength(1);
+  });
+
+  it('reuses the key of a payment waiting for its approval in the next attempt at the same payment, and exposes it, the approval page and id', async () => {
+    const { fetchFn, calls } = scriptedFetch([asksApproval, asksApproval, granted, asksApproval]);
+    const scheme = new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn });
+    const first = await refusalOf(scheme.createPaymentPayload(2, requirements()));
+    const key = calls[0]!.body.idempotencyKey;
+    expect(first).toMatchObject({ code: 'approval_required', status: 402, idempotencyKey: key, approvalId: `pur_${String(key)}`, approvalUrl: `${GATEWAY}/payments/purchases/pur_${String(key)}` });
+    expect(await refusalOf(scheme.createPaymentPayload(2, requirements()))).toMatchObject({ code: 'approval_required', idempotencyKey: key });
+    // The owner approved: the next attempt at the same payment takes the hold with the same key.
+    await scheme.createPaymentPayload(2, requirements());
+    expect(calls.map((call) => call.body.idempotencyKey)).toEqual([key, key, key]);
+    expect(calls.map((call) => call.headers.get('idempotency-key'))).toEqual([key, key, key]);
+    // The hold is taken: the same payment again is a new payment, with a new key.
+    await refusalOf(scheme.createPaymentPayload(2, requirements()));
+    expect(calls[3]!.body.idempotencyKey).not.toBe(key);
+  });
+
+  it('names the same payment by everything the gateway fingerprints: another resource, amount, offer, merchant or window has its own key', async () => {
+    const { fetchFn, calls } = scriptedFetch([asksApproval]);
+    const scheme = new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn });
+    const variants = [
+      requirements(),
+      requirements({}, { resource: 'https://api.shop.example/other' }),
+      requirements({ amount: '400000' }),
+      requirements({}, { offerId: 'off_other' }),
+      requirements({ payTo: 'mer_other' }),
+      requirements({ maxTimeoutSeconds: 60 }),
+    ];
+    for (const variant of variants) await refusalOf(scheme.createPaymentPayload(2, variant));
+    for (const variant of variants) await refusalOf(scheme.createPaymentPayload(2, variant));
+    const keys = calls.map((call) => call.body.idempotencyKey);
+    expect(new Set(keys.slice(0, 6)).size).toBe(6);
+    expect(keys.slice(6)).toEqual(keys.slice(0, 6));
+  });
+
+  it('forgets a payment once the gateway refused it for good (declined, expired), and one past its lifetime or the oldest past its bound', async () => {
+    const declined = (body: Record<string, unknown>) =>
+      json(409, { status: 409, code: 'conflict', reason: 'purchase_declined', approvalId: `pur_${String(body.idempotencyKey)}`, detail: 'the owner declined this purchase. Nothing was taken.' });
+    let nowMs = 0;
+    const { fetchFn, calls } = scriptedFetch([asksApproval, declined, asksApproval]);
+    const scheme = new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn, pendingPaymentsMax: 2, pendingPaymentLifetimeMs: 60_000, nowMs: () => nowMs });
+    const keyOf = (n: number) => calls[n]!.body.idempotencyKey;
+    await refusalOf(scheme.createPaymentPayload(2, requirements()));
+    expect(await refusalOf(scheme.createPaymentPayload(2, requirements()))).toMatchObject({ code: 'conflict', idempotencyKey: keyOf(0), approvalId: `pur_${String(keyOf(0))}` });
+    expect(keyOf(1)).toBe(keyOf(0));
+    // Declined: the next attempt is a new request, asking the owner again.
+    await refusalOf(scheme.createPaymentPayload(2, requirements()));
+    expect(keyOf(2)).not.toBe(keyOf(0));
+    // Past its lifetime, a key is not sent again.
+    nowMs += 60_000;
+    await refusalOf(scheme.createPaymentPayload(2, requirements()));
+    expect(keyOf(3)).not.toBe(keyOf(2));
+    // At most two are kept: a third payment waiting makes the client forget the oldest.
+    await refusalOf(scheme.createPaymentPayload(2, requirements({}, { resource: 'https://api.shop.example/b' })));
+    await refusalOf(scheme.createPaymentPayload(2, requirements({}, { resource: 'https://api.shop.example/c' })));
+    await refusalOf(scheme.createPaymentPayload(2, requirements({}, { resource: 'https://api.shop.example/c' })));
+    await refusalOf(scheme.createPaymentPayload(2, requirements({}, { resource: 'https://api.shop.example/b' })));
+    await refusalOf(scheme.createPaymentPayload(2, requirements()));
+    expect(keyOf(6)).toBe(keyOf(5));
+    expect(keyOf(7)).toBe(keyOf(4));
+    expect(keyOf(8)).not.toBe(keyOf(3));
+  });
+
+  it('keeps the key of a payment whose answer never came (the hold may be taken), so the next attempt replays it instead of holding twice', async () => {
+    const { fetchFn, calls } = scriptedFetch([() => new TypeError('fetch failed'), () => new TypeError('fetch failed'), granted]);
+    const scheme = new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn, attemptsMax: 2, backoffMs: () => 1 });
+    expect(await refusalOf(scheme.createPaymentPayload(2, requirements()))).toMatchObject({ code: 'gateway_unavailable', idempotencyKey: calls[0]!.body.idempotencyKey });
+    await scheme.createPaymentPayload(2, requirements());
+    expect(calls.map((call) => call.body.idempotencyKey)).toEqual([calls[0]!.body.idempotencyKey, calls[0]!.body.idempotencyKey, calls[0]!.body.idempotencyKey]);
+  });
+
+  it('leaves a key the caller gives to the caller: authorize with an explicit key neither reuses nor remembers one', async () => {
+    const { fetchFn, calls } = scriptedFetch([asksApproval]);
+    const scheme = new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn });
+    const request = { amount: '500000', asset: 'microcredit', resource: 'https://api.shop.example/report', payTo: MERCHANT, offerId: OFFER };
+    expect(await refusalOf(scheme.authorize(request, 'my-key-1'))).toMatchObject({ code: 'approval_required', idempotencyKey: 'my-key-1' });
+    await refusalOf(scheme.authorize(request));
+    expect(calls[1]!.body.idempotencyKey).not.toBe('my-key-1');
   });
 
   it("plugs into x402Client, whose default spend cap ($1) applies to credit: 100 credits a payment", async () => {

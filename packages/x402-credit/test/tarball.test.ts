@@ -38,6 +38,7 @@ export const client = new x402Client().register(CREDIT_NETWORK, new CreditScheme
 export const server = new x402ResourceServer(creditFacilitator({ gatewayUrl: 'https://gateway.example.com', apiKey: 'key' })).register(CREDIT_NETWORK, new CreditSchemeServer({ gatewayUrl: 'https://gateway.example.com', merchantId: 'mer_1', offerId: 'off_1' }));
 export const amount: string = parseCreditPrice('$0.005').amount;
 export const code = (error: unknown): string | undefined => (error instanceof CreditError ? error.code : undefined);
+export const retryKey = (error: unknown): string | undefined => (error instanceof CreditError && error.code === 'approval_required' ? error.idempotencyKey : undefined);
 export const charged = (receipt: CreditReceipt): string => receipt.capturedUc;
 // @ts-expect-error the agent's scheme needs a credential
 new CreditSchemeClient({ gatewayUrl: 'https://gateway.example.com' });
@@ -70,6 +71,17 @@ describe.skipIf(onPostgres())('the packed x402-credit tarball', () => {
     const manifest = JSON.parse(readFileSync(path.join(project, 'node_modules/@agent-credit-gateway/x402-credit/package.json'), 'utf8'));
     expect(manifest).toMatchObject({ license: 'Apache-2.0', type: 'module', exports: { '.': { types: './dist/index.d.ts', default: './dist/index.js' } } });
     expect(Object.keys(manifest.dependencies).sort()).toEqual(['@x402/core', 'jose']);
+  });
+
+  it('declares its modules by their shipped names (./client.js), in syntax TypeScript before 5.0 reads (no `export type *`)', () => {
+    const dist = path.join(project, 'node_modules/@agent-credit-gateway/x402-credit/dist');
+    for (const file of readdirSync(dist).filter((name) => name.endsWith('.d.ts'))) {
+      const text = readFileSync(path.join(dist, file), 'utf8');
+      const relative = [...text.matchAll(/(?:from |import\()'(\.[^']*)'/g)].map((match) => match[1]!);
+      for (const specifier of relative) expect(specifier, `${file}: ${specifier}`).toMatch(/^\.\/[a-z-]+\.js$/);
+      for (const specifier of relative) expect(readdirSync(dist), `${file}: ${specifier}`).toContain(specifier.slice(2).replace(/\.js$/, '.d.ts'));
+      expect(text, file).not.toMatch(/export type \*/);
+    }
   });
 
   it(`imports with plain node ${process.version} and plugs into the installed @x402/core`, async () => {
