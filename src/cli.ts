@@ -5,6 +5,15 @@ import { existsSync, readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, type Option } from 'commander';
 import { ConfigError, ENV_VARS, loadConfig } from './platform/config.ts';
 
+/**
+ * Tracing is configured by the OpenTelemetry SDK's own variables, which the SDK reads itself and so are not in ENV_VARS:
+ * one line says where they are listed, so that `acg --help` still names every variable the gateway heeds.
+ */
+const OTEL_HELP = 'tracing (off unless one names a destination, e.g. OTEL_EXPORTER_OTLP_ENDPOINT): the OpenTelemetry SDK\'s own variables, listed in docs/configuration.md, "Tracing (OpenTelemetry)"';
+
+/** One variable's line in `acg --help`. */
+const variableHelp = (name: string, meaning: string) => `  ${name.padEnd(34)} ${meaning}`;
+
 /** The package's version, which `acg --version` prints (package.json is next to src/ and to dist/). */
 function packageVersion(): string {
   return (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -121,7 +130,7 @@ export function buildCli(): Command {
     .addHelpText(
       'after',
       `\nConfiguration is read from environment variables (docs/configuration.md has the table), e.g. PORT=9090 acg serve:\n` +
-        ENV_VARS.map((v) => `  ${v.name.padEnd(34)} ${v.meaning}`).join('\n'),
+        [...ENV_VARS.map((v) => variableHelp(v.name, v.meaning)), variableHelp('OTEL_*', OTEL_HELP)].join('\n'),
     );
 
   program
@@ -370,6 +379,12 @@ async function printDevToken(
   const lifetimeS = Number(options.lifetimeS);
   if (!Number.isInteger(lifetimeS) || lifetimeS < 60 || lifetimeS > 86_400) {
     process.stderr.write('--lifetime-s must be a whole number of seconds between 60 and 86400\n');
+    process.exit(2);
+  }
+  const { emailProblem } = await import('./operator/mandate-cli.ts');
+  const malformed = kind === 'human' ? emailProblem('--email', options.email ?? '') : emailProblem('--owner-email', options.ownerEmail ?? '');
+  if (malformed) {
+    process.stderr.write(`${malformed}\n`);
     process.exit(2);
   }
   const { devIssuerKeysFile, loadDevIssuerKeys, mintDevToken } = await import('./identity/dev-issuers.ts');

@@ -3,6 +3,7 @@
 // gracefully (finish in-flight requests, then close the database) on SIGTERM or SIGINT.
 // The features (./app.ts: Fastify, every route and schema) are loaded only once the socket is open, so
 // the process answers /healthz, and says where it listens, before the bulk of its start-up.
+import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { ConfigError, loadConfig, type Config } from './platform/config.ts';
@@ -25,14 +26,16 @@ export function startRetryDelayMs(attempt: number, capMs: number): number {
   return Math.round(ceilingMs * (0.5 + Math.random() / 2));
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => {
-      clearTimeout(timer);
-      resolve();
-    }, { once: true });
-  });
+/**
+ * Waits `ms`, or less if `signal` aborts (the gateway is stopping). Node's timer removes its abort listener when it
+ * fires: one added per retry and kept made Node warn of a leak (MaxListenersExceededWarning) after ten retries.
+ */
+export async function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
+  try {
+    await delay(ms, undefined, { signal });
+  } catch (error) {
+    if ((error as Error).name !== 'AbortError') throw error;
+  }
 }
 
 interface Started {
@@ -57,7 +60,7 @@ async function bringUp(config: Config, db: Database, log: Logger, signal: AbortS
       if (!isStorageUnavailable(error)) throw error;
       const retryInMs = startRetryDelayMs(attempt, config.db.startRetryMaxMs);
       log.info({ attempt, retryInMs, reason: (error as Error).message }, `waiting for the database; next attempt in ${retryInMs} ms`);
-      await sleep(retryInMs, signal);
+      await sleepUnlessAborted(retryInMs, signal);
     }
   }
   return undefined;
@@ -166,6 +169,7 @@ export async function serve(): Promise<void> {
   let stopping: Promise<void> | undefined;
   const stop = (exitCode: number) => {
     stopping ??= (async () => {
+      const stopStartedMs = performance.now();
       const forced = setTimeout(() => {
         log.error(`shutdown took longer than ${SHUTDOWN_BUDGET_MS / 1000} s; exiting`);
         process.exit(1);
@@ -185,6 +189,9 @@ export async function serve(): Promise<void> {
         log.error({ err: error }, 'shutdown failed');
         process.exit(1);
       }
+      // The last line of a finished stop: without it, a stop cut short (SIGKILL, the budget above) looks the same in the log.
+      const stopMs = Math.round(performance.now() - stopStartedMs);
+      log.info({ exitCode, stopMs }, `stopped in ${stopMs} ms`);
       process.exit(exitCode);
     })();
   };

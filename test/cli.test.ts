@@ -4,12 +4,14 @@
 // own, against an in-process gateway (or a port where nothing listens).
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { CommanderError, type Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCli } from '../src/cli.ts';
+import { ENV_VARS } from '../src/platform/config.ts';
 import { loadDevIssuerKeys, mintDevToken } from '../src/identity/dev-issuers.ts';
 import { freePort } from './support/doh-server.ts';
 import { startTestGateway, type TestGateway } from './support/gateway.ts';
@@ -58,6 +60,14 @@ describe('acg --help', () => {
       expect(command.description().length, route.join(' ')).toBeGreaterThan(10);
       expect(out).toContain(command.description().slice(0, 30));
     }
+  });
+});
+
+describe('acg --help lists the environment', () => {
+  it("names every variable of the gateway's, and the OTEL_* variables of tracing with where they are listed", async () => {
+    const { out } = await parse('--help');
+    for (const variable of ENV_VARS) expect(out).toMatch(new RegExp(`^  ${variable.name} +\\S`, 'm'));
+    expect(out).toMatch(/^ {2}OTEL_\* +tracing .*OTEL_EXPORTER_OTLP_ENDPOINT.*docs\/configuration\.md, "Tracing \(OpenTelemetry\)"$/m);
   });
 });
 
@@ -172,6 +182,42 @@ describe('commands aimed at a running gateway', () => {
     expect(granted.stdout).toMatch(new RegExp(`^granted 5 µc to ${agentId} as lot lot_\\w+ \\(through the gateway at ${world.url}\\)\\n$`));
     const quiet = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: world.url }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '1000000');
     expect(quiet).toMatchObject({ code: 0, stderr: '' });
+  });
+
+  it('says "1 credit", not "1 credits", when warning that --amount-uc 1 is below one credit', async () => {
+    const granted = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: world.url }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '1');
+    expect(granted).toMatchObject({
+      code: 0,
+      stderr: 'warning: --amount-uc 1 is 1 µc, less than one credit (1 credit = 1,000,000 µc); granting it as given. For 1 credit, give --amount-uc 1000000\n',
+    });
+  });
+
+  it('refuses an amount of more than 18 digits, saying the bound, before asking anything', async () => {
+    const refused = await acg(elsewhere, { ACG_BASE_URL: nobody }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '99999999999999999999');
+    expect(refused).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr: '--amount-uc must be a whole number of microcredits of at most 18 digits, e.g. 5000000 for 5 credits\n',
+    });
+    expect(existsSync(stray)).toBe(false);
+  });
+
+  it('mints no dev token for an email that is not one (the gateway would refuse it): one line, exit 2', async () => {
+    const human = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: world.url }, 'dev', 'token', 'human', '--email', 'notanemail');
+    expect(human).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr: '--email "notanemail" is not an email address: give one like ada@example.com (one @, no spaces, at most 254 characters)\n',
+    });
+    const agent = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: world.url }, 'dev', 'token', 'agent', '--subject', 'scout', '--owner-email', 'ada at example.com');
+    expect(agent).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr: '--owner-email "ada at example.com" is not an email address: give one like ada@example.com (one @, no spaces, at most 254 characters)\n',
+    });
+    const good = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: world.url }, 'dev', 'token', 'human', '--email', 'ada@example.com');
+    expect(good.code, good.stderr).toBe(0);
+    expect(good.stdout).toMatch(/^ey[\w-]+\.[\w-]+\.[\w-]+\n$/);
   });
 
   it('says a gateway runs but the operator credential is not here, and creates no database, when run from another directory', async () => {
@@ -396,6 +442,21 @@ describe('acg agent mandate show and set', () => {
     expect((await mandateNow()).version).toBe(before);
   });
 
+  it('refuses a directory given as --file in one line, exit 2, for mandate set and delegates create', async () => {
+    const before = (await mandateNow()).version;
+    for (const args of [['agent', 'mandate', 'set', agent.id], ['agent', 'delegates', 'create', agent.id, '--name', 'Dir', '--subject', 'cli-dir']]) {
+      const refused = await acg(workDir, env, ...args, '--file', workDir);
+      expect(refused, args.join(' ')).toEqual({ code: 2, stdout: '', stderr: `cannot read ${workDir}: it is a directory\n` });
+    }
+    const notADirectory = path.join(file({}), 'rules.json');
+    expect(await acg(workDir, env, 'agent', 'mandate', 'set', agent.id, '--file', notADirectory)).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: `cannot read ${notADirectory}: a part of its path is not a directory\n`,
+    });
+    expect((await mandateNow()).version).toBe(before);
+  });
+
   it('says the gateway does not accept the credential (401), or that it is not an owner\'s (403)', async () => {
     expect(await acg(workDir, { ...env, ACG_OWNER_TOKEN: 'not-a-token' }, 'agent', 'mandate', 'show', agent.id)).toMatchObject({
       code: 2,
@@ -456,6 +517,33 @@ describe('acg agent mandate show and set', () => {
     );
   });
 
+  it('signs in with --owner-email when ACG_OWNER_TOKEN is set too: the option given wins over the environment, on every command that takes it', async () => {
+    const devEnv = { ACG_BASE_URL: dev.url, ACG_DATA_DIR: devDir, ACG_OWNER_TOKEN: 'not-a-token' };
+    const missing = 'agt_nosuchagent';
+    const commands = [
+      ['agent', 'mandate', 'show', missing],
+      ['agent', 'mandate', 'set', missing, '--file', file({})],
+      ['agent', 'freeze', missing],
+      ['agent', 'unfreeze', missing],
+      ['agent', 'delegates', 'list', missing],
+      ['agent', 'delegates', 'create', missing, '--name', 'Buyer', '--subject', 'cli-precedence'],
+    ];
+    for (const args of commands) {
+      const refused = await acg(workDir, devEnv, ...args, '--owner-email', 'someone@example.com');
+      expect(refused.code, args.join(' ')).toBe(2);
+      // The dev session reached the gateway (a 404 among its agents), not ACG_OWNER_TOKEN (a 401).
+      expect(refused.stderr, args.join(' ')).toMatch(new RegExp(`^no agent ${missing} among the agents of the owner of --owner-email someone@example\\.com \\(a dev session\\) \\(HTTP 404 `));
+    }
+    // Without the option, the environment's credential is the one presented.
+    expect((await acg(workDir, devEnv, 'agent', 'mandate', 'show', missing)).stderr).toMatch(/^the gateway at .* does not accept the owner credential from ACG_OWNER_TOKEN \(HTTP 401 /);
+    // A malformed --owner-email is refused before anything is signed or sent.
+    expect(await acg(workDir, devEnv, 'agent', 'mandate', 'show', missing, '--owner-email', 'someone')).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: '--owner-email "someone" is not an email address: give one like ada@example.com (one @, no spaces, at most 254 characters)\n',
+    });
+  });
+
   it('agent delegates create registers a delegate under a mandate within its parent\'s (a wider one refused naming the rule); list prints the tree', async () => {
     const put = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, {
       token: agent.ownerToken,
@@ -474,5 +562,27 @@ describe('acg agent mandate show and set', () => {
     expect(listed.code).toBe(0);
     expect(JSON.parse(listed.stdout)).toEqual((await world.api('GET', `/v1/owner/agents/${agent.id}/delegates`, { token: agent.ownerToken })).body);
     expect(JSON.parse(listed.stdout).nodes.map((node: { agent: { id: string } }) => node.agent.id)).toEqual([agent.id, delegate.id]);
+  });
+});
+
+describe('acg demo against something that is not the gateway', () => {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-cli-demo-other-'));
+  // Another dev server on the port: it answers every request 404 with a page, not JSON.
+  const other = createServer((_request, response) => response.writeHead(404, { 'content-type': 'text/html' }).end('<!DOCTYPE html><pre>Cannot GET /v1/me</pre>'));
+  let url: string;
+
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(other.address() as { port: number }).port}`;
+  });
+  afterAll(() => {
+    other.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('stops with one line asking whether the gateway is at the address, exit 2, when the answer is not JSON', async () => {
+    const stopped = await acg(dataDir, { ACG_BASE_URL: url, ACG_DATA_DIR: dataDir, ACG_OPERATOR_TOKEN: 'acg_op_test' }, 'demo');
+    expect(stopped.code).toBe(2);
+    expect(stopped.stderr).toBe(`\nacg demo stopped: GET /v1/me answered HTTP 404 with a body that is not JSON: is the gateway at ${url}?\n`);
   });
 });

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { EventEmitter } from 'node:events';
+import { EventEmitter, getEventListeners } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -7,7 +7,7 @@ import path from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../src/platform/db/faults.ts';
-import { installLastLineOfDefence, listenProblem, startRetryDelayMs } from '../src/server.ts';
+import { installLastLineOfDefence, listenProblem, sleepUnlessAborted, startRetryDelayMs } from '../src/server.ts';
 import { createPostgresDatabase, onPostgres } from './support/database.ts';
 import { spawnGateway, type GatewayProcess } from './support/process.ts';
 import { waitFor } from './support/wait.ts';
@@ -59,6 +59,24 @@ describe('start-up retries', () => {
   });
 });
 
+describe('the wait between start-up attempts', () => {
+  it('leaves no abort listener on the signal, however many retries there are (eleven made Node warn of a leak)', async () => {
+    const starting = new AbortController();
+    for (let attempt = 1; attempt <= 12; attempt++) await sleepUnlessAborted(1, starting.signal);
+    expect(getEventListeners(starting.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('ends at once when the gateway stops starting, before or during the wait', async () => {
+    const starting = new AbortController();
+    const startedMs = performance.now();
+    const waiting = sleepUnlessAborted(60_000, starting.signal);
+    starting.abort();
+    await waiting;
+    await sleepUnlessAborted(60_000, starting.signal);
+    expect(performance.now() - startedMs).toBeLessThan(1_000);
+  });
+});
+
 /** Runs `use` against a real `acg serve` on a data directory (and, on PostgreSQL, a database) of its own, then removes them. */
 async function withSpawnedGateway(dirPrefix: string, env: Record<string, string>, use: (gateway: GatewayProcess) => Promise<void>): Promise<void> {
   const database = onPostgres() ? await createPostgresDatabase() : undefined;
@@ -102,6 +120,18 @@ describe('acg serve after it is ready', () => {
       expect(refused.status).toBeGreaterThanOrEqual(400);
       expect(refused.status).toBeLessThan(500);
       expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    });
+  }, 90_000);
+});
+
+describe('acg serve stopping', () => {
+  it('ends a clean stop on SIGTERM with an info line saying how long it took, then exits 0', async () => {
+    await withSpawnedGateway('acg-stop-', {}, async (gateway) => {
+      expect(await gateway.kill('SIGTERM')).toBe(0);
+      const last = await waitFor(() => gateway.logs.find((line) => String(line.msg).startsWith('stopped in')), { what: 'the line of a finished stop', timeoutMs: 5_000 });
+      expect(last).toMatchObject({ level: 30, exitCode: 0, msg: `stopped in ${String(last.stopMs)} ms` });
+      expect(last.stopMs).toBeGreaterThanOrEqual(0);
+      expect(gateway.logs.at(-1)).toBe(last);
     });
   }, 90_000);
 });

@@ -10,7 +10,7 @@ import type { Config } from '../platform/config.ts';
 import { embeddedDatabaseDir } from '../platform/db/open.ts';
 import { DatabaseInUseError } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
-import { formatUc, parseUc, UC_PER_CREDIT } from '../platform/money.ts';
+import { formatUc, parseUc, UC_DIGITS_MAX, UC_PER_CREDIT } from '../platform/money.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { callGateway, describeRefusal, GatewayNotRunning, gatewayAnswers, noCredentialFor } from './client.ts';
 import { presentedOperatorToken } from './credential.ts';
@@ -42,7 +42,7 @@ function validate(options: GrantOptions): Grant {
   try {
     amountUc = parseUc(options.amountUc);
   } catch {
-    fail('--amount-uc must be a whole number of microcredits, e.g. 5000000 for 5 credits');
+    fail(`--amount-uc must be a whole number of microcredits of at most ${UC_DIGITS_MAX} digits, e.g. 5000000 for 5 credits`);
   }
   if (amountUc <= 0n) fail('--amount-uc must be positive');
   const expiresAtS = options.expiresAt === undefined ? null : Number(options.expiresAt);
@@ -59,7 +59,7 @@ function warnIfBelowOneCredit(amountUc: bigint): void {
   if (amountUc >= UC_PER_CREDIT) return;
   process.stderr.write(
     `warning: --amount-uc ${amountUc} is ${amountUc} µc, less than one credit (1 credit = 1,000,000 µc); granting it as given. ` +
-      `For ${amountUc} credits, give --amount-uc ${amountUc * UC_PER_CREDIT}\n`,
+      `For ${amountUc} ${amountUc === 1n ? 'credit' : 'credits'}, give --amount-uc ${amountUc * UC_PER_CREDIT}\n`,
   );
 }
 

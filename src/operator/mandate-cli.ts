@@ -5,7 +5,7 @@
 // owner credential: ACG_OWNER_TOKEN (a human session JWT of the human identity provider, or an OAuth access
 // token with scope svc:owner), or in dev mode, with the built-in dev issuer, a short session signed for
 // --owner-email (what `acg dev token human` mints). Each refusal is one line a person can act on.
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, type Stats } from 'node:fs';
 import type { Config } from '../platform/config.ts';
 import { callGateway, describeProblem, GatewayNotRunning, gatewayAnswers, missingDevIssuerKeys, noGatewayAt, type GatewayAnswer } from './client.ts';
 
@@ -39,6 +39,18 @@ export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
+/** The gateway's own rule for a dev issuer's email (DevLoginBody in src/oauth/schemas.ts): one @, no spaces, 3–254 characters. */
+const EMAIL_PATTERN = /^[^@\s]+@[^@\s]+$/;
+
+/**
+ * Why `value`, given as `option`, is no email the gateway would take, or undefined. A dev token signed for "notanemail"
+ * would be minted and then refused by the gateway as a 401: said here instead, before anything is signed.
+ */
+export function emailProblem(option: string, value: string): string | undefined {
+  if (EMAIL_PATTERN.test(value) && value.length >= 3 && value.length <= 254) return undefined;
+  return `${option} ${JSON.stringify(value)} is not an email address: give one like ada@example.com (one @, no spaces, at most 254 characters)`;
+}
+
 /** A gateway runs at the base URL, but no owner credential was given: how to give one here. */
 function noOwnerCredential(config: Pick<Config, 'baseUrl' | 'mode' | 'humanIssuer'>): string {
   const devLogin = config.mode === 'dev' && !config.humanIssuer ? ', or give --owner-email <email> to sign in as that owner with the dev gateway\'s built-in issuer' : '';
@@ -54,6 +66,8 @@ async function devSession(config: Config, email: string): Promise<OwnerCredentia
   if (config.humanIssuer) {
     fail(`a human identity issuer is configured (ACG_HUMAN_ISSUER), so --owner-email cannot sign in: set ACG_OWNER_TOKEN to the owner's session token from ${config.humanIssuer.issuer}`);
   }
+  const malformed = emailProblem('--owner-email', email);
+  if (malformed) fail(malformed);
   const { devIssuerKeysFile, loadDevIssuerKeys, mintDevToken } = await import('../identity/dev-issuers.ts');
   const file = devIssuerKeysFile(config.dataDir);
   if (!existsSync(file)) fail(await missingDevIssuerKeys(config, file));
@@ -71,9 +85,10 @@ async function devSession(config: Config, email: string): Promise<OwnerCredentia
   return { token, source: `--owner-email ${owner} (a dev session)` };
 }
 
+/** The option given on the command line wins over the environment (clig.dev): --owner-email over ACG_OWNER_TOKEN. */
 export async function ownerCredential(config: Config, options: Pick<MandateCommandOptions, 'ownerToken' | 'ownerEmail'>): Promise<OwnerCredential> {
-  if (options.ownerToken) return { token: options.ownerToken, source: 'ACG_OWNER_TOKEN' };
   if (options.ownerEmail !== undefined) return devSession(config, options.ownerEmail);
+  if (options.ownerToken) return { token: options.ownerToken, source: 'ACG_OWNER_TOKEN' };
   const running = await gatewayAnswers(config.baseUrl).catch((error: Error) => fail(error.message));
   fail(running ? noOwnerCredential(config) : noGatewayAt(config));
 }
@@ -149,14 +164,27 @@ async function readMandateText(file: string): Promise<string> {
     }
     return Buffer.concat(chunks).toString('utf8');
   }
-  let size: number;
+  let stat: Stats;
   try {
-    size = statSync(file).size;
+    stat = statSync(file);
   } catch (error) {
-    fail(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message}`);
+    fail(`cannot read ${file}: ${unreadable(error as NodeJS.ErrnoException)}`);
   }
-  if (size > MANDATE_FILE_BYTES_MAX) fail(`${file} holds more than ${MANDATE_FILE_BYTES_MAX} bytes: that is no mandate`);
-  return readFileSync(file, 'utf8');
+  if (stat.isDirectory()) fail(`cannot read ${file}: it is a directory`);
+  if (stat.size > MANDATE_FILE_BYTES_MAX) fail(`${file} holds more than ${MANDATE_FILE_BYTES_MAX} bytes: that is no mandate`);
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    fail(`cannot read ${file}: ${unreadable(error as NodeJS.ErrnoException)}`);
+  }
+}
+
+/** Why a file could not be read, in words; the system's own message (which names the call and the path again) only for the unusual. */
+function unreadable(error: NodeJS.ErrnoException): string {
+  if (error.code === 'ENOENT') return 'no such file';
+  if (error.code === 'ENOTDIR') return 'a part of its path is not a directory';
+  if (error.code === 'EACCES' || error.code === 'EPERM') return 'permission denied';
+  return error.message;
 }
 
 /**

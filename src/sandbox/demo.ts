@@ -48,11 +48,12 @@ interface Call {
   expect: number[];
 }
 
-function credits(uc: bigint | string): string {
+/** An amount as a person reads it, `1.5 credits (1500000 µc)`; exactly one is `1 credit`. */
+export function credits(uc: bigint | string): string {
   const value = BigInt(uc);
   const whole = value / 1_000_000n;
   const fraction = (value % 1_000_000n).toString().padStart(6, '0').replace(/0+$/, '');
-  return `${whole}${fraction ? `.${fraction}` : ''} credits (${value} µc)`;
+  return `${whole}${fraction ? `.${fraction}` : ''} ${value === 1_000_000n ? 'credit' : 'credits'} (${value} µc)`;
 }
 
 function short(secret: string): string {
@@ -95,7 +96,13 @@ class Demo {
       throw new DemoFailure(`${call.method} ${call.path} failed: ${code ?? (error as Error).message}`);
     }
     const text = await response.text();
-    const parsed = (text ? JSON.parse(text) : {}) as Json;
+    let parsed: Json;
+    try {
+      parsed = (text ? JSON.parse(text) : {}) as Json;
+    } catch {
+      // Something else answers at the address (another dev server on the port): the command's refusal, exit 2.
+      throw new DemoFailure(`${call.method} ${call.path} answered HTTP ${response.status} with a body that is not JSON: is the gateway at ${this.config.baseUrl}?`, 2);
+    }
     if (!call.expect.includes(response.status)) {
       throw new DemoFailure(`${call.method} ${call.path} answered HTTP ${response.status} ${parsed.code ?? ''}: ${parsed.detail ?? parsed.title ?? text}`);
     }
@@ -275,7 +282,7 @@ async function purchase(demo: Demo, config: Config, operator: string): Promise<v
   demo.title("Balances: the agent's credit and the merchant's earnings");
   const balance = await demo.call({ method: 'GET', path: `/v1/owner/agents/${agentId}/balance`, ...human, expect: [200] });
   const b = balance.body;
-  demo.answer(balance.status, `agent ${agentId}: available ${credits(b.availableUc)}, held ${credits(b.heldUc)}, spent ${credits(b.capturedUc)}, granted ${credits(b.grantedUc)}`);
+  demo.answer(balance.status, `agent ${agentId}: available ${credits(b.availableUc)}, held ${credits(b.heldUc)}, captured ${credits(b.capturedUc)}, granted ${credits(b.grantedUc)}`);
   const earnings = await demo.call({ method: 'GET', path: `/v1/merchants/${merchantId}/earnings`, ...merchantKey, expect: [200] });
   demo.answer(earnings.status, `merchant ${merchantId}: earned ${credits(earnings.body.earnedUc)}`);
 

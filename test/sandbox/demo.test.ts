@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadDevIssuerKeys, mintDevToken } from '../../src/identity/dev-issuers.ts';
 import { openPglite } from '../../src/platform/db/pglite.ts';
+import { credits } from '../../src/sandbox/demo.ts';
 import { openPostgres } from '../../src/platform/db/postgres.ts';
 import type { Database } from '../../src/platform/db/database.ts';
 import { createPostgresDatabase, onPostgres } from '../support/database.ts';
@@ -19,6 +20,15 @@ import { spawnGateway, type GatewayProcess } from '../support/process.ts';
 
 const run = promisify(execFile);
 const ACG = path.resolve('bin/acg.js');
+
+describe("the demo's amounts", () => {
+  it('read as credits with the µc beside them, one credit in the singular', () => {
+    expect(credits(1_000_000n)).toBe('1 credit (1000000 µc)');
+    expect(credits('1500000')).toBe('1.5 credits (1500000 µc)');
+    expect(credits(500_000n)).toBe('0.5 credits (500000 µc)');
+    expect(credits(0n)).toBe('0 credits (0 µc)');
+  });
+});
 
 describe('acg demo and acg credit grant against a running gateway', () => {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-demo-'));
@@ -76,6 +86,8 @@ describe('acg demo and acg credit grant against a running gateway', () => {
     const first = await acg('demo');
     expect(first.stdout).toContain('jwtVerify(voucher');
     expect(summary(first.stdout)).toMatchObject({ available: '3500000', held: '0', captured: '1500000', granted: '5000000', earned: '1500000' });
+    // The balance line names each figure as the done line does.
+    expect(first.stdout).toMatch(/: available 3\.5 credits \(3500000 µc\), held 0 credits \(0 µc\), captured 1\.5 credits \(1500000 µc\), granted 5 credits \(5000000 µc\)\n/);
 
     const second = await acg('demo');
     expect(second.stdout).toContain('exists: reusing it');

@@ -1,7 +1,8 @@
 // The README's "First purchase" block, run as written: extracted from README.md (so the test follows the
 // README), pasted twice in a row into one shell against a real `npm start` in a fresh data directory (both
 // pastes buy), then the README's MCP-by-hand block, then the gateway is stopped the way Ctrl-C stops it.
-// The one change is the port: the blocks' 8080 becomes a free port, because other tests share the machine.
+// The gateway runs on a free port, because other tests share the machine: the first-purchase block's 8080s become
+// that port, and the MCP block runs exactly as written, finding the gateway by PORT.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -86,8 +87,9 @@ describe.skipIf(onPostgres())('README "First purchase"', () => {
     expect(stdout.match(/^true$/gm)).toHaveLength(2); // verify-domain
     expect(stdout.match(/^captured$/gm)).toHaveLength(2);
 
-    // The MCP section's by-hand block: initialize and tools/list on 2025-11-25, tools/list on 2026-07-28.
-    const mcp = await bash(readmeBlock(readme, 'mcp-by-hand').replaceAll('8080', port), env);
+    // The MCP section's by-hand block: initialize and tools/list on 2025-11-25, tools/list on 2026-07-28. Its 8080 is
+    // left as written: the block finds the gateway by PORT, as the first-purchase block does.
+    const mcp = await bash(readmeBlock(readme, 'mcp-by-hand'), env);
     expect(mcp.code, `${mcp.stdout}\n${mcp.stderr}`).toBe(0);
     expect(mcp.stdout).toContain('"protocolVersion":"2025-11-25"');
     expect(mcp.stdout.match(/"name":"register_agent"/g)).toHaveLength(2);
