@@ -1646,7 +1646,7 @@ export interface paths {
          *
          *     The client sends `Accept: application/json, text/event-stream`; the answer is one JSON object, or an SSE stream when the server has notifications before the result. A notification answers 202 with no body. Protocol errors are JSON-RPC errors (400 with -32600 a batch (an array body), -32020 header mismatch, -32022 unsupported version, -32602 invalid envelope or params, a `__proto__` key, a `constructor` with a `prototype` or a member name repeated in one object included, as every JSON body refuses them; 404 with -32601 unknown method); a refused tool call is a tool result with `isError: true` whose text (and, for a tool without an output schema, structured content) is the problem body the HTTP route of the same operation answers.
          *
-         *     Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner `svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata="{base_url}/.well-known/oauth-protected-resource/mcp", scope="svc:agent svc:owner"`. The tools listed depend on the credential (agents: whoami, list_offers, get_hold, get_intent, mint_voucher, execute_service, create_delegate; owners: whoami, list_agents, list_agent_holds, get_mandate, execute_service, register_agent, update_agent, set_mandate, freeze_agent, unfreeze_agent), so list results say `cacheScope: "private"`. Tools that move money take an `idempotencyKey` argument: the same key space as the Idempotency-Key header.
+         *     Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner `svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata="{base_url}/.well-known/oauth-protected-resource/mcp", scope="svc:agent svc:owner"`. The tools listed depend on the credential (agents: whoami, list_offers, get_hold, get_intent, mint_voucher, execute_service, create_delegate; owners: whoami, get_intent, list_agents, list_agent_holds, get_mandate, execute_service, register_agent, update_agent, set_mandate, freeze_agent, unfreeze_agent), so list results say `cacheScope: "private"`. Tools that move money take an `idempotencyKey` argument: the same key space as the Idempotency-Key header.
          *
          *     A `Host` or `Origin` header naming another host than the base URL is refused with 403 (DNS rebinding). GET and DELETE answer 405.
          *
@@ -2751,7 +2751,7 @@ export interface components {
             }[];
             merchants: {
                 allow: string[] | null;
-                /** @description never these merchants (ids or verified domains) */
+                /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing */
                 deny: string[];
             };
             approvalAboveUc: string | null;
@@ -5140,7 +5140,7 @@ export interface operations {
                     }[];
                     merchants?: {
                         allow: string[] | null;
-                        /** @description never these merchants (ids or verified domains) */
+                        /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing */
                         deny: string[];
                     };
                     approvalAboveUc?: string | null;
@@ -6382,7 +6382,7 @@ export interface operations {
                         }[];
                         merchants?: {
                             allow: string[] | null;
-                            /** @description never these merchants (ids or verified domains) */
+                            /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing */
                             deny: string[];
                         };
                         approvalAboveUc?: string | null;

@@ -226,6 +226,8 @@ function sniffImage(bytes: Uint8Array): AvatarType | undefined {
 
 /** The most agents one read of a subtree shows. */
 export const DELEGATES_READ_MAX = 500;
+/** A merchant's id (`newId('mer')`, no dot), as a merchant rule may name one; anything with a dot is a domain. */
+const MERCHANT_ID = /^mer_[^.]+$/;
 
 /** A subtree as its readers see it: the agent first, then its delegates, shallowest first (each names its parentId). */
 export interface DelegateTree {
@@ -470,9 +472,18 @@ export class AgentService {
    */
   private async checkedWithMerchants(db: Queryable, rules: MandateRules): Promise<MandateRules> {
     const checked = checkedRules(rules, this.serviceIds);
-    const named = [...new Set(checked.budgets.flatMap((budget) => (budget.merchantId === undefined ? [] : [budget.merchantId])))];
+    // A merchant rule naming an id names a merchant that exists: a mistyped id in `deny` would deny nothing (found from
+    // outside). A domain may be named before its merchant registers, so domains are taken as they are.
+    const listedIds = (list: readonly string[] | null) => (list ?? []).map((name, index) => ({ name, index })).filter(({ name }) => MERCHANT_ID.test(name));
+    const rulesIds = { allow: listedIds(checked.merchants.allow), deny: listedIds(checked.merchants.deny) };
+    const budgetNames = checked.budgets.flatMap((budget) => (budget.merchantId === undefined ? [] : [budget.merchantId]));
+    const named = [...new Set([...budgetNames, ...rulesIds.allow.map(({ name }) => name), ...rulesIds.deny.map(({ name }) => name)])];
     if (named.length === 0) return checked;
     const found = await store.findMerchantsNamed(db, named);
+    for (const list of ['allow', 'deny'] as const) {
+      const unknown = rulesIds[list].find(({ name }) => !found.some((merchant) => merchant.id === name));
+      if (unknown) throw new ApiError('invalid_input', { detail: `merchants/${list}/${unknown.index} "${unknown.name}" names no merchant (an id names a registered merchant; a domain may be named before its merchant registers)` });
+    }
     for (const [index, { merchantId }] of checked.budgets.entries()) {
       if (merchantId === undefined || found.some((merchant) => merchant.id === merchantId)) continue;
       const byDomain = found.find((merchant) => merchant.domain === merchantId && merchant.verified);

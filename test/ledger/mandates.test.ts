@@ -230,10 +230,21 @@ describe('enforcement at the hold', () => {
     const denied = await mint(world, agent.token, offer.id);
     expect(denied.status).toBe(403);
     expect(denied.body).toMatchObject({ code: 'SCOPE_FORBIDDEN', reason: 'merchant_not_allowed' });
-    await put(agent, { merchants: { allow: ['mer_somewhere_else'], deny: [] } });
+    const elsewhere = await openShop(world);
+    await put(agent, { merchants: { allow: [elsewhere.merchantId], deny: [] } });
     expect((await mint(world, agent.token, offer.id)).body.reason).toBe('merchant_not_allowed');
     await put(agent, { merchants: { allow: [shop.merchantId], deny: [] } });
     expect((await mint(world, agent.token, offer.id)).status).toBe(200);
+  });
+
+  it('refuses a merchant rule naming an id no merchant has (a mistyped deny would deny nothing), and takes a domain not yet registered (found from outside)', async () => {
+    const agent = await fundedAgent();
+    for (const merchants of [{ allow: null, deny: ['mer_typo'] }, { allow: [shop.merchantId, 'mer_nope'], deny: [] }]) {
+      const refused = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `unknown-merchant-${Math.random()}`, body: { merchants } });
+      expect(refused.status).toBe(400);
+      expect(refused.body.detail).toMatch(/^merchants\/(deny\/0 "mer_typo"|allow\/1 "mer_nope") names no merchant/);
+    }
+    await put(agent, { merchants: { allow: null, deny: ['not-yet-registered.example'] } });
   });
 
   it('outside its validity window a mandate refuses every purchase: 403 SCOPE_FORBIDDEN mandate_not_valid', async () => {
