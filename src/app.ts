@@ -212,12 +212,35 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
 /** Every resource's schema (`$id` each): registered once at the root of the HTTP face, inlined by MCP. */
 export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...DELEGATION_SCHEMAS, ...OFFER_SCHEMAS, ...EXECUTE_SCHEMAS, ...PAYMENT_SCHEMAS, MeSchema, ...MERCHANT_SCHEMAS, ...EVENT_SCHEMAS, ...OAUTH_SCHEMAS, ...INTEGRATION_SCHEMAS, ...REVOCATION_SCHEMAS, ...X402_SCHEMAS];
 
+/**
+ * What live mode runs without, each with what it costs: live mode generates nothing, so a setting left out makes
+ * whole families of routes answer 503 (or 401). Said once at start-up, one warning each, so the operator learns it
+ * from the log rather than from the first refused caller (found from outside: only the operator credential was said).
+ */
+export function missingLivePieces(gateway: Gateway, services: Pick<Services, 'verifier' | 'apiKeyPepper' | 'secretBoxKey'>): Array<{ setting: string; consequence: string }> {
+  if (gateway.config.mode !== 'live') return [];
+  const missing: Array<{ setting: string; consequence: string }> = [];
+  if (!gateway.signing.configured) {
+    missing.push({
+      setting: 'ACG_SIGNING_KEY',
+      consequence: 'no signing key (nor a key rotated with ACG_SECRET_BOX_KEY): access tokens, vouchers, receipts, x402 and /.well-known/jwks.json answer 503 signing_configuration_required',
+    });
+  }
+  if (!services.verifier.provider('human')) missing.push({ setting: 'ACG_HUMAN_ISSUER', consequence: 'no human identity provider: no owner can sign in, so owner routes refuse every call' });
+  if (!services.verifier.provider('agent')) missing.push({ setting: 'ACG_AGENT_ISSUER', consequence: "no agent identity provider: agents' identity tokens are refused" });
+  if (services.apiKeyPepper === undefined) missing.push({ setting: 'ACG_API_KEY_PEPPER', consequence: 'no merchant API key can be issued (503 runtime_configuration_required), so nothing a merchant key does (offers, captures, refunds, x402 verify and settle) can be done' });
+  if (services.secretBoxKey === undefined) missing.push({ setting: 'ACG_SECRET_BOX_KEY', consequence: 'no secret can be sealed: configuring a webhook or a mail connector answers 503 runtime_configuration_required' });
+  if (gateway.config.metricsTokenSha256 === undefined) missing.push({ setting: 'ACG_METRICS_TOKEN_SHA256', consequence: '/metrics refuses every scrape with 401' });
+  return missing;
+}
+
 export async function buildGatewayApp(
   gateway: Gateway,
   extraFeatures: FastifyPluginAsync[] = [],
   dependencies: AppDependencies = {},
 ): Promise<{ app: FastifyInstance; services: Services }> {
   const services = await buildServices(gateway, dependencies);
+  for (const { setting, consequence } of missingLivePieces(gateway, services)) gateway.log.warn({ setting }, `live mode without ${setting}: ${consequence}`);
   const { catalogue } = services.execute;
   // The catalogue is given at composition, so its actions' input schemas join the resources here.
   const schemas = [...RESOURCE_SCHEMAS, ...actionInputSchemas(catalogue)];

@@ -1,0 +1,38 @@
+// Live mode generates nothing, so each setting left out costs whole families of routes: the gateway says which at
+// start-up, one warning each (src/app.ts, missingLivePieces), and a dev gateway says nothing.
+import pino from 'pino';
+import { Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { startTestGateway } from '../support/gateway.ts';
+
+function capturedLog(): { log: pino.Logger; lines: Array<Record<string, unknown>> } {
+  const lines: Array<Record<string, unknown>> = [];
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+      done();
+    },
+  });
+  return { log: pino({ level: 'warn' }, sink), lines };
+}
+
+describe('live mode says at start-up what it runs without (found from outside)', () => {
+  it('one warning per missing setting, naming it and what it costs; none in dev mode', async () => {
+    const { log, lines } = capturedLog();
+    const live = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com' }, log });
+    try {
+      const said = lines.filter((line) => typeof line.setting === 'string').map((line) => line.setting);
+      expect(said).toEqual(['ACG_SIGNING_KEY', 'ACG_HUMAN_ISSUER', 'ACG_AGENT_ISSUER', 'ACG_API_KEY_PEPPER', 'ACG_SECRET_BOX_KEY', 'ACG_METRICS_TOKEN_SHA256']);
+      for (const line of lines.filter((entry) => entry.setting !== undefined)) expect(line.msg).toMatch(new RegExp(`^live mode without ${String(line.setting)}: .+`));
+    } finally {
+      await live.close();
+    }
+    const dev = capturedLog();
+    const gateway = await startTestGateway({ log: dev.log });
+    try {
+      expect(dev.lines.filter((line) => line.setting !== undefined)).toEqual([]);
+    } finally {
+      await gateway.close();
+    }
+  });
+});
