@@ -81,6 +81,10 @@ export class MailConnectorService implements ConnectionStore {
       throw new ApiError('invalid_input', { detail: 'tls "none" (cleartext IMAP) would send the password in the clear; use "implicit" (port 993) or "starttls"' });
     }
     const host = canonicalHost(settings.host);
+    // A colon belongs only to an IPv6 literal: "name:port" or "1.2.3.4:5" never resolves (the port is its own member).
+    if (host.includes(':') && isIP(host) !== 6) {
+      throw new ApiError('invalid_input', { detail: `host "${settings.host}" is neither a DNS name nor an IP address; give the port as \`port\`` });
+    }
     const privateHost = (isIP(host) !== 0 && !isPublicAddress(host)) || host === 'localhost' || host.endsWith('.localhost');
     if (privateHost && !allowPrivate) {
       throw new ApiError('invalid_input', { detail: `host "${settings.host}" is not a public address; the gateway only connects to public mail servers` });

@@ -84,6 +84,12 @@ describe('mail connector routes', () => {
         expect(res.status, JSON.stringify(body)).toBe(400);
         expect(res.body.code).toBe('invalid_input');
       }
+      // A host with a port in it, which never resolves (found from outside: stored, then every execution failed).
+      for (const host of ['127.0.0.1:34741', 'imap.example.com:993', 'a:b', '1.2.3.4:5']) {
+        const res = await strict.api('PUT', path, { token: agent.ownerToken, body: { ...settings, host } });
+        expect([res.status, res.body.detail], host).toEqual([400, `host "${host}" is neither a DNS name nor an IP address; give the port as \`port\``]);
+      }
+      expect((await strict.api('PUT', path, { token: agent.ownerToken, body: { ...settings, host: '2606:4700:4700::1111' } })).status).toBe(200);
     } finally {
       await strict.close();
     }
