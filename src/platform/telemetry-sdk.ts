@@ -5,7 +5,7 @@
 // resource (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES). Only two choices are the gateway's: its default
 // service name, and traces only: its metrics stay Prometheus (`/metrics`) and its logs stay pino lines on
 // stdout, so the SDK's metric and log exporters are not started (docs/decisions.md).
-import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, isSpanContextValid, type Attributes as OtelAttributes, type Context, type Span } from '@opentelemetry/api';
+import { context, diag, DiagLogLevel, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, isSpanContextValid, type Attributes as OtelAttributes, type Context, type Span } from '@opentelemetry/api';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import type { Attributes, Carrier, RemoteParent, SpanOptions, SpanRef, TelemetryBackend } from './telemetry-backend.ts';
@@ -37,8 +37,22 @@ function parentContext(parent: SpanOptions['parent']): Context {
   return isSpan(parent) ? trace.setSpan(ROOT_CONTEXT, spanOf(parent)) : (parent as unknown as Context);
 }
 
-/** Starts the SDK and returns the backend telemetry.ts delegates to. */
-export function startSdk(): TelemetryBackend {
+/**
+ * Starts the SDK and returns the backend telemetry.ts delegates to. The SDK's diagnostics at warn and above (a failed
+ * export reaches them through its global error handler) go to `report`; without a diagnostic logger they went nowhere.
+ */
+export function startSdk(report: (problem: string) => void): TelemetryBackend {
+  // The SDK's error handler passes an exception as its JSON (stack and all): its message is what a line needs.
+  const messageOf = (text: string) => {
+    try {
+      const parsed = JSON.parse(text) as { message?: unknown };
+      return typeof parsed.message === 'string' ? parsed.message : text;
+    } catch {
+      return text;
+    }
+  };
+  const say = (message: string, ...args: unknown[]) => report([messageOf(message), ...args.map((arg) => (arg instanceof Error ? arg.message : String(arg)))].join(' '));
+  diag.setLogger({ error: say, warn: say, info: () => {}, debug: () => {}, verbose: () => {} }, DiagLogLevel.WARN);
   const sdk = new NodeSDK({
     // The environment's resource detector runs after this base, so OTEL_SERVICE_NAME still wins.
     resource: defaultResource().merge(resourceFromAttributes({ 'service.name': SERVICE_NAME })),

@@ -29,11 +29,35 @@ export function telemetryRequested(env: Env): boolean {
 
 interface StartLog {
   info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
   error(fields: object, message: string): void;
 }
 
-/** Loads the SDK module: the real one, or a test's stand-in. */
-export type SdkLoader = () => Promise<{ startSdk(): TelemetryBackend }>;
+/** Loads the SDK module: the real one, or a test's stand-in. `report` takes what the SDK says went wrong (an export that failed). */
+export type SdkLoader = () => Promise<{ startSdk(report: (problem: string) => void): TelemetryBackend }>;
+
+/** At most one line a minute about the SDK's own failures: a collector down would otherwise log at every export. */
+export const TRACE_PROBLEM_INTERVAL_MS = 60_000;
+
+/**
+ * What the SDK reports (its diagnostics at warn and above: an export that failed, a span dropped) as warn lines,
+ * the first at once and then at most one each `TRACE_PROBLEM_INTERVAL_MS`, counting those left out: traces lost
+ * to an unreachable collector were silent (found from outside).
+ */
+export function traceProblemLog(log: Pick<StartLog, 'warn'>, nowMs: () => number = Date.now): (problem: string) => void {
+  let lastMs: number | undefined;
+  let unsaid = 0;
+  return (problem) => {
+    const atMs = nowMs();
+    if (lastMs !== undefined && atMs - lastMs < TRACE_PROBLEM_INTERVAL_MS) {
+      unsaid += 1;
+      return;
+    }
+    log.warn({ problem, alsoSince: unsaid }, 'OpenTelemetry: traces may be lost (an export failed, or the SDK dropped spans)');
+    lastMs = atMs;
+    unsaid = 0;
+  };
+}
 
 /**
  * Loads and starts the SDK when `telemetryRequested(env)`; a gateway whose SDK cannot start serves on without
@@ -43,7 +67,7 @@ export async function startTelemetry(env: Env, log: StartLog, loadSdk: SdkLoader
   if (backend || !telemetryRequested(env)) return backend !== undefined;
   try {
     const { startSdk } = await loadSdk();
-    backend = startSdk();
+    backend = startSdk(traceProblemLog(log));
     log.info({ tracesExporter: env.OTEL_TRACES_EXPORTER ?? 'otlp', protocol: env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf' }, 'OpenTelemetry tracing on');
   } catch (error) {
     log.error({ err: error }, 'OpenTelemetry tracing could not start; serving without traces');

@@ -5,16 +5,17 @@
 // vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { SpanRef, TelemetryBackend } from '../../src/platform/telemetry-backend.ts';
-import { activeSpan, inSpan, logTraceFields, startTelemetry as startWith, stopTelemetry, telemetryRequested, traceHeaders, tracing } from '../../src/platform/telemetry.ts';
+import { activeSpan, inSpan, logTraceFields, startTelemetry as startWith, stopTelemetry, telemetryRequested, traceHeaders, traceProblemLog, tracing, TRACE_PROBLEM_INTERVAL_MS } from '../../src/platform/telemetry.ts';
 
-const sdk = { imports: 0, failWith: undefined as Error | undefined, shutdowns: 0 };
+const sdk = { imports: 0, failWith: undefined as Error | undefined, shutdowns: 0, report: undefined as ((problem: string) => void) | undefined };
 
 /** The stand-in SDK module's loader: counts its loads, and starts a backend that records nothing. */
-async function loadSdk(): Promise<{ startSdk(): TelemetryBackend }> {
+async function loadSdk(): Promise<{ startSdk(report: (problem: string) => void): TelemetryBackend }> {
   sdk.imports += 1;
   return {
-    startSdk: (): TelemetryBackend => {
+    startSdk: (report): TelemetryBackend => {
       if (sdk.failWith) throw sdk.failWith;
+      sdk.report = report;
       const span = {} as SpanRef;
       return {
         start: () => span,
@@ -41,7 +42,7 @@ async function loadSdk(): Promise<{ startSdk(): TelemetryBackend }> {
 
 const startTelemetry = (env: Parameters<typeof startWith>[0], lines: Parameters<typeof startWith>[1]) => startWith(env, lines, loadSdk);
 
-const log = () => ({ info: vi.fn(), error: vi.fn() });
+const log = () => ({ info: vi.fn(), warn: vi.fn(), error: vi.fn() });
 
 afterEach(async () => {
   await stopTelemetry();
@@ -94,5 +95,29 @@ describe('startTelemetry', () => {
     expect(await startTelemetry({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }, lines)).toBe(false);
     expect(tracing()).toBe(false);
     expect(lines.error).toHaveBeenCalledWith({ err: sdk.failWith }, 'OpenTelemetry tracing could not start; serving without traces');
+  });
+});
+
+describe("the SDK's own failures (found from outside: traces lost to an unreachable collector were silent)", () => {
+  it('reach the log as warn lines: the SDK is given a reporter when it starts', async () => {
+    const lines = log();
+    expect(await startTelemetry({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }, lines)).toBe(true);
+    sdk.report!('{"message":"connect ECONNREFUSED 127.0.0.1:4318"}');
+    expect(lines.warn).toHaveBeenCalledWith({ problem: '{"message":"connect ECONNREFUSED 127.0.0.1:4318"}', alsoSince: 0 }, expect.stringContaining('traces may be lost'));
+  });
+
+  it('at most one line a minute, counting those left out', () => {
+    const warn = vi.fn();
+    let nowMs = 0;
+    const report = traceProblemLog({ warn }, () => nowMs);
+    report('first');
+    for (let i = 0; i < 5; i++) report('again');
+    nowMs = TRACE_PROBLEM_INTERVAL_MS - 1;
+    report('still');
+    expect(warn).toHaveBeenCalledTimes(1);
+    nowMs = TRACE_PROBLEM_INTERVAL_MS;
+    report('later');
+    expect(warn).toHaveBeenCalledTimes(2);
+    expect(warn.mock.calls[1]![0]).toEqual({ problem: 'later', alsoSince: 6 });
   });
 });

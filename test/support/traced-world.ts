@@ -25,7 +25,7 @@ export async function startTracedWorld(options: { outboundHttp?: boolean } = {})
     saved[name] = process.env[name];
     process.env[name] = value;
   }
-  expect(await startTelemetry(process.env, { info: () => {}, error: () => {} })).toBe(true);
+  expect(await startTelemetry(process.env, { info: () => {}, warn: () => {}, error: () => {} })).toBe(true);
   if (options.outboundHttp) traceOutboundHttp();
   const target = await startHookTarget();
   const world = await startWorld({ env: { ACG_OUTBOUND_CA_FILE: target.caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true' }, outbound: target.outbound });
