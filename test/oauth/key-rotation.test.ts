@@ -171,13 +171,15 @@ describe('acg keys', () => {
     const database = onPostgres() ? await createPostgresDatabase() : undefined;
     const env = { ...process.env, ACG_DATA_DIR: dataDir, DATABASE_URL: database?.url ?? '', LOG_LEVEL: 'silent' };
     try {
-      // A data directory without the gateway's database (another directory, a typo) is refused, and none is made in it.
-      const nowhere = await run(process.execPath, [ACG, 'keys', 'rotate'], { env: { ...env, ACG_DATA_DIR: path.join(dataDir, 'typo') } }).catch(
-        (error: { code: number; stderr: string }) => error,
-      );
-      expect(nowhere).toMatchObject({ code: 2, stderr: expect.stringContaining(`there is no database in ${path.join(dataDir, 'typo')}`) });
-      expect(existsSync(path.join(dataDir, 'typo'))).toBe(false);
-      if (!database) await (await openDatabase({ dataDir, databaseUrl: undefined, db: world.gw.config.db })).close();
+      if (!database) {
+        // A data directory without the gateway's database (another directory, a typo) is refused, and none is made in it.
+        const nowhere = await run(process.execPath, [ACG, 'keys', 'rotate'], { env: { ...env, ACG_DATA_DIR: path.join(dataDir, 'typo') } }).catch(
+          (error: { code: number; stderr: string }) => error,
+        );
+        expect(nowhere).toMatchObject({ code: 2, stderr: expect.stringContaining(`there is no database in ${path.join(dataDir, 'typo')}`) });
+        expect(existsSync(path.join(dataDir, 'typo'))).toBe(false);
+        await (await openDatabase({ dataDir, databaseUrl: undefined, db: world.gw.config.db })).close();
+      }
       const first = await run(process.execPath, [ACG, 'keys', 'rotate', '--lead-s', '0', '--retention-s', '3600'], { env });
       expect(first.stdout).toMatch(/^generating a new ES256 key \(dev mode: kept unsealed, as the dev key is\)…\npublished (\S+); it signs from \S+ \(now\)\n/);
       expect(first.stderr).toContain('warning: --lead-s 0');
