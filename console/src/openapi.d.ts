@@ -8513,14 +8513,8 @@ export interface operations {
                         resource?: {
                             [key: string]: unknown;
                         };
-                        payload: {
-                            /** @description for this scheme: `consume`; any other value is refused as `attestation_invalid` */
-                            type?: unknown;
-                            /** @description the compact JWS POST /x402/authorize answered (a string of at most 8192 characters); anything else is refused as `attestation_invalid` */
-                            attestation?: unknown;
-                        } & {
-                            [key: string]: unknown;
-                        };
+                        /** @description for this scheme: `{"type": "consume", "attestation": "<the compact JWS POST /x402/authorize answered>"}`, the attestation a string of at most 8192 characters. Anything else (not an object, another type, a missing or malformed attestation) is answered `isValid: false` (verify) or `success: false` (settle) with `attestation_invalid`, not a 400 */
+                        payload: unknown;
                         extensions?: {
                             [key: string]: unknown;
                         };
@@ -8660,14 +8654,8 @@ export interface operations {
                         resource?: {
                             [key: string]: unknown;
                         };
-                        payload: {
-                            /** @description for this scheme: `consume`; any other value is refused as `attestation_invalid` */
-                            type?: unknown;
-                            /** @description the compact JWS POST /x402/authorize answered (a string of at most 8192 characters); anything else is refused as `attestation_invalid` */
-                            attestation?: unknown;
-                        } & {
-                            [key: string]: unknown;
-                        };
+                        /** @description for this scheme: `{"type": "consume", "attestation": "<the compact JWS POST /x402/authorize answered>"}`, the attestation a string of at most 8192 characters. Anything else (not an object, another type, a missing or malformed attestation) is answered `isValid: false` (verify) or `success: false` (settle) with `attestation_invalid`, not a 400 */
+                        payload: unknown;
                         extensions?: {
                             [key: string]: unknown;
                         };

@@ -18,6 +18,7 @@ import {
   DELEGATION_DEPTH_MAX,
   extendedRulesOf,
   mandateHash,
+  MERCHANT_ID,
   NO_DELEGATION,
   widerThanParent,
   type MandateDocument,
@@ -226,8 +227,6 @@ function sniffImage(bytes: Uint8Array): AvatarType | undefined {
 
 /** The most agents one read of a subtree shows. */
 export const DELEGATES_READ_MAX = 500;
-/** A merchant's id (`newId('mer')`, no dot), as a merchant rule may name one; anything with a dot is a domain. */
-const MERCHANT_ID = /^mer_[^.]+$/;
 
 /** A subtree as its readers see it: the agent first, then its delegates, shallowest first (each names its parentId). */
 export interface DelegateTree {

@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import { ApiError } from '../platform/errors.ts';
+import { normaliseDomain } from '../platform/hostnames.ts';
 import { formatUc, parseUc } from '../platform/money.ts';
 import { isTimeZone, spelledTimeZone, type BudgetPeriod } from './periods.ts';
 
@@ -143,14 +144,27 @@ export function checkedRules(rules: MandateRules, knownServiceIds: readonly stri
     approvalAboveUc: amount(rules.approvalAboveUc),
     allowedServices: unique(rules.allowedServices),
     allowedCategories: unique(rules.allowedCategories),
-    merchants: { allow: rules.merchants.allow === null ? null : unique(rules.merchants.allow.map(lower)), deny: unique(rules.merchants.deny.map(lower)) },
+    merchants: {
+      allow: rules.merchants.allow === null ? null : unique(rules.merchants.allow.map((name, index) => merchantName(name, `merchants/allow/${index}`))),
+      deny: unique(rules.merchants.deny.map((name, index) => merchantName(name, `merchants/deny/${index}`))),
+    },
     alertThresholds: thresholds,
   };
 }
 
-/** Merchant ids and domains compare in lower case (ids are lower-case already; domains are stored so). */
-function lower(value: string): string {
-  return value.toLowerCase();
+/** A merchant's id (`newId('mer')`: no dot), as a merchant rule may name one; anything else there is a domain. */
+export const MERCHANT_ID = /^mer_[^.]+$/;
+
+/**
+ * A merchant rule's entry in the one form it is compared in: an id in lower case, or a domain as merchants' are
+ * stored (normalised: lower case, IDNA ASCII). What is neither is refused: a deny entry that can match no merchant
+ * (" mer_…", "examplecom") silently denied nothing (found from outside).
+ */
+function merchantName(name: string, path: string): string {
+  if (MERCHANT_ID.test(name.toLowerCase())) return name.toLowerCase();
+  const domain = normaliseDomain(name);
+  if (!domain.ok) refuse(`${path} "${name}" is neither a merchant id (mer_…) nor a domain: it ${domain.reason}`);
+  return domain.domain;
 }
 
 /** Why a delegate's mandate is not within its parent's: the rule's name (the problem's `reason`) and what broke it. */

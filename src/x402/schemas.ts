@@ -81,19 +81,14 @@ export const PaymentPayload = Type.Object(
     x402Version: Type.Integer(),
     accepted: Type.Optional(Json),
     resource: Type.Optional(Json),
-    payload: Type.Object(
-      {
-        // The paying client's own input, passed on by the resource server: what is not a well-formed attestation is
-        // answered as the facilitator's refusal (isValid false, attestation_invalid), not as a malformed request.
-        type: Type.Optional(Type.Unknown({ description: 'for this scheme: `consume`; any other value is refused as `attestation_invalid`' })),
-        attestation: Type.Optional(
-          Type.Unknown({
-            description: `the compact JWS POST /x402/authorize answered (a string of at most ${ATTESTATION_CHARS_MAX} characters); anything else is refused as \`attestation_invalid\``,
-          }),
-        ),
-      },
-      { additionalProperties: true },
-    ),
+    // The paying client's own input, passed on by the resource server: whatever it is, what is not a well-formed
+    // attestation is answered as the facilitator's refusal (isValid false, attestation_invalid), never as a malformed request.
+    payload: Type.Unknown({
+      description:
+        `for this scheme: \`{"type": "consume", "attestation": "<the compact JWS POST /x402/authorize answered>"}\`, the attestation a string of at most ` +
+        `${ATTESTATION_CHARS_MAX} characters. Anything else (not an object, another type, a missing or malformed attestation) is answered ` +
+        '`isValid: false` (verify) or `success: false` (settle) with `attestation_invalid`, not a 400',
+    }),
     extensions: Type.Optional(Json),
   },
   { additionalProperties: true },

@@ -310,9 +310,11 @@ export class X402Service {
    * verified); a settlement is accepted until the hold's deadline, which the ledger keeps.
    */
   private async readAttestation(request: FacilitatorRequest, use: 'presentation' | 'settlement'): Promise<Reading> {
-    const { payload } = request.paymentPayload;
+    const payload = request.paymentPayload.payload as { type?: unknown; attestation?: unknown } | null;
     if (request.x402Version !== X402_VERSION || request.paymentPayload.x402Version !== X402_VERSION) return unreadable(`x402 version ${X402_VERSION} only`);
-    if (payload.type !== 'consume' || typeof payload.attestation !== 'string') return unreadable('the payload is not {type: "consume", attestation}');
+    if (typeof payload !== 'object' || payload === null || payload.type !== 'consume' || typeof payload.attestation !== 'string') {
+      return unreadable('the payload is not {type: "consume", attestation}');
+    }
     if (payload.attestation.length > ATTESTATION_CHARS_MAX) return unreadable(`the attestation is longer than ${ATTESTATION_CHARS_MAX} characters`);
     const token = payload.attestation;
     let header: ReturnType<typeof decodeProtectedHeader>;

@@ -245,6 +245,11 @@ describe('enforcement at the hold', () => {
       expect(refused.body.detail).toMatch(/^merchants\/(deny\/0 "mer_typo"|allow\/1 "mer_nope") names no merchant/);
     }
     await put(agent, { merchants: { allow: null, deny: ['not-yet-registered.example'] } });
+    // Neither an id nor a domain: a deny entry that could match no merchant is refused too.
+    for (const name of [` ${shop.merchantId}`, 'examplecom', 'not a domain!', 'mer-typo']) {
+      const refused = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `not-a-name-${Math.random()}`, body: { merchants: { allow: null, deny: [name] } } });
+      expect([refused.status, refused.body.detail], name).toEqual([400, expect.stringMatching(/^merchants\/deny\/0 ".*" is neither a merchant id \(mer_…\) nor a domain: it /)]);
+    }
   });
 
   it('outside its validity window a mandate refuses every purchase: 403 SCOPE_FORBIDDEN mandate_not_valid', async () => {

@@ -324,7 +324,7 @@ class Mint implements fc.AsyncCommand<Model, Real> {
           agentId,
           acceptorId: shop.merchantId,
           merchantId: shop.merchantId,
-          merchant: { id: shop.merchantId, domain: `${shop.merchantId}.example.com` },
+          merchant: { id: shop.merchantId, domain: `${shop.merchantId.replace("_", "-")}.example.com` },
           offerId: 'off_model',
           category: this.category,
           amountUc: amount,

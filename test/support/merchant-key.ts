@@ -17,7 +17,8 @@ export async function seedMerchantKey(
   await db.query(
     `INSERT INTO merchants (id, owner_id, name, domain, categories, verification_challenge, verified, accepted_payment_methods, created_at_s, updated_at_s)
      VALUES ($1, $2, 'Seeded', $3, '["books"]', 'challenge', true, '["credits"]', $4, $4)`,
-    [merchantId, ownerId, options.domain ?? `${merchantId}.example.com`, nowS],
+    // A domain as registration admits one: letters, digits and hyphens (an id's underscore is not).
+    [merchantId, ownerId, options.domain ?? `${merchantId.replace('_', '-')}.example.com`, nowS],
   );
   const key = newApiKey(world.gw.config.apiKeyPepper!);
   await db.query(

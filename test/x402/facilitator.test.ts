@@ -270,7 +270,7 @@ describe('POST /x402/verify', () => {
     expect(await verify(paymentOf('not.a.jws', requirements))).toMatchObject({ isValid: false, invalidReason: 'attestation_invalid' });
     expect(await verify({ ...payment, payload: { type: 'consume' } })).toMatchObject({ isValid: false, invalidReason: 'attestation_invalid' });
     // The paying client's payload, however malformed, is the facilitator's refusal and not a malformed request (found from outside).
-    for (const bad of [{ type: 'consume', attestation: 'a'.repeat(9000) }, { type: 'consume', attestation: 123 }, { type: 'x'.repeat(50), attestation }, { type: ['consume'], attestation }]) {
+    for (const bad of [{ type: 'consume', attestation: 'a'.repeat(9000) }, { type: 'consume', attestation: 123 }, { type: 'x'.repeat(50), attestation }, { type: ['consume'], attestation }, [], 'consume', null]) {
       expect(await verify({ ...payment, payload: bad } as PaymentPayload)).toMatchObject({ isValid: false, invalidReason: 'attestation_invalid' });
       expect(await facilitator().settle({ ...payment, payload: bad } as PaymentPayload, requirements)).toMatchObject({ success: false, errorReason: 'attestation_invalid' });
     }

@@ -239,7 +239,9 @@ export function answerClientError(error: Error & { code?: string; rawPacket?: un
   const line = failureLine(error as FastifyError, api, api.status);
   context.log[line.level](line.fields, line.message);
   const requestLine = Buffer.isBuffer(error.rawPacket) ? error.rawPacket.toString('latin1', 0, 256) : '';
-  const target = /^[A-Z]+ (\S+)/.exec(requestLine)?.[1] ?? '';
+  // A timeout carries no packet; when its request had arrived but not its body, that request names the route.
+  const unfinished = exchanges.get(socket)?.request;
+  const target = /^[A-Z]+ (\S+)/.exec(requestLine)?.[1] ?? (unfinished && !unfinished.complete ? (unfinished.url ?? '') : '');
   const oauth = isOAuthTarget(target) ? toOAuthError(api as unknown as FastifyError) : undefined;
   const [status, type, body] = oauth
     ? [oauth.status, 'application/json', JSON.stringify({ error: oauth.error, error_description: oauth.description })]

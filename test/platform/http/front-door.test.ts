@@ -124,4 +124,25 @@ describe('the front door of acg serve', () => {
       await door.close();
     }
   });
+
+  it('answers an /oauth/ request whose body stops arriving with the OAuth error body (408 invalid_request)', async () => {
+    const door = await openFrontDoor({ ...config, requestTimeoutMs: 1000 }, log);
+    try {
+      door.open((req, res) => {
+        req.resume();
+        req.on('end', () => res.end('whole'));
+      });
+      const { port } = new URL(door.url);
+      const socket = connect(Number(port), '127.0.0.1');
+      let answer = '';
+      socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+      const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+      socket.write('POST /oauth/token HTTP/1.1\r\nHost: gateway.test\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ngrant_type=');
+      await closed;
+      expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+      expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: 'invalid_request' });
+    } finally {
+      await door.close();
+    }
+  });
 });
