@@ -152,6 +152,9 @@ export function buildCli(): Command {
       let db;
       try {
         db = await openDatabase(config);
+        // PostgreSQL connects lazily: ask it something here, so that a refused connection (no such role or database,
+        // nothing listening) is this one line and not a stack trace from the first migration.
+        await db.query('SELECT 1');
       } catch (error) {
         process.stderr.write(`cannot open the database: ${(error as Error).message}\n`);
         process.exit(2);

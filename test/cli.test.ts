@@ -586,3 +586,18 @@ describe('acg demo against something that is not the gateway', () => {
     expect(stopped.stderr).toBe(`\nacg demo stopped: GET /v1/me answered HTTP 404 with a body that is not JSON: is the gateway at ${url}?\n`);
   });
 });
+
+describe('acg migrate against a PostgreSQL that refuses the connection', () => {
+  const workDir = mkdtempSync(path.join(tmpdir(), 'acg-cli-migrate-'));
+  afterAll(() => rmSync(workDir, { recursive: true, force: true }));
+
+  it('says it cannot open the database in one line, exit 2, without a stack trace or the password, when nothing listens', async () => {
+    const port = await freePort();
+    const refused = await acg(workDir, { DATABASE_URL: `postgres://acg:s3cret-pw@127.0.0.1:${port}/acg` }, 'migrate');
+    expect(refused).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: `cannot open the database: the database is unavailable (connect ECONNREFUSED 127.0.0.1:${port})\n`,
+    });
+  });
+});

@@ -6,7 +6,7 @@
 // merchant delivered less than the price) and the rest returns to the agent; the second is released
 // (nothing delivered), so all of it returns.
 import { randomUUID } from 'node:crypto';
-import { createRemoteJWKSet, jwtVerify } from 'jose';
+import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { loadDevIssuerKeys, mintDevToken } from '../identity/dev-issuers.ts';
 import { missingCredential, noGatewayAt } from '../operator/client.ts';
 import { presentedOperatorToken } from '../operator/credential.ts';
@@ -24,9 +24,6 @@ const TARGET_AVAILABLE_UC = 5_000_000n;
 const STEPS = 17;
 const REQUEST_TIMEOUT_MS = 30_000;
 
-/** An answer of the gateway: read field by field and printed, never passed on. */
-type Json = Record<string, any>;
-
 /** Why the demo stopped: exit 2 when it could not start talking to a gateway (a refusal), 1 when a step failed. */
 class DemoFailure extends Error {
   constructor(
@@ -34,6 +31,61 @@ class DemoFailure extends Error {
     readonly exitCode: 1 | 2 = 1,
   ) {
     super(message);
+  }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** An amount of µc as the gateway writes it: a string of digits (kept to what a bigint of the ledger holds). */
+const AMOUNT_UC = /^-?[0-9]{1,19}$/;
+
+/**
+ * An answer of the gateway, read only through the fields a step needs, each with its kind. A field that is missing,
+ * or of another kind, means that what answers is not the gateway (or not this version of it): the demo stops with
+ * one line naming the request and the field, exit 2, as it does for a body that is not JSON.
+ */
+class Answer {
+  constructor(
+    readonly status: number,
+    private readonly body: unknown,
+    /** `GET /v1/me answered HTTP 200`, for the line that names a missing field. */
+    private readonly source: string,
+    private readonly baseUrl: string,
+    /** Where this answer sits in the body it came from (`agents[3].`), for an element of a list. */
+    private readonly at = '',
+  ) {}
+
+  text(path: string): string {
+    return this.field(path, 'a string', (value): value is string => typeof value === 'string');
+  }
+
+  flag(path: string): boolean {
+    return this.field(path, 'true or false', (value): value is boolean => typeof value === 'boolean');
+  }
+
+  seconds(path: string): number {
+    return this.field(path, 'a number', (value): value is number => typeof value === 'number' && Number.isFinite(value));
+  }
+
+  amountUc(path: string): bigint {
+    return BigInt(this.field(path, 'an amount in µc', (value): value is string => typeof value === 'string' && AMOUNT_UC.test(value)));
+  }
+
+  /** A list of objects, each read as an answer of its own. */
+  list(path: string): Answer[] {
+    const items = this.field(path, 'a list', (value): value is unknown[] => Array.isArray(value));
+    return items.map((item, index) => new Answer(this.status, item, this.source, this.baseUrl, `${this.at}${path}[${index}].`));
+  }
+
+  private field<T>(path: string, kind: string, fits: (value: unknown) => value is T): T {
+    let value: unknown = this.body;
+    for (const name of path.split('.')) value = isObject(value) ? value[name] : undefined;
+    if (fits(value)) return value;
+    const field = `${this.at}${path}`;
+    const found = value === undefined || value === null ? `without ${field}` : `with ${field} not ${kind}`;
+    throw new DemoFailure(`${this.source} ${found}: is the gateway at ${this.baseUrl}?`, 2);
   }
 }
 
@@ -74,7 +126,7 @@ class Demo {
     process.stdout.write(`      ${text}\n`);
   }
 
-  async call(call: Call): Promise<{ status: number; body: Json }> {
+  async call(call: Call): Promise<Answer> {
     const idempotent = call.method === 'POST';
     const headers: Record<string, string> = { authorization: `Bearer ${call.token}` };
     if (call.body !== undefined) headers['content-type'] = 'application/json';
@@ -96,17 +148,18 @@ class Demo {
       throw new DemoFailure(`${call.method} ${call.path} failed: ${code ?? (error as Error).message}`);
     }
     const text = await response.text();
-    let parsed: Json;
+    let parsed: unknown;
     try {
-      parsed = (text ? JSON.parse(text) : {}) as Json;
+      parsed = text ? JSON.parse(text) : {};
     } catch {
       // Something else answers at the address (another dev server on the port): the command's refusal, exit 2.
       throw new DemoFailure(`${call.method} ${call.path} answered HTTP ${response.status} with a body that is not JSON: is the gateway at ${this.config.baseUrl}?`, 2);
     }
     if (!call.expect.includes(response.status)) {
-      throw new DemoFailure(`${call.method} ${call.path} answered HTTP ${response.status} ${parsed.code ?? ''}: ${parsed.detail ?? parsed.title ?? text}`);
+      const problem = isObject(parsed) ? parsed : {};
+      throw new DemoFailure(`${call.method} ${call.path} answered HTTP ${response.status} ${problem.code ?? ''}: ${problem.detail ?? problem.title ?? text}`);
     }
-    return { status: response.status, body: parsed };
+    return new Answer(response.status, parsed, `${call.method} ${call.path} answered HTTP ${response.status}`, this.config.baseUrl);
   }
 
   answer(status: number, text: string): void {
@@ -158,24 +211,25 @@ async function purchase(demo: Demo, config: Config, operator: string): Promise<v
 
   demo.title('Owner: a human session from the built-in dev issuer (npx acg dev token human --email …)');
   const me = await demo.call({ method: 'GET', path: '/v1/me', ...human, expect: [200] });
-  demo.answer(me.status, `owner ${me.body.owner.id} (${me.body.owner.email})`);
+  demo.answer(me.status, `owner ${me.text('owner.id')} (${me.text('owner.email')})`);
 
   demo.title('Agent: registered by its owner (reused when it exists)');
   const agents = await demo.call({ method: 'GET', path: '/v1/owner/agents?limit=100', ...human, expect: [200] });
-  let agent: Json | undefined = agents.body.agents.find((a: Json) => a.identity.issuer === identity.issuer && a.identity.subject === identity.subject);
-  if (agent) {
-    demo.answer(agents.status, `agent ${agent.id} exists: reusing it`);
+  const found = agents.list('agents').find((a) => a.text('identity.issuer') === identity.issuer && a.text('identity.subject') === identity.subject);
+  let agentId: string;
+  if (found) {
+    agentId = found.text('id');
+    demo.answer(agents.status, `agent ${agentId} exists: reusing it`);
   } else {
     const created = await demo.call({ method: 'POST', path: '/v1/owner/agents', ...human, body: { name: 'Demo agent', identity }, expect: [201] });
-    agent = created.body;
-    demo.answer(created.status, `agent ${agent!.id} (${identity.subject} at the dev agent issuer)`);
+    agentId = created.text('id');
+    demo.answer(created.status, `agent ${agentId} (${identity.subject} at the dev agent issuer)`);
   }
-  const agentId = String(agent!.id);
 
   demo.title(`Credit: top the agent up to ${credits(TARGET_AVAILABLE_UC)} (operator grant, what npx acg credit grant sends)`);
   const before = await demo.call({ method: 'GET', path: `/v1/owner/agents/${agentId}/balance`, ...human, expect: [200] });
-  const shortUc = TARGET_AVAILABLE_UC - BigInt(before.body.availableUc);
-  demo.answer(before.status, `available ${credits(before.body.availableUc)}`);
+  const shortUc = TARGET_AVAILABLE_UC - before.amountUc('availableUc');
+  demo.answer(before.status, `available ${credits(before.amountUc('availableUc'))}`);
   if (shortUc > 0n) {
     const grant = await demo.call({
       method: 'POST',
@@ -185,16 +239,18 @@ async function purchase(demo: Demo, config: Config, operator: string): Promise<v
       body: { agentId, amountUc: shortUc.toString(), note: 'acg demo top-up' },
       expect: [201],
     });
-    demo.answer(grant.status, `lot ${grant.body.lot.id}: ${credits(grant.body.lot.grantedUc)} granted, journaled`);
+    demo.answer(grant.status, `lot ${grant.text('lot.id')}: ${credits(grant.amountUc('lot.grantedUc'))} granted, journaled`);
   } else {
     demo.say('already enough credit: no grant');
   }
 
   demo.title(`Merchant: ${MERCHANT_DOMAIN}, registered by the same owner (reused when it exists)`);
   const merchants = await demo.call({ method: 'GET', path: '/v1/merchants?limit=100', ...human, expect: [200] });
-  let merchant: Json | undefined = merchants.body.merchants.find((m: Json) => m.domain === MERCHANT_DOMAIN);
-  if (merchant) {
-    demo.answer(merchants.status, `merchant ${merchant.id} exists: reusing it (verified: ${merchant.verified})`);
+  const merchantFound = merchants.list('merchants').find((m) => m.text('domain') === MERCHANT_DOMAIN);
+  let merchantId: string;
+  if (merchantFound) {
+    merchantId = merchantFound.text('id');
+    demo.answer(merchants.status, `merchant ${merchantId} exists: reusing it (verified: ${merchantFound.flag('verified')})`);
   } else {
     const created = await demo.call({
       method: 'POST',
@@ -203,30 +259,32 @@ async function purchase(demo: Demo, config: Config, operator: string): Promise<v
       body: { name: 'Demo shop', domain: MERCHANT_DOMAIN, categories: [CATEGORY] },
       expect: [201],
     });
-    merchant = created.body.merchant;
-    demo.answer(created.status, `merchant ${merchant!.id}; publish ${created.body.dnsRecord.name} TXT "${short(created.body.dnsRecord.value)}"`);
+    merchantId = created.text('merchant.id');
+    demo.answer(created.status, `merchant ${merchantId}; publish ${created.text('dnsRecord.name')} TXT "${short(created.text('dnsRecord.value'))}"`);
   }
-  const merchantId = String(merchant!.id);
 
   demo.title("DNS proof: publish the merchant's TXT record in the dev DNS zone (npx acg dev dns publish --merchant …)");
   const published = await demo.call({ method: 'POST', path: '/dev/dns/records', token: operator, as: 'operator credential', body: { merchantId }, expect: [200] });
-  demo.answer(published.status, `${published.body.record.name} TXT "${short(published.body.record.value)}" (served over DNS-over-HTTPS at /dev/dns-query)`);
+  demo.answer(published.status, `${published.text('record.name')} TXT "${short(published.text('record.value'))}" (served over DNS-over-HTTPS at /dev/dns-query)`);
 
   demo.title('Domain verification: the gateway asks its resolver (in dev mode the dev zone) for the record');
   const verified = await demo.call({ method: 'POST', path: `/v1/merchants/${merchantId}/verify-domain`, ...human, expect: [200] });
-  demo.answer(verified.status, `verified: ${verified.body.verified}`);
+  demo.answer(verified.status, `verified: ${verified.flag('verified')}`);
 
   demo.title("API key: the merchant server's credential, shown once");
   const scopes = ['access:check', 'offers:read', 'redemptions:capture', 'redemptions:release', 'earnings:read'];
   const key = await demo.call({ method: 'POST', path: `/v1/merchants/${merchantId}/api-keys`, ...human, body: { name: 'acg demo', scopes }, expect: [201] });
-  const merchantKey = { token: String(key.body.secretKey), as: 'merchant API key' };
-  demo.answer(key.status, `key ${key.body.apiKey.keyId} (${short(merchantKey.token)}), scopes ${scopes.join(' ')}`);
+  const merchantKey = { token: key.text('secretKey'), as: 'merchant API key' };
+  const keyId = key.text('apiKey.keyId');
+  demo.answer(key.status, `key ${keyId} (${short(merchantKey.token)}), scopes ${scopes.join(' ')}`);
 
   demo.title(`Offer: "${OFFER_NAME}" at ${credits(PRICE_UC)} (reused when it exists)`);
   const offers = await demo.call({ method: 'GET', path: `/v1/merchants/${merchantId}/offers?limit=100`, ...human, expect: [200] });
-  let offer: Json | undefined = offers.body.offers.find((o: Json) => o.name === OFFER_NAME && o.active && o.priceUc === PRICE_UC.toString());
-  if (offer) {
-    demo.answer(offers.status, `offer ${offer.id} exists: reusing it`);
+  const offerFound = offers.list('offers').find((o) => o.text('name') === OFFER_NAME && o.flag('active') && o.amountUc('priceUc') === PRICE_UC);
+  let offerId: string;
+  if (offerFound) {
+    offerId = offerFound.text('id');
+    demo.answer(offers.status, `offer ${offerId} exists: reusing it`);
   } else {
     const created = await demo.call({
       method: 'POST',
@@ -235,62 +293,70 @@ async function purchase(demo: Demo, config: Config, operator: string): Promise<v
       body: { name: OFFER_NAME, category: CATEGORY, priceUc: PRICE_UC.toString() },
       expect: [201],
     });
-    offer = created.body;
-    demo.answer(created.status, `offer ${offer!.id}: ${credits(offer!.priceUc)}, category ${offer!.category}`);
+    offerId = created.text('id');
+    demo.answer(created.status, `offer ${offerId}: ${credits(created.amountUc('priceUc'))}, category ${created.text('category')}`);
   }
-  const offerId = String(offer!.id);
 
   demo.title('Merchant check: may this agent, whose identity the merchant verified itself, use the offer?');
   const check = await demo.call({ method: 'POST', path: '/v1/access/merchant-check', ...merchantKey, body: { offerId, agentIdentity: identity }, expect: [200] });
-  demo.answer(check.status, `agent ${check.body.agentId}: allowed ${check.body.allowed}, paymentRequired ${check.body.paymentRequired}, price ${credits(check.body.priceUc)}`);
+  demo.answer(
+    check.status,
+    `agent ${check.text('agentId')}: allowed ${check.flag('allowed')}, paymentRequired ${check.flag('paymentRequired')}, price ${credits(check.amountUc('priceUc'))}`,
+  );
 
   demo.title('Voucher 1: the agent takes a hold for the offer and gets a signed voucher');
   const first = await demo.call({ method: 'POST', path: '/v1/vouchers', ...agentCredential, body: { offerId }, expect: [200] });
-  const firstHold = first.body.redemption as Json;
-  demo.answer(first.status, `hold ${firstHold.id}: ${credits(firstHold.amountUc)} held; voucher ${short(String(first.body.voucher))}`);
+  const firstHoldId = first.text('redemption.id');
+  const voucher = first.text('voucher');
+  demo.answer(first.status, `hold ${firstHoldId}: ${credits(first.amountUc('redemption.amountUc'))} held; voucher ${short(voucher)}`);
 
   demo.title("Voucher check: the merchant verifies the voucher against the gateway's JWKS (jose)");
   process.stdout.write(`  →   GET /.well-known/jwks.json, then jwtVerify(voucher, jwks, {issuer, audience: merchant id, typ: voucher+jwt})\n`);
   const jwks = createRemoteJWKSet(new URL(`${config.baseUrl}/.well-known/jwks.json`));
-  let claims: Json;
+  let claims: JWTPayload;
   try {
-    ({ payload: claims } = await jwtVerify(String(first.body.voucher), jwks, { issuer: config.baseUrl, audience: merchantId, typ: 'voucher+jwt', algorithms: ['ES256'] }));
+    ({ payload: claims } = await jwtVerify(voucher, jwks, { issuer: config.baseUrl, audience: merchantId, typ: 'voucher+jwt', algorithms: ['ES256'] }));
   } catch (error) {
     throw new DemoFailure(`the voucher did not verify: ${(error as Error).message}`);
   }
-  if (claims.jti !== firstHold.id || claims.sub !== agentId || claims.offer_id !== offerId) throw new DemoFailure('the voucher does not name this hold, agent and offer');
-  demo.answer(200, `valid ES256 signature; sub ${claims.sub}, jti ${claims.jti} (= the hold), amount_uc ${claims.amount_uc}, offer_id ${claims.offer_id}`);
+  if (claims.jti !== firstHoldId || claims.sub !== agentId || claims.offer_id !== offerId) throw new DemoFailure('the voucher does not name this hold, agent and offer');
+  demo.answer(200, `valid ES256 signature; sub ${claims.sub}, jti ${claims.jti} (= the hold), amount_uc ${String(claims.amount_uc)}, offer_id ${String(claims.offer_id)}`);
 
   demo.title('Redemption read: the merchant looks the hold up by the voucher jti');
-  const read = await demo.call({ method: 'GET', path: `/v1/redemptions/${firstHold.id}`, ...merchantKey, expect: [200] });
-  demo.answer(read.status, `state ${read.body.state}, ${credits(read.body.amountUc)} held until ${new Date(read.body.expiresAt * 1000).toISOString()}`);
+  const read = await demo.call({ method: 'GET', path: `/v1/redemptions/${firstHoldId}`, ...merchantKey, expect: [200] });
+  demo.answer(read.status, `state ${read.text('state')}, ${credits(read.amountUc('amountUc'))} held until ${new Date(read.seconds('expiresAt') * 1000).toISOString()}`);
 
   demo.title(`Capture part: the merchant delivered less than the price, so it captures ${credits(CAPTURE_UC)}`);
-  const captured = await demo.call({ method: 'POST', path: `/v1/redemptions/${firstHold.id}/capture`, ...merchantKey, body: { amountUc: CAPTURE_UC.toString() }, expect: [200] });
-  const returned = BigInt(captured.body.amountUc) - BigInt(captured.body.capturedUc);
-  demo.answer(captured.status, `state ${captured.body.state}, captured ${credits(captured.body.capturedUc)}; the other ${credits(returned)} went back to the agent's lot`);
+  const captured = await demo.call({ method: 'POST', path: `/v1/redemptions/${firstHoldId}/capture`, ...merchantKey, body: { amountUc: CAPTURE_UC.toString() }, expect: [200] });
+  const capturedPartUc = captured.amountUc('capturedUc');
+  const returned = captured.amountUc('amountUc') - capturedPartUc;
+  demo.answer(captured.status, `state ${captured.text('state')}, captured ${credits(capturedPartUc)}; the other ${credits(returned)} went back to the agent's lot`);
 
   demo.title('Voucher 2: a second purchase of the same offer');
   const second = await demo.call({ method: 'POST', path: '/v1/vouchers', ...agentCredential, body: { offerId }, expect: [200] });
-  const secondHold = second.body.redemption as Json;
-  demo.answer(second.status, `hold ${secondHold.id}: ${credits(secondHold.amountUc)} held`);
+  const secondHoldId = second.text('redemption.id');
+  demo.answer(second.status, `hold ${secondHoldId}: ${credits(second.amountUc('redemption.amountUc'))} held`);
 
   demo.title('Release: the merchant could not deliver, so it releases the whole hold');
-  const released = await demo.call({ method: 'POST', path: `/v1/redemptions/${secondHold.id}/release`, ...merchantKey, body: {}, expect: [200] });
-  demo.answer(released.status, `state ${released.body.state}; all ${credits(released.body.amountUc)} back with the agent`);
+  const released = await demo.call({ method: 'POST', path: `/v1/redemptions/${secondHoldId}/release`, ...merchantKey, body: {}, expect: [200] });
+  demo.answer(released.status, `state ${released.text('state')}; all ${credits(released.amountUc('amountUc'))} back with the agent`);
 
   demo.title("Balances: the agent's credit and the merchant's earnings");
   const balance = await demo.call({ method: 'GET', path: `/v1/owner/agents/${agentId}/balance`, ...human, expect: [200] });
-  const b = balance.body;
-  demo.answer(balance.status, `agent ${agentId}: available ${credits(b.availableUc)}, held ${credits(b.heldUc)}, captured ${credits(b.capturedUc)}, granted ${credits(b.grantedUc)}`);
+  const availableUc = balance.amountUc('availableUc');
+  const heldUc = balance.amountUc('heldUc');
+  const capturedUc = balance.amountUc('capturedUc');
+  const grantedUc = balance.amountUc('grantedUc');
+  demo.answer(balance.status, `agent ${agentId}: available ${credits(availableUc)}, held ${credits(heldUc)}, captured ${credits(capturedUc)}, granted ${credits(grantedUc)}`);
   const earnings = await demo.call({ method: 'GET', path: `/v1/merchants/${merchantId}/earnings`, ...merchantKey, expect: [200] });
-  demo.answer(earnings.status, `merchant ${merchantId}: earned ${credits(earnings.body.earnedUc)}`);
+  const earnedUc = earnings.amountUc('earnedUc');
+  demo.answer(earnings.status, `merchant ${merchantId}: earned ${credits(earnedUc)}`);
 
   demo.title('Clean-up: revoke the API key this run made, so re-runs do not pile keys up');
-  const revoked = await demo.call({ method: 'POST', path: `/v1/merchants/${merchantId}/api-keys/${key.body.apiKey.keyId}/revoke`, ...human, expect: [200] });
-  demo.answer(revoked.status, `key ${revoked.body.apiKey.keyId} revoked`);
+  const revoked = await demo.call({ method: 'POST', path: `/v1/merchants/${merchantId}/api-keys/${keyId}/revoke`, ...human, expect: [200] });
+  demo.answer(revoked.status, `key ${revoked.text('apiKey.keyId')} revoked`);
 
   process.stdout.write(
-    `\ndone: agent ${agentId} available=${b.availableUc} held=${b.heldUc} captured=${b.capturedUc} granted=${b.grantedUc}; merchant ${merchantId} earned=${earnings.body.earnedUc}\n`,
+    `\ndone: agent ${agentId} available=${availableUc} held=${heldUc} captured=${capturedUc} granted=${grantedUc}; merchant ${merchantId} earned=${earnedUc}\n`,
   );
 }

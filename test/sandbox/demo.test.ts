@@ -4,6 +4,7 @@
 // ledger invariants hold over everything both wrote.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -105,4 +106,68 @@ describe('acg demo and acg credit grant against a running gateway', () => {
       await db.close();
     }
   }, 240_000);
+});
+
+describe('acg demo against a server whose JSON is not the gateway\'s', () => {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-demo-other-json-'));
+  /** What the server answers, by method and path; anything else is a 404 problem. */
+  let routes: Record<string, [number, string]> = {};
+  const other = createServer((request, response) => {
+    const [status, body] = routes[`${request.method} ${request.url}`] ?? [404, '{"code":"not_found"}'];
+    response.writeHead(status, { 'content-type': 'application/json' }).end(body);
+  });
+  let url: string;
+
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(other.address() as { port: number }).port}`;
+  });
+  afterAll(() => {
+    other.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  /** Runs the demo against the server with only the settings it needs (none of the test's own ACG_* or DATABASE_URL). */
+  async function demoAgainst(answers: Record<string, [number, string]>): Promise<{ code: number; stdout: string; stderr: string }> {
+    routes = answers;
+    const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(ACG_|DATABASE_URL$|PORT$|HOST$)/.test(name)));
+    const env = { ...inherited, ACG_BASE_URL: url, ACG_DATA_DIR: dataDir, ACG_OPERATOR_TOKEN: 'acg_op_test' };
+    return run(process.execPath, [ACG, 'demo'], { env, timeout: 60_000 }).then(
+      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+      (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, stdout: error.stdout, stderr: error.stderr }),
+    );
+  }
+
+  const owner = JSON.stringify({ owner: { id: 'own_1', email: 'demo-owner@example.com' } });
+
+  it.each([
+    ['an empty object', { 'GET /v1/me': [200, '{}'] }, 'GET /v1/me answered HTTP 200 without owner.id'],
+    ['a list', { 'GET /v1/me': [200, '[]'] }, 'GET /v1/me answered HTTP 200 without owner.id'],
+    ['null', { 'GET /v1/me': [200, 'null'] }, 'GET /v1/me answered HTTP 200 without owner.id'],
+    ['a field of another kind', { 'GET /v1/me': [200, '{"owner":{"id":7}}'] }, 'GET /v1/me answered HTTP 200 with owner.id not a string'],
+    [
+      'a later step: an element of a list without a field',
+      { 'GET /v1/me': [200, owner], 'GET /v1/owner/agents?limit=100': [200, '{"agents":[{"id":"agt_1"}]}'] },
+      'GET /v1/owner/agents?limit=100 answered HTTP 200 without agents[0].identity.issuer',
+    ],
+    [
+      'a later step: an amount that is not one',
+      {
+        'GET /v1/me': [200, owner],
+        'GET /v1/owner/agents?limit=100': [200, '{"agents":[]}'],
+        'POST /v1/owner/agents': [201, '{"id":"agt_1"}'],
+        'GET /v1/owner/agents/agt_1/balance': [200, '{"availableUc":"lots"}'],
+      },
+      'GET /v1/owner/agents/agt_1/balance answered HTTP 200 with availableUc not an amount in µc',
+    ],
+  ] as Array<[string, Record<string, [number, string]>, string]>)('stops with one line naming the missing field, exit 2, for %s', async (_case, answers, found) => {
+    const stopped = await demoAgainst(answers);
+    expect(stopped.code).toBe(2);
+    expect(stopped.stderr).toBe(`\nacg demo stopped: ${found}: is the gateway at ${url}?\n`);
+  }, 60_000);
+
+  it('names an error status whose body is not a problem object, without a stack trace (a step failed: exit 1)', async () => {
+    const stopped = await demoAgainst({ 'GET /v1/me': [500, 'null'] });
+    expect(stopped).toMatchObject({ code: 1, stderr: '\nacg demo stopped: GET /v1/me answered HTTP 500 : null\n' });
+  }, 60_000);
 });

@@ -70,7 +70,8 @@ describe.skipIf(onPostgres())('README "First purchase"', () => {
     await waitForOutput(gateway, /gateway ready/, 120_000);
 
     const pasted = block.replaceAll('8080', port);
-    const { code, stdout, stderr } = await bash(`${pasted}\n${pasted}`, env);
+    // The second paste with ACG_BASE_URL ending in a slash, which the gateway accepts: the block's own URLs must not get `//`.
+    const { code, stdout, stderr } = await bash(`${pasted}\nACG_BASE_URL=http://127.0.0.1:${port}/\n${pasted}`, env);
     expect(code, `${stdout}\n${stderr}`).toBe(0);
 
     const answers = stdout.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, string>);
@@ -88,8 +89,8 @@ describe.skipIf(onPostgres())('README "First purchase"', () => {
     expect(stdout.match(/^captured$/gm)).toHaveLength(2);
 
     // The MCP section's by-hand block: initialize and tools/list on 2025-11-25, tools/list on 2026-07-28. Its 8080 is
-    // left as written: the block finds the gateway by PORT, as the first-purchase block does.
-    const mcp = await bash(readmeBlock(readme, 'mcp-by-hand'), env);
+    // left as written: the block finds the gateway by ACG_BASE_URL (here ending in a slash), as the first-purchase block does.
+    const mcp = await bash(readmeBlock(readme, 'mcp-by-hand'), { ...env, ACG_BASE_URL: `http://127.0.0.1:${port}/` });
     expect(mcp.code, `${mcp.stdout}\n${mcp.stderr}`).toBe(0);
     expect(mcp.stdout).toContain('"protocolVersion":"2025-11-25"');
     expect(mcp.stdout.match(/"name":"register_agent"/g)).toHaveLength(2);
