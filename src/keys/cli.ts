@@ -60,22 +60,25 @@ async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>)
   }
 }
 
-function printKeys(keys: SigningKeySummary[], nowS: number, mode: Config['mode']): void {
+function printKeys(keys: SigningKeySummary[], nowS: number): void {
   for (const key of keys) {
     // Live mode leaves such a key out (platform/signing.ts): whoever read the database could sign with it.
-    const ignored = mode !== 'dev' && !key.sealed ? '  unsealed: live mode does not use it (delete it)' : '';
+    if (key.state === 'ignored') {
+      process.stdout.write(`${key.kid}  ${key.state.padEnd(8)}  unsealed: live mode does not use it (delete it)\n`);
+      continue;
+    }
     process.stdout.write(
-      `${key.kid}  ${key.state.padEnd(8)}  signs from ${when(key.activeFromS, nowS)}  until ${when(key.retiredAtS, nowS)}  published until ${when(key.publishedUntilS, nowS)}${ignored}\n`,
+      `${key.kid}  ${key.state.padEnd(8)}  signs from ${when(key.activeFromS, nowS)}  until ${when(key.retiredAtS, nowS)}  published until ${when(key.publishedUntilS, nowS)}\n`,
     );
   }
 }
 
 export async function listKeys(config: Config): Promise<void> {
   const nowS = new SystemClock().nowS();
-  const keys = await withDatabase(config, (db) => listSigningKeys(db, nowS));
+  const keys = await withDatabase(config, (db) => listSigningKeys(db, nowS, config.mode));
   if (config.signingKey) process.stdout.write('ACG_SIGNING_KEY is set: that key signs until a key below becomes active, and stays published while it is set\n');
   if (keys.length === 0) process.stdout.write('no keys in the database\n');
-  printKeys(keys, nowS, config.mode);
+  printKeys(keys, nowS);
 }
 
 export async function rotateKeys(config: Config, options: { leadS: string; retentionS: string }): Promise<void> {
@@ -91,10 +94,14 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
   }
   const nowS = new SystemClock().nowS();
   process.stdout.write(`generating a new ES256 key${sealWith ? ', sealed with ACG_SECRET_BOX_KEY' : ' (dev mode: kept unsealed, as the dev key is)'}…\n`);
-  const report = await withDatabase(config, (db) => rotateSigningKeys(db, { nowS, leadS, retentionS, sealWith }));
+  const report = await withDatabase(config, (db) => rotateSigningKeys(db, { nowS, leadS, retentionS, sealWith, mode: config.mode }));
   for (const kid of report.removedKids) process.stdout.write(`removed ${kid}: past its publication window\n`);
   process.stdout.write(`published ${report.next.kid}; it signs from ${when(report.next.activeFromS, nowS)}\n`);
   for (const key of report.replaced) {
+    if (key.state === 'ignored') {
+      process.stdout.write(`${key.kid} is unsealed: live mode does not use it (delete it)\n`);
+      continue;
+    }
     process.stdout.write(`${key.kid} stops signing ${when(key.retiredAtS, nowS)} and verifies until ${when(key.publishedUntilS, nowS)}\n`);
   }
   if (config.signingKey) {

@@ -282,7 +282,8 @@ export class SigningKeys {
   }
 }
 
-export type SigningKeyState = 'upcoming' | 'signing' | 'retired' | 'expired';
+/** `ignored`: kept unsealed, which live mode never uses (see `reload`). */
+export type SigningKeyState = 'upcoming' | 'signing' | 'retired' | 'expired' | 'ignored';
 
 export interface SigningKeySummary {
   kid: string;
@@ -294,7 +295,8 @@ export interface SigningKeySummary {
   sealed: boolean;
 }
 
-function summarise(rows: SigningKeyRow[], nowS: number): SigningKeySummary[] {
+/** Each key's state as a gateway in `mode` sees it: live mode leaves unsealed keys out, so they are `ignored`. */
+function summarise(rows: SigningKeyRow[], nowS: number, mode: Config['mode'] = 'dev'): SigningKeySummary[] {
   const keys = rows.map((r) => ({
     kid: r.kid,
     activeFromS: Number(r.active_from_s),
@@ -302,11 +304,13 @@ function summarise(rows: SigningKeyRow[], nowS: number): SigningKeySummary[] {
     publishedUntilS: toS(r.published_until_s),
     sealed: isSealed(r.private_jwk),
   }));
-  const active = keys.filter((k) => k.activeFromS <= nowS && (k.retiredAtS === null || k.retiredAtS > nowS));
+  const used = (k: (typeof keys)[number]) => mode === 'dev' || k.sealed;
+  const active = keys.filter((k) => used(k) && k.activeFromS <= nowS && (k.retiredAtS === null || k.retiredAtS > nowS));
   const signing = active.reduce<(typeof keys)[number] | undefined>((newest, k) => (!newest || k.activeFromS >= newest.activeFromS ? k : newest), undefined);
   return keys.map((k) => {
     let state: SigningKeyState = 'retired';
-    if (k.publishedUntilS !== null && k.publishedUntilS <= nowS) state = 'expired';
+    if (!used(k)) state = 'ignored';
+    else if (k.publishedUntilS !== null && k.publishedUntilS <= nowS) state = 'expired';
     else if (k.activeFromS > nowS) state = 'upcoming';
     else if (k === signing) state = 'signing';
     return { ...k, state };
@@ -327,8 +331,8 @@ async function lockKeyRows(tx: Tx): Promise<SigningKeyRow[]> {
 }
 
 /** The keys in the shared table (a configured ACG_SIGNING_KEY is not among them). */
-export async function listSigningKeys(db: Queryable, nowS: number): Promise<SigningKeySummary[]> {
-  return summarise(await findKeyRows(db), nowS);
+export async function listSigningKeys(db: Queryable, nowS: number, mode: Config['mode'] = 'dev'): Promise<SigningKeySummary[]> {
+  return summarise(await findKeyRows(db), nowS, mode);
 }
 
 export interface RotationOptions {
@@ -339,6 +343,8 @@ export interface RotationOptions {
   retentionS: number;
   /** Seals the new key's private half (ACG_SECRET_BOX_KEY); without it the row keeps JWK JSON (dev mode only). */
   sealWith?: SecretBoxKey;
+  /** The mode the replaced keys are described for (live mode never uses an unsealed one: `ignored`). */
+  mode?: Config['mode'];
 }
 
 export interface RotationReport {
@@ -371,6 +377,6 @@ export async function rotateSigningKeys(db: Database, options: RotationOptions):
       [key.kid, SIGNING_ALG, JSON.stringify(key.publicJwk), storedPrivate(key.kid, key.privateJwk, options.sealWith), options.nowS, activeFromS],
     );
     const next: SigningKeySummary = { kid: key.kid, state: options.leadS > 0 ? 'upcoming' : 'signing', activeFromS, retiredAtS: null, publishedUntilS: null, sealed: options.sealWith !== undefined };
-    return { next, replaced: summarise(replaced, options.nowS), removedKids: expired };
+    return { next, replaced: summarise(replaced, options.nowS, options.mode), removedKids: expired };
   });
 }

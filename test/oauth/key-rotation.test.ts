@@ -197,9 +197,15 @@ describe('acg keys', () => {
       expect(unsealed).toMatchObject({ code: 2, stderr: expect.stringContaining('live mode seals a rotated key with ACG_SECRET_BOX_KEY') });
       const sealed = await run(process.execPath, [ACG, 'keys', 'rotate'], { env: { ...live, ACG_SECRET_BOX_KEY: generateSecretBoxKey().text } });
       expect(sealed.stdout).toMatch(/^generating a new ES256 key, sealed with ACG_SECRET_BOX_KEY…\npublished /);
+      // The keys it replaced that live mode never used are said to be so, not "stops signing".
+      expect(sealed.stdout).toMatch(/\S+ is unsealed: live mode does not use it \(delete it\)\n/);
+      expect(sealed.stdout).not.toMatch(/stops signing/);
       // Live mode's list names the keys it leaves out: the two rotated in dev mode, kept unsealed.
       const liveList = await run(process.execPath, [ACG, 'keys', 'list'], { env: live });
-      expect(liveList.stdout.split('\n').filter((line) => line.endsWith('unsealed: live mode does not use it (delete it)'))).toHaveLength(2);
+      const ignored = liveList.stdout.split('\n').filter((line) => line.endsWith('unsealed: live mode does not use it (delete it)'));
+      expect(ignored).toHaveLength(2);
+      for (const line of ignored) expect(line.split(/\s+/)[1]).toBe('ignored');
+      expect(liveList.stdout.split('\n').filter((line) => line.split(/\s+/)[1] === 'signing')).toHaveLength(0);
     } finally {
       await database?.drop();
       rmSync(dataDir, { recursive: true, force: true });
