@@ -238,20 +238,24 @@ describe.runIf(runHere && scratchPostgresAvailable)('database faults, on a scrat
     const holdsBefore = await holdIds(agentId);
     const load = new MintLoad(gateway.url, agentToken, offerId, 'crash');
     load.start(6);
-    for (let round = 1; round <= 3; round++) {
-      await load.flowing(20); // steady traffic: transactions are open when the crash comes
-      const failedBefore = load.outcomes.filter((o) => o.status !== 200).length;
-      await cluster.crash();
-      await sleep(OUTAGE_MS);
-      await cluster.start();
-      const acceptingAtMs = Date.now();
-      await waitFor(() => load.outcomes.some((o) => o.status === 200 && o.sentAtMs >= acceptingAtMs), { what: `round ${round}: a mint sent after the restart to succeed` });
-      const firstOk = load.outcomes.filter((o) => o.status === 200 && o.sentAtMs >= acceptingAtMs).sort((a, b) => a.doneAtMs - b.doneAtMs)[0];
-      expect(firstOk, `round ${round}: no mint succeeded after the restart`).toBeDefined();
-      expect(firstOk!.doneAtMs - acceptingAtMs, `round ${round}`).toBeLessThanOrEqual(1000);
-      expect(load.outcomes.filter((o) => o.status !== 200).length, `round ${round}: the outage was not seen`).toBeGreaterThan(failedBefore);
+    try {
+      for (let round = 1; round <= 3; round++) {
+        await load.flowing(20); // steady traffic: transactions are open when the crash comes
+        const failedBefore = load.outcomes.filter((o) => o.status !== 200).length;
+        await cluster.crash();
+        await sleep(OUTAGE_MS);
+        await cluster.start();
+        const acceptingAtMs = Date.now();
+        await waitFor(() => load.outcomes.some((o) => o.status === 200 && o.sentAtMs >= acceptingAtMs), { what: `round ${round}: a mint sent after the restart to succeed` });
+        const firstOk = load.outcomes.filter((o) => o.status === 200 && o.sentAtMs >= acceptingAtMs).sort((a, b) => a.doneAtMs - b.doneAtMs)[0];
+        expect(firstOk, `round ${round}: no mint succeeded after the restart`).toBeDefined();
+        expect(firstOk!.doneAtMs - acceptingAtMs, `round ${round}`).toBeLessThanOrEqual(1000);
+        expect(load.outcomes.filter((o) => o.status !== 200).length, `round ${round}: the outage was not seen`).toBeGreaterThan(failedBefore);
+      }
+    } finally {
+      // Stopped whatever happened: its agent is the next tests' too, and a load left running adds holds to their counts.
+      await load.stop();
     }
-    await load.stop();
 
     expect(gateway.child.exitCode).toBeNull();
     expect(gateway.child.signalCode).toBeNull();
