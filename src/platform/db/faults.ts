@@ -3,10 +3,6 @@
 // not a bug in the request: it becomes ONE error, StorageUnavailableError, which the HTTP edge answers
 // as 503 storage_unavailable with Retry-After, and whose connection the pool never hands out again.
 // Everything else (constraint violations, bad SQL) stays what it is.
-import { ERROR_CATALOGUE } from '../errors.ts';
-
-/** What the edge tells clients to wait before retrying while the database is unavailable (the catalogue's). */
-export const STORAGE_RETRY_AFTER_S = ERROR_CATALOGUE.storage_unavailable.retryAfterS;
 
 /**
  * `unreachable`: we got no answer (connection refused, lost or stalled past our client-side timeouts), or

@@ -8,7 +8,6 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Config } from '../config.ts';
-import { STORAGE_RETRY_AFTER_S } from '../db/faults.ts';
 import { ApiError, problemBody } from '../errors.ts';
 import { answerClientError, rememberExchanges, targetPath, type ClientErrorContext } from './render-error.ts';
 
@@ -32,14 +31,15 @@ function answerUnavailable(baseUrl: string, request: IncomingMessage, response: 
     response.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify({ status: 'ok' }));
     return;
   }
-  response.setHeader('retry-after', String(STORAGE_RETRY_AFTER_S));
+  const refusal = new ApiError('storage_unavailable', { detail });
+  for (const [name, value] of Object.entries(refusal.httpHeaders)) response.setHeader(name, value);
   if (path.startsWith('/oauth/')) {
     response
       .writeHead(503, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' })
       .end(JSON.stringify({ error: 'temporarily_unavailable', error_description: detail }));
     return;
   }
-  const body = problemBody(baseUrl, new ApiError('storage_unavailable', { detail }));
+  const body = problemBody(baseUrl, refusal);
   response.writeHead(503, { 'content-type': 'application/problem+json; charset=utf-8' }).end(JSON.stringify(body));
 }
 

@@ -4,7 +4,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { isStorageUnavailable, STORAGE_RETRY_AFTER_S, storageFailureOf } from '../db/faults.ts';
+import { isStorageUnavailable, storageFailureOf } from '../db/faults.ts';
 import { ApiError, OAuthError, problemBody, type OAuthErrorCode } from '../errors.ts';
 import { VISIBLE_PATTERN } from '../schemas.ts';
 import type { FailureLine } from './request-log.ts';
@@ -95,10 +95,7 @@ export function toApiError(error: FastifyError): ApiError {
     return new ApiError('invalid_input', { detail: error.message, status: error.statusCode === 400 ? 400 : undefined });
   }
   if (isStorageUnavailable(error)) {
-    return new ApiError('storage_unavailable', {
-      detail: 'the database is unavailable or did not answer in time; retry shortly',
-      retryAfterS: STORAGE_RETRY_AFTER_S,
-    });
+    return new ApiError('storage_unavailable', { detail: 'the database is unavailable or did not answer in time; retry shortly' });
   }
   return new ApiError('internal_error', { detail: 'an unexpected error occurred; it has been logged with this request id' });
 }
