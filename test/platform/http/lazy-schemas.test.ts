@@ -44,7 +44,7 @@ describe('route schemas compiled on first use', () => {
 });
 
 describe('the background compile', () => {
-  /** A validator factory of `routes` routes whose compile throws for the route named `bad`. */
+  /** A validator factory of `routes` routes, each with a schema of its own, whose compile throws for the route named `bad`. */
   function validatorsOf(schemas: LazySchemas, routes: string[], bad?: string) {
     const compiledRoutes: string[] = [];
     const factory = () => (route: { url: string }) => {
@@ -53,7 +53,7 @@ describe('the background compile', () => {
       return () => true;
     };
     const perRoute = (schemas.validators(factory as never) as (external: unknown, options: unknown) => (route: { url: string }) => unknown)({}, {});
-    const validate = new Map(routes.map((url) => [url, perRoute({ url }) as (data: unknown) => unknown]));
+    const validate = new Map(routes.map((url) => [url, perRoute({ url, schema: { title: url } } as never) as (data: unknown) => unknown]));
     return { compiledRoutes, validate };
   }
 
@@ -104,6 +104,38 @@ describe('the background compile', () => {
     const serialize = (schemas.serializers(factory as never) as (external: unknown, options: unknown) => (route: { url: string }) => (data: unknown) => string)({}, { rounding: "trunc" })({ url: "/a" });
     expect(serialize({})).toBe('{}');
     expect(seen).toEqual([{ rounding: 'trunc', compileValidators: true }]);
+  });
+
+  it('compiles one validator for each schema and request part, and one serializer for each schema, whatever the routes', () => {
+    const schemas = new LazySchemas();
+    const validated: string[] = [];
+    const validators = (schemas.validators((() => (route: { url: string; httpPart: string }) => {
+      validated.push(`${route.httpPart} ${route.url}`);
+      return () => true;
+    }) as never) as (external: unknown, options: unknown) => (route: object) => (data: unknown) => unknown)({}, {});
+    const id = { type: 'object', properties: { id: { type: 'string' } } };
+    const checks = [
+      validators({ url: '/a/:id', httpPart: 'params', schema: id }),
+      validators({ url: '/b/:id', httpPart: 'params', schema: structuredClone(id) }), // the same JSON, another object
+      validators({ url: '/c', httpPart: 'body', schema: id }), // bodies are checked without coercion: its own
+    ];
+    for (const check of checks) check({});
+    expect(validated).toEqual(['params /a/:id', 'body /c']);
+
+    const serialized: string[] = [];
+    const serializers = (schemas.serializers((() => (route: { url: string; httpStatus: string }) => {
+      serialized.push(`${route.httpStatus} ${route.url}`);
+      return () => '{}';
+    }) as never) as (external: unknown, options: unknown) => (route: object) => (data: unknown) => string)({}, {});
+    const problem = { $ref: 'Problem#' };
+    const answers = [
+      serializers({ url: '/a', httpStatus: '400', schema: problem }),
+      serializers({ url: '/b', httpStatus: '404', schema: { $ref: 'Problem#' } }),
+      serializers({ url: '/a', httpStatus: '200', schema: id }),
+    ];
+    for (const answer of answers) expect(answer({})).toBe('{}');
+    expect(serialized).toEqual(['400 /a', '200 /a']);
+    expect(schemas.pendingCount).toBe(0);
   });
 
   it('compileAll compiles what is pending, returns how many, and throws the first failure', () => {
