@@ -156,6 +156,30 @@ describe('NUL and other controls, lone surrogates and bidirectional controls are
     expect((await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken })).body.status).toBe('active');
   });
 
+  it('takes an empty chunked body without a media type as no body, and refuses one with content or another media type (415)', async () => {
+    const post = (route: string, headers: Record<string, string>, body: string) =>
+      new Promise<{ status: number; code?: string }>((resolve, reject) => {
+        const req = httpRequest(`${world.url}/v1/owner/agents/${agent.id}/${route}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${agent.ownerToken}`, 'idempotency-key': key(), 'transfer-encoding': 'chunked', ...headers },
+        });
+        req.on('response', (res) => {
+          let text = '';
+          res.on('data', (chunk) => (text += chunk));
+          res.on('end', () => resolve({ status: res.statusCode!, code: text ? (JSON.parse(text) as { code?: string }).code : undefined }));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    expect(await post('freeze', {}, '')).toMatchObject({ status: 200 });
+    expect((await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken })).body.status).toBe('frozen');
+    expect(await post('unfreeze', {}, '{}')).toEqual({ status: 415, code: 'unsupported_media_type' });
+    expect(await post('unfreeze', { 'content-type': 'text/plain' }, '')).toEqual({ status: 415, code: 'unsupported_media_type' });
+    expect(await post('unfreeze', { 'content-type': 'text/plain' }, 'hello')).toEqual({ status: 415, code: 'unsupported_media_type' });
+    expect(await post('unfreeze', {}, '')).toMatchObject({ status: 200 });
+    expect((await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken })).body.status).toBe('active');
+  });
+
   it('refuses an empty startingAfter (it read as a cursor past everything: an empty first page)', async () => {
     const res = await world.api('GET', '/v1/owner/agents?startingAfter=', { token: agent.ownerToken });
     expectInvalidInput(res, 'empty startingAfter');

@@ -12,7 +12,7 @@ import type { QueryDescription } from '../queries.ts';
 import type { TSchema } from '@sinclair/typebox';
 import type { Principal } from '../principal.ts';
 import { serverOptions, serveUnmetExpectations } from './front-door.ts';
-import { PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath } from './render-error.ts';
+import { PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath, UNSUPPORTED_BODY } from './render-error.ts';
 import { installTextGuard } from './text-guard.ts';
 import { duplicateMemberDetail, findDuplicateMember } from './json-members.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
@@ -178,6 +178,15 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       if (repeated !== undefined) done(new ApiError('invalid_input', { detail: duplicateMemberDetail(repeated) }), undefined);
       else done(error, parsed);
     });
+  });
+
+  // Every other body (a media type no parser takes, or none named): 415 as Fastify answers it, except an empty body
+  // with no Content-Type where the route takes none, which is no body however it was framed (a chunked POST of
+  // nothing, as some clients send, was refused 415).
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
+    const empty = (body as Buffer).length === 0 && request.headers['content-type'] === undefined;
+    if (request.is404 || (empty && bodyMayBeLeftOut(request.method, request.routeOptions.schema?.body))) done(null, undefined);
+    else done(new ApiError('unsupported_media_type', { detail: UNSUPPORTED_BODY }), undefined);
   });
 
   const knownRoutes = FindMyWay();

@@ -78,7 +78,7 @@ export function toApiError(error: FastifyError): ApiError {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return error.statusCode === 415
-        ? new ApiError('unsupported_media_type', { detail: 'send the body as application/json' })
+        ? new ApiError('unsupported_media_type', { detail: UNSUPPORTED_BODY })
         : new ApiError('invalid_input', { detail: error.message });
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return new ApiError('invalid_input', { detail: 'the body is empty; send a JSON object (an empty one is {})' });
@@ -256,5 +256,8 @@ export function answerClientError(error: Error & { code?: string; rawPacket?: un
 export function renderClientError(app: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
   answerClientError(error, socket, { baseUrl: app.gateway.config.baseUrl, log: app.log });
 }
+
+/** The refusal of a body in a media type other than JSON. */
+export const UNSUPPORTED_BODY = 'send the body as application/json';
 
 const INVALID_JSON_BODY = 'the body is not valid JSON, or has a "__proto__" key or "constructor" with a "prototype", which are refused';
