@@ -266,7 +266,7 @@ export class CredentialVerifier {
   }
 
   private agentPrincipal(agent: CredentialAgent, credential: string): Principal {
-    return { kind: 'agent', id: agent.id, agentId: agent.id, ownerId: agent.owner_id, scopes: [SCOPE_AGENT], credential };
+    return { kind: 'agent', id: agent.id, agentId: agent.id, ownerId: agent.owner_id, ownerEmail: agent.owner_email, scopes: [SCOPE_AGENT], credential };
   }
 
   private async accessToken(token: string, resource: Resource): Promise<Principal> {
@@ -281,6 +281,11 @@ export class CredentialVerifier {
       const agent = await this.reads.agentById.read(claims.sub);
       if (!agent) throw new ApiError('agent_not_registered', { detail: 'the agent this token was issued to is no longer registered' });
       if (!agent.owner_email_verified) throw new ApiError('owner_claim_required', { detail: "the agent's owner is no longer a verified human" });
+      // The binding its identity was checked on at consent (its owner's verified email) holds for as long as the
+      // token does, as an owner's token's email does: an owner whose email changed stops the agent's tokens too.
+      if (claims.email !== agent.owner_email) {
+        throw new ApiError('owner_claim_required', { detail: "the agent's owner's verified email is not the one this token was issued under; authorize again" });
+      }
       return this.agentPrincipal(agent, 'oauth');
     }
     if (scope.includes(SCOPE_OWNER) && claims.actor_type === 'owner') {

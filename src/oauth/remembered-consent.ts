@@ -31,6 +31,10 @@ export interface ConsentedGrant {
   scope: 'svc:agent' | 'svc:owner';
   actorType: 'agent' | 'owner';
   subject: string;
+  /**
+   * The owner's verified email the consent was given under (the agent's owner's, for an agent's consent), which
+   * its tokens carry and every use rechecks; null in a consent remembered before agents' tokens carried it.
+   */
   email: string | null;
   ownerId: string;
 }

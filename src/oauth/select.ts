@@ -90,7 +90,7 @@ export async function select(gateway: Gateway, verifier: CredentialVerifier, inp
     scope,
     actorType: human ? 'owner' : 'agent',
     subject: human ? principal.ownerId! : principal.agentId!,
-    email: human ? principal.email! : null,
+    email: human ? principal.email! : principal.ownerEmail!,
     ownerId: principal.ownerId!,
   };
   const nowS = gateway.clock.nowS();

@@ -15,6 +15,11 @@ export interface Principal {
   agentStatus?: 'active' | 'frozen';
   /** For human and owner principals: the owner's verified email. */
   email?: string;
+  /**
+   * For agent principals: the verified email of the agent's owner that the credential was checked against (an
+   * agent identity's owner claim, or what an OAuth access token of the agent was issued under).
+   */
+  ownerEmail?: string;
   /** How the credential was presented, for logs and metrics: 'human_session', 'agent_identity', 'oauth', 'api_key'. */
   credential: string;
 }

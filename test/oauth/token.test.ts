@@ -70,6 +70,22 @@ describe('POST /oauth/token issues', () => {
     expect(me.body).toMatchObject({ kind: 'agent', credential: 'oauth', agent: { id: agent.id } });
   });
 
+  it("an agent token bound to its owner's verified email: it stops when that email changes, as the agent identity does", async () => {
+    const ownerEmail = 'token-moving-owner@example.com';
+    const moving = await world.createAgent(ownerEmail, 'agent-token-moving');
+    const res = await token(url, tokenParams(await obtainCode(url, 'agent', moving.token, { clientId })));
+    expect(res.status).toBe(200);
+    expect(decodeJwt(res.body.access_token)).toMatchObject({ sub: moving.id, actor_type: 'agent', email: ownerEmail });
+    expect((await world.api('GET', '/v1/me', { token: res.body.access_token })).status).toBe(200);
+    // The owner's email changes at the human provider (same subject): the agent's identity and its token both stop.
+    await world.api('GET', '/v1/me', { token: await world.humanToken('token-moved-owner@example.com', { subject: `human-${ownerEmail}` }) });
+    for (const credential of [moving.token, res.body.access_token]) {
+      const refused = await world.api('GET', '/v1/me', { token: credential });
+      expect(refused.status).toBe(403);
+      expect(refused.body.code).toBe('owner_claim_required');
+    }
+  });
+
   it('an MCP-audience token that the API refuses (wrong audience)', async () => {
     const issued = await ownerCode({ resource: `${url}/mcp` });
     const res = await token(url, tokenParams(issued));

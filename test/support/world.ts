@@ -14,7 +14,7 @@ export interface World {
   agentToken(subject: string, ownerEmail: string): Promise<string>;
   /** Registers an agent for the owner and returns its id and an agent identity token. */
   createAgent(ownerEmail: string, subject: string, settings?: Record<string, unknown>): Promise<{ id: string; token: string; ownerToken: string }>;
-  /** Our own OAuth access token, as the token endpoint would issue it. */
+  /** Our own OAuth access token, as the token endpoint would issue it (an agent's with its owner's email, unless given). */
   accessToken(claims: { sub: string; scope: 'svc:agent' | 'svc:owner'; email?: string }, audience?: string): Promise<string>;
   api(method: string, path: string, options?: { token?: string; body?: unknown; key?: string; headers?: Record<string, string> }): Promise<ApiResponse>;
   /** A second gateway on the same database, trusting the same identity providers and merchant keys (the caller closes it). */
@@ -72,6 +72,11 @@ export async function startWorld(
   const humanToken: World['humanToken'] = (email, o = {}) =>
     human.mint({ sub: o.subject ?? `human-${email}`, email, email_verified: o.verified ?? true });
   const agentToken: World['agentToken'] = (subject, ownerEmail) => agentIssuer.mint({ sub: subject, owner_email: ownerEmail });
+  /** The verified email of the agent's owner now, or undefined for no such agent. */
+  const ownerEmailOf = async (agentId: string): Promise<string | undefined> => {
+    const { rows } = await gw.gateway.db.query<{ email: string }>('SELECT o.email FROM agents a JOIN owners o ON o.id = a.owner_id WHERE a.id = $1', [agentId]);
+    return rows[0]?.email;
+  };
   return {
     gw,
     human,
@@ -89,8 +94,10 @@ export async function startWorld(
       if (res.status !== 201) throw new Error(`agent creation failed: ${res.status} ${JSON.stringify(res.body)}`);
       return { id: res.body.id, token: await agentToken(subject, ownerEmail), ownerToken };
     },
-    accessToken(claims, audience) {
+    async accessToken(claims, audience) {
       const nowS = Math.floor(Date.now() / 1000);
+      // An agent's token carries its owner's verified email, as the authorization server issues it.
+      const email = claims.email ?? (claims.scope === 'svc:agent' ? await ownerEmailOf(claims.sub) : undefined);
       return gw.gateway.signing.sign(
         {
           iss: gw.config.baseUrl,
@@ -99,7 +106,7 @@ export async function startWorld(
           scope: claims.scope,
           actor_type: claims.scope === 'svc:agent' ? 'agent' : 'owner',
           client_id: 'test-client',
-          email: claims.email,
+          email,
           iat: nowS,
           exp: nowS + 600,
           jti: `test-${++keyCounter}`,
