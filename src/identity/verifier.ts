@@ -228,11 +228,16 @@ export class CredentialVerifier {
 
   private async humanSession(token: string, provider: IdentityProvider, resource: Resource): Promise<Principal> {
     const claims = await this.verifyExternal(token, provider, resource);
+    const { db, clock } = this.gateway;
+    // An `iat` ahead of this clock (the provider's clock is ahead) counts as now.
+    const issuedAtS = typeof claims.iat === 'number' ? Math.min(Math.floor(claims.iat), clock.nowS()) : null;
     if (claims.email_verified !== true || typeof claims.email !== 'string' || !claims.email.includes('@')) {
+      // The provider says the owner's email is not verified (any longer): the owner's controls and its agents stop
+      // at once, as for a changed email, until a session says it is verified again.
+      if (claims.email_verified === false) await this.unverify(provider, claims.sub!, issuedAtS);
       throw new ApiError('owner_claim_required', { detail: 'the human identity has no verified email' });
     }
     const email = claims.email.toLowerCase();
-    const { db, clock } = this.gateway;
     const found = await store.findOwnerByIdentity(db, provider.issuer, claims.sub!);
     let owner = found;
     if (!owner || owner.email !== email || !owner.email_verified) {
@@ -242,13 +247,28 @@ export class CredentialVerifier {
         subject: claims.sub!,
         email,
         emailVerified: true,
+        issuedAtS,
         nowS: clock.nowS(),
       });
+      // A session issued before the one that wrote the email in force carries the email as it was: it changes
+      // nothing, and is refused, as an agent identity bound to that old email is.
+      if (owner.email !== email || !owner.email_verified) {
+        throw new ApiError('owner_claim_required', { detail: "this session was issued before the one that gave the owner's email as it is now; sign in again" });
+      }
       // A known owner's email changed: its agents' identity tokens are bound to the new one from now on, on
       // every instance, before this request goes on.
       if (found) await this.gateway.credentials.revoked();
     }
     return { kind: 'human', id: owner.id, ownerId: owner.id, email, scopes: [], credential: 'human_session' };
+  }
+
+  /** Records that a known owner's email is no longer verified (unless a newer session said otherwise). */
+  private async unverify(provider: IdentityProvider, subject: string, issuedAtS: number | null): Promise<void> {
+    const { db, clock } = this.gateway;
+    const owner = await store.findOwnerByIdentity(db, provider.issuer, subject);
+    if (!owner || !owner.email_verified) return;
+    const written = await store.upsertOwner(db, { id: owner.id, issuer: provider.issuer, subject, email: owner.email, emailVerified: false, issuedAtS, nowS: clock.nowS() });
+    if (!written.email_verified) await this.gateway.credentials.revoked();
   }
 
   private async agentIdentity(token: string, provider: IdentityProvider, resource: Resource): Promise<Principal> {

@@ -249,9 +249,11 @@ export async function lockMatchingGrants(
   match: { clientId: string; browserHash: string; resource: string; requestedScope: string; nowS: number },
 ): Promise<GrantRow[]> {
   const { rows } = await tx.query<GrantRow>(
-    `SELECT * FROM oauth_grants
-      WHERE client_id = $1 AND browser_hash = $2 AND resource = $3 AND requested_scope = $4 AND expires_at_s > $5
-      ORDER BY id FOR SHARE`,
+    // Only a consent given under the owner's verified email as it is now: after a change, the page asks again.
+    `SELECT g.* FROM oauth_grants g JOIN owners o ON o.id = g.owner_id
+      WHERE g.client_id = $1 AND g.browser_hash = $2 AND g.resource = $3 AND g.requested_scope = $4 AND g.expires_at_s > $5
+        AND o.email_verified AND g.email = o.email
+      ORDER BY g.id FOR SHARE OF g`,
     [match.clientId, match.browserHash, match.resource, match.requestedScope, match.nowS],
   );
   return rows;

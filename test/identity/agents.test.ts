@@ -139,6 +139,48 @@ describe('owners and agents', () => {
     expect((await world.api('GET', '/v1/me', { token: agent.token })).status).toBe(403);
   });
 
+  it("keeps the owner's email that the newest session gave: an older session still valid carries the old one and is refused", async () => {
+    const subject = 'human-lena@example.com';
+    const nowS = Math.floor(Date.now() / 1000);
+    const older = await world.human.mint({ sub: subject, email: 'lena@example.com', email_verified: true }, { issuedAtS: nowS - 60 });
+    const newer = await world.human.mint({ sub: subject, email: 'lena.new@example.com', email_verified: true }, { issuedAtS: nowS - 30 });
+    expect((await world.api('GET', '/v1/me', { token: older })).body.owner.email).toBe('lena@example.com');
+    const agent = await world.createAgent('lena@example.com', 'lenas');
+    expect((await world.api('GET', '/v1/me', { token: newer })).body.owner.email).toBe('lena.new@example.com');
+    const stale = await world.api('GET', '/v1/me', { token: older });
+    expect(stale.status).toBe(403);
+    expect(stale.body.code).toBe('owner_claim_required');
+    // The binding stays on the new email: the agent identity carrying the old one is still refused.
+    expect((await world.api('GET', '/v1/me', { token: newer })).body.owner.email).toBe('lena.new@example.com');
+    expect((await world.api('GET', '/v1/me', { token: agent.token })).status).toBe(403);
+    expect((await world.api('GET', '/v1/me', { token: await world.agentToken('lenas', 'lena.new@example.com') })).status).toBe(200);
+    // A later session may give the old email back (the person changed it back at the provider).
+    const later = await world.human.mint({ sub: subject, email: 'lena@example.com', email_verified: true }, { issuedAtS: nowS });
+    expect((await world.api('GET', '/v1/me', { token: later })).body.owner.email).toBe('lena@example.com');
+    expect((await world.api('GET', '/v1/me', { token: agent.token })).status).toBe(200);
+  });
+
+  it("stops the owner's controls and its agents when a newer session says the email is not verified, until one says it is", async () => {
+    const subject = 'human-mira@example.com';
+    const nowS = Math.floor(Date.now() / 1000);
+    const session = (verified: boolean, issuedAtS: number) => world.human.mint({ sub: subject, email: 'mira@example.com', email_verified: verified }, { issuedAtS });
+    const first = await session(true, nowS - 60);
+    const ownerId = (await world.api('GET', '/v1/me', { token: first })).body.owner.id;
+    const agent = await world.createAgent('mira@example.com', 'miras');
+    const ownerOAuth = await world.accessToken({ sub: ownerId, scope: 'svc:owner', email: 'mira@example.com' });
+    const agentOAuth = await world.accessToken({ sub: agent.id, scope: 'svc:agent' });
+    const statuses = async () => Promise.all([first, ownerOAuth, agent.token, agentOAuth].map(async (token) => (await world.api('GET', '/v1/me', { token })).status));
+    expect(await statuses()).toEqual([200, 200, 200, 200]);
+    const unverified = await world.api('GET', '/v1/me', { token: await session(false, nowS - 30) });
+    expect(unverified.status).toBe(403);
+    expect(unverified.body.code).toBe('owner_claim_required');
+    expect(await statuses()).toEqual([403, 403, 403, 403]);
+    // A session saying verified, issued after it, gives them back.
+    expect((await world.api('GET', '/v1/me', { token: await session(true, nowS) })).status).toBe(200);
+    // The first session too: the email it carries is the one in force, verified again.
+    expect(await statuses()).toEqual([200, 200, 200, 200]);
+  });
+
   it('rechecks the verified human behind an owner OAuth token', async () => {
     const human = await world.humanToken('gina@example.com');
     const ownerId = (await world.api('GET', '/v1/me', { token: human })).body.owner.id;

@@ -188,6 +188,27 @@ describe('the consent page is shown again', () => {
     }
   });
 
+  it("once the owner's verified email changed, for the owner's consent and its agent's: the page asks again", async () => {
+    const movingOwner = 'remember-moving-owner@example.com';
+    const moving = await world.createAgent(movingOwner, 'remember-moving-agent');
+    const client = await newClient(url, [redirect]);
+    const give = async (req: Request, identity: string, provider: 'human' | 'agent', cookie?: string) => {
+      const { verifier: _verifier, ...params } = req;
+      const pending = await startConsent(url, params, cookie);
+      expect((await selectIdentity(url, pending, provider, { token: identity })).status).toBe(200);
+      return pending.cookie;
+    };
+    const asOwner = () => request({ client_id: client });
+    const asAgent = () => request({ client_id: client, scope: 'svc:agent', resource: `${url}/mcp` });
+    const cookie = await give(asOwner(), await world.humanToken(movingOwner), 'human');
+    await give(asAgent(), moving.token, 'agent', cookie);
+    expect(wentToConsentPage(await authorizeRaw(url, query(asOwner()), cookie))).toBe(false);
+    expect(wentToConsentPage(await authorizeRaw(url, query(asAgent()), cookie))).toBe(false);
+    await world.api('GET', '/v1/me', { token: await world.humanToken('remember-moved-owner@example.com', { subject: `human-${movingOwner}` }) });
+    expect(wentToConsentPage(await authorizeRaw(url, query(asOwner()), cookie))).toBe(true);
+    expect(wentToConsentPage(await authorizeRaw(url, query(asAgent()), cookie))).toBe(true);
+  });
+
   it('once the consent has expired', async () => {
     const client = await newClient(url, [redirect]);
     const cookie = await consent(request({ client_id: client }));

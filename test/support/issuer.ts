@@ -13,6 +13,8 @@ export interface MintOptions {
   /** Sign with a key the JWKS does not publish (bad signature). */
   foreignKey?: boolean;
   notBeforeS?: number;
+  /** The token's `iat` (default: now). */
+  issuedAtS?: number;
 }
 
 export interface TestIssuer {
@@ -72,7 +74,7 @@ export async function startIssuer(audience = 'agent-credit-gateway'): Promise<Te
         .setProtectedHeader({ alg: 'ES256', kid: key.kid, ...(options.typ ? { typ: options.typ } : { typ: 'JWT' }) })
         .setIssuer(options.issuer ?? issuer)
         .setAudience(options.audience ?? audience)
-        .setIssuedAt()
+        .setIssuedAt(options.issuedAtS)
         .setExpirationTime(nowS() + (options.expiresInS ?? 600));
       if (options.notBeforeS !== undefined) jwt.setNotBefore(options.notBeforeS);
       return jwt.sign(key.privateKey);
