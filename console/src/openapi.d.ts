@@ -1972,7 +1972,7 @@ export interface paths {
         put?: never;
         /**
          * Dev mode: publish a TXT record in the dev DNS zone (operator)
-         * @description Adds a TXT record (publishing the same record twice keeps one). With `merchantId`, the record is that merchant's `_acceptor-verify` proof, so `POST /v1/merchants/{id}/verify-domain` then finds it. What `acg dev dns publish` sends. Authentication: the operator credential (ACG_DATA_DIR/operator-token).
+         * @description Adds a TXT record (publishing the same record twice keeps one). With `merchantId`, the record is that merchant's `_acceptor-verify` proof, so `POST /v1/merchants/{id}/verify-domain` then finds it. What `acg dev dns publish` sends. 409 conflict when ACG_DOH_RESOLVER_URL names another resolver: verification would never read the dev zone. Authentication: the operator credential (ACG_DATA_DIR/operator-token).
          */
         post: operations["publishDevDnsRecord"];
         delete?: never;
@@ -2034,7 +2034,7 @@ export interface webhooks {
         put?: never;
         /**
          * The merchant's domain was verified (its DNS TXT record was found)
-         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `merchant.verified`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `merchant.verified`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret. It happens before the merchant can have a webhook (a webhook URL needs the verified domain), so it is recorded and listed by GET /v1/merchants/{id}/events, and reaches a webhook only when re-sent (POST /v1/merchants/{id}/events/{eventId}/resend).
          */
         post: operations["onMerchantVerified"];
         delete?: never;

@@ -27,6 +27,8 @@ interface EventEntry {
   /** `data` holds one member (a resource by schema name, or a schema); or `data` is the schema given. */
   dataMember?: 'merchant' | 'redemption' | 'revocation' | 'webhook' | 'topup' | 'intent' | 'purchase';
   schema: string | object;
+  /** What a receiver should know beyond how every event is delivered (the end of its webhook's description). */
+  note?: string;
 }
 
 /** The `data` of `budget.threshold`: which agent, which threshold, and the budget's period as it stands. */
@@ -81,6 +83,9 @@ const EVENTS: Record<AnyEventType, EventEntry> = {
     account: 'merchant',
     dataMember: 'merchant',
     schema: 'Merchant',
+    note:
+      'It happens before the merchant can have a webhook (a webhook URL needs the verified domain), so it is recorded and ' +
+      'listed by GET /v1/merchants/{id}/events, and reaches a webhook only when re-sent (POST /v1/merchants/{id}/events/{eventId}/resend).',
   },
   'redemption.held': { summary: 'An agent took a hold on one of your offers', account: 'merchant', dataMember: 'redemption', schema: 'Redemption' },
   'redemption.captured': { summary: 'A hold was captured (you are paid)', account: 'merchant', dataMember: 'redemption', schema: 'Redemption' },
@@ -184,7 +189,7 @@ export function webhooksDocument(): Record<string, unknown> {
             `${retryWaits()} later (each wait counted from the end of the failed attempt); after ${RETRY_SCHEDULE_S.length} ` +
             'failed attempts the delivery is dead-lettered and can be re-sent. No order is guaranteed between events: ' +
             'attempts run concurrently and retries overtake. During a secret rotation the signature header carries one ' +
-            '`v1,` signature per secret.',
+            `\`v1,\` signature per secret.${EVENTS[type].note === undefined ? '' : ` ${EVENTS[type].note}`}`,
           // The receiver authenticates the gateway by the Standard Webhooks signature, not by a credential.
           security: [],
           parameters: HEADERS.map(([name, description]) => ({ name, in: 'header', required: true, description, schema: { type: 'string' } })),

@@ -31,7 +31,12 @@ export interface SandboxOperations {
   publishDevDnsRecord: SingleStepOperation<PublishDevDnsRecordInput, { record: TxtRecord }, void>;
 }
 
-export function sandboxOperations(merchants: MerchantService, nowS: () => number): SandboxOperations {
+/**
+ * `resolver`: the DNS-over-HTTPS resolver domains are verified with, and whether it is this gateway's dev zone. A
+ * record published in the zone while verification asks another resolver would never be found, so publishing is
+ * refused then, saying where to publish instead.
+ */
+export function sandboxOperations(merchants: MerchantService, nowS: () => number, resolver: () => { url: string; devZone: boolean }): SandboxOperations {
   return {
     publishDevDnsRecord: {
       name: 'publishDevDnsRecord',
@@ -42,6 +47,14 @@ export function sandboxOperations(merchants: MerchantService, nowS: () => number
         const byMerchant = input.merchantId !== undefined;
         if (byMerchant === (input.name !== undefined || input.value !== undefined) || (!byMerchant && (input.name === undefined || input.value === undefined))) {
           throw new ApiError('invalid_input', { detail: 'send either merchantId, or name and value' });
+        }
+        const { url, devZone } = resolver();
+        if (!devZone) {
+          throw new ApiError('conflict', {
+            detail:
+              `this gateway verifies domains with the DNS-over-HTTPS resolver ${url} (ACG_DOH_RESOLVER_URL), not its dev zone, so a record ` +
+              'published here would never be found: publish the TXT record where that resolver reads it, or unset ACG_DOH_RESOLVER_URL to use the dev zone',
+          });
         }
       },
       run: async (tx, { input }) => {

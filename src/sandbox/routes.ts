@@ -80,7 +80,7 @@ export function sandboxRoutes(deps: { merchants: MerchantService; operatorHash: 
       },
     });
 
-    const { publishDevDnsRecord } = sandboxOperations(deps.merchants, () => clock.nowS());
+    const { publishDevDnsRecord } = sandboxOperations(deps.merchants, () => clock.nowS(), () => ({ url: deps.doh.resolverUrl, devZone: deps.doh.devZoneCleartext === true }));
     app.post('/dev/dns/records', {
       config: { operation: publishDevDnsRecord },
       onRequest: async (request) => {
@@ -93,6 +93,7 @@ export function sandboxRoutes(deps: { merchants: MerchantService; operatorHash: 
         description:
           'Adds a TXT record (publishing the same record twice keeps one). With `merchantId`, the record is that merchant\'s ' +
           '`_acceptor-verify` proof, so `POST /v1/merchants/{id}/verify-domain` then finds it. What `acg dev dns publish` sends. ' +
+          '409 conflict when ACG_DOH_RESOLVER_URL names another resolver: verification would never read the dev zone. ' +
           'Authentication: the operator credential (ACG_DATA_DIR/operator-token).',
         security: [{ operator: [] }],
         body: PublishDevDnsRecordInput,

@@ -45,6 +45,8 @@ describe('the event catalogue in the OpenAPI document', () => {
       }
       expect(Object.keys(operation.responses)).toEqual(['2XX']);
     }
+    // Verification comes before any webhook can exist: the document says how the event reaches one (found from outside).
+    expect(document.webhooks['merchant.verified'].post.description).toContain('reaches a webhook only when re-sent (POST /v1/merchants/{id}/events/{eventId}/resend)');
     expect(document.components.schemas.Merchant).toBeDefined();
     expect(document.components.schemas.Redemption.required).toEqual(expect.arrayContaining(['id', 'agentId', 'state', 'allocations']));
   });

@@ -108,6 +108,29 @@ describe('the dev DNS zone (dev mode)', () => {
   });
 });
 
+describe('dev mode with another resolver (ACG_DOH_RESOLVER_URL)', () => {
+  it('refuses to publish in the dev zone, which verification would never read, and says where to publish instead', async () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-devzone-elsewhere-'));
+    const gw = await startTestGateway({ env: { ACG_DATA_DIR: dataDir, ACG_DOH_RESOLVER_URL: 'https://resolver.example.net/dns-query' } });
+    try {
+      const operator = readFileSync(path.join(dataDir, 'operator-token'), 'utf8').trim();
+      const res = await fetch(`${gw.url}/dev/dns/records`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${operator}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: '_acceptor-verify.shop.example.com', value: 'v' }),
+      });
+      expect(res.status).toBe(409);
+      const problem = (await res.json()) as { code: string; detail: string };
+      expect(problem.code).toBe('conflict');
+      expect(problem.detail).toContain('https://resolver.example.net/dns-query');
+      expect(problem.detail).toContain('ACG_DOH_RESOLVER_URL');
+    } finally {
+      await gw.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('live mode has no dev zone', () => {
   const token = 'acg_op_live-test-credential';
   let live: TestGateway;
