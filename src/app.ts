@@ -241,6 +241,16 @@ export async function buildGatewayApp(
 ): Promise<{ app: FastifyInstance; services: Services }> {
   const services = await buildServices(gateway, dependencies);
   for (const { setting, consequence } of missingLivePieces(gateway, services)) gateway.log.warn({ setting }, `live mode without ${setting}: ${consequence}`);
+  if (gateway.config.mode === 'live') {
+    // A dev-zone verification proves nothing (the operator publishes any record there): live mode takes it back.
+    const unverified = await services.merchants.unverifyDevZoneProofs();
+    if (unverified.length > 0) {
+      gateway.log.warn(
+        { merchants: unverified.map((merchant) => merchant.id) },
+        `live mode: ${unverified.length} merchant domain(s) verified in dev mode's DNS zone are unverified until proven through real DNS (POST /v1/merchants/{id}/verify-domain): ${unverified.map((merchant) => merchant.domain).join(', ')}`,
+      );
+    }
+  }
   const { catalogue } = services.execute;
   // The catalogue is given at composition, so its actions' input schemas join the resources here.
   const schemas = [...RESOURCE_SCHEMAS, ...actionInputSchemas(catalogue)];

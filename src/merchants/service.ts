@@ -221,6 +221,7 @@ export class MerchantService implements MerchantDirectory {
       // 256 random bits: nobody can publish the value before we hand it out.
       verification_challenge: newSecret(CHALLENGE_PREFIX),
       verified: false,
+      verified_in_dev_zone: false,
       accepted_payment_methods: [...ACCEPTED_PAYMENT_METHODS],
       created_at_s: nowS,
       updated_at_s: nowS,
@@ -257,6 +258,15 @@ export class MerchantService implements MerchantDirectory {
       updated_at_s: BigInt(this.gateway.clock.nowS()),
     });
     return this.toMerchant(tx, updated);
+  }
+
+  /**
+   * Live mode, at start: takes back the verifications made in dev mode's own DNS zone, where the operator publishes any
+   * record, so a live gateway on a database dev mode used sells nothing on their strength; each such merchant proves
+   * its domain again through real DNS (its record and challenge are unchanged).
+   */
+  async unverifyDevZoneProofs(): Promise<Array<{ id: string; domain: string }>> {
+    return store.unverifyDevZoneProofs(this.gateway.db, BigInt(this.gateway.clock.nowS()));
   }
 
   /** The TXT record a merchant must publish, whoever owns it: for the dev DNS zone's operator publish. */
@@ -300,7 +310,7 @@ export class MerchantService implements MerchantDirectory {
       });
     }
     const nowMs = this.gateway.clock.nowMs();
-    const verified = await store.markVerified(tx, merchantId, BigInt(Math.floor(nowMs / 1000)));
+    const verified = await store.markVerified(tx, merchantId, BigInt(Math.floor(nowMs / 1000)), this.deps.doh.devZoneCleartext === true);
     const merchant = await this.toMerchant(tx, verified);
     await emitEvent(tx, { merchantId, type: 'merchant.verified', data: { merchant }, nowMs });
     return { merchant, verified: true };

@@ -11,6 +11,8 @@ export interface MerchantRow {
   verification_challenge: string;
   verified: boolean;
   verified_at_s: bigint | null;
+  /** Verified through dev mode's own DNS zone (no proof of the domain): live mode takes it back at start. */
+  verified_in_dev_zone: boolean;
   accepted_payment_methods: string[];
   created_at_s: bigint;
   updated_at_s: bigint;
@@ -85,13 +87,26 @@ export async function updateMerchantSettings(
   return rows[0]!;
 }
 
-/** Marks the merchant verified; only ever sets the flag, never clears it. */
-export async function markVerified(db: Queryable, merchantId: string, nowS: bigint): Promise<MerchantRow> {
+/**
+ * Marks the merchant verified, saying whether the proof came from dev mode's own DNS zone; a verification is only
+ * taken back by live mode, of one made in the dev zone (`unverifyDevZoneProofs`).
+ */
+export async function markVerified(db: Queryable, merchantId: string, nowS: bigint, inDevZone: boolean): Promise<MerchantRow> {
   const { rows } = await db.query<MerchantRow>(
-    'UPDATE merchants SET verified = true, verified_at_s = $2, updated_at_s = $2 WHERE id = $1 RETURNING *',
-    [merchantId, nowS],
+    'UPDATE merchants SET verified = true, verified_at_s = $2, verified_in_dev_zone = $3, updated_at_s = $2 WHERE id = $1 RETURNING *',
+    [merchantId, nowS, inDevZone],
   );
   return rows[0]!;
+}
+
+/** Takes back every verification made in the dev DNS zone; returns the merchants it applied to. */
+export async function unverifyDevZoneProofs(db: Queryable, nowS: bigint): Promise<Array<{ id: string; domain: string }>> {
+  const { rows } = await db.query<{ id: string; domain: string }>(
+    `UPDATE merchants SET verified = false, verified_at_s = NULL, verified_in_dev_zone = false, updated_at_s = $1
+      WHERE verified_in_dev_zone RETURNING id, domain`,
+    [nowS],
+  );
+  return rows;
 }
 
 /** Which of `categories` an active offer of the merchant still uses. */

@@ -11,7 +11,7 @@ import { resolveTxt, ResolverError } from '../../src/merchants/doh.ts';
 import { acceptedOperatorHash, checkOperator, sha256Hex } from '../../src/operator/credential.ts';
 import { ConfigError, loadConfig } from '../../src/platform/config.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
-import { registerMerchant, uniqueKey } from '../support/merchants.ts';
+import { markVerified, registerMerchant, uniqueKey } from '../support/merchants.ts';
 import { startWorld, type World } from '../support/world.ts';
 
 const run = promisify(execFile);
@@ -48,6 +48,32 @@ describe('the dev DNS zone (dev mode)', () => {
     const verified = await verify(merchant.id);
     expect(verified.status).toBe(200);
     expect(verified.body).toMatchObject({ verified: true, merchant: { id: merchant.id, verified: true } });
+  });
+
+  it('is no proof for live mode: a live gateway on the same database takes back what the dev zone verified, and only that', async () => {
+    const { merchant: inZone } = await registerMerchant(world, owner, { domain: 'zone-proven.example.com' });
+    expect((await publish({ merchantId: inZone.id })).status).toBe(200);
+    expect((await verify(inZone.id)).status).toBe(200);
+    const { merchant: elsewhere } = await registerMerchant(world, owner, { domain: 'dns-proven.example.com' });
+    await markVerified(world, elsewhere.id); // as a real resolver's record would
+    const verifiedNow = async () =>
+      Object.fromEntries(
+        (await world.gw.gateway.db.query<{ id: string; verified: boolean }>('SELECT id, verified FROM merchants WHERE id = ANY($1::text[])', [[inZone.id, elsewhere.id]])).rows.map((row) => [row.id, row.verified]),
+      );
+    expect(await verifiedNow()).toEqual({ [inZone.id]: true, [elsewhere.id]: true });
+    const live = await startTestGateway({
+      database: world.gw.database,
+      env: { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com', ACG_OPERATOR_TOKEN_SHA256: sha256Hex('acg_op_live-zone') },
+    });
+    try {
+      expect(await verifiedNow()).toEqual({ [inZone.id]: false, [elsewhere.id]: true });
+      // It proves its domain again, with the same record, through the resolver of the day (here dev mode's zone).
+      const again = await verify(inZone.id);
+      expect(again.status).toBe(200);
+      expect(await verifiedNow()).toEqual({ [inZone.id]: true, [elsewhere.id]: true });
+    } finally {
+      await live.close();
+    }
   });
 
   it('answers 409 domain_verification_pending while the record is absent, or present with a wrong value', async () => {
