@@ -8794,7 +8794,7 @@ export interface operations {
                         };
                         merchantId: string;
                         offerId: string;
-                        /** @description the agent is active, its owner is a verified human, and its mandate allows this purchase now: the offer's category and merchant, its validity window and its budgets (the offer's price against what each has left, with nothing taken; no figure is shown; the rolling per-hold and per-period caps are not asked). A purchase above its approval threshold is allowed (the mint asks the owner). */
+                        /** @description the agent is active, its owner is a verified human, and its mandate allows this purchase now: the offer's category and merchant, its validity window, its per-hold and per-period caps and its budgets (the offer's price against what each has left, with nothing taken; no figure is shown). A purchase above its approval threshold is allowed (the mint asks the owner). */
                         allowed: boolean;
                         /** @description using the offer takes a voucher (a hold of priceUc); always true for priced offers */
                         paymentRequired: boolean;

@@ -1,9 +1,8 @@
 // The merchant check (POST /v1/access/merchant-check), a query: may this independently verified agent
 // identity use one of my offers? One statement reads the offer, its merchant, the identity's registration
 // and its owner (./store.ts); the spending policy (src/policy) answers for the agent as the mint would, with
-// the offer's price against its budgets' usage (status, category, merchant rules, validity, budgets), though
-// nothing is taken; the rolling caps of the agent's allowances are not asked, as they were not before
-// mandates. The check adds the two facts only it needs (a verified owner, a verified merchant). Nothing is
+// the offer's price against its caps and its budgets' usage (status, category, merchant rules, validity, caps,
+// budgets), though nothing is taken. The check adds the two facts only it needs (a verified owner, a verified merchant). Nothing is
 // written, and the answer holds no budget figure: a refusal of any rule is `allowed: false`. A purchase that
 // would wait for the owner's approval is allowed (the mint asks for it).
 import { Type } from '@sinclair/typebox';
@@ -53,7 +52,7 @@ const MerchantCheckDecision = Type.Object({
   offerId: Type.String(),
   allowed: Type.Boolean({
     description:
-      "the agent is active, its owner is a verified human, and its mandate allows this purchase now: the offer's category and merchant, its validity window and its budgets (the offer's price against what each has left, with nothing taken; no figure is shown; the rolling per-hold and per-period caps are not asked). A purchase above its approval threshold is allowed (the mint asks the owner).",
+      "the agent is active, its owner is a verified human, and its mandate allows this purchase now: the offer's category and merchant, its validity window, its per-hold and per-period caps and its budgets (the offer's price against what each has left, with nothing taken; no figure is shown). A purchase above its approval threshold is allowed (the mint asks the owner).",
   }),
   paymentRequired: Type.Boolean({ description: 'using the offer takes a voucher (a hold of priceUc); always true for priced offers' }),
   priceUc: Microcredits(),
@@ -79,10 +78,10 @@ export function accessQueries(): AccessQueries {
         const row = await findMerchantCheck(db, merchantId, offerId, agentIdentity);
         if (!row) throw new ApiError('not_found', { detail: `no active offer ${offerId} of your merchant` });
         if (!row.agent) throw new ApiError('not_found', { detail: 'no agent is registered for this identity' });
-        // The rolling caps are not asked (as before mandates): the mandates' rules are, the ancestors' too.
-        const uncapped = <A extends object>(settings: A) => ({ ...settings, cap_per_hold_uc: null, cap_per_period_uc: null });
-        const ancestors = (await findSpendingAncestors(db, row.agent.ancestor_ids)).map(uncapped);
-        const agent = { ...uncapped(row.agent), ancestors };
+        // Every rule a mint would apply, the ancestors' too: the caps as well, or a purchase its per-hold cap
+        // refuses read as allowed (found from outside).
+        const ancestors = await findSpendingAncestors(db, row.agent.ancestor_ids);
+        const agent = { ...row.agent, ancestors };
         const usage = await usageOf(db, [agent, ...ancestors], atS);
         const refusal = spendingRefusal(agent, {
           category: row.category,

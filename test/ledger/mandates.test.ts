@@ -305,6 +305,21 @@ describe('the merchant check', () => {
     await put(agent, { notAfter: world.gw.clock.nowS() - 1 });
     expect((await check()).body.allowed).toBe(false);
   });
+
+  it('asks the caps as a mint does: a per-hold cap below the price, and a rolling cap the purchase would pass, are allowed: false', async () => {
+    const agent = await fundedAgent();
+    const subject = `mandate-agent-${counter}`;
+    const offer = await shop.offer({ priceUc: '1000000' });
+    const check = async () => (await world.api('POST', '/v1/access/merchant-check', { token: shop.key, body: { offerId: offer.id, agentIdentity: { issuer: world.agentIssuer.issuer, subject } } })).body.allowed;
+    await put(agent, { caps: { perHoldUc: '999999', perPeriodUc: null, periodS: 86_400 } });
+    expect(await check()).toBe(false);
+    expect((await mint(world, agent.token, offer.id)).body).toMatchObject({ code: 'CAP_EXCEEDED', reason: 'per_hold_cap' });
+    await put(agent, { caps: { perHoldUc: null, perPeriodUc: '1500000', periodS: 86_400 } });
+    expect(await check()).toBe(true);
+    expect((await mint(world, agent.token, offer.id)).status).toBe(200);
+    expect(await check()).toBe(false);
+    expect((await mint(world, agent.token, offer.id)).body).toMatchObject({ code: 'CAP_EXCEEDED', reason: 'per_period_cap' });
+  });
 });
 
 describe('agents registered before mandates', () => {

@@ -250,12 +250,12 @@ describe('POST /v1/access/merchant-check', () => {
     const { rows: after } = await world.gw.gateway.db.query<{ n: bigint }>('SELECT (SELECT count(*) FROM holds) + (SELECT count(*) FROM journal_entries) AS n');
     expect(after[0]!.n).toBe(before[0]!.n);
   });
-  it('asks the spending policy with nothing taken (caps do not change allowed), for a merchant only, whatever the face', async () => {
+  it('asks the spending policy with the price as a mint would (a cap below it is allowed: false), for a merchant only, whatever the face', async () => {
     await world.createAgent('mc2@example.com', 'mc-capped', { allowedCategories: ['books'], caps: { perHoldUc: '1', perPeriodUc: '1', periodS: 3600 } });
     const offer = await shop.offer({ priceUc: '2500000' });
     const input = { offerId: offer.id, agentIdentity: { issuer: world.agentIssuer.issuer, subject: 'mc-capped' } };
     const res = await world.api('POST', '/v1/access/merchant-check', { token: shop.key, body: input });
-    expect([res.status, res.body.allowed]).toEqual([200, true]);
+    expect([res.status, res.body.allowed]).toEqual([200, false]);
     const { checkMerchantAccess } = accessQueries();
     const agent: Principal = { kind: 'agent', id: 'agt_x', agentId: 'agt_x', scopes: [], credential: 'agent_identity' };
     await expect(runQuery(world.gw.gateway, checkMerchantAccess, { principal: agent, input })).rejects.toMatchObject({ code: 'forbidden', status: 403 });
