@@ -109,7 +109,9 @@ const EVENTS: Record<AnyEventType, EventEntry> = {
   },
   'topup.settled': topup("A top-up of one of your agents settled: its lot is credited (`lotId`), and a bound intent runs next"),
   'topup.declined': topup('A top-up of one of your agents was declined; its retained intent, if any, is cancelled'),
-  'topup.expired': topup('A top-up of one of your agents expired unapproved; its retained intent, if any, is cancelled'),
+  'topup.expired': topup(
+    'A top-up of one of your agents expired unapproved, or was closed because a freeze or retirement cancelled the retained intent it was opened for; its retained intent, if any, is cancelled',
+  ),
   'topup.failed': topup('The provider reported the payment of a top-up failed; its retained intent, if any, is cancelled'),
   'intent.completed': intent("A retained intent of one of your agents ran and was charged once: its `result` and `receipt`"),
   'intent.failed': intent('A retained intent of one of your agents ran and failed definitively (`error`); nothing was charged'),

@@ -78,9 +78,22 @@ function toIntentView(intent: store.IntentRow, outcome: IntentOutcome): IntentVi
 /** Runs a resumed intent's request under its claimed key, as the pipeline runs a caller's retry. */
 export type ResumeRun = (key: ClaimedKey<ExecuteResult>, request: ExecutionRequest) => Promise<ExecuteResult>;
 
+/**
+ * What pays for retained intents and ends with them when the kill switch stops them: the top-ups opened for them
+ * (the payments feature's). In the freeze's or retirement's transaction.
+ */
+export interface IntentFunding {
+  /** Locks the open top-ups bound to retained intents of these agents, before the kill switch locks any hold. */
+  lockFundingOf(tx: Tx, agentIds: readonly string[]): Promise<void>;
+  /** Closes the top-ups still waiting for the owner's approval of these intents, which the kill switch just cancelled. */
+  closeFundingOf(tx: Tx, intentIds: readonly string[], reason: 'agent_frozen' | 'agent_retired'): Promise<number>;
+}
+
 export interface IntentDependencies {
   identity: AgentService;
   ledger: Pick<LedgerService, 'getHold'>;
+  /** Absent when nothing but a caller's retry funds an intent (no top-ups to close). */
+  funding?: IntentFunding;
 }
 
 /** Whether a retained intent is another request's than this claim's (its fingerprint differs). */
@@ -223,10 +236,21 @@ export class Intents {
   }
 
   /**
+   * The kill switch's first lock on retained work, right after the stopped agents' rows: the top-ups waiting for the
+   * owner on their intents, so that an approval settling one (top-up, then lot and balance rows) and a freeze
+   * releasing holds (holds, lots, balances) take their common rows in one order.
+   */
+  async lockFundingOf(tx: Tx, agentIds: readonly string[]): Promise<void> {
+    await this.deps.funding?.lockFundingOf(tx, agentIds);
+  }
+
+  /**
    * The kill switch's reach into retained work: every pending intent of these agents (the subtree a freeze or a
    * retirement stops, in its transaction) is cancelled with `reason`, so none runs by itself later (after its top-up
-   * settles, or once the agent is unfrozen); one `intent.cancelled` each. Set-based. A retry of the original request
-   * with its key may still reopen one, as after a declined top-up.
+   * settles, or once the agent is unfrozen); one `intent.cancelled` each. The top-up still waiting for the owner's
+   * approval of each is closed with it (`expired`, `topup.expired`), as a top-up's end cancels its intent: the
+   * owner is no longer asked to pay for a run that will not happen. Set-based. A retry of the original request
+   * with its key may still reopen one, as after a declined top-up, and asks its owner again.
    */
   async cancelPendingOf(tx: Tx, agentIds: readonly string[], reason: 'agent_frozen' | 'agent_retired'): Promise<number> {
     const cancelled = await store.cancelPendingIntentsOf(tx, agentIds, reason, this.gateway.clock.nowS());
@@ -243,6 +267,7 @@ export class Intents {
       cancelled.map((intent) => ({ ownerId: owners.get(intent.agent_id)!, type: 'intent.cancelled' as const, data: { intent: toIntentView(intent, NO_OUTCOME) } })),
       this.gateway.clock.nowMs(),
     );
+    await this.deps.funding?.closeFundingOf(tx, cancelled.map((intent) => intent.id), reason);
     return cancelled.length;
   }
 

@@ -9,7 +9,7 @@ import type { HumanApprover, PurchaseApprover } from '../platform/approvals.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { Catalogue } from '../connectors/catalogue.ts';
 import { CreditApprovals } from './approvals.ts';
-import { Intents } from './intents.ts';
+import { Intents, type IntentFunding } from './intents.ts';
 import { prepaidCredit } from './payer.ts';
 import { ExecutionPipeline, type ConnectionStore } from './pipeline.ts';
 import { ExecutionRecovery } from './recovery.ts';
@@ -26,6 +26,8 @@ export interface ExecuteDependencies {
   approver?: HumanApprover;
   /** Asked when a price is above the agent's approval threshold, and read where the hold is taken. */
   purchases: PurchaseApprover;
+  /** The top-ups of retained intents, closed with the intents a freeze or retirement cancels. */
+  funding?: IntentFunding;
 }
 
 export class ExecuteService {

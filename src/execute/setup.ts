@@ -7,7 +7,7 @@ import type { HumanApprover, PurchaseApprover } from '../platform/approvals.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { SecretBoxKey } from '../platform/secret-box.ts';
 import type { Catalogue } from '../connectors/catalogue.ts';
-import { INTENT_SWEEP_INTERVAL_MS } from './intents.ts';
+import { INTENT_SWEEP_INTERVAL_MS, type IntentFunding } from './intents.ts';
 import { MailConnectorService } from './mail-connectors.ts';
 import { EXECUTION_RECOVERY_INTERVAL_MS } from './recovery.ts';
 import { ExecuteService } from './service.ts';
@@ -19,7 +19,7 @@ export interface ExecuteFeature {
 
 export function buildExecuteFeature(
   gateway: Gateway,
-  deps: { identity: AgentService; ledger: LedgerService; catalogue: Catalogue; secretBoxKey: SecretBoxKey | undefined; approver?: HumanApprover; purchases: PurchaseApprover },
+  deps: { identity: AgentService; ledger: LedgerService; catalogue: Catalogue; secretBoxKey: SecretBoxKey | undefined; approver?: HumanApprover; purchases: PurchaseApprover & IntentFunding },
 ): ExecuteFeature {
   const mailConnectors = new MailConnectorService(gateway, deps.identity, deps.secretBoxKey);
   const execute = new ExecuteService(gateway, {
@@ -30,6 +30,9 @@ export function buildExecuteFeature(
     executeTimeoutMs: gateway.config.services.executeTimeoutMs,
     approver: deps.approver,
     purchases: deps.purchases,
+    // The payments service, which asks the owner about purchases, also holds the top-ups opened for retained
+    // intents: a freeze that cancels an intent closes its top-up (src/payments/service.ts closeFundingOf).
+    funding: deps.purchases,
   });
   gateway.schedule('execution-recovery', EXECUTION_RECOVERY_INTERVAL_MS, () => execute.recoverOrphans());
   gateway.schedule('intent-sweep', INTENT_SWEEP_INTERVAL_MS, () => execute.intents.sweep());

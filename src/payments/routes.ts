@@ -27,7 +27,8 @@ const PURCHASE_TEXT =
 
 const STATUS_TEXT =
   'Statuses: `pending_approval` → `settled` (credited: one lot of source `topup`) | `declined` (by the owner) | `expired` ' +
-  '(24 h locally; the Checkout Session expiry plus 1 h with Stripe) | `failed` (the provider reported a failed payment). ' +
+  '(24 h locally; the Checkout Session expiry plus 1 h with Stripe; at once when a freeze or retirement cancels its retained intent, ' +
+  'and a payment collected afterwards still credits) | `failed` (the provider reported a failed payment). ' +
   'Every state but `pending_approval` is final.';
 
 export interface PaymentRouteDeps {

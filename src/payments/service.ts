@@ -8,7 +8,8 @@
 //   settled   the provider confirmed payment (the owner approved on our page, or Stripe's signed webhook);
 //             one lot (source `topup`) is credited, journaled, in the transaction that marks it settled;
 //   declined  the owner declined on our page (a Stripe session is expired first, so it cannot be paid);
-//   expired   nobody approved in time (24 h locally; the Checkout Session's expiry plus an hour);
+//   expired   nobody approved in time (24 h locally; the Checkout Session's expiry plus an hour), or the
+//             retained intent it was opened for was cancelled by a freeze or retirement (closeFundingOf);
 //   failed    the provider reported the payment failed (Stripe's async_payment_failed).
 // Every notification locks the top-up row first and acts only on a pending top-up, so duplicates, replays
 // and notifications racing on several instances credit once; the lot's unique source_ref is the backstop.
@@ -17,8 +18,9 @@
 // settled, and by every instance's resume job until the intent is no longer pending. Execute's
 // Idempotency-Key claim makes the run happen once (see Intents.resume in execute). A top-up that ends
 // without credit cancels its intent (no charge), unless another top-up of that intent is still open.
-import { emitEvent } from '../events/outbox.ts';
+import { emitEvent, emitEvents } from '../events/outbox.ts';
 import type { ExecuteService } from '../execute/service.ts';
+import type { IntentFunding } from '../execute/intents.ts';
 import { actsFor, type Actor } from '../agents/acting.ts';
 import type { AgentService } from '../agents/service.ts';
 import { refuseDelegate, type LedgerService } from '../ledger/service.ts';
@@ -137,7 +139,7 @@ function factsOf(row: store.TopupRow): TopupFacts {
   return { id: row.id, provider: row.provider, providerRef: row.provider_ref, amountUsdCents: row.amount_usd_cents, livemode: row.livemode };
 }
 
-export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSettlement {
+export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSettlement, IntentFunding {
   /** Purchases above a mandate's approval threshold, waiting for (or holding) the owner's answer. */
   readonly purchases: PurchaseApprovals;
 
@@ -418,6 +420,33 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
     }
     this.gateway.log.info({ topupId: row.id, agentId: row.agent_id, status, intentId: row.intent_id }, 'top-up closed without credit');
     return closed;
+  }
+
+  /** The kill switch's first lock (execute's IntentFunding): the pending top-ups of these agents' retained intents. */
+  async lockFundingOf(tx: Tx, agentIds: readonly string[]): Promise<void> {
+    await store.lockPendingIntentTopupsOf(tx, agentIds);
+  }
+
+  /**
+   * Closes the top-ups still waiting for the owner's approval of intents a freeze or retirement just cancelled, in
+   * its transaction (their rows locked by `lockFundingOf`): `expired`, with `topup.expired`, as a top-up that
+   * nobody may approve any more. Not `declined`: the owner said nothing of this top-up, and a rail's payment
+   * already under way (the owner at Stripe Checkout when the freeze came) must still credit, which `settle` does
+   * for an expired top-up and refuses for a declined one. A settled top-up is not touched (its credit stays);
+   * the intent stays cancelled whatever comes later.
+   */
+  async closeFundingOf(tx: Tx, intentIds: readonly string[], reason: 'agent_frozen' | 'agent_retired'): Promise<number> {
+    const nowS = this.gateway.clock.nowS();
+    const closed = await store.closePendingOfIntents(tx, intentIds, 'expired', nowS);
+    await emitEvents(
+      tx,
+      closed.map((row) => ({ ownerId: row.owner_id, type: 'topup.expired' as const, data: { topup: toTopup(row) } })),
+      this.gateway.clock.nowMs(),
+    );
+    for (const row of closed) {
+      this.gateway.log.info({ topupId: row.id, agentId: row.agent_id, intentId: row.intent_id, reason }, 'top-up closed with its retained intent by the kill switch');
+    }
+    return closed.length;
   }
 
   /** `topup.<final status>` to the owner's webhook, in the transaction that made the top-up final. */

@@ -125,6 +125,33 @@ export async function markClosed(db: Queryable, id: string, status: 'declined' |
   return rows[0];
 }
 
+/**
+ * Locks the pending top-ups bound to retained intents of these agents (id order): the kill switch takes them
+ * right after the agents' rows and before any hold, lot or balance row, the order an approval's settlement
+ * (top-up, then lot and balance) also follows.
+ */
+export async function lockPendingIntentTopupsOf(tx: Tx, agentIds: readonly string[]): Promise<void> {
+  if (agentIds.length === 0) return;
+  await tx.query(
+    `SELECT id FROM topups WHERE agent_id = ANY($1::text[]) AND intent_id IS NOT NULL AND finished_at_s IS NULL ORDER BY id FOR UPDATE`,
+    [[...agentIds]],
+  );
+}
+
+/**
+ * Closes, with `status`, the pending top-ups of these intents (at most one each: the pending-per-intent index,
+ * which this probes), answering them closed in id order.
+ */
+export async function closePendingOfIntents(tx: Tx, intentIds: readonly string[], status: 'expired', nowS: number): Promise<TopupRow[]> {
+  if (intentIds.length === 0) return [];
+  const { rows } = await tx.query<TopupRow>(
+    `UPDATE topups SET status = $2, updated_at_s = $3, finished_at_s = $3
+      WHERE intent_id = ANY($1::text[]) AND status = 'pending_approval' RETURNING *`,
+    [[...intentIds], status, nowS],
+  );
+  return rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
 export async function expiredPendingIds(db: Queryable, nowS: number, limit: number): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>(
     `SELECT id FROM topups WHERE status = 'pending_approval' AND expires_at_s <= $1 ORDER BY expires_at_s LIMIT $2`,

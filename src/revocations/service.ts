@@ -1,5 +1,6 @@
 // The kill switch with reach. A freeze sets the agent's status (its delegates are refused through the policy's
-// chain of ancestors) and cancels what its subtree left to run by itself (execute's retained intents); with
+// chain of ancestors) and cancels what its subtree left to run by itself (execute's retained intents, closing the
+// top-ups that waited on them); with
 // `releaseHolds` it also, in the same transaction, releases every outstanding hold of
 // the agent's subtree through the ledger's own release (credit back to the lots, budgets given back), revokes
 // their vouchers, appends them to each holding merchant's revocations feed and tells each merchant once with a
@@ -74,8 +75,11 @@ export const FEED_START = '0';
 const cursorOf = (seq: bigint): string => seq.toString();
 const seqOf = (cursor: string): bigint => BigInt(cursor);
 
-/** Retained work of a subtree (execute's intents), stopped with its holds. */
+/** Retained work of a subtree (execute's intents, and the top-ups waiting on them), stopped with its holds. */
 export interface RetainedWork {
+  /** Locks what funds the retained work (top-ups waiting for the owner), before any hold is locked. */
+  lockFundingOf(tx: Tx, agentIds: readonly string[]): Promise<void>;
+  /** Cancels the retained work, closing the top-ups that waited on it. */
   cancelPendingOf(tx: Tx, agentIds: readonly string[], reason: RevocationReason): Promise<number>;
 }
 
@@ -139,12 +143,17 @@ export class RevocationService {
 
   /**
    * What a freeze and a retirement stop in a subtree: what it left waiting to run by itself (execute's retained
-   * intents), always; and its outstanding holds, released and revoked (the ledger's release path), unless a freeze
-   * without releaseHolds leaves them to their merchants.
+   * intents, and the top-ups still waiting for the owner's approval of them), always; and its outstanding holds,
+   * released and revoked (the ledger's release path), unless a freeze without releaseHolds leaves them to their
+   * merchants.
    */
   private async stop(tx: Tx, agentIds: readonly string[], cause: RevocationCause, releaseHolds: boolean): Promise<RevokedHold[]> {
+    const retained = this.deps.retained();
+    // Lock order: the agents' rows (the caller's), the top-ups waiting on their intents, then holds, lots and
+    // balances (the release), then the intents (as a capture reaches its intent after its hold).
+    await retained.lockFundingOf(tx, agentIds);
     const revoked = releaseHolds ? await this.deps.ledger.revokeHolds(tx, agentIds, cause.reason, cause.atS) : [];
-    await this.deps.retained().cancelPendingOf(tx, agentIds, cause.reason);
+    await retained.cancelPendingOf(tx, agentIds, cause.reason);
     return revoked;
   }
 

@@ -1,7 +1,7 @@
 // Retained intents that nothing will resume are closed when that becomes certain, not left pending for their
 // lifetime: a delegate short of credit (no top-up is bought for a delegate: its root is credited) has its intent
 // cancelled in the answer that says so, with `intent.cancelled` to its owner; a freeze, with releaseHolds or without,
-// cancels its subtree's in its transaction. A retry with the same key still runs the request once credit is there (or
+// cancels its subtree's in its transaction, closing the top-ups that waited on them. A retry with the same key still runs the request once credit is there (or
 // the owner approved). What may still come (the top-up asked of the owner) keeps its intent pending.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
@@ -82,7 +82,7 @@ describe('a delegate short of credit', () => {
 });
 
 describe('a freeze without releaseHolds', () => {
-  it("cancels every retained intent of the agent's subtree in its transaction (agent_frozen, one intent.cancelled each); the top-up still credits, and nothing runs by itself, frozen or after", async () => {
+  it("cancels every retained intent of the agent's subtree in its transaction (agent_frozen, one intent.cancelled each) and closes their top-ups; nothing runs by itself, frozen or after", async () => {
     const { root, delegate } = await tree();
     const asked = await execute(world, root.token, repoRequest);
     expect(asked.status, JSON.stringify(asked.body)).toBe(402);
@@ -107,8 +107,12 @@ describe('a freeze without releaseHolds', () => {
     // Freezing again changes nothing.
     expect((await world.api('POST', `/v1/owner/agents/${root.id}/freeze`, { token: root.ownerToken, key: newKey('freeze') })).body.freeze.id).toBe(frozen.body.freeze.id);
 
-    // The owner still pays the top-up it was asked for: the credit lands, and the cancelled intent is not run, frozen or after.
-    expect((await world.api('POST', `/v1/payments/topups/${asked.body.payment.id}/approve`, { token: root.ownerToken, body: {} })).body.status).toBe('settled');
+    // The top-up asked for the root's intent closed with it (expired): nothing is left to approve for a run that will not happen.
+    expect((await world.api('GET', `/v1/payments/topups/${asked.body.payment.id}`, { token: root.ownerToken })).body.status).toBe('expired');
+    const approvedTopup = await world.api('POST', `/v1/payments/topups/${asked.body.payment.id}/approve`, { token: root.ownerToken, body: {} });
+    expect([approvedTopup.status, approvedTopup.body.code]).toEqual([409, 'conflict']);
+    // Paid all the same (a rail's payment under way when the freeze came): the credit lands late, and the cancelled intent is not run, frozen or after.
+    expect(await world.gw.services.payments!.settle(asked.body.payment.id, 'test:paid-during-freeze')).toBe('settled');
     await world.gw.services.payments!.runJobs();
     expect((await world.api('POST', `/v1/owner/agents/${root.id}/unfreeze`, { token: root.ownerToken, body: {} })).status).toBe(200);
     // Past the resume job's back-off: before, the gateway ran the old request here by itself, and charged it.

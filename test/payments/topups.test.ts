@@ -371,7 +371,7 @@ describe('retained intents', () => {
     expect(repoCalls()).toBe(callsBefore);
   });
 
-  it('a freeze with releaseHolds cancels the retained intent (agent_frozen): its top-up still credits, and it never runs by itself, frozen or after', async () => {
+  it('a freeze with releaseHolds cancels the retained intent (agent_frozen) and closes its top-up (expired): nothing to approve, and it never runs by itself, frozen or after', async () => {
     const agent = await newAgent('kill');
     const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: key('exec'), body: repoRequest });
     expect(first.status).toBe(402);
@@ -382,16 +382,17 @@ describe('retained intents', () => {
     expect(intent.body).toMatchObject({ state: 'cancelled', cancellationReason: 'agent_frozen', executionId: null });
     const events = await world.gw.gateway.db.query<{ payload: string }>(`SELECT payload FROM events WHERE type = 'intent.cancelled' AND payload LIKE $1`, [`%${first.body.intentId}%`]);
     expect(events.rows.map((row) => JSON.parse(row.payload).data.intent)).toEqual([expect.objectContaining({ id: first.body.intentId, cancellationReason: 'agent_frozen' })]);
-    // The owner still pays the top-up it was asked for: the credit lands, the intent stays cancelled.
+    // The top-up opened for it closed with it (test/revocations/topups.test.ts): the owner is no longer asked to pay for it.
+    expect((await world.api('GET', `/v1/payments/topups/${first.body.payment.id}`, { token: agent.ownerToken })).body).toMatchObject({ status: 'expired', lotId: null });
     const approved = await world.api('POST', `/v1/payments/topups/${first.body.payment.id}/approve`, { token: agent.ownerToken, body: {} });
-    expect(approved.body.status).toBe('settled');
+    expect([approved.status, approved.body.code]).toEqual([409, 'conflict']);
     await world.gw.services.payments!.runJobs();
     expect((await world.api('POST', `/v1/owner/agents/${agent.id}/unfreeze`, { token: agent.ownerToken, body: {} })).status).toBe(200);
     await world.gw.services.payments!.runJobs();
     expect((await world.api('GET', `/v1/intents/${first.body.intentId}`, { token: agent.ownerToken })).body.state).toBe('cancelled');
     expect(repoCalls()).toBe(callsBefore);
     expect(await holdsOf(world, agent.id)).toEqual([]);
-    expect(await topupLots(world, agent.id)).toHaveLength(1);
+    expect(await topupLots(world, agent.id)).toEqual([]);
   });
 
   it('binds a second top-up to a pending intent only when none is pending (409 conflict otherwise)', async () => {
