@@ -322,6 +322,8 @@ export async function buildGatewayApp(
       gateway,
       operations: { ...operations.vouchers, ...operations.execute, ...operations.agents, ...operations.revocations, ...operations.delegation },
       queries: { ...queries.identity, ...queries.offers, ...queries.ledger, ...queries.execute, ...queries.agents },
+      // get_intent's other kind of id, a purchase approval (pur_…): the REST route's own query.
+      purchaseApprovals: queries.payments.getPurchaseApproval,
       schemas,
       mayDelegate: (agentId) => services.identity.mayDelegate(gateway.db, agentId),
     }),

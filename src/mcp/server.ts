@@ -7,7 +7,6 @@
 // problem body the HTTP route answers (with `retryAfterS` as a member, since a tool result has no headers), except a refusal a human resolves in a
 // browser (an ApiError carrying an `approval` page): that becomes a URL elicitation (see `askToVisit`).
 import {
-  CLIENT_CAPABILITIES_META_KEY,
   createMcpHandler,
   fromJsonSchema,
   inputRequired,
@@ -34,8 +33,9 @@ import type { Principal } from '../platform/principal.ts';
 import { runQuery, type Query } from '../platform/queries.ts';
 import { activeSpan, inSpan, remoteParent, setSpanAttributes, type SpanOptions, type SpanRef } from '../platform/telemetry.ts';
 import { principalFrom } from './auth.ts';
+import { PURCHASE_APPROVAL_PREFIX } from './purchase-approvals.ts';
 import { publishedInputJson, type JsonSchema } from './published-schema.ts';
-import { TOOLS, type ToolDefinition, type ToolServices } from './tools.ts';
+import { TOOLS, type QueryToolDefinition, type ToolDefinition, type ToolServices } from './tools.ts';
 
 const MCP_SERVER_INFO = { name: 'agent-credit-gateway', version: '0.1.0' };
 
@@ -102,9 +102,19 @@ function withExampleMember(schema: JsonSchema, name: string, value: unknown): vo
 }
 
 /** A read's output schema: the query's (the HTTP route's 200). Operations declare none. */
-function toolOutputJson(tool: ToolDefinition, services: Pick<ToolServices, 'queries'>, named: ReadonlyMap<string, unknown>): JsonSchema | undefined {
+function toolOutputJson(tool: ToolDefinition, services: Pick<ToolServices, 'queries' | 'purchaseApprovals'>, named: ReadonlyMap<string, unknown>): JsonSchema | undefined {
   if (!('query' in tool)) return undefined;
-  return inlined(JSON.parse(JSON.stringify(services.queries[tool.query].output)), named) as JsonSchema;
+  const output = inlined(JSON.parse(JSON.stringify(services.queries[tool.query].output)), named) as JsonSchema;
+  if (!tool.readsPurchaseApprovals) return output;
+  // get_intent answers a retained intent or a purchase approval: either route's 200 (an object, as MCP wants).
+  const purchase = inlined(JSON.parse(JSON.stringify(services.purchaseApprovals.output)), named) as JsonSchema;
+  return { type: 'object', anyOf: [output, purchase] };
+}
+
+/** The query a read tool runs for these arguments: get_intent given a purchase approval's id reads that approval. */
+function queryOf(services: ToolServices, tool: QueryToolDefinition, args: Record<string, unknown>): Query<unknown, object, unknown> {
+  const purchase = tool.readsPurchaseApprovals && typeof args.id === 'string' && args.id.startsWith(PURCHASE_APPROVAL_PREFIX) ? services.purchaseApprovals : undefined;
+  return (purchase ?? services.queries[tool.query]) as Query<unknown, object, unknown>;
 }
 
 /**
@@ -119,7 +129,7 @@ function refuseUnstorableText(args: Record<string, unknown>): void {
 
 async function runTool(services: ToolServices, tool: ToolDefinition, principal: Principal, args: Record<string, unknown>): Promise<object> {
   refuseUnstorableText(args);
-  if ('query' in tool) return (await runQuery(services.gateway, services.queries[tool.query] as Query<unknown, object, unknown>, { principal, input: args })) as object;
+  if ('query' in tool) return (await runQuery(services.gateway, queryOf(services, tool, args), { principal, input: args })) as object;
   const { idempotencyKey, ...input } = args;
   const operation = services.operations[tool.operation] as Parameters<typeof runOperation>[1];
   const { result } = await runOperation(services.gateway, operation, {
@@ -140,25 +150,53 @@ type Era = 'legacy' | 'modern';
 /** The key of our one embedded input request (the approval page) in an input_required result. */
 const APPROVAL_INPUT = 'approval';
 
-function declaresUrlElicitation(ctx: ServerContext): boolean {
-  const capabilities = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY] as { elicitation?: { url?: unknown } } | undefined;
-  return capabilities?.elicitation?.url !== undefined;
+/** The first revision that defines URL-mode elicitation and its -32042 error. Revisions are dates, so they compare as text. */
+const FIRST_URL_ELICITATION_REVISION = '2025-11-25';
+
+/** The revision a legacy request speaks when it names none (MCP Streamable HTTP: the server assumes 2025-03-26). */
+const UNNAMED_LEGACY_REVISION = '2025-03-26';
+
+/** The only modern revision this server speaks; every modern request's envelope names it. */
+const MODERN_REVISION = '2026-07-28';
+
+/** Every revision this server speaks, newest first: the modern one, then the SDK's legacy revisions. */
+const SERVED_PROTOCOL_VERSIONS = [MODERN_REVISION, ...SUPPORTED_PROTOCOL_VERSIONS];
+
+/**
+ * Who is asking, as far as a URL elicitation goes: the revision of the exchange and what the client declared. The
+ * capabilities are the SDK's per-request view: on 2026-07-28 the request's envelope; on a legacy exchange what
+ * `initialize` declared, which a stateless server never sees on a later request (so a legacy tools/call has none).
+ */
+interface Asker {
+  era: Era;
+  revision: string;
+  capabilities(): { elicitation?: { url?: unknown } } | undefined;
 }
 
 /**
- * A refusal that waits for a human (it carries an `approval` page: execute's approval_required), rendered as
- * MCP asks a human to visit a page. On 2026-07-28: an input_required result with one URL-mode elicitation of
- * the page, when the request declares the `elicitation.url` capability; on 2025-11-25: the -32042
- * URLElicitationRequired error (elicitationId = the approval's id, e.g. the intent). The client opens the
- * page, the owner approves, and the client's retry with the same idempotencyKey returns the outcome. A
- * 2026-07-28 retry that already answers our elicitation, or a client without the capability, gets the
- * problem body instead (no loop).
+ * The one rule for asking a client to open a page: the revision defines URL-mode elicitation (2025-11-25 and
+ * later) and the client declared it (`elicitation.url`). A client declaring form mode only (`elicitation: {}`)
+ * or nothing, or speaking an older revision, has not said it can open a URL for the user.
  */
-function askToVisit(error: ApiError, approval: HumanApproval, era: Era, ctx: ServerContext): InputRequiredResult | undefined {
-  if (era === 'legacy') {
+function mayAskToVisit(asker: Asker): boolean {
+  return asker.revision >= FIRST_URL_ELICITATION_REVISION && asker.capabilities()?.elicitation?.url !== undefined;
+}
+
+/**
+ * A refusal that waits for a human (it carries an `approval` page: execute's approval_required, a purchase above
+ * the approval threshold), rendered as MCP asks a human to visit a page, for a client that may be asked
+ * (`mayAskToVisit`): on 2026-07-28 an input_required result with one URL-mode elicitation of the page; on
+ * 2025-11-25 the -32042 URLElicitationRequired error (elicitationId = the approval's id, e.g. the intent). The
+ * client opens the page, the owner approves, and the client's retry with the same idempotencyKey returns the
+ * outcome. Any other client, and a 2026-07-28 retry that already answers our elicitation, gets the problem body
+ * as a tool error instead (undefined here; no loop).
+ */
+function askToVisit(error: ApiError, approval: HumanApproval, asker: Asker, ctx: ServerContext): InputRequiredResult | undefined {
+  if (!mayAskToVisit(asker)) return undefined;
+  if (asker.era === 'legacy') {
     throw new UrlElicitationRequiredError([{ mode: 'url', message: approval.message, url: approval.url, elicitationId: approval.id }], error.options.detail);
   }
-  if (!declaresUrlElicitation(ctx) || ctx.mcpReq.inputResponses?.[APPROVAL_INPUT] !== undefined) return undefined;
+  if (ctx.mcpReq.inputResponses?.[APPROVAL_INPUT] !== undefined) return undefined;
   return inputRequired({ inputRequests: { [APPROVAL_INPUT]: inputRequired.elicitUrl({ message: approval.message, url: approval.url }) } });
 }
 
@@ -184,10 +222,10 @@ function call(
   check: (args: Record<string, unknown>) => void,
   principal: Principal,
   args: Record<string, unknown>,
-  era: Era,
+  asker: Asker,
   ctx: ServerContext,
 ): Promise<CallToolResult | InputRequiredResult> {
-  return inSpan(`tools/call ${tool.name}`, () => toolSpan(tool, ctx), (span) => answer(services, tool, check, principal, args, era, ctx, span));
+  return inSpan(`tools/call ${tool.name}`, () => toolSpan(tool, ctx), (span) => answer(services, tool, check, principal, args, asker, ctx, span));
 }
 
 async function answer(
@@ -196,7 +234,7 @@ async function answer(
   check: (args: Record<string, unknown>) => void,
   principal: Principal,
   args: Record<string, unknown>,
-  era: Era,
+  asker: Asker,
   ctx: ServerContext,
   span: SpanRef | undefined,
 ): Promise<CallToolResult | InputRequiredResult> {
@@ -211,7 +249,7 @@ async function answer(
     const refusal = error as ApiError;
     if (span) setSpanAttributes(span, refusal.status < 500 ? { 'acg.refusal.code': refusal.code } : { 'error.type': refusal.code });
     const approval = refusal.options.approval;
-    const elicitation = approval === undefined ? undefined : askToVisit(refusal, approval, era, ctx);
+    const elicitation = approval === undefined ? undefined : askToVisit(refusal, approval, asker, ctx);
     if (elicitation) return elicitation;
     const problem = problemBody(services.gateway.config.baseUrl, refusal, { retryAfterMember: true });
     // A read declares an output schema, which MCP requires structured content to match, and which the 1.x SDK's
@@ -313,16 +351,43 @@ function toolSchemas(services: ToolServices): (tool: ToolDefinition) => ToolSche
 }
 
 /**
- * The server of one request: the principal's tools. A tool that `requires` delegation is listed for an agent
- * only while its mandate allows delegates (one read, for agents only).
+ * The SDK finds a called tool by indexing a plain object, so `constructor`, `toString` and the other members of
+ * Object.prototype were found there and answered "Tool constructor disabled". With no prototype, an unknown name
+ * is the SDK's own "Tool … not found" (-32602). Touches the SDK's registry only if it is still a plain object.
  */
-async function buildMcpServer(services: ToolServices, schemasOf: (tool: ToolDefinition) => ToolSchemas, principal: Principal, era: Era): Promise<McpServer> {
+function withoutPrototypeTools(server: McpServer): void {
+  const registry = (server as unknown as { _registeredTools?: unknown })._registeredTools;
+  if (registry !== null && typeof registry === 'object' && Object.getPrototypeOf(registry) === Object.prototype) Object.setPrototypeOf(registry, null);
+}
+
+/**
+ * The server of one request: the principal's tools. A tool that `requires` delegation is listed for an agent
+ * only while its mandate allows delegates (one read, for agents only). `protocolVersion` is a legacy request's
+ * MCP-Protocol-Version header.
+ */
+async function buildMcpServer(
+  services: ToolServices,
+  schemasOf: (tool: ToolDefinition) => ToolSchemas,
+  principal: Principal,
+  era: Era,
+  protocolVersion: string | undefined,
+): Promise<McpServer> {
   const server = new McpServer(MCP_SERVER_INFO, {
+    // Every revision this server speaks, newest first. The SDK adds 2026-07-28 to a modern instance's list itself,
+    // not to a legacy one's, whose transport refused an unknown MCP-Protocol-Version naming only the legacy
+    // revisions (found from outside). `initialize` still negotiates legacy revisions only (the SDK filters them).
+    supportedProtocolVersions: SERVED_PROTOCOL_VERSIONS,
     instructions: INSTRUCTIONS,
     capabilities: { tools: { listChanged: false } },
     // The tool list depends on the credential: never share a cached copy across callers.
     cacheHints: { 'tools/list': { ttlMs: 0, cacheScope: 'private' }, 'server/discover': { ttlMs: 0, cacheScope: 'private' } },
   });
+  withoutPrototypeTools(server);
+  const asker: Asker = {
+    era,
+    revision: era === 'modern' ? MODERN_REVISION : (protocolVersion ?? UNNAMED_LEGACY_REVISION),
+    capabilities: () => server.server.getClientCapabilities(),
+  };
   const delegating = principal.kind === 'agent' && (await services.mayDelegate(principal.agentId!));
   for (const tool of TOOLS) {
     if (!tool.kinds.includes(principal.kind)) continue;
@@ -330,7 +395,7 @@ async function buildMcpServer(services: ToolServices, schemasOf: (tool: ToolDefi
     server.registerTool(
       tool.name,
       { title: tool.title, description: tool.description, inputSchema: schemasOf(tool).input, outputSchema: schemasOf(tool).output, annotations: tool.annotations },
-      (args: Record<string, unknown>, ctx: ServerContext) => call(services, tool, schemasOf(tool).check, principal, args, era, ctx),
+      (args: Record<string, unknown>, ctx: ServerContext) => call(services, tool, schemasOf(tool).check, principal, args, asker, ctx),
     );
   }
   return server;
@@ -338,12 +403,16 @@ async function buildMcpServer(services: ToolServices, schemasOf: (tool: ToolDefi
 
 export function createGatewayMcpHandler(services: ToolServices, options: { maxRequestBodySize: number }): McpHttpHandler {
   const schemasOf = toolSchemas(services);
-  return createMcpHandler(({ authInfo, era }) => buildMcpServer(services, schemasOf, principalFrom(authInfo), era), {
-    legacy: 'stateless',
-    responseMode: 'auto',
-    maxRequestBodySize: options.maxRequestBodySize,
-    onerror: (error) => services.gateway.log.info({ err: error }, 'MCP request refused'),
-  });
+  return createMcpHandler(
+    ({ authInfo, era, requestInfo }) =>
+      buildMcpServer(services, schemasOf, principalFrom(authInfo), era, requestInfo?.headers.get('mcp-protocol-version') ?? undefined),
+    {
+      legacy: 'stateless',
+      responseMode: 'auto',
+      maxRequestBodySize: options.maxRequestBodySize,
+      onerror: (error) => services.gateway.log.info({ err: error }, 'MCP request refused'),
+    },
+  );
 }
 
 /** The spec schema (the SDK's) of each request method this server answers, by method. */

@@ -17,6 +17,7 @@ import type { Gateway } from '../platform/gateway.ts';
 import type { PrincipalKind } from '../platform/principal.ts';
 import type { RevocationOperations } from '../revocations/operations.ts';
 import type { VoucherOperations } from '../vouchers/operations.ts';
+import type { PurchaseApprovalQuery } from './purchase-approvals.ts';
 
 /** The operations the MCP face runs; the same objects' names and schemas as the HTTP routes'. */
 export type McpOperations = Pick<VoucherOperations, 'mintVoucher'> &
@@ -40,6 +41,8 @@ export interface ToolServices {
   schemas: readonly TSchema[];
   /** Whether the agent's mandate in force allows it to register delegates (and it is not retired): who sees `requires: 'delegation'` tools. */
   mayDelegate(agentId: string): Promise<boolean>;
+  /** Payments' getPurchaseApproval (GET /v1/payments/purchases/{id}), which get_intent answers for a pur_… id. */
+  purchaseApprovals: PurchaseApprovalQuery;
 }
 
 interface ToolBase {
@@ -56,6 +59,8 @@ interface ToolBase {
 /** A read, run by the query runner; its input and output are the query's. */
 export interface QueryToolDefinition extends ToolBase {
   query: keyof McpQueries;
+  /** An `id` naming a purchase approval (pur_…) reads it instead (ToolServices.purchaseApprovals); the output is either. */
+  readsPurchaseApprovals?: true;
 }
 
 /** A tool run by the operation runner; its input is the operation's plus `idempotencyKey`. */
@@ -119,10 +124,13 @@ export const TOOLS: readonly ToolDefinition[] = [
       'A service execution the agent asked for when its credit did not cover the price (as GET /v1/intents/{id}): the retained request ' +
       '(serviceId, action, input, agentId), its state (pending until a top-up settles or a retry with the same idempotency key executes it; ' +
       'then executed with its result and receipt, failed with its problem, or cancelled) and its deadline. The intentId comes from the ' +
-      'approval_required or link_configuration_required error. The agent reads its own; the owner, those of its agents (an owner executing for an agent is told to read it here).',
+      'approval_required or link_configuration_required error. A purchase approval\'s id (pur_…, the intentId of a mint above the ' +
+      "mandate's approval threshold) reads that approval instead, as GET /v1/payments/purchases/{id}: its status (pending_approval, approved, " +
+      'declined, expired, used), the purchase and its deadline. The agent reads its own; the owner, those of its agents (an owner executing for an agent is told to read it here).',
     kinds: EVERYONE,
     annotations: READ,
     query: 'getIntent',
+    readsPurchaseApprovals: true,
   },
   {
     name: 'list_agents',
@@ -164,7 +172,7 @@ export const TOOLS: readonly ToolDefinition[] = [
       'verifies) with the hold (a Redemption). `maxUc` refuses a price above it (CAP_EXCEEDED). Refusals: INSUFFICIENT_CREDITS or ' +
       'CAP_EXCEEDED (402, with `reason` and, for a budget, `budget`), FROZEN or SCOPE_FORBIDDEN (403, with `reason`); no hold is taken ' +
       "then. A price above the mandate's approval threshold asks the owner: approval_required comes as a URL elicitation of the " +
-      "purchase's approval page (its id is the purchase approval, pur_…); once the owner approves, retry with the same key to get " +
+      "purchase's approval page (its id is the purchase approval, pur_…, which get_intent reads); once the owner approves, retry with the same key to get " +
       'the voucher. `idempotencyKey` is required: a retry MUST reuse the same key, and then returns the first answer without a ' +
       'second hold (the same key over HTTP is the same key).',
     kinds: AGENT,
@@ -180,7 +188,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'as itself; an owner names one of its agents in `agentId` (agent_required without it). Refusals before the hold charge nothing: ' +
       'FROZEN, SCOPE_FORBIDDEN, inbox_not_allowed, connector_not_configured; when credit is short the request is retained ' +
       '(link_configuration_required, or approval_required with an intentId). approval_required comes as a URL elicitation of the ' +
-      "owner's approval page (2026-07-28 input_required to clients declaring elicitation.url; 2025-11-25 error -32042); once the " +
+      "owner's approval page to clients whose request declares elicitation.url (2026-07-28 input_required; 2025-11-25 error -32042), " +
+      'else as the tool error; once the ' +
       'owner approves, the gateway runs the request by itself, once. A price above the mandate\'s approval threshold asks the owner ' +
       'to approve the purchase the same way; once approved, retry with the same key to run it. `idempotencyKey` is required: a retry MUST reuse the same ' +
       'key, and then returns the first answer (or the outcome of the retained request) and charges once.',

@@ -199,7 +199,7 @@ export class PurchaseApprovals {
       instructions:
         `Ask your owner to open ${row.approval_url} and approve the purchase of ${what} for ${formatUsd(row.amount_uc)} USD ` +
         `(${formatUc(row.amount_uc)} µc) within ${minutes} minutes. Nothing was taken. Once approved, retry with the same Idempotency-Key ` +
-        `within ${minutes} minutes; read GET /v1/payments/purchases/${row.id} for the owner's answer.`,
+        `within ${minutes} minutes; read GET /v1/payments/purchases/${row.id} (over MCP, the get_intent tool) for the owner's answer.`,
     };
   }
 

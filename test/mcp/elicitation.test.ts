@@ -1,6 +1,7 @@
 // Over MCP, execute's approval_required is a URL elicitation of the approval page: on 2026-07-28 an
 // input_required result that the official client fulfils through its elicitation handler and then retries;
-// on 2025-11-25 the -32042 URLElicitationRequired error. After the owner approves, the gateway runs the
+// on 2025-11-25 the -32042 URLElicitationRequired error, to a client whose call shows it declared URL mode
+// (a stateless legacy call never does: it gets the problem body). After the owner approves, the gateway runs the
 // retained intent by itself, and the retry with the same idempotencyKey returns its outcome. A voucher mint
 // above the agent's approval threshold is the same elicitation of the purchase's approval page; after the
 // owner approves, the retry with the same idempotencyKey takes the hold and returns the voucher.
@@ -125,22 +126,23 @@ describe('execute_service when credit is short and a provider is configured', ()
     }
   });
 
-  it('2025-11-25: the -32042 URL elicitation error names the approval page; after approval the retry returns the result', async () => {
+  // The -32042 URL elicitation error goes only to a client that declared URL-mode elicitation on a revision that
+  // defines it (see approval-reach.test.ts). A legacy exchange is served statelessly: a tools/call never carries
+  // what `initialize` declared, so even a client that declared `elicitation.url` there gets the problem body.
+  it('2025-11-25 (stateless: the call carries no capabilities): the approval_required problem body names the page; after approval the retry returns the result', async () => {
     const agent = await brokeAgent('legacy');
-    const client = await connect(world.url, agent.mcpToken, 'legacy');
+    const client = new Client({ name: 'acg-test', version: '1.0.0' }, { versionNegotiation: { mode: 'legacy' }, capabilities: { elicitation: { url: {} } } });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${world.url}/mcp`), { authProvider: { token: async () => agent.mcpToken } }));
     try {
       const call = () => client.callTool({ name: 'execute_service', arguments: { ...repoRequest, idempotencyKey: 'elicit-legacy-1' } });
-      const error = (await call().then(
-        () => undefined,
-        (e: unknown) => e,
-      )) as { code?: number; data?: { elicitations?: Array<{ mode: string; url: string; elicitationId: string; message: string }> } } | undefined;
-      expect(error?.code).toBe(-32042);
-      const [elicitation] = error!.data!.elicitations!;
-      expect(elicitation).toMatchObject({ mode: 'url', elicitationId: expect.stringMatching(/^int_/) });
+      const refused = await call();
+      expect(refused.isError).toBe(true);
+      const problem = structured(refused);
+      expect(problem).toMatchObject({ code: 'approval_required', status: 402, charged: false, intentId: expect.stringMatching(/^int_/) });
       // It names the tool that reads the intent with this token, beside the route (found from outside: only the route).
-      expect(elicitation!.message).toContain(`read its result with GET /v1/intents/${elicitation!.elicitationId} (over MCP, the get_intent tool)`);
-      const { intentId } = await approveOnPage(elicitation!.url, agent.ownerToken);
-      expect(elicitation!.elicitationId).toBe(intentId);
+      expect(problem.instructions).toContain(`read its result with GET /v1/intents/${problem.intentId} (over MCP, the get_intent tool)`);
+      const { intentId } = await approveOnPage(problem.payment.approvalUrl, agent.ownerToken);
+      expect(problem.intentId).toBe(intentId);
       await executed(intentId, agent.token);
       const result = await call();
       expect(result.isError).toBeFalsy();
@@ -207,21 +209,19 @@ describe('mint_voucher above the approval threshold', () => {
     }
   });
 
-  it('2025-11-25: the -32042 URL elicitation error names the purchase page; after approval the retry returns the voucher', async () => {
+  it('2025-11-25 (stateless: the call carries no capabilities): the approval_required problem body names the purchase page; after approval the retry returns the voucher', async () => {
     const agent = await askingAgent('mint-legacy');
-    const client = await connect(world.url, agent.mcpToken, 'legacy');
+    const client = new Client({ name: 'acg-test', version: '1.0.0' }, { versionNegotiation: { mode: 'legacy' }, capabilities: { elicitation: { url: {} } } });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${world.url}/mcp`), { authProvider: { token: async () => agent.mcpToken } }));
     try {
       const call = () => client.callTool({ name: 'mint_voucher', arguments: { offerId: agent.offer.id, idempotencyKey: 'mint-elicit-legacy-1' } });
-      const error = (await call().then(
-        () => undefined,
-        (e: unknown) => e,
-      )) as { code?: number; data?: { elicitations?: Array<{ mode: string; url: string; elicitationId: string; message: string }> } } | undefined;
-      expect(error?.code).toBe(-32042);
-      const [elicitation] = error!.data!.elicitations!;
-      expect(elicitation).toMatchObject({ mode: 'url', elicitationId: expect.stringMatching(/^pur_/) });
+      const refused = await call();
+      expect(refused.isError).toBe(true);
+      const problem = structured(refused);
+      expect(problem).toMatchObject({ code: 'approval_required', status: 402, intentId: expect.stringMatching(/^pur_/) });
       expect(await holdCount(agent.id)).toBe(0);
-      const id = await approvePurchase(elicitation!.url, agent.ownerToken);
-      expect(elicitation!.elicitationId).toBe(id);
+      const id = await approvePurchase(problem.approvalUrl, agent.ownerToken);
+      expect(problem.intentId).toBe(id);
       const result = await call();
       expect(result.isError).toBeFalsy();
       expect(structured(result)).toMatchObject({ voucher: expect.any(String), redemption: { amountUc: '3000000' } });
