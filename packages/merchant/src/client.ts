@@ -6,7 +6,7 @@
 // revocations feed (pollRevocations, syncRevocations), and refuses the vouchers in it.
 import { randomUUID } from 'node:crypto';
 import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload } from 'jose';
-import { GatewayError, VerificationError } from './errors.js';
+import { ConnectionError, GatewayError, VerificationError } from './errors.js';
 import { RevocationSet, REVOCATION_TOLERANCE_S_DEFAULT } from './revocations.js';
 import type { Problem, ReceiptClaims, Redemption, RefundResult, RevocationFeedPage, VoucherClaims, WebhookEvent } from './types.js';
 import { verifyWebhook, type HeaderSource } from './webhooks.js';
@@ -336,13 +336,15 @@ export class MerchantClient {
 
   /**
    * One call with retries. A mutating call gets one Idempotency-Key (yours, or a fresh UUID) for all its
-   * attempts: the gateway runs it once and replays the stored answer to every retry.
+   * attempts: the gateway runs it once and replays the stored answer to every retry. No answer to any attempt is a
+   * ConnectionError naming that key, so the caller can run the call again later, at most once.
    */
   private async send<T>(method: 'GET' | 'POST', path: string, body?: unknown, idempotencyKey?: string, signal?: AbortSignal): Promise<T> {
     if (!this.options.apiKey) throw new TypeError('this call needs a merchant API key: pass apiKey to MerchantClient');
     const headers: Record<string, string> = { authorization: `Bearer ${this.options.apiKey}`, accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
-    if (method === 'POST') headers['idempotency-key'] = idempotencyKey ?? randomUUID();
+    const key = method === 'POST' ? (idempotencyKey ?? randomUUID()) : undefined;
+    if (key !== undefined) headers['idempotency-key'] = key;
     const attemptsMax = this.options.attemptsMax ?? 4;
     const backoffMs = this.options.backoffMs ?? defaultBackoffMs;
     for (let attempt = 0; ; attempt++) {
@@ -362,7 +364,7 @@ export class MerchantClient {
       } catch (error) {
         // No answer (refused, reset, timed out): the call may or may not have run; the key makes a retry safe.
         signal?.throwIfAborted();
-        if (last) throw error;
+        if (last) throw new ConnectionError(attempt + 1, key, { cause: error });
         await pause(backoffMs(attempt), signal);
         continue;
       } finally {

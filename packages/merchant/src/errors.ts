@@ -14,6 +14,30 @@ export class GatewayError extends Error {
   }
 }
 
+/**
+ * No answer came from the gateway (connection refused or reset, a timeout) in any of the call's attempts: the call
+ * may or may not have run. A mutating call names the Idempotency-Key it sent on every attempt: the same call again
+ * with that key (`{ idempotencyKey }`) runs it at most once and answers what the first run did.
+ */
+export class ConnectionError extends Error {
+  readonly code = 'connection_failed';
+
+  constructor(
+    /** How many attempts were made, each without an answer. */
+    readonly attempts: number,
+    /** The Idempotency-Key of a mutating call (capture, release, refund), to retry it with later. */
+    readonly idempotencyKey: string | undefined,
+    options: { cause: unknown },
+  ) {
+    super(
+      `no answer from the gateway after ${attempts} attempt(s): the call may or may not have run` +
+        (idempotencyKey === undefined ? '' : `; retry it with idempotencyKey ${idempotencyKey} to run it at most once`),
+      options,
+    );
+    this.name = 'ConnectionError';
+  }
+}
+
 export type VerificationCode =
   /** Bad signature, unknown key, wrong `typ`/`iss`/`aud`, expired, or malformed claims. */
   | 'invalid_token'

@@ -4,7 +4,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GatewayError, MerchantClient, VerificationError, verifyWebhook, type VoucherClaims } from '@agent-credit-gateway/merchant';
+import { ConnectionError, GatewayError, MerchantClient, VerificationError, verifyWebhook, type VoucherClaims } from '@agent-credit-gateway/merchant';
 import { shopServer } from '../examples/server.ts';
 import { rotateSigningKeys } from '../../../src/platform/signing.ts';
 import { grant } from '../../../test/support/ledger-fixture.ts';
@@ -190,6 +190,45 @@ describe('redemption calls', () => {
         [`${redemption.id}:capture`],
       );
       expect(rows[0]!.n).toBe(1n);
+    } finally {
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
+  });
+});
+
+describe('a call no attempt got an answer to', () => {
+  it('throws ConnectionError with the Idempotency-Key it sent, and the same call with that key later runs once', async () => {
+    // A proxy that forwards every request, then drops the connection instead of answering: the capture ran.
+    const keys: string[] = [];
+    const proxy = http.createServer(async (request, response) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of request) chunks.push(chunk as Buffer);
+      const headers = Object.fromEntries(Object.entries(request.headers).filter(([name]) => !['host', 'content-length', 'connection'].includes(name))) as Record<string, string>;
+      keys.push(headers['idempotency-key']!);
+      await fetch(`${world.url}${request.url}`, { method: request.method, headers, body: chunks.length ? Buffer.concat(chunks) : undefined });
+      response.socket?.destroy();
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const { redemption } = await mint();
+      const sdk = client({ gatewayUrl: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`, issuer: world.url, attemptsMax: 3 });
+      const failure = await sdk.capture(redemption.id, { amountUc: '1500000' }).catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(ConnectionError);
+      const { code, attempts, idempotencyKey, cause } = failure as ConnectionError;
+      expect({ code, attempts }).toEqual({ code: 'connection_failed', attempts: 3 });
+      expect(keys).toEqual([idempotencyKey, idempotencyKey, idempotencyKey]);
+      expect(cause).toBeInstanceOf(Error);
+      // Later, straight to the gateway, with the key it named: the stored outcome of the one capture.
+      expect(await client().capture(redemption.id, { amountUc: '1500000', idempotencyKey })).toMatchObject({ state: 'captured', capturedUc: '1500000' });
+      const { rows } = await world.gw.gateway.db.query<{ n: bigint }>(
+        `SELECT count(*) AS n FROM journal_entries WHERE operation_id = $1 AND kind = 'capture' AND account LIKE 'merchant:%'`,
+        [`${redemption.id}:capture`],
+      );
+      expect(rows[0]!.n).toBe(1n);
+      // A read names no key.
+      const read = await client({ gatewayUrl: 'http://127.0.0.1:1', attemptsMax: 2 }).getRedemption(redemption.id).catch((error: unknown) => error);
+      expect(read).toBeInstanceOf(ConnectionError);
+      expect((read as ConnectionError).idempotencyKey).toBeUndefined();
     } finally {
       await new Promise<void>((resolve) => proxy.close(() => resolve()));
     }
