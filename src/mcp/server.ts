@@ -33,7 +33,7 @@ import type { Principal } from '../platform/principal.ts';
 import { runQuery, type Query } from '../platform/queries.ts';
 import { activeSpan, inSpan, remoteParent, setSpanAttributes, type SpanOptions, type SpanRef } from '../platform/telemetry.ts';
 import { principalFrom } from './auth.ts';
-import { PURCHASE_APPROVAL_PREFIX } from './purchase-approvals.ts';
+import { isPurchaseApprovalId } from '../payments/purchases.ts';
 import { publishedInputJson, type JsonSchema } from './published-schema.ts';
 import { TOOLS, type QueryToolDefinition, type ToolDefinition, type ToolServices } from './tools.ts';
 
@@ -113,7 +113,7 @@ function toolOutputJson(tool: ToolDefinition, services: Pick<ToolServices, 'quer
 
 /** The query a read tool runs for these arguments: get_intent given a purchase approval's id reads that approval. */
 function queryOf(services: ToolServices, tool: QueryToolDefinition, args: Record<string, unknown>): Query<unknown, object, unknown> {
-  const purchase = tool.readsPurchaseApprovals && typeof args.id === 'string' && args.id.startsWith(PURCHASE_APPROVAL_PREFIX) ? services.purchaseApprovals : undefined;
+  const purchase = tool.readsPurchaseApprovals && typeof args.id === 'string' && isPurchaseApprovalId(args.id) ? services.purchaseApprovals : undefined;
   return (purchase ?? services.queries[tool.query]) as Query<unknown, object, unknown>;
 }
 

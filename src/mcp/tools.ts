@@ -17,7 +17,7 @@ import type { Gateway } from '../platform/gateway.ts';
 import type { PrincipalKind } from '../platform/principal.ts';
 import type { RevocationOperations } from '../revocations/operations.ts';
 import type { VoucherOperations } from '../vouchers/operations.ts';
-import type { PurchaseApprovalQuery } from './purchase-approvals.ts';
+import type { PaymentQueries } from '../payments/queries.ts';
 
 /** The operations the MCP face runs; the same objects' names and schemas as the HTTP routes'. */
 export type McpOperations = Pick<VoucherOperations, 'mintVoucher'> &
@@ -42,7 +42,7 @@ export interface ToolServices {
   /** Whether the agent's mandate in force allows it to register delegates (and it is not retired): who sees `requires: 'delegation'` tools. */
   mayDelegate(agentId: string): Promise<boolean>;
   /** Payments' getPurchaseApproval (GET /v1/payments/purchases/{id}), which get_intent answers for a pur_… id. */
-  purchaseApprovals: PurchaseApprovalQuery;
+  purchaseApprovals: PaymentQueries['getPurchaseApproval'];
 }
 
 interface ToolBase {

@@ -36,6 +36,14 @@ import type { Principal } from '../platform/principal.ts';
 import type { Page } from '../platform/schemas.ts';
 import * as store from './store.ts';
 
+/** The kind of a purchase approval's id (`pur_…`), which the MCP face's get_intent also reads. */
+export const PURCHASE_APPROVAL_ID_KIND = 'pur';
+
+/** Whether `id` names a purchase approval (by its kind; whether one exists is the query's to say). */
+export function isPurchaseApprovalId(id: string): boolean {
+  return id.startsWith(`${PURCHASE_APPROVAL_ID_KIND}_`);
+}
+
 /** How long the owner has to answer, and then how long the approved request has to be retried: 15 minutes each. */
 export const PURCHASE_APPROVAL_LIFETIME_S = 900;
 const EXPIRY_BATCH_MAX = 100;
@@ -156,7 +164,7 @@ export class PurchaseApprovals {
 
   private async insert(tx: Tx, request: PurchaseApprovalRequest): Promise<store.PurchaseApprovalRow> {
     const nowS = this.nowS();
-    const id = newId('pur');
+    const id = newId(PURCHASE_APPROVAL_ID_KIND);
     const { binding, subject } = request;
     const inserted = await store.insertPurchaseApproval(tx, {
       id,
