@@ -85,9 +85,17 @@ export type ResumeRun = (key: ClaimedKey<ExecuteResult>, request: ExecutionReque
 export interface IntentFunding {
   /** Locks the open top-ups bound to retained intents of these agents, before the kill switch locks any hold. */
   lockFundingOf(tx: Tx, agentIds: readonly string[]): Promise<void>;
-  /** Closes the top-ups still waiting for the owner's approval of these intents, which the kill switch just cancelled. */
-  closeFundingOf(tx: Tx, intentIds: readonly string[], reason: 'agent_frozen' | 'agent_retired'): Promise<number>;
+  /**
+   * Closes the top-ups still waiting for the owner's approval of these intents, which the kill switch just cancelled
+   * or which ran (or failed for good) without them: no approval of theirs could run the intent any more. A top-up
+   * row another transaction holds is left alone (an approval settling it: its credit stays), so a closing
+   * transaction that already holds ledger locks never waits on one.
+   */
+  closeFundingOf(tx: Tx, intentIds: readonly string[], reason: IntentFundingEnd): Promise<number>;
 }
+
+/** Why a retained intent's funding ends: the kill switch cancelled it, or it ran (or failed for good) without it. */
+export type IntentFundingEnd = 'agent_frozen' | 'agent_retired' | 'intent_executed' | 'intent_failed';
 
 export interface IntentDependencies {
   identity: AgentService;
@@ -170,16 +178,27 @@ export class Intents {
     });
   }
 
-  /** Records, with the stored answer, that the intent of this claim (if it has one still open) ran and was charged. */
+  /**
+   * Records, with the stored answer, that the intent of this claim (if it has one still open) ran and was charged,
+   * and closes the top-up still waiting for its owner's approval, if any: the request ran on credit that came
+   * another way (a grant, another top-up), and approving it could no longer run anything.
+   */
   async finishExecuted(tx: Tx, claim: Claim, executionId: string, result: object, receipt: Redemption): Promise<void> {
     const intent = await store.finishIntent(tx, claim, 'executed', executionId, this.gateway.clock.nowS());
-    if (intent) await this.emit(tx, intent, { result, receipt, error: null });
+    if (!intent) return;
+    await this.emit(tx, intent, { result, receipt, error: null });
+    await this.deps.funding?.closeFundingOf(tx, [intent.id], 'intent_executed');
   }
 
-  /** Records, with the stored answer `failure`, that the intent of this claim (if it has one still open) failed definitively. */
+  /**
+   * Records, with the stored answer `failure`, that the intent of this claim (if it has one still open) failed
+   * definitively, and closes its top-up still waiting for approval, as `finishExecuted` does.
+   */
   async finishFailed(tx: Tx, claim: Claim, executionId: string, failure: ApiError): Promise<void> {
     const intent = await store.finishIntent(tx, claim, 'failed', executionId, this.gateway.clock.nowS());
-    if (intent) await this.emit(tx, intent, { result: null, receipt: null, error: this.errorOf(failure) });
+    if (!intent) return;
+    await this.emit(tx, intent, { result: null, receipt: null, error: this.errorOf(failure) });
+    await this.deps.funding?.closeFundingOf(tx, [intent.id], 'intent_failed');
   }
 
   /**

@@ -20,7 +20,7 @@
 // without credit cancels its intent (no charge), unless another top-up of that intent is still open.
 import { emitEvent, emitEvents } from '../events/outbox.ts';
 import type { ExecuteService } from '../execute/service.ts';
-import type { IntentFunding } from '../execute/intents.ts';
+import type { IntentFunding, IntentFundingEnd } from '../execute/intents.ts';
 import { actsFor, type Actor } from '../agents/acting.ts';
 import type { AgentService } from '../agents/service.ts';
 import { refuseDelegate, type LedgerService } from '../ledger/service.ts';
@@ -428,14 +428,15 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
   }
 
   /**
-   * Closes the top-ups still waiting for the owner's approval of intents a freeze or retirement just cancelled, in
-   * its transaction (their rows locked by `lockFundingOf`): `expired`, with `topup.expired`, as a top-up that
-   * nobody may approve any more. Not `declined`: the owner said nothing of this top-up, and a rail's payment
-   * already under way (the owner at Stripe Checkout when the freeze came) must still credit, which `settle` does
-   * for an expired top-up and refuses for a declined one. A settled top-up is not touched (its credit stays);
-   * the intent stays cancelled whatever comes later.
+   * Closes the top-ups still waiting for the owner's approval of intents a freeze or retirement just cancelled (in
+   * its transaction, their rows locked by `lockFundingOf`), or that ran or failed for good without them (in the
+   * execution's transaction; a row an approval holds is skipped, and its settlement stands): `expired`, with
+   * `topup.expired`, as a top-up that nobody may approve any more. Not `declined`: the owner said nothing of this
+   * top-up, and a rail's payment already under way (the owner at Stripe Checkout) must still credit, which `settle`
+   * does for an expired top-up and refuses for a declined one. A settled top-up is not touched (its credit stays);
+   * the intent's end stands whatever comes later.
    */
-  async closeFundingOf(tx: Tx, intentIds: readonly string[], reason: 'agent_frozen' | 'agent_retired'): Promise<number> {
+  async closeFundingOf(tx: Tx, intentIds: readonly string[], reason: IntentFundingEnd): Promise<number> {
     const nowS = this.gateway.clock.nowS();
     const closed = await store.closePendingOfIntents(tx, intentIds, 'expired', nowS);
     await emitEvents(
@@ -444,7 +445,7 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
       this.gateway.clock.nowMs(),
     );
     for (const row of closed) {
-      this.gateway.log.info({ topupId: row.id, agentId: row.agent_id, intentId: row.intent_id, reason }, 'top-up closed with its retained intent by the kill switch');
+      this.gateway.log.info({ topupId: row.id, agentId: row.agent_id, intentId: row.intent_id, reason }, reason.startsWith('agent_') ? 'top-up closed with its retained intent by the kill switch' : 'top-up closed: its retained intent ended without it');
     }
     return closed.length;
   }

@@ -140,13 +140,17 @@ export async function lockPendingIntentTopupsOf(tx: Tx, agentIds: readonly strin
 
 /**
  * Closes, with `status`, the pending top-ups of these intents (at most one each: the pending-per-intent index,
- * which this probes), answering them closed in id order.
+ * which this probes), answering them closed in id order. A row another transaction has locked is skipped, never
+ * waited for: that is an approval or a rail settling it (or closing it), whose outcome stands. The kill switch
+ * locked its rows first (`lockPendingIntentTopupsOf`), so it skips none; an execution's transaction, which holds
+ * ledger rows an approval's settlement locks after the top-up, thus cannot deadlock with it.
  */
 export async function closePendingOfIntents(tx: Tx, intentIds: readonly string[], status: 'expired', nowS: number): Promise<TopupRow[]> {
   if (intentIds.length === 0) return [];
   const { rows } = await tx.query<TopupRow>(
     `UPDATE topups SET status = $2, updated_at_s = $3, finished_at_s = $3
-      WHERE intent_id = ANY($1::text[]) AND status = 'pending_approval' RETURNING *`,
+      WHERE id IN (SELECT id FROM topups WHERE intent_id = ANY($1::text[]) AND status = 'pending_approval' ORDER BY id FOR UPDATE SKIP LOCKED)
+      RETURNING *`,
     [[...intentIds], status, nowS],
   );
   return rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));

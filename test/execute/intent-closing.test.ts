@@ -1,11 +1,13 @@
 // Retained intents that nothing will resume are closed when that becomes certain, not left pending for their
 // lifetime: a delegate short of credit (no top-up is bought for a delegate: its root is credited) has its intent
 // cancelled in the answer that says so, with `intent.cancelled` to its owner; a freeze, with releaseHolds or without,
-// cancels its subtree's in its transaction, closing the top-ups that waited on them. A retry with the same key still runs the request once credit is there (or
+// cancels its subtree's in its transaction, closing the top-ups that waited on them; an intent that ran or failed on credit from elsewhere
+// closes its top-up too. A retry with the same key still runs the request once credit is there (or
 // the owner approved). What may still come (the top-up asked of the owner) keeps its intent pending.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { grant } from '../support/ledger-fixture.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { execute, holdsOf, newKey, ONE_CREDIT_UC } from './helpers.ts';
 
@@ -78,6 +80,60 @@ describe('a delegate short of credit', () => {
     expect(asked.status, JSON.stringify(asked.body)).toBe(402);
     expect((await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body).toMatchObject({ state: 'pending', cancellationReason: null });
     expect(await cancelledEvents(asked.body.intentId)).toEqual([]);
+  });
+});
+
+describe("a retained intent that ends without its top-up", () => {
+  /** The top-up's events of this type, each as its payload's top-up. */
+  async function topupEvents(type: string, topupId: string): Promise<Array<Record<string, unknown>>> {
+    const { rows } = await world.gw.gateway.db.query<{ payload: string }>(`SELECT payload FROM events WHERE type = $1 AND payload LIKE $2 ORDER BY seq`, [type, `%${topupId}%`]);
+    return rows.map((row) => JSON.parse(row.payload).data.topup);
+  }
+
+  for (const ending of ['executed', 'failed'] as const) {
+    it(`closes the top-up still waiting for the owner's approval when the intent ${ending === 'executed' ? 'ran' : 'failed for good'} on credit that came another way (expired, topup.expired; approving it is 409)`, async () => {
+      const { root } = await tree();
+      const request = ending === 'executed' ? repoRequest : { ...repoRequest, input: { owner: 'missing', repo: `gone-${counter}` } };
+      const key = newKey(`ended-${ending}`);
+      const asked = await execute(world, root.token, request, key);
+      expect(asked.status, JSON.stringify(asked.body)).toBe(402);
+      const [intentId, topupId] = [asked.body.intentId as string, asked.body.payment.id as string];
+      expect(asked.body.payment).toMatchObject({ status: 'pending_approval', intentId });
+
+      // The owner funds the agent another way, and the agent retries its request with the same key.
+      await grant(world, root.id, 10n * ONE_CREDIT_UC);
+      const ran = await execute(world, root.token, request, key);
+      expect(ran.status, JSON.stringify(ran.body)).toBe(ending === 'executed' ? 200 : 404);
+      expect((await world.api('GET', `/v1/intents/${intentId}`, { token: root.ownerToken })).body.state).toBe(ending);
+
+      const topup = await world.api('GET', `/v1/payments/topups/${topupId}`, { token: root.ownerToken });
+      expect(topup.body, JSON.stringify(topup.body)).toMatchObject({ status: 'expired', lotId: null, intentId, nextAction: { resolution: 'none' } });
+      expect(await topupEvents('topup.expired', topupId)).toEqual([expect.objectContaining({ id: topupId, status: 'expired' })]);
+      const pending = await world.api('GET', '/v1/owner/approvals?status=pending', { token: root.ownerToken });
+      expect(pending.body.approvals).toEqual([]);
+      const approved = await world.api('POST', `/v1/payments/topups/${topupId}/approve`, { token: root.ownerToken, body: {} });
+      expect([approved.status, approved.body.code], JSON.stringify(approved.body)).toEqual([409, 'conflict']);
+      // Nothing was credited for it; the retry's answer stays the key's.
+      const { rows } = await world.gw.gateway.db.query(`SELECT id FROM credit_lots WHERE agent_id = $1 AND source = 'topup'`, [root.id]);
+      expect(rows).toEqual([]);
+      expect((await execute(world, root.token, request, key)).status).toBe(ran.status);
+    });
+  }
+
+  it('leaves a settled top-up as it is: an intent resumed by its own top-up keeps the credit and the record settled', async () => {
+    const { root } = await tree();
+    const asked = await execute(world, root.token, repoRequest, newKey('resumed'));
+    expect(asked.status, JSON.stringify(asked.body)).toBe(402);
+    const topupId = asked.body.payment.id as string;
+    const approved = await world.api('POST', `/v1/payments/topups/${topupId}/approve`, { token: root.ownerToken, body: {} });
+    expect(approved.body.status, JSON.stringify(approved.body)).toBe('settled');
+    const intent = await waitFor(async () => (await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.ownerToken })).body, {
+      until: (body) => body.state !== 'pending',
+      what: 'the intent to resume on its settled top-up',
+    });
+    expect(intent.state).toBe('executed');
+    expect((await world.api('GET', `/v1/payments/topups/${topupId}`, { token: root.ownerToken })).body.status).toBe('settled');
+    expect(await topupEvents('topup.expired', topupId)).toEqual([]);
   });
 });
 
