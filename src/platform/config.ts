@@ -212,11 +212,20 @@ function parsesAsConnectionUrl(value: string): boolean {
  */
 function canonicalBaseUrl(value: string | undefined, problems: string[]): string | undefined {
   if (value === undefined) return undefined;
+  const canonical = baseUrlInOneForm(value);
+  if (canonical === undefined) problems.push('ACG_BASE_URL must be a scheme, a host, an optional port and an optional path: no credentials, query or fragment');
+  return canonical;
+}
+
+/**
+ * A base URL in the one form ACG_BASE_URL is kept in (scheme and host in lower case, no default port, no trailing
+ * slash), or undefined when it is no URL or has credentials, a query or a fragment. Whoever compares a stated base
+ * URL with ours (x402's `extra.authority`) compares this form, as the x402 package's clients do.
+ */
+export function baseUrlInOneForm(value: string): string | undefined {
+  if (!URL.canParse(value)) return undefined;
   const parsed = new URL(value);
-  if (parsed.search !== '' || parsed.hash !== '' || parsed.username !== '' || parsed.password !== '') {
-    problems.push('ACG_BASE_URL must be a scheme, a host, an optional port and an optional path: no credentials, query or fragment');
-    return undefined;
-  }
+  if (parsed.search !== '' || parsed.hash !== '' || parsed.username !== '' || parsed.password !== '') return undefined;
   return `${parsed.origin}${parsed.pathname}`.replace(/\/+$/, '');
 }
 

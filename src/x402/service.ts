@@ -11,6 +11,7 @@ import type { HoldRecord, LedgerService, Redemption } from '../ledger/service.ts
 import type { Settled } from '../platform/batcher.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError, type ErrorCode } from '../platform/errors.ts';
+import { baseUrlInOneForm } from '../platform/config.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { formatUc, MICROCREDITS_PATTERN, parseUc, type Microcredits } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
@@ -346,7 +347,10 @@ export class X402Service {
     }
     const claims = claimsOf(claimed);
     if (!claims) return unreadable('the attestation lacks a claim of the scheme, or has one of the wrong type');
-    if (request.paymentRequirements.extra.authority !== claims.iss) {
+    // Compared in one form, as the x402 package's client compares it before it pays: a server whose requirements
+    // write the authority with a trailing slash or in capitals names this gateway all the same.
+    const authority = request.paymentRequirements.extra.authority;
+    if (authority === undefined || baseUrlInOneForm(authority) !== claims.iss) {
       return unreadable(`the attestation was issued by ${claims.iss}, ${stated('extra.authority', request.paymentRequirements.extra.authority)}`);
     }
     return { ok: true, claims };

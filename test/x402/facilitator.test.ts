@@ -278,6 +278,16 @@ describe('POST /x402/verify', () => {
     const voucher = await world.api('POST', '/v1/vouchers', { token: agent.token, key: `voucher-${++counter}`, body: { offerId: requirements.extra.offerId } });
     expect(await verify(paymentOf(voucher.body.voucher, requirements))).toMatchObject({ isValid: false, invalidReason: 'attestation_invalid' });
     expect(await verify(payment, { ...requirements, extra: { ...requirements.extra, authority: 'https://elsewhere.example' } })).toMatchObject({ invalidReason: 'attestation_invalid' });
+    // This gateway's base URL written another way (a trailing slash, capitals: what a server writing its requirements
+    // by hand may state) is this gateway, as the x402 package's client reads it before paying (found from outside:
+    // the client paid, and the facilitator refused the payment it had just authorized).
+    const authority = requirements.extra.authority as string;
+    for (const spelling of [`${authority}/`, authority.toUpperCase()]) {
+      expect(await verify(payment, { ...requirements, extra: { ...requirements.extra, authority: spelling } }), spelling).toMatchObject({ isValid: true });
+    }
+    for (const other of [`${authority}/other`, `${authority}?x=1`, 'not a url']) {
+      expect(await verify(payment, { ...requirements, extra: { ...requirements.extra, authority: other } }), other).toMatchObject({ invalidReason: 'attestation_invalid' });
+    }
 
     expect(await verify(payment, { ...requirements, extra: { ...requirements.extra, resource: 'https://api.shop.example/other' } })).toMatchObject({
       isValid: false,
