@@ -185,9 +185,10 @@ function depthExceeded(detail: string): ApiError {
 
 /**
  * 400 naming the rule by which a delegate's mandate is wider than its parent's. The merchant rules are compared by
- * merchant: a name that is a merchant's id or its verified domain counts as that merchant's id on both sides, as
- * the evaluation admits a merchant by either (a parent allowing `books.example.com` and a child allowing its id
- * allow one merchant).
+ * merchant: a merchant's id counts as that merchant, and a verified domain as every merchant verified on it (a
+ * domain need not be unique), on both sides, as the evaluation admits a merchant by either (a parent allowing
+ * `books.example.com` and a child allowing its one merchant's id allow one merchant; a child allowing a domain two
+ * merchants share is wider than a parent allowing one of them).
  */
 async function refuseWider(db: Queryable, rules: MandateRules, parentRules: MandateRules): Promise<void> {
   const [child, parent] = await byMerchantId(db, [rules, parentRules]);
@@ -195,16 +196,20 @@ async function refuseWider(db: Queryable, rules: MandateRules, parentRules: Mand
   if (wider) throw new ApiError('invalid_input', { detail: `the mandate is wider than its parent's: ${wider.detail}`, extra: { reason: wider.reason } });
 }
 
-/** The rules with each merchant name that is a merchant's id or verified domain written as that merchant's id. */
+/**
+ * The rules with each merchant name written as the ids of the merchants it names: an id as itself, a verified
+ * domain as every merchant verified on it; a name that is neither (a domain before its merchant registers) stays.
+ */
 async function byMerchantId(db: Queryable, rulesList: readonly MandateRules[]): Promise<MandateRules[]> {
   const names = [...new Set(rulesList.flatMap(({ merchants }) => [...(merchants.allow ?? []), ...merchants.deny]))];
   if (names.length === 0) return [...rulesList];
-  const idOf = new Map<string, string>();
+  const idsOf = new Map<string, string[]>();
+  const add = (name: string, id: string) => idsOf.set(name, [...(idsOf.get(name) ?? []), id]);
   for (const merchant of await store.findMerchantsNamed(db, names)) {
-    idOf.set(merchant.id, merchant.id);
-    if (merchant.verified) idOf.set(merchant.domain, merchant.id);
+    add(merchant.id, merchant.id);
+    if (merchant.verified) add(merchant.domain, merchant.id);
   }
-  const named = (list: readonly string[]) => [...new Set(list.map((name) => idOf.get(name) ?? name))];
+  const named = (list: readonly string[]) => [...new Set(list.flatMap((name) => idsOf.get(name) ?? [name]))].sort();
   return rulesList.map((rules) => ({ ...rules, merchants: { allow: rules.merchants.allow === null ? null : named(rules.merchants.allow), deny: named(rules.merchants.deny) } }));
 }
 
@@ -485,11 +490,12 @@ export class AgentService {
     }
     for (const [index, { merchantId }] of checked.budgets.entries()) {
       if (merchantId === undefined || found.some((merchant) => merchant.id === merchantId)) continue;
-      const byDomain = found.find((merchant) => merchant.domain === merchantId && merchant.verified);
+      // Every merchant verified on the domain (a domain need not be unique), not one of them picked by the lookup's order.
+      const byDomain = found.filter((merchant) => merchant.domain === merchantId && merchant.verified).map((merchant) => merchant.id).sort();
       throw new ApiError('invalid_input', {
-        detail: byDomain
-          ? `budgets/${index}/merchantId "${merchantId}" is a merchant's domain; a budget names its merchant by id: ${byDomain.id}`
-          : `budgets/${index}/merchantId "${merchantId}" names no merchant (an id, mer_…)`,
+        detail: byDomain.length > 0
+          ? `budgets/${index}/merchantId "${merchantId}" is a domain; a budget names its merchant by id (${byDomain.length === 1 ? 'the merchant verified on it is' : 'the merchants verified on it are'} ${byDomain.join(', ')})`
+          : `budgets/${index}/merchantId "${merchantId}" names no merchant: a budget names its merchant by id (mer_…)`,
       });
     }
     return checked;

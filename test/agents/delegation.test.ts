@@ -142,6 +142,36 @@ describe('registering a delegate', () => {
     expect(undenied.res.body).toMatchObject({ code: 'invalid_input', reason: 'merchant_outside_parent' });
   });
 
+  it('a domain two merchants share names both: a child allowing it is wider than a parent allowing one, and a child denying one drops the denial of the other (found from outside)', async () => {
+    const twins = [await openShop(world), await openShop(world)];
+    const domain = `twins-${++counter}.example.com`;
+    await world.gw.gateway.db.query('UPDATE merchants SET domain = $1 WHERE id = ANY($2::text[])', [domain, twins.map((twin) => twin.merchantId)]);
+    const [first, second] = twins.map((twin) => twin.merchantId).sort() as [string, string];
+
+    const allowing = await rootAgent({ ...PARENT_MANDATE(), merchants: { allow: [first], deny: [] } });
+    const wider = await createDelegate(allowing, allowing.token, { merchants: { allow: [domain], deny: [] } });
+    expect(wider.res.body, JSON.stringify(wider.res.body)).toMatchObject({ code: 'invalid_input', reason: 'merchant_outside_parent' });
+    expect((await createDelegate(allowing, allowing.token, { merchants: { allow: [first], deny: [] } })).res.status).toBe(201);
+
+    const denying = await rootAgent({ ...PARENT_MANDATE(), merchants: { allow: null, deny: [domain] } });
+    for (const kept of [[first], [second]]) {
+      const dropped = await createDelegate(denying, denying.token, { merchants: { allow: null, deny: kept } });
+      expect(dropped.res.body, JSON.stringify(dropped.res.body)).toMatchObject({ code: 'invalid_input', reason: 'merchant_outside_parent' });
+      expect(dropped.res.body.detail).toContain(kept[0] === first ? second : first);
+    }
+    expect((await createDelegate(denying, denying.token, { merchants: { allow: null, deny: [second, first] } })).res.status).toBe(201);
+    expect((await createDelegate(denying, denying.token, { merchants: { allow: null, deny: [domain.toUpperCase()] } })).res.status).toBe(201);
+
+    // A budget named by that domain: refused, naming every merchant verified on it rather than one of them.
+    const put = await world.api('PUT', `/v1/owner/agents/${allowing.id}/mandate`, {
+      token: allowing.ownerToken,
+      key: `twin-budget-${counter}`,
+      body: { budgets: [{ id: 'twin', limitUc: '1', period: 'day', merchantId: domain }] },
+    });
+    expect(put.status).toBe(400);
+    expect(put.body.detail).toBe(`budgets/0/merchantId "${domain}" is a domain; a budget names its merchant by id (the merchants verified on it are ${first}, ${second})`);
+  });
+
   it('as deep as the mandates allow: maxDepth 2 gives a child and a grandchild, and no further', async () => {
     const root = await rootAgent(PARENT_MANDATE());
     const child = (await createDelegate(root, root.token, { delegation: { allowed: true, maxDepth: 1 } })).agent!;

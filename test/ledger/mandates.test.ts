@@ -111,7 +111,7 @@ describe('the mandate resource', () => {
     const { rows } = await world.gw.gateway.db.query<{ domain: string }>('SELECT domain FROM merchants WHERE id = $1', [shop.merchantId]);
     const byDomain = await put(agent, { budgets: [{ id: 'a', limitUc: '1', period: 'day', merchantId: rows[0]!.domain }] });
     expect(byDomain.status).toBe(400);
-    expect(byDomain.body.detail).toBe(`budgets/0/merchantId "${rows[0]!.domain}" is a merchant's domain; a budget names its merchant by id: ${shop.merchantId}`);
+    expect(byDomain.body.detail).toBe(`budgets/0/merchantId "${rows[0]!.domain}" is a domain; a budget names its merchant by id (the merchant verified on it is ${shop.merchantId})`);
     expect((await put(agent, { budgets: [{ id: 'a', limitUc: '1', period: 'day', merchantId: shop.merchantId }], allowedCategories: ['books', '*'] })).status).toBe(200);
   });
 
