@@ -9,7 +9,7 @@ import canonicalize from 'canonicalize';
 import { ApiError } from '../platform/errors.ts';
 import { normaliseDomain } from '../platform/hostnames.ts';
 import { formatUc, parseUc } from '../platform/money.ts';
-import { isTimeZone, spelledTimeZone, type BudgetPeriod } from './periods.ts';
+import { isTimeZone, sameTimeZone, spelledTimeZone, type BudgetPeriod } from './periods.ts';
 
 export const BUDGETS_PER_MANDATE_MAX = 20;
 export const MERCHANT_RULES_MAX = 100;
@@ -236,12 +236,23 @@ export function widerThanParent(child: MandateRules, parent: MandateRules): Wide
   return outsideParent(child, parent);
 }
 
-/** A parent budget the child's budgets do not match (same scope and period, a limit at most the parent's). */
+/**
+ * A parent budget the child's budgets do not match (same scope and period, a limit at most the parent's; for a day,
+ * week or month, periods that begin when the parent's do: the same time zone). A child's day in another zone
+ * straddles two of the parent's days, so by its own mandate it could take its limit in each half of one parent day.
+ */
 function budgetWider(child: MandateRules, parent: MandateRules): WiderThanParent | undefined {
+  const sameZone = sameTimeZone(child.timeZone, parent.timeZone);
   for (const budget of parent.budgets) {
     const limitUc = BigInt(budget.limitUc);
-    const matched = child.budgets.some((mine) => sameScope(mine, budget) && mine.period === budget.period && BigInt(mine.limitUc) <= limitUc);
-    if (!matched) {
+    const matches = child.budgets.filter((mine) => sameScope(mine, budget) && mine.period === budget.period && BigInt(mine.limitUc) <= limitUc);
+    if (matches.length > 0 && !sameZone && budget.period !== 'total') {
+      return {
+        reason: 'budget_wider_than_parent',
+        detail: `the parent's budget "${budget.id}" counts per ${budget.period} from midnight in ${parent.timeZone}: a budget within it counts in the same time zone (timeZone "${parent.timeZone}", not "${child.timeZone}")`,
+      };
+    }
+    if (matches.length === 0) {
       return {
         reason: 'budget_wider_than_parent',
         detail: `the parent's budget "${budget.id}" (${budget.limitUc} µc per ${budget.period}, ${scopeOf(budget)}) needs a budget of the same scope and period of at most ${budget.limitUc} µc`,

@@ -53,6 +53,11 @@ export function spelledTimeZone(timeZone: string): string {
   return runtime !== timeZone && runtime.toLowerCase() === timeZone.toLowerCase() ? runtime : timeZone;
 }
 
+/** Whether two zones `isTimeZone` accepts are one zone (an alias of it too: Asia/Calcutta is Asia/Kolkata). */
+export function sameTimeZone(a: string, b: string): boolean {
+  return a === b || formatterOf(a).resolvedOptions().timeZone === formatterOf(b).resolvedOptions().timeZone;
+}
+
 interface LocalTime {
   year: number;
   month: number;

@@ -172,6 +172,23 @@ describe('registering a delegate', () => {
     expect(put.body.detail).toBe(`budgets/0/merchantId "${domain}" is a domain; a budget names its merchant by id (the merchants verified on it are ${first}, ${second})`);
   });
 
+  it("a child's day, week or month budget lies within its parent's only in the parent's time zone (found from outside)", async () => {
+    const root = await rootAgent({ ...PARENT_MANDATE(), timeZone: 'Asia/Kolkata', budgets: [{ id: 'daily', limitUc: credits(10), period: 'day' }, { id: 'ever', limitUc: credits(50), period: 'total' }] });
+    const sameBudgets = [{ id: 'daily', limitUc: credits(10), period: 'day' }, { id: 'ever', limitUc: credits(50), period: 'total' }];
+    const elsewhere = await createDelegate(root, root.token, { timeZone: 'Pacific/Kiritimati', budgets: sameBudgets });
+    expect(elsewhere.res.body, JSON.stringify(elsewhere.res.body)).toMatchObject({ code: 'invalid_input', reason: 'budget_wider_than_parent' });
+    expect(elsewhere.res.body.detail).toContain('timeZone "Asia/Kolkata"');
+    // The parent's zone by another of its names is the same zone; left out, the creation takes the parent's.
+    expect((await createDelegate(root, root.token, { timeZone: 'Asia/Calcutta', budgets: sameBudgets })).res.status).toBe(201);
+    const inherited = await createDelegate(root, root.token, { budgets: sameBudgets });
+    expect(inherited.res.status, JSON.stringify(inherited.res.body)).toBe(201);
+    // A later PUT of the child's mandate is held to the same rule; a total budget has no zone to match.
+    const put = (body: Record<string, unknown>) => world.api('PUT', `/v1/owner/agents/${inherited.agent!.id}/mandate`, { token: root.ownerToken, key: `zone-put-${++counter}`, body: { ...PARENT_MANDATE(), ...body } });
+    expect((await put({ timeZone: 'UTC', budgets: sameBudgets })).body).toMatchObject({ reason: 'budget_wider_than_parent' });
+    const totalOnly = await rootAgent({ ...PARENT_MANDATE(), timeZone: 'Asia/Kolkata', budgets: [{ id: 'ever', limitUc: credits(50), period: 'total' }] });
+    expect((await createDelegate(totalOnly, totalOnly.token, { timeZone: 'UTC', budgets: [{ id: 'ever', limitUc: credits(50), period: 'total' }] })).res.status).toBe(201);
+  });
+
   it('as deep as the mandates allow: maxDepth 2 gives a child and a grandchild, and no further', async () => {
     const root = await rootAgent(PARENT_MANDATE());
     const child = (await createDelegate(root, root.token, { delegation: { allowed: true, maxDepth: 1 } })).agent!;

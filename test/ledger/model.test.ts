@@ -229,9 +229,12 @@ function carved(model: Model, agentId: string, pick: DelegateMandatePick): { man
     return { ...b, id: `p${i}`, limit: i === widened ? b.limit + 1n : share > 0n ? share : 1n };
   });
   const mine = [...budgets, ...pick.own];
-  // The rule: every parent budget is matched by one of the same scope and period at most as large.
+  // The rule: every parent budget is matched by one of the same scope and period at most as large, and a day
+  // budget of the parent's only in the parent's time zone (a root's later change of zone is not held to it).
   const sameScope = (x: ModelBudget, y: ModelBudget) => x.period === y.period && x.shop === y.shop && x.category === y.category;
-  const wider = parent.budgets.some((theirs) => !mine.some((b) => sameScope(b, theirs) && b.limit <= theirs.limit));
+  const wider =
+    parent.budgets.some((theirs) => !mine.some((b) => sameScope(b, theirs) && b.limit <= theirs.limit)) ||
+    (pick.timeZone !== parent.timeZone && parent.budgets.some((theirs) => theirs.period !== 'total'));
   return { mandate: { budgets: mine, timeZone: pick.timeZone }, wider };
 }
 
@@ -834,7 +837,9 @@ describe('the ledger against a reference model', () => {
         const delegate = await tx((q) => world.gw.services.identity.registerDelegate(q, owner, parentId, { name: identity.subject, identity, mandate: {} }));
         model.agents.push(delegate.id);
         model.parents.set(delegate.id, parentId);
-        const { mandate } = carved(model, delegate.id, delegateMandate);
+        // In its parent's time zone, as a delegate's day budgets must be at creation; the root's later remandates
+        // move it to other zones, so the delegate's and its parent's days still differ during a run.
+        const { mandate } = carved(model, delegate.id, { ...delegateMandate, timeZone: mandates[0]!.timeZone });
         await setMandate(model, delegate.id, mandate);
         model.mandates.set(delegate.id, mandate);
         await fc.asyncModelRun(
