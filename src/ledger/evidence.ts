@@ -3,6 +3,8 @@
 // what happened to the money, so that a third party with the JWKS can check a purchase against its rules:
 //   mandate     the mandate version in force at the hold: its canonical JSON (RFC 8785) and its hash, the
 //               `mandate` claim of the voucher and of every receipt;
+//   ancestorMandates  for a delegate's hold, each ancestor's mandate version in force at the hold (they bound it
+//               too), root first; [] for a root's hold;
 //   offer       the offer as it was sold (for an execution, the built-in service and action);
 //   voucher     the voucher as issued, or an x402 payment's attestation (null for an execution, which has none);
 //   receipts    every signed receipt, in order: the capture's, then each refund's;
@@ -46,6 +48,11 @@ export interface HistoryEntry {
   operationId: string;
 }
 
+/** An ancestor's mandate version a delegate's hold was taken under, as kept. */
+export interface EvidenceAncestorMandate extends EvidenceMandate {
+  agentId: string;
+}
+
 /** The evidence's claims (the JWS payload). */
 export interface EvidenceClaims {
   iss: string;
@@ -55,6 +62,8 @@ export interface EvidenceClaims {
   sub: string;
   /** Null only for a hold taken before mandates existed. */
   mandate: EvidenceMandate | null;
+  /** Root first; [] for a root's hold; null for a delegate's hold taken before they were recorded. */
+  ancestorMandates: EvidenceAncestorMandate[] | null;
   offer: Record<string, unknown> | null;
   voucher: string | null;
   receipts: string[];
@@ -156,6 +165,7 @@ export class EvidenceService {
       jti: newId('evd'),
       sub: hold.id,
       mandate: await this.mandateOf(tx, hold),
+      ancestorMandates: await this.ancestorMandatesOf(tx, hold),
       offer: hold.offer_snapshot,
       voucher: hold.voucher,
       receipts,
@@ -167,14 +177,34 @@ export class EvidenceService {
   /** The mandate version the hold names, as kept; its hash must be the one the hold (and voucher) carry. */
   private async mandateOf(tx: Tx, hold: store.HoldRow): Promise<EvidenceMandate | null> {
     if (hold.mandate_version === null || hold.mandate_version < 1) return null;
-    const agent = await this.agents.agentRow(tx, hold.agent_id);
-    if (!agent) throw new Error(`evidence invariant: hold ${hold.id} names agent ${hold.agent_id}, which does not exist`);
-    const kept = await this.agents.mandateVersion(tx, agent, hold.mandate_version).catch((error: unknown) => {
+    return this.keptMandate(tx, hold, hold.agent_id, hold.mandate_version, hold.mandate_hash);
+  }
+
+  /**
+   * The mandate versions of a delegate's ancestors the hold recorded, as kept, root first: [] for a root's hold (the
+   * hold's payer is its own agent), null for a delegate's hold taken before they were recorded (migration 0037). An
+   * ancestor at version 0 (no mandate yet, the defaults) has no kept document and is left out.
+   */
+  private async ancestorMandatesOf(tx: Tx, hold: store.HoldRow): Promise<EvidenceAncestorMandate[] | null> {
+    if (!hold.ancestor_mandates) return hold.payer_id === hold.agent_id ? [] : null;
+    const kept: EvidenceAncestorMandate[] = [];
+    for (const [agentId, version, hash] of hold.ancestor_mandates) {
+      if (version < 1) continue;
+      kept.push({ agentId, ...(await this.keptMandate(tx, hold, agentId, version, hash)) });
+    }
+    return kept;
+  }
+
+  /** An agent's kept mandate version the hold names; its hash must be the one the hold recorded. */
+  private async keptMandate(tx: Tx, hold: store.HoldRow, agentId: string, version: number, hash: string | null): Promise<EvidenceMandate> {
+    const agent = await this.agents.agentRow(tx, agentId);
+    if (!agent) throw new Error(`evidence invariant: hold ${hold.id} names agent ${agentId}, which does not exist`);
+    const kept = await this.agents.mandateVersion(tx, agent, version).catch((error: unknown) => {
       // Every version ever in force is kept: a missing one is a broken invariant, not a missing redemption.
-      throw error instanceof ApiError ? new Error(`evidence invariant: hold ${hold.id} names mandate version ${hold.mandate_version}, which is not kept`) : error;
+      throw error instanceof ApiError ? new Error(`evidence invariant: hold ${hold.id} names mandate version ${version} of ${agentId}, which is not kept`) : error;
     });
-    if (kept.hash !== hold.mandate_hash) {
-      throw new Error(`evidence invariant: hold ${hold.id} names mandate version ${hold.mandate_version} with hash ${hold.mandate_hash}, kept as ${kept.hash}`);
+    if (kept.hash !== hash) {
+      throw new Error(`evidence invariant: hold ${hold.id} names mandate version ${version} of ${agentId} with hash ${hash}, kept as ${kept.hash}`);
     }
     return { version: kept.version, hash: kept.hash, canonical: kept.document };
   }

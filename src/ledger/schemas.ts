@@ -183,6 +183,24 @@ export const EvidenceClaimsSchema = Type.Object(
         { additionalProperties: false, description: 'the mandate version in force when the hold was taken; null only for a hold older than mandates' },
       ),
     ),
+    ancestorMandates: Nullable(
+      Type.Array(
+        Type.Object(
+          {
+            agentId: Type.String({ description: 'the ancestor (agt_…)' }),
+            version: Type.Integer({ minimum: 1 }),
+            hash: Type.String({ description: 'base64url SHA-256 of `canonical`' }),
+            canonical: Type.String({ description: 'the RFC 8785 canonical JSON of the mandate version, byte for byte' }),
+          },
+          { additionalProperties: false },
+        ),
+        {
+          description:
+            "for a delegate's hold, the mandate version of each of its ancestors in force when the hold was taken, root first: every one of them bound the purchase " +
+            "(an ancestor still on the default rules, version 0, has no document and is left out); [] for a root agent's hold; null for a delegate's hold taken before 2026-12-04, when they were not recorded",
+        },
+      ),
+    ),
     offer: Nullable(
       Type.Object(
         {},

@@ -627,6 +627,7 @@ export class LedgerService {
       capture_receipt: null,
       mandate_version: agent.mandate_version,
       mandate_hash: agent.mandate_hash,
+      ancestor_mandates: agent.ancestors.length === 0 ? null : agent.ancestors.map((ancestor): store.AncestorMandate => [ancestor.id, ancestor.mandate_version, ancestor.mandate_hash]),
       voucher: null,
       offer_snapshot: request.offerSnapshot ?? null,
     };

@@ -55,7 +55,15 @@ export interface HoldRow {
    * given apart (`recordHolds`).
    */
   budget_charges?: unknown[] | null;
+  /**
+   * A delegate's ancestors' mandate versions in force when the hold was taken, root first (`[agent_id, version,
+   * hash]`, migration 0037); null for a root's hold, and for a delegate's hold taken before they were recorded.
+   */
+  ancestor_mandates?: AncestorMandate[] | null;
 }
+
+/** An ancestor's mandate version as a delegate's hold records it: `[agent_id, version, hash]`. */
+export type AncestorMandate = [agentId: string, version: number, hash: string | null];
 
 export interface RefundRow {
   id: string;
@@ -236,13 +244,15 @@ export function recordHolds(
   const allocations = holds.flatMap(({ hold, allocations }) => allocations.map((a, position) => ({ holdId: hold.id, lotId: a.lotId, position, amountUc: a.amountUc })));
   const createdAtS = holds[0]!.hold.created_at_s;
   if (holds.some(({ hold }) => hold.created_at_s !== createdAtS)) throw new Error('recordHolds: the holds of one call share one creation time');
-  const journaled = journalInsert(journal, Number(createdAtS), 21);
+  // The statement's own parameters are $1…$21; its parts' follow.
+  const firstPartParameter = 22;
+  const journaled = journalInsert(journal, Number(createdAtS), firstPartParameter);
   // Budget charges only when a hold counts in a budget: each hold's periods go in its own row (budget_charges);
   // the running totals' parts are in the statement only when there is one.
-  const budgets = budgetChargeParts(charges, holds.map(({ hold }) => ({ id: hold.id, agentId: hold.agent_id })), periodsWithRows, 'account', 21 + journaled.params.length);
+  const budgets = budgetChargeParts(charges, holds.map(({ hold }) => ({ id: hold.id, agentId: hold.agent_id })), periodsWithRows, 'account', firstPartParameter + journaled.params.length);
   const counting = charges.length > 0;
-  const evented = events?.(21 + journaled.params.length + (counting ? budgets.params.length : 0));
-  const expectedParameter = 21 + journaled.params.length + (counting ? budgets.params.length : 0) + (evented?.params.length ?? 0);
+  const evented = events?.(firstPartParameter + journaled.params.length + (counting ? budgets.params.length : 0));
+  const expectedParameter = firstPartParameter + journaled.params.length + (counting ? budgets.params.length : 0) + (evented?.params.length ?? 0);
   // What each part must have written, in the order of the statement's counts: holds, lots debited,
   // allocations, journal lines, balance rows (one per payer), budget charges, budget periods, events.
   const expected = [
@@ -258,16 +268,16 @@ export function recordHolds(
   tx.send(
     `WITH h AS (
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[],
-                            $15::int[], $16::text[], $17::text[], $18::jsonb[], $19::text[], $20::jsonb[])
+                            $15::int[], $16::text[], $17::text[], $18::jsonb[], $19::text[], $20::jsonb[], $21::jsonb[])
          WITH ORDINALITY AS h(id, agent_id, acceptor_id, merchant_id, offer_id, category, amount_uc, expires_at_s, refund_window_s,
-                              mandate_version, mandate_hash, voucher, offer_snapshot, payer_id, budget_charges, position)
+                              mandate_version, mandate_hash, voucher, offer_snapshot, payer_id, budget_charges, ancestor_mandates, position)
      ), alloc AS (
        SELECT * FROM unnest($10::text[], $11::text[], $12::int[], $13::bigint[]) AS a(hold_id, lot_id, position, amount_uc)
      ), new_holds AS (
        INSERT INTO holds (id, agent_id, payer_id, acceptor_id, merchant_id, offer_id, category, amount_uc, captured_uc, state, expires_at_s, created_at_s, refund_window_s,
-                          mandate_version, mandate_hash, voucher, offer_snapshot, budget_charges)
+                          mandate_version, mandate_hash, voucher, offer_snapshot, budget_charges, ancestor_mandates)
        SELECT id, agent_id, payer_id, acceptor_id, merchant_id, offer_id, category, amount_uc, 0, 'held', expires_at_s, $14, refund_window_s,
-              mandate_version, mandate_hash, voucher, offer_snapshot, budget_charges FROM h ORDER BY position
+              mandate_version, mandate_hash, voucher, offer_snapshot, budget_charges, ancestor_mandates FROM h ORDER BY position
        RETURNING id, budget_charges
      ), allocations AS (
        INSERT INTO hold_allocations (hold_id, lot_id, position, amount_uc)
@@ -316,6 +326,7 @@ export function recordHolds(
       holds.map(({ hold }) => (hold.offer_snapshot === null ? null : JSON.stringify(hold.offer_snapshot))),
       holds.map(({ hold }) => hold.payer_id),
       budgets.columns,
+      holds.map(({ hold }) => (hold.ancestor_mandates ? JSON.stringify(hold.ancestor_mandates) : null)),
       ...journaled.params,
       ...(counting ? budgets.params : []),
       ...(evented ? evented.params : []),

@@ -218,6 +218,53 @@ describe('the evidence of a redemption', () => {
     expect(JSON.parse(mandate.canonical)).toMatchObject({ version: 1, allowedCategories: ['books', 'testing'], budgets: [] });
   });
 
+  it("of a delegate's purchase carries every ancestor's mandate version in force at the hold, root first (each bound it too); a root's has none (found from outside)", async () => {
+    const root = await fundedAgent();
+    const rootMandate = await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, {
+      token: root.ownerToken,
+      key: `evidence-root-${++counter}`,
+      body: { allowedCategories: ['books'], budgets: [{ id: 'daily', limitUc: '50000000', period: 'day' }], delegation: { allowed: true, maxDepth: 2 } },
+    });
+    expect(rootMandate.status, JSON.stringify(rootMandate.body)).toBe(200);
+    const created = async (parentId: string, token: string, maxDepth: number) => {
+      const subject = `evidence-delegate-${++counter}`;
+      const res = await world.api('POST', `/v1/agents/${parentId}/delegates`, {
+        token,
+        key: `evidence-delegate-${counter}`,
+        body: { name: subject, identity: { issuer: world.agentIssuer.issuer, subject }, mandate: { budgets: [{ id: 'daily', limitUc: '20000000', period: 'day' }], delegation: { allowed: maxDepth > 0, maxDepth } } },
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      return { id: res.body.id as string, token: await world.agentToken(subject, root.email) };
+    };
+    const child = await created(root.id, root.token, 1);
+    const grandchild = await created(child.id, child.token, 0);
+    const offer = await shop.offer();
+    const minted = await mint(world, grandchild.token, offer.id);
+    expect(minted.status, JSON.stringify(minted.body)).toBe(200);
+    // A later change of an ancestor's mandate does not change what the hold was taken under.
+    const later = await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, {
+      token: root.ownerToken,
+      key: `evidence-root-${++counter}`,
+      body: { allowedCategories: ['books'], budgets: [{ id: 'daily', limitUc: '40000000', period: 'day' }], delegation: { allowed: true, maxDepth: 2 } },
+    });
+    expect(later.status).toBe(200);
+
+    const claims = await verify((await evidenceOf(minted.body.redemption.id, evidenceKey)).body.evidence, 'evidence+jwt');
+    expect(Value.Check(EvidenceClaimsSchema, LEDGER_SCHEMAS, claims)).toBe(true);
+    const ancestors = claims.ancestorMandates as Array<{ agentId: string; version: number; hash: string; canonical: string }>;
+    expect(ancestors.map(({ agentId, version }) => [agentId, version])).toEqual([[root.id, rootMandate.body.version], [child.id, 1]]);
+    for (const ancestor of ancestors) {
+      expect(sha256(ancestor.canonical)).toBe(ancestor.hash);
+      expect(JSON.parse(ancestor.canonical)).toMatchObject({ agentId: ancestor.agentId, version: ancestor.version });
+    }
+    expect(ancestors[0]!.hash).toBe(rootMandate.body.hash);
+    expect(JSON.parse(ancestors[0]!.canonical).budgets).toEqual([expect.objectContaining({ id: 'daily', limitUc: '50000000' })]);
+    expect((claims.mandate as { canonical: string }).canonical).toContain(grandchild.id);
+
+    const own = await mint(world, root.token, offer.id);
+    expect((await verify((await evidenceOf(own.body.redemption.id, evidenceKey)).body.evidence, 'evidence+jwt')).ancestorMandates).toEqual([]);
+  });
+
   it('shows a release, and an expiry reclaimed on read, in its history', async () => {
     const agent = await fundedAgent();
     const released = (await mint(world, agent.token, (await shop.offer({ priceUc: '700000' })).id)).body.redemption.id as string;
