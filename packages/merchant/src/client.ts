@@ -4,15 +4,16 @@
 // never move money twice. An offline verifier cannot ask the gateway whether a voucher was revoked, so the
 // client keeps a RevocationSet, fed by the `voucher.revoked` webhook (handleWebhook) or by polling the
 // revocations feed (pollRevocations, syncRevocations), and refuses the vouchers in it.
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload } from 'jose';
 import { ConnectionError, GatewayError, VerificationError } from './errors.js';
 import { RevocationSet, REVOCATION_TOLERANCE_S_DEFAULT } from './revocations.js';
-import type { Problem, ReceiptClaims, Redemption, RefundResult, RevocationFeedPage, VoucherClaims, WebhookEvent } from './types.js';
+import type { EvidenceClaims, EvidenceMandate, Problem, ReceiptClaims, Redemption, RefundResult, RevocationFeedPage, VoucherClaims, WebhookEvent } from './types.js';
 import { verifyWebhook, type HeaderSource } from './webhooks.js';
 
 export const VOUCHER_TYP = 'voucher+jwt';
 export const RECEIPT_TYP = 'receipt+jwt';
+export const EVIDENCE_TYP = 'evidence+jwt';
 const ALGORITHMS = ['ES256'];
 /** The most digits of an amount the gateway takes or signs (its `UC_DIGITS_MAX`): at most 10¹⁸ − 1 µc. */
 const AMOUNT_UC_DIGITS_MAX = 18;
@@ -94,6 +95,26 @@ function amountText(amount: Amount, name: string): string {
   const text = typeof amount === 'bigint' ? amount.toString() : amount;
   if (!AMOUNT_PATTERN.test(text)) throw new TypeError(`${name} must be a non-negative integer of microcredits of at most ${AMOUNT_UC_DIGITS_MAX} digits, got ${String(amount)}`);
   return text;
+}
+
+/** A string claim that may be absent: null then. */
+function optionalStringClaim(payload: JWTPayload, name: string): string | null {
+  const value = payload[name];
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string') throw new VerificationError('invalid_token', `the ${name} claim is not a string`);
+  return value;
+}
+
+function invalidEvidence(detail: string): never {
+  throw new VerificationError('invalid_token', `the evidence does not hold: ${detail}`);
+}
+
+/** A mandate of the evidence, whose hash must be the base64url SHA-256 of the canonical JSON it carries. */
+function checkedMandate(value: unknown, name: string): EvidenceMandate {
+  const { version, hash, canonical } = (value ?? {}) as Partial<EvidenceMandate>;
+  if (typeof version !== 'number' || typeof hash !== 'string' || typeof canonical !== 'string') invalidEvidence(`${name} is not {version, hash, canonical}`);
+  if (createHash('sha256').update(canonical, 'utf8').digest('base64url') !== hash) invalidEvidence(`${name}'s hash is not the SHA-256 of its canonical JSON`);
+  return { version, hash, canonical };
 }
 
 function stringClaim(payload: JWTPayload, name: string): string {
@@ -181,6 +202,7 @@ export class MerchantClient {
       amountUc: amountClaim(payload, 'amount_uc'),
       issuedAt: payload.iat,
       expiresAt: payload.exp,
+      mandateHash: optionalStringClaim(payload, 'mandate'),
     };
     if (this.revocations.has(claims.redemptionId)) {
       // The voucher's own exp is a closer end for its entry than the feed's bound (revokedAt + longest lifetime).
@@ -221,6 +243,7 @@ export class MerchantClient {
       refundId: kind === 'refund' ? stringClaim(payload, 'refund_id') : null,
       refundUc: kind === 'refund' ? amountClaim(payload, 'refund_uc') : null,
       issuedAt: payload.iat,
+      mandateHash: optionalStringClaim(payload, 'mandate'),
     };
     if (claims.merchantId !== this.options.merchantId) throw new VerificationError('wrong_merchant', `the receipt was issued for ${claims.merchantId}`);
     return claims;
@@ -247,6 +270,42 @@ export class MerchantClient {
 
   getRedemption(redemptionId: string): Promise<Redemption> {
     return this.send('GET', `/v1/redemptions/${encodeURIComponent(redemptionId)}`);
+  }
+
+  /**
+   * The redemption's evidence for a dispute (needs the `evidence:read` scope): the signed JWS as the gateway gave it
+   * (`evidence`, to hand to a third party) and its claims, verified here: ES256 by a key of the gateway's JWKS, typ
+   * evidence+jwt, the gateway as issuer, for this redemption, and each mandate's hash the SHA-256 of the canonical
+   * JSON it carries. Throws `VerificationError` (`invalid_token`) when any of it does not hold.
+   */
+  async getEvidence(redemptionId: string): Promise<{ evidence: string; claims: EvidenceClaims }> {
+    const { evidence } = await this.send<{ evidence: string }>('GET', `/v1/redemptions/${encodeURIComponent(redemptionId)}/evidence`);
+    const payload = await this.verifyJwt(evidence, EVIDENCE_TYP, undefined, false);
+    if (payload.sub !== redemptionId) throw new VerificationError('invalid_token', `the evidence is for ${String(payload.sub)}, not ${redemptionId}`);
+    if (typeof payload.iat !== 'number') throw new VerificationError('invalid_token', 'the evidence has no iat');
+    const mandate = payload.mandate === null ? null : checkedMandate(payload.mandate, 'mandate');
+    const ancestors = payload.ancestorMandates;
+    const ancestorMandates = ancestors === null || ancestors === undefined
+      ? null
+      : Array.isArray(ancestors)
+        ? ancestors.map((ancestor, index) => ({ agentId: stringClaim(ancestor as JWTPayload, 'agentId'), ...checkedMandate(ancestor, `ancestorMandates[${index}]`) }))
+        : invalidEvidence('ancestorMandates is not a list');
+    const claims = payload as unknown as Omit<EvidenceClaims, 'evidenceId' | 'redemptionId' | 'issuedAt' | 'mandate' | 'ancestorMandates'>;
+    return {
+      evidence,
+      claims: {
+        evidenceId: stringClaim(payload, 'jti'),
+        redemptionId,
+        issuedAt: payload.iat,
+        mandate,
+        ancestorMandates,
+        offer: claims.offer,
+        voucher: claims.voucher,
+        receipts: claims.receipts,
+        history: claims.history,
+        redemption: claims.redemption,
+      },
+    };
   }
 
   /**

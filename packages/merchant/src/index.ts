@@ -1,5 +1,6 @@
 // @agent-credit-gateway/merchant: everything a merchant needs to accept the gateway's vouchers.
 export {
+  EVIDENCE_TYP,
   MerchantClient,
   RECEIPT_TYP,
   VOUCHER_TYP,
@@ -21,6 +22,8 @@ export {
 export { verifyWebhook, WEBHOOK_TOLERANCE_S_DEFAULT, type HeaderSource } from './webhooks.js';
 // Named, not `export type *` (TypeScript 5.0), so the declarations read in TypeScript 3.8 and later.
 export type {
+  EvidenceClaims,
+  EvidenceMandate,
   Problem,
   ReceiptClaims,
   Redemption,

@@ -54,6 +54,11 @@ export interface VoucherClaims {
   amountUc: string;
   issuedAt: number;
   expiresAt: number;
+  /**
+   * The hash of the agent's mandate version the hold was taken under (the voucher's `mandate` claim): the
+   * base64url SHA-256 of its RFC 8785 canonical JSON, which `getEvidence` gives you. Null for a voucher without it.
+   */
+  mandateHash: string | null;
 }
 
 /** A verified receipt's claims, typed. */
@@ -73,6 +78,8 @@ export interface ReceiptClaims {
   refundId: string | null;
   refundUc: string | null;
   issuedAt: number;
+  /** The hash of the mandate version the hold was taken under (the receipt's `mandate` claim), or null without it. */
+  mandateHash: string | null;
 }
 
 export type WebhookEventType =
@@ -130,4 +137,32 @@ export interface Problem {
   code?: string;
   detail?: string;
   [member: string]: unknown;
+}
+
+/** A mandate version as evidence carries it: its RFC 8785 canonical JSON and the base64url SHA-256 of it. */
+export interface EvidenceMandate {
+  version: number;
+  hash: string;
+  canonical: string;
+}
+
+/** The verified claims of a redemption's evidence (`getEvidence`), for a dispute. */
+export interface EvidenceClaims {
+  /** The evidence id (`evd_…`). */
+  evidenceId: string;
+  redemptionId: string;
+  issuedAt: number;
+  /** The agent's mandate version in force at the hold; null only for a hold older than mandates. */
+  mandate: EvidenceMandate | null;
+  /** For a delegate's hold, each ancestor's mandate version in force at the hold, root first; [] for a root's; null if not recorded. */
+  ancestorMandates: Array<EvidenceMandate & { agentId: string }> | null;
+  /** What was bought, as it was sold. */
+  offer: Record<string, unknown> | null;
+  /** The voucher as issued (or an x402 payment's attestation). */
+  voucher: string | null;
+  /** Every signed receipt, in order: the capture's, then each refund's. */
+  receipts: string[];
+  /** The hold's movements from its journal. */
+  history: Array<{ event: 'held' | 'captured' | 'released' | 'expired' | 'refunded'; at: number; amountUc: string; releasedUc?: string; operationId: string }>;
+  redemption: Redemption;
 }

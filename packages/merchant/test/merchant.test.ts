@@ -60,7 +60,7 @@ beforeAll(async () => {
   const key = await world.api('POST', `/v1/merchants/${merchantId}/api-keys`, {
     token: ownerToken,
     key: uniqueKey('api-key'),
-    body: { name: 'sdk', scopes: ['offers:read', 'redemptions:capture', 'redemptions:release', 'redemptions:refund'] },
+    body: { name: 'sdk', scopes: ['offers:read', 'redemptions:capture', 'redemptions:release', 'redemptions:refund', 'evidence:read'] },
   });
   if (key.status !== 201) throw new Error(`api key failed: ${key.status} ${JSON.stringify(key.body)}`);
   apiKey = key.body.secretKey;
@@ -86,6 +86,7 @@ describe('verifyVoucher', () => {
       amountUc: '2500000',
       issuedAt: expect.any(Number),
       expiresAt: expect.any(Number),
+      mandateHash: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
     });
     expect(claims.expiresAt - claims.issuedAt).toBe(900);
   });
@@ -156,6 +157,15 @@ describe('redemption calls', () => {
     expect(await sdk.verifyReceipt(refund.receipt!)).toMatchObject({ kind: 'refund', refundId: refund.id, refundUc: '1000000', refundedUc: '1000000', capturedUc: '2500000' });
     expect(await failure(sdk.refund(redemption.id, { amountUc: '1500001' }))).toMatchObject({ status: 400, code: 'refund_exceeds_captured' });
     expect((await sdk.refund(redemption.id)).refund.amountUc).toBe('1500000');
+    // The evidence for a dispute: verified, tied to the voucher's mandate and carrying both receipts (found from outside: the SDK had no way to it).
+    const { evidence, claims } = await sdk.getEvidence(redemption.id);
+    expect(evidence.split('.')).toHaveLength(3);
+    const voucherClaims = await sdk.verifyReceipt(captured.captureReceipt!);
+    expect(claims).toMatchObject({ redemptionId: redemption.id, evidenceId: expect.stringMatching(/^evd_/), ancestorMandates: [], redemption: { id: redemption.id, refundedUc: '2500000' } });
+    expect(claims.mandate!.hash).toBe(voucherClaims.mandateHash);
+    expect(claims.receipts).toHaveLength(3);
+    expect(claims.history.map((entry) => entry.event)).toEqual(['held', 'captured', 'refunded', 'refunded']);
+    expect(await failure(sdk.getEvidence('hold_doesnotexist'))).toMatchObject({ status: 404, code: 'not_found' });
     expect((await failure(client({ merchantId: 'mer_someoneelse' }).verifyReceipt(refund.receipt!))).code).toBe('wrong_merchant');
     const [header, , signature] = refund.receipt!.split('.');
     const forged = [header, Buffer.from(JSON.stringify({ kind: 'refund', refund_uc: '9' })).toString('base64url'), signature].join('.');

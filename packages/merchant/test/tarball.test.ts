@@ -145,6 +145,7 @@ describe.skipIf(onPostgres())('the packed SDK tarball', () => {
         amountUc: '2500000',
         issuedAt: expect.any(Number),
         expiresAt: expect.any(Number),
+        mandateHash: null,
       },
       refused: 'invalid_token',
     });
