@@ -1,6 +1,7 @@
 // The local approval page: GET /payments/topups/{id} (a top-up) and GET /payments/purchases/{id} (a purchase
 // above the agent's mandate approval threshold). The owner signs in, sees the agent and the amount, and for a
-// top-up the reason and the retained intent, for a purchase the merchant and the offer; then approves or
+// top-up the reason and the retained intent, for a purchase the merchant and the offer (and for an x402
+// authorize the resource its attestation will be bound to: one offer may price many routes); then approves or
 // declines. The page itself holds no data of the approval (any id renders the same shell, so it reveals
 // nothing; it carries only the public catalogue's service titles); after sign-in its script reads the record,
 // its agent and its intent through the API with the owner's bearer token and writes every value with
@@ -90,6 +91,8 @@ const SCRIPT = `(() => {
     text('merchant', purchase.merchant ? purchase.merchant.domain : '');
     text('offer-name', purchase.offer.name);
     text('offer', purchase.offer.id);
+    show('resource-row', typeof purchase.resource === 'string');
+    text('resource', purchase.resource || '');
     text('expires', new Date(purchase.expiresAt * 1000).toLocaleString());
     const pending = purchase.status === 'pending_approval';
     show('approve', pending);
@@ -162,6 +165,7 @@ export function approvalPage(nonce: string, view: ApprovalPageView): string {
 <dt>Agent</dt><dd><span id="agent-name"></span> <code id="agent" class="muted"></code></dd>
 <div data-for="purchase" hidden><dt>Merchant</dt><dd><bdi id="merchant-name"></bdi> <code id="merchant" class="muted"></code></dd>
 <dt>Offer</dt><dd><span id="offer-name"></span> <code id="offer" class="muted"></code></dd></div>
+<div id="resource-row" data-for="purchase" hidden><dt>Resource</dt><dd><code id="resource"></code></dd></div>
 <dt>Amount</dt><dd id="amount"></dd>
 <div data-for="topup" hidden><dt>Reason</dt><dd id="reason"></dd><dt>Retained intent</dt><dd id="intent"></dd></div>
 <dt>Status</dt><dd id="state"></dd>

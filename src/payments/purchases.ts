@@ -55,13 +55,18 @@ export interface PurchaseApproval {
   id: string;
   agentId: string;
   status: PurchaseStatus;
-  /** The operation of the request it belongs to: `mintVoucher` or `executeService`. */
+  /** The operation of the request it belongs to: `mintVoucher`, `authorizeX402Payment` or `executeService`. */
   operation: string;
   amountUc: string;
   /** The merchant as it was when asked; null for a built-in service of the gateway (execute). */
   merchant: { id: string; name: string; domain: string } | null;
   /** The offer (or the built-in service's action) as it was when asked. */
   offer: { id: string; name: string };
+  /**
+   * What an x402 authorize pays for: the resource its attestation will be bound to (one offer may price many
+   * routes, so the offer alone does not say it); null for a voucher mint or an execute.
+   */
+  resource: string | null;
   /** The retained purchase: this approval's id for a voucher mint, the retained intent for an execute (null once swept). */
   intentId: string | null;
   intent: VoucherIntent | ServiceIntent;
@@ -105,6 +110,11 @@ export function purchasePageUrl(baseUrl: string, approvalId: string): string {
   return `${baseUrl}/payments/purchases/${approvalId}`;
 }
 
+/** The resource of a retained x402 authorize (its intent's `resource`); null for any other purchase. */
+function resourceOf(intent: VoucherIntent | ServiceIntent): string | null {
+  return 'resource' in intent && typeof intent.resource === 'string' ? intent.resource : null;
+}
+
 function isOpen(status: PurchaseStatus): boolean {
   return status === 'pending_approval' || status === 'approved';
 }
@@ -132,6 +142,7 @@ export class PurchaseApprovals {
   /** An approval as its readers see it: open and past its deadline, it reads as expired. */
   view(row: store.PurchaseApprovalRow): PurchaseApproval {
     const overdue = isOpen(row.status) && Number(row.expires_at_s) <= this.nowS();
+    const intent = row.intent as unknown as VoucherIntent | ServiceIntent;
     return {
       id: row.id,
       agentId: row.agent_id,
@@ -140,8 +151,9 @@ export class PurchaseApprovals {
       amountUc: formatUc(row.amount_uc),
       merchant: merchantOf(row),
       offer: { id: row.offer_id, name: row.offer_name },
+      resource: resourceOf(intent),
       intentId: row.subject === 'voucher' ? row.id : row.intent_id,
-      intent: row.intent as unknown as VoucherIntent | ServiceIntent,
+      intent,
       approvalUrl: row.approval_url,
       holdId: row.hold_id,
       createdAt: Number(row.created_at_s),
@@ -198,7 +210,8 @@ export class PurchaseApprovals {
   private pending(row: store.PurchaseApprovalRow): PendingPurchase {
     const approval = this.view(row);
     const minutes = Math.round(this.deps.lifetimeS / 60);
-    const what = approval.merchant ? `${approval.offer.name} from ${approval.merchant.name} (${approval.merchant.domain})` : approval.offer.name;
+    const offered = approval.merchant ? `${approval.offer.name} from ${approval.merchant.name} (${approval.merchant.domain})` : approval.offer.name;
+    const what = approval.resource === null ? offered : `${offered} for ${approval.resource}`;
     return {
       id: row.id,
       url: row.approval_url,

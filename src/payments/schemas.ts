@@ -56,12 +56,22 @@ export const PurchaseApprovalSchema = Type.Object(
         '`pending_approval` → `approved` (the owner said yes) → `used` (the request\'s retry took the hold: `holdId`) | `expired`; ' +
         '`pending_approval` → `declined` | `expired`; `approved` → `declined` (withdrawn before use). Past `expiresAt` an open approval reads `expired`.',
     }),
-    operation: Type.String({ enum: ['mintVoucher', 'executeService'], description: 'the request the approval belongs to (with its Idempotency-Key)' }),
+    operation: Type.String({
+      enum: ['mintVoucher', 'authorizeX402Payment', 'executeService'],
+      description: 'the request the approval belongs to (with its Idempotency-Key): a voucher mint, an x402 authorize, or an execute',
+    }),
     amountUc: Microcredits('the price of the purchase: what the hold takes'),
     merchant: Nullable(MerchantShown),
     offer: OfferShown,
+    resource: Nullable(
+      Type.String({
+        description:
+          "what an x402 authorize pays for: the resource (the server's `extra.resource`, e.g. the URL) its attestation will be bound to, " +
+          'as the approval page shows it to the owner; null for a voucher mint or an execute',
+      }),
+    ),
     intentId: Nullable(Type.String({ description: "the retained purchase: this approval's id for a voucher mint, the retained intent (int_…) for an execute" })),
-    intent: Type.Object({}, { additionalProperties: true, description: 'the purchase as it was asked: `{offerId, agentId, maxUc?, amountUc?}` for a voucher mint (`amountUc`: the price an x402 authorize named), the Service intent for an execute' }),
+    intent: Type.Object({}, { additionalProperties: true, description: 'the purchase as it was asked: `{offerId, agentId, maxUc?, amountUc?, resource?}` for a voucher mint or an x402 authorize (`amountUc` and `resource`: the price and the resource the authorize named), the Service intent for an execute' }),
     approvalUrl: Type.String({ format: 'uri', description: "the gateway's approval page" }),
     holdId: Nullable(Type.String({ description: 'the hold taken under the approval, once used' })),
     createdAt: UnixSeconds('creation'),

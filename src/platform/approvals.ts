@@ -28,6 +28,8 @@ export interface VoucherIntent {
   maxUc?: string;
   /** The price asked (an x402 authorize's `amount`); absent: the offer's price. */
   amountUc?: string;
+  /** The resource an x402 authorize binds its attestation to (its `resource`), shown to the owner who approves. */
+  resource?: string;
 }
 
 /**

@@ -56,6 +56,8 @@ export interface MintRequest {
   amountUc?: Microcredits;
   /** The merchant the buyer means to pay (x402's `payTo`): an offer of another merchant is refused. */
   merchantId?: string;
+  /** What the hold pays for (x402's `resource`): a purchase approval shows it to the owner. */
+  resource?: string;
   /** The longest the hold may live (x402: no longer than its key is kept); default the offer's hold lifetime. */
   lifetimeSMax?: number;
   /** The request as its Idempotency-Key names it: what a purchase approval is bound to (absent: none can be asked). */
@@ -217,6 +219,7 @@ export class VoucherService {
       agentId: request.agentId,
       ...(request.maxUc === undefined ? {} : { maxUc: formatUc(request.maxUc) }),
       ...(request.amountUc === undefined ? {} : { amountUc: formatUc(request.amountUc) }),
+      ...(request.resource === undefined ? {} : { resource: request.resource }),
     };
     const purchase: PurchaseApprovalRequest = {
       agentId: request.agentId,

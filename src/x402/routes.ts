@@ -13,7 +13,7 @@ import { sendsReplay } from '../platform/http/replay.ts';
 import { queryRoute } from '../platform/http/query.ts';
 import type { X402Operations } from './operations.ts';
 import type { X402Queries } from './queries.ts';
-import { ATTESTATION_PRESENTATION_S_MAX, ATTESTATION_TYP, AuthorizeX402Body, FacilitatorRequest, X402_ASSET, X402_NETWORK, X402_SCHEME } from './schemas.ts';
+import { ATTESTATION_PRESENTATION_S_MAX, ATTESTATION_TYP, AuthorizeX402Body, FacilitatorRequest, X402_ASSET, X402_NETWORK, X402_SCHEME, X402_VERSION } from './schemas.ts';
 import type { X402Service } from './service.ts';
 
 export interface X402RouteDeps {
@@ -26,6 +26,11 @@ export interface X402RouteDeps {
 
 const MERCHANT_CAPTURE = { kinds: ['merchant'], scopes: ['redemptions:capture'] } as const;
 const SCHEME = `\`${X402_SCHEME}\` on \`${X402_NETWORK}\` in \`${X402_ASSET}\``;
+/** The reasons of a request this facilitator does not settle (x402 v2's own, service.ts `notForThisFacilitator`), as verify and settle describe them. */
+const NOT_FOR_US =
+  "x402's own reasons for a request that is not for this facilitator (a misconfigured server, never a forgery or a price): " +
+  `invalid_x402_version (\`x402Version\`, at the top or in the payload, not ${X402_VERSION}), invalid_scheme (not \`${X402_SCHEME}\`), ` +
+  `invalid_network (not \`${X402_NETWORK}\`), invalid_payment_requirements (an \`asset\` other than \`${X402_ASSET}\`)`;
 
 export function x402Routes({ x402, operations, queries, configured }: X402RouteDeps) {
   const { authorizeX402Payment, settleX402Payment } = operations;
@@ -95,9 +100,10 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
           `x402 VerifyRequest for ${SCHEME}; always 200 with a VerifyResponse. Valid: the attestation verifies (ES256, its \`typ\`, a key of ` +
           "ours, `iss` = the requirements' `extra.authority` = this gateway, not expired), its `aud` is the calling merchant (and `payTo`), its " +
           "`resource` is the requirements' `extra.resource`, its offer is `extra.offerId` and its amount covers `amount`, and its hold is " +
-          'held. Otherwise `isValid` false with one `invalidReason` each: attestation_invalid (structure, signature, typ, alg, iss), ' +
+          `held. Otherwise \`isValid\` false with one \`invalidReason\` each. First, before the attestation is read, ${NOT_FOR_US}. Then ` +
+          'attestation_invalid (structure, signature, typ, alg, iss: the draft\'s forgery signal), ' +
           'attestation_expired (valid signature, `exp` past), attestation_revoked (a freeze or a retirement revoked the hold), unauthorized_server (another ' +
-          'merchant\'s), resource_mismatch, price_not_acceptable (less than asked, another offer, or not this scheme), already_settled, ' +
+          'merchant\'s), resource_mismatch, price_not_acceptable (less than asked, or another offer), already_settled, ' +
           'hold_expired. `payer` is the agent id. A malformed request is 400 invalid_input.',
         errors: [400],
       }),
@@ -111,14 +117,14 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
         description:
           `x402 SettleRequest for ${SCHEME}; always 200 with a SettleResponse. The charge is the settlement-time \`paymentRequirements.amount\` ` +
           '(at most what the attestation authorized; the rest goes back to the agent); "0" releases the hold (the API key then needs scope ' +
-          'redemptions:release too). The payment verifies as for /verify (the scheme, the attestation, its merchant, `resource` and offer against ' +
+          'redemptions:release too). The payment verifies as for /verify (the version, scheme, network and asset, the attestation, its merchant, `resource` and offer against ' +
           "the requirements) except its presentation `exp`, since settlement is accepted until the hold's deadline, and the amount, " +
           "which is the charge and at most what the attestation authorized. Exactly once per `jti`: the jti is the Idempotency-Key (none is sent), so concurrent settles on any " +
           'instances charge once, and an identical repeat answers the same SettleResponse (Idempotent-Replayed). Success: `amount` and ' +
           '`extra.chargedAmount` the charge, `extra.commitmentId` the jti, `extra.receipt` the signed capture receipt (receipt+jwt; null for a ' +
-          'release), `payer` the agent. Otherwise `success` false with one `errorReason`: settle_conflict (the jti was settled otherwise), ' +
+          `release), \`payer\` the agent. Otherwise \`success\` false with one \`errorReason\`: first ${NOT_FOR_US}; then settle_conflict (the jti was settled otherwise), ` +
           'hold_expired, unauthorized_server (another merchant\'s), revoked (a freeze or a retirement revoked the hold), attestation_invalid, ' +
-          'resource_mismatch, price_not_acceptable (another offer, or not this scheme), amount_exceeds_authorized. A malformed request is 400 invalid_input; no `bundleState` (an agent\'s balance is its owner\'s business).',
+          'resource_mismatch, price_not_acceptable (another offer), amount_exceeds_authorized. A malformed request is 400 invalid_input; no `bundleState` (an agent\'s balance is its owner\'s business).',
         body: FacilitatorRequest,
         response: { 200: Type.Ref('X402SettleResponse'), ...problems(400, 503) },
       },

@@ -21,6 +21,15 @@ export const ATTESTATION_PRESENTATION_S_MAX = 300;
 export const RESOURCE_URL_CHARS_MAX = 2048;
 
 /**
+ * Why a request is not for what this facilitator settles, checked before the attestation, with x402 v2's own
+ * reasons (specs/x402-specification-v2.md §9): another x402 version, scheme or network, and requirements in
+ * another asset (x402 has no asset reason; `invalid_payment_requirements` is its "requirements invalid"). A
+ * misconfigured server, never the draft's forgery signal (`attestation_invalid`) nor its price refusal.
+ */
+export const REQUIREMENTS_REASONS = ['invalid_x402_version', 'invalid_scheme', 'invalid_network', 'invalid_payment_requirements'] as const;
+export type RequirementsReason = (typeof REQUIREMENTS_REASONS)[number];
+
+/**
  * Why a payment does not verify, each its own client behaviour (the draft's three that must never collapse,
  * attestation_expired, attestation_invalid and insufficient_credits, among them).
  */
@@ -33,6 +42,7 @@ export const INVALID_REASONS = [
   'price_not_acceptable',
   'already_settled',
   'hold_expired',
+  ...REQUIREMENTS_REASONS,
 ] as const;
 export type InvalidReason = (typeof INVALID_REASONS)[number];
 
@@ -46,6 +56,7 @@ export const SETTLE_ERROR_REASONS = [
   'resource_mismatch',
   'price_not_acceptable',
   'amount_exceeds_authorized',
+  ...REQUIREMENTS_REASONS,
 ] as const;
 export type SettleErrorReason = (typeof SETTLE_ERROR_REASONS)[number];
 

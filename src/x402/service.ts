@@ -29,6 +29,7 @@ import {
   type AuthorizeX402Input,
   type FacilitatorRequest,
   type InvalidReason,
+  type RequirementsReason,
   type SettleErrorReason,
   type SettleResponse,
   type SettleX402Input,
@@ -170,6 +171,7 @@ export class X402Service {
       offerId: input.offerId,
       amountUc: checked.amountUc,
       merchantId: input.payTo,
+      resource: input.resource,
       lifetimeSMax: this.gateway.config.idempotencyRetentionS,
       signer: this.attestationSigner(input, checked.presentationS),
       ...(binding ? { binding } : {}),
@@ -213,14 +215,15 @@ export class X402Service {
   // ---- verify ------------------------------------------------------------------------------------------
 
   /**
-   * Verifies a payment for the calling merchant, in the draft's order: the requirements are this scheme's;
-   * the attestation (structure, ES256, typ, our key, iss = the requirements' authority, then exp); its
+   * Verifies a payment for the calling merchant, in the draft's order: the request is this facilitator's (x402
+   * version, scheme, network, asset); the attestation (structure, ES256, typ, our key, iss = the requirements' authority, then exp); its
    * audience is the caller; its resource, asset, offer and amount meet the requirements; then the hold:
    * revoked, settled or expired.
    */
   async verify(db: Queryable, merchantId: string, request: FacilitatorRequest): Promise<VerifyResponse> {
     const requirements = request.paymentRequirements;
-    if (!isThisScheme(requirements)) return invalid('price_not_acceptable', NOT_THIS_SCHEME);
+    const elsewhere = notForThisFacilitator(request);
+    if (elsewhere) return invalid(elsewhere.reason, elsewhere.message);
     const reading = await this.readAttestation(request, 'presentation');
     if (!reading.ok) return invalid(reading.reason, reading.message, reading.payer);
     const { claims } = reading;
@@ -240,14 +243,15 @@ export class X402Service {
   // ---- settle ------------------------------------------------------------------------------------------
 
   /**
-   * A settle before it runs: the payment verified as verify does it (the scheme; the attestation's signature, typ
+   * A settle before it runs: the payment verified as verify does it (the version, scheme, network and asset; the attestation's signature, typ
    * and iss; its merchant, resource and offer against the requirements), except `exp`, since settlement is
    * accepted until the hold's deadline, and the charge within what it authorized instead of covering what is
    * asked. Its refusals are answers that change nothing.
    */
   async settlementOf(merchantId: string, request: FacilitatorRequest): Promise<Settlement> {
     const requirements = request.paymentRequirements;
-    if (!isThisScheme(requirements)) return { refused: settleFailure('price_not_acceptable', NOT_THIS_SCHEME) };
+    const elsewhere = notForThisFacilitator(request);
+    if (elsewhere) return { refused: settleFailure(elsewhere.reason, elsewhere.message) };
     const reading = await this.readAttestation(request, 'settlement');
     if (!reading.ok) return { refused: settleFailure('attestation_invalid', reading.message) };
     const { claims } = reading;
@@ -312,7 +316,6 @@ export class X402Service {
    */
   private async readAttestation(request: FacilitatorRequest, use: 'presentation' | 'settlement'): Promise<Reading> {
     const payload = request.paymentPayload.payload as { type?: unknown; attestation?: unknown } | null;
-    if (request.x402Version !== X402_VERSION || request.paymentPayload.x402Version !== X402_VERSION) return unreadable(`x402 version ${X402_VERSION} only`);
     if (typeof payload !== 'object' || payload === null || payload.type !== 'consume' || typeof payload.attestation !== 'string') {
       return unreadable('the payload is not {type: "consume", attestation}');
     }
@@ -357,7 +360,23 @@ export class X402Service {
   }
 }
 
-const NOT_THIS_SCHEME = `this facilitator settles ${X402_SCHEME} on ${X402_NETWORK} in ${X402_ASSET} only`;
+const THIS_SCHEME = `this facilitator settles ${X402_SCHEME} on ${X402_NETWORK} in ${X402_ASSET} only`;
+
+/**
+ * Why a request is not for this facilitator, with x402's own reason (schemas.ts, REQUIREMENTS_REASONS): the
+ * version first (another version's requirements are not read as this one's), then the scheme, the network and
+ * the asset. Each is the server's statement, so none is a forgery or a price; undefined when all are ours.
+ */
+function notForThisFacilitator(request: FacilitatorRequest): { reason: RequirementsReason; message: string } | undefined {
+  if (request.x402Version !== X402_VERSION || request.paymentPayload.x402Version !== X402_VERSION) {
+    return { reason: 'invalid_x402_version', message: `this facilitator speaks x402 version ${X402_VERSION} only` };
+  }
+  const { scheme, network, asset } = request.paymentRequirements;
+  if (scheme !== X402_SCHEME) return { reason: 'invalid_scheme', message: `the scheme ${scheme} is not ${X402_SCHEME}: ${THIS_SCHEME}` };
+  if (network !== X402_NETWORK) return { reason: 'invalid_network', message: `the network ${network} is not ${X402_NETWORK}: ${THIS_SCHEME}` };
+  if (asset !== X402_ASSET) return { reason: 'invalid_payment_requirements', message: `the asset ${asset} is not ${X402_ASSET}: ${THIS_SCHEME}` };
+  return undefined;
+}
 
 /**
  * Whether the attestation is for what the server's requirements state, as verify and settle both check it: its
@@ -388,10 +407,6 @@ function stated(member: string, value: unknown): string {
 /** The attestation binds the resource as the server names it, and nothing fetches it: any absolute URI will do. */
 function isAbsoluteUri(text: string): boolean {
   return URL.canParse(text) && !/\s/.test(text);
-}
-
-function isThisScheme(requirements: FacilitatorRequest['paymentRequirements']): boolean {
-  return requirements.scheme === X402_SCHEME && requirements.network === X402_NETWORK && requirements.asset === X402_ASSET;
 }
 
 function unreadable(message: string): Reading {

@@ -3,7 +3,8 @@
 // purchase's approval URL; its owner opens that page in headless Chromium, signs in with the dev login, sees
 // the agent, the merchant, the offer and the amount, and approves; the agent's retry with the same
 // Idempotency-Key gets the voucher, a second retry replays it, and the ledger shows one hold. A second
-// purchase the owner declines on the page takes nothing, and its retry gets the stored refusal.
+// purchase the owner declines on the page takes nothing, and its retry gets the stored refusal. An x402
+// authorize above the threshold shows the owner the resource it pays for, as text.
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -140,6 +141,8 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
       await expect(page.locator('#amount').textContent()).resolves.toBe('$0.03 (3 credits)');
       await expect(page.locator('#state').textContent()).resolves.toBe('pending_approval');
       expect(await page.locator('#reason').isHidden()).toBe(true);
+      // A voucher names no resource: the row is not shown.
+      expect(await page.locator('#resource-row').isHidden()).toBe(true);
       await page.locator('#approve').click();
       await page.locator('#status', { hasText: 'This purchase is approved.' }).waitFor({ timeout: 15_000 });
       await expect(page.locator('#state').textContent()).resolves.toBe('approved');
@@ -159,7 +162,31 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
     expect(replay.body.voucher).toBe(retry.body.voucher);
     expect(await holds()).toMatchObject([{ id: retry.body.redemption.id, amountUc: '3000000' }]);
     expect((await call(url, 'GET', `/v1/owner/agents/${agentId}/balance`, ownerToken)).body).toMatchObject({ heldUc: '3000000', availableUc: '17000000' });
-    expect((await call(url, 'GET', `/v1/payments/purchases/${asked.body.intentId}`, agentToken)).body).toMatchObject({ status: 'used', holdId: retry.body.redemption.id });
+    expect((await call(url, 'GET', `/v1/payments/purchases/${asked.body.intentId}`, agentToken)).body).toMatchObject({ status: 'used', holdId: retry.body.redemption.id, resource: null });
+  }, 120_000);
+
+  it('an x402 authorize above the threshold: the owner sees the resource it pays for, as text, and approves it', async () => {
+    // One offer may price many routes: the resource is what says what the agent buys. Markup in it stays text.
+    const resource = 'https://api.ada-books.example.com/report?q=<b>bold</b>&n="1"';
+    const body = { amount: '2500000', asset: 'microcredit', resource, payTo: merchantId, offerId };
+    const key = `e2e-x402-${++counter}`;
+    const asked = await call(url, 'POST', '/x402/authorize', agentToken, body, key);
+    expect(asked.status).toBe(402);
+    expect(asked.body).toMatchObject({ code: 'approval_required', purchase: { operation: 'authorizeX402Payment', resource } });
+    await onThePage(asked.body.approvalUrl, async (page) => {
+      await expect(page.locator('#offer-name').textContent()).resolves.toBe('One e-book');
+      await expect(page.locator('#amount').textContent()).resolves.toBe('$0.025 (2.5 credits)');
+      expect(await page.locator('#resource-row').isVisible()).toBe(true);
+      await expect(page.locator('#resource').textContent()).resolves.toBe(resource);
+      expect(await page.locator('#details b').count()).toBe(0);
+      await page.locator('#approve').click();
+      await page.locator('#status', { hasText: 'This purchase is approved.' }).waitFor({ timeout: 15_000 });
+    });
+    const held = await call(url, 'POST', '/x402/authorize', agentToken, body, key);
+    expect(held.status).toBe(201);
+    expect(held.body.redemption).toMatchObject({ agentId, offerId, amountUc: '2500000', state: 'held' });
+    const used = await call(url, 'GET', `/v1/payments/purchases/${asked.body.intentId}`, ownerToken);
+    expect(used.body).toMatchObject({ status: 'used', resource, holdId: held.body.redemption.id });
   }, 120_000);
 
   it('the owner declines in Chromium → nothing is taken and the retry gets the stored refusal', async () => {

@@ -234,8 +234,15 @@ describe('POST /x402/authorize', () => {
     expect(asked.status).toBe(402);
     expect(asked.body).toMatchObject({ code: 'approval_required', intent: { offerId: offer.id, agentId: agent.id, amountUc: '2000000' } });
     const approvalId = new URL(asked.body.approvalUrl as string).pathname.split('/').pop()!;
+    // The owner is shown what is bought, the resource the attestation will be bound to, not only the offer (found from outside).
+    const resource = requirements.extra.resource as string;
+    expect(asked.body.purchase).toMatchObject({ operation: 'authorizeX402Payment', resource, offer: { id: offer.id } });
+    expect(asked.body.instructions).toContain(`for ${resource}`);
+    const shown = await world.api('GET', `/v1/payments/purchases/${approvalId}`, { token: agent.ownerToken });
+    expect(shown.body).toMatchObject({ operation: 'authorizeX402Payment', resource, intent: { resource } });
     const approved = await world.api('POST', `/v1/payments/purchases/${approvalId}/approve`, { token: agent.ownerToken, body: {} });
     expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+    expect(approved.body.resource).toBe(resource);
     const held = await authorize(agent, requirements, 'approve-me');
     expect(held.status).toBe(201);
     expect(held.body.redemption.amountUc).toBe('2000000');
@@ -296,7 +303,6 @@ describe('POST /x402/verify', () => {
     });
     expect(await verify(payment, { ...requirements, amount: '500001' })).toMatchObject({ isValid: false, invalidReason: 'price_not_acceptable' });
     expect(await verify(payment, { ...requirements, extra: { ...requirements.extra, offerId: 'off_other' } })).toMatchObject({ invalidReason: 'price_not_acceptable' });
-    expect(await verify(payment, { ...requirements, network: 'eip155:8453' })).toMatchObject({ invalidReason: 'price_not_acceptable' });
 
     const other = await openShop(world);
     expect(await verify(payment, { ...requirements, payTo: other.merchantId }, other.key)).toMatchObject({ isValid: false, invalidReason: 'unauthorized_server' });
@@ -306,6 +312,36 @@ describe('POST /x402/verify', () => {
     const expired = await advancing(301_000, () => verify(payment));
     expect(expired).toMatchObject({ isValid: false, invalidReason: 'attestation_expired', payer: agent.id });
     expect(await verify(payment)).toMatchObject({ isValid: true });
+  });
+
+  it("names another version, scheme, network or asset with x402's own reason, neither a forgery nor a price", async () => {
+    const { requirements, payment } = await paid();
+    // x402 v2's reasons (specs/x402-specification-v2.md §9); attestation_invalid is the draft's forgery signal, and
+    // price_not_acceptable its "amount below resource requirements": a misconfigured server is neither (found from outside).
+    const mismatches: Array<[string, PaymentRequirements, string]> = [
+      ['scheme', { ...requirements, scheme: 'exact' }, 'invalid_scheme'],
+      ['network', { ...requirements, network: 'eip155:8453' }, 'invalid_network'],
+      ['asset', { ...requirements, asset: 'USD' }, 'invalid_payment_requirements'],
+    ];
+    for (const [what, stated, reason] of mismatches) {
+      const verified = await facilitator().verify(payment, stated);
+      expect(verified, what).toMatchObject({ isValid: false, invalidReason: reason });
+      expect(verified.invalidMessage, what).toContain(`${what} `);
+      expect(await facilitator().settle(payment, stated), what).toMatchObject({ success: false, errorReason: reason });
+    }
+    const request = (x402Version: number, payloadVersion: number) => ({ x402Version, paymentPayload: { ...payment, x402Version: payloadVersion }, paymentRequirements: requirements });
+    for (const [top, inPayload] of [[1, 2], [2, 1], [3, 3]] as const) {
+      const verified = await world.api('POST', '/x402/verify', { token: shop.key, body: request(top, inPayload) });
+      expect(verified.status).toBe(200);
+      expect(verified.body, `${top}/${inPayload}`).toMatchObject({ isValid: false, invalidReason: 'invalid_x402_version', invalidMessage: 'this facilitator speaks x402 version 2 only' });
+      const settled = await world.api('POST', '/x402/settle', { token: shop.key, body: request(top, inPayload) });
+      expect(settled.body, `${top}/${inPayload}`).toMatchObject({ success: false, errorReason: 'invalid_x402_version' });
+    }
+    // The version is read first: an x402 v1 request is not judged by v2's requirements.
+    const v1 = await world.api('POST', '/x402/verify', { token: shop.key, body: { ...request(1, 1), paymentRequirements: { ...requirements, network: 'base' } } });
+    expect(v1.body).toMatchObject({ invalidReason: 'invalid_x402_version' });
+    // Nothing was settled by any of them.
+    expect(await facilitator().verify(payment, requirements)).toMatchObject({ isValid: true });
   });
 
   it('answers already_settled once settled, attestation_revoked once a freeze revoked it, hold_expired past the deadline', async () => {
@@ -407,7 +443,7 @@ describe('POST /x402/settle', () => {
       expect(settled).toMatchObject({ success: false, errorReason: 'price_not_acceptable', payer: agent.id });
       expect(settled.errorMessage ?? '').not.toContain('undefined');
     }
-    expect(await facilitator().settle(payment, { ...requirements, network: 'eip155:8453' })).toMatchObject({ success: false, errorReason: 'price_not_acceptable' });
+    expect(await facilitator().settle(payment, { ...requirements, network: 'eip155:8453' })).toMatchObject({ success: false, errorReason: 'invalid_network' });
     const other = await openShop(world);
     expect(await facilitator(other.key).settle(payment, { ...requirements, payTo: other.merchantId })).toMatchObject({ success: false, errorReason: 'unauthorized_server' });
     const forged = `${attestation.slice(0, -4)}AAAA`;
@@ -493,8 +529,9 @@ describe('the x402 routes in /openapi.json', () => {
     expect(settleOp.responses['200'].headers['Idempotent-Replayed']).toBeDefined();
     expect(document.components.schemas.X402SettleResponse.properties.errorReason.enum).toEqual([
       'settle_conflict', 'hold_expired', 'unauthorized_server', 'revoked', 'attestation_invalid', 'resource_mismatch', 'price_not_acceptable',
-      'amount_exceeds_authorized',
+      'amount_exceeds_authorized', 'invalid_x402_version', 'invalid_scheme', 'invalid_network', 'invalid_payment_requirements',
     ]);
+    expect(document.components.schemas.X402VerifyResponse.properties.invalidReason.enum).toEqual(expect.arrayContaining(['invalid_x402_version', 'invalid_scheme', 'invalid_network', 'invalid_payment_requirements']));
   });
 });
 
