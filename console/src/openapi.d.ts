@@ -54,6 +54,60 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** This document (OpenAPI 3.1), with the webhook events it sends */
+        get: operations["getOpenApiDocument"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/docs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The API reference (HTML): this document in Swagger UI */
+        get: operations["showApiReference"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/docs/errors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The error catalogue (HTML): where every problem `type` points
+         * @description One row per problem `code`, with its status and title; each row is the fragment its `type` URI names (`/docs/errors#{code}`).
+         */
+        get: operations["showErrorCatalogue"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/.well-known/jwks.json": {
         parameters: {
             query?: never;
@@ -1135,7 +1189,7 @@ export interface paths {
         put?: never;
         /**
          * Verify an x402 payment (facilitator /verify)
-         * @description x402 VerifyRequest for `batch-settlement` on `acg:credit` in `microcredit`; always 200 with a VerifyResponse. Valid: the attestation verifies (ES256, its `typ`, a key of ours, `iss` = the requirements' `extra.authority` = this gateway, not expired), its `aud` is the calling merchant (and `payTo`), its `resource` is the requirements' `extra.resource`, its offer is `extra.offerId` and its amount covers `amount`, and its hold is held. Otherwise `isValid` false with one `invalidReason` each: attestation_invalid (structure, signature, typ, alg, iss), attestation_expired (valid signature, `exp` past), attestation_revoked (a freeze or a retirement revoked the hold), unauthorized_server (another merchant's), resource_mismatch, price_not_acceptable (less than asked, another offer, or not this scheme), already_settled, hold_expired. `payer` is the agent id. A malformed request is 400 invalid_input.
+         * @description x402 VerifyRequest for `batch-settlement` on `acg:credit` in `microcredit`; always 200 with a VerifyResponse. Valid: the attestation verifies (ES256, its `typ`, a key of ours, `iss` = the requirements' `extra.authority` = this gateway, not expired), its `aud` is the calling merchant (and `payTo`), its `resource` is the requirements' `extra.resource`, its offer is `extra.offerId` and its amount covers `amount`, and its hold is held. Otherwise `isValid` false with one `invalidReason` each. First, before the attestation is read, x402's own reasons for a request that is not for this facilitator (a misconfigured server, never a forgery or a price): invalid_x402_version (`x402Version`, at the top or in the payload, not 2), invalid_scheme (not `batch-settlement`), invalid_network (not `acg:credit`), invalid_payment_requirements (an `asset` other than `microcredit`). Then attestation_invalid (structure, signature, typ, alg, iss: the draft's forgery signal), attestation_expired (valid signature, `exp` past), attestation_revoked (a freeze or a retirement revoked the hold), unauthorized_server (another merchant's), resource_mismatch, price_not_acceptable (less than asked, or another offer), already_settled, hold_expired. `payer` is the agent id. A malformed request is 400 invalid_input.
          *
          *     Authentication: M; API key scopes: redemptions:capture.
          */
@@ -1157,7 +1211,7 @@ export interface paths {
         put?: never;
         /**
          * Settle an x402 payment (facilitator /settle): capture, or release at "0"
-         * @description x402 SettleRequest for `batch-settlement` on `acg:credit` in `microcredit`; always 200 with a SettleResponse. The charge is the settlement-time `paymentRequirements.amount` (at most what the attestation authorized; the rest goes back to the agent); "0" releases the hold (the API key then needs scope redemptions:release too). The payment verifies as for /verify (the scheme, the attestation, its merchant, `resource` and offer against the requirements) except its presentation `exp`, since settlement is accepted until the hold's deadline, and the amount, which is the charge and at most what the attestation authorized. Exactly once per `jti`: the jti is the Idempotency-Key (none is sent), so concurrent settles on any instances charge once, and an identical repeat answers the same SettleResponse (Idempotent-Replayed). Success: `amount` and `extra.chargedAmount` the charge, `extra.commitmentId` the jti, `extra.receipt` the signed capture receipt (receipt+jwt; null for a release), `payer` the agent. Otherwise `success` false with one `errorReason`: settle_conflict (the jti was settled otherwise), hold_expired, unauthorized_server (another merchant's), revoked (a freeze or a retirement revoked the hold), attestation_invalid, resource_mismatch, price_not_acceptable (another offer, or not this scheme), amount_exceeds_authorized. A malformed request is 400 invalid_input; no `bundleState` (an agent's balance is its owner's business).
+         * @description x402 SettleRequest for `batch-settlement` on `acg:credit` in `microcredit`; always 200 with a SettleResponse. The charge is the settlement-time `paymentRequirements.amount` (at most what the attestation authorized; the rest goes back to the agent); "0" releases the hold (the API key then needs scope redemptions:release too). The payment verifies as for /verify (the version, scheme, network and asset, the attestation, its merchant, `resource` and offer against the requirements) except its presentation `exp`, since settlement is accepted until the hold's deadline, and the amount, which is the charge and at most what the attestation authorized. Exactly once per `jti`: the jti is the Idempotency-Key (none is sent), so concurrent settles on any instances charge once, and an identical repeat answers the same SettleResponse (Idempotent-Replayed). Success: `amount` and `extra.chargedAmount` the charge, `extra.commitmentId` the jti, `extra.receipt` the signed capture receipt (receipt+jwt; null for a release), `payer` the agent. Otherwise `success` false with one `errorReason`: first x402's own reasons for a request that is not for this facilitator (a misconfigured server, never a forgery or a price): invalid_x402_version (`x402Version`, at the top or in the payload, not 2), invalid_scheme (not `batch-settlement`), invalid_network (not `acg:credit`), invalid_payment_requirements (an `asset` other than `microcredit`); then settle_conflict (the jti was settled otherwise), hold_expired, unauthorized_server (another merchant's), revoked (a freeze or a retirement revoked the hold), attestation_invalid, resource_mismatch, price_not_acceptable (another offer), amount_exceeds_authorized. A malformed request is 400 invalid_input; no `bundleState` (an agent's balance is its owner's business).
          *
          *     Authentication: M; API key scopes: redemptions:capture.
          */
@@ -1981,6 +2035,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The landing page (HTML)
+         * @description What this gateway is, with links to the owner console, the API reference and the OpenAPI document.
+         */
+        get: operations["showLandingPage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/favicon.ico": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The gateway's icon, which browsers ask for on every page */
+        get: operations["getFavicon"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console": {
         parameters: {
             query?: never;
@@ -1993,6 +2084,26 @@ export interface paths {
          * @description A single-page application: a public OAuth client of this gateway (client_id `acg-console`, PKCE S256, scope svc:owner, redirect URI `{base_url}/console/callback` exactly) that uses only this API. Every path under /console answers the same shell. Content-Security-Policy: scripts and styles of this origin only (no inline code), Trusted Types, frame-ancestors 'none'. 503 while the console is not built (`npm run build`).
          */
         get: operations["showConsole"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The owner console (HTML) at one of its own routes
+         * @description The console routes in the browser (`/console/agents/{id}`, `/console/callback` after sign-in, …): every path under /console/ answers the same shell as /console, and its script shows the view the path names. A path under /console/static/ is a built file or nothing: one that names no file is 404 (414 for a name over 500 characters), never the shell. 503 while the console is not built.
+         */
+        get: operations["showConsoleAtPath"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2625,6 +2736,15 @@ export interface components {
                 /** @description the RFC 8785 canonical JSON of the mandate version, byte for byte */
                 canonical: string;
             } | null;
+            ancestorMandates: {
+                /** @description the ancestor (agt_…) */
+                agentId: string;
+                version: number;
+                /** @description base64url SHA-256 of `canonical` */
+                hash: string;
+                /** @description the RFC 8785 canonical JSON of the mandate version, byte for byte */
+                canonical: string;
+            }[] | null;
             offer: {
                 [key: string]: unknown;
             } | null;
@@ -2976,10 +3096,10 @@ export interface components {
              */
             status: "pending_approval" | "approved" | "declined" | "expired" | "used";
             /**
-             * @description the request the approval belongs to (with its Idempotency-Key)
+             * @description the request the approval belongs to (with its Idempotency-Key): a voucher mint, an x402 authorize, or an execute
              * @enum {string}
              */
-            operation: "mintVoucher" | "executeService";
+            operation: "mintVoucher" | "authorizeX402Payment" | "executeService";
             /** @description the price of the purchase: what the hold takes */
             amountUc: string;
             merchant: {
@@ -2993,8 +3113,9 @@ export interface components {
                 id: string;
                 name: string;
             };
+            resource: string | null;
             intentId: string | null;
-            /** @description the purchase as it was asked: `{offerId, agentId, maxUc?, amountUc?}` for a voucher mint (`amountUc`: the price an x402 authorize named), the Service intent for an execute */
+            /** @description the purchase as it was asked: `{offerId, agentId, maxUc?, amountUc?, resource?}` for a voucher mint or an x402 authorize (`amountUc` and `resource`: the price and the resource the authorize named), the Service intent for an execute */
             intent: {
                 [key: string]: unknown;
             };
@@ -3467,7 +3588,7 @@ export interface components {
         X402VerifyResponse: {
             isValid: boolean;
             /** @enum {string} */
-            invalidReason?: "attestation_invalid" | "attestation_expired" | "attestation_revoked" | "unauthorized_server" | "resource_mismatch" | "price_not_acceptable" | "already_settled" | "hold_expired";
+            invalidReason?: "attestation_invalid" | "attestation_expired" | "attestation_revoked" | "unauthorized_server" | "resource_mismatch" | "price_not_acceptable" | "already_settled" | "hold_expired" | "invalid_x402_version" | "invalid_scheme" | "invalid_network" | "invalid_payment_requirements";
             invalidMessage?: string;
             /** @description the agent id (the attestation `sub`) */
             payer?: string;
@@ -3476,7 +3597,7 @@ export interface components {
         X402SettleResponse: {
             success: boolean;
             /** @enum {string} */
-            errorReason?: "settle_conflict" | "hold_expired" | "unauthorized_server" | "revoked" | "attestation_invalid" | "resource_mismatch" | "price_not_acceptable" | "amount_exceeds_authorized";
+            errorReason?: "settle_conflict" | "hold_expired" | "unauthorized_server" | "revoked" | "attestation_invalid" | "resource_mismatch" | "price_not_acceptable" | "amount_exceeds_authorized" | "invalid_x402_version" | "invalid_scheme" | "invalid_network" | "invalid_payment_requirements";
             errorMessage?: string;
             /** @description the agent id */
             payer?: string;
@@ -3638,6 +3759,95 @@ export interface operations {
                 };
                 content: {
                     "text/plain; version=0.0.4; charset=utf-8": string;
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getOpenApiDocument: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the OpenAPI 3.1 document */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    showApiReference: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the API reference */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    showErrorCatalogue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the error catalogue */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
                 };
             };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
@@ -3826,6 +4036,10 @@ export interface operations {
             /** @description to the consent page, or back to the client with an error */
             303: {
                 headers: {
+                    /** @description the consent page, or the client's redirect_uri with code or error, state and iss */
+                    Location?: string;
+                    /** @description the browser-binding cookie (HttpOnly, SameSite=Lax), when this browser has none yet */
+                    "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -3945,6 +4159,8 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    /** @description the browser-binding cookie, renewed so that it outlives the remembered consent */
+                    "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4456,6 +4672,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -4522,6 +4747,15 @@ export interface operations {
                         agents: components["schemas"]["Agent"][];
                         hasMore: boolean;
                     };
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -4707,6 +4941,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Agent"];
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -5009,6 +5252,15 @@ export interface operations {
                     "application/json": components["schemas"]["Mandate"];
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -5301,6 +5553,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -5373,6 +5634,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MandateVersion"];
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -5902,6 +6172,15 @@ export interface operations {
                     "image/webp": unknown;
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -5972,6 +6251,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["FreezeReport"];
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -6251,6 +6539,15 @@ export interface operations {
                     "application/json": components["schemas"]["DelegateTree"];
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -6515,6 +6812,15 @@ export interface operations {
                     "application/json": components["schemas"]["DelegateTree"];
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -6750,6 +7056,15 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -6782,6 +7097,15 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -6811,6 +7135,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["IntegrationStatus"] | components["schemas"]["IntegrationSurface"];
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -6874,6 +7207,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Redemption"];
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -6946,6 +7288,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Evidence"];
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -7356,6 +7707,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -7426,6 +7786,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Balance"];
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -7591,6 +7960,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -7665,6 +8043,15 @@ export interface operations {
                         /** @description microcredits as a decimal string of at most 18 digits */
                         earnedUc: string;
                     };
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -7745,6 +8132,15 @@ export interface operations {
                         offers: components["schemas"]["Offer"][];
                         hasMore: boolean;
                     };
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -7945,6 +8341,15 @@ export interface operations {
                     "application/json": components["schemas"]["Offer"];
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -8139,6 +8544,15 @@ export interface operations {
                         offers: components["schemas"]["Offer"][];
                         hasMore: boolean;
                     };
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -9066,6 +9480,15 @@ export interface operations {
                     "application/json": components["schemas"]["MailConnector"];
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -9237,6 +9660,15 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -9307,6 +9739,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["IntentStatus"];
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -9564,6 +10005,15 @@ export interface operations {
                     "application/json": components["schemas"]["Topup"];
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -9645,6 +10095,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Topup"];
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -9739,6 +10198,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Topup"];
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -9865,6 +10333,15 @@ export interface operations {
                     "application/json": components["schemas"]["PurchaseApproval"];
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -9946,6 +10423,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PurchaseApproval"];
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -10040,6 +10526,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PurchaseApproval"];
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -10250,6 +10745,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -10423,6 +10927,15 @@ export interface operations {
                     "application/json": {
                         merchant: components["schemas"]["Merchant"];
                     };
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -10624,6 +11137,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members); idempotency_required: the Idempotency-Key header is missing */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -10725,6 +11247,15 @@ export interface operations {
                         apiKeys: components["schemas"]["ApiKeyMetadata"][];
                         hasMore: boolean;
                     };
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -10929,6 +11460,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -11006,6 +11546,8 @@ export interface operations {
             /** @description the JSON-RPC response, as one JSON object or an SSE stream ending with it */
             200: {
                 headers: {
+                    /** @description `no`, with an SSE stream: a proxy must not buffer it */
+                    "X-Accel-Buffering"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11126,6 +11668,15 @@ export interface operations {
                     "application/json": {
                         configuration: components["schemas"]["WebhookConfiguration"];
                     };
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -11441,6 +11992,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -11520,6 +12080,15 @@ export interface operations {
                     "application/json": {
                         delivery: components["schemas"]["WebhookDelivery"];
                     };
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -11707,6 +12276,15 @@ export interface operations {
                     "application/json": {
                         delivery: components["schemas"]["WebhookDelivery"];
                     };
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -11898,6 +12476,15 @@ export interface operations {
                         delivery: components["schemas"]["WebhookDelivery"];
                         attempts: components["schemas"]["WebhookAttempt"][];
                     };
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -12142,6 +12729,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -12293,6 +12889,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -12356,6 +12961,15 @@ export interface operations {
                         delivery: components["schemas"]["WebhookDelivery"];
                         attempts: components["schemas"]["WebhookAttempt"][];
                     };
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Unauthorized */
@@ -12692,6 +13306,64 @@ export interface operations {
             };
         };
     };
+    showLandingPage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the landing page */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getFavicon: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a PNG image (cached for a day) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/png": string;
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     showConsole: {
         parameters: {
             query?: never;
@@ -12708,6 +13380,76 @@ export interface operations {
                 };
                 content: {
                     "text/html": string;
+                };
+            };
+            /** @description the console is not built */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    showConsoleAtPath: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the rest of the path, which may hold `/`: a route of the console */
+                path: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the console */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description URI Too Long */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description the console is not built */
@@ -12752,6 +13494,15 @@ export interface operations {
                 content: {
                     "text/javascript": string;
                     "text/css": string;
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Not Found */

@@ -7,6 +7,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { CONSOLE_CLIENT_ID, consoleRedirectUri } from '../oauth/console-client.ts';
 import { HtmlPage, newNonce, pageHeaders } from '../platform/http/pages.ts';
 import { problems } from '../platform/http/openapi.ts';
+import { PATH_PARAMETER_LENGTH_MAX, pathParameterTooLong } from '../platform/http/render-error.ts';
 import { ApiError } from '../platform/errors.ts';
 import { CONSOLE_STATIC_PATH, consoleBundleLoader, preferredEncoding, type ConsoleBundle } from './bundle.ts';
 import { favicon } from './favicon.ts';
@@ -20,6 +21,19 @@ export interface ConsoleRouteDeps {
 }
 
 const FileParams = Type.Object({ file: Type.String({ pattern: '^console-[A-Za-z0-9_-]{12}\\.(js|css)$', description: 'a built file, named by its content' }) });
+
+const STATIC_FOLDER = CONSOLE_STATIC_PATH.slice('/console/'.length);
+
+/**
+ * A path under the built files' folder that the file route did not take (a name over the router's limit, a nested
+ * path, the folder itself) names no file: it is refused as the file route refuses, never answered with the shell
+ * (a static URL answered 200 HTML, found from outside). A name over the limit is 414, as on every route.
+ */
+function refuseStaticPath(rest: string): void {
+  if (rest !== STATIC_FOLDER && !rest.startsWith(`${STATIC_FOLDER}/`)) return;
+  if (rest.split('/').some((segment) => segment.length > PATH_PARAMETER_LENGTH_MAX)) throw pathParameterTooLong();
+  throw new ApiError('not_found', { detail: 'no such console file' });
+}
 
 /** Built files never change under their name: a year, immutable. */
 const STATIC_HEADERS = { 'cache-control': 'public, max-age=31536000, immutable', 'x-content-type-options': 'nosniff', vary: 'accept-encoding' };
@@ -52,18 +66,30 @@ export function consoleRoutes(deps: ConsoleRouteDeps) {
       return reply.headers(consoleHeaders()).send(consoleShell(built, settings()));
     };
 
-    // A page for people, like /docs/errors: not an operation of the API, so not in its document.
+    // Pages for people, in the document as every route the gateway answers is (docs/decisions.md "Every route the
+    // gateway answers is in its document").
     app.get('/', {
-      schema: { hide: true },
+      schema: {
+        operationId: 'showLandingPage',
+        tags,
+        summary: 'The landing page (HTML)',
+        description: "What this gateway is, with links to the owner console, the API reference and the OpenAPI document.",
+        response: { 200: HtmlPage('the landing page') },
+      },
       handler: async (_request, reply) => {
         const nonce = newNonce();
         return reply.headers(pageHeaders(nonce)).send(landingPage(nonce, { baseUrl: config.baseUrl, mode: config.mode }));
       },
     });
 
-    // What every browser asks for on every page of this origin; not an operation of the API either.
+    // What every browser asks for on every page of this origin.
     app.get('/favicon.ico', {
-      schema: { hide: true },
+      schema: {
+        operationId: 'getFavicon',
+        tags,
+        summary: "The gateway's icon, which browsers ask for on every page",
+        response: { 200: { description: 'a PNG image (cached for a day)', content: { 'image/png': { schema: { type: 'string', contentMediaType: 'image/png' } } } } },
+      },
       handler: (_request, reply) =>
         reply.headers({ 'content-type': 'image/png', 'cache-control': 'public, max-age=86400', 'x-content-type-options': 'nosniff' }).send(favicon()),
     });
@@ -83,7 +109,24 @@ export function consoleRoutes(deps: ConsoleRouteDeps) {
       handler: (_request, reply) => sendShell(reply),
     });
 
-    app.get('/console/*', { schema: { hide: true }, handler: (_request, reply) => sendShell(reply) });
+    app.get('/console/*', {
+      schema: {
+        operationId: 'showConsoleAtPath',
+        tags,
+        summary: 'The owner console (HTML) at one of its own routes',
+        description:
+          'The console routes in the browser (`/console/agents/{id}`, `/console/callback` after sign-in, …): every path under ' +
+          '/console/ answers the same shell as /console, and its script shows the view the path names. A path under ' +
+          `${CONSOLE_STATIC_PATH}/ is a built file or nothing: one that names no file is 404 (414 for a name over ` +
+          `${PATH_PARAMETER_LENGTH_MAX} characters), never the shell. 503 while the console is not built.`,
+        params: Type.Object({ '*': Type.String({ description: 'the rest of the path, which may hold `/`: a route of the console' }) }),
+        response: { 200: HtmlPage('the console'), ...problems(404, 414), 503: HtmlPage('the console is not built') },
+      },
+      handler: (request, reply) => {
+        refuseStaticPath((request.params as { '*': string })['*']);
+        return sendShell(reply);
+      },
+    });
 
     app.get(`${CONSOLE_STATIC_PATH}/:file`, {
       schema: {

@@ -5,6 +5,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { webhooksDocument } from '../events/catalogue.ts';
 import { ERROR_CATALOGUE } from '../platform/errors.ts';
 import { bodyMayBeLeftOut } from '../platform/http/operation.ts';
+import { HtmlPage } from '../platform/http/pages.ts';
 
 function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -34,12 +35,30 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
   // The routes' document plus the event catalogue (OpenAPI 3.1 `webhooks`), which no route declares; and a body the
   // platform lets a request leave out (`bodyMayBeLeftOut`) is not required, which the swagger plugin always says it is.
   const withWebhooks = (document: Record<string, unknown>) => ({ ...optionalBodies(document), webhooks: webhooksDocument() });
+  const tags = ['docs'];
   app.get('/openapi.json', {
     config: { skipRateLimit: true },
-    schema: { hide: true },
+    schema: {
+      operationId: 'getOpenApiDocument',
+      tags,
+      summary: 'This document (OpenAPI 3.1), with the webhook events it sends',
+      response: { 200: { description: 'the OpenAPI 3.1 document', content: { 'application/json': { schema: { type: 'object', additionalProperties: true } } } } },
+    },
     handler: async () => withWebhooks(app.swagger() as unknown as Record<string, unknown>),
   });
 
+  // The API reference page is in the document; the rest of Swagger UI's routes (its scripts and styles, the document
+  // again at /docs/json and /docs/yaml, /docs/ with the slash, which its relative links need) stay out of it: they serve
+  // the page, not a client (docs/decisions.md "Every route the gateway answers is in its document").
+  app.addHook('onRoute', (route) => {
+    if (route.url !== '/docs' || route.method !== 'GET') return;
+    route.schema = {
+      operationId: 'showApiReference',
+      tags,
+      summary: 'The API reference (HTML): this document in Swagger UI',
+      response: { 200: HtmlPage('the API reference') },
+    };
+  });
   await app.register(swaggerUi, {
     routePrefix: '/docs',
     uiConfig: { docExpansion: 'list', deepLinking: true, defaultModelsExpandDepth: 0 },
@@ -49,7 +68,13 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
   });
 
   app.get('/docs/errors', {
-    schema: { hide: true },
+    schema: {
+      operationId: 'showErrorCatalogue',
+      tags,
+      summary: 'The error catalogue (HTML): where every problem `type` points',
+      description: 'One row per problem `code`, with its status and title; each row is the fragment its `type` URI names (`/docs/errors#{code}`).',
+      response: { 200: HtmlPage('the error catalogue') },
+    },
     handler: async (_request, reply) => {
       const rows = Object.entries(ERROR_CATALOGUE)
         .map(([code, e]) => `<tr id="${code}"><td><code>${code}</code></td><td>${e.status}</td><td>${escapeHtml(e.title)}</td></tr>`)

@@ -148,7 +148,12 @@ export function mcpRoutes(services: ToolServices) {
     app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
     app.post('/mcp', {
-      config: { auth: { kinds: ['human', 'agent', 'owner'], resource: 'mcp' }, notAnOperation: 'the MCP face: each tool call runs its operation or query' },
+      config: {
+        auth: { kinds: ['human', 'agent', 'owner'], resource: 'mcp' },
+        notAnOperation: 'the MCP face: each tool call runs its operation or query',
+        // The SDK sends it with an SSE stream, so that a proxy (nginx) passes each event on as it comes.
+        responseHeaders: { 200: { 'X-Accel-Buffering': { type: 'string', description: '`no`, with an SSE stream: a proxy must not buffer it' } } },
+      },
       schema: {
         operationId: 'postMcp',
         tags: ['mcp'],

@@ -96,6 +96,14 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
     });
 
     app.get('/oauth/authorize', {
+      config: {
+        responseHeaders: {
+          303: {
+            Location: { type: 'string', description: 'the consent page, or the client\'s redirect_uri with code or error, state and iss' },
+            'Set-Cookie': { type: 'string', description: 'the browser-binding cookie (HttpOnly, SameSite=Lax), when this browser has none yet' },
+          },
+        },
+      },
       // The rules (and which failures may be redirected) are applied by hand, in RFC order.
       attachValidation: true,
       schema: { operationId: 'startAuthorization',
@@ -145,7 +153,10 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
     });
 
     app.post('/oauth/select', {
-      config: { notAnOperation: OAUTH_STEP },
+      config: {
+        notAnOperation: OAUTH_STEP,
+        responseHeaders: { 200: { 'Set-Cookie': { type: 'string', description: 'the browser-binding cookie, renewed so that it outlives the remembered consent' } } },
+      },
       onRequest: [
         async (request) => checkSelectCaller(gateway, request.headers.origin, rawQuery(request) !== ''),
         requireMediaType(JSON_TYPE),

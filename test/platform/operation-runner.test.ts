@@ -31,7 +31,7 @@ async function runnerRoute(app: FastifyInstance) {
   app.addHook('preHandler', async (request) => {
     request.principal = alice;
   });
-  app.post('/v1/test/amounts', { config: { operation: recordAmount }, handler: (request, reply) => serve(request, reply, recordAmount, request.body as Input) });
+  app.post('/v1/test/amounts', { schema: { body: Input }, config: { operation: recordAmount }, handler: (request, reply) => serve(request, reply, recordAmount, request.body as Input) });
 }
 
 /** A protocol that carries its own idempotency key (x402's jti): the key is derived from the input. */

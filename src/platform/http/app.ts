@@ -1,5 +1,5 @@
 // The HTTP edge shared by every feature: request ids, logging without secrets, body limits and
-// content types, problem+json / OAuth error rendering, 404/405, per-address rate limits, metrics.
+// content types, problem+json / OAuth error rendering, 404/405, per-address rate limits, metrics, CORS (cors.ts).
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyContextConfig, type FastifyError, type FastifyInstance, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
@@ -14,6 +14,7 @@ import type { Principal } from '../principal.ts';
 import { serverOptions, serveUnmetExpectations } from './front-door.ts';
 import { PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath, UNSUPPORTED_BODY } from './render-error.ts';
 import { installTextGuard } from './text-guard.ts';
+import { installCors } from './cors.ts';
 import { duplicateMemberDetail, findDuplicateMember } from './json-members.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
 import { ApiError, type OAuthErrorCode } from '../errors.ts';
@@ -21,7 +22,7 @@ import { installAuth, type Authenticator, type AuthRequirement } from './auth.ts
 import { RequestLog } from './request-log.ts';
 import { LazySchemas } from './lazy-schemas.ts';
 import { installRouteNaming } from './tracing.ts';
-import { absentBodyIsEmpty, bodyMayBeLeftOut } from './operation.ts';
+import { absentBodyIsEmpty, emptyBodyIsNone, refuseUnwantedBody } from './operation.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -49,6 +50,8 @@ declare module 'fastify' {
     location?: boolean;
     /** The route's 200 shows a version of the resource, named by its ETag; a PUT honours If-Match (versions.ts). */
     versioned?: boolean;
+    /** Headers the route's answers carry beyond those the platform documents, by status (documented only, openapi.ts). */
+    responseHeaders?: Record<number, Record<string, { type: 'string'; description: string }>>;
   }
 }
 
@@ -169,7 +172,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       return;
     }
     // An empty body where the route takes none is no body, with or without the JSON content type (absentBodyIsEmpty).
-    if (text.length === 0 && bodyMayBeLeftOut(request.method, request.routeOptions.schema?.body)) {
+    if (text.length === 0 && emptyBodyIsNone(request)) {
       done(null, undefined);
       return;
     }
@@ -185,7 +188,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   // nothing, as some clients send, was refused 415).
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
     const empty = (body as Buffer).length === 0 && request.headers['content-type'] === undefined;
-    if (request.is404 || (empty && bodyMayBeLeftOut(request.method, request.routeOptions.schema?.body))) done(null, undefined);
+    if (request.is404 || (empty && emptyBodyIsNone(request))) done(null, undefined);
     else done(new ApiError('unsupported_media_type', { detail: UNSUPPORTED_BODY }), undefined);
   });
 
@@ -215,15 +218,21 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
       throw new ApiError('invalid_input', { detail: 'an HTTP/1.1 request needs a Host header' });
     }
-    if (request.routeOptions.config?.skipRateLimit) return;
-    const decision = gateway.rateLimiter.hit(`address:${request.ip}`, gateway.config.rateLimit.perAddress);
-    if (!decision.allowed) {
-      throw new ApiError('rate_limited', {
-        detail: `more than ${decision.limit} requests from this address in ${gateway.config.rateLimit.windowS} s`,
-        retryAfterS: decision.retryAfterS,
-      });
+    if (!request.routeOptions.config?.skipRateLimit) {
+      const decision = gateway.rateLimiter.hit(`address:${request.ip}`, gateway.config.rateLimit.perAddress);
+      if (!decision.allowed) {
+        throw new ApiError('rate_limited', {
+          detail: `more than ${decision.limit} requests from this address in ${gateway.config.rateLimit.windowS} s`,
+          retryAfterS: decision.retryAfterS,
+        });
+      }
     }
+    // Before the credential's check, as for any path no route takes.
+    if (!request.is404 && leavesParameterEmpty(request.params)) throw new ApiError('not_found', { detail: `no route ${request.method} ${targetPath(request.url)}` });
   });
+
+  // A preflight is answered after the rate limit, before the text guard and the credential's check (cors.ts).
+  installCors(app);
 
   // After the credential's check (an onRequest hook), before the body's: who may not call the route learns nothing of it.
   app.addHook('preValidation', (request, _reply, done) => {
@@ -234,6 +243,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
         refuseLooseIntegers(request);
       }
       absentBodyIsEmpty(request);
+      refuseUnwantedBody(request);
       done();
     } catch (error) {
       done(error as FastifyError);
@@ -262,7 +272,10 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
 
   app.setNotFoundHandler((request, reply) => {
     const path = targetPath(request.url);
-    const allowed = METHODS.filter((m) => m !== request.method && knownRoutes.find(m, path) !== null);
+    const allowed = METHODS.filter((m) => {
+      const match = m === request.method ? null : knownRoutes.find(m, path);
+      return match !== null && !leavesParameterEmpty(match.params);
+    });
     const error =
       allowed.length > 0
         ? new ApiError('method_not_allowed', { detail: `${request.method} is not allowed on ${path}`, headers: { allow: allowed.join(', ') } })
@@ -277,6 +290,18 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   await app.register(swagger, openApiOptions(gateway.config));
   for (const feature of options.features) await app.register(feature);
   return app;
+}
+
+/**
+ * Whether a route matched a path only by leaving one of its parameters empty: the router takes `/v1/merchants/` as
+ * `/v1/merchants/:id` with the id '' (and `/v1/owner/agents//mandate` likewise), which answered a 400 about an id the
+ * client never sent, or a 405 denying the collection's own POST. Such a path names no endpoint: 404 "no route", as
+ * `/v1/offers/` (which no route nearly matches) already was (found from outside). A wildcard (`*`) may be empty: it
+ * takes whatever follows, nothing included.
+ */
+function leavesParameterEmpty(params: unknown): boolean {
+  if (params === null || typeof params !== 'object') return false;
+  return Object.entries(params).some(([name, value]) => name !== '*' && value === '');
 }
 
 /**

@@ -12,6 +12,7 @@ import { ERROR_CATALOGUE } from '../errors.ts';
 import { IDEMPOTENCY_KEY_PATTERN } from '../idempotency.ts';
 import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from '../money.ts';
 import type { OperationDescription } from '../operations.ts';
+import { takesNoBody } from './operation.ts';
 
 export const ProblemSchema = Type.Object(
   {
@@ -68,19 +69,24 @@ export function openApiOptions(config: Config): SwaggerOptions {
         description:
           'Software agents pay for and use services with prepaid credit. Amounts are microcredits as decimal strings ' +
           '(1 credit = 1,000,000 µc = $0.01). Timestamps are Unix seconds. Errors are RFC 9457 problem bodies ' +
-          '(OAuth routes use the RFC 6749 error body); the error catalogue is at /docs/errors.',
+          '(OAuth routes use the RFC 6749 error body); the error catalogue is at /docs/errors. CORS: the discovery documents ' +
+          'and JWKS (/.well-known/…), /oauth/register, /oauth/token and /mcp answer any origin (`Access-Control-Allow-Origin: *`, ' +
+          'never with credentials; preflight 204), for browser clients; no other route answers a browser of another origin.',
       },
       servers: [{ url: config.baseUrl }],
       components: { securitySchemes: securitySchemes(config) },
     },
-    transform: ({ schema, url, route }) => ({
-      schema: documentOperation(
-        documentVersioning(documentIdempotency(schema as OperationSchema | undefined, route.config?.operation, route.config?.location === true), route),
+    transform: ({ schema, url, route }) => {
+      const documented = documentOperation(
+        documentResponseHeaders(
+          documentVersioning(documentIdempotency(schema as OperationSchema | undefined, route.config?.operation, route.config?.location === true), route),
+          route,
+        ),
         url,
         route,
-      ),
-      url,
-    }),
+      );
+      return documentWildcard(documented, pluginRootUrl(route) ?? url);
+    },
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
     },
@@ -144,7 +150,7 @@ type OperationSchema = Record<string, unknown> & { description?: string; respons
 /** Documents one operation; the route's own schema is left as it is (it still validates and serialises). */
 function documentOperation(schema: OperationSchema | undefined, url: string, route: RouteOptions): OperationSchema {
   const requirement = route.config?.auth as AuthRequirement | undefined;
-  const documented = documentErrorResponses(documentSecurity({ ...schema }, requirement), url);
+  const documented = documentErrorResponses(documentSecurity({ ...schema }, requirement), url, checksRequest(schema, route));
   return documented.body === undefined ? documented : { ...documented, body: withoutDiscriminators(documented.body) };
 }
 
@@ -195,14 +201,42 @@ const ERROR_HEADERS: Partial<Record<number, Record<string, object>>> = {
 };
 
 /**
+ * Whether the platform checks the route's request before its handler runs, and so may answer 400 for it: a path
+ * parameter, query, header (an Idempotency-Key) or body with a schema, or a mutating operation's body where it takes
+ * none (operation.ts, `refuseUnwantedBody`).
+ */
+function checksRequest(schema: OperationSchema | undefined, route: RouteOptions): boolean {
+  if (['params', 'querystring', 'headers', 'body'].some((part) => schema?.[part] !== undefined)) return true;
+  // A GET's or HEAD's body is never read.
+  const methods = Array.isArray(route.method) ? route.method : [route.method];
+  return takesNoBody(route) && methods.some((method) => method !== 'GET' && method !== 'HEAD');
+}
+
+/** The 400 of an operation whose request is checked, when the route declares none itself. */
+function requestRefusal(schema: OperationSchema): string {
+  const key = (schema.headers as { properties?: Record<string, unknown>; required?: string[] } | undefined);
+  const keyRequired = key?.required?.includes('Idempotency-Key') === true;
+  return (
+    'invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each ' +
+    'violation; a route that takes no body refuses one with members)' +
+    (keyRequired ? '; idempotency_required: the Idempotency-Key header is missing' : '')
+  );
+}
+
+/**
  * Failure responses as they are sent: problem bodies as `application/problem+json`, OAuth error bodies
  * (under /oauth/) as `application/json`, with the headers that come with their status.
  */
-function documentErrorResponses(schema: OperationSchema, url: string): OperationSchema {
+function documentErrorResponses(schema: OperationSchema, url: string, checked: boolean): OperationSchema {
   const isOAuth = url.startsWith('/oauth/');
   const mediaType = isOAuth ? 'application/json' : 'application/problem+json';
   // A route without response schemas is documented as swagger does by default: one 200.
   const declared: Record<string, unknown> = { ...(schema.response ?? { 200: { description: 'Default Response' } }), '4XX': isOAuth ? OAuthErrorRef : ProblemRef };
+  // An operation that checks its request answers 400 for it: declared, so a generated client has a typed 400 (found from
+  // outside: about 50 operations answered a 400 their document listed only through 4XX).
+  if (checked && declared['400'] === undefined) {
+    declared['400'] = { description: requestRefusal(schema), content: { [mediaType]: { schema: isOAuth ? OAuthErrorRef : ProblemRef } } };
+  }
   // Every route that reads or writes the database may answer 503 while it cannot (found from outside: 73 operations
   // answered one their document did not list).
   if (/^\/(v1|x402|oauth)\//.test(url) && declared['503'] === undefined) {
@@ -334,3 +368,45 @@ function documentVersioning(schema: OperationSchema | undefined, route: RouteOpt
   return documented;
 }
 
+
+/**
+ * Response headers a route sends beyond those the platform documents (`config.responseHeaders`: a redirect's
+ * Location and cookie, a stream's X-Accel-Buffering), added to the responses they come with.
+ */
+function documentResponseHeaders(schema: OperationSchema | undefined, route: RouteOptions): OperationSchema | undefined {
+  const sent = route.config?.responseHeaders;
+  if (!schema || !sent) return schema;
+  const response = (schema.response ?? {}) as Record<string, Record<string, unknown>>;
+  return {
+    ...schema,
+    response: {
+      ...response,
+      ...Object.fromEntries(
+        Object.entries(sent).map(([status, headers]) => [status, { ...response[status], headers: { ...(response[status]?.headers as object | undefined), ...headers } }]),
+      ),
+    },
+  };
+}
+
+/**
+ * A wildcard route (`/console/*`, which answers every path under /console/ with the console's shell) is documented as
+ * the path parameter `path`: the swagger plugin names it `{*}`, which no client generator takes as a name.
+ */
+function documentWildcard(schema: OperationSchema, url: string): { schema: OperationSchema; url: string } {
+  if (!url.endsWith('/*')) return { schema, url };
+  const params = schema.params as { properties?: Record<string, unknown>; required?: string[] } | undefined;
+  const wildcard = params?.properties?.['*'] ?? { type: 'string' };
+  return {
+    schema: { ...schema, params: { type: 'object', properties: { path: wildcard }, required: ['path'] } },
+    url: `${url.slice(0, -1)}:path`,
+  };
+}
+
+/**
+ * A plugin's root route (Swagger UI's `/` under the prefix /docs) is registered at /docs and at /docs/ with one options
+ * object, whose URL is the second's when the document is built: it is documented at the first, the page's address.
+ */
+function pluginRootUrl(route: RouteOptions): string | undefined {
+  const { prefix, routePath } = route as RouteOptions & { prefix?: string; routePath?: string };
+  return prefix && routePath === '/' ? prefix : undefined;
+}

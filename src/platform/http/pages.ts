@@ -33,5 +33,19 @@ export function pageHeaders(nonce: string): Record<string, string> {
   };
 }
 
+/**
+ * The page of a refusal the platform gives on a route whose document declares that status as a page (the text
+ * guard's 400 on a consent or approval page): what was refused, in the words of the problem or OAuth body it would
+ * otherwise be, and never what the request carried.
+ */
+export function refusalPage(nonce: string, refusal: { status: number; code: string; detail: string }): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>This page cannot be shown · Agent Credit Gateway</title>
+<style nonce="${nonce}">body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:40rem;padding:0 1rem;line-height:1.5}.muted{color:#555}</style></head>
+<body><main><h1>This page cannot be shown</h1>
+<p id="error" data-status="${refusal.status}" data-error="${escapeHtml(refusal.code)}"><code>${escapeHtml(refusal.code)}</code>: ${escapeHtml(refusal.detail)}</p>
+<p class="muted">Check that the address was copied whole, or start again from the application or console that sent you here.</p></main></body></html>`;
+}
+
 /** An HTML answer as the OpenAPI document describes it (a page, not a problem body). */
 export const HtmlPage = (description: string) => ({ description, content: { 'text/html': { schema: { type: 'string' } } } });

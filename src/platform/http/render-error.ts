@@ -1,5 +1,6 @@
 // Turns anything thrown on a route into the body its clients expect: problem+json on API routes, the
-// OAuth error body under /oauth/. Bad input is always a 4xx with a reason; only our own faults are
+// OAuth error body under /oauth/, an HTML page where the route's document declares the status as one (a
+// consent or approval page). Bad input is always a 4xx with a reason; only our own faults are
 // 500s, and they never carry a stack trace or an internal message.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
@@ -7,10 +8,16 @@ import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } 
 import { isStorageUnavailable, storageFailureOf } from '../db/faults.ts';
 import { ApiError, OAuthError, problemBody, type OAuthErrorCode } from '../errors.ts';
 import { VISIBLE_PATTERN } from '../schemas.ts';
+import { newNonce, pageHeaders, refusalPage } from './pages.ts';
 import type { FailureLine } from './request-log.ts';
 
 /** Fastify's `maxParamLength`: longer path parameters are refused with 414 uri_too_long. */
 export const PATH_PARAMETER_LENGTH_MAX = 500;
+
+/** The refusal of a path parameter over the limit, the router's or a wildcard route's that reads segments itself. */
+export function pathParameterTooLong(): ApiError {
+  return new ApiError('uri_too_long', { detail: `a path parameter is longer than ${PATH_PARAMETER_LENGTH_MAX} characters` });
+}
 
 type Violation = NonNullable<FastifyError['validation']>[number];
 
@@ -72,7 +79,7 @@ export function toApiError(error: FastifyError): ApiError {
     case 'FST_ERR_BAD_URL':
       return new ApiError('invalid_input', { detail: 'the path is not valid percent-encoded UTF-8' });
     case 'FST_ERR_MAX_PARAM_LENGTH':
-      return new ApiError('uri_too_long', { detail: `a path parameter is longer than ${PATH_PARAMETER_LENGTH_MAX} characters` });
+      return pathParameterTooLong();
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new ApiError('payload_too_large', { detail: 'the request body exceeds the size limit' });
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
@@ -141,10 +148,26 @@ export function targetPath(target: string): string {
 /** Whether a refusal of this request target takes OAuth's error body rather than a problem body. */
 export const isOAuthTarget = (target: string): boolean => targetPath(target).startsWith('/oauth/');
 
+/**
+ * Whether the route declares this status as an HTML page (`HtmlPage` in its response schema): a page for people (the
+ * consent page, an approval page) answers its refusals in the media type its document names for them, the platform's
+ * own (the text guard's) included, not only those its handler renders.
+ */
+function declaresPage(request: FastifyRequest, status: number): boolean {
+  const responses = request.routeOptions.schema?.response as Record<string, { content?: Record<string, unknown> }> | undefined;
+  return responses?.[String(status)]?.content?.['text/html'] !== undefined;
+}
+
+function sendRefusalPage(reply: FastifyReply, refusal: { status: number; code: string; detail: string }, headers: Record<string, string>): FastifyReply {
+  const nonce = newNonce();
+  return reply.code(refusal.status).headers({ ...headers, ...pageHeaders(nonce) }).send(refusalPage(nonce, refusal));
+}
+
 export function renderError(app: FastifyInstance, error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   if (error instanceof OAuthError || isOAuthTarget(request.url)) {
     const oauth = toOAuthError(error);
     request.failure = failureLine(error, error instanceof OAuthError ? undefined : toApiError(error), oauth.status);
+    if (declaresPage(request, oauth.status)) return sendRefusalPage(reply, { status: oauth.status, code: oauth.error, detail: oauth.description }, oauth.httpHeaders);
     return reply
       .code(oauth.status)
       // RFC 6749 §5.1 and §5.2: an OAuth error answer is uncacheable, for HTTP/1.0 caches too, whichever handler gave it.
@@ -154,6 +177,7 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
   }
   const api = toApiError(error);
   request.failure = failureLine(error, api, api.status);
+  if (declaresPage(request, api.status)) return sendRefusalPage(reply, { status: api.status, code: api.code, detail: api.message }, api.httpHeaders);
   return reply
     .code(api.status)
     .headers(api.httpHeaders)

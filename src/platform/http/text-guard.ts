@@ -6,7 +6,8 @@
 // excepted), with which a name printed by `acg` in a terminal can send it escape sequences. Right-to-left text
 // needs none of them. One hook on every route
 // checks the path, query and headers on arrival and the parsed body before validation, so such input is
-// a 400 invalid_input before authentication or any database call, whatever the route. Numbers that no
+// a 400 invalid_input before authentication or any database call, whatever the route (answered as the route
+// answers its other 400s: a page for people gets an HTML page, render-error.ts). Numbers that no
 // column can hold (a coerced query value of Infinity) are refused the same way after validation.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError, OAuthError } from '../errors.ts';

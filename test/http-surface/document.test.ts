@@ -1,0 +1,74 @@
+// The OpenAPI document describes every route the gateway answers (docs/decisions.md "Every route the gateway
+// answers is in its document"), the headers its redirects and streams carry, and a 400 wherever an operation's path,
+// query, headers or body are checked (docs/decisions.md "What the OpenAPI document declares beyond the route schemas").
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+
+type Operation = { operationId?: string; parameters?: Array<{ in: string; name: string }>; requestBody?: unknown; responses: Record<string, { headers?: Record<string, unknown>; content?: Record<string, unknown>; description?: string }> };
+
+let gw: TestGateway;
+let paths: Record<string, Record<string, Operation>>;
+beforeAll(async () => {
+  gw = await startTestGateway();
+  paths = (await (await fetch(`${gw.url}/openapi.json`)).json()).paths;
+});
+afterAll(() => gw.close());
+
+const operations = (): Array<[string, string, Operation]> =>
+  Object.entries(paths).flatMap(([path, methods]) => Object.entries(methods).map(([method, operation]) => [path, method, operation] as [string, string, Operation]));
+
+describe('the routes people and browsers use', () => {
+  it('are in the document, each with the media type it answers', async () => {
+    const expected: Array<[string, string]> = [
+      ['/', 'text/html'],
+      ['/favicon.ico', 'image/png'],
+      ['/docs', 'text/html'],
+      ['/docs/errors', 'text/html'],
+      ['/console/{path}', 'text/html'],
+      ['/openapi.json', 'application/json'],
+    ];
+    for (const [path, type] of expected) {
+      const get = paths[path]?.get;
+      expect(get, path).toBeDefined();
+      expect(Object.keys(get!.responses['200']!.content ?? {}), path).toContain(type);
+      expect(get!.operationId, path).toMatch(/^[a-z][A-Za-z]+$/);
+      const res = await fetch(`${gw.url}${path === '/console/{path}' ? '/console/agents' : path}`);
+      expect(res.headers.get('content-type'), path).toContain(type === 'text/html' && path === '/console/{path}' ? 'text/html' : type);
+    }
+  });
+
+  it('names no wildcard as `{*}`: the console’s client-side routes are `{path}`', () => {
+    expect(Object.keys(paths).filter((path) => path.includes('{*}'))).toEqual([]);
+    expect(paths['/console/{path}']!.get!.parameters).toEqual([expect.objectContaining({ in: 'path', name: 'path', required: true })]);
+  });
+});
+
+describe('response headers the document declares', () => {
+  it('the authorization start’s redirect: Location and Set-Cookie', () => {
+    expect(Object.keys(paths['/oauth/authorize']!.get!.responses['303']!.headers ?? {}).sort()).toEqual(['Location', 'Set-Cookie']);
+  });
+
+  it('the identity choice’s Set-Cookie, and /mcp’s X-Accel-Buffering', () => {
+    expect(Object.keys(paths['/oauth/select']!.post!.responses['200']!.headers ?? {})).toContain('Set-Cookie');
+    expect(Object.keys(paths['/mcp']!.post!.responses['200']!.headers ?? {})).toContain('X-Accel-Buffering');
+  });
+});
+
+describe('an operation that checks its path, query, headers or body', () => {
+  it('declares 400 (the refusal its own checks give)', () => {
+    const missing = operations()
+      .filter(([, , operation]) => (operation.parameters ?? []).length > 0 || operation.requestBody !== undefined)
+      .filter(([, , operation]) => operation.responses['400'] === undefined)
+      .map(([path, method, operation]) => `${method} ${path} ${operation.operationId}`);
+    expect(missing).toEqual([]);
+  });
+
+  it('a mutating operation that takes no body declares 400 too: it refuses a body with members', () => {
+    expect(paths['/v1/owner/webhook']!.delete!.responses['400']!.description).toMatch(/takes no body/);
+  });
+
+  it('listAgents and verifyMerchantDomain among them, with a problem body', () => {
+    expect(Object.keys(paths['/v1/owner/agents']!.get!.responses['400']!.content ?? {})).toEqual(['application/problem+json']);
+    expect(Object.keys(paths['/v1/merchants/{id}/verify-domain']!.post!.responses['400']!.content ?? {})).toEqual(['application/problem+json']);
+  });
+});
