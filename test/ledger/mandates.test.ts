@@ -58,6 +58,11 @@ describe('the mandate resource', () => {
     const list = await world.api('GET', `/v1/owner/agents/${agent.id}/mandate/versions?limit=1`, { token: agent.ownerToken });
     expect(list.body).toMatchObject({ hasMore: true, versions: [{ version: 2 }] });
     expect((await world.api('GET', `/v1/owner/agents/${agent.id}/mandate/versions/9`, { token: agent.ownerToken })).status).toBe(404);
+    // A version in the path is written in decimal digits, as an integer in a query is (found from outside: 0x2 read as 2).
+    for (const loose of ['0x2', '+2', '02', '2e0', '%202']) {
+      const res = await world.api('GET', `/v1/owner/agents/${agent.id}/mandate/versions/${loose}`, { token: agent.ownerToken });
+      expect([res.status, res.body.detail], loose).toEqual([400, 'params/version must be an integer in decimal digits, like 20']);
+    }
   });
 
   it("stores a zone in IANA's case, so the same rules spelled in another case make the same document", async () => {

@@ -240,8 +240,9 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       // Most requests carry no query string: they pay one character search, not a parse.
       if (request.url.includes('?')) {
         refuseUnknownQuery(request);
-        refuseLooseIntegers(request);
+        refuseLooseIntegers(request, 'querystring');
       }
+      refuseLooseIntegers(request, 'params');
       absentBodyIsEmpty(request);
       refuseUnwantedBody(request);
       done();
@@ -324,21 +325,22 @@ function refuseRepeatedHeaders(raw: readonly string[]): void {
 const DECIMAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
 
 /**
- * A query parameter whose schema is an integer is written in decimal digits. The validator coerces text to numbers
- * as JavaScript does, so `limit=0x5`, `5e0`, `+5`, `05` and ` 5` were all read as 5 (found from outside): a client
- * that sends one of them has made a mistake it should hear of.
+ * A query or path parameter whose schema is an integer is written in decimal digits. The validator coerces text to
+ * numbers as JavaScript does, so `limit=0x5`, `5e0`, `+5`, `05` and ` 5` were all read as 5, and
+ * `/mandate/versions/0x2` as version 2 (found from outside): a client that sends one of them has made a mistake it
+ * should hear of.
  */
-function refuseLooseIntegers(request: FastifyRequest): void {
-  const members = (request.routeOptions.schema?.querystring as { properties?: Record<string, { type?: unknown }> } | undefined)?.properties;
+function refuseLooseIntegers(request: FastifyRequest, part: 'querystring' | 'params'): void {
+  const members = (request.routeOptions.schema?.[part] as { properties?: Record<string, { type?: unknown }> } | undefined)?.properties;
   if (members === undefined) return;
-  const query = (request.query ?? {}) as Record<string, unknown>;
+  const given = ((part === 'querystring' ? request.query : request.params) ?? {}) as Record<string, unknown>;
   for (const [name, schema] of Object.entries(members)) {
     if (schema.type !== 'integer') continue;
-    const values = query[name];
+    const values = given[name];
     if (values === undefined) continue;
     for (const value of Array.isArray(values) ? values : [values]) {
       if (typeof value === 'string' && !DECIMAL_INTEGER.test(value)) {
-        const violation = { path: `querystring/${name}`, message: 'must be an integer in decimal digits, like 20' };
+        const violation = { path: `${part}/${name}`, message: 'must be an integer in decimal digits, like 20' };
         throw new ApiError('invalid_input', { detail: `${violation.path} ${violation.message}`, extra: { errors: [violation] } });
       }
     }
