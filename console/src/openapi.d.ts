@@ -3142,6 +3142,11 @@ export interface components {
             id: string;
             agentId: string;
             agentName: string;
+            /**
+             * @description the agent's `effectiveStatus` now (its ancestors' freezes included): approving a frozen or retired agent's purchase is refused (409 `agent_frozen` or `agent_retired`: its retry would be refused), and a top-up approved for it credits a balance it cannot spend while it is so
+             * @enum {string}
+             */
+            agentEffectiveStatus: "active" | "frozen" | "retired";
             /** @description what the top-up credits, or what the purchase takes */
             amountUc: string;
             /** @description the merchant as it was when the approval was asked */
@@ -3156,6 +3161,8 @@ export interface components {
                 id: string;
                 name: string;
             };
+            /** @description what an x402 authorize pays for: the resource its attestation will be bound to (as the purchase approval's `resource`); absent otherwise */
+            resource?: string;
             /** @description a top-up's reason, as its agent gave it (shown to the owner who approves); absent for a purchase */
             reason?: string;
             /** @description the top-up's or the purchase approval's status (`pending_approval` while it waits for the owner) */

@@ -291,6 +291,11 @@ export class AgentService {
     });
   }
 
+  /** Agents as every face shows them, by id: those found (the caller already holds a right to see them). */
+  async shownAgents(db: Queryable, agentIds: readonly string[]): Promise<Agent[]> {
+    return this.show(db, await store.findAgents(db, agentIds));
+  }
+
   private async showOne(db: Queryable, row: store.AgentRow): Promise<Agent> {
     return (await this.show(db, [row]))[0]!;
   }

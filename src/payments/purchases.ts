@@ -16,7 +16,7 @@
 // Declining or expiring an execute's approval cancels its retained intent (nothing was charged).
 import { emitEvent } from '../events/outbox.ts';
 import { actsFor, type Actor } from '../agents/acting.ts';
-import type { AgentService } from '../agents/service.ts';
+import type { AgentService, EffectiveStatus } from '../agents/service.ts';
 import type {
   PendingPurchase,
   PurchaseAnswer,
@@ -87,9 +87,13 @@ export interface OwnerApproval {
   id: string;
   agentId: string;
   agentName: string;
+  /** The agent's effectiveStatus now: a frozen or retired agent's approved retry is still refused. */
+  agentEffectiveStatus: EffectiveStatus;
   amountUc: string;
   merchant?: { id: string; name: string; domain: string };
   offer?: { id: string; name: string };
+  /** What an x402 authorize pays for. */
+  resource?: string;
   /** A top-up's reason, as its agent gave it. */
   reason?: string;
   status: string;
@@ -383,17 +387,19 @@ export class PurchaseApprovals {
   /** What waits for the owner (or everything), oldest first, a page at a time: top-ups and purchases, with the agents' names. */
   async ownerApprovals(db: Queryable, ownerId: string, pendingOnly: boolean, page: Page): Promise<{ approvals: OwnerApproval[]; hasMore: boolean }> {
     const { items, hasMore } = await store.listOwnerApprovals(db, { ownerId, pendingOnly, nowS: this.nowS(), ucPerUsdCent: UC_PER_USD_CENT, limit: page.limit, startingAfter: page.startingAfter });
-    const names = new Map((await this.deps.identity.agentRows(db, [...new Set(items.map((item) => item.agent_id))])).map((agent) => [agent.id, agent.name]));
+    const agents = new Map((await this.deps.identity.shownAgents(db, [...new Set(items.map((item) => item.agent_id))])).map((agent) => [agent.id, agent]));
     const approvals = items.map((item): OwnerApproval => {
       const merchant = merchantOf(item);
       return {
         kind: item.kind,
         id: item.id,
         agentId: item.agent_id,
-        agentName: names.get(item.agent_id) ?? '',
+        agentName: agents.get(item.agent_id)?.name ?? '',
+        agentEffectiveStatus: agents.get(item.agent_id)?.effectiveStatus ?? 'active',
         amountUc: formatUc(item.amount_uc),
         ...(merchant ? { merchant } : {}),
         ...(item.offer_id !== null && item.offer_name !== null ? { offer: { id: item.offer_id, name: item.offer_name } } : {}),
+        ...(item.resource !== null ? { resource: item.resource } : {}),
         ...(item.reason !== null ? { reason: item.reason } : {}),
         status: item.status,
         approvalUrl: item.approval_url,

@@ -89,9 +89,18 @@ export const OwnerApprovalSchema = Type.Object(
     id: Type.String({ description: 'the top-up (top_…) or purchase approval (pur_…)' }),
     agentId: Type.String(),
     agentName: Type.String(),
+    agentEffectiveStatus: Type.String({
+      enum: ['active', 'frozen', 'retired'],
+      description:
+        "the agent's `effectiveStatus` now (its ancestors' freezes included): approving a frozen or retired agent's purchase is refused " +
+        '(409 `agent_frozen` or `agent_retired`: its retry would be refused), and a top-up approved for it credits a balance it cannot spend while it is so',
+    }),
     amountUc: Microcredits('what the top-up credits, or what the purchase takes'),
     merchant: Type.Optional(MerchantShown),
     offer: Type.Optional(OfferShown),
+    resource: Type.Optional(
+      Type.String({ description: "what an x402 authorize pays for: the resource its attestation will be bound to (as the purchase approval's `resource`); absent otherwise" }),
+    ),
     reason: Type.Optional(Type.String({ description: "a top-up's reason, as its agent gave it (shown to the owner who approves); absent for a purchase" })),
     status: Type.String({ description: "the top-up's or the purchase approval's status (`pending_approval` while it waits for the owner)" }),
     approvalUrl: Type.String({ format: 'uri' }),

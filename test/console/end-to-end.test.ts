@@ -403,6 +403,26 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     expect((await api('GET', `/v1/payments/purchases/${purchaseId}`, owner)).body.status).toBe('approved');
   });
 
+  it("says on a purchase's card that its agent is frozen, and why it cannot be approved (found from outside: the card did not say)", async () => {
+    const owner = await devLogin('human', { email: OWNER });
+    const before = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body;
+    const { agentId: _a, version: _v, createdAt: _c, hash: _h, usage: _u, ...rules } = before;
+    expect((await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, { ...rules, approvalAboveUc: '500000' }, key('frozen-card-on'))).status).toBe(200);
+    const asked = await api('POST', '/v1/vouchers', await agentToken(), { offerId }, key('mint-frozen-card'));
+    expect([asked.status, asked.body.code]).toEqual([402, 'approval_required']);
+    expect((await api('POST', `/v1/owner/agents/${agentId}/freeze`, owner, {}, key('frozen-card-freeze'))).status).toBe(200);
+    onTestFinished(async () => {
+      await api('POST', `/v1/payments/purchases/${asked.body.intentId}/decline`, owner, {}, key('frozen-card-decline'));
+      expect((await api('POST', `/v1/owner/agents/${agentId}/unfreeze`, owner, {}, key('frozen-card-unfreeze'))).status).toBe(200);
+      expect((await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, rules, key('frozen-card-off'))).status).toBe(200);
+    });
+    await nav('Approvals');
+    await page.reload();
+    const card = page.locator('li.approval', { hasText: 'Scout is frozen: this purchase cannot be approved until it is unfrozen' });
+    await card.waitFor();
+    await card.locator('.badge', { hasText: 'Frozen' }).waitFor();
+  });
+
   it("creates a merchant key whose secret is shown once, with a copy button, and not again after a reload", async () => {
     await nav('Merchants');
     await page.getByRole('link', { name: 'Ada Books' }).click();

@@ -173,6 +173,9 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
     const asked = await call(url, 'POST', '/x402/authorize', agentToken, body, key);
     expect(asked.status).toBe(402);
     expect(asked.body).toMatchObject({ code: 'approval_required', purchase: { operation: 'authorizeX402Payment', resource } });
+    // The owner's list says it too (found from outside: only the record and the page did).
+    const listed = (await call(url, 'GET', '/v1/owner/approvals', ownerToken)).body.approvals.find((a: { id: string }) => a.id === asked.body.intentId);
+    expect(listed).toMatchObject({ kind: 'purchase', resource, agentEffectiveStatus: 'active' });
     await onThePage(asked.body.approvalUrl, async (page) => {
       await expect(page.locator('#offer-name').textContent()).resolves.toBe('One e-book');
       await expect(page.locator('#amount').textContent()).resolves.toBe('$0.025 (2.5 credits)');

@@ -172,6 +172,7 @@ describe('GET /v1/owner/approvals', () => {
           id: topup.id,
           agentId: agent.id,
           agentName: agent.name,
+          agentEffectiveStatus: 'active',
           amountUc: '500000000',
           reason: REASON,
           status: 'pending_approval',
@@ -184,6 +185,7 @@ describe('GET /v1/owner/approvals', () => {
           id: approvalIdOf(asked.body.approvalUrl),
           agentId: agent.id,
           agentName: agent.name,
+          agentEffectiveStatus: 'active',
           amountUc: '3000000',
           merchant: { id: shop.merchantId, name: expect.any(String), domain: expect.any(String) },
           offer: { id: offer.id, name: 'Book' },
@@ -215,10 +217,14 @@ describe('GET /v1/owner/approvals', () => {
     expect(asked.status).toBe(402);
     const id = approvalIdOf(asked.body.approvalUrl);
     expect((await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken, body: {} })).status).toBe(200);
+    // The owner's list says so, so a console can tell why the approval would be refused.
+    const listedStatus = async () => (await world.api('GET', '/v1/owner/approvals', { token: agent.ownerToken })).body.approvals.find((a: { id: string }) => a.id === id)?.agentEffectiveStatus;
+    expect(await listedStatus()).toBe('frozen');
     const refused = await world.api('POST', `/v1/payments/purchases/${id}/approve`, { token: agent.ownerToken, body: {} });
     expect([refused.status, refused.body.code, refused.body.reason, refused.body.agentId]).toEqual([409, 'conflict', 'agent_frozen', agent.id]);
     expect((await world.api('GET', `/v1/payments/purchases/${id}`, { token: agent.ownerToken })).body.status).toBe('pending_approval');
     expect((await world.api('POST', `/v1/owner/agents/${agent.id}/unfreeze`, { token: agent.ownerToken, body: {} })).status).toBe(200);
+    expect(await listedStatus()).toBe('active');
     expect((await world.api('POST', `/v1/payments/purchases/${id}/approve`, { token: agent.ownerToken, body: {} })).body.status).toBe('approved');
     expect((await mint(world, agent.token, offer.id, k)).status).toBe(200);
   });

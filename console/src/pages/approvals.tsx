@@ -72,6 +72,12 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
               <bdi>{approval.agentName}</bdi>
             </a>{' '}
             <code class="muted">{approval.agentId}</code>
+            {approval.agentEffectiveStatus !== 'active' ? (
+              <>
+                {' '}
+                <span class="badge frozen">{approval.agentEffectiveStatus === 'retired' ? 'Retired' : 'Frozen'}</span>
+              </>
+            ) : null}
           </dd>
         </div>
         <div>
@@ -94,6 +100,14 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
             <dd>{approval.offer.name}</dd>
           </div>
         ) : null}
+        {approval.resource !== undefined ? (
+          <div>
+            <dt>Resource</dt>
+            <dd>
+              <code>{approval.resource}</code>
+            </dd>
+          </div>
+        ) : null}
         {approval.reason !== undefined ? (
           <div>
             <dt>Reason given</dt>
@@ -113,6 +127,15 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
           </dd>
         </div>
       </dl>
+      {approval.agentEffectiveStatus !== 'active' ? (
+        <p class="error">
+          {approval.kind === 'topup'
+            ? `${approval.agentName} is ${approval.agentEffectiveStatus}: a top-up approved now credits a balance it cannot spend${approval.agentEffectiveStatus === 'frozen' ? ' until it is unfrozen' : ''}.`
+            : approval.agentEffectiveStatus === 'frozen'
+              ? `${approval.agentName} is frozen: this purchase cannot be approved until it is unfrozen (its retry would be refused). You can decline it.`
+              : `${approval.agentName} is retired: it can never spend again, so this purchase cannot be approved. Decline it.`}
+        </p>
+      ) : null}
       <p>
         <button type="button" class="primary" disabled={action.busy} onClick={() => answer('approve')}>
           Approve the {what} for {approval.agentName}
