@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { ConfigError, loadConfig, type Config } from './platform/config.ts';
 import { DatabaseInUseError, type Database } from './platform/db/database.ts';
-import { isStorageUnavailable, storageFailureKind } from './platform/db/faults.ts';
+import { connectionSettingsRefusal, isStorageUnavailable, storageFailureKind } from './platform/db/faults.ts';
 import { openDatabase } from './platform/db/open.ts';
 import { createGateway, createLogger, migrateAndReport, type Gateway } from './platform/gateway.ts';
 import { openFrontDoor, type FrontDoor } from './platform/http/front-door.ts';
@@ -209,6 +209,13 @@ export async function serve(): Promise<void> {
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`${error.message}\n`);
+      stop(2);
+      return;
+    }
+    const refusal = connectionSettingsRefusal(error);
+    if (refusal !== undefined) {
+      log.fatal(refusal);
+      process.stderr.write(`${refusal}\n`);
       stop(2);
       return;
     }

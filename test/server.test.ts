@@ -136,6 +136,31 @@ describe('acg serve stopping', () => {
   }, 90_000);
 });
 
+describe('acg serve with connection settings PostgreSQL refuses', () => {
+  // No retry cures a database or role that does not exist: one line naming it and DATABASE_URL, exit 2, as every
+  // other acg command says it (found from outside: a crash with the driver's stack).
+  it.runIf(onPostgres())('says a missing database or role in one line, no stack trace, and exits 2', async () => {
+    const base = new URL(process.env.TEST_DATABASE_URL!);
+    const missingDatabase = new URL(base);
+    missingDatabase.pathname = '/acg_no_such_database';
+    const missingRole = new URL(base);
+    missingRole.username = 'acg_no_such_role';
+    for (const [url, said] of [
+      [missingDatabase, 'cannot open the database: database "acg_no_such_database" does not exist (SQLSTATE 3D000; check DATABASE_URL)'],
+      [missingRole, 'cannot open the database: role "acg_no_such_role" does not exist (SQLSTATE 28000; check DATABASE_URL)'],
+    ] as const) {
+      const env = { ...process.env, PORT: '0', DATABASE_URL: url.href, ACG_BASE_URL: '', LOG_LEVEL: 'silent' };
+      const result = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        execFile(process.execPath, [path.resolve('bin/acg.js'), 'serve'], { env, timeout: 60_000 }, (error, _stdout, stderr) =>
+          resolve({ code: error ? (error as { code?: number }).code ?? null : 0, stderr }),
+        );
+      });
+      expect(result.code).toBe(2);
+      expect(result.stderr.split('\n').filter((line) => line !== '' && !line.startsWith('acg: dist/'))).toEqual([said]);
+    }
+  }, 60_000);
+});
+
 describe('acg serve on a port it cannot have', () => {
   it('answers a taken port with one line naming the port and PORT, no stack trace, and exits 2', async () => {
     const taken = createServer();
