@@ -224,6 +224,21 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByLabel('Budget 1 limit (credits)').fill('2,5');
     await page.getByRole('button', { name: 'Save mandate' }).click();
     await page.getByRole('alert').getByText('Budget 1 (daily): write decimals with a dot, like 2.5').waitFor();
+    // A limit of 0 and a category with a capital letter are said in the form's words, not as the API's JSON
+    // pointer and pattern (found from outside: "body/budgets/0/category must match pattern …").
+    await page.getByLabel('Budget 1 limit (credits)').fill('0');
+    await page.getByLabel('Budget 1 covers').selectOption('category');
+    await page.getByLabel('Budget 1 category').fill('Books');
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByRole('alert').getByText('Budget 1 (daily): its limit must be more than 0.').waitFor();
+    await page.getByRole('alert').getByText('Budget 1 (daily): "Books" is not a category name', { exact: false }).waitFor();
+    // What only the API can tell (no such merchant) names the budget as the form does.
+    await page.getByLabel('Budget 1 limit (credits)').fill('3');
+    await page.getByLabel('Budget 1 covers').selectOption('merchantId');
+    await page.getByLabel('Budget 1 merchant id').fill('mer_nonexistent');
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByRole('alert').getByText('Budget 1 merchant id "mer_nonexistent"', { exact: false }).waitFor();
+    await page.getByLabel('Budget 1 covers').selectOption('all');
     await page.getByLabel('Budget 1 limit (credits)').fill('3');
     await page.getByRole('button', { name: 'Save mandate' }).click();
     await page.getByText('Saved: mandate version 2.').waitFor();

@@ -2,7 +2,7 @@
 // lots, and its activity (holds, captures, releases, refunds) with each signed receipt and a "verify" that
 // checks the receipt's signature here, in the browser, against the gateway's published keys.
 import { useEffect, useState } from 'preact/hooks';
-import { ok, newKey, type Schemas } from '../api.ts';
+import { ApiProblem, ok, newKey, type Schemas } from '../api.ts';
 import { creditsInput, parseCredits } from '../money.ts';
 import { verifyReceipt, type Verification } from '../receipt.ts';
 import { Amount, BudgetBar, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
@@ -100,6 +100,33 @@ function draftContent(draft: Draft): string {
 
 
 /** The PUT body for the draft (every member the form does not show kept as it is), or the problems found. */
+/** A category's name as the API takes it (CATEGORY_PATTERN in src/platform/schemas.ts). */
+const CATEGORY = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+const NOT_A_CATEGORY = 'is not a category name: use lower-case letters, digits and . _ - (up to 64, starting with a letter or digit), like books.';
+
+/**
+ * The API's refusal of a mandate in the form's words: its members are named by JSON pointer (`body/budgets/0/limitUc`),
+ * where the form says "Budget 1" and "Allowed categories".
+ */
+export function mandateRefusalInWords(detail: string): string {
+  return detail
+    .replace(/(?:\bbody)?\/?\bbudgets\/(\d+)(?:\/(\w+))?/g, (_all, index: string, member?: string) => `Budget ${Number(index) + 1}${member === undefined ? '' : ` ${MEMBER_WORD[member] ?? member}`}`)
+    .replace(/(?:\bbody)?\/?\ballowedCategories\/(\d+)/g, (_all, index: string) => `Allowed categories (entry ${Number(index) + 1})`)
+    .replace(/(?:\bbody)?\/?\bmerchants\/(allow|deny)\/(\d+)/g, (_all, list: string, index: string) => `${list === 'allow' ? 'Allowed' : 'Denied'} merchants (entry ${Number(index) + 1})`)
+    .replace(/\bbody\/(\w+)/g, (_all, member: string) => MEMBER_WORD[member] ?? member);
+}
+const MEMBER_WORD: Record<string, string> = {
+  limitUc: 'limit',
+  merchantId: 'merchant id',
+  category: 'category',
+  serviceId: 'service id',
+  period: 'period',
+  approvalAboveUc: 'Approval above',
+  timeZone: 'Time zone',
+  notBefore: 'Valid from',
+  notAfter: 'Valid until',
+};
+
 export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<string, unknown> } | { problems: string[] } {
   const problems: string[] = [];
   const amount = (text: string, what: string): string | null => {
@@ -117,9 +144,11 @@ export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<stri
     const what = `Budget ${index + 1} (${PERIOD_WORD[row.period]?.toLowerCase()})`;
     if (row.limit.trim() === '') problems.push(`${what}: enter its limit in credits, like 5.`);
     const limitUc = amount(row.limit, what) ?? '0';
+    if (row.limit.trim() !== '' && limitUc === '0' && !problems.some((problem) => problem.startsWith(what))) problems.push(`${what}: its limit must be more than 0.`);
     // A value typed before "all spending" was chosen again stays in the row, hidden: it is no part of the budget.
     const scopeValue = row.scope === 'all' ? '' : row.scopeValue.trim();
     if (row.scope !== 'all' && scopeValue === '') problems.push(`${what}: name the ${row.scope === 'merchantId' ? 'merchant' : row.scope === 'category' ? 'category' : 'service'} it covers, or choose "all spending".`);
+    if (row.scope === 'category' && scopeValue !== '' && !CATEGORY.test(scopeValue)) problems.push(`${what}: "${scopeValue}" ${NOT_A_CATEGORY}`);
     const covers = `${row.period}|${row.scope}|${scopeValue}`;
     if (seen.has(covers)) problems.push(`${what}: another budget already covers the same spending over the same period; remove one.`);
     seen.add(covers);
@@ -134,6 +163,7 @@ export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<stri
   if (budgets.length > 20) problems.push('At most 20 budgets.');
   const categories = list(draft.categories);
   if (categories.length === 0) problems.push('Allowed categories: name at least one, or * for all.');
+  for (const category of categories) if (category !== '*' && !CATEGORY.test(category)) problems.push(`Allowed categories: "${category}" ${NOT_A_CATEGORY}`);
   const timeZone = draft.timeZone.trim();
   try {
     new Intl.DateTimeFormat('en', { timeZone });
@@ -233,7 +263,13 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
             (unsaved ? 'Your changes are still in the form: discard them to see the new version, then make them again.' : 'The form shows the new version; make your change again.'),
         );
       }
-      const saved = ok(answer);
+      let saved;
+      try {
+        saved = ok(answer);
+      } catch (error) {
+        if (error instanceof ApiProblem && error.status === 400) throw new ApiProblem(error.status, error.code, mandateRefusalInWords(error.detail), error.body);
+        throw error;
+      }
       showVersion(saved as Mandate);
       onSaved();
       return `Saved: mandate version ${saved.version}.`;
