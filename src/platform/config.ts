@@ -258,10 +258,19 @@ function cleartextInLive(env: Env, problems: string[]): void {
   }
 }
 
-function issuer(env: Env, prefix: 'HUMAN' | 'AGENT', problems: string[]): IssuerConfig | undefined {
+function issuer(env: Env, mode: Mode, prefix: 'HUMAN' | 'AGENT', problems: string[]): IssuerConfig | undefined {
   const iss = url(env, `ACG_${prefix}_ISSUER`, problems);
   if (!iss) return undefined;
   const jwksUrl = url(env, `ACG_${prefix}_JWKS_URL`, problems);
+  // A gateway's dev issuers (ours or another's) sign a token for any email or subject, without a password: trusted
+  // in live mode, they would let anyone sign in as any owner or agent (found from outside, 2026-12-04).
+  if (mode === 'live') {
+    for (const [name, value] of [[`ACG_${prefix}_ISSUER`, iss], [`ACG_${prefix}_JWKS_URL`, jwksUrl]] as const) {
+      if (value && namesDevRoute(new URL(value).pathname)) {
+        problems.push(`${name} points at a gateway's dev routes (/dev/…, such as its dev issuers, which sign in anyone without a password); live mode needs a real identity provider`);
+      }
+    }
+  }
   return { issuer: iss, jwksUrl, audience: env[`ACG_${prefix}_AUDIENCE`] || 'agent-credit-gateway' };
 }
 
@@ -381,8 +390,8 @@ export function loadConfig(env: Env = process.env): Config {
       perPrincipal: integer(env, 'ACG_RATE_LIMIT_PER_PRINCIPAL', 600, 1, 10_000_000, problems),
     },
     signingKey: env.ACG_SIGNING_KEY || undefined,
-    humanIssuer: issuer(env, 'HUMAN', problems),
-    agentIssuer: issuer(env, 'AGENT', problems),
+    humanIssuer: issuer(env, mode, 'HUMAN', problems),
+    agentIssuer: issuer(env, mode, 'AGENT', problems),
     agentOwnerEmailClaim: env.ACG_AGENT_OWNER_EMAIL_CLAIM || 'owner_email',
     apiKeyPepper: env.ACG_API_KEY_PEPPER || undefined,
     secretBoxKey: env.ACG_SECRET_BOX_KEY || undefined,

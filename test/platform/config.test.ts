@@ -52,6 +52,24 @@ describe('live mode refuses what would run it insecurely', () => {
     }
     expect(loadConfig({ ...live, ...stripe, ACG_STRIPE_SECRET_KEY: 'sk_live_abc123' }).payments.provider).toBe('stripe');
   });
+
+  it("refuses a gateway's dev issuers as identity providers: they sign in anyone, without a password (found from outside)", () => {
+    const issuers = { ACG_HUMAN_ISSUER: 'https://id.example', ACG_AGENT_ISSUER: 'https://agents.example' };
+    expect(() => loadConfig({ ...live, ...issuers })).not.toThrow();
+    for (const [name, value] of [
+      ['ACG_HUMAN_ISSUER', 'https://dev-gateway.example/dev/issuers/human'],
+      ['ACG_AGENT_ISSUER', 'https://dev-gateway.example/dev/issuers/agent'],
+      ['ACG_HUMAN_JWKS_URL', 'https://dev-gateway.example/dev/issuers/human/jwks.json'],
+      ['ACG_AGENT_JWKS_URL', 'https://dev-gateway.example/%64ev/issuers/agent/jwks.json'],
+      ['ACG_HUMAN_ISSUER', 'https://dev-gateway.example//DEV/issuers/human'],
+    ] as const) {
+      const env = { ...live, ...issuers, [name]: value };
+      expect(() => loadConfig(env), `${name} ${value}`).toThrow(`${name} points at a gateway's dev routes`);
+      expect(() => loadConfig({ ...env, ACG_MODE: 'dev' }), `${name} ${value}`).not.toThrow();
+    }
+    // A real provider whose path merely contains "dev" further down is no dev route.
+    expect(() => loadConfig({ ...live, ...issuers, ACG_HUMAN_ISSUER: 'https://id.example/tenants/dev/' })).not.toThrow();
+  });
 });
 
 describe('ACG_BASE_URL, in one form', () => {
