@@ -64,6 +64,8 @@ export interface ClaimedDeliveryRow {
   started_at_ms: bigint;
   /** The W3C trace context of the request whose change the event reports (NULL when it was not traced). */
   traceparent: string | null;
+  /** Whether the endpoint's last attempt failed (a run of failures is under way): its attempts take the failing share. */
+  failing: boolean;
 }
 
 export interface EventRow {
@@ -267,7 +269,7 @@ export async function closeCircuit(db: Queryable, merchantId: string): Promise<v
  */
 export async function claimDueDeliveries(
   tx: Tx,
-  claim: { nowMs: number; limit: number; perEndpoint: number; lockedUntilMs: number; token: string },
+  claim: { nowMs: number; limit: number; perEndpoint: number; lockedUntilMs: number; token: string; failingLimit: number },
 ): Promise<ClaimedDeliveryRow[]> {
   const { rows } = await tx.query<ClaimedDeliveryRow>(
     `WITH busy AS (
@@ -275,7 +277,7 @@ export async function claimDueDeliveries(
         WHERE state = 'pending' AND locked_until_ms > $1::bigint GROUP BY account_id
      ),
      ranked AS (
-       SELECT d.id, d.next_attempt_at_ms,
+       SELECT d.id, d.next_attempt_at_ms, d.seq, e.consecutive_failures > 0 AS failing,
               row_number() OVER (PARTITION BY d.account_id ORDER BY d.next_attempt_at_ms, d.seq) + COALESCE(b.n, 0) AS slot
          FROM webhook_deliveries d
          JOIN webhook_endpoints e ON e.account_id = d.account_id
@@ -283,9 +285,14 @@ export async function claimDueDeliveries(
         WHERE d.state = 'pending' AND d.next_attempt_at_ms <= $1::bigint AND d.locked_until_ms <= $1::bigint
           AND e.enabled AND e.circuit_open_until_ms <= $1::bigint
      ),
+     eligible AS (
+       SELECT r.id, r.next_attempt_at_ms, r.failing,
+              row_number() OVER (PARTITION BY r.failing ORDER BY r.next_attempt_at_ms, r.seq) AS failing_rank
+         FROM ranked r WHERE r.slot <= $5
+     ),
      due AS (
-       SELECT d.id, d.claim_token AS previous_token FROM webhook_deliveries d JOIN ranked r ON r.id = d.id
-        WHERE r.slot <= $5 AND d.state = 'pending' AND d.locked_until_ms <= $1::bigint
+       SELECT d.id, d.claim_token AS previous_token FROM webhook_deliveries d JOIN eligible r ON r.id = d.id
+        WHERE (NOT r.failing OR r.failing_rank <= $6) AND d.state = 'pending' AND d.locked_until_ms <= $1::bigint
         ORDER BY r.next_attempt_at_ms
         LIMIT $2
         FOR UPDATE OF d SKIP LOCKED
@@ -300,14 +307,14 @@ export async function claimDueDeliveries(
         WHERE w.id = due.id AND ev.id = w.event_id AND e.account_id = w.account_id
        RETURNING w.id, w.event_id, w.account_id, w.merchant_id, w.owner_id, w.attempts, ev.payload, e.url, e.secret_sealed,
                  CASE WHEN e.previous_secret_expires_at_s * 1000 > $1::bigint THEN e.previous_secret_sealed END AS previous_secret_sealed,
-                 w.next_attempt_at_ms AS due_at_ms, $1::bigint AS started_at_ms, w.traceparent
+                 w.next_attempt_at_ms AS due_at_ms, $1::bigint AS started_at_ms, w.traceparent, e.consecutive_failures > 0 AS failing
      ),
      started AS (
        INSERT INTO webhook_attempts (id, delivery_id, merchant_id, owner_id, attempt, claim_token, outcome, started_at_ms)
        SELECT 'wha_' || substr(md5($4::text || claimed.id), 1, 26), claimed.id, claimed.merchant_id, claimed.owner_id, claimed.attempts, $4::text, 'in_progress', $1::bigint FROM claimed
      )
      SELECT * FROM claimed`,
-    [claim.nowMs, claim.limit, claim.lockedUntilMs, claim.token, claim.perEndpoint],
+    [claim.nowMs, claim.limit, claim.lockedUntilMs, claim.token, claim.perEndpoint, claim.failingLimit],
   );
   return rows;
 }

@@ -5,6 +5,7 @@
 // delivery the circuit holds back is listed with the time it will really be tried: the circuit's end.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { emitEvent } from '../../src/events/outbox.ts';
+import { DELIVERY_BATCH_MAX, ENDPOINT_CONCURRENCY_MAX, FAILING_CONCURRENCY_MAX } from '../../src/events/worker.ts';
 import { configureWebhook, markVerified, registerMerchant, startHookTarget, uniqueKey, type HookTarget } from '../support/merchants.ts';
 import { startWorld, type World } from '../support/world.ts';
 
@@ -149,5 +150,29 @@ describe('the circuit under concurrent attempts', () => {
     expect(await circuitOf(merchantId)).toBeNull();
     const after = (await deliveriesOf(merchantId)).find((d) => d.id === lateDelivery.id)!;
     expect(after.nextAttemptAt).toBeLessThan(open.openUntil);
+  });
+});
+
+describe('endpoints whose last attempt failed', () => {
+  // Receivers that hang hold a slot each for the whole timeout; were every slot theirs, every other merchant's
+  // event would wait, round after round, until their circuits opened (found from outside: 17 hanging receivers on
+  // two instances delayed a healthy merchant's event by 9 s). They share half of an instance's slots.
+  it(`take at most ${FAILING_CONCURRENCY_MAX} of an instance's attempts at once, so another merchant's event is taken in the same pass`, async () => {
+    const failing: string[] = [];
+    for (let i = 0; i < 5; i++) failing.push(await webhookMerchant());
+    await world.gw.gateway.db.query('UPDATE webhook_endpoints SET consecutive_failures = 1 WHERE merchant_id = ANY($1::text[])', [failing]);
+    for (const merchantId of failing) for (let i = 0; i < ENDPOINT_CONCURRENCY_MAX; i++) await emit(merchantId);
+    const healthy = await webhookMerchant();
+    await emit(healthy);
+
+    // Twenty failing deliveries were due before the healthy one, and a pass claims twenty at most.
+    expect(failing.length * ENDPOINT_CONCURRENCY_MAX).toBe(DELIVERY_BATCH_MAX);
+    expect(await runWorker()).toMatchObject({ claimed: FAILING_CONCURRENCY_MAX + 1 });
+    const attempted = async (merchantIds: string[]) =>
+      Number((await world.gw.gateway.db.query<{ n: bigint }>('SELECT count(*) AS n FROM webhook_attempts WHERE merchant_id = ANY($1::text[])', [merchantIds])).rows[0]!.n);
+    expect(await attempted([healthy])).toBe(1);
+    expect(await attempted(failing)).toBe(FAILING_CONCURRENCY_MAX);
+    // The failing share is counted while its attempts run, and given back as they end: the next pass takes the rest.
+    expect(await runWorker()).toMatchObject({ claimed: failing.length * ENDPOINT_CONCURRENCY_MAX - FAILING_CONCURRENCY_MAX });
   });
 });
