@@ -217,7 +217,7 @@ export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...DELEGAT
  * whole families of routes answer 503 (or 401). Said once at start-up, one warning each, so the operator learns it
  * from the log rather than from the first refused caller (found from outside: only the operator credential was said).
  */
-export function missingLivePieces(gateway: Gateway, services: Pick<Services, 'verifier' | 'apiKeyPepper' | 'secretBoxKey'>): Array<{ setting: string; consequence: string }> {
+export function missingLivePieces(gateway: Gateway, services: Pick<Services, 'verifier' | 'apiKeyPepper' | 'secretBoxKey' | 'operatorHash'>): Array<{ setting: string; consequence: string }> {
   if (gateway.config.mode !== 'live') return [];
   const missing: Array<{ setting: string; consequence: string }> = [];
   if (!gateway.signing.configured) {
@@ -231,6 +231,7 @@ export function missingLivePieces(gateway: Gateway, services: Pick<Services, 've
   if (services.apiKeyPepper === undefined) missing.push({ setting: 'ACG_API_KEY_PEPPER', consequence: 'no merchant API key can be issued (503 runtime_configuration_required), so nothing a merchant key does (offers, captures, refunds, x402 verify and settle) can be done' });
   if (services.secretBoxKey === undefined) missing.push({ setting: 'ACG_SECRET_BOX_KEY', consequence: 'no secret can be sealed: configuring a webhook or a mail connector answers 503 runtime_configuration_required' });
   if (gateway.config.metricsTokenSha256 === undefined) missing.push({ setting: 'ACG_METRICS_TOKEN_SHA256', consequence: '/metrics refuses every scrape with 401' });
+  if (services.operatorHash === undefined) missing.push({ setting: 'ACG_OPERATOR_TOKEN_SHA256', consequence: 'no operator credential: operator routes (credit grants) refuse every call with 401' });
   return missing;
 }
 

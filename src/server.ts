@@ -38,6 +38,19 @@ export async function sleepUnlessAborted(ms: number, signal: AbortSignal): Promi
   }
 }
 
+/** File-system refusals that mean the setting names a place the gateway cannot use, which no retry cures. */
+const UNUSABLE_PATH_CODES = new Set(['ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'EEXIST', 'ENOSPC']);
+
+/**
+ * The embedded database's directory could not be made or used (ACG_DATA_DIR names a file, or a place this user may
+ * not write): one line naming the setting, as a bad setting is said, not a crash with a stack (found from outside).
+ */
+export function dataDirRefusal(error: unknown, config: Pick<Config, 'databaseUrl' | 'dataDir'>): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (config.databaseUrl !== undefined || typeof code !== 'string' || !UNUSABLE_PATH_CODES.has(code)) return undefined;
+  return `acg serve: cannot use ACG_DATA_DIR (${config.dataDir}) for the embedded database: ${(error as Error).message}. Set ACG_DATA_DIR to a directory this user may write, or DATABASE_URL to a PostgreSQL database`;
+}
+
 interface Started {
   app: FastifyInstance;
   gateway: Gateway;
@@ -157,6 +170,11 @@ export async function serve(): Promise<void> {
   } catch (error) {
     if (error instanceof ConfigError || error instanceof DatabaseInUseError) {
       process.stderr.write(`${error.message}\n`);
+      process.exit(2);
+    }
+    const unusable = dataDirRefusal(error, config);
+    if (unusable !== undefined) {
+      process.stderr.write(`${unusable}\n`);
       process.exit(2);
     }
     log.fatal({ err: error }, 'gateway failed to start');

@@ -587,6 +587,35 @@ describe('acg demo against something that is not the gateway', () => {
   });
 });
 
+describe('acg commands against a server that refuses with an empty body', () => {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-cli-empty-404-'));
+  // A proxy or another app on the port: every request is 404 with no body, which the gateway never answers (it
+  // refuses with a problem). Read as the gateway's "not found", it blamed the agent id (found from outside).
+  const other = createServer((_request, response) => response.writeHead(404).end());
+  let url: string;
+
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(other.address() as { port: number }).port}`;
+  });
+  afterAll(() => {
+    other.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('asks whether the gateway is at the address, exit 2: credit grant and demo', async () => {
+    const env = { ACG_BASE_URL: url, ACG_DATA_DIR: dataDir, ACG_OPERATOR_TOKEN: 'acg_op_test' };
+    const granted = await acg(dataDir, env, 'credit', 'grant', '--agent', 'agt_someone', '--amount-uc', '1000000');
+    expect(granted.code).toBe(2);
+    expect(granted.stderr).toBe(
+      `${url} answered POST /v1/operator/credit-grants with HTTP 404 and no problem body, which the gateway always gives: is the gateway at ${url}? Set ACG_BASE_URL (or PORT) to where it runs\n`,
+    );
+    const stopped = await acg(dataDir, env, 'demo');
+    expect(stopped.code).toBe(2);
+    expect(stopped.stderr).toBe(`\nacg demo stopped: GET /v1/me answered HTTP 404 with no problem body: is the gateway at ${url}?\n`);
+  });
+});
+
 describe('acg migrate against a PostgreSQL that refuses the connection', () => {
   const workDir = mkdtempSync(path.join(tmpdir(), 'acg-cli-migrate-'));
   afterAll(() => rmSync(workDir, { recursive: true, force: true }));

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { EventEmitter, getEventListeners } from 'node:events';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -157,6 +157,29 @@ describe('acg serve with connection settings PostgreSQL refuses', () => {
       });
       expect(result.code).toBe(2);
       expect(result.stderr.split('\n').filter((line) => line !== '' && !line.startsWith('acg: dist/'))).toEqual([said]);
+    }
+  }, 60_000);
+});
+
+describe('acg serve with an ACG_DATA_DIR it cannot use', () => {
+  it.skipIf(onPostgres())('says so in one line naming the setting, no stack trace, and exits 2 (found from outside: a crash)', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'acg-data-file-'));
+    const file = path.join(dir, 'a-file');
+    writeFileSync(file, '');
+    try {
+      const env = { ...process.env, PORT: '0', ACG_DATA_DIR: file, DATABASE_URL: '', ACG_BASE_URL: '', LOG_LEVEL: 'silent' };
+      const result = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        execFile(process.execPath, [path.resolve('bin/acg.js'), 'serve'], { env, timeout: 60_000 }, (error, _stdout, stderr) =>
+          resolve({ code: error ? (error as { code?: number }).code ?? null : 0, stderr }),
+        );
+      });
+      expect(result.code).toBe(2);
+      expect(result.stderr.split('\n').filter((line) => line !== '' && !line.startsWith('acg: dist/'))).toEqual([
+        `acg serve: cannot use ACG_DATA_DIR (${file}) for the embedded database: ENOTDIR: not a directory, mkdir '${file}/pglite'. ` +
+          'Set ACG_DATA_DIR to a directory this user may write, or DATABASE_URL to a PostgreSQL database',
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
 });

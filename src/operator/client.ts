@@ -54,6 +54,16 @@ export async function callGateway(
   } catch {
     throw new Error(`the gateway at ${baseUrl} answered ${method} ${path} with HTTP ${response.status} and a body that is not JSON`);
   }
+  // The gateway refuses with a problem (`code`) or, on /oauth/*, an OAuth error (`error`), never with nothing: a
+  // refusal without one comes from something else at this address (a proxy, another server), and reading it as the
+  // gateway's "not found" would blame the agent id (found from outside).
+  const problem = typeof parsed.code === 'string' || typeof parsed.error === 'string';
+  if (response.status >= 400 && !problem) {
+    throw new Error(
+      `${baseUrl} answered ${method} ${path} with HTTP ${response.status} and no problem body, which the gateway always gives: is the gateway at ${baseUrl}? ` +
+        'Set ACG_BASE_URL (or PORT) to where it runs',
+    );
+  }
   return { status: response.status, body: parsed };
 }
 

@@ -13,10 +13,6 @@ import { checkOperator } from './credential.ts';
 export function operatorRoutes(deps: { grantCredit: LedgerOperations['grantCredit']; acceptedHash: string | undefined }) {
   const { grantCredit } = deps;
   return async function routes(app: FastifyInstance): Promise<void> {
-    if (deps.acceptedHash === undefined) {
-      // Said here, once, to the operator; a caller only ever gets 401 (credential.ts).
-      app.log.warn('no operator credential is configured (ACG_OPERATOR_TOKEN_SHA256): operator routes refuse every call with 401');
-    }
     app.addHook('onRequest', async (request) => {
       checkOperator(request.headers.authorization, deps.acceptedHash);
       request.principal = OPERATOR_PRINCIPAL;

@@ -157,6 +157,10 @@ class Demo {
     }
     if (!call.expect.includes(response.status)) {
       const problem = isObject(parsed) ? parsed : {};
+      // The gateway refuses with a problem body, never with nothing: something else answers at the address.
+      if (response.status >= 400 && typeof problem.code !== 'string') {
+        throw new DemoFailure(`${call.method} ${call.path} answered HTTP ${response.status} with no problem body: is the gateway at ${this.config.baseUrl}?`, 2);
+      }
       throw new DemoFailure(`${call.method} ${call.path} answered HTTP ${response.status} ${problem.code ?? ''}: ${problem.detail ?? problem.title ?? text}`);
     }
     return new Answer(response.status, parsed, `${call.method} ${call.path} answered HTTP ${response.status}`, this.config.baseUrl);
@@ -221,9 +225,18 @@ async function purchase(demo: Demo, config: Config, operator: string): Promise<v
     agentId = found.text('id');
     demo.answer(agents.status, `agent ${agentId} exists: reusing it`);
   } else {
-    const created = await demo.call({ method: 'POST', path: '/v1/owner/agents', ...human, body: { name: 'Demo agent', identity }, expect: [201] });
-    agentId = created.text('id');
-    demo.answer(created.status, `agent ${agentId} (${identity.subject} at the dev agent issuer)`);
+    const created = await demo.call({ method: 'POST', path: '/v1/owner/agents', ...human, body: { name: 'Demo agent', identity }, expect: [201, 409] });
+    if (created.status === 201) {
+      agentId = created.text('id');
+      demo.answer(created.status, `agent ${agentId} (${identity.subject} at the dev agent issuer)`);
+    } else {
+      // Another run registered it between the list and this request (two demos started together): reuse it.
+      const again = await demo.call({ method: 'GET', path: '/v1/owner/agents?limit=100', ...human, expect: [200] });
+      const made = again.list('agents').find((a) => a.text('identity.issuer') === identity.issuer && a.text('identity.subject') === identity.subject);
+      if (!made) throw new DemoFailure(`POST /v1/owner/agents answered HTTP 409, and no agent with the demo's identity is among the owner's agents`);
+      agentId = made.text('id');
+      demo.answer(again.status, `agent ${agentId} was registered meanwhile by another run: reusing it`);
+    }
   }
 
   demo.title(`Credit: top the agent up to ${credits(TARGET_AVAILABLE_UC)} (operator grant, what npx acg credit grant sends)`);

@@ -166,8 +166,45 @@ describe('acg demo against a server whose JSON is not the gateway\'s', () => {
     expect(stopped.stderr).toBe(`\nacg demo stopped: ${found}: is the gateway at ${url}?\n`);
   }, 60_000);
 
-  it('names an error status whose body is not a problem object, without a stack trace (a step failed: exit 1)', async () => {
-    const stopped = await demoAgainst({ 'GET /v1/me': [500, 'null'] });
-    expect(stopped).toMatchObject({ code: 1, stderr: '\nacg demo stopped: GET /v1/me answered HTTP 500 : null\n' });
+  it('names an error status whose body is not a problem object, without a stack trace: not the gateway, which always gives one (exit 2)', async () => {
+    for (const body of ['null', '', '{}', '{"message":"no"}']) {
+      const stopped = await demoAgainst({ 'GET /v1/me': [500, body] });
+      expect(stopped, body).toMatchObject({ code: 2, stderr: `\nacg demo stopped: GET /v1/me answered HTTP 500 with no problem body: is the gateway at ${url}?\n` });
+    }
   }, 60_000);
+
+  it('names a refusal with a problem body as the gateway\'s (a step failed: exit 1)', async () => {
+    const stopped = await demoAgainst({ 'GET /v1/me': [403, '{"code":"forbidden","detail":"not you"}'] });
+    expect(stopped).toMatchObject({ code: 1, stderr: '\nacg demo stopped: GET /v1/me answered HTTP 403 forbidden: not you\n' });
+  }, 60_000);
+});
+
+describe('two acg demo runs started together on a fresh gateway', () => {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-demo-together-'));
+  let env: Record<string, string>;
+  let gateway: GatewayProcess;
+  let dropDatabase = async () => {};
+
+  beforeAll(async () => {
+    let databaseUrl = '';
+    if (onPostgres()) {
+      const created = await createPostgresDatabase();
+      databaseUrl = created.url!;
+      dropDatabase = created.drop;
+    }
+    env = { ACG_DATA_DIR: dataDir, PORT: String(await freePort()), DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn' };
+    gateway = await spawnGateway({ ...env, LOG_LEVEL: 'info' }, { timeoutMs: 120_000 });
+  }, 150_000);
+  afterAll(async () => {
+    await gateway?.kill('SIGKILL');
+    await dropDatabase();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('both finish: the run whose registration of the agent comes second reuses the one the other made (found from outside: it stopped with 409)', async () => {
+    const acg = () => run(process.execPath, [ACG, 'demo'], { env: { ...process.env, ...env }, timeout: 120_000 });
+    const together = await Promise.all([acg(), acg()]);
+    for (const ran of together) expect(ran.stdout).toContain('done: ');
+    expect(together.map((ran) => ran.stdout).join('\n')).toMatch(/registered meanwhile by another run: reusing it|exists: reusing it/);
+  }, 150_000);
 });

@@ -70,8 +70,10 @@ describe.skipIf(onPostgres())('README "First purchase"', () => {
     await waitForOutput(gateway, /gateway ready/, 120_000);
 
     const pasted = block.replaceAll('8080', port);
-    // The second paste with ACG_BASE_URL ending in a slash, which the gateway accepts: the block's own URLs must not get `//`.
-    const { code, stdout, stderr } = await bash(`${pasted}\nACG_BASE_URL=http://127.0.0.1:${port}/\n${pasted}`, env);
+    // The second paste with ACG_BASE_URL in another spelling the gateway accepts (a scheme in capitals, a trailing
+    // slash): the block writes it in the gateway's one form, so its URLs never get `//` and the agent's issuer is the
+    // gateway's (found from outside: an upper-case host stopped the paste at its first step).
+    const { code, stdout, stderr } = await bash(`${pasted}\nACG_BASE_URL=HTTP://127.0.0.1:${port}/\n${pasted}`, env);
     expect(code, `${stdout}\n${stderr}`).toBe(0);
 
     const answers = stdout.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, string>);
