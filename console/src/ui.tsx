@@ -62,6 +62,65 @@ export function useLoad<T>(load: () => Promise<T>, deps: readonly unknown[]): Lo
   return { data: state.data, error: state.error, loading: state.loading, reload };
 }
 
+export interface Paged<T> extends Loaded<{ items: T[]; hasMore: boolean }> {
+  /** Asks for the next page, older than the last item shown. */
+  more(): void;
+}
+
+/**
+ * A list the API gives a page at a time, newest first (`startingAfter` the last id shown, `hasMore`): the first
+ * page, and one more each time the person asks. A reload reads every page shown again, so nothing shown goes away.
+ */
+export function usePages<T extends { id: string }>(loadPage: (startingAfter: string | undefined) => Promise<{ items: T[]; hasMore: boolean }>, deps: readonly unknown[]): Paged<T> {
+  const [pages, setPages] = useState(1);
+  const loaded = useLoad(async () => {
+    const items: T[] = [];
+    let hasMore = true;
+    for (let page = 0; page < pages && hasMore; page++) {
+      const answer = await loadPage(items.at(-1)?.id);
+      items.push(...answer.items);
+      hasMore = answer.hasMore;
+    }
+    return { items, hasMore };
+  }, [...deps, pages]);
+  const more = useCallback(() => setPages((n) => n + 1), []);
+  return { ...loaded, more };
+}
+
+/**
+ * The button that shows a paged list's next page, while the API says there is more. Once the last page is shown,
+ * a note takes its place and, when the person had asked for it, the focus (it would fall to the page's body).
+ */
+export function ShowMore({ list, label, end }: { list: Paged<unknown>; label: string; end: string }) {
+  const [asked, setAsked] = useState(false);
+  const endRef = useRef<HTMLParagraphElement>(null);
+  const done = !list.loading && list.data !== undefined && !list.data.hasMore;
+  useEffect(() => {
+    if (asked && done) endRef.current?.focus();
+  }, [asked, done]);
+  if (list.data?.hasMore) {
+    // Not disabled while it loads: a focused button that is disabled drops the focus.
+    return (
+      <button
+        type="button"
+        aria-busy={list.loading}
+        onClick={() => {
+          if (list.loading) return;
+          setAsked(true);
+          list.more();
+        }}
+      >
+        {label}
+      </button>
+    );
+  }
+  return asked ? (
+    <p class="muted" tabIndex={-1} ref={endRef}>
+      {end}
+    </p>
+  ) : null;
+}
+
 export interface Action {
   busy: boolean;
   error: unknown;

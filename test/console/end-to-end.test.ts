@@ -15,6 +15,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Dialog, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { credits } from '../../console/src/money.ts';
+import { emitEvents, type EventToEmit } from '../../src/events/outbox.ts';
+import { insertDelivery } from '../../src/events/store.ts';
+import { newId } from '../../src/platform/ids.ts';
 import { onPostgres } from '../support/database.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 
@@ -156,6 +160,18 @@ async function pressByKeyboard(target: Page, name: string): Promise<void> {
     }
   }
   throw new Error(`Tab never reached "${name}"`);
+}
+
+/** The text of the focused element, or `<body>` when the focus fell to the page's body. */
+const focused = (target: Page) => target.evaluate(() => (document.activeElement === document.body ? '<body>' : (document.activeElement?.textContent ?? '').trim()));
+
+/** Presses Tab until the focused control reads `name`, and says how many presses it took (at most `most`). */
+async function tabTo(target: Page, name: string, most: number): Promise<number> {
+  for (let press = 1; press <= most; press++) {
+    await target.keyboard.press('Tab');
+    if ((await focused(target)) === name) return press;
+  }
+  throw new Error(`"${name}" was not within ${most} Tabs`);
 }
 
 beforeAll(async () => {
@@ -438,6 +454,49 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await card.locator('.badge', { hasText: 'Frozen' }).waitFor();
   });
 
+  it('keeps the keyboard focus where the person was after an approval is answered, and after a budget row is removed (found from outside: it fell to the body)', async () => {
+    for (const n of [1, 2]) {
+      const asked = await api('POST', '/v1/payments/topups', await agentToken(), { agentId, amountUsdCents: 100, reason: `Top-up number ${n} for the e-books the owner asked for, answered by keyboard. `.repeat(2) }, key('topup-keyboard'));
+      expect(asked.status).toBe(200);
+    }
+    await nav('Approvals');
+    await page.reload();
+    await expect.poll(() => page.getByRole('heading', { name: 'Top-up for Scout' }).count()).toBe(2);
+    const dialog = page.getByRole('dialog', { name: 'Confirm it is you' });
+    const confirmIfAsked = async (done: ReturnType<Page['getByText']>) => {
+      await dialog.or(done).first().waitFor();
+      if (!(await dialog.isVisible())) return;
+      await dialog.getByLabel('Owner email').fill(OWNER);
+      await dialog.getByRole('button', { name: 'Confirm' }).click();
+    };
+    await pressByKeyboard(page, 'Decline the top-up for Scout');
+    await confirmIfAsked(page.getByText('Declined the top-up of Scout.'));
+    await page.getByText('Declined the top-up of Scout.').waitFor();
+    // The card left; the one now in its place has the focus, on its heading (not on a button a second Enter would press).
+    await expect.poll(() => page.getByRole('heading', { name: 'Top-up for Scout' }).count()).toBe(1);
+    await expect.poll(() => focused(page)).toBe('Top-up for Scout');
+    expect(await tabTo(page, 'Decline the top-up for Scout', 3)).toBe(3);
+    await page.keyboard.press('Enter');
+    await confirmIfAsked(page.getByText('Nothing waits for you.'));
+    await page.getByText('Nothing waits for you.').waitFor();
+    // None left: the outcome has the focus.
+    await expect.poll(() => focused(page)).toBe('Declined the top-up of Scout.');
+
+    // "Remove budget 2" takes its own button away: the focus goes to the row now in its place, then to "Add a budget".
+    await openAgent();
+    await page.getByRole('button', { name: 'Add a budget' }).click();
+    await page.getByRole('button', { name: 'Add a budget' }).click();
+    await page.getByLabel('Budget 3 period').selectOption('week');
+    await pressByKeyboard(page, 'Remove budget 2');
+    await expect.poll(() => page.getByLabel('Budget 2 period').evaluate((select) => select === document.activeElement)).toBe(true);
+    expect(await page.getByLabel('Budget 2 period').inputValue()).toBe('week');
+    await page.getByRole('button', { name: 'Remove budget 2' }).focus();
+    await page.keyboard.press('Enter');
+    await expect.poll(() => focused(page)).toBe('Add a budget');
+    expect(await page.getByLabel('Budget 2 period').count()).toBe(0);
+    await expect.poll(leavingAsks).toBe(false);
+  });
+
   it("creates a merchant key whose secret is shown once, with a copy button, and not again after a reload", async () => {
     await nav('Merchants');
     await page.getByRole('link', { name: 'Ada Books' }).click();
@@ -486,6 +545,22 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await claims.getByText('redemption_id').waitFor();
     await claims.getByText(holdId).waitFor();
     await claims.getByText('captured_uc').waitFor();
+  });
+
+  it("shows as Spent what stays spent after a refund, as the Spending page does (found from outside: it showed what was captured before refunds)", async () => {
+    const owner = await devLogin('human', { email: OWNER });
+    const refunds = await api('POST', `/v1/merchants/${merchantId}/api-keys`, owner, { name: 'refunds', scopes: ['redemptions:refund'] }, key('refund-key'));
+    expect(refunds.status).toBe(201);
+    const refunded = await api('POST', `/v1/redemptions/${holdId}/refunds`, refunds.body.secretKey, { amountUc: '400000' }, key('refund'));
+    expect(refunded.status).toBe(201);
+    const balance = (await api('GET', `/v1/owner/agents/${agentId}/balance`, owner)).body;
+    expect([balance.capturedUc, balance.refundedUc]).toEqual(['1000000', '400000']);
+    await openAgent();
+    const spent = page.locator('.figures > div').filter({ has: page.getByText('Spent', { exact: true }) }).locator('dd');
+    await expect.poll(() => spent.textContent()).toBe('0.60 credits 1.00 captured, 0.40 refunded');
+    await nav('Spending');
+    await page.getByText('Scout: 0.60 credits').first().waitFor();
+    expect((await api('GET', '/v1/owner/spending?days=30', owner)).body.agents[0].totalUc).toBe('600000');
   });
 
   it('after the token lapses (the gateway clock moves 11 minutes), the next action signs in again without a click and succeeds; frozen by keyboard, the next mint is refused', async () => {
@@ -589,6 +664,16 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByText("Available (its tree's)").waitFor();
     await page.getByRole('region', { name: 'Delegates' }).getByText('No delegates.', { exact: false }).waitFor();
     expect(await axeViolations(page)).toEqual([]);
+    // A budget wider than the parent's is refused by the API, in credits as the form is, not microcredits (found from outside).
+    const parentDaily = ((await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body.budgets as Array<{ id: string; period: string; limitUc: string }>).find((budget) => budget.period === 'day')!;
+    await page.getByLabel('Budget 1 limit (credits)').fill(String(BigInt(parentDaily.limitUc) / 1_000_000n + 1n));
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    const refusal = page.getByRole('alert').getByText(`the parent's budget "${parentDaily.id}" (${credits(parentDaily.limitUc)} credits per day, all spending) needs a budget`, { exact: false });
+    await refusal.waitFor();
+    expect(await refusal.textContent()).toContain(`of at most ${credits(parentDaily.limitUc)} credits`);
+    expect(await refusal.textContent()).not.toContain('µc');
+    await page.getByLabel('Budget 1 limit (credits)').fill('2');
+    await expect.poll(leavingAsks).toBe(false);
     // Its parent frozen, the delegate's own page names the freeze that stops it, which its own Unfreeze cannot lift.
     expect((await api('POST', `/v1/owner/agents/${agentId}/freeze`, owner, {}, key('freeze-parent'))).status).toBe(200);
     await page.reload();
@@ -627,6 +712,40 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.locator('.activity li').nth(1).getByText(holdId).waitFor();
     await page.getByRole('button', { name: 'Unfreeze Scout', exact: true }).click();
     await page.getByText('Scout can spend again.').waitFor();
+  });
+
+  it('pages the owner events and the webhook deliveries past their first 20, older on request (found from outside: only the newest 20 were shown)', async () => {
+    const owner = await devLogin('human', { email: OWNER });
+    const ownerId = (await gw.gateway.db.query<{ owner_id: string }>('SELECT owner_id FROM agents WHERE id = $1', [agentId])).rows[0]!.owner_id;
+    const emit = (events: EventToEmit[]) => gw.gateway.db.transaction((tx) => emitEvents(tx, events, gw.clock.nowMs()));
+    await emit(Array.from({ length: 25 }, (_, n): EventToEmit => ({ ownerId, type: 'budget.threshold', data: { agentId, n } })));
+    // A merchant without a webhook: its deliveries wait for none, so nothing is sent anywhere.
+    const merchantEvents = await emit(Array.from({ length: 25 }, (_, n): EventToEmit => ({ merchantId, type: 'redemption.held', data: { redemption: { id: `red_paging_${n}` } } })));
+    for (const event of merchantEvents) await insertDelivery(gw.gateway.db, { id: newId('whd'), eventId: event.id, merchantId, nowMs: gw.clock.nowMs(), nowS: gw.clock.nowS() });
+    const eventIds = ((await api('GET', '/v1/owner/events?limit=100', owner)).body.events as Array<{ id: string }>).map((event) => event.id);
+    expect(eventIds.length).toBeGreaterThanOrEqual(25);
+    expect(eventIds.length).toBeLessThanOrEqual(40);
+
+    await nav('Owner webhook');
+    const events = page.getByRole('region', { name: 'Events' });
+    const eventRows = events.locator('tbody tr');
+    await expect.poll(() => eventRows.count()).toBe(20);
+    await pressByKeyboard(page, 'Show 20 older events');
+    await expect.poll(() => eventRows.count()).toBe(eventIds.length);
+    // Newest first, in the API's order, none twice; the last page shown, a note takes the button's place and its focus.
+    expect(await events.locator('tbody tr code').allTextContents()).toEqual(eventIds);
+    await expect.poll(() => focused(page)).toBe(`All ${eventIds.length} events of the last 30 days are shown.`);
+    expect(await events.getByRole('button', { name: /older events/ }).count()).toBe(0);
+
+    await nav('Merchants');
+    await page.getByRole('link', { name: 'Ada Books' }).click();
+    const webhook = page.getByRole('region', { name: 'Webhook' });
+    const deliveries = webhook.locator('ul.deliveries > li');
+    await expect.poll(() => deliveries.count()).toBe(20);
+    await webhook.getByRole('button', { name: 'Show 20 older deliveries' }).click();
+    await expect.poll(() => deliveries.count()).toBe(25);
+    await webhook.getByText('All 25 deliveries are shown.').waitFor();
+    expect(await axeViolations(page)).toEqual([]);
   });
 
   it('never put a token in a URL or in localStorage or sessionStorage, and the page broke no CSP rule', async () => {

@@ -1,11 +1,11 @@
 // One agent: its balance and budgets, its mandate (edited with messages a person understands), its credit
 // lots, and its activity (holds, captures, releases, refunds) with each signed receipt and a "verify" that
 // checks the receipt's signature here, in the browser, against the gateway's published keys.
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiProblem, ok, newKey, type Schemas } from '../api.ts';
-import { creditsInput, parseCredits } from '../money.ts';
+import { credits, creditsInput, parseCredits } from '../money.ts';
 import { verifyReceipt, type Verification } from '../receipt.ts';
-import { Amount, BudgetBar, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
+import { Amount, BudgetBar, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When } from '../ui.tsx';
 import { FreezeButton, MandateWindow, StatusBadge, TreeFunds, treeLabel } from './agents.tsx';
 import { useLeaveGuard } from '../router.ts';
 
@@ -105,16 +105,23 @@ const CATEGORY = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 const NOT_A_CATEGORY = 'is not a category name: use lower-case letters, digits and . _ - (up to 64, starting with a letter or digit), like books.';
 
 /**
- * The API's refusal of a mandate in the form's words: its members are named by JSON pointer (`body/budgets/0/limitUc`),
- * where the form says "Budget 1" and "Allowed categories".
+ * The API's refusal of a mandate in the form's words: its members are named by JSON pointer (`body/budgets/0/limitUc`)
+ * or by path (`caps.perHoldUc`, a delegate's rule wider than its parent's), where the form says "Budget 1" and
+ * "Largest single purchase"; its amounts are microcredits (`30000000 µc`) and its instants Unix seconds, where the
+ * form says credits and dates (found from outside: a delegate's page read "at most 30000000 µc").
  */
 export function mandateRefusalInWords(detail: string): string {
   return detail
     .replace(/(?:\bbody)?\/?\bbudgets\/(\d+)(?:\/(\w+))?/g, (_all, index: string, member?: string) => `Budget ${Number(index) + 1}${member === undefined ? '' : ` ${MEMBER_WORD[member] ?? member}`}`)
     .replace(/(?:\bbody)?\/?\ballowedCategories\/(\d+)/g, (_all, index: string) => `Allowed categories (entry ${Number(index) + 1})`)
     .replace(/(?:\bbody)?\/?\bmerchants\/(allow|deny)\/(\d+)/g, (_all, list: string, index: string) => `${list === 'allow' ? 'Allowed' : 'Denied'} merchants (entry ${Number(index) + 1})`)
-    .replace(/\bbody\/(\w+)/g, (_all, member: string) => MEMBER_WORD[member] ?? member);
+    .replace(/\bbody\/(\w+)/g, (_all, member: string) => MEMBER_WORD[member] ?? member)
+    .replace(/\b(notBefore|notAfter)( must be at or (?:after|before) the parent's, )(\d{1,12})\b/g, (_all, member: string, rule: string, s: string) => `${MEMBER_WORD[member]}${rule}${DATE_TIME.format(new Date(Number(s) * 1000))}`)
+    .replace(/\b(caps\.\w+|merchants\.(?:allow|deny)|approvalAboveUc|allowedCategories|allowedServices|notBefore|notAfter)\b/g, (member: string) => MEMBER_WORD[member] ?? member)
+    .replace(/\(null, no (?:cap|approval), is wider\)/g, '(empty, no limit, is wider)')
+    .replace(/\b(\d{1,18}) µc\b/g, (_all, uc: string) => `${credits(uc)} credits`);
 }
+const DATE_TIME = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
 const MEMBER_WORD: Record<string, string> = {
   limitUc: 'limit',
   merchantId: 'merchant id',
@@ -125,6 +132,13 @@ const MEMBER_WORD: Record<string, string> = {
   timeZone: 'Time zone',
   notBefore: 'Valid from',
   notAfter: 'Valid until',
+  'caps.perHoldUc': 'Largest single purchase',
+  'caps.perPeriodUc': 'The cap per period',
+  'caps.periodS': 'The cap\'s period',
+  'merchants.allow': 'Only these merchants',
+  'merchants.deny': 'Never these merchants',
+  allowedCategories: 'Allowed categories',
+  allowedServices: 'Allowed services',
 };
 
 export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<string, unknown> } | { problems: string[] } {
@@ -237,6 +251,17 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
   }, [mandate.version]);
   useLeaveGuard(unsaved ? 'Leave this page? Your changes to the mandate are not saved.' : undefined);
   const setRow = (key: number, change: Partial<BudgetRow>) => set({ budgets: draft.budgets.map((row) => (row.key === key ? { ...row, ...change } : row)) });
+  // A removed row takes its button, which had the focus, with it: the focus goes to what now stands in its place
+  // (the next row's first field, or "Add a budget"), not to the page's body, whence a keyboard starts over.
+  const budgetsRef = useRef<HTMLFieldSetElement>(null);
+  const addBudgetRef = useRef<HTMLButtonElement>(null);
+  const [removedAt, setRemovedAt] = useState<number | undefined>();
+  useEffect(() => {
+    if (removedAt === undefined) return;
+    const next = budgetsRef.current?.querySelectorAll('.budget-row')[removedAt]?.querySelector('select');
+    (next ?? addBudgetRef.current)?.focus();
+    setRemovedAt(undefined);
+  }, [removedAt]);
   const save = (event: Event) => {
     event.preventDefault();
     // A draft without changes is the version in force, whatever the form last showed: saved on that one.
@@ -288,7 +313,7 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
           </button>
         </div>
       ) : null}
-      <fieldset>
+      <fieldset ref={budgetsRef}>
         <legend>Budgets</legend>
         {draft.budgets.length === 0 ? <p class="muted">No budget: nothing limits spending per period.</p> : null}
         {draft.budgets.map((row, index) => (
@@ -319,12 +344,18 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
                 <input value={row.scopeValue} onInput={(event) => setRow(row.key, { scopeValue: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
               </label>
             ) : null}
-            <button type="button" onClick={() => set({ budgets: draft.budgets.filter((other) => other.key !== row.key) })}>
+            <button
+              type="button"
+              onClick={() => {
+                set({ budgets: draft.budgets.filter((other) => other.key !== row.key) });
+                setRemovedAt(index);
+              }}
+            >
               Remove budget {index + 1}
             </button>
           </div>
         ))}
-        <button type="button" onClick={() => set({ budgets: [...draft.budgets, { key: ++rowKeys, period: 'day', limit: '', scope: 'all', scopeValue: '' }] })}>
+        <button type="button" ref={addBudgetRef} onClick={() => set({ budgets: [...draft.budgets, { key: ++rowKeys, period: 'day', limit: '', scope: 'all', scopeValue: '' }] })}>
           Add a budget
         </button>
       </fieldset>
@@ -449,24 +480,17 @@ const STATE_WORDS: Record<string, string> = { held: 'Held', captured: 'Captured'
 /** The agent's holds, a page of 100 at a time, newest first. */
 function Activity({ agentId, tick }: { agentId: string; tick: number }) {
   const { api } = useConsole();
-  const [pages, setPages] = useState(1);
-  const holds = useLoad(async () => {
-    const found: Redemption[] = [];
-    let hasMore = true;
-    for (let page = 0; page < pages && hasMore; page++) {
-      const answer = ok(await api.GET('/v1/owner/agents/{agentId}/holds', { params: { path: { agentId }, query: { limit: 100, order: 'desc', startingAfter: found.at(-1)?.id } } }));
-      found.push(...answer.redemptions);
-      hasMore = answer.hasMore;
-    }
-    return { holds: found, hasMore };
-  }, [agentId, tick, pages]);
+  const holds = usePages<Redemption>(async (startingAfter) => {
+    const page = ok(await api.GET('/v1/owner/agents/{agentId}/holds', { params: { path: { agentId }, query: { limit: 100, order: 'desc', startingAfter } } }));
+    return { items: page.redemptions, hasMore: page.hasMore };
+  }, [agentId, tick]);
   if (holds.error) return <LoadError error={holds.error} />;
   if (!holds.data) return <p class="muted">Loading…</p>;
-  if (holds.data.holds.length === 0) return <p class="muted">No purchases yet.</p>;
+  if (holds.data.items.length === 0) return <p class="muted">No purchases yet.</p>;
   return (
     <>
       <ul class="activity">
-        {holds.data.holds.map((hold) => (
+        {holds.data.items.map((hold) => (
           <li class="card">
             <p>
               <strong>{STATE_WORDS[hold.state] ?? hold.state}</strong> · <Amount uc={hold.amountUc} /> held at <code>{hold.acceptorId}</code> for offer <code>{hold.offerId}</code> ({hold.category}),{' '}
@@ -480,11 +504,7 @@ function Activity({ agentId, tick }: { agentId: string; tick: number }) {
           </li>
         ))}
       </ul>
-      {holds.data.hasMore ? (
-        <button type="button" disabled={holds.loading} onClick={() => setPages((n) => n + 1)}>
-          Show 100 older purchases
-        </button>
-      ) : null}
+      <ShowMore list={holds} label="Show 100 older purchases" end={`All ${holds.data.items.length} purchases are shown.`} />
     </>
   );
 }
@@ -511,6 +531,29 @@ function Delegates({ agentId, tick }: { agentId: string; tick: number }) {
       ))}
       {tree.data.truncated ? <li class="muted">More delegates than shown (the deepest are left out).</li> : null}
     </ul>
+  );
+}
+
+/**
+ * What stays spent: captured by merchants, less what they refunded. `capturedUc` counts every capture before its
+ * refunds (a refund comes back as a new lot), so alone it overstated spending by every refund, and disagreed with
+ * the Spending page (`GET /v1/owner/spending`), which is after refunds.
+ */
+function Spent({ balance }: { balance: Schemas['Balance'] }) {
+  const refundedUc = BigInt(balance.refundedUc);
+  const spentUc = BigInt(balance.capturedUc) - refundedUc;
+  return (
+    <>
+      <Amount uc={spentUc.toString()} />
+      {refundedUc > 0n ? (
+        <>
+          {' '}
+          <span class="hint">
+            {credits(balance.capturedUc)} captured, {credits(refundedUc)} refunded
+          </span>
+        </>
+      ) : null}
+    </>
   );
 }
 
@@ -568,7 +611,7 @@ export function AgentPage({ id }: { id: string }) {
               <div>
                 <dt>{treeLabel('Spent', figures.data.balance.fundedBy)}</dt>
                 <dd>
-                  <Amount uc={figures.data.balance.capturedUc} />
+                  <Spent balance={figures.data.balance} />
                 </dd>
               </div>
             </dl>

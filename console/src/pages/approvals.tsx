@@ -2,7 +2,7 @@
 // amount; approve or decline here, or on its own approval page (the standalone page stays; each links to it).
 // Approving and declining take a human session, not the console's OAuth token (the API's rule: an owner
 // token may be held by an application), so the person confirms at the identity provider first.
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiProblem, HumanSessionRequired, humanApi, newKey, ok, type Schemas } from '../api.ts';
 import { credits, dollars } from '../money.ts';
 import { LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
@@ -60,7 +60,7 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
     });
   return (
     <li class="card approval">
-      <h2>
+      <h2 tabIndex={-1}>
         {approval.kind === 'topup' ? 'Top-up' : 'Purchase'} for {approval.agentName}
       </h2>
       <dl class="figures">
@@ -154,6 +154,18 @@ export function ApprovalsPage() {
   const { api } = useConsole();
   const approvals = useLoad(async () => ok(await api.GET('/v1/owner/approvals', { params: { query: { status: 'pending', limit: 100 } } })), []);
   const [said, setSaid] = useState('');
+  // An answered card leaves the list, and with it the focus of a person using the keyboard, which fell to the page's
+  // body (the next card was 11 Tabs away). Once the list is read again, the card now in its place (or the last one)
+  // takes the focus on its heading, not on a button a second Enter would press; with none left, the outcome does.
+  const [answeredAt, setAnsweredAt] = useState<{ index: number; listBefore: unknown } | undefined>();
+  const cardsRef = useRef<HTMLUListElement>(null);
+  const saidRef = useRef<HTMLParagraphElement>(null);
+  useEffect(() => {
+    if (answeredAt === undefined || approvals.loading || approvals.data === answeredAt.listBefore) return;
+    const headings = cardsRef.current?.querySelectorAll<HTMLElement>(':scope > li > h2') ?? [];
+    (headings[Math.min(answeredAt.index, headings.length - 1)] ?? saidRef.current)?.focus();
+    setAnsweredAt(undefined);
+  }, [answeredAt, approvals.data, approvals.loading]);
   return (
     <>
       <div class="page-head">
@@ -163,7 +175,7 @@ export function ApprovalsPage() {
         </button>
       </div>
       <p class="muted">Top-ups and purchases above an agent's approval threshold wait here for your answer.</p>
-      <p class="notice" role="status">
+      <p class="notice" role="status" tabIndex={-1} ref={saidRef}>
         {said}
       </p>
       <LoadError error={approvals.error} />
@@ -171,13 +183,14 @@ export function ApprovalsPage() {
         approvals.data.approvals.length === 0 ? (
           <p>Nothing waits for you.</p>
         ) : (
-          <ul class="cards">
-            {approvals.data.approvals.map((approval) => (
+          <ul class="cards" ref={cardsRef}>
+            {approvals.data.approvals.map((approval, index) => (
               <ApprovalCard
                 key={`${approval.kind}:${approval.id}`}
                 approval={approval}
                 onAnswered={(message) => {
                   setSaid(message);
+                  setAnsweredAt({ index, listBefore: approvals.data });
                   approvals.reload();
                 }}
               />

@@ -5,7 +5,7 @@ import { useState } from 'preact/hooks';
 import { useLeaveGuard } from '../router.ts';
 import { ok, newKey, type Schemas } from '../api.ts';
 import { parseCredits } from '../money.ts';
-import { Amount, ConfirmButton, CopyButton, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
+import { Amount, ConfirmButton, CopyButton, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When, type Paged } from '../ui.tsx';
 
 type KeyScope = Schemas['ApiKeyMetadata']['scopes'][number];
 /** Every scope the API knows, in words (a scope added to the API fails the type check until it is named here). */
@@ -390,18 +390,23 @@ function Attempts({ load }: { load: () => Promise<{ attempts: Schemas['WebhookAt
   );
 }
 
-/** Deliveries, newest first, each with its attempts on request and (for a merchant) a re-send. */
+/** Deliveries shown per page (the API takes up to 100). */
+export const DELIVERIES_PAGE = 20;
+
+/** Deliveries, newest first, a page at a time, each with its attempts on request and (for a merchant) a re-send. */
 export function Deliveries({
-  deliveries,
+  list,
   attempts,
   resend,
 }: {
-  deliveries: Schemas['WebhookDelivery'][];
+  list: Paged<Schemas['WebhookDelivery']>;
   attempts: (deliveryId: string) => Promise<{ attempts: Schemas['WebhookAttempt'][] }>;
   resend?: (deliveryId: string) => Promise<void>;
 }) {
   const [open, setOpen] = useState<string | undefined>();
   const action = useAction();
+  if (!list.data) return <p class="muted">Loading…</p>;
+  const deliveries = list.data.items;
   if (deliveries.length === 0) return <p class="muted">No deliveries yet.</p>;
   return (
     <>
@@ -425,6 +430,7 @@ export function Deliveries({
           </li>
         ))}
       </ul>
+      <ShowMore list={list} label={`Show ${DELIVERIES_PAGE} older deliveries`} end={`All ${deliveries.length} deliveries are shown.`} />
       <Outcome action={action} />
     </>
   );
@@ -433,13 +439,15 @@ export function Deliveries({
 function MerchantWebhook({ merchant }: { merchant: Schemas['Merchant'] }) {
   const { api } = useConsole();
   const path = { path: { id: merchant.id } };
-  const webhook = useLoad(async () => {
-    const [configuration, deliveries] = await Promise.all([
-      api.GET('/v1/merchants/{id}/webhook', { params: path }).then(ok),
-      api.GET('/v1/merchants/{id}/webhook/deliveries', { params: { ...path, query: { limit: 20 } } }).then(ok),
-    ]);
-    return { configuration: configuration.configuration, deliveries: deliveries.deliveries };
+  const configured = useLoad(async () => ok(await api.GET('/v1/merchants/{id}/webhook', { params: path })).configuration, [merchant.id]);
+  const deliveries = usePages(async (startingAfter) => {
+    const page = ok(await api.GET('/v1/merchants/{id}/webhook/deliveries', { params: { ...path, query: { limit: DELIVERIES_PAGE, startingAfter } } }));
+    return { items: page.deliveries, hasMore: page.hasMore };
   }, [merchant.id]);
+  const reload = () => {
+    configured.reload();
+    deliveries.reload();
+  };
   const [secret, setSecret] = useState<string | undefined>();
   const action = useAction();
   const configure = (event: Event) => {
@@ -448,16 +456,16 @@ function MerchantWebhook({ merchant }: { merchant: Schemas['Merchant'] }) {
     void action.run(async () => {
       const answer = ok(await api.PUT('/v1/merchants/{id}/webhook', { params: { ...path, header: { 'Idempotency-Key': newKey() } }, body: { url: text(fields, 'url') } }));
       setSecret(answer.webhookSecret);
-      webhook.reload();
+      reload();
       return 'Webhook saved.';
     });
   };
-  const configuration = webhook.data?.configuration;
+  const configuration = configured.data;
   return (
     <section aria-labelledby="webhook-title">
       <h2 id="webhook-title">Webhook</h2>
       {secret ? <SecretOnce label="Signing secret" secret={secret} /> : null}
-      <LoadError error={webhook.error} />
+      <LoadError error={configured.error ?? deliveries.error} />
       {configuration ? (
         <>
           {configuration.configured ? (
@@ -491,7 +499,7 @@ function MerchantWebhook({ merchant }: { merchant: Schemas['Merchant'] }) {
                 onClick={() =>
                   action.run(async () => {
                     ok(await api.PATCH('/v1/merchants/{id}/webhook', { params: { ...path, header: { 'Idempotency-Key': newKey() } }, body: { enabled: !configuration.enabled } }));
-                    webhook.reload();
+                    reload();
                     return configuration.enabled ? 'Paused: events are kept and sent when you resume.' : 'Resumed.';
                   })
                 }
@@ -505,7 +513,7 @@ function MerchantWebhook({ merchant }: { merchant: Schemas['Merchant'] }) {
                   action.run(async () => {
                     const answer = ok(await api.POST('/v1/merchants/{id}/webhook/rotate-secret', { params: { ...path, header: { 'Idempotency-Key': newKey() } }, body: {} }));
                     setSecret(answer.webhookSecret);
-                    webhook.reload();
+                    reload();
                     return 'New secret issued; the old one keeps signing during the overlap.';
                   })
                 }
@@ -517,11 +525,11 @@ function MerchantWebhook({ merchant }: { merchant: Schemas['Merchant'] }) {
           <Outcome action={action} />
           <h3>Deliveries</h3>
           <Deliveries
-            deliveries={webhook.data!.deliveries}
+            list={deliveries}
             attempts={async (deliveryId) => ok(await api.GET('/v1/merchants/{id}/webhook/deliveries/{deliveryId}/attempts', { params: { path: { id: merchant.id, deliveryId } } }))}
             resend={async (deliveryId) => {
               ok(await api.POST('/v1/merchants/{id}/webhook/deliveries/{deliveryId}/resend', { params: { path: { id: merchant.id, deliveryId }, header: { 'Idempotency-Key': newKey() } } }));
-              webhook.reload();
+              reload();
             }}
           />
         </>

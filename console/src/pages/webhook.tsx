@@ -1,21 +1,31 @@
 // The owner webhook: where the events of the owner's agents go (top-ups, intents, purchases waiting for
-// approval), the events themselves (kept 30 days, delivered or not) and the deliveries with their attempts.
+// approval), the events themselves (kept 30 days, delivered or not) and the deliveries with their attempts, each
+// list a page at a time, newest first, with its older pages on request.
 import { useState } from 'preact/hooks';
 import { ok, newKey } from '../api.ts';
-import { CopyButton, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
-import { Deliveries } from './merchants.tsx';
+import { CopyButton, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When } from '../ui.tsx';
+import { Deliveries, DELIVERIES_PAGE } from './merchants.tsx';
 import { useLeaveGuard } from '../router.ts';
+
+/** Events shown per page (the API takes up to 100). */
+const EVENTS_PAGE = 20;
 
 export function OwnerWebhookPage() {
   const { api } = useConsole();
-  const webhook = useLoad(async () => {
-    const [configuration, deliveries, events] = await Promise.all([
-      api.GET('/v1/owner/webhook').then(ok),
-      api.GET('/v1/owner/webhook/deliveries', { params: { query: { limit: 20 } } }).then(ok),
-      api.GET('/v1/owner/events', { params: { query: { limit: 20 } } }).then(ok),
-    ]);
-    return { configuration: configuration.configuration, deliveries: deliveries.deliveries, events: events.events };
+  const configured = useLoad(async () => ok(await api.GET('/v1/owner/webhook')).configuration, []);
+  const events = usePages(async (startingAfter) => {
+    const page = ok(await api.GET('/v1/owner/events', { params: { query: { limit: EVENTS_PAGE, startingAfter } } }));
+    return { items: page.events, hasMore: page.hasMore };
   }, []);
+  const deliveries = usePages(async (startingAfter) => {
+    const page = ok(await api.GET('/v1/owner/webhook/deliveries', { params: { query: { limit: DELIVERIES_PAGE, startingAfter } } }));
+    return { items: page.deliveries, hasMore: page.hasMore };
+  }, []);
+  const reload = () => {
+    configured.reload();
+    events.reload();
+    deliveries.reload();
+  };
   const [secret, setSecret] = useState<string | undefined>();
   useLeaveGuard(secret ? 'Leave this page? The signing secret is shown only here, now: copy it first, or you will have to rotate it.' : undefined);
   const action = useAction();
@@ -25,20 +35,20 @@ export function OwnerWebhookPage() {
     void action.run(async () => {
       const answer = ok(await api.PUT('/v1/owner/webhook', { params: { header: { 'Idempotency-Key': newKey() } }, body: { url: String(fields.get('url') ?? '').trim() } }));
       setSecret(answer.webhookSecret);
-      webhook.reload();
+      reload();
       return answer.notice;
     });
   };
-  const configuration = webhook.data?.configuration;
+  const configuration = configured.data;
   return (
     <>
       <div class="page-head">
         <PageTitle title="Owner webhook">Owner webhook</PageTitle>
-        <button type="button" onClick={webhook.reload} disabled={webhook.loading}>
+        <button type="button" onClick={reload} disabled={configured.loading || events.loading || deliveries.loading}>
           Refresh
         </button>
       </div>
-      <LoadError error={webhook.error} />
+      <LoadError error={configured.error ?? events.error ?? deliveries.error} />
       {secret ? (
         <div class="secret" role="status">
           <p>
@@ -68,13 +78,13 @@ export function OwnerWebhookPage() {
           <Outcome action={action} />
         </section>
       ) : null}
-      {webhook.data ? (
-        <>
-          <section aria-labelledby="owner-events">
-            <h2 id="owner-events">Events</h2>
-            {webhook.data.events.length === 0 ? (
-              <p class="muted">No events in the last 30 days.</p>
-            ) : (
+      {events.data ? (
+        <section aria-labelledby="owner-events">
+          <h2 id="owner-events">Events</h2>
+          {events.data.items.length === 0 ? (
+            <p class="muted">No events in the last 30 days.</p>
+          ) : (
+            <>
               <table>
                 <thead>
                   <tr>
@@ -84,7 +94,7 @@ export function OwnerWebhookPage() {
                   </tr>
                 </thead>
                 <tbody>
-                  {webhook.data.events.map((event) => (
+                  {events.data.items.map((event) => (
                     <tr>
                       <td>
                         <When s={event.createdAt} />
@@ -97,16 +107,19 @@ export function OwnerWebhookPage() {
                   ))}
                 </tbody>
               </table>
-            )}
-          </section>
-          <section aria-labelledby="owner-deliveries">
-            <h2 id="owner-deliveries">Deliveries</h2>
-            <Deliveries
-              deliveries={webhook.data.deliveries}
-              attempts={async (deliveryId) => ok(await api.GET('/v1/owner/webhook/deliveries/{deliveryId}/attempts', { params: { path: { deliveryId } } }))}
-            />
-          </section>
-        </>
+              <ShowMore list={events} label={`Show ${EVENTS_PAGE} older events`} end={`All ${events.data.items.length} events of the last 30 days are shown.`} />
+            </>
+          )}
+        </section>
+      ) : null}
+      {deliveries.data ? (
+        <section aria-labelledby="owner-deliveries">
+          <h2 id="owner-deliveries">Deliveries</h2>
+          <Deliveries
+            list={deliveries}
+            attempts={async (deliveryId) => ok(await api.GET('/v1/owner/webhook/deliveries/{deliveryId}/attempts', { params: { path: { deliveryId } } }))}
+          />
+        </section>
       ) : null}
     </>
   );
