@@ -216,7 +216,7 @@ export interface paths {
         put?: never;
         /**
          * Exchange an authorization code for an access token (PKCE S256)
-         * @description Form-encoded only (415 otherwise); all six parameters required. Errors: invalid_request (missing or repeated parameter, malformed code_verifier), unsupported_grant_type, invalid_client (unknown client_id; client credentials sent, since every client is public: 401 with WWW-Authenticate for an Authorization header, 400 for client_secret or client_assertion in the body), invalid_grant (code unknown, expired, used, of another client; PKCE mismatch; missing code_verifier; redirect_uri mismatch), invalid_target (resource not ours or not the code's). A used code presented again also revokes the token it issued. 503 temporarily_unavailable without a signing key or storage. No refresh tokens.
+         * @description Form-encoded only, in UTF-8 and without a Content-Encoding (415 invalid_request otherwise: a body is read as sent, not decoded); all six parameters required. Errors: invalid_request (missing or repeated parameter, malformed code_verifier), unsupported_grant_type, invalid_client (unknown client_id; client credentials sent, since every client is public: 401 with WWW-Authenticate for an Authorization header, 400 for client_secret or client_assertion in the body), invalid_grant (code unknown, expired, used, of another client; PKCE mismatch; missing code_verifier; redirect_uri mismatch), invalid_target (resource not ours or not the code's). A used code presented again also revokes the token it issued. 503 temporarily_unavailable without a signing key or storage. No refresh tokens.
          */
         post: operations["exchangeAuthorizationCode"];
         delete?: never;
@@ -1698,7 +1698,9 @@ export interface paths {
          * Model Context Protocol endpoint (2026-07-28 and legacy 2025-11-25)
          * @description The Model Context Protocol endpoint, stateless. One endpoint serves both eras: MCP 2026-07-28 (every request carries the `_meta` envelope with `io.modelcontextprotocol/protocolVersion` and client capabilities, plus the `MCP-Protocol-Version`, `Mcp-Method` and, for tools/call, `Mcp-Name` headers; `server/discover` describes the server; results carry `resultType` and cache hints) and the legacy 2025-11-25 form (`initialize`, then requests with `MCP-Protocol-Version`; no session id is issued).
          *
-         *     The client sends `Accept: application/json, text/event-stream`; the answer is one JSON object, or an SSE stream when the server has notifications before the result. A notification answers 202 with no body. Protocol errors are JSON-RPC errors (400 with -32600 a batch (an array body), -32020 header mismatch, -32022 unsupported version, -32602 invalid envelope or params, a `__proto__` key, a `constructor` with a `prototype` or a member name repeated in one object included, as every JSON body refuses them; 404 with -32601 unknown method); a refused tool call is a tool result with `isError: true` whose text (and, for a tool without an output schema, structured content) is the problem body the HTTP route of the same operation answers.
+         *     The client sends `Accept: application/json, text/event-stream` (406 otherwise) and one JSON message in UTF-8 without a Content-Encoding (415 with -32000 otherwise: a body is read as sent, not decoded). What comes back depends on the era. On 2026-07-28 the answer is one JSON object, or an SSE stream when the server has notifications before the result. On the legacy revisions (2025-11-25 and earlier, and a request naming none) every answer is one server-sent event with 200, a JSON-RPC error of the method included. So an unknown method is 404 with -32601 on 2026-07-28, and 200 with -32601 on the legacy revisions. A notification answers 202 with no body on either.
+         *
+         *     A message refused before its method runs is a JSON-RPC error in one JSON object on either era: 400 with -32700 a body that is not JSON, -32600 a batch (an array body), -32602 params that are not what the method takes (a `__proto__` key, a `constructor` with a `prototype` or a member name repeated in one object included, as every JSON body refuses them); on 2026-07-28 also -32020 header mismatch, -32022 unsupported version and -32602 an invalid envelope (a legacy request naming a revision the server does not speak is 400 with -32000). A refused tool call is a tool result with `isError: true` whose text (and, for a tool without an output schema, structured content) is the problem body the HTTP route of the same operation answers.
          *
          *     Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner `svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata="{base_url}/.well-known/oauth-protected-resource/mcp", scope="svc:agent svc:owner"`. The tools listed depend on the credential (agents: whoami, list_offers, get_hold, get_intent, mint_voucher, execute_service, create_delegate; owners: whoami, get_intent, list_agents, list_agent_holds, get_mandate, execute_service, register_agent, update_agent, set_mandate, freeze_agent, unfreeze_agent), so list results say `cacheScope: "private"`. Tools that move money take an `idempotencyKey` argument: the same key space as the Idempotency-Key header.
          *
@@ -11550,7 +11552,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description the JSON-RPC response, as one JSON object or an SSE stream ending with it */
+            /** @description the JSON-RPC response: on 2026-07-28 one JSON object, or an SSE stream ending with it; on the legacy revisions always one server-sent event, a JSON-RPC error of the method (-32601 unknown method included) too */
             200: {
                 headers: {
                     /** @description `no`, with an SSE stream: a proxy must not buffer it */
@@ -11581,7 +11583,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description a JSON-RPC error (header mismatch, unsupported version, invalid envelope) */
+            /** @description a JSON-RPC error, on either era (not JSON, a batch, invalid params; on 2026-07-28 header mismatch, unsupported version, invalid envelope) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11622,8 +11624,50 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description a JSON-RPC error: unknown method (-32601) */
+            /** @description on 2026-07-28 only: a JSON-RPC error, unknown method (-32601); a legacy revision answers it 200 in one server-sent event */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        jsonrpc: "2.0";
+                        id: string | number | null;
+                        result?: {
+                            [key: string]: unknown;
+                        };
+                        error?: {
+                            code: number;
+                            message: string;
+                            data?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description a JSON-RPC error (-32000): the Accept header does not list both application/json and text/event-stream */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        jsonrpc: "2.0";
+                        id: string | number | null;
+                        result?: {
+                            [key: string]: unknown;
+                        };
+                        error?: {
+                            code: number;
+                            message: string;
+                            data?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description a JSON-RPC error (-32000): a body that is not application/json, or one to decode (a Content-Encoding, a charset other than UTF-8) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -10,6 +10,7 @@ import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { SCOPE_AGENT, SCOPE_OWNER } from '../platform/access-tokens.ts';
+import { undecodedBodyProblem } from '../platform/http/body-as-sent.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { duplicateMemberDetail, findDuplicateMember } from '../platform/http/json-members.ts';
 import { authInfoFor } from './auth.ts';
@@ -57,12 +58,18 @@ const DESCRIPTION = [
     '`_meta` envelope with `io.modelcontextprotocol/protocolVersion` and client capabilities, plus the `MCP-Protocol-Version`, ' +
     '`Mcp-Method` and, for tools/call, `Mcp-Name` headers; `server/discover` describes the server; results carry `resultType` and ' +
     'cache hints) and the legacy 2025-11-25 form (`initialize`, then requests with `MCP-Protocol-Version`; no session id is issued).',
-  'The client sends `Accept: application/json, text/event-stream`; the answer is one JSON object, or an SSE stream when the ' +
-    'server has notifications before the result. A notification answers 202 with no body. Protocol errors are JSON-RPC errors ' +
-    '(400 with -32600 a batch (an array body), -32020 header mismatch, -32022 unsupported version, -32602 invalid envelope or params, ' +
-    'a `__proto__` key, a `constructor` with a `prototype` or a member name repeated in one object included, as every JSON body refuses them; 404 with -32601 unknown ' +
-    'method); a refused tool call is a tool result with `isError: true` whose text (and, for a tool without an output schema, ' +
-    'structured content) is the problem body the HTTP route of the same operation answers.',
+  'The client sends `Accept: application/json, text/event-stream` (406 otherwise) and one JSON message in UTF-8 without a ' +
+    'Content-Encoding (415 with -32000 otherwise: a body is read as sent, not decoded). What comes back depends on the era. ' +
+    'On 2026-07-28 the answer is one JSON object, or an SSE stream when the server has notifications before the result. ' +
+    'On the legacy revisions (2025-11-25 and earlier, and a request naming none) every answer is one server-sent event with 200, ' +
+    'a JSON-RPC error of the method included. So an unknown method is 404 with -32601 on 2026-07-28, and 200 with -32601 on the ' +
+    'legacy revisions. A notification answers 202 with no body on either.',
+  'A message refused before its method runs is a JSON-RPC error in one JSON object on either era: 400 with -32700 a body that ' +
+    'is not JSON, -32600 a batch (an array body), -32602 params that are not what the method takes (a `__proto__` key, a ' +
+    '`constructor` with a `prototype` or a member name repeated in one object included, as every JSON body refuses them); on ' +
+    '2026-07-28 also -32020 header mismatch, -32022 unsupported version and -32602 an invalid envelope (a legacy request naming a ' +
+    'revision the server does not speak is 400 with -32000). A refused tool call is a tool result with `isError: true` whose text ' +
+    '(and, for a tool without an output schema, structured content) is the problem body the HTTP route of the same operation answers.',
   'Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner ' +
     '`svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens ' +
     "for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata=\"{base_url}/.well-known/oauth-protected-resource/mcp\", " +
@@ -162,12 +169,25 @@ export function mcpRoutes(services: ToolServices) {
         body: JsonRpcMessage,
         response: {
           200: {
-            description: 'the JSON-RPC response, as one JSON object or an SSE stream ending with it',
+            description:
+              'the JSON-RPC response: on 2026-07-28 one JSON object, or an SSE stream ending with it; on the legacy revisions always ' +
+              'one server-sent event, a JSON-RPC error of the method (-32601 unknown method included) too',
             content: { 'application/json': { schema: JsonRpcResponse }, 'text/event-stream': { schema: Type.String() } },
           },
           202: Type.Null({ description: 'a notification was accepted' }),
-          400: { description: 'a JSON-RPC error (header mismatch, unsupported version, invalid envelope)', content: { 'application/json': { schema: JsonRpcResponse } } },
-          404: { description: 'a JSON-RPC error: unknown method (-32601)', content: { 'application/json': { schema: JsonRpcResponse } } },
+          400: {
+            description: 'a JSON-RPC error, on either era (not JSON, a batch, invalid params; on 2026-07-28 header mismatch, unsupported version, invalid envelope)',
+            content: { 'application/json': { schema: JsonRpcResponse } },
+          },
+          404: {
+            description: 'on 2026-07-28 only: a JSON-RPC error, unknown method (-32601); a legacy revision answers it 200 in one server-sent event',
+            content: { 'application/json': { schema: JsonRpcResponse } },
+          },
+          406: { description: 'a JSON-RPC error (-32000): the Accept header does not list both application/json and text/event-stream', content: { 'application/json': { schema: JsonRpcResponse } } },
+          415: {
+            description: 'a JSON-RPC error (-32000): a body that is not application/json, or one to decode (a Content-Encoding, a charset other than UTF-8)',
+            content: { 'application/json': { schema: JsonRpcResponse } },
+          },
         },
       },
       // The body is documented above but checked by the SDK, which answers JSON-RPC errors, not problems.
@@ -177,6 +197,11 @@ export function mcpRoutes(services: ToolServices) {
         gatewayMcp.checkHostAndOrigin(request.headers.host, request.headers.origin);
         const aborted = new AbortController();
         reply.raw.on('close', () => aborted.abort());
+        // A body is read as it was sent (platform/http/body-as-sent.ts); refused as the SDK refuses a body that is not JSON.
+        const undecoded = undecodedBodyProblem(request.headers, 'JSON');
+        if (undecoded) {
+          return reply.code(415).header('cache-control', 'no-store').type('application/json').send(jsonRpcError(null, -32000, `Unsupported Media Type: ${undecoded}`));
+        }
         const body = request.body as Buffer | undefined;
         const refused = refusal(parsedBody(body), gatewayMcp, request.headers['mcp-protocol-version'] as string | undefined);
         if (refused) return reply.code(400).header('cache-control', 'no-store').type('application/json').send(refused);

@@ -19,6 +19,7 @@ export const invalidRedirectUri = (description: string) => new OAuthError(400, '
 export const invalidClientMetadata = (description: string) => new OAuthError(400, 'invalid_client_metadata', description);
 export const unsupportedGrantType = (description: string) => new OAuthError(400, 'unsupported_grant_type', description);
 export const accessDenied = (description: string) => new OAuthError(403, 'access_denied', description);
-export const unsupportedMediaType = (expected: string) => new OAuthError(415, 'invalid_request', `send the body as ${expected}`);
+/** A body this endpoint does not read: another media type, or one it would have to decode (the spec's 415). */
+export const unsupportedMediaType = (description: string) => new OAuthError(415, 'invalid_request', description);
 export const temporarilyUnavailable = (status: 429 | 503, description: string, retryAfterS?: number) =>
   new OAuthError(status, 'temporarily_unavailable', description, retryAfterS);

@@ -31,20 +31,25 @@ export function redirectUriProblem(raw: string): string | undefined {
   return 'must use https, or http on a loopback host (127.0.0.1, [::1], localhost)';
 }
 
-/** A loopback IP literal's http URI without its port: what RFC 8252 §7.3 lets vary, and nothing else. */
-const LOOPBACK_PORT = /^(http:\/\/(?:127\.0\.0\.1|\[::1\]))(?::\d{1,5})?(?=[/?]|$)/;
+/** A loopback IP literal's http URI and its port, if one is written: the port is what RFC 8252 §7.3 lets vary. */
+const LOOPBACK_PORT = /^(http:\/\/(?:127\.0\.0\.1|\[::1\]))(?::(\d{1,5}))?(?=[/?]|$)/;
 
 /**
  * The registered URI the requested one matches, or undefined. Exact string comparison, except that
- * a loopback IP literal registered over http may be requested with any port (RFC 8252 §7.3); scheme,
- * host, path and query must still be equal. `localhost` gets no port freedom (RFC 8252 §8.3).
+ * a loopback IP literal registered over http may be requested with any port from 1 to 65535, written as the
+ * URL parser writes it (RFC 8252 §7.3); scheme, host, path and query must still be equal. `localhost` gets no
+ * port freedom (RFC 8252 §8.3).
  */
 export function matchRedirectUri(requested: string, registered: readonly string[]): string | undefined {
   if (registered.includes(requested)) return requested;
+  // The requested URI must be one registration would take, as the code goes where the parser reads it: a port
+  // it cannot read (65536) or writes otherwise (`:03001`, `:80`) is not registered, nor is port 0 (before, each
+  // matched, and the redirect threw: a 5xx, after a code was stored; found from outside).
+  const loopback = LOOPBACK_PORT.exec(requested);
+  if (loopback === null || loopback[2] === '0' || redirectUriProblem(requested) !== undefined) return undefined;
   // The strings themselves, each without its port: a URI the parser would read as the same one (`/x/../cb`,
   // `127.1`, `HTTP://`) is another string, so it is not a match.
   const withoutPort = (uri: string) => (LOOPBACK_PORT.test(uri) ? uri.replace(LOOPBACK_PORT, '$1') : undefined);
   const wanted = withoutPort(requested);
-  if (wanted === undefined || UNSAFE_CHARACTERS.test(requested) || requested.includes('#') || requested.includes('@')) return undefined;
   return registered.find((candidate) => withoutPort(candidate) === wanted);
 }

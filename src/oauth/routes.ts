@@ -6,6 +6,7 @@ import formbody from '@fastify/formbody';
 import type { Static } from '@sinclair/typebox';
 import type { CredentialVerifier } from '../identity/verifier.ts';
 import type { Resource } from '../platform/access-tokens.ts';
+import { undecodedBodyProblem } from '../platform/http/body-as-sent.ts';
 import { OAuthErrorRef } from '../platform/http/openapi.ts';
 import { authorize } from './authorize.ts';
 import { CONSENT_TOKEN_HEADER, readBrowserSecret, setCookieHeader } from './browser-binding.ts';
@@ -40,8 +41,19 @@ function mediaType(request: FastifyRequest): string {
 /** Refuses any other body type before it is parsed, so a JSON body at the token endpoint is a 415. */
 function requireMediaType(expected: string) {
   return async (request: FastifyRequest) => {
-    if (mediaType(request) !== expected) throw unsupportedMediaType(expected);
+    if (mediaType(request) !== expected) throw unsupportedMediaType(`send the body as ${expected}`);
   };
+}
+
+/**
+ * A form body is read as it was sent, as a JSON body is (platform/http/app.ts): one with a Content-Encoding, or
+ * labelled with a charset other than UTF-8, is refused rather than read as UTF-8 text. @fastify/formbody reads
+ * any body as UTF-8, so a gzip body was refused for its control characters and a plain one labelled `br` was
+ * exchanged for a token (found from outside).
+ */
+async function requireFormAsSent(request: FastifyRequest): Promise<void> {
+  const undecoded = undecodedBodyProblem(request.headers, 'form');
+  if (undecoded !== undefined) throw unsupportedMediaType(undecoded);
 }
 
 function rawQuery(request: FastifyRequest): string {
@@ -195,14 +207,15 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
 
     app.post('/oauth/token', {
       config: { notAnOperation: OAUTH_STEP },
-      onRequest: [requireMediaType(FORM)],
+      onRequest: [requireMediaType(FORM), requireFormAsSent],
       // Every failure must answer its own OAuth error code, so the form is checked by hand in RFC order.
       attachValidation: true,
       schema: { operationId: 'exchangeAuthorizationCode',
         tags,
         summary: 'Exchange an authorization code for an access token (PKCE S256)',
         description:
-          'Form-encoded only (415 otherwise); all six parameters required. Errors: invalid_request (missing or repeated ' +
+          'Form-encoded only, in UTF-8 and without a Content-Encoding (415 invalid_request otherwise: a body is read as sent, ' +
+          'not decoded); all six parameters required. Errors: invalid_request (missing or repeated ' +
           'parameter, malformed code_verifier), unsupported_grant_type, invalid_client (unknown client_id; client credentials sent, since ' +
           'every client is public: 401 with WWW-Authenticate for an Authorization header, 400 for client_secret or client_assertion in the body), invalid_grant ' +
           '(code unknown, expired, used, of another client; PKCE mismatch; missing code_verifier; redirect_uri mismatch), ' +

@@ -1,5 +1,6 @@
 // POST /mcp as the transport and authorization rules state it: credentials before discovery, both
 // protocol eras on one stateless endpoint, the tool list per principal, tool errors as problem bodies.
+import { gzipSync } from 'node:zlib';
 import { extractWWWAuthenticateParams, type Client } from '@modelcontextprotocol/client';
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -7,7 +8,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant, mint, openShop } from '../support/ledger-fixture.ts';
 import { startWorld, type World } from '../support/world.ts';
-import { connect, LEGACY, rawModern, toolBody } from './helpers.ts';
+import { connect, envelope, LEGACY, MODERN, rawModern, toolBody } from './helpers.ts';
 
 let world: World;
 let mcpUrl: string;
@@ -330,6 +331,59 @@ describe('the 2026-07-28 wire', () => {
     const res = await rawModern(world.url, 'nope/nothing', {}, { token: agentMcpToken });
     expect(res.status).toBe(404);
     expect(res.body.error.code).toBe(-32601);
+  });
+
+  it('an unknown method on a legacy revision is 200 with one server-sent event holding -32601, and the OpenAPI document says so for each era (found from outside: it stated the 2026-07-28 form for both)', async () => {
+    for (const version of [LEGACY, '2025-06-18', undefined]) {
+      const res = await fetch(mcpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}`, ...(version ? { 'mcp-protocol-version': version } : {}) },
+        body: '{"jsonrpc":"2.0","id":1,"method":"nope/nothing"}',
+      });
+      expect([res.status, res.headers.get('content-type')], version).toEqual([200, 'text/event-stream']);
+      expect(await res.text(), version).toContain('data: {"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}');
+    }
+    const post = (await world.api('GET', '/openapi.json')).body.paths['/mcp'].post;
+    expect(post.description).toContain('On 2026-07-28 the answer is one JSON object');
+    expect(post.description).toContain('On the legacy revisions (2025-11-25 and earlier, and a request naming none) every answer is one server-sent event with 200');
+    expect(post.description).toContain('an unknown method is 404 with -32601 on 2026-07-28, and 200 with -32601 on the legacy revisions');
+    expect(post.description).not.toContain('404 with -32601 unknown method');
+    expect(post.responses['404'].description).toBe('on 2026-07-28 only: a JSON-RPC error, unknown method (-32601); a legacy revision answers it 200 in one server-sent event');
+    expect(post.responses['415'].description).toMatch(/^a JSON-RPC error \(-32000\)/);
+  });
+
+  it('a body it would have to decode is 415 with a JSON-RPC error on either era, and nothing runs: a Content-Encoding, or a charset other than UTF-8 (found from outside: a br-labelled body was read as plain)', async () => {
+    const nameOf = async () => (await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken })).body.name as string;
+    const nameBefore = await nameOf();
+    const params = { name: 'update_agent', arguments: { id: agent.id, name: 'renamed-through-an-encoded-body' } };
+    const eras: Array<[Record<string, string>, string]> = [
+      [{ 'mcp-protocol-version': LEGACY }, JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params })],
+      [{ 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'update_agent' }, JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { ...params, _meta: envelope() } })],
+    ];
+    for (const [eraHeaders, call] of eras) {
+      const refusals: Array<[Record<string, string>, string | Uint8Array<ArrayBuffer>, string]> = [
+        [{ 'content-encoding': 'br' }, call, 'Unsupported Media Type: request bodies are read as sent, not decoded: send it without Content-Encoding (br)'],
+        [{ 'content-encoding': 'gzip' }, new Uint8Array(gzipSync(call)), 'Unsupported Media Type: request bodies are read as sent, not decoded: send it without Content-Encoding (gzip)'],
+        [{ 'content-type': 'application/json; charset=iso-8859-1' }, call, 'Unsupported Media Type: JSON is UTF-8 (RFC 8259 §8.1): charset=iso-8859-1 is not taken'],
+      ];
+      for (const [headers, body, message] of refusals) {
+        const res = await fetch(mcpUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agent.ownerToken}`, ...eraHeaders, ...headers },
+          body,
+        });
+        const label = JSON.stringify({ ...eraHeaders, ...headers });
+        expect([res.status, res.headers.get('content-type')?.split(';')[0], await res.text()], label).toEqual([415, 'application/json', JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message } })]);
+      }
+    }
+    expect(await nameOf()).toBe(nameBefore);
+    // UTF-8 named, and the identity coding, are read as sent.
+    const ping = await fetch(mcpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json; charset=utf-8', 'content-encoding': 'identity', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}`, 'mcp-protocol-version': LEGACY },
+      body: '{"jsonrpc":"2.0","id":1,"method":"ping"}',
+    });
+    expect(ping.status).toBe(200);
   });
 
   it('GET and DELETE answer 405 with Allow: POST', async () => {

@@ -132,6 +132,31 @@ describe('GET /oauth/authorize on success', () => {
     expect(res.location).toContain('/oauth/consent');
   });
 
+  it('lets the port vary only over 1–65535 as the URL parser writes it: any other port is the unregistered-URI page, never a 5xx or a redirect (found from outside)', async () => {
+    const ipv6 = await newClient(url, ['http://[::1]/cb']);
+    const requests: Array<[string, string]> = [
+      [clientId, 'http://127.0.0.1:65536/callback'],
+      [clientId, 'http://127.0.0.1:99999/callback'],
+      [clientId, 'http://127.0.0.1:03001/callback'],
+      [clientId, 'http://127.0.0.1:0/callback'],
+      [clientId, 'http://127.0.0.1:80/callback'],
+      [ipv6, 'http://[::1]:70000/cb'],
+    ];
+    for (const [client, redirectUri] of requests) {
+      // A valid request (else its consent page) and one whose error would be sent back by redirect.
+      for (const overrides of [{}, { code_challenge_method: 'plain' }]) {
+        const res = await authorizeRaw(url, authorizeQuery(valid({ client_id: client, redirect_uri: redirectUri, ...overrides })));
+        expect([res.status, res.location], redirectUri).toEqual([400, null]);
+        expect(res.html, redirectUri).toContain('data-error="invalid_redirect_uri"');
+      }
+    }
+    for (const [client, redirectUri] of [[clientId, 'http://127.0.0.1:1/callback'], [clientId, 'http://127.0.0.1:65535/callback'], [ipv6, 'http://[::1]:65535/cb']]) {
+      const res = await authorizeRaw(url, authorizeQuery(valid({ client_id: client, redirect_uri: redirectUri })));
+      expect(res.status, redirectUri).toBe(303);
+      expect(res.location, redirectUri).toContain('/oauth/consent');
+    }
+  });
+
   it('lets only the port vary: a loopback URI the parser would read as the registered one is another string, refused', async () => {
     for (const redirectUri of ['http://127.0.0.1/x/../callback', 'http://127.1/callback', 'HTTP://127.0.0.1/callback', 'http://127.0.0.1/callback?', 'http://0x7f000001:99/callback', 'http://127.0.0.1/Callback']) {
       const res = await authorizeRaw(url, authorizeQuery(valid({ redirect_uri: redirectUri })));

@@ -128,6 +128,12 @@ describe('a remembered consent', () => {
     const cookie = await consent(request());
     const unregistered = await authorizeRaw(url, query(request({ redirect_uri: 'https://evil.example/cb' })), cookie);
     expect([unregistered.status, unregistered.location]).toEqual([400, null]);
+    // A loopback port no URL can hold is not registered either: before, a code was stored for it, then the
+    // redirect failed (503, found from outside).
+    const outOfRange = await authorizeRaw(url, query(request({ redirect_uri: 'http://127.0.0.1:65536/callback' })), cookie);
+    expect([outOfRange.status, outOfRange.location]).toEqual([400, null]);
+    expect(outOfRange.html).toContain('data-error="invalid_redirect_uri"');
+    expect((await world.gw.gateway.db.query('SELECT 1 FROM oauth_codes WHERE redirect_uri LIKE $1', ['%:65536/%'])).rows).toEqual([]);
     const refusals: Array<[AuthorizeParams, string]> = [
       [{ code_challenge: undefined }, 'invalid_request'],
       [{ code_challenge_method: 'plain' }, 'invalid_request'],

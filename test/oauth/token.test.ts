@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { startWorld, type World } from '../support/world.ts';
@@ -109,6 +110,26 @@ describe('POST /oauth/token refuses', () => {
     const bare = await fetch(`${url}/oauth/token`, { method: 'POST' });
     expect(bare.status).toBe(415);
     expect((await bare.json()).error).toBe('invalid_request');
+  });
+
+  it('a body it would have to decode with 415 invalid_request: a Content-Encoding, or a charset other than UTF-8 (found from outside: read as plain UTF-8)', async () => {
+    const issued = await ownerCode();
+    const form = new URLSearchParams(tokenParams(issued)).toString();
+    const send = (headers: Record<string, string>, body: string | Uint8Array<ArrayBuffer> = form) =>
+      fetch(`${url}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body });
+    const refusals: Array<[Record<string, string>, string | Uint8Array<ArrayBuffer>, string]> = [
+      [{ 'content-encoding': 'br' }, form, 'request bodies are read as sent, not decoded: send it without Content-Encoding (br)'],
+      [{ 'content-encoding': 'gzip' }, new Uint8Array(gzipSync(form)), 'request bodies are read as sent, not decoded: send it without Content-Encoding (gzip)'],
+      [{ 'content-type': 'application/x-www-form-urlencoded; charset=iso-8859-1' }, form, 'a form body is UTF-8 (WHATWG URL, application/x-www-form-urlencoded): charset=iso-8859-1 is not taken'],
+    ];
+    for (const [headers, body, description] of refusals) {
+      const res = await send(headers, body);
+      expect([res.status, await res.json()], JSON.stringify(headers)).toEqual([415, { error: 'invalid_request', error_description: description }]);
+      expect([res.headers.get('cache-control'), res.headers.get('pragma')]).toEqual(['no-store', 'no-cache']);
+    }
+    // Nothing of the code was spent; UTF-8 named, and the identity coding, are read as sent.
+    const taken = await send({ 'content-type': 'application/x-www-form-urlencoded; charset=UTF-8', 'content-encoding': 'identity' });
+    expect(taken.status, await taken.clone().text()).toBe(200);
   });
 
   for (const [param, error] of [

@@ -15,6 +15,7 @@ import { serverOptions, serveUnmetExpectations } from './front-door.ts';
 import { PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath, UNSUPPORTED_BODY } from './render-error.ts';
 import { installTextGuard } from './text-guard.ts';
 import { installCors } from './cors.ts';
+import { undecodedBodyProblem } from './body-as-sent.ts';
 import { duplicateMemberDetail, findDuplicateMember } from './json-members.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
 import { ApiError, type OAuthErrorCode } from '../errors.ts';
@@ -152,16 +153,10 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       done(null, undefined);
       return;
     }
-    // A body is read as it was sent: one compressed, or in another character set, is refused rather than read as
-    // UTF-8 JSON, which wrote an uncompressed body labelled `br` and read a latin1 one as UTF-8 (found from outside).
-    const encoding = request.headers['content-encoding'];
-    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
-      done(new ApiError('unsupported_media_type', { detail: `request bodies are read as sent, not decoded: send it without Content-Encoding (${encoding})` }), undefined);
-      return;
-    }
-    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase();
-    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
-      done(new ApiError('unsupported_media_type', { detail: `JSON is UTF-8 (RFC 8259 §8.1): charset=${charset} is not taken` }), undefined);
+    // A body is read as it was sent (body-as-sent.ts).
+    const undecoded = undecodedBodyProblem(request.headers, 'JSON');
+    if (undecoded !== undefined) {
+      done(new ApiError('unsupported_media_type', { detail: undecoded }), undefined);
       return;
     }
     let text: string;
