@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
-import { EventEmitter, getEventListeners } from 'node:events';
+import { EventEmitter, getEventListeners, once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
@@ -132,6 +132,23 @@ describe('acg serve stopping', () => {
       expect(last).toMatchObject({ level: 30, exitCode: 0, msg: `stopped in ${String(last.stopMs)} ms` });
       expect(last.stopMs).toBeGreaterThanOrEqual(0);
       expect(gateway.logs.at(-1)).toBe(last);
+    });
+  }, 90_000);
+
+  it('stops at once when a client holds a connection that has sent nothing, or half a request head (found from outside: 15 s, then exit 1)', async () => {
+    await withSpawnedGateway('acg-stop-held-', {}, async (gateway) => {
+      const { port } = new URL(gateway.url);
+      const silent = connect(Number(port), '127.0.0.1');
+      const halfHead = connect(Number(port), '127.0.0.1');
+      await Promise.all([once(silent, 'connect'), once(halfHead, 'connect')]);
+      halfHead.write('GET /v1/me HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+      for (const socket of [silent, halfHead]) socket.on('error', () => {});
+      const startedMs = Date.now();
+      expect(await gateway.kill('SIGTERM')).toBe(0);
+      expect(Date.now() - startedMs).toBeLessThan(5_000);
+      expect(gateway.logs.find((line) => String(line.msg).startsWith('stopped in'))).toMatchObject({ level: 30, exitCode: 0 });
+      silent.destroy();
+      halfHead.destroy();
     });
   }, 90_000);
 });

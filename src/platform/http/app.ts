@@ -1,6 +1,5 @@
 // The HTTP edge shared by every feature: request ids, logging without secrets, body limits and
 // content types, problem+json / OAuth error rendering, 404/405, per-address rate limits, metrics, CORS (cors.ts).
-import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyContextConfig, type FastifyError, type FastifyInstance, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import AjvCompiler from '@fastify/ajv-compiler';
@@ -11,7 +10,7 @@ import type { OperationDescription } from '../operations.ts';
 import type { QueryDescription } from '../queries.ts';
 import type { TSchema } from '@sinclair/typebox';
 import type { Principal } from '../principal.ts';
-import { serverOptions, serveUnmetExpectations } from './front-door.ts';
+import { requestIdOf, serverOptions, serveUnmetExpectations } from './front-door.ts';
 import { PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath, UNSUPPORTED_BODY } from './render-error.ts';
 import { installTextGuard } from './text-guard.ts';
 import { installCors } from './cors.ts';
@@ -72,7 +71,6 @@ const buildValidator: typeof ajvFactory = (externalSchemas, options) => {
   return ((route: Parameters<Compile>[0] & { httpPart?: string }) => (route.httpPart === 'body' ? strict(route) : lenient(route))) as Compile;
 };
 
-const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,100}$/;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
 export interface AppOptions {
@@ -111,10 +109,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     bodyLimit: gateway.config.bodyLimitBytes,
     trustProxy: false,
     return503OnClosing: true,
-    genReqId: (req) => {
-      const given = req.headers['x-request-id'];
-      return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
-    },
+    genReqId: requestIdOf,
     ajv: { customOptions: AJV_OPTIONS },
     schemaController: {
       compilersFactory: {

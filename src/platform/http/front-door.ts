@@ -24,9 +24,29 @@ export interface FrontDoor {
   close(): Promise<void>;
 }
 
-function answerUnavailable(baseUrl: string, request: IncomingMessage, response: ServerResponse, detail: string): void {
+const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,100}$/;
+
+/** The request's id: the caller's `X-Request-Id` when it is a plain token of at most 100 characters, else a new one. */
+export function requestIdOf(request: IncomingMessage): string {
+  const given = request.headers['x-request-id'];
+  return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
+}
+
+/**
+ * What the front door answers by itself, before the app is ready or once it stops: with the caller's request id and
+ * one log line, as the app's answers (docs/decisions.md "Request ids and logs"; found from outside: a random id, and
+ * no line).
+ */
+function answerUnavailable(baseUrl: string, request: IncomingMessage, response: ServerResponse, detail: string, log: ClientErrorContext['log']): void {
   const path = targetPath(request.url ?? '/');
-  response.setHeader('x-request-id', randomUUID());
+  const reqId = requestIdOf(request);
+  const startedMs = performance.now();
+  response.setHeader('x-request-id', reqId);
+  response.once('finish', () => {
+    const fields = { reqId, req: { method: request.method, path, remoteAddress: request.socket.remoteAddress }, res: { statusCode: response.statusCode }, responseTime: performance.now() - startedMs };
+    if (response.statusCode < 400) log.info(fields, 'request completed');
+    else log.warn({ ...fields, code: 'storage_unavailable' }, detail);
+  });
   if (path === '/healthz') {
     response.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify({ status: 'ok' }));
     return;
@@ -71,19 +91,24 @@ export async function openFrontDoor(config: Pick<Config, 'host' | 'port' | 'base
   let app: RequestHandler | undefined;
   let closing = false;
   const inFlight = new Set<ServerResponse>();
+  const connections = new Set<Socket>();
   const server: Server = createServer(serverOptions(config), (request, response) => {
     if (closing) {
       response.setHeader('connection', 'close');
-      answerUnavailable(config.baseUrl, request, response, 'the gateway is shutting down; retry on another instance');
+      answerUnavailable(config.baseUrl, request, response, 'the gateway is shutting down; retry on another instance', log);
       return;
     }
     if (!app) {
-      answerUnavailable(config.baseUrl, request, response, 'the gateway is starting and waits for its database; retry shortly');
+      answerUnavailable(config.baseUrl, request, response, 'the gateway is starting and waits for its database; retry shortly', log);
       return;
     }
     inFlight.add(response);
     response.once('close', () => inFlight.delete(response));
     app(request, response);
+  });
+  server.on('connection', (socket: Socket) => {
+    connections.add(socket);
+    socket.once('close', () => connections.delete(socket));
   });
   // The base URL is read at each answer: with PORT=0 it is known only once the socket is bound.
   server.on('clientError', (error: Error, socket: Socket) => answerClientError(error, socket, { baseUrl: config.baseUrl, log }));
@@ -108,6 +133,11 @@ export async function openFrontDoor(config: Pick<Config, 'host' | 'port' | 'base
       return new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeIdleConnections();
+        // Node counts a connection idle only between requests: one that has sent nothing, or part of a request's
+        // head, held the stop for its whole budget (15 s, then exit 1 without closing the database; found from
+        // outside). A connection without a request in flight was promised nothing: it is closed now.
+        const serving = new Set([...inFlight].map((response) => response.socket));
+        for (const socket of connections) if (!serving.has(socket)) socket.destroy();
       });
     },
   };

@@ -40,7 +40,10 @@ export function tracedRequests(handler: RequestHandler): RequestHandler {
     response.once('close', () => {
       const status = response.statusCode;
       setSpanAttributes(span, { 'http.response.status_code': status });
+      // OpenTelemetry's HTTP server conventions: a 5xx is an error whose `error.type` is the status code as text,
+      // unless the answer never finished (found from outside: only the status said so).
       if (!response.writableFinished) setSpanAttributes(span, { 'error.type': 'aborted' });
+      else if (status >= 500) setSpanAttributes(span, { 'error.type': String(status) });
       endSpan(span, status >= 500 ? `HTTP ${status}` : undefined);
     });
     bindToSpan(span, request);

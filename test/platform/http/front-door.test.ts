@@ -41,6 +41,26 @@ describe('the front door of acg serve', () => {
     });
   });
 
+  it("keeps the caller's request id and writes one log line per answer before the app is ready (found from outside: a random id, no line)", async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const captured = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) });
+    const door = await openFrontDoor(config, captured);
+    try {
+      const refused = await fetch(`${door.url}/v1/me`, { headers: { 'x-request-id': 'caller-id-1' } });
+      expect([refused.status, refused.headers.get('x-request-id')]).toEqual([503, 'caller-id-1']);
+      const health = await fetch(`${door.url}/healthz`, { headers: { 'x-request-id': 'caller-id-2' } });
+      expect([health.status, health.headers.get('x-request-id')]).toEqual([200, 'caller-id-2']);
+      // An id that is not a plain token is replaced, as the app replaces it.
+      const odd = await fetch(`${door.url}/healthz`, { headers: { 'x-request-id': 'has space' } });
+      expect(odd.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+      await waitFor(() => lines.length, { until: (n) => n >= 3, what: 'three log lines' });
+      expect(lines[0]).toMatchObject({ level: 40, reqId: 'caller-id-1', req: { method: 'GET', path: '/v1/me' }, res: { statusCode: 503 }, code: 'storage_unavailable' });
+      expect(lines[1]).toMatchObject({ level: 30, reqId: 'caller-id-2', req: { path: '/healthz' }, res: { statusCode: 200 }, msg: 'request completed' });
+    } finally {
+      await door.close();
+    }
+  });
+
   it('hands every request to the app once it is open', async () => {
     await withFrontDoor(async (door) => {
       door.open((req, res) => res.end(`app saw ${req.url}`));
