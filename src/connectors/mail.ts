@@ -467,14 +467,14 @@ export async function getMessage(ctx: MailContext, input: MessagesGetInput): Pro
     const lock = await client.getMailboxLock(inbox, { readOnly: true });
     try {
       // A partial fetch (BODY.PEEK[]<0.max>) bounds what the server sends, whatever the message size.
-      return await client.fetchOne(String(input.uid), { uid: true, size: true, flags: true, source: { start: 0, maxLength: bytesMax } }, { uid: true });
+      return await client.fetchOne(String(input.uid), { uid: true, size: true, flags: true, internalDate: true, source: { start: 0, maxLength: bytesMax } }, { uid: true });
     } finally {
       lock.release();
     }
   });
   if (!fetched || !fetched.source) throw new ConnectorError('upstream_not_found', `inbox "${input.inbox}" has no message with uid ${input.uid}`);
   const size = fetched.size ?? fetched.source.length;
-  return detail(fetched.uid, size, flagList(fetched.flags), size > bytesMax, await parse(fetched.source), ctx.mail.bodyCharsMax);
+  return detail(fetched.uid, size, flagList(fetched.flags), size > bytesMax, await parse(fetched.source), ctx.mail.bodyCharsMax, fetched.internalDate);
 }
 
 async function parse(source: Buffer): Promise<ParsedMail> {
@@ -484,7 +484,17 @@ async function parse(source: Buffer): Promise<ParsedMail> {
   return simpleParser(source, { skipImageLinks: true, skipTextToHtml: true, skipHtmlToText: true, skipTextLinks: true });
 }
 
-function detail(uid: number, size: number, flags: string[], truncated: boolean, parsed: ParsedMail, charsMax: number): MessageDetail {
+/**
+ * The message's Date header as sent, in Unix seconds; null when it has none or one that does not read as a date.
+ * Not mailparser's `date`, which puts the time of parsing in place of a date it cannot read, so the date moved with
+ * every read (found from outside).
+ */
+function sentDate(parsed: ParsedMail): number | null {
+  const header = parsed.headerLines.find((line) => line.key === 'date');
+  return header === undefined ? null : unixSeconds(header.line.slice(header.line.indexOf(':') + 1).trim());
+}
+
+function detail(uid: number, size: number, flags: string[], truncated: boolean, parsed: ParsedMail, charsMax: number, internalDate: Date | string | undefined): MessageDetail {
   const text = capText(parsed.text, charsMax);
   const html = capText(parsed.html, charsMax);
   return {
@@ -498,7 +508,8 @@ function detail(uid: number, size: number, flags: string[], truncated: boolean, 
       from: parsedAddresses(parsed.from),
       to: parsedAddresses(parsed.to),
       cc: parsedAddresses(parsed.cc),
-      date: unixSeconds(parsed.date),
+      // As the list says it: the Date header, else the date the server received the message.
+      date: sentDate(parsed) ?? unixSeconds(internalDate),
       inReplyTo: parsed.inReplyTo ?? null,
     },
     text: text.value,

@@ -392,6 +392,29 @@ describe.skipIf(!dovecot)('mail connector against a real Dovecot', () => {
     expect(result.headers.subject).toBe('Large');
   });
 
+  it('messages.get dates a message as messages.list does: its Date header, else when the server received it, never the time of the read (found from outside)', async () => {
+    const client = provisioningClient(fixture.server, ALICE);
+    await client.connect();
+    await client.mailboxCreate('Dates');
+    const received = new Date('2026-03-04T05:06:07Z');
+    await client.append('Dates', 'Date: Tue, 1 Sep 2026 10:00:00 +0000\r\nSubject: dated\r\n\r\nd\r\n', [], received);
+    await client.append('Dates', 'Date: not a date at all\r\nSubject: bad date\r\n\r\nb\r\n', [], received);
+    await client.append('Dates', 'Subject: no date\r\n\r\nn\r\n', [], received);
+    await client.logout();
+    const listed = (await run(ALICE, 'messages.list', { inbox: 'Dates', limit: 10 }, ['Dates'])) as MessageList;
+    const dates = new Map<string, number | null>();
+    for (const message of listed.messages) {
+      const got = (await run(ALICE, 'messages.get', { inbox: 'Dates', uid: message.uid }, ['Dates'])) as MessageDetail;
+      expect(got.headers.date, message.subject ?? '').toBe(message.date);
+      dates.set(got.headers.subject ?? '', got.headers.date);
+    }
+    expect(Object.fromEntries(dates)).toEqual({
+      dated: Date.UTC(2026, 8, 1, 10) / 1000,
+      'bad date': received.getTime() / 1000,
+      'no date': received.getTime() / 1000,
+    });
+  });
+
   it('messages.get of an unknown uid is upstream_not_found', async () => {
     expect(await failure(run(ALICE, 'messages.get', { inbox: 'INBOX', uid: 999 }))).toMatchObject({ code: 'upstream_not_found', status: 404 });
   });
