@@ -23,6 +23,8 @@ const CAPTURE_UC = 1_500_000n;
 const TARGET_AVAILABLE_UC = 5_000_000n;
 const STEPS = 17;
 const REQUEST_TIMEOUT_MS = 30_000;
+/** How often a run asks for a hold when runs started together keep spending the credit it topped up. */
+const MINT_ATTEMPTS = 3;
 
 /** Why the demo stopped: exit 2 when it could not start talking to a gateway (a refusal), 1 when a step failed. */
 class DemoFailure extends Error {
@@ -71,6 +73,12 @@ class Answer {
 
   amountUc(path: string): bigint {
     return BigInt(this.field(path, 'an amount in µc', (value): value is string => typeof value === 'string' && AMOUNT_UC.test(value)));
+  }
+
+  /** The problem's code and words, for a refusal the caller expected (its status was listed). */
+  problem(): { code: string; detail: string } {
+    const body = isObject(this.body) ? this.body : {};
+    return { code: String(body.code ?? ''), detail: String(body.detail ?? body.title ?? '') };
   }
 
   /** A list of objects, each read as an answer of its own. */
@@ -207,6 +215,47 @@ export async function runDemo(config: Config): Promise<void> {
   }
 }
 
+interface Bearer {
+  token: string;
+  as: string;
+}
+
+/** Grants what the agent's available credit lacks of the target, so every run buys from the same balance. */
+async function topUp(demo: Demo, agentId: string, human: Bearer, operator: string): Promise<void> {
+  const before = await demo.call({ method: 'GET', path: `/v1/owner/agents/${agentId}/balance`, ...human, expect: [200] });
+  const shortUc = TARGET_AVAILABLE_UC - before.amountUc('availableUc');
+  demo.answer(before.status, `available ${credits(before.amountUc('availableUc'))}`);
+  if (shortUc <= 0n) {
+    demo.say('already enough credit: no grant');
+    return;
+  }
+  const grant = await demo.call({
+    method: 'POST',
+    path: '/v1/operator/credit-grants',
+    token: operator,
+    as: 'operator credential',
+    body: { agentId, amountUc: shortUc.toString(), note: 'acg demo top-up' },
+    expect: [201],
+  });
+  demo.answer(grant.status, `lot ${grant.text('lot.id')}: ${credits(grant.amountUc('lot.grantedUc'))} granted, journaled`);
+}
+
+/**
+ * A hold for the offer. Another run buying for the same agent at the same time (two demos started together) can
+ * spend the credit this run topped up: the gateway refuses with 402, and the run tops up again and asks once more.
+ */
+async function mintVoucher(demo: Demo, offerId: string, agent: Bearer, topUpAgain: () => Promise<void>): Promise<Answer> {
+  for (let attempt = 1; ; attempt += 1) {
+    const last = attempt === MINT_ATTEMPTS;
+    const minted = await demo.call({ method: 'POST', path: '/v1/vouchers', ...agent, body: { offerId }, expect: last ? [200] : [200, 402] });
+    if (minted.status === 200) return minted;
+    const { code, detail } = minted.problem();
+    if (code !== 'INSUFFICIENT_CREDITS') throw new DemoFailure(`POST /v1/vouchers answered HTTP 402 ${code}: ${detail}`);
+    demo.answer(minted.status, 'INSUFFICIENT_CREDITS: another run spent the credit meanwhile; topping up again');
+    await topUpAgain();
+  }
+}
+
 async function purchase(demo: Demo, config: Config, operator: string): Promise<void> {
   const tokens = await devTokens(config);
   const human = { token: tokens.human, as: 'owner session' };
@@ -240,22 +289,7 @@ async function purchase(demo: Demo, config: Config, operator: string): Promise<v
   }
 
   demo.title(`Credit: top the agent up to ${credits(TARGET_AVAILABLE_UC)} (operator grant, what npx acg credit grant sends)`);
-  const before = await demo.call({ method: 'GET', path: `/v1/owner/agents/${agentId}/balance`, ...human, expect: [200] });
-  const shortUc = TARGET_AVAILABLE_UC - before.amountUc('availableUc');
-  demo.answer(before.status, `available ${credits(before.amountUc('availableUc'))}`);
-  if (shortUc > 0n) {
-    const grant = await demo.call({
-      method: 'POST',
-      path: '/v1/operator/credit-grants',
-      token: operator,
-      as: 'operator credential',
-      body: { agentId, amountUc: shortUc.toString(), note: 'acg demo top-up' },
-      expect: [201],
-    });
-    demo.answer(grant.status, `lot ${grant.text('lot.id')}: ${credits(grant.amountUc('lot.grantedUc'))} granted, journaled`);
-  } else {
-    demo.say('already enough credit: no grant');
-  }
+  await topUp(demo, agentId, human, operator);
 
   demo.title(`Merchant: ${MERCHANT_DOMAIN}, registered by the same owner (reused when it exists)`);
   const merchants = await demo.call({ method: 'GET', path: '/v1/merchants?limit=100', ...human, expect: [200] });
@@ -318,7 +352,7 @@ async function purchase(demo: Demo, config: Config, operator: string): Promise<v
   );
 
   demo.title('Voucher 1: the agent takes a hold for the offer and gets a signed voucher');
-  const first = await demo.call({ method: 'POST', path: '/v1/vouchers', ...agentCredential, body: { offerId }, expect: [200] });
+  const first = await mintVoucher(demo, offerId, agentCredential, () => topUp(demo, agentId, human, operator));
   const firstHoldId = first.text('redemption.id');
   const voucher = first.text('voucher');
   demo.answer(first.status, `hold ${firstHoldId}: ${credits(first.amountUc('redemption.amountUc'))} held; voucher ${short(voucher)}`);
@@ -346,7 +380,7 @@ async function purchase(demo: Demo, config: Config, operator: string): Promise<v
   demo.answer(captured.status, `state ${captured.text('state')}, captured ${credits(capturedPartUc)}; the other ${credits(returned)} went back to the agent's lot`);
 
   demo.title('Voucher 2: a second purchase of the same offer');
-  const second = await demo.call({ method: 'POST', path: '/v1/vouchers', ...agentCredential, body: { offerId }, expect: [200] });
+  const second = await mintVoucher(demo, offerId, agentCredential, () => topUp(demo, agentId, human, operator));
   const secondHoldId = second.text('redemption.id');
   demo.answer(second.status, `hold ${secondHoldId}: ${credits(second.amountUc('redemption.amountUc'))} held`);
 

@@ -179,7 +179,7 @@ describe('acg demo against a server whose JSON is not the gateway\'s', () => {
   }, 60_000);
 });
 
-describe('two acg demo runs started together on a fresh gateway', () => {
+describe('acg demo runs started together on a fresh gateway', () => {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-demo-together-'));
   let env: Record<string, string>;
   let gateway: GatewayProcess;
@@ -201,9 +201,10 @@ describe('two acg demo runs started together on a fresh gateway', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('both finish: the run whose registration of the agent comes second reuses the one the other made (found from outside: it stopped with 409)', async () => {
+  it('all four finish: a run whose registration of the agent comes second reuses the one made first (found from outside: it stopped with 409), and a run whose topped-up credit another spent tops up again', async () => {
     const acg = () => run(process.execPath, [ACG, 'demo'], { env: { ...process.env, ...env }, timeout: 120_000 });
-    const together = await Promise.all([acg(), acg()]);
+    // Four runs make both races likely: two registrations of one agent, and a hold taking what another run topped up.
+    const together = await Promise.all([acg(), acg(), acg(), acg()]);
     for (const ran of together) expect(ran.stdout).toContain('done: ');
     expect(together.map((ran) => ran.stdout).join('\n')).toMatch(/registered meanwhile by another run: reusing it|exists: reusing it/);
   }, 150_000);
