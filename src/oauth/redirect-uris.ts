@@ -26,6 +26,9 @@ export function redirectUriProblem(raw: string): string | undefined {
   // empty (`https:///cb` reads as https://cb/), a backslash, a dot segment, a percent-encoded or upper-case host, a
   // default port: each reads as another URI than the one written, and the code would go there.
   if (url.href !== raw && url.href !== `${raw}/`) return `must be written as a URL parser writes it (${url.href}): no empty host, backslash, dot segment, encoded or upper-case host or scheme, or default port`;
+  // Port 0 is no port a client listens on, and following a redirect to it throws (found from outside: a loopback
+  // URI with port 0 was registered, and its authorization answered 5xx after storing a code).
+  if (url.port === '0') return 'must not use port 0';
   if (url.protocol === 'https:') return undefined;
   if (url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname)) return undefined;
   return 'must use https, or http on a loopback host (127.0.0.1, [::1], localhost)';
@@ -41,12 +44,13 @@ const LOOPBACK_PORT = /^(http:\/\/(?:127\.0\.0\.1|\[::1\]))(?::(\d{1,5}))?(?=[/?
  * port freedom (RFC 8252 §8.3).
  */
 export function matchRedirectUri(requested: string, registered: readonly string[]): string | undefined {
-  if (registered.includes(requested)) return requested;
+  // A client registered before registration refused port 0 keeps its URI, which no redirect can follow.
+  if (registered.includes(requested)) return new URL(requested).port === '0' ? undefined : requested;
   // The requested URI must be one registration would take, as the code goes where the parser reads it: a port
   // it cannot read (65536) or writes otherwise (`:03001`, `:80`) is not registered, nor is port 0 (before, each
   // matched, and the redirect threw: a 5xx, after a code was stored; found from outside).
   const loopback = LOOPBACK_PORT.exec(requested);
-  if (loopback === null || loopback[2] === '0' || redirectUriProblem(requested) !== undefined) return undefined;
+  if (loopback === null || redirectUriProblem(requested) !== undefined) return undefined;
   // The strings themselves, each without its port: a URI the parser would read as the same one (`/x/../cb`,
   // `127.1`, `HTTP://`) is another string, so it is not a match.
   const withoutPort = (uri: string) => (LOOPBACK_PORT.test(uri) ? uri.replace(LOOPBACK_PORT, '$1') : undefined);

@@ -157,6 +157,14 @@ describe('GET /oauth/authorize on success', () => {
     }
   });
 
+  it('refuses a redirect URI with port 0 that a client registered before registration refused it: the unregistered-URI page, never a 5xx', async () => {
+    const legacy = await newClient(url, ['http://127.0.0.1:9/legacy']);
+    await world.gw.gateway.db.query('UPDATE oauth_clients SET redirect_uris = $2 WHERE id = $1', [legacy, ['http://127.0.0.1:0/legacy']]);
+    const res = await authorizeRaw(url, authorizeQuery(valid({ client_id: legacy, redirect_uri: 'http://127.0.0.1:0/legacy' })));
+    expect([res.status, res.location]).toEqual([400, null]);
+    expect(res.html).toContain('data-error="invalid_redirect_uri"');
+  });
+
   it('lets only the port vary: a loopback URI the parser would read as the registered one is another string, refused', async () => {
     for (const redirectUri of ['http://127.0.0.1/x/../callback', 'http://127.1/callback', 'HTTP://127.0.0.1/callback', 'http://127.0.0.1/callback?', 'http://0x7f000001:99/callback', 'http://127.0.0.1/Callback']) {
       const res = await authorizeRaw(url, authorizeQuery(valid({ redirect_uri: redirectUri })));

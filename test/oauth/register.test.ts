@@ -107,6 +107,9 @@ describe('POST /oauth/register refuses', () => {
     ['a dot segment', { redirect_uris: ['https://a.example/a/../cb'] }, 'invalid_redirect_uri'],
     ['a percent-encoded host', { redirect_uris: ['https://a%2eexample/cb'] }, 'invalid_redirect_uri'],
     ['a loopback address in another notation', { redirect_uris: ['http://0x7f000001/cb'] }, 'invalid_redirect_uri'],
+    // Port 0 is no port a client listens on; its authorization answered 5xx after storing a code (found from outside).
+    ['port 0 on a loopback address', { redirect_uris: ['http://127.0.0.1:0/cb'] }, 'invalid_redirect_uri'],
+    ['port 0 over https', { redirect_uris: ['https://a.example:0/cb'] }, 'invalid_redirect_uri'],
     ['a 121-character client_name', { ...good, client_name: 'n'.repeat(121) }, 'invalid_client_metadata'],
     ['an empty client_name', { ...good, client_name: '' }, 'invalid_client_metadata'],
     ['a client_name of white space alone', { ...good, client_name: '   ' }, 'invalid_client_metadata'],
