@@ -129,16 +129,21 @@ export function periodOf(period: BudgetPeriod, timeZone: string, atS: number): P
 function calendarPeriodOf(period: Exclude<BudgetPeriod, 'total'>, timeZone: string, atS: number): PeriodBounds {
   const local = localTime(timeZone, atS * 1000);
   let start = { year: local.year, month: local.month, day: local.day };
-  let next: typeof start;
-  if (period === 'day') {
-    next = addDays(start, 1);
-  } else if (period === 'week') {
-    const isoWeekday = (new Date(Date.UTC(start.year, start.month - 1, start.day)).getUTCDay() + 6) % 7;
-    start = addDays(start, -isoWeekday);
-    next = addDays(start, 7);
-  } else {
-    start = { year: local.year, month: local.month, day: 1 };
-    next = local.month === 12 ? { year: local.year + 1, month: 1, day: 1 } : { year: local.year, month: local.month + 1, day: 1 };
-  }
-  return { startS: localMidnightS(timeZone, start.year, start.month, start.day), resetsAtS: localMidnightS(timeZone, next.year, next.month, next.day) };
+  if (period === 'week') start = addDays(start, -((new Date(Date.UTC(start.year, start.month - 1, start.day)).getUTCDay() + 6) % 7));
+  if (period === 'month') start = { ...start, day: 1 };
+  const next = followingStart(period, start);
+  const bounds = { startS: localMidnightS(timeZone, start.year, start.month, start.day), resetsAtS: localMidnightS(timeZone, next.year, next.month, next.day) };
+  // Where clocks go back across midnight (Beirut and Santiago at 00:00 to 23:00; St. John's once at 00:01), the hour
+  // after the change reads the earlier date again, though the next period has begun: the instant is in that one,
+  // so periods follow each other without a gap or an overlap and each contains every instant it is asked for.
+  if (atS < bounds.resetsAtS) return bounds;
+  const after = followingStart(period, next);
+  return { startS: bounds.resetsAtS, resetsAtS: localMidnightS(timeZone, after.year, after.month, after.day) };
+}
+
+/** The first date of the period after the one that begins on `start` (a day, an ISO week's Monday, a month's 1st). */
+function followingStart(period: Exclude<BudgetPeriod, 'total'>, start: { year: number; month: number; day: number }): { year: number; month: number; day: number } {
+  if (period === 'day') return addDays(start, 1);
+  if (period === 'week') return addDays(start, 7);
+  return start.month === 12 ? { year: start.year + 1, month: 1, day: 1 } : { year: start.year, month: start.month + 1, day: 1 };
 }
