@@ -79,7 +79,10 @@ export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pin
     ...(logger.traceFields ? { mixin: logTraceFields } : {}),
   };
   if (destination) return pino(options, destination);
-  if (!process.stdout.isTTY) return pino(options);
+  // Synchronous writes: pino's default writes asynchronously, and at exit writes what it holds at once, ahead of a
+  // write still under way, so the last lines came out of order (CI saw "shutting down" after "stopped in"). A line
+  // costs one write either way; written at once, what the log says is the order things happened.
+  if (!process.stdout.isTTY) return pino(options, pino.destination({ dest: 1, sync: true }));
   // Loaded only for a person at a terminal (it is a large module), synchronously since this function is.
   const pretty = createRequire(import.meta.url)('pino-pretty') as typeof import('pino-pretty');
   // sync: a fatal line written just before process.exit is not lost.

@@ -79,22 +79,41 @@ function offsetMs(timeZone: string, atMs: number): number {
   return asUtc - Math.floor(atMs / 1000) * 1000;
 }
 
+const HOUR_MS = 3_600_000;
+/** Where a date's local midnight can be, around the same wall time read as UTC: offsets run from −12 h to +14 h. */
+const MIDNIGHT_WINDOW_MS = 14 * HOUR_MS;
+
 /**
  * The first instant (Unix seconds) of a calendar date in the zone: its local midnight, the earlier one where
- * midnight repeats, and the end of the gap where clocks skip midnight itself (Havana, Santiago, Beirut).
+ * midnight repeats (Tunis in 1977 went back from 01:00 to 00:00; St. John's in 1995 from 00:01 to 23:01 of the day
+ * before), and the end of the gap where clocks skip midnight itself (Havana, Santiago, Beirut).
  */
 function localMidnightS(timeZone: string, year: number, month: number, day: number): number {
   const wallMs = Date.UTC(year, month - 1, day);
-  // Midnight under the offset in force near it, then under the offset in force at that guess: the two differ
-  // only across a daylight-saving change, and then the earlier one that falls on the date is its first instant.
-  const firstMs = wallMs - offsetMs(timeZone, wallMs);
-  const secondMs = wallMs - offsetMs(timeZone, firstMs);
-  if (firstMs === secondMs) return Math.floor(firstMs / 1000);
-  const onTheDate = [firstMs, secondMs].filter((atMs) => {
-    const local = localTime(timeZone, atMs);
-    return local.year === year && local.month === month && local.day === day;
-  });
-  return Math.floor(Math.min(...(onTheDate.length > 0 ? onTheDate : [secondMs])) / 1000);
+  // A midnight of the date is the wall time less the offset in force at it, one of the offsets in force around it:
+  // each such offset gives a candidate, and the earliest that reads 00:00:00 on the date is the first. (The offset at
+  // the wall time alone, or at a guess made with it, missed the earlier midnight where the change was just after it.)
+  const offsets = new Set([-MIDNIGHT_WINDOW_MS, -HOUR_MS * 7, 0, HOUR_MS * 7, MIDNIGHT_WINDOW_MS].map((from) => offsetMs(timeZone, wallMs + from)));
+  const midnights = [...offsets]
+    .map((offset) => wallMs - offset)
+    .filter((atMs) => {
+      const local = localTime(timeZone, atMs);
+      return local.year === year && local.month === month && local.day === day && local.hour === 0 && local.minute === 0 && local.second === 0;
+    });
+  if (midnights.length > 0) return Math.floor(Math.min(...midnights) / 1000);
+  // Midnight skipped: the date begins where the gap ends, the first second whose local date is the date (or after).
+  const reached = (atS: number) => {
+    const local = localTime(timeZone, atS * 1000);
+    return Date.UTC(local.year, local.month - 1, local.day) >= wallMs;
+  };
+  let before = Math.floor((wallMs - MIDNIGHT_WINDOW_MS - HOUR_MS) / 1000);
+  let after = Math.floor((wallMs + MIDNIGHT_WINDOW_MS + HOUR_MS) / 1000);
+  while (after - before > 1) {
+    const middle = Math.floor((before + after) / 2);
+    if (reached(middle)) after = middle;
+    else before = middle;
+  }
+  return after;
 }
 
 /** A calendar date moved by whole days (month and year boundaries included). */

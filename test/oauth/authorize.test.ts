@@ -159,7 +159,7 @@ describe('GET /oauth/authorize on success', () => {
 
   it('refuses a redirect URI with port 0 that a client registered before registration refused it: the unregistered-URI page, never a 5xx', async () => {
     const legacy = await newClient(url, ['http://127.0.0.1:9/legacy']);
-    await world.gw.gateway.db.query('UPDATE oauth_clients SET redirect_uris = $2 WHERE id = $1', [legacy, ['http://127.0.0.1:0/legacy']]);
+    await world.gw.gateway.db.query('UPDATE oauth_clients SET redirect_uris = $2 WHERE id = $1', [legacy, JSON.stringify(['http://127.0.0.1:0/legacy'])]);
     const res = await authorizeRaw(url, authorizeQuery(valid({ client_id: legacy, redirect_uri: 'http://127.0.0.1:0/legacy' })));
     expect([res.status, res.location]).toEqual([400, null]);
     expect(res.html).toContain('data-error="invalid_redirect_uri"');

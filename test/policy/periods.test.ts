@@ -113,6 +113,19 @@ describe('total', () => {
   });
 });
 
+describe('where midnight repeats', () => {
+  // Tunis, 24 September 1977: at 01:00 (+02) clocks went back to 00:00 (+01), so midnight came at 22:00Z and again at
+  // 23:00Z. The day began at the first; it began at the second, and the hour between was in no period (found by a
+  // walk over every zone's changes from 1970 to 2040).
+  it('begins the day at the first midnight, and the hour between the two is in it', () => {
+    const day24 = { startS: s('1977-09-23T22:00:00Z'), resetsAtS: s('1977-09-24T23:00:00Z') };
+    for (const atS of [s('1977-09-23T22:30:00Z'), s('1977-09-23T22:59:59Z'), s('1977-09-23T23:00:00Z'), s('1977-09-23T22:00:00Z')]) {
+      expect(periodOf('day', 'Africa/Tunis', atS), new Date(atS * 1000).toISOString()).toEqual(day24);
+    }
+    expect(periodOf('day', 'Africa/Tunis', s('1977-09-23T21:59:59Z')).resetsAtS).toBe(day24.startS);
+  });
+});
+
 describe('where clocks go back across midnight', () => {
   // St. John's, 29 October 1995: at 00:01 NDT (02:31Z) clocks went back to 23:01 NST on the 28th, so for an hour the
   // 28th reads again after the 29th began at 02:30Z (found by the property below: that instant was in no period).
