@@ -70,7 +70,8 @@ async function bringUp(config: Config, db: Database, log: Logger, signal: AbortS
       await app.ready();
       return { app, gateway };
     } catch (error) {
-      if (!isStorageUnavailable(error)) throw error;
+      // Connection settings the server refuses (no such database or role) no retry cures: said at once, exit 2.
+      if (!isStorageUnavailable(error) || connectionSettingsRefusal(error) !== undefined) throw error;
       const retryInMs = startRetryDelayMs(attempt, config.db.startRetryMaxMs);
       log.info({ attempt, retryInMs, reason: (error as Error).message }, `waiting for the database; next attempt in ${retryInMs} ms`);
       await sleepUnlessAborted(retryInMs, signal);

@@ -46,6 +46,8 @@ const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE
  */
 const DRIVER_MESSAGES = [
   /^Connection terminated/,
+  // A plain client's (not the pool's) connect timeout: the migrations' own session at start-up.
+  /^timeout expired$/,
   /^cannot execute .+ (in a read-only transaction|during recovery)$/,
   /^Query read timeout$/,
   /is not queryable$/,
@@ -87,6 +89,10 @@ export function storageFailureKind(error: unknown): StorageFailureKind | undefin
   const code = codeOf(error);
   if (TIMEOUT_SQLSTATES.has(code)) return 'timeout';
   if (UNREACHABLE_SQLSTATES.has(code) || code.startsWith('08') || NETWORK_CODES.has(code)) return 'unreachable';
+  // The database or the role gone, or the password changed, while the gateway runs: no request is at fault, and
+  // what cures it (recreating it, a new DATABASE_URL) is the operator's, as for a server that went away. At
+  // start-up the same refusal is not retried (connectionSettingsRefusal): it is said in one line, exit 2.
+  if (code === '3D000' || code.startsWith('28')) return 'unreachable';
   // An aborted embedded engine (PGlite's WebAssembly) answers nothing until the process restarts.
   if (error instanceof WebAssembly.RuntimeError) return 'unreachable';
   const message = error instanceof Error ? error.message : '';

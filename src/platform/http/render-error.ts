@@ -104,7 +104,7 @@ export function toApiError(error: FastifyError): ApiError {
   if (isStorageUnavailable(error)) {
     return new ApiError('storage_unavailable', { detail: 'the database is unavailable or did not answer in time; retry shortly' });
   }
-  return new ApiError('internal_error', { detail: 'an unexpected error occurred; it has been logged with this request id' });
+  return new ApiError('internal_error', { detail: 'an unexpected error occurred; it has been logged under the request id this answer carries in X-Request-Id' });
 }
 
 const OAUTH_CODE_FOR: Partial<Record<string, OAuthErrorCode>> = {

@@ -22,10 +22,12 @@ function captureLog() {
 
 describe('storage failure classification', () => {
   it('calls connection-level failures unreachable, statement and lock timeouts timeout, and leaves ordinary errors alone', () => {
-    for (const code of ['57P01', '57P02', '57P03', '53300', '08006', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND']) {
+    // 3D000 and class 28: the database or role dropped, or the password changed, while the gateway runs (found from
+    // outside: every request answered 500 with a stack while /readyz said 503).
+    for (const code of ['57P01', '57P02', '57P03', '53300', '08006', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', '3D000', '28000', '28P01']) {
       expect(storageFailureKind(withCode(code)), code).toBe('unreachable');
     }
-    for (const message of ['cannot execute INSERT in a read-only transaction', 'cannot execute nextval() in a read-only transaction', 'cannot execute CREATE TABLE during recovery', 'Connection terminated unexpectedly', 'Connection terminated due to connection timeout', 'Query read timeout', 'Client has encountered a connection error and is not queryable', 'PGlite is closed']) {
+    for (const message of ['cannot execute INSERT in a read-only transaction', 'cannot execute nextval() in a read-only transaction', 'cannot execute CREATE TABLE during recovery', 'Connection terminated unexpectedly', 'Connection terminated due to connection timeout', 'timeout expired', 'Query read timeout', 'Client has encountered a connection error and is not queryable', 'PGlite is closed']) {
       expect(storageFailureKind(new Error(message)), message).toBe('unreachable');
     }
     expect(storageFailureKind(withCode('57014', 'canceling statement due to statement timeout'))).toBe('timeout');
@@ -133,6 +135,8 @@ describe('drivers', () => {
       const startedMs = Date.now();
       await expect(db.transaction((tx) => tx.query('SELECT 1'))).rejects.toBeInstanceOf(StorageUnavailableError);
       expect(Date.now() - startedMs).toBeLessThan(2000);
+      // The migrations' own session too, so that start-up waits and retries (found from outside: exit 1 at once).
+      await expect(db.withAdvisoryLock(1, async () => 1)).rejects.toBeInstanceOf(StorageUnavailableError);
     } finally {
       await db.close();
       for (const socket of sockets) socket.destroy();
@@ -159,6 +163,23 @@ describe('drivers', () => {
         await created.drop();
       }
     }
+
+    it('a database dropped while in use (3D000 on every new connection) fails each call with StorageUnavailableError (found from outside: 500 with a stack)', async () => {
+      const created = await createPostgresDatabase();
+      const db = openPostgres(created.url, { timeouts: DEFAULT_DATABASE_TIMEOUTS });
+      try {
+        await db.query('SELECT 1');
+        await created.drop();
+        for (let i = 0; i < 3; i++) {
+          const failure = await db.transaction((tx) => tx.query('SELECT 1')).catch((error: unknown) => error);
+          expect(failure).toBeInstanceOf(StorageUnavailableError);
+          expect((failure as StorageUnavailableError).kind).toBe('unreachable');
+        }
+      } finally {
+        await db.close();
+        await created.drop();
+      }
+    });
 
     it('a connection terminated inside a transaction (57P01) fails it with StorageUnavailableError, and its client is never reused', async () => {
       await withDatabase({}, async (db) => {
