@@ -44,6 +44,13 @@ export const OWNER_EVENT_TYPES = [
  */
 export const UNDELIVERED_EVENT_TYPES: readonly string[] = ['webhook.disabled'] satisfies EventType[];
 
+/**
+ * Types whose deliveries are claimed before the other due ones of their endpoint (migration 0038): a merchant that
+ * verifies vouchers offline must hear of a revocation before anything else, and a freeze that releases many holds
+ * writes a `redemption.released` per hold first (it reached the merchant after all of them, found from outside).
+ */
+export const URGENT_EVENT_TYPES: readonly string[] = ['voucher.revoked'] satisfies EventType[];
+
 /** Whether an event of this type may be delivered to a webhook (see UNDELIVERED_EVENT_TYPES). */
 export function isDeliverable(type: string): boolean {
   return !UNDELIVERED_EVENT_TYPES.includes(type);
@@ -130,8 +137,9 @@ export function eventsPart(events: readonly EventToEmit[], nowMs: number, firstP
        INSERT INTO events (id, merchant_id, owner_id, type, payload, created_at_s)
        SELECT id, merchant_id, owner_id, type, payload, ${p(7)}::bigint FROM event_in ORDER BY position RETURNING id
      ), event_delivery AS (
-       INSERT INTO webhook_deliveries (id, event_id, merchant_id, owner_id, state, next_attempt_at_ms, created_at_s, traceparent)
-       SELECT e.delivery_id, event_row.id, e.merchant_id, e.owner_id, 'pending', ${p(8)}::bigint, ${p(7)}::bigint, e.traceparent
+       INSERT INTO webhook_deliveries (id, event_id, merchant_id, owner_id, state, next_attempt_at_ms, created_at_s, traceparent, urgent)
+       SELECT e.delivery_id, event_row.id, e.merchant_id, e.owner_id, 'pending', ${p(8)}::bigint, ${p(7)}::bigint, e.traceparent,
+              e.type IN (${URGENT_EVENT_TYPES.map((type) => `'${type}'`).join(', ')})
          FROM event_row JOIN event_in e ON e.id = event_row.id
          JOIN webhook_endpoints w ON w.account_id = COALESCE(e.merchant_id, e.owner_id) AND w.enabled
         WHERE e.delivery_id IS NOT NULL

@@ -2,7 +2,7 @@
 // takes a Tx.
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { refuseUnknownCursor } from '../platform/db/paging.ts';
-import { UNDELIVERED_EVENT_TYPES } from './outbox.ts';
+import { UNDELIVERED_EVENT_TYPES, URGENT_EVENT_TYPES } from './outbox.ts';
 
 export interface EndpointRow {
   /** The merchant's id or the owner's id: the endpoint's key (exactly one of merchant_id and owner_id is set). */
@@ -192,13 +192,13 @@ export async function updateEndpoint(
  */
 export async function queueEventsSince(db: Queryable, merchantId: string, sinceS: bigint, nowMs: number, nowS: bigint): Promise<number> {
   const result = await db.query(
-    `INSERT INTO webhook_deliveries (id, event_id, merchant_id, state, next_attempt_at_ms, created_at_s)
-     SELECT 'whd_' || replace(ev.id, 'evt_', ''), ev.id, ev.merchant_id, 'pending', $3, $4
+    `INSERT INTO webhook_deliveries (id, event_id, merchant_id, state, next_attempt_at_ms, created_at_s, urgent)
+     SELECT 'whd_' || replace(ev.id, 'evt_', ''), ev.id, ev.merchant_id, 'pending', $3, $4, ev.type IN (SELECT jsonb_array_elements_text($6::jsonb))
        FROM events ev
       WHERE ev.merchant_id = $1 AND ev.created_at_s >= $2
         AND ev.type NOT IN (SELECT jsonb_array_elements_text($5::jsonb))
      ON CONFLICT (event_id) DO NOTHING`,
-    [merchantId, sinceS, nowMs, nowS, JSON.stringify(UNDELIVERED_EVENT_TYPES)],
+    [merchantId, sinceS, nowMs, nowS, JSON.stringify(UNDELIVERED_EVENT_TYPES), JSON.stringify(URGENT_EVENT_TYPES)],
   );
   return result.rowCount ?? 0;
 }
@@ -277,8 +277,8 @@ export async function claimDueDeliveries(
         WHERE state = 'pending' AND locked_until_ms > $1::bigint GROUP BY account_id
      ),
      ranked AS (
-       SELECT d.id, d.next_attempt_at_ms, d.seq, e.consecutive_failures > 0 AS failing,
-              row_number() OVER (PARTITION BY d.account_id ORDER BY d.next_attempt_at_ms, d.seq) + COALESCE(b.n, 0) AS slot
+       SELECT d.id, d.next_attempt_at_ms, d.seq, d.urgent, e.consecutive_failures > 0 AS failing,
+              row_number() OVER (PARTITION BY d.account_id ORDER BY d.urgent DESC, d.next_attempt_at_ms, d.seq) + COALESCE(b.n, 0) AS slot
          FROM webhook_deliveries d
          JOIN webhook_endpoints e ON e.account_id = d.account_id
          LEFT JOIN busy b ON b.account_id = d.account_id
@@ -286,14 +286,14 @@ export async function claimDueDeliveries(
           AND e.enabled AND e.circuit_open_until_ms <= $1::bigint
      ),
      eligible AS (
-       SELECT r.id, r.next_attempt_at_ms, r.failing,
-              row_number() OVER (PARTITION BY r.failing ORDER BY r.next_attempt_at_ms, r.seq) AS failing_rank
+       SELECT r.id, r.next_attempt_at_ms, r.urgent, r.failing,
+              row_number() OVER (PARTITION BY r.failing ORDER BY r.urgent DESC, r.next_attempt_at_ms, r.seq) AS failing_rank
          FROM ranked r WHERE r.slot <= $5
      ),
      due AS (
        SELECT d.id, d.claim_token AS previous_token FROM webhook_deliveries d JOIN eligible r ON r.id = d.id
         WHERE (NOT r.failing OR r.failing_rank <= $6) AND d.state = 'pending' AND d.locked_until_ms <= $1::bigint
-        ORDER BY r.next_attempt_at_ms
+        ORDER BY r.urgent DESC, r.next_attempt_at_ms
         LIMIT $2
         FOR UPDATE OF d SKIP LOCKED
      ),

@@ -8,6 +8,7 @@ import { configureWebhook, markVerified, registerMerchant, startHookTarget, uniq
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
 import { expectLedgerInvariants } from '../support/ledger-invariants.ts';
 import { startWorld, type World } from '../support/world.ts';
+import { ENDPOINT_CONCURRENCY_MAX } from '../../src/events/worker.ts';
 
 let target: HookTarget;
 let world: World;
@@ -150,6 +151,15 @@ describe('a freeze with releaseHolds', () => {
     expect(byId.get(merchantB.id)).toMatchObject({ webhook: 'pending', lastAttemptAt: null });
     expect(byId.get(shopC.merchantId)).toMatchObject({ webhook: 'none', lastAttemptAt: null });
     for (const m of merchants) expect(m.eventId).toMatch(/^evt_/);
+  });
+
+  it('sends voucher.revoked ahead of every other event waiting for the endpoint: in the worker\'s first pass (found from outside: it came after a redemption.released per hold, seconds later)', async () => {
+    // Merchant A's endpoint has eight deliveries due (three holds, a capture, two releases, the revocation), more than
+    // one pass takes of an endpoint; written last, the revocation was claimed last.
+    const due = await world.gw.gateway.db.query<{ n: bigint }>('SELECT count(*) AS n FROM webhook_deliveries WHERE merchant_id = $1 AND state = $2', [merchantA.id, 'pending']);
+    expect(Number(due.rows[0]!.n)).toBeGreaterThan(ENDPOINT_CONCURRENCY_MAX);
+    await world.gw.services.webhookWorker.runOnce();
+    expect(revokedEvents().map((e) => e.merchantId).sort()).toEqual(sorted([merchantA.id, merchantB.id]));
   });
 
   it("sends each merchant one signed voucher.revoked with exactly its holds, and the report then says delivered", async () => {

@@ -4,7 +4,7 @@
 // (its `exp` when known, else the longest a voucher can live, counted from the revocation), and a hard cap
 // on entries drops the one whose voucher expires soonest.
 import { VerificationError } from './errors.js';
-import type { VoucherRevocation, WebhookEvent } from './types.js';
+import type { Redemption, VoucherRevocation, WebhookEvent } from './types.js';
 
 /** The longest a voucher can live: the gateway's longest hold lifetime (7 days). */
 export const VOUCHER_LIFETIME_S_MAX_DEFAULT = 7 * 86_400;
@@ -114,10 +114,20 @@ export class RevocationSet {
 
   /**
    * Takes a verified webhook event (`verifyWebhook`'s result): a `voucher.revoked` adds its hold ids and
-   * returns them; any other event returns []. Throws `VerificationError('invalid_webhook')` for a
-   * `voucher.revoked` event without a well-formed `data.revocation`.
+   * returns them; a `redemption.released` whose redemption carries a `revocation` (released by the kill switch)
+   * adds that hold and returns it, so the set holds it whichever of the two events arrives first; any other event
+   * returns []. Throws `VerificationError('invalid_webhook')` for a `voucher.revoked` event without a well-formed
+   * `data.revocation`.
    */
   applyEvent(event: WebhookEvent): string[] {
+    if (event.type === 'redemption.released') {
+      // Read as untrusted JSON: a signed event of another gateway version may lack a member.
+      const redemption: Partial<Redemption> | undefined = event.data?.redemption;
+      const revokedAt = redemption?.revocation?.revokedAt;
+      if (typeof redemption?.id !== 'string' || redemption.id.length === 0 || !Number.isInteger(revokedAt)) return [];
+      this.add(redemption.id, { revokedAt, ...(Number.isInteger(redemption.expiresAt) ? { expiresAt: redemption.expiresAt } : {}) });
+      return [redemption.id];
+    }
     if (event.type !== 'voucher.revoked') return [];
     const revocation = event.data?.revocation;
     if (!isRevocation(revocation)) throw new VerificationError('invalid_webhook', `the voucher.revoked event ${event.id} has no well-formed data.revocation`);

@@ -36,6 +36,8 @@ export interface Redemption {
   /** Signed capture receipt (compact JWS); null unless captured. */
   captureReceipt: string | null;
   allocations: Array<{ lotId: string; amountUc: string }>;
+  /** Set when the kill switch released the hold (its voucher revoked: `agent_frozen` or `agent_retired`); null otherwise. */
+  revocation?: { revokedAt: number; reason: string } | null;
 }
 
 export interface RefundResult {

@@ -263,6 +263,25 @@ describe.skipIf(onPostgres())('revocations in the merchant SDK', () => {
       expect(sdk.revocations.size).toBe(2);
     });
 
+    it('adds the hold of a redemption.released the kill switch made (its revocation set), so it is refused whichever event comes first; a release without one adds nothing', async () => {
+      const sdk = client();
+      const token = await voucher('hold_released_1');
+      const nowS = Math.floor(Date.now() / 1000);
+      const released = (id: string, revocation: unknown) => ({
+        id: `evt_${id}`,
+        type: 'redemption.released',
+        createdAt: nowS,
+        merchantId: MERCHANT_ID,
+        data: { redemption: { id, state: 'released', expiresAt: nowS + 600, revocation } },
+      });
+      const byKillSwitch = delivery(released('hold_released_1', { revokedAt: nowS, reason: 'agent_frozen' }));
+      expect(sdk.revocations.applyEvent(sdk.handleWebhook(WEBHOOK_SECRET, byKillSwitch.headers, byKillSwitch.body))).toEqual(['hold_released_1']);
+      expect((await refusal(sdk.verifyVoucher(token))).code).toBe('voucher_revoked');
+      const byMerchant = delivery(released('hold_released_2', null));
+      expect(sdk.revocations.applyEvent(sdk.handleWebhook(WEBHOOK_SECRET, byMerchant.headers, byMerchant.body))).toEqual([]);
+      expect(sdk.revocations.has('hold_released_2')).toBe(false);
+    });
+
     it('returns other events without adding anything, and refuses a forged or malformed revocation without adding it', () => {
       const sdk = client();
       const captured = { id: 'evt_captured', type: 'redemption.captured', createdAt: Math.floor(Date.now() / 1000), merchantId: MERCHANT_ID, data: { redemption: { id: 'hold_x' } } };
