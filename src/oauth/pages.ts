@@ -5,6 +5,7 @@
 import { escapeHtml } from '../platform/http/pages.ts';
 import { REMEMBERED_CONSENT_LIFETIME_S } from './limits.ts';
 import type { ConsentView, ProviderOption } from './consent.ts';
+import { CONSOLE_CLIENT_ID } from './console-client.ts';
 import type { IdentityProviderChoice } from './scopes.ts';
 
 const STYLE = `body{font-family:system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1f2328}
@@ -93,12 +94,15 @@ const CONSENT_SCRIPT = `(() => {
 export function consentPage(nonce: string, view: ConsentView): string {
   const name = view.clientName ? escapeHtml(view.clientName) : 'An unnamed application';
   const returnTo = new URL(view.redirectUri);
+  // A registered client's name is its developer's word (RFC 7591 §5): the page says so, and where it returns you to.
+  const firstParty = view.clientId === CONSOLE_CLIENT_ID;
   return page(
     nonce,
     'Authorize application',
     `<div id="consent" data-request-id="${escapeHtml(view.requestId)}" data-consent-token="${escapeHtml(view.consentToken)}" data-select="${escapeHtml(view.selectUrl)}">
-<h1><strong>${name}</strong> wants access to the Agent Credit Gateway</h1>
-<p>It will receive a 10-minute access token for <code>${escapeHtml(view.resource)}</code> and return you to
+<h1><strong>${name}</strong>${firstParty ? '' : ` at <strong>${escapeHtml(returnTo.host)}</strong>`} wants access to the Agent Credit Gateway</h1>
+${firstParty ? '' : `<p><strong>An application registered by its own developer</strong>, not part of this gateway: the gateway does not vouch for its name.</p>
+`}<p>It will receive a 10-minute access token for <code>${escapeHtml(view.resource)}</code> and return you to
 <code>${escapeHtml(`${returnTo.protocol}//${returnTo.host}`)}</code>.</p>
 <p class="muted">Client id <code>${escapeHtml(view.clientId)}</code>. Only continue if you started this from that application.</p>
 <p class="muted" id="remembered">Your consent is remembered in this browser for ${REMEMBERED_CONSENT_LIFETIME_S / 3600} hours: this application

@@ -79,7 +79,23 @@ function clientName(value: unknown): string | null {
   if (CONTROL_CHARACTERS.test(value)) throw invalidClientMetadata('client_name must not contain control characters');
   // The consent page shows it as who asks for access: a name that shows nothing would read as nobody.
   if (!VISIBLE_CHARACTER.test(value)) throw invalidClientMetadata('client_name must hold a visible character, not only white space or invisible characters');
+  // The consent page names the client as who asks for access: a registered client named after the gateway reads as
+  // its own console, and the owner's consent gives an owner token to whoever registered it (found from outside).
+  if (namesTheGateway(value)) throw invalidClientMetadata(`client_name must not name the gateway itself ("${GATEWAY_NAME}"): the consent page would read as the gateway's own`);
   return value;
+}
+
+/** The gateway's name, reserved: no registered client may call itself by it. */
+const GATEWAY_NAME = 'Agent Credit Gateway';
+const GATEWAY_NAME_LETTERS = lettersOf(GATEWAY_NAME);
+
+/** Letters and digits only, in one case and compatibility form: `ＡＧＥＮＴ-credit_gateway` is `agentcreditgateway`. */
+function lettersOf(text: string): string {
+  return text.normalize('NFKC').toLowerCase().replace(/[^\p{L}\p{N}]/gu, '');
+}
+
+function namesTheGateway(name: string): boolean {
+  return lettersOf(name).includes(GATEWAY_NAME_LETTERS);
 }
 
 function scope(value: unknown): string | null {

@@ -74,6 +74,9 @@ describe("the console's page", () => {
   it('is at least as strict as the consent page: every directive the consent page sets, no inline allowance the consent page has', async () => {
     const pkce = pkcePair();
     const pending = await startConsent(url, { client_id: CONSOLE_CLIENT_ID, redirect_uri: callback, code_challenge: pkce.challenge, resource: url, scope: 'svc:owner' });
+    // The gateway's own client: its page is not marked as a developer's application.
+    expect(pending.html).toContain('<h1><strong>Agent Credit Gateway console</strong> wants access');
+    expect(pending.html).not.toContain('registered by its own developer');
     const consent = await fetch(`${url}/oauth/consent?request_id=${pending.requestId}`, { headers: { cookie: pending.cookie } });
     const consentPolicy = directives(consent.headers.get('content-security-policy')!);
     const consolePolicy = directives((await shell()).headers.get('content-security-policy')!);

@@ -199,6 +199,12 @@ describe('the consent page', () => {
     expect(pending.html).toContain('&#60;img src=x onerror=alert(1)&#62;');
   });
 
+  it("says a registered client is its developer's, not the gateway's, and names where it returns you in the heading (found from outside: a client named as the console got the console's page)", async () => {
+    const pending = await startConsent(url, valid());
+    expect(pending.html).toMatch(/<h1><strong>[^<]*<\/strong> at <strong>127\.0\.0\.1:9<\/strong> wants access/);
+    expect(pending.html).toContain('An application registered by its own developer');
+  });
+
   it('offers only the provider that can grant the requested scope', async () => {
     const pending = await startConsent(url, valid({ scope: 'svc:agent' }));
     expect(pending.html).toContain('data-provider="agent"');

@@ -116,6 +116,9 @@ describe('POST /oauth/register refuses', () => {
     ['a client_name of invisible characters alone', { ...good, client_name: '\u3164\u200b\u2800' }, 'invalid_client_metadata'],
     ['control characters in client_name', { ...good, client_name: 'a\u0007b' }, 'invalid_client_metadata'],
     ['a NUL or a bidi override in client_name', { ...good, client_name: 'a\u0000b\u202e' }, 'invalid_client_metadata'],
+    // The consent page would read as the gateway's own console (found from outside: a phishing client got an owner token).
+    ['the console\'s own name', { ...good, client_name: 'Agent Credit Gateway console' }, 'invalid_client_metadata'],
+    ['the gateway\'s name in other case, spacing and width', { ...good, client_name: 'ＡＧＥＮＴ credit-gateway (official)' }, 'invalid_client_metadata'],
     ['a non-string client_name', { ...good, client_name: 7 }, 'invalid_client_metadata'],
     ['client_secret_basic', { ...good, token_endpoint_auth_method: 'client_secret_basic' }, 'invalid_client_metadata'],
     ['private_key_jwt', { ...good, token_endpoint_auth_method: 'private_key_jwt' }, 'invalid_client_metadata'],
