@@ -105,6 +105,8 @@ export class WebhookWorker {
   /** Of those, the attempts to endpoints whose last attempt failed (FAILING_CONCURRENCY_MAX at most). */
   private failingInFlight = 0;
   private heartbeat: NodeJS.Timeout | undefined;
+  /** Claims that took all they could: when the last of their attempts ends, the worker claims again at once. */
+  private readonly full = new Set<string>();
   private wake: { timer: NodeJS.Timeout; atMs: number } | undefined;
   /** Set by the scheduled pass: only then does the worker set its own timer for a retry due before the next poll. */
   private background = false;
@@ -160,6 +162,12 @@ export class WebhookWorker {
       }),
     );
     if (claimed.length === 0) return [];
+    // A claim that took all it could (its limit, or an endpoint's share) may have left due deliveries behind: the
+    // worker claims again once its attempts end, not at the next poll. Each endpoint took at most four a second per
+    // instance, so a merchant with more events than that fell behind for good (found from outside).
+    const perAccount = new Map<string, number>();
+    for (const row of claimed) perAccount.set(row.account_id, (perAccount.get(row.account_id) ?? 0) + 1);
+    if (claimed.length >= limit || [...perAccount.values()].some((n) => n >= ENDPOINT_CONCURRENCY_MAX)) this.full.add(token);
     this.claims.set(token, claimed.length);
     this.inFlight += claimed.length;
     this.failingInFlight += claimed.filter((row) => row.failing).length;
@@ -171,8 +179,12 @@ export class WebhookWorker {
     this.inFlight -= 1;
     if (failing) this.failingInFlight -= 1;
     const left = (this.claims.get(token) ?? 1) - 1;
-    if (left > 0) this.claims.set(token, left);
-    else this.claims.delete(token);
+    if (left > 0) {
+      this.claims.set(token, left);
+    } else {
+      this.claims.delete(token);
+      if (this.full.delete(token)) this.wakeAt(this.options.clock.nowMs());
+    }
     if (this.claims.size === 0) {
       clearInterval(this.heartbeat);
       this.heartbeat = undefined;

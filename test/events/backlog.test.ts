@@ -1,0 +1,45 @@
+// An endpoint with more due deliveries than one pass takes of it (ENDPOINT_CONCURRENCY_MAX): the worker claims again
+// as soon as a full claim's attempts end, not at the next poll (found from outside: four a second per instance, so a
+// merchant with more events than that fell behind for good, and a kill switch's revocation waited behind them).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { emitEvent } from '../../src/events/outbox.ts';
+import { ENDPOINT_CONCURRENCY_MAX } from '../../src/events/worker.ts';
+import { configureWebhook, markVerified, registerMerchant, startHookTarget, uniqueKey, type HookTarget } from '../support/merchants.ts';
+import { waitFor } from '../support/wait.ts';
+import { startWorld, type World } from '../support/world.ts';
+
+let target: HookTarget;
+let world: World;
+
+beforeAll(async () => {
+  target = await startHookTarget({ nowS: () => world.gw.clock.nowS() });
+  world = await startWorld({ env: { ACG_OUTBOUND_CA_FILE: target.caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true' }, outbound: target.outbound });
+});
+afterAll(async () => {
+  await world?.close();
+  await target?.close();
+});
+
+describe('a backlog for one endpoint', () => {
+  it('is delivered whole after one scheduled pass: each full claim is followed by the next as soon as its attempts end', async () => {
+    const owner = await world.humanToken('backlog-owner@example.com');
+    const { merchant } = await registerMerchant(world, owner);
+    await markVerified(world, merchant.id);
+    const hook = await configureWebhook(world, owner, merchant.id);
+    expect(hook.status).toBe(200);
+    target.receiver.useSecret(hook.body.webhookSecret);
+    const events = 3 * ENDPOINT_CONCURRENCY_MAX + 1;
+    for (let i = 0; i < events; i++) {
+      await world.gw.gateway.db.transaction((tx) =>
+        emitEvent(tx, { merchantId: merchant.id, type: 'redemption.held', data: { redemption: { id: `red_${uniqueKey()}` } }, nowMs: world.gw.clock.nowMs() }),
+      );
+    }
+    const pending = async () =>
+      Number((await world.gw.gateway.db.query<{ n: bigint }>(`SELECT count(*) AS n FROM webhook_deliveries WHERE merchant_id = $1 AND state = 'pending'`, [merchant.id])).rows[0]!.n);
+    expect(await pending()).toBe(events);
+    // The one scheduled pass: no poll follows it in this test (the world runs no background work).
+    await world.gw.services.webhookWorker.pass();
+    await waitFor(async () => ((await pending()) === 0 ? true : undefined), { what: 'every delivery of the backlog to be made', timeoutMs: 10_000 });
+    expect(target.receiver.received.length).toBe(events);
+  });
+});
