@@ -135,7 +135,7 @@ export interface Prerequisites {
   missing: string;
 }
 
-function findExecutable(name: string): string | undefined {
+export function findExecutable(name: string): string | undefined {
   const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin', '/usr/bin', '/sbin', '/usr/local/sbin', '/usr/local/bin'];
   for (const dir of dirs) {
     if (!dir) continue;
