@@ -178,6 +178,31 @@ describe('acg serve with connection settings PostgreSQL refuses', () => {
   }, 60_000);
 });
 
+describe('acg serve asked for TLS by a server without it', () => {
+  // A server that answers PostgreSQL's SSLRequest with 'N', as one without TLS does; DATABASE_URL asks sslmode=require.
+  it.skipIf(onPostgres())('says so in one line naming sslmode, no stack trace, and exits 2 (found from outside: a crash, exit 1)', async () => {
+    const server = createServer((socket) => socket.once('data', () => socket.write('N')));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as { port: number }).port;
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-no-tls-'));
+    try {
+      const env = { ...process.env, PORT: '0', ACG_DATA_DIR: dataDir, DATABASE_URL: `postgres://acg@127.0.0.1:${port}/acg?sslmode=require`, ACG_BASE_URL: '', LOG_LEVEL: 'silent', NODE_NO_WARNINGS: '1' };
+      const result = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        execFile(process.execPath, [path.resolve('bin/acg.js'), 'serve'], { env, timeout: 60_000 }, (error, _stdout, stderr) =>
+          resolve({ code: error ? (error as { code?: number }).code ?? null : 0, stderr }),
+        );
+      });
+      expect(result.code).toBe(2);
+      expect(result.stderr.split('\n').filter((line) => line !== '' && !line.startsWith('acg: dist/'))).toEqual([
+        'cannot open the database: the server does not support SSL connections (check sslmode in DATABASE_URL)',
+      ]);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+      await new Promise((resolve) => server.close(resolve));
+    }
+  }, 60_000);
+});
+
 describe('acg serve with an ACG_DATA_DIR it cannot use', () => {
   it.skipIf(onPostgres())('says so in one line naming the setting, no stack trace, and exits 2 (found from outside: a crash)', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'acg-data-file-'));

@@ -180,14 +180,16 @@ export class OutageTracker {
 }
 
 /**
- * A server's refusal of the connection settings themselves, which no retry cures: no such database (3D000), or
- * the role or its password refused (class 28). At start-up `acg serve` says it in one line and exits 2, as every
+ * A server's refusal of the connection settings themselves, which no retry cures: no such database (3D000), the
+ * role or its password refused (class 28), or TLS asked of a server without it. At start-up `acg serve` says it in one line and exits 2, as every
  * other `acg` command and a bad setting do, rather than as a crash with the driver's stack.
  */
 export function connectionSettingsRefusal(error: unknown): string | undefined {
   for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
     const code = codeOf(current);
     if (code === '3D000' || code.startsWith('28')) return `cannot open the database: ${current.message} (SQLSTATE ${code}; check DATABASE_URL)`;
+    // sslmode=require (or verify-*) against a server without TLS: the driver's words, no code (found from outside: a stack, exit 1).
+    if (current.message === 'The server does not support SSL connections') return 'cannot open the database: the server does not support SSL connections (check sslmode in DATABASE_URL)';
   }
   return undefined;
 }
