@@ -43,7 +43,8 @@ function answerUnavailable(baseUrl: string, request: IncomingMessage, response: 
   const startedMs = performance.now();
   response.setHeader('x-request-id', reqId);
   response.once('finish', () => {
-    const fields = { reqId, req: { method: request.method, path, remoteAddress: request.socket.remoteAddress }, res: { statusCode: response.statusCode }, responseTime: performance.now() - startedMs };
+    // `req` as the logger's serializer reads a request (its url and ip), which it turns into the path and address.
+    const fields = { reqId, req: { method: request.method, url: path, ip: request.socket.remoteAddress }, res: { statusCode: response.statusCode }, responseTime: performance.now() - startedMs };
     if (response.statusCode < 400) log.info(fields, 'request completed');
     else log.warn({ ...fields, code: 'storage_unavailable' }, detail);
   });

@@ -4,6 +4,7 @@ import { connect } from 'node:net';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { openFrontDoor, type FrontDoor } from '../../../src/platform/http/front-door.ts';
+import { createLogger } from '../../../src/platform/gateway.ts';
 import { waitFor } from '../../support/wait.ts';
 
 const config = { host: '127.0.0.1', port: 0, baseUrl: 'http://gateway.test', requestTimeoutMs: 30_000 };
@@ -43,7 +44,8 @@ describe('the front door of acg serve', () => {
 
   it("keeps the caller's request id and writes one log line per answer before the app is ready (found from outside: a random id, no line)", async () => {
     const lines: Array<Record<string, unknown>> = [];
-    const captured = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) });
+    // The gateway's own logger, whose serializers shape `req` (found from outside: they made the path "" and dropped the address).
+    const captured = createLogger({ logLevel: 'info' }, { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) });
     const door = await openFrontDoor(config, captured);
     try {
       const refused = await fetch(`${door.url}/v1/me`, { headers: { 'x-request-id': 'caller-id-1' } });
@@ -54,7 +56,7 @@ describe('the front door of acg serve', () => {
       const odd = await fetch(`${door.url}/healthz`, { headers: { 'x-request-id': 'has space' } });
       expect(odd.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
       await waitFor(() => lines.length, { until: (n) => n >= 3, what: 'three log lines' });
-      expect(lines[0]).toMatchObject({ level: 40, reqId: 'caller-id-1', req: { method: 'GET', path: '/v1/me' }, res: { statusCode: 503 }, code: 'storage_unavailable' });
+      expect(lines[0]).toMatchObject({ level: 40, reqId: 'caller-id-1', req: { method: 'GET', path: '/v1/me', remoteAddress: '127.0.0.1' }, res: { statusCode: 503 }, code: 'storage_unavailable' });
       expect(lines[1]).toMatchObject({ level: 30, reqId: 'caller-id-2', req: { path: '/healthz' }, res: { statusCode: 200 }, msg: 'request completed' });
     } finally {
       await door.close();
