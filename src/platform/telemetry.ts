@@ -102,7 +102,22 @@ export function startSpan(name: string, options: SpanOptions): SpanRef | undefin
 }
 
 export function endSpan(span: SpanRef | undefined, failure?: unknown): void {
-  if (span) backend?.end(span, failure);
+  if (!span || !backend) return;
+  // A failure given as a message names its own error.type (the caller sets it); a thrown one is named here.
+  if (failure !== undefined && typeof failure !== 'string') backend.set(span, { 'error.type': errorTypeOf(failure) });
+  backend.end(span, failure);
+}
+
+/**
+ * What OpenTelemetry's `error.type` says of a thrown failure, in few values: an ApiError's code, else the code the
+ * error carries (a SQLSTATE, a socket's errno code), else its class's name (found from outside: failed database and
+ * operation spans had none).
+ */
+export function errorTypeOf(failure: unknown): string {
+  if (failure instanceof ApiError) return failure.code;
+  const code = (failure as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && code !== '') return code;
+  return failure instanceof Error ? failure.name : 'Error';
 }
 
 /**
@@ -138,7 +153,7 @@ export function endWithOutcome(span: SpanRef | undefined, error: unknown): void 
     backend.end(span);
     return;
   }
-  if (error instanceof ApiError) backend.set(span, { 'error.type': error.code });
+  backend.set(span, { 'error.type': errorTypeOf(error) });
   backend.end(span, error);
 }
 

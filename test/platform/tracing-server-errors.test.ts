@@ -1,10 +1,14 @@
 // OpenTelemetry's HTTP server conventions for an answer that fails: a 5xx sets the span's status to error AND its
 // `error.type` to the status code as text; an answer that never finished is `aborted` (found from outside: a 503's
 // span said it only through its status). The server spans come from `tracedRequests`, around any handler.
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tracedRequests } from '../../src/platform/http/tracing.ts';
+import { Batcher } from '../../src/platform/batcher.ts';
+import { StorageUnavailableError } from '../../src/platform/db/faults.ts';
+import { ApiError } from '../../src/platform/errors.ts';
+import { inSpan } from '../../src/platform/telemetry.ts';
 import { startTracedWorld, type TracedWorld } from '../support/traced-world.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -37,5 +41,45 @@ describe('server spans of failed answers', () => {
     expect(spanOf(500)!.attributes['error.type']).toBe('500');
     expect(spanOf(404)!.attributes['error.type']).toBeUndefined();
     expect(spanOf(200)!.attributes['error.type']).toBeUndefined();
+  });
+});
+
+// Found from outside: an unknown method's span was named `_OTHER`, failed statements and operations had no error.type
+// (nor the statement its SQLSTATE), and a batch whose transaction failed kept its status unset.
+describe('failed work in the conventions', () => {
+  it("names an unknown method's server span HTTP, with the method as sent in http.request.method_original", async () => {
+    await new Promise<void>((resolve, reject) => {
+      const request = httpRequest(`${url}/probe?status=200`, { method: 'PROPFIND' }, (response) => {
+        response.resume();
+        response.on('end', resolve);
+      });
+      request.on('error', reject);
+      request.end();
+    });
+    const span = await waitFor(() => traced.otlp.spans.find((s) => s.attributes['http.request.method_original'] === 'PROPFIND'), { what: 'the PROPFIND span', timeoutMs: 10_000 });
+    expect(span.name).toBe('HTTP');
+    expect(span.attributes['http.request.method']).toBe('_OTHER');
+  });
+
+  it('gives a failed statement its SQLSTATE as db.response.status_code and error.type', async () => {
+    await inSpan('probe statements', {}, async () => {
+      await expect(traced.world.gw.gateway.db.query('SELECT * FROM acg_no_such_table')).rejects.toThrow();
+    });
+    const span = await waitFor(() => traced.otlp.spans.find((s) => String(s.attributes['db.query.text']).includes('acg_no_such_table')), { what: 'the statement span', timeoutMs: 10_000 });
+    expect(span.attributes['db.response.status_code']).toBe('42P01');
+    expect(span.attributes['error.type']).toBe('42P01');
+    expect(span.status.code).toBe(2);
+  });
+
+  it('fails a batch span when an outcome failed for another reason than a refusal, and not for a refusal', async () => {
+    const outcomes = { failure: new StorageUnavailableError('unreachable', new Error('gone')), refusal: new ApiError('not_found', { detail: 'no such thing' }) };
+    for (const [name, error] of Object.entries(outcomes)) {
+      const batcher = new Batcher<number, number>(async (items) => items.map(() => ({ ok: false as const, error })), () => name, { batchSizeMax: 4, batchesInFlightMax: 1, queueLengthMax: 10, retryAfterS: 1 }, { name: `probe-${name}` });
+      await inSpan(`probe ${name}`, {}, () => expect(batcher.submit(1)).rejects.toBe(error));
+    }
+    const batchSpan = (name: string) => waitFor(() => traced.otlp.spans.find((s) => s.name.includes(`probe-${name}`)), { what: `the ${name} batch span`, timeoutMs: 10_000 });
+    const failed = await batchSpan('failure');
+    expect([failed.status.code, failed.attributes['error.type']]).toEqual([2, 'StorageUnavailableError']);
+    expect((await batchSpan('refusal')).status.code).not.toBe(2);
   });
 });

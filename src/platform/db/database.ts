@@ -1,6 +1,7 @@
 // One database interface, two drivers: PostgreSQL (`pg`) in production and PGlite (embedded
 // Postgres) as the zero-setup default. Both speak the same SQL; BIGINT always arrives as `bigint`.
 import { ApiError } from '../errors.ts';
+import { storageFailureOf } from './faults.ts';
 import { UC_MAX } from '../money.ts';
 import { activeSpan, endSpan, setSpanAttributes, startSpan, tracing, type SpanRef } from '../telemetry.ts';
 export interface QueryResult<R> {
@@ -213,5 +214,10 @@ export function statementSpan(driver: 'pg' | 'pglite', sql: string): SpanRef | u
 /** Ends a statement's span: the rows it returned, or its failure. */
 export function endStatementSpan(span: SpanRef, outcome: { rows: number } | { failure: unknown }): void {
   if ('rows' in outcome) setSpanAttributes(span, { 'db.response.returned_rows': outcome.rows });
+  else {
+    // The server's SQLSTATE, where it answered one (the database conventions' db.response.status_code).
+    const code = (storageFailureOf(outcome.failure)?.cause ?? outcome.failure) as { code?: unknown } | null;
+    if (typeof code?.code === 'string' && /^[0-9A-Z]{5}$/.test(code.code)) setSpanAttributes(span, { 'db.response.status_code': code.code });
+  }
   endSpan(span, 'failure' in outcome ? outcome.failure : undefined);
 }

@@ -22,12 +22,15 @@ const serverSpans = new WeakMap<IncomingMessage, SpanRef>();
 export function tracedRequests(handler: RequestHandler): RequestHandler {
   if (!tracing()) return handler;
   return (request, response) => {
-    const method = KNOWN_METHODS.has(request.method ?? '') ? request.method! : '_OTHER';
-    const span = startSpan(method, {
+    const known = KNOWN_METHODS.has(request.method ?? '');
+    const method = known ? request.method! : '_OTHER';
+    // The HTTP conventions name an unknown method's span `HTTP` and keep the method as sent in method_original.
+    const span = startSpan(known ? method : 'HTTP', {
       kind: 'server',
       parent: remoteParent(request.headers) ?? null,
       attributes: {
         'http.request.method': method,
+        ...(known ? {} : { 'http.request.method_original': request.method }),
         'url.path': (request.url ?? '/').split('?')[0],
         'url.scheme': 'http',
         'network.protocol.version': request.httpVersion,
@@ -60,7 +63,7 @@ export function installRouteNaming(app: FastifyInstance): void {
     const route = request.routeOptions.url;
     if (span && route !== undefined) {
       setSpanAttributes(span, { 'http.route': route });
-      renameSpan(span, `${request.method} ${route}`);
+      renameSpan(span, `${KNOWN_METHODS.has(request.method) ? request.method : 'HTTP'} ${route}`);
     }
     done();
   });
