@@ -13530,7 +13530,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description a built file, named by its content */
+                /** @description a built file, named by its content: console-<hash>.js or .css */
                 file: string;
             };
             cookie?: never;
