@@ -27,7 +27,7 @@ import {
 import { principalScope, type Principal } from '../platform/principal.ts';
 import { periodOf } from '../policy/periods.ts';
 import { frozenRefusal, usageOf, type Usage } from '../policy/spending.ts';
-import { budgetsWithUsage, recountRedefinedBudgets, type RedefinedBudget } from '../policy/budget-usage.ts';
+import { recountRedefinedBudgets, type RedefinedBudget } from '../policy/budget-usage.ts';
 import * as store from './store.ts';
 
 /** The agent row other features read and lock through this service (never through its store). */
@@ -242,23 +242,24 @@ export interface DelegateTree {
 
 /**
  * The budgets a mandate change keeps by id but counts in other periods (another period, or another time zone for a
- * day, week or month) or over other purchases (another merchant, category or service), and those it adds (`fresh`:
- * a new id starts from nothing, whatever an earlier version's budget of that id counted), each with the start of the
- * period now falls in under the new rules and its new scope if it has one: their usage follows them there, and
- * counts what their new scope counts (recountRedefinedBudgets), as it follows a budget whose limit changed.
+ * day, week or month) or over other purchases (another merchant, category or service), and those it adds, each with
+ * the start of the period now falls in under the new rules and its scope: their usage follows them there, and counts
+ * what their scope counts (recountRedefinedBudgets), as it follows a budget whose limit changed. A budget added
+ * counts what its period has spent already, as a scope changed from none to its own: a daily budget of 1 credit added
+ * after the agent spent 1 today refuses the next purchase (found from outside: it started from nothing, so the day
+ * allowed 2). An id an earlier version had is recounted the same way, whatever that budget counted.
  */
 function redefinedBudgets(before: MandateRules, after: MandateRules, nowS: number): RedefinedBudget[] {
   return after.budgets.flatMap((budget) => {
     const old = before.budgets.find((candidate) => candidate.id === budget.id);
-    // A new id starts from nothing; one an earlier version had may still carry that budget's charges (setMandate
-    // keeps only those with a running total).
-    if (!old) return [{ budgetId: budget.id, periodStartS: periodOf(budget.period, after.timeZone, nowS).startS, fresh: true as const }];
+    const scope = { merchantId: budget.merchantId, category: budget.category, serviceId: budget.serviceId };
+    if (!old) return [{ budgetId: budget.id, periodStartS: periodOf(budget.period, after.timeZone, nowS).startS, rescoped: scope }];
     const sameTime = budget.period === 'total' || before.timeZone === after.timeZone;
     const sameScope = old.merchantId === budget.merchantId && old.category === budget.category && old.serviceId === budget.serviceId;
     if (old.period === budget.period && sameTime && sameScope) return [];
     const periodStartS = periodOf(budget.period, after.timeZone, nowS).startS;
     if (sameScope) return [{ budgetId: budget.id, periodStartS }];
-    return [{ budgetId: budget.id, periodStartS, rescoped: { merchantId: budget.merchantId, category: budget.category, serviceId: budget.serviceId } }];
+    return [{ budgetId: budget.id, periodStartS, rescoped: scope }];
   });
 }
 
@@ -462,9 +463,7 @@ export class AgentService {
     }
     const checked = await this.checkedWithMerchants(tx, rules);
     await this.checkWithinParent(tx, row, checked);
-    const changed = redefinedBudgets(this.rulesOf(row), checked, this.gateway.clock.nowS());
-    const brought = await budgetsWithUsage(tx, row.id, changed.filter((budget) => budget.fresh).map((budget) => budget.budgetId));
-    const redefined = changed.filter((budget) => !budget.fresh || brought.has(budget.budgetId));
+    const redefined = redefinedBudgets(this.rulesOf(row), checked, this.gateway.clock.nowS());
     const written = await this.writeMandate(tx, row, checked, principalScope(principal as Principal));
     if (redefined.length > 0) {
       const scope = { agentId: row.id, subtreeIds: await store.subtreeIds(tx, row.id), payerId: row.ancestor_ids[0] ?? row.id };

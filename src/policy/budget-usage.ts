@@ -237,28 +237,16 @@ export function sendBudgetGiveBack(tx: Tx, holdIds: readonly string[]): void {
   );
 }
 
-/** Of these budget ids, those the agent has a running total of in any period (an earlier version's budget). */
-export async function budgetsWithUsage(db: Queryable, agentId: string, budgetIds: readonly string[]): Promise<Set<string>> {
-  if (budgetIds.length === 0) return new Set();
-  const { rows } = await db.query<{ budget_id: string }>(
-    'SELECT DISTINCT budget_id FROM budget_usage WHERE agent_id = $1 AND budget_id = ANY($2::text[])',
-    [agentId, [...budgetIds]],
-  );
-  return new Set(rows.map((row) => row.budget_id));
-}
-
-/** A budget a mandate change redefines (same id, another period or time zone), with where now falls under it. */
+/**
+ * A budget a mandate change redefines (same id, another period, time zone or scope) or adds (a new id: counted as a
+ * rescoped one, from no scope to its own), with where now falls under it.
+ */
 export interface RedefinedBudget {
   budgetId: string;
   /** The start of the period that contains now under the new definition (0 for `total`). */
   periodStartS: number;
   /** Its new scope, when the change gave it another one (the purchases it counts: `chargesOf`'s rule). */
   rescoped?: { merchantId?: string; category?: string; serviceId?: string };
-  /**
-   * An id the mandate before did not have, which an earlier version did (its holds' charges and running totals
-   * are still there): a new budget starts from nothing, so the recount takes every such charge off.
-   */
-  fresh?: true;
 }
 
 /** What a hold was for, as a budget's scope reads it. */
@@ -277,9 +265,8 @@ function inScope(scope: NonNullable<RedefinedBudget['rescoped']>, hold: HoldTarg
 }
 
 /**
- * Recounts budgets whose period or time zone a mandate change redefines (or an id it brings back, which starts
- * from nothing: `fresh`), so that the period now falls in counts
- * what its holds took, as if the budget had always been defined so: each open or captured hold of the agent's tree
+ * Recounts budgets whose period, time zone or scope a mandate change redefines, or that it adds, so that the period
+ * now falls in counts what its holds took, as if the budget had always been defined so: each open or captured hold of the agent's tree
  * created since that period began, and charged to the budget in another period (the old definition's), has its
  * charge moved to the new period, with what it still spends (held, or captured less refunded) taken off the old
  * period's total and added to the new one's. Holds made before stay in their periods, which no current period
@@ -319,7 +306,7 @@ export async function recountRedefinedBudgets(
     let charges = rewritten.get(row.id) ?? (JSON.parse(row.charges ?? '[]') as Array<[string | null, string, number]>);
     for (const budget of budgets) {
       if (Number(row.created_at_s) < budget.periodStartS) continue;
-      const counts = budget.fresh === undefined && (budget.rescoped === undefined || inScope(budget.rescoped, row));
+      const counts = budget.rescoped === undefined || inScope(budget.rescoped, row);
       const ofBudget = (charge: [string | null, string, number]) => (charge[0] ?? row.agent_id) === scope.agentId && charge[1] === budget.budgetId;
       for (const charge of charges.filter(ofBudget)) {
         const periodStartS = Number(charge[2]);
@@ -337,7 +324,7 @@ export async function recountRedefinedBudgets(
           moved += 1;
         }
       }
-      if (budget.rescoped !== undefined && budget.fresh === undefined && counts && !charges.some(ofBudget)) {
+      if (budget.rescoped !== undefined && counts && !charges.some(ofBudget)) {
         // Within its new scope and charged to it before under none: it counts there now.
         add(budget.budgetId, budget.periodStartS, row.spends_uc);
         charges = [...charges, [row.agent_id === scope.agentId ? null : scope.agentId, budget.budgetId, budget.periodStartS]];

@@ -33,16 +33,21 @@ describe('budgets read with the lots, for the periods of the last hold', () => {
     await setMandate(
       [
         { id: 'daily', limitUc: '5000000', period: 'day' },
-        { id: 'tight', limitUc: '1500000', period: 'total' },
+        { id: 'tight', limitUc: '3500000', period: 'total' },
       ],
       'guess-2',
     );
+    // Added, it counts what was spent already (recountRedefinedBudgets): 2 of its 3.5 credits.
+    expect(await spent(agent.id)).toEqual([
+      ['daily', 2_000_000n, 2_000_000n],
+      ['tight', 2_000_000n, 2_000_000n],
+    ]);
     expect((await mint(world, agent.token, book)).status).toBe(200);
     const refused = await mint(world, agent.token, book);
     expect([refused.status, refused.body.code, refused.body.budget?.id]).toEqual([402, 'CAP_EXCEEDED', 'tight']);
     expect(await spent(agent.id)).toEqual([
       ['daily', 3_000_000n, 3_000_000n],
-      ['tight', 1_000_000n, 1_000_000n],
+      ['tight', 3_000_000n, 3_000_000n],
     ]);
     await expectLedgerInvariants(world.gw.gateway.db);
   });

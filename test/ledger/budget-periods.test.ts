@@ -238,7 +238,30 @@ describe('a budget whose time zone or period changes keeps counting what its cur
     await expectLedgerInvariants(world.gw.gateway.db);
   });
 
-  it('an id removed and then brought back starts from nothing, whatever the earlier budget of that id counted; its old holds give back nothing to it', async () => {
+  it('a budget added counts what its period spent already, by its scope (found from outside: it started from nothing, so a day under a new 1-credit budget allowed 2)', async () => {
+    const agent = await budgetedAgent({ budgets: [] });
+    const [here, there] = [await shop.offer({ priceUc: '1000000' }), await other.offer({ priceUc: '1000000' })];
+    expect((await mint(world, agent.token, here.id)).status).toBe(200);
+    const put = async (budgets: unknown[]) => {
+      const res = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `periods-mandate-${++counter}`, body: { budgets } });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return res.body.usage as Array<{ budgetId: string; spentUc: string; remainingUc: string }>;
+    };
+    const usage = await put([
+      { id: 'daily', limitUc: '1000000', period: 'day' },
+      { id: 'there', limitUc: '5000000', period: 'day', merchantId: other.merchantId },
+    ]);
+    expect(usage.map((u) => [u.budgetId, u.spentUc, u.remainingUc])).toEqual([
+      ['daily', '1000000', '0'],
+      ['there', '0', '5000000'],
+    ]);
+    const refused = await mint(world, agent.token, there.id);
+    expect([refused.status, refused.body.code, refused.body.budget?.id]).toEqual([402, 'CAP_EXCEEDED', 'daily']);
+    await expectBudgetInvariants(world.gw.gateway.db, [agent.id]);
+    await expectLedgerInvariants(world.gw.gateway.db);
+  });
+
+  it('an id removed and then brought back counts by its new definition, whatever the earlier budget of that id counted; its old holds give back nothing to it', async () => {
     const budget = (merchantId: string) => ({ budgets: [{ id: 'shop', limitUc: '2000000', period: 'day', merchantId }] });
     const agent = await budgetedAgent(budget(shop.merchantId));
     const [here, there] = [await shop.offer({ priceUc: '1000000' }), await other.offer({ priceUc: '1000000' })];

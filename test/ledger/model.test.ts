@@ -169,10 +169,9 @@ function budgetsOf(mandate: ModelMandate): Budget[] {
 function recounted(model: Model, agentId: string, before: ModelMandate | undefined, after: ModelMandate): void {
   for (const budget of after.budgets) {
     const old = before?.budgets.find((candidate) => candidate.id === budget.id);
-    // A new id starts from nothing: an earlier version's budget of that id counts no hold of the period now.
-    const fresh = old === undefined;
-    const sameScope = !fresh && old.shop === budget.shop && old.category === budget.category;
-    if (!fresh && sameScope && old.period === budget.period && (budget.period === 'total' || before!.timeZone === after.timeZone)) continue;
+    // A new id counts what its period has spent already, as a scope changed from none to its own.
+    const sameScope = old !== undefined && old.shop === budget.shop && old.category === budget.category;
+    if (sameScope && old.period === budget.period && (budget.period === 'total' || before!.timeZone === after.timeZone)) continue;
     const startS = periodOf(budget.period, after.timeZone, nowS()).startS;
     const periodAt = (periodStartS: number) => {
       const key = periodKey(agentId, budget.id, periodStartS);
@@ -184,7 +183,7 @@ function recounted(model: Model, agentId: string, before: ModelMandate | undefin
       if ((hold.state !== 'held' && hold.state !== 'captured') || hold.createdAtS < startS) continue;
       if (hold.agentId !== agentId && model.parents.get(hold.agentId) !== agentId) continue;
       const spends = hold.state === 'held' ? hold.amount : hold.captured - hold.refunded;
-      const counts = !fresh && (budget.shop !== undefined ? hold.shop === budget.shop : budget.category !== undefined ? hold.category === budget.category : true);
+      const counts = budget.shop !== undefined ? hold.shop === budget.shop : budget.category !== undefined ? hold.category === budget.category : true;
       const charge = hold.charges.find((c) => c.agentId === agentId && c.budgetId === budget.id);
       if (charge && !counts) {
         periodAt(charge.periodStartS).spent -= spends;
@@ -193,7 +192,7 @@ function recounted(model: Model, agentId: string, before: ModelMandate | undefin
         periodAt(charge.periodStartS).spent -= spends;
         periodAt(startS).spent += spends;
         charge.periodStartS = startS;
-      } else if (!charge && counts && !fresh && !sameScope) {
+      } else if (!charge && counts && !sameScope) {
         periodAt(startS).spent += spends;
         hold.charges.push({ agentId, budgetId: budget.id, periodStartS: startS });
       }
