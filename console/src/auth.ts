@@ -81,7 +81,10 @@ export class Auth {
     return this.renewing;
   }
 
-  /** Forgets the token (this tab only: the consent stays remembered until it expires or is revoked). */
+  /**
+   * Forgets the token in this tab. Signing out revokes the console's remembered consent first (main.tsx), or a
+   * reload's silent sign-in would find it and sign the owner straight back in.
+   */
   signOut(): void {
     this.setToken(undefined);
   }

@@ -3,7 +3,7 @@
 import './console.css';
 import { render } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { ok, ownerApi, type Api } from './api.ts';
+import { HumanSessionRequired, humanApi, newKey, ok, ownerApi, type Api } from './api.ts';
 import { Auth, SignInRequired } from './auth.ts';
 import { AgentPage } from './pages/agent.tsx';
 import { AgentsPage } from './pages/agents.tsx';
@@ -147,7 +147,7 @@ function HumanConfirmation({ request, settings, email, onDone }: { request: { pu
   );
 }
 
-function Ready({ settings, auth, api, owner }: { settings: Settings; auth: Auth; api: Api; owner: { id: string; email: string } }) {
+function Ready({ settings, auth, api, owner, onSignedOut }: { settings: Settings; auth: Auth; api: Api; owner: { id: string; email: string }; onSignedOut: (reason: string) => void }) {
   const path = usePath();
   const first = useRef(true);
   const [confirming, setConfirming] = useState<{ purpose: string; resolve: (session: string) => void; reject: (error: Error) => void } | undefined>();
@@ -179,6 +179,32 @@ function Ready({ settings, auth, api, owner }: { settings: Settings; auth: Auth;
     document.querySelector<HTMLElement>('main h1')?.focus();
   }, [path]);
 
+  const [signOutProblem, setSignOutProblem] = useState('');
+  // Forgetting the token alone left the consent remembered, and a reload signed the owner straight back in. The
+  // revocation takes a human session (the API lets no application's token decide which applications act for a
+  // person), and it also ends the console's live tokens, in every browser.
+  const signOut = async () => {
+    if (!mayLeave()) return;
+    setSignOutProblem('');
+    try {
+      const session = await context.humanSession('Signing out (forgetting the console’s access in every browser)');
+      const human = humanApi(session);
+      // Another person's confirmation would revoke that person's consents, and the owner's would stay.
+      const confirmed = ok(await human.GET('/v1/me')).owner;
+      if (confirmed?.id !== owner.id) {
+        context.forgetHumanSession();
+        throw new Error(`the person who confirmed is not ${owner.email}; confirm as ${owner.email}.`);
+      }
+      ok(await human.DELETE('/v1/owner/oauth-grants/{clientId}', { params: { path: { clientId: settings.clientId }, header: { 'Idempotency-Key': newKey() } } }));
+      context.forgetHumanSession();
+      auth.signOut();
+      onSignedOut("You are signed out, in every browser: the console's access is revoked, so signing in again asks you on the gateway's page.");
+    } catch (error) {
+      if (error instanceof HumanSessionRequired) context.forgetHumanSession();
+      setSignOutProblem(`Not signed out: ${describe(error)}`);
+    }
+  };
+
   const current = section(path);
   return (
     <ConsoleContext.Provider value={context}>
@@ -198,9 +224,15 @@ function Ready({ settings, auth, api, owner }: { settings: Settings; auth: Auth;
         </nav>
         <span class="who">
           <span class="muted">Signed in as</span> {owner.email}{' '}
-          <button type="button" class="link" onClick={() => mayLeave() && auth.signOut()}>
+          <button type="button" class="link" onClick={() => void signOut()}>
             Sign out
           </button>
+          {signOutProblem ? (
+            <span class="error" role="alert">
+              {' '}
+              {signOutProblem}
+            </span>
+          ) : null}
         </span>
       </header>
       <main id="main" onClick={followLink}>
@@ -257,7 +289,7 @@ function App({ settings, auth }: { settings: Settings; auth: Auth }) {
     );
   }
   if (state.kind === 'signed-out') return <SignIn auth={auth} reason={state.reason} />;
-  return <Ready settings={settings} auth={auth} api={api} owner={state.owner} />;
+  return <Ready settings={settings} auth={auth} api={api} owner={state.owner} onSignedOut={(reason) => setState({ kind: 'signed-out', reason })} />;
 }
 
 // The second click of a double-click acts on nothing: a dialog's first click closed it, and the second landed on

@@ -3,9 +3,12 @@
 import { useState } from 'preact/hooks';
 import { ok, newKey, type Schemas } from '../api.ts';
 import { credits } from '../money.ts';
-import { Amount, BudgetBar, ConfirmButton, LoadError, Outcome, PageTitle, useAction, useConsole, useLoad, When } from '../ui.tsx';
+import { Amount, BudgetBar, ConfirmButton, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When } from '../ui.tsx';
 
 type Agent = Schemas['Agent'];
+
+/** Agents per page: each card reads its balance and mandate, so a page stays a few dozen requests. */
+const AGENTS_PAGE = 50;
 
 /**
  * What the agent may do now: its own freeze, an ancestor's (which its own Unfreeze does not lift, so the badge
@@ -176,7 +179,7 @@ function AgentRow({ agent, tick, onChanged }: { agent: Agent; tick: number; onCh
   );
 }
 
-function RegisterAgent({ onRegistered }: { onRegistered: () => void }) {
+function RegisterAgent({ onRegistered }: { onRegistered: (agent: Agent) => void }) {
   const { api, settings } = useConsole();
   const action = useAction();
   const submit = (event: Event) => {
@@ -190,7 +193,7 @@ function RegisterAgent({ onRegistered }: { onRegistered: () => void }) {
       if (!name || !subject || !issuer) throw new Error('Give the agent a name, and the issuer and subject of its identity.');
       const agent = ok(await api.POST('/v1/owner/agents', { params: { header: { 'Idempotency-Key': newKey() } }, body: { name, identity: { issuer, subject } } }));
       form.reset();
-      onRegistered();
+      onRegistered(agent);
       return `Registered ${agent.name}.`;
     });
   };
@@ -222,12 +225,19 @@ function RegisterAgent({ onRegistered }: { onRegistered: () => void }) {
 
 export function AgentsPage() {
   const { api } = useConsole();
-  const agents = useLoad(async () => ok(await api.GET('/v1/owner/agents', { params: { query: { limit: 100 } } })), []);
+  const agents = usePages(async (startingAfter) => {
+    const page = ok(await api.GET('/v1/owner/agents', { params: { query: { limit: AGENTS_PAGE, startingAfter } } }));
+    return { items: page.agents, hasMore: page.hasMore };
+  }, []);
   const [tick, setTick] = useState(0);
+  const [registered, setRegistered] = useState<Agent | undefined>();
   const refresh = () => {
     setTick((n) => n + 1);
     agents.reload();
   };
+  const items = agents.data?.items ?? [];
+  // A new agent past the pages shown would silently not appear, and with it its kill switch: say where it is.
+  const registeredFurther = registered !== undefined && !agents.loading && agents.data?.hasMore === true && !items.some((agent) => agent.id === registered.id);
   return (
     <>
       <div class="page-head">
@@ -236,20 +246,30 @@ export function AgentsPage() {
           Refresh
         </button>
       </div>
-      <RegisterAgent onRegistered={agents.reload} />
+      <RegisterAgent
+        onRegistered={(agent) => {
+          setRegistered(agent);
+          agents.reload();
+        }}
+      />
       <LoadError error={agents.error} />
+      {registeredFurther ? (
+        <p class="notice" role="status">
+          {registered.name} is further down the list, after the {items.length} agents shown: show more agents below to reach it.
+        </p>
+      ) : null}
       {agents.data ? (
-        agents.data.agents.length === 0 ? (
+        items.length === 0 ? (
           <p>No agents yet: register one above.</p>
         ) : (
           <ul class="cards">
-            {agents.data.agents.map((agent) => (
+            {items.map((agent) => (
               <AgentRow key={agent.id} agent={agent} tick={tick} onChanged={refresh} />
             ))}
           </ul>
         )
       ) : null}
-      {agents.data?.hasMore ? <p class="muted">Only the first 100 agents are shown.</p> : null}
+      <ShowMore list={agents} label={`Show ${AGENTS_PAGE} more agents`} end={`All ${items.length} agents are shown.`} />
     </>
   );
 }

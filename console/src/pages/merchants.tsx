@@ -8,6 +8,8 @@ import { parseCredits } from '../money.ts';
 import { Amount, ConfirmButton, CopyButton, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When, type Paged } from '../ui.tsx';
 
 type KeyScope = Schemas['ApiKeyMetadata']['scopes'][number];
+/** Merchants and a merchant's offers per page; "Show more" reaches the rest. */
+const LIST_PAGE = 50;
 /** Every scope the API knows, in words (a scope added to the API fails the type check until it is named here). */
 const KEY_SCOPE_WORDS: Record<KeyScope, string> = {
   'access:check': 'check an agent’s access',
@@ -43,7 +45,7 @@ function SecretOnce({ label, secret, notice }: { label: string; secret: string; 
   );
 }
 
-function RegisterMerchant({ onRegistered }: { onRegistered: () => void }) {
+function RegisterMerchant({ onRegistered }: { onRegistered: (merchant: Schemas['Merchant']) => void }) {
   const { api } = useConsole();
   const action = useAction();
   const submit = (event: Event) => {
@@ -62,7 +64,7 @@ function RegisterMerchant({ onRegistered }: { onRegistered: () => void }) {
         }),
       );
       form.reset();
-      onRegistered();
+      onRegistered(created.merchant);
       return `Registered ${created.merchant.name}: publish its DNS record to verify ${created.merchant.domain}.`;
     });
   };
@@ -92,9 +94,24 @@ function RegisterMerchant({ onRegistered }: { onRegistered: () => void }) {
   );
 }
 
+/** Where a new item went when it is past the pages shown: otherwise it silently does not appear. */
+function FurtherDown({ list, added, what }: { list: Paged<{ id: string }>; added: { id: string; name: string } | undefined; what: string }) {
+  const items = list.data?.items ?? [];
+  if (!added || list.loading || !list.data?.hasMore || items.some((item) => item.id === added.id)) return null;
+  return (
+    <p class="notice" role="status">
+      {added.name} is further down the list, after the {items.length} {what} shown: show more {what} below to reach it.
+    </p>
+  );
+}
+
 export function MerchantsPage() {
   const { api } = useConsole();
-  const merchants = useLoad(async () => ok(await api.GET('/v1/merchants', { params: { query: { limit: 100 } } })), []);
+  const merchants = usePages(async (startingAfter) => {
+    const page = ok(await api.GET('/v1/merchants', { params: { query: { limit: LIST_PAGE, startingAfter } } }));
+    return { items: page.merchants, hasMore: page.hasMore };
+  }, []);
+  const [registered, setRegistered] = useState<Schemas['Merchant'] | undefined>();
   return (
     <>
       <div class="page-head">
@@ -103,10 +120,16 @@ export function MerchantsPage() {
           Refresh
         </button>
       </div>
-      <RegisterMerchant onRegistered={merchants.reload} />
+      <RegisterMerchant
+        onRegistered={(merchant) => {
+          setRegistered(merchant);
+          merchants.reload();
+        }}
+      />
       <LoadError error={merchants.error} />
+      <FurtherDown list={merchants} added={registered} what="merchants" />
       {merchants.data ? (
-        merchants.data.merchants.length === 0 ? (
+        merchants.data.items.length === 0 ? (
           <p>No merchants yet.</p>
         ) : (
           <table>
@@ -119,7 +142,7 @@ export function MerchantsPage() {
               </tr>
             </thead>
             <tbody>
-              {merchants.data.merchants.map((merchant) => (
+              {merchants.data.items.map((merchant) => (
                 <tr>
                   <td>
                     <a href={`/console/merchants/${encodeURIComponent(merchant.id)}`}>{merchant.name}</a>
@@ -133,6 +156,7 @@ export function MerchantsPage() {
           </table>
         )
       ) : null}
+      <ShowMore list={merchants} label={`Show ${LIST_PAGE} more merchants`} end={`All ${merchants.data?.items.length ?? 0} merchants are shown.`} />
     </>
   );
 }
@@ -294,7 +318,11 @@ function ApiKeys({ merchantId }: { merchantId: string }) {
 
 function Offers({ merchantId }: { merchantId: string }) {
   const { api } = useConsole();
-  const offers = useLoad(async () => ok(await api.GET('/v1/merchants/{id}/offers', { params: { path: { id: merchantId }, query: { limit: 100 } } })), [merchantId]);
+  const offers = usePages(async (startingAfter) => {
+    const page = ok(await api.GET('/v1/merchants/{id}/offers', { params: { path: { id: merchantId }, query: { limit: LIST_PAGE, startingAfter } } }));
+    return { items: page.offers, hasMore: page.hasMore };
+  }, [merchantId]);
+  const [created, setCreated] = useState<Schemas['Offer'] | undefined>();
   const action = useAction();
   const submit = (event: Event) => {
     event.preventDefault();
@@ -310,6 +338,7 @@ function Offers({ merchantId }: { merchantId: string }) {
         }),
       );
       form.reset();
+      setCreated(offer);
       offers.reload();
       return `Created the offer ${offer.name}.`;
     });
@@ -318,7 +347,8 @@ function Offers({ merchantId }: { merchantId: string }) {
     <section aria-labelledby="offers-title">
       <h2 id="offers-title">Offers</h2>
       <LoadError error={offers.error} />
-      {offers.data && offers.data.offers.length > 0 ? (
+      <FurtherDown list={offers} added={created} what="offers" />
+      {offers.data && offers.data.items.length > 0 ? (
         <table>
           <thead>
             <tr>
@@ -329,7 +359,7 @@ function Offers({ merchantId }: { merchantId: string }) {
             </tr>
           </thead>
           <tbody>
-            {offers.data.offers.map((offer) => (
+            {offers.data.items.map((offer) => (
               <tr>
                 <td>
                   {offer.name} <code class="muted">{offer.id}</code>
@@ -346,6 +376,7 @@ function Offers({ merchantId }: { merchantId: string }) {
       ) : offers.data ? (
         <p class="muted">No offers yet.</p>
       ) : null}
+      <ShowMore list={offers} label={`Show ${LIST_PAGE} more offers`} end={`All ${offers.data?.items.length ?? 0} offers are shown.`} />
       <details>
         <summary>Create an offer</summary>
         <form onSubmit={submit} class="stack">

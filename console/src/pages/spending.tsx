@@ -1,6 +1,7 @@
 // Spending over time: the last 30 days per agent (GET /v1/owner/spending), drawn as plain SVG (one line per
-// agent, a legend, three ticks), with the same figures in a table for whoever would rather read them.
+// agent, a legend, round ticks), with the same figures in a table for whoever would rather read them.
 import { ok } from '../api.ts';
+import { fractionOf, valueAxis } from '../chart.ts';
 import { credits } from '../money.ts';
 import { LoadError, PageTitle, useConsole, useLoad } from '../ui.tsx';
 
@@ -10,7 +11,7 @@ type Spending = Awaited<ReturnType<typeof loadSpending>>;
 const COLOURS = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#8C6D00', '#56307A', '#B8004A', '#4D4D4D'];
 const WIDTH = 720;
 const HEIGHT = 260;
-const PAD = { left: 64, right: 16, top: 12, bottom: 32 };
+const PAD = { right: 16, top: 12, bottom: 32 };
 
 async function loadSpending(api: ReturnType<typeof useConsole>['api']) {
   return ok(await api.GET('/v1/owner/spending', { params: { query: { days: 30 } } }));
@@ -19,19 +20,20 @@ async function loadSpending(api: ReturnType<typeof useConsole>['api']) {
 function Chart({ spending }: { spending: Spending }) {
   const days = spending.days;
   const series = spending.agents.slice(0, COLOURS.length);
-  const max = Math.max(1, ...series.flatMap((agent) => agent.spentUc.map(Number)));
-  const x = (index: number) => PAD.left + (index * (WIDTH - PAD.left - PAD.right)) / Math.max(1, days.length - 1);
-  const y = (uc: number) => HEIGHT - PAD.bottom - (uc * (HEIGHT - PAD.top - PAD.bottom)) / max;
-  const ticks = [0, max / 2, max];
+  const axis = valueAxis(series.flatMap((agent) => agent.spentUc.map((uc) => BigInt(uc))).reduce((a, b) => (a > b ? a : b), 0n));
+  // The plot starts where the longest label ends: a fixed padding clipped labels above 10,000 credits.
+  const left = axis.labelWidthPx;
+  const x = (index: number) => left + (index * (WIDTH - left - PAD.right)) / Math.max(1, days.length - 1);
+  const y = (uc: bigint) => HEIGHT - PAD.bottom - fractionOf(uc, axis.topUc) * (HEIGHT - PAD.top - PAD.bottom);
   const summary = series.map((agent) => `${agent.name}: ${credits(agent.totalUc)} credits`).join('; ');
   return (
     <figure class="chart">
       <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={`Spending per day from ${days[0]} to ${days.at(-1)}. ${summary || 'No spending.'}`}>
-        {ticks.map((tick) => (
+        {axis.ticksUc.map((tick, n) => (
           <g>
-            <line x1={PAD.left} x2={WIDTH - PAD.right} y1={y(tick)} y2={y(tick)} stroke="#d0d7de" stroke-width="1" />
-            <text x={PAD.left - 8} y={y(tick) + 4} text-anchor="end" font-size="12" fill="#59636e">
-              {credits(BigInt(Math.round(tick)))}
+            <line x1={left} x2={WIDTH - PAD.right} y1={y(tick)} y2={y(tick)} stroke="#d0d7de" stroke-width="1" />
+            <text x={left - 8} y={y(tick) + 4} text-anchor="end" font-size="12" fill="#59636e">
+              {axis.labels[n]}
             </text>
           </g>
         ))}
@@ -46,7 +48,7 @@ function Chart({ spending }: { spending: Spending }) {
             stroke={COLOURS[n]}
             stroke-width="2.5"
             stroke-linejoin="round"
-            points={agent.spentUc.map((uc, index) => `${x(index).toFixed(1)},${y(Number(uc)).toFixed(1)}`).join(' ')}
+            points={agent.spentUc.map((uc, index) => `${x(index).toFixed(1)},${y(BigInt(uc)).toFixed(1)}`).join(' ')}
           />
         ))}
       </svg>

@@ -1,0 +1,214 @@
+// Three defects of the owner console found from outside (2026-12-04), in headless Chromium against a gateway on
+// the embedded default (dev mode):
+//   - "Sign out" sent nothing: the console's consent stayed remembered, and a reload signed the owner straight
+//     back in without a click. It now revokes that consent (and with it the console's live tokens).
+//   - The agents list and a merchant's offers stopped at 100 with no way to the rest: a new agent past 100 (and
+//     its kill switch) was unreachable. They now page with "Show more", as holds and deliveries do.
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { onPostgres } from '../support/database.ts';
+import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const hasChromium = existsSync(CHROMIUM);
+if (!hasChromium) console.log('SKIPPED: chromium not installed; .ci/run installs it');
+
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const OWNER = 'grace@example.com';
+
+let gw: TestGateway;
+let dataDir: string;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+const accessTokens: string[] = [];
+let keys = 0;
+
+async function api(method: string, route: string, token: string | undefined, body?: unknown) {
+  const headers: Record<string, string> = {};
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (method !== 'GET') headers['idempotency-key'] = `sign-out-and-lists-${++keys}`;
+  const res = await fetch(`${gw.url}${route}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
+}
+
+async function ownerSession(): Promise<string> {
+  return (await api('POST', '/dev/issuers/human/login', undefined, { email: OWNER })).body.token as string;
+}
+
+/** Signs in through the console's button and the consent page's dev form; ends on the agents page. */
+async function signInThroughConsent(target: Page): Promise<void> {
+  await target.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await target.waitForURL((url) => url.pathname === '/oauth/consent');
+  const form = target.locator('form[data-provider="human"]');
+  await form.locator('input[name="email"]').fill(OWNER);
+  await form.locator('button').click();
+  await target.getByRole('heading', { name: 'Agents', level: 1 }).waitFor();
+}
+
+/** What a freshly loaded console settles on: its agents page (signed in without a click) or its sign-in screen. */
+async function settledOn(target: Page): Promise<'agents' | 'sign-in'> {
+  const agents = target.getByRole('heading', { name: 'Agents', level: 1 });
+  const signIn = target.getByRole('button', { name: 'Sign in', exact: true });
+  await agents.or(signIn).first().waitFor();
+  return (await agents.count()) > 0 ? 'agents' : 'sign-in';
+}
+
+/** Each test starts signed in on the agents page, whatever the one before it left. */
+async function onAgentsPage(): Promise<void> {
+  await page.goto(`${gw.url}/console`);
+  if ((await settledOn(page)) === 'sign-in') await signInThroughConsent(page);
+}
+
+/** Serious and critical axe violations of the page as it is now. */
+async function axeViolations(target: Page): Promise<string[]> {
+  await target.evaluate(AXE_SOURCE);
+  return target.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run(context: Document, options: object): Promise<{ violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }> }> } }).axe;
+    const result = await axe.run(document, { resultTypes: ['violations'] });
+    return result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  });
+}
+
+beforeAll(async () => {
+  if (!hasChromium || onPostgres()) return;
+  dataDir = mkdtempSync(path.join(tmpdir(), 'acg-console-fixes-'));
+  gw = await startTestGateway({ env: { ACG_DATA_DIR: dataDir, ACG_PAYMENT_PROVIDER: 'local' } });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  context.setDefaultTimeout(15_000);
+  page = await context.newPage();
+  page.on('response', async (response) => {
+    if (new URL(response.url()).pathname !== '/oauth/token') return;
+    const body = (await response.json().catch(() => ({}))) as { access_token?: string };
+    if (body.access_token) accessTokens.push(body.access_token);
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await gw?.close();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe.runIf(hasChromium && !onPostgres())('the owner console (found from outside, 2026-12-04)', () => {
+  it('signs out for good: the consent is revoked, a reload or a new tab shows the sign-in screen, and signing in asks again', async () => {
+    await page.goto(`${gw.url}/console`);
+    await signInThroughConsent(page);
+    // The remembered consent signs a reload in without a click, as before.
+    await page.reload();
+    expect(await settledOn(page)).toBe('agents');
+    const token = accessTokens.at(-1)!;
+    expect((await api('GET', '/v1/me', token)).status).toBe(200);
+
+    const revocations: string[] = [];
+    page.on('request', (request) => {
+      if (request.method() === 'DELETE' && new URL(request.url()).pathname.startsWith('/v1/owner/oauth-grants/')) revocations.push(new URL(request.url()).pathname);
+    });
+    // Revoking which applications act for the person takes the person (a human session), as approving does;
+    // without it nothing is revoked and the page says so.
+    const confirm = page.getByRole('dialog', { name: 'Confirm it is you' });
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await confirm.getByRole('button', { name: 'Cancel' }).click();
+    await page.getByRole('alert').getByText('Not signed out: Not confirmed.').waitFor();
+    expect(revocations).toEqual([]);
+    await page.getByText(`Signed in as ${OWNER}`).waitFor();
+    // Another person's confirmation would revoke that person's consents, not the owner's: refused, and forgotten.
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await confirm.getByLabel('Owner email').fill('someone-else@example.com');
+    await confirm.getByRole('button', { name: 'Confirm' }).click();
+    await page.getByRole('alert').getByText(`Not signed out: the person who confirmed is not ${OWNER}; confirm as ${OWNER}.`).waitFor();
+    expect(revocations).toEqual([]);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await confirm.getByLabel('Owner email').fill(OWNER);
+    await confirm.getByRole('button', { name: 'Confirm' }).click();
+    await page.getByText(/You are signed out/).waitFor();
+    expect(revocations).toEqual(['/v1/owner/oauth-grants/acg-console']);
+    // The token the tab held is refused too, not only forgotten.
+    expect((await api('GET', '/v1/me', token)).status).toBe(401);
+
+    await page.reload();
+    expect(await settledOn(page)).toBe('sign-in');
+    const tab = await context.newPage();
+    await tab.goto(`${gw.url}/console`);
+    expect(await settledOn(tab)).toBe('sign-in');
+    await tab.close();
+
+    // Only the click signs in again, and through the consent page, since the consent is gone.
+    await signInThroughConsent(page);
+    await page.getByText(`Signed in as ${OWNER}`).waitFor();
+  });
+
+  it('pages the agents past the first page, and a new agent and its freeze are reachable (found from outside: stopped at 100)', async () => {
+    await onAgentsPage();
+    const owner = await ownerSession();
+    const issuer = await page.evaluate(() => (JSON.parse(document.querySelector<HTMLMetaElement>('meta[name="acg-console"]')!.content) as { agentIssuer: string }).agentIssuer);
+    for (let n = 0; n < 101; n++) {
+      const registered = await api('POST', '/v1/owner/agents', owner, { name: `Bulk ${n}`, identity: { issuer, subject: `bulk-${n}` } });
+      expect(registered.status).toBe(201);
+    }
+    await page.getByText('Register an agent').click();
+    await page.getByLabel('Name').fill('Latecomer');
+    await page.getByLabel('Identity subject').fill('latecomer');
+    await page.getByRole('button', { name: 'Register agent' }).click();
+    await page.getByText('Registered Latecomer.').waitFor();
+
+    const cards = page.locator('ul.cards > li');
+    const latecomer = page.getByRole('link', { name: 'Latecomer', exact: true });
+    // Wherever the list puts it, "Show more" reaches it, and the page says where it went meanwhile.
+    for (let shown = 0; shown < 5 && (await latecomer.count()) === 0; shown++) {
+      await page.getByText(/Latecomer is further down the list/).waitFor();
+      if (shown === 0) expect(await axeViolations(page)).toEqual([]);
+      await page.getByRole('button', { name: /^Show \d+ more agents$/ }).click();
+      await expect.poll(async () => (await latecomer.count()) > 0 || (await cards.count()) > 50 * (shown + 1)).toBe(true);
+    }
+    await latecomer.waitFor();
+    while ((await page.getByRole('button', { name: /^Show \d+ more agents$/ }).count()) > 0) {
+      const before = await cards.count();
+      await page.getByRole('button', { name: /^Show \d+ more agents$/ }).click();
+      await expect.poll(() => cards.count()).toBeGreaterThan(before);
+    }
+    await page.getByText('All 102 agents are shown.').waitFor();
+    expect(await cards.count()).toBe(102);
+    await cards.filter({ has: latecomer }).getByRole('button', { name: 'Freeze Latecomer', exact: true }).waitFor();
+  });
+
+  it("pages a merchant's offers past the first page, and a new offer is reachable (found from outside: hasMore was ignored)", async () => {
+    await onAgentsPage();
+    const owner = await ownerSession();
+    const merchant = await api('POST', '/v1/merchants', owner, { name: 'Grace Goods', domain: 'goods.example.com', categories: ['books'] });
+    expect(merchant.status).toBe(201);
+    const merchantId = merchant.body.merchant.id as string;
+    for (let n = 0; n < 101; n++) {
+      const created = await api('POST', `/v1/merchants/${merchantId}/offers`, owner, { name: `Offer ${n}`, category: 'books', priceUc: '1000000' });
+      expect(created.status).toBe(201);
+    }
+    await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Merchants', exact: true }).click();
+    await page.getByRole('link', { name: 'Grace Goods' }).click();
+    const offers = page.getByRole('region', { name: 'Offers' });
+    await offers.getByText('Create an offer').click();
+    await offers.getByLabel('Offer name').fill('Latest offer');
+    await offers.getByLabel('Category').fill('books');
+    await offers.getByLabel('Price (credits)').fill('2');
+    await offers.getByRole('button', { name: 'Create offer' }).click();
+    await offers.getByText('Created the offer Latest offer.').waitFor();
+
+    const rows = offers.locator('tbody tr');
+    while ((await offers.getByRole('button', { name: /^Show \d+ more offers$/ }).count()) > 0) {
+      const before = await rows.count();
+      await offers.getByRole('button', { name: /^Show \d+ more offers$/ }).click();
+      await expect.poll(() => rows.count()).toBeGreaterThan(before);
+    }
+    await offers.getByText('All 102 offers are shown.').waitFor();
+    expect(await rows.count()).toBe(102);
+    await rows.filter({ hasText: 'Latest offer' }).waitFor();
+  });
+});
