@@ -5,25 +5,17 @@
 // failover test does not read the file. Runs once per suite, and skips with a note without etcd.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { findExecutable } from '../../deploy/ha/cluster.ts';
 import { onPostgres } from '../support/database.ts';
+import { freePort } from '../support/doh-server.ts';
 import { waitFor } from '../support/wait.ts';
 
 const runHere = process.env.TEST_DATABASE_URL ? onPostgres() : true;
 const etcd = findExecutable('etcd');
 if (runHere && !etcd) process.stdout.write('SKIPPED: the etcd configuration test needs etcd (apt install etcd-server; .ci/run does)\n');
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 const dir = mkdtempSync(path.join(tmpdir(), 'acg-etcd-conf-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
