@@ -181,6 +181,19 @@ describe.runIf(hasChromium && !onPostgres())('the owner console (found from outs
     await cards.filter({ has: latecomer }).getByRole('button', { name: 'Freeze Latecomer', exact: true }).waitFor();
   });
 
+  // After the agents' paging, which counts the owner's agents.
+  it('wraps a long unbroken name instead of scrolling the page sideways (found from outside)', async () => {
+    await onAgentsPage();
+    const owner = await ownerSession();
+    const issuer = await page.evaluate(() => (JSON.parse(document.querySelector<HTMLMetaElement>('meta[name="acg-console"]')!.content) as { agentIssuer: string }).agentIssuer);
+    const name = 'W'.repeat(100);
+    const registered = await api('POST', '/v1/owner/agents', owner, { name, identity: { issuer, subject: 'unbroken-name' } });
+    expect(registered.status).toBe(201);
+    await page.goto(`${gw.url}/console/agents/${registered.body.id}`);
+    await page.getByRole('heading', { name, level: 1 }).waitFor();
+    expect(await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth)).toBe(true);
+  });
+
   it("pages a merchant's offers past the first page, and a new offer is reachable (found from outside: hasMore was ignored)", async () => {
     await onAgentsPage();
     const owner = await ownerSession();
