@@ -152,8 +152,8 @@ function calendarPeriodOf(period: Exclude<BudgetPeriod, 'total'>, timeZone: stri
   if (period === 'month') start = { ...start, day: 1 };
   const next = followingStart(period, start);
   const bounds = { startS: localMidnightS(timeZone, start.year, start.month, start.day), resetsAtS: localMidnightS(timeZone, next.year, next.month, next.day) };
-  // Where clocks go back across midnight (Beirut and Santiago at 00:00 to 23:00; St. John's once at 00:01), the hour
-  // after the change reads the earlier date again, though the next period has begun: the instant is in that one,
+  // Where clocks go back across a midnight that was shown (St. John's in 1995, from 00:01 to 23:01), the hour after
+  // the change reads the earlier date again, though the next period has begun: the instant is in that one,
   // so periods follow each other without a gap or an overlap and each contains every instant it is asked for.
   if (atS < bounds.resetsAtS) return bounds;
   const after = followingStart(period, next);
