@@ -6,6 +6,7 @@ import { webhooksDocument } from '../events/catalogue.ts';
 import { ERROR_CATALOGUE } from '../platform/errors.ts';
 import { bodyMayBeLeftOut } from '../platform/http/operation.ts';
 import { HtmlPage } from '../platform/http/pages.ts';
+import { INVALID_REASONS, SETTLE_ERROR_REASONS, X402_REASON_MEANINGS } from '../x402/schemas.ts';
 
 function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -79,6 +80,12 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
       const rows = Object.entries(ERROR_CATALOGUE)
         .map(([code, e]) => `<tr id="${code}"><td><code>${code}</code></td><td>${e.status}</td><td>${escapeHtml(e.title)}</td></tr>`)
         .join('\n');
+      const x402Rows = Object.entries(X402_REASON_MEANINGS)
+        .map(([reason, meaning]) => {
+          const answers = [(INVALID_REASONS as readonly string[]).includes(reason) ? 'verify' : '', (SETTLE_ERROR_REASONS as readonly string[]).includes(reason) ? 'settle' : ''].filter(Boolean).join(', ');
+          return `<tr id="x402-${reason}"><td><code>${reason}</code></td><td>${answers}</td><td>${escapeHtml(meaning)}</td></tr>`;
+        })
+        .join('\n');
       reply.type('text/html; charset=utf-8');
       return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Error catalogue · Agent Credit Gateway</title>
 <style>body{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem}td,th{padding:.3rem .8rem;text-align:left;border-bottom:1px solid #ddd}:target{background:#fff3b0}</style>
@@ -86,6 +93,11 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
 <p>API routes answer failures with <code>application/problem+json</code> bodies (<code>type</code>, <code>title</code>, <code>status</code>, <code>code</code>, often <code>detail</code>). The <code>code</code> is stable; branch on it. OAuth routes use the RFC 6749 error body instead.</p>
 <table><thead><tr><th>code</th><th>status</th><th>meaning</th></tr></thead><tbody>
 ${rows}
+</tbody></table>
+<h2 id="x402">x402 reasons</h2>
+<p>The x402 facilitator (<code>POST /x402/verify</code>, <code>POST /x402/settle</code>) answers 200 with <code>isValid</code> or <code>success</code> false and one reason (<code>invalidReason</code>, <code>errorReason</code>) instead of a problem body, as x402 asks. A malformed request is still a 400 problem.</p>
+<table><thead><tr><th>reason</th><th>answered by</th><th>meaning</th></tr></thead><tbody>
+${x402Rows}
 </tbody></table><p><a href="/docs">API reference</a></p></body></html>`;
     },
   });

@@ -60,6 +60,28 @@ export const SETTLE_ERROR_REASONS = [
 ] as const;
 export type SettleErrorReason = (typeof SETTLE_ERROR_REASONS)[number];
 
+/**
+ * What each x402 reason means and what its client does next, for the error catalogue (`/docs/errors#x402-{reason}`):
+ * typed over every reason of both answers, so a new reason cannot go undocumented.
+ */
+export const X402_REASON_MEANINGS: Readonly<Record<InvalidReason | SettleErrorReason, string>> = {
+  invalid_x402_version: 'The request is not x402 version 2, the only one this facilitator speaks. A server misconfiguration: nothing was read or held.',
+  invalid_scheme: 'The requirements name another scheme than batch-settlement. A server misconfiguration: route the payment to its own facilitator.',
+  invalid_network: 'The requirements name another network than acg:credit. A server misconfiguration: route the payment to its own facilitator.',
+  invalid_payment_requirements: 'The requirements are in another asset than microcredit. A server misconfiguration.',
+  attestation_invalid: "The attestation is not one this gateway issued for this merchant (structure, signature, typ, alg or iss), or names no hold of the caller's: treat it as a forgery and do not serve.",
+  attestation_expired: 'The attestation verifies but its presentation window (exp) has passed: the agent authorizes again and retries. Its hold is untouched.',
+  attestation_revoked: 'The agent or one of its ancestors was frozen, or the delegate retired (the kill switch): its hold was released and its credit went back to the agent. Do not serve.',
+  revoked: 'The agent or one of its ancestors was frozen, or the delegate retired, before settlement: its hold was released and nothing was charged. Do not serve.',
+  unauthorized_server: "The attestation or the requirements' payTo is another merchant's: only the merchant it was issued to may verify or settle it.",
+  resource_mismatch: "The attestation was issued for another resource than the requirements' extra.resource.",
+  price_not_acceptable: 'The attestation authorizes less than the amount asked, or is for another offer than extra.offerId.',
+  amount_exceeds_authorized: 'The settlement charges more than the attestation authorized: settle at most that amount (the rest goes back to the agent).',
+  already_settled: 'The hold was already captured or released: serve nothing more against it.',
+  settle_conflict: 'This jti was already settled with other parameters; that settlement stands and nothing more was charged.',
+  hold_expired: "The hold passed its deadline and its credit went back to the agent: nothing can be charged; the agent authorizes again.",
+};
+
 const Json = Type.Record(Type.String(), Type.Unknown());
 /** The longest attestation read; one the gateway signs is about 900 characters. */
 export const ATTESTATION_CHARS_MAX = 8192;

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
+import { INVALID_REASONS, SETTLE_ERROR_REASONS } from '../../src/x402/schemas.ts';
 
 let gw: TestGateway;
 beforeAll(async () => {
@@ -46,6 +47,15 @@ describe('operations and documentation', () => {
     expect(await docs.text()).toContain('swagger');
     const errors = await fetch(`${gw.url}/docs/errors`);
     expect(await errors.text()).toContain('id="idempotency_key_reused"');
+  });
+
+  it('explains every reason the x402 facilitator answers on the error catalogue, under its own anchor', async () => {
+    const page = await (await fetch(`${gw.url}/docs/errors`)).text();
+    for (const reason of new Set([...INVALID_REASONS, ...SETTLE_ERROR_REASONS])) {
+      expect(page, reason).toMatch(new RegExp(`<tr id="x402-${reason}"><td><code>${reason}</code></td><td>(verify|settle|verify, settle)</td><td>[A-Z][^<]{20,}</td></tr>`));
+    }
+    expect(page).toContain('<tr id="x402-amount_exceeds_authorized"><td><code>amount_exceeds_authorized</code></td><td>settle</td>');
+    expect(page).toContain('<tr id="x402-hold_expired"><td><code>hold_expired</code></td><td>verify, settle</td>');
   });
 
   it('exposes Prometheus metrics counting requests by route', async () => {
