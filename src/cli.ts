@@ -148,7 +148,7 @@ export function buildCli(): Command {
     .action(async () => {
       const config = configOrExit();
       const { openDatabase } = await import('./platform/db/open.ts');
-      const { migrate } = await import('./platform/db/migrate.ts');
+      const { migrate, MigrationError } = await import('./platform/db/migrate.ts');
       let db;
       try {
         db = await openDatabase(config);
@@ -164,6 +164,10 @@ export function buildCli(): Command {
         process.stdout.write(
           `${report.applied.length} migration(s) applied, ${report.alreadyApplied} already present (${db.kind === 'postgres' ? 'PostgreSQL' : `PGlite in ${config.dataDir}`})\n`,
         );
+      } catch (error) {
+        if (!(error instanceof MigrationError)) throw error;
+        process.stderr.write(`cannot migrate: ${error.message}\n`);
+        process.exitCode = 2;
       } finally {
         await db.close();
       }

@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { ConfigError, loadConfig, type Config } from './platform/config.ts';
 import { DatabaseInUseError, type Database } from './platform/db/database.ts';
+import { MigrationError } from './platform/db/migrate.ts';
 import { connectionSettingsRefusal, isStorageUnavailable, storageFailureKind } from './platform/db/faults.ts';
 import { openDatabase } from './platform/db/open.ts';
 import { createGateway, createLogger, migrateAndReport, type Gateway } from './platform/gateway.ts';
@@ -231,7 +232,7 @@ export async function serve(): Promise<void> {
       stop(2);
       return;
     }
-    const refusal = connectionSettingsRefusal(error);
+    const refusal = error instanceof MigrationError ? error.message : connectionSettingsRefusal(error);
     if (refusal !== undefined) {
       log.fatal(refusal);
       process.stderr.write(`${refusal}\n`);

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import type { Database } from '../platform/db/database.ts';
-import { isSchemaCurrent } from '../platform/db/migrate.ts';
+import { schemaState, type SchemaState } from '../platform/db/migrate.ts';
 import { describeStorage } from '../platform/db/open.ts';
 import { ApiError } from '../platform/errors.ts';
 import { problems } from '../platform/http/openapi.ts';
@@ -11,12 +11,12 @@ import { problems } from '../platform/http/openapi.ts';
 const READY_CHECK_BUDGET_MS = 500;
 
 /** The schema check, failing once the budget is spent (the query itself still ends on its own database timeouts). */
-function schemaCurrentWithin(db: Database, budgetMs: number): Promise<boolean> {
+function schemaStateWithin(db: Database, budgetMs: number): Promise<SchemaState> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`the database did not answer within ${budgetMs} ms`)), budgetMs);
   });
-  return Promise.race([isSchemaCurrent(db), late]).finally(() => clearTimeout(timer));
+  return Promise.race([schemaState(db), late]).finally(() => clearTimeout(timer));
 }
 
 import { checkHashedBearer } from '../platform/hashed-credential.ts';
@@ -41,13 +41,16 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
       response: { 200: Ready, ...problems(503) },
     },
     handler: async () => {
-      let current: boolean;
+      let schema: SchemaState;
       try {
-        current = await schemaCurrentWithin(db, READY_CHECK_BUDGET_MS);
+        schema = await schemaStateWithin(db, READY_CHECK_BUDGET_MS);
       } catch {
         throw new ApiError('storage_unavailable', { detail: 'the database does not answer' });
       }
-      if (!current) throw new ApiError('storage_unavailable', { detail: 'migrations are not all applied; run `acg migrate`' });
+      if (schema.state === 'behind') throw new ApiError('storage_unavailable', { detail: 'migrations are not all applied; run `acg migrate`' });
+      // An instance of an older release, still running after a newer one migrated the database: out of the load
+      // balancer's rotation, so it stops taking writes it would store in the older form.
+      if (schema.state === 'newer') throw new ApiError('storage_unavailable', { detail: schema.refusal });
       return { status: 'ready', storage: describeStorage(db), mode: config.mode };
     },
   });

@@ -30,6 +30,18 @@ describe('operations and documentation', () => {
     }
   });
 
+  it('reports not ready on a database a newer release migrated: an older instance leaves the rotation', async () => {
+    await gw.gateway.db.query(`INSERT INTO schema_migrations (version, name, checksum) VALUES (9999, 'from_a_newer_release', 'x')`);
+    try {
+      const res = await fetch(`${gw.url}/readyz`);
+      expect(res.status).toBe(503);
+      expect(await res.json()).toMatchObject({ code: 'storage_unavailable', detail: expect.stringMatching(/^the database was migrated by a newer release of the gateway \(it has 9999_from_a_newer_release,/) });
+    } finally {
+      await gw.gateway.db.query('DELETE FROM schema_migrations WHERE version = 9999');
+    }
+    expect((await fetch(`${gw.url}/readyz`)).status).toBe(200);
+  });
+
   it('serves a valid OpenAPI 3.1 document built from the route schemas', async () => {
     const document = await (await fetch(`${gw.url}/openapi.json`)).json();
     expect(document.openapi).toBe('3.1.0');
