@@ -14,6 +14,7 @@ import type { AgentRow } from '../agents/service.ts';
 import { unwrap, type Settled } from '../platform/batcher.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
+import { isStorageUnavailable, storageFailureOf } from '../platform/db/faults.ts';
 import { pageBySeq, type PageOrder } from '../platform/db/paging.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
@@ -35,6 +36,11 @@ export const DEFAULT_LOT_PRIORITY = 100;
 export const GRANT_PRIORITY_MAX = 1_000_000;
 export const GRANT_NOTE_CHARS_MAX = 200;
 const SWEEP_BATCH_MAX = 100;
+/**
+ * How long a hold that failed to expire on its own is left out of every expiry (sweep, tree, hold pass) on this
+ * instance before it is tried again: it stays held, counted as before, while the rest of the ledger moves on.
+ */
+const UNEXPIRABLE_SET_ASIDE_MS = 10 * 60 * 1000;
 /** Thirty days, as card networks and Stripe's dashboards default to; an offer may set its own. */
 export const REFUND_WINDOW_S_DEFAULT = 30 * 86_400;
 /** Bounds the refunds list a redemption carries. */
@@ -650,7 +656,17 @@ export class LedgerService {
 
   /** Expires, inside the caller's transaction, the holds funded by `payerId` whose deadline has passed. */
   private async settleDueOf(tx: Tx, payerId: string): Promise<number> {
-    return this.expireHolds(tx, await store.dueHoldIds(tx, this.nowS(), { payerId, limit: SWEEP_BATCH_MAX }));
+    return this.expireHolds(tx, await store.dueHoldIds(tx, this.nowS(), { payerId, limit: SWEEP_BATCH_MAX, except: this.setAsideHolds() }));
+  }
+
+  /** Holds that failed to expire on their own, until when they are left out (see UNEXPIRABLE_SET_ASIDE_MS). */
+  private readonly unexpirable = new Map<string, number>();
+
+  private setAsideHolds(): string[] | undefined {
+    if (this.unexpirable.size === 0) return undefined;
+    const nowMs = this.gateway.clock.nowMs();
+    for (const [id, untilMs] of this.unexpirable) if (untilMs <= nowMs) this.unexpirable.delete(id);
+    return this.unexpirable.size === 0 ? undefined : [...this.unexpirable.keys()];
   }
 
   /**
@@ -950,9 +966,28 @@ export class LedgerService {
    * locked in sorted order, and one another instance reclaimed meanwhile is left out.
    */
   async expireDue(options: { agentId?: string; holdId?: string } = {}): Promise<number> {
-    const ids = await store.dueHoldIds(this.gateway.db, this.nowS(), { treeOf: options.agentId, holdId: options.holdId, limit: SWEEP_BATCH_MAX });
+    const { db, log } = this.gateway;
+    const ids = await store.dueHoldIds(db, this.nowS(), { treeOf: options.agentId, holdId: options.holdId, limit: SWEEP_BATCH_MAX, except: this.setAsideHolds() });
     if (ids.length === 0) return 0;
-    return this.gateway.db.transaction((tx) => this.expireHolds(tx, ids));
+    try {
+      return await db.transaction((tx) => this.expireHolds(tx, ids));
+    } catch (error) {
+      if (isStorageUnavailable(error) || storageFailureOf(error) !== undefined) throw error;
+      // One hold that cannot expire (a row an older release wrote in a form this one refuses, found from outside)
+      // must not hold back every other: each alone, and one that fails again is set aside and said loudly. It stays
+      // held, counted as before; nothing about it is guessed.
+      let expired = 0;
+      for (const id of ids) {
+        try {
+          expired += await db.transaction((tx) => this.expireHolds(tx, [id]));
+        } catch (fault) {
+          if (isStorageUnavailable(fault) || storageFailureOf(fault) !== undefined) throw fault;
+          this.unexpirable.set(id, this.gateway.clock.nowMs() + UNEXPIRABLE_SET_ASIDE_MS);
+          log.error({ holdId: id, err: fault, retryInS: UNEXPIRABLE_SET_ASIDE_MS / 1000 }, `hold ${id} cannot expire; it stays held and is left out of expiry for a while`);
+        }
+      }
+      return expired;
+    }
   }
 
   /**

@@ -533,14 +533,19 @@ export function recordSettlements(
  * Held holds whose deadline has passed, oldest deadline first: those one payer funds (`payerId`), those of the
  * tree an agent belongs to (`treeOf`: the holds its root funds), one hold, or everyone's.
  */
-export async function dueHoldIds(db: Queryable, nowS: number, options: { payerId?: string; treeOf?: string; holdId?: string; limit: number }): Promise<string[]> {
+export async function dueHoldIds(
+  db: Queryable,
+  nowS: number,
+  options: { payerId?: string; treeOf?: string; holdId?: string; limit: number; except?: readonly string[] },
+): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>(
     `SELECT id FROM holds
       WHERE state = 'held' AND expires_at_s <= $1
         AND ($2::text IS NULL OR payer_id = $2) AND ($3::text IS NULL OR id = $3)
         AND ($5::text IS NULL OR payer_id = (SELECT COALESCE(ancestor_ids[1], id) FROM agents WHERE id = $5))
+        AND ($6::text[] IS NULL OR NOT (id = ANY($6::text[])))
       ORDER BY expires_at_s, seq LIMIT $4`,
-    [nowS, options.payerId ?? null, options.holdId ?? null, options.limit, options.treeOf ?? null],
+    [nowS, options.payerId ?? null, options.holdId ?? null, options.limit, options.treeOf ?? null, options.except === undefined ? null : [...options.except]],
   );
   return rows.map((r) => r.id);
 }
