@@ -419,7 +419,7 @@ export interface paths {
         head?: never;
         /**
          * Update an agent's name, allowances and caps
-         * @description Allowances and caps are mandate rules: changing them writes a new mandate version. A delegate's allowances and caps stay within its parent's (400 invalid_input, `reason` allowance_outside_parent or cap_wider_than_parent). 409 conflict for a retired agent's allowances or caps (its name still changes). Idempotency-Key is honoured when sent.
+         * @description Allowances and caps are mandate rules: changing them writes a new mandate version. A delegate's allowances and caps stay within its parent's (400 invalid_input, `reason` allowance_outside_parent or cap_wider_than_parent, with `pointer` and `parent`). 409 conflict for a retired agent's allowances or caps (its name still changes). Idempotency-Key is honoured when sent.
          *
          *     Authentication: H, O.
          */
@@ -464,7 +464,7 @@ export interface paths {
         get: operations["getMandate"];
         /**
          * Replace an agent's mandate (a new version)
-         * @description The owner's rules for the agent, enforced by the gateway at every hold: allowed services and categories, caps, up to 20 budgets (per day, week or month in the mandate's time zone, or in total; over all spending or one merchant, category or built-in service; every budget that applies must hold), merchants allowed or denied (by id or verified domain), a threshold above which a purchase waits for the owner's approval, a validity window, and the alert thresholds of `budget.threshold`. A member left out takes its default: PUT the rules GET shows (without its agentId, version, createdAt, hash and usage), changed. Every change is a new version whose `hash` (base64url SHA-256 of its RFC 8785 canonical JSON) vouchers, receipts and evidence name; old versions stay readable. Refusals at a hold: 402 CAP_EXCEEDED (`reason` budget_exceeded with the `budget`, per_hold_cap, per_period_cap), 403 SCOPE_FORBIDDEN (`reason` merchant_not_allowed, mandate_not_valid, service_not_allowed, category_not_allowed), 402 approval_required (above the threshold). A delegate's mandate stays within its parent's: 400 invalid_input with the `reason` its registration names (POST /v1/agents/{id}/delegates). 409 conflict for a retired agent. Requires Idempotency-Key. Send `If-Match` with the ETag GET answered to make the change only on the version you read: if another change came first, 412 precondition_failed names the version in force (`currentVersion`) and nothing changes.
+         * @description The owner's rules for the agent, enforced by the gateway at every hold: allowed services and categories, caps, up to 20 budgets (per day, week or month in the mandate's time zone, or in total; over all spending or one merchant, category or built-in service; every budget that applies must hold), merchants allowed or denied (by id or verified domain), a threshold above which a purchase waits for the owner's approval, a validity window, and the alert thresholds of `budget.threshold`. A member left out takes its default: PUT the rules GET shows (without its agentId, version, createdAt, hash and usage), changed. Every change is a new version whose `hash` (base64url SHA-256 of its RFC 8785 canonical JSON) vouchers, receipts and evidence name; old versions stay readable. A PUT of the mandate in force (the same rules once normalised and their defaults filled in) writes nothing: 200 with the version in force as it stands (same `version`, `hash` and ETag). Refusals at a hold: 402 CAP_EXCEEDED (`reason` budget_exceeded with the `budget`, per_hold_cap, per_period_cap), 403 SCOPE_FORBIDDEN (`reason` merchant_not_allowed, mandate_not_valid, service_not_allowed, category_not_allowed), 402 approval_required (above the threshold). A delegate's mandate stays within its parent's: 400 invalid_input with the `reason` its registration names (POST /v1/agents/{id}/delegates), `pointer` and `parent`. 409 conflict for a retired agent. Requires Idempotency-Key. Send `If-Match` with the ETag GET answered to make the change only on the version you read: if another change came first, 412 precondition_failed names the version in force (`currentVersion`) and nothing changes.
          *
          *     Authentication: H, O.
          */
@@ -691,7 +691,7 @@ export interface paths {
         put?: never;
         /**
          * Register a delegate (a child agent) under a mandate within its parent's
-         * @description By the parent agent itself (an agent credential, its own id) or by its owner. The delegate belongs to the same owner, records parentId and depth, and authenticates with its own identity. Its holds allocate from its root's credit lots (a delegate owns no lots: grants and top-ups go to the root) and are checked against, and charged to, the budgets of the delegate and of every ancestor, in the same transaction. Refused with 400 invalid_input, nothing created, `reason`: delegation_not_allowed (the parent's mandate has delegation.allowed false), depth_exceeded (deeper than an ancestor's delegation.maxDepth allows, or delegation.maxDepth not below the parent's), budget_wider_than_parent, cap_wider_than_parent (a per-hold or rolling cap none or above the parent's, or a rolling cap over a shorter period), approval_wider_than_parent (an approval threshold none or above the parent's), merchant_outside_parent, window_outside_parent, allowance_outside_parent. The same check applies to every later change of the delegate's mandate (PUT …/mandate, PATCH). 403 FROZEN (`reason` frozen, `agentId` the frozen one) while the parent or an ancestor is frozen; 409 for a retired parent. Requires Idempotency-Key.
+         * @description By the parent agent itself (an agent credential, its own id) or by its owner. The delegate belongs to the same owner, records parentId and depth, and authenticates with its own identity. Its holds allocate from its root's credit lots (a delegate owns no lots: grants and top-ups go to the root) and are checked against, and charged to, the budgets of the delegate and of every ancestor, in the same transaction. Refused with 400 invalid_input, nothing created, `reason`: delegation_not_allowed (the parent's mandate has delegation.allowed false), depth_exceeded (deeper than an ancestor's delegation.maxDepth allows, or delegation.maxDepth not below the parent's), budget_wider_than_parent, cap_wider_than_parent (a per-hold or rolling cap none or above the parent's, or a rolling cap over a shorter period), approval_wider_than_parent (an approval threshold none or above the parent's), merchant_outside_parent, window_outside_parent, allowance_outside_parent; for a mandate wider than the parent mandate (each of these, and depth_exceeded by its own delegation.maxDepth), `pointer` names the delegate's member that is wider (RFC 6901, into its mandate: /budgets/1/limitUc) and `parent` the parent's member it is held to ({agentId, pointer, value}: the parent's budget, cap, time zone, merchant rule, … as its GET …/mandate shows it). The same check applies to every later change of the delegate's mandate (PUT …/mandate, PATCH). 403 FROZEN (`reason` frozen, `agentId` the frozen one) while the parent or an ancestor is frozen; 409 for a retired parent. Requires Idempotency-Key.
          *
          *     Authentication: A, H, O.
          */
@@ -2908,6 +2908,37 @@ export interface components {
             /** @description the RFC 8785 canonical JSON the hash is taken over, byte for byte */
             canonical: string;
         };
+        /** @description RFC 9457 problem details (as Problem); a delegate's mandate wider than its parent's adds `reason`, `pointer` and `parent` */
+        MandateProblem: {
+            /** @description URI of the problem type; dereferences to the error catalogue */
+            type: string;
+            title: string;
+            status: number;
+            /**
+             * @description stable machine-readable code
+             * @enum {string}
+             */
+            code: "invalid_input" | "agent_required" | "idempotency_required" | "unauthorized" | "INSUFFICIENT_CREDITS" | "CAP_EXCEEDED" | "approval_required" | "human_required" | "owner_claim_required" | "scope_required" | "FROZEN" | "SCOPE_FORBIDDEN" | "agent_mismatch" | "owner_required" | "forbidden" | "agent_not_registered" | "inbox_not_allowed" | "not_found" | "method_not_allowed" | "domain_verification_pending" | "category_in_use" | "idempotency_key_reused" | "idempotency_key_in_use" | "conflict" | "hold_resolved" | "voucher_revoked" | "refund_exceeds_captured" | "refund_window_closed" | "insufficient_earnings" | "connector_not_configured" | "upstream_not_found" | "upstream_rate_limited" | "upstream_auth_failed" | "upstream_unavailable" | "upstream_timeout" | "request_timeout" | "precondition_failed" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "runtime_configuration_required" | "signing_configuration_required" | "runtime_unavailable" | "workspace_unavailable" | "provider_configuration_required" | "link_configuration_required" | "payment_unavailable" | "storage_unavailable" | "overloaded";
+            detail?: string;
+            /**
+             * @description invalid_input for a delegate's mandate: the rule by which it is not within its parent's (or the parent allows no delegates)
+             * @enum {string}
+             */
+            reason?: "budget_wider_than_parent" | "cap_wider_than_parent" | "approval_wider_than_parent" | "merchant_outside_parent" | "window_outside_parent" | "allowance_outside_parent" | "depth_exceeded" | "delegation_not_allowed";
+            /** @description with a `reason` of a mandate wider than its parent's: the delegate's member that is wider, as an RFC 6901 JSON pointer into its mandate's rules (as GET …/mandate shows them; a registration's `mandate` member, its members left out filled from the parent's), e.g. /budgets/1/limitUc, /caps/perHoldUc, /merchants/allow/0; a list (/budgets, /merchants/deny) when what is missing from it is the parent's member */
+            pointer?: string;
+            /** @description with a `reason` of a mandate wider than its parent's: what of the parent's mandate it is held to */
+            parent?: {
+                /** @description the parent agent */
+                agentId: string;
+                /** @description the parent's member the delegate's is held to: an RFC 6901 JSON pointer into the parent's mandate, e.g. /budgets/0 */
+                pointer: string;
+                /** @description that member's value as the parent's GET …/mandate shows it: a budget {id, limitUc, period, merchantId | category | serviceId}, an amount (a decimal string of µc, or null for none), a number (periodS, notBefore, notAfter, maxDepth), a time zone, a list, or a merchant rule entry */
+                value: unknown;
+            };
+        } & {
+            [key: string]: unknown;
+        };
         /** @description An agent and the delegates below it, with what each budget has spent and has left */
         DelegateTree: {
             /** @description the agent whose subtree this is (the first node) */
@@ -5070,7 +5101,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["MandateProblem"];
                 };
             };
             /** @description Unauthorized */
@@ -5338,7 +5369,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description Replaces the mandate (a new version). Defaults of a member left out: allowedServices and allowedCategories ["*"], caps none (periodS 86400), no budgets, no merchant rules, no approval threshold, no validity window, timeZone UTC, alertThresholds [80, 100]. */
+        /** @description Replaces the mandate (a new version; the mandate in force, normalised, writes none and is answered as it stands). Defaults of a member left out: allowedServices and allowedCategories ["*"], caps none (periodS 86400), no budgets, no merchant rules, no approval threshold, no validity window, timeZone UTC, alertThresholds [80, 100]. */
         requestBody: {
             content: {
                 /**
@@ -5447,7 +5478,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["MandateProblem"];
                 };
             };
             /** @description Unauthorized */
@@ -6735,7 +6766,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["MandateProblem"];
                 };
             };
             /** @description Unauthorized */

@@ -81,7 +81,7 @@ export const MandateInput = Type.Object(
   {
     additionalProperties: false,
     description:
-      'Replaces the mandate (a new version). Defaults of a member left out: allowedServices and allowedCategories ["*"], caps ' +
+      'Replaces the mandate (a new version; the mandate in force, normalised, writes none and is answered as it stands). Defaults of a member left out: allowedServices and allowedCategories ["*"], caps ' +
       `none (periodS ${CAP_PERIOD_S_DEFAULT}), no budgets, no merchant rules, no approval threshold, no validity window, timeZone ` +
       `${TIME_ZONE_DEFAULT}, alertThresholds [${ALERT_THRESHOLDS_DEFAULT.join(', ')}].`,
     examples: [

@@ -65,11 +65,11 @@ export function agentRoutes(deps: AgentRouteDeps) {
         summary: "Update an agent's name, allowances and caps",
         description:
           "Allowances and caps are mandate rules: changing them writes a new mandate version. A delegate's allowances and caps stay within its parent's (400 invalid_input, " +
-          '`reason` allowance_outside_parent or cap_wider_than_parent). 409 conflict for a retired agent\'s allowances or caps (its name still changes). ' +
+          '`reason` allowance_outside_parent or cap_wider_than_parent, with `pointer` and `parent`). 409 conflict for a retired agent\'s allowances or caps (its name still changes). ' +
           'Idempotency-Key is honoured when sent.',
         params: AgentIdParams,
         body: AgentPatch,
-        response: { 200: Type.Ref('Agent'), ...problems(400, 404, 409) },
+        response: { 200: Type.Ref('Agent'), ...problems(400, 404, 409), 400: Type.Ref('MandateProblem') },
       },
       handler: (request, reply) =>
         serve(request, reply, ops.updateAgent, { ...(request.body as Static<typeof AgentPatch>), id: (request.params as { id: string }).id }),
@@ -100,15 +100,17 @@ export function agentRoutes(deps: AgentRouteDeps) {
           'built-in service; every budget that applies must hold), merchants allowed or denied (by id or verified domain), a threshold ' +
           'above which a purchase waits for the owner\'s approval, a validity window, and the alert thresholds of `budget.threshold`. ' +
           'A member left out takes its default: PUT the rules GET shows (without its agentId, version, createdAt, hash and usage), changed. Every change is a new version whose `hash` (base64url ' +
-          'SHA-256 of its RFC 8785 canonical JSON) vouchers, receipts and evidence name; old versions stay readable. Refusals at a hold: ' +
+          'SHA-256 of its RFC 8785 canonical JSON) vouchers, receipts and evidence name; old versions stay readable. A PUT of the mandate in force (the same ' +
+          'rules once normalised and their defaults filled in) writes nothing: 200 with the version in force as it stands (same `version`, `hash` and ETag). Refusals at a hold: ' +
           '402 CAP_EXCEEDED (`reason` budget_exceeded with the `budget`, per_hold_cap, per_period_cap), 403 SCOPE_FORBIDDEN (`reason` ' +
           'merchant_not_allowed, mandate_not_valid, service_not_allowed, category_not_allowed), 402 approval_required (above the ' +
           "threshold). A delegate's mandate stays within its parent's: 400 invalid_input with the `reason` its registration names (POST " +
-          '/v1/agents/{id}/delegates). 409 conflict for a retired agent. Requires Idempotency-Key. Send `If-Match` with the ETag GET answered to make the change only on the version you read: ' +
+          "/v1/agents/{id}/delegates), `pointer` and `parent`. 409 conflict for a retired agent. Requires Idempotency-Key. " +
+          'Send `If-Match` with the ETag GET answered to make the change only on the version you read: ' +
           'if another change came first, 412 precondition_failed names the version in force (`currentVersion`) and nothing changes.',
         params: AgentIdParams,
         body: MandateInput,
-        response: { 200: Type.Ref('Mandate'), ...problems(400, 404, 409, 412) },
+        response: { 200: Type.Ref('Mandate'), ...problems(400, 404, 409, 412), 400: Type.Ref('MandateProblem') },
       },
       handler: (request, reply) =>
         serve(request, reply, ops.setMandate, { ...(request.body as MandateInput), id: (request.params as { id: string }).id, ...ifMatchInput(request) }, { headers: versionHeaders }),

@@ -1,7 +1,8 @@
 // Agents as every face shows them: one schema each, registered once by the composition root.
 import { Type } from '@sinclair/typebox';
 import { CATEGORY_PATTERN, CategoryOrAny, Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
-import { ALERT_THRESHOLDS_MAX, BUDGETS_PER_MANDATE_MAX, DELEGATION_DEPTH_MAX, MERCHANT_RULES_MAX } from '../policy/mandate.ts';
+import { ERROR_CATALOGUE } from '../platform/errors.ts';
+import { ALERT_THRESHOLDS_MAX, BUDGETS_PER_MANDATE_MAX, DELEGATION_DEPTH_MAX, MERCHANT_RULES_MAX, WIDER_THAN_PARENT_REASONS } from '../policy/mandate.ts';
 import { BUDGET_PERIODS } from '../policy/periods.ts';
 import { EFFECTIVE_STATUSES, PROFILE_PRESETS } from './service.ts';
 
@@ -161,4 +162,52 @@ export const MandateVersionSchema = Type.Object(
   { $id: 'MandateVersion' },
 );
 
-export const AGENT_SCHEMAS = [ProfileSchema, AgentSchema, BudgetUsageSchema, MandateSchema, MandateVersionSchema];
+/**
+ * The 400 of a route that writes a mandate a delegate's must lie within (registration of a delegate, PUT …/mandate,
+ * PATCH of allowances and caps): a Problem, and when the mandate is wider than the parent's, which rule (`reason`),
+ * the delegate's member (`pointer`) and the parent's (`parent`), so no client parses `detail` for them.
+ */
+export const MandateProblemSchema = Type.Object(
+  {
+    type: Type.String({ description: 'URI of the problem type; dereferences to the error catalogue' }),
+    title: Type.String(),
+    status: Type.Integer(),
+    code: Type.String({ enum: Object.keys(ERROR_CATALOGUE), description: 'stable machine-readable code' }),
+    detail: Type.Optional(Type.String()),
+    reason: Type.Optional(
+      Type.String({
+        enum: [...WIDER_THAN_PARENT_REASONS, 'delegation_not_allowed'],
+        description: "invalid_input for a delegate's mandate: the rule by which it is not within its parent's (or the parent allows no delegates)",
+      }),
+    ),
+    pointer: Type.Optional(
+      Type.String({
+        description:
+          "with a `reason` of a mandate wider than its parent's: the delegate's member that is wider, as an RFC 6901 JSON pointer into its mandate's rules " +
+          "(as GET …/mandate shows them; a registration's `mandate` member, its members left out filled from the parent's), e.g. /budgets/1/limitUc, " +
+          "/caps/perHoldUc, /merchants/allow/0; a list (/budgets, /merchants/deny) when what is missing from it is the parent's member",
+      }),
+    ),
+    parent: Type.Optional(
+      Type.Object(
+        {
+          agentId: Type.String({ description: 'the parent agent' }),
+          pointer: Type.String({ description: "the parent's member the delegate's is held to: an RFC 6901 JSON pointer into the parent's mandate, e.g. /budgets/0" }),
+          value: Type.Unknown({
+            description:
+              "that member's value as the parent's GET …/mandate shows it: a budget {id, limitUc, period, merchantId | category | serviceId}, an amount " +
+              '(a decimal string of µc, or null for none), a number (periodS, notBefore, notAfter, maxDepth), a time zone, a list, or a merchant rule entry',
+          }),
+        },
+        { additionalProperties: false, description: "with a `reason` of a mandate wider than its parent's: what of the parent's mandate it is held to" },
+      ),
+    ),
+  },
+  {
+    $id: 'MandateProblem',
+    additionalProperties: true,
+    description: "RFC 9457 problem details (as Problem); a delegate's mandate wider than its parent's adds `reason`, `pointer` and `parent`",
+  },
+);
+
+export const AGENT_SCHEMAS = [ProfileSchema, AgentSchema, BudgetUsageSchema, MandateSchema, MandateVersionSchema, MandateProblemSchema];

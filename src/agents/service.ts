@@ -20,9 +20,12 @@ import {
   mandateHash,
   MERCHANT_ID,
   NO_DELEGATION,
+  rulesOfDocument,
+  sameRules,
   widerThanParent,
   type MandateDocument,
   type MandateRules,
+  type MerchantsOf,
 } from '../policy/mandate.ts';
 import { principalScope, type Principal } from '../platform/principal.ts';
 import { periodOf } from '../policy/periods.ts';
@@ -184,33 +187,35 @@ function depthExceeded(detail: string): ApiError {
 }
 
 /**
- * 400 naming the rule by which a delegate's mandate is wider than its parent's. The merchant rules are compared by
- * merchant: a merchant's id counts as that merchant, and a verified domain as every merchant verified on it (a
- * domain need not be unique), on both sides, as the evaluation admits a merchant by either (a parent allowing
- * `books.example.com` and a child allowing its one merchant's id allow one merchant; a child allowing a domain two
- * merchants share is wider than a parent allowing one of them).
+ * 400 naming the rule by which a delegate's mandate is wider than its parent's, with where (`pointer`, the delegate's
+ * member) and against what (`parent`: the parent agent, its member and that member's value), as members of the
+ * problem. The merchant rules are compared by merchant: a merchant's id counts as that merchant, and a verified
+ * domain as every merchant verified on it (a domain need not be unique), on both sides, as the evaluation admits a
+ * merchant by either (a parent allowing `books.example.com` and a child allowing its one merchant's id allow one
+ * merchant; a child allowing a domain two merchants share is wider than a parent allowing one of them).
  */
-async function refuseWider(db: Queryable, rules: MandateRules, parentRules: MandateRules): Promise<void> {
-  const [child, parent] = await byMerchantId(db, [rules, parentRules]);
-  const wider = widerThanParent(child!, parent!);
-  if (wider) throw new ApiError('invalid_input', { detail: `the mandate is wider than its parent's: ${wider.detail}`, extra: { reason: wider.reason } });
+async function refuseWider(db: Queryable, rules: MandateRules, parent: { id: string; rules: MandateRules }): Promise<void> {
+  const wider = widerThanParent(rules, parent.rules, await merchantsNamed(db, [rules, parent.rules]));
+  if (!wider) return;
+  throw new ApiError('invalid_input', {
+    detail: `the mandate is wider than its parent's: ${wider.detail}`,
+    extra: { reason: wider.reason, pointer: wider.pointer, parent: { agentId: parent.id, ...wider.parent } },
+  });
 }
 
 /**
- * The rules with each merchant name written as the ids of the merchants it names: an id as itself, a verified
- * domain as every merchant verified on it; a name that is neither (a domain before its merchant registers) stays.
+ * The merchants each name of the rules' merchant rules names: an id itself, a verified domain every merchant verified
+ * on it; a name that is neither (a domain before its merchant registers) names itself.
  */
-async function byMerchantId(db: Queryable, rulesList: readonly MandateRules[]): Promise<MandateRules[]> {
+async function merchantsNamed(db: Queryable, rulesList: readonly MandateRules[]): Promise<MerchantsOf> {
   const names = [...new Set(rulesList.flatMap(({ merchants }) => [...(merchants.allow ?? []), ...merchants.deny]))];
-  if (names.length === 0) return [...rulesList];
   const idsOf = new Map<string, string[]>();
   const add = (name: string, id: string) => idsOf.set(name, [...(idsOf.get(name) ?? []), id]);
-  for (const merchant of await store.findMerchantsNamed(db, names)) {
+  for (const merchant of names.length === 0 ? [] : await store.findMerchantsNamed(db, names)) {
     add(merchant.id, merchant.id);
     if (merchant.verified) add(merchant.domain, merchant.id);
   }
-  const named = (list: readonly string[]) => [...new Set(list.flatMap((name) => idsOf.get(name) ?? [name]))].sort();
-  return rulesList.map((rules) => ({ ...rules, merchants: { allow: rules.merchants.allow === null ? null : named(rules.merchants.allow), deny: named(rules.merchants.deny) } }));
+  return (name) => idsOf.get(name) ?? [name];
 }
 
 /**
@@ -346,7 +351,7 @@ export class AgentService {
     }
     await this.checkTreeAdmits(tx, parent);
     const rules = await this.checkedWithMerchants(tx, { ...parentRules, delegation: { ...NO_DELEGATION }, ...input.mandate, caps: input.mandate.caps ?? parentRules.caps });
-    await refuseWider(tx, rules, parentRules);
+    await refuseWider(tx, rules, { id: parent.id, rules: parentRules });
     const row = await this.insertAgent(tx, { ownerId: parent.owner_id, name: input.name, identity: input.identity, parent }, rules, principalScope(principal as Principal));
     return this.showOne(tx, row);
   }
@@ -412,7 +417,7 @@ export class AgentService {
     if (row.parent_id === null) return;
     const parent = await store.findAgent(db, row.parent_id);
     if (!parent) throw new Error(`agent ${row.id}: its parent ${row.parent_id} is missing`);
-    await refuseWider(db, rules, this.rulesOf(parent));
+    await refuseWider(db, rules, { id: parent.id, rules: this.rulesOf(parent) });
   }
 
   /**
@@ -446,9 +451,10 @@ export class AgentService {
     };
   }
 
-  /** Replaces the mandate of one of the owner's agents (PUT …/mandate): a new version. */
   /**
-   * `ifVersion`: the version the caller last read (If-Match over HTTP, `ifVersion` over MCP); another version in
+   * Replaces the mandate of one of the owner's agents (PUT …/mandate): a new version, unless the rules are the
+   * mandate in force (`inForce`), which is answered as it stands, nothing written. The checks come first, as for any
+   * PUT. `ifVersion`: the version the caller last read (If-Match over HTTP, `ifVersion` over MCP); another version in
    * force refuses the change with 412 precondition_failed, naming the version now in force, so a read, edit and
    * write from two places never silently overwrites (docs/decisions.md "A mandate's version is its ETag").
    */
@@ -463,6 +469,7 @@ export class AgentService {
     }
     const checked = await this.checkedWithMerchants(tx, rules);
     await this.checkWithinParent(tx, row, checked);
+    if (await this.inForce(tx, row, checked)) return row;
     const redefined = redefinedBudgets(this.rulesOf(row), checked, this.gateway.clock.nowS());
     const written = await this.writeMandate(tx, row, checked, principalScope(principal as Principal));
     if (redefined.length > 0) {
@@ -470,6 +477,17 @@ export class AgentService {
       await recountRedefinedBudgets(tx, scope, redefined);
     }
     return written;
+  }
+
+  /**
+   * Whether `rules` (checked) are the mandate in force: the rules of its version's document, defaults filled in, have
+   * the same canonical JSON. A PUT of them writes nothing and answers that version as it stands (Stripe's update of
+   * an object to what it already is): a new version of the same rules would only move the ETag under every other
+   * writer's If-Match and add a version that names nothing new (docs/decisions.md "A PUT of the mandate in force writes nothing").
+   */
+  private async inForce(db: Queryable, row: store.AgentRow, rules: MandateRules): Promise<boolean> {
+    const current = row.mandate_version >= 1 ? await store.findMandateVersion(db, row.id, row.mandate_version) : undefined;
+    return current !== undefined && sameRules(rules, rulesOfDocument(JSON.parse(current.document) as MandateDocument));
   }
 
   /**

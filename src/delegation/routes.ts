@@ -34,11 +34,13 @@ export function delegationRoutes(deps: { operations: DelegationOperations; queri
           "nothing created, `reason`: delegation_not_allowed (the parent's mandate has delegation.allowed false), depth_exceeded (deeper than an ancestor's " +
           'delegation.maxDepth allows, or delegation.maxDepth not below the parent\'s), budget_wider_than_parent, cap_wider_than_parent (a per-hold or rolling cap ' +
           "none or above the parent's, or a rolling cap over a shorter period), approval_wider_than_parent (an approval threshold none or above the parent's), " +
-          'merchant_outside_parent, window_outside_parent, allowance_outside_parent. The same check applies to every later change of the delegate\'s mandate (PUT …/mandate, PATCH). 403 FROZEN ' +
+          'merchant_outside_parent, window_outside_parent, allowance_outside_parent; for a mandate wider than the parent mandate (each of these, and depth_exceeded by its own delegation.maxDepth), `pointer` names the delegate\'s member that is wider (RFC 6901, ' +
+          "into its mandate: /budgets/1/limitUc) and `parent` the parent's member it is held to ({agentId, pointer, value}: the parent's budget, cap, " +
+          'time zone, merchant rule, … as its GET …/mandate shows it). The same check applies to every later change of the delegate\'s mandate (PUT …/mandate, PATCH). 403 FROZEN ' +
           '(`reason` frozen, `agentId` the frozen one) while the parent or an ancestor is frozen; 409 for a retired parent. Requires Idempotency-Key.',
         params: AgentIdParams,
         body: DelegateCreate,
-        response: { 201: Type.Ref('Agent'), ...problems(400, 403, 404, 409, 503) },
+        response: { 201: Type.Ref('Agent'), ...problems(400, 403, 404, 409, 503), 400: Type.Ref('MandateProblem') },
       },
       handler: (request, reply) =>
         serve(request, reply, ops.createDelegate, { ...(request.body as Static<typeof DelegateCreate>), id: (request.params as { id: string }).id }, {

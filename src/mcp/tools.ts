@@ -221,7 +221,7 @@ export const TOOLS: readonly ToolDefinition[] = [
     name: 'set_mandate',
     title: "Replace an agent's mandate",
     description:
-      "Replaces the mandate of one of the owner's agents, `id` (as PUT /v1/owner/agents/{id}/mandate): a new version. Members left out " +
+      "Replaces the mandate of one of the owner's agents, `id` (as PUT /v1/owner/agents/{id}/mandate): a new version (the mandate in force, normalised, writes none and is answered as it stands). Members left out " +
       'take their defaults, so send what get_mandate shows, changed. Budgets: up to 20 of {id, limitUc, period day|week|month|total, and ' +
       'at most one of merchantId, category, serviceId}; every budget that applies to a purchase must hold. `approvalAboveUc`: a purchase ' +
       'above it waits for the owner. `ifVersion`: the version get_mandate showed; if another change came first, precondition_failed ' +

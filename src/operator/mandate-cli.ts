@@ -218,7 +218,7 @@ function mandateFile(text: string, where: string, options: { agentId: string; fo
 }
 
 /**
- * `acg agent mandate set <agentId> --file <path|-> [--force]`: replaces the mandate (a new version) and prints it.
+ * `acg agent mandate set <agentId> --file <path|-> [--force]`: replaces the mandate (a new version; the mandate in force, sent again, writes none) and prints it.
  * A file saved from `show` names the version it was read at, and the change is made only on that version (If-Match):
  * a change made meanwhile elsewhere is not overwritten unless `--force` says so.
  */

@@ -102,6 +102,23 @@ export function mandateHash(canonical: string): string {
   return createHash('sha256').update(canonical, 'utf8').digest('base64url');
 }
 
+/**
+ * The rules a version's document states, with the default of every rule the document predates filled in (a version
+ * written before `delegation` existed allows no delegates, as the agent row reads it).
+ */
+export function rulesOfDocument(document: MandateDocument): MandateRules {
+  const { agentId: _agentId, version: _version, createdAt: _createdAt, ...rules } = document;
+  return { ...defaultExtendedRules(), ...rules };
+}
+
+/**
+ * Whether two sets of (checked) rules are one mandate: the same RFC 8785 canonical JSON, so the same hash for the
+ * same agent, version and time. Lists compare in order (a budget's place decides which refusal names it).
+ */
+export function sameRules(a: MandateRules, b: MandateRules): boolean {
+  return canonicalize(a) === canonicalize(b);
+}
+
 function refuse(detail: string): never {
   throw new ApiError('invalid_input', { detail });
 }
@@ -167,18 +184,37 @@ function merchantName(name: string, path: string): string {
   return domain.domain;
 }
 
-/** Why a delegate's mandate is not within its parent's: the rule's name (the problem's `reason`) and what broke it. */
-export interface WiderThanParent {
-  reason:
-    | 'budget_wider_than_parent'
-    | 'cap_wider_than_parent'
-    | 'approval_wider_than_parent'
-    | 'merchant_outside_parent'
-    | 'window_outside_parent'
-    | 'allowance_outside_parent'
-    | 'depth_exceeded';
-  detail: string;
+/** The rules by which a delegate's mandate may be wider than its parent's: a refusal's `reason`. */
+export const WIDER_THAN_PARENT_REASONS = [
+  'budget_wider_than_parent',
+  'cap_wider_than_parent',
+  'approval_wider_than_parent',
+  'merchant_outside_parent',
+  'window_outside_parent',
+  'allowance_outside_parent',
+  'depth_exceeded',
+] as const;
+
+/** A member of the parent's mandate a delegate's is held to: where it is (RFC 6901, into the rules) and its value there. */
+export interface ParentMember {
+  pointer: string;
+  value: Budget | string | number | null | readonly string[];
 }
+
+/**
+ * Why a delegate's mandate is not within its parent's: the rule's name (the problem's `reason`), what broke it, the
+ * delegate's member that is wider (`pointer`, RFC 6901 into its rules, as GET …/mandate shows them) and the parent's
+ * member it is held to, so a client needs no parsing of `detail` to show which budget, cap or merchant, and the figure.
+ */
+export interface WiderThanParent {
+  reason: (typeof WIDER_THAN_PARENT_REASONS)[number];
+  detail: string;
+  pointer: string;
+  parent: ParentMember;
+}
+
+/** The merchants a merchant rule's entry names (an id: itself; a verified domain: each merchant verified on it). */
+export type MerchantsOf = (name: string) => readonly string[];
 
 const sameScope = (a: Budget, b: Budget) => a.merchantId === b.merchantId && a.category === b.category && a.serviceId === b.serviceId;
 
@@ -189,14 +225,20 @@ function scopeOf(budget: Budget): string {
   return 'all spending';
 }
 
-/** True when every item `child` allows, `parent` allows too ("*" allows all). */
-function allowanceWithin(child: readonly string[], parent: readonly string[]): boolean {
-  return parent.includes('*') || (!child.includes('*') && child.every((item) => parent.includes(item)));
+/** The index of the first item `child` allows that `parent` does not ("*" allows all), or -1 when it lies within. */
+function allowanceOutside(child: readonly string[], parent: readonly string[]): number {
+  if (parent.includes('*')) return -1;
+  return child.findIndex((item) => item === '*' || !parent.includes(item));
 }
 
 /** A limit (null: none) is within the parent's when the parent has none, or the child has one at most as large. */
 function limitWithin(child: string | null, parent: string | null): boolean {
   return parent === null || (child !== null && BigInt(child) <= BigInt(parent));
+}
+
+/** The same member of the parent's rules: where the delegate's is wider, the parent's of the same name holds its figure. */
+function sameMember(reason: WiderThanParent['reason'], detail: string, pointer: string, value: ParentMember['value']): WiderThanParent {
+  return { reason, detail, pointer, parent: { pointer, value } };
 }
 
 /**
@@ -205,13 +247,14 @@ function limitWithin(child: string | null, parent: string | null): boolean {
  * inside one of the child's, in which the child takes at most its own cap. A shorter period is not comparable
  * (a tenth of the amount per tenth of the time may take it all, and more, in the parent's window), so refused.
  */
-function capsWider(child: MandateRules['caps'], parent: MandateRules['caps']): string | undefined {
-  if (!limitWithin(child.perHoldUc, parent.perHoldUc)) return `caps.perHoldUc must be at most the parent's, ${parent.perHoldUc} µc (null, no cap, is wider)`;
+function capsWider(child: MandateRules['caps'], parent: MandateRules['caps']): WiderThanParent | undefined {
+  const wider = (member: keyof MandateRules['caps'], detail: string) => sameMember('cap_wider_than_parent', detail, `/caps/${member}`, parent[member]);
+  if (!limitWithin(child.perHoldUc, parent.perHoldUc)) return wider('perHoldUc', `caps.perHoldUc must be at most the parent's, ${parent.perHoldUc} µc (null, no cap, is wider)`);
   if (parent.perPeriodUc === null) return undefined;
   if (!limitWithin(child.perPeriodUc, parent.perPeriodUc)) {
-    return `caps.perPeriodUc must be at most the parent's, ${parent.perPeriodUc} µc per ${parent.periodS} s (null, no cap, is wider)`;
+    return wider('perPeriodUc', `caps.perPeriodUc must be at most the parent's, ${parent.perPeriodUc} µc per ${parent.periodS} s (null, no cap, is wider)`);
   }
-  if (child.periodS < parent.periodS) return `caps.periodS must be at least the parent's, ${parent.periodS} s: a cap over a shorter period is not within the parent's`;
+  if (child.periodS < parent.periodS) return wider('periodS', `caps.periodS must be at least the parent's, ${parent.periodS} s: a cap over a shorter period is not within the parent's`);
   return undefined;
 }
 
@@ -220,70 +263,106 @@ function capsWider(child: MandateRules['caps'], parent: MandateRules['caps']): s
  * within: each parent budget is matched by a child budget of the same scope and period whose limit is at most
  * the parent's (the child may add budgets); the per-hold cap, the rolling cap (capsWider) and the approval
  * threshold are at most the parent's when the parent has one (none is wider than any); the merchant allowlist
- * is a subset (when the parent has one) and the denylist a superset; the validity window lies inside; the
- * allowed services and categories are subsets; and the levels of delegates the child allows are fewer than
- * the parent's. Asked of the mandate being written only: a parent narrowed later binds its children through the
- * chain's evaluation at each hold (spending.ts), not by rewriting or refusing anything.
+ * is a subset (when the parent has one) and the denylist a superset, compared by the merchants each entry names
+ * (`merchantsOf`); the validity window lies inside; the allowed services and categories are subsets; and the levels
+ * of delegates the child allows are fewer than the parent's. Asked of the mandate being written only: a parent
+ * narrowed later binds its children through the chain's evaluation at each hold (spending.ts), not by rewriting or
+ * refusing anything.
  */
-export function widerThanParent(child: MandateRules, parent: MandateRules): WiderThanParent | undefined {
+export function widerThanParent(child: MandateRules, parent: MandateRules, merchantsOf: MerchantsOf = (name) => [name]): WiderThanParent | undefined {
   const budget = budgetWider(child, parent);
   if (budget) return budget;
   const caps = capsWider(child.caps, parent.caps);
-  if (caps) return { reason: 'cap_wider_than_parent', detail: caps };
+  if (caps) return caps;
   if (!limitWithin(child.approvalAboveUc, parent.approvalAboveUc)) {
-    return { reason: 'approval_wider_than_parent', detail: `approvalAboveUc must be at most the parent's, ${parent.approvalAboveUc} µc (null, no approval, is wider)` };
+    const detail = `approvalAboveUc must be at most the parent's, ${parent.approvalAboveUc} µc (null, no approval, is wider)`;
+    return sameMember('approval_wider_than_parent', detail, '/approvalAboveUc', parent.approvalAboveUc);
   }
-  return outsideParent(child, parent);
+  return merchantsOutside(child.merchants, parent.merchants, merchantsOf) ?? outsideParent(child, parent);
 }
 
 /**
  * A parent budget the child's budgets do not match (same scope and period, a limit at most the parent's; for a day,
  * week or month, periods that begin when the parent's do: the same time zone). A child's day in another zone
  * straddles two of the parent's days, so by its own mandate it could take its limit in each half of one parent day.
+ * The child's wider member is the limit of its budget of that scope and period, or its list of budgets when it has
+ * none such, or its time zone.
  */
 function budgetWider(child: MandateRules, parent: MandateRules): WiderThanParent | undefined {
   const sameZone = sameTimeZone(child.timeZone, parent.timeZone);
-  for (const budget of parent.budgets) {
+  for (const [index, budget] of parent.budgets.entries()) {
     const limitUc = BigInt(budget.limitUc);
-    const matches = child.budgets.filter((mine) => sameScope(mine, budget) && mine.period === budget.period && BigInt(mine.limitUc) <= limitUc);
+    const sameKind = [...child.budgets.entries()].filter(([, mine]) => sameScope(mine, budget) && mine.period === budget.period);
+    const matches = sameKind.filter(([, mine]) => BigInt(mine.limitUc) <= limitUc);
     if (matches.length > 0 && !sameZone && budget.period !== 'total') {
-      return {
-        reason: 'budget_wider_than_parent',
-        detail: `the parent's budget "${budget.id}" counts per ${budget.period} from midnight in ${parent.timeZone}: a budget within it counts in the same time zone (timeZone "${parent.timeZone}", not "${child.timeZone}")`,
-      };
+      const detail = `the parent's budget "${budget.id}" counts per ${budget.period} from midnight in ${parent.timeZone}: a budget within it counts in the same time zone (timeZone "${parent.timeZone}", not "${child.timeZone}")`;
+      return sameMember('budget_wider_than_parent', detail, '/timeZone', parent.timeZone);
     }
     if (matches.length === 0) {
       return {
         reason: 'budget_wider_than_parent',
         detail: `the parent's budget "${budget.id}" (${budget.limitUc} µc per ${budget.period}, ${scopeOf(budget)}) needs a budget of the same scope and period of at most ${budget.limitUc} µc`,
+        pointer: sameKind[0] ? `/budgets/${sameKind[0][0]}/limitUc` : '/budgets',
+        parent: { pointer: `/budgets/${index}`, value: budget },
       };
     }
   }
   return undefined;
 }
 
-/** Where the child reaches outside its parent: merchants, validity window, allowances, delegation depth. */
-function outsideParent(child: MandateRules, parent: MandateRules): WiderThanParent | undefined {
-  const { allow, deny } = child.merchants;
-  if (parent.merchants.allow !== null && (allow === null || allow.some((name) => !parent.merchants.allow!.includes(name)))) {
-    return { reason: 'merchant_outside_parent', detail: `merchants.allow must be a subset of the parent's: ${parent.merchants.allow.join(', ') || '(none)'}` };
+/**
+ * Where the child's merchant rules reach outside the parent's, compared by merchant (`merchantsOf`): an allow entry
+ * naming a merchant the parent's allowlist does not (or no allowlist under a parent's), a parent's deny entry naming
+ * a merchant the child's denylist does not.
+ */
+function merchantsOutside(child: MerchantRules, parent: MerchantRules, merchantsOf: MerchantsOf): WiderThanParent | undefined {
+  const merchants = (names: readonly string[]) => new Set(names.flatMap((name) => merchantsOf(name)));
+  if (parent.allow !== null) {
+    const allowed = merchants(parent.allow);
+    const outside = child.allow === null ? -1 : child.allow.findIndex((name) => merchantsOf(name).some((id) => !allowed.has(id)));
+    if (child.allow === null || outside >= 0) {
+      return {
+        reason: 'merchant_outside_parent',
+        detail: `merchants.allow must be a subset of the parent's: ${parent.allow.join(', ') || '(none)'}`,
+        pointer: child.allow === null ? '/merchants/allow' : `/merchants/allow/${outside}`,
+        parent: { pointer: '/merchants/allow', value: parent.allow },
+      };
+    }
   }
-  const missing = parent.merchants.deny.filter((name) => !deny.includes(name));
-  if (missing.length > 0) return { reason: 'merchant_outside_parent', detail: `merchants.deny must keep the parent's denials: ${missing.join(', ')}` };
+  const denied = merchants(child.deny);
+  const dropped = parent.deny.findIndex((name) => merchantsOf(name).some((id) => !denied.has(id)));
+  if (dropped < 0) return undefined;
+  const missing = [...merchants(parent.deny)].sort().filter((id) => !denied.has(id));
+  return {
+    reason: 'merchant_outside_parent',
+    detail: `merchants.deny must keep the parent's denials: ${missing.join(', ')}`,
+    pointer: '/merchants/deny',
+    parent: { pointer: `/merchants/deny/${dropped}`, value: parent.deny[dropped]! },
+  };
+}
+
+/** Where the child reaches outside its parent otherwise: validity window, allowances, delegation depth. */
+function outsideParent(child: MandateRules, parent: MandateRules): WiderThanParent | undefined {
   if (parent.notBefore !== null && (child.notBefore === null || child.notBefore < parent.notBefore)) {
-    return { reason: 'window_outside_parent', detail: `notBefore must be at or after the parent's, ${parent.notBefore}` };
+    return sameMember('window_outside_parent', `notBefore must be at or after the parent's, ${parent.notBefore}`, '/notBefore', parent.notBefore);
   }
   if (parent.notAfter !== null && (child.notAfter === null || child.notAfter > parent.notAfter)) {
-    return { reason: 'window_outside_parent', detail: `notAfter must be at or before the parent's, ${parent.notAfter}` };
+    return sameMember('window_outside_parent', `notAfter must be at or before the parent's, ${parent.notAfter}`, '/notAfter', parent.notAfter);
   }
-  if (!allowanceWithin(child.allowedServices, parent.allowedServices)) {
-    return { reason: 'allowance_outside_parent', detail: `allowedServices must be a subset of the parent's: ${parent.allowedServices.join(', ') || '(none)'}` };
-  }
-  if (!allowanceWithin(child.allowedCategories, parent.allowedCategories)) {
-    return { reason: 'allowance_outside_parent', detail: `allowedCategories must be a subset of the parent's: ${parent.allowedCategories.join(', ') || '(none)'}` };
+  for (const member of ['allowedServices', 'allowedCategories'] as const) {
+    const outside = allowanceOutside(child[member], parent[member]);
+    if (outside >= 0) {
+      return {
+        reason: 'allowance_outside_parent',
+        detail: `${member} must be a subset of the parent's: ${parent[member].join(', ') || '(none)'}`,
+        pointer: `/${member}/${outside}`,
+        parent: { pointer: `/${member}`, value: parent[member] },
+      };
+    }
   }
   if (child.delegation.maxDepth > Math.max(0, parent.delegation.maxDepth - 1)) {
-    return { reason: 'depth_exceeded', detail: `the parent allows ${parent.delegation.maxDepth} level(s) of delegates below it: this delegate may allow at most ${Math.max(0, parent.delegation.maxDepth - 1)}` };
+    const detail = `the parent allows ${parent.delegation.maxDepth} level(s) of delegates below it: this delegate may allow at most ${Math.max(0, parent.delegation.maxDepth - 1)}`;
+    return sameMember('depth_exceeded', detail, '/delegation/maxDepth', parent.delegation.maxDepth);
   }
   return undefined;
 }

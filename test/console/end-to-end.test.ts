@@ -638,7 +638,9 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     // shows the new version.
     await page.getByRole('button', { name: 'Save mandate' }).click();
     await page.getByRole('alert').getByText(`Not saved: the mandate changed since this page showed it (version ${allowed.body.version - 1}, now ${allowed.body.version})`, { exact: false }).waitFor();
-    // Saved from the new version, the mandate keeps what the form does not show: delegation stays allowed.
+    // Saved from the new version with a change, the mandate keeps what the form does not show: delegation stays
+    // allowed. (A save that changes nothing writes no version.)
+    await page.getByLabel('Largest single purchase (credits)').fill('6');
     await page.getByRole('button', { name: 'Save mandate' }).click();
     await page.getByText(`Saved: mandate version ${allowed.body.version + 1}.`).waitFor();
     expect((await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body.delegation).toEqual({ allowed: true, maxDepth: 1 });

@@ -203,7 +203,7 @@ describe('MCP read tools answer what their HTTP twins answer', () => {
     expect(stale.structuredContent).toEqual(viaHttp.body);
     const kept = (await ownerFaces.mcp.callTool({
       name: 'set_mandate',
-      arguments: { id: agent.id, ifVersion: put.body.version, allowedCategories: ['books'], budgets: http.budgets, idempotencyKey: 'twins-kept-mandate' },
+      arguments: { id: agent.id, ifVersion: put.body.version, allowedCategories: ['books', 'music'], budgets: http.budgets, idempotencyKey: 'twins-kept-mandate' },
     })) as { structuredContent: any; isError?: boolean };
     expect([kept.isError ?? false, kept.structuredContent.version]).toEqual([false, put.body.version + 1]);
   });
