@@ -82,10 +82,36 @@ export class Auth {
   }
 
   /**
-   * Forgets the token in this tab. Signing out revokes the console's remembered consent first (main.tsx), or a
-   * reload's silent sign-in would find it and sign the owner straight back in.
+   * Signs out: gives a live token back to the authorization server (RFC 7009), which revokes the grant behind it
+   * (the consent remembered for the console in every browser, and its live tokens), then forgets it. Forgetting
+   * alone left the consent, and a reload's silent sign-in signed the owner straight back in. A token that lapsed is
+   * renewed first, since the server revokes nothing for a dead one; when nothing can renew it, no consent is left.
+   * Throws when the server did not take it back: the owner is still signed in.
    */
-  signOut(): void {
+  async signOut(): Promise<void> {
+    let accessToken: string;
+    try {
+      accessToken = await this.accessToken();
+    } catch (error) {
+      if (!(error instanceof SignInRequired)) throw error;
+      this.setToken(undefined);
+      return;
+    }
+    let response: Response;
+    try {
+      response = await fetch(this.settings.revocationEndpoint, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ token: accessToken, token_type_hint: 'access_token', client_id: this.settings.clientId }),
+        cache: 'no-store',
+      });
+    } catch {
+      throw new Error('the gateway could not be reached; try again.');
+    }
+    if (!response.ok) {
+      const body = (await response.json().catch(() => ({}))) as { error_description?: string };
+      throw new Error(body.error_description ?? `the gateway answered ${response.status}; try again.`);
+    }
     this.setToken(undefined);
   }
 

@@ -3,7 +3,7 @@
 import './console.css';
 import { render } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { HumanSessionRequired, humanApi, newKey, ok, ownerApi, type Api } from './api.ts';
+import { ok, ownerApi, type Api } from './api.ts';
 import { Auth, SignInRequired } from './auth.ts';
 import { AgentPage } from './pages/agent.tsx';
 import { AgentsPage } from './pages/agents.tsx';
@@ -181,26 +181,16 @@ function Ready({ settings, auth, api, owner, onSignedOut }: { settings: Settings
 
   const [signOutProblem, setSignOutProblem] = useState('');
   // Forgetting the token alone left the consent remembered, and a reload signed the owner straight back in. The
-  // revocation takes a human session (the API lets no application's token decide which applications act for a
-  // person), and it also ends the console's live tokens, in every browser.
+  // console gives its token back (POST /oauth/revoke), which revokes the consent and its live tokens in every
+  // browser: one click, as signing out is anywhere else.
   const signOut = async () => {
     if (!mayLeave()) return;
     setSignOutProblem('');
     try {
-      const session = await context.humanSession('Signing out (forgetting the console’s access in every browser)');
-      const human = humanApi(session);
-      // Another person's confirmation would revoke that person's consents, and the owner's would stay.
-      const confirmed = ok(await human.GET('/v1/me')).owner;
-      if (confirmed?.id !== owner.id) {
-        context.forgetHumanSession();
-        throw new Error(`the person who confirmed is not ${owner.email}; confirm as ${owner.email}.`);
-      }
-      ok(await human.DELETE('/v1/owner/oauth-grants/{clientId}', { params: { path: { clientId: settings.clientId }, header: { 'Idempotency-Key': newKey() } } }));
+      await auth.signOut();
       context.forgetHumanSession();
-      auth.signOut();
       onSignedOut("You are signed out, in every browser: the console's access is revoked, so signing in again asks you on the gateway's page.");
     } catch (error) {
-      if (error instanceof HumanSessionRequired) context.forgetHumanSession();
       setSignOutProblem(`Not signed out: ${describe(error)}`);
     }
   };

@@ -225,6 +225,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/oauth/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an access token and the grant behind it (RFC 7009), e.g. when its user signs out
+         * @description Form-encoded only, as the token endpoint. `token` and `client_id` required (every client is public: no secret, no Authorization header); `token_type_hint` is accepted and ignored (only access tokens are issued). Revoking one of our access tokens revokes the grant it came from, for the token's owner or agent: the consents remembered for that client (every browser), so its next authorization shows the consent page again and prompt=none answers consent_required; its codes not yet exchanged; and every live access token it holds for that owner or agent (401 invalid_token on every instance once this answers). 200 with an empty body, also for a token that is expired, malformed or not ours (RFC 7009 §2.2: nothing to revoke). Errors: invalid_request (missing or repeated parameter; a token issued to another client), invalid_client (unknown client_id; client credentials sent: 401 for an Authorization header, 400 in the body). The owner revokes a client without its token with DELETE /v1/owner/oauth-grants/{clientId}.
+         */
+        post: operations["revokeToken"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/.well-known/oauth-authorization-server": {
         parameters: {
             query?: never;
@@ -3409,6 +3429,8 @@ export interface components {
             response_modes_supported: string[];
             grant_types_supported: string[];
             token_endpoint_auth_methods_supported: string[];
+            revocation_endpoint: string;
+            revocation_endpoint_auth_methods_supported: string[];
             code_challenge_methods_supported: string[];
             authorization_response_iss_parameter_supported: boolean;
             client_id_metadata_document_supported: boolean;
@@ -4356,6 +4378,86 @@ export interface operations {
             };
         };
     };
+    revokeToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description the access token to revoke */
+                    token: string;
+                    /** @description accepted and ignored: only access tokens are issued */
+                    token_type_hint?: string;
+                    /** @description the client the token was issued to */
+                    client_id: string;
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description revoked, or nothing to revoke (empty body) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+        };
+    };
     getAuthorizationServerMetadata: {
         parameters: {
             query?: never;
@@ -4382,6 +4484,8 @@ export interface operations {
                         response_modes_supported: string[];
                         grant_types_supported: string[];
                         token_endpoint_auth_methods_supported: string[];
+                        revocation_endpoint: string;
+                        revocation_endpoint_auth_methods_supported: string[];
                         code_challenge_methods_supported: string[];
                         authorization_response_iss_parameter_supported: boolean;
                         client_id_metadata_document_supported: boolean;
@@ -4426,6 +4530,8 @@ export interface operations {
                         response_modes_supported: string[];
                         grant_types_supported: string[];
                         token_endpoint_auth_methods_supported: string[];
+                        revocation_endpoint: string;
+                        revocation_endpoint_auth_methods_supported: string[];
                         code_challenge_methods_supported: string[];
                         authorization_response_iss_parameter_supported: boolean;
                         client_id_metadata_document_supported: boolean;

@@ -9,6 +9,7 @@ export interface Settings {
   resource: string;
   authorizationEndpoint: string;
   tokenEndpoint: string;
+  revocationEndpoint: string;
   jwksUri: string;
   agentIssuer?: string;
   mode: 'dev' | 'live';

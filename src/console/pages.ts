@@ -17,6 +17,8 @@ export interface ConsoleSettings {
   resource: string;
   authorizationEndpoint: string;
   tokenEndpoint: string;
+  /** Where the console gives its token back when the owner signs out (RFC 7009). */
+  revocationEndpoint: string;
   jwksUri: string;
   /** The agent identity provider whose identities agents are registered with (absent: none configured). */
   agentIssuer?: string;

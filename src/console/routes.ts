@@ -53,6 +53,7 @@ export function consoleRoutes(deps: ConsoleRouteDeps) {
       resource: config.baseUrl,
       authorizationEndpoint: `${config.baseUrl}/oauth/authorize`,
       tokenEndpoint: `${config.baseUrl}/oauth/token`,
+      revocationEndpoint: `${config.baseUrl}/oauth/revoke`,
       jwksUri: `${config.baseUrl}/.well-known/jwks.json`,
       agentIssuer: deps.agentIssuer(),
       mode: config.mode,

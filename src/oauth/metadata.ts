@@ -17,6 +17,8 @@ export function authorizationServerMetadata(baseUrl: string) {
     grant_types_supported: ['authorization_code'],
     // RFC 8414's default is client_secret_basic; say "none" explicitly (the MCP SDK assumes the default).
     token_endpoint_auth_methods_supported: ['none'],
+    revocation_endpoint: `${baseUrl}/oauth/revoke`,
+    revocation_endpoint_auth_methods_supported: ['none'],
     code_challenge_methods_supported: ['S256'],
     authorization_response_iss_parameter_supported: true,
     client_id_metadata_document_supported: false,

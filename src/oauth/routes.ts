@@ -20,6 +20,7 @@ import { consentPage, errorPage } from './pages.ts';
 import { registerClient, validateClientMetadata } from './register.ts';
 import * as schemas from './schemas.ts';
 import { checkSelectCaller, select } from './select.ts';
+import { revokeToken } from './revoke.ts';
 import { exchangeCode } from './token.ts';
 
 /** Why the OAuth endpoints are not operations (see platform/http/app.ts, assertMutationIsOperation). */
@@ -225,6 +226,32 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
         response: { 200: schemas.TokenResponse, 400: OAuthErrorRef, 401: OAuthErrorRef, 415: OAuthErrorRef, 503: OAuthErrorRef },
       },
       handler: async (request, reply) => reply.headers(NO_STORE).send(await exchangeCode(gateway, request.body, request.headers.authorization)),
+    });
+
+    app.post('/oauth/revoke', {
+      config: { notAnOperation: OAUTH_STEP },
+      onRequest: [requireMediaType(FORM), requireFormAsSent],
+      attachValidation: true,
+      schema: { operationId: 'revokeToken',
+        tags,
+        summary: 'Revoke an access token and the grant behind it (RFC 7009), e.g. when its user signs out',
+        description:
+          'Form-encoded only, as the token endpoint. `token` and `client_id` required (every client is public: no secret, no ' +
+          'Authorization header); `token_type_hint` is accepted and ignored (only access tokens are issued). Revoking one of our ' +
+          "access tokens revokes the grant it came from, for the token's owner or agent: the consents remembered for that client " +
+          '(every browser), so its next authorization shows the consent page again and prompt=none answers consent_required; ' +
+          'its codes not yet exchanged; and every live access token it holds for that owner or agent (401 invalid_token on every ' +
+          'instance once this answers). 200 with an empty body, also for a token that is expired, malformed or not ours (RFC 7009 ' +
+          '§2.2: nothing to revoke). Errors: invalid_request (missing or repeated parameter; a token issued to another client), ' +
+          'invalid_client (unknown client_id; client credentials sent: 401 for an Authorization header, 400 in the body). The ' +
+          'owner revokes a client without its token with DELETE /v1/owner/oauth-grants/{clientId}.',
+        body: { content: { [FORM]: { schema: schemas.RevokeRequest } } },
+        response: { 200: { description: 'revoked, or nothing to revoke (empty body)', type: 'null' }, 400: OAuthErrorRef, 401: OAuthErrorRef, 415: OAuthErrorRef, 503: OAuthErrorRef },
+      },
+      handler: async (request, reply) => {
+        await revokeToken(gateway, request.body, request.headers.authorization);
+        return reply.code(200).headers(NO_STORE).send();
+      },
     });
 
     const discovery = ['discovery'];

@@ -92,6 +92,15 @@ export const TokenRequest = Type.Object(
   { additionalProperties: true },
 );
 
+export const RevokeRequest = Type.Object(
+  {
+    token: Type.String({ description: 'the access token to revoke' }),
+    token_type_hint: Type.Optional(Type.String({ description: 'accepted and ignored: only access tokens are issued' })),
+    client_id: Type.String({ description: 'the client the token was issued to' }),
+  },
+  { additionalProperties: true },
+);
+
 export const TokenResponse = Type.Object(
   {
     access_token: Type.String({ description: 'ES256 JWT, typ at+jwt (RFC 9068)' }),
@@ -114,6 +123,8 @@ export const AuthorizationServerMetadata = Type.Object(
     response_modes_supported: Type.Array(Type.String()),
     grant_types_supported: Type.Array(Type.String()),
     token_endpoint_auth_methods_supported: Type.Array(Type.String()),
+    revocation_endpoint: Type.String(),
+    revocation_endpoint_auth_methods_supported: Type.Array(Type.String()),
     code_challenge_methods_supported: Type.Array(Type.String()),
     authorization_response_iss_parameter_supported: Type.Boolean(),
     client_id_metadata_document_supported: Type.Boolean(),

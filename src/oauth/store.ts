@@ -294,3 +294,33 @@ export async function revokeLiveTokens(db: Queryable, ownerId: string, clientId:
   );
   return rowCount;
 }
+
+/** A client's hold on one owner or agent (the subject of its tokens), as a token names it. */
+export interface ClientSubject {
+  clientId: string;
+  actorType: string;
+  subject: string;
+}
+
+/** Forgets the consents remembered for the client and this subject, in every browser; how many. */
+export async function deleteSubjectGrants(db: Queryable, held: ClientSubject): Promise<number> {
+  const { rowCount } = await db.query('DELETE FROM oauth_grants WHERE client_id = $1 AND actor_type = $2 AND subject = $3', [held.clientId, held.actorType, held.subject]);
+  return rowCount;
+}
+
+/** Codes of the client's for this subject not yet exchanged: they can no longer be. */
+export async function deleteSubjectUnusedCodes(db: Queryable, held: ClientSubject): Promise<void> {
+  await db.query('DELETE FROM oauth_codes WHERE client_id = $1 AND actor_type = $2 AND subject = $3 AND consumed_at_s IS NULL', [held.clientId, held.actorType, held.subject]);
+}
+
+/** Revokes every access token the client still holds for this subject (one statement); how many. */
+export async function revokeSubjectLiveTokens(db: Queryable, held: ClientSubject, nowS: number): Promise<number> {
+  const { rowCount } = await db.query(
+    `INSERT INTO oauth_revoked_tokens (jti, expires_at_s)
+     SELECT access_token_jti, access_token_expires_at_s FROM oauth_codes
+      WHERE client_id = $1 AND actor_type = $2 AND subject = $3 AND access_token_jti IS NOT NULL AND access_token_expires_at_s > $4
+     ON CONFLICT (jti) DO NOTHING`,
+    [held.clientId, held.actorType, held.subject, nowS],
+  );
+  return rowCount;
+}

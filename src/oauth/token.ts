@@ -27,7 +27,6 @@ import { hashCode } from './code.ts';
 import * as store from './store.ts';
 
 export const TOKEN_PARAMETERS = ['grant_type', 'code', 'client_id', 'redirect_uri', 'code_verifier', 'resource'] as const;
-type TokenParameter = (typeof TOKEN_PARAMETERS)[number];
 
 export interface TokenResponse {
   access_token: string;
@@ -36,14 +35,14 @@ export interface TokenResponse {
   scope: string;
 }
 
-/** The six parameters as single strings (a missing one is undefined); any repeated one is refused. */
-function readForm(form: unknown): Partial<Record<TokenParameter, string>> {
+/** An endpoint's parameters as single strings (a missing or empty one is undefined); any repeated one is refused. */
+export function readForm<P extends string>(form: unknown, parameters: readonly P[]): Partial<Record<P, string>> {
   const fields = (typeof form === 'object' && form !== null ? form : {}) as Record<string, unknown>;
-  const read: Partial<Record<TokenParameter, string>> = {};
+  const read: Partial<Record<P, string>> = {};
   for (const name of Object.keys(fields)) {
     if (Array.isArray(fields[name])) throw invalidRequest(`${name} must not be repeated`);
   }
-  for (const name of TOKEN_PARAMETERS) {
+  for (const name of parameters) {
     const value = fields[name];
     if (typeof value === 'string' && value !== '') read[name] = value;
   }
@@ -58,7 +57,7 @@ const CLIENT_CREDENTIAL_PARAMETERS = ['client_secret', 'client_assertion', 'clie
  * an assertion is a method it did not register, which node-oidc-provider refuses too; ignoring it would tell a
  * client whose secret is wrong that all is well.
  */
-function refuseClientCredentials(form: unknown, authorization: string | undefined): void {
+export function refuseClientCredentials(form: unknown, authorization: string | undefined): void {
   if (authorization !== undefined) {
     const scheme = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+/.exec(authorization)?.[0] ?? 'Basic';
     throw clientAuthenticationRefused('clients here are public (token_endpoint_auth_method none): send client_id in the body and no Authorization header', scheme);
@@ -71,7 +70,7 @@ function refuseClientCredentials(form: unknown, authorization: string | undefine
 export async function exchangeCode(gateway: Gateway, form: unknown, authorization?: string): Promise<TokenResponse> {
   const { db, clock, signing, config } = gateway;
   if (!signing.configured) throw temporarilyUnavailable(503, 'the gateway has no signing key configured (ACG_SIGNING_KEY)');
-  const p = readForm(form);
+  const p = readForm(form, TOKEN_PARAMETERS);
   if (!p.grant_type) throw invalidRequest('grant_type is required');
   if (p.grant_type !== 'authorization_code') throw unsupportedGrantType('only grant_type=authorization_code is supported');
   refuseClientCredentials(form, authorization);

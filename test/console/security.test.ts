@@ -108,6 +108,7 @@ describe("the console's page", () => {
       resource: url,
       authorizationEndpoint: `${url}/oauth/authorize`,
       tokenEndpoint: `${url}/oauth/token`,
+      revocationEndpoint: `${url}/oauth/revoke`,
       jwksUri: `${url}/.well-known/jwks.json`,
       agentIssuer: world.agentIssuer.issuer,
       mode: 'dev',

@@ -24,6 +24,8 @@ describe('discovery', () => {
         response_modes_supported: ['query'],
         grant_types_supported: ['authorization_code'],
         token_endpoint_auth_methods_supported: ['none'],
+        revocation_endpoint: `${gw.url}/oauth/revoke`,
+        revocation_endpoint_auth_methods_supported: ['none'],
         code_challenge_methods_supported: ['S256'],
         authorization_response_iss_parameter_supported: true,
         client_id_metadata_document_supported: false,

@@ -25,6 +25,7 @@ describe('an OAuth endpoint asked with a method it does not take', () => {
       ['PATCH', '/oauth/select', 'POST'],
       ['POST', '/oauth/authorize', 'GET, HEAD'],
       ['DELETE', '/oauth/consent', 'GET, HEAD'],
+      ['DELETE', '/oauth/revoke', 'POST'],
     ];
     for (const [method, path, allow] of cases) {
       expect(await ask(method!, path!), `${method} ${path}`).toEqual({
@@ -38,7 +39,7 @@ describe('an OAuth endpoint asked with a method it does not take', () => {
   });
 
   it('answers a method on a path that is no endpoint with 404 and the same body shape', async () => {
-    for (const [method, path] of [['DELETE', '/oauth/revoke'], ['GET', '/oauth/nothing']]) {
+    for (const [method, path] of [['DELETE', '/oauth/revocation'], ['GET', '/oauth/nothing']]) {
       expect(await ask(method!, path!), `${method} ${path}`).toEqual({
         status: 404,
         allow: null,
