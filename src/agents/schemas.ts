@@ -19,7 +19,7 @@ export const ProfileSchema = Type.Object(
 const Caps = Type.Object(
   {
     perHoldUc: Nullable(Microcredits('largest single hold; null = no cap')),
-    perPeriodUc: Nullable(Microcredits('most that holds may take per period; null = no cap')),
+    perPeriodUc: Nullable(Microcredits("most that the agent's own holds may take per rolling period; an ancestor's cap binds each delegate's own holds too (a subtree's total is a budget's to limit); null = no cap")),
     periodS: Type.Integer({ description: 'length of the cap period in seconds (rolling window)' }),
   },
   { additionalProperties: false },
@@ -98,7 +98,7 @@ export const MandateRulesProperties = {
   caps: Type.Object(
     {
       perHoldUc: Nullable(Microcredits('largest single hold; null = no cap')),
-      perPeriodUc: Nullable(Microcredits('most that holds may take per rolling period; null = no cap')),
+      perPeriodUc: Nullable(Microcredits("most that the agent's own holds may take per rolling period; an ancestor's cap binds each delegate's own holds too (a subtree's total is a budget's to limit); null = no cap")),
       periodS: Type.Integer({ minimum: 60, maximum: 31_536_000, description: 'the rolling period of perPeriodUc, in seconds' }),
     },
     { additionalProperties: false },

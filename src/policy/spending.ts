@@ -9,7 +9,7 @@
 // Refusals in this order, each rule asked of the agent and then of each ancestor (parent first), each naming
 // its rule (`reason`): FROZEN (`reason` frozen or retired, naming the agent that is); SCOPE_FORBIDDEN
 // (mandate_not_valid, service_not_allowed, category_not_allowed, merchant_not_allowed); CAP_EXCEEDED
-// (per_hold_cap; per_period_cap, the agent's own rolling cap over its own holds; budget_exceeded with the
+// (per_hold_cap; per_period_cap, the agent's own rolling cap or an ancestor's, over the agent's own holds; budget_exceeded with the
 // budget and whose it is); approval_required (above a threshold, unless the owner approved this purchase). A
 // frozen or retired ancestor so stops its whole subtree at its next request, and unfreezing it gives each
 // descendant back its own status. The connector's own allowlist (the mail inbox) depends on the action's
@@ -20,7 +20,7 @@ import { activeSpan, addSpanEvent, type SpanRef } from '../platform/telemetry.ts
 import { extendedRulesOf, type Budget, type ExtendedRules } from './mandate.ts';
 import { periodOf } from './periods.ts';
 import { budgetPeriodKey, budgetUsageOf, type BudgetPeriodKey } from './budget-usage.ts';
-import { spentInWindowOf } from './store.ts';
+import { spentInWindowOf, windowKey } from './store.ts';
 
 /** What the policy reads of an agent: its status, its allowances, its caps and the rest of its mandate. */
 export interface SpendingSettings {
@@ -55,6 +55,12 @@ export interface BudgetSpend {
 export interface Usage {
   /** The rolling cap's window: credit the agent's holds took in it. */
   periodSpentUc: bigint;
+  /**
+   * The agent's own holds in each rolling window an ancestor's cap counts (by the window's length in seconds): an
+   * ancestor's rolling cap binds each of its delegates' own spending too, so a parent that narrows its cap narrows
+   * its delegates' at once. Absent for an agent with no capped ancestor.
+   */
+  windowsSpentUc?: ReadonlyMap<number, bigint>;
   /** Each budget's spend in its period containing the pass's time, by budget id. */
   budgets: ReadonlyMap<string, BudgetSpend>;
 }
@@ -211,11 +217,18 @@ export function spendingRefusal(agent: SpendingSettings, spend: Spend): Spending
   }
   const { take } = spend;
   if (!take) return undefined;
-  if (agent.cap_per_period_uc !== null && take.usage.periodSpentUc + take.amountUc > agent.cap_per_period_uc) {
+  // The agent's own rolling cap, then each ancestor's, over the agent's own holds: an ancestor's cap is a limit on
+  // each agent below it (its subtree's total is a budget's to limit), so one narrowed later binds at once.
+  for (const settings of chain) {
+    if (settings.cap_per_period_uc === null) continue;
+    const spentUc = settings === agent ? take.usage.periodSpentUc : take.usage.windowsSpentUc?.get(settings.cap_period_s);
+    // Counted as nothing, an ancestor's cap would not bind: its window must be given.
+    if (spentUc === undefined) throw new Error(`spending policy: no usage given for the rolling cap of ancestor ${settings.id} of the agent`);
+    if (spentUc + take.amountUc <= settings.cap_per_period_uc) continue;
     return {
       rule: 'periodCap',
       error: new ApiError('CAP_EXCEEDED', {
-        detail: `the hold of ${take.amountUc} µc would exceed the cap of ${agent.cap_per_period_uc} µc per ${agent.cap_period_s} s`,
+        detail: `the hold of ${take.amountUc} µc would exceed ${settings === agent ? 'the' : `its ancestor ${settings.id}'s`} cap of ${settings.cap_per_period_uc} µc per ${settings.cap_period_s} s${settings === agent ? '' : ` (the agent took ${spentUc} µc in the last ${settings.cap_period_s} s)`}`,
         extra: { reason: 'per_period_cap' },
       }),
     };
@@ -249,7 +262,8 @@ export function afterTaking(usage: Usage, amountUc: bigint, charges: readonly Bu
     const before = budgets.get(charge.budget.id) ?? { spentUc: 0n, alertedPct: 0 };
     budgets.set(charge.budget.id, { ...before, spentUc: before.spentUc + amountUc });
   }
-  return { periodSpentUc: usage.periodSpentUc + ownUc, budgets };
+  const windowsSpentUc = usage.windowsSpentUc && ownUc !== 0n ? new Map([...usage.windowsSpentUc].map(([periodS, spentUc]) => [periodS, spentUc + ownUc])) : usage.windowsSpentUc;
+  return { periodSpentUc: usage.periodSpentUc + ownUc, ...(windowsSpentUc === undefined ? {} : { windowsSpentUc }), budgets };
 }
 
 /** The alert thresholds a budget crosses going from `before` to `after` (each once per period, above `alertedPct`). */
@@ -314,11 +328,36 @@ export async function usageOf(
   nowS: number,
   budgetsRead?: ReadonlyMap<string, BudgetSpend>,
 ): Promise<Map<string, Usage>> {
-  const capped = agents.filter((agent) => agent.cap_per_period_uc !== null);
-  const spent = await spentInWindowOf(db, capped.map((agent) => ({ agentId: agent.id, sinceS: nowS - agent.cap_period_s })));
+  const known = new Map(agents.map((agent) => [agent.id, agent]));
+  // Each agent's own window, and the window of each capped ancestor's cap (its rule binds the agent's own holds).
+  const ancestorWindows = new Map(agents.map((agent) => [agent.id, ancestorCapWindowsOf(agent, known)]));
+  const windows = agents.flatMap((agent) => {
+    const lengths = new Set(ancestorWindows.get(agent.id));
+    if (agent.cap_per_period_uc !== null) lengths.add(agent.cap_period_s);
+    return [...lengths].map((periodS) => ({ agentId: agent.id, periodS, sinceS: nowS - periodS }));
+  });
+  const spent = await spentInWindowOf(db, windows);
   const keys = budgetPeriodsOf(agents, nowS);
   const budgets = budgetsRead ?? (await budgetUsageOf(db, keys));
   const byAgent = new Map<string, Map<string, BudgetSpend>>(agents.map((agent) => [agent.id, new Map()]));
   for (const key of keys) byAgent.get(key.agentId)!.set(key.budgetId, budgets.get(budgetPeriodKey(key)) ?? { spentUc: 0n, alertedPct: 0 });
-  return new Map(agents.map((agent) => [agent.id, { periodSpentUc: spent.get(agent.id) ?? 0n, budgets: byAgent.get(agent.id)! }]));
+  return new Map(
+    agents.map((agent) => {
+      const windowed = ancestorWindows.get(agent.id)!;
+      const usage: Usage = { periodSpentUc: agent.cap_per_period_uc === null ? 0n : spent.get(windowKey(agent.id, agent.cap_period_s)) ?? 0n, budgets: byAgent.get(agent.id)! };
+      if (windowed.length === 0) return [agent.id, usage];
+      return [agent.id, { ...usage, windowsSpentUc: new Map(windowed.map((periodS) => [periodS, spent.get(windowKey(agent.id, periodS)) ?? 0n])) }];
+    }),
+  );
+}
+
+/**
+ * The lengths of the rolling windows the agent's capped ancestors count: its chain (`ancestors`) when it carries
+ * one, else its ancestors among `known` (a tree's rows, by `ancestor_ids`). A read of usage alone (a subtree's
+ * figures) may not hold the ancestors: an evaluation that then finds a window missing refuses to decide
+ * (`spendingRefusal`), so a cap is never counted as nothing.
+ */
+function ancestorCapWindowsOf(agent: SpendingSettings & { id: string; ancestor_ids?: readonly string[] }, known: ReadonlyMap<string, SpendingSettings & { id: string }>): number[] {
+  const ancestors = agent.ancestors ?? (agent.ancestor_ids ?? []).flatMap((id) => known.get(id) ?? []);
+  return [...new Set(ancestors.filter((ancestor) => ancestor.cap_per_period_uc !== null).map((ancestor) => ancestor.cap_period_s))];
 }

@@ -294,6 +294,37 @@ describe("a delegate's caps and approval threshold", () => {
     const refused = await mint(world, child.token, offer.id);
     expect([refused.status, refused.body.code, refused.body.reason]).toEqual([402, 'CAP_EXCEEDED', 'per_hold_cap']);
   });
+
+  it("a parent's rolling cap, narrowed later, binds each delegate's own holds at once, over the parent's window, down the tree (found from outside)", async () => {
+    const root = await rootAgent({ caps: caps(credits(5), credits(5), 3_600), delegation: { allowed: true, maxDepth: 2 } });
+    const child = (await createDelegate(root, root.token, { delegation: { allowed: true, maxDepth: 1 } })).agent!;
+    const grandchild = (await createDelegate(child, child.token)).agent!;
+    const offer = await shops[0].offer({ priceUc: credits(1) });
+    expect((await mint(world, child.token, offer.id)).status).toBe(200);
+    // The owner narrows the root to 2 credits an hour over a window of its own length: the delegates' caps (5 an
+    // hour, inherited) stay as written, but the root's binds each of them.
+    const narrowed = await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, { token: root.ownerToken, key: `narrow-period-${root.id}`, body: { caps: caps(credits(5), credits(2), 7_200), delegation: { allowed: true, maxDepth: 2 } } });
+    expect(narrowed.status, JSON.stringify(narrowed.body)).toBe(200);
+    expect((await mint(world, child.token, offer.id)).status).toBe(200);
+    const refused = await mint(world, child.token, offer.id);
+    expect([refused.status, refused.body.code, refused.body.reason]).toEqual([402, 'CAP_EXCEEDED', 'per_period_cap']);
+    expect(refused.body.detail).toContain(`its ancestor ${root.id}'s cap of 2000000 µc per 7200 s`);
+    // Each agent's own holds: the grandchild has taken nothing yet, and the grandparent's cap binds it too.
+    expect((await mint(world, grandchild.token, offer.id)).status).toBe(200);
+    expect((await mint(world, grandchild.token, offer.id)).status).toBe(200);
+    expect((await mint(world, grandchild.token, offer.id)).body).toMatchObject({ code: 'CAP_EXCEEDED', reason: 'per_period_cap' });
+    // The merchant check asks the same rule, with no figures.
+    const check = await world.api('POST', '/v1/access/merchant-check', { token: shops[0].key, body: { offerId: offer.id, agentIdentity: { issuer: world.agentIssuer.issuer, subject: child.subject } } });
+    expect(check.body.allowed).toBe(false);
+    // Past the root's window, each may spend again.
+    world.gw.clock.advance(7_201_000);
+    try {
+      const fresh = await world.agentIssuer.mint({ sub: child.subject, owner_email: child.ownerEmail }, { expiresInS: 7_201 + 600 });
+      expect((await mint(world, fresh, offer.id)).status).toBe(200);
+    } finally {
+      world.gw.clock.advance(-7_201_000);
+    }
+  });
 });
 
 describe('a retired delegate', () => {
