@@ -169,7 +169,7 @@ export const TOOLS: readonly ToolDefinition[] = [
     title: 'Mint a voucher for an offer',
     description:
       "Takes a hold of the offer's price against the agent's credit and returns the signed voucher (an ES256 JWT the merchant " +
-      'verifies) with the hold (a Redemption). `maxUc` refuses a price above it (CAP_EXCEEDED). Refusals: INSUFFICIENT_CREDITS or ' +
+      'verifies) with the hold (a Redemption). `maxUc` refuses a price above it (CAP_EXCEEDED, `reason` max_uc). Refusals: INSUFFICIENT_CREDITS or ' +
       'CAP_EXCEEDED (402, with `reason` and, for a budget, `budget`), FROZEN or SCOPE_FORBIDDEN (403, with `reason`); no hold is taken ' +
       "then. A price above the mandate's approval threshold asks the owner: approval_required comes as a URL elicitation of the " +
       "purchase's approval page (its id is the purchase approval, pur_…, which get_intent reads); once the owner approves, retry with the same key to get " +

@@ -25,7 +25,8 @@ export function voucherRoutes({ mintVoucher }: VoucherOperations) {
           'with the same Idempotency-Key takes the hold and returns the voucher, once (a further retry replays it). If the owner declined, or ' +
           'the approval expired (15 minutes to answer, then as long to retry) or was used, the retry answers 409 conflict (`reason` ' +
           '`purchase_declined`, `approval_expired`, `approval_used`, `approval_amount_changed`), kept under the key; the same key for another ' +
-          'request (another offer) answers 409 idempotency_key_reused. A purchase at or below the threshold is not asked about.',
+          'request (another offer) answers 409 idempotency_key_reused. A purchase at or below the threshold is not asked about. A price above ' +
+          "the request's `maxUc` is 402 CAP_EXCEEDED with `reason` max_uc; the mandate's caps and budgets name theirs (per_hold_cap, per_period_cap, budget_exceeded).",
         body: MintVoucherInput,
         response: {
           200: Type.Object({ voucher: Type.String(), redemption: Type.Ref('Redemption') }),

@@ -130,7 +130,7 @@ export class VoucherService {
       }
       const priceUc = priceOf(request, offer);
       if (request.maxUc !== undefined && priceUc > request.maxUc) {
-        return { ok: false, error: new ApiError('CAP_EXCEEDED', { detail: `the offer costs ${priceUc} µc, more than your maxUc of ${request.maxUc} µc` }) };
+        return { ok: false, error: new ApiError('CAP_EXCEEDED', { detail: `the offer costs ${priceUc} µc, more than your maxUc of ${request.maxUc} µc`, extra: { reason: 'max_uc' } }) };
       }
       return undefined;
     });

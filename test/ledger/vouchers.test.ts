@@ -91,16 +91,17 @@ describe('POST /v1/vouchers', () => {
     const inactive = await shop.offer({ active: false });
     const codes = async (offerId: string, extra = {}) => {
       const res = await mint(world, agent.token, offerId, undefined, extra);
-      return [res.status, res.body.code ?? 'ok'];
+      return res.body.reason === undefined ? [res.status, res.body.code ?? 'ok'] : [res.status, res.body.code, res.body.reason];
     };
-    expect(await codes(dear.id)).toEqual([402, 'CAP_EXCEEDED']); // per hold
-    expect(await codes(cheap.id, { maxUc: '1999999' })).toEqual([402, 'CAP_EXCEEDED']); // the agent's own limit
+    expect(await codes(dear.id)).toEqual([402, 'CAP_EXCEEDED', 'per_hold_cap']); // per hold
+    // The agent's own limit, named as every CAP_EXCEEDED names its rule (found from outside: no reason).
+    expect(await codes(cheap.id, { maxUc: '1999999' })).toEqual([402, 'CAP_EXCEEDED', 'max_uc']);
     expect(await codes(cheap.id, { maxUc: '2000000', maxAmount: '2000001' })).toEqual([400, 'invalid_input']);
     expect(await codes(cheap.id, { maxUc: 2000000 })).toEqual([400, 'invalid_input']); // amounts are strings
     expect(await codes(cheap.id)).toEqual([200, 'ok']);
     expect(await codes(cheap.id)).toEqual([200, 'ok']);
-    expect(await codes(cheap.id)).toEqual([402, 'CAP_EXCEEDED']); // per period: 4,000,000 taken
-    expect(await codes(music.id)).toEqual([403, 'SCOPE_FORBIDDEN']);
+    expect(await codes(cheap.id)).toEqual([402, 'CAP_EXCEEDED', 'per_period_cap']); // per period: 4,000,000 taken
+    expect(await codes(music.id)).toEqual([403, 'SCOPE_FORBIDDEN', 'category_not_allowed']);
     expect(await codes(inactive.id)).toEqual([400, 'invalid_input']);
     expect(await codes('off_doesnotexist')).toEqual([400, 'invalid_input']);
     const poor = await world.createAgent('v4@example.com', 'v4-poor');
