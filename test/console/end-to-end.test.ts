@@ -643,6 +643,10 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByLabel('Largest single purchase (credits)').fill('6');
     await page.getByRole('button', { name: 'Save mandate' }).click();
     await page.getByText(`Saved: mandate version ${allowed.body.version + 1}.`).waitFor();
+    // Saved again unchanged: nothing is written, and the page says so rather than "Saved" with the same number.
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByText(`No change: mandate version ${allowed.body.version + 1} is in force as it was.`).waitFor();
+    expect((await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body.version).toBe(allowed.body.version + 1);
     expect((await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body.delegation).toEqual({ allowed: true, maxDepth: 1 });
     const scout = (await api('GET', `/v1/owner/agents/${agentId}`, owner)).body;
     // Scout was frozen above, and a frozen agent registers no delegate.

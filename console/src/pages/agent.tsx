@@ -297,7 +297,8 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
       }
       showVersion(saved as Mandate);
       onSaved();
-      return `Saved: mandate version ${saved.version}.`;
+      // The gateway writes no version for the mandate in force (docs/decisions.md "A PUT of the mandate in force writes nothing").
+      return saved.version === on.version ? `No change: mandate version ${saved.version} is in force as it was.` : `Saved: mandate version ${saved.version}.`;
     });
   };
   return (
