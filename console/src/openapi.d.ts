@@ -1029,7 +1029,9 @@ export interface paths {
         };
         /**
          * An agent's credit lots, in burn-down order
-         * @description Authentication: H, O.
+         * @description The lots that fund the agent (its root's, for a delegate), in the order holds take from them: priority, then the soonest expiry (a lot that never expires last), then age. Paged as every list (`limit`, `startingAfter` the id of the last lot of the previous page, `hasMore`): every refund adds a lot, so a busy agent's list is long.
+         *
+         *     Authentication: H, O.
          */
         get: operations["listAgentLots"];
         put?: never;
@@ -3239,8 +3241,10 @@ export interface components {
             };
             agent?: components["schemas"]["Agent"];
             balance?: components["schemas"]["Balance"];
-            /** @description the agent's credit lots, in burn-down order */
+            /** @description the credit lots that fund the agent (its root's, for a delegate), in burn-down order: the first 100, the next to be spent */
             lots?: components["schemas"]["Lot"][];
+            /** @description whether it has more than the 100 lots shown (its owner pages through them all at GET /v1/owner/agents/{id}/lots) */
+            lotsHasMore?: boolean;
             /** @description the agent's mandate in force (its rules: GET /v1/owner/agents/{id}/mandate, for the owner) */
             mandate?: {
                 version: number;
@@ -8085,7 +8089,12 @@ export interface operations {
     };
     listAgentLots: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description page size, 1–100 */
+                limit?: number;
+                /** @description id of the last item of the previous page (leave it out for the first page); an id that is no item of this list is 400 invalid_input */
+                startingAfter?: string;
+            };
             header?: never;
             path: {
                 /** @description id of the agent (agt_…) */
@@ -8103,10 +8112,11 @@ export interface operations {
                 content: {
                     "application/json": {
                         lots: components["schemas"]["Lot"][];
+                        hasMore: boolean;
                     };
                 };
             };
-            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            /** @description Bad Request */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -2,7 +2,7 @@
 // agent: its settings, its balance and its lots, read after its holds past their deadline are reclaimed.
 import { Type } from '@sinclair/typebox';
 import { toAgent, type Agent, type AgentService, type BudgetUsage } from '../agents/service.ts';
-import { Nullable } from '../platform/schemas.ts';
+import { Nullable, PAGE_LIMIT_MAX } from '../platform/schemas.ts';
 import type { Balance, LedgerService, Lot } from '../ledger/service.ts';
 import type { Queryable } from '../platform/db/database.ts';
 import type { Query } from '../platform/queries.ts';
@@ -27,7 +27,8 @@ export const MeSchema = Type.Object(
     owner: Type.Optional(Type.Object({ id: Type.String(), email: Type.String() }, { description: 'a human session or owner token: the owner' })),
     agent: Type.Optional(Type.Ref('Agent')),
     balance: Type.Optional(Type.Ref('Balance')),
-    lots: Type.Optional(Type.Array(Type.Ref('Lot'), { description: "the agent's credit lots, in burn-down order" })),
+    lots: Type.Optional(Type.Array(Type.Ref('Lot'), { description: `the credit lots that fund the agent (its root's, for a delegate), in burn-down order: the first ${PAGE_LIMIT_MAX}, the next to be spent` })),
+    lotsHasMore: Type.Optional(Type.Boolean({ description: `whether it has more than the ${PAGE_LIMIT_MAX} lots shown (its owner pages through them all at GET /v1/owner/agents/{id}/lots)` })),
     mandate: Type.Optional(Type.Object({ version: Type.Integer(), hash: Nullable(Type.String()) }, { description: "the agent's mandate in force (its rules: GET /v1/owner/agents/{id}/mandate, for the owner)" })),
     budgets: Type.Optional(Type.Array(Type.Ref('BudgetUsage'), { description: "each budget of the agent's mandate in its current period: what remains, and when it resets" })),
     ancestorBudgets: Type.Optional(
@@ -72,7 +73,7 @@ export function identityQueries(agents: AgentService, ledger: LedgerService): Id
           ...base,
           agent: toAgent(agent),
           balance: await ledger.balance(db, agent.id),
-          lots: await ledger.lots(db, agent.id),
+          ...(await ledger.lots(db, agent.id, { limit: PAGE_LIMIT_MAX }).then(({ lots, hasMore }) => ({ lots, lotsHasMore: hasMore }))),
           mandate: { version: agent.mandate_version, hash: agent.mandate_hash },
           budgets: await agents.budgetUsage(db, agent),
           ancestorBudgets: await ancestorBudgets(db, agents, agent.ancestor_ids),

@@ -13,6 +13,7 @@ import type { EvidenceService } from './evidence.ts';
 import type { Balance, HoldScope, LedgerService, Lot, Redemption } from './service.ts';
 
 const Id = (resource: string) => Type.Object({ id: idOf(resource) }, { additionalProperties: false });
+export const AgentLotsInput = Type.Object({ id: idOf('agent (agt_…)'), ...PageQuery.properties }, { additionalProperties: false });
 export const RedemptionIdInput = Id('redemption: the hold (hold_…)');
 export const AgentIdInput = Id('agent (agt_…)');
 export const AgentHoldsInput = Type.Object(
@@ -64,7 +65,7 @@ export interface LedgerQueries {
   getRedemption: Query<ById, Redemption, HoldScope>;
   listAgentHolds: Query<AgentPage, { redemptions: Redemption[]; hasMore: boolean }, unknown>;
   getAgentBalance: Query<ById, Balance, unknown>;
-  listAgentLots: Query<ById, { lots: Lot[] }, unknown>;
+  listAgentLots: Query<Static<typeof AgentLotsInput>, { lots: Lot[]; hasMore: boolean }, unknown>;
   getMerchantEarnings: Query<ById, { merchantId: string; earnedUc: string }, unknown>;
   getRedemptionEvidence: Query<ById, { evidence: string }, void>;
   getOwnerSpending: Query<{ days: number }, Static<typeof OwnerSpending>, Map<string, string>>;
@@ -101,10 +102,10 @@ export function ledgerQueries(ledger: LedgerService, agents: AgentService, merch
     },
     listAgentLots: {
       name: 'listAgentLots',
-      input: AgentIdInput,
-      output: Type.Object({ lots: Type.Array(Type.Ref('Lot')) }),
-      ...byId,
-      read: async (db, { input }) => ({ lots: await ledger.lots(db, input.id) }),
+      input: AgentLotsInput,
+      output: Type.Object({ lots: Type.Array(Type.Ref('Lot')), hasMore: Type.Boolean() }),
+      ...agentRead<Static<typeof AgentLotsInput>>((input) => input.id),
+      read: (db, { input }) => ledger.lots(db, input.id, input as Page),
     },
     getMerchantEarnings: {
       name: 'getMerchantEarnings',

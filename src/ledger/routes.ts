@@ -138,7 +138,18 @@ export function ledgerRoutes({ operations, queries }: LedgerRouteDeps) {
         errors: [400],
       }),
     );
-    app.route(queryRoute('GET', '/v1/owner/agents/:id/lots', queries.listAgentLots, { auth: OWNER, tags: ['ledger'], summary: "An agent's credit lots, in burn-down order", errors: [404] }));
+    app.route(
+      queryRoute('GET', '/v1/owner/agents/:id/lots', queries.listAgentLots, {
+        auth: OWNER,
+        tags: ['ledger'],
+        summary: "An agent's credit lots, in burn-down order",
+        description:
+          "The lots that fund the agent (its root's, for a delegate), in the order holds take from them: priority, then the " +
+          'soonest expiry (a lot that never expires last), then age. Paged as every list (`limit`, `startingAfter` the id of the ' +
+          "last lot of the previous page, `hasMore`): every refund adds a lot, so a busy agent's list is long.",
+        errors: [400, 404],
+      }),
+    );
     app.route(
       queryRoute('GET', '/v1/merchants/:id/earnings', queries.getMerchantEarnings, {
         auth: { kinds: ['human', 'owner', 'merchant'], scopes: ['earnings:read'] },

@@ -1009,9 +1009,10 @@ export class LedgerService {
     };
   }
 
-  async lots(db: Queryable, agentId: string): Promise<Lot[]> {
+  async lots(db: Queryable, agentId: string, page: Page): Promise<{ lots: Lot[]; hasMore: boolean }> {
     const nowS = this.nowS();
-    return (await store.listLots(db, agentId)).map((row) => toLot(row, nowS));
+    const found = await store.listLots(db, agentId, page);
+    return { lots: found.items.map((row) => toLot(row, nowS)), hasMore: found.hasMore };
   }
 
   async merchantEarnings(db: Queryable, merchantId: string): Promise<string> {

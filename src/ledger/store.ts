@@ -4,6 +4,7 @@ import type { Queryable, Tx } from '../platform/db/database.ts';
 import { budgetChargeParts, budgetGiveBackPart, budgetReadPart, sendBudgetGiveBack, budgetUsageFrom, type BudgetChargeRow, type BudgetPeriodKey, type BudgetUsageRow } from '../policy/budget-usage.ts';
 import type { EventsWrite } from '../events/outbox.ts';
 import { journalInsert, type BalancedJournal, type JournalKind } from './journal.ts';
+import { refuseUnknownCursor } from '../platform/db/paging.ts';
 
 export interface LotRow {
   id: string;
@@ -173,10 +174,23 @@ export function lessTaken(lots: readonly LotRow[], allocations: ReadonlyArray<{ 
 /** The payer of an agent's holds, in SQL: the root of its tree (the agent itself for a root, or an unknown id). */
 const PAYER_OF_$1 = 'COALESCE((SELECT ancestor_ids[1] FROM agents WHERE id = $1), $1)';
 
-/** The lots that fund an agent (its root's, for a delegate), in burn-down order. */
-export async function listLots(db: Queryable, agentId: string): Promise<LotRow[]> {
-  const { rows } = await db.query<LotRow>(`SELECT * FROM credit_lots WHERE agent_id = ${PAYER_OF_$1} ORDER BY priority, expires_at_s NULLS LAST, seq`, [agentId]);
-  return rows;
+/** A lot's place in burn-down order, as the columns of one comparable row (a lot that never expires after every one that does). */
+const BURN_ORDER = 'priority, COALESCE(expires_at_s, 9223372036854775807), seq';
+
+/**
+ * A page of the lots that fund an agent (its root's, for a delegate), in burn-down order: up to `limit` after the
+ * lot `startingAfter` (one of the same payer's; another is 400). Every refund adds a lot, so a busy agent's list
+ * is long: it pages as every other list does.
+ */
+export async function listLots(db: Queryable, agentId: string, page: { limit: number; startingAfter?: string }): Promise<{ items: LotRow[]; hasMore: boolean }> {
+  const { rows } = await db.query<LotRow>(
+    `SELECT * FROM credit_lots WHERE agent_id = ${PAYER_OF_$1}
+        AND ($2::text IS NULL OR (${BURN_ORDER}) > (SELECT ${BURN_ORDER} FROM credit_lots WHERE id = $2 AND agent_id = ${PAYER_OF_$1}))
+      ORDER BY priority, expires_at_s NULLS LAST, seq LIMIT $3`,
+    [agentId, page.startingAfter ?? null, page.limit + 1],
+  );
+  await refuseUnknownCursor(db, rows, page.startingAfter, `SELECT 1 FROM credit_lots WHERE id = $1 AND agent_id = ${PAYER_OF_$1.replaceAll('$1', '$2')}`, [agentId]);
+  return { items: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
 }
 
 export interface BalanceTotals {

@@ -76,7 +76,7 @@ async function snapshot(holdId: string, agentId: string) {
     [holdId],
   );
   const redemption = await world.api('GET', `/v1/redemptions/${holdId}`, { token: shop.key });
-  return { ...rows[0], redemption: redemption.body, lots: await world.gw.services.ledger.lots(db, agentId), earnings: await earnings() };
+  return { ...rows[0], redemption: redemption.body, lots: (await world.gw.services.ledger.lots(db, agentId, { limit: 100 })).lots, earnings: await earnings() };
 }
 
 describe('POST /v1/redemptions/{id}/refunds', () => {
@@ -90,7 +90,7 @@ describe('POST /v1/redemptions/{id}/refunds', () => {
     expect(res.body.refund.id).toMatch(/^rfd_/);
     expect(res.body.redemption).toMatchObject({ id: hold.id, state: 'captured', capturedUc: '2500000', refundedUc: '2500000', refunds: [res.body.refund] });
     expect(await earnings()).toBe(earnedBefore - 2_500_000n);
-    const lots = await world.gw.services.ledger.lots(world.gw.gateway.db, agent.id);
+    const lots = (await world.gw.services.ledger.lots(world.gw.gateway.db, agent.id, { limit: 100 })).lots;
     expect(lots.filter((l) => l.source === 'refund')).toEqual([expect.objectContaining({ sourceRef: res.body.refund.id, grantedUc: '2500000', remainingUc: '2500000', status: 'active' })]);
     expect(await balance(agent.id)).toMatchObject({ availableUc: '10000000', capturedUc: '2500000', grantedUc: '12500000', refundedUc: '2500000' });
     const { rows } = await world.gw.gateway.db.query<{ n: bigint }>(`SELECT count(*) AS n FROM events WHERE type = 'redemption.refunded' AND payload LIKE $1`, [`%${hold.id}%`]);
@@ -213,7 +213,7 @@ describe('POST /v1/redemptions/{id}/refunds', () => {
     const hold = await captured(agent, '1000000');
     const res = await refund(hold.id);
     expect(res.status).toBe(201);
-    const lots = (await world.gw.services.ledger.lots(world.gw.gateway.db, agent.id)).filter((l) => l.sourceRef === res.body.refund.id);
+    const lots = ((await world.gw.services.ledger.lots(world.gw.gateway.db, agent.id, { limit: 100 })).lots).filter((l) => l.sourceRef === res.body.refund.id);
     expect(lots.map(({ source, priority, expiresAt, grantedUc }) => ({ source, priority, expiresAt, grantedUc }))).toEqual(
       expect.arrayContaining([
         { source: 'refund', priority: 20, expiresAt: nowS + 7200, grantedUc: '400000' },
@@ -240,7 +240,7 @@ describe('POST /v1/redemptions/{id}/refunds', () => {
     // 1,000,000 of promotional credit burned first, then 1,500,000 of lasting credit.
     const hold = await captured(agent, '2500000');
     const refundLots = async (res: Awaited<ReturnType<typeof refund>>) =>
-      (await world.gw.services.ledger.lots(world.gw.gateway.db, agent.id))
+      ((await world.gw.services.ledger.lots(world.gw.gateway.db, agent.id, { limit: 100 })).lots)
         .filter((l) => l.sourceRef === res.body.refund.id)
         .map(({ priority, expiresAt, grantedUc }) => ({ priority, expiresAt, grantedUc }));
     const first = await refund(hold.id, { amountUc: '1000000' });

@@ -11,6 +11,7 @@ import { useLeaveGuard } from '../router.ts';
 
 type Mandate = Schemas['Mandate'];
 type Redemption = Schemas['Redemption'];
+type Lot = Schemas['Lot'];
 type Period = Mandate['budgets'][number]['period'];
 type ScopeKind = 'all' | 'merchantId' | 'category' | 'serviceId';
 
@@ -478,6 +479,55 @@ function ReceiptCheck({ label, receipt }: { label: string; receipt: string }) {
 
 const STATE_WORDS: Record<string, string> = { held: 'Held', captured: 'Captured', released: 'Released', expired: 'Expired' };
 
+/** The lots that fund the agent, a page of 100 at a time, in burn-down order (every refund adds one). */
+function Lots({ agentId, tick }: { agentId: string; tick: number }) {
+  const { api } = useConsole();
+  const lots = usePages<Lot>(async (startingAfter) => {
+    const page = ok(await api.GET('/v1/owner/agents/{id}/lots', { params: { path: { id: agentId }, query: { limit: 100, startingAfter } } }));
+    return { items: page.lots, hasMore: page.hasMore };
+  }, [agentId, tick]);
+  if (lots.error) return <LoadError error={lots.error} />;
+  if (!lots.data) return <p class="muted">Loading…</p>;
+  if (lots.data.items.length === 0) return <p class="muted">No credit yet.</p>;
+  return (
+    <>
+      <table>
+        <thead>
+          <tr>
+            <th scope="col">Lot</th>
+            <th scope="col">Source</th>
+            <th scope="col">Granted</th>
+            <th scope="col">Remaining</th>
+            <th scope="col">Status</th>
+            <th scope="col">Expires</th>
+          </tr>
+        </thead>
+        <tbody>
+          {lots.data.items.map((lot) => (
+            <tr>
+              <td>
+                <code>{lot.id}</code>
+              </td>
+              <td>{lot.source}</td>
+              <td>
+                <Amount uc={lot.grantedUc} />
+              </td>
+              <td>
+                <Amount uc={lot.remainingUc} />
+              </td>
+              <td>{lot.status}</td>
+              <td>
+                <When s={lot.expiresAt} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <ShowMore list={lots} label="Show 100 more lots" end={`All ${lots.data.items.length} lots are shown.`} />
+    </>
+  );
+}
+
 /** The agent's holds, a page of 100 at a time, newest first. */
 function Activity({ agentId, tick }: { agentId: string; tick: number }) {
   const { api } = useConsole();
@@ -564,12 +614,8 @@ export function AgentPage({ id }: { id: string }) {
   const agent = useLoad(async () => ok(await api.GET('/v1/owner/agents/{id}', { params: { path: { id } } })), [id, tick]);
   const figures = useLoad(async () => {
     const path = { params: { path: { id } } };
-    const [balance, mandate, lots] = await Promise.all([
-      api.GET('/v1/owner/agents/{id}/balance', path).then(ok),
-      api.GET('/v1/owner/agents/{id}/mandate', path).then(ok),
-      api.GET('/v1/owner/agents/{id}/lots', path).then(ok),
-    ]);
-    return { balance, mandate, lots: lots.lots };
+    const [balance, mandate] = await Promise.all([api.GET('/v1/owner/agents/{id}/balance', path).then(ok), api.GET('/v1/owner/agents/{id}/mandate', path).then(ok)]);
+    return { balance, mandate };
   }, [id, tick]);
   const refresh = () => setTick((n) => n + 1);
   const name = agent.data?.name ?? 'Agent';
@@ -631,42 +677,7 @@ export function AgentPage({ id }: { id: string }) {
           </section>
           <section aria-labelledby="lots-title">
             <h2 id="lots-title">Credit lots</h2>
-            {figures.data.lots.length === 0 ? (
-              <p class="muted">No credit yet.</p>
-            ) : (
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Lot</th>
-                    <th scope="col">Source</th>
-                    <th scope="col">Granted</th>
-                    <th scope="col">Remaining</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">Expires</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {figures.data.lots.map((lot) => (
-                    <tr>
-                      <td>
-                        <code>{lot.id}</code>
-                      </td>
-                      <td>{lot.source}</td>
-                      <td>
-                        <Amount uc={lot.grantedUc} />
-                      </td>
-                      <td>
-                        <Amount uc={lot.remainingUc} />
-                      </td>
-                      <td>{lot.status}</td>
-                      <td>
-                        <When s={lot.expiresAt} />
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            )}
+            <Lots agentId={id} tick={tick} />
           </section>
           <section aria-labelledby="delegates-title">
             <h2 id="delegates-title">Delegates</h2>
