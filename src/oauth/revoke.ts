@@ -6,6 +6,7 @@
 //   client_id unknown .................................. 400 invalid_client
 //   token not a live access token of ours .............. 200, nothing to revoke (RFC 7009 §2.2: an invalid token is no error)
 //   token issued to another client ..................... 400 invalid_request
+//   token already revoked .............................. 200, nothing more revoked
 // Policy (RFC 7009 §2.1 leaves it to the server): revoking an access token revokes the grant it came from, for the
 // token's subject: the consents remembered for that client and that owner or agent (every browser), the codes not
 // yet exchanged and every live access token the client holds for it. The consent is what lets the client sign in
@@ -43,6 +44,9 @@ export async function revokeToken(gateway: Gateway, form: unknown, authorization
     return { revokedGrants: 0, revokedAccessTokens: 0 };
   }
   if (claims.client_id !== client.id) throw invalidRequest('the token was issued to another client');
+  // A token already revoked is as dead as an expired one: it revokes nothing more (found from outside: a leaked
+  // token the owner had revoked could go on wiping the client's later sign-ins for the rest of its life).
+  if ((await store.revokedTokenIds(db, [String(claims.jti)])).length > 0) return { revokedGrants: 0, revokedAccessTokens: 0 };
   const subject = { clientId: client.id, actorType: String(claims.actor_type), subject: claims.sub! };
   const nowS = clock.nowS();
   const revoked = await db.transaction(async (tx) => {

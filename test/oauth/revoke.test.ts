@@ -95,6 +95,13 @@ describe('POST /oauth/revoke', () => {
     for (const stale of [signingOut, 'not-a-token', `${signingOut.slice(0, -4)}AAAA`]) {
       expect((await revoke({ token: stale, client_id: client })).status, stale).toBe(200);
     }
+    // A revoked token revokes nothing more: the owner signs in again in that browser, and whoever still holds the
+    // old token cannot take the new sign-in back (found from outside).
+    const again = await consent(request({ client_id: client }), 'human', firstBrowser);
+    const fresh = await silentToken(request({ client_id: client }), again);
+    expect((await revoke({ token: signingOut, client_id: client })).status).toBe(200);
+    expect(await live(fresh)).toBe(200);
+    expect(consentRequired(await authorizeRaw(url, query(request({ client_id: client }), '&prompt=none'), again))).toBe(false);
   });
 
   it('refuses a token issued to another client, and revokes nothing', async () => {
