@@ -32,7 +32,14 @@ interface PendingSignIn {
 
 /** A sign-in that needs the person (no remembered consent answers): the console shows its sign-in screen. */
 export class SignInRequired extends Error {
-  constructor(readonly reason: string) {
+  /**
+   * `consentGone`: the authorization server answered `consent_required`, so this browser holds no remembered consent
+   * (the only case in which no token can be had because there is nothing left here to sign in with).
+   */
+  constructor(
+    readonly reason: string,
+    readonly consentGone = false,
+  ) {
     super(reason);
   }
 }
@@ -83,19 +90,25 @@ export class Auth {
 
   /**
    * Signs out: gives a live token back to the authorization server (RFC 7009), which revokes the grant behind it
-   * (the consent remembered for the console in every browser, and its live tokens), then forgets it. Forgetting
-   * alone left the consent, and a reload's silent sign-in signed the owner straight back in. A token that lapsed is
-   * renewed first, since the server revokes nothing for a dead one; when nothing can renew it, no consent is left.
-   * Throws when the server did not take it back: the owner is still signed in.
+   * (the consent remembered for the console in every browser, and its live tokens), then forgets it: 'everywhere'.
+   * Forgetting alone left the consent, and a reload's silent sign-in signed the owner straight back in. A token that
+   * lapsed is renewed first, since the server revokes nothing for a dead one; when the server says this browser holds
+   * no consent any more (consent_required), there is nothing here to sign back in with: 'this-browser' (another
+   * browser's consent, if any, is out of reach without a token). Any other failure to renew (the gateway unreachable,
+   * the token endpoint failing) throws, as a refused revocation does: the owner is still signed in (found from
+   * outside: it said "signed out" and a new tab signed straight back in).
    */
-  async signOut(): Promise<void> {
+  async signOut(): Promise<'everywhere' | 'this-browser'> {
     let accessToken: string;
     try {
-      accessToken = await this.accessToken();
+      // Renewed without forgetting the lapsed token on a failure: forgetting it would show "You are signed out."
+      // while the consent stays and a new tab signs straight back in.
+      if (!this.token || this.token.expiresAtMs - EXPIRY_MARGIN_MS <= Date.now()) await this.silentSignIn({ forgetOnFailure: false });
+      accessToken = this.token!.accessToken;
     } catch (error) {
-      if (!(error instanceof SignInRequired)) throw error;
+      if (!(error instanceof SignInRequired && error.consentGone)) throw error;
       this.setToken(undefined);
-      return;
+      return 'this-browser';
     }
     let response: Response;
     try {
@@ -113,6 +126,7 @@ export class Auth {
       throw new Error(body.error_description ?? `the gateway answered ${response.status}; try again.`);
     }
     this.setToken(undefined);
+    return 'everywhere';
   }
 
   /** The click: off to the authorization server; `prompt` asks it for its page even when a consent is remembered. */
@@ -145,7 +159,7 @@ export class Auth {
     return pending.returnTo;
   }
 
-  private async silentSignIn(): Promise<void> {
+  private async silentSignIn(options: { forgetOnFailure: boolean } = { forgetOnFailure: true }): Promise<void> {
     const pending: PendingSignIn = { state: randomText(), verifier: randomText(), returnTo: '' };
     let landed: Response;
     try {
@@ -157,7 +171,7 @@ export class Auth {
     try {
       await this.redeem(new URL(landed.url), pending);
     } catch (error) {
-      this.setToken(undefined);
+      if (options.forgetOnFailure) this.setToken(undefined);
       throw error;
     }
   }
@@ -189,7 +203,7 @@ export class Auth {
     if (params.get('iss') !== settings.issuer) throw new SignInRequired('The sign-in answer came from another issuer; it was ignored.');
     if (params.get('state') !== pending.state) throw new SignInRequired('The sign-in answer does not match the sign-in started here; it was ignored.');
     const error = params.get('error');
-    if (error) throw new SignInRequired(error === 'consent_required' ? 'Sign in to continue.' : `Sign-in failed: ${params.get('error_description') ?? error}`);
+    if (error) throw new SignInRequired(error === 'consent_required' ? 'Sign in to continue.' : `Sign-in failed: ${params.get('error_description') ?? error}`, error === 'consent_required');
     const code = params.get('code');
     if (!code) throw new SignInRequired('The sign-in answer carried no code.');
     const response = await fetch(settings.tokenEndpoint, {

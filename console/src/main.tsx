@@ -187,9 +187,13 @@ function Ready({ settings, auth, api, owner, onSignedOut }: { settings: Settings
     if (!mayLeave()) return;
     setSignOutProblem('');
     try {
-      await auth.signOut();
+      const reach = await auth.signOut();
       context.forgetHumanSession();
-      onSignedOut("You are signed out, in every browser: the console's access is revoked, so signing in again asks you on the gateway's page.");
+      onSignedOut(
+        reach === 'everywhere'
+          ? "You are signed out, in every browser: the console's access is revoked, so signing in again asks you on the gateway's page."
+          : 'You are signed out in this browser: its sign-in had already ended. Signing in again asks you on the gateway\'s page.',
+      );
     } catch (error) {
       setSignOutProblem(`Not signed out: ${describe(error)}`);
     }
@@ -262,7 +266,7 @@ function App({ settings, auth }: { settings: Settings; auth: Auth }) {
         if (!me.owner) throw new SignInRequired('This session is not an owner session.');
         setState({ kind: 'ready', owner: me.owner });
       } catch (error) {
-        setState({ kind: 'signed-out', reason: error instanceof SignInRequired && error.reason === 'Sign in to continue.' ? undefined : describe(error) });
+        setState({ kind: 'signed-out', reason: error instanceof SignInRequired && error.consentGone ? undefined : describe(error) });
       }
     };
     void start();

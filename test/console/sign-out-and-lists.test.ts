@@ -139,6 +139,40 @@ describe.runIf(hasChromium && !onPostgres())('the owner console (found from outs
     await page.getByText(`Signed in as ${OWNER}`).waitFor();
   });
 
+  it("with the tab's token lapsed, signs out only once the gateway takes a token back, and says 'this browser' when its consent had ended (found from outside)", async () => {
+    const lapsing = await context.newPage();
+    await lapsing.clock.install();
+    await lapsing.goto(`${gw.url}/console`);
+    if ((await settledOn(lapsing)) === 'sign-in') await signInThroughConsent(lapsing);
+    const revokes: string[] = [];
+    lapsing.on('request', (request) => {
+      if (new URL(request.url()).pathname === '/oauth/revoke') revokes.push(request.method());
+    });
+    // Past the token's life in the page; the token endpoint fails, so no token can be given back: not signed out,
+    // the header still there (it said "signed out" and a new tab signed straight back in).
+    await lapsing.clock.fastForward('11:00');
+    await lapsing.route('**/oauth/token', (route) => route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: 'temporarily_unavailable', error_description: 'down for a moment' }) }));
+    await lapsing.getByRole('button', { name: 'Sign out' }).click();
+    await lapsing.getByRole('alert').getByText('Not signed out: Sign-in failed: down for a moment').waitFor();
+    await lapsing.getByText(`Signed in as ${OWNER}`).waitFor();
+    expect(revokes).toEqual([]);
+    // The gateway back: the lapsed token is renewed without a click, then given back.
+    await lapsing.unroute('**/oauth/token');
+    await lapsing.getByRole('button', { name: 'Sign out' }).click();
+    await lapsing.getByText(/You are signed out, in every browser/).waitFor();
+    expect(revokes).toEqual(['POST']);
+
+    // Signed in again; the consent then ends outside this tab (the owner revokes the console elsewhere) and the
+    // token lapses: nothing here can sign back in, and the page says what it knows, this browser.
+    await signInThroughConsent(lapsing);
+    expect((await api('DELETE', '/v1/owner/oauth-grants/acg-console', await ownerSession())).status).toBe(200);
+    await lapsing.clock.fastForward('11:00');
+    await lapsing.getByRole('button', { name: 'Sign out' }).click();
+    await lapsing.getByText(/You are signed out in this browser: its sign-in had already ended/).waitFor();
+    expect(revokes).toEqual(['POST']);
+    await lapsing.close();
+  });
+
   it('pages the agents past the first page, and a new agent and its freeze are reachable (found from outside: stopped at 100)', async () => {
     await onAgentsPage();
     const owner = await ownerSession();
