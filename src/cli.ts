@@ -145,10 +145,19 @@ export function buildCli(): Command {
   program
     .command('migrate')
     .description('apply pending database migrations and exit')
+    .addHelpText(
+      'after',
+      '\nThe database is DATABASE_URL (PostgreSQL) or, without it, the embedded one in ACG_DATA_DIR (stop the gateway first). ' +
+        'Every pending migration is applied in one transaction: all of them or none. Exit 0 when the schema is current; exit 2, ' +
+        'with one line, when a migration fails (none is applied: the database stays as it was), when the database was migrated ' +
+        'by a newer release (this one must not run on it), or when the database cannot be reached. `acg serve` migrates at start ' +
+        'too. docs/operations.md, "Upgrading to a new release".',
+    )
     .action(async () => {
       const config = configOrExit();
       const { openDatabase } = await import('./platform/db/open.ts');
-      const { migrate, MigrationError } = await import('./platform/db/migrate.ts');
+      const { migrate, migrationName, MigrationError } = await import('./platform/db/migrate.ts');
+      const { isStorageUnavailable } = await import('./platform/db/faults.ts');
       let db;
       try {
         db = await openDatabase(config);
@@ -160,13 +169,16 @@ export function buildCli(): Command {
         process.exit(2);
       }
       try {
-        const report = await migrate(db, (m) => process.stdout.write(`applied ${String(m.version).padStart(4, '0')}_${m.name}\n`));
+        const report = await migrate(db, (m) => process.stdout.write(`applied ${migrationName(m)}\n`));
         process.stdout.write(
           `${report.applied.length} migration(s) applied, ${report.alreadyApplied} already present (${db.kind === 'postgres' ? 'PostgreSQL' : `PGlite in ${config.dataDir}`})\n`,
         );
       } catch (error) {
-        if (!(error instanceof MigrationError)) throw error;
-        process.stderr.write(`cannot migrate: ${error.message}\n`);
+        // A migration the database refused, or the database lost (or a lock wait given up) midway: the run's one
+        // transaction rolled back whole, so nothing of it was applied (found from outside: a stack trace, exit 1).
+        if (error instanceof MigrationError) process.stderr.write(`cannot migrate: ${error.message}\n`);
+        else if (isStorageUnavailable(error)) process.stderr.write(`cannot migrate: the database failed during the migrations (${(error as Error).message}); none was applied, run it again\n`);
+        else throw error;
         process.exitCode = 2;
       } finally {
         await db.close();

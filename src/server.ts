@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { ConfigError, loadConfig, type Config } from './platform/config.ts';
 import { DatabaseInUseError, type Database } from './platform/db/database.ts';
-import { MigrationError } from './platform/db/migrate.ts';
+import { MigrationError, watchForNewerSchema } from './platform/db/migrate.ts';
 import { connectionSettingsRefusal, isStorageUnavailable, storageFailureKind } from './platform/db/faults.ts';
 import { openDatabase } from './platform/db/open.ts';
 import { createGateway, createLogger, migrateAndReport, type Gateway } from './platform/gateway.ts';
@@ -246,6 +246,16 @@ export async function serve(): Promise<void> {
   if (!started || starting.signal.aborted) return;
   front.open(tracedRequests(started.app.routing));
   started.gateway.startBackgroundWork();
+  // Another process may migrate a shared PostgreSQL database under this one (PGlite admits one process): a newer
+  // release's schema stops this instance, which must not write rows in the older form (docs/operations.md, "Upgrading").
+  if (db.kind === 'postgres') {
+    watchForNewerSchema(db, (refusal) => {
+      const line = `stopping: ${refusal}`;
+      log.fatal({ exitCode: 2 }, line);
+      process.stderr.write(`${line}\n`);
+      stop(2);
+    });
+  }
   log.info({ url: front.url, storage: db.kind, mode: config.mode }, 'gateway ready: serving every route');
   // Every route schema no request has needed yet, so that no route's first request stalls every request in
   // flight while its schemas compile (docs/decisions.md "Route schemas compile in the background, each serializer with its validators").

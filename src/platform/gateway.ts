@@ -7,7 +7,7 @@ import type { Config } from './config.ts';
 import { AnnouncedLifetimes, CredentialFacts } from './credential-facts.ts';
 import type { Database } from './db/database.ts';
 import { storageFailureOf } from './db/faults.ts';
-import { migrate } from './db/migrate.ts';
+import { migrate, migrationName } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { IdempotencyStore } from './idempotency.ts';
 import { Metrics } from './metrics.ts';
@@ -105,7 +105,7 @@ const KEY_RELOAD_INTERVAL_MS = 60 * 1000;
 
 /** Applies pending migrations (under the advisory lock), one log line each, then one line for the result. */
 export async function migrateAndReport(db: Database, log: Logger): Promise<void> {
-  const report = await migrate(db, (m) => log.info({ migration: `${m.version}_${m.name}` }, 'migration applied'));
+  const report = await migrate(db, (m) => log.info({ migration: migrationName(m) }, 'migration applied'));
   log.info({ applied: report.applied.length, alreadyApplied: report.alreadyApplied }, 'database reachable; schema is current');
 }
 

@@ -1,3 +1,7 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { listMigrations } from '../../src/platform/db/migrate.ts';
@@ -28,4 +32,67 @@ describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
       await database.drop();
     }
   }, 90_000);
+
+  it('a running instance stops (exit 2, one line) once a newer release migrated its database, and neither serve nor migrate starts on it', async () => {
+    const database = await createPostgresDatabase();
+    const client = new pg.Client({ connectionString: database.url });
+    try {
+      const running = await spawnGateway({ DATABASE_URL: database.url });
+      const stderr: string[] = [];
+      running.child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => running.child.once('exit', resolve));
+      await client.connect();
+      await client.query(`INSERT INTO schema_migrations (version, name, checksum) VALUES (9999, 'from_a_newer_release', 'x')`);
+      // The watch looks every 5 s; it stops the instance gracefully.
+      expect(await Promise.race([exited, new Promise((resolve) => setTimeout(() => resolve('still running'), 20_000))])).toBe(2);
+      expect(stderr.join('')).toMatch(/^stopping: the database was migrated by a newer release of the gateway \(it has 9999_from_a_newer_release, which this release does not know\)/m);
+
+      for (const command of ['migrate', 'serve']) {
+        const refused = await acg({ DATABASE_URL: database.url, PORT: '0' }, command);
+        expect(refused.code, command).toBe(2);
+        expect(refused.stderr, command).toMatch(/the database was migrated by a newer release of the gateway \(it has 9999_from_a_newer_release/);
+        expect(refused.stderr, command).not.toMatch(/\n\s+at /);
+      }
+    } finally {
+      await client.end().catch(() => {});
+      await database.drop();
+    }
+  }, 90_000);
+
+  it('acg migrate says in one line, exit 2, when the database fails during the migrations (a lock wait given up), and nothing is applied', async () => {
+    const database = await createPostgresDatabase();
+    const holder = new pg.Client({ connectionString: database.url });
+    try {
+      await holder.connect();
+      await holder.query('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())');
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE schema_migrations IN ACCESS EXCLUSIVE MODE');
+      // The migrations' own session waits for locks without a limit (another instance's migrations are not a stalled
+      // database); a lock_timeout of the migration's own (a common practice, given here to every session through
+      // libpq's PGOPTIONS, which node-postgres reads) gives the wait up.
+      const failed = await acg({ DATABASE_URL: database.url, PGOPTIONS: '-c lock_timeout=200' }, 'migrate');
+      expect(failed.code).toBe(2);
+      expect(failed.stderr).toMatch(/^cannot migrate: the database failed during the migrations \(.+\); none was applied, run it again\n$/);
+      await holder.query('ROLLBACK');
+      expect((await holder.query('SELECT count(*)::int AS n FROM schema_migrations')).rows[0].n).toBe(0);
+      const applied = await acg({ DATABASE_URL: database.url }, 'migrate');
+      expect(applied.code, applied.stderr).toBe(0);
+      expect(applied.stdout).toContain(`${listMigrations().length} migration(s) applied, 0 already present (PostgreSQL)`);
+    } finally {
+      await holder.end().catch(() => {});
+      await database.drop();
+    }
+  }, 90_000);
 });
+
+const ACG = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/acg.js');
+
+async function acg(env: Record<string, string>, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [ACG, ...args], { env: { ...process.env, ACG_PRECOMPILE_SCHEMAS: '0', ...env }, timeout: 60_000 });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}

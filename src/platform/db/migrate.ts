@@ -44,10 +44,15 @@ export interface MigrationReport {
  */
 export class MigrationError extends Error {}
 
+/** A migration as its file names it: `0040_name`. */
+export function migrationName(m: { version: number; name: string }): string {
+  return `${String(m.version).padStart(4, '0')}_${m.name}`;
+}
+
 /** The database's applied migrations this release does not know: written by a newer release. */
 function newerThanThisRelease(applied: ReadonlyArray<{ version: number; name: string }>, known: readonly Migration[]): string[] {
   const versions = new Set(known.map((m) => m.version));
-  return applied.filter((row) => !versions.has(row.version)).map((row) => `${String(row.version).padStart(4, '0')}_${row.name}`);
+  return applied.filter((row) => !versions.has(row.version)).map(migrationName);
 }
 
 function newerSchemaRefusal(unknown: readonly string[]): string {
@@ -76,7 +81,7 @@ export async function migrate(db: Database, onApply: (m: Migration) => void = ()
     for (const m of migrations) {
       const checksum = done.get(m.version);
       if (checksum !== undefined && checksum !== m.checksum) {
-        throw new MigrationError(`migration ${m.version}_${m.name} was changed after it was applied; add a new migration instead`);
+        throw new MigrationError(`migration ${migrationName(m)} was changed after it was applied; add a new migration instead`);
       }
     }
     const pending = migrations.filter((m) => !done.has(m.version));
@@ -92,14 +97,12 @@ export async function migrate(db: Database, onApply: (m: Migration) => void = ()
       }
       await conn.query('COMMIT');
     } catch (error) {
-      // A lost connection rolled the migrations back already; start-up retries them once the database is back.
+      // A lost connection rolled the migrations back already (its ROLLBACK fails too, which is fine); a timeout (a lock
+      // wait given up) leaves the connection in the failed transaction, which ROLLBACK ends. Start-up retries them.
+      await conn.query('ROLLBACK').catch(() => {});
       if (isStorageUnavailable(error)) throw error;
-      await conn.query('ROLLBACK');
-      const stays = at === undefined ? 'empty' : `at ${String(at.version).padStart(4, '0')}_${at.name}`;
-      throw new MigrationError(
-        `migration ${String(running!.version).padStart(4, '0')}_${running!.name} failed: ${(error as Error).message}. ` +
-          `None of the ${pending.length} pending migrations was applied: the database stays ${stays}, as the release before ran it.`,
-      );
+      const stays = at === undefined ? 'empty' : `at ${migrationName(at)}, as the release before ran it`;
+      throw new MigrationError(`migration ${migrationName(running!)} failed: ${(error as Error).message}. None of the ${pending.length} pending migrations was applied: the database stays ${stays}.`);
     }
     for (const m of pending) onApply(m);
     return { applied: pending, alreadyApplied: done.size };
@@ -116,4 +119,36 @@ export async function schemaState(db: Database, dir = MIGRATIONS_DIR): Promise<S
   const unknown = newerThanThisRelease(rows, migrations);
   if (unknown.length > 0) return { state: 'newer', refusal: newerSchemaRefusal(unknown) };
   return rows.length >= migrations.length ? { state: 'current' } : { state: 'behind' };
+}
+
+/** How often a running instance looks for a newer release's migrations (see watchForNewerSchema). */
+export const SCHEMA_WATCH_INTERVAL_MS = 5_000;
+
+/**
+ * Looks, every `intervalMs`, for migrations this release does not know, and calls `onNewer` once when it finds
+ * some: a newer release migrated the database under this running instance, which must stop writing (its rows would
+ * be in the older form) rather than only leave the load balancer's rotation (found from outside: an older instance
+ * answered /readyz 503 yet went on taking grants and registrations, and its background jobs on writing). A failed
+ * look (the database away) is tried again at the next tick. Returns the stop of the watch.
+ */
+export function watchForNewerSchema(db: Database, onNewer: (refusal: string) => void, intervalMs = SCHEMA_WATCH_INTERVAL_MS): () => void {
+  let looking = false;
+  let found = false;
+  const timer = setInterval(() => {
+    if (looking || found) return;
+    looking = true;
+    schemaState(db)
+      .then((schema) => {
+        if (schema.state !== 'newer' || found) return;
+        found = true;
+        clearInterval(timer);
+        onNewer(schema.refusal);
+      })
+      .catch(() => {})
+      .finally(() => {
+        looking = false;
+      });
+  }, intervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
 }
