@@ -96,8 +96,8 @@ function permits(allowed: readonly string[], id: string): boolean {
   return allowed.includes('*') || allowed.includes(id);
 }
 
-function forbidden(reason: string, detail: string): SpendingRefusal['error'] {
-  return new ApiError('SCOPE_FORBIDDEN', { detail, extra: { reason } });
+function forbidden(reason: string, detail: string, whose: { agentId?: string }): SpendingRefusal['error'] {
+  return new ApiError('SCOPE_FORBIDDEN', { detail, extra: { reason, ...whose } });
 }
 
 /** The budgets a spend at `target` counts in: unscoped ones, and those naming its merchant, category or service. */
@@ -141,6 +141,14 @@ function who(agent: SpendingSettings, settings: Member): string {
   return settings === agent ? 'the agent' : `the agent's ancestor ${settings.id}`;
 }
 
+/**
+ * What a refusal by an ancestor's rule carries besides its sentence: `agentId`, the ancestor whose rule it is (as
+ * FROZEN names the frozen ancestor and a budget refusal `budget.agentId`); nothing for the agent's own rule.
+ */
+function ancestorMember(agent: SpendingSettings, settings: Member): { agentId?: string } {
+  return settings === agent ? {} : { agentId: settings.id! };
+}
+
 /** What an ancestor's refusal adds to the message the agent's own refusal reads. */
 function ofAncestor(agent: SpendingSettings, settings: Member): string {
   return settings === agent ? '' : ` (of its ancestor ${settings.id})`;
@@ -163,21 +171,21 @@ function scopeRefusal(agent: SpendingSettings, settings: Member, spend: Spend): 
   const of = whose(agent, settings);
   if ((rules.notBefore !== null && spend.atS < rules.notBefore) || (rules.notAfter !== null && spend.atS >= rules.notAfter)) {
     const window = `${rules.notBefore ?? '-∞'} to ${rules.notAfter ?? '∞'}`;
-    return { rule: 'validity', error: forbidden('mandate_not_valid', `${of} is not in force now (valid from ${window}, Unix seconds)`) };
+    return { rule: 'validity', error: forbidden('mandate_not_valid', `${of} is not in force now (valid from ${window}, Unix seconds)`, ancestorMember(agent, settings)) };
   }
   if (spend.serviceId !== undefined && !permits(settings.allowed_services, spend.serviceId)) {
-    return { rule: 'service', error: forbidden('service_not_allowed', `${who(agent, settings)} may not use service "${spend.serviceId}"`) };
+    return { rule: 'service', error: forbidden('service_not_allowed', `${who(agent, settings)} may not use service "${spend.serviceId}"`, ancestorMember(agent, settings)) };
   }
   if (!permits(settings.allowed_categories, spend.category)) {
-    return { rule: 'category', error: forbidden('category_not_allowed', `${who(agent, settings)} may not spend in category "${spend.category}"`) };
+    return { rule: 'category', error: forbidden('category_not_allowed', `${who(agent, settings)} may not spend in category "${spend.category}"`, ancestorMember(agent, settings)) };
   }
   if (spend.merchant && !merchantPermitted(rules, spend.merchant)) {
-    return { rule: 'merchant', error: forbidden('merchant_not_allowed', `${of} does not allow buying from merchant ${spend.merchant.id} (${spend.merchant.domain})`) };
+    return { rule: 'merchant', error: forbidden('merchant_not_allowed', `${of} does not allow buying from merchant ${spend.merchant.id} (${spend.merchant.domain})`, ancestorMember(agent, settings)) };
   }
   if (spend.take && settings.cap_per_hold_uc !== null && spend.take.amountUc > settings.cap_per_hold_uc) {
     return {
       rule: 'holdCap',
-      error: new ApiError('CAP_EXCEEDED', { detail: `the hold of ${spend.take.amountUc} µc exceeds the per-hold cap of ${settings.cap_per_hold_uc} µc${ofAncestor(agent, settings)}`, extra: { reason: 'per_hold_cap' } }),
+      error: new ApiError('CAP_EXCEEDED', { detail: `the hold of ${spend.take.amountUc} µc exceeds the per-hold cap of ${settings.cap_per_hold_uc} µc${ofAncestor(agent, settings)}`, extra: { reason: 'per_hold_cap', ...ancestorMember(agent, settings) } }),
     };
   }
   return undefined;
@@ -229,7 +237,7 @@ export function spendingRefusal(agent: SpendingSettings, spend: Spend): Spending
       rule: 'periodCap',
       error: new ApiError('CAP_EXCEEDED', {
         detail: `the hold of ${take.amountUc} µc would exceed ${settings === agent ? 'the' : `its ancestor ${settings.id}'s`} cap of ${settings.cap_per_period_uc} µc per ${settings.cap_period_s} s${settings === agent ? '' : ` (the agent took ${spentUc} µc in the last ${settings.cap_period_s} s)`}`,
-        extra: { reason: 'per_period_cap' },
+        extra: { reason: 'per_period_cap', ...ancestorMember(agent, settings) },
       }),
     };
   }

@@ -292,7 +292,20 @@ describe("a delegate's caps and approval threshold", () => {
     expect(narrowed.status, JSON.stringify(narrowed.body)).toBe(200);
     const offer = await shops[0].offer({ priceUc: credits(2) });
     const refused = await mint(world, child.token, offer.id);
-    expect([refused.status, refused.body.code, refused.body.reason]).toEqual([402, 'CAP_EXCEEDED', 'per_hold_cap']);
+    // Whose rule refused is a member, as FROZEN and a budget refusal name an ancestor (found from outside: in `detail` only).
+    expect([refused.status, refused.body.code, refused.body.reason, refused.body.agentId]).toEqual([402, 'CAP_EXCEEDED', 'per_hold_cap', root.id]);
+    // The delegate's own rule names no agent.
+    const own = await world.api('PATCH', `/v1/owner/agents/${child.id}`, { token: root.ownerToken, body: { caps: { perHoldUc: credits(1) } } });
+    expect(own.status, JSON.stringify(own.body)).toBe(200);
+    const narrowedAgain = await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, { token: root.ownerToken, key: `widen-${root.id}`, body: CAPPED_PARENT() });
+    expect(narrowedAgain.status).toBe(200);
+    const byOwn = await mint(world, child.token, offer.id);
+    expect([byOwn.body.reason, 'agentId' in byOwn.body]).toEqual(['per_hold_cap', false]);
+    // An ancestor's category rule names it too.
+    const category = await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, { token: root.ownerToken, key: `category-${root.id}`, body: { ...CAPPED_PARENT(), allowedCategories: ['music'] } });
+    expect(category.status, JSON.stringify(category.body)).toBe(200);
+    const scoped = await mint(world, child.token, (await shops[0].offer({ priceUc: credits(1) })).id);
+    expect([scoped.status, scoped.body.code, scoped.body.reason, scoped.body.agentId]).toEqual([403, 'SCOPE_FORBIDDEN', 'category_not_allowed', root.id]);
   });
 
   it("a parent's rolling cap, narrowed later, binds each delegate's own holds at once, over the parent's window, down the tree (found from outside)", async () => {
@@ -307,7 +320,7 @@ describe("a delegate's caps and approval threshold", () => {
     expect(narrowed.status, JSON.stringify(narrowed.body)).toBe(200);
     expect((await mint(world, child.token, offer.id)).status).toBe(200);
     const refused = await mint(world, child.token, offer.id);
-    expect([refused.status, refused.body.code, refused.body.reason]).toEqual([402, 'CAP_EXCEEDED', 'per_period_cap']);
+    expect([refused.status, refused.body.code, refused.body.reason, refused.body.agentId]).toEqual([402, 'CAP_EXCEEDED', 'per_period_cap', root.id]);
     expect(refused.body.detail).toContain(`its ancestor ${root.id}'s cap of 2000000 µc per 7200 s`);
     // Each agent's own holds: the grandchild has taken nothing yet, and the grandparent's cap binds it too.
     expect((await mint(world, grandchild.token, offer.id)).status).toBe(200);
