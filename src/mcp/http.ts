@@ -10,7 +10,7 @@ import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { SCOPE_AGENT, SCOPE_OWNER } from '../platform/access-tokens.ts';
-import { undecodedBodyProblem } from '../platform/http/body-as-sent.ts';
+import { undecodedBodyProblem, utf8Text } from '../platform/http/body-as-sent.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { duplicateMemberDetail, findDuplicateMember } from '../platform/http/json-members.ts';
 import { authInfoFor } from './auth.ts';
@@ -94,10 +94,9 @@ function webHeaders(request: FastifyRequest): Headers {
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/** The body as JSON with its text, or undefined when it is none (the SDK answers that -32700 Parse error). */
-function parsedBody(body: Buffer | undefined): { message: unknown; text: string } | undefined {
-  if (!body || body.length === 0) return undefined;
-  const text = body.toString('utf8');
+/** The body's text as JSON with the text, or undefined when it is none (the SDK answers that -32700 Parse error). */
+function parsedBody(text: string): { message: unknown; text: string } | undefined {
+  if (text.length === 0) return undefined;
   try {
     return { message: JSON.parse(text), text };
   } catch {
@@ -203,7 +202,11 @@ export function mcpRoutes(services: ToolServices) {
           return reply.code(415).header('cache-control', 'no-store').type('application/json').send(jsonRpcError(null, -32000, `Unsupported Media Type: ${undecoded}`));
         }
         const body = request.body as Buffer | undefined;
-        const refused = refusal(parsedBody(body), gatewayMcp, request.headers['mcp-protocol-version'] as string | undefined);
+        // Read strictly, as the API reads a JSON body: bytes that are not UTF-8 were read with U+FFFD in their place,
+        // and a tool wrote them (found from outside: an agent named "bad\uFFFD\uFFFD").
+        const text = body && body.length > 0 ? utf8Text(body) : '';
+        if (text === undefined) return reply.code(400).header('cache-control', 'no-store').type('application/json').send(jsonRpcError(null, -32700, 'Parse error: the body is not valid UTF-8 (JSON is UTF-8)'));
+        const refused = refusal(parsedBody(text), gatewayMcp, request.headers['mcp-protocol-version'] as string | undefined);
         if (refused) return reply.code(400).header('cache-control', 'no-store').type('application/json').send(refused);
         const webRequest = new Request(new URL(request.url, config.baseUrl), {
           method: 'POST',

@@ -438,7 +438,13 @@ function invalidParams(message: Record<string, unknown>, protocolVersion: string
   const legacy = protocolVersion === undefined || SUPPORTED_PROTOCOL_VERSIONS.includes(protocolVersion);
   if (method === 'initialize' && !legacy) return undefined;
   const result = REQUEST_SCHEMAS[method as keyof typeof REQUEST_SCHEMAS]['~standard'].validate(message);
-  if (!('issues' in result) || !result.issues) return undefined;
+  if (!('issues' in result) || !result.issues) {
+    // Every tool is listed in one page, so no cursor names a page of it: MCP's pagination answers an invalid cursor
+    // -32602 (found from outside: a made-up cursor was answered the whole list, as if it were the first page).
+    const params = message.params as { cursor?: unknown } | undefined;
+    if (method === 'tools/list' && params?.cursor !== undefined) return `Invalid params for tools/list: params.cursor: ${JSON.stringify(params.cursor)} is no cursor this server gave (it lists every tool in one page, with no nextCursor)`;
+    return undefined;
+  }
   const issues = result.issues.slice(0, PARAMS_ISSUES_SHOWN_MAX).map((issue) => {
     const path = (issue.path ?? []).map((segment) => String(typeof segment === 'object' ? segment.key : segment)).join('.');
     return `${path || 'params'}: ${issue.message}`;

@@ -241,6 +241,42 @@ describe('the 2026-07-28 wire', () => {
     expect(modern.body.error.message).toBe('Invalid params for tools/list: params.cursor: Invalid input: expected string, received number');
   });
 
+  it('a body whose bytes are not UTF-8 is 400 -32700 and nothing runs, as the API refuses it (found from outside: the tool wrote U+FFFD)', async () => {
+    const nameOf = async () => (await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken })).body.name as string;
+    const before = await nameOf();
+    const body = Buffer.concat([
+      Buffer.from(`{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"update_agent","arguments":{"id":"${agent.id}","name":"bad`),
+      Buffer.from([0xff, 0xc3]),
+      Buffer.from('"}}}'),
+    ]);
+    for (const headers of [{ 'mcp-protocol-version': LEGACY }, {}] as Array<Record<string, string>>) {
+      const res = await fetch(mcpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agent.ownerToken}`, ...headers },
+        body,
+      });
+      expect([res.status, await res.json()]).toEqual([400, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error: the body is not valid UTF-8 (JSON is UTF-8)' } }]);
+    }
+    expect(await nameOf()).toBe(before);
+  });
+
+  it('a tools/list cursor is 400 -32602 on either version: every tool is listed in one page, so no cursor names a page (found from outside: a made-up one answered the whole list)', async () => {
+    const legacy = await fetch(mcpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}`, 'mcp-protocol-version': LEGACY },
+      body: '{"jsonrpc":"2.0","id":12,"method":"tools/list","params":{"cursor":"bogus"}}',
+    });
+    const modern = await rawModern(world.url, 'tools/list', { cursor: 'bogus' }, { token: agentMcpToken });
+    for (const answer of [{ status: legacy.status, body: await legacy.json() }, modern]) {
+      expect([answer.status, answer.body.error.code]).toEqual([400, -32602]);
+      expect(answer.body.error.message).toBe('Invalid params for tools/list: params.cursor: "bogus" is no cursor this server gave (it lists every tool in one page, with no nextCursor)');
+    }
+    // Without one, the list is whole and says there is no next page.
+    const whole = await rawModern(world.url, 'tools/list', {}, { token: agentMcpToken });
+    expect(whole.status).toBe(200);
+    expect(whole.body.result.nextCursor).toBeUndefined();
+  });
+
   it('a JSON-RPC batch is 400 -32600 on either version, and none of it runs', async () => {
     const call = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'whoami', arguments: {} } });
     for (const headers of [{ 'mcp-protocol-version': LEGACY }, {}] as Array<Record<string, string>>) {

@@ -14,7 +14,7 @@ import { requestIdOf, serverOptions, serveUnmetExpectations } from './front-door
 import { PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath, UNSUPPORTED_BODY } from './render-error.ts';
 import { installTextGuard } from './text-guard.ts';
 import { installCors } from './cors.ts';
-import { undecodedBodyProblem } from './body-as-sent.ts';
+import { undecodedBodyProblem, utf8Text } from './body-as-sent.ts';
 import { duplicateMemberDetail, findDuplicateMember } from './json-members.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
 import { ApiError, type OAuthErrorCode } from '../errors.ts';
@@ -96,9 +96,6 @@ export function assertMutationIsOperation(url: string, methods: readonly string[
   throw new Error(`${methods.join(',')} ${url}: a mutating route must be an operation (config.operation), a query (config.query), or say why not (config.notAnOperation)`);
 }
 
-/** Decodes UTF-8, refusing bytes that are not (a leading byte order mark is dropped, as JSON parsers may). */
-const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
-
 export async function buildApp(gateway: Gateway, options: AppOptions): Promise<FastifyInstance> {
   const requestLog = new RequestLog();
   const schemas = new LazySchemas();
@@ -154,10 +151,8 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       done(new ApiError('unsupported_media_type', { detail: undecoded }), undefined);
       return;
     }
-    let text: string;
-    try {
-      text = STRICT_UTF8.decode(body as Buffer);
-    } catch {
+    const text = utf8Text(body as Buffer);
+    if (text === undefined) {
       done(new ApiError('invalid_input', { detail: 'the body is not valid UTF-8 (JSON is UTF-8)' }), undefined);
       return;
     }

@@ -19,3 +19,15 @@ export function undecodedBodyProblem(headers: IncomingHttpHeaders, text: 'JSON' 
   }
   return undefined;
 }
+
+/** Decodes UTF-8, refusing bytes that are not (a leading byte order mark is dropped, as JSON parsers may). */
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A body's text when its bytes are UTF-8, undefined when they are not: JSON is UTF-8, so such a body is refused, never read with U+FFFD in it. */
+export function utf8Text(body: Uint8Array): string | undefined {
+  try {
+    return STRICT_UTF8.decode(body);
+  } catch {
+    return undefined;
+  }
+}
