@@ -12589,6 +12589,8 @@ export interface operations {
                         configuration: components["schemas"]["WebhookConfiguration"];
                         /** @description whsec_…; shown once, absent from replays */
                         webhookSecret?: string;
+                        /** @description on a replay only: the secret was shown once, in the first answer, and what to do if it was lost */
+                        notice?: string;
                     };
                 };
             };

@@ -161,6 +161,7 @@ export function eventRoutes(ops: EventOperations, queries: EventQueries) {
           200: Type.Object({
             configuration: Type.Ref('WebhookConfiguration'),
             webhookSecret: Type.Optional(Type.String({ description: 'whsec_…; shown once, absent from replays' })),
+            notice: Type.Optional(Type.String({ description: 'on a replay only: the secret was shown once, in the first answer, and what to do if it was lost' })),
           }),
           ...problems(400, 404, 503),
         },

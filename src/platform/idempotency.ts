@@ -126,8 +126,9 @@ export function stringifyBody(body: unknown): string {
 
 /**
  * The members of an answer that hold a secret, shown once: the stored answer (what a replay returns) leaves them
- * out, and its `notice`, which told the caller to store the secret now, becomes `replayNotice`, which says where the
- * secret went (an answer that held no secret keeps its own notice).
+ * out and carries `replayNotice` as its `notice`, which says where the secret went: in place of the notice that told
+ * the caller to store it, or added to an answer that had none (found from outside: a replayed rotate-secret left the
+ * secret out and said nothing). An answer that held no secret keeps its own notice.
  */
 export interface SecretMembers {
   fields: readonly string[];
@@ -139,7 +140,7 @@ function withoutSecrets(body: unknown, secrets: SecretMembers | undefined): unkn
   const copy: Record<string, unknown> = { ...(body as Record<string, unknown>) };
   const held = secrets.fields.filter((field) => field in copy);
   for (const field of held) delete copy[field];
-  if (held.length > 0 && 'notice' in copy) copy.notice = secrets.replayNotice;
+  if (held.length > 0) copy.notice = secrets.replayNotice;
   return copy;
 }
 

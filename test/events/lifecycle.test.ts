@@ -184,6 +184,9 @@ describe('secret rotation with an overlap', () => {
     const replay = await rotate();
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
     expect(replay.body).not.toHaveProperty('webhookSecret');
+    // It says where the secret went, as a replayed PUT does (found from outside: it said nothing).
+    expect(replay.body.notice).toMatch(/shown once/);
+    expect(rotated.body).not.toHaveProperty('notice');
 
     const bothVerify = (requests: ReceivedWebhook[]) => {
       for (const request of requests) {
