@@ -262,14 +262,15 @@ export async function closeCircuit(db: Queryable, merchantId: string): Promise<v
 
 /**
  * Claims up to `limit` due deliveries for this worker until `lockedUntilMs`, at most `perEndpoint` in flight
- * per endpoint (counting other instances' live claims), none of an endpoint whose circuit is open. One
+ * per endpoint (counting other instances' live claims), none of an endpoint whose circuit is open; only urgent ones
+ * with `urgentOnly` (the worker's reserve). One
  * statement: it takes the rows (SKIP LOCKED, re-checking the lease), counts the attempt, writes its
  * 'in_progress' record, and marks the attempt of a previous owner whose lease ran out (a crash) 'interrupted'.
  * The claim is the lease, not the row lock: the caller commits at once.
  */
 export async function claimDueDeliveries(
   tx: Tx,
-  claim: { nowMs: number; limit: number; perEndpoint: number; lockedUntilMs: number; token: string; failingLimit: number },
+  claim: { nowMs: number; limit: number; perEndpoint: number; lockedUntilMs: number; token: string; failingLimit: number; urgentOnly?: boolean },
 ): Promise<ClaimedDeliveryRow[]> {
   const { rows } = await tx.query<ClaimedDeliveryRow>(
     `WITH busy AS (
@@ -283,7 +284,7 @@ export async function claimDueDeliveries(
          JOIN webhook_endpoints e ON e.account_id = d.account_id
          LEFT JOIN busy b ON b.account_id = d.account_id
         WHERE d.state = 'pending' AND d.next_attempt_at_ms <= $1::bigint AND d.locked_until_ms <= $1::bigint
-          AND e.enabled AND e.circuit_open_until_ms <= $1::bigint
+          AND e.enabled AND e.circuit_open_until_ms <= $1::bigint AND (NOT $7::boolean OR d.urgent)
      ),
      eligible AS (
        SELECT r.id, r.next_attempt_at_ms, r.urgent, r.failing,
@@ -314,7 +315,7 @@ export async function claimDueDeliveries(
        SELECT 'wha_' || substr(md5($4::text || claimed.id), 1, 26), claimed.id, claimed.merchant_id, claimed.owner_id, claimed.attempts, $4::text, 'in_progress', $1::bigint FROM claimed
      )
      SELECT * FROM claimed`,
-    [claim.nowMs, claim.limit, claim.lockedUntilMs, claim.token, claim.perEndpoint, claim.failingLimit],
+    [claim.nowMs, claim.limit, claim.lockedUntilMs, claim.token, claim.perEndpoint, claim.failingLimit, claim.urgentOnly ?? false],
   );
   return rows;
 }

@@ -2,7 +2,8 @@
 // database: a pass claims due outbox rows with FOR UPDATE SKIP LOCKED and a short lease, commits the
 // claim, starts the attempts and returns at once, so the next pass never waits on a slow receiver. Bounds:
 // DELIVERY_CONCURRENCY_MAX attempts in flight per instance, ENDPOINT_CONCURRENCY_MAX per endpoint, and
-// FAILING_CONCURRENCY_MAX of an instance's to endpoints whose last attempt failed (hanging receivers). While
+// FAILING_CONCURRENCY_MAX of an instance's to endpoints whose last attempt failed (hanging receivers), and
+// URGENT_RESERVE_MAX more for urgent deliveries alone (the kill switch's voucher.revoked) when the rest are taken. While
 // attempts run, a heartbeat extends their leases; an instance that dies stops it, and another takes the
 // rows over once the lease lapses (seconds), marking the cut-off attempt 'interrupted'. Delivery is
 // at-least-once; receivers dedupe on webhook-id.
@@ -37,6 +38,12 @@ export const ENDPOINT_CONCURRENCY_MAX = 4;
  * two instances delayed a healthy merchant's event by 9 s).
  */
 export const FAILING_CONCURRENCY_MAX = DELIVERY_CONCURRENCY_MAX / 2;
+/**
+ * Slots beyond DELIVERY_CONCURRENCY_MAX that only urgent deliveries (`voucher.revoked`, the kill switch's word to a
+ * merchant) may take: with every slot held by receivers that hang, a revocation was claimed first but still waited
+ * for one to free, 6 s after a freeze (found from outside). A worker at its limit claims urgent deliveries alone.
+ */
+export const URGENT_RESERVE_MAX = 4;
 /** A claim lapses this long after its owner's last heartbeat; the heartbeat runs every third of it. */
 export const DELIVERY_LEASE_MS = 5_000;
 /** Failures in a row after which an endpoint's circuit opens: no attempt to it until the circuit closes. */
@@ -104,6 +111,8 @@ export class WebhookWorker {
   private inFlight = 0;
   /** Of those, the attempts to endpoints whose last attempt failed (FAILING_CONCURRENCY_MAX at most). */
   private failingInFlight = 0;
+  /** Of those, the attempts claimed into the urgent reserve (URGENT_RESERVE_MAX at most). */
+  private reservedInFlight = 0;
   private heartbeat: NodeJS.Timeout | undefined;
   /** Claims that took all they could: when the last of their attempts ends, the worker claims again at once. */
   private readonly full = new Set<string>();
@@ -147,7 +156,9 @@ export class WebhookWorker {
 
   private async dispatch(): Promise<Array<Promise<AttemptState>>> {
     const { db, clock } = this.options;
-    const limit = Math.min(this.batchMax, DELIVERY_CONCURRENCY_MAX - this.inFlight);
+    const regular = Math.min(this.batchMax, DELIVERY_CONCURRENCY_MAX - this.inFlight);
+    const urgentOnly = regular <= 0;
+    const limit = urgentOnly ? Math.min(this.batchMax, URGENT_RESERVE_MAX - this.reservedInFlight) : regular;
     if (limit <= 0) return [];
     const nowMs = clock.nowMs();
     const token = randomUUID();
@@ -159,6 +170,7 @@ export class WebhookWorker {
         failingLimit: Math.max(0, FAILING_CONCURRENCY_MAX - this.failingInFlight),
         lockedUntilMs: nowMs + this.leaseMs,
         token,
+        urgentOnly,
       }),
     );
     if (claimed.length === 0) return [];
@@ -171,13 +183,15 @@ export class WebhookWorker {
     this.claims.set(token, claimed.length);
     this.inFlight += claimed.length;
     this.failingInFlight += claimed.filter((row) => row.failing).length;
+    if (urgentOnly) this.reservedInFlight += claimed.length;
     this.startHeartbeat();
-    return claimed.map((row) => this.attempt(row, token).finally(() => this.finished(token, row.failing)));
+    return claimed.map((row) => this.attempt(row, token).finally(() => this.finished(token, row.failing, urgentOnly)));
   }
 
-  private finished(token: string, failing: boolean): void {
+  private finished(token: string, failing: boolean, reserved: boolean): void {
     this.inFlight -= 1;
     if (failing) this.failingInFlight -= 1;
+    if (reserved) this.reservedInFlight -= 1;
     const left = (this.claims.get(token) ?? 1) - 1;
     if (left > 0) {
       this.claims.set(token, left);

@@ -3,7 +3,7 @@
 // merchant with more events than that fell behind for good, and a kill switch's revocation waited behind them).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emitEvent } from '../../src/events/outbox.ts';
-import { ENDPOINT_CONCURRENCY_MAX } from '../../src/events/worker.ts';
+import { DELIVERY_CONCURRENCY_MAX, ENDPOINT_CONCURRENCY_MAX } from '../../src/events/worker.ts';
 import { configureWebhook, markVerified, registerMerchant, startHookTarget, uniqueKey, type HookTarget } from '../support/merchants.ts';
 import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
@@ -41,5 +41,44 @@ describe('a backlog for one endpoint', () => {
     await world.gw.services.webhookWorker.pass();
     await waitFor(async () => ((await pending()) === 0 ? true : undefined), { what: 'every delivery of the backlog to be made', timeoutMs: 10_000 });
     expect(target.receiver.received.length).toBe(events);
+  });
+
+  it("a kill switch's voucher.revoked is claimed into the urgent reserve when receivers that hang hold every slot (found from outside: it waited 6 s for one)", async () => {
+    const owner = await world.humanToken('reserve-owner@example.com');
+    const hooked = async () => {
+      const { merchant } = await registerMerchant(world, owner);
+      await markVerified(world, merchant.id);
+      const hook = await configureWebhook(world, owner, merchant.id);
+      expect(hook.status).toBe(200);
+      target.receiver.useSecret(hook.body.webhookSecret);
+      return merchant.id as string;
+    };
+    const emit = (merchantId: string, type: 'redemption.held' | 'voucher.revoked') =>
+      world.gw.gateway.db.transaction((tx) => emitEvent(tx, { merchantId, type, data: { redemption: { id: `red_${uniqueKey()}` } }, nowMs: world.gw.clock.nowMs() }));
+    // Every slot of this instance held by attempts that hang: its endpoints' share each, over enough merchants.
+    const hanging = DELIVERY_CONCURRENCY_MAX / ENDPOINT_CONCURRENCY_MAX;
+    for (let m = 0; m < hanging; m++) {
+      const merchantId = await hooked();
+      for (let i = 0; i < ENDPOINT_CONCURRENCY_MAX; i++) await emit(merchantId, 'redemption.held');
+    }
+    target.receiver.hang(true);
+    const seen = target.receiver.received.length;
+    const worker = world.gw.services.webhookWorker;
+    while (target.receiver.received.length < seen + DELIVERY_CONCURRENCY_MAX) {
+      await worker.pass();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    target.receiver.hang(false);
+    const revoking = await hooked();
+    await emit(revoking, 'voucher.revoked');
+    await emit(revoking, 'redemption.held');
+    await worker.pass();
+    const delivered = await waitFor(
+      () => target.receiver.received.slice(seen + DELIVERY_CONCURRENCY_MAX).find((hook) => JSON.parse(hook.body).type === 'voucher.revoked'),
+      { what: 'the voucher.revoked delivery while every regular slot hangs', timeoutMs: 3_000 },
+    );
+    expect(delivered.verified).toBe(true);
+    // The reserve is the urgent deliveries' alone: the merchant's other event waits for a regular slot.
+    expect(target.receiver.received.slice(seen + DELIVERY_CONCURRENCY_MAX).map((hook) => JSON.parse(hook.body).type)).toEqual(['voucher.revoked']);
   });
 });
