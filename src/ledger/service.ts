@@ -14,7 +14,7 @@ import type { AgentRow } from '../agents/service.ts';
 import { unwrap, type Settled } from '../platform/batcher.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
-import { isStorageUnavailable, storageFailureOf } from '../platform/db/faults.ts';
+import { isStorageUnavailable } from '../platform/db/faults.ts';
 import { pageBySeq, type PageOrder } from '../platform/db/paging.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
@@ -972,7 +972,7 @@ export class LedgerService {
     try {
       return await db.transaction((tx) => this.expireHolds(tx, ids));
     } catch (error) {
-      if (isStorageUnavailable(error) || storageFailureOf(error) !== undefined) throw error;
+      if (isStorageUnavailable(error)) throw error;
       // One hold that cannot expire (a row an older release wrote in a form this one refuses, found from outside)
       // must not hold back every other: each alone, and one that fails again is set aside and said loudly. It stays
       // held, counted as before; nothing about it is guessed.
@@ -981,7 +981,7 @@ export class LedgerService {
         try {
           expired += await db.transaction((tx) => this.expireHolds(tx, [id]));
         } catch (fault) {
-          if (isStorageUnavailable(fault) || storageFailureOf(fault) !== undefined) throw fault;
+          if (isStorageUnavailable(fault)) throw fault;
           this.unexpirable.set(id, this.gateway.clock.nowMs() + UNEXPIRABLE_SET_ASIDE_MS);
           log.error({ holdId: id, err: fault, retryInS: UNEXPIRABLE_SET_ASIDE_MS / 1000 }, `hold ${id} cannot expire; it stays held and is left out of expiry for a while`);
         }

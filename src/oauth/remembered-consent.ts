@@ -112,13 +112,20 @@ export async function listRememberedConsents(db: Queryable, ownerId: string, now
 
 /**
  * Forgets every consent the owner, or one of its agents, gave the client (in any browser, for any scope and
- * resource), and takes back what the client still holds: codes not yet exchanged are deleted and live access
- * tokens revoked. In this order, so a re-authorization minting a code meanwhile (it holds its consent
- * locked) either finishes first, and its code is deleted here, or finds no consent.
+ * resource), and takes back what the client still holds (`takeBack`).
  */
 export async function revokeRememberedConsents(tx: Tx, ownerId: string, clientId: string, nowS: number): Promise<Revocation> {
-  const revokedGrants = await store.deleteGrants(tx, ownerId, clientId);
-  await store.deleteUnusedCodes(tx, ownerId, clientId);
-  const revokedAccessTokens = await store.revokeLiveTokens(tx, ownerId, clientId, nowS);
-  return { clientId, revokedGrants, revokedAccessTokens };
+  return { clientId, ...(await takeBack(tx, { clientId, ownerId }, nowS)) };
+}
+
+/**
+ * Takes back what a client holds (`store.ClientHold`): its remembered consents, its codes not yet exchanged, its
+ * live access tokens; how many consents and tokens. In this order, so a re-authorization minting a code meanwhile
+ * (it holds its consent locked) either finishes first, and its code is deleted here, or finds no consent.
+ */
+export async function takeBack(tx: Tx, hold: store.ClientHold, nowS: number): Promise<{ revokedGrants: number; revokedAccessTokens: number }> {
+  const revokedGrants = await store.deleteGrants(tx, hold);
+  await store.deleteUnusedCodes(tx, hold);
+  const revokedAccessTokens = await store.revokeLiveTokens(tx, hold, nowS);
+  return { revokedGrants, revokedAccessTokens };
 }

@@ -17,6 +17,7 @@ import { ACCESS_TOKEN_TYP } from '../platform/access-tokens.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { invalidClient, invalidRequest } from './errors.ts';
 import { readForm, refuseClientCredentials } from './token.ts';
+import { takeBack } from './remembered-consent.ts';
 import * as store from './store.ts';
 
 export const REVOKE_PARAMETERS = ['token', 'token_type_hint', 'client_id'] as const;
@@ -47,16 +48,13 @@ export async function revokeToken(gateway: Gateway, form: unknown, authorization
   // A token already revoked is as dead as an expired one: it revokes nothing more (found from outside: a leaked
   // token the owner had revoked could go on wiping the client's later sign-ins for the rest of its life).
   if ((await store.revokedTokenIds(db, [String(claims.jti)])).length > 0) return { revokedGrants: 0, revokedAccessTokens: 0 };
-  const subject = { clientId: client.id, actorType: String(claims.actor_type), subject: claims.sub! };
   const nowS = clock.nowS();
   const revoked = await db.transaction(async (tx) => {
-    // Consents, then codes, then tokens, as the owner's revocation does (remembered-consent.ts): a code minted
-    // meanwhile under a consent is caught. The token presented is recorded by its code; revoked by its jti too.
-    const revokedGrants = await store.deleteSubjectGrants(tx, subject);
-    await store.deleteSubjectUnusedCodes(tx, subject);
-    const revokedAccessTokens = await store.revokeSubjectLiveTokens(tx, subject, nowS);
+    // The owner's revocation's sequence, for this one subject; the token presented is recorded by its code, and
+    // revoked by its jti too.
+    const taken = await takeBack(tx, { clientId: client.id, actorType: String(claims.actor_type), subject: claims.sub! }, nowS);
     await store.revokeToken(tx, String(claims.jti), Number(claims.exp), nowS);
-    return { revokedGrants, revokedAccessTokens };
+    return taken;
   });
   // Refused from the next request on every instance, before this answer goes out.
   await gateway.credentials.revoked();

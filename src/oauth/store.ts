@@ -273,54 +273,43 @@ export async function ownerGrants(db: Queryable, ownerId: string, nowS: number):
   return rows;
 }
 
-export async function deleteGrants(db: Queryable, ownerId: string, clientId: string): Promise<number> {
-  const { rowCount } = await db.query('DELETE FROM oauth_grants WHERE owner_id = $1 AND client_id = $2', [ownerId, clientId]);
+
+/**
+ * What a client holds that a revocation takes back: for an owner, whatever it holds for the owner and each of its
+ * agents (the owner's `DELETE /v1/owner/oauth-grants/{clientId}`); for a subject, what it holds for that one owner
+ * or agent (a token given back, `POST /oauth/revoke`).
+ */
+export type ClientHold = { clientId: string; ownerId: string } | { clientId: string; actorType: string; subject: string };
+
+/** The hold's rows of `oauth_grants` or `oauth_codes` (both have the columns), from `$1` on. */
+function holdScope(hold: ClientHold): { where: string; params: string[] } {
+  return 'ownerId' in hold
+    ? { where: 'client_id = $1 AND owner_id = $2', params: [hold.clientId, hold.ownerId] }
+    : { where: 'client_id = $1 AND actor_type = $2 AND subject = $3', params: [hold.clientId, hold.actorType, hold.subject] };
+}
+
+/** Forgets the hold's remembered consents, in every browser; how many. */
+export async function deleteGrants(db: Queryable, hold: ClientHold): Promise<number> {
+  const { where, params } = holdScope(hold);
+  const { rowCount } = await db.query(`DELETE FROM oauth_grants WHERE ${where}`, params);
   return rowCount;
 }
 
-/** Codes of the owner's for the client not yet exchanged: they can no longer be. */
-export async function deleteUnusedCodes(db: Queryable, ownerId: string, clientId: string): Promise<void> {
-  await db.query('DELETE FROM oauth_codes WHERE owner_id = $1 AND client_id = $2 AND consumed_at_s IS NULL', [ownerId, clientId]);
+/** The hold's codes not yet exchanged: they can no longer be. */
+export async function deleteUnusedCodes(db: Queryable, hold: ClientHold): Promise<void> {
+  const { where, params } = holdScope(hold);
+  await db.query(`DELETE FROM oauth_codes WHERE ${where} AND consumed_at_s IS NULL`, params);
 }
 
-/** Revokes every access token the client still holds for the owner (one statement); how many. */
-export async function revokeLiveTokens(db: Queryable, ownerId: string, clientId: string, nowS: number): Promise<number> {
+/** Revokes every live access token of the hold (one statement); how many. */
+export async function revokeLiveTokens(db: Queryable, hold: ClientHold, nowS: number): Promise<number> {
+  const { where, params } = holdScope(hold);
   const { rowCount } = await db.query(
     `INSERT INTO oauth_revoked_tokens (jti, expires_at_s)
      SELECT access_token_jti, access_token_expires_at_s FROM oauth_codes
-      WHERE owner_id = $1 AND client_id = $2 AND access_token_jti IS NOT NULL AND access_token_expires_at_s > $3
+      WHERE ${where} AND access_token_jti IS NOT NULL AND access_token_expires_at_s > $${params.length + 1}
      ON CONFLICT (jti) DO NOTHING`,
-    [ownerId, clientId, nowS],
-  );
-  return rowCount;
-}
-
-/** A client's hold on one owner or agent (the subject of its tokens), as a token names it. */
-export interface ClientSubject {
-  clientId: string;
-  actorType: string;
-  subject: string;
-}
-
-/** Forgets the consents remembered for the client and this subject, in every browser; how many. */
-export async function deleteSubjectGrants(db: Queryable, held: ClientSubject): Promise<number> {
-  const { rowCount } = await db.query('DELETE FROM oauth_grants WHERE client_id = $1 AND actor_type = $2 AND subject = $3', [held.clientId, held.actorType, held.subject]);
-  return rowCount;
-}
-
-/** Codes of the client's for this subject not yet exchanged: they can no longer be. */
-export async function deleteSubjectUnusedCodes(db: Queryable, held: ClientSubject): Promise<void> {
-  await db.query('DELETE FROM oauth_codes WHERE client_id = $1 AND actor_type = $2 AND subject = $3 AND consumed_at_s IS NULL', [held.clientId, held.actorType, held.subject]);
-}
-
-/** Revokes every access token the client still holds for this subject (one statement); how many. */
-export async function revokeSubjectLiveTokens(db: Queryable, held: ClientSubject, nowS: number): Promise<number> {
-  const { rowCount } = await db.query(
-    `INSERT INTO oauth_revoked_tokens (jti, expires_at_s)
-     SELECT access_token_jti, access_token_expires_at_s FROM oauth_codes
-      WHERE client_id = $1 AND actor_type = $2 AND subject = $3 AND access_token_jti IS NOT NULL AND access_token_expires_at_s > $4
-     ON CONFLICT (jti) DO NOTHING`,
-    [held.clientId, held.actorType, held.subject, nowS],
+    [...params, nowS],
   );
   return rowCount;
 }
