@@ -21,6 +21,9 @@ export interface EndpointRow {
   consecutive_failures: number;
   failing_since_s: bigint | null;
   circuit_open_until_ms: bigint;
+  /** The receiver at this URL has answered 2xx at least once. */
+  proven: boolean;
+  last_failed_at_ms: bigint;
 }
 
 export type DeliveryState = 'pending' | 'succeeded' | 'dead';
@@ -165,6 +168,8 @@ export async function updateEndpoint(
         consecutive_failures = CASE WHEN ($3::boolean AND NOT enabled) OR $2 <> url THEN 0 ELSE consecutive_failures END,
         failing_since_s = CASE WHEN ($3::boolean AND NOT enabled) OR $2 <> url THEN NULL ELSE failing_since_s END,
         circuit_open_until_ms = CASE WHEN ($3::boolean AND NOT enabled) OR $2 <> url THEN 0 ELSE circuit_open_until_ms END,
+        proven = CASE WHEN $2 <> url THEN false ELSE proven END,
+        last_failed_at_ms = CASE WHEN $2 <> url THEN 0 ELSE last_failed_at_ms END,
         secret_sealed = COALESCE($4::text, secret_sealed),
         previous_secret_sealed = CASE WHEN $4::text IS NULL THEN previous_secret_sealed ELSE $5::text END,
         previous_secret_expires_at_s = CASE WHEN $4::text IS NULL THEN previous_secret_expires_at_s ELSE $6::bigint END,
@@ -260,10 +265,22 @@ export async function closeCircuit(db: Queryable, merchantId: string): Promise<v
   await db.query('UPDATE webhook_endpoints SET circuit_open_until_ms = 0 WHERE merchant_id = $1 AND circuit_open_until_ms > 0', [merchantId]);
 }
 
+/** How long after its latest failure an endpoint stays in the failing share, even between successes. */
+export const SUSPECT_AFTER_FAILURE_MS = 10 * 60_000;
+
+/**
+ * An endpoint held to the failing share of a worker's slots (`e`, at `$1`, now): its latest attempt failed, its
+ * receiver has never answered 2xx, or it failed less than SUSPECT_AFTER_FAILURE_MS ago. A receiver that hangs holds
+ * a slot for the whole timeout before its failure is recorded, so a new one's first burst, or one that hangs between
+ * successes, would otherwise take the slots of receivers that answer.
+ */
+const SUSPECT_ENDPOINT = `(e.consecutive_failures > 0 OR NOT e.proven OR e.last_failed_at_ms > $1::bigint - ${SUSPECT_AFTER_FAILURE_MS})`;
+
 /**
  * Claims up to `limit` due deliveries for this worker until `lockedUntilMs`, at most `perEndpoint` in flight
- * per endpoint (counting other instances' live claims), none of an endpoint whose circuit is open; only urgent ones
- * with `urgentOnly` (the worker's reserve). One
+ * per endpoint (counting other instances' live claims), none of an endpoint whose circuit is open, at most
+ * `failingLimit` to suspect endpoints (urgent ones aside: a new merchant's revocation must not wait for receivers
+ * that hang); only urgent ones with `urgentOnly` (the worker's reserve). One
  * statement: it takes the rows (SKIP LOCKED, re-checking the lease), counts the attempt, writes its
  * 'in_progress' record, and marks the attempt of a previous owner whose lease ran out (a crash) 'interrupted'.
  * The claim is the lease, not the row lock: the caller commits at once.
@@ -278,7 +295,7 @@ export async function claimDueDeliveries(
         WHERE state = 'pending' AND locked_until_ms > $1::bigint GROUP BY account_id
      ),
      ranked AS (
-       SELECT d.id, d.next_attempt_at_ms, d.seq, d.urgent, e.consecutive_failures > 0 AS failing,
+       SELECT d.id, d.next_attempt_at_ms, d.seq, d.urgent, ${SUSPECT_ENDPOINT} AS failing,
               row_number() OVER (PARTITION BY d.account_id ORDER BY d.urgent DESC, d.next_attempt_at_ms, d.seq) + COALESCE(b.n, 0) AS slot
          FROM webhook_deliveries d
          JOIN webhook_endpoints e ON e.account_id = d.account_id
@@ -293,7 +310,7 @@ export async function claimDueDeliveries(
      ),
      due AS (
        SELECT d.id, d.claim_token AS previous_token FROM webhook_deliveries d JOIN eligible r ON r.id = d.id
-        WHERE (NOT r.failing OR r.failing_rank <= $6) AND d.state = 'pending' AND d.locked_until_ms <= $1::bigint
+        WHERE (NOT r.failing OR r.failing_rank <= $6 OR r.urgent) AND d.state = 'pending' AND d.locked_until_ms <= $1::bigint
         ORDER BY r.urgent DESC, r.next_attempt_at_ms
         LIMIT $2
         FOR UPDATE OF d SKIP LOCKED
@@ -308,7 +325,7 @@ export async function claimDueDeliveries(
         WHERE w.id = due.id AND ev.id = w.event_id AND e.account_id = w.account_id
        RETURNING w.id, w.event_id, w.account_id, w.merchant_id, w.owner_id, w.attempts, ev.payload, e.url, e.secret_sealed,
                  CASE WHEN e.previous_secret_expires_at_s * 1000 > $1::bigint THEN e.previous_secret_sealed END AS previous_secret_sealed,
-                 w.next_attempt_at_ms AS due_at_ms, $1::bigint AS started_at_ms, w.traceparent, e.consecutive_failures > 0 AS failing
+                 w.next_attempt_at_ms AS due_at_ms, $1::bigint AS started_at_ms, w.traceparent, ${SUSPECT_ENDPOINT} AS failing
      ),
      started AS (
        INSERT INTO webhook_attempts (id, delivery_id, merchant_id, owner_id, attempt, claim_token, outcome, started_at_ms)
@@ -373,11 +390,11 @@ export async function recordAttempt(db: Queryable, record: AttemptRecord): Promi
   return result.rowCount === 1;
 }
 
-/** A success closes the endpoint's circuit and ends its run of failures. */
+/** A success closes the endpoint's circuit, ends its run of failures and proves its receiver (one write, the first time). */
 export async function endpointSucceeded(db: Queryable, accountId: string): Promise<void> {
   await db.query(
-    `UPDATE webhook_endpoints SET consecutive_failures = 0, failing_since_s = NULL, circuit_open_until_ms = 0
-      WHERE account_id = $1 AND consecutive_failures > 0`,
+    `UPDATE webhook_endpoints SET consecutive_failures = 0, failing_since_s = NULL, circuit_open_until_ms = 0, proven = true
+      WHERE account_id = $1 AND (consecutive_failures > 0 OR NOT proven)`,
     [accountId],
   );
 }
@@ -396,7 +413,8 @@ export async function endpointFailed(
   const { rows } = await db.query<{ consecutive_failures: number; failing_since_s: bigint; counted: boolean }>(
     `UPDATE webhook_endpoints
         SET consecutive_failures = consecutive_failures + CASE WHEN circuit_open_until_ms > $3::bigint THEN 0 ELSE 1 END,
-            failing_since_s = COALESCE(failing_since_s, $2)
+            failing_since_s = COALESCE(failing_since_s, $2),
+            last_failed_at_ms = GREATEST(last_failed_at_ms, $2 * 1000)
       WHERE account_id = $1 RETURNING consecutive_failures, failing_since_s, circuit_open_until_ms <= $3::bigint AS counted`,
     [accountId, failure.nowS, failure.startedAtMs],
   );

@@ -2,7 +2,8 @@
 // database: a pass claims due outbox rows with FOR UPDATE SKIP LOCKED and a short lease, commits the
 // claim, starts the attempts and returns at once, so the next pass never waits on a slow receiver. Bounds:
 // DELIVERY_CONCURRENCY_MAX attempts in flight per instance, ENDPOINT_CONCURRENCY_MAX per endpoint, and
-// FAILING_CONCURRENCY_MAX of an instance's to endpoints whose last attempt failed (hanging receivers), and
+// FAILING_CONCURRENCY_MAX of an instance's to suspect endpoints (failing, not yet proven, or failed in the last ten
+// minutes: receivers that may hang), and
 // URGENT_RESERVE_MAX more for urgent deliveries alone (the kill switch's voucher.revoked) when the rest are taken. While
 // attempts run, a heartbeat extends their leases; an instance that dies stops it, and another takes the
 // rows over once the lease lapses (seconds), marking the cut-off attempt 'interrupted'. Delivery is
@@ -32,10 +33,12 @@ export const DELIVERY_CONCURRENCY_MAX = 32;
 /** Attempts in flight to one endpoint, across instances (each instance counts the others' live claims). */
 export const ENDPOINT_CONCURRENCY_MAX = 4;
 /**
- * Attempts one instance runs at once to endpoints whose last attempt failed: half of its slots, so that receivers
- * that hang (each attempt holding a slot for the whole timeout) can never take every slot and make every other
- * merchant's events wait, round after round, until their circuits open (found from outside: 17 hanging receivers on
- * two instances delayed a healthy merchant's event by 9 s).
+ * Attempts one instance runs at once to suspect endpoints (store.ts, SUSPECT_ENDPOINT: the last attempt failed, the
+ * receiver has never answered 2xx, or it failed in the last ten minutes): half of its slots, so that receivers that
+ * hang (each attempt holding a slot for the whole timeout) can never take every slot and make every other merchant's
+ * events wait, round after round, until their circuits open (found from outside: 17 hanging receivers on two
+ * instances delayed a healthy merchant's event by 9 s; new ones on their first burst, and ones that hang between
+ * successes, by 11 to 51 s).
  */
 export const FAILING_CONCURRENCY_MAX = DELIVERY_CONCURRENCY_MAX / 2;
 /**
@@ -109,7 +112,7 @@ export class WebhookWorker {
   /** Claim tokens of this instance's attempts in flight, with how many attempts each still has running. */
   private readonly claims = new Map<string, number>();
   private inFlight = 0;
-  /** Of those, the attempts to endpoints whose last attempt failed (FAILING_CONCURRENCY_MAX at most). */
+  /** Of those, the attempts to suspect endpoints (FAILING_CONCURRENCY_MAX at most). */
   private failingInFlight = 0;
   /** Of those, the attempts claimed into the urgent reserve (URGENT_RESERVE_MAX at most). */
   private reservedInFlight = 0;
