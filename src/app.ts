@@ -173,6 +173,7 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
     timeoutMs: config.doh.timeoutMs,
     ca: config.doh.caFile ? readFileSync(config.doh.caFile, 'utf8') : undefined,
     devZoneCleartext: config.mode === 'dev' && config.doh.devZone,
+    cleartext: config.doh.cleartext,
   };
   const merchants = new MerchantService(gateway, { webhooks, apiKeyPepper: pepper, doh });
   const verifier = new CredentialVerifier(gateway, providers, pepper, merchants, identity, { revokedAccessTokenIds });

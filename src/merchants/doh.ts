@@ -35,6 +35,11 @@ export interface DohOptions {
    * local gateway has no certificate). Set by the composition root for that zone and nothing else.
    */
   devZoneCleartext?: boolean;
+  /**
+   * Plain HTTP is allowed to this resolver: dev mode, or a loopback host in live mode (a resolver or proxy beside the
+   * gateway), as the configuration accepts it.
+   */
+  cleartext?: boolean;
 }
 
 export const DOH_RESPONSE_BYTES_MAX_DEFAULT = 64 * 1024;
@@ -54,8 +59,8 @@ function assertQueryableName(name: string): void {
 
 async function exchange(query: Buffer, options: DohOptions): Promise<Buffer> {
   const url = new URL(options.resolverUrl);
-  const cleartextAllowed = options.devZoneCleartext === true && url.protocol === 'http:';
-  if (url.protocol !== 'https:' && !cleartextAllowed) throw new ResolverError('unreachable', 'the DoH resolver URL must be https');
+  const cleartextAllowed = (options.devZoneCleartext === true || options.cleartext === true) && url.protocol === 'http:';
+  if (url.protocol !== 'https:' && !cleartextAllowed) throw new ResolverError('unreachable', 'the DoH resolver URL must be https (http only in dev mode or to a loopback host)');
   const { Agent, request } = await loadUndici();
   const controller = new AbortController();
   let timedOut = false;

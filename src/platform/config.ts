@@ -44,8 +44,11 @@ export interface Config {
   apiKeyPepper?: string;
   /** AES-256-GCM key (base64, 32 bytes) sealing stored secrets (webhook secrets, mail passwords); dev mode generates one. */
   secretBoxKey?: string;
-  /** `devZone`: dev mode without ACG_DOH_RESOLVER_URL asks the gateway's own dev DNS zone (src/sandbox/). */
-  doh: { resolverUrl: string; timeoutMs: number; caFile?: string; devZone: boolean };
+  /**
+   * `devZone`: dev mode without ACG_DOH_RESOLVER_URL asks the gateway's own dev DNS zone (src/sandbox/). `cleartext`:
+   * plain HTTP is allowed to the resolver, as the start-up check accepts it (dev mode, or a loopback host).
+   */
+  doh: { resolverUrl: string; timeoutMs: number; caFile?: string; devZone: boolean; cleartext: boolean };
   /** SHA-256 (hex) of the operator credential the gateway accepts; dev mode generates a credential instead. */
   operatorTokenSha256?: string;
   /** SHA-256 (hex) of the credential `/metrics` requires; in live mode without it `/metrics` answers 401 to everyone. */
@@ -117,7 +120,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_AGENT_OWNER_EMAIL_CLAIM', default: 'owner_email', meaning: "claim on an agent identity JWT holding its owner's verified email" },
   { name: 'ACG_API_KEY_PEPPER', default: '(dev: generated)', meaning: 'secret (≥ 32 chars) keying the hashes of merchant API keys; without it live mode cannot issue API keys' },
   { name: 'ACG_SECRET_BOX_KEY', default: '(dev: generated)', meaning: 'base64 of 32 random bytes; seals stored secrets (webhook signing secrets, mail passwords, keys made by `acg keys rotate`); required in live mode for webhooks, mail and key rotation' },
-  { name: 'ACG_DOH_RESOLVER_URL', default: '(dev: the dev zone; live: https://cloudflare-dns.com/dns-query)', meaning: "DNS-over-HTTPS (RFC 8484) resolver used to verify merchant domains; dev mode's default is the gateway's own dev zone (`acg dev dns publish`)" },
+  { name: 'ACG_DOH_RESOLVER_URL', default: '(dev: the dev zone; live: https://cloudflare-dns.com/dns-query)', meaning: "DNS-over-HTTPS (RFC 8484) resolver used to verify merchant domains (https; plain http in dev mode or to a loopback host: a resolver or proxy beside the gateway); dev mode's default is the gateway's own dev zone (`acg dev dns publish`)" },
   { name: 'ACG_DOH_TIMEOUT_MS', default: '5000', meaning: 'time budget of one DNS-over-HTTPS query' },
   { name: 'ACG_DOH_CA_FILE', default: '(system CAs)', meaning: "extra CA certificate (PEM file) trusted for the resolver's HTTPS" },
   { name: 'ACG_OUTBOUND_CA_FILE', default: '(system CAs)', meaning: 'extra CA certificates (PEM file) trusted for outbound HTTPS such as webhook deliveries' },
@@ -336,11 +339,15 @@ function dohConfig(env: Env, mode: Mode, baseUrl: string, problems: string[]): C
     problems.push(`ACG_DOH_RESOLVER_URL points at a gateway's dev routes (/dev/…, such as its dev DNS zone ${DEV_ZONE_PATH}); live mode needs a real DNS-over-HTTPS resolver`);
   }
   const devZone = mode === 'dev' && !configured;
+  const resolverUrl = configured ?? (devZone ? `${baseUrl}${DEV_ZONE_PATH}` : 'https://cloudflare-dns.com/dns-query');
   return {
-    resolverUrl: configured ?? (devZone ? `${baseUrl}${DEV_ZONE_PATH}` : 'https://cloudflare-dns.com/dns-query'),
+    resolverUrl,
     timeoutMs: integer(env, 'ACG_DOH_TIMEOUT_MS', 5000, 100, 60_000, problems),
     caFile: env.ACG_DOH_CA_FILE || undefined,
     devZone,
+    // Until 2026-12-04 the start-up check let a loopback http resolver through and the client then refused every
+    // query as "unreachable" (found from outside): the two now say the same.
+    cleartext: new URL(resolverUrl).protocol === 'http:' && (mode === 'dev' || !cleartextOffLoopback(resolverUrl)),
   };
 }
 

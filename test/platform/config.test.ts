@@ -44,6 +44,15 @@ describe('live mode refuses what would run it insecurely', () => {
     }
   });
 
+  it('lets the DNS resolver client use plain HTTP exactly where the start-up check accepts it (found from outside: it refused a loopback http resolver at every query)', () => {
+    const issuers = { ACG_HUMAN_ISSUER: 'https://id.example', ACG_AGENT_ISSUER: 'https://agents.example' };
+    expect(loadConfig({ ...live, ...issuers, ACG_DOH_RESOLVER_URL: 'http://127.0.0.1:8053/dns-query' }).doh.cleartext).toBe(true);
+    expect(loadConfig({ ...live, ...issuers, ACG_DOH_RESOLVER_URL: 'http://[::1]:8053/dns-query' }).doh.cleartext).toBe(true);
+    expect(loadConfig({ ...live, ...issuers, ACG_DOH_RESOLVER_URL: 'https://dns.example/dns-query' }).doh.cleartext).toBe(false);
+    expect(loadConfig({ ...live, ...issuers }).doh.cleartext).toBe(false);
+    expect(loadConfig({ ACG_DOH_RESOLVER_URL: 'http://resolver.lan/dns-query' }).doh.cleartext).toBe(true);
+  });
+
   it('refuses a Stripe test-mode key, whose payments move no money (a live key, or dev mode, is taken)', () => {
     const stripe = { ACG_PAYMENT_PROVIDER: 'stripe', ACG_STRIPE_WEBHOOK_SECRET: 'whsec_abc' };
     for (const key of ['sk_test_abc123', 'rk_test_abc123']) {

@@ -119,6 +119,21 @@ describe('the dev DNS zone (dev mode)', () => {
     expect((error as ResolverError).message).toContain('must be https');
   });
 
+  it('is the resolver of another dev gateway over plain HTTP on loopback: ACG_DOH_RESOLVER_URL http is used as configured (found from outside: every verification failed as "unreachable")', async () => {
+    const other = await startWorld({ env: { ACG_DOH_RESOLVER_URL: `${world.url}/dev/dns-query` } });
+    try {
+      expect(other.gw.services.doh).toMatchObject({ resolverUrl: `${world.url}/dev/dns-query`, cleartext: true });
+      const otherOwner = await other.humanToken('zone-elsewhere@example.com');
+      const { merchant, dnsRecord } = await registerMerchant(other, otherOwner);
+      expect((await publish({ name: dnsRecord.name, value: dnsRecord.value })).status).toBe(200);
+      const verified = await other.api('POST', `/v1/merchants/${merchant.id}/verify-domain`, { token: otherOwner, key: uniqueKey('verify') });
+      expect(verified.status, JSON.stringify(verified.body)).toBe(200);
+      expect(verified.body.verified).toBe(true);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('publishes only with the operator credential, and refuses what is not a record', async () => {
     expect((await publish({ name: '_x.example.com', value: 'v' }, 'acg_op_wrong')).status).toBe(401);
     expect((await world.api('POST', '/dev/dns/records', { body: { name: '_x.example.com', value: 'v' } })).status).toBe(401);
