@@ -18,7 +18,7 @@ import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
-import { ACCESS_TOKEN_TYP, resourceMetadataUrl, resourceUri, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../platform/access-tokens.ts';
+import { ACCESS_TOKEN_LIFETIME_S, ACCESS_TOKEN_TYP, resourceMetadataUrl, resourceUri, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../platform/access-tokens.ts';
 import type { FactReads } from '../platform/credential-facts.ts';
 import type { Principal } from '../platform/principal.ts';
 import { parseApiKey, secretMatches, API_KEY_PREFIX } from './api-keys.ts';
@@ -213,7 +213,13 @@ export class CredentialVerifier {
   /** Our access token for `resource`, verified (or its verification reused while its key is still published). */
   private async verifyAccessToken(token: string, resource: Resource): Promise<Readonly<JWTPayload>> {
     const { signing, config } = this.gateway;
-    const expected = { typ: ACCESS_TOKEN_TYP, issuer: config.baseUrl, audience: resourceUri(config.baseUrl, resource) };
+    const expected = {
+      typ: ACCESS_TOKEN_TYP,
+      issuer: config.baseUrl,
+      audience: resourceUri(config.baseUrl, resource),
+      requiredClaims: ['sub', 'jti'],
+      lifetimeMaxS: ACCESS_TOKEN_LIFETIME_S,
+    };
     const check = `${expected.typ} ${expected.issuer} ${expected.audience}`;
     const reused = this.reuse(token, check, (kid) => signing.trusts(kid));
     if (reused) return reused;

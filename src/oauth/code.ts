@@ -4,7 +4,8 @@
 import { createHash } from 'node:crypto';
 import type { Tx } from '../platform/db/database.ts';
 import { newSecret } from '../platform/ids.ts';
-import { ACCESS_TOKEN_LIFETIME_S, AUTHORIZATION_CODE_LIFETIME_S } from './limits.ts';
+import { ACCESS_TOKEN_LIFETIME_S } from '../platform/access-tokens.ts';
+import { AUTHORIZATION_CODE_LIFETIME_S } from './limits.ts';
 import * as store from './store.ts';
 
 export function hashCode(code: string): string {

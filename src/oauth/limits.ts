@@ -20,8 +20,6 @@ export const STATE_LENGTH_MAX = 512;
 
 /** Spec: a code is single-use and valid one minute. */
 export const AUTHORIZATION_CODE_LIFETIME_S = 60;
-/** Spec: access tokens live ten minutes (`expires_in` 600). */
-export const ACCESS_TOKEN_LIFETIME_S = 600;
 
 /** The browser-binding cookie outlives any one request so several can run at once in one browser. */
 export const BROWSER_COOKIE_LIFETIME_S = 86_400;

@@ -20,9 +20,8 @@
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { clientAuthenticationRefused, invalidClient, invalidGrant, invalidRequest, invalidTarget, temporarilyUnavailable, unsupportedGrantType } from './errors.ts';
-import { ACCESS_TOKEN_LIFETIME_S } from './limits.ts';
 import { CODE_VERIFIER_PATTERN, verifierMatches } from './pkce.ts';
-import { ACCESS_TOKEN_TYP, isOurResource } from '../platform/access-tokens.ts';
+import { ACCESS_TOKEN_LIFETIME_S, ACCESS_TOKEN_TYP, isOurResource } from '../platform/access-tokens.ts';
 import { hashCode } from './code.ts';
 import * as store from './store.ts';
 

@@ -5,6 +5,8 @@
 
 /** RFC 9068 §2.1: our access tokens are `at+jwt`, so no other JWT of ours passes as one. */
 export const ACCESS_TOKEN_TYP = 'at+jwt';
+/** Spec: access tokens live ten minutes (`expires_in` 600); the verifier refuses one that claims a longer life. */
+export const ACCESS_TOKEN_LIFETIME_S = 600;
 export const SCOPE_AGENT = 'svc:agent';
 export const SCOPE_OWNER = 'svc:owner';
 

@@ -23,6 +23,8 @@ import type { Database, Queryable, Tx } from './db/database.ts';
 import { configuredSecretBoxKey, openSecret, sealSecret, type SecretBoxKey } from './secret-box.ts';
 
 export const SIGNING_ALG = 'ES256';
+/** Leeway for another instance's clock ahead of this one (`nbf`, `iat`); never applied to `exp`. */
+const VERIFY_LEEWAY_S = 30;
 /** Covers the 60 s key reload of every instance plus the 300 s JWKS cache we advertise, with margin. */
 export const PUBLICATION_LEAD_S_DEFAULT = 600;
 /** Vouchers live as long as their hold; a week covers the longest hold, and access tokens (600 s). */
@@ -238,12 +240,15 @@ export class SigningKeys {
    * `requiredClaims` must be present. The 30 s of leeway absorb another instance's clock ahead of this one's
    * (`nbf`, `iat`), never a token past its `exp`: jose applies its leeway to `exp` too, so `exp` is checked
    * again without it (an access token answered for 30 s after it lapsed; docs/decisions.md "Our tokens lapse at
-   * their exp").
+   * their exp"). Every token of ours lapses: `exp` is required whatever the caller lists. `lifetimeMaxS` bounds the
+   * life a token may claim (`iat` required, not ahead of this clock beyond the leeway, `exp - iat` at most it): what
+   * we issue never claims more, so a token that does was not issued by this gateway's rules.
    */
   async verify(
     token: string,
-    expected: { typ: string; audience?: string; issuer: string; requiredClaims?: readonly string[] },
+    expected: { typ: string; audience?: string; issuer: string; requiredClaims?: readonly string[]; lifetimeMaxS?: number },
   ): Promise<{ payload: JWTPayload; kid: string }> {
+    const required = new Set(['exp', ...(expected.requiredClaims ?? []), ...(expected.lifetimeMaxS === undefined ? [] : ['iat'])]);
     const { payload, protectedHeader } = await jwtVerify(
       token,
       (header) => {
@@ -255,13 +260,21 @@ export class SigningKeys {
         algorithms: [SIGNING_ALG],
         issuer: expected.issuer,
         ...(expected.audience === undefined ? {} : { audience: expected.audience }),
-        ...(expected.requiredClaims === undefined ? {} : { requiredClaims: [...expected.requiredClaims] }),
-        clockTolerance: 30,
+        requiredClaims: [...required],
+        clockTolerance: VERIFY_LEEWAY_S,
         currentDate: new Date(this.clock.nowMs()),
       },
     );
-    if (typeof payload.exp === 'number' && payload.exp <= Math.floor(this.clock.nowMs() / 1000)) {
+    const nowS = Math.floor(this.clock.nowMs() / 1000);
+    if (typeof payload.exp === 'number' && payload.exp <= nowS) {
       throw new joseErrors.JWTExpired('"exp" claim timestamp check failed', payload, 'exp', 'check_failed');
+    }
+    if (expected.lifetimeMaxS !== undefined) {
+      const { iat, exp } = payload as { iat: number; exp: number };
+      if (iat > nowS + VERIFY_LEEWAY_S) throw new joseErrors.JWTClaimValidationFailed('"iat" claim is in the future', payload, 'iat', 'check_failed');
+      if (exp - iat > expected.lifetimeMaxS) {
+        throw new joseErrors.JWTClaimValidationFailed(`the token claims a life longer than ${expected.lifetimeMaxS} s`, payload, 'exp', 'check_failed');
+      }
     }
     const typ = protectedHeader.typ?.toLowerCase().replace(/^application\//, '');
     if (typ !== expected.typ) throw new Error(`token typ is ${protectedHeader.typ ?? 'absent'}, expected ${expected.typ}`);

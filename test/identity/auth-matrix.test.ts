@@ -33,6 +33,7 @@ beforeAll(async () => {
   const me = await world.api('GET', '/v1/me', { token: owner.ownerToken });
   const merchant = await seedMerchantKey(world, { scopes: ['access:check', 'offers:read', 'offers:write', 'redemptions:release', 'redemptions:capture', 'redemptions:refund', 'earnings:read', 'webhooks:read', 'webhooks:write', 'events:read', 'evidence:read'] });
   const revoked = await seedMerchantKey(world, { revoked: true });
+  const nowS = world.gw.clock.nowS();
   Object.assign(tokens, {
     human: owner.ownerToken,
     agent: owner.token,
@@ -51,6 +52,26 @@ beforeAll(async () => {
       'voucher+jwt',
     ),
     accessTokenForMcp: await world.accessToken({ sub: owner.id, scope: 'svc:agent' }, `${world.gw.config.baseUrl}/mcp`),
+    // Signed with our own key, but not as the token endpoint signs: no exp, a life beyond 600 s, an iat ahead
+    // (found from outside: each was accepted).
+    ...Object.fromEntries(
+      await Promise.all(
+        (
+          [
+            ['accessTokenWithoutExp', { iat: nowS }],
+            ['accessTokenOfTenYears', { iat: nowS, exp: nowS + 10 * 365 * 86_400 }],
+            ['accessTokenIssuedAhead', { iat: nowS + 3_000, exp: nowS + 3_300 }],
+            ['accessTokenWithoutIat', { exp: nowS + 600 }],
+          ] as const
+        ).map(async ([name, times]) => [
+          name,
+          await world.gw.gateway.signing.sign(
+            { iss: world.gw.config.baseUrl, aud: world.gw.config.baseUrl, sub: me.body.owner.id, scope: 'svc:owner', actor_type: 'owner', email: 'owner@example.com', client_id: 'test-client', jti: `matrix-${name}`, ...times },
+            'at+jwt',
+          ),
+        ]),
+      ),
+    ),
     unregisteredAgent: await world.agentToken('nobody-registered-me', 'owner@example.com'),
     wrongOwnerEmail: await world.agentToken('matrix-agent', 'someone-else@example.com'),
     unverifiedOwner: await world.humanToken('unverified@example.com', { verified: false }),
@@ -76,7 +97,10 @@ function call(route: Route, token?: string) {
   return world.api(route.method, route.path, { token, body, key: body ? `matrix-${Math.random()}` : undefined });
 }
 
-const INVALID = ['expired', 'wrongIssuer', 'wrongAudience', 'badSignature', 'algNone', 'hmacWithPublicKey', 'voucherTyped', 'accessTokenForMcp', 'revokedKey', 'malformedKey'];
+const INVALID = [
+  'expired', 'wrongIssuer', 'wrongAudience', 'badSignature', 'algNone', 'hmacWithPublicKey', 'voucherTyped', 'accessTokenForMcp', 'revokedKey', 'malformedKey',
+  'accessTokenWithoutExp', 'accessTokenOfTenYears', 'accessTokenIssuedAhead', 'accessTokenWithoutIat',
+];
 
 describe('the auth matrix', () => {
   it('covers the routes that exist', () => {
