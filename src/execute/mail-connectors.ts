@@ -11,6 +11,7 @@ import type { AgentRow } from '../agents/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
+import { normaliseDomain } from '../platform/hostnames.ts';
 import { isPublicAddress } from '../platform/outbound.ts';
 import { openSecret, sealSecret, SecretBoxError, type SecretBoxKey } from '../platform/secret-box.ts';
 import { mailService, type MailConnectionSettings, type MailTlsMode } from '../connectors/mail.ts';
@@ -88,6 +89,12 @@ export class MailConnectorService implements ConnectionStore {
     const privateHost = (isIP(host) !== 0 && !isPublicAddress(host)) || host === 'localhost' || host.endsWith('.localhost');
     if (privateHost && !allowPrivate) {
       throw new ApiError('invalid_input', { detail: `host "${settings.host}" is not a public address; the gateway only connects to public mail servers` });
+    }
+    // A name is judged by the rule a merchant's domain and a webhook's host keep: no special-use or single-label
+    // names (found from outside: `mail.internal` was stored, then refused at every execution as it resolved).
+    const name = isIP(host) === 0 && !allowPrivate ? normaliseDomain(host) : undefined;
+    if (name && !name.ok) {
+      throw new ApiError('invalid_input', { detail: `host "${settings.host}" ${name.reason}; the gateway only connects to public mail servers` });
     }
     if (settings.ca !== undefined) {
       try {

@@ -89,7 +89,16 @@ describe('mail connector routes', () => {
         const res = await strict.api('PUT', path, { token: agent.ownerToken, body: { ...settings, host } });
         expect([res.status, res.body.detail], host).toEqual([400, `host "${host}" is neither a DNS name nor an IP address; give the port as \`port\``]);
       }
+      // Names that never lead to a public server, refused by the rule merchant domains and webhook hosts keep (found
+      // from outside: stored, then refused at every execution).
+      for (const [host, reason] of [['mail.internal', '.internal is a special-use name'], ['imap.corp', '.corp is a special-use name'], ['mailhost', 'at least two labels'], ['imap.test.', '.test is a special-use name']]) {
+        const res = await strict.api('PUT', path, { token: agent.ownerToken, body: { ...settings, host } });
+        expect([res.status, res.body.code], host).toEqual([400, 'invalid_input']);
+        expect(res.body.detail, host).toContain(reason);
+      }
       expect((await strict.api('PUT', path, { token: agent.ownerToken, body: { ...settings, host: '2606:4700:4700::1111' } })).status).toBe(200);
+      expect((await strict.api('PUT', path, { token: agent.ownerToken, body: { ...settings, host: 'imap.fastmail.com' } })).status).toBe(200);
+      expect((await strict.api('PUT', path, { token: agent.ownerToken, body: { ...settings, host: 'IMAP.Example.COM.' } })).status).toBe(200);
     } finally {
       await strict.close();
     }
