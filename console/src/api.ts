@@ -31,16 +31,48 @@ function withBearer(request: Request, token: string): Request {
   return new Request(request, { headers });
 }
 
+/**
+ * Idempotency-Keys of requests whose answer was lost (the network failed after sending: the gateway may have done
+ * it), by what the request asked: the same request again (the person clicks "try again" with the form as it was)
+ * goes under the same key, so the gateway answers what it did instead of doing it twice. Found from outside: a
+ * retried "Create key" made two live keys, one whose secret nobody saw; a retried mandate save refused the owner's
+ * own save as a change made elsewhere. An answer ends the entry, unless it says the first request is still running
+ * (409 idempotency_key_in_use), the credential must be renewed (401) or the gateway failed (5xx: nothing is kept
+ * under the key, so the same key is as good as a new one).
+ */
+const lostAnswers = new Map<string, string>();
+
+async function fetchOnce(request: Request): Promise<Response> {
+  const key = request.headers.get('idempotency-key');
+  if (key === null) return fetch(request);
+  const asked = [request.method, request.url, request.headers.get('if-match') ?? '', await request.clone().text()].join('\n');
+  const sentKey = lostAnswers.get(asked) ?? key;
+  const headers = new Headers(request.headers);
+  headers.set('idempotency-key', sentKey);
+  let response: Response;
+  try {
+    response = await fetch(new Request(request, { headers }));
+  } catch (error) {
+    lostAnswers.set(asked, sentKey);
+    throw error;
+  }
+  const running = response.status === 409 && ((await response.clone().json().catch(() => ({}))) as { code?: unknown }).code === 'idempotency_key_in_use';
+  // A 401 is no answer to the request either: it goes again once signed in (or confirmed) again.
+  if (running || response.status === 401 || response.status >= 500) lostAnswers.set(asked, sentKey);
+  else lostAnswers.delete(asked);
+  return response;
+}
+
 export function ownerApi(auth: Auth): Api {
   return createClient<paths>({
     baseUrl: location.origin,
     cache: 'no-store',
     fetch: async (request) => {
       const again = request.clone();
-      const first = await fetch(withBearer(request, await auth.accessToken()));
+      const first = await fetchOnce(withBearer(request, await auth.accessToken()));
       if (first.status !== 401) return first;
       await auth.renew();
-      return fetch(withBearer(again, await auth.accessToken()));
+      return fetchOnce(withBearer(again, await auth.accessToken()));
     },
   });
 }
@@ -51,7 +83,7 @@ export function humanApi(session: string): Api {
     baseUrl: location.origin,
     cache: 'no-store',
     fetch: async (request) => {
-      const response = await fetch(withBearer(request, session));
+      const response = await fetchOnce(withBearer(request, session));
       if (response.status === 401) throw new HumanSessionRequired('Your confirmation has expired: confirm again.');
       return response;
     },
@@ -66,7 +98,7 @@ export function ok<T>(result: { data?: T; error?: unknown; response: Response })
   throw new ApiProblem(result.response.status, text('code') ?? text('error') ?? 'error', text('detail') ?? text('error_description') ?? text('title') ?? `the gateway answered ${result.response.status}`, body);
 }
 
-/** A fresh Idempotency-Key: one per action the person takes (a retry of that action reuses it). */
+/** A fresh Idempotency-Key: one per action the person takes (a retry of it after a lost answer goes under the first one: `fetchOnce`). */
 export function newKey(): string {
   return crypto.randomUUID();
 }

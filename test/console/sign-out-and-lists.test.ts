@@ -220,6 +220,42 @@ describe.runIf(hasChromium && !onPostgres())('the owner console (found from outs
     expect(await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth)).toBe(true);
   });
 
+  it('does an action once when "try again" follows an answer that was lost: the retry goes under the first Idempotency-Key (found from outside: two live keys)', async () => {
+    await onAgentsPage();
+    const owner = await ownerSession();
+    const merchant = await api('POST', '/v1/merchants', owner, { name: 'Lost Answers', domain: 'lost-answers.example.com', categories: ['books'] });
+    expect(merchant.status).toBe(201);
+    const merchantId = merchant.body.merchant.id as string;
+    const keysPath = `/v1/merchants/${merchantId}/api-keys`;
+    const sent: Array<{ key: string | undefined; status: number | 'lost' }> = [];
+    // The gateway makes the first key, and its answer never reaches the page (the connection drops on the way back).
+    await page.route(`**${keysPath}`, async (route) => {
+      if (route.request().method() !== 'POST') return route.fallback();
+      const response = await route.fetch();
+      const first = sent.length === 0;
+      sent.push({ key: route.request().headers()['idempotency-key'], status: first ? 'lost' : response.status() });
+      if (first) return route.abort('connectionreset');
+      return route.fulfill({ response });
+    });
+    try {
+      await page.goto(`${gw.url}/console/merchants/${merchantId}`);
+      const keys = page.getByRole('region', { name: 'API keys' });
+      await keys.getByText('Create an API key').click();
+      await keys.getByLabel('Key name').fill('shop server');
+      await keys.getByRole('checkbox', { name: /offers:read/ }).check();
+      await keys.getByRole('button', { name: 'Create key' }).click();
+      await keys.getByText(/could not be reached/).waitFor();
+      await keys.getByRole('button', { name: 'Create key' }).click();
+      await keys.getByText('Created the key shop server.').waitFor();
+    } finally {
+      await page.unroute(`**${keysPath}`);
+    }
+    expect(sent.map((s) => s.status)).toEqual(['lost', 201]);
+    expect(sent[1]!.key).toBe(sent[0]!.key);
+    const listed = await api('GET', keysPath, owner);
+    expect(listed.body.apiKeys.map((k: { name: string }) => k.name)).toEqual(['shop server']);
+  });
+
   it("pages a merchant's offers past the first page, and a new offer is reachable (found from outside: hasMore was ignored)", async () => {
     await onAgentsPage();
     const owner = await ownerSession();
