@@ -119,7 +119,20 @@ const SCRIPT = `(() => {
     const response = await api('POST', path + '/' + verb, {});
     const body = await json(response);
     for (const b of document.querySelectorAll('button')) b.disabled = false;
-    if (!response.ok) { say('Not done: ' + (body.detail || body.title || response.status), 'error'); return; }
+    // The session lapsed (a dev session lives 5 minutes): the person signs in again here, then decides again.
+    if (response.status === 401) {
+      token = '';
+      show('signin', true);
+      say('Your sign-in has lapsed: sign in again, then ' + verb + ' the ' + noun + '.', 'error');
+      return;
+    }
+    if (!response.ok) {
+      // Refused: what became of the request is read again (declined or expired meanwhile), then the refusal is said.
+      const reason = 'Not done: ' + (body.detail || body.title || response.status);
+      await load();
+      say(reason, 'error');
+      return;
+    }
     await load();
   };
   byId('approve').addEventListener('click', () => act('approve'));

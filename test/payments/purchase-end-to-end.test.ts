@@ -210,6 +210,37 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
     expect(await holds()).toEqual(before);
   }, 120_000);
 
+  it('a lapsed sign-in asks for a new one on the page, and a refusal shows what became of the purchase (found from outside: a dead end)', async () => {
+    const asked = await mint(`e2e-lapsed-${++counter}`);
+    expect(asked.status).toBe(402);
+    await onThePage(asked.body.approvalUrl, async (page) => {
+      // The gateway refuses the lapsed session as it does (401, the JWT library's words in `detail`).
+      await page.route('**/approve', (route) =>
+        route.fulfill({ status: 401, contentType: 'application/problem+json', body: JSON.stringify({ code: 'unauthorized', status: 401, detail: 'invalid human identity token: "exp" claim timestamp check failed' }) }),
+        { times: 1 },
+      );
+      await page.locator('#approve').click();
+      await page.locator('#status', { hasText: 'Your sign-in has lapsed: sign in again, then approve the purchase.' }).waitFor({ timeout: 15_000 });
+      expect(await page.locator('#signin').isVisible()).toBe(true);
+      await page.locator('#signin input[name="email"]').fill(ownerEmail);
+      await page.locator('#signin button').click();
+      await page.locator('#signin').waitFor({ state: 'hidden', timeout: 15_000 });
+      await page.locator('#approve').click();
+      await page.locator('#status', { hasText: 'This purchase is approved.' }).waitFor({ timeout: 15_000 });
+    });
+
+    // Declined elsewhere while the page showed it pending: approving is refused, and the page shows it declined.
+    const other = await mint(`e2e-lapsed-${++counter}`);
+    await onThePage(other.body.approvalUrl, async (page) => {
+      const declined = await call(url, 'POST', `/v1/payments/purchases/${other.body.intentId}/decline`, ownerToken, {}, `e2e-decline-elsewhere-${counter}`);
+      expect(declined.status).toBe(200);
+      await page.locator('#approve').click();
+      await page.locator('#status', { hasText: /^Not done: / }).waitFor({ timeout: 15_000 });
+      await expect(page.locator('#state').textContent()).resolves.toBe('declined');
+      expect(await page.locator('#approve').isHidden()).toBe(true);
+    });
+  }, 120_000);
+
   it('a purchase at the threshold is not asked about', async () => {
     const small = (await call(url, 'POST', `/v1/merchants/${merchantId}/offers`, ownerToken, { name: 'A short story', category: 'books', priceUc: '2000000' }, 'e2e-small')).body.id;
     const res = await mint(`e2e-small-${++counter}`, small);
