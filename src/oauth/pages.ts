@@ -8,7 +8,7 @@ import type { ConsentView, ProviderOption } from './consent.ts';
 import { CONSOLE_CLIENT_ID } from './console-client.ts';
 import type { IdentityProviderChoice } from './scopes.ts';
 
-const STYLE = `body{font-family:system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1f2328}
+const STYLE = `body{font-family:system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1f2328;overflow-wrap:anywhere}
 main{max-width:34rem;margin:3rem auto;background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:1.5rem 2rem}
 h1{font-size:1.3rem}h2{font-size:1.05rem;margin:0 0 .3rem}code{word-break:break-all}
 form{border:1px solid #d0d7de;border-radius:6px;padding:1rem;margin:1rem 0}

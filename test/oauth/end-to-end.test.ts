@@ -206,6 +206,23 @@ describe.skipIf(!hasChromium)('OAuth end to end with a strict client and a real 
     }
   });
 
+  it('wraps a long unbroken client name instead of scrolling the consent page sideways (found from outside)', async () => {
+    const long = await oauth.processDynamicClientRegistrationResponse(
+      await oauth.dynamicClientRegistrationRequest(as, { redirect_uris: [redirectUri], client_name: `Long ${'X'.repeat(110)}`, token_endpoint_auth_method: 'none' }, insecure),
+    );
+    const context = await browser.newContext({ viewport: { width: 375, height: 800 } });
+    try {
+      const page = await context.newPage();
+      const url = (await authorizationRequest(`${gw.url}/mcp`)).url;
+      url.searchParams.set('client_id', long.client_id);
+      await page.goto(url.href);
+      await expect(page.locator('h1').textContent()).resolves.toContain('X'.repeat(110));
+      expect(await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth)).toBe(true);
+    } finally {
+      await context.close();
+    }
+  });
+
   it('a token for the MCP resource is refused by the API (wrong audience)', async () => {
     const accessToken = await flow('agent', `${gw.url}/mcp`);
     const res = await me(accessToken);

@@ -41,7 +41,7 @@ export function pageHeaders(nonce: string): Record<string, string> {
 export function refusalPage(nonce: string, refusal: { status: number; code: string; detail: string }): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>This page cannot be shown · Agent Credit Gateway</title>
-<style nonce="${nonce}">body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:40rem;padding:0 1rem;line-height:1.5}.muted{color:#555}</style></head>
+<style nonce="${nonce}">body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:40rem;padding:0 1rem;line-height:1.5;overflow-wrap:anywhere}.muted{color:#555}</style></head>
 <body><main><h1>This page cannot be shown</h1>
 <p id="error" data-status="${refusal.status}" data-error="${escapeHtml(refusal.code)}"><code>${escapeHtml(refusal.code)}</code>: ${escapeHtml(refusal.detail)}</p>
 <p class="muted">Check that the address was copied whole, or start again from the application or console that sent you here.</p></main></body></html>`;
