@@ -28,9 +28,20 @@ export function useConsole(): Console {
   return context;
 }
 
+/**
+ * An id in the page's address that cannot name anything (a mistyped or pasted link): the gateway refuses the path
+ * parameter itself (400 on `params/…`, or 414 when it is too long), which is "not found" in the person's words, not
+ * the schema's (found from outside: `params/id must match pattern …`).
+ */
+function refusesAddress(problem: ApiProblem): boolean {
+  if (problem.code === 'uri_too_long') return true;
+  const errors = problem.body.errors;
+  return problem.status === 400 && Array.isArray(errors) && errors.length > 0 && errors.every((e) => typeof e?.path === 'string' && e.path.startsWith('params/'));
+}
+
 /** What went wrong, in words: the gateway's own detail for a refusal, plainly otherwise. */
 export function describe(error: unknown): string {
-  if (error instanceof ApiProblem) return error.status === 404 ? 'Not found (or not yours).' : error.detail;
+  if (error instanceof ApiProblem) return error.status === 404 || refusesAddress(error) ? 'Not found (or not yours).' : error.detail;
   if (error instanceof SignInRequired || error instanceof HumanSessionRequired) return error.message;
   if (error instanceof TypeError) return 'The gateway could not be reached. Check that it is running, then try again.';
   return error instanceof Error ? error.message : String(error);

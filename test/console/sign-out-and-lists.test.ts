@@ -256,6 +256,15 @@ describe.runIf(hasChromium && !onPostgres())('the owner console (found from outs
     expect(listed.body.apiKeys.map((k: { name: string }) => k.name)).toEqual(['shop server']);
   });
 
+  it('says "not found" for an id in the address that cannot name anything, not the schema\'s words (found from outside)', async () => {
+    await onAgentsPage();
+    for (const id of ['%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E', '..%2F..%2Fv1%2Fme', 'a'.repeat(600), 'agt_unknown']) {
+      await page.goto(`${gw.url}/console/agents/${id}`);
+      await page.getByText('Not found (or not yours).').first().waitFor();
+      expect(await page.getByText(/params\/|must match pattern|path parameter/).count(), id).toBe(0);
+    }
+  });
+
   it("pages a merchant's offers past the first page, and a new offer is reachable (found from outside: hasMore was ignored)", async () => {
     await onAgentsPage();
     const owner = await ownerSession();
