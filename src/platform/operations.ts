@@ -534,7 +534,7 @@ async function runPrepared<I, R, C, P>(
       await runtime.idempotency.complete(runtime.db, claim, storedError(error));
       throw error;
     }
-    await runtime.idempotency.abandon(claim).catch(() => {});
+    await runtime.idempotency.giveBack(claim);
     throw error;
   }
 }
@@ -581,7 +581,7 @@ export async function underClaim<R>(runtime: OperationRuntime, claim: Claim, sec
   } catch (error) {
     // A fault (not a business answer) gives the key back even if a store was attempted: its transaction
     // rolled back with the fault.
-    if (!settled || !isBusinessError(error)) await runtime.idempotency.abandon(claim).catch(() => {});
+    if (!settled || !isBusinessError(error)) await runtime.idempotency.giveBack(claim);
     throw error;
   }
 }

@@ -10,6 +10,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgres } from '../../src/platform/db/postgres.ts';
+import { SystemClock } from '../../src/platform/clock.ts';
+import { IdempotencyStore, type Claim } from '../../src/platform/idempotency.ts';
 import { listMigrations } from '../../src/platform/db/migrate.ts';
 import { onPostgres } from '../support/database.ts';
 import { startIssuer, type TestIssuer } from '../support/issuer.ts';
@@ -349,6 +351,53 @@ describe.runIf(runHere && scratchPostgresAvailable)('database faults, on a scrat
       await world.gw.close();
       await db.close();
       await proxy.close();
+    }
+  }, 60_000);
+
+  it('an operation whose key was claimed apart (a top-up): a COMMIT whose answer is lost keeps the stored answer, and the retry replays it (found in review: the key was given back, answer and all)', async () => {
+    const proxy = await startPgProxy({ host: '127.0.0.1', port: cluster.port });
+    const db = openPostgres(proxy.url);
+    const world = await startWorld({ database: { db, drop: async () => {} }, issuers: { human, agent: agentIssuer }, env: { ACG_PAYMENT_PROVIDER: 'local' } });
+    try {
+      const agent = await world.createAgent('topup-commit-owner@example.com', 'topup-commit-agent');
+      const body = { agentId: agent.id, amountUsdCents: 500, reason: 'The agent needs credit to finish the reading its owner asked of it this morning, and its balance is too low for the next call.' };
+      proxy.cutNextCommit('INSERT INTO topups', 'after-commit-sent');
+      const lostAnswer = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: 'topup-commit-unknown', body });
+      expect(lostAnswer.status, JSON.stringify(lostAnswer.body)).toBe(503);
+      const retried = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: 'topup-commit-unknown', body });
+      expect(retried.status).toBe(200);
+      expect(retried.headers.get('idempotent-replayed')).toBe('true');
+      const { rows } = await db.query<{ n: bigint }>('SELECT count(*) AS n FROM topups WHERE agent_id = $1', [agent.id]);
+      expect(Number(rows[0]!.n)).toBe(1);
+    } finally {
+      await world.gw.close();
+      await db.close();
+      await proxy.close();
+    }
+  }, 60_000);
+
+  it('gives a key back once the database answers again, not after the lease (found from outside: 409 idempotency_key_in_use for a minute after a 503 that said one second)', async () => {
+    const db = openPostgres(cluster.url);
+    const clock = new SystemClock();
+    const keys = new IdempotencyStore(db, clock, 86_400, 60);
+    try {
+      const first = await keys.claim('giveback-scope', 'giveBackTest', 'giveback-key', 'print');
+      expect(first.kind).toBe('owned');
+      await cluster.crash();
+      await keys.giveBack((first as { claim: Claim }).claim); // fails now: the database is down
+      await sleep(OUTAGE_MS);
+      await cluster.start();
+      // Within a few seconds of the database's return the same request owns the key again (a lease would take 60 s).
+      const again = await waitFor(
+        async () => {
+          const outcome = await keys.claim('giveback-scope', 'giveBackTest', 'giveback-key', 'print').catch((error: { code?: string }) => error.code);
+          return typeof outcome === 'object' ? outcome : undefined;
+        },
+        { what: 'the key to be given back', timeoutMs: 5_000, intervalMs: 250 },
+      );
+      expect(again.kind).toBe('owned');
+    } finally {
+      await db.close();
     }
   }, 60_000);
 });
