@@ -347,7 +347,7 @@ function dohConfig(env: Env, mode: Mode, baseUrl: string, problems: string[]): C
     devZone,
     // Until 2026-12-04 the start-up check let a loopback http resolver through and the client then refused every
     // query as "unreachable" (found from outside): the two now say the same.
-    cleartext: new URL(resolverUrl).protocol === 'http:' && (mode === 'dev' || !cleartextOffLoopback(resolverUrl)),
+    cleartext: URL.canParse(resolverUrl) && new URL(resolverUrl).protocol === 'http:' && (mode === 'dev' || !cleartextOffLoopback(resolverUrl)),
   };
 }
 

@@ -2,7 +2,7 @@
 // anything else refused at start by name, never read as one or the other.
 // vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/platform/config.ts';
+import { ConfigError, loadConfig } from '../../src/platform/config.ts';
 
 describe('yes-or-no settings', () => {
   it('takes ACG_PRECOMPILE_SCHEMAS as 1 (the default) or 0, and refuses anything else by name', () => {
@@ -41,6 +41,13 @@ describe('live mode refuses what would run it insecurely', () => {
       }
       // Dev mode runs on a laptop: cleartext stays allowed there.
       expect(() => loadConfig({ ...env, ACG_MODE: 'dev' }), name).not.toThrow();
+    }
+  });
+
+  it('names an out-of-range PORT in one line, with no stack from the settings built on it (found from outside: TypeError Invalid URL)', () => {
+    for (const port of ['99999', '65536']) {
+      expect(() => loadConfig({ PORT: port })).toThrow(ConfigError);
+      expect(() => loadConfig({ PORT: port })).toThrow(`PORT must be between 0 and 65535, got ${port}`);
     }
   });
 
