@@ -2671,6 +2671,7 @@ export interface components {
          *         "hash": "wp2rrvJGKArazRV8RvaNPmSNKWK7N0sf4eNY0ohog8g",
          *         "canonical": "{\"agentId\":\"agt_01JD0R8X1Y2Z3A4B5C6D7E8F9G\",\"alertThresholds\":[80,100],\"allowedCategories\":[\"books\"],\"allowedServices\":[\"*\"],\"approvalAboveUc\":null,\"budgets\":[{\"id\":\"daily\",\"limitUc\":\"20000000\",\"period\":\"day\"}],\"caps\":{\"perHoldUc\":null,\"perPeriodUc\":null,\"periodS\":86400},\"createdAt\":1763990000,\"merchants\":{\"allow\":null,\"deny\":[]},\"notAfter\":null,\"notBefore\":null,\"timeZone\":\"UTC\",\"version\":2}"
          *       },
+         *       "ancestorMandates": [],
          *       "offer": {
          *         "id": "off_01JD0Q7W6V5U4T3S2R1Q0P9N8M",
          *         "merchantId": "mer_01JD0P6V5U4T3S2R1Q0P9N8M7L",

@@ -115,6 +115,7 @@ const EXAMPLE_CLAIMS = {
     canonical:
       '{"agentId":"agt_01JD0R8X1Y2Z3A4B5C6D7E8F9G","alertThresholds":[80,100],"allowedCategories":["books"],"allowedServices":["*"],"approvalAboveUc":null,"budgets":[{"id":"daily","limitUc":"20000000","period":"day"}],"caps":{"perHoldUc":null,"perPeriodUc":null,"periodS":86400},"createdAt":1763990000,"merchants":{"allow":null,"deny":[]},"notAfter":null,"notBefore":null,"timeZone":"UTC","version":2}',
   },
+  ancestorMandates: [],
   offer: { id: 'off_01JD0Q7W6V5U4T3S2R1Q0P9N8M', merchantId: 'mer_01JD0P6V5U4T3S2R1Q0P9N8M7L', merchantDomain: 'shop.example.com', name: 'One e-book', category: 'books', priceUc: '2000000', holdLifetimeS: 900, refundWindowS: 2592000, updatedAt: 1763900000 },
   voucher: 'eyJhbGciOiJFUzI1NiIsInR5cCI6InZvdWNoZXIrand0Iiwia2lkIjoi…',
   receipts: ['eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…', 'eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…'],

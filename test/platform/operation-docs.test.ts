@@ -125,4 +125,32 @@ describe('operations in /openapi.json', () => {
     }
     expect(invalid).toEqual([]);
   });
+
+  it('gives examples that are valid against their own schemas, wherever the document has one (found from outside: EvidenceClaims lacked a required member)', () => {
+    const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false });
+    ajv.addSchema({ ...document, $id: 'openapi' });
+    const escape = (part: string) => part.replace(/~/g, '~0').replace(/\//g, '~1');
+    const invalid: string[] = [];
+    let checked = 0;
+    const check = (pointer: string, examples: unknown[]) => {
+      const validate = ajv.compile({ $ref: `openapi#${pointer}` });
+      for (const example of examples) {
+        checked += 1;
+        if (!validate(example)) invalid.push(`${pointer}: ${ajv.errorsText(validate.errors)}`);
+      }
+    };
+    // A schema's `examples`, and the `example` of a media type or parameter beside its `schema`.
+    const walk = (node: unknown, pointer: string): void => {
+      if (typeof node !== 'object' || node === null) return;
+      if (Array.isArray(node)) return node.forEach((item, index) => walk(item, `${pointer}/${index}`));
+      const object = node as Record<string, unknown>;
+      if (Array.isArray(object.examples) && !pointer.endsWith('/properties')) check(pointer, object.examples);
+      if ('example' in object && typeof object.schema === 'object') check(`${pointer}/schema`, [object.example]);
+      for (const [key, value] of Object.entries(object)) if (key !== 'examples' && key !== 'example') walk(value, `${pointer}/${escape(key)}`);
+    };
+    walk(document.paths, '/paths');
+    walk(document.components, '/components');
+    expect(checked).toBeGreaterThan(40);
+    expect(invalid).toEqual([]);
+  });
 });
