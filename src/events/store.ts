@@ -280,7 +280,8 @@ const SUSPECT_ENDPOINT = `(e.consecutive_failures > 0 OR NOT e.proven OR e.last_
  * Claims up to `limit` due deliveries for this worker until `lockedUntilMs`, at most `perEndpoint` in flight
  * per endpoint (counting other instances' live claims), none of an endpoint whose circuit is open, at most
  * `failingLimit` to suspect endpoints (urgent ones aside: a new merchant's revocation must not wait for receivers
- * that hang); only urgent ones with `urgentOnly` (the worker's reserve). One
+ * that hang), those that never failed first (a new receiver is tried before the retries of ones known to fail: it
+ * waited minutes behind them, found from outside); only urgent ones with `urgentOnly` (the worker's reserve). One
  * statement: it takes the rows (SKIP LOCKED, re-checking the lease), counts the attempt, writes its
  * 'in_progress' record, and marks the attempt of a previous owner whose lease ran out (a crash) 'interrupted'.
  * The claim is the lease, not the row lock: the caller commits at once.
@@ -296,6 +297,7 @@ export async function claimDueDeliveries(
      ),
      ranked AS (
        SELECT d.id, d.next_attempt_at_ms, d.seq, d.urgent, ${SUSPECT_ENDPOINT} AS failing,
+              e.consecutive_failures = 0 AND e.last_failed_at_ms = 0 AS untried,
               row_number() OVER (PARTITION BY d.account_id ORDER BY d.urgent DESC, d.next_attempt_at_ms, d.seq) + COALESCE(b.n, 0) AS slot
          FROM webhook_deliveries d
          JOIN webhook_endpoints e ON e.account_id = d.account_id
@@ -304,14 +306,14 @@ export async function claimDueDeliveries(
           AND e.enabled AND e.circuit_open_until_ms <= $1::bigint AND (NOT $7::boolean OR d.urgent)
      ),
      eligible AS (
-       SELECT r.id, r.next_attempt_at_ms, r.urgent, r.failing,
-              row_number() OVER (PARTITION BY r.failing ORDER BY r.urgent DESC, r.next_attempt_at_ms, r.seq) AS failing_rank
+       SELECT r.id, r.next_attempt_at_ms, r.urgent, r.failing, r.untried,
+              row_number() OVER (PARTITION BY r.failing ORDER BY r.urgent DESC, r.untried DESC, r.next_attempt_at_ms, r.seq) AS failing_rank
          FROM ranked r WHERE r.slot <= $5
      ),
      due AS (
        SELECT d.id, d.claim_token AS previous_token FROM webhook_deliveries d JOIN eligible r ON r.id = d.id
         WHERE (NOT r.failing OR r.failing_rank <= $6 OR r.urgent) AND d.state = 'pending' AND d.locked_until_ms <= $1::bigint
-        ORDER BY r.urgent DESC, r.next_attempt_at_ms
+        ORDER BY r.urgent DESC, r.untried DESC, r.next_attempt_at_ms
         LIMIT $2
         FOR UPDATE OF d SKIP LOCKED
      ),

@@ -204,6 +204,20 @@ describe('suspect endpoints', () => {
     expect(await attempted(fresh)).toBe(FAILING_CONCURRENCY_MAX);
   });
 
+  it('a new endpoint is tried before the retries of endpoints known to fail, within the failing share (found from outside: it waited minutes behind them)', async () => {
+    const failing: string[] = [];
+    for (let i = 0; i < 5; i++) failing.push(await webhookMerchant());
+    await world.gw.gateway.db.query('UPDATE webhook_endpoints SET consecutive_failures = 1, proven = true WHERE merchant_id = ANY($1::text[])', [failing]);
+    for (const merchantId of failing) for (let i = 0; i < ENDPOINT_CONCURRENCY_MAX; i++) await emit(merchantId);
+    const fresh = await webhookMerchant();
+    await emit(fresh);
+
+    // Twenty deliveries of failing endpoints were due first; the failing share takes sixteen, the new one among them.
+    expect(await runWorker()).toMatchObject({ claimed: FAILING_CONCURRENCY_MAX });
+    expect(await attempted([fresh])).toBe(1);
+    expect(await attempted(failing)).toBe(FAILING_CONCURRENCY_MAX - 1);
+  });
+
   it('an endpoint that failed in the last ten minutes stays suspect between successes, and leaves the failing share ten minutes after', async () => {
     const proven = await webhookMerchant();
     await everyAnswers([proven], 200);
