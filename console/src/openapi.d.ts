@@ -97,7 +97,7 @@ export interface paths {
         };
         /**
          * The error catalogue (HTML): where every problem `type` points
-         * @description One row per problem `code`, with its status and title; each row is the fragment its `type` URI names (`/docs/errors#{code}`).
+         * @description One row per problem `code`, with its status and title; each row is the fragment its `type` URI names (`/docs/errors#{code}`). Then one row per `reason` a refusal may carry beside its code (`/docs/errors#reason-{reason}`), and the x402 facilitator's reasons (`#x402-{reason}`).
          */
         get: operations["showErrorCatalogue"];
         put?: never;

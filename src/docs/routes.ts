@@ -1,5 +1,6 @@
 // Documentation served by the gateway: the OpenAPI 3.1 document, an API reference page, and the error
 // catalogue that every problem `type` URI points into.
+import { REFUSAL_REASONS } from '../platform/reasons.ts';
 import type { FastifyInstance } from 'fastify';
 import swaggerUi from '@fastify/swagger-ui';
 import { webhooksDocument } from '../events/catalogue.ts';
@@ -73,7 +74,7 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
       operationId: 'showErrorCatalogue',
       tags,
       summary: 'The error catalogue (HTML): where every problem `type` points',
-      description: 'One row per problem `code`, with its status and title; each row is the fragment its `type` URI names (`/docs/errors#{code}`).',
+      description: 'One row per problem `code`, with its status and title; each row is the fragment its `type` URI names (`/docs/errors#{code}`). Then one row per `reason` a refusal may carry beside its code (`/docs/errors#reason-{reason}`), and the x402 facilitator\'s reasons (`#x402-{reason}`).',
       response: { 200: HtmlPage('the error catalogue') },
     },
     handler: async (_request, reply) => {
@@ -86,6 +87,9 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
           return `<tr id="x402-${reason}"><td><code>${reason}</code></td><td>${answers}</td><td>${escapeHtml(meaning)}</td></tr>`;
         })
         .join('\n');
+      const reasonRows = Object.entries(REFUSAL_REASONS)
+        .map(([reason, r]) => `<tr id="reason-${reason}"><td><code>${reason}</code></td><td>${r.codes.map((code) => `<a href="#${code}"><code>${code}</code></a>`).join(', ')}</td><td>${escapeHtml(r.meaning)}</td></tr>`)
+        .join('\n');
       reply.type('text/html; charset=utf-8');
       return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Error catalogue · Agent Credit Gateway</title>
 <style>body{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem}td,th{padding:.3rem .8rem;text-align:left;border-bottom:1px solid #ddd}:target{background:#fff3b0}</style>
@@ -93,6 +97,11 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
 <p>API routes answer failures with <code>application/problem+json</code> bodies (<code>type</code>, <code>title</code>, <code>status</code>, <code>code</code>, often <code>detail</code>). The <code>code</code> is stable; branch on it. OAuth routes use the RFC 6749 error body instead.</p>
 <table><thead><tr><th>code</th><th>status</th><th>meaning</th></tr></thead><tbody>
 ${rows}
+</tbody></table>
+<h2 id="reasons">Reasons</h2>
+<p>Some refusals carry a <code>reason</code> member beside their <code>code</code>: which rule refused, or why a request closed. It is stable too; branch on it.</p>
+<table><thead><tr><th>reason</th><th>with code</th><th>meaning</th></tr></thead><tbody>
+${reasonRows}
 </tbody></table>
 <h2 id="x402">x402 reasons</h2>
 <p>The x402 facilitator (<code>POST /x402/verify</code>, <code>POST /x402/settle</code>) answers 200 with <code>isValid</code> or <code>success</code> false and one reason (<code>invalidReason</code>, <code>errorReason</code>) instead of a problem body, as x402 asks. A malformed request is still a 400 problem.</p>

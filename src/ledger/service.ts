@@ -9,6 +9,7 @@
 //   - every balance change is journaled in the same transaction, and each operation's journal sums to 0,
 //     checked before its SQL (./journal.ts);
 //   - whether an agent may spend is the spending policy's answer (src/policy), asked inside the hold pass.
+import type { RefusalReason } from '../platform/reasons.ts';
 import { emitEvent, emitEvents, eventsPart, type EventType, type OwnerEventInput } from '../events/outbox.ts';
 import type { AgentRow } from '../agents/service.ts';
 import { unwrap, type Settled } from '../platform/batcher.ts';
@@ -342,7 +343,8 @@ export interface RevokedHold {
 function revokedError(hold: store.HoldRow, revokedAtS: bigint): ApiError {
   return new ApiError('voucher_revoked', {
     detail: `the voucher of hold ${hold.id} was revoked at ${revokedAtS} (${hold.revocation_reason}): its credit went back to the agent; do not deliver against it`,
-    extra: { holdId: hold.id, revokedAt: Number(revokedAtS), reason: hold.revocation_reason },
+    // Written by revokeHolds from a RevocationReason (agent_frozen, agent_retired), both in the reasons catalogue.
+    extra: { holdId: hold.id, revokedAt: Number(revokedAtS), reason: hold.revocation_reason as Extract<RefusalReason, 'agent_frozen' | 'agent_retired'> },
   });
 }
 

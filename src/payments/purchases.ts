@@ -14,6 +14,7 @@
 // Events to the owner, each in the transaction of its change: `purchase.approval_requested` (opened),
 // `purchase.approved`, `purchase.declined` (`reason` `declined`, or `expired` when the owner never answered).
 // Declining or expiring an execute's approval cancels its retained intent (nothing was charged).
+import type { RefusalReason } from '../platform/reasons.ts';
 import { emitEvent } from '../events/outbox.ts';
 import { actsFor, type Actor } from '../agents/acting.ts';
 import type { AgentService, EffectiveStatus } from '../agents/service.ts';
@@ -129,7 +130,7 @@ function merchantOf(row: { merchant_id: string | null; merchant_name: string | n
 }
 
 /** The words of a refusal that closes a request for good (stored under its key): 409 conflict with a `reason`. */
-function closed(reason: string, detail: string, approval: PurchaseApproval): ApiError {
+function closed(reason: RefusalReason, detail: string, approval: PurchaseApproval): ApiError {
   return new ApiError('conflict', { detail: `${detail} Nothing was taken.`, extra: { reason, approvalId: approval.id, intentId: approval.intentId, purchase: approval } });
 }
 

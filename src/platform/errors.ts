@@ -1,6 +1,7 @@
 // The one error catalogue. API routes render ApiError as RFC 9457 problem+json; OAuth routes render
 // OAuthError as the RFC 6749 error body. Every code the spec names appears here verbatim.
 
+import type { RefusalReason } from './reasons.ts';
 export interface ErrorEntry {
   status: number;
   title: string;
@@ -70,8 +71,8 @@ export interface ApiErrorOptions {
   detail?: string;
   /** Overrides the catalogue status where the spec uses one code under two statuses (CAP_EXCEEDED). */
   status?: number;
-  /** Extra members of the problem body (e.g. `dnsRecord`, `intentId`). */
-  extra?: Record<string, unknown>;
+  /** Extra members of the problem body (e.g. `dnsRecord`, `intentId`); `reason` only from the catalogue (reasons.ts). */
+  extra?: Record<string, unknown> & { reason?: RefusalReason };
   /**
    * Seconds after which a retry may succeed. A fact of the refusal, not of a transport: HTTP renders it as
    * the `Retry-After` header, MCP as the problem's `retryAfterS` member (a tool result has no headers).

@@ -14,6 +14,7 @@
 // frozen or retired ancestor so stops its whole subtree at its next request, and unfreezing it gives each
 // descendant back its own status. The connector's own allowlist (the mail inbox) depends on the action's
 // input and is checked by the connector's clearance step. What is counted as usage is read by `usageOf`.
+import type { RefusalReason } from '../platform/reasons.ts';
 import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import { activeSpan, addSpanEvent, type SpanRef } from '../platform/telemetry.ts';
@@ -96,7 +97,7 @@ function permits(allowed: readonly string[], id: string): boolean {
   return allowed.includes('*') || allowed.includes(id);
 }
 
-function forbidden(reason: string, detail: string, whose: { agentId?: string }): SpendingRefusal['error'] {
+function forbidden(reason: RefusalReason, detail: string, whose: { agentId?: string }): SpendingRefusal['error'] {
   return new ApiError('SCOPE_FORBIDDEN', { detail, extra: { reason, ...whose } });
 }
 

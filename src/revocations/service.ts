@@ -7,6 +7,7 @@
 // signed `voucher.revoked` event. Every freeze keeps a report of how far it reached; the report reads each
 // merchant's event delivery as it stands at the time of the read. A retirement (src/delegation) revokes its
 // subtree's holds the same way, with reason `agent_retired` and no report (`revokeRetired`).
+import type { RefusalReason } from '../platform/reasons.ts';
 import type { Agent, AgentService } from '../agents/service.ts';
 import { emitEvents } from '../events/outbox.ts';
 import type { EventReach, WebhookService } from '../events/service.ts';
@@ -19,7 +20,7 @@ import { formatUc, parseUc } from '../platform/money.ts';
 import { principalScope, type Principal } from '../platform/principal.ts';
 import * as store from './store.ts';
 
-export const REVOCATION_REASONS = ['agent_frozen', 'agent_retired'] as const;
+export const REVOCATION_REASONS = ['agent_frozen', 'agent_retired'] as const satisfies readonly RefusalReason[];
 export type RevocationReason = (typeof REVOCATION_REASONS)[number];
 
 /** A feed page: at most this many revocations (the default is the query's). */

@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { INVALID_REASONS, SETTLE_ERROR_REASONS } from '../../src/x402/schemas.ts';
+import { ERROR_CATALOGUE } from '../../src/platform/errors.ts';
+import { REFUSAL_REASONS } from '../../src/platform/reasons.ts';
 
 let gw: TestGateway;
 beforeAll(async () => {
@@ -68,6 +70,21 @@ describe('operations and documentation', () => {
     }
     expect(page).toContain('<tr id="x402-amount_exceeds_authorized"><td><code>amount_exceeds_authorized</code></td><td>settle</td>');
     expect(page).toContain('<tr id="x402-hold_expired"><td><code>hold_expired</code></td><td>verify, settle</td>');
+  });
+
+  it('explains every reason a refusal may carry beside its code, under its own anchor, linked to its codes (found from outside: none was on the page)', async () => {
+    const page = await (await fetch(`${gw.url}/docs/errors`)).text();
+    const reasons = Object.entries(REFUSAL_REASONS);
+    expect(reasons.length).toBeGreaterThan(20);
+    for (const [reason, entry] of reasons) {
+      for (const code of entry.codes) expect(Object.keys(ERROR_CATALOGUE), `${reason}: ${code}`).toContain(code);
+      const codes = entry.codes.map((code) => `<a href="#${code}"><code>${code}</code></a>`).join(', ');
+      expect(page, reason).toMatch(new RegExp(`<tr id="reason-${reason}"><td><code>${reason}</code></td><td>${codes.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}</td><td>[a-z][^<]{20,}</td></tr>`));
+    }
+    // The reasons the mandate's rules answer with, among them.
+    for (const reason of ['budget_exceeded', 'merchant_not_allowed', 'mandate_not_valid', 'above_approval_threshold', 'budget_wider_than_parent', 'agent_frozen']) {
+      expect(page).toContain(`id="reason-${reason}"`);
+    }
   });
 
   it('exposes Prometheus metrics counting requests by route', async () => {
