@@ -20,6 +20,34 @@ afterAll(async () => {
   await target?.close();
 });
 
+/** Merchants of `owner` with a webhook to the target's receiver, and events emitted for them. */
+function hooks(world: World, target: HookTarget, owner: string) {
+  return {
+    async hooked(): Promise<string> {
+      const { merchant } = await registerMerchant(world, owner);
+      await markVerified(world, merchant.id);
+      const hook = await configureWebhook(world, owner, merchant.id);
+      expect(hook.status).toBe(200);
+      target.receiver.useSecret(hook.body.webhookSecret);
+      return merchant.id as string;
+    },
+    emit: (merchantId: string, type: 'redemption.held' | 'voucher.revoked') =>
+      world.gw.gateway.db.transaction((tx) => emitEvent(tx, { merchantId, type, data: { redemption: { id: `red_${uniqueKey()}` } }, nowMs: world.gw.clock.nowMs() })),
+  };
+}
+
+/** Passes until `attempts` attempts hang at the receiver (it answers none of them); then it answers again. Returns how many it had received before. */
+async function hangingUntil(target: HookTarget, worker: { pass(): Promise<number> }, attempts: number): Promise<number> {
+  target.receiver.hang(true);
+  const seen = target.receiver.received.length;
+  while (target.receiver.received.length < seen + attempts) {
+    await worker.pass();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  target.receiver.hang(false);
+  return seen;
+}
+
 describe('a backlog for one endpoint', () => {
   it('is delivered whole after one scheduled pass: each full claim is followed by the next as soon as its attempts end', async () => {
     const owner = await world.humanToken('backlog-owner@example.com');
@@ -45,16 +73,7 @@ describe('a backlog for one endpoint', () => {
 
   it("a kill switch's voucher.revoked is claimed into the urgent reserve when receivers that hang hold every slot (found from outside: it waited 6 s for one)", async () => {
     const owner = await world.humanToken('reserve-owner@example.com');
-    const hooked = async () => {
-      const { merchant } = await registerMerchant(world, owner);
-      await markVerified(world, merchant.id);
-      const hook = await configureWebhook(world, owner, merchant.id);
-      expect(hook.status).toBe(200);
-      target.receiver.useSecret(hook.body.webhookSecret);
-      return merchant.id as string;
-    };
-    const emit = (merchantId: string, type: 'redemption.held' | 'voucher.revoked') =>
-      world.gw.gateway.db.transaction((tx) => emitEvent(tx, { merchantId, type, data: { redemption: { id: `red_${uniqueKey()}` } }, nowMs: world.gw.clock.nowMs() }));
+    const { hooked, emit } = hooks(world, target, owner);
     // Every slot of this instance held by attempts that hang: its endpoints' share each, over enough merchants whose
     // receivers answered before (new ones would be held to the suspect half).
     const hanging = DELIVERY_CONCURRENCY_MAX / ENDPOINT_CONCURRENCY_MAX;
@@ -63,14 +82,8 @@ describe('a backlog for one endpoint', () => {
       await world.gw.gateway.db.query('UPDATE webhook_endpoints SET proven = true WHERE merchant_id = $1', [merchantId]);
       for (let i = 0; i < ENDPOINT_CONCURRENCY_MAX; i++) await emit(merchantId, 'redemption.held');
     }
-    target.receiver.hang(true);
-    const seen = target.receiver.received.length;
     const worker = world.gw.services.webhookWorker;
-    while (target.receiver.received.length < seen + DELIVERY_CONCURRENCY_MAX) {
-      await worker.pass();
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    target.receiver.hang(false);
+    const seen = await hangingUntil(target, worker, DELIVERY_CONCURRENCY_MAX);
     const revoking = await hooked();
     await emit(revoking, 'voucher.revoked');
     await emit(revoking, 'redemption.held');
@@ -93,29 +106,14 @@ describe('a backlog for one endpoint', () => {
       await target.close();
     });
     const owner = await world.humanToken('suspect-owner@example.com');
-    const hooked = async () => {
-      const { merchant } = await registerMerchant(world, owner);
-      await markVerified(world, merchant.id);
-      const hook = await configureWebhook(world, owner, merchant.id);
-      expect(hook.status).toBe(200);
-      target.receiver.useSecret(hook.body.webhookSecret);
-      return merchant.id as string;
-    };
-    const emit = (merchantId: string, type: 'redemption.held' | 'voucher.revoked') =>
-      world.gw.gateway.db.transaction((tx) => emitEvent(tx, { merchantId, type, data: { redemption: { id: `red_${uniqueKey()}` } }, nowMs: world.gw.clock.nowMs() }));
+    const { hooked, emit } = hooks(world, target, owner);
     // New endpoints (never answered 2xx) whose receivers hang fill the suspect share; the regular slots stay free.
     for (let m = 0; m < FAILING_CONCURRENCY_MAX / ENDPOINT_CONCURRENCY_MAX; m++) {
       const merchantId = await hooked();
       for (let i = 0; i < ENDPOINT_CONCURRENCY_MAX; i++) await emit(merchantId, 'redemption.held');
     }
-    target.receiver.hang(true);
-    const seen = target.receiver.received.length;
     const worker = world.gw.services.webhookWorker;
-    while (target.receiver.received.length < seen + FAILING_CONCURRENCY_MAX) {
-      await worker.pass();
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    target.receiver.hang(false);
+    const seen = await hangingUntil(target, worker, FAILING_CONCURRENCY_MAX);
     const revoking = await hooked();
     await emit(revoking, 'redemption.held');
     await emit(revoking, 'voucher.revoked');
