@@ -232,7 +232,8 @@ function ApiKeys({ merchantId }: { merchantId: string }) {
       setCreated(answer.secretKey ? { secret: answer.secretKey, notice: answer.notice } : undefined);
       form.reset();
       keys.reload();
-      return `Created the key ${answer.apiKey.name}.`;
+      // A replay (a retry after a lost answer) carries no secret: its notice says so, and what to do.
+      return answer.secretKey ? `Created the key ${answer.apiKey.name}.` : `Created the key ${answer.apiKey.name}. ${answer.notice}`;
     });
   };
   return (
@@ -488,7 +489,7 @@ function MerchantWebhook({ merchant }: { merchant: Schemas['Merchant'] }) {
       const answer = ok(await api.PUT('/v1/merchants/{id}/webhook', { params: { ...path, header: { 'Idempotency-Key': newKey() } }, body: { url: text(fields, 'url') } }));
       setSecret(answer.webhookSecret);
       reload();
-      return 'Webhook saved.';
+      return answer.notice && !answer.webhookSecret ? `Webhook saved. ${answer.notice}` : 'Webhook saved.';
     });
   };
   const configuration = configured.data;
@@ -545,7 +546,7 @@ function MerchantWebhook({ merchant }: { merchant: Schemas['Merchant'] }) {
                     const answer = ok(await api.POST('/v1/merchants/{id}/webhook/rotate-secret', { params: { ...path, header: { 'Idempotency-Key': newKey() } }, body: {} }));
                     setSecret(answer.webhookSecret);
                     reload();
-                    return 'New secret issued; the old one keeps signing during the overlap.';
+                    return answer.webhookSecret ? 'New secret issued; the old one keeps signing during the overlap.' : `New secret issued. ${answer.notice ?? ''}`.trim();
                   })
                 }
               >
