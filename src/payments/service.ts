@@ -180,7 +180,7 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
     refuseDelegate(agent);
     // A frozen agent spends nothing, so it asks its owner for nothing either (its owner may still top it up).
     if (caller.kind === 'agent' && agent.status === 'frozen') {
-      throw new ApiError('FROZEN', { detail: `agent ${agent.id} is frozen: it asks for no credit until its owner unfreezes it (the owner may top it up meanwhile)` });
+      throw new ApiError('FROZEN', { detail: `agent ${agent.id} is frozen: it asks for no credit until its owner unfreezes it (the owner may top it up meanwhile)`, extra: { reason: 'frozen' } });
     }
     return { agentId: agent.id, ownerId: agent.owner_id };
   }
