@@ -106,6 +106,7 @@ export class CreditApprovals {
     const refusal = new ApiError('approval_required', {
       detail: `the agent's credit does not cover this execution (${formatUc(priceUc)} µc); its owner must approve a top-up. ${RETRY}`,
       approval: humanApproval(request, pending),
+      extra: { reason: 'topup_required' },
     });
     return {
       refusal: uncharged(refusal, { state: APPROVAL_STATE_PENDING, ...extra, payment: pending.payment, paymentMethods: pending.paymentMethods, instructions: pending.instructions }),

@@ -40,7 +40,7 @@ function executeDescription(catalogue: Catalogue): string {
       '`redemptionId`): 404 upstream_not_found, 429 upstream_rate_limited (Retry-After), 502 upstream_unavailable / ' +
       'upstream_auth_failed, 504 upstream_timeout.',
     'When credit does not cover the price, the intent is retained and nothing is charged: 503 link_configuration_required ' +
-      '(`intentId`, `intent`) without a payment-approval provider, 402 approval_required (`ApprovalRequired`) with one. Retry ' +
+      '(`intentId`, `intent`) without a payment-approval provider, 402 approval_required (`ApprovalRequired`, `reason` topup_required; above the threshold of the mandate, above_approval_threshold) with one. Retry ' +
       'with the same key once credit arrives. With a provider, the gateway runs the intent once by itself after its top-up settles; ' +
       'GET /v1/intents/{id} shows its outcome, and a retry with the same key answers it. After its top-up was declined, expired or ' +
       'failed, a retry with the same key runs again: if credit now covers it, it executes; otherwise the same retained intent ' +

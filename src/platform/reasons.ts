@@ -20,6 +20,7 @@ export const REFUSAL_REASONS = {
   service_not_allowed: { codes: ['SCOPE_FORBIDDEN'], meaning: 'the mandate does not allow this built-in service' },
   frozen: { codes: ['FROZEN'], meaning: 'the agent (or the ancestor named by `agentId`) is frozen by its owner' },
   retired: { codes: ['FROZEN'], meaning: 'the agent (or the ancestor named by `agentId`) is retired' },
+  topup_required: { codes: ['approval_required'], meaning: 'the agent\'s credit does not cover the execution: its owner approves a top-up (`payment`), then the retry with the same Idempotency-Key runs it' },
   above_approval_threshold: { codes: ['approval_required'], meaning: 'the price is above the mandate\'s `approvalAboveUc`: the owner decides at `approvalUrl`, then the retry with the same Idempotency-Key proceeds' },
   purchase_declined: { codes: ['conflict'], meaning: 'the owner declined the purchase this request waited for' },
   approval_expired: { codes: ['conflict'], meaning: 'the owner\'s approval expired before the retry used it; ask again with a new Idempotency-Key' },

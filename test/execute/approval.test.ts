@@ -72,6 +72,8 @@ describe('insufficient credit with a payment-approval provider', () => {
     expect(res.body).toMatchObject({
       code: 'approval_required',
       status: 402,
+      // Told apart from a purchase above the threshold by its reason (found from outside: it had none).
+      reason: 'topup_required',
       state: 'approval_pending',
       intent: { ...body, agentId: agent.id },
       priceUc: '1000000',
