@@ -7,7 +7,8 @@
 //   same key while running    → a single-transaction operation's retry waits on the key's row and
 //                               replays; one that works outside the database first (its claim
 //                               committed) answers 409 idempotency_key_in_use with Retry-After;
-//   business failures (4xx)   → stored and replayed; 5xx → not stored, the key may be retried.
+//   business failures (4xx)   → stored and replayed, except one that waits for a human or refuses over the key
+//                               itself (operations.ts `leavesKeyFree`); 5xx → not stored, the key may be retried.
 // A request that died while running left no effect (its transaction rolled back); after the lease
 // ends, a retry of the same request takes the key over. Secrets are removed before storing.
 import { createHash, randomUUID } from 'node:crypto';

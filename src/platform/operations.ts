@@ -172,7 +172,7 @@ export interface ClaimedKey<R> {
   readonly claim: Claim;
   /** Stores the result in the transaction that carries the effect. */
   storeResult(tx: Tx, result: R): Promise<void>;
-  /** Stores a business error, to be replayed as the same ApiError. */
+  /** Stores a business error, to be replayed as the same ApiError; one that is not the key's answer (`leavesKeyFree`) gives the key back instead. */
   storeError(executor: Queryable, error: ApiError): Promise<void>;
   /** Gives the key back: the same request may run again. */
   release(): Promise<void>;
@@ -245,11 +245,15 @@ function isBusinessError(error: unknown): error is ApiError {
 }
 
 /**
- * A refusal that waits for a human (it carries an `approval` page) is never stored: the key is given back, so
- * the caller's retry with the same key runs again once the human has acted (and then it is stored, once).
+ * Refusals that are not the key's answer are never stored: the key is given back. One that waits for a human
+ * (it carries an `approval` page), so the caller's retry with the same key runs again once the human has acted
+ * (and then it is stored, once); and one over the key itself (409 idempotency_key_reused, `idempotency_key_in_use`),
+ * which an operation answers when the key belongs to another request it keeps apart from the store (a purchase
+ * approval's, a retained intent's): stored, it would take the key from that request, whose retry could then never
+ * run (found from outside: an approved purchase became unusable after one mistaken request under its key).
  */
-function awaitsHuman(error: unknown): error is ApiError {
-  return isBusinessError(error) && error.options.approval !== undefined;
+function leavesKeyFree(error: unknown): error is ApiError {
+  return isBusinessError(error) && (error.options.approval !== undefined || error.code === 'idempotency_key_reused' || error.code === 'idempotency_key_in_use');
 }
 
 /**
@@ -352,7 +356,7 @@ async function runInOneTransaction<I, R, C, P>(
     } catch (error) {
       if (!isBusinessError(error)) throw error;
       await tx.query('ROLLBACK TO SAVEPOINT operation');
-      if (awaitsHuman(error)) await runtime.idempotency.abandonMany(tx, [claimed.claim]);
+      if (leavesKeyFree(error)) await runtime.idempotency.abandonMany(tx, [claimed.claim]);
       else await runtime.idempotency.complete(tx, claimed.claim, storedError(error));
       return { failure: error };
     }
@@ -474,8 +478,8 @@ async function applyBatch<I, R, C>(
     if (results.length !== owned.length) throw new Error(`batch invariant: ${results.length} outcomes for ${owned.length} calls`);
     for (const result of results) if (!result.ok && !isBusinessError(result.error)) throw result.error;
     const claimOf = (index: number) => (claims[index] as { claim: Claim }).claim;
-    const kept = owned.flatMap((index, position) => (results[position]!.ok || !awaitsHuman(results[position]!.error) ? [{ index, result: results[position]! }] : []));
-    await runtime.idempotency.abandonMany(tx, owned.filter((index, position) => !results[position]!.ok && awaitsHuman(results[position]!.error)).map(claimOf));
+    const kept = owned.flatMap((index, position) => (results[position]!.ok || !leavesKeyFree(results[position]!.error) ? [{ index, result: results[position]! }] : []));
+    await runtime.idempotency.abandonMany(tx, owned.filter((index, position) => !results[position]!.ok && leavesKeyFree(results[position]!.error)).map(claimOf));
     // The answers are the transaction's last statement, sent with its COMMIT: the claims were taken in this
     // transaction, whose row locks keep every other request off these keys, so no check after it can fail.
     await runtime.idempotency.completeMany(
@@ -530,7 +534,7 @@ async function runPrepared<I, R, C, P>(
     });
     return { result, replayed: false };
   } catch (error) {
-    if (isBusinessError(error) && !awaitsHuman(error)) {
+    if (isBusinessError(error) && !leavesKeyFree(error)) {
       await runtime.idempotency.complete(runtime.db, claim, storedError(error));
       throw error;
     }
@@ -566,7 +570,8 @@ export async function underClaim<R>(runtime: OperationRuntime, claim: Claim, sec
       settled = true;
     },
     async storeError(executor, error) {
-      await runtime.idempotency.complete(executor, claim, storedError(error));
+      if (leavesKeyFree(error)) await runtime.idempotency.abandon(claim);
+      else await runtime.idempotency.complete(executor, claim, storedError(error));
       settled = true;
     },
     async release() {

@@ -134,13 +134,14 @@ export class VoucherService {
       }
       return undefined;
     });
-    const priced = requests.flatMap((request, index) => (outcomes[index] ? [] : [{ index, request, offer: offers.get(request.offerId)! }]));
-    const answers = await this.answersOf(answering, priced);
-    for (const [position, { index }] of priced.entries()) {
-      const answer = answers[position]!;
-      if (answer.state === 'closed') outcomes[index] = { ok: false, error: answer.error };
+    const answers = await this.answersOf(answering, requests.map((request) => ({ request, offer: offers.get(request.offerId) })));
+    for (const [index, answer] of answers.entries()) {
+      if (answer.state !== 'closed') continue;
+      // A key that names another request's purchase approval refuses this request before anything of its own, so
+      // that no refusal of this request is stored under the key, which would take it from the approved request.
+      if (!outcomes[index] || answer.error.code === 'idempotency_key_reused') outcomes[index] = { ok: false, error: answer.error };
     }
-    const holding = priced.flatMap((item, position) => (outcomes[item.index] ? [] : [{ ...item, answer: answers[position]! }]));
+    const holding = requests.flatMap((request, index) => (outcomes[index] ? [] : [{ index, request, offer: offers.get(request.offerId)!, answer: answers[index]! }]));
     const vouchers = new Map<number, string>();
     const holds = await this.ledger.holdMany(
       tx,
@@ -195,14 +196,17 @@ export class VoucherService {
     return { offers, answering, holders };
   }
 
-  /** The owner's answers for the purchases about to be held (none for a request without a binding). */
-  private async answersOf(answering: PurchaseAnswering, priced: ReadonlyArray<{ request: MintRequest; offer: SellableOfferRow }>): Promise<PurchaseAnswer[]> {
-    const bound = priced.filter(({ request }) => request.binding !== undefined);
+  /**
+   * The owner's answers for these purchases (none for a request without a binding). A request without a sellable
+   * offer is refused for that, unless its key is another request's, which the answer says whatever the amount.
+   */
+  private async answersOf(answering: PurchaseAnswering, requests: ReadonlyArray<{ request: MintRequest; offer: SellableOfferRow | undefined }>): Promise<PurchaseAnswer[]> {
+    const bound = requests.filter(({ request }) => request.binding !== undefined);
     const answers = await answering(
-      bound.map(({ request, offer }) => ({ ...request.binding!, agentId: request.agentId, amountUc: priceOf(request, offer) })),
+      bound.map(({ request, offer }) => ({ ...request.binding!, agentId: request.agentId, amountUc: offer ? priceOf(request, offer) : 0n })),
     );
     let position = 0;
-    return priced.map(({ request }) => (request.binding === undefined ? { state: 'none' } : answers[position++]!));
+    return requests.map(({ request }) => (request.binding === undefined ? { state: 'none' } : answers[position++]!));
   }
 
   /**

@@ -25,6 +25,12 @@ export interface X402RouteDeps {
 }
 
 const MERCHANT_CAPTURE = { kinds: ['merchant'], scopes: ['redemptions:capture'] } as const;
+/**
+ * The paying client's part of a facilitator request, passed on by the resource server: whatever it holds (text
+ * the gateway would not store too) is that payment's defect, answered `attestation_invalid` or ignored where it is
+ * not read, never a malformed request (nothing of it is stored).
+ */
+const PAYING_CLIENTS = ['paymentPayload'] as const;
 const SCHEME = `\`${X402_SCHEME}\` on \`${X402_NETWORK}\` in \`${X402_ASSET}\``;
 /** The reasons of a request this facilitator does not settle (x402 v2's own, service.ts `notForThisFacilitator`), as verify and settle describe them. */
 const NOT_FOR_US =
@@ -106,11 +112,12 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
           'merchant\'s), resource_mismatch, price_not_acceptable (less than asked, or another offer), already_settled, ' +
           'hold_expired. `payer` is the agent id. A malformed request is 400 invalid_input.',
         errors: [400],
+        relayedBody: PAYING_CLIENTS,
       }),
     );
 
     app.post('/x402/settle', {
-      config: { auth: MERCHANT_CAPTURE, operation: settleX402Payment },
+      config: { auth: MERCHANT_CAPTURE, operation: settleX402Payment, relayedBody: PAYING_CLIENTS },
       schema: {
         tags,
         summary: 'Settle an x402 payment (facilitator /settle): capture, or release at "0"',

@@ -119,7 +119,7 @@ export const PaymentPayload = Type.Object(
     payload: Type.Unknown({
       description:
         `for this scheme: \`{"type": "consume", "attestation": "<the compact JWS POST /x402/authorize answered>"}\`, the attestation a string of at most ` +
-        `${ATTESTATION_CHARS_MAX} characters. Anything else (not an object, another type, a missing or malformed attestation) is answered ` +
+        `${ATTESTATION_CHARS_MAX} characters. Anything else (not an object, another type, a missing or malformed attestation, text with a control character) is answered ` +
         '`isValid: false` (verify) or `success: false` (settle) with `attestation_invalid`, not a 400',
     }),
     extensions: Type.Optional(Json),

@@ -189,6 +189,25 @@ describe('a freeze without releaseHolds', () => {
   });
 });
 
+describe("a purchase approval's key", () => {
+  it('stays the approved request\'s: another request under it is refused 409 and changes nothing, and the approved one runs', async () => {
+    const { root } = await tree();
+    await grant(world, root.id, 10n * ONE_CREDIT_UC);
+    const threshold = await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, { token: root.ownerToken, key: newKey('threshold'), body: { approvalAboveUc: '0' } });
+    expect(threshold.status, JSON.stringify(threshold.body)).toBe(200);
+    const key = newKey('approved-key');
+    const above = await execute(world, root.token, repoRequest, key);
+    expect([above.status, above.body.reason], JSON.stringify(above.body)).toEqual([402, 'above_approval_threshold']);
+    const purchaseId = new URL(above.body.approvalUrl).pathname.split('/').pop()!;
+    expect((await world.api('POST', `/v1/payments/purchases/${purchaseId}/approve`, { token: root.ownerToken, body: {} })).body.status).toBe('approved');
+    const other = await execute(world, root.token, { ...repoRequest, input: { owner: 'octocat', repo: 'Spoon-Knife' } }, key);
+    expect([other.status, other.body.code], JSON.stringify(other.body)).toEqual([409, 'idempotency_key_reused']);
+    const ran = await execute(world, root.token, repoRequest, key);
+    expect(ran.status, JSON.stringify(ran.body)).toBe(200);
+    expect((await world.api('GET', `/v1/payments/purchases/${purchaseId}`, { token: root.ownerToken })).body.status).toBe('used');
+  });
+});
+
 describe('a retain after a freeze', () => {
   it('is refused 403 FROZEN (naming the frozen ancestor) when a freeze of the agent or an ancestor committed after its hold pass, so no intent outlives the freeze', async () => {
     const { root, delegate } = await tree();

@@ -129,9 +129,31 @@ describe('a purchase above the approval threshold', () => {
     const anotherOffer = await mint(world, agent.token, other.id, key);
     expect(anotherOffer.status).toBe(409);
     expect(anotherOffer.body).toMatchObject({ code: 'idempotency_key_reused', approvalId: id });
+    // Another request of the same offer whose own refusal (its maxUc) would come first is refused for the key too.
+    const anotherCeiling = await mint(world, agent.token, offer.id, key, { maxUc: '5999999' });
+    expect(anotherCeiling.status).toBe(409);
+    expect(anotherCeiling.body).toMatchObject({ code: 'idempotency_key_reused', approvalId: id });
     expect(await holdsOf(agent.id)).toEqual([]);
-    // The approval was never used: it still waits for the request it was given to.
+    // The approval was never used: it still waits for the request it was given to, whose retry takes it (found
+    // from outside: the refusals above were stored under the key, so the approved request could never be retried).
     expect((await world.api('GET', `/v1/payments/purchases/${id}`, { token: agent.ownerToken })).body.status).toBe('approved');
+    const retry = await mint(world, agent.token, offer.id, key);
+    expect(retry.status, JSON.stringify(retry.body)).toBe(200);
+    expect((await world.api('GET', `/v1/payments/purchases/${id}`, { token: agent.ownerToken })).body).toMatchObject({ status: 'used', holdId: retry.body.redemption.id });
+    // Once the key holds the approved request's answer, another request under it is the store's refusal.
+    expect((await mint(world, agent.token, other.id, key)).body).toMatchObject({ code: 'idempotency_key_reused' });
+    expect((await mint(world, agent.token, offer.id, key)).headers.get('idempotent-replayed')).toBe('true');
+  });
+
+  it('keeps the key for the request it was asked for while it waits: another request under it changes nothing', async () => {
+    const agent = await agentWithThreshold();
+    const offer = await shop.offer({ priceUc: '6000000' });
+    const other = await shop.offer({ priceUc: '6000000' });
+    const key = `pending-bound-${counter}`;
+    const id = approvalIdOf(await mint(world, agent.token, offer.id, key));
+    expect((await mint(world, agent.token, other.id, key)).body).toMatchObject({ code: 'idempotency_key_reused', approvalId: id });
+    expect((await decide(agent.ownerToken, id, 'approve')).status).toBe(200);
+    expect((await mint(world, agent.token, offer.id, key)).status).toBe(200);
   });
 
   it('declined: nothing is taken, and the retry answers 409 purchase_declined, stored under its key', async () => {

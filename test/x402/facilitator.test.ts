@@ -243,6 +243,10 @@ describe('POST /x402/authorize', () => {
     const approved = await world.api('POST', `/v1/payments/purchases/${approvalId}/approve`, { token: agent.ownerToken, body: {} });
     expect(approved.status, JSON.stringify(approved.body)).toBe(200);
     expect(approved.body.resource).toBe(resource);
+    // A request for another resource under the key is refused and changes nothing: the approved one still runs
+    // (found from outside: the refusal was stored under the key, and the owner's approval could never be used).
+    const elsewhere = await authorize(agent, requirementsFor(offer.id, '2000000', { resource: 'https://api.shop.example/other' }), 'approve-me');
+    expect([elsewhere.status, elsewhere.body.code, elsewhere.body.approvalId]).toEqual([409, 'idempotency_key_reused', approvalId]);
     const held = await authorize(agent, requirements, 'approve-me');
     expect(held.status).toBe(201);
     expect(held.body.redemption.amountUc).toBe('2000000');
@@ -281,6 +285,20 @@ describe('POST /x402/verify', () => {
       expect(await verify({ ...payment, payload: bad } as PaymentPayload)).toMatchObject({ isValid: false, invalidReason: 'attestation_invalid' });
       expect(await facilitator().settle({ ...payment, payload: bad } as PaymentPayload, requirements)).toMatchObject({ success: false, errorReason: 'attestation_invalid' });
     }
+    // Text the gateway would not store, in the paying client's payload, is that payload's defect too; beside a valid
+    // attestation, in a member the facilitator does not read, it changes nothing (found from outside: a 400, which
+    // @x402/express showed the paying client as the gateway's raw problem).
+    for (const text of ['a\u0000b', '\ud800', 'eyJ\u202E.x.y', 'consume\u0007']) {
+      for (const bad of [{ type: 'consume', attestation: text }, { type: text, attestation }]) {
+        expect(await verify({ ...payment, payload: bad } as PaymentPayload), text).toMatchObject({ isValid: false, invalidReason: 'attestation_invalid' });
+        expect(await facilitator().settle({ ...payment, payload: bad } as PaymentPayload, requirements), text).toMatchObject({ success: false, errorReason: 'attestation_invalid' });
+      }
+      const beside = { ...payment, extensions: { note: text }, resource: { url: 'https://api.shop.example/report', description: text, mimeType: 'application/json' }, payload: { ...payment.payload, extra: text } } as PaymentPayload;
+      expect(await verify(beside), text).toEqual({ isValid: true, payer: agent.id });
+    }
+    // The resource server's own requirements are its request: such text there is a malformed request.
+    const raw = await world.api('POST', '/x402/verify', { token: shop.key, body: { x402Version: 2, paymentPayload: payment, paymentRequirements: { ...requirements, payTo: 'a\u0000b' } } });
+    expect([raw.status, raw.body.code]).toEqual([400, 'invalid_input']);
     // A voucher is not an attestation, though signed by the same key.
     const voucher = await world.api('POST', '/v1/vouchers', { token: agent.token, key: `voucher-${++counter}`, body: { offerId: requirements.extra.offerId } });
     expect(await verify(paymentOf(voucher.body.voucher, requirements))).toMatchObject({ isValid: false, invalidReason: 'attestation_invalid' });

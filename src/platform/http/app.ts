@@ -46,6 +46,12 @@ declare module 'fastify' {
     notAnOperation?: string;
     /** The OAuth error a body the text guard refuses answers on this route (registration's: invalid_client_metadata); invalid_request otherwise. */
     oauthBodyError?: OAuthErrorCode;
+    /**
+     * Top-level body members that relay another party's input, which the route judges and refuses in its own
+     * answer, and never stores (x402's `paymentPayload`, the paying client's, passed on by the resource server):
+     * the text guard leaves them to it.
+     */
+    relayedBody?: readonly string[];
     /** The route's 201 answers a Location header naming the created resource (documented with the operation). */
     location?: boolean;
     /** The route's 200 shows a version of the resource, named by its ETag; a PUT honours If-Match (versions.ts). */

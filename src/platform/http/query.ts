@@ -18,6 +18,8 @@ export interface QueryRouteOptions {
   errors?: number[];
   /** The answer shows a version of the resource: its `ETag` names it (versions.ts), documented with the route. */
   versioned?: boolean;
+  /** Body members relayed from another party, which the query judges itself (the route config's `relayedBody`). */
+  relayedBody?: readonly string[];
 }
 
 const PATH_PARAMETER = /:([A-Za-z0-9_]+)/g;
@@ -49,7 +51,12 @@ export function queryRoute(method: 'GET' | 'POST', url: string, query: Query<any
   return {
     method,
     url,
-    config: { auth: options.auth, query: description, ...(options.versioned ? { versioned: true } : {}) },
+    config: {
+      auth: options.auth,
+      query: description,
+      ...(options.versioned ? { versioned: true } : {}),
+      ...(options.relayedBody ? { relayedBody: options.relayedBody } : {}),
+    },
     schema: {
       operationId: query.name,
       tags: options.tags,

@@ -7,7 +7,8 @@
 // needs none of them. One hook on every route
 // checks the path, query and headers on arrival and the parsed body before validation, so such input is
 // a 400 invalid_input before authentication or any database call, whatever the route (answered as the route
-// answers its other 400s: a page for people gets an HTML page, render-error.ts). Numbers that no
+// answers its other 400s: a page for people gets an HTML page, render-error.ts); except the body members a route
+// relays from another party (`relayedBody`), which that route refuses in its own answer and never stores. Numbers that no
 // column can hold (a coerced query value of Infinity) are refused the same way after validation.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError, OAuthError } from '../errors.ts';
@@ -42,6 +43,12 @@ function refuse(path: string): ApiError {
   return new ApiError('invalid_input', { detail: unstorableTextDetail(path) });
 }
 
+/** The body without the members a route relays from another party and judges itself (`relayedBody`). */
+function withoutRelayed(body: unknown, relayed: readonly string[] | undefined): unknown {
+  if (!relayed || body === null || typeof body !== 'object' || Array.isArray(body)) return body;
+  return Object.fromEntries(Object.entries(body).filter(([name]) => !relayed.includes(name)));
+}
+
 export function installTextGuard(app: FastifyInstance): void {
   app.addHook('onRequest', async (request: FastifyRequest) => {
     // A request no route takes is answered 404 or 405 for that, whatever it carries (nothing of it is stored).
@@ -51,7 +58,7 @@ export function installTextGuard(app: FastifyInstance): void {
     if (path !== undefined) throw refuse(path);
   });
   app.addHook('preValidation', async (request: FastifyRequest) => {
-    const path = findUnstorableText(request.body, 'body');
+    const path = findUnstorableText(withoutRelayed(request.body, request.routeOptions.config.relayedBody), 'body');
     if (path === undefined) return;
     // An OAuth route whose bad body has its own error code (RFC 7591's registration) answers with it.
     const oauthError = request.routeOptions.config.oauthBodyError;
