@@ -154,7 +154,7 @@ export interface paths {
         };
         /**
          * Start an authorization request (authorization code + PKCE S256)
-         * @description Unknown client_id or unregistered redirect_uri: a 400 HTML page, never a redirect. Other errors: 303 to the redirect_uri with error, error_description, state and iss (RFC 9207): invalid_request (missing or repeated parameter, PKCE missing or not S256, an unknown prompt), unsupported_response_type, invalid_target (resource), invalid_scope, consent_required (prompt=none without a remembered consent), temporarily_unavailable. Success: 303 to the consent page, with a browser-binding cookie; or, unless prompt asks for the page, when this browser consented to this client for exactly this scope and resource within the last 24 h (a remembered consent, not revoked), 303 straight back to the redirect_uri with code, state and iss, without the page.
+         * @description Unknown client_id or unregistered redirect_uri: a 400 HTML page, never a redirect. Other errors: 303 to the redirect_uri with error, error_description, state and iss (RFC 9207): invalid_request (missing or repeated parameter, PKCE missing or not S256, an unknown prompt), unsupported_response_type, invalid_target (resource), invalid_scope, consent_required (prompt=none without a remembered consent), temporarily_unavailable (no signing key). Success: 303 to the consent page, its `request_id` the request signed by the gateway (nothing is stored before the person acts), with a browser-binding cookie; or, unless prompt asks for the page, when this browser consented to this client for exactly this scope and resource within the last 24 h (a remembered consent, not revoked), 303 straight back to the redirect_uri with code, state and iss, without the page.
          */
         get: operations["startAuthorization"];
         put?: never;
@@ -4212,7 +4212,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description the pending authorization request (from the consent page) */
+                    /** @description the pending authorization request, as the consent page names it (the request signed by the gateway: a compact JWS, up to some kilobytes with a long redirect URI and state) */
                     requestId: string;
                     /**
                      * @description `human`: the human owner identity provider, grants svc:owner (O token); `agent`: the agent identity provider, grants svc:agent (A token)
@@ -9084,7 +9084,7 @@ export interface operations {
                         resource?: {
                             [key: string]: unknown;
                         };
-                        /** @description for this scheme: `{"type": "consume", "attestation": "<the compact JWS POST /x402/authorize answered>"}`, the attestation a string of at most 8192 characters. Anything else (not an object, another type, a missing or malformed attestation) is answered `isValid: false` (verify) or `success: false` (settle) with `attestation_invalid`, not a 400 */
+                        /** @description for this scheme: `{"type": "consume", "attestation": "<the compact JWS POST /x402/authorize answered>"}`, the attestation a string of at most 8192 characters. Anything else (not an object, another type, a missing or malformed attestation, text with a control character) is answered `isValid: false` (verify) or `success: false` (settle) with `attestation_invalid`, not a 400 */
                         payload: unknown;
                         extensions?: {
                             [key: string]: unknown;
@@ -9225,7 +9225,7 @@ export interface operations {
                         resource?: {
                             [key: string]: unknown;
                         };
-                        /** @description for this scheme: `{"type": "consume", "attestation": "<the compact JWS POST /x402/authorize answered>"}`, the attestation a string of at most 8192 characters. Anything else (not an object, another type, a missing or malformed attestation) is answered `isValid: false` (verify) or `success: false` (settle) with `attestation_invalid`, not a 400 */
+                        /** @description for this scheme: `{"type": "consume", "attestation": "<the compact JWS POST /x402/authorize answered>"}`, the attestation a string of at most 8192 characters. Anything else (not an object, another type, a missing or malformed attestation, text with a control character) is answered `isValid: false` (verify) or `success: false` (settle) with `attestation_invalid`, not a 400 */
                         payload: unknown;
                         extensions?: {
                             [key: string]: unknown;

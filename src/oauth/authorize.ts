@@ -3,18 +3,19 @@
 // redirect URI) are shown to the person and never redirected; every other error goes back to the
 // validated redirect URI with a 303, `error`, `state` and `iss`. On success, a browser that consented to
 // exactly this (client, scope, resource) before is sent straight back with a code (remembered-consent.ts);
-// otherwise a pending request is stored and the browser is sent to the consent page.
+// otherwise the browser is sent to the consent page with the request, signed (authorization-request.ts: nothing is
+// stored before the person acts).
+import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
-import { randomBase32 } from '../platform/ids.ts';
+import { issueAuthorizationRequest } from './authorization-request.ts';
 import { hashSecret, newBrowserSecret } from './browser-binding.ts';
 import { findClient, matchClientRedirectUri } from './console-client.ts';
 import { mintCode } from './code.ts';
-import { AUTHORIZATION_REQUEST_LIFETIME_S, PENDING_AUTHORIZATION_REQUESTS_MAX, STATE_LENGTH_MAX } from './limits.ts';
+import { STATE_LENGTH_MAX } from './limits.ts';
 import { CODE_CHALLENGE_METHOD, CODE_CHALLENGE_PATTERN } from './pkce.ts';
 import { isOurResource } from '../platform/access-tokens.ts';
 import { rememberedConsent, type ConsentMatch } from './remembered-consent.ts';
 import { parseScope } from './scopes.ts';
-import * as store from './store.ts';
 
 /** RFC 6749 §4.1.2.1 codes sent back in the redirect (not all are error bodies). */
 export type AuthorizeRedirectError =
@@ -109,24 +110,15 @@ export async function authorize(gateway: Gateway, rawQuery: string, browserSecre
     if (code !== undefined) return { kind: 'remembered', location: redirectWith(requestedRedirect, { code, state: trusted.state, iss: baseUrl }) };
   }
   if (prompt === 'none') return fail('consent_required', 'no remembered consent answers this request in this browser; send it without prompt=none to show the consent page');
-  await store.purgeExpiredRequests(gateway.db, nowS);
-  if ((await store.countPendingRequests(gateway.db, nowS)) >= PENDING_AUTHORIZATION_REQUESTS_MAX) {
-    return fail('temporarily_unavailable', 'too many authorization requests are pending; retry in a few minutes');
-  }
   const secret = browserSecret ?? newBrowserSecret();
-  const requestId = `areq_${randomBase32(16)}`;
-  await store.insertAuthorizationRequest(gateway.db, {
-    id: requestId,
-    client_id: client.id,
-    redirect_uri: requestedRedirect,
-    state: trusted.state ?? null,
-    code_challenge: challenge,
-    resource: resources[0]!,
-    scope,
-    browser_hash: hashSecret(secret),
-    nowS,
-    expiresAtS: nowS + AUTHORIZATION_REQUEST_LIFETIME_S,
-  });
+  let requestId: string;
+  try {
+    const request = { clientId: client.id, redirectUri: requestedRedirect, state: trusted.state, codeChallenge: challenge, resource: resources[0]!, scope, browserHash: hashSecret(secret) };
+    requestId = await issueAuthorizationRequest(gateway, request, nowS);
+  } catch (error) {
+    if (!(error instanceof ApiError && error.code === 'signing_configuration_required')) throw error;
+    return fail('temporarily_unavailable', 'the gateway has no signing key configured, so it can issue no token');
+  }
   const location = `${baseUrl}/oauth/consent?request_id=${requestId}`;
   return { kind: 'consent', location, browserSecret: secret, newBrowser: browserSecret === undefined };
 }

@@ -2,6 +2,7 @@
 // It is shown only to the browser that started the request, and only while the request is pending.
 import type { IdentityProvider } from '../identity/issuers.ts';
 import type { Gateway } from '../platform/gateway.ts';
+import { readAuthorizationRequest } from './authorization-request.ts';
 import { browserMatches, consentToken } from './browser-binding.ts';
 import { IDENTITY_PROVIDERS, parseScope, SCOPE_FOR_PROVIDER, type IdentityProviderChoice } from './scopes.ts';
 import * as store from './store.ts';
@@ -32,22 +33,13 @@ export type ConsentOutcome =
 
 export type ProviderLookup = (choice: IdentityProviderChoice) => IdentityProvider | undefined;
 
-/** Why a stored request can no longer be consented to, or undefined while it is pending. */
-export function requestProblem(request: store.AuthorizationRequestRow | undefined, nowS: number): string | undefined {
-  if (!request) return 'no such authorization request';
-  if (request.consumed_at_s !== null) return 'this authorization request has already been used';
-  if (Number(request.expires_at_s) <= nowS) return 'this authorization request has expired; start again from the application';
-  return undefined;
-}
-
 export async function consent(gateway: Gateway, requestId: string | undefined, browserSecret: string | undefined, providers: ProviderLookup): Promise<ConsentOutcome> {
-  const request = requestId ? await store.findAuthorizationRequest(gateway.db, requestId) : undefined;
-  const problem = requestProblem(request, gateway.clock.nowS());
-  if (problem || !request) return { kind: 'show', status: 400, error: 'invalid_request', description: problem ?? 'request_id is required' };
-  if (!browserSecret || !browserMatches(browserSecret, request.browser_hash)) {
+  const request = await readAuthorizationRequest(gateway, gateway.db, requestId);
+  if ('problem' in request) return { kind: 'show', status: 400, error: 'invalid_request', description: request.problem };
+  if (!browserSecret || !browserMatches(browserSecret, request.browserHash)) {
     return { kind: 'show', status: 403, error: 'access_denied', description: 'this authorization request was started in another browser; start again from the application here' };
   }
-  const client = await store.findClient(gateway.db, request.client_id);
+  const client = await store.findClient(gateway.db, request.clientId);
   if (!client) return { kind: 'show', status: 400, error: 'invalid_request', description: 'the client of this request no longer exists' };
   const { baseUrl, mode } = gateway.config;
   const grantable = request.scope === null ? undefined : parseScope(request.scope);
@@ -64,12 +56,12 @@ export async function consent(gateway: Gateway, requestId: string | undefined, b
   return {
     kind: 'page',
     view: {
-      requestId: request.id,
-      consentToken: consentToken(browserSecret, request.id),
+      requestId: requestId!,
+      consentToken: consentToken(browserSecret, requestId!),
       selectUrl: `${baseUrl}/oauth/select`,
       clientName: client.client_name,
       clientId: client.id,
-      redirectUri: request.redirect_uri,
+      redirectUri: request.redirectUri,
       resource: request.resource,
       providers: options,
     },

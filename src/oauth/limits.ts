@@ -14,8 +14,6 @@ export const CLIENT_NAME_LENGTH_MAX = 120;
 
 /** How long the person has to choose an identity provider after the client starts authorization. */
 export const AUTHORIZATION_REQUEST_LIFETIME_S = 600;
-/** Unconsumed, unexpired authorization requests before /oauth/authorize answers temporarily_unavailable. */
-export const PENDING_AUTHORIZATION_REQUESTS_MAX = 10_000;
 export const STATE_LENGTH_MAX = 512;
 
 /** Spec: a code is single-use and valid one minute. */

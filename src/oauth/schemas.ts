@@ -67,7 +67,7 @@ export const ConsentQuery = Type.Object({ request_id: Type.Optional(Type.String(
 
 export const SelectBody = Type.Object(
   {
-    requestId: Type.String({ minLength: 1, maxLength: 200, description: 'the pending authorization request (from the consent page)' }),
+    requestId: Type.String({ minLength: 1, maxLength: 8192, description: 'the pending authorization request, as the consent page names it (the request signed by the gateway: a compact JWS, up to some kilobytes with a long redirect URI and state)' }),
     identityProvider: Type.String({
       enum: [...IDENTITY_PROVIDERS],
       description: '`human`: the human owner identity provider, grants svc:owner (O token); `agent`: the agent identity provider, grants svc:agent (A token)',

@@ -9,9 +9,9 @@ import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { Principal } from '../platform/principal.ts';
 import { redirectWith } from './authorize.ts';
+import { consumeAuthorizationRequest, readAuthorizationRequest } from './authorization-request.ts';
 import { consentBindingHolds } from './browser-binding.ts';
 import { mintCode } from './code.ts';
-import { requestProblem } from './consent.ts';
 import { accessDenied, invalidRequest, temporarilyUnavailable } from './errors.ts';
 import { rememberConsent, type ConsentedGrant, type ConsentingIdentity } from './remembered-consent.ts';
 import { parseScope, SCOPE_FOR_PROVIDER, type IdentityProviderChoice } from './scopes.ts';
@@ -68,13 +68,15 @@ export function checkSelectCaller(gateway: Gateway, origin: string | undefined, 
   if (hasQuery) throw invalidRequest('select takes no query parameters; credentials are never accepted in the query string');
 }
 
+/** The request's client was deleted (purged, or by its owner) since the request was issued. */
+const CLIENT_GONE = Symbol('client gone');
+
 export async function select(gateway: Gateway, verifier: CredentialVerifier, input: SelectRequest): Promise<{ redirectUrl: string }> {
   const { baseUrl } = gateway.config;
 
-  const request = await store.findAuthorizationRequest(gateway.db, input.requestId);
-  const problem = requestProblem(request, gateway.clock.nowS());
-  if (problem || !request) throw invalidRequest(problem ?? 'no such authorization request');
-  if (!consentBindingHolds(input.browserSecret, request.browser_hash, request.id, input.consentToken)) {
+  const request = await readAuthorizationRequest(gateway, gateway.db, input.requestId);
+  if ('problem' in request) throw invalidRequest(request.problem);
+  if (!consentBindingHolds(input.browserSecret, request.browserHash, input.requestId, input.consentToken)) {
     throw accessDenied('consent must come from the consent page shown in the browser that started this request');
   }
 
@@ -95,11 +97,14 @@ export async function select(gateway: Gateway, verifier: CredentialVerifier, inp
   };
   const nowS = gateway.clock.nowS();
   const code = await gateway.db.transaction(async (tx) => {
-    if (!(await store.consumeAuthorizationRequest(tx, request.id, nowS))) return undefined;
-    const match = { clientId: request.client_id, browserHash: request.browser_hash, resource: request.resource, requestedScope: request.scope };
+    if (!(await store.findClient(tx, request.clientId))) return CLIENT_GONE;
+    if (!(await consumeAuthorizationRequest(tx, request, nowS))) return undefined;
+    const match = { clientId: request.clientId, browserHash: request.browserHash, resource: request.resource, requestedScope: request.scope };
     await rememberConsent(tx, match, identity, granted, nowS);
-    return mintCode(tx, { clientId: request.client_id, redirectUri: request.redirect_uri, resource: request.resource, codeChallenge: request.code_challenge, ...granted }, nowS);
+    return mintCode(tx, { clientId: request.clientId, redirectUri: request.redirectUri, resource: request.resource, codeChallenge: request.codeChallenge, ...granted }, nowS);
   });
+  if (code === CLIENT_GONE) throw invalidRequest('the client of this request no longer exists');
   if (code === undefined) throw invalidRequest('this authorization request has already been used');
-  return { redirectUrl: redirectWith(request.redirect_uri, { code, state: request.state ?? undefined, iss: baseUrl }) };
+  await store.purgeExpiredRequests(gateway.db, nowS);
+  return { redirectUrl: redirectWith(request.redirectUri, { code, state: request.state, iss: baseUrl }) };
 }

@@ -1,6 +1,21 @@
-// SQL for the authorization server: clients, pending authorization requests, codes, remembered consents
-// (grants), revoked tokens. Nothing but queries.
+// SQL for the authorization server: clients, the authorization requests consented to (each once), codes,
+// remembered consents (grants), revoked tokens. Nothing but queries.
 import type { Queryable, Tx } from '../platform/db/database.ts';
+
+/** What /oauth/authorize checked, for the consent that answers it (signed into its request id: authorization-request.ts). */
+export interface AuthorizationRequest {
+  /** The request's own id (`areq_…`): its single use is recorded under it. */
+  jti: string;
+  clientId: string;
+  redirectUri: string;
+  state: string | undefined;
+  codeChallenge: string;
+  resource: string;
+  /** As requested; null: the chosen provider decides. */
+  scope: string | null;
+  browserHash: string;
+  expiresAtS: number;
+}
 
 export interface ClientRow {
   id: string;
@@ -9,20 +24,6 @@ export interface ClientRow {
   scope: string | null;
   created_at_s: bigint;
   last_used_at_s: bigint | null;
-}
-
-export interface AuthorizationRequestRow {
-  id: string;
-  client_id: string;
-  redirect_uri: string;
-  state: string | null;
-  code_challenge: string;
-  resource: string;
-  scope: string | null;
-  browser_hash: string;
-  created_at_s: bigint;
-  expires_at_s: bigint;
-  consumed_at_s: bigint | null;
 }
 
 export interface CodeRow {
@@ -112,40 +113,24 @@ export async function markClientUsed(db: Queryable, clientId: string, nowS: numb
   await db.query('UPDATE oauth_clients SET last_used_at_s = $2 WHERE id = $1', [clientId, nowS]);
 }
 
-export async function countPendingRequests(db: Queryable, nowS: number): Promise<number> {
-  const { rows } = await db.query<{ n: bigint }>(
-    'SELECT count(*)::bigint AS n FROM oauth_authorization_requests WHERE expires_at_s > $1 AND consumed_at_s IS NULL',
-    [nowS],
-  );
-  return Number(rows[0]!.n);
-}
-
 export async function purgeExpiredRequests(db: Queryable, nowS: number): Promise<void> {
   await db.query('DELETE FROM oauth_authorization_requests WHERE expires_at_s <= $1', [nowS]);
 }
 
-export async function insertAuthorizationRequest(
-  db: Queryable,
-  request: Omit<AuthorizationRequestRow, 'created_at_s' | 'expires_at_s' | 'consumed_at_s'> & { nowS: number; expiresAtS: number },
-): Promise<void> {
-  await db.query(
-    `INSERT INTO oauth_authorization_requests
-       (id, client_id, redirect_uri, state, code_challenge, resource, scope, browser_hash, created_at_s, expires_at_s)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-    [request.id, request.client_id, request.redirect_uri, request.state, request.code_challenge, request.resource, request.scope, request.browser_hash, request.nowS, request.expiresAtS],
-  );
+/** Whether a consent answered this authorization request already (the rows are the consents, see authorization-request.ts). */
+export async function authorizationRequestUsed(db: Queryable, requestId: string): Promise<boolean> {
+  const { rows } = await db.query('SELECT 1 FROM oauth_authorization_requests WHERE id = $1', [requestId]);
+  return rows.length > 0;
 }
 
-export async function findAuthorizationRequest(db: Queryable, requestId: string): Promise<AuthorizationRequestRow | undefined> {
-  const { rows } = await db.query<AuthorizationRequestRow>('SELECT * FROM oauth_authorization_requests WHERE id = $1', [requestId]);
-  return rows[0];
-}
-
-/** Marks the request consumed if it still is pending; false when another consent got there first. */
-export async function consumeAuthorizationRequest(db: Queryable, requestId: string, nowS: number): Promise<boolean> {
+/** Records the consent to this request; false when one was recorded first (a request is single use). */
+export async function recordAuthorizationRequestUsed(db: Queryable, request: AuthorizationRequest, nowS: number): Promise<boolean> {
   const { rowCount } = await db.query(
-    'UPDATE oauth_authorization_requests SET consumed_at_s = $2 WHERE id = $1 AND consumed_at_s IS NULL AND expires_at_s > $2',
-    [requestId, nowS],
+    `INSERT INTO oauth_authorization_requests
+       (id, client_id, redirect_uri, state, code_challenge, resource, scope, browser_hash, created_at_s, expires_at_s, consumed_at_s)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $9)
+     ON CONFLICT (id) DO NOTHING`,
+    [request.jti, request.clientId, request.redirectUri, request.state ?? null, request.codeChallenge, request.resource, request.scope, request.browserHash, nowS, request.expiresAtS],
   );
   return rowCount === 1;
 }
