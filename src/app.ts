@@ -262,7 +262,7 @@ export async function buildGatewayApp(
   const x402Configured = () => services.x402.configured(services.apiKeyPepper !== undefined);
   const operations = {
     agents: agentOperations(services.identity),
-    delegation: delegationOperations(services.identity, services.revocations),
+    delegation: delegationOperations(services.identity, services.revocations, () => services.webhookWorker.soon()),
     ledger: ledgerOperations(services.ledger),
     vouchers: voucherOperations(services.vouchers),
     execute: executeOperations(services.execute, services.mailConnectors),

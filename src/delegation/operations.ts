@@ -64,7 +64,8 @@ export interface DelegationOperations {
   retireAgent: SingleStepOperation<Static<typeof RetireInput>, Retirement>;
 }
 
-export function delegationOperations(agents: AgentService, revocations: RevocationService): DelegationOperations {
+/** `deliverSoon`: start delivering the webhooks just queued (a retirement's `voucher.revoked`), without waiting for the worker's next poll. */
+export function delegationOperations(agents: AgentService, revocations: RevocationService, deliverSoon: () => void): DelegationOperations {
   return {
     createDelegate: {
       name: 'createDelegate',
@@ -86,6 +87,11 @@ export function delegationOperations(agents: AgentService, revocations: Revocati
           releasedHolds: revoked.length,
           releasedUc: formatUc(revoked.reduce((sumUc, { redemption }) => sumUc + parseUc(redemption.releasedUc), 0n)),
         };
+      },
+      // Merchants holding a withdrawn voucher hear of it at once, as after a freeze, not at the next delivery poll
+      // (found from outside: 343–992 ms after the answer, against 76–140 ms after a freeze).
+      committed: (retirement) => {
+        if (retirement.releasedHolds > 0) deliverSoon();
       },
     },
   };

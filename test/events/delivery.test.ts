@@ -5,6 +5,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { emitEvent, type EventType } from '../../src/events/outbox.ts';
 import { RETRY_SCHEDULE_S } from '../../src/events/webhook-sender.ts';
+import { grant } from '../support/ledger-fixture.ts';
 import { configureWebhook, markVerified, registerMerchant, startHookTarget, uniqueKey, type HookTarget } from '../support/merchants.ts';
 import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
@@ -262,6 +263,52 @@ describe('GET /v1/merchants/{id}/webhook/deliveries and re-send', () => {
 });
 
 describe('background work', () => {
+  it("delivers voucher.revoked at once after a freeze or a retirement that withdrew a merchant's voucher, not at the next poll", async () => {
+    const running = await startWorld({
+      env: { ACG_OUTBOUND_CA_FILE: target.caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true', ACG_WEBHOOK_POLL_INTERVAL_MS: '60000' },
+      outbound: target.outbound,
+    });
+    try {
+      const token = await running.humanToken('prompt@example.com');
+      const merchant = await webhookMerchant(running, token);
+      const offer = await running.api('POST', `/v1/merchants/${merchant}/offers`, { token, key: uniqueKey(), body: { name: 'One report', category: 'books', priceUc: '1000000' } });
+      expect(offer.status, JSON.stringify(offer.body)).toBe(201);
+      running.gw.gateway.startBackgroundWork();
+      // The worker's first scheduled pass, made now: from here only a wake-up delivers before the poll a minute on.
+      await running.gw.services.webhookWorker.pass();
+      for (const [how, path] of [['freeze', 'freeze'], ['retirement', 'retire']] as const) {
+        const root = await running.createAgent('prompt@example.com', `prompt-${how}`);
+        await grant(running, root.id, 5_000_000n);
+        let agent = root;
+        if (how === 'retirement') {
+          // Only a delegate retires.
+          const mandate = await running.api('PUT', `/v1/owner/agents/${root.id}/mandate`, { token, key: uniqueKey(), body: { delegation: { allowed: true, maxDepth: 1 } } });
+          expect(mandate.status, JSON.stringify(mandate.body)).toBe(200);
+          const subject = `prompt-${how}-delegate`;
+          const created = await running.api('POST', `/v1/agents/${root.id}/delegates`, { token: root.token, key: uniqueKey(), body: { name: subject, identity: { issuer: running.agentIssuer.issuer, subject } } });
+          expect(created.status, JSON.stringify(created.body)).toBe(201);
+          agent = { ...root, id: created.body.id, token: await running.agentToken(subject, 'prompt@example.com') };
+        }
+        const minted = await running.api('POST', '/v1/vouchers', { token: agent.token, key: uniqueKey(), body: { offerId: offer.body.id } });
+        expect(minted.status, JSON.stringify(minted.body)).toBe(200);
+        const body = path === 'freeze' ? { releaseHolds: true } : undefined;
+        const ended = await running.api('POST', `/v1/owner/agents/${agent.id}/${path}`, { token, key: uniqueKey(), ...(body ? { body } : {}) });
+        expect(ended.status, JSON.stringify(ended.body)).toBe(200);
+        const revoked = (r: (typeof target.receiver.received)[number]) => r.verified && JSON.parse(r.body).type === 'voucher.revoked' && r.body.includes(minted.body.redemption.id);
+        await waitFor(() => target.receiver.received.filter(revoked).length, { until: (n) => n === 1, what: `voucher.revoked after the ${how}`, timeoutMs: 5_000 });
+      }
+    } finally {
+      await running.gw.gateway.close();
+      await running.close();
+      const rotated = await world.api('PUT', `/v1/merchants/${merchantId}/webhook`, {
+        token: alice,
+        key: uniqueKey(),
+        body: { url: 'https://hooks.shop-test.com/acg/events', rotateSecret: true },
+      });
+      target.receiver.useSecret(rotated.body.webhookSecret);
+    }
+  }, 90_000);
+
   it('runs the worker every ACG_WEBHOOK_POLL_INTERVAL_MS once the gateway starts its background work', async () => {
     const running = await startWorld({
       env: { ACG_OUTBOUND_CA_FILE: target.caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true', ACG_WEBHOOK_POLL_INTERVAL_MS: '50' },
