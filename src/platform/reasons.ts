@@ -12,7 +12,7 @@ interface ReasonEntry {
 export const REFUSAL_REASONS = {
   budget_exceeded: { codes: ['CAP_EXCEEDED'], meaning: 'a budget of the mandate (or of an ancestor\'s) would be exceeded; the `budget` member names it, with its limit, what remains and when it resets' },
   per_hold_cap: { codes: ['CAP_EXCEEDED'], meaning: 'the price is above the mandate\'s per-hold cap (`caps.perHoldUc`)' },
-  per_period_cap: { codes: ['CAP_EXCEEDED'], meaning: 'the rolling per-period cap (`caps.perPeriodUc` over `caps.periodS`) would be exceeded' },
+  per_period_cap: { codes: ['CAP_EXCEEDED'], meaning: 'the rolling per-period cap (`caps.perPeriodUc` over `caps.periodS`) of the mandate (or of the ancestor named by `agentId`) would be exceeded' },
   max_uc: { codes: ['CAP_EXCEEDED'], meaning: 'the price is above the `maxUc` the request itself set' },
   mandate_not_valid: { codes: ['SCOPE_FORBIDDEN'], meaning: 'the mandate is not in force now (before its `notBefore` or after its `notAfter`)' },
   merchant_not_allowed: { codes: ['SCOPE_FORBIDDEN'], meaning: 'the mandate\'s merchant rules (`merchants.allow` / `merchants.deny`) refuse this merchant' },
@@ -21,7 +21,7 @@ export const REFUSAL_REASONS = {
   frozen: { codes: ['FROZEN'], meaning: 'the agent (or the ancestor named by `agentId`) is frozen by its owner' },
   retired: { codes: ['FROZEN'], meaning: 'the agent (or the ancestor named by `agentId`) is retired' },
   topup_required: { codes: ['approval_required'], meaning: 'the agent\'s credit does not cover the execution: its owner approves a top-up (`payment`), then the retry with the same Idempotency-Key runs it' },
-  above_approval_threshold: { codes: ['approval_required'], meaning: 'the price is above the mandate\'s `approvalAboveUc`: the owner decides at `approvalUrl`, then the retry with the same Idempotency-Key proceeds' },
+  above_approval_threshold: { codes: ['approval_required'], meaning: 'the price is above the mandate\'s `approvalAboveUc` (or that of the ancestor named by `agentId`): the owner decides at `approvalUrl`, then the retry with the same Idempotency-Key proceeds' },
   purchase_declined: { codes: ['conflict'], meaning: 'the owner declined the purchase this request waited for' },
   approval_expired: { codes: ['conflict'], meaning: 'the owner\'s approval expired before the retry used it; ask again with a new Idempotency-Key' },
   approval_used: { codes: ['conflict'], meaning: 'the approval was used already, by another hold' },

@@ -253,7 +253,7 @@ export function spendingRefusal(agent: SpendingSettings, spend: Spend): Spending
       rule: 'approval',
       error: new ApiError('approval_required', {
         detail: `the purchase of ${take.amountUc} µc is above the ${settings === agent ? "agent's" : `ancestor ${settings.id}'s`} approval threshold of ${approvalAboveUc} µc: its owner must approve it`,
-        extra: { reason: 'above_approval_threshold' },
+        extra: { reason: 'above_approval_threshold', ...ancestorMember(agent, settings) },
       }),
     };
   }

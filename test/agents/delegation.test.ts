@@ -453,6 +453,21 @@ describe("a delegate's spending", () => {
     expect(periods.map((p) => [p.agent_id, p.spent_uc, p.covered_uc])).toEqual([[root.id, 3n * CREDIT_UC, 3n * CREDIT_UC]]);
   });
 
+  it("an ancestor's approval threshold, lowered after the child was made, asks for approval naming whose threshold it is", async () => {
+    const root = await rootAgent({ approvalAboveUc: credits(5), delegation: { allowed: true, maxDepth: 1 } });
+    const child = (await createDelegate(root, root.token, { approvalAboveUc: credits(5) })).agent!;
+    const lowered = await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, { token: root.ownerToken, key: `lower-${++counter}`, body: { approvalAboveUc: credits(1), delegation: { allowed: true, maxDepth: 1 } } });
+    expect(lowered.status, JSON.stringify(lowered.body)).toBe(200);
+    const offer = await shops[0].offer({ priceUc: credits(2) });
+    const asked = await mint(world, child.token, offer.id);
+    expect(asked.status, JSON.stringify(asked.body)).toBe(402);
+    // As every refusal an ancestor's rule makes (found from outside: this one named the ancestor in its detail only).
+    expect(asked.body).toMatchObject({ code: 'approval_required', reason: 'above_approval_threshold', agentId: root.id, intent: { agentId: child.id } });
+    const own = await mint(world, root.token, offer.id);
+    expect(own.body).toMatchObject({ code: 'approval_required', reason: 'above_approval_threshold' });
+    expect(own.body.agentId).toBeUndefined();
+  });
+
   it('a frozen root freezes each descendant at its next mint; unfreezing restores each', async () => {
     const root = await rootAgent({ delegation: { allowed: true, maxDepth: 2 } });
     const child = (await createDelegate(root, root.token, { delegation: { allowed: true, maxDepth: 1 } })).agent!;
