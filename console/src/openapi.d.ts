@@ -154,7 +154,7 @@ export interface paths {
         };
         /**
          * Start an authorization request (authorization code + PKCE S256)
-         * @description Unknown client_id or unregistered redirect_uri: a 400 HTML page, never a redirect. Other errors: 303 to the redirect_uri with error, error_description, state and iss (RFC 9207): invalid_request (missing or repeated parameter, PKCE missing or not S256, an unknown prompt), unsupported_response_type, invalid_target (resource), invalid_scope, consent_required (prompt=none without a remembered consent), temporarily_unavailable (no signing key). Success: 303 to the consent page, its `request_id` the request signed by the gateway (nothing is stored before the person acts), with a browser-binding cookie; or, unless prompt asks for the page, when this browser consented to this client for exactly this scope and resource within the last 24 h (a remembered consent, not revoked), 303 straight back to the redirect_uri with code, state and iss, without the page.
+         * @description Unknown client_id or unregistered redirect_uri: a 400 HTML page, never a redirect. Other errors: 303 to the redirect_uri with error, error_description, state and iss (RFC 9207): invalid_request (missing or repeated parameter, PKCE missing or not S256, an unknown prompt, a response_mode other than query), request_not_supported (a request object), request_uri_not_supported, unsupported_response_type, invalid_target (resource), invalid_scope, consent_required (prompt=none without a remembered consent), temporarily_unavailable (no signing key). Success: 303 to the consent page, its `request_id` the request signed by the gateway (nothing is stored before the person acts), with a browser-binding cookie; or, unless prompt asks for the page, when this browser consented to this client for exactly this scope and resource within the last 24 h (a remembered consent, not revoked), 303 straight back to the redirect_uri with code, state and iss, without the page.
          */
         get: operations["startAuthorization"];
         put?: never;
@@ -3438,6 +3438,8 @@ export interface components {
             revocation_endpoint_auth_methods_supported: string[];
             code_challenge_methods_supported: string[];
             authorization_response_iss_parameter_supported: boolean;
+            request_parameter_supported: boolean;
+            request_uri_parameter_supported: boolean;
             client_id_metadata_document_supported: boolean;
             service_documentation: string;
         };
@@ -4493,6 +4495,8 @@ export interface operations {
                         revocation_endpoint_auth_methods_supported: string[];
                         code_challenge_methods_supported: string[];
                         authorization_response_iss_parameter_supported: boolean;
+                        request_parameter_supported: boolean;
+                        request_uri_parameter_supported: boolean;
                         client_id_metadata_document_supported: boolean;
                         service_documentation: string;
                     };
@@ -4539,6 +4543,8 @@ export interface operations {
                         revocation_endpoint_auth_methods_supported: string[];
                         code_challenge_methods_supported: string[];
                         authorization_response_iss_parameter_supported: boolean;
+                        request_parameter_supported: boolean;
+                        request_uri_parameter_supported: boolean;
                         client_id_metadata_document_supported: boolean;
                         service_documentation: string;
                     };

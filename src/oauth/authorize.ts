@@ -24,7 +24,9 @@ export type AuthorizeRedirectError =
   | 'invalid_scope'
   | 'invalid_target'
   | 'temporarily_unavailable'
-  | 'consent_required';
+  | 'consent_required'
+  | 'request_not_supported'
+  | 'request_uri_not_supported';
 
 export type AuthorizeOutcome =
   | { kind: 'show'; status: 400; error: 'invalid_request' | 'invalid_client' | 'invalid_redirect_uri'; description: string }
@@ -79,9 +81,15 @@ export async function authorize(gateway: Gateway, rawQuery: string, browserSecre
   const trusted: Trusted = { redirectUri: requestedRedirect, state: state === DUPLICATE ? undefined : state, issuer: baseUrl };
   const fail = (error: AuthorizeRedirectError, description: string) => errorRedirect(trusted, error, description);
 
-  for (const name of ['response_type', 'state', 'code_challenge', 'code_challenge_method', 'scope', 'prompt']) {
+  for (const name of ['response_type', 'state', 'code_challenge', 'code_challenge_method', 'scope', 'prompt', 'response_mode']) {
     if (single(params, name) === DUPLICATE) return fail('invalid_request', `${name} must not be repeated`);
   }
+  // What the metadata says is not supported is refused, not ignored: a client that asked for another response mode
+  // or sent a request object would otherwise be answered other than it asked (OpenID Connect Core §6.1, §6.2).
+  if (params.has('request')) return fail('request_not_supported', 'request objects are not supported (request_parameter_supported is false); send the parameters themselves');
+  if (params.has('request_uri')) return fail('request_uri_not_supported', 'request_uri is not supported (request_uri_parameter_supported is false); send the parameters themselves');
+  const responseMode = single(params, 'response_mode');
+  if (responseMode !== undefined && responseMode !== 'query') return fail('invalid_request', 'response_mode must be query, the one supported (response_modes_supported)');
   const responseType = single(params, 'response_type');
   if (responseType === undefined) return fail('invalid_request', 'response_type is required');
   if (responseType !== 'code') return fail('unsupported_response_type', 'only response_type=code is supported');

@@ -21,6 +21,9 @@ export function authorizationServerMetadata(baseUrl: string) {
     revocation_endpoint_auth_methods_supported: ['none'],
     code_challenge_methods_supported: ['S256'],
     authorization_response_iss_parameter_supported: true,
+    // Said, because OpenID Connect Discovery's default for request_uri is true and this document is also served at its path.
+    request_parameter_supported: false,
+    request_uri_parameter_supported: false,
     client_id_metadata_document_supported: false,
     service_documentation: `${baseUrl}/docs`,
   };

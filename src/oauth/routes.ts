@@ -125,7 +125,8 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
         description:
           'Unknown client_id or unregistered redirect_uri: a 400 HTML page, never a redirect. Other errors: 303 to the ' +
           'redirect_uri with error, error_description, state and iss (RFC 9207): invalid_request (missing or repeated ' +
-          'parameter, PKCE missing or not S256, an unknown prompt), unsupported_response_type, invalid_target (resource), ' +
+          'parameter, PKCE missing or not S256, an unknown prompt, a response_mode other than query), request_not_supported (a request object), ' +
+          'request_uri_not_supported, unsupported_response_type, invalid_target (resource), ' +
           'invalid_scope, consent_required (prompt=none without a remembered consent), temporarily_unavailable (no signing key). Success: 303 to ' +
           'the consent page, its `request_id` the request signed by the gateway (nothing is stored before the person acts), with a browser-binding cookie; or, unless prompt asks for the page, when this browser ' +
           `consented to this client for exactly this scope and resource within the last ${REMEMBERED_CONSENT_LIFETIME_S / 3600} h ` +

@@ -127,6 +127,8 @@ export const AuthorizationServerMetadata = Type.Object(
     revocation_endpoint_auth_methods_supported: Type.Array(Type.String()),
     code_challenge_methods_supported: Type.Array(Type.String()),
     authorization_response_iss_parameter_supported: Type.Boolean(),
+    request_parameter_supported: Type.Boolean(),
+    request_uri_parameter_supported: Type.Boolean(),
     client_id_metadata_document_supported: Type.Boolean(),
     service_documentation: Type.String(),
   },

@@ -66,6 +66,12 @@ describe('GET /oauth/authorize redirects other errors with 303, error, state and
     ['a resource with a trailing slash', () => authorizeQuery(valid({ resource: `${url}/` })), 'invalid_target'],
     ['two resources', () => `${authorizeQuery(valid())}&resource=${encodeURIComponent(`${url}/mcp`)}`, 'invalid_target'],
     ['an unknown scope', () => authorizeQuery(valid({ scope: 'openid' })), 'invalid_scope'],
+    // What the metadata says is not supported is refused, not silently ignored (found from outside: the answer came
+    // by query to a client that asked for a fragment, and a request object was dropped unread).
+    ['response_mode=fragment', () => `${authorizeQuery(valid())}&response_mode=fragment`, 'invalid_request'],
+    ['response_mode=form_post', () => `${authorizeQuery(valid())}&response_mode=form_post`, 'invalid_request'],
+    ['a request object', () => `${authorizeQuery(valid())}&request=eyJhbGciOiJub25lIn0.e30.`, 'request_not_supported'],
+    ['a request_uri', () => `${authorizeQuery(valid())}&request_uri=urn%3Aexample%3Ax`, 'request_uri_not_supported'],
   ];
   for (const [name, query, error] of cases) {
     it(`${name}: ${error}`, async () => {
@@ -80,6 +86,11 @@ describe('GET /oauth/authorize redirects other errors with 303, error, state and
       if (!name.includes('state')) expect(location.searchParams.get('state')).toBe('xyz');
     });
   }
+
+  it('takes response_mode=query, the one it supports', async () => {
+    const res = await authorizeRaw(url, `${authorizeQuery(valid())}&response_mode=query`);
+    expect(res.location).toContain('/oauth/consent?request_id=');
+  });
 
   it('keeps the query that is part of the registered redirect URI', async () => {
     const res = await authorizeRaw(url, authorizeQuery(valid({ redirect_uri: tenantRedirect, resource: 'https://other.example' })));

@@ -28,6 +28,9 @@ describe('discovery', () => {
         revocation_endpoint_auth_methods_supported: ['none'],
         code_challenge_methods_supported: ['S256'],
         authorization_response_iss_parameter_supported: true,
+        // OpenID Connect Discovery's defaults would say a request_uri is taken (served at its path too): it is not.
+        request_parameter_supported: false,
+        request_uri_parameter_supported: false,
         client_id_metadata_document_supported: false,
         service_documentation: `${gw.url}/docs`,
       });
