@@ -170,6 +170,12 @@ describe('the auth matrix', () => {
                   ? 'owner_required'
                   : 'forbidden';
           expect(res.body.code, where).toBe(expected);
+          // The sentence names who the route is for (found from outside: a merchant's route told an agent it was for
+          // "the agent's owner"; another said "a owner credential").
+          if (expected === 'owner_required') {
+            expect(res.body.detail, where).toBe(route.kinds.includes('merchant') ? "this route is for a merchant's owner or its API key, not an agent" : "this route is for the agent's owner");
+          }
+          expect(res.body.detail, where).not.toMatch(/\ba [aeiou]/);
         }
       }
     }

@@ -38,9 +38,11 @@ function denial(principal: Principal, requirement: AuthRequirement): ApiError {
     return new ApiError('human_required', { detail: 'this route needs a human owner session, not an OAuth token' });
   }
   if (principal.kind === 'agent' && (allowed.includes('human') || allowed.includes('owner'))) {
-    return new ApiError('owner_required', { detail: "this route is for the agent's owner" });
+    // A route that also takes a merchant API key is a merchant's, whose owner is not the agent's.
+    const detail = allowed.includes('merchant') ? "this route is for a merchant's owner or its API key, not an agent" : "this route is for the agent's owner";
+    return new ApiError('owner_required', { detail });
   }
-  return new ApiError('forbidden', { detail: `this route does not accept a ${principal.kind} credential` });
+  return new ApiError('forbidden', { detail: `this route does not accept ${/^[aeiou]/.test(principal.kind) ? 'an' : 'a'} ${principal.kind} credential` });
 }
 
 export function installAuth(app: FastifyInstance, authenticator: Authenticator): void {
