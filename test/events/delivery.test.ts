@@ -263,11 +263,26 @@ describe('GET /v1/merchants/{id}/webhook/deliveries and re-send', () => {
 });
 
 describe('background work', () => {
-  it("delivers voucher.revoked at once after a freeze or a retirement that withdrew a merchant's voucher, not at the next poll", async () => {
-    const running = await startWorld({
-      env: { ACG_OUTBOUND_CA_FILE: target.caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true', ACG_WEBHOOK_POLL_INTERVAL_MS: '60000' },
+  /** A gateway of its own on the hook target, whose worker polls every `pollMs` once its background work starts. */
+  const runningWorld = (pollMs: number) =>
+    startWorld({
+      env: { ACG_OUTBOUND_CA_FILE: target.caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true', ACG_WEBHOOK_POLL_INTERVAL_MS: String(pollMs) },
       outbound: target.outbound,
     });
+  /** Stops it, and gives the shared receiver back the secret of this file's own merchant. */
+  const closeRunning = async (running: World) => {
+    await running.gw.gateway.close();
+    await running.close();
+    const rotated = await world.api('PUT', `/v1/merchants/${merchantId}/webhook`, {
+      token: alice,
+      key: uniqueKey(),
+      body: { url: 'https://hooks.shop-test.com/acg/events', rotateSecret: true },
+    });
+    target.receiver.useSecret(rotated.body.webhookSecret);
+  };
+
+  it("delivers voucher.revoked at once after a freeze or a retirement that withdrew a merchant's voucher, not at the next poll", async () => {
+    const running = await runningWorld(60_000);
     try {
       const token = await running.humanToken('prompt@example.com');
       const merchant = await webhookMerchant(running, token);
@@ -298,22 +313,12 @@ describe('background work', () => {
         await waitFor(() => target.receiver.received.filter(revoked).length, { until: (n) => n === 1, what: `voucher.revoked after the ${how}`, timeoutMs: 5_000 });
       }
     } finally {
-      await running.gw.gateway.close();
-      await running.close();
-      const rotated = await world.api('PUT', `/v1/merchants/${merchantId}/webhook`, {
-        token: alice,
-        key: uniqueKey(),
-        body: { url: 'https://hooks.shop-test.com/acg/events', rotateSecret: true },
-      });
-      target.receiver.useSecret(rotated.body.webhookSecret);
+      await closeRunning(running);
     }
   }, 90_000);
 
   it('runs the worker every ACG_WEBHOOK_POLL_INTERVAL_MS once the gateway starts its background work', async () => {
-    const running = await startWorld({
-      env: { ACG_OUTBOUND_CA_FILE: target.caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true', ACG_WEBHOOK_POLL_INTERVAL_MS: '50' },
-      outbound: target.outbound,
-    });
+    const running = await runningWorld(50);
     try {
       const token = await running.humanToken('running@example.com');
       const merchant = await webhookMerchant(running, token);
@@ -323,14 +328,7 @@ describe('background work', () => {
       await waitFor(() => target.receiver.received.length, { until: (n) => n > before, what: 'the scheduled worker to deliver the event' });
       expect(target.receiver.received.slice(before).map((r) => [r.headers['webhook-id'], r.verified])).toEqual([[event.id, true]]);
     } finally {
-      await running.gw.gateway.close();
-      await running.close();
-      const rotated = await world.api('PUT', `/v1/merchants/${merchantId}/webhook`, {
-        token: alice,
-        key: uniqueKey(),
-        body: { url: 'https://hooks.shop-test.com/acg/events', rotateSecret: true },
-      });
-      target.receiver.useSecret(rotated.body.webhookSecret);
+      await closeRunning(running);
     }
   }, 90_000);
 });
