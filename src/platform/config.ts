@@ -1,6 +1,7 @@
 // Configuration comes from environment variables only, is validated once at start-up, and reports
 // every problem at once with one readable line each (so an operator fixes them in one pass).
-import { existsSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { CREDENTIAL_FACTS_MS_DEFAULT, CREDENTIAL_FACTS_MS_MAX } from './credential-facts.ts';
 import { DEFAULT_DATABASE_TIMEOUTS, DEFAULT_POOL_SIZE_MAX, type DatabaseTimeouts } from './db/database.ts';
@@ -351,6 +352,38 @@ function dohConfig(env: Env, mode: Mode, baseUrl: string, problems: string[]): C
   };
 }
 
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
+
+// A CA file is read only once the gateway listens and has migrated its database (src/app.ts), and TLS skips
+// what it cannot parse without a word. So a directory ended a started gateway with a stack and exit 1, and a
+// file of no certificates was trusted as none (found from outside). Both are refused here, with the rest.
+function caFileProblem(file: string): string | undefined {
+  let text: string;
+  try {
+    const stats = statSync(file);
+    if (stats.isDirectory()) return 'is a directory';
+    if (!stats.isFile()) return 'is not a regular file';
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return 'does not exist';
+    return `cannot be read (${code ?? (error as Error).message})`;
+  }
+  const certificates = text.match(PEM_CERTIFICATE) ?? [];
+  if (certificates.some(parsesAsCertificate)) return undefined;
+  if (certificates.length === 0) return 'holds no PEM certificate (-----BEGIN CERTIFICATE-----)';
+  return `holds no certificate that parses (${certificates.length} PEM block${certificates.length === 1 ? '' : 's'} tried)`;
+}
+
+function parsesAsCertificate(pem: string): boolean {
+  try {
+    new X509Certificate(pem);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
   const modeRaw = env.ACG_MODE || 'dev';
@@ -426,7 +459,8 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('ACG_SECRET_BOX_KEY must be the base64 encoding of 32 random bytes (openssl rand -base64 32)');
   }
   for (const [name, file] of [['ACG_DOH_CA_FILE', config.doh.caFile], ['ACG_OUTBOUND_CA_FILE', config.outboundCaFile]] as const) {
-    if (file && !existsSync(file)) problems.push(`${name} names a file that does not exist: ${file}`);
+    const problem = file ? caFileProblem(file) : undefined;
+    if (problem) problems.push(`${name} must name a PEM file of CA certificates; ${file} ${problem}`);
   }
   if (config.db.lockTimeoutMs > config.db.statementTimeoutMs) {
     problems.push(`ACG_DB_LOCK_TIMEOUT_MS (${config.db.lockTimeoutMs}) must not exceed ACG_DB_STATEMENT_TIMEOUT_MS (${config.db.statementTimeoutMs})`);

@@ -1,8 +1,12 @@
 // Yes-or-no settings (src/platform/config.ts, `flag`): 1 or true, 0 or false, unset for the default, and
 // anything else refused at start by name, never read as one or the other.
 // vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
-import { describe, expect, it } from 'vitest';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/platform/config.ts';
+import { makeTestCertificate } from '../support/test-certificate.ts';
 
 describe('yes-or-no settings', () => {
   it('takes ACG_PRECOMPILE_SCHEMAS as 1 (the default) or 0, and refuses anything else by name', () => {
@@ -119,5 +123,61 @@ describe('DATABASE_URL', () => {
     for (const value of ['postgres://postgres@127.0.0.1:5432/postgres', 'postgresql://u@/db?host=/var/run/postgresql', 'postgres://u:p%40ss@db.internal/app?application_name=a b']) {
       expect(loadConfig({ DATABASE_URL: value }).databaseUrl).toBe(value);
     }
+  });
+});
+
+describe('CA files', () => {
+  const cert = makeTestCertificate({ dns: ['localhost'] });
+  const dir = mkdtempSync(path.join(tmpdir(), 'acg-config-ca-'));
+  const write = (name: string, text: string): string => {
+    const file = path.join(dir, name);
+    writeFileSync(file, text);
+    return file;
+  };
+  const brokenBlock = '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n';
+  afterAll(() => {
+    cert.remove();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('takes a PEM file with at least one certificate that parses, beside text and blocks that do not', () => {
+    const bundle = write('bundle.pem', `# our test CA\n${brokenBlock}${cert.certPem}`);
+    for (const name of ['ACG_OUTBOUND_CA_FILE', 'ACG_DOH_CA_FILE']) {
+      expect(() => loadConfig({ [name]: cert.certPath }), name).not.toThrow();
+      expect(() => loadConfig({ [name]: bundle }), name).not.toThrow();
+    }
+  });
+
+  it('refuses at start, naming the setting and the path, what is not a readable PEM file of certificates (found from outside: a directory ended a started gateway with a stack)', () => {
+    const unreadable = write('unreadable.pem', cert.certPem);
+    chmodSync(unreadable, 0o000);
+    const cases: [string, string][] = [
+      [dir, `${dir} is a directory`],
+      [path.join(dir, 'missing.pem'), `${path.join(dir, 'missing.pem')} does not exist`],
+      ['/etc/passwd', '/etc/passwd holds no PEM certificate (-----BEGIN CERTIFICATE-----)'],
+      [write('empty.pem', ''), `${path.join(dir, 'empty.pem')} holds no PEM certificate`],
+      [write('broken.pem', brokenBlock), `${path.join(dir, 'broken.pem')} holds no certificate that parses (1 PEM block tried)`],
+      [cert.keyPath, `${cert.keyPath} holds no PEM certificate`],
+    ];
+    // A test run as root reads any file, so the unreadable one is only checked when the mode holds.
+    if (process.getuid?.() !== 0) cases.push([unreadable, `${unreadable} cannot be read (EACCES)`]);
+    for (const name of ['ACG_OUTBOUND_CA_FILE', 'ACG_DOH_CA_FILE']) {
+      for (const [file, reason] of cases) {
+        expect(() => loadConfig({ [name]: file }), `${name} ${file}`).toThrow(ConfigError);
+        expect(() => loadConfig({ [name]: file }), `${name} ${file}`).toThrow(`${name} must name a PEM file of CA certificates; ${reason}`);
+      }
+    }
+  });
+
+  it('reports both settings in the one list of problems', () => {
+    let message = '';
+    try {
+      loadConfig({ ACG_OUTBOUND_CA_FILE: dir, ACG_DOH_CA_FILE: '/etc/passwd', PORT: 'abc' });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toContain(`ACG_DOH_CA_FILE must name a PEM file of CA certificates; /etc/passwd holds no PEM certificate`);
+    expect(message).toContain(`ACG_OUTBOUND_CA_FILE must name a PEM file of CA certificates; ${dir} is a directory`);
+    expect(message).toContain('PORT must be a whole number');
   });
 });
