@@ -196,7 +196,7 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
     testHooks: gateway.outbound,
     metrics: gateway.metrics,
   });
-  gateway.schedule('webhook-delivery', config.webhookPollIntervalMs, () => webhookWorker.pass());
+  gateway.schedule('webhook-delivery', config.webhookPollIntervalMs, () => webhookWorker.pass(), { stop: () => webhookWorker.stop() });
   gateway.schedule('event-retention-purge', EVENT_PURGE_INTERVAL_MS, () => webhooks.purgeExpired());
   const approver = dependencies.approver ?? (rail ? payments : undefined);
   const { execute, mailConnectors } = buildExecuteFeature(gateway, { identity, ledger, catalogue, secretBoxKey: boxKey, approver, purchases: payments });

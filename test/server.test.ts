@@ -1,12 +1,13 @@
 import { execFile } from 'node:child_process';
 import { EventEmitter, getEventListeners, once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../src/platform/db/faults.ts';
+import { SCHEMA_WATCH_INTERVAL_MS } from '../src/platform/db/migrate.ts';
 import { installLastLineOfDefence, listenProblem, sleepUnlessAborted, startRetryDelayMs } from '../src/server.ts';
 import { createPostgresDatabase, onPostgres } from './support/database.ts';
 import { spawnGateway, type GatewayProcess } from './support/process.ts';
@@ -150,6 +151,36 @@ describe('acg serve stopping', () => {
       silent.destroy();
       halfHead.destroy();
     });
+  }, 90_000);
+});
+
+describe('acg serve stopping while its last spans wait for a collector', () => {
+  // PostgreSQL only: the watch for a newer release's schema runs there alone (the embedded database admits one
+  // process). The stop waits up to 3 s for a collector that never answers, after the database is closed; the SIGTERM
+  // is timed so that a tick of the watch falls in that wait.
+  it.runIf(onPostgres())('queries nothing once the database is closed: no "database unavailable" line (found from outside)', async () => {
+    const held: Socket[] = [];
+    const collector = createServer((socket) => {
+      held.push(socket);
+    });
+    await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+    const { port } = collector.address() as AddressInfo;
+    try {
+      await withSpawnedGateway('acg-stop-flush-', { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}` }, async (gateway) => {
+        expect((await fetch(`${gateway.url}/healthz`)).status).toBe(200);
+        const readyAtMs = Number(gateway.logs.find((line) => String(line.msg).startsWith('gateway ready'))?.time);
+        const tickAtMs = readyAtMs + SCHEMA_WATCH_INTERVAL_MS;
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0, tickAtMs - 1_500 - Date.now())));
+        expect(await gateway.kill('SIGTERM')).toBe(0);
+        const stopped = gateway.logs.find((line) => String(line.msg).startsWith('stopped in'));
+        // The stop outlasted the tick, so a watch still running would have met the closed pool.
+        expect(Number(stopped?.time)).toBeGreaterThan(tickAtMs);
+        expect(gateway.logs.filter((line) => String(line.msg).includes('database unavailable'))).toEqual([]);
+      });
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise((resolve) => collector.close(resolve));
+    }
   }, 90_000);
 });
 

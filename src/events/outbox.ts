@@ -5,7 +5,7 @@
 // with `deliverMissed` or re-sends them (src/events/service.ts).
 import type { Queryable } from '../platform/db/database.ts';
 import { newId } from '../platform/ids.ts';
-import { activeSpan, tracing, traceparentOf, type SpanRef } from '../platform/telemetry.ts';
+import { activeSpan, traceContextOf, tracing, type SpanRef } from '../platform/telemetry.ts';
 
 /** What a merchant's webhook receives. */
 export const MERCHANT_EVENT_TYPES = [
@@ -94,6 +94,26 @@ export async function emitEvent(tx: Queryable, event: EventToEmit & { nowMs: num
 }
 
 /**
+ * The trace context a delivery keeps, in `webhook_deliveries.traceparent`: the W3C `traceparent`, then, when the trace
+ * carries vendor state, one space and the `tracestate` as it would be sent. A traceparent holds no space, so the first
+ * space parts the two, and a row of the older release (a traceparent alone) reads as it did. The tracestate was
+ * dropped before, so a merchant never received the caller's vendor state (found from outside). An instance of the
+ * older release that claims a row with both starts a trace of its own for it, as for a row with no context.
+ */
+function storedTraceContext(span: SpanRef | undefined): string | undefined {
+  const context = traceContextOf(span);
+  if (!context) return undefined;
+  return context.tracestate === undefined ? context.traceparent : `${context.traceparent} ${context.tracestate}`;
+}
+
+/** The W3C carrier (`traceparent`, and `tracestate` when kept) of a delivery's stored trace context (storedTraceContext). */
+export function deliveryTraceCarrier(stored: string | null): { traceparent: string; tracestate?: string } | undefined {
+  if (stored === null) return undefined;
+  const space = stored.indexOf(' ');
+  return space < 0 ? { traceparent: stored } : { traceparent: stored.slice(0, space), tracestate: stored.slice(space + 1) };
+}
+
+/**
  * Emits events in one statement (one round trip, whatever their number): each event, and its outbox row
  * when its account has an enabled webhook, with the trace context its attempts continue.
  */
@@ -126,7 +146,7 @@ export function eventsPart(events: readonly EventToEmit[], nowMs: number, firstP
     return { id: newId('evt'), type: event.type, createdAt, ...account, data: event.data } as EventEnvelope;
   });
   // Untraced, the array is empty: unnest pads a shorter array with NULLs, so no delivery has a trace context.
-  const traceparents = tracing() ? events.map((event) => traceparentOf(event.trace ?? activeSpan()) ?? null) : [];
+  const traceContexts = tracing() ? events.map((event) => storedTraceContext(event.trace ?? activeSpan()) ?? null) : [];
   const p = (n: number) => `$${firstParameter + n - 1}`;
   return {
     envelopes,
@@ -156,7 +176,7 @@ export function eventsPart(events: readonly EventToEmit[], nowMs: number, firstP
       events.map((e) => (isDeliverable(e.type) ? newId('whd') : null)),
       createdAt,
       nowMs,
-      traceparents,
+      traceContexts,
     ],
   };
 }

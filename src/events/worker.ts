@@ -10,7 +10,8 @@
 // at-least-once; receivers dedupe on webhook-id.
 // Each attempt is counted (acg_webhook_attempts_total by outcome, acg_webhook_delivery_lag_seconds from due
 // to started) and, when tracing, is a span continuing the trace of the request whose change the event reports
-// (the delivery's stored `traceparent`; a new trace when there is none), whose context the request carries on.
+// (the delivery's stored `traceparent` and `tracestate`; a new trace when there is none), whose context the request
+// carries on.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../platform/clock.ts';
@@ -19,7 +20,7 @@ import type { Metrics } from '../platform/metrics.ts';
 import type { OutboundTestHooks } from '../platform/outbound.ts';
 import { openSecret, SecretBoxError, type SecretBoxKey } from '../platform/secret-box.ts';
 import { detached, failSpan, inSpan, remoteParent, setSpanAttributes, type SpanOptions, type SpanRef } from '../platform/telemetry.ts';
-import { emitEvent } from './outbox.ts';
+import { deliveryTraceCarrier, emitEvent } from './outbox.ts';
 import * as store from './store.ts';
 import { nextAttemptDelayS, sendWebhookAttempt, type WebhookErrorCode, type WebhookOutcome } from './webhook-sender.ts';
 
@@ -95,7 +96,7 @@ const ATTEMPT_OUTCOMES: Record<AttemptState, string> = { succeeded: 'succeeded',
 /** The attempt's span: a child of the request the event reports; the URL's host only (a path may hold a token). */
 function attemptSpan(row: store.ClaimedDeliveryRow): SpanOptions {
   return {
-    parent: remoteParent(row.traceparent === null ? undefined : { traceparent: row.traceparent }) ?? null,
+    parent: remoteParent(deliveryTraceCarrier(row.traceparent)) ?? null,
     attributes: {
       'acg.webhook.delivery_id': row.id,
       'acg.webhook.attempt': row.attempts,
@@ -122,6 +123,8 @@ export class WebhookWorker {
   private wake: { timer: NodeJS.Timeout; atMs: number } | undefined;
   /** Set by the scheduled pass: only then does the worker set its own timer for a retry due before the next poll. */
   private background = false;
+  /** Attempts, woken passes and heartbeats in flight: `stop` waits for them. */
+  private readonly running = new Set<Promise<unknown>>();
 
   constructor(private readonly options: WebhookWorkerOptions) {
     this.batchMax = options.batchMax ?? DELIVERY_BATCH_MAX;
@@ -142,6 +145,25 @@ export class WebhookWorker {
    */
   soon(): void {
     this.wakeAt(this.options.clock.nowMs());
+  }
+
+  /**
+   * Starts no more passes and waits for the work in flight, each attempt within its WEBHOOK_TIMEOUT_MS, so that its
+   * outcome is recorded: the gateway closes the database next. Before, an attempt (or a heartbeat) that ended after
+   * the close met a closed pool, was lost to a retry by another instance, and was logged as a database outage.
+   */
+  async stop(): Promise<void> {
+    this.background = false;
+    if (this.wake) clearTimeout(this.wake.timer);
+    this.wake = undefined;
+    while (this.running.size > 0) await Promise.allSettled([...this.running]);
+  }
+
+  /** Keeps `work` in `running` until it settles. */
+  private track<T>(work: Promise<T>): Promise<T> {
+    this.running.add(work);
+    void work.finally(() => this.running.delete(work)).catch(() => {});
+    return work;
   }
 
   /** One pass that also waits for its attempts: for tests and tools that want the outcome. */
@@ -188,7 +210,7 @@ export class WebhookWorker {
     this.failingInFlight += claimed.filter((row) => row.failing).length;
     if (urgentOnly) this.reservedInFlight += claimed.length;
     this.startHeartbeat();
-    return claimed.map((row) => this.attempt(row, token).finally(() => this.finished(token, row.failing, urgentOnly)));
+    return claimed.map((row) => this.track(this.attempt(row, token).finally(() => this.finished(token, row.failing, urgentOnly))));
   }
 
   private finished(token: string, failing: boolean, reserved: boolean): void {
@@ -211,9 +233,11 @@ export class WebhookWorker {
   private startHeartbeat(): void {
     if (this.heartbeat) return;
     this.heartbeat = setInterval(() => {
-      store
-        .extendClaims(this.options.db, [...this.claims.keys()], this.options.clock.nowMs() + this.leaseMs)
-        .catch((error: unknown) => this.options.log.warn({ err: error }, 'webhook claim heartbeat failed; another instance may take the deliveries over'));
+      void this.track(
+        store
+          .extendClaims(this.options.db, [...this.claims.keys()], this.options.clock.nowMs() + this.leaseMs)
+          .catch((error: unknown) => this.options.log.warn({ err: error }, 'webhook claim heartbeat failed; another instance may take the deliveries over')),
+      );
     }, Math.max(100, Math.floor(this.leaseMs / 3)));
     this.heartbeat.unref();
   }
@@ -226,7 +250,7 @@ export class WebhookWorker {
     const timer = detached(() =>
       setTimeout(() => {
         this.wake = undefined;
-        this.dispatch().catch((error: unknown) => this.options.log.warn({ err: error }, 'webhook retry pass failed'));
+        void this.track(this.dispatch().catch((error: unknown) => this.options.log.warn({ err: error }, 'webhook retry pass failed')));
       }, Math.max(0, atMs - this.options.clock.nowMs())),
     );
     timer.unref();
@@ -272,7 +296,7 @@ export class WebhookWorker {
       try {
         state = await this.attemptAndRecord(row, token, span);
       } catch (error) {
-        // The database went away mid-attempt (shutdown, failover): the claim lapses and another pass retries.
+        // The database went away mid-attempt (an outage, a failover): the claim lapses and another pass retries.
         log.warn({ err: error, deliveryId: row.id, accountId: row.account_id }, 'webhook attempt could not be recorded');
         state = 'lost';
       }

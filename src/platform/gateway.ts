@@ -29,13 +29,17 @@ export interface Gateway {
   signing: SigningKeys;
   /** TEST ONLY: name resolution and port for outbound calls (webhooks); empty in production. */
   outbound: OutboundTestHooks;
-  /** Registers a periodic job of a feature (sweepers, workers); it runs once background work starts. */
-  schedule(name: string, intervalMs: number, job: () => Promise<unknown>): void;
+  /**
+   * Registers a periodic job of a feature (sweepers, workers); it runs once background work starts. `stop` ends what
+   * the job's runs started without waiting for it (a webhook pass's attempts), and resolves once that is over.
+   */
+  schedule(name: string, intervalMs: number, job: () => Promise<unknown>, options?: { stop?: () => Promise<void> }): void;
   /** Starts periodic jobs (platform sweepers, key reload, and every scheduled feature job); stopped on close. */
   startBackgroundWork(): void;
   /**
    * Stops this gateway's own work and leaves the database open (for gateways that share one, as tests run them):
-   * its periodic jobs, its rate-limit counts (flushed), and its lifetime announcement (withdrawn).
+   * its periodic jobs (a run in flight, and what a run started, finish first), its rate-limit counts (flushed), and
+   * its lifetime announcement (withdrawn).
    */
   stop(): Promise<void>;
   /** `stop`, then closes the database. */
@@ -118,13 +122,16 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   const rateLimiter = new RateLimiter(db, clock, config.rateLimit.windowS);
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionS, config.idempotencyLeaseS);
   const timers: NodeJS.Timeout[] = [];
-  const scheduled: Array<{ name: string; intervalMs: number; job: () => Promise<unknown> }> = [];
+  /** Runs of periodic jobs in flight; each settles (its failure is logged here). */
+  const runs = new Set<Promise<void>>();
+  const scheduled: Array<{ name: string; intervalMs: number; job: () => Promise<unknown>; stop?: () => Promise<void> }> = [];
   const every = (ms: number, name: string, job: () => Promise<unknown>) => {
     let running = false;
     const timer = setInterval(() => {
       if (running) return; // a slow run never overlaps the next one
       running = true;
-      job()
+      const run = job()
+        .then(() => {})
         .catch((error: unknown) => {
           // An unreachable database is announced once (platform/db/faults.ts); the job simply runs again later.
           const storage = storageFailureOf(error)?.kind;
@@ -134,7 +141,9 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
         })
         .finally(() => {
           running = false;
+          runs.delete(run);
         });
+      runs.add(run);
     }, ms);
     timer.unref();
     timers.push(timer);
@@ -148,6 +157,10 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   const stop = async () => {
     credentials.close();
     for (const timer of timers) clearInterval(timer);
+    // A run in flight, or an attempt a run started, still queries the database that `close` ends next: a query on a
+    // closed pool fails and reads as an outage (found from outside: "database unavailable" at a graceful stop).
+    await Promise.all(runs);
+    await Promise.all(scheduled.map(({ stop: stopJob }) => stopJob?.()));
     await announced?.withdraw();
     await rateLimiter.stop();
   };
@@ -162,8 +175,8 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     rateLimiter,
     signing,
     outbound: options.outbound ?? {},
-    schedule(name, intervalMs, job) {
-      scheduled.push({ name, intervalMs, job });
+    schedule(name, intervalMs, job, { stop: stopJob } = {}) {
+      scheduled.push({ name, intervalMs, job, stop: stopJob });
     },
     startBackgroundWork() {
       rateLimiter.start();

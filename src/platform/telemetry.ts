@@ -210,9 +210,16 @@ export function traceHeaders(span: SpanRef | undefined = activeSpan()): Record<s
   return span && backend ? backend.inject(span) : {};
 }
 
-/** The `traceparent` naming `span`, to store with work done later (a webhook delivery); undefined without tracing. */
-export function traceparentOf(span: SpanRef | undefined): string | undefined {
-  return span && backend ? backend.inject(span).traceparent : undefined;
+/**
+ * The W3C trace context naming `span`, to store with work done later (a webhook delivery): its `traceparent`, and its
+ * `tracestate` when the trace carries one (a caller's vendor state, which W3C Trace Context asks every participant to
+ * pass on); undefined without tracing, or when the configured propagators write no `traceparent`.
+ */
+export function traceContextOf(span: SpanRef | undefined): { traceparent: string; tracestate?: string } | undefined {
+  if (!span || !backend) return undefined;
+  const { traceparent, tracestate } = backend.inject(span);
+  if (traceparent === undefined) return undefined;
+  return tracestate ? { traceparent, tracestate } : { traceparent };
 }
 
 /** The pino mixin of a traced gateway: every line logged inside a span names its trace and span (pino merges into the object, so each is new). */

@@ -1,10 +1,11 @@
 // OpenTelemetry end to end: a real `acg serve` exporting to an OTLP/HTTP receiver (test/support/otlp-receiver.ts)
 // with nothing but the standard variables, once per protocol (http/protobuf and http/json). A merchant with a
-// webhook sells an offer; the agent mints a voucher with a `traceparent` of its own. That one trace then holds
-// the server span, the operation span and its database statements, a link to the group-commit batch that
-// names its size, and the webhook attempt, whose request reaches the merchant with the same trace id; the
-// request's log line names the trace. Neither the exported spans nor the logs carry any credential or secret
-// the test used (bearer tokens, the operator credential, the API key, the webhook secret, the voucher).
+// webhook sells an offer; the agent mints a voucher with a `traceparent` and a `tracestate` of its own. That one
+// trace then holds the server span, the operation span and its database statements, a link to the group-commit
+// batch that names its size, and the webhook attempt, whose request reaches the merchant with the same trace id
+// and the caller's tracestate; the request's log line names the trace. Neither the exported spans nor the logs
+// carry any credential or secret the test used (bearer tokens, the operator credential, the API key, the webhook
+// secret, the voucher).
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -128,6 +129,7 @@ describe.each(['http/protobuf', 'http/json'])('OpenTelemetry traces of a real ac
         'content-type': 'application/json',
         'idempotency-key': 'traced-mint',
         traceparent: `00-${traceId}-${callerSpanId}-01`,
+        tracestate: 'vendor=abc,other=x',
       },
       body: JSON.stringify({ offerId: shop.offerId }),
     });
@@ -135,10 +137,11 @@ describe.each(['http/protobuf', 'http/json'])('OpenTelemetry traces of a real ac
     const voucher = ((await minted.json()) as { voucher: string }).voucher;
     const secrets = { ...shop.secrets, voucher };
 
-    // The merchant's webhook request carries the trace.
+    // The merchant's webhook request carries the trace, and the caller's vendor state with it (found from outside: it was dropped).
     const delivery = await waitFor(() => hooks.received.find((r) => JSON.parse(r.body).type === 'redemption.held'), { what: 'the redemption.held webhook', timeoutMs: 15_000 });
     expect(delivery.verified).toBe(true);
     expect(delivery.headers.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+    expect(delivery.headers.tracestate).toBe('vendor=abc,other=x');
 
     const inTrace = () => otlp.spans.filter((span) => span.traceId === traceId);
     const named = (name: string) => (span: ReceivedSpan) => span.name === name;

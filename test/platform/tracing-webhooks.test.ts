@@ -1,7 +1,10 @@
 // Traces of webhook attempts, in a gateway built in the test with the real SDK exporting to the test OTLP
 // receiver. A failed attempt (the receiver answered 500; the address was refused) is an error span, as the
 // OpenTelemetry conventions have it, merchant's or owner's alike (one worker); a successful one is not. The
-// outbound POST names the receiver's address and its effective port (443 for an https URL without one).
+// outbound POST names the receiver's address and its effective port (443 for an https URL without one). An
+// attempt continues the trace context its delivery keeps, with the caller's tracestate, and a delivery of the
+// older release (a traceparent alone) is continued as before.
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emitEvent } from '../../src/events/outbox.ts';
 import { WebhookWorker } from '../../src/events/worker.ts';
@@ -90,5 +93,41 @@ describe('a webhook attempt span', () => {
     const [refused] = (await attemptSpans(event.id, 1)) as [ReceivedSpan];
     expect(refused.attributes).toMatchObject({ 'acg.webhook.outcome': 'retrying', 'error.type': 'forbidden_address' });
     expect(refused.status).toEqual({ code: ERROR, message: 'forbidden_address' });
+  });
+});
+
+describe("a webhook attempt's trace context", () => {
+  it('continues the delivery\'s stored context with its tracestate, and a traceparent alone as the older release stored it', async () => {
+    const owner = await world.humanToken('traced-state@example.com');
+    const { merchant } = await registerMerchant(world, owner);
+    await markVerified(world, merchant.id);
+    const webhook = await configureWebhook(world, owner, merchant.id);
+    target.receiver.useSecret(webhook.body.webhookSecret);
+    const stored = [
+      { traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex'), tracestate: 'vendor=abc,other=x' },
+      { traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex'), tracestate: undefined },
+    ];
+    const eventIds: string[] = [];
+    for (const [i, context] of stored.entries()) {
+      const event = await world.gw.gateway.db.transaction((tx) =>
+        emitEvent(tx, { merchantId: merchant.id, type: 'redemption.held', data: { redemption: { id: `red_state_${i}` } }, nowMs: world.gw.clock.nowMs() }),
+      );
+      const traceparent = `00-${context.traceId}-${context.spanId}-01`;
+      await world.gw.gateway.db.query('UPDATE webhook_deliveries SET traceparent = $2 WHERE event_id = $1', [
+        event.id,
+        context.tracestate === undefined ? traceparent : `${traceparent} ${context.tracestate}`,
+      ]);
+      eventIds.push(event.id);
+    }
+    const before = target.receiver.received.length;
+    expect(await world.gw.services.webhookWorker.runOnce()).toMatchObject({ claimed: 2, succeeded: 2 });
+    const received = target.receiver.received.slice(before);
+    for (const [i, context] of stored.entries()) {
+      const [attempt] = (await attemptSpans(eventIds[i]!, 1)) as [ReceivedSpan];
+      expect(attempt).toMatchObject({ traceId: context.traceId, parentSpanId: context.spanId });
+      const request = received.find((r) => r.headers['webhook-id'] === eventIds[i])!;
+      expect(request.headers.traceparent).toBe(`00-${context.traceId}-${attempt.spanId}-01`);
+      expect(request.headers.tracestate).toBe(context.tracestate);
+    }
   });
 });

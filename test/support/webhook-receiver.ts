@@ -26,6 +26,8 @@ export interface WebhookReceiver {
   hang(on: boolean): void;
   /** The secret to verify the following requests with (e.g. once a webhook PUT has returned it). */
   useSecret(secret: string): void;
+  /** Drops every connection, the hanging requests' too (their senders see a reset at once); goes on listening. */
+  disconnect(): void;
   close(): Promise<void>;
 }
 
@@ -94,6 +96,7 @@ export async function startWebhookReceiver(options: {
     answerWith: (next) => { status = next; },
     hang: (on) => { hanging = on; },
     useSecret: (secret) => { verifier = verifierFor(secret, options.nowS); },
+    disconnect: () => server.closeAllConnections(),
     close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
   };
 }

@@ -129,15 +129,16 @@ export const SCHEMA_WATCH_INTERVAL_MS = 5_000;
  * some: a newer release migrated the database under this running instance, which must stop writing (its rows would
  * be in the older form) rather than only leave the load balancer's rotation (found from outside: an older instance
  * answered /readyz 503 yet went on taking grants and registrations, and its background jobs on writing). A failed
- * look (the database away) is tried again at the next tick. Returns the stop of the watch.
+ * look (the database away) is tried again at the next tick. Returns the stop of the watch, which resolves once a
+ * look in flight has ended: a stop closes the database next, and a look on a closed pool read as an outage (found
+ * from outside: "database unavailable" at a graceful stop, from a watch that went on after the close).
  */
-export function watchForNewerSchema(db: Database, onNewer: (refusal: string) => void, intervalMs = SCHEMA_WATCH_INTERVAL_MS): () => void {
-  let looking = false;
+export function watchForNewerSchema(db: Database, onNewer: (refusal: string) => void, intervalMs = SCHEMA_WATCH_INTERVAL_MS): () => Promise<void> {
+  let looking: Promise<void> | undefined;
   let found = false;
   const timer = setInterval(() => {
     if (looking || found) return;
-    looking = true;
-    schemaState(db)
+    looking = schemaState(db)
       .then((schema) => {
         if (schema.state !== 'newer' || found) return;
         found = true;
@@ -146,9 +147,12 @@ export function watchForNewerSchema(db: Database, onNewer: (refusal: string) => 
       })
       .catch(() => {})
       .finally(() => {
-        looking = false;
+        looking = undefined;
       });
   }, intervalMs);
   timer.unref();
-  return () => clearInterval(timer);
+  return async () => {
+    clearInterval(timer);
+    await looking;
+  };
 }
