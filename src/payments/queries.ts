@@ -45,7 +45,7 @@ export function paymentQueries(payments: PaymentsService): PaymentQueries {
       input: Type.Object({ id: idOf('top-up (top_…)') }, { additionalProperties: false }),
       output: Type.Ref('Topup'),
       access: (db, { principal, input }) => payments.topupFor(db, principal, input.id),
-      read: async (_db, _call, row) => toTopup(row),
+      read: async (_db, _call, row) => toTopup(row, payments.nowS()),
     },
     getPurchaseApproval: {
       name: 'getPurchaseApproval',

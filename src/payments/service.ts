@@ -104,15 +104,20 @@ export interface PaymentsDependencies {
 }
 
 /** A top-up as its readers see it. What its rail says of itself is read from the registry, whatever rail is configured now. */
-export function toTopup(row: store.TopupRow): Topup {
-  const pending = row.status === 'pending_approval';
+/**
+ * A top-up as the API shows it. With `nowS` (a read), one still pending past its deadline reads as expired, as the
+ * owner's approvals list shows it and as the expiry job will make it within seconds (nobody may approve it any more).
+ */
+export function toTopup(row: store.TopupRow, nowS?: number): Topup {
+  const status = row.status === 'pending_approval' && nowS !== undefined && Number(row.expires_at_s) <= nowS ? 'expired' : row.status;
+  const pending = status === 'pending_approval';
   return {
     id: row.id,
     agentId: row.agent_id,
     amountUsdCents: row.amount_usd_cents,
     amountUc: formatUc(BigInt(row.amount_usd_cents) * UC_PER_USD_CENT),
     reason: row.reason,
-    status: row.status,
+    status,
     kind: 'checkout',
     provider: row.provider,
     approvalUrl: row.approval_url,
@@ -335,6 +340,11 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
     });
   }
 
+  /** The gateway's clock, in Unix seconds: what a read judges deadlines by. */
+  nowS(): number {
+    return this.gateway.clock.nowS();
+  }
+
   /** A top-up for its agent and that agent's owner; anyone else gets 404 (ids cannot be probed). */
   async topupFor(db: Queryable, caller: Actor, topupId: string): Promise<store.TopupRow> {
     return this.readable(caller, await store.findTopup(db, topupId), topupId);
@@ -353,7 +363,8 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
   /** An agent's top-ups, oldest first, a page at a time. */
   async list(db: Queryable, agentId: string, page: Page): Promise<{ topups: Topup[]; hasMore: boolean }> {
     const { items, hasMore } = await store.listTopups(db, agentId, page.limit, page.startingAfter);
-    return { topups: items.map(toTopup), hasMore };
+    const nowS = this.gateway.clock.nowS();
+    return { topups: items.map((row) => toTopup(row, nowS)), hasMore };
   }
 
   /** Its agent and that agent's owner may read a top-up; anyone else gets 404 (ids cannot be probed). */

@@ -162,6 +162,17 @@ describe('POST /v1/payments/topups', () => {
     expect((await world.api('GET', '/v1/payments/topups', { token: agent.ownerToken })).status).toBe(400);
     expect((await world.api('GET', `/v1/payments/topups?agentId=${agent.id}`, { token: stranger.ownerToken })).body.code).toBe('owner_required');
   });
+
+  it('reads a pending top-up past its deadline as expired before the job closes it, as the owner\'s approvals list does (found from outside: pending_approval for seconds)', async () => {
+    const agent = await newAgent('overdue');
+    const created = (await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('overdue'), body: topupBody(agent.id) })).body;
+    await world.gw.gateway.db.query('UPDATE topups SET expires_at_s = $2 WHERE id = $1', [created.id, world.gw.clock.nowS() - 1]);
+    const read = await world.api('GET', `/v1/payments/topups/${created.id}`, { token: agent.token });
+    expect(read.body).toMatchObject({ status: 'expired', nextAction: { resolution: 'none' } });
+    expect((await world.api('GET', '/v1/payments/topups', { token: agent.token })).body.topups).toEqual([read.body]);
+    const listed = await world.api('GET', '/v1/owner/approvals?status=all', { token: agent.ownerToken });
+    expect(listed.body.approvals.find((approval: { id: string }) => approval.id === created.id)).toMatchObject({ status: 'expired' });
+  });
 });
 
 describe('approving on the local provider', () => {
