@@ -93,7 +93,6 @@ const SCRIPT = `(() => {
     text('offer', purchase.offer.id);
     show('resource-row', typeof purchase.resource === 'string');
     text('resource', purchase.resource || '');
-    text('expires', new Date(purchase.expiresAt * 1000).toLocaleString());
     const pending = purchase.status === 'pending_approval';
     show('approve', pending);
     show('decline', pending || purchase.status === 'approved');
@@ -108,6 +107,7 @@ const SCRIPT = `(() => {
     text('agent-name', agentFound.ok ? agent.name : '');
     text('agent', record.agentId);
     text('state', record.status);
+    text('expires', new Date(record.expiresAt * 1000).toLocaleString());
     for (const row of document.querySelectorAll('[data-for]')) row.hidden = row.dataset.for !== kind;
     const pending = kind === 'topup' ? await showTopup(record) : showPurchase(record);
     show('signin', false);
@@ -183,7 +183,7 @@ export function approvalPage(nonce: string, view: ApprovalPageView): string {
 <div data-for="topup" hidden><dt>Reason</dt><dd id="reason"></dd><dt>Retained intent</dt><dd id="intent"></dd></div>
 <dt>Status</dt><dd id="state"></dd>
 <div data-for="topup" hidden><dt>Payment</dt><dd id="mode"></dd></div>
-<div data-for="purchase" hidden><dt>Expires</dt><dd id="expires"></dd></div></dl>
+<dt>Expires</dt><dd id="expires"></dd></dl>
 <button id="approve" type="button" hidden>Approve</button><a id="checkout" class="button" hidden>Pay with Stripe Checkout</a>
 <button id="decline" type="button" hidden>Decline</button></div>
 <p id="status" role="status"></p></div></main><script nonce="${nonce}">${SCRIPT}</script></body></html>`;

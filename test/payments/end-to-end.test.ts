@@ -100,6 +100,9 @@ describe.runIf(hasChromium && !onPostgres())('a top-up approved in the browser r
       await expect(page.locator('#intent').textContent()).resolves.toContain('github-public repository.get');
       await expect(page.locator('#intent').textContent()).resolves.toMatch(/^GitHub public repositories: /);
       await expect(page.locator('#mode').textContent()).resolves.toContain('test mode');
+      // When it stops waiting, as a purchase's page says (found from outside: a top-up's page did not).
+      expect(await page.locator('#expires').isVisible()).toBe(true);
+      await expect(page.locator('#expires').textContent()).resolves.toBe(await page.evaluate((s) => new Date(s * 1000).toLocaleString(), first.body.payment.expiresAt as number));
       await page.locator('#approve').click();
       await page.locator('#status', { hasText: 'This top-up is settled.' }).waitFor({ timeout: 15_000 });
       await expect(page.locator('#state').textContent()).resolves.toBe('settled');
