@@ -3,7 +3,7 @@
 //                               its effect, so an effect without a stored response cannot exist;
 // Keys are scoped to (caller, operation name); `src/platform/operations.ts` runs operations through it.
 //   same key, same request    → the stored outcome is replayed (HTTP adds `Idempotent-Replayed: true`);
-//   same key, other request   → 409 idempotency_key_reused;
+//   same key, other request   → 409 idempotency_key_reused (while the first still runs: idempotency_key_in_use);
 //   same key while running    → a single-transaction operation's retry waits on the key's row and
 //                               replays; one that works outside the database first (its claim
 //                               committed) answers 409 idempotency_key_in_use with Retry-After;
@@ -65,8 +65,13 @@ interface IdempotencyRow {
 
 /** What an existing record means for a request that could not take it: replay it, or refuse (409). */
 function existingOutcome(row: IdempotencyRow | undefined, requestFingerprint: string, nowMs: number): ClaimManyOutcome {
-  // The record vanished between the two statements (swept): treat as a conflict the client retries.
-  if (!row || (row.fingerprint === requestFingerprint && row.state === 'running')) {
+  // The record vanished between the two statements (swept): treat as a conflict the client retries. A running
+  // claim, this request's or another's within its lease, is in use: it may yet be given back (a refusal that leaves
+  // the key free, a fault), so another request is not told it was the key's first (found from outside: an approved
+  // request was told to use a new key while a mistaken one under its key ran, and its client gave the approval up).
+  // Past its lease the claim's request died: the key is that request's to take over, and another is refused.
+  const live = row !== undefined && row.state === 'running' && (row.fingerprint === requestFingerprint || Number(row.locked_until_ms) > nowMs);
+  if (!row || live) {
     const retryAfterS = row ? Math.max(1, Math.ceil((Number(row.locked_until_ms) - nowMs) / 1000)) : 1;
     return {
       kind: 'refused',

@@ -138,6 +138,13 @@ describe('idempotency', () => {
     expect(retry.status).toBe(409);
     expect(retry.body.code).toBe('idempotency_key_in_use');
     expect(Number(retry.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // Another request too: a running claim may yet be given back (a refusal that leaves the key free), so it is not
+    // said to be the key's first request (found from outside: the approved request under a key was told to use a new
+    // key while a mistaken one under it ran, and gave the approval up).
+    const other = await call('key-inflight', { amount: 12 });
+    expect([other.status, other.body.code]).toEqual([409, 'idempotency_key_in_use']);
+    await gw.gateway.db.query("UPDATE idempotency_keys SET state = 'done' WHERE key = 'key-inflight'");
+    expect((await call('key-inflight', { amount: 12 })).body.code).toBe('idempotency_key_reused');
   });
 
   it('lets concurrent requests with one key produce exactly one effect', async () => {
