@@ -84,6 +84,18 @@ export async function readAuthorizationRequest(gateway: Gateway, db: Queryable, 
   return request;
 }
 
+/**
+ * How long past its `exp` a used request's row is kept: while another instance whose clock is behind this one's could
+ * still accept the signed request, its row must be there to say it was used (two consents, two codes, otherwise).
+ * Longer than any skew the signing leeway (30 s) tolerates.
+ */
+export const USED_REQUEST_KEPT_AFTER_EXP_S = 120;
+
+/** Forgets the used requests no instance could accept any more. */
+export async function purgeUsedAuthorizationRequests(db: Queryable, nowS: number): Promise<void> {
+  await store.purgeExpiredRequests(db, nowS - USED_REQUEST_KEPT_AFTER_EXP_S);
+}
+
 /** Records the request's consent (single use), in the transaction that mints its code; false when another consent got there first. */
 export async function consumeAuthorizationRequest(db: Queryable, request: AuthorizationRequest, nowS: number): Promise<boolean> {
   return store.recordAuthorizationRequestUsed(db, request, nowS);

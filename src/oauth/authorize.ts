@@ -11,7 +11,7 @@ import { issueAuthorizationRequest } from './authorization-request.ts';
 import { hashSecret, newBrowserSecret } from './browser-binding.ts';
 import { findClient, matchClientRedirectUri } from './console-client.ts';
 import { mintCode } from './code.ts';
-import { STATE_LENGTH_MAX } from './limits.ts';
+import { REQUEST_ID_CHARS_MAX, STATE_LENGTH_MAX } from './limits.ts';
 import { CODE_CHALLENGE_METHOD, CODE_CHALLENGE_PATTERN } from './pkce.ts';
 import { isOurResource } from '../platform/access-tokens.ts';
 import { rememberedConsent, type ConsentMatch } from './remembered-consent.ts';
@@ -123,6 +123,9 @@ export async function authorize(gateway: Gateway, rawQuery: string, browserSecre
   try {
     const request = { clientId: client.id, redirectUri: requestedRedirect, state: trusted.state, codeChallenge: challenge, resource: resources[0]!, scope, browserHash: hashSecret(secret) };
     requestId = await issueAuthorizationRequest(gateway, request, nowS);
+    if (requestId.length > REQUEST_ID_CHARS_MAX) {
+      return fail('invalid_request', `the request is too long to carry to the consent page (${requestId.length} characters signed, at most ${REQUEST_ID_CHARS_MAX}): send a shorter state`);
+    }
   } catch (error) {
     if (!(error instanceof ApiError && error.code === 'signing_configuration_required')) throw error;
     return fail('temporarily_unavailable', 'the gateway has no signing key configured, so it can issue no token');

@@ -15,6 +15,14 @@ export const CLIENT_NAME_LENGTH_MAX = 120;
 /** How long the person has to choose an identity provider after the client starts authorization. */
 export const AUTHORIZATION_REQUEST_LIFETIME_S = 600;
 export const STATE_LENGTH_MAX = 512;
+/**
+ * The longest request id (the pending request, signed: authorization-request.ts) authorize issues and select takes.
+ * The longest request the other limits allow (a 2,000-character redirect URI JSON writes twice as long, a 512-character
+ * state of three-byte characters) makes about 8,200 characters with a short base URL, and the base URL adds about
+ * four characters for each of its own; 12 KiB leaves a base URL of about 1,000, and keeps the consent page's URL under
+ * Node's 16 KiB for a request's head. Authorize refuses a longer one, before the person signs in for nothing.
+ */
+export const REQUEST_ID_CHARS_MAX = 12_288;
 
 /** Spec: a code is single-use and valid one minute. */
 export const AUTHORIZATION_CODE_LIFETIME_S = 60;

@@ -1,7 +1,7 @@
 // Route schemas of the authorization server: the OpenAPI document is generated from these.
 import { Type } from '@sinclair/typebox';
 import { Nullable, UnixSeconds } from '../platform/schemas.ts';
-import { CLIENT_NAME_LENGTH_MAX, REDIRECT_URIS_MAX, REDIRECT_URIS_MIN } from './limits.ts';
+import { CLIENT_NAME_LENGTH_MAX, REDIRECT_URIS_MAX, REDIRECT_URIS_MIN, REQUEST_ID_CHARS_MAX } from './limits.ts';
 import { IDENTITY_PROVIDERS, SCOPES } from './scopes.ts';
 
 export const ClientRegistrationRequest = Type.Object(
@@ -67,7 +67,7 @@ export const ConsentQuery = Type.Object({ request_id: Type.Optional(Type.String(
 
 export const SelectBody = Type.Object(
   {
-    requestId: Type.String({ minLength: 1, maxLength: 8192, description: 'the pending authorization request, as the consent page names it (the request signed by the gateway: a compact JWS, up to some kilobytes with a long redirect URI and state)' }),
+    requestId: Type.String({ minLength: 1, maxLength: REQUEST_ID_CHARS_MAX, description: 'the pending authorization request, as the consent page names it (the request signed by the gateway: a compact JWS, up to some kilobytes with a long redirect URI and state)' }),
     identityProvider: Type.String({
       enum: [...IDENTITY_PROVIDERS],
       description: '`human`: the human owner identity provider, grants svc:owner (O token); `agent`: the agent identity provider, grants svc:agent (A token)',

@@ -9,7 +9,7 @@ import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { Principal } from '../platform/principal.ts';
 import { redirectWith } from './authorize.ts';
-import { consumeAuthorizationRequest, readAuthorizationRequest } from './authorization-request.ts';
+import { consumeAuthorizationRequest, purgeUsedAuthorizationRequests, readAuthorizationRequest } from './authorization-request.ts';
 import { consentBindingHolds } from './browser-binding.ts';
 import { mintCode } from './code.ts';
 import { accessDenied, invalidRequest, temporarilyUnavailable } from './errors.ts';
@@ -105,6 +105,6 @@ export async function select(gateway: Gateway, verifier: CredentialVerifier, inp
   });
   if (code === CLIENT_GONE) throw invalidRequest('the client of this request no longer exists');
   if (code === undefined) throw invalidRequest('this authorization request has already been used');
-  await store.purgeExpiredRequests(gateway.db, nowS);
+  await purgeUsedAuthorizationRequests(gateway.db, nowS);
   return { redirectUrl: redirectWith(request.redirectUri, { code, state: request.state, iss: baseUrl }) };
 }

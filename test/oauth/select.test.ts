@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { purgeUsedAuthorizationRequests, USED_REQUEST_KEPT_AFTER_EXP_S } from '../../src/oauth/authorization-request.ts';
 import { seedMerchantKey } from '../support/merchant-key.ts';
 import { startWorld, type World } from '../support/world.ts';
-import { newClient, pkcePair, selectIdentity, startConsent, type AuthorizeParams, type Pending } from './helpers.ts';
+import { authorizeQuery, authorizeRaw, newClient, pkcePair, selectIdentity, startConsent, type AuthorizeParams, type Pending } from './helpers.ts';
 
 let world: World;
 let url: string;
@@ -28,6 +29,38 @@ function expectOAuthError(res: { status: number; body: any }, status: number, er
 }
 
 describe('POST /oauth/select succeeds', () => {
+  it('for the longest request authorize takes, whatever the base URL (found from outside: a consent past 8,192 characters was refused after sign-in)', async () => {
+    // The registration limit (2,000 characters), of characters JSON writes as two, and the state's limit (512), of
+    // characters UTF-8 writes as three: the request id carries both, and the base URL three times.
+    const longest = `http://127.0.0.1:9/cb?${'\\'.repeat(2000 - 'http://127.0.0.1:9/cb?'.length)}`;
+    const client = await newClient(url, [longest]);
+    const humanToken = await world.humanToken(owner);
+    const config = world.gw.gateway.config as { baseUrl: string };
+    const served = config.baseUrl;
+    // The same server under a base URL with a path prefix (as behind a proxy): only the names it signs grow.
+    config.baseUrl = `${served}/${'gateway-behind-a-prefix/'.repeat(8)}acg`;
+    try {
+      const started = await authorizeRaw(url, authorizeQuery({ client_id: client, redirect_uri: longest, response_type: 'code', code_challenge: pkcePair().challenge, code_challenge_method: 'S256', resource: config.baseUrl, state: '\uFFEE'.repeat(512) }));
+      expect(started.status).toBe(303);
+      const requestId = new URL(started.location!).searchParams.get('request_id')!;
+      expect(requestId.length).toBeGreaterThan(8192);
+      const page = await fetch(`${url}/oauth/consent?request_id=${requestId}`, { headers: { cookie: started.cookie! } });
+      const html = await page.text();
+      expect(page.status, html.slice(0, 300)).toBe(200);
+      const consented = { requestId, consentToken: /data-consent-token="([^"]+)"/.exec(html)![1]!, cookie: started.cookie!, html };
+      const res = await selectIdentity(url, consented, 'human', { token: humanToken });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(new URL(res.body.redirectUrl).searchParams.get('code')).toMatch(/^[A-Za-z0-9_-]{43}$/);
+      // Under a base URL so long that the longest request cannot be carried, authorize refuses it, before anyone signs in.
+      config.baseUrl = `${served}/${'p'.repeat(1500)}`;
+      const refused = await authorizeRaw(url, authorizeQuery({ client_id: client, redirect_uri: longest, response_type: 'code', code_challenge: pkcePair().challenge, code_challenge_method: 'S256', resource: config.baseUrl, state: '\uFFEE'.repeat(512) }));
+      const location = new URL(refused.location!);
+      expect([location.searchParams.get('error'), location.searchParams.get('error_description')]).toEqual(['invalid_request', expect.stringContaining('send a shorter state')]);
+    } finally {
+      config.baseUrl = served;
+    }
+  });
+
   it('for a human owner: only the registered callback with code, state and iss', async () => {
     const p = await pending();
     const res = await selectIdentity(url, p, 'human', { token: await world.humanToken(owner) });
@@ -138,6 +171,19 @@ describe('POST /oauth/select refuses', () => {
     const res = await selectIdentity(url, await pending({ scope: 'svc:agent' }), 'human', { token: await world.humanToken(owner) });
     expectOAuthError(res, 403, 'access_denied');
     expect(res.body.error_description).toContain('scope mismatch');
+  });
+
+  it("keeps a used request's row past its exp for longer than instances' clocks may differ, then forgets it", async () => {
+    const used = await pending();
+    const { jti, exp } = JSON.parse(Buffer.from(used.requestId.split('.')[1]!, 'base64url').toString()) as { jti: string; exp: number };
+    expect((await selectIdentity(url, used, 'human', { token: await world.humanToken(owner) })).status).toBe(200);
+    const { db } = world.gw.gateway;
+    const kept = async () => (await db.query('SELECT 1 FROM oauth_authorization_requests WHERE id = $1', [jti])).rows.length;
+    // Just past its exp here, an instance whose clock is behind could still accept it: the row must say it was used.
+    await purgeUsedAuthorizationRequests(db, exp + 60);
+    expect(await kept()).toBe(1);
+    await purgeUsedAuthorizationRequests(db, exp + USED_REQUEST_KEPT_AFTER_EXP_S);
+    expect(await kept()).toBe(0);
   });
 
   it('a replayed consent with 400 invalid_request', async () => {
