@@ -20,6 +20,8 @@ export interface ConsentView {
   requestId: string;
   consentToken: string;
   selectUrl: string;
+  /** Where the page's Decline goes (POST /oauth/deny). */
+  denyUrl: string;
   clientName: string | null;
   clientId: string;
   redirectUri: string;
@@ -59,6 +61,7 @@ export async function consent(gateway: Gateway, requestId: string | undefined, b
       requestId: requestId!,
       consentToken: consentToken(browserSecret, requestId!),
       selectUrl: `${baseUrl}/oauth/select`,
+      denyUrl: `${baseUrl}/oauth/deny`,
       clientName: client.client_name,
       clientId: client.id,
       redirectUri: request.redirectUri,

@@ -89,6 +89,24 @@ const CONSENT_SCRIPT = `(() => {
       }
     });
   }
+  document.getElementById('decline').addEventListener('click', async () => {
+    for (const b of document.querySelectorAll('button')) b.disabled = true;
+    status.textContent = 'Declining…';
+    try {
+      const response = await fetch(main.dataset.deny, {
+        method: 'POST',
+        credentials: 'same-origin',
+        headers: { 'content-type': 'application/json', 'x-consent-token': main.dataset.consentToken },
+        body: JSON.stringify({ requestId: main.dataset.requestId }),
+      });
+      const body = await json(response);
+      if (!response.ok || typeof body.redirectUrl !== 'string') return fail('Could not decline: ' + (body.error_description || body.error || response.status));
+      status.textContent = 'Declined. Returning to the application…';
+      window.location.assign(body.redirectUrl);
+    } catch (error) {
+      fail('Could not decline: ' + error.message);
+    }
+  });
 })();`;
 
 export function consentPage(nonce: string, view: ConsentView): string {
@@ -99,7 +117,7 @@ export function consentPage(nonce: string, view: ConsentView): string {
   return page(
     nonce,
     'Authorize application',
-    `<div id="consent" data-request-id="${escapeHtml(view.requestId)}" data-consent-token="${escapeHtml(view.consentToken)}" data-select="${escapeHtml(view.selectUrl)}">
+    `<div id="consent" data-request-id="${escapeHtml(view.requestId)}" data-consent-token="${escapeHtml(view.consentToken)}" data-select="${escapeHtml(view.selectUrl)}" data-deny="${escapeHtml(view.denyUrl)}">
 <h1><strong>${name}</strong>${firstParty ? '' : ` at <strong>${escapeHtml(returnTo.host)}</strong>`} wants access to the Agent Credit Gateway</h1>
 ${firstParty ? '' : `<p><strong>An application registered by its own developer</strong>, not part of this gateway: the gateway does not vouch for its name.</p>
 `}<p>It will receive a 10-minute access token for <code>${escapeHtml(view.resource)}</code> and return you to
@@ -110,6 +128,8 @@ may sign in again for the same access without this page. Revoke it at any time w
 <code>DELETE /v1/owner/oauth-grants/${escapeHtml(view.clientId)}</code>.</p>
 <p>Choose who you sign in as:</p>
 ${view.providers.map(providerForm).join('\n')}
+<p>Or decline: ${escapeHtml(returnTo.host)} is told you said no.</p>
+<button id="decline" type="button">Decline and return to the application</button>
 <p id="status" role="status"></p></div>`,
     CONSENT_SCRIPT,
   );

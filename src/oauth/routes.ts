@@ -19,7 +19,7 @@ import { HtmlPage, newNonce, pageHeaders } from '../platform/http/pages.ts';
 import { consentPage, errorPage } from './pages.ts';
 import { registerClient, validateClientMetadata } from './register.ts';
 import * as schemas from './schemas.ts';
-import { checkSelectCaller, select } from './select.ts';
+import { checkSelectCaller, deny, select } from './select.ts';
 import { revokeToken } from './revoke.ts';
 import { exchangeCode } from './token.ts';
 
@@ -204,6 +204,35 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
         });
         // The consent is remembered for this browser: its cookie is renewed so it outlives the consent.
         return reply.headers({ ...NO_STORE, 'set-cookie': setCookieHeader(gateway.config.baseUrl, browserSecret!) }).send(result);
+      },
+    });
+
+    app.post('/oauth/deny', {
+      config: { notAnOperation: OAUTH_STEP },
+      onRequest: [
+        async (request) => checkSelectCaller(gateway, request.headers.origin, rawQuery(request) !== ''),
+        requireMediaType(JSON_TYPE),
+      ],
+      schema: { operationId: 'denyAuthorization',
+        tags,
+        summary: 'Decline a pending authorization request (the consent page\'s Decline)',
+        description:
+          'Called by the consent page when the person declines: answers the registered callback with `error=access_denied`, ' +
+          '`error_description`, `state` and `iss` (RFC 6749 §4.1.2.1), for the page to go to, so the client learns at once; the ' +
+          'request is then used. Bound as select is: `Origin` the gateway origin, no query, the browser-binding cookie and the ' +
+          `page's \`${CONSENT_TOKEN_HEADER}\` header (403 access_denied otherwise); no sign-in. 400 invalid_request: unknown, expired or already used request.`,
+        body: schemas.DenyBody,
+        response: { 200: schemas.DenyResponse, 400: OAuthErrorRef, 403: OAuthErrorRef, 415: OAuthErrorRef, 503: OAuthErrorRef },
+      },
+      handler: async (request, reply) => {
+        const body = request.body as Static<typeof schemas.DenyBody>;
+        const consentToken = request.headers[CONSENT_TOKEN_HEADER];
+        const result = await deny(gateway, {
+          browserSecret: readBrowserSecret(request.headers.cookie, gateway.config.baseUrl),
+          consentToken: typeof consentToken === 'string' ? consentToken : undefined,
+          requestId: body.requestId,
+        });
+        return reply.headers(NO_STORE).send(result);
       },
     });
 

@@ -76,6 +76,15 @@ export const SelectBody = Type.Object(
   { additionalProperties: false },
 );
 
+export const DenyBody = Type.Object(
+  { requestId: Type.String({ minLength: 1, maxLength: REQUEST_ID_CHARS_MAX, description: 'the pending authorization request, as the consent page names it' }) },
+  { additionalProperties: false },
+);
+
+export const DenyResponse = Type.Object({
+  redirectUrl: Type.String({ format: 'uri', description: 'the registered callback with error=access_denied, error_description, state and iss' }),
+});
+
 export const SelectResponse = Type.Object({
   redirectUrl: Type.String({ format: 'uri', description: 'the registered callback with code, state and iss' }),
 });

@@ -108,3 +108,22 @@ export async function select(gateway: Gateway, verifier: CredentialVerifier, inp
   await purgeUsedAuthorizationRequests(gateway.db, nowS);
   return { redirectUrl: redirectWith(request.redirectUri, { code, state: request.state, iss: baseUrl }) };
 }
+
+/**
+ * The person declines on the consent page: the client is answered at once, `access_denied` with its `state` and `iss`
+ * (RFC 6749 §4.1.2.1), rather than left to wait out the request, and the request is used. Bound as select is (the
+ * consent page in the browser that started the request); no sign-in, since declining grants nothing.
+ */
+export async function deny(gateway: Gateway, input: { browserSecret: string | undefined; consentToken: string | undefined; requestId: string }): Promise<{ redirectUrl: string }> {
+  const request = await readAuthorizationRequest(gateway, gateway.db, input.requestId);
+  if ('problem' in request) throw invalidRequest(request.problem);
+  if (!consentBindingHolds(input.browserSecret, request.browserHash, input.requestId, input.consentToken)) {
+    throw accessDenied('declining must come from the consent page shown in the browser that started this request');
+  }
+  const nowS = gateway.clock.nowS();
+  const used = await gateway.db.transaction(async (tx) => ((await store.findClient(tx, request.clientId)) ? consumeAuthorizationRequest(tx, request, nowS) : CLIENT_GONE));
+  if (used === CLIENT_GONE) throw invalidRequest('the client of this request no longer exists');
+  if (!used) throw invalidRequest('this authorization request has already been used');
+  const { baseUrl } = gateway.config;
+  return { redirectUrl: redirectWith(request.redirectUri, { error: 'access_denied', error_description: 'the person declined the request', state: request.state, iss: baseUrl }) };
+}

@@ -223,6 +223,27 @@ describe.skipIf(!hasChromium)('OAuth end to end with a strict client and a real 
     }
   });
 
+  it("declining on the consent page returns to the client at once with access_denied, which the strict client reads as the person's refusal", async () => {
+    const { state, url: authorizationUrl } = await authorizationRequest(`${gw.url}/mcp`);
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(authorizationUrl.href);
+      await Promise.all([page.waitForURL((u) => u.pathname === '/callback', { timeout: 15_000 }), page.getByRole('button', { name: 'Decline and return to the application' }).click()]);
+      const error = (() => {
+        try {
+          oauth.validateAuthResponse(as, client, new URL(page.url()), state);
+          return undefined;
+        } catch (thrown) {
+          return thrown as { error?: string; cause?: URLSearchParams };
+        }
+      })();
+      expect(error?.error ?? error?.cause?.get?.('error')).toBe('access_denied');
+    } finally {
+      await context.close();
+    }
+  });
+
   it('a token for the MCP resource is refused by the API (wrong audience)', async () => {
     const accessToken = await flow('agent', `${gw.url}/mcp`);
     const res = await me(accessToken);

@@ -209,3 +209,43 @@ describe('POST /oauth/select refuses', () => {
     expectOAuthError(await selectIdentity(url, p, 'human', { token: await world.humanToken(owner) }), 400, 'invalid_request');
   });
 });
+
+describe('POST /oauth/deny', () => {
+  /** The consent page's Decline: the same bindings as select, no sign-in. */
+  async function deny(p: Pending, options: { origin?: string | null; consentToken?: string | null; cookie?: string | null } = {}) {
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    const origin = options.origin === undefined ? url : options.origin;
+    if (origin !== null) headers.origin = origin;
+    const cookie = options.cookie === undefined ? p.cookie : options.cookie;
+    if (cookie !== null) headers.cookie = cookie;
+    const consentToken = options.consentToken === undefined ? p.consentToken : options.consentToken;
+    if (consentToken !== null) headers['x-consent-token'] = consentToken;
+    const res = await fetch(`${url}/oauth/deny`, { method: 'POST', headers, body: JSON.stringify({ requestId: p.requestId }) });
+    return { status: res.status, body: await res.json(), headers: res.headers };
+  }
+
+  it('sends the person back to the client at once with access_denied, state and iss; the request is then used (found from outside: the client waited out the request)', async () => {
+    const p = await pending();
+    expect(p.html).toContain('id="decline"');
+    const res = await deny(p);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    const back = new URL(res.body.redirectUrl);
+    expect(`${back.origin}${back.pathname}`).toBe(redirect);
+    expect([back.searchParams.get('error'), back.searchParams.get('state'), back.searchParams.get('iss'), back.searchParams.get('code')]).toEqual(['access_denied', 'st-9', url, null]);
+    expect(back.searchParams.get('error_description')).toBeTruthy();
+    const consented = await selectIdentity(url, p, 'human', { token: await world.humanToken(owner) });
+    expectOAuthError(consented, 400, 'invalid_request');
+    expect((await deny(p)).body.error_description).toContain('already been used');
+  });
+
+  it('takes only the consent page in the browser that started the request', async () => {
+    const p = await pending();
+    expectOAuthError(await deny(p, { origin: 'https://evil.example' }), 403, 'access_denied');
+    expectOAuthError(await deny(p, { consentToken: null }), 403, 'access_denied');
+    expectOAuthError(await deny(p, { cookie: null }), 403, 'access_denied');
+    expectOAuthError(await deny({ ...p, requestId: 'areq_unknown' }), 400, 'invalid_request');
+    // Still open: the person can sign in.
+    expect((await selectIdentity(url, p, 'human', { token: await world.humanToken(owner) })).status).toBe(200);
+  });
+});
