@@ -205,6 +205,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/oauth/deny": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Decline a pending authorization request (the consent page's Decline)
+         * @description Called by the consent page when the person declines: answers the registered callback with `error=access_denied`, `error_description`, `state` and `iss` (RFC 6749 §4.1.2.1), for the page to go to, so the client learns at once; the request is then used. Bound as select is: `Origin` the gateway origin, no query, the browser-binding cookie and the page's `x-consent-token` header (403 access_denied otherwise); no sign-in. 400 invalid_request: unknown, expired or already used request.
+         */
+        post: operations["denyAuthorization"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/oauth/token": {
         parameters: {
             query?: never;
@@ -1281,9 +1301,9 @@ export interface paths {
          *
          *     Who executes: an agent credential executes as itself; a human or owner credential must name one of the owner's agents in `agentId` (400 agent_required without it, 403 owner_required for any other id).
          *
-         *     Idempotency-Key is required (`^[A-Za-z0-9._:-]{1,200}$`; missing or malformed → 400 invalid_input). The same key and body answer the same result and charge once. Of the failures, only those after the hold that are definitive (e.g. 404 upstream_not_found, or 409 voucher_revoked when the owner froze or retired the agent while the action ran) are stored and replayed; refusals before the hold changed nothing, and rate limits (429) and 5xx may pass, so for those the same key may be retried.
+         *     Idempotency-Key is required (`^[A-Za-z0-9._:-]{1,200}$`; missing or malformed → 400 invalid_input). The same key and body answer the same result and charge once. Of the failures, only those after the hold that are definitive (e.g. 404 upstream_not_found, 422 upstream_unprocessable, or 409 voucher_revoked when the owner froze or retired the agent while the action ran) are stored and replayed; refusals before the hold changed nothing, and rate limits (429) and 5xx may pass, so for those the same key may be retried.
          *
-         *     When the action fails, the hold is released and the problem body says `charged: false` (with `executionId` and `redemptionId`): 404 upstream_not_found, 429 upstream_rate_limited (Retry-After), 502 upstream_unavailable / upstream_auth_failed, 504 upstream_timeout.
+         *     When the action fails, the hold is released and the problem body says `charged: false` (with `executionId` and `redemptionId`): 404 upstream_not_found, 422 upstream_unprocessable (what upstream holds cannot be read, e.g. a message the mail parser refuses), 429 upstream_rate_limited (Retry-After), 502 upstream_unavailable (with Retry-After when the refusal passes by itself, e.g. a mail server's session limit) / upstream_auth_failed, 504 upstream_timeout.
          *
          *     When credit does not cover the price, the intent is retained and nothing is charged: 503 link_configuration_required (`intentId`, `intent`) without a payment-approval provider, 402 approval_required (`ApprovalRequired`, `reason` topup_required; above the threshold of the mandate, above_approval_threshold) with one. Retry with the same key once credit arrives. With a provider, the gateway runs the intent once by itself after its top-up settles; GET /v1/intents/{id} shows its outcome, and a retry with the same key answers it. After its top-up was declined, expired or failed, a retry with the same key runs again: if credit now covers it, it executes; otherwise the same retained intent (same `intentId`) is reopened as `pending`, its `cancellationReason` cleared, and a new top-up (a new `payment.id` and approval URL) is requested for it. A delegate has no credit of its own (it spends its root's), so with a provider no top-up is asked for it: 409 conflict (`reason` delegate_has_no_lots, `rootAgentId`: credit that agent), its intent cancelled at once (`cancellationReason` delegate_has_no_lots), not stored: the retry with the same key runs it once the root has credit.
          *
@@ -1296,8 +1316,8 @@ export interface paths {
          *     | serviceId | action | price | category | input | what it does |
          *     |---|---|---|---|---|---|
          *     | `mail` | `inboxes.list` | 1000000 µc ($0.01) | `email` | `MailInboxesListInput` | The agent's allowlisted inboxes that exist on its mail server, with message and unseen counts. |
-         *     | `mail` | `messages.list` | 1000000 µc ($0.01) | `email` | `MailMessagesListInput` | Messages of an allowlisted inbox, newest first, paged with an opaque cursor. |
-         *     | `mail` | `messages.get` | 1000000 µc ($0.01) | `email` | `MailMessagesGetInput` | One message: headers, text and html (capped) and attachment metadata, never attachment content. |
+         *     | `mail` | `messages.list` | 1000000 µc ($0.01) | `email` | `MailMessagesListInput` | Messages of an allowlisted inbox, newest first, paged with an opaque cursor. Header fields are capped as in messages.get, with the same flags; only the first 64 KiB of each header is read, and a field that comes after it is absent and says truncated (the date is then the server's). |
+         *     | `mail` | `messages.get` | 1000000 µc ($0.01) | `email` | `MailMessagesGetInput` | One message: headers, text and html and attachment metadata, never attachment content. Capped, and a field that was cut says so in its `…Truncated` member: text and html (ACG_MAIL_BODY_CHARS_MAX characters each), `subject` (998 characters), `from`, `to` and `cc` (100 addresses each; a name 256 characters, an address 320), every header field read from its first 16 KiB; a `messageId` or `inReplyTo` longer than 998 characters is null. A message the MIME parser refuses (more than 1,000 parts) is 422 upstream_unprocessable. |
          *     | `github-public` | `repository.get` | 1000000 µc ($0.01) | `developer-tools` | `GithubPublicRepositoryGetInput` | Facts about a public GitHub repository: description, default branch, licence, topics, counts and dates. |
          *
          *     Authentication: H, A, O.
@@ -2551,7 +2571,7 @@ export interface components {
              * @description stable machine-readable code
              * @enum {string}
              */
-            code: "invalid_input" | "agent_required" | "idempotency_required" | "unauthorized" | "INSUFFICIENT_CREDITS" | "CAP_EXCEEDED" | "approval_required" | "human_required" | "owner_claim_required" | "scope_required" | "FROZEN" | "SCOPE_FORBIDDEN" | "agent_mismatch" | "owner_required" | "forbidden" | "agent_not_registered" | "inbox_not_allowed" | "not_found" | "method_not_allowed" | "domain_verification_pending" | "category_in_use" | "idempotency_key_reused" | "idempotency_key_in_use" | "conflict" | "hold_resolved" | "voucher_revoked" | "refund_exceeds_captured" | "refund_window_closed" | "insufficient_earnings" | "connector_not_configured" | "upstream_not_found" | "upstream_rate_limited" | "upstream_auth_failed" | "upstream_unavailable" | "upstream_timeout" | "request_timeout" | "precondition_failed" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "runtime_configuration_required" | "signing_configuration_required" | "runtime_unavailable" | "workspace_unavailable" | "provider_configuration_required" | "link_configuration_required" | "payment_unavailable" | "storage_unavailable" | "overloaded";
+            code: "invalid_input" | "agent_required" | "idempotency_required" | "unauthorized" | "INSUFFICIENT_CREDITS" | "CAP_EXCEEDED" | "approval_required" | "human_required" | "owner_claim_required" | "scope_required" | "FROZEN" | "SCOPE_FORBIDDEN" | "agent_mismatch" | "owner_required" | "forbidden" | "agent_not_registered" | "inbox_not_allowed" | "not_found" | "method_not_allowed" | "domain_verification_pending" | "category_in_use" | "idempotency_key_reused" | "idempotency_key_in_use" | "conflict" | "hold_resolved" | "voucher_revoked" | "refund_exceeds_captured" | "refund_window_closed" | "insufficient_earnings" | "connector_not_configured" | "upstream_not_found" | "upstream_unprocessable" | "upstream_rate_limited" | "upstream_auth_failed" | "upstream_unavailable" | "upstream_timeout" | "request_timeout" | "precondition_failed" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "runtime_configuration_required" | "signing_configuration_required" | "runtime_unavailable" | "workspace_unavailable" | "provider_configuration_required" | "link_configuration_required" | "payment_unavailable" | "storage_unavailable" | "overloaded";
             detail?: string;
         } & {
             [key: string]: unknown;
@@ -2941,7 +2961,7 @@ export interface components {
              * @description stable machine-readable code
              * @enum {string}
              */
-            code: "invalid_input" | "agent_required" | "idempotency_required" | "unauthorized" | "INSUFFICIENT_CREDITS" | "CAP_EXCEEDED" | "approval_required" | "human_required" | "owner_claim_required" | "scope_required" | "FROZEN" | "SCOPE_FORBIDDEN" | "agent_mismatch" | "owner_required" | "forbidden" | "agent_not_registered" | "inbox_not_allowed" | "not_found" | "method_not_allowed" | "domain_verification_pending" | "category_in_use" | "idempotency_key_reused" | "idempotency_key_in_use" | "conflict" | "hold_resolved" | "voucher_revoked" | "refund_exceeds_captured" | "refund_window_closed" | "insufficient_earnings" | "connector_not_configured" | "upstream_not_found" | "upstream_rate_limited" | "upstream_auth_failed" | "upstream_unavailable" | "upstream_timeout" | "request_timeout" | "precondition_failed" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "runtime_configuration_required" | "signing_configuration_required" | "runtime_unavailable" | "workspace_unavailable" | "provider_configuration_required" | "link_configuration_required" | "payment_unavailable" | "storage_unavailable" | "overloaded";
+            code: "invalid_input" | "agent_required" | "idempotency_required" | "unauthorized" | "INSUFFICIENT_CREDITS" | "CAP_EXCEEDED" | "approval_required" | "human_required" | "owner_claim_required" | "scope_required" | "FROZEN" | "SCOPE_FORBIDDEN" | "agent_mismatch" | "owner_required" | "forbidden" | "agent_not_registered" | "inbox_not_allowed" | "not_found" | "method_not_allowed" | "domain_verification_pending" | "category_in_use" | "idempotency_key_reused" | "idempotency_key_in_use" | "conflict" | "hold_resolved" | "voucher_revoked" | "refund_exceeds_captured" | "refund_window_closed" | "insufficient_earnings" | "connector_not_configured" | "upstream_not_found" | "upstream_unprocessable" | "upstream_rate_limited" | "upstream_auth_failed" | "upstream_unavailable" | "upstream_timeout" | "request_timeout" | "precondition_failed" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "runtime_configuration_required" | "signing_configuration_required" | "runtime_unavailable" | "workspace_unavailable" | "provider_configuration_required" | "link_configuration_required" | "payment_unavailable" | "storage_unavailable" | "overloaded";
             detail?: string;
             /**
              * @description invalid_input for a delegate's mandate: the rule by which it is not within its parent's (or the parent allows no delegates)
@@ -3709,14 +3729,14 @@ export interface components {
         };
         /** @description The agent's allowlisted inboxes that exist on its mail server, with message and unseen counts. */
         MailInboxesListInput: Record<string, never>;
-        /** @description Messages of an allowlisted inbox, newest first, paged with an opaque cursor. */
+        /** @description Messages of an allowlisted inbox, newest first, paged with an opaque cursor. Header fields are capped as in messages.get, with the same flags; only the first 64 KiB of each header is read, and a field that comes after it is absent and says truncated (the date is then the server's). */
         MailMessagesListInput: {
             inbox: string;
             /** @default 20 */
             limit: number;
             cursor?: string;
         };
-        /** @description One message: headers, text and html (capped) and attachment metadata, never attachment content. */
+        /** @description One message: headers, text and html and attachment metadata, never attachment content. Capped, and a field that was cut says so in its `…Truncated` member: text and html (ACG_MAIL_BODY_CHARS_MAX characters each), `subject` (998 characters), `from`, `to` and `cc` (100 addresses each; a name 256 characters, an address 320), every header field read from its first 16 KiB; a `messageId` or `inReplyTo` longer than 998 characters is null. A message the MIME parser refuses (more than 1,000 parts) is 422 upstream_unprocessable. */
         MailMessagesGetInput: {
             inbox: string;
             uid: number;
@@ -4237,6 +4257,86 @@ export interface operations {
                         /**
                          * Format: uri
                          * @description the registered callback with code, state and iss
+                         */
+                        redirectUrl: string;
+                    };
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+        };
+    };
+    denyAuthorization: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description the pending authorization request, as the consent page names it */
+                    requestId: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * Format: uri
+                         * @description the registered callback with error=access_denied, error_description, state and iss
                          */
                         redirectUrl: string;
                     };
@@ -9565,6 +9665,15 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

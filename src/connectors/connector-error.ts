@@ -10,6 +10,8 @@ export const CONNECTOR_ERROR_CODES = [
   'inbox_not_allowed',
   'connector_not_configured',
   'upstream_not_found',
+  // A 4xx: what upstream holds will read no better on a retry, so the answer is final and kept under the key.
+  'upstream_unprocessable',
   'upstream_rate_limited',
   'upstream_auth_failed',
   'upstream_unavailable',
@@ -25,7 +27,7 @@ export class ConnectorError extends Error {
     readonly code: ConnectorErrorCode,
     /** Safe to show the caller: never carries credentials or upstream response bodies. */
     readonly detail: string,
-    /** Seconds until a retry may succeed; set with upstream_rate_limited. */
+    /** Seconds until a retry may succeed; set with upstream_rate_limited, and with an upstream_unavailable that names a wait. */
     readonly retryAfterS?: number,
   ) {
     super(detail);

@@ -4,7 +4,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 // imapflow and mailparser are loaded at the first mail call, not at start-up (they are large, and most
 // gateways never run this connector).
-import type { ImapFlow, FetchMessageObject, MessageAddressObject, MessageStructureObject } from 'imapflow';
+import type { ImapFlow, FetchMessageObject, MessageStructureObject } from 'imapflow';
 import type { AddressObject, ParsedMail } from 'mailparser';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
@@ -123,9 +123,14 @@ export interface InboxSummary {
 
 export interface MessageSummary {
   uid: number;
+  /** At most MAIL_SUBJECT_CHARS_MAX characters; `subjectTruncated` says when it was cut. */
   subject: string | null;
+  subjectTruncated: boolean;
+  /** At most MAIL_ADDRESSES_PER_FIELD_MAX addresses; `fromTruncated` says when addresses were left out or cut. */
   from: MailAddress[];
+  fromTruncated: boolean;
   to: MailAddress[];
+  toTruncated: boolean;
   /** Date header, else the server's internal date; Unix seconds. */
   date: number | null;
   /** RFC822.SIZE in bytes. */
@@ -156,12 +161,17 @@ export interface MessageDetail {
   flags: string[];
   /** True when the source was larger than the cap and only its beginning was read and parsed. */
   truncated: boolean;
+  /** Capped as in MessageSummary; an id longer than MAIL_MESSAGE_ID_CHARS_MAX is null (a cut id names no message). */
   headers: {
     messageId: string | null;
     subject: string | null;
+    subjectTruncated: boolean;
     from: MailAddress[];
+    fromTruncated: boolean;
     to: MailAddress[];
+    toTruncated: boolean;
     cc: MailAddress[];
+    ccTruncated: boolean;
     date: number | null;
     inReplyTo: string | null;
   };
@@ -247,13 +257,48 @@ interface ImapFailure {
   mailboxMissing?: unknown;
 }
 
+/**
+ * Response codes (RFC 5530) of a refusal that passes by itself: a limit on sessions or load ([LIMIT], which Dovecot gives
+ * past mail_max_userip_connections), a backend that is down ([UNAVAILABLE]), a resource another session holds ([INUSE]).
+ */
+const PASSING_REFUSAL_CODES = new Set(['LIMIT', 'UNAVAILABLE', 'INUSE']);
+
+/**
+ * The Retry-After of a login refused for a while. The gateway's own sessions last one execution (a second or two, at
+ * most the 30 s operation budget), so a few seconds usually frees one.
+ */
+export const MAIL_LOGIN_REFUSED_RETRY_AFTER_S = 10;
+
+/**
+ * A refused LOGIN or AUTHENTICATE, told apart by its response code (RFC 5530), since the owner's next step differs:
+ * change the password, or wait. No code at all is the common answer to a wrong password, and [ALERT] is how some
+ * providers refuse a password that needs the owner's attention (an app password, a web sign-in).
+ */
+function loginRefusal(responseCode: string | undefined): ConnectorError {
+  switch (responseCode) {
+    case undefined:
+    case 'ALERT':
+    case 'AUTHENTICATIONFAILED':
+      return new ConnectorError('upstream_auth_failed', 'the mail server refused the username or password');
+    case 'EXPIRED':
+      return new ConnectorError('upstream_auth_failed', 'the mail server says the password has expired');
+    case 'AUTHORIZATIONFAILED':
+      return new ConnectorError('upstream_auth_failed', 'the mail server refused access to the mailbox of this username');
+  }
+  if (PASSING_REFUSAL_CODES.has(responseCode)) {
+    return new ConnectorError('upstream_unavailable', `the mail server refused the login for now ([${responseCode}]); retry later`, MAIL_LOGIN_REFUSED_RETRY_AFTER_S);
+  }
+  return new ConnectorError('upstream_unavailable', `the mail server refused the login ([${responseCode}])`);
+}
+
 function translateFailure(error: unknown, timedOut: boolean): unknown {
   if (error instanceof ConnectorError) return error;
   if (timedOut) return new ConnectorError('upstream_timeout', 'the mail server did not finish in time');
   if (typeof error !== 'object' || error === null) return error;
   const failure = error as ImapFailure;
-  if (failure.serverResponseCode === 'UNAVAILABLE') return new ConnectorError('upstream_unavailable', 'the mail server is temporarily unavailable');
-  if (failure.authenticationFailed === true) return new ConnectorError('upstream_auth_failed', 'the mail server refused the username or password');
+  const responseCode = typeof failure.serverResponseCode === 'string' ? failure.serverResponseCode : undefined;
+  if (failure.authenticationFailed === true) return loginRefusal(responseCode);
+  if (responseCode === 'UNAVAILABLE') return new ConnectorError('upstream_unavailable', 'the mail server is temporarily unavailable');
   if (failure.mailboxMissing === true || failure.serverResponseCode === 'NONEXISTENT') return new ConnectorError('upstream_not_found', 'the mail server has no such inbox');
   if (failure.tlsFailed === true) {
     return new ConnectorError('upstream_unavailable', 'the mail server did not upgrade the connection to TLS (STARTTLS not offered, or the upgrade failed); nothing was sent in the clear');
@@ -323,10 +368,6 @@ async function withImap<T>(settings: MailSettings, connector: MailConnector, wor
 
 // ---- conversions ----
 
-function addresses(list: MessageAddressObject[] | undefined): MailAddress[] {
-  return (list ?? []).map((entry) => ({ name: entry.name || null, address: entry.address || null }));
-}
-
 function parsedAddresses(value: AddressObject | AddressObject[] | undefined): MailAddress[] {
   const objects = value === undefined ? [] : Array.isArray(value) ? value : [value];
   const out: MailAddress[] = [];
@@ -357,27 +398,175 @@ function hasAttachment(node: MessageStructureObject | undefined): boolean {
   return Boolean(node.dispositionParameters?.filename ?? node.parameters?.name);
 }
 
-function summary(message: FetchMessageObject): MessageSummary {
+/** The summary of a listed message, from its header fields as read (see readHeaderFields) and parsed. */
+async function summary(message: FetchMessageObject): Promise<MessageSummary> {
+  const header = message.headers ?? Buffer.alloc(0);
+  // A header that filled the partial fetch may go on past it.
+  const fields = readHeaderFields(header, LIST_HEADER_FIELDS, header.length < MAIL_LIST_HEADER_BYTES_MAX);
+  const parsed = await parse(fields.header);
+  const subject = capText(parsed.subject || undefined, MAIL_SUBJECT_CHARS_MAX, fields.cut.has('subject'));
+  const from = capAddresses(parsedAddresses(parsed.from), fields.cut.has('from'));
+  const to = capAddresses(parsedAddresses(parsed.to), fields.cut.has('to'));
   return {
     uid: message.uid,
-    subject: message.envelope?.subject || null,
-    from: addresses(message.envelope?.from),
-    to: addresses(message.envelope?.to),
-    date: unixSeconds(message.envelope?.date) ?? unixSeconds(message.internalDate),
+    subject: subject.value,
+    subjectTruncated: subject.truncated,
+    from: from.value,
+    fromTruncated: from.truncated,
+    to: to.value,
+    toTruncated: to.truncated,
+    date: sentDate(parsed) ?? unixSeconds(message.internalDate),
     size: message.size ?? 0,
     flags: flagList(message.flags),
     hasAttachments: hasAttachment(message.bodyStructure),
   };
 }
 
-/** Cuts at `charsMax` code units without splitting a surrogate pair. */
-function capText(text: string | undefined | false, charsMax: number): { value: string | null; truncated: boolean } {
-  if (text === undefined || text === false) return { value: null, truncated: false };
-  if (text.length <= charsMax) return { value: text, truncated: false };
+/**
+ * Cuts at `charsMax` code units without splitting a surrogate pair. `cut`: the text was cut already, before parsing
+ * (its header field was longer than MAIL_HEADER_FIELD_BYTES_MAX).
+ */
+function capText(text: string | undefined | false, charsMax: number, cut = false): { value: string | null; truncated: boolean } {
+  if (text === undefined || text === false) return { value: null, truncated: cut };
+  if (text.length <= charsMax) return { value: text, truncated: cut };
   let end = charsMax;
   const last = text.charCodeAt(end - 1);
   if (last >= 0xd800 && last <= 0xdbff) end -= 1;
   return { value: text.slice(0, end), truncated: true };
+}
+
+/** The first MAIL_ADDRESSES_PER_FIELD_MAX addresses, each name and address capped; `cut` as for capText. */
+function capAddresses(list: MailAddress[], cut: boolean): { value: MailAddress[]; truncated: boolean } {
+  let truncated = cut || list.length > MAIL_ADDRESSES_PER_FIELD_MAX;
+  const value = list.slice(0, MAIL_ADDRESSES_PER_FIELD_MAX).map((entry) => {
+    const name = capText(entry.name ?? undefined, MAIL_ADDRESS_NAME_CHARS_MAX);
+    const address = capText(entry.address ?? undefined, MAIL_ADDRESS_CHARS_MAX);
+    truncated ||= name.truncated || address.truncated;
+    return { name: name.value, address: address.value };
+  });
+  return { value, truncated };
+}
+
+/** A message id as sent, or null when it is longer than a header line: cut, it would name no message. */
+function messageIdOf(value: string | undefined): string | null {
+  return value === undefined || value.length > MAIL_MESSAGE_ID_CHARS_MAX ? null : value;
+}
+
+// ---- header fields ----
+// A header is what any sender writes: a Subject of a megabyte, a To of twenty thousand addresses (found from outside:
+// one page of ten such messages answered 8.9 MB, and parsing their ENVELOPEs held the event loop for 2.7 s). So the
+// connector reads only the fields it returns, and those MIME parsing needs, each to a bounded number of bytes; parses
+// only those; and caps what it returns of them as it caps the text, saying so with a `…Truncated` flag.
+
+/** Bytes read of one header field: a hundred addresses of usual length fit several times over, and parse in about a millisecond. */
+const MAIL_HEADER_FIELD_BYTES_MAX = 16 * 1024;
+/** messages.list reads at most this much of each message's header (a partial fetch), whatever the header holds. */
+const MAIL_LIST_HEADER_BYTES_MAX = 64 * 1024;
+/** RFC 5322's limit of a header line (§2.1.1): a subject longer than that was never meant to be read whole. */
+export const MAIL_SUBJECT_CHARS_MAX = 998;
+export const MAIL_ADDRESSES_PER_FIELD_MAX = 100;
+export const MAIL_ADDRESS_NAME_CHARS_MAX = 256;
+/** A local part of 64 and a domain of 255 (RFC 5321 §4.5.3.1), with the @. */
+const MAIL_ADDRESS_CHARS_MAX = 320;
+/** A message id cannot be folded, so one longer than a header line (RFC 5322 §2.1.1) is not one. */
+const MAIL_MESSAGE_ID_CHARS_MAX = 998;
+
+const LIST_HEADER_FIELDS: ReadonlySet<string> = new Set(['subject', 'from', 'to', 'date']);
+const GET_HEADER_FIELDS: ReadonlySet<string> = new Set([
+  ...LIST_HEADER_FIELDS,
+  'cc',
+  'message-id',
+  'in-reply-to',
+  // What mailparser reads of the top-level header to find the text, the html and the attachments.
+  'mime-version',
+  'content-type',
+  'content-transfer-encoding',
+  'content-disposition',
+  'content-id',
+]);
+
+const LF = 0x0a;
+const CR = 0x0d;
+const CRLF = Buffer.from('\r\n');
+
+interface HeaderFields {
+  /** The fields read, each ending in CRLF, then the empty line that ends a header. */
+  header: Buffer;
+  /** What follows the source's header (empty when it has no empty line). */
+  body: Buffer;
+  /** Names of the fields read that were cut: longer than MAIL_HEADER_FIELD_BYTES_MAX, or going on past the source. */
+  cut: Set<string>;
+}
+
+/** True for the bytes after which a cut field still reads well: whitespace, and the comma between addresses. */
+function isSeparator(byte: number | undefined): boolean {
+  return byte === 0x20 || byte === 0x09 || byte === 0x2c;
+}
+
+/** `line` cut to `bytesMax`, after its last separator when it has one (so no address and no encoded word is split). */
+function cutLine(line: Buffer, bytesMax: number): Buffer {
+  let end = Math.min(line.length, bytesMax);
+  while (end > 0 && !isSeparator(line[end - 1])) end -= 1;
+  return line.subarray(0, end > 0 ? end : Math.min(line.length, bytesMax));
+}
+
+/**
+ * The first occurrence of each of the `names` fields of the header that begins `source` (lower-case names), each
+ * cut to MAIL_HEADER_FIELD_BYTES_MAX; every other field is dropped unread. `complete`: false when `source` is only the
+ * beginning of the message, so that the header's last line may go on past it.
+ */
+function readHeaderFields(source: Buffer, names: ReadonlySet<string>, complete: boolean): HeaderFields {
+  const fields: Array<{ name: string; lines: Buffer[]; bytes: number; full: boolean }> = [];
+  const cut = new Set<string>();
+  const seen = new Set<string>();
+  let field: (typeof fields)[number] | null = null;
+  // Adds a line to the field being read, as much of it as the field's budget leaves.
+  const keep = (line: Buffer, whole: boolean) => {
+    if (!field || field.full) return;
+    const room = MAIL_HEADER_FIELD_BYTES_MAX - field.bytes;
+    if (whole && line.length <= room) {
+      field.lines.push(line);
+      field.bytes += line.length + CRLF.length;
+      return;
+    }
+    const part = room > 0 ? cutLine(line, room) : Buffer.alloc(0);
+    if (part.length > 0) field.lines.push(part);
+    field.full = true;
+    cut.add(field.name);
+  };
+  let position = 0;
+  let bodyStart: number | null = null;
+  while (position < source.length) {
+    const newline = source.indexOf(LF, position);
+    const next = newline === -1 ? source.length : newline + 1;
+    const end = newline === -1 ? source.length : newline > position && source[newline - 1] === CR ? newline - 1 : newline;
+    const line = source.subarray(position, end);
+    position = next;
+    if (line.length === 0) {
+      bodyStart = next;
+      break;
+    }
+    const whole = newline !== -1 || complete;
+    if (line[0] === 0x20 || line[0] === 0x09) {
+      keep(line, whole);
+      continue;
+    }
+    const colon = line.indexOf(0x3a);
+    const name = colon > 0 ? line.subarray(0, colon).toString('latin1').trim().toLowerCase() : '';
+    field = null;
+    if (!names.has(name) || seen.has(name)) continue;
+    seen.add(name);
+    field = { name, lines: [], bytes: 0, full: false };
+    fields.push(field);
+    keep(line, whole);
+  }
+  // The source ended inside the header: its last field may go on, and a field not read yet may come after it.
+  if (bodyStart === null && !complete) {
+    if (field) cut.add(field.name);
+    for (const name of names) if (!seen.has(name)) cut.add(name);
+  }
+  const lines = fields.flatMap((entry) => entry.lines.flatMap((line) => [line, CRLF]));
+  return { header: Buffer.concat([...lines, CRLF]), body: source.subarray(bodyStart ?? source.length), cut };
 }
 
 // ---- cursors ----
@@ -428,35 +617,37 @@ export async function listMessages(ctx: MailContext, input: MessagesListInput): 
   const connector = requireInbox(ctx, input.inbox);
   const inbox = serverMailboxName(input.inbox);
   const limit = input.limit ?? MAIL_PAGE_SIZE_DEFAULT;
-  return withImap(ctx.mail, connector, async (client) => {
+  const listed = await withImap(ctx.mail, connector, async (client) => {
     const lock = await client.getMailboxLock(inbox, { readOnly: true });
     try {
       const mailbox = client.mailbox;
       if (!mailbox) throw new ConnectorError('upstream_unavailable', 'the mail server did not open the inbox');
       const beforeUid = input.cursor === undefined ? null : decodeCursor(input.cursor, mailbox.uidValidity, inbox);
-      if (mailbox.exists === 0 || beforeUid === 1) return { messages: [], nextCursor: null };
-      const found = await client.search(beforeUid === null ? { all: true } : { uid: `1:${beforeUid - 1}` }, { uid: true });
-      if (!found) throw new ConnectorError('upstream_unavailable', 'the mail server could not search the inbox');
-      const uids = [...found].sort((a, b) => b - a);
+      if (mailbox.exists === 0 || beforeUid === 1) return { found: [] as FetchMessageObject[], nextCursor: null };
+      const searched = await client.search(beforeUid === null ? { all: true } : { uid: `1:${beforeUid - 1}` }, { uid: true });
+      if (!searched) throw new ConnectorError('upstream_unavailable', 'the mail server could not search the inbox');
+      const uids = [...searched].sort((a, b) => b - a);
       const page = uids.slice(0, limit);
-      if (page.length === 0) return { messages: [], nextCursor: null };
+      if (page.length === 0) return { found: [], nextCursor: null };
+      // Not ENVELOPE, whose every address the server sends and imapflow parses: the beginning of each header
+      // (BODY.PEEK[HEADER]<0.max>), of which summary() reads only the fields it returns.
       const fetched = await client.fetchAll(
         page.join(','),
-        { uid: true, envelope: true, size: true, flags: true, bodyStructure: true, internalDate: true },
+        { uid: true, size: true, flags: true, bodyStructure: true, internalDate: true, bodyParts: [{ key: 'HEADER', maxLength: MAIL_LIST_HEADER_BYTES_MAX }] },
         { uid: true },
       );
       const byUid = new Map(fetched.map((message) => [message.uid, message]));
       // A message expunged between SEARCH and FETCH is simply absent; the cursor still moves past it.
-      const messages = page.flatMap((uid) => {
-        const message = byUid.get(uid);
-        return message ? [summary(message)] : [];
-      });
+      const found = page.flatMap((uid) => byUid.get(uid) ?? []);
       const lastUid = page[page.length - 1] ?? 1;
-      return { messages, nextCursor: uids.length > limit ? encodeCursor(mailbox.uidValidity, lastUid, inbox) : null };
+      return { found, nextCursor: uids.length > limit ? encodeCursor(mailbox.uidValidity, lastUid, inbox) : null };
     } finally {
       lock.release();
     }
   });
+  const messages: MessageSummary[] = [];
+  for (const message of listed.found) messages.push(await summary(message));
+  return { messages, nextCursor: listed.nextCursor };
 }
 
 export async function getMessage(ctx: MailContext, input: MessagesGetInput): Promise<MessageDetail> {
@@ -474,14 +665,33 @@ export async function getMessage(ctx: MailContext, input: MessagesGetInput): Pro
   });
   if (!fetched || !fetched.source) throw new ConnectorError('upstream_not_found', `inbox "${input.inbox}" has no message with uid ${input.uid}`);
   const size = fetched.size ?? fetched.source.length;
-  return detail(fetched.uid, size, flagList(fetched.flags), size > bytesMax, await parse(fetched.source), ctx.mail.bodyCharsMax, fetched.internalDate);
+  const truncated = size > bytesMax;
+  const fields = readHeaderFields(fetched.source, GET_HEADER_FIELDS, !truncated);
+  const parsed = await parse(Buffer.concat([fields.header, fields.body]));
+  return detail(fetched.uid, size, flagList(fetched.flags), truncated, parsed, fields.cut, ctx.mail.bodyCharsMax, fetched.internalDate);
 }
 
+/**
+ * Parses a message, or what messages.list read of its header. A message the parser refuses (more than 1,000 MIME
+ * parts, or a part's header over 1 MiB: found from outside, it was a bare 500) will be refused on every retry, so it
+ * is answered as a final failure, 422 upstream_unprocessable.
+ */
 async function parse(source: Buffer): Promise<ParsedMail> {
   // skipImageLinks keeps cid: links as they are instead of inlining attachment bytes into the html;
   // skipHtmlToText keeps parsing time bounded (html-only messages then have text null).
   const { simpleParser } = await import('mailparser');
-  return simpleParser(source, { skipImageLinks: true, skipTextToHtml: true, skipHtmlToText: true, skipTextLinks: true });
+  try {
+    return await simpleParser(source, { skipImageLinks: true, skipTextToHtml: true, skipHtmlToText: true, skipTextLinks: true });
+  } catch (error) {
+    throw new ConnectorError('upstream_unprocessable', `the message could not be parsed: ${parseFailureReason(error)}`);
+  }
+}
+
+/** mailsplit names the limit a message passed in a fixed sentence; any other error may quote the message, so it is not repeated. */
+function parseFailureReason(error: unknown): string {
+  const failure = error as { code?: unknown; message?: unknown } | null;
+  if (failure?.code === 'EMAXLEN' && typeof failure.message === 'string') return `it passes a limit of the MIME parser (${failure.message})`;
+  return 'it is not a message the MIME parser can read';
 }
 
 /**
@@ -494,23 +704,40 @@ function sentDate(parsed: ParsedMail): number | null {
   return header === undefined ? null : unixSeconds(header.line.slice(header.line.indexOf(':') + 1).trim());
 }
 
-function detail(uid: number, size: number, flags: string[], truncated: boolean, parsed: ParsedMail, charsMax: number, internalDate: Date | string | undefined): MessageDetail {
+function detail(
+  uid: number,
+  size: number,
+  flags: string[],
+  truncated: boolean,
+  parsed: ParsedMail,
+  cut: ReadonlySet<string>,
+  charsMax: number,
+  internalDate: Date | string | undefined,
+): MessageDetail {
   const text = capText(parsed.text, charsMax);
   const html = capText(parsed.html, charsMax);
+  const subject = capText(parsed.subject, MAIL_SUBJECT_CHARS_MAX, cut.has('subject'));
+  const from = capAddresses(parsedAddresses(parsed.from), cut.has('from'));
+  const to = capAddresses(parsedAddresses(parsed.to), cut.has('to'));
+  const cc = capAddresses(parsedAddresses(parsed.cc), cut.has('cc'));
   return {
     uid,
     size,
     flags,
     truncated,
     headers: {
-      messageId: parsed.messageId ?? null,
-      subject: parsed.subject ?? null,
-      from: parsedAddresses(parsed.from),
-      to: parsedAddresses(parsed.to),
-      cc: parsedAddresses(parsed.cc),
+      messageId: messageIdOf(parsed.messageId),
+      subject: subject.value,
+      subjectTruncated: subject.truncated,
+      from: from.value,
+      fromTruncated: from.truncated,
+      to: to.value,
+      toTruncated: to.truncated,
+      cc: cc.value,
+      ccTruncated: cc.truncated,
       // As the list says it: the Date header, else the date the server received the message.
       date: sentDate(parsed) ?? unixSeconds(internalDate),
-      inReplyTo: parsed.inReplyTo ?? null,
+      inReplyTo: messageIdOf(parsed.inReplyTo),
     },
     text: text.value,
     textTruncated: text.truncated,
@@ -561,14 +788,23 @@ export const mailService: ServiceModule<MailContext, MailConnectionSettings> = {
       run: (ctx: MailContext) => listInboxes(ctx),
     },
     'messages.list': {
-      description: 'Messages of an allowlisted inbox, newest first, paged with an opaque cursor.',
+      description:
+        'Messages of an allowlisted inbox, newest first, paged with an opaque cursor. Header fields are capped as in messages.get, ' +
+        `with the same flags; only the first ${MAIL_LIST_HEADER_BYTES_MAX / 1024} KiB of each header is read, and a field that comes ` +
+        'after it is absent and says truncated (the date is then the server\'s).',
       input: MessagesListInput,
       priceUc: UC_PER_CREDIT,
       clearance: (ctx: MailContext, input: MessagesListInput) => clearanceFor(ctx, input.inbox),
       run: (ctx: MailContext, input: MessagesListInput) => listMessages(ctx, input),
     },
     'messages.get': {
-      description: 'One message: headers, text and html (capped) and attachment metadata, never attachment content.',
+      description:
+        'One message: headers, text and html and attachment metadata, never attachment content. Capped, and a field that was cut ' +
+        `says so in its \`…Truncated\` member: text and html (ACG_MAIL_BODY_CHARS_MAX characters each), \`subject\` (${MAIL_SUBJECT_CHARS_MAX} characters), ` +
+        `\`from\`, \`to\` and \`cc\` (${MAIL_ADDRESSES_PER_FIELD_MAX} addresses each; a name ${MAIL_ADDRESS_NAME_CHARS_MAX} characters, ` +
+        `an address ${MAIL_ADDRESS_CHARS_MAX}), every header field read from its first ${MAIL_HEADER_FIELD_BYTES_MAX / 1024} KiB; a ` +
+        `\`messageId\` or \`inReplyTo\` longer than ${MAIL_MESSAGE_ID_CHARS_MAX} characters is null. A message the MIME parser refuses ` +
+        '(more than 1,000 parts) is 422 upstream_unprocessable.',
       input: MessagesGetInput,
       priceUc: UC_PER_CREDIT,
       clearance: (ctx: MailContext, input: MessagesGetInput) => clearanceFor(ctx, input.inbox),

@@ -34,11 +34,12 @@ function executeDescription(catalogue: Catalogue): string {
       '`agentId` (400 agent_required without it, 403 owner_required for any other id).',
     'Idempotency-Key is required (`^[A-Za-z0-9._:-]{1,200}$`; missing or malformed → 400 invalid_input). The same key and body ' +
       'answer the same result and charge once. Of the failures, only those after the hold that are definitive (e.g. 404 ' +
-      'upstream_not_found, or 409 voucher_revoked when the owner froze or retired the agent while the action ran) are stored and replayed; refusals before the hold changed nothing, and rate limits (429) and 5xx may ' +
+      'upstream_not_found, 422 upstream_unprocessable, or 409 voucher_revoked when the owner froze or retired the agent while the action ran) are stored and replayed; refusals before the hold changed nothing, and rate limits (429) and 5xx may ' +
       'pass, so for those the same key may be retried.',
     'When the action fails, the hold is released and the problem body says `charged: false` (with `executionId` and ' +
-      '`redemptionId`): 404 upstream_not_found, 429 upstream_rate_limited (Retry-After), 502 upstream_unavailable / ' +
-      'upstream_auth_failed, 504 upstream_timeout.',
+      '`redemptionId`): 404 upstream_not_found, 422 upstream_unprocessable (what upstream holds cannot be read, e.g. a message ' +
+      'the mail parser refuses), 429 upstream_rate_limited (Retry-After), 502 upstream_unavailable (with Retry-After when the ' +
+      'refusal passes by itself, e.g. a mail server\'s session limit) / upstream_auth_failed, 504 upstream_timeout.',
     'When credit does not cover the price, the intent is retained and nothing is charged: 503 link_configuration_required ' +
       '(`intentId`, `intent`) without a payment-approval provider, 402 approval_required (`ApprovalRequired`, `reason` topup_required; above the threshold of the mandate, above_approval_threshold) with one. Retry ' +
       'with the same key once credit arrives. With a provider, the gateway runs the intent once by itself after its top-up settles; ' +
@@ -81,7 +82,7 @@ export function executeRoutes({ operations, queries, catalogue }: ExecuteRouteDe
         response: {
           200: Type.Ref('ExecuteResult'),
           402: Type.Union([Type.Ref('ApprovalRequired'), Type.Ref('Problem')]),
-          ...problems(400, 404, 409, 429, 502, 503, 504),
+          ...problems(400, 404, 409, 422, 429, 502, 503, 504),
         },
       },
       handler: (request, reply) => serve(request, reply, executeService, request.body as ExecuteInput),

@@ -41,6 +41,7 @@ export const ERROR_CATALOGUE = {
   insufficient_earnings: { status: 409, title: "The merchant's earnings do not cover the refund" },
   connector_not_configured: { status: 409, title: 'The agent has no connector configured for this service' },
   upstream_not_found: { status: 404, title: 'The upstream service has no such resource' },
+  upstream_unprocessable: { status: 422, title: 'The upstream resource is one the gateway cannot read' },
   upstream_rate_limited: { status: 429, title: 'The upstream service is rate limiting us' },
   upstream_auth_failed: { status: 502, title: 'The upstream service refused our credentials' },
   upstream_unavailable: { status: 502, title: 'The upstream service is unavailable or answered unexpectedly' },

@@ -5,7 +5,11 @@ import type { AddressInfo } from 'node:net';
 import { BUILT_IN_SERVICES, Catalogue, ConnectorError } from '../../src/connectors/catalogue.ts';
 import { createGitHubContext, type GitHubServiceContext } from '../../src/connectors/github-public.ts';
 import {
+  MAIL_ADDRESS_NAME_CHARS_MAX,
+  MAIL_ADDRESSES_PER_FIELD_MAX,
   MAIL_DEFAULTS,
+  MAIL_LOGIN_REFUSED_RETRY_AFTER_S,
+  MAIL_SUBJECT_CHARS_MAX,
   getMessage,
   inboxAllowed,
   listMessages,
@@ -15,14 +19,22 @@ import {
   type MessageDetail,
   type MessageList,
 } from '../../src/connectors/mail.ts';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import {
   ALICE,
   BOB,
+  CAROL,
   DOVECOT_SKIP_NOTE,
   INBOX_MESSAGE_COUNT,
   RECEIPT_CSV,
+  addressList,
+  append,
   dovecotBinary,
+  holdEverySession,
+  manyPartsMessage,
+  nestedMultipartMessage,
   provisioningClient,
+  rfc822,
   startMailFixture,
   type DovecotUser,
   type MailFixture,
@@ -176,6 +188,41 @@ describe('mail connector without a server', () => {
     expect(error.detail).toContain('not a public address');
   });
 
+  it('tells a refused password from a login the server refuses for now by its response code (RFC 5530): [LIMIT], [UNAVAILABLE] and [INUSE] are upstream_unavailable with a Retry-After (found from outside)', async () => {
+    const answers: Record<string, { code: string; retryAfterS: number | undefined; saysPassword: boolean }> = {};
+    for (const responseCode of ['AUTHENTICATIONFAILED', 'AUTHORIZATIONFAILED', 'EXPIRED', 'none', 'ALERT', 'LIMIT', 'UNAVAILABLE', 'INUSE', 'CONTACTADMIN']) {
+      const server = await startScriptedImap({
+        capabilities: 'IMAP4rev1',
+        answer: (command, tag, socket) => {
+          if (!/^LOGIN\b/i.test(command)) return false;
+          socket.write(`${tag} NO ${responseCode === 'none' ? '' : `[${responseCode}] `}login refused\r\n`);
+          return true;
+        },
+      });
+      try {
+        const error = await failure(prepareAction(contextFor({ ...unreachable, port: server.port }), 'mail', 'inboxes.list', {}).run());
+        answers[responseCode] = { code: error.code, retryAfterS: error.retryAfterS, saysPassword: error.detail.includes('password') };
+      } finally {
+        await server.close();
+      }
+    }
+    const refused = { code: 'upstream_auth_failed', retryAfterS: undefined };
+    const forNow = { code: 'upstream_unavailable', retryAfterS: MAIL_LOGIN_REFUSED_RETRY_AFTER_S, saysPassword: false };
+    expect(answers).toEqual({
+      AUTHENTICATIONFAILED: { ...refused, saysPassword: true },
+      AUTHORIZATIONFAILED: { ...refused, saysPassword: false },
+      EXPIRED: { ...refused, saysPassword: true },
+      // Many servers give no code with a refused password, and some [ALERT] with one the owner has to change.
+      none: { ...refused, saysPassword: true },
+      ALERT: { ...refused, saysPassword: true },
+      LIMIT: forNow,
+      UNAVAILABLE: forNow,
+      INUSE: forNow,
+      // Neither a refused password nor a limit that passes: the owner has to look.
+      CONTACTADMIN: { code: 'upstream_unavailable', retryAfterS: undefined, saysPassword: false },
+    });
+  });
+
   it('answers upstream_unavailable, not a 500, when STARTTLS is required and the server does not offer it; no login is sent', async () => {
     const server = await startScriptedImap({ capabilities: 'IMAP4rev1 AUTH=PLAIN' });
     try {
@@ -284,8 +331,11 @@ describe.skipIf(!dovecot)('mail connector against a real Dovecot', () => {
     expect(result.messages[0]).toEqual({
       uid: fixture.uids.alice.INBOX[6],
       subject: 'Hello 7',
+      subjectTruncated: false,
       from: [{ name: 'Sender 7', address: 'sender7@example.test' }],
+      fromTruncated: false,
       to: [{ name: 'Alice', address: 'alice@example.test' }],
+      toTruncated: false,
       date: Date.parse('2024-05-08T09:00:00Z') / 1000,
       size: expect.any(Number),
       flags: ['\\Seen'],
@@ -354,9 +404,13 @@ describe.skipIf(!dovecot)('mail connector against a real Dovecot', () => {
       headers: {
         messageId: '<receipt-1001@shop.example>',
         subject: 'Your receipt #1001',
+        subjectTruncated: false,
         from: [{ name: 'Shop', address: 'orders@shop.example' }],
+        fromTruncated: false,
         to: [{ name: 'Alice', address: 'alice@example.test' }],
+        toTruncated: false,
         cc: [{ name: null, address: 'accounts@example.test' }],
+        ccTruncated: false,
         date: Date.parse('2024-05-01T10:00:00Z') / 1000,
         inReplyTo: '<order-1001@example.test>',
       },
@@ -441,10 +495,145 @@ describe.skipIf(!dovecot)('mail connector against a real Dovecot', () => {
     expect(error).toMatchObject({ code: 'upstream_unavailable' });
   });
 
+  // Before any refused password: Dovecot delays every later login from the same address a little.
+  it('a login refused for the number of sessions (NO [LIMIT]) is a retryable upstream_unavailable, not upstream_auth_failed (found from outside)', async () => {
+    const release = await holdEverySession(fixture.server, CAROL);
+    try {
+      const error = await failure(run(CAROL, 'inboxes.list', {}, ['INBOX']));
+      expect(error).toMatchObject({ code: 'upstream_unavailable', status: 502, retryAfterS: MAIL_LOGIN_REFUSED_RETRY_AFTER_S });
+      expect(error.detail).toContain('[LIMIT]');
+      expect(error.detail).not.toContain('password');
+    } finally {
+      await release();
+    }
+  });
+
   it('a wrong password is upstream_auth_failed, without a login penalty delay', async () => {
     const startedMs = Date.now();
     const error = await failure(run({ username: 'alice', password: 'wrong' }, 'inboxes.list', {}));
     expect(error).toMatchObject({ code: 'upstream_auth_failed', status: 502 });
     expect(Date.now() - startedMs).toBeLessThan(3_000);
+  });
+
+  /** Appends the messages to a new mailbox of alice's; their UIDs in order. */
+  async function mailbox(name: string, sources: string[]): Promise<number[]> {
+    const client = provisioningClient(fixture.server, ALICE);
+    await client.connect();
+    try {
+      await client.mailboxCreate(name);
+      const uids: number[] = [];
+      for (const source of sources) uids.push(await append(client, name, source));
+      return uids;
+    } finally {
+      await client.logout();
+    }
+  }
+
+  it('messages.get of a message the parser refuses (too many MIME parts, nested too deep) is upstream_unprocessable, not a 500; the inbox still lists (found from outside)', async () => {
+    const [manyParts, nested] = await mailbox('Bombs', [manyPartsMessage(1_500), nestedMultipartMessage(1_100)]);
+    for (const uid of [manyParts!, nested!]) {
+      const error = await failure(run(ALICE, 'messages.get', { inbox: 'Bombs', uid }, ['Bombs']));
+      expect(error).toMatchObject({ code: 'upstream_unprocessable', status: 422 });
+      expect(error.detail).toContain('could not be parsed');
+    }
+    const listed = (await run(ALICE, 'messages.list', { inbox: 'Bombs' }, ['Bombs'])) as MessageList;
+    expect(listed.messages.find((message) => message.uid === manyParts)).toMatchObject({ subject: 'many parts', hasAttachments: true });
+  });
+
+  it('caps header fields as it caps the text, and says so: the subject, each address list, each name; an id too long to be one is null (found from outside)', async () => {
+    const subject = Array.from({ length: 2_000 }, (_, n) => `word${n}`).join('\r\n ');
+    const longName = 'N'.repeat(1_000);
+    const filler = `X-Filler: ${'f'.repeat(70)}\r\n`.repeat(1_000);
+    const [uid, late] = await mailbox('Headers', [
+      rfc822(
+        {
+          Date: 'Wed, 01 May 2024 10:00:00 +0000',
+          From: `"${longName}" <long@example.test>`,
+          To: addressList(2_000),
+          Cc: addressList(150),
+          Subject: subject,
+          'Message-ID': `<${'i'.repeat(1_200)}@example.test>`,
+        },
+        'body\n',
+      ),
+      // Its fields come after 80 KB of others: past what messages.list reads of a header.
+      `${filler}Subject: late\r\nDate: Wed, 01 May 2024 10:00:00 +0000\r\n\r\nbody\r\n`,
+    ]);
+    const got = (await run(ALICE, 'messages.get', { inbox: 'Headers', uid }, ['Headers'])) as MessageDetail;
+    const cut = {
+      subject: got.headers.subject?.length,
+      subjectTruncated: got.headers.subjectTruncated,
+      fromName: got.headers.from[0]?.name?.length,
+      fromTruncated: got.headers.fromTruncated,
+      to: got.headers.to.length,
+      toTruncated: got.headers.toTruncated,
+      cc: got.headers.cc.length,
+      ccTruncated: got.headers.ccTruncated,
+    };
+    expect(cut).toEqual({
+      subject: MAIL_SUBJECT_CHARS_MAX,
+      subjectTruncated: true,
+      fromName: MAIL_ADDRESS_NAME_CHARS_MAX,
+      fromTruncated: true,
+      to: MAIL_ADDRESSES_PER_FIELD_MAX,
+      toTruncated: true,
+      cc: MAIL_ADDRESSES_PER_FIELD_MAX,
+      ccTruncated: true,
+    });
+    expect(got.headers.to[0]).toEqual({ name: null, address: 'u0@example.test' });
+    expect(got.headers.messageId).toBeNull();
+    expect(got.headers.date).toBe(Date.parse('2024-05-01T10:00:00Z') / 1000);
+    expect(got.text).toBe('body\n');
+
+    const listed = (await run(ALICE, 'messages.list', { inbox: 'Headers' }, ['Headers'])) as MessageList;
+    const summary = listed.messages.find((message) => message.uid === uid)!;
+    expect({
+      subject: summary.subject,
+      subjectTruncated: summary.subjectTruncated,
+      from: summary.from,
+      fromTruncated: summary.fromTruncated,
+      to: summary.to,
+      toTruncated: summary.toTruncated,
+      date: summary.date,
+    }).toEqual({
+      subject: got.headers.subject,
+      subjectTruncated: true,
+      from: got.headers.from,
+      fromTruncated: true,
+      to: got.headers.to,
+      toTruncated: true,
+      date: got.headers.date,
+    });
+    // What the list did not read, it does not claim: the fields it did not reach say truncated, and the date is the
+    // server's INTERNALDATE (the append, moments ago).
+    const lateSummary = listed.messages.find((message) => message.uid === late)!;
+    expect(lateSummary).toMatchObject({ subject: null, subjectTruncated: true, from: [], fromTruncated: true, to: [], toTruncated: true });
+    expect(Math.abs(lateSummary.date! - Date.now() / 1000)).toBeLessThan(600);
+    expect(((await run(ALICE, 'messages.get', { inbox: 'Headers', uid: late }, ['Headers'])) as MessageDetail).headers).toMatchObject({ subject: 'late', subjectTruncated: false });
+  });
+
+  it('messages.get reads a message whose header is more than the MIME parser takes (1 MiB): only the fields it returns, each from its first 16 KiB', async () => {
+    const filler = `X-Filler: ${'f'.repeat(70)}\r\n`.repeat(15_000);
+    const [wideTo, junk] = await mailbox('BigHeaders', [
+      rfc822({ From: 'a@example.test', To: addressList(100_000), Subject: 'wide' }, 'wide body\n'),
+      `${filler}From: b@example.test\r\nSubject: junk\r\n\r\njunk body\r\n`,
+    ]);
+    const wide = (await run(ALICE, 'messages.get', { inbox: 'BigHeaders', uid: wideTo }, ['BigHeaders'])) as MessageDetail;
+    expect([wide.headers.subject, wide.headers.to.length, wide.headers.toTruncated, wide.text]).toEqual(['wide', MAIL_ADDRESSES_PER_FIELD_MAX, true, 'wide body\n']);
+    const other = (await run(ALICE, 'messages.get', { inbox: 'BigHeaders', uid: junk }, ['BigHeaders'])) as MessageDetail;
+    expect([other.headers.subject, other.headers.from, other.text]).toEqual(['junk', [{ name: null, address: 'b@example.test' }], 'junk body\n']);
+  });
+
+  it('messages.list of messages with huge headers stays small and never holds the event loop: it reads a bounded prefix of each header (found from outside)', async () => {
+    const recipients = addressList(20_000);
+    await mailbox('ToBomb', Array.from({ length: 10 }, (_, n) => rfc822({ From: 'a@example.test', To: recipients, Subject: `many to ${n}` }, 'body\n')));
+    const delay = monitorEventLoopDelay({ resolution: 10 });
+    delay.enable();
+    const listed = (await run(ALICE, 'messages.list', { inbox: 'ToBomb', limit: 10 }, ['ToBomb'])) as MessageList;
+    delay.disable();
+    expect(listed.messages.map((message) => [message.to.length, message.toTruncated])).toEqual(Array.from({ length: 10 }, () => [MAIL_ADDRESSES_PER_FIELD_MAX, true]));
+    expect(JSON.stringify(listed).length).toBeLessThan(100_000);
+    // Parsing the ENVELOPEs of these ten messages (20,000 addresses each) held the loop for 2.7 s.
+    expect(delay.max / 1e6).toBeLessThan(1_000);
   });
 });

@@ -2,9 +2,25 @@
 // the owner's mail connector routes (password sealed at rest, never returned).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant } from '../support/ledger-fixture.ts';
-import { ALICE, DOVECOT_SKIP_NOTE, INBOX_MESSAGE_COUNT, RECEIPT_CSV, dovecotBinary, startMailFixture, type MailFixture } from '../support/dovecot.ts';
+import {
+  ALICE,
+  CAROL,
+  DOVECOT_SKIP_NOTE,
+  INBOX_MESSAGE_COUNT,
+  RECEIPT_CSV,
+  append,
+  dovecotBinary,
+  holdEverySession,
+  manyPartsMessage,
+  provisioningClient,
+  startMailFixture,
+  type DovecotUser,
+  type MailFixture,
+} from '../support/dovecot.ts';
+import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
-import { ONE_CREDIT_UC, availableUc, capturedFromAgent, execute, expectNothingCharged, holdsOf } from './helpers.ts';
+import { ONE_CREDIT_UC, availableUc, capturedFromAgent, execute, expectNothingCharged, holdsOf, newKey } from './helpers.ts';
+import { MAIL_LOGIN_REFUSED_RETRY_AFTER_S } from '../../src/connectors/mail.ts';
 
 const dovecot = dovecotBinary();
 if (!dovecot) console.log(DOVECOT_SKIP_NOTE);
@@ -130,18 +146,18 @@ describe.skipIf(!dovecot)('mail through execute against a real Dovecot', () => {
     await fixture?.server.stop();
   });
 
-  /** An agent of ALICE's account with INBOX and Receipts allowed, over implicit TLS when the fixture has it. */
-  async function mailAgent(password = ALICE.password) {
+  /** An agent of ALICE's account (by default) with INBOX and Receipts allowed, over implicit TLS when the fixture has it. */
+  async function mailAgent(password = ALICE.password, options: { user?: DovecotUser; inboxes?: string[]; fundsUc?: bigint } = {}) {
     counter += 1;
-    const agent = await world.createAgent(`mail${counter}@example.com`, `mail-agent-${counter}`, { inboxAllowlist: ['INBOX', 'Receipts'] });
-    await grant(world, agent.id, FUNDS_UC);
+    const agent = await world.createAgent(`mail${counter}@example.com`, `mail-agent-${counter}`, { inboxAllowlist: options.inboxes ?? ['INBOX', 'Receipts'] });
+    if ((options.fundsUc ?? FUNDS_UC) > 0n) await grant(world, agent.id, options.fundsUc ?? FUNDS_UC);
     const { server } = fixture;
     const connection = server.tls
       ? { host: server.host, port: server.tls.port, tls: 'implicit', ca: server.tls.certPem }
       : { host: server.host, port: server.port, tls: 'none' };
     const put = await world.api('PUT', `/v1/owner/agents/${agent.id}/mail-connector`, {
       token: agent.ownerToken,
-      body: { ...connection, username: ALICE.username, password },
+      body: { ...connection, username: (options.user ?? ALICE).username, password },
     });
     expect(put.status).toBe(200);
     return agent;
@@ -225,6 +241,28 @@ describe.skipIf(!dovecot)('mail through execute against a real Dovecot', () => {
     expect(await holdsOf(world, agent.id)).toEqual([]);
   });
 
+  // Before any refused password: Dovecot delays every later login from the same address a little.
+  it('answers a login refused for the number of sessions (NO [LIMIT]) with 502 upstream_unavailable and a Retry-After, not upstream_auth_failed; the key is given back (found from outside)', async () => {
+    const agent = await mailAgent(CAROL.password, { user: CAROL, inboxes: ['INBOX'] });
+    const key = newKey('mail-limit');
+    const release = await holdEverySession(fixture.server, CAROL);
+    let refused;
+    try {
+      refused = await execute(world, agent.token, { serviceId: 'mail', action: 'inboxes.list', input: {} }, key);
+    } finally {
+      await release();
+    }
+    expect([refused.status, refused.headers.get('retry-after')]).toEqual([502, String(MAIL_LOGIN_REFUSED_RETRY_AFTER_S)]);
+    expect(refused.body).toMatchObject({ code: 'upstream_unavailable', charged: false, executionId: expect.any(String), redemptionId: expect.any(String) });
+    await expectNothingCharged(world, agent.id, FUNDS_UC);
+    // Not kept under the key: once the sessions have ended, the same request runs.
+    const ran = await waitFor(() => execute(world, agent.token, { serviceId: 'mail', action: 'inboxes.list', input: {} }, key), {
+      until: (res) => res.status !== 502,
+      what: 'the retry to run once the held sessions ended',
+    });
+    expect(ran.status, JSON.stringify(ran.body)).toBe(200);
+  });
+
   it('answers a refused login with 502 upstream_auth_failed and releases the hold', async () => {
     const agent = await mailAgent('wrong-password');
     const res = await execute(world, agent.token, { serviceId: 'mail', action: 'inboxes.list', input: {} });
@@ -232,6 +270,36 @@ describe.skipIf(!dovecot)('mail through execute against a real Dovecot', () => {
     expect(res.body).toMatchObject({ code: 'upstream_auth_failed', charged: false });
     expect((await holdsOf(world, agent.id)).map((h) => h.state)).toEqual(['released']);
     await expectNothingCharged(world, agent.id, FUNDS_UC);
+  });
+
+  it('answers a message the parser refuses with 422 upstream_unprocessable, charges nothing, and keeps the answer: a replay, and a retained intent that ends failed instead of waiting (found from outside)', async () => {
+    const client = provisioningClient(fixture.server, ALICE);
+    await client.connect();
+    await client.mailboxCreate('Bombs');
+    const uid = await append(client, 'Bombs', manyPartsMessage(1_500));
+    await client.logout();
+    const request = { serviceId: 'mail', action: 'messages.get', input: { inbox: 'Bombs', uid } };
+
+    const agent = await mailAgent(ALICE.password, { inboxes: ['Bombs'] });
+    const key = newKey('mail-bomb');
+    const res = await execute(world, agent.token, request, key);
+    expect([res.status, res.body], JSON.stringify(res.body)).toMatchObject([
+      422,
+      { code: 'upstream_unprocessable', charged: false, executionId: expect.any(String), redemptionId: expect.any(String) },
+    ]);
+    expect(res.body.detail).toContain('could not be parsed');
+    await expectNothingCharged(world, agent.id, FUNDS_UC);
+    const replay = await execute(world, agent.token, request, key);
+    expect([replay.status, replay.headers.get('idempotent-replayed'), replay.body.executionId]).toEqual([422, 'true', res.body.executionId]);
+
+    // Retained for want of credit, the request fails for good once it runs: retrying it would parse the same message.
+    const poor = await mailAgent(ALICE.password, { inboxes: ['Bombs'], fundsUc: 0n });
+    const intentKey = newKey('mail-bomb-intent');
+    const retained = await execute(world, poor.token, request, intentKey);
+    expect(retained.body.intentId, JSON.stringify(retained.body)).toEqual(expect.any(String));
+    await grant(world, poor.id, FUNDS_UC);
+    expect((await execute(world, poor.token, request, intentKey)).status).toBe(422);
+    expect((await world.api('GET', `/v1/intents/${retained.body.intentId}`, { token: poor.token })).body).toMatchObject({ state: 'failed', error: { code: 'upstream_unprocessable' } });
   });
 
   it('answers an inbox that is allowed but missing with 404 upstream_not_found and releases the hold', async () => {

@@ -13,6 +13,11 @@ import { waitFor } from './wait.ts';
 export const DOVECOT_SKIP_NOTE = 'SKIPPED: dovecot not installed; .ci/run installs it (apt package dovecot-imapd)';
 
 const READY_TIMEOUT_MS = 10_000;
+/**
+ * IMAP sessions Dovecot allows per user and client address (its default, written out so that the tests of a login
+ * refused with `NO [LIMIT]` do not depend on a packaging default).
+ */
+export const DOVECOT_USERIP_CONNECTIONS_MAX = 10;
 const STOP_TIMEOUT_MS = 5_000;
 /** nobody/nogroup: Dovecot never runs mail processes as uid 0, so a root runner maps mail to 65534. */
 const ROOT_MAIL_UID = 65534;
@@ -111,6 +116,9 @@ userdb {
   args = uid=${uid} gid=${gid} home=${dir}/mail/%u
 }
 mail_location = maildir:~/Maildir
+protocol imap {
+  mail_max_userip_connections = ${DOVECOT_USERIP_CONNECTIONS_MAX}
+}
 namespace inbox {
   inbox = yes
   separator = /
@@ -222,16 +230,65 @@ export function provisioningClient(server: DovecotServer, user: DovecotUser): Im
   return client;
 }
 
+/** Opens every session Dovecot allows `user`, so that its next login is refused `NO [LIMIT]`; returns their closing. */
+export async function holdEverySession(server: DovecotServer, user: DovecotUser): Promise<() => Promise<void>> {
+  const held: ImapFlow[] = [];
+  const release = async () => {
+    await Promise.all(held.map((client) => client.logout().catch(() => client.close())));
+  };
+  try {
+    for (let n = 0; n < DOVECOT_USERIP_CONNECTIONS_MAX; n += 1) {
+      const client = provisioningClient(server, user);
+      await client.connect();
+      held.push(client);
+    }
+  } catch (error) {
+    await release();
+    throw error;
+  }
+  return release;
+}
+
 /** Builds an RFC 5322 message with CRLF line endings. */
 export function rfc822(headers: Record<string, string>, body: string): string {
   const head = Object.entries(headers).map(([name, value]) => `${name}: ${value}`);
   return `${head.join('\r\n')}\r\n\r\n${body.replace(/\r?\n/g, '\r\n')}`;
 }
 
+// ---- hostile messages: what anyone who can send mail to a mailbox can put in it (found from outside) ----
+
+/** A multipart/mixed message of `parts` one-byte attachments (mailparser reads at most 1,000 MIME nodes). */
+export function manyPartsMessage(parts: number): string {
+  let body = '';
+  for (let n = 0; n < parts; n += 1) body += `--B\r\nContent-Type: application/octet-stream\r\nContent-Disposition: attachment; filename="f${n}.bin"\r\n\r\nx\r\n`;
+  return `From: bomb@example.test\r\nSubject: many parts\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="B"\r\n\r\n${body}--B--\r\n`;
+}
+
+/** multipart/mixed nested `depth` levels deep, with one text part at the bottom. */
+export function nestedMultipartMessage(depth: number): string {
+  let open = '';
+  let close = '';
+  for (let n = 0; n < depth; n += 1) {
+    open += `--b${n}\r\nContent-Type: multipart/mixed; boundary="b${n + 1}"\r\n\r\n`;
+    close = `--b${n}--\r\n${close}`;
+  }
+  return `From: bomb@example.test\r\nSubject: nested\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b0"\r\n\r\n${open}--b${depth}\r\nContent-Type: text/plain\r\n\r\ndeep\r\n--b${depth}--\r\n${close}`;
+}
+
+/** `count` addresses `u0@example.test`, `u1@example.test`, …, one per folded line. */
+export function addressList(count: number): string {
+  return Array.from({ length: count }, (_, n) => `u${n}@example.test`).join(',\r\n ');
+}
+
 // ---- the standard fixture: two users, three mailboxes, a multipart receipt with an attachment ----
 
 export const ALICE: DovecotUser = { username: 'alice', password: 'alice-pass' };
 export const BOB: DovecotUser = { username: 'bob', password: 'bob-pass' };
+/**
+ * Only for the tests that hold every session Dovecot allows: a session ends a moment after its LOGOUT, so
+ * another user's login right after such a test could still be refused.
+ */
+export const CAROL: DovecotUser = { username: 'carol', password: 'carol-pass' };
 export const RECEIPT_CSV = 'item,price\nwidget,29.99\n';
 export const INBOX_MESSAGE_COUNT = 7;
 export const LARGE_MESSAGE_BYTES = 300 * 1024;
@@ -331,15 +388,16 @@ function plainMessage(n: number, to: string): string {
   );
 }
 
-async function append(client: ImapFlow, mailbox: string, source: string, flags: string[], date: Date): Promise<number> {
+/** Appends a message and returns its UID. */
+export async function append(client: ImapFlow, mailbox: string, source: string, flags: string[] = [], date?: Date): Promise<number> {
   const appended = await client.append(mailbox, source, flags, date);
   if (!appended || appended.uid === undefined) throw new Error(`APPEND to ${mailbox} returned no UID`);
   return appended.uid;
 }
 
-/** Starts Dovecot and fills it: alice has INBOX (7, every second one unseen), Receipts, Private; bob has INBOX (5). */
+/** Starts Dovecot and fills it: alice has INBOX (7, every second one unseen), Receipts, Private; bob has INBOX (5); carol's is empty. */
 export async function startMailFixture(): Promise<MailFixture> {
-  const server = await startDovecot([ALICE, BOB]);
+  const server = await startDovecot([ALICE, BOB, CAROL]);
   try {
     const alice = provisioningClient(server, ALICE);
     await alice.connect();
