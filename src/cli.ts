@@ -406,6 +406,11 @@ async function printDevToken(
     process.stderr.write(`${malformed}\n`);
     process.exit(2);
   }
+  const { gatewayMode, liveGatewayAt } = await import('./operator/client.ts');
+  if ((await gatewayMode(config.baseUrl)) === 'live') {
+    process.stderr.write(`${liveGatewayAt(config.baseUrl, 'it accepts no dev token, only tokens of its configured identity providers')}\n`);
+    process.exit(2);
+  }
   const { devIssuerKeysFile, loadDevIssuerKeys, mintDevToken } = await import('./identity/dev-issuers.ts');
   const file = devIssuerKeysFile(config.dataDir);
   if (!existsSync(file)) {

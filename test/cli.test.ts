@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { CommanderError, type Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCli } from '../src/cli.ts';
+import { sha256Hex } from '../src/operator/credential.ts';
 import { ENV_VARS } from '../src/platform/config.ts';
 import { loadDevIssuerKeys, mintDevToken } from '../src/identity/dev-issuers.ts';
 import { freePort } from './support/doh-server.ts';
@@ -200,6 +201,25 @@ describe('commands aimed at a running gateway', () => {
       stderr: '--amount-uc must be a whole number of microcredits of at most 18 digits, e.g. 5000000 for 5 credits\n',
     });
     expect(existsSync(stray)).toBe(false);
+  });
+
+  it('mints no dev token for a gateway that runs in live mode, and says so (found from outside: it printed one the gateway never accepts)', async () => {
+    const live = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com', ACG_OPERATOR_TOKEN_SHA256: sha256Hex('acg_op_cli-live') } });
+    try {
+      const minted = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: live.url }, 'dev', 'token', 'human', '--email', 'ada@example.com');
+      expect(minted).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: `the gateway at ${live.url} runs in live mode: it accepts no dev token, only tokens of its configured identity providers\n`,
+      });
+      // The other dev commands say the same of it, rather than "no operator credential here" or a bare 404.
+      const published = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: live.url }, 'dev', 'dns', 'publish', 'shop.example.com', 'v=1');
+      expect(published).toMatchObject({ code: 2, stderr: `the gateway at ${live.url} runs in live mode: it has no dev zone, and verifies domains against real DNS\n` });
+      const granted = await acg(elsewhere, { ACG_BASE_URL: live.url }, 'credit', 'grant', '--agent', 'agt_x', '--amount-uc', '1000000');
+      expect(granted).toMatchObject({ code: 2, stderr: `the gateway at ${live.url} runs in live mode: run this with ACG_MODE=live and ACG_OPERATOR_TOKEN set to its operator credential\n` });
+    } finally {
+      await live.close();
+    }
   });
 
   it('mints no dev token for an email that is not one (the gateway would refuse it): one line, exit 2', async () => {

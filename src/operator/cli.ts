@@ -12,7 +12,7 @@ import { DatabaseInUseError } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import { formatUc, parseUc, UC_DIGITS_MAX, UC_PER_CREDIT } from '../platform/money.ts';
 import type { Gateway } from '../platform/gateway.ts';
-import { callGateway, describeRefusal, GatewayNotRunning, gatewayAnswers, noCredentialFor } from './client.ts';
+import { callGateway, describeRefusal, GatewayNotRunning, gatewayAnswers, missingCredential } from './client.ts';
 import { presentedOperatorToken } from './credential.ts';
 
 function fail(message: string): never {
@@ -133,7 +133,7 @@ export async function grantCredit(config: Config, options: GrantOptions): Promis
   if (token) {
     if (await grantThroughGateway(config, token, grant)) return;
   } else if (await gatewayAnswers(config.baseUrl).catch((error: Error) => fail(error.message))) {
-    fail(noCredentialFor(config));
+    fail(await missingCredential(config));
   }
   // Nothing answers at the base URL: the database itself, if there is one to open.
   if (!config.databaseUrl && !existsSync(embeddedDatabaseDir(config.dataDir))) {

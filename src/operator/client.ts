@@ -85,6 +85,25 @@ export function describeProblem(answer: GatewayAnswer): string {
   return `HTTP ${answer.status} ${code ?? ''}${detail || title ? `: ${detail ?? title}` : ''}`.trim();
 }
 
+/**
+ * The mode the gateway at the base URL says it runs in (its /readyz), or undefined when none says (nothing there, not
+ * ready, not the gateway). A dev command run against a live gateway says so, rather than print what it never accepts.
+ */
+export async function gatewayMode(baseUrl: string): Promise<'dev' | 'live' | undefined> {
+  try {
+    const response = await send(baseUrl, '/readyz', { method: 'GET', timeoutMs: PROBE_TIMEOUT_MS });
+    const body = (await response.json().catch(() => undefined)) as { mode?: unknown } | undefined;
+    return body?.mode === 'live' || body?.mode === 'dev' ? body.mode : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What a dev-mode command says of a gateway that runs in live mode: what it has not, and so what to do. */
+export function liveGatewayAt(baseUrl: string, what: string): string {
+  return `the gateway at ${baseUrl} runs in live mode: ${what}`;
+}
+
 type Where = Pick<Config, 'mode' | 'baseUrl' | 'dataDir' | 'operatorToken'>;
 
 /** Nothing listens at ACG_BASE_URL, said with what to do. */
@@ -115,6 +134,9 @@ export function describeRefusal(config: Where, answer: GatewayAnswer): string {
 
 /** Why a command that needs a running gateway holds no operator credential: nothing runs there, or it runs but the credential is elsewhere. */
 export async function missingCredential(config: Where): Promise<string> {
+  if (config.mode === 'dev' && (await gatewayMode(config.baseUrl)) === 'live') {
+    return liveGatewayAt(config.baseUrl, 'run this with ACG_MODE=live and ACG_OPERATOR_TOKEN set to its operator credential');
+  }
   try {
     return (await gatewayAnswers(config.baseUrl)) ? noCredentialFor(config) : noGatewayAt(config);
   } catch (error) {
