@@ -54,8 +54,9 @@ export class ExecutionRecovery {
 
   /**
    * The recovery job: refreshes the heartbeat of this instance's in-flight executions, then releases the
-   * holds of running executions whose process died (heartbeat stale) or whose deadline passed, and gives
-   * their Idempotency-Keys back. Safe on any number of instances at once.
+   * holds of running executions whose process died (heartbeat stale) or whose deadline passed, and ends the
+   * leases of their Idempotency-Keys, so that each request's retry takes its key over at once (and no other
+   * request does). Safe on any number of instances at once.
    */
   async recoverOrphans(): Promise<number> {
     const { db, clock, idempotency, log } = this.gateway;
@@ -75,7 +76,7 @@ export class ExecutionRecovery {
         return { scope: execution.idem_scope, route: execution.idem_route, key: execution.idem_key, token: execution.idem_token };
       });
       if (!claim) continue;
-      await idempotency.abandon(claim);
+      await idempotency.endLease(claim);
       recovered += 1;
     }
     return recovered;

@@ -281,6 +281,20 @@ export class IdempotencyStore {
     };
   }
 
+  /**
+   * Ends the lease of a claim whose request died (another instance's process, found by recovery): the key stays its
+   * request's, whose retry takes it over at once, as after any lease; another request under it is refused as reused.
+   * Deleting it instead let whichever request came next take the key (found from outside: after a kill -9 mid-execute,
+   * a different request under the key ran and was charged, and the original's retry was told the key was reused).
+   */
+  async endLease(claim: Claim): Promise<void> {
+    await this.db.query(
+      `UPDATE idempotency_keys SET locked_until_ms = 0
+        WHERE scope = $1 AND route = $2 AND key = $3 AND claim_token = $4 AND state = 'running'`,
+      [claim.scope, claim.route, claim.key, claim.token],
+    );
+  }
+
   /** Gives the key back after a failure that must not be replayed (5xx): the client may retry it. */
   async abandon(claim: Claim): Promise<void> {
     await this.abandonMany(this.db, [claim]);

@@ -63,13 +63,17 @@ describe('execution recovery', () => {
       expect(await service.recoverOrphans()).toBe(0);
       expect((await holdsOf(world, agent.id)).map((h) => h.state)).toEqual(['held']);
 
-      // Past the execution deadline it is abandoned: hold released, key given back.
+      // Past the execution deadline it is abandoned: hold released, the key's lease ended (it stays the request's).
       world.gw.clock.advance(PAST_DEADLINE_MS - 11_000);
       expect(await service.recoverOrphans()).toBe(1);
       expect((await holdsOf(world, agent.id)).map((h) => h.state)).toEqual(['released']);
       expect(await executionsOf(world, agent.id)).toEqual([expect.objectContaining({ state: 'abandoned', error_code: 'deadline_passed' })]);
-      const { rows } = await world.gw.gateway.db.query('SELECT 1 FROM idempotency_keys WHERE key = $1', [key]);
-      expect(rows).toHaveLength(0);
+      const { rows } = await world.gw.gateway.db.query<{ state: string; locked_until_ms: bigint }>('SELECT state, locked_until_ms FROM idempotency_keys WHERE key = $1', [key]);
+      expect(rows.map((row) => [row.state, Number(row.locked_until_ms)])).toEqual([['running', 0]]);
+      // Another request under the key is refused; the key is the first request's (found from outside: after a crash,
+      // a different request took it and ran).
+      const other = await execute(world, agent.token, { ...body, input: { owner: 'late', repo: 'other' } }, key);
+      expect([other.status, other.body.code]).toEqual([409, 'idempotency_key_reused']);
     } finally {
       world.gw.clock.advance(-PAST_DEADLINE_MS);
     }
