@@ -124,7 +124,7 @@ export async function authorize(gateway: Gateway, rawQuery: string, browserSecre
     const request = { clientId: client.id, redirectUri: requestedRedirect, state: trusted.state, codeChallenge: challenge, resource: resources[0]!, scope, browserHash: hashSecret(secret) };
     requestId = await issueAuthorizationRequest(gateway, request, nowS);
     if (requestId.length > REQUEST_ID_CHARS_MAX) {
-      return fail('invalid_request', `the request is too long to carry to the consent page (${requestId.length} characters signed, at most ${REQUEST_ID_CHARS_MAX}): send a shorter state`);
+      return fail('invalid_request', `the request is too long to carry to the consent page (${requestId.length} characters signed, at most ${REQUEST_ID_CHARS_MAX}): send a shorter state, or register a shorter redirect URI`);
     }
   } catch (error) {
     if (!(error instanceof ApiError && error.code === 'signing_configuration_required')) throw error;

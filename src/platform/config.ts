@@ -93,7 +93,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_MODE', default: 'dev', meaning: '`dev` (generates what it needs) or `live` (nothing generated; missing pieces answer 503; refuses at start cleartext http URLs other than to loopback, and Stripe test-mode keys)' },
   { name: 'HOST', default: '127.0.0.1', meaning: 'address to listen on' },
   { name: 'PORT', default: '8080', meaning: 'TCP port to listen on (0 picks a free one)' },
-  { name: 'ACG_BASE_URL', default: 'http://127.0.0.1:$PORT', meaning: 'public base URL; issuer of our tokens and the origin of the consent page (required in live mode); kept in one form: scheme and host in lower case, no default port, no trailing slash' },
+  { name: 'ACG_BASE_URL', default: 'http://127.0.0.1:$PORT', meaning: 'public base URL; issuer of our tokens and the origin of the consent page (required in live mode); kept in one form: scheme and host in lower case, no default port, no trailing slash; at most 1,000 characters' },
   { name: 'DATABASE_URL', default: '(unset: embedded PGlite)', meaning: 'PostgreSQL connection string; when set the gateway uses PostgreSQL' },
   { name: 'ACG_DATA_DIR', default: './.acg-data', meaning: 'directory for the embedded database and dev-mode keys' },
   { name: 'ACG_DB_STATEMENT_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.statementTimeoutMs), meaning: 'longest a PostgreSQL statement may run; past it (or 1 s later if the server is silent) the request answers 503 storage_unavailable' },
@@ -214,10 +214,15 @@ function parsesAsConnectionUrl(value: string): boolean {
  * issuer of every token we sign and x402's trust anchor, which clients compare as written after normalising it
  * themselves (the x402 package lower-cases it and drops `:443`): `http://LocalHost:8080` failed every payment.
  */
+const BASE_URL_CHARS_MAX = 1000;
+
 function canonicalBaseUrl(value: string | undefined, problems: string[]): string | undefined {
   if (value === undefined) return undefined;
   const canonical = baseUrlInOneForm(value);
   if (canonical === undefined) problems.push('ACG_BASE_URL must be a scheme, a host, an optional port and an optional path: no credentials, query or fragment');
+  // A pending OAuth request names the base URL three times in the consent page's URL (src/oauth/limits.ts
+  // REQUEST_ID_CHARS_MAX): beyond this length the longest request the other limits allow could not be carried.
+  else if (canonical.length > BASE_URL_CHARS_MAX) problems.push(`ACG_BASE_URL must be at most ${BASE_URL_CHARS_MAX} characters, got ${canonical.length}`);
   return canonical;
 }
 
@@ -370,9 +375,11 @@ function caFileProblem(file: string): string | undefined {
     return `cannot be read (${code ?? (error as Error).message})`;
   }
   const certificates = text.match(PEM_CERTIFICATE) ?? [];
-  if (certificates.some(parsesAsCertificate)) return undefined;
   if (certificates.length === 0) return 'holds no PEM certificate (-----BEGIN CERTIFICATE-----)';
-  return `holds no certificate that parses (${certificates.length} PEM block${certificates.length === 1 ? '' : 's'} tried)`;
+  // Every block must parse: Node's TLS stops at the first it cannot read and trusts none after it, without a word
+  // (found from outside: a bundle of a broken block, then a good one, passed here and trusted nothing).
+  const broken = certificates.findIndex((pem) => !parsesAsCertificate(pem));
+  return broken < 0 ? undefined : `holds a PEM block that is not a certificate (block ${broken + 1} of ${certificates.length})`;
 }
 
 function parsesAsCertificate(pem: string): boolean {

@@ -105,6 +105,12 @@ describe('ACG_BASE_URL, in one form', () => {
       expect(() => loadConfig({ ACG_BASE_URL: value })).toThrow('ACG_BASE_URL must be a scheme, a host, an optional port and an optional path');
     }
   });
+
+  it('refuses one over 1,000 characters, under which the longest OAuth request still fits its consent URL (found from outside: above about 2,900 every sign-in was refused)', () => {
+    const base = 'https://gateway.example.com/';
+    expect(loadConfig({ ACG_BASE_URL: `${base}${'p'.repeat(1000 - base.length)}` }).baseUrl).toHaveLength(1000);
+    expect(() => loadConfig({ ACG_BASE_URL: `${base}${'p'.repeat(1001 - base.length)}` })).toThrow('ACG_BASE_URL must be at most 1000 characters');
+  });
 });
 
 describe('DATABASE_URL', () => {
@@ -140,8 +146,8 @@ describe('CA files', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('takes a PEM file with at least one certificate that parses, beside text and blocks that do not', () => {
-    const bundle = write('bundle.pem', `# our test CA\n${brokenBlock}${cert.certPem}`);
+  it('takes a PEM file of certificates that all parse, beside text', () => {
+    const bundle = write('bundle.pem', `# our test CA\n${cert.certPem}# again\n${cert.certPem}`);
     for (const name of ['ACG_OUTBOUND_CA_FILE', 'ACG_DOH_CA_FILE']) {
       expect(() => loadConfig({ [name]: cert.certPath }), name).not.toThrow();
       expect(() => loadConfig({ [name]: bundle }), name).not.toThrow();
@@ -156,7 +162,9 @@ describe('CA files', () => {
       [path.join(dir, 'missing.pem'), `${path.join(dir, 'missing.pem')} does not exist`],
       ['/etc/passwd', '/etc/passwd holds no PEM certificate (-----BEGIN CERTIFICATE-----)'],
       [write('empty.pem', ''), `${path.join(dir, 'empty.pem')} holds no PEM certificate`],
-      [write('broken.pem', brokenBlock), `${path.join(dir, 'broken.pem')} holds no certificate that parses (1 PEM block tried)`],
+      [write('broken.pem', brokenBlock), `${path.join(dir, 'broken.pem')} holds a PEM block that is not a certificate (block 1 of 1)`],
+      // Node's TLS stops at a block it cannot parse and trusts none after it (found from outside: the good one was not trusted).
+      [write('broken-first.pem', `${brokenBlock}${cert.certPem}`), `${path.join(dir, 'broken-first.pem')} holds a PEM block that is not a certificate (block 1 of 2)`],
       [cert.keyPath, `${cert.keyPath} holds no PEM certificate`],
     ];
     // A test run as root reads any file, so the unreadable one is only checked when the mode holds.
