@@ -503,11 +503,20 @@ function isSeparator(byte: number | undefined): boolean {
   return byte === 0x20 || byte === 0x09 || byte === 0x2c;
 }
 
-/** `line` cut to `bytesMax`, after its last separator when it has one (so no address and no encoded word is split). */
+/**
+ * `line` cut to `bytesMax`: after its last separator in the latter half of what is kept, so no address and no encoded
+ * word is split; with none there (unbroken text, common in Chinese or Japanese), at `bytesMax`, never inside a UTF-8
+ * character. Cutting back to any separator cut `Subject: 漢漢…` after its `Subject: `, to nothing (found from outside).
+ */
 function cutLine(line: Buffer, bytesMax: number): Buffer {
-  let end = Math.min(line.length, bytesMax);
-  while (end > 0 && !isSeparator(line[end - 1])) end -= 1;
-  return line.subarray(0, end > 0 ? end : Math.min(line.length, bytesMax));
+  const limit = Math.min(line.length, bytesMax);
+  let end = limit;
+  while (end > limit / 2 && !isSeparator(line[end - 1])) end -= 1;
+  if (end > limit / 2) return line.subarray(0, end);
+  end = limit;
+  // A UTF-8 continuation byte (10xxxxxx) at the cut means the character began before it.
+  while (end > 0 && end < line.length && (line[end]! & 0xc0) === 0x80) end -= 1;
+  return line.subarray(0, end);
 }
 
 /**

@@ -612,6 +612,18 @@ describe.skipIf(!dovecot)('mail connector against a real Dovecot', () => {
     expect(((await run(ALICE, 'messages.get', { inbox: 'Headers', uid: late }, ['Headers'])) as MessageDetail).headers).toMatchObject({ subject: 'late', subjectTruncated: false });
   });
 
+  it('cuts an unbroken subject longer than what it reads to its first 998 characters, not to nothing (found from outside: null, or "Re:")', async () => {
+    const subjects = ['x'.repeat(17_000), `Re: ${'漢'.repeat(6_000)}`, '漢'.repeat(6_000)];
+    const uids = await mailbox('Unbroken', subjects.map((subject) => rfc822({ Date: 'Wed, 01 May 2024 10:00:00 +0000', Subject: subject }, 'body\n')));
+    for (const [index, uid] of uids.entries()) {
+      const got = (await run(ALICE, 'messages.get', { inbox: 'Unbroken', uid }, ['Unbroken'])) as MessageDetail;
+      expect(got.headers.subjectTruncated).toBe(true);
+      expect(got.headers.subject).toBe(subjects[index]!.slice(0, MAIL_SUBJECT_CHARS_MAX));
+    }
+    const listed = (await run(ALICE, 'messages.list', { inbox: 'Unbroken' }, ['Unbroken'])) as MessageList;
+    expect(listed.messages.map((message) => message.subject?.length)).toEqual(subjects.map(() => MAIL_SUBJECT_CHARS_MAX));
+  });
+
   it('messages.get reads a message whose header is more than the MIME parser takes (1 MiB): only the fields it returns, each from its first 16 KiB', async () => {
     const filler = `X-Filler: ${'f'.repeat(70)}\r\n`.repeat(15_000);
     const [wideTo, junk] = await mailbox('BigHeaders', [
