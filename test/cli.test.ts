@@ -215,6 +215,10 @@ describe('commands aimed at a running gateway', () => {
       // The other dev commands say the same of it, rather than "no operator credential here" or a bare 404.
       const published = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: live.url }, 'dev', 'dns', 'publish', 'shop.example.com', 'v=1');
       expect(published).toMatchObject({ code: 2, stderr: `the gateway at ${live.url} runs in live mode: it has no dev zone, and verifies domains against real DNS\n` });
+      for (const env of [{ ACG_BASE_URL: live.url }, { ACG_BASE_URL: live.url, ACG_OPERATOR_TOKEN: 'acg_op_cli-live' }] as Array<Record<string, string>>) {
+        const demo = await acg(elsewhere, env, 'demo');
+        expect(demo).toMatchObject({ code: 2, stderr: `the gateway at ${live.url} runs in live mode: acg demo is for a dev gateway: it uses the built-in identity issuers and the dev DNS zone\n` });
+      }
       const granted = await acg(elsewhere, { ACG_BASE_URL: live.url }, 'credit', 'grant', '--agent', 'agt_x', '--amount-uc', '1000000');
       expect(granted).toMatchObject({ code: 2, stderr: `the gateway at ${live.url} runs in live mode: run this with ACG_MODE=live and ACG_OPERATOR_TOKEN set to its operator credential\n` });
     } finally {
