@@ -245,6 +245,8 @@ describe('POST /oauth/deny', () => {
     expectOAuthError(await deny(p, { consentToken: null }), 403, 'access_denied');
     expectOAuthError(await deny(p, { cookie: null }), 403, 'access_denied');
     expectOAuthError(await deny({ ...p, requestId: 'areq_unknown' }), 400, 'invalid_request');
+    const queried = await fetch(`${url}/oauth/deny?x=1`, { method: 'POST', headers: { 'content-type': 'application/json', origin: url, cookie: p.cookie, 'x-consent-token': p.consentToken }, body: JSON.stringify({ requestId: p.requestId }) });
+    expect(((await queried.json()) as { error_description: string }).error_description).toBe("the consent page's calls take no query parameters; credentials are never accepted in the query string");
     // Still open: the person can sign in.
     expect((await selectIdentity(url, p, 'human', { token: await world.humanToken(owner) })).status).toBe(200);
   });
