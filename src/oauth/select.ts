@@ -65,7 +65,7 @@ function consentingIdentity(authorization: string): ConsentingIdentity {
 export function checkSelectCaller(gateway: Gateway, origin: string | undefined, hasQuery: boolean): void {
   const expectedOrigin = new URL(gateway.config.baseUrl).origin;
   if (origin !== expectedOrigin) throw accessDenied(`the Origin header must be ${expectedOrigin}`);
-  if (hasQuery) throw invalidRequest('the consent page's calls take no query parameters; credentials are never accepted in the query string');
+  if (hasQuery) throw invalidRequest("the consent page's calls take no query parameters; credentials are never accepted in the query string");
 }
 
 /** The request's client was deleted (purged, or by its owner) since the request was issued. */
