@@ -636,8 +636,12 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     expect(allowed.status).toBe(200);
     // The page still shows the version before: its save would overwrite the change, so it is refused, and the form
     // shows the new version.
+    // The refusal reloads the mandate; the form is filled again only once that answer is in (under load the fill
+    // came first, and the save went out on the old version again).
+    const reloaded = page.waitForResponse((response) => response.request().method() === 'GET' && new URL(response.url()).pathname === `/v1/owner/agents/${agentId}/mandate`);
     await page.getByRole('button', { name: 'Save mandate' }).click();
     await page.getByRole('alert').getByText(`Not saved: the mandate changed since this page showed it (version ${allowed.body.version - 1}, now ${allowed.body.version})`, { exact: false }).waitFor();
+    await reloaded;
     // Saved from the new version with a change, the mandate keeps what the form does not show: delegation stays
     // allowed. (A save that changes nothing writes no version.)
     await page.getByLabel('Largest single purchase (credits)').fill('6');
