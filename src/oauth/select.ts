@@ -5,11 +5,12 @@
 // transaction. The answer is only the registered callback URL with `code`, `state` and `iss` (RFC 9207).
 import { decodeJwt } from 'jose';
 import type { CredentialVerifier } from '../identity/verifier.ts';
+import type { Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { Principal } from '../platform/principal.ts';
 import { redirectWith } from './authorize.ts';
-import { consumeAuthorizationRequest, purgeUsedAuthorizationRequests, readAuthorizationRequest } from './authorization-request.ts';
+import { consumeAuthorizationRequest, purgeUsedAuthorizationRequests, readAuthorizationRequest, type AuthorizationRequest } from './authorization-request.ts';
 import { consentBindingHolds } from './browser-binding.ts';
 import { mintCode } from './code.ts';
 import { accessDenied, invalidRequest, temporarilyUnavailable } from './errors.ts';
@@ -17,11 +18,8 @@ import { rememberConsent, type ConsentedGrant, type ConsentingIdentity } from '.
 import { parseScope, SCOPE_FOR_PROVIDER, type IdentityProviderChoice } from './scopes.ts';
 import * as store from './store.ts';
 
-export interface SelectRequest {
+export interface SelectRequest extends ConsentPageCall {
   authorization: string | undefined;
-  browserSecret: string | undefined;
-  consentToken: string | undefined;
-  requestId: string;
   identityProvider: IdentityProviderChoice;
 }
 
@@ -68,17 +66,36 @@ export function checkSelectCaller(gateway: Gateway, origin: string | undefined, 
   if (hasQuery) throw invalidRequest("the consent page's calls take no query parameters; credentials are never accepted in the query string");
 }
 
-/** The request's client was deleted (purged, or by its owner) since the request was issued. */
-const CLIENT_GONE = Symbol('client gone');
+/** What every call of the consent page carries: the signed request, and what binds the page to its browser. */
+interface ConsentPageCall {
+  browserSecret: string | undefined;
+  consentToken: string | undefined;
+  requestId: string;
+}
+
+/**
+ * The pending request a consent page call acts on: its signature and expiry checked, and the call bound to the consent
+ * page shown in the browser that started it. `act` names what the person did, for the refusal.
+ */
+async function requestOfConsentPage(gateway: Gateway, call: ConsentPageCall, act: string): Promise<AuthorizationRequest> {
+  const request = await readAuthorizationRequest(gateway, gateway.db, call.requestId);
+  if ('problem' in request) throw invalidRequest(request.problem);
+  if (!consentBindingHolds(call.browserSecret, request.browserHash, call.requestId, call.consentToken)) {
+    throw accessDenied(`${act} must come from the consent page shown in the browser that started this request`);
+  }
+  return request;
+}
+
+/** Uses the request, once, in `tx`: refused when its client was deleted since (purged, or by its owner) or it was used already. */
+async function useRequest(tx: Tx, request: AuthorizationRequest, nowS: number): Promise<void> {
+  if (!(await store.findClient(tx, request.clientId))) throw invalidRequest('the client of this request no longer exists');
+  if (!(await consumeAuthorizationRequest(tx, request, nowS))) throw invalidRequest('this authorization request has already been used');
+}
 
 export async function select(gateway: Gateway, verifier: CredentialVerifier, input: SelectRequest): Promise<{ redirectUrl: string }> {
   const { baseUrl } = gateway.config;
 
-  const request = await readAuthorizationRequest(gateway, gateway.db, input.requestId);
-  if ('problem' in request) throw invalidRequest(request.problem);
-  if (!consentBindingHolds(input.browserSecret, request.browserHash, input.requestId, input.consentToken)) {
-    throw accessDenied('consent must come from the consent page shown in the browser that started this request');
-  }
+  const request = await requestOfConsentPage(gateway, input, 'consent');
 
   const principal = await signIn(verifier, input.authorization);
   checkActor(input.identityProvider, principal);
@@ -97,14 +114,11 @@ export async function select(gateway: Gateway, verifier: CredentialVerifier, inp
   };
   const nowS = gateway.clock.nowS();
   const code = await gateway.db.transaction(async (tx) => {
-    if (!(await store.findClient(tx, request.clientId))) return CLIENT_GONE;
-    if (!(await consumeAuthorizationRequest(tx, request, nowS))) return undefined;
+    await useRequest(tx, request, nowS);
     const match = { clientId: request.clientId, browserHash: request.browserHash, resource: request.resource, requestedScope: request.scope };
     await rememberConsent(tx, match, identity, granted, nowS);
     return mintCode(tx, { clientId: request.clientId, redirectUri: request.redirectUri, resource: request.resource, codeChallenge: request.codeChallenge, ...granted }, nowS);
   });
-  if (code === CLIENT_GONE) throw invalidRequest('the client of this request no longer exists');
-  if (code === undefined) throw invalidRequest('this authorization request has already been used');
   await purgeUsedAuthorizationRequests(gateway.db, nowS);
   return { redirectUrl: redirectWith(request.redirectUri, { code, state: request.state, iss: baseUrl }) };
 }
@@ -114,16 +128,10 @@ export async function select(gateway: Gateway, verifier: CredentialVerifier, inp
  * (RFC 6749 §4.1.2.1), rather than left to wait out the request, and the request is used. Bound as select is (the
  * consent page in the browser that started the request); no sign-in, since declining grants nothing.
  */
-export async function deny(gateway: Gateway, input: { browserSecret: string | undefined; consentToken: string | undefined; requestId: string }): Promise<{ redirectUrl: string }> {
-  const request = await readAuthorizationRequest(gateway, gateway.db, input.requestId);
-  if ('problem' in request) throw invalidRequest(request.problem);
-  if (!consentBindingHolds(input.browserSecret, request.browserHash, input.requestId, input.consentToken)) {
-    throw accessDenied('declining must come from the consent page shown in the browser that started this request');
-  }
+export async function deny(gateway: Gateway, input: ConsentPageCall): Promise<{ redirectUrl: string }> {
+  const request = await requestOfConsentPage(gateway, input, 'declining');
   const nowS = gateway.clock.nowS();
-  const used = await gateway.db.transaction(async (tx) => ((await store.findClient(tx, request.clientId)) ? consumeAuthorizationRequest(tx, request, nowS) : CLIENT_GONE));
-  if (used === CLIENT_GONE) throw invalidRequest('the client of this request no longer exists');
-  if (!used) throw invalidRequest('this authorization request has already been used');
+  await gateway.db.transaction((tx) => useRequest(tx, request, nowS));
   const { baseUrl } = gateway.config;
   return { redirectUrl: redirectWith(request.redirectUri, { error: 'access_denied', error_description: 'the person declined the request', state: request.state, iss: baseUrl }) };
 }
