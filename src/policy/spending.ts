@@ -17,7 +17,7 @@
 import type { RefusalReason } from '../platform/reasons.ts';
 import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
-import { activeSpan, addSpanEvent, type SpanRef } from '../platform/telemetry.ts';
+import { activeSpan, addSpanEvent, type Attributes, type SpanRef } from '../platform/telemetry.ts';
 import { extendedRulesOf, type Budget, type ExtendedRules } from './mandate.ts';
 import { periodOf } from './periods.ts';
 import { budgetPeriodKey, budgetUsageOf, type BudgetPeriodKey } from './budget-usage.ts';
@@ -200,7 +200,7 @@ function budgetRefusal(agent: SpendingSettings, settings: Member, spend: Spend, 
   for (const charge of chargesOf(settings, spend, spend.atS)) {
     const spentUc = usage.budgets.get(charge.budget.id)?.spentUc ?? 0n;
     if (spentUc + take.amountUc <= charge.limitUc) continue;
-    const remainingUc = charge.limitUc > spentUc ? charge.limitUc - spentUc : 0n;
+    const remainingUc = roomLeftUc(charge.limitUc, spentUc);
     return {
       rule: 'budget',
       error: new ApiError('CAP_EXCEEDED', {
@@ -289,32 +289,44 @@ export function clearAgent(agent: SpendingSettings, target: SpendTarget, atS: nu
   if (refusal) throw refusal.error;
 }
 
+/** What a limit leaves after `usedUc`: never below zero (an owner may lower a limit under what was already spent). */
+function roomLeftUc(limitUc: bigint, usedUc: bigint): bigint {
+  return limitUc > usedUc ? limitUc - usedUc : 0n;
+}
+
 /**
- * A decision as an event (`mandate.decision`) on the span of the call it answers, when tracing: allowed or
- * refused, the rule and reason that refused, and the agent's own room left after it (its rolling cap's, and
- * its tightest budget's with that budget's id). Figures are the agent's own only: never an ancestor's budget,
- * and never recorded on a span another request's trace owns (a batch's).
+ * A decision as an event (`mandate.decision`) on the span of the call it answers, when tracing (see
+ * `spendingDecisionAttributes`).
  */
 export function traceSpendingDecision(span: SpanRef | undefined, agent: SpendingSettings, spend: Spend, refusal: SpendingRefusal | undefined): void {
-  if (!span) return;
+  if (span) addSpanEvent(span, 'mandate.decision', spendingDecisionAttributes(agent, spend, refusal));
+}
+
+/**
+ * What a `mandate.decision` event says: allowed or refused, the rule and reason that refused, and the agent's own
+ * room left after it (its rolling cap's, and its tightest budget's with that budget's id), never below zero. Figures
+ * are the agent's own only: never an ancestor's budget, and never recorded on a span another request's trace owns
+ * (a batch's).
+ */
+export function spendingDecisionAttributes(agent: SpendingSettings, spend: Spend, refusal: SpendingRefusal | undefined): Attributes {
   const extra = refusal?.error.options.extra;
   const take = spend.take;
   const takenUc = take && !refusal ? take.amountUc : 0n;
   let tightest: { id: string; remainingUc: bigint } | undefined;
   for (const charge of take ? chargesOf(agent, spend, spend.atS) : []) {
     const spentUc = take!.usage.budgets.get(charge.budget.id)?.spentUc ?? 0n;
-    const remainingUc = charge.limitUc - spentUc - takenUc;
+    const remainingUc = roomLeftUc(charge.limitUc, spentUc + takenUc);
     if (!tightest || remainingUc < tightest.remainingUc) tightest = { id: charge.budget.id, remainingUc };
   }
-  const periodRemainingUc = take && agent.cap_per_period_uc !== null ? agent.cap_per_period_uc - take.usage.periodSpentUc - takenUc : undefined;
-  addSpanEvent(span, 'mandate.decision', {
+  const periodRemainingUc = take && agent.cap_per_period_uc !== null ? roomLeftUc(agent.cap_per_period_uc, take.usage.periodSpentUc + takenUc) : undefined;
+  return {
     'acg.mandate.decision': refusal ? 'refused' : 'allowed',
     'acg.mandate.rule': refusal?.rule,
     'acg.mandate.reason': typeof extra?.reason === 'string' ? extra.reason : undefined,
     'acg.mandate.budget_id': tightest?.id,
     'acg.mandate.budget_remaining_uc': tightest?.remainingUc.toString(),
     'acg.mandate.period_cap_remaining_uc': periodRemainingUc?.toString(),
-  });
+  };
 }
 
 /** The budget periods that count at `nowS`: each budget of each agent, in the period containing `nowS`. */

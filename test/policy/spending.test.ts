@@ -2,7 +2,7 @@
 // when credit is taken, and the usage as an input.
 // vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { describe, expect, it } from 'vitest';
-import { afterTaking, clearAgent, spendingRefusal, type SpendingSettings } from '../../src/policy/spending.ts';
+import { afterTaking, clearAgent, spendingDecisionAttributes, spendingRefusal, type SpendingSettings } from '../../src/policy/spending.ts';
 
 const agent: SpendingSettings = {
   status: 'active',
@@ -52,5 +52,23 @@ describe('the spending policy', () => {
     expect(usage.periodSpentUc).toBe(200n);
     expect(spendingRefusal(agent, { atS, category: 'data', take: { amountUc: 51n, usage } })?.rule).toBe('periodCap');
     expect(spendingRefusal({ ...agent, cap_per_period_uc: null }, { atS, category: 'data', take: { amountUc: 51n, usage } })).toBeUndefined();
+  });
+
+  it('traces the room a decision leaves, never below zero when an owner lowered a limit under what was spent', () => {
+    const budgeted: SpendingSettings = { ...agent, mandate_rules: { budgets: [{ id: 'books', limitUc: '100', period: 'total' }] } };
+    const spent = (budgetUc: bigint, periodUc: bigint) => ({ periodSpentUc: periodUc, budgets: new Map([['books', { spentUc: budgetUc, alertedPct: 0 }]]) });
+    const allowed = { atS, category: 'data', take: { amountUc: 30n, usage: spent(60n, 200n) } };
+    expect(spendingDecisionAttributes(budgeted, allowed, spendingRefusal(budgeted, allowed))).toMatchObject({
+      'acg.mandate.decision': 'allowed',
+      'acg.mandate.budget_id': 'books',
+      'acg.mandate.budget_remaining_uc': '10',
+      'acg.mandate.period_cap_remaining_uc': '20',
+    });
+    // Lowered to 100 µc after 160 µc were spent (and a cap of 250 µc after 300): the refusal, and its trace, say 0 left.
+    const over = { atS, category: 'data', take: { amountUc: 1n, usage: spent(160n, 300n) } };
+    const refusal = spendingRefusal({ ...budgeted, cap_per_period_uc: null }, over);
+    expect(refusal?.error.options.extra).toMatchObject({ reason: 'budget_exceeded', budget: { remainingUc: '0' } });
+    expect(spendingDecisionAttributes({ ...budgeted, cap_per_period_uc: null }, over, refusal)).toMatchObject({ 'acg.mandate.decision': 'refused', 'acg.mandate.budget_remaining_uc': '0' });
+    expect(spendingDecisionAttributes(budgeted, over, spendingRefusal(budgeted, over))).toMatchObject({ 'acg.mandate.rule': 'periodCap', 'acg.mandate.period_cap_remaining_uc': '0' });
   });
 });
