@@ -206,6 +206,10 @@ function clearanceFor(ctx: MailContext, inbox: string | undefined): ConnectorErr
   if (inbox !== undefined && !inboxAllowed(ctx.mailConnector.allowlist, inbox)) {
     return new ConnectorError('inbox_not_allowed', `inbox "${inbox}" is not on the agent's mail allowlist`);
   }
+  // Listing with no inbox allowed could only answer an empty list, for a credit: refused before the hold instead.
+  if (ctx.mailConnector.allowlist.length === 0) {
+    return new ConnectorError('inbox_not_allowed', "the agent's mail allowlist is empty: its owner allows no inbox (the agent's inboxAllowlist)");
+  }
   return null;
 }
 
@@ -790,7 +794,7 @@ export const mailService: ServiceModule<MailContext, MailConnectionSettings> = {
   },
   actions: {
     'inboxes.list': {
-      description: "The agent's allowlisted inboxes that exist on its mail server, with message and unseen counts.",
+      description: "The agent's allowlisted inboxes that exist on its mail server, with message and unseen counts. An empty allowlist is 403 inbox_not_allowed, before any hold.",
       input: InboxesListInput,
       priceUc: UC_PER_CREDIT,
       clearance: (ctx: MailContext) => clearanceFor(ctx, undefined),

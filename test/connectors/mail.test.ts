@@ -153,6 +153,12 @@ describe('mail connector without a server', () => {
     expect(direct.code).toBe('inbox_not_allowed');
   });
 
+  it('refuses inboxes.list before any connection when the allowlist is empty (there is nothing it may list, so nothing to charge for)', () => {
+    expect(() => prepareAction(contextFor(unreachable, []), 'mail', 'inboxes.list', {})).toThrowError(
+      expect.objectContaining({ code: 'inbox_not_allowed', status: 403, message: expect.stringContaining('allowlist is empty') }),
+    );
+  });
+
   it('refuses every mail action when the agent has no mail connector', () => {
     expect(() => prepareAction(contextFor(null), 'mail', 'inboxes.list', {})).toThrowError(
       expect.objectContaining({ code: 'connector_not_configured' }),

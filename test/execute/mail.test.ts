@@ -232,6 +232,14 @@ describe.skipIf(!dovecot)('mail through execute against a real Dovecot', () => {
     expect(await holdsOf(world, agent.id)).toEqual([]);
   });
 
+  it('refuses inboxes.list with 403 inbox_not_allowed before any hold when the agent allows no inbox', async () => {
+    const agent = await mailAgent(ALICE.password, { inboxes: [] });
+    const res = await execute(world, agent.token, { serviceId: 'mail', action: 'inboxes.list', input: {} });
+    expect(res.status).toBe(403);
+    expect(res.body).toMatchObject({ code: 'inbox_not_allowed', charged: false });
+    expect(await holdsOf(world, agent.id)).toEqual([]);
+  });
+
   it('refuses an agent without a mail connector with 409 connector_not_configured before any hold', async () => {
     const agent = await world.createAgent('no-connector@example.com', 'no-connector', { inboxAllowlist: ['INBOX'] });
     await grant(world, agent.id, FUNDS_UC);
