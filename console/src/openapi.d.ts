@@ -11950,6 +11950,17 @@ export interface operations {
                     };
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -13477,6 +13488,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -13518,6 +13540,17 @@ export interface operations {
             /** @description Unsupported Media Type */
             415: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13604,6 +13637,17 @@ export interface operations {
             409: {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
                     "Retry-After"?: number;
                     [name: string]: unknown;
                 };

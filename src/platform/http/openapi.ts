@@ -238,8 +238,9 @@ function documentErrorResponses(schema: OperationSchema, url: string, checked: b
     declared['400'] = { description: requestRefusal(schema), content: { [mediaType]: { schema: isOAuth ? OAuthErrorRef : ProblemRef } } };
   }
   // Every route that reads or writes the database may answer 503 while it cannot (found from outside: 73 operations
-  // answered one their document did not list).
-  if (/^\/(v1|x402|oauth)\//.test(url) && declared['503'] === undefined) {
+  // answered one their document did not list, then /mcp, whose credentials are checked against the database, and the
+  // dev zone's routes).
+  if (NEEDS_DATABASE.test(url) && declared['503'] === undefined) {
     declared['503'] = { description: STORAGE_REFUSAL, content: { [mediaType]: { schema: isOAuth ? OAuthErrorRef : ProblemRef } } };
   }
   const response = Object.fromEntries(
@@ -255,6 +256,9 @@ function documentErrorResponses(schema: OperationSchema, url: string, checked: b
   );
   return { ...schema, response };
 }
+
+/** The routes that need the database: the API, x402, OAuth, MCP and the dev zone (not the documents, pages and probes). */
+const NEEDS_DATABASE = /^\/(v1|x402|oauth|dev\/dns)\/|^\/(mcp|dev\/dns-query)$/;
 
 /** The 503 of every route that needs the database. */
 const STORAGE_REFUSAL =
