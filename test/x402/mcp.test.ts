@@ -36,10 +36,6 @@ beforeAll(async () => {
   world = await startWorld();
   merchant = await openX402Merchant(world);
   const resourceServer = creditResourceServer(merchant.settings());
-  const analyse = paidTool(resourceServer, { name: 'analyse', price: '0.5 credits', payTo: merchant.merchantId }, async ({ ticker }: { ticker: string }): Promise<CallToolResult> => {
-    runs.analyse++;
-    return { content: [{ type: 'text', text: `${ticker}: strong fundamentals` }] };
-  });
   const broken = paidTool(resourceServer, { name: 'broken', price: '$0.005', payTo: merchant.merchantId }, async (_args: { ticker: string }): Promise<CallToolResult> => {
     runs.broken++;
     return { isError: true, content: [{ type: 'text', text: 'upstream down' }] };
@@ -47,7 +43,16 @@ beforeAll(async () => {
   const handler = createMcpHandler(
     () => {
       const server = new McpServer({ name: 'paid-tools', version: '1.0.0' }, { capabilities: { tools: {} } });
-      server.registerTool('analyse', { description: 'Financial analysis, 0.5 credit a call', inputSchema: TICKER }, analyse);
+      // Written as the package's README writes it, the handler unannotated: its result must still type as the SDK's
+      // CallToolResult (found from outside: it did not compile).
+      server.registerTool(
+        'analyse',
+        { description: 'Financial analysis, 0.5 credit a call', inputSchema: TICKER },
+        paidTool(resourceServer, { name: 'analyse', price: '0.5 credits', payTo: merchant.merchantId }, async ({ ticker }) => {
+          runs.analyse++;
+          return { content: [{ type: 'text', text: `${ticker}: strong fundamentals` }] };
+        }),
+      );
       server.registerTool('broken', { description: 'Always fails', inputSchema: TICKER }, broken);
       return server;
     },

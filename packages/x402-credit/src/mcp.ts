@@ -8,9 +8,13 @@ import type { x402ResourceServer } from '@x402/core/server';
 import type { PaymentPayload, PaymentRequired, PaymentRequirements, Price, ResourceInfo, SettleResponse } from '@x402/core/types';
 import { CREDIT_NETWORK, CREDIT_SCHEME, MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY } from './constants.js';
 
-/** A tool result as MCP carries it (the members this module reads and writes). */
+/**
+ * A tool result as MCP carries it (the members this module reads and writes). The content types are named, so a
+ * handler's `{ type: 'text', … }` keeps its literal type and `paidTool`'s result is still the SDK's CallToolResult
+ * (found from outside: as `string`, the README's own sample did not compile); any other type is still accepted.
+ */
 export interface ToolResult {
-  content: ReadonlyArray<{ type: string; [member: string]: unknown }>;
+  content: ReadonlyArray<{ type: 'text' | 'image' | 'audio' | 'resource' | 'resource_link' | (string & {}); [member: string]: unknown }>;
   structuredContent?: unknown;
   isError?: boolean;
   _meta?: Record<string, unknown>;
