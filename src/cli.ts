@@ -406,12 +406,21 @@ async function printDevToken(
     process.stderr.write(`${malformed}\n`);
     process.exit(2);
   }
-  const { gatewayMode, liveGatewayAt } = await import('./operator/client.ts');
+  const { devIssuerNamedBy, gatewayMode, liveGatewayAt } = await import('./operator/client.ts');
   if ((await gatewayMode(config.baseUrl)) === 'live') {
     process.stderr.write(`${liveGatewayAt(config.baseUrl, 'it accepts no dev token, only tokens of its configured identity providers')}\n`);
     process.exit(2);
   }
-  const { devIssuerKeysFile, loadDevIssuerKeys, mintDevToken } = await import('./identity/dev-issuers.ts');
+  const { devIssuerKeysFile, devIssuerUrl, loadDevIssuerKeys, mintDevToken } = await import('./identity/dev-issuers.ts');
+  // The same gateway under another name (localhost for 127.0.0.1) would refuse the token: its issuer is another.
+  const named = await devIssuerNamedBy(config.baseUrl, kind);
+  const mine = devIssuerUrl(config.baseUrl, kind);
+  if (named !== undefined && named !== mine) {
+    const theirs = named.endsWith(`/dev/issuers/${kind}`) ? named.slice(0, -`/dev/issuers/${kind}`.length) : undefined;
+    const fix = theirs === undefined ? 'set ACG_BASE_URL to the base URL the gateway was started with' : `set ACG_BASE_URL=${theirs}, the base URL the gateway was started with`;
+    process.stderr.write(`the gateway at ${config.baseUrl} names its ${kind} issuer ${named}, so it would refuse a token issued as ${mine}: ${fix}\n`);
+    process.exit(2);
+  }
   const file = devIssuerKeysFile(config.dataDir);
   if (!existsSync(file)) {
     const { missingDevIssuerKeys } = await import('./operator/client.ts');

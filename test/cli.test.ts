@@ -226,6 +226,20 @@ describe('commands aimed at a running gateway', () => {
     }
   });
 
+  it('mints no dev token under another base URL than the gateway names its issuers with, and says which to set (found from outside: localhost for 127.0.0.1)', async () => {
+    const other = world.url.replace('127.0.0.1', 'localhost');
+    for (const kind of [['human', '--email', 'ada@example.com'], ['agent', '--subject', 'scout', '--owner-email', 'ada@example.com']]) {
+      const minted = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: other }, 'dev', 'token', ...kind);
+      expect(minted).toEqual({
+        code: 2,
+        stdout: '',
+        stderr:
+          `the gateway at ${other} names its ${kind[0]} issuer ${world.url}/dev/issuers/${kind[0]}, so it would refuse a token issued as ` +
+          `${other}/dev/issuers/${kind[0]}: set ACG_BASE_URL=${world.url}, the base URL the gateway was started with\n`,
+      });
+    }
+  });
+
   it('mints no dev token for an email that is not one (the gateway would refuse it): one line, exit 2', async () => {
     const human = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: world.url }, 'dev', 'token', 'human', '--email', 'notanemail');
     expect(human).toMatchObject({

@@ -99,6 +99,20 @@ export async function gatewayMode(baseUrl: string): Promise<'dev' | 'live' | und
   }
 }
 
+/**
+ * The issuer a running dev gateway names for one of its built-in identity issuers (its discovery document), or undefined
+ * when none answers there. Built from the base URL the gateway was started with, which a token's `iss` must match.
+ */
+export async function devIssuerNamedBy(baseUrl: string, kind: 'human' | 'agent'): Promise<string | undefined> {
+  try {
+    const response = await send(baseUrl, `/dev/issuers/${kind}/.well-known/openid-configuration`, { method: 'GET', timeoutMs: PROBE_TIMEOUT_MS });
+    const body = (await response.json().catch(() => undefined)) as { issuer?: unknown } | undefined;
+    return response.ok && typeof body?.issuer === 'string' ? body.issuer : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** What a dev-mode command says of a gateway that runs in live mode: what it has not, and so what to do. */
 export function liveGatewayAt(baseUrl: string, what: string): string {
   return `the gateway at ${baseUrl} runs in live mode: ${what}`;
