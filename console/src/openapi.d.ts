@@ -1316,7 +1316,7 @@ export interface paths {
          *     | serviceId | action | price | category | input | what it does |
          *     |---|---|---|---|---|---|
          *     | `mail` | `inboxes.list` | 1000000 µc ($0.01) | `email` | `MailInboxesListInput` | The agent's allowlisted inboxes that exist on its mail server, with message and unseen counts. An empty allowlist is 403 inbox_not_allowed, before any hold. |
-         *     | `mail` | `messages.list` | 1000000 µc ($0.01) | `email` | `MailMessagesListInput` | Messages of an allowlisted inbox, newest first, paged with an opaque cursor. Header fields are capped as in messages.get, with the same flags; only the first 64 KiB of each header is read, and a field that comes after it is absent and says truncated (the date is then the server's). |
+         *     | `mail` | `messages.list` | 1000000 µc ($0.01) | `email` | `MailMessagesListInput` | Messages of an allowlisted inbox, newest first, paged with an opaque cursor. Header fields are capped as in messages.get, with the same flags; only the first 64 KiB of each header is read, and a field that comes after it is absent and says truncated (the date is then the server's). A message whose MIME structure is nested too deep to read lists with hasAttachments false. |
          *     | `mail` | `messages.get` | 1000000 µc ($0.01) | `email` | `MailMessagesGetInput` | One message: headers, text and html and attachment metadata, never attachment content. Capped, and a field that was cut says so in its `…Truncated` member: text and html (ACG_MAIL_BODY_CHARS_MAX characters each), `subject` (998 characters), `from`, `to` and `cc` (100 addresses each; a name 256 characters, an address 320), every header field read from its first 16 KiB; a `messageId` or `inReplyTo` longer than 998 characters is null. A message the MIME parser refuses (more than 1,000 parts) is 422 upstream_unprocessable. |
          *     | `github-public` | `repository.get` | 1000000 µc ($0.01) | `developer-tools` | `GithubPublicRepositoryGetInput` | Facts about a public GitHub repository: description, default branch, licence, topics, counts and dates. |
          *
@@ -3729,7 +3729,7 @@ export interface components {
         };
         /** @description The agent's allowlisted inboxes that exist on its mail server, with message and unseen counts. An empty allowlist is 403 inbox_not_allowed, before any hold. */
         MailInboxesListInput: Record<string, never>;
-        /** @description Messages of an allowlisted inbox, newest first, paged with an opaque cursor. Header fields are capped as in messages.get, with the same flags; only the first 64 KiB of each header is read, and a field that comes after it is absent and says truncated (the date is then the server's). */
+        /** @description Messages of an allowlisted inbox, newest first, paged with an opaque cursor. Header fields are capped as in messages.get, with the same flags; only the first 64 KiB of each header is read, and a field that comes after it is absent and says truncated (the date is then the server's). A message whose MIME structure is nested too deep to read lists with hasAttachments false. */
         MailMessagesListInput: {
             inbox: string;
             /** @default 20 */

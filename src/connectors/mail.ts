@@ -650,6 +650,17 @@ export async function listMessages(ctx: MailContext, input: MessagesListInput): 
         { uid: true },
       );
       const byUid = new Map(fetched.map((message) => [message.uid, message]));
+      // imapflow leaves out a message whose BODYSTRUCTURE it cannot parse (MIME nested about 20 deep and more): such a
+      // message is fetched again without it, and lists with hasAttachments false (found from outside: it was missing).
+      const unread = page.filter((uid) => !byUid.has(uid));
+      if (unread.length > 0) {
+        const again = await client.fetchAll(
+          unread.join(','),
+          { uid: true, size: true, flags: true, internalDate: true, bodyParts: [{ key: 'HEADER', maxLength: MAIL_LIST_HEADER_BYTES_MAX }] },
+          { uid: true },
+        );
+        for (const message of again) byUid.set(message.uid, message);
+      }
       // A message expunged between SEARCH and FETCH is simply absent; the cursor still moves past it.
       const found = page.flatMap((uid) => byUid.get(uid) ?? []);
       const lastUid = page[page.length - 1] ?? 1;
@@ -804,7 +815,8 @@ export const mailService: ServiceModule<MailContext, MailConnectionSettings> = {
       description:
         'Messages of an allowlisted inbox, newest first, paged with an opaque cursor. Header fields are capped as in messages.get, ' +
         `with the same flags; only the first ${MAIL_LIST_HEADER_BYTES_MAX / 1024} KiB of each header is read, and a field that comes ` +
-        'after it is absent and says truncated (the date is then the server\'s).',
+        'after it is absent and says truncated (the date is then the server\'s). A message whose MIME structure is nested too deep to read ' +
+        'lists with hasAttachments false.',
       input: MessagesListInput,
       priceUc: UC_PER_CREDIT,
       clearance: (ctx: MailContext, input: MessagesListInput) => clearanceFor(ctx, input.inbox),
