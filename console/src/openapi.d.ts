@@ -429,7 +429,7 @@ export interface paths {
         put?: never;
         /**
          * Register an agent
-         * @description Registers an agent identity (issuer + subject of the agent identity provider) under your ownership. Requires Idempotency-Key.
+         * @description Registers an agent identity (issuer + subject of the agent identity provider) under your ownership. Each owner registers an identity once (409 conflict for your second); another owner's registration of the same subject takes nothing from yours: an identity token reaches the registration of the owner its owner-email claim names. Requires Idempotency-Key.
          *
          *     Authentication: H, O.
          */
@@ -1275,7 +1275,7 @@ export interface paths {
         put?: never;
         /**
          * Check whether an agent identity may use one of your offers
-         * @description Creates no registration, grant, hold, capture or fee; the answer holds no owner identity or balance. 404 when the offer is not an active offer of your merchant, or no agent is registered for the identity.
+         * @description Creates no registration, grant, hold, capture or fee; the answer holds no owner identity or balance. 404 when the offer is not an active offer of your merchant, or no agent is registered for the identity, or more than one owner registered it (the question names no owner; the agent's own token names its owner).
          *
          *     Authentication: M; API key scopes: access:check.
          */

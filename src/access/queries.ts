@@ -77,6 +77,10 @@ export function accessQueries(): AccessQueries {
       read: async (db, { input: { offerId, agentIdentity }, atS }, merchantId) => {
         const row = await findMerchantCheck(db, merchantId, offerId, agentIdentity);
         if (!row) throw new ApiError('not_found', { detail: `no active offer ${offerId} of your merchant` });
+        if (!row.agent && row.registrations > 1) {
+          // Each owner may register an identity; the agent's own credential names its owner, this question does not.
+          throw new ApiError('not_found', { detail: "more than one owner registered this identity, so it names no one agent; the agent's own credential names its owner" });
+        }
         if (!row.agent) throw new ApiError('not_found', { detail: 'no agent is registered for this identity' });
         // Every rule a mint would apply, the ancestors' too: the caps as well, or a purchase its per-hold cap
         // refuses read as allowed (found from outside).

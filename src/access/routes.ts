@@ -11,7 +11,8 @@ export function accessRoutes(queries: AccessQueries) {
         tags: ['access'],
         summary: 'Check whether an agent identity may use one of your offers',
         description:
-          'Creates no registration, grant, hold, capture or fee; the answer holds no owner identity or balance. 404 when the offer is not an active offer of your merchant, or no agent is registered for the identity.',
+          'Creates no registration, grant, hold, capture or fee; the answer holds no owner identity or balance. 404 when the offer is not an active offer of your merchant, or no agent is registered for the identity, or more than one owner ' +
+          'registered it (the question names no owner; the agent\'s own token names its owner).',
         errors: [400, 404],
       }),
     );

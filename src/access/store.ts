@@ -28,11 +28,14 @@ export interface MerchantCheckRow {
   merchant_verified: boolean;
   /** The merchant's domain (the mandate's merchant rules name merchants by id or verified domain). */
   merchant_domain: string;
-  /** Undefined when no agent is registered for the identity. */
+  /** Undefined when no agent is registered for the identity, or more than one owner registered it (`registrations`). */
   agent?: MerchantCheckAgent;
+  /** How many owners registered the identity. */
+  registrations: number;
 }
 
-interface Row extends Omit<MerchantCheckRow, 'agent'> {
+interface Row extends Omit<MerchantCheckRow, 'agent' | 'registrations'> {
+  registrations: number | string;
   agent_id: string | null;
   agent_status: string | null;
   retired_at_s: bigint | null;
@@ -46,7 +49,10 @@ interface Row extends Omit<MerchantCheckRow, 'agent'> {
   owner_verified: boolean | null;
 }
 
-/** The active offer of `merchantId`, with the registration of the identity if there is one; undefined without the offer. */
+/**
+ * The active offer of `merchantId`, with the registration of the identity if exactly one owner registered it (each
+ * owner registers an identity once, and the merchant's question names no owner); undefined without the offer.
+ */
 export async function findMerchantCheck(
   db: Queryable,
   merchantId: string,
@@ -56,20 +62,22 @@ export async function findMerchantCheck(
   const { rows } = await db.query<Row>(
     `SELECT o.id AS offer_id, o.merchant_id, o.price_uc, o.category, m.verified AS merchant_verified, m.domain AS merchant_domain,
             a.id AS agent_id, a.status AS agent_status, a.retired_at_s, a.ancestor_ids, a.allowed_services, a.allowed_categories,
-            a.cap_per_hold_uc, a.cap_per_period_uc, a.cap_period_s, a.mandate_rules, ow.email_verified AS owner_verified
+            a.cap_per_hold_uc, a.cap_per_period_uc, a.cap_period_s, a.mandate_rules, ow.email_verified AS owner_verified, r.registrations
        FROM offers o
        JOIN merchants m ON m.id = o.merchant_id
-       LEFT JOIN agents a ON a.identity_issuer = $3 AND a.identity_subject = $4
+       CROSS JOIN (SELECT count(*)::int AS registrations FROM agents WHERE identity_issuer = $3 AND identity_subject = $4) r
+       LEFT JOIN agents a ON a.identity_issuer = $3 AND a.identity_subject = $4 AND r.registrations = 1
        LEFT JOIN owners ow ON ow.id = a.owner_id
       WHERE o.id = $1 AND o.merchant_id = $2 AND o.active`,
     [offerId, merchantId, identity.issuer, identity.subject],
   );
   const row = rows[0];
   if (!row) return undefined;
-  const { agent_id, agent_status, retired_at_s, ancestor_ids, allowed_services, allowed_categories, cap_per_hold_uc, cap_per_period_uc, cap_period_s, mandate_rules, owner_verified, ...offer } = row;
-  if (agent_id === null) return offer;
+  const { agent_id, agent_status, retired_at_s, ancestor_ids, allowed_services, allowed_categories, cap_per_hold_uc, cap_per_period_uc, cap_period_s, mandate_rules, owner_verified, registrations, ...offer } = row;
+  if (agent_id === null) return { ...offer, registrations: Number(registrations) };
   return {
     ...offer,
+    registrations: Number(registrations),
     agent: {
       id: agent_id,
       status: agent_status!,

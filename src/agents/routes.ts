@@ -48,7 +48,10 @@ export function agentRoutes(deps: AgentRouteDeps) {
       schema: {
         tags,
         summary: 'Register an agent',
-        description: 'Registers an agent identity (issuer + subject of the agent identity provider) under your ownership. Requires Idempotency-Key.',
+        description:
+          'Registers an agent identity (issuer + subject of the agent identity provider) under your ownership. Each owner registers an identity ' +
+          "once (409 conflict for your second); another owner's registration of the same subject takes nothing from yours: an identity token " +
+          "reaches the registration of the owner its owner-email claim names. Requires Idempotency-Key.",
         body: AgentCreate,
         response: { 201: Type.Ref('Agent'), ...problems(400, 409, 503) },
       },

@@ -402,7 +402,7 @@ export class AgentService {
       parent_id: input.parent?.id ?? null,
       ancestor_ids: input.parent ? [...input.parent.ancestor_ids, input.parent.id] : [],
     });
-    if (!row) throw new ApiError('conflict', { detail: 'an agent with this identity (issuer + subject) is already registered' });
+    if (!row) throw new ApiError('conflict', { detail: 'you have registered an agent with this identity (issuer + subject) already' });
     return this.writeMandate(tx, row, rules, createdBy);
   }
 
@@ -590,9 +590,14 @@ export class AgentService {
     return store.findAgents(db, agentIds);
   }
 
-  /** What a credential's check reads of many agents by identity (issuer + subject): owner and owner's email (one statement). */
-  async credentialAgentsByIdentity(db: Queryable, identities: ReadonlyArray<{ issuer: string; subject: string }>): Promise<store.CredentialAgentRow[]> {
+  /** What a credential's check reads of many agents by identity (issuer + subject) and owner email: owner and owner's email (one statement). */
+  async credentialAgentsByIdentity(db: Queryable, identities: ReadonlyArray<store.OwnedIdentity>): Promise<store.CredentialAgentRow[]> {
     return store.findAgentsByIdentity(db, identities);
+  }
+
+  /** Whether any owner has registered this identity. */
+  async identityRegistered(db: Queryable, identity: { issuer: string; subject: string }): Promise<boolean> {
+    return store.identityRegistered(db, identity);
   }
 
   /** What a credential's check reads of many agents by id (one statement). */

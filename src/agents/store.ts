@@ -56,21 +56,36 @@ const CREDENTIAL_AGENT = `SELECT a.id, a.owner_id, a.identity_issuer, a.identity
   FROM agents a JOIN owners o ON o.id = a.owner_id`;
 
 /**
- * Agents by identity (issuer + subject), many at once (one statement): the lookup of an identity token's agent.
- * Each identity is one probe of the unique index (a lateral lookup), and the arrays are read through a
- * sub-select, which hides their length from the planner: its plan is then the same whatever the call, and
- * PostgreSQL keeps one generic plan per connection. Given the arrays themselves, it planned the statement again
- * at every call (0.13 ms, twice the statement's own run time), since a plan for a call's few identities always
- * looked cheaper than a generic one (docs/decisions.md "Hot lookups plan once"). Only the columns the check
- * needs: the whole row, with its mandate, was parsed for every request.
+ * Agents by identity (issuer + subject) and owner email, many at once (one statement): the lookup of an identity
+ * token's agent. Each owner registers an identity once, and a token names its owner by email, so the registration it
+ * reaches is that owner's (the oldest, should two owners share one verified email), never another owner's
+ * registration of the same subject. Each identity is one probe of the identity index (a lateral lookup), and the
+ * arrays are read through a sub-select, which hides their length from the planner: its plan is then the same
+ * whatever the call, and PostgreSQL keeps one generic plan per connection. Given the arrays themselves, it planned
+ * the statement again at every call (0.13 ms, twice the statement's own run time), since a plan for a call's few
+ * identities always looked cheaper than a generic one (docs/decisions.md "Hot lookups plan once"). Only the columns
+ * the check needs: the whole row, with its mandate, was parsed for every request.
  */
-export async function findAgentsByIdentity(db: Queryable, identities: ReadonlyArray<{ issuer: string; subject: string }>): Promise<CredentialAgentRow[]> {
+export async function findAgentsByIdentity(db: Queryable, identities: ReadonlyArray<OwnedIdentity>): Promise<CredentialAgentRow[]> {
   const { rows } = await db.query<CredentialAgentRow>(
-    `SELECT a.* FROM unnest((SELECT $1::text[]), (SELECT $2::text[])) AS i(issuer, subject)
-      CROSS JOIN LATERAL (${CREDENTIAL_AGENT} WHERE a.identity_issuer = i.issuer AND a.identity_subject = i.subject LIMIT 1) a`,
-    [identities.map((i) => i.issuer), identities.map((i) => i.subject)],
+    `SELECT a.* FROM unnest((SELECT $1::text[]), (SELECT $2::text[]), (SELECT $3::text[])) AS i(issuer, subject, owner_email)
+      CROSS JOIN LATERAL (${CREDENTIAL_AGENT} WHERE a.identity_issuer = i.issuer AND a.identity_subject = i.subject AND o.email = i.owner_email ORDER BY a.seq LIMIT 1) a`,
+    [identities.map((i) => i.issuer), identities.map((i) => i.subject), identities.map((i) => i.ownerEmail)],
   );
   return rows;
+}
+
+/** An agent identity as a token presents it: issuer, subject, and its owner's email (lower-cased). */
+export interface OwnedIdentity {
+  issuer: string;
+  subject: string;
+  ownerEmail: string;
+}
+
+/** Whether any owner has registered this identity: what tells a token of an unknown owner from an unregistered agent. */
+export async function identityRegistered(db: Queryable, identity: { issuer: string; subject: string }): Promise<boolean> {
+  const { rows } = await db.query(`SELECT 1 FROM agents WHERE identity_issuer = $1 AND identity_subject = $2 LIMIT 1`, [identity.issuer, identity.subject]);
+  return rows.length > 0;
 }
 
 /** What a credential's check reads of agents named by id (our access tokens' subjects), in one statement. */
@@ -159,14 +174,14 @@ export async function subtreeIds(db: Queryable, agentId: string): Promise<string
 
 /**
  * Inserts an agent with no spending policy yet (nothing allowed, mandate version 0): `writeMandate`, in the
- * same transaction, gives it version 1. None when the identity is registered already.
+ * same transaction, gives it version 1. None when its owner has registered the identity already.
  */
 export async function insertAgent(db: Queryable, agent: NewAgentRow): Promise<AgentRow | undefined> {
   const { rows } = await db.query<AgentRow>(
     `INSERT INTO agents (id, owner_id, name, identity_issuer, identity_subject, status, allowed_services, allowed_categories,
        inbox_allowlist, cap_period_s, profile_name, profile_preset, profile_color, avatar_upload_id, created_at_s, updated_at_s, parent_id, ancestor_ids)
      VALUES ($1, $2, $3, $4, $5, $6, '[]', '[]', $7, $8, $9, $10, $11, $12, $13, $14, $15, $16::text[])
-     ON CONFLICT (identity_issuer, identity_subject) DO NOTHING
+     ON CONFLICT (owner_id, identity_issuer, identity_subject) DO NOTHING
      RETURNING *`,
     [
       agent.id, agent.owner_id, agent.name, agent.identity_issuer, agent.identity_subject, agent.status, JSON.stringify(agent.inbox_allowlist),

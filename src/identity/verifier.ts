@@ -63,7 +63,9 @@ export interface AccessTokenRevocations {
 
 export interface AgentLookup {
   credentialAgents(db: Queryable, agentIds: readonly string[]): Promise<CredentialAgent[]>;
-  credentialAgentsByIdentity(db: Queryable, identities: ReadonlyArray<{ issuer: string; subject: string }>): Promise<Array<CredentialAgent & AgentIdentity>>;
+  /** Each identity's registration by the owner whose (lower-cased) email it names. */
+  credentialAgentsByIdentity(db: Queryable, identities: ReadonlyArray<{ issuer: string; subject: string; ownerEmail: string }>): Promise<Array<CredentialAgent & AgentIdentity>>;
+  identityRegistered(db: Queryable, identity: { issuer: string; subject: string }): Promise<boolean>;
 }
 
 /** The identity an agent is registered under. */
@@ -88,7 +90,7 @@ export class CredentialVerifier {
    */
   private readonly reads: {
     agentById: FactReads<string, CredentialAgent>;
-    agentByIdentity: FactReads<{ issuer: string; subject: string }, CredentialAgent>;
+    agentByIdentity: FactReads<{ issuer: string; subject: string; ownerEmail: string }, CredentialAgent>;
     apiKey: FactReads<string, CredentialApiKey>;
     revoked: FactReads<string, true>;
   };
@@ -105,13 +107,15 @@ export class CredentialVerifier {
     const counter = gateway.metrics.tokenVerifications;
     this.outcomes = { reused: counter.labels({ outcome: 'reused' }), verified: counter.labels({ outcome: 'verified' }) };
     const { db, credentials } = gateway;
-    const identityId = (i: { issuer: string; subject: string }) => `${i.issuer} ${i.subject}`;
+    const identityId = (i: { issuer: string; subject: string; ownerEmail: string }) => `${i.issuer} ${i.subject} ${i.ownerEmail}`;
     const limits = { inFlightMax: 2, batchMax: 256, gatherOneTurn: db.kind === 'pglite' };
     this.reads = {
       agentById: credentials.reads(async (ids) => new Map((await agents.credentialAgents(db, ids)).map((row) => [row.id, row])), (id) => id, { kind: 'agent', limits }),
-      agentByIdentity: credentials.reads<{ issuer: string; subject: string }, CredentialAgent>(
+      agentByIdentity: credentials.reads<{ issuer: string; subject: string; ownerEmail: string }, CredentialAgent>(
         async (identities) =>
-          new Map<string, CredentialAgent>((await agents.credentialAgentsByIdentity(db, identities)).map((row) => [identityId({ issuer: row.identity_issuer!, subject: row.identity_subject! }), row])),
+          new Map<string, CredentialAgent>(
+            (await agents.credentialAgentsByIdentity(db, identities)).map((row) => [identityId({ issuer: row.identity_issuer!, subject: row.identity_subject!, ownerEmail: row.owner_email }), row]),
+          ),
         identityId,
         { kind: 'agent_identity', limits },
       ),
@@ -279,13 +283,19 @@ export class CredentialVerifier {
 
   private async agentIdentity(token: string, provider: IdentityProvider, resource: Resource): Promise<Principal> {
     const claims = await this.verifyExternal(token, provider, resource);
-    const agent = await this.reads.agentByIdentity.read({ issuer: provider.issuer, subject: claims.sub! });
-    if (!agent) throw new ApiError('agent_not_registered', { detail: 'no agent is registered for this identity; its owner registers it' });
+    const identity = { issuer: provider.issuer, subject: claims.sub! };
     const claimName = this.gateway.config.agentOwnerEmailClaim;
     const ownerEmail = claims[claimName];
-    if (typeof ownerEmail !== 'string' || !agent.owner_email_verified || ownerEmail.toLowerCase() !== agent.owner_email) {
+    // Each owner registers an identity once; the token's owner email claim picks whose registration it is, so another
+    // owner's registration of the same subject is never this agent (found from outside: the first one to register
+    // a subject took it from every other owner).
+    const agent = typeof ownerEmail === 'string' ? await this.reads.agentByIdentity.read({ ...identity, ownerEmail: ownerEmail.toLowerCase() }) : undefined;
+    if (!agent || !agent.owner_email_verified) {
+      if (!agent && !(await this.agents.identityRegistered(this.gateway.db, identity))) {
+        throw new ApiError('agent_not_registered', { detail: 'no agent is registered for this identity; its owner registers it' });
+      }
       throw new ApiError('owner_claim_required', {
-        detail: `the agent identity's ${claimName} claim does not match its owner's verified email`,
+        detail: `the agent identity's ${claimName} claim does not match the verified email of an owner who registered it`,
       });
     }
     return this.agentPrincipal(agent, 'agent_identity');

@@ -92,12 +92,12 @@ describe('agent reads at scale (20,000 agents)', () => {
     }
   });
 
-  it('finds agents by identity through the unique index, on one plan the connection keeps for every call', async () => {
-    const identity = (n: number) => ({ issuer: 'https://issuer.test', subject: `agent-${n}` });
+  it('finds agents by identity through the identity index, on one plan the connection keeps for every call', async () => {
+    const identity = (n: number) => ({ issuer: 'https://issuer.test', subject: `agent-${n}`, ownerEmail: 'owner@example.com' });
     const calls = [[1], [2, 3], [19_999], [4, 5, 6], [7], [8, 9], [10], [11, 12, 13, 14]];
     const { statements, result } = await sent(async (tx) => {
       const found: string[][] = [];
-      for (const call of calls) found.push((await findAgentsByIdentity(tx, [...call.map(identity), { issuer: 'https://issuer.test', subject: 'nobody' }])).map((row) => row.id).sort());
+      for (const call of calls) found.push((await findAgentsByIdentity(tx, [...call.map(identity), { issuer: 'https://issuer.test', subject: 'nobody', ownerEmail: 'owner@example.com' }])).map((row) => row.id).sort());
       const plans = await tx.query<{ statement: string; generic_plans: bigint; custom_plans: bigint }>('SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements');
       return { found, plans: plans.rows };
     });

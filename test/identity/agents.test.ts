@@ -65,15 +65,35 @@ describe('owners and agents', () => {
     expect(res.body.code).toBe('invalid_input');
   });
 
-  it('refuses a second registration of the same identity with 409', async () => {
-    await world.createAgent('ada@example.com', 'twice');
-    const other = await world.humanToken('bob@example.com');
+  it("refuses an owner's second registration of the same identity with 409", async () => {
+    const ada = await world.createAgent('ada@example.com', 'twice');
     const res = await world.api('POST', '/v1/owner/agents', {
-      token: other,
+      token: ada.ownerToken,
       key: 'reg-twice',
       body: { name: 'x', identity: { issuer: world.agentIssuer.issuer, subject: 'twice' } },
     });
     expect(res.status).toBe(409);
+    expect(res.body.detail).toBe('you have registered an agent with this identity (issuer + subject) already');
+  });
+
+  it("lets no owner take another owner's agent identity: each token reaches its own owner's registration (found from outside)", async () => {
+    // Bob registers the subject Ada's agent uses before she does: it was Ada's 409, and her agent was refused everywhere.
+    const bob = await world.humanToken('bob@example.com');
+    const squat = await world.api('POST', '/v1/owner/agents', { token: bob, key: 'squat-1', body: { name: 'squat', identity: { issuer: world.agentIssuer.issuer, subject: 'ada-scout' } } });
+    expect(squat.status).toBe(201);
+    const ada = await world.createAgent('ada@example.com', 'ada-scout');
+    expect(ada.id).not.toBe(squat.body.id);
+    const me = await world.api('GET', '/v1/me', { token: ada.token });
+    expect(me.status).toBe(200);
+    expect(me.body).toMatchObject({ kind: 'agent', agent: { id: ada.id } });
+    // A token of that subject for Bob reaches Bob's registration, never Ada's; one for an owner who registered none is refused.
+    const bobs = await world.api('GET', '/v1/me', { token: await world.agentToken('ada-scout', 'bob@example.com') });
+    expect(bobs.body).toMatchObject({ kind: 'agent', agent: { id: squat.body.id } });
+    const stranger = await world.api('GET', '/v1/me', { token: await world.agentToken('ada-scout', 'eve@example.com') });
+    expect(stranger.status).toBe(403);
+    expect(stranger.body.code).toBe('owner_claim_required');
+    const unknown = await world.api('GET', '/v1/me', { token: await world.agentToken('nobody-registered-this', 'ada@example.com') });
+    expect(unknown.body.code).toBe('agent_not_registered');
   });
 
   it('refuses unknown services and malformed caps', async () => {

@@ -251,6 +251,16 @@ describe('POST /v1/access/merchant-check', () => {
     const { rows: after } = await world.gw.gateway.db.query<{ n: bigint }>('SELECT (SELECT count(*) FROM holds) + (SELECT count(*) FROM journal_entries) AS n');
     expect(after[0]!.n).toBe(before[0]!.n);
   });
+  it("names no agent for an identity two owners registered, saying so (the question names no owner; each agent's own token does)", async () => {
+    const offer = await shop.offer({ priceUc: '2500000' });
+    const check = () => world.api('POST', '/v1/access/merchant-check', { token: shop.key, body: { offerId: offer.id, agentIdentity: { issuer: world.agentIssuer.issuer, subject: 'mc-shared' } } });
+    const first = await world.createAgent('mc-first@example.com', 'mc-shared', { allowedCategories: ['books'] });
+    expect((await check()).body).toMatchObject({ agentId: first.id, allowed: true });
+    await world.createAgent('mc-second@example.com', 'mc-shared');
+    const ambiguous = await check();
+    expect(ambiguous.status).toBe(404);
+    expect(ambiguous.body.detail).toBe("more than one owner registered this identity, so it names no one agent; the agent's own credential names its owner");
+  });
   it('asks the spending policy with the price as a mint would (a cap below it is allowed: false), for a merchant only, whatever the face', async () => {
     await world.createAgent('mc2@example.com', 'mc-capped', { allowedCategories: ['books'], caps: { perHoldUc: '1', perPeriodUc: '1', periodS: 3600 } });
     const offer = await shop.offer({ priceUc: '2500000' });
