@@ -30,7 +30,7 @@ export interface MerchantCheckRow {
   merchant_domain: string;
   /** Undefined when no agent is registered for the identity, or more than one owner registered it (`registrations`). */
   agent?: MerchantCheckAgent;
-  /** How many owners registered the identity. */
+  /** How many owners registered the identity (not counting retired registrations when any other is not retired). */
   registrations: number;
 }
 
@@ -51,7 +51,8 @@ interface Row extends Omit<MerchantCheckRow, 'agent' | 'registrations'> {
 
 /**
  * The active offer of `merchantId`, with the registration of the identity if exactly one owner registered it (each
- * owner registers an identity once, and the merchant's question names no owner); undefined without the offer.
+ * owner registers an identity once, and the merchant's question names no owner); registrations retired for good do
+ * not count while another is not. Undefined without the offer.
  */
 export async function findMerchantCheck(
   db: Queryable,
@@ -65,8 +66,10 @@ export async function findMerchantCheck(
             a.cap_per_hold_uc, a.cap_per_period_uc, a.cap_period_s, a.mandate_rules, ow.email_verified AS owner_verified, r.registrations
        FROM offers o
        JOIN merchants m ON m.id = o.merchant_id
-       CROSS JOIN (SELECT count(*)::int AS registrations FROM agents WHERE identity_issuer = $3 AND identity_subject = $4) r
-       LEFT JOIN agents a ON a.identity_issuer = $3 AND a.identity_subject = $4 AND r.registrations = 1
+       CROSS JOIN (SELECT count(*) FILTER (WHERE retired_at_s IS NULL)::int AS live, count(*)::int AS every
+                     FROM agents WHERE identity_issuer = $3 AND identity_subject = $4) c
+       CROSS JOIN LATERAL (SELECT CASE WHEN c.live > 0 THEN c.live ELSE c.every END AS registrations) r
+       LEFT JOIN agents a ON a.identity_issuer = $3 AND a.identity_subject = $4 AND r.registrations = 1 AND (c.live = 0 OR a.retired_at_s IS NULL)
        LEFT JOIN owners ow ON ow.id = a.owner_id
       WHERE o.id = $1 AND o.merchant_id = $2 AND o.active`,
     [offerId, merchantId, identity.issuer, identity.subject],

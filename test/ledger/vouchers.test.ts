@@ -260,6 +260,16 @@ describe('POST /v1/access/merchant-check', () => {
     const ambiguous = await check();
     expect(ambiguous.status).toBe(404);
     expect(ambiguous.body.detail).toBe("more than one owner registered this identity, so it names no one agent; the agent's own credential names its owner");
+    // A delegate registration retired for good does not count while another is not (found from outside).
+    const third = await world.createAgent('mc-third@example.com', 'mc-parent', { allowedCategories: ['books'] });
+    await world.api('PUT', `/v1/owner/agents/${third.id}/mandate`, { token: third.ownerToken, key: 'mc-deleg', body: { allowedCategories: ['books'], delegation: { allowed: true, maxDepth: 1 } } });
+    const delegate = await world.api('POST', `/v1/agents/${third.id}/delegates`, { token: third.token, key: 'mc-del-1', body: { name: 'd', identity: { issuer: world.agentIssuer.issuer, subject: 'mc-solo' } } });
+    expect(delegate.status, JSON.stringify(delegate.body)).toBe(201);
+    const solo = await world.createAgent('mc-fourth@example.com', 'mc-solo', { allowedCategories: ['books'] });
+    const soloCheck = () => world.api('POST', '/v1/access/merchant-check', { token: shop.key, body: { offerId: offer.id, agentIdentity: { issuer: world.agentIssuer.issuer, subject: 'mc-solo' } } });
+    expect((await soloCheck()).status).toBe(404);
+    expect((await world.api('POST', `/v1/owner/agents/${delegate.body.id}/retire`, { token: third.ownerToken, key: 'mc-retire' })).status).toBe(200);
+    expect((await soloCheck()).body).toMatchObject({ agentId: solo.id, allowed: true });
   });
   it('asks the spending policy with the price as a mint would (a cap below it is allowed: false), for a merchant only, whatever the face', async () => {
     await world.createAgent('mc2@example.com', 'mc-capped', { allowedCategories: ['books'], caps: { perHoldUc: '1', perPeriodUc: '1', periodS: 3600 } });
