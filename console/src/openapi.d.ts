@@ -9694,6 +9694,8 @@ export interface operations {
             /** @description Bad Gateway */
             502: {
                 headers: {
+                    /** @description when the upstream service said it is busy for now: seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -123,6 +123,11 @@ describe('operations in /openapi.json', () => {
     expect(missing).toEqual([]);
   });
 
+  it("declares Retry-After on execute's 502, which a busy mail server's refusal carries", () => {
+    const execute = operations.find(({ operation }) => operation.operationId === 'executeService')!.operation;
+    expect(execute.responses['502']?.headers?.['Retry-After']).toBeDefined();
+  });
+
   it('gives an example for every JSON request body of /v1', () => {
     const bodies = operations.filter(({ path, operation }) => path.startsWith('/v1/') && operation.requestBody?.content['application/json']);
     expect(bodies.length).toBeGreaterThan(10);

@@ -197,6 +197,8 @@ const ERROR_HEADERS: Partial<Record<number, Record<string, object>>> = {
   },
   409: { 'Retry-After': { ...RETRY_AFTER, description: 'with idempotency_key_in_use: seconds until the running request is likely done' } },
   429: { 'Retry-After': RETRY_AFTER },
+  // Only execute answers 502: its upstream (a mail server busy or refusing logins for now) may say when to come back.
+  502: { 'Retry-After': { ...RETRY_AFTER, description: 'when the upstream service said it is busy for now: seconds to wait before retrying' } },
   503: { 'Retry-After': { ...RETRY_AFTER, description: 'when the outage is expected to pass: seconds to wait before retrying' } },
 };
 
