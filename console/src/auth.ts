@@ -203,7 +203,10 @@ export class Auth {
     if (params.get('iss') !== settings.issuer) throw new SignInRequired('The sign-in answer came from another issuer; it was ignored.');
     if (params.get('state') !== pending.state) throw new SignInRequired('The sign-in answer does not match the sign-in started here; it was ignored.');
     const error = params.get('error');
-    if (error) throw new SignInRequired(error === 'consent_required' ? 'Sign in to continue.' : `Sign-in failed: ${params.get('error_description') ?? error}`, error === 'consent_required');
+    if (error === 'consent_required') throw new SignInRequired('Sign in to continue.', true);
+    // The consent page's Decline is the person's own choice, not a failure (the gateway answers it with access_denied).
+    if (error === 'access_denied') throw new SignInRequired('You declined the sign-in on the consent page; nothing was granted.');
+    if (error) throw new SignInRequired(`Sign-in failed: ${params.get('error_description') ?? error}`);
     const code = params.get('code');
     if (!code) throw new SignInRequired('The sign-in answer carried no code.');
     const response = await fetch(settings.tokenEndpoint, {

@@ -202,6 +202,16 @@ afterAll(async () => {
 });
 
 describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', () => {
+  it('says so when the person declines on the consent page, and offers the sign-in again (it read "Sign-in failed")', async () => {
+    await page.goto(`${gw.url}/console`);
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.waitForURL((url) => url.pathname === '/oauth/consent');
+    await page.getByRole('button', { name: 'Decline and return to the application' }).click();
+    await page.getByText('You declined the sign-in on the consent page; nothing was granted.').waitFor();
+    await page.getByRole('button', { name: 'Sign in', exact: true }).waitFor();
+    expect(accessTokens).toHaveLength(0);
+  });
+
   it('signs in as the dev owner through the consent page and lands on the agents page, with the code gone from the address bar', async () => {
     await signIn(page, OWNER);
     expect(new URL(page.url()).pathname).toBe('/console');
