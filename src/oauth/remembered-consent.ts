@@ -1,5 +1,5 @@
 // Remembered consent, as node-oidc-provider remembers a Grant: a consent given on the consent page is kept,
-// bound to the client, the identity that consented (its provider's issuer and subject), the request's exact
+// bound to the client, the identity that consented (its provider's issuer and subject, and its owner), the request's exact
 // scope and resource, and the browser that gave it (the SHA-256 of its binding secret). A later
 // authorization request of that client, for that scope and resource, from that browser, is answered with a
 // code at once, without the page, until the consent expires (24 h from the click) or its owner revokes it.

@@ -196,15 +196,15 @@ export async function revokedTokenIds(db: Queryable, jtis: readonly string[]): P
 
 export type NewGrant = Omit<GrantRow, 'created_at_s' | 'expires_at_s'> & { nowS: number; expiresAtS: number };
 
-/** Remembers a consent; a consent for the same client, browser, resource, scope and identity replaces it. */
+/** Remembers a consent; a consent for the same client, browser, resource, scope, identity and owner replaces it. */
 export async function upsertGrant(db: Queryable, grant: NewGrant): Promise<void> {
   await db.query(
     `INSERT INTO oauth_grants
        (id, client_id, browser_hash, identity_issuer, identity_subject, requested_scope, resource, scope, actor_type, subject, email, owner_id, created_at_s, expires_at_s)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-     ON CONFLICT (client_id, browser_hash, resource, requested_scope, identity_issuer, identity_subject) DO UPDATE
+     ON CONFLICT (client_id, browser_hash, resource, requested_scope, identity_issuer, identity_subject, owner_id) DO UPDATE
        SET scope = EXCLUDED.scope, actor_type = EXCLUDED.actor_type, subject = EXCLUDED.subject, email = EXCLUDED.email,
-           owner_id = EXCLUDED.owner_id, created_at_s = EXCLUDED.created_at_s, expires_at_s = EXCLUDED.expires_at_s`,
+           created_at_s = EXCLUDED.created_at_s, expires_at_s = EXCLUDED.expires_at_s`,
     [
       grant.id, grant.client_id, grant.browser_hash, grant.identity_issuer, grant.identity_subject, grant.requested_scope, grant.resource,
       grant.scope, grant.actor_type, grant.subject, grant.email, grant.owner_id, grant.nowS, grant.expiresAtS,

@@ -187,6 +187,23 @@ describe('the consent page is shown again', () => {
     expect(wentToConsentPage(await authorizeRaw(url, both(), browser))).toBe(true);
   });
 
+  it("when two owners' agents of one subject consented in one browser: each keeps its consent, and only the person can choose (found from outside)", async () => {
+    // Each owner registers an identity once, so two owners' agents may share a subject; a consent of the second replaced the first's.
+    const [first, second] = [await world.createAgent('remember-first@example.com', 'remember-shared'), await world.createAgent('remember-second@example.com', 'remember-shared')];
+    const client = await newClient(url, [redirect]);
+    const asAgent = () => request({ client_id: client, scope: 'svc:agent', resource: `${url}/mcp` });
+    const browser = (await authorizeRaw(url, query(asAgent()))).cookie!;
+    const [byFirst, bySecond] = [await startConsent(url, paramsOf(query(asAgent())), browser), await startConsent(url, paramsOf(query(asAgent())), browser)];
+    expect((await selectIdentity(url, byFirst, 'agent', { token: first.token })).status).toBe(200);
+    expect(wentToConsentPage(await authorizeRaw(url, query(asAgent()), browser))).toBe(false);
+    expect((await selectIdentity(url, bySecond, 'agent', { token: second.token })).status).toBe(200);
+    expect(wentToConsentPage(await authorizeRaw(url, query(asAgent()), browser))).toBe(true);
+    for (const agentOf of [first, second]) {
+      const listed = await world.api('GET', '/v1/owner/oauth-grants', { token: agentOf.ownerToken });
+      expect(listed.body.grants.map((grant: { agentId: string }) => grant.agentId)).toEqual([agentOf.id]);
+    }
+  });
+
   it('when the client asks for it with prompt=consent (or login, select_account), so a person can choose again', async () => {
     const cookie = await consent(request());
     for (const prompt of ['consent', 'login', 'select_account', 'login consent']) {
