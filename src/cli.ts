@@ -440,6 +440,12 @@ async function printDevToken(
     nowS: Math.floor(Date.now() / 1000),
   });
   process.stdout.write(`${token}\n`);
+  if (named === undefined) {
+    process.stderr.write(
+      `warning: no gateway answered at ${config.baseUrl}; the token names the issuer ${mine}, which only a dev gateway started with ` +
+        `ACG_BASE_URL=${config.baseUrl} and this ACG_DATA_DIR accepts\n`,
+    );
+  }
 }
 
 export async function main(argv: string[]): Promise<void> {
