@@ -626,6 +626,9 @@ export async function listInboxes(ctx: MailContext): Promise<{ inboxes: InboxSum
   });
 }
 
+/** What messages.list fetches of each message, but its structure (asked for apart: see listMessages). */
+const LIST_FETCH = { uid: true, size: true, flags: true, internalDate: true, bodyParts: [{ key: 'HEADER', maxLength: MAIL_LIST_HEADER_BYTES_MAX }] };
+
 export async function listMessages(ctx: MailContext, input: MessagesListInput): Promise<MessageList> {
   const connector = requireInbox(ctx, input.inbox);
   const inbox = serverMailboxName(input.inbox);
@@ -644,21 +647,13 @@ export async function listMessages(ctx: MailContext, input: MessagesListInput): 
       if (page.length === 0) return { found: [], nextCursor: null };
       // Not ENVELOPE, whose every address the server sends and imapflow parses: the beginning of each header
       // (BODY.PEEK[HEADER]<0.max>), of which summary() reads only the fields it returns.
-      const fetched = await client.fetchAll(
-        page.join(','),
-        { uid: true, size: true, flags: true, bodyStructure: true, internalDate: true, bodyParts: [{ key: 'HEADER', maxLength: MAIL_LIST_HEADER_BYTES_MAX }] },
-        { uid: true },
-      );
+      const fetched = await client.fetchAll(page.join(','), { ...LIST_FETCH, bodyStructure: true }, { uid: true });
       const byUid = new Map(fetched.map((message) => [message.uid, message]));
       // imapflow leaves out a message whose BODYSTRUCTURE it cannot parse (MIME nested about 20 deep and more): such a
       // message is fetched again without it, and lists with hasAttachments false (found from outside: it was missing).
       const unread = page.filter((uid) => !byUid.has(uid));
       if (unread.length > 0) {
-        const again = await client.fetchAll(
-          unread.join(','),
-          { uid: true, size: true, flags: true, internalDate: true, bodyParts: [{ key: 'HEADER', maxLength: MAIL_LIST_HEADER_BYTES_MAX }] },
-          { uid: true },
-        );
+        const again = await client.fetchAll(unread.join(','), LIST_FETCH, { uid: true });
         for (const message of again) byUid.set(message.uid, message);
       }
       // A message expunged between SEARCH and FETCH is simply absent; the cursor still moves past it.

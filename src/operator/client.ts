@@ -90,10 +90,17 @@ export function describeProblem(answer: GatewayAnswer): string {
  * ready, not the gateway). A dev command run against a live gateway says so, rather than print what it never accepts.
  */
 export async function gatewayMode(baseUrl: string): Promise<'dev' | 'live' | undefined> {
+  const mode = (await probeDocument(baseUrl, '/readyz', { whateverStatus: true }))?.mode;
+  return mode === 'live' || mode === 'dev' ? mode : undefined;
+}
+
+/** The JSON object a GET of `path` answers (when `whateverStatus` is not set, only with a 2xx), or undefined when none does. */
+async function probeDocument(baseUrl: string, path: string, options: { whateverStatus?: boolean } = {}): Promise<Record<string, unknown> | undefined> {
   try {
-    const response = await send(baseUrl, '/readyz', { method: 'GET', timeoutMs: PROBE_TIMEOUT_MS });
-    const body = (await response.json().catch(() => undefined)) as { mode?: unknown } | undefined;
-    return body?.mode === 'live' || body?.mode === 'dev' ? body.mode : undefined;
+    const response = await send(baseUrl, path, { method: 'GET', timeoutMs: PROBE_TIMEOUT_MS });
+    const body: unknown = await response.json().catch(() => undefined);
+    const usable = (response.ok || options.whateverStatus) && typeof body === 'object' && body !== null;
+    return usable ? (body as Record<string, unknown>) : undefined;
   } catch {
     return undefined;
   }
@@ -104,13 +111,8 @@ export async function gatewayMode(baseUrl: string): Promise<'dev' | 'live' | und
  * when none answers there. Built from the base URL the gateway was started with, which a token's `iss` must match.
  */
 export async function devIssuerNamedBy(baseUrl: string, kind: 'human' | 'agent'): Promise<string | undefined> {
-  try {
-    const response = await send(baseUrl, `/dev/issuers/${kind}/.well-known/openid-configuration`, { method: 'GET', timeoutMs: PROBE_TIMEOUT_MS });
-    const body = (await response.json().catch(() => undefined)) as { issuer?: unknown } | undefined;
-    return response.ok && typeof body?.issuer === 'string' ? body.issuer : undefined;
-  } catch {
-    return undefined;
-  }
+  const issuer = (await probeDocument(baseUrl, `/dev/issuers/${kind}/.well-known/openid-configuration`))?.issuer;
+  return typeof issuer === 'string' ? issuer : undefined;
 }
 
 /** What a dev-mode command says of a gateway that runs in live mode: what it has not, and so what to do. */
