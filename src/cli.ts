@@ -442,7 +442,7 @@ async function printDevToken(
   process.stdout.write(`${token}\n`);
   if (named === undefined) {
     process.stderr.write(
-      `warning: no gateway answered at ${config.baseUrl}; the token names the issuer ${mine}, which only a dev gateway started with ` +
+      `warning: no dev gateway answered at ${config.baseUrl}; the token names the issuer ${mine}, which only a dev gateway started with ` +
         `ACG_BASE_URL=${config.baseUrl} and this ACG_DATA_DIR accepts\n`,
     );
   }

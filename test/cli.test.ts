@@ -240,12 +240,12 @@ describe('commands aimed at a running gateway', () => {
     }
   });
 
-  it('mints a dev token with no gateway answering, and warns which gateway alone will take it (found from outside: it was silent)', async () => {
+  it('mints a dev token with no dev gateway answering, and warns which gateway alone will take it (found from outside: it was silent; "no gateway" was said of any other server too)', async () => {
     const minted = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: nobody }, 'dev', 'token', 'human', '--email', 'ada@example.com');
     expect(minted.code).toBe(0);
     expect(minted.stdout).toMatch(/^ey[\w-]+\.[\w-]+\.[\w-]+\n$/);
     expect(minted.stderr).toBe(
-      `warning: no gateway answered at ${nobody}; the token names the issuer ${nobody}/dev/issuers/human, which only a dev gateway ` +
+      `warning: no dev gateway answered at ${nobody}; the token names the issuer ${nobody}/dev/issuers/human, which only a dev gateway ` +
         `started with ACG_BASE_URL=${nobody} and this ACG_DATA_DIR accepts\n`,
     );
   });
