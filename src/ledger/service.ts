@@ -848,8 +848,12 @@ export class LedgerService {
   async refund(tx: Tx, holdId: string, request: RefundRequest): Promise<{ refund: Refund; redemption: Redemption }> {
     const hold = await store.lockHold(tx, holdId);
     if (!hold || hold.merchant_id !== request.merchantId) throw new ApiError('not_found', { detail: `no redemption ${holdId}` });
-    if (hold.state !== 'captured') throw new ApiError('conflict', { detail: `only captured credit can be refunded; the hold is ${hold.state}` });
     const nowS = this.nowS();
+    if (hold.state !== 'captured') {
+      // A held hold past its deadline is expired on every path, the sweeper's reclaim or not.
+      const state = hold.state === 'held' && Number(hold.expires_at_s) <= nowS ? 'expired' : hold.state;
+      throw new ApiError('conflict', { detail: `only captured credit can be refunded; the hold is ${state}` });
+    }
     const closesAtS = Number(hold.resolved_at_s) + hold.refund_window_s;
     if (nowS >= closesAtS) {
       throw new ApiError('refund_window_closed', { detail: `the refund window of this offer (${hold.refund_window_s} s after capture) closed at ${closesAtS}` });

@@ -203,6 +203,17 @@ describe('POST /v1/redemptions/{id}/refunds', () => {
     expect((await refund(held.id)).body.code).toBe('conflict');
   });
 
+  it('calls a hold past its deadline expired when refusing its refund, before the sweeper has reclaimed it (found from outside: "the hold is held")', async () => {
+    const agent = await fundedAgent();
+    const offer = await offerWith({ priceUc: '1000000' });
+    const held = (await mint(world, agent.token, offer.id)).body.redemption;
+    world.gw.clock.freeze();
+    world.gw.clock.advance((held.expiresAt - world.gw.clock.nowS() + 1) * 1000);
+    const refused = await refund(held.id);
+    expect([refused.status, refused.body.code, refused.body.detail]).toEqual([409, 'conflict', 'only captured credit can be refunded; the hold is expired']);
+    expect((await world.api('GET', `/v1/redemptions/${held.id}`, { token: shop.key })).body.state).toBe('expired');
+  });
+
   it('gives back each part to a lot that burns and lapses like its source, the last-burned first', async () => {
     const agent = await world.createAgent(`refund${++counter}@example.com`, `refund-agent-${counter}`);
     const nowS = world.gw.clock.nowS();
