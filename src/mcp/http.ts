@@ -11,6 +11,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { SCOPE_AGENT, SCOPE_OWNER } from '../platform/access-tokens.ts';
 import { undecodedBodyProblem, utf8Text } from '../platform/http/body-as-sent.ts';
+import { jsonRpcError } from '../platform/http/json-rpc.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { duplicateMemberDetail, findDuplicateMember } from '../platform/http/json-members.ts';
 import { authInfoFor } from './auth.ts';
@@ -59,7 +60,8 @@ const DESCRIPTION = [
     '`Mcp-Method` and, for tools/call, `Mcp-Name` headers; `server/discover` describes the server; results carry `resultType` and ' +
     'cache hints) and the legacy 2025-11-25 form (`initialize`, then requests with `MCP-Protocol-Version`; no session id is issued).',
   'The client sends `Accept: application/json, text/event-stream` (406 otherwise) and one JSON message in UTF-8 without a ' +
-    'Content-Encoding (415 with -32000 otherwise: a body is read as sent, not decoded). What comes back depends on the era. ' +
+    'Content-Encoding (415 with -32000 otherwise: a body is read as sent, not decoded), of at most ACG_BODY_LIMIT_BYTES (413 ' +
+    'with -32000 otherwise, as the MCP SDK answers). What comes back depends on the era. ' +
     'On 2026-07-28 the answer is one JSON object, or an SSE stream when the server has notifications before the result. ' +
     'On the legacy revisions (2025-11-25 and earlier, and a request naming none) every answer is one server-sent event with 200, ' +
     'a JSON-RPC error of the method included. So an unknown method is 404 with -32601 on 2026-07-28, and 200 with -32601 on the ' +
@@ -76,7 +78,8 @@ const DESCRIPTION = [
     `scope="${MCP_SCOPE}"\`. ` +
     `The tools listed depend on the credential (agents: ${toolNames('agent')}; owners: ${toolNames('owner')}), so list results say ` +
     '`cacheScope: "private"`. Tools that move money take an `idempotencyKey` argument: the same key space as the Idempotency-Key header.',
-  'A `Host` or `Origin` header naming another host than the base URL is refused with 403 (DNS rebinding). GET and DELETE answer 405.',
+  'A `Host` or `Origin` header naming another host than the base URL is refused with 403 (DNS rebinding). GET and DELETE answer 405. ' +
+    'Refusals of HTTP rather than of a message (401, 403, 405, 429, 503) carry a problem body, as on the API.',
 ].join('\n\n');
 
 function bearerToken(request: FastifyRequest): string {
@@ -102,10 +105,6 @@ function parsedBody(text: string): { message: unknown; text: string } | undefine
   } catch {
     return undefined;
   }
-}
-
-function jsonRpcError(id: unknown, code: number, message: string): string {
-  return JSON.stringify({ jsonrpc: '2.0', id: typeof id === 'string' || typeof id === 'number' ? id : null, error: { code, message } });
 }
 
 /**
@@ -183,6 +182,10 @@ export function mcpRoutes(services: ToolServices) {
             content: { 'application/json': { schema: JsonRpcResponse } },
           },
           406: { description: 'a JSON-RPC error (-32000): the Accept header does not list both application/json and text/event-stream', content: { 'application/json': { schema: JsonRpcResponse } } },
+          413: {
+            description: 'a JSON-RPC error (-32000): the body is over the size limit (ACG_BODY_LIMIT_BYTES, 262,144 bytes by default); nothing ran',
+            content: { 'application/json': { schema: JsonRpcResponse } },
+          },
           415: {
             description: 'a JSON-RPC error (-32000): a body that is not application/json, or one to decode (a Content-Encoding, a charset other than UTF-8)',
             content: { 'application/json': { schema: JsonRpcResponse } },

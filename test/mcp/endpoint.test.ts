@@ -388,6 +388,34 @@ describe('the 2026-07-28 wire', () => {
     expect(post.responses['415'].description).toMatch(/^a JSON-RPC error \(-32000\)/);
   });
 
+  it('a body over the size limit is 413 with a JSON-RPC error on either era, as the MCP SDK answers it, and the OpenAPI document says so (found from outside: a problem body)', async () => {
+    const limit = world.gw.gateway.config.bodyLimitBytes;
+    const padded = (size: number) => {
+      const head = '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"pad":"';
+      return `${head}${'x'.repeat(size - head.length - 4)}"}}}`;
+    };
+    for (const version of [LEGACY, MODERN]) {
+      const res = await fetch(mcpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}`, 'mcp-protocol-version': version, 'mcp-method': 'ping' },
+        body: padded(limit + 1),
+      });
+      expect([res.status, res.headers.get('content-type')?.split(';')[0], res.headers.get('cache-control')], version).toEqual([413, 'application/json', 'no-store']);
+      expect(await res.json(), version).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Payload Too Large: the request body exceeds the size limit' } });
+    }
+    // At the limit it is read and runs.
+    const atLimit = await fetch(mcpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}`, 'mcp-protocol-version': LEGACY },
+      body: padded(limit),
+    });
+    expect(atLimit.status).toBe(200);
+    await atLimit.text();
+    const post = (await world.api('GET', '/openapi.json')).body.paths['/mcp'].post;
+    expect(post.responses['413'].description).toMatch(/^a JSON-RPC error \(-32000\)/);
+    expect(Object.keys(post.responses['413'].content)).toEqual(['application/json']);
+  });
+
   it('a body it would have to decode is 415 with a JSON-RPC error on either era, and nothing runs: a Content-Encoding, or a charset other than UTF-8 (found from outside: a br-labelled body was read as plain)', async () => {
     const nameOf = async () => (await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken })).body.name as string;
     const nameBefore = await nameOf();

@@ -8,6 +8,7 @@ import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } 
 import { isStorageUnavailable, storageFailureOf } from '../db/faults.ts';
 import { ApiError, OAuthError, problemBody, type OAuthErrorCode } from '../errors.ts';
 import { VISIBLE_PATTERN } from '../schemas.ts';
+import { jsonRpcError } from './json-rpc.ts';
 import { newNonce, pageHeaders, refusalPage } from './pages.ts';
 import type { FailureLine } from './request-log.ts';
 
@@ -158,6 +159,16 @@ function declaresPage(request: FastifyRequest, status: number): boolean {
   return responses?.[String(status)]?.content?.['text/html'] !== undefined;
 }
 
+/**
+ * Whether the route declares this status's body as a JSON-RPC error (`/mcp`): a JSON-RPC route answers its refusals
+ * in the form its clients parse, the platform's own of that status (a body over the size limit) included.
+ */
+function declaresJsonRpc(request: FastifyRequest, status: number): boolean {
+  const responses = request.routeOptions.schema?.response as Record<string, { content?: Record<string, { schema?: { properties?: object } }> }> | undefined;
+  const properties = responses?.[String(status)]?.content?.['application/json']?.schema?.properties;
+  return properties !== undefined && 'jsonrpc' in properties;
+}
+
 function sendRefusalPage(reply: FastifyReply, refusal: { status: number; code: string; detail: string }, headers: Record<string, string>): FastifyReply {
   const nonce = newNonce();
   return reply.code(refusal.status).headers({ ...headers, ...pageHeaders(nonce) }).send(refusalPage(nonce, refusal));
@@ -178,6 +189,14 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
   const api = toApiError(error);
   request.failure = failureLine(error, api, api.status);
   if (declaresPage(request, api.status)) return sendRefusalPage(reply, { status: api.status, code: api.code, detail: api.message }, api.httpHeaders);
+  if (declaresJsonRpc(request, api.status)) {
+    // -32000, as the MCP SDK answers what it refuses before reading a message (406, 413, 415).
+    return reply
+      .code(api.status)
+      .headers({ ...api.httpHeaders, 'cache-control': 'no-store' })
+      .type('application/json')
+      .send(jsonRpcError(null, -32000, `${STATUS_CODES[api.status] ?? 'Error'}: ${api.message}`));
+  }
   return reply
     .code(api.status)
     .headers(api.httpHeaders)
