@@ -128,7 +128,8 @@ function refusal(body: { message: unknown; text: string } | undefined, mcp: Gate
   if (prototypeKey !== undefined) return malformed(prototypeKey, prototypeKeyDetail(prototypeKey));
   const repeated = findDuplicateMember(body!.text, '');
   if (repeated !== undefined) return malformed(repeated, duplicateMemberDetail(repeated));
-  if (!('id' in message)) return undefined;
+  // Not a JSON-RPC 2.0 request at all: the SDK answers -32600 Invalid Request, before any params are read.
+  if (!('id' in message) || message.jsonrpc !== '2.0') return undefined;
   const invalid = mcp.invalidParams(message, protocolVersion);
   return invalid === undefined ? undefined : jsonRpcError(message.id, -32602, invalid);
 }

@@ -84,7 +84,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
           // Every attempt counts: registration is anonymous, so this is the brake on abuse (RFC 7591 §5).
           const decision = gateway.rateLimiter.hit(`oauth-register:${request.ip}`, REGISTRATIONS_PER_ADDRESS_PER_WINDOW);
           if (!decision.allowed) {
-            throw temporarilyUnavailable(429, `more than ${decision.limit} registrations from this address in ${gateway.config.rateLimit.windowS} s`, decision.retryAfterS);
+            throw temporarilyUnavailable(429, `more than ${decision.limit} registration requests from this address in ${gateway.config.rateLimit.windowS} s (refused ones count too)`, decision.retryAfterS);
           }
         },
         requireMediaType(JSON_TYPE),

@@ -292,6 +292,23 @@ describe('the 2026-07-28 wire', () => {
     }
   });
 
+  it('a message whose jsonrpc is not "2.0" is 400 -32600 Invalid Request, with or without params, not -32602 for the params it lacks (found from outside)', async () => {
+    for (const message of [
+      { jsonrpc: '1.0', id: 3, method: 'initialize' },
+      { jsonrpc: '1.0', id: 3, method: 'initialize', params: { protocolVersion: LEGACY, capabilities: {}, clientInfo: { name: 'c', version: '1' } } },
+      { id: 3, method: 'tools/call' },
+    ]) {
+      const res = await fetch(mcpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}`, 'mcp-protocol-version': LEGACY },
+        body: JSON.stringify(message),
+      });
+      const label = JSON.stringify(message);
+      expect(res.status, label).toBe(400);
+      expect((await res.json()).error, label).toMatchObject({ code: -32600 });
+    }
+  });
+
   it('a prototype key (__proto__, or constructor with a prototype) is refused as REST refuses such a body: 400 -32602 anywhere in the params on either version, -32600 elsewhere, and nothing runs', async () => {
     const nameOf = async () => (await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken })).body.name as string;
     const heldOf = async () => (await world.api('GET', '/v1/me', { token: agent.token })).body.balance.heldUc as string;

@@ -154,15 +154,19 @@ describe('POST /oauth/register refuses', () => {
     expect(res.body.error).toBe('invalid_request');
   });
 
-  it(`more than ${REGISTRATIONS_PER_ADDRESS_PER_WINDOW} registrations from one address per window with 429 temporarily_unavailable`, async () => {
+  it(`more than ${REGISTRATIONS_PER_ADDRESS_PER_WINDOW} registration requests from one address per window, refused ones too, with 429 temporarily_unavailable that says so (found from outside: "registrations" when none had succeeded)`, async () => {
     const address = '203.0.113.7';
     // The windows are fixed: begin at the start of one, so no boundary falls between these registrations.
     const windowMs = gw.config.rateLimit.windowS * 1000;
     gw.clock.advance(windowMs - (gw.clock.nowMs() % windowMs));
-    for (let i = 0; i < REGISTRATIONS_PER_ADDRESS_PER_WINDOW; i++) expect((await registerFrom(good, { address })).status).toBe(201);
+    expect((await registerFrom({ redirect_uris: [] }, { address })).status).toBe(400);
+    for (let i = 1; i < REGISTRATIONS_PER_ADDRESS_PER_WINDOW; i++) expect((await registerFrom(good, { address })).status).toBe(201);
     const refused = await registerFrom(good, { address });
     expect(refused.status).toBe(429);
-    expect(refused.body.error).toBe('temporarily_unavailable');
+    expect(refused.body).toEqual({
+      error: 'temporarily_unavailable',
+      error_description: `more than ${REGISTRATIONS_PER_ADDRESS_PER_WINDOW} registration requests from this address in ${gw.config.rateLimit.windowS} s (refused ones count too)`,
+    });
     expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
     expect((await registerFrom(good, { address: '203.0.113.8' })).status).toBe(201);
     gw.clock.advance(gw.config.rateLimit.windowS * 1000);
