@@ -1506,7 +1506,7 @@ export interface paths {
         };
         /**
          * Read a purchase approval
-         * @description Its agent and that agent's owner may read it (an agent polls it for the owner's answer); anyone else gets 404. Past its deadline an open approval is closed as it is read. A purchase (a voucher mint or an execute) above the agent's mandate `approvalAboveUc` answers 402 approval_required with `approvalUrl` (this approval's page), `intentId` and `intent`, and takes nothing; the owner approves or declines here. The approval belongs to that request (its Idempotency-Key, its input, the agent, the amount): after approval the retry with the same key takes the hold, once, and uses the approval in the same transaction. Statuses: `pending_approval` → `approved` → `used` | `expired`; `pending_approval` → `declined` | `expired`; `approved` → `declined` (withdrawn before use). The owner has 15 minutes to answer, and the approved request as long again to be retried. No payment provider is needed.
+         * @description Its agent and that agent's owner may read it (an agent polls it for the owner's answer); anyone else gets 404. Past its deadline an open approval is closed as it is read. A purchase (a voucher mint or an execute) above the agent's mandate `approvalAboveUc` answers 402 approval_required with `approvalUrl` (this approval's page), `intentId` and `intent`, and takes nothing; the owner approves or declines here. The approval belongs to that request (its Idempotency-Key, its input, the agent, the amount): after approval the retry with the same key takes the hold, once, and uses the approval in the same transaction. Statuses: `pending_approval` → `approved` → `used` | `expired`; `pending_approval` → `declined` | `expired`; `approved` → `declined` (withdrawn before use); `pending_approval` → `used` when the retry took the hold without it because the mandate no longer asks (`decidedAt` null). The owner has 15 minutes to answer, and the approved request as long again to be retried. No payment provider is needed.
          *
          *     Authentication: H, A, O.
          */
@@ -3167,7 +3167,7 @@ export interface components {
             id: string;
             agentId: string;
             /**
-             * @description `pending_approval` → `approved` (the owner said yes) → `used` (the request's retry took the hold: `holdId`) | `expired`; `pending_approval` → `declined` | `expired`; `approved` → `declined` (withdrawn before use). Past `expiresAt` an open approval reads `expired`.
+             * @description `pending_approval` → `approved` (the owner said yes) → `used` (the request's retry took the hold: `holdId`) | `expired`; `pending_approval` → `declined` | `expired`; `approved` → `declined` (withdrawn before use); `pending_approval` → `used` when the request's retry took the hold without it, the mandate no longer asking (the owner lifted or raised the threshold; `decidedAt` stays null). Past `expiresAt` an open approval reads `expired`.
              * @enum {string}
              */
             status: "pending_approval" | "approved" | "declined" | "expired" | "used";

@@ -20,7 +20,7 @@ import { clearAgent } from '../policy/spending.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { AgentRow } from '../agents/service.ts';
 import type { LedgerService, Redemption } from '../ledger/service.ts';
-import type { PurchaseAnswer, PurchaseApprover, RequestBinding, ServiceIntent } from '../platform/approvals.ts';
+import { approvalUsedBy, type PurchaseAnswer, type PurchaseApprover, type RequestBinding, type ServiceIntent } from '../platform/approvals.ts';
 import { Batcher, togetherOrAlone, type Settled } from '../platform/batcher.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -111,7 +111,8 @@ function bindingOf(claim: Claim): RequestBinding {
 function usedApprovals(answers: readonly PurchaseAnswer[], holds: ReadonlyArray<Settled<Redemption>>): Array<{ approvalId: string; holdId: string }> {
   return answers.flatMap((answer, index) => {
     const hold = holds[index]!;
-    return answer.state === 'approved' && hold.ok ? [{ approvalId: answer.approvalId, holdId: hold.value.id }] : [];
+    const approvalId = approvalUsedBy(answer);
+    return approvalId !== undefined && hold.ok ? [{ approvalId, holdId: hold.value.id }] : [];
   });
 }
 

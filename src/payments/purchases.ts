@@ -9,6 +9,7 @@
 //   pending_approval → approved (the owner)  → used (the hold of its request's retry, in the hold's transaction)
 //                                             | declined (the owner withdrew it) | expired (not used in time)
 //   pending_approval → declined (the owner)  | expired (not answered in time)
+//                    | used (its request's retry took the hold without it: the mandate no longer asks; no decision)
 // Its deadline (`expires_at_s`) is the owner's until approval, then the retry's: PURCHASE_APPROVAL_LIFETIME_S
 // each. Past it the approval reads as expired at once, and the next reader (the hold, a read, the job) closes it.
 // Events to the owner, each in the transaction of its change: `purchase.approval_requested` (opened),
@@ -262,7 +263,7 @@ export class PurchaseApprovals {
     }
     switch (row.status) {
       case 'pending_approval':
-        return { state: 'none' };
+        return { state: 'none', waitingId: row.id };
       case 'approved':
         if (row.amount_uc !== check.amountUc) {
           return { state: 'closed', error: closed('approval_amount_changed', `the owner approved ${formatUc(row.amount_uc)} µc, but the purchase now costs ${formatUc(check.amountUc)} µc; ask again with a new Idempotency-Key.`, approval) };
@@ -277,7 +278,11 @@ export class PurchaseApprovals {
     }
   }
 
-  /** Marks approvals used by the holds of their requests, in the holds' transaction; each was approved and locked. */
+  /**
+   * Marks approvals used by the holds of their requests, in the holds' transaction; each was locked, and approved or
+   * still waiting (a hold that passed without it, the mandate no longer asking: its request is answered for good, so
+   * the owner is no longer asked, and it never expires into `purchase.declined`; `decidedAt` stays null).
+   */
   async use(tx: Tx, uses: ReadonlyArray<{ approvalId: string; holdId: string }>): Promise<void> {
     const used = await store.markPurchasesUsed(tx, uses, this.nowS());
     if (used !== uses.length) throw new Error(`purchase approval invariant: ${used} of ${uses.length} approvals were approved when their holds used them`);

@@ -22,7 +22,8 @@ const PURCHASE_TEXT =
   '`approvalUrl` (this approval\'s page), `intentId` and `intent`, and takes nothing; the owner approves or declines here. The approval ' +
   'belongs to that request (its Idempotency-Key, its input, the agent, the amount): after approval the retry with the same key takes ' +
   'the hold, once, and uses the approval in the same transaction. Statuses: `pending_approval` → `approved` → `used` | `expired`; ' +
-  '`pending_approval` → `declined` | `expired`; `approved` → `declined` (withdrawn before use). ' +
+  '`pending_approval` → `declined` | `expired`; `approved` → `declined` (withdrawn before use); `pending_approval` → `used` when ' +
+  'the retry took the hold without it because the mandate no longer asks (`decidedAt` null). ' +
   `The owner has ${PURCHASE_APPROVAL_LIFETIME_S / 60} minutes to answer, and the approved request as long again to be retried. No payment provider is needed.`;
 
 const STATUS_TEXT =

@@ -54,7 +54,9 @@ export const PurchaseApprovalSchema = Type.Object(
       enum: PURCHASE_STATUSES,
       description:
         '`pending_approval` → `approved` (the owner said yes) → `used` (the request\'s retry took the hold: `holdId`) | `expired`; ' +
-        '`pending_approval` → `declined` | `expired`; `approved` → `declined` (withdrawn before use). Past `expiresAt` an open approval reads `expired`.',
+        '`pending_approval` → `declined` | `expired`; `approved` → `declined` (withdrawn before use); `pending_approval` → `used` when the ' +
+        "request's retry took the hold without it, the mandate no longer asking (the owner lifted or raised the threshold; `decidedAt` stays null). " +
+        'Past `expiresAt` an open approval reads `expired`.',
     }),
     operation: Type.String({
       enum: ['mintVoucher', 'authorizeX402Payment', 'executeService'],

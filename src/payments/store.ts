@@ -319,10 +319,10 @@ export async function markPurchaseExpired(tx: Tx, id: string, nowS: number): Pro
 }
 
 /**
- * Marks approved approvals used by their holds (one statement); returns how many were approved and are now used.
- * By the approvals' ids as an array, each one's hold looked up in the batch's pairs: no join with them (see
- * `recordHolds`' lot debits); approved is open (`closed_at_s IS NULL`) and decided, as migration 0028's checks
- * tie them, never the open approvals' partial index predicate.
+ * Marks open approvals (approved, or still waiting when the hold passed without one) used by their holds (one
+ * statement); returns how many were open and are now used. By the approvals' ids as an array, each one's hold looked
+ * up in the batch's pairs: no join with them (see `recordHolds`' lot debits); open is `closed_at_s IS NULL`, as
+ * migration 0028's checks tie it to the two open statuses, never the open approvals' partial index predicate.
  */
 export async function markPurchasesUsed(tx: Tx, uses: ReadonlyArray<{ approvalId: string; holdId: string }>, nowS: number): Promise<number> {
   if (uses.length === 0) return 0;
@@ -330,7 +330,7 @@ export async function markPurchasesUsed(tx: Tx, uses: ReadonlyArray<{ approvalId
     `UPDATE purchase_approvals p
         SET status = 'used', used_at_s = $3, updated_at_s = $3, closed_at_s = $3,
             hold_id = (SELECT u.hold_id FROM unnest($1::text[], $2::text[]) AS u(id, hold_id) WHERE u.id = p.id)
-      WHERE p.id = ANY($1::text[]) AND p.closed_at_s IS NULL AND p.decided_at_s IS NOT NULL`,
+      WHERE p.id = ANY($1::text[]) AND p.closed_at_s IS NULL AND p.status IN ('approved', 'pending_approval')`,
     [uses.map((u) => u.approvalId), uses.map((u) => u.holdId), nowS],
   );
   return result.rowCount;

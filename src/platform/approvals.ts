@@ -120,11 +120,20 @@ export interface PurchaseCheck extends RequestBinding {
 }
 
 /**
- * The owner's answer for one request: none yet (no approval, or one still waiting: the hold asks), approved
- * (the hold may take it, and uses the approval), or closed for good (declined, expired, used, or bound to
+ * The owner's answer for one request: none yet (no approval, or one still waiting, `waitingId`: the hold asks),
+ * approved (the hold may take it, and uses the approval), or closed for good (declined, expired, used, or bound to
  * another request or amount): the refusal that answers the request, to be stored under its key.
  */
-export type PurchaseAnswer = { state: 'none' } | { state: 'approved'; approvalId: string } | { state: 'closed'; error: ApiError };
+export type PurchaseAnswer = { state: 'none'; waitingId?: string } | { state: 'approved'; approvalId: string } | { state: 'closed'; error: ApiError };
+
+/**
+ * The approval a hold taken under this answer uses: the approved one, or one still waiting when the hold passed
+ * without it (the mandate no longer asks), which the request's hold answers for good all the same.
+ */
+export function approvalUsedBy(answer: PurchaseAnswer): string | undefined {
+  if (answer.state === 'approved') return answer.approvalId;
+  return answer.state === 'none' ? answer.waitingId : undefined;
+}
 
 /**
  * Approves purchases above a mandate's approval threshold (the payments feature, whatever the rail: no money
@@ -138,7 +147,7 @@ export interface PurchaseApprover {
    * beside its other reads), then answers each request, in order, with what its purchase now costs.
    */
   lockApprovals(tx: Tx, requests: readonly RequestKey[]): Promise<PurchaseAnswering>;
-  /** Marks approvals used by the holds taken under them, in the holds' transaction: each once. */
+  /** Marks approvals used by the holds of their requests (`approvalUsedBy`), in the holds' transaction: each once. */
   use(tx: Tx, uses: ReadonlyArray<{ approvalId: string; holdId: string }>): Promise<void>;
 }
 

@@ -12,7 +12,7 @@
 // another request, the refusal is that request's answer, stored.
 import type { AgentService } from '../agents/service.ts';
 import type { Holders, LedgerService, Redemption } from '../ledger/service.ts';
-import { purchaseApproval, type PurchaseAnswer, type PurchaseAnswering, type PurchaseApprovalRequest, type PurchaseApprover, type RequestBinding, type VoucherIntent } from '../platform/approvals.ts';
+import { approvalUsedBy, purchaseApproval, type PurchaseAnswer, type PurchaseAnswering, type PurchaseApprovalRequest, type PurchaseApprover, type RequestBinding, type VoucherIntent } from '../platform/approvals.ts';
 import type { OfferService, SellableOfferRow } from '../offers/service.ts';
 import type { Settled } from '../platform/batcher.ts';
 import type { Tx } from '../platform/db/database.ts';
@@ -172,7 +172,8 @@ export class VoucherService {
       const held = holds[position]!;
       if (held.ok) {
         outcomes[index] = { ok: true, value: { voucher: vouchers.get(index)!, redemption: held.value } };
-        if (answer.state === 'approved') uses.push({ approvalId: answer.approvalId, holdId: held.value.id });
+        const approvalId = approvalUsedBy(answer);
+        if (approvalId !== undefined) uses.push({ approvalId, holdId: held.value.id });
       } else {
         outcomes[index] = await this.asked(tx, request, offer, held.error);
       }

@@ -115,6 +115,40 @@ describe('a purchase above the approval threshold', () => {
     await expectLedgerInvariants(world.gw.gateway.db);
   });
 
+  it('a waiting approval whose request took its hold without it (the owner lifted the threshold) is closed as used by that hold, unanswerable, and never expires into purchase.declined (found from outside)', async () => {
+    const agent = await agentWithThreshold();
+    const offer = await shop.offer({ priceUc: '6000000' });
+    const key = `lifted-${counter}`;
+    const asked = await mint(world, agent.token, offer.id, key);
+    expect(asked.status).toBe(402);
+    const id = approvalIdOf(asked);
+    const lifted = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, {
+      token: agent.ownerToken,
+      key: `lift-${counter}`,
+      body: { allowedCategories: ['books', 'music'] },
+    });
+    expect(lifted.status).toBe(200);
+    const retry = await mint(world, agent.token, offer.id, key);
+    expect(retry.status).toBe(200);
+    const read = await world.api('GET', `/v1/payments/purchases/${id}`, { token: agent.ownerToken });
+    expect(read.body).toMatchObject({ status: 'used', holdId: retry.body.redemption.id, usedAt: expect.any(Number), decidedAt: null });
+    const waiting = await world.api('GET', '/v1/owner/approvals?status=pending', { token: agent.ownerToken });
+    expect(waiting.status).toBe(200);
+    expect((waiting.body.approvals as Array<{ id: string }>).map((approval) => approval.id)).not.toContain(id);
+    for (const verb of ['approve', 'decline'] as const) expect((await decide(agent.ownerToken, id, verb)).status, verb).toBe(409);
+    world.gw.clock.advance((PURCHASE_APPROVAL_LIFETIME_S + 1) * 1000);
+    try {
+      await world.gw.services.payments.expirePurchases();
+    } finally {
+      world.gw.clock.advance(-(PURCHASE_APPROVAL_LIFETIME_S + 1) * 1000);
+    }
+    const { rows } = await world.gw.gateway.db.query<{ type: string }>(`SELECT type FROM events WHERE payload::jsonb #>> '{data,purchase,id}' = $1 ORDER BY seq`, [id]);
+    expect(rows.map((row) => row.type)).toEqual(['purchase.approval_requested']);
+    expect((await mint(world, agent.token, offer.id, key)).headers.get('idempotent-replayed')).toBe('true');
+    expect(await holdsOf(agent.id)).toEqual([{ id: retry.body.redemption.id, amount_uc: 6_000_000n }]);
+    await expectLedgerInvariants(world.gw.gateway.db);
+  });
+
   it('cannot be used by another request: another key asks again, and the same key for another offer is refused, nothing taken', async () => {
     const agent = await agentWithThreshold();
     const offer = await shop.offer({ priceUc: '6000000' });
