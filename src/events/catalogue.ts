@@ -4,7 +4,7 @@
 // (src/events/outbox.ts).
 import { EVENT_TYPES, type AnyEventType } from './outbox.ts';
 import { RETRY_SCHEDULE_S } from './webhook-sender.ts';
-import { AUTO_DISABLE_AFTER_S } from './worker.ts';
+import { AUTO_DISABLE_AFTER_S, CIRCUIT_FAILURES_THRESHOLD, CIRCUIT_OPEN_BASE_MS, CIRCUIT_OPEN_MAX_MS } from './worker.ts';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -189,7 +189,10 @@ export function webhooksDocument(): Record<string, unknown> {
             `as \`${type}\`, signed with Standard Webhooks. Only a 2xx answer counts as ` +
             `delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes ` +
             `${retryWaits()} later (each wait counted from the end of the failed attempt); after ${RETRY_SCHEDULE_S.length} ` +
-            'failed attempts the delivery is dead-lettered and can be re-sent. No order is guaranteed between events: ' +
+            'failed attempts the delivery is dead-lettered and can be re-sent. ' +
+            `${CIRCUIT_FAILURES_THRESHOLD} failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for ` +
+            `${CIRCUIT_OPEN_BASE_MS / 1000} s, doubling with each further failure up to ${CIRCUIT_OPEN_MAX_MS / 60_000} min, so an attempt may come ` +
+            'later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: ' +
             'attempts run concurrently and retries overtake. During a secret rotation the signature header carries one ' +
             `\`v1,\` signature per secret.${EVENTS[type].note === undefined ? '' : ` ${EVENTS[type].note}`}`,
           // The receiver authenticates the gateway by the Standard Webhooks signature, not by a credential.

@@ -47,6 +47,10 @@ describe('the event catalogue in the OpenAPI document', () => {
     }
     // Verification comes before any webhook can exist: the document says how the event reaches one (found from outside).
     expect(document.webhooks['merchant.verified'].post.description).toContain('reaches a webhook only when re-sent (POST /v1/merchants/{id}/events/{eventId}/resend)');
+    // The endpoint's pause after failures in a row moves attempts off the schedule: the document says so (found from outside).
+    for (const type of ['redemption.captured', 'budget.threshold']) {
+      expect(document.webhooks[type].post.description).toContain('5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min');
+    }
     expect(document.components.schemas.Merchant).toBeDefined();
     expect(document.components.schemas.Redemption.required).toEqual(expect.arrayContaining(['id', 'agentId', 'state', 'allocations']));
   });
