@@ -2488,7 +2488,7 @@ export interface webhooks {
         get?: never;
         put?: never;
         /**
-         * A budget of one of your agents' mandates crossed one of its alert thresholds (80% and 100% unless the mandate says otherwise), once per threshold and period
+         * A budget of one of your agents' mandates crossed one of its alert thresholds (80% and 100% unless the mandate says otherwise), once per threshold and period (again after the owner changes the budget or the thresholds, for those its spend has not reached yet)
          * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `budget.threshold`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onBudgetThreshold"];

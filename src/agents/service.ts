@@ -30,7 +30,7 @@ import {
 import { principalScope, type Principal } from '../platform/principal.ts';
 import { periodOf } from '../policy/periods.ts';
 import { frozenRefusal, usageOf, type Usage } from '../policy/spending.ts';
-import { recountRedefinedBudgets, type RedefinedBudget } from '../policy/budget-usage.ts';
+import { rearmBudgetAlerts, recountRedefinedBudgets, type RedefinedBudget } from '../policy/budget-usage.ts';
 import * as store from './store.ts';
 
 /** The agent row other features read and lock through this service (never through its store). */
@@ -268,6 +268,27 @@ function redefinedBudgets(before: MandateRules, after: MandateRules, nowS: numbe
   });
 }
 
+/**
+ * The budgets whose alerts a mandate change re-arms (rearmBudgetAlerts): every one when the alert thresholds changed,
+ * else those added or whose limit, period, time zone or scope changed. A budget left as it was keeps what it
+ * announced, so a release and a second crossing in one period stay silent.
+ */
+function rearmedBudgets(before: MandateRules, after: MandateRules): Array<{ budgetId: string; limitUc: bigint }> {
+  const sameThresholds = before.alertThresholds.join() === after.alertThresholds.join();
+  return after.budgets.flatMap((budget) => {
+    const old = before.budgets.find((candidate) => candidate.id === budget.id);
+    const unchanged =
+      old !== undefined &&
+      old.limitUc === budget.limitUc &&
+      old.period === budget.period &&
+      (budget.period === 'total' || before.timeZone === after.timeZone) &&
+      old.merchantId === budget.merchantId &&
+      old.category === budget.category &&
+      old.serviceId === budget.serviceId;
+    return sameThresholds && unchanged ? [] : [{ budgetId: budget.id, limitUc: BigInt(budget.limitUc) }];
+  });
+}
+
 /** Agents whose mandate version 1 is written per pass of the start-up backfill. */
 const MANDATE_BACKFILL_BATCH = 500;
 
@@ -470,12 +491,15 @@ export class AgentService {
     const checked = await this.checkedWithMerchants(tx, rules);
     await this.checkWithinParent(tx, row, checked);
     if (await this.inForce(tx, row, checked)) return row;
-    const redefined = redefinedBudgets(this.rulesOf(row), checked, this.gateway.clock.nowS());
+    const before = this.rulesOf(row);
+    const redefined = redefinedBudgets(before, checked, this.gateway.clock.nowS());
     const written = await this.writeMandate(tx, row, checked, principalScope(principal as Principal));
+    const payerId = row.ancestor_ids[0] ?? row.id;
     if (redefined.length > 0) {
-      const scope = { agentId: row.id, subtreeIds: await store.subtreeIds(tx, row.id), payerId: row.ancestor_ids[0] ?? row.id };
+      const scope = { agentId: row.id, subtreeIds: await store.subtreeIds(tx, row.id), payerId };
       await recountRedefinedBudgets(tx, scope, redefined);
     }
+    await rearmBudgetAlerts(tx, { agentId: row.id, payerId }, rearmedBudgets(before, checked), checked.alertThresholds);
     return written;
   }
 

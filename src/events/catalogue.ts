@@ -117,7 +117,7 @@ const EVENTS: Record<AnyEventType, EventEntry> = {
   'intent.failed': intent('A retained intent of one of your agents ran and failed definitively (`error`); nothing was charged'),
   'intent.cancelled': intent('A retained intent of one of your agents was closed without running (`cancellationReason`); nothing was charged'),
   'budget.threshold': {
-    summary: "A budget of one of your agents' mandates crossed one of its alert thresholds (80% and 100% unless the mandate says otherwise), once per threshold and period",
+    summary: "A budget of one of your agents' mandates crossed one of its alert thresholds (80% and 100% unless the mandate says otherwise), once per threshold and period (again after the owner changes the budget or the thresholds, for those its spend has not reached yet)",
     account: 'owner',
     schema: BUDGET_THRESHOLD_DATA,
   },

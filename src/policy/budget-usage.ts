@@ -241,6 +241,30 @@ export function sendBudgetGiveBack(tx: Tx, holdIds: readonly string[]): void {
  * A budget a mandate change redefines (same id, another period, time zone or scope) or adds (a new id: counted as a
  * rescoped one, from no scope to its own), with where now falls under it.
  */
+/**
+ * After the owner changed kept budgets' limits or the mandate's alert thresholds: each such budget's periods re-armed
+ * to the highest threshold their spend already reaches under the new rules (the owner's own change crossed those, so
+ * they are not announced), so spending on announces the thresholds above it again; `budget.threshold` stays once per
+ * threshold and period under one limit. Without it a raised limit stayed silent after its first 100% (found from
+ * outside). The payer's balance row lock first, as every writer of budget rows takes it (the statement that writes them
+ * begins after it).
+ */
+export async function rearmBudgetAlerts(
+  tx: Tx,
+  scope: { agentId: string; payerId: string },
+  budgets: ReadonlyArray<{ budgetId: string; limitUc: bigint }>,
+  thresholds: readonly number[],
+): Promise<void> {
+  if (budgets.length === 0) return;
+  await tx.query('SELECT 1 FROM agent_balances WHERE agent_id = $1 FOR UPDATE', [scope.payerId]);
+  await tx.query(
+    `UPDATE budget_usage u SET alerted_pct = COALESCE((SELECT max(t) FROM unnest($4::int[]) AS t WHERE u.spent_uc * 100 >= b.limit_uc * t), 0)
+       FROM unnest($2::text[], $3::bigint[]) AS b(budget_id, limit_uc)
+      WHERE u.agent_id = $1 AND u.budget_id = b.budget_id`,
+    [scope.agentId, budgets.map((budget) => budget.budgetId), budgets.map((budget) => budget.limitUc.toString()), [...thresholds]],
+  );
+}
+
 export interface RedefinedBudget {
   budgetId: string;
   /** The start of the period that contains now under the new definition (0 for `total`). */

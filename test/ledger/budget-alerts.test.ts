@@ -87,6 +87,28 @@ async function mintMany(token: string, offerId: string, count: number): Promise<
 const release = (holdId: string) => world.api('POST', `/v1/redemptions/${holdId}/release`, { token: shop.key, key: `alerts-release-${++counter}`, body: {} });
 
 describe('budget.threshold', () => {
+  it('re-arms when the owner changes a limit or the thresholds: the thresholds the spend already reaches under the new rules are not announced, the ones above are (found from outside: a raised limit was silent)', async () => {
+    const budget = (limitCredits: bigint) => ({ budgets: [{ id: 'daily', limitUc: (limitCredits * CREDIT_UC).toString(), period: 'day' }] });
+    const agent = await watchedAgent(budget(10n));
+    const offer = await shop.offer({ priceUc: CREDIT_UC.toString(), holdLifetimeS: 7 * 86_400 });
+    await mintMany(agent.token, offer.id, 10);
+    expect(await alertsReceived(agent.ownerId, 2)).toEqual(['daily@80', 'daily@100']);
+    const put = (body: Record<string, unknown>) => world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `alerts-rearm-${++counter}`, body });
+    // Raised to 20: 10 spent is 50%, so 80% (16) and 100% (20) are ahead again.
+    expect((await put(budget(20n))).status).toBe(200);
+    await mintMany(agent.token, offer.id, 6);
+    expect(await alertsReceived(agent.ownerId, 3)).toEqual(['daily@80', 'daily@100', 'daily@80']);
+    await mintMany(agent.token, offer.id, 4);
+    expect(await alertsReceived(agent.ownerId, 4)).toEqual(['daily@80', 'daily@100', 'daily@80', 'daily@100']);
+    // Raised to 40 with a 50% threshold, which the 20 spent reach already: the owner's own change announces nothing; 80% (32) does.
+    expect((await put({ ...budget(40n), alertThresholds: [50, 80] })).status).toBe(200);
+    await mintMany(agent.token, offer.id, 11);
+    expect(await alertsRecorded(agent.ownerId)).toEqual(['daily@80', 'daily@100', 'daily@80', 'daily@100']);
+    await mintMany(agent.token, offer.id, 1);
+    expect(await alertsReceived(agent.ownerId, 5)).toEqual(['daily@80', 'daily@100', 'daily@80', 'daily@100', 'daily@80']);
+    expect(await alertsRecorded(agent.ownerId)).toEqual(['daily@80', 'daily@100', 'daily@80', 'daily@100', 'daily@80']);
+  });
+
   it('fires at 80% and at 100%, each once in a period (not again after a release and a second crossing), and again in the next period', async () => {
     const agent = await watchedAgent({ budgets: [{ id: 'daily', limitUc: (10n * CREDIT_UC).toString(), period: 'day' }], timeZone: 'America/New_York' });
     const offer = await shop.offer({ priceUc: CREDIT_UC.toString(), holdLifetimeS: 7 * 86_400 });

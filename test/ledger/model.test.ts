@@ -160,6 +160,29 @@ function budgetsOf(mandate: ModelMandate): Budget[] {
 
 /** Writes a mandate of these budgets as the agent's owner would (a new version); a root may have one level of delegates. */
 /**
+ * What a new mandate does to the alerts of the budgets it adds or changes (limit, period, time zone, scope): each of
+ * their periods is re-armed to the highest threshold its spend reaches under the new limit (not announced), so the
+ * thresholds above it are announced again. After `recounted`, as the gateway re-arms after its recount.
+ */
+function rearmed(model: Model, agentId: string, before: ModelMandate | undefined, after: ModelMandate): void {
+  for (const budget of after.budgets) {
+    const old = before?.budgets.find((candidate) => candidate.id === budget.id);
+    const unchanged =
+      old !== undefined &&
+      old.limit === budget.limit &&
+      old.period === budget.period &&
+      (budget.period === 'total' || before!.timeZone === after.timeZone) &&
+      old.shop === budget.shop &&
+      old.category === budget.category;
+    if (unchanged) continue;
+    for (const period of model.periods.values()) {
+      if (period.agentId !== agentId || period.budgetId !== budget.id) continue;
+      period.alerted = Math.max(0, ...ALERT_THRESHOLDS_DEFAULT.filter((pct) => period.spent * 100n >= budget.limit * BigInt(pct)));
+    }
+  }
+}
+
+/**
  * What a new mandate does to the budgets it keeps by id but counts in other periods (another period, or another
  * time zone for a day budget) or over other purchases (another shop or category): each hold of the agent's tree
  * still spending (held, or captured less refunded) made since the period now falls in began counts in that period,
@@ -572,6 +595,7 @@ class Remandate implements fc.AsyncCommand<Model, Real> {
     const agentId = model.agents[this.agent % ROOTS]!;
     await setMandate(model, agentId, this.mandate);
     recounted(model, agentId, model.mandates.get(agentId), this.mandate);
+    rearmed(model, agentId, model.mandates.get(agentId), this.mandate);
     model.mandates.set(agentId, this.mandate);
   }
   toString = () => `remandate(${this.agent % ROOTS}, ${describeMandate(this.mandate)})`;
@@ -588,6 +612,7 @@ class RemandateDelegate implements fc.AsyncCommand<Model, Real> {
     if (wider) return void expect(outcome).toBe('invalid_input');
     expect(outcome).toBe('ok');
     recounted(model, agentId, model.mandates.get(agentId), mandate);
+    rearmed(model, agentId, model.mandates.get(agentId), mandate);
     model.mandates.set(agentId, mandate);
   }
   toString = () => `remandateDelegate(${this.pick.numerators.join('/')}, widen ${this.pick.widen}, own [${describeMandate({ budgets: this.pick.own, timeZone: this.pick.timeZone })}])`;
