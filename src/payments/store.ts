@@ -330,7 +330,7 @@ export async function markPurchasesUsed(tx: Tx, uses: ReadonlyArray<{ approvalId
     `UPDATE purchase_approvals p
         SET status = 'used', used_at_s = $3, updated_at_s = $3, closed_at_s = $3,
             hold_id = (SELECT u.hold_id FROM unnest($1::text[], $2::text[]) AS u(id, hold_id) WHERE u.id = p.id)
-      WHERE p.id = ANY($1::text[]) AND p.closed_at_s IS NULL AND p.status IN ('approved', 'pending_approval')`,
+      WHERE p.id = ANY($1::text[]) AND p.closed_at_s IS NULL`,
     [uses.map((u) => u.approvalId), uses.map((u) => u.holdId), nowS],
   );
   return result.rowCount;
