@@ -217,5 +217,6 @@ describe('acg keys', () => {
       await database?.drop();
       rmSync(dataDir, { recursive: true, force: true });
     }
-  });
+    // Nine CLI processes, each opening the database: 12 s on a quiet machine, past 30 s under the whole suite's load once.
+  }, 90_000);
 });
