@@ -13,7 +13,7 @@ import { OwnerWebhookPage } from './pages/webhook.tsx';
 import { SpendingPage } from './pages/spending.tsx';
 import { followLink, mayLeave, usePath } from './router.ts';
 import { readSettings, type Settings } from './settings.ts';
-import { ConsoleContext, describe, Dialog, PageTitle, type Console } from './ui.tsx';
+import { actionRunning, ConsoleContext, describe, Dialog, PageTitle, type Console } from './ui.tsx';
 
 type State = { kind: 'starting' } | { kind: 'signed-out'; reason?: string } | { kind: 'ready'; owner: { id: string; email: string } };
 
@@ -271,7 +271,12 @@ function App({ settings, auth }: { settings: Settings; auth: Auth }) {
     };
     void start();
     return auth.onChange(() => {
-      if (!auth.signedIn) setState({ kind: 'signed-out', reason: 'You are signed out.' });
+      // A sign-in that ends while the person's action waits on it ends the action too: say it was not done, so a
+      // kill switch pressed then is not taken for done (found from outside: "You are signed out." alone).
+      const reason = actionRunning()
+        ? 'You are signed out, so what you just did was not done: sign in again, then do it again.'
+        : 'You are signed out.';
+      if (!auth.signedIn) setState({ kind: 'signed-out', reason });
     });
   }, [auth, api]);
 

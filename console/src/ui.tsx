@@ -1,7 +1,7 @@
 // What every page shares: the console's context (settings, the API, the owner), loading and acting with
 // messages a person understands, amounts and times, budget bars, copy buttons, the human confirmation, and the
 // question asked before what cannot be undone.
-import type { ComponentChildren } from 'preact';
+import type { ComponentChildren, RefObject } from 'preact';
 import { createContext } from 'preact';
 import { useCallback, useContext, useEffect, useId, useRef, useState } from 'preact/hooks';
 import { ApiProblem, HumanSessionRequired, type Api, type Schemas } from './api.ts';
@@ -140,28 +140,67 @@ export interface Action {
   run(action: () => Promise<string | void>): Promise<void>;
   /** Forgets the last outcome: the form refused the person's input itself, and an older "saved" would read as this one's. */
   clear(): void;
+  /** The outcome's element (`Outcome`), where focus goes when the control the person used is gone. */
+  outcomeRef: RefObject<HTMLParagraphElement | null>;
 }
+
+/** Actions of the person still running (`useAction`), so a sign-in that ends meanwhile can say one was not done. */
+let actionsRunning = 0;
+
+/** Whether an action of the person is running now. */
+export const actionRunning = (): boolean => actionsRunning > 0;
 
 export function useAction(): Action {
   const [state, setState] = useState<{ busy: boolean; error?: unknown; notice?: string }>({ busy: false });
+  const outcomeRef = useRef<HTMLParagraphElement>(null);
   const run = useCallback(async (action: () => Promise<string | void>) => {
+    const origin = focusedControl();
     setState({ busy: true });
+    actionsRunning += 1;
     try {
       const notice = await action();
       setState({ busy: false, notice: notice ?? undefined });
     } catch (error) {
       setState({ busy: false, error });
+    } finally {
+      actionsRunning -= 1;
     }
+    // After the render that re-enables the controls (Preact renders in a microtask; this timer runs after it).
+    setTimeout(() => keepFocus(origin, outcomeRef.current), 0);
   }, []);
   const clear = useCallback(() => setState({ busy: false }), []);
-  return { busy: state.busy, error: state.error, notice: state.notice, run, clear };
+  return { busy: state.busy, error: state.error, notice: state.notice, run, clear, outcomeRef };
 }
 
-/** The outcome of an action, where a screen reader hears it. */
-export function Outcome({ action }: { action: Pick<Action, 'error' | 'notice'> }) {
-  if (action.error !== undefined) return <p class="error" role="alert">{describe(action.error)}</p>;
+/** The element that has focus, unless none has (the body). */
+function focusedControl(): HTMLElement | null {
+  const active = document.activeElement;
+  return active instanceof HTMLElement && active !== document.body ? active : null;
+}
+
+/**
+ * The focus stays where the person was (WCAG 2.4.3): a control disabled while its action ran lost it to the body, so
+ * it gets it back once enabled again, or, when it is gone (Freeze became Unfreeze, a form was replaced), the outcome
+ * that says what happened does. Focus the person moved meanwhile is left where it is (found from outside: after
+ * Freeze, Unfreeze or Save mandate, the next Tab started from the top of the page).
+ */
+function keepFocus(origin: HTMLElement | null, outcome: HTMLElement | null): void {
+  if (focusedControl() !== null) return;
+  if (origin !== null && origin.isConnected && !(origin as HTMLButtonElement).disabled) origin.focus();
+  else outcome?.focus();
+}
+
+/** The outcome of an action, where a screen reader hears it; it takes focus when its control is gone (`keepFocus`). */
+export function Outcome({ action }: { action: Pick<Action, 'error' | 'notice' | 'outcomeRef'> }) {
+  if (action.error !== undefined) {
+    return (
+      <p class="error" role="alert" tabIndex={-1} ref={action.outcomeRef}>
+        {describe(action.error)}
+      </p>
+    );
+  }
   return (
-    <p class="notice" role="status">
+    <p class="notice" role="status" tabIndex={-1} ref={action.outcomeRef}>
       {action.notice ?? ''}
     </p>
   );

@@ -32,7 +32,7 @@ h1{font-size:1.3rem}dt{font-weight:600;margin-top:.6rem}dd{margin:0;word-break:b
 form{border:1px solid #d0d7de;border-radius:6px;padding:1rem;margin:1rem 0}label{display:block;margin:.5rem 0}
 input,textarea{width:100%;box-sizing:border-box;padding:.4rem;font:inherit}
 button,a.button{display:inline-block;margin:.6rem .6rem 0 0;padding:.5rem 1rem;font:inherit;cursor:pointer}
-#status{min-height:1.5rem}#status.ok{color:#1a7f37}#status.error{color:#9a1f1f}.muted{color:#59636e;font-size:.9rem}
+#status{min-height:1.5rem}.warning{color:#9a6700;font-weight:600}#status.ok{color:#1a7f37}#status.error{color:#9a1f1f}.muted{color:#59636e;font-size:.9rem}
 [hidden]{display:none!important}`;
 
 
@@ -110,6 +110,16 @@ const SCRIPT = `(() => {
     text('expires', new Date(record.expiresAt * 1000).toLocaleString());
     for (const row of document.querySelectorAll('[data-for]')) row.hidden = row.dataset.for !== kind;
     const pending = kind === 'topup' ? await showTopup(record) : showPurchase(record);
+    // Said before the owner decides, as the console's card says it (found from outside: the page offered a plain Approve).
+    const stopped = agentFound.ok ? (agent.effectiveStatus || agent.status) : 'active';
+    const name = agentFound.ok ? agent.name : record.agentId;
+    const frozen = stopped === 'frozen' ? ' until it is unfrozen' : '';
+    text('stopped', kind === 'topup'
+      ? name + ' is ' + stopped + ': a top-up approved now credits a balance it cannot spend' + frozen + '.'
+      : stopped === 'frozen'
+        ? name + ' is frozen: this purchase cannot be approved until it is unfrozen (its retry would be refused). You can decline it.'
+        : name + ' is retired: it can never spend again, so this purchase cannot be approved. Decline it.');
+    show('stopped', pending && (stopped === 'frozen' || stopped === 'retired'));
     show('signin', false);
     show('details', true);
     say(pending ? '' : 'This ' + noun + ' is ' + record.status + '.', TONE[record.status] || '');
@@ -184,6 +194,7 @@ export function approvalPage(nonce: string, view: ApprovalPageView): string {
 <dt>Status</dt><dd id="state"></dd>
 <div data-for="topup" hidden><dt>Payment</dt><dd id="mode"></dd></div>
 <dt>Expires</dt><dd id="expires"></dd></dl>
+<p id="stopped" class="warning" hidden></p>
 <button id="approve" type="button" hidden>Approve</button><a id="checkout" class="button" hidden>Pay with Stripe Checkout</a>
 <button id="decline" type="button" hidden>Decline</button></div>
 <p id="status" role="status"></p></div></main><script nonce="${nonce}">${SCRIPT}</script></body></html>`;

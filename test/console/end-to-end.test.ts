@@ -268,6 +268,9 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByLabel('Budget 1 limit (credits)').fill('3');
     await page.getByRole('button', { name: 'Save mandate' }).click();
     await page.getByText('Saved: mandate version 2.').waitFor();
+    // The button was disabled while it saved: the focus comes back to it, not to the page's body, from where the next
+    // Tab would start at the top (found from outside).
+    await expect.poll(() => focused(page)).toBe('Save mandate');
     await page.getByText('0.00 of 3.00 credits spent').waitFor();
     // A category typed, then "all spending" chosen again: the budget is a second daily budget over all spending,
     // refused as one (found from outside: the hidden category let it through).
@@ -579,6 +582,8 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await nav('Agents');
     await pressByKeyboard(page, 'Freeze Scout');
     await page.getByText('Scout is frozen: its next purchase will be refused.').waitFor();
+    // The focus stays on the control, now Unfreeze (or, were it gone, on the outcome), never the page's body (found from outside).
+    await expect.poll(() => focused(page)).toMatch(/^(Unfreeze Scout|Scout is frozen: its next purchase will be refused\.)/);
     expect(tokenRequests).toBe(before.tokens + 1);
     expect(consentPagesShown).toBe(before.consents);
     await page.getByText('Frozen', { exact: true }).waitFor();

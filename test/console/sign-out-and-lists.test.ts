@@ -207,6 +207,27 @@ describe.runIf(hasChromium && !onPostgres())('the owner console (found from outs
     await cards.filter({ has: latecomer }).getByRole('button', { name: 'Freeze Latecomer', exact: true }).waitFor();
   });
 
+  it('says a Freeze was not done when the sign-in ended under it, rather than only "signed out" (found from outside: the kill switch silently dropped)', async () => {
+    const owner = await ownerSession();
+    const issuer = await page.evaluate(() => (JSON.parse(document.querySelector<HTMLMetaElement>('meta[name="acg-console"]')!.content) as { agentIssuer: string }).agentIssuer);
+    const registered = await api('POST', '/v1/owner/agents', owner, { name: 'Runaway', identity: { issuer, subject: 'runaway' } });
+    expect(registered.status).toBe(201);
+    const agentId = registered.body.id as string;
+    const lapsing = await context.newPage();
+    await lapsing.goto(`${gw.url}/console`);
+    if ((await settledOn(lapsing)) === 'sign-in') await signInThroughConsent(lapsing);
+    await lapsing.goto(`${gw.url}/console/agents/${agentId}`);
+    const freeze = lapsing.getByRole('button', { name: 'Freeze Runaway', exact: true });
+    await freeze.waitFor();
+    // The owner revokes the console elsewhere, which revokes this tab's token too: the Freeze is refused 401, and the
+    // renewal under it fails (no consent is left to renew with).
+    expect((await api('DELETE', '/v1/owner/oauth-grants/acg-console', await ownerSession())).status).toBe(200);
+    await freeze.click();
+    await lapsing.getByText('You are signed out, so what you just did was not done: sign in again, then do it again.').waitFor();
+    expect((await api('GET', `/v1/owner/agents/${agentId}`, await ownerSession())).body.status).toBe('active');
+    await lapsing.close();
+  });
+
   // After the agents' paging, which counts the owner's agents.
   it('wraps a long unbroken name instead of scrolling the page sideways (found from outside)', async () => {
     await onAgentsPage();

@@ -141,6 +141,7 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
       await expect(page.locator('#amount').textContent()).resolves.toBe('$0.03 (3 credits)');
       await expect(page.locator('#state').textContent()).resolves.toBe('pending_approval');
       expect(await page.locator('#reason').isHidden()).toBe(true);
+      expect(await page.locator('#stopped').isHidden()).toBe(true);
       // A voucher names no resource: the row is not shown.
       expect(await page.locator('#resource-row').isHidden()).toBe(true);
       await page.locator('#approve').click();
@@ -239,6 +240,22 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
       await expect(page.locator('#state').textContent()).resolves.toBe('declined');
       expect(await page.locator('#approve').isHidden()).toBe(true);
     });
+  }, 120_000);
+
+  it('says before the owner decides that the agent is frozen, as the console does (found from outside: a plain Approve)', async () => {
+    const asked = await mint(`e2e-frozen-${++counter}`);
+    expect(asked.status).toBe(402);
+    expect((await call(url, 'POST', `/v1/owner/agents/${agentId}/freeze`, ownerToken, {}, `e2e-freeze-${counter}`)).status).toBe(200);
+    try {
+      await onThePage(asked.body.approvalUrl, async (page) => {
+        await page.locator('#stopped').waitFor({ state: 'visible', timeout: 15_000 });
+        await expect(page.locator('#stopped').textContent()).resolves.toBe(
+          'Purchase agent is frozen: this purchase cannot be approved until it is unfrozen (its retry would be refused). You can decline it.',
+        );
+      });
+    } finally {
+      expect((await call(url, 'POST', `/v1/owner/agents/${agentId}/unfreeze`, ownerToken, {}, `e2e-unfreeze-${counter}`)).status).toBe(200);
+    }
   }, 120_000);
 
   it('a purchase at the threshold is not asked about', async () => {
