@@ -259,13 +259,23 @@ function redefinedBudgets(before: MandateRules, after: MandateRules, nowS: numbe
     const old = before.budgets.find((candidate) => candidate.id === budget.id);
     const scope = { merchantId: budget.merchantId, category: budget.category, serviceId: budget.serviceId };
     if (!old) return [{ budgetId: budget.id, periodStartS: periodOf(budget.period, after.timeZone, nowS).startS, rescoped: scope }];
-    const sameTime = budget.period === 'total' || before.timeZone === after.timeZone;
-    const sameScope = old.merchantId === budget.merchantId && old.category === budget.category && old.serviceId === budget.serviceId;
-    if (old.period === budget.period && sameTime && sameScope) return [];
+    if (countsAlike(old, budget, before, after)) return [];
     const periodStartS = periodOf(budget.period, after.timeZone, nowS).startS;
-    if (sameScope) return [{ budgetId: budget.id, periodStartS }];
+    if (sameScope(old, budget)) return [{ budgetId: budget.id, periodStartS }];
     return [{ budgetId: budget.id, periodStartS, rescoped: scope }];
   });
+}
+
+type MandateBudget = MandateRules['budgets'][number];
+
+/** Whether two definitions of a budget count the same purchases. */
+function sameScope(old: MandateBudget, budget: MandateBudget): boolean {
+  return old.merchantId === budget.merchantId && old.category === budget.category && old.serviceId === budget.serviceId;
+}
+
+/** Whether a budget kept by a mandate change counts the same purchases in the same periods. */
+function countsAlike(old: MandateBudget, budget: MandateBudget, before: MandateRules, after: MandateRules): boolean {
+  return old.period === budget.period && (budget.period === 'total' || before.timeZone === after.timeZone) && sameScope(old, budget);
 }
 
 /**
@@ -277,14 +287,7 @@ function rearmedBudgets(before: MandateRules, after: MandateRules): Array<{ budg
   const sameThresholds = before.alertThresholds.join() === after.alertThresholds.join();
   return after.budgets.flatMap((budget) => {
     const old = before.budgets.find((candidate) => candidate.id === budget.id);
-    const unchanged =
-      old !== undefined &&
-      old.limitUc === budget.limitUc &&
-      old.period === budget.period &&
-      (budget.period === 'total' || before.timeZone === after.timeZone) &&
-      old.merchantId === budget.merchantId &&
-      old.category === budget.category &&
-      old.serviceId === budget.serviceId;
+    const unchanged = old !== undefined && old.limitUc === budget.limitUc && countsAlike(old, budget, before, after);
     return sameThresholds && unchanged ? [] : [{ budgetId: budget.id, limitUc: BigInt(budget.limitUc) }];
   });
 }
