@@ -25,6 +25,29 @@ export class ApiProblem extends Error {
 /** The human session expired or was refused: the person confirms again. */
 export class HumanSessionRequired extends Error {}
 
+/** How long the console waits for an answer before it says the gateway did not answer. */
+export const ANSWER_TIMEOUT_MS = 30_000;
+
+/** The gateway took the request but gave no answer in ANSWER_TIMEOUT_MS (it hangs, or a proxy holds the request). */
+export class GatewaySilent extends Error {}
+
+/**
+ * `fetch`, given up after ANSWER_TIMEOUT_MS: a gateway that hangs left a page loading, or an action busy, with
+ * nothing said (found from outside). A timer of the page's (not `AbortSignal.timeout`), so a test's clock drives it.
+ */
+async function fetchAnswered(request: Request): Promise<Response> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), ANSWER_TIMEOUT_MS);
+  try {
+    return await fetch(request, { signal: controller.signal });
+  } catch (error) {
+    if (controller.signal.aborted) throw new GatewaySilent(`The gateway did not answer within ${ANSWER_TIMEOUT_MS / 1000} seconds. Try again; an action sent again is done at most once.`);
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 function withBearer(request: Request, token: string): Request {
   const headers = new Headers(request.headers);
   headers.set('authorization', `Bearer ${token}`);
@@ -44,14 +67,14 @@ const lostAnswers = new Map<string, string>();
 
 async function fetchOnce(request: Request): Promise<Response> {
   const key = request.headers.get('idempotency-key');
-  if (key === null) return fetch(request);
+  if (key === null) return fetchAnswered(request);
   const asked = [request.method, request.url, request.headers.get('if-match') ?? '', await request.clone().text()].join('\n');
   const sentKey = lostAnswers.get(asked) ?? key;
   const headers = new Headers(request.headers);
   headers.set('idempotency-key', sentKey);
   let response: Response;
   try {
-    response = await fetch(new Request(request, { headers }));
+    response = await fetchAnswered(new Request(request, { headers }));
   } catch (error) {
     lostAnswers.set(asked, sentKey);
     throw error;

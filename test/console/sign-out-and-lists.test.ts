@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page, type Route } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { onPostgres } from '../support/database.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
@@ -226,6 +226,26 @@ describe.runIf(hasChromium && !onPostgres())('the owner console (found from outs
     await lapsing.getByText('You are signed out, so what you just did was not done: sign in again, then do it again.').waitFor();
     expect((await api('GET', `/v1/owner/agents/${agentId}`, await ownerSession())).body.status).toBe('active');
     await lapsing.close();
+  });
+
+  it('says so when the gateway gives no answer in 30 s, rather than staying busy with nothing said (found from outside: a hung gateway)', async () => {
+    const hung = await context.newPage();
+    await hung.clock.install();
+    await hung.goto(`${gw.url}/console`);
+    if ((await settledOn(hung)) === 'sign-in') await signInThroughConsent(hung);
+    await hung.getByRole('heading', { name: 'Agents', level: 1 }).waitFor();
+    // Every card's own reads answered first: the clock's jump below would give up any still waiting too.
+    await hung.waitForLoadState('networkidle');
+    const held: Route[] = [];
+    await hung.route((url) => url.pathname === '/v1/owner/agents', (route) => void held.push(route));
+    await hung.getByRole('button', { name: 'Refresh' }).click();
+    await expect.poll(() => held.length).toBe(1);
+    await hung.clock.fastForward('00:31');
+    // (The cards' own reads, queued behind the held one, are given up by the same jump of the clock: the first is the list's.)
+    await hung.getByRole('alert').getByText('The gateway did not answer within 30 seconds. Try again; an action sent again is done at most once.').first().waitFor();
+    expect(await hung.getByRole('button', { name: 'Refresh' }).isEnabled()).toBe(true);
+    for (const route of held) await route.abort().catch(() => undefined);
+    await hung.close();
   });
 
   // After the agents' paging, which counts the owner's agents.
