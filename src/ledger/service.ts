@@ -219,13 +219,21 @@ function toRefund(row: store.RefundRow): Refund {
 }
 
 /**
- * A hold as every reader sees it. Expiry is a deadline: a hold still `held` at or after `expiresAt` reads as
- * expired (all of it gone back, at `expiresAt`) before the sweeper reclaims it, and reads the same after.
+ * Whether a hold is past its deadline and not reclaimed yet. Expiry is a deadline: such a hold is expired on every
+ * path (read, capture, release, refund, the sweeper), whether or not the sweeper has reclaimed it.
+ */
+function overdue(hold: store.HoldRow, nowS: number): boolean {
+  return hold.state === 'held' && Number(hold.expires_at_s) <= nowS;
+}
+
+/**
+ * A hold as every reader sees it: a hold still `held` at or after `expiresAt` reads as expired (all of it gone back,
+ * at `expiresAt`) before the sweeper reclaims it, and reads the same after.
  */
 function toRedemption(hold: store.HoldRow, allocations: readonly store.AllocationRow[], refunds: readonly store.RefundRow[], nowS: number): Redemption {
-  const overdue = hold.state === 'held' && Number(hold.expires_at_s) <= nowS;
-  const state = overdue ? 'expired' : hold.state;
-  const resolvedAtS = overdue ? Number(hold.expires_at_s) : hold.resolved_at_s === null ? null : Number(hold.resolved_at_s);
+  const late = overdue(hold, nowS);
+  const state = late ? 'expired' : hold.state;
+  const resolvedAtS = late ? Number(hold.expires_at_s) : hold.resolved_at_s === null ? null : Number(hold.resolved_at_s);
   const releasedUc = state === 'held' ? 0n : hold.amount_uc - hold.captured_uc;
   return {
     id: hold.id,
@@ -680,7 +688,7 @@ export class LedgerService {
     if (holdIds.length === 0) return 0;
     const { holds, allocations } = await store.lockHoldsWithAllocations(tx, holdIds);
     const nowS = this.nowS();
-    const due = [...holds.values()].filter((hold) => hold.state === 'held' && Number(hold.expires_at_s) <= nowS);
+    const due = [...holds.values()].filter((hold) => overdue(hold, nowS));
     await this.settleMany(tx, due.map((hold) => ({ hold, state: 'expired' as const, capturedUc: 0n })), allocations);
     return due.length;
   }
@@ -780,7 +788,7 @@ export class LedgerService {
       }
       if (request.action === 'capture' && hold.revoked_at_s != null) return { ok: false, error: revokedError(hold, hold.revoked_at_s) };
       if (request.action === 'release' && hold.state === 'released') return { ok: true, value: hold.id };
-      if (hold.state === 'held' && Number(hold.expires_at_s) <= nowS) settle(hold, 'expired', 0n);
+      if (overdue(hold, nowS)) settle(hold, 'expired', 0n);
       const state = current.get(hold.id)!.state;
       if (state === 'expired') return { ok: false, error: new ApiError('hold_resolved', { detail: 'the hold has expired; its credit went back to the agent' }) };
       if (state !== 'held') return { ok: false, error: new ApiError('hold_resolved', { detail: `the hold is already ${state}` }) };
@@ -850,8 +858,7 @@ export class LedgerService {
     if (!hold || hold.merchant_id !== request.merchantId) throw new ApiError('not_found', { detail: `no redemption ${holdId}` });
     const nowS = this.nowS();
     if (hold.state !== 'captured') {
-      // A held hold past its deadline is expired on every path, the sweeper's reclaim or not.
-      const state = hold.state === 'held' && Number(hold.expires_at_s) <= nowS ? 'expired' : hold.state;
+      const state = overdue(hold, nowS) ? 'expired' : hold.state;
       throw new ApiError('conflict', { detail: `only captured credit can be refunded; the hold is ${state}` });
     }
     const closesAtS = Number(hold.resolved_at_s) + hold.refund_window_s;

@@ -242,6 +242,15 @@ export function sendBudgetGiveBack(tx: Tx, holdIds: readonly string[]): void {
  * rescoped one, from no scope to its own), with where now falls under it.
  */
 /**
+ * Takes the row lock of a tree's payer in `agent_balances`, which every writer of that tree's budget rows holds first
+ * ("A budget row is written by the statement after the payer's lock", docs/decisions.md): the owner's recount and
+ * re-arm, outside a hold's or a settlement's own statements.
+ */
+async function lockPayer(tx: Tx, payerId: string): Promise<void> {
+  await tx.query('SELECT 1 FROM agent_balances WHERE agent_id = $1 FOR UPDATE', [payerId]);
+}
+
+/**
  * After the owner changed kept budgets' limits or the mandate's alert thresholds: each such budget's periods re-armed
  * to the highest threshold their spend already reaches under the new rules (the owner's own change crossed those, so
  * they are not announced), so spending on announces the thresholds above it again; `budget.threshold` stays once per
@@ -256,7 +265,7 @@ export async function rearmBudgetAlerts(
   thresholds: readonly number[],
 ): Promise<void> {
   if (budgets.length === 0) return;
-  await tx.query('SELECT 1 FROM agent_balances WHERE agent_id = $1 FOR UPDATE', [scope.payerId]);
+  await lockPayer(tx, scope.payerId);
   await tx.query(
     `UPDATE budget_usage u SET alerted_pct = COALESCE((SELECT max(t) FROM unnest($4::int[]) AS t WHERE u.spent_uc * 100 >= b.limit_uc * t), 0)
        FROM unnest($2::text[], $3::bigint[]) AS b(budget_id, limit_uc)
@@ -358,7 +367,7 @@ export async function recountRedefinedBudgets(
     }
   }
   if (moved === 0) return 0;
-  await tx.query('SELECT 1 FROM agent_balances WHERE agent_id = $1 FOR UPDATE', [scope.payerId]);
+  await lockPayer(tx, scope.payerId);
   const deltas = [...totals].map(([key, deltaUc]) => {
     const [budgetId, periodStartS] = key.split('\n') as [string, string];
     return { budgetId, periodStartS, deltaUc };
