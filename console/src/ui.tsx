@@ -219,11 +219,17 @@ export function Amount({ uc }: { uc: string }) {
 }
 
 const TIME = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+// dateStyle and timeStyle cannot be combined with timeZoneName (a RangeError), so the fields are named one by one.
+const TIME_IN_ZONE = new Intl.DateTimeFormat(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: 'numeric', minute: '2-digit', timeZoneName: 'short' });
 
-export function When({ s }: { s: number | null | undefined }) {
+/**
+ * A moment in this browser's time zone; `zoned` names the zone too, for a moment set in another one (a budget resets
+ * at midnight in its mandate's zone, which need not be the browser's).
+ */
+export function When({ s, zoned = false }: { s: number | null | undefined; zoned?: boolean }) {
   if (s === null || s === undefined) return <span>—</span>;
   const date = new Date(s * 1000);
-  return <time dateTime={date.toISOString()}>{TIME.format(date)}</time>;
+  return <time dateTime={date.toISOString()}>{(zoned ? TIME_IN_ZONE : TIME).format(date)}</time>;
 }
 
 const PERIOD_NAMES: Record<string, string> = { day: 'Daily', week: 'Weekly', month: 'Monthly', total: 'Total' };
@@ -245,7 +251,7 @@ export function BudgetBar({ usage }: { usage: Schemas['BudgetUsage'] }) {
         {credits(usage.spentUc)} of {credits(usage.limitUc)} credits spent
         {usage.resetsAt ? (
           <>
-            , resets <When s={usage.resetsAt} />
+            , resets <When s={usage.resetsAt} zoned />
           </>
         ) : null}
       </span>

@@ -51,12 +51,17 @@ const SCRIPT = `(() => {
   const say = (value, tone) => { status.textContent = value; status.className = tone; };
   const TONE = { settled: 'ok', approved: 'ok', used: 'ok', failed: 'error' };
   const json = async (response) => { try { return await response.json(); } catch { return {}; } };
-  // An exact decimal of an integer amount: µc → credits (6 places) or dollars (8 places, at least 2 shown).
-  const decimal = (amount, places, least) => {
+  // An exact decimal of an integer amount, its whole part grouped by thousands: µc → credits (6 places) or dollars
+  // (8 places); at least 2 decimals shown.
+  const decimal = (amount, places) => {
     const digits = BigInt(amount).toString().padStart(places + 1, '0');
-    const fraction = digits.slice(-places).replace(/0+$/, '').padEnd(least, '0');
-    return digits.slice(0, -places) + (fraction ? '.' + fraction : '');
+    const fraction = digits.slice(-places).replace(/0+$/, '').padEnd(2, '0');
+    return BigInt(digits.slice(0, -places)).toLocaleString('en-US') + '.' + fraction;
   };
+  // In the console's form ("1,500.00 credits"), with the exact dollars beside it.
+  const amount = (uc) => decimal(uc, 6) + ' credits ($' + decimal(uc, 8) + ')';
+  // The API's status in words; the others are words already.
+  const STATUS = { pending_approval: 'waiting for your answer' };
   let token = '';
   const api = (method, path, body) => fetch(path, {
     method,
@@ -66,7 +71,7 @@ const SCRIPT = `(() => {
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const showTopup = async (topup) => {
-    text('amount', '$' + (topup.amountUsdCents / 100).toFixed(2) + ' (' + topup.amountUsdCents + ' credits)');
+    text('amount', amount(topup.amountUc));
     text('reason', topup.reason);
     text('mode', topup.livemode ? 'live' : 'test mode: no money moves');
     if (topup.intentId) {
@@ -86,7 +91,7 @@ const SCRIPT = `(() => {
     return pending;
   };
   const showPurchase = (purchase) => {
-    text('amount', '$' + decimal(purchase.amountUc, 8, 2) + ' (' + decimal(purchase.amountUc, 6, 0) + ' credits)');
+    text('amount', amount(purchase.amountUc));
     text('merchant-name', purchase.merchant ? purchase.merchant.name : 'a built-in service of this gateway');
     text('merchant', purchase.merchant ? purchase.merchant.domain : '');
     text('offer-name', purchase.offer.name);
@@ -106,7 +111,7 @@ const SCRIPT = `(() => {
     const agent = await json(agentFound);
     text('agent-name', agentFound.ok ? agent.name : '');
     text('agent', record.agentId);
-    text('state', record.status);
+    text('state', STATUS[record.status] || record.status);
     text('expires', new Date(record.expiresAt * 1000).toLocaleString());
     for (const row of document.querySelectorAll('[data-for]')) row.hidden = row.dataset.for !== kind;
     const pending = kind === 'topup' ? await showTopup(record) : showPurchase(record);
@@ -119,7 +124,10 @@ const SCRIPT = `(() => {
       : stopped === 'frozen'
         ? name + ' is frozen: this purchase cannot be approved until it is unfrozen (its retry would be refused). You can decline it.'
         : name + ' is retired: it can never spend again, so this purchase cannot be approved. Decline it.');
-    show('stopped', pending && (stopped === 'frozen' || stopped === 'retired'));
+    const isStopped = stopped === 'frozen' || stopped === 'retired';
+    show('stopped', pending && isStopped);
+    // The gateway refuses to approve a stopped agent's purchase: no button that can only be refused.
+    if (kind === 'purchase' && isStopped) show('approve', false);
     show('signin', false);
     show('details', true);
     say(pending ? '' : 'This ' + noun + ' is ' + record.status + '.', TONE[record.status] || '');

@@ -272,6 +272,9 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     // Tab would start at the top (found from outside).
     await expect.poll(() => focused(page)).toBe('Save mandate');
     await page.getByText('0.00 of 3.00 credits spent').waitFor();
+    // The reset moment names its zone: it is midnight in the mandate's zone, shown in the browser's (found from
+    // outside: a bare time read as either).
+    await expect(page.locator('.budget-text time').first().textContent()).resolves.toMatch(/ (UTC|GMT([+-]\d{1,2}(:\d\d)?)?)$/);
     // A category typed, then "all spending" chosen again: the budget is a second daily budget over all spending,
     // refused as one (found from outside: the hidden category let it through).
     await page.getByRole('button', { name: 'Add a budget' }).click();
@@ -465,6 +468,11 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     const card = page.locator('li.approval', { hasText: 'Scout is frozen: this purchase cannot be approved until it is unfrozen' });
     await card.waitFor();
     await card.locator('.badge', { hasText: 'Frozen' }).waitFor();
+    // No Approve the gateway can only refuse (found from outside: it stayed enabled); the reason is its description.
+    const approve = card.getByRole('button', { name: /^Approve the purchase/ });
+    expect(await approve.isDisabled()).toBe(true);
+    await expect(approve.getAttribute('aria-describedby').then((id) => page.locator(`[id="${id}"]`).textContent())).resolves.toMatch(/^Scout is frozen: this purchase cannot be approved/);
+    expect(await card.getByRole('button', { name: /^Decline the purchase/ }).isEnabled()).toBe(true);
   });
 
   it('keeps the keyboard focus where the person was after an approval is answered, and after a budget row is removed (found from outside: it fell to the body)', async () => {

@@ -95,7 +95,7 @@ describe.runIf(hasChromium && !onPostgres())('a top-up approved in the browser r
       await page.locator('#details').waitFor({ state: 'visible', timeout: 15_000 });
       await expect(page.locator('#agent').textContent()).resolves.toBe(agentId);
       await expect(page.locator('#agent-name').textContent()).resolves.toBe('Top-up agent');
-      await expect(page.locator('#amount').textContent()).resolves.toBe('$5.00 (500 credits)');
+      await expect(page.locator('#amount').textContent()).resolves.toBe('500.00 credits ($5.00)');
       await expect(page.locator('#reason').textContent()).resolves.toContain(first.body.intentId);
       await expect(page.locator('#intent').textContent()).resolves.toContain('github-public repository.get');
       await expect(page.locator('#intent').textContent()).resolves.toMatch(/^GitHub public repositories: /);

@@ -138,8 +138,8 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
       await expect(page.locator('#merchant').textContent()).resolves.toBe('ada-books.example.com');
       await expect(page.locator('#offer-name').textContent()).resolves.toBe('One e-book');
       await expect(page.locator('#offer').textContent()).resolves.toBe(offerId);
-      await expect(page.locator('#amount').textContent()).resolves.toBe('$0.03 (3 credits)');
-      await expect(page.locator('#state').textContent()).resolves.toBe('pending_approval');
+      await expect(page.locator('#amount').textContent()).resolves.toBe('3.00 credits ($0.03)');
+      await expect(page.locator('#state').textContent()).resolves.toBe('waiting for your answer');
       expect(await page.locator('#reason').isHidden()).toBe(true);
       expect(await page.locator('#stopped').isHidden()).toBe(true);
       // A voucher names no resource: the row is not shown.
@@ -179,7 +179,7 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
     expect(listed).toMatchObject({ kind: 'purchase', resource, agentEffectiveStatus: 'active' });
     await onThePage(asked.body.approvalUrl, async (page) => {
       await expect(page.locator('#offer-name').textContent()).resolves.toBe('One e-book');
-      await expect(page.locator('#amount').textContent()).resolves.toBe('$0.025 (2.5 credits)');
+      await expect(page.locator('#amount').textContent()).resolves.toBe('2.50 credits ($0.025)');
       expect(await page.locator('#resource-row').isVisible()).toBe(true);
       await expect(page.locator('#resource').textContent()).resolves.toBe(resource);
       expect(await page.locator('#details b').count()).toBe(0);
@@ -252,6 +252,9 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
         await expect(page.locator('#stopped').textContent()).resolves.toBe(
           'Purchase agent is frozen: this purchase cannot be approved until it is unfrozen (its retry would be refused). You can decline it.',
         );
+        // No Approve the gateway can only refuse (found from outside: the button stayed); Decline stays.
+        expect(await page.locator('#approve').isHidden()).toBe(true);
+        expect(await page.locator('#decline').isVisible()).toBe(true);
       });
     } finally {
       expect((await call(url, 'POST', `/v1/owner/agents/${agentId}/unfreeze`, ownerToken, {}, `e2e-unfreeze-${counter}`)).status).toBe(200);

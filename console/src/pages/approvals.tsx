@@ -15,6 +15,7 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
   const { humanSession, forgetHumanSession } = useConsole();
   const action = useAction();
   const what = approval.kind === 'topup' ? 'top-up' : 'purchase';
+  const refused = approval.kind === 'purchase' && approval.agentEffectiveStatus !== 'active';
   const answer = (verb: Verb) =>
     action.run(async () => {
       let said: string | undefined;
@@ -128,7 +129,7 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
         </div>
       </dl>
       {approval.agentEffectiveStatus !== 'active' ? (
-        <p class="error">
+        <p class="error" id={`stopped-${approval.id}`}>
           {approval.kind === 'topup'
             ? `${approval.agentName} is ${approval.agentEffectiveStatus}: a top-up approved now credits a balance it cannot spend${approval.agentEffectiveStatus === 'frozen' ? ' until it is unfrozen' : ''}.`
             : approval.agentEffectiveStatus === 'frozen'
@@ -137,7 +138,14 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
         </p>
       ) : null}
       <p>
-        <button type="button" class="primary" disabled={action.busy} onClick={() => answer('approve')}>
+        {/* The gateway refuses to approve a stopped agent's purchase (found from outside: the click was only refused). */}
+        <button
+          type="button"
+          class="primary"
+          disabled={action.busy || refused}
+          aria-describedby={refused ? `stopped-${approval.id}` : undefined}
+          onClick={() => answer('approve')}
+        >
           Approve the {what} for {approval.agentName}
         </button>{' '}
         <button type="button" disabled={action.busy} onClick={() => answer('decline')}>
