@@ -165,8 +165,9 @@ export interface Holders {
   /** The locked rows of the agents and their ancestors; throws if any of `requesters` was not among the agents locked. */
   covering(requesters: readonly string[]): Map<string, AgentRow>;
   /**
-   * The payers' spendable lots, locked: those read already, and the others read now with the budgets' running
-   * totals (`budgets` undefined when nothing was read: the caller reads the totals it needs).
+   * The payers' spendable lots, locked with the holders (throws for a payer they were not: it would be locked out
+   * of order), and the budgets' running totals read with them when they are those of `budgetPeriods`
+   * (`budgets` undefined otherwise: the caller reads the totals it needs).
    */
   lotsOf(payerIds: readonly string[], budgetPeriods: readonly BudgetPeriodKey[]): Promise<{ lots: Map<string, store.LotRow[]>; budgets: ReadonlyMap<string, BudgetSpend> | undefined }>;
 }
@@ -470,9 +471,9 @@ export class LedgerService {
   /**
    * Locks what `holdMany` locks first, for a batch that sends these locks beside its other reads, in the same
    * transaction, and hands them to `holdMany`: the rows of the agents about to hold and of all their ancestors,
-   * and, in the statement after (the order every hold takes them), the spendable lots of those agents, which
-   * are their payers' when they are roots (most are). `holdMany` reads only what this could not know: a
-   * delegate's root's lots, and the budgets' running totals.
+   * and, in the statement after (the order every hold takes them), the spendable lots of those agents' payers
+   * with the payers' balance rows. `holdMany` reads only what this could not know: the budgets' running totals,
+   * when a mandate changed or an ancestor was never seen since the last hold.
    */
   async lockHolders(tx: Tx, agentIds: readonly string[]): Promise<Holders> {
     const atS = this.nowS();
@@ -483,21 +484,21 @@ export class LedgerService {
     const [rows, own] = await Promise.all([this.identity.lockWithAncestors(tx, requested), store.lockSpendableLotsOf(tx, requested, atS, guessed)]);
     this.lastHolders.remember(rows.values());
     const guessedKeys = new Set(guessed.map(budgetPeriodKey));
+    const locked = new Set(requested);
+    const payersRead = new Set(requested.map((id) => rows.get(id)).filter((row) => row !== undefined).map(payerOf));
     return {
       atS,
       covering(requesters) {
-        const missing = requesters.find((id) => !own.lots.has(id));
+        const missing = requesters.find((id) => !locked.has(id));
         if (missing !== undefined) throw new Error(`holdMany: agent ${missing} holds, but its row was not locked with the batch's holders`);
         return rows;
       },
       async lotsOf(payerIds, budgetPeriods) {
-        const unread = payerIds.filter((id) => !own.lots.has(id));
-        if (unread.length > 0) {
-          const read = await store.lockSpendableLotsOf(tx, unread, atS, budgetPeriods);
-          return { lots: new Map(payerIds.map((id) => [id, own.lots.get(id) ?? read.lots.get(id)!])), budgets: read.budgets };
-        }
+        // The statement read every payer's lots with the holders; a payer it did not would be locked out of order.
+        const unread = payerIds.find((id) => !payersRead.has(id));
+        if (unread !== undefined) throw new Error(`holdMany: payer ${unread} pays for the batch, but its lots were not locked with the batch's holders`);
         const guessedRight = budgetPeriods.every((key) => guessedKeys.has(budgetPeriodKey(key)));
-        return { lots: new Map(payerIds.map((id) => [id, own.lots.get(id)!])), budgets: guessedRight ? own.budgets : undefined };
+        return { lots: new Map(payerIds.map((id) => [id, own.lots.get(id) ?? []])), budgets: guessedRight ? own.budgets : undefined };
       },
     };
   }
@@ -518,7 +519,7 @@ export class LedgerService {
     const outcomes: Array<Settled<Redemption>> = [];
     const candidates = requests.filter((request) => request.amountUc > 0n);
     // The requesters and all their ancestors locked, with their lots (`lockHolders`, here or already by the
-    // caller); then whatever that could not know: a delegate's payer's lots, the budgets' running totals.
+    // caller); then whatever that could not know: the budgets' running totals.
     const requesters = [...new Set(candidates.map((request) => request.agentId))];
     const locked = holders ?? (await this.lockHolders(tx, requesters));
     const nowS = locked.atS;
@@ -549,7 +550,7 @@ export class LedgerService {
       if ((await this.settleDueOf(tx, payerId)) === 0) return false;
       const tree = [...agents.values()].filter((agent) => payerOf(agent) === payerId);
       const again = await store.lockSpendableLotsOf(tx, [payerId], nowS, budgetPeriodsOf(tree, nowS));
-      lots.set(payerId, store.lessTaken(again.lots.get(payerId)!, pool.allocations));
+      lots.set(payerId, store.lessTaken(again.lots.get(payerId) ?? [], pool.allocations));
       for (const key of again.budgets.keys()) periodsWithRows.add(key);
       const fresh = await usageOf(tx, tree, nowS, again.budgets);
       for (const agent of tree) usage.set(agent.id, withTaken(fresh.get(agent.id)!, takenBy(agent.id)));

@@ -105,12 +105,16 @@ export async function insertLot(db: Queryable, lot: LotRow): Promise<LotRow> {
 }
 
 /**
- * The lots that can fund a hold now of several agents, each agent's in burn-down order (priority, earliest
- * expiry, oldest), locked, and then their running-total rows (`agent_balances`, the lock order: lots, then
+ * The lots that can fund a hold now by several agents: their payers' (a root pays for itself, a delegate's root
+ * for the delegate; resolved in the statement), each payer's in burn-down order (priority, earliest expiry,
+ * oldest), locked, and then the payers' running-total rows (`agent_balances`, the lock order: lots, then
  * balance rows), so the hold statement that follows begins with its payers' locks held and finds their budget
  * rows where its snapshot says they are (src/policy/budget-usage.ts); and, in the same statement (one round
  * trip, after the agents' rows are locked, so the totals are the ones their holds left), the running totals of
- * the budget periods `budgetPeriods`.
+ * the budget periods `budgetPeriods`. Every payer's lots in one statement: a second statement for a payer found
+ * later would wait for lots while holding balance rows, which a settlement (lots, then balance rows) or a refund
+ * (its earnings account, then its payer's balance row) waiting for those rows turns into a deadlock (found from
+ * outside). The lots are keyed by payer; a payer with none spendable has no entry.
  */
 export async function lockSpendableLotsOf(
   tx: Tx,
@@ -118,16 +122,18 @@ export async function lockSpendableLotsOf(
   nowS: number,
   budgetPeriods: readonly BudgetPeriodKey[] = [],
 ): Promise<{ lots: Map<string, LotRow[]>; budgets: ReturnType<typeof budgetUsageFrom> }> {
-  const lots = new Map<string, LotRow[]>(agentIds.map((id) => [id, []]));
+  const lots = new Map<string, LotRow[]>();
   if (agentIds.length === 0) return { lots, budgets: new Map() };
+  // The payers as an array computed once (an initplan), so the lots are still probed by their burn-order index.
+  const payerIds = `ARRAY(SELECT DISTINCT ${PAYER_OF('k.id')} FROM unnest($1::text[]) AS k(id))`;
   const spendable = `SELECT * FROM credit_lots
-      WHERE agent_id = ANY($1::text[]) AND remaining_uc > 0 AND (expires_at_s IS NULL OR expires_at_s > $2)
+      WHERE agent_id = ANY(${payerIds}) AND remaining_uc > 0 AND (expires_at_s IS NULL OR expires_at_s > $2)
       ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq
       FOR UPDATE`;
   // The payers' balance rows, after the lots (a condition naming `lot` makes the planner lock those first); the
   // statement's answer names this part, so it runs.
   const payers = `payer_locked AS (
-       SELECT agent_id FROM agent_balances WHERE agent_id = ANY($1::text[]) AND (SELECT count(*) FROM lot) >= 0 ORDER BY agent_id FOR UPDATE
+       SELECT agent_id FROM agent_balances WHERE agent_id = ANY(${payerIds}) AND (SELECT count(*) FROM lot) >= 0 ORDER BY agent_id FOR UPDATE
      )`;
   if (budgetPeriods.length === 0) {
     const { rows } = await tx.query<LotRow>(
@@ -135,7 +141,7 @@ export async function lockSpendableLotsOf(
        SELECT * FROM lot WHERE (SELECT count(*) FROM payer_locked) >= 0 ORDER BY agent_id, priority, expires_at_s NULLS LAST, seq`,
       [[...agentIds], nowS],
     );
-    for (const row of rows) lots.get(row.agent_id)!.push(row);
+    for (const row of rows) lotsOfPayer(lots, row.agent_id).push(row);
     return { lots, budgets: new Map() };
   }
   // Lots and budget rows in one result: `budget_id` tells them apart; lots come first, in burn-down order.
@@ -156,12 +162,18 @@ export async function lockSpendableLotsOf(
   for (const row of rows) {
     if (row.budget_id === null) {
       const { budget_id: _budget, period_start_s: _period, alerted_pct: _alerted, part: _part, ...lot } = row as typeof row & { part: number };
-      lots.get(row.agent_id)!.push(lot);
+      lotsOfPayer(lots, row.agent_id).push(lot);
     } else {
       budgetRows.push({ agent_id: row.agent_id, budget_id: row.budget_id, period_start_s: row.period_start_s!, spent_uc: row.remaining_uc, alerted_pct: row.alerted_pct! });
     }
   }
   return { lots, budgets: budgetUsageFrom(budgetRows) };
+}
+
+function lotsOfPayer(lots: Map<string, LotRow[]>, payerId: string): LotRow[] {
+  let list = lots.get(payerId);
+  if (!list) lots.set(payerId, (list = []));
+  return list;
 }
 
 /** Lots less what allocations (not yet written) take from them, in the same order. */
@@ -172,7 +184,8 @@ export function lessTaken(lots: readonly LotRow[], allocations: ReadonlyArray<{ 
 }
 
 /** The payer of an agent's holds, in SQL: the root of its tree (the agent itself for a root, or an unknown id). */
-const PAYER_OF_$1 = 'COALESCE((SELECT ancestor_ids[1] FROM agents WHERE id = $1), $1)';
+const PAYER_OF = (agentId: string) => `COALESCE((SELECT ancestor_ids[1] FROM agents WHERE id = ${agentId}), ${agentId})`;
+const PAYER_OF_$1 = PAYER_OF('$1');
 
 /** A lot's place in burn-down order, as the columns of one comparable row (a lot that never expires after every one that does). */
 const BURN_ORDER = 'priority, COALESCE(expires_at_s, 9223372036854775807), seq';
