@@ -8,7 +8,7 @@
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { issueAuthorizationRequest } from './authorization-request.ts';
-import { hashSecret, newBrowserSecret } from './browser-binding.ts';
+import { hashSecret, newBrowserSecret, remembersConsent } from './browser-binding.ts';
 import { findClient, matchClientRedirectUri } from './console-client.ts';
 import { mintCode } from './code.ts';
 import { REQUEST_ID_CHARS_MAX, STATE_LENGTH_MAX } from './limits.ts';
@@ -112,7 +112,7 @@ export async function authorize(gateway: Gateway, rawQuery: string, browserSecre
   if (prompt === INVALID) return fail('invalid_request', 'prompt may only be none, or any of login, consent and select_account');
 
   const nowS = gateway.clock.nowS();
-  if (browserSecret !== undefined && prompt !== 'page') {
+  if (browserSecret !== undefined && prompt !== 'page' && remembersConsent(gateway.config)) {
     const match: ConsentMatch = { clientId: client.id, browserHash: hashSecret(browserSecret), resource: resources[0]!, requestedScope: scope };
     const code = await codeFromRememberedConsent(gateway, match, { redirectUri: requestedRedirect, codeChallenge: challenge }, nowS);
     if (code !== undefined) return { kind: 'remembered', location: redirectWith(requestedRedirect, { code, state: trusted.state, iss: baseUrl }) };

@@ -16,6 +16,18 @@ export function cookieName(baseUrl: string): string {
   return baseUrl.startsWith('https:') ? '__Host-acg-oauth-browser' : 'acg-oauth-browser';
 }
 
+/**
+ * Whether a consent is remembered in a browser (`remembered-consent.ts`). Only a `__Host-` cookie is the gateway's
+ * own: over plain http a cookie is shared with every port of the host, so any other service there reads it from a
+ * visiting browser, or sets its own (found from outside: a page on another port of 127.0.0.1 planted a value, then
+ * took codes for the owner who signed in). Live mode therefore remembers consents only over https, and over http
+ * shows the consent page every time; dev mode keeps them (test credit, one developer's machine), as its own
+ * documented convenience.
+ */
+export function remembersConsent(config: { mode: 'dev' | 'live'; baseUrl: string }): boolean {
+  return config.mode === 'dev' || config.baseUrl.startsWith('https:');
+}
+
 export function readBrowserSecret(cookieHeader: string | undefined, baseUrl: string): string | undefined {
   const name = cookieName(baseUrl);
   for (const part of (cookieHeader ?? '').split(';')) {

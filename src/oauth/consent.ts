@@ -3,7 +3,7 @@
 import type { IdentityProvider } from '../identity/issuers.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { readAuthorizationRequest } from './authorization-request.ts';
-import { browserMatches, consentToken } from './browser-binding.ts';
+import { browserMatches, consentToken, remembersConsent } from './browser-binding.ts';
 import { IDENTITY_PROVIDERS, parseScope, SCOPE_FOR_PROVIDER, type IdentityProviderChoice } from './scopes.ts';
 import * as store from './store.ts';
 
@@ -27,6 +27,8 @@ export interface ConsentView {
   redirectUri: string;
   resource: string;
   providers: ProviderOption[];
+  /** The consent is remembered in this browser (`remembersConsent`). */
+  remembered: boolean;
 }
 
 export type ConsentOutcome =
@@ -67,6 +69,7 @@ export async function consent(gateway: Gateway, requestId: string | undefined, b
       redirectUri: request.redirectUri,
       resource: request.resource,
       providers: options,
+      remembered: remembersConsent(gateway.config),
     },
   };
 }

@@ -33,7 +33,9 @@ export function devLoginRoutes(verifier: CredentialVerifier) {
         body: DevLoginBody,
         response: { 200: DevLoginResponse, ...problems(400, 404) },
       },
-      handler: async (request) => {
+      handler: async (request, reply) => {
+        // A token in the answer: kept by no cache (the platform's rule looks at the request, which carries none).
+        reply.headers({ 'cache-control': 'no-store', pragma: 'no-cache' });
         const { kind } = request.params as { kind: 'human' | 'agent' };
         const body = request.body as Static<typeof DevLoginBody>;
         if (!builtIn(kind)) throw new ApiError('not_found', { detail: `the ${kind} identity issuer is configured; sign in there` });

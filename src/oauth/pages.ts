@@ -123,9 +123,12 @@ ${firstParty ? '' : `<p><strong>An application registered by its own developer</
 `}<p>It will receive a 10-minute access token for <code>${escapeHtml(view.resource)}</code> and return you to
 <code>${escapeHtml(`${returnTo.protocol}//${returnTo.host}`)}</code>.</p>
 <p class="muted">Client id <code>${escapeHtml(view.clientId)}</code>. Only continue if you started this from that application.</p>
-<p class="muted" id="remembered">Your consent is remembered in this browser for ${REMEMBERED_CONSENT_LIFETIME_S / 3600} hours: this application
+${view.remembered
+    ? `<p class="muted" id="remembered">Your consent is remembered in this browser for ${REMEMBERED_CONSENT_LIFETIME_S / 3600} hours: this application
 may sign in again for the same access without this page. Revoke it at any time with
-<code>DELETE /v1/owner/oauth-grants/${escapeHtml(view.clientId)}</code>.</p>
+<code>DELETE /v1/owner/oauth-grants/${escapeHtml(view.clientId)}</code>.</p>`
+    : `<p class="muted" id="remembered">Your consent is not remembered: this gateway is served over plain http, where other services
+of this host could read what a browser keeps for it, so this page asks again each time.</p>`}
 <p>Choose who you sign in as:</p>
 ${view.providers.map(providerForm).join('\n')}
 <p>Or decline: ${escapeHtml(returnTo.host)} is told you said no.</p>

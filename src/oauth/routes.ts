@@ -130,7 +130,8 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
           'invalid_scope, consent_required (prompt=none without a remembered consent), temporarily_unavailable (no signing key). Success: 303 to ' +
           'the consent page, its `request_id` the request signed by the gateway (nothing is stored before the person acts), with a browser-binding cookie; or, unless prompt asks for the page, when this browser ' +
           `consented to this client for exactly this scope and resource within the last ${REMEMBERED_CONSENT_LIFETIME_S / 3600} h ` +
-          '(a remembered consent, not revoked), 303 straight back to the redirect_uri with code, state and iss, without the page.',
+          '(a remembered consent, not revoked), 303 straight back to the redirect_uri with code, state and iss, without the page. ' +
+          'A live gateway served over plain http remembers no consent (its cookie would be every port of the host\'s): the page every time.',
         querystring: schemas.AuthorizeQuery,
         response: {
           303: schemas.SeeOther('to the consent page, or back to the client with an error'),
@@ -187,7 +188,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
           'session, scope mismatch, or a call not bound to the consent page. 400 invalid_request: unknown, expired or already ' +
           'used request (consent is single use). A consent given here is remembered for this browser (the cookie is renewed): ' +
           `for ${REMEMBERED_CONSENT_LIFETIME_S / 3600} h the same client, scope and resource are re-authorized without the page ` +
-          '(revoke with DELETE /v1/owner/oauth-grants/{clientId}).',
+          '(revoke with DELETE /v1/owner/oauth-grants/{clientId}); not by a live gateway served over plain http, whose page asks each time.',
         body: schemas.SelectBody,
         response: { 200: schemas.SelectResponse, 400: OAuthErrorRef, 403: OAuthErrorRef, 415: OAuthErrorRef, 503: OAuthErrorRef },
       },

@@ -11,7 +11,7 @@ import type { Gateway } from '../platform/gateway.ts';
 import type { Principal } from '../platform/principal.ts';
 import { redirectWith } from './authorize.ts';
 import { consumeAuthorizationRequest, purgeUsedAuthorizationRequests, readAuthorizationRequest, type AuthorizationRequest } from './authorization-request.ts';
-import { consentBindingHolds } from './browser-binding.ts';
+import { consentBindingHolds, remembersConsent } from './browser-binding.ts';
 import { mintCode } from './code.ts';
 import { accessDenied, invalidRequest, temporarilyUnavailable } from './errors.ts';
 import { rememberConsent, type ConsentedGrant, type ConsentingIdentity } from './remembered-consent.ts';
@@ -116,7 +116,7 @@ export async function select(gateway: Gateway, verifier: CredentialVerifier, inp
   const code = await gateway.db.transaction(async (tx) => {
     await useRequest(tx, request, nowS);
     const match = { clientId: request.clientId, browserHash: request.browserHash, resource: request.resource, requestedScope: request.scope };
-    await rememberConsent(tx, match, identity, granted, nowS);
+    if (remembersConsent(gateway.config)) await rememberConsent(tx, match, identity, granted, nowS);
     return mintCode(tx, { clientId: request.clientId, redirectUri: request.redirectUri, resource: request.resource, codeChallenge: request.codeChallenge, ...granted }, nowS);
   });
   await purgeUsedAuthorizationRequests(gateway.db, nowS);

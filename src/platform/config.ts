@@ -93,7 +93,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_MODE', default: 'dev', meaning: '`dev` (generates what it needs) or `live` (nothing generated; missing pieces answer 503; refuses at start cleartext http URLs other than to loopback, and Stripe test-mode keys)' },
   { name: 'HOST', default: '127.0.0.1', meaning: 'address to listen on' },
   { name: 'PORT', default: '8080', meaning: 'TCP port to listen on (0 picks a free one)' },
-  { name: 'ACG_BASE_URL', default: 'http://127.0.0.1:$PORT', meaning: 'public base URL; issuer of our tokens and the origin of the consent page (required in live mode); kept in one form: scheme and host in lower case, no default port, no trailing slash; at most 1,000 characters' },
+  { name: 'ACG_BASE_URL', default: 'http://127.0.0.1:$PORT', meaning: 'public base URL; issuer of our tokens and the origin of the consent page (required in live mode); kept in one form: scheme and host in lower case, no default port, no trailing slash; at most 1,000 characters. In live mode an https base URL makes every answer carry `Strict-Transport-Security`; over plain http (loopback only) the consent page remembers no consent, since a cookie over http is shared with every port of the host' },
   { name: 'DATABASE_URL', default: '(unset: embedded PGlite)', meaning: 'PostgreSQL connection string; when set the gateway uses PostgreSQL' },
   { name: 'ACG_DATA_DIR', default: './.acg-data', meaning: 'directory for the embedded database and dev-mode keys' },
   { name: 'ACG_DB_STATEMENT_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.statementTimeoutMs), meaning: 'longest a PostgreSQL statement may run; past it (or 1 s later if the server is silent) the request answers 503 storage_unavailable' },

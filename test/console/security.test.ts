@@ -13,6 +13,7 @@ import { landingPage } from '../../src/console/pages.ts';
 import { CONSOLE_CLIENT_ID } from '../../src/oauth/console-client.ts';
 import * as oauthStore from '../../src/oauth/store.ts';
 import { authorizeQuery, authorizeRaw, obtainCode, pkcePair, startConsent, token, tokenParams } from '../oauth/helpers.ts';
+import { startTestGateway } from '../support/gateway.ts';
 import { startWorld, type World } from '../support/world.ts';
 
 /** The compressed size the console must stay under (it is about 26 KB: see docs/decisions.md, "Console"). */
@@ -198,6 +199,37 @@ describe('the landing page', () => {
   it('in live mode links only the console and the API reference', () => {
     const html = landingPage('n', { baseUrl: 'https://gateway.example.com', mode: 'live' });
     expect([...html.matchAll(/href="([^"]+)"/g)].map((m) => m[1])).toEqual(['/console', '/docs', '/openapi.json']);
+  });
+});
+
+describe('transport and credential headers (found from outside)', () => {
+  it('a live gateway served over https holds browsers to https (HSTS); over http, and in dev mode, it says nothing of it', async () => {
+    const live = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com' } });
+    const liveHttp = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'http://127.0.0.1:1' } });
+    const devHttps = await startTestGateway({ env: { ACG_BASE_URL: 'https://localhost:8443' } });
+    try {
+      for (const pathname of ['/console', '/healthz', '/v1/me', '/oauth/authorize']) {
+        expect((await fetch(`${live.url}${pathname}`)).headers.get('strict-transport-security'), pathname).toBe('max-age=63072000');
+      }
+      // Dev mode over https too: HSTS for a dev host such as localhost would hold every other local server to https.
+      for (const gateway of [liveHttp, devHttps]) expect((await fetch(`${gateway.url}/console`)).headers.get('strict-transport-security')).toBeNull();
+      expect((await fetch(`${url}/console`)).headers.get('strict-transport-security')).toBeNull();
+    } finally {
+      await Promise.all([live.close(), liveHttp.close(), devHttps.close()]);
+    }
+  });
+
+  it("the dev issuer's login answer, a token, is kept by no cache, though its request carries no credential", async () => {
+    // A gateway with the built-in issuers (the world configures its own).
+    const dev = await startTestGateway();
+    try {
+      const res = await fetch(`${dev.url}/dev/issuers/human/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'cache@example.com' }) });
+      expect(res.status).toBe(200);
+      expect((await res.json()).token).toMatch(/^eyJ/);
+      expect([res.headers.get('cache-control'), res.headers.get('pragma')]).toEqual(['no-store', 'no-cache']);
+    } finally {
+      await dev.close();
+    }
   });
 });
 

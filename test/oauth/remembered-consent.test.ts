@@ -346,3 +346,40 @@ describe('prompt=none', () => {
     }
   });
 });
+
+describe('over plain http in live mode', () => {
+  // Over http the binding cookie is the host's, not the gateway's: every port of 127.0.0.1 reads and sets it (found
+  // from outside: a page on another port planted a value, then took codes for the owner who signed in with it). So a
+  // live gateway served over http remembers no consent; dev mode keeps its convenience (test credit only).
+  it('remembers no consent: the page says so, the same request shows the page again, and prompt=none is consent_required', async () => {
+    const { config } = world.gw.gateway;
+    expect(config.baseUrl.startsWith('http:')).toBe(true);
+    config.mode = 'live';
+    try {
+      // A browser of its own (no cookie yet), so no consent an earlier test gave is in it.
+      const client = clientId;
+      const first = request({ client_id: client });
+      const { verifier: _verifier, ...params } = first;
+      const pending = await startConsent(url, params);
+      expect(pending.html).toContain('Your consent is not remembered: this gateway is served over plain http');
+      expect(pending.html).not.toContain('Your consent is remembered in this browser');
+      const selected = await selectIdentity(url, pending, 'human', { token: await world.humanToken(owner) });
+      expect(selected.status, JSON.stringify(selected.body)).toBe(200);
+
+      const again = request({ client_id: client });
+      expect(wentToConsentPage(await authorizeRaw(url, query(again), pending.cookie))).toBe(true);
+      const silent = request({ client_id: client });
+      const res = await authorizeRaw(url, `${query(silent)}&prompt=none`, pending.cookie);
+      expect([res.status, new URL(res.location!).searchParams.get('error')]).toEqual([303, 'consent_required']);
+    } finally {
+      config.mode = 'dev';
+    }
+    // In dev mode the same browser's consent is remembered, as before.
+    const client = otherClientId;
+    const cookie = await consent(request({ client_id: client }));
+    const pending = await startConsent(url, (({ verifier: _v, ...params }) => params)(request({ client_id: client, scope: 'svc:agent' })), cookie);
+    expect(pending.html).toContain('Your consent is remembered in this browser');
+    const silent = request({ client_id: client });
+    callbackOf(await authorizeRaw(url, `${query(silent)}&prompt=none`, cookie), silent);
+  });
+});

@@ -78,6 +78,8 @@ const buildValidator: typeof ajvFactory = (externalSchemas, options) => {
 };
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+/** Two years, as browsers' preload lists ask; the host only (its subdomains are its operator's to decide). */
+const STRICT_TRANSPORT_SECURITY = 'max-age=63072000';
 
 export interface AppOptions {
   /** Feature plugins, registered in order after the platform. */
@@ -197,6 +199,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     }
   });
 
+  const strictTransport = gateway.config.mode === 'live' && gateway.config.baseUrl.startsWith('https:');
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
     refuseRepeatedHeaders(request.raw.rawHeaders);
@@ -204,6 +207,10 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     // own included (OWASP ASVS 8.2.1), unless its route says otherwise (an avatar, public keys). And no answer is
     // read as another type than it says.
     reply.header('x-content-type-options', 'nosniff');
+    // A live gateway served over https is reached only over https once a browser has seen it (found from outside:
+    // nothing said so, and a first visit over http could be downgraded). Not in dev mode: HSTS for a dev host name
+    // such as localhost would hold every other local server of that browser to https for a year.
+    if (strictTransport) reply.header('strict-transport-security', STRICT_TRANSPORT_SECURITY);
     if (request.headers.authorization !== undefined || request.headers.cookie !== undefined) reply.header('cache-control', 'no-store');
     // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 (Node's own check is off: it answers no body).
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
