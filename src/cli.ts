@@ -191,7 +191,7 @@ export function buildCli(): Command {
     .description('add a credit lot to an agent (journaled like every ledger change)')
     .addHelpText(
       'after',
-      '\nExample: acg credit grant --agent agt_… --amount-uc 5000000   (5 credits)\n\n' +
+      '\nExample: npx acg credit grant --agent agt_… --amount-uc 5000000   (5 credits)\n\n' +
         'With a gateway running at ACG_BASE_URL the grant goes through its operator route (POST /v1/operator/credit-grants) with the ' +
         'operator credential (dev: ACG_DATA_DIR/operator-token; live: ACG_OPERATOR_TOKEN). With none running it opens the configured ' +
         'database itself (stop the gateway first on the embedded one), and never creates one.',
@@ -222,7 +222,7 @@ export function buildCli(): Command {
     .description("print the agent's mandate in force, with each budget's usage, as JSON (GET /v1/owner/agents/{id}/mandate)")
     .argument('<agentId>', 'the agent (agt_…)')
     .option(ownerEmail, ownerEmailHelp)
-    .addHelpText('after', `\nExample: ACG_OWNER_TOKEN=… acg agent mandate show agt_… > mandate.json${ownerHelp}`)
+    .addHelpText('after', `\nExample: ACG_OWNER_TOKEN=… npx acg agent mandate show agt_… > mandate.json${ownerHelp}`)
     .action(async (agentId: string, options: { ownerEmail?: string }) => {
       const { showMandate } = await import('./operator/mandate-cli.ts');
       const config = configOrExit();
@@ -241,7 +241,15 @@ export function buildCli(): Command {
         'createdAt, hash and usage, is ignored): edit what show printed and set it. A member left out takes its default (no budgets, ' +
         'no merchant rules, …), as PUT /v1/owner/agents/{id}/mandate does. When the file holds the `version` show printed, the ' +
         'change is made only on that version: if the mandate changed since, nothing is set and the command says so (--force sets it anyway).\n\n' +
-        `Example: acg agent mandate show agt_… > mandate.json; (edit it); acg agent mandate set agt_… --file mandate.json${ownerHelp}`,
+        'A file with three budgets (all spending a day, one merchant a month, one category a week), purchases above 15 credits ' +
+        'asked of the owner first, and delegates allowed one level down (amounts are decimal strings of microcredits; 1 credit = ' +
+        '1,000,000 µc; a budget covers one of merchantId, category or serviceId, or all spending; period day, week, month or total):\n' +
+        '  {"budgets": [{"id": "daily", "limitUc": "30000000", "period": "day"},\n' +
+        '               {"id": "shop", "limitUc": "25000000", "period": "month", "merchantId": "mer_…"},\n' +
+        '               {"id": "books", "limitUc": "10000000", "period": "week", "category": "books"}],\n' +
+        '   "approvalAboveUc": "15000000", "delegation": {"allowed": true, "maxDepth": 1}}\n' +
+        'Every member is described under PUT /v1/owner/agents/{id}/mandate in /openapi.json.\n\n' +
+        `Example: npx acg agent mandate show agt_… > mandate.json; (edit it); npx acg agent mandate set agt_… --file mandate.json${ownerHelp}`,
     )
     .action(async (agentId: string, options: { file: string; force?: boolean; ownerEmail?: string }) => {
       const { setMandate } = await import('./operator/mandate-cli.ts');
@@ -262,7 +270,7 @@ export function buildCli(): Command {
       'after',
       '\nThe report lists each merchant told of revoked vouchers and where its voucher.revoked event stands (delivered, pending, failing, ' +
         'disabled, paused, none); GET /v1/owner/agents/{id}/freeze reads it again later.\n\n' +
-        `Example: ACG_OWNER_TOKEN=… acg agent freeze agt_… --release-holds${freezeHelp}`,
+        `Example: ACG_OWNER_TOKEN=… npx acg agent freeze agt_… --release-holds${freezeHelp}`,
     )
     .action(async (agentId: string, options: { releaseHolds?: boolean; ownerEmail?: string }) => {
       const { freezeAgent } = await import('./operator/freeze-cli.ts');
@@ -274,7 +282,7 @@ export function buildCli(): Command {
     .description('let the agent (and its delegates not frozen themselves) spend again, and print the agent as JSON')
     .argument('<agentId>', 'the agent (agt_…)')
     .option(ownerEmail, ownerEmailHelp)
-    .addHelpText('after', `\nExample: ACG_OWNER_TOKEN=… acg agent unfreeze agt_…${freezeHelp}`)
+    .addHelpText('after', `\nExample: ACG_OWNER_TOKEN=… npx acg agent unfreeze agt_…${freezeHelp}`)
     .action(async (agentId: string, options: { ownerEmail?: string }) => {
       const { unfreezeAgent } = await import('./operator/freeze-cli.ts');
       const config = configOrExit();
@@ -286,7 +294,7 @@ export function buildCli(): Command {
     .description('print the agent and the delegates below it, each with its budget usage, as JSON (GET /v1/owner/agents/{id}/delegates)')
     .argument('<agentId>', 'the agent (agt_…)')
     .option(ownerEmail, ownerEmailHelp)
-    .addHelpText('after', `\nExample: ACG_OWNER_TOKEN=… acg agent delegates list agt_…${ownerHelp}`)
+    .addHelpText('after', `\nExample: ACG_OWNER_TOKEN=… npx acg agent delegates list agt_…${ownerHelp}`)
     .action(async (agentId: string, options: { ownerEmail?: string }) => {
       const { listDelegates } = await import('./operator/mandate-cli.ts');
       const config = configOrExit();
@@ -298,13 +306,13 @@ export function buildCli(): Command {
     .argument('<parentId>', 'the parent agent (agt_…), whose mandate must allow delegates')
     .requiredOption('--name <name>', "the delegate's name, required")
     .requiredOption('--subject <subject>', "the delegate's own subject at its parent's agent identity provider, required")
-    .option('--file <path>', "the delegate's mandate as JSON (- reads standard input); a member left out takes the parent's")
+    .option('--file <path>', "the delegate's mandate as JSON (- reads standard input); a member left out takes the parent's, but delegation, which is none (no delegates below it)")
     .option(ownerEmail, ownerEmailHelp)
     .addHelpText(
       'after',
       "\nThe mandate must lie within the parent's: every parent budget matched by one of the same scope and period at most as large, merchants, " +
         'window, allowed services and categories inside, delegation.maxDepth below the parent\'s. A wider one is refused naming the rule.\n\n' +
-        `Example: acg agent delegates create agt_… --name Buyer --subject buyer-7 --file buyer.json${ownerHelp}`,
+        `Example: npx acg agent delegates create agt_… --name Buyer --subject buyer-7 --file buyer.json${ownerHelp}`,
     )
     .action(async (parentId: string, options: { name: string; subject: string; file?: string; ownerEmail?: string }) => {
       const { createDelegate } = await import('./operator/mandate-cli.ts');

@@ -409,7 +409,7 @@ describe('acg agent mandate show and set', () => {
     // The file show printed at version 2 is stale now: set changes nothing and says so, unless --force.
     const stale = await acg(workDir, env, 'agent', 'mandate', 'set', agent.id, '--file', file(edited));
     expect(stale).toMatchObject({ code: 2, stdout: '' });
-    expect(stale.stderr).toMatch(/^not set: .*mandate-\d+\.json was read at mandate version 2, and the mandate has changed since \(version 4 is in force\)\. Run `acg agent mandate show agt_\w+` again .* or give --force /);
+    expect(stale.stderr).toMatch(/^not set: .*mandate-\d+\.json was read at mandate version 2, and the mandate has changed since \(version 4 is in force\)\. Run `npx acg agent mandate show agt_\w+` again .* or give --force /);
     expect((await mandateNow()).version).toBe(4);
     const forced = await acg(workDir, env, 'agent', 'mandate', 'set', agent.id, '--file', file(edited), '--force');
     expect(forced.code, forced.stderr).toBe(0);

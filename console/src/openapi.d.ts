@@ -2936,7 +2936,7 @@ export interface components {
             delegation: {
                 /** @description the agent may register delegates (POST /v1/agents/{id}/delegates); true exactly when maxDepth ≥ 1 */
                 allowed: boolean;
-                /** @description how many levels of delegates may exist below the agent (its children are 1) */
+                /** @description how many levels of delegates may be registered below the agent (its children are 1). Narrowed, it stops new registrations; delegates already registered stay, each hold of theirs still checked against every ancestor's rules (retire one to remove it) */
                 maxDepth: number;
             };
             /** @description each budget's current period */
@@ -5669,7 +5669,7 @@ export interface operations {
                     delegation?: {
                         /** @description the agent may register delegates (POST /v1/agents/{id}/delegates); true exactly when maxDepth ≥ 1 */
                         allowed: boolean;
-                        /** @description how many levels of delegates may exist below the agent (its children are 1) */
+                        /** @description how many levels of delegates may be registered below the agent (its children are 1). Narrowed, it stops new registrations; delegates already registered stay, each hold of theirs still checked against every ancestor's rules (retire one to remove it) */
                         maxDepth: number;
                     };
                 };
@@ -6956,7 +6956,7 @@ export interface operations {
                         delegation?: {
                             /** @description the agent may register delegates (POST /v1/agents/{id}/delegates); true exactly when maxDepth ≥ 1 */
                             allowed: boolean;
-                            /** @description how many levels of delegates may exist below the agent (its children are 1) */
+                            /** @description how many levels of delegates may be registered below the agent (its children are 1). Narrowed, it stops new registrations; delegates already registered stay, each hold of theirs still checked against every ancestor's rules (retire one to remove it) */
                             maxDepth: number;
                         };
                     };

@@ -113,7 +113,7 @@ export const MandateRulesProperties = {
   delegation: Type.Object(
     {
       allowed: Type.Boolean({ description: 'the agent may register delegates (POST /v1/agents/{id}/delegates); true exactly when maxDepth ≥ 1' }),
-      maxDepth: Type.Integer({ minimum: 0, maximum: DELEGATION_DEPTH_MAX, description: 'how many levels of delegates may exist below the agent (its children are 1)' }),
+      maxDepth: Type.Integer({ minimum: 0, maximum: DELEGATION_DEPTH_MAX, description: 'how many levels of delegates may be registered below the agent (its children are 1). Narrowed, it stops new registrations; delegates already registered stay, each hold of theirs still checked against every ancestor\'s rules (retire one to remove it)' }),
     },
     {
       additionalProperties: false,

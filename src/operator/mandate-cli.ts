@@ -232,7 +232,7 @@ export async function setMandate(config: Config, options: MandateCommandOptions 
     const current = (answer.body as { currentVersion?: number }).currentVersion;
     fail(
       `not set: ${where} was read at mandate version ${version}, and the mandate has changed since (version ${current} is in force). ` +
-        `Run \`acg agent mandate show ${options.agentId}\` again and make the change on what it prints, or give --force to replace version ${current} with ${where} as it is`,
+        `Run \`npx acg agent mandate show ${options.agentId}\` again and make the change on what it prints, or give --force to replace version ${current} with ${where} as it is`,
     );
   }
   if (answer.status !== 200) fail(refusal(config, credential, options, answer, where));

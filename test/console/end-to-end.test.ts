@@ -393,7 +393,7 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByText('100.00 credits ($1.00)').waitFor();
     // The card names the agent by its id too, which no other agent can take (a delegate may take its name).
     await page.locator('.card.approval').getByText(agentId, { exact: true }).waitFor();
-    await page.getByRole('button', { name: 'Approve the top-up for Scout' }).click();
+    await page.getByRole('button', { name: 'Approve the top-up for Scout (100.00 credits)' }).click();
     const dialog = page.getByRole('dialog', { name: 'Confirm it is you' });
     await dialog.getByLabel('Owner email').waitFor();
     expect(await dialog.getByLabel('Owner email').inputValue()).toBe(OWNER);
@@ -410,12 +410,12 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     gw.clock.advance(11 * 60 * 1000);
     await nav('Approvals');
     await page.getByRole('heading', { name: 'Top-up for Scout' }).waitFor();
-    await page.getByRole('button', { name: 'Decline the top-up for Scout' }).click();
+    await page.getByRole('button', { name: 'Decline the top-up for Scout (100.00 credits)' }).click();
     const dialog = page.getByRole('dialog', { name: 'Confirm it is you' });
     await dialog.getByLabel('Owner email').fill('someone-else@example.com');
     await dialog.getByRole('button', { name: 'Confirm' }).click();
     await page.getByRole('alert').getByText('Not found for the person who confirmed', { exact: false }).waitFor();
-    await page.getByRole('button', { name: 'Decline the top-up for Scout' }).click();
+    await page.getByRole('button', { name: 'Decline the top-up for Scout (100.00 credits)' }).click();
     await dialog.getByLabel('Owner email').fill(OWNER);
     await dialog.getByRole('button', { name: 'Confirm' }).click();
     await page.getByText('Declined the top-up of Scout.').waitFor();
@@ -490,13 +490,13 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
       await dialog.getByLabel('Owner email').fill(OWNER);
       await dialog.getByRole('button', { name: 'Confirm' }).click();
     };
-    await pressByKeyboard(page, 'Decline the top-up for Scout');
+    await pressByKeyboard(page, 'Decline the top-up for Scout (100.00 credits)');
     await confirmIfAsked(page.getByText('Declined the top-up of Scout.'));
     await page.getByText('Declined the top-up of Scout.').waitFor();
     // The card left; the one now in its place has the focus, on its heading (not on a button a second Enter would press).
     await expect.poll(() => page.getByRole('heading', { name: 'Top-up for Scout' }).count()).toBe(1);
     await expect.poll(() => focused(page)).toBe('Top-up for Scout');
-    expect(await tabTo(page, 'Decline the top-up for Scout', 3)).toBe(3);
+    expect(await tabTo(page, 'Decline the top-up for Scout (100.00 credits)', 3)).toBe(3);
     await page.keyboard.press('Enter');
     await confirmIfAsked(page.getByText('Nothing waits for you.'));
     await page.getByText('Nothing waits for you.').waitFor();

@@ -1,4 +1,4 @@
-// The README's "First purchase" block, run as written: extracted from README.md (so the test follows the
+// The README's "First purchase" block, run as written (and its owner's section after it): extracted from README.md (so the test follows the
 // README), pasted twice in a row into one shell against a real `npm start` in a fresh data directory (both
 // pastes buy), then the README's MCP-by-hand block, then the gateway is stopped the way Ctrl-C stops it.
 // The gateway runs on a free port, because other tests share the machine: the first-purchase block's 8080s become
@@ -73,7 +73,9 @@ describe.skipIf(onPostgres())('README "First purchase"', () => {
     // The second paste with ACG_BASE_URL in another spelling the gateway accepts (a scheme in capitals, a trailing
     // slash): the block writes it in the gateway's one form, so its URLs never get `//` and the agent's issuer is the
     // gateway's (found from outside: an upper-case host stopped the paste at its first step).
-    const { code, stdout, stderr } = await bash(`${pasted}\nACG_BASE_URL=HTTP://127.0.0.1:${port}/\n${pasted}`, env);
+    // Then the owner's section, in the same shell, on the second paste's agent, merchant and offer.
+    const owner = readmeBlock(readme, 'owner-side');
+    const { code, stdout, stderr } = await bash(`${pasted}\nACG_BASE_URL=HTTP://127.0.0.1:${port}/\n${pasted}\n${owner}`, env);
     expect(code, `${stdout}\n${stderr}`).toBe(0);
 
     const answers = stdout.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, string>);
@@ -89,6 +91,14 @@ describe.skipIf(onPostgres())('README "First purchase"', () => {
     expect(granted[0]).not.toBe(granted[1]);
     expect(stdout.match(/^true$/gm)).toHaveLength(2); // verify-domain
     expect(stdout.match(/^captured$/gm)).toHaveLength(2);
+    // The owner's section: a new mandate version, the purchase approved and then held with the same key, a delegate,
+    // the kill switch releasing that hold, the merchant's capture refused, and the agent active again.
+    const ownerSaid = stdout.slice(stdout.lastIndexOf('"earnedUc"')).split('\n').slice(1);
+    expect(ownerSaid[0]).toBe('2');
+    expect(ownerSaid[1]).toMatch(/^the owner approves at http:\/\/127\.0\.0\.1:\d+\/payments\/purchases\/pur_\w+, or on the console's Approvals page; here by API:$/);
+    expect(ownerSaid[2]).toBe('approved');
+    expect(ownerSaid.join('\n')).toMatch(/budgetId: 'books',\n\s+period: 'week',\n\s+limitUc: '5000000',\n[^\]]*spentUc: '3500000',\n\s+remainingUc: '1500000'/);
+    expect(ownerSaid.slice(-5)).toEqual([expect.stringMatching(/^agt_\w+$/), '1', 'voucher_revoked', 'active', '']);
 
     // The MCP section's by-hand block: initialize and tools/list on 2025-11-25, tools/list on 2026-07-28. Its 8080 is
     // left as written: the block finds the gateway by ACG_BASE_URL (here ending in a slash), as the first-purchase block does.

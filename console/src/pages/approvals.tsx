@@ -16,6 +16,9 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
   const action = useAction();
   const what = approval.kind === 'topup' ? 'top-up' : 'purchase';
   const refused = approval.kind === 'purchase' && approval.agentEffectiveStatus !== 'active';
+  // In each button's name, so that two cards of one agent are told apart by a screen reader's list of buttons or a
+  // spoken command (found from outside: "Approve the purchase for Owl" twice).
+  const which = `${credits(approval.amountUc)} credits${approval.merchant ? ` at ${approval.merchant.name}` : ''}`;
   const answer = (verb: Verb) =>
     action.run(async () => {
       let said: string | undefined;
@@ -146,10 +149,10 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
           aria-describedby={refused ? `stopped-${approval.id}` : undefined}
           onClick={() => answer('approve')}
         >
-          Approve the {what} for {approval.agentName}
+          Approve the {what} for {approval.agentName} ({which})
         </button>{' '}
         <button type="button" disabled={action.busy} onClick={() => answer('decline')}>
-          Decline the {what} for {approval.agentName}
+          Decline the {what} for {approval.agentName} ({which})
         </button>{' '}
         <a href={approval.approvalUrl}>Open its approval page</a>
       </p>
