@@ -20,7 +20,7 @@ import { clearAgent } from '../policy/spending.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { AgentRow } from '../agents/service.ts';
 import type { LedgerService, Redemption } from '../ledger/service.ts';
-import { approvalUsedBy, type PurchaseAnswer, type PurchaseApprover, type RequestBinding, type ServiceIntent } from '../platform/approvals.ts';
+import { approvalUsedBy, refusalOfAnswered, type PurchaseAnswer, type PurchaseApprover, type RequestBinding, type ServiceIntent } from '../platform/approvals.ts';
 import { Batcher, togetherOrAlone, type Settled } from '../platform/batcher.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -272,7 +272,11 @@ export class ExecutionPipeline {
       holders,
     );
     let position = 0;
-    const holds = answers.map((answer): Settled<Redemption> => (answer.state === 'closed' ? { ok: false, error: new PurchaseClosed(answer.error) } : held[position++]!));
+    const holds = answers.map((answer): Settled<Redemption> => {
+      if (answer.state === 'closed') return { ok: false, error: new PurchaseClosed(answer.error) };
+      const outcome = held[position++]!;
+      return outcome.ok ? outcome : { ok: false, error: refusalOfAnswered(answer, outcome.error) };
+    });
     await this.deps.purchases.use(tx, usedApprovals(answers, holds));
     const nowMs = this.gateway.clock.nowMs();
     const rows: store.ExecutionRow[] = [];

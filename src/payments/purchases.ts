@@ -268,7 +268,7 @@ export class PurchaseApprovals {
         if (row.amount_uc !== check.amountUc) {
           return { state: 'closed', error: closed('approval_amount_changed', `the owner approved ${formatUc(row.amount_uc)} µc, but the purchase now costs ${formatUc(check.amountUc)} µc; ask again with a new Idempotency-Key.`, approval) };
         }
-        return { state: 'approved', approvalId: row.id };
+        return { state: 'approved', approvalId: row.id, expiresAt: Number(row.expires_at_s) };
       case 'declined':
         return { state: 'closed', error: closed('purchase_declined', 'the owner declined this purchase.', approval) };
       case 'expired':

@@ -11,7 +11,7 @@
 // purchase the asker then reads the human's answer where it takes the hold, in the hold's transaction
 // (`PurchaseApprover`): approved (and used there, once), or closed for good.
 import type { Tx } from './db/database.ts';
-import type { ApiError, HumanApproval } from './errors.ts';
+import { ApiError, type HumanApproval } from './errors.ts';
 
 /** The spec's Service intent: an execute request as it was made, retained until credit covers it. */
 export interface ServiceIntent {
@@ -124,7 +124,24 @@ export interface PurchaseCheck extends RequestBinding {
  * approved (the hold may take it, and uses the approval), or closed for good (declined, expired, used, or bound to
  * another request or amount): the refusal that answers the request, to be stored under its key.
  */
-export type PurchaseAnswer = { state: 'none'; waitingId?: string } | { state: 'approved'; approvalId: string } | { state: 'closed'; error: ApiError };
+export type PurchaseAnswer = { state: 'none'; waitingId?: string } | { state: 'approved'; approvalId: string; expiresAt: number } | { state: 'closed'; error: ApiError };
+
+/** The refusals of a hold its owner can lift (unfreeze, raise a budget or a cap, widen the merchants, top up). */
+const LIFTABLE = new Set(['FROZEN', 'CAP_EXCEEDED', 'SCOPE_FORBIDDEN', 'INSUFFICIENT_CREDITS']);
+
+/**
+ * A hold's refusal as the answer of its request. A request its owner approved, refused by what the owner can lift
+ * (frozen, or a budget lowered, after approving), is refused for now only (`provisional`): the approval stands until
+ * its deadline, and the retry with the same key runs again, so the owner's answer is not lost to a refusal stored
+ * under the key (found from outside: an approved purchase, refused once while frozen, replayed FROZEN after the
+ * owner unfroze the agent). Past the deadline the approval is expired, and that answer is stored.
+ */
+export function refusalOfAnswered(answer: PurchaseAnswer, error: unknown): unknown {
+  if (answer.state !== 'approved' || !(error instanceof ApiError) || !LIFTABLE.has(error.code)) return error;
+  const until = new Date(answer.expiresAt * 1000).toISOString();
+  const detail = `${(error.options.detail ?? error.title).replace(/\.?$/, '.')} The owner approved this purchase (approval ${answer.approvalId}), which stands until ${until}: once this is lifted, retry with the same Idempotency-Key. Nothing was taken.`;
+  return new ApiError(error.code, { ...error.options, detail, provisional: true });
+}
 
 /**
  * The approval a hold taken under this answer uses: the approved one, or one still waiting when the hold passed

@@ -84,6 +84,12 @@ export interface ApiErrorOptions {
    * shows `approvalUrl` in the problem; MCP also asks the client to open it (a URL elicitation).
    */
   approval?: HumanApproval;
+  /**
+   * Not the key's answer yet: a refusal the owner can lift while the request's own approval still stands (the
+   * agent frozen, a budget or credit short after the owner approved), so it is not stored and the retry with the
+   * same key runs again. (`approval` implies it.)
+   */
+  provisional?: boolean;
   /** Extra response headers of the HTTP face (e.g. `WWW-Authenticate`, `Allow`); never `Retry-After`. */
   headers?: Record<string, string>;
 }

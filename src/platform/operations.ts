@@ -246,14 +246,18 @@ function isBusinessError(error: unknown): error is ApiError {
 
 /**
  * Refusals that are not the key's answer are never stored: the key is given back. One that waits for a human
- * (it carries an `approval` page), so the caller's retry with the same key runs again once the human has acted
- * (and then it is stored, once); and one over the key itself (409 idempotency_key_reused, `idempotency_key_in_use`),
+ * (it carries an `approval` page, or it is `provisional`: a refusal of a request its owner approved, which the
+ * owner can lift while the approval stands), so the caller's retry with the same key runs again once the human
+ * has acted (and then it is stored, once); and one over the key itself (409 idempotency_key_reused, `idempotency_key_in_use`),
  * which an operation answers when the key belongs to another request it keeps apart from the store (a purchase
  * approval's, a retained intent's): stored, it would take the key from that request, whose retry could then never
  * run (found from outside: an approved purchase became unusable after one mistaken request under its key).
  */
 function leavesKeyFree(error: unknown): error is ApiError {
-  return isBusinessError(error) && (error.options.approval !== undefined || error.code === 'idempotency_key_reused' || error.code === 'idempotency_key_in_use');
+  return (
+    isBusinessError(error) &&
+    (error.options.approval !== undefined || error.options.provisional === true || error.code === 'idempotency_key_reused' || error.code === 'idempotency_key_in_use')
+  );
 }
 
 /**

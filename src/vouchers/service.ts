@@ -12,7 +12,7 @@
 // another request, the refusal is that request's answer, stored.
 import type { AgentService } from '../agents/service.ts';
 import type { Holders, LedgerService, Redemption } from '../ledger/service.ts';
-import { approvalUsedBy, purchaseApproval, type PurchaseAnswer, type PurchaseAnswering, type PurchaseApprovalRequest, type PurchaseApprover, type RequestBinding, type VoucherIntent } from '../platform/approvals.ts';
+import { approvalUsedBy, purchaseApproval, refusalOfAnswered, type PurchaseAnswer, type PurchaseAnswering, type PurchaseApprovalRequest, type PurchaseApprover, type RequestBinding, type VoucherIntent } from '../platform/approvals.ts';
 import type { OfferService, SellableOfferRow } from '../offers/service.ts';
 import type { Settled } from '../platform/batcher.ts';
 import type { Tx } from '../platform/db/database.ts';
@@ -175,7 +175,7 @@ export class VoucherService {
         const approvalId = approvalUsedBy(answer);
         if (approvalId !== undefined) uses.push({ approvalId, holdId: held.value.id });
       } else {
-        outcomes[index] = await this.asked(tx, request, offer, held.error);
+        outcomes[index] = await this.asked(tx, request, offer, refusalOfAnswered(answer, held.error));
       }
     }
     await this.purchases.use(tx, uses);

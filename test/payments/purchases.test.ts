@@ -229,6 +229,48 @@ describe('GET /v1/owner/approvals', () => {
     expect((await mint(world, agent.token, offer.id, k)).status).toBe(200);
   });
 
+  it("keeps an approved purchase's key for its retry while the owner has frozen the agent or lowered a budget, and the retry goes through once that is lifted (found from outside: the refusal was stored and replayed)", async () => {
+    const agent = await agentAsking('approved-then-stopped', '1000000');
+    const offer = await shop.offer({ priceUc: '3000000' });
+    const owner = { token: agent.ownerToken };
+    const approve = async (k: string) => {
+      const asked = await mint(world, agent.token, offer.id, k);
+      expect(asked.status).toBe(402);
+      const id = approvalIdOf(asked.body.approvalUrl);
+      expect((await world.api('POST', `/v1/payments/purchases/${id}/approve`, { ...owner, body: {} })).body.status).toBe('approved');
+      return id;
+    };
+
+    // Frozen after the approval: refused for now, not stored (no replay), the approval still approved.
+    const frozenKey = key('approved-then-frozen');
+    const frozenId = await approve(frozenKey);
+    expect((await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { ...owner, body: {} })).status).toBe(200);
+    for (const attempt of [1, 2]) {
+      const refused = await mint(world, agent.token, offer.id, frozenKey);
+      expect([refused.status, refused.body.code, refused.headers.get('idempotent-replayed')], `attempt ${attempt}`).toEqual([403, 'FROZEN', null]);
+      expect(refused.body.detail).toMatch(new RegExp(`The owner approved this purchase \\(approval ${frozenId}\\), which stands until \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z: once this is lifted, retry with the same Idempotency-Key\\. Nothing was taken\\.$`));
+    }
+    expect((await world.api('GET', `/v1/payments/purchases/${frozenId}`, owner)).body.status).toBe('approved');
+    expect((await world.api('POST', `/v1/owner/agents/${agent.id}/unfreeze`, { ...owner, body: {} })).status).toBe(200);
+    const held = await mint(world, agent.token, offer.id, frozenKey);
+    expect([held.status, held.body.redemption?.amountUc]).toEqual([200, '3000000']);
+    expect((await world.api('GET', `/v1/payments/purchases/${frozenId}`, owner)).body).toMatchObject({ status: 'used', holdId: held.body.redemption.id });
+    expect((await mint(world, agent.token, offer.id, frozenKey)).headers.get('idempotent-replayed')).toBe('true');
+
+    // A budget lowered below the price after the approval, then raised again: the same.
+    const budgetKey = key('approved-then-budget');
+    const budgetId = await approve(budgetKey);
+    const setBudget = async (limitUc: string) =>
+      expect((await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { ...owner, key: key('budget'), body: { approvalAboveUc: '1000000', budgets: [{ id: 'daily', limitUc, period: 'day' }] } })).status).toBe(200);
+    await setBudget('4000000');
+    const short = await mint(world, agent.token, offer.id, budgetKey);
+    expect([short.status, short.body.code, short.body.budget?.id, short.headers.get('idempotent-replayed')]).toEqual([402, 'CAP_EXCEEDED', 'daily', null]);
+    await setBudget('10000000');
+    expect((await mint(world, agent.token, offer.id, budgetKey)).status).toBe(200);
+    expect((await world.api('GET', `/v1/payments/purchases/${budgetId}`, owner)).body.status).toBe('used');
+    expect(await holdsOf(world, agent.id)).toHaveLength(2);
+  });
+
   it("shows no other owner's approvals, refuses agents and a bad status", async () => {
     const agent = await agentAsking('list-who', '1000000');
     const offer = await shop.offer({ priceUc: '3000000' });
