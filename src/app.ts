@@ -323,7 +323,7 @@ export async function buildGatewayApp(
     mcpRoutes({
       gateway,
       operations: { ...operations.vouchers, ...operations.execute, ...operations.agents, ...operations.revocations, ...operations.delegation },
-      queries: { ...queries.identity, ...queries.offers, ...queries.ledger, ...queries.execute, ...queries.agents },
+      queries: { ...queries.identity, ...queries.offers, ...queries.ledger, ...queries.execute, ...queries.agents, ...queries.delegation },
       // get_intent's other kind of id, a purchase approval (pur_…): the REST route's own query.
       purchaseApprovals: queries.payments.getPurchaseApproval,
       schemas,

@@ -10,6 +10,7 @@ import type { ExecuteQueries } from '../execute/queries.ts';
 import type { AgentOperations } from '../agents/operations.ts';
 import type { AgentQueries } from '../agents/queries.ts';
 import type { DelegationOperations } from '../delegation/operations.ts';
+import type { DelegationQueries } from '../delegation/queries.ts';
 import type { IdentityQueries } from '../identity/queries.ts';
 import type { LedgerQueries } from '../ledger/queries.ts';
 import type { OfferQueries } from '../offers/queries.ts';
@@ -31,7 +32,8 @@ export type McpQueries = Pick<IdentityQueries, 'getMe'> &
   Pick<OfferQueries, 'listSellableOffers'> &
   Pick<LedgerQueries, 'getRedemption' | 'listAgentHolds'> &
   Pick<ExecuteQueries, 'getIntent'> &
-  Pick<AgentQueries, 'listAgents' | 'getMandate'>;
+  Pick<AgentQueries, 'listAgents' | 'getMandate'> &
+  Pick<DelegationQueries, 'listDelegates' | 'listOwnDelegates'>;
 
 export interface ToolServices {
   gateway: Gateway;
@@ -92,7 +94,8 @@ export const TOOLS: readonly ToolDefinition[] = [
     description:
       'Who this credential belongs to (as GET /v1/me). For an agent: its settings (status, allowed services and categories, caps), its ' +
       'balance (availableUc, heldUc, capturedUc, lapsedUc, grantedUc, refundedUc; microcredits as decimal strings, 1 credit = 1,000,000) ' +
-      'and its credit lots in burn-down order, after its holds past their deadline are reclaimed. For a human owner: the owner id and verified email.',
+      'and its credit lots in burn-down order, after its holds past their deadline are reclaimed; its mandate with each budget\'s usage in its ' +
+      'current period (spentUc, remainingUc, resetsAt), and its ancestors\' budgets that bind it too (ancestorBudgets). For a human owner: the owner id and verified email.',
     kinds: EVERYONE,
     annotations: READ,
     query: 'getMe',
@@ -116,6 +119,17 @@ export const TOOLS: readonly ToolDefinition[] = [
     kinds: AGENT,
     annotations: READ,
     query: 'getRedemption',
+  },
+  {
+    name: 'list_delegates',
+    title: 'Read my delegates',
+    description:
+      "The agent's own subtree (as GET /v1/agents/{id}/delegates): `id` is the agent itself (whoami's id) or one of its delegates; the " +
+      "answer is that agent and the delegates below it, shallowest first, each with its budgets' usage in the current period (a parent's " +
+      'budgets count its delegates\' holds). Any other id is not_found.',
+    kinds: AGENT,
+    annotations: READ,
+    query: 'listOwnDelegates',
   },
   {
     name: 'get_intent',
@@ -152,6 +166,16 @@ export const TOOLS: readonly ToolDefinition[] = [
     kinds: OWNER,
     annotations: READ,
     query: 'listAgentHolds',
+  },
+  {
+    name: 'list_agent_delegates',
+    title: "Read an agent's delegates",
+    description:
+      "One of the owner's agents, `id`, and the delegates below it, shallowest first, each with its budgets' usage in the current period " +
+      "(as GET /v1/owner/agents/{id}/delegates; `truncated` when the subtree is larger than the read). Another owner's agent is not_found.",
+    kinds: OWNER,
+    annotations: READ,
+    query: 'listDelegates',
   },
   {
     name: 'get_mandate',

@@ -85,7 +85,7 @@ async function both(faces: Faces, tool: string, args: Record<string, unknown>, h
 
 describe('MCP read tools answer what their HTTP twins answer', () => {
   it('every read tool is covered here', () => {
-    const covered = ['whoami', 'list_offers', 'get_hold', 'get_intent', 'list_agents', 'list_agent_holds', 'get_mandate'];
+    const covered = ['whoami', 'list_offers', 'get_hold', 'get_intent', 'list_agents', 'list_agent_holds', 'get_mandate', 'list_delegates', 'list_agent_delegates'];
     expect(TOOLS.filter((tool) => 'query' in tool).map((tool) => tool.name).sort()).toEqual(covered.sort());
     // The twin's operationId is the query's name.
     for (const tool of TOOLS) expect(twinName(tool)).toMatch(/^[a-z][A-Za-z]+$/);
@@ -206,6 +206,23 @@ describe('MCP read tools answer what their HTTP twins answer', () => {
       arguments: { id: agent.id, ifVersion: put.body.version, allowedCategories: ['books', 'music'], budgets: http.budgets, idempotencyKey: 'twins-kept-mandate' },
     })) as { structuredContent: any; isError?: boolean };
     expect([kept.isError ?? false, kept.structuredContent.version]).toEqual([false, put.body.version + 1]);
+  });
+
+  it("list_delegates ↔ GET /v1/agents/{id}/delegates and list_agent_delegates ↔ GET /v1/owner/agents/{id}/delegates: the subtree with each one's usage (found from outside: an agent over MCP could create delegates but not see them)", async () => {
+    const own = await both(agentFaces, 'list_delegates', { id: agent.id }, `/v1/agents/${agent.id}/delegates`);
+    expect(own.status).toBe(200);
+    expect(own.mcp).toEqual(own.http);
+    expect(own.http.agentId).toBe(agent.id);
+    expect(own.http.nodes[0].agent.id).toBe(agent.id);
+    const owners = await both(ownerFaces, 'list_agent_delegates', { id: agent.id }, `/v1/owner/agents/${agent.id}/delegates`);
+    expect(owners.status).toBe(200);
+    expect(owners.mcp).toEqual(owners.http);
+    expect(owners.http).toEqual(own.http);
+    // Another agent's subtree: the same 404 on both faces.
+    const stranger = await world.createAgent('twins-delegates-stranger@example.com', 'twins-delegates-stranger');
+    const refused = await both(agentFaces, 'list_delegates', { id: stranger.id }, `/v1/agents/${stranger.id}/delegates`);
+    expect([refused.status, refused.isError, refused.mcp.code]).toEqual([404, true, 'not_found']);
+    expect(refused.mcp).toEqual(refused.http);
   });
 
   it("list_agent_holds of another owner's agent: the same 404 on both faces", async () => {
