@@ -582,6 +582,15 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await nav('Spending');
     await page.getByText('Scout: 0.60 credits').first().waitFor();
     expect((await api('GET', '/v1/owner/spending?days=30', owner)).body.agents[0].totalUc).toBe('600000');
+    // The chart is drawn at the width it is shown at, so its 12-unit labels are 12 px on a phone too (found from
+    // outside: drawn at 720 and scaled down, they were about 6 px at 375 px).
+    const labelPx = () => page.locator('.chart svg[role="img"] text').first().evaluate((text: SVGTextElement) => text.getBoundingClientRect().height);
+    try {
+      await page.setViewportSize({ width: 375, height: 667 });
+      await expect.poll(labelPx).toBeGreaterThanOrEqual(12);
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 });
+    }
   });
 
   it('after the token lapses (the gateway clock moves 11 minutes), the next action signs in again without a click and succeeds; frozen by keyboard, the next mint is refused', async () => {
