@@ -755,6 +755,14 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     // The activity shows the newest purchase first: the one just released, then the one captured before it.
     await page.locator('.activity li').first().getByText(minted.body.redemption.id).waitFor();
     await page.locator('.activity li').nth(1).getByText(holdId).waitFor();
+    // How far it reached, as the API's report says it: the merchant that held the voucher, and where its telling stands
+    // (found from outside: the console said only how many holds were released).
+    const reach = page.getByRole('region', { name: 'Kill switch' });
+    await reach.getByText('1 hold released, 1.00 credits back, their vouchers revoked.', { exact: false }).waitFor();
+    await reach.getByRole('listitem').filter({ hasText: `${merchantId}, 1 voucher: ` }).waitFor();
+    const told = (await api('GET', `/v1/owner/agents/${agentId}/freeze`, owner)).body.merchants;
+    expect(told).toMatchObject([{ merchantId, holdIds: [minted.body.redemption.id] }]);
+    expect(await axeViolations(page)).toEqual([]);
     await page.getByRole('button', { name: 'Unfreeze Scout', exact: true }).click();
     await page.getByText('Scout can spend again.').waitFor();
   });

@@ -561,6 +561,59 @@ function Activity({ agentId, tick }: { agentId: string; tick: number }) {
 }
 
 /** The agent's delegates at every depth (issue 28), indented by depth, each with its status and budget bars. */
+/** Where a merchant's `voucher.revoked` event stands, in words (FreezeMerchant.webhook). */
+const TOLD: Record<string, string> = {
+  delivered: 'told: its webhook received the revocation',
+  pending: 'being told: the revocation is queued for its webhook',
+  failing: 'not reached yet: its webhook has not accepted the revocation (retrying)',
+  disabled: 'not told by webhook: the gateway gave up on its webhook',
+  paused: 'not told yet: its webhook is paused, and gets the revocation when it resumes',
+  none: 'has no webhook',
+};
+
+/**
+ * How far the agent's latest freeze reached (GET …/freeze): what it released, and each merchant that held a revoked
+ * voucher with where its telling stands, as the CLI and the API say it (found from outside: the console said only
+ * how many holds were released). Shown while the agent is frozen.
+ */
+function FreezeReach({ agentId, tick }: { agentId: string; tick: number }) {
+  const { api } = useConsole();
+  const report = useLoad(async () => ok(await api.GET('/v1/owner/agents/{id}/freeze', { params: { path: { id: agentId } } })), [agentId, tick]);
+  if (report.error) return <LoadError error={report.error} />;
+  if (!report.data) return <p class="muted">Loading…</p>;
+  const { releaseHolds, releasedHolds, releasedUc, merchants, frozenAt } = report.data;
+  if (!releaseHolds) {
+    return (
+      <p>
+        Frozen <When s={frozenAt} /> without releasing its holds: their merchants can still capture them. Release them to revoke their vouchers.
+      </p>
+    );
+  }
+  return (
+    <>
+      <p>
+        Frozen <When s={frozenAt} />: {releasedHolds} hold{releasedHolds === 1 ? '' : 's'} released, {credits(releasedUc)} credits back, their vouchers revoked.
+        {merchants.length > 0 ? ' Every merchant that held one refuses it at capture (409 voucher_revoked) and lists it in its revocations feed; by webhook:' : ''}
+      </p>
+      {merchants.length > 0 ? (
+        <ul>
+          {merchants.map((merchant) => (
+            <li>
+              <code>{merchant.merchantId}</code>, {merchant.holdIds.length} voucher{merchant.holdIds.length === 1 ? '' : 's'}: {TOLD[merchant.webhook] ?? merchant.webhook}
+              {merchant.lastAttemptAt !== null ? (
+                <>
+                  {' '}
+                  (last attempt <When s={merchant.lastAttemptAt} />)
+                </>
+              ) : null}
+            </li>
+          ))}
+        </ul>
+      ) : null}
+    </>
+  );
+}
+
 function Delegates({ agentId, tick }: { agentId: string; tick: number }) {
   const { api } = useConsole();
   const tree = useLoad(async () => ok(await api.GET('/v1/owner/agents/{id}/delegates', { params: { path: { id: agentId } } })), [agentId, tick]);
@@ -675,6 +728,12 @@ export function AgentPage({ id }: { id: string }) {
             <MandateWindow mandate={figures.data.mandate} />
             <MandateEditor key={id} agentId={id} mandate={figures.data.mandate} onSaved={refresh} />
           </section>
+          {agent.data?.status === 'frozen' ? (
+            <section aria-labelledby="freeze-title">
+              <h2 id="freeze-title">Kill switch</h2>
+              <FreezeReach agentId={id} tick={tick} />
+            </section>
+          ) : null}
           <section aria-labelledby="lots-title">
             <h2 id="lots-title">Credit lots</h2>
             <Lots agentId={id} tick={tick} />
