@@ -1744,7 +1744,7 @@ export interface paths {
          *
          *     A message refused before its method runs is a JSON-RPC error in one JSON object on either era: 400 with -32700 a body that is not JSON, -32600 a batch (an array body), -32602 params that are not what the method takes (a `__proto__` key, a `constructor` with a `prototype` or a member name repeated in one object included, as every JSON body refuses them); on 2026-07-28 also -32020 header mismatch, -32022 unsupported version and -32602 an invalid envelope (a legacy request naming a revision the server does not speak is 400 with -32000). A refused tool call is a tool result with `isError: true` whose text (and, for a tool without an output schema, structured content) is the problem body the HTTP route of the same operation answers.
          *
-         *     Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner `svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata="{base_url}/.well-known/oauth-protected-resource/mcp", scope="svc:agent svc:owner"`. The tools listed depend on the credential (agents: whoami, list_offers, get_hold, get_intent, mint_voucher, execute_service, create_delegate; owners: whoami, get_intent, list_agents, list_agent_holds, get_mandate, execute_service, register_agent, update_agent, set_mandate, freeze_agent, unfreeze_agent), so list results say `cacheScope: "private"`. Tools that move money take an `idempotencyKey` argument: the same key space as the Idempotency-Key header.
+         *     Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner `svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata="{base_url}/.well-known/oauth-protected-resource/mcp", scope="svc:agent svc:owner"`. The tools listed depend on the credential (agents: whoami, list_offers, get_hold, list_delegates, get_intent, mint_voucher, execute_service, create_delegate; owners: whoami, get_intent, list_agents, list_agent_holds, list_agent_delegates, get_mandate, execute_service, register_agent, update_agent, set_mandate, freeze_agent, unfreeze_agent), so list results say `cacheScope: "private"`. Tools that move money take an `idempotencyKey` argument: the same key space as the Idempotency-Key header.
          *
          *     A `Host` or `Origin` header naming another host than the base URL is refused with 403 (DNS rebinding). GET and DELETE answer 405. Refusals of HTTP rather than of a message (401, 403, 405, 429, 503) carry a problem body, as on the API.
          *
@@ -10917,8 +10917,8 @@ export interface operations {
     listApprovals: {
         parameters: {
             query?: {
-                /** @description `pending` (default): what waits for your answer now; `all`: every top-up and purchase approval, whatever its status */
-                status?: "pending" | "all";
+                /** @description `pending` (default): what waits for your answer now; `approved`: purchases you approved that the agent's retry has not used yet, before their deadline (decline one to withdraw it); `all`: every top-up and purchase approval, whatever its status */
+                status?: "pending" | "approved" | "all";
                 /** @description page size, 1–100 */
                 limit?: number;
                 /** @description id of the last item of the previous page (leave it out for the first page); an id that is no item of this list is 400 invalid_input */

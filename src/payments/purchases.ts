@@ -391,8 +391,8 @@ export class PurchaseApprovals {
   }
 
   /** What waits for the owner (or everything), oldest first, a page at a time: top-ups and purchases, with the agents' names. */
-  async ownerApprovals(db: Queryable, ownerId: string, pendingOnly: boolean, page: Page): Promise<{ approvals: OwnerApproval[]; hasMore: boolean }> {
-    const { items, hasMore } = await store.listOwnerApprovals(db, { ownerId, pendingOnly, nowS: this.nowS(), ucPerUsdCent: UC_PER_USD_CENT, limit: page.limit, startingAfter: page.startingAfter });
+  async ownerApprovals(db: Queryable, ownerId: string, shown: store.ApprovalsShown, page: Page): Promise<{ approvals: OwnerApproval[]; hasMore: boolean }> {
+    const { items, hasMore } = await store.listOwnerApprovals(db, { ownerId, shown, nowS: this.nowS(), ucPerUsdCent: UC_PER_USD_CENT, limit: page.limit, startingAfter: page.startingAfter });
     const agents = new Map((await this.deps.identity.shownAgents(db, [...new Set(items.map((item) => item.agent_id))])).map((agent) => [agent.id, agent]));
     const approvals = items.map((item): OwnerApproval => {
       const merchant = merchantOf(item);

@@ -8,14 +8,20 @@ import type { Query } from '../platform/queries.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { OwnerApproval, PurchaseApproval } from './purchases.ts';
 import { toTopup, type PaymentsService, type Topup } from './service.ts';
-import type { PurchaseApprovalRow, TopupRow } from './store.ts';
+import type { ApprovalsShown, PurchaseApprovalRow, TopupRow } from './store.ts';
 
 export const ListTopupsInput = Type.Object({ agentId: Type.Optional(ResourceId), ...PageQuery.properties }, { additionalProperties: false });
 
 export const ListApprovalsInput = Type.Object(
   {
     status: Type.Optional(
-      Type.String({ enum: ['pending', 'all'], default: 'pending', description: '`pending` (default): what waits for your answer now; `all`: every top-up and purchase approval, whatever its status' }),
+      Type.String({
+        enum: ['pending', 'approved', 'all'],
+        default: 'pending',
+        description:
+          "`pending` (default): what waits for your answer now; `approved`: purchases you approved that the agent's retry has not used yet, " +
+          'before their deadline (decline one to withdraw it); `all`: every top-up and purchase approval, whatever its status',
+      }),
     ),
     ...PageQuery.properties,
   },
@@ -28,7 +34,7 @@ export interface PaymentQueries {
   getTopup: Query<{ id: string }, Topup, TopupRow>;
   getPurchaseApproval: Query<{ id: string }, PurchaseApproval, PurchaseApprovalRow>;
   /** Access: the owner whose approvals are listed. */
-  listApprovals: Query<{ status: 'pending' | 'all' } & Page, { approvals: OwnerApproval[]; hasMore: boolean }, string>;
+  listApprovals: Query<{ status: ApprovalsShown } & Page, { approvals: OwnerApproval[]; hasMore: boolean }, string>;
 }
 
 export function paymentQueries(payments: PaymentsService): PaymentQueries {
@@ -64,7 +70,7 @@ export function paymentQueries(payments: PaymentsService): PaymentQueries {
         if (principal.ownerId === undefined) throw new ApiError('owner_required', { detail: 'only an owner lists the approvals that wait for it' });
         return principal.ownerId;
       },
-      read: (db, { input }, ownerId) => payments.purchases.ownerApprovals(db, ownerId, input.status === 'pending', input),
+      read: (db, { input }, ownerId) => payments.purchases.ownerApprovals(db, ownerId, input.status, input),
     },
   };
 }

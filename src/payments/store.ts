@@ -371,9 +371,15 @@ export interface OwnerApprovalRow {
  * only those still waiting for the owner when `pendingOnly`. Each side reads at most one page through its own
  * index; a pending entry past its deadline reads as expired (and is not pending).
  */
+/**
+ * Which approvals an owner's list shows: those that wait for an answer now, the purchases approved and not used yet
+ * (before their deadline), or all.
+ */
+export type ApprovalsShown = 'pending' | 'approved' | 'all';
+
 export async function listOwnerApprovals(
   db: Queryable,
-  query: { ownerId: string; pendingOnly: boolean; nowS: number; ucPerUsdCent: bigint; limit: number; startingAfter?: string },
+  query: { ownerId: string; shown: ApprovalsShown; nowS: number; ucPerUsdCent: bigint; limit: number; startingAfter?: string },
 ): Promise<{ items: OwnerApprovalRow[]; hasMore: boolean }> {
   const { rows } = await db.query<OwnerApprovalRow>(
     `WITH after AS (
@@ -386,7 +392,7 @@ export async function listOwnerApprovals(
               CASE WHEN t.status = 'pending_approval' AND t.expires_at_s <= $2 THEN 'expired' ELSE t.status END AS status,
               t.approval_url, t.created_at_s, t.expires_at_s
          FROM topups t
-        WHERE t.owner_id = $1 AND (NOT $3::boolean OR (t.status = 'pending_approval' AND t.expires_at_s > $2))
+        WHERE t.owner_id = $1 AND ($3::text = 'all' OR ($3::text = 'pending' AND t.status = 'pending_approval' AND t.expires_at_s > $2))
           AND ($4::text IS NULL OR (t.created_at_s, t.id) > (SELECT created_at_s, id FROM after))
         ORDER BY t.created_at_s, t.id LIMIT $5
      ), purchase AS (
@@ -395,12 +401,13 @@ export async function listOwnerApprovals(
               CASE WHEN p.status IN ('pending_approval', 'approved') AND p.expires_at_s <= $2 THEN 'expired' ELSE p.status END AS status,
               p.approval_url, p.created_at_s, p.expires_at_s
          FROM purchase_approvals p
-        WHERE p.owner_id = $1 AND (NOT $3::boolean OR (p.status = 'pending_approval' AND p.expires_at_s > $2))
+        WHERE p.owner_id = $1
+          AND ($3::text = 'all' OR (p.status = CASE $3::text WHEN 'pending' THEN 'pending_approval' ELSE 'approved' END AND p.expires_at_s > $2))
           AND ($4::text IS NULL OR (p.created_at_s, p.id) > (SELECT created_at_s, id FROM after))
         ORDER BY p.created_at_s, p.id LIMIT $5
      )
      SELECT * FROM topup UNION ALL SELECT * FROM purchase ORDER BY created_at_s, id LIMIT $5`,
-    [query.ownerId, query.nowS, query.pendingOnly, query.startingAfter ?? null, query.limit + 1, query.ucPerUsdCent],
+    [query.ownerId, query.nowS, query.shown, query.startingAfter ?? null, query.limit + 1, query.ucPerUsdCent],
   );
   await refuseUnknownCursor(
     db,

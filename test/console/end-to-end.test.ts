@@ -429,7 +429,8 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     onTestFinished(async () => {
       expect((await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, rules, key('approval-off'))).status).toBe(200);
     });
-    const asked = await api('POST', '/v1/vouchers', await agentToken(), { offerId }, key('mint-above-threshold'));
+    const mintKey = key('mint-above-threshold');
+    const asked = await api('POST', '/v1/vouchers', await agentToken(), { offerId }, mintKey);
     expect([asked.status, asked.body.code]).toEqual([402, 'approval_required']);
     await page.reload();
     await page.getByRole('heading', { name: 'Purchase for Scout' }).waitFor();
@@ -440,7 +441,7 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByRole('button', { name: 'Decline the purchase for Scout' }).click();
     // The confirmation of the test before may have lapsed: then the dialog asks for it first.
     const dialog = page.getByRole('dialog', { name: 'Confirm it is you' });
-    const said = page.getByText('Not declined: the purchase for Scout was approved meanwhile (in another tab or on its approval page).');
+    const said = page.getByText("Not declined: the purchase for Scout was approved meanwhile (in another tab, on its approval page, or by the agent's retry).");
     await dialog.or(said).first().waitFor();
     if (await dialog.isVisible()) {
       await dialog.getByLabel('Owner email').fill(OWNER);
@@ -448,6 +449,22 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     }
     await said.waitFor();
     expect((await api('GET', `/v1/payments/purchases/${purchaseId}`, owner)).body.status).toBe('approved');
+    // Approved and not used yet, it is listed apart, where it can be withdrawn (found from outside: only the API showed
+    // it); withdrawn, the agent's retry is refused.
+    const standing = page.getByRole('region', { name: 'Approved, not used yet' });
+    await standing.getByRole('heading', { name: 'Purchase for Scout, approved' }).waitFor();
+    expect(await standing.getByRole('button', { name: /^Approve/ }).count()).toBe(0);
+    await standing.getByRole('button', { name: 'Withdraw the approval for Scout (1.00 credits at Ada Books)' }).click();
+    await dialog.or(page.getByText("Withdrew the approval of Scout's purchase: its retry will be refused.")).first().waitFor();
+    if (await dialog.isVisible()) {
+      await dialog.getByLabel('Owner email').fill(OWNER);
+      await dialog.getByRole('button', { name: 'Confirm' }).click();
+    }
+    await page.getByText("Withdrew the approval of Scout's purchase: its retry will be refused.").waitFor();
+    await standing.waitFor({ state: 'detached' });
+    expect((await api('GET', `/v1/payments/purchases/${purchaseId}`, owner)).body.status).toBe('declined');
+    const retry = await api('POST', '/v1/vouchers', await agentToken(), { offerId }, mintKey);
+    expect([retry.status, retry.body.reason]).toEqual([409, 'purchase_declined']);
   });
 
   it("says on a purchase's card that its agent is frozen, and why it cannot be approved (found from outside: the card did not say)", async () => {

@@ -157,7 +157,8 @@ describe('GET /v1/owner/approvals', () => {
     const agent = await agentAsking('list', '1000000');
     const offer = await shop.offer({ priceUc: '3000000' });
     const topup = (await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('topup'), body: topupBody(agent.id) })).body;
-    const asked = await mint(world, agent.token, offer.id, key('list'));
+    const askedKey = key('list');
+    const asked = await mint(world, agent.token, offer.id, askedKey);
     const declined = await mint(world, agent.token, offer.id, key('list'));
     await world.api('POST', `/v1/payments/purchases/${approvalIdOf(declined.body.approvalUrl)}/decline`, { token: agent.ownerToken, body: {} });
 
@@ -207,6 +208,19 @@ describe('GET /v1/owner/approvals', () => {
     expect(all.body.approvals.map((a: { kind: string; status: string }) => `${a.kind} ${a.status}`).sort()).toEqual(['purchase declined', 'purchase pending_approval', 'topup pending_approval']);
     const order = all.body.approvals.map((a: { createdAt: number; id: string }) => [a.createdAt, a.id]);
     expect(order).toEqual([...order].sort((a: [number, string], b: [number, string]) => a[0] - b[0] || (a[1] < b[1] ? -1 : 1)));
+
+    // status=approved: the purchases approved and not used yet, before their deadline, so the owner can see and
+    // withdraw one its agent has not retried (found from outside: only the API's status=all, among every other, showed them).
+    expect((await world.api('GET', '/v1/owner/approvals?status=approved', { token: agent.ownerToken })).body).toEqual({ approvals: [], hasMore: false });
+    const askedId = approvalIdOf(asked.body.approvalUrl);
+    expect((await world.api('POST', `/v1/payments/purchases/${askedId}/approve`, { token: agent.ownerToken, body: {} })).body.status).toBe('approved');
+    const approved = await world.api('GET', '/v1/owner/approvals?status=approved', { token: agent.ownerToken });
+    expect(approved.body.approvals.map((a: { id: string; status: string }) => [a.id, a.status])).toEqual([[askedId, 'approved']]);
+    expect((await world.api('GET', '/v1/owner/approvals', { token: agent.ownerToken })).body.approvals.map((a: { kind: string }) => a.kind)).toEqual(['topup']);
+    // Used by the agent's retry, it leaves the list.
+    expect((await mint(world, agent.token, offer.id, askedKey)).status).toBe(200);
+    expect((await world.api('GET', '/v1/owner/approvals?status=approved', { token: agent.ownerToken })).body).toEqual({ approvals: [], hasMore: false });
+    expect((await world.api('GET', '/v1/owner/approvals?status=bogus', { token: agent.ownerToken })).status).toBe(400);
   });
 
   it('refuses to approve the purchase of a frozen agent (409 agent_frozen, left pending); unfrozen, the approval and its retry go through', async () => {
@@ -269,6 +283,26 @@ describe('GET /v1/owner/approvals', () => {
     expect((await mint(world, agent.token, offer.id, budgetKey)).status).toBe(200);
     expect((await world.api('GET', `/v1/payments/purchases/${budgetId}`, owner)).body.status).toBe('used');
     expect(await holdsOf(world, agent.id)).toHaveLength(2);
+  });
+
+  it("a retirement after the approval is refused for good: stored under the key, never told to retry (found from outside)", async () => {
+    const parent = await agentAsking('approved-then-retired', '1000000');
+    const allowed = await world.api('PUT', `/v1/owner/agents/${parent.id}/mandate`, { token: parent.ownerToken, key: key('delegation'), body: { approvalAboveUc: '1000000', delegation: { allowed: true, maxDepth: 1 } } });
+    expect(allowed.status).toBe(200);
+    const subject = `approved-then-retired-child-${counter}`;
+    const created = await world.api('POST', `/v1/agents/${parent.id}/delegates`, { token: parent.token, key: key('delegate'), body: { name: 'child', identity: { issuer: world.agentIssuer.issuer, subject } } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const child = { id: created.body.id as string, token: await world.agentToken(subject, parent.email) };
+    const offer = await shop.offer({ priceUc: '3000000' });
+    const k = key('approved-then-retired');
+    const asked = await mint(world, child.token, offer.id, k);
+    expect(asked.status).toBe(402);
+    expect((await world.api('POST', `/v1/payments/purchases/${approvalIdOf(asked.body.approvalUrl)}/approve`, { token: parent.ownerToken, body: {} })).body.status).toBe('approved');
+    expect((await world.api('POST', `/v1/owner/agents/${child.id}/retire`, { token: parent.ownerToken, key: key('retire'), body: {} })).status).toBe(200);
+    const refused = await mint(world, child.token, offer.id, k);
+    expect([refused.status, refused.body.code, refused.body.reason]).toEqual([403, 'FROZEN', 'retired']);
+    expect(refused.body.detail).not.toMatch(/retry/);
+    expect((await mint(world, child.token, offer.id, k)).headers.get('idempotent-replayed')).toBe('true');
   });
 
   it("shows no other owner's approvals, refuses agents and a bad status", async () => {

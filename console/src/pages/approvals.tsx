@@ -15,6 +15,8 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
   const { humanSession, forgetHumanSession } = useConsole();
   const action = useAction();
   const what = approval.kind === 'topup' ? 'top-up' : 'purchase';
+  // A purchase approved and not used yet (the page's second list): it can only be withdrawn.
+  const standing = approval.status === 'approved';
   const refused = approval.kind === 'purchase' && approval.agentEffectiveStatus !== 'active';
   // In each button's name, so that two cards of one agent are told apart by a screen reader's list of buttons or a
   // spoken command (found from outside: "Approve the purchase for Owl" twice).
@@ -32,8 +34,8 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
         // The API's decline also withdraws an approval not used yet: this card was read while the purchase waited, so
         // one answered meanwhile (another tab, its approval page) is said, not silently withdrawn.
         const now = ok(await api.GET('/v1/payments/purchases/{id}', { params: { path: params.path } }));
-        if (now.status !== 'pending_approval') {
-          said = `Not declined: the purchase for ${approval.agentName} was ${now.status} meanwhile (in another tab or on its approval page).`;
+        if (now.status !== approval.status) {
+          said = `Not ${standing ? 'withdrawn' : 'declined'}: the purchase for ${approval.agentName} was ${now.status} meanwhile (in another tab, on its approval page, or by the agent's retry).`;
           return now;
         }
         return ok(await api.POST('/v1/payments/purchases/{id}/decline', { params, body: {} }));
@@ -56,7 +58,9 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
       onAnswered(
         said ??
         (verb === 'decline'
-          ? `Declined the ${what} of ${approval.agentName}.`
+          ? standing
+            ? `Withdrew the approval of ${approval.agentName}'s purchase: its retry will be refused.`
+            : `Declined the ${what} of ${approval.agentName}.`
           : approval.kind === 'topup'
             ? `Approved: ${approval.agentName} received ${credits(approval.amountUc)} credits.`
             : `Approved: ${approval.agentName}'s retry of the purchase goes through.`),
@@ -66,6 +70,7 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
     <li class="card approval">
       <h2 tabIndex={-1}>
         {approval.kind === 'topup' ? 'Top-up' : 'Purchase'} for {approval.agentName}
+        {standing ? ', approved' : ''}
       </h2>
       <dl class="figures">
         <div>
@@ -135,13 +140,16 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
         <p class="error" id={`stopped-${approval.id}`}>
           {approval.kind === 'topup'
             ? `${approval.agentName} is ${approval.agentEffectiveStatus}: a top-up approved now credits a balance it cannot spend${approval.agentEffectiveStatus === 'frozen' ? ' until it is unfrozen' : ''}.`
-            : approval.agentEffectiveStatus === 'frozen'
+            : standing
+              ? `${approval.agentName} is ${approval.agentEffectiveStatus}: its retry is refused${approval.agentEffectiveStatus === 'frozen' ? ' until it is unfrozen' : ''}, while this approval stands until it expires.`
+              : approval.agentEffectiveStatus === 'frozen'
               ? `${approval.agentName} is frozen: this purchase cannot be approved until it is unfrozen (its retry would be refused). You can decline it.`
               : `${approval.agentName} is retired: it can never spend again, so this purchase cannot be approved. Decline it.`}
         </p>
       ) : null}
       <p>
         {/* The gateway refuses to approve a stopped agent's purchase (found from outside: the click was only refused). */}
+        {standing ? null : (
         <button
           type="button"
           class="primary"
@@ -150,9 +158,10 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
           onClick={() => answer('approve')}
         >
           Approve the {what} for {approval.agentName} ({which})
-        </button>{' '}
+        </button>
+        )}{' '}
         <button type="button" disabled={action.busy} onClick={() => answer('decline')}>
-          Decline the {what} for {approval.agentName} ({which})
+          {standing ? 'Withdraw the approval' : `Decline the ${what}`} for {approval.agentName} ({which})
         </button>{' '}
         <a href={approval.approvalUrl}>Open its approval page</a>
       </p>
@@ -164,6 +173,13 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
 export function ApprovalsPage() {
   const { api } = useConsole();
   const approvals = useLoad(async () => ok(await api.GET('/v1/owner/approvals', { params: { query: { status: 'pending', limit: 100 } } })), []);
+  // Purchases approved and not used yet: each stands until its deadline, and may be withdrawn (found from outside:
+  // only the API showed them, so an approval its agent would not retry, or could not yet, could not be taken back here).
+  const standing = useLoad(async () => ok(await api.GET('/v1/owner/approvals', { params: { query: { status: 'approved', limit: 100 } } })), []);
+  const reload = () => {
+    approvals.reload();
+    standing.reload();
+  };
   const [said, setSaid] = useState('');
   // An answered card leaves the list, and with it the focus of a person using the keyboard, which fell to the page's
   // body (the next card was 11 Tabs away). Once the list is read again, the card now in its place (or the last one)
@@ -181,7 +197,7 @@ export function ApprovalsPage() {
     <>
       <div class="page-head">
         <PageTitle title="Approvals">Approvals</PageTitle>
-        <button type="button" onClick={approvals.reload} disabled={approvals.loading}>
+        <button type="button" onClick={reload} disabled={approvals.loading || standing.loading}>
           Refresh
         </button>
       </div>
@@ -202,7 +218,7 @@ export function ApprovalsPage() {
                 onAnswered={(message) => {
                   setSaid(message);
                   setAnsweredAt({ index, listBefore: approvals.data });
-                  approvals.reload();
+                  reload();
                 }}
               />
             ))}
@@ -210,6 +226,26 @@ export function ApprovalsPage() {
         )
       ) : null}
       {approvals.data?.hasMore ? <p class="muted">Only the first 100 waiting are shown: answer some, then Refresh, to see the rest.</p> : null}
+      <LoadError error={standing.error} />
+      {standing.data && standing.data.approvals.length > 0 ? (
+        <section aria-labelledby="standing-title">
+          <h2 id="standing-title">Approved, not used yet</h2>
+          <p class="muted">Purchases you approved that the agent's retry has not made yet. Each stands until it expires; withdraw one to refuse its retry.</p>
+          <ul class="cards">
+            {standing.data.approvals.map((approval) => (
+              <ApprovalCard
+                key={`approved:${approval.id}`}
+                approval={approval}
+                onAnswered={(message) => {
+                  setSaid(message);
+                  saidRef.current?.focus();
+                  reload();
+                }}
+              />
+            ))}
+          </ul>
+        </section>
+      ) : null}
     </>
   );
 }
