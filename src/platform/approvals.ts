@@ -126,8 +126,14 @@ export interface PurchaseCheck extends RequestBinding {
  */
 export type PurchaseAnswer = { state: 'none'; waitingId?: string } | { state: 'approved'; approvalId: string; expiresAt: number } | { state: 'closed'; error: ApiError };
 
-/** The refusals of a hold its owner can lift (unfreeze, raise a budget or a cap, widen the merchants, top up). */
-const LIFTABLE = new Set(['FROZEN', 'CAP_EXCEEDED', 'SCOPE_FORBIDDEN', 'INSUFFICIENT_CREDITS']);
+/**
+ * The refusals of a hold its owner can lift (unfreeze, raise a budget or a cap, widen the merchants, top up). Not a
+ * retirement, refused as FROZEN with `reason: retired`: it is for good (found from outside: told to retry).
+ */
+function liftable(error: ApiError): boolean {
+  if (error.code === 'FROZEN') return error.options.extra?.reason !== 'retired';
+  return error.code === 'CAP_EXCEEDED' || error.code === 'SCOPE_FORBIDDEN' || error.code === 'INSUFFICIENT_CREDITS';
+}
 
 /**
  * A hold's refusal as the answer of its request. A request its owner approved, refused by what the owner can lift
@@ -137,7 +143,7 @@ const LIFTABLE = new Set(['FROZEN', 'CAP_EXCEEDED', 'SCOPE_FORBIDDEN', 'INSUFFIC
  * owner unfroze the agent). Past the deadline the approval is expired, and that answer is stored.
  */
 export function refusalOfAnswered(answer: PurchaseAnswer, error: unknown): unknown {
-  if (answer.state !== 'approved' || !(error instanceof ApiError) || !LIFTABLE.has(error.code)) return error;
+  if (answer.state !== 'approved' || !(error instanceof ApiError) || !liftable(error)) return error;
   const until = new Date(answer.expiresAt * 1000).toISOString();
   const detail = `${(error.options.detail ?? error.title).replace(/\.?$/, '.')} The owner approved this purchase (approval ${answer.approvalId}), which stands until ${until}: once this is lifted, retry with the same Idempotency-Key. Nothing was taken.`;
   return new ApiError(error.code, { ...error.options, detail, provisional: true });

@@ -208,8 +208,12 @@ describe('transport and credential headers (found from outside)', () => {
     const liveHttp = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'http://127.0.0.1:1' } });
     const devHttps = await startTestGateway({ env: { ACG_BASE_URL: 'https://localhost:8443' } });
     try {
-      for (const pathname of ['/console', '/healthz', '/v1/me', '/oauth/authorize']) {
-        expect((await fetch(`${live.url}${pathname}`)).headers.get('strict-transport-security'), pathname).toBe('max-age=63072000');
+      // A refusal Fastify raises before any route (a bad percent-encoding in the path) too, with its request id and
+      // nosniff (found from outside: it carried none of the three).
+      for (const pathname of ['/console', '/healthz', '/v1/me', '/oauth/authorize', '/%', '/payments/purchases/%E0%A4%A']) {
+        const res = await fetch(`${live.url}${pathname}`);
+        expect(res.headers.get('strict-transport-security'), pathname).toBe('max-age=63072000');
+        expect([res.headers.get('x-content-type-options'), res.headers.get('x-request-id')], pathname).toEqual(['nosniff', expect.any(String)]);
       }
       // Dev mode over https too: HSTS for a dev host such as localhost would hold every other local server to https.
       for (const gateway of [liveHttp, devHttps]) expect((await fetch(`${gateway.url}/console`)).headers.get('strict-transport-security')).toBeNull();

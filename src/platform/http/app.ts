@@ -107,6 +107,16 @@ export function assertMutationIsOperation(url: string, methods: readonly string[
 export async function buildApp(gateway: Gateway, options: AppOptions): Promise<FastifyInstance> {
   const requestLog = new RequestLog();
   const schemas = new LazySchemas();
+  // A live gateway served over https is reached only over https once a browser has seen it (found from outside:
+  // nothing said so, and a first visit over http could be downgraded). Not in dev mode: HSTS for a dev host name
+  // such as localhost would hold every other local server of that browser to https for two years.
+  const strictTransport = gateway.config.mode === 'live' && gateway.config.baseUrl.startsWith('https:');
+  /** What every answer carries, a route's and a refusal Fastify raises before any route alike: its request id, no sniffing, HSTS. */
+  const everyAnswer = (request: FastifyRequest, reply: FastifyReply) => {
+    reply.header('x-request-id', request.id);
+    reply.header('x-content-type-options', 'nosniff');
+    if (strictTransport) reply.header('strict-transport-security', STRICT_TRANSPORT_SECURITY);
+  };
   const app: FastifyInstance = Fastify({
     loggerInstance: gateway.log as FastifyBaseLogger,
     // One line per request, written when it is answered (request-log.ts).
@@ -125,6 +135,8 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     routerOptions: { maxParamLength: PATH_PARAMETER_LENGTH_MAX, ignoreTrailingSlash: false },
     // Errors Fastify and Node raise before a route runs get the same bodies as every other refusal.
     frameworkErrors: (error, request, reply) => {
+      // Before any hook: a bad percent-encoding in the path lacked them (found from outside).
+      everyAnswer(request, reply);
       renderError(app, error, request, reply);
       // Fastify answers these before routing, without its completion hooks: the request's line is written here.
       requestLog.requestCompleted(null, request, reply);
@@ -199,18 +211,11 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     }
   });
 
-  const strictTransport = gateway.config.mode === 'live' && gateway.config.baseUrl.startsWith('https:');
   app.addHook('onRequest', async (request, reply) => {
-    reply.header('x-request-id', request.id);
+    everyAnswer(request, reply);
     refuseRepeatedHeaders(request.raw.rawHeaders);
     // What is answered to a credential is that caller's (balances, keys, approvals): no cache keeps it, a browser's
-    // own included (OWASP ASVS 8.2.1), unless its route says otherwise (an avatar, public keys). And no answer is
-    // read as another type than it says.
-    reply.header('x-content-type-options', 'nosniff');
-    // A live gateway served over https is reached only over https once a browser has seen it (found from outside:
-    // nothing said so, and a first visit over http could be downgraded). Not in dev mode: HSTS for a dev host name
-    // such as localhost would hold every other local server of that browser to https for a year.
-    if (strictTransport) reply.header('strict-transport-security', STRICT_TRANSPORT_SECURITY);
+    // own included (OWASP ASVS 8.2.1), unless its route says otherwise (an avatar, public keys).
     if (request.headers.authorization !== undefined || request.headers.cookie !== undefined) reply.header('cache-control', 'no-store');
     // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 (Node's own check is off: it answers no body).
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
