@@ -32,8 +32,13 @@ function formatterOf(timeZone: string): Intl.DateTimeFormat {
   return formatter;
 }
 
-/** True when `timeZone` is an IANA time zone this runtime knows (or UTC). */
+/**
+ * True when `timeZone` is an IANA time zone this runtime knows (or UTC). Not the `SystemV/…` names, which the
+ * runtime's ICU still knows but IANA removed in 2020b: a mandate names its zone for any reader of its evidence, whose
+ * zone database need not know them.
+ */
 export function isTimeZone(timeZone: string): boolean {
+  if (/^systemv\//i.test(timeZone)) return false;
   try {
     formatterOf(timeZone);
     return true;
