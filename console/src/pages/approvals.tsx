@@ -143,22 +143,22 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
             : standing
               ? `${approval.agentName} is ${approval.agentEffectiveStatus}: its retry is refused${approval.agentEffectiveStatus === 'frozen' ? ' until it is unfrozen' : ''}, while this approval stands until it expires.`
               : approval.agentEffectiveStatus === 'frozen'
-              ? `${approval.agentName} is frozen: this purchase cannot be approved until it is unfrozen (its retry would be refused). You can decline it.`
-              : `${approval.agentName} is retired: it can never spend again, so this purchase cannot be approved. Decline it.`}
+                ? `${approval.agentName} is frozen: this purchase cannot be approved until it is unfrozen (its retry would be refused). You can decline it.`
+                : `${approval.agentName} is retired: it can never spend again, so this purchase cannot be approved. Decline it.`}
         </p>
       ) : null}
       <p>
         {/* The gateway refuses to approve a stopped agent's purchase (found from outside: the click was only refused). */}
         {standing ? null : (
-        <button
-          type="button"
-          class="primary"
-          disabled={action.busy || refused}
-          aria-describedby={refused ? `stopped-${approval.id}` : undefined}
-          onClick={() => answer('approve')}
-        >
-          Approve the {what} for {approval.agentName} ({which})
-        </button>
+          <button
+            type="button"
+            class="primary"
+            disabled={action.busy || refused}
+            aria-describedby={refused ? `stopped-${approval.id}` : undefined}
+            onClick={() => answer('approve')}
+          >
+            Approve the {what} for {approval.agentName} ({which})
+          </button>
         )}{' '}
         <button type="button" disabled={action.busy} onClick={() => answer('decline')}>
           {standing ? 'Withdraw the approval' : `Decline the ${what}`} for {approval.agentName} ({which})
