@@ -40,6 +40,9 @@ export type Timing = { ttlS: number; loopWaitS: number; retryTimeoutS: number };
 
 export interface GatewayHandle {
   url: string;
+  /** Its process, so that a cluster whose owner ends without stop() can still end it. */
+  pid: number | undefined;
+  /** Stops it gracefully, and kills it if it has not exited after a grace period. */
   stop(): Promise<void>;
 }
 
@@ -259,15 +262,21 @@ function signal(pid: number | undefined, sig: NodeJS.Signals): void {
 export const launchAcgServe: GatewayLauncher = async (env, index) => {
   const logFile = path.join(env.ACG_DATA_DIR ?? tmpdir(), `gateway${index + 1}.log`);
   const launched = launch(process.execPath, [path.join(REPO, 'bin/acg.js'), 'serve'], { env: { ...process.env, ...env }, logFile, cwd: REPO });
-  await waitUntil(
-    async () => {
-      if (launched.child.exitCode !== null) throw new Error(`gateway ${index + 1} exited with ${launched.child.exitCode}; see ${logFile}`);
-      return readFileSync(logFile, 'utf8').includes('gateway ready') ? true : undefined;
-    },
-    `gateway ${index + 1} to be ready (${logFile})`,
-    START_TIMEOUT_MS,
-  );
-  return { url: `http://127.0.0.1:${env.PORT}`, stop: () => stopProcess(launched) };
+  try {
+    await waitUntil(
+      async () => {
+        if (launched.child.exitCode !== null) throw new Error(`gateway ${index + 1} exited with ${launched.child.exitCode}; see ${logFile}`);
+        return readFileSync(logFile, 'utf8').includes('gateway ready') ? true : undefined;
+      },
+      `gateway ${index + 1} to be ready (${logFile})`,
+      START_TIMEOUT_MS,
+    );
+  } catch (error) {
+    // One that never became ready is not left running (it would hold its port and connections).
+    await stopProcess(launched);
+    throw error;
+  }
+  return { url: `http://127.0.0.1:${env.PORT}`, pid: launched.child.pid, stop: () => stopProcess(launched) };
 };
 
 function localPatroniConfig(options: { etcdPort: number; dir: string; timing: Timing; synchronous: boolean; secrets: Secrets }): string {
@@ -425,6 +434,7 @@ export async function startHaCluster(options: HaClusterOptions = {}): Promise<Ha
 
   // The last word if this process ends without stop(): nothing it started may outlive it.
   const emergencyStop = () => {
+    for (const gateway of gateways) signal(gateway.pid, 'SIGKILL');
     for (const launched of [etcd, haproxy]) signal(launched?.child.pid, 'SIGKILL');
     for (const node of nodes) {
       signal(node.patroni?.pid, 'SIGKILL');
@@ -546,7 +556,11 @@ export async function startHaCluster(options: HaClusterOptions = {}): Promise<Ha
     };
     const launcher = options.launchGateway ?? launchAcgServe;
     for (const [i, gatewayPort] of gatewayPorts.entries()) progress(`starting gateway ${i + 1} on 127.0.0.1:${gatewayPort}`);
-    gateways.push(...(await Promise.all(gatewayPorts.map((gatewayPort, i) => launcher({ ...gatewayEnv, PORT: String(gatewayPort), HOST: '127.0.0.1' }, i)))));
+    // Every gateway that started is kept, so that stop() ends it when another of them failed to start.
+    const launches = await Promise.allSettled(gatewayPorts.map((gatewayPort, i) => launcher({ ...gatewayEnv, PORT: String(gatewayPort), HOST: '127.0.0.1' }, i)));
+    for (const started of launches) if (started.status === 'fulfilled') gateways.push(started.value);
+    const failed = launches.find((started): started is PromiseRejectedResult => started.status === 'rejected');
+    if (failed) throw failed.reason;
     progress(`ready: gateways ${gateways.map((g) => g.url).join(', ')} (balanced at ${gatewaysUrl}); DATABASE_URL ${databaseUrl.replace(secrets.application, '***')}`);
 
     return {

@@ -227,7 +227,7 @@ describe.runIf(runHere && prerequisites.ok)(`failover under load on Patroni + et
         launchGateway: async (env, index) => {
           const gateway = await spawnGateway(env, { timeoutMs: 90_000 });
           gateways[index] = gateway;
-          return { url: gateway.url, stop: async () => void (await gateway.kill()) };
+          return { url: gateway.url, pid: gateway.child.pid, stop: async () => void (await gateway.kill()) };
         },
       });
     // Started once more if the first start fails, saying why: on a shared machine a free port picked for

@@ -10,8 +10,20 @@ export interface GatewayProcess {
   url: string;
   /** Every JSON log line the process printed so far. */
   logs: Array<Record<string, unknown>>;
+  /** Sends `signal` (default SIGTERM) and resolves with the exit code; a process still running after {@link STOP_GRACE_MS} is killed (-9), and so resolves with null. */
   kill(signal?: NodeJS.Signals): Promise<number | null>;
 }
+
+/** How long a stopped gateway may take to exit before it is killed: a graceful stop takes well under a second. */
+export const STOP_GRACE_MS = 15_000;
+
+// Every gateway this test process started and that still runs. None may outlive the test file: one that
+// failed to start, or hangs in its shutdown, would otherwise hold its port, its database connections and CPU
+// under every later test on the machine.
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
 
 export interface SpawnOptions {
   /** Resolve once the process listens, or (default) once it is ready to serve every route. */
@@ -29,14 +41,23 @@ export async function spawnGateway(env: Record<string, string>, options: SpawnOp
     env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ACG_PRECOMPILE_SCHEMAS: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  running.add(child);
   const logs: Array<Record<string, unknown>> = [];
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => {
     stderr += chunk.toString();
   });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      running.delete(child);
+      resolve(code);
+    }),
+  );
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not log "${awaited}" in ${timeoutMs} ms: ${stderr}`)), timeoutMs);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`gateway did not log "${awaited}" in ${timeoutMs} ms: ${stderr}`));
+    }, timeoutMs);
     let buffered = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       buffered += chunk.toString();
@@ -68,7 +89,12 @@ export async function spawnGateway(env: Record<string, string>, options: SpawnOp
     async kill(signal: NodeJS.Signals = 'SIGTERM') {
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       child.kill(signal);
-      return exited;
+      const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+      try {
+        return await exited;
+      } finally {
+        clearTimeout(timer);
+      }
     },
   };
 }
