@@ -665,9 +665,14 @@ export class LedgerService {
     return neededUc === 0n ? allocations : undefined;
   }
 
-  /** Expires, inside the caller's transaction, the holds funded by `payerId` whose deadline has passed. */
+  /**
+   * Expires, inside the caller's transaction, the holds funded by `payerId` whose deadline has passed. The
+   * caller (a hold pass) already holds the payer's lots and balance rows, which a sweep or a capture takes after
+   * the hold: one of those holds locked elsewhere is left out, not waited for (waiting closes a deadlock), and
+   * counts until its holder is done, as it would had this pass come first.
+   */
   private async settleDueOf(tx: Tx, payerId: string): Promise<number> {
-    return this.expireHolds(tx, await store.dueHoldIds(tx, this.nowS(), { payerId, limit: SWEEP_BATCH_MAX, except: this.setAsideHolds() }));
+    return this.expireHolds(tx, await store.dueHoldIds(tx, this.nowS(), { payerId, limit: SWEEP_BATCH_MAX, except: this.setAsideHolds() }), { skipLocked: true });
   }
 
   /** Holds that failed to expire on their own, until when they are left out (see UNEXPIRABLE_SET_ASIDE_MS). */
@@ -685,9 +690,9 @@ export class LedgerService {
    * resolveMany: the holds locked and their allocations read in one statement, every resolution in one more.
    * Returns how many it expired.
    */
-  private async expireHolds(tx: Tx, holdIds: readonly string[]): Promise<number> {
+  private async expireHolds(tx: Tx, holdIds: readonly string[], options: { skipLocked?: boolean } = {}): Promise<number> {
     if (holdIds.length === 0) return 0;
-    const { holds, allocations } = await store.lockHoldsWithAllocations(tx, holdIds);
+    const { holds, allocations } = await store.lockHoldsWithAllocations(tx, holdIds, options);
     const nowS = this.nowS();
     const due = [...holds.values()].filter((hold) => overdue(hold, nowS));
     await this.settleMany(tx, due.map((hold) => ({ hold, state: 'expired' as const, capturedUc: 0n })), allocations);

@@ -382,12 +382,16 @@ export async function lockHold(tx: Tx, holdId: string): Promise<HoldRow | undefi
  * Locks holds in sorted order (as lockHolds) and reads their allocations in the same statement (one round
  * trip): what a settlement pass needs before it decides.
  */
-export async function lockHoldsWithAllocations(tx: Tx, holdIds: readonly string[]): Promise<{ holds: Map<string, HoldRow>; allocations: AllocationRow[] }> {
+/**
+ * Locks these holds (in id order) and reads their allocations. `skipLocked`: leaves out one another transaction
+ * holds, for a caller that already holds lots or balance rows, which the holder of a hold takes after it.
+ */
+export async function lockHoldsWithAllocations(tx: Tx, holdIds: readonly string[], options: { skipLocked?: boolean } = {}): Promise<{ holds: Map<string, HoldRow>; allocations: AllocationRow[] }> {
   if (holdIds.length === 0) return { holds: new Map(), allocations: [] };
   const { rows } = await tx.query<HoldRow & { allocation_rows: Array<{ lot_id: string; position: number; amount_uc: string; captured_uc: string }> }>(
     `SELECT h.*, (SELECT COALESCE(json_agg(json_build_object('lot_id', a.lot_id, 'position', a.position, 'amount_uc', a.amount_uc::text, 'captured_uc', a.captured_uc::text) ORDER BY a.position), '[]'::json)
                     FROM hold_allocations a WHERE a.hold_id = h.id) AS allocation_rows
-       FROM holds h WHERE h.id = ANY($1::text[]) ORDER BY h.id FOR UPDATE OF h`,
+       FROM holds h WHERE h.id = ANY($1::text[]) ORDER BY h.id FOR UPDATE OF h${options.skipLocked ? ' SKIP LOCKED' : ''}`,
     [[...new Set(holdIds)]],
   );
   const holds = new Map<string, HoldRow>();

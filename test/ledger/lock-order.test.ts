@@ -69,4 +69,41 @@ describe.runIf(onPostgres())('the lock order of a hold pass (PostgreSQL)', () =>
     }
     await expectLedgerInvariants(world.gw.gateway.db);
   });
+
+  it('a pass that reclaims overdue holds after its lots skips one another transaction holds (a sweep or a capture takes the hold first)', async () => {
+    const agent = await world.createAgent(OWNER, 'lock-order-reclaim');
+    await grant(world, agent.id, CREDIT_UC);
+    const { ledger } = world.gw.services;
+    const db = world.gw.gateway.db;
+    const hold = { agentId: agent.id, acceptorId: shop.merchantId, merchantId: shop.merchantId, offerId: 'off_lock_order', category: 'books', amountUc: CREDIT_UC, lifetimeS: 60 };
+    const [first] = await db.transaction((tx) => ledger.holdMany(tx, [hold]));
+    expect(first?.ok).toBe(true);
+    const overdue = first!.ok ? first!.value.id : '';
+    world.gw.clock.advance(61_000);
+    const other = new pg.Client({ connectionString: world.gw.database.url });
+    await other.connect();
+    try {
+      // The other transaction: the overdue hold, as the sweeper (or a capture) locks it before its lots.
+      await other.query('BEGIN');
+      await other.query('SELECT id FROM holds WHERE id = $1 FOR UPDATE', [overdue]);
+      // The agent's credit is all in that hold: the pass must reclaim to pay, and so asks for the hold after
+      // locking the lots. Waiting for it would close a cycle with the other transaction's next lock (the lots).
+      let settled: Array<{ ok: boolean; code?: string }> | undefined;
+      const pass = db.transaction((tx) => ledger.holdMany(tx, [hold]));
+      pass.then((outcomes) => (settled = outcomes.map((o) => ({ ok: o.ok, code: o.ok ? undefined : o.error.code })))).catch(() => {});
+      await expect.poll(() => settled, { timeout: 10_000, message: 'the pass waited for the hold another transaction holds' }).toEqual([{ ok: false, code: 'INSUFFICIENT_CREDITS' }]);
+      // Done, so the lots are free for the other transaction's next step.
+      const lots = await other.query('SELECT id FROM credit_lots WHERE agent_id = $1 FOR UPDATE NOWAIT', [agent.id]);
+      expect(lots.rowCount).toBe(1);
+      await other.query('ROLLBACK');
+      // Once the hold is free, the next pass reclaims it and pays.
+      const [again] = await db.transaction((tx) => ledger.holdMany(tx, [hold]));
+      expect(again?.ok).toBe(true);
+    } finally {
+      await other.query('ROLLBACK').catch(() => {});
+      await other.end();
+      world.gw.clock.advance(-61_000);
+    }
+    await expectLedgerInvariants(world.gw.gateway.db);
+  });
 });
