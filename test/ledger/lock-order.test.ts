@@ -90,7 +90,7 @@ describe.runIf(onPostgres())('the lock order of a hold pass (PostgreSQL)', () =>
       // locking the lots. Waiting for it would close a cycle with the other transaction's next lock (the lots).
       let settled: Array<{ ok: boolean; code?: string }> | undefined;
       const pass = db.transaction((tx) => ledger.holdMany(tx, [hold]));
-      pass.then((outcomes) => (settled = outcomes.map((o) => ({ ok: o.ok, code: o.ok ? undefined : o.error.code })))).catch(() => {});
+      pass.then((outcomes) => (settled = outcomes.map((o) => ({ ok: o.ok, code: o.ok ? undefined : (o.error as { code?: string }).code })))).catch(() => {});
       await expect.poll(() => settled, { timeout: 10_000, message: 'the pass waited for the hold another transaction holds' }).toEqual([{ ok: false, code: 'INSUFFICIENT_CREDITS' }]);
       // Done, so the lots are free for the other transaction's next step.
       const lots = await other.query('SELECT id FROM credit_lots WHERE agent_id = $1 FOR UPDATE NOWAIT', [agent.id]);
