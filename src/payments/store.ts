@@ -91,8 +91,8 @@ export async function intentStillFunded(db: Queryable, intentId: string, exceptT
 export async function listTopups(db: Queryable, agentId: string, limit: number, startingAfter?: string): Promise<{ items: TopupRow[]; hasMore: boolean }> {
   const { rows } = await db.query<TopupRow>(
     `SELECT * FROM topups WHERE agent_id = $1
-       AND ($2::text IS NULL OR (created_at_s, id) > (SELECT created_at_s, id FROM topups WHERE id = $2 AND agent_id = $1))
-     ORDER BY created_at_s, id LIMIT $3`,
+       AND ($2::text IS NULL OR seq > (SELECT seq FROM topups WHERE id = $2 AND agent_id = $1))
+     ORDER BY seq LIMIT $3`,
     [agentId, startingAfter ?? null, limit + 1],
   );
   await refuseUnknownCursor(db, rows, startingAfter, 'SELECT 1 FROM topups WHERE id = $1 AND agent_id = $2', [agentId]);
@@ -383,30 +383,30 @@ export async function listOwnerApprovals(
 ): Promise<{ items: OwnerApprovalRow[]; hasMore: boolean }> {
   const { rows } = await db.query<OwnerApprovalRow>(
     `WITH after AS (
-       SELECT created_at_s, id FROM topups WHERE id = $4 AND owner_id = $1
-       UNION ALL SELECT created_at_s, id FROM purchase_approvals WHERE id = $4 AND owner_id = $1
+       SELECT seq FROM topups WHERE id = $4 AND owner_id = $1
+       UNION ALL SELECT seq FROM purchase_approvals WHERE id = $4 AND owner_id = $1
      ), topup AS (
        SELECT 'topup'::text AS kind, t.id, t.agent_id, t.amount_usd_cents::bigint * $6::bigint AS amount_uc,
               NULL::text AS merchant_id, NULL::text AS merchant_name, NULL::text AS merchant_domain, NULL::text AS offer_id, NULL::text AS offer_name,
               NULL::text AS resource, t.reason,
               CASE WHEN t.status = 'pending_approval' AND t.expires_at_s <= $2 THEN 'expired' ELSE t.status END AS status,
-              t.approval_url, t.created_at_s, t.expires_at_s
+              t.approval_url, t.created_at_s, t.expires_at_s, t.seq
          FROM topups t
         WHERE t.owner_id = $1 AND ($3::text = 'all' OR ($3::text = 'pending' AND t.status = 'pending_approval' AND t.expires_at_s > $2))
-          AND ($4::text IS NULL OR (t.created_at_s, t.id) > (SELECT created_at_s, id FROM after))
-        ORDER BY t.created_at_s, t.id LIMIT $5
+          AND ($4::text IS NULL OR t.seq > (SELECT seq FROM after))
+        ORDER BY t.seq LIMIT $5
      ), purchase AS (
        SELECT 'purchase'::text AS kind, p.id, p.agent_id, p.amount_uc, p.merchant_id, p.merchant_name, p.merchant_domain, p.offer_id, p.offer_name,
               p.intent->>'resource' AS resource, NULL::text AS reason,
               CASE WHEN p.status IN ('pending_approval', 'approved') AND p.expires_at_s <= $2 THEN 'expired' ELSE p.status END AS status,
-              p.approval_url, p.created_at_s, p.expires_at_s
+              p.approval_url, p.created_at_s, p.expires_at_s, p.seq
          FROM purchase_approvals p
         WHERE p.owner_id = $1
           AND ($3::text = 'all' OR (p.status = CASE $3::text WHEN 'pending' THEN 'pending_approval' ELSE 'approved' END AND p.expires_at_s > $2))
-          AND ($4::text IS NULL OR (p.created_at_s, p.id) > (SELECT created_at_s, id FROM after))
-        ORDER BY p.created_at_s, p.id LIMIT $5
+          AND ($4::text IS NULL OR p.seq > (SELECT seq FROM after))
+        ORDER BY p.seq LIMIT $5
      )
-     SELECT * FROM topup UNION ALL SELECT * FROM purchase ORDER BY created_at_s, id LIMIT $5`,
+     SELECT * FROM topup UNION ALL SELECT * FROM purchase ORDER BY seq LIMIT $5`,
     [query.ownerId, query.nowS, query.shown, query.startingAfter ?? null, query.limit + 1, query.ucPerUsdCent],
   );
   await refuseUnknownCursor(
