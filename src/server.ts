@@ -144,7 +144,7 @@ export async function serve(): Promise<void> {
   }
   const log = createLogger(config, undefined, { traceFields: telemetryRequested(process.env) });
   // The front door reads the base URL at each answer: with PORT=0 it is known only once the socket is bound.
-  const door = { host: config.host, port: config.port, baseUrl: config.baseUrl, requestTimeoutMs: config.requestTimeoutMs };
+  const door = { host: config.host, port: config.port, baseUrl: config.baseUrl, mode: config.mode, requestTimeoutMs: config.requestTimeoutMs };
   let front: FrontDoor;
   let db: Database;
   try {

@@ -367,9 +367,9 @@ describe("Node's parser-level refusals answer problem bodies on every listener",
   let starting: FrontDoor;
   beforeAll(async () => {
     const log = pino({ level: 'silent' });
-    door = await openFrontDoor({ host: '127.0.0.1', port: 0, baseUrl: world.gw.config.baseUrl, requestTimeoutMs: 30_000 }, log);
+    door = await openFrontDoor({ host: '127.0.0.1', port: 0, baseUrl: world.gw.config.baseUrl, mode: 'dev', requestTimeoutMs: 30_000 }, log);
     door.open(world.gw.app.routing);
-    starting = await openFrontDoor({ host: '127.0.0.1', port: 0, baseUrl: world.gw.config.baseUrl, requestTimeoutMs: 30_000 }, log);
+    starting = await openFrontDoor({ host: '127.0.0.1', port: 0, baseUrl: world.gw.config.baseUrl, mode: 'dev', requestTimeoutMs: 30_000 }, log);
   });
   afterAll(async () => {
     await door?.close();

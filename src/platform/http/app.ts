@@ -12,6 +12,7 @@ import type { TSchema } from '@sinclair/typebox';
 import type { Principal } from '../principal.ts';
 import { requestIdOf, serverOptions, serveUnmetExpectations } from './front-door.ts';
 import { PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath, UNSUPPORTED_BODY } from './render-error.ts';
+import { answerHeaders } from './answer-headers.ts';
 import { installTextGuard } from './text-guard.ts';
 import { installCors } from './cors.ts';
 import { undecodedBodyProblem, utf8Text } from './body-as-sent.ts';
@@ -78,8 +79,6 @@ const buildValidator: typeof ajvFactory = (externalSchemas, options) => {
 };
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
-/** Two years, as browsers' preload lists ask; the host only (its subdomains are its operator's to decide). */
-const STRICT_TRANSPORT_SECURITY = 'max-age=63072000';
 
 export interface AppOptions {
   /** Feature plugins, registered in order after the platform. */
@@ -110,12 +109,11 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   // A live gateway served over https is reached only over https once a browser has seen it (found from outside:
   // nothing said so, and a first visit over http could be downgraded). Not in dev mode: HSTS for a dev host name
   // such as localhost would hold every other local server of that browser to https for two years.
-  const strictTransport = gateway.config.mode === 'live' && gateway.config.baseUrl.startsWith('https:');
+  const constant = answerHeaders(gateway.config);
   /** What every answer carries, a route's and a refusal Fastify raises before any route alike: its request id, no sniffing, HSTS. */
   const everyAnswer = (request: FastifyRequest, reply: FastifyReply) => {
     reply.header('x-request-id', request.id);
-    reply.header('x-content-type-options', 'nosniff');
-    if (strictTransport) reply.header('strict-transport-security', STRICT_TRANSPORT_SECURITY);
+    reply.headers(constant);
   };
   const app: FastifyInstance = Fastify({
     loggerInstance: gateway.log as FastifyBaseLogger,

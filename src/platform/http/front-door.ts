@@ -9,6 +9,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from 'node:net';
 import type { Config } from '../config.ts';
 import { ApiError, problemBody } from '../errors.ts';
+import { answerHeaders } from './answer-headers.ts';
 import { answerClientError, rememberExchanges, targetPath, type ClientErrorContext } from './render-error.ts';
 
 export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void;
@@ -37,11 +38,12 @@ export function requestIdOf(request: IncomingMessage): string {
  * one log line, as the app's answers (docs/decisions.md "Request ids and logs"; found from outside: a random id, and
  * no line).
  */
-function answerUnavailable(baseUrl: string, request: IncomingMessage, response: ServerResponse, detail: string, log: ClientErrorContext['log']): void {
+function answerUnavailable(config: Pick<Config, 'baseUrl' | 'mode'>, request: IncomingMessage, response: ServerResponse, detail: string, log: ClientErrorContext['log']): void {
   const path = targetPath(request.url ?? '/');
   const reqId = requestIdOf(request);
   const startedMs = performance.now();
   response.setHeader('x-request-id', reqId);
+  for (const [name, value] of Object.entries(answerHeaders(config))) response.setHeader(name, value);
   response.once('finish', () => {
     // `req` as the logger's serializer reads a request (its url and ip), which it turns into the path and address.
     const fields = { reqId, req: { method: request.method, url: path, ip: request.socket.remoteAddress }, res: { statusCode: response.statusCode }, responseTime: performance.now() - startedMs };
@@ -60,7 +62,7 @@ function answerUnavailable(baseUrl: string, request: IncomingMessage, response: 
       .end(JSON.stringify({ error: 'temporarily_unavailable', error_description: detail }));
     return;
   }
-  const body = problemBody(baseUrl, refusal);
+  const body = problemBody(config.baseUrl, refusal);
   response.writeHead(503, { 'content-type': 'application/problem+json; charset=utf-8' }).end(JSON.stringify(body));
 }
 
@@ -88,7 +90,9 @@ export function serveUnmetExpectations(server: Server): void {
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => server.emit('request', request, response));
 }
 
-export async function openFrontDoor(config: Pick<Config, 'host' | 'port' | 'baseUrl' | 'requestTimeoutMs'>, log: ClientErrorContext['log']): Promise<FrontDoor> {
+type DoorConfig = Pick<Config, 'host' | 'port' | 'baseUrl' | 'mode' | 'requestTimeoutMs'>;
+
+export async function openFrontDoor(config: DoorConfig, log: ClientErrorContext['log']): Promise<FrontDoor> {
   let app: RequestHandler | undefined;
   let closing = false;
   const inFlight = new Set<ServerResponse>();
@@ -96,11 +100,11 @@ export async function openFrontDoor(config: Pick<Config, 'host' | 'port' | 'base
   const server: Server = createServer(serverOptions(config), (request, response) => {
     if (closing) {
       response.setHeader('connection', 'close');
-      answerUnavailable(config.baseUrl, request, response, 'the gateway is shutting down; retry on another instance', log);
+      answerUnavailable(config, request, response, 'the gateway is shutting down; retry on another instance', log);
       return;
     }
     if (!app) {
-      answerUnavailable(config.baseUrl, request, response, 'the gateway is starting and waits for its database; retry shortly', log);
+      answerUnavailable(config, request, response, 'the gateway is starting and waits for its database; retry shortly', log);
       return;
     }
     inFlight.add(response);
@@ -112,7 +116,7 @@ export async function openFrontDoor(config: Pick<Config, 'host' | 'port' | 'base
     socket.once('close', () => connections.delete(socket));
   });
   // The base URL is read at each answer: with PORT=0 it is known only once the socket is bound.
-  server.on('clientError', (error: Error, socket: Socket) => answerClientError(error, socket, { baseUrl: config.baseUrl, log }));
+  server.on('clientError', (error: Error, socket: Socket) => answerClientError(error, socket, { baseUrl: config.baseUrl, headers: answerHeaders(config), log }));
   serveUnmetExpectations(server);
   rememberExchanges(server);
   await new Promise<void>((resolve, reject) => {

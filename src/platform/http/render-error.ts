@@ -11,6 +11,7 @@ import { VISIBLE_PATTERN } from '../schemas.ts';
 import { jsonRpcError } from './json-rpc.ts';
 import { newNonce, pageHeaders, refusalPage } from './pages.ts';
 import type { FailureLine } from './request-log.ts';
+import { answerHeaders } from './answer-headers.ts';
 
 /** Fastify's `maxParamLength`: longer path parameters are refused with 414 uri_too_long. */
 export const PATH_PARAMETER_LENGTH_MAX = 500;
@@ -243,6 +244,8 @@ function clientErrorFor(code: string | undefined): ApiError {
 /** Where a client error's answer and log line go: the gateway's base URL (for `type`) and a logger. */
 export interface ClientErrorContext {
   baseUrl: string;
+  /** What every answer carries (answer-headers.ts). */
+  headers: Readonly<Record<string, string>>;
   log: Record<FailureLine['level'], (fields: object, message: string) => void>;
 }
 
@@ -289,6 +292,7 @@ export function answerClientError(error: Error & { code?: string; rawPacket?: un
   if (socket.writable && !alreadyAnswered(socket)) {
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${type}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        Object.entries(context.headers).map(([name, value]) => `${name}: ${value}\r\n`).join('') +
         `Cache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
     );
   }
@@ -297,7 +301,7 @@ export function answerClientError(error: Error & { code?: string; rawPacket?: un
 
 /** Fastify's `clientErrorHandler`, for a server Fastify listens on itself (tests, embedders). */
 export function renderClientError(app: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
-  answerClientError(error, socket, { baseUrl: app.gateway.config.baseUrl, log: app.log });
+  answerClientError(error, socket, { baseUrl: app.gateway.config.baseUrl, headers: answerHeaders(app.gateway.config), log: app.log });
 }
 
 /** The refusal of a body in a media type other than JSON. */

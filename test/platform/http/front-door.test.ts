@@ -7,7 +7,7 @@ import { openFrontDoor, type FrontDoor } from '../../../src/platform/http/front-
 import { createLogger } from '../../../src/platform/gateway.ts';
 import { waitFor } from '../../support/wait.ts';
 
-const config = { host: '127.0.0.1', port: 0, baseUrl: 'http://gateway.test', requestTimeoutMs: 30_000 };
+const config = { host: '127.0.0.1', port: 0, baseUrl: 'http://gateway.test', mode: 'dev' as const, requestTimeoutMs: 30_000 };
 const log = pino({ level: 'silent' });
 
 async function withFrontDoor(fn: (door: FrontDoor) => Promise<void>): Promise<void> {
@@ -147,5 +147,27 @@ describe('the front door of acg serve', () => {
     const { answer } = await shortBody(readsWholeBody, 'POST /oauth/token HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded', 'grant_type=');
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);
     expect(bodyOf(answer)).toMatchObject({ error: 'invalid_request' });
+  });
+  it('on a live gateway served over https, its own answers and what it refuses on the socket carry HSTS and nosniff as the app\'s do (found from outside: a malformed request was answered without them)', async () => {
+    const door = await openFrontDoor({ ...config, baseUrl: 'https://gateway.test', mode: 'live' }, log);
+    try {
+      const starting = await fetch(`${door.url}/v1/me`);
+      expect([starting.status, starting.headers.get('strict-transport-security'), starting.headers.get('x-content-type-options')]).toEqual([503, 'max-age=63072000', 'nosniff']);
+      door.open((_req, res) => res.end('app'));
+      // A request line Node's parser refuses: answered on the socket, before any app.
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(new URL(door.url).port), '127.0.0.1');
+        let text = '';
+        socket.on('data', (chunk: Buffer) => (text += chunk.toString('latin1')));
+        socket.on('close', () => resolve(text));
+        socket.on('error', reject);
+        socket.write('GET / HTTP/1.1\r\nHost: gateway.test\r\nBad Header Line\r\n\r\n');
+      });
+      expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+      expect(answer.toLowerCase()).toContain('strict-transport-security: max-age=63072000\r\n');
+      expect(answer.toLowerCase()).toContain('x-content-type-options: nosniff\r\n');
+    } finally {
+      await door.close();
+    }
   });
 });
