@@ -23,6 +23,13 @@ import * as store from './store.ts';
 export const INTENT_LIFETIME_S = 7 * 86_400;
 /** Bounds what an agent without credit can make us store. */
 export const PENDING_INTENTS_PER_AGENT_MAX = 100;
+
+/**
+ * Refusals by the owner's own rules (a mandate that forbids the service or a budget or cap that no longer covers it,
+ * a freeze, an approval now asked): the gateway does not resume an intent they refused. What the owner did not decide
+ * (credit spent elsewhere meanwhile, an upstream or storage fault) leaves it to the resume job's back-off.
+ */
+const OWNER_STOPS: ReadonlySet<string> = new Set(['SCOPE_FORBIDDEN', 'CAP_EXCEEDED', 'FROZEN', 'approval_required']);
 /** How often each instance deletes intents past their lifetime. */
 export const INTENT_SWEEP_INTERVAL_MS = 10 * 60 * 1000;
 const INTENT_SWEEP_BATCH_MAX = 1000;
@@ -238,6 +245,12 @@ export class Intents {
     const after = await store.findIntent(db, intentId);
     if (!after || after.state !== 'pending') {
       log.info({ intentId, state: after?.state, code }, 'resumed a retained intent');
+      return 'finished';
+    }
+    if (OWNER_STOPS.has(code)) {
+      // The owner's rules refused what the owner's approval of the top-up let run: the gateway stops acting on its
+      // own, as after a freeze; the agent's retry with its key is the agent asking again (docs/decisions.md).
+      log.info({ intentId, code }, "a resumed intent was refused by its owner's rules; the gateway no longer resumes it (the agent's retry with its key may)");
       return 'finished';
     }
     log.warn({ intentId, code }, 'a resumed intent could not run yet; it will be retried');

@@ -137,6 +137,45 @@ describe("a retained intent that ends without its top-up", () => {
   });
 });
 
+describe("an owner's rule that refuses the gateway's own resume", () => {
+  it('stops the gateway from resuming the intent by itself (as a freeze does): loosened later, nothing runs until the agent retries with its key (found from outside)', async () => {
+    const { root } = await tree();
+    const key = newKey('forbidden-resume');
+    const asked = await execute(world, root.token, repoRequest, key);
+    expect(asked.status, JSON.stringify(asked.body)).toBe(402);
+    const forbid = await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, { token: root.ownerToken, key: newKey('forbid'), body: { allowedServices: ['mail'] } });
+    expect(forbid.status, JSON.stringify(forbid.body)).toBe(200);
+    const callsBefore = repoCalls();
+    const topupId = asked.body.payment.id as string;
+    expect((await world.api('POST', `/v1/payments/topups/${topupId}/approve`, { token: root.ownerToken, body: {} })).body.status).toBe('settled');
+    // The resume right after the approval is refused by the mandate (SCOPE_FORBIDDEN).
+    await waitFor(async () => (await world.gw.gateway.db.query<{ resume_due: boolean; resume_attempts: number }>('SELECT resume_due, resume_attempts FROM topups WHERE id = $1', [topupId])).rows[0]!, {
+      until: (row) => !row.resume_due || row.resume_attempts > 0,
+      what: 'the resume after the approval to be tried',
+    });
+    expect((await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body.state).toBe('pending');
+    // The owner allows every service again, for another reason; the resume job comes by past its back-off.
+    expect((await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, { token: root.ownerToken, key: newKey('allow'), body: {} })).status).toBe(200);
+    for (const laterMs of [60_000, 600_000, 7_200_000]) {
+      world.gw.clock.offsetMs += laterMs;
+      try {
+        await world.gw.services.payments!.runJobs();
+      } finally {
+        world.gw.clock.offsetMs -= laterMs;
+      }
+    }
+    // Before, the gateway ran the old request here by itself, and charged it.
+    expect(repoCalls()).toBe(callsBefore);
+    expect((await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body.state).toBe('pending');
+    expect(await holdsOf(world, root.id)).toEqual([]);
+    // The agent's own retry with its key asks again, and runs.
+    const ran = await execute(world, root.token, repoRequest, key);
+    expect(ran.status, JSON.stringify(ran.body)).toBe(200);
+    expect((await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body.state).toBe('executed');
+    expect(repoCalls()).toBe(callsBefore + 1);
+  });
+});
+
 describe('a freeze without releaseHolds', () => {
   it("cancels every retained intent of the agent's subtree in its transaction (agent_frozen, one intent.cancelled each) and closes their top-ups; nothing runs by itself, frozen or after", async () => {
     const { root, delegate } = await tree();
