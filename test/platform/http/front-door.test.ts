@@ -170,4 +170,44 @@ describe('the front door of acg serve', () => {
       await door.close();
     }
   });
+  it('on close, answers (503, Connection: close) a request that was sent before it but not yet read, rather than resetting its connection (found from outside: a busy event loop left them unread)', async () => {
+    const door = await openFrontDoor(config, log);
+    door.open((_req, res) => res.end('served'));
+    const port = Number(new URL(door.url).port);
+    /** A raw connection; resolves with everything it was answered once it closes, or with the error that ended it. */
+    const exchange = (socket: ReturnType<typeof connect>) =>
+      new Promise<string>((resolve) => {
+        let text = '';
+        socket.on('data', (chunk: Buffer) => (text += chunk.toString('latin1')));
+        socket.on('close', () => resolve(text));
+        socket.on('error', (error: NodeJS.ErrnoException) => resolve(`error ${error.code}`));
+      });
+    const request = 'POST /v1/vouchers HTTP/1.1\r\nHost: gateway.test\r\nContent-Length: 2\r\n\r\n{}';
+    // One kept-alive connection the door has already served, and one it has not yet accepted.
+    const served = connect(port, '127.0.0.1');
+    const servedAnswer = exchange(served);
+    let first = '';
+    served.on('data', (chunk: Buffer) => (first += chunk.toString('latin1')));
+    served.write('GET /first HTTP/1.1\r\nHost: gateway.test\r\n\r\n');
+    await waitFor(() => first.includes('served'), { what: 'the first answer on the kept-alive connection' });
+    const fresh = connect(port, '127.0.0.1');
+    const freshAnswer = exchange(fresh);
+    await new Promise((resolve) => fresh.once('connect', resolve));
+    // Both requests are written, then the event loop is kept busy (as the embedded engine keeps it) and the stop comes
+    // in the same turn: the door has read neither.
+    served.write(request);
+    fresh.write(request);
+    const until = Date.now() + 100;
+    while (Date.now() < until) {
+      // busy: nothing is read
+    }
+    const closing = door.close();
+    const [keptAlive, accepted] = await Promise.all([servedAnswer, freshAnswer]);
+    await closing;
+    for (const answer of [keptAlive.slice(keptAlive.lastIndexOf('HTTP/1.1 ')), accepted]) {
+      expect(answer).toMatch(/^HTTP\/1\.1 503 /);
+      expect(answer.toLowerCase()).toContain('connection: close');
+      expect(answer).toContain('storage_unavailable');
+    }
+  });
 });
