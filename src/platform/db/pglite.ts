@@ -74,19 +74,45 @@ function processAlive(pid: number): boolean {
 }
 
 /**
+ * When a process started, in clock ticks since boot (field 22 of /proc/<pid>/stat), so that a pid the system has
+ * since given to another process is not taken for the one that wrote a lock; undefined where there is no /proc.
+ */
+function processStart(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) is in parentheses and may hold spaces: count from after it (field 3 onwards).
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the process a lock names still runs: the pid alive and, when the lock recorded it, started when it did. */
+function lockHolderAlive(pid: number, started: string | undefined): boolean {
+  if (!processAlive(pid)) return false;
+  if (started === undefined) return true;
+  const now = processStart(pid);
+  return now === undefined || now === started;
+}
+
+/**
  * PGlite has no lock of its own, and two processes writing one data directory would corrupt it. A lock
- * file holding our pid refuses a second opener; a lock left by a dead process is taken over.
+ * file holding our pid (and when this process started) refuses a second opener; a lock left by a dead process is
+ * taken over, also when its pid now names another process (found from outside: after a kill -9, a recycled pid
+ * refused every start, saying to stop an unrelated program).
  */
 function lockDataDir(dataDir: string): () => void {
   const lockFile = path.join(dataDir, 'acg.lock');
+  const started = processStart(process.pid);
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
-      writeFileSync(lockFile, String(process.pid), { flag: 'wx' });
+      writeFileSync(lockFile, started === undefined ? String(process.pid) : `${process.pid} ${started}`, { flag: 'wx' });
       return () => rmSync(lockFile, { force: true });
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      const holder = Number(readFileSync(lockFile, 'utf8'));
-      if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && processAlive(holder)) {
+      const [pidText, holderStarted] = readFileSync(lockFile, 'utf8').trim().split(' ');
+      const holder = Number(pidText);
+      if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && lockHolderAlive(holder, holderStarted)) {
         throw new DatabaseInUseError(
           `the embedded database in ${dataDir} is in use by process ${holder}; stop it first, or run on PostgreSQL (DATABASE_URL)`,
         );

@@ -5,7 +5,7 @@
 // directory; a database in memory started from another's dump. One run is enough: the PostgreSQL pass does not
 // use PGlite.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
@@ -125,7 +125,7 @@ describe.skipIf(onPostgres())('the embedded database', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'acg-pglite-'));
     try {
       const first = await openPglite(dir);
-      expect(readFileSync(path.join(dir, 'acg.lock'), 'utf8')).toBe(String(process.pid));
+      expect(readFileSync(path.join(dir, 'acg.lock'), 'utf8')).toMatch(new RegExp(`^${process.pid}( \\d+)?$`));
       await first.exec('CREATE TABLE kept (id int PRIMARY KEY)');
       await first.transaction((tx) => tx.query('INSERT INTO kept VALUES ($1)', [7]));
       // The lock names this process: a second open here is refused only by another live process, so fake one.
@@ -133,6 +133,12 @@ describe.skipIf(onPostgres())('the embedded database', () => {
       try {
         writeFileSync(path.join(dir, 'acg.lock'), String(other.pid));
         await expect(openPglite(dir)).rejects.toBeInstanceOf(DatabaseInUseError);
+        if (existsSync(`/proc/${other.pid}/stat`)) {
+          // With the start time the lock records, when it is that process's.
+          const stat = readFileSync(`/proc/${other.pid}/stat`, 'utf8');
+          writeFileSync(path.join(dir, 'acg.lock'), `${other.pid} ${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]}`);
+          await expect(openPglite(dir)).rejects.toBeInstanceOf(DatabaseInUseError);
+        }
         writeFileSync(path.join(dir, 'acg.lock'), String(process.pid));
       } finally {
         other.kill();
@@ -141,6 +147,19 @@ describe.skipIf(onPostgres())('the embedded database', () => {
       const second = await openPglite(dir);
       expect((await second.query('SELECT id FROM kept')).rows).toEqual([{ id: 7 }]);
       await second.close();
+      // A lock left by a process that died, whose pid now names another (a live process that started at another
+      // time): taken over (found from outside: it refused every start, naming an unrelated process).
+      if (existsSync('/proc/self/stat')) {
+        const recycled = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 10000)']);
+        try {
+          writeFileSync(path.join(dir, 'acg.lock'), `${recycled.pid} 1`);
+          const third = await openPglite(dir);
+          expect((await third.query('SELECT id FROM kept')).rows).toEqual([{ id: 7 }]);
+          await third.close();
+        } finally {
+          recycled.kill();
+        }
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
