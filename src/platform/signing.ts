@@ -143,6 +143,8 @@ export class SigningKeys {
   private configuredKey: LoadedKey | undefined;
   /** The unsealed keys live mode last left out, so each change of them is reported once. */
   private ignored = '';
+  /** Live mode: ACG_SIGNING_KEY's kid when the database keeps that key unsealed, so it is left out like the row. */
+  private exposedConfiguredKid: string | undefined;
 
   private constructor(
     private readonly db: Database,
@@ -176,10 +178,18 @@ export class SigningKeys {
    */
   async reload(): Promise<void> {
     const loaded: LoadedKey[] = [];
-    if (this.config.signingKey) loaded.push((this.configuredKey ??= await importConfiguredKey(this.config.signingKey)));
     const all = await findKeyRows(this.db);
     const rows = this.config.mode === 'dev' ? all : all.filter((row) => isSealed(row.private_jwk));
-    this.reportIgnoredKeys(all.filter((row) => !rows.includes(row) && !loaded.some((k) => k.kid === row.kid)).map((row) => row.kid));
+    const unsealed = all.filter((row) => !rows.includes(row));
+    if (this.config.signingKey) {
+      const configured = (this.configuredKey ??= await importConfiguredKey(this.config.signingKey));
+      // ACG_SIGNING_KEY set to a key the database keeps in clear (dev mode's own, copied from the table) is as readable
+      // as that row: live mode leaves it out too (found from outside: a live gateway signed with it, and the warning
+      // named every unsealed key but that one).
+      this.exposedConfiguredKid = unsealed.some((row) => row.kid === configured.kid) ? configured.kid : undefined;
+      if (this.exposedConfiguredKid === undefined) loaded.push(configured);
+    }
+    this.reportIgnoredKeys(unsealed.filter((row) => !loaded.some((k) => k.kid === row.kid)).map((row) => row.kid));
     const known = new Map(this.keys.map((k) => [k.kid, k]));
     const box = rows.some((row) => isSealed(row.private_jwk)) ? configuredSecretBoxKey(this.config) : undefined;
     for (const row of rows) if (!loaded.some((k) => k.kid === row.kid)) loaded.push(await fromRow(row, known.get(row.kid), box));
@@ -187,13 +197,16 @@ export class SigningKeys {
   }
 
   private reportIgnoredKeys(kids: string[]): void {
-    const now = kids.join(',');
+    const now = `${kids.join(',')}|${this.exposedConfiguredKid ?? ''}`;
     if (now === this.ignored) return;
     this.ignored = now;
     if (kids.length === 0) return;
     this.reportIgnored(
       'live mode does not use signing keys kept unsealed in the database (dev mode\'s own key, or a rotation before sealing): ' +
-        'anyone who read the database could sign with them. Sign with ACG_SIGNING_KEY, or `acg keys rotate` with ACG_SECRET_BOX_KEY set; ' +
+        'anyone who read the database could sign with them. ' +
+        (this.exposedConfiguredKid === undefined
+          ? 'Sign with ACG_SIGNING_KEY, or `acg keys rotate` with ACG_SECRET_BOX_KEY set; '
+          : `ACG_SIGNING_KEY is one of them (kid ${this.exposedConfiguredKid}), so nothing signs: set it to a new key that was never in the database; `) +
         'then delete these rows from signing_keys',
       kids,
     );
@@ -208,7 +221,14 @@ export class SigningKeys {
     const nowS = this.clock.nowS();
     const usable = this.keys.filter((k) => k.activeFromS <= nowS && (k.retiredAtS === null || k.retiredAtS > nowS));
     const key = usable.reduce<LoadedKey | undefined>((newest, k) => (!newest || k.activeFromS >= newest.activeFromS ? k : newest), undefined);
-    if (!key) throw new ApiError('signing_configuration_required', { detail: 'set ACG_SIGNING_KEY to an ES256 private key' });
+    if (!key) {
+      throw new ApiError('signing_configuration_required', {
+        detail:
+          this.exposedConfiguredKid === undefined
+            ? 'set ACG_SIGNING_KEY to an ES256 private key'
+            : `ACG_SIGNING_KEY is a key the database keeps unsealed (kid ${this.exposedConfiguredKid}), which anyone who read the database could sign with: set it to a new ES256 private key`,
+      });
+    }
     return key;
   }
 

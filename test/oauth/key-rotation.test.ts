@@ -156,6 +156,20 @@ describe('live mode on a database that holds unsealed keys', () => {
     await expect(live.verify(forged, { typ: 'at+jwt', audience: world.url, issuer: world.url })).rejects.toThrow();
     await expect(live.verify(token, { typ: 'at+jwt', audience: world.url, issuer: world.url })).resolves.toMatchObject({ kid: configuredKid });
 
+    // ACG_SIGNING_KEY set to dev mode's own key, copied from the table: as readable as that row, so left out alike, and
+    // named (found from outside: the live gateway signed with it, and the warning named every unsealed key but that one).
+    const { rows: devRows } = await gateway.db.query<{ kid: string; private_jwk: string }>('SELECT kid, private_jwk FROM signing_keys WHERE kid = $1', [devKids[0]]);
+    const messages: string[] = [];
+    const copied = await SigningKeys.open(gateway.db, clock, { ...config, mode: 'live', signingKey: devRows[0]!.private_jwk }, (message, kids) => {
+      messages.push(message);
+      reports.push([...kids]);
+    });
+    expect(() => copied.jwks()).toThrow(expect.objectContaining({ code: 'signing_configuration_required' }));
+    await expect(copied.sign({ iss: world.url }, 'at+jwt')).rejects.toMatchObject({ code: 'signing_configuration_required', message: expect.stringContaining(`unsealed (kid ${devKids[0]})`) });
+    await expect(copied.verify(forged, { typ: 'at+jwt', audience: world.url, issuer: world.url })).rejects.toThrow();
+    expect(reports.at(-1)).toEqual(devKids);
+    expect(messages).toEqual([expect.stringContaining(`ACG_SIGNING_KEY is one of them (kid ${devKids[0]})`)]);
+
     // A rotation sealed with the box key is live mode's too.
     const box = generateSecretBoxKey();
     clock.advance(1000);
