@@ -25,6 +25,7 @@ import type {
   PurchaseAnswering,
   PurchaseApprovalRequest,
   PurchaseCheck,
+  RequestBinding,
   RequestKey,
   ServiceIntent,
   VoucherIntent,
@@ -248,6 +249,13 @@ export class PurchaseApprovals {
       }
       return answers;
     };
+  }
+
+  /** The approval of this request, read without a lock, when it is approved and before its deadline (to word a refusal). */
+  async approvedFor(db: Queryable, binding: RequestBinding, agentId: string): Promise<PurchaseAnswer> {
+    const row = await store.findPurchaseApprovalFor(db, binding);
+    if (!row || row.status !== 'approved' || row.request_fingerprint !== binding.fingerprint || row.agent_id !== agentId || Number(row.expires_at_s) <= this.nowS()) return { state: 'none' };
+    return { state: 'approved', approvalId: row.id, expiresAt: Number(row.expires_at_s) };
   }
 
   private answer(row: store.PurchaseApprovalRow, check: PurchaseCheck): PurchaseAnswer {

@@ -24,7 +24,7 @@ import type { IntentFunding, IntentFundingEnd } from '../execute/intents.ts';
 import { actsFor, type Actor } from '../agents/acting.ts';
 import type { AgentService } from '../agents/service.ts';
 import { refuseDelegate, type LedgerService } from '../ledger/service.ts';
-import type { ApprovalRequest, HumanApprover, PendingApproval, PendingPurchase, PurchaseAnswering, PurchaseApprovalRequest, PurchaseApprover, RequestKey } from '../platform/approvals.ts';
+import type { ApprovalRequest, HumanApprover, PendingApproval, PendingPurchase, PurchaseAnswer, PurchaseAnswering, PurchaseApprovalRequest, PurchaseApprover, RequestBinding, RequestKey } from '../platform/approvals.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
@@ -277,6 +277,11 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
   /** The human's answers for purchases about to be held, in the hold's transaction: the lock now, the answers later (purchases.ts). */
   lockApprovals(tx: Tx, requests: readonly RequestKey[]): Promise<PurchaseAnswering> {
     return this.purchases.lockApprovals(tx, requests);
+  }
+
+  /** The approval of this request, when approved and open, read without a lock (purchases.ts). */
+  approvedFor(db: Queryable, binding: RequestBinding, agentId: string): Promise<PurchaseAnswer> {
+    return this.purchases.approvedFor(db, binding, agentId);
   }
 
   /** Marks purchase approvals used by their holds, in the holds' transaction (purchases.ts). */

@@ -10,7 +10,7 @@
 // (`humanApproval`, `purchaseApproval` below), which HTTP shows as `approvalUrl` and MCP turns into a URL elicitation. For a
 // purchase the asker then reads the human's answer where it takes the hold, in the hold's transaction
 // (`PurchaseApprover`): approved (and used there, once), or closed for good.
-import type { Tx } from './db/database.ts';
+import type { Queryable, Tx } from './db/database.ts';
 import { ApiError, type HumanApproval } from './errors.ts';
 
 /** The spec's Service intent: an execute request as it was made, retained until credit covers it. */
@@ -172,6 +172,11 @@ export interface PurchaseApprover {
   lockApprovals(tx: Tx, requests: readonly RequestKey[]): Promise<PurchaseAnswering>;
   /** Marks approvals used by the holds of their requests (`approvalUsedBy`), in the holds' transaction: each once. */
   use(tx: Tx, uses: ReadonlyArray<{ approvalId: string; holdId: string }>): Promise<void>;
+  /**
+   * The owner's approval of this request (same key, request and agent), read without a lock, to word a refusal that
+   * comes before any hold (`refusalOfAnswered`); `none` unless it is approved and before its deadline.
+   */
+  approvedFor(db: Queryable, binding: RequestBinding, agentId: string): Promise<PurchaseAnswer>;
 }
 
 /** The refusal's `approval` for a top-up: the page, named by the subject (the MCP elicitation id), and the instructions. */

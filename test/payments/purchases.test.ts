@@ -283,6 +283,36 @@ describe('GET /v1/owner/approvals', () => {
     expect(await holdsOf(world, agent.id)).toHaveLength(2);
   });
 
+  it('an approved execute refused before its hold (a freeze, a mandate that forbids the service) says the approval stands, and runs once lifted (found from outside: it said only "frozen")', async () => {
+    const agent = await agentAsking('approved-exec-stopped', '500000');
+    const owner = { token: agent.ownerToken };
+    const k = key('approved-exec-stopped');
+    const calls = repoCalls();
+    const asked = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(asked.status).toBe(402);
+    const id = approvalIdOf(asked.body.approvalUrl);
+    expect((await world.api('POST', `/v1/payments/purchases/${id}/approve`, { ...owner, body: {} })).body.status).toBe('approved');
+    const stands = new RegExp(`The owner approved this purchase \\(approval ${id}\\), which stands until \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z: once this is lifted, retry with the same Idempotency-Key\\. Nothing was taken\\.$`);
+
+    expect((await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { ...owner, body: {} })).status).toBe(200);
+    const frozen = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect([frozen.status, frozen.body.code, frozen.headers.get('idempotent-replayed')]).toEqual([403, 'FROZEN', null]);
+    expect(frozen.body.detail).toMatch(stands);
+    expect((await world.api('POST', `/v1/owner/agents/${agent.id}/unfreeze`, { ...owner, body: {} })).status).toBe(200);
+
+    const forbid = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { ...owner, key: key('forbid'), body: { approvalAboveUc: '500000', allowedServices: ['mail'] } });
+    expect(forbid.status).toBe(200);
+    const forbidden = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect([forbidden.status, forbidden.body.code]).toEqual([403, 'SCOPE_FORBIDDEN']);
+    expect(forbidden.body.detail).toMatch(stands);
+    expect((await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { ...owner, key: key('allow'), body: { approvalAboveUc: '500000' } })).status).toBe(200);
+
+    const ran = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(ran.status, JSON.stringify(ran.body)).toBe(200);
+    expect(repoCalls()).toBe(calls + 1);
+    expect((await world.api('GET', `/v1/payments/purchases/${id}`, owner)).body.status).toBe('used');
+  });
+
   it("a retirement after the approval is refused for good: stored under the key, never told to retry (found from outside)", async () => {
     const parent = await agentAsking('approved-then-retired', '1000000');
     const allowed = await world.api('PUT', `/v1/owner/agents/${parent.id}/mandate`, { token: parent.ownerToken, key: key('delegation'), body: { approvalAboveUc: '1000000', delegation: { allowed: true, maxDepth: 1 } } });
