@@ -1010,6 +1010,14 @@ export class LedgerService {
   }
 
   /**
+   * The holds still held past `afterS`: how many, and the latest deadline. For `acg keys rotate`, whose replaced key
+   * must keep verifying their vouchers until then (no gateway needed: a command's own database).
+   */
+  static heldPast(db: Queryable, afterS: number): Promise<{ count: number; latestS: number | null }> {
+    return store.heldPast(db, afterS);
+  }
+
+  /**
    * The agent's balance in one statement whose cost does not grow with its history: the running totals
    * (held, captured, granted, refunded) from its balance row, available and lapsed from its lots that
    * still hold credit (what lapses depends on the clock, so it is not kept).

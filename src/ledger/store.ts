@@ -564,6 +564,15 @@ export function recordSettlements(
  * Held holds whose deadline has passed, oldest deadline first: those one payer funds (`payerId`), those of the
  * tree an agent belongs to (`treeOf`: the holds its root funds), one hold, or everyone's.
  */
+/**
+ * The holds still held whose deadline is after `afterS`: how many, and the latest deadline (for a key rotation, whose
+ * replaced key must verify their vouchers until then).
+ */
+export async function heldPast(db: Queryable, afterS: number): Promise<{ count: number; latestS: number | null }> {
+  const { rows } = await db.query<{ n: bigint; latest: bigint | null }>("SELECT count(*) AS n, max(expires_at_s) AS latest FROM holds WHERE state = 'held' AND expires_at_s > $1", [afterS]);
+  return { count: Number(rows[0]!.n), latestS: rows[0]!.latest === null ? null : Number(rows[0]!.latest) };
+}
+
 export async function dueHoldIds(
   db: Queryable,
   nowS: number,

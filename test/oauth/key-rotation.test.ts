@@ -9,6 +9,8 @@ import { decodeProtectedHeader } from 'jose';
 import { startWorld, type World } from '../support/world.ts';
 import { createPostgresDatabase, onPostgres } from '../support/database.ts';
 import { rotateSigningKeys, SigningKeys } from '../../src/platform/signing.ts';
+import { LedgerService } from '../../src/ledger/service.ts';
+import { grant, mint, openShop } from '../support/ledger-fixture.ts';
 import { generateKeyPairSync } from 'node:crypto';
 import { generateSecretBoxKey } from '../../src/platform/secret-box.ts';
 import { openDatabase } from '../../src/platform/db/open.ts';
@@ -42,6 +44,21 @@ async function jwksKids(): Promise<string[]> {
 }
 
 const meStatus = async (token: string) => (await world.api('GET', '/v1/me', { token })).status;
+
+describe('the open holds a rotation must keep verifying', () => {
+  it('are counted, with the latest deadline, past the moment the replaced key would leave the JWKS (acg keys rotate warns of them; found from outside)', async () => {
+    const shop = await openShop(world);
+    const agent = await world.createAgent('rotation-holds@example.com', 'rotation-holds');
+    await grant(world, agent.id, 10_000_000n);
+    const offer = await shop.offer({ priceUc: '1000000', holdLifetimeS: 3600 });
+    const held = (await mint(world, agent.token, offer.id)).body.redemption;
+    const nowS = world.gw.clock.nowS();
+    const past = await LedgerService.heldPast(world.gw.gateway.db, nowS + 1200);
+    expect(past.count).toBeGreaterThanOrEqual(1);
+    expect(past.latestS).toBeGreaterThanOrEqual(held.expiresAt);
+    expect(await LedgerService.heldPast(world.gw.gateway.db, held.expiresAt)).toMatchObject({ count: 0 });
+  });
+});
 
 describe('signing key rotation', () => {
   it('publishes the next key before it signs, keeps the old one verifying until retention ends, then drops it', async () => {
