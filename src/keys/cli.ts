@@ -82,10 +82,16 @@ export async function listKeys(config: Config): Promise<void> {
   printKeys(keys, nowS);
 }
 
-export async function rotateKeys(config: Config, options: { leadS: string; retentionS: string }): Promise<void> {
-  const leadS = seconds('--lead-s', options.leadS, 0, 7 * 86_400);
-  const retentionS = seconds('--retention-s', options.retentionS, RETENTION_S_MIN, 366 * 86_400);
-  if (leadS < LEAD_S_SAFE_MIN) {
+export async function rotateKeys(config: Config, options: { leadS: string; retentionS: string; expireNow?: boolean }): Promise<void> {
+  // A leaked key: nothing it signed may verify any longer, whatever that breaks (Stripe's "roll key, expire now").
+  const leadS = options.expireNow ? 0 : seconds('--lead-s', options.leadS, 0, 7 * 86_400);
+  const retentionS = options.expireNow ? 0 : seconds('--retention-s', options.retentionS, RETENTION_S_MIN, 366 * 86_400);
+  if (options.expireNow) {
+    process.stderr.write(
+      'warning: --expire-now: within 60 s (each instance reloads its keys) nothing the replaced keys signed verifies: access tokens ' +
+        '(clients get new ones), vouchers of open holds (capture them by id) and receipts already issued\n',
+    );
+  } else if (leadS < LEAD_S_SAFE_MIN) {
     process.stderr.write(`warning: --lead-s ${leadS} is shorter than ${LEAD_S_SAFE_MIN} s; verifiers that cached the JWKS may reject new tokens until they refetch it\n`);
   }
   // A key kept in the database in clear would let whoever copies the database sign as the gateway.
@@ -99,7 +105,7 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
     process.stdout.write(`generating a new ES256 key${sealWith ? ', sealed with ACG_SECRET_BOX_KEY' : ' (dev mode: kept unsealed, as the dev key is)'}…\n`);
     return { report: await rotateSigningKeys(db, { nowS, leadS, retentionS, sealWith, mode: config.mode }), outlasting: await LedgerService.heldPast(db, nowS + leadS + retentionS) };
   });
-  if (outlasting.count > 0) {
+  if (outlasting.count > 0 && !options.expireNow) {
     // Their vouchers were signed by the key this replaces (found from outside: they stopped verifying offline, silently).
     process.stderr.write(
       `warning: ${outlasting.count} open hold(s) outlast the replaced key (the latest until ${when(outlasting.latestS!, nowS)}): their vouchers stop verifying ` +
@@ -115,7 +121,9 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
     }
     process.stdout.write(`${key.kid} stops signing ${when(key.retiredAtS, nowS)} and verifies until ${when(key.publishedUntilS, nowS)}\n`);
   }
-  if (config.signingKey) {
+  if (config.signingKey && options.expireNow) {
+    process.stdout.write('ACG_SIGNING_KEY is set and is not in the database: if it is the leaked key, remove it from every instance\'s environment and restart them\n');
+  } else if (config.signingKey) {
     process.stdout.write(
       `ACG_SIGNING_KEY is set: the new key takes over from it ${when(report.next.activeFromS, nowS)}; remove ACG_SIGNING_KEY after ${when(report.next.activeFromS + retentionS, nowS)} so it leaves the JWKS\n`,
     );

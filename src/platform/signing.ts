@@ -372,7 +372,7 @@ export interface RotationOptions {
   nowS: number;
   /** Seconds between publishing the new key and signing with it. */
   leadS: number;
-  /** Seconds a replaced key stays published after it stops signing. */
+  /** Seconds a replaced key stays published after it stops signing; 0 (with no lead): every other key stops verifying now, an upcoming one included (a leaked key). */
   retentionS: number;
   /** Seals the new key's private half (ACG_SECRET_BOX_KEY); without it the row keeps JWK JSON (dev mode only). */
   sealWith?: SecretBoxKey;
@@ -399,11 +399,12 @@ export async function rotateSigningKeys(db: Database, options: RotationOptions):
     const rows = await lockKeyRows(tx);
     const expired = rows.filter((r) => r.published_until_s !== null && Number(r.published_until_s) <= options.nowS).map((r) => r.kid);
     if (expired.length > 0) await tx.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [expired]);
+    // Every key that would still sign then stops at that moment; expiring now, an upcoming key too (it would sign after).
     const { rows: replaced } = await tx.query<SigningKeyRow>(
       `UPDATE signing_keys SET retired_at_s = $1, published_until_s = $2
-       WHERE active_from_s < $1 AND (retired_at_s IS NULL OR retired_at_s > $1)
+       WHERE (active_from_s < $1 OR $3::boolean) AND (retired_at_s IS NULL OR retired_at_s > $1)
        RETURNING kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s`,
-      [activeFromS, publishedUntilS],
+      [activeFromS, publishedUntilS, options.retentionS === 0],
     );
     await tx.query(
       `INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at_s, active_from_s) VALUES ($1, $2, $3, $4, $5, $6)`,

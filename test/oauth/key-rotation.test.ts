@@ -233,7 +233,8 @@ describe('acg keys', () => {
       const live = { ...env, ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example' };
       const unsealed = await run(process.execPath, [ACG, 'keys', 'rotate'], { env: live }).catch((error: { code: number; stderr: string }) => error);
       expect(unsealed).toMatchObject({ code: 2, stderr: expect.stringContaining('live mode seals a rotated key with ACG_SECRET_BOX_KEY') });
-      const sealed = await run(process.execPath, [ACG, 'keys', 'rotate'], { env: { ...live, ACG_SECRET_BOX_KEY: generateSecretBoxKey().text } });
+      const boxKey = generateSecretBoxKey().text;
+      const sealed = await run(process.execPath, [ACG, 'keys', 'rotate'], { env: { ...live, ACG_SECRET_BOX_KEY: boxKey } });
       expect(sealed.stdout).toMatch(/^generating a new ES256 key, sealed with ACG_SECRET_BOX_KEY…\npublished /);
       // The keys it replaced that live mode never used are said to be so, not "stops signing".
       expect(sealed.stdout).toMatch(/\S+ is unsealed: live mode does not use it \(delete it\)\n/);
@@ -244,6 +245,21 @@ describe('acg keys', () => {
       expect(ignored).toHaveLength(2);
       for (const line of ignored) expect(line.split(/\s+/)[1]).toBe('ignored');
       expect(liveList.stdout.split('\n').filter((line) => line.split(/\s+/)[1] === 'signing')).toHaveLength(0);
+
+      // A leaked key: the new key signs now, and the replaced one stops verifying now (found from outside: the shortest
+      // retention was 600 s, and nothing said what to do).
+      const sealedKid = /published (\S+);/.exec(sealed.stdout)![1]!;
+      const mixed = await run(process.execPath, [ACG, 'keys', 'rotate', '--expire-now', '--retention-s', '600'], { env: { ...live, ACG_SECRET_BOX_KEY: boxKey } }).catch(
+        (error: { code: number; stderr: string }) => error,
+      );
+      expect(mixed).toMatchObject({ code: 2, stderr: expect.stringContaining('--expire-now takes no --lead-s or --retention-s') });
+      const leaked = await run(process.execPath, [ACG, 'keys', 'rotate', '--expire-now'], { env: { ...live, ACG_SECRET_BOX_KEY: boxKey } });
+      expect(leaked.stderr).toContain('warning: --expire-now: within 60 s');
+      expect(leaked.stdout).toMatch(/published \S+; it signs from \S+ \(now\)\n/);
+      const afterLeak = await run(process.execPath, [ACG, 'keys', 'list'], { env: live });
+      const stateOf = (kid: string) => afterLeak.stdout.split('\n').find((line) => line.startsWith(kid))?.split(/\s+/)[1];
+      expect(stateOf(sealedKid)).toBe('expired');
+      expect(afterLeak.stdout.split('\n').filter((line) => line.split(/\s+/)[1] === 'signing')).toHaveLength(1);
     } finally {
       await database?.drop();
       rmSync(dataDir, { recursive: true, force: true });
