@@ -380,11 +380,8 @@ export async function lockHold(tx: Tx, holdId: string): Promise<HoldRow | undefi
 
 /**
  * Locks holds in sorted order (as lockHolds) and reads their allocations in the same statement (one round
- * trip): what a settlement pass needs before it decides.
- */
-/**
- * Locks these holds (in id order) and reads their allocations. `skipLocked`: leaves out one another transaction
- * holds, for a caller that already holds lots or balance rows, which the holder of a hold takes after it.
+ * trip): what a settlement pass needs before it decides. `skipLocked`: leaves out one another transaction holds,
+ * for a caller that already holds lots or balance rows, which the holder of a hold takes after it.
  */
 export async function lockHoldsWithAllocations(tx: Tx, holdIds: readonly string[], options: { skipLocked?: boolean } = {}): Promise<{ holds: Map<string, HoldRow>; allocations: AllocationRow[] }> {
   if (holdIds.length === 0) return { holds: new Map(), allocations: [] };
@@ -561,10 +558,6 @@ export function recordSettlements(
 }
 
 /**
- * Held holds whose deadline has passed, oldest deadline first: those one payer funds (`payerId`), those of the
- * tree an agent belongs to (`treeOf`: the holds its root funds), one hold, or everyone's.
- */
-/**
  * The holds still held whose deadline is after `afterS`: how many, and the latest deadline (for a key rotation, whose
  * replaced key must verify their vouchers until then).
  */
@@ -573,6 +566,10 @@ export async function heldPast(db: Queryable, afterS: number): Promise<{ count: 
   return { count: Number(rows[0]!.n), latestS: rows[0]!.latest === null ? null : Number(rows[0]!.latest) };
 }
 
+/**
+ * Held holds whose deadline has passed, oldest deadline first: those one payer funds (`payerId`), those of the
+ * tree an agent belongs to (`treeOf`: the holds its root funds), one hold, or everyone's.
+ */
 export async function dueHoldIds(
   db: Queryable,
   nowS: number,
