@@ -168,6 +168,7 @@ export class VoucherService {
       holders,
     );
     const uses: Array<{ approvalId: string; holdId: string }> = [];
+    const refused: Array<{ index: number; request: MintRequest; offer: SellableOfferRow; error: unknown }> = [];
     for (const [position, { index, request, offer, answer }] of holding.entries()) {
       const held = holds[position]!;
       if (held.ok) {
@@ -175,9 +176,15 @@ export class VoucherService {
         const approvalId = approvalUsedBy(answer);
         if (approvalId !== undefined) uses.push({ approvalId, holdId: held.value.id });
       } else {
-        outcomes[index] = await this.asked(tx, request, offer, refusalOfAnswered(answer, held.error));
+        refused.push({ index, request, offer, error: refusalOfAnswered(answer, held.error) });
       }
     }
+    // An approval opened here takes its owner's approval number under a lock held to the end of the transaction
+    // (migration 0043): opened in owner order, two batches that open approvals of the same owners never wait on each other.
+    const agents = holders.covering(refused.map(({ request }) => request.agentId));
+    const ownerOf = (agentId: string) => agents.get(agentId)?.owner_id ?? '';
+    refused.sort((a, b) => (ownerOf(a.request.agentId) < ownerOf(b.request.agentId) ? -1 : ownerOf(a.request.agentId) > ownerOf(b.request.agentId) ? 1 : 0));
+    for (const { index, request, offer, error } of refused) outcomes[index] = await this.asked(tx, request, offer, error);
     await this.purchases.use(tx, uses);
     return outcomes as Array<Settled<MintResult>>;
   }

@@ -9,6 +9,8 @@ import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { holdsOf, ONE_CREDIT_UC } from '../execute/helpers.ts';
 import { REASON, repoRequest, topupBody } from './helpers.ts';
+import { onPostgres } from '../support/database.ts';
+import { insertTopup } from '../../src/payments/store.ts';
 
 let world: World;
 let github: FakeGitHub;
@@ -357,6 +359,50 @@ describe('GET /v1/owner/approvals', () => {
     // The agent's own top-ups list, the same.
     const topups = await world.api('GET', '/v1/payments/topups?limit=100', { token: agent.token });
     expect(topups.body.topups.map((t: { id: string }) => t.id)).toEqual(made.filter((_, i) => i % 3 === 0));
+  });
+
+  it.runIf(onPostgres())("numbers an owner's approvals in the order they commit: one made while an earlier is uncommitted waits for it, so a poller never passes the earlier (found from outside: a sequence's numbers commit out of order)", async () => {
+    const agent = await agentAsking('commit-order', '1000000');
+    const ownerId = (await world.api('GET', '/v1/me', { token: agent.ownerToken })).body.owner.id as string;
+    const before = (await world.api('GET', '/v1/owner/approvals?limit=100', { token: agent.ownerToken })).body.approvals as Array<{ id: string }>;
+    // An earlier top-up, written by a transaction that has not committed yet.
+    let commit!: () => void;
+    const committing = new Promise<void>((resolve) => (commit = resolve));
+    let written!: () => void;
+    const wasWritten = new Promise<void>((resolve) => (written = resolve));
+    const nowS = BigInt(world.gw.clock.nowS());
+    const earlierId = `top_commitorder${counter}`;
+    const earlier = world.gw.gateway.db.transaction(async (tx) => {
+      await insertTopup(tx, {
+        id: earlierId, agent_id: agent.id, owner_id: ownerId, amount_usd_cents: 500, reason: REASON, intent_id: null, provider: 'local', provider_ref: null,
+        approval_url: `${world.url}/payments/topups/${earlierId}`, checkout_url: `${world.url}/payments/topups/${earlierId}`, livemode: false,
+        status: 'pending_approval', requested_by: 'test', created_at_s: nowS, updated_at_s: nowS, expires_at_s: nowS + 3600n,
+      });
+      written();
+      await committing;
+    });
+    await wasWritten;
+    // A later one, through the API: it waits for the earlier's number, so no list shows it before the earlier.
+    const later = world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('commit-order'), body: topupBody(agent.id) });
+    await expect
+      .poll(async () => (await world.gw.gateway.db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0]!.n, { timeout: 10_000 })
+      .toBeGreaterThanOrEqual(1)
+      .catch((error: unknown) => {
+        commit();
+        throw error;
+      });
+    let meanwhile: Array<{ id: string }>;
+    try {
+      meanwhile = (await world.api('GET', '/v1/owner/approvals?limit=100', { token: agent.ownerToken })).body.approvals;
+    } finally {
+      commit();
+    }
+    expect(meanwhile.map((a) => a.id)).toEqual(before.map((a) => a.id));
+    await earlier;
+    const made = await later;
+    expect(made.status, JSON.stringify(made.body)).toBe(200);
+    const after = await world.api('GET', `/v1/owner/approvals?limit=100${before.length > 0 ? `&startingAfter=${before.at(-1)!.id}` : ''}`, { token: agent.ownerToken });
+    expect(after.body.approvals.map((a: { id: string }) => a.id)).toEqual([earlierId, made.body.id]);
   });
 
   it("shows no other owner's approvals, refuses agents and a bad status", async () => {
