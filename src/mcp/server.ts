@@ -72,7 +72,7 @@ function withMember(schema: JsonSchema, name: string, member: object): void {
  * A tool's input as JSON Schema: the query's or the operation's TypeBox definition (already JSON Schema),
  * plus `idempotencyKey` for an operation that honours one.
  */
-function toolInputJson(tool: ToolDefinition, services: Pick<ToolServices, 'operations' | 'queries'>, named: ReadonlyMap<string, unknown>): JsonSchema {
+function toolInputJson(tool: ToolDefinition, services: Pick<ToolServices, 'operations' | 'queries'>, named: ReadonlyMap<string, unknown>, keyRequired = true): JsonSchema {
   if ('query' in tool) return inlined(JSON.parse(JSON.stringify(services.queries[tool.query].input)), named) as JsonSchema;
   const operation = services.operations[tool.operation];
   const schema = inlined(JSON.parse(JSON.stringify(operation.input)), named) as JsonSchema;
@@ -84,7 +84,7 @@ function toolInputJson(tool: ToolDefinition, services: Pick<ToolServices, 'opera
     pattern: pattern.source,
     description: 'a fresh unique key per intended operation (a UUID is good); a retry of the same operation MUST reuse it, so it happens once',
   });
-  if (key === 'required') schema.required = [...(schema.required ?? []), 'idempotencyKey'];
+  if (key === 'required' && keyRequired) schema.required = [...(schema.required ?? []), 'idempotencyKey'];
   withExampleMember(schema, 'idempotencyKey', EXAMPLE_IDEMPOTENCY_KEY);
   return schema;
 }
@@ -342,7 +342,10 @@ function toolSchemas(services: ToolServices): (tool: ToolDefinition) => ToolSche
       schemas = {
         input: publishedAs(publishedInputJson(input)),
         ...(output ? { output: fromJsonSchema<Record<string, unknown>>(output as JsonSchemaType) } : {}),
-        check: argumentCheck(input),
+        // Checked as HTTP checks a body, which does not hold the key: a missing key is then the operation runner's
+        // refusal, idempotency_required as over HTTP (found from outside: invalid_input), though the published schema
+        // says the argument is required.
+        check: argumentCheck(toolInputJson(tool, services, named, false)),
       };
       converted.set(tool.name, schemas);
     }

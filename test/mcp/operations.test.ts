@@ -128,10 +128,14 @@ describe('per-tool restrictions', () => {
     await Promise.all([agent.client.close(), agent.owner.close()]);
   });
 
-  it('a mint without idempotencyKey is refused before anything happens', async () => {
+  it('a mint without idempotencyKey is refused before anything happens, idempotency_required as over HTTP (found from outside: invalid_input)', async () => {
     const agent = await agentWithClients('keyless-agent', 5_000_000n);
-    const result = await agent.client.callTool({ name: 'mint_voucher', arguments: { offerId } }).catch((error: Error) => ({ isError: true, message: error.message }));
+    const result = await agent.client.callTool({ name: 'mint_voucher', arguments: { offerId } });
     expect(result.isError).toBe(true);
+    expect(structured(result)).toMatchObject({ code: 'idempotency_required', detail: 'send the argument `idempotencyKey` (a UUID is a good key)' });
+    // The published input schema still says the argument is required.
+    const { tools } = await agent.client.listTools();
+    expect(tools.find((tool) => tool.name === 'mint_voucher')?.inputSchema.required).toContain('idempotencyKey');
     expect(await holdCount(agent.id)).toBe(0);
     await Promise.all([agent.client.close(), agent.owner.close()]);
   });
