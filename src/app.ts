@@ -224,7 +224,7 @@ export function missingLivePieces(gateway: Gateway, services: Pick<Services, 've
   if (!gateway.signing.configured) {
     missing.push({
       setting: 'ACG_SIGNING_KEY',
-      consequence: 'no signing key (nor a key rotated with ACG_SECRET_BOX_KEY): access tokens, vouchers, receipts, x402 and /.well-known/jwks.json answer 503 signing_configuration_required',
+      consequence: `no signing key (nor a key rotated with ACG_SECRET_BOX_KEY) signs (${gateway.signing.whyUnconfigured}): access tokens, vouchers, receipts, x402 and /.well-known/jwks.json answer 503 signing_configuration_required`,
     });
   }
   if (!services.verifier.provider('human')) missing.push({ setting: 'ACG_HUMAN_ISSUER', consequence: 'no human identity provider: no owner can sign in, so owner routes refuse every call' });

@@ -11,6 +11,7 @@ import { migrate } from '../platform/db/migrate.ts';
 import { embeddedDatabaseDir, openDatabase } from '../platform/db/open.ts';
 import { existsSync } from 'node:fs';
 import {
+  configuredKid,
   listSigningKeys,
   PUBLICATION_LEAD_S_DEFAULT,
   RETIRED_KEY_RETENTION_S_DEFAULT,
@@ -77,7 +78,16 @@ function printKeys(keys: SigningKeySummary[], nowS: number): void {
 export async function listKeys(config: Config): Promise<void> {
   const nowS = new SystemClock().nowS();
   const keys = await withDatabase(config, (db) => listSigningKeys(db, nowS, config.mode));
-  if (config.signingKey) process.stdout.write('ACG_SIGNING_KEY is set: that key signs until a key below becomes active, and stays published while it is set\n');
+  if (config.signingKey) {
+    const kid = await configuredKid(config.signingKey);
+    // Live mode leaves out a configured key the table keeps unsealed (SigningKeys.reload): say so, not that it signs.
+    const exposed = keys.some((key) => key.kid === kid && key.state === 'ignored');
+    process.stdout.write(
+      exposed
+        ? `ACG_SIGNING_KEY is set, but it is ${kid}, which the database keeps unsealed: live mode does not sign with it; set a new key\n`
+        : 'ACG_SIGNING_KEY is set: that key signs until a key below becomes active, and stays published while it is set\n',
+    );
+  }
   if (keys.length === 0) process.stdout.write('no keys in the database\n');
   printKeys(keys, nowS);
 }

@@ -138,7 +138,7 @@ export class EvidenceService {
 
   /** The hold's evidence, signed now. 503 signing_configuration_required without a signing key. */
   async evidence(holdId: string): Promise<{ evidence: string }> {
-    if (!this.gateway.signing.configured) throw new ApiError('signing_configuration_required', { detail: 'evidence is signed: set ACG_SIGNING_KEY' });
+    if (!this.gateway.signing.configured) throw this.gateway.signing.unconfigured('evidence is signed');
     const claims = await this.gateway.db.transaction(async (tx) => {
       await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
       return this.claimsOf(tx, holdId);

@@ -101,7 +101,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
         response: { 201: schemas.ClientRegistration, 400: OAuthErrorRef, 415: OAuthErrorRef, 429: OAuthErrorRef, 503: OAuthErrorRef },
       },
       handler: async (request, reply) => {
-        if (!gateway.signing.configured) throw temporarilyUnavailable(503, 'the gateway cannot issue tokens: no signing key is configured');
+        if (!gateway.signing.configured) throw temporarilyUnavailable(503, `the gateway cannot issue tokens: ${gateway.signing.whyUnconfigured}`);
         // Validated by hand (not by the schema) so each rule answers its own RFC 7591 error code.
         const record = await registerClient(gateway, validateClientMetadata(request.body));
         return reply.code(201).headers(NO_STORE).send(record);

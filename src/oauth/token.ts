@@ -68,7 +68,7 @@ export function refuseClientCredentials(form: unknown, authorization: string | u
 
 export async function exchangeCode(gateway: Gateway, form: unknown, authorization?: string): Promise<TokenResponse> {
   const { db, clock, signing, config } = gateway;
-  if (!signing.configured) throw temporarilyUnavailable(503, 'the gateway has no signing key configured (ACG_SIGNING_KEY)');
+  if (!signing.configured) throw temporarilyUnavailable(503, `the gateway cannot issue tokens: ${signing.whyUnconfigured}`);
   const p = readForm(form, TOKEN_PARAMETERS);
   if (!p.grant_type) throw invalidRequest('grant_type is required');
   if (p.grant_type !== 'authorization_code') throw unsupportedGrantType('only grant_type=authorization_code is supported');

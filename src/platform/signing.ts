@@ -113,6 +113,11 @@ export async function generateSigningKey(): Promise<{ kid: string; publicJwk: JW
   };
 }
 
+/** The kid of ACG_SIGNING_KEY (its RFC 7638 thumbprint), as the key table names keys. */
+export async function configuredKid(text: string): Promise<string> {
+  return (await importConfiguredKey(text)).kid;
+}
+
 async function importConfiguredKey(text: string): Promise<LoadedKey> {
   const trimmed = text.trim();
   const privateKey = trimmed.startsWith('{')
@@ -216,19 +221,24 @@ export class SigningKeys {
     return this.keys.length > 0;
   }
 
+  /** Why nothing signs, as the operator needs to hear it: no key at all, or ACG_SIGNING_KEY left out (see `reload`). */
+  get whyUnconfigured(): string {
+    return this.exposedConfiguredKid === undefined
+      ? 'set ACG_SIGNING_KEY to an ES256 private key'
+      : `ACG_SIGNING_KEY is a key the database keeps unsealed (kid ${this.exposedConfiguredKid}), which anyone who read the database could sign with: set it to a new ES256 private key`;
+  }
+
+  /** The refusal of whatever needs a signature while nothing signs: 503 signing_configuration_required, saying why. */
+  unconfigured(what?: string): ApiError {
+    return new ApiError('signing_configuration_required', { detail: what === undefined ? this.whyUnconfigured : `${what}: ${this.whyUnconfigured}` });
+  }
+
   /** The key that signs now: of those already active and not retired, the one that became active last. */
   private current(): LoadedKey {
     const nowS = this.clock.nowS();
     const usable = this.keys.filter((k) => k.activeFromS <= nowS && (k.retiredAtS === null || k.retiredAtS > nowS));
     const key = usable.reduce<LoadedKey | undefined>((newest, k) => (!newest || k.activeFromS >= newest.activeFromS ? k : newest), undefined);
-    if (!key) {
-      throw new ApiError('signing_configuration_required', {
-        detail:
-          this.exposedConfiguredKid === undefined
-            ? 'set ACG_SIGNING_KEY to an ES256 private key'
-            : `ACG_SIGNING_KEY is a key the database keeps unsealed (kid ${this.exposedConfiguredKid}), which anyone who read the database could sign with: set it to a new ES256 private key`,
-      });
-    }
+    if (!key) throw this.unconfigured();
     return key;
   }
 
@@ -240,7 +250,7 @@ export class SigningKeys {
 
   /** Public keys to publish: upcoming, current, and retired ones still verifying. */
   jwks(): { keys: JWK[] } {
-    if (!this.configured) throw new ApiError('signing_configuration_required', { detail: 'no signing key is configured' });
+    if (!this.configured) throw this.unconfigured();
     return { keys: this.published().map((k) => k.publicJwk) };
   }
 

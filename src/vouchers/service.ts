@@ -105,7 +105,7 @@ export class VoucherService {
     if (limits.maxUc !== undefined && limits.maxAmount !== undefined && parseUc(limits.maxUc, 'maxUc') !== parseUc(limits.maxAmount, 'maxAmount')) {
       throw new ApiError('invalid_input', { detail: 'maxUc and maxAmount are the same limit; send one, or equal values' });
     }
-    if (!this.gateway.signing.configured) throw new ApiError('signing_configuration_required', { detail: 'set ACG_SIGNING_KEY' });
+    if (!this.gateway.signing.configured) throw this.gateway.signing.unconfigured();
     const max = limits.maxUc ?? limits.maxAmount;
     return max === undefined ? undefined : parseUc(max);
   }

@@ -145,7 +145,7 @@ export class X402Service {
     }
     const amountUc = parseUc(input.amount);
     if (amountUc === 0n) throw new ApiError('invalid_input', { detail: 'authorize a positive amount' });
-    if (!this.gateway.signing.configured) throw new ApiError('signing_configuration_required', { detail: 'set ACG_SIGNING_KEY' });
+    if (!this.gateway.signing.configured) throw this.gateway.signing.unconfigured();
     return { amountUc, presentationS: Math.min(input.maxTimeoutSeconds ?? ATTESTATION_PRESENTATION_S_MAX, ATTESTATION_PRESENTATION_S_MAX) };
   }
 

@@ -183,6 +183,8 @@ describe('live mode on a database that holds unsealed keys', () => {
     });
     expect(() => copied.jwks()).toThrow(expect.objectContaining({ code: 'signing_configuration_required' }));
     await expect(copied.sign({ iss: world.url }, 'at+jwt')).rejects.toMatchObject({ code: 'signing_configuration_required', message: expect.stringContaining(`unsealed (kid ${devKids[0]})`) });
+    // Every refusal says why, the JWKS's included (found from outside: it said "no signing key is configured").
+    expect(() => copied.jwks()).toThrow(expect.objectContaining({ message: expect.stringContaining(`unsealed (kid ${devKids[0]})`) }));
     await expect(copied.verify(forged, { typ: 'at+jwt', audience: world.url, issuer: world.url })).rejects.toThrow();
     expect(reports.at(-1)).toEqual(devKids);
     expect(messages).toEqual([expect.stringContaining(`ACG_SIGNING_KEY is one of them (kid ${devKids[0]})`)]);
