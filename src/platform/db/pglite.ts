@@ -87,12 +87,25 @@ function processStart(pid: number): string | undefined {
   }
 }
 
-/** Whether the process a lock names still runs: the pid alive and, when the lock recorded it, started when it did. */
+/**
+ * Whether the process a lock names still runs: the pid alive and, when the lock recorded it, started when it did. A
+ * lock written before start times were (its pid alone) is held by a live Node process only, where /proc tells.
+ */
 function lockHolderAlive(pid: number, started: string | undefined): boolean {
   if (!processAlive(pid)) return false;
-  if (started === undefined) return true;
+  if (started === undefined) return runsNode(pid);
   const now = processStart(pid);
   return now === undefined || now === started;
+}
+
+/** Whether a process runs Node (its command line names this executable); true where there is no /proc to ask. */
+function runsNode(pid: number): boolean {
+  try {
+    const program = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] ?? '';
+    return path.basename(program) === path.basename(process.execPath) || /\bnode\b/.test(program);
+  } catch {
+    return true;
+  }
 }
 
 /**

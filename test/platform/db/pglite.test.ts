@@ -151,13 +151,20 @@ describe.skipIf(onPostgres())('the embedded database', () => {
       // time): taken over (found from outside: it refused every start, naming an unrelated process).
       if (existsSync('/proc/self/stat')) {
         const recycled = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 10000)']);
+        // A lock of the format before start times (its pid alone), naming a live program that is not Node.
+        const unrelated = spawn('sleep', ['10']);
         try {
           writeFileSync(path.join(dir, 'acg.lock'), `${recycled.pid} 1`);
           const third = await openPglite(dir);
           expect((await third.query('SELECT id FROM kept')).rows).toEqual([{ id: 7 }]);
           await third.close();
+          writeFileSync(path.join(dir, 'acg.lock'), String(unrelated.pid));
+          const fourth = await openPglite(dir);
+          expect((await fourth.query('SELECT id FROM kept')).rows).toEqual([{ id: 7 }]);
+          await fourth.close();
         } finally {
           recycled.kill();
+          unrelated.kill();
         }
       }
     } finally {
