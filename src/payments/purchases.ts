@@ -254,8 +254,10 @@ export class PurchaseApprovals {
   /** The approval of this request, read without a lock, when it is approved and before its deadline (to word a refusal). */
   async approvedFor(db: Queryable, binding: RequestBinding, agentId: string): Promise<PurchaseAnswer> {
     const row = await store.findPurchaseApprovalFor(db, binding);
-    if (!row || row.status !== 'approved' || row.request_fingerprint !== binding.fingerprint || row.agent_id !== agentId || Number(row.expires_at_s) <= this.nowS()) return { state: 'none' };
-    return { state: 'approved', approvalId: row.id, expiresAt: Number(row.expires_at_s) };
+    if (!row || Number(row.expires_at_s) <= this.nowS()) return { state: 'none' };
+    // The hold's own rule (same request, same agent, approved), at the price the owner approved.
+    const answer = this.answer(row, { ...binding, agentId, amountUc: row.amount_uc });
+    return answer.state === 'approved' ? answer : { state: 'none' };
   }
 
   private answer(row: store.PurchaseApprovalRow, check: PurchaseCheck): PurchaseAnswer {

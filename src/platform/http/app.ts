@@ -106,9 +106,8 @@ export function assertMutationIsOperation(url: string, methods: readonly string[
 export async function buildApp(gateway: Gateway, options: AppOptions): Promise<FastifyInstance> {
   const requestLog = new RequestLog();
   const schemas = new LazySchemas();
-  // A live gateway served over https is reached only over https once a browser has seen it (found from outside:
-  // nothing said so, and a first visit over http could be downgraded). Not in dev mode: HSTS for a dev host name
-  // such as localhost would hold every other local server of that browser to https for two years.
+  // No sniffing, and HSTS on a live gateway over https (found from outside: a first visit over http could be
+  // downgraded); the same headers the front door and the socket's refusals send (answer-headers.ts).
   const constant = answerHeaders(gateway.config);
   /** What every answer carries, a route's and a refusal Fastify raises before any route alike: its request id, no sniffing, HSTS. */
   const everyAnswer = (request: FastifyRequest, reply: FastifyReply) => {
