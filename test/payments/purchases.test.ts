@@ -2,7 +2,7 @@
 // threshold retains its intent and waits for the owner (the gateway does not run it by itself; the retry does,
 // once), a decline cancels the intent, the approval page is the top-ups' page, and the owner's list shows what
 // waits for it, top-ups and purchases alike.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { waitFor } from '../support/wait.ts';
@@ -343,7 +343,9 @@ describe('GET /v1/owner/approvals', () => {
       if (i % 3 === 0) made.push((await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('order-topup'), body: topupBody(agent.id) })).body.id);
       else made.push(approvalIdOf((await mint(world, agent.token, offer.id, key('order'))).body.approvalUrl));
     };
-    // The test clock stands still: every one of these is made in the same second.
+    // Time stands still: every one of these is made in the same second.
+    world.gw.clock.freeze();
+    onTestFinished(() => world.gw.clock.thaw());
     for (let i = 0; i < 12; i++) await make(i);
     const listed = await world.api('GET', '/v1/owner/approvals?limit=100', { token: agent.ownerToken });
     expect(listed.body.approvals.map((a: { id: string }) => a.id)).toEqual(made);
