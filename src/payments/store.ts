@@ -34,24 +34,15 @@ export interface TopupRow {
 export type NewTopupRow = Omit<TopupRow, 'lot_id' | 'settlement_ref' | 'finished_at_s' | 'resume_due' | 'resume_attempts' | 'next_resume_at_s'>;
 
 /**
- * The owner's next approval number (`seq` of top-ups and purchase approvals alike), as a CTE named `numbered` for the
- * statement that inserts the row: the owner's counter row stays locked until that transaction ends, so numbers are
- * visible in the order they were taken, and a poller's cursor never passes one still to come (migration 0043).
+ * Inserts a pending top-up; undefined when its intent already has one pending (the unique index says so). The
+ * database numbers it (`seq`) among its owner's approvals, locking the owner's counter until this transaction
+ * ends (migrations 0043, 0044), so numbers become visible in the order they were taken.
  */
-const NEXT_APPROVAL_NUMBER = (ownerParam: string) =>
-  `numbered AS (
-     INSERT INTO approval_numbers (owner_id, last_seq) VALUES (${ownerParam}, 1)
-     ON CONFLICT (owner_id) DO UPDATE SET last_seq = approval_numbers.last_seq + 1
-     RETURNING last_seq
-   )`;
-
-/** Inserts a pending top-up; undefined when its intent already has one pending (the unique index says so). */
 export async function insertTopup(db: Queryable, row: NewTopupRow): Promise<TopupRow | undefined> {
   const { rows } = await db.query<TopupRow>(
-    `WITH ${NEXT_APPROVAL_NUMBER('$3')}
-     INSERT INTO topups (id, agent_id, owner_id, amount_usd_cents, reason, intent_id, provider, provider_ref, approval_url,
-       checkout_url, livemode, status, requested_by, created_at_s, updated_at_s, expires_at_s, seq)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, (SELECT last_seq FROM numbered))
+    `INSERT INTO topups (id, agent_id, owner_id, amount_usd_cents, reason, intent_id, provider, provider_ref, approval_url,
+       checkout_url, livemode, status, requested_by, created_at_s, updated_at_s, expires_at_s)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
      ON CONFLICT (intent_id) WHERE status = 'pending_approval' DO NOTHING
      RETURNING *`,
     [
@@ -241,14 +232,13 @@ export type NewPurchaseApprovalRow = Omit<PurchaseApprovalRow, 'status' | 'decid
 
 /**
  * Inserts a pending purchase approval (what the owner is shown, kept as asked); undefined when its request
- * already has one (the unique index says so).
+ * already has one (the unique index says so). Numbered by the database as a top-up is (`insertTopup`).
  */
 export async function insertPurchaseApproval(tx: Tx, row: NewPurchaseApprovalRow): Promise<PurchaseApprovalRow | undefined> {
   const { rows } = await tx.query<PurchaseApprovalRow>(
-    `WITH ${NEXT_APPROVAL_NUMBER('$3')}
-     INSERT INTO purchase_approvals (id, agent_id, owner_id, operation, idem_scope, idem_key, request_fingerprint, subject, intent, intent_id,
-       amount_uc, merchant_id, merchant_name, merchant_domain, offer_id, offer_name, approval_url, status, created_at_s, updated_at_s, expires_at_s, seq)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 'pending_approval', $18, $18, $19, (SELECT last_seq FROM numbered))
+    `INSERT INTO purchase_approvals (id, agent_id, owner_id, operation, idem_scope, idem_key, request_fingerprint, subject, intent, intent_id,
+       amount_uc, merchant_id, merchant_name, merchant_domain, offer_id, offer_name, approval_url, status, created_at_s, updated_at_s, expires_at_s)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 'pending_approval', $18, $18, $19)
      ON CONFLICT (idem_scope, operation, idem_key) DO NOTHING
      RETURNING *`,
     [

@@ -407,6 +407,28 @@ describe('GET /v1/owner/approvals', () => {
     expect(after.body.approvals.map((a: { id: string }) => a.id)).toEqual([earlierId, made.body.id]);
   });
 
+  it('numbers a row the release before the numbering inserts, as one still running after the migration does (found from outside: 500 on NOT NULL seq)', async () => {
+    const agent = await agentAsking('older-release', '1000000');
+    const ownerId = (await world.api('GET', '/v1/me', { token: agent.ownerToken })).body.owner.id as string;
+    const first = (await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('older-first'), body: topupBody(agent.id) })).body.id as string;
+    // The statement of the release before migration 0043, word for word: it names no seq.
+    const nowS = world.gw.clock.nowS();
+    const olderId = `top_olderrelease${counter}`;
+    await world.gw.gateway.db.query(
+      `INSERT INTO topups (id, agent_id, owner_id, amount_usd_cents, reason, intent_id, provider, provider_ref, approval_url,
+         checkout_url, livemode, status, requested_by, created_at_s, updated_at_s, expires_at_s)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+       ON CONFLICT (intent_id) WHERE status = 'pending_approval' DO NOTHING
+       RETURNING *`,
+      [olderId, agent.id, ownerId, 500, REASON, null, 'local', null, `${world.url}/payments/topups/${olderId}`, `${world.url}/payments/topups/${olderId}`, false, 'pending_approval', 'test', nowS, nowS, nowS + 3600],
+    );
+    const last = (await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('older-last'), body: topupBody(agent.id) })).body.id as string;
+    const listed = await world.api('GET', '/v1/owner/approvals?limit=100', { token: agent.ownerToken });
+    expect(listed.body.approvals.map((a: { id: string }) => a.id)).toEqual([first, olderId, last]);
+    const after = await world.api('GET', `/v1/owner/approvals?limit=100&startingAfter=${olderId}`, { token: agent.ownerToken });
+    expect(after.body.approvals.map((a: { id: string }) => a.id)).toEqual([last]);
+  });
+
   it("shows no other owner's approvals, refuses agents and a bad status", async () => {
     const agent = await agentAsking('list-who', '1000000');
     const offer = await shop.offer({ priceUc: '3000000' });
