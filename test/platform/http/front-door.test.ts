@@ -210,4 +210,37 @@ describe('the front door of acg serve', () => {
       expect(answer).toContain('storage_unavailable');
     }
   });
+  it('on close, a connection accepted before the door closed may still deliver its request, and is answered 503, not reset (found from outside: resets under a stream of new connections)', async () => {
+    const door = await openFrontDoor(config, log);
+    door.open((_req, res) => res.end('served'));
+    const port = Number(new URL(door.url).port);
+    const closing = door.close();
+    // Accepted during the settle, with nothing sent yet.
+    const late = connect(port, '127.0.0.1');
+    let answer = '';
+    late.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+    const ended = new Promise<string>((resolve) => {
+      late.on('close', () => resolve(answer));
+      late.on('error', (error: NodeJS.ErrnoException) => resolve(`error ${error.code}`));
+    });
+    await new Promise((resolve) => late.once('connect', resolve));
+    // The request goes out once the listening socket is closed (a new connection is refused).
+    await waitFor(
+      () =>
+        new Promise<boolean>((resolve) => {
+          const probe = connect(port, '127.0.0.1');
+          probe.once('connect', () => {
+            probe.destroy();
+            resolve(false);
+          });
+          probe.once('error', () => resolve(true));
+        }),
+      { what: 'the listening socket to close', intervalMs: 5 },
+    );
+    late.write('POST /v1/vouchers HTTP/1.1\r\nHost: gateway.test\r\nContent-Length: 2\r\n\r\n{}');
+    const text = await ended;
+    await closing;
+    expect(text).toMatch(/^HTTP\/1\.1 503 /);
+    expect(text.toLowerCase()).toContain('connection: close');
+  });
 });
