@@ -218,13 +218,17 @@ export const RESOURCE_SCHEMAS = [...LEDGER_SCHEMAS, ...AGENT_SCHEMAS, ...DELEGAT
  * whole families of routes answer 503 (or 401). Said once at start-up, one warning each, so the operator learns it
  * from the log rather than from the first refused caller (found from outside: only the operator credential was said).
  */
-export function missingLivePieces(gateway: Gateway, services: Pick<Services, 'verifier' | 'apiKeyPepper' | 'secretBoxKey' | 'operatorHash'>): Array<{ setting: string; consequence: string }> {
+export function missingLivePieces(gateway: Gateway, services: Pick<Services, 'verifier' | 'apiKeyPepper' | 'secretBoxKey' | 'operatorHash'>): Array<{ setting: string; consequence: string; problem?: string }> {
   if (gateway.config.mode !== 'live') return [];
-  const missing: Array<{ setting: string; consequence: string }> = [];
+  const missing: Array<{ setting: string; consequence: string; problem?: string }> = [];
   if (!gateway.signing.configured) {
     missing.push({
       setting: 'ACG_SIGNING_KEY',
-      consequence: `no signing key (nor a key rotated with ACG_SECRET_BOX_KEY) signs (${gateway.signing.whyUnconfigured}): access tokens, vouchers, receipts, x402 and /.well-known/jwks.json answer 503 signing_configuration_required`,
+      // Set, and refused (a key the database keeps unsealed), is not "without" (found from outside: the line said so).
+      ...(gateway.config.signingKey === undefined ? {} : { problem: 'live mode with an unusable ACG_SIGNING_KEY' }),
+      consequence:
+        `no signing key (nor a key rotated with ACG_SECRET_BOX_KEY) signs (${gateway.signing.whyUnconfigured}): access tokens, vouchers, x402, evidence and ` +
+        '/.well-known/jwks.json answer 503 signing_configuration_required, and captures and refunds carry no signed receipt (captureReceipt and receipt are null)',
     });
   }
   if (!services.verifier.provider('human')) missing.push({ setting: 'ACG_HUMAN_ISSUER', consequence: 'no human identity provider: no owner can sign in, so owner routes refuse every call' });
@@ -242,7 +246,7 @@ export async function buildGatewayApp(
   dependencies: AppDependencies = {},
 ): Promise<{ app: FastifyInstance; services: Services }> {
   const services = await buildServices(gateway, dependencies);
-  for (const { setting, consequence } of missingLivePieces(gateway, services)) gateway.log.warn({ setting }, `live mode without ${setting}: ${consequence}`);
+  for (const { setting, consequence, problem } of missingLivePieces(gateway, services)) gateway.log.warn({ setting }, `${problem ?? `live mode without ${setting}`}: ${consequence}`);
   if (gateway.config.mode === 'live') {
     // A dev-zone verification proves nothing (the operator publishes any record there): live mode takes it back.
     const unverified = await services.merchants.unverifyDevZoneProofs();

@@ -12,7 +12,7 @@ export interface ErrorEntry {
 export const ERROR_CATALOGUE = {
   invalid_input: { status: 400, title: 'The request is not valid' },
   agent_required: { status: 400, title: 'An agentId naming one of your agents is required' },
-  idempotency_required: { status: 400, title: 'This operation requires an Idempotency-Key header' },
+  idempotency_required: { status: 400, title: 'This operation requires an idempotency key' },
   unauthorized: { status: 401, title: 'Authentication is required' },
   INSUFFICIENT_CREDITS: { status: 402, title: 'The agent does not have enough credit' },
   CAP_EXCEEDED: { status: 402, title: 'A spending cap or budget would be exceeded' },

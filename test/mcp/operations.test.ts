@@ -132,7 +132,7 @@ describe('per-tool restrictions', () => {
     const agent = await agentWithClients('keyless-agent', 5_000_000n);
     const result = await agent.client.callTool({ name: 'mint_voucher', arguments: { offerId } });
     expect(result.isError).toBe(true);
-    expect(structured(result)).toMatchObject({ code: 'idempotency_required', detail: 'send the argument `idempotencyKey` (a UUID is a good key)' });
+    expect(structured(result)).toMatchObject({ code: 'idempotency_required', title: 'This operation requires an idempotency key', detail: 'send the argument `idempotencyKey` (a UUID is a good key)' });
     // The published input schema still says the argument is required.
     const { tools } = await agent.client.listTools();
     expect(tools.find((tool) => tool.name === 'mint_voucher')?.inputSchema.required).toContain('idempotencyKey');

@@ -37,4 +37,19 @@ describe('live mode says at start-up what it runs without (found from outside)',
       await gateway.close();
     }
   });
+
+  it('with ACG_SIGNING_KEY set to a key the database keeps unsealed: says the key is unusable, not missing, and that receipts are left out (found from outside)', async () => {
+    const dev = await startTestGateway();
+    const { rows } = await dev.gateway.db.query<{ private_jwk: string }>("SELECT private_jwk FROM signing_keys WHERE private_jwk LIKE '{%' LIMIT 1");
+    const { log, lines } = capturedLog();
+    const live = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com', ACG_SIGNING_KEY: rows[0]!.private_jwk }, database: dev.database, log });
+    try {
+      const signing = lines.find((line) => line.setting === 'ACG_SIGNING_KEY');
+      expect(signing?.msg).toMatch(/^live mode with an unusable ACG_SIGNING_KEY: .*keeps unsealed/);
+      expect(signing?.msg).toContain('no signed receipt');
+    } finally {
+      await live.close();
+      await dev.close();
+    }
+  });
 });

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { DatabaseInUseError, endStatementSpan, FirstFailure, retryTransaction, SentStatements, statementSpan, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
@@ -98,14 +98,24 @@ function lockHolderAlive(pid: number, started: string | undefined): boolean {
   return now === undefined || now === started;
 }
 
-/** Whether a process runs Node (its command line names this executable); true where there is no /proc to ask. */
+/**
+ * Whether a process runs Node: its executable (`/proc/<pid>/exe`, which `exec -a` cannot rename; its command line where
+ * that link may not be read) is this one or named node or nodejs. A name that only contains "node" is another program
+ * (found from outside: node-exporter's pid in an old lock refused the start). True where there is no /proc to ask.
+ */
 function runsNode(pid: number): boolean {
+  let program: string;
   try {
-    const program = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] ?? '';
-    return path.basename(program) === path.basename(process.execPath) || /\bnode\b/.test(program);
+    program = readlinkSync(`/proc/${pid}/exe`).replace(/ \(deleted\)$/, '');
   } catch {
-    return true;
+    try {
+      program = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] ?? '';
+    } catch {
+      return true;
+    }
   }
+  const name = path.basename(program);
+  return name === path.basename(process.execPath) || /^node(js)?$/.test(name);
 }
 
 /**

@@ -153,6 +153,7 @@ describe.skipIf(onPostgres())('the embedded database', () => {
         const recycled = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 10000)']);
         // A lock of the format before start times (its pid alone), naming a live program that is not Node.
         const unrelated = spawn('sleep', ['10']);
+        const exporter = spawn('sleep', ['10'], { argv0: '/opt/node-exporter/bin/node-exporter' });
         try {
           writeFileSync(path.join(dir, 'acg.lock'), `${recycled.pid} 1`);
           const third = await openPglite(dir);
@@ -162,9 +163,15 @@ describe.skipIf(onPostgres())('the embedded database', () => {
           const fourth = await openPglite(dir);
           expect((await fourth.query('SELECT id FROM kept')).rows).toEqual([{ id: 7 }]);
           await fourth.close();
+          // Nor one whose name only contains "node", as its command line shows it (found from outside: node-exporter).
+          writeFileSync(path.join(dir, 'acg.lock'), String(exporter.pid));
+          const fifth = await openPglite(dir);
+          expect((await fifth.query('SELECT id FROM kept')).rows).toEqual([{ id: 7 }]);
+          await fifth.close();
         } finally {
           recycled.kill();
           unrelated.kill();
+          exporter.kill();
         }
       }
     } finally {
