@@ -331,13 +331,13 @@ export function buildCli(): Command {
   keys
     .command('rotate')
     .description('publish a new signing key now, sign with it after --lead-s, keep the old one verifying for --retention-s')
-    .option('--lead-s <seconds>', 'publication lead before the new key signs (covers the 60 s key reload and 300 s JWKS caches)', '600')
+    .option('--lead-s <seconds>', 'publication lead before the new key signs (covers every instance\'s key reload and 300 s JWKS caches)', '600')
     .option('--retention-s <seconds>', 'how long replaced keys stay published after they stop signing (the longest token life: vouchers live as long as a hold)', '604800')
     .option('--expire-now', 'for a leaked key: the new key signs now, and the replaced keys stop signing and verifying now (everything they signed stops verifying)')
     .addHelpText(
       'after',
       '\nWith the embedded database, stop the gateway first (PGlite admits one process); with DATABASE_URL run it any time.' +
-        '\nA leaked key: `acg keys rotate --expire-now`; every instance stops trusting it within 60 s (docs/operations.md, "A signing key leaked").',
+        '\nA leaked key: `acg keys rotate --expire-now`; every instance stops trusting it within 5 s, its key reload (docs/operations.md, "A signing key leaked").',
     )
     .action(async (options: { leadS: string; retentionS: string; expireNow?: boolean }, command: Command) => {
       if (options.expireNow && (command.getOptionValueSource('leadS') === 'cli' || command.getOptionValueSource('retentionS') === 'cli')) {

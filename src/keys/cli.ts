@@ -1,6 +1,6 @@
 // `acg keys list` and `acg keys rotate`: the operator's view of the gateway's ES256 signing keys and
 // the one safe way to replace the signing key. A rotation publishes the next key before it signs
-// (every instance reloads keys every 60 s; verifiers cache our JWKS for 300 s) and keeps the replaced
+// (every instance reloads keys every KEY_RELOAD_INTERVAL_S; verifiers cache our JWKS for 300 s) and keeps the replaced
 // key published, so it still verifies, until every token it signed has expired.
 import { SystemClock } from '../platform/clock.ts';
 import type { Config } from '../platform/config.ts';
@@ -15,12 +15,13 @@ import {
   listSigningKeys,
   PUBLICATION_LEAD_S_DEFAULT,
   RETIRED_KEY_RETENTION_S_DEFAULT,
+  KEY_RELOAD_INTERVAL_S,
   rotateSigningKeys,
   type SigningKeySummary,
 } from '../platform/signing.ts';
 
 /** The key reload interval of every instance plus the JWKS max-age we send: below this a verifier may not know the key yet. */
-const LEAD_S_SAFE_MIN = 60 + 300;
+const LEAD_S_SAFE_MIN = KEY_RELOAD_INTERVAL_S + 300;
 /** Access tokens live 600 s: a shorter retention would reject tokens that are still valid. */
 const RETENTION_S_MIN = 600;
 
@@ -98,7 +99,7 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
   const retentionS = options.expireNow ? 0 : seconds('--retention-s', options.retentionS, RETENTION_S_MIN, 366 * 86_400);
   if (options.expireNow) {
     process.stderr.write(
-      'warning: --expire-now: within 60 s (each instance reloads its keys) nothing the replaced keys signed verifies: access tokens ' +
+      `warning: --expire-now: within ${KEY_RELOAD_INTERVAL_S} s (each instance reloads its keys) nothing the replaced keys signed verifies: access tokens ` +
         '(clients get new ones), vouchers of open holds (capture them by id) and receipts already issued\n',
     );
   } else if (leadS < LEAD_S_SAFE_MIN) {
@@ -138,5 +139,5 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
       `ACG_SIGNING_KEY is set: the new key takes over from it ${when(report.next.activeFromS, nowS)}; remove ACG_SIGNING_KEY after ${when(report.next.activeFromS + retentionS, nowS)} so it leaves the JWKS\n`,
     );
   }
-  process.stdout.write(`running instances pick this up within 60 s (key reload); defaults: --lead-s ${PUBLICATION_LEAD_S_DEFAULT}, --retention-s ${RETIRED_KEY_RETENTION_S_DEFAULT}\n`);
+  process.stdout.write(`running instances pick this up within ${KEY_RELOAD_INTERVAL_S} s (key reload); defaults: --lead-s ${PUBLICATION_LEAD_S_DEFAULT}, --retention-s ${RETIRED_KEY_RETENTION_S_DEFAULT}\n`);
 }

@@ -13,7 +13,7 @@ import { IdempotencyStore } from './idempotency.ts';
 import { Metrics } from './metrics.ts';
 import type { OutboundTestHooks } from './outbound.ts';
 import { RateLimiter } from './rate-limit.ts';
-import { SigningKeys } from './signing.ts';
+import { KEY_RELOAD_INTERVAL_S, SigningKeys } from './signing.ts';
 import { logTraceFields } from './telemetry.ts';
 
 export interface Gateway {
@@ -105,7 +105,6 @@ export interface GatewayOptions {
 }
 
 const SWEEP_INTERVAL_MS = 10 * 60 * 1000;
-const KEY_RELOAD_INTERVAL_MS = 60 * 1000;
 
 /** Applies pending migrations (under the advisory lock), one log line each, then one line for the result. */
 export async function migrateAndReport(db: Database, log: Logger): Promise<void> {
@@ -182,7 +181,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       rateLimiter.start();
       for (const { name, intervalMs, job } of scheduled) every(intervalMs, name, job);
       every(SWEEP_INTERVAL_MS, 'idempotency-sweep', () => idempotency.sweep());
-      every(KEY_RELOAD_INTERVAL_MS, 'signing-key-reload', () => signing.reload());
+      every(KEY_RELOAD_INTERVAL_S * 1000, 'signing-key-reload', () => signing.reload());
     },
     stop,
     async close() {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeProtectedHeader } from 'jose';
 import { startWorld, type World } from '../support/world.ts';
 import { createPostgresDatabase, onPostgres } from '../support/database.ts';
-import { rotateSigningKeys, SigningKeys } from '../../src/platform/signing.ts';
+import { KEY_RELOAD_INTERVAL_S, rotateSigningKeys, SigningKeys } from '../../src/platform/signing.ts';
 import { LedgerService } from '../../src/ledger/service.ts';
 import { grant, mint, openShop } from '../support/ledger-fixture.ts';
 import { generateKeyPairSync } from 'node:crypto';
@@ -256,7 +256,7 @@ describe('acg keys', () => {
       );
       expect(mixed).toMatchObject({ code: 2, stderr: expect.stringContaining('--expire-now takes no --lead-s or --retention-s') });
       const leaked = await run(process.execPath, [ACG, 'keys', 'rotate', '--expire-now'], { env: { ...live, ACG_SECRET_BOX_KEY: boxKey } });
-      expect(leaked.stderr).toContain('warning: --expire-now: within 60 s');
+      expect(leaked.stderr).toContain(`warning: --expire-now: within ${KEY_RELOAD_INTERVAL_S} s`);
       expect(leaked.stdout).toMatch(/published \S+; it signs from \S+ \(now\)\n/);
       const afterLeak = await run(process.execPath, [ACG, 'keys', 'list'], { env: live });
       const stateOf = (kid: string) => afterLeak.stdout.split('\n').find((line) => line.startsWith(kid))?.split(/\s+/)[1];
