@@ -4,12 +4,28 @@
 import type { AuthInfo } from '@modelcontextprotocol/server';
 import type { Principal } from '../platform/principal.ts';
 
-export function authInfoFor(principal: Principal, token: string): AuthInfo {
-  return { token, clientId: principal.id, scopes: [...principal.scopes], extra: { principal } };
+/**
+ * What the HTTP face read of the caller before the SDK sees the request: `delegating`, whether an agent's mandate
+ * allows delegates (who is listed the delegation tools). Read there, so a database that fails the read is the route's
+ * 503 with Retry-After, not the SDK's 500 -32603 from inside its server factory (a database outage answered every /mcp
+ * request 500).
+ */
+export interface CallerFacts {
+  delegating: boolean;
+}
+
+export function authInfoFor(principal: Principal, token: string, facts: CallerFacts): AuthInfo {
+  return { token, clientId: principal.id, scopes: [...principal.scopes], extra: { principal, facts } };
 }
 
 export function principalFrom(authInfo: AuthInfo | undefined): Principal {
   const principal = authInfo?.extra?.principal as Principal | undefined;
   if (!principal) throw new Error('the MCP handler was called without a verified principal');
   return principal;
+}
+
+export function callerFactsFrom(authInfo: AuthInfo | undefined): CallerFacts {
+  const facts = authInfo?.extra?.facts as CallerFacts | undefined;
+  if (!facts) throw new Error('the MCP handler was called without the facts read of its caller');
+  return facts;
 }

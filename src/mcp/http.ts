@@ -218,7 +218,9 @@ export function mcpRoutes(services: ToolServices) {
           body: body && body.length > 0 ? new Uint8Array(body) : undefined,
           signal: aborted.signal,
         });
-        const response = await gatewayMcp.handler.fetch(webRequest, { authInfo: authInfoFor(principalOf(request), bearerToken(request)) });
+        const principal = principalOf(request);
+        const facts = { delegating: principal.kind === 'agent' && (await services.mayDelegate(principal.agentId!)) };
+        const response = await gatewayMcp.handler.fetch(webRequest, { authInfo: authInfoFor(principal, bearerToken(request), facts) });
         reply.code(response.status);
         response.headers.forEach((value, name) => void reply.header(name, value));
         if (!response.body) return reply.send();

@@ -25,14 +25,14 @@ import {
 import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { ApiError, problemBody, type HumanApproval } from '../platform/errors.ts';
-import { describeViolation } from '../platform/http/render-error.ts';
+import { describeViolation, unexpectedAsApiError } from '../platform/http/render-error.ts';
 import { findUnstorableText, unstorableTextDetail } from '../platform/http/text-guard.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
 import { runOperation } from '../platform/operations.ts';
 import type { Principal } from '../platform/principal.ts';
 import { runQuery, type Query } from '../platform/queries.ts';
 import { activeSpan, inSpan, remoteParent, setSpanAttributes, type SpanOptions, type SpanRef } from '../platform/telemetry.ts';
-import { principalFrom } from './auth.ts';
+import { callerFactsFrom, principalFrom, type CallerFacts } from './auth.ts';
 import { isPurchaseApprovalId } from '../payments/purchases.ts';
 import { publishedInputJson, type JsonSchema } from './published-schema.ts';
 import { TOOLS, type QueryToolDefinition, type ToolDefinition, type ToolServices } from './tools.ts';
@@ -242,11 +242,9 @@ async function answer(
     check(args);
     return toolResult(await runTool(services, tool, principal, args));
   } catch (error) {
-    if (!(error instanceof ApiError)) {
-      services.gateway.log.error({ err: error, tool: tool.name }, 'MCP tool failed');
-      error = new ApiError('internal_error', { detail: 'an unexpected error occurred; it has been logged' });
-    }
-    const refusal = error as ApiError;
+    const refusal = unexpectedAsApiError(error);
+    // A refusal is the caller's answer; a storage failure is the outage tracker's to announce; the rest is our fault.
+    if (refusal.code === 'internal_error') services.gateway.log.error({ err: error, tool: tool.name }, 'MCP tool failed');
     if (span) setSpanAttributes(span, refusal.status < 500 ? { 'acg.refusal.code': refusal.code } : { 'error.type': refusal.code });
     const approval = refusal.options.approval;
     const elicitation = approval === undefined ? undefined : askToVisit(refusal, approval, asker, ctx);
@@ -372,6 +370,7 @@ async function buildMcpServer(
   services: ToolServices,
   schemasOf: (tool: ToolDefinition) => ToolSchemas,
   principal: Principal,
+  facts: CallerFacts,
   era: Era,
   protocolVersion: string | undefined,
 ): Promise<McpServer> {
@@ -391,7 +390,7 @@ async function buildMcpServer(
     revision: era === 'modern' ? MODERN_REVISION : (protocolVersion ?? UNNAMED_LEGACY_REVISION),
     capabilities: () => server.server.getClientCapabilities(),
   };
-  const delegating = principal.kind === 'agent' && (await services.mayDelegate(principal.agentId!));
+  const { delegating } = facts;
   for (const tool of TOOLS) {
     if (!tool.kinds.includes(principal.kind)) continue;
     if (tool.requires === 'delegation' && !delegating) continue;
@@ -408,7 +407,7 @@ export function createGatewayMcpHandler(services: ToolServices, options: { maxRe
   const schemasOf = toolSchemas(services);
   return createMcpHandler(
     ({ authInfo, era, requestInfo }) =>
-      buildMcpServer(services, schemasOf, principalFrom(authInfo), era, requestInfo?.headers.get('mcp-protocol-version') ?? undefined),
+      buildMcpServer(services, schemasOf, principalFrom(authInfo), callerFactsFrom(authInfo), era, requestInfo?.headers.get('mcp-protocol-version') ?? undefined),
     {
       legacy: 'stateless',
       responseMode: 'auto',

@@ -103,10 +103,19 @@ export function toApiError(error: FastifyError): ApiError {
   if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
     return new ApiError('invalid_input', { detail: error.message, status: error.statusCode === 400 ? 400 : undefined });
   }
+  return unexpectedAsApiError(error, 'under the request id this answer carries in X-Request-Id');
+}
+
+/**
+ * What an error that is not a refusal answers, on every face (HTTP, MCP tool calls): a storage failure is 503
+ * storage_unavailable with Retry-After, anything else internal_error, "logged" `where` it was.
+ */
+export function unexpectedAsApiError(error: unknown, where?: string): ApiError {
+  if (error instanceof ApiError) return error;
   if (isStorageUnavailable(error)) {
     return new ApiError('storage_unavailable', { detail: 'the database is unavailable or did not answer in time; retry shortly' });
   }
-  return new ApiError('internal_error', { detail: 'an unexpected error occurred; it has been logged under the request id this answer carries in X-Request-Id' });
+  return new ApiError('internal_error', { detail: `an unexpected error occurred; it has been logged${where ? ` ${where}` : ''}` });
 }
 
 const OAUTH_CODE_FOR: Partial<Record<string, OAuthErrorCode>> = {
