@@ -24,8 +24,8 @@ import {
 } from '@modelcontextprotocol/server';
 import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { ApiError, problemBody, type HumanApproval } from '../platform/errors.ts';
-import { describeViolation, unexpectedAsApiError } from '../platform/http/render-error.ts';
+import { ApiError, problemBody, unexpectedAsApiError, type HumanApproval } from '../platform/errors.ts';
+import { describeViolation } from '../platform/http/render-error.ts';
 import { findUnstorableText, unstorableTextDetail } from '../platform/http/text-guard.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
 import { runOperation } from '../platform/operations.ts';

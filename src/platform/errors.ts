@@ -1,6 +1,7 @@
 // The one error catalogue. API routes render ApiError as RFC 9457 problem+json; OAuth routes render
 // OAuthError as the RFC 6749 error body. Every code the spec names appears here verbatim.
 
+import { isStorageUnavailable } from './db/faults.ts';
 import type { RefusalReason } from './reasons.ts';
 export interface ErrorEntry {
   status: number;
@@ -187,4 +188,16 @@ export function problemBody(baseUrl: string, error: ApiError, options: { retryAf
   if (options.retryAfterMember && error.retryAfterS !== undefined) body.retryAfterS = error.retryAfterS;
   if (error.options.approval) body.approvalUrl = error.options.approval.url;
   return { ...body, ...error.options.extra };
+}
+
+/**
+ * What an error that is not a refusal answers, on every face (HTTP, MCP tool calls) and in the metrics: a storage
+ * failure is 503 storage_unavailable with Retry-After, anything else internal_error, "logged" `where` it was.
+ */
+export function unexpectedAsApiError(error: unknown, where?: string): ApiError {
+  if (error instanceof ApiError) return error;
+  if (isStorageUnavailable(error)) {
+    return new ApiError('storage_unavailable', { detail: 'the database is unavailable or did not answer in time; retry shortly' });
+  }
+  return new ApiError('internal_error', { detail: `an unexpected error occurred; it has been logged${where ? ` ${where}` : ''}` });
 }

@@ -1,7 +1,7 @@
 // The Prometheus metrics of one gateway (`/metrics`), each documented in docs/operations.md. Labels are
 // bounded sets: route patterns (never raw paths), operation and batcher names, error codes of the catalogue.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { ApiError } from './errors.ts';
+import { ApiError, unexpectedAsApiError } from './errors.ts';
 
 /** What an operation's Idempotency-Key did: a new request, a stored answer replayed, or a refusal over the key. */
 export type IdempotencyOutcome = 'new' | 'replay' | 'conflict';
@@ -123,7 +123,7 @@ export class Metrics {
   operationAnswered(operation: string, idempotency: IdempotencyOutcome, error: unknown, durationS: number): void {
     const result = error === undefined ? 'ok' : error instanceof ApiError && error.status < 500 ? 'refused' : 'failed';
     this.operations.inc({ operation, idempotency, result });
-    if (error !== undefined) this.operationErrors.inc({ operation, code: error instanceof ApiError ? error.code : 'internal_error' });
+    if (error !== undefined) this.operationErrors.inc({ operation, code: unexpectedAsApiError(error).code });
     this.operationDuration.observe({ operation }, durationS);
   }
 

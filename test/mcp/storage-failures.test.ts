@@ -37,6 +37,10 @@ describe('/mcp when the database fails', () => {
       const frozen = await owner.callTool({ name: 'freeze_agent', arguments: { id: agent.id, idempotencyKey: 'mcp-storage-freeze' } });
       expect(frozen.isError).toBe(true);
       expect(toolBody(frozen)).toMatchObject({ status: 503, code: 'storage_unavailable', retryAfterS: 1 });
+      // Counted as what it answered, not as internal_error.
+      const metrics = await (await fetch(`${world.url}/metrics`)).text();
+      expect(metrics).toMatch(/^acg_operation_errors_total\{operation="freezeAgent",code="storage_unavailable"\} [1-9]/m);
+      expect(metrics).not.toMatch(/^acg_operation_errors_total\{operation="freezeAgent",code="internal_error"\}/m);
     } finally {
       release();
       await holding;

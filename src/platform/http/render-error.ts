@@ -5,8 +5,8 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { isStorageUnavailable, storageFailureOf } from '../db/faults.ts';
-import { ApiError, OAuthError, problemBody, type OAuthErrorCode } from '../errors.ts';
+import { storageFailureOf } from '../db/faults.ts';
+import { ApiError, OAuthError, problemBody, unexpectedAsApiError, type OAuthErrorCode } from '../errors.ts';
 import { VISIBLE_PATTERN } from '../schemas.ts';
 import { jsonRpcError } from './json-rpc.ts';
 import { newNonce, pageHeaders, refusalPage } from './pages.ts';
@@ -104,18 +104,6 @@ export function toApiError(error: FastifyError): ApiError {
     return new ApiError('invalid_input', { detail: error.message, status: error.statusCode === 400 ? 400 : undefined });
   }
   return unexpectedAsApiError(error, 'under the request id this answer carries in X-Request-Id');
-}
-
-/**
- * What an error that is not a refusal answers, on every face (HTTP, MCP tool calls): a storage failure is 503
- * storage_unavailable with Retry-After, anything else internal_error, "logged" `where` it was.
- */
-export function unexpectedAsApiError(error: unknown, where?: string): ApiError {
-  if (error instanceof ApiError) return error;
-  if (isStorageUnavailable(error)) {
-    return new ApiError('storage_unavailable', { detail: 'the database is unavailable or did not answer in time; retry shortly' });
-  }
-  return new ApiError('internal_error', { detail: `an unexpected error occurred; it has been logged${where ? ` ${where}` : ''}` });
 }
 
 const OAUTH_CODE_FOR: Partial<Record<string, OAuthErrorCode>> = {
