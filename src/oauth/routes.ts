@@ -8,6 +8,7 @@ import type { CredentialVerifier } from '../identity/verifier.ts';
 import type { Resource } from '../platform/access-tokens.ts';
 import { undecodedBodyProblem } from '../platform/http/body-as-sent.ts';
 import { OAuthErrorRef } from '../platform/http/openapi.ts';
+import { ApiError } from '../platform/errors.ts';
 import { authorize } from './authorize.ts';
 import { CONSENT_TOKEN_HEADER, readBrowserSecret, setCookieHeader } from './browser-binding.ts';
 import { consent } from './consent.ts';
@@ -84,7 +85,11 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
           // Every attempt counts: registration is anonymous, so this is the brake on abuse (RFC 7591 §5).
           const decision = gateway.rateLimiter.hit(`oauth-register:${request.ip}`, REGISTRATIONS_PER_ADDRESS_PER_WINDOW);
           if (!decision.allowed) {
-            throw temporarilyUnavailable(429, `more than ${decision.limit} registration requests from this address in ${gateway.config.rateLimit.windowS} s (refused ones count too)`, decision.retryAfterS);
+            // rate_limited as every limit is (its log line's code), answered in OAuth's form (429 temporarily_unavailable).
+            throw new ApiError('rate_limited', {
+              detail: `more than ${decision.limit} registration requests from this address in ${gateway.config.rateLimit.windowS} s (refused ones count too)`,
+              retryAfterS: decision.retryAfterS,
+            });
           }
         },
         requireMediaType(JSON_TYPE),

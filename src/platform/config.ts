@@ -110,7 +110,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_CREDENTIAL_FACTS_MS', default: String(CREDENTIAL_FACTS_MS_DEFAULT), meaning: "how long an instance keeps what a credential's check read that can be revoked (an identity's agent and its owner's email, a merchant key, the access-token deny-list); a revocation answers only once the longest lifetime any instance on the database announced has passed, so it holds on every instance from the next request. 0 reads on every request" },
   { name: 'ACG_RATE_LIMIT_WINDOW_S', default: '60', meaning: 'rate-limit window length in seconds' },
   { name: 'ACG_RATE_LIMIT_PER_ADDRESS', default: '1200', meaning: 'requests per window per client address' },
-  { name: 'ACG_RATE_LIMIT_PER_PRINCIPAL', default: '600', meaning: 'requests per window per authenticated principal' },
+  { name: 'ACG_RATE_LIMIT_PER_PRINCIPAL', default: '600', meaning: 'requests per window per authenticated account (a merchant\'s API keys share one, as do an owner\'s session and the OAuth tokens it granted)' },
   { name: 'ACG_SIGNING_KEY', default: '(dev: generated)', meaning: 'ES256 private key (JWK JSON or PKCS#8 PEM) used to sign tokens and vouchers; required in live mode' },
   { name: 'ACG_HUMAN_ISSUER', default: '(dev: built-in)', meaning: 'issuer URL of the human identity provider' },
   { name: 'ACG_HUMAN_JWKS_URL', default: '(discovered)', meaning: 'JWKS URL of the human identity provider (default: OIDC discovery)' },

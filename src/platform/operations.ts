@@ -19,7 +19,7 @@ import type { Database, Queryable, Tx } from './db/database.ts';
 import { ApiError, type ErrorCode, type HumanApproval } from './errors.ts';
 import { fingerprint, REPLAY_HEADER, validateIdempotencyKey, type Claim, type IdempotencyStore, type KeyRule, type SecretMembers, type StoredResponse } from './idempotency.ts';
 import type { IdempotencyOutcome, Metrics } from './metrics.ts';
-import { idempotencyScope, type Principal } from './principal.ts';
+import { accountScope, type Principal } from './principal.ts';
 import { activeSpan, inSpan, setSpanAttributes, type SpanRef } from './telemetry.ts';
 
 /**
@@ -306,13 +306,13 @@ async function runToOutcome<I, R, C, P>(runtime: OperationRuntime, operation: Op
   }
   if ('runClaimed' in operation) {
     if (key === undefined) throw new Error(`multi-step operation ${operation.name} must require an Idempotency-Key`);
-    return runClaimed(runtime, operation, call, checked, { scope: idempotencyScope(call.principal), key });
+    return runClaimed(runtime, operation, call, checked, { scope: accountScope(call.principal), key });
   }
   if (key === undefined) {
     const prepared = (operation.prepare ? await operation.prepare(call, checked) : undefined) as P;
     return { result: await runtime.db.transaction((tx) => runOne(operation, tx, call, checked, prepared)), replayed: false };
   }
-  const target = { scope: idempotencyScope(call.principal), key };
+  const target = { scope: accountScope(call.principal), key };
   if (operation.prepare) return runPrepared(runtime, operation, call, checked, target);
   if (operation.batch) return batcherOf(runtime, operation).submit({ call, checked, target, trace: activeSpan() }) as Promise<RunOutcome<R>>;
   return runInOneTransaction(runtime, operation, call, checked, target);

@@ -33,16 +33,18 @@ export function principalScope(principal: Principal): string {
 }
 
 /**
- * The namespace an Idempotency-Key lives in: the account's, whichever of its credentials sends the key, as Stripe
- * scopes keys per account, so a request retried through another credential of the same account replays instead of
- * running twice:
+ * The account a credential acts for: the namespace its Idempotency-Keys live in, whichever of the account's
+ * credentials sends the key, as Stripe scopes keys per account, so a request retried through another credential of
+ * the same account replays instead of running twice; and the bucket of its per-principal rate limit, as Stripe
+ * limits per account, so a merchant that makes more API keys gets no more requests (found from outside: each key
+ * had a limit of its own):
  * - a merchant's keys are the merchant's, whichever of its API keys sends them (`merchant:<merchant id>`;
  *   migration 0033 moved the records stored per API key, `merchant:<key id>`);
  * - an owner's keys are the owner's, from the owner's session or from an OAuth token the owner granted
  *   (`owner:<owner id>`; migration 0034 moved what was stored under a session's `human:<owner id>`);
  * - an agent's are the agent's (`agent:<agent id>`), whichever of its tokens sends them, and the operator's one.
  */
-export function idempotencyScope(principal: Principal): string {
+export function accountScope(principal: Principal): string {
   if (principal.kind === 'merchant' && principal.merchantId !== undefined) return `merchant:${principal.merchantId}`;
   if (principal.kind === 'human') return `owner:${principal.ownerId ?? principal.id}`;
   return principalScope(principal);

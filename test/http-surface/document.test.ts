@@ -72,3 +72,18 @@ describe('an operation that checks its path, query, headers or body', () => {
     expect(Object.keys(paths['/v1/merchants/{id}/verify-domain']!.post!.responses['400']!.content ?? {})).toEqual(['application/problem+json']);
   });
 });
+
+describe('rate limits in the document', () => {
+  it('declare 429 with Retry-After on every rate-limited route, and none on the routes the limit skips (found from outside: no response declared the header)', () => {
+    const skipped = new Set(['/healthz', '/readyz', '/metrics', '/openapi.json']);
+    for (const [path, method, operation] of operations()) {
+      if (skipped.has(path)) {
+        expect(operation.responses['429'], `${method} ${path}`).toBeUndefined();
+        expect(operation.responses['4XX']?.description, `${method} ${path}`).not.toContain('429');
+      } else {
+        expect(operation.responses['429']?.headers, `${method} ${path}`).toHaveProperty('Retry-After');
+      }
+    }
+    expect(operations().filter(([path]) => skipped.has(path)).length).toBeGreaterThanOrEqual(4);
+  });
+});

@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.ts';
 import type { Resource } from '../access-tokens.ts';
 import type { Principal, PrincipalKind } from '../principal.ts';
-import { principalScope } from '../principal.ts';
+import { accountScope } from '../principal.ts';
 
 
 export interface AuthRequirement {
@@ -57,10 +57,13 @@ export function installAuth(app: FastifyInstance, authenticator: Authenticator):
     const missing = principal.kind === 'merchant' ? (requirement.scopes ?? []).filter((s) => !principal.scopes.includes(s)) : [];
     if (missing.length > 0) throw new ApiError('scope_required', { detail: `the API key needs scope ${missing.join(', ')}` });
     const { rateLimiter, config } = request.server.gateway;
-    const decision = rateLimiter.hit(principalScope(principal), config.rateLimit.perPrincipal);
+    const account = accountScope(principal);
+    const decision = rateLimiter.hit(account, config.rateLimit.perPrincipal);
     if (!decision.allowed) {
+      // The account is named (an id, never a secret) for the request's log line too: behind a proxy the address says
+      // nothing of who is over its limit (found from outside).
       throw new ApiError('rate_limited', {
-        detail: `more than ${decision.limit} requests by this credential in ${config.rateLimit.windowS} s`,
+        detail: `more than ${decision.limit} requests by this account's credentials (${account.replace(':', ' ')}) in ${config.rateLimit.windowS} s`,
         retryAfterS: decision.retryAfterS,
       });
     }

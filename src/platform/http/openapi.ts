@@ -150,7 +150,8 @@ type OperationSchema = Record<string, unknown> & { description?: string; respons
 /** Documents one operation; the route's own schema is left as it is (it still validates and serialises). */
 function documentOperation(schema: OperationSchema | undefined, url: string, route: RouteOptions): OperationSchema {
   const requirement = route.config?.auth as AuthRequirement | undefined;
-  const documented = documentErrorResponses(documentSecurity({ ...schema }, requirement), url, checksRequest(schema, route));
+  const limited = !(route.config as { skipRateLimit?: boolean } | undefined)?.skipRateLimit;
+  const documented = documentErrorResponses(documentSecurity({ ...schema }, requirement), url, checksRequest(schema, route), limited);
   return documented.body === undefined ? documented : { ...documented, body: withoutDiscriminators(documented.body) };
 }
 
@@ -229,7 +230,7 @@ function requestRefusal(schema: OperationSchema): string {
  * Failure responses as they are sent: problem bodies as `application/problem+json`, OAuth error bodies
  * (under /oauth/) as `application/json`, with the headers that come with their status.
  */
-function documentErrorResponses(schema: OperationSchema, url: string, checked: boolean): OperationSchema {
+function documentErrorResponses(schema: OperationSchema, url: string, checked: boolean, limited: boolean): OperationSchema {
   const isOAuth = url.startsWith('/oauth/');
   const mediaType = isOAuth ? 'application/json' : 'application/problem+json';
   // A route without response schemas is documented as swagger does by default: one 200.
@@ -242,6 +243,11 @@ function documentErrorResponses(schema: OperationSchema, url: string, checked: b
   // Every route that reads or writes the database may answer 503 while it cannot (found from outside: 73 operations
   // answered one their document did not list, then /mcp, whose credentials are checked against the database, and the
   // dev zone's routes).
+  // A rate-limited route declares its 429 with Retry-After, for a generated client to read (found from outside: no
+  // response declared the header); the routes the limit skips (probes, /metrics, /openapi.json) never answer it.
+  if (limited && declared['429'] === undefined) {
+    declared['429'] = { description: RATE_REFUSAL, content: { [mediaType]: { schema: isOAuth ? OAuthErrorRef : ProblemRef } } };
+  }
   if (NEEDS_DATABASE.test(url) && declared['503'] === undefined) {
     declared['503'] = { description: STORAGE_REFUSAL, content: { [mediaType]: { schema: isOAuth ? OAuthErrorRef : ProblemRef } } };
   }
@@ -251,7 +257,7 @@ function documentErrorResponses(schema: OperationSchema, url: string, checked: b
       if (!(code >= 400)) return [status, body];
       const headers = status === '4XX' ? undefined : ERROR_HEADERS[code];
       const given = body as { description?: string; content?: object };
-      const description = status === '4XX' ? PLATFORM_REFUSALS : (given.description ?? STATUS_CODES[code] ?? 'Error');
+      const description = status === '4XX' ? platformRefusals(limited) : (given.description ?? STATUS_CODES[code] ?? 'Error');
       const content = given.content ?? { [mediaType]: { schema: body } };
       return [status, { description, ...(headers && { headers }), content }];
     }),
@@ -269,10 +275,20 @@ const STORAGE_REFUSAL =
   'Retry-After. Under /oauth/, temporarily_unavailable.';
 
 /** What every route may answer before its own checks run (the `4XX` response of every operation). */
-const PLATFORM_REFUSALS =
-  'Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), ' +
-  '405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same ' +
-  'statuses carry RFC 6749\'s error body instead (`invalid_request`; `temporarily_unavailable` for 429)';
+function platformRefusals(limited: boolean): string {
+  return (
+    'Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), ' +
+    `405 method_not_allowed, 414 uri_too_long, ${limited ? '429 rate_limited (Retry-After), ' : ''}431 headers_too_large; under /oauth/ the same ` +
+    `statuses carry RFC 6749's error body instead (\`invalid_request\`${limited ? '; `temporarily_unavailable` for 429' : ''})` +
+    (limited ? '' : '. This route is not rate-limited.')
+  );
+}
+
+/** The 429 of every rate-limited route. */
+const RATE_REFUSAL =
+  'rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by ' +
+  "this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. " +
+  'Under /oauth/, temporarily_unavailable.';
 
 const IDEMPOTENCY_KEY_DESCRIPTIONS = {
   required: 'Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused.',

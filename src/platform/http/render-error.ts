@@ -209,7 +209,7 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
  * (request-log.ts), or its own line for what Node refuses before a request exists.
  */
 function failureLine(error: FastifyError, api: ApiError | undefined, status: number): FailureLine {
-  const code = api?.code ?? (error as { code?: string }).code;
+  const code = api?.code ?? (error instanceof OAuthError ? error.error : (error as { code?: string }).code);
   const storage = storageFailureOf(error)?.kind ?? (api?.code === 'storage_unavailable' ? 'unreachable' : undefined);
   const fields = { code: 'storage_unavailable', status, reason: error.message };
   // An unreachable database is announced once by the outage tracker; each request it fails is routine.
