@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { ConfigError, loadConfig, type Config } from './platform/config.ts';
 import { DatabaseInUseError, type Database } from './platform/db/database.ts';
-import { MigrationError, watchForNewerSchema } from './platform/db/migrate.ts';
+import { MigrationError } from './platform/db/migrate.ts';
 import { connectionSettingsRefusal, isStorageUnavailable, storageFailureKind } from './platform/db/faults.ts';
 import { openDatabase } from './platform/db/open.ts';
 import { createGateway, createLogger, migrateAndReport, type Gateway } from './platform/gateway.ts';
@@ -253,7 +253,9 @@ export async function serve(): Promise<void> {
   // Another process may migrate a shared PostgreSQL database under this one (PGlite admits one process): a newer
   // release's schema stops this instance, which must not write rows in the older form (docs/operations.md, "Upgrading").
   if (db.kind === 'postgres') {
-    stopWatchingSchema = watchForNewerSchema(db, (refusal) => {
+    const { schema } = started.gateway;
+    stopWatchingSchema = () => schema.stop();
+    schema.start((refusal) => {
       const line = `stopping: ${refusal}`;
       log.fatal({ exitCode: 2 }, line);
       process.stderr.write(`${line}\n`);

@@ -242,7 +242,7 @@ async function answer(
     check(args);
     return toolResult(await runTool(services, tool, principal, args));
   } catch (error) {
-    const refusal = unexpectedAsApiError(error);
+    const refusal = unexpectedAsApiError(await services.gateway.schema.answerFor(error));
     // A refusal is the caller's answer; a storage failure is the outage tracker's to announce; the rest is our fault.
     if (refusal.code === 'internal_error') services.gateway.log.error({ err: error, tool: tool.name }, 'MCP tool failed');
     if (span) setSpanAttributes(span, refusal.status < 500 ? { 'acg.refusal.code': refusal.code } : { 'error.type': refusal.code });

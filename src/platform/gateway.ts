@@ -7,7 +7,7 @@ import type { Config } from './config.ts';
 import { AnnouncedLifetimes, CredentialFacts } from './credential-facts.ts';
 import type { Database } from './db/database.ts';
 import { storageFailureOf } from './db/faults.ts';
-import { migrate, migrationName } from './db/migrate.ts';
+import { migrate, migrationName, SchemaWatch } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { IdempotencyStore } from './idempotency.ts';
 import { Metrics } from './metrics.ts';
@@ -27,6 +27,11 @@ export interface Gateway {
   credentials: CredentialFacts;
   rateLimiter: RateLimiter;
   signing: SigningKeys;
+  /**
+   * Whether a newer release migrated the database under this instance: `acg serve` starts its watch on PostgreSQL and
+   * stops when it finds one; a request whose statement failed unexpectedly asks it at once (migrate.ts).
+   */
+  schema: SchemaWatch;
   /** TEST ONLY: name resolution and port for outbound calls (webhooks); empty in production. */
   outbound: OutboundTestHooks;
   /**
@@ -153,8 +158,11 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   const announced = db.kind === 'postgres' ? new AnnouncedLifetimes(db, config.credentialFactsMs) : undefined;
   await announced?.announce();
   const credentials = new CredentialFacts({ lifetimeMs: config.credentialFactsMs, database: db, shared: db.kind === 'postgres', announced, metrics });
+  const schema = new SchemaWatch(db);
   const stop = async () => {
     credentials.close();
+    // A look in flight ends before the database closes.
+    await schema.stop();
     for (const timer of timers) clearInterval(timer);
     // A run in flight, or an attempt a run started, still queries the database that `close` ends next: a query on a
     // closed pool fails and reads as an outage (found from outside: "database unavailable" at a graceful stop).
@@ -173,6 +181,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     credentials,
     rateLimiter,
     signing,
+    schema,
     outbound: options.outbound ?? {},
     schedule(name, intervalMs, job, { stop: stopJob } = {}) {
       scheduled.push({ name, intervalMs, job, stop: stopJob });

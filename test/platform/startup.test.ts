@@ -7,6 +7,7 @@ import pg from 'pg';
 import { listMigrations } from '../../src/platform/db/migrate.ts';
 import { createPostgresDatabase, onPostgres } from '../support/database.ts';
 import { spawnGateway } from '../support/process.ts';
+import { waitFor } from '../support/wait.ts';
 
 describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
   it('two instances started at the same moment on one empty database both come up and migrate once', async () => {
@@ -53,6 +54,38 @@ describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
         expect(refused.stderr, command).toMatch(/the database was migrated by a newer release of the gateway \(it has 9999_from_a_newer_release/);
         expect(refused.stderr, command).not.toMatch(/\n\s+at /);
       }
+    } finally {
+      await client.end().catch(() => {});
+      await database.drop();
+    }
+  }, 90_000);
+
+  it('a request whose statement a newer release broke answers 503 and the instance stops at once, not 500 until its next look (found from outside: 9 and 20 answers 500 during an upgrade)', async () => {
+    const database = await createPostgresDatabase();
+    const client = new pg.Client({ connectionString: database.url });
+    try {
+      const running = await spawnGateway({ DATABASE_URL: database.url });
+      const stderr: string[] = [];
+      running.child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => running.child.once('exit', resolve));
+      await waitFor(() => running.logs.some((line) => String(line.msg).startsWith('gateway ready')), { what: 'the gateway to be ready' });
+      await client.connect();
+      // A newer release's migration: a column this release does not fill, in a table a registration writes.
+      await client.query('BEGIN');
+      await client.query('ALTER TABLE oauth_clients ADD COLUMN from_a_newer_release int NOT NULL DEFAULT 0');
+      await client.query('ALTER TABLE oauth_clients ALTER COLUMN from_a_newer_release DROP DEFAULT');
+      await client.query(`INSERT INTO schema_migrations (version, name, checksum) VALUES (9999, 'from_a_newer_release', 'x')`);
+      await client.query('COMMIT');
+      const registered = await fetch(`${running.url}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ redirect_uris: ['https://app.example/callback'] }),
+      });
+      expect(registered.status).toBe(503);
+      expect(registered.headers.get('retry-after')).toBe('1');
+      expect(await registered.json()).toEqual({ error: 'temporarily_unavailable', error_description: expect.stringContaining('a newer release of the gateway migrated the database') });
+      expect(await exited).toBe(2);
+      expect(stderr.join('')).toMatch(/^stopping: the database was migrated by a newer release of the gateway/m);
     } finally {
       await client.end().catch(() => {});
       await database.drop();

@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ApiError } from '../errors.ts';
 import type { Database } from './database.ts';
 import { isStorageUnavailable } from './faults.ts';
 
@@ -121,38 +122,93 @@ export async function schemaState(db: Database, dir = MIGRATIONS_DIR): Promise<S
   return rows.length >= migrations.length ? { state: 'current' } : { state: 'behind' };
 }
 
-/** How often a running instance looks for a newer release's migrations (see watchForNewerSchema). */
+/** How often a running instance looks for a newer release's migrations (see SchemaWatch). */
 export const SCHEMA_WATCH_INTERVAL_MS = 5_000;
 
+/** The SQLSTATE a database error carries, itself or as a cause (a driver's errors, PGlite's too). */
+function sqlStateOf(error: unknown): string | undefined {
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+  }
+  return undefined;
+}
+
+/** How soon after a look a failed statement may ask for another (a bug answering 500 must not query on every request). */
+const SCHEMA_LOOK_GAP_MS = 1_000;
+
 /**
- * Looks, every `intervalMs`, for migrations this release does not know, and calls `onNewer` once when it finds
- * some: a newer release migrated the database under this running instance, which must stop writing (its rows would
- * be in the older form) rather than only leave the load balancer's rotation (found from outside: an older instance
- * answered /readyz 503 yet went on taking grants and registrations, and its background jobs on writing). A failed
- * look (the database away) is tried again at the next tick. Returns the stop of the watch, which resolves once a
- * look in flight has ended: a stop closes the database next, and a look on a closed pool read as an outage (found
- * from outside: "database unavailable" at a graceful stop, from a watch that went on after the close).
+ * Looks, every `intervalMs` once started, for migrations this release does not know, and calls `onNewer` once when
+ * it finds some: a newer release migrated the database under this running instance, which must stop writing (its rows
+ * would be in the older form) rather than only leave the load balancer's rotation (found from outside: an older
+ * instance answered /readyz 503 yet went on taking grants and registrations, and its background jobs on writing). A
+ * failed look (the database away) is tried again at the next tick.
+ *
+ * `lookNow` is asked by a request whose statement failed unexpectedly: a newer schema is what makes an older release's
+ * statements fail (a column it does not fill, a table it does not know), so that request answers 503 and the instance
+ * stops at once, not 500 until the next tick (found from outside: 9 and 20 answers 500 in the seconds between an
+ * upgrade's migration and the older instance's stop). `stop` resolves once a look in flight has ended: a stop closes
+ * the database next, and a look on a closed pool read as an outage (found from outside: "database unavailable" at a
+ * graceful stop, from a watch that went on after the close).
  */
-export function watchForNewerSchema(db: Database, onNewer: (refusal: string) => void, intervalMs = SCHEMA_WATCH_INTERVAL_MS): () => Promise<void> {
-  let looking: Promise<void> | undefined;
-  let found = false;
-  const timer = setInterval(() => {
-    if (looking || found) return;
-    looking = schemaState(db)
+export class SchemaWatch {
+  private looking: Promise<boolean> | undefined;
+  private found = false;
+  private lookedAtMs = -Infinity;
+  private timer: NodeJS.Timeout | undefined;
+  private onNewer: ((refusal: string) => void) | undefined;
+
+  constructor(
+    private readonly db: Database,
+    private readonly intervalMs = SCHEMA_WATCH_INTERVAL_MS,
+  ) {}
+
+  start(onNewer: (refusal: string) => void): void {
+    this.onNewer = onNewer;
+    this.timer = setInterval(() => void this.look().catch(() => false), this.intervalMs);
+    this.timer.unref();
+  }
+
+  /** Whether a newer release migrated the database, looked at now (false while not watching, or within a second of the last look). */
+  async lookNow(): Promise<boolean> {
+    if (this.found) return true;
+    if (!this.onNewer || this.timer === undefined) return false;
+    if (!this.looking && performance.now() - this.lookedAtMs < SCHEMA_LOOK_GAP_MS) return false;
+    return this.look().catch(() => false);
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.looking?.catch(() => {});
+  }
+
+  /**
+   * What a request answers for `error`: 503 storage_unavailable when it is a statement the database refused (it has
+   * a SQLSTATE and is no refusal of ours) and a newer release migrated the database, which is what makes an older
+   * release's statements fail; the error itself otherwise. The look stops the instance (`start`'s `onNewer`).
+   */
+  async answerFor(error: unknown): Promise<unknown> {
+    if (error instanceof ApiError || isStorageUnavailable(error) || sqlStateOf(error) === undefined || !(await this.lookNow())) return error;
+    return new ApiError('storage_unavailable', {
+      detail: 'a newer release of the gateway migrated the database, and this instance of an older one is stopping; retry (another instance answers)',
+    });
+  }
+
+  private look(): Promise<boolean> {
+    if (this.found) return Promise.resolve(true);
+    this.looking ??= schemaState(this.db)
       .then((schema) => {
-        if (schema.state !== 'newer' || found) return;
-        found = true;
-        clearInterval(timer);
-        onNewer(schema.refusal);
+        if (schema.state !== 'newer' || this.found) return this.found;
+        this.found = true;
+        if (this.timer) clearInterval(this.timer);
+        this.onNewer?.(schema.refusal);
+        return true;
       })
-      .catch(() => {})
       .finally(() => {
-        looking = undefined;
+        this.lookedAtMs = performance.now();
+        this.looking = undefined;
       });
-  }, intervalMs);
-  timer.unref();
-  return async () => {
-    clearInterval(timer);
-    await looking;
-  };
+    return this.looking;
+  }
 }

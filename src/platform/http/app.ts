@@ -269,7 +269,10 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     gateway.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
   });
 
-  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => renderError(app, error, request, reply));
+  // A statement the database refused may mean a newer release migrated it under this instance (SchemaWatch.answerFor).
+  app.setErrorHandler(async (error: FastifyError, request: FastifyRequest, reply: FastifyReply) =>
+    renderError(app, (await gateway.schema.answerFor(error)) as FastifyError, request, reply),
+  );
 
   app.setNotFoundHandler((request, reply) => {
     const path = targetPath(request.url);
