@@ -115,9 +115,11 @@ export async function exchangeCode(gateway: Gateway, form: unknown, authorizatio
     );
   });
   if (token === undefined) {
-    // Another request spent the code between our read and our update: this one is the replay.
+    // Another request spent the code between our read and our update: this one is the replay. Or the code is gone:
+    // its grant was withdrawn meanwhile, which takes its unused codes (found from outside: answered "already used").
     const spent = await store.findCode(db, codeHash);
-    return replayed(gateway, spent ?? code, nowS);
+    if (!spent) throw invalidGrant('the authorization code is no longer valid: the owner withdrew the grant it was issued under');
+    return replayed(gateway, spent, nowS);
   }
   return { access_token: token, token_type: 'Bearer', expires_in: ACCESS_TOKEN_LIFETIME_S, scope: code.scope };
 }

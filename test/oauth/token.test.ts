@@ -3,6 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { startWorld, type World } from '../support/world.ts';
 import { startTestGateway } from '../support/gateway.ts';
+import { onPostgres } from '../support/database.ts';
+import { openPostgres } from '../../src/platform/db/postgres.ts';
+import { hashCode } from '../../src/oauth/code.ts';
 import { newClient, obtainCode, token, tokenParams, type IssuedCode } from './helpers.ts';
 
 let world: World;
@@ -250,6 +253,41 @@ describe('POST /oauth/token refuses', () => {
     expect(winners).toHaveLength(1);
     expect(results.filter((r) => r.status === 400).every((r) => r.body.error === 'invalid_grant')).toBe(true);
     expect((await world.api('GET', '/v1/me', { token: winners[0]!.body.access_token })).status).toBe(401);
+  });
+});
+
+describe('POST /oauth/token racing a withdrawal', () => {
+  it.runIf(onPostgres())('says the grant was withdrawn, not that the code was used, when the withdrawal takes the code between its read and its use (found from outside)', async () => {
+    const issued = await ownerCode();
+    const codeHash = hashCode(issued.code);
+    // Another transaction holds the code's row, then deletes it (as withdrawing the grant does) once the exchange waits on it.
+    const other = openPostgres(world.gw.database.url!);
+    let letGo!: () => void;
+    const waiting = new Promise<void>((resolve) => (letGo = resolve));
+    let held!: () => void;
+    const isHeld = new Promise<void>((resolve) => (held = resolve));
+    const withdrawal = other.transaction(async (tx) => {
+      await tx.query('SELECT 1 FROM oauth_codes WHERE code_hash = $1 FOR UPDATE', [codeHash]);
+      held();
+      await waiting;
+      await tx.query('DELETE FROM oauth_codes WHERE code_hash = $1', [codeHash]);
+    });
+    try {
+      await isHeld;
+      const exchanging = token(url, tokenParams(issued));
+      await expect
+        .poll(async () => (await world.gw.gateway.db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0]!.n, { timeout: 10_000 })
+        .toBeGreaterThanOrEqual(1);
+      letGo();
+      await withdrawal;
+      const res = await exchanging;
+      expectOAuthError(res, 400, 'invalid_grant');
+      expect(res.body.error_description).toMatch(/withdrew the grant/);
+    } finally {
+      letGo();
+      await withdrawal.catch(() => {});
+      await other.close();
+    }
   });
 });
 
