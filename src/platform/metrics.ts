@@ -6,6 +6,9 @@ import { ApiError, unexpectedAsApiError } from './errors.ts';
 /** What an operation's Idempotency-Key did: a new request, a stored answer replayed, or a refusal over the key. */
 export type IdempotencyOutcome = 'new' | 'replay' | 'conflict';
 
+/** How long a scrape waits for the outbox's read, as /readyz waits for the database. */
+const OUTBOX_READ_WAIT_MS = 1_000;
+
 /** The outbox as a scrape sees it: deliveries waiting, and how long the longest-due one has been due. */
 export interface OutboxBacklog {
   pending: number;
@@ -114,6 +117,12 @@ export class Metrics {
     registers: [this.registry],
     collect: () => this.readOutbox(),
   });
+  readonly outboxReadOk = new Gauge({
+    name: 'acg_webhook_outbox_read_ok',
+    help: 'Whether the scrape read the outbox (1), or the database did not answer within 1 s and the two outbox gauges keep their last values (0)',
+    registers: [this.registry],
+    collect: () => this.readOutbox(),
+  });
 
   constructor(options: { processMetrics: boolean }) {
     if (options.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'acg_', eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
@@ -137,7 +146,12 @@ export class Metrics {
     this.outboxReader = reader;
   }
 
-  /** Both outbox gauges from one read; a database that does not answer leaves them as they were. */
+  /**
+   * Both outbox gauges from one read, waited for at most OUTBOX_READ_WAIT_MS: a database that does not answer leaves
+   * them as they were, and says so (`acg_webhook_outbox_read_ok` 0), so the scrape answers in time and stale values are
+   * told apart (found from outside: a stalled database held /metrics 6 s, and the gauges kept their last values
+   * silently). A read still running is shared by the next scrapes rather than started again.
+   */
   private readOutbox(): Promise<void> {
     const reader = this.outboxReader;
     if (!reader) return Promise.resolve();
@@ -146,12 +160,22 @@ export class Metrics {
         const backlog = await reader();
         this.outboxPending.set(backlog.pending);
         this.outboxOldestDueAge.set(backlog.oldestDueAgeS);
+        this.outboxReadOk.set(1);
       } catch {
         // /metrics answers while the database is away; /readyz is what reports the database.
+        this.outboxReadOk.set(0);
       } finally {
         this.outboxRead = undefined;
       }
     })();
-    return this.outboxRead;
+    const read = this.outboxRead;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        this.outboxReadOk.set(0);
+        resolve();
+      }, OUTBOX_READ_WAIT_MS);
+    });
+    return Promise.race([read, late]).finally(() => clearTimeout(timer));
   }
 }

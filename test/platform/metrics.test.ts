@@ -101,6 +101,30 @@ describe('/metrics', () => {
   });
 });
 
+describe('the outbox gauges', () => {
+  it('answer the scrape without a read the database does not answer, keep their last values, and say they are stale (found from outside: a stalled database held /metrics 6 s)', async () => {
+    const metrics = new Metrics({ processMetrics: false });
+    let answer: ((backlog: { pending: number; oldestDueAgeS: number }) => void) | undefined;
+    let reads = 0;
+    metrics.readOutboxWith(() => {
+      reads += 1;
+      return reads === 1 ? Promise.resolve({ pending: 3, oldestDueAgeS: 7 }) : new Promise((resolve) => (answer = resolve));
+    });
+    const fresh = await metrics.registry.metrics();
+    expect(fresh).toMatch(/^acg_webhook_outbox_pending 3$/m);
+    expect(fresh).toMatch(/^acg_webhook_outbox_read_ok 1$/m);
+    // The database stops answering: the scrape still answers, with the last values, marked stale.
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/^acg_webhook_outbox_pending 3$/m);
+    expect(text).toMatch(/^acg_webhook_outbox_read_ok 0$/m);
+    // The read still running is shared, not started again; once it answers, the next scrape is fresh.
+    answer!({ pending: 5, oldestDueAgeS: 0 });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(await metrics.registry.metrics()).toMatch(/^acg_webhook_outbox_pending 5$/m);
+    expect(reads).toBeLessThanOrEqual(3);
+  });
+});
+
 describe('the metrics documentation', () => {
   it('lists every metric of the gateway in docs/operations.md, and the sample dashboard queries only metrics that exist', async () => {
     const names = (await new Metrics({ processMetrics: true }).registry.getMetricsAsJSON()).map((metric) => metric.name);
