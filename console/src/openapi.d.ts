@@ -4175,7 +4175,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description too many requests from this address or account: try again after Retry-After */
             429: {
                 headers: {
                     /** @description seconds to wait before retrying */
@@ -4183,10 +4183,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OAuthError"];
+                    "text/html": string;
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description the gateway cannot serve the page now (its database is unavailable): try again after Retry-After */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -4194,7 +4194,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OAuthError"];
+                    "text/html": string;
                 };
             };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
@@ -4246,7 +4246,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description too many requests from this address or account: try again after Retry-After */
             429: {
                 headers: {
                     /** @description seconds to wait before retrying */
@@ -4254,10 +4254,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OAuthError"];
+                    "text/html": string;
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description the gateway cannot serve the page now (its database is unavailable): try again after Retry-After */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -4265,7 +4265,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OAuthError"];
+                    "text/html": string;
                 };
             };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */

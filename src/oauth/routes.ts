@@ -31,6 +31,17 @@ export interface OAuthRouteDeps {
   verifier: CredentialVerifier;
 }
 
+/**
+ * What the two pages a person's browser opens (authorize, consent) answer when the gateway cannot serve them: a page
+ * that says so, with Retry-After, not OAuth's JSON error body (found from outside: the console's sign-in showed raw
+ * JSON while the database was down). The client cannot be told by a redirect: without the database, its redirect URI
+ * cannot be checked.
+ */
+const PAGE_REFUSALS = {
+  429: HtmlPage('too many requests from this address or account: try again after Retry-After'),
+  503: HtmlPage('the gateway cannot serve the page now (its database is unavailable): try again after Retry-After'),
+};
+
 const FORM = 'application/x-www-form-urlencoded';
 const JSON_TYPE = 'application/json';
 const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' };
@@ -141,6 +152,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
         response: {
           303: schemas.SeeOther('to the consent page, or back to the client with an error'),
           400: HtmlPage('the request cannot be trusted to the redirect URI'),
+          ...PAGE_REFUSALS,
         },
       },
       handler: async (request, reply) => {
@@ -162,7 +174,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
           'HTML for the browser that started the authorization request. Sends a CSP with a script nonce and ' +
           "frame-ancestors 'none', X-Frame-Options DENY and Referrer-Policy no-referrer.",
         querystring: schemas.ConsentQuery,
-        response: { 200: HtmlPage('the consent page'), 400: HtmlPage('unknown, expired or used request'), 403: HtmlPage('started in another browser') },
+        response: { 200: HtmlPage('the consent page'), 400: HtmlPage('unknown, expired or used request'), 403: HtmlPage('started in another browser'), ...PAGE_REFUSALS },
       },
       handler: async (request, reply) => {
         const requestId = new URLSearchParams(rawQuery(request)).get('request_id') ?? undefined;

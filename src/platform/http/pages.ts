@@ -44,7 +44,11 @@ export function refusalPage(nonce: string, refusal: { status: number; code: stri
 <style nonce="${nonce}">body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:40rem;padding:0 1rem;line-height:1.5;overflow-wrap:anywhere}.muted{color:#555}</style></head>
 <body><main><h1>This page cannot be shown</h1>
 <p id="error" data-status="${refusal.status}" data-error="${escapeHtml(refusal.code)}"><code>${escapeHtml(refusal.code)}</code>: ${escapeHtml(refusal.detail)}</p>
-<p class="muted">Check that the address was copied whole, or start again from the application or console that sent you here.</p></main></body></html>`;
+<p class="muted">${
+    refusal.status === 429 || refusal.status >= 500
+      ? 'Nothing is wrong with the address: try again shortly (reload this page).'
+      : 'Check that the address was copied whole, or start again from the application or console that sent you here.'
+  }</p></main></body></html>`;
 }
 
 /** An HTML answer as the OpenAPI document describes it (a page, not a problem body). */
