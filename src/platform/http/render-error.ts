@@ -217,7 +217,7 @@ function failureLine(error: FastifyError, api: ApiError | undefined, status: num
   // A live database that timed out a statement or a lock wait is a slow query or contention to look into.
   if (storage === 'timeout') return { level: 'warn', fields, message: 'request failed: a database statement or lock wait timed out' };
   // The database answers, but every connection of this instance's pool was busy: load to look into, not an outage.
-  if (storage === 'saturated') return { level: 'warn', fields, message: 'request failed: no database connection of this instance came free in time (its pool is full)' };
+  if (storage === 'saturated') return { level: 'warn', fields, message: 'request failed: no database connection of this instance came free in time (its pool is full: heavy load or lock waits, or a database that stopped answering its statements)' };
   if (api?.code === 'internal_error') return { level: 'error', fields: { err: error }, message: 'request failed' };
   if (status >= 500) return { level: 'warn', fields: { code, status }, message: error.message };
   return { level: 'info', fields: { code, status }, message: error.message };
