@@ -31,7 +31,7 @@ export interface FrontDoor {
  */
 const CLOSE_SETTLE_MS = 200;
 /** How long a connection accepted before the door closed, with no request in flight, may still deliver one. */
-const CLOSE_LAST_READ_MS = 100;
+const CLOSE_LAST_READ_MS = 250;
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,100}$/;
 
