@@ -2874,7 +2874,7 @@ export interface components {
             resetsAt: number | null;
             /** @description held plus captured, less refunded, in the current period */
             spentUc: string;
-            /** @description what the current period still allows */
+            /** @description what the current period still allows: limitUc less spentUc, and 0 when spentUc is at or above limitUc (spent passes the limit when the owner lowered it, or narrowed or rescoped the budget, after the spend; what was taken stays counted) */
             remainingUc: string;
         };
         /** @description An agent's mandate in force: the owner's rules, versioned and hashed, and its budgets' usage */

@@ -134,7 +134,7 @@ export const BudgetUsageSchema = Type.Object(
     periodStart: UnixSeconds('the current period began (0 for total)'),
     resetsAt: Nullable(UnixSeconds('the next period begins; null for total')),
     spentUc: Microcredits('held plus captured, less refunded, in the current period'),
-    remainingUc: Microcredits('what the current period still allows'),
+    remainingUc: Microcredits('what the current period still allows: limitUc less spentUc, and 0 when spentUc is at or above limitUc (spent passes the limit when the owner lowered it, or narrowed or rescoped the budget, after the spend; what was taken stays counted)'),
   },
   { $id: 'BudgetUsage' },
 );
