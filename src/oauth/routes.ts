@@ -98,7 +98,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
           if (!decision.allowed) {
             // rate_limited as every limit is (its log line's code), answered in OAuth's form (429 temporarily_unavailable).
             throw new ApiError('rate_limited', {
-              detail: `more than ${decision.limit} registration requests from this address in ${gateway.config.rateLimit.windowS} s (refused ones count too)`,
+              detail: `more than ${decision.limit} registration requests from this address (${request.ip}) in ${gateway.config.rateLimit.windowS} s (refused ones count too)`,
               retryAfterS: decision.retryAfterS,
             });
           }

@@ -165,7 +165,7 @@ describe('POST /oauth/register refuses', () => {
     expect(refused.status).toBe(429);
     expect(refused.body).toEqual({
       error: 'temporarily_unavailable',
-      error_description: `more than ${REGISTRATIONS_PER_ADDRESS_PER_WINDOW} registration requests from this address in ${gw.config.rateLimit.windowS} s (refused ones count too)`,
+      error_description: `more than ${REGISTRATIONS_PER_ADDRESS_PER_WINDOW} registration requests from this address (${address}) in ${gw.config.rateLimit.windowS} s (refused ones count too)`,
     });
     expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
     expect((await registerFrom(good, { address: '203.0.113.8' })).status).toBe(201);

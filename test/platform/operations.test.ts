@@ -105,6 +105,8 @@ describe('rate limits', () => {
         statuses.push(last.status);
       }
       expect(statuses).toEqual([200, 200, 200, 429, 429]);
+      // The refusal names the address (found from outside: behind a proxy it is the proxy's, and says so).
+      expect((await last!.clone().json()).detail).toContain('from this address (127.0.0.1)');
       expect(Number(last!.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
       expect((await last!.json()).code).toBe("rate_limited");
       expect((await fetch(`${limited.url}/healthz`)).status).toBe(200); // health checks are never limited

@@ -222,7 +222,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       const decision = gateway.rateLimiter.hit(`address:${request.ip}`, gateway.config.rateLimit.perAddress);
       if (!decision.allowed) {
         throw new ApiError('rate_limited', {
-          detail: `more than ${decision.limit} requests from this address in ${gateway.config.rateLimit.windowS} s`,
+          detail: `more than ${decision.limit} requests from this address (${request.ip}) in ${gateway.config.rateLimit.windowS} s`,
           retryAfterS: decision.retryAfterS,
         });
       }

@@ -46,7 +46,7 @@ export function refusalPage(nonce: string, refusal: { status: number; code: stri
 <p id="error" data-status="${refusal.status}" data-error="${escapeHtml(refusal.code)}"><code>${escapeHtml(refusal.code)}</code>: ${escapeHtml(refusal.detail)}</p>
 <p class="muted">${
     refusal.status === 429 || refusal.status >= 500
-      ? 'Nothing is wrong with the address: try again shortly (reload this page).'
+      ? 'Nothing is wrong with this link: try again shortly (reload this page).'
       : 'Check that the address was copied whole, or start again from the application or console that sent you here.'
   }</p></main></body></html>`;
 }
