@@ -26,6 +26,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     globalSetup: ['test/support/global-setup.ts'],
+    // After each file, the gateway processes it started and left running are killed (test/support/process.ts).
+    setupFiles: ['test/support/each-file.ts'],
     projects: databases.map((db) => ({
       extends: true,
       test: {

@@ -2,7 +2,7 @@
 // may be listed) is the route's 503 storage_unavailable with Retry-After, as over HTTP; one inside a tool is that
 // tool's storage_unavailable error, with retryAfterS, not internal_error.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openPostgres } from '../../src/platform/db/postgres.ts';
+import { holdRows } from '../support/row-locks.ts';
 import { onPostgres } from '../support/database.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { connect, toolBody } from './helpers.ts';
@@ -22,18 +22,8 @@ describe('/mcp when the database fails', () => {
     const agent = await world.createAgent('mcp-storage-owner@example.com', 'mcp-storage-locked');
     const owner = await connect(world.url, agent.ownerToken, 'legacy');
     // Another session holds the agent's row, as a long transaction of another instance would.
-    const other = openPostgres(world.gw.database.url!);
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    let locked!: () => void;
-    const isLocked = new Promise<void>((resolve) => (locked = resolve));
-    const holding = other.transaction(async (tx) => {
-      await tx.query('SELECT 1 FROM agents WHERE id = $1 FOR UPDATE', [agent.id]);
-      locked();
-      await held;
-    });
+    const held = await holdRows(world.gw.database.url!, 'SELECT 1 FROM agents WHERE id = $1 FOR UPDATE', [agent.id]);
     try {
-      await isLocked;
       const frozen = await owner.callTool({ name: 'freeze_agent', arguments: { id: agent.id, idempotencyKey: 'mcp-storage-freeze' } });
       expect(frozen.isError).toBe(true);
       expect(toolBody(frozen)).toMatchObject({ status: 503, code: 'storage_unavailable', retryAfterS: 1 });
@@ -42,9 +32,7 @@ describe('/mcp when the database fails', () => {
       expect(metrics).toMatch(/^acg_operation_errors_total\{operation="freezeAgent",code="storage_unavailable"\} [1-9]/m);
       expect(metrics).not.toMatch(/^acg_operation_errors_total\{operation="freezeAgent",code="internal_error"\}/m);
     } finally {
-      release();
-      await holding;
-      await other.close();
+      await held.release();
     }
     // The key was given back: once the lock is gone, the retry runs.
     const retried = await owner.callTool({ name: 'freeze_agent', arguments: { id: agent.id, idempotencyKey: 'mcp-storage-freeze' } });

@@ -4,7 +4,7 @@ import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { startWorld, type World } from '../support/world.ts';
 import { startTestGateway } from '../support/gateway.ts';
 import { onPostgres } from '../support/database.ts';
-import { openPostgres } from '../../src/platform/db/postgres.ts';
+import { holdRows } from '../support/row-locks.ts';
 import { hashCode } from '../../src/oauth/code.ts';
 import { newClient, obtainCode, token, tokenParams, type IssuedCode } from './helpers.ts';
 
@@ -261,32 +261,22 @@ describe('POST /oauth/token racing a withdrawal', () => {
     const issued = await ownerCode();
     const codeHash = hashCode(issued.code);
     // Another transaction holds the code's row, then deletes it (as withdrawing the grant does) once the exchange waits on it.
-    const other = openPostgres(world.gw.database.url!);
-    let letGo!: () => void;
-    const waiting = new Promise<void>((resolve) => (letGo = resolve));
-    let held!: () => void;
-    const isHeld = new Promise<void>((resolve) => (held = resolve));
-    const withdrawal = other.transaction(async (tx) => {
-      await tx.query('SELECT 1 FROM oauth_codes WHERE code_hash = $1 FOR UPDATE', [codeHash]);
-      held();
-      await waiting;
+    const withdrawal = await holdRows(world.gw.database.url!, 'SELECT 1 FROM oauth_codes WHERE code_hash = $1 FOR UPDATE', [codeHash], async (tx) => {
       await tx.query('DELETE FROM oauth_codes WHERE code_hash = $1', [codeHash]);
     });
+    let released = false;
     try {
-      await isHeld;
       const exchanging = token(url, tokenParams(issued));
       await expect
         .poll(async () => (await world.gw.gateway.db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0]!.n, { timeout: 10_000 })
         .toBeGreaterThanOrEqual(1);
-      letGo();
-      await withdrawal;
+      released = true;
+      await withdrawal.release();
       const res = await exchanging;
       expectOAuthError(res, 400, 'invalid_grant');
       expect(res.body.error_description).toMatch(/withdrew the grant/);
     } finally {
-      letGo();
-      await withdrawal.catch(() => {});
-      await other.close();
+      if (!released) await withdrawal.release();
     }
   });
 });

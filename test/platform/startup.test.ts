@@ -37,11 +37,10 @@ describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
   it('a running instance stops (exit 2, one line) once a newer release migrated its database, and neither serve nor migrate starts on it', async () => {
     const database = await createPostgresDatabase();
     const client = new pg.Client({ connectionString: database.url });
+    let gateway: Awaited<ReturnType<typeof watchedGateway>> | undefined;
     try {
-      const running = await spawnGateway({ DATABASE_URL: database.url });
-      const stderr: string[] = [];
-      running.child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
-      const exited = new Promise<number | null>((resolve) => running.child.once('exit', resolve));
+      gateway = await watchedGateway(database.url);
+      const { running, stderr, exited } = gateway;
       await client.connect();
       await client.query(`INSERT INTO schema_migrations (version, name, checksum) VALUES (9999, 'from_a_newer_release', 'x')`);
       // The watch looks every 5 s; it stops the instance gracefully.
@@ -55,6 +54,8 @@ describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
         expect(refused.stderr, command).not.toMatch(/\n\s+at /);
       }
     } finally {
+      // Stopped by itself when the test passes; not left running when it fails.
+      await gateway?.running.kill('SIGKILL');
       await client.end().catch(() => {});
       await database.drop();
     }
@@ -63,11 +64,10 @@ describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
   it('a request whose statement a newer release broke answers 503 and the instance stops at once, not 500 until its next look (found from outside: 9 and 20 answers 500 during an upgrade)', async () => {
     const database = await createPostgresDatabase();
     const client = new pg.Client({ connectionString: database.url });
+    let gateway: Awaited<ReturnType<typeof watchedGateway>> | undefined;
     try {
-      const running = await spawnGateway({ DATABASE_URL: database.url });
-      const stderr: string[] = [];
-      running.child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
-      const exited = new Promise<number | null>((resolve) => running.child.once('exit', resolve));
+      gateway = await watchedGateway(database.url);
+      const { running, stderr, exited } = gateway;
       await waitFor(() => running.logs.some((line) => String(line.msg).startsWith('gateway ready')), { what: 'the gateway to be ready' });
       await client.connect();
       // A newer release's migration: a column this release does not fill, in a table a registration writes.
@@ -87,6 +87,8 @@ describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
       expect(await exited).toBe(2);
       expect(stderr.join('')).toMatch(/^stopping: the database was migrated by a newer release of the gateway/m);
     } finally {
+      // Stopped by itself when the test passes; not left running when it fails.
+      await gateway?.running.kill('SIGKILL');
       await client.end().catch(() => {});
       await database.drop();
     }
@@ -119,6 +121,15 @@ describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
 });
 
 const ACG = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/acg.js');
+
+/** A gateway process on the database, with what it writes to stderr and its exit code once it exits. */
+async function watchedGateway(databaseUrl: string) {
+  const running = await spawnGateway({ DATABASE_URL: databaseUrl });
+  const stderr: string[] = [];
+  running.child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => running.child.once('exit', resolve));
+  return { running, stderr, exited };
+}
 
 async function acg(env: Record<string, string>, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {

@@ -5,7 +5,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawnGateway } from './process.ts';
+import { killLeftoverGateways, spawnGateway } from './process.ts';
 import { waitFor } from './wait.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'acg-process-'));
@@ -31,5 +31,16 @@ describe.runIf(process.platform === 'linux')('spawnGateway', () => {
     // 1 ms is shorter than any start: the wait times out while the process runs.
     await expect(spawnGateway({ ACG_DATA_DIR: dataDir }, { timeoutMs: 1 })).rejects.toThrow(/did not log "gateway ready" in 1 ms/);
     await waitFor(() => (processesWith(dataDir).length === 0 ? true : undefined), { what: 'the gateway that timed out to be gone', timeoutMs: 10_000, intervalMs: 50 });
+  });
+
+  it('kills what a test file left running when the file ends (found here: a failed test left its gateway running after the run)', async () => {
+    const dataDir = path.join(dir, 'left');
+    const left = await spawnGateway({ ACG_DATA_DIR: dataDir });
+    const exited = new Promise<number | null>((resolve) => left.child.once('exit', (code) => resolve(code)));
+    expect(processesWith(dataDir)).toHaveLength(1);
+    // What test/support/each-file.ts runs after every file.
+    killLeftoverGateways();
+    await exited;
+    expect(processesWith(dataDir)).toEqual([]);
   });
 });

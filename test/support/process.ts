@@ -21,9 +21,17 @@ export const STOP_GRACE_MS = 15_000;
 // failed to start, or hangs in its shutdown, would otherwise hold its port, its database connections and CPU
 // under every later test on the machine.
 const running = new Set<ChildProcess>();
-process.once('exit', () => {
+process.once('exit', () => killLeftoverGateways());
+
+/**
+ * Kills (-9) every gateway this process started that still runs: at its exit, and after each test file
+ * (test/support/each-file.ts), since a worker stopped by its pool ends without its 'exit' event (found here: a test
+ * that failed before its gateway stopped left it running after the run).
+ */
+export function killLeftoverGateways(): void {
   for (const child of running) child.kill('SIGKILL');
-});
+  running.clear();
+}
 
 export interface SpawnOptions {
   /** Resolve once the process listens, or (default) once it is ready to serve every route. */
