@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { listMigrations } from '../../src/platform/db/migrate.ts';
 import { createPostgresDatabase, onPostgres } from '../support/database.ts';
-import { spawnGateway } from '../support/process.ts';
+import { spawnGateway, type GatewayProcess } from '../support/process.ts';
 import { waitFor } from '../support/wait.ts';
 
 describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
@@ -35,12 +35,7 @@ describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
   }, 90_000);
 
   it('a running instance stops (exit 2, one line) once a newer release migrated its database, and neither serve nor migrate starts on it', async () => {
-    const database = await createPostgresDatabase();
-    const client = new pg.Client({ connectionString: database.url });
-    let gateway: Awaited<ReturnType<typeof watchedGateway>> | undefined;
-    try {
-      gateway = await watchedGateway(database.url);
-      const { running, stderr, exited } = gateway;
+    await withWatchedGateway(async ({ database, client, stderr, exited }) => {
       await client.connect();
       await client.query(`INSERT INTO schema_migrations (version, name, checksum) VALUES (9999, 'from_a_newer_release', 'x')`);
       // The watch looks every 5 s; it stops the instance gracefully.
@@ -53,21 +48,11 @@ describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
         expect(refused.stderr, command).toMatch(/the database was migrated by a newer release of the gateway \(it has 9999_from_a_newer_release/);
         expect(refused.stderr, command).not.toMatch(/\n\s+at /);
       }
-    } finally {
-      // Stopped by itself when the test passes; not left running when it fails.
-      await gateway?.running.kill('SIGKILL');
-      await client.end().catch(() => {});
-      await database.drop();
-    }
+    });
   }, 90_000);
 
   it('a request whose statement a newer release broke answers 503 and the instance stops at once, not 500 until its next look (found from outside: 9 and 20 answers 500 during an upgrade)', async () => {
-    const database = await createPostgresDatabase();
-    const client = new pg.Client({ connectionString: database.url });
-    let gateway: Awaited<ReturnType<typeof watchedGateway>> | undefined;
-    try {
-      gateway = await watchedGateway(database.url);
-      const { running, stderr, exited } = gateway;
+    await withWatchedGateway(async ({ client, running, stderr, exited }) => {
       await waitFor(() => running.logs.some((line) => String(line.msg).startsWith('gateway ready')), { what: 'the gateway to be ready' });
       await client.connect();
       // A newer release's migration: a column this release does not fill, in a table a registration writes.
@@ -80,18 +65,13 @@ describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ redirect_uris: ['https://app.example/callback'] }),
-      });
-      expect(registered.status).toBe(503);
-      expect(registered.headers.get('retry-after')).toBe('1');
-      expect(await registered.json()).toEqual({ error: 'temporarily_unavailable', error_description: expect.stringContaining('a newer release of the gateway migrated the database') });
-      expect(await exited).toBe(2);
-      expect(stderr.join('')).toMatch(/^stopping: the database was migrated by a newer release of the gateway/m);
-    } finally {
-      // Stopped by itself when the test passes; not left running when it fails.
-      await gateway?.running.kill('SIGKILL');
-      await client.end().catch(() => {});
-      await database.drop();
-    }
+    });
+    expect(registered.status).toBe(503);
+    expect(registered.headers.get('retry-after')).toBe('1');
+    expect(await registered.json()).toEqual({ error: 'temporarily_unavailable', error_description: expect.stringContaining('a newer release of the gateway migrated the database') });
+    expect(await exited).toBe(2);
+    expect(stderr.join('')).toMatch(/^stopping: the database was migrated by a newer release of the gateway/m);
+    });
   }, 90_000);
 
   it('acg migrate says in one line, exit 2, when the database fails during the migrations (a lock wait given up), and nothing is applied', async () => {
@@ -122,13 +102,27 @@ describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
 
 const ACG = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/acg.js');
 
-/** A gateway process on the database, with what it writes to stderr and its exit code once it exits. */
-async function watchedGateway(databaseUrl: string) {
-  const running = await spawnGateway({ DATABASE_URL: databaseUrl });
-  const stderr: string[] = [];
-  running.child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => running.child.once('exit', resolve));
-  return { running, stderr, exited };
+/**
+ * Runs `test` with a gateway process on a new database, what it writes to stderr, its exit code once it exits, and a
+ * client of the database; the gateway is killed (if a failed test left it running) and the database dropped after.
+ */
+async function withWatchedGateway(
+  test: (g: { database: { url: string }; client: pg.Client; running: GatewayProcess; stderr: string[]; exited: Promise<number | null> }) => Promise<void>,
+): Promise<void> {
+  const database = await createPostgresDatabase();
+  const client = new pg.Client({ connectionString: database.url });
+  let running: GatewayProcess | undefined;
+  try {
+    running = await spawnGateway({ DATABASE_URL: database.url });
+    const stderr: string[] = [];
+    running.child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => running!.child.once('exit', resolve));
+    await test({ database, client, running, stderr, exited });
+  } finally {
+    await running?.kill('SIGKILL');
+    await client.end().catch(() => {});
+    await database.drop();
+  }
 }
 
 async function acg(env: Record<string, string>, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
