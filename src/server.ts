@@ -186,7 +186,6 @@ export async function serve(): Promise<void> {
 
   const starting = new AbortController();
   let started: Started | undefined;
-  let stopWatchingSchema: (() => Promise<void>) | undefined;
   let stopping: Promise<void> | undefined;
   const stop = (exitCode: number) => {
     stopping ??= (async () => {
@@ -199,9 +198,7 @@ export async function serve(): Promise<void> {
       starting.abort();
       try {
         await front.close();
-        // Nothing may query the database once it is closed below: the telemetry flush after it can take seconds,
-        // and a watch that ticked meanwhile logged a database outage that never happened (found from outside).
-        await stopWatchingSchema?.();
+        // The newer-schema watch stops with the gateway, before its database closes (Gateway.stop).
         if (started) {
           await started.app.close();
           await started.gateway.close();
@@ -253,9 +250,7 @@ export async function serve(): Promise<void> {
   // Another process may migrate a shared PostgreSQL database under this one (PGlite admits one process): a newer
   // release's schema stops this instance, which must not write rows in the older form (docs/operations.md, "Upgrading").
   if (db.kind === 'postgres') {
-    const { schema } = started.gateway;
-    stopWatchingSchema = () => schema.stop();
-    schema.start((refusal) => {
+    started.gateway.schema.start((refusal) => {
       const line = `stopping: ${refusal}`;
       log.fatal({ exitCode: 2 }, line);
       process.stderr.write(`${line}\n`);

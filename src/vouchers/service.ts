@@ -180,7 +180,7 @@ export class VoucherService {
       }
     }
     // An approval opened here takes its owner's approval number under a lock held to the end of the transaction
-    // (migration 0043): opened in owner order, two batches that open approvals of the same owners never wait on each other.
+    // (migrations 0043, 0044): opened in owner order, two batches that open approvals of the same owners never wait on each other.
     const agents = holders.covering(refused.map(({ request }) => request.agentId));
     const ownerOf = (agentId: string) => agents.get(agentId)?.owner_id ?? '';
     refused.sort((a, b) => (ownerOf(a.request.agentId) < ownerOf(b.request.agentId) ? -1 : ownerOf(a.request.agentId) > ownerOf(b.request.agentId) ? 1 : 0));

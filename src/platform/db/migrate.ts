@@ -125,11 +125,14 @@ export async function schemaState(db: Database, dir = MIGRATIONS_DIR): Promise<S
 /** How often a running instance looks for a newer release's migrations (see SchemaWatch). */
 export const SCHEMA_WATCH_INTERVAL_MS = 5_000;
 
-/** The SQLSTATE a database error carries, itself or as a cause (a driver's errors, PGlite's too). */
+/**
+ * The SQLSTATE of an error the database answered, itself or as a cause (node-postgres' and PGlite's errors carry the
+ * server's `severity` beside it; a five-letter errno such as EPIPE has none).
+ */
 function sqlStateOf(error: unknown): string | undefined {
   for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
-    const code = (current as { code?: unknown }).code;
-    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+    const { code, severity } = current as { code?: unknown; severity?: unknown };
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && typeof severity === 'string') return code;
   }
   return undefined;
 }

@@ -148,8 +148,12 @@ export async function openFrontDoor(config: DoorConfig, log: ClientErrorContext[
       // them, unanswered (found from outside: 14–16 requests sent seconds before a Ctrl-C on PGlite under load). The
       // door goes on listening for a moment, so they are read and answered 503 (Connection: close).
       await new Promise((resolve) => setTimeout(resolve, CLOSE_SETTLE_MS));
+      let lastRead: NodeJS.Timeout | undefined;
       await new Promise<void>((resolve) => {
-        server.close(() => resolve());
+        server.close(() => {
+          clearTimeout(lastRead);
+          resolve();
+        });
         server.closeIdleConnections();
         // Node counts a connection idle only between requests: one that has sent nothing, or part of a request's
         // head, held the stop for its whole budget (15 s, then exit 1 without closing the database; found from
@@ -157,7 +161,7 @@ export async function openFrontDoor(config: DoorConfig, log: ClientErrorContext[
         // read, since one accepted in the settle's last moments may carry a request not read yet (found from
         // outside: 46–56 reset under a stream of new connections, sent 20 ms before the close). What reaches the
         // listening socket after its close is refused, which a client knows was never received.
-        setTimeout(() => {
+        lastRead = setTimeout(() => {
           const serving = new Set([...inFlight].map((response) => response.socket));
           for (const socket of connections) if (!serving.has(socket)) socket.destroy();
         }, CLOSE_LAST_READ_MS);
