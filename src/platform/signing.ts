@@ -415,10 +415,12 @@ export async function rotateSigningKeys(db: Database, options: RotationOptions):
     const rows = await lockKeyRows(tx);
     const expired = rows.filter((r) => r.published_until_s !== null && Number(r.published_until_s) <= options.nowS).map((r) => r.kid);
     if (expired.length > 0) await tx.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [expired]);
-    // Every key that would still sign then stops at that moment; expiring now, an upcoming key too (it would sign after).
+    // Every key that would still sign then stops at that moment, one that becomes active at that very second too (two
+    // rotations in one second left two keys active from one instant, neither replaced; found by CI); expiring now, an
+    // upcoming key too (it would sign after).
     const { rows: replaced } = await tx.query<SigningKeyRow>(
       `UPDATE signing_keys SET retired_at_s = $1, published_until_s = $2
-       WHERE (active_from_s < $1 OR $3::boolean) AND (retired_at_s IS NULL OR retired_at_s > $1)
+       WHERE (active_from_s <= $1 OR $3::boolean) AND (retired_at_s IS NULL OR retired_at_s > $1)
        RETURNING kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s`,
       [activeFromS, publishedUntilS, options.retentionS === 0],
     );

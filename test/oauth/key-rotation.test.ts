@@ -144,6 +144,24 @@ describe('a rotated key at rest', () => {
   });
 });
 
+describe('two rotations in one second', () => {
+  it('the later replaces the earlier, which would otherwise become active at the same instant (found by CI)', async () => {
+    const { gateway, clock } = world.gw;
+    const nowS = clock.nowS() + 5000;
+    const first = await rotateSigningKeys(gateway.db, { nowS, leadS: 600, retentionS: 3600 });
+    const second = await rotateSigningKeys(gateway.db, { nowS, leadS: 600, retentionS: 3600 });
+    try {
+      expect(second.replaced.map((key) => key.kid)).toContain(first.next.kid);
+      const { rows } = await gateway.db.query<{ retired_at_s: bigint | null }>('SELECT retired_at_s FROM signing_keys WHERE kid = $1', [first.next.kid]);
+      expect(rows[0]!.retired_at_s).toBe(BigInt(nowS + 600));
+    } finally {
+      await gateway.db.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [[first.next.kid, second.next.kid]]);
+      await gateway.db.query('UPDATE signing_keys SET retired_at_s = NULL, published_until_s = NULL');
+      await gateway.signing.reload();
+    }
+  });
+});
+
 describe('live mode on a database that holds unsealed keys', () => {
   it("neither signs, publishes nor verifies with them (dev mode's own key): ACG_SIGNING_KEY signs, a sealed rotated key too, and the operator is told once", async () => {
     const { gateway, clock, config } = world.gw;
