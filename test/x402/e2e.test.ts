@@ -327,6 +327,77 @@ describe('release', () => {
   });
 });
 
+describe('a settle that fails for a moment', () => {
+  it("is retried with the same payment: the agent gets its 200, the handler runs once, one capture, nothing left held (found from outside: a 503 or 429 at settle turned a served request into a 402 and the agent's retry paid again)", async () => {
+    const agent = await fundedAgent();
+    const before = await availableUc(agent);
+    const settles: string[] = [];
+    // Between the merchant and the real gateway: the first settle runs but its answer is lost, the second is
+    // answered 503 with Retry-After by something in front of the gateway, the third goes through.
+    const flaky: typeof fetch = async (input, init) => {
+      if (!String(input).endsWith('/x402/settle')) return fetch(input, init);
+      settles.push(String(init?.body));
+      if (settles.length === 1) {
+        await (await fetch(input, init)).text();
+        throw new TypeError('fetch failed: the connection was reset');
+      }
+      if (settles.length === 2) {
+        const problem = { type: `${world.url}/docs/errors#storage_unavailable`, title: 'The database is unavailable', status: 503, code: 'storage_unavailable' };
+        return new Response(JSON.stringify(problem), { status: 503, headers: { 'content-type': 'application/problem+json', 'retry-after': '1' } });
+      }
+      return fetch(input, init);
+    };
+    const flakyShop = await startExpressServer(merchant, creditResourceServer(merchant.settings({ fetch: flaky, backoffMs: () => 10 })));
+    try {
+      const paying = payingAgent(world, agent.token);
+      const res = await paying.fetch(`${flakyShop.url}/report`);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ report: 'quarterly', run: 1 });
+      expect(settles).toHaveLength(3);
+      expect(new Set(settles).size).toBe(1);
+      const settlement = decodePaymentResponseHeader(res.headers.get('payment-response')!);
+      const holdId = settlement.extra!.commitmentId as string;
+      expect(await verifyPaymentResponse(settlement, { gatewayUrl: world.url, agentId: agent.id, merchantId: merchant.merchantId })).toMatchObject({ capturedUc: '500000' });
+      expect(paying.sent).toHaveLength(1);
+      expect(flakyShop.runs.get('/report')).toBe(1);
+      expect(await capturesOf(world, holdId)).toBe(1);
+      expect(await redemption(holdId)).toMatchObject({ state: 'captured', capturedUc: '500000' });
+      const { rows } = await world.gw.gateway.db.query<{ n: bigint | number }>("SELECT count(*) AS n FROM holds WHERE agent_id = $1 AND state = 'held'", [agent.id]);
+      expect(Number(rows[0]!.n)).toBe(0);
+      expect(before - (await availableUc(agent))).toBe(500_000n);
+    } finally {
+      await flakyShop.close();
+    }
+  });
+
+  it('that keeps failing answers the agent 402 with gateway_unavailable after the attempts, and charges nothing', async () => {
+    const agent = await fundedAgent();
+    let settles = 0;
+    const down: typeof fetch = async (input, init) => {
+      if (!String(input).endsWith('/x402/settle')) return fetch(input, init);
+      settles++;
+      return new Response(JSON.stringify({ title: 'Too many requests', status: 429, code: 'rate_limited' }), { status: 429, headers: { 'content-type': 'application/problem+json', 'retry-after': '0' } });
+    };
+    const downShop = await startExpressServer(merchant, creditResourceServer(merchant.settings({ fetch: down, attemptsMax: 3 })));
+    try {
+      const paying = payingAgent(world, agent.token);
+      const res = await paying.fetch(`${downShop.url}/report`);
+      expect(res.status).toBe(402);
+      expect(settles).toBe(3);
+      // x402's middleware withholds the handler's answer and says why in PAYMENT-RESPONSE.
+      const settlement = decodePaymentResponseHeader(res.headers.get('payment-response')!);
+      expect(settlement).toMatchObject({ success: false, network: CREDIT_NETWORK });
+      expect(settlement.errorReason).toMatch(/^gateway_unavailable: the gateway's \/x402\/settle kept failing after 3 attempt\(s\); the last answer: 429 rate_limited/);
+      // Nothing was charged: the hold stays until it lapses at its expiry (or a later settle of the same payment).
+      const holdId = decodeJwt((JSON.parse(Buffer.from(paying.sent[0]!, 'base64').toString()) as PaymentPayload).payload.attestation as string).jti!;
+      expect(await redemption(holdId)).toMatchObject({ state: 'held', capturedUc: '0' });
+      expect(await capturesOf(world, holdId)).toBe(0);
+    } finally {
+      await downShop.close();
+    }
+  });
+});
+
 describe('the agent side', () => {
   it('retries a lost authorize answer with the same idempotency key, so one payment holds credit once', async () => {
     const agent = await fundedAgent();

@@ -86,6 +86,13 @@ export interface RevocationSync {
 
 const RETRY_AFTER_S_MAX = 30;
 
+/** The answer's Retry-After in seconds (delay-seconds, as the gateway sends it), at most {@link RETRY_AFTER_S_MAX}. */
+function retryAfterSOf(headers: Headers): number | undefined {
+  const text = headers.get('retry-after');
+  if (text === null || !/^\s*\d+\s*$/.test(text)) return undefined;
+  return Math.min(Number(text), RETRY_AFTER_S_MAX);
+}
+
 function defaultBackoffMs(attempt: number): number {
   const ceilingMs = Math.min(5_000, 250 * 2 ** attempt);
   return ceilingMs / 2 + Math.random() * (ceilingMs / 2);
@@ -431,9 +438,9 @@ export class MerchantClient {
       }
       if (response.ok) return parsed as T;
       const problem: Problem = { status: response.status, ...(typeof parsed === 'object' && parsed !== null ? parsed : { detail: String(parsed ?? '') }) };
-      if (last || !retryable(response.status, problem.code)) throw new GatewayError(problem);
-      const retryAfterS = Number(response.headers.get('retry-after'));
-      await pause(Number.isFinite(retryAfterS) && retryAfterS > 0 ? Math.min(retryAfterS, RETRY_AFTER_S_MAX) * 1000 : backoffMs(attempt), signal);
+      const retryAfterS = retryAfterSOf(response.headers);
+      if (last || !retryable(response.status, problem.code)) throw new GatewayError(problem, { idempotencyKey: key, retryAfterS, attempts: attempt + 1 });
+      await pause(retryAfterS !== undefined ? retryAfterS * 1000 : backoffMs(attempt), signal);
     }
   }
 }

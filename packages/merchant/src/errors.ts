@@ -1,16 +1,45 @@
 import type { Problem } from './types.js';
 
-/** The gateway answered with a problem (4xx, or a 5xx that retries did not get past). */
+export interface GatewayErrorOptions {
+  /** The Idempotency-Key of a mutating call (capture, release, refund), sent on every attempt. */
+  idempotencyKey?: string;
+  /** The answer's Retry-After, in seconds. */
+  retryAfterS?: number;
+  /** How many attempts were made; more than one when retries (429, 5xx, still running) did not get past the refusal. */
+  attempts?: number;
+}
+
+/**
+ * The gateway answered with a problem: a refusal (4xx), or a 429, 5xx or "still running" that the call's retries
+ * did not get past. Then the call may or may not have run (a 5xx can come after the work), and a mutating call
+ * names its Idempotency-Key: the same call again with that key runs it at most once.
+ */
 export class GatewayError extends Error {
   readonly status: number;
   /** The gateway's stable machine code, e.g. `hold_resolved`, `refund_window_closed`. */
   readonly code: string | undefined;
+  /** The Idempotency-Key of a mutating call (capture, release, refund), to call again with. */
+  readonly idempotencyKey: string | undefined;
+  /** Seconds the gateway asked to wait before trying again (its Retry-After), when it said. */
+  readonly retryAfterS: number | undefined;
+  /** How many attempts were made. */
+  readonly attempts: number;
 
-  constructor(readonly problem: Problem) {
-    super(`${problem.status} ${problem.code ?? 'error'}: ${problem.detail ?? problem.title ?? 'the gateway refused the request'}`);
+  constructor(
+    readonly problem: Problem,
+    options: GatewayErrorOptions = {},
+  ) {
+    const attempts = options.attempts ?? 1;
+    super(
+      `${problem.status} ${problem.code ?? 'error'}: ${problem.detail ?? problem.title ?? 'the gateway refused the request'}` +
+        (attempts > 1 ? ` (after ${attempts} attempts` + (options.idempotencyKey === undefined ? ')' : `; call again with idempotencyKey ${options.idempotencyKey} to run it at most once)`) : ''),
+    );
     this.name = 'GatewayError';
     this.status = problem.status;
     this.code = problem.code;
+    this.idempotencyKey = options.idempotencyKey;
+    this.retryAfterS = options.retryAfterS;
+    this.attempts = attempts;
   }
 }
 

@@ -10,7 +10,7 @@ export {
   type RevocationSync,
   type VoucherBounds,
 } from './client.js';
-export { ConnectionError, GatewayError, VerificationError, type VerificationCode } from './errors.js';
+export { ConnectionError, GatewayError, VerificationError, type GatewayErrorOptions, type VerificationCode } from './errors.js';
 export {
   RevocationSet,
   REVOCATION_TOLERANCE_S_DEFAULT,

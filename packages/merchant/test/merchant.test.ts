@@ -245,6 +245,37 @@ describe('a call no attempt got an answer to', () => {
   });
 });
 
+describe('a call the gateway kept refusing for now', () => {
+  it("throws GatewayError with the last answer, its Retry-After, the attempts and the Idempotency-Key to call again with (found from outside: neither was there)", async () => {
+    // Something in front of the gateway answers every POST 503 with Retry-After, never forwarding it.
+    const keys: string[] = [];
+    const proxy = http.createServer((request, response) => {
+      keys.push(String(request.headers['idempotency-key']));
+      request.resume();
+      response.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '1' }).end(JSON.stringify({ status: 503, code: 'storage_unavailable', title: 'The database is unavailable' }));
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const { redemption } = await mint();
+      const sdk = client({ gatewayUrl: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`, issuer: world.url, attemptsMax: 2 });
+      const failure = await sdk.capture(redemption.id, { amountUc: '1500000' }).catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(GatewayError);
+      const { status, code, attempts, retryAfterS, idempotencyKey, message } = failure as GatewayError;
+      expect({ status, code, attempts, retryAfterS }).toEqual({ status: 503, code: 'storage_unavailable', attempts: 2, retryAfterS: 1 });
+      expect(keys).toEqual([idempotencyKey, idempotencyKey]);
+      expect(message).toBe(`503 storage_unavailable: The database is unavailable (after 2 attempts; call again with idempotencyKey ${idempotencyKey} to run it at most once)`);
+      // Later, straight to the gateway, with the key it named: it runs once.
+      expect(await client().capture(redemption.id, { amountUc: '1500000', idempotencyKey })).toMatchObject({ state: 'captured', capturedUc: '1500000' });
+      // A refusal on the first answer says nothing of attempts.
+      const again = (await client().capture(redemption.id, { amountUc: '1' }).catch((error: unknown) => error)) as GatewayError;
+      expect(again).toMatchObject({ status: 409, attempts: 1 });
+      expect(again.message).not.toMatch(/attempts/);
+    } finally {
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
+  });
+});
+
 describe('verifyWebhook', () => {
   it("accepts the gateway's own deliveries and refuses a changed body, a wrong secret and a stale timestamp", async () => {
     const before = target.receiver.received.length;

@@ -17,6 +17,7 @@ import { CONSUME_PAYLOAD_TYPE, CREDIT_ASSET, CREDIT_NETWORK, CREDIT_SCHEME, USD_
 import { CreditError, type Problem } from './errors.js';
 import { amountUcText } from './money.js';
 import { authorityOf, creditTerms } from './requirements.js';
+import { ATTEMPTS_DEFAULT, defaultBackoffMs, pause, problemOf, retryable, retryAfterSOf } from './retry.js';
 
 /** The agent's credential: an access token, or a function giving a fresh one (called once per payment). */
 export type AgentCredential = string | (() => string | Promise<string>);
@@ -67,42 +68,27 @@ export interface Authorization {
   redemption: Record<string, unknown> & { id: string };
 }
 
-const ATTEMPTS_DEFAULT = 4;
 const PENDING_PAYMENTS_MAX_DEFAULT = 1_000;
 const PENDING_PAYMENT_LIFETIME_MS_DEFAULT = 30 * 60_000;
 const TIMEOUT_MS_DEFAULT = 10_000;
-const RETRY_AFTER_S_MAX = 30;
 /** The spend-control entry for x402's client: a microcredit is 10⁻⁸ dollar, so x402's default $1 cap is 100 credits. */
 const MICROCREDIT_ASSET: DefaultAsset = { asset: CREDIT_ASSET, decimals: USD_DECIMALS, symbol: 'CREDIT' };
 
-function defaultBackoffMs(attempt: number): number {
-  const ceilingMs = Math.min(5_000, 250 * 2 ** attempt);
-  return ceilingMs / 2 + Math.random() * (ceilingMs / 2);
-}
-
-/** A status worth retrying with the same key: the request may not have run, or ran and is replayed. */
-function retryable(status: number, problem: Problem | undefined): boolean {
-  return status === 429 || status >= 500 || (status === 409 && problem?.code === 'idempotency_key_in_use');
-}
-
-function retryAfterMs(headers: Headers): number | undefined {
-  const value = Number(headers.get('retry-after'));
-  return Number.isFinite(value) && value >= 0 ? Math.min(value, RETRY_AFTER_S_MAX) * 1000 : undefined;
-}
-
-async function problemOf(response: Response): Promise<Problem | undefined> {
-  try {
-    const body = (await response.json()) as unknown;
-    return typeof body === 'object' && body !== null ? { ...(body as Problem), status: response.status } : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** The gateway's refusal as a CreditError: the draft's code (`error`) first, else the gateway's `code`. */
-function refusal(status: number, problem: Problem | undefined, idempotencyKey: string): CreditError {
+function refusal(status: number, problem: Problem | undefined, idempotencyKey: string, retryAfterS?: number): CreditError {
   const code = problem?.error ?? problem?.code ?? `http_${status}`;
-  return new CreditError(code, problem?.detail ?? problem?.title ?? `the gateway refused the authorization (${status})`, { status, problem, idempotencyKey });
+  return new CreditError(code, problem?.detail ?? problem?.title ?? `the gateway refused the authorization (${status})`, { status, problem, idempotencyKey, retryAfterS });
+}
+
+/** The last of the answers that kept failing (429, 5xx, still running) as gateway_unavailable, that answer's status and problem kept. */
+function keptFailing(failure: CreditError, attempts: number): CreditError {
+  return new CreditError('gateway_unavailable', `the gateway kept failing after ${attempts} attempts; the last answer: ${failure.message}`, {
+    status: failure.status,
+    problem: failure.problem,
+    idempotencyKey: failure.idempotencyKey,
+    retryAfterS: failure.retryAfterS,
+    cause: failure,
+  });
 }
 
 /**
@@ -243,10 +229,8 @@ export class CreditSchemeClient implements SchemeNetworkClient {
     const attemptsMax = Math.max(1, this.options.attemptsMax ?? ATTEMPTS_DEFAULT);
     const body = JSON.stringify({ ...request, idempotencyKey });
     let lastFailure: CreditError | undefined;
-    let retryAfter: number | undefined;
     for (let attempt = 0; attempt < attemptsMax; attempt++) {
-      if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, retryAfter ?? (this.options.backoffMs ?? defaultBackoffMs)(attempt - 1)));
-      retryAfter = undefined;
+      if (attempt > 0) await pause(lastFailure?.retryAfterS !== undefined ? lastFailure.retryAfterS * 1000 : (this.options.backoffMs ?? defaultBackoffMs)(attempt - 1));
       let response: Response;
       try {
         response = await fetchFn(`${this.authority}/x402/authorize`, {
@@ -263,11 +247,11 @@ export class CreditSchemeClient implements SchemeNetworkClient {
       }
       if (response.ok) return this.authorization(response, idempotencyKey);
       const problem = await problemOf(response);
-      lastFailure = refusal(response.status, problem, idempotencyKey);
+      lastFailure = refusal(response.status, problem, idempotencyKey, retryAfterSOf(response.headers));
       if (!retryable(response.status, problem)) throw lastFailure;
-      retryAfter = retryAfterMs(response.headers);
     }
-    throw lastFailure ?? new CreditError('gateway_unavailable', 'the gateway could not be reached', { idempotencyKey });
+    if (lastFailure === undefined) throw new CreditError('gateway_unavailable', 'the gateway could not be reached', { idempotencyKey });
+    throw lastFailure.code === 'gateway_unavailable' ? lastFailure : keptFailing(lastFailure, attemptsMax);
   }
 
   private async authorization(response: Response, idempotencyKey: string): Promise<Authorization> {

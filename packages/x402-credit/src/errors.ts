@@ -18,7 +18,10 @@ export type CreditErrorCode =
   | 'unsupported_requirements'
   /** The amount is above the client's cap for one payment. */
   | 'amount_over_limit'
-  /** The gateway could not be reached, or kept failing, within the client's attempts. */
+  /**
+   * The gateway could not be reached, or kept failing (429, 5xx, still running), within the attempts: `status`
+   * and `problem` are its last answer's, when one came.
+   */
   | 'gateway_unavailable'
   /** A price this scheme cannot express (merchant side). */
   | 'invalid_price'
@@ -42,6 +45,8 @@ export interface CreditErrorOptions {
   problem?: Problem;
   /** The Idempotency-Key of the authorization that failed. */
   idempotencyKey?: string;
+  /** The gateway's Retry-After (seconds) on the answer refused. */
+  retryAfterS?: number;
   cause?: unknown;
 }
 
@@ -74,6 +79,11 @@ export class CreditError extends Error {
   readonly approvalUrl: string | undefined;
   /** The purchase approval this refusal names (`GET /v1/payments/purchases/{id}` reads the owner's answer). */
   readonly approvalId: string | undefined;
+  /**
+   * Seconds the gateway asked to wait before trying again (its Retry-After, at most 30), when its last answer
+   * carried one: a 429 rate_limited, a 503, a 409 idempotency_key_in_use.
+   */
+  readonly retryAfterS: number | undefined;
 
   constructor(
     readonly code: CreditErrorCode,
@@ -88,5 +98,6 @@ export class CreditError extends Error {
     this.idempotencyKey = options.idempotencyKey;
     this.approvalUrl = stringMember(options.problem?.approvalUrl);
     this.approvalId = approvalIdOf(options.problem);
+    this.retryAfterS = options.retryAfterS;
   }
 }

@@ -14,15 +14,14 @@ export {
 } from './constants.js';
 export { CreditSchemeClient, type AgentCredential, type Authorization, type AuthorizeRequest, type CreditSchemeClientOptions } from './client.js';
 export { CreditError, type CreditErrorCode, type CreditErrorOptions, type Problem } from './errors.js';
+export { CreditFacilitatorClient, creditFacilitator, type CreditFacilitatorOptions } from './facilitator.js';
 export { callPaidTool, paidTool, paymentRequiredOf, type PaidToolCall, type PaidToolOptions, type PaymentPayloadMaker, type ToolCaller, type ToolResult } from './mcp.js';
 export { amountUcText, parseCreditPrice } from './money.js';
 export { verifyCreditReceipt, verifyPaymentResponse, type CreditReceipt, type VerifyReceiptOptions } from './receipts.js';
 export { authorityOf, creditTerms, isCreditRequirements, type CreditRequirementsExtra } from './requirements.js';
 export {
   CreditSchemeServer,
-  creditFacilitator,
   creditResourceServer,
-  type CreditFacilitatorOptions,
   type CreditResourceServerOptions,
   type CreditSchemeServerOptions,
 } from './server.js';

@@ -3,7 +3,7 @@
 // merchant's offer, states the resource each request protects (`extra.resource`, from the request's URL,
 // automatically), coalesces repeats of one payment (single flight), and releases the hold (`amount: "0"`)
 // when the handler fails, so the agent's credit comes back at once instead of at the hold's expiry.
-import { HTTPFacilitatorClient, x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
+import { x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
 import type {
   AssetAmount,
   Network,
@@ -19,6 +19,7 @@ import type {
 } from '@x402/core/types';
 import { CREDIT_ASSET, CREDIT_BINDING_VERSION, CREDIT_NETWORK, CREDIT_SCHEME, USD_DECIMALS } from './constants.js';
 import { CreditError } from './errors.js';
+import { creditFacilitator, type CreditFacilitatorOptions } from './facilitator.js';
 import { parseCreditPrice } from './money.js';
 import { authorityOf, isCreditRequirements } from './requirements.js';
 import { SingleFlight, type SingleFlightOptions } from './single-flight.js';
@@ -152,26 +153,6 @@ export class CreditSchemeServer implements SchemeNetworkServer {
       (this.options.onError ?? ((failure) => process.emitWarning(`x402-credit: a hold could not be released: ${(failure as Error).message}`)))(error);
     }
   }
-}
-
-export interface CreditFacilitatorOptions {
-  /** The gateway's base URL; the facilitator is at `{gatewayUrl}/x402`. */
-  gatewayUrl: string;
-  /** A merchant API key with `redemptions:capture` (and `redemptions:release` for releases). */
-  apiKey: string;
-  /** Timeout of one facilitator call (default x402's 90 s). */
-  timeoutMs?: number;
-}
-
-/** x402's HTTPFacilitatorClient for the gateway, with the merchant key on verify and settle. */
-export function creditFacilitator(options: CreditFacilitatorOptions): HTTPFacilitatorClient {
-  if (!options.apiKey) throw new TypeError('apiKey is required');
-  const headers = { Authorization: `Bearer ${options.apiKey}` };
-  return new HTTPFacilitatorClient({
-    url: `${authorityOf(options.gatewayUrl)}/x402`,
-    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
-    createAuthHeaders: async () => ({ verify: headers, settle: headers }),
-  });
 }
 
 export interface CreditResourceServerOptions extends Omit<CreditSchemeServerOptions, 'facilitator'>, Omit<CreditFacilitatorOptions, 'gatewayUrl'> {}

@@ -6,7 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { x402Client } from '@x402/core/client';
 import { decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
-import { x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
+import { HTTPFacilitatorClient, x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
 import type { PaymentPayload, PaymentRequired, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse } from '@x402/core/types';
 import { paymentMiddleware } from '@x402/express';
 import express from 'express';
@@ -16,6 +16,7 @@ import {
   CREDIT_NETWORK,
   CREDIT_SCHEME,
   CreditError,
+  creditFacilitator,
   CreditSchemeClient,
   CreditSchemeServer,
   parseCreditPrice,
@@ -187,6 +188,20 @@ describe.skipIf(onPostgres())("the agent's scheme", () => {
     expect(calls).toHaveLength(1);
   });
 
+  it("after its attempts at a gateway that keeps failing, throws gateway_unavailable with the last answer's status, problem and Retry-After; no Retry-After means backoff, not no wait", async () => {
+    const busy = (status: number, code: string, retryAfter?: string) => () =>
+      new Response(JSON.stringify({ status, code, title: 'busy' }), { status, headers: { 'content-type': 'application/problem+json', ...(retryAfter === undefined ? {} : { 'retry-after': retryAfter }) } });
+    const { fetchFn, calls } = scriptedFetch([busy(503, 'unavailable'), busy(429, 'rate_limited', '0'), busy(503, 'storage_unavailable', '0')]);
+    const backoffs: number[] = [];
+    const scheme = new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn, attemptsMax: 3, backoffMs: (attempt) => (backoffs.push(attempt), 1) });
+    const error = await refusalOf(scheme.createPaymentPayload(2, requirements()));
+    expect(error).toMatchObject({ code: 'gateway_unavailable', status: 503, problem: { code: 'storage_unavailable' }, retryAfterS: 0, idempotencyKey: calls[0]!.body.idempotencyKey });
+    expect(error.message).toMatch(/^gateway_unavailable: the gateway kept failing after 3 attempts; the last answer: storage_unavailable: busy$/);
+    expect(calls).toHaveLength(3);
+    // Only the first wait was the client's own: the others were the gateway's Retry-After of 0.
+    expect(backoffs).toEqual([0]);
+  });
+
   it('reuses the key of a payment waiting for its approval in the next attempt at the same payment, and exposes it, the approval page and id', async () => {
     const { fetchFn, calls } = scriptedFetch([asksApproval, asksApproval, granted, asksApproval]);
     const scheme = new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn });
@@ -297,6 +312,85 @@ describe.skipIf(onPostgres())("the merchant's scheme", () => {
     const pinned = new CreditSchemeServer({ gatewayUrl: GATEWAY, merchantId: MERCHANT, offerId: OFFER, resourceOrigin: 'https://api.shop.example' });
     expect((await pinned.enrichPaymentRequiredResponse(context('http://evil.example/report?q=1')))[0]!.extra.resource).toBe('https://api.shop.example/report?q=1');
     expect((await pinned.enrichPaymentRequiredResponse(context('mcp://tool/analyse')))[0]!.extra.resource).toBe('mcp://tool/analyse');
+  });
+});
+
+describe.skipIf(onPostgres())("the merchant's facilitator client", () => {
+  /** A fetch answering from a script, recording each call's URL, init and body text. */
+  function facilitatorFetch(answers: Array<() => Response | Error>) {
+    const calls: Array<{ url: string; init: RequestInit; body: string | undefined; atMs: number }> = [];
+    const fetchFn = (async (input: string | URL | Request, init: RequestInit = {}) => {
+      calls.push({ url: String(input), init, body: init.body === undefined ? undefined : String(init.body), atMs: Date.now() });
+      const answer = answers[Math.min(calls.length - 1, answers.length - 1)]!();
+      if (answer instanceof Error) throw answer;
+      return answer;
+    }) as typeof fetch;
+    return { fetchFn, calls };
+  }
+  const settled = () => json(200, { success: true, transaction: '', network: CREDIT_NETWORK, payer: 'agt_1', amount: '500000' });
+  const problemAnswer = (status: number, code: string, retryAfter?: string) => () =>
+    new Response(JSON.stringify({ type: `${GATEWAY}/docs/errors#${code}`, title: 'Not now', status, code }), {
+      status,
+      headers: { 'content-type': 'application/problem+json', ...(retryAfter === undefined ? {} : { 'retry-after': retryAfter }) },
+    });
+  const payment = { x402Version: 2, accepted: requirements(), payload: { type: 'consume', attestation: attestationWith({ jti: 'hold_1' }) } } as unknown as PaymentPayload;
+
+  it("retries a settle with no answer, 503 and 429 as the same settle, honouring the gateway's Retry-After, with the key and no redirect (found from outside: x402's client tried once)", async () => {
+    const { fetchFn, calls } = facilitatorFetch([() => new TypeError('fetch failed'), problemAnswer(503, 'storage_unavailable', '1'), problemAnswer(429, 'rate_limited', '0'), settled]);
+    const backoffs: number[] = [];
+    const facilitator = creditFacilitator({ gatewayUrl: `${GATEWAY}/`, apiKey: 'sk_test_key', fetch: fetchFn, backoffMs: (attempt) => (backoffs.push(attempt), 1) });
+    expect(facilitator).toBeInstanceOf(HTTPFacilitatorClient);
+    await expect(facilitator.settle(payment, requirements())).resolves.toMatchObject({ success: true, payer: 'agt_1' });
+    expect(calls).toHaveLength(4);
+    for (const call of calls) {
+      expect(call.url).toBe(`${GATEWAY}/x402/settle`);
+      expect(call.init).toMatchObject({ method: 'POST', redirect: 'error' });
+      expect(new Headers(call.init.headers).get('authorization')).toBe('Bearer sk_test_key');
+      expect(call.body).toBe(calls[0]!.body);
+    }
+    expect(JSON.parse(calls[0]!.body!)).toEqual({ x402Version: 2, paymentPayload: payment, paymentRequirements: requirements() });
+    // The 503's Retry-After of 1 s was waited; the client's own backoff only after the lost answer.
+    expect(calls[2]!.atMs - calls[1]!.atMs).toBeGreaterThanOrEqual(990);
+    expect(backoffs).toEqual([0]);
+  });
+
+  it('retries a verify too, and reads the facilitator\'s kinds with the key', async () => {
+    const verified = facilitatorFetch([problemAnswer(503, 'storage_unavailable', '0'), () => json(200, { isValid: true, payer: 'agt_1' })]);
+    await expect(creditFacilitator({ gatewayUrl: GATEWAY, apiKey: 'key', fetch: verified.fetchFn }).verify(payment, requirements())).resolves.toEqual({ isValid: true, payer: 'agt_1' });
+    expect(verified.calls.map((call) => call.url)).toEqual([`${GATEWAY}/x402/verify`, `${GATEWAY}/x402/verify`]);
+    const supported = facilitatorFetch([() => json(200, { kinds: [{ x402Version: 2, scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, extra: { authority: GATEWAY } }], extensions: [], signers: {} })]);
+    await expect(creditFacilitator({ gatewayUrl: GATEWAY, apiKey: 'key', fetch: supported.fetchFn }).getSupported()).resolves.toMatchObject({ kinds: [{ scheme: CREDIT_SCHEME }] });
+    expect(supported.calls[0]).toMatchObject({ url: `${GATEWAY}/x402/supported`, init: { method: 'GET' }, body: undefined });
+    expect(new Headers(supported.calls[0]!.init.headers).get('authorization')).toBe('Bearer key');
+  });
+
+  it("throws gateway_unavailable after its attempts, with the last answer's status, problem and Retry-After", async () => {
+    const { fetchFn, calls } = facilitatorFetch([problemAnswer(429, 'rate_limited', '0')]);
+    const error = await refusalOf(creditFacilitator({ gatewayUrl: GATEWAY, apiKey: 'key', fetch: fetchFn, attemptsMax: 3 }).settle(payment, requirements()));
+    expect(error).toMatchObject({ code: 'gateway_unavailable', status: 429, problem: { code: 'rate_limited' }, retryAfterS: 0 });
+    expect(error.message).toBe("gateway_unavailable: the gateway's /x402/settle kept failing after 3 attempt(s); the last answer: 429 rate_limited Not now");
+    expect(calls).toHaveLength(3);
+    const unreachable = facilitatorFetch([() => new TypeError('fetch failed')]);
+    const noAnswer = await refusalOf(creditFacilitator({ gatewayUrl: GATEWAY, apiKey: 'key', fetch: unreachable.fetchFn, attemptsMax: 2, backoffMs: () => 1 }).settle(payment, requirements()));
+    expect(noAnswer).toMatchObject({ code: 'gateway_unavailable', status: undefined });
+    expect(noAnswer.message).toMatch(/no answer from the gateway's \/x402\/settle: fetch failed/);
+    expect(unreachable.calls).toHaveLength(2);
+  });
+
+  it("refuses at once what a retry cannot mend: the gateway's refusal with its code, a 200 that is not a settle answer", async () => {
+    const refused = facilitatorFetch([problemAnswer(401, 'unauthorized')]);
+    expect(await refusalOf(creditFacilitator({ gatewayUrl: GATEWAY, apiKey: 'key', fetch: refused.fetchFn }).settle(payment, requirements()))).toMatchObject({
+      code: 'unauthorized',
+      status: 401,
+      problem: { code: 'unauthorized' },
+    });
+    expect(refused.calls).toHaveLength(1);
+    const page = facilitatorFetch([() => new Response('<html>captive portal</html>', { status: 200, headers: { 'content-type': 'text/html' } })]);
+    const error = await refusalOf(creditFacilitator({ gatewayUrl: GATEWAY, apiKey: 'key', fetch: page.fetchFn }).settle(payment, requirements()));
+    expect(error).toMatchObject({ code: 'gateway_unavailable' });
+    expect(error.message).toMatch(/answered 200 with a body that is not a SettleResponse: <html>captive portal/);
+    expect(page.calls).toHaveLength(1);
+    expect(() => creditFacilitator({ gatewayUrl: GATEWAY, apiKey: '' })).toThrow(TypeError);
   });
 });
 

@@ -66,7 +66,7 @@ describe.skipIf(onPostgres())('the packed x402-credit tarball', () => {
   it('holds the built JavaScript, its declarations, the README and the licence, and depends on @x402/core and jose only', async () => {
     const { stdout } = await run('tar', ['-tzf', tarball]);
     const files = stdout.trim().split('\n').map((entry) => entry.replace(/^package\//, '')).sort();
-    const modules = ['client', 'constants', 'errors', 'index', 'mcp', 'money', 'receipts', 'requirements', 'server', 'single-flight'];
+    const modules = ['client', 'constants', 'errors', 'facilitator', 'index', 'mcp', 'money', 'receipts', 'requirements', 'retry', 'server', 'single-flight'];
     expect(files).toEqual(['LICENSE', 'README.md', ...modules.flatMap((name) => [`dist/${name}.d.ts`, `dist/${name}.js`]), 'package.json']);
     const manifest = JSON.parse(readFileSync(path.join(project, 'node_modules/@agent-credit-gateway/x402-credit/package.json'), 'utf8'));
     expect(manifest).toMatchObject({ license: 'Apache-2.0', type: 'module', exports: { '.': { types: './dist/index.d.ts', default: './dist/index.js' } } });

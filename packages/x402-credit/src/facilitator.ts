@@ -1,0 +1,143 @@
+// The merchant's calls to the gateway as its x402 facilitator (/x402/supported, /verify, /settle), as x402's
+// HTTPFacilitatorClient makes them, with the merchant's API key, and retried. x402's own client tries a
+// verify or a settle once: a 429 or a 503 at settle, after the handler ran, turned the agent's paid request into
+// a 402, the agent paid again, the handler ran twice, and the first hold stayed held until it expired. Both
+// calls are safe to repeat: a verify changes nothing, and the gateway settles a jti exactly once and answers
+// a repeat with the first settlement. So each is retried, on no answer, 429, 5xx and "still running", as the
+// agent's authorizations are: the gateway's Retry-After honoured (at most 30 s), else backoff.
+import { HTTPFacilitatorClient } from '@x402/core/server';
+import type { PaymentPayload, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse } from '@x402/core/types';
+import { CreditError, type Problem } from './errors.js';
+import { authorityOf } from './requirements.js';
+import { ATTEMPTS_DEFAULT, defaultBackoffMs, pause, problemOf, retryable, retryAfterSOf } from './retry.js';
+
+export interface CreditFacilitatorOptions {
+  /** The gateway's base URL; the facilitator is at `{gatewayUrl}/x402`. */
+  gatewayUrl: string;
+  /** A merchant API key with `redemptions:capture` (and `redemptions:release` for releases). */
+  apiKey: string;
+  /** Timeout of one attempt of a facilitator call (default 10 s). */
+  timeoutMs?: number;
+  /** Attempts per call, the first included (default 4). */
+  attemptsMax?: number;
+  /** The fetch to use (default: the global one). */
+  fetch?: typeof fetch;
+  /** For tests: the wait before retry n (0-based) when the gateway named none. Default: 250 ms · 2ⁿ with jitter, at most 5 s. */
+  backoffMs?: (attempt: number) => number;
+}
+
+const TIMEOUT_MS_DEFAULT = 10_000;
+
+type Operation = 'supported' | 'verify' | 'settle';
+
+/** What each operation answers with 200, as far as x402's resource server reads it. */
+const ANSWER_SHAPES: Readonly<Record<Operation, { name: string; accepts: (body: Record<string, unknown>) => boolean }>> = {
+  supported: { name: 'SupportedResponse', accepts: (body) => Array.isArray(body.kinds) },
+  verify: { name: 'VerifyResponse', accepts: (body) => typeof body.isValid === 'boolean' },
+  settle: { name: 'SettleResponse', accepts: (body) => typeof body.success === 'boolean' && typeof body.network === 'string' && typeof body.transaction === 'string' },
+};
+
+/** JSON with bigints as decimal strings (x402's client sends them so). */
+function jsonOf(value: unknown): string {
+  return JSON.stringify(value, (_key, member: unknown) => (typeof member === 'bigint' ? member.toString() : member));
+}
+
+/**
+ * x402's facilitator client for the gateway: the merchant key on every call, verify and settle retried (see the
+ * top of this file), and no redirect followed with the key. Refusals throw {@link CreditError}: the gateway's
+ * `code` (`unauthorized`, `invalid_input`, …) for a refusal, `gateway_unavailable` when no answer came or the
+ * answers kept failing, with the last one's `status`, `problem` and `retryAfterS`. A payment the gateway does not
+ * accept is not a refusal: it is a 200 with `isValid` or `success` false and the reason, as x402 has it.
+ */
+export class CreditFacilitatorClient extends HTTPFacilitatorClient {
+  private readonly authorization: string;
+  private readonly attemptsMax: number;
+
+  constructor(private readonly options: CreditFacilitatorOptions) {
+    if (!options.apiKey) throw new TypeError('apiKey is required');
+    super({ url: `${authorityOf(options.gatewayUrl)}/x402`, timeoutMs: options.timeoutMs ?? TIMEOUT_MS_DEFAULT });
+    this.authorization = `Bearer ${options.apiKey}`;
+    this.attemptsMax = Math.max(1, options.attemptsMax ?? ATTEMPTS_DEFAULT);
+  }
+
+  override async verify(paymentPayload: PaymentPayload, paymentRequirements: PaymentRequirements): Promise<VerifyResponse> {
+    return (await this.call('verify', { x402Version: paymentPayload.x402Version, paymentPayload, paymentRequirements })) as unknown as VerifyResponse;
+  }
+
+  override async settle(paymentPayload: PaymentPayload, paymentRequirements: PaymentRequirements): Promise<SettleResponse> {
+    return (await this.call('settle', { x402Version: paymentPayload.x402Version, paymentPayload, paymentRequirements })) as unknown as SettleResponse;
+  }
+
+  override async getSupported(): Promise<SupportedResponse> {
+    return (await this.call('supported')) as unknown as SupportedResponse;
+  }
+
+  /** One facilitator call, with its retries. */
+  private async call(operation: Operation, request?: unknown): Promise<Record<string, unknown>> {
+    const fetchFn = this.options.fetch ?? fetch;
+    const headers: Record<string, string> = { authorization: this.authorization, accept: 'application/json' };
+    if (request !== undefined) headers['content-type'] = 'application/json';
+    const body = request === undefined ? undefined : jsonOf(request);
+    const what = `the gateway's /x402/${operation}`;
+    let lastFailure: CreditError | undefined;
+    for (let attempt = 0; attempt < this.attemptsMax; attempt++) {
+      if (attempt > 0) await pause(lastFailure?.retryAfterS !== undefined ? lastFailure.retryAfterS * 1000 : (this.options.backoffMs ?? defaultBackoffMs)(attempt - 1));
+      let response: Response;
+      let text: string;
+      try {
+        response = await fetchFn(`${this.url}/${operation}`, {
+          method: request === undefined ? 'GET' : 'POST',
+          headers,
+          body,
+          // The merchant's key goes to its gateway and nowhere else, whatever a redirect says.
+          redirect: 'error',
+          signal: AbortSignal.timeout(this.timeoutMs),
+        });
+        if (response.ok) text = await response.text();
+        else text = '';
+      } catch (error) {
+        // No answer, or one cut short: a settle may have run, and its repeat answers what it did.
+        lastFailure = new CreditError('gateway_unavailable', `no answer from ${what}: ${(error as Error).message}`, { cause: error });
+        continue;
+      }
+      if (response.ok) return answerOf(operation, text, what);
+      const problem = await problemOf(response);
+      const retryAfterS = retryAfterSOf(response.headers);
+      const detail = describe(response.status, problem);
+      if (!retryable(response.status, problem)) {
+        throw new CreditError(problem?.code ?? `http_${response.status}`, `${what} refused the call: ${detail}`, { status: response.status, problem, retryAfterS });
+      }
+      lastFailure = new CreditError('gateway_unavailable', `${what} kept failing after ${attempt + 1} attempt(s); the last answer: ${detail}`, {
+        status: response.status,
+        problem,
+        retryAfterS,
+      });
+    }
+    throw lastFailure!;
+  }
+}
+
+/** A refusal in a line: its status, code and detail. */
+function describe(status: number, problem: Problem | undefined): string {
+  return [String(status), problem?.code, problem?.detail ?? problem?.title].filter((part) => part !== undefined && part !== '').join(' ');
+}
+
+/** The 200 answer, or a CreditError when it is not what the operation answers (something else answered). */
+function answerOf(operation: Operation, text: string, what: string): Record<string, unknown> {
+  const shape = ANSWER_SHAPES[operation];
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body) || !shape.accepts(body as Record<string, unknown>)) {
+    throw new CreditError('gateway_unavailable', `${what} answered 200 with a body that is not a ${shape.name}: ${text.slice(0, 200)}`);
+  }
+  return body as Record<string, unknown>;
+}
+
+/** x402's facilitator client for the gateway: {@link CreditFacilitatorClient}. */
+export function creditFacilitator(options: CreditFacilitatorOptions): CreditFacilitatorClient {
+  return new CreditFacilitatorClient(options);
+}
