@@ -4087,6 +4087,15 @@ export interface operations {
                     "application/json": components["schemas"]["OAuthError"];
                 };
             };
+            /** @description invalid_request: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
             /** @description Unsupported Media Type */
             415: {
                 headers: {
@@ -4335,6 +4344,15 @@ export interface operations {
                     "application/json": components["schemas"]["OAuthError"];
                 };
             };
+            /** @description invalid_request: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
             /** @description Unsupported Media Type */
             415: {
                 headers: {
@@ -4419,6 +4437,15 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description invalid_request: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4531,6 +4558,15 @@ export interface operations {
                     "application/json": components["schemas"]["OAuthError"];
                 };
             };
+            /** @description invalid_request: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
             /** @description Unsupported Media Type */
             415: {
                 headers: {
@@ -4616,6 +4652,15 @@ export interface operations {
                 headers: {
                     /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
                     "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description invalid_request: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -4971,6 +5016,24 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5355,6 +5418,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -5581,6 +5662,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -5689,6 +5788,24 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -6012,6 +6129,24 @@ export interface operations {
                     };
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -6332,6 +6467,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -6460,6 +6613,24 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -6696,6 +6867,24 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7006,6 +7195,24 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -7411,6 +7618,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -7611,6 +7836,24 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -8171,6 +8414,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -8285,6 +8546,24 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -8411,6 +8690,24 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -9142,6 +9439,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -9366,6 +9681,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -9578,6 +9911,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -9772,6 +10123,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -9917,6 +10286,24 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10078,6 +10465,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -10194,6 +10599,24 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10358,6 +10781,24 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -10590,6 +11031,24 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10984,6 +11443,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -11190,6 +11667,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -11298,6 +11793,24 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -11562,6 +12075,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -11670,6 +12201,24 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -12027,6 +12576,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -12245,6 +12812,24 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -12600,6 +13185,24 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -13151,6 +13754,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -13261,6 +13882,24 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13816,6 +14455,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -14090,6 +14747,24 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -14581,6 +15256,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -14816,6 +15509,24 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

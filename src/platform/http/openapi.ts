@@ -248,6 +248,17 @@ function documentErrorResponses(schema: OperationSchema, url: string, checked: b
   if (limited && declared['429'] === undefined) {
     declared['429'] = { description: RATE_REFUSAL, content: { [mediaType]: { schema: isOAuth ? OAuthErrorRef : ProblemRef } } };
   }
+  // An operation that takes a body may refuse it before reading it: too large, or of a type it does not read (found
+  // from outside: most operations answered 413 and 415 their document listed only through 4XX).
+  if (schema.body !== undefined) {
+    const error = isOAuth ? 'invalid_request' : undefined;
+    if (declared['413'] === undefined) {
+      declared['413'] = { description: `${error ?? 'payload_too_large'}: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran`, content: { [mediaType]: { schema: isOAuth ? OAuthErrorRef : ProblemRef } } };
+    }
+    if (declared['415'] === undefined) {
+      declared['415'] = { description: `${error ?? 'unsupported_media_type'}: the body is not of a media type this operation reads (its requestBody); nothing ran`, content: { [mediaType]: { schema: isOAuth ? OAuthErrorRef : ProblemRef } } };
+    }
+  }
   if (NEEDS_DATABASE.test(url) && declared['503'] === undefined) {
     declared['503'] = { description: STORAGE_REFUSAL, content: { [mediaType]: { schema: isOAuth ? OAuthErrorRef : ProblemRef } } };
   }

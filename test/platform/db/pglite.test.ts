@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseInUseError, type Database } from '../../../src/platform/db/database.ts';
@@ -173,6 +174,43 @@ describe.skipIf(onPostgres())('the embedded database', () => {
           unrelated.kill();
           exporter.kill();
         }
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  it('lets exactly one of several starts at once take over a lock left by a dead process (found from outside: two starts that read the stale lock both removed it, and both opened the directory)', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'acg-pglite-race-'));
+    const module = pathToFileURL(path.resolve('dist/platform/db/pglite.js')).href;
+    // Each contender says it is ready, is told an instant, waits for it, takes the lock once and holds it a while.
+    const contender = `
+      const { lockDataDir } = await import(${JSON.stringify(module)});
+      process.stdout.write('ready ');
+      process.stdin.once('data', (chunk) => {
+        const at = Number(String(chunk));
+        while (Date.now() < at) {}
+        let outcome;
+        try { lockDataDir(${JSON.stringify(dir)}); outcome = 'locked'; } catch (error) { outcome = error.name; }
+        process.stdout.write(outcome);
+        setTimeout(() => process.exit(0), 300);
+      });`;
+    try {
+      const dead = spawn(process.execPath, ['-e', '']);
+      await new Promise((resolve) => dead.once('exit', resolve));
+      for (let trial = 0; trial < 10; trial++) {
+        writeFileSync(path.join(dir, 'acg.lock'), String(dead.pid));
+        const contenders = Array.from({ length: 4 }, () => {
+          const child = spawn(process.execPath, ['--input-type=module', '-e', contender]);
+          let out = '';
+          const ready = new Promise<void>((resolve) => child.stdout.on('data', (chunk: Buffer) => ((out += chunk.toString()), out.startsWith('ready') && resolve())));
+          const done = new Promise<string>((resolve) => child.once('exit', () => resolve(out.replace(/^ready /, ''))));
+          return { child, ready, done };
+        });
+        await Promise.all(contenders.map((one) => one.ready));
+        const at = String(Date.now() + 30);
+        for (const one of contenders) one.child.stdin.end(at);
+        const outcomes = await Promise.all(contenders.map((one) => one.done));
+        expect(outcomes.sort(), `trial ${trial}`).toEqual(['DatabaseInUseError', 'DatabaseInUseError', 'DatabaseInUseError', 'locked']);
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });
