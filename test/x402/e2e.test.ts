@@ -370,30 +370,101 @@ describe('a settle that fails for a moment', () => {
     }
   });
 
-  it('that keeps failing answers the agent 402 with gateway_unavailable after the attempts, and charges nothing', async () => {
+  it('that keeps failing answers the agent 402 with gateway_unavailable, charges nothing, and the next attempt presents the same payment, served once the gateway answers', async () => {
     const agent = await fundedAgent();
+    let down = true;
     let settles = 0;
-    const down: typeof fetch = async (input, init) => {
+    const busy: typeof fetch = async (input, init) => {
       if (!String(input).endsWith('/x402/settle')) return fetch(input, init);
       settles++;
+      if (!down) return fetch(input, init);
       return new Response(JSON.stringify({ title: 'Too many requests', status: 429, code: 'rate_limited' }), { status: 429, headers: { 'content-type': 'application/problem+json', 'retry-after': '0' } });
     };
-    const downShop = await startExpressServer(merchant, creditResourceServer(merchant.settings({ fetch: down, attemptsMax: 3 })));
+    const busyShop = await startExpressServer(merchant, creditResourceServer(merchant.settings({ fetch: busy, attemptsMax: 3 })));
     try {
       const paying = payingAgent(world, agent.token);
-      const res = await paying.fetch(`${downShop.url}/report`);
+      const res = await paying.fetch(`${busyShop.url}/report`);
       expect(res.status).toBe(402);
-      expect(settles).toBe(3);
+      // @x402/fetch presented the payment a second time at once, as the scheme asked: the same attestation, three attempts each.
+      expect(settles).toBe(6);
+      expect(paying.sent).toHaveLength(2);
+      expect(paying.sent[1]).toBe(paying.sent[0]);
       // x402's middleware withholds the handler's answer and says why in PAYMENT-RESPONSE.
       const settlement = decodePaymentResponseHeader(res.headers.get('payment-response')!);
       expect(settlement).toMatchObject({ success: false, network: CREDIT_NETWORK });
       expect(settlement.errorReason).toMatch(/^gateway_unavailable: the gateway's \/x402\/settle kept failing after 3 attempt\(s\); the last answer: 429 rate_limited/);
-      // Nothing was charged: the hold stays until it lapses at its expiry (or a later settle of the same payment).
       const holdId = decodeJwt((JSON.parse(Buffer.from(paying.sent[0]!, 'base64').toString()) as PaymentPayload).payload.attestation as string).jti!;
       expect(await redemption(holdId)).toMatchObject({ state: 'held', capturedUc: '0' });
       expect(await capturesOf(world, holdId)).toBe(0);
+      expect(busyShop.runs.get('/report')).toBe(1);
+      // The gateway answers again: the agent's next attempt presents the same payment, and gets what the handler made.
+      down = false;
+      const again = await paying.fetch(`${busyShop.url}/report`);
+      expect(again.status).toBe(200);
+      expect(await again.json()).toMatchObject({ report: 'quarterly', run: 1 });
+      expect(paying.sent.at(-1)).toBe(paying.sent[0]);
+      expect(busyShop.runs.get('/report')).toBe(1);
+      expect(await capturesOf(world, holdId)).toBe(1);
+      const { rows } = await world.gw.gateway.db.query<{ n: bigint | number }>('SELECT count(*) AS n FROM holds WHERE agent_id = $1', [agent.id]);
+      expect(Number(rows[0]!.n)).toBe(1);
     } finally {
-      await downShop.close();
+      await busyShop.close();
+    }
+  });
+
+  it('whose answers were all lost after the gateway captured is presented again by the agent at once, and served: one capture, one run (found from outside: told 402, charged, and its retry paid again)', async () => {
+    const agent = await fundedAgent();
+    const before = await availableUc(agent);
+    let settles = 0;
+    const lossy: typeof fetch = async (input, init) => {
+      if (!String(input).endsWith('/x402/settle')) return fetch(input, init);
+      settles++;
+      const answer = await fetch(input, init);
+      if (settles <= 2) {
+        await answer.text();
+        throw new TypeError('fetch failed: the connection was reset');
+      }
+      return answer;
+    };
+    const lossyShop = await startExpressServer(merchant, creditResourceServer(merchant.settings({ fetch: lossy, attemptsMax: 2, backoffMs: () => 10 })));
+    try {
+      const paying = payingAgent(world, agent.token);
+      const res = await paying.fetch(`${lossyShop.url}/report`);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ report: 'quarterly', run: 1 });
+      expect(settles).toBe(3);
+      expect(paying.sent).toHaveLength(2);
+      expect(paying.sent[1]).toBe(paying.sent[0]);
+      const settlement = decodePaymentResponseHeader(res.headers.get('payment-response')!);
+      expect(settlement).toMatchObject({ success: true });
+      expect(lossyShop.runs.get('/report')).toBe(1);
+      expect(await capturesOf(world, settlement.extra!.commitmentId as string)).toBe(1);
+      expect(before - (await availableUc(agent))).toBe(500_000n);
+    } finally {
+      await lossyShop.close();
+    }
+  });
+
+  it('a verify that could not reach the gateway is presented again with the same payment: one hold, one run', async () => {
+    const agent = await fundedAgent();
+    let verifies = 0;
+    const unreachable: typeof fetch = async (input, init) => {
+      if (!String(input).endsWith('/x402/verify')) return fetch(input, init);
+      if (++verifies <= 2) throw new TypeError('fetch failed: connect ECONNREFUSED');
+      return fetch(input, init);
+    };
+    const shyShop = await startExpressServer(merchant, creditResourceServer(merchant.settings({ fetch: unreachable, attemptsMax: 2, backoffMs: () => 10 })));
+    try {
+      const paying = payingAgent(world, agent.token);
+      const res = await paying.fetch(`${shyShop.url}/report`);
+      expect(res.status).toBe(200);
+      expect(paying.sent).toHaveLength(2);
+      expect(paying.sent[1]).toBe(paying.sent[0]);
+      expect(shyShop.runs.get('/report')).toBe(1);
+      const { rows } = await world.gw.gateway.db.query<{ n: bigint | number }>('SELECT count(*) AS n FROM holds WHERE agent_id = $1', [agent.id]);
+      expect(Number(rows[0]!.n)).toBe(1);
+    } finally {
+      await shyShop.close();
     }
   });
 });

@@ -28,7 +28,9 @@ let world: World;
 let merchant: X402Merchant;
 let mcpUrl: string;
 let closeServer: () => Promise<void>;
-const runs = { analyse: 0, broken: 0 };
+const runs = { analyse: 0, broken: 0, lossy: 0 };
+/** Settles of the `lossy` tool's payments, whose first two answers are lost after the gateway settled. */
+let lossySettles = 0;
 
 const TICKER = fromJsonSchema<{ ticker: string }>({ type: 'object', properties: { ticker: { type: 'string' } }, required: ['ticker'] } as JsonSchemaType);
 
@@ -40,6 +42,23 @@ beforeAll(async () => {
     runs.broken++;
     return { isError: true, content: [{ type: 'text', text: 'upstream down' }] };
   });
+  const lossyFetch: typeof fetch = async (input, init) => {
+    if (!String(input).endsWith('/x402/settle')) return fetch(input, init);
+    const answer = await fetch(input, init);
+    if (++lossySettles <= 2) {
+      await answer.text();
+      throw new TypeError('fetch failed: the connection was reset');
+    }
+    return answer;
+  };
+  const lossy = paidTool(
+    creditResourceServer(merchant.settings({ fetch: lossyFetch, attemptsMax: 2, backoffMs: () => 10 })),
+    { name: 'lossy', price: '$0.005', payTo: merchant.merchantId },
+    async ({ ticker }: { ticker: string }): Promise<CallToolResult> => {
+      runs.lossy++;
+      return { content: [{ type: 'text', text: `${ticker}: served once` }] };
+    },
+  );
   const handler = createMcpHandler(
     () => {
       const server = new McpServer({ name: 'paid-tools', version: '1.0.0' }, { capabilities: { tools: {} } });
@@ -54,6 +73,7 @@ beforeAll(async () => {
         }),
       );
       server.registerTool('broken', { description: 'Always fails', inputSchema: TICKER }, broken);
+      server.registerTool('lossy', { description: 'Its merchant loses settle answers', inputSchema: TICKER }, lossy);
       return server;
     },
     { legacy: 'stateless' },
@@ -92,7 +112,7 @@ async function agentSession(amountUc = 100_000_000n, era: 'modern' | 'legacy' = 
       return payment;
     },
   };
-  return { agent, client, payer, payments };
+  return { agent, client, payer, payments, x402 };
 }
 
 describe('a paid MCP tool', () => {
@@ -133,6 +153,18 @@ describe('a paid MCP tool', () => {
     expect(again._meta?.['x402/payment-response']).toEqual(paid._meta?.['x402/payment-response']);
     expect(runs.analyse).toBe(before);
     expect(await capturesOf(world, decodeJwt(payment.payload.attestation as string).jti!)).toBe(1);
+    await client.close();
+  });
+
+  it("whose settle answers were lost after the gateway captured is presented again by callPaidTool with x402Client's hooks: served, one capture, one run", async () => {
+    const { client, x402 } = await agentSession();
+    const call = await callPaidTool(client, x402, { name: 'lossy', arguments: { ticker: 'LOST' } });
+    expect(call.result.isError).toBeFalsy();
+    expect(call.result.content[0]).toMatchObject({ type: 'text', text: 'LOST: served once' });
+    expect(call.paymentResponse).toMatchObject({ success: true });
+    expect(lossySettles).toBe(3);
+    expect(runs.lossy).toBe(1);
+    expect(await capturesOf(world, call.paymentResponse!.extra!.commitmentId as string)).toBe(1);
     await client.close();
   });
 

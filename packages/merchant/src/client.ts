@@ -86,11 +86,10 @@ export interface RevocationSync {
 
 const RETRY_AFTER_S_MAX = 30;
 
-/** The answer's Retry-After in seconds (delay-seconds, as the gateway sends it), at most {@link RETRY_AFTER_S_MAX}. */
+/** The answer's Retry-After in seconds (delay-seconds, as the gateway sends it), as it said it. */
 function retryAfterSOf(headers: Headers): number | undefined {
   const text = headers.get('retry-after');
-  if (text === null || !/^\s*\d+\s*$/.test(text)) return undefined;
-  return Math.min(Number(text), RETRY_AFTER_S_MAX);
+  return text !== null && /^\s*\d{1,9}\s*$/.test(text) ? Number(text) : undefined;
 }
 
 function defaultBackoffMs(attempt: number): number {
@@ -424,6 +423,9 @@ export class MerchantClient {
           method,
           headers,
           body: body === undefined ? undefined : JSON.stringify(body),
+          // The key goes to the gateway and nowhere else, and only the gateway's answer counts: a redirect is refused,
+          // never followed (found from outside: a 307 to another host resolved a capture with that host's body).
+          redirect: 'manual',
           signal: attemptSignal.signal,
         });
         parsed = await readJson(response);
@@ -437,10 +439,14 @@ export class MerchantClient {
         attemptSignal.done();
       }
       if (response.ok) return parsed as T;
+      if (response.status >= 300 && response.status < 400) {
+        const detail = `the gateway answered with a redirect, ${response.status} to ${response.headers.get('location') ?? 'nowhere named'}: set gatewayUrl to the address that answers; the key is never sent on`;
+        throw new GatewayError({ status: response.status, code: 'unexpected_redirect', title: 'Redirected', detail }, { idempotencyKey: key, attempts: attempt + 1 });
+      }
       const problem: Problem = { status: response.status, ...(typeof parsed === 'object' && parsed !== null ? parsed : { detail: String(parsed ?? '') }) };
       const retryAfterS = retryAfterSOf(response.headers);
       if (last || !retryable(response.status, problem.code)) throw new GatewayError(problem, { idempotencyKey: key, retryAfterS, attempts: attempt + 1 });
-      await pause(retryAfterS !== undefined ? retryAfterS * 1000 : backoffMs(attempt), signal);
+      await pause(retryAfterS !== undefined ? Math.min(retryAfterS, RETRY_AFTER_S_MAX) * 1000 : backoffMs(attempt), signal);
     }
   }
 }

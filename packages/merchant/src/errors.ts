@@ -20,7 +20,7 @@ export class GatewayError extends Error {
   readonly code: string | undefined;
   /** The Idempotency-Key of a mutating call (capture, release, refund), to call again with. */
   readonly idempotencyKey: string | undefined;
-  /** Seconds the gateway asked to wait before trying again (its Retry-After), when it said. */
+  /** Seconds the gateway asked to wait before trying again (its Retry-After, as it said it; the client's own waits are at most 30 s), when it said. */
   readonly retryAfterS: number | undefined;
   /** How many attempts were made. */
   readonly attempts: number;

@@ -276,6 +276,35 @@ describe('a call the gateway kept refusing for now', () => {
   });
 });
 
+describe('a gateway URL that redirects', () => {
+  it('is refused at once with unexpected_redirect, never followed: the other host gets nothing and its answer is not taken for the capture (found from outside: a 307 resolved a capture with the other host\'s body)', async () => {
+    const elsewhere: string[] = [];
+    const other = http.createServer((request, response) => {
+      elsewhere.push(`${request.method} ${request.url}`);
+      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'hold_evil', state: 'captured', capturedUc: '1' }));
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    const redirecting = http.createServer((request, response) => {
+      request.resume();
+      response.writeHead(307, { location: `http://127.0.0.1:${(other.address() as AddressInfo).port}${request.url}` }).end();
+    });
+    await new Promise<void>((resolve) => redirecting.listen(0, '127.0.0.1', resolve));
+    try {
+      const { redemption } = await mint();
+      const sdk = client({ gatewayUrl: `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}`, issuer: world.url });
+      const failure = (await sdk.capture(redemption.id, { amountUc: '1500000' }).catch((error: unknown) => error)) as GatewayError;
+      expect(failure).toBeInstanceOf(GatewayError);
+      expect(failure).toMatchObject({ status: 307, code: 'unexpected_redirect', attempts: 1 });
+      expect(failure.message).toMatch(/307 to http:\/\/127\.0\.0\.1:\d+\/v1\/redemptions\//);
+      expect(elsewhere).toEqual([]);
+      expect(await client().getRedemption(redemption.id)).toMatchObject({ state: 'held' });
+    } finally {
+      await new Promise<void>((resolve) => redirecting.close(() => resolve()));
+      await new Promise<void>((resolve) => other.close(() => resolve()));
+    }
+  });
+});
+
 describe('verifyWebhook', () => {
   it("accepts the gateway's own deliveries and refuses a changed body, a wrong secret and a stale timestamp", async () => {
     const before = target.receiver.received.length;

@@ -12,12 +12,13 @@
 // payment, and forgotten once the gateway answered for good (a hold, a refusal), past its lifetime, or when
 // newer ones push it out.
 import { randomUUID } from 'node:crypto';
-import type { DefaultAsset, Network, PaymentPayloadContext, PaymentPayloadResult, PaymentRequirements, SchemeNetworkClient } from '@x402/core/types';
+import type { PaymentResponseContext } from '@x402/core/client';
+import type { DefaultAsset, Network, PaymentPayloadContext, PaymentPayloadResult, PaymentRequirements, SchemeClientHooks, SchemeNetworkClient } from '@x402/core/types';
 import { CONSUME_PAYLOAD_TYPE, CREDIT_ASSET, CREDIT_NETWORK, CREDIT_SCHEME, USD_DECIMALS } from './constants.js';
 import { CreditError, type Problem } from './errors.js';
 import { amountUcText } from './money.js';
-import { authorityOf, creditTerms } from './requirements.js';
-import { ATTEMPTS_DEFAULT, defaultBackoffMs, pause, problemOf, retryable, retryAfterSOf } from './retry.js';
+import { authorityOf, creditTerms, isCreditRequirements } from './requirements.js';
+import { ATTEMPTS_DEFAULT, defaultBackoffMs, isRedirect, pause, problemOf, redirectDetail, retryable, retryAfterSOf, waitMsBefore } from './retry.js';
 
 /** The agent's credential: an access token, or a function giving a fresh one (called once per payment). */
 export type AgentCredential = string | (() => string | Promise<string>);
@@ -111,9 +112,22 @@ function paymentOf(request: AuthorizeRequest): string {
   return JSON.stringify([request.amount, request.asset, request.resource, request.payTo, request.offerId, request.maxTimeoutSeconds ?? null]);
 }
 
-/** The keys of payments the gateway has not settled, by payment: bounded in number and in time. */
-class PendingPayments {
-  private readonly keys = new Map<string, { idempotencyKey: string; expiresAtMs: number }>();
+/** What `POST /x402/authorize` is asked for these requirements (throws CreditError for requirements not this scheme's). */
+function authorizeRequestOf(requirements: PaymentRequirements): AuthorizeRequest {
+  const terms = creditTerms(requirements);
+  return {
+    amount: terms.amountUc,
+    asset: CREDIT_ASSET,
+    resource: terms.resource,
+    payTo: terms.merchantId,
+    offerId: terms.offerId,
+    ...(Number.isInteger(requirements.maxTimeoutSeconds) && requirements.maxTimeoutSeconds > 0 ? { maxTimeoutSeconds: requirements.maxTimeoutSeconds } : {}),
+  };
+}
+
+/** Something remembered per payment (a key, an attestation): bounded in number and in time. */
+class PaymentMemory<T> {
+  private readonly entries = new Map<string, { value: T; expiresAtMs: number }>();
 
   constructor(
     private readonly entriesMax: number,
@@ -121,27 +135,47 @@ class PendingPayments {
     private readonly nowMs: () => number,
   ) {}
 
-  keyOf(payment: string): string | undefined {
-    const entry = this.keys.get(payment);
+  valueOf(payment: string): T | undefined {
+    const entry = this.entries.get(payment);
     if (entry === undefined) return undefined;
-    if (entry.expiresAtMs > this.nowMs()) return entry.idempotencyKey;
-    this.keys.delete(payment);
+    if (entry.expiresAtMs > this.nowMs()) return entry.value;
+    this.entries.delete(payment);
     return undefined;
   }
 
-  /** Remembers the key as the newest (a Map iterates in insertion order), the oldest going past the bound. */
-  remember(payment: string, idempotencyKey: string): void {
-    this.keys.delete(payment);
-    this.keys.set(payment, { idempotencyKey, expiresAtMs: this.nowMs() + this.lifetimeMs });
-    for (const oldest of this.keys.keys()) {
-      if (this.keys.size <= this.entriesMax) break;
-      this.keys.delete(oldest);
+  /** Remembers the value as the newest (a Map iterates in insertion order), the oldest going past the bound. */
+  remember(payment: string, value: T, expiresAtMs = this.nowMs() + this.lifetimeMs): void {
+    this.entries.delete(payment);
+    this.entries.set(payment, { value, expiresAtMs });
+    for (const oldest of this.entries.keys()) {
+      if (this.entries.size <= this.entriesMax) break;
+      this.entries.delete(oldest);
     }
   }
 
-  /** Forgets the payment's key, unless a concurrent attempt already replaced it with its own. */
-  forget(payment: string, idempotencyKey: string): void {
-    if (this.keys.get(payment)?.idempotencyKey === idempotencyKey) this.keys.delete(payment);
+  /** Forgets the payment's value, unless a concurrent attempt already replaced it with its own. */
+  forget(payment: string, value: T): void {
+    if (this.entries.get(payment)?.value === value) this.entries.delete(payment);
+  }
+}
+
+/**
+ * The reasons a merchant's answer gives when it could not learn from the gateway what became of a payment: its
+ * facilitator got no answer or kept failing (`gateway_unavailable`, at verify or at settle, when a capture may have
+ * happened), or the same payment was still being served (`payment_in_progress`); a paid MCP tool of this package
+ * words a settle's as `Settlement failed: <reason>`. The payment is then presented again, never paid a second time.
+ */
+const UNDECIDED_REASON = /^(Settlement failed: )?(gateway_unavailable|payment_in_progress)\b/;
+/** A kept attestation is presented again only while this much of its presentation window is left. */
+const REPRESENT_MARGIN_MS = 5_000;
+
+/** The `exp` of an attestation (a compact JWS), in ms; undefined when it has none or is not one. */
+function presentableUntilMs(attestation: string): number | undefined {
+  try {
+    const claims = JSON.parse(Buffer.from(attestation.split('.')[1] ?? '', 'base64url').toString()) as { exp?: unknown };
+    return typeof claims.exp === 'number' && Number.isFinite(claims.exp) ? claims.exp * 1000 : undefined;
+  } catch {
+    return undefined;
   }
 }
 
@@ -154,16 +188,19 @@ export class CreditSchemeClient implements SchemeNetworkClient {
   /** The gateway this client pays; requirements naming another authority are refused. */
   readonly authority: string;
   private readonly maxAmountUc: bigint | undefined;
-  private readonly pending: PendingPayments;
+  /** The keys of payments the gateway has not settled (waiting for an approval, or for an answer). */
+  private readonly pending: PaymentMemory<string>;
+  /** The attestations of payments a merchant could not settle or verify for want of the gateway: presented again. */
+  private readonly undecided: PaymentMemory<string>;
+  /** x402's hooks: the answer to each paid request tells whether its payment is to be presented again. */
+  readonly schemeHooks: SchemeClientHooks = { onPaymentResponse: async (context) => this.noteResponse(context) };
 
   constructor(private readonly options: CreditSchemeClientOptions) {
     this.authority = authorityOf(options.gatewayUrl);
     this.maxAmountUc = options.maxAmountUc === undefined ? undefined : BigInt(amountUcText(options.maxAmountUc, 'maxAmountUc'));
-    this.pending = new PendingPayments(
-      Math.max(1, options.pendingPaymentsMax ?? PENDING_PAYMENTS_MAX_DEFAULT),
-      options.pendingPaymentLifetimeMs ?? PENDING_PAYMENT_LIFETIME_MS_DEFAULT,
-      options.nowMs ?? Date.now,
-    );
+    const entriesMax = Math.max(1, options.pendingPaymentsMax ?? PENDING_PAYMENTS_MAX_DEFAULT);
+    this.pending = new PaymentMemory(entriesMax, options.pendingPaymentLifetimeMs ?? PENDING_PAYMENT_LIFETIME_MS_DEFAULT, options.nowMs ?? Date.now);
+    this.undecided = new PaymentMemory(entriesMax, 0, options.nowMs ?? Date.now);
   }
 
   /** x402's spend controls see microcredits as a dollar asset of 8 decimals, so its caps (default $1) apply to credit too. */
@@ -187,15 +224,38 @@ export class CreditSchemeClient implements SchemeNetworkClient {
     for (const cap of caps) {
       if (cap !== undefined && amountUc > cap) throw new CreditError('amount_over_limit', `${terms.amountUc} µc is above this client's cap of ${cap} µc per payment`);
     }
-    const { attestation } = await this.authorize({
-      amount: terms.amountUc,
-      asset: CREDIT_ASSET,
-      resource: terms.resource,
-      payTo: terms.merchantId,
-      offerId: terms.offerId,
-      ...(Number.isInteger(requirements.maxTimeoutSeconds) && requirements.maxTimeoutSeconds > 0 ? { maxTimeoutSeconds: requirements.maxTimeoutSeconds } : {}),
-    });
+    const request = authorizeRequestOf(requirements);
+    // A payment whose last presentation the merchant could not settle or verify goes again, as it was: the gateway
+    // settles it once, and the merchant answers it with what its handler made, instead of a second hold and run.
+    const attestation = this.undecided.valueOf(paymentOf(request)) ?? (await this.authorize(request)).attestation;
     return { x402Version, payload: { type: CONSUME_PAYLOAD_TYPE, attestation } };
+  }
+
+  /**
+   * Reads the merchant's answer to a paid request (x402's `onPaymentResponse`). When it says the merchant could not
+   * learn what became of the payment (`gateway_unavailable`, `payment_in_progress`), the attestation is kept while
+   * its presentation window lasts (less 5 s), so the next attempt at the same payment presents it again, and x402's
+   * transport is told to make that attempt now (`recovered`); any other answer (served, or refused for good) forgets it.
+   */
+  private async noteResponse(context: PaymentResponseContext): Promise<void | { recovered: true }> {
+    const attestation = (context.paymentPayload.payload as { attestation?: unknown } | undefined)?.attestation;
+    if (typeof attestation !== 'string' || !isCreditRequirements(context.requirements)) return;
+    let payment: string;
+    try {
+      payment = paymentOf(authorizeRequestOf(context.requirements));
+    } catch {
+      return;
+    }
+    const settled = context.settleResponse;
+    const reason = settled === undefined ? context.paymentRequired?.error : settled.success ? undefined : settled.errorReason;
+    const untilMs = presentableUntilMs(attestation);
+    if (reason !== undefined && UNDECIDED_REASON.test(reason) && untilMs !== undefined && untilMs - REPRESENT_MARGIN_MS > (this.options.nowMs ?? Date.now)()) {
+      const again = this.undecided.valueOf(payment) !== attestation;
+      this.undecided.remember(payment, attestation, untilMs - REPRESENT_MARGIN_MS);
+      // Once per answer that newly kept it: a transport retries once on it, and a second undecided answer is left to the caller.
+      return again ? { recovered: true } : undefined;
+    }
+    this.undecided.forget(payment, attestation);
   }
 
   /**
@@ -208,7 +268,7 @@ export class CreditSchemeClient implements SchemeNetworkClient {
   async authorize(request: AuthorizeRequest, idempotencyKey?: string): Promise<Authorization> {
     if (idempotencyKey !== undefined) return this.authorizeOnce(request, idempotencyKey);
     const payment = paymentOf(request);
-    const key = this.pending.keyOf(payment) ?? randomUUID();
+    const key = this.pending.valueOf(payment) ?? randomUUID();
     try {
       const authorization = await this.authorizeOnce(request, key);
       this.pending.forget(payment, key);
@@ -230,15 +290,15 @@ export class CreditSchemeClient implements SchemeNetworkClient {
     const body = JSON.stringify({ ...request, idempotencyKey });
     let lastFailure: CreditError | undefined;
     for (let attempt = 0; attempt < attemptsMax; attempt++) {
-      if (attempt > 0) await pause(lastFailure?.retryAfterS !== undefined ? lastFailure.retryAfterS * 1000 : (this.options.backoffMs ?? defaultBackoffMs)(attempt - 1));
+      if (attempt > 0) await pause(waitMsBefore(attempt, lastFailure?.retryAfterS, this.options.backoffMs ?? defaultBackoffMs));
       let response: Response;
       try {
         response = await fetchFn(`${this.authority}/x402/authorize`, {
           method: 'POST',
           headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
           body,
-          // The agent's token goes to its gateway and nowhere else, whatever a redirect says.
-          redirect: 'error',
+          // The agent's token goes to its gateway and nowhere else: a redirect is refused, never followed.
+          redirect: 'manual',
           signal: AbortSignal.timeout(this.options.timeoutMs ?? TIMEOUT_MS_DEFAULT),
         });
       } catch (error) {
@@ -246,6 +306,9 @@ export class CreditSchemeClient implements SchemeNetworkClient {
         continue;
       }
       if (response.ok) return this.authorization(response, idempotencyKey);
+      if (isRedirect(response.status)) {
+        throw new CreditError('unexpected_redirect', `the gateway answered the authorization with a redirect, ${redirectDetail(response)}`, { status: response.status, idempotencyKey });
+      }
       const problem = await problemOf(response);
       lastFailure = refusal(response.status, problem, idempotencyKey, retryAfterSOf(response.headers));
       if (!retryable(response.status, problem)) throw lastFailure;

@@ -23,6 +23,8 @@ export type CreditErrorCode =
    * and `problem` are its last answer's, when one came.
    */
   | 'gateway_unavailable'
+  /** The gateway's URL answered with a redirect, refused: the credential is never sent on, and a retry would not change it. */
+  | 'unexpected_redirect'
   /** A price this scheme cannot express (merchant side). */
   | 'invalid_price'
   /** A receipt that does not verify, or was not issued for what it claims. */
@@ -80,8 +82,8 @@ export class CreditError extends Error {
   /** The purchase approval this refusal names (`GET /v1/payments/purchases/{id}` reads the owner's answer). */
   readonly approvalId: string | undefined;
   /**
-   * Seconds the gateway asked to wait before trying again (its Retry-After, at most 30), when its last answer
-   * carried one: a 429 rate_limited, a 503, a 409 idempotency_key_in_use.
+   * Seconds the gateway asked to wait before trying again (its Retry-After, as it said it; this package's own waits
+   * are at most 30 s), when its last answer carried one: a 429 rate_limited, a 503, a 409 idempotency_key_in_use.
    */
   readonly retryAfterS: number | undefined;
 

@@ -4,12 +4,15 @@
 // a 402, the agent paid again, the handler ran twice, and the first hold stayed held until it expired. Both
 // calls are safe to repeat: a verify changes nothing, and the gateway settles a jti exactly once and answers
 // a repeat with the first settlement. So each is retried, on no answer, 429, 5xx and "still running", as the
-// agent's authorizations are: the gateway's Retry-After honoured (at most 30 s), else backoff.
+// agent's authorizations are: the gateway's Retry-After honoured (at most 30 s), else backoff, all within a window
+// (30 s) that bounds how long the agent waits. When the attempts run out on a settle whose outcome is unknown (no
+// answer, 5xx), the capture may have happened: the agent's CreditSchemeClient presents the same payment again, and
+// the scheme's single flight answers it with the kept response once a settle goes through (client.ts).
 import { HTTPFacilitatorClient } from '@x402/core/server';
 import type { PaymentPayload, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse } from '@x402/core/types';
 import { CreditError, type Problem } from './errors.js';
 import { authorityOf } from './requirements.js';
-import { ATTEMPTS_DEFAULT, defaultBackoffMs, pause, problemOf, retryable, retryAfterSOf } from './retry.js';
+import { ATTEMPTS_DEFAULT, defaultBackoffMs, isRedirect, pause, problemOf, redirectDetail, retryable, retryAfterSOf, waitMsBefore } from './retry.js';
 
 export interface CreditFacilitatorOptions {
   /** The gateway's base URL; the facilitator is at `{gatewayUrl}/x402`. */
@@ -22,11 +25,17 @@ export interface CreditFacilitatorOptions {
   attemptsMax?: number;
   /** The fetch to use (default: the global one). */
   fetch?: typeof fetch;
+  /**
+   * How long one call may go on retrying, from its first attempt (default 30 s): a retry whose wait would end at or past it
+   * is not made. The agent's request waits meanwhile, its handler's answer held back.
+   */
+  retryWindowMs?: number;
   /** For tests: the wait before retry n (0-based) when the gateway named none. Default: 250 ms · 2ⁿ with jitter, at most 5 s. */
   backoffMs?: (attempt: number) => number;
 }
 
 const TIMEOUT_MS_DEFAULT = 10_000;
+const RETRY_WINDOW_MS_DEFAULT = 30_000;
 
 type Operation = 'supported' | 'verify' | 'settle';
 
@@ -79,9 +88,15 @@ export class CreditFacilitatorClient extends HTTPFacilitatorClient {
     if (request !== undefined) headers['content-type'] = 'application/json';
     const body = request === undefined ? undefined : jsonOf(request);
     const what = `the gateway's /x402/${operation}`;
+    const startedMs = Date.now();
+    const windowMs = this.options.retryWindowMs ?? RETRY_WINDOW_MS_DEFAULT;
     let lastFailure: CreditError | undefined;
     for (let attempt = 0; attempt < this.attemptsMax; attempt++) {
-      if (attempt > 0) await pause(lastFailure?.retryAfterS !== undefined ? lastFailure.retryAfterS * 1000 : (this.options.backoffMs ?? defaultBackoffMs)(attempt - 1));
+      if (attempt > 0) {
+        const waitMs = waitMsBefore(attempt, lastFailure?.retryAfterS, this.options.backoffMs ?? defaultBackoffMs);
+        if (Date.now() + waitMs - startedMs >= windowMs) break;
+        await pause(waitMs);
+      }
       let response: Response;
       let text: string;
       try {
@@ -89,18 +104,20 @@ export class CreditFacilitatorClient extends HTTPFacilitatorClient {
           method: request === undefined ? 'GET' : 'POST',
           headers,
           body,
-          // The merchant's key goes to its gateway and nowhere else, whatever a redirect says.
-          redirect: 'error',
+          // The merchant's key goes to its gateway and nowhere else: a redirect is refused, never followed.
+          redirect: 'manual',
           signal: AbortSignal.timeout(this.timeoutMs),
         });
-        if (response.ok) text = await response.text();
-        else text = '';
+        text = response.ok ? await response.text() : '';
       } catch (error) {
         // No answer, or one cut short: a settle may have run, and its repeat answers what it did.
         lastFailure = new CreditError('gateway_unavailable', `no answer from ${what}: ${(error as Error).message}`, { cause: error });
         continue;
       }
       if (response.ok) return answerOf(operation, text, what);
+      if (isRedirect(response.status)) {
+        throw new CreditError('unexpected_redirect', `${what} answered with a redirect, ${redirectDetail(response)}`, { status: response.status });
+      }
       const problem = await problemOf(response);
       const retryAfterS = retryAfterSOf(response.headers);
       const detail = describe(response.status, problem);

@@ -4,6 +4,7 @@
 // `params._meta["x402/payment"]`; the paid answer carries the settlement in `result._meta["x402/payment-response"]`.
 // Both halves are structural over the MCP SDK (tool callbacks get `(args, ctx)`; clients have `callTool`), so
 // this package needs no MCP dependency. The experimental `org.x402/payment` extension binding is left out.
+import type { PaymentResponseContext } from '@x402/core/client';
 import type { x402ResourceServer } from '@x402/core/server';
 import type { PaymentPayload, PaymentRequired, PaymentRequirements, Price, ResourceInfo, SettleResponse } from '@x402/core/types';
 import { CREDIT_NETWORK, CREDIT_SCHEME, MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY } from './constants.js';
@@ -147,6 +148,12 @@ export interface ToolCaller {
 /** What pays: x402's `x402Client` (with {@link CreditSchemeClient} registered). */
 export interface PaymentPayloadMaker {
   createPaymentPayload(paymentRequired: PaymentRequired): Promise<PaymentPayload>;
+  /**
+   * x402Client's: told of each paid call's answer; `{ recovered: true }` asks for one more attempt at once (the
+   * credit scheme's, when the server could not learn from the gateway what became of the payment: the same payment
+   * goes again).
+   */
+  handlePaymentResponse?(context: PaymentResponseContext): Promise<void | { recovered: true }>;
 }
 
 export interface PaidToolCall {
@@ -180,15 +187,27 @@ export function paymentRequiredOf(result: unknown): PaymentRequired | undefined 
 /**
  * Calls a tool, and when it answers PaymentRequired, pays (through `payer`) and calls it once more with the
  * payment in `_meta["x402/payment"]`. Refusals of the payment itself (e.g. `insufficient_credits`) throw
- * the scheme client's CreditError.
+ * the scheme client's CreditError. The answer goes to x402Client's payment response hooks, as @x402/fetch does it:
+ * when one asks (the credit scheme's, for a payment the server could not settle for want of the gateway), the same
+ * payment is presented once more.
  */
 export async function callPaidTool(client: ToolCaller, payer: PaymentPayloadMaker, params: { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> }): Promise<PaidToolCall> {
   const first = (await client.callTool(params)) as ToolResult;
   const required = paymentRequiredOf(first);
   if (!required) return { result: first, paid: false };
-  const payment = await payer.createPaymentPayload(required);
-  const second = (await client.callTool({ ...params, _meta: { ...params._meta, [MCP_PAYMENT_META_KEY]: payment } })) as ToolResult;
-  const paymentResponse = second._meta?.[MCP_PAYMENT_RESPONSE_META_KEY] as SettleResponse | undefined;
-  const refused = paymentRequiredOf(second);
-  return { result: second, paid: true, ...(paymentResponse ? { paymentResponse } : {}), ...(refused ? { paymentRequired: refused } : {}) };
+  const paidCall = async () => {
+    const payment = await payer.createPaymentPayload(required);
+    const result = (await client.callTool({ ...params, _meta: { ...params._meta, [MCP_PAYMENT_META_KEY]: payment } })) as ToolResult;
+    const paymentResponse = result._meta?.[MCP_PAYMENT_RESPONSE_META_KEY] as SettleResponse | undefined;
+    const refused = paymentRequiredOf(result);
+    const recovered = await payer.handlePaymentResponse?.({
+      paymentPayload: payment,
+      requirements: payment.accepted,
+      ...(paymentResponse ? { settleResponse: paymentResponse } : {}),
+      ...(refused ? { paymentRequired: refused } : {}),
+    });
+    return { call: { result, paid: true, ...(paymentResponse ? { paymentResponse } : {}), ...(refused ? { paymentRequired: refused } : {}) }, recovered: recovered?.recovered === true };
+  };
+  const second = await paidCall();
+  return second.recovered ? (await paidCall()).call : second.call;
 }

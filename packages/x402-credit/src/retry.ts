@@ -19,11 +19,25 @@ export function retryable(status: number, problem: Problem | undefined): boolean
   return status === 429 || status >= 500 || (status === 409 && problem?.code === 'idempotency_key_in_use');
 }
 
-/** The answer's Retry-After in seconds (delay-seconds only, as the gateway sends it), at most {@link RETRY_AFTER_S_MAX}. */
+/** The answer's Retry-After in seconds (delay-seconds, as the gateway sends it), as it said it. */
 export function retryAfterSOf(headers: Headers): number | undefined {
   const text = headers.get('retry-after');
-  if (text === null || !/^\s*\d+\s*$/.test(text)) return undefined;
-  return Math.min(Number(text), RETRY_AFTER_S_MAX);
+  return text !== null && /^\s*\d{1,9}\s*$/.test(text) ? Number(text) : undefined;
+}
+
+/** The wait before the next attempt: the gateway's Retry-After (at most {@link RETRY_AFTER_S_MAX}), else the backoff. */
+export function waitMsBefore(attempt: number, retryAfterS: number | undefined, backoffMs: (attempt: number) => number): number {
+  return retryAfterS !== undefined ? Math.min(retryAfterS, RETRY_AFTER_S_MAX) * 1000 : backoffMs(attempt - 1);
+}
+
+/** A 3xx: the gateway (or something in front of it) sent the call elsewhere, which a retry will not change. */
+export function isRedirect(status: number): boolean {
+  return status >= 300 && status < 400;
+}
+
+/** What a redirect said, for the refusal: the status and where it pointed. */
+export function redirectDetail(response: Response): string {
+  return `${response.status} to ${response.headers.get('location') ?? 'nowhere named'}: set the gateway URL to the address that answers; the credential is never sent on`;
 }
 
 /** The answer's problem body (RFC 9457) with its status, or undefined when the body is not a JSON object. */

@@ -202,6 +202,53 @@ describe.skipIf(onPostgres())("the agent's scheme", () => {
     expect(backoffs).toEqual([0]);
   });
 
+  it("presents again a payment whose merchant could not learn its outcome from the gateway, instead of paying twice (found from outside: a capture whose answers were lost was charged, and @x402/fetch's retry paid again)", async () => {
+    const { fetchFn, calls } = scriptedFetch([granted]);
+    const scheme = new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn });
+    const client = new x402Client().register(CREDIT_NETWORK, scheme);
+    const required: PaymentRequired = { x402Version: 2, resource: { url: 'https://api.shop.example/report' }, accepts: [requirements()] };
+    const first = await client.createPaymentPayload(required);
+    const answer = (settleResponse?: SettleResponse, paymentRequired?: PaymentRequired) =>
+      client.handlePaymentResponse({ paymentPayload: first, requirements: first.accepted, ...(settleResponse ? { settleResponse } : {}), ...(paymentRequired ? { paymentRequired } : {}) });
+    const failedSettle = (errorReason: string): SettleResponse => ({ success: false, errorReason, transaction: '', network: CREDIT_NETWORK });
+    // The merchant's settle ran out of attempts (the capture may have happened): the transport is asked to retry once, and it goes with the same attestation.
+    expect(await answer(failedSettle("gateway_unavailable: no answer from the gateway's /x402/settle: fetch failed"))).toEqual({ recovered: true });
+    expect((await client.createPaymentPayload(required)).payload).toEqual(first.payload);
+    // Undecided again: kept, but the transport is not asked again (it retries once; the caller's next attempt presents it).
+    expect(await answer(failedSettle('gateway_unavailable: kept failing'))).toBeUndefined();
+    expect((await client.createPaymentPayload(required)).payload).toEqual(first.payload);
+    // The merchant's verify could not reach the gateway, or the same payment was still being served: the same.
+    expect(await answer(undefined, { ...required, error: 'payment_in_progress: the same payment is being served' })).toBeUndefined();
+    expect((await client.createPaymentPayload(required)).payload).toEqual(first.payload);
+    expect(calls).toHaveLength(1);
+    // Served at last: forgotten, and the next purchase is a new payment.
+    expect(await answer({ success: true, transaction: '', network: CREDIT_NETWORK, payer: 'agt_1' })).toBeUndefined();
+    const next = await client.createPaymentPayload(required);
+    expect(calls).toHaveLength(2);
+    expect(next.payload).not.toEqual(first.payload);
+    // A refusal for good is forgotten at once; so is an undecided one whose attestation is (nearly) out of its window.
+    const refused = await answer(undefined, { ...required, error: 'already_settled' });
+    expect(refused).toBeUndefined();
+    const expiring = new CreditSchemeClient({
+      gatewayUrl: GATEWAY,
+      credential: 'token',
+      fetch: scriptedFetch([(body) => json(201, { attestation: attestationWith({ jti: `hold_${String(body.idempotencyKey)}`, exp: Math.floor(Date.now() / 1000) + 3 }), redemption: { id: 'hold_2' } })]).fetchFn,
+    });
+    const shortClient = new x402Client().register(CREDIT_NETWORK, expiring);
+    const short = await shortClient.createPaymentPayload(required);
+    expect(await shortClient.handlePaymentResponse({ paymentPayload: short, requirements: short.accepted, settleResponse: failedSettle('gateway_unavailable: x') })).toBeUndefined();
+    expect((await shortClient.createPaymentPayload(required)).payload).not.toEqual(short.payload);
+  });
+
+  it('refuses a redirect of the authorization at once, never following it with the token', async () => {
+    const { fetchFn, calls } = scriptedFetch([() => new Response(null, { status: 307, headers: { location: 'https://elsewhere.example/x402/authorize' } })]);
+    const scheme = new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn });
+    const error = await refusalOf(scheme.createPaymentPayload(2, requirements()));
+    expect(error).toMatchObject({ code: 'unexpected_redirect', status: 307 });
+    expect(error.message).toMatch(/307 to https:\/\/elsewhere\.example\/x402\/authorize/);
+    expect(calls).toHaveLength(1);
+  });
+
   it('reuses the key of a payment waiting for its approval in the next attempt at the same payment, and exposes it, the approval page and id', async () => {
     const { fetchFn, calls } = scriptedFetch([asksApproval, asksApproval, granted, asksApproval]);
     const scheme = new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn });
@@ -344,7 +391,7 @@ describe.skipIf(onPostgres())("the merchant's facilitator client", () => {
     expect(calls).toHaveLength(4);
     for (const call of calls) {
       expect(call.url).toBe(`${GATEWAY}/x402/settle`);
-      expect(call.init).toMatchObject({ method: 'POST', redirect: 'error' });
+      expect(call.init).toMatchObject({ method: 'POST', redirect: 'manual' });
       expect(new Headers(call.init.headers).get('authorization')).toBe('Bearer sk_test_key');
       expect(call.body).toBe(calls[0]!.body);
     }
@@ -375,6 +422,28 @@ describe.skipIf(onPostgres())("the merchant's facilitator client", () => {
     expect(noAnswer).toMatchObject({ code: 'gateway_unavailable', status: undefined });
     expect(noAnswer.message).toMatch(/no answer from the gateway's \/x402\/settle: fetch failed/);
     expect(unreachable.calls).toHaveLength(2);
+  });
+
+  it("keeps its retries within a window (30 s by default), so the agent is not kept waiting minutes; reports the gateway's Retry-After as it said it", async () => {
+    const { fetchFn, calls } = facilitatorFetch([problemAnswer(503, 'storage_unavailable', '120')]);
+    const startedMs = Date.now();
+    const error = await refusalOf(creditFacilitator({ gatewayUrl: GATEWAY, apiKey: 'key', fetch: fetchFn }).settle(payment, requirements()));
+    // The next wait (30 s, the most honoured) would end past the window: no second attempt.
+    expect(Date.now() - startedMs).toBeLessThan(5_000);
+    expect(calls).toHaveLength(1);
+    expect(error).toMatchObject({ code: 'gateway_unavailable', status: 503, retryAfterS: 120 });
+    const short = facilitatorFetch([problemAnswer(503, 'storage_unavailable', '1'), settled]);
+    await expect(creditFacilitator({ gatewayUrl: GATEWAY, apiKey: 'key', fetch: short.fetchFn, retryWindowMs: 500 }).settle(payment, requirements())).rejects.toMatchObject({ code: 'gateway_unavailable' });
+    expect(short.calls).toHaveLength(1);
+  });
+
+  it('refuses a redirect at once, never following it with the key', async () => {
+    const { fetchFn, calls } = facilitatorFetch([() => new Response(null, { status: 308, headers: { location: 'http://elsewhere.example/x402/settle' } })]);
+    const error = await refusalOf(creditFacilitator({ gatewayUrl: GATEWAY, apiKey: 'key', fetch: fetchFn }).settle(payment, requirements()));
+    expect(error).toMatchObject({ code: 'unexpected_redirect', status: 308 });
+    expect(error.message).toMatch(/308 to http:\/\/elsewhere\.example\/x402\/settle/);
+    expect(calls).toHaveLength(1);
+    expect(calls[0]!.init.redirect).toBe('manual');
   });
 
   it("refuses at once what a retry cannot mend: the gateway's refusal with its code, a 200 that is not a settle answer", async () => {
