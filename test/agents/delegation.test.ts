@@ -82,9 +82,15 @@ describe('registering a delegate', () => {
     const byAgent = await createDelegate(root, root.token, { budgets: [{ id: 'daily', limitUc: credits(8), period: 'day' }] });
     expect(byAgent.res.status, JSON.stringify(byAgent.res.body)).toBe(201);
     expect(byAgent.res.body).toMatchObject({ parentId: root.id, depth: 1, retiredAt: null, ownerId: expect.any(String), identity: { subject: byAgent.agent!.subject } });
-    expect(byAgent.res.headers.get('location')).toBe(`/v1/owner/agents/${byAgent.agent!.id}`);
+    // Location names what the caller can read: for the parent agent its new delegate's subtree (found from outside: it
+    // named the owner's route, which the agent cannot read), for the owner the owner's view.
+    expect(byAgent.res.headers.get('location')).toBe(`/v1/agents/${byAgent.agent!.id}/delegates`);
+    const located = await world.api('GET', byAgent.res.headers.get('location')!, { token: root.token });
+    expect(located.status).toBe(200);
     const byOwner = await createDelegate(root, root.ownerToken);
     expect(byOwner.res.status).toBe(201);
+    expect(byOwner.res.headers.get('location')).toBe(`/v1/owner/agents/${byOwner.agent!.id}`);
+    expect((await world.api('GET', byOwner.res.headers.get('location')!, { token: root.ownerToken })).status).toBe(200);
     // Members left out take the parent's (delegation: none).
     const mandate = (await world.api('GET', `/v1/owner/agents/${byOwner.agent!.id}/mandate`, { token: root.ownerToken })).body;
     expect(mandate).toMatchObject({ allowedCategories: ['books'], budgets: [{ id: 'daily', limitUc: credits(10), period: 'day' }], merchants: { allow: [shops[0].merchantId] }, delegation: { allowed: false, maxDepth: 0 } });
