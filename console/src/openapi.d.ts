@@ -61,7 +61,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This document (OpenAPI 3.1), with the webhook events it sends */
+        /**
+         * This document (OpenAPI 3.1), with the webhook events it sends
+         * @description With `ETag` and `Cache-Control: no-cache`: a request with `If-None-Match` naming the current ETag is answered 304 without the document.
+         */
         get: operations["getOpenApiDocument"];
         put?: never;
         post?: never;
@@ -3873,12 +3876,25 @@ export interface operations {
             /** @description the OpenAPI 3.1 document */
             200: {
                 headers: {
+                    /** @description the document's version (it changes with the gateway's release and configuration) */
+                    ETag?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
                         [key: string]: unknown;
                     };
+                };
+            };
+            /** @description the document the client holds (If-None-Match) is the current one */
+            304: {
+                headers: {
+                    /** @description the document's version */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
                 };
             };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`). This route is not rate-limited. */

@@ -97,7 +97,8 @@ describe.skipIf(onPostgres())('README "First purchase"', () => {
     expect(ownerSaid[0]).toBe('2');
     expect(ownerSaid[1]).toMatch(/^the owner approves at http:\/\/127\.0\.0\.1:\d+\/payments\/purchases\/pur_\w+, or on the console's Approvals page; here by API:$/);
     expect(ownerSaid[2]).toBe('approved');
-    expect(ownerSaid.join('\n')).toMatch(/budgetId: 'books',\n\s+period: 'week',\n\s+limitUc: '5000000',\n[^\]]*spentUc: '3500000',\n\s+remainingUc: '1500000'/);
+    // `json usage` prints an object as JSON, for jq (found from outside: it printed Node's inspection of it).
+    expect(ownerSaid.join('\n')).toMatch(/"budgetId": "books",\n\s+"period": "week",\n\s+"limitUc": "5000000",\n[^\]]*"spentUc": "3500000",\n\s+"remainingUc": "1500000"/);
     expect(ownerSaid.slice(-5)).toEqual([expect.stringMatching(/^agt_\w+$/), '1', 'voucher_revoked', 'active', '']);
 
     // The MCP section's by-hand block: initialize and tools/list on 2025-11-25, tools/list on 2026-07-28. Its 8080 is
