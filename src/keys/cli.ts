@@ -6,6 +6,7 @@ import { SystemClock } from '../platform/clock.ts';
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import { LedgerService } from '../ledger/service.ts';
+import { OfferService } from '../offers/service.ts';
 import { configuredSecretBoxKey } from '../platform/secret-box.ts';
 import { migrate } from '../platform/db/migrate.ts';
 import { embeddedDatabaseDir, openDatabase } from '../platform/db/open.ts';
@@ -111,16 +112,28 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
     fail('live mode seals a rotated key with ACG_SECRET_BOX_KEY (base64 of 32 random bytes, the one the gateway runs with): set it and rotate again');
   }
   const nowS = new SystemClock().nowS();
-  const { report, outlasting } = await withDatabase(config, async (db) => {
+  const { report, outlasting, longestHoldS } = await withDatabase(config, async (db) => {
     // Said once the database is open: on PGlite a running gateway refuses the command before anything is made.
     process.stdout.write(`generating a new ES256 key${sealWith ? ', sealed with ACG_SECRET_BOX_KEY' : ' (dev mode: kept unsealed, as the dev key is)'}…\n`);
-    return { report: await rotateSigningKeys(db, { nowS, leadS, retentionS, sealWith, mode: config.mode }), outlasting: await LedgerService.heldPast(db, nowS + leadS + retentionS) };
+    return {
+      report: await rotateSigningKeys(db, { nowS, leadS, retentionS, sealWith, mode: config.mode }),
+      outlasting: await LedgerService.heldPast(db, nowS + leadS + retentionS),
+      longestHoldS: await OfferService.longestHoldLifetimeS(db),
+    };
   });
   if (outlasting.count > 0 && !options.expireNow) {
     // Their vouchers were signed by the key this replaces (found from outside: they stopped verifying offline, silently).
     process.stderr.write(
       `warning: ${outlasting.count} open hold(s) outlast the replaced key (the latest until ${when(outlasting.latestS!, nowS)}): their vouchers stop verifying ` +
         `offline once it leaves the JWKS (capture by id still works); --retention-s ${outlasting.latestS! - nowS - leadS} would cover them\n`,
+    );
+  }
+  if (leadS > 0 && longestHoldS !== null && longestHoldS > retentionS && !options.expireNow) {
+    // The replaced key signs until the new one takes over: a hold taken at the end of the lead lives its offer's hold
+    // lifetime from there, past the retention (noticed in an earlier session: the warning counted only the holds open now).
+    process.stderr.write(
+      `warning: the replaced key still signs for ${leadS} s; a voucher it signs then may live ${longestHoldS} s (the longest hold of an active offer), ` +
+        `past its retention of ${retentionS} s, and stop verifying offline before its hold ends; --retention-s ${longestHoldS} would cover them\n`,
     );
   }
   for (const kid of report.removedKids) process.stdout.write(`removed ${kid}: past its publication window\n`);

@@ -55,6 +55,12 @@ export class OfferService {
     private readonly merchants: MerchantService,
   ) {}
 
+  /** The longest hold an active offer takes (seconds), or null with none: how long a voucher signed now may have to verify. */
+  static async longestHoldLifetimeS(db: Queryable): Promise<number | null> {
+    const { rows } = await db.query<{ longest: number | null }>('SELECT max(hold_lifetime_s) AS longest FROM offers WHERE active');
+    return rows[0]?.longest ?? null;
+  }
+
   async create(
     tx: Tx,
     principal: Principal,

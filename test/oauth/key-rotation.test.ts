@@ -9,6 +9,7 @@ import { decodeProtectedHeader } from 'jose';
 import { startWorld, type World } from '../support/world.ts';
 import { createPostgresDatabase, onPostgres } from '../support/database.ts';
 import { KEY_RELOAD_INTERVAL_S, rotateSigningKeys, SigningKeys } from '../../src/platform/signing.ts';
+import { OfferService } from '../../src/offers/service.ts';
 import { LedgerService } from '../../src/ledger/service.ts';
 import { grant, mint, openShop } from '../support/ledger-fixture.ts';
 import { generateKeyPairSync } from 'node:crypto';
@@ -57,6 +58,18 @@ describe('the open holds a rotation must keep verifying', () => {
     expect(past.count).toBeGreaterThanOrEqual(1);
     expect(past.latestS).toBeGreaterThanOrEqual(held.expiresAt);
     expect(await LedgerService.heldPast(world.gw.gateway.db, held.expiresAt)).toMatchObject({ count: 0 });
+  });
+
+  it('include those the replaced key signs during the lead: as long as the longest hold of an active offer (acg keys rotate warns when the retention is shorter)', async () => {
+    const shop = await openShop(world);
+    const longest = async () => OfferService.longestHoldLifetimeS(world.gw.gateway.db);
+    const before = (await longest()) ?? 0;
+    const offer = await shop.offer({ priceUc: '1000000', holdLifetimeS: before + 100 });
+    expect(await longest()).toBe(before + 100);
+    // An inactive offer takes no hold.
+    const off = await world.api('PATCH', `/v1/merchants/${shop.merchantId}/offers/${offer.id}`, { token: shop.key, key: `deactivate-${offer.id}`, body: { active: false } });
+    expect(off.status, JSON.stringify(off.body)).toBe(200);
+    expect(await longest()).toBe(before === 0 ? null : before);
   });
 });
 
