@@ -63,6 +63,7 @@ function routes(merchantId: string) {
     'GET /other': { accepts, description: 'Another report' },
     'GET /fails': { accepts, description: 'A resource whose upstream is down' },
     'GET /slow': { accepts, description: 'A report that takes a while' },
+    'POST /translate': { accepts, description: 'A translation of the text in the body' },
   };
 }
 
@@ -76,7 +77,10 @@ function count(runs: Map<string, number>, path: string): number {
 export async function startExpressServer(merchant: X402Merchant, resourceServer = creditResourceServer(merchant.settings())): Promise<PaidServer> {
   const runs = new Map<string, number>();
   const app = express();
+  // The body parsed before the payment middleware, so a payment's repeat is told from another request (x402-credit's README).
+  app.use(express.json());
   app.use(expressPaymentMiddleware(routes(merchant.merchantId), resourceServer));
+  app.post('/translate', (req, res) => void res.json({ translation: `[fr] ${String((req.body as { text?: unknown }).text)}`, run: count(runs, '/translate') }));
   app.get('/report', (_req, res) => void res.json({ report: 'quarterly', run: count(runs, '/report') }));
   app.get('/other', (_req, res) => void res.json({ report: 'other', run: count(runs, '/other') }));
   app.get('/fails', (_req, res) => void res.status(502).json({ error: 'upstream down', run: count(runs, '/fails') }));

@@ -445,6 +445,44 @@ describe('a settle that fails for a moment', () => {
     }
   });
 
+  it("presented again with another request is served for that request, never with the first one's answer: charged once (found from outside: a later POST got an earlier POST's answer)", async () => {
+    const agent = await fundedAgent();
+    const before = await availableUc(agent);
+    let settles = 0;
+    // Every answer of the first four settles is lost after the gateway ran them: the first request and its retry at once.
+    const lossy: typeof fetch = async (input, init) => {
+      if (!String(input).endsWith('/x402/settle')) return fetch(input, init);
+      const answer = await fetch(input, init);
+      if (++settles <= 4) {
+        await answer.text();
+        throw new TypeError('fetch failed: the connection was reset');
+      }
+      return answer;
+    };
+    const lossyShop = await startExpressServer(merchant, creditResourceServer(merchant.settings({ fetch: lossy, attemptsMax: 2, backoffMs: () => 10 })));
+    try {
+      const paying = payingAgent(world, agent.token);
+      const post = (text: string) => paying.fetch(`${lossyShop.url}/translate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text }) });
+      const first = await post('transfer 5 to alice');
+      expect(first.status).toBe(402);
+      const second = await post('hello world');
+      expect(second.status).toBe(200);
+      expect(await second.json()).toEqual({ translation: '[fr] hello world', run: 2 });
+      expect(new Set(paying.sent).size).toBe(1);
+      const settlement = decodePaymentResponseHeader(second.headers.get('payment-response')!);
+      expect(await capturesOf(world, settlement.extra!.commitmentId as string)).toBe(1);
+      expect(before - (await availableUc(agent))).toBe(500_000n);
+      // Served: the first request under that payment is now a new purchase.
+      const again = await post('transfer 5 to alice');
+      expect(again.status).toBe(200);
+      expect(await again.json()).toEqual({ translation: '[fr] transfer 5 to alice', run: 3 });
+      expect(new Set(paying.sent).size).toBe(2);
+      expect(before - (await availableUc(agent))).toBe(1_000_000n);
+    } finally {
+      await lossyShop.close();
+    }
+  });
+
   it('a verify that could not reach the gateway is presented again with the same payment: one hold, one run', async () => {
     const agent = await fundedAgent();
     let verifies = 0;

@@ -29,8 +29,9 @@ let merchant: X402Merchant;
 let mcpUrl: string;
 let closeServer: () => Promise<void>;
 const runs = { analyse: 0, broken: 0, lossy: 0 };
-/** Settles of the `lossy` tool's payments, whose first two answers are lost after the gateway settled. */
+/** Settles of the `lossy` tool's payments, whose answers are lost after the gateway settled while `lossyLosing` is above 0. */
 let lossySettles = 0;
+let lossyLosing = 2;
 
 const TICKER = fromJsonSchema<{ ticker: string }>({ type: 'object', properties: { ticker: { type: 'string' } }, required: ['ticker'] } as JsonSchemaType);
 
@@ -45,7 +46,8 @@ beforeAll(async () => {
   const lossyFetch: typeof fetch = async (input, init) => {
     if (!String(input).endsWith('/x402/settle')) return fetch(input, init);
     const answer = await fetch(input, init);
-    if (++lossySettles <= 2) {
+    lossySettles++;
+    if (lossyLosing-- > 0) {
       await answer.text();
       throw new TypeError('fetch failed: the connection was reset');
     }
@@ -165,6 +167,22 @@ describe('a paid MCP tool', () => {
     expect(lossySettles).toBe(3);
     expect(runs.lossy).toBe(1);
     expect(await capturesOf(world, call.paymentResponse!.extra!.commitmentId as string)).toBe(1);
+    await client.close();
+  });
+
+  it("presented again with other arguments is run for them, never answered with the first call's result: charged once (found from outside)", async () => {
+    const { agent, client, x402 } = await agentSession();
+    // The first call and its retry at once lose all four settle answers.
+    lossyLosing = 4;
+    const runsBefore = runs.lossy;
+    const first = await callPaidTool(client, x402, { name: 'lossy', arguments: { ticker: 'CCC' } });
+    expect(first.result.isError).toBe(true);
+    const second = await callPaidTool(client, x402, { name: 'lossy', arguments: { ticker: 'DDD' } });
+    expect(second.result.isError).toBeFalsy();
+    expect(second.result.content[0]).toMatchObject({ type: 'text', text: 'DDD: served once' });
+    expect(runs.lossy - runsBefore).toBe(2);
+    const { rows } = await world.gw.gateway.db.query<{ n: bigint | number }>("SELECT count(*) AS n FROM holds WHERE agent_id = $1 AND state = 'captured'", [agent.id]);
+    expect(Number(rows[0]!.n)).toBe(1);
     await client.close();
   });
 

@@ -34,6 +34,8 @@ export interface MerchantClientOptions {
   attemptsMax?: number;
   /** Timeout of one attempt (default 10 s). */
   timeoutMs?: number;
+  /** How long one call may go on retrying, from its first attempt (default 30 s): no retry is made whose wait would end past it. */
+  retryWindowMs?: number;
   /**
    * Clock skew accepted on a token issued "in the future" by your clock, i.e. on its `nbf` (default 30 s).
    * It does not extend a voucher's `exp`: a voucher is refused from its `exp` on, by your clock, since the
@@ -85,6 +87,7 @@ export interface RevocationSync {
 }
 
 const RETRY_AFTER_S_MAX = 30;
+const RETRY_WINDOW_MS_DEFAULT = 30_000;
 
 /** The answer's Retry-After in seconds (delay-seconds, as the gateway sends it), as it said it. */
 function retryAfterSOf(headers: Headers): number | undefined {
@@ -412,6 +415,10 @@ export class MerchantClient {
     if (key !== undefined) headers['idempotency-key'] = key;
     const attemptsMax = this.options.attemptsMax ?? 4;
     const backoffMs = this.options.backoffMs ?? defaultBackoffMs;
+    const startedMs = Date.now();
+    const windowMs = this.options.retryWindowMs ?? RETRY_WINDOW_MS_DEFAULT;
+    // A retry whose wait would end past the call's window is not made (found from outside: Retry-After 120 held a capture 90 s).
+    const retriesAfter = (waitMs: number) => Date.now() + waitMs - startedMs < windowMs;
     for (let attempt = 0; ; attempt++) {
       signal?.throwIfAborted();
       const last = attempt + 1 >= attemptsMax;
@@ -432,8 +439,9 @@ export class MerchantClient {
       } catch (error) {
         // No answer (refused, reset, timed out): the call may or may not have run; the key makes a retry safe.
         signal?.throwIfAborted();
-        if (last) throw new ConnectionError(attempt + 1, key, { cause: error });
-        await pause(backoffMs(attempt), signal);
+        const waitMs = backoffMs(attempt);
+        if (last || !retriesAfter(waitMs)) throw new ConnectionError(attempt + 1, key, { cause: error });
+        await pause(waitMs, signal);
         continue;
       } finally {
         attemptSignal.done();
@@ -445,8 +453,9 @@ export class MerchantClient {
       }
       const problem: Problem = { status: response.status, ...(typeof parsed === 'object' && parsed !== null ? parsed : { detail: String(parsed ?? '') }) };
       const retryAfterS = retryAfterSOf(response.headers);
-      if (last || !retryable(response.status, problem.code)) throw new GatewayError(problem, { idempotencyKey: key, retryAfterS, attempts: attempt + 1 });
-      await pause(retryAfterS !== undefined ? Math.min(retryAfterS, RETRY_AFTER_S_MAX) * 1000 : backoffMs(attempt), signal);
+      const waitMs = retryAfterS !== undefined ? Math.min(retryAfterS, RETRY_AFTER_S_MAX) * 1000 : backoffMs(attempt);
+      if (last || !retryable(response.status, problem.code) || !retriesAfter(waitMs)) throw new GatewayError(problem, { idempotencyKey: key, retryAfterS, attempts: attempt + 1 });
+      await pause(waitMs, signal);
     }
   }
 }

@@ -18,7 +18,7 @@ import { CONSUME_PAYLOAD_TYPE, CREDIT_ASSET, CREDIT_NETWORK, CREDIT_SCHEME, USD_
 import { CreditError, type Problem } from './errors.js';
 import { amountUcText } from './money.js';
 import { authorityOf, creditTerms, isCreditRequirements } from './requirements.js';
-import { ATTEMPTS_DEFAULT, defaultBackoffMs, isRedirect, pause, problemOf, redirectDetail, retryable, retryAfterSOf, waitMsBefore } from './retry.js';
+import { ATTEMPTS_DEFAULT, defaultBackoffMs, isRedirect, pause, problemOf, redirectDetail, RETRY_WINDOW_MS_DEFAULT, retryable, retryAfterSOf, waitMsBefore } from './retry.js';
 
 /** The agent's credential: an access token, or a function giving a fresh one (called once per payment). */
 export type AgentCredential = string | (() => string | Promise<string>);
@@ -34,6 +34,8 @@ export interface CreditSchemeClientOptions {
   attemptsMax?: number;
   /** Timeout of one attempt (default 10 s). */
   timeoutMs?: number;
+  /** How long one authorization may take, its retries included (default 30 s): no retry is made whose wait would end past it. */
+  retryWindowMs?: number;
   /** The fetch to use (default: the global one). */
   fetch?: typeof fetch;
   /** For tests: the wait before retry n (0-based). Default: 250 ms · 2ⁿ with jitter, at most 5 s. */
@@ -82,8 +84,8 @@ function refusal(status: number, problem: Problem | undefined, idempotencyKey: s
 }
 
 /** The last of the answers that kept failing (429, 5xx, still running) as gateway_unavailable, that answer's status and problem kept. */
-function keptFailing(failure: CreditError, attempts: number): CreditError {
-  return new CreditError('gateway_unavailable', `the gateway kept failing after ${attempts} attempts; the last answer: ${failure.message}`, {
+function keptFailing(failure: CreditError): CreditError {
+  return new CreditError('gateway_unavailable', `the gateway kept failing; the last answer: ${failure.message}`, {
     status: failure.status,
     problem: failure.problem,
     idempotencyKey: failure.idempotencyKey,
@@ -166,8 +168,12 @@ class PaymentMemory<T> {
  * words a settle's as `Settlement failed: <reason>`. The payment is then presented again, never paid a second time.
  */
 const UNDECIDED_REASON = /^(Settlement failed: )?(gateway_unavailable|payment_in_progress)\b/;
-/** A kept attestation is presented again only while this much of its presentation window is left. */
-const REPRESENT_MARGIN_MS = 5_000;
+/**
+ * How long past its presentation `exp` a kept attestation is presented again: the merchant's single flight keeps a
+ * payment it could not settle that long past it (30 s, its clock tolerance), and then settles it without asking the
+ * gateway to verify it again; a merchant that no longer knows it refuses it (`attestation_expired`), and it is forgotten.
+ */
+const REPRESENT_GRACE_MS = 25_000;
 
 /** The `exp` of an attestation (a compact JWS), in ms; undefined when it has none or is not one. */
 function presentableUntilMs(attestation: string): number | undefined {
@@ -233,8 +239,8 @@ export class CreditSchemeClient implements SchemeNetworkClient {
 
   /**
    * Reads the merchant's answer to a paid request (x402's `onPaymentResponse`). When it says the merchant could not
-   * learn what became of the payment (`gateway_unavailable`, `payment_in_progress`), the attestation is kept while
-   * its presentation window lasts (less 5 s), so the next attempt at the same payment presents it again, and x402's
+   * learn what became of the payment (`gateway_unavailable`, `payment_in_progress`), the attestation is kept until 25 s
+   * past its presentation `exp`, so the next attempt at the same payment presents it again, and x402's
    * transport is told to make that attempt now (`recovered`); any other answer (served, or refused for good) forgets it.
    */
   private async noteResponse(context: PaymentResponseContext): Promise<void | { recovered: true }> {
@@ -249,9 +255,9 @@ export class CreditSchemeClient implements SchemeNetworkClient {
     const settled = context.settleResponse;
     const reason = settled === undefined ? context.paymentRequired?.error : settled.success ? undefined : settled.errorReason;
     const untilMs = presentableUntilMs(attestation);
-    if (reason !== undefined && UNDECIDED_REASON.test(reason) && untilMs !== undefined && untilMs - REPRESENT_MARGIN_MS > (this.options.nowMs ?? Date.now)()) {
+    if (reason !== undefined && UNDECIDED_REASON.test(reason) && untilMs !== undefined && untilMs + REPRESENT_GRACE_MS > (this.options.nowMs ?? Date.now)()) {
       const again = this.undecided.valueOf(payment) !== attestation;
-      this.undecided.remember(payment, attestation, untilMs - REPRESENT_MARGIN_MS);
+      this.undecided.remember(payment, attestation, untilMs + REPRESENT_GRACE_MS);
       // Once per answer that newly kept it: a transport retries once on it, and a second undecided answer is left to the caller.
       return again ? { recovered: true } : undefined;
     }
@@ -288,9 +294,15 @@ export class CreditSchemeClient implements SchemeNetworkClient {
     const fetchFn = this.options.fetch ?? fetch;
     const attemptsMax = Math.max(1, this.options.attemptsMax ?? ATTEMPTS_DEFAULT);
     const body = JSON.stringify({ ...request, idempotencyKey });
+    const startedMs = Date.now();
+    const windowMs = this.options.retryWindowMs ?? RETRY_WINDOW_MS_DEFAULT;
     let lastFailure: CreditError | undefined;
     for (let attempt = 0; attempt < attemptsMax; attempt++) {
-      if (attempt > 0) await pause(waitMsBefore(attempt, lastFailure?.retryAfterS, this.options.backoffMs ?? defaultBackoffMs));
+      if (attempt > 0) {
+        const waitMs = waitMsBefore(attempt, lastFailure?.retryAfterS, this.options.backoffMs ?? defaultBackoffMs);
+        if (Date.now() + waitMs - startedMs >= windowMs) break;
+        await pause(waitMs);
+      }
       let response: Response;
       try {
         response = await fetchFn(`${this.authority}/x402/authorize`, {
@@ -314,7 +326,7 @@ export class CreditSchemeClient implements SchemeNetworkClient {
       if (!retryable(response.status, problem)) throw lastFailure;
     }
     if (lastFailure === undefined) throw new CreditError('gateway_unavailable', 'the gateway could not be reached', { idempotencyKey });
-    throw lastFailure.code === 'gateway_unavailable' ? lastFailure : keptFailing(lastFailure, attemptsMax);
+    throw lastFailure.code === 'gateway_unavailable' ? lastFailure : keptFailing(lastFailure);
   }
 
   private async authorization(response: Response, idempotencyKey: string): Promise<Authorization> {

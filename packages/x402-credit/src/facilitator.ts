@@ -12,7 +12,7 @@ import { HTTPFacilitatorClient } from '@x402/core/server';
 import type { PaymentPayload, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse } from '@x402/core/types';
 import { CreditError, type Problem } from './errors.js';
 import { authorityOf } from './requirements.js';
-import { ATTEMPTS_DEFAULT, defaultBackoffMs, isRedirect, pause, problemOf, redirectDetail, retryable, retryAfterSOf, waitMsBefore } from './retry.js';
+import { ATTEMPTS_DEFAULT, defaultBackoffMs, isRedirect, pause, problemOf, redirectDetail, RETRY_WINDOW_MS_DEFAULT, retryable, retryAfterSOf, waitMsBefore } from './retry.js';
 
 export interface CreditFacilitatorOptions {
   /** The gateway's base URL; the facilitator is at `{gatewayUrl}/x402`. */
@@ -26,8 +26,8 @@ export interface CreditFacilitatorOptions {
   /** The fetch to use (default: the global one). */
   fetch?: typeof fetch;
   /**
-   * How long one call may go on retrying, from its first attempt (default 30 s): a retry whose wait would end at or past it
-   * is not made. The agent's request waits meanwhile, its handler's answer held back.
+   * How long one call may take, its retries included (default 30 s): an attempt is cut off at its end, and a retry
+   * whose wait would end at or past it is not made. The agent's request waits meanwhile, its handler's answer held back.
    */
   retryWindowMs?: number;
   /** For tests: the wait before retry n (0-based) when the gateway named none. Default: 250 ms · 2ⁿ with jitter, at most 5 s. */
@@ -35,7 +35,6 @@ export interface CreditFacilitatorOptions {
 }
 
 const TIMEOUT_MS_DEFAULT = 10_000;
-const RETRY_WINDOW_MS_DEFAULT = 30_000;
 
 type Operation = 'supported' | 'verify' | 'settle';
 
@@ -106,7 +105,8 @@ export class CreditFacilitatorClient extends HTTPFacilitatorClient {
           body,
           // The merchant's key goes to its gateway and nowhere else: a redirect is refused, never followed.
           redirect: 'manual',
-          signal: AbortSignal.timeout(this.timeoutMs),
+          // An attempt ends with the window too, so the whole call takes at most `retryWindowMs`.
+          signal: AbortSignal.timeout(Math.max(1, Math.min(this.timeoutMs, windowMs - (Date.now() - startedMs)))),
         });
         text = response.ok ? await response.text() : '';
       } catch (error) {

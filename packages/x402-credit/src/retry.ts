@@ -7,6 +7,8 @@ import type { Problem } from './errors.js';
 export const ATTEMPTS_DEFAULT = 4;
 /** The longest Retry-After honoured (seconds); a longer one is waited this long. */
 export const RETRY_AFTER_S_MAX = 30;
+/** How long one call may go on retrying, from its first attempt: no retry is made whose wait would end past it. */
+export const RETRY_WINDOW_MS_DEFAULT = 30_000;
 
 /** The wait before retry n (0-based) when the gateway named none: 250 ms · 2ⁿ with jitter, at most 5 s. */
 export function defaultBackoffMs(attempt: number): number {

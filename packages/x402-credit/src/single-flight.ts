@@ -5,7 +5,17 @@
 // outcome (the same body and PAYMENT-RESPONSE) without running the handler or settling again, until the
 // attestation expires. It rides on x402ResourceServer's lifecycle hooks, which every transport runs
 // (@x402/express, @x402/hono, the MCP wrapper of this package), as the scheme's own hooks.
+//
+// A repeat gets the kept answer only when it is the same request (its method, URL and body, or its tool and
+// arguments): an agent whose payment's settle went unanswered presents it again, and may do so with another request
+// to the same resource (found from outside: a later POST got an earlier POST's answer, and a tool call another
+// call's). A payment whose settle went unanswered has given the agent nothing, so its repeat, another request or one
+// whose answer was not kept (not JSON or HTML, or too large), runs the handler again and settles again: the gateway
+// answers the second settle of one jti with the first's capture, so the agent is charged once for the one answer it
+// gets. A payment that was served answers only the same request again; another is refused (`already_settled`).
 import type { AfterSettleHook, AfterVerifyHook, BeforeSettleHook, BeforeVerifyHook, OnSettleFailureHook, OnVerifiedPaymentCanceledHook, OnVerifyFailureHook } from '@x402/core/server';
+import { createHash } from 'node:crypto';
+import type { HTTPAdapter } from '@x402/core/server';
 import type { PaymentPayload, SettleResponse } from '@x402/core/types';
 import { SettleError } from '@x402/core/types';
 import { decodeJwt } from 'jose';
@@ -35,6 +45,8 @@ interface Outcome {
   jti: string;
   attestation: string;
   resource: string;
+  /** The request the outcome is the answer to (`requestOf`); undefined when it could not be read. */
+  request: string | undefined;
   expiresAtMs: number;
   phase: Phase;
   /** Resolved when the outcome stops running (served, unsettled or dropped). */
@@ -49,6 +61,7 @@ interface Presentation {
   jti: string;
   attestation: string;
   resource: string;
+  request: string | undefined;
   expiresAtMs: number;
 }
 
@@ -58,13 +71,61 @@ const WAIT_MS_MAX_DEFAULT = 30_000;
 const CLOCK_TOLERANCE_S_DEFAULT = 30;
 
 /** The attestation, its `jti` and `exp` (read, not verified: the gateway verifies; only an identical token is ever replayed). */
-function presentationOf(payload: unknown, resource: unknown): Presentation | undefined {
+function presentationOf(payload: unknown, resource: unknown, request: string | undefined): Presentation | undefined {
   const attestation = (payload as PaymentPayload | undefined)?.payload?.attestation;
   if (typeof attestation !== 'string' || typeof resource !== 'string') return undefined;
   try {
     const claims = decodeJwt(attestation);
     if (typeof claims.jti !== 'string' || typeof claims.exp !== 'number') return undefined;
-    return { jti: claims.jti, attestation, resource, expiresAtMs: claims.exp * 1000 };
+    return { jti: claims.jti, attestation, resource, request, expiresAtMs: claims.exp * 1000 };
+  } catch {
+    return undefined;
+  }
+}
+
+/** JSON with object members in key order, so that two equal values read alike. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, member: unknown) =>
+    member !== null && typeof member === 'object' && !Array.isArray(member) && !(member instanceof Uint8Array)
+      ? Object.fromEntries(Object.entries(member as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : typeof member === 'bigint'
+        ? member.toString()
+        : member,
+  );
+}
+
+/**
+ * What a request asks, as a digest: an MCP tool call's tool and arguments (this package's paidTool), an HTTP
+ * request's method, URL and body as the framework parsed it. Undefined when it cannot be read whole (a body the
+ * framework did not parse before the payment middleware): such a request is never taken for another.
+ */
+async function requestOf(transportContext: unknown): Promise<string | undefined> {
+  const context = transportContext as { toolName?: unknown; arguments?: unknown; request?: { adapter?: HTTPAdapter } } | undefined;
+  let described: unknown[];
+  if (typeof context?.toolName === 'string') {
+    described = ['tool', context.toolName, context.arguments ?? null];
+  } else {
+    const adapter = context?.request?.adapter;
+    if (!adapter) return undefined;
+    const method = adapter.getMethod().toUpperCase();
+    const declared = adapter.getHeader('content-length');
+    const hasBody = adapter.getHeader('transfer-encoding') !== undefined || (declared !== undefined && declared !== '0');
+    let body: unknown = null;
+    if (hasBody) {
+      try {
+        body = await adapter.getBody?.();
+      } catch {
+        body = undefined;
+      }
+      // No body parsed, or an empty object for a body that is not `{}` (Express's body parsers leave `{}` for a type
+      // they do not read): the request cannot be compared.
+      const emptyObject = typeof body === 'object' && body !== null && !(body instanceof Uint8Array) && Object.keys(body).length === 0;
+      if (body === undefined || body === null || (emptyObject && declared !== '2')) return undefined;
+    }
+    described = ['http', method, adapter.getUrl(), body];
+  }
+  try {
+    return createHash('sha256').update(canonicalJson(described)).digest('base64url');
   } catch {
     return undefined;
   }
@@ -134,6 +195,22 @@ export class SingleFlight {
     return entry;
   }
 
+  /** An unsettled outcome taken up by a repeat that runs the handler again: running, for this request, nothing kept. */
+  private rerun(entry: Outcome, presentation: Presentation): void {
+    let finish!: () => void;
+    entry.done = new Promise<void>((resolve) => (finish = resolve));
+    entry.finish = finish;
+    entry.phase = 'running';
+    entry.request = presentation.request;
+    entry.response = undefined;
+    entry.settlement = undefined;
+  }
+
+  /** Whether a repeat answered from an unsettled outcome finds it taken up meanwhile by another request that runs: its end is that one's to say. */
+  private takenOver(payload: object, entry: Outcome): boolean {
+    return !this.owners.has(payload) && this.repeats.has(payload) && entry.phase === 'running';
+  }
+
   /** Drops expired outcomes, then the oldest finished ones, until the set is within its bound. */
   private evict(): void {
     const nowMs = this.nowMs();
@@ -180,7 +257,7 @@ export class SingleFlight {
   }
 
   private readonly beforeVerify: BeforeVerifyHook = async (context) => {
-    const presentation = presentationOf(context.paymentPayload, context.requirements.extra?.resource);
+    const presentation = presentationOf(context.paymentPayload, context.requirements.extra?.resource, await requestOf(context.transportContext));
     if (!presentation) return undefined;
     for (;;) {
       const entry = this.current(presentation.jti);
@@ -201,11 +278,23 @@ export class SingleFlight {
       }
       // Another resource: the gateway refuses it (resource_mismatch); it is not this outcome's repeat.
       if (entry.resource !== presentation.resource) return undefined;
+      const sameRequest = entry.request !== undefined && entry.request === presentation.request;
+      const verified = { skip: true as const, result: { isValid: true, ...(entry.payer ? { payer: entry.payer } : {}) } };
+      if (entry.phase === 'unsettled' && !(sameRequest && entry.response)) {
+        // The agent got nothing for it: this request runs, and its settle gets the capture (the identical token
+        // was verified by the gateway when it was first presented, and may since be settled, so it is not asked again).
+        this.rerun(entry, presentation);
+        this.owners.set(context.paymentPayload, entry);
+        return verified;
+      }
+      if (!sameRequest) {
+        return { abort: true, reason: 'already_settled', message: 'this payment was spent on another request to this resource; pay again for this one' };
+      }
       if (!entry.response) {
         return { abort: true, reason: 'already_settled', message: 'this payment was served and settled; its response cannot be replayed' };
       }
       this.repeats.set(context.paymentPayload, entry);
-      return { skip: true, result: { isValid: true, ...(entry.payer ? { payer: entry.payer } : {}) } };
+      return verified;
     }
   };
 
@@ -234,8 +323,9 @@ export class SingleFlight {
 
   private readonly afterSettle: AfterSettleHook = async (context) => {
     const entry = this.owners.get(context.paymentPayload) ?? this.repeats.get(context.paymentPayload);
-    if (!entry || this.entries.get(entry.jti) !== entry) return;
-    entry.response ??= this.replayable(context.transportContext);
+    if (!entry || this.entries.get(entry.jti) !== entry || this.takenOver(context.paymentPayload, entry)) return;
+    // The answer of the request that ran (a repeat answered from the kept one keeps it).
+    if (this.owners.has(context.paymentPayload)) entry.response = this.replayable(context.transportContext);
     entry.settlement = context.result as SettleResponse;
     entry.phase = 'served';
     entry.finish();
@@ -243,18 +333,20 @@ export class SingleFlight {
 
   private readonly onSettleFailure: OnSettleFailureHook = async (context) => {
     const entry = this.owners.get(context.paymentPayload) ?? this.repeats.get(context.paymentPayload);
-    if (!entry || this.entries.get(entry.jti) !== entry) return undefined;
+    if (!entry || this.entries.get(entry.jti) !== entry || this.takenOver(context.paymentPayload, entry)) return undefined;
     // The gateway answered (SettleError): nothing was charged, nothing is replayed; its refusal stands for a repeat too.
     if (context.error instanceof SettleError) {
       this.drop(entry);
       return undefined;
     }
-    // No answer (a timeout, a lost connection): the capture may have happened. Keep the handler's response, so
-    // a repeat gets it once it settles (the gateway answers a second settle of one jti with the first's result).
-    entry.response ??= this.replayable(context.transportContext);
+    // No answer (a timeout, a lost connection): the capture may have happened. Keep the outcome, and the handler's
+    // response when it can be replayed: the same request again gets it once a settle goes through (the gateway
+    // answers a second settle of one jti with the first's result); another request, or one whose answer was not
+    // kept, runs again and settles again (found from outside: an answer that could not be kept was dropped, its
+    // repeat refused already_settled, and the agent's next attempt paid a second time).
+    if (this.owners.has(context.paymentPayload)) entry.response = this.replayable(context.transportContext);
     entry.phase = 'unsettled';
-    if (!entry.response) this.drop(entry);
-    else entry.finish();
+    entry.finish();
     return undefined;
   };
 
