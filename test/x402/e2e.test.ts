@@ -327,6 +327,21 @@ describe('release', () => {
   });
 });
 
+/** A fetch for the merchant's facilitator that loses the answers of the first `lost` settles, after the gateway ran them. */
+function settleAnswersLost(lost: number) {
+  let settles = 0;
+  const lossy: typeof fetch = async (input, init) => {
+    if (!String(input).endsWith('/x402/settle')) return fetch(input, init);
+    const answer = await fetch(input, init);
+    if (++settles <= lost) {
+      await answer.text();
+      throw new TypeError('fetch failed: the connection was reset');
+    }
+    return answer;
+  };
+  return { fetch: lossy, settles: () => settles };
+}
+
 describe('a settle that fails for a moment', () => {
   it("is retried with the same payment: the agent gets its 200, the handler runs once, one capture, nothing left held (found from outside: a 503 or 429 at settle turned a served request into a 402 and the agent's retry paid again)", async () => {
     const agent = await fundedAgent();
@@ -415,24 +430,14 @@ describe('a settle that fails for a moment', () => {
   it('whose answers were all lost after the gateway captured is presented again by the agent at once, and served: one capture, one run (found from outside: told 402, charged, and its retry paid again)', async () => {
     const agent = await fundedAgent();
     const before = await availableUc(agent);
-    let settles = 0;
-    const lossy: typeof fetch = async (input, init) => {
-      if (!String(input).endsWith('/x402/settle')) return fetch(input, init);
-      settles++;
-      const answer = await fetch(input, init);
-      if (settles <= 2) {
-        await answer.text();
-        throw new TypeError('fetch failed: the connection was reset');
-      }
-      return answer;
-    };
-    const lossyShop = await startExpressServer(merchant, creditResourceServer(merchant.settings({ fetch: lossy, attemptsMax: 2, backoffMs: () => 10 })));
+    const lossy = settleAnswersLost(2);
+    const lossyShop = await startExpressServer(merchant, creditResourceServer(merchant.settings({ fetch: lossy.fetch, attemptsMax: 2, backoffMs: () => 10 })));
     try {
       const paying = payingAgent(world, agent.token);
       const res = await paying.fetch(`${lossyShop.url}/report`);
       expect(res.status).toBe(200);
       expect(await res.json()).toMatchObject({ report: 'quarterly', run: 1 });
-      expect(settles).toBe(3);
+      expect(lossy.settles()).toBe(3);
       expect(paying.sent).toHaveLength(2);
       expect(paying.sent[1]).toBe(paying.sent[0]);
       const settlement = decodePaymentResponseHeader(res.headers.get('payment-response')!);
@@ -448,18 +453,9 @@ describe('a settle that fails for a moment', () => {
   it("presented again with another request is served for that request, never with the first one's answer: charged once (found from outside: a later POST got an earlier POST's answer)", async () => {
     const agent = await fundedAgent();
     const before = await availableUc(agent);
-    let settles = 0;
-    // Every answer of the first four settles is lost after the gateway ran them: the first request and its retry at once.
-    const lossy: typeof fetch = async (input, init) => {
-      if (!String(input).endsWith('/x402/settle')) return fetch(input, init);
-      const answer = await fetch(input, init);
-      if (++settles <= 4) {
-        await answer.text();
-        throw new TypeError('fetch failed: the connection was reset');
-      }
-      return answer;
-    };
-    const lossyShop = await startExpressServer(merchant, creditResourceServer(merchant.settings({ fetch: lossy, attemptsMax: 2, backoffMs: () => 10 })));
+    // Every answer of the first four settles is lost: the first request's two attempts, and its retry at once.
+    const lossy = settleAnswersLost(4);
+    const lossyShop = await startExpressServer(merchant, creditResourceServer(merchant.settings({ fetch: lossy.fetch, attemptsMax: 2, backoffMs: () => 10 })));
     try {
       const paying = payingAgent(world, agent.token);
       const post = (text: string) => paying.fetch(`${lossyShop.url}/translate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text }) });
