@@ -106,6 +106,8 @@ export async function startHonoServer(merchant: X402Merchant, resourceServer = c
   app.use(honoPaymentMiddleware(routes(merchant.merchantId), resourceServer));
   app.get('/report', (c) => c.json({ report: 'quarterly', run: count(runs, '/report') }));
   app.get('/fails', (c) => c.json({ error: 'upstream down', run: count(runs, '/fails') }, 502));
+  // The body as the handler receives it, byte for byte.
+  app.post('/translate', async (c) => c.json({ received: Buffer.from(await c.req.arrayBuffer()).toString('base64'), run: count(runs, '/translate') }));
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
     const started = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(started));
   });

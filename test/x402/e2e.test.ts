@@ -144,6 +144,19 @@ describe('the paid route', () => {
     expect(shop.runs.get('/report')).toBeGreaterThanOrEqual(1);
   });
 
+  it('behind @x402/hono the handler gets the body as it was sent (found from outside: the payment middleware read it as JSON, and a binary upload arrived as other bytes)', async () => {
+    const agent = await fundedAgent();
+    const hono = await startHonoServer(merchant);
+    try {
+      const bytes = Buffer.from([0xff, 0x00, 0x80, 0x7b, 0x22, 0xfe, 0x0a, 0xc3, 0x28, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06]);
+      const res = await payingAgent(world, agent.token).fetch(`${hono.url}/translate`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: bytes });
+      expect(res.status).toBe(200);
+      expect((await res.json()).received).toBe(bytes.toString('base64'));
+    } finally {
+      await hono.close();
+    }
+  });
+
   it('the same works behind @x402/hono', async () => {
     const hono = await startHonoServer(merchant);
     try {

@@ -162,6 +162,57 @@ class PaymentMemory<T> {
 }
 
 /**
+ * The attestations of payments a merchant could not settle or verify for want of the gateway, by payment, oldest
+ * first: each is presented again by one later attempt at the same payment (taken out; put back if that one is
+ * undecided too), so two requests whose settles both went unanswered are two kept payments, each served once (found
+ * from outside: one kept per payment, the second replaced the first, and the first's capture served nothing).
+ */
+class UndecidedPayments {
+  private readonly kept = new Map<string, Array<{ attestation: string; untilMs: number }>>();
+
+  constructor(
+    private readonly paymentsMax: number,
+    private readonly nowMs: () => number,
+  ) {}
+
+  /** The oldest kept attestation of the payment still presentable, taken out. */
+  take(payment: string): string | undefined {
+    const list = this.kept.get(payment);
+    if (!list) return undefined;
+    const nowMs = this.nowMs();
+    for (let next = list.shift(); next !== undefined; next = list.shift()) {
+      if (next.untilMs <= nowMs) continue;
+      if (list.length === 0) this.kept.delete(payment);
+      return next.attestation;
+    }
+    this.kept.delete(payment);
+    return undefined;
+  }
+
+  /** Keeps the attestation (once) until `untilMs`; past the bound, the payment kept longest goes. */
+  keep(payment: string, attestation: string, untilMs: number): void {
+    const list = this.kept.get(payment) ?? [];
+    if (!list.some((entry) => entry.attestation === attestation)) list.push({ attestation, untilMs });
+    this.kept.delete(payment);
+    this.kept.set(payment, list.slice(-UNDECIDED_PER_PAYMENT_MAX));
+    for (const oldest of this.kept.keys()) {
+      if (this.kept.size <= this.paymentsMax) break;
+      this.kept.delete(oldest);
+    }
+  }
+
+  forget(payment: string, attestation: string): void {
+    const list = this.kept.get(payment)?.filter((entry) => entry.attestation !== attestation);
+    if (list === undefined) return;
+    if (list.length === 0) this.kept.delete(payment);
+    else this.kept.set(payment, list);
+  }
+}
+
+/** Undecided attestations kept for one payment at most (its requests at once whose settles all went unanswered). */
+const UNDECIDED_PER_PAYMENT_MAX = 100;
+
+/**
  * The reasons a merchant's answer gives when it could not learn from the gateway what became of a payment: its
  * facilitator got no answer or kept failing (`gateway_unavailable`, at verify or at settle, when a capture may have
  * happened), or the same payment was still being served (`payment_in_progress`); a paid MCP tool of this package
@@ -197,7 +248,7 @@ export class CreditSchemeClient implements SchemeNetworkClient {
   /** The keys of payments the gateway has not settled (waiting for an approval, or for an answer). */
   private readonly pending: PaymentMemory<string>;
   /** The attestations of payments a merchant could not settle or verify for want of the gateway: presented again. */
-  private readonly undecided: PaymentMemory<string>;
+  private readonly undecided: UndecidedPayments;
   /** x402's hooks: the answer to each paid request tells whether its payment is to be presented again. */
   readonly schemeHooks: SchemeClientHooks = { onPaymentResponse: async (context) => this.noteResponse(context) };
 
@@ -206,7 +257,7 @@ export class CreditSchemeClient implements SchemeNetworkClient {
     this.maxAmountUc = options.maxAmountUc === undefined ? undefined : BigInt(amountUcText(options.maxAmountUc, 'maxAmountUc'));
     const entriesMax = Math.max(1, options.pendingPaymentsMax ?? PENDING_PAYMENTS_MAX_DEFAULT);
     this.pending = new PaymentMemory(entriesMax, options.pendingPaymentLifetimeMs ?? PENDING_PAYMENT_LIFETIME_MS_DEFAULT, options.nowMs ?? Date.now);
-    this.undecided = new PaymentMemory(entriesMax, 0, options.nowMs ?? Date.now);
+    this.undecided = new UndecidedPayments(entriesMax, options.nowMs ?? Date.now);
   }
 
   /** x402's spend controls see microcredits as a dollar asset of 8 decimals, so its caps (default $1) apply to credit too. */
@@ -233,15 +284,16 @@ export class CreditSchemeClient implements SchemeNetworkClient {
     const request = authorizeRequestOf(requirements);
     // A payment whose last presentation the merchant could not settle or verify goes again, as it was: the gateway
     // settles it once, and the merchant answers it with what its handler made, instead of a second hold and run.
-    const attestation = this.undecided.valueOf(paymentOf(request)) ?? (await this.authorize(request)).attestation;
+    const attestation = this.undecided.take(paymentOf(request)) ?? (await this.authorize(request)).attestation;
     return { x402Version, payload: { type: CONSUME_PAYLOAD_TYPE, attestation } };
   }
 
   /**
    * Reads the merchant's answer to a paid request (x402's `onPaymentResponse`). When it says the merchant could not
    * learn what became of the payment (`gateway_unavailable`, `payment_in_progress`), the attestation is kept until 25 s
-   * past its presentation `exp`, so the next attempt at the same payment presents it again, and x402's
-   * transport is told to make that attempt now (`recovered`); any other answer (served, or refused for good) forgets it.
+   * past its presentation `exp`, so that one later attempt at the same payment presents it again, and x402's
+   * transport is told to make that attempt now (`recovered`); any other answer (served, or refused for good) leaves it
+   * out.
    */
   private async noteResponse(context: PaymentResponseContext): Promise<void | { recovered: true }> {
     const attestation = (context.paymentPayload.payload as { attestation?: unknown } | undefined)?.attestation;
@@ -256,10 +308,9 @@ export class CreditSchemeClient implements SchemeNetworkClient {
     const reason = settled === undefined ? context.paymentRequired?.error : settled.success ? undefined : settled.errorReason;
     const untilMs = presentableUntilMs(attestation);
     if (reason !== undefined && UNDECIDED_REASON.test(reason) && untilMs !== undefined && untilMs + REPRESENT_GRACE_MS > (this.options.nowMs ?? Date.now)()) {
-      const again = this.undecided.valueOf(payment) !== attestation;
-      this.undecided.remember(payment, attestation, untilMs + REPRESENT_GRACE_MS);
-      // Once per answer that newly kept it: a transport retries once on it, and a second undecided answer is left to the caller.
-      return again ? { recovered: true } : undefined;
+      this.undecided.keep(payment, attestation, untilMs + REPRESENT_GRACE_MS);
+      // x402's transports retry once on it (@x402/fetch, callPaidTool); an answer undecided again is kept again.
+      return { recovered: true };
     }
     this.undecided.forget(payment, attestation);
   }

@@ -52,6 +52,8 @@ interface Outcome {
   /** Resolved when the outcome stops running (served, unsettled or dropped). */
   done: Promise<void>;
   finish: () => void;
+  /** The payment payload of the request running it now (the first presentation, or a repeat that took it up). */
+  claimant: object;
   payer?: string;
   response?: ReplayableResponse;
   settlement?: SettleResponse;
@@ -95,11 +97,22 @@ function canonicalJson(value: unknown): string {
 }
 
 /**
- * What a request asks, as a digest: an MCP tool call's tool and arguments (this package's paidTool), an HTTP
- * request's method, URL and body as the framework parsed it. Undefined when it cannot be read whole (a body the
- * framework did not parse before the payment middleware): such a request is never taken for another.
+ * The body an Express request was parsed into before the payment middleware (`req.body`, which @x402/express's
+ * adapter keeps), read as it is, never by calling the adapter's `getBody`: @x402/hono's reads the stream as JSON, and
+ * the handler then got other bytes, or none (found from outside). Undefined for any other framework, or none parsed.
  */
-async function requestOf(transportContext: unknown): Promise<string | undefined> {
+function parsedBodyOf(adapter: HTTPAdapter): unknown {
+  const request = (adapter as { req?: unknown }).req;
+  return typeof request === 'object' && request !== null && 'body' in request ? (request as { body?: unknown }).body : undefined;
+}
+
+/**
+ * What a request asks, as a digest: an MCP tool call's tool and arguments (this package's paidTool), an HTTP
+ * request's method, URL, `Accept` and `Content-Type`, and body as Express parsed it. Undefined when it cannot be read
+ * whole (a body no parser read before the payment middleware, or another framework's): such a request is never taken
+ * for another. Other headers are not compared.
+ */
+function requestOf(transportContext: unknown): string | undefined {
   const context = transportContext as { toolName?: unknown; arguments?: unknown; request?: { adapter?: HTTPAdapter } } | undefined;
   let described: unknown[];
   if (typeof context?.toolName === 'string') {
@@ -112,17 +125,13 @@ async function requestOf(transportContext: unknown): Promise<string | undefined>
     const hasBody = adapter.getHeader('transfer-encoding') !== undefined || (declared !== undefined && declared !== '0');
     let body: unknown = null;
     if (hasBody) {
-      try {
-        body = await adapter.getBody?.();
-      } catch {
-        body = undefined;
-      }
+      body = parsedBodyOf(adapter);
       // No body parsed, or an empty object for a body that is not `{}` (Express's body parsers leave `{}` for a type
       // they do not read): the request cannot be compared.
       const emptyObject = typeof body === 'object' && body !== null && !(body instanceof Uint8Array) && Object.keys(body).length === 0;
       if (body === undefined || body === null || (emptyObject && declared !== '2')) return undefined;
     }
-    described = ['http', method, adapter.getUrl(), body];
+    described = ['http', method, adapter.getUrl(), adapter.getHeader('accept') ?? null, adapter.getHeader('content-type') ?? null, body];
   }
   try {
     return createHash('sha256').update(canonicalJson(described)).digest('base64url');
@@ -186,29 +195,34 @@ export class SingleFlight {
     return entry;
   }
 
-  private claim(presentation: Presentation): Outcome {
+  private claim(presentation: Presentation, claimant: object): Outcome {
     let finish!: () => void;
     const done = new Promise<void>((resolve) => (finish = resolve));
-    const entry: Outcome = { ...presentation, phase: 'running', done, finish };
+    const entry: Outcome = { ...presentation, phase: 'running', done, finish, claimant };
     this.entries.set(presentation.jti, entry);
     if (this.entries.size > this.entriesMax) this.evict();
     return entry;
   }
 
-  /** An unsettled outcome taken up by a repeat that runs the handler again: running, for this request, nothing kept. */
-  private rerun(entry: Outcome, presentation: Presentation): void {
+  /**
+   * An unsettled outcome taken up by a repeat, so that other repeats wait for it: one of the same request, answered
+   * from the kept response (`rerun` false), or one that runs the handler again, for its request (nothing kept).
+   */
+  private takeUp(entry: Outcome, presentation: Presentation, claimant: object, rerun: boolean): void {
     let finish!: () => void;
     entry.done = new Promise<void>((resolve) => (finish = resolve));
     entry.finish = finish;
     entry.phase = 'running';
+    entry.claimant = claimant;
+    if (!rerun) return;
     entry.request = presentation.request;
     entry.response = undefined;
     entry.settlement = undefined;
   }
 
-  /** Whether a repeat answered from an unsettled outcome finds it taken up meanwhile by another request that runs: its end is that one's to say. */
+  /** Whether another request took the outcome up meanwhile: its end is that one's to say. */
   private takenOver(payload: object, entry: Outcome): boolean {
-    return !this.owners.has(payload) && this.repeats.has(payload) && entry.phase === 'running';
+    return entry.claimant !== payload;
   }
 
   /** Drops expired outcomes, then the oldest finished ones, until the set is within its bound. */
@@ -257,12 +271,12 @@ export class SingleFlight {
   }
 
   private readonly beforeVerify: BeforeVerifyHook = async (context) => {
-    const presentation = presentationOf(context.paymentPayload, context.requirements.extra?.resource, await requestOf(context.transportContext));
+    const presentation = presentationOf(context.paymentPayload, context.requirements.extra?.resource, requestOf(context.transportContext));
     if (!presentation) return undefined;
     for (;;) {
       const entry = this.current(presentation.jti);
       if (!entry) {
-        this.owners.set(context.paymentPayload, this.claim(presentation));
+        this.owners.set(context.paymentPayload, this.claim(presentation, context.paymentPayload));
         return undefined;
       }
       // Wait first, whatever the token: a forged one claiming this jti is dropped as soon as the gateway refuses it.
@@ -280,11 +294,14 @@ export class SingleFlight {
       if (entry.resource !== presentation.resource) return undefined;
       const sameRequest = entry.request !== undefined && entry.request === presentation.request;
       const verified = { skip: true as const, result: { isValid: true, ...(entry.payer ? { payer: entry.payer } : {}) } };
-      if (entry.phase === 'unsettled' && !(sameRequest && entry.response)) {
-        // The agent got nothing for it: this request runs, and its settle gets the capture (the identical token
-        // was verified by the gateway when it was first presented, and may since be settled, so it is not asked again).
-        this.rerun(entry, presentation);
-        this.owners.set(context.paymentPayload, entry);
+      if (entry.phase === 'unsettled') {
+        // The agent got nothing for it: the same request gets the kept answer, any other runs; either settles again
+        // and gets the capture (the identical token was verified by the gateway when first presented, and may since be
+        // settled, so it is not asked again). Taken up, so that a repeat arriving meanwhile waits (found from outside:
+        // the same request and another at one moment both got an answer for one payment).
+        const replay = sameRequest && entry.response !== undefined;
+        this.takeUp(entry, presentation, context.paymentPayload, !replay);
+        (replay ? this.repeats : this.owners).set(context.paymentPayload, entry);
         return verified;
       }
       if (!sameRequest) {
@@ -316,8 +333,8 @@ export class SingleFlight {
 
   private readonly beforeSettle: BeforeSettleHook = async (context) => {
     const repeat = this.repeats.get(context.paymentPayload);
-    // A served outcome answers with its settlement; an unsettled one settles again (the gateway answers a repeat of one jti alike).
-    if (repeat?.phase === 'served' && repeat.settlement) return { skip: true, result: repeat.settlement };
+    // A served outcome answers with its settlement; one this repeat took up settles again (the gateway answers a repeat of one jti alike).
+    if (repeat?.phase === 'served' && repeat.settlement && repeat.claimant !== context.paymentPayload) return { skip: true, result: repeat.settlement };
     return undefined;
   };
 

@@ -214,11 +214,11 @@ describe.skipIf(onPostgres())("the agent's scheme", () => {
     // The merchant's settle ran out of attempts (the capture may have happened): the transport is asked to retry once, and it goes with the same attestation.
     expect(await answer(failedSettle("gateway_unavailable: no answer from the gateway's /x402/settle: fetch failed"))).toEqual({ recovered: true });
     expect((await client.createPaymentPayload(required)).payload).toEqual(first.payload);
-    // Undecided again: kept, but the transport is not asked again (it retries once; the caller's next attempt presents it).
-    expect(await answer(failedSettle('gateway_unavailable: kept failing'))).toBeUndefined();
+    // Undecided again: kept again (a transport retries once per call; the caller's next attempt presents it).
+    expect(await answer(failedSettle('gateway_unavailable: kept failing'))).toEqual({ recovered: true });
     expect((await client.createPaymentPayload(required)).payload).toEqual(first.payload);
     // The merchant's verify could not reach the gateway, or the same payment was still being served: the same.
-    expect(await answer(undefined, { ...required, error: 'payment_in_progress: the same payment is being served' })).toBeUndefined();
+    expect(await answer(undefined, { ...required, error: 'payment_in_progress: the same payment is being served' })).toEqual({ recovered: true });
     expect((await client.createPaymentPayload(required)).payload).toEqual(first.payload);
     expect(calls).toHaveLength(1);
     // Served at last: forgotten, and the next purchase is a new payment.
@@ -239,6 +239,22 @@ describe.skipIf(onPostgres())("the agent's scheme", () => {
     const short = await shortClient.createPaymentPayload(required);
     expect(await shortClient.handlePaymentResponse({ paymentPayload: short, requirements: short.accepted, settleResponse: failedSettle('gateway_unavailable: x') })).toBeUndefined();
     expect((await shortClient.createPaymentPayload(required)).payload).not.toEqual(short.payload);
+  });
+
+  it("keeps each undecided payment of two requests at once, and presents each once (found from outside: the second replaced the first, whose capture then served nothing)", async () => {
+    const { fetchFn, calls } = scriptedFetch([granted]);
+    const client = new x402Client().register(CREDIT_NETWORK, new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn }));
+    const required: PaymentRequired = { x402Version: 2, resource: { url: 'https://api.shop.example/report' }, accepts: [requirements()] };
+    const [one, two] = await Promise.all([client.createPaymentPayload(required), client.createPaymentPayload(required)]);
+    expect(one.payload).not.toEqual(two.payload);
+    const undecided: SettleResponse = { success: false, errorReason: 'gateway_unavailable: no answer', transaction: '', network: CREDIT_NETWORK };
+    for (const payment of [one, two]) await client.handlePaymentResponse({ paymentPayload: payment, requirements: payment.accepted, settleResponse: undecided });
+    const presented = [(await client.createPaymentPayload(required)).payload, (await client.createPaymentPayload(required)).payload];
+    expect(presented).toEqual([one.payload, two.payload]);
+    expect(calls).toHaveLength(2);
+    // Both taken: the next attempt is a new payment.
+    await client.createPaymentPayload(required);
+    expect(calls).toHaveLength(3);
   });
 
   it('refuses a redirect of the authorization at once, never following it with the token', async () => {
@@ -615,5 +631,22 @@ describe.skipIf(onPostgres())('single flight', () => {
     const third = await shop.send(payment, { path: '/plain' });
     expect(third.status).toBe(402);
     expect(shop.runs()).toBe(2);
+  });
+  it('lets one request at a time take up a payment never settled: the same request and another at once get one answer between them (found from outside: both got one)', async () => {
+    const { facilitator, settles } = losingFirstSettle();
+    const slowSettle = facilitator.settle.bind(facilitator);
+    facilitator.settle = async (payload, req) => {
+      const answer = await slowSettle(payload, req);
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      return answer;
+    };
+    const shop = await paidServer(facilitator);
+    const payment = shop.payment(attestationWith({ jti: 'hold_1', exp: Math.floor(Date.now() / 1000) + 300 }));
+    expect((await shop.send(payment, { body: { text: 'a' } })).status).toBe(402);
+    const answers = await Promise.all([shop.send(payment, { body: { text: 'a' } }), shop.send(payment, { body: { text: 'b' } })]);
+    expect(answers.map((answer) => answer.status).sort()).toEqual([200, 402]);
+    const refused = answers.find((answer) => answer.status === 402)!;
+    expect(JSON.parse(Buffer.from(refused.headers.get('payment-required')!, 'base64').toString()).error).toBe('already_settled');
+    expect(settles).toHaveLength(2);
   });
 });
