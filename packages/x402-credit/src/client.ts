@@ -163,42 +163,54 @@ class PaymentMemory<T> {
 
 /**
  * The attestations of payments a merchant could not settle or verify for want of the gateway, by payment, oldest
- * first: each is presented again by one later attempt at the same payment (taken out; put back if that one is
- * undecided too), so two requests whose settles both went unanswered are two kept payments, each served once (found
- * from outside: one kept per payment, the second replaced the first, and the first's capture served nothing).
+ * first. Each later attempt at the payment presents one, preferring one no other attempt is presenting now (so two
+ * requests whose settles both went unanswered are two kept payments, each served once: found from outside, one kept
+ * per payment let the second replace the first, whose capture then served nothing), else sharing the oldest (the
+ * merchant lets one request at a time take a payment up). An attestation leaves only on the merchant's answer for it,
+ * served or refused for good: an attempt that got no answer at all, or one without a payment answer (the handler's
+ * own failure, a 429 of a proxy in front), leaves it kept (found from outside: taken out at the attempt's start, it
+ * was lost with an attempt whose connection failed, and the next attempt paid again).
  */
 class UndecidedPayments {
-  private readonly kept = new Map<string, Array<{ attestation: string; untilMs: number }>>();
+  private readonly kept = new Map<string, Array<{ attestation: string; untilMs: number; inUseUntilMs: number }>>();
 
   constructor(
     private readonly paymentsMax: number,
     private readonly nowMs: () => number,
   ) {}
 
-  /** The oldest kept attestation of the payment still presentable, taken out. */
+  /** The attestation the next attempt at the payment presents, if one is kept: marked in use for a while. */
   take(payment: string): string | undefined {
-    const list = this.kept.get(payment);
-    if (!list) return undefined;
     const nowMs = this.nowMs();
-    for (let next = list.shift(); next !== undefined; next = list.shift()) {
-      if (next.untilMs <= nowMs) continue;
-      if (list.length === 0) this.kept.delete(payment);
-      return next.attestation;
+    const list = this.kept.get(payment)?.filter((entry) => entry.untilMs > nowMs);
+    if (!list || list.length === 0) {
+      this.kept.delete(payment);
+      return undefined;
     }
-    this.kept.delete(payment);
-    return undefined;
+    this.kept.set(payment, list);
+    const entry = list.find((candidate) => candidate.inUseUntilMs <= nowMs) ?? list[0]!;
+    entry.inUseUntilMs = nowMs + IN_USE_MS;
+    return entry.attestation;
   }
 
-  /** Keeps the attestation (once) until `untilMs`; past the bound, the payment kept longest goes. */
+  /** Keeps the attestation until `untilMs` (once; free for the next attempt); past the bound, the payment kept longest goes. */
   keep(payment: string, attestation: string, untilMs: number): void {
     const list = this.kept.get(payment) ?? [];
-    if (!list.some((entry) => entry.attestation === attestation)) list.push({ attestation, untilMs });
+    const entry = list.find((candidate) => candidate.attestation === attestation);
+    if (entry) entry.inUseUntilMs = 0;
+    else list.push({ attestation, untilMs, inUseUntilMs: 0 });
     this.kept.delete(payment);
     this.kept.set(payment, list.slice(-UNDECIDED_PER_PAYMENT_MAX));
     for (const oldest of this.kept.keys()) {
       if (this.kept.size <= this.paymentsMax) break;
       this.kept.delete(oldest);
     }
+  }
+
+  /** The attempt presenting it ended without settling anything: free for the next one. */
+  release(payment: string, attestation: string): void {
+    const entry = this.kept.get(payment)?.find((candidate) => candidate.attestation === attestation);
+    if (entry) entry.inUseUntilMs = 0;
   }
 
   forget(payment: string, attestation: string): void {
@@ -208,6 +220,9 @@ class UndecidedPayments {
     else this.kept.set(payment, list);
   }
 }
+
+/** How long an attempt presenting a kept attestation has it to itself (another attempt then shares it). */
+const IN_USE_MS = 60_000;
 
 /** Undecided attestations kept for one payment at most (its requests at once whose settles all went unanswered). */
 const UNDECIDED_PER_PAYMENT_MAX = 100;
@@ -292,8 +307,8 @@ export class CreditSchemeClient implements SchemeNetworkClient {
    * Reads the merchant's answer to a paid request (x402's `onPaymentResponse`). When it says the merchant could not
    * learn what became of the payment (`gateway_unavailable`, `payment_in_progress`), the attestation is kept until 25 s
    * past its presentation `exp`, so that one later attempt at the same payment presents it again, and x402's
-   * transport is told to make that attempt now (`recovered`); any other answer (served, or refused for good) leaves it
-   * out.
+   * transport is told to make that attempt now (`recovered`); the merchant's answer for the payment (served, or
+   * refused for good) drops it, and an answer without one (the handler's own failure) leaves it kept.
    */
   private async noteResponse(context: PaymentResponseContext): Promise<void | { recovered: true }> {
     const attestation = (context.paymentPayload.payload as { attestation?: unknown } | undefined)?.attestation;
@@ -305,14 +320,17 @@ export class CreditSchemeClient implements SchemeNetworkClient {
       return;
     }
     const settled = context.settleResponse;
-    const reason = settled === undefined ? context.paymentRequired?.error : settled.success ? undefined : settled.errorReason;
+    const refused = settled === undefined ? context.paymentRequired?.error : undefined;
+    const reason = settled === undefined ? refused : settled.success ? undefined : settled.errorReason;
     const untilMs = presentableUntilMs(attestation);
     if (reason !== undefined && UNDECIDED_REASON.test(reason) && untilMs !== undefined && untilMs + REPRESENT_GRACE_MS > (this.options.nowMs ?? Date.now)()) {
       this.undecided.keep(payment, attestation, untilMs + REPRESENT_GRACE_MS);
       // x402's transports retry once on it (@x402/fetch, callPaidTool); an answer undecided again is kept again.
       return { recovered: true };
     }
-    this.undecided.forget(payment, attestation);
+    // The merchant's answer for the payment (served, or refused for good) ends it; an answer without one leaves it kept.
+    if (settled !== undefined || refused !== undefined) this.undecided.forget(payment, attestation);
+    else this.undecided.release(payment, attestation);
   }
 
   /**

@@ -144,7 +144,8 @@ export class CreditSchemeServer implements SchemeNetworkServer {
   private async release(context: VerifiedPaymentCanceledContext): Promise<void> {
     const facilitator = this.options.facilitator;
     if (!facilitator || this.options.releaseOnFailure === false) return;
-    if (this.singleFlight?.isRepeat(context.paymentPayload)) return;
+    // A repeat answered from a kept response ran nothing; a rerun's payment may be captured, and stays open.
+    if (this.singleFlight?.isRepeat(context.paymentPayload) || this.singleFlight?.isRerun(context.paymentPayload)) return;
     try {
       const payload = context.paymentPayload as Parameters<FacilitatorClient['settle']>[0];
       const released = await facilitator.settle(payload, { ...(context.requirements as PaymentRequirements), amount: '0' });

@@ -102,8 +102,13 @@ function canonicalJson(value: unknown): string {
  * the handler then got other bytes, or none (found from outside). Undefined for any other framework, or none parsed.
  */
 function parsedBodyOf(adapter: HTTPAdapter): unknown {
-  const request = (adapter as { req?: unknown }).req;
-  return typeof request === 'object' && request !== null && 'body' in request ? (request as { body?: unknown }).body : undefined;
+  const request = (adapter as { req?: unknown }).req as { body?: unknown; _body?: unknown } | undefined;
+  if (typeof request !== 'object' || request === null) return undefined;
+  const body = request.body;
+  // Express 4's body parsers leave `{}` on a body of a type they do not read, and mark one they read (`_body`): an
+  // empty object is the body only when so marked (found from outside: two unread 2-byte text bodies were taken for one).
+  const empty = typeof body === 'object' && body !== null && !(body instanceof Uint8Array) && Object.keys(body).length === 0;
+  return empty && request._body !== true ? undefined : body;
 }
 
 /**
@@ -126,10 +131,8 @@ function requestOf(transportContext: unknown): string | undefined {
     let body: unknown = null;
     if (hasBody) {
       body = parsedBodyOf(adapter);
-      // No body parsed, or an empty object for a body that is not `{}` (Express's body parsers leave `{}` for a type
-      // they do not read): the request cannot be compared.
-      const emptyObject = typeof body === 'object' && body !== null && !(body instanceof Uint8Array) && Object.keys(body).length === 0;
-      if (body === undefined || body === null || (emptyObject && declared !== '2')) return undefined;
+      // No body parsed: the request cannot be compared.
+      if (body === undefined || body === null) return undefined;
     }
     described = ['http', method, adapter.getUrl(), adapter.getHeader('accept') ?? null, adapter.getHeader('content-type') ?? null, body];
   }
@@ -156,6 +159,8 @@ export class SingleFlight {
   private readonly owners = new WeakMap<object, Outcome>();
   /** Repeats answered from an outcome, by their payload object. */
   private readonly repeats = new WeakMap<object, Outcome>();
+  /** Repeats that took up an open payment to run their own request (its first presentation's settle went unanswered). */
+  private readonly reruns = new WeakSet<object>();
   private readonly entriesMax: number;
   private readonly bodyBytesMax: number;
   private readonly waitMsMax: number;
@@ -178,6 +183,14 @@ export class SingleFlight {
   /** Whether a payment payload is a repeat answered from the cache (its handler does not run). */
   isRepeat(payload: object): boolean {
     return this.repeats.has(payload);
+  }
+
+  /**
+   * Whether a payment payload runs again a payment whose first settle went unanswered (it may be captured): its
+   * handler's failure leaves the payment open for the next request, and nothing is released.
+   */
+  isRerun(payload: object): boolean {
+    return this.reruns.has(payload);
   }
 
   /** Whether a payment payload claimed its `jti` here (it runs the handler, and settles or releases). */
@@ -302,6 +315,7 @@ export class SingleFlight {
         const replay = sameRequest && entry.response !== undefined;
         this.takeUp(entry, presentation, context.paymentPayload, !replay);
         (replay ? this.repeats : this.owners).set(context.paymentPayload, entry);
+        if (!replay) this.reruns.add(context.paymentPayload);
         return verified;
       }
       if (!sameRequest) {
@@ -369,7 +383,15 @@ export class SingleFlight {
 
   private readonly onVerifiedPaymentCanceled: OnVerifiedPaymentCanceledHook = async (context) => {
     const owned = this.owners.get(context.paymentPayload);
-    if (owned) this.drop(owned);
+    if (!owned) return;
+    if (this.reruns.has(context.paymentPayload) && owned.claimant === context.paymentPayload && this.entries.get(owned.jti) === owned) {
+      // The agent still got nothing for a payment that may be captured: it stays open for its next request (found from
+      // outside: dropped, its release refused as captured, and the agent's next attempt paid again).
+      owned.phase = 'unsettled';
+      owned.finish();
+      return;
+    }
+    this.drop(owned);
   };
 
   /** The hooks, as a scheme server exposes them (`schemeHooks`). */

@@ -249,12 +249,29 @@ describe.skipIf(onPostgres())("the agent's scheme", () => {
     expect(one.payload).not.toEqual(two.payload);
     const undecided: SettleResponse = { success: false, errorReason: 'gateway_unavailable: no answer', transaction: '', network: CREDIT_NETWORK };
     for (const payment of [one, two]) await client.handlePaymentResponse({ paymentPayload: payment, requirements: payment.accepted, settleResponse: undecided });
-    const presented = [(await client.createPaymentPayload(required)).payload, (await client.createPaymentPayload(required)).payload];
-    expect(presented).toEqual([one.payload, two.payload]);
+    const presented = [await client.createPaymentPayload(required), await client.createPaymentPayload(required)];
+    expect(presented.map((payment) => payment.payload)).toEqual([one.payload, two.payload]);
     expect(calls).toHaveLength(2);
-    // Both taken: the next attempt is a new payment.
+    // Both served: the next attempt is a new payment.
+    for (const payment of presented) await client.handlePaymentResponse({ paymentPayload: payment, requirements: payment.accepted, settleResponse: { success: true, transaction: '', network: CREDIT_NETWORK } });
     await client.createPaymentPayload(required);
     expect(calls).toHaveLength(3);
+  });
+
+  it("keeps an undecided payment through an attempt that got no answer, or an answer that says nothing of the payment (found from outside: lost with an attempt whose connection failed, and a proxy's 429, and paid again)", async () => {
+    const { fetchFn, calls } = scriptedFetch([granted]);
+    const client = new x402Client().register(CREDIT_NETWORK, new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn }));
+    const required: PaymentRequired = { x402Version: 2, resource: { url: 'https://api.shop.example/report' }, accepts: [requirements()] };
+    const first = await client.createPaymentPayload(required);
+    await client.handlePaymentResponse({ paymentPayload: first, requirements: first.accepted, settleResponse: { success: false, errorReason: 'gateway_unavailable: no answer', transaction: '', network: CREDIT_NETWORK } });
+    // Presented by an attempt whose connection failed (no answer, no hook): the next attempt presents it again.
+    expect((await client.createPaymentPayload(required)).payload).toEqual(first.payload);
+    const again = await client.createPaymentPayload(required);
+    expect(again.payload).toEqual(first.payload);
+    // An answer without a payment answer (a proxy's 429, the handler's own failure): still kept.
+    await client.handlePaymentResponse({ paymentPayload: again, requirements: again.accepted });
+    expect((await client.createPaymentPayload(required)).payload).toEqual(first.payload);
+    expect(calls).toHaveLength(1);
   });
 
   it('refuses a redirect of the authorization at once, never following it with the token', async () => {
@@ -504,9 +521,19 @@ describe.skipIf(onPostgres())('single flight', () => {
     const accepts = { scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, price: '$0.005', payTo: MERCHANT };
     // The body parsed before the payment middleware, as x402's README has it, so the middleware sees it.
     app.use(express.json());
-    app.use(paymentMiddleware({ 'GET /report': { accepts }, 'POST /report': { accepts }, 'GET /plain': { accepts } }, resourceServer));
+    // As Express 4's body parsers leave it: `{}` on a body of a type they did not read, unmarked (`_body`).
+    app.use((req, _res, next) => {
+      req.body ??= {};
+      next();
+    });
+    app.use(paymentMiddleware({ 'GET /report': { accepts }, 'POST /report': { accepts }, 'GET /plain': { accepts }, 'POST /echo': { accepts } }, resourceServer));
     app.get('/report', (_req, res) => void res.json({ report: 'quarterly', run: ++runs }));
-    app.post('/report', (req, res) => void res.json({ report: (req.body as { text?: string }).text, run: ++runs }));
+    app.post('/report', (req, res) => {
+      const text = (req.body as { text?: string }).text;
+      if (text === 'fail') return void res.status(400).json({ error: 'refused', run: ++runs });
+      res.json({ report: text, run: ++runs });
+    });
+    app.post('/echo', express.text(), (req, res) => void res.json({ echoed: req.body, run: ++runs }));
     app.get('/plain', (_req, res) => void res.type('text/plain').send(`plain ${++runs}`));
     server = http.createServer(app);
     await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
@@ -518,8 +545,11 @@ describe.skipIf(onPostgres())('single flight', () => {
       send: (payment, init = {}) =>
         fetch(`${origin}${init.path ?? '/report'}`, {
           method: init.body === undefined ? 'GET' : 'POST',
-          headers: { 'payment-signature': encodePaymentSignatureHeader(payment), ...(init.body === undefined ? {} : { 'content-type': 'application/json' }) },
-          body: init.body === undefined ? undefined : JSON.stringify(init.body),
+          headers: {
+            'payment-signature': encodePaymentSignatureHeader(payment),
+            ...(init.body === undefined ? {} : { 'content-type': typeof init.body === 'string' ? 'text/plain' : 'application/json' }),
+          },
+          body: init.body === undefined ? undefined : typeof init.body === 'string' ? init.body : JSON.stringify(init.body),
         }),
       payment: (attestation, path = '/report') => ({ x402Version: 2, accepted: { ...requirements(), extra: { ...requirements().extra, resource: `${origin}${path}` } }, payload: { type: 'consume', attestation } }),
     };
@@ -648,5 +678,29 @@ describe.skipIf(onPostgres())('single flight', () => {
     const refused = answers.find((answer) => answer.status === 402)!;
     expect(JSON.parse(Buffer.from(refused.headers.get('payment-required')!, 'base64').toString()).error).toBe('already_settled');
     expect(settles).toHaveLength(2);
+  });
+  it("never takes a body no parser read for another: Express 4's `{}` for an unread type is not the body (found from outside: two 2-byte text bodies were one request)", async () => {
+    const { facilitator, settles } = losingFirstSettle();
+    const shop = await paidServer(facilitator);
+    const payment = shop.payment(attestationWith({ jti: 'hold_1', exp: Math.floor(Date.now() / 1000) + 300 }), '/echo');
+    expect((await shop.send(payment, { path: '/echo', body: 'no' })).status).toBe(402);
+    const other = await shop.send(payment, { path: '/echo', body: 'ok' });
+    expect(other.status).toBe(200);
+    expect(await other.json()).toEqual({ echoed: 'ok', run: 2 });
+    expect(settles).toHaveLength(2);
+  });
+
+  it("leaves a payment never settled open when the request that took it up fails in its handler, and releases nothing (found from outside: it was dropped, its release refused as captured, and the agent paid again)", async () => {
+    const { facilitator, settles } = losingFirstSettle();
+    const shop = await paidServer(facilitator);
+    const payment = shop.payment(attestationWith({ jti: 'hold_1', exp: Math.floor(Date.now() / 1000) + 300 }));
+    expect((await shop.send(payment, { body: { text: 'a' } })).status).toBe(402);
+    const failed = await shop.send(payment, { body: { text: 'fail' } });
+    expect(failed.status).toBe(400);
+    const next = await shop.send(payment, { body: { text: 'b' } });
+    expect(next.status).toBe(200);
+    expect(await next.json()).toEqual({ report: 'b', run: 3 });
+    // The lost settle, then the one that served b: no release (amount 0) in between.
+    expect(settles).toEqual(['500000', '500000']);
   });
 });
