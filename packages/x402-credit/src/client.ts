@@ -172,7 +172,7 @@ class PaymentMemory<T> {
  * was lost with an attempt whose connection failed, and the next attempt paid again).
  */
 class UndecidedPayments {
-  private readonly kept = new Map<string, Array<{ attestation: string; untilMs: number; inUseUntilMs: number }>>();
+  private readonly kept = new Map<string, Array<{ attestation: string; untilMs: number; inUseUntilMs: number; passedOver?: boolean }>>();
 
   constructor(
     private readonly paymentsMax: number,
@@ -188,9 +188,25 @@ class UndecidedPayments {
       return undefined;
     }
     this.kept.set(payment, list);
-    const entry = list.find((candidate) => candidate.inUseUntilMs <= nowMs) ?? list[0]!;
+    // One the merchant said paid for another request is passed over once: the attempt it refused pays anew.
+    const passedOver = list.filter((candidate) => candidate.passedOver);
+    for (const candidate of passedOver) candidate.passedOver = false;
+    const open = list.filter((candidate) => !passedOver.includes(candidate));
+    if (open.length === 0) return undefined;
+    const entry = open.find((candidate) => candidate.inUseUntilMs <= nowMs) ?? open[0]!;
     entry.inUseUntilMs = nowMs + IN_USE_MS;
     return entry.attestation;
+  }
+
+  /**
+   * The merchant refused the attempt presenting it: it paid for another request (the one it was kept for, answered
+   * meanwhile or still to come). Kept for that one, and passed over by the next attempt, which pays anew.
+   */
+  passOver(payment: string, attestation: string): void {
+    const entry = this.kept.get(payment)?.find((candidate) => candidate.attestation === attestation);
+    if (!entry) return;
+    entry.inUseUntilMs = 0;
+    entry.passedOver = true;
   }
 
   /** Keeps the attestation until `untilMs` (once; free for the next attempt); past the bound, the payment kept longest goes. */
@@ -234,6 +250,8 @@ const UNDECIDED_PER_PAYMENT_MAX = 100;
  * words a settle's as `Settlement failed: <reason>`. The payment is then presented again, never paid a second time.
  */
 const UNDECIDED_REASON = /^(Settlement failed: )?(gateway_unavailable|payment_in_progress)\b/;
+/** The merchant's refusal of a request presenting a payment that paid for another request (single flight's). */
+const PAID_FOR_ANOTHER_REQUEST_REASON = /^paid_for_another_request\b/;
 /**
  * How long past its presentation `exp` a kept attestation is presented again: the merchant's single flight keeps a
  * payment it could not settle that long past it (30 s, its clock tolerance), and then settles it without asking the
@@ -326,6 +344,12 @@ export class CreditSchemeClient implements SchemeNetworkClient {
     if (reason !== undefined && UNDECIDED_REASON.test(reason) && untilMs !== undefined && untilMs + REPRESENT_GRACE_MS > (this.options.nowMs ?? Date.now)()) {
       this.undecided.keep(payment, attestation, untilMs + REPRESENT_GRACE_MS);
       // x402's transports retry once on it (@x402/fetch, callPaidTool); an answer undecided again is kept again.
+      return { recovered: true };
+    }
+    if (reason !== undefined && PAID_FOR_ANOTHER_REQUEST_REASON.test(reason)) {
+      // Not this request's payment (found from outside: taken for a refusal for good, it was forgotten, and the
+      // request it was kept for paid again; or a request sharing it was refused outright): this request pays anew, now.
+      this.undecided.passOver(payment, attestation);
       return { recovered: true };
     }
     // The merchant's answer for the payment (served, or refused for good) ends it; an answer without one leaves it kept.

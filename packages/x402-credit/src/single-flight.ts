@@ -12,7 +12,8 @@
 // call's). A payment whose settle went unanswered has given the agent nothing, so its repeat, another request or one
 // whose answer was not kept (not JSON or HTML, or too large), runs the handler again and settles again: the gateway
 // answers the second settle of one jti with the first's capture, so the agent is charged once for the one answer it
-// gets. A payment that was served answers only the same request again; another is refused (`already_settled`).
+// gets. A payment that was served answers only the same request again; another is refused
+// (`paid_for_another_request`, which the agent's client answers with a new payment for that request).
 import type { AfterSettleHook, AfterVerifyHook, BeforeSettleHook, BeforeVerifyHook, OnSettleFailureHook, OnVerifiedPaymentCanceledHook, OnVerifyFailureHook } from '@x402/core/server';
 import { createHash } from 'node:crypto';
 import type { HTTPAdapter } from '@x402/core/server';
@@ -66,6 +67,9 @@ interface Presentation {
   request: string | undefined;
   expiresAtMs: number;
 }
+
+/** The refusal of a request under a payment that paid for another request to the same resource. */
+const PAID_FOR_ANOTHER_REQUEST = 'paid_for_another_request';
 
 const ENTRIES_MAX_DEFAULT = 10_000;
 const BODY_BYTES_MAX_DEFAULT = 1024 * 1024;
@@ -319,7 +323,8 @@ export class SingleFlight {
         return verified;
       }
       if (!sameRequest) {
-        return { abort: true, reason: 'already_settled', message: 'this payment was spent on another request to this resource; pay again for this one' };
+        // Its own reason, so that the agent's client keeps the payment for the request it paid for, and pays anew for this one.
+        return { abort: true, reason: PAID_FOR_ANOTHER_REQUEST, message: 'this payment paid for another request to this resource; pay again for this one' };
       }
       if (!entry.response) {
         return { abort: true, reason: 'already_settled', message: 'this payment was served and settled; its response cannot be replayed' };

@@ -258,6 +258,21 @@ describe.skipIf(onPostgres())("the agent's scheme", () => {
     expect(calls).toHaveLength(3);
   });
 
+  it("pays anew for a request the merchant says the kept payment did not pay for, and keeps that payment for its own request (found from outside: forgotten, and its request paid again)", async () => {
+    const { fetchFn, calls } = scriptedFetch([granted]);
+    const client = new x402Client().register(CREDIT_NETWORK, new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn }));
+    const required: PaymentRequired = { x402Version: 2, resource: { url: 'https://api.shop.example/report' }, accepts: [requirements()] };
+    const first = await client.createPaymentPayload(required);
+    await client.handlePaymentResponse({ paymentPayload: first, requirements: first.accepted, settleResponse: { success: false, errorReason: 'gateway_unavailable: no answer', transaction: '', network: CREDIT_NETWORK } });
+    const other = await client.createPaymentPayload(required);
+    expect(other.payload).toEqual(first.payload);
+    expect(await client.handlePaymentResponse({ paymentPayload: other, requirements: other.accepted, paymentRequired: { ...required, error: 'paid_for_another_request' } })).toEqual({ recovered: true });
+    // The retry of that request pays anew; the next attempt presents the kept payment again, for its own request.
+    expect((await client.createPaymentPayload(required)).payload).not.toEqual(first.payload);
+    expect(calls).toHaveLength(2);
+    expect((await client.createPaymentPayload(required)).payload).toEqual(first.payload);
+  });
+
   it("keeps an undecided payment through an attempt that got no answer, or an answer that says nothing of the payment (found from outside: lost with an attempt whose connection failed, and a proxy's 429, and paid again)", async () => {
     const { fetchFn, calls } = scriptedFetch([granted]);
     const client = new x402Client().register(CREDIT_NETWORK, new CreditSchemeClient({ gatewayUrl: GATEWAY, credential: 'token', fetch: fetchFn }));
@@ -641,7 +656,7 @@ describe.skipIf(onPostgres())('single flight', () => {
     expect(await same.json()).toEqual({ report: 'hello world', run: 2 });
     const first = await shop.send(payment, { body: { text: 'transfer 5 to alice' } });
     expect(first.status).toBe(402);
-    expect(JSON.parse(Buffer.from(first.headers.get('payment-required')!, 'base64').toString()).error).toBe('already_settled');
+    expect(JSON.parse(Buffer.from(first.headers.get('payment-required')!, 'base64').toString()).error).toBe('paid_for_another_request');
     const members = await shop.send(payment, { body: { text: 'hello world', extra: 1 } });
     expect(members.status).toBe(402);
     expect(shop.runs()).toBe(2);
@@ -676,7 +691,7 @@ describe.skipIf(onPostgres())('single flight', () => {
     const answers = await Promise.all([shop.send(payment, { body: { text: 'a' } }), shop.send(payment, { body: { text: 'b' } })]);
     expect(answers.map((answer) => answer.status).sort()).toEqual([200, 402]);
     const refused = answers.find((answer) => answer.status === 402)!;
-    expect(JSON.parse(Buffer.from(refused.headers.get('payment-required')!, 'base64').toString()).error).toBe('already_settled');
+    expect(JSON.parse(Buffer.from(refused.headers.get('payment-required')!, 'base64').toString()).error).toBe('paid_for_another_request');
     expect(settles).toHaveLength(2);
   });
   it("never takes a body no parser read for another: Express 4's `{}` for an unread type is not the body (found from outside: two 2-byte text bodies were one request)", async () => {
