@@ -115,8 +115,7 @@ function paymentOf(request: AuthorizeRequest): string {
 }
 
 /** What `POST /x402/authorize` is asked for these requirements (throws CreditError for requirements not this scheme's). */
-function authorizeRequestOf(requirements: PaymentRequirements): AuthorizeRequest {
-  const terms = creditTerms(requirements);
+function authorizeRequestOf(requirements: PaymentRequirements, terms = creditTerms(requirements)): AuthorizeRequest {
   return {
     amount: terms.amountUc,
     asset: CREDIT_ASSET,
@@ -127,9 +126,9 @@ function authorizeRequestOf(requirements: PaymentRequirements): AuthorizeRequest
   };
 }
 
-/** Something remembered per payment (a key, an attestation): bounded in number and in time. */
-class PaymentMemory<T> {
-  private readonly entries = new Map<string, { value: T; expiresAtMs: number }>();
+/** The keys of payments the gateway has not settled, by payment: bounded in number and in time. */
+class PendingPayments {
+  private readonly keys = new Map<string, { idempotencyKey: string; expiresAtMs: number }>();
 
   constructor(
     private readonly entriesMax: number,
@@ -137,27 +136,27 @@ class PaymentMemory<T> {
     private readonly nowMs: () => number,
   ) {}
 
-  valueOf(payment: string): T | undefined {
-    const entry = this.entries.get(payment);
+  keyOf(payment: string): string | undefined {
+    const entry = this.keys.get(payment);
     if (entry === undefined) return undefined;
-    if (entry.expiresAtMs > this.nowMs()) return entry.value;
-    this.entries.delete(payment);
+    if (entry.expiresAtMs > this.nowMs()) return entry.idempotencyKey;
+    this.keys.delete(payment);
     return undefined;
   }
 
-  /** Remembers the value as the newest (a Map iterates in insertion order), the oldest going past the bound. */
-  remember(payment: string, value: T, expiresAtMs = this.nowMs() + this.lifetimeMs): void {
-    this.entries.delete(payment);
-    this.entries.set(payment, { value, expiresAtMs });
-    for (const oldest of this.entries.keys()) {
-      if (this.entries.size <= this.entriesMax) break;
-      this.entries.delete(oldest);
+  /** Remembers the key as the newest (a Map iterates in insertion order), the oldest going past the bound. */
+  remember(payment: string, idempotencyKey: string): void {
+    this.keys.delete(payment);
+    this.keys.set(payment, { idempotencyKey, expiresAtMs: this.nowMs() + this.lifetimeMs });
+    for (const oldest of this.keys.keys()) {
+      if (this.keys.size <= this.entriesMax) break;
+      this.keys.delete(oldest);
     }
   }
 
-  /** Forgets the payment's value, unless a concurrent attempt already replaced it with its own. */
-  forget(payment: string, value: T): void {
-    if (this.entries.get(payment)?.value === value) this.entries.delete(payment);
+  /** Forgets the payment's key, unless a concurrent attempt already replaced it with its own. */
+  forget(payment: string, idempotencyKey: string): void {
+    if (this.keys.get(payment)?.idempotencyKey === idempotencyKey) this.keys.delete(payment);
   }
 }
 
@@ -279,7 +278,7 @@ export class CreditSchemeClient implements SchemeNetworkClient {
   readonly authority: string;
   private readonly maxAmountUc: bigint | undefined;
   /** The keys of payments the gateway has not settled (waiting for an approval, or for an answer). */
-  private readonly pending: PaymentMemory<string>;
+  private readonly pending: PendingPayments;
   /** The attestations of payments a merchant could not settle or verify for want of the gateway: presented again. */
   private readonly undecided: UndecidedPayments;
   /** x402's hooks: the answer to each paid request tells whether its payment is to be presented again. */
@@ -289,7 +288,7 @@ export class CreditSchemeClient implements SchemeNetworkClient {
     this.authority = authorityOf(options.gatewayUrl);
     this.maxAmountUc = options.maxAmountUc === undefined ? undefined : BigInt(amountUcText(options.maxAmountUc, 'maxAmountUc'));
     const entriesMax = Math.max(1, options.pendingPaymentsMax ?? PENDING_PAYMENTS_MAX_DEFAULT);
-    this.pending = new PaymentMemory(entriesMax, options.pendingPaymentLifetimeMs ?? PENDING_PAYMENT_LIFETIME_MS_DEFAULT, options.nowMs ?? Date.now);
+    this.pending = new PendingPayments(entriesMax, options.pendingPaymentLifetimeMs ?? PENDING_PAYMENT_LIFETIME_MS_DEFAULT, options.nowMs ?? Date.now);
     this.undecided = new UndecidedPayments(entriesMax, options.nowMs ?? Date.now);
   }
 
@@ -314,7 +313,7 @@ export class CreditSchemeClient implements SchemeNetworkClient {
     for (const cap of caps) {
       if (cap !== undefined && amountUc > cap) throw new CreditError('amount_over_limit', `${terms.amountUc} µc is above this client's cap of ${cap} µc per payment`);
     }
-    const request = authorizeRequestOf(requirements);
+    const request = authorizeRequestOf(requirements, terms);
     // A payment whose last presentation the merchant could not settle or verify goes again, as it was: the gateway
     // settles it once, and the merchant answers it with what its handler made, instead of a second hold and run.
     const attestation = this.undecided.take(paymentOf(request)) ?? (await this.authorize(request)).attestation;
@@ -367,7 +366,7 @@ export class CreditSchemeClient implements SchemeNetworkClient {
   async authorize(request: AuthorizeRequest, idempotencyKey?: string): Promise<Authorization> {
     if (idempotencyKey !== undefined) return this.authorizeOnce(request, idempotencyKey);
     const payment = paymentOf(request);
-    const key = this.pending.valueOf(payment) ?? randomUUID();
+    const key = this.pending.keyOf(payment) ?? randomUUID();
     try {
       const authorization = await this.authorizeOnce(request, key);
       this.pending.forget(payment, key);
