@@ -1996,6 +1996,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/owner/webhook/deliveries/{deliveryId}/resend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Re-send one of the owner webhook's deliveries now
+         * @description No body. The next worker pass sends the event again with the same webhook-id to the webhook as configured now, a dead delivery (all its attempts failed) too; a failure continues its retry schedule. 404 for another owner's delivery; 409 while an attempt is in progress, or when the webhook is disabled or not configured. Idempotency-Key is honoured when sent.
+         *
+         *     Authentication: H, O.
+         */
+        post: operations["resendOwnerWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/events/{eventId}/resend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Re-send a past event to the owner webhook
+         * @description No body. Delivers one of your events (`GET /v1/owner/events`) again with its original webhook-id, to the webhook as configured now: its delivery is made due now, or created when the event happened while the webhook was paused or not configured. 404 for another owner's event; 409 while the webhook is disabled or not configured, or an attempt is in progress. Idempotency-Key is honoured when sent.
+         *
+         *     Authentication: H, O.
+         */
+        post: operations["resendOwnerEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/owner/webhook/deliveries/{deliveryId}/attempts": {
         parameters: {
             query?: never;
@@ -2192,7 +2236,7 @@ export interface webhooks {
         put?: never;
         /**
          * The merchant's domain was verified (its DNS TXT record was found)
-         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `merchant.verified`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret. It happens before the merchant can have a webhook (a webhook URL needs the verified domain), so it is recorded and listed by GET /v1/merchants/{id}/events, and reaches a webhook only when re-sent (POST /v1/merchants/{id}/events/{eventId}/resend).
+         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `merchant.verified`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/merchants/{id}/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret. It happens before the merchant can have a webhook (a webhook URL needs the verified domain), so it is recorded and listed by GET /v1/merchants/{id}/events, and reaches a webhook only when re-sent (POST /v1/merchants/{id}/events/{eventId}/resend).
          */
         post: operations["onMerchantVerified"];
         delete?: never;
@@ -2212,7 +2256,7 @@ export interface webhooks {
         put?: never;
         /**
          * An agent took a hold on one of your offers
-         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `redemption.held`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `redemption.held`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/merchants/{id}/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onRedemptionHeld"];
         delete?: never;
@@ -2232,7 +2276,7 @@ export interface webhooks {
         put?: never;
         /**
          * A hold was captured (you are paid)
-         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `redemption.captured`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `redemption.captured`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/merchants/{id}/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onRedemptionCaptured"];
         delete?: never;
@@ -2252,7 +2296,7 @@ export interface webhooks {
         put?: never;
         /**
          * A hold was released back to the agent
-         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `redemption.released`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `redemption.released`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/merchants/{id}/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onRedemptionReleased"];
         delete?: never;
@@ -2272,7 +2316,7 @@ export interface webhooks {
         put?: never;
         /**
          * A hold expired before it was captured
-         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `redemption.expired`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `redemption.expired`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/merchants/{id}/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onRedemptionExpired"];
         delete?: never;
@@ -2292,7 +2336,7 @@ export interface webhooks {
         put?: never;
         /**
          * Captured credit was refunded to the agent (the last of `refunds` is this one)
-         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `redemption.refunded`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `redemption.refunded`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/merchants/{id}/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onRedemptionRefunded"];
         delete?: never;
@@ -2312,7 +2356,7 @@ export interface webhooks {
         put?: never;
         /**
          * The owner froze an agent and released its outstanding holds, or retired a delegate: the vouchers of `revocation.holdIds` (their `jti`) are revoked. Refuse them from now on; a capture of one answers 409 voucher_revoked. One event per freeze or retirement lists all of your holds it released; GET /v1/merchants/{id}/revocations lists the same holds for a merchant without a webhook
-         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `voucher.revoked`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `voucher.revoked`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/merchants/{id}/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onVoucherRevoked"];
         delete?: never;
@@ -2332,7 +2376,7 @@ export interface webhooks {
         put?: never;
         /**
          * The gateway disabled the webhook after every attempt failed for 5 days (listed by GET …/events; not delivered, the webhook being off)
-         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `webhook.disabled`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `webhook.disabled`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/merchants/{id}/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onWebhookDisabled"];
         delete?: never;
@@ -2352,7 +2396,7 @@ export interface webhooks {
         put?: never;
         /**
          * A top-up of one of your agents settled: its lot is credited (`lotId`), and a bound intent runs next
-         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `topup.settled`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `topup.settled`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/owner/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onTopupSettled"];
         delete?: never;
@@ -2372,7 +2416,7 @@ export interface webhooks {
         put?: never;
         /**
          * A top-up of one of your agents was declined; its retained intent, if any, is cancelled
-         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `topup.declined`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `topup.declined`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/owner/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onTopupDeclined"];
         delete?: never;
@@ -2392,7 +2436,7 @@ export interface webhooks {
         put?: never;
         /**
          * A top-up of one of your agents expired unapproved, or was closed because a freeze or retirement cancelled the retained intent it was opened for; its retained intent, if any, is cancelled
-         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `topup.expired`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `topup.expired`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/owner/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onTopupExpired"];
         delete?: never;
@@ -2412,7 +2456,7 @@ export interface webhooks {
         put?: never;
         /**
          * The provider reported the payment of a top-up failed; its retained intent, if any, is cancelled
-         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `topup.failed`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `topup.failed`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/owner/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onTopupFailed"];
         delete?: never;
@@ -2432,7 +2476,7 @@ export interface webhooks {
         put?: never;
         /**
          * A retained intent of one of your agents ran and was charged once: its `result` and `receipt`
-         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `intent.completed`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `intent.completed`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/owner/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onIntentCompleted"];
         delete?: never;
@@ -2452,7 +2496,7 @@ export interface webhooks {
         put?: never;
         /**
          * A retained intent of one of your agents ran and failed definitively (`error`); nothing was charged
-         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `intent.failed`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `intent.failed`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/owner/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onIntentFailed"];
         delete?: never;
@@ -2472,7 +2516,7 @@ export interface webhooks {
         put?: never;
         /**
          * A retained intent of one of your agents was closed without running (`cancellationReason`); nothing was charged
-         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `intent.cancelled`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `intent.cancelled`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/owner/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onIntentCancelled"];
         delete?: never;
@@ -2492,7 +2536,7 @@ export interface webhooks {
         put?: never;
         /**
          * A budget of one of your agents' mandates crossed one of its alert thresholds (80% and 100% unless the mandate says otherwise), once per threshold and period (again after the owner changes the budget or the thresholds, for those its spend has not reached yet)
-         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `budget.threshold`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `budget.threshold`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/owner/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onBudgetThreshold"];
         delete?: never;
@@ -2512,7 +2556,7 @@ export interface webhooks {
         put?: never;
         /**
          * A purchase of one of your agents is above its mandate's approval threshold and waits for your answer at `purchase.approvalUrl`; nothing is taken until then
-         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `purchase.approval_requested`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `purchase.approval_requested`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/owner/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onPurchaseApprovalRequested"];
         delete?: never;
@@ -2532,7 +2576,7 @@ export interface webhooks {
         put?: never;
         /**
          * You approved a purchase of one of your agents: the agent's retry of the same request (same Idempotency-Key) takes it, once, before `purchase.expiresAt`
-         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `purchase.approved`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `purchase.approved`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/owner/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onPurchaseApproved"];
         delete?: never;
@@ -2552,7 +2596,7 @@ export interface webhooks {
         put?: never;
         /**
          * A purchase of one of your agents will not be made: you declined it (`reason: declined`), or did not answer in time (`reason: expired`); nothing was taken
-         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `purchase.declined`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent. 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Sent to the owner's webhook URL (PUT /v1/owner/webhook) as `purchase.declined`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/owner/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
          */
         post: operations["onPurchaseDeclined"];
         delete?: never;
@@ -15053,6 +15097,226 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    resendOwnerWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description id of the webhook delivery (whd_…) */
+                deliveryId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            202: {
+                headers: {
+                    /** @description present when this is the stored outcome of an earlier request with the same key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        delivery: components["schemas"]["WebhookDelivery"];
+                    };
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    /** @description with idempotency_key_in_use: seconds until the running request is likely done */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    resendOwnerEvent: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description id of the event (evt_…) */
+                eventId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            202: {
+                headers: {
+                    /** @description present when this is the stored outcome of an earlier request with the same key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        delivery: components["schemas"]["WebhookDelivery"];
+                    };
+                };
+            };
+            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    /** @description with idempotency_key_in_use: seconds until the running request is likely done */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -189,7 +189,7 @@ export function webhooksDocument(): Record<string, unknown> {
             `as \`${type}\`, signed with Standard Webhooks. Only a 2xx answer counts as ` +
             `delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes ` +
             `${retryWaits()} later (each wait counted from the end of the failed attempt); after ${RETRY_SCHEDULE_S.length} ` +
-            'failed attempts the delivery is dead-lettered and can be re-sent. ' +
+            `failed attempts the delivery is dead-lettered and can be re-sent (${EVENTS[type].account === 'merchant' ? 'POST /v1/merchants/{id}/webhook/deliveries/{deliveryId}/resend' : 'POST /v1/owner/webhook/deliveries/{deliveryId}/resend'}). ` +
             `${CIRCUIT_FAILURES_THRESHOLD} failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for ` +
             `${CIRCUIT_OPEN_BASE_MS / 1000} s, doubling with each further failure up to ${CIRCUIT_OPEN_MAX_MS / 60_000} min, so an attempt may come ` +
             'later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: ' +

@@ -1,5 +1,6 @@
 // The webhook operations, for every face: a merchant's webhook (configure it, pause or resume it, rotate its
-// secret, re-send a delivery or a past event) and an owner's (configure, delete). Who may act for a merchant
+// secret, re-send a delivery or a past event) and an owner's (configure, delete, re-send a delivery or a past
+// event). Who may act for a merchant
 // is the merchants feature's rule, asked through MerchantDirectory inside the operation's transaction; an
 // owner's webhook is the principal's own.
 import { Type, type Static } from '@sinclair/typebox';
@@ -66,6 +67,8 @@ export const OwnerWebhookPut = Type.Object(
 
 export const EventParams = Type.Object({ id: idOf('merchant (mer_…)'), eventId: idOf('event (evt_…)') });
 export const DeliveryParams = Type.Object({ id: idOf('merchant (mer_…)'), deliveryId: idOf('webhook delivery (whd_…)') });
+export const OwnerEventParams = Type.Object({ eventId: idOf('event (evt_…)') });
+export const OwnerDeliveryParams = Type.Object({ deliveryId: idOf('webhook delivery (whd_…)') });
 
 const ConfigureWebhookInput = inputOf(MerchantIdParams, WebhookPut);
 const ResendDeliveryInput = inputOf(DeliveryParams);
@@ -74,6 +77,8 @@ const SetWebhookEnabledInput = inputOf(MerchantIdParams, WebhookPatch);
 const RotateWebhookSecretInput = inputOf(MerchantIdParams, RotateBody);
 const ConfigureOwnerWebhookInput = OwnerWebhookPut;
 const DeleteOwnerWebhookInput = Type.Object({}, { additionalProperties: false });
+const ResendOwnerDeliveryInput = inputOf(OwnerDeliveryParams);
+const ResendOwnerEventInput = inputOf(OwnerEventParams);
 
 type Result<M extends keyof WebhookService> = ResolvedBy<WebhookService, M>;
 type OwnerResult<M extends keyof OwnerWebhookService> = ResolvedBy<OwnerWebhookService, M>;
@@ -89,6 +94,8 @@ export interface EventOperations {
 export interface OwnerWebhookOperations {
   configureOwnerWebhook: SingleStepOperation<Static<typeof ConfigureOwnerWebhookInput>, OwnerResult<'configure'>>;
   deleteOwnerWebhook: SingleStepOperation<Static<typeof DeleteOwnerWebhookInput>, OwnerResult<'delete'>>;
+  resendOwnerWebhookDelivery: SingleStepOperation<Static<typeof ResendOwnerDeliveryInput>, { delivery: Delivery }>;
+  resendOwnerEvent: SingleStepOperation<Static<typeof ResendOwnerEventInput>, { delivery: Delivery }>;
 }
 
 export function eventOperations(merchants: MerchantDirectory, webhooks: WebhookService): EventOperations {
@@ -113,7 +120,7 @@ export function eventOperations(merchants: MerchantDirectory, webhooks: WebhookS
       idempotency: { key: 'optional' },
       run: async (tx, { principal, input }) => {
         await merchants.reach(tx, principal, input.id);
-        return { delivery: await webhooks.resend(tx, input.id, input.deliveryId) };
+        return { delivery: await webhooks.resend(tx, { kind: 'merchant', id: input.id }, input.deliveryId) };
       },
     },
     resendEvent: {
@@ -122,7 +129,7 @@ export function eventOperations(merchants: MerchantDirectory, webhooks: WebhookS
       idempotency: { key: 'optional' },
       run: async (tx, { principal, input }) => {
         await merchants.reach(tx, principal, input.id);
-        return { delivery: await webhooks.resendEvent(tx, input.id, input.eventId) };
+        return { delivery: await webhooks.resendEvent(tx, { kind: 'merchant', id: input.id }, input.eventId) };
       },
     },
     setWebhookEnabled: {
@@ -163,6 +170,18 @@ export function ownerWebhookOperations(ownerWebhooks: OwnerWebhookService): Owne
       input: DeleteOwnerWebhookInput,
       idempotency: { key: 'optional' },
       run: (tx, { principal }) => ownerWebhooks.delete(tx, principal.ownerId!),
+    },
+    resendOwnerWebhookDelivery: {
+      name: 'resendOwnerWebhookDelivery',
+      input: ResendOwnerDeliveryInput,
+      idempotency: { key: 'optional' },
+      run: async (tx, { principal, input }) => ({ delivery: await ownerWebhooks.resend(tx, principal.ownerId!, input.deliveryId) }),
+    },
+    resendOwnerEvent: {
+      name: 'resendOwnerEvent',
+      input: ResendOwnerEventInput,
+      idempotency: { key: 'optional' },
+      run: async (tx, { principal, input }) => ({ delivery: await ownerWebhooks.resendEvent(tx, principal.ownerId!, input.eventId) }),
     },
   };
 }

@@ -5,7 +5,7 @@
 // again against every resolved address at delivery.
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
-import type { OwnerWebhookConfiguration, WebhookService } from './service.ts';
+import type { Delivery, OwnerWebhookConfiguration, WebhookService } from './service.ts';
 import { validatePublicWebhookUrl } from './webhook-url.ts';
 
 export const OWNER_WEBHOOK_SECRET_NOTICE =
@@ -42,5 +42,15 @@ export class OwnerWebhookService {
   /** Deleting an absent webhook answers the same unconfigured state (`deleted: false`). */
   async delete(tx: Queryable, ownerId: string): Promise<{ configuration: OwnerWebhookConfiguration; deleted: boolean }> {
     return this.webhooks.deleteOwner(tx, ownerId);
+  }
+
+  /** A delivery of the owner's made due now (a dead one too), as a merchant's re-send does. */
+  resend(tx: Tx, ownerId: string, deliveryId: string): Promise<Delivery> {
+    return this.webhooks.resend(tx, { kind: 'owner', id: ownerId }, deliveryId);
+  }
+
+  /** Any kept event of the owner's delivered again, or for the first time (it happened while the webhook was paused). */
+  resendEvent(tx: Tx, ownerId: string, eventId: string): Promise<Delivery> {
+    return this.webhooks.resendEvent(tx, { kind: 'owner', id: ownerId }, eventId);
   }
 }

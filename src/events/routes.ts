@@ -3,8 +3,8 @@
 // pausing and resuming the webhook, rotating its secret with an overlap; access is the merchants feature's
 // rule (its owner, or one of its API keys with the scope). An owner's: PUT, GET and DELETE
 // /v1/owner/webhook (the owner is the caller), receiving the owner part of the event catalogue (the OpenAPI
-// document's top-level `webhooks`), and the owner's events and deliveries with their attempts. Routes
-// translate; the rules live in the operations, queries and services.
+// document's top-level `webhooks`), the owner's events and deliveries with their attempts, and re-sending a
+// delivery or any past event as a merchant does. Routes translate; the rules live in the operations, queries and services.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { serve } from '../platform/http/operation.ts';
@@ -15,6 +15,8 @@ import { OWNER_EVENT_TYPES } from './outbox.ts';
 import {
   DeliveryParams,
   EventParams,
+  OwnerDeliveryParams,
+  OwnerEventParams,
   OwnerWebhookPut,
   RotateBody,
   WebhookPatch,
@@ -225,6 +227,38 @@ export function ownerWebhookRoutes(ops: OwnerWebhookOperations, queries: EventQu
         summary: "List the owner webhook's recent deliveries (newest first)",
       }),
     );
+
+    app.post('/v1/owner/webhook/deliveries/:deliveryId/resend', {
+      config: { auth: OWNER, operation: ops.resendOwnerWebhookDelivery },
+      schema: {
+        tags,
+        summary: "Re-send one of the owner webhook's deliveries now",
+        description:
+          'No body. The next worker pass sends the event again with the same webhook-id to the webhook as configured now, a ' +
+          'dead delivery (all its attempts failed) too; a failure continues its retry schedule. 404 for another owner\'s ' +
+          'delivery; 409 while an attempt is in progress, or when the webhook is disabled or not configured. Idempotency-Key ' +
+          'is honoured when sent.',
+        params: OwnerDeliveryParams,
+        response: { 202: DeliveryOne, ...problems(404, 409) },
+      },
+      handler: (request, reply) => serve(request, reply, ops.resendOwnerWebhookDelivery, request.params as Static<typeof OwnerDeliveryParams>, { status: 202 }),
+    });
+
+    app.post('/v1/owner/events/:eventId/resend', {
+      config: { auth: OWNER, operation: ops.resendOwnerEvent },
+      schema: {
+        tags,
+        summary: 'Re-send a past event to the owner webhook',
+        description:
+          'No body. Delivers one of your events (`GET /v1/owner/events`) again with its original webhook-id, to the webhook as ' +
+          'configured now: its delivery is made due now, or created when the event happened while the webhook was paused or not ' +
+          'configured. 404 for another owner\'s event; 409 while the webhook is disabled or not configured, or an attempt is in ' +
+          'progress. Idempotency-Key is honoured when sent.',
+        params: OwnerEventParams,
+        response: { 202: DeliveryOne, ...problems(404, 409) },
+      },
+      handler: (request, reply) => serve(request, reply, ops.resendOwnerEvent, request.params as Static<typeof OwnerEventParams>, { status: 202 }),
+    });
 
     app.route(
       queryRoute('GET', '/v1/owner/webhook/deliveries/:deliveryId/attempts', queries.listOwnerDeliveryAttempts, {

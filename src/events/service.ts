@@ -230,6 +230,11 @@ function toDelivery(row: store.DeliveryRow): Delivery {
   };
 }
 
+/** Whose a delivery or an event is not, in a 404's detail. */
+function ofAccount(account: store.EventAccount): string {
+  return account.kind === 'merchant' ? 'for this merchant' : 'of yours';
+}
+
 /** A re-send of an event of an undelivered type (`webhook.disabled`) is refused: such events are listed, never delivered. */
 function refuseUndeliverable(eventType: string): void {
   if (!isDeliverable(eventType)) throw new ApiError('conflict', { detail: `${eventType} events are listed by the events API, never delivered` });
@@ -395,47 +400,54 @@ export class WebhookService {
   }
 
   /**
-   * Makes a delivery due now, whatever its state: the next worker run sends it again with the same
-   * webhook-id, to the endpoint as configured now. A failure then continues the retry schedule from the
+   * Makes a delivery of the account's due now, whatever its state: the next worker run sends it again with the
+   * same webhook-id, to the endpoint as configured now. A failure then continues the retry schedule from the
    * attempts already made (so a dead delivery that fails again is dead again).
    */
-  async resend(tx: Tx, merchantId: string, deliveryId: string): Promise<Delivery> {
-    const row = await store.lockDelivery(tx, merchantId, deliveryId);
-    if (!row) throw new ApiError('not_found', { detail: `no delivery ${deliveryId} for this merchant` });
-    await this.resendDelivery(tx, row);
-    return toDelivery((await store.findDelivery(tx, { kind: 'merchant', id: merchantId }, deliveryId))!);
+  async resend(tx: Tx, account: store.EventAccount, deliveryId: string): Promise<Delivery> {
+    const row = await store.lockDelivery(tx, account, deliveryId);
+    if (!row) throw new ApiError('not_found', { detail: `no delivery ${deliveryId} ${ofAccount(account)}` });
+    await this.resendDelivery(tx, account, row);
+    return toDelivery((await store.findDelivery(tx, account, deliveryId))!);
   }
 
-  private async resendDelivery(tx: Queryable, row: store.DeliveryRow): Promise<void> {
+  private async resendDelivery(tx: Queryable, account: store.EventAccount, row: store.DeliveryRow): Promise<void> {
     refuseUndeliverable(row.event_type);
-    const endpoint = await store.findEndpoint(tx, row.merchant_id);
-    if (!endpoint?.enabled) throw new ApiError('conflict', { detail: 'the webhook is disabled; enable it (PATCH …/webhook) before re-sending' });
+    await this.refuseWithoutEndpoint(tx, account);
     const nowMs = this.gateway.clock.nowMs();
     if (Number(row.locked_until_ms) > nowMs) {
       throw new ApiError('conflict', { detail: 'an attempt of this delivery is in progress; look again in a few seconds', retryAfterS: 5 });
     }
     await store.scheduleNow(tx, row.id, nowMs);
-    await store.closeCircuit(tx, row.merchant_id);
+    await store.closeCircuit(tx, account.id);
+  }
+
+  /** A re-send needs an enabled webhook to go to (an owner's may have been deleted, or never configured). */
+  private async refuseWithoutEndpoint(db: Queryable, account: store.EventAccount): Promise<void> {
+    const endpoint = await store.findEndpoint(db, account.id);
+    if (endpoint?.enabled) return;
+    const how = account.kind === 'merchant' ? 'PUT or PATCH /v1/merchants/{id}/webhook' : 'PUT /v1/owner/webhook';
+    throw new ApiError('conflict', { detail: `the webhook is ${endpoint ? 'disabled' : 'not configured'}; ${endpoint ? 'enable' : 'configure'} it (${how}) before re-sending` });
   }
 
   /**
-   * Re-sends any kept event with its original webhook-id: its delivery is made due now, or created when
-   * the event never had one (it happened while the webhook was paused or not yet configured).
+   * Re-sends any kept event of the account with its original webhook-id: its delivery is made due now, or created
+   * when the event never had one (it happened while the webhook was paused or not yet configured).
    */
-  async resendEvent(tx: Tx, merchantId: string, eventId: string): Promise<Delivery> {
-    const event = await store.findEvent(tx, merchantId, eventId);
-    if (!event) throw new ApiError('not_found', { detail: `no event ${eventId} for this merchant (events are kept ${EVENT_RETENTION_DAYS} days)` });
+  async resendEvent(tx: Tx, account: store.EventAccount, eventId: string): Promise<Delivery> {
+    const event = await store.findEvent(tx, account, eventId);
+    if (!event) throw new ApiError('not_found', { detail: `no event ${eventId} ${ofAccount(account)} (events are kept ${EVENT_RETENTION_DAYS} days)` });
     refuseUndeliverable(event.type);
-    const existing = await store.lockDeliveryOfEvent(tx, merchantId, eventId);
+    const existing = await store.lockDeliveryOfEvent(tx, account, eventId);
     if (existing) {
-      await this.resendDelivery(tx, existing);
+      await this.resendDelivery(tx, account, existing);
     } else {
-      const endpoint = await store.findEndpoint(tx, merchantId);
-      if (!endpoint?.enabled) throw new ApiError('conflict', { detail: 'the webhook is disabled or not configured; enable it before re-sending' });
-      await store.insertDelivery(tx, { id: newId('whd'), eventId, merchantId, nowMs: this.gateway.clock.nowMs(), nowS: this.gateway.clock.nowS() });
-      await store.closeCircuit(tx, merchantId);
+      await this.refuseWithoutEndpoint(tx, account);
+      const clock = this.gateway.clock;
+      await store.insertDelivery(tx, { id: newId('whd'), eventId, eventType: event.type, account, nowMs: clock.nowMs(), nowS: clock.nowS() });
+      await store.closeCircuit(tx, account.id);
     }
-    return toDelivery((await store.lockDeliveryOfEvent(tx, merchantId, eventId))!);
+    return toDelivery((await store.lockDeliveryOfEvent(tx, account, eventId))!);
   }
 
   /** A merchant's or an owner's events, newest first, of the given types (all when none) and within [from, to] (Unix seconds). */

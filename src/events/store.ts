@@ -32,7 +32,8 @@ export interface DeliveryRow {
   id: string;
   event_id: string;
   event_type: string;
-  merchant_id: string;
+  /** The endpoint's key: the merchant's or the owner's id. */
+  account_id: string;
   state: DeliveryState;
   attempts: number;
   next_attempt_at_ms: bigint;
@@ -208,7 +209,7 @@ export async function queueEventsSince(db: Queryable, merchantId: string, sinceS
   return result.rowCount ?? 0;
 }
 
-const DELIVERY_COLUMNS = `d.id, d.event_id, ev.type AS event_type, d.merchant_id, d.state, d.attempts, d.next_attempt_at_ms,
+const DELIVERY_COLUMNS = `d.id, d.event_id, ev.type AS event_type, d.account_id, d.state, d.attempts, d.next_attempt_at_ms,
   d.locked_until_ms, d.last_status, d.last_error, d.last_attempt_at_s, d.last_duration_ms, d.created_at_s, d.delivered_at_s,
   CASE WHEN we.enabled THEN we.circuit_open_until_ms ELSE 0 END AS circuit_open_until_ms`;
 /** A delivery with its event and its endpoint (whose circuit may hold it back; none once an owner deleted it). */
@@ -245,12 +246,12 @@ export async function findDelivery(db: Queryable, account: EventAccount, deliver
   return rows[0];
 }
 
-/** The delivery, locked for the rest of the transaction (a re-send). */
-export async function lockDelivery(tx: Tx, merchantId: string, deliveryId: string): Promise<DeliveryRow | undefined> {
+/** The account's delivery, locked for the rest of the transaction (a re-send). */
+export async function lockDelivery(tx: Tx, account: EventAccount, deliveryId: string): Promise<DeliveryRow | undefined> {
   const { rows } = await tx.query<DeliveryRow>(
     `SELECT ${DELIVERY_COLUMNS} FROM ${DELIVERY_FROM}
-      WHERE d.id = $1 AND d.merchant_id = $2 FOR UPDATE OF d`,
-    [deliveryId, merchantId],
+      WHERE d.id = $1 AND d.${accountColumn(account)} = $2 FOR UPDATE OF d`,
+    [deliveryId, account.id],
   );
   return rows[0];
 }
@@ -260,9 +261,9 @@ export async function scheduleNow(db: Queryable, deliveryId: string, nowMs: numb
   await db.query(`UPDATE webhook_deliveries SET state = 'pending', next_attempt_at_ms = $2 WHERE id = $1`, [deliveryId, nowMs]);
 }
 
-/** The merchant asked for an attempt (a re-send): the endpoint's circuit closes so it is made now. */
-export async function closeCircuit(db: Queryable, merchantId: string): Promise<void> {
-  await db.query('UPDATE webhook_endpoints SET circuit_open_until_ms = 0 WHERE merchant_id = $1 AND circuit_open_until_ms > 0', [merchantId]);
+/** The account asked for an attempt (a re-send): the endpoint's circuit closes so it is made now. */
+export async function closeCircuit(db: Queryable, accountId: string): Promise<void> {
+  await db.query('UPDATE webhook_endpoints SET circuit_open_until_ms = 0 WHERE account_id = $1 AND circuit_open_until_ms > 0', [accountId]);
 }
 
 /** How long after its latest failure an endpoint stays in the failing share, even between successes. */
@@ -469,17 +470,20 @@ export async function listEvents(
   return rows;
 }
 
-export async function findEvent(db: Queryable, merchantId: string, eventId: string): Promise<EventRow | undefined> {
-  const { rows } = await db.query<EventRow>('SELECT id, type, payload, created_at_s FROM events WHERE id = $1 AND merchant_id = $2', [eventId, merchantId]);
+export async function findEvent(db: Queryable, account: EventAccount, eventId: string): Promise<EventRow | undefined> {
+  const { rows } = await db.query<EventRow>(`SELECT id, type, payload, created_at_s FROM events WHERE id = $1 AND ${accountColumn(account)} = $2`, [
+    eventId,
+    account.id,
+  ]);
   return rows[0];
 }
 
 /** The event's delivery, locked for the rest of the transaction (a re-send of the event). */
-export async function lockDeliveryOfEvent(tx: Tx, merchantId: string, eventId: string): Promise<DeliveryRow | undefined> {
+export async function lockDeliveryOfEvent(tx: Tx, account: EventAccount, eventId: string): Promise<DeliveryRow | undefined> {
   const { rows } = await tx.query<DeliveryRow>(
     `SELECT ${DELIVERY_COLUMNS} FROM ${DELIVERY_FROM}
-      WHERE d.event_id = $1 AND d.merchant_id = $2 FOR UPDATE OF d`,
-    [eventId, merchantId],
+      WHERE d.event_id = $1 AND d.${accountColumn(account)} = $2 FOR UPDATE OF d`,
+    [eventId, account.id],
   );
   return rows[0];
 }
@@ -494,12 +498,27 @@ export async function outboxBacklog(db: Queryable, nowMs: number): Promise<{ pen
   return { pending: Number(rows[0]?.pending ?? 0n), oldestDueAgeS: overdueMs / 1000 };
 }
 
-/** A delivery for a past event that never had one (it happened while no webhook was enabled), due now. */
-export async function insertDelivery(db: Queryable, delivery: { id: string; eventId: string; merchantId: string; nowMs: number; nowS: number }): Promise<void> {
+/**
+ * A delivery for a past event of the account that never had one (it happened while no webhook was enabled), due
+ * now, urgent as the outbox would have made it.
+ */
+export async function insertDelivery(
+  db: Queryable,
+  delivery: { id: string; eventId: string; eventType: string; account: EventAccount; nowMs: number; nowS: number },
+): Promise<void> {
+  const { account } = delivery;
   await db.query(
-    `INSERT INTO webhook_deliveries (id, event_id, merchant_id, state, next_attempt_at_ms, created_at_s)
-     VALUES ($1, $2, $3, 'pending', $4, $5)`,
-    [delivery.id, delivery.eventId, delivery.merchantId, delivery.nowMs, delivery.nowS],
+    `INSERT INTO webhook_deliveries (id, event_id, merchant_id, owner_id, state, next_attempt_at_ms, created_at_s, urgent)
+     VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7)`,
+    [
+      delivery.id,
+      delivery.eventId,
+      account.kind === 'merchant' ? account.id : null,
+      account.kind === 'owner' ? account.id : null,
+      delivery.nowMs,
+      delivery.nowS,
+      URGENT_EVENT_TYPES.includes(delivery.eventType),
+    ],
   );
 }
 

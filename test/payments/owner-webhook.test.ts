@@ -227,6 +227,81 @@ describe('events to the owner', () => {
   }, 30_000);
 });
 
+// Found from outside (bb42): the owner events' documentation said a dead delivery "can be re-sent", and only
+// merchants had a re-send; an owner whose receiver was down past the retry schedule lost those events.
+describe('re-sending to the owner webhook', () => {
+  const emitFor = (owner: string, id: string) =>
+    world.gw.gateway.db.transaction((tx) => emitEvent(tx, { ownerId: owner, type: 'topup.expired', data: { topup: { id } }, nowMs: world.gw.clock.nowMs() }));
+  const deliveryOf = async (owner: string, eventId: string) =>
+    (await world.gw.gateway.db.query<{ id: string; state: string; attempts: number }>('SELECT id, state, attempts FROM webhook_deliveries WHERE owner_id = $1 AND event_id = $2', [owner, eventId]))
+      .rows;
+
+  it('sends a dead delivery again with its webhook-id, and an event of a time without a webhook for the first time', async () => {
+    const agent = await newAgent('resend');
+    const owner = await ownerId(world, agent.ownerToken);
+    // An event from before the webhook existed: recorded, never queued.
+    const before = await emitFor(owner, 'top_before_webhook');
+    target.receiver.useSecret((await putWebhook(agent.ownerToken)).body.webhookSecret);
+    const dead = await emitFor(owner, 'top_dead');
+    // Its attempts all failed (the schedule's 27 hours, written as their outcome).
+    await world.gw.gateway.db.query(`UPDATE webhook_deliveries SET state = 'dead', attempts = 8, last_error = 'status_not_2xx' WHERE owner_id = $1`, [owner]);
+    await world.gw.services.webhookWorker.runOnce();
+    expect(target.receiver.received.filter((r) => JSON.parse(r.body).ownerId === owner)).toEqual([]);
+
+    const deliveryId = (await deliveryOf(owner, dead.id))[0]!.id;
+    const resent = await world.api('POST', `/v1/owner/webhook/deliveries/${deliveryId}/resend`, { token: agent.ownerToken });
+    expect(resent.status).toBe(202);
+    expect(resent.body.delivery).toMatchObject({ id: deliveryId, eventId: dead.id, eventType: 'topup.expired', state: 'pending', attempts: 8 });
+    const first = await receivedFor(owner, 1);
+    expect(first.map((r) => [r.headers['webhook-id'], r.verified])).toEqual([[dead.id, true]]);
+    expect(await deliveryOf(owner, dead.id)).toEqual([{ id: deliveryId, state: 'succeeded', attempts: 9 }]);
+
+    expect(await deliveryOf(owner, before.id)).toEqual([]);
+    const resendKey = key('resend-event');
+    const sent = await world.api('POST', `/v1/owner/events/${before.id}/resend`, { token: agent.ownerToken, key: resendKey });
+    expect(sent.status).toBe(202);
+    expect(sent.body.delivery).toMatchObject({ eventId: before.id, state: 'pending', attempts: 0 });
+    const both = await receivedFor(owner, 2);
+    expect(both.map((r) => [r.headers['webhook-id'], r.verified])).toEqual([
+      [dead.id, true],
+      [before.id, true],
+    ]);
+    // The same key again: the first answer, and no third delivery.
+    const replay = await world.api('POST', `/v1/owner/events/${before.id}/resend`, { token: agent.ownerToken, key: resendKey });
+    expect([replay.status, replay.body]).toEqual([202, sent.body]);
+    await world.gw.services.webhookWorker.runOnce();
+    expect(target.receiver.received.filter((r) => JSON.parse(r.body).ownerId === owner)).toHaveLength(2);
+  });
+
+  it("refuses another owner's delivery and event (404), a re-send without a webhook (409), and agents (403)", async () => {
+    const agent = await newAgent('resend-owner');
+    const owner = await ownerId(world, agent.ownerToken);
+    await putWebhook(agent.ownerToken);
+    const event = await emitFor(owner, 'top_other_owner');
+    const deliveryId = (await deliveryOf(owner, event.id))[0]!.id;
+    const stranger = await world.humanToken(`resend-stranger-${++counter}@example.com`);
+    const deliveryPath = `/v1/owner/webhook/deliveries/${deliveryId}/resend`;
+    const eventPath = `/v1/owner/events/${event.id}/resend`;
+    for (const path of [deliveryPath, eventPath]) {
+      const res = await world.api('POST', path, { token: stranger });
+      expect(res.status, path).toBe(404);
+      expect(res.body.code).toBe('not_found');
+      expect((await world.api('POST', path, { token: agent.token })).status, path).toBe(403);
+    }
+    expect((await world.api('DELETE', '/v1/owner/webhook', { token: agent.ownerToken })).body.deleted).toBe(true);
+    for (const path of [deliveryPath, eventPath]) {
+      const res = await world.api('POST', path, { token: agent.ownerToken });
+      expect(res.status, path).toBe(409);
+      expect(res.body.detail).toContain('not configured');
+    }
+    // Paused: disabled, not gone.
+    await putWebhook(agent.ownerToken, { url: HOOK_URL, enabled: false });
+    const paused = await world.api('POST', eventPath, { token: agent.ownerToken });
+    expect(paused.status).toBe(409);
+    expect(paused.body.detail).toContain('disabled');
+  });
+});
+
 describe('purchase events to the owner', () => {
   /** An agent whose mandate asks its owner above 1 credit, with a webhook, and an offer above that. */
   async function asking(label: string) {

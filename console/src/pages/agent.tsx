@@ -303,7 +303,8 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
     });
   };
   return (
-    <form onSubmit={save} class="stack mandate" noValidate>
+    // data-version: the version the draft was filled from (a refill after a reload lands a render after the answer).
+    <form onSubmit={save} class="stack mandate" noValidate data-version={base.version}>
       {mandate.version !== base.version ? (
         <div class="error" role="status">
           <p>

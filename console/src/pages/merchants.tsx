@@ -425,7 +425,7 @@ function Attempts({ load }: { load: () => Promise<{ attempts: Schemas['WebhookAt
 /** Deliveries shown per page (the API takes up to 100). */
 export const DELIVERIES_PAGE = 20;
 
-/** Deliveries, newest first, a page at a time, each with its attempts on request and (for a merchant) a re-send. */
+/** Deliveries, newest first, a page at a time, each with its attempts on request and a re-send. */
 export function Deliveries({
   list,
   attempts,

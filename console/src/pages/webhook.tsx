@@ -1,6 +1,6 @@
 // The owner webhook: where the events of the owner's agents go (top-ups, intents, purchases waiting for
-// approval), the events themselves (kept 30 days, delivered or not) and the deliveries with their attempts, each
-// list a page at a time, newest first, with its older pages on request.
+// approval), the events themselves (kept 30 days, delivered or not) and the deliveries with their attempts and a
+// re-send, each list a page at a time, newest first, with its older pages on request.
 import { useState } from 'preact/hooks';
 import { ok, newKey } from '../api.ts';
 import { CopyButton, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When } from '../ui.tsx';
@@ -118,6 +118,10 @@ export function OwnerWebhookPage() {
           <Deliveries
             list={deliveries}
             attempts={async (deliveryId) => ok(await api.GET('/v1/owner/webhook/deliveries/{deliveryId}/attempts', { params: { path: { deliveryId } } }))}
+            resend={async (deliveryId) => {
+              ok(await api.POST('/v1/owner/webhook/deliveries/{deliveryId}/resend', { params: { path: { deliveryId }, header: { 'Idempotency-Key': newKey() } } }));
+              reload();
+            }}
           />
         </section>
       ) : null}
