@@ -154,6 +154,20 @@ describe('a pause loses nothing', () => {
     expect([last.headers['webhook-id'], last.verified]).toEqual([missed.id, true]);
   });
 
+  it('re-sends a missed voucher.revoked as urgent, as its first delivery would have been', async () => {
+    const { merchantId } = await webhookMerchant();
+    expect((await patch(merchantId, { enabled: false })).status).toBe(200);
+    const revoked = await emit(merchantId, 'voucher.revoked');
+    const held = await emit(merchantId);
+    expect((await patch(merchantId, { enabled: true, deliverMissed: false })).status).toBe(200);
+    for (const event of [revoked, held]) expect((await world.api('POST', `/v1/merchants/${merchantId}/events/${event.id}/resend`, { token: alice })).status).toBe(202);
+    const { rows } = await world.gw.gateway.db.query<{ event_id: string; urgent: boolean }>('SELECT event_id, urgent FROM webhook_deliveries WHERE merchant_id = $1 ORDER BY seq', [merchantId]);
+    expect(rows).toEqual([
+      { event_id: revoked.id, urgent: true },
+      { event_id: held.id, urgent: false },
+    ]);
+  });
+
   it('refuses a re-send while paused (409), of an unknown event (404), and PATCH without a key or with a bad body (400)', async () => {
     const { merchantId } = await webhookMerchant();
     const event = await emit(merchantId);
