@@ -331,4 +331,44 @@ describe('background work', () => {
       await closeRunning(running);
     }
   }, 90_000);
+
+  // Found from outside: the worker kept a timer for the earliest retry only, so a retry due after another's waited
+  // for the next poll (5.9–6 s after a timeout, where a 500's came at 5 s).
+  it('makes each retry at its own due time, not only the earliest one, before the next poll', async () => {
+    const running = await runningWorld(60_000);
+    try {
+      const token = await running.humanToken('retries@example.com');
+      const merchant = await webhookMerchant(running, token);
+      running.gw.gateway.startBackgroundWork();
+      target.receiver.answerWith(500);
+      // Two first attempts that fail 700 ms apart: their retries are due 5 s after each.
+      const first = await emit(running, merchant);
+      await running.gw.services.webhookWorker.pass();
+      await waitFor(() => attemptsOf(running, first.id), { until: (attempts) => attempts.length === 1 && attempts[0]!.finished_at_ms !== null, what: 'the first failure' });
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      const second = await emit(running, merchant);
+      await running.gw.services.webhookWorker.pass();
+      await waitFor(() => attemptsOf(running, second.id), { until: (attempts) => attempts.length === 1 && attempts[0]!.finished_at_ms !== null, what: 'the second failure' });
+      target.receiver.answerWith(200);
+      for (const event of [first, second]) {
+        const attempts = await waitFor(() => attemptsOf(running, event.id), { until: (rows) => rows.length === 2 && rows[1]!.outcome === 'succeeded', what: 'the retry', timeoutMs: 10_000 });
+        const waitedMs = Number(attempts[1]!.started_at_ms) - Number(attempts[0]!.finished_at_ms);
+        expect(waitedMs, event === first ? 'the earliest retry' : 'the retry due after it').toBeGreaterThanOrEqual(5_000);
+        // The poll is a minute away: without its own timer, the retry waits for it. (The bound leaves room for a loaded machine.)
+        expect(waitedMs).toBeLessThan(7_000);
+      }
+    } finally {
+      target.receiver.answerWith(200);
+      await closeRunning(running);
+    }
+  }, 60_000);
 });
+
+/** The attempts of one event's delivery, oldest first. */
+async function attemptsOf(w: World, eventId: string) {
+  const { rows } = await w.gw.gateway.db.query<{ outcome: string; started_at_ms: string; finished_at_ms: string | null }>(
+    `SELECT a.outcome, a.started_at_ms, a.finished_at_ms FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.event_id = $1 ORDER BY a.seq`,
+    [eventId],
+  );
+  return rows;
+}
