@@ -143,7 +143,8 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
       process.stdout.write(`${key.kid} is unsealed: live mode does not use it (delete it)\n`);
       continue;
     }
-    process.stdout.write(`${key.kid} stops signing ${when(key.retiredAtS, nowS)} and verifies until ${when(key.publishedUntilS, nowS)}\n`);
+    const stops = key.retiredAtS !== null && key.retiredAtS < nowS ? 'stopped signing' : 'stops signing';
+    process.stdout.write(`${key.kid} ${stops} ${when(key.retiredAtS, nowS)} and verifies until ${when(key.publishedUntilS, nowS)}\n`);
   }
   if (config.signingKey && options.expireNow) {
     process.stdout.write('ACG_SIGNING_KEY is set and is not in the database: if it is the leaked key, remove it from every instance\'s environment and restart them\n');

@@ -388,7 +388,10 @@ export interface RotationOptions {
   nowS: number;
   /** Seconds between publishing the new key and signing with it. */
   leadS: number;
-  /** Seconds a replaced key stays published after it stops signing; 0 (with no lead): every other key stops verifying now, an upcoming one included (a leaked key). */
+  /**
+   * Seconds a replaced key stays published after it stops signing; 0 (with no lead): every other key stops verifying
+   * now, an upcoming one and one an earlier rotation retired included (a leaked key).
+   */
   retentionS: number;
   /** Seals the new key's private half (ACG_SECRET_BOX_KEY); without it the row keeps JWK JSON (dev mode only). */
   sealWith?: SecretBoxKey;
@@ -424,6 +427,17 @@ export async function rotateSigningKeys(db: Database, options: RotationOptions):
        RETURNING kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s`,
       [activeFromS, publishedUntilS, options.retentionS === 0],
     );
+    // Expiring now (a leak), the keys an earlier rotation retired stop verifying too: a leak is often found after a
+    // routine rotation, and the leaked key then verified for the rest of its retention (found from outside).
+    if (options.retentionS === 0) {
+      const { rows: published } = await tx.query<SigningKeyRow>(
+        `UPDATE signing_keys SET published_until_s = $1
+         WHERE retired_at_s <= $1 AND (published_until_s IS NULL OR published_until_s > $1)
+         RETURNING kid, public_jwk, private_jwk, active_from_s, retired_at_s, published_until_s`,
+        [options.nowS],
+      );
+      replaced.push(...published.filter((row) => !replaced.some((other) => other.kid === row.kid)));
+    }
     await tx.query(
       `INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at_s, active_from_s) VALUES ($1, $2, $3, $4, $5, $6)`,
       [key.kid, SIGNING_ALG, JSON.stringify(key.publicJwk), storedPrivate(key.kid, key.privateJwk, options.sealWith), options.nowS, activeFromS],

@@ -127,6 +127,27 @@ describe('signing key rotation', () => {
     // The key replaced by the first rotation is past its window and was removed by the second.
     expect(rows.map((r) => r.kid).sort()).toEqual([first.next.kid, second.next.kid].sort());
   });
+
+  // Found from outside: --expire-now expired only the key signing then, and a key retired by an earlier routine
+  // rotation (the leaked one, when the leak is found later) verified for the rest of its retention.
+  it('expiring now (a leak) stops every other key verifying, one an earlier rotation retired included', async () => {
+    const { gateway, clock } = world.gw;
+    await gateway.signing.reload();
+    const leaked = await ownerToken(600);
+    const leakedKid = decodeProtectedHeader(leaked).kid!;
+    const routine = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 0, retentionS: 7 * 86_400 });
+    await gateway.signing.reload();
+    expect(await meStatus(leaked)).toBe(200);
+    clock.advance(60_000);
+    const expired = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 0, retentionS: 0 });
+    await gateway.signing.reload();
+    // Every key but the new one (earlier tests of this file left others published), the leaked one among them.
+    expect(expired.replaced.map((k) => k.kid)).toEqual(expect.arrayContaining([routine.next.kid, leakedKid]));
+    expect(new Set(expired.replaced.map((k) => k.state))).toEqual(new Set(['expired']));
+    expect(await jwksKids()).toEqual([expired.next.kid]);
+    expect(await meStatus(leaked)).toBe(401);
+    expect(await meStatus(await ownerToken(600))).toBe(200);
+  });
 });
 
 describe('a rotated key at rest', () => {
