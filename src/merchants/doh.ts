@@ -112,6 +112,12 @@ function decodeResponse(bytes: Buffer, name: string): DecodedPacket {
   } catch (error) {
     throw new ResolverError('malformed', 'the resolver answer is not a DNS message', { cause: error });
   }
+  // The decoder reads past the end of a cut-short message without a word (a record's strings come back short or
+  // empty, so a TXT value cut to the token read as the token; found from outside), and ignores bytes after it: a
+  // message is whole only when decoding it took exactly its bytes.
+  if (dnsPacket.decode.bytes !== bytes.length) {
+    throw new ResolverError('malformed', `the resolver answer is ${bytes.length} bytes where its own lengths make ${String(dnsPacket.decode.bytes)}: cut short or padded`);
+  }
   const question = message.questions?.[0];
   const echoesQuestion =
     message.type === 'response' &&

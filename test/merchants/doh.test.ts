@@ -137,6 +137,16 @@ describe('DoH TXT lookup against a misbehaving resolver', () => {
           return void res.writeHead(200, dnsMessage).end(answerFor('x.acg.test', [], 0, 'SERVFAIL'));
         case '/truncated':
           return void res.writeHead(200, dnsMessage).end(answerFor('x.acg.test', [], dnsPacket.TRUNCATED_RESPONSE));
+        // One TXT record of two strings, the token then "zzzz" (its value is not the token), cut short by 1 and 5 bytes:
+        // the decoder read the strings short ("zzz", ""), and the cut by 5 matched the token (found from outside).
+        case '/cut-0':
+        case '/cut-1':
+        case '/cut-5': {
+          const whole = answerFor('x.acg.test', [{ type: 'TXT', class: 'IN', name: 'x.acg.test', ttl: 60, data: ['x', 'zzzz'] }]);
+          return void res.writeHead(200, dnsMessage).end(whole.subarray(0, whole.length - Number(req.url.slice('/cut-'.length))));
+        }
+        case '/padded':
+          return void res.writeHead(200, dnsMessage).end(Buffer.concat([answerFor('x.acg.test'), Buffer.from([0, 0, 0])]));
         case '/huge':
           return void res.writeHead(200, dnsMessage).end(Buffer.alloc(128 * 1024));
         default:
@@ -195,6 +205,16 @@ describe('DoH TXT lookup against a misbehaving resolver', () => {
     expect(await resolveTxt('x.acg.test', at('/unrelated-cname-target'))).toEqual([]);
     expect(await resolveTxt('x.acg.test', at('/cname-loop'))).toEqual([]);
     expect(await resolveTxt('x.acg.test', at('/cname-chain'))).toEqual(['x']);
+  });
+
+  it('throws ResolverError on a message shorter or longer than its own lengths say, never reading a cut value as the record', async () => {
+    // Whole, the record is "xzzzz", not "x".
+    expect(await resolveTxt('x.acg.test', at('/cut-0'))).toEqual(['xzzzz']);
+    for (const path of ['/cut-1', '/cut-5', '/padded']) {
+      const error = await resolverError(hasTxtValue('x.acg.test', 'x', at(path)));
+      expect([path, error.reason]).toEqual([path, 'malformed']);
+      expect(error.message).toMatch(/cut short or padded/);
+    }
   });
 
   it('throws ResolverError on SERVFAIL and on a truncated answer', async () => {
