@@ -5,7 +5,7 @@
 // client keeps a RevocationSet, fed by the `voucher.revoked` webhook (handleWebhook) or by polling the
 // revocations feed (pollRevocations, syncRevocations), and refuses the vouchers in it.
 import { createHash, randomUUID } from 'node:crypto';
-import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload } from 'jose';
+import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { ConnectionError, GatewayError, VerificationError } from './errors.js';
 import { RevocationSet, REVOCATION_TOLERANCE_S_DEFAULT } from './revocations.js';
 import type { EvidenceClaims, EvidenceMandate, Problem, ReceiptClaims, Redemption, RefundResult, RevocationFeedPage, VoucherClaims, WebhookEvent } from './types.js';
@@ -147,6 +147,8 @@ export class MerchantClient {
   /** The revoked vouchers verifyVoucher refuses: the one passed as `revocations`, or the client's own. */
   readonly revocations: RevocationSet;
   private readonly jwks: ReturnType<typeof createRemoteJWKSet>;
+  /** When a token naming an unknown kid last made the key set be fetched again, and that fetch while it runs. */
+  private unknownKidFetch: { atMs: number; done: Promise<void>; settled: boolean } | undefined;
   private readonly baseUrl: string;
   private readonly issuer: string;
   /** Where the next sync of the revocations feed starts; undefined: from the start of the feed. */
@@ -160,10 +162,41 @@ export class MerchantClient {
     // No voucher verifies past its exp (verifyJwt gives exp no tolerance), and a set keeps an entry at least
     // until then, so the set's tolerance need not match the client's.
     this.revocations = options.revocations ?? new RevocationSet({ clockToleranceS: options.clockToleranceS ?? REVOCATION_TOLERANCE_S_DEFAULT });
-    // jose caches the key set and refetches it when a token names a kid it does not know (a rotation),
-    // at most once per cooldown, so a flood of forged kids cannot make us hammer the gateway.
-    this.jwks = createRemoteJWKSet(new URL(`${this.baseUrl}/.well-known/jwks.json`), { cacheMaxAge: 10 * 60_000, cooldownDuration: options.jwksRefetchCooldownMs ?? 30_000 });
+    // jose caches the key set and refetches it when a token names a kid it does not know (a rotation), at most once
+    // per cooldown, so a flood of forged kids cannot make us hammer the gateway. Its cooldown counts from any fetch, the
+    // first one too: keyFor adds the refetch an unknown kid is owed once per cooldown of its own.
+    this.jwks = createRemoteJWKSet(new URL(`${this.baseUrl}/.well-known/jwks.json`), { cacheMaxAge: 10 * 60_000, cooldownDuration: this.jwksCooldownMs });
   }
+
+  private get jwksCooldownMs(): number {
+    return this.options.jwksRefetchCooldownMs ?? 30_000;
+  }
+
+  /**
+   * The key a token names. A kid the cached set lacks fetches the set again at most once per cooldown, counted from
+   * the last fetch an unknown kid caused (tokens that meet one fetch share it); jose's own cooldown counts from any
+   * fetch, so a key that began signing just after one (a rotation with no lead, `--expire-now` after a leak) was
+   * refused for up to 30 s (found from outside).
+   */
+  private readonly keyFor: JWTVerifyGetKey = async (header, token) => {
+    try {
+      return await this.jwks(header, token);
+    } catch (error) {
+      if (!(error instanceof errors.JWKSNoMatchingKey)) throw error;
+      const nowMs = Date.now();
+      let fetch = this.unknownKidFetch;
+      if (fetch === undefined || nowMs - fetch.atMs >= this.jwksCooldownMs) {
+        const started = { atMs: nowMs, done: this.jwks.reload(), settled: false };
+        void started.done.finally(() => (started.settled = true)).catch(() => {});
+        this.unknownKidFetch = fetch = started;
+      } else if (fetch.settled) {
+        // Fetched for an unknown kid less than a cooldown ago, and this one is still unknown.
+        throw error;
+      }
+      await fetch.done;
+      return this.jwks(header, token);
+    }
+  };
 
   /**
    * The signature, typ, iss, aud and times of a token. jose applies its clockTolerance to `exp` as well as to
@@ -174,7 +207,7 @@ export class MerchantClient {
    */
   private async verifyJwt(token: string, typ: string, audience: string | undefined, strictExp: boolean): Promise<JWTPayload> {
     try {
-      const { payload } = await jwtVerify(token, this.jwks, {
+      const { payload } = await jwtVerify(token, this.keyFor, {
         algorithms: ALGORITHMS,
         typ,
         issuer: this.issuer,

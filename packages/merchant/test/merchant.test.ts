@@ -120,8 +120,10 @@ describe('verifyVoucher', () => {
     expect((await failure(client().verifyVoucher(nineteenDigits))).code).toBe('invalid_token');
   });
 
-  it('refetches the JWKS when a voucher names a key it has not seen (after a rotation)', async () => {
-    const sdk = client({ jwksRefetchCooldownMs: 0 });
+  // With the default cooldown: jose's counts from any fetch, so a key signing right after the first verification
+  // was refused for 30 s (found from outside, after `acg keys rotate --expire-now`).
+  it('refetches the JWKS when a voucher names a key it has not seen (after a rotation), at once after its first fetch', async () => {
+    const sdk = client();
     await sdk.verifyVoucher((await mint()).voucher);
     await rotateSigningKeys(world.gw.gateway.db, { nowS: world.gw.clock.nowS(), leadS: 0, retentionS: 3600 });
     await world.gw.gateway.signing.reload();
@@ -129,6 +131,28 @@ describe('verifyVoucher', () => {
     const kid = JSON.parse(Buffer.from(voucher.split('.')[0]!, 'base64url').toString()).kid;
     expect(world.gw.gateway.signing.jwks().keys.map((k) => k.kid)).toContain(kid);
     expect((await sdk.verifyVoucher(voucher)).redemptionId).toBe(redemption.id);
+  });
+
+  it('fetches the JWKS again for unknown kids at most once a cooldown, tokens that meet one fetch sharing it', async () => {
+    const sdk = client();
+    const { voucher } = await mint();
+    await sdk.verifyVoucher(voucher);
+    const [header, payload, signature] = voucher.split('.') as [string, string, string];
+    const withKid = (kid: string) => `${Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(header, 'base64url').toString()), kid })).toString('base64url')}.${payload}.${signature}`;
+    const fetches: string[] = [];
+    const realFetch = globalThis.fetch;
+    globalThis.fetch = (async (input: Parameters<typeof fetch>[0], init?: RequestInit) => {
+      if (String(input instanceof Request ? input.url : input).endsWith('/.well-known/jwks.json')) fetches.push('jwks');
+      return realFetch(input, init);
+    }) as typeof fetch;
+    try {
+      const forged = await Promise.all(Array.from({ length: 5 }, (_, n) => failure(sdk.verifyVoucher(withKid(`forged-${n}`)))));
+      expect(forged.map((error) => error.code)).toEqual(Array(5).fill('invalid_token'));
+      expect((await failure(sdk.verifyVoucher(withKid('forged-later')))).code).toBe('invalid_token');
+      expect(fetches).toEqual(['jwks']);
+    } finally {
+      globalThis.fetch = realFetch;
+    }
   });
 });
 
