@@ -22,10 +22,10 @@ import {
   validateHostHeader,
   validateOriginHeader,
 } from '@modelcontextprotocol/server';
-import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { ApiError, problemBody, unexpectedAsApiError, type HumanApproval } from '../platform/errors.ts';
-import { describeViolation } from '../platform/http/render-error.ts';
+import { describeViolations } from '../platform/http/render-error.ts';
 import { findUnstorableText, unstorableTextDetail } from '../platform/http/text-guard.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
 import { runOperation } from '../platform/operations.ts';
@@ -319,7 +319,8 @@ function argumentCheck(input: JsonSchema): (args: Record<string, unknown>) => vo
     // The one branch the arguments name (every teller known), checked alone; else the whole schema.
     const validate = tellers.length > 0 && candidates.length === 1 ? candidates[0]!.validate : whole;
     if (validate(args)) return;
-    const errors = (validate.errors ?? []).map((violation: ErrorObject) => describeViolation('arguments', violation));
+    // As the HTTP routes say them: a union of literals (`order`) names every choice, not only the first.
+    const errors = describeViolations('arguments', validate.errors ?? []);
     const first = errors[0];
     throw new ApiError('invalid_input', { detail: first ? `${first.path} ${first.message}` : 'the arguments do not match the tool\'s input schema', extra: { errors } });
   };

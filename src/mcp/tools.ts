@@ -87,6 +87,16 @@ export function twinName(tool: ToolDefinition): string {
   return 'query' in tool ? tool.query : tool.operation;
 }
 
+/**
+ * Where an approval comes as a URL elicitation, in the words of the tool descriptions (server.ts `mayAskToVisit`): a
+ * legacy exchange is stateless here, so a later call cannot show what `initialize` declared (found from outside: the
+ * descriptions promised -32042 to 2025-11-25 clients that declared URL mode, which never got it).
+ */
+const ELICITED_WHERE =
+  'to a client whose request declares elicitation.url (2026-07-28: input_required), else as the tool error with the page\'s URL ' +
+  '(on the legacy revisions, stateless here, a call does not show what initialize declared, so the tool error; -32042 only to a ' +
+  '2025-11-25 call whose own request shows the capability)';
+
 export const TOOLS: readonly ToolDefinition[] = [
   {
     name: 'whoami',
@@ -196,7 +206,7 @@ export const TOOLS: readonly ToolDefinition[] = [
       'verifies) with the hold (a Redemption). `maxUc` refuses a price above it (CAP_EXCEEDED, `reason` max_uc). Refusals: INSUFFICIENT_CREDITS or ' +
       'CAP_EXCEEDED (402, with `reason` and, for a budget, `budget`), FROZEN or SCOPE_FORBIDDEN (403, with `reason`); no hold is taken ' +
       "then. A price above the mandate's approval threshold asks the owner: approval_required comes as a URL elicitation of the " +
-      "purchase's approval page (its id is the purchase approval, pur_…, which get_intent reads); once the owner approves, retry with the same key to get " +
+      `purchase's approval page (its id is the purchase approval, pur_…, which get_intent reads) ${ELICITED_WHERE}; once the owner approves, retry with the same key to get ` +
       'the voucher. `idempotencyKey` is required: a retry MUST reuse the same key, and then returns the first answer without a ' +
       'second hold (the same key over HTTP is the same key).',
     kinds: AGENT,
@@ -212,8 +222,7 @@ export const TOOLS: readonly ToolDefinition[] = [
       'as itself; an owner names one of its agents in `agentId` (agent_required without it). Refusals before the hold charge nothing: ' +
       'FROZEN, SCOPE_FORBIDDEN, inbox_not_allowed, connector_not_configured; when credit is short the request is retained ' +
       '(link_configuration_required, or approval_required with an intentId). approval_required comes as a URL elicitation of the ' +
-      "owner's approval page to clients whose request declares elicitation.url (2026-07-28 input_required; 2025-11-25 error -32042), " +
-      'else as the tool error; once the ' +
+      `owner's approval page ${ELICITED_WHERE}; once the ` +
       'owner approves, the gateway runs the request by itself, once. A price above the mandate\'s approval threshold asks the owner ' +
       'to approve the purchase the same way; once approved, retry with the same key to run it. `idempotencyKey` is required: a retry MUST reuse the same ' +
       'key, and then returns the first answer (or the outcome of the retained request) and charges once.',

@@ -549,6 +549,15 @@ describe('tools through the official client', () => {
     expect(structured(result)).toMatchObject({ status: 400, code: 'invalid_input', detail: 'arguments/limit must be >= 1', errors: [{ path: 'arguments/limit', message: 'must be >= 1' }] });
   });
 
+  // Found from outside: the tool said `must be "asc"` for DESC, where the HTTP route names both choices.
+  it('a value outside a choice of literals is said with every choice, as the HTTP route says it', async () => {
+    const result = await owner.callTool({ name: 'list_agent_holds', arguments: { agentId: agent.id, order: 'DESC' } });
+    expect(result.isError).toBe(true);
+    const http = await world.api('GET', `/v1/owner/agents/${agent.id}/holds?order=DESC`, { token: agent.ownerToken });
+    expect(http.body.detail).toBe('querystring/order must be one of "asc", "desc"');
+    expect(structured(result)).toMatchObject({ status: 400, code: 'invalid_input', detail: 'arguments/order must be one of "asc", "desc"', errors: [{ path: 'arguments/order', message: 'must be one of "asc", "desc"' }] });
+  });
+
   it('an agent cannot call an owner-only tool', async () => {
     await expect(modern.callTool({ name: 'list_agents', arguments: {} })).rejects.toThrow(/list_agents/);
     await expect(modern.callTool({ name: 'freeze_agent', arguments: { id: agent.id } })).rejects.toThrow(/freeze_agent/);

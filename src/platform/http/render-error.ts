@@ -24,7 +24,7 @@ export function pathParameterTooLong(): ApiError {
 type Violation = NonNullable<FastifyError['validation']>[number];
 
 /** One schema violation as path and message; a discriminator miss names the member and its value. */
-export function describeViolation(where: string, violation: Violation): { path: string; message: string } {
+function describeViolation(where: string, violation: Violation): { path: string; message: string } {
   const { tag, tagValue, allowedValue, additionalProperty } = violation.params as { tag?: string; tagValue?: unknown; allowedValue?: unknown; additionalProperty?: string };
   if (violation.keyword === 'additionalProperties' && additionalProperty !== undefined) {
     return { path: `${where}${violation.instancePath}/${additionalProperty}`, message: 'is not a known member here' };
@@ -65,12 +65,17 @@ function mergeChoices(violations: readonly Violation[]): Violation[] {
   return merged;
 }
 
+/** Every violation of one validation as path and message, a union of literals said once with all its choices. */
+export function describeViolations(where: string, violations: readonly Violation[]): Array<{ path: string; message: string }> {
+  return mergeChoices(violations).map((violation) => describeViolation(where, violation));
+}
+
 /** Maps Fastify's own client errors (parsing, limits, schema) onto our catalogue. */
 export function toApiError(error: FastifyError): ApiError {
   if (error instanceof ApiError) return error;
   if (error.validation) {
     const where = error.validationContext ?? 'request';
-    const errors = mergeChoices(error.validation).map((v) => describeViolation(where, v));
+    const errors = describeViolations(where, error.validation);
     const first = errors[0];
     return new ApiError('invalid_input', {
       detail: first ? `${first.path} ${first.message}` : `${where} is not valid`,
