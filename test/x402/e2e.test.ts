@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { x402ResourceServer } from '@x402/core/server';
 import type { PaymentPayload, PaymentRequired } from '@x402/core/types';
-import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
+import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ATTESTATION_TYP,
@@ -19,8 +19,10 @@ import {
   CreditSchemeClient,
   CreditSchemeServer,
   creditResourceServer,
+  verifyCreditReceipt,
   verifyPaymentResponse,
 } from '@agent-credit-gateway/x402-credit';
+import { rotateSigningKeys } from '../../src/platform/signing.ts';
 import { grant, mint } from '../support/ledger-fixture.ts';
 import { uniqueKey } from '../support/merchants.ts';
 import { startWorld, type World } from '../support/world.ts';
@@ -619,5 +621,21 @@ describe('integration status', () => {
     expect(surface.body.payments.x402).toEqual({ enabled: true });
     const status = await world.api('GET', '/v1/integrations', { token: merchant.apiKey });
     expect(status.body.payments.x402).toBe('configured');
+  });
+});
+
+// Last in the file: it rotates the gateway's signing key.
+describe('a receipt of a key that began signing just now', () => {
+  it("verifies at once, though this process fetched the gateway's key set a moment before (jose's cooldown counts from any fetch)", async () => {
+    const agent = await fundedAgent();
+    const res = await payingAgent(world, agent.token).fetch(`${shop.url}/report`);
+    expect(res.status).toBe(200);
+    const receipt = decodePaymentResponseHeader(res.headers.get('payment-response')!).extra!.receipt as string;
+    expect(await verifyCreditReceipt(receipt, { gatewayUrl: world.url })).toMatchObject({ agentId: agent.id });
+    await rotateSigningKeys(world.gw.gateway.db, { nowS: world.gw.clock.nowS(), leadS: 0, retentionS: 3600 });
+    await world.gw.gateway.signing.reload();
+    const resigned = await world.gw.gateway.signing.sign(decodeJwt(receipt), 'receipt+jwt');
+    expect(decodeProtectedHeader(resigned).kid).not.toBe(decodeProtectedHeader(receipt).kid);
+    expect(await verifyCreditReceipt(resigned, { gatewayUrl: world.url })).toMatchObject({ agentId: agent.id });
   });
 });

@@ -88,6 +88,8 @@ export interface RevocationSync {
 
 const RETRY_AFTER_S_MAX = 30;
 const RETRY_WINDOW_MS_DEFAULT = 30_000;
+/** How long the cached key set is used before it is fetched again (an unknown kid fetches it sooner: keyFor). */
+const JWKS_CACHE_MAX_AGE_MS = 10 * 60_000;
 
 /** The answer's Retry-After in seconds (delay-seconds, as the gateway sends it), as it said it. */
 function retryAfterSOf(headers: Headers): number | undefined {
@@ -162,10 +164,10 @@ export class MerchantClient {
     // No voucher verifies past its exp (verifyJwt gives exp no tolerance), and a set keeps an entry at least
     // until then, so the set's tolerance need not match the client's.
     this.revocations = options.revocations ?? new RevocationSet({ clockToleranceS: options.clockToleranceS ?? REVOCATION_TOLERANCE_S_DEFAULT });
-    // jose caches the key set and refetches it when a token names a kid it does not know (a rotation), at most once
-    // per cooldown, so a flood of forged kids cannot make us hammer the gateway. Its cooldown counts from any fetch, the
-    // first one too: keyFor adds the refetch an unknown kid is owed once per cooldown of its own.
-    this.jwks = createRemoteJWKSet(new URL(`${this.baseUrl}/.well-known/jwks.json`), { cacheMaxAge: 10 * 60_000, cooldownDuration: this.jwksCooldownMs });
+    // jose caches the key set (fetched again once 10 minutes old). Its own refetch on an unknown kid is held back for as
+    // long (its cooldown counts from any fetch, the first one too): keyFor makes that refetch, once per cooldown of its
+    // own, so a flood of forged kids cannot make us hammer the gateway.
+    this.jwks = createRemoteJWKSet(new URL(`${this.baseUrl}/.well-known/jwks.json`), { cacheMaxAge: JWKS_CACHE_MAX_AGE_MS, cooldownDuration: JWKS_CACHE_MAX_AGE_MS });
   }
 
   private get jwksCooldownMs(): number {

@@ -133,8 +133,9 @@ describe('verifyVoucher', () => {
     expect((await sdk.verifyVoucher(voucher)).redemptionId).toBe(redemption.id);
   });
 
+  // One fetch a cooldown, not two: jose fetched on its own as well once its cooldown had passed (found from outside).
   it('fetches the JWKS again for unknown kids at most once a cooldown, tokens that meet one fetch sharing it', async () => {
-    const sdk = client();
+    const sdk = client({ jwksRefetchCooldownMs: 300 });
     const { voucher } = await mint();
     await sdk.verifyVoucher(voucher);
     const [header, payload, signature] = voucher.split('.') as [string, string, string];
@@ -150,6 +151,10 @@ describe('verifyVoucher', () => {
       expect(forged.map((error) => error.code)).toEqual(Array(5).fill('invalid_token'));
       expect((await failure(sdk.verifyVoucher(withKid('forged-later')))).code).toBe('invalid_token');
       expect(fetches).toEqual(['jwks']);
+      // The next cooldown: one fetch again.
+      await new Promise((resolve) => setTimeout(resolve, 350));
+      expect((await failure(sdk.verifyVoucher(withKid('forged-next')))).code).toBe('invalid_token');
+      expect(fetches).toEqual(['jwks', 'jwks']);
     } finally {
       globalThis.fetch = realFetch;
     }

@@ -2,7 +2,7 @@
 // PAYMENT-RESPONSE), verified against the gateway's JWKS. An agent (or a merchant) holds it as proof of
 // exactly what was charged, for which hold, by whom and to whom.
 import type { SettleResponse } from '@x402/core/types';
-import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { AMOUNT_UC_PATTERN, RECEIPT_TYP } from './constants.js';
 import { CreditError } from './errors.js';
 import { authorityOf } from './requirements.js';
@@ -39,16 +39,55 @@ export interface VerifyReceiptOptions {
   redemptionId?: string;
 }
 
-const keySets = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
+/** Shortest time between two fetches of a gateway's key set that unknown kids cause. */
+const UNKNOWN_KID_COOLDOWN_MS = 30_000;
 
-/** One cached key set per gateway (refetched on an unknown `kid`, at most every 30 s). */
-function keySet(authority: string): ReturnType<typeof createRemoteJWKSet> {
-  let jwks = keySets.get(authority);
-  if (!jwks) {
-    jwks = createRemoteJWKSet(new URL(`${authority}/.well-known/jwks.json`), { cacheMaxAge: 10 * 60_000, cooldownDuration: 30_000 });
-    keySets.set(authority, jwks);
+/**
+ * One gateway's key set, cached by jose (10 min) and fetched again when a receipt names a kid it lacks, at most once
+ * per cooldown counted from the last fetch an unknown kid caused; receipts that meet that fetch in flight share it.
+ * jose's own cooldown counts from any fetch, so a key that began signing just after one (a rotation with no lead, or
+ * `acg keys rotate --expire-now`) was refused for up to 30 s (the merchant SDK's fault, found from outside; the same
+ * rule here).
+ */
+class GatewayKeys {
+  private readonly jwks: ReturnType<typeof createRemoteJWKSet>;
+  private unknownKidFetch: { atMs: number; done: Promise<void>; settled: boolean } | undefined;
+
+  constructor(authority: string) {
+    // jose's own refetch on an unknown kid is held back as long as the cache lives: keyFor makes it, once a cooldown.
+    this.jwks = createRemoteJWKSet(new URL(`${authority}/.well-known/jwks.json`), { cacheMaxAge: 10 * 60_000, cooldownDuration: 10 * 60_000 });
   }
-  return jwks;
+
+  readonly keyFor: JWTVerifyGetKey = async (header, token) => {
+    try {
+      return await this.jwks(header, token);
+    } catch (error) {
+      if (!(error instanceof errors.JWKSNoMatchingKey)) throw error;
+      const nowMs = Date.now();
+      let fetch = this.unknownKidFetch;
+      if (fetch === undefined || nowMs - fetch.atMs >= UNKNOWN_KID_COOLDOWN_MS) {
+        const started = { atMs: nowMs, done: this.jwks.reload(), settled: false };
+        void started.done.finally(() => (started.settled = true)).catch(() => {});
+        this.unknownKidFetch = fetch = started;
+      } else if (fetch.settled) {
+        throw error;
+      }
+      await fetch.done;
+      return this.jwks(header, token);
+    }
+  };
+}
+
+const keySets = new Map<string, GatewayKeys>();
+
+/** One cached key set per gateway. */
+function keySet(authority: string): JWTVerifyGetKey {
+  let keys = keySets.get(authority);
+  if (!keys) {
+    keys = new GatewayKeys(authority);
+    keySets.set(authority, keys);
+  }
+  return keys.keyFor;
 }
 
 function text(payload: JWTPayload, name: string, pattern?: RegExp): string {
