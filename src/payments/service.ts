@@ -33,7 +33,7 @@ import { formatUc, formatUsd, UC_PER_USD_CENT } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
 import type { Page } from '../platform/schemas.ts';
 import { RAILS, type ConfiguredRail, type RailKind } from './rails/index.ts';
-import type { NotificationCheck, OpenedApproval, RailNotifications, TopupDraft, TopupFacts, TopupSettlement } from './rails/rail.ts';
+import type { NotificationCheck, OpenedApproval, RailNotifications, SettleOutcome, TopupDraft, TopupFacts, TopupSettlement } from './rails/rail.ts';
 import { PURCHASE_APPROVAL_LIFETIME_S, PurchaseApprovals } from './purchases.ts';
 import * as store from './store.ts';
 
@@ -485,19 +485,26 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
    * method clearing days later, a webhook Stripe retried after an outage), so it is credited late rather than
    * kept; its intent, cancelled at the expiry, stays cancelled. Anything else is acknowledged and changes nothing.
    */
-  async settle(topupId: string, settlementRef: string, check: NotificationCheck = () => undefined): Promise<'settled' | 'unchanged'> {
-    const outcome = await this.gateway.db.transaction(async (tx) => {
+  async settle(topupId: string, settlementRef: string, check: NotificationCheck = () => undefined): Promise<SettleOutcome> {
+    const outcome = await this.gateway.db.transaction(async (tx): Promise<SettleOutcome> => {
       const row = await store.lockTopup(tx, topupId);
-      if (!row) return 'unchanged' as const;
+      if (!row) {
+        // Money collected with no top-up to credit (found from outside: this left no trace at all).
+        this.gateway.log.error({ topupId, settlementRef }, 'a paid notification names a top-up this gateway does not have; not credited: reconcile it with the provider');
+        return 'unknown_topup';
+      }
       const problem = check(factsOf(row));
       if (problem) {
         this.gateway.log.error({ topupId, settlementRef, problem }, 'a payment notification does not match its top-up; not credited');
-        return 'unchanged' as const;
+        return 'mismatch';
+      }
+      if (row.status === 'settled') {
+        this.gateway.log.debug({ topupId, settlementRef }, 'payment notification for a top-up already credited; nothing changed');
+        return 'unchanged';
       }
       if (row.status !== 'pending_approval' && row.status !== 'expired') {
-        const level = row.status === 'settled' ? 'debug' : 'error';
-        this.gateway.log[level]({ topupId, status: row.status, settlementRef }, 'payment notification for a top-up that is no longer pending; nothing changed');
-        return 'unchanged' as const;
+        this.gateway.log.error({ topupId, status: row.status, settlementRef }, 'payment notification for a top-up that is no longer pending; not credited');
+        return 'not_pending';
       }
       if (row.status === 'expired') this.gateway.log.warn({ topupId, settlementRef }, 'payment collected for a top-up that had expired: credited late (its intent stays cancelled)');
       await this.settleLocked(tx, row, settlementRef);

@@ -1,6 +1,7 @@
 // The Stripe Checkout provider against a local server that speaks Stripe's wire format: the session the
 // gateway opens, signed webhooks that settle, badly signed ones that change nothing, replays and racing
 // settlement events that credit once and resume once (two instances on PostgreSQL).
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { capturedFromAgent, holdsOf } from '../execute/helpers.ts';
 import { onPostgres, openTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -15,6 +16,8 @@ let stripe: FakeStripe;
 let github: FakeGitHub;
 let world: World;
 let counter = 0;
+/** The gateway's error lines (a payment collected and not credited must leave one, for reconciliation). */
+const errorLines: Array<Record<string, unknown>> = [];
 const key = (label: string) => `${label}-${++counter}-${Date.now()}`;
 
 function stripeEnv(): Record<string, string> {
@@ -30,7 +33,7 @@ function stripeEnv(): Record<string, string> {
 beforeAll(async () => {
   stripe = await startFakeStripe();
   github = await startFakeGitHub();
-  world = await startWorld({ env: stripeEnv() });
+  world = await startWorld({ env: stripeEnv(), log: pino({ level: 'error' }, { write: (line: string) => void errorLines.push(JSON.parse(line) as Record<string, unknown>) }) });
 });
 afterAll(async () => {
   await world?.close();
@@ -161,7 +164,7 @@ describe('the Stripe Checkout provider', () => {
     expect(await failed.json()).toEqual({ received: true, outcome: 'closed' });
     // A late success for a failed top-up changes nothing.
     const late = await deliver(world.url, stripe.event('checkout.session.async_payment_succeeded', stripe.pay(session.id)));
-    expect(await late.json()).toEqual({ received: true, outcome: 'unchanged' });
+    expect(await late.json()).toEqual({ received: true, outcome: 'not_pending' });
     expect((await world.api('GET', `/v1/payments/topups/${topup.id}`, { token: agent.token })).body.status).toBe('failed');
     expect(await intentState(intentId, agent.token)).toMatchObject({ state: 'cancelled', cancellationReason: 'topup_failed' });
     expect(await topupLots(world, agent.id)).toEqual([]);
@@ -214,7 +217,7 @@ describe('the Stripe Checkout provider', () => {
   it('never credits a session of the other mode: a live payment for a test top-up (or the reverse) changes nothing', async () => {
     const { agent, session } = await retained('stripe-mode');
     const otherMode = await deliver(world.url, stripe.event('checkout.session.completed', { ...stripe.pay(session.id), livemode: true }));
-    expect(await otherMode.json()).toEqual({ received: true, outcome: 'unchanged' });
+    expect(await otherMode.json()).toEqual({ received: true, outcome: 'mismatch' });
     expect(await topupLots(world, agent.id)).toEqual([]);
   });
 
@@ -241,10 +244,19 @@ describe('the Stripe Checkout provider', () => {
     const { agent, topup, session } = await retained('stripe-mismatch');
     const other = await retained('stripe-mismatch-other');
     const wrongAmount = await deliver(world.url, stripe.event('checkout.session.completed', { ...stripe.pay(session.id), amount_total: 100 }));
-    expect(await wrongAmount.json()).toEqual({ received: true, outcome: 'unchanged' });
+    expect(await wrongAmount.json()).toEqual({ received: true, outcome: 'mismatch' });
     const wrongSession = await deliver(world.url, stripe.event('checkout.session.completed', { ...stripe.pay(other.session.id), client_reference_id: topup.id }));
-    expect(await wrongSession.json()).toEqual({ received: true, outcome: 'unchanged' });
+    expect(await wrongSession.json()).toEqual({ received: true, outcome: 'mismatch' });
     expect(await topupLots(world, agent.id)).toEqual([]);
+  });
+
+  // Found from outside: a paid session naming no top-up of this gateway answered as a replay does, and logged nothing.
+  it('says when a paid session names a top-up this gateway does not have, and logs it for reconciliation', async () => {
+    const { session } = await retained('stripe-unknown');
+    const before = errorLines.length;
+    const unknown = await deliver(world.url, stripe.event('checkout.session.completed', { ...stripe.pay(session.id), client_reference_id: 'top_not_here', metadata: {} }));
+    expect(await unknown.json()).toEqual({ received: true, outcome: 'unknown_topup' });
+    expect(errorLines.slice(before)).toEqual([expect.objectContaining({ topupId: 'top_not_here', msg: expect.stringContaining('reconcile it with the provider') })]);
   });
 });
 

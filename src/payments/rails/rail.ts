@@ -43,9 +43,17 @@ export interface TopupFacts {
 /** A rail's own check of a notification against the top-up: why it does not match, or undefined. */
 export type NotificationCheck = (topup: TopupFacts) => string | undefined;
 
+/**
+ * What a paid notification did: `settled` (credited now), `unchanged` (credited before: a replay), or why a payment the
+ * provider collected was not credited, each logged at error level for reconciliation: `mismatch` (another session,
+ * amount, currency or mode than the top-up's), `not_pending` (the top-up was declined or failed), `unknown_topup` (no
+ * such top-up here: another gateway's, or one lost to a restore from backup).
+ */
+export type SettleOutcome = 'settled' | 'unchanged' | 'mismatch' | 'not_pending' | 'unknown_topup';
+
 /** What a rail's notifications may do to a top-up: the payments service settles or closes it, exactly once. */
 export interface TopupSettlement {
-  settle(topupId: string, settlementRef: string, check?: NotificationCheck): Promise<'settled' | 'unchanged'>;
+  settle(topupId: string, settlementRef: string, check?: NotificationCheck): Promise<SettleOutcome>;
   close(topupId: string, status: 'expired' | 'failed', reference: string | null, check?: NotificationCheck): Promise<'closed' | 'unchanged'>;
 }
 

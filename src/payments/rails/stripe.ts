@@ -63,7 +63,10 @@ class StripeCheckoutRail implements CreditRail {
         'settle the top-up, `…async_payment_failed` fails it, `checkout.session.expired` expires it; others are acknowledged. ' +
         "A paid session credits its top-up even after the gateway's own expiry of it (a delayed payment method clears days later), never a " +
         "session of another mode, amount or top-up. An event of these types without a Checkout Session in data.object is 400 invalid_input. " +
-        'Replays and any order are harmless: a top-up is credited once.',
+        'Replays and any order are harmless: a top-up is credited once. The answer\'s `outcome`: `settled` (credited now), `unchanged` ' +
+        '(credited before: a replay), `awaiting_payment`, `closed`, `ignored` (another event type, or a session naming no top-up), or, ' +
+        'for a paid session not credited, `mismatch`, `not_pending` (the top-up was declined or failed) or `unknown_topup` (no such ' +
+        'top-up here), each of those three logged at error level to be reconciled with Stripe.',
       signatureHeader: STRIPE_SIGNATURE_HEADER,
       receive: (rawBody, signature, topups) => this.receive(rawBody, signature, topups),
     };
