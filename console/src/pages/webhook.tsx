@@ -40,6 +40,16 @@ export function OwnerWebhookPage() {
     });
   };
   const configuration = configured.data;
+  // Any listed event can be sent (again) to an enabled webhook: those of a pause, or of before it existed, have no
+  // delivery to re-send (found from outside: the page offered no way to send them).
+  const sendable = configuration?.configured === true && configuration.enabled;
+  const sending = useAction();
+  const send = (eventId: string) =>
+    sending.run(async () => {
+      ok(await api.POST('/v1/owner/events/{eventId}/resend', { params: { path: { eventId }, header: { 'Idempotency-Key': newKey() } } }));
+      deliveries.reload();
+      return `Queued to be sent: ${eventId} (see its delivery below).`;
+    });
   return (
     <>
       <div class="page-head">
@@ -91,6 +101,7 @@ export function OwnerWebhookPage() {
                     <th scope="col">When</th>
                     <th scope="col">Event</th>
                     <th scope="col">Id</th>
+                    {sendable ? <th scope="col">Webhook</th> : null}
                   </tr>
                 </thead>
                 <tbody>
@@ -103,10 +114,18 @@ export function OwnerWebhookPage() {
                       <td>
                         <code>{event.id}</code>
                       </td>
+                      {sendable ? (
+                        <td>
+                          <button type="button" disabled={sending.busy} aria-label={`Send ${event.type} ${event.id} to the webhook`} onClick={() => void send(event.id)}>
+                            Send
+                          </button>
+                        </td>
+                      ) : null}
                     </tr>
                   ))}
                 </tbody>
               </table>
+              <Outcome action={sending} />
               <ShowMore list={events} label={`Show ${EVENTS_PAGE} older events`} end={`All ${events.data.items.length} events of the last 30 days are shown.`} />
             </>
           )}
