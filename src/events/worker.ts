@@ -90,10 +90,10 @@ export interface WorkerRunReport {
 
 type AttemptState = store.DeliveryState | 'lost';
 
-/** An attempt's outcome as the metrics name it. */
 /** Pass times a worker keeps owed at most (a retry due later than all of them waits for the poll). */
 const WAKES_MAX = 1_000;
 
+/** An attempt's outcome as the metrics name it. */
 const ATTEMPT_OUTCOMES: Record<AttemptState, string> = { succeeded: 'succeeded', pending: 'retrying', dead: 'dead', lost: 'lost' };
 
 /** The attempt's span: a child of the request the event reports; the URL's host only (a path may hold a token). */
@@ -273,8 +273,9 @@ export class WebhookWorker {
     const timer = detached(() =>
       setTimeout(() => {
         this.wake = undefined;
-        const nowMs = this.options.clock.nowMs();
-        while (this.wakes.length > 0 && this.wakes[0]! <= nowMs) this.wakes.shift();
+        // What was owed by now is served by this pass (the time it was set for, at least: a clock may lag the timer).
+        const servedMs = Math.max(next, this.options.clock.nowMs());
+        while (this.wakes.length > 0 && this.wakes[0]! <= servedMs) this.wakes.shift();
         void this.track(this.dispatch().catch((error: unknown) => this.options.log.warn({ err: error }, 'webhook retry pass failed')));
         this.armWake();
       }, Math.max(0, next - this.options.clock.nowMs())),
