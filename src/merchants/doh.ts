@@ -115,8 +115,10 @@ function decodeResponse(bytes: Buffer, name: string): DecodedPacket {
   // The decoder reads past the end of a cut-short message without a word (a record's strings come back short or
   // empty, so a TXT value cut to the token read as the token; found from outside), and ignores bytes after it: a
   // message is whole only when decoding it took exactly its bytes.
-  if (dnsPacket.decode.bytes !== bytes.length) {
-    throw new ResolverError('malformed', `the resolver answer is ${bytes.length} bytes where its own lengths make ${String(dnsPacket.decode.bytes)}: cut short or padded`);
+  const decoded = dnsPacket.decode.bytes;
+  if (decoded !== bytes.length) {
+    const how = Number.isFinite(decoded) && decoded < bytes.length ? `${bytes.length - decoded} bytes follow its end (padded)` : 'its own lengths run past its end (cut short)';
+    throw new ResolverError('malformed', `the resolver answer of ${bytes.length} bytes is not one whole DNS message: ${how}`);
   }
   const question = message.questions?.[0];
   const echoesQuestion =
