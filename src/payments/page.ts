@@ -62,6 +62,10 @@ const SCRIPT = `(() => {
   const amount = (uc) => decimal(uc, 6) + ' credits ($' + decimal(uc, 8) + ')';
   // The API's status in words; the others are words already.
   const STATUS = { pending_approval: 'waiting for your answer' };
+  // Back from Stripe Checkout: its success_url and cancel_url name this page with ?checkout=success or =cancel.
+  const returned = new URLSearchParams(location.search).get('checkout');
+  // Looks again for Stripe's confirmation after a payment (the webhook usually follows in seconds): 40 looks, 3 s apart.
+  let looksLeft = 40;
   let token = '';
   const api = (method, path, body) => fetch(path, {
     method,
@@ -84,11 +88,15 @@ const SCRIPT = `(() => {
       text('intent', 'none');
     }
     const pending = topup.status === 'pending_approval';
+    // Paid at Checkout, not confirmed yet: nothing to answer (found from outside: the page still asked, and offered Pay
+    // and a Decline the gateway then refused).
+    const paid = pending && topup.provider === 'stripe' && returned === 'success';
     show('approve', pending && topup.provider === 'local');
-    show('checkout', pending && topup.provider === 'stripe');
-    show('decline', pending);
+    show('checkout', pending && topup.provider === 'stripe' && !paid);
+    show('decline', pending && !paid);
     if (topup.provider === 'stripe') byId('checkout').href = topup.checkoutUrl;
-    return pending;
+    if (paid) text('state', 'paid at Stripe Checkout: waiting for Stripe to confirm the payment');
+    return { pending, paid };
   };
   const showPurchase = (purchase) => {
     text('amount', amount(purchase.amountUc));
@@ -101,7 +109,7 @@ const SCRIPT = `(() => {
     const pending = purchase.status === 'pending_approval';
     show('approve', pending);
     show('decline', pending || purchase.status === 'approved');
-    return pending;
+    return { pending, paid: false };
   };
   const load = async () => {
     const response = await api('GET', path);
@@ -114,7 +122,7 @@ const SCRIPT = `(() => {
     text('state', STATUS[record.status] || record.status);
     text('expires', new Date(record.expiresAt * 1000).toLocaleString());
     for (const row of document.querySelectorAll('[data-for]')) row.hidden = row.dataset.for !== kind;
-    const pending = kind === 'topup' ? await showTopup(record) : showPurchase(record);
+    const { pending, paid } = kind === 'topup' ? await showTopup(record) : showPurchase(record);
     // Said before the owner decides, as the console's card says it (found from outside: the page offered a plain Approve).
     const stopped = agentFound.ok ? (agent.effectiveStatus || agent.status) : 'active';
     const name = agentFound.ok ? agent.name : record.agentId;
@@ -131,6 +139,15 @@ const SCRIPT = `(() => {
     show('signin', false);
     show('details', true);
     say(pending ? '' : 'This ' + noun + ' is ' + record.status + '.', TONE[record.status] || '');
+    if (paid && looksLeft > 0) {
+      looksLeft -= 1;
+      say('You paid at Stripe Checkout. The credit is added once Stripe confirms the payment; this page looks again every few seconds.', '');
+      setTimeout(() => { void load(); }, 3000);
+    } else if (paid) {
+      say('Stripe has not confirmed the payment yet. Nothing more is needed from you: the credit is added when it does; reload this page later.', '');
+    } else if (pending && kind === 'topup' && returned === 'cancel') {
+      say('You left Stripe Checkout without paying: pay now, or decline.', '');
+    }
   };
   const act = async (verb) => {
     for (const b of document.querySelectorAll('button')) b.disabled = true;

@@ -1,6 +1,8 @@
 // The Stripe Checkout provider against a local server that speaks Stripe's wire format: the session the
 // gateway opens, signed webhooks that settle, badly signed ones that change nothing, replays and racing
 // settlement events that credit once and resume once (two instances on PostgreSQL).
+import { existsSync } from 'node:fs';
+import { chromium } from 'playwright-core';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { capturedFromAgent, holdsOf } from '../execute/helpers.ts';
@@ -309,4 +311,46 @@ describe.runIf(onPostgres())('racing settlement events on two instances (Postgre
     const captured = await database.db.query<{ n: bigint }>(`SELECT count(*)::bigint AS n FROM holds WHERE agent_id = $1 AND state = 'captured'`, [agent.id]);
     expect(captured.rows[0]!.n).toBe(1n);
   });
+});
+
+const CHROMIUM = '/usr/bin/chromium';
+const hasChromium = existsSync(CHROMIUM);
+if (!hasChromium) console.log('SKIPPED: chromium not installed (the approval page after Checkout); .ci/run installs it');
+
+// Found from outside: back from Checkout (its success_url is the approval page with ?checkout=success), the page still
+// said "waiting for your answer" and offered Pay and Decline until Stripe's webhook arrived.
+describe.runIf(hasChromium)('the approval page after Stripe Checkout', () => {
+  it('says the payment waits for Stripe, offers nothing to answer, and shows the top-up settled once Stripe confirms; after a cancel it offers both', async () => {
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+    try {
+      const page = await browser.newPage();
+      // The page signs in with a session token of the owner's issuer (this gateway has no dev login route).
+      const open = async (topupId: string, ownerToken: string, returned: string) => {
+        await page.goto(`${world.url}/payments/topups/${topupId}?checkout=${returned}`);
+        await page.getByLabel('Session token', { exact: false }).fill(ownerToken);
+        await page.getByRole('button', { name: 'Sign in' }).click();
+        await page.locator('#details').waitFor();
+      };
+      const { agent, topup, session } = await retained('stripe-return');
+      await open(topup.id, agent.ownerToken, 'success');
+      await page.locator('#state', { hasText: 'paid at Stripe Checkout: waiting for Stripe to confirm the payment' }).waitFor();
+      await page.getByText('You paid at Stripe Checkout.', { exact: false }).waitFor();
+      expect(await page.locator('#decline').isHidden()).toBe(true);
+      expect(await page.locator('#checkout').isHidden()).toBe(true);
+      expect(await (await deliver(world.url, stripe.event('checkout.session.completed', stripe.pay(session.id)))).json()).toEqual({ received: true, outcome: 'settled' });
+      // The page looks again by itself.
+      await page.getByText('This top-up is settled.').waitFor({ timeout: 10_000 });
+
+      const left = await retained('stripe-cancel');
+      await open(left.topup.id, left.agent.ownerToken, 'cancel');
+      await page.getByText('You left Stripe Checkout without paying: pay now, or decline.').waitFor();
+      expect(await page.locator('#decline').isVisible()).toBe(true);
+      expect(await page.locator('#checkout').isVisible()).toBe(true);
+    } finally {
+      await browser.close();
+    }
+  }, 60_000);
 });
