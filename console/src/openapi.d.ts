@@ -8398,7 +8398,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused. 1 to 255 visible ASCII characters; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                /** @description Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused. 1 to 255 printable ASCII characters (spaces inside the key too); the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
                 "Idempotency-Key": string;
             };
             path: {

@@ -20,8 +20,15 @@ import type { Database, Queryable } from './db/database.ts';
 const GIVE_BACK_RETRY_MS = 1_000;
 
 export const IDEMPOTENCY_KEY_PATTERN = /^[A-Za-z0-9._:-]{1,200}$/;
-/** Release accepts 1–255 characters; we take any visible ASCII, as Stripe does for its 255-char keys. */
-export const RELEASE_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+/**
+ * Release accepts 1–255 characters (the spec): printable ASCII, spaces inside it too (`release order 42`; found from
+ * outside: refused, though the spec and the schema allowed it), as Stripe takes for its 255-character keys. Not a space
+ * at either end (HTTP trims them from a header value), nor control or non-ASCII characters, which a header carries
+ * only as opaque bytes.
+ */
+export const RELEASE_KEY_PATTERN = /^[\x21-\x7e](?:[\x20-\x7e]{0,253}[\x21-\x7e])?$/;
+/** The release rule in words, for refusals and the schema's description. */
+export const RELEASE_KEY_SHAPE = '1 to 255 printable ASCII characters (spaces inside the key too)';
 export const REPLAY_HEADER = 'idempotent-replayed';
 
 export type KeyRule = 'default' | 'release';
@@ -104,8 +111,8 @@ export function validateIdempotencyKey(key: string | undefined, rule: KeyRule = 
   if (key === undefined) return undefined;
   const pattern = rule === 'release' ? RELEASE_KEY_PATTERN : IDEMPOTENCY_KEY_PATTERN;
   if (!pattern.test(key)) {
-    const shape = rule === 'release' ? '1 to 255 visible ASCII characters' : `${IDEMPOTENCY_KEY_PATTERN.source}`;
-    throw new ApiError('invalid_input', { detail: `Idempotency-Key must match ${shape}` });
+    const shape = rule === 'release' ? `be ${RELEASE_KEY_SHAPE}` : `match ${IDEMPOTENCY_KEY_PATTERN.source}`;
+    throw new ApiError('invalid_input', { detail: `Idempotency-Key must ${shape}` });
   }
   return key;
 }

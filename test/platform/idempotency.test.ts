@@ -240,6 +240,15 @@ describe('idempotency', () => {
     expect((await post('k'.repeat(255))).status).toBe(200);
     expect((await post('k'.repeat(256))).status).toBe(400);
     expect((await post('with;semicolons=and+plus')).status).toBe(200);
+    // Spaces inside a key too (found from outside: refused, though the spec says "1 to 255 chars"); the same key again
+    // is the same request.
+    const spaced = await post('release order 42');
+    expect(spaced.status).toBe(200);
+    expect((await post('release order 42')).headers.get('idempotent-replayed')).toBe('true');
+    // Not a control character, nor a byte past ASCII (a header carries them only as opaque bytes).
+    const refused = await post('tab\there');
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { detail: string }).detail).toBe('Idempotency-Key must be 1 to 255 printable ASCII characters (spaces inside the key too)');
   });
 
   it('takes over a key whose first request died before finishing (lease over)', async () => {

@@ -9,7 +9,7 @@ import type { Config } from '../config.ts';
 import type { PrincipalKind } from '../principal.ts';
 import { describeAuth, type AuthRequirement } from './auth.ts';
 import { ERROR_CATALOGUE } from '../errors.ts';
-import { IDEMPOTENCY_KEY_PATTERN } from '../idempotency.ts';
+import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN, RELEASE_KEY_SHAPE } from '../idempotency.ts';
 import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from '../money.ts';
 import type { OperationDescription } from '../operations.ts';
 import { takesNoBody } from './operation.ts';
@@ -324,9 +324,9 @@ export function documentIdempotency(schema: OperationSchema | undefined, operati
       properties: {
         'Idempotency-Key': {
           type: 'string',
-          ...(rule === 'release' ? { minLength: 1, maxLength: 255 } : { pattern: IDEMPOTENCY_KEY_PATTERN.source }),
+          ...(rule === 'release' ? { minLength: 1, maxLength: 255, pattern: RELEASE_KEY_PATTERN.source } : { pattern: IDEMPOTENCY_KEY_PATTERN.source }),
           description:
-            `${IDEMPOTENCY_KEY_DESCRIPTIONS[key]} ${rule === 'release' ? '1 to 255 visible ASCII characters' : 'For example a UUID'}; the RFC 8941 quoted form is accepted as the same key.` +
+            `${IDEMPOTENCY_KEY_DESCRIPTIONS[key]} ${rule === 'release' ? RELEASE_KEY_SHAPE : 'For example a UUID'}; the RFC 8941 quoted form is accepted as the same key.` +
             (member ? ` The body member \`${member}\` may carry it instead (both sent: they must be equal).` : '') +
             // An optional key is never missing: only a required one has a refusal for its absence.
             (key === 'required'
