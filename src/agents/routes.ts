@@ -67,7 +67,7 @@ export function agentRoutes(deps: AgentRouteDeps) {
         tags,
         summary: "Update an agent's name, allowances and caps",
         description:
-          "Allowances and caps are mandate rules: changing them writes a new mandate version. A delegate's allowances and caps stay within its parent's (400 invalid_input, " +
+          "Allowances and caps are mandate rules: changing them writes a new mandate version; naming them as they stand (`caps: {}` included) writes none, as a PUT of the mandate in force. A delegate's allowances and caps stay within its parent's (400 invalid_input, " +
           '`reason` allowance_outside_parent or cap_wider_than_parent, with `pointer` and `parent`). 409 conflict for a retired agent\'s allowances or caps (its name still changes). ' +
           'Idempotency-Key is honoured when sent.',
         params: AgentIdParams,

@@ -735,7 +735,8 @@ export class AgentService {
 
   /**
    * PATCH: the name and inbox allowlist, and the allowances and caps, which are mandate rules: changing any of
-   * those writes a new mandate version with the rest of the mandate as it was.
+   * those writes a new mandate version with the rest of the mandate as it was; naming them as they stand writes
+   * none, as a PUT of the mandate in force (`inForce`).
    */
   async updateAgent(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, agentId: string, patch: AgentSettings): Promise<Agent> {
     let row = await this.lockAgentFor(tx, principal, agentId);
@@ -755,7 +756,7 @@ export class AgentService {
       };
       const checked = checkedRules(patched, this.serviceIds);
       await this.checkWithinParent(tx, row, checked);
-      row = await this.writeMandate(tx, row, checked, principalScope(principal as Principal));
+      if (!(await this.inForce(tx, row, checked))) row = await this.writeMandate(tx, row, checked, principalScope(principal as Principal));
     }
     const updated = await store.updateAgent(tx, {
       ...row,
