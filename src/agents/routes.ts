@@ -181,7 +181,7 @@ export function agentRoutes(deps: AgentRouteDeps) {
         schema: {
           tags,
           summary: 'Upload the avatar bytes',
-          description: `Raw image body with the Content-Type declared when the upload started; at most ${AVATAR_BYTES_MAX} bytes. The bytes must be an image of that type.`,
+          description: `Raw image body with the Content-Type declared when the upload started; at most ${AVATAR_BYTES_MAX} bytes. The bytes must begin with that type's signature (its magic number; the image itself is not decoded, so a broken one shows as no picture), and are served back only as that type with X-Content-Type-Options: nosniff.`,
           params: UploadParams,
           body: { content: imageContent('the image bytes') },
           response: { 204: Type.Null(), ...problems(400, 404, 409, 413, 415) },

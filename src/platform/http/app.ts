@@ -15,6 +15,7 @@ import { PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, render
 import { answerHeaders } from './answer-headers.ts';
 import { installTextGuard } from './text-guard.ts';
 import { installCors } from './cors.ts';
+import { devHostCheck } from './dev-hosts.ts';
 import { undecodedBodyProblem, utf8Text } from './body-as-sent.ts';
 import { duplicateMemberDetail, findDuplicateMember } from './json-members.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
@@ -208,6 +209,8 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     }
   });
 
+  // A dev gateway refuses a browser's request under a Host that could be a rebound name (dev-hosts.ts); a live one has no dev sign-in to guard.
+  const checkDevHost = gateway.config.mode === 'dev' ? devHostCheck(gateway.config.baseUrl) : undefined;
   app.addHook('onRequest', async (request, reply) => {
     everyAnswer(request, reply);
     refuseRepeatedHeaders(request.raw.rawHeaders);
@@ -218,6 +221,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
       throw new ApiError('invalid_input', { detail: 'an HTTP/1.1 request needs a Host header' });
     }
+    checkDevHost?.(request.headers);
     if (!request.routeOptions.config?.skipRateLimit) {
       const decision = gateway.rateLimiter.hit(`address:${request.ip}`, gateway.config.rateLimit.perAddress);
       if (!decision.allowed) {
