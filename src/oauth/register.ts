@@ -85,13 +85,44 @@ function clientName(value: unknown): string | null {
   return value;
 }
 
+/**
+ * The letters of other scripts that read as the Latin letters of the gateway's name, in lower case (the upper case
+ * of each lowers to it: Cyrillic А to а, Greek Τ to τ, Cherokee Ꭺ to ꭺ), from Unicode's confusables (UTS #39,
+ * confusables.txt). Only those letters matter here: the question is whether a name reads as the gateway's.
+ */
+const READS_AS_LATIN: ReadonlyMap<string, string> = new Map(
+  Object.entries({
+    a: 'аαɑ⍺ꭺ',
+    c: 'сϲᴄⲥꮯ',
+    d: 'ԁᑯꓒꭰ',
+    e: 'еҽ℮εєꭼ',
+    g: 'ɡցԍƍꮐ',
+    i: 'іıιɩӏꙇꭵ',
+    n: 'νոռη',
+    r: 'гᴦⲅꭱ',
+    t: 'тτꭲ',
+    w: 'ѡԝᴡɯꮃ',
+    y: 'уүγɣყυꭹ',
+  }).flatMap(([latin, lookalikes]) => [...lookalikes].map((lookalike): [string, string] => [lookalike, latin])),
+);
+
 /** The gateway's name, reserved: no registered client may call itself by it. */
 const GATEWAY_NAME = 'Agent Credit Gateway';
 const GATEWAY_NAME_LETTERS = lettersOf(GATEWAY_NAME);
 
-/** Letters and digits only, in one case and compatibility form: `ＡＧＥＮＴ-credit_gateway` is `agentcreditgateway`. */
+/**
+ * What a name reads as, letters and digits only: one case and compatibility form (`ＡＧＥＮＴ-credit_gateway`), no
+ * accents (`Gatewáy`), and the letters of other scripts that look Latin read as Latin (`Аgent` with a Cyrillic А;
+ * found from outside): `agentcreditgateway`. UTS #39's skeleton, for the letters that matter here.
+ */
 function lettersOf(text: string): string {
-  return text.normalize('NFKC').toLowerCase().replace(/[^\p{L}\p{N}]/gu, '');
+  return text
+    .normalize('NFKC')
+    .toLowerCase()
+    .normalize('NFD')
+    .replace(/\p{M}/gu, '')
+    .replace(/[^\p{L}\p{N}]/gu, '')
+    .replace(/\p{L}/gu, (letter) => READS_AS_LATIN.get(letter) ?? letter);
 }
 
 function namesTheGateway(name: string): boolean {

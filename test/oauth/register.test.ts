@@ -59,6 +59,14 @@ describe('POST /oauth/register accepts', () => {
     expect(res.body).toMatchObject({ client_name: 'MCP Inspector', grant_types: ['authorization_code'], token_endpoint_auth_method: 'none' });
   });
 
+  it('names in any script and with accents, when they do not read as the gateway\'s', async () => {
+    for (const name of ['Москва агент', 'Αθήνα Gateway', 'Café Crédit', 'Agent Credit Tools', 'ᏣᎳᎩ Gateway']) {
+      const res = await registerFrom({ ...good, client_name: name });
+      expect(res.status, name).toBe(201);
+      expect(res.body.client_name).toBe(name);
+    }
+  });
+
   it('loopback http redirect URIs (127.0.0.1, [::1], localhost) and up to ten URIs', async () => {
     const uris = ['http://127.0.0.1/cb', 'http://127.0.0.1:3000/callback', 'http://[::1]:8080/cb', 'http://localhost:1234/cb', 'https://a.example/cb?x=1'];
     const res = await registerFrom({ redirect_uris: [...uris, ...Array.from({ length: 5 }, (_, i) => `https://a.example/${i}`)] });
@@ -119,6 +127,11 @@ describe('POST /oauth/register refuses', () => {
     // The consent page would read as the gateway's own console (found from outside: a phishing client got an owner token).
     ['the console\'s own name', { ...good, client_name: 'Agent Credit Gateway console' }, 'invalid_client_metadata'],
     ['the gateway\'s name in other case, spacing and width', { ...good, client_name: 'ＡＧＥＮＴ credit-gateway (official)' }, 'invalid_client_metadata'],
+    // Look-alike letters of other scripts, and accents (found from outside: each registered, and its consent page opened with it).
+    ['the gateway\'s name with a Cyrillic А', { ...good, client_name: '\u0410gent Credit Gateway console' }, 'invalid_client_metadata'],
+    ['the gateway\'s name with a Cyrillic е', { ...good, client_name: 'Agent Credit Gat\u0435way' }, 'invalid_client_metadata'],
+    ['the gateway\'s name with a combining accent', { ...good, client_name: 'Agent Credit Gatewa\u0301y console' }, 'invalid_client_metadata'],
+    ['the gateway\'s name in Greek and Cherokee capitals', { ...good, client_name: '\u0391GE\u039d\u03a4 \u13DFREDIT GATEWAY' }, 'invalid_client_metadata'],
     ['a non-string client_name', { ...good, client_name: 7 }, 'invalid_client_metadata'],
     ['client_secret_basic', { ...good, token_endpoint_auth_method: 'client_secret_basic' }, 'invalid_client_metadata'],
     ['private_key_jwt', { ...good, token_endpoint_auth_method: 'private_key_jwt' }, 'invalid_client_metadata'],
