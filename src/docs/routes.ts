@@ -7,7 +7,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { webhooksDocument } from '../events/catalogue.ts';
 import { ERROR_CATALOGUE } from '../platform/errors.ts';
 import { bodyMayBeLeftOut } from '../platform/http/operation.ts';
-import { HtmlPage } from '../platform/http/pages.ts';
+import { HtmlPage, newNonce, pageHeaders } from '../platform/http/pages.ts';
 import { INVALID_REASONS, SETTLE_ERROR_REASONS, X402_REASON_MEANINGS } from '../x402/schemas.ts';
 
 function escapeHtml(text: string): string {
@@ -83,8 +83,21 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
       operationId: 'showApiReference',
       tags,
       summary: 'The API reference (HTML): this document in Swagger UI',
-      response: { 200: HtmlPage('the API reference') },
+      response: {
+        200: HtmlPage('the API reference'),
+        302: { description: 'a query string was given: to /docs without it (the page reads none)', headers: { Location: { type: 'string', description: '/docs' } } },
+      },
     };
+  });
+  // Swagger UI's page finds the document from its own address (`location.href + '/./json'`), which a query string
+  // breaks ("Unable to render this definition"), and its redirect of /docs/static/index.html keeps the query and so
+  // answers itself forever (found from outside: a shared link with a tracking parameter). The page reads no query
+  // (its deep links are fragments), so one is dropped by a redirect to the page without it.
+  app.addHook('onRequest', async (request, reply) => {
+    const at = request.url.indexOf('?');
+    if (at === -1 || (request.method !== 'GET' && request.method !== 'HEAD')) return;
+    const path = request.url.slice(0, at);
+    if (path === '/docs' || path === '/docs/' || path === '/docs/static/index.html') return reply.redirect('/docs', 302);
   });
   await app.register(swaggerUi, {
     routePrefix: '/docs',
@@ -115,9 +128,11 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
       const reasonRows = Object.entries(REFUSAL_REASONS)
         .map(([reason, r]) => `<tr id="reason-${reason}"><td><code>${reason}</code></td><td>${r.codes.map((code) => `<a href="#${code}"><code>${code}</code></a>`).join(', ')}</td><td>${escapeHtml(r.meaning)}</td></tr>`)
         .join('\n');
-      reply.type('text/html; charset=utf-8');
+      // The headers of every page (found from outside: this one alone could be framed, and had no CSP).
+      const nonce = newNonce();
+      reply.headers(pageHeaders(nonce));
       return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Error catalogue · Agent Credit Gateway</title>
-<style>body{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem}td,th{padding:.3rem .8rem;text-align:left;border-bottom:1px solid #ddd}:target{background:#fff3b0}</style>
+<style nonce="${nonce}">body{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem}td,th{padding:.3rem .8rem;text-align:left;border-bottom:1px solid #ddd}:target{background:#fff3b0}</style>
 </head><body><h1>Error catalogue</h1>
 <p>API routes answer failures with <code>application/problem+json</code> bodies (<code>type</code>, <code>title</code>, <code>status</code>, <code>code</code>, often <code>detail</code>). The <code>code</code> is stable; branch on it. OAuth routes use the RFC 6749 error body instead.</p>
 <table><thead><tr><th>code</th><th>status</th><th>meaning</th></tr></thead><tbody>

@@ -37,6 +37,30 @@ describe('the routes people and browsers use', () => {
     }
   });
 
+  it('the error catalogue carries the headers of every page: no framing, a CSP its style sheet runs under, no referrer (found from outside: it alone had none)', async () => {
+    const res = await fetch(`${gw.url}/docs/errors`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-frame-options')).toBe('DENY');
+    expect(res.headers.get('referrer-policy')).toBe('no-referrer');
+    const csp = res.headers.get('content-security-policy') ?? '';
+    expect(csp).toContain("frame-ancestors 'none'");
+    const nonce = /style-src 'nonce-([^']+)'/.exec(csp)?.[1];
+    expect(nonce).toBeDefined();
+    expect(await res.text()).toContain(`<style nonce="${nonce}">`);
+  });
+
+  it('the API reference with a query string redirects once to the page without it (found from outside: it could not render, and its index redirected to itself)', async () => {
+    for (const path of ['/docs?utm_source=x', '/docs/?x=1', '/docs/static/index.html?x=1']) {
+      const res = await fetch(`${gw.url}${path}`, { redirect: 'manual' });
+      expect(res.status, path).toBe(302);
+      expect(res.headers.get('location'), path).toBe('/docs');
+    }
+    const followed = await fetch(`${gw.url}/docs/static/index.html?x=1`);
+    expect(followed.status).toBe(200);
+    expect(new URL(followed.url).pathname).toBe('/docs');
+    expect(await followed.text()).toContain('swagger');
+  });
+
   it('names no wildcard as `{*}`: the console’s client-side routes are `{path}`', () => {
     expect(Object.keys(paths).filter((path) => path.includes('{*}'))).toEqual([]);
     expect(paths['/console/{path}']!.get!.parameters).toEqual([expect.objectContaining({ in: 'path', name: 'path', required: true })]);
