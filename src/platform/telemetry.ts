@@ -67,7 +67,10 @@ export async function startTelemetry(env: Env, log: StartLog, loadSdk: SdkLoader
   if (backend || !telemetryRequested(env)) return backend !== undefined;
   try {
     const { startSdk } = await loadSdk();
-    backend = startSdk(traceProblemLog(log));
+    const problemLog = traceProblemLog(log);
+    // Said outside any span: the SDK reports from its exporter's timer, which runs in the context of whatever request
+    // scheduled it, and the log mixin would name that request's trace (found from outside: a /healthz request's).
+    backend = startSdk((problem) => (backend ? backend.detached(() => problemLog(problem)) : problemLog(problem)));
     log.info({ tracesExporter: env.OTEL_TRACES_EXPORTER ?? 'otlp', protocol: env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf' }, 'OpenTelemetry tracing on');
   } catch (error) {
     log.error({ err: error }, 'OpenTelemetry tracing could not start; serving without traces');
