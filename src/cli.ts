@@ -206,6 +206,23 @@ export function buildCli(): Command {
       await grantCredit(configOrExit(), options);
     });
 
+  credit
+    .command('check')
+    .description("check the ledger's invariants over the whole database (after a failover, a restore or an incident)")
+    .option('--examples <n>', 'rows shown of each broken invariant', '5')
+    .addHelpText(
+      'after',
+      '\nEvery invariant (each operation\'s journal sums to zero; lots, holds, balances, earnings and budget totals agree with what ' +
+        'the holds and the journal say) is checked in one read-only snapshot, so a gateway on PostgreSQL may run meanwhile; with the ' +
+        'embedded database, stop the gateway first. It writes nothing. Each invariant is said as it is checked; a broken one with ' +
+        'the rows that break it. Exit 0 when all hold, 1 when one does not, 2 when the database cannot be read. docs/operations.md, ' +
+        '"After a failover".',
+    )
+    .action(async (options: { examples: string }) => {
+      const { checkLedger } = await import('./ledger/cli.ts');
+      await checkLedger(configOrExit(), options);
+    });
+
   const agent = program.command('agent').description("an owner's commands on one of their agents, through the running gateway");
   const mandate = agent
     .command('mandate')

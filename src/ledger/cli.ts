@@ -1,0 +1,58 @@
+// `acg credit check`: the ledger's invariants (invariants.ts) over the configured database, for an operator after a
+// failover, a restore or an incident: every invariant in one read-only snapshot, each said as it is checked, a
+// broken one with the rows that break it. It never writes (no migration either: a check must not change what it
+// looks at). Exit 0 when every invariant holds, 1 when one does not, 2 when the database cannot be read.
+import { existsSync } from 'node:fs';
+import type { Config } from '../platform/config.ts';
+import type { Database } from '../platform/db/database.ts';
+import { embeddedDatabaseDir, openDatabase } from '../platform/db/open.ts';
+import { checkLedgerInvariants, INVARIANT_EXAMPLES_DEFAULT, LEDGER_INVARIANTS } from './invariants.ts';
+
+/** The most rows of a broken invariant --examples may ask for. */
+const EXAMPLES_MAX = 1000;
+
+function fail(message: string): never {
+  process.stderr.write(`${message}\n`);
+  process.exit(2);
+}
+
+export async function checkLedger(config: Config, options: { examples?: string }): Promise<void> {
+  const raw = options.examples ?? String(INVARIANT_EXAMPLES_DEFAULT);
+  if (!/^[0-9]{1,4}$/.test(raw) || Number(raw) > EXAMPLES_MAX) fail(`--examples must be a whole number from 0 to ${EXAMPLES_MAX}`);
+  const examples = Number(raw);
+  // A mistyped ACG_DATA_DIR would otherwise get a new, empty database, whose ledger holds trivially.
+  if (!config.databaseUrl && !existsSync(embeddedDatabaseDir(config.dataDir))) {
+    fail(`there is no database in ${config.dataDir}: run this in the gateway's directory, or set ACG_DATA_DIR to its data directory (DATABASE_URL to its database on PostgreSQL)`);
+  }
+  const where = config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : `PGlite in ${config.dataDir}`;
+  let db: Database;
+  try {
+    db = await openDatabase(config);
+    await db.query('SELECT 1');
+  } catch (error) {
+    fail(`cannot open the database: ${(error as Error).message}${config.databaseUrl ? '' : ' (the embedded database admits one process: stop the gateway first)'}`);
+  }
+  process.stdout.write(`checking the ledger's ${LEDGER_INVARIANTS.length} invariants in ${where}, in one snapshot\n`);
+  let broken = 0;
+  try {
+    await checkLedgerInvariants(db, {
+      examples,
+      progress: (result, ms) => {
+        if (result.violations === 0) {
+          process.stdout.write(`  ok      ${result.name} (${Math.round(ms)} ms)\n`);
+          return;
+        }
+        broken += 1;
+        process.stdout.write(`  BROKEN  ${result.name}: ${result.violations} row(s)${result.examples.length < result.violations ? `, the first ${result.examples.length}` : ''}\n`);
+        for (const example of result.examples) process.stdout.write(`            ${example.subject}: ${example.detail}\n`);
+      },
+    });
+  } catch (error) {
+    // A schema older or newer than this release's, or a database lost midway.
+    await db.close();
+    fail(`cannot check the ledger: ${(error as Error).message}`);
+  }
+  await db.close();
+  process.stdout.write(broken === 0 ? `every invariant holds\n` : `${broken} of ${LEDGER_INVARIANTS.length} invariants broken\n`);
+  if (broken > 0) process.exitCode = 1;
+}
