@@ -1,6 +1,7 @@
 // Dynamic client registration (RFC 7591), public clients only. Each rule names the error it raises:
 // redirect URI problems are `invalid_redirect_uri`, every other metadata problem `invalid_client_metadata`.
 // Unknown members are ignored (RFC 7591 §2) and never echoed back.
+import { remove as removeConfusables } from 'confusables';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { VISIBLE_CHARACTER } from '../platform/schemas.ts';
@@ -86,44 +87,55 @@ function clientName(value: unknown): string | null {
 }
 
 /**
- * The letters of other scripts that read as the Latin letters of the gateway's name, in lower case (the upper case
- * of each lowers to it: Cyrillic А to а, Greek Τ to τ, Cherokee Ꭺ to ꭺ), from Unicode's confusables (UTS #39,
- * confusables.txt). Only those letters matter here: the question is whether a name reads as the gateway's.
+ * Letters of other scripts that read as Latin letters of the gateway's name, in lower case, beyond what the
+ * confusables package folds (Unicode's confusables, UTS #39 confusables.txt).
  */
 const READS_AS_LATIN: ReadonlyMap<string, string> = new Map(
   Object.entries({
-    a: 'аαɑ⍺ꭺ',
-    c: 'сϲᴄⲥꮯ',
+    a: 'аαɑꭺ',
+    c: 'сᴄⲥꮯ',
     d: 'ԁᑯꓒꭰ',
-    e: 'еҽ℮εєꭼ',
+    e: 'еҽεєꭼ',
     g: 'ɡցԍƍꮐ',
     i: 'іıιɩӏꙇꭵ',
-    n: 'νոռη',
+    n: 'νոռηⲛ',
     r: 'гᴦⲅꭱ',
-    t: 'тτꭲ',
-    w: 'ѡԝᴡɯꮃ',
+    t: 'тτꭲŧ',
+    w: 'ѡԝᴡɯꮃա',
     y: 'уүγɣყυꭹ',
   }).flatMap(([latin, lookalikes]) => [...lookalikes].map((lookalike): [string, string] => [lookalike, latin])),
 );
 
+/** Runs of ASCII that read as another ASCII letter, in lower case: `credlt`, `cred1t`, `gatevvay`. */
+const ASCII_LOOKALIKES: ReadonlyArray<[RegExp, string]> = [
+  [/[l1|]/g, 'i'],
+  [/vv/g, 'w'],
+  [/rn/g, 'm'],
+  [/0/g, 'o'],
+];
+
+/**
+ * What a name reads as, letters and digits only: compatibility form (`ＡＧＥＮＴ`), invisible characters dropped (a
+ * Hangul filler for a space), look-alike letters of other scripts and styles read as the Latin letter they look
+ * like (`Аgent` with a Cyrillic А, Lisu capitals, small capitals, regional indicators: the confusables package,
+ * then `READS_AS_LATIN`), no accents (`Gatewáy`), one case, and look-alike ASCII read alike (`CREDlT`, `GATEVVAY`):
+ * `agentcreditgateway`. UTS #39's skeleton, for the question whether a name reads as the gateway's (found from
+ * outside: each of these registered, and its consent page opened with it).
+ */
+function lettersOf(text: string): string {
+  let folded = removeConfusables(text.normalize('NFKC').replace(/\p{Default_Ignorable_Code_Point}/gu, ''))
+    .replace(/[\u{1F1E6}-\u{1F1FF}]/gu, (indicator) => String.fromCharCode(0x61 + indicator.codePointAt(0)! - 0x1f1e6))
+    .normalize('NFD')
+    .replace(/\p{M}/gu, '')
+    .toLowerCase()
+    .replace(/\p{L}/gu, (letter) => READS_AS_LATIN.get(letter) ?? letter);
+  for (const [pattern, latin] of ASCII_LOOKALIKES) folded = folded.replace(pattern, latin);
+  return folded.replace(/[^\p{L}\p{N}]/gu, '');
+}
+
 /** The gateway's name, reserved: no registered client may call itself by it. */
 const GATEWAY_NAME = 'Agent Credit Gateway';
 const GATEWAY_NAME_LETTERS = lettersOf(GATEWAY_NAME);
-
-/**
- * What a name reads as, letters and digits only: one case and compatibility form (`ＡＧＥＮＴ-credit_gateway`), no
- * accents (`Gatewáy`), and the letters of other scripts that look Latin read as Latin (`Аgent` with a Cyrillic А;
- * found from outside): `agentcreditgateway`. UTS #39's skeleton, for the letters that matter here.
- */
-function lettersOf(text: string): string {
-  return text
-    .normalize('NFKC')
-    .toLowerCase()
-    .normalize('NFD')
-    .replace(/\p{M}/gu, '')
-    .replace(/[^\p{L}\p{N}]/gu, '')
-    .replace(/\p{L}/gu, (letter) => READS_AS_LATIN.get(letter) ?? letter);
-}
 
 function namesTheGateway(name: string): boolean {
   return lettersOf(name).includes(GATEWAY_NAME_LETTERS);
