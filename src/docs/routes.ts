@@ -92,12 +92,13 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
   // Swagger UI's page finds the document from its own address (`location.href + '/./json'`), which a query string
   // breaks ("Unable to render this definition"), and its redirect of /docs/static/index.html keeps the query and so
   // answers itself forever (found from outside: a shared link with a tracking parameter). The page reads no query
-  // (its deep links are fragments), so one is dropped by a redirect to the page without it.
+  // (its deep links are fragments), so one is dropped by a redirect to the page without it. Its static folder's own
+  // index (/docs/static/) looks for the document beside it, where there is none: the page is at /docs.
   app.addHook('onRequest', async (request, reply) => {
+    if (request.method !== 'GET' && request.method !== 'HEAD') return;
     const at = request.url.indexOf('?');
-    if (at === -1 || (request.method !== 'GET' && request.method !== 'HEAD')) return;
-    const path = request.url.slice(0, at);
-    if (path === '/docs' || path === '/docs/' || path === '/docs/static/index.html') return reply.redirect('/docs', 302);
+    const path = at === -1 ? request.url : request.url.slice(0, at);
+    if (path === '/docs/static/' || (at !== -1 && (path === '/docs' || path === '/docs/' || path === '/docs/static/index.html'))) return reply.redirect('/docs', 302);
   });
   await app.register(swaggerUi, {
     routePrefix: '/docs',

@@ -50,7 +50,7 @@ describe('the routes people and browsers use', () => {
   });
 
   it('the API reference with a query string redirects once to the page without it (found from outside: it could not render, and its index redirected to itself)', async () => {
-    for (const path of ['/docs?utm_source=x', '/docs/?x=1', '/docs/static/index.html?x=1']) {
+    for (const path of ['/docs?utm_source=x', '/docs/?x=1', '/docs/static/index.html?x=1', '/docs/static/']) {
       const res = await fetch(`${gw.url}${path}`, { redirect: 'manual' });
       expect(res.status, path).toBe(302);
       expect(res.headers.get('location'), path).toBe('/docs');
