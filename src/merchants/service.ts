@@ -305,7 +305,10 @@ export class MerchantService implements MerchantDirectory {
     // Only a record seen just now verifies ('already_verified' cannot reach here: verification never reverts).
     if (proof !== 'found') {
       throw new ApiError('domain_verification_pending', {
-        detail: 'the TXT record is not visible yet; publish it and retry (DNS changes can take a few minutes to propagate)',
+        // A dev gateway reads its own zone, where waiting never helps (found from outside: the console said to wait).
+        detail: this.deps.doh.devZoneCleartext === true
+          ? `the TXT record is not in this dev gateway's own DNS zone, the only one it reads (no public DNS is asked): publish it there with \`npx acg dev dns publish --merchant ${merchantId}\` in the gateway's directory, then retry`
+          : 'the TXT record is not visible yet; publish it and retry (DNS changes can take a few minutes to propagate)',
         extra: { verified: false, dnsRecord: dnsRecordOf(row) },
       });
     }

@@ -39,6 +39,7 @@ describe.skipIf(!hasUnbound)('POST /v1/merchants/{id}/verify-domain against unbo
     const pending = await verify(merchant.id);
     expect(pending.status).toBe(409);
     expect(pending.body).toMatchObject({ code: 'domain_verification_pending', verified: false, dnsRecord });
+    expect(pending.body.detail).toContain('DNS changes can take a few minutes');
     expect(pending.headers.get('content-type')).toContain('application/problem+json');
 
     // Other TXT records at the name (and a wrong value) do not count.

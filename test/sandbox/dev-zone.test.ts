@@ -81,6 +81,9 @@ describe('the dev DNS zone (dev mode)', () => {
     const absent = await verify(merchant.id);
     expect(absent.status).toBe(409);
     expect(absent.body).toMatchObject({ code: 'domain_verification_pending', verified: false, dnsRecord });
+    // Waiting never helps a dev gateway, which reads its own zone: the refusal says how to publish there (found from
+    // outside: the console said DNS takes a few minutes).
+    expect(absent.body.detail).toContain(`npx acg dev dns publish --merchant ${merchant.id}`);
 
     expect((await publish({ name: dnsRecord.name, value: `${dnsRecord.value}x` })).status).toBe(200);
     expect((await publish({ name: dnsRecord.name, value: 'v=spf1 -all' })).status).toBe(200);

@@ -199,7 +199,11 @@ function Verification({ merchant, onChanged }: { merchant: Schemas['Merchant']; 
             onClick={() =>
               action.run(async () => {
                 const result = await api.POST('/v1/merchants/{id}/verify-domain', { params: { path: { id: merchant.id }, header: { 'Idempotency-Key': newKey() } } });
-                if (result.response.status === 409) return 'Not found yet: the record is not visible. DNS can take a few minutes; check again later.';
+                // The gateway says where it looked and what to do: wait for DNS, or (a dev gateway) publish in its own zone.
+                if (result.response.status === 409) {
+                  const detail = (result.error as { detail?: unknown } | undefined)?.detail;
+                  return `Not found yet: ${typeof detail === 'string' ? detail : 'the record is not visible. DNS can take a few minutes; check again later.'}`;
+                }
                 ok(result);
                 onChanged();
                 return `${merchant.domain} is verified.`;
