@@ -8,6 +8,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ENV_VARS } from '../src/platform/config.ts';
+import { GATEWAY_VERSION } from '../src/platform/version.ts';
 
 const ROOT = path.resolve('.');
 const DOCS = ['README.md', ...readdirSync(path.join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`)];
@@ -108,6 +109,10 @@ describe('the documentation', () => {
       'docs/example.md: `research/perf.md` does not exist',
     ]);
     expect(slug('`acg demo`')).toBe('acg-demo');
+  });
+
+  it('names the release package.json names, in the OpenAPI document and the MCP server info (found from outside: 1.0.0 of a 0.1.0 package)', () => {
+    expect(GATEWAY_VERSION).toBe(JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version);
   });
 
   it('carries the gateway\'s own list of environment variables as the configuration table', () => {

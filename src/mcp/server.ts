@@ -6,6 +6,7 @@
 // as a tool error (`isError`) whose text (and, for a tool without an output schema, structured content) is the
 // problem body the HTTP route answers (with `retryAfterS` as a member, since a tool result has no headers), except a refusal a human resolves in a
 // browser (an ApiError carrying an `approval` page): that becomes a URL elicitation (see `askToVisit`).
+import { GATEWAY_VERSION } from '../platform/version.ts';
 import {
   createMcpHandler,
   fromJsonSchema,
@@ -37,7 +38,7 @@ import { isPurchaseApprovalId } from '../payments/purchases.ts';
 import { publishedInputJson, type JsonSchema } from './published-schema.ts';
 import { TOOLS, type QueryToolDefinition, type ToolDefinition, type ToolServices } from './tools.ts';
 
-const MCP_SERVER_INFO = { name: 'agent-credit-gateway', version: '0.1.0' };
+const MCP_SERVER_INFO = { name: 'agent-credit-gateway', version: GATEWAY_VERSION };
 
 const INSTRUCTIONS =
   'Agent Credit Gateway: agents pay for services with prepaid credit. Amounts are microcredits as decimal strings ' +

@@ -1,6 +1,7 @@
 // The OpenAPI 3.1 document is generated from the route schemas; this file holds its frame, the
 // schemas every route shares (Problem, OAuth error, Microcredits), and the transform that documents what
 // the platform adds to every operation (security, error media types, response headers).
+import { GATEWAY_VERSION } from '../version.ts';
 import { STATUS_CODES } from 'node:http';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import type { SwaggerOptions } from '@fastify/swagger';
@@ -65,7 +66,7 @@ export function openApiOptions(config: Config): SwaggerOptions {
       openapi: '3.1.0',
       info: {
         title: 'Agent Credit Gateway',
-        version: '1.0.0',
+        version: GATEWAY_VERSION,
         description:
           'Software agents pay for and use services with prepaid credit. Amounts are microcredits as decimal strings ' +
           '(1 credit = 1,000,000 µc = $0.01). Timestamps are Unix seconds. Errors are RFC 9457 problem bodies ' +
