@@ -316,9 +316,9 @@ function leavesParameterEmpty(params: unknown): boolean {
 /**
  * Headers a request sends once. Node keeps the first of a repeated Authorization or Content-Type and drops the rest,
  * so a request with two credentials ran as the first, whatever a proxy or the client meant (found from outside):
- * refused instead, before the credential is read.
+ * refused instead, before the credential is read. Host too, as RFC 9112 §3.2 requires of a server.
  */
-const SINGLE_HEADERS = new Set(['authorization', 'content-type', 'idempotency-key', 'if-match', 'if-none-match']);
+const SINGLE_HEADERS = new Set(['authorization', 'content-type', 'host', 'idempotency-key', 'if-match', 'if-none-match']);
 
 function refuseRepeatedHeaders(raw: readonly string[]): void {
   let seen: Set<string> | undefined;
