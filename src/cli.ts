@@ -341,6 +341,7 @@ export function buildCli(): Command {
   keys
     .command('list')
     .description('show each key in the database: upcoming, signing, retired (still verifying) or expired')
+    .addHelpText('after', '\nWith the embedded database, stop the gateway first (PGlite admits one process); with DATABASE_URL run it any time.')
     .action(async () => {
       const { listKeys } = await import('./keys/cli.ts');
       await listKeys(configOrExit());
