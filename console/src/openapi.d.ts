@@ -3823,7 +3823,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`). This route is not rate-limited. */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`). This route is not rate-limited. */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -3868,7 +3868,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`). This route is not rate-limited. */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`). This route is not rate-limited. */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -3897,7 +3897,7 @@ export interface operations {
                     "text/plain; version=0.0.4; charset=utf-8": string;
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`). This route is not rate-limited. */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`). This route is not rate-limited. */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -3941,7 +3941,7 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`). This route is not rate-limited. */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`). This route is not rate-limited. */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -3992,7 +3992,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -4032,7 +4032,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -4087,7 +4087,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -4198,7 +4198,7 @@ export interface operations {
                     "application/json": components["schemas"]["OAuthError"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -4277,7 +4277,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -4348,7 +4348,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -4455,7 +4455,7 @@ export interface operations {
                     "application/json": components["schemas"]["OAuthError"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -4555,7 +4555,7 @@ export interface operations {
                     "application/json": components["schemas"]["OAuthError"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -4669,7 +4669,7 @@ export interface operations {
                     "application/json": components["schemas"]["OAuthError"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -4769,7 +4769,7 @@ export interface operations {
                     "application/json": components["schemas"]["OAuthError"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -4828,7 +4828,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -4887,7 +4887,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -4934,7 +4934,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -4981,7 +4981,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -5028,7 +5028,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -5123,7 +5123,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -5196,7 +5196,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -5290,7 +5290,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -5378,7 +5378,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -5529,7 +5529,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -5621,7 +5621,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -5773,7 +5773,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -5905,7 +5905,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -5999,7 +5999,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -6240,7 +6240,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -6340,7 +6340,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -6434,7 +6434,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -6578,7 +6578,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -6730,7 +6730,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -6857,7 +6857,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -6985,7 +6985,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -7079,7 +7079,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -7171,7 +7171,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -7312,7 +7312,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -7416,7 +7416,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -7508,7 +7508,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -7729,7 +7729,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -7821,7 +7821,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -7953,7 +7953,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -8024,7 +8024,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -8076,7 +8076,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -8128,7 +8128,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -8210,7 +8210,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -8302,7 +8302,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -8394,7 +8394,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -8525,7 +8525,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -8663,7 +8663,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -8807,7 +8807,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -8909,7 +8909,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -9001,7 +9001,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -9101,7 +9101,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -9201,7 +9201,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -9297,7 +9297,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -9397,7 +9397,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -9550,7 +9550,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -9644,7 +9644,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -9792,7 +9792,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -9880,7 +9880,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -10022,7 +10022,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -10073,7 +10073,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -10234,7 +10234,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -10404,7 +10404,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -10576,7 +10576,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -10717,7 +10717,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -10927,7 +10927,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -11019,7 +11019,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -11149,7 +11149,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -11239,7 +11239,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -11331,7 +11331,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -11420,7 +11420,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -11554,7 +11554,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -11646,7 +11646,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -11778,7 +11778,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -11910,7 +11910,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -11962,7 +11962,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -12054,7 +12054,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -12186,7 +12186,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -12318,7 +12318,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -12370,7 +12370,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -12460,7 +12460,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -12548,7 +12548,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -12687,7 +12687,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -12781,7 +12781,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -12929,7 +12929,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -13052,7 +13052,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -13152,7 +13152,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -13302,7 +13302,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -13403,7 +13403,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -13615,7 +13615,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -13709,7 +13709,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -13865,7 +13865,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -14000,7 +14000,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -14100,7 +14100,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -14212,7 +14212,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -14318,7 +14318,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -14430,7 +14430,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -14566,7 +14566,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -14661,7 +14661,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -14734,7 +14734,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -14865,7 +14865,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -14954,7 +14954,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -15048,7 +15048,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -15136,7 +15136,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -15246,7 +15246,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -15356,7 +15356,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -15450,7 +15450,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -15587,7 +15587,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -15650,7 +15650,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -15719,7 +15719,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -15846,7 +15846,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -15886,7 +15886,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -15926,7 +15926,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -15977,7 +15977,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -16058,7 +16058,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
@@ -16120,7 +16120,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
                     [name: string]: unknown;

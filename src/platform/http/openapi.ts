@@ -290,7 +290,7 @@ const STORAGE_REFUSAL =
 function platformRefusals(limited: boolean): string {
   return (
     'Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), ' +
-    "403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding), " +
+    "403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), " +
     `405 method_not_allowed, 414 uri_too_long, ${limited ? '429 rate_limited (Retry-After), ' : ''}431 headers_too_large; under /oauth/ the same ` +
     `statuses carry RFC 6749's error body instead (\`invalid_request\`${limited ? '; `temporarily_unavailable` for 429' : ''})` +
     (limited ? '' : '. This route is not rate-limited.')
