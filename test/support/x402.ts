@@ -4,7 +4,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
-import { paymentMiddleware as expressPaymentMiddleware } from '@x402/express';
+import { paymentMiddleware as expressPaymentMiddleware, setSettlementOverrides } from '@x402/express';
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch';
 import { paymentMiddleware as honoPaymentMiddleware } from '@x402/hono';
 import type { x402ResourceServer } from '@x402/core/server';
@@ -63,6 +63,7 @@ function routes(merchantId: string) {
     'GET /other': { accepts, description: 'Another report' },
     'GET /fails': { accepts, description: 'A resource whose upstream is down' },
     'GET /slow': { accepts, description: 'A report that takes a while' },
+    'GET /overcharges': { accepts, description: 'A report whose handler asks to settle more than the price' },
     'POST /translate': { accepts, description: 'A translation of the text in the body' },
   };
 }
@@ -84,6 +85,10 @@ export async function startExpressServer(merchant: X402Merchant, resourceServer 
   app.get('/report', (_req, res) => void res.json({ report: 'quarterly', run: count(runs, '/report') }));
   app.get('/other', (_req, res) => void res.json({ report: 'other', run: count(runs, '/other') }));
   app.get('/fails', (_req, res) => void res.status(502).json({ error: 'upstream down', run: count(runs, '/fails') }));
+  app.get('/overcharges', (_req, res) => {
+    setSettlementOverrides(res, { amount: '$0.01' });
+    res.json({ report: 'overcharged', run: count(runs, '/overcharges') });
+  });
   app.get('/slow', async (_req, res) => {
     const run = count(runs, '/slow');
     await new Promise((resolve) => setTimeout(resolve, 300));

@@ -2,6 +2,7 @@
 // with this repository's credit scheme (@agent-credit-gateway/x402-credit, from its built dist), a real
 // gateway as the facilitator, real agents paying from their credit. What each refusal looks like to the
 // agent, and what the ledger shows after each payment.
+import { waitFor } from '../support/wait.ts';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
@@ -339,6 +340,19 @@ describe('release', () => {
     // The released payment cannot be presented again.
     const again = await pay(`${shop.url}/fails`, paying.sent[0]!);
     expect(again).toMatchObject({ status: 402, error: 'already_settled' });
+  });
+
+  it('a settle the gateway refuses for good (more than was authorized) is not charged, and the hold comes back at once, not at its expiry (found from outside)', async () => {
+    const agent = await fundedAgent();
+    const paying = payingAgent(world, agent.token);
+    const before = await availableUc(agent);
+    const res = await paying.fetch(`${shop.url}/overcharges`);
+    expect(res.status).toBe(402);
+    const holdId = decodeJwt((JSON.parse(Buffer.from(paying.sent[0]!, 'base64').toString()) as PaymentPayload).payload.attestation as string).jti!;
+    await waitFor(async () => (await redemption(holdId)).state === 'released', { what: `hold ${holdId} released` });
+    expect(await redemption(holdId)).toMatchObject({ state: 'released', capturedUc: '0', releasedUc: '500000' });
+    expect(await capturesOf(world, holdId)).toBe(0);
+    expect(await availableUc(agent)).toBe(before);
   });
 });
 

@@ -15,6 +15,8 @@ import type {
   SchemePaymentRequiredContext,
   SchemeServerHooks,
   SupportedKind,
+  SettleContext,
+  SettleFailureContext,
   VerifiedPaymentCanceledContext,
 } from '@x402/core/types';
 import { CREDIT_ASSET, CREDIT_BINDING_VERSION, CREDIT_NETWORK, CREDIT_SCHEME, USD_DECIMALS } from './constants.js';
@@ -140,8 +142,20 @@ export class CreditSchemeServer implements SchemeNetworkServer {
     return this.resourceOrigin === undefined || !/^https?:/i.test(resourceInfo.url) ? resourceInfo.url : onOrigin(resourceInfo.url, this.resourceOrigin);
   }
 
+  /**
+   * After a settle the gateway refused for good (an override above what was authorized, one it cannot read), the
+   * agent is told 402 and is not charged: its hold goes back at once rather than at its expiry (found from outside:
+   * it stayed held for the offer's hold lifetime). A settle the gateway never answered (`gateway_unavailable`) keeps
+   * the hold: the agent presents the same payment again, and it is served once the gateway answers.
+   */
+  async releaseAfterFailedSettle(context: SettleFailureContext): Promise<void> {
+    if (context.requirements.network !== CREDIT_NETWORK || context.requirements.amount === '0') return;
+    if (context.error instanceof CreditError && context.error.code === 'gateway_unavailable') return;
+    await this.release(context);
+  }
+
   /** Settles `amount: "0"`: the hold goes back to the agent (the handler failed; nothing was served). */
-  private async release(context: VerifiedPaymentCanceledContext): Promise<void> {
+  private async release(context: SettleContext): Promise<void> {
     const facilitator = this.options.facilitator;
     if (!facilitator || this.options.releaseOnFailure === false) return;
     // A repeat answered from a kept response ran nothing; a rerun's payment may be captured, and stays open.
@@ -165,5 +179,6 @@ export interface CreditResourceServerOptions extends Omit<CreditSchemeServerOpti
  */
 export function creditResourceServer(options: CreditResourceServerOptions): x402ResourceServer {
   const facilitator = creditFacilitator(options);
-  return new x402ResourceServer(facilitator).register(CREDIT_NETWORK, new CreditSchemeServer({ ...options, facilitator }));
+  const scheme = new CreditSchemeServer({ ...options, facilitator });
+  return new x402ResourceServer(facilitator).register(CREDIT_NETWORK, scheme).onSettleFailure((context) => scheme.releaseAfterFailedSettle(context));
 }
