@@ -3930,16 +3930,14 @@ export interface operations {
                     };
                 };
             };
-            /** @description the document the client holds (If-None-Match) is the current one */
+            /** @description the document the client holds (If-None-Match) is the current one (no body) */
             304: {
                 headers: {
                     /** @description the document's version */
                     ETag?: string;
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": unknown;
-                };
+                content?: never;
             };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`). This route is not rate-limited. */
             "4XX": {
@@ -15601,7 +15599,7 @@ export interface operations {
     queryDevDnsZone: {
         parameters: {
             query: {
-                /** @description the DNS query, base64url without padding */
+                /** @description the DNS query, base64url without padding (a longer query: POST it as application/dns-message) */
                 dns: string;
             };
             header?: never;

@@ -62,7 +62,7 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
           headers: { ETag: { type: 'string', description: "the document's version (it changes with the gateway's release and configuration)" } },
           content: { 'application/json': { schema: { type: 'object', additionalProperties: true } } },
         },
-        304: { description: 'the document the client holds (If-None-Match) is the current one', headers: { ETag: { type: 'string', description: "the document's version" } } },
+        304: { description: 'the document the client holds (If-None-Match) is the current one (no body)', type: 'null', headers: { ETag: { type: 'string', description: "the document's version" } } },
       },
     },
     handler: async (request, reply) => {

@@ -21,7 +21,9 @@ const DNS_ANSWER = { description: 'the DNS answer (RFC 8484), as a DNS message',
 const DNS_MESSAGE_BYTES_MAX = 65_535;
 
 const DnsQuery = Type.Object(
-  { dns: Type.String({ minLength: 1, maxLength: 87_382, pattern: '^[A-Za-z0-9_-]+$', description: 'the DNS query, base64url without padding' }) },
+  // A request line and its headers fit in 16 KiB (431 beyond), so a GET carries at most this much of a query (found
+  // from outside: the 87,382 of a whole 64 KiB message could never arrive); a longer one is POSTed.
+  { dns: Type.String({ minLength: 1, maxLength: 16_000, pattern: '^[A-Za-z0-9_-]+$', description: 'the DNS query, base64url without padding (a longer query: POST it as application/dns-message)' }) },
   { additionalProperties: false },
 );
 

@@ -292,6 +292,20 @@ describe('the 2026-07-28 wire', () => {
     }
   });
 
+  it('an id that is no id (a fraction, a boolean, an object) is 400 -32600 with id null, never echoed (found from outside: 2.5 came back, breaking the answer\'s schema)', async () => {
+    for (const headers of [{ 'mcp-protocol-version': LEGACY }, {}] as Array<Record<string, string>>) {
+      for (const id of [2.5, true, { n: 1 }, [1]]) {
+        const res = await fetch(mcpUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}`, ...headers },
+          body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/list' }),
+        });
+        expect(res.status, JSON.stringify(id)).toBe(400);
+        expect(await res.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request: id must be a string or an integer' } });
+      }
+    }
+  });
+
   it('a message whose jsonrpc is not "2.0" is 400 -32600 Invalid Request, with or without params, not -32602 for the params it lacks (found from outside)', async () => {
     for (const message of [
       { jsonrpc: '1.0', id: 3, method: 'initialize' },
