@@ -267,7 +267,7 @@ export async function rearmBudgetAlerts(
   if (budgets.length === 0) return;
   await lockPayer(tx, scope.payerId);
   await tx.query(
-    `UPDATE budget_usage u SET alerted_pct = COALESCE((SELECT max(t) FROM unnest($4::int[]) AS t WHERE u.spent_uc * 100 >= b.limit_uc * t), 0)
+    `UPDATE budget_usage u SET alerted_pct = COALESCE((SELECT max(t) FROM unnest($4::int[]) AS t WHERE u.spent_uc::numeric * 100 >= b.limit_uc::numeric * t), 0)
        FROM unnest($2::text[], $3::bigint[]) AS b(budget_id, limit_uc)
       WHERE u.agent_id = $1 AND u.budget_id = b.budget_id`,
     [scope.agentId, budgets.map((budget) => budget.budgetId), budgets.map((budget) => budget.limitUc.toString()), [...thresholds]],

@@ -109,6 +109,17 @@ describe('budget.threshold', () => {
     expect(await alertsRecorded(agent.ownerId)).toEqual(['daily@80', 'daily@100', 'daily@80', 'daily@100', 'daily@80']);
   });
 
+  it('re-arms under the largest limit a mandate takes, with spending in the period (found from outside: a limit above 92 billion credits overflowed the re-arm and answered 500)', async () => {
+    const agent = await watchedAgent({ budgets: [{ id: 'daily', limitUc: (10n * CREDIT_UC).toString(), period: 'day' }] });
+    const offer = await shop.offer({ priceUc: CREDIT_UC.toString(), holdLifetimeS: 7 * 86_400 });
+    await mintMany(agent.token, offer.id, 3);
+    const largest = '999999999999999999';
+    const put = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `alerts-largest-${++counter}`, body: { budgets: [{ id: 'daily', limitUc: largest, period: 'day' }], alertThresholds: [1, 50, 100] } });
+    expect(put.status).toBe(200);
+    expect(put.body.usage).toEqual([expect.objectContaining({ budgetId: 'daily', limitUc: largest, spentUc: (3n * CREDIT_UC).toString() })]);
+    expect((await mint(world, agent.token, offer.id, `alerts-largest-mint-${counter}`)).status).toBe(200);
+  });
+
   it('fires at 80% and at 100%, each once in a period (not again after a release and a second crossing), and again in the next period', async () => {
     const agent = await watchedAgent({ budgets: [{ id: 'daily', limitUc: (10n * CREDIT_UC).toString(), period: 'day' }], timeZone: 'America/New_York' });
     const offer = await shop.offer({ priceUc: CREDIT_UC.toString(), holdLifetimeS: 7 * 86_400 });
