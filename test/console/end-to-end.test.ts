@@ -832,8 +832,32 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await events.getByText(`Queued to be sent: ${never}`, { exact: false }).waitFor();
     expect((await gw.gateway.db.query('SELECT 1 FROM webhook_deliveries WHERE event_id = $1', [never])).rows).toHaveLength(1);
     expect(await axeViolations(page)).toEqual([]);
+
+    // Pause, save the URL, resume: a save keeps the webhook as it is (found from outside: saving the URL of a paused
+    // webhook resumed it), and a paused webhook's deliveries offer no re-send (it would be refused).
+    const endpoint = page.getByRole('region', { name: 'Endpoint' });
+    const enabled = async () => (await api('GET', '/v1/owner/webhook', owner)).body.configuration.enabled as boolean;
+    await endpoint.getByRole('button', { name: 'Pause deliveries' }).click();
+    await endpoint.getByText('Paused: events are kept', { exact: false }).waitFor();
+    expect(await enabled()).toBe(false);
+    await endpoint.getByText('· paused', { exact: false }).waitFor();
+    expect(await ownerDeliveries.getByRole('button', { name: /^Re-send/ }).count()).toBe(0);
+    await endpoint.getByRole('button', { name: 'Save webhook' }).click();
+    await endpoint.getByRole('status').filter({ hasText: 'signing secret is unchanged' }).first().waitFor();
+    expect(await enabled()).toBe(false);
+    await endpoint.getByRole('button', { name: 'Resume deliveries' }).click();
+    await endpoint.getByText('Resumed: new events are delivered.').waitFor();
+    expect(await enabled()).toBe(true);
+    // Rotating the secret asks first, then shows the new one once.
+    await endpoint.getByRole('button', { name: 'Rotate signing secret' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Rotate the secret' }).click();
+    await page.locator('.secret-value').filter({ hasText: /^whsec_/ }).waitFor();
+    expect(await enabled()).toBe(true);
+    expect(await axeViolations(page)).toEqual([]);
     expect((await api('DELETE', '/v1/owner/webhook', owner, undefined, key('owner-hook-gone'))).status).toBe(200);
 
+    // The secret is on the page: leaving asks first (the page's leave guard), and the owner confirms.
+    page.once('dialog', (dialog) => void dialog.accept());
     await nav('Merchants');
     await page.getByRole('link', { name: 'Ada Books' }).click();
     const webhook = page.getByRole('region', { name: 'Webhook' });

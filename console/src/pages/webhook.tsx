@@ -3,7 +3,7 @@
 // re-send, each list a page at a time, newest first, with its older pages on request.
 import { useState } from 'preact/hooks';
 import { ok, newKey } from '../api.ts';
-import { CopyButton, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When } from '../ui.tsx';
+import { ConfirmButton, CopyButton, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When } from '../ui.tsx';
 import { Deliveries, DELIVERIES_PAGE } from './merchants.tsx';
 import { useLeaveGuard } from '../router.ts';
 
@@ -29,17 +29,22 @@ export function OwnerWebhookPage() {
   const [secret, setSecret] = useState<string | undefined>();
   useLeaveGuard(secret ? 'Leave this page? The signing secret is shown only here, now: copy it first, or you will have to rotate it.' : undefined);
   const action = useAction();
+  const configuration = configured.data;
+  // Every change is a PUT of the whole configuration: a save of the URL keeps the webhook paused or delivering as it
+  // is (found from outside: saving the URL of a paused webhook resumed it, as PUT's `enabled` defaults to true).
+  const put = (body: { url: string; enabled: boolean; rotateSecret?: boolean }, said: (notice: string) => string = (notice) => notice) =>
+    action.run(async () => {
+      const answer = ok(await api.PUT('/v1/owner/webhook', { params: { header: { 'Idempotency-Key': newKey() } }, body }));
+      setSecret(answer.webhookSecret);
+      reload();
+      return said(answer.notice);
+    });
+  const enabledNow = configuration?.configured === true ? configuration.enabled : true;
   const save = (event: Event) => {
     event.preventDefault();
     const fields = new FormData(event.currentTarget as HTMLFormElement);
-    void action.run(async () => {
-      const answer = ok(await api.PUT('/v1/owner/webhook', { params: { header: { 'Idempotency-Key': newKey() } }, body: { url: String(fields.get('url') ?? '').trim() } }));
-      setSecret(answer.webhookSecret);
-      reload();
-      return answer.notice;
-    });
+    void put({ url: String(fields.get('url') ?? '').trim(), enabled: enabledNow });
   };
-  const configuration = configured.data;
   // Any listed event can be sent (again) to an enabled webhook: those of a pause, or of before it existed, have no
   // delivery to re-send (found from outside: the page offered no way to send them).
   const sendable = configuration?.configured === true && configuration.enabled;
@@ -85,6 +90,21 @@ export function OwnerWebhookPage() {
               Save webhook
             </button>
           </form>
+          {configuration.configured ? (
+            <p class="inline-actions">
+              <button type="button" disabled={action.busy} onClick={() => void put({ url: configuration.url, enabled: !configuration.enabled }, () => (configuration.enabled ? 'Paused: events are kept, and none is delivered until you resume.' : 'Resumed: new events are delivered.'))}>
+                {configuration.enabled ? 'Pause deliveries' : 'Resume deliveries'}
+              </button>{' '}
+              <ConfirmButton
+                label="Rotate signing secret"
+                title="Rotate the signing secret?"
+                consequence="The current secret stops signing at once: deliveries from now on are signed with the new one, shown here once. Update your receiver with it."
+                confirmLabel="Rotate the secret"
+                disabled={action.busy}
+                onConfirm={() => void put({ url: configuration.url, enabled: configuration.enabled, rotateSecret: true })}
+              />
+            </p>
+          ) : null}
           <Outcome action={action} />
         </section>
       ) : null}
@@ -137,10 +157,15 @@ export function OwnerWebhookPage() {
           <Deliveries
             list={deliveries}
             attempts={async (deliveryId) => ok(await api.GET('/v1/owner/webhook/deliveries/{deliveryId}/attempts', { params: { path: { deliveryId } } }))}
-            resend={async (deliveryId) => {
-              ok(await api.POST('/v1/owner/webhook/deliveries/{deliveryId}/resend', { params: { path: { deliveryId }, header: { 'Idempotency-Key': newKey() } } }));
-              reload();
-            }}
+            // Only to a webhook that delivers: a paused one refuses a re-send (409), so the page offers none.
+            resend={
+              sendable
+                ? async (deliveryId) => {
+                    ok(await api.POST('/v1/owner/webhook/deliveries/{deliveryId}/resend', { params: { path: { deliveryId }, header: { 'Idempotency-Key': newKey() } } }));
+                    reload();
+                  }
+                : undefined
+            }
           />
         </section>
       ) : null}
