@@ -465,6 +465,25 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     expect((await api('GET', `/v1/payments/purchases/${purchaseId}`, owner)).body.status).toBe('declined');
     const retry = await api('POST', '/v1/vouchers', await agentToken(), { offerId }, mintKey);
     expect([retry.status, retry.body.reason]).toEqual([409, 'purchase_declined']);
+
+    // Declined elsewhere while this page shows it waiting: approving it here is refused, the page's notice says so, and
+    // the card leaves (found from outside: it stayed with live buttons, under an older success notice).
+    const second = await api('POST', '/v1/vouchers', await agentToken(), { offerId }, key('mint-declined-elsewhere'));
+    expect([second.status, second.body.code]).toEqual([402, 'approval_required']);
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    const card = page.getByRole('heading', { name: 'Purchase for Scout', exact: true });
+    await card.waitFor();
+    expect((await api('POST', `/v1/payments/purchases/${second.body.intentId}/decline`, owner, {}, key('decline-elsewhere'))).status).toBe(200);
+    await page.getByRole('button', { name: 'Approve the purchase for Scout (1.00 credits at Ada Books)' }).click();
+    const notApproved = page.locator('p.notice').filter({ hasText: /^Not approved: / });
+    await dialog.or(notApproved).first().waitFor();
+    if (await dialog.isVisible()) {
+      await dialog.getByLabel('Owner email').fill(OWNER);
+      await dialog.getByRole('button', { name: 'Confirm' }).click();
+    }
+    await notApproved.waitFor();
+    await card.waitFor({ state: 'detached' });
+    expect((await api('GET', `/v1/payments/purchases/${second.body.intentId}`, owner)).body.status).toBe('declined');
   });
 
   it("says on a purchase's card that its agent is frozen, and why it cannot be approved (found from outside: the card did not say)", async () => {

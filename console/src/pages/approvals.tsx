@@ -49,6 +49,12 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
           await send();
         }
       } catch (error) {
+        // Answered meanwhile (another tab, its approval page, its deadline): the page says so in its notice and reads
+        // the list again, so the card leaves instead of staying with live buttons under an older notice (found from outside).
+        if (error instanceof ApiProblem && error.status === 409) {
+          onAnswered(`Not ${verb === 'approve' ? 'approved' : standing ? 'withdrawn' : 'declined'}: ${error.detail}.`);
+          return undefined;
+        }
         // A confirmation by another person than this owner reads the approval as not found: forget it, so the next
         // click asks again, rather than refusing every answer until that confirmation lapses.
         if (!(error instanceof ApiProblem && error.status === 404)) throw error;
