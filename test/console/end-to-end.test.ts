@@ -716,8 +716,8 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     // The form is filled again from the new version in an effect after the answer's render: typed before that, the
     // change was wiped by the refill and the save found nothing to change (flaky, 2 runs in 4).
     await page.locator(`form.mandate[data-version="${allowed.body.version}"]`).waitFor();
-    // Saved from the new version with a change, the mandate keeps what the form does not show: delegation stays
-    // allowed. (A save that changes nothing writes no version.)
+    // Saved from the new version with a change, the mandate keeps the delegation that version allows (the form shows
+    // it). (A save that changes nothing writes no version.)
     await page.getByLabel('Largest single purchase (credits)').fill('6');
     await page.getByRole('button', { name: 'Save mandate' }).click();
     await page.getByText(`Saved: mandate version ${allowed.body.version + 1}.`).waitFor();
@@ -726,6 +726,26 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByText(`No change: mandate version ${allowed.body.version + 1} is in force as it was.`).waitFor();
     expect((await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body.version).toBe(allowed.body.version + 1);
     expect((await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body.delegation).toEqual({ allowed: true, maxDepth: 1 });
+    // The alert thresholds and the levels of delegates are on the form (found from outside: only the API set them).
+    const alertAt = page.getByLabel('Alert at', { exact: false });
+    const levels = page.getByLabel('Levels of delegates', { exact: false });
+    expect(await alertAt.inputValue()).toBe('80, 100');
+    expect(await levels.inputValue()).toBe('1');
+    await alertAt.fill('150');
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByRole('alert').getByText('Alert at: each threshold is a whole percentage from 1 to 100', { exact: false }).waitFor();
+    await alertAt.fill('90, 50, 90');
+    await levels.fill('2');
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByText(`Saved: mandate version ${allowed.body.version + 2}.`).waitFor();
+    const widened = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body;
+    expect([widened.alertThresholds, widened.delegation]).toEqual([[50, 90], { allowed: true, maxDepth: 2 }]);
+    await alertAt.fill('80, 100');
+    await levels.fill('1');
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByText(`Saved: mandate version ${allowed.body.version + 3}.`).waitFor();
+    const back = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body;
+    expect([back.alertThresholds, back.delegation]).toEqual([[80, 100], { allowed: true, maxDepth: 1 }]);
     const scout = (await api('GET', `/v1/owner/agents/${agentId}`, owner)).body;
     // Scout was frozen above, and a frozen agent registers no delegate.
     expect((await api('POST', `/v1/owner/agents/${agentId}/unfreeze`, owner, {}, key('unfreeze'))).status).toBe(200);

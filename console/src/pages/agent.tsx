@@ -53,7 +53,15 @@ interface Draft {
   /** The field holds a date and time half typed (`validity.badInput`): its value reads "" though it is not empty. */
   notBeforeIncomplete: boolean;
   notAfterIncomplete: boolean;
+  /** Percentages of a budget's limit at which the owner's webhook hears `budget.threshold`, comma-separated. */
+  alertThresholds: string;
+  /** Levels of delegates allowed below the agent: 0, none (delegation.allowed false). */
+  delegationDepth: string;
 }
+
+/** The gateway's bounds (src/policy/mandate.ts): the most alert thresholds, and the deepest tree of delegates. */
+const ALERT_THRESHOLDS_MAX = 5;
+const DELEGATION_DEPTH_MAX = 8;
 
 let rowKeys = 0;
 
@@ -86,6 +94,8 @@ function draftOf(mandate: Mandate): Draft {
     notAfter: localInput(mandate.notAfter),
     notBeforeIncomplete: false,
     notAfterIncomplete: false,
+    alertThresholds: mandate.alertThresholds.join(', '),
+    delegationDepth: String(mandate.delegation.allowed ? mandate.delegation.maxDepth : 0),
   };
 }
 
@@ -138,6 +148,8 @@ const MEMBER_WORD: Record<string, string> = {
   'caps.periodS': 'The cap\'s period',
   'merchants.allow': 'Only these merchants',
   'merchants.deny': 'Never these merchants',
+  alertThresholds: 'Alert at',
+  'delegation.maxDepth': 'Levels of delegates',
   allowedCategories: 'Allowed categories',
   allowedServices: 'Allowed services',
 };
@@ -210,6 +222,11 @@ export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<stri
   }
   const approvalAboveUc = amount(draft.approvalAbove, 'Approval above');
   const perHoldUc = amount(draft.perHold, 'Largest single purchase');
+  const thresholds = list(draft.alertThresholds);
+  if (thresholds.some((pct) => !/^(100|[1-9][0-9]?)$/.test(pct))) problems.push('Alert at: each threshold is a whole percentage from 1 to 100, e.g. 80, 100.');
+  else if (new Set(thresholds).size > ALERT_THRESHOLDS_MAX) problems.push(`Alert at: at most ${ALERT_THRESHOLDS_MAX} thresholds.`);
+  const depth = draft.delegationDepth.trim();
+  if (!/^[0-9]$/.test(depth) || Number(depth) > DELEGATION_DEPTH_MAX) problems.push(`Delegates: the levels allowed below this agent are a whole number from 0 (none) to ${DELEGATION_DEPTH_MAX}.`);
   if (problems.length > 0) return { problems };
   const allow = list(draft.allow);
   return {
@@ -223,10 +240,10 @@ export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<stri
       notBefore,
       notAfter,
       timeZone,
-      alertThresholds: mandate.alertThresholds,
-      // Not on the form: kept as the mandate has it (a PUT gives a member left out its default, which for
-      // delegation is "not allowed": a save of the time zone alone turned delegation off).
-      delegation: mandate.delegation,
+      alertThresholds: [...new Set(thresholds.map(Number))].sort((a, b) => a - b),
+      // Every member is stated: a PUT gives one left out its default (for delegation "not allowed": a save of the
+      // time zone alone turned delegation off).
+      delegation: { ...mandate.delegation, allowed: Number(depth) > 0, maxDepth: Number(depth) },
     },
   };
 }
@@ -419,6 +436,24 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
             type="datetime-local"
             value={draft.notAfter}
             onInput={(event) => set({ notAfter: (event.currentTarget as HTMLInputElement).value, notAfterIncomplete: (event.currentTarget as HTMLInputElement).validity.badInput })}
+          />
+        </label>
+      </fieldset>
+      <fieldset>
+        <legend>Alerts and delegates</legend>
+        <label>
+          Alert at (percent of each budget; the owner webhook hears budget.threshold)
+          <input value={draft.alertThresholds} onInput={(event) => set({ alertThresholds: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" inputMode="numeric" />
+        </label>
+        <label>
+          Levels of delegates this agent may register below it (0: none)
+          <input
+            type="number"
+            min={0}
+            max={DELEGATION_DEPTH_MAX}
+            step={1}
+            value={draft.delegationDepth}
+            onInput={(event) => set({ delegationDepth: (event.currentTarget as HTMLInputElement).value })}
           />
         </label>
       </fieldset>
