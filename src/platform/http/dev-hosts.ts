@@ -4,8 +4,8 @@
 // signed in as the README's owner, listed the agents and froze one). What tells it apart is the Host header, which
 // names the page's domain, on a request a browser sends. So a dev gateway refuses (403, before any route runs) a
 // browser's request, one that carries `Origin` (every POST, PUT, PATCH and DELETE a browser sends, same-origin ones
-// included) or `Sec-Fetch-Site` (Fetch Metadata, which browsers send only to secure origins and localhost, so not
-// to a rebound plain-http name: its GETs pass, and read nothing without a token, which only a POST gets), whose Host names anything
+// included) or `Sec-Fetch-Site` (Fetch Metadata, which browsers send only to secure origins and localhost: a rebound
+// plain-http name's GETs pass, and read nothing without a token, which only a POST gets), whose Host names anything
 // but an IP address (a rebinding needs a name), `localhost` or a name under it (RFC 6761 §6.3: never resolved
 // elsewhere), or ACG_BASE_URL's own host. A client that is no browser (curl, an SDK, a container calling the
 // gateway by its service name) sends neither header, cannot be rebound, and is answered under any name. A live
