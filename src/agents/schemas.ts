@@ -18,7 +18,7 @@ export const ProfileSchema = Type.Object(
 
 const Caps = Type.Object(
   {
-    perHoldUc: Nullable(Microcredits('largest single hold; null = no cap')),
+    perHoldUc: Nullable(Microcredits('largest single hold; null = no cap; "0" = no purchase at all (every hold is more than 0)')),
     perPeriodUc: Nullable(Microcredits("most that the agent's own holds may take per rolling period; an ancestor's cap binds each delegate's own holds too (a subtree's total is a budget's to limit); null = no cap")),
     periodS: Type.Integer({ description: 'length of the cap period in seconds (rolling window)' }),
   },
@@ -97,7 +97,7 @@ export const MandateRulesProperties = {
   allowedCategories: Type.Array(CategoryOrAny, { maxItems: 100, description: 'offer categories (lower-case slugs) the agent may buy; "*" = all' }),
   caps: Type.Object(
     {
-      perHoldUc: Nullable(Microcredits('largest single hold; null = no cap')),
+      perHoldUc: Nullable(Microcredits('largest single hold; null = no cap; "0" = no purchase at all (every hold is more than 0)')),
       perPeriodUc: Nullable(Microcredits("most that the agent's own holds may take per rolling period; an ancestor's cap binds each delegate's own holds too (a subtree's total is a budget's to limit); null = no cap")),
       periodS: Type.Integer({ minimum: 60, maximum: 31_536_000, description: 'the rolling period of perPeriodUc, in seconds' }),
     },
