@@ -273,8 +273,16 @@ export class WebhookWorker {
     const timer = detached(() =>
       setTimeout(() => {
         this.wake = undefined;
-        // What was owed by now is served by this pass (the time it was set for, at least: a clock may lag the timer).
-        const servedMs = Math.max(next, this.options.clock.nowMs());
+        // A timer may fire before the clock reads its time (Node's timers run on a monotonic clock, a millisecond or so
+        // ahead of the wall clock, and the clock may be set back): a pass now would find the retry not yet due, and
+        // nothing would wake for it before the poll (a flaky CI run: a retry owed at 5 s not made in 10). So it waits
+        // for the rest.
+        if (this.options.clock.nowMs() < next) {
+          this.armWake();
+          return;
+        }
+        // What was owed by now is served by this pass.
+        const servedMs = this.options.clock.nowMs();
         while (this.wakes.length > 0 && this.wakes[0]! <= servedMs) this.wakes.shift();
         void this.track(this.dispatch().catch((error: unknown) => this.options.log.warn({ err: error }, 'webhook retry pass failed')));
         this.armWake();

@@ -332,6 +332,31 @@ describe('background work', () => {
     }
   }, 90_000);
 
+  // Found in CI: a timer that fired before the clock read its time made a pass that found the retry not yet due, and
+  // nothing woke for it again before the poll. Here the clock is set back after the retry's timer was armed.
+  it('makes a retry whose timer fires before the clock reads its due time once the clock does, not at the next poll', async () => {
+    const running = await runningWorld(60_000);
+    try {
+      const token = await running.humanToken('early-timer@example.com');
+      const merchant = await webhookMerchant(running, token);
+      running.gw.gateway.startBackgroundWork();
+      target.receiver.answerWith(500);
+      const event = await emit(running, merchant);
+      await running.gw.services.webhookWorker.pass();
+      await waitFor(() => attemptsOf(running, event.id), { until: (attempts) => attempts.length === 1 && attempts[0]!.finished_at_ms !== null, what: 'the failure' });
+      target.receiver.answerWith(200);
+      running.gw.clock.offsetMs -= 300;
+      const attempts = await waitFor(() => attemptsOf(running, event.id), { until: (rows) => rows.length === 2 && rows[1]!.outcome === 'succeeded', what: 'the retry', timeoutMs: 10_000 });
+      const waitedMs = Number(attempts[1]!.started_at_ms) - Number(attempts[0]!.finished_at_ms);
+      expect(waitedMs).toBeGreaterThanOrEqual(5_000);
+      expect(waitedMs).toBeLessThan(7_000);
+    } finally {
+      target.receiver.answerWith(200);
+      running.gw.clock.offsetMs = 0;
+      await closeRunning(running);
+    }
+  }, 60_000);
+
   // Found from outside: the worker kept a timer for the earliest retry only, so a retry due after another's waited
   // for the next poll (5.9–6 s after a timeout, where a 500's came at 5 s).
   it('makes each retry at its own due time, not only the earliest one, before the next poll', async () => {
