@@ -11,6 +11,12 @@ import { checkLedgerInvariants, INVARIANT_EXAMPLES_DEFAULT, LEDGER_INVARIANTS } 
 /** The most rows of a broken invariant --examples may ask for. */
 const EXAMPLES_MAX = 1000;
 
+/**
+ * How long one invariant may take: each reads whole tables (an audit of the history, not a request), so a request's
+ * statement timeout (ACG_DB_STATEMENT_TIMEOUT_MS, 5 s) would refuse it on a large ledger.
+ */
+const INVARIANT_TIMEOUT_MS = 30 * 60_000;
+
 function fail(message: string): never {
   process.stderr.write(`${message}\n`);
   process.exit(2);
@@ -27,7 +33,7 @@ export async function checkLedger(config: Config, options: { examples?: string }
   const where = config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : `PGlite in ${config.dataDir}`;
   let db: Database;
   try {
-    db = await openDatabase(config);
+    db = await openDatabase({ ...config, db: { ...config.db, statementTimeoutMs: INVARIANT_TIMEOUT_MS } });
     await db.query('SELECT 1');
   } catch (error) {
     fail(`cannot open the database: ${(error as Error).message}${config.databaseUrl ? '' : ' (the embedded database admits one process: stop the gateway first)'}`);
