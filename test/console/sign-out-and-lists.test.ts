@@ -165,6 +165,9 @@ describe.runIf(hasChromium && !onPostgres())('the owner console (found from outs
     // Signed in again; the consent then ends outside this tab (the owner revokes the console elsewhere) and the
     // token lapses: nothing here can sign back in, and the page says what it knows, this browser.
     await signInThroughConsent(lapsing);
+    // The page's own reads done first: one still in flight when the consent ends is answered 401, and its renewal,
+    // finding no consent, signed the page out before the click (a flaky CI run: no "Sign out" button to click).
+    await lapsing.waitForLoadState('networkidle');
     expect((await api('DELETE', '/v1/owner/oauth-grants/acg-console', await ownerSession())).status).toBe(200);
     await lapsing.clock.fastForward('11:00');
     await lapsing.getByRole('button', { name: 'Sign out' }).click();
