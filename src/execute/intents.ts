@@ -98,7 +98,7 @@ export interface IntentFunding {
    * row another transaction holds is left alone (an approval settling it: its credit stays), so a closing
    * transaction that already holds ledger locks never waits on one.
    */
-  closeFundingOf(tx: Tx, intentIds: readonly string[], reason: IntentFundingEnd): Promise<number>;
+  closeFundingOf(tx: Tx, intentIds: readonly string[], reason: IntentFundingEnd, atS?: number): Promise<number>;
 }
 
 /** Why a retained intent's funding ends: the kill switch cancelled it, or it ran (or failed for good) without it. */
@@ -284,8 +284,8 @@ export class Intents {
    * owner is no longer asked to pay for a run that will not happen. Set-based. A retry of the original request
    * with its key may still reopen one, as after a declined top-up, and asks its owner again.
    */
-  async cancelPendingOf(tx: Tx, agentIds: readonly string[], reason: 'agent_frozen' | 'agent_retired'): Promise<number> {
-    const cancelled = await store.cancelPendingIntentsOf(tx, agentIds, reason, this.gateway.clock.nowS());
+  async cancelPendingOf(tx: Tx, agentIds: readonly string[], reason: 'agent_frozen' | 'agent_retired', atS: number = this.gateway.clock.nowS()): Promise<number> {
+    const cancelled = await store.cancelPendingIntentsOf(tx, agentIds, reason, atS);
     if (cancelled.length === 0) return 0;
     const owners = new Map<string, string>();
     for (const { agent_id: agentId } of cancelled) {
@@ -299,7 +299,8 @@ export class Intents {
       cancelled.map((intent) => ({ ownerId: owners.get(intent.agent_id)!, type: 'intent.cancelled' as const, data: { intent: toIntentView(intent, NO_OUTCOME) } })),
       this.gateway.clock.nowMs(),
     );
-    await this.deps.funding?.closeFundingOf(tx, cancelled.map((intent) => intent.id), reason);
+    // At the freeze's time, as the intents: read again, the clock could be a second later (a flaky CI run).
+    await this.deps.funding?.closeFundingOf(tx, cancelled.map((intent) => intent.id), reason, atS);
     return cancelled.length;
   }
 

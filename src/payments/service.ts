@@ -452,8 +452,9 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
    * does for an expired top-up and refuses for a declined one. A settled top-up is not touched (its credit stays);
    * the intent's end stands whatever comes later.
    */
-  async closeFundingOf(tx: Tx, intentIds: readonly string[], reason: IntentFundingEnd): Promise<number> {
-    const nowS = this.gateway.clock.nowS();
+  async closeFundingOf(tx: Tx, intentIds: readonly string[], reason: IntentFundingEnd, atS?: number): Promise<number> {
+    // At the time of what closed it (a freeze's), when given: one operation, one time.
+    const nowS = atS ?? this.gateway.clock.nowS();
     const closed = await store.closePendingOfIntents(tx, intentIds, 'expired', nowS);
     await emitEvents(
       tx,

@@ -81,7 +81,7 @@ export interface RetainedWork {
   /** Locks what funds the retained work (top-ups waiting for the owner), before any hold is locked. */
   lockFundingOf(tx: Tx, agentIds: readonly string[]): Promise<void>;
   /** Cancels the retained work, closing the top-ups that waited on it. */
-  cancelPendingOf(tx: Tx, agentIds: readonly string[], reason: RevocationReason): Promise<number>;
+  cancelPendingOf(tx: Tx, agentIds: readonly string[], reason: RevocationReason, atS: number): Promise<number>;
 }
 
 export interface RevocationDependencies {
@@ -154,7 +154,7 @@ export class RevocationService {
     // balances (the release), then the intents (as a capture reaches its intent after its hold).
     await retained.lockFundingOf(tx, agentIds);
     const revoked = releaseHolds ? await this.deps.ledger.revokeHolds(tx, agentIds, cause.reason, cause.atS) : [];
-    await retained.cancelPendingOf(tx, agentIds, cause.reason);
+    await retained.cancelPendingOf(tx, agentIds, cause.reason, cause.atS);
     return revoked;
   }
 
