@@ -2679,6 +2679,9 @@ export interface components {
                 /** @description microcredits as a decimal string of at most 18 digits */
                 amountUc: string;
             }[];
+            offer?: {
+                [key: string]: unknown;
+            } | null;
         };
         /** @description an agent's balance; holds past their deadline are reclaimed before it is read */
         Balance: {
@@ -8825,6 +8828,8 @@ export interface operations {
                 startingAfter?: string;
                 /** @description asc: oldest first (by creation time); desc: newest first. `startingAfter` continues in the same order */
                 order?: "asc" | "desc";
+                /** @description offer: each redemption carries `offer`, what was bought as it was sold (the merchant offer with its `name` and `merchantDomain`, or the built-in service action) */
+                expand?: "offer";
             };
             header?: never;
             path: {

@@ -26,6 +26,11 @@ export const AgentHoldsInput = Type.Object(
         description: 'asc: oldest first (by creation time); desc: newest first. `startingAfter` continues in the same order',
       }),
     ),
+    expand: Type.Optional(
+      Type.Literal('offer', {
+        description: 'offer: each redemption carries `offer`, what was bought as it was sold (the merchant offer with its `name` and `merchantDomain`, or the built-in service action)',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -59,7 +64,7 @@ async function ownersAgents(agents: AgentService, db: Queryable, ownerId: string
 }
 
 type ById = { id: string };
-type AgentPage = { agentId: string } & Page;
+type AgentPage = { agentId: string; expand?: 'offer' } & Page;
 
 export interface LedgerQueries {
   getRedemption: Query<ById, Redemption, HoldScope>;

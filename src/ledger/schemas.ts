@@ -7,6 +7,18 @@ import { REFUNDS_PER_REDEMPTION_MAX } from './service.ts';
 const Receipt = (description: string) =>
   Nullable(Type.String({ description: `${description}: a compact ES256 JWS (typ \`receipt+jwt\`) signed with a key of /.well-known/jwks.json; null without a signing key. Claims: \`iss\` (this gateway), \`jti\`, \`iat\`, \`kind\` (capture or refund), \`redemption_id\`, \`offer_id\`, \`agent_id\`, \`merchant_id\`, \`amount_uc\`, \`captured_uc\`, \`released_uc\`, \`refunded_uc\`, for a refund \`refund_id\` and \`refund_uc\`, and \`mandate\` (the hash of the mandate in force at the hold) when there was one. A statement of fact, so no \`aud\` and no \`exp\`: check \`merchant_id\` to tell a receipt of yours (an audience check fails with "missing aud", and dropping it would accept another merchant's receipt).` }));
 
+/** A hold's purchase as it was sold (kept with the hold): what its evidence carries, and a list can expand. */
+const OfferSold = (description: string) =>
+  Nullable(
+    Type.Object(
+      {},
+      {
+        additionalProperties: true,
+        description: `${description}: a merchant offer \`{id, merchantId, merchantDomain, name, category, priceUc, holdLifetimeS, refundWindowS, updatedAt}\`, or a built-in service action \`{serviceId, action, title, priceUc}\``,
+      },
+    ),
+  );
+
 export const RefundSchema = Type.Object(
   {
     id: Type.String(),
@@ -58,6 +70,11 @@ export const RedemptionSchema = Type.Object(
     refunds: Type.Array(Type.Ref('Refund'), { description: `oldest first; at most ${REFUNDS_PER_REDEMPTION_MAX}` }),
     captureReceipt: Receipt('the signed capture receipt; null unless captured'),
     allocations: Type.Array(Type.Object({ lotId: Type.String(), amountUc: Microcredits() }), { description: 'one per lot the hold took credit from, in burn-down order' }),
+    offer: Type.Optional(
+      OfferSold(
+        'only in a list asked with `expand=offer` (an owner\'s GET /v1/owner/agents/{agentId}/holds): what was bought, as it was sold; null for a hold taken before mandates (2026-11-24)',
+      ),
+    ),
   },
   { $id: 'Redemption' },
 );
@@ -202,16 +219,7 @@ export const EvidenceClaimsSchema = Type.Object(
         },
       ),
     ),
-    offer: Nullable(
-      Type.Object(
-        {},
-        {
-          additionalProperties: true,
-          description:
-            'what was bought, as it was sold: a merchant offer `{id, merchantId, merchantDomain, name, category, priceUc, holdLifetimeS, refundWindowS, updatedAt}`, or a built-in service action `{serviceId, action, title, priceUc}`',
-        },
-      ),
-    ),
+    offer: OfferSold('what was bought, as it was sold'),
     voucher: Nullable(
       Type.String({
         description: 'what the hold was bought with, as issued: the voucher (compact JWS, typ `voucher+jwt`), or for an x402 payment its attestation (typ `x402-credit+jwt`); null for an execution of a built-in service',

@@ -80,6 +80,8 @@ export interface Redemption {
   /** Signed capture receipt (compact ES256 JWS, typ receipt+jwt); null unless captured (or without a signing key). */
   captureReceipt: string | null;
   allocations: Array<{ lotId: string; amountUc: string }>;
+  /** What was bought, as it was sold: only in a list that asks for it (`expand=offer`). */
+  offer?: Record<string, unknown> | null;
 }
 
 /**
@@ -738,9 +740,12 @@ export class LedgerService {
   }
 
   /** An agent's holds, oldest first (by creation time), or newest first. */
-  async listHolds(db: Queryable, agentId: string, page: Page & { order?: PageOrder }): Promise<{ redemptions: Redemption[]; hasMore: boolean }> {
+  /** An agent's holds, a page at a time; with `expand: 'offer'`, each with what was bought as it was sold. */
+  async listHolds(db: Queryable, agentId: string, page: Page & { order?: PageOrder; expand?: 'offer' }): Promise<{ redemptions: Redemption[]; hasMore: boolean }> {
     const found = await pageBySeq<store.HoldRow>(db, 'holds', 'agent_id', agentId, page);
-    return { redemptions: await this.redemptionsOf(db, found.items), hasMore: found.hasMore };
+    const redemptions = await this.redemptionsOf(db, found.items);
+    if (page.expand === 'offer') redemptions.forEach((redemption, index) => (redemption.offer = found.items[index]!.offer_snapshot));
+    return { redemptions, hasMore: found.hasMore };
   }
 
   /** Holds as readers see them, with their allocations and refunds (two statements whatever their number). */

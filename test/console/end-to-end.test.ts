@@ -814,6 +814,12 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     // The activity shows the newest purchase first: the one just released, then the one captured before it.
     await page.locator('.activity li').first().getByText(minted.body.redemption.id).waitFor();
     await page.locator('.activity li').nth(1).getByText(holdId).waitFor();
+    // Each says what was bought, by the names it was sold under, and a hold the kill switch released reads as revoked,
+    // not as a merchant's release (found from outside: ids only, and "Released" for both).
+    const newest = page.locator('.activity li').first();
+    await newest.getByText('Revoked by a freeze', { exact: true }).waitFor();
+    await newest.getByText('One e-book from books-console.example.com', { exact: false }).waitFor();
+    await page.locator('.activity li').nth(1).getByText('Captured', { exact: true }).waitFor();
     // How far it reached, as the API's report says it: the merchant that held the voucher, and where its telling stands
     // (found from outside: the console said only how many holds were released).
     const reach = page.getByRole('region', { name: 'Kill switch' });

@@ -55,6 +55,30 @@ describe('GET /v1/owner/agents/{id}/holds, page by page', () => {
     }
     expect((await world.api('GET', `/v1/owner/agents/${agent.id}/holds?limit=5`, { token: agent.ownerToken })).status).toBe(200);
   });
+
+  it('with expand=offer, each hold carries what was bought as it was sold, whatever the offer became; without it, no offer', async () => {
+    const shop = await openShop(world);
+    const offer = await shop.offer({ priceUc: '1000' });
+    const agent = await world.createAgent('holds-expand@example.com', 'holds-expand-agent');
+    await grant(world, agent.id, 1_000_000n);
+    const minted = await mint(world, agent.token, offer.id);
+    expect(minted.status).toBe(200);
+    // The offer is renamed after the sale: the hold shows the name it was bought under.
+    const renamed = await world.api('PATCH', `/v1/merchants/${shop.merchantId}/offers/${offer.id}`, { token: shop.key, body: { name: 'Renamed later' } });
+    expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+    const { rows } = await world.gw.gateway.db.query<{ domain: string }>('SELECT domain FROM merchants WHERE id = $1', [shop.merchantId]);
+    const path = `/v1/owner/agents/${agent.id}/holds`;
+    const expanded = await world.api('GET', `${path}?expand=offer`, { token: agent.ownerToken });
+    expect(expanded.status, JSON.stringify(expanded.body)).toBe(200);
+    const [hold] = expanded.body.redemptions;
+    expect(hold.offer).toMatchObject({ id: offer.id, merchantId: shop.merchantId, merchantDomain: rows[0]!.domain, name: 'Book', priceUc: '1000' });
+    expect(hold.offer.name).not.toBe('Renamed later');
+    const plain = await world.api('GET', path, { token: agent.ownerToken });
+    expect(plain.body.redemptions[0]).not.toHaveProperty('offer');
+    expect(plain.body.redemptions[0]).toEqual({ ...hold, offer: undefined });
+    const refused = await world.api('GET', `${path}?expand=merchant`, { token: agent.ownerToken });
+    expect([refused.status, refused.body.code, refused.body.detail]).toEqual([400, 'invalid_input', 'querystring/expand must be "offer"']);
+  });
 });
 
 describe('a page of an agent with many holds reads only its own rows', () => {

@@ -514,6 +514,42 @@ function ReceiptCheck({ label, receipt }: { label: string; receipt: string }) {
 }
 
 const STATE_WORDS: Record<string, string> = { held: 'Held', captured: 'Captured', released: 'Released', expired: 'Expired' };
+/** A hold the kill switch released: its voucher was withdrawn, which a plain "Released" would hide. */
+const REVOKED_WORDS: Record<string, string> = { agent_frozen: 'Revoked by a freeze', agent_retired: 'Revoked at retirement' };
+
+/**
+ * What a hold bought, by the names it was sold under (the list's `expand=offer`): the offer and the merchant's
+ * verified domain, or the built-in service's action; the ids alone for a hold older than those records.
+ */
+function Bought({ hold }: { hold: Redemption }) {
+  const offer = hold.offer as { name?: unknown; merchantDomain?: unknown; title?: unknown } | null | undefined;
+  const ids = (
+    <span class="hint">
+      {' '}
+      <code>{hold.offerId}</code> at <code>{hold.acceptorId}</code>
+    </span>
+  );
+  if (offer && typeof offer.name === 'string' && typeof offer.merchantDomain === 'string') {
+    return (
+      <>
+        <bdi>{offer.name}</bdi> from <bdi>{offer.merchantDomain}</bdi>
+        {ids}
+      </>
+    );
+  }
+  if (offer && typeof offer.title === 'string') {
+    return (
+      <>
+        <bdi>{offer.title}</bdi> (built-in service){ids}
+      </>
+    );
+  }
+  return (
+    <>
+      offer <code>{hold.offerId}</code> at <code>{hold.acceptorId}</code>
+    </>
+  );
+}
 
 /** The lots that fund the agent, a page of 100 at a time, in burn-down order (every refund adds one). */
 function Lots({ agentId, tick }: { agentId: string; tick: number }) {
@@ -568,7 +604,7 @@ function Lots({ agentId, tick }: { agentId: string; tick: number }) {
 function Activity({ agentId, tick }: { agentId: string; tick: number }) {
   const { api } = useConsole();
   const holds = usePages<Redemption>(async (startingAfter) => {
-    const page = ok(await api.GET('/v1/owner/agents/{agentId}/holds', { params: { path: { agentId }, query: { limit: 100, order: 'desc', startingAfter } } }));
+    const page = ok(await api.GET('/v1/owner/agents/{agentId}/holds', { params: { path: { agentId }, query: { limit: 100, order: 'desc', startingAfter, expand: 'offer' } } }));
     return { items: page.redemptions, hasMore: page.hasMore };
   }, [agentId, tick]);
   if (holds.error) return <LoadError error={holds.error} />;
@@ -580,8 +616,8 @@ function Activity({ agentId, tick }: { agentId: string; tick: number }) {
         {holds.data.items.map((hold) => (
           <li class="card">
             <p>
-              <strong>{STATE_WORDS[hold.state] ?? hold.state}</strong> · <Amount uc={hold.amountUc} /> held at <code>{hold.acceptorId}</code> for offer <code>{hold.offerId}</code> ({hold.category}),{' '}
-              <When s={hold.createdAt} />
+              <strong>{hold.revocation ? REVOKED_WORDS[hold.revocation.reason] ?? 'Revoked' : STATE_WORDS[hold.state] ?? hold.state}</strong> · <Amount uc={hold.amountUc} /> for{' '}
+              <Bought hold={hold} /> ({hold.category}), <When s={hold.createdAt} />
             </p>
             <p class="muted">
               Captured <Amount uc={hold.capturedUc} />, released <Amount uc={hold.releasedUc} />, refunded <Amount uc={hold.refundedUc} /> · <code>{hold.id}</code>
