@@ -32,7 +32,7 @@ export type McpQueries = Pick<IdentityQueries, 'getMe'> &
   Pick<OfferQueries, 'listSellableOffers'> &
   Pick<LedgerQueries, 'getRedemption' | 'listAgentHolds'> &
   Pick<ExecuteQueries, 'getIntent'> &
-  Pick<AgentQueries, 'listAgents' | 'getMandate'> &
+  Pick<AgentQueries, 'listAgents' | 'getMandate' | 'listMandateVersions' | 'getMandateVersion'> &
   Pick<DelegationQueries, 'listDelegates' | 'listOwnDelegates'>;
 
 export interface ToolServices {
@@ -197,6 +197,26 @@ export const TOOLS: readonly ToolDefinition[] = [
     kinds: OWNER,
     annotations: READ,
     query: 'getMandate',
+  },
+  {
+    name: 'list_mandate_versions',
+    title: "List an agent's mandate versions",
+    description:
+      "Every version of the mandate of one of the owner's agents, `id`, newest first, a page at a time (`limit`, `startingAfter` the last " +
+      'version number seen), each with its canonical JSON and hash (as GET /v1/owner/agents/{id}/mandate/versions).',
+    kinds: OWNER,
+    annotations: READ,
+    query: 'listMandateVersions',
+  },
+  {
+    name: 'get_mandate_version',
+    title: 'Read one mandate version',
+    description:
+      "One version of the mandate of one of the owner's agents (`id`, `version`), as GET /v1/owner/agents/{id}/mandate/versions/{version}: " +
+      'its `canonical` JSON, byte for byte, and `hash` = base64url(SHA-256(canonical)), the `mandate` claim a voucher, receipt or evidence names.',
+    kinds: OWNER,
+    annotations: READ,
+    query: 'getMandateVersion',
   },
   {
     name: 'mint_voucher',

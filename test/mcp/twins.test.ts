@@ -2,6 +2,7 @@
 // JSON for the same state: both run one query through one runner. The state covers what used to differ:
 // a hold past its deadline (reclaimed on read, releasedAt = expiresAt), a refunded capture (its refunds),
 // balances and lots, a retained intent, pages with a cursor, and refusals (the same problem body).
+import { createHash } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOOLS, twinName } from '../../src/mcp/tools.ts';
@@ -85,7 +86,7 @@ async function both(faces: Faces, tool: string, args: Record<string, unknown>, h
 
 describe('MCP read tools answer what their HTTP twins answer', () => {
   it('every read tool is covered here', () => {
-    const covered = ['whoami', 'list_offers', 'get_hold', 'get_intent', 'list_agents', 'list_agent_holds', 'get_mandate', 'list_delegates', 'list_agent_delegates'];
+    const covered = ['whoami', 'list_offers', 'get_hold', 'get_intent', 'list_agents', 'list_agent_holds', 'get_mandate', 'list_mandate_versions', 'get_mandate_version', 'list_delegates', 'list_agent_delegates'];
     expect(TOOLS.filter((tool) => 'query' in tool).map((tool) => tool.name).sort()).toEqual(covered.sort());
     // The twin's operationId is the query's name.
     for (const tool of TOOLS) expect(twinName(tool)).toMatch(/^[a-z][A-Za-z]+$/);
@@ -206,6 +207,22 @@ describe('MCP read tools answer what their HTTP twins answer', () => {
       arguments: { id: agent.id, ifVersion: put.body.version, allowedCategories: ['books', 'music'], budgets: http.budgets, idempotencyKey: 'twins-kept-mandate' },
     })) as { structuredContent: any; isError?: boolean };
     expect([kept.isError ?? false, kept.structuredContent.version]).toEqual([false, put.body.version + 1]);
+  });
+
+  it('list_mandate_versions and get_mandate_version ↔ GET …/mandate/versions[/{version}]: an owner over MCP can check the hash a voucher names (found from outside: only the version in force, without its canonical JSON)', async () => {
+    const list = await both(ownerFaces, 'list_mandate_versions', { id: agent.id, limit: 2 }, `/v1/owner/agents/${agent.id}/mandate/versions?limit=2`);
+    expect(list.status).toBe(200);
+    expect(list.mcp).toEqual(list.http);
+    expect(list.http.versions.length).toBe(2);
+    const [newest] = list.http.versions;
+    const one = await both(ownerFaces, 'get_mandate_version', { id: agent.id, version: newest.version - 1 }, `/v1/owner/agents/${agent.id}/mandate/versions/${newest.version - 1}`);
+    expect(one.status).toBe(200);
+    expect(one.mcp).toEqual(one.http);
+    expect(one.http).toEqual(list.http.versions[1]);
+    expect(createHash('sha256').update(one.http.canonical).digest('base64url')).toBe(one.http.hash);
+    const missing = await both(ownerFaces, 'get_mandate_version', { id: agent.id, version: newest.version + 1 }, `/v1/owner/agents/${agent.id}/mandate/versions/${newest.version + 1}`);
+    expect([missing.status, missing.isError, missing.mcp.code]).toEqual([404, true, 'not_found']);
+    expect(missing.mcp).toEqual(missing.http);
   });
 
   it("list_delegates ↔ GET /v1/agents/{id}/delegates and list_agent_delegates ↔ GET /v1/owner/agents/{id}/delegates: the subtree with each one's usage (found from outside: an agent over MCP could create delegates but not see them)", async () => {
