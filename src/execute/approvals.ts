@@ -25,8 +25,9 @@ import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { formatUc, type Microcredits } from '../platform/money.ts';
 import { APPROVAL_STATE_PENDING, uncharged } from './execution.ts';
+import { SAME_KEY } from '../platform/idempotency.ts';
 
-const RETRY = 'Nothing was charged. Once credit is added, retry with the same Idempotency-Key to run it.';
+const RETRY = `Nothing was charged. Once credit is added, retry with ${SAME_KEY} to run it.`;
 
 /**
  * The approver's refusals that no wait can cure: nothing it will ever settle can resume the intent, so the intent
@@ -132,7 +133,7 @@ export class CreditApprovals {
     const pending = await this.purchases.requestPurchaseApproval(request);
     return uncharged(
       new ApiError('approval_required', {
-        detail: `${above.refusal.options.detail}. Nothing was charged; once the owner approved, retry with the same Idempotency-Key to run it.`,
+        detail: `${above.refusal.options.detail}. Nothing was charged; once the owner approved, retry with ${SAME_KEY} to run it.`,
         approval: purchaseApproval(pending),
         extra: above.refusal.options.extra,
       }),

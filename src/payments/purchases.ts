@@ -38,6 +38,7 @@ import { formatUc, formatUsd, UC_PER_USD_CENT } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
 import type { Page } from '../platform/schemas.ts';
 import * as store from './store.ts';
+import { SAME_KEY } from '../platform/idempotency.ts';
 
 /** The kind of a purchase approval's id (`pur_…`), which the MCP face's get_intent also reads. */
 export const PURCHASE_APPROVAL_ID_KIND = 'pur';
@@ -226,7 +227,7 @@ export class PurchaseApprovals {
       paymentMethods: [{ type: 'credits', status: 'pending_approval' }],
       instructions:
         `Ask your owner to open ${row.approval_url} and approve the purchase of ${what} for ${formatUsd(row.amount_uc)} USD ` +
-        `(${formatUc(row.amount_uc)} µc) within ${minutes} minutes. Nothing was taken. Once approved, retry with the same Idempotency-Key ` +
+        `(${formatUc(row.amount_uc)} µc) within ${minutes} minutes. Nothing was taken. Once approved, retry with ${SAME_KEY} ` +
         `within ${minutes} minutes; read GET /v1/payments/purchases/${row.id} (over MCP, the get_intent tool) for the owner's answer.`,
     };
   }

@@ -36,6 +36,7 @@ import { RAILS, type ConfiguredRail, type RailKind } from './rails/index.ts';
 import type { NotificationCheck, OpenedApproval, RailNotifications, SettleOutcome, TopupDraft, TopupFacts, TopupSettlement } from './rails/rail.ts';
 import { PURCHASE_APPROVAL_LIFETIME_S, PurchaseApprovals } from './purchases.ts';
 import * as store from './store.ts';
+import { SAME_KEY } from '../platform/idempotency.ts';
 
 export const TOPUP_AMOUNT_USD_CENTS_MIN = 50;
 export const TOPUP_AMOUNT_USD_CENTS_MAX = 100_000;
@@ -308,8 +309,8 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
       ],
       instructions:
         `Ask your owner to open ${topup.approvalUrl} and ${RAILS[row.provider].ownerAction} ($${dollars(topup.amountUsdCents)}). Once the top-up settles the ` +
-        `gateway runs this request by itself, once; read its result with GET /v1/intents/${subject.id} (over MCP, the get_intent tool), or retry with the same ` +
-        'Idempotency-Key.',
+        `gateway runs this request by itself, once; read its result with GET /v1/intents/${subject.id} (over MCP, the get_intent tool), or retry with ` +
+        `${SAME_KEY}.`,
     };
   }
 

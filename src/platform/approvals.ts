@@ -12,6 +12,7 @@
 // (`PurchaseApprover`): approved (and used there, once), or closed for good.
 import type { Queryable, Tx } from './db/database.ts';
 import { ApiError, type HumanApproval } from './errors.ts';
+import { SAME_KEY } from './idempotency.ts';
 
 /** The spec's Service intent: an execute request as it was made, retained until credit covers it. */
 export interface ServiceIntent {
@@ -145,7 +146,7 @@ function liftable(error: ApiError): boolean {
 export function refusalOfAnswered(answer: PurchaseAnswer, error: unknown): unknown {
   if (answer.state !== 'approved' || !(error instanceof ApiError) || !liftable(error)) return error;
   const until = new Date(answer.expiresAt * 1000).toISOString();
-  const detail = `${(error.options.detail ?? error.title).replace(/\.?$/, '.')} The owner approved this purchase (approval ${answer.approvalId}), which stands until ${until}: once this is lifted, retry with the same Idempotency-Key. Nothing was taken.`;
+  const detail = `${(error.options.detail ?? error.title).replace(/\.?$/, '.')} The owner approved this purchase (approval ${answer.approvalId}), which stands until ${until}: once this is lifted, retry with ${SAME_KEY}. Nothing was taken.`;
   return new ApiError(error.code, { ...error.options, detail, provisional: true });
 }
 

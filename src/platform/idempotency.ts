@@ -30,6 +30,11 @@ export const RELEASE_KEY_PATTERN = /^[\x21-\x7e](?:[\x20-\x7e]{0,253}[\x21-\x7e]
 /** The release rule in words, for refusals and the schema's description. */
 export const RELEASE_KEY_SHAPE = '1 to 255 printable ASCII characters (spaces inside the key too)';
 export const REPLAY_HEADER = 'idempotent-replayed';
+/**
+ * How an answer that asks for a retry names the key, on every face: a header over HTTP, an argument over MCP (found
+ * from outside: an MCP client was told to reuse a header it has no access to).
+ */
+export const SAME_KEY = 'the same idempotency key (the Idempotency-Key header; over MCP, the idempotencyKey argument)';
 
 export type KeyRule = 'default' | 'release';
 

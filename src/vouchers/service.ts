@@ -20,6 +20,7 @@ import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { formatUc, parseUc, type Microcredits } from '../platform/money.ts';
 import type { SpanRef } from '../platform/telemetry.ts';
+import { SAME_KEY } from '../platform/idempotency.ts';
 
 export const VOUCHER_TYP = 'voucher+jwt';
 
@@ -247,7 +248,7 @@ export class VoucherService {
     return {
       ok: false,
       error: new ApiError('approval_required', {
-        detail: `${error.options.detail}. Nothing was taken; once the owner approved, retry with the same Idempotency-Key and the retry takes the hold.`,
+        detail: `${error.options.detail}. Nothing was taken; once the owner approved, retry with ${SAME_KEY} and the retry takes the hold.`,
         approval,
         extra: { ...error.options.extra, intentId: approval.id, intent, purchase: pending.payment, instructions: pending.instructions },
       }),

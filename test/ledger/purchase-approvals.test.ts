@@ -13,6 +13,7 @@ import { expectLedgerInvariants } from '../support/ledger-invariants.ts';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
 import { waitFor } from '../support/wait.ts';
 import { startWorld, type ApiResponse, type World } from '../support/world.ts';
+import { SAME_KEY } from '../../src/platform/idempotency.ts';
 
 let world: World;
 let shop: Shop;
@@ -75,7 +76,7 @@ describe('a purchase above the approval threshold', () => {
       intentId: approvalIdOf(first),
       intent: { offerId: offer.id, agentId: agent.id, maxUc: '9000000' },
       purchase: { id: approvalIdOf(first), status: 'pending_approval', amountUc: '7000000', offer: { id: offer.id, name: 'Book' }, merchant: { id: shop.merchantId } },
-      instructions: expect.stringContaining('same Idempotency-Key'),
+      instructions: expect.stringContaining(SAME_KEY),
     });
     expect(first.headers.get('idempotent-replayed')).toBeNull();
     const again = await mint(world, agent.token, offer.id, key, { maxUc: '9000000' });

@@ -198,6 +198,8 @@ describe('mint_voucher above the approval threshold', () => {
       const result = await client.callTool({ name: 'mint_voucher', arguments: args });
       expect(asked).toHaveLength(1);
       expect(asked[0]).toMatchObject({ mode: 'url', message: expect.stringContaining(asked[0]!.url!) });
+      // It names the key as this face takes it, an argument, not only HTTP's header (found from outside).
+      expect(asked[0]!.message).toContain('over MCP, the idempotencyKey argument');
       expect(result.isError).toBeFalsy();
       expect(structured(result)).toMatchObject({ voucher: expect.any(String), redemption: { agentId: agent.id, amountUc: '3000000', state: 'held' } });
       const again = await client.callTool({ name: 'mint_voucher', arguments: args });

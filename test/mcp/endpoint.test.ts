@@ -417,6 +417,9 @@ describe('the 2026-07-28 wire', () => {
     expect(post.description).not.toContain('404 with -32601 unknown method');
     expect(post.responses['404'].description).toBe('on 2026-07-28 only: a JSON-RPC error, unknown method (-32601); a legacy revision answers it 200 in one server-sent event');
     expect(post.responses['415'].description).toMatch(/^a JSON-RPC error \(-32000\)/);
+    // Its credentials as they are admitted: an agent by our OAuth token (svc:agent), never by an identity token, which
+    // the agentToken scheme also names (found from outside: a generated client sent one and met 401).
+    expect(post.security).toEqual([{ humanSession: [] }, { ownerOAuth: ['svc:agent'] }, { ownerOAuth: ['svc:owner'] }]);
   });
 
   it('a body over the size limit is 413 with a JSON-RPC error on either era, as the MCP SDK answers it, and the OpenAPI document says so (found from outside: a problem body)', async () => {

@@ -11,6 +11,9 @@ import { holdsOf, ONE_CREDIT_UC } from '../execute/helpers.ts';
 import { REASON, repoRequest, topupBody } from './helpers.ts';
 import { onPostgres } from '../support/database.ts';
 import { insertTopup } from '../../src/payments/store.ts';
+import { SAME_KEY } from '../../src/platform/idempotency.ts';
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 let world: World;
 let github: FakeGitHub;
@@ -60,7 +63,7 @@ describe('execute above the approval threshold', () => {
       approvalUrl: expect.stringMatching(new RegExp(`^${world.url}/payments/purchases/pur_`)),
       payment: { status: 'pending_approval', operation: 'executeService', merchant: null, offer: { id: 'github-public:repository.get' } },
       paymentMethods: [{ type: 'credits', status: 'pending_approval' }],
-      instructions: expect.stringContaining('same Idempotency-Key'),
+      instructions: expect.stringContaining(SAME_KEY),
       charged: false,
     });
     expect(first.body.payment.intentId).toBe(first.body.intentId);
@@ -262,7 +265,7 @@ describe('GET /v1/owner/approvals', () => {
     for (const attempt of [1, 2]) {
       const refused = await mint(world, agent.token, offer.id, frozenKey);
       expect([refused.status, refused.body.code, refused.headers.get('idempotent-replayed')], `attempt ${attempt}`).toEqual([403, 'FROZEN', null]);
-      expect(refused.body.detail).toMatch(new RegExp(`The owner approved this purchase \\(approval ${frozenId}\\), which stands until \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z: once this is lifted, retry with the same Idempotency-Key\\. Nothing was taken\\.$`));
+      expect(refused.body.detail).toMatch(new RegExp(`The owner approved this purchase \\(approval ${frozenId}\\), which stands until \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z: once this is lifted, retry with ${escapeRegExp(SAME_KEY)}\\. Nothing was taken\\.$`));
     }
     expect((await world.api('GET', `/v1/payments/purchases/${frozenId}`, owner)).body.status).toBe('approved');
     expect((await world.api('POST', `/v1/owner/agents/${agent.id}/unfreeze`, { ...owner, body: {} })).status).toBe(200);
@@ -294,7 +297,7 @@ describe('GET /v1/owner/approvals', () => {
     expect(asked.status).toBe(402);
     const id = approvalIdOf(asked.body.approvalUrl);
     expect((await world.api('POST', `/v1/payments/purchases/${id}/approve`, { ...owner, body: {} })).body.status).toBe('approved');
-    const stands = new RegExp(`The owner approved this purchase \\(approval ${id}\\), which stands until \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z: once this is lifted, retry with the same Idempotency-Key\\. Nothing was taken\\.$`);
+    const stands = new RegExp(`The owner approved this purchase \\(approval ${id}\\), which stands until \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z: once this is lifted, retry with ${escapeRegExp(SAME_KEY)}\\. Nothing was taken\\.$`);
 
     expect((await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { ...owner, body: {} })).status).toBe(200);
     const frozen = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });

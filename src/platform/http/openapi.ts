@@ -176,9 +176,13 @@ function withoutDiscriminators(schema: unknown): unknown {
  */
 function documentSecurity(schema: OperationSchema, requirement: AuthRequirement | undefined): OperationSchema {
   if (!requirement) return schema.security ? schema : { ...schema, security: [] };
-  const security = requirement.kinds.map((kind) => ({
-    [SECURITY_SCHEME_OF[kind]]: kind === 'merchant' ? [...(requirement.scopes ?? [])] : kind === 'owner' ? ['svc:owner'] : [],
-  }));
+  const security = requirement.kinds.map((kind) =>
+    // On /mcp an agent is admitted by our OAuth access token alone (svc:agent, bound to the MCP resource), never by an
+    // identity token of its provider, which agentToken also names (found from outside: a generated client sent one).
+    kind === 'agent' && requirement.resource === 'mcp'
+      ? { [SECURITY_SCHEME_OF.owner]: ['svc:agent'] }
+      : { [SECURITY_SCHEME_OF[kind]]: kind === 'merchant' ? [...(requirement.scopes ?? [])] : kind === 'owner' ? ['svc:owner'] : [] },
+  );
   return {
     ...schema,
     security,
