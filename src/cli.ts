@@ -2,7 +2,7 @@
 // `acg --help` or `acg dev token` loads neither Fastify nor a database driver, and `acg serve` none of
 // the command modules.
 import { existsSync, readFileSync } from 'node:fs';
-import { Command, InvalidArgumentError, type Option } from 'commander';
+import { Command, InvalidArgumentError, type ErrorOptions, type HelpContext, type Option } from 'commander';
 import { ConfigError, ENV_VARS, loadConfig } from './platform/config.ts';
 
 /**
@@ -10,6 +10,9 @@ import { ConfigError, ENV_VARS, loadConfig } from './platform/config.ts';
  * one line says where they are listed, so that `acg --help` still names every variable the gateway heeds.
  */
 const OTEL_HELP = 'tracing (off unless one names a destination, e.g. OTEL_EXPORTER_OTLP_ENDPOINT): the OpenTelemetry SDK\'s own variables, listed in docs/configuration.md, "Tracing (OpenTelemetry)"';
+
+/** The exit code of every usage error, as of every refusal of a command's arguments (1 is `credit check`'s). */
+const USAGE_EXIT = 2;
 
 /** One variable's line in `acg --help`. */
 const variableHelp = (name: string, meaning: string) => `  ${name.padEnd(34)} ${meaning}`;
@@ -66,6 +69,27 @@ function refuseMissingValue(value: string): string {
 class AcgCommand extends Command {
   override createCommand(name?: string): AcgCommand {
     return new AcgCommand(name);
+  }
+
+  /**
+   * A usage error exits 2, as the commands' own checks of their arguments do, and not commander's 1, which
+   * `acg credit check` gives its own meaning: an invariant is broken (found from outside: a mistyped option read as a
+   * broken ledger to a monitoring script).
+   */
+  override error(message: string, errorOptions?: ErrorOptions): never {
+    return super.error(message, { ...errorOptions, exitCode: errorOptions?.exitCode === 0 ? 0 : USAGE_EXIT });
+  }
+
+  /** Help shown for a usage error (a command group named without its command) exits 2 too. */
+  override help(context?: HelpContext | ((text: string) => string)): never {
+    // Commander takes a help's exit code from process.exitCode; restored when a test's exitOverride throws instead.
+    const before = process.exitCode;
+    if (typeof context === 'object' && context.error && !before) process.exitCode = USAGE_EXIT;
+    try {
+      return super.help(context as HelpContext);
+    } finally {
+      process.exitCode = before;
+    }
   }
 
   override createOption(flags: string, description?: string): Option {
@@ -201,7 +225,12 @@ export function buildCli(): Command {
     .option('--expires-at <unixSeconds>', 'when the unspent remainder lapses (default: never)')
     .option('--priority <n>', 'burn-down priority; lower is spent first', '100')
     .option('--note <text>', 'why this grant was made (kept as the lot source reference)')
-    .action(async (options: { agent: string; amountUc: string; expiresAt?: string; priority: string; note?: string }) => {
+    .option(
+      '--idempotency-key <key>',
+      'the Idempotency-Key to grant under (default: a new one each run): a run that got no answer names the key it sent, and the same ' +
+        'command with it grants at most once; through the gateway only',
+    )
+    .action(async (options: { agent: string; amountUc: string; expiresAt?: string; priority: string; note?: string; idempotencyKey?: string }) => {
       const { grantCredit } = await import('./operator/cli.ts');
       await grantCredit(configOrExit(), options);
     });
@@ -215,7 +244,7 @@ export function buildCli(): Command {
       '\nEvery invariant (each operation\'s journal sums to zero; lots, holds, balances, earnings and budget totals agree with what ' +
         'the holds and the journal say) is checked in one read-only snapshot, so a gateway on PostgreSQL may run meanwhile; with the ' +
         'embedded database, stop the gateway first. It writes nothing. Each invariant is said as it is checked; a broken one with ' +
-        'the rows that break it. Exit 0 when all hold, 1 when one does not, 2 when the database cannot be read. docs/operations.md, ' +
+        'the rows that break it. Exit 0 when all hold, 1 when one does not, 2 when the database cannot be read or the command is misused (every acg usage error exits 2). docs/operations.md, ' +
         '"After a failover".',
     )
     .action(async (options: { examples: string }) => {

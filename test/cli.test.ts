@@ -33,7 +33,7 @@ function commandPath(command: Command): string[] {
 }
 
 /** Parses `args` as `acg` would, without running any action; returns what commander printed and why it stopped. */
-async function parse(...args: string[]): Promise<{ out: string; err: string; code: string | undefined }> {
+async function parse(...args: string[]): Promise<{ out: string; err: string; code: string | undefined; exitCode: number }> {
   const program = buildCli();
   let out = '';
   let err = '';
@@ -44,7 +44,7 @@ async function parse(...args: string[]): Promise<{ out: string; err: string; cod
     await program.parseAsync(args, { from: 'user' });
   } catch (error) {
     if (!(error instanceof CommanderError)) throw error;
-    return { out, err, code: error.code };
+    return { out, err, code: error.code, exitCode: error.exitCode };
   }
   throw new Error(`acg ${args.join(' ')} parsed without an error: its action would have run`);
 }
@@ -69,6 +69,24 @@ describe('acg --help lists the environment', () => {
     const { out } = await parse('--help');
     for (const variable of ENV_VARS) expect(out).toMatch(new RegExp(`^  ${variable.name} +\\S`, 'm'));
     expect(out).toMatch(/^ {2}OTEL_\* +tracing .*OTEL_EXPORTER_OTLP_ENDPOINT.*docs\/configuration\.md, "Tracing \(OpenTelemetry\)"$/m);
+  });
+});
+
+describe('exit codes', () => {
+  it('every usage error exits 2, as the commands own argument checks do; 1 is left to credit check (an invariant broken)', async () => {
+    for (const args of [
+      ['credit', 'check', '--bogus'],
+      ['credit', 'check', 'extra'],
+      ['credit', 'grant', '--amount-uc', '5'],
+      ['credit', 'grant', '--agent', '', '--amount-uc', '5'],
+      ['no-such-command'],
+      ['credit'],
+    ]) {
+      const { exitCode, code } = await parse(...args);
+      expect([args.join(' '), code, exitCode]).toEqual([args.join(' '), code, 2]);
+    }
+    expect(process.exitCode ?? 0).toBe(0);
+    expect((await parse('credit', 'check', '--help')).exitCode).toBe(0);
   });
 });
 
@@ -183,6 +201,37 @@ describe('commands aimed at a running gateway', () => {
     expect(granted.stdout).toMatch(new RegExp(`^granted 5 µc to ${agentId} as lot lot_\\w+ \\(through the gateway at ${world.url}\\)\\n$`));
     const quiet = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: world.url }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '1000000');
     expect(quiet).toMatchObject({ code: 0, stderr: '' });
+  });
+
+  it('a grant whose answer was lost says it may have been applied and names its key; the same command with --idempotency-key grants nothing again (found from outside)', async () => {
+    // A proxy that passes the grant on and drops the connection before its answer: the gateway applied it.
+    const lossy = createServer(async (request, response) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of request) chunks.push(chunk as Buffer);
+      await fetch(`${world.url}${request.url}`, { method: request.method, headers: request.headers as Record<string, string>, body: Buffer.concat(chunks) });
+      response.socket?.destroy();
+    });
+    await new Promise<void>((resolve) => lossy.listen(0, '127.0.0.1', resolve));
+    const lotCount = async () => (await world.gw.gateway.db.query('SELECT id FROM credit_lots WHERE agent_id = $1', [agentId])).rows.length;
+    try {
+      const before = await lotCount();
+      const lossyUrl = `http://127.0.0.1:${(lossy.address() as { port: number }).port}`;
+      const lost = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: lossyUrl }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '2000000');
+      expect(lost.code).toBe(2);
+      const key = /its Idempotency-Key was ([\w-]+)/.exec(lost.stderr)?.[1];
+      expect(lost.stderr).toContain(`no answer from the gateway at ${lossyUrl} (UND_ERR_SOCKET): the change may have been applied; its Idempotency-Key was ${key}.`);
+      expect(lost.stderr).toContain(`or run the same command with --idempotency-key ${key}: the gateway then grants it at most once.`);
+      expect(await lotCount()).toBe(before + 1);
+      const retried = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: world.url }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '2000000', '--idempotency-key', key!);
+      expect(retried.code, retried.stderr).toBe(0);
+      expect(retried.stdout).toContain(`(through the gateway at ${world.url}, the first answer to this --idempotency-key (nothing granted again))`);
+      expect(await lotCount()).toBe(before + 1);
+      // The key is the gateway's: with no gateway, the command does not grant in the database behind its back.
+      const offline = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: nobody }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '2000000', '--idempotency-key', key!);
+      expect([offline.code, offline.stderr]).toEqual([2, `no gateway answers at ${nobody}: with --idempotency-key the grant goes through the gateway only; start it, then run this again\n`]);
+    } finally {
+      lossy.close();
+    }
   });
 
   it('says "1 credit", not "1 credits", when warning that --amount-uc 1 is below one credit', async () => {

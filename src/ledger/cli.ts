@@ -1,7 +1,7 @@
 // `acg credit check`: the ledger's invariants (invariants.ts) over the configured database, for an operator after a
 // failover, a restore or an incident: every invariant in one read-only snapshot, each said as it is checked, a
 // broken one with the rows that break it. It never writes (no migration either: a check must not change what it
-// looks at). Exit 0 when every invariant holds, 1 when one does not, 2 when the database cannot be read.
+// looks at). Exit 0 when every invariant holds, 1 when one does not, 2 when the database cannot be read (or the command line is wrong).
 import { existsSync } from 'node:fs';
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';

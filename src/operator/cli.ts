@@ -10,9 +10,10 @@ import type { Config } from '../platform/config.ts';
 import { embeddedDatabaseDir } from '../platform/db/open.ts';
 import { DatabaseInUseError } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
+import { IDEMPOTENCY_KEY_PATTERN } from '../platform/idempotency.ts';
 import { formatUc, parseUc, UC_DIGITS_MAX, UC_PER_CREDIT } from '../platform/money.ts';
 import type { Gateway } from '../platform/gateway.ts';
-import { callGateway, describeRefusal, GatewayNotRunning, gatewayAnswers, missingCredential } from './client.ts';
+import { callGateway, describeRefusal, GatewayNotRunning, gatewayAnswers, missingCredential, NoAnswer } from './client.ts';
 import { presentedOperatorToken } from './credential.ts';
 
 function fail(message: string): never {
@@ -26,6 +27,7 @@ export interface GrantOptions {
   expiresAt?: string;
   priority: string;
   note?: string;
+  idempotencyKey?: string;
 }
 
 interface Grant {
@@ -34,6 +36,8 @@ interface Grant {
   expiresAtS: number | null;
   priority: number;
   note: string;
+  /** The operator's own key, for a retry of a grant whose answer was lost; otherwise one is drawn. */
+  idempotencyKey?: string;
 }
 
 /** The same rules as the operator route's schema, said in the command's own terms. */
@@ -51,7 +55,9 @@ function validate(options: GrantOptions): Grant {
   if (!/^[0-9]+$/.test(options.priority) || priority > GRANT_PRIORITY_MAX) fail(`--priority must be a whole number 0–${GRANT_PRIORITY_MAX}`);
   const note = options.note ?? 'operator grant';
   if (note.length < 1 || note.length > GRANT_NOTE_CHARS_MAX) fail(`--note must be 1–${GRANT_NOTE_CHARS_MAX} characters`);
-  return { agentId: options.agent, amountUc, expiresAtS, priority, note };
+  const key = options.idempotencyKey;
+  if (key !== undefined && !IDEMPOTENCY_KEY_PATTERN.test(key)) fail('--idempotency-key must be 1–200 characters of A–Z, a–z, 0–9 and . _ : -');
+  return { agentId: options.agent, amountUc, expiresAtS, priority, note, ...(key === undefined ? {} : { idempotencyKey: key }) };
 }
 
 /** Less than one credit is a legal grant, and most likely a unit mistake (`--amount-uc 5` meaning 5 credits): said, then granted. */
@@ -78,12 +84,23 @@ async function grantThroughGateway(config: Config, token: string, grant: Grant):
     ...(grant.expiresAtS === null ? {} : { expiresAt: grant.expiresAtS }),
   };
   try {
-    const answer = await callGateway(config.baseUrl, token, 'POST', '/v1/operator/credit-grants', body);
+    const headers: Record<string, string> = grant.idempotencyKey === undefined ? {} : { 'idempotency-key': grant.idempotencyKey };
+    const answer = await callGateway(config.baseUrl, token, 'POST', '/v1/operator/credit-grants', body, headers);
     if (answer.status !== 201) fail(describeRefusal(config, answer));
-    report(answer.body.lot as Lot, `through the gateway at ${config.baseUrl}`);
+    report(answer.body.lot as Lot, `through the gateway at ${config.baseUrl}${answer.replayed ? ', the first answer to this --idempotency-key (nothing granted again)' : ''}`);
     return true;
   } catch (error) {
-    if (error instanceof GatewayNotRunning) return false;
+    if (error instanceof GatewayNotRunning) {
+      // The key is the gateway's: a grant written straight to the database would not see the one it may have applied.
+      if (grant.idempotencyKey !== undefined) fail(`no gateway answers at ${config.baseUrl}: with --idempotency-key the grant goes through the gateway only; start it, then run this again`);
+      return false;
+    }
+    if (error instanceof NoAnswer) {
+      fail(
+        `${error.message}. Look at the agent's lots (GET /v1/owner/agents/${grant.agentId}/lots) before granting again, or run the same command ` +
+          `with --idempotency-key ${error.idempotencyKey}: the gateway then grants it at most once.`,
+      );
+    }
     fail((error as Error).message);
   }
 }

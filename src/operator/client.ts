@@ -21,6 +21,21 @@ export class GatewayNotRunning extends Error {
 export interface GatewayAnswer {
   status: number;
   body: Record<string, unknown>;
+  /** The gateway's first answer to this Idempotency-Key, replayed (`Idempotent-Replayed: true`): nothing was done again. */
+  replayed: boolean;
+}
+
+/**
+ * A change sent with no answer back (the connection dropped, or the time ran out after the request went out): it
+ * may have been applied. Its Idempotency-Key is what makes a retry safe: the same key applies it at most once and
+ * replays the first answer (found from outside: "cannot reach the gateway" after a grant that went through, and a
+ * retry under a new key granted it again).
+ */
+export class NoAnswer extends Error {
+  constructor(readonly baseUrl: string, readonly idempotencyKey: string, reason: string, options?: { cause?: unknown }) {
+    super(`no answer from the gateway at ${baseUrl} (${reason}): the change may have been applied; its Idempotency-Key was ${idempotencyKey}`, options);
+    this.name = 'NoAnswer';
+  }
 }
 
 /** `fetch`, with a refused connection as GatewayNotRunning and any other failure as one readable line. */
@@ -30,11 +45,18 @@ async function send(baseUrl: string, path: string, init: RequestInit & { timeout
   } catch (error) {
     const code = (error as { cause?: { code?: string } }).cause?.code;
     if (code === 'ECONNREFUSED') throw new GatewayNotRunning(baseUrl, { cause: error });
-    throw new Error(`cannot reach the gateway at ${baseUrl}: ${code ?? (error as Error).message}`, { cause: error });
+    const reason = code ?? (error as Error).message;
+    // A refused connection sent nothing; anything else may have been received and applied.
+    const key = new Headers(init.headers).get('idempotency-key');
+    if (key !== null) throw new NoAnswer(baseUrl, key, reason, { cause: error });
+    throw new Error(`cannot reach the gateway at ${baseUrl}: ${reason}`, { cause: error });
   }
 }
 
-/** One JSON request; mutating requests carry a fresh Idempotency-Key, so the gateway applies them once. */
+/**
+ * One JSON request; a mutating request carries an Idempotency-Key (the caller's `idempotency-key` header, or a fresh
+ * one), so the gateway applies it once.
+ */
 export async function callGateway(
   baseUrl: string,
   token: string,
@@ -45,7 +67,7 @@ export async function callGateway(
 ): Promise<GatewayAnswer> {
   const headers: Record<string, string> = { ...extraHeaders, authorization: `Bearer ${token}`, accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
-  if (method !== 'GET') headers['idempotency-key'] = randomUUID();
+  if (method !== 'GET') headers['idempotency-key'] ??= randomUUID();
   const response = await send(baseUrl, path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), timeoutMs: REQUEST_TIMEOUT_MS });
   const text = await response.text();
   let parsed: Record<string, unknown>;
@@ -64,7 +86,7 @@ export async function callGateway(
         'Set ACG_BASE_URL (or PORT) to where it runs',
     );
   }
-  return { status: response.status, body: parsed };
+  return { status: response.status, body: parsed, replayed: response.headers.get('idempotent-replayed') === 'true' };
 }
 
 /** Whether anything answers at the base URL (its /healthz); false when the connection is refused. */
