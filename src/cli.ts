@@ -2,7 +2,7 @@
 // `acg --help` or `acg dev token` loads neither Fastify nor a database driver, and `acg serve` none of
 // the command modules.
 import { existsSync, readFileSync } from 'node:fs';
-import { Command, InvalidArgumentError, type ErrorOptions, type HelpContext, type Option } from 'commander';
+import { Command, InvalidArgumentError, type Argument, type ErrorOptions, type HelpContext, type Option } from 'commander';
 import { ConfigError, ENV_VARS, loadConfig } from './platform/config.ts';
 
 /**
@@ -90,6 +90,11 @@ class AcgCommand extends Command {
     } finally {
       process.exitCode = before;
     }
+  }
+
+  /** An argument is refused empty, as an option's value is (`acg agent freeze "$AGENT_ID"` with AGENT_ID unset). */
+  override createArgument(name: string, description?: string): Argument {
+    return super.createArgument(name, description).argParser(refuseMissingValue);
   }
 
   override createOption(flags: string, description?: string): Option {
@@ -370,7 +375,7 @@ export function buildCli(): Command {
   keys
     .command('list')
     .description('show each key in the database: upcoming, signing, retired (still verifying) or expired')
-    .addHelpText('after', '\nWith the embedded database, stop the gateway first (PGlite admits one process); with DATABASE_URL run it any time.')
+    .addHelpText('after', '\nWith the embedded database, stop the gateway first (PGlite admits one process); with DATABASE_URL run it any time. It never migrates: the database must be at the schema of this release (acg migrate).')
     .action(async () => {
       const { listKeys } = await import('./keys/cli.ts');
       await listKeys(configOrExit());
@@ -383,7 +388,7 @@ export function buildCli(): Command {
     .option('--expire-now', 'for a leaked key: the new key signs now, and the replaced keys stop signing and verifying now (everything they signed stops verifying)')
     .addHelpText(
       'after',
-      '\nWith the embedded database, stop the gateway first (PGlite admits one process); with DATABASE_URL run it any time.' +
+      '\nWith the embedded database, stop the gateway first (PGlite admits one process); with DATABASE_URL run it any time. It never migrates: the database must be at the schema of this release (acg migrate).' +
         '\nA leaked key: `acg keys rotate --expire-now`; every instance stops trusting it within 5 s, its key reload (docs/operations.md, "A signing key leaked").',
     )
     .action(async (options: { leadS: string; retentionS: string; expireNow?: boolean }, command: Command) => {

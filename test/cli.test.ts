@@ -135,6 +135,9 @@ describe('option values', () => {
       "error: option '--agent <agentId>' argument '--amount-uc' is invalid. That is the next option, so the value is missing (was a shell variable empty?).\n(add --help for usage)\n",
     );
     expect((await parse('dev', 'dns', 'publish', '--merchant', '')).err).toContain("option '--merchant <merchantId>' argument '' is invalid. It is empty");
+    // An argument too (found from outside: "no agent  among …" from the gateway, after a request to /v1/owner/agents//freeze).
+    expect((await parse('agent', 'freeze', '')).err).toBe("error: command-argument value '' is invalid for argument 'agentId'. It is empty (was a shell variable empty?).\n(add --help for usage)\n");
+    expect((await parse('agent', 'delegates', 'create', '', '--name', 'n', '--subject', 's')).err).toContain("invalid for argument 'parentId'. It is empty");
   });
 
   it('names a required option that is missing', async () => {
@@ -720,6 +723,16 @@ describe('acg migrate against a PostgreSQL that refuses the connection', () => {
   it('says it cannot open the database in one line, exit 2, without a stack trace or the password, when nothing listens', async () => {
     const port = await freePort();
     const refused = await acg(workDir, { DATABASE_URL: `postgres://acg:s3cret-pw@127.0.0.1:${port}/acg` }, 'migrate');
+    expect(refused).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: `cannot open the database: the database is unavailable (connect ECONNREFUSED 127.0.0.1:${port})\n`,
+    });
+  });
+
+  it('credit grant says the same, and writes nothing on stdout (found from outside: a server log line about 503 answers)', async () => {
+    const port = await freePort();
+    const refused = await acg(workDir, { DATABASE_URL: `postgres://acg:s3cret-pw@127.0.0.1:${port}/acg`, ACG_BASE_URL: `http://127.0.0.1:${await freePort()}`, ACG_OPERATOR_TOKEN: 'acg_op_test' }, 'credit', 'grant', '--agent', 'agt_x', '--amount-uc', '1000000');
     expect(refused).toEqual({
       code: 2,
       stdout: '',

@@ -37,7 +37,7 @@ export async function loadDevIssuerKeys(dataDir: string): Promise<DevIssuerFile>
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
-  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const created: DevIssuerFile = { human: await newPrivateJwk(), agent: await newPrivateJwk() };
   try {
     writeFileSync(file, JSON.stringify(created), { flag: 'wx', mode: 0o600 });

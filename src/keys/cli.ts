@@ -8,7 +8,7 @@ import type { Database } from '../platform/db/database.ts';
 import { LedgerService } from '../ledger/service.ts';
 import { OfferService } from '../offers/service.ts';
 import { configuredSecretBoxKey } from '../platform/secret-box.ts';
-import { migrate } from '../platform/db/migrate.ts';
+import { schemaState, type SchemaState } from '../platform/db/migrate.ts';
 import { embeddedDatabaseDir, openDatabase } from '../platform/db/open.ts';
 import { existsSync } from 'node:fs';
 import {
@@ -44,24 +44,43 @@ function when(atS: number | null, nowS: number): string {
   return `${new Date(atS * 1000).toISOString()} (${relative})`;
 }
 
+/** SQLSTATE 42P01: no `schema_migrations` table, so no gateway schema at all (the error itself, or its cause). */
+function isUndefinedTable(error: unknown): boolean {
+  const codeOf = (value: unknown) => (value as { code?: unknown } | undefined)?.code;
+  return codeOf(error) === '42P01' || codeOf((error as { cause?: unknown }).cause) === '42P01';
+}
+
 async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> {
   // A mistyped ACG_DATA_DIR, or another directory, would otherwise get a new database of its own, whose keys no gateway reads.
   if (!config.databaseUrl && !existsSync(embeddedDatabaseDir(config.dataDir))) {
     fail(`there is no database in ${config.dataDir}: run this in the gateway's directory, or set ACG_DATA_DIR to its data directory (DATABASE_URL to its database on PostgreSQL)`);
   }
   let db: Database;
+  let schema: SchemaState | 'none';
   try {
     db = await openDatabase(config);
-    // Rotation needs the current schema (the publication window column), like `acg serve` does.
-    await migrate(db);
+    schema = await schemaState(db).catch((error: unknown) => {
+      if (isUndefinedTable(error)) return 'none' as const;
+      throw error;
+    });
   } catch (error) {
     fail(`cannot open the database: ${(error as Error).message}${config.databaseUrl ? '' : ' (the embedded database admits one process: stop the gateway first)'}`);
   }
-  try {
-    return await fn(db);
-  } finally {
-    await db.close();
+  // The keys need this release's schema, and a key command never migrates: run from a newer checkout, it would have
+  // upgraded the schema under a running fleet, whose older instances then stop (found from outside: keys list did).
+  if (schema !== 'none' && schema.state === 'current') {
+    try {
+      return await fn(db);
+    } finally {
+      await db.close();
+    }
   }
+  await db.close();
+  if (schema === 'none') fail('this database holds no gateway schema: run acg migrate (or start the gateway) first, or point DATABASE_URL / ACG_DATA_DIR at the gateway\'s');
+  if (schema.state === 'behind') {
+    fail('the database\'s schema is behind this release: run acg migrate first (during an upgrade, once the older instances are drained: docs/operations.md, "Upgrading to a new release"), or run the release the gateway runs');
+  }
+  fail(schema.refusal);
 }
 
 function printKeys(keys: SigningKeySummary[], nowS: number): void {

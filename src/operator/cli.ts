@@ -118,7 +118,9 @@ async function grantInDatabase(config: Config, grant: Grant): Promise<void> {
   const { createGateway, createLogger } = await import('../platform/gateway.ts');
   let gateway;
   try {
-    gateway = await createGateway(config, { log: createLogger({ logLevel: 'warn' }) });
+    // Errors only, on stderr: stdout is the command's answer, and the gateway's warnings speak of a server (an outage
+    // line saying requests answer 503, on stdout, beside the command's own one-line refusal; found from outside).
+    gateway = await createGateway(config, { log: createLogger({ logLevel: 'error' }, process.stderr) });
   } catch (error) {
     // Nothing answered at the base URL, yet a gateway holds the database: it serves somewhere else.
     if (error instanceof DatabaseInUseError) {

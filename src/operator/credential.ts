@@ -31,7 +31,7 @@ function readTokenFile(dataDir: string): string | undefined {
 function ensureDevToken(dataDir: string): string {
   const existing = readTokenFile(dataDir);
   if (existing) return existing;
-  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const token = newSecret(TOKEN_PREFIX);
   try {
     writeFileSync(operatorTokenFile(dataDir), `${token}\n`, { flag: 'wx', mode: 0o600 });

@@ -272,6 +272,11 @@ describe('acg keys', () => {
         expect(existsSync(path.join(dataDir, 'typo'))).toBe(false);
         await (await openDatabase({ dataDir, databaseUrl: undefined, db: world.gw.config.db })).close();
       }
+      // A database without the gateway's schema is refused, and left as it was: a key command never migrates (found from
+      // outside: keys list upgraded a schema under a running fleet, whose older instances then stop).
+      const unmigrated = await run(process.execPath, [ACG, 'keys', 'list'], { env }).catch((error: { code: number; stderr: string }) => error);
+      expect(unmigrated).toMatchObject({ code: 2, stderr: expect.stringContaining('this database holds no gateway schema: run acg migrate') });
+      await run(process.execPath, [ACG, 'migrate'], { env });
       const first = await run(process.execPath, [ACG, 'keys', 'rotate', '--lead-s', '0', '--retention-s', '3600'], { env });
       expect(first.stdout).toMatch(/^generating a new ES256 key \(dev mode: kept unsealed, as the dev key is\)…\npublished (\S+); it signs from \S+ \(now\)\n/);
       expect(first.stderr).toContain('warning: --lead-s 0');

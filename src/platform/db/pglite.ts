@@ -1,4 +1,4 @@
-import { linkSync, mkdirSync, readFileSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, linkSync, mkdirSync, readFileSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { DatabaseInUseError, endStatementSpan, FirstFailure, retryTransaction, SentStatements, statementSpan, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
@@ -249,7 +249,11 @@ export async function openPglite(dataDir: string | undefined, log?: OutageLog, o
   if (options.from && dataDir) throw new Error('openPglite: a database on disk cannot start from a dump');
   let unlock = () => {};
   if (dataDir) {
-    mkdirSync(dataDir, { recursive: true });
+    // The database's files are the ledger and, in dev mode, the signing key: the directory is the owner's alone
+    // (PGlite writes its files 0666 less the umask, so a shared umask left them readable and writable by every local
+    // user; found from outside). As PostgreSQL requires of its data directory; made so again at every open.
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    chmodSync(dataDir, 0o700);
     unlock = lockDataDir(dataDir);
   }
   let db: PGlite;

@@ -5,7 +5,7 @@
 // directory; a database in memory started from another's dump. One run is enough: the PostgreSQL pass does not
 // use PGlite.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -120,6 +120,22 @@ describe.skipIf(onPostgres())('the embedded database', () => {
       await expect(closing.query('SELECT $1::int', [1])).rejects.toBeInstanceOf(StorageUnavailableError);
       await expect(closing.transaction((tx) => tx.query('SELECT 1'))).rejects.toBeInstanceOf(StorageUnavailableError);
     });
+  });
+
+  it("keeps its data directory to its owner (0700), a new one and one made more open before (found from outside: the ledger and the dev signing key readable and writable by every local user)", async () => {
+    const parent = mkdtempSync(path.join(tmpdir(), 'acg-pglite-mode-'));
+    try {
+      const fresh = path.join(parent, 'data', 'pglite');
+      const made = await openPglite(fresh);
+      await made.close();
+      expect(statSync(fresh).mode & 0o777).toBe(0o700);
+      chmodSync(fresh, 0o777);
+      const reopened = await openPglite(fresh);
+      await reopened.close();
+      expect(statSync(fresh).mode & 0o777).toBe(0o700);
+    } finally {
+      rmSync(parent, { recursive: true, force: true });
+    }
   });
 
   it('holds its data directory against a second opener until closed, and keeps what it committed', async () => {
