@@ -3,6 +3,8 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { rootCertificates } from 'node:tls';
 import type { Dispatcher } from 'undici';
 import { SystemClock, type Clock } from '../platform/clock.ts';
 import { loadUndici } from '../platform/outbound.ts';
@@ -359,9 +361,16 @@ export const githubPublicService: ServiceModule<GitHubServiceContext> = {
   title: 'GitHub public repositories',
   category: 'developer-tools',
   // One context for every execution: the operator's settings and the ETag cache they share.
+  // The operator's extra CA (ACG_OUTBOUND_CA_FILE) is trusted here as for webhooks: a GitHub Enterprise behind a
+  // private CA answered 502 while webhooks to the same host went through (found from outside).
   context: ({ config, clock }) => {
-    const github = createGitHubContext({ ...config.services.github, clock });
-    return async () => ({ github });
+    const ca = config.outboundCaFile ? readFileSync(config.outboundCaFile, 'utf8') : undefined;
+    let github: Promise<GitHubContext> | undefined;
+    const open = async () => {
+      const dispatcher = ca ? new (await loadUndici()).Agent({ connect: { ca: [...rootCertificates, ca] } }) : undefined;
+      return createGitHubContext({ ...config.services.github, clock, ...(dispatcher ? { dispatcher } : {}) });
+    };
+    return async () => ({ github: await (github ??= open()) });
   },
   actions: {
     'repository.get': {

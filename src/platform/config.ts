@@ -124,7 +124,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_DOH_RESOLVER_URL', default: '(dev: the dev zone; live: https://cloudflare-dns.com/dns-query)', meaning: "DNS-over-HTTPS (RFC 8484) resolver used to verify merchant domains (https; plain http in dev mode or to a loopback host: a resolver or proxy beside the gateway); dev mode's default is the gateway's own dev zone (`acg dev dns publish`)" },
   { name: 'ACG_DOH_TIMEOUT_MS', default: '5000', meaning: 'time budget of one DNS-over-HTTPS query' },
   { name: 'ACG_DOH_CA_FILE', default: '(system CAs)', meaning: "extra CA certificate (PEM file) trusted for the resolver's HTTPS" },
-  { name: 'ACG_OUTBOUND_CA_FILE', default: '(system CAs)', meaning: 'extra CA certificates (PEM file) trusted for outbound HTTPS such as webhook deliveries' },
+  { name: 'ACG_OUTBOUND_CA_FILE', default: '(system CAs)', meaning: "extra CA certificates (PEM file) trusted for outbound HTTPS: webhook deliveries and github-public's API (ACG_GITHUB_API_URL); identity providers' discovery and keys use Node's trust store, which NODE_EXTRA_CA_CERTS extends" },
   { name: 'ACG_WEBHOOK_POLL_INTERVAL_MS', default: '1000', meaning: 'how often each instance looks for due webhook deliveries' },
   { name: 'ACG_EXECUTE_TIMEOUT_MS', default: '40000', meaning: "budget of one service action in POST /v1/services/execute (at least the connectors' own budgets, below the idempotency lease)" },
   { name: 'ACG_GITHUB_API_URL', default: 'https://api.github.com', meaning: 'base URL of the GitHub REST API used by `github-public` (e.g. a GitHub Enterprise `https://host/api/v3`)' },

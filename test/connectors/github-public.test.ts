@@ -1,4 +1,6 @@
 // vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { SystemClock } from '../../src/platform/clock.ts';
@@ -7,13 +9,16 @@ import {
   EtagCache,
   createGitHubContext,
   getRepository,
+  githubPublicService,
   isValidGitHubOwner,
   isValidGitHubRepoName,
   type GitHubContext,
   type GitHubServiceContext,
 } from '../../src/connectors/github-public.ts';
 import { MAIL_DEFAULTS, type MailContext } from '../../src/connectors/mail.ts';
-import { FAKE_RATE_LIMIT_RESET_S, startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
+import type { ConnectorEnvironment, ExecutionFacts } from '../../src/connectors/types.ts';
+import { FAKE_RATE_LIMIT_RESET_S, repositoryJson, startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
+import { makeTestCertificate } from '../support/test-certificate.ts';
 
 /** Every built-in connector's context at once: these tests hand one context to any built-in action. */
 type ServiceContext = GitHubServiceContext & MailContext;
@@ -243,5 +248,28 @@ describe('GitHub name validation', () => {
       }),
       { numRuns: 1000 },
     );
+  });
+});
+
+describe('github-public over HTTPS with a private CA (GitHub Enterprise)', () => {
+  it('trusts ACG_OUTBOUND_CA_FILE, as webhook deliveries do, and without it refuses the certificate (found from outside: 502 where webhooks to the same host went through)', async () => {
+    const certificate = makeTestCertificate({ ip: ['127.0.0.1'] });
+    const server = createHttpsServer({ cert: certificate.certPem, key: certificate.keyPem }, (_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(repositoryJson('octocat', 'hello-world')));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const baseUrl = `https://127.0.0.1:${(server.address() as AddressInfo).port}/api/v3`;
+      const environment = (outboundCaFile?: string) =>
+        ({ config: { services: { github: { baseUrl, timeoutMs: 2_000, etagCacheEntries: 0 } }, ...(outboundCaFile ? { outboundCaFile } : {}) }, clock }) as unknown as ConnectorEnvironment;
+      const facts = {} as ExecutionFacts<unknown>;
+      const trusted = await githubPublicService.context(environment(certificate.certPath))(facts);
+      expect(await getRepository(trusted.github, { owner: 'octocat', repo: 'hello-world' })).toMatchObject({ fullName: 'octocat/hello-world' });
+      const untrusted = await githubPublicService.context(environment())(facts);
+      expect((await failure(getRepository(untrusted.github, { owner: 'octocat', repo: 'hello-world' }))).code).toBe('upstream_unavailable');
+    } finally {
+      server.close();
+      certificate.remove();
+    }
   });
 });
