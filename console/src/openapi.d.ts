@@ -684,7 +684,7 @@ export interface paths {
         put?: never;
         /**
          * Freeze an agent and its delegates; optionally release and revoke their outstanding holds
-         * @description The agent can no longer spend (403 FROZEN), nor can any of its delegates: each is refused at its next request. In the same transaction every execute intent they retained is cancelled (`cancellationReason` agent_frozen, one `intent.cancelled` each), so none runs by itself later, even once unfrozen (a retry with its key asks again). With `releaseHolds: true`, also in that transaction, every outstanding hold of the agent and its delegates is released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent, as before, with a `freeze` member: the report of each merchant reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds changes nothing and answers its latest report; a retired delegate is not frozen (409 conflict: retirement already stopped it for good). The body is optional (none is `{}`). Idempotency-Key is honoured when sent.
+         * @description The agent can no longer spend (403 FROZEN), nor can any of its delegates: each is refused at its next request. In the same transaction every execute intent they retained is cancelled (`cancellationReason` agent_frozen, one `intent.cancelled` each), so none runs by itself later, even once unfrozen (a retry with its key asks again). With `releaseHolds: true`, also in that transaction, every outstanding hold of the agent and its delegates is released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent, as before, with a `freeze` member: the report of each merchant reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds changes nothing and answers its latest report; with releaseHolds it releases what is held now and makes a report of its own, whose `frozenAt` is that second freeze, not when the agent stopped spending (it stayed frozen since the first); a retired delegate is not frozen (409 conflict: retirement already stopped it for good). The body is optional (none is `{}`). Idempotency-Key is honoured when sent.
          *
          *     Authentication: H, O.
          */
@@ -3654,7 +3654,7 @@ export interface components {
             /** @description frz_… */
             id: string;
             agentId: string;
-            /** @description the freeze (Unix seconds) */
+            /** @description this freeze ran: for a second freeze of an agent already frozen (to release its holds), that second one, not when the agent stopped spending (Unix seconds) */
             frozenAt: number;
             /** @description whether this freeze released the outstanding holds of the subtree */
             releaseHolds: boolean;

@@ -341,8 +341,12 @@ export class AgentService {
   }
 
   private reachable<R extends store.AgentRow>(row: R | undefined, principal: Actor, agentId: string): R {
-    if (!row || !actsFor(principal, row)) throw new ApiError('not_found', { detail: `no agent ${agentId} among your agents` });
-    return row;
+    if (row && actsFor(principal, row)) return row;
+    // An agent acts for itself alone, whichever agent it names (its delegates included, which it may read but not act
+    // for): say that rule, not "among your agents", which an agent has none of (found from outside).
+    throw new ApiError('not_found', {
+      detail: principal.kind === 'agent' ? `no agent ${agentId} that you act for: an agent acts for itself (${principal.agentId}) only` : `no agent ${agentId} among your agents`,
+    });
   }
 
   async registerAgent(tx: Tx, ownerId: string, input: AgentSettings & { name: string; identity: { issuer: string; subject: string } }): Promise<Agent> {
@@ -426,7 +430,7 @@ export class AgentService {
       parent_id: input.parent?.id ?? null,
       ancestor_ids: input.parent ? [...input.parent.ancestor_ids, input.parent.id] : [],
     });
-    if (!row) throw new ApiError('conflict', { detail: 'you have registered an agent with this identity (issuer + subject) already' });
+    if (!row) throw new ApiError('conflict', { detail: "an agent with this identity (issuer + subject) is registered already, among this owner's agents" });
     return this.writeMandate(tx, row, rules, createdBy);
   }
 

@@ -169,6 +169,11 @@ export function checkedRules(rules: MandateRules, knownServiceIds: readonly stri
   };
 }
 
+/** A budget's period in words: "per day", …, and "in all" for `total` (found from outside: "1000000 µc per total"). */
+export function periodWords(period: string): string {
+  return period === 'total' ? 'in all' : `per ${period}`;
+}
+
 /** A merchant's id (`newId('mer')`: no dot), as a merchant rule may name one; anything else there is a domain. */
 export const MERCHANT_ID = /^mer_[^.]+$/;
 
@@ -295,13 +300,13 @@ function budgetWider(child: MandateRules, parent: MandateRules): WiderThanParent
     const sameKind = [...child.budgets.entries()].filter(([, mine]) => sameScope(mine, budget) && mine.period === budget.period);
     const matches = sameKind.filter(([, mine]) => BigInt(mine.limitUc) <= limitUc);
     if (matches.length > 0 && !sameZone && budget.period !== 'total') {
-      const detail = `the parent's budget "${budget.id}" counts per ${budget.period} from midnight in ${parent.timeZone}: a budget within it counts in the same time zone (timeZone "${parent.timeZone}", not "${child.timeZone}")`;
+      const detail = `the parent's budget "${budget.id}" counts ${periodWords(budget.period)} from midnight in ${parent.timeZone}: a budget within it counts in the same time zone (timeZone "${parent.timeZone}", not "${child.timeZone}")`;
       return sameMember('budget_wider_than_parent', detail, '/timeZone', parent.timeZone);
     }
     if (matches.length === 0) {
       return {
         reason: 'budget_wider_than_parent',
-        detail: `the parent's budget "${budget.id}" (${budget.limitUc} µc per ${budget.period}, ${scopeOf(budget)}) needs a budget of the same scope and period of at most ${budget.limitUc} µc`,
+        detail: `the parent's budget "${budget.id}" (${budget.limitUc} µc ${periodWords(budget.period)}, ${scopeOf(budget)}) needs a budget of the same scope and period of at most ${budget.limitUc} µc`,
         pointer: sameKind[0] ? `/budgets/${sameKind[0][0]}/limitUc` : '/budgets',
         parent: { pointer: `/budgets/${index}`, value: budget },
       };

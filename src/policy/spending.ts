@@ -18,7 +18,7 @@ import type { RefusalReason } from '../platform/reasons.ts';
 import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import { activeSpan, addSpanEvent, type Attributes, type SpanRef } from '../platform/telemetry.ts';
-import { extendedRulesOf, type Budget, type ExtendedRules } from './mandate.ts';
+import { extendedRulesOf, periodWords, type Budget, type ExtendedRules } from './mandate.ts';
 import { periodOf } from './periods.ts';
 import { budgetPeriodKey, budgetUsageOf, type BudgetPeriodKey } from './budget-usage.ts';
 import { spentInWindowOf, windowKey } from './store.ts';
@@ -204,7 +204,7 @@ function budgetRefusal(agent: SpendingSettings, settings: Member, spend: Spend, 
     return {
       rule: 'budget',
       error: new ApiError('CAP_EXCEEDED', {
-        detail: `the hold of ${take.amountUc} µc would exceed budget "${charge.budget.id}"${ofAncestor(agent, settings)} (${charge.limitUc} µc per ${charge.budget.period}; ${remainingUc} µc left)`,
+        detail: `the hold of ${take.amountUc} µc would exceed budget "${charge.budget.id}"${ofAncestor(agent, settings)} (${charge.limitUc} µc ${periodWords(charge.budget.period)}; ${remainingUc} µc left)`,
         extra: {
           reason: 'budget_exceeded',
           budget: { id: charge.budget.id, ...(settings === agent ? {} : { agentId: settings.id }), limitUc: charge.budget.limitUc, remainingUc: remainingUc.toString(), resetsAt: charge.resetsAtS },

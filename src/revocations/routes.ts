@@ -28,7 +28,8 @@ export function revocationRoutes(ops: RevocationOperations, queries: RevocationQ
           'gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) ' +
           'lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent, as before, with a `freeze` member: the report of each merchant ' +
           'reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds ' +
-          'changes nothing and answers its latest report; a retired delegate is not frozen (409 conflict: retirement already stopped it for good). The body is optional (none is `{}`). Idempotency-Key is honoured when sent.',
+          'changes nothing and answers its latest report; with releaseHolds it releases what is held now and makes a report of its own, whose ' +
+          '`frozenAt` is that second freeze, not when the agent stopped spending (it stayed frozen since the first); a retired delegate is not frozen (409 conflict: retirement already stopped it for good). The body is optional (none is `{}`). Idempotency-Key is honoured when sent.',
         params: AgentIdParams,
         body: FreezeBody,
         response: { 200: Type.Ref('FrozenAgent'), ...problems(400, 404, 409) },

@@ -48,7 +48,7 @@ export const FreezeReportSchema = Type.Object(
   {
     id: Type.String({ description: 'frz_…' }),
     agentId: Type.String(),
-    frozenAt: UnixSeconds('the freeze'),
+    frozenAt: UnixSeconds('this freeze ran: for a second freeze of an agent already frozen (to release its holds), that second one, not when the agent stopped spending'),
     releaseHolds: Type.Boolean({ description: 'whether this freeze released the outstanding holds of the subtree' }),
     releasedHolds: Type.Integer({ minimum: 0, description: 'holds released and revoked, of the agent and its delegates (built-in service holds included)' }),
     releasedUc: Microcredits('credit those holds gave back to the agents\' lots'),

@@ -217,8 +217,11 @@ describe('registering a delegate', () => {
   it('only the parent itself or its owner registers a delegate: another agent gets 404', async () => {
     const root = await rootAgent(PARENT_MANDATE());
     const sibling = await rootAgent({});
-    expect((await createDelegate(root, sibling.token)).res.status).toBe(404);
-    expect((await createDelegate(root, sibling.ownerToken)).res.status).toBe(404);
+    const byAgent = (await createDelegate(root, sibling.token)).res;
+    expect(byAgent.status).toBe(404);
+    // To an agent, the rule it broke: it acts for itself only (found from outside: "among your agents", which it has none of).
+    expect(byAgent.body.detail).toBe(`no agent ${root.id} that you act for: an agent acts for itself (${sibling.id}) only`);
+    expect((await createDelegate(root, sibling.ownerToken)).res.body.detail).toBe(`no agent ${root.id} among your agents`);
   });
 
   it("a later change of a delegate's mandate is held within its parent's (PUT and PATCH)", async () => {

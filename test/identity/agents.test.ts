@@ -73,7 +73,7 @@ describe('owners and agents', () => {
       body: { name: 'x', identity: { issuer: world.agentIssuer.issuer, subject: 'twice' } },
     });
     expect(res.status).toBe(409);
-    expect(res.body.detail).toBe('you have registered an agent with this identity (issuer + subject) already');
+    expect(res.body.detail).toBe("an agent with this identity (issuer + subject) is registered already, among this owner's agents");
   });
 
   it("lets no owner take another owner's agent identity: each token reaches its own owner's registration (found from outside)", async () => {

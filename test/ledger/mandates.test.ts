@@ -216,7 +216,10 @@ describe('enforcement at the hold', () => {
     await put(agent, { budgets: [{ id: 'shop', limitUc: '2000000', period: 'total', merchantId: shop.merchantId }] });
     const held = await mint(world, agent.token, here.id);
     expect(held.status).toBe(200);
-    expect((await mint(world, agent.token, here.id)).status).toBe(402);
+    const over = await mint(world, agent.token, here.id);
+    expect(over.status).toBe(402);
+    // A total budget reads "in all", not "per total" (found from outside).
+    expect(over.body.detail).toBe('the hold of 1500000 µc would exceed budget "shop" (2000000 µc in all; 500000 µc left)');
     expect((await mint(world, agent.token, there.id)).status).toBe(200);
     expect((await mint(world, agent.token, there.id)).status).toBe(200);
     const id = held.body.redemption.id;
