@@ -1936,7 +1936,7 @@ export interface paths {
         get: operations["getOwnerWebhook"];
         /**
          * Configure the owner's webhook (its agents' top-up and intent events)
-         * @description Receives `topup.settled`, `topup.declined`, `topup.expired`, `topup.failed`, `intent.completed`, `intent.failed`, `intent.cancelled`, `budget.threshold`, `purchase.approval_requested`, `purchase.approved`, `purchase.declined`, signed with Standard Webhooks and retried like merchant webhooks. Requires Idempotency-Key. URL: https on port 443 to a public DNS name (no IP address, no localhost or other special-use name, no query, fragment or credentials); every address the name resolves to must be public when a delivery is made. The first PUT issues the signing secret, returned once in `webhookSecret` (a replay omits it); later PUTs keep it unless `rotateSecret` is true. 503 runtime_configuration_required in live mode without ACG_SECRET_BOX_KEY.
+         * @description Receives `topup.settled`, `topup.declined`, `topup.expired`, `topup.failed`, `intent.completed`, `intent.failed`, `intent.cancelled`, `budget.threshold`, `purchase.approval_requested`, `purchase.approved`, `purchase.declined`, signed with Standard Webhooks and retried like merchant webhooks. Requires Idempotency-Key. URL: https on port 443 to a public DNS name (no IP address, no localhost or other special-use name, no query, fragment or credentials); every address the name resolves to must be public when a delivery is made. The first PUT issues the signing secret, returned once in `webhookSecret` (a replay omits it); later PUTs keep it unless `rotateSecret` is true (the old secret then stops signing at once; POST /v1/owner/webhook/rotate-secret gives an overlap). 503 runtime_configuration_required in live mode without ACG_SECRET_BOX_KEY.
          *
          *     Authentication: H, O.
          */
@@ -1949,6 +1949,28 @@ export interface paths {
          *     Authentication: H, O.
          */
         delete: operations["deleteOwnerWebhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/webhook/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the owner webhook's signing secret, with an overlap
+         * @description Requires Idempotency-Key. Issues a new secret, returned once in `webhookSecret` (a replay omits it). For `overlapSeconds` (default 24 h) every delivery, retries of earlier events included, carries two signatures in `webhook-signature` (`v1,<new> v1,<old>`), so a receiver knowing either secret verifies; then only the new one (`configuration.previousSecretExpiresAt` says until when). Rotating again during an overlap ends the older overlap. 404 when no webhook is configured.
+         *
+         *     Authentication: H, O.
+         */
+        post: operations["rotateOwnerWebhookSecret"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -3465,6 +3487,7 @@ export interface components {
             createdAt: number | null;
             updatedAt: number | null;
             disabledReason: ("owner" | "failing") | null;
+            previousSecretExpiresAt: number | null;
             /** @description the open circuit after failures in a row; null while attempts go out. A success closes it, and so do a resume, a new URL and a merchant's re-send */
             circuit: components["schemas"]["WebhookCircuit"] | null;
         };
@@ -14775,7 +14798,7 @@ export interface operations {
                      */
                     enabled?: boolean;
                     /**
-                     * @description true: issue a new secret now; the old one stops signing at once
+                     * @description true: issue a new secret now; the old one stops signing at once (POST /v1/owner/webhook/rotate-secret gives an overlap)
                      * @default false
                      */
                     rotateSecret?: boolean;
@@ -14947,6 +14970,139 @@ export interface operations {
                 };
             };
             /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    rotateOwnerWebhookSecret: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Required. The same key and input answer the stored outcome of the first request; another input under the key is 409 idempotency_key_reused. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Missing: 400 idempotency_required; malformed: 400 invalid_input. */
+                "Idempotency-Key": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "overlapSeconds": 86400
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description how long the old secret keeps signing next to the new one; 0 stops it at once
+                     * @default 86400
+                     */
+                    overlapSeconds?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    /** @description present when this is the stored outcome of an earlier request with the same key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        configuration: components["schemas"]["OwnerWebhookConfiguration"];
+                        /** @description whsec_…; shown once, absent from replays */
+                        webhookSecret?: string;
+                        /** @description on a replay only: the secret was shown once, in the first answer, and what to do if it was lost */
+                        notice?: string;
+                    };
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: the body is not of a media type this operation reads (its requestBody); nothing ran */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */

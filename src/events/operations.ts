@@ -60,7 +60,9 @@ export const OwnerWebhookPut = Type.Object(
       description: 'https URL on port 443 whose host is a public DNS name (no IP address, no localhost or other special-use name); no query, fragment or credentials',
     }),
     enabled: Type.Optional(Type.Boolean({ default: true, description: 'false keeps the webhook but creates no deliveries (events of the pause are not sent later)' })),
-    rotateSecret: Type.Optional(Type.Boolean({ default: false, description: 'true: issue a new secret now; the old one stops signing at once' })),
+    rotateSecret: Type.Optional(
+      Type.Boolean({ default: false, description: 'true: issue a new secret now; the old one stops signing at once (POST /v1/owner/webhook/rotate-secret gives an overlap)' }),
+    ),
   },
   { additionalProperties: false, examples: [{ url: 'https://hooks.example.com/acg', enabled: true }] },
 );
@@ -79,6 +81,7 @@ const ConfigureOwnerWebhookInput = OwnerWebhookPut;
 const DeleteOwnerWebhookInput = Type.Object({}, { additionalProperties: false });
 const ResendOwnerDeliveryInput = inputOf(OwnerDeliveryParams);
 const ResendOwnerEventInput = inputOf(OwnerEventParams);
+const RotateOwnerWebhookSecretInput = RotateBody;
 
 type Result<M extends keyof WebhookService> = ResolvedBy<WebhookService, M>;
 type OwnerResult<M extends keyof OwnerWebhookService> = ResolvedBy<OwnerWebhookService, M>;
@@ -96,6 +99,7 @@ export interface OwnerWebhookOperations {
   deleteOwnerWebhook: SingleStepOperation<Static<typeof DeleteOwnerWebhookInput>, OwnerResult<'delete'>>;
   resendOwnerWebhookDelivery: SingleStepOperation<Static<typeof ResendOwnerDeliveryInput>, { delivery: Delivery }>;
   resendOwnerEvent: SingleStepOperation<Static<typeof ResendOwnerEventInput>, { delivery: Delivery }>;
+  rotateOwnerWebhookSecret: SingleStepOperation<Static<typeof RotateOwnerWebhookSecretInput>, OwnerResult<'rotateSecret'>>;
 }
 
 export function eventOperations(merchants: MerchantDirectory, webhooks: WebhookService): EventOperations {
@@ -182,6 +186,13 @@ export function ownerWebhookOperations(ownerWebhooks: OwnerWebhookService): Owne
       input: ResendOwnerEventInput,
       idempotency: { key: 'optional' },
       run: async (tx, { principal, input }) => ({ delivery: await ownerWebhooks.resendEvent(tx, principal.ownerId!, input.eventId) }),
+    },
+    rotateOwnerWebhookSecret: {
+      name: 'rotateOwnerWebhookSecret',
+      input: RotateOwnerWebhookSecretInput,
+      idempotency: { key: 'required' },
+      secrets: { fields: ['webhookSecret'], replayNotice: OWNER_WEBHOOK_SECRET_REPLAY_NOTICE },
+      run: (tx, { principal, input }) => ownerWebhooks.rotateSecret(tx, principal.ownerId!, input.overlapSeconds ?? ROTATION_OVERLAP_DEFAULT_S),
     },
   };
 }

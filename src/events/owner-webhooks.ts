@@ -10,14 +10,14 @@ import { validatePublicWebhookUrl } from './webhook-url.ts';
 
 export const OWNER_WEBHOOK_SECRET_NOTICE =
   'Store this signing secret now: it is shown only in this response (a replay omits it). It stays until you replace it ' +
-  '(PUT /v1/owner/webhook with rotateSecret: true). Verify deliveries with a Standard Webhooks library (webhook-id, ' +
+  '(POST /v1/owner/webhook/rotate-secret keeps the old one signing during an overlap; PUT with rotateSecret: true replaces it at once). Verify deliveries with a Standard Webhooks library (webhook-id, ' +
   'webhook-timestamp, webhook-signature).';
 /** A replay's notice: the secret it leaves out was shown once (SecretMembers). */
 export const OWNER_WEBHOOK_SECRET_REPLAY_NOTICE =
   'The signing secret was shown once, in the first answer to this request, and is not repeated. If it was lost, replace it ' +
-  '(PUT /v1/owner/webhook with rotateSecret: true).';
+  '(POST /v1/owner/webhook/rotate-secret, or PUT /v1/owner/webhook with rotateSecret: true).';
 export const OWNER_WEBHOOK_SECRET_KEPT_NOTICE =
-  'The signing secret is unchanged (no webhookSecret in this response). Replace it with PUT /v1/owner/webhook and rotateSecret: true.';
+  'The signing secret is unchanged (no webhookSecret in this response). Rotate it with POST /v1/owner/webhook/rotate-secret.';
 
 export interface OwnerWebhookInput {
   url: string;
@@ -37,6 +37,11 @@ export class OwnerWebhookService {
 
   async configuration(db: Queryable, ownerId: string): Promise<{ configuration: OwnerWebhookConfiguration }> {
     return { configuration: await this.webhooks.ownerConfiguration(db, ownerId) };
+  }
+
+  /** A new secret, returned once; the replaced one signs beside it for `overlapS` seconds (WebhookService.rotateSecret). */
+  rotateSecret(tx: Tx, ownerId: string, overlapS: number): Promise<{ configuration: OwnerWebhookConfiguration; webhookSecret: string }> {
+    return this.webhooks.rotateOwnerSecret(tx, ownerId, overlapS);
   }
 
   /** Deleting an absent webhook answers the same unconfigured state (`deleted: false`). */

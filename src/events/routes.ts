@@ -198,12 +198,36 @@ export function ownerWebhookRoutes(ops: OwnerWebhookOperations, queries: EventQu
           `Receives ${events}, signed with Standard Webhooks and retried like merchant webhooks. Requires Idempotency-Key. ` +
           'URL: https on port 443 to a public DNS name (no IP address, no localhost or other special-use name, no query, fragment ' +
           'or credentials); every address the name resolves to must be public when a delivery is made. The first PUT issues the ' +
-          'signing secret, returned once in `webhookSecret` (a replay omits it); later PUTs keep it unless `rotateSecret` is true. ' +
-          '503 runtime_configuration_required in live mode without ACG_SECRET_BOX_KEY.',
+          'signing secret, returned once in `webhookSecret` (a replay omits it); later PUTs keep it unless `rotateSecret` is true (the old ' +
+          'secret then stops signing at once; POST /v1/owner/webhook/rotate-secret gives an overlap). 503 runtime_configuration_required in live mode without ACG_SECRET_BOX_KEY.',
         body: OwnerWebhookPut,
         response: { 200: OwnerConfigured, ...problems(400, 503) },
       },
       handler: (request, reply) => serve(request, reply, ops.configureOwnerWebhook, request.body as Static<typeof OwnerWebhookPut>),
+    });
+
+    app.post('/v1/owner/webhook/rotate-secret', {
+      config: { auth: OWNER, operation: ops.rotateOwnerWebhookSecret },
+      schema: {
+        tags,
+        summary: "Rotate the owner webhook's signing secret, with an overlap",
+        description:
+          'Requires Idempotency-Key. Issues a new secret, returned once in `webhookSecret` (a replay omits it). For ' +
+          `\`overlapSeconds\` (default ${ROTATION_OVERLAP_DEFAULT_S / 3600} h) every delivery, retries of earlier events included, carries two ` +
+          'signatures in `webhook-signature` (`v1,<new> v1,<old>`), so a receiver knowing either secret verifies; then only the new one ' +
+          '(`configuration.previousSecretExpiresAt` says until when). Rotating again during an overlap ends the older overlap. 404 when no ' +
+          'webhook is configured.',
+        body: RotateBody,
+        response: {
+          200: Type.Object({
+            configuration: Type.Ref('OwnerWebhookConfiguration'),
+            webhookSecret: Type.Optional(Type.String({ description: 'whsec_…; shown once, absent from replays' })),
+            notice: Type.Optional(Type.String({ description: 'on a replay only: the secret was shown once, in the first answer, and what to do if it was lost' })),
+          }),
+          ...problems(400, 404, 503),
+        },
+      },
+      handler: (request, reply) => serve(request, reply, ops.rotateOwnerWebhookSecret, (request.body ?? {}) as Static<typeof RotateBody>),
     });
 
     app.route(queryRoute('GET', '/v1/owner/webhook', queries.getOwnerWebhook, { auth: OWNER, tags, summary: "Read the owner's webhook configuration (never the secret)" }));

@@ -104,6 +104,7 @@ export const OwnerWebhookConfigurationSchema = Type.Object(
         description: '`owner`: PUT with enabled false; `failing`: the gateway disabled it after every attempt failed for 5 days (PUT enabled true resumes)',
       }),
     ),
+    previousSecretExpiresAt: Nullable(UnixSeconds('until when the secret replaced by the last rotation (POST …/rotate-secret) still signs; null when none does')),
     circuit: Circuit,
   },
   { $id: 'OwnerWebhookConfiguration' },

@@ -78,6 +78,8 @@ export interface OwnerWebhookConfiguration {
   updatedAt: number | null;
   /** Who disabled it: the owner (`enabled: false`), or the gateway after failing attempts (`failing`); null while enabled. */
   disabledReason: 'owner' | 'failing' | null;
+  /** Until when the secret replaced by the last rotation still signs beside the new one; null when none does. */
+  previousSecretExpiresAt: number | null;
   /** The endpoint's open circuit, as for merchants; null while attempts go out. */
   circuit: WebhookCircuit | null;
 }
@@ -166,7 +168,6 @@ function toConfiguration(merchantId: string, row: store.EndpointRow | undefined,
       circuit: null,
     };
   }
-  const previousExpiresAt = seconds(row.previous_secret_expires_at_s);
   return {
     configured: true,
     enabled: row.enabled,
@@ -177,7 +178,7 @@ function toConfiguration(merchantId: string, row: store.EndpointRow | undefined,
     updatedAt: Number(row.updated_at_s),
     pausedAt: row.enabled ? null : seconds(row.paused_at_s),
     disabledReason: row.enabled ? null : row.disabled_reason,
-    previousSecretExpiresAt: previousExpiresAt !== null && previousExpiresAt > Math.floor(nowMs / 1000) ? previousExpiresAt : null,
+    previousSecretExpiresAt: previousSecretExpiresAt(row, nowMs),
     circuit: circuitOf(row, nowMs),
   };
 }
@@ -192,8 +193,15 @@ function toOwnerConfiguration(ownerId: string, row: store.EndpointRow | undefine
     createdAt: row ? Number(row.created_at_s) : null,
     updatedAt: row ? Number(row.updated_at_s) : null,
     disabledReason: !row || row.enabled ? null : row.disabled_reason === 'failing' ? 'failing' : 'owner',
+    previousSecretExpiresAt: row ? previousSecretExpiresAt(row, nowMs) : null,
     circuit: row ? circuitOf(row, nowMs) : null,
   };
+}
+
+/** Until when the secret a rotation replaced still signs beside the new one; null when none does. */
+function previousSecretExpiresAt(row: store.EndpointRow, nowMs: number): number | null {
+  const at = seconds(row.previous_secret_expires_at_s);
+  return at !== null && at > Math.floor(nowMs / 1000) ? at : null;
 }
 
 function toEvent(row: store.EventRow): StoredEvent {
@@ -328,15 +336,26 @@ export class WebhookService {
    * (each delivery then carries both signatures), so the receiver can switch without missing an event.
    */
   async rotateSecret(tx: Tx, merchantId: string, overlapS: number): Promise<{ configuration: WebhookConfiguration; webhookSecret: string }> {
-    const existing = await store.lockEndpoint(tx, merchantId);
-    if (!existing) throw new ApiError('not_found', { detail: 'no webhook is configured for this merchant; PUT …/webhook first' });
-    const { secret, sealed } = this.seal(merchantId);
+    const { row, webhookSecret } = await this.rotateAccountSecret(tx, merchantId, overlapS, 'no webhook is configured for this merchant; PUT …/webhook first');
+    return { configuration: this.toConfiguration(merchantId, row), webhookSecret };
+  }
+
+  /** The owner's twin of rotateSecret: the same overlap, on the owner's endpoint. */
+  async rotateOwnerSecret(tx: Tx, ownerId: string, overlapS: number): Promise<{ configuration: OwnerWebhookConfiguration; webhookSecret: string }> {
+    const { row, webhookSecret } = await this.rotateAccountSecret(tx, ownerId, overlapS, 'no webhook is configured for this owner; PUT /v1/owner/webhook first');
+    return { configuration: toOwnerConfiguration(ownerId, row, this.gateway.clock.nowMs()), webhookSecret };
+  }
+
+  private async rotateAccountSecret(tx: Tx, accountId: string, overlapS: number, missing: string): Promise<{ row: store.EndpointRow; webhookSecret: string }> {
+    const existing = await store.lockEndpoint(tx, accountId);
+    if (!existing) throw new ApiError('not_found', { detail: missing });
+    const { secret, sealed } = this.seal(accountId);
     const nowS = BigInt(this.gateway.clock.nowS());
-    const row = await store.updateEndpoint(tx, merchantId, {
+    const row = await store.updateEndpoint(tx, accountId, {
       secret: { sealed, previousSealed: overlapS > 0 ? existing.secret_sealed : null, previousExpiresAtS: overlapS > 0 ? nowS + BigInt(overlapS) : null },
       nowS,
     });
-    return { configuration: this.toConfiguration(merchantId, row), webhookSecret: secret };
+    return { row, webhookSecret: secret };
   }
 
   /**

@@ -374,3 +374,50 @@ describe('delivery re-checks the address', () => {
     }
   });
 });
+
+// Found from outside (bb63): an owner could replace its secret only at once (PUT rotateSecret), so a receiver not yet
+// switched failed every delivery, retries of earlier events included; merchants had an overlap.
+describe('POST /v1/owner/webhook/rotate-secret', () => {
+  const emitFor = (owner: string, id: string) =>
+    world.gw.gateway.db.transaction((tx) => emitEvent(tx, { ownerId: owner, type: 'topup.expired', data: { topup: { id } }, nowMs: world.gw.clock.nowMs() }));
+
+  it('signs with both secrets during the overlap, so a receiver knowing either verifies; replays omit the secret', async () => {
+    const agent = await newAgent('rotate');
+    const owner = await ownerId(world, agent.ownerToken);
+    const oldSecret = (await putWebhook(agent.ownerToken)).body.webhookSecret as string;
+    const rotateKey = key('rotate');
+    const rotate = () => world.api('POST', '/v1/owner/webhook/rotate-secret', { token: agent.ownerToken, key: rotateKey, body: { overlapSeconds: 3600 } });
+    const rotated = await rotate();
+    expect(rotated.status, JSON.stringify(rotated.body)).toBe(200);
+    const newSecret = rotated.body.webhookSecret as string;
+    expect(newSecret).toMatch(/^whsec_/);
+    expect(newSecret).not.toBe(oldSecret);
+    expect(rotated.body.configuration.previousSecretExpiresAt).toBe(world.gw.clock.nowS() + 3600);
+    const replay = await rotate();
+    expect(replay.body).not.toHaveProperty('webhookSecret');
+    expect(replay.body.notice).toMatch(/shown once/);
+    expect((await world.api('GET', '/v1/owner/webhook', { token: agent.ownerToken })).body.configuration.previousSecretExpiresAt).toBe(
+      rotated.body.configuration.previousSecretExpiresAt,
+    );
+
+    // A receiver still on the old secret verifies the next delivery, and so does one already on the new.
+    target.receiver.useSecret(oldSecret);
+    await emitFor(owner, 'top_during_overlap');
+    const [during] = await receivedFor(owner, 1);
+    expect(during!.headers['webhook-signature']).toMatch(/^v1,\S+ v1,\S+$/);
+    expect(during!.verified, during!.verifyError).toBe(true);
+    target.receiver.useSecret(newSecret);
+    await emitFor(owner, 'top_during_overlap_2');
+    expect((await receivedFor(owner, 2))[1]!.verified).toBe(true);
+
+    // After the overlap the new secret signs alone: the claim that reads the old one is the merchants' (its test moves
+    // the clock past an overlap; this file's world shares its clock with the token issuers', so it is not moved here).
+  });
+
+  it('is 404 without a webhook, and refused to agents', async () => {
+    const agent = await newAgent('rotate-refused');
+    const missing = await world.api('POST', '/v1/owner/webhook/rotate-secret', { token: agent.ownerToken, key: key('rotate-none'), body: {} });
+    expect([missing.status, missing.body.code]).toEqual([404, 'not_found']);
+    expect((await world.api('POST', '/v1/owner/webhook/rotate-secret', { token: agent.token, key: key('rotate-agent'), body: {} })).status).toBe(403);
+  });
+});
