@@ -237,6 +237,16 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
     });
   }
 
+  /** A retained intent's automatic top-up is opened only while the intent waits and its agent is not frozen. */
+  private async refuseUnlessIntentWaits(db: Queryable, agentId: string, intentId: string): Promise<void> {
+    if (await this.deps.intents().pending(db, intentId, agentId)) return;
+    const agent = await this.deps.identity.agentRow(db, agentId);
+    if (agent?.status === 'frozen') {
+      throw new ApiError('FROZEN', { detail: `agent ${agentId} was frozen meanwhile: its retained intent ${intentId} is cancelled, and no top-up is asked for it`, extra: { reason: 'frozen' } });
+    }
+    throw new ApiError('conflict', { detail: `the retained intent ${intentId} no longer waits for credit (cancelled or resolved meanwhile): no top-up is asked for it` });
+  }
+
   private async checkIntent(db: Queryable, intentId: string, agentId: string): Promise<void> {
     if (!(await this.deps.intents().pending(db, intentId, agentId))) {
       throw new ApiError('invalid_input', { detail: `intentId must name a pending retained intent of agent ${agentId}` });
@@ -333,11 +343,16 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
       `price ${formatUsd(request.amountUc)} USD) and its credit did not cover it. Approving adds $${dollars(amountUsdCents)} of credit; ` +
       'the gateway then runs the intent once by itself.';
     const draft: TopupDraft = { id: newId('top'), agentId: request.agentId, amountUsdCents, intentId: subject.id };
+    await this.refuseUnlessIntentWaits(db, request.agentId, subject.id);
     const opened = await rail.open(draft, this.gateway.clock.nowS());
     return db.transaction(async (tx) => {
       await this.deps.identity.lockAgent(tx, request.agentId);
       const existing = await store.findPendingForIntent(tx, subject.id);
       if (existing) return existing;
+      // Again under the agent's lock, which a freeze takes to cancel the agent's intents and close their top-ups: a
+      // freeze that committed since the intent was retained leaves it cancelled, and no top-up is opened for it after
+      // (found from outside: a freeze racing an execute left a top-up the owner could pay for nothing).
+      await this.refuseUnlessIntentWaits(tx, request.agentId, subject.id);
       await this.refuseAtPendingLimit(tx, request.agentId);
       const row = await this.insert(tx, { ownerId: request.ownerId, requestedBy: 'gateway' }, reason, { draft, opened });
       // Every new top-up of the agent is inserted under its row lock, after that lookup: none of this intent can be there.

@@ -407,6 +407,19 @@ describe('retained intents', () => {
     expect(await topupLots(world, agent.id)).toEqual([]);
   });
 
+  it('opens no top-up for an intent a freeze cancelled since it was retained: the race of an execute short of credit and a freeze (found from outside)', async () => {
+    const agent = await newAgent('kill-race');
+    const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: key('exec'), body: repoRequest });
+    expect(first.status).toBe(402);
+    // The freeze commits between the intent's retention and its top-up's opening: as if first's top-up came after.
+    expect((await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken, key: key('freeze'), body: {} })).status).toBe(200);
+    const asked = { kind: 'topup', agentId: agent.id, ownerId: await ownerId(world, agent.ownerToken), amountUc: ONE_CREDIT_UC } as const;
+    const opening = world.gw.services.payments!.requestApproval({ ...asked, subject: { type: 'intent', id: first.body.intentId, intent: first.body.intent } });
+    await expect(opening).rejects.toMatchObject({ code: 'FROZEN', options: { extra: { reason: 'frozen' } } });
+    const pending = await world.gw.gateway.db.query(`SELECT id FROM topups WHERE agent_id = $1 AND status = 'pending_approval'`, [agent.id]);
+    expect(pending.rows).toEqual([]);
+  });
+
   it('binds a second top-up to a pending intent only when none is pending (409 conflict otherwise)', async () => {
     const agent = await newAgent('bind');
     const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: key('exec'), body: repoRequest });
@@ -540,11 +553,12 @@ describe(`at most ${PENDING_TOPUPS_PER_AGENT_MAX} top-ups of an agent wait for i
 
   it("counts execute's automatic top-up under the agent's lock too", async () => {
     const agent = await newAgent('cap-lock-exec');
-    // A retained intent with no top-up pending: its first one declined.
+    // A retained intent that waits with no top-up: retained at the limit (409), then one place freed. (Its top-up
+    // declined would not do: a declined top-up cancels its intent, and no top-up is opened for a cancelled one.)
+    const made = await fill(agent, PENDING_TOPUPS_PER_AGENT_MAX);
     const first = await world.api('POST', '/v1/services/execute', { token: agent.token, key: key('exec'), body: repoRequest });
-    expect(first.status).toBe(402);
-    await world.api('POST', `/v1/payments/topups/${first.body.payment.id}/decline`, { token: agent.ownerToken, body: {} });
-    await fill(agent, PENDING_TOPUPS_PER_AGENT_MAX - 1);
+    expect([first.status, first.body.reason]).toEqual([409, 'pending_topups_limit']);
+    await world.api('POST', `/v1/payments/topups/${made[0]!.topup.id}/decline`, { token: agent.ownerToken, body: {} });
     const payments = world.gw.services.payments!;
     const asked = { kind: 'topup', agentId: agent.id, ownerId: await ownerId(world, agent.ownerToken), amountUc: ONE_CREDIT_UC } as const;
     const contender = await whileTheLastPlaceIsTaken(agent, () =>
