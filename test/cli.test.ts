@@ -207,12 +207,22 @@ describe('commands aimed at a running gateway', () => {
   });
 
   it('a grant whose answer was lost says it may have been applied and names its key; the same command with --idempotency-key grants nothing again (found from outside)', async () => {
-    // A proxy that passes the grant on and drops the connection before its answer: the gateway applied it.
+    // A proxy that passes the grant on and spoils its answer: the gateway applied it. `drop` closes the connection before
+    // the answer, `midway` after its first bytes, `gateway-timeout` answers a proxy's 504 page.
+    let spoil: 'drop' | 'midway' | 'gateway-timeout' = 'drop';
     const lossy = createServer(async (request, response) => {
       const chunks: Buffer[] = [];
       for await (const chunk of request) chunks.push(chunk as Buffer);
       await fetch(`${world.url}${request.url}`, { method: request.method, headers: request.headers as Record<string, string>, body: Buffer.concat(chunks) });
-      response.socket?.destroy();
+      if (spoil === 'midway') {
+        response.writeHead(201, { 'content-type': 'application/json', 'content-length': '400' });
+        response.write('{"lot":{"id":"lot_');
+        setTimeout(() => response.socket?.destroy(), 20);
+      } else if (spoil === 'gateway-timeout') {
+        response.writeHead(504, { 'content-type': 'text/html' }).end('<html><body>504 Gateway Time-out</body></html>');
+      } else {
+        response.socket?.destroy();
+      }
     });
     await new Promise<void>((resolve) => lossy.listen(0, '127.0.0.1', resolve));
     const lotCount = async () => (await world.gw.gateway.db.query('SELECT id FROM credit_lots WHERE agent_id = $1', [agentId])).rows.length;
@@ -229,6 +239,15 @@ describe('commands aimed at a running gateway', () => {
       expect(retried.code, retried.stderr).toBe(0);
       expect(retried.stdout).toContain(`(through the gateway at ${world.url}, the first answer to this --idempotency-key (nothing granted again))`);
       expect(await lotCount()).toBe(before + 1);
+      // The answer broken off after it began, and a proxy's 504: the same (found from outside: "terminated", and "is
+      // the gateway at …?", each after a grant that went through).
+      for (const [mode, reason] of [['midway', 'UND_ERR_SOCKET'], ['gateway-timeout', "HTTP 504 without the gateway's problem body, a proxy's answer"]] as const) {
+        spoil = mode;
+        const spoiled = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: lossyUrl }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '2000000');
+        expect(spoiled.code, mode).toBe(2);
+        expect(spoiled.stderr, mode).toContain(`no answer from the gateway at ${lossyUrl} (${reason}): the change may have been applied; its Idempotency-Key was `);
+      }
+      expect(await lotCount()).toBe(before + 3);
       // The key is the gateway's: with no gateway, the command does not grant in the database behind its back.
       const offline = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: nobody }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '2000000', '--idempotency-key', key!);
       expect([offline.code, offline.stderr]).toEqual([2, `no gateway answers at ${nobody}: with --idempotency-key the grant goes through the gateway only; start it, then run this again\n`]);

@@ -12,7 +12,7 @@ import type { ServiceIntent } from '../platform/approvals.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { ApiError, problemBody } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
-import type { Claim, ClaimOutcome } from '../platform/idempotency.ts';
+import { NEW_KEY, type Claim, type ClaimOutcome } from '../platform/idempotency.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, type Microcredits } from '../platform/money.ts';
 import { storedApiError, underClaim, type ClaimedKey } from '../platform/operations.ts';
@@ -119,7 +119,7 @@ function isAnotherRequests(intent: store.IntentRow, claim: Claim): boolean {
 /** The answer to a request under an Idempotency-Key whose retained intent is another request's. */
 function keyOfAnotherIntent(intentId: string): ApiError {
   return new ApiError('idempotency_key_reused', {
-    detail: `this Idempotency-Key was first used with a different request, retained as intent ${intentId}; use a new key for a new request`,
+    detail: `this idempotency key was first used with a different request, retained as intent ${intentId}; use ${NEW_KEY} for a new request`,
   });
 }
 

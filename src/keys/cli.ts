@@ -64,7 +64,9 @@ async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>)
       throw error;
     });
   } catch (error) {
-    fail(`cannot open the database: ${(error as Error).message}${config.databaseUrl ? '' : ' (the embedded database admits one process: stop the gateway first)'}`);
+    // A gateway holding the embedded database is said by the error itself (stop it first); any other failure (a
+    // directory of another user's, say) is not blamed on one (found from outside: the hint was given for both).
+    fail(`cannot open the database: ${(error as Error).message}`);
   }
   // The keys need this release's schema, and a key command never migrates: run from a newer checkout, it would have
   // upgraded the schema under a running fleet, whose older instances then stop (found from outside: keys list did).

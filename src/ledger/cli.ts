@@ -36,7 +36,9 @@ export async function checkLedger(config: Config, options: { examples?: string }
     db = await openDatabase({ ...config, db: { ...config.db, statementTimeoutMs: INVARIANT_TIMEOUT_MS } });
     await db.query('SELECT 1');
   } catch (error) {
-    fail(`cannot open the database: ${(error as Error).message}${config.databaseUrl ? '' : ' (the embedded database admits one process: stop the gateway first)'}`);
+    // A gateway holding the embedded database is said by the error itself (stop it first); any other failure (a
+    // directory of another user's, say) is not blamed on one (found from outside: the hint was given for both).
+    fail(`cannot open the database: ${(error as Error).message}`);
   }
   process.stdout.write(`checking the ledger's ${LEDGER_INVARIANTS.length} invariants in ${where}, in one snapshot\n`);
   let broken = 0;

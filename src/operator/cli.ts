@@ -97,8 +97,8 @@ async function grantThroughGateway(config: Config, token: string, grant: Grant):
     }
     if (error instanceof NoAnswer) {
       fail(
-        `${error.message}. Look at the agent's lots (GET /v1/owner/agents/${grant.agentId}/lots) before granting again, or run the same command ` +
-          `with --idempotency-key ${error.idempotencyKey}: the gateway then grants it at most once.`,
+        `${error.message}; its Idempotency-Key was ${error.idempotencyKey}. Look at the agent's lots (GET /v1/owner/agents/${grant.agentId}/lots) ` +
+          `before granting again, or run the same command with --idempotency-key ${error.idempotencyKey}: the gateway then grants it at most once.`,
       );
     }
     fail((error as Error).message);

@@ -33,7 +33,7 @@ export interface GatewayAnswer {
  */
 export class NoAnswer extends Error {
   constructor(readonly baseUrl: string, readonly idempotencyKey: string, reason: string, options?: { cause?: unknown }) {
-    super(`no answer from the gateway at ${baseUrl} (${reason}): the change may have been applied; its Idempotency-Key was ${idempotencyKey}`, options);
+    super(`no answer from the gateway at ${baseUrl} (${reason}): the change may have been applied`, options);
     this.name = 'NoAnswer';
   }
 }
@@ -68,18 +68,32 @@ export async function callGateway(
   const headers: Record<string, string> = { ...extraHeaders, authorization: `Bearer ${token}`, accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET') headers['idempotency-key'] ??= randomUUID();
+  const key = headers['idempotency-key'];
   const response = await send(baseUrl, path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), timeoutMs: REQUEST_TIMEOUT_MS });
-  const text = await response.text();
-  let parsed: Record<string, unknown>;
+  let text: string;
+  try {
+    text = await response.text();
+  } catch (error) {
+    // The answer began and broke off (a dropped connection, the time out): a change was received, and may have run.
+    const reason = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message;
+    if (key !== undefined) throw new NoAnswer(baseUrl, key, reason, { cause: error });
+    throw new Error(`cannot read the answer of the gateway at ${baseUrl}: ${reason}`, { cause: error });
+  }
+  let parsed: Record<string, unknown> | undefined;
   try {
     parsed = text === '' ? {} : (JSON.parse(text) as Record<string, unknown>);
   } catch {
-    throw new Error(`the gateway at ${baseUrl} answered ${method} ${path} with HTTP ${response.status} and a body that is not JSON`);
+    parsed = undefined;
   }
   // The gateway refuses with a problem (`code`) or, on /oauth/*, an OAuth error (`error`), never with nothing: a
   // refusal without one comes from something else at this address (a proxy, another server), and reading it as the
   // gateway's "not found" would blame the agent id (found from outside).
-  const problem = typeof parsed.code === 'string' || typeof parsed.error === 'string';
+  const problem = typeof parsed?.code === 'string' || typeof parsed?.error === 'string';
+  // A proxy's 502 or 504 in front of the gateway: the change reached the gateway, or not; it cannot tell which.
+  if (response.status >= 500 && !problem && key !== undefined) {
+    throw new NoAnswer(baseUrl, key, `HTTP ${response.status} without the gateway's problem body, a proxy's answer`);
+  }
+  if (parsed === undefined) throw new Error(`the gateway at ${baseUrl} answered ${method} ${path} with HTTP ${response.status} and a body that is not JSON`);
   if (response.status >= 400 && !problem) {
     throw new Error(
       `${baseUrl} answered ${method} ${path} with HTTP ${response.status} and no problem body, which the gateway always gives: is the gateway at ${baseUrl}? ` +

@@ -7,7 +7,7 @@
 // --owner-email (what `acg dev token human` mints). Each refusal is one line a person can act on.
 import { existsSync, readFileSync, statSync, type Stats } from 'node:fs';
 import type { Config } from '../platform/config.ts';
-import { callGateway, describeProblem, GatewayNotRunning, gatewayAnswers, missingDevIssuerKeys, noGatewayAt, type GatewayAnswer } from './client.ts';
+import { callGateway, describeProblem, GatewayNotRunning, gatewayAnswers, NoAnswer, missingDevIssuerKeys, noGatewayAt, type GatewayAnswer } from './client.ts';
 
 /** A dev session lives only as long as one command needs it. */
 const DEV_SESSION_LIFETIME_S = 300;
@@ -106,6 +106,9 @@ export async function call(
     return await callGateway(config.baseUrl, credential.token, method, path, body, headers);
   } catch (error) {
     if (error instanceof GatewayNotRunning) fail(noGatewayAt(config));
+    // These commands take no key of their own: running one again is safe (a mandate set as it stands writes no
+    // version, a frozen agent stays frozen, a second delegate of the subject is refused), but it should be looked at.
+    if (error instanceof NoAnswer) fail(`${error.message}: read the agent's state before running the command again`);
     fail((error as Error).message);
   }
 }

@@ -38,7 +38,7 @@ import { formatUc, formatUsd, UC_PER_USD_CENT } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
 import type { Page } from '../platform/schemas.ts';
 import * as store from './store.ts';
-import { SAME_KEY } from '../platform/idempotency.ts';
+import { NEW_KEY, SAME_KEY } from '../platform/idempotency.ts';
 
 /** The kind of a purchase approval's id (`pur_…`), which the MCP face's get_intent also reads. */
 export const PURCHASE_APPROVAL_ID_KIND = 'pur';
@@ -267,7 +267,7 @@ export class PurchaseApprovals {
       return {
         state: 'closed',
         error: new ApiError('idempotency_key_reused', {
-          detail: `this Idempotency-Key belongs to another request, whose purchase approval is ${row.id}; use a new key for a new request. Nothing was taken.`,
+          detail: `this idempotency key belongs to another request, whose purchase approval is ${row.id}; use ${NEW_KEY} for a new request. Nothing was taken.`,
           extra: { approvalId: row.id },
         }),
       };
@@ -277,13 +277,13 @@ export class PurchaseApprovals {
         return { state: 'none', waitingId: row.id };
       case 'approved':
         if (row.amount_uc !== check.amountUc) {
-          return { state: 'closed', error: closed('approval_amount_changed', `the owner approved ${formatUc(row.amount_uc)} µc, but the purchase now costs ${formatUc(check.amountUc)} µc; ask again with a new Idempotency-Key.`, approval) };
+          return { state: 'closed', error: closed('approval_amount_changed', `the owner approved ${formatUc(row.amount_uc)} µc, but the purchase now costs ${formatUc(check.amountUc)} µc; ask again with ${NEW_KEY}.`, approval) };
         }
         return { state: 'approved', approvalId: row.id, expiresAt: Number(row.expires_at_s) };
       case 'declined':
         return { state: 'closed', error: closed('purchase_declined', 'the owner declined this purchase.', approval) };
       case 'expired':
-        return { state: 'closed', error: closed('approval_expired', 'the approval of this purchase expired before it was used; ask again with a new Idempotency-Key.', approval) };
+        return { state: 'closed', error: closed('approval_expired', `the approval of this purchase expired before it was used; ask again with ${NEW_KEY}.`, approval) };
       case 'used':
         return { state: 'closed', error: closed('approval_used', `the approval of this purchase was used already, by hold ${row.hold_id}.`, approval) };
     }

@@ -35,6 +35,8 @@ export const REPLAY_HEADER = 'idempotent-replayed';
  * from outside: an MCP client was told to reuse a header it has no access to).
  */
 export const SAME_KEY = 'the same idempotency key (the Idempotency-Key header; over MCP, the idempotencyKey argument)';
+/** The same, for an answer that asks for a new request. */
+export const NEW_KEY = 'a new idempotency key (the Idempotency-Key header; over MCP, the idempotencyKey argument)';
 
 export type KeyRule = 'default' | 'release';
 
@@ -88,7 +90,7 @@ function existingOutcome(row: IdempotencyRow | undefined, requestFingerprint: st
     return {
       kind: 'refused',
       error: new ApiError('idempotency_key_in_use', {
-        detail: 'the first request with this Idempotency-Key has not finished; retry after the delay',
+        detail: 'the first request with this idempotency key has not finished; retry after the delay',
         retryAfterS: Math.min(retryAfterS, 5),
       }),
     };
@@ -97,7 +99,7 @@ function existingOutcome(row: IdempotencyRow | undefined, requestFingerprint: st
     return {
       kind: 'refused',
       error: new ApiError('idempotency_key_reused', {
-        detail: 'this Idempotency-Key was first used with a different request; use a new key for a new request',
+        detail: `this idempotency key was first used with a different request; use ${NEW_KEY} for a new request`,
       }),
     };
   }

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from '../../src/platform/errors.ts';
+import { NEW_KEY } from '../../src/platform/idempotency.ts';
 import { serve } from '../../src/platform/http/operation.ts';
 import type { SingleStepOperation } from '../../src/platform/operations.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
@@ -117,6 +118,8 @@ describe('idempotency', () => {
     const changed = await call('key-changed', { amount: 8 });
     expect(changed.status).toBe(409);
     expect(changed.body.code).toBe('idempotency_key_reused');
+    // It names the key as every face takes it, an MCP tool's argument too (found from outside: the header alone).
+    expect(changed.body.detail).toBe(`this idempotency key was first used with a different request; use ${NEW_KEY} for a new request`);
   });
 
   it('scopes keys to the caller: another caller with the same key gets its own effect', async () => {

@@ -253,7 +253,12 @@ export async function openPglite(dataDir: string | undefined, log?: OutageLog, o
     // (PGlite writes its files 0666 less the umask, so a shared umask left them readable and writable by every local
     // user; found from outside). As PostgreSQL requires of its data directory; made so again at every open.
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-    chmodSync(dataDir, 0o700);
+    try {
+      chmodSync(dataDir, 0o700);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EPERM') throw error;
+      throw new Error(`the embedded database directory ${dataDir} belongs to another user: run the gateway as its owner (the directory is kept to its owner, 0700, as PostgreSQL keeps its own)`, { cause: error });
+    }
     unlock = lockDataDir(dataDir);
   }
   let db: PGlite;

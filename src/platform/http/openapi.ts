@@ -119,7 +119,7 @@ function securitySchemes(config: Config) {
     },
     [SECURITY_SCHEME_OF.owner]: {
       type: 'oauth2' as const,
-      description: 'O: our OAuth access token with scope svc:owner (authorization code with PKCE)',
+      description: 'O: our OAuth access token (authorization code with PKCE): scope svc:owner acts as the owner; on /mcp, scope svc:agent acts as one agent',
       flows: {
         authorizationCode: {
           authorizationUrl: `${config.baseUrl}/oauth/authorize`,
