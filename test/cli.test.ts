@@ -735,6 +735,32 @@ describe('acg commands against a server that refuses with an empty body', () => 
   });
 });
 
+describe('acg owner commands against a server that answers 200 to everything', () => {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'acg-cli-catch-all-'));
+  // Another server at the address, answering every request 200 with JSON: its answer is no change made (found from
+  // outside: printed as the mandate, exit 0).
+  const other = createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end('{"hello":"not a gateway"}'));
+  let url: string;
+
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(other.address() as { port: number }).port}`;
+  });
+  afterAll(() => {
+    other.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('refuses an answer that does not name the agent, exit 2: mandate show and freeze', async () => {
+    const env = { ACG_BASE_URL: url, ACG_DATA_DIR: dataDir, ACG_OWNER_TOKEN: 'not-checked-here' };
+    for (const args of [['agent', 'mandate', 'show', 'agt_someone'], ['agent', 'freeze', 'agt_someone']]) {
+      const refused = await acg(dataDir, env, ...args);
+      expect([refused.code, refused.stdout], args.join(' ')).toEqual([2, '']);
+      expect(refused.stderr).toContain('and a body that does not name the agent: is the gateway at');
+    }
+  });
+});
+
 describe('acg migrate against a PostgreSQL that refuses the connection', () => {
   const workDir = mkdtempSync(path.join(tmpdir(), 'acg-cli-migrate-'));
   afterAll(() => rmSync(workDir, { recursive: true, force: true }));

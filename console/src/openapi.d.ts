@@ -6112,10 +6112,11 @@ export interface operations {
                         /** @description only this built-in service counts */
                         serviceId?: string;
                     }[];
+                    /** @description a member left out takes its default: allow null (any merchant not denied), deny []; for a delegate, its parent's */
                     merchants?: {
-                        allow: string[] | null;
+                        allow?: string[] | null;
                         /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing */
-                        deny: string[];
+                        deny?: string[];
                     };
                     approvalAboveUc?: string | null;
                     notBefore?: number | null;
@@ -7621,10 +7622,11 @@ export interface operations {
                             /** @description only this built-in service counts */
                             serviceId?: string;
                         }[];
+                        /** @description a member left out takes its default: allow null (any merchant not denied), deny []; for a delegate, its parent's */
                         merchants?: {
-                            allow: string[] | null;
+                            allow?: string[] | null;
                             /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing */
-                            deny: string[];
+                            deny?: string[];
                         };
                         approvalAboveUc?: string | null;
                         notBefore?: number | null;

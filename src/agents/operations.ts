@@ -2,8 +2,8 @@
 // can reach their holds, is the kill switch's: src/revocations), set their profiles and avatars. Each input is
 // the path's agent id plus the body's members.
 import { Type, type Static, type TOptional } from '@sinclair/typebox';
-import { ALERT_THRESHOLDS_DEFAULT, CAP_PERIOD_S_DEFAULT, defaultExtendedRules, TIME_ZONE_DEFAULT, type MandateRules } from '../policy/mandate.ts';
-import { MandateRulesProperties } from './schemas.ts';
+import { ALERT_THRESHOLDS_DEFAULT, CAP_PERIOD_S_DEFAULT, defaultExtendedRules, NO_MERCHANT_RULES, TIME_ZONE_DEFAULT, type MandateRules } from '../policy/mandate.ts';
+import { MandateRulesProperties, MerchantRulesInput } from './schemas.ts';
 import { CategoryOrAny, DisplayName, IdParams, idOf, Microcredits, Nullable, ResourceId, VersionNumber } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
 import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type Agent, type AgentProfile, type AgentService, type AvatarType, type MandateView } from './service.ts';
@@ -75,8 +75,11 @@ export const Finalize = Type.Object({ uploadId: ResourceId, storageId: ResourceI
 
 /** PUT …/mandate: the whole mandate; a member left out takes its default (GET's rules, without agentId, version, createdAt, hash and usage, PUT back changed). */
 export const MandateInput = Type.Object(
-  Object.fromEntries(Object.entries(MandateRulesProperties).map(([name, schema]) => [name, Type.Optional(schema)])) as {
-    [K in keyof typeof MandateRulesProperties]: TOptional<(typeof MandateRulesProperties)[K]>;
+  {
+    ...(Object.fromEntries(Object.entries(MandateRulesProperties).map(([name, schema]) => [name, Type.Optional(schema)])) as {
+      [K in keyof typeof MandateRulesProperties]: TOptional<(typeof MandateRulesProperties)[K]>;
+    }),
+    merchants: Type.Optional(MerchantRulesInput),
   },
   {
     additionalProperties: false,
@@ -108,6 +111,7 @@ export function mandateRulesOf(input: MandateInput): MandateRules {
     allowedCategories: ['*'],
     ...input,
     caps: input.caps ?? { perHoldUc: null, perPeriodUc: null, periodS: CAP_PERIOD_S_DEFAULT },
+    merchants: { ...NO_MERCHANT_RULES, ...input.merchants },
   } as MandateRules;
 }
 

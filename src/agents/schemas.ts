@@ -83,12 +83,18 @@ const Budget = Type.Object(
   { additionalProperties: false, description: 'a budget without merchantId, category or serviceId covers all spending; at most one of them' },
 );
 
-const MerchantRules = Type.Object(
-  {
-    allow: Nullable(Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: MERCHANT_RULES_MAX, description: 'only these merchants (ids or verified domains); null: any not denied. An id must name a registered merchant (400 otherwise); a domain may be named before its merchant registers' })),
-    deny: Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: MERCHANT_RULES_MAX, description: 'never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing' }),
-  },
-  { additionalProperties: false },
+const MerchantAllow = Nullable(Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: MERCHANT_RULES_MAX, description: 'only these merchants (ids or verified domains); null: any not denied. An id must name a registered merchant (400 otherwise); a domain may be named before its merchant registers' }));
+const MerchantDeny = Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: MERCHANT_RULES_MAX, description: 'never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing' });
+const MerchantRules = Type.Object({ allow: MerchantAllow, deny: MerchantDeny }, { additionalProperties: false });
+
+/**
+ * The merchant rules as a PUT or a delegate's registration states them: a member left out takes its default (allow
+ * null, deny []; a delegate's, its parent's), as a rule left out of the mandate does (found from outside: `{deny: […]}`
+ * alone was refused for want of `allow`).
+ */
+export const MerchantRulesInput = Type.Object(
+  { allow: Type.Optional(MerchantAllow), deny: Type.Optional(MerchantDeny) },
+  { additionalProperties: false, description: 'a member left out takes its default: allow null (any merchant not denied), deny []; for a delegate, its parent\'s' },
 );
 
 /** The rules of a mandate, as PUT takes them and every face shows them. */

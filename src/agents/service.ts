@@ -378,7 +378,13 @@ export class AgentService {
       throw new ApiError('invalid_input', { detail: `the mandate of agent ${parent.id} does not allow delegates (delegation.allowed is false)`, extra: { reason: 'delegation_not_allowed' } });
     }
     await this.checkTreeAdmits(tx, parent);
-    const rules = await this.checkedWithMerchants(tx, { ...parentRules, delegation: { ...NO_DELEGATION }, ...input.mandate, caps: input.mandate.caps ?? parentRules.caps });
+    const rules = await this.checkedWithMerchants(tx, {
+      ...parentRules,
+      delegation: { ...NO_DELEGATION },
+      ...input.mandate,
+      caps: input.mandate.caps ?? parentRules.caps,
+      merchants: { ...parentRules.merchants, ...input.mandate.merchants },
+    });
     await refuseWider(tx, rules, { id: parent.id, rules: parentRules });
     const row = await this.insertAgent(tx, { ownerId: parent.owner_id, name: input.name, identity: input.identity, parent }, rules, principalScope(principal as Principal));
     return this.showOne(tx, row);

@@ -3,7 +3,7 @@
 // their vouchers as a freeze does (each holding merchant told: `voucher.revoked`, its revocations feed) and marks
 // the subtree retired, in one transaction under the rows of the subtree and its ancestors.
 import { Type, type Static, type TOptional } from '@sinclair/typebox';
-import { MandateRulesProperties } from '../agents/schemas.ts';
+import { MandateRulesProperties, MerchantRulesInput } from '../agents/schemas.ts';
 import type { Agent, AgentService } from '../agents/service.ts';
 import { formatUc, parseUc } from '../platform/money.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
@@ -12,8 +12,11 @@ import type { MandateRules } from '../policy/mandate.ts';
 import type { RevocationService } from '../revocations/service.ts';
 
 const DelegateMandate = Type.Object(
-  Object.fromEntries(Object.entries(MandateRulesProperties).map(([name, schema]) => [name, Type.Optional(schema)])) as {
-    [K in keyof typeof MandateRulesProperties]: TOptional<(typeof MandateRulesProperties)[K]>;
+  {
+    ...(Object.fromEntries(Object.entries(MandateRulesProperties).map(([name, schema]) => [name, Type.Optional(schema)])) as {
+      [K in keyof typeof MandateRulesProperties]: TOptional<(typeof MandateRulesProperties)[K]>;
+    }),
+    merchants: Type.Optional(MerchantRulesInput),
   },
   {
     additionalProperties: false,

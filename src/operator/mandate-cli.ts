@@ -93,7 +93,12 @@ export async function ownerCredential(config: Config, options: Pick<MandateComma
   fail(running ? noOwnerCredential(config) : noGatewayAt(config));
 }
 
-/** One request to the gateway; no gateway, or no answer, is said and ends the command. */
+/**
+ * One request to the gateway about one agent; no gateway, or no answer, is said and ends the command. A success that
+ * does not name the agent is not the gateway's (every answer of these routes names it: the mandate's `agentId`, the
+ * agent's `id`, a delegate's ancestors): another server at the address, whose 200 a script would have taken for a
+ * change made (found from outside: a catch-all server's `{"hello": …}` printed, exit 0).
+ */
 export async function call(
   config: Config,
   credential: OwnerCredential,
@@ -103,7 +108,12 @@ export async function call(
   headers?: Record<string, string>,
 ): Promise<GatewayAnswer> {
   try {
-    return await callGateway(config.baseUrl, credential.token, method, path, body, headers);
+    const answer = await callGateway(config.baseUrl, credential.token, method, path, body, headers);
+    const agentId = decodeURIComponent(path.split('/').find((segment) => segment.startsWith('agt_')) ?? '');
+    if (answer.status < 300 && agentId !== '' && !JSON.stringify(answer.body).includes(agentId)) {
+      fail(`${config.baseUrl} answered ${method} ${path} with HTTP ${answer.status} and a body that does not name the agent: is the gateway at ${config.baseUrl}? Set ACG_BASE_URL (or PORT) to where it runs`);
+    }
+    return answer;
   } catch (error) {
     if (error instanceof GatewayNotRunning) fail(noGatewayAt(config));
     // These commands take no key of their own: running one again is safe (a mandate set as it stands writes no

@@ -148,6 +148,15 @@ describe('registering a delegate', () => {
     expect(undenied.res.body).toMatchObject({ code: 'invalid_input', reason: 'merchant_outside_parent' });
   });
 
+  it("takes a delegate's merchant rules with one member: the other is its parent's (found from outside: deny alone was refused)", async () => {
+    const root = await rootAgent({ ...PARENT_MANDATE(), merchants: { allow: [shops[0].merchantId], deny: [shops[1].merchantId] } });
+    const extra = await openShop(world);
+    const narrowed = await createDelegate(root, root.token, { merchants: { deny: [shops[1].merchantId, extra.merchantId] } });
+    expect(narrowed.res.status, JSON.stringify(narrowed.res.body)).toBe(201);
+    const read = await world.api('GET', `/v1/owner/agents/${narrowed.agent!.id}/mandate`, { token: root.ownerToken });
+    expect(read.body.merchants).toEqual({ allow: [shops[0].merchantId], deny: [shops[1].merchantId, extra.merchantId] });
+  });
+
   it('a domain two merchants share names both: a child allowing it is wider than a parent allowing one, and a child denying one drops the denial of the other (found from outside)', async () => {
     const twins = [await openShop(world), await openShop(world)];
     const domain = `twins-${++counter}.example.com`;

@@ -245,6 +245,17 @@ describe('enforcement at the hold', () => {
     expect((await mint(world, agent.token, offer.id)).status).toBe(200);
   });
 
+  it('takes merchant rules with one member: the other takes its default, as a rule left out does (found from outside: deny alone was refused for want of allow)', async () => {
+    const agent = await fundedAgent();
+    const denyOnly = await put(agent, { merchants: { deny: [shop.merchantId] } });
+    expect(denyOnly.status, JSON.stringify(denyOnly.body)).toBe(200);
+    expect((await get(agent)).body.merchants).toEqual({ allow: null, deny: [shop.merchantId] });
+    expect((await put(agent, { merchants: { allow: [shop.merchantId] } })).status).toBe(200);
+    expect((await get(agent)).body.merchants).toEqual({ allow: [shop.merchantId], deny: [] });
+    expect((await put(agent, { merchants: {} })).status).toBe(200);
+    expect((await get(agent)).body.merchants).toEqual({ allow: null, deny: [] });
+  });
+
   it('refuses a merchant rule naming an id no merchant has (a mistyped deny would deny nothing), and takes a domain not yet registered (found from outside)', async () => {
     const agent = await fundedAgent();
     for (const merchants of [{ allow: null, deny: ['mer_typo'] }, { allow: [shop.merchantId, 'mer_nope'], deny: [] }]) {
