@@ -36,6 +36,13 @@ const WebhookConfigured = Type.Object({
   notice: Type.String(),
 });
 const DeliveryOne = Type.Object({ delivery: Type.Ref('WebhookDelivery') });
+/** A rotation's answer, a merchant's or an owner's: the configuration after it, and the new secret once. */
+const Rotated = (configuration: 'WebhookConfiguration' | 'OwnerWebhookConfiguration') =>
+  Type.Object({
+    configuration: Type.Ref(configuration),
+    webhookSecret: Type.Optional(Type.String({ description: 'whsec_…; shown once, absent from replays' })),
+    notice: Type.Optional(Type.String({ description: 'on a replay only: the secret was shown once, in the first answer, and what to do if it was lost' })),
+  });
 const OwnerConfigured = Type.Object({
   configuration: Type.Ref('OwnerWebhookConfiguration'),
   webhookSecret: Type.Optional(Type.String({ description: 'whsec_…; shown once, absent from replays and from PUTs that keep the secret' })),
@@ -160,11 +167,7 @@ export function eventRoutes(ops: EventOperations, queries: EventQueries) {
         params: IdParams,
         body: RotateBody,
         response: {
-          200: Type.Object({
-            configuration: Type.Ref('WebhookConfiguration'),
-            webhookSecret: Type.Optional(Type.String({ description: 'whsec_…; shown once, absent from replays' })),
-            notice: Type.Optional(Type.String({ description: 'on a replay only: the secret was shown once, in the first answer, and what to do if it was lost' })),
-          }),
+          200: Rotated('WebhookConfiguration'),
           ...problems(400, 404, 503),
         },
       },
@@ -219,11 +222,7 @@ export function ownerWebhookRoutes(ops: OwnerWebhookOperations, queries: EventQu
           'webhook is configured.',
         body: RotateBody,
         response: {
-          200: Type.Object({
-            configuration: Type.Ref('OwnerWebhookConfiguration'),
-            webhookSecret: Type.Optional(Type.String({ description: 'whsec_…; shown once, absent from replays' })),
-            notice: Type.Optional(Type.String({ description: 'on a replay only: the secret was shown once, in the first answer, and what to do if it was lost' })),
-          }),
+          200: Rotated('OwnerWebhookConfiguration'),
           ...problems(400, 404, 503),
         },
       },
