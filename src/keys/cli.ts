@@ -8,7 +8,7 @@ import type { Database } from '../platform/db/database.ts';
 import { LedgerService } from '../ledger/service.ts';
 import { OfferService } from '../offers/service.ts';
 import { configuredSecretBoxKey } from '../platform/secret-box.ts';
-import { schemaState, type SchemaState } from '../platform/db/migrate.ts';
+import { schemaState, sqlStateOf, type SchemaState } from '../platform/db/migrate.ts';
 import { embeddedDatabaseDir, openDatabase } from '../platform/db/open.ts';
 import { existsSync } from 'node:fs';
 import {
@@ -44,12 +44,6 @@ function when(atS: number | null, nowS: number): string {
   return `${new Date(atS * 1000).toISOString()} (${relative})`;
 }
 
-/** SQLSTATE 42P01: no `schema_migrations` table, so no gateway schema at all (the error itself, or its cause). */
-function isUndefinedTable(error: unknown): boolean {
-  const codeOf = (value: unknown) => (value as { code?: unknown } | undefined)?.code;
-  return codeOf(error) === '42P01' || codeOf((error as { cause?: unknown }).cause) === '42P01';
-}
-
 async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> {
   // A mistyped ACG_DATA_DIR, or another directory, would otherwise get a new database of its own, whose keys no gateway reads.
   if (!config.databaseUrl && !existsSync(embeddedDatabaseDir(config.dataDir))) {
@@ -60,7 +54,8 @@ async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>)
   try {
     db = await openDatabase(config);
     schema = await schemaState(db).catch((error: unknown) => {
-      if (isUndefinedTable(error)) return 'none' as const;
+      // SQLSTATE 42P01, undefined_table: no `schema_migrations`, so no gateway schema at all.
+      if (sqlStateOf(error) === '42P01') return 'none' as const;
       throw error;
     });
   } catch (error) {

@@ -46,9 +46,9 @@ async function send(baseUrl: string, path: string, init: RequestInit & { timeout
     const code = (error as { cause?: { code?: string } }).cause?.code;
     if (code === 'ECONNREFUSED') throw new GatewayNotRunning(baseUrl, { cause: error });
     const reason = code ?? (error as Error).message;
-    // A refused connection sent nothing; anything else may have been received and applied.
+    // A refused connection or a name that does not resolve sent nothing; anything else may have been received and applied.
     const key = new Headers(init.headers).get('idempotency-key');
-    if (key !== null) throw new NoAnswer(baseUrl, key, reason, { cause: error });
+    if (key !== null && code !== 'ENOTFOUND' && code !== 'EAI_AGAIN') throw new NoAnswer(baseUrl, key, reason, { cause: error });
     throw new Error(`cannot reach the gateway at ${baseUrl}: ${reason}`, { cause: error });
   }
 }

@@ -129,7 +129,7 @@ export const SCHEMA_WATCH_INTERVAL_MS = 5_000;
  * The SQLSTATE of an error the database answered, itself or as a cause (node-postgres' and PGlite's errors carry the
  * server's `severity` beside it; a five-letter errno such as EPIPE has none).
  */
-function sqlStateOf(error: unknown): string | undefined {
+export function sqlStateOf(error: unknown): string | undefined {
   for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
     const { code, severity } = current as { code?: unknown; severity?: unknown };
     if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && typeof severity === 'string') return code;
