@@ -229,7 +229,12 @@ const TIME_IN_ZONE = new Intl.DateTimeFormat(undefined, { year: 'numeric', month
 export function When({ s, zoned = false }: { s: number | null | undefined; zoned?: boolean }) {
   if (s === null || s === undefined) return <span>—</span>;
   const date = new Date(s * 1000);
-  return <time dateTime={date.toISOString()}>{(zoned ? TIME_IN_ZONE : TIME).format(date)}</time>;
+  return <time dateTime={date.toISOString()}>{whenText(s, zoned)}</time>;
+}
+
+/** The words of `When`, for a sentence (an action's outcome). */
+export function whenText(s: number, zoned = false): string {
+  return (zoned ? TIME_IN_ZONE : TIME).format(new Date(s * 1000));
 }
 
 const PERIOD_NAMES: Record<string, string> = { day: 'Daily', week: 'Weekly', month: 'Monthly', total: 'Total' };

@@ -3,7 +3,7 @@
 // re-send, each list a page at a time, newest first, with its older pages on request.
 import { useState } from 'preact/hooks';
 import { ok, newKey } from '../api.ts';
-import { ConfirmButton, CopyButton, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When } from '../ui.tsx';
+import { ConfirmButton, CopyButton, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When, whenText } from '../ui.tsx';
 import { Deliveries, DELIVERIES_PAGE } from './merchants.tsx';
 import { useLeaveGuard } from '../router.ts';
 
@@ -32,12 +32,22 @@ export function OwnerWebhookPage() {
   const configuration = configured.data;
   // Every change is a PUT of the whole configuration: a save of the URL keeps the webhook paused or delivering as it
   // is (found from outside: saving the URL of a paused webhook resumed it, as PUT's `enabled` defaults to true).
-  const put = (body: { url: string; enabled: boolean; rotateSecret?: boolean }, said: (notice: string) => string = (notice) => notice) =>
+  const put = (body: { url: string; enabled: boolean }, said: (notice: string) => string = (notice) => notice) =>
     action.run(async () => {
       const answer = ok(await api.PUT('/v1/owner/webhook', { params: { header: { 'Idempotency-Key': newKey() } }, body }));
       setSecret(answer.webhookSecret);
       reload();
       return said(answer.notice);
+    });
+  // A rotation keeps the old secret signing beside the new one for the route's default overlap (found from outside:
+  // the console replaced the secret at once, so a receiver not yet switched failed every delivery).
+  const rotate = () =>
+    action.run(async () => {
+      const answer = ok(await api.POST('/v1/owner/webhook/rotate-secret', { params: { header: { 'Idempotency-Key': newKey() } }, body: {} }));
+      setSecret(answer.webhookSecret);
+      reload();
+      const until = answer.configuration.configured ? answer.configuration.previousSecretExpiresAt : undefined;
+      return until ? `New secret issued: the old one keeps signing beside it until ${whenText(until)}.` : 'New secret issued.';
     });
   const enabledNow = configuration?.configured === true ? configuration.enabled : true;
   const save = (event: Event) => {
@@ -98,10 +108,10 @@ export function OwnerWebhookPage() {
               <ConfirmButton
                 label="Rotate signing secret"
                 title="Rotate the signing secret?"
-                consequence="The current secret stops signing at once: deliveries from now on are signed with the new one, shown here once. Update your receiver with it."
+                consequence="A new secret is issued and shown here once. For 24 hours every delivery is signed with both, so your receiver keeps verifying while you give it the new one; then only the new one signs."
                 confirmLabel="Rotate the secret"
                 disabled={action.busy}
-                onConfirm={() => void put({ url: configuration.url, enabled: configuration.enabled, rotateSecret: true })}
+                onConfirm={() => void rotate()}
               />
             </p>
           ) : null}
