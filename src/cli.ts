@@ -2,6 +2,7 @@
 // `acg --help` or `acg dev token` loads neither Fastify nor a database driver, and `acg serve` none of
 // the command modules.
 import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { Command, InvalidArgumentError, type Argument, type ErrorOptions, type HelpContext, type Option } from 'commander';
 import { ConfigError, ENV_VARS, loadConfig } from './platform/config.ts';
 
@@ -184,9 +185,15 @@ export function buildCli(): Command {
     )
     .action(async () => {
       const config = configOrExit();
-      const { openDatabase } = await import('./platform/db/open.ts');
+      const { openDatabase, embeddedDatabaseDir } = await import('./platform/db/open.ts');
       const { migrate, migrationName, MigrationError } = await import('./platform/db/migrate.ts');
       const { isStorageUnavailable } = await import('./platform/db/faults.ts');
+      // Progress on stderr, so that stdout stays the list of what was applied (found from outside: a first migrate of
+      // the embedded database said nothing for about ten seconds).
+      if (!config.databaseUrl) {
+        const where = embeddedDatabaseDir(config.dataDir);
+        process.stderr.write(existsSync(path.join(where, 'PG_VERSION')) ? `opening the embedded database in ${where}…\n` : `creating the embedded database in ${where} (a few seconds)…\n`);
+      }
       let db;
       try {
         db = await openDatabase(config);
@@ -198,7 +205,10 @@ export function buildCli(): Command {
         process.exit(2);
       }
       try {
-        const report = await migrate(db, (m) => process.stdout.write(`applied ${migrationName(m)}\n`));
+        const report = await migrate(db, {
+          pending: (list) => process.stderr.write(`applying ${list.length} migration(s) in one transaction (${migrationName(list[0]!)}${list.length > 1 ? ` … ${migrationName(list.at(-1)!)}` : ''})…\n`),
+          applied: (m) => process.stdout.write(`applied ${migrationName(m)}\n`),
+        });
         process.stdout.write(
           `${report.applied.length} migration(s) applied, ${report.alreadyApplied} already present (${db.kind === 'postgres' ? 'PostgreSQL' : `PGlite in ${config.dataDir}`})\n`,
         );

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCli } from '../src/cli.ts';
 import { sha256Hex } from '../src/operator/credential.ts';
 import { ENV_VARS } from '../src/platform/config.ts';
+import { listMigrations, migrationName } from '../src/platform/db/migrate.ts';
 import { loadDevIssuerKeys, mintDevToken } from '../src/identity/dev-issuers.ts';
 import { freePort } from './support/doh-server.ts';
 import { startTestGateway, type TestGateway } from './support/gateway.ts';
@@ -759,6 +760,28 @@ describe('acg owner commands against a server that answers 200 to everything', (
       expect(refused.stderr).toContain('and a body that does not name the agent: is the gateway at');
     }
   });
+});
+
+describe('acg migrate on the embedded database', () => {
+  const workDir = mkdtempSync(path.join(tmpdir(), 'acg-cli-migrate-embedded-'));
+  afterAll(() => rmSync(workDir, { recursive: true, force: true }));
+
+  it('says on stderr what it is doing before the seconds a first run takes, and keeps stdout the list of what it applied (found from outside: silent for about ten seconds)', async () => {
+    const dataDir = path.join(workDir, 'data');
+    const where = path.join(dataDir, 'pglite');
+    const migrations = listMigrations();
+    const count = migrations.length;
+    const first = await acg(workDir, { ACG_DATA_DIR: dataDir }, 'migrate');
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr.split('\n').slice(0, 2)).toEqual([
+      `creating the embedded database in ${where} (a few seconds)…`,
+      `applying ${count} migration(s) in one transaction (${migrationName(migrations[0]!)} … ${migrationName(migrations.at(-1)!)})…`,
+    ]);
+    expect(first.stdout.split('\n').filter((line) => line.startsWith('applied '))).toHaveLength(count);
+    expect(first.stdout).toContain(`${count} migration(s) applied, 0 already present (PGlite in ${dataDir})`);
+    const again = await acg(workDir, { ACG_DATA_DIR: dataDir }, 'migrate');
+    expect([again.code, again.stdout, again.stderr.split('\n')[0]]).toEqual([0, `0 migration(s) applied, ${count} already present (PGlite in ${dataDir})\n`, `opening the embedded database in ${where}…`]);
+  }, 90_000);
 });
 
 describe('acg migrate against a PostgreSQL that refuses the connection', () => {

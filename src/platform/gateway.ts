@@ -115,17 +115,11 @@ const SWEEP_INTERVAL_MS = 10 * 60 * 1000;
  * Applies pending migrations (under the advisory lock) and says so: on a database that had some, one line per
  * migration applied (an upgrade, each worth reading); on a new one, one line for them all, each at debug (found from
  * outside: a first `npm start` printed 42 lines of migrations before the one that says the gateway is ready). Then one
- * line for the result. A migration that fails leaves the ones applied before it named, one line each.
+ * line for the result. A migration that fails applied none (they run in one transaction): its error says so.
  */
 export async function migrateAndReport(db: Database, log: Logger): Promise<void> {
   const applied: string[] = [];
-  let report: Awaited<ReturnType<typeof migrate>>;
-  try {
-    report = await migrate(db, (m) => void applied.push(migrationName(m)));
-  } catch (error) {
-    for (const migration of applied) log.info({ migration }, 'migration applied');
-    throw error;
-  }
+  const report = await migrate(db, { applied: (m) => void applied.push(migrationName(m)) });
   if (report.alreadyApplied === 0 && applied.length > 1) {
     for (const migration of applied) log.debug({ migration }, 'migration applied');
     log.info({ applied: applied.length, first: applied[0], last: applied.at(-1) }, `new database: ${applied.length} migrations applied (${applied[0]} … ${applied.at(-1)})`);

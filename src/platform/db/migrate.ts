@@ -34,6 +34,14 @@ export function listMigrations(dir = MIGRATIONS_DIR): Migration[] {
     });
 }
 
+/** What a run of `migrate` tells its caller as it goes. */
+export interface MigrationHooks {
+  /** Before the run's transaction, when some are pending: a command line says what it is about to do (it takes seconds). */
+  pending?: (migrations: readonly Migration[]) => void;
+  /** After the run's transaction committed, once per migration it applied. */
+  applied?: (migration: Migration) => void;
+}
+
 export interface MigrationReport {
   applied: Migration[];
   alreadyApplied: number;
@@ -70,7 +78,7 @@ function newerSchemaRefusal(unknown: readonly string[]): string {
  * does not know (a newer release migrated it): an older release writing rows in their older form corrupts them for the
  * newer one (found from outside: holds an older instance wrote on a newer schema could never be settled).
  */
-export async function migrate(db: Database, onApply: (m: Migration) => void = () => {}, dir = MIGRATIONS_DIR): Promise<MigrationReport> {
+export async function migrate(db: Database, hooks: MigrationHooks = {}, dir = MIGRATIONS_DIR): Promise<MigrationReport> {
   const migrations = listMigrations(dir);
   return db.withAdvisoryLock(MIGRATION_LOCK_KEY, async (conn) => {
     await conn.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -88,6 +96,7 @@ export async function migrate(db: Database, onApply: (m: Migration) => void = ()
     const pending = migrations.filter((m) => !done.has(m.version));
     if (pending.length === 0) return { applied: [], alreadyApplied: done.size };
     const at = rows.at(-1);
+    hooks.pending?.(pending);
     await conn.query('BEGIN');
     let running: Migration | undefined;
     try {
@@ -105,7 +114,7 @@ export async function migrate(db: Database, onApply: (m: Migration) => void = ()
       const stays = at === undefined ? 'empty' : `at ${migrationName(at)}, as the release before ran it`;
       throw new MigrationError(`migration ${migrationName(running!)} failed: ${(error as Error).message}. None of the ${pending.length} pending migrations was applied: the database stays ${stays}.`);
     }
-    for (const m of pending) onApply(m);
+    for (const m of pending) hooks.applied?.(m);
     return { applied: pending, alreadyApplied: done.size };
   });
 }
