@@ -1234,7 +1234,7 @@ export interface paths {
         put?: never;
         /**
          * Verify an x402 payment (facilitator /verify)
-         * @description x402 VerifyRequest for `batch-settlement` on `acg:credit` in `microcredit`; always 200 with a VerifyResponse. Valid: the attestation verifies (ES256, its `typ`, a key of ours, `iss` = the requirements' `extra.authority` = this gateway, not expired), its `aud` is the calling merchant (and `payTo`), its `resource` is the requirements' `extra.resource`, its offer is `extra.offerId` and its amount covers `amount`, and its hold is held. Otherwise `isValid` false with one `invalidReason` each. First, before the attestation is read, x402's own reasons for a request that is not for this facilitator (a misconfigured server, never a forgery or a price): invalid_x402_version (`x402Version`, at the top or in the payload, not 2), invalid_scheme (not `batch-settlement`), invalid_network (not `acg:credit`), invalid_payment_requirements (an `asset` other than `microcredit`). Then attestation_invalid (structure, signature, typ, alg, iss: the draft's forgery signal), attestation_expired (valid signature, `exp` past), attestation_revoked (a freeze or a retirement revoked the hold), unauthorized_server (another merchant's), resource_mismatch, price_not_acceptable (less than asked, or another offer), already_settled, hold_expired. `payer` is the agent id. A malformed request is 400 invalid_input.
+         * @description x402 VerifyRequest for `batch-settlement` on `acg:credit` in `microcredit`; always 200 with a VerifyResponse. Valid: the attestation verifies (ES256, its `typ`, a key of ours, `iss` = the requirements' `extra.authority` = this gateway, not expired), its `aud` is the calling merchant (and `payTo`), its `resource` is the requirements' `extra.resource`, its offer is `extra.offerId` and its amount covers `amount`, and its hold is held. Otherwise `isValid` false with one `invalidReason` each. First, before the attestation is read, x402's own reasons for a request that is not for this facilitator (a misconfigured server, never a forgery or a price): invalid_x402_version (`x402Version`, at the top or in the payload, not 2), invalid_scheme (not `batch-settlement`), invalid_network (not `acg:credit`), invalid_payment_requirements (an `asset` other than `microcredit`). Requirements of another scheme or network are read for their `scheme` and `network` only, whatever else they hold (an x402 v1 body, an `exact` amount). Then attestation_invalid (structure, signature, typ, alg, iss: the draft's forgery signal), attestation_expired (valid signature, `exp` past), attestation_revoked (a freeze or a retirement revoked the hold), unauthorized_server (another merchant's), resource_mismatch, price_not_acceptable (less than asked, or another offer), already_settled, hold_expired. `payer` is the agent id. A malformed request is 400 invalid_input, and so are requirements of batch-settlement on acg:credit without a member this scheme needs (`amount` in µc, `payTo`, `maxTimeoutSeconds`, `extra.authority`, `extra.offerId`, `extra.resource`): they are the calling server's own.
          *
          *     Authentication: M; API key scopes: redemptions:capture.
          */
@@ -1256,7 +1256,7 @@ export interface paths {
         put?: never;
         /**
          * Settle an x402 payment (facilitator /settle): capture, or release at "0"
-         * @description x402 SettleRequest for `batch-settlement` on `acg:credit` in `microcredit`; always 200 with a SettleResponse. The charge is the settlement-time `paymentRequirements.amount` (at most what the attestation authorized; the rest goes back to the agent); "0" releases the hold (the API key then needs scope redemptions:release too). The payment verifies as for /verify (the version, scheme, network and asset, the attestation, its merchant, `resource` and offer against the requirements) except its presentation `exp`, since settlement is accepted until the hold's deadline, and the amount, which is the charge and at most what the attestation authorized. Exactly once per `jti`: the jti is the Idempotency-Key (none is sent), so concurrent settles on any instances charge once, and an identical repeat answers the same SettleResponse (Idempotent-Replayed). Success: `amount` and `extra.chargedAmount` the charge, `extra.commitmentId` the jti, `extra.receipt` the signed capture receipt (receipt+jwt; null for a release), `payer` the agent. Otherwise `success` false with one `errorReason`: first x402's own reasons for a request that is not for this facilitator (a misconfigured server, never a forgery or a price): invalid_x402_version (`x402Version`, at the top or in the payload, not 2), invalid_scheme (not `batch-settlement`), invalid_network (not `acg:credit`), invalid_payment_requirements (an `asset` other than `microcredit`); then settle_conflict (the jti was settled otherwise), hold_expired, unauthorized_server (another merchant's), revoked (a freeze or a retirement revoked the hold), attestation_invalid, resource_mismatch, price_not_acceptable (another offer), amount_exceeds_authorized. A malformed request is 400 invalid_input; no `bundleState` (an agent's balance is its owner's business).
+         * @description x402 SettleRequest for `batch-settlement` on `acg:credit` in `microcredit`; always 200 with a SettleResponse. The charge is the settlement-time `paymentRequirements.amount` (at most what the attestation authorized; the rest goes back to the agent); "0" releases the hold (the API key then needs scope redemptions:release too). The payment verifies as for /verify (the version, scheme, network and asset, the attestation, its merchant, `resource` and offer against the requirements) except its presentation `exp`, since settlement is accepted until the hold's deadline, and the amount, which is the charge and at most what the attestation authorized. Exactly once per `jti`: the jti is the Idempotency-Key (none is sent), so concurrent settles on any instances charge once, and an identical repeat answers the same SettleResponse (Idempotent-Replayed). Success: `amount` and `extra.chargedAmount` the charge, `extra.commitmentId` the jti, `extra.receipt` the signed capture receipt (receipt+jwt; null for a release), `payer` the agent. Otherwise `success` false with one `errorReason`: first x402's own reasons for a request that is not for this facilitator (a misconfigured server, never a forgery or a price): invalid_x402_version (`x402Version`, at the top or in the payload, not 2), invalid_scheme (not `batch-settlement`), invalid_network (not `acg:credit`), invalid_payment_requirements (an `asset` other than `microcredit`). Requirements of another scheme or network are read for their `scheme` and `network` only, whatever else they hold (an x402 v1 body, an `exact` amount); then settle_conflict (the jti was settled otherwise), hold_expired, unauthorized_server (another merchant's), revoked (a freeze or a retirement revoked the hold), attestation_invalid, resource_mismatch, price_not_acceptable (another offer), amount_exceeds_authorized. A malformed request is 400 invalid_input, and so are requirements of batch-settlement on acg:credit without a member this scheme needs (`amount` in µc, `payTo`, `maxTimeoutSeconds`, `extra.authority`, `extra.offerId`, `extra.resource`): they are the calling server's own. No `bundleState` (an agent's balance is its owner's business).
          *
          *     Authentication: M; API key scopes: redemptions:capture.
          */
@@ -10326,8 +10326,10 @@ export interface operations {
                     } & {
                         [key: string]: unknown;
                     };
-                    paymentRequirements: {
+                    paymentRequirements: ({
+                        /** @description batch-settlement */
                         scheme: string;
+                        /** @description acg:credit */
                         network: string;
                         asset: string;
                         /** @description for this scheme: the most this request may be charged (verify), the charge (settle; "0" releases) */
@@ -10337,17 +10339,22 @@ export interface operations {
                         maxTimeoutSeconds: number;
                         extra: {
                             /** @description the gateway's base URL: the attestation's issuer */
-                            authority?: string;
-                            offerId?: string;
+                            authority: string;
+                            offerId: string;
                             /** @description the resource URL as the server protects it */
-                            resource?: string;
+                            resource: string;
                             version?: string;
                         } & {
                             [key: string]: unknown;
                         };
                     } & {
                         [key: string]: unknown;
-                    };
+                    }) | ({
+                        scheme: string;
+                        network: string;
+                    } & {
+                        [key: string]: unknown;
+                    });
                 } & {
                     [key: string]: unknown;
                 };
@@ -10496,8 +10503,10 @@ export interface operations {
                     } & {
                         [key: string]: unknown;
                     };
-                    paymentRequirements: {
+                    paymentRequirements: ({
+                        /** @description batch-settlement */
                         scheme: string;
+                        /** @description acg:credit */
                         network: string;
                         asset: string;
                         /** @description for this scheme: the most this request may be charged (verify), the charge (settle; "0" releases) */
@@ -10507,17 +10516,22 @@ export interface operations {
                         maxTimeoutSeconds: number;
                         extra: {
                             /** @description the gateway's base URL: the attestation's issuer */
-                            authority?: string;
-                            offerId?: string;
+                            authority: string;
+                            offerId: string;
                             /** @description the resource URL as the server protects it */
-                            resource?: string;
+                            resource: string;
                             version?: string;
                         } & {
                             [key: string]: unknown;
                         };
                     } & {
                         [key: string]: unknown;
-                    };
+                    }) | ({
+                        scheme: string;
+                        network: string;
+                    } & {
+                        [key: string]: unknown;
+                    });
                 } & {
                     [key: string]: unknown;
                 };

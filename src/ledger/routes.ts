@@ -39,7 +39,7 @@ export function ledgerRoutes({ operations, queries }: LedgerRouteDeps) {
 
     app.route(
       queryRoute('GET', '/v1/redemptions/:id/evidence', queries.getRedemptionEvidence, {
-        auth: { kinds: ['human', 'owner', 'merchant'], scopes: ['evidence:read'] },
+        auth: { kinds: ['human', 'owner', 'merchant'], scopes: ['evidence:read'], for: "the owner of the hold's agent or the holding merchant's API key (scope evidence:read)" },
         tags,
         summary: "A redemption's signed evidence, for a dispute",
         description:

@@ -26,6 +26,12 @@ export const SIGNING_ALG = 'ES256';
 /** Leeway for another instance's clock ahead of this one (`nbf`, `iat`); never applied to `exp`. */
 const VERIFY_LEEWAY_S = 30;
 /**
+ * A compact JWS exactly as we sign it: three base64url segments, nothing around them. jose decodes a segment
+ * leniently (white space after the signature verified; found from outside on an x402 attestation), so a token that
+ * is not the one issued is refused here, before the signature is checked.
+ */
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+/**
  * How often every instance re-reads the key set (`reload`): a rotation, and above all `--expire-now` after a leak, holds
  * everywhere within it. One read of a table of a few rows; it was 60 s, in which a leaked key, expired, still verified
  * forged tokens on the other instances and signed vouchers no merchant could verify (found from outside: 38–43 s).
@@ -284,6 +290,7 @@ export class SigningKeys {
     token: string,
     expected: { typ: string; audience?: string; issuer: string; requiredClaims?: readonly string[]; lifetimeMaxS?: number },
   ): Promise<{ payload: JWTPayload; kid: string }> {
+    if (!COMPACT_JWS.test(token)) throw new joseErrors.JWSInvalid('the token is not a compact JWS of three base64url segments');
     const required = new Set(['exp', ...(expected.requiredClaims ?? []), ...(expected.lifetimeMaxS === undefined ? [] : ['iat'])]);
     const { payload, protectedHeader } = await jwtVerify(
       token,

@@ -36,7 +36,11 @@ const SCHEME = `\`${X402_SCHEME}\` on \`${X402_NETWORK}\` in \`${X402_ASSET}\``;
 const NOT_FOR_US =
   "x402's own reasons for a request that is not for this facilitator (a misconfigured server, never a forgery or a price): " +
   `invalid_x402_version (\`x402Version\`, at the top or in the payload, not ${X402_VERSION}), invalid_scheme (not \`${X402_SCHEME}\`), ` +
-  `invalid_network (not \`${X402_NETWORK}\`), invalid_payment_requirements (an \`asset\` other than \`${X402_ASSET}\`)`;
+  `invalid_network (not \`${X402_NETWORK}\`), invalid_payment_requirements (an \`asset\` other than \`${X402_ASSET}\`). Requirements of ` +
+  'another scheme or network are read for their `scheme` and `network` only, whatever else they hold (an x402 v1 body, an `exact` amount)';
+const MALFORMED =
+  `A malformed request is 400 invalid_input, and so are requirements of ${X402_SCHEME} on ${X402_NETWORK} without a member this scheme ` +
+  'needs (`amount` in µc, `payTo`, `maxTimeoutSeconds`, `extra.authority`, `extra.offerId`, `extra.resource`): they are the calling server\'s own.';
 
 export function x402Routes({ x402, operations, queries, configured }: X402RouteDeps) {
   const { authorizeX402Payment, settleX402Payment } = operations;
@@ -110,7 +114,7 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
           'attestation_invalid (structure, signature, typ, alg, iss: the draft\'s forgery signal), ' +
           'attestation_expired (valid signature, `exp` past), attestation_revoked (a freeze or a retirement revoked the hold), unauthorized_server (another ' +
           'merchant\'s), resource_mismatch, price_not_acceptable (less than asked, or another offer), already_settled, ' +
-          'hold_expired. `payer` is the agent id. A malformed request is 400 invalid_input.',
+          `hold_expired. \`payer\` is the agent id. ${MALFORMED}`,
         errors: [400],
         relayedBody: PAYING_CLIENTS,
       }),
@@ -131,7 +135,7 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
           '`extra.chargedAmount` the charge, `extra.commitmentId` the jti, `extra.receipt` the signed capture receipt (receipt+jwt; null for a ' +
           `release), \`payer\` the agent. Otherwise \`success\` false with one \`errorReason\`: first ${NOT_FOR_US}; then settle_conflict (the jti was settled otherwise), ` +
           'hold_expired, unauthorized_server (another merchant\'s), revoked (a freeze or a retirement revoked the hold), attestation_invalid, ' +
-          'resource_mismatch, price_not_acceptable (another offer), amount_exceeds_authorized. A malformed request is 400 invalid_input; no `bundleState` (an agent\'s balance is its owner\'s business).',
+          `resource_mismatch, price_not_acceptable (another offer), amount_exceeds_authorized. ${MALFORMED} No \`bundleState\` (an agent's balance is its owner's business).`,
         body: FacilitatorRequest,
         response: { 200: Type.Ref('X402SettleResponse'), ...problems(400, 503) },
       },

@@ -86,20 +86,24 @@ const Json = Type.Record(Type.String(), Type.Unknown());
 /** The longest attestation read; one the gateway signs is about 900 characters. */
 export const ATTESTATION_CHARS_MAX = 8192;
 
-/** PaymentRequirements as x402 sends them; what this scheme needs of them is checked by the service, by reason. */
+/**
+ * PaymentRequirements of this scheme on this network as x402 sends them: what the attestation is checked against,
+ * by reason (the asset too: another is invalid_payment_requirements). Malformed, they are a malformed request (400):
+ * they are the calling server's own.
+ */
 export const PaymentRequirements = Type.Object(
   {
-    scheme: Type.String({ maxLength: 100 }),
-    network: Type.String({ maxLength: 100 }),
+    scheme: Type.String({ maxLength: 100, description: X402_SCHEME }),
+    network: Type.String({ maxLength: 100, description: X402_NETWORK }),
     asset: Type.String({ maxLength: 100 }),
     amount: Microcredits('for this scheme: the most this request may be charged (verify), the charge (settle; "0" releases)'),
     payTo: Type.String({ maxLength: 200, description: 'for this scheme: the merchant id' }),
     maxTimeoutSeconds: Type.Integer({ minimum: 0 }),
     extra: Type.Object(
       {
-        authority: Type.Optional(Type.String({ maxLength: 2048, description: "the gateway's base URL: the attestation's issuer" })),
-        offerId: Type.Optional(Type.String({ maxLength: 200 })),
-        resource: Type.Optional(Type.String({ maxLength: RESOURCE_URL_CHARS_MAX, description: 'the resource URL as the server protects it' })),
+        authority: Type.String({ maxLength: 2048, description: "the gateway's base URL: the attestation's issuer" }),
+        offerId: Type.String({ maxLength: 200 }),
+        resource: Type.String({ maxLength: RESOURCE_URL_CHARS_MAX, description: 'the resource URL as the server protects it' }),
         version: Type.Optional(Type.String({ maxLength: 40 })),
       },
       { additionalProperties: true },
@@ -108,6 +112,20 @@ export const PaymentRequirements = Type.Object(
   { additionalProperties: true },
 );
 export type PaymentRequirements = Static<typeof PaymentRequirements>;
+
+/**
+ * Requirements of another scheme or network (an x402 v1 server's, an `exact` one's, sent here by mistake): read for
+ * their scheme and network only, and answered 200 with x402's reason, whatever else they hold (found from outside:
+ * a v1 body, or another scheme's amount, was refused 400 for not being this scheme's, and x402's client threw).
+ */
+export const ForeignPaymentRequirements = Type.Object(
+  { scheme: Type.String({ maxLength: 100 }), network: Type.String({ maxLength: 100 }) },
+  {
+    additionalProperties: true,
+    not: { type: 'object', required: ['scheme', 'network'], properties: { scheme: { const: X402_SCHEME }, network: { const: X402_NETWORK } } },
+    description: `requirements of another scheme or network than ${X402_SCHEME} on ${X402_NETWORK}: answered with invalid_scheme or invalid_network (invalid_x402_version first)`,
+  },
+);
 
 export const PaymentPayload = Type.Object(
   {
@@ -130,7 +148,7 @@ export type PaymentPayload = Static<typeof PaymentPayload>;
 
 /** VerifyRequest and SettleRequest: one shape. */
 export const FacilitatorRequest = Type.Object(
-  { x402Version: Type.Integer(), paymentPayload: PaymentPayload, paymentRequirements: PaymentRequirements },
+  { x402Version: Type.Integer(), paymentPayload: PaymentPayload, paymentRequirements: Type.Union([PaymentRequirements, ForeignPaymentRequirements]) },
   {
     additionalProperties: true,
     examples: [

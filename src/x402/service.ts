@@ -29,6 +29,8 @@ import {
   type AuthorizeX402Input,
   type FacilitatorRequest,
   type InvalidReason,
+  type PaymentPayload,
+  type PaymentRequirements,
   type RequirementsReason,
   type SettleErrorReason,
   type SettleResponse,
@@ -221,10 +223,10 @@ export class X402Service {
    * revoked, settled or expired.
    */
   async verify(db: Queryable, merchantId: string, request: FacilitatorRequest): Promise<VerifyResponse> {
-    const requirements = request.paymentRequirements;
-    const elsewhere = notForThisFacilitator(request);
-    if (elsewhere) return invalid(elsewhere.reason, elsewhere.message);
-    const reading = await this.readAttestation(request, 'presentation');
+    const ours = forThisFacilitator(request);
+    if (!ours.ok) return invalid(ours.reason, ours.message);
+    const { requirements } = ours;
+    const reading = await this.readAttestation(request.paymentPayload, requirements, 'presentation');
     if (!reading.ok) return invalid(reading.reason, reading.message, reading.payer);
     const { claims } = reading;
     const terms = termsRefusal(claims, requirements, merchantId);
@@ -249,10 +251,10 @@ export class X402Service {
    * asked. Its refusals are answers that change nothing.
    */
   async settlementOf(merchantId: string, request: FacilitatorRequest): Promise<Settlement> {
-    const requirements = request.paymentRequirements;
-    const elsewhere = notForThisFacilitator(request);
-    if (elsewhere) return { refused: settleFailure(elsewhere.reason, elsewhere.message) };
-    const reading = await this.readAttestation(request, 'settlement');
+    const ours = forThisFacilitator(request);
+    if (!ours.ok) return { refused: settleFailure(ours.reason, ours.message) };
+    const { requirements } = ours;
+    const reading = await this.readAttestation(request.paymentPayload, requirements, 'settlement');
     if (!reading.ok) return { refused: settleFailure('attestation_invalid', reading.message) };
     const { claims } = reading;
     const terms = termsRefusal(claims, requirements, merchantId);
@@ -314,8 +316,8 @@ export class X402Service {
    * scheme. For a presentation `exp` must not have passed (attestation_expired, the signature having
    * verified); a settlement is accepted until the hold's deadline, which the ledger keeps.
    */
-  private async readAttestation(request: FacilitatorRequest, use: 'presentation' | 'settlement'): Promise<Reading> {
-    const payload = request.paymentPayload.payload as { type?: unknown; attestation?: unknown } | null;
+  private async readAttestation(payment: PaymentPayload, requirements: PaymentRequirements, use: 'presentation' | 'settlement'): Promise<Reading> {
+    const payload = payment.payload as { type?: unknown; attestation?: unknown } | null;
     if (typeof payload !== 'object' || payload === null || payload.type !== 'consume' || typeof payload.attestation !== 'string') {
       return unreadable('the payload is not {type: "consume", attestation}');
     }
@@ -352,10 +354,8 @@ export class X402Service {
     if (!claims) return unreadable('the attestation lacks a claim of the scheme, or has one of the wrong type');
     // Compared in one form, as the x402 package's client compares it before it pays: a server whose requirements
     // write the authority with a trailing slash or in capitals names this gateway all the same.
-    const authority = request.paymentRequirements.extra.authority;
-    if (authority === undefined || baseUrlInOneForm(authority) !== claims.iss) {
-      return unreadable(`the attestation was issued by ${claims.iss}, ${stated('extra.authority', request.paymentRequirements.extra.authority)}`);
-    }
+    const { authority } = requirements.extra;
+    if (baseUrlInOneForm(authority) !== claims.iss) return unreadable(`the attestation was issued by ${claims.iss}, not ${authority}`);
     return { ok: true, claims };
   }
 }
@@ -363,19 +363,22 @@ export class X402Service {
 const THIS_SCHEME = `this facilitator settles ${X402_SCHEME} on ${X402_NETWORK} in ${X402_ASSET} only`;
 
 /**
- * Why a request is not for this facilitator, with x402's own reason (schemas.ts, REQUIREMENTS_REASONS): the
- * version first (another version's requirements are not read as this one's), then the scheme, the network and
- * the asset. Each is the server's statement, so none is a forgery or a price; undefined when all are ours.
+ * The request's requirements when it is for this facilitator; else why not, with x402's own reason (schemas.ts,
+ * REQUIREMENTS_REASONS): the version first (another version's requirements are not read as this one's), then the
+ * scheme, the network and the asset. Each is the server's statement, so none is a forgery or a price.
  */
-function notForThisFacilitator(request: FacilitatorRequest): { reason: RequirementsReason; message: string } | undefined {
+function forThisFacilitator(request: FacilitatorRequest): { ok: true; requirements: PaymentRequirements } | { ok: false; reason: RequirementsReason; message: string } {
   if (request.x402Version !== X402_VERSION || request.paymentPayload.x402Version !== X402_VERSION) {
-    return { reason: 'invalid_x402_version', message: `this facilitator speaks x402 version ${X402_VERSION} only` };
+    return { ok: false, reason: 'invalid_x402_version', message: `this facilitator speaks x402 version ${X402_VERSION} only` };
   }
-  const { scheme, network, asset } = request.paymentRequirements;
-  if (scheme !== X402_SCHEME) return { reason: 'invalid_scheme', message: `the scheme ${scheme} is not ${X402_SCHEME}: ${THIS_SCHEME}` };
-  if (network !== X402_NETWORK) return { reason: 'invalid_network', message: `the network ${network} is not ${X402_NETWORK}: ${THIS_SCHEME}` };
-  if (asset !== X402_ASSET) return { reason: 'invalid_payment_requirements', message: `the asset ${asset} is not ${X402_ASSET}: ${THIS_SCHEME}` };
-  return undefined;
+  const { scheme, network } = request.paymentRequirements;
+  if (scheme !== X402_SCHEME) return { ok: false, reason: 'invalid_scheme', message: `the scheme ${scheme} is not ${X402_SCHEME}: ${THIS_SCHEME}` };
+  if (network !== X402_NETWORK) return { ok: false, reason: 'invalid_network', message: `the network ${network} is not ${X402_NETWORK}: ${THIS_SCHEME}` };
+  // The request's schema admits this scheme on this network only in its whole form (ForeignPaymentRequirements
+  // admits every other), so these are PaymentRequirements.
+  const requirements = request.paymentRequirements as PaymentRequirements;
+  if (requirements.asset !== X402_ASSET) return { ok: false, reason: 'invalid_payment_requirements', message: `the asset ${requirements.asset} is not ${X402_ASSET}: ${THIS_SCHEME}` };
+  return { ok: true, requirements };
 }
 
 /**
@@ -385,23 +388,18 @@ function notForThisFacilitator(request: FacilitatorRequest): { reason: Requireme
  */
 function termsRefusal(
   claims: AttestationClaims,
-  requirements: FacilitatorRequest['paymentRequirements'],
+  requirements: PaymentRequirements,
   merchantId: string,
 ): { reason: 'unauthorized_server' | 'resource_mismatch' | 'price_not_acceptable'; message: string } | undefined {
   if (claims.aud !== merchantId) return { reason: 'unauthorized_server', message: `the attestation is for merchant ${claims.aud}, not the caller` };
   if (requirements.payTo !== merchantId) return { reason: 'unauthorized_server', message: `the requirements pay ${requirements.payTo}, not the caller` };
   if (requirements.extra.resource !== claims.resource) {
-    return { reason: 'resource_mismatch', message: `the attestation is for ${claims.resource}, ${stated('extra.resource', requirements.extra.resource)}` };
+    return { reason: 'resource_mismatch', message: `the attestation is for ${claims.resource}, not ${requirements.extra.resource}` };
   }
   if (requirements.extra.offerId !== claims.offerId) {
-    return { reason: 'price_not_acceptable', message: `the attestation is for offer ${claims.offerId}, ${stated('extra.offerId', requirements.extra.offerId)}` };
+    return { reason: 'price_not_acceptable', message: `the attestation is for offer ${claims.offerId}, not ${requirements.extra.offerId}` };
   }
   return undefined;
-}
-
-/** The other side of a mismatch: what the requirements state, or that they state nothing (not "undefined"). */
-function stated(member: string, value: unknown): string {
-  return value === undefined ? `and the requirements state no ${member}` : `not ${String(value)}`;
 }
 
 /** The attestation binds the resource as the server names it, and nothing fetches it: any absolute URI will do. */

@@ -173,7 +173,9 @@ describe('the auth matrix', () => {
           // The sentence names who the route is for (found from outside: a merchant's route told an agent it was for
           // "the agent's owner"; another said "a owner credential").
           if (expected === 'owner_required') {
-            expect(res.body.detail, where).toBe(route.kinds.includes('merchant') ? "this route is for a merchant's owner or its API key, not an agent" : "this route is for the agent's owner");
+            // Evidence names its own readers: the hold's agent's owner, not a merchant's (found from outside).
+            const readers = route.template === '/v1/redemptions/{id}/evidence' ? "the owner of the hold's agent or the holding merchant's API key (scope evidence:read), not an agent" : undefined;
+            expect(res.body.detail, where).toBe(readers ? `this route is for ${readers}` : route.kinds.includes('merchant') ? "this route is for a merchant's owner or its API key, not an agent" : "this route is for the agent's owner");
           }
           expect(res.body.detail, where).not.toMatch(/\ba [aeiou]/);
         }

@@ -171,6 +171,8 @@ describe('the evidence of a redemption', () => {
       const res = await evidenceOf(holdId, token);
       expect([res.status, res.body.code], who).toEqual([status, code]);
     }
+    // The agent is told who reads evidence (found from outside: "a merchant's owner", whom the route answers 404).
+    expect((await evidenceOf(holdId, agent.token)).body.detail).toBe("this route is for the owner of the hold's agent or the holding merchant's API key (scope evidence:read), not an agent");
     // What another owner and another merchant see is what a missing id gets: nothing shows through.
     for (const token of [stranger.ownerToken, otherMerchant.key]) {
       const [known, missing] = [await evidenceOf(holdId, token), await evidenceOf('hold_doesnotexist', token)];

@@ -279,6 +279,10 @@ describe('POST /x402/verify', () => {
     const forged = `${header}.${Buffer.from(JSON.stringify({ ...claims, amount: '900000' })).toString('base64url')}.${signature}`;
     expect(await verify(paymentOf(forged, requirements))).toMatchObject({ isValid: false, invalidReason: 'attestation_invalid' });
     expect(await verify(paymentOf('not.a.jws', requirements))).toMatchObject({ isValid: false, invalidReason: 'attestation_invalid' });
+    // The token issued, exactly: with white space around or inside it, it is not (found from outside: a trailing space verified).
+    for (const altered of [`${attestation} `, ` ${attestation}`, `${attestation}\n`, attestation.replace('.', '. ')]) {
+      expect(await verify(paymentOf(altered, requirements)), JSON.stringify(altered.slice(-3))).toMatchObject({ isValid: false, invalidReason: 'attestation_invalid' });
+    }
     expect(await verify({ ...payment, payload: { type: 'consume' } })).toMatchObject({ isValid: false, invalidReason: 'attestation_invalid' });
     // The paying client's payload, however malformed, is the facilitator's refusal and not a malformed request (found from outside).
     for (const bad of [{ type: 'consume', attestation: 'a'.repeat(9000) }, { type: 'consume', attestation: 123 }, { type: 'x'.repeat(50), attestation }, { type: ['consume'], attestation }, [], 'consume', null]) {
@@ -358,6 +362,30 @@ describe('POST /x402/verify', () => {
     // The version is read first: an x402 v1 request is not judged by v2's requirements.
     const v1 = await world.api('POST', '/x402/verify', { token: shop.key, body: { ...request(1, 1), paymentRequirements: { ...requirements, network: 'base' } } });
     expect(v1.body).toMatchObject({ invalidReason: 'invalid_x402_version' });
+    // Requirements in another version's or another scheme's own form are answered with the reason too, not refused
+    // for lacking this scheme's members (found from outside: 400, which x402's HTTPFacilitatorClient throws).
+    const v1Requirements = { scheme: 'exact', network: 'base-sepolia', maxAmountRequired: '1000', resource: 'https://api.shop.example/report', description: '', mimeType: 'application/json', payTo: '0x209693Bc6afc0C5328bA36FaF03C514EF312287C', maxTimeoutSeconds: 60, asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e', extra: { name: 'USDC', version: '2' } };
+    const exactV2 = { scheme: 'exact', network: 'eip155:84532', amount: '1.5', asset: 'USDC', payTo: '0x209693Bc6afc0C5328bA36FaF03C514EF312287C', maxTimeoutSeconds: 60 };
+    const foreign: Array<[string, Record<string, unknown>, string]> = [
+      ['a v1 request', { x402Version: 1, paymentPayload: { x402Version: 1, scheme: 'exact', network: 'base-sepolia', payload: { signature: '0x00' } }, paymentRequirements: v1Requirements }, 'invalid_x402_version'],
+      ['exact with a decimal amount and no extra', { x402Version: 2, paymentPayload: payment, paymentRequirements: exactV2 }, 'invalid_scheme'],
+      ['this scheme on another network, without extra', { x402Version: 2, paymentPayload: payment, paymentRequirements: { ...exactV2, scheme: 'batch-settlement' } }, 'invalid_network'],
+    ];
+    for (const [what, body, reason] of foreign) {
+      const verified = await world.api('POST', '/x402/verify', { token: shop.key, body });
+      expect([verified.status, verified.body.invalidReason], what).toEqual([200, reason]);
+      const settled = await world.api('POST', '/x402/settle', { token: shop.key, body });
+      expect([settled.status, settled.body.errorReason], what).toEqual([200, reason]);
+    }
+    // This scheme's requirements without a member it needs are the server's malformed request, named: not the
+    // draft's forgery signal (a missing authority) nor a price (a missing offer) (found from outside).
+    for (const member of ['authority', 'offerId', 'resource']) {
+      const { [member]: _left, ...extra } = requirements.extra as Record<string, unknown>;
+      for (const route of ['/x402/verify', '/x402/settle']) {
+        const refused = await world.api('POST', route, { token: shop.key, body: { x402Version: 2, paymentPayload: payment, paymentRequirements: { ...requirements, extra } } });
+        expect([refused.status, refused.body.code, refused.body.detail], `${route} ${member}`).toEqual([400, 'invalid_input', `body/paymentRequirements/extra must have required property '${member}'`]);
+      }
+    }
     // Nothing was settled by any of them.
     expect(await facilitator().verify(payment, requirements)).toMatchObject({ isValid: true });
   });
@@ -455,12 +483,8 @@ describe('POST /x402/settle', () => {
     // What verify refuses of the requirements, settle refuses alike: the same payment never verifies false and settles.
     const elsewhere = { ...requirements, extra: { ...requirements.extra, resource: 'https://api.shop.example/other' } };
     expect(await facilitator().settle(payment, elsewhere)).toMatchObject({ success: false, errorReason: 'resource_mismatch', payer: agent.id });
-    const { offerId: _offerId, ...noOffer } = requirements.extra;
-    for (const extra of [{ ...requirements.extra, offerId: 'off_other' }, noOffer]) {
-      const settled = await facilitator().settle(payment, { ...requirements, extra });
-      expect(settled).toMatchObject({ success: false, errorReason: 'price_not_acceptable', payer: agent.id });
-      expect(settled.errorMessage ?? '').not.toContain('undefined');
-    }
+    const settled = await facilitator().settle(payment, { ...requirements, extra: { ...requirements.extra, offerId: 'off_other' } });
+    expect(settled).toMatchObject({ success: false, errorReason: 'price_not_acceptable', payer: agent.id, errorMessage: `the attestation is for offer ${requirements.extra.offerId}, not off_other` });
     expect(await facilitator().settle(payment, { ...requirements, network: 'eip155:8453' })).toMatchObject({ success: false, errorReason: 'invalid_network' });
     const other = await openShop(world);
     expect(await facilitator(other.key).settle(payment, { ...requirements, payTo: other.merchantId })).toMatchObject({ success: false, errorReason: 'unauthorized_server' });

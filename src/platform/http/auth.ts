@@ -13,6 +13,12 @@ export interface AuthRequirement {
   /** Merchant API key scopes this route needs (all of them). */
   scopes?: readonly string[];
   resource?: Resource;
+  /**
+   * Who the route is for, in words, where its kinds alone would name the wrong reader in a refusal (evidence is the
+   * hold's agent's owner's, or the holding merchant's key's, where a route taking a merchant key is otherwise the
+   * merchant owner's).
+   */
+  for?: string;
 }
 
 export interface Authenticator {
@@ -39,7 +45,11 @@ function denial(principal: Principal, requirement: AuthRequirement): ApiError {
   }
   if (principal.kind === 'agent' && (allowed.includes('human') || allowed.includes('owner'))) {
     // A route that also takes a merchant API key is a merchant's, whose owner is not the agent's.
-    const detail = allowed.includes('merchant') ? "this route is for a merchant's owner or its API key, not an agent" : "this route is for the agent's owner";
+    const detail = requirement.for
+      ? `this route is for ${requirement.for}, not an agent`
+      : allowed.includes('merchant')
+        ? "this route is for a merchant's owner or its API key, not an agent"
+        : "this route is for the agent's owner";
     return new ApiError('owner_required', { detail });
   }
   return new ApiError('forbidden', { detail: `this route does not accept ${/^[aeiou]/.test(principal.kind) ? 'an' : 'a'} ${principal.kind} credential` });
