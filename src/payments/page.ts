@@ -67,6 +67,9 @@ const SCRIPT = `(() => {
   // Looks again for Stripe's confirmation after a payment (the webhook usually follows in seconds): 40 looks, 3 s apart.
   let looksLeft = 40;
   let token = '';
+  // The status the page shows, which a click answers: a purchase answered meanwhile is said, not changed again.
+  let shownStatus = '';
+  let shownName = '';
   const api = (method, path, body) => fetch(path, {
     method,
     headers: body === undefined
@@ -108,7 +111,10 @@ const SCRIPT = `(() => {
     text('resource', purchase.resource || '');
     const pending = purchase.status === 'pending_approval';
     show('approve', pending);
+    // The API's decline also withdraws an approval not used yet: the button says which it does (found from outside:
+    // it read "Decline" on an approved purchase, as the console's card does not).
     show('decline', pending || purchase.status === 'approved');
+    text('decline', purchase.status === 'approved' ? 'Withdraw the approval' : 'Decline');
     return { pending, paid: false };
   };
   const load = async () => {
@@ -120,12 +126,19 @@ const SCRIPT = `(() => {
     text('agent-name', agentFound.ok ? agent.name : '');
     text('agent', record.agentId);
     text('state', STATUS[record.status] || record.status);
-    text('expires', new Date(record.expiresAt * 1000).toLocaleString());
+    // A deadline only while one runs: the answer's, or an approved purchase's retry's; none once the request is closed.
+    const approved = kind === 'purchase' && record.status === 'approved';
+    const expires = new Date(record.expiresAt * 1000).toLocaleString();
+    show('expires-row', record.status === 'pending_approval' || approved);
+    text('expires-label', approved ? 'The agent retries before' : 'Expires');
+    text('expires', expires);
+    shownStatus = record.status;
     for (const row of document.querySelectorAll('[data-for]')) row.hidden = row.dataset.for !== kind;
     const { pending, paid } = kind === 'topup' ? await showTopup(record) : showPurchase(record);
     // Said before the owner decides, as the console's card says it (found from outside: the page offered a plain Approve).
     const stopped = agentFound.ok ? (agent.effectiveStatus || agent.status) : 'active';
     const name = agentFound.ok ? agent.name : record.agentId;
+    shownName = name;
     const frozen = stopped === 'frozen' ? ' until it is unfrozen' : '';
     text('stopped', kind === 'topup'
       ? name + ' is ' + stopped + ': a top-up approved now credits a balance it cannot spend' + frozen + '.'
@@ -138,7 +151,7 @@ const SCRIPT = `(() => {
     if (kind === 'purchase' && isStopped) show('approve', false);
     show('signin', false);
     show('details', true);
-    say(pending ? '' : 'This ' + noun + ' is ' + record.status + '.', TONE[record.status] || '');
+    say(pending ? '' : 'This ' + noun + ' is ' + record.status + '.' + (approved ? ' ' + name + "'s retry of the purchase, before " + expires + ', takes the hold; withdraw the approval to refuse it.' : ''), TONE[record.status] || '');
     if (paid && looksLeft > 0) {
       looksLeft -= 1;
       say('You paid at Stripe Checkout. The credit is added once Stripe confirms the payment; this page looks again every few seconds.', '');
@@ -151,6 +164,19 @@ const SCRIPT = `(() => {
   };
   const act = async (verb) => {
     for (const b of document.querySelectorAll('button')) b.disabled = true;
+    if (kind === 'purchase' && verb === 'decline') {
+      // Answered meanwhile (another tab, the console, the agent's retry): said, not declined or withdrawn unseen
+      // (found from outside: a stale tab's Decline withdrew an approval just given elsewhere).
+      const now = await api('GET', path);
+      const current = await json(now);
+      if (now.ok && current.status !== shownStatus) {
+        const was = shownStatus === 'approved' ? 'withdrawn' : 'declined';
+        await load();
+        for (const b of document.querySelectorAll('button')) b.disabled = false;
+        say('Not ' + was + ': the purchase for ' + shownName + ' was ' + current.status + " meanwhile (in another tab, in the console, or by the agent's retry). It is shown as it is now.", 'error');
+        return;
+      }
+    }
     const response = await api('POST', path + '/' + verb, {});
     const body = await json(response);
     for (const b of document.querySelectorAll('button')) b.disabled = false;
@@ -218,7 +244,7 @@ export function approvalPage(nonce: string, view: ApprovalPageView): string {
 <div data-for="topup" hidden><dt>Reason</dt><dd id="reason"></dd><dt>Retained intent</dt><dd id="intent"></dd></div>
 <dt>Status</dt><dd id="state"></dd>
 <div data-for="topup" hidden><dt>Payment</dt><dd id="mode"></dd></div>
-<dt>Expires</dt><dd id="expires"></dd></dl>
+<div id="expires-row"><dt id="expires-label">Expires</dt><dd id="expires"></dd></div></dl>
 <p id="stopped" class="warning" hidden></p>
 <button id="approve" type="button" hidden>Approve</button><a id="checkout" class="button" hidden>Pay with Stripe Checkout</a>
 <button id="decline" type="button" hidden>Decline</button></div>

@@ -149,8 +149,11 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
       await expect(page.locator('#state').textContent()).resolves.toBe('approved');
       expect(await page.locator('#status').evaluate((element) => getComputedStyle(element).color)).toBe('rgb(26, 127, 55)');
       expect(await page.locator('#approve').isHidden()).toBe(true);
-      // An approval not used yet may still be withdrawn.
+      // An approval not used yet may still be withdrawn, and the button says so; the deadline is the retry's.
       expect(await page.locator('#decline').isVisible()).toBe(true);
+      await expect(page.locator('#decline').textContent()).resolves.toBe('Withdraw the approval');
+      await expect(page.locator('#expires-label').textContent()).resolves.toBe('The agent retries before');
+      await expect(page.locator('#status').textContent()).resolves.toMatch(/^This purchase is approved\. Purchase agent's retry of the purchase, before .+, takes the hold; withdraw the approval to refuse it\.$/);
     });
 
     const retry = await mint(key);
@@ -199,11 +202,26 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
     const asked = await mint(key);
     expect(asked.status).toBe(402);
     await onThePage(asked.body.approvalUrl, async (page) => {
+      await expect(page.locator('#expires-label').textContent()).resolves.toBe('Expires');
       await page.locator('#decline').click();
       await page.locator('#status', { hasText: 'This purchase is declined.' }).waitFor({ timeout: 15_000 });
       expect(await page.locator('#approve').isHidden()).toBe(true);
       expect(await page.locator('#decline').isHidden()).toBe(true);
+      // Closed: no deadline shown (found from outside: "Expires" stayed on answered requests).
+      expect(await page.locator('#expires-row').isHidden()).toBe(true);
     });
+    // A page read while the purchase waited, approved meanwhile elsewhere: its Decline says so and withdraws nothing
+    // (found from outside: a stale tab's Decline withdrew the approval just given in another).
+    const stale = await mint(`e2e-decline-${++counter}`);
+    await onThePage(stale.body.approvalUrl, async (page) => {
+      await expect(page.locator('#state').textContent()).resolves.toBe('waiting for your answer');
+      expect((await call(url, 'POST', `/v1/payments/purchases/${stale.body.intentId}/approve`, ownerToken, {}, `e2e-approve-elsewhere-${counter}`)).status).toBe(200);
+      await page.locator('#decline').click();
+      await page.locator('#status', { hasText: 'Not declined: the purchase for Purchase agent was approved meanwhile' }).waitFor({ timeout: 15_000 });
+      await expect(page.locator('#state').textContent()).resolves.toBe('approved');
+      await expect(page.locator('#decline').textContent()).resolves.toBe('Withdraw the approval');
+    });
+    expect((await call(url, 'GET', `/v1/payments/purchases/${stale.body.intentId}`, ownerToken)).body.status).toBe('approved');
     const retry = await mint(key);
     expect(retry.status).toBe(409);
     expect(retry.body).toMatchObject({ code: 'conflict', reason: 'purchase_declined' });
