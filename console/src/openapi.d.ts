@@ -3923,6 +3923,17 @@ export interface operations {
                     "text/plain; version=0.0.4; charset=utf-8": string;
                 };
             };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`). This route is not rate-limited. */
             "4XX": {
                 headers: {
@@ -3964,6 +3975,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
             };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`). This route is not rate-limited. */
             "4XX": {
@@ -4016,6 +4038,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -4054,6 +4087,17 @@ export interface operations {
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
                 };
             };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
@@ -4290,7 +4334,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description the gateway cannot serve the page now (its database is unavailable): try again after Retry-After */
+            /** @description the gateway cannot serve the page now (its database is unavailable, or it is starting or stopping): try again after Retry-After */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -4361,7 +4405,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description the gateway cannot serve the page now (its database is unavailable): try again after Retry-After */
+            /** @description the gateway cannot serve the page now (its database is unavailable, or it is starting or stopping): try again after Retry-After */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -4852,6 +4896,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -4911,6 +4966,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -4951,6 +5017,17 @@ export interface operations {
             429: {
                 headers: {
                     /** @description seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
                     "Retry-After"?: number;
                     [name: string]: unknown;
                 };
@@ -5005,6 +5082,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -5045,6 +5133,17 @@ export interface operations {
             429: {
                 headers: {
                     /** @description seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
                     "Retry-After"?: number;
                     [name: string]: unknown;
                 };
@@ -5147,6 +5246,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -5209,7 +5319,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -5303,7 +5413,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -5391,7 +5501,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -5634,7 +5744,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -5786,7 +5896,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -5918,7 +6028,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -6012,7 +6122,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -6254,7 +6364,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -6354,7 +6464,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -6448,7 +6558,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -6592,7 +6702,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -6744,7 +6854,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -6871,7 +6981,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -7093,7 +7203,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -7185,7 +7295,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -7326,7 +7436,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -7430,7 +7540,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -7522,7 +7632,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -7836,7 +7946,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -7968,7 +8078,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -8039,7 +8149,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -8102,6 +8212,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -8147,6 +8268,17 @@ export interface operations {
             429: {
                 headers: {
                     /** @description seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
                     "Retry-After"?: number;
                     [name: string]: unknown;
                 };
@@ -8225,7 +8357,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -8926,7 +9058,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -9018,7 +9150,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -9118,7 +9250,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -9218,7 +9350,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -9314,7 +9446,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -9414,7 +9546,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -9567,7 +9699,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -9661,7 +9793,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -9809,7 +9941,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -9897,7 +10029,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -10090,7 +10222,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -10428,7 +10560,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -10748,7 +10880,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -11050,7 +11182,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -11270,7 +11402,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -11362,7 +11494,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -11451,7 +11583,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -11677,7 +11809,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -12004,6 +12136,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -12085,7 +12228,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -12217,7 +12360,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -12349,7 +12492,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -12410,6 +12553,17 @@ export interface operations {
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
                 };
             };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
@@ -12491,7 +12645,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -12579,7 +12733,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -12812,7 +12966,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -12960,7 +13114,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -13183,7 +13337,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -13434,7 +13588,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -13646,7 +13800,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -13740,7 +13894,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -14031,7 +14185,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -14131,7 +14285,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -14243,7 +14397,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -14349,7 +14503,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -14461,7 +14615,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -14692,7 +14846,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -14765,7 +14919,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -14985,7 +15139,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -15212,7 +15366,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -15300,7 +15454,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -15410,7 +15564,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -15520,7 +15674,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -15614,7 +15768,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -15814,7 +15968,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -15843,7 +15997,12 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description the DNS query, a DNS message in wire format (RFC 1035 §4), as RFC 8484 §4.1 sends it */
+        requestBody: {
+            content: {
+                "application/dns-message": string;
+            };
+        };
         responses: {
             /** @description the DNS answer (RFC 8484), as a DNS message */
             200: {
@@ -15856,6 +16015,15 @@ export interface operations {
             };
             /** @description Bad Request */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15883,7 +16051,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -16010,7 +16178,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
+            /** @description storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -16061,6 +16229,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
             /** @description Refusals every route may give: 400 invalid_input (text holding NUL or a lone surrogate, bad percent-encoding), 403 forbidden on a dev gateway (ACG_MODE=dev) for a browser's request (Origin or Sec-Fetch-Site) whose Host header names neither an IP address, localhost nor ACG_BASE_URL's host (DNS rebinding; under /oauth/ 400 invalid_request), 405 method_not_allowed, 414 uri_too_long, 429 rate_limited (Retry-After), 431 headers_too_large; under /oauth/ the same statuses carry RFC 6749's error body instead (`invalid_request`; `temporarily_unavailable` for 429) */
             "4XX": {
                 headers: {
@@ -16094,6 +16273,17 @@ export interface operations {
             429: {
                 headers: {
                     /** @description seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
                     "Retry-After"?: number;
                     [name: string]: unknown;
                 };
@@ -16141,7 +16331,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description the console is not built */
+            /** @description the console is not built, or the gateway is starting (waiting for its database) or stopping: try again after Retry-After */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -16222,7 +16412,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description the console is not built */
+            /** @description the console is not built, or the gateway is starting (waiting for its database) or stopping: try again after Retry-After */
             503: {
                 headers: {
                     /** @description when the outage is expected to pass: seconds to wait before retrying */
@@ -16288,6 +16478,17 @@ export interface operations {
             429: {
                 headers: {
                     /** @description seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description when the outage is expected to pass: seconds to wait before retrying */
                     "Retry-After"?: number;
                     [name: string]: unknown;
                 };

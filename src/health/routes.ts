@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox';
 import type { Database } from '../platform/db/database.ts';
 import { schemaState, type SchemaState } from '../platform/db/migrate.ts';
 import { describeStorage } from '../platform/db/open.ts';
+import { metricsTakeCredential } from '../platform/config.ts';
 import { ApiError } from '../platform/errors.ts';
 import { problems } from '../platform/http/openapi.ts';
 
@@ -56,7 +57,7 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
   });
 
   // Open only in dev mode without a configured credential: the figures tell business activity per operation.
-  const scrapeCredential = config.metricsTokenSha256 !== undefined || config.mode === 'live';
+  const scrapeCredential = metricsTakeCredential(config);
   app.get('/metrics', {
     config: { skipRateLimit: true },
     schema: {

@@ -39,7 +39,7 @@ export interface OAuthRouteDeps {
  */
 const PAGE_REFUSALS = {
   429: HtmlPage('too many requests from this address or account: try again after Retry-After'),
-  503: HtmlPage('the gateway cannot serve the page now (its database is unavailable): try again after Retry-After'),
+  503: HtmlPage('the gateway cannot serve the page now (its database is unavailable, or it is starting or stopping): try again after Retry-After'),
 };
 
 const FORM = 'application/x-www-form-urlencoded';

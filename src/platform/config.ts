@@ -487,3 +487,8 @@ export function loadConfig(env: Env = process.env): Config {
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
 }
+
+/** Whether /metrics takes a scrape credential: when one is configured, and always in live mode (dev without one serves it openly). */
+export function metricsTakeCredential(config: Pick<Config, 'metricsTokenSha256' | 'mode'>): boolean {
+  return config.metricsTokenSha256 !== undefined || config.mode === 'live';
+}

@@ -74,7 +74,7 @@ export function sandboxRoutes(deps: { merchants: MerchantService; operatorHash: 
     });
 
     app.post(DEV_ZONE_PATH, {
-      config: { notAnOperation: 'a DNS query (RFC 8484 POST form): reads the dev zone' },
+      config: { notAnOperation: 'a DNS query (RFC 8484 POST form): reads the dev zone', rawBody: { mediaType: DNS_MESSAGE, description: 'the DNS query, a DNS message in wire format (RFC 1035 §4), as RFC 8484 §4.1 sends it' } },
       schema: { operationId: 'postDevDnsZoneQuery', tags, summary: 'Dev mode: DNS-over-HTTPS query (POST, application/dns-message)', description, response: { 200: DNS_ANSWER, ...problems(400, 415) } },
       handler: async (request, reply) => {
         if (!Buffer.isBuffer(request.body)) throw new ApiError('unsupported_media_type', { detail: `send the DNS query as ${DNS_MESSAGE}` });

@@ -2,6 +2,7 @@
 // answers is in its document"), the headers its redirects and streams carry, and a 400 wherever an operation's path,
 // query, headers or body are checked (docs/decisions.md "What the OpenAPI document declares beyond the route schemas").
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isPagePath } from '../../src/platform/http/pages.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 
 type Operation = { operationId?: string; parameters?: Array<{ in: string; name: string }>; requestBody?: unknown; responses: Record<string, { headers?: Record<string, unknown>; content?: Record<string, unknown>; description?: string }> };
@@ -109,6 +110,38 @@ describe('rate limits in the document', () => {
       }
     }
     expect(operations().filter(([path]) => skipped.has(path)).length).toBeGreaterThanOrEqual(4);
+  });
+});
+
+describe('the front door in the document', () => {
+  it('every operation but /healthz declares the 503 with Retry-After it answers while the gateway starts or stops, a page as a page (found from outside: 16 did not)', () => {
+    for (const [path, method, operation] of operations()) {
+      const unavailable = operation.responses['503'];
+      if (path === '/healthz') {
+        expect(unavailable, `${method} ${path}`).toBeUndefined();
+        continue;
+      }
+      expect(unavailable?.headers, `${method} ${path}`).toHaveProperty('Retry-After');
+      const page = Object.values(operation.responses).some((response) => response.content?.['text/html'] !== undefined);
+      expect(Object.keys(unavailable!.content ?? {}), `${method} ${path}`).toEqual([page ? 'text/html' : path.startsWith('/oauth/') ? 'application/json' : 'application/problem+json']);
+    }
+  });
+
+  it("names as pages exactly the paths whose document answers pages, so the front door's answer is the one documented", () => {
+    for (const [path, method, operation] of operations()) {
+      if (method !== 'get') continue;
+      const page = Object.values(operation.responses).some((response) => response.content?.['text/html'] !== undefined);
+      expect(isPagePath(path.replace(/\{[^}]+\}/g, 'x_1')), path).toBe(page);
+    }
+  });
+});
+
+describe('the document itself, to a linter', () => {
+  it('names its licence, and defines no security scheme that no operation uses (found from outside: metrics, on a dev gateway serving /metrics openly)', async () => {
+    const document = await (await fetch(`${gw.url}/openapi.json`)).json();
+    expect(document.info.license).toEqual({ name: 'Apache-2.0', identifier: 'Apache-2.0' });
+    const used = new Set(operations().flatMap(([, , operation]) => ((operation as { security?: Array<Record<string, unknown>> }).security ?? []).flatMap((requirement) => Object.keys(requirement))));
+    expect(Object.keys(document.components.securitySchemes).filter((scheme) => !used.has(scheme))).toEqual([]);
   });
 });
 

@@ -114,6 +114,13 @@ describe('the dev DNS zone (dev mode)', () => {
 
     const garbage = await fetch(`${world.url}/dev/dns-query`, { method: 'POST', headers: { 'content-type': 'application/dns-message' }, body: 'not dns' });
     expect(garbage.status).toBe(400);
+    // Another media type is refused naming the one it reads, which the document gives as its body (found from outside:
+    // "send the body as application/json", and no requestBody, so a generated client could send none).
+    const plain = await fetch(`${world.url}/dev/dns-query`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' });
+    expect([plain.status, (await plain.json()).detail]).toEqual([415, 'send the body as application/dns-message']);
+    const documented = (await (await fetch(`${world.url}/openapi.json`)).json()).paths['/dev/dns-query'].post;
+    expect(Object.keys(documented.requestBody.content)).toEqual(['application/dns-message']);
+    expect(documented.requestBody.content['application/dns-message'].schema).toMatchObject({ type: 'string', format: 'binary' });
   });
 
   it('is reached without TLS only when the composition root marks it as the dev zone', async () => {

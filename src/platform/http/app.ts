@@ -60,6 +60,11 @@ declare module 'fastify' {
     versioned?: boolean;
     /** Headers the route's answers carry beyond those the platform documents, by status (documented only, openapi.ts). */
     responseHeaders?: Record<number, Record<string, { type: 'string'; description: string }>>;
+    /**
+     * The route reads its body raw, in this media type, not as JSON (the dev zone's DNS-over-HTTPS POST): documented as
+     * its requestBody (openapi.ts), and named by the 415 of a body in another type.
+     */
+    rawBody?: { mediaType: string; description: string };
   }
 }
 
@@ -192,7 +197,10 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
     const empty = (body as Buffer).length === 0 && request.headers['content-type'] === undefined;
     if (request.is404 || (empty && emptyBodyIsNone(request))) done(null, undefined);
-    else done(new ApiError('unsupported_media_type', { detail: UNSUPPORTED_BODY }), undefined);
+    else {
+      const raw = request.routeOptions.config?.rawBody;
+      done(new ApiError('unsupported_media_type', { detail: raw ? `send the body as ${raw.mediaType}` : UNSUPPORTED_BODY }), undefined);
+    }
   });
 
   const knownRoutes = FindMyWay();

@@ -10,6 +10,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Config } from '../config.ts';
 import { ApiError, problemBody } from '../errors.ts';
 import { answerHeaders } from './answer-headers.ts';
+import { isPagePath, newNonce, pageHeaders, refusalPage } from './pages.ts';
 import { answerClientError, rememberExchanges, targetPath, type ClientErrorContext } from './render-error.ts';
 
 export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void;
@@ -64,6 +65,12 @@ function answerUnavailable(config: Pick<Config, 'baseUrl' | 'mode'>, request: In
   }
   const refusal = new ApiError('storage_unavailable', { detail });
   for (const [name, value] of Object.entries(refusal.httpHeaders)) response.setHeader(name, value);
+  if ((request.method === 'GET' || request.method === 'HEAD') && isPagePath(path)) {
+    // A person's browser shows this: a page, as the route's document says, with every page's headers.
+    const nonce = newNonce();
+    response.writeHead(503, pageHeaders(nonce)).end(refusalPage(nonce, { status: 503, code: refusal.code, detail }));
+    return;
+  }
   if (path.startsWith('/oauth/')) {
     response
       .writeHead(503, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' })

@@ -6,9 +6,10 @@ import { STATUS_CODES } from 'node:http';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import type { SwaggerOptions } from '@fastify/swagger';
 import { Type } from '@sinclair/typebox';
-import type { Config } from '../config.ts';
+import { metricsTakeCredential, type Config } from '../config.ts';
 import type { PrincipalKind } from '../principal.ts';
 import { describeAuth, type AuthRequirement } from './auth.ts';
+import { HtmlPage } from './pages.ts';
 import { ERROR_CATALOGUE } from '../errors.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN, RELEASE_KEY_SHAPE } from '../idempotency.ts';
 import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from '../money.ts';
@@ -67,6 +68,7 @@ export function openApiOptions(config: Config): SwaggerOptions {
       info: {
         title: 'Agent Credit Gateway',
         version: GATEWAY_VERSION,
+        license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
         description:
           'Software agents pay for and use services with prepaid credit. Amounts are microcredits as decimal strings ' +
           '(1 credit = 1,000,000 µc = $0.01). Timestamps are Unix seconds. Errors are RFC 9457 problem bodies ' +
@@ -138,11 +140,17 @@ function securitySchemes(config: Config) {
       scheme: 'bearer',
       description: 'The operator credential (dev: ACG_DATA_DIR/operator-token; live: the one whose SHA-256 is ACG_OPERATOR_TOKEN_SHA256)',
     },
-    metrics: {
-      type: 'http' as const,
-      scheme: 'bearer',
-      description: "A Prometheus scraper's credential: the one whose SHA-256 is ACG_METRICS_TOKEN_SHA256",
-    },
+    // Only where /metrics takes it (as health/routes.ts decides): a dev gateway without the setting serves it openly,
+    // and a scheme no operation uses is a linter's warning (found from outside).
+    ...(metricsTakeCredential(config)
+      ? {
+          metrics: {
+            type: 'http' as const,
+            scheme: 'bearer',
+            description: "A Prometheus scraper's credential: the one whose SHA-256 is ACG_METRICS_TOKEN_SHA256",
+          },
+        }
+      : {}),
   };
 }
 
@@ -152,7 +160,10 @@ type OperationSchema = Record<string, unknown> & { description?: string; respons
 function documentOperation(schema: OperationSchema | undefined, url: string, route: RouteOptions): OperationSchema {
   const requirement = route.config?.auth as AuthRequirement | undefined;
   const limited = !(route.config as { skipRateLimit?: boolean } | undefined)?.skipRateLimit;
-  const documented = documentErrorResponses(documentSecurity({ ...schema }, requirement), url, checksRequest(schema, route), limited);
+  const raw = route.config?.rawBody;
+  // A raw body has no schema to validate (the handler reads the bytes): it is documented here, in its media type.
+  const described = raw ? { ...schema, body: { type: 'string', format: 'binary', description: raw.description }, consumes: [raw.mediaType] } : schema;
+  const documented = documentErrorResponses(documentSecurity({ ...described }, requirement), url, checksRequest(described, route), limited);
   return documented.body === undefined ? documented : { ...documented, body: withoutDiscriminators(documented.body) };
 }
 
@@ -267,6 +278,12 @@ function documentErrorResponses(schema: OperationSchema, url: string, checked: b
   if (NEEDS_DATABASE.test(url) && declared['503'] === undefined) {
     declared['503'] = { description: STORAGE_REFUSAL, content: { [mediaType]: { schema: isOAuth ? OAuthErrorRef : ProblemRef } } };
   }
+  // Every other route but the liveness probe answers 503 from the front door while the gateway starts or stops, a page
+  // as a page (found from outside: 16 routes, the discovery documents among them, answered a 503 they did not list).
+  if (url !== '/healthz' && declared['503'] === undefined) {
+    const page = Object.values(declared).some((response) => (response as { content?: Record<string, unknown> }).content?.['text/html'] !== undefined);
+    declared['503'] = page ? HtmlPage(STARTING_OR_STOPPING) : { description: STARTING_OR_STOPPING, content: { [mediaType]: { schema: isOAuth ? OAuthErrorRef : ProblemRef } } };
+  }
   const response = Object.fromEntries(
     Object.entries(declared).map(([status, body]) => {
       const code = status === '4XX' ? 400 : Number(status);
@@ -286,9 +303,14 @@ const NEEDS_DATABASE = /^\/(v1|x402|oauth|dev\/dns)\/|^\/(mcp|dev\/dns-query)$/;
 
 /** The 503 of every route that needs the database. */
 const STORAGE_REFUSAL =
-  'storage_unavailable: the database did not answer in time (or this instance has no free connection to it); nothing ' +
-  'changed that a retry with the same Idempotency-Key would not find. overloaded: too many calls wait. Retry after ' +
-  'Retry-After. Under /oauth/, temporarily_unavailable.';
+  'storage_unavailable: the database did not answer in time (or this instance has no free connection to it), or the gateway ' +
+  'is starting (waiting for its database) or stopping; nothing changed that a retry with the same Idempotency-Key would not ' +
+  'find. overloaded: too many calls wait. Retry after Retry-After. Under /oauth/, temporarily_unavailable.';
+
+/** The 503 of every other route but /healthz: the front door's, before the gateway is ready and once it stops. */
+const STARTING_OR_STOPPING =
+  'storage_unavailable: the gateway is starting (waiting for its database) or stopping (retry on another instance); ' +
+  'retry after Retry-After.';
 
 /** What every route may answer before its own checks run (the `4XX` response of every operation). */
 function platformRefusals(limited: boolean): string {

@@ -51,5 +51,17 @@ export function refusalPage(nonce: string, refusal: { status: number; code: stri
   }</p></main></body></html>`;
 }
 
+/**
+ * The paths of the pages for people (those whose document names a `text/html` answer): the landing page, the console
+ * (not its static files), the OAuth authorize and consent pages, the approval pages and the API reference. The front
+ * door answers these in HTML while the gateway starts or stops, as their document says (found from outside: a JSON
+ * body in a browser); `test/http-surface/openapi-document.test.ts` holds this list to the document.
+ */
+const PAGE_PATH = /^\/(?:console(?:\/(?!static\/)[^?]*)?|oauth\/(?:authorize|consent)|payments\/(?:topups|purchases)\/[^/]+|docs(?:\/errors)?)?$/;
+
+export function isPagePath(path: string): boolean {
+  return PAGE_PATH.test(path);
+}
+
 /** An HTML answer as the OpenAPI document describes it (a page, not a problem body). */
 export const HtmlPage = (description: string) => ({ description, content: { 'text/html': { schema: { type: 'string' } } } });

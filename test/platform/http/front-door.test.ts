@@ -42,6 +42,21 @@ describe('the front door of acg serve', () => {
     });
   });
 
+  it('answers a page for people as a page, with every page header: the console, the OAuth pages, an approval page, the reference (found from outside: JSON in a browser)', async () => {
+    await withFrontDoor(async (door) => {
+      for (const path of ['/', '/console', '/console/agents/agt_1', '/oauth/authorize?client_id=x', '/oauth/consent?request=r', '/payments/purchases/pur_1', '/payments/topups/top_1', '/docs', '/docs/errors']) {
+        const res = await fetch(`${door.url}${path}`);
+        expect([res.status, res.headers.get('content-type'), res.headers.get('retry-after'), res.headers.get('x-frame-options')], path).toEqual([503, 'text/html; charset=utf-8', '1', 'DENY']);
+        expect(await res.text(), path).toContain('the gateway is starting and waits for its database; retry shortly');
+      }
+      // What is not a page keeps its body: a problem, and OAuth's error under /oauth/ (a POST to a page's path too).
+      for (const [path, method, type] of [['/console/static/app.js', 'GET', 'application/problem+json'], ['/openapi.json', 'GET', 'application/problem+json'], ['/oauth/authorize', 'POST', 'application/json']] as const) {
+        const res = await fetch(`${door.url}${path}`, { method });
+        expect([res.status, res.headers.get('content-type')?.split(';')[0]], `${method} ${path}`).toEqual([503, type]);
+      }
+    });
+  });
+
   it("keeps the caller's request id and writes one log line per answer before the app is ready (found from outside: a random id, no line)", async () => {
     const lines: Array<Record<string, unknown>> = [];
     // The gateway's own logger, whose serializers shape `req` (found from outside: they made the path "" and dropped the address).
