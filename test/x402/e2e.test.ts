@@ -25,6 +25,7 @@ import {
 } from '@agent-credit-gateway/x402-credit';
 import { rotateSigningKeys } from '../../src/platform/signing.ts';
 import { grant, mint } from '../support/ledger-fixture.ts';
+import { seedMerchantKey } from '../support/merchant-key.ts';
 import { uniqueKey } from '../support/merchants.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { capturesOf, openX402Merchant, payingAgent, startExpressServer, startHonoServer, type PaidServer, type X402Merchant } from '../support/x402.ts';
@@ -625,6 +626,30 @@ describe('the agent side', () => {
       new CreditSchemeServer({ gatewayUrl: 'https://gateway.example', merchantId: merchant.merchantId, offerId: merchant.offerId }),
     );
     await expect(misconfigured.initialize()).rejects.toThrow(`the facilitator speaks for ${world.url}, not https://gateway.example`);
+  });
+
+  it("a server whose key cannot capture, or is another merchant's, fails at start-up; one that cannot release starts with a warning (found from outside: it took holds it could not release)", async () => {
+    // x402's initialize says it loaded no kind, the cause ours (and it logs the cause as a warning).
+    const refusedFor = (reason: RegExp | string) => ({ message: 'Failed to initialize: no supported payment kinds loaded from any facilitator.', cause: expect.objectContaining({ message: expect.stringMatching(reason) }) });
+    const readOnly = await seedMerchantKey(world, { scopes: ['offers:read'] });
+    await expect(creditResourceServer({ gatewayUrl: world.url, merchantId: readOnly.merchantId, offerId: merchant.offerId, apiKey: readOnly.key }).initialize()).rejects.toMatchObject(
+      refusedFor(/the API key lacks redemptions:capture: the gateway would refuse to verify or settle every payment/),
+    );
+    const elsewhere = await seedMerchantKey(world, { scopes: ['redemptions:capture', 'redemptions:release'] });
+    await expect(creditResourceServer(merchant.settings({ apiKey: elsewhere.key })).initialize()).rejects.toMatchObject(refusedFor(`the API key is merchant ${elsewhere.merchantId}'s, not ${merchant.merchantId}'s`));
+    const captureOnly = await seedMerchantKey(world, { scopes: ['redemptions:capture'] });
+    const warnings: string[] = [];
+    const listen = (warning: Error) => warnings.push(warning.message);
+    process.on('warning', listen);
+    try {
+      await creditResourceServer({ gatewayUrl: world.url, merchantId: captureOnly.merchantId, offerId: merchant.offerId, apiKey: captureOnly.key }).initialize();
+      await waitFor(() => warnings.length, { until: (n) => n > 0, what: 'the warning' });
+    } finally {
+      process.off('warning', listen);
+    }
+    expect(warnings).toEqual([expect.stringMatching(/^x402-credit: the API key lacks redemptions:release: the hold of a request that fails/)]);
+    // The key this suite pays with has both, and names its merchant: it starts quietly.
+    await creditResourceServer(merchant.settings()).initialize();
   });
 });
 

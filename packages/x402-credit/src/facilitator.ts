@@ -17,8 +17,14 @@ import { ATTEMPTS_DEFAULT, defaultBackoffMs, isRedirect, pause, problemOf, redir
 export interface CreditFacilitatorOptions {
   /** The gateway's base URL; the facilitator is at `{gatewayUrl}/x402`. */
   gatewayUrl: string;
-  /** A merchant API key with `redemptions:capture` (and `redemptions:release` for releases). */
+  /**
+   * A merchant API key with `redemptions:capture` and `redemptions:release`. Checked at start-up (`initialize`, which
+   * x402's middlewares run): without capture it throws, since every payment would be refused; without release it warns,
+   * since a failed request's hold, or a settlement of "0", would stay held until its expiry.
+   */
   apiKey: string;
+  /** Your merchant id: checked at start-up against the key's (another merchant's key would be refused every payment). */
+  merchantId?: string;
   /** Timeout of one attempt of a facilitator call (default 10 s). */
   timeoutMs?: number;
   /** Attempts per call, the first included (default 4). */
@@ -36,14 +42,19 @@ export interface CreditFacilitatorOptions {
 
 const TIMEOUT_MS_DEFAULT = 10_000;
 
-type Operation = 'supported' | 'verify' | 'settle';
+type Operation = 'supported' | 'verify' | 'settle' | 'key';
 
 /** What each operation answers with 200, as far as x402's resource server reads it. */
 const ANSWER_SHAPES: Readonly<Record<Operation, { name: string; accepts: (body: Record<string, unknown>) => boolean }>> = {
   supported: { name: 'SupportedResponse', accepts: (body) => Array.isArray(body.kinds) },
   verify: { name: 'VerifyResponse', accepts: (body) => typeof body.isValid === 'boolean' },
   settle: { name: 'SettleResponse', accepts: (body) => typeof body.success === 'boolean' && typeof body.network === 'string' && typeof body.transaction === 'string' },
+  key: { name: "the key's own description (GET /v1/me)", accepts: (body) => typeof body.merchant === 'object' && body.merchant !== null },
 };
+
+/** The scopes a merchant key of this scheme needs: verify and settle, and a settle of "0" (a release). */
+const CAPTURE_SCOPE = 'redemptions:capture';
+const RELEASE_SCOPE = 'redemptions:release';
 
 /** JSON with bigints as decimal strings (x402's client sends them so). */
 function jsonOf(value: unknown): string {
@@ -60,10 +71,12 @@ function jsonOf(value: unknown): string {
 export class CreditFacilitatorClient extends HTTPFacilitatorClient {
   private readonly authorization: string;
   private readonly attemptsMax: number;
+  private readonly authority: string;
 
   constructor(private readonly options: CreditFacilitatorOptions) {
     if (!options.apiKey) throw new TypeError('apiKey is required');
     super({ url: `${authorityOf(options.gatewayUrl)}/x402`, timeoutMs: options.timeoutMs ?? TIMEOUT_MS_DEFAULT });
+    this.authority = authorityOf(options.gatewayUrl);
     this.authorization = `Bearer ${options.apiKey}`;
     this.attemptsMax = Math.max(1, options.attemptsMax ?? ATTEMPTS_DEFAULT);
   }
@@ -76,8 +89,25 @@ export class CreditFacilitatorClient extends HTTPFacilitatorClient {
     return (await this.call('settle', { x402Version: paymentPayload.x402Version, paymentPayload, paymentRequirements })) as unknown as SettleResponse;
   }
 
+  /**
+   * What the facilitator settles, read at start-up (x402's `initialize`), and the key checked then, so a misconfigured
+   * key fails the merchant's start-up rather than every agent's payment (found from outside: a key without the release
+   * scope took holds it could not release, each retry locking more of the agent's credit until expiry).
+   */
   override async getSupported(): Promise<SupportedResponse> {
-    return (await this.call('supported')) as unknown as SupportedResponse;
+    const supported = (await this.call('supported')) as unknown as SupportedResponse;
+    const { merchant } = (await this.call('key')) as { merchant: { merchantId?: unknown; scopes?: unknown } };
+    const scopes = Array.isArray(merchant.scopes) ? merchant.scopes : [];
+    if (this.options.merchantId !== undefined && merchant.merchantId !== this.options.merchantId) {
+      throw new CreditError('unauthorized_server', `the API key is merchant ${String(merchant.merchantId)}'s, not ${this.options.merchantId}'s: the gateway would refuse every payment`);
+    }
+    if (!scopes.includes(CAPTURE_SCOPE)) {
+      throw new CreditError('scope_required', `the API key lacks ${CAPTURE_SCOPE}: the gateway would refuse to verify or settle every payment; create a key with ${CAPTURE_SCOPE} and ${RELEASE_SCOPE}`);
+    }
+    if (!scopes.includes(RELEASE_SCOPE)) {
+      process.emitWarning(`x402-credit: the API key lacks ${RELEASE_SCOPE}: the hold of a request that fails, or is settled at "0", cannot be released and stays held (the agent's credit locked) until it expires`);
+    }
+    return supported;
   }
 
   /** One facilitator call, with its retries. */
@@ -86,7 +116,7 @@ export class CreditFacilitatorClient extends HTTPFacilitatorClient {
     const headers: Record<string, string> = { authorization: this.authorization, accept: 'application/json' };
     if (request !== undefined) headers['content-type'] = 'application/json';
     const body = request === undefined ? undefined : jsonOf(request);
-    const what = `the gateway's /x402/${operation}`;
+    const what = operation === 'key' ? "the gateway's /v1/me" : `the gateway's /x402/${operation}`;
     const startedMs = Date.now();
     const windowMs = this.options.retryWindowMs ?? RETRY_WINDOW_MS_DEFAULT;
     let lastFailure: CreditError | undefined;
@@ -99,7 +129,7 @@ export class CreditFacilitatorClient extends HTTPFacilitatorClient {
       let response: Response;
       let text: string;
       try {
-        response = await fetchFn(`${this.url}/${operation}`, {
+        response = await fetchFn(operation === 'key' ? `${this.authority}/v1/me` : `${this.url}/${operation}`, {
           method: request === undefined ? 'GET' : 'POST',
           headers,
           body,

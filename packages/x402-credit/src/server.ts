@@ -170,7 +170,7 @@ export class CreditSchemeServer implements SchemeNetworkServer {
   }
 }
 
-export interface CreditResourceServerOptions extends Omit<CreditSchemeServerOptions, 'facilitator'>, Omit<CreditFacilitatorOptions, 'gatewayUrl'> {}
+export interface CreditResourceServerOptions extends Omit<CreditSchemeServerOptions, 'facilitator'>, Omit<CreditFacilitatorOptions, 'gatewayUrl' | 'merchantId'> {}
 
 /**
  * An x402ResourceServer that takes agent credit: the gateway as facilitator (with the merchant key), this
