@@ -3,7 +3,7 @@
 // the command modules.
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Command, InvalidArgumentError, type Argument, type ErrorOptions, type HelpContext, type Option } from 'commander';
+import { Command, InvalidArgumentError, type Argument, type ErrorOptions, type HelpContext, type Option, type ParseOptions } from 'commander';
 import { ConfigError, ENV_VARS, loadConfig } from './platform/config.ts';
 
 /**
@@ -70,6 +70,16 @@ function refuseMissingValue(value: string): string {
 class AcgCommand extends Command {
   override createCommand(name?: string): AcgCommand {
     return new AcgCommand(name);
+  }
+
+  /**
+   * `acg help credit grant` shows `credit grant`'s help: commander's help command reads one name and showed `credit`'s
+   * (found from outside). A help of nested names is run as the command with --help, which every command answers.
+   */
+  override parseAsync(argv?: readonly string[], options?: ParseOptions): Promise<this> {
+    const first = options?.from === 'user' ? 0 : 2;
+    const nested = argv !== undefined && argv[first] === 'help' && argv.length - first > 2 && this.commands.some((command) => command.name() === argv[first + 1]);
+    return super.parseAsync(nested ? [...argv.slice(0, first), ...argv.slice(first + 1), '--help'] : argv, options);
   }
 
   /**

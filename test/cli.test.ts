@@ -63,6 +63,17 @@ describe('acg --help', () => {
       expect(out).toContain(command.description().slice(0, 30));
     }
   });
+
+  it('acg help <command> <subcommand> shows the subcommand\'s help, not its group\'s (found from outside: `help credit grant` showed `credit`)', async () => {
+    for (const command of everyCommand(buildCli()).filter((one) => commandPath(one).length >= 2)) {
+      const route = commandPath(command);
+      const { out, code } = await parse('help', ...route);
+      expect(code, route.join(' ')).toBe('commander.helpDisplayed');
+      expect(out, route.join(' ')).toContain(`Usage: ${['acg', ...route].join(' ')}`);
+    }
+    // A name no command has is still refused, as `acg help nosuch` is.
+    expect((await parse('help', 'nosuch', 'thing')).exitCode).toBe(2);
+  });
 });
 
 describe('acg --help lists the environment', () => {
