@@ -16,7 +16,7 @@ import { openFrontDoor, type FrontDoor } from './platform/http/front-door.ts';
 import { tracedRequests } from './platform/http/tracing.ts';
 import { applyHeapPolicy } from './platform/heap.ts';
 import { checkConfiguredKey } from './platform/signing.ts';
-import { startTelemetry, stopTelemetry, telemetryRequested } from './platform/telemetry.ts';
+import { processWideLog, startTelemetry, stopTelemetry, telemetryRequested } from './platform/telemetry.ts';
 
 const START_RETRY_FIRST_MS = 250;
 const SHUTDOWN_BUDGET_MS = 15_000;
@@ -167,7 +167,7 @@ export async function serve(): Promise<void> {
     // The SDK (a few hundred ms to load, only when OTEL_* names a destination) loads while the database opens;
     // the app is built once it is on, so its hooks and handler are the traced ones.
     const tracingStarted = startTelemetry(process.env, log);
-    db = await openDatabase(config, log);
+    db = await openDatabase(config, processWideLog(log));
     if (await tracingStarted) (await import('./platform/outbound.ts')).traceOutboundHttp();
   } catch (error) {
     if (error instanceof ConfigError || error instanceof DatabaseInUseError) {

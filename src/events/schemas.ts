@@ -82,7 +82,7 @@ export const WebhookDeliverySchema = Type.Object(
     nextAttemptAt: Nullable(UnixSeconds('next attempt (pending only)')),
     lastAttemptAt: Nullable(UnixSeconds('last attempt')),
     lastStatus: Nullable(Type.Integer({ description: 'HTTP status of the last answer; null when none came' })),
-    lastError: Nullable(Type.String({ description: 'why the last attempt failed: status_not_2xx, timeout, connect_failed, dns_failed, forbidden_address, …' })),
+    lastError: Nullable(Type.String({ description: 'why the last attempt failed: status_not_2xx, timeout, connect_failed (nothing accepted the connection), connection_closed (accepted, then closed before an answer), tls_failed (a certificate expired, of another name or of an untrusted CA), dns_failed, forbidden_address, …' })),
     lastDurationMs: Nullable(Type.Integer()),
     deliveredAt: Nullable(UnixSeconds('the last successful attempt')),
     createdAt: UnixSeconds('creation'),

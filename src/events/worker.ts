@@ -16,6 +16,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
+import { logBackgroundFailure } from '../platform/db/faults.ts';
 import type { Metrics } from '../platform/metrics.ts';
 import type { OutboundTestHooks } from '../platform/outbound.ts';
 import { openSecret, SecretBoxError, type SecretBoxKey } from '../platform/secret-box.ts';
@@ -284,7 +285,7 @@ export class WebhookWorker {
         // What was owed by now is served by this pass.
         const servedMs = this.options.clock.nowMs();
         while (this.wakes.length > 0 && this.wakes[0]! <= servedMs) this.wakes.shift();
-        void this.track(this.dispatch().catch((error: unknown) => this.options.log.warn({ err: error }, 'webhook retry pass failed')));
+        void this.track(this.dispatch().catch((error: unknown) => logBackgroundFailure(this.options.log, error, {}, 'webhook retry pass')));
         this.armWake();
       }, Math.max(0, next - this.options.clock.nowMs())),
     );
@@ -332,7 +333,7 @@ export class WebhookWorker {
         state = await this.attemptAndRecord(row, token, span);
       } catch (error) {
         // The database went away mid-attempt (an outage, a failover): the claim lapses and another pass retries.
-        log.warn({ err: error, deliveryId: row.id, accountId: row.account_id }, 'webhook attempt could not be recorded');
+        logBackgroundFailure(log, error, { deliveryId: row.id, accountId: row.account_id }, 'recording a webhook attempt');
         state = 'lost';
       }
       metrics?.webhookAttempts.inc({ outcome: ATTEMPT_OUTCOMES[state] });

@@ -6,7 +6,7 @@ import { SystemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import { AnnouncedLifetimes, CredentialFacts } from './credential-facts.ts';
 import type { Database } from './db/database.ts';
-import { storageFailureOf } from './db/faults.ts';
+import { logBackgroundFailure } from './db/faults.ts';
 import { migrate, migrationName, SchemaWatch } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { IdempotencyStore } from './idempotency.ts';
@@ -14,7 +14,7 @@ import { Metrics } from './metrics.ts';
 import type { OutboundTestHooks } from './outbound.ts';
 import { RateLimiter } from './rate-limit.ts';
 import { KEY_RELOAD_INTERVAL_S, SigningKeys } from './signing.ts';
-import { logTraceFields } from './telemetry.ts';
+import { logTraceFields, processWideLog } from './telemetry.ts';
 
 export interface Gateway {
   config: Config;
@@ -132,7 +132,7 @@ export async function migrateAndReport(db: Database, log: Logger): Promise<void>
 export async function createGateway(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
   const log = options.log ?? createLogger(config);
   const clock = options.clock ?? new SystemClock();
-  const db = options.db ?? (await openDatabase(config, log));
+  const db = options.db ?? (await openDatabase(config, processWideLog(log)));
   if (!options.skipMigrate) await migrateAndReport(db, log);
   const signing = await SigningKeys.open(db, clock, config, (message, kids) => log.warn({ kids }, message));
   const rateLimiter = new RateLimiter(db, clock, config.rateLimit.windowS);
@@ -148,13 +148,8 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       running = true;
       const run = job()
         .then(() => {})
-        .catch((error: unknown) => {
-          // An unreachable database is announced once (platform/db/faults.ts); the job simply runs again later.
-          const storage = storageFailureOf(error)?.kind;
-          if (storage === 'unreachable') log.debug({ job: name, reason: (error as Error).message }, 'background job skipped: database unavailable');
-          else if (storage === 'saturated') log.warn({ job: name }, 'background job skipped: no database connection of this instance came free in time');
-          else log.warn({ err: error, job: name }, 'background job failed');
-        })
+        // An unreachable database is announced once (platform/db/faults.ts); the job simply runs again later.
+        .catch((error: unknown) => logBackgroundFailure(log, error, { job: name }, 'background job'))
         .finally(() => {
           running = false;
           runs.delete(run);

@@ -30,6 +30,8 @@ export type OutboundErrorReason =
   | 'forbidden_address'
   | 'dns_failed'
   | 'connect_failed'
+  | 'connection_closed'
+  | 'tls_failed'
   | 'timeout'
   | 'too_large'
   | 'request_failed';
@@ -261,9 +263,18 @@ function classify(error: unknown, timedOut: boolean): OutboundError {
   if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
     return new OutboundError('timeout', 'the request took too long', { cause: error });
   }
-  const connectCodes = ['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_SOCKET'];
-  if (typeof code === 'string' && (connectCodes.includes(code) || code.startsWith('ERR_TLS') || code.includes('CERT'))) {
+  // Three failures an operator and a receiver's owner act on differently (found from outside: all three read
+  // "could not connect"): nothing accepted the connection; the receiver accepted it and closed it before answering;
+  // TLS failed (a certificate expired, of another name, of an untrusted CA). The code stays in the message.
+  if (typeof code !== 'string') return new OutboundError('request_failed', 'the request failed', { cause: error });
+  if (['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL'].includes(code)) {
     return new OutboundError('connect_failed', `could not connect (${code})`, { cause: error });
+  }
+  if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE') {
+    return new OutboundError('connection_closed', `the receiver closed the connection before answering (${code})`, { cause: error });
+  }
+  if (code.startsWith('ERR_TLS') || code.startsWith('ERR_SSL') || code.includes('CERT') || code === 'UNABLE_TO_VERIFY_LEAF_SIGNATURE') {
+    return new OutboundError('tls_failed', `TLS failed (${code})`, { cause: error });
   }
   return new OutboundError('request_failed', 'the request failed', { cause: error });
 }

@@ -170,6 +170,18 @@ export function detached<T>(work: () => T): T {
   return backend ? backend.detached(work) : work();
 }
 
+/**
+ * A log whose lines are about the whole process (the database's outage and its end), written outside any span: the
+ * request that happened to notice is not what they describe (found from outside: each carried the trace of a mint,
+ * or of a /readyz probe).
+ */
+export function processWideLog(log: { warn(fields: object, message: string): void; info(fields: object, message: string): void }) {
+  return {
+    warn: (fields: object, message: string) => detached(() => log.warn(fields, message)),
+    info: (fields: object, message: string) => detached(() => log.info(fields, message)),
+  };
+}
+
 export function bindToSpan(span: SpanRef | undefined, emitter: NodeJS.EventEmitter): void {
   if (span) backend?.bind(span, emitter);
 }

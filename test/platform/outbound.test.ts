@@ -156,9 +156,9 @@ describe('safeRequest with allowPrivateNetworkTargets', () => {
     const response = await safeRequest(`https://hooks.shop.example:${tlsPort}/tls`, { ...relaxed, lookupHost, ca: cert.certPem });
     expect(response.status).toBe(200);
     // The same server by address fails: its certificate names only the host.
-    expect(await reason(safeRequest(`https://127.0.0.1:${tlsPort}/tls`, { ...relaxed, ca: cert.certPem }))).toBe('connect_failed');
-    // And without the extra CA the self-signed certificate is not trusted.
-    expect(await reason(safeRequest(`https://hooks.shop.example:${tlsPort}/tls`, { ...relaxed, lookupHost }))).toBe('connect_failed');
+    expect(await reason(safeRequest(`https://127.0.0.1:${tlsPort}/tls`, { ...relaxed, ca: cert.certPem }))).toBe('tls_failed');
+    // And without the extra CA the self-signed certificate is not trusted: TLS failed, not the connection (found from outside).
+    expect(await reason(safeRequest(`https://hooks.shop.example:${tlsPort}/tls`, { ...relaxed, lookupHost }))).toBe('tls_failed');
   });
 
   it('does not follow a redirect', async () => {
@@ -215,5 +215,17 @@ describe('safeRequest with allowPrivateNetworkTargets', () => {
     const closedPort = (closed.address() as AddressInfo).port;
     await new Promise((resolve) => closed.close(resolve));
     expect(await reason(safeRequest(`http://127.0.0.1:${closedPort}/`, relaxed))).toBe('connect_failed');
+  });
+
+  it('reports a receiver that read the request and closed the connection without answering as connection_closed, naming the code (found from outside: "could not connect")', async () => {
+    const rude = net.createServer((socket) => socket.once('data', () => socket.destroy()));
+    await new Promise<void>((resolve) => rude.listen(0, '127.0.0.1', resolve));
+    try {
+      const failure = await safeRequest(`http://127.0.0.1:${(rude.address() as AddressInfo).port}/`, relaxed).catch((error: unknown) => error as OutboundError);
+      expect((failure as OutboundError).reason).toBe('connection_closed');
+      expect((failure as OutboundError).message).toMatch(/^the receiver closed the connection before answering \((ECONNRESET|UND_ERR_SOCKET|EPIPE)\)$/);
+    } finally {
+      await new Promise((resolve) => rude.close(resolve));
+    }
   });
 });

@@ -5,7 +5,7 @@
 // vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { SpanRef, TelemetryBackend } from '../../src/platform/telemetry-backend.ts';
-import { activeSpan, inSpan, logTraceFields, startTelemetry as startWith, stopTelemetry, telemetryRequested, traceHeaders, traceProblemLog, tracing, TRACE_PROBLEM_INTERVAL_MS } from '../../src/platform/telemetry.ts';
+import { activeSpan, inSpan, logTraceFields, processWideLog, startTelemetry as startWith, stopTelemetry, telemetryRequested, traceHeaders, traceProblemLog, tracing, TRACE_PROBLEM_INTERVAL_MS } from '../../src/platform/telemetry.ts';
 
 const sdk = { imports: 0, failWith: undefined as Error | undefined, shutdowns: 0, report: undefined as ((problem: string) => void) | undefined };
 
@@ -104,6 +104,22 @@ describe('startTelemetry', () => {
     expect(await startTelemetry({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }, lines)).toBe(false);
     expect(tracing()).toBe(false);
     expect(lines.error).toHaveBeenCalledWith({ err: sdk.failWith }, 'OpenTelemetry tracing could not start; serving without traces');
+  });
+});
+
+describe('lines about the whole process', () => {
+  it("are written outside any span, so they name no request's trace (found from outside: the database's outage lines carried a mint's)", async () => {
+    const lines = log();
+    expect(await startTelemetry({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }, lines)).toBe(true);
+    const seen: Array<Record<string, string>> = [];
+    lines.warn.mockImplementation(() => void seen.push(logTraceFields()));
+    lines.info.mockImplementation(() => void seen.push(logTraceFields()));
+    expect(logTraceFields()).not.toEqual({});
+    const wide = processWideLog(lines);
+    wide.warn({ reason: 'connection refused' }, 'database unavailable');
+    wide.info({ outageMs: 10 }, 'database available again');
+    expect(seen).toEqual([{}, {}]);
+    expect(lines.warn).toHaveBeenCalledWith({ reason: 'connection refused' }, 'database unavailable');
   });
 });
 

@@ -116,6 +116,19 @@ export interface OutageLog {
 }
 
 /**
+ * A background run (a job, a webhook pass or attempt) that failed: an unreachable database at `debug`, since the
+ * outage is announced once (OutageTracker) and the run comes again; a pool with no free connection at `warn`
+ * without a stack; anything else at `warn` with the error (found from outside: webhook work interrupted by an
+ * outage logged `warn` with a stack, five lines in half a second, where the other jobs skip at debug).
+ */
+export function logBackgroundFailure(log: OutageLog & { debug(fields: object, message: string): void }, error: unknown, fields: object, what: string): void {
+  const storage = storageFailureOf(error)?.kind;
+  if (storage === 'unreachable') log.debug({ ...fields, reason: (error as Error).message }, `${what} skipped: database unavailable`);
+  else if (storage === 'saturated') log.warn(fields, `${what} skipped: no database connection of this instance came free in time`);
+  else log.warn({ err: error, ...fields }, `${what} failed`);
+}
+
+/**
  * Knows whether the database is reachable, from the outcome of every call, and says so in the logs
  * once per change: one `warn` when an outage starts and one `info` when it ends, however many
  * requests fail in between (each of those is the request's own `info` line).

@@ -57,7 +57,9 @@ function answerUnavailable(config: Pick<Config, 'baseUrl' | 'mode'>, request: In
     // `req` as the logger's serializer reads a request (its url and ip), which it turns into the path and address.
     const fields = { reqId, req: { method: request.method, url: path, ip: request.socket.remoteAddress }, res: { statusCode: response.statusCode }, responseTime: performance.now() - startedMs };
     if (response.statusCode < 400) log.info(fields, 'request completed');
-    else log.warn({ ...fields, code: 'storage_unavailable' }, detail);
+    // At info, as a request an outage fails once the gateway runs: the state (waiting for the database, stopping) is
+    // said once by its own line, not at warn by every request and load balancer probe (found from outside).
+    else log.info({ ...fields, code: 'storage_unavailable' }, detail);
   });
   if (path === '/healthz') {
     response.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify({ status: 'ok' }));

@@ -5,7 +5,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/platform/config.ts';
 import { DEFAULT_DATABASE_TIMEOUTS } from '../../../src/platform/db/database.ts';
-import { isStorageUnavailable, OutageTracker, StorageUnavailableError, storageFailureKind } from '../../../src/platform/db/faults.ts';
+import { isStorageUnavailable, logBackgroundFailure, OutageTracker, StorageUnavailableError, storageFailureKind } from '../../../src/platform/db/faults.ts';
 import { openPglite } from '../../../src/platform/db/pglite.ts';
 import { openPostgres } from '../../../src/platform/db/postgres.ts';
 import { createPostgresDatabase, onPostgres } from '../../support/database.ts';
@@ -19,6 +19,25 @@ function captureLog() {
   const log = pino({ level: 'debug' }, { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) });
   return { log, lines };
 }
+
+describe('a background run that failed', () => {
+  it('is a debug line without a stack when the database is unreachable, a warn line otherwise (found from outside: webhook work interrupted by an outage logged warn with a stack)', () => {
+    const lines: Array<[string, Record<string, unknown>, string]> = [];
+    const log = {
+      debug: (fields: object, message: string) => void lines.push(['debug', fields as Record<string, unknown>, message]),
+      info: (fields: object, message: string) => void lines.push(['info', fields as Record<string, unknown>, message]),
+      warn: (fields: object, message: string) => void lines.push(['warn', fields as Record<string, unknown>, message]),
+    };
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    logBackgroundFailure(log, new StorageUnavailableError('unreachable', refused), { deliveryId: 'whd_1' }, 'recording a webhook attempt');
+    const bug = new TypeError('not a function');
+    logBackgroundFailure(log, bug, { job: 'topups' }, 'background job');
+    expect(lines).toEqual([
+      ['debug', { deliveryId: 'whd_1', reason: expect.any(String) }, 'recording a webhook attempt skipped: database unavailable'],
+      ['warn', { err: bug, job: 'topups' }, 'background job failed'],
+    ]);
+  });
+});
 
 describe('storage failure classification', () => {
   it('calls connection-level failures unreachable, statement and lock timeouts timeout, and leaves ordinary errors alone', () => {

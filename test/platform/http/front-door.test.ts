@@ -71,7 +71,7 @@ describe('the front door of acg serve', () => {
       const odd = await fetch(`${door.url}/healthz`, { headers: { 'x-request-id': 'has space' } });
       expect(odd.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
       await waitFor(() => lines.length, { until: (n) => n >= 3, what: 'three log lines' });
-      expect(lines[0]).toMatchObject({ level: 40, reqId: 'caller-id-1', req: { method: 'GET', path: '/v1/me', remoteAddress: '127.0.0.1' }, res: { statusCode: 503 }, code: 'storage_unavailable' });
+      expect(lines[0]).toMatchObject({ level: 30, reqId: 'caller-id-1', req: { method: 'GET', path: '/v1/me', remoteAddress: '127.0.0.1' }, res: { statusCode: 503 }, code: 'storage_unavailable' });
       expect(lines[1]).toMatchObject({ level: 30, reqId: 'caller-id-2', req: { path: '/healthz' }, res: { statusCode: 200 }, msg: 'request completed' });
     } finally {
       await door.close();
