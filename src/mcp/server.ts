@@ -467,12 +467,16 @@ export interface GatewayMcp {
 
 export function gatewayMcp(services: ToolServices, options: { maxRequestBodySize: number; baseUrl: string }): GatewayMcp {
   const allowed = [new URL(options.baseUrl).hostname];
+  // The URL to connect to, said with the refusal (found from outside: `localhost` for a gateway on 127.0.0.1 read as
+  // a credential refused). Another name of the same machine is still another origin to OAuth: the resource a token is
+  // bound to, and the metadata a client checks against the URL it connected to, name the base URL.
+  const endpoint = `${options.baseUrl}/mcp`;
   return {
     handler: createGatewayMcpHandler(services, options),
     invalidParams,
     checkHostAndOrigin(host, origin) {
       const hostCheck = validateHostHeader(host, allowed);
-      if (!hostCheck.ok) throw new ApiError('forbidden', { detail: `the Host header must name ${allowed[0]} (${hostCheck.message})` });
+      if (!hostCheck.ok) throw new ApiError('forbidden', { detail: `the Host header must name ${allowed[0]} (${hostCheck.message}): connect to ${endpoint}, the gateway's base URL (ACG_BASE_URL)` });
       const originCheck = validateOriginHeader(origin, allowed);
       if (!originCheck.ok) throw new ApiError('forbidden', { detail: `a browser Origin must be ${allowed[0]} (${originCheck.message})` });
     },

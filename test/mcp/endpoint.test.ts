@@ -1,5 +1,6 @@
 // POST /mcp as the transport and authorization rules state it: credentials before discovery, both
 // protocol eras on one stateless endpoint, the tool list per principal, tool errors as problem bodies.
+import { request as httpRequest } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { extractWWWAuthenticateParams, type Client } from '@modelcontextprotocol/client';
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
@@ -497,6 +498,22 @@ describe('the 2026-07-28 wire', () => {
     expect(badOrigin.status).toBe(403);
     const goodOrigin = await rawModern(world.url, 'server/discover', {}, { token: agentMcpToken, headers: { origin: world.url } });
     expect(goodOrigin.status).toBe(200);
+    // Another name of this machine: refused, saying which URL to connect to (found from outside: it read as a credential refused).
+    const port = new URL(world.url).port;
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const request = httpRequest(
+        { host: '127.0.0.1', port, path: '/mcp', method: 'POST', headers: { host: `localhost:${port}`, authorization: `Bearer ${agentMcpToken}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' } },
+        (response) => {
+          let body = '';
+          response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+          response.on('end', () => resolve({ status: response.statusCode!, body }));
+        },
+      );
+      request.on('error', reject);
+      request.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }));
+    });
+    expect(answer.status).toBe(403);
+    expect(answer.body).toContain(`(Invalid Host: localhost): connect to ${world.url}/mcp, the gateway's base URL (ACG_BASE_URL)`);
   });
 
   it('a body over the size limit is 413 before any parsing', async () => {

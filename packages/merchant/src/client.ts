@@ -149,6 +149,7 @@ export class MerchantClient {
   /** The revoked vouchers verifyVoucher refuses: the one passed as `revocations`, or the client's own. */
   readonly revocations: RevocationSet;
   private readonly jwks: ReturnType<typeof createRemoteJWKSet>;
+  private readonly jwksUrl: string;
   /** When a token naming an unknown kid last made the key set be fetched again, and that fetch while it runs. */
   private unknownKidFetch: { atMs: number; done: Promise<void>; settled: boolean } | undefined;
   private readonly baseUrl: string;
@@ -167,7 +168,8 @@ export class MerchantClient {
     // jose caches the key set (fetched again once 10 minutes old). Its own refetch on an unknown kid is held back for as
     // long (its cooldown counts from any fetch, the first one too): keyFor makes that refetch, once per cooldown of its
     // own, so a flood of forged kids cannot make us hammer the gateway.
-    this.jwks = createRemoteJWKSet(new URL(`${this.baseUrl}/.well-known/jwks.json`), { cacheMaxAge: JWKS_CACHE_MAX_AGE_MS, cooldownDuration: JWKS_CACHE_MAX_AGE_MS });
+    this.jwksUrl = `${this.baseUrl}/.well-known/jwks.json`;
+    this.jwks = createRemoteJWKSet(new URL(this.jwksUrl), { cacheMaxAge: JWKS_CACHE_MAX_AGE_MS, cooldownDuration: JWKS_CACHE_MAX_AGE_MS });
   }
 
   private get jwksCooldownMs(): number {
@@ -222,6 +224,12 @@ export class MerchantClient {
       }
       return payload;
     } catch (error) {
+      // The gateway's keys could not be read (no answer, a timeout, an answer other than 200): nothing is known of the
+      // token, so it is not refused as forged (found from outside: an outage read as invalid_token, so a merchant
+      // refused valid vouchers and a forgery alarm fired). Retry later, as for any call without an answer.
+      if (isKeySetUnreachable(error)) {
+        throw new ConnectionError(1, undefined, { cause: error, message: `the gateway's keys (${this.jwksUrl}) could not be read, so the ${typ} could not be checked: ${(error as Error).message}; retry later` });
+      }
       throw new VerificationError('invalid_token', `the ${typ} does not verify: ${(error as Error).message}`, { cause: error });
     }
   }
@@ -547,4 +555,14 @@ function pause(ms: number, signal?: AbortSignal): Promise<void> {
     const timer = setTimeout(done, ms);
     signal?.addEventListener('abort', done, { once: true });
   });
+}
+
+/**
+ * Whether a verification failed because the gateway's key set could not be read: no answer (fetch's TypeError), a
+ * timeout, or an answer that is not a key set (another status, not JSON). Not a verdict on the token.
+ */
+function isKeySetUnreachable(error: unknown): boolean {
+  if (error instanceof errors.JWKSTimeout) return true;
+  if (error instanceof TypeError && error.message === 'fetch failed') return true;
+  return error instanceof errors.JOSEError && error.code === 'ERR_JOSE_GENERIC' && /JSON Web Key Set HTTP response/.test(error.message);
 }

@@ -56,12 +56,13 @@ export class ConnectionError extends Error {
     readonly attempts: number,
     /** The Idempotency-Key of a mutating call (capture, release, refund), to retry it with later. */
     readonly idempotencyKey: string | undefined,
-    options: { cause: unknown },
+    options: { cause: unknown; message?: string },
   ) {
     super(
-      `no answer from the gateway after ${attempts} attempt(s): the call may or may not have run` +
-        (idempotencyKey === undefined ? '' : `; retry it with idempotencyKey ${idempotencyKey} to run it at most once`),
-      options,
+      options.message ??
+        `no answer from the gateway after ${attempts} attempt(s): the call may or may not have run` +
+          (idempotencyKey === undefined ? '' : `; retry it with idempotencyKey ${idempotencyKey} to run it at most once`),
+      { cause: options.cause },
     );
     this.name = 'ConnectionError';
   }

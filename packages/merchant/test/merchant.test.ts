@@ -268,6 +268,17 @@ describe('a call no attempt got an answer to', () => {
       const read = await client({ gatewayUrl: 'http://127.0.0.1:1', attemptsMax: 2 }).getRedemption(redemption.id).catch((error: unknown) => error);
       expect(read).toBeInstanceOf(ConnectionError);
       expect((read as ConnectionError).idempotencyKey).toBeUndefined();
+      // A voucher checked while the gateway's keys cannot be read is not refused as forged: nothing is known of it
+      // (found from outside: invalid_token, "fetch failed", so valid vouchers were refused during an outage).
+      const { voucher } = await mint();
+      const unreadable = await client({ gatewayUrl: 'http://127.0.0.1:1', issuer: world.url }).verifyVoucher(voucher).catch((error: unknown) => error);
+      expect(unreadable).toBeInstanceOf(ConnectionError);
+      expect((unreadable as ConnectionError).message).toBe("the gateway's keys (http://127.0.0.1:1/.well-known/jwks.json) could not be read, so the voucher+jwt could not be checked: fetch failed; retry later");
+      // An answer that is not a key set (the proxy above answers none) is the same: no verdict on the token.
+      const answerless = await client({ gatewayUrl: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`, issuer: world.url }).verifyVoucher(voucher).catch((error: unknown) => error);
+      expect(answerless).toBeInstanceOf(ConnectionError);
+      // The same voucher straight from the gateway verifies.
+      expect((await client().verifyVoucher(voucher)).offerId).toBe(offerId);
     } finally {
       await new Promise<void>((resolve) => proxy.close(() => resolve()));
     }
