@@ -49,6 +49,9 @@ describe('/metrics', () => {
     expect((await mint('m-1')).status).toBe(200); // a replay
     expect((await world.api('POST', '/v1/vouchers', { token: agent.token, key: 'm-1', body: { offerId: offer.body.id, maxUc: '1000000' } })).status).toBe(409); // the key, reused
     expect((await mint('m-2')).status).toBe(402); // 0.5 credit left: INSUFFICIENT_CREDITS
+    // Refused while its credential was checked, before it ran: counted under its operation too (found from outside:
+    // an outage's 503s there were missing from the operations' errors).
+    expect((await world.api('POST', '/v1/vouchers', { token: 'not-a-token', key: 'm-3', body: { offerId: offer.body.id } })).status).toBe(401);
 
     const before = await scrape();
     const mintSeries = (labels: string) => `acg_operations_total{operation="mintVoucher",${labels}}`;
@@ -58,6 +61,8 @@ describe('/metrics', () => {
     expect(sample(before, mintSeries('idempotency="new",result="refused"'))).toBe(1);
     expect(sample(before, 'acg_operation_errors_total{operation="mintVoucher",code="idempotency_key_reused"}')).toBe(1);
     expect(sample(before, 'acg_operation_errors_total{operation="mintVoucher",code="INSUFFICIENT_CREDITS"}')).toBe(1);
+    expect(sample(before, mintSeries('idempotency="unclaimed",result="refused"'))).toBe(1);
+    expect(sample(before, 'acg_operation_errors_total{operation="mintVoucher",code="unauthorized"}')).toBe(1);
     expect(sample(before, 'acg_operation_duration_seconds_count{operation="mintVoucher"}')).toBe(4);
     // Four batches of one: a batched operation claims its key in the batch, so a replay and a reused key pass through one too.
     expect(sample(before, 'acg_batch_size_count{batcher="mintVoucher"}')).toBe(4);

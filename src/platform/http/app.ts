@@ -283,9 +283,14 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   });
 
   // A statement the database refused may mean a newer release migrated it under this instance (SchemaWatch.answerFor).
-  app.setErrorHandler(async (error: FastifyError, request: FastifyRequest, reply: FastifyReply) =>
-    renderError(app, (await gateway.schema.answerFor(error)) as FastifyError, request, reply),
-  );
+  app.setErrorHandler(async (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const answer = (await gateway.schema.answerFor(error)) as FastifyError;
+    // A route of an operation whose credential check refused the request (no principal yet): the operation never ran,
+    // so runOperation did not count it.
+    const { operation, auth } = request.routeOptions.config ?? {};
+    if (operation !== undefined && auth !== undefined && request.principal === undefined) gateway.metrics.operationRefusedBeforeRun(operation.name, answer);
+    return renderError(app, answer, request, reply);
+  });
 
   app.setNotFoundHandler((request, reply) => {
     const path = targetPath(request.url);
