@@ -604,8 +604,13 @@ export class LedgerService {
     let allocations = this.allocate(pass.lots.get(payerId)!, request.amountUc);
     if (!allocations && (await pass.reclaimDue(payerId))) allocations = this.allocate(pass.lots.get(payerId)!, request.amountUc);
     if (!allocations) {
-      const funded = payerId === agent.id ? "the agent's available credit" : `the available credit of its root agent ${payerId}, which funds it,`;
-      throw new ApiError('INSUFFICIENT_CREDITS', { detail: `${funded} does not cover ${request.amountUc} µc` });
+      // The agent's own figure, which it reads in GET /v1/me anyway, and what adds credit (found from outside: the
+      // refusal said neither); a delegate is not told its root's balance.
+      const availableUc = pass.lots.get(payerId)!.reduce((sum, lot) => sum + lot.remaining_uc, 0n);
+      const funded = payerId === agent.id ? `the agent's available credit (${availableUc} µc)` : `the available credit of its root agent ${payerId}, which funds it,`;
+      throw new ApiError('INSUFFICIENT_CREDITS', {
+        detail: `${funded} does not cover ${request.amountUc} µc: its owner adds credit by approving a top-up (POST /v1/payments/topups)`,
+      });
     }
     const holdId = newId('hold');
     const charged: BudgetChargeRow[] = [];

@@ -108,6 +108,8 @@ describe('POST /v1/vouchers', () => {
     await grant(world, poor.id, 1_000_000n);
     const res = await mint(world, poor.token, cheap.id);
     expect([res.status, res.body.code]).toEqual([402, 'INSUFFICIENT_CREDITS']);
+    // What the agent has, and what adds credit (found from outside: the refusal said neither).
+    expect(res.body.detail).toBe("the agent's available credit (1000000 µc) does not cover 2000000 µc: its owner adds credit by approving a top-up (POST /v1/payments/topups)");
     await world.api('POST', `/v1/owner/agents/${poor.id}/freeze`, { token: poor.ownerToken });
     const frozen = await mint(world, poor.token, cheap.id);
     expect([frozen.status, frozen.body.code]).toEqual([403, 'FROZEN']);
