@@ -203,6 +203,10 @@ export function buildCli(): Command {
       if (!config.databaseUrl) {
         const where = embeddedDatabaseDir(config.dataDir);
         process.stderr.write(existsSync(path.join(where, 'PG_VERSION')) ? `opening the embedded database in ${where}…\n` : `creating the embedded database in ${where} (a few seconds)…\n`);
+      } else {
+        // Where it connects, never who as (the URL's user and password stay out of it).
+        const url = URL.canParse(config.databaseUrl) ? new URL(config.databaseUrl) : undefined;
+        process.stderr.write(`connecting to PostgreSQL${url?.host ? ` at ${url.host}${url.pathname}` : ''}…\n`);
       }
       let db;
       try {

@@ -802,10 +802,11 @@ describe('acg migrate against a PostgreSQL that refuses the connection', () => {
   it('says it cannot open the database in one line, exit 2, without a stack trace or the password, when nothing listens', async () => {
     const port = await freePort();
     const refused = await acg(workDir, { DATABASE_URL: `postgres://acg:s3cret-pw@127.0.0.1:${port}/acg` }, 'migrate');
+    // Where it connects first, on stderr (found from outside: silent until the connection's timeout), never who as.
     expect(refused).toEqual({
       code: 2,
       stdout: '',
-      stderr: `cannot open the database: the database is unavailable (connect ECONNREFUSED 127.0.0.1:${port})\n`,
+      stderr: `connecting to PostgreSQL at 127.0.0.1:${port}/acg…\ncannot open the database: the database is unavailable (connect ECONNREFUSED 127.0.0.1:${port})\n`,
     });
   });
 

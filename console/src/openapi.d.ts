@@ -10440,7 +10440,7 @@ export interface operations {
                  *       }
                  *     }
                  */
-                "application/json": {
+                "application/json": ({
                     x402Version: number;
                     paymentPayload: {
                         x402Version: number;
@@ -10458,7 +10458,14 @@ export interface operations {
                     } & {
                         [key: string]: unknown;
                     };
-                    paymentRequirements: ({
+                    /** @description in version 2: PaymentRequirements (this scheme) or ForeignPaymentRequirements (another) */
+                    paymentRequirements: {
+                        [key: string]: unknown;
+                    };
+                } & {
+                    [key: string]: unknown;
+                }) | {
+                    paymentRequirements?: ({
                         /** @description batch-settlement */
                         scheme: string;
                         /** @description acg:credit */
@@ -10487,8 +10494,8 @@ export interface operations {
                     } & {
                         [key: string]: unknown;
                     });
-                } & {
-                    [key: string]: unknown;
+                } | {
+                    x402Version?: unknown;
                 };
             };
         };
@@ -10617,7 +10624,7 @@ export interface operations {
                  *       }
                  *     }
                  */
-                "application/json": {
+                "application/json": ({
                     x402Version: number;
                     paymentPayload: {
                         x402Version: number;
@@ -10635,7 +10642,14 @@ export interface operations {
                     } & {
                         [key: string]: unknown;
                     };
-                    paymentRequirements: ({
+                    /** @description in version 2: PaymentRequirements (this scheme) or ForeignPaymentRequirements (another) */
+                    paymentRequirements: {
+                        [key: string]: unknown;
+                    };
+                } & {
+                    [key: string]: unknown;
+                }) | {
+                    paymentRequirements?: ({
                         /** @description batch-settlement */
                         scheme: string;
                         /** @description acg:credit */
@@ -10664,8 +10678,8 @@ export interface operations {
                     } & {
                         [key: string]: unknown;
                     });
-                } & {
-                    [key: string]: unknown;
+                } | {
+                    x402Version?: unknown;
                 };
             };
         };

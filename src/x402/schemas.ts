@@ -146,11 +146,24 @@ export const PaymentPayload = Type.Object(
 );
 export type PaymentPayload = Static<typeof PaymentPayload>;
 
-/** VerifyRequest and SettleRequest: one shape. */
+/**
+ * VerifyRequest and SettleRequest: x402 version 2's, its requirements this scheme's whole form or another scheme's or
+ * network's (read for those two only); or a request of another x402 version, whatever its payload and requirements
+ * hold (found from outside: a v1 body naming this scheme was refused 400 for lacking v2's `amount`, where the version
+ * is read first). Either of the last two is answered with x402's reason.
+ */
 export const FacilitatorRequest = Type.Object(
-  { x402Version: Type.Integer(), paymentPayload: PaymentPayload, paymentRequirements: Type.Union([PaymentRequirements, ForeignPaymentRequirements]) },
+  {
+    x402Version: Type.Integer(),
+    paymentPayload: PaymentPayload,
+    paymentRequirements: Type.Object({}, { additionalProperties: true, description: `in version ${X402_VERSION}: PaymentRequirements (this scheme) or ForeignPaymentRequirements (another)` }),
+  },
   {
     additionalProperties: true,
+    anyOf: [
+      { properties: { paymentRequirements: { anyOf: [PaymentRequirements, ForeignPaymentRequirements] } } },
+      { properties: { x402Version: { not: { const: X402_VERSION } } } },
+    ],
     examples: [
       {
         x402Version: 2,
@@ -168,7 +181,8 @@ export const FacilitatorRequest = Type.Object(
     ],
   },
 );
-export type FacilitatorRequest = Static<typeof FacilitatorRequest>;
+/** As the service reads it: `forThisFacilitator` checks the version, scheme and network before anything else. */
+export type FacilitatorRequest = Omit<Static<typeof FacilitatorRequest>, 'paymentRequirements'> & { paymentRequirements: { scheme?: unknown; network?: unknown; [member: string]: unknown } };
 
 export const VerifyResponseSchema = Type.Object(
   {

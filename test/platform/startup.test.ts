@@ -90,7 +90,7 @@ describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
       // libpq's PGOPTIONS, which node-postgres reads) gives the wait up.
       const failed = await acg({ DATABASE_URL: database.url, PGOPTIONS: '-c lock_timeout=200' }, 'migrate');
       expect(failed.code).toBe(2);
-      expect(failed.stderr).toMatch(/^cannot migrate: the database failed during the migrations \(.+\); none was applied, run it again\n$/);
+      expect(failed.stderr).toMatch(/^connecting to PostgreSQL at [^\n]+…\ncannot migrate: the database failed during the migrations \(.+\); none was applied, run it again\n$/);
       await holder.query('ROLLBACK');
       expect((await holder.query('SELECT count(*)::int AS n FROM schema_migrations')).rows[0].n).toBe(0);
       const applied = await acg({ DATABASE_URL: database.url }, 'migrate');

@@ -635,6 +635,9 @@ describe('the agent side', () => {
     await expect(creditResourceServer({ gatewayUrl: world.url, merchantId: readOnly.merchantId, offerId: merchant.offerId, apiKey: readOnly.key }).initialize()).rejects.toMatchObject(
       refusedFor(/the API key lacks redemptions:capture: the gateway would refuse to verify or settle every payment/),
     );
+    // An owner's session is a credential /v1/me answers, and no merchant key (found from outside: "gateway_unavailable").
+    const ownerSession = await world.humanToken('x402-not-a-key@example.com');
+    await expect(creditResourceServer(merchant.settings({ apiKey: ownerSession })).initialize()).rejects.toMatchObject(refusedFor(/^invalid_api_key: apiKey is not a merchant API key/));
     const elsewhere = await seedMerchantKey(world, { scopes: ['redemptions:capture', 'redemptions:release'] });
     await expect(creditResourceServer(merchant.settings({ apiKey: elsewhere.key })).initialize()).rejects.toMatchObject(refusedFor(`the API key is merchant ${elsewhere.merchantId}'s, not ${merchant.merchantId}'s`));
     const captureOnly = await seedMerchantKey(world, { scopes: ['redemptions:capture'] });

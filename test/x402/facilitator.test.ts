@@ -368,6 +368,7 @@ describe('POST /x402/verify', () => {
     const exactV2 = { scheme: 'exact', network: 'eip155:84532', amount: '1.5', asset: 'USDC', payTo: '0x209693Bc6afc0C5328bA36FaF03C514EF312287C', maxTimeoutSeconds: 60 };
     const foreign: Array<[string, Record<string, unknown>, string]> = [
       ['a v1 request', { x402Version: 1, paymentPayload: { x402Version: 1, scheme: 'exact', network: 'base-sepolia', payload: { signature: '0x00' } }, paymentRequirements: v1Requirements }, 'invalid_x402_version'],
+      ['a v1 request naming this scheme', { x402Version: 1, paymentPayload: { x402Version: 1, scheme: 'batch-settlement', network: 'acg:credit', payload: {} }, paymentRequirements: { ...v1Requirements, scheme: 'batch-settlement', network: 'acg:credit' } }, 'invalid_x402_version'],
       ['exact with a decimal amount and no extra', { x402Version: 2, paymentPayload: payment, paymentRequirements: exactV2 }, 'invalid_scheme'],
       ['this scheme on another network, without extra', { x402Version: 2, paymentPayload: payment, paymentRequirements: { ...exactV2, scheme: 'batch-settlement' } }, 'invalid_network'],
     ];

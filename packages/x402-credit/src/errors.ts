@@ -29,6 +29,13 @@ export type CreditErrorCode =
   | 'invalid_price'
   /** A receipt that does not verify, or was not issued for what it claims. */
   | 'invalid_receipt'
+  /**
+   * Checked at start-up (merchant side): the `apiKey` is no merchant key (`invalid_api_key`), another merchant's
+   * (`unauthorized_server`), or lacks `redemptions:capture` (`scope_required`).
+   */
+  | 'invalid_api_key'
+  | 'unauthorized_server'
+  | 'scope_required'
   | (string & {});
 
 /** The gateway's problem body (RFC 9457), with its stable `code` and, on x402 routes, the draft's `error`. */

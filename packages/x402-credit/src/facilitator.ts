@@ -49,7 +49,7 @@ const ANSWER_SHAPES: Readonly<Record<Operation, { name: string; accepts: (body: 
   supported: { name: 'SupportedResponse', accepts: (body) => Array.isArray(body.kinds) },
   verify: { name: 'VerifyResponse', accepts: (body) => typeof body.isValid === 'boolean' },
   settle: { name: 'SettleResponse', accepts: (body) => typeof body.success === 'boolean' && typeof body.network === 'string' && typeof body.transaction === 'string' },
-  key: { name: "the key's own description (GET /v1/me)", accepts: (body) => typeof body.merchant === 'object' && body.merchant !== null },
+  key: { name: 'Me (GET /v1/me)', accepts: () => true },
 };
 
 /** The scopes a merchant key of this scheme needs: verify and settle, and a settle of "0" (a release). */
@@ -96,7 +96,12 @@ export class CreditFacilitatorClient extends HTTPFacilitatorClient {
    */
   override async getSupported(): Promise<SupportedResponse> {
     const supported = (await this.call('supported')) as unknown as SupportedResponse;
-    const { merchant } = (await this.call('key')) as { merchant: { merchantId?: unknown; scopes?: unknown } };
+    const { merchant } = (await this.call('key')) as { merchant?: { merchantId?: unknown; scopes?: unknown } };
+    // An owner's session or an agent's token is a credential too, and /v1/me answers it: not a merchant's key (found
+    // from outside: read as an unavailable gateway).
+    if (typeof merchant !== 'object' || merchant === null) {
+      throw new CreditError('invalid_api_key', "apiKey is not a merchant API key (the gateway's /v1/me names no merchant for it): create one for your merchant, with redemptions:capture and redemptions:release");
+    }
     const scopes = Array.isArray(merchant.scopes) ? merchant.scopes : [];
     if (this.options.merchantId !== undefined && merchant.merchantId !== this.options.merchantId) {
       throw new CreditError('unauthorized_server', `the API key is merchant ${String(merchant.merchantId)}'s, not ${this.options.merchantId}'s: the gateway would refuse every payment`);

@@ -454,10 +454,16 @@ describe.skipIf(onPostgres())("the merchant's facilitator client", () => {
     const verified = facilitatorFetch([problemAnswer(503, 'storage_unavailable', '0'), () => json(200, { isValid: true, payer: 'agt_1' })]);
     await expect(creditFacilitator({ gatewayUrl: GATEWAY, apiKey: 'key', fetch: verified.fetchFn }).verify(payment, requirements())).resolves.toEqual({ isValid: true, payer: 'agt_1' });
     expect(verified.calls.map((call) => call.url)).toEqual([`${GATEWAY}/x402/verify`, `${GATEWAY}/x402/verify`]);
-    const supported = facilitatorFetch([() => json(200, { kinds: [{ x402Version: 2, scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, extra: { authority: GATEWAY } }], extensions: [], signers: {} })]);
-    await expect(creditFacilitator({ gatewayUrl: GATEWAY, apiKey: 'key', fetch: supported.fetchFn }).getSupported()).resolves.toMatchObject({ kinds: [{ scheme: CREDIT_SCHEME }] });
+    const supported = facilitatorFetch([
+      () => json(200, { kinds: [{ x402Version: 2, scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, extra: { authority: GATEWAY } }], extensions: [], signers: {} }),
+      () => json(200, { merchant: { merchantId: 'mer_1', keyId: 'key_1', scopes: ['redemptions:capture', 'redemptions:release'] } }),
+    ]);
+    await expect(creditFacilitator({ gatewayUrl: GATEWAY, apiKey: 'key', merchantId: 'mer_1', fetch: supported.fetchFn }).getSupported()).resolves.toMatchObject({ kinds: [{ scheme: CREDIT_SCHEME }] });
     expect(supported.calls[0]).toMatchObject({ url: `${GATEWAY}/x402/supported`, init: { method: 'GET' }, body: undefined });
     expect(new Headers(supported.calls[0]!.init.headers).get('authorization')).toBe('Bearer key');
+    // And the key itself, once, at start-up: its merchant and scopes (test/x402/e2e.test.ts has the refusals).
+    expect(supported.calls[1]).toMatchObject({ url: `${GATEWAY}/v1/me`, init: { method: 'GET' } });
+    expect(new Headers(supported.calls[1]!.init.headers).get('authorization')).toBe('Bearer key');
   });
 
   it("throws gateway_unavailable after its attempts, with the last answer's status, problem and Retry-After", async () => {

@@ -57,7 +57,7 @@ export function refusalPage(nonce: string, refusal: { status: number; code: stri
  * door answers these in HTML while the gateway starts or stops, as their document says (found from outside: a JSON
  * body in a browser); `test/http-surface/openapi-document.test.ts` holds this list to the document.
  */
-const PAGE_PATH = /^\/(?:console(?:\/(?!static\/)[^?]*)?|oauth\/(?:authorize|consent)|payments\/(?:topups|purchases)\/[^/]+|docs(?:\/errors)?)?$/;
+const PAGE_PATH = /^\/(?:console(?:\/(?!static\/)[^?]*)?|oauth\/(?:authorize|consent)|payments\/(?:topups|purchases)\/[^/]+|docs(?:\/(?:errors)?)?)?$/;
 
 export function isPagePath(path: string): boolean {
   return PAGE_PATH.test(path);

@@ -44,7 +44,7 @@ describe('the front door of acg serve', () => {
 
   it('answers a page for people as a page, with every page header: the console, the OAuth pages, an approval page, the reference (found from outside: JSON in a browser)', async () => {
     await withFrontDoor(async (door) => {
-      for (const path of ['/', '/console', '/console/agents/agt_1', '/oauth/authorize?client_id=x', '/oauth/consent?request=r', '/payments/purchases/pur_1', '/payments/topups/top_1', '/docs', '/docs/errors']) {
+      for (const path of ['/', '/console', '/console/agents/agt_1', '/oauth/authorize?client_id=x', '/oauth/consent?request=r', '/payments/purchases/pur_1', '/payments/topups/top_1', '/docs', '/docs/', '/docs/errors']) {
         const res = await fetch(`${door.url}${path}`);
         expect([res.status, res.headers.get('content-type'), res.headers.get('retry-after'), res.headers.get('x-frame-options')], path).toEqual([503, 'text/html; charset=utf-8', '1', 'DENY']);
         expect(await res.text(), path).toContain('the gateway is starting and waits for its database; retry shortly');
