@@ -24,9 +24,9 @@ afterAll(() => world?.close());
 let counter = 0;
 
 /** Sends a request with its own request id and answers the log lines of that request once it has one. */
-async function linesOf(path: string, init: { headers?: Record<string, string> } = {}): Promise<Array<Record<string, any>>> {
+async function linesOf(path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Array<Record<string, any>>> {
   const id = `one-line-${++counter}`;
-  const res = await fetch(`${world.url}${path}`, { headers: { ...init.headers, 'x-request-id': id } });
+  const res = await fetch(`${world.url}${path}`, { method: init.method, body: init.body, headers: { ...init.headers, 'x-request-id': id } });
   await res.arrayBuffer();
   const of = () => lines.filter((line) => line.reqId === id);
   await waitFor(() => of().length, { until: (n) => n > 0, what: `a log line of request ${id}` });
@@ -56,6 +56,22 @@ describe('request log', () => {
     const written = await linesOf('/v1/owner/agents/%E0%A4%A');
     expect(written).toHaveLength(1);
     expect(written[0]).toMatchObject({ level: 30, code: 'invalid_input', res: { statusCode: 400 } });
+  });
+
+  // Found from outside (bb71): an operator reading why an agent was charged once for two requests could not tell from
+  // the log which answer was a stored one.
+  it('says when the answer is an Idempotency-Key replay, and only then', async () => {
+    const agent = await world.createAgent('logged-replay@example.com', 'logged-replay');
+    const put = () => linesOf(`/v1/owner/agents/${agent.id}/mandate`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${agent.ownerToken}`, 'content-type': 'application/json', 'idempotency-key': 'log-replay-1' },
+      body: JSON.stringify({ budgets: [{ id: 'daily', limitUc: '1000000', period: 'day' }] }),
+    });
+    const [first] = await put();
+    expect(first).toMatchObject({ msg: 'request completed', res: { statusCode: 200 } });
+    expect(first).not.toHaveProperty('idempotentReplay');
+    const [again] = await put();
+    expect(again).toMatchObject({ msg: 'request completed', res: { statusCode: 200 }, idempotentReplay: true });
   });
 
   it('writes one line for an unknown route', async () => {

@@ -2,8 +2,9 @@
 // without the method or path); this controller writes one when the response is finished: method, path and
 // address (the request serializer), status, response time, and for a refusal or failure the code and reason
 // that render-error.ts recorded on the request, at that failure's level (docs/decisions.md "Log levels of
-// failures"); a success is `info`.
+// failures"); a success is `info`. An answer replayed for a repeated Idempotency-Key says so (`idempotentReplay`).
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
+import { REPLAY_HEADER } from '../idempotency.ts';
 
 export interface FailureLine {
   level: 'info' | 'warn' | 'error';
@@ -23,7 +24,7 @@ export class RequestLog extends LogController {
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     if (this.isLogDisabled(request)) return;
-    const line = { req: request, res: reply, responseTime: reply.elapsedTime };
+    const line = { req: request, res: reply, responseTime: reply.elapsedTime, ...(reply.getHeader(REPLAY_HEADER) === 'true' && { idempotentReplay: true }) };
     if (error) {
       reply.log.error({ ...line, err: error }, 'request errored');
       return;
