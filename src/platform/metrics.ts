@@ -4,7 +4,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { ApiError, unexpectedAsApiError } from './errors.ts';
 
 /** What an operation's Idempotency-Key did: a new request, a stored answer replayed, or a refusal over the key. */
-export type IdempotencyOutcome = 'new' | 'replay' | 'conflict';
+export type IdempotencyOutcome = 'new' | 'replay' | 'conflict' | 'unclaimed';
 
 /** How long a scrape waits for the outbox's read, as /readyz waits for the database. */
 const OUTBOX_READ_WAIT_MS = 1_000;
@@ -56,7 +56,7 @@ export class Metrics {
   });
   readonly operations = new Counter({
     name: 'acg_operations_total',
-    help: 'Operations asked (HTTP and MCP alike), by operation, idempotency outcome (new, replay, conflict; unclaimed: refused while its credential was checked, before it ran) and result (ok, refused: an answer below 500, failed: 500 and above)',
+    help: 'Operations asked (HTTP and MCP alike), by operation, idempotency outcome (new, replay, conflict; unclaimed: refused before any key was claimed, while its credential, its input or its key was checked) and result (ok, refused: an answer below 500, failed: 500 and above)',
     labelNames: ['operation', 'idempotency', 'result'] as const,
     registers: [this.registry],
   });

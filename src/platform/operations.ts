@@ -269,9 +269,17 @@ export function runOperation<I, R, C, P>(runtime: OperationRuntime, operation: O
   const startedMs = performance.now();
   const attributes = () => ({ attributes: { 'acg.operation.name': operation.name, 'acg.principal.kind': request.principal.kind } });
   return inSpan(`operation ${operation.name}`, attributes, async (span) => {
+    let admitted: Admitted<I, C>;
+    try {
+      admitted = await admit(operation, request);
+    } catch (error) {
+      // Refused by its checks or for want of a key, before any key was claimed: nothing was stored for a retry.
+      answered(runtime, operation.name, span, startedMs, 'unclaimed', error);
+      throw error;
+    }
     let outcome: RunOutcome<R>;
     try {
-      outcome = await runToOutcome(runtime, operation, request);
+      outcome = await runAdmitted(runtime, operation, admitted);
     } catch (error) {
       answered(runtime, operation.name, span, startedMs, idempotencyOutcomeOf(error), error);
       throw error;
@@ -295,7 +303,15 @@ function answered(runtime: OperationRuntime, name: string, span: SpanRef | undef
   runtime.metrics?.operationAnswered(name, idempotency, error, (performance.now() - startedMs) / 1000);
 }
 
-async function runToOutcome<I, R, C, P>(runtime: OperationRuntime, operation: Operation<I, R, C, P>, request: RunRequest<I>): Promise<RunOutcome<R>> {
+/** A call its operation's checks let through, with the key it will claim (undefined: none was sent, and none is needed). */
+interface Admitted<I, C> {
+  call: OperationCall<I>;
+  checked: C;
+  key: string | undefined;
+}
+
+/** The steps before any key is claimed: the operation's own checks, and a key where one is required. */
+async function admit<I, R, C, P>(operation: Operation<I, R, C, P>, request: RunRequest<I>): Promise<Admitted<I, C>> {
   const call: OperationCall<I> = { principal: request.principal, input: request.input };
   const checked = (operation.check ? await operation.check(call) : undefined) as C;
   const { idempotency } = operation;
@@ -304,10 +320,12 @@ async function runToOutcome<I, R, C, P>(runtime: OperationRuntime, operation: Op
     const where = request.idempotencyKeyFrom ?? (idempotency.member ? `an Idempotency-Key header, or the body member \`${idempotency.member}\`` : 'an Idempotency-Key header');
     throw new ApiError(idempotency.missingCode ?? 'idempotency_required', { detail: `send ${where} (a UUID is a good key)` });
   }
-  if ('runClaimed' in operation) {
-    if (key === undefined) throw new Error(`multi-step operation ${operation.name} must require an Idempotency-Key`);
-    return runClaimed(runtime, operation, call, checked, { scope: accountScope(call.principal), key });
-  }
+  if ('runClaimed' in operation && key === undefined) throw new Error(`multi-step operation ${operation.name} must require an Idempotency-Key`);
+  return { call, checked, key };
+}
+
+async function runAdmitted<I, R, C, P>(runtime: OperationRuntime, operation: Operation<I, R, C, P>, { call, checked, key }: Admitted<I, C>): Promise<RunOutcome<R>> {
+  if ('runClaimed' in operation) return runClaimed(runtime, operation, call, checked, { scope: accountScope(call.principal), key: key! });
   if (key === undefined) {
     const prepared = (operation.prepare ? await operation.prepare(call, checked) : undefined) as P;
     return { result: await runtime.db.transaction((tx) => runOne(operation, tx, call, checked, prepared)), replayed: false };

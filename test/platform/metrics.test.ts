@@ -52,6 +52,9 @@ describe('/metrics', () => {
     // Refused while its credential was checked, before it ran: counted under its operation too (found from outside:
     // an outage's 503s there were missing from the operations' errors).
     expect((await world.api('POST', '/v1/vouchers', { token: 'not-a-token', key: 'm-3', body: { offerId: offer.body.id } })).status).toBe(401);
+    // Refused for want of a key, before any was claimed: unclaimed too, not new (found from outside, bb71: a span and
+    // the metrics called it new).
+    expect((await world.api('POST', '/v1/vouchers', { token: agent.token, body: { offerId: offer.body.id } })).status).toBe(400);
 
     const before = await scrape();
     const mintSeries = (labels: string) => `acg_operations_total{operation="mintVoucher",${labels}}`;
@@ -61,9 +64,10 @@ describe('/metrics', () => {
     expect(sample(before, mintSeries('idempotency="new",result="refused"'))).toBe(1);
     expect(sample(before, 'acg_operation_errors_total{operation="mintVoucher",code="idempotency_key_reused"}')).toBe(1);
     expect(sample(before, 'acg_operation_errors_total{operation="mintVoucher",code="INSUFFICIENT_CREDITS"}')).toBe(1);
-    expect(sample(before, mintSeries('idempotency="unclaimed",result="refused"'))).toBe(1);
+    expect(sample(before, mintSeries('idempotency="unclaimed",result="refused"'))).toBe(2);
     expect(sample(before, 'acg_operation_errors_total{operation="mintVoucher",code="unauthorized"}')).toBe(1);
-    expect(sample(before, 'acg_operation_duration_seconds_count{operation="mintVoucher"}')).toBe(4);
+    expect(sample(before, 'acg_operation_errors_total{operation="mintVoucher",code="idempotency_required"}')).toBe(1);
+    expect(sample(before, 'acg_operation_duration_seconds_count{operation="mintVoucher"}')).toBe(5);
     // Four batches of one: a batched operation claims its key in the batch, so a replay and a reused key pass through one too.
     expect(sample(before, 'acg_batch_size_count{batcher="mintVoucher"}')).toBe(4);
     expect(sample(before, 'acg_batch_size_bucket{le="1",batcher="mintVoucher"}')).toBe(4);
