@@ -200,9 +200,10 @@ export class ExecutionPipeline {
     try {
       cleared = await this.clear(request);
     } catch (error) {
-      // A request the owner approved, refused by what the owner can lift (a freeze, a mandate): its refusal says the
-      // approval stands, as the hold's own refusal does (found from outside: a freeze's said only "frozen").
-      const answer = await this.deps.purchases.approvedFor(this.gateway.db, bindingOf(key.claim), request.agentId);
+      // A request whose approval stands (approved, or waiting for the owner), refused by what the owner can lift (a
+      // freeze, a mandate): refused for now, and its refusal says so, as the hold's own refusal does (found from
+      // outside: a freeze's said only "frozen", and one while the approval waited was stored under the key).
+      const answer = await this.deps.purchases.standingApprovalFor(this.gateway.db, bindingOf(key.claim), request.agentId);
       return this.refuse(key, uncharged(refusalOfAnswered(answer, error)));
     }
     let started: Started;

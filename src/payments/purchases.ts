@@ -252,13 +252,13 @@ export class PurchaseApprovals {
     };
   }
 
-  /** The approval of this request, read without a lock, when it is approved and before its deadline (to word a refusal). */
-  async approvedFor(db: Queryable, binding: RequestBinding, agentId: string): Promise<PurchaseAnswer> {
+  /** The approval of this request, read without a lock, when it is approved or still waiting, before its deadline (to word a refusal). */
+  async standingApprovalFor(db: Queryable, binding: RequestBinding, agentId: string): Promise<PurchaseAnswer> {
     const row = await store.findPurchaseApprovalFor(db, binding);
     if (!row || Number(row.expires_at_s) <= this.nowS()) return { state: 'none' };
     // The hold's own rule (same request, same agent, approved), at the price the owner approved.
     const answer = this.answer(row, { ...binding, agentId, amountUc: row.amount_uc });
-    return answer.state === 'approved' ? answer : { state: 'none' };
+    return answer.state === 'closed' ? { state: 'none' } : answer;
   }
 
   private answer(row: store.PurchaseApprovalRow, check: PurchaseCheck): PurchaseAnswer {

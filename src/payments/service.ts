@@ -291,8 +291,8 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
   }
 
   /** The approval of this request, when approved and open, read without a lock (purchases.ts). */
-  approvedFor(db: Queryable, binding: RequestBinding, agentId: string): Promise<PurchaseAnswer> {
-    return this.purchases.approvedFor(db, binding, agentId);
+  standingApprovalFor(db: Queryable, binding: RequestBinding, agentId: string): Promise<PurchaseAnswer> {
+    return this.purchases.standingApprovalFor(db, binding, agentId);
   }
 
   /** Marks purchase approvals used by their holds, in the holds' transaction (purchases.ts). */

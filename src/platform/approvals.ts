@@ -137,17 +137,26 @@ function liftable(error: ApiError): boolean {
 }
 
 /**
- * A hold's refusal as the answer of its request. A request its owner approved, refused by what the owner can lift
- * (frozen, or a budget lowered, after approving), is refused for now only (`provisional`): the approval stands until
- * its deadline, and the retry with the same key runs again, so the owner's answer is not lost to a refusal stored
- * under the key (found from outside: an approved purchase, refused once while frozen, replayed FROZEN after the
- * owner unfroze the agent). Past the deadline the approval is expired, and that answer is stored.
+ * A hold's refusal as the answer of its request. A request whose approval stands, refused by what its owner can lift
+ * (frozen, or a budget lowered), is refused for now only (`provisional`): the retry with the same key runs again, so
+ * the owner's answer is not lost to a refusal stored under the key. That holds for an approval the owner gave (found
+ * from outside: an approved purchase, refused once while frozen, replayed FROZEN after the owner unfroze the agent),
+ * and for one still waiting for the owner (found from outside: an agent retrying while frozen stored FROZEN, and the
+ * owner's later approval could never be used). Past its deadline the approval is expired, and that answer is stored.
  */
 export function refusalOfAnswered(answer: PurchaseAnswer, error: unknown): unknown {
-  if (answer.state !== 'approved' || !(error instanceof ApiError) || !liftable(error)) return error;
-  const until = new Date(answer.expiresAt * 1000).toISOString();
-  const detail = `${(error.options.detail ?? error.title).replace(/\.?$/, '.')} The owner approved this purchase (approval ${answer.approvalId}), which stands until ${until}: once this is lifted, retry with ${SAME_KEY}. Nothing was taken.`;
-  return new ApiError(error.code, { ...error.options, detail, provisional: true });
+  if (!(error instanceof ApiError) || !liftable(error)) return error;
+  const refusal = `${(error.options.detail ?? error.title).replace(/\.?$/, '.')}`;
+  if (answer.state === 'approved') {
+    const until = new Date(answer.expiresAt * 1000).toISOString();
+    const detail = `${refusal} The owner approved this purchase (approval ${answer.approvalId}), which stands until ${until}: once this is lifted, retry with ${SAME_KEY}. Nothing was taken.`;
+    return new ApiError(error.code, { ...error.options, detail, provisional: true });
+  }
+  if (answer.state === 'none' && answer.waitingId !== undefined) {
+    const detail = `${refusal} This purchase's approval (${answer.waitingId}) still waits for the owner: once this is lifted, retry with ${SAME_KEY}. Nothing was taken.`;
+    return new ApiError(error.code, { ...error.options, detail, provisional: true });
+  }
+  return error;
 }
 
 /**
@@ -175,9 +184,10 @@ export interface PurchaseApprover {
   use(tx: Tx, uses: ReadonlyArray<{ approvalId: string; holdId: string }>): Promise<void>;
   /**
    * The owner's approval of this request (same key, request and agent), read without a lock, to word a refusal that
-   * comes before any hold (`refusalOfAnswered`); `none` unless it is approved and before its deadline.
+   * comes before any hold (`refusalOfAnswered`): approved, or still waiting (`none` with `waitingId`), before its
+   * deadline; otherwise `none`.
    */
-  approvedFor(db: Queryable, binding: RequestBinding, agentId: string): Promise<PurchaseAnswer>;
+  standingApprovalFor(db: Queryable, binding: RequestBinding, agentId: string): Promise<PurchaseAnswer>;
 }
 
 /** The refusal's `approval` for a top-up: the page, named by the subject (the MCP elicitation id), and the instructions. */

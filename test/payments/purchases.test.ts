@@ -240,10 +240,41 @@ describe('GET /v1/owner/approvals', () => {
     const refused = await world.api('POST', `/v1/payments/purchases/${id}/approve`, { token: agent.ownerToken, body: {} });
     expect([refused.status, refused.body.code, refused.body.reason, refused.body.agentId]).toEqual([409, 'conflict', 'agent_frozen', agent.id]);
     expect((await world.api('GET', `/v1/payments/purchases/${id}`, { token: agent.ownerToken })).body.status).toBe('pending_approval');
+    // The agent retries while frozen: refused for now, not stored under its key (found from outside, bb74: FROZEN was
+    // stored, and the owner's approval after the unfreeze could never be used).
+    for (const attempt of [1, 2]) {
+      const frozen = await mint(world, agent.token, offer.id, k);
+      expect([frozen.status, frozen.body.code, frozen.headers.get('idempotent-replayed')], `attempt ${attempt}`).toEqual([403, 'FROZEN', null]);
+      expect(frozen.body.detail).toMatch(new RegExp(`This purchase's approval \\(${id}\\) still waits for the owner: once this is lifted, retry with ${escapeRegExp(SAME_KEY)}\\. Nothing was taken\\.$`));
+    }
     expect((await world.api('POST', `/v1/owner/agents/${agent.id}/unfreeze`, { token: agent.ownerToken, body: {} })).status).toBe(200);
     expect(await listedStatus()).toBe('active');
+    // Unfrozen, the retry asks again with the same approval, still waiting.
+    const again = await mint(world, agent.token, offer.id, k);
+    expect([again.status, approvalIdOf(again.body.approvalUrl)]).toEqual([402, id]);
     expect((await world.api('POST', `/v1/payments/purchases/${id}/approve`, { token: agent.ownerToken, body: {} })).body.status).toBe('approved');
     expect((await mint(world, agent.token, offer.id, k)).status).toBe(200);
+    expect(await holdsOf(world, agent.id)).toHaveLength(1);
+  });
+
+  it('keeps a waiting approval usable when a budget lowered before the owner answers refuses the retry (found from outside, bb74)', async () => {
+    const agent = await agentAsking('budget-before-answer', '1000000');
+    const offer = await shop.offer({ priceUc: '3000000' });
+    const owner = { token: agent.ownerToken };
+    const k = key('budget-before-answer');
+    const asked = await mint(world, agent.token, offer.id, k);
+    expect(asked.status).toBe(402);
+    const id = approvalIdOf(asked.body.approvalUrl);
+    const setBudget = async (limitUc: string) =>
+      expect((await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { ...owner, key: key('budget'), body: { approvalAboveUc: '1000000', budgets: [{ id: 'daily', limitUc, period: 'day' }] } })).status).toBe(200);
+    await setBudget('2000000');
+    const short = await mint(world, agent.token, offer.id, k);
+    expect([short.status, short.body.code, short.body.budget?.id, short.headers.get('idempotent-replayed')]).toEqual([402, 'CAP_EXCEEDED', 'daily', null]);
+    await setBudget('10000000');
+    expect((await world.api('POST', `/v1/payments/purchases/${id}/approve`, { ...owner, body: {} })).body.status).toBe('approved');
+    const held = await mint(world, agent.token, offer.id, k);
+    expect([held.status, held.body.redemption?.amountUc]).toEqual([200, '3000000']);
+    expect((await world.api('GET', `/v1/payments/purchases/${id}`, owner)).body).toMatchObject({ status: 'used', holdId: held.body.redemption.id });
   });
 
   it("keeps an approved purchase's key for its retry while the owner has frozen the agent or lowered a budget, and the retry goes through once that is lifted (found from outside: the refusal was stored and replayed)", async () => {
@@ -312,6 +343,26 @@ describe('GET /v1/owner/approvals', () => {
     expect(forbidden.body.detail).toMatch(stands);
     expect((await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { ...owner, key: key('allow'), body: { approvalAboveUc: '500000' } })).status).toBe(200);
 
+    const ran = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(ran.status, JSON.stringify(ran.body)).toBe(200);
+    expect(repoCalls()).toBe(calls + 1);
+    expect((await world.api('GET', `/v1/payments/purchases/${id}`, owner)).body.status).toBe('used');
+  });
+
+  it('an execute whose approval still waits, refused while frozen, keeps its key: unfrozen and approved, it runs once (found from outside, bb74)', async () => {
+    const agent = await agentAsking('waiting-exec-frozen', '500000');
+    const owner = { token: agent.ownerToken };
+    const k = key('waiting-exec-frozen');
+    const calls = repoCalls();
+    const asked = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect(asked.status).toBe(402);
+    const id = approvalIdOf(asked.body.approvalUrl);
+    expect((await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { ...owner, body: {} })).status).toBe(200);
+    const frozen = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
+    expect([frozen.status, frozen.body.code, frozen.headers.get('idempotent-replayed')]).toEqual([403, 'FROZEN', null]);
+    expect(frozen.body.detail).toContain(`This purchase's approval (${id}) still waits for the owner`);
+    expect((await world.api('POST', `/v1/owner/agents/${agent.id}/unfreeze`, { ...owner, body: {} })).status).toBe(200);
+    expect((await world.api('POST', `/v1/payments/purchases/${id}/approve`, { ...owner, body: {} })).body.status).toBe('approved');
     const ran = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: repoRequest });
     expect(ran.status, JSON.stringify(ran.body)).toBe(200);
     expect(repoCalls()).toBe(calls + 1);
