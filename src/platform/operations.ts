@@ -271,7 +271,9 @@ export function runOperation<I, R, C, P>(runtime: OperationRuntime, operation: O
   return inSpan(`operation ${operation.name}`, attributes, async (span) => {
     let admitted: Admitted<I, C>;
     try {
-      admitted = await admit(operation, request);
+      // Without checks of its own a call is admitted at once, in the same turn, so calls made together reach their
+      // batcher together (an await here split them across batches).
+      admitted = operation.check ? await admitChecked(operation, request) : admit(operation, request, undefined as C);
     } catch (error) {
       // Refused by its checks or for want of a key, before any key was claimed: nothing was stored for a retry.
       answered(runtime, operation.name, span, startedMs, 'unclaimed', error);
@@ -310,10 +312,13 @@ interface Admitted<I, C> {
   key: string | undefined;
 }
 
-/** The steps before any key is claimed: the operation's own checks, and a key where one is required. */
-async function admit<I, R, C, P>(operation: Operation<I, R, C, P>, request: RunRequest<I>): Promise<Admitted<I, C>> {
+/** The steps before any key is claimed: the operation's own checks (`admitChecked`), and a key where one is required. */
+async function admitChecked<I, R, C, P>(operation: Operation<I, R, C, P>, request: RunRequest<I>): Promise<Admitted<I, C>> {
   const call: OperationCall<I> = { principal: request.principal, input: request.input };
-  const checked = (operation.check ? await operation.check(call) : undefined) as C;
+  return admit(operation, request, (await operation.check!(call)) as C, call);
+}
+
+function admit<I, R, C, P>(operation: Operation<I, R, C, P>, request: RunRequest<I>, checked: C, call: OperationCall<I> = { principal: request.principal, input: request.input }): Admitted<I, C> {
   const { idempotency } = operation;
   const key = keyOf(operation, call, request.idempotencyKey);
   if (key === undefined && idempotency.key === 'required') {
