@@ -153,6 +153,12 @@ export function checkedRules(rules: MandateRules, knownServiceIds: readonly stri
   // Amounts as the gateway writes them ("0005" is "5"), and the zone in IANA's case (`spelledTimeZone`), so the
   // document, its hash and every face show one form of each.
   const amount = (text: string | null) => (text === null ? null : formatUc(parseUc(text)));
+  const allow = rules.merchants.allow === null ? null : unique(rules.merchants.allow.map((name, index) => merchantName(name, `merchants/allow/${index}`)));
+  const deny = unique(rules.merchants.deny.map((name, index) => merchantName(name, `merchants/deny/${index}`)));
+  // A merchant both allowed and denied could never be paid (deny wins): a contradiction, said rather than stored
+  // (found from outside, 2026-12-06).
+  const both = allow?.find((name) => deny.includes(name));
+  if (both !== undefined) refuse(`merchants.allow and merchants.deny both name "${both}": a merchant on both lists is denied, so keep it on one`);
   return {
     ...rules,
     timeZone: spelledTimeZone(rules.timeZone),
@@ -161,10 +167,7 @@ export function checkedRules(rules: MandateRules, knownServiceIds: readonly stri
     approvalAboveUc: amount(rules.approvalAboveUc),
     allowedServices: unique(rules.allowedServices),
     allowedCategories: unique(rules.allowedCategories),
-    merchants: {
-      allow: rules.merchants.allow === null ? null : unique(rules.merchants.allow.map((name, index) => merchantName(name, `merchants/allow/${index}`))),
-      deny: unique(rules.merchants.deny.map((name, index) => merchantName(name, `merchants/deny/${index}`))),
-    },
+    merchants: { allow, deny },
     alertThresholds: thresholds,
   };
 }

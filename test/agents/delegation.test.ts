@@ -142,7 +142,7 @@ describe('registering a delegate', () => {
     const within = await createDelegate(root, root.token, { merchants: { allow: [allowed!.domain.toUpperCase()], deny: [rows[0]!.domain] } });
     expect(within.res.status, JSON.stringify(within.res.body)).toBe(201);
     // Still refused: a merchant outside the parent's allowlist, however it is named, and a deny the child drops.
-    const outside = await createDelegate(root, root.token, { merchants: { allow: [allowed!.domain, rows[0]!.domain], deny: [rows[0]!.domain] } });
+    const outside = await createDelegate(root, root.token, { merchants: { allow: [allowed!.domain, rows[0]!.domain], deny: [shops[1].merchantId] } });
     expect(outside.res.body).toMatchObject({ code: 'invalid_input', reason: 'merchant_outside_parent' });
     const undenied = await createDelegate(root, root.token, { merchants: { allow: [allowed!.domain], deny: [] } });
     expect(undenied.res.body).toMatchObject({ code: 'invalid_input', reason: 'merchant_outside_parent' });

@@ -271,6 +271,19 @@ describe('enforcement at the hold', () => {
     }
   });
 
+  it('refuses a merchant both allowed and denied, in any spelling of the same name, and stores nothing (found from outside, bb75)', async () => {
+    const agent = await fundedAgent();
+    const before = (await get(agent)).body;
+    for (const merchants of [
+      { allow: [shop.merchantId], deny: [shop.merchantId] },
+      { allow: ['Shop-Both.Example.com'], deny: ['shop-both.example.com'] },
+    ]) {
+      const refused = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `allow-and-deny-${Math.random()}`, body: { merchants } });
+      expect([refused.status, refused.body.detail]).toEqual([400, expect.stringMatching(/^merchants\.allow and merchants\.deny both name "(mer_\w+|shop-both\.example\.com)": a merchant on both lists is denied, so keep it on one$/)]);
+    }
+    expect((await get(agent)).body.version).toBe(before.version);
+  });
+
   it('outside its validity window a mandate refuses every purchase: 403 SCOPE_FORBIDDEN mandate_not_valid', async () => {
     const agent = await fundedAgent();
     const offer = await shop.offer();
