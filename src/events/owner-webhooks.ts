@@ -30,7 +30,7 @@ export class OwnerWebhookService {
 
   async configure(tx: Tx, ownerId: string, input: OwnerWebhookInput): Promise<{ configuration: OwnerWebhookConfiguration; webhookSecret?: string; notice: string }> {
     const url = validatePublicWebhookUrl(input.url);
-    if (!url.ok) throw new ApiError('invalid_input', { detail: `url ${url.reason}` });
+    if (!url.ok) throw new ApiError('invalid_input', { detail: `url: ${url.reason}` });
     const configured = await this.webhooks.configureOwner(tx, ownerId, { ...input, url: url.url });
     return { ...configured, notice: configured.webhookSecret === undefined ? OWNER_WEBHOOK_SECRET_KEPT_NOTICE : OWNER_WEBHOOK_SECRET_NOTICE };
   }

@@ -284,7 +284,7 @@ export class WebhookService {
       });
     }
     const url = validateWebhookUrl(input.url, merchant.domain);
-    if (!url.ok) throw new ApiError('invalid_input', { detail: `url ${url.reason}` });
+    if (!url.ok) throw new ApiError('invalid_input', { detail: `url: ${url.reason}` });
     const configured = await this.configureEndpoint(tx, merchant.id, { ...input, url: url.url });
     return { ...configured, notice: configured.webhookSecret === undefined ? WEBHOOK_SECRET_KEPT_NOTICE : WEBHOOK_SECRET_NOTICE };
   }

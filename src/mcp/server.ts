@@ -123,7 +123,7 @@ function queryOf(services: ToolServices, tool: QueryToolDefinition, args: Record
  * raw, which the platform's text guard skips): the same rule refuses the same text, with the same code.
  */
 function refuseUnstorableText(args: Record<string, unknown>): void {
-  const path = findUnstorableText(args, 'arguments');
+  const path = findUnstorableText(args, 'arguments', 'dotted');
   if (path === undefined) return;
   throw new ApiError('invalid_input', { detail: unstorableTextDetail(path) });
 }

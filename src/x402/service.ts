@@ -362,6 +362,9 @@ export class X402Service {
 
 const THIS_SCHEME = `this facilitator settles ${X402_SCHEME} on ${X402_NETWORK} in ${X402_ASSET} only`;
 
+/** A value the request stated, as its message names it: quoted, so an empty or spaced one reads as such (found from outside). */
+const quoted = (value: unknown): string => JSON.stringify(value) ?? String(value);
+
 /**
  * The request's requirements when it is for this facilitator; else why not, with x402's own reason (schemas.ts,
  * REQUIREMENTS_REASONS): the version first (another version's requirements are not read as this one's), then the
@@ -372,12 +375,12 @@ function forThisFacilitator(request: FacilitatorRequest): { ok: true; requiremen
     return { ok: false, reason: 'invalid_x402_version', message: `this facilitator speaks x402 version ${X402_VERSION} only` };
   }
   const { scheme, network } = request.paymentRequirements;
-  if (scheme !== X402_SCHEME) return { ok: false, reason: 'invalid_scheme', message: `the scheme ${scheme} is not ${X402_SCHEME}: ${THIS_SCHEME}` };
-  if (network !== X402_NETWORK) return { ok: false, reason: 'invalid_network', message: `the network ${network} is not ${X402_NETWORK}: ${THIS_SCHEME}` };
+  if (scheme !== X402_SCHEME) return { ok: false, reason: 'invalid_scheme', message: `the scheme ${quoted(scheme)} is not ${X402_SCHEME}: ${THIS_SCHEME}` };
+  if (network !== X402_NETWORK) return { ok: false, reason: 'invalid_network', message: `the network ${quoted(network)} is not ${X402_NETWORK}: ${THIS_SCHEME}` };
   // The request's schema admits this scheme on this network only in its whole form (ForeignPaymentRequirements
   // admits every other), so these are PaymentRequirements.
   const requirements = request.paymentRequirements as PaymentRequirements;
-  if (requirements.asset !== X402_ASSET) return { ok: false, reason: 'invalid_payment_requirements', message: `the asset ${requirements.asset} is not ${X402_ASSET}: ${THIS_SCHEME}` };
+  if (requirements.asset !== X402_ASSET) return { ok: false, reason: 'invalid_payment_requirements', message: `the asset ${quoted(requirements.asset)} is not ${X402_ASSET}: ${THIS_SCHEME}` };
   return { ok: true, requirements };
 }
 
@@ -392,12 +395,12 @@ function termsRefusal(
   merchantId: string,
 ): { reason: 'unauthorized_server' | 'resource_mismatch' | 'price_not_acceptable'; message: string } | undefined {
   if (claims.aud !== merchantId) return { reason: 'unauthorized_server', message: `the attestation is for merchant ${claims.aud}, not the caller` };
-  if (requirements.payTo !== merchantId) return { reason: 'unauthorized_server', message: `the requirements pay ${requirements.payTo}, not the caller` };
+  if (requirements.payTo !== merchantId) return { reason: 'unauthorized_server', message: `the requirements pay ${quoted(requirements.payTo)}, not the caller` };
   if (requirements.extra.resource !== claims.resource) {
-    return { reason: 'resource_mismatch', message: `the attestation is for ${claims.resource}, not ${requirements.extra.resource}` };
+    return { reason: 'resource_mismatch', message: `the attestation is for ${claims.resource}, not ${quoted(requirements.extra.resource)}` };
   }
   if (requirements.extra.offerId !== claims.offerId) {
-    return { reason: 'price_not_acceptable', message: `the attestation is for offer ${claims.offerId}, not ${requirements.extra.offerId}` };
+    return { reason: 'price_not_acceptable', message: `the attestation is for offer ${claims.offerId}, not ${quoted(requirements.extra.offerId)}` };
   }
   return undefined;
 }

@@ -11,7 +11,7 @@ import type { QueryDescription } from '../queries.ts';
 import type { TSchema } from '@sinclair/typebox';
 import type { Principal } from '../principal.ts';
 import { requestIdOf, serverOptions, serveUnmetExpectations } from './front-door.ts';
-import { PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath, UNSUPPORTED_BODY } from './render-error.ts';
+import { jsonBodyRefusal, PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath, UNSUPPORTED_BODY } from './render-error.ts';
 import { answerHeaders } from './answer-headers.ts';
 import { installTextGuard } from './text-guard.ts';
 import { installCors } from './cors.ts';
@@ -185,7 +185,11 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
       return;
     }
     json(request, text, (error, parsed) => {
-      const repeated = error ? undefined : findDuplicateMember(text, 'body');
+      if (error) {
+        done(new ApiError('invalid_input', { detail: jsonBodyRefusal(text) }), undefined);
+        return;
+      }
+      const repeated = findDuplicateMember(text, 'body', 'slashes');
       if (repeated !== undefined) done(new ApiError('invalid_input', { detail: duplicateMemberDetail(repeated) }), undefined);
       else done(error, parsed);
     });

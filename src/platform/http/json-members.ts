@@ -17,11 +17,23 @@ interface Container {
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
+/** How a path is written: as the REST API's validation errors name a member (`body/items/2/name`), or dotted, as `/mcp` does (`params.arguments.items[2].name`). */
+export type PathStyle = 'slashes' | 'dotted';
+
+/** The path of `name` in `parent`, and of its element `index`, in a style. */
+export function memberPath(parent: string, name: string, style: PathStyle): string {
+  if (parent === '') return name;
+  return style === 'slashes' ? `${parent}/${name}` : `${parent}.${name}`;
+}
+export function elementPath(parent: string, index: number | string, style: PathStyle): string {
+  return style === 'slashes' ? `${parent}/${index}` : `${parent}[${index}]`;
+}
+
 /**
- * The path (from `rootPath`, e.g. `body.items[2].name`; from '', `items[2].name`) of the first member whose name its object already
- * had, if any. `text` must be JSON that parsed: the scan trusts its syntax and only tracks strings and nesting.
+ * The path (from `rootPath`, e.g. `body.items[2].name`; from '', `items[2].name`; with slashes, `body/items/2/name`) of the first
+ * member whose name its object already had, if any. `text` must be JSON that parsed: the scan trusts its syntax and only tracks strings and nesting.
  */
-export function findDuplicateMember(text: string, rootPath: string): string | undefined {
+export function findDuplicateMember(text: string, rootPath: string, style: PathStyle = 'dotted'): string | undefined {
   const open: Container[] = [];
   // The path of the value about to start: a member's, an element's, or the root's.
   let valuePath = rootPath;
@@ -41,7 +53,7 @@ export function findDuplicateMember(text: string, rootPath: string): string | un
       if (top?.names && top.expectingName) {
         // A name with escapes is compared as it decodes ("\u0061" and "a" are one name).
         const name = escaped ? (JSON.parse(text.slice(i, end + 1)) as string) : text.slice(i + 1, end);
-        valuePath = top.path === '' ? name : `${top.path}.${name}`;
+        valuePath = memberPath(top.path, name, style);
         if (top.names.has(name)) return valuePath;
         top.names.add(name);
         top.expectingName = false;
@@ -51,13 +63,13 @@ export function findDuplicateMember(text: string, rootPath: string): string | un
       open.push({ names: new Set(), path: valuePath, expectingName: true, index: 0 });
     } else if (c === 0x5b /* [ */) {
       open.push({ names: null, path: valuePath, expectingName: false, index: 0 });
-      valuePath = `${valuePath}[0]`;
+      valuePath = elementPath(valuePath, 0, style);
     } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
       open.pop();
     } else if (c === 0x2c /* , */) {
       const top = open.at(-1)!;
       if (top.names) top.expectingName = true;
-      else valuePath = `${top.path}[${++top.index}]`;
+      else valuePath = elementPath(top.path, ++top.index, style);
     }
   }
   return undefined;

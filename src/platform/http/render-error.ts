@@ -310,3 +310,60 @@ export function renderClientError(app: FastifyInstance, error: Error & { code?: 
 export const UNSUPPORTED_BODY = 'send the body as application/json';
 
 const INVALID_JSON_BODY = 'the body is not valid JSON, or has a "__proto__" key or "constructor" with a "prototype", which are refused';
+
+/**
+ * Why a JSON body the parser refused was refused, said precisely (found from outside: one text named two causes and
+ * no place): where its syntax breaks, by line and column, with the parser's own words when they hold none of the
+ * body (its "Unexpected token" words quote the body, which a log line must not carry); or, for valid JSON, its
+ * prototype key.
+ */
+export function jsonBodyRefusal(text: string): string {
+  try {
+    JSON.parse(text);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : '';
+    // V8's words before "at position" ("Expected ',' or '}' after property value in JSON"), when they quote nothing of the body.
+    const at = /^([^"`]*?)(?: in JSON)? at position (\d+)/.exec(message);
+    if (at && !/Unexpected token/.test(at[1]!)) {
+      const position = Number(at[2]);
+      const before = text.slice(0, position);
+      const line = before.split('\n').length;
+      const column = position - before.lastIndexOf('\n');
+      return `the body is not valid JSON: ${at[1]!.charAt(0).toLowerCase()}${at[1]!.slice(1)} at line ${line}, column ${column}`;
+    }
+    if (/^Unexpected end of JSON input/.test(message)) return 'the body is not valid JSON: it ends before its last value is complete';
+    const token = /^Unexpected token .* is not valid JSON$/s.test(message) ? positionOfUnexpected(text) : undefined;
+    return token === undefined ? 'the body is not valid JSON' : `the body is not valid JSON: unexpected character at line ${token.line}, column ${token.column}`;
+  }
+  return 'the body has a "__proto__" key or "constructor" with a "prototype", which are refused';
+}
+
+/**
+ * Where a body first fails to parse, when the parser's words do not say: the end of its longest prefix that is JSON
+ * cut short (or whole), found by bisection, since every shorter prefix is one too and every longer one holds the
+ * offending character.
+ */
+function positionOfUnexpected(text: string): { line: number; column: number } | undefined {
+  if (text.length > 65_536) return undefined;
+  let low = 0;
+  let high = text.length;
+  // A prefix cut short fails at its end: "Unexpected end of JSON input", or words naming its last position.
+  const incomplete = (n: number) => {
+    try {
+      JSON.parse(text.slice(0, n));
+      return true;
+    } catch (error) {
+      const message = error instanceof Error ? error.message : '';
+      const at = /at position (\d+)/.exec(message);
+      return /^Unexpected end of JSON input/.test(message) || (at !== null && Number(at[1]) >= n);
+    }
+  };
+  if (!incomplete(0)) return undefined;
+  while (low < high) {
+    const mid = Math.ceil((low + high) / 2);
+    if (incomplete(mid)) low = mid;
+    else high = mid - 1;
+  }
+  const before = text.slice(0, low);
+  return { line: before.split('\n').length, column: low - before.lastIndexOf('\n') };
+}

@@ -12,11 +12,12 @@
 // column can hold (a coerced query value of Infinity) are refused the same way after validation.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError, OAuthError } from '../errors.ts';
+import { elementPath, memberPath, type PathStyle } from './json-members.ts';
 
 const UNSTORABLE = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|[\u202A-\u202E\u2066-\u2069]/;
 
-/** The path (e.g. `body.name`) of the first string or member name holding unstorable text, if any. */
-export function findUnstorableText(root: unknown, rootPath: string): string | undefined {
+/** The path (e.g. `body/name`, or dotted `arguments.name`) of the first string or member name holding unstorable text, if any. */
+export function findUnstorableText(root: unknown, rootPath: string, style: PathStyle = 'slashes'): string | undefined {
   // Iterative, so a deeply nested body cannot exhaust the stack.
   const pending: Array<[unknown, string]> = [[root, rootPath]];
   while (pending.length > 0) {
@@ -28,7 +29,7 @@ export function findUnstorableText(root: unknown, rootPath: string): string | un
     if (value === null || typeof value !== 'object' || Buffer.isBuffer(value)) continue;
     for (const [name, member] of Object.entries(value)) {
       if (UNSTORABLE.test(name)) return path;
-      pending.push([member, Array.isArray(value) ? `${path}[${name}]` : `${path}.${name}`]);
+      pending.push([member, Array.isArray(value) ? elementPath(path, name, style) : memberPath(path, name, style)]);
     }
   }
   return undefined;
