@@ -6,7 +6,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { ConfigError, loadConfig, type Config } from './platform/config.ts';
+import { ConfigError, loadConfig, unreadSettings, type Config } from './platform/config.ts';
 import { DatabaseInUseError, type Database } from './platform/db/database.ts';
 import { MigrationError } from './platform/db/migrate.ts';
 import { connectionSettingsRefusal, isStorageUnavailable, storageFailureKind } from './platform/db/faults.ts';
@@ -143,6 +143,7 @@ export async function serve(): Promise<void> {
     throw error;
   }
   const log = createLogger(config, undefined, { traceFields: telemetryRequested(process.env) });
+  for (const warning of unreadSettings(process.env)) log.warn(warning);
   // The front door reads the base URL at each answer: with PORT=0 it is known only once the socket is bound.
   const door = { host: config.host, port: config.port, baseUrl: config.baseUrl, mode: config.mode, requestTimeoutMs: config.requestTimeoutMs };
   let front: FrontDoor;

@@ -97,8 +97,10 @@ async function withSpawnedGateway(dirPrefix: string, env: Record<string, string>
 
 describe('acg serve with PORT=0', () => {
   it('names the port it bound in its base URL: in its listening line and as the issuer it publishes', async () => {
-    await withSpawnedGateway('acg-port0-', { PORT: '0' }, async (gateway) => {
+    // ACG_PORT beside it (found from outside: set alone, it started the gateway on 8080 without a word) is said to be ignored.
+    await withSpawnedGateway('acg-port0-', { PORT: '0', ACG_PORT: '19999' }, async (gateway) => {
       expect(gateway.url).toMatch(/^http:\/\/127\.0\.0\.1:[1-9][0-9]*$/);
+      expect(gateway.logs.filter((line) => line.level === 40).map((line) => line.msg)).toContain('ACG_PORT is not a setting of the gateway, which reads PORT (without ACG_): ACG_PORT is ignored');
       expect(gateway.logs.find((line) => String(line.msg).startsWith('gateway listening'))?.baseUrl).toBe(gateway.url);
       const metadata = (await (await fetch(`${gateway.url}/.well-known/oauth-authorization-server`)).json()) as { issuer: string };
       expect(metadata.issuer).toBe(gateway.url);

@@ -2398,7 +2398,7 @@ export interface webhooks {
         put?: never;
         /**
          * The gateway disabled the webhook after every attempt failed for 5 days (listed by GET …/events; not delivered, the webhook being off)
-         * @description Sent to the merchant's webhook URL (PUT /v1/merchants/{id}/webhook) as `webhook.disabled`, signed with Standard Webhooks. Only a 2xx answer counts as delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later (each wait counted from the end of the failed attempt); after 8 failed attempts the delivery is dead-lettered and can be re-sent (POST /v1/merchants/{id}/webhook/deliveries/{deliveryId}/resend). 5 failed attempts in a row to the endpoint, whatever their events, pause it: no attempt for 30 s, doubling with each further failure up to 10 min, so an attempt may come later than that schedule (the webhook configuration shows the pause; a success, a re-send or a new URL ends it). No order is guaranteed between events: attempts run concurrently and retries overtake. During a secret rotation the signature header carries one `v1,` signature per secret.
+         * @description Never sent to a webhook, and never re-sent (409): the gateway records `webhook.disabled` as it turns the webhook off, so it is listed by GET /v1/merchants/{id}/events, with the body below, and the webhook configuration shows why (`disabledReason`).
          */
         post: operations["onWebhookDisabled"];
         delete?: never;
@@ -2988,7 +2988,7 @@ export interface components {
             }[];
             merchants: {
                 allow: string[] | null;
-                /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing */
+                /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing; a name on both allow and deny is refused (400), since it could never be paid */
                 deny: string[];
             };
             approvalAboveUc: string | null;
@@ -6225,7 +6225,7 @@ export interface operations {
                     /** @description a member left out takes its default: allow null (any merchant not denied), deny []; for a delegate, its parent's */
                     merchants?: {
                         allow?: string[] | null;
-                        /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing */
+                        /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing; a name on both allow and deny is refused (400), since it could never be paid */
                         deny?: string[];
                     };
                     approvalAboveUc?: string | null;
@@ -7735,7 +7735,7 @@ export interface operations {
                         /** @description a member left out takes its default: allow null (any merchant not denied), deny []; for a delegate, its parent's */
                         merchants?: {
                             allow?: string[] | null;
-                            /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing */
+                            /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing; a name on both allow and deny is refused (400), since it could never be paid */
                             deny?: string[];
                         };
                         approvalAboveUc?: string | null;

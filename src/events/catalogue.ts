@@ -2,7 +2,7 @@
 // type, with the envelope a merchant's (or an owner's) endpoint receives, the Standard Webhooks headers,
 // and what counts as delivered. The payload bytes are exactly the `events.payload` the outbox stored
 // (src/events/outbox.ts).
-import { EVENT_TYPES, type AnyEventType } from './outbox.ts';
+import { EVENT_TYPES, UNDELIVERED_EVENT_TYPES, type AnyEventType } from './outbox.ts';
 import { RETRY_SCHEDULE_S } from './webhook-sender.ts';
 import { AUTO_DISABLE_AFTER_S, CIRCUIT_FAILURES_THRESHOLD, CIRCUIT_OPEN_BASE_MS, CIRCUIT_OPEN_MAX_MS } from './worker.ts';
 
@@ -184,8 +184,10 @@ export function webhooksDocument(): Record<string, unknown> {
           operationId: `on${type.split(/[._]/).map((word) => word[0]!.toUpperCase() + word.slice(1)).join('')}`,
           tags: ['webhooks'],
           summary: EVENTS[type].summary,
-          description:
-            `Sent to the ${EVENTS[type].account === 'merchant' ? "merchant's webhook URL (PUT /v1/merchants/{id}/webhook)" : "owner's webhook URL (PUT /v1/owner/webhook)"} ` +
+          description: UNDELIVERED_EVENT_TYPES.includes(type)
+            ? `Never sent to a webhook, and never re-sent (409): the gateway records \`${type}\` as it turns the webhook off, so it is ` +
+              'listed by GET /v1/merchants/{id}/events, with the body below, and the webhook configuration shows why (`disabledReason`).'
+            : `Sent to the ${EVENTS[type].account === 'merchant' ? "merchant's webhook URL (PUT /v1/merchants/{id}/webhook)" : "owner's webhook URL (PUT /v1/owner/webhook)"} ` +
             `as \`${type}\`, signed with Standard Webhooks. Only a 2xx answer counts as ` +
             `delivered (redirects are not followed). The first attempt is immediate; after a failure the next comes ` +
             `${retryWaits()} later (each wait counted from the end of the failed attempt); after ${RETRY_SCHEDULE_S.length} ` +

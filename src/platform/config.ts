@@ -144,7 +144,7 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_OPERATOR_TOKEN_SHA256', default: '(dev: generated)', meaning: 'hex SHA-256 of the operator credential accepted by operator routes (`acg credit grant` on a running gateway); dev mode generates one into ACG_DATA_DIR/operator-token' },
   { name: 'ACG_OPERATOR_TOKEN', default: '(dev: read from ACG_DATA_DIR)', meaning: 'the operator credential itself, for CLI commands that call a running gateway; the gateway itself ignores it' },
   { name: 'ACG_OWNER_TOKEN', default: '(unset)', meaning: "an owner's session token (a human session JWT, or an OAuth access token with svc:owner) for CLI commands that act as the owner (`acg agent mandate`); the gateway itself ignores it" },
-  { name: 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', default: 'false', meaning: 'TEST ONLY: lets outbound calls reach loopback/private addresses; refused in live mode' },
+  { name: 'ACG_ALLOW_PRIVATE_NETWORK_TARGETS', default: 'false', meaning: "TEST ONLY: lets outbound calls reach loopback/private addresses; refused in live mode. It changes no URL rule: a webhook URL must still be https on port 443 with a public name under the merchant's verified domain (resolved by the system's DNS, not the dev zone), so a merchant on a laptop receives webhooks through a tunnel with a public https name, or reads the events and revocations feeds instead (packages/merchant/README.md)" },
 ];
 
 export class ConfigError extends Error {
@@ -389,6 +389,42 @@ function parsesAsCertificate(pem: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** How many single-character edits turn `a` into `b` (Levenshtein), or `limit + 1` once it is known to be more. */
+function editDistance(a: string, b: string, limit: number): number {
+  if (Math.abs(a.length - b.length) > limit) return limit + 1;
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) current.push(Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1)));
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
+/**
+ * Variables set in the environment that look meant for the gateway but are not read by it: a setting read without
+ * the `ACG_` prefix written with it (`ACG_PORT` for `PORT`), or a name one or two letters from a setting's
+ * (`ACG_BASE_ULR`). Each is a sentence naming the setting it resembles; `acg serve` logs them as warnings (found
+ * from outside: `ACG_PORT=…` started a gateway on 8080 without a word). Other `ACG_` names are left alone: a
+ * merchant's or an agent's own programs beside the gateway may read names of their own (`ACG_API_KEY`).
+ */
+export function unreadSettings(env: Env): string[] {
+  const names = ENV_VARS.map((variable) => variable.name);
+  const warnings: string[] = [];
+  for (const name of Object.keys(env).sort()) {
+    if (env[name] === undefined || names.includes(name)) continue;
+    const unprefixed = name.startsWith('ACG_') ? name.slice(4) : undefined;
+    if (unprefixed !== undefined && names.includes(unprefixed)) {
+      warnings.push(`${name} is not a setting of the gateway, which reads ${unprefixed} (without ACG_): ${name} is ignored`);
+      continue;
+    }
+    if (!name.startsWith('ACG_') || name.length < 8) continue;
+    const near = names.find((known) => known.startsWith('ACG_') && editDistance(name, known, 2) <= 2);
+    if (near !== undefined) warnings.push(`${name} is not a setting of the gateway: did you mean ${near}? ${name} is ignored`);
+  }
+  return warnings;
 }
 
 export function loadConfig(env: Env = process.env): Config {

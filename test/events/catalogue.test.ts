@@ -25,6 +25,8 @@ describe('the event catalogue in the OpenAPI document', () => {
       expect(schema.properties[account]).toEqual({ type: 'string' });
       if (type === 'webhook.disabled') {
         expect(schema.properties.data.properties.webhook.required).toEqual(['reason', 'failingSince', 'consecutiveFailures']);
+        // Recorded, never sent: its description says so rather than the delivery schedule (found from outside).
+        expect(operation.description).toMatch(/^Never sent to a webhook, and never re-sent \(409\)/);
       } else if (type === 'budget.threshold') {
         expect(schema.properties.data.required).toEqual(['agentId', 'thresholdPct', 'budget']);
       } else {

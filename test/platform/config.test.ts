@@ -5,8 +5,21 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/platform/config.ts';
+import { ConfigError, loadConfig, unreadSettings } from '../../src/platform/config.ts';
 import { makeTestCertificate } from '../support/test-certificate.ts';
+
+describe('variables meant for the gateway that it does not read', () => {
+  it('names a setting written with ACG_ that is read without it, and a name one or two letters from a setting, and nothing else', () => {
+    expect(unreadSettings({ ACG_PORT: '1', ACG_DATABASE_URL: 'postgres://x', ACG_BASE_ULR: 'http://x', ACG_MDOE: 'live', PORT: '1', ACG_MODE: 'dev' })).toEqual([
+      'ACG_BASE_ULR is not a setting of the gateway: did you mean ACG_BASE_URL? ACG_BASE_ULR is ignored',
+      'ACG_DATABASE_URL is not a setting of the gateway, which reads DATABASE_URL (without ACG_): ACG_DATABASE_URL is ignored',
+      'ACG_MDOE is not a setting of the gateway: did you mean ACG_MODE? ACG_MDOE is ignored',
+      'ACG_PORT is not a setting of the gateway, which reads PORT (without ACG_): ACG_PORT is ignored',
+    ]);
+    // The names the SDKs' READMEs give a merchant's or an agent's own programs are theirs, not misspellings.
+    expect(unreadSettings({ ACG_GATEWAY_URL: 'x', ACG_MERCHANT_ID: 'x', ACG_OFFER_ID: 'x', ACG_API_KEY: 'x', ACG_AGENT_ID: 'x', ACG_AGENT_TOKEN: 'x', ACG_TEST_DB: 'pglite', HOME: '/root' })).toEqual([]);
+  });
+});
 
 describe('yes-or-no settings', () => {
   it('takes ACG_PRECOMPILE_SCHEMAS as 1 (the default) or 0, and refuses anything else by name', () => {

@@ -103,6 +103,11 @@ function defaultBackoffMs(attempt: number): number {
 }
 
 function amountText(amount: Amount, name: string): string {
+  // A number from plain JavaScript is refused here, as the README says, not sent for the gateway to refuse (found
+  // from outside): past 2^53 a number is no longer the amount that was meant.
+  if (typeof amount !== 'bigint' && typeof amount !== 'string') {
+    throw new TypeError(`${name} must be a string of digits or a bigint (a number loses microcredits past 2^53), got ${typeof amount} ${String(amount)}`);
+  }
   const text = typeof amount === 'bigint' ? amount.toString() : amount;
   if (!AMOUNT_PATTERN.test(text)) throw new TypeError(`${name} must be a non-negative integer of microcredits of at most ${AMOUNT_UC_DIGITS_MAX} digits, got ${String(amount)}`);
   return text;
@@ -230,8 +235,28 @@ export class MerchantClient {
       if (isKeySetUnreachable(error)) {
         throw new ConnectionError(1, undefined, { cause: error, message: `the gateway's keys (${this.jwksUrl}) could not be read, so the ${typ} could not be checked: ${(error as Error).message}; retry later` });
       }
-      throw new VerificationError('invalid_token', `the ${typ} does not verify: ${(error as Error).message}`, { cause: error });
+      throw new VerificationError('invalid_token', `the ${typ} does not verify: ${this.whyRefused(error, audience)}`, { cause: error });
     }
+  }
+
+  /**
+   * Why a token was refused, naming what was expected and what it holds where jose's words do not (found from
+   * outside: "unexpected "iss" claim value" left a merchant guessing that gatewayUrl said localhost where the gateway
+   * names itself 127.0.0.1). A claim check runs after the signature's, so the values named are the gateway's own.
+   */
+  private whyRefused(error: unknown, audience: string | undefined): string {
+    const message = (error as Error).message;
+    if (error instanceof errors.JWTExpired) {
+      const exp = error.payload.exp;
+      return typeof exp === 'number' ? `it expired at ${new Date(exp * 1000).toISOString()} (now ${new Date().toISOString()} by this machine's clock)` : message;
+    }
+    if (error instanceof errors.JWTClaimValidationFailed && error.reason === 'check_failed') {
+      if (error.claim === 'iss') {
+        return `its issuer is ${JSON.stringify(error.payload.iss)}, not ${JSON.stringify(this.issuer)}: set gatewayUrl (or issuer, behind a proxy) to the URL the gateway names itself by, its issuer at /.well-known/oauth-authorization-server`;
+      }
+      if (error.claim === 'aud') return `it is for ${JSON.stringify(error.payload.aud)}, not merchantId ${JSON.stringify(audience)}`;
+    }
+    return message;
   }
 
   /**

@@ -91,7 +91,9 @@ export type WebhookEventType =
   | 'redemption.released'
   | 'redemption.expired'
   | 'redemption.refunded'
-  | 'voucher.revoked';
+  | 'voucher.revoked'
+  /** Recorded when the gateway turns your webhook off; listed by the events API, never delivered. */
+  | 'webhook.disabled';
 
 /**
  * Vouchers the gateway revoked (their holds released: the owner froze the agent with `releaseHolds`, or
