@@ -90,12 +90,13 @@ export function twinName(tool: ToolDefinition): string {
 /**
  * Where an approval comes as a URL elicitation, in the words of the tool descriptions (server.ts `mayAskToVisit`): a
  * legacy exchange is stateless here, so a later call cannot show what `initialize` declared (found from outside: the
- * descriptions promised -32042 to 2025-11-25 clients that declared URL mode, which never got it).
+ * descriptions promised -32042 to 2025-11-25 clients that declared URL mode, which never got it; then still named
+ * -32042 for a call "whose own request shows the capability", which no client's call does).
  */
 const ELICITED_WHERE =
-  'to a client whose request declares elicitation.url (2026-07-28: input_required), else as the tool error with the page\'s URL ' +
-  '(on the legacy revisions, stateless here, a call does not show what initialize declared, so the tool error; -32042 only to a ' +
-  '2025-11-25 call whose own request shows the capability)';
+  'to a client whose request declares elicitation.url (MCP 2026-07-28: input_required, as the official v2 client ' +
+  '@modelcontextprotocol/client sends it), else as the tool error with the page\'s URL (every 2025 revision: served stateless ' +
+  'here, a call does not carry what initialize declared)';
 
 export const TOOLS: readonly ToolDefinition[] = [
   {

@@ -71,10 +71,19 @@ export interface RevocationPage {
   hasMore: boolean;
 }
 
-/** The feed's cursor: the revocation's sequence number, written in decimal; opaque to readers. */
+/**
+ * The feed's cursor, opaque to readers: `p` and the merchant's own feed position (`p3`: after its third
+ * revocation). A cursor of digits alone is one given before positions, the row's `seq` over every merchant, still
+ * read (as the position of the merchant's last row up to it), so a poller that kept one misses nothing.
+ */
 export const FEED_START = '0';
-const cursorOf = (seq: bigint): string => seq.toString();
-const seqOf = (cursor: string): bigint => BigInt(cursor);
+const cursorOf = (position: bigint): string => `p${position}`;
+
+async function positionOf(db: Queryable, merchantId: string, cursor: string): Promise<bigint> {
+  if (cursor.startsWith('p')) return BigInt(cursor.slice(1));
+  const seq = BigInt(cursor);
+  return seq === 0n ? 0n : store.positionAtSeq(db, merchantId, seq);
+}
 
 /** Retained work of a subtree (execute's intents, and the top-ups waiting on them), stopped with its holds. */
 export interface RetainedWork {
@@ -224,10 +233,13 @@ export class RevocationService {
   /** A merchant's revocations after `since` (the feed's start when absent), oldest first (the caller reached the merchant). */
   async revocations(db: Queryable, merchantId: string, page: { since?: string; limit: number }): Promise<RevocationPage> {
     const since = page.since ?? FEED_START;
-    const rows = await store.listRevocations(db, merchantId, seqOf(since), page.limit + 1);
+    const position = await positionOf(db, merchantId, since);
+    const rows = await store.listRevocations(db, merchantId, position, page.limit + 1);
     const items = rows.slice(0, page.limit).map(
-      (row): Revocation => ({ holdId: row.hold_id, agentId: row.agent_id, reason: row.reason, revokedAt: Number(row.revoked_at_s), cursor: cursorOf(row.seq) }),
+      (row): Revocation => ({ holdId: row.hold_id, agentId: row.agent_id, reason: row.reason, revokedAt: Number(row.revoked_at_s), cursor: cursorOf(row.feed_position) }),
     );
-    return { revocations: items, nextSince: items.at(-1)?.cursor ?? since, hasMore: rows.length > page.limit };
+    // Nothing new: the cursor given, in today's form (a cursor from before positions is moved to one).
+    const unchanged = since === FEED_START || since.startsWith('p') ? since : cursorOf(position);
+    return { revocations: items, nextSince: items.at(-1)?.cursor ?? unchanged, hasMore: rows.length > page.limit };
   }
 }

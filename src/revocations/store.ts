@@ -12,9 +12,10 @@ export interface FreezeRow {
   frozen_by: string;
 }
 
-/** One revoked merchant hold, as the feed keeps it; `seq` is its cursor. */
+/** One revoked merchant hold, as the feed keeps it; `feed_position` (its merchant's own 1, 2, 3, …) is its cursor. */
 export interface RevocationRow {
   seq: bigint;
+  feed_position: bigint;
   hold_id: string;
   merchant_id: string;
   agent_id: string;
@@ -44,25 +45,34 @@ export async function insertFreeze(tx: Tx, row: FreezeRow): Promise<FreezeRow> {
 
 /**
  * Appends revoked holds to their merchants' feeds in the order given. First each merchant's feed row is locked
- * (sorted, counted), so the rows numbered next for a merchant commit before any later append's: numbers and
- * commits agree per merchant, and a poller never misses a row behind its cursor. Two statements.
+ * (sorted, counted), and its count read back: the merchant's new rows take the positions after its last, and
+ * commit before any later append's, so positions and commits agree per merchant, and a poller never misses a row
+ * behind its cursor. Two statements.
  */
-export async function insertRevocations(tx: Tx, rows: ReadonlyArray<Omit<RevocationRow, 'seq'>>): Promise<void> {
+export async function insertRevocations(tx: Tx, rows: ReadonlyArray<Omit<RevocationRow, 'seq' | 'feed_position'>>): Promise<void> {
   if (rows.length === 0) return;
   const counts = new Map<string, number>();
   for (const row of rows) counts.set(row.merchant_id, (counts.get(row.merchant_id) ?? 0) + 1);
   const merchants = [...counts.keys()].sort();
-  await tx.query(
+  const { rows: feeds } = await tx.query<{ merchant_id: string; revoked_holds: string }>(
     `INSERT INTO revocation_feeds (merchant_id, revoked_holds)
      SELECT merchant_id, revoked FROM unnest($1::text[], $2::bigint[]) AS f(merchant_id, revoked) ORDER BY merchant_id
-     ON CONFLICT (merchant_id) DO UPDATE SET revoked_holds = revocation_feeds.revoked_holds + EXCLUDED.revoked_holds`,
+     ON CONFLICT (merchant_id) DO UPDATE SET revoked_holds = revocation_feeds.revoked_holds + EXCLUDED.revoked_holds
+     RETURNING merchant_id, revoked_holds::text`,
     [merchants, merchants.map((id) => String(counts.get(id)))],
   );
+  // Each merchant's next position: the count before this append, plus one.
+  const next = new Map(feeds.map((feed) => [feed.merchant_id, BigInt(feed.revoked_holds) - BigInt(counts.get(feed.merchant_id)!) + 1n]));
+  const positions = rows.map((row) => {
+    const position = next.get(row.merchant_id)!;
+    next.set(row.merchant_id, position + 1n);
+    return position.toString();
+  });
   await tx.query(
-    `INSERT INTO hold_revocations (hold_id, merchant_id, agent_id, freeze_id, event_id, reason, revoked_at_s)
-     SELECT hold_id, merchant_id, agent_id, freeze_id, event_id, reason, revoked_at_s
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[])
-            WITH ORDINALITY AS r(hold_id, merchant_id, agent_id, freeze_id, event_id, reason, revoked_at_s, position)
+    `INSERT INTO hold_revocations (hold_id, merchant_id, agent_id, freeze_id, event_id, reason, revoked_at_s, feed_position)
+     SELECT hold_id, merchant_id, agent_id, freeze_id, event_id, reason, revoked_at_s, feed_position
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[])
+            WITH ORDINALITY AS r(hold_id, merchant_id, agent_id, freeze_id, event_id, reason, revoked_at_s, feed_position, position)
       ORDER BY position`,
     [
       rows.map((r) => r.hold_id),
@@ -72,6 +82,7 @@ export async function insertRevocations(tx: Tx, rows: ReadonlyArray<Omit<Revocat
       rows.map((r) => r.event_id),
       rows.map((r) => r.reason),
       rows.map((r) => r.revoked_at_s.toString()),
+      positions,
     ],
   );
 }
@@ -98,11 +109,20 @@ export async function freezeMerchants(db: Queryable, freezeId: string): Promise<
   return rows;
 }
 
-/** A merchant's revocations after the cursor `afterSeq`, oldest first, at most `limit`. */
-export async function listRevocations(db: Queryable, merchantId: string, afterSeq: bigint, limit: number): Promise<RevocationRow[]> {
+/** A merchant's revocations after its feed position `afterPosition`, oldest first, at most `limit`. */
+export async function listRevocations(db: Queryable, merchantId: string, afterPosition: bigint, limit: number): Promise<RevocationRow[]> {
   const { rows } = await db.query<RevocationRow>(
-    'SELECT * FROM hold_revocations WHERE merchant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3',
-    [merchantId, afterSeq.toString(), limit],
+    'SELECT * FROM hold_revocations WHERE merchant_id = $1 AND feed_position > $2 ORDER BY feed_position LIMIT $3',
+    [merchantId, afterPosition.toString(), limit],
   );
   return rows;
+}
+
+/** The merchant's feed position reached by a cursor given before positions (its rows' `seq` up to `seq`). */
+export async function positionAtSeq(db: Queryable, merchantId: string, seq: bigint): Promise<bigint> {
+  const { rows } = await db.query<{ position: string }>(
+    'SELECT coalesce(max(feed_position), 0)::text AS position FROM hold_revocations WHERE merchant_id = $1 AND seq <= $2',
+    [merchantId, seq.toString()],
+  );
+  return BigInt(rows[0]!.position);
 }

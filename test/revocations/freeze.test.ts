@@ -217,6 +217,23 @@ describe('a freeze with releaseHolds', () => {
     expect((await feed(shopC.merchantId, shopC.key)).body.revocations.map((r: { holdId: string }) => r.holdId)).toEqual(holds.c);
   });
 
+  // Found from outside (bb77): cursors were one counter over every merchant, so the gaps between a merchant's own
+  // told it how many holds of other merchants were revoked meanwhile.
+  it("numbers each merchant's feed on its own, whatever other merchants' revocations came between, and still reads a cursor of the old form", async () => {
+    const feed = (merchant: string, token: string, query = '') => world.api('GET', `/v1/merchants/${merchant}/revocations${query}`, { token });
+    const a = await feed(merchantA.id, merchantA.key);
+    const b = await feed(merchantB.id, merchantB.key);
+    const cursors = (page: { body: { revocations: Array<{ cursor: string }> } }) => page.body.revocations.map((r) => r.cursor);
+    expect(cursors(a)).toEqual(holds.a.map((_, i) => `p${i + 1}`));
+    expect(cursors(b)).toEqual(holds.b.map((_, i) => `p${i + 1}`));
+    // A cursor kept from before (the row's seq over every merchant) resumes after that row, and hands back today's form.
+    const { rows } = await world.gw.gateway.db.query<{ seq: string }>('SELECT seq::text FROM hold_revocations WHERE merchant_id = $1 ORDER BY seq', [merchantA.id]);
+    const resumed = await feed(merchantA.id, merchantA.key, `?since=${rows[0]!.seq}`);
+    expect(cursors(resumed)).toEqual(cursors(a).slice(1));
+    const caughtUp = await feed(merchantA.id, merchantA.key, `?since=${rows.at(-1)!.seq}`);
+    expect(caughtUp.body).toEqual({ revocations: [], nextSince: `p${rows.length}`, hasMore: false });
+  });
+
   it('refuses a capture of a revoked hold with 409 voucher_revoked; its release replays as released', async () => {
     const capture = await world.api('POST', `/v1/redemptions/${holds.a[0]}/capture`, { token: merchantA.key, key: uniqueKey('capture'), body: {} });
     expect(capture.status).toBe(409);
@@ -325,7 +342,7 @@ describe('refusals', () => {
   });
 
   it('refuses a bad cursor (400), a key without offers:read (403) and another merchant\'s feed (404)', async () => {
-    for (const since of ['abc', '-1', '1.5', '99999999999999999999']) {
+    for (const since of ['abc', '-1', '1.5', '99999999999999999999', 'p', 'p-1', 'p01', 'q1']) {
       const bad = await world.api('GET', `/v1/merchants/${merchantA.id}/revocations?since=${since}`, { token: merchantA.key });
       expect([bad.status, bad.body.code], since).toEqual([400, 'invalid_input']);
     }
