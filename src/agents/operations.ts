@@ -2,7 +2,7 @@
 // can reach their holds, is the kill switch's: src/revocations), set their profiles and avatars. Each input is
 // the path's agent id plus the body's members.
 import { Type, type Static, type TOptional } from '@sinclair/typebox';
-import { ALERT_THRESHOLDS_DEFAULT, CAP_PERIOD_S_DEFAULT, defaultExtendedRules, NO_MERCHANT_RULES, TIME_ZONE_DEFAULT, type MandateRules } from '../policy/mandate.ts';
+import { ALERT_THRESHOLDS_DEFAULT, CAP_PERIOD_S_DEFAULT, defaultExtendedRules, NO_MERCHANT_RULES, refuseAllowedAndDenied, TIME_ZONE_DEFAULT, type MandateRules } from '../policy/mandate.ts';
 import { MandateRulesProperties, MerchantRulesInput } from './schemas.ts';
 import { CategoryOrAny, DisplayName, IdParams, idOf, Microcredits, Nullable, ResourceId, VersionNumber } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
@@ -105,6 +105,7 @@ export type MandateInput = Static<typeof MandateInput>;
 
 /** The rules a PUT body states, with the defaults of what it leaves out. */
 export function mandateRulesOf(input: MandateInput): MandateRules {
+  refuseAllowedAndDenied(input.merchants);
   return {
     ...defaultExtendedRules(),
     allowedServices: ['*'],

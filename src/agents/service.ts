@@ -20,6 +20,7 @@ import {
   mandateHash,
   MERCHANT_ID,
   NO_DELEGATION,
+  refuseAllowedAndDenied,
   rulesOfDocument,
   sameRules,
   widerThanParent,
@@ -378,6 +379,7 @@ export class AgentService {
       throw new ApiError('invalid_input', { detail: `the mandate of agent ${parent.id} does not allow delegates (delegation.allowed is false)`, extra: { reason: 'delegation_not_allowed' } });
     }
     await this.checkTreeAdmits(tx, parent);
+    refuseAllowedAndDenied(input.mandate.merchants);
     const rules = await this.checkedWithMerchants(tx, {
       ...parentRules,
       delegation: { ...NO_DELEGATION },

@@ -155,10 +155,6 @@ export function checkedRules(rules: MandateRules, knownServiceIds: readonly stri
   const amount = (text: string | null) => (text === null ? null : formatUc(parseUc(text)));
   const allow = rules.merchants.allow === null ? null : unique(rules.merchants.allow.map((name, index) => merchantName(name, `merchants/allow/${index}`)));
   const deny = unique(rules.merchants.deny.map((name, index) => merchantName(name, `merchants/deny/${index}`)));
-  // A merchant both allowed and denied could never be paid (deny wins): a contradiction, said rather than stored
-  // (found from outside, 2026-12-06).
-  const both = allow?.find((name) => deny.includes(name));
-  if (both !== undefined) refuse(`merchants.allow and merchants.deny both name "${both}": a merchant on both lists is denied, so keep it on one`);
   return {
     ...rules,
     timeZone: spelledTimeZone(rules.timeZone),
@@ -170,6 +166,23 @@ export function checkedRules(rules: MandateRules, knownServiceIds: readonly stri
     merchants: { allow, deny },
     alertThresholds: thresholds,
   };
+}
+
+/**
+ * Refuses merchant rules that name one merchant on both lists as the request states them: deny would win, so the
+ * merchant could never be paid, and a mandate that says two things of one merchant is a mistake to be told, not
+ * stored (found from outside, 2026-12-06). Only the lists the request states: a delegate's registration that
+ * states `deny` alone keeps its parent's `allow`, and denying one of the merchants its parent allows is narrowing,
+ * not a contradiction (found by the confirmation check of the same day). Names are compared once normalised; a
+ * domain on one list and a merchant's id on the other are not compared (the merchant may move domains).
+ */
+export function refuseAllowedAndDenied(stated: { allow?: readonly string[] | null; deny?: readonly string[] } | undefined): void {
+  if (!stated?.allow || !stated.deny) return;
+  const denied = stated.deny.map((name, index) => merchantName(name, `merchants/deny/${index}`));
+  stated.allow.forEach((name, index) => {
+    const at = denied.indexOf(merchantName(name, `merchants/allow/${index}`));
+    if (at >= 0) refuse(`merchants/allow/${index} and merchants/deny/${at} both name "${denied[at]}": a merchant on both lists is denied, so keep it on one`);
+  });
 }
 
 /** A budget's period in words: "per day", …, and "in all" for `total` (found from outside: "1000000 µc per total"). */

@@ -155,6 +155,13 @@ describe('registering a delegate', () => {
     expect(narrowed.res.status, JSON.stringify(narrowed.res.body)).toBe(201);
     const read = await world.api('GET', `/v1/owner/agents/${narrowed.agent!.id}/mandate`, { token: root.ownerToken });
     expect(read.body.merchants).toEqual({ allow: [shops[0].merchantId], deny: [shops[1].merchantId, extra.merchantId] });
+    // Denying a merchant the parent allows narrows the child: the allowlist it keeps is the parent's, not one it stated
+    // beside the denial (found by a confirmation check: refused as a merchant on both lists).
+    const denyingAllowed = await createDelegate(root, root.token, { merchants: { deny: [shops[0].merchantId, shops[1].merchantId] } });
+    expect(denyingAllowed.res.status, JSON.stringify(denyingAllowed.res.body)).toBe(201);
+    // Stated on both lists in one request, it is the contradiction it reads as.
+    const both = await createDelegate(root, root.token, { merchants: { allow: [shops[0].merchantId], deny: [shops[0].merchantId, shops[1].merchantId] } });
+    expect([both.res.status, both.res.body.detail]).toEqual([400, `merchants/allow/0 and merchants/deny/0 both name "${shops[0].merchantId}": a merchant on both lists is denied, so keep it on one`]);
   });
 
   it('a domain two merchants share names both: a child allowing it is wider than a parent allowing one, and a child denying one drops the denial of the other (found from outside)', async () => {

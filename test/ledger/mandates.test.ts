@@ -279,7 +279,7 @@ describe('enforcement at the hold', () => {
       { allow: ['Shop-Both.Example.com'], deny: ['shop-both.example.com'] },
     ]) {
       const refused = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `allow-and-deny-${Math.random()}`, body: { merchants } });
-      expect([refused.status, refused.body.detail]).toEqual([400, expect.stringMatching(/^merchants\.allow and merchants\.deny both name "(mer_\w+|shop-both\.example\.com)": a merchant on both lists is denied, so keep it on one$/)]);
+      expect([refused.status, refused.body.detail]).toEqual([400, expect.stringMatching(/^merchants\/allow\/0 and merchants\/deny\/0 both name "(mer_\w+|shop-both\.example\.com)": a merchant on both lists is denied, so keep it on one$/)]);
     }
     expect((await get(agent)).body.version).toBe(before.version);
   });

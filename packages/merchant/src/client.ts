@@ -165,6 +165,11 @@ export class MerchantClient {
   private revocationsSync: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly options: MerchantClientOptions) {
+    // Each is what a voucher is checked against: left out (an unset environment variable, in plain JavaScript), a
+    // voucher's audience would go unchecked, and one minted for another merchant would verify (found from outside).
+    for (const name of ['gatewayUrl', 'merchantId'] as const) {
+      if (typeof options[name] !== 'string' || options[name] === '') throw new TypeError(`MerchantClient needs ${name}, a non-empty string; got ${String(options[name])}`);
+    }
     this.baseUrl = options.gatewayUrl.replace(/\/+$/, '');
     this.issuer = options.issuer ?? this.baseUrl;
     // No voucher verifies past its exp (verifyJwt gives exp no tolerance), and a set keeps an entry at least

@@ -120,6 +120,11 @@ describe('verifyVoucher', () => {
     const tooLarge = 10n ** 18n;
     await expect(client().verifyVoucher(voucher, { maxAmountUc: tooLarge })).rejects.toThrow(TypeError);
     expect(() => client().capture(redemption.id, { amountUc: tooLarge.toString() })).toThrow(TypeError);
+    // A client without a merchant id (an unset variable in plain JavaScript) is refused: its vouchers' audience would
+    // go unchecked (found from outside).
+    for (const merchantId of [undefined, '']) {
+      expect(() => client({ merchantId: merchantId as unknown as string })).toThrow(/MerchantClient needs merchantId, a non-empty string/);
+    }
     // A number from plain JavaScript is refused too, not sent (found from outside: the gateway answered 400).
     expect(() => client().capture(redemption.id, { amountUc: 1_500_000 as unknown as string })).toThrow(/amountUc must be a string of digits or a bigint .*got number 1500000/);
     expect(() => client().refund(redemption.id, { amountUc: 1 as unknown as string })).toThrow(TypeError);
