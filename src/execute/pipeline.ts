@@ -416,6 +416,9 @@ export class ExecutionPipeline {
         await key.storeError(tx, failure);
         await this.deps.intents.finishFailed(tx, key.claim, started.executionId, failure);
       }
+      // The key is given back for a retry, which the owner's approval is for: it is open again (found from outside:
+      // an upstream's 502 left it used by the released hold, and every retry answered approval_used).
+      if (owned && !storeAnswer) await this.deps.purchases.reopenUsedBy(tx, started.holdId);
       return owned && storeAnswer;
     });
     if (!stored) await key.release();
@@ -492,7 +495,10 @@ export class ExecutionPipeline {
 
   private async releaseQuietly(started: Started, errorCode: string): Promise<void> {
     try {
-      await this.gateway.db.transaction((tx) => this.deps.recovery.releaseExecution(tx, started.executionId, 'failed', errorCode));
+      await this.gateway.db.transaction(async (tx) => {
+        // The caller may retry with the key: the approval the hold used is open again for it.
+        if (await this.deps.recovery.releaseExecution(tx, started.executionId, 'failed', errorCode)) await this.deps.purchases.reopenUsedBy(tx, started.holdId);
+      });
     } catch (error) {
       // Recovery or the hold's deadline will release it; say so loudly.
       this.gateway.log.error({ err: error, executionId: started.executionId, holdId: started.holdId }, 'could not release the hold of a failed execution');

@@ -299,6 +299,11 @@ export class PurchaseApprovals {
     if (used !== uses.length) throw new Error(`purchase approval invariant: ${used} of ${uses.length} approvals were approved when their holds used them`);
   }
 
+  /** See `PurchaseApprover.reopenUsedBy`. */
+  async reopenUsedBy(tx: Tx, holdId: string): Promise<void> {
+    await store.reopenPurchaseUsedBy(tx, holdId, this.nowS());
+  }
+
   /** An approval for its agent and that agent's owner; anyone else gets 404 (ids cannot be probed). */
   async approvalFor(db: Queryable, caller: Actor, approvalId: string): Promise<store.PurchaseApprovalRow> {
     const row = await store.findPurchaseApproval(db, approvalId);

@@ -300,6 +300,10 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
     return this.purchases.use(tx, uses);
   }
 
+  reopenUsedBy(tx: Tx, holdId: string): Promise<void> {
+    return this.purchases.reopenUsedBy(tx, holdId);
+  }
+
   /**
    * The pending top-up of the retained intent, or a new one for AUTOMATIC_TOPUP_USD_CENTS (or the price, if
    * more). A retry of the execute request answers the same one, even when its agent has

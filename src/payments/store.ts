@@ -340,6 +340,20 @@ export async function markPurchasesUsed(tx: Tx, uses: ReadonlyArray<{ approvalId
   return result.rowCount;
 }
 
+/**
+ * Opens again the approval a hold used, as it was before the hold: approved when the owner decided, else still
+ * waiting (the hold passed without it). Nothing when no used approval names the hold.
+ */
+export async function reopenPurchaseUsedBy(tx: Tx, holdId: string, nowS: number): Promise<void> {
+  await tx.query(
+    `UPDATE purchase_approvals
+        SET status = CASE WHEN decided_at_s IS NULL THEN 'pending_approval' ELSE 'approved' END,
+            hold_id = NULL, used_at_s = NULL, closed_at_s = NULL, updated_at_s = $2
+      WHERE hold_id = $1 AND status = 'used'`,
+    [holdId, nowS],
+  );
+}
+
 /** Pending or approved approvals past their deadline, oldest deadline first. */
 export async function overduePurchaseIds(db: Queryable, nowS: number, limit: number): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>(

@@ -183,6 +183,12 @@ export interface PurchaseApprover {
   /** Marks approvals used by the holds of their requests (`approvalUsedBy`), in the holds' transaction: each once. */
   use(tx: Tx, uses: ReadonlyArray<{ approvalId: string; holdId: string }>): Promise<void>;
   /**
+   * Gives back the approval a hold used when that hold ends uncharged and its request's key is given back for a
+   * retry (an execution whose upstream failed): the approval is open again as it was before the hold (approved, or
+   * still waiting), in the hold's release transaction; past its deadline the expiry sweeper closes it as any other.
+   */
+  reopenUsedBy(tx: Tx, holdId: string): Promise<void>;
+  /**
    * The owner's approval of this request (same key, request and agent), read without a lock, to word a refusal that
    * comes before any hold (`refusalOfAnswered`): approved, or still waiting (`none` with `waitingId`), before its
    * deadline; otherwise `none`.

@@ -355,7 +355,7 @@ export class X402Service {
     // Compared in one form, as the x402 package's client compares it before it pays: a server whose requirements
     // write the authority with a trailing slash or in capitals names this gateway all the same.
     const { authority } = requirements.extra;
-    if (baseUrlInOneForm(authority) !== claims.iss) return unreadable(`the attestation was issued by ${claims.iss}, not ${authority}`);
+    if (baseUrlInOneForm(authority) !== claims.iss) return unreadable(`the attestation was issued by ${claims.iss}, not ${quoted(authority)}`);
     return { ok: true, claims };
   }
 }

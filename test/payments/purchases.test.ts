@@ -369,6 +369,27 @@ describe('GET /v1/owner/approvals', () => {
     expect((await world.api('GET', `/v1/payments/purchases/${id}`, owner)).body.status).toBe('used');
   });
 
+  it('an approved execute whose upstream fails keeps its approval for the retry with the same key (found from outside, bb79: approval_used)', async () => {
+    const agent = await agentAsking('approved-exec-upstream', '500000');
+    const owner = { token: agent.ownerToken };
+    const k = key('approved-exec-upstream');
+    const broken = { serviceId: 'github-public', action: 'repository.get', input: { owner: 'broken', repo: 'down' } };
+    const brokenCalls = () => github.requests.filter((r) => r.path === '/repos/broken/down').length;
+    const asked = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: broken });
+    expect(asked.status).toBe(402);
+    const id = approvalIdOf(asked.body.approvalUrl);
+    expect((await world.api('POST', `/v1/payments/purchases/${id}/approve`, { ...owner, body: {} })).body.status).toBe('approved');
+    const calls = brokenCalls();
+    for (const attempt of [1, 2]) {
+      const failed = await world.api('POST', '/v1/services/execute', { token: agent.token, key: k, body: broken });
+      expect([failed.status, failed.headers.get('idempotent-replayed')], `attempt ${attempt}: ${JSON.stringify(failed.body)}`).toEqual([502, null]);
+      // Nothing charged, and the owner's approval stands for the next retry.
+      expect((await world.api('GET', `/v1/payments/purchases/${id}`, owner)).body).toMatchObject({ status: 'approved', holdId: null });
+    }
+    expect(brokenCalls()).toBe(calls + 2);
+    expect((await holdsOf(world, agent.id)).map((hold: { state: string }) => hold.state)).toEqual(['released', 'released']);
+  });
+
   it("a retirement after the approval is refused for good: stored under the key, never told to retry (found from outside)", async () => {
     const parent = await agentAsking('approved-then-retired', '1000000');
     const allowed = await world.api('PUT', `/v1/owner/agents/${parent.id}/mandate`, { token: parent.ownerToken, key: key('delegation'), body: { approvalAboveUc: '1000000', delegation: { allowed: true, maxDepth: 1 } } });
