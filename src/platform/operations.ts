@@ -300,7 +300,16 @@ function idempotencyOutcomeOf(error: unknown): IdempotencyOutcome {
   return error.options.headers?.[REPLAY_HEADER] === 'true' ? 'replay' : 'new';
 }
 
+/** The errors an operation answered with, counted by `runOperation`: a face's error handler counts any other. */
+const countedRefusals = new WeakSet<object>();
+
+/** Whether `runOperation` answered with this error, so its metrics already count it. */
+export function countedByOperation(error: unknown): boolean {
+  return error !== null && typeof error === 'object' && countedRefusals.has(error);
+}
+
 function answered(runtime: OperationRuntime, name: string, span: SpanRef | undefined, startedMs: number, idempotency: IdempotencyOutcome, error?: unknown): void {
+  if (error !== null && typeof error === 'object') countedRefusals.add(error);
   if (span) setSpanAttributes(span, { 'acg.idempotency.outcome': idempotency });
   runtime.metrics?.operationAnswered(name, idempotency, error, (performance.now() - startedMs) / 1000);
 }

@@ -6,12 +6,12 @@ import AjvCompiler from '@fastify/ajv-compiler';
 import SerializerCompiler from '@fastify/fast-json-stringify-compiler';
 import FindMyWay from 'find-my-way';
 import type { Gateway } from '../gateway.ts';
-import type { OperationDescription } from '../operations.ts';
+import { countedByOperation, type OperationDescription } from '../operations.ts';
 import type { QueryDescription } from '../queries.ts';
 import type { TSchema } from '@sinclair/typebox';
 import type { Principal } from '../principal.ts';
 import { requestIdOf, serverOptions, serveUnmetExpectations } from './front-door.ts';
-import { jsonBodyRefusal, PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath, UNSUPPORTED_BODY } from './render-error.ts';
+import { jsonBodyRefusal, PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath, toApiError, UNSUPPORTED_BODY } from './render-error.ts';
 import { answerHeaders } from './answer-headers.ts';
 import { installTextGuard } from './text-guard.ts';
 import { installCors } from './cors.ts';
@@ -289,10 +289,11 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   // A statement the database refused may mean a newer release migrated it under this instance (SchemaWatch.answerFor).
   app.setErrorHandler(async (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const answer = (await gateway.schema.answerFor(error)) as FastifyError;
-    // A route of an operation whose credential check refused the request (no principal yet): the operation never ran,
-    // so runOperation did not count it.
-    const { operation, auth } = request.routeOptions.config ?? {};
-    if (operation !== undefined && auth !== undefined && request.principal === undefined) gateway.metrics.operationRefusedBeforeRun(operation.name, answer);
+    // A route of an operation whose request was refused before the operation ran (its credential, its body's JSON or
+    // schema, a rate limit): runOperation did not count it, so it is counted here, under its operation (found from
+    // outside: a schema's invalid_input was missing from the operations' errors by code).
+    const { operation } = request.routeOptions.config ?? {};
+    if (operation !== undefined && !countedByOperation(error)) gateway.metrics.operationRefusedBeforeRun(operation.name, toApiError(answer));
     return renderError(app, answer, request, reply);
   });
 
