@@ -146,17 +146,18 @@ function liftable(error: ApiError): boolean {
  */
 export function refusalOfAnswered(answer: PurchaseAnswer, error: unknown): unknown {
   if (!(error instanceof ApiError) || !liftable(error)) return error;
+  const standing = standingApproval(answer);
+  if (standing === undefined) return error;
   const refusal = `${(error.options.detail ?? error.title).replace(/\.?$/, '.')}`;
-  if (answer.state === 'approved') {
-    const until = new Date(answer.expiresAt * 1000).toISOString();
-    const detail = `${refusal} The owner approved this purchase (approval ${answer.approvalId}), which stands until ${until}: once this is lifted, retry with ${SAME_KEY}. Nothing was taken.`;
-    return new ApiError(error.code, { ...error.options, detail, provisional: true });
-  }
-  if (answer.state === 'none' && answer.waitingId !== undefined) {
-    const detail = `${refusal} This purchase's approval (${answer.waitingId}) still waits for the owner: once this is lifted, retry with ${SAME_KEY}. Nothing was taken.`;
-    return new ApiError(error.code, { ...error.options, detail, provisional: true });
-  }
-  return error;
+  const detail = `${refusal} ${standing}: once this is lifted, retry with ${SAME_KEY}. Nothing was taken.`;
+  return new ApiError(error.code, { ...error.options, detail, provisional: true });
+}
+
+/** What a provisional refusal says of the approval that stands: given by the owner, or still waiting; undefined for none. */
+function standingApproval(answer: PurchaseAnswer): string | undefined {
+  if (answer.state === 'approved') return `The owner approved this purchase (approval ${answer.approvalId}), which stands until ${new Date(answer.expiresAt * 1000).toISOString()}`;
+  if (answer.state === 'none' && answer.waitingId !== undefined) return `This purchase's approval (${answer.waitingId}) still waits for the owner`;
+  return undefined;
 }
 
 /**
