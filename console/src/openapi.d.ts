@@ -13652,6 +13652,8 @@ export interface operations {
                 headers: {
                     /** @description `no`, with an SSE stream: a proxy must not buffer it */
                     "X-Accel-Buffering"?: string;
+                    /** @description `true`, on a JSON answer whose tool call answered the stored outcome of an earlier call with its `idempotencyKey` */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -14,8 +14,16 @@ export interface CallerFacts {
   delegating: boolean;
 }
 
-export function authInfoFor(principal: Principal, token: string, facts: CallerFacts): AuthInfo {
-  return { token, clientId: principal.id, scopes: [...principal.scopes], extra: { principal, facts } };
+/**
+ * What a tool tells the HTTP face of its exchange: that its answer was an Idempotency-Key replay (the face marks the
+ * HTTP response with `Idempotent-Replayed` while its headers are unsent, and the request's log line always).
+ */
+export interface ExchangeNotes {
+  replayed(): void;
+}
+
+export function authInfoFor(principal: Principal, token: string, facts: CallerFacts, notes: ExchangeNotes): AuthInfo {
+  return { token, clientId: principal.id, scopes: [...principal.scopes], extra: { principal, facts, notes } };
 }
 
 export function principalFrom(authInfo: AuthInfo | undefined): Principal {
@@ -28,4 +36,10 @@ export function callerFactsFrom(authInfo: AuthInfo | undefined): CallerFacts {
   const facts = authInfo?.extra?.facts as CallerFacts | undefined;
   if (!facts) throw new Error('the MCP handler was called without the facts read of its caller');
   return facts;
+}
+
+export function exchangeNotesFrom(authInfo: AuthInfo | undefined): ExchangeNotes {
+  const notes = authInfo?.extra?.notes as ExchangeNotes | undefined;
+  if (!notes) throw new Error('the MCP handler was called without its exchange notes');
+  return notes;
 }

@@ -11,6 +11,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { SCOPE_AGENT, SCOPE_OWNER } from '../platform/access-tokens.ts';
 import { undecodedBodyProblem, utf8Text } from '../platform/http/body-as-sent.ts';
+import { REPLAY_HEADER } from '../platform/idempotency.ts';
 import { jsonRpcError } from '../platform/http/json-rpc.ts';
 import { principalOf } from '../platform/http/auth.ts';
 import { duplicateMemberDetail, findDuplicateMember } from '../platform/http/json-members.ts';
@@ -168,7 +169,16 @@ export function mcpRoutes(services: ToolServices) {
         auth: { kinds: ['human', 'agent', 'owner'], resource: 'mcp' },
         notAnOperation: 'the MCP face: each tool call runs its operation or query',
         // The SDK sends it with an SSE stream, so that a proxy (nginx) passes each event on as it comes.
-        responseHeaders: { 200: { 'X-Accel-Buffering': { type: 'string', description: '`no`, with an SSE stream: a proxy must not buffer it' } } },
+        responseHeaders: {
+          200: {
+            'X-Accel-Buffering': { type: 'string', description: '`no`, with an SSE stream: a proxy must not buffer it' },
+            // As on an API route; a stream's headers leave before its tool has answered, so only the log line says it there.
+            'Idempotent-Replayed': {
+              type: 'string',
+              description: '`true`, on a JSON answer whose tool call answered the stored outcome of an earlier call with its `idempotencyKey`',
+            },
+          },
+        },
       },
       schema: {
         operationId: 'postMcp',
@@ -230,7 +240,13 @@ export function mcpRoutes(services: ToolServices) {
         });
         const principal = principalOf(request);
         const facts = { delegating: principal.kind === 'agent' && (await services.mayDelegate(principal.agentId!)) };
-        const response = await gatewayMcp.handler.fetch(webRequest, { authInfo: authInfoFor(principal, bearerToken(request), facts) });
+        const notes = {
+          replayed() {
+            request.idempotentReplay = true;
+            if (!reply.raw.headersSent) reply.header(REPLAY_HEADER, 'true');
+          },
+        };
+        const response = await gatewayMcp.handler.fetch(webRequest, { authInfo: authInfoFor(principal, bearerToken(request), facts, notes) });
         reply.code(response.status);
         response.headers.forEach((value, name) => void reply.header(name, value));
         if (!response.body) return reply.send();

@@ -28,12 +28,12 @@ import addFormats from 'ajv-formats';
 import { ApiError, problemBody, unexpectedAsApiError, type HumanApproval } from '../platform/errors.ts';
 import { describeViolations } from '../platform/http/render-error.ts';
 import { findUnstorableText, unstorableTextDetail } from '../platform/http/text-guard.ts';
-import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
+import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN, REPLAY_HEADER } from '../platform/idempotency.ts';
 import { runOperation } from '../platform/operations.ts';
 import type { Principal } from '../platform/principal.ts';
 import { runQuery, type Query } from '../platform/queries.ts';
 import { activeSpan, inSpan, remoteParent, setSpanAttributes, type SpanOptions, type SpanRef } from '../platform/telemetry.ts';
-import { callerFactsFrom, principalFrom, type CallerFacts } from './auth.ts';
+import { callerFactsFrom, exchangeNotesFrom, principalFrom, type CallerFacts, type ExchangeNotes } from './auth.ts';
 import { isPurchaseApprovalId } from '../payments/purchases.ts';
 import { publishedInputJson, type JsonSchema } from './published-schema.ts';
 import { TOOLS, type QueryToolDefinition, type ToolDefinition, type ToolServices } from './tools.ts';
@@ -128,18 +128,19 @@ function refuseUnstorableText(args: Record<string, unknown>): void {
   throw new ApiError('invalid_input', { detail: unstorableTextDetail(path) });
 }
 
-async function runTool(services: ToolServices, tool: ToolDefinition, principal: Principal, args: Record<string, unknown>): Promise<object> {
+/** A tool's answer, and whether it is the stored answer of an earlier call with its key. */
+async function runTool(services: ToolServices, tool: ToolDefinition, principal: Principal, args: Record<string, unknown>): Promise<{ body: object; replayed: boolean }> {
   refuseUnstorableText(args);
-  if ('query' in tool) return (await runQuery(services.gateway, queryOf(services, tool, args), { principal, input: args })) as object;
+  if ('query' in tool) return { body: (await runQuery(services.gateway, queryOf(services, tool, args), { principal, input: args })) as object, replayed: false };
   const { idempotencyKey, ...input } = args;
   const operation = services.operations[tool.operation] as Parameters<typeof runOperation>[1];
-  const { result } = await runOperation(services.gateway, operation, {
+  const { result, replayed } = await runOperation(services.gateway, operation, {
     principal,
     input: input as never,
     idempotencyKey: idempotencyKey as string | undefined,
     idempotencyKeyFrom: 'the argument `idempotencyKey`',
   });
-  return result as object;
+  return { body: result as object, replayed };
 }
 
 function toolResult(body: object): CallToolResult {
@@ -224,9 +225,10 @@ function call(
   principal: Principal,
   args: Record<string, unknown>,
   asker: Asker,
+  notes: ExchangeNotes,
   ctx: ServerContext,
 ): Promise<CallToolResult | InputRequiredResult> {
-  return inSpan(`tools/call ${tool.name}`, () => toolSpan(tool, ctx), (span) => answer(services, tool, check, principal, args, asker, ctx, span));
+  return inSpan(`tools/call ${tool.name}`, () => toolSpan(tool, ctx), (span) => answer(services, tool, check, principal, args, asker, notes, ctx, span));
 }
 
 async function answer(
@@ -236,14 +238,19 @@ async function answer(
   principal: Principal,
   args: Record<string, unknown>,
   asker: Asker,
+  notes: ExchangeNotes,
   ctx: ServerContext,
   span: SpanRef | undefined,
 ): Promise<CallToolResult | InputRequiredResult> {
   try {
     check(args);
-    return toolResult(await runTool(services, tool, principal, args));
+    const { body, replayed } = await runTool(services, tool, principal, args);
+    if (replayed) notes.replayed();
+    return toolResult(body);
   } catch (error) {
     const refusal = unexpectedAsApiError(await services.gateway.schema.answerFor(error));
+    // A stored refusal answered again is a replay too (the operation marks it as it marks an API route's).
+    if (refusal.options.headers?.[REPLAY_HEADER] === 'true') notes.replayed();
     // A refusal is the caller's answer; a storage failure is the outage tracker's to announce; the rest is our fault.
     if (refusal.code === 'internal_error') services.gateway.log.error({ err: error, tool: tool.name }, 'MCP tool failed');
     if (span) setSpanAttributes(span, refusal.status < 500 ? { 'acg.refusal.code': refusal.code } : { 'error.type': refusal.code });
@@ -373,6 +380,7 @@ async function buildMcpServer(
   schemasOf: (tool: ToolDefinition) => ToolSchemas,
   principal: Principal,
   facts: CallerFacts,
+  notes: ExchangeNotes,
   era: Era,
   protocolVersion: string | undefined,
 ): Promise<McpServer> {
@@ -399,7 +407,7 @@ async function buildMcpServer(
     server.registerTool(
       tool.name,
       { title: tool.title, description: tool.description, inputSchema: schemasOf(tool).input, outputSchema: schemasOf(tool).output, annotations: tool.annotations },
-      (args: Record<string, unknown>, ctx: ServerContext) => call(services, tool, schemasOf(tool).check, principal, args, asker, ctx),
+      (args: Record<string, unknown>, ctx: ServerContext) => call(services, tool, schemasOf(tool).check, principal, args, asker, notes, ctx),
     );
   }
   return server;
@@ -409,7 +417,7 @@ export function createGatewayMcpHandler(services: ToolServices, options: { maxRe
   const schemasOf = toolSchemas(services);
   return createMcpHandler(
     ({ authInfo, era, requestInfo }) =>
-      buildMcpServer(services, schemasOf, principalFrom(authInfo), callerFactsFrom(authInfo), era, requestInfo?.headers.get('mcp-protocol-version') ?? undefined),
+      buildMcpServer(services, schemasOf, principalFrom(authInfo), callerFactsFrom(authInfo), exchangeNotesFrom(authInfo), era, requestInfo?.headers.get('mcp-protocol-version') ?? undefined),
     {
       legacy: 'stateless',
       responseMode: 'auto',
