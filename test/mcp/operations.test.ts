@@ -54,6 +54,34 @@ describe('idempotency across faces', () => {
     await Promise.all([agent.client.close(), agent.owner.close()]);
   });
 
+  // Found from outside (bb81): HTTP's validator fills a body's defaults (releaseHolds: false) and MCP's check did not,
+  // so the same freeze was two requests to the key: the retry over the other face answered idempotency_key_reused.
+  it('a request leaving out a member with a default is the same request over either face: a freeze over HTTP, then over MCP, and the other way', async () => {
+    const agent = await agentWithClients('idem-freeze-agent', 0n);
+    const freezes = async () => Number((await world.gw.gateway.db.query<{ n: bigint }>('SELECT count(*)::bigint AS n FROM agent_freezes WHERE agent_id = $1', [agent.id])).rows[0]!.n);
+    const http = await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken, key: 'freeze-across-faces-1' });
+    expect(http.status).toBe(200);
+    const mcp = await agent.owner.callTool({ name: 'freeze_agent', arguments: { id: agent.id, idempotencyKey: 'freeze-across-faces-1' } });
+    expect(mcp.isError).toBeFalsy();
+    expect(structured(mcp)).toEqual(http.body);
+    await world.api('POST', `/v1/owner/agents/${agent.id}/unfreeze`, { token: agent.ownerToken, key: 'unfreeze-across-faces-1', body: {} });
+    const first = await agent.owner.callTool({ name: 'freeze_agent', arguments: { id: agent.id, idempotencyKey: 'freeze-across-faces-2' } });
+    expect(first.isError).toBeFalsy();
+    for (const body of [undefined, {}, { releaseHolds: false }]) {
+      const again = await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken, key: 'freeze-across-faces-2', body });
+      expect(again.status).toBe(200);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.body).toEqual(structured(first));
+    }
+    const explicit = await agent.owner.callTool({ name: 'freeze_agent', arguments: { id: agent.id, releaseHolds: false, idempotencyKey: 'freeze-across-faces-2' } });
+    expect(structured(explicit)).toEqual(structured(first));
+    // Another request under the key is still refused.
+    const other = await agent.owner.callTool({ name: 'freeze_agent', arguments: { id: agent.id, releaseHolds: true, idempotencyKey: 'freeze-across-faces-2' } });
+    expect(structured(other).code).toBe('idempotency_key_reused');
+    expect(await freezes()).toBe(2);
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
+
   it('the same key with another input is idempotency_key_reused, over MCP as over HTTP', async () => {
     const agent = await agentWithClients('idem-agent-2', 5_000_000n);
     await agent.client.callTool({ name: 'mint_voucher', arguments: { offerId, idempotencyKey: 'reuse-1' } });
