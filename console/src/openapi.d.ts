@@ -462,7 +462,7 @@ export interface paths {
         head?: never;
         /**
          * Update an agent's name, allowances and caps
-         * @description Allowances and caps are mandate rules: changing them writes a new mandate version; naming them as they stand (`caps: {}` included) writes none, as a PUT of the mandate in force. A delegate's allowances and caps stay within its parent's (400 invalid_input, `reason` allowance_outside_parent or cap_wider_than_parent, with `pointer` and `parent`). 409 conflict for a retired agent's allowances or caps (its name still changes). Idempotency-Key is honoured when sent.
+         * @description Allowances and caps are mandate rules: changing them writes a new mandate version; naming them as they stand (`caps: {}` included) writes none, as a PUT of the mandate in force. A delegate's allowances and caps stay within its parent's (400 invalid_input, `reason` allowance_outside_parent or cap_wider_than_parent, with `pointer` and `parent`). 409 conflict for a retired agent's allowances or caps (its name still changes). Idempotency-Key is honoured when sent. Send `If-Match` with the ETag GET …/mandate answered to make the change only on the mandate version you read (412 precondition_failed with `currentVersion` otherwise), as its PUT does.
          *
          *     Authentication: H, O.
          */
@@ -5772,6 +5772,10 @@ export interface operations {
             header?: {
                 /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
+                /** @description The ETag a GET answered ("<version>"), or *: the change is made only while that version is in force; another answers 412 precondition_failed with `currentVersion`. A weak tag, a list, or a tag that names no version is 400 invalid_input. */
+                "If-Match"?: string;
+                /** @description Not taken (the resource always exists, so it could guard nothing): any value is 400 invalid_input. Send If-Match. */
+                "If-None-Match"?: string;
             };
             path: {
                 /** @description id of the agent (agt_…) */
@@ -5865,6 +5869,27 @@ export interface operations {
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description precondition_failed: another version is in force (If-Match named an older one); nothing changed */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        type: string;
+                        title: string;
+                        /** @enum {integer} */
+                        status: 412;
+                        /** @enum {string} */
+                        code: "precondition_failed";
+                        detail: string;
+                        /** @description the version in force: read it again and make the change on it */
+                        currentVersion: number;
+                    } & {
+                        [key: string]: unknown;
+                    };
                 };
             };
             /** @description payload_too_large: the body is over the size limit (ACG_BODY_LIMIT_BYTES); nothing ran */

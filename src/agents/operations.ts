@@ -128,7 +128,17 @@ const SetMandateInput = inputOf(
     ),
   }),
 );
-const UpdateAgentInput = inputOf(IdParams, AgentPatch);
+// `ifVersion`, as for the mandate's PUT: allowances and caps are mandate rules, so a PATCH is made only on the
+// mandate version the caller read when it names one (found from outside: a stale If-Match was ignored).
+const UpdateAgentInput = inputOf(
+  IdParams,
+  Type.Object({
+    ...AgentPatch.properties,
+    ifVersion: Type.Optional(
+      VersionNumber('the mandate version this change is made on (the `version` get_mandate showed); another version in force refuses it with 412 precondition_failed and `currentVersion`'),
+    ),
+  }),
+);
 const AgentIdInput = inputOf(IdParams);
 const SetProfileInput = inputOf(IdParams, ProfileInput);
 const StartUploadInput = inputOf(IdParams, UploadStart);
@@ -170,7 +180,7 @@ export function agentOperations(agents: AgentService): AgentOperations {
       name: 'updateAgent',
       input: UpdateAgentInput,
       idempotency: { key: 'optional' },
-      run: (tx, { principal, input: { id, ...patch } }) => agents.updateAgent(tx, principal, id, patch),
+      run: (tx, { principal, input: { id, ifVersion, ...patch } }) => agents.updateAgent(tx, principal, id, patch, ifVersion),
     },
     unfreezeAgent: {
       name: 'unfreezeAgent',

@@ -62,20 +62,21 @@ export function agentRoutes(deps: AgentRouteDeps) {
     app.route(queryRoute('GET', '/v1/owner/agents/:id', queries.getAgent, { auth: OWNER, tags, summary: 'Read one of your agents', errors: [404] }));
 
     app.patch('/v1/owner/agents/:id', {
-      config: { auth: OWNER, operation: ops.updateAgent },
+      config: { auth: OWNER, operation: ops.updateAgent, versioned: 'if-match' },
       schema: {
         tags,
         summary: "Update an agent's name, allowances and caps",
         description:
           "Allowances and caps are mandate rules: changing them writes a new mandate version; naming them as they stand (`caps: {}` included) writes none, as a PUT of the mandate in force. A delegate's allowances and caps stay within its parent's (400 invalid_input, " +
           '`reason` allowance_outside_parent or cap_wider_than_parent, with `pointer` and `parent`). 409 conflict for a retired agent\'s allowances or caps (its name still changes). ' +
-          'Idempotency-Key is honoured when sent.',
+          'Idempotency-Key is honoured when sent. Send `If-Match` with the ETag GET …/mandate answered to make the change only on the mandate version you read ' +
+          '(412 precondition_failed with `currentVersion` otherwise), as its PUT does.',
         params: AgentIdParams,
         body: AgentPatch,
         response: { 200: Type.Ref('Agent'), ...problems(400, 404, 409), 400: Type.Ref('MandateProblem') },
       },
       handler: (request, reply) =>
-        serve(request, reply, ops.updateAgent, { ...(request.body as Static<typeof AgentPatch>), id: (request.params as { id: string }).id }),
+        serve(request, reply, ops.updateAgent, { ...(request.body as Static<typeof AgentPatch>), id: (request.params as { id: string }).id, ...ifMatchInput(request) }),
     });
 
     // Freezing is the kill switch's route (src/revocations/routes.ts): it can release and revoke holds.

@@ -497,12 +497,7 @@ export class AgentService {
   async setMandate(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, agentId: string, rules: MandateRules, ifVersion?: number): Promise<store.AgentRow> {
     const row = await this.lockAgentFor(tx, principal, agentId);
     refuseRetired(row, 'its mandate no longer changes');
-    if (ifVersion !== undefined && ifVersion !== row.mandate_version) {
-      throw new ApiError('precondition_failed', {
-        detail: `the mandate of agent ${row.id} is at version ${row.mandate_version}, not ${ifVersion}: read it again, and make the change on what is in force`,
-        extra: { currentVersion: row.mandate_version },
-      });
-    }
+    refuseOtherVersion(row, ifVersion);
     const checked = await this.checkedWithMerchants(tx, rules);
     await this.checkWithinParent(tx, row, checked);
     if (await this.inForce(tx, row, checked)) return row;
@@ -750,8 +745,10 @@ export class AgentService {
    * those writes a new mandate version with the rest of the mandate as it was; naming them as they stand writes
    * none, as a PUT of the mandate in force (`inForce`).
    */
-  async updateAgent(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, agentId: string, patch: AgentSettings): Promise<Agent> {
+  /** PATCH of an agent. `ifVersion`: the mandate version the caller last read, as for `setMandate`. */
+  async updateAgent(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, agentId: string, patch: AgentSettings, ifVersion?: number): Promise<Agent> {
     let row = await this.lockAgentFor(tx, principal, agentId);
+    refuseOtherVersion(row, ifVersion);
     if (patch.allowedServices !== undefined || patch.allowedCategories !== undefined || patch.caps !== undefined) {
       refuseRetired(row, 'its mandate (allowances and caps) no longer changes');
       const rules = this.rulesOf(row);
@@ -874,4 +871,17 @@ export class AgentService {
   async sweepAvatarUploads(): Promise<number> {
     return store.deleteExpiredAvatarUploads(this.gateway.db, this.gateway.clock.nowS());
   }
+}
+
+/**
+ * A change made on a mandate version (`ifVersion`, HTTP's If-Match) while another is in force: 412 precondition_failed,
+ * naming the version now in force, so a read, edit and write from two places never silently overwrites
+ * (docs/decisions.md "A mandate's version is its ETag").
+ */
+function refuseOtherVersion(row: store.AgentRow, ifVersion: number | undefined): void {
+  if (ifVersion === undefined || ifVersion === row.mandate_version) return;
+  throw new ApiError('precondition_failed', {
+    detail: `the mandate of agent ${row.id} is at version ${row.mandate_version}, not ${ifVersion}: read it again, and make the change on what is in force`,
+    extra: { currentVersion: row.mandate_version },
+  });
 }

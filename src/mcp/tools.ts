@@ -266,7 +266,8 @@ export const TOOLS: readonly ToolDefinition[] = [
     title: "Set an agent's caps and allowances",
     description:
       "Changes one of the owner's agents: `caps` (perHoldUc and perPeriodUc in microcredits, null = no cap; periodS), allowedServices, " +
-      'allowedCategories, inboxAllowlist, name. Members left out keep their value. `idempotencyKey` is optional; a retry should reuse it.',
+      'allowedCategories, inboxAllowlist, name. Members left out keep their value. `ifVersion`: the mandate version get_mandate showed, to make the ' +
+      'change only on it (another in force: 412 precondition_failed with `currentVersion`). `idempotencyKey` is optional; a retry should reuse it.',
     kinds: OWNER,
     annotations: { ...WRITE, destructiveHint: true },
     operation: 'updateAgent',

@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
+import { connect, toolBody } from '../mcp/helpers.ts';
 import { startWorld, type World } from '../support/world.ts';
 
 let world: World;
@@ -190,6 +191,43 @@ describe('the mandate resource', () => {
       expect(refused.body.detail).toContain('If-None-Match is not taken by this write');
     }
     expect((await get(agent)).body.version).toBe(5);
+  });
+
+  // Found from outside (bb81): a PATCH of caps with a stale If-Match wrote a new mandate version all the same.
+  it("a PATCH of the agent (its caps and allowances are mandate rules) honours If-Match with the mandate's version, as the PUT does", async () => {
+    const agent = await fundedAgent();
+    const patchIf = (ifMatch: string | undefined, body: unknown, key = `mandate-${++counter}`) =>
+      world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, key, body, headers: ifMatch === undefined ? {} : { 'if-match': ifMatch } });
+    expect((await put(agent, { approvalAboveUc: '5000000' })).body.version).toBe(2);
+
+    const stale = await patchIf('"1"', { caps: { perHoldUc: '9000000' } }, 'patch-stale');
+    expect(stale.status).toBe(412);
+    expect(stale.body).toMatchObject({ code: 'precondition_failed', currentVersion: 2 });
+    expect(stale.body.detail).toContain('version 2, not 1');
+    // Nothing of it is written, the name neither: the whole PATCH is made on the version named, or not at all.
+    expect(await patchIf('"1"', { name: 'Renamed' })).toMatchObject({ status: 412 });
+    expect((await get(agent)).body).toMatchObject({ version: 2, caps: { perHoldUc: null } });
+    expect((await world.api('GET', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken })).body.name).not.toBe('Renamed');
+
+    const current = await patchIf('"2"', { caps: { perHoldUc: '9000000' } });
+    expect(current.status, JSON.stringify(current.body)).toBe(200);
+    expect((await get(agent)).body).toMatchObject({ version: 3, caps: { perHoldUc: '9000000' } });
+    expect((await patchIf('*', { caps: { perHoldUc: '8000000' } })).status).toBe(200);
+    expect((await patchIf(undefined, { caps: { perHoldUc: '7000000' } })).status).toBe(200);
+    expect((await get(agent)).body.version).toBe(5);
+    for (const header of ['W/"5"', '"garbage"']) {
+      expect(await patchIf(header, { caps: { perHoldUc: '6000000' } })).toMatchObject({ status: 400, body: { code: 'invalid_input' } });
+    }
+    // Over MCP, the same check is the argument ifVersion.
+    const owner = await connect(world.url, agent.ownerToken, 'modern');
+    try {
+      const refused = await owner.callTool({ name: 'update_agent', arguments: { id: agent.id, caps: { perHoldUc: '1000000' }, ifVersion: 4, idempotencyKey: `mandate-${++counter}` } });
+      expect(refused.isError).toBe(true);
+      expect(toolBody(refused)).toMatchObject({ code: 'precondition_failed', currentVersion: 5 });
+    } finally {
+      await owner.close();
+    }
+    expect((await get(agent)).body).toMatchObject({ version: 5, caps: { perHoldUc: '7000000' } });
   });
 });
 

@@ -56,8 +56,12 @@ declare module 'fastify' {
     relayedBody?: readonly string[];
     /** The route's 201 answers a Location header naming the created resource (documented with the operation). */
     location?: boolean;
-    /** The route's 200 shows a version of the resource, named by its ETag; a PUT honours If-Match (versions.ts). */
-    versioned?: boolean;
+    /**
+     * The route's 200 shows a version of the resource, named by its ETag; a PUT honours If-Match (versions.ts).
+     * `'if-match'`: a write that honours If-Match with the version of what it changes, though its 200 shows another
+     * representation, so it names no ETag (a PATCH of an agent, whose caps and allowances are its mandate's).
+     */
+    versioned?: boolean | 'if-match';
     /** Headers the route's answers carry beyond those the platform documents, by status (documented only, openapi.ts). */
     responseHeaders?: Record<number, Record<string, { type: 'string'; description: string }>>;
     /**

@@ -382,17 +382,19 @@ export function documentIdempotency(schema: OperationSchema | undefined, operati
 /**
  * A versioned route (config `versioned`, versions.ts): its 200 documents the `ETag` naming the version shown, and a
  * write documents `If-Match`, which it reads itself (never header validation, so its refusals keep their words).
+ * `'if-match'`: the write's If-Match only, its 200 showing another representation (no ETag).
  */
 function documentVersioning(schema: OperationSchema | undefined, route: RouteOptions): OperationSchema | undefined {
-  if (!schema || route.config?.versioned !== true) return schema;
+  const versioned = route.config?.versioned;
+  if (!schema || (versioned !== true && versioned !== 'if-match')) return schema;
   const response = (schema.response ?? {}) as Record<string, Record<string, unknown>>;
   const ok = response['200'] ?? {};
   const documented: OperationSchema = {
     ...schema,
-    response: {
-      ...response,
-      200: { ...ok, headers: { ...(ok.headers as object | undefined), ETag: { type: 'string', description: 'the version shown, as a strong entity tag: "<version>"' } } },
-    },
+    response:
+      versioned === 'if-match'
+        ? { ...response }
+        : { ...response, 200: { ...ok, headers: { ...(ok.headers as object | undefined), ETag: { type: 'string', description: 'the version shown, as a strong entity tag: "<version>"' } } } },
   };
   if (route.method === 'GET') return documented;
   documented.response = {
