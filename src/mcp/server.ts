@@ -292,8 +292,14 @@ function publishedAs(published: JsonSchema): ToolSchema {
   } as ToolSchema;
 }
 
-/** The tools' own argument checks: the SDK's engine and settings (Ajv 2020-12, formats), stopping at the first violation. */
-const argumentsAjv = addFormats.default(new Ajv2020({ strict: false, validateFormats: true, validateSchema: false, allErrors: false }));
+/**
+ * The tools' own argument checks: the SDK's engine and settings (Ajv 2020-12, formats), stopping at the first violation,
+ * and filling in the defaults the schema states as the HTTP face's validator fills a body's (Ajv's `useDefaults`,
+ * Fastify's setting), so the same request reaches its operation, and its Idempotency-Key's fingerprint, in one form
+ * whichever face asked (found from outside: a freeze over HTTP, retried over MCP with its key, answered
+ * idempotency_key_reused, since HTTP had filled `releaseHolds: false` and MCP had not).
+ */
+const argumentsAjv = addFormats.default(new Ajv2020({ strict: false, validateFormats: true, validateSchema: false, allErrors: false, useDefaults: true }));
 
 /**
  * The check of a tool's arguments against `input`, refusing them as the HTTP face refuses a body (400 invalid_input,

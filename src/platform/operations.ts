@@ -17,7 +17,6 @@ import { Batcher, togetherOrAlone, unwrap, type BatchLimits, type Settled } from
 import type { CredentialFacts } from './credential-facts.ts';
 import type { Database, Queryable, Tx } from './db/database.ts';
 import { ApiError, type ErrorCode, type HumanApproval } from './errors.ts';
-import { withDefaults } from './input-defaults.ts';
 import { fingerprint, REPLAY_HEADER, validateIdempotencyKey, type Claim, type IdempotencyStore, type KeyRule, type SecretMembers, type StoredResponse } from './idempotency.ts';
 import type { IdempotencyOutcome, Metrics } from './metrics.ts';
 import { accountScope, type Principal } from './principal.ts';
@@ -266,11 +265,8 @@ function leavesKeyFree(error: unknown): error is ApiError {
  * asked, it is one span (`operation <name>`: the idempotency outcome, the refusal code) and one count in the
  * operation metrics (rate, errors by code, duration).
  */
-export function runOperation<I, R, C, P>(runtime: OperationRuntime, operation: Operation<I, R, C, P>, asked: RunRequest<I>): Promise<RunOutcome<R>> {
+export function runOperation<I, R, C, P>(runtime: OperationRuntime, operation: Operation<I, R, C, P>, request: RunRequest<I>): Promise<RunOutcome<R>> {
   const startedMs = performance.now();
-  // One input whichever face asked: the defaults its schema states, filled in as the HTTP face's validator does.
-  const input = withDefaults(operation.input, asked.input);
-  const request = input === asked.input ? asked : { ...asked, input };
   const attributes = () => ({ attributes: { 'acg.operation.name': operation.name, 'acg.principal.kind': request.principal.kind } });
   return inSpan(`operation ${operation.name}`, attributes, async (span) => {
     let admitted: Admitted<I, C>;
