@@ -224,6 +224,12 @@ describe('the mandate resource', () => {
       const refused = await owner.callTool({ name: 'update_agent', arguments: { id: agent.id, caps: { perHoldUc: '1000000' }, ifVersion: 4, idempotencyKey: `mandate-${++counter}` } });
       expect(refused.isError).toBe(true);
       expect(toolBody(refused)).toMatchObject({ code: 'precondition_failed', currentVersion: 5 });
+      // A call naming nothing to change is refused as over HTTP (an empty PATCH body), with or without ifVersion (found from outside, bb82).
+      for (const nothing of [{ id: agent.id }, { id: agent.id, ifVersion: 5 }]) {
+        const empty = await owner.callTool({ name: 'update_agent', arguments: { ...nothing, idempotencyKey: `mandate-${++counter}` } });
+        expect(toolBody(empty)).toMatchObject({ code: 'invalid_input', detail: expect.stringContaining('nothing to change') });
+      }
+      expect(await patchIf(undefined, {})).toMatchObject({ status: 400, body: { code: 'invalid_input' } });
     } finally {
       await owner.close();
     }
