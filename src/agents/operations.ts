@@ -1,8 +1,8 @@
 // Agent management's operations, for every face: register and update agents, unfreeze them (freezing, which
 // can reach their holds, is the kill switch's: src/revocations), set their profiles and avatars. Each input is
 // the path's agent id plus the body's members.
-import { ApiError } from '../platform/errors.ts';
 import { Type, type Static, type TOptional } from '@sinclair/typebox';
+import { ApiError } from '../platform/errors.ts';
 import { ALERT_THRESHOLDS_DEFAULT, CAP_PERIOD_S_DEFAULT, defaultExtendedRules, NO_MERCHANT_RULES, refuseAllowedAndDenied, TIME_ZONE_DEFAULT, type MandateRules } from '../policy/mandate.ts';
 import { MandateRulesProperties, MerchantRulesInput } from './schemas.ts';
 import { CategoryOrAny, DisplayName, IdParams, idOf, Microcredits, Nullable, ResourceId, VersionNumber } from '../platform/schemas.ts';
@@ -140,6 +140,8 @@ const UpdateAgentInput = inputOf(
     ),
   }),
 );
+/** The members a PATCH may change (its body's), one of which it must name. */
+const PATCH_MEMBERS = Object.keys(AgentPatch.properties);
 const AgentIdInput = inputOf(IdParams);
 const SetProfileInput = inputOf(IdParams, ProfileInput);
 const StartUploadInput = inputOf(IdParams, UploadStart);
@@ -184,8 +186,8 @@ export function agentOperations(agents: AgentService): AgentOperations {
       // The body's minProperties, which the whole input (its id besides) cannot say: a call naming nothing to change is
       // refused on every face, before its key (found from outside: MCP's update_agent with its id alone answered 200).
       check: ({ input }) => {
-        if (Object.keys(AgentPatch.properties).some((member) => (input as Record<string, unknown>)[member] !== undefined)) return undefined;
-        throw new ApiError('invalid_input', { detail: `nothing to change: name at least one of ${Object.keys(AgentPatch.properties).join(', ')}` });
+        if (PATCH_MEMBERS.some((member) => (input as Record<string, unknown>)[member] !== undefined)) return undefined;
+        throw new ApiError('invalid_input', { detail: `nothing to change: name at least one of ${PATCH_MEMBERS.join(', ')}` });
       },
       run: (tx, { principal, input: { id, ifVersion, ...patch } }) => agents.updateAgent(tx, principal, id, patch, ifVersion),
     },

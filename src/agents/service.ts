@@ -743,9 +743,9 @@ export class AgentService {
   /**
    * PATCH: the name and inbox allowlist, and the allowances and caps, which are mandate rules: changing any of
    * those writes a new mandate version with the rest of the mandate as it was; naming them as they stand writes
-   * none, as a PUT of the mandate in force (`inForce`).
+   * none, as a PUT of the mandate in force (`inForce`). `ifVersion`: the mandate version the caller last read, as for
+   * `setMandate`.
    */
-  /** PATCH of an agent. `ifVersion`: the mandate version the caller last read, as for `setMandate`. */
   async updateAgent(tx: Tx, principal: Actor & Pick<Principal, 'id' | 'kind'>, agentId: string, patch: AgentSettings, ifVersion?: number): Promise<Agent> {
     let row = await this.lockAgentFor(tx, principal, agentId);
     refuseOtherVersion(row, ifVersion);

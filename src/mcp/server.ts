@@ -28,8 +28,8 @@ import addFormats from 'ajv-formats';
 import { ApiError, problemBody, unexpectedAsApiError, type HumanApproval } from '../platform/errors.ts';
 import { describeViolations } from '../platform/http/render-error.ts';
 import { findUnstorableText, unstorableTextDetail } from '../platform/http/text-guard.ts';
-import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN, REPLAY_HEADER } from '../platform/idempotency.ts';
-import { runOperation } from '../platform/operations.ts';
+import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
+import { replayedRefusal, runOperation } from '../platform/operations.ts';
 import type { Principal } from '../platform/principal.ts';
 import { runQuery, type Query } from '../platform/queries.ts';
 import { activeSpan, inSpan, remoteParent, setSpanAttributes, type SpanOptions, type SpanRef } from '../platform/telemetry.ts';
@@ -249,8 +249,8 @@ async function answer(
     return toolResult(body);
   } catch (error) {
     const refusal = unexpectedAsApiError(await services.gateway.schema.answerFor(error));
-    // A stored refusal answered again is a replay too (the operation marks it as it marks an API route's).
-    if (refusal.options.headers?.[REPLAY_HEADER] === 'true') notes.replayed();
+    // A stored refusal answered again is a replay too.
+    if (replayedRefusal(refusal)) notes.replayed();
     // A refusal is the caller's answer; a storage failure is the outage tracker's to announce; the rest is our fault.
     if (refusal.code === 'internal_error') services.gateway.log.error({ err: error, tool: tool.name }, 'MCP tool failed');
     if (span) setSpanAttributes(span, refusal.status < 500 ? { 'acg.refusal.code': refusal.code } : { 'error.type': refusal.code });

@@ -297,7 +297,12 @@ export function runOperation<I, R, C, P>(runtime: OperationRuntime, operation: O
 function idempotencyOutcomeOf(error: unknown): IdempotencyOutcome {
   if (!(error instanceof ApiError)) return 'new';
   if (error.code === 'idempotency_key_in_use' || error.code === 'idempotency_key_reused') return 'conflict';
-  return error.options.headers?.[REPLAY_HEADER] === 'true' ? 'replay' : 'new';
+  return replayedRefusal(error) ? 'replay' : 'new';
+}
+
+/** Whether an operation's refusal is the stored answer of an earlier request with its key, answered again. */
+export function replayedRefusal(error: ApiError): boolean {
+  return error.options.headers?.[REPLAY_HEADER] === 'true';
 }
 
 /** The errors an operation answered with, counted by `runOperation`: a face's error handler counts any other. */
