@@ -50,14 +50,31 @@ export async function createPostgresDatabase(options: OpenTestDatabaseOptions = 
   };
 }
 
+/**
+ * A tarball held in memory whose bytes PGlite takes at once. PGlite reads a dump with `arrayBuffer()`, which Node's
+ * own Blob answers chunk by chunk (about 0.15 s of CPU for this 43 MB tarball); a gzipped one it then decompresses
+ * in JavaScript (0.5 s more). Each call answers a copy, so no database can write into another's bytes.
+ */
+class TarInMemory extends Blob {
+  readonly #bytes: Uint8Array<ArrayBuffer>;
+
+  constructor(bytes: Uint8Array<ArrayBuffer>) {
+    super([bytes], { type: 'application/x-tar' });
+    this.#bytes = bytes;
+  }
+
+  override async arrayBuffer(): Promise<ArrayBuffer> {
+    return this.#bytes.slice().buffer;
+  }
+}
+
 let migratedPglite: Blob | undefined;
 
-/** The migrated PGlite data directory the run's global setup dumped (test/support/global-setup.ts), read once per file. */
+/** The migrated PGlite data directory the run's global setup dumped (test/support/global-setup.ts), read once per worker. */
 function migratedPgliteDump(): Blob {
   const file = inject('migratedPglite');
   if (!file) throw new Error('the global setup made a migrated PGlite copy for the pglite project only');
-  migratedPglite ??= new Blob([readFileSync(file)]);
-  return migratedPglite;
+  return (migratedPglite ??= new TarInMemory(new Uint8Array(readFileSync(file))));
 }
 
 /** The run's migrated PostgreSQL template database (test/support/global-setup.ts). */
@@ -78,8 +95,9 @@ export interface OpenTestDatabaseOptions {
 
 export async function openTestDatabase(kind: TestDbKind = testDbKind(), options: OpenTestDatabaseOptions = {}): Promise<TestDatabase> {
   if (kind === 'pglite') {
-    // A test's database is small: a 16 MB buffer cache, which PGlite clears at start, opens it 0.4 s sooner.
-    const db = await openPglite(undefined, undefined, { from: options.migrated ? migratedPgliteDump() : undefined, sharedBuffersMb: 16 });
+    // A test's database is small, and PGlite's pages are in memory anyway: a 4 MB buffer cache, which PGlite clears at
+    // start, opens it 0.55 s sooner than the default 128 MB (0.15 s sooner than 16 MB).
+    const db = await openPglite(undefined, undefined, { from: options.migrated ? migratedPgliteDump() : undefined, sharedBuffersMb: 4 });
     return { db, drop: async () => {} };
   }
   const created = await createPostgresDatabase(options);

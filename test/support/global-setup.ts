@@ -2,7 +2,7 @@
 // code under test compiled as users run it (bin/build.js; a no-op when dist/ already matches), tells the
 // reader which databases the suite runs on and what it skips, and migrates the databases every test gateway then
 // starts from: for PGlite, an embedded one dumped to a file (its initdb and migrations cost about three seconds a
-// gateway; a copy loads in one); for PostgreSQL, a template database (the migrations cost about 0.35 s a
+// gateway; a copy loads in about 0.6 s of CPU); for PostgreSQL, a template database (the migrations cost about 0.35 s a
 // gateway; CREATE DATABASE … TEMPLATE copies it in about a tenth). A test that migrates, or needs an empty
 // database, opens its own.
 import { execFileSync } from 'node:child_process';
@@ -19,8 +19,10 @@ import { createPostgresDatabase } from './database.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
-    /** A gzipped tarball of a PGlite data directory with every migration applied (test/support/database.ts); '' in the PostgreSQL project. */
+    /** A tarball (not compressed: PGlite would decompress it at every load) of a PGlite data directory with every migration applied (test/support/database.ts); '' in the PostgreSQL project. */
     migratedPglite: string;
+    /** The same data directory, closed, for spawned gateways to copy (test/support/process.ts); '' in the PostgreSQL project. */
+    migratedPgliteDir: string;
     /** The name of a PostgreSQL database with every migration applied, to copy (TEMPLATE); '' in the PGlite project. */
     postgresTemplate: string;
   }
@@ -28,11 +30,11 @@ declare module 'vitest' {
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 let told = false;
-let migrated: Promise<{ file: string; remove(): void }> | undefined;
+let migrated: Promise<{ file: string; dataDir: string; remove(): void }> | undefined;
 let template: Promise<{ name: string; remove(): Promise<void> }> | undefined;
 
-/** Migrates an embedded database on disk and dumps its data directory, in a directory of this run's own. */
-async function migratedPglite(): Promise<{ file: string; remove(): void }> {
+/** Migrates an embedded database on disk and dumps its data directory, in a directory of this run's own; both are kept for the run. */
+async function migratedPglite(): Promise<{ file: string; dataDir: string; remove(): void }> {
   const dir = mkdtempSync(path.join(tmpdir(), 'acg-test-pglite-'));
   const remove = () => rmSync(dir, { recursive: true, force: true });
   try {
@@ -44,11 +46,11 @@ async function migratedPglite(): Promise<{ file: string; remove(): void }> {
       await db.close();
     }
     const raw = await PGlite.create(dataDir);
-    const tarball = await raw.dumpDataDir('gzip');
+    const tarball = await raw.dumpDataDir('none');
     await raw.close();
-    const file = path.join(dir, 'migrated.tgz');
+    const file = path.join(dir, 'migrated.tar');
     writeFileSync(file, Buffer.from(await tarball.arrayBuffer()));
-    return { file, remove };
+    return { file, dataDir, remove };
   } catch (error) {
     remove();
     throw error;
@@ -82,9 +84,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
     template ??= postgresTemplate();
     project.provide('postgresTemplate', (await template).name);
     project.provide('migratedPglite', '');
+    project.provide('migratedPgliteDir', '');
   } else {
     migrated ??= migratedPglite();
     project.provide('migratedPglite', (await migrated).file);
+    project.provide('migratedPgliteDir', (await migrated).dataDir);
     project.provide('postgresTemplate', '');
   }
   if (!told) {

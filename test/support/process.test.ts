@@ -1,6 +1,5 @@
 // The child-process helper the start-up, crash and restart tests use: a gateway that never became ready is
 // not left running behind the test that gave up on it.
-// vitest: no database (the PostgreSQL pass skips this file: test/support/no-database.ts)
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
