@@ -24,7 +24,7 @@ import { budgetPeriodTotals } from '../support/ledger-invariants.ts';
 
 // 150 sequences a pass, 300 a CI run (each with a new seed, which fast-check prints on a failure to replay it); a
 // deeper run before a release: ACG_MODEL_RUNS=2000 npx vitest run test/ledger/model.test.ts (docs/decisions.md,
-// "The suite's CPU, once more").
+// "The suite's CPU, once more: test databases load from a tarball in memory, spawned gateways from a migrated copy").
 const RUNS = Number(process.env.ACG_MODEL_RUNS ?? 150);
 /** Two roots (funded by grants), then a delegate of the first root (the last agent). */
 const ROOTS = 2;
