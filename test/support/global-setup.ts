@@ -2,7 +2,7 @@
 // code under test compiled as users run it (bin/build.js; a no-op when dist/ already matches), tells the
 // reader which databases the suite runs on and what it skips, and migrates the databases every test gateway then
 // starts from: for PGlite, an embedded one dumped to a file (its initdb and migrations cost about three seconds a
-// gateway; a copy loads in about 0.6 s of CPU); for PostgreSQL, a template database (the migrations cost about 0.35 s a
+// gateway; a copy loads in about 0.45 s of CPU); for PostgreSQL, a template database (the migrations cost about 0.35 s a
 // gateway; CREATE DATABASE … TEMPLATE copies it in about a tenth). A test that migrates, or needs an empty
 // database, opens its own.
 import { execFileSync } from 'node:child_process';

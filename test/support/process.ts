@@ -4,6 +4,7 @@ import { chmodSync, cpSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
+import { embeddedDatabaseDir } from '../../src/platform/db/open.ts';
 
 const ACG = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/acg.js');
 
@@ -52,7 +53,7 @@ export interface SpawnOptions {
 function seedEmbeddedDatabase(env: Record<string, string>): void {
   const dataDir = env.ACG_DATA_DIR;
   if (env.DATABASE_URL || (env.DATABASE_URL === undefined && process.env.DATABASE_URL) || !dataDir) return;
-  const database = path.join(dataDir, 'pglite');
+  const database = embeddedDatabaseDir(dataDir);
   const migrated = inject('migratedPgliteDir');
   if (!migrated || existsSync(database)) return;
   cpSync(migrated, database, { recursive: true });
