@@ -76,6 +76,7 @@ let migratedPglite: Blob | undefined;
 export function migratedPgliteDump(): Blob {
   const file = inject('migratedPglite');
   if (!file) throw new Error('the global setup made a migrated PGlite copy for the pglite project only');
+  // Copied once into a buffer of exactly its bytes (a Buffer may be a view into a larger one): arrayBuffer() answers it whole.
   return (migratedPglite ??= new TarInMemory(new Uint8Array(readFileSync(file))));
 }
 

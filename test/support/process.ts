@@ -40,16 +40,13 @@ export interface SpawnOptions {
   /** Resolve once the process listens, or (default) once it is ready to serve every route. */
   waitFor?: 'listening' | 'ready';
   timeoutMs?: number;
-  /**
-   * On the embedded database (no DATABASE_URL), what a data directory without a database starts with:
-   * `migrated` (default), a copy of the run's migrated one (test/support/global-setup.ts), which the gateway opens
-   * as one it made before, about 5 s of CPU less than its initdb and migrations; `fresh`, nothing, so the gateway
-   * makes its own, for a test of what a first start does.
-   */
-  embeddedDatabase?: 'migrated' | 'fresh';
 }
 
-/** Gives an embedded gateway's data directory a copy of the run's migrated database, unless it has one already. */
+/**
+ * On the embedded database (no DATABASE_URL), gives a data directory without a database a copy of the run's migrated
+ * one (test/support/global-setup.ts), which the gateway opens as one it made before: about 5 s of CPU less than its
+ * initdb and migrations. The tests of a first start (the first purchase, `acg migrate`) run `acg` themselves.
+ */
 function seedEmbeddedDatabase(env: Record<string, string>): void {
   const dataDir = env.ACG_DATA_DIR;
   if (env.DATABASE_URL || (env.DATABASE_URL === undefined && process.env.DATABASE_URL) || !dataDir) return;
@@ -61,8 +58,8 @@ function seedEmbeddedDatabase(env: Record<string, string>): void {
 }
 
 export async function spawnGateway(env: Record<string, string>, options: SpawnOptions = {}): Promise<GatewayProcess> {
-  const { waitFor = 'ready', timeoutMs = 45_000, embeddedDatabase = 'migrated' } = options;
-  if (embeddedDatabase === 'migrated') seedEmbeddedDatabase(env);
+  const { waitFor = 'ready', timeoutMs = 45_000 } = options;
+  seedEmbeddedDatabase(env);
   const awaited = waitFor === 'ready' ? 'gateway ready' : 'gateway listening';
   const child = spawn(process.execPath, [ACG, 'serve'], {
     // ACG_PRECOMPILE_SCHEMAS=0: the schemas' background compile (about 4 s of CPU) is not what these processes
