@@ -4,10 +4,9 @@ import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { rootCertificates } from 'node:tls';
 import type { Dispatcher } from 'undici';
 import { SystemClock, type Clock } from '../platform/clock.ts';
-import { loadUndici } from '../platform/outbound.ts';
+import { loadUndici, trustingAlso } from '../platform/outbound.ts';
 import { UC_PER_CREDIT } from '../platform/money.ts';
 import type { ServiceModule } from './types.ts';
 import { ConnectorError } from './connector-error.ts';
@@ -367,7 +366,7 @@ export const githubPublicService: ServiceModule<GitHubServiceContext> = {
     const ca = config.outboundCaFile ? readFileSync(config.outboundCaFile, 'utf8') : undefined;
     let github: Promise<GitHubContext> | undefined;
     const open = async () => {
-      const dispatcher = ca ? new (await loadUndici()).Agent({ connect: { ca: [...rootCertificates, ca] } }) : undefined;
+      const dispatcher = ca ? new (await loadUndici()).Agent({ connect: { secureContext: trustingAlso(ca) } }) : undefined;
       return createGitHubContext({ ...config.services.github, clock, ...(dispatcher ? { dispatcher } : {}) });
     };
     return async () => ({ github: await (github ??= open()) });

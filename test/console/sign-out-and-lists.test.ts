@@ -222,6 +222,9 @@ describe.runIf(hasChromium && !onPostgres())('the owner console (found from outs
     await lapsing.goto(`${gw.url}/console/agents/${agentId}`);
     const freeze = lapsing.getByRole('button', { name: 'Freeze Runaway', exact: true });
     await freeze.waitFor();
+    // The page's own reads all answered first: one answered 401 after the revocation below would sign the tab out
+    // before the Freeze is pressed (as it should), and take the button away (seen once in a full run).
+    await lapsing.waitForLoadState('networkidle');
     // The owner revokes the console elsewhere, which revokes this tab's token too: the Freeze is refused 401, and the
     // renewal under it fails (no consent is left to renew with).
     expect((await api('DELETE', '/v1/owner/oauth-grants/acg-console', await ownerSession())).status).toBe(200);

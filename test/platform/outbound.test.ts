@@ -5,7 +5,7 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isPublicAddress, OutboundError, safeRequest, type SafeRequestOptions } from '../../src/platform/outbound.ts';
+import { isPublicAddress, OutboundError, safeRequest, trustingAlso, type SafeRequestOptions } from '../../src/platform/outbound.ts';
 import { makeTestCertificate, type TestCertificate } from '../support/test-certificate.ts';
 
 // One local server whose behaviour depends on the path, counting every TCP connection it accepts.
@@ -159,6 +159,22 @@ describe('safeRequest with allowPrivateNetworkTargets', () => {
     expect(await reason(safeRequest(`https://127.0.0.1:${tlsPort}/tls`, { ...relaxed, ca: cert.certPem }))).toBe('tls_failed');
     // And without the extra CA the self-signed certificate is not trusted: TLS failed, not the connection (found from outside).
     expect(await reason(safeRequest(`https://hooks.shop.example:${tlsPort}/tls`, { ...relaxed, lookupHost }))).toBe('tls_failed');
+  });
+
+  it('trusts an extra CA through one TLS context made once, not one per connection (each parsed every root again: 34 ms)', async () => {
+    const lookupHost = async () => ['127.0.0.1'];
+    const context = trustingAlso(cert.certPem);
+    expect(trustingAlso(cert.certPem)).toBe(context);
+    for (let i = 0; i < 3; i++) expect((await safeRequest(`https://hooks.shop.example:${tlsPort}/tls`, { ...relaxed, lookupHost, ca: cert.certPem })).status).toBe(200);
+    expect(trustingAlso(cert.certPem)).toBe(context);
+    // Another CA has its own context, which does not trust this server.
+    const other = makeTestCertificate({ dns: ['other.example'] });
+    try {
+      expect(trustingAlso(other.certPem)).not.toBe(context);
+      expect(await reason(safeRequest(`https://hooks.shop.example:${tlsPort}/tls`, { ...relaxed, lookupHost, ca: other.certPem }))).toBe('tls_failed');
+    } finally {
+      other.remove();
+    }
   });
 
   it('does not follow a redirect', async () => {
