@@ -74,6 +74,8 @@ declare module 'fastify' {
 
 const AJV_OPTIONS = { removeAdditional: false, allErrors: false, coerceTypes: 'array' as const, discriminator: true };
 const ajvFactory = AjvCompiler();
+/** One per process, as `ajvFactory`: what it compiles is kept by factory (lazy-schemas.ts), so a second app reuses it. */
+const serializerFactory = SerializerCompiler();
 
 /**
  * Query strings, paths and headers are text, so their values are coerced to the schema's types; JSON
@@ -136,7 +138,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     schemaController: {
       compilersFactory: {
         buildValidator: schemas.validators(buildValidator),
-        buildSerializer: schemas.serializers(SerializerCompiler()),
+        buildSerializer: schemas.serializers(serializerFactory),
       },
     },
     routerOptions: { maxParamLength: PATH_PARAMETER_LENGTH_MAX, ignoreTrailingSlash: false },

@@ -5,10 +5,11 @@
 // that comes first. The same compiler, the same options, the same function, only later.
 // A serializer is compiled whole: the Ajv validators its `anyOf` branches choose by are compiled with it
 // (fast-json-stringify's `compileValidators`), not at the first answer that reaches them.
-// Each distinct schema compiles once per compiler, whatever the number of routes that use it (`once`).
+// Each distinct schema compiles once per compiler scope and process, whatever the number of routes and apps that use it (`once`).
 // `compileAll` compiles whatever is still pending (the test that proves every schema compiles).
 // See docs/decisions.md, "Schemas compile on first use" and "Route schemas compile in the background".
 
+import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 
 /** What Fastify's schema controller expects of a compilers factory: (externalSchemas, options) → (route) → function. */
@@ -103,8 +104,10 @@ export class LazySchemas {
       // The factory itself is deferred too: Ajv's adds every shared schema to a new instance (0.2 s).
       let compiler: ((route: unknown) => ValidateFunction) | undefined;
       // A validator depends on its schema and on the part of the request it checks (bodies are not coerced).
-      const compileFor = once((route: RouteSchema) => `${route.httpPart ?? ''}\n${JSON.stringify(route.schema)}`, (route) =>
-        (compiler ??= factory(externalSchemas, options) as (route: unknown) => ValidateFunction)(route),
+      const compileFor = once(
+        () => compilerScope(factory, externalSchemas, options),
+        (route: RouteSchema) => `${route.httpPart ?? ''}\n${JSON.stringify(route.schema)}`,
+        (route) => (compiler ??= factory(externalSchemas, options) as (route: unknown) => ValidateFunction)(route),
       );
       return (route) => {
         let compiled: ValidateFunction | undefined;
@@ -138,7 +141,11 @@ export class LazySchemas {
       let compiler: ((route: unknown) => (data: unknown) => string) | undefined;
       const build = () => factory(externalSchemas, { ...options, compileValidators: true }) as (route: unknown) => (data: unknown) => string;
       // fast-json-stringify's compiler reads the schema alone, not the route's method, URL or status.
-      const compileFor = once((route: RouteSchema) => JSON.stringify(route.schema), (route) => (compiler ??= build())(route));
+      const compileFor = once(
+        () => compilerScope(factory, externalSchemas, options),
+        (route: RouteSchema) => JSON.stringify(route.schema),
+        (route) => (compiler ??= build())(route),
+      );
       return (route) => {
         let compiled: ((data: unknown) => string) | undefined;
         const compile = (): ((data: unknown) => string) => {
@@ -163,15 +170,39 @@ interface RouteSchema {
 }
 
 /**
+ * What compiles made, by compiler scope and schema: kept for the process, as Fastify's own compilers pool their Ajv
+ * instances by the JSON of the shared schemas and options. One gateway builds one app, so this changes nothing for it;
+ * a process that builds many (the test suite: one app a test world, each compiling its routes' serializers anew, 7.5 s
+ * of 203 s of a profile of 37 test files) compiles each schema once.
+ */
+const made = new Map<string, unknown>();
+
+const factoryIds = new WeakMap<Factory, number>();
+let factoriesSeen = 0;
+
+/**
+ * The compiler a compile is made by, as far as its output depends on it: its factory (one per process for each kind,
+ * src/platform/http/app.ts), and the shared schemas and options the factory is given (a function by its name: Ajv's
+ * plugins).
+ */
+function compilerScope(factory: Factory, externalSchemas: unknown, options: unknown): string {
+  let id = factoryIds.get(factory);
+  if (id === undefined) factoryIds.set(factory, (id = ++factoriesSeen));
+  const text = JSON.stringify([externalSchemas, options], (_key, value: unknown) => (typeof value === 'function' ? `function ${value.name}` : value));
+  return `${id} ${createHash('sha256').update(text).digest('base64url')}`;
+}
+
+/**
  * `compile`, run once per key: the routes' schemas repeat (every route answers its errors with the same Problem
  * schema, many take the same path parameters), and what one compile made serves every route whose schema has the
- * same JSON, within one compiler (one set of shared schemas and options). 602 compiles were 151 distinct.
+ * same JSON, for every compiler of the same scope (the same shared schemas and options). 602 compiles were 151
+ * distinct. The scope is worked out at the first compile, not when the app registers its routes.
  */
-function once<T>(keyOf: (route: RouteSchema) => string, compile: (route: RouteSchema) => T): (route: unknown) => T {
-  const made = new Map<string, T>();
+function once<T>(scopeOf: () => string, keyOf: (route: RouteSchema) => string, compile: (route: RouteSchema) => T): (route: unknown) => T {
+  let scope: string | undefined;
   return (route) => {
-    const key = keyOf(route as RouteSchema);
-    let compiled = made.get(key);
+    const key = `${(scope ??= scopeOf())}\n${keyOf(route as RouteSchema)}`;
+    let compiled = made.get(key) as T | undefined;
     if (compiled === undefined) {
       compiled = compile(route as RouteSchema);
       made.set(key, compiled);
