@@ -5376,6 +5376,8 @@ export interface operations {
             /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5396,6 +5398,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5586,6 +5590,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5606,6 +5612,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5617,6 +5625,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5825,6 +5835,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5845,6 +5857,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5854,6 +5868,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5865,6 +5881,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5874,6 +5892,8 @@ export interface operations {
             /** @description precondition_failed: another version is in force (If-Match named an older one); nothing changed */
             412: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5978,6 +5998,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5998,6 +6020,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6007,6 +6031,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6018,6 +6044,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6293,6 +6321,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6313,6 +6343,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6322,6 +6354,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6333,6 +6367,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6342,6 +6378,8 @@ export interface operations {
             /** @description precondition_failed: another version is in force (If-Match named an older one); nothing changed */
             412: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6652,6 +6690,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6672,6 +6712,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6681,6 +6723,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6692,6 +6736,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6804,6 +6850,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6824,6 +6872,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6833,6 +6883,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6844,6 +6896,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7070,6 +7124,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7090,6 +7146,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7099,6 +7157,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7386,6 +7446,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7406,6 +7468,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7415,6 +7479,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7426,6 +7492,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7804,6 +7872,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7824,6 +7894,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7833,6 +7905,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7844,6 +7918,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8028,6 +8104,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8048,6 +8126,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8057,6 +8137,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8068,6 +8150,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8622,6 +8706,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8642,6 +8728,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8651,6 +8739,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8662,6 +8752,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8760,6 +8852,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8780,6 +8874,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8789,6 +8885,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8800,6 +8898,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8904,6 +9004,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8924,6 +9026,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8933,6 +9037,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8944,6 +9050,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9621,7 +9729,7 @@ export interface operations {
                     name: string;
                     /** @description lower-case category slug, 1–64 characters */
                     category: string;
-                    /** @description microcredits as a decimal string of at most 18 digits */
+                    /** @description the price, more than 0: microcredits as a decimal string of at most 18 digits (0 is refused 400 invalid_input) */
                     priceUc: string;
                     /** @default true */
                     active?: boolean;
@@ -9649,6 +9757,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9669,6 +9779,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9678,6 +9790,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9689,6 +9803,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9866,7 +9982,7 @@ export interface operations {
                 "application/json": {
                     /** @description 1 to 100 characters, at least one of which shows (not white space or invisible characters alone) */
                     name?: string;
-                    /** @description microcredits as a decimal string of at most 18 digits */
+                    /** @description the price, more than 0: microcredits as a decimal string of at most 18 digits (0 is refused 400 invalid_input) */
                     priceUc?: string;
                     active?: boolean;
                     /** @description seconds, 60–604800; default 900 */
@@ -9891,6 +10007,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9911,6 +10029,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9920,6 +10040,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9931,6 +10053,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10121,6 +10245,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10141,6 +10267,8 @@ export interface operations {
             /** @description Payment Required */
             402: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10150,6 +10278,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10161,6 +10291,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10324,6 +10456,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10344,6 +10478,8 @@ export interface operations {
             /** @description Payment Required */
             402: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10353,6 +10489,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10362,6 +10500,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10373,6 +10513,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10723,6 +10865,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10743,6 +10887,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11016,6 +11162,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11036,6 +11184,8 @@ export interface operations {
             /** @description Payment Required */
             402: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11045,6 +11195,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11054,6 +11206,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11065,6 +11219,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11092,6 +11248,8 @@ export interface operations {
             /** @description Unprocessable Entity */
             422: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11690,6 +11848,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11710,6 +11870,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11721,6 +11883,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11905,6 +12069,8 @@ export interface operations {
             /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11925,6 +12091,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11934,6 +12102,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11945,6 +12115,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12037,6 +12209,8 @@ export interface operations {
             /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12057,6 +12231,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12066,6 +12242,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12077,6 +12255,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12324,6 +12504,8 @@ export interface operations {
             /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12344,6 +12526,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12353,6 +12537,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12364,6 +12550,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12456,6 +12644,8 @@ export interface operations {
             /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12476,6 +12666,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12485,6 +12677,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12496,6 +12690,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12845,6 +13041,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12865,6 +13063,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12876,6 +13076,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13078,6 +13280,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13098,6 +13302,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13107,6 +13313,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13118,6 +13326,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13207,6 +13417,8 @@ export interface operations {
             /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members); idempotency_required: the Idempotency-Key header is missing */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13227,6 +13439,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13236,6 +13450,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13247,6 +13463,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13451,6 +13669,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13471,6 +13691,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13480,6 +13702,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13491,6 +13715,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13581,6 +13807,8 @@ export interface operations {
             /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13601,6 +13829,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13610,6 +13840,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14016,6 +14248,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14036,6 +14270,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14045,6 +14281,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14056,6 +14294,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14162,6 +14402,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14182,6 +14424,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14191,6 +14435,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14381,6 +14627,8 @@ export interface operations {
             /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14401,6 +14649,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14410,6 +14660,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14421,6 +14673,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14599,6 +14853,8 @@ export interface operations {
             /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14619,6 +14875,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14628,6 +14886,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14639,6 +14899,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14728,6 +14990,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14748,6 +15012,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14757,6 +15023,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15036,6 +15304,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15056,6 +15326,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15143,6 +15415,8 @@ export interface operations {
             /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15163,6 +15437,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15249,6 +15525,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15269,6 +15547,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15278,6 +15558,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15548,6 +15830,8 @@ export interface operations {
             /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15568,6 +15852,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15577,6 +15863,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15588,6 +15876,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15658,6 +15948,8 @@ export interface operations {
             /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15678,6 +15970,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15687,6 +15981,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15698,6 +15994,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15880,6 +16178,8 @@ export interface operations {
             /** @description Bad Request */
             400: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15900,6 +16200,8 @@ export interface operations {
             /** @description Not Found */
             404: {
                 headers: {
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15911,6 +16213,8 @@ export interface operations {
                 headers: {
                     /** @description with idempotency_key_in_use: seconds until the running request is likely done */
                     "Retry-After"?: number;
+                    /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {

@@ -98,6 +98,32 @@ describe('an operation that checks its path, query, headers or body', () => {
   });
 });
 
+describe('idempotency in the document (found from outside, 2026-12-06)', () => {
+  it('declares Idempotent-Replayed on the refusals an operation may store and replay, never on those it does not store', () => {
+    const capture = paths['/v1/redemptions/{id}/capture']!.post!;
+    for (const status of ['200', '400', '409']) expect(capture.responses[status]!.headers, status).toHaveProperty('Idempotent-Replayed');
+    for (const status of ['401', '413', '415', '429', '503']) expect(capture.responses[status]?.headers ?? {}, status).not.toHaveProperty('Idempotent-Replayed');
+    // A read has no key, so nothing of it is replayed.
+    expect(paths['/v1/me']!.get!.responses['403']?.headers ?? {}).not.toHaveProperty('Idempotent-Replayed');
+  });
+
+  it("takes the Idempotency-Key's quoted form in its pattern, as the header does", () => {
+    const key = (paths['/v1/vouchers']!.post!.parameters as Array<{ in: string; name: string; schema: { pattern: string } }>).find((one) => one.name === 'Idempotency-Key')!;
+    const pattern = new RegExp(key.schema.pattern, 'u');
+    expect(['k-1', '"k-1"', '550e8400-e29b-41d4-a716-446655440000'].filter((value) => !pattern.test(value))).toEqual([]);
+    expect(['"k-1', 'k-1"', '""', 'k 1', '"k"1"'].filter((value) => pattern.test(value))).toEqual([]);
+  });
+
+  it('a refusal declared without the header (401) is answered afresh each time, never replayed', async () => {
+    const key = `replayed-refusal-${Date.now()}`;
+    const send = () => fetch(`${gw.url}/v1/redemptions/no_such_hold/capture`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': key }, body: '{}' });
+    const first = await send();
+    const second = await send();
+    expect([first.status, second.status]).toEqual([401, 401]);
+    expect(second.headers.get('idempotent-replayed')).toBeNull();
+  });
+});
+
 describe('rate limits in the document', () => {
   it('declare 429 with Retry-After on every rate-limited route, and none on the routes the limit skips (found from outside: no response declared the header)', () => {
     const skipped = new Set(['/healthz', '/readyz', '/metrics', '/openapi.json']);

@@ -163,7 +163,8 @@ function documentOperation(schema: OperationSchema | undefined, url: string, rou
   const raw = route.config?.rawBody;
   // A raw body has no schema to validate (the handler reads the bytes): it is documented here, in its media type.
   const described = raw ? { ...schema, body: { type: 'string', format: 'binary', description: raw.description }, consumes: [raw.mediaType] } : schema;
-  const documented = documentErrorResponses(documentSecurity({ ...described }, requirement), url, checksRequest(described, route), limited);
+  const replays = route.config?.operation !== undefined && route.config.operation.idempotency.key !== 'none';
+  const documented = documentErrorResponses(documentSecurity({ ...described }, requirement), url, checksRequest(described, route), limited, replays);
   return documented.body === undefined ? documented : { ...documented, body: withoutDiscriminators(documented.body) };
 }
 
@@ -203,6 +204,19 @@ function documentSecurity(schema: OperationSchema, requirement: AuthRequirement 
 }
 
 const RETRY_AFTER = { type: 'integer', minimum: 0, description: 'seconds to wait before retrying' };
+
+/**
+ * The statuses of refusals an idempotent operation may store under its key and replay: those its effect decides
+ * (src/platform/idempotency.ts). A missing or refused credential, a body refused before it is read, a rate limit and a
+ * failure of the gateway (5xx) are never stored (found from outside: replayed refusals carried the header, which the
+ * document declared on successes only).
+ */
+const STORED_REFUSALS = (code: number) => code >= 400 && code < 500 && ![401, 413, 415, 429].includes(code);
+const REPLAYED_REFUSAL = {
+  type: 'string',
+  enum: ['true'],
+  description: 'present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time)',
+};
 
 /** Response headers the platform sends with a failure status. */
 const ERROR_HEADERS: Partial<Record<number, Record<string, object>>> = {
@@ -246,7 +260,7 @@ function requestRefusal(schema: OperationSchema): string {
  * Failure responses as they are sent: problem bodies as `application/problem+json`, OAuth error bodies
  * (under /oauth/) as `application/json`, with the headers that come with their status.
  */
-function documentErrorResponses(schema: OperationSchema, url: string, checked: boolean, limited: boolean): OperationSchema {
+function documentErrorResponses(schema: OperationSchema, url: string, checked: boolean, limited: boolean, replays: boolean): OperationSchema {
   const isOAuth = url.startsWith('/oauth/');
   const mediaType = isOAuth ? 'application/json' : 'application/problem+json';
   // A route without response schemas is documented as swagger does by default: one 200.
@@ -288,7 +302,8 @@ function documentErrorResponses(schema: OperationSchema, url: string, checked: b
     Object.entries(declared).map(([status, body]) => {
       const code = status === '4XX' ? 400 : Number(status);
       if (!(code >= 400)) return [status, body];
-      const headers = status === '4XX' ? undefined : ERROR_HEADERS[code];
+      const replayed = replays && status !== '4XX' && STORED_REFUSALS(code) ? { 'Idempotent-Replayed': REPLAYED_REFUSAL } : undefined;
+      const headers = status === '4XX' ? undefined : ERROR_HEADERS[code] || replayed ? { ...ERROR_HEADERS[code], ...replayed } : undefined;
       const given = body as { description?: string; content?: object };
       const description = status === '4XX' ? platformRefusals(limited) : (given.description ?? STATUS_CODES[code] ?? 'Error');
       const content = given.content ?? { [mediaType]: { schema: body } };
@@ -335,6 +350,16 @@ const IDEMPOTENCY_KEY_DESCRIPTIONS = {
 };
 
 /**
+ * A key's pattern that also takes its RFC 8941 quoted form (`"…"`), which the header accepts as the same key (found
+ * from outside: a client checking parameters against the document refused what the gateway took). A release key's
+ * pattern takes quotes already: they are visible characters.
+ */
+const QUOTED_TOO = (pattern: RegExp) => {
+  const bare = pattern.source.replace(/^\^/, '').replace(/\$$/, '');
+  return `^(?:${bare}|"${bare}")$`;
+};
+
+/**
  * The documentation of a route that is a face of an operation, from the operation's definition (never from
  * header validation, so a missing key keeps its own 400): `operationId` is the operation name; the
  * `Idempotency-Key` header parameter with its rule; `Idempotent-Replayed` on the success responses of an
@@ -352,7 +377,7 @@ export function documentIdempotency(schema: OperationSchema | undefined, operati
       properties: {
         'Idempotency-Key': {
           type: 'string',
-          ...(rule === 'release' ? { minLength: 1, maxLength: 255, pattern: RELEASE_KEY_PATTERN.source } : { pattern: IDEMPOTENCY_KEY_PATTERN.source }),
+          ...(rule === 'release' ? { minLength: 1, maxLength: 255, pattern: RELEASE_KEY_PATTERN.source } : { pattern: QUOTED_TOO(IDEMPOTENCY_KEY_PATTERN) }),
           description:
             `${IDEMPOTENCY_KEY_DESCRIPTIONS[key]} ${rule === 'release' ? RELEASE_KEY_SHAPE : 'For example a UUID'}; the RFC 8941 quoted form is accepted as the same key.` +
             (member ? ` The body member \`${member}\` may carry it instead (both sent: they must be equal).` : '') +
