@@ -3054,6 +3054,55 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** @description RFC 9457 problem details of a purchase refused or held by the mandate, or not covered by the credit */
+        SpendingProblem: {
+            /** @description URI of the problem type; dereferences to the error catalogue */
+            type: string;
+            title: string;
+            status: number;
+            /**
+             * @description stable machine-readable code: CAP_EXCEEDED, INSUFFICIENT_CREDITS, approval_required, …
+             * @enum {string}
+             */
+            code: "invalid_input" | "agent_required" | "idempotency_required" | "unauthorized" | "INSUFFICIENT_CREDITS" | "CAP_EXCEEDED" | "approval_required" | "human_required" | "owner_claim_required" | "scope_required" | "FROZEN" | "SCOPE_FORBIDDEN" | "agent_mismatch" | "owner_required" | "forbidden" | "agent_not_registered" | "inbox_not_allowed" | "not_found" | "method_not_allowed" | "domain_verification_pending" | "category_in_use" | "idempotency_key_reused" | "idempotency_key_in_use" | "conflict" | "hold_resolved" | "voucher_revoked" | "refund_exceeds_captured" | "refund_window_closed" | "insufficient_earnings" | "connector_not_configured" | "upstream_not_found" | "upstream_unprocessable" | "upstream_rate_limited" | "upstream_auth_failed" | "upstream_unavailable" | "upstream_timeout" | "request_timeout" | "precondition_failed" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "runtime_configuration_required" | "signing_configuration_required" | "runtime_unavailable" | "workspace_unavailable" | "provider_configuration_required" | "link_configuration_required" | "payment_unavailable" | "storage_unavailable" | "overloaded";
+            detail?: string;
+            /** @description the rule: per_hold_cap, per_period_cap, budget_exceeded or max_uc (CAP_EXCEEDED); above_approval_threshold (approval_required); see /docs/errors */
+            reason?: string;
+            /** @description the ancestor whose rule it is, when it is not the agent's own */
+            agentId?: string;
+            /** @description with budget_exceeded: the budget that would be exceeded */
+            budget?: {
+                /** @description the budget's id in its mandate */
+                id: string;
+                /** @description the ancestor whose budget it is, when it is not the agent's own */
+                agentId?: string;
+                /** @description its limit */
+                limitUc: string;
+                /** @description what its current period still allows */
+                remainingUc: string;
+                resetsAt: number | null;
+            } & {
+                [key: string]: unknown;
+            };
+            /** @description with approval_required: the gateway's approval page, for the owner */
+            approvalUrl?: string;
+            /** @description with approval_required: the purchase approval (pur_…) the retry with the same key is decided by */
+            intentId?: string;
+            /** @description with approval_required: the purchase as it was asked, `{offerId, agentId, maxUc?}` (an x402 authorize: `amountUc` and `resource` too) */
+            intent?: {
+                [key: string]: unknown;
+            };
+            /** @description with approval_required: the purchase approval, as GET /v1/payments/purchases/{id} shows it (PurchaseApproval) */
+            purchase?: {
+                [key: string]: unknown;
+            };
+            /** @description with approval_required: what to tell the owner, in words */
+            instructions?: string;
+            /** @description an x402 authorize's refusal: the credit binding draft's code, where it has one (insufficient_credits, …) */
+            error?: string;
+        } & {
+            [key: string]: unknown;
+        };
         /** @description An agent and the delegates below it, with what each budget has spent and has left */
         DelegateTree: {
             /** @description the agent whose subtree this is (the first node) */
@@ -10272,7 +10321,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["SpendingProblem"];
                 };
             };
             /** @description Forbidden */
@@ -10483,7 +10532,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["SpendingProblem"];
                 };
             };
             /** @description Forbidden */

@@ -216,4 +216,45 @@ export const MandateProblemSchema = Type.Object(
   },
 );
 
-export const AGENT_SCHEMAS = [ProfileSchema, AgentSchema, BudgetUsageSchema, MandateSchema, MandateVersionSchema, MandateProblemSchema];
+/**
+ * The problem body of a purchase the mandate refused or holds for its owner (402 of a voucher mint and an x402
+ * authorize): every member a 402 may add, each optional, so that a client generated from the document reads the
+ * rule's members typed (found from outside: they were a `Problem`'s untyped members). Members beyond these pass
+ * unchanged, as a `Problem`'s do.
+ */
+export const SpendingProblemSchema = Type.Object(
+  {
+    type: Type.String({ description: 'URI of the problem type; dereferences to the error catalogue' }),
+    title: Type.String(),
+    status: Type.Integer(),
+    code: Type.String({ enum: Object.keys(ERROR_CATALOGUE), description: 'stable machine-readable code: CAP_EXCEEDED, INSUFFICIENT_CREDITS, approval_required, …' }),
+    detail: Type.Optional(Type.String()),
+    reason: Type.Optional(
+      Type.String({
+        description: 'the rule: per_hold_cap, per_period_cap, budget_exceeded or max_uc (CAP_EXCEEDED); above_approval_threshold (approval_required); see /docs/errors',
+      }),
+    ),
+    agentId: Type.Optional(Type.String({ description: "the ancestor whose rule it is, when it is not the agent's own" })),
+    budget: Type.Optional(
+      Type.Object(
+        {
+          id: Type.String({ description: "the budget's id in its mandate" }),
+          agentId: Type.Optional(Type.String({ description: "the ancestor whose budget it is, when it is not the agent's own" })),
+          limitUc: Microcredits('its limit'),
+          remainingUc: Microcredits('what its current period still allows'),
+          resetsAt: Nullable(UnixSeconds('its next period begins; null for a total budget')),
+        },
+        { additionalProperties: true, description: 'with budget_exceeded: the budget that would be exceeded' },
+      ),
+    ),
+    approvalUrl: Type.Optional(Type.String({ description: "with approval_required: the gateway's approval page, for the owner" })),
+    intentId: Type.Optional(Type.String({ description: 'with approval_required: the purchase approval (pur_…) the retry with the same key is decided by' })),
+    intent: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'with approval_required: the purchase as it was asked, `{offerId, agentId, maxUc?}` (an x402 authorize: `amountUc` and `resource` too)' })),
+    purchase: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'with approval_required: the purchase approval, as GET /v1/payments/purchases/{id} shows it (PurchaseApproval)' })),
+    instructions: Type.Optional(Type.String({ description: 'with approval_required: what to tell the owner, in words' })),
+    error: Type.Optional(Type.String({ description: "an x402 authorize's refusal: the credit binding draft's code, where it has one (insufficient_credits, …)" })),
+  },
+  { $id: 'SpendingProblem', additionalProperties: true, description: 'RFC 9457 problem details of a purchase refused or held by the mandate, or not covered by the credit' },
+);
+
+export const AGENT_SCHEMAS = [ProfileSchema, AgentSchema, BudgetUsageSchema, MandateSchema, MandateVersionSchema, MandateProblemSchema, SpendingProblemSchema];

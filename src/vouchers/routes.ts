@@ -30,7 +30,8 @@ export function voucherRoutes({ mintVoucher }: VoucherOperations) {
         body: MintVoucherInput,
         response: {
           200: Type.Object({ voucher: Type.String(), redemption: Type.Ref('Redemption') }),
-          ...problems(400, 402, 409, 503),
+          ...problems(400, 409, 503),
+          402: Type.Ref('SpendingProblem'),
         },
       },
       handler: (request, reply) => serve(request, reply, mintVoucher, request.body as MintVoucherInput),

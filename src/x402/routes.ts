@@ -82,7 +82,8 @@ export function x402Routes({ x402, operations, queries, configured }: X402RouteD
         body: AuthorizeX402Body,
         response: {
           201: Type.Ref('X402Authorization'),
-          ...problems(400, 402, 404, 409, 503),
+          ...problems(400, 404, 409, 503),
+          402: Type.Ref('SpendingProblem'),
         },
       },
       handler: async (request, reply) => {

@@ -124,6 +124,20 @@ describe('idempotency in the document (found from outside, 2026-12-06)', () => {
   });
 });
 
+describe('a purchase refused or held, in the document (found from outside, 2026-12-06)', () => {
+  it("types the 402 members of a mint and an x402 authorize: the rule's, the budget's and the approval's", async () => {
+    const document = await (await fetch(`${gw.url}/openapi.json`)).json();
+    for (const path of ['/v1/vouchers', '/x402/authorize']) {
+      expect(paths[path]!.post!.responses['402']!.content!['application/problem+json'], path).toEqual({ schema: { $ref: '#/components/schemas/SpendingProblem' } });
+    }
+    const members = document.components.schemas.SpendingProblem.properties;
+    expect(Object.keys(members)).toEqual(expect.arrayContaining(['reason', 'agentId', 'budget', 'approvalUrl', 'intentId', 'intent', 'purchase', 'instructions', 'error']));
+    expect(Object.keys(members.budget.properties)).toEqual(['id', 'agentId', 'limitUc', 'remainingUc', 'resetsAt']);
+    // Members it does not name still pass, as a Problem's do.
+    expect(document.components.schemas.SpendingProblem.additionalProperties).toBe(true);
+  });
+});
+
 describe('rate limits in the document', () => {
   it('declare 429 with Retry-After on every rate-limited route, and none on the routes the limit skips (found from outside: no response declared the header)', () => {
     const skipped = new Set(['/healthz', '/readyz', '/metrics', '/openapi.json']);
