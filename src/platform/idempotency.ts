@@ -124,20 +124,27 @@ export function validateIdempotencyKey(key: string | undefined, rule: KeyRule = 
   return key;
 }
 
+/**
+ * An amount as the request means it: a member named `…Uc` holds microcredits as a decimal string, which the
+ * gateway reads as a number, so `"0100000"` and `"100000"` are one amount and one request (found from outside: a retry
+ * that wrote the amount with a leading zero was refused idempotency_key_reused, though nothing differed).
+ */
+const amountOf = (name: string, value: unknown): unknown => (typeof value === 'string' && name.endsWith('Uc') && /^0+[0-9]/.test(value) ? value.replace(/^0+(?=[0-9])/, '') : value);
+
 function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value !== null && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>)
       .filter(([, v]) => v !== undefined)
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(amountOf(k, v))}`).join(',')}}`;
   }
   return JSON.stringify(typeof value === 'bigint' ? value.toString() : value) ?? 'null';
 }
 
 /**
- * The request's identity: the operation name and its canonical input (member order does not matter). No
- * face appears in it, so the same operation asked over HTTP and over MCP is the same request.
+ * The request's identity: the operation name and its canonical input (member order does not matter, nor an amount's
+ * leading zeros: `amountOf`). No face appears in it, so the same operation asked over HTTP and over MCP is the same request.
  */
 export function fingerprint(operationName: string, input: unknown): string {
   return createHash('sha256').update(`${operationName}\n${canonicalJson(input ?? null)}`).digest('hex');

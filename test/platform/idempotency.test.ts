@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from '../../src/platform/errors.ts';
-import { NEW_KEY } from '../../src/platform/idempotency.ts';
+import { fingerprint, NEW_KEY } from '../../src/platform/idempotency.ts';
 import { serve } from '../../src/platform/http/operation.ts';
 import type { SingleStepOperation } from '../../src/platform/operations.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
@@ -89,6 +89,17 @@ async function effectCount(): Promise<number> {
   const { rows } = await gw.gateway.db.query<{ n: bigint }>('SELECT count(*) AS n FROM test_effects');
   return Number(rows[0]!.n);
 }
+
+describe('the request fingerprint', () => {
+  it("reads an amount (a member named …Uc) as the number it is: leading zeros make no other request (found from outside: a retry writing one was refused idempotency_key_reused)", () => {
+    expect(fingerprint('refund', { id: 'hold_1', amountUc: '0100000' })).toBe(fingerprint('refund', { amountUc: '100000', id: 'hold_1' }));
+    expect(fingerprint('setMandate', { budgets: [{ id: 'b', limitUc: '0005000000' }] })).toBe(fingerprint('setMandate', { budgets: [{ id: 'b', limitUc: '5000000' }] }));
+    expect(fingerprint('refund', { amountUc: '000' })).toBe(fingerprint('refund', { amountUc: '0' }));
+    // Another amount, or a member that is not an amount, is another request.
+    expect(fingerprint('refund', { amountUc: '100000' })).not.toBe(fingerprint('refund', { amountUc: '1000000' }));
+    expect(fingerprint('createOffer', { name: '007' })).not.toBe(fingerprint('createOffer', { name: '7' }));
+  });
+});
 
 describe('idempotency', () => {
   it('replays the stored response for the same key and payload, with no second effect', async () => {
