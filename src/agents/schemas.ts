@@ -1,7 +1,6 @@
 // Agents as every face shows them: one schema each, registered once by the composition root.
 import { Type } from '@sinclair/typebox';
-import { CATEGORY_PATTERN, CategoryOrAny, Microcredits, Nullable, UnixSeconds } from '../platform/schemas.ts';
-import { ERROR_CATALOGUE } from '../platform/errors.ts';
+import { CATEGORY_PATTERN, CategoryOrAny, Microcredits, Nullable, problemMembers, UnixSeconds } from '../platform/schemas.ts';
 import { ALERT_THRESHOLDS_MAX, BUDGETS_PER_MANDATE_MAX, DELEGATION_DEPTH_MAX, MERCHANT_RULES_MAX, WIDER_THAN_PARENT_REASONS } from '../policy/mandate.ts';
 import { BUDGET_PERIODS } from '../policy/periods.ts';
 import { EFFECTIVE_STATUSES, PROFILE_PRESETS } from './service.ts';
@@ -175,11 +174,7 @@ export const MandateVersionSchema = Type.Object(
  */
 export const MandateProblemSchema = Type.Object(
   {
-    type: Type.String({ description: 'URI of the problem type; dereferences to the error catalogue' }),
-    title: Type.String(),
-    status: Type.Integer(),
-    code: Type.String({ enum: Object.keys(ERROR_CATALOGUE), description: 'stable machine-readable code' }),
-    detail: Type.Optional(Type.String()),
+    ...problemMembers(),
     reason: Type.Optional(
       Type.String({
         enum: [...WIDER_THAN_PARENT_REASONS, 'delegation_not_allowed'],
@@ -224,11 +219,7 @@ export const MandateProblemSchema = Type.Object(
  */
 export const SpendingProblemSchema = Type.Object(
   {
-    type: Type.String({ description: 'URI of the problem type; dereferences to the error catalogue' }),
-    title: Type.String(),
-    status: Type.Integer(),
-    code: Type.String({ enum: Object.keys(ERROR_CATALOGUE), description: 'stable machine-readable code: CAP_EXCEEDED, INSUFFICIENT_CREDITS, approval_required, …' }),
-    detail: Type.Optional(Type.String()),
+    ...problemMembers(),
     reason: Type.Optional(
       Type.String({
         description: 'the rule: per_hold_cap, per_period_cap, budget_exceeded or max_uc (CAP_EXCEEDED); above_approval_threshold (approval_required); see /docs/errors',

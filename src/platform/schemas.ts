@@ -1,5 +1,6 @@
 // Request/response schema pieces shared by several features, so one rule has one definition.
 import { Type, type TSchema } from '@sinclair/typebox';
+import { ERROR_CATALOGUE } from './errors.ts';
 import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from './money.ts';
 
 export const CATEGORY_PATTERN = '^[a-z0-9][a-z0-9._-]{0,63}$';
@@ -65,3 +66,12 @@ export const PageQuery = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/** The members of every RFC 9457 problem body: `Problem`'s, and those of the problems that type a code's own members. */
+export const problemMembers = () => ({
+  type: Type.String({ description: 'URI of the problem type; dereferences to the error catalogue' }),
+  title: Type.String(),
+  status: Type.Integer(),
+  code: Type.String({ enum: Object.keys(ERROR_CATALOGUE), description: 'stable machine-readable code' }),
+  detail: Type.Optional(Type.String()),
+});

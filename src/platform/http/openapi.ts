@@ -10,7 +10,7 @@ import { metricsTakeCredential, type Config } from '../config.ts';
 import type { PrincipalKind } from '../principal.ts';
 import { describeAuth, type AuthRequirement } from './auth.ts';
 import { HtmlPage } from './pages.ts';
-import { ERROR_CATALOGUE } from '../errors.ts';
+import { problemMembers } from '../schemas.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN, RELEASE_KEY_SHAPE } from '../idempotency.ts';
 import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from '../money.ts';
 import type { OperationDescription } from '../operations.ts';
@@ -18,11 +18,7 @@ import { takesNoBody } from './operation.ts';
 
 export const ProblemSchema = Type.Object(
   {
-    type: Type.String({ description: 'URI of the problem type; dereferences to the error catalogue' }),
-    title: Type.String(),
-    status: Type.Integer(),
-    code: Type.String({ enum: Object.keys(ERROR_CATALOGUE), description: 'stable machine-readable code' }),
-    detail: Type.Optional(Type.String()),
+    ...problemMembers(),
   },
   { $id: 'Problem', additionalProperties: true, description: 'RFC 9457 problem details; some codes add members' },
 );
