@@ -179,6 +179,7 @@ const made = new Map<string, unknown>();
 
 const factoryIds = new WeakMap<Factory, number>();
 let factoriesSeen = 0;
+let unshared = 0;
 
 /**
  * The compiler a compile is made by, as far as its output depends on it: its factory (one per process for each kind,
@@ -188,7 +189,13 @@ let factoriesSeen = 0;
 function compilerScope(factory: Factory, externalSchemas: unknown, options: unknown): string {
   let id = factoryIds.get(factory);
   if (id === undefined) factoryIds.set(factory, (id = ++factoriesSeen));
-  const text = JSON.stringify([externalSchemas, options], (_key, value: unknown) => (typeof value === 'function' ? `function ${value.name}` : value));
+  let text: string;
+  try {
+    text = JSON.stringify([externalSchemas, options], (_key, value: unknown) => (typeof value === 'function' ? `function ${value.name}` : value));
+  } catch {
+    // Options JSON cannot show (a cycle): a scope of this compiler's own, shared with no other, as before.
+    return `${id} own ${++unshared}`;
+  }
   return `${id} ${createHash('sha256').update(text).digest('base64url')}`;
 }
 
