@@ -13,6 +13,7 @@
 // ends, a retry of the same request takes the key over. Secrets are removed before storing.
 import { createHash, randomUUID } from 'node:crypto';
 import { ApiError } from './errors.ts';
+import { canonicalUc } from './money.ts';
 import type { Clock } from './clock.ts';
 import type { Database, Queryable } from './db/database.ts';
 
@@ -129,7 +130,7 @@ export function validateIdempotencyKey(key: string | undefined, rule: KeyRule = 
  * gateway reads as a number, so `"0100000"` and `"100000"` are one amount and one request (found from outside: a retry
  * that wrote the amount with a leading zero was refused idempotency_key_reused, though nothing differed).
  */
-const amountOf = (name: string, value: unknown): unknown => (typeof value === 'string' && name.endsWith('Uc') && /^0+[0-9]/.test(value) ? value.replace(/^0+(?=[0-9])/, '') : value);
+const amountOf = (name: string, value: unknown): unknown => (typeof value === 'string' && name.endsWith('Uc') ? (canonicalUc(value) ?? value) : value);
 
 function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;

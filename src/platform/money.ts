@@ -25,6 +25,11 @@ export function parseUc(text: string, field = 'amount'): Microcredits {
   return BigInt(text);
 }
 
+/** A wire amount in its one form (`"0100000"` → `"100000"`), or undefined for text that is not one. */
+export function canonicalUc(text: string): string | undefined {
+  return MICROCREDITS.test(text) ? BigInt(text).toString() : undefined;
+}
+
 export function formatUc(amount: Microcredits): string {
   if (amount < 0n) throw new RangeError('negative amounts never leave the ledger');
   return amount.toString();

@@ -105,7 +105,7 @@ export class LazySchemas {
       let compiler: ((route: unknown) => ValidateFunction) | undefined;
       // A validator depends on its schema and on the part of the request it checks (bodies are not coerced).
       const compileFor = once(
-        () => compilerScope(factory, externalSchemas, options),
+        () => compiledBy(factory, externalSchemas, options),
         (route: RouteSchema) => `${route.httpPart ?? ''}\n${JSON.stringify(route.schema)}`,
         (route) => (compiler ??= factory(externalSchemas, options) as (route: unknown) => ValidateFunction)(route),
       );
@@ -142,7 +142,7 @@ export class LazySchemas {
       const build = () => factory(externalSchemas, { ...options, compileValidators: true }) as (route: unknown) => (data: unknown) => string;
       // fast-json-stringify's compiler reads the schema alone, not the route's method, URL or status.
       const compileFor = once(
-        () => compilerScope(factory, externalSchemas, options),
+        () => compiledBy(factory, externalSchemas, options),
         (route: RouteSchema) => JSON.stringify(route.schema),
         (route) => (compiler ??= build())(route),
       );
@@ -170,51 +170,48 @@ interface RouteSchema {
 }
 
 /**
- * What compiles made, by compiler scope and schema: kept for the process, as Fastify's own compilers pool their Ajv
- * instances by the JSON of the shared schemas and options. One gateway builds one app, so this changes nothing for it;
- * a process that builds many (the test suite: one app a test world, each compiling its routes' serializers anew, 7.5 s
- * of 203 s of a profile of 37 test files) compiles each schema once.
+ * What compiles made, by factory (one per process for each kind, src/platform/http/app.ts), then by the JSON of the
+ * shared schemas and options the factory is given, then by schema: kept for the process, as Fastify's own compilers
+ * pool their Ajv instances by the JSON of the shared schemas and options. One gateway builds one app, so this changes
+ * nothing for it; a process that builds many (the test suite: one app a test world, each compiling its routes'
+ * serializers anew, 7.5 s of 203 s of a profile of 37 test files) compiles each schema once.
  */
-const made = new Map<string, unknown>();
+const made = new WeakMap<Factory, Map<string, Map<string, unknown>>>();
 
-const factoryIds = new WeakMap<Factory, number>();
-let factoriesSeen = 0;
-let unshared = 0;
-
-/**
- * The compiler a compile is made by, as far as its output depends on it: its factory (one per process for each kind,
- * src/platform/http/app.ts), and the shared schemas and options the factory is given (a function by its name: Ajv's
- * plugins).
- */
-function compilerScope(factory: Factory, externalSchemas: unknown, options: unknown): string {
-  let id = factoryIds.get(factory);
-  if (id === undefined) factoryIds.set(factory, (id = ++factoriesSeen));
+/** What the factory compiled, given these shared schemas and options (a function by its name: Ajv's plugins). */
+function compiledBy(factory: Factory, externalSchemas: unknown, options: unknown): Map<string, unknown> {
   let text: string;
   try {
     text = JSON.stringify([externalSchemas, options], (_key, value: unknown) => (typeof value === 'function' ? `function ${value.name}` : value));
   } catch {
-    // Options JSON cannot show (a cycle): a scope of this compiler's own, shared with no other, as before.
-    return `${id} own ${++unshared}`;
+    // Options JSON cannot show (a cycle): what this compiler makes is its own, shared with no other, as before.
+    return new Map();
   }
-  return `${id} ${createHash('sha256').update(text).digest('base64url')}`;
+  const scope = createHash('sha256').update(text).digest('base64url');
+  const byScope = made.get(factory) ?? new Map<string, Map<string, unknown>>();
+  made.set(factory, byScope);
+  const compiled = byScope.get(scope) ?? new Map<string, unknown>();
+  byScope.set(scope, compiled);
+  return compiled;
 }
 
 /**
  * `compile`, run once per key: the routes' schemas repeat (every route answers its errors with the same Problem
  * schema, many take the same path parameters), and what one compile made serves every route whose schema has the
- * same JSON, for every compiler of the same scope (the same shared schemas and options). 602 compiles were 151
- * distinct. The scope is worked out at the first compile, not when the app registers its routes.
+ * same JSON, for every compiler of the same factory, shared schemas and options. 602 compiles were 151 distinct.
+ * Which compiles are shared is worked out at the first compile, not when the app registers its routes.
  */
-function once<T>(scopeOf: () => string, keyOf: (route: RouteSchema) => string, compile: (route: RouteSchema) => T): (route: unknown) => T {
-  let scope: string | undefined;
+function once<T>(compiledOf: () => Map<string, unknown>, keyOf: (route: RouteSchema) => string, compile: (route: RouteSchema) => T): (route: unknown) => T {
+  let compiledSoFar: Map<string, unknown> | undefined;
   return (route) => {
-    const key = `${(scope ??= scopeOf())}\n${keyOf(route as RouteSchema)}`;
-    let compiled = made.get(key) as T | undefined;
-    if (compiled === undefined) {
-      compiled = compile(route as RouteSchema);
-      made.set(key, compiled);
+    const compiled = (compiledSoFar ??= compiledOf());
+    const key = keyOf(route as RouteSchema);
+    let result = compiled.get(key) as T | undefined;
+    if (result === undefined) {
+      result = compile(route as RouteSchema);
+      compiled.set(key, result);
     }
-    return compiled;
+    return result;
   };
 }
 

@@ -298,12 +298,14 @@ function documentErrorResponses(schema: OperationSchema, url: string, checked: b
     Object.entries(declared).map(([status, body]) => {
       const code = status === '4XX' ? 400 : Number(status);
       if (!(code >= 400)) return [status, body];
-      const replayed = replays && status !== '4XX' && STORED_REFUSALS(code) ? { 'Idempotent-Replayed': REPLAYED_REFUSAL } : undefined;
-      const headers = status === '4XX' ? undefined : ERROR_HEADERS[code] || replayed ? { ...ERROR_HEADERS[code], ...replayed } : undefined;
+      const headers =
+        status === '4XX'
+          ? undefined
+          : { ...ERROR_HEADERS[code], ...(replays && STORED_REFUSALS(code) ? { 'Idempotent-Replayed': REPLAYED_REFUSAL } : {}) };
       const given = body as { description?: string; content?: object };
       const description = status === '4XX' ? platformRefusals(limited) : (given.description ?? STATUS_CODES[code] ?? 'Error');
       const content = given.content ?? { [mediaType]: { schema: body } };
-      return [status, { description, ...(headers && { headers }), content }];
+      return [status, { description, ...(headers && Object.keys(headers).length > 0 && { headers }), content }];
     }),
   );
   return { ...schema, response };

@@ -138,6 +138,25 @@ describe('the background compile', () => {
     expect(schemas.pendingCount).toBe(0);
   });
 
+  it('compiles a schema once for every app of the process whose factory, shared schemas and options are the same', () => {
+    const compiledRoutes: string[] = [];
+    const factory = () => (route: { url: string }) => {
+      compiledRoutes.push(route.url);
+      return () => true;
+    };
+    const appOf = (options: unknown) => {
+      const schemas = new LazySchemas();
+      const perRoute = (schemas.validators(factory as never) as (external: unknown, options: unknown) => (route: unknown) => unknown)({ shared: 1 }, options);
+      return (perRoute({ url: '/a', schema: { title: 'one' } }) as (data: unknown) => unknown)({});
+    };
+    appOf({ coerce: false });
+    appOf({ coerce: false });
+    expect(compiledRoutes).toEqual(['/a']);
+    // Other options: another compiler, which compiles its own.
+    appOf({ coerce: true });
+    expect(compiledRoutes).toEqual(['/a', '/a']);
+  });
+
   it('compileAll compiles what is pending, returns how many, and throws the first failure', () => {
     const schemas = new LazySchemas();
     const { compiledRoutes, validate } = validatorsOf(schemas, ['/a', '/b']);
