@@ -235,6 +235,34 @@ function recordOpenAnswers(answers: Answers, result: OpenLoopResult): void {
   answers.releaseOk += result.byOperation.release.ok;
 }
 
+/** The open loop's load (bench/open-loop.ts) at the configured rate, for `durationS` seconds. */
+function openLoopSpec(config: BenchConfig, gateway: Gateway, world: World, durationS: number): OpenLoopSpec {
+  return {
+    baseUrl: gateway.baseUrl,
+    ratePerS: config.openRatePerS,
+    durationS,
+    inFlightMax: config.openInFlightMax,
+    agentTokens: world.agentTokens,
+    merchantKey: world.merchantKey,
+    keyPrefix: `open-${randomUUID()}`,
+    timeoutS: 10,
+  };
+}
+
+/**
+ * A gateway just started, warmed before its first cell: `gatewayWarmupS` seconds of the open loop's mixed work
+ * (mint, capture, release, reads), answered, kept for the ledger check, and not measured. V8 optimizes a path
+ * only after it has run it many times: on a gateway just started, perf showed its CPU per request at 300 req/s
+ * falling by about two fifths over the first 25 seconds of load while V8's compiler threads ran, and the first
+ * mint cell costing half again what the same cell cost later in the run (docs/decisions.md "Each gateway in the
+ * bench is warmed before its first cell"). Returns the warm-up's figures for the log.
+ */
+export async function warmGateway(config: BenchConfig, gateway: Gateway, world: World, answers: Answers): Promise<{ sent: number; shed: number; p99Ms: number }> {
+  const result = await runOpenLoop(openLoopSpec(config, gateway, world, config.gatewayWarmupS), { started: async () => {}, ended: () => {} });
+  recordOpenAnswers(answers, result);
+  return { sent: result.sent, shed: result.shed, p99Ms: result.p99Ms };
+}
+
 /**
  * The open-loop cell on PostgreSQL: mixed work at a fixed rate over the agents (bench/open-loop.ts), with the
  * CPU the gateway, PostgreSQL and the whole machine spent per request sent. First `openWarmupS` seconds of the
@@ -244,16 +272,7 @@ function recordOpenAnswers(answers: Answers, result: OpenLoopResult): void {
  * The warm-up's p50 and p99 stay in the cell's notes.
  */
 export async function openLoopCell(config: BenchConfig, gateway: Gateway, world: World, databaseUrl: string, answers: Answers, options: CellOptions = {}): Promise<OpenLoopCell> {
-  const spec = (durationS: number): OpenLoopSpec => ({
-    baseUrl: gateway.baseUrl,
-    ratePerS: config.openRatePerS,
-    durationS,
-    inFlightMax: config.openInFlightMax,
-    agentTokens: world.agentTokens,
-    merchantKey: world.merchantKey,
-    keyPrefix: `open-${randomUUID()}`,
-    timeoutS: 10,
-  });
+  const spec = (durationS: number) => openLoopSpec(config, gateway, world, durationS);
   let warmup: OpenLoopCell['warmup'];
   if (config.openWarmupS > 0) {
     const result = await runOpenLoop(spec(config.openWarmupS), { started: async () => {}, ended: () => {} });

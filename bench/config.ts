@@ -27,6 +27,8 @@ export interface BenchConfig {
   openS: number;
   /** Seconds of the same open loop run first and not measured (BENCH_OPEN_WARMUP_S). */
   openWarmupS: number;
+  /** Seconds of the open loop's mixed work each gateway on PostgreSQL answers after its start, before its first cell (BENCH_GATEWAY_WARMUP_S). */
+  gatewayWarmupS: number;
   openInFlightMax: number;
   /** A git ref whose gateway runs the same gateway cells, alternated with the current code (see docs/benchmark.md). */
   baselineRef: string | undefined;
@@ -101,6 +103,9 @@ Environment:
   BENCH_OPEN_INFLIGHT  requests waiting at once beyond which the open loop sheds the next (default 128)
   BENCH_OPEN_WARMUP_S  seconds of the same open loop before each open-loop cell, answered but not measured (default
                        5; 0 for none); the cell notes their p99
+  BENCH_GATEWAY_WARMUP_S  seconds of the open loop's mixed work at BENCH_OPEN_RATE that each gateway on PostgreSQL
+                       answers right after its start, before its first cell, not measured, so its cells measure code
+                       V8 has optimized (default 20; 0 for none)
   BENCH_OPEN_TRACE     a file for every answer of the last open loop run (due ms, latency ms, operation, status)
   BENCH_BASELINE_REF   a git ref (e.g. main~3, 9d54156): its code is checked out in a temporary git worktree, built,
                        and runs every gateway cell on PostgreSQL in its own database, alternated with the current code
@@ -187,6 +192,7 @@ export function benchConfig(env: NodeJS.ProcessEnv): BenchConfig {
     openRatePerS: positive(env, 'BENCH_OPEN_RATE', 300),
     openS: wholeNumber(env, 'BENCH_OPEN_S', 60),
     openWarmupS: wholeNumber(env, 'BENCH_OPEN_WARMUP_S', 5),
+    gatewayWarmupS: wholeNumber(env, 'BENCH_GATEWAY_WARMUP_S', 20),
     openInFlightMax: positive(env, 'BENCH_OPEN_INFLIGHT', 128),
     baselineRef: env.BENCH_BASELINE_REF || undefined,
     otel: otelSetting(env),

@@ -20,7 +20,7 @@ import { DEFAULT_DATABASE_TIMEOUTS, type Database } from '../src/platform/db/dat
 import { openPglite } from '../src/platform/db/pglite.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { prepareBaseline, seedBaseline, type Baseline } from './baseline.ts';
-import { captureCell, captureShare, executeCell, mintCell, openLoopCell, pgbenchCells, WORKLOADS, type Held } from './cells.ts';
+import { captureCell, captureShare, executeCell, mintCell, openLoopCell, pgbenchCells, warmGateway, WORKLOADS, type Held } from './cells.ts';
 import { benchConfig, HELP, type BenchConfig } from './config.ts';
 import { consoleReport, consoleStepBlocked, measureConsole, type ConsoleLoads } from './console.ts';
 import { freePort, startGateway, type Gateway } from './gateway.ts';
@@ -178,6 +178,15 @@ async function onPostgres(run: Run): Promise<void> {
           run.startMs[side.code === 'current' ? 'postgresql' : `postgresql ${side.code}`] = side.gateway.startMs;
           log(`gateway (${side.code}) on PostgreSQL ready in ${side.gateway.startMs} ms (pid ${side.gateway.pid})`);
         });
+      }
+      if (config.gatewayWarmupS > 0) {
+        for (const side of sides) {
+          if (!side.gateway || !side.world) continue;
+          const warm = await warmGateway(config, side.gateway, side.world, side.answers);
+          // Its rows analyzed, as after every cell's warm-up: the tables the first cell writes are no longer empty.
+          await admin(side.url, 'ANALYZE');
+          log(`gateway (${side.code}) warmed: ${config.gatewayWarmupS} s of mixed work at ${config.openRatePerS}/s, ${warm.sent} sent, ${warm.shed} shed, p99 ${warm.p99Ms.toFixed(1)} ms (not measured)`);
+        }
       }
       // Which side runs first alternates from cell to cell, starting with a side drawn at random: with a fixed
       // start, a given cell ran the same side first in every run (capture over 200 agents at 16 connections
