@@ -261,8 +261,17 @@ export async function serve(): Promise<void> {
   log.info({ url: front.url, storage: db.kind, mode: config.mode }, 'gateway ready: serving every route');
   // Every route schema no request has needed yet, so that no route's first request stalls every request in
   // flight while its schemas compile (docs/decisions.md "Route schemas compile in the background, each serializer with its validators").
+  // The routes agents and merchants call at volume first, since a new instance behind a load balancer gets their
+  // requests at once.
   if (config.precompileSchemas) started.app.schemas.compileInBackground(({ compiled, failed, ms }) => {
     if (failed.length > 0) log.error({ compiled, failed: failed.length, err: failed[0]!.error, ms }, `route schemas: ${failed.length} failed to compile; their routes will fail`);
     else log.info({ compiled, ms }, `route schemas compiled in the background: ${compiled} in ${ms} ms`);
-  });
+  }, isBusiestRoute);
+}
+
+/** The routes of the money path (hold, settle, read, x402), whose schemas a new instance compiles first. */
+const BUSIEST_ROUTES = ['/v1/vouchers', '/v1/redemptions/', '/v1/me', '/v1/offers', '/v1/services/execute', '/v1/intents/', '/v1/access/', '/x402/'];
+
+function isBusiestRoute(url: string): boolean {
+  return BUSIEST_ROUTES.some((prefix) => url === prefix || url.startsWith(prefix));
 }

@@ -31,7 +31,8 @@ export interface BackgroundCompile {
 }
 
 export class LazySchemas {
-  readonly #pending = new Set<() => void>();
+  /** Each schema not compiled yet, by its compile, with its route's URL (the background compile's order). */
+  readonly #pending = new Map<() => void, string>();
   #background: NodeJS.Timeout | undefined;
 
   /** Schemas registered but not compiled yet. */
@@ -41,7 +42,7 @@ export class LazySchemas {
 
   /** Compiles every schema not compiled yet; returns how many it compiled. Throws the first compile error. */
   compileAll(): number {
-    const pending = [...this.#pending];
+    const pending = [...this.#pending.keys()];
     for (const compile of pending) compile();
     return pending.length;
   }
@@ -52,11 +53,13 @@ export class LazySchemas {
    * requests come first (a request arriving during a slice waits for one compile at most: a few milliseconds,
    * the first validator also builds Ajv's instance). A route whose first request comes before its turn compiles
    * then, as before. `done` is called once the last one is; `stop()` (the app's close) ends it early. A schema
-   * whose compile throws is left pending, so its route's request throws as it would have.
+   * whose compile throws is left pending, so its route's request throws as it would have. The schemas of the
+   * routes `first` picks (by URL) compile before the others: the routes a new instance's first requests need.
    */
-  compileInBackground(done: (outcome: BackgroundCompile) => void): void {
+  compileInBackground(done: (outcome: BackgroundCompile) => void, first: (url: string) => boolean = () => false): void {
     if (this.#background) return;
-    const queue = [...this.#pending];
+    const pending = [...this.#pending];
+    const queue = [...pending.filter(([, url]) => first(url)), ...pending.filter(([, url]) => !first(url))].map(([compile]) => compile);
     const startedMs = performance.now();
     const outcome: BackgroundCompile = { compiled: 0, failed: [], ms: 0 };
     let window = performance.eventLoopUtilization();
@@ -109,7 +112,7 @@ export class LazySchemas {
         (route: RouteSchema) => `${route.httpPart ?? ''}\n${JSON.stringify(route.schema)}`,
         (route) => (compiler ??= factory(externalSchemas, options) as (route: unknown) => ValidateFunction)(route),
       );
-      return (route) => {
+      return (route: RouteSchema) => {
         let compiled: ValidateFunction | undefined;
         const compile = (): ValidateFunction => {
           if (compiled === undefined) {
@@ -118,7 +121,7 @@ export class LazySchemas {
           }
           return compiled;
         };
-        this.#pending.add(compile);
+        this.#pending.set(compile, route.url ?? '');
         const validate = function (this: unknown, ...args: unknown[]): unknown {
           const target = compile();
           const result = target.apply(this, args);
@@ -146,7 +149,7 @@ export class LazySchemas {
         (route: RouteSchema) => JSON.stringify(route.schema),
         (route) => (compiler ??= build())(route),
       );
-      return (route) => {
+      return (route: RouteSchema) => {
         let compiled: ((data: unknown) => string) | undefined;
         const compile = (): ((data: unknown) => string) => {
           if (compiled === undefined) {
@@ -155,7 +158,7 @@ export class LazySchemas {
           }
           return compiled;
         };
-        this.#pending.add(compile);
+        this.#pending.set(compile, route.url ?? '');
         return (data: unknown) => compile()(data);
       };
     };
@@ -166,6 +169,7 @@ export class LazySchemas {
 /** What Fastify gives a compiler for one schema of one route. */
 interface RouteSchema {
   schema: unknown;
+  url?: string;
   httpPart?: string;
 }
 

@@ -80,6 +80,14 @@ describe('the background compile', () => {
     expect(() => validate.get('/c')!({})).toThrow('cannot compile /c');
   });
 
+  it('compiles the schemas of the routes it is told come first before the others, each set in its order', async () => {
+    idleLoop();
+    const schemas = new LazySchemas();
+    const { compiledRoutes } = validatorsOf(schemas, ['/owner/a', '/v1/vouchers', '/owner/b', '/v1/me']);
+    await new Promise<BackgroundCompile>((resolve) => schemas.compileInBackground(resolve, (url) => url.startsWith('/v1/')));
+    expect(compiledRoutes).toEqual(['/v1/vouchers', '/v1/me', '/owner/a', '/owner/b']);
+  });
+
   it('stops when told to (the app closing), leaving the rest to compile at first use', async () => {
     const schemas = new LazySchemas();
     const { compiledRoutes } = validatorsOf(schemas, ['/a', '/b']);
