@@ -11,6 +11,7 @@ import { formatUc } from '../platform/money.ts';
 import type { Query } from '../platform/queries.ts';
 import { Microcredits } from '../platform/schemas.ts';
 import { spendingRefusal, usageOf } from '../policy/spending.ts';
+import { PriceProbes } from './price-probes.ts';
 import { findMerchantCheck, findSpendingAncestors } from './store.ts';
 
 export interface AgentIdentity {
@@ -64,7 +65,7 @@ export interface AccessQueries {
   checkMerchantAccess: Query<MerchantCheckInput, MerchantCheckDecision, string>;
 }
 
-export function accessQueries(): AccessQueries {
+export function accessQueries(probes = new PriceProbes()): AccessQueries {
   return {
     checkMerchantAccess: {
       name: 'checkMerchantAccess',
@@ -82,6 +83,13 @@ export function accessQueries(): AccessQueries {
           throw new ApiError('not_found', { detail: "more than one owner registered this identity, so it names no one agent; the agent's own credential names its owner" });
         }
         if (!row.agent) throw new ApiError('not_found', { detail: 'no agent is registered for this identity' });
+        const probe = probes.admit(row.merchant_id, row.agent.id, row.price_uc, atS);
+        if (!probe.allowed) {
+          throw new ApiError('rate_limited', {
+            detail: `more than ${probes.maxDistinct} different prices asked about this agent in ${probes.windowS} s: a price asked before is answered, a new one after the wait, so that yes or no at prices you set cannot add up to the owner's figures`,
+            retryAfterS: probe.retryAfterS,
+          });
+        }
         // Every rule a mint would apply, the ancestors' too: the caps as well, or a purchase its per-hold cap
         // refuses read as allowed (found from outside).
         const ancestors = await findSpendingAncestors(db, row.agent.ancestor_ids);

@@ -398,6 +398,33 @@ describe('the merchant check', () => {
   });
 });
 
+describe('the merchant check at prices the merchant sets', () => {
+  it('answers a merchant at 8 different prices an hour per agent, so yes or no cannot add up to a budget: the 9th is 429 with Retry-After, a price asked before is answered', async () => {
+    const agent = await fundedAgent();
+    const subject = `mandate-agent-${counter}`;
+    await put(agent, { budgets: [{ id: 'daily', limitUc: '7345678', period: 'day' }] });
+    const check = async (offerId: string) => world.api('POST', '/v1/access/merchant-check', { token: shop.key, body: { offerId, agentIdentity: { issuer: world.agentIssuer.issuer, subject } } });
+    const offers = [];
+    for (let n = 1; n <= 9; n += 1) offers.push(await shop.offer({ priceUc: String(n * 1_000_000) }));
+    for (const [index, offer] of offers.slice(0, 8).entries()) {
+      const answer = await check(offer.id);
+      expect(answer.status).toBe(200);
+      expect(answer.body.allowed).toBe(index < 7); // 8 credits is above the budget's 7.35
+    }
+    const ninth = await check(offers[8]!.id);
+    expect(ninth.status).toBe(429);
+    expect(ninth.body).toMatchObject({ code: 'rate_limited' });
+    expect(Number(ninth.headers.get('retry-after'))).toBeGreaterThan(3500);
+    expect(JSON.stringify(ninth.body)).not.toContain('7345678');
+    // A price asked before is answered, and so is another agent (the hour's end: test/access/price-probes.test.ts).
+    expect((await check(offers[0]!.id)).body.allowed).toBe(true);
+    const other = await fundedAgent();
+    const otherCheck = await world.api('POST', '/v1/access/merchant-check', { token: shop.key, body: { offerId: offers[8]!.id, agentIdentity: { issuer: world.agentIssuer.issuer, subject: `mandate-agent-${counter}` } } });
+    expect(otherCheck.status).toBe(200);
+    expect(otherCheck.body.agentId).toBe(other.id);
+  });
+});
+
 describe('agents registered before mandates', () => {
   it('get version 1 of theirs from their settings when the gateway starts', async () => {
     const agent = await fundedAgent({ caps: { perHoldUc: '4000000' } });
