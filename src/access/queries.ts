@@ -10,7 +10,7 @@ import { ApiError } from '../platform/errors.ts';
 import { formatUc } from '../platform/money.ts';
 import type { Query } from '../platform/queries.ts';
 import { Microcredits } from '../platform/schemas.ts';
-import { spendingRefusal, usageOf } from '../policy/spending.ts';
+import { hasSpendingFigures, spendingRefusal, usageOf } from '../policy/spending.ts';
 import { PriceProbes } from './price-probes.ts';
 import { findMerchantCheck, findSpendingAncestors } from './store.ts';
 
@@ -83,17 +83,18 @@ export function accessQueries(probes = new PriceProbes()): AccessQueries {
           throw new ApiError('not_found', { detail: "more than one owner registered this identity, so it names no one agent; the agent's own credential names its owner" });
         }
         if (!row.agent) throw new ApiError('not_found', { detail: 'no agent is registered for this identity' });
-        const probe = probes.admit(row.merchant_id, row.agent.id, row.price_uc, atS);
+        // Every rule a mint would apply, the ancestors' too: the caps as well, or a purchase its per-hold cap
+        // refuses read as allowed (found from outside).
+        const ancestors = await findSpendingAncestors(db, row.agent.ancestor_ids);
+        const agent = { ...row.agent, ancestors };
+        // Yes or no at prices the merchant sets would add up to a cap's or budget's figure: few prices an hour.
+        const probe = hasSpendingFigures(agent) ? probes.admit(row.merchant_id, row.agent.id, row.price_uc, atS) : { allowed: true as const };
         if (!probe.allowed) {
           throw new ApiError('rate_limited', {
             detail: `more than ${probes.maxDistinct} different prices asked about this agent in ${probes.windowS} s: a price asked before is answered, a new one after the wait, so that yes or no at prices you set cannot add up to the owner's figures`,
             retryAfterS: probe.retryAfterS,
           });
         }
-        // Every rule a mint would apply, the ancestors' too: the caps as well, or a purchase its per-hold cap
-        // refuses read as allowed (found from outside).
-        const ancestors = await findSpendingAncestors(db, row.agent.ancestor_ids);
-        const agent = { ...row.agent, ancestors };
         const usage = await usageOf(db, [agent, ...ancestors], atS);
         const refusal = spendingRefusal(agent, {
           category: row.category,

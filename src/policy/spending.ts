@@ -215,6 +215,16 @@ function budgetRefusal(agent: SpendingSettings, settings: Member, spend: Spend, 
   return undefined;
 }
 
+/**
+ * Whether the answer for this agent can depend on the amount: a per-hold or per-period cap, or a budget, on it or on
+ * an ancestor. Without one, a yes or no says nothing of any figure (the merchant check counts only prices that can).
+ */
+export function hasSpendingFigures(agent: SpendingSettings): boolean {
+  if (agent.cap_per_hold_uc !== null || agent.cap_per_period_uc !== null) return true;
+  if ((agent.mandate_rules?.budgets?.length ?? 0) > 0) return true;
+  return agent.ancestors?.some(hasSpendingFigures) ?? false;
+}
+
 /** The evaluation: the first refusal in the order above, or undefined when the agent may spend. */
 export function spendingRefusal(agent: SpendingSettings, spend: Spend): SpendingRefusal | undefined {
   const frozen = frozenRefusal(agent);

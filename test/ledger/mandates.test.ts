@@ -399,13 +399,15 @@ describe('the merchant check', () => {
 });
 
 describe('the merchant check at prices the merchant sets', () => {
-  it('answers a merchant at 8 different prices an hour per agent, so yes or no cannot add up to a budget: the 9th is 429 with Retry-After, a price asked before is answered', async () => {
+  it('answers a merchant at 8 different prices an hour about an agent with a budget, so yes or no cannot add up to it: the 9th is 429 with Retry-After, a price asked before is answered; without caps or budgets any price', async () => {
     const agent = await fundedAgent();
     const subject = `mandate-agent-${counter}`;
-    await put(agent, { budgets: [{ id: 'daily', limitUc: '7345678', period: 'day' }] });
     const check = async (offerId: string) => world.api('POST', '/v1/access/merchant-check', { token: shop.key, body: { offerId, agentIdentity: { issuer: world.agentIssuer.issuer, subject } } });
     const offers = [];
     for (let n = 1; n <= 9; n += 1) offers.push(await shop.offer({ priceUc: String(n * 1_000_000) }));
+    // No cap and no budget: the answer holds for any price, so no price is counted.
+    for (const offer of offers) expect((await check(offer.id)).body.allowed).toBe(true);
+    await put(agent, { budgets: [{ id: 'daily', limitUc: '7345678', period: 'day' }] });
     for (const [index, offer] of offers.slice(0, 8).entries()) {
       const answer = await check(offer.id);
       expect(answer.status).toBe(200);
