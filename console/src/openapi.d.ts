@@ -3061,7 +3061,7 @@ export interface components {
             title: string;
             status: number;
             /**
-             * @description stable machine-readable code
+             * @description stable machine-readable code: CAP_EXCEEDED, INSUFFICIENT_CREDITS, approval_required, …
              * @enum {string}
              */
             code: "invalid_input" | "agent_required" | "idempotency_required" | "unauthorized" | "INSUFFICIENT_CREDITS" | "CAP_EXCEEDED" | "approval_required" | "human_required" | "owner_claim_required" | "scope_required" | "FROZEN" | "SCOPE_FORBIDDEN" | "agent_mismatch" | "owner_required" | "forbidden" | "agent_not_registered" | "inbox_not_allowed" | "not_found" | "method_not_allowed" | "domain_verification_pending" | "category_in_use" | "idempotency_key_reused" | "idempotency_key_in_use" | "conflict" | "hold_resolved" | "voucher_revoked" | "refund_exceeds_captured" | "refund_window_closed" | "insufficient_earnings" | "connector_not_configured" | "upstream_not_found" | "upstream_unprocessable" | "upstream_rate_limited" | "upstream_auth_failed" | "upstream_unavailable" | "upstream_timeout" | "request_timeout" | "precondition_failed" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "runtime_configuration_required" | "signing_configuration_required" | "runtime_unavailable" | "workspace_unavailable" | "provider_configuration_required" | "link_configuration_required" | "payment_unavailable" | "storage_unavailable" | "overloaded";

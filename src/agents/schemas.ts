@@ -219,7 +219,7 @@ export const MandateProblemSchema = Type.Object(
  */
 export const SpendingProblemSchema = Type.Object(
   {
-    ...problemMembers(),
+    ...problemMembers('stable machine-readable code: CAP_EXCEEDED, INSUFFICIENT_CREDITS, approval_required, …'),
     reason: Type.Optional(
       Type.String({
         description: 'the rule: per_hold_cap, per_period_cap, budget_exceeded or max_uc (CAP_EXCEEDED); above_approval_threshold (approval_required); see /docs/errors',

@@ -68,10 +68,10 @@ export const PageQuery = Type.Object(
 );
 
 /** The members of every RFC 9457 problem body: `Problem`'s, and those of the problems that type a code's own members. */
-export const problemMembers = () => ({
+export const problemMembers = (codeDescription = 'stable machine-readable code') => ({
   type: Type.String({ description: 'URI of the problem type; dereferences to the error catalogue' }),
   title: Type.String(),
   status: Type.Integer(),
-  code: Type.String({ enum: Object.keys(ERROR_CATALOGUE), description: 'stable machine-readable code' }),
+  code: Type.String({ enum: Object.keys(ERROR_CATALOGUE), description: codeDescription }),
   detail: Type.Optional(Type.String()),
 });
