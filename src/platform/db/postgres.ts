@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { DEFAULT_DATABASE_TIMEOUTS, DEFAULT_POOL_SIZE_MAX, endStatementSpan, FirstFailure, isStalePlan, retryTransaction, SentStatements, statementSpan, type Database, type DatabaseTimeouts, type Queryable, type QueryResult, type Tx } from './database.ts';
+import { queryKeepingShapes } from './pg-row-shapes.ts';
 import { asStorageError, isStorageUnavailable, OutageTracker, type OutageLog } from './faults.ts';
 
 const INT8_OID = 20;
@@ -61,13 +62,13 @@ function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStale
   };
   const send = async (sql: string, params: readonly unknown[] | undefined) => {
     try {
-      return await answerOf(client.query(configOf(sql, params)));
+      return await answerOf(queryKeepingShapes(client, configOf(sql, params)));
     } catch (error) {
       if (!isStalePlan(error)) throw error;
       renameStatements();
       // Inside a transaction the statement failed it: the transaction's retry runs it again, renamed.
       if (!options.retryStalePlan) throw error;
-      return answerOf(client.query(configOf(sql, params)));
+      return answerOf(queryKeepingShapes(client, configOf(sql, params)));
     }
   };
   return {

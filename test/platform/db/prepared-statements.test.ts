@@ -2,10 +2,46 @@
 // (src/platform/db/postgres.ts). These tests read the server's own view of the session
 // (pg_prepared_statements) and change the schema under prepared statements, as a rolling deploy's migration
 // does, on a real PostgreSQL: PGlite has no named statements.
+import { createServer, connect, type AddressInfo, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../../src/platform/db/database.ts';
 import { CONNECTION_LIFETIME_S, openPostgres } from '../../../src/platform/db/postgres.ts';
 import { createPostgresDatabase, onPostgres } from '../../support/database.ts';
+
+
+/**
+ * A TCP relay in front of the test server that counts the messages each client sends, by type (the frontend
+ * messages of PostgreSQL's protocol: a type byte and a length; the first, the start-up message, has no type).
+ */
+async function countingRelay(target: URL): Promise<{ url: string; sent: Map<string, number>; close(): Promise<void> }> {
+  const sent = new Map<string, number>();
+  const relay: Server = createServer((client) => {
+    const server = connect(Number(target.port || 5432), target.hostname);
+    server.pipe(client);
+    client.on('error', () => server.destroy());
+    server.on('error', () => client.destroy());
+    let pending = Buffer.alloc(0);
+    let started = false;
+    client.on('data', (chunk: Buffer) => {
+      server.write(chunk);
+      pending = Buffer.concat([pending, chunk]);
+      for (;;) {
+        const header = started ? 5 : 4;
+        if (pending.length < header) break;
+        const length = (started ? pending.readInt32BE(1) : pending.readInt32BE(0)) + (started ? 1 : 0);
+        if (pending.length < length) break;
+        if (started) sent.set(String.fromCharCode(pending[0]!), (sent.get(String.fromCharCode(pending[0]!)) ?? 0) + 1);
+        started = true;
+        pending = pending.subarray(length);
+      }
+    });
+  });
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+  const url = new URL(target);
+  url.hostname = '127.0.0.1';
+  url.port = String((relay.address() as AddressInfo).port);
+  return { url: url.toString(), sent, close: () => new Promise((resolve) => relay.close(() => resolve())) };
+}
 
 describe.runIf(onPostgres())('prepared statements (PostgreSQL)', () => {
   let db: Database;
@@ -59,6 +95,42 @@ describe.runIf(onPostgres())('prepared statements (PostgreSQL)', () => {
     // The retried transaction wrote its row once.
     expect((await db.query<{ n: bigint }>('SELECT count(*) AS n FROM things WHERE id = $1', ['d'])).rows[0]!.n).toBe(1n);
   });
+  it('describes a statement once per connection: later runs are Bind, Execute and Sync, and their rows keep their columns and types', async () => {
+    const created = await createPostgresDatabase();
+    const relay = await countingRelay(new URL(created.url));
+    const watched = openPostgres(relay.url, { poolSizeMax: 1 });
+    try {
+      await watched.exec('CREATE TABLE things (id text PRIMARY KEY, amount_uc bigint NOT NULL, note text)');
+      const insert = 'INSERT INTO things (id, amount_uc, note) VALUES ($1, $2, $3)';
+      const read = 'SELECT id, amount_uc, note FROM things WHERE id = ANY($1::text[]) ORDER BY id';
+      const before = { describe: relay.sent.get('D') ?? 0, parse: relay.sent.get('P') ?? 0 };
+      for (let run = 0; run < 5; run++) {
+        await watched.query(insert, [`t${run}`, BigInt(run), run % 2 === 0 ? null : 'odd']);
+        await watched.transaction(async (tx) => {
+          expect((await tx.query(read, [[`t${run}`]])).rows).toEqual([{ id: `t${run}`, amount_uc: BigInt(run), note: run % 2 === 0 ? null : 'odd' }]);
+        });
+      }
+      expect((await watched.query(read, [['t0', 't1']])).rows).toEqual([
+        { id: 't0', amount_uc: 0n, note: null },
+        { id: 't1', amount_uc: 1n, note: 'odd' },
+      ]);
+      // Two statements, eleven runs: each parsed and described once (the insert answers NoData, kept as none).
+      expect((relay.sent.get('P') ?? 0) - before.parse).toBe(2);
+      expect((relay.sent.get('D') ?? 0) - before.describe).toBe(2);
+      expect((await watched.query(read, [['none']])).rows).toEqual([]);
+
+      // A migration changes a column's type under the kept shape: the server refuses the old plan, every
+      // statement is renamed, and the new name is described again, so the value arrives as its new type.
+      await watched.exec('ALTER TABLE things ALTER COLUMN amount_uc TYPE text');
+      expect((await watched.query(read, [['t3']])).rows).toEqual([{ id: 't3', amount_uc: '3', note: 'odd' }]);
+      expect((await watched.query(read, [['t4']])).rows).toEqual([{ id: 't4', amount_uc: '4', note: null }]);
+    } finally {
+      await watched.close();
+      await relay.close();
+      await created.drop();
+    }
+  });
+
   it('plans again on a new connection once one has lived its lifetime, so a plan made on a nearly empty table does not scan it whole forever', async () => {
     expect(CONNECTION_LIFETIME_S).toBeGreaterThan(0);
     const created = await createPostgresDatabase();
