@@ -56,19 +56,15 @@ function renameStatements(): void {
  */
 function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStalePlan: boolean; failures?: FirstFailure }): Queryable {
   const answerOf = <R>(answer: Promise<R>): Promise<R> => (options.failures ? options.failures.observe(answer) : answer);
-  const configOf = (sql: string, params: readonly unknown[] | undefined) => {
-    const name = params === undefined ? undefined : statementName(sql);
-    return { text: sql, values: params as unknown[] | undefined, ...(name === undefined ? {} : { name }) };
-  };
   const send = async (sql: string, params: readonly unknown[] | undefined) => {
     try {
-      return await answerOf(queryKeepingShapes(client, configOf(sql, params)));
+      return await answerOf(queryKeepingShapes(client, sql, params, params === undefined ? undefined : statementName(sql)));
     } catch (error) {
       if (!isStalePlan(error)) throw error;
       renameStatements();
       // Inside a transaction the statement failed it: the transaction's retry runs it again, renamed.
       if (!options.retryStalePlan) throw error;
-      return answerOf(queryKeepingShapes(client, configOf(sql, params)));
+      return answerOf(queryKeepingShapes(client, sql, params, params === undefined ? undefined : statementName(sql)));
     }
   };
   return {
