@@ -9,7 +9,7 @@
 // (issuer, audience and kind), never past the token's `exp`, and at most VERIFIED_TOKEN_AGE_MAX_MS after its
 // verification, the interval at which every instance reloads its signing keys. The map is bounded: the
 // least recently used entry goes first.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { JWTPayload } from 'jose';
 import type { Clock } from '../platform/clock.ts';
 
@@ -30,7 +30,7 @@ interface Entry extends VerifiedToken {
 }
 
 function keyOf(token: string): string {
-  return createHash('sha256').update(token).digest('base64url');
+  return hash('sha256', token, 'base64url');
 }
 
 export class VerifiedTokens {

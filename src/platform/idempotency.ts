@@ -11,7 +11,7 @@
 //                               itself (operations.ts `leavesKeyFree`); 5xx → not stored, the key may be retried.
 // A request that died while running left no effect (its transaction rolled back); after the lease
 // ends, a retry of the same request takes the key over. Secrets are removed before storing.
-import { createHash, randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import { ApiError } from './errors.ts';
 import { canonicalUc } from './money.ts';
 import type { Clock } from './clock.ts';
@@ -148,7 +148,7 @@ function canonicalJson(value: unknown): string {
  * leading zeros: `amountOf`). No face appears in it, so the same operation asked over HTTP and over MCP is the same request.
  */
 export function fingerprint(operationName: string, input: unknown): string {
-  return createHash('sha256').update(`${operationName}\n${canonicalJson(input ?? null)}`).digest('hex');
+  return hash('sha256', `${operationName}\n${canonicalJson(input ?? null)}`, 'hex');
 }
 
 export function stringifyBody(body: unknown): string {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { DEFAULT_DATABASE_TIMEOUTS, DEFAULT_POOL_SIZE_MAX, endStatementSpan, FirstFailure, isStalePlan, retryTransaction, SentStatements, statementSpan, type Database, type DatabaseTimeouts, type Queryable, type QueryResult, type Tx } from './database.ts';
-import { queryKeepingShapes } from './pg-row-shapes.ts';
+import { queryKeepingShapes } from './pg-query.ts';
 import { asStorageError, isStorageUnavailable, OutageTracker, type OutageLog } from './faults.ts';
 
 const INT8_OID = 20;

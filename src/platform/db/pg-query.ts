@@ -1,5 +1,5 @@
-// A named statement's row shape, kept once the server has described it (docs/decisions.md "A named statement is
-// described once per connection").
+// The query the PostgreSQL driver runs for us: node-postgres's own Query, with a named statement's row shape kept
+// once its connection has described it (docs/decisions.md "A named statement is described once per connection").
 //
 // node-postgres sends Describe with every execution of a prepared statement, so the server answers each one with
 // its RowDescription, and the driver parses it and builds the same column parsers again. The shape of a named
@@ -43,7 +43,7 @@ interface DriverConnection {
 // its session cannot change (a shape from another session could be older or newer than this one's plan).
 const shapesOf = new WeakMap<DriverConnection, Map<string, RowShape>>();
 // The driver's own mapping of a JavaScript value to its text on the wire (what its Query passes to bind).
-const prepareValue = (pg as unknown as { utils?: { prepareValue?: (value: unknown) => unknown } }).utils?.prepareValue;
+const driverValue = (pg as unknown as { utils?: { prepareValue?: (value: unknown) => unknown } }).utils?.prepareValue;
 
 /** A query whose named statement, once described, runs without Describe on a connection that parsed it. */
 export class ShapeKeepingQuery extends pg.Query {
@@ -51,12 +51,12 @@ export class ShapeKeepingQuery extends pg.Query {
 
   prepare(this: ShapeKeepingQuery & DriverQuery, connection: DriverConnection): void {
     const shape = this.name !== undefined && this.rows === undefined && connection.parsedStatements[this.name] !== undefined ? shapesOf.get(connection)?.get(this.name) : undefined;
-    if (shape === undefined || prepareValue === undefined) {
+    if (shape === undefined || driverValue === undefined) {
       (pg.Query.prototype as unknown as { prepare(connection: DriverConnection): void }).prepare.call(this, connection);
       return;
     }
     try {
-      connection.bind({ portal: this.portal, statement: this.name, values: this.values, binary: this.binary, valueMapper: prepareValue });
+      connection.bind({ portal: this.portal, statement: this.name, values: this.values, binary: this.binary, valueMapper: driverValue });
     } catch (error) {
       // As the driver's own prepare does when a value cannot be sent.
       connection.close({ type: 'S', name: this.name });
