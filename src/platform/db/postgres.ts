@@ -57,14 +57,16 @@ function renameStatements(): void {
 function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStalePlan: boolean; failures?: FirstFailure }): Queryable {
   const answerOf = <R>(answer: Promise<R>): Promise<R> => (options.failures ? options.failures.observe(answer) : answer);
   const send = async (sql: string, params: readonly unknown[] | undefined) => {
+    // Named at each run: a rename gives the same text a new name.
+    const run = () => answerOf(queryKeepingShapes(client, sql, params, params === undefined ? undefined : statementName(sql)));
     try {
-      return await answerOf(queryKeepingShapes(client, sql, params, params === undefined ? undefined : statementName(sql)));
+      return await run();
     } catch (error) {
       if (!isStalePlan(error)) throw error;
       renameStatements();
       // Inside a transaction the statement failed it: the transaction's retry runs it again, renamed.
       if (!options.retryStalePlan) throw error;
-      return answerOf(queryKeepingShapes(client, sql, params, params === undefined ? undefined : statementName(sql)));
+      return run();
     }
   };
   return {
