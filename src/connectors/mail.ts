@@ -244,7 +244,8 @@ async function resolveTarget(host: string, allowPrivate: boolean): Promise<strin
     throw new ConnectorError('upstream_unavailable', `mail host "${host}" does not resolve to a usable address`);
   }
   if (!allowPrivate && !addresses.every(isPublicAddress)) {
-    throw new ConnectorError('upstream_unavailable', `mail host "${host}" is not a public address`);
+    // The owner's setting, not the server's state: a retry reads the same answer until the owner changes it.
+    throw new ConnectorError('connector_not_configured', `mail host "${host}" resolves to a non-public address; the gateway only connects to public mail servers: the owner must set the mail connector to a public host`);
   }
   return first;
 }
@@ -330,7 +331,7 @@ async function withImap<T>(settings: MailSettings, connector: MailConnector, wor
     // Cleartext would send the password over the internet; only private test servers may use it, and
     // those are reachable only with the test-only setting anyway.
     if (connection.tls === 'none' && !settings.allowPrivateNetworkTargets) {
-      throw new ConnectorError('upstream_unavailable', 'cleartext IMAP (tls "none") is refused; use implicit TLS or STARTTLS');
+      throw new ConnectorError('connector_not_configured', 'cleartext IMAP (tls "none") is refused; the owner must set the mail connector to implicit TLS or STARTTLS');
     }
     const imap = await import('imapflow');
     const address = await resolveTarget(connection.host, settings.allowPrivateNetworkTargets);

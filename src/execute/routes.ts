@@ -37,8 +37,9 @@ function executeDescription(catalogue: Catalogue): string {
       'upstream_not_found, 422 upstream_unprocessable, or 409 voucher_revoked when the owner froze or retired the agent while the action ran) are stored and replayed; refusals before the hold changed nothing, and rate limits (429) and 5xx may ' +
       'pass, so for those the same key may be retried.',
     'When the action fails, the hold is released and the problem body says `charged: false` (with `executionId` and ' +
-      '`redemptionId`): 404 upstream_not_found, 422 upstream_unprocessable (what upstream holds cannot be read, e.g. a message ' +
-      'the mail parser refuses), 429 upstream_rate_limited (Retry-After), 502 upstream_unavailable (with Retry-After when the ' +
+      '`redemptionId`): 404 upstream_not_found, 409 connector_not_configured (the mail connector\'s host resolves to a non-public ' +
+      'address: the owner must set a public one; stored under the key like the other definitive failures), 422 ' +
+      'upstream_unprocessable (what upstream holds cannot be read, e.g. a message the mail parser refuses), 429 upstream_rate_limited (Retry-After), 502 upstream_unavailable (with Retry-After when the ' +
       'refusal passes by itself, e.g. a mail server\'s session limit) / upstream_auth_failed, 504 upstream_timeout.',
     'When credit does not cover the price, the intent is retained and nothing is charged: 503 link_configuration_required ' +
       '(`intentId`, `intent`) without a payment-approval provider, 402 approval_required (`ApprovalRequired`, `reason` topup_required; above the threshold of the mandate, above_approval_threshold) with one. Retry ' +

@@ -184,14 +184,16 @@ describe('mail connector without a server', () => {
   it('refuses cleartext IMAP unless the test-only setting allows it', async () => {
     const ctx = contextFor({ ...unreachable, host: '192.0.2.1' }, ['INBOX'], { allowPrivateNetworkTargets: false });
     const error = await failure(prepareAction(ctx, 'mail', 'inboxes.list', {}).run());
+    expect(error).toMatchObject({ code: 'connector_not_configured', status: 409 });
     expect(error.detail).toContain('cleartext');
   });
 
-  it('refuses loopback and private hosts unless the test-only setting allows them', async () => {
+  it('refuses a host that resolves to a loopback or private address unless the test-only setting allows it, as the owner\'s setting to change (409 connector_not_configured), not an outage to retry (found from outside)', async () => {
     const ctx = contextFor({ ...unreachable, host: 'localhost', tls: 'implicit' }, ['INBOX'], { allowPrivateNetworkTargets: false });
     const error = await failure(prepareAction(ctx, 'mail', 'inboxes.list', {}).run());
-    expect(error).toMatchObject({ code: 'upstream_unavailable' });
-    expect(error.detail).toContain('not a public address');
+    expect(error).toMatchObject({ code: 'connector_not_configured', status: 409 });
+    expect(error.detail).toContain('resolves to a non-public address');
+    expect(error.detail).toContain('the owner must set the mail connector');
   });
 
   it('tells a refused password from a login the server refuses for now by its response code (RFC 5530): [LIMIT], [UNAVAILABLE] and [INUSE] are upstream_unavailable with a Retry-After (found from outside)', async () => {
