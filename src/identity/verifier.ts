@@ -310,7 +310,7 @@ export class CredentialVerifier {
     const claims = await this.verifyAccessToken(token, resource);
     const scope = typeof claims.scope === 'string' ? claims.scope.split(' ') : [];
     if (typeof claims.sub !== 'string') throw this.unauthorized(resource, 'access token without sub', true);
-    // A replayed authorization code revokes the token it issued (RFC 6749 §4.1.2).
+    // A replayed authorization code revokes the tokens of its grant (RFC 6749 §4.1.2), as a revocation does.
     if (typeof claims.jti !== 'string') throw this.unauthorized(resource, 'access token without jti', true);
     if (await this.reads.revoked.read(claims.jti)) throw this.unauthorized(resource, 'the access token has been revoked', true);
     if (scope.includes(SCOPE_AGENT) && claims.actor_type === 'agent') {

@@ -23,6 +23,7 @@ import { clientAuthenticationRefused, invalidClient, invalidGrant, invalidReques
 import { CODE_VERIFIER_PATTERN, verifierMatches } from './pkce.ts';
 import { ACCESS_TOKEN_LIFETIME_S, ACCESS_TOKEN_TYP, isOurResource } from '../platform/access-tokens.ts';
 import { hashCode } from './code.ts';
+import { takeBack } from './remembered-consent.ts';
 import * as store from './store.ts';
 
 export const TOKEN_PARAMETERS = ['grant_type', 'code', 'client_id', 'redirect_uri', 'code_verifier', 'resource'] as const;
@@ -124,12 +125,21 @@ export async function exchangeCode(gateway: Gateway, form: unknown, authorizatio
   return { access_token: token, token_type: 'Bearer', expires_in: ACCESS_TOKEN_LIFETIME_S, scope: code.scope };
 }
 
-/** RFC 6749 §4.1.2: a code used twice is refused and the token it issued is revoked. */
+/**
+ * RFC 6749 §4.1.2: a code used twice is refused, and the token it issued is revoked. More than that, the grant
+ * behind it is taken back, as a revocation takes it (revoke.ts; oidc-provider does the same on a replay): a code
+ * presented twice was seen by someone else, so the consents remembered for that client and subject (every browser),
+ * its codes not yet exchanged and every live token of it go, and the client must ask its user again; else a
+ * remembered consent would go on minting codes (prompt=none) for whoever replayed it (found from outside).
+ */
 async function replayed(gateway: Gateway, code: store.CodeRow, nowS: number): Promise<never> {
-  if (code.access_token_jti !== null && code.access_token_expires_at_s !== null) {
-    await store.revokeToken(gateway.db, code.access_token_jti, Number(code.access_token_expires_at_s), nowS);
-    // Refused from the replayer's next request on every instance, before this answer goes out.
-    await gateway.credentials.revoked();
-  }
-  throw invalidGrant('the authorization code has already been used; the token it issued is revoked');
+  await gateway.db.transaction(async (tx) => {
+    await takeBack(tx, { clientId: code.client_id, actorType: code.actor_type, subject: code.subject }, nowS);
+    if (code.access_token_jti !== null && code.access_token_expires_at_s !== null) {
+      await store.revokeToken(tx, code.access_token_jti, Number(code.access_token_expires_at_s), nowS);
+    }
+  });
+  // Refused from the replayer's next request on every instance, before this answer goes out.
+  await gateway.credentials.revoked();
+  throw invalidGrant('the authorization code has already been used; every token of its grant is revoked, and the user must authorize the client again');
 }

@@ -64,6 +64,31 @@ async function live(accessToken: string): Promise<number> {
   return (await world.api('GET', '/v1/me', { token: accessToken })).status;
 }
 
+describe('a replayed authorization code', () => {
+  it("takes back the grant behind it, as a revocation does: every token of the client for that owner (not only the code's), its remembered consents and codes; another client's stays (found from outside)", async () => {
+    const client = await newClient(url, [redirect]);
+    const other = await newClient(url, [redirect]);
+    const browser = await consent(request({ client_id: client }), 'human');
+    const otherBrowser = await consent(request({ client_id: other }), 'human');
+    const first = request({ client_id: client });
+    const code = new URL((await authorizeRaw(url, query(first, '&prompt=none'), browser)).location!).searchParams.get('code')!;
+    const exchange = () => token(url, { grant_type: 'authorization_code', code, client_id: client, redirect_uri: redirect, code_verifier: first.verifier, resource: url });
+    const firstToken = (await exchange()).body.access_token as string;
+    const laterToken = await silentToken(request({ client_id: client }), browser);
+    const otherClients = await silentToken(request({ client_id: other }), otherBrowser);
+    expect([await live(firstToken), await live(laterToken)]).toEqual([200, 200]);
+
+    const replay = await exchange();
+    expect([replay.status, replay.body.error]).toEqual([400, 'invalid_grant']);
+    expect(replay.body.error_description).toContain('already been used');
+    expect([await live(firstToken), await live(laterToken)]).toEqual([401, 401]);
+    // The remembered consent went with it: no more codes without the page.
+    expect(consentRequired(await authorizeRaw(url, query(request({ client_id: client }), '&prompt=none'), browser))).toBe(true);
+    expect(await live(otherClients)).toBe(200);
+    expect(consentRequired(await authorizeRaw(url, query(request({ client_id: other }), '&prompt=none'), otherBrowser))).toBe(false);
+  });
+});
+
 describe('POST /oauth/revoke', () => {
   it("takes back the token, its client's other tokens and remembered consents for the same owner, in every browser: prompt=none then needs the page", async () => {
     const client = await newClient(url, [redirect]);
