@@ -4437,6 +4437,8 @@ export interface operations {
             /** @description started in another browser */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4526,6 +4528,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4626,6 +4630,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5351,6 +5357,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5447,6 +5455,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -5537,6 +5547,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5661,6 +5673,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -5777,6 +5791,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5906,6 +5922,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -6069,6 +6087,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -6198,6 +6218,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6392,6 +6414,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -6550,6 +6574,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6644,6 +6670,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6761,6 +6789,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -6921,6 +6951,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -7054,6 +7086,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7195,6 +7229,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -7311,6 +7347,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7403,6 +7441,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7517,6 +7557,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -7656,6 +7698,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7748,6 +7792,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7943,6 +7989,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -8070,6 +8118,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8175,6 +8225,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -8290,6 +8342,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8498,6 +8552,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8581,6 +8637,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8673,6 +8731,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8777,6 +8837,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -8923,6 +8985,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -9075,6 +9139,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -9214,6 +9280,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9306,6 +9374,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9415,6 +9485,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9506,6 +9578,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9602,6 +9676,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9702,6 +9778,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9828,6 +9906,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -9957,6 +10037,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10078,6 +10160,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -10210,6 +10294,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10327,6 +10413,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -10538,6 +10626,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -10748,6 +10838,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10936,6 +11028,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -11070,6 +11164,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11244,6 +11340,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -11402,6 +11500,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11514,6 +11614,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11622,6 +11724,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11714,6 +11818,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11812,6 +11918,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11919,6 +12027,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -12035,6 +12145,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12140,6 +12252,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -12280,6 +12394,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -12470,6 +12586,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12575,6 +12693,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -12715,6 +12835,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -12912,6 +13034,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13000,6 +13124,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13112,6 +13238,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -13230,6 +13358,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13351,6 +13481,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -13488,6 +13620,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -13617,6 +13751,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13740,6 +13876,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -13878,6 +14016,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -14021,6 +14161,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14190,6 +14332,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14319,6 +14463,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -14473,6 +14619,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -14595,6 +14743,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14698,6 +14848,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -14821,6 +14973,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14924,6 +15078,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -15061,6 +15217,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -15178,6 +15336,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15260,6 +15420,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15375,6 +15537,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -15486,6 +15650,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -15596,6 +15762,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -15721,6 +15889,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15809,6 +15979,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15901,6 +16073,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -16019,6 +16193,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     /** @description present when this is the stored refusal of an earlier request with the same key, replayed (a malformed request is refused afresh each time) */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
@@ -16130,6 +16306,8 @@ export interface operations {
             /** @description Forbidden */
             403: {
                 headers: {
+                    /** @description only when an OAuth access token of the other scope would be let through (an agent's token on an owner's route, an owner's on an agent's): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {

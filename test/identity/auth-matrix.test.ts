@@ -178,6 +178,15 @@ describe('the auth matrix', () => {
             expect(res.body.detail, where).toBe(readers ? `this route is for ${readers}` : route.kinds.includes('merchant') ? "this route is for a merchant's owner or its API key, not an agent" : "this route is for the agent's owner");
           }
           expect(res.body.detail, where).not.toMatch(/\ba [aeiou]/);
+          // An OAuth token that the other scope we issue would let through is told which (RFC 6750 §3.1), so a client
+          // knows to authorize again for it; no other refusal carries a challenge (found from outside).
+          const needed = name === 'agentOAuth' && route.kinds.includes('owner') ? 'svc:owner' : name === 'owner' && route.kinds.includes('agent') ? 'svc:agent' : undefined;
+          const challenge = res.headers.get('www-authenticate');
+          if (needed) {
+            expect(challenge, where).toMatch(new RegExp(`^Bearer resource_metadata="${world.url}/\\.well-known/oauth-protected-resource", error="insufficient_scope", error_description="[^"]+", scope="${needed}"$`));
+          } else {
+            expect(challenge, where).toBeNull();
+          }
         }
       }
     }

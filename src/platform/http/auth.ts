@@ -3,7 +3,7 @@
 // scopes and applies the per-principal rate limit; the OpenAPI transform documents the requirement.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.ts';
-import type { Resource } from '../access-tokens.ts';
+import { resourceMetadataUrl, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../access-tokens.ts';
 import type { Principal, PrincipalKind } from '../principal.ts';
 import { accountScope } from '../principal.ts';
 
@@ -36,12 +36,31 @@ export function describeAuth(requirement: AuthRequirement): string {
   return `Authentication: ${kinds}${scopes}.`;
 }
 
-function denial(principal: Principal, requirement: AuthRequirement): ApiError {
+/**
+ * The RFC 6750 §3.1 challenge of an OAuth access token whose scope this route does not take, when the other scope
+ * we issue would (an agent's token on an owner's route, an owner's on an agent's): `error="insufficient_scope"` and
+ * the scope to ask for, so a client (an MCP client among them) knows to authorize again for it.
+ */
+function scopeChallenge(principal: Principal, requirement: AuthRequirement, baseUrl: string, detail: string): Record<string, string> | undefined {
+  if (principal.credential !== 'oauth') return undefined;
+  const needed = principal.kind === 'agent' && requirement.kinds.includes('owner') ? SCOPE_OWNER : principal.kind === 'owner' && requirement.kinds.includes('agent') ? SCOPE_AGENT : undefined;
+  if (needed === undefined) return undefined;
+  const metadata = resourceMetadataUrl(baseUrl, requirement.resource ?? 'api');
+  return { 'www-authenticate': `Bearer resource_metadata="${metadata}", error="insufficient_scope", error_description="${detail.replace(/["\\]/g, "'")}", scope="${needed}"` };
+}
+
+function denial(principal: Principal, requirement: AuthRequirement, baseUrl: string): ApiError {
+  const refusal = refusalOf(principal, requirement);
+  const headers = scopeChallenge(principal, requirement, baseUrl, refusal.detail);
+  return headers ? new ApiError(refusal.code, { detail: refusal.detail, headers }) : new ApiError(refusal.code, { detail: refusal.detail });
+}
+
+function refusalOf(principal: Principal, requirement: AuthRequirement): { code: 'forbidden' | 'human_required' | 'owner_required'; detail: string } {
   const allowed = requirement.kinds;
-  if (principal.kind === 'merchant') return new ApiError('forbidden', { detail: 'a merchant API key cannot use this route' });
-  if (allowed.length === 1 && allowed[0] === 'merchant') return new ApiError('forbidden', { detail: 'this route takes a merchant API key' });
+  if (principal.kind === 'merchant') return { code: 'forbidden', detail: 'a merchant API key cannot use this route' };
+  if (allowed.length === 1 && allowed[0] === 'merchant') return { code: 'forbidden', detail: 'this route takes a merchant API key' };
   if (principal.kind === 'owner' && allowed.includes('human')) {
-    return new ApiError('human_required', { detail: 'this route needs a human owner session, not an OAuth token' });
+    return { code: 'human_required', detail: 'this route needs a human owner session, not an OAuth token' };
   }
   if (principal.kind === 'agent' && (allowed.includes('human') || allowed.includes('owner'))) {
     // A route that also takes a merchant API key is a merchant's, whose owner is not the agent's.
@@ -50,9 +69,9 @@ function denial(principal: Principal, requirement: AuthRequirement): ApiError {
       : allowed.includes('merchant')
         ? "this route is for a merchant's owner or its API key, not an agent"
         : "this route is for the agent's owner";
-    return new ApiError('owner_required', { detail });
+    return { code: 'owner_required', detail };
   }
-  return new ApiError('forbidden', { detail: `this route does not accept ${/^[aeiou]/.test(principal.kind) ? 'an' : 'a'} ${principal.kind} credential` });
+  return { code: 'forbidden', detail: `this route does not accept ${/^[aeiou]/.test(principal.kind) ? 'an' : 'a'} ${principal.kind} credential` };
 }
 
 export function installAuth(app: FastifyInstance, authenticator: Authenticator): void {
@@ -63,7 +82,7 @@ export function installAuth(app: FastifyInstance, authenticator: Authenticator):
       throw new ApiError('invalid_input', { detail: 'credentials are never accepted in the query string; use the Authorization header' });
     }
     const principal = await authenticator.authenticate(request.headers.authorization, requirement.resource ?? 'api');
-    if (!requirement.kinds.includes(principal.kind)) throw denial(principal, requirement);
+    if (!requirement.kinds.includes(principal.kind)) throw denial(principal, requirement, request.server.gateway.config.baseUrl);
     const missing = principal.kind === 'merchant' ? (requirement.scopes ?? []).filter((s) => !principal.scopes.includes(s)) : [];
     if (missing.length > 0) throw new ApiError('scope_required', { detail: `the API key needs scope ${missing.join(', ')}` });
     const { rateLimiter, config } = request.server.gateway;

@@ -222,6 +222,14 @@ const ERROR_HEADERS: Partial<Record<number, Record<string, object>>> = {
       description: 'Bearer challenge naming the resource metadata (RFC 9728); error="invalid_token" when a credential was refused',
     },
   },
+  403: {
+    'WWW-Authenticate': {
+      type: 'string',
+      description:
+        'only when an OAuth access token of the other scope would be let through (an agent\'s token on an owner\'s route, an ' +
+        'owner\'s on an agent\'s): Bearer challenge with error="insufficient_scope" and the scope to authorize for (RFC 6750 §3.1)',
+    },
+  },
   409: { 'Retry-After': { ...RETRY_AFTER, description: 'with idempotency_key_in_use: seconds until the running request is likely done' } },
   429: { 'Retry-After': RETRY_AFTER },
   // Only execute answers 502: its upstream (a mail server busy or refusing logins for now) may say when to come back.
