@@ -18,7 +18,7 @@ import type { Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
-import { ACCESS_TOKEN_LIFETIME_S, ACCESS_TOKEN_TYP, resourceMetadataUrl, resourceUri, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../platform/access-tokens.ts';
+import { ACCESS_TOKEN_LIFETIME_S, ACCESS_TOKEN_TYP, bearerChallenge, resourceUri, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../platform/access-tokens.ts';
 import type { FactReads } from '../platform/credential-facts.ts';
 import type { Principal } from '../platform/principal.ts';
 import { parseApiKey, secretMatches, API_KEY_PREFIX } from './api-keys.ts';
@@ -75,10 +75,6 @@ export interface AgentIdentity {
 }
 
 const BEARER = /^Bearer +([^\s]+) *$/i;
-
-function quote(text: string): string {
-  return text.replace(/["\\]/g, "'");
-}
 
 export class CredentialVerifier {
   private readonly verified: VerifiedTokens;
@@ -139,11 +135,12 @@ export class CredentialVerifier {
    * SHOULD include `scope`; the same list as its metadata's `scopes_supported`).
    */
   unauthorized(resource: Resource, detail: string, tokenPresented: boolean): ApiError {
-    const metadata = resourceMetadataUrl(this.gateway.config.baseUrl, resource);
-    const scope = resource === 'mcp' ? `, scope="${SCOPE_AGENT} ${SCOPE_OWNER}"` : '';
-    const challenge = tokenPresented
-      ? `Bearer resource_metadata="${metadata}", error="invalid_token", error_description="${quote(detail)}"${scope}`
-      : `Bearer resource_metadata="${metadata}"${scope}`;
+    const challenge = bearerChallenge(
+      this.gateway.config.baseUrl,
+      resource,
+      tokenPresented ? { error: 'invalid_token', description: detail } : undefined,
+      resource === 'mcp' ? `${SCOPE_AGENT} ${SCOPE_OWNER}` : undefined,
+    );
     return new ApiError('unauthorized', { detail, headers: { 'www-authenticate': challenge } });
   }
 

@@ -22,6 +22,18 @@ export function resourceMetadataUrl(baseUrl: string, resource: Resource): string
   return resource === 'mcp' ? `${baseUrl}/.well-known/oauth-protected-resource/mcp` : `${baseUrl}/.well-known/oauth-protected-resource`;
 }
 
+/**
+ * The Bearer challenge of a resource (`WWW-Authenticate`, RFC 6750 §3 and RFC 9728 §5.1): its metadata, then the
+ * error and its description when a token was refused, then the scope to ask for when one is named. A description's
+ * double quotes and backslashes become single quotes (a quoted-string cannot hold them unescaped).
+ */
+export function bearerChallenge(baseUrl: string, resource: Resource, refusal?: { error: 'invalid_token' | 'insufficient_scope'; description: string }, scope?: string): string {
+  const parts = [`resource_metadata="${resourceMetadataUrl(baseUrl, resource)}"`];
+  if (refusal) parts.push(`error="${refusal.error}"`, `error_description="${refusal.description.replace(/["\\]/g, "'")}"`);
+  if (scope !== undefined) parts.push(`scope="${scope}"`);
+  return `Bearer ${parts.join(', ')}`;
+}
+
 export function ourResources(baseUrl: string): Record<Resource, string> {
   return { api: resourceUri(baseUrl, 'api'), mcp: resourceUri(baseUrl, 'mcp') };
 }

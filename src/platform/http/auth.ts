@@ -3,7 +3,7 @@
 // scopes and applies the per-principal rate limit; the OpenAPI transform documents the requirement.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.ts';
-import { resourceMetadataUrl, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../access-tokens.ts';
+import { bearerChallenge, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../access-tokens.ts';
 import type { Principal, PrincipalKind } from '../principal.ts';
 import { accountScope } from '../principal.ts';
 
@@ -45,8 +45,7 @@ function scopeChallenge(principal: Principal, requirement: AuthRequirement, base
   if (principal.credential !== 'oauth') return undefined;
   const needed = principal.kind === 'agent' && requirement.kinds.includes('owner') ? SCOPE_OWNER : principal.kind === 'owner' && requirement.kinds.includes('agent') ? SCOPE_AGENT : undefined;
   if (needed === undefined) return undefined;
-  const metadata = resourceMetadataUrl(baseUrl, requirement.resource ?? 'api');
-  return { 'www-authenticate': `Bearer resource_metadata="${metadata}", error="insufficient_scope", error_description="${detail.replace(/["\\]/g, "'")}", scope="${needed}"` };
+  return { 'www-authenticate': bearerChallenge(baseUrl, requirement.resource ?? 'api', { error: 'insufficient_scope', description: detail }, needed) };
 }
 
 function denial(principal: Principal, requirement: AuthRequirement, baseUrl: string): ApiError {
