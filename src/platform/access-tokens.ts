@@ -18,7 +18,7 @@ export function resourceUri(baseUrl: string, resource: Resource): string {
   return resource === 'mcp' ? `${baseUrl}/mcp` : baseUrl;
 }
 
-export function resourceMetadataUrl(baseUrl: string, resource: Resource): string {
+function resourceMetadataUrl(baseUrl: string, resource: Resource): string {
   return resource === 'mcp' ? `${baseUrl}/.well-known/oauth-protected-resource/mcp` : `${baseUrl}/.well-known/oauth-protected-resource`;
 }
 
