@@ -106,7 +106,7 @@ export function agentRoutes(deps: AgentRouteDeps) {
           'A member left out takes its default: PUT the rules GET shows (without its agentId, version, createdAt, hash and usage), changed. Every change is a new version whose `hash` (base64url ' +
           'SHA-256 of its RFC 8785 canonical JSON) vouchers, receipts and evidence name; old versions stay readable. A PUT of the mandate in force (the same ' +
           'rules once normalised and their defaults filled in) writes nothing: 200 with the version in force as it stands (same `version`, `hash` and ETag). Refusals at a hold: ' +
-          '402 CAP_EXCEEDED (`reason` budget_exceeded with the `budget`, per_hold_cap, per_period_cap; `agentId` when the rule is an ancestor\'s), 403 SCOPE_FORBIDDEN (`reason` ' +
+          '402 CAP_EXCEEDED (403 on POST /v1/services/execute; `reason` budget_exceeded with the `budget`, per_hold_cap, per_period_cap; `agentId` when the rule is an ancestor\'s), 403 SCOPE_FORBIDDEN (`reason` ' +
           'merchant_not_allowed, mandate_not_valid, service_not_allowed, category_not_allowed), 402 approval_required (above the ' +
           "threshold). A delegate's mandate stays within its parent's: 400 invalid_input with the `reason` its registration names (POST " +
           "/v1/agents/{id}/delegates), `pointer` and `parent`. 409 conflict for a retired agent. Requires Idempotency-Key. " +

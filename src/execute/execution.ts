@@ -30,7 +30,11 @@ export interface ExecuteResult {
   paymentMethod: PaymentMethod;
 }
 
-/** Every answer after the key is claimed says whether credit moved: on this path it never did. */
+/**
+ * Every answer after the key is claimed says whether credit moved: on this path it never did. A cap or budget of
+ * the mandate refuses execute with 403 CAP_EXCEEDED: the spec's error table gives CAP_EXCEEDED 402 for vouchers
+ * and 403 elsewhere, and execute's 402 is `approval_required` alone (docs/decisions.md "Refusals name their rule").
+ */
 export function uncharged(error: unknown, extra: Record<string, unknown> = {}): ApiError {
   if (error instanceof ConnectorError) {
     return new ApiError(error.code, {
@@ -40,7 +44,8 @@ export function uncharged(error: unknown, extra: Record<string, unknown> = {}): 
     });
   }
   if (error instanceof ApiError) {
-    return new ApiError(error.code, { ...error.options, extra: { ...error.options.extra, ...extra, charged: false } });
+    const status = error.code === 'CAP_EXCEEDED' ? 403 : error.options.status;
+    return new ApiError(error.code, { ...error.options, status, extra: { ...error.options.extra, ...extra, charged: false } });
   }
   throw error;
 }

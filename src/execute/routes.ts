@@ -55,7 +55,8 @@ function executeDescription(catalogue: Catalogue): string {
       'answers on the gateway\'s page (no payment provider needed). The gateway does not run it by itself after approval: the retry with ' +
       'the same key runs it, once. Declined or expired, the intent is cancelled and the retry answers 409 conflict (`reason` ' +
       '`purchase_declined` or `approval_expired`), kept under the key.',
-    "What the agent's mandate refuses, before any hold and charging nothing, is answered as for a voucher: 402 CAP_EXCEEDED " +
+    "What the agent's mandate refuses, before any hold and charging nothing, is answered with the voucher's codes and members, " +
+      "its status as the spec's error table gives it outside vouchers (execute's 402 is approval_required alone): 403 CAP_EXCEEDED " +
       '(a per-hold or per-period cap, or a budget: `reason` and the `budget` it would pass), 403 SCOPE_FORBIDDEN (a service the ' +
       'mandate does not allow, or outside its validity), 403 FROZEN (the agent or an ancestor frozen or retired).',
     `Catalogue:\n\n${catalogueTable(catalogue)}`,

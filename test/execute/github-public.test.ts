@@ -210,16 +210,27 @@ describe('insufficient credit', () => {
     expect(await capturedFromAgent(world, agent.id)).toBe(ONE_CREDIT_UC);
   });
 
-  it('refuses a cap before any hold (402 CAP_EXCEEDED) without storing it: the same key runs once the owner raises the cap', async () => {
+  it('refuses a cap before any hold (403 CAP_EXCEEDED, as the spec gives it outside vouchers) without storing it: the same key runs once the owner raises the cap', async () => {
     const agent = await fundedAgent(5n * ONE_CREDIT_UC, { caps: { perHoldUc: '999999' } });
     const key = newKey('capped');
     const res = await execute(world, agent.token, repo('octocat'), key);
-    expect(res.status).toBe(402);
-    expect(res.body).toMatchObject({ code: 'CAP_EXCEEDED', charged: false });
+    expect(res.status).toBe(403);
+    expect(res.body).toMatchObject({ code: 'CAP_EXCEEDED', status: 403, reason: 'per_hold_cap', charged: false });
     expect(await holdsOf(world, agent.id)).toEqual([]);
     await world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, body: { caps: { perHoldUc: null } } });
     const retried = await execute(world, agent.token, repo('octocat'), key);
     expect(retried.status).toBe(200);
+    expect(await capturedFromAgent(world, agent.id)).toBe(ONE_CREDIT_UC);
+  });
+
+  it('refuses past a budget with 403 CAP_EXCEEDED naming the budget, charging nothing', async () => {
+    const agent = await fundedAgent();
+    const mandate = { budgets: [{ id: 'daily', limitUc: '1500000', period: 'day' }] };
+    expect((await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: newKey('mandate'), body: mandate })).status).toBe(200);
+    expect((await execute(world, agent.token, repo('octocat'))).status).toBe(200);
+    const refused = await execute(world, agent.token, repo('octocat'));
+    expect([refused.status, refused.body.code, refused.body.reason, refused.body.charged]).toEqual([403, 'CAP_EXCEEDED', 'budget_exceeded', false]);
+    expect(refused.body.budget).toMatchObject({ id: 'daily', limitUc: '1500000', remainingUc: '500000' });
     expect(await capturedFromAgent(world, agent.id)).toBe(ONE_CREDIT_UC);
   });
 });
