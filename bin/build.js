@@ -23,7 +23,7 @@
 //   node bin/build.js --if-stale  build each only when its dist/ does not match its sources
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -57,8 +57,14 @@ const keepImports = {
   },
 };
 
-/** Puts a finished build at `dist`, replacing the previous one, so a process starting meanwhile never sees half a build. */
+/**
+ * Puts a finished build at `dist`, replacing the previous one, so a process starting meanwhile never sees half a build.
+ * The staging folder came from mkdtemp, which makes it 0700 whatever the umask: it is opened as a folder made by
+ * mkdir would be (0755 under the usual umask), so a service account can run a checkout another user built (found
+ * from outside: it read dist/ as stale, and could not import the packages).
+ */
 function swapIn(staging, dist, isCurrent) {
+  chmodSync(staging, 0o755);
   const previous = `${staging}-previous`;
   try {
     renameSync(dist, previous);
@@ -229,7 +235,25 @@ function buildPackage(pkg, tsc) {
   return { ms: Math.round(performance.now() - startedMs) };
 }
 
-const ifStale = process.argv.includes('--if-stale');
+const USAGE = `Usage: node bin/build.js [--if-stale]   (npm run build)
+
+Builds dist/ (the gateway), dist/console/static/ (the owner console) and packages/*/dist/ (the merchant SDK and
+the x402 credit scheme), each into a fresh folder swapped in whole.
+
+  --if-stale   build each only when its output does not match its sources (what the test set-up runs)
+  --help       this text
+`;
+const flags = process.argv.slice(2);
+if (flags.includes('--help') || flags.includes('-h')) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+const unknown = flags.filter((flag) => flag !== '--if-stale');
+if (unknown.length > 0) {
+  process.stderr.write(`build: unknown option ${unknown.join(' ')} (it takes --if-stale and --help)\n`);
+  process.exit(2);
+}
+const ifStale = flags.includes('--if-stale');
 try {
   if (!ifStale || !buildIsCurrent(ROOT)) {
     const { files, ms } = await buildDist();

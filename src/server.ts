@@ -47,8 +47,11 @@ const UNUSABLE_PATH_CODES = new Set(['ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'EEX
  * not write): one line naming the setting, as a bad setting is said, not a crash with a stack (found from outside).
  */
 export function dataDirRefusal(error: unknown, config: Pick<Config, 'databaseUrl' | 'dataDir'>): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (config.databaseUrl !== undefined || typeof code !== 'string' || !UNUSABLE_PATH_CODES.has(code)) return undefined;
+  const { code, syscall } = (error ?? {}) as { code?: unknown; syscall?: unknown };
+  // A mkdir's ENOENT: the directories are made parent first (makePrivateDirectory), so the file system refuses the
+  // name itself (under /proc, say).
+  const unusable = typeof code === 'string' && (UNUSABLE_PATH_CODES.has(code) || (code === 'ENOENT' && syscall === 'mkdir'));
+  if (config.databaseUrl !== undefined || !unusable) return undefined;
   return `acg serve: cannot use ACG_DATA_DIR (${config.dataDir}) for the embedded database: ${(error as Error).message}. Set ACG_DATA_DIR to a directory this user may write, or DATABASE_URL to a PostgreSQL database`;
 }
 

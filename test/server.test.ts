@@ -237,25 +237,38 @@ describe('acg serve asked for TLS by a server without it', () => {
 });
 
 describe('acg serve with an ACG_DATA_DIR it cannot use', () => {
+  const serveWith = (dataDir: string) =>
+    new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const env = { ...process.env, PORT: '0', ACG_DATA_DIR: dataDir, DATABASE_URL: '', ACG_BASE_URL: '', LOG_LEVEL: 'silent' };
+      execFile(process.execPath, [path.resolve('bin/acg.js'), 'serve'], { env, timeout: 60_000 }, (error, _stdout, stderr) =>
+        resolve({ code: error ? (error as { code?: number }).code ?? null : 0, stderr }),
+      );
+    });
+  const linesOf = (stderr: string) => stderr.split('\n').filter((line) => line !== '' && !line.startsWith('acg: dist/'));
+
   it.skipIf(onPostgres())('says so in one line naming the setting, no stack trace, and exits 2 (found from outside: a crash)', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'acg-data-file-'));
     const file = path.join(dir, 'a-file');
     writeFileSync(file, '');
     try {
-      const env = { ...process.env, PORT: '0', ACG_DATA_DIR: file, DATABASE_URL: '', ACG_BASE_URL: '', LOG_LEVEL: 'silent' };
-      const result = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-        execFile(process.execPath, [path.resolve('bin/acg.js'), 'serve'], { env, timeout: 60_000 }, (error, _stdout, stderr) =>
-          resolve({ code: error ? (error as { code?: number }).code ?? null : 0, stderr }),
-        );
-      });
+      const result = await serveWith(file);
       expect(result.code).toBe(2);
-      expect(result.stderr.split('\n').filter((line) => line !== '' && !line.startsWith('acg: dist/'))).toEqual([
-        `acg serve: cannot use ACG_DATA_DIR (${file}) for the embedded database: ENOTDIR: not a directory, mkdir '${file}/pglite'. ` +
+      expect(linesOf(result.stderr)).toEqual([
+        `acg serve: cannot use ACG_DATA_DIR (${file}) for the embedded database: ENOTDIR: not a directory, stat '${file}/pglite'. ` +
           'Set ACG_DATA_DIR to a directory this user may write, or DATABASE_URL to a PostgreSQL database',
       ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  }, 60_000);
+
+  it.skipIf(onPostgres() || process.platform !== 'linux')('says so for a place the file system never makes (under /proc), where it hung at full CPU (found from outside)', async () => {
+    const result = await serveWith('/proc/acg-data');
+    expect(result.code).toBe(2);
+    expect(linesOf(result.stderr)).toEqual([
+      "acg serve: cannot use ACG_DATA_DIR (/proc/acg-data) for the embedded database: ENOENT: no such file or directory, mkdir '/proc/acg-data'. " +
+        'Set ACG_DATA_DIR to a directory this user may write, or DATABASE_URL to a PostgreSQL database',
+    ]);
   }, 60_000);
 });
 

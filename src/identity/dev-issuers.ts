@@ -1,9 +1,10 @@
 // Built-in local identity issuers for dev mode: one for human owners, one for agents. Their keys live
 // in a file under ACG_DATA_DIR (not the database) so that `acg dev token …` can mint tokens while the
 // gateway holds the embedded database open. Never used in live mode.
-import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { exportJWK, generateKeyPair, importJWK, SignJWT, calculateJwkThumbprint, type JWK } from 'jose';
+import { makePrivateDirectory } from '../platform/data-dir.ts';
 
 export type DevIssuerKind = 'human' | 'agent';
 export const DEV_TOKEN_LIFETIME_S = 3600;
@@ -37,7 +38,7 @@ export async function loadDevIssuerKeys(dataDir: string): Promise<DevIssuerFile>
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  makePrivateDirectory(dataDir);
   const created: DevIssuerFile = { human: await newPrivateJwk(), agent: await newPrivateJwk() };
   try {
     writeFileSync(file, JSON.stringify(created), { flag: 'wx', mode: 0o600 });

@@ -3,11 +3,12 @@
 // The gateway keeps only its SHA-256. Dev mode generates one credential into ACG_DATA_DIR/operator-token
 // (mode 0600), which CLI commands on the same machine read; live mode accepts only a configured hash
 // (ACG_OPERATOR_TOKEN_SHA256) and, without one, refuses every operator call with 401.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../platform/config.ts';
 import { checkHashedBearer, sha256Hex } from '../platform/hashed-credential.ts';
 import { newSecret } from '../platform/ids.ts';
+import { makePrivateDirectory } from '../platform/data-dir.ts';
 
 const TOKEN_PREFIX = 'acg_op_';
 const TOKEN_FILE = 'operator-token';
@@ -31,7 +32,7 @@ function readTokenFile(dataDir: string): string | undefined {
 function ensureDevToken(dataDir: string): string {
   const existing = readTokenFile(dataDir);
   if (existing) return existing;
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  makePrivateDirectory(dataDir);
   const token = newSecret(TOKEN_PREFIX);
   try {
     writeFileSync(operatorTokenFile(dataDir), `${token}\n`, { flag: 'wx', mode: 0o600 });

@@ -36,6 +36,18 @@ describe('a page asked with text the gateway refuses', () => {
     }
   });
 
+  it('answers a page path that is not valid percent-encoded UTF-8 as an HTML page too, though no route is found for it (found from outside)', async () => {
+    for (const path of ['/payments/topups/%ED%A0%80', '/payments/purchases/a%FFb']) {
+      const res = await get(path);
+      expect([res.status, res.headers.get('content-type')], path).toEqual([400, 'text/html; charset=utf-8']);
+      expect(res.headers.get('content-security-policy'), path).toMatch(/frame-ancestors 'none'/);
+      expect(res.body, path).toMatch(/^<!doctype html>/);
+      expect(res.body, path).toContain('not valid percent-encoded UTF-8');
+    }
+    const api = await get('/v1/redemptions/%ED%A0%80');
+    expect([api.status, api.headers.get('content-type')]).toEqual([400, 'application/problem+json; charset=utf-8']);
+  });
+
   it('the document declares those 400s as text/html only', async () => {
     const document = await (await fetch(`${gw.url}/openapi.json`)).json();
     for (const [path, method] of [['/oauth/authorize', 'get'], ['/oauth/consent', 'get'], ['/payments/topups/{id}', 'get'], ['/payments/purchases/{id}', 'get']] as const) {

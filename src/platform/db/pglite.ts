@@ -1,9 +1,10 @@
-import { chmodSync, linkSync, mkdirSync, readFileSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, linkSync, readFileSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { DatabaseInUseError, endStatementSpan, FirstFailure, retryTransaction, SentStatements, statementSpan, type Database, type Queryable, type QueryResult, type Tx } from './database.ts';
 import { asStorageError, OutageTracker, type OutageLog } from './faults.ts';
 import { NamedStatements } from './pglite-statements.ts';
+import { makePrivateDirectory } from '../data-dir.ts';
 
 const INT8_OID = 20;
 
@@ -252,7 +253,7 @@ export async function openPglite(dataDir: string | undefined, log?: OutageLog, o
     // The database's files are the ledger and, in dev mode, the signing key: the directory is the owner's alone
     // (PGlite writes its files 0666 less the umask, so a shared umask left them readable and writable by every local
     // user; found from outside). As PostgreSQL requires of its data directory; made so again at every open.
-    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    makePrivateDirectory(dataDir);
     try {
       chmodSync(dataDir, 0o700);
     } catch (error) {

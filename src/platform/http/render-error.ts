@@ -9,7 +9,7 @@ import { storageFailureOf } from '../db/faults.ts';
 import { ApiError, OAuthError, problemBody, unexpectedAsApiError, type OAuthErrorCode } from '../errors.ts';
 import { VISIBLE_PATTERN } from '../schemas.ts';
 import { jsonRpcError } from './json-rpc.ts';
-import { newNonce, pageHeaders, refusalPage } from './pages.ts';
+import { isPagePath, newNonce, pageHeaders, refusalPage } from './pages.ts';
 import type { FailureLine } from './request-log.ts';
 import { answerHeaders } from './answer-headers.ts';
 
@@ -191,7 +191,10 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
   }
   const api = toApiError(error);
   request.failure = failureLine(error, api, api.status);
-  if (declaresPage(request, api.status)) return sendRefusalPage(reply, { status: api.status, code: api.code, detail: api.message }, api.httpHeaders);
+  // A path that is not valid percent-encoded UTF-8 is refused before any route is found, so a page's is known by its
+  // path (found from outside: an approval page's link answered a problem body, which its document does not list).
+  const page = declaresPage(request, api.status) || (error.code === 'FST_ERR_BAD_URL' && isPagePath(targetPath(request.url)));
+  if (page) return sendRefusalPage(reply, { status: api.status, code: api.code, detail: api.message }, api.httpHeaders);
   if (declaresJsonRpc(request, api.status)) {
     // -32000, as the MCP SDK answers what it refuses before reading a message (406, 413, 415).
     return reply
