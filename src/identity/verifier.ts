@@ -21,6 +21,7 @@ import { newId } from '../platform/ids.ts';
 import { ACCESS_TOKEN_LIFETIME_S, ACCESS_TOKEN_TYP, bearerChallenge, resourceUri, SCOPE_AGENT, SCOPE_OWNER, type Resource } from '../platform/access-tokens.ts';
 import type { FactReads } from '../platform/credential-facts.ts';
 import type { Principal } from '../platform/principal.ts';
+import { isCanonicalCompactJws } from '../platform/signing.ts';
 import { parseApiKey, secretMatches, API_KEY_PREFIX } from './api-keys.ts';
 import { EXTERNAL_ALGORITHMS, type IdentityProvider, type IdentityProviderKind } from './issuers.ts';
 import * as store from './store.ts';
@@ -147,7 +148,9 @@ export class CredentialVerifier {
   async authenticate(authorization: string | undefined, resource: Resource): Promise<Principal> {
     if (!authorization) throw this.unauthorized(resource, 'send a credential as Authorization: Bearer <token>', false);
     const match = BEARER.exec(authorization);
-    if (!match) throw this.unauthorized(resource, 'the Authorization header must be "Bearer <token>"', true);
+    // Another scheme, or Bearer without a token, carries no credential of ours: the challenge has no error code
+    // (RFC 6750 §3.1: "attempted using an unsupported authentication method"; found from outside).
+    if (!match) throw this.unauthorized(resource, 'the Authorization header must be "Bearer <token>"', false);
     const token = match[1]!;
     if (token.startsWith(API_KEY_PREFIX)) {
       if (resource === 'mcp') throw this.unauthorized(resource, NOT_FOR_MCP, true);
@@ -192,6 +195,7 @@ export class CredentialVerifier {
     const reused = this.reuse(token, check, () => true);
     if (reused) return reused;
     try {
+      if (!isCanonicalCompactJws(token)) throw new Error('the token is not a compact JWS of three base64url segments, each in its one spelling');
       const { payload, protectedHeader } = await jwtVerify(token, provider.keys, {
         algorithms: EXTERNAL_ALGORITHMS,
         issuer: provider.issuer,

@@ -25,12 +25,19 @@ import { configuredSecretBoxKey, openSecret, sealSecret, type SecretBoxKey } fro
 export const SIGNING_ALG = 'ES256';
 /** Leeway for another instance's clock ahead of this one (`nbf`, `iat`); never applied to `exp`. */
 const VERIFY_LEEWAY_S = 30;
-/**
- * A compact JWS exactly as we sign it: three base64url segments, nothing around them. jose decodes a segment
- * leniently (white space after the signature verified; found from outside on an x402 attestation), so a token that
- * is not the one issued is refused here, before the signature is checked.
- */
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+/**
+ * Whether `token` is a compact JWS exactly as one is signed: three base64url segments, nothing around them, each
+ * in base64url's one spelling (no padding, and no bits set past the last byte, which a decoder ignores: RFC 4648
+ * §3.5). jose decodes a segment leniently, so a token that is not the one issued is refused before its signature
+ * is checked: white space after the signature verified (found from outside on an x402 attestation), and so did a
+ * signature whose last character was changed within the ignored bits, a second spelling of one token that the
+ * verified-token cache, keyed by the token's text, did not know (found from outside, 2026-12-06).
+ */
+export function isCanonicalCompactJws(token: string): boolean {
+  return COMPACT_JWS.test(token) && token.split('.').every((segment) => Buffer.from(segment, 'base64url').toString('base64url') === segment);
+}
 /**
  * How often every instance re-reads the key set (`reload`): a rotation, and above all `--expire-now` after a leak, holds
  * everywhere within it. One read of a table of a few rows; it was 60 s, in which a leaked key, expired, still verified
@@ -290,7 +297,7 @@ export class SigningKeys {
     token: string,
     expected: { typ: string; audience?: string; issuer: string; requiredClaims?: readonly string[]; lifetimeMaxS?: number },
   ): Promise<{ payload: JWTPayload; kid: string }> {
-    if (!COMPACT_JWS.test(token)) throw new joseErrors.JWSInvalid('the token is not a compact JWS of three base64url segments');
+    if (!isCanonicalCompactJws(token)) throw new joseErrors.JWSInvalid('the token is not a compact JWS of three base64url segments, each in its one spelling');
     const required = new Set(['exp', ...(expected.requiredClaims ?? []), ...(expected.lifetimeMaxS === undefined ? [] : ['iat'])]);
     const { payload, protectedHeader } = await jwtVerify(
       token,

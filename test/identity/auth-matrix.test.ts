@@ -72,6 +72,10 @@ beforeAll(async () => {
         ]),
       ),
     ),
+    // Genuine tokens spelled another way: the signature's last character changed within the bits base64url ignores
+    // (found from outside: each verified).
+    respelledHuman: respelled(owner.ownerToken),
+    respelledAccessToken: respelled(await world.accessToken({ sub: owner.id, scope: 'svc:agent' })),
     unregisteredAgent: await world.agentToken('nobody-registered-me', 'owner@example.com'),
     wrongOwnerEmail: await world.agentToken('matrix-agent', 'someone-else@example.com'),
     unverifiedOwner: await world.humanToken('unverified@example.com', { verified: false }),
@@ -92,6 +96,16 @@ beforeAll(async () => {
 });
 afterAll(() => world.close());
 
+const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+
+/** The same token with its ES256 signature's last character moved within the 4 bits a decoder ignores (64 bytes in 86 characters). */
+function respelled(token: string): string {
+  const last = BASE64URL.indexOf(token.at(-1)!);
+  const other = token.slice(0, -1) + BASE64URL[last ^ 1];
+  expect(Buffer.from(other.split('.')[2]!, 'base64url')).toEqual(Buffer.from(token.split('.')[2]!, 'base64url'));
+  return other;
+}
+
 function call(route: Route, token?: string) {
   const body = ['POST', 'PUT', 'PATCH'].includes(route.method) ? {} : undefined;
   return world.api(route.method, route.path, { token, body, key: body ? `matrix-${Math.random()}` : undefined });
@@ -99,7 +113,7 @@ function call(route: Route, token?: string) {
 
 const INVALID = [
   'expired', 'wrongIssuer', 'wrongAudience', 'badSignature', 'algNone', 'hmacWithPublicKey', 'voucherTyped', 'accessTokenForMcp', 'revokedKey', 'malformedKey',
-  'accessTokenWithoutExp', 'accessTokenOfTenYears', 'accessTokenIssuedAhead', 'accessTokenWithoutIat',
+  'accessTokenWithoutExp', 'accessTokenOfTenYears', 'accessTokenIssuedAhead', 'accessTokenWithoutIat', 'respelledHuman', 'respelledAccessToken',
 ];
 
 describe('the auth matrix', () => {
@@ -230,9 +244,13 @@ describe('the auth matrix', () => {
     expect(res.body.code).toBe('invalid_input');
   });
 
-  it('refuses a non-Bearer Authorization header', async () => {
-    const res = await world.api('GET', '/v1/me', { headers: { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` } });
-    expect(res.status).toBe(401);
+  it('answers a non-Bearer or empty Authorization header as no credential: 401 with a challenge without an error (RFC 6750 §3.1)', async () => {
+    for (const authorization of [`Basic ${Buffer.from('a:b').toString('base64')}`, 'Bearer', 'Bearer ', 'Token abc']) {
+      const res = await world.api('GET', '/v1/me', { headers: { authorization } });
+      expect([res.status, res.body.code], authorization).toEqual([401, 'unauthorized']);
+      expect(res.body.detail, authorization).toBe('the Authorization header must be "Bearer <token>"');
+      expect(res.headers.get('www-authenticate'), authorization).toMatch(/^Bearer resource_metadata="[^"]+"$/);
+    }
   });
 });
 
