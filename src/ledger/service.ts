@@ -609,7 +609,7 @@ export class LedgerService {
       const availableUc = pass.lots.get(payerId)!.reduce((sum, lot) => sum + lot.remaining_uc, 0n);
       const funded = payerId === agent.id ? `the agent's available credit (${availableUc} µc)` : `the available credit of its root agent ${payerId}, which funds it,`;
       throw new ApiError('INSUFFICIENT_CREDITS', {
-        detail: `${funded} does not cover ${request.amountUc} µc: its owner adds credit by approving a top-up (POST /v1/payments/topups)`,
+        detail: `${funded} does not cover ${request.amountUc} µc: its owner adds credit by approving a top-up (asked for with POST /v1/payments/topups by the agent or its owner; MCP has no tool for it)`,
       });
     }
     const holdId = newId('hold');

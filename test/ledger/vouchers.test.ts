@@ -109,7 +109,7 @@ describe('POST /v1/vouchers', () => {
     const res = await mint(world, poor.token, cheap.id);
     expect([res.status, res.body.code]).toEqual([402, 'INSUFFICIENT_CREDITS']);
     // What the agent has, and what adds credit (found from outside: the refusal said neither).
-    expect(res.body.detail).toBe("the agent's available credit (1000000 µc) does not cover 2000000 µc: its owner adds credit by approving a top-up (POST /v1/payments/topups)");
+    expect(res.body.detail).toBe("the agent's available credit (1000000 µc) does not cover 2000000 µc: its owner adds credit by approving a top-up (asked for with POST /v1/payments/topups by the agent or its owner; MCP has no tool for it)");
     await world.api('POST', `/v1/owner/agents/${poor.id}/freeze`, { token: poor.ownerToken });
     const frozen = await mint(world, poor.token, cheap.id);
     expect([frozen.status, frozen.body.code]).toEqual([403, 'FROZEN']);
