@@ -16892,6 +16892,15 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            /** @description a path that is not valid percent-encoded UTF-8, or a query with text the gateway refuses */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
                 headers: {
@@ -16946,13 +16955,13 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description invalid_input: a path parameter, query parameter, header or body is not what the operation takes (`errors` names each violation; a route that takes no body refuses one with members) */
+            /** @description a path that is not valid percent-encoded UTF-8, or a query with text the gateway refuses */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "text/html": string;
                 };
             };
             /** @description Not Found */

@@ -13,6 +13,13 @@ import { CONSOLE_STATIC_PATH, consoleBundleLoader, preferredEncoding, type Conso
 import { favicon } from './favicon.ts';
 import { consoleHeaders, consoleShell, landingPage, notBuiltPage, type ConsoleSettings } from './pages.ts';
 
+
+/**
+ * A console address the gateway refuses (a path that is not valid percent-encoded UTF-8, a query with text it cannot
+ * store): a page, as every refusal of a page for people is ("A page's refusals are pages").
+ */
+const CONSOLE_REFUSED = HtmlPage('a path that is not valid percent-encoded UTF-8, or a query with text the gateway refuses');
+
 export interface ConsoleRouteDeps {
   /** How the owner signs in at the human identity provider for steps that need a human session. */
   humanSignIn: ConsoleSettings['humanSignIn'];
@@ -107,7 +114,7 @@ export function consoleRoutes(deps: ConsoleRouteDeps) {
           'redirect URI `{base_url}/console/callback` exactly) that uses only this API. Every path under /console answers the same ' +
           "shell. Content-Security-Policy: scripts and styles of this origin only (no inline code), Trusted Types, frame-ancestors 'none'. " +
           '503 while the console is not built (`npm run build`).',
-        response: { 200: HtmlPage('the console'), 503: HtmlPage('the console is not built, or the gateway is starting (waiting for its database) or stopping: try again after Retry-After') },
+        response: { 200: HtmlPage('the console'), 400: CONSOLE_REFUSED, 503: HtmlPage('the console is not built, or the gateway is starting (waiting for its database) or stopping: try again after Retry-After') },
       },
       handler: (_request, reply) => sendShell(reply),
     });
@@ -123,7 +130,7 @@ export function consoleRoutes(deps: ConsoleRouteDeps) {
           `${CONSOLE_STATIC_PATH}/ is a built file or nothing: one that names no file is 404 (414 for a name over ` +
           `${PATH_PARAMETER_LENGTH_MAX} characters), never the shell. 503 while the console is not built.`,
         params: Type.Object({ '*': Type.String({ description: 'the rest of the path, which may hold `/`: a route of the console' }) }),
-        response: { 200: HtmlPage('the console'), ...problems(404, 414), 503: HtmlPage('the console is not built, or the gateway is starting (waiting for its database) or stopping: try again after Retry-After') },
+        response: { 200: HtmlPage('the console'), 400: CONSOLE_REFUSED, ...problems(404, 414), 503: HtmlPage('the console is not built, or the gateway is starting (waiting for its database) or stopping: try again after Retry-After') },
       },
       handler: (request, reply) => {
         refuseStaticPath((request.params as { '*': string })['*']);

@@ -37,7 +37,7 @@ describe('a page asked with text the gateway refuses', () => {
   });
 
   it('answers a page path that is not valid percent-encoded UTF-8 as an HTML page too, though no route is found for it (found from outside)', async () => {
-    for (const path of ['/payments/topups/%ED%A0%80', '/payments/purchases/a%FFb']) {
+    for (const path of ['/payments/topups/%ED%A0%80', '/payments/purchases/a%FFb', '/console/agents/%ED%A0%80', '/console/%zz']) {
       const res = await get(path);
       expect([res.status, res.headers.get('content-type')], path).toEqual([400, 'text/html; charset=utf-8']);
       expect(res.headers.get('content-security-policy'), path).toMatch(/frame-ancestors 'none'/);
