@@ -25,11 +25,22 @@ export const INTENT_LIFETIME_S = 7 * 86_400;
 export const PENDING_INTENTS_PER_AGENT_MAX = 100;
 
 /**
- * Refusals by the owner's own rules (a mandate that forbids the service or a budget or cap that no longer covers it,
- * a freeze, an approval now asked): the gateway does not resume an intent they refused. What the owner did not decide
- * (credit spent elsewhere meanwhile, an upstream or storage fault) leaves it to the resume job's back-off.
+ * Refusals by the owner's own rules and settings (a mandate that forbids the service or a budget or cap that no longer
+ * covers it, a freeze, an approval now asked, an inbox taken off the mail allowlist, a mail connector removed or
+ * pointed at a host the gateway may not reach): the gateway does not resume an intent they refused. What the owner
+ * did not decide (credit spent elsewhere meanwhile, an upstream or storage fault) leaves it to the resume job's back-off.
  */
-const OWNER_STOPS: ReadonlySet<string> = new Set(['SCOPE_FORBIDDEN', 'CAP_EXCEEDED', 'FROZEN', 'approval_required']);
+const OWNER_STOPS: ReadonlySet<string> = new Set(['SCOPE_FORBIDDEN', 'CAP_EXCEEDED', 'FROZEN', 'approval_required', 'inbox_not_allowed', 'connector_not_configured']);
+
+/**
+ * Whether a resume's refusal is the owner's to lift: one of `OWNER_STOPS`, or a mail server refusing the owner's
+ * username or password (retried with the back-off, the gateway would log in and fail about 170 times in an intent's
+ * life, which a mail provider counts toward locking the account; found from outside). GitHub refusing the gateway's
+ * own token is the operator's to fix, and waits for the back-off.
+ */
+function stoppedByOwner(code: string, serviceId: string): boolean {
+  return OWNER_STOPS.has(code) || (code === 'upstream_auth_failed' && serviceId === 'mail');
+}
 /** How often each instance deletes intents past their lifetime. */
 export const INTENT_SWEEP_INTERVAL_MS = 10 * 60 * 1000;
 const INTENT_SWEEP_BATCH_MAX = 1000;
@@ -247,7 +258,7 @@ export class Intents {
       log.info({ intentId, state: after?.state, code }, 'resumed a retained intent');
       return 'finished';
     }
-    if (OWNER_STOPS.has(code)) {
+    if (stoppedByOwner(code, intent.service_id)) {
       // The owner's rules refused what the owner's approval of the top-up let run: the gateway stops acting on its
       // own, as after a freeze; the agent's retry with its key is the agent asking again (docs/decisions.md).
       log.info({ intentId, code }, "a resumed intent was refused by its owner's rules; the gateway no longer resumes it (the agent's retry with its key may)");

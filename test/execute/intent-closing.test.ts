@@ -176,6 +176,50 @@ describe("an owner's rule that refuses the gateway's own resume", () => {
   });
 });
 
+describe("the owner's mail settings refusing the gateway's own resume", () => {
+  const inboxRequest = { serviceId: 'mail', action: 'messages.list', input: { inbox: 'INBOX' } };
+  const connector = { host: 'imap.example.com', port: 993, tls: 'implicit', username: 'alice', password: 'correct horse battery staple' };
+
+  for (const [what, refuse, allow] of [
+    [
+      'an inbox taken off the allowlist (inbox_not_allowed)',
+      (id: string, token: string) => world.api('PATCH', `/v1/owner/agents/${id}`, { token, key: newKey('narrow'), body: { inboxAllowlist: ['Other'] } }),
+      (id: string, token: string) => world.api('PATCH', `/v1/owner/agents/${id}`, { token, key: newKey('widen'), body: { inboxAllowlist: ['INBOX'] } }),
+    ],
+    [
+      'a mail connector removed (connector_not_configured)',
+      (id: string, token: string) => world.api('DELETE', `/v1/owner/agents/${id}/mail-connector`, { token }),
+      (id: string, token: string) => world.api('PUT', `/v1/owner/agents/${id}/mail-connector`, { token, body: connector }),
+    ],
+  ] as const) {
+    it(`stops the gateway from resuming the intent by itself after ${what}: put back later, nothing runs and nothing is held (found from outside)`, async () => {
+      const root = await world.createAgent(`mail-closing-${++counter}@example.com`, `mail-closing-${counter}`, { inboxAllowlist: ['INBOX'] });
+      expect((await world.api('PUT', `/v1/owner/agents/${root.id}/mail-connector`, { token: root.ownerToken, body: connector })).status).toBe(200);
+      const asked = await execute(world, root.token, inboxRequest, newKey('mail-resume'));
+      expect(asked.status, JSON.stringify(asked.body)).toBe(402);
+      expect([200, 204]).toContain((await refuse(root.id, root.ownerToken)).status);
+      const topupId = asked.body.payment.id as string;
+      expect((await world.api('POST', `/v1/payments/topups/${topupId}/approve`, { token: root.ownerToken, body: {} })).body.status).toBe('settled');
+      await waitFor(async () => (await world.gw.gateway.db.query<{ resume_due: boolean; resume_attempts: number }>('SELECT resume_due, resume_attempts FROM topups WHERE id = $1', [topupId])).rows[0]!, {
+        until: (row) => !row.resume_due || row.resume_attempts > 0,
+        what: 'the resume after the approval to be tried',
+      });
+      expect((await allow(root.id, root.ownerToken)).status).toBe(200);
+      for (const laterMs of [60_000, 600_000, 7_200_000]) {
+        world.gw.clock.offsetMs += laterMs;
+        try {
+          await world.gw.services.payments!.runJobs();
+        } finally {
+          world.gw.clock.offsetMs -= laterMs;
+        }
+      }
+      // Before, the gateway ran the old request here by itself: a hold, then whatever the mail server answered.
+      expect(await holdsOf(world, root.id)).toEqual([]);
+      expect((await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body.state).toBe('pending');
+    });
+  }
+});
+
 describe('a freeze without releaseHolds', () => {
   it("cancels every retained intent of the agent's subtree in its transaction (agent_frozen, one intent.cancelled each) and closes their top-ups; nothing runs by itself, frozen or after", async () => {
     const { root, delegate } = await tree();

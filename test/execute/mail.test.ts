@@ -147,15 +147,16 @@ describe.skipIf(!dovecot)('mail through execute against a real Dovecot', () => {
   });
 
   /** An agent of ALICE's account (by default) with INBOX and Receipts allowed, over implicit TLS when the fixture has it. */
-  async function mailAgent(password = ALICE.password, options: { user?: DovecotUser; inboxes?: string[]; fundsUc?: bigint } = {}) {
+  async function mailAgent(password = ALICE.password, options: { user?: DovecotUser; inboxes?: string[]; fundsUc?: bigint; on?: World } = {}) {
     counter += 1;
-    const agent = await world.createAgent(`mail${counter}@example.com`, `mail-agent-${counter}`, { inboxAllowlist: options.inboxes ?? ['INBOX', 'Receipts'] });
-    if ((options.fundsUc ?? FUNDS_UC) > 0n) await grant(world, agent.id, options.fundsUc ?? FUNDS_UC);
+    const on = options.on ?? world;
+    const agent = await on.createAgent(`mail${counter}@example.com`, `mail-agent-${counter}`, { inboxAllowlist: options.inboxes ?? ['INBOX', 'Receipts'] });
+    if ((options.fundsUc ?? FUNDS_UC) > 0n) await grant(on, agent.id, options.fundsUc ?? FUNDS_UC);
     const { server } = fixture;
     const connection = server.tls
       ? { host: server.host, port: server.tls.port, tls: 'implicit', ca: server.tls.certPem }
       : { host: server.host, port: server.port, tls: 'none' };
-    const put = await world.api('PUT', `/v1/owner/agents/${agent.id}/mail-connector`, {
+    const put = await on.api('PUT', `/v1/owner/agents/${agent.id}/mail-connector`, {
       token: agent.ownerToken,
       body: { ...connection, username: (options.user ?? ALICE).username, password },
     });
@@ -278,6 +279,31 @@ describe.skipIf(!dovecot)('mail through execute against a real Dovecot', () => {
     expect(res.body).toMatchObject({ code: 'upstream_auth_failed', charged: false });
     expect((await holdsOf(world, agent.id)).map((h) => h.state)).toEqual(['released']);
     await expectNothingCharged(world, agent.id, FUNDS_UC);
+  });
+
+  it("stops resuming an intent whose login the mail server refuses: the password is the owner's to fix, and the back-off would fail a login about 170 times (found from outside)", async () => {
+    const paid = await startWorld({ env: { ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true', ACG_PAYMENT_PROVIDER: 'local' } });
+    try {
+      const agent = await mailAgent('wrong-password', { fundsUc: 0n, on: paid });
+      const asked = await execute(paid, agent.token, { serviceId: 'mail', action: 'inboxes.list', input: {} }, newKey('mail-wrong-password'));
+      expect(asked.status, JSON.stringify(asked.body)).toBe(402);
+      const topupId = asked.body.payment.id as string;
+      expect((await paid.api('POST', `/v1/payments/topups/${topupId}/approve`, { token: agent.ownerToken, body: {} })).body.status).toBe('settled');
+      await waitFor(async () => (await holdsOf(paid, agent.id)).map((hold) => hold.state), { until: (states) => states.includes('released'), what: 'the resume after the approval to fail its login' });
+      for (const laterMs of [60_000, 600_000, 7_200_000]) {
+        paid.gw.clock.offsetMs += laterMs;
+        try {
+          await paid.gw.services.payments!.runJobs();
+        } finally {
+          paid.gw.clock.offsetMs -= laterMs;
+        }
+      }
+      // One login, the resume's: before, each pass of the resume job logged in again, and failed.
+      expect((await holdsOf(paid, agent.id)).map((hold) => hold.state)).toEqual(['released']);
+      expect((await paid.api('GET', `/v1/intents/${asked.body.intentId}`, { token: agent.token })).body.state).toBe('pending');
+    } finally {
+      await paid.close();
+    }
   });
 
   it('answers a message the parser refuses with 422 upstream_unprocessable, charges nothing, and keeps the answer: a replay, and a retained intent that ends failed instead of waiting (found from outside)', async () => {
