@@ -591,15 +591,33 @@ function encodeCursor(uidValidity: bigint, uid: number, inbox: string): string {
   return Buffer.from(`${uidValidity}.${uid}.${inbox}`, 'utf8').toString('base64url');
 }
 
-function decodeCursor(cursor: string, uidValidity: bigint, inbox: string): number {
+/** A cursor's parts when it is one of this inbox's, whatever the inbox's state; otherwise the refusal. */
+function cursorOf(cursor: string, inbox: string): { uidValidity: bigint; uid: number } | ConnectorError {
   const match = /^([0-9]{1,20})\.([0-9]{1,10})\.(.+)$/s.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!match || match[3] !== inbox) throw new ConnectorError('invalid_input', 'cursor is not valid for this inbox');
-  if (BigInt(match[1] ?? '') !== uidValidity) {
+  const uid = Number(match?.[2]);
+  if (!match || match[3] !== inbox || uid < 1) return new ConnectorError('invalid_input', 'cursor is not valid for this inbox');
+  return { uidValidity: BigInt(match[1]!), uid };
+}
+
+function decodeCursor(cursor: string, uidValidity: bigint, inbox: string): number {
+  const parts = cursorOf(cursor, inbox);
+  if (parts instanceof ConnectorError) throw parts;
+  if (parts.uidValidity !== uidValidity) {
     throw new ConnectorError('invalid_input', 'cursor belongs to an earlier state of this inbox (UIDVALIDITY changed); start again without a cursor');
   }
-  const uid = Number(match[2]);
-  if (uid < 1) throw new ConnectorError('invalid_input', 'cursor is not valid for this inbox');
-  return uid;
+  return parts.uid;
+}
+
+/**
+ * messages.list's clearance: the inbox's, then a cursor that is not one of this inbox's, refused before the hold
+ * (found from outside: it was refused after a hold was taken and released). Whether the inbox still has the state
+ * the cursor was made in needs the server, so that waits for the run.
+ */
+function listClearance(ctx: MailContext, input: MessagesListInput): ConnectorError | null {
+  const refusal = clearanceFor(ctx, input.inbox);
+  if (refusal || input.cursor === undefined) return refusal;
+  const parts = cursorOf(input.cursor, input.inbox);
+  return parts instanceof ConnectorError ? parts : null;
 }
 
 // ---- actions ----
@@ -815,7 +833,7 @@ export const mailService: ServiceModule<MailContext, MailConnectionSettings> = {
         'lists with hasAttachments false.',
       input: MessagesListInput,
       priceUc: UC_PER_CREDIT,
-      clearance: (ctx: MailContext, input: MessagesListInput) => clearanceFor(ctx, input.inbox),
+      clearance: listClearance,
       run: (ctx: MailContext, input: MessagesListInput) => listMessages(ctx, input),
     },
     'messages.get': {

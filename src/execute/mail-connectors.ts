@@ -19,6 +19,25 @@ import type { ConnectionStore } from './pipeline.ts';
 import * as store from './store.ts';
 
 /** What the owner submits: the connector's own connection settings (the allowlist lives on the agent). */
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+-----END CERTIFICATE-----/g;
+
+/**
+ * Whether `text` is one or more PEM certificates and nothing else but the white space between them: what TLS trusts
+ * for the connection (a chain or a bundle works). `X509Certificate` reads the first block and ignores what follows,
+ * so a bundle passed, and so did a certificate followed by any text (found from outside: the refusal said "one").
+ */
+function isPemCertificates(text: string): boolean {
+  const blocks = text.match(PEM_CERTIFICATE) ?? [];
+  if (blocks.length === 0 || text.replace(PEM_CERTIFICATE, '').trim() !== '') return false;
+  try {
+    for (const block of blocks) new X509Certificate(block);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export type MailConnectorSettings = MailConnectionSettings;
 
 /** The connector as the owner reads it back: everything but the password. */
@@ -96,12 +115,8 @@ export class MailConnectorService implements ConnectionStore {
     if (name && !name.ok) {
       throw new ApiError('invalid_input', { detail: `host "${settings.host}" ${name.reason}; the gateway only connects to public mail servers` });
     }
-    if (settings.ca !== undefined) {
-      try {
-        new X509Certificate(settings.ca);
-      } catch {
-        throw new ApiError('invalid_input', { detail: 'ca must be one PEM certificate (-----BEGIN CERTIFICATE----- …)' });
-      }
+    if (settings.ca !== undefined && !isPemCertificates(settings.ca)) {
+      throw new ApiError('invalid_input', { detail: 'ca must be PEM certificates (-----BEGIN CERTIFICATE----- …), one or more, and nothing else' });
     }
   }
 

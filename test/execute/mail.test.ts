@@ -17,6 +17,7 @@ import {
   type DovecotUser,
   type MailFixture,
 } from '../support/dovecot.ts';
+import { makeTestCertificate } from '../support/test-certificate.ts';
 import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { ONE_CREDIT_UC, availableUc, capturedFromAgent, execute, expectNothingCharged, holdsOf, newKey } from './helpers.ts';
@@ -68,6 +69,17 @@ describe('mail connector routes', () => {
     expect((await world.api('DELETE', path, { token: agent.ownerToken })).status).toBe(204);
   });
 
+  it("refuses a messages.list cursor that is not one of the inbox's before any hold (found from outside: after a hold)", async () => {
+    const agent = await world.createAgent('cursor@example.com', 'conn-agent-cursor', { inboxAllowlist: ['INBOX', 'Other'] });
+    await grant(world, agent.id, FUNDS_UC);
+    expect((await world.api('PUT', `/v1/owner/agents/${agent.id}/mail-connector`, { token: agent.ownerToken, body: settings })).status).toBe(200);
+    for (const cursor of [Buffer.from('7.5.Other').toString('base64url'), Buffer.from('junk').toString('base64url'), Buffer.from('7.0.INBOX').toString('base64url')]) {
+      const res = await execute(world, agent.token, { serviceId: 'mail', action: 'messages.list', input: { inbox: 'INBOX', cursor } });
+      expect([res.status, res.body.code, res.body.detail], cursor).toEqual([400, 'invalid_input', 'cursor is not valid for this inbox']);
+    }
+    expect(await holdsOf(world, agent.id)).toEqual([]);
+  });
+
   it("treats another owner's agent as not found, and refuses the agent itself", async () => {
     const agent = await world.createAgent('conn2@example.com', 'conn-agent-2');
     const stranger = await world.createAgent('conn3@example.com', 'conn-agent-3');
@@ -85,6 +97,25 @@ describe('mail connector routes', () => {
       const res = await world.api('PUT', path, { token: agent.ownerToken, body });
       expect(res.status, JSON.stringify(body)).toBe(400);
       expect(res.body.code).toBe('invalid_input');
+    }
+  });
+
+  it('takes a CA of one or more PEM certificates, and nothing else (found from outside: text after the first was kept)', async () => {
+    const agent = await world.createAgent('conn-ca@example.com', 'conn-agent-ca');
+    const path = `/v1/owner/agents/${agent.id}/mail-connector`;
+    const [one, two] = [makeTestCertificate({ dns: ['imap.example.com'] }), makeTestCertificate({ dns: ['imap.example.com'] })];
+    try {
+      for (const ca of [`${one.certPem}trailing text\n`, `${one.certPem.replace('-----END CERTIFICATE-----', '')}`, `junk\n${one.certPem}`]) {
+        const res = await world.api('PUT', path, { token: agent.ownerToken, body: { ...settings, ca } });
+        expect([res.status, res.body.detail]).toEqual([400, 'ca must be PEM certificates (-----BEGIN CERTIFICATE----- …), one or more, and nothing else']);
+      }
+      for (const ca of [one.certPem, `${one.certPem}\n${two.certPem}`]) {
+        const res = await world.api('PUT', path, { token: agent.ownerToken, body: { ...settings, ca } });
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+      }
+    } finally {
+      one.remove();
+      two.remove();
     }
   });
 

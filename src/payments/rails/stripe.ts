@@ -177,7 +177,8 @@ async function settle(session: Stripe.Checkout.Session, eventId: string, topups:
     const other = otherSession(topup, session);
     if (other) return other;
     if (session.amount_total !== topup.amountUsdCents || session.currency !== 'usd') {
-      return `session amount ${session.amount_total} ${session.currency} differs from the top-up's ${topup.amountUsdCents} usd`;
+      // Stripe's amount_total is in the currency's smallest unit: cents of usd, as the top-up's.
+      return `session amount ${session.amount_total} (smallest unit of ${session.currency}) differs from the top-up's ${topup.amountUsdCents} usd cents`;
     }
     if (session.livemode !== topup.livemode) return `session livemode ${session.livemode} differs from the top-up's ${topup.livemode}`;
     return undefined;
