@@ -34,6 +34,13 @@ function optionalBodies(document: Record<string, unknown>): Record<string, unkno
   return { ...document, paths: marked };
 }
 
+
+/**
+ * Codes answered with another status somewhere, as the spec's error table lists them: the catalogue's row says where
+ * (found from outside: it said 402 alone once execute answered 403; `uncharged`, `src/execute/execution.ts`).
+ */
+const ALSO_ANSWERED: Readonly<Record<string, string>> = { CAP_EXCEEDED: '403 on POST /v1/services/execute' };
+
 export async function docsRoutes(app: FastifyInstance): Promise<void> {
   // The routes' document plus the event catalogue (OpenAPI 3.1 `webhooks`), which no route declares; and a body the
   // platform lets a request leave out (`bodyMayBeLeftOut`) is not required, which the swagger plugin always says it is.
@@ -118,7 +125,7 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
     },
     handler: async (_request, reply) => {
       const rows = Object.entries(ERROR_CATALOGUE)
-        .map(([code, e]) => `<tr id="${code}"><td><code>${code}</code></td><td>${e.status}</td><td>${escapeHtml(e.title)}</td></tr>`)
+        .map(([code, e]) => `<tr id="${code}"><td><code>${code}</code></td><td>${e.status}${code in ALSO_ANSWERED ? ` (${escapeHtml(ALSO_ANSWERED[code]!)})` : ''}</td><td>${escapeHtml(e.title)}</td></tr>`)
         .join('\n');
       const x402Rows = Object.entries(X402_REASON_MEANINGS)
         .map(([reason, meaning]) => {

@@ -79,3 +79,15 @@ export async function expectNothingCharged(world: World, agentId: string, grante
   expect(await availableUc(world, agentId)).toBe(grantedUc);
   expect(await capturedFromAgent(world, agentId)).toBe(0n);
 }
+
+/** The payments' resume job, run a minute, ten minutes and two hours from now: past any back-off a retained intent waits. */
+export async function runResumeJobsLater(world: World): Promise<void> {
+  for (const laterMs of [60_000, 600_000, 7_200_000]) {
+    world.gw.clock.offsetMs += laterMs;
+    try {
+      await world.gw.services.payments!.runJobs();
+    } finally {
+      world.gw.clock.offsetMs -= laterMs;
+    }
+  }
+}

@@ -9,7 +9,7 @@ import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.ts';
 import { grant } from '../support/ledger-fixture.ts';
 import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
-import { execute, holdsOf, newKey, ONE_CREDIT_UC } from './helpers.ts';
+import { execute, holdsOf, newKey, ONE_CREDIT_UC, runResumeJobsLater } from './helpers.ts';
 
 let world: World;
 let github: FakeGitHub;
@@ -156,14 +156,7 @@ describe("an owner's rule that refuses the gateway's own resume", () => {
     expect((await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body.state).toBe('pending');
     // The owner allows every service again, for another reason; the resume job comes by past its back-off.
     expect((await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, { token: root.ownerToken, key: newKey('allow'), body: {} })).status).toBe(200);
-    for (const laterMs of [60_000, 600_000, 7_200_000]) {
-      world.gw.clock.offsetMs += laterMs;
-      try {
-        await world.gw.services.payments!.runJobs();
-      } finally {
-        world.gw.clock.offsetMs -= laterMs;
-      }
-    }
+    await runResumeJobsLater(world);
     // Before, the gateway ran the old request here by itself, and charged it.
     expect(repoCalls()).toBe(callsBefore);
     expect((await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body.state).toBe('pending');
@@ -205,14 +198,7 @@ describe("the owner's mail settings refusing the gateway's own resume", () => {
         what: 'the resume after the approval to be tried',
       });
       expect((await allow(root.id, root.ownerToken)).status).toBe(200);
-      for (const laterMs of [60_000, 600_000, 7_200_000]) {
-        world.gw.clock.offsetMs += laterMs;
-        try {
-          await world.gw.services.payments!.runJobs();
-        } finally {
-          world.gw.clock.offsetMs -= laterMs;
-        }
-      }
+      await runResumeJobsLater(world);
       // Before, the gateway ran the old request here by itself: a hold, then whatever the mail server answered.
       expect(await holdsOf(world, root.id)).toEqual([]);
       expect((await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body.state).toBe('pending');

@@ -20,7 +20,7 @@ import {
 import { makeTestCertificate } from '../support/test-certificate.ts';
 import { waitFor } from '../support/wait.ts';
 import { startWorld, type World } from '../support/world.ts';
-import { ONE_CREDIT_UC, availableUc, capturedFromAgent, execute, expectNothingCharged, holdsOf, newKey } from './helpers.ts';
+import { ONE_CREDIT_UC, availableUc, capturedFromAgent, execute, expectNothingCharged, holdsOf, newKey, runResumeJobsLater } from './helpers.ts';
 import { MAIL_LOGIN_REFUSED_RETRY_AFTER_S } from '../../src/connectors/mail.ts';
 
 const dovecot = dovecotBinary();
@@ -321,14 +321,7 @@ describe.skipIf(!dovecot)('mail through execute against a real Dovecot', () => {
       const topupId = asked.body.payment.id as string;
       expect((await paid.api('POST', `/v1/payments/topups/${topupId}/approve`, { token: agent.ownerToken, body: {} })).body.status).toBe('settled');
       await waitFor(async () => (await holdsOf(paid, agent.id)).map((hold) => hold.state), { until: (states) => states.includes('released'), what: 'the resume after the approval to fail its login' });
-      for (const laterMs of [60_000, 600_000, 7_200_000]) {
-        paid.gw.clock.offsetMs += laterMs;
-        try {
-          await paid.gw.services.payments!.runJobs();
-        } finally {
-          paid.gw.clock.offsetMs -= laterMs;
-        }
-      }
+      await runResumeJobsLater(paid);
       // One login, the resume's: before, each pass of the resume job logged in again, and failed.
       expect((await holdsOf(paid, agent.id)).map((hold) => hold.state)).toEqual(['released']);
       expect((await paid.api('GET', `/v1/intents/${asked.body.intentId}`, { token: agent.token })).body.state).toBe('pending');

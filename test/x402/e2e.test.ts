@@ -674,6 +674,10 @@ describe('a receipt of a key that began signing just now', () => {
     expect(res.status).toBe(200);
     const receipt = decodePaymentResponseHeader(res.headers.get('payment-response')!).extra!.receipt as string;
     expect(await verifyCreditReceipt(receipt, { gatewayUrl: world.url })).toMatchObject({ agentId: agent.id });
+    // The same receipt spelled another way (its signature's last character within the bits base64url ignores) is refused.
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const respelled = receipt.slice(0, -1) + alphabet[alphabet.indexOf(receipt.at(-1)!) ^ 1];
+    await expect(verifyCreditReceipt(respelled, { gatewayUrl: world.url })).rejects.toMatchObject({ code: 'invalid_receipt', message: expect.stringContaining('each in its one spelling') });
     await rotateSigningKeys(world.gw.gateway.db, { nowS: world.gw.clock.nowS(), leadS: 0, retentionS: 3600 });
     await world.gw.gateway.signing.reload();
     const resigned = await world.gw.gateway.signing.sign(decodeJwt(receipt), 'receipt+jwt');

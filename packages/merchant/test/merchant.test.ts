@@ -97,6 +97,12 @@ describe('verifyVoucher', () => {
     const claims = JSON.parse(Buffer.from(payload!, 'base64url').toString());
     const tampered = [header, Buffer.from(JSON.stringify({ ...claims, amount_uc: '1' })).toString('base64url'), signature].join('.');
     expect((await failure(client().verifyVoucher(tampered))).code).toBe('invalid_token');
+    // The same voucher spelled another way (its signature's last character moved within the bits base64url ignores)
+    // is not taken for a second voucher (found from outside: it verified).
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const respelled = voucher.slice(0, -1) + alphabet[alphabet.indexOf(voucher.at(-1)!) ^ 1];
+    const twice = await failure(client().verifyVoucher(respelled));
+    expect([twice.code, twice.message]).toEqual(['invalid_token', 'the voucher+jwt does not verify: it is not a compact JWS of three base64url segments, each in its one spelling']);
     // Each refusal names what was expected and what the token holds (found from outside: jose's words named neither).
     const foreign = await failure(client({ merchantId: 'mer_someoneelse' }).verifyVoucher(voucher));
     expect([foreign.code, foreign.message]).toEqual(['invalid_token', `the voucher+jwt does not verify: it is for ${JSON.stringify(claims.aud)}, not merchantId "mer_someoneelse"`]);
