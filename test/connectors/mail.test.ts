@@ -313,7 +313,8 @@ describe.skipIf(!dovecot)('mail connector against a real Dovecot', () => {
     return { host: fixture.server.host, port: fixture.server.port, tls: 'none', username: user.username, password: user.password };
   }
 
-  function run(user: DovecotUser, action: string, input: unknown, allowlist?: readonly string[], settings?: Partial<MailSettings>): Promise<object> {
+  /** Prepares the action (its clearance: a refusal there, e.g. another inbox's cursor, is this promise's too) and runs it. */
+  async function run(user: DovecotUser, action: string, input: unknown, allowlist?: readonly string[], settings?: Partial<MailSettings>): Promise<object> {
     return prepareAction(contextFor(connection(user), allowlist, settings), 'mail', action, input).run();
   }
 
