@@ -1,8 +1,9 @@
 // The `acg` command line. Each command imports what it runs only when it runs (`await import`), so
 // `acg --help` or `acg dev token` loads neither Fastify nor a database driver, and `acg serve` none of
 // the command modules.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError, type Argument, type ErrorOptions, type HelpContext, type Option, type ParseOptions } from 'commander';
 import { ConfigError, ENV_VARS, loadConfig } from './platform/config.ts';
 
@@ -544,3 +545,12 @@ async function printDevToken(
 export async function main(argv: string[]): Promise<void> {
   await buildCli().parseAsync(argv);
 }
+
+/** Whether this module is the script node was started with (`node dist/cli.js …`), not imported by bin/acg.js or a test. */
+function isEntryScript(): boolean {
+  const script = process.argv[1];
+  return script !== undefined && existsSync(script) && pathToFileURL(realpathSync(script)).href === import.meta.url;
+}
+
+// `acg` (bin/acg.js) is the command; `node dist/cli.js …` runs it too, rather than loading and printing nothing.
+if (isEntryScript()) await main(process.argv);

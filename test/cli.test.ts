@@ -64,6 +64,11 @@ describe('acg --help', () => {
     }
   });
 
+  it('is printed by the built module run directly, `node dist/cli.js --help`, as by acg (found from outside: it printed nothing)', async () => {
+    const { stdout } = await run(process.execPath, [path.resolve('dist/cli.js'), '--help']);
+    expect(stdout).toContain('Usage: acg [options] [command]');
+  });
+
   it('acg help <command> <subcommand> shows the subcommand\'s help, not its group\'s (found from outside: `help credit grant` showed `credit`)', async () => {
     for (const command of everyCommand(buildCli()).filter((one) => commandPath(one).length >= 2)) {
       const route = commandPath(command);
