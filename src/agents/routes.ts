@@ -104,7 +104,9 @@ export function agentRoutes(deps: AgentRouteDeps) {
           'built-in service; every budget that applies must hold), merchants allowed or denied (by id or verified domain), a threshold ' +
           'above which a purchase waits for the owner\'s approval, a validity window, and the alert thresholds of `budget.threshold`. ' +
           'A member left out takes its default: PUT the rules GET shows (without its agentId, version, createdAt, hash and usage), changed. Every change is a new version whose `hash` (base64url ' +
-          'SHA-256 of its RFC 8785 canonical JSON) vouchers, receipts and evidence name; old versions stay readable. A PUT of the mandate in force (the same ' +
+          'SHA-256 of its RFC 8785 canonical JSON) vouchers, receipts and evidence name; old versions stay readable. A merchant the agent buys from ' +
+          "reads the version a hold was made under, whole, in that hold's evidence (GET /v1/redemptions/{id}/evidence): name budgets accordingly. " +
+          'A PUT of the mandate in force (the same ' +
           'rules once normalised and their defaults filled in) writes nothing: 200 with the version in force as it stands (same `version`, `hash` and ETag). Refusals at a hold: ' +
           '402 CAP_EXCEEDED (403 on POST /v1/services/execute; `reason` budget_exceeded with the `budget`, per_hold_cap, per_period_cap; `agentId` when the rule is an ancestor\'s), 403 SCOPE_FORBIDDEN (`reason` ' +
           'merchant_not_allowed, mandate_not_valid, service_not_allowed, category_not_allowed), 402 approval_required (above the ' +

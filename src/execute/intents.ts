@@ -67,6 +67,12 @@ export interface IntentView {
   receipt: Redemption | null;
   /** A failed intent's problem body: the one its execute request was answered with (while retained). */
   error: Record<string, unknown> | null;
+  /**
+   * A pending intent's last run by the gateway on its own (after its top-up settled) that left it pending: when, the
+   * problem it was refused with, and whether the gateway runs it again (`retried`: its back-off) or only the agent's
+   * retry with its key can now (an owner's rule refused it). Null when there was none, or once it is not pending.
+   */
+  lastAttempt: { at: number; error: Record<string, unknown>; retried: boolean } | null;
   createdAt: number;
   updatedAt: number;
   expiresAt: number;
@@ -87,6 +93,10 @@ function toIntentView(intent: store.IntentRow, outcome: IntentOutcome): IntentVi
     executionId: intent.execution_id,
     cancellationReason: intent.cancellation_reason,
     ...outcome,
+    lastAttempt:
+      intent.state === 'pending' && intent.last_attempt_at_s !== null && intent.last_attempt_error !== null
+        ? { at: Number(intent.last_attempt_at_s), error: JSON.parse(intent.last_attempt_error) as Record<string, unknown>, retried: intent.last_attempt_retried === true }
+        : null,
     createdAt: Number(intent.created_at_s),
     updatedAt: Number(intent.updated_at_s),
     expiresAt: Number(intent.expires_at_s),
@@ -247,18 +257,22 @@ export class Intents {
     if (outcome.kind === 'replay') return 'finished';
     const request: ExecutionRequest = { agentId: intent.agent_id, serviceId: intent.service_id, action: intent.action, input: intent.input };
     let code = 'succeeded';
+    let refusal: ApiError | undefined;
     try {
       await underClaim<ExecuteResult>(this.gateway, outcome.claim, undefined, (key) => this.run(key, request));
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       code = error.code;
+      refusal = error;
     }
     const after = await store.findIntent(db, intentId);
     if (!after || after.state !== 'pending') {
       log.info({ intentId, state: after?.state, code }, 'resumed a retained intent');
       return 'finished';
     }
-    if (stoppedByOwner(code, intent.service_id)) {
+    const stopped = stoppedByOwner(code, intent.service_id);
+    if (refusal) await store.recordIntentAttempt(db, intentId, { atS: this.gateway.clock.nowS(), error: this.errorOf(refusal), retried: !stopped });
+    if (stopped) {
       // The owner's rules refused what the owner's approval of the top-up let run: the gateway stops acting on its
       // own, as after a freeze; the agent's retry with its key is the agent asking again (docs/decisions.md).
       log.info({ intentId, code }, "a resumed intent was refused by its owner's rules; the gateway no longer resumes it (the agent's retry with its key may)");

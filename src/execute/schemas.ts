@@ -85,6 +85,24 @@ export const IntentViewSchema = Type.Object(
     result: Nullable(Type.Object({}, { additionalProperties: true, description: "the action's result while the execute answer is retained (24 h by default)" })),
     receipt: Nullable(Type.Ref('Redemption')),
     error: Nullable(Type.Object({}, { additionalProperties: true, description: 'the problem body of a failed intent, while retained' })),
+    lastAttempt: Nullable(
+      Type.Object(
+        {
+          at: UnixSeconds('the run'),
+          error: Type.Object({}, { additionalProperties: true, description: 'the problem the run was refused with, as the execute request would have been answered' }),
+          retried: Type.Boolean({
+            description:
+              "true: the gateway runs the intent again by itself (a back-off from 30 s to 1 h); false: an owner's rule refused it (the agent's " +
+              "mandate, inbox allowlist, mail connector or mail password), and only the agent's retry with its Idempotency-Key runs it now",
+          }),
+        },
+        {
+          description:
+            "a pending intent's last run by the gateway on its own (after its top-up settled) that left it pending; null when there was none, " +
+            "once it is not pending, and after the agent's retry retained it anew",
+        },
+      ),
+    ),
     createdAt: UnixSeconds('creation'),
     updatedAt: UnixSeconds('last change'),
     expiresAt: UnixSeconds('a pending intent is dropped at'),

@@ -52,6 +52,12 @@ export interface IntentRow {
   created_at_s: bigint;
   updated_at_s: bigint;
   expires_at_s: bigint;
+  /** The gateway's last run of this intent on its own that left it pending (all three null when none, or since the agent's retry retained it anew). */
+  last_attempt_at_s: bigint | null;
+  /** That run's problem body, as JSON text. */
+  last_attempt_error: string | null;
+  /** Whether the gateway runs it again (the back-off), or only the agent's retry with its key can now. */
+  last_attempt_retried: boolean | null;
 }
 
 // ---- mail connectors ----
@@ -161,14 +167,15 @@ export async function orphanedExecutionIds(db: Queryable, staleBeforeMs: number,
  * Retains an intent once per (caller, key): a retry of the same request (the caller checked the row's
  * fingerprint: `Intents.retain`) refreshes and returns the same row.
  */
-export async function upsertIntent(db: Queryable, row: IntentRow): Promise<IntentRow> {
+export async function upsertIntent(db: Queryable, row: Omit<IntentRow, 'last_attempt_at_s' | 'last_attempt_error' | 'last_attempt_retried'>): Promise<IntentRow> {
   const { rows } = await db.query<IntentRow>(
     `INSERT INTO service_intents (id, agent_id, service_id, action, input, price_uc, requested_by, idempotency_key, state,
        execution_id, created_at_s, updated_at_s, expires_at_s, request_fingerprint, cancellation_reason)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, NULL)
      ON CONFLICT (requested_by, idempotency_key) DO UPDATE SET
        state = 'pending', execution_id = NULL, cancellation_reason = NULL, updated_at_s = EXCLUDED.updated_at_s,
-       expires_at_s = EXCLUDED.expires_at_s, request_fingerprint = EXCLUDED.request_fingerprint
+       expires_at_s = EXCLUDED.expires_at_s, request_fingerprint = EXCLUDED.request_fingerprint,
+       last_attempt_at_s = NULL, last_attempt_error = NULL, last_attempt_retried = NULL
      RETURNING *`,
     [
       row.id, row.agent_id, row.service_id, row.action, JSON.stringify(row.input), row.price_uc, row.requested_by,
@@ -228,6 +235,14 @@ export async function cancelPendingIntentsOf(db: Queryable, agentIds: readonly s
     [[...agentIds], reason, nowS],
   );
   return rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
+/** Records the gateway's own run of a pending intent that left it pending (nothing when it is no longer pending). */
+export async function recordIntentAttempt(db: Queryable, intentId: string, attempt: { atS: number; error: Record<string, unknown>; retried: boolean }): Promise<void> {
+  await db.query(
+    `UPDATE service_intents SET last_attempt_at_s = $2, last_attempt_error = $3, last_attempt_retried = $4 WHERE id = $1 AND state = 'pending'`,
+    [intentId, attempt.atS, JSON.stringify(attempt.error), attempt.retried],
+  );
 }
 
 /** Closes a pending intent without running it; false when it was not pending. */

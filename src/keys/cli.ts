@@ -162,6 +162,12 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
     const stops = key.retiredAtS !== null && key.retiredAtS < nowS ? 'stopped signing' : 'stops signing';
     process.stdout.write(`${key.kid} ${stops} ${when(key.retiredAtS, nowS)} and verifies until ${when(key.publishedUntilS, nowS)}\n`);
   }
+  if (!options.expireNow && report.replaced.some((key) => key.state !== 'ignored')) {
+    // Receipts have no exp, and outlive the retention (found from outside: the command spoke of vouchers only).
+    process.stdout.write(
+      'receipts a replaced key signed verify against the JWKS until then too; after that, a hold\'s evidence (GET /v1/redemptions/{id}/evidence, signed anew at each read) carries them\n',
+    );
+  }
   if (config.signingKey && options.expireNow) {
     process.stdout.write('ACG_SIGNING_KEY is set and is not in the database: if it is the leaked key, remove it from every instance\'s environment and restart them\n');
   } else if (config.signingKey) {

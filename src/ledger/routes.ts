@@ -49,7 +49,9 @@ export function ledgerRoutes({ operations, queries }: LedgerRouteDeps) {
           '`voucher` (as issued; null for an execution), `receipts` (capture, then each refund), `history` (from the journal: held, captured, ' +
           'released, expired, refunded, each with its time and amount) and `redemption` (as it stands), with `iss`, `iat`, `jti` and `sub` (the ' +
           "redemption id). Signed anew at each read (`iat`, `jti`), from one snapshot. Readable by the owner of the hold's agent (H or O) and by the " +
-          "holding merchant's API key with scope `evidence:read`; anyone else gets 404, as for a missing id. A hold past its deadline is reclaimed " +
+          "holding merchant's API key with scope `evidence:read`, which so reads the whole mandate version (every budget, merchant rule and " +
+          "threshold of the agent's, and its ancestors' for a delegate's hold): the hash the voucher names is of the whole document. Anyone else " +
+          'gets 404, as for a missing id. A hold past its deadline is reclaimed ' +
           'first. 503 signing_configuration_required without a signing key.',
         errors: [404, 503],
       }),

@@ -153,7 +153,9 @@ describe("an owner's rule that refuses the gateway's own resume", () => {
       until: (row) => !row.resume_due || row.resume_attempts > 0,
       what: 'the resume after the approval to be tried',
     });
-    expect((await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body.state).toBe('pending');
+    // The agent reading its intent sees why it still waits, and that only its own retry runs it now.
+    const waiting = (await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body;
+    expect(waiting).toMatchObject({ state: 'pending', error: null, lastAttempt: { at: expect.any(Number), retried: false, error: { code: 'SCOPE_FORBIDDEN', status: 403 } } });
     // The owner allows every service again, for another reason; the resume job comes by past its back-off.
     expect((await world.api('PUT', `/v1/owner/agents/${root.id}/mandate`, { token: root.ownerToken, key: newKey('allow'), body: {} })).status).toBe(200);
     await runResumeJobsLater(world);
@@ -164,8 +166,26 @@ describe("an owner's rule that refuses the gateway's own resume", () => {
     // The agent's own retry with its key asks again, and runs.
     const ran = await execute(world, root.token, repoRequest, key);
     expect(ran.status, JSON.stringify(ran.body)).toBe(200);
-    expect((await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body.state).toBe('executed');
+    expect((await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body).toMatchObject({ state: 'executed', lastAttempt: null });
     expect(repoCalls()).toBe(callsBefore + 1);
+  });
+});
+
+describe('a resume that the upstream refuses for now', () => {
+  it('leaves the intent pending with its last run shown (when, the problem, retried by the gateway), which a pending intent read without (found from outside)', async () => {
+    const { root } = await tree();
+    const brokenRequest = { serviceId: 'github-public', action: 'repository.get', input: { owner: 'broken', repo: 'resume' } };
+    const asked = await execute(world, root.token, brokenRequest, newKey('upstream-resume'));
+    expect(asked.status, JSON.stringify(asked.body)).toBe(402);
+    expect((await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.token })).body).toMatchObject({ state: 'pending', lastAttempt: null });
+    const topupId = asked.body.payment.id as string;
+    expect((await world.api('POST', `/v1/payments/topups/${topupId}/approve`, { token: root.ownerToken, body: {} })).body.status).toBe('settled');
+    const intent = await waitFor(async () => (await world.api('GET', `/v1/intents/${asked.body.intentId}`, { token: root.ownerToken })).body, {
+      until: (body) => body.lastAttempt !== null,
+      what: 'the resume after the approval to be tried',
+    });
+    expect(intent).toMatchObject({ state: 'pending', error: null, lastAttempt: { retried: true, error: { status: 502, charged: false } } });
+    expect(await holdsOf(world, root.id)).toEqual([expect.objectContaining({ state: 'released', capturedUc: 0n })]);
   });
 });
 

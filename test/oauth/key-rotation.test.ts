@@ -283,6 +283,8 @@ describe('acg keys', () => {
       const second = await run(process.execPath, [ACG, 'keys', 'rotate'], { env });
       expect(second.stdout).toMatch(/published \S+; it signs from \S+ \(in 600 s\)/);
       expect(second.stdout).toMatch(/stops signing \S+ \(in 600 s\) and verifies until \S+ \(in 605400 s\)/);
+      // Receipts outlive the retention: it says where they are shown after it (found from outside: it spoke of vouchers only).
+      expect(second.stdout).toContain("receipts a replaced key signed verify against the JWKS until then too; after that, a hold's evidence (GET /v1/redemptions/{id}/evidence, signed anew at each read) carries them\n");
       const list = await run(process.execPath, [ACG, 'keys', 'list'], { env });
       const states = list.stdout.trim().split('\n').map((line) => line.split(/\s+/)[1]);
       expect(states.sort()).toEqual(['signing', 'upcoming']);
@@ -298,6 +300,7 @@ describe('acg keys', () => {
       // The keys it replaced that live mode never used are said to be so, not "stops signing".
       expect(sealed.stdout).toMatch(/\S+ is unsealed: live mode does not use it \(delete it\)\n/);
       expect(sealed.stdout).not.toMatch(/stops signing/);
+      expect(sealed.stdout).not.toContain('receipts a replaced key signed');
       // Live mode's list names the keys it leaves out: the two rotated in dev mode, kept unsealed.
       const liveList = await run(process.execPath, [ACG, 'keys', 'list'], { env: live });
       const ignored = liveList.stdout.split('\n').filter((line) => line.endsWith('unsealed: live mode does not use it (delete it)'));

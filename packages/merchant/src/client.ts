@@ -5,7 +5,7 @@
 // client keeps a RevocationSet, fed by the `voucher.revoked` webhook (handleWebhook) or by polling the
 // revocations feed (pollRevocations, syncRevocations), and refuses the vouchers in it.
 import { createHash, randomUUID } from 'node:crypto';
-import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { createRemoteJWKSet, decodeProtectedHeader, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { ConnectionError, GatewayError, VerificationError } from './errors.js';
 import { RevocationSet, REVOCATION_TOLERANCE_S_DEFAULT } from './revocations.js';
 import type { EvidenceClaims, EvidenceMandate, Problem, ReceiptClaims, Redemption, RefundResult, RevocationFeedPage, VoucherClaims, WebhookEvent } from './types.js';
@@ -156,6 +156,15 @@ function retryable(status: number, code: string | undefined): boolean {
  * segment's last byte. jose's decoder ignores those bits, so one voucher had several spellings that all verified
  * (found from outside), and a merchant keeping vouchers by their text would take them for different vouchers.
  */
+/** The `kid` a token's header names, to say which key a refusal looked for (undefined when the header does not read). */
+function headerKid(token: string): unknown {
+  try {
+    return decodeProtectedHeader(token).kid;
+  } catch {
+    return undefined;
+  }
+}
+
 function isOneSpelling(token: string): boolean {
   return /^[\w-]+\.[\w-]+\.[\w-]+$/.test(token) && token.split('.').every((part) => Buffer.from(part, 'base64url').toString('base64url') === part);
 }
@@ -227,7 +236,7 @@ export class MerchantClient {
    * `nbf`, so with `strictExp` (a voucher) `exp` is checked again without it: a voucher whose hold the gateway
    * has expired (credit back to the agent, capture 409 hold_resolved) must not verify for another 30 s. The
    * tolerance still absorbs a gateway clock ahead of ours (`nbf`). A receipt has no `exp`: it records a past
-   * capture and verifies however old it is.
+   * capture and verifies while its key is in the gateway's JWKS (a rotated key stays for its retention).
    */
   private async verifyJwt(token: string, typ: string, audience: string | undefined, strictExp: boolean): Promise<JWTPayload> {
     try {
@@ -251,7 +260,10 @@ export class MerchantClient {
       if (isKeySetUnreachable(error)) {
         throw new ConnectionError(1, undefined, { cause: error, message: `the gateway's keys (${this.jwksUrl}) could not be read, so the ${typ} could not be checked: ${(error as Error).message}; retry later` });
       }
-      throw new VerificationError('invalid_token', `the ${typ} does not verify: ${this.whyRefused(error, audience)}`, { cause: error });
+      // A token the gateway signed for another merchant is genuine (jose checks claims after the signature): a misrouted
+      // agent, not a forgery, as for a receipt (found from outside: a voucher said invalid_token, a receipt wrong_merchant).
+      const code = error instanceof errors.JWTClaimValidationFailed && error.claim === 'aud' && error.reason === 'check_failed' ? 'wrong_merchant' : 'invalid_token';
+      throw new VerificationError(code, `the ${typ} does not verify: ${this.whyRefused(error, audience, token)}`, { cause: error });
     }
   }
 
@@ -260,8 +272,16 @@ export class MerchantClient {
    * outside: "unexpected "iss" claim value" left a merchant guessing that gatewayUrl said localhost where the gateway
    * names itself 127.0.0.1). A claim check runs after the signature's, so the values named are the gateway's own.
    */
-  private whyRefused(error: unknown, audience: string | undefined): string {
+  private whyRefused(error: unknown, audience: string | undefined, token: string): string {
     const message = (error as Error).message;
+    if (error instanceof errors.JWKSNoMatchingKey) {
+      // A receipt outlives its key's publication (a rotated key leaves the JWKS after its retention, 7 days by default),
+      // which read as a forgery with jose's words alone (found from outside).
+      return (
+        `no key of the gateway's JWKS (${this.jwksUrl}) has its kid ${JSON.stringify(headerKid(token))}: a forgery, or a key the gateway stopped publishing ` +
+        `(a rotated key is published for its retention, 7 days by default); a receipt older than that is shown, signed anew, by getEvidence(redemptionId)`
+      );
+    }
     if (error instanceof errors.JWTExpired) {
       const exp = error.payload.exp;
       return typeof exp === 'number' ? `it expired at ${new Date(exp * 1000).toISOString()} (now ${new Date().toISOString()} by this machine's clock)` : message;
@@ -316,7 +336,11 @@ export class MerchantClient {
     return claims;
   }
 
-  /** Verifies a capture or refund receipt offline and checks that it was issued for you. */
+  /**
+   * Verifies a capture or refund receipt offline and checks that it was issued for you (`wrong_merchant` when not). It
+   * verifies while the key that signed it is in the gateway's JWKS: a key replaced by a rotation stays for its retention
+   * (7 days by default); for an older receipt, `getEvidence` carries it under the gateway's current signature.
+   */
   async verifyReceipt(receipt: string): Promise<ReceiptClaims> {
     const payload = await this.verifyJwt(receipt, RECEIPT_TYP, undefined, false);
     const kind = payload.kind;

@@ -69,7 +69,7 @@ export class ConnectionError extends Error {
 }
 
 export type VerificationCode =
-  /** Bad signature, unknown key, wrong `typ`/`iss`/`aud`, expired, or malformed claims. */
+  /** Bad signature, unknown key, wrong `typ`/`iss`, expired, or malformed claims. */
   | 'invalid_token'
   /** A valid voucher for an offer the caller did not accept. */
   | 'wrong_offer'
@@ -77,7 +77,7 @@ export type VerificationCode =
   | 'voucher_revoked'
   /** A valid voucher whose amount is outside the caller's bounds. */
   | 'amount_out_of_bounds'
-  /** A valid receipt issued for another merchant. */
+  /** A genuine voucher or receipt issued for another merchant (a voucher's `aud`, a receipt's `merchant_id`). */
   | 'wrong_merchant'
   /** A webhook whose signature, timestamp or body does not verify. */
   | 'invalid_webhook';

@@ -105,7 +105,8 @@ describe('verifyVoucher', () => {
     expect([twice.code, twice.message]).toEqual(['invalid_token', 'the voucher+jwt does not verify: it is not a compact JWS of three base64url segments, each in its one spelling']);
     // Each refusal names what was expected and what the token holds (found from outside: jose's words named neither).
     const foreign = await failure(client({ merchantId: 'mer_someoneelse' }).verifyVoucher(voucher));
-    expect([foreign.code, foreign.message]).toEqual(['invalid_token', `the voucher+jwt does not verify: it is for ${JSON.stringify(claims.aud)}, not merchantId "mer_someoneelse"`]);
+    // A genuine voucher of another merchant is a misrouted agent, not a forgery: wrong_merchant, as for a receipt (found from outside).
+    expect([foreign.code, foreign.message]).toEqual(['wrong_merchant', `the voucher+jwt does not verify: it is for ${JSON.stringify(claims.aud)}, not merchantId "mer_someoneelse"`]);
     const elsewhere = await failure(client({ issuer: 'https://evil.example' }).verifyVoucher(voucher));
     expect(elsewhere.code).toBe('invalid_token');
     expect(elsewhere.message).toContain(`its issuer is ${JSON.stringify(claims.iss)}, not "https://evil.example": set gatewayUrl`);
@@ -169,7 +170,11 @@ describe('verifyVoucher', () => {
     try {
       const forged = await Promise.all(Array.from({ length: 5 }, (_, n) => failure(sdk.verifyVoucher(withKid(`forged-${n}`)))));
       expect(forged.map((error) => error.code)).toEqual(Array(5).fill('invalid_token'));
-      expect((await failure(sdk.verifyVoucher(withKid('forged-later')))).code).toBe('invalid_token');
+      const later = await failure(sdk.verifyVoucher(withKid('forged-later')));
+      expect(later.code).toBe('invalid_token');
+      // It says which key it looked for, and that a receipt outliving its key is read through its evidence (found from outside).
+      expect(later.message).toContain(`no key of the gateway's JWKS (${world.url}/.well-known/jwks.json) has its kid "forged-later": a forgery, or a key the gateway stopped publishing`);
+      expect(later.message).toContain('getEvidence(redemptionId)');
       expect(fetches).toEqual(['jwks']);
       // The next cooldown: one fetch again.
       await new Promise((resolve) => setTimeout(resolve, 350));
