@@ -116,9 +116,13 @@ function parsedBody(text: string): { message: unknown; text: string } | undefine
  * params with the offending members (the SDK answers most of these -32603 Internal error with its schema
  * library's dump, which a client reads as a server fault worth retrying).
  */
-/** A JSON-RPC request id as MCP takes it: a string, or an integer (JSON-RPC 2.0 §4: no fractional part). */
+/**
+ * A JSON-RPC request id as MCP takes it: a string, or an integer (JSON-RPC 2.0 §4: no fractional part) that reads
+ * back as sent. An integer past 2^53 − 1 does not: JSON.parse rounds it, and the answer would carry another id than
+ * the request's (found from outside: 9007199254740993 came back 9007199254740992), so it is refused as no id.
+ */
 function isRequestId(id: unknown): boolean {
-  return typeof id === 'string' || (typeof id === 'number' && Number.isInteger(id));
+  return typeof id === 'string' || (typeof id === 'number' && Number.isSafeInteger(id));
 }
 
 function refusal(body: { message: unknown; text: string } | undefined, mcp: GatewayMcp, protocolVersion: string | undefined): string | undefined {
@@ -128,7 +132,7 @@ function refusal(body: { message: unknown; text: string } | undefined, mcp: Gate
   // An id that is no id (MCP: a string or an integer) is not echoed: the answer's id is null, as JSON-RPC 2.0 §5 has
   // it for an id that could not be read (found from outside: `"id": 2.5` came back, breaking the answer's schema).
   if ('id' in message && !isRequestId(message.id) && message.id !== null) {
-    return jsonRpcError(null, -32600, 'Invalid Request: id must be a string or an integer');
+    return jsonRpcError(null, -32600, 'Invalid Request: id must be a string or an integer of at most 2^53 − 1 (send a larger one as a string)');
   }
   // A notification too (no id: the error's id is null, as a 400 to a notification may carry, MCP Streamable HTTP).
   const malformed = (path: string, detail: string) =>

@@ -293,18 +293,26 @@ describe('the 2026-07-28 wire', () => {
     }
   });
 
-  it('an id that is no id (a fraction, a boolean, an object) is 400 -32600 with id null, never echoed (found from outside: 2.5 came back, breaking the answer\'s schema)', async () => {
+  it('an id that is no id (a fraction, a boolean, an object, an integer past 2^53 − 1) is 400 -32600 with id null, never echoed (found from outside: 2.5 came back, breaking the answer\'s schema, and 9007199254740993 came back rounded)', async () => {
     for (const headers of [{ 'mcp-protocol-version': LEGACY }, {}] as Array<Record<string, string>>) {
-      for (const id of [2.5, true, { n: 1 }, [1]]) {
+      for (const id of ['2.5', 'true', '{"n":1}', '[1]', '9007199254740993', '123456789012345678901234567890']) {
         const res = await fetch(mcpUrl, {
           method: 'POST',
           headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}`, ...headers },
-          body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/list' }),
+          body: `{"jsonrpc":"2.0","id":${id},"method":"tools/list"}`,
         });
-        expect(res.status, JSON.stringify(id)).toBe(400);
-        expect(await res.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request: id must be a string or an integer' } });
+        expect(res.status, id).toBe(400);
+        expect(await res.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request: id must be a string or an integer of at most 2^53 − 1 (send a larger one as a string)' } });
       }
     }
+    // The largest that reads back as sent is answered with it.
+    const largest = await fetch(mcpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}`, 'mcp-protocol-version': LEGACY },
+      body: '{"jsonrpc":"2.0","id":9007199254740991,"method":"tools/list"}',
+    });
+    expect(largest.status).toBe(200);
+    expect(await largest.text()).toMatch(/"id":9007199254740991[,}]/);
   });
 
   it('a message whose jsonrpc is not "2.0" is 400 -32600 Invalid Request, with or without params, not -32602 for the params it lacks (found from outside)', async () => {
