@@ -2988,7 +2988,7 @@ export interface components {
             }[];
             merchants: {
                 allow: string[] | null;
-                /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing; a name on both allow and deny is refused (400), since it could never be paid */
+                /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing; a name on both allow and deny is refused (400), since it could never be paid (names are compared as written: a merchant's id on one list and its domain on the other are not, since a merchant may move domains; deny wins at the hold) */
                 deny: string[];
             };
             approvalAboveUc: string | null;
@@ -6359,7 +6359,7 @@ export interface operations {
                     /** @description a member left out takes its default: allow null (any merchant not denied), deny []; for a delegate, its parent's */
                     merchants?: {
                         allow?: string[] | null;
-                        /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing; a name on both allow and deny is refused (400), since it could never be paid */
+                        /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing; a name on both allow and deny is refused (400), since it could never be paid (names are compared as written: a merchant's id on one list and its domain on the other are not, since a merchant may move domains; deny wins at the hold) */
                         deny?: string[];
                     };
                     approvalAboveUc?: string | null;
@@ -7933,7 +7933,7 @@ export interface operations {
                         /** @description a member left out takes its default: allow null (any merchant not denied), deny []; for a delegate, its parent's */
                         merchants?: {
                             allow?: string[] | null;
-                            /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing; a name on both allow and deny is refused (400), since it could never be paid */
+                            /** @description never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing; a name on both allow and deny is refused (400), since it could never be paid (names are compared as written: a merchant's id on one list and its domain on the other are not, since a merchant may move domains; deny wins at the hold) */
                             deny?: string[];
                         };
                         approvalAboveUc?: string | null;

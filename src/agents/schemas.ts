@@ -83,7 +83,7 @@ const Budget = Type.Object(
 );
 
 const MerchantAllow = Nullable(Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: MERCHANT_RULES_MAX, description: 'only these merchants (ids or verified domains); null: any not denied. An id must name a registered merchant (400 otherwise); a domain may be named before its merchant registers' }));
-const MerchantDeny = Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: MERCHANT_RULES_MAX, description: 'never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing; a name on both allow and deny is refused (400), since it could never be paid' });
+const MerchantDeny = Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: MERCHANT_RULES_MAX, description: 'never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing; a name on both allow and deny is refused (400), since it could never be paid (names are compared as written: a merchant\'s id on one list and its domain on the other are not, since a merchant may move domains; deny wins at the hold)' });
 const MerchantRules = Type.Object({ allow: MerchantAllow, deny: MerchantDeny }, { additionalProperties: false });
 
 /**
