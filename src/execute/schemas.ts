@@ -39,7 +39,7 @@ export const ApprovalRequiredSchema = Type.Object(
     code: Type.Literal('approval_required'),
     detail: Type.Optional(Type.String()),
     state: Type.Literal(APPROVAL_STATE_PENDING),
-    intentId: Type.String(),
+    intentId: Type.String({ description: 'the retained intent (int_…, GET /v1/intents/{id}), not the approval: the approval is `payment` (its `id`, top_… or pur_…), and `approvalUrl` is its page. (A voucher\'s 402 names its purchase approval pur_… as `intentId`, since a mint retains no intent.)' }),
     intent: Type.Ref('ServiceIntent'),
     priceUc: Microcredits('the price the credit did not cover'),
     payment: Type.Object({}, { additionalProperties: true, description: "the provider's pending payment (a Top-up request record), or, above the approval threshold, the purchase approval" }),

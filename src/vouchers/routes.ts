@@ -20,7 +20,7 @@ export function voucherRoutes({ mintVoucher }: VoucherOperations) {
           'Group commit: concurrent mints share one transaction, each with its own answer exactly as if minted one by one, one agent\'s mints in arrival order; ' +
           'when too many wait, 503 overloaded with Retry-After (nothing taken, the key not kept). ' +
           "Above the agent's mandate `approvalAboveUc` the purchase waits for its owner: 402 approval_required (`reason: " +
-          'above_approval_threshold`) with `approvalUrl` (the gateway\'s approval page), `intentId` and `intent` (`{offerId, agentId, maxUc?}`), ' +
+          'above_approval_threshold`) with `approvalUrl` (the gateway\'s approval page), `intentId` (the purchase approval, pur_…: a mint retains no intent, unlike execute, whose `intentId` is its int_…) and `intent` (`{offerId, agentId, maxUc?}`), ' +
           '`purchase` (the approval) and `instructions`; nothing is taken and the answer is not kept, so after the owner approves, the retry ' +
           'with the same Idempotency-Key takes the hold and returns the voucher, once (a further retry replays it). If the owner declined, or ' +
           'the approval expired (15 minutes to answer, then as long to retry) or was used, the retry answers 409 conflict (`reason` ' +
