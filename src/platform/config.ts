@@ -2,6 +2,7 @@
 // every problem at once with one readable line each (so an operator fixes them in one pass).
 import { X509Certificate } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { CREDENTIAL_FACTS_MS_DEFAULT, CREDENTIAL_FACTS_MS_MAX } from './credential-facts.ts';
 import { DEFAULT_DATABASE_TIMEOUTS, DEFAULT_POOL_SIZE_MAX, type DatabaseTimeouts } from './db/database.ts';
@@ -427,6 +428,9 @@ export function unreadSettings(env: Env): string[] {
   return warnings;
 }
 
+/** A host name as DNS spells one (RFC 1123 labels of letters, digits and inner hyphens), which listen may resolve. */
+const HOST_NAME = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i;
+
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
   const modeRaw = env.ACG_MODE || 'dev';
@@ -434,6 +438,8 @@ export function loadConfig(env: Env = process.env): Config {
   const mode: Mode = modeRaw === 'live' ? 'live' : 'dev';
   const port = integer(env, 'PORT', 8080, 0, 65535, problems);
   const host = env.HOST || '127.0.0.1';
+  // Said with the other settings, before the database opens (found from outside: a mistyped HOST was told only at listen).
+  if (!isIP(host) && !HOST_NAME.test(host)) problems.push(`HOST must be an IP address or a host name (default 127.0.0.1; 0.0.0.0 for every interface), got "${host}"`);
   const baseUrlEnv = canonicalBaseUrl(url(env, 'ACG_BASE_URL', problems), problems);
   if (mode === 'live' && !env.ACG_BASE_URL) problems.push('ACG_BASE_URL is required in live mode (it is the issuer of every token we sign)');
   const databaseUrl = env.DATABASE_URL || undefined;

@@ -68,6 +68,13 @@ describe('live mode refuses what would run it insecurely', () => {
     }
   });
 
+  it('names a HOST that is neither an address nor a host name with the other settings (found from outside: it was told only at listen)', () => {
+    for (const host of ['bad..host', 'http://127.0.0.1', '127.0.0.1:8080', 'exa mple', '-leading.example']) {
+      expect(() => loadConfig({ HOST: host }), host).toThrow(`HOST must be an IP address or a host name (default 127.0.0.1; 0.0.0.0 for every interface), got "${host}"`);
+    }
+    for (const host of ['0.0.0.0', '::', '::1', '127.0.0.1', 'localhost', 'gateway.internal', 'gw-1.example.com.']) expect(loadConfig({ HOST: host }).host, host).toBe(host);
+  });
+
   it('lets the DNS resolver client use plain HTTP exactly where the start-up check accepts it (found from outside: it refused a loopback http resolver at every query)', () => {
     const issuers = { ACG_HUMAN_ISSUER: 'https://id.example', ACG_AGENT_ISSUER: 'https://agents.example' };
     expect(loadConfig({ ...live, ...issuers, ACG_DOH_RESOLVER_URL: 'http://127.0.0.1:8053/dns-query' }).doh.cleartext).toBe(true);
