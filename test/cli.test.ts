@@ -3,17 +3,18 @@
 // finds at ACG_BASE_URL and in ACG_DATA_DIR is checked by running bin/acg.js, from a directory of its
 // own, against an in-process gateway (or a port where nothing listens).
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { CommanderError, type Command } from 'commander';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildCli } from '../src/cli.ts';
 import { sha256Hex } from '../src/operator/credential.ts';
 import { ENV_VARS } from '../src/platform/config.ts';
 import { listMigrations, migrationName } from '../src/platform/db/migrate.ts';
+import { embeddedDatabaseDir } from '../src/platform/db/open.ts';
 import { loadDevIssuerKeys, mintDevToken } from '../src/identity/dev-issuers.ts';
 import { freePort } from './support/doh-server.ts';
 import { startTestGateway, type TestGateway } from './support/gateway.ts';
@@ -268,6 +269,16 @@ describe('commands aimed at a running gateway', () => {
       // The key is the gateway's: with no gateway, the command does not grant in the database behind its back.
       const offline = await acg(elsewhere, { ACG_DATA_DIR: gatewayDir, ACG_BASE_URL: nobody }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '2000000', '--idempotency-key', key!);
       expect([offline.code, offline.stderr]).toEqual([2, `no gateway answers at ${nobody}: with --idempotency-key the grant goes through the gateway only; start it, then run this again\n`]);
+      // The same without the operator credential in this shell (none given, none in the data directory), beside a
+      // database it could write to: the key was ignored there, and each run granted again (found from outside).
+      const bare = mkdtempSync(path.join(tmpdir(), 'acg-cli-bare-'));
+      try {
+        cpSync(inject('migratedPgliteDir')!, embeddedDatabaseDir(bare), { recursive: true });
+        const keyless = await acg(elsewhere, { ACG_DATA_DIR: bare, ACG_BASE_URL: nobody }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '2000000', '--idempotency-key', key!);
+        expect([keyless.code, keyless.stdout, keyless.stderr]).toEqual([2, '', `no gateway answers at ${nobody}: with --idempotency-key the grant goes through the gateway only; start it, then run this again\n`]);
+      } finally {
+        rmSync(bare, { recursive: true, force: true });
+      }
     } finally {
       lossy.close();
     }

@@ -90,11 +90,7 @@ async function grantThroughGateway(config: Config, token: string, grant: Grant):
     report(answer.body.lot as Lot, `through the gateway at ${config.baseUrl}${answer.replayed ? ', the first answer to this --idempotency-key (nothing granted again)' : ''}`);
     return true;
   } catch (error) {
-    if (error instanceof GatewayNotRunning) {
-      // The key is the gateway's: a grant written straight to the database would not see the one it may have applied.
-      if (grant.idempotencyKey !== undefined) fail(`no gateway answers at ${config.baseUrl}: with --idempotency-key the grant goes through the gateway only; start it, then run this again`);
-      return false;
-    }
+    if (error instanceof GatewayNotRunning) return false;
     if (error instanceof NoAnswer) {
       fail(
         `${error.message}; its Idempotency-Key was ${error.idempotencyKey}. Look at the agent's lots (GET /v1/owner/agents/${grant.agentId}/lots) ` +
@@ -154,7 +150,11 @@ export async function grantCredit(config: Config, options: GrantOptions): Promis
   } else if (await gatewayAnswers(config.baseUrl).catch((error: Error) => fail(error.message))) {
     fail(await missingCredential(config));
   }
-  // Nothing answers at the base URL: the database itself, if there is one to open.
+  // Nothing answers at the base URL. The key is the gateway's: a grant written straight to the database would not see
+  // the one it may have applied, with or without the operator credential in this shell (found from outside: without
+  // ACG_OPERATOR_TOKEN the key was ignored, and each run granted again).
+  if (grant.idempotencyKey !== undefined) fail(`no gateway answers at ${config.baseUrl}: with --idempotency-key the grant goes through the gateway only; start it, then run this again`);
+  // The database itself, if there is one to open.
   if (!config.databaseUrl && !existsSync(embeddedDatabaseDir(config.dataDir))) {
     fail(
       `no gateway answers at ${config.baseUrl}, and there is no database in ${config.dataDir}: start the gateway (npm start) and run this again ` +
