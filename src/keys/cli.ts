@@ -17,6 +17,7 @@ import {
   PUBLICATION_LEAD_S_DEFAULT,
   RETIRED_KEY_RETENTION_S_DEFAULT,
   KEY_RELOAD_INTERVAL_S,
+  AnotherBoxKeyError,
   rotateSigningKeys,
   type SigningKeySummary,
 } from '../platform/signing.ts';
@@ -128,15 +129,26 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
     fail('live mode seals a rotated key with ACG_SECRET_BOX_KEY (base64 of 32 random bytes, the one the gateway runs with): set it and rotate again');
   }
   const nowS = new SystemClock().nowS();
-  const { report, outlasting, longestHoldS } = await withDatabase(config, async (db) => {
+  const rotated = await withDatabase(config, async (db) => {
     // Said once the database is open: on PGlite a running gateway refuses the command before anything is made.
     process.stdout.write(`generating a new ES256 key${sealWith ? ', sealed with ACG_SECRET_BOX_KEY' : ' (dev mode: kept unsealed, as the dev key is)'}…\n`);
+    let report;
+    try {
+      report = await rotateSigningKeys(db, { nowS, leadS, retentionS, sealWith, mode: config.mode });
+    } catch (error) {
+      // Refused after the database closes (withDatabase), as every other refusal of the command.
+      if (error instanceof AnotherBoxKeyError) return { refused: error.message } as const;
+      throw error;
+    }
     return {
-      report: await rotateSigningKeys(db, { nowS, leadS, retentionS, sealWith, mode: config.mode }),
+      refused: undefined,
+      report,
       outlasting: await LedgerService.heldPast(db, nowS + leadS + retentionS),
       longestHoldS: await OfferService.longestHoldLifetimeS(db),
     };
   });
+  if (rotated.refused !== undefined) fail(rotated.refused);
+  const { report, outlasting, longestHoldS } = rotated;
   if (outlasting.count > 0 && !options.expireNow) {
     // Their vouchers were signed by the key this replaces (found from outside: they stopped verifying offline, silently).
     process.stderr.write(

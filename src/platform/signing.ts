@@ -104,6 +104,14 @@ function storedPrivate(kid: string, privateJwk: JWK, box: SecretBoxKey | undefin
   return box ? sealSecret(box, json, sealContext(kid)) : json;
 }
 
+/** A sealed key that the configured ACG_SECRET_BOX_KEY does not open (another box key sealed it). */
+export class UnopenedKeyError extends Error {
+  constructor(readonly kid: string, reason: string) {
+    super(`signing key ${kid} does not open with ACG_SECRET_BOX_KEY (${reason})`);
+    this.name = 'UnopenedKeyError';
+  }
+}
+
 /** The row's key; one already loaded under the same kid is reused (a kid names one key pair), with the row's times. */
 async function fromRow(row: SigningKeyRow, loaded: LoadedKey | undefined, box: SecretBoxKey | undefined): Promise<LoadedKey> {
   const times = { activeFromS: Number(row.active_from_s), retiredAtS: toS(row.retired_at_s), publishedUntilS: toS(row.published_until_s) };
@@ -114,7 +122,7 @@ async function fromRow(row: SigningKeyRow, loaded: LoadedKey | undefined, box: S
     try {
       privateJson = openSecret(box, privateJson, sealContext(row.kid));
     } catch (error) {
-      throw new Error(`signing key ${row.kid} does not open with ACG_SECRET_BOX_KEY (${(error as Error).message})`);
+      throw new UnopenedKeyError(row.kid, (error as Error).message);
     }
   }
   return loadKey(row.kid, JSON.parse(row.public_jwk) as JWK, JSON.parse(privateJson) as JWK, times);
@@ -154,7 +162,12 @@ export async function checkConfiguredKey(text: string): Promise<string | undefin
     await importConfiguredKey(text);
     return undefined;
   } catch (error) {
-    return `ACG_SIGNING_KEY is not a usable ES256 private key (JWK or PKCS#8 PEM): ${(error as Error).message}`;
+    // `openssl ecparam -genkey` writes SEC1, the first command most operators try (found from outside: jose's words
+    // alone, '"pkcs8" must be PKCS#8 formatted string', did not say what to run).
+    const sec1 = text.includes('-----BEGIN EC PRIVATE KEY-----')
+      ? ': this is a SEC1 EC key; convert it with `openssl pkcs8 -topk8 -nocrypt`, or make one with `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256`'
+      : '';
+    return `ACG_SIGNING_KEY is not a usable ES256 private key (JWK or PKCS#8 PEM): ${(error as Error).message}${sec1}`;
   }
 }
 
@@ -167,6 +180,8 @@ export class SigningKeys {
   private configuredKey: LoadedKey | undefined;
   /** The unsealed keys live mode last left out, so each change of them is reported once. */
   private ignored = '';
+  /** The sealed keys this instance's box key did not open at the last load (reported once a change). */
+  private unopened: string[] = [];
   /** Live mode: ACG_SIGNING_KEY's kid when the database keeps that key unsealed, so it is left out like the row. */
   private exposedConfiguredKid: string | undefined;
 
@@ -216,8 +231,38 @@ export class SigningKeys {
     this.reportIgnoredKeys(unsealed.filter((row) => !loaded.some((k) => k.kid === row.kid)).map((row) => row.kid));
     const known = new Map(this.keys.map((k) => [k.kid, k]));
     const box = rows.some((row) => isSealed(row.private_jwk)) ? configuredSecretBoxKey(this.config) : undefined;
-    for (const row of rows) if (!loaded.some((k) => k.kid === row.kid)) loaded.push(await fromRow(row, known.get(row.kid), box));
+    const unopened: UnopenedKeyError[] = [];
+    let opened = 0;
+    for (const row of rows) {
+      if (loaded.some((k) => k.kid === row.kid)) continue;
+      try {
+        loaded.push(await fromRow(row, known.get(row.kid), box));
+        if (isSealed(row.private_jwk)) opened += 1;
+      } catch (error) {
+        if (!(error instanceof UnopenedKeyError)) throw error;
+        unopened.push(error);
+      }
+    }
+    // A box key that opens none of the sealed keys is this instance's mistake: refused (at start, the gateway does not
+    // start). One that opens some left out only keys another box key sealed (a rotation run with the wrong
+    // ACG_SECRET_BOX_KEY): this instance goes on with the others, and says which (found from outside: every restart
+    // then failed, though the key signing until then still opened).
+    if (unopened.length > 0 && opened === 0) throw unopened[0]!;
+    this.reportUnopenedKeys(unopened.map((error) => error.kid));
     this.keys = loaded;
+  }
+
+  private reportUnopenedKeys(kids: string[]): void {
+    const now = kids.join(',');
+    if (now === this.unopened.join(',')) return;
+    this.unopened = kids;
+    if (kids.length === 0) return;
+    this.reportIgnored(
+      "signing keys that this instance's ACG_SECRET_BOX_KEY does not open are left out (neither signing, published nor verifying here): " +
+        'another box key sealed them, most likely an `acg keys rotate` run with another ACG_SECRET_BOX_KEY. Run `acg keys rotate` again with ' +
+        "the instances' ACG_SECRET_BOX_KEY (the key that signs until then goes on)",
+      kids,
+    );
   }
 
   private reportIgnoredKeys(kids: string[]): void {
@@ -242,9 +287,14 @@ export class SigningKeys {
 
   /** Why nothing signs, as the operator needs to hear it: no key at all, or ACG_SIGNING_KEY left out (see `reload`). */
   get whyUnconfigured(): string {
-    return this.exposedConfiguredKid === undefined
-      ? 'set ACG_SIGNING_KEY to an ES256 private key'
-      : `ACG_SIGNING_KEY is a key the database keeps unsealed (kid ${this.exposedConfiguredKid}), which anyone who read the database could sign with: set it to a new ES256 private key`;
+    if (this.exposedConfiguredKid !== undefined) {
+      return `ACG_SIGNING_KEY is a key the database keeps unsealed (kid ${this.exposedConfiguredKid}), which anyone who read the database could sign with: set it to a new ES256 private key`;
+    }
+    // A key exists but does not open here: the operator's fix is the box key, not ACG_SIGNING_KEY (found from outside).
+    if (this.unopened.length > 0) {
+      return `the signing key that would sign now (${this.unopened.join(', ')}) does not open with this instance's ACG_SECRET_BOX_KEY: run \`acg keys rotate\` with the instances' ACG_SECRET_BOX_KEY, or set ACG_SIGNING_KEY`;
+    }
+    return 'set ACG_SIGNING_KEY to an ES256 private key';
   }
 
   /** The refusal of whatever needs a signature while nothing signs: 503 signing_configuration_required, saying why. */
@@ -419,6 +469,35 @@ export interface RotationReport {
   removedKids: string[];
 }
 
+/** `acg keys rotate` sealing with a box key that does not open the keys the instances already read (exit 2). */
+export class AnotherBoxKeyError extends Error {
+  constructor(readonly kids: readonly string[]) {
+    super(
+      `ACG_SECRET_BOX_KEY here does not open the signing keys already in the database (${kids.join(', ')}), so it is not the instances' own: ` +
+        'a key sealed with it would not open on any of them. Set ACG_SECRET_BOX_KEY to the one the gateway runs with, and run this again',
+    );
+    this.name = 'AnotherBoxKeyError';
+  }
+}
+
+/**
+ * Refuses to seal a new key with a box key that opens none of the sealed keys still published: the instances read
+ * those, so they are the best check of the instances' box key (found from outside: a rotation run with another box key
+ * was accepted, and no instance could open the key it made, nor restart).
+ */
+function refuseAnotherBoxKey(rows: readonly SigningKeyRow[], box: SecretBoxKey, nowS: number): void {
+  const sealed = rows.filter((row) => isSealed(row.private_jwk) && (row.published_until_s === null || Number(row.published_until_s) > nowS));
+  const unopened = sealed.filter((row) => {
+    try {
+      openSecret(box, row.private_jwk, sealContext(row.kid));
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  if (unopened.length > 0) throw new AnotherBoxKeyError(unopened.map((row) => row.kid));
+}
+
 /**
  * Adds the next signing key. It is published at once and signs from `nowS + leadS`; every key that
  * would still be signing then stops at that moment and stays published for `retentionS` more. Keys
@@ -430,6 +509,7 @@ export async function rotateSigningKeys(db: Database, options: RotationOptions):
   const publishedUntilS = activeFromS + options.retentionS;
   return db.transaction(async (tx) => {
     const rows = await lockKeyRows(tx);
+    if (options.sealWith) refuseAnotherBoxKey(rows, options.sealWith, options.nowS);
     const expired = rows.filter((r) => r.published_until_s !== null && Number(r.published_until_s) <= options.nowS).map((r) => r.kid);
     if (expired.length > 0) await tx.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [expired]);
     // Every key that would still sign then stops at that moment, one that becomes active at that very second too (two

@@ -8,12 +8,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeProtectedHeader } from 'jose';
 import { startWorld, type World } from '../support/world.ts';
 import { createPostgresDatabase, onPostgres } from '../support/database.ts';
-import { KEY_RELOAD_INTERVAL_S, rotateSigningKeys, SigningKeys } from '../../src/platform/signing.ts';
+import { AnotherBoxKeyError, checkConfiguredKey, generateSigningKey, KEY_RELOAD_INTERVAL_S, rotateSigningKeys, SigningKeys } from '../../src/platform/signing.ts';
 import { OfferService } from '../../src/offers/service.ts';
 import { LedgerService } from '../../src/ledger/service.ts';
 import { grant, mint, openShop } from '../support/ledger-fixture.ts';
 import { generateKeyPairSync } from 'node:crypto';
-import { generateSecretBoxKey } from '../../src/platform/secret-box.ts';
+import { generateSecretBoxKey, sealSecret } from '../../src/platform/secret-box.ts';
 import { openDatabase } from '../../src/platform/db/open.ts';
 
 const run = promisify(execFile);
@@ -171,6 +171,57 @@ describe('a rotated key at rest', () => {
       expect(await meStatus(token)).toBe(200);
     } finally {
       await gateway.db.query('DELETE FROM signing_keys WHERE kid = $1', [report.next.kid]);
+      await gateway.db.query('UPDATE signing_keys SET retired_at_s = NULL, published_until_s = NULL');
+      config.secretBoxKey = undefined;
+      await gateway.signing.reload();
+    }
+  });
+});
+
+describe('ACG_SIGNING_KEY', () => {
+  it("takes PKCS#8 PEM, and names the conversion for the SEC1 key `openssl ecparam -genkey` writes (found from outside: jose's words alone)", async () => {
+    const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    expect(await checkConfiguredKey(privateKey.export({ type: 'pkcs8', format: 'pem' }) as string)).toBeUndefined();
+    expect(await checkConfiguredKey(privateKey.export({ type: 'sec1', format: 'pem' }) as string)).toContain(
+      'this is a SEC1 EC key; convert it with `openssl pkcs8 -topk8 -nocrypt`, or make one with `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256`',
+    );
+  });
+});
+
+describe('another box key', () => {
+  it("is refused by a rotation when it opens none of the sealed keys; a key another box key sealed is left out by an instance, which goes on with the others and names it once nothing else signs (found from outside)", async () => {
+    const { gateway, clock, config } = world.gw;
+    const box = generateSecretBoxKey();
+    const other = generateSecretBoxKey();
+    clock.advance(1000);
+    const first = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 0, retentionS: 600, sealWith: box.key });
+    const stray = await generateSigningKey();
+    try {
+      const rowsBefore = (await gateway.db.query('SELECT kid FROM signing_keys')).rows.length;
+      const refused = await rotateSigningKeys(gateway.db, { nowS: clock.nowS(), leadS: 600, retentionS: 600, sealWith: other.key }).catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(AnotherBoxKeyError);
+      expect((refused as Error).message).toContain(`ACG_SECRET_BOX_KEY here does not open the signing keys already in the database (${first.next.kid})`);
+      expect((await gateway.db.query('SELECT kid FROM signing_keys')).rows.length).toBe(rowsBefore);
+      // A key sealed with another box key (as a rotation before this check could write), upcoming: left out here, the
+      // key signing until then goes on (before, reload threw, and every start of the gateway failed).
+      config.secretBoxKey = box.text;
+      await gateway.db.query(
+        'INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at_s, active_from_s) VALUES ($1, $2, $3, $4, $5, $6)',
+        [stray.kid, 'ES256', JSON.stringify(stray.publicJwk), sealSecret(other.key, JSON.stringify(stray.privateJwk), `signing_key:${stray.kid}`), clock.nowS(), clock.nowS() + 600],
+      );
+      await gateway.signing.reload();
+      expect(decodeProtectedHeader(await ownerToken(600)).kid).toBe(first.next.kid);
+      expect(gateway.signing.jwks().keys.map((key) => key.kid)).not.toContain(stray.kid);
+      // Once it would sign (the good key retired), nothing signs here, and the refusal names the box key, not ACG_SIGNING_KEY.
+      await gateway.db.query('UPDATE signing_keys SET active_from_s = $2 WHERE kid = $1', [stray.kid, clock.nowS()]);
+      await gateway.db.query('UPDATE signing_keys SET retired_at_s = $1, published_until_s = $2 WHERE kid <> $3', [clock.nowS(), clock.nowS() + 600, stray.kid]);
+      await gateway.signing.reload();
+      await expect(gateway.signing.sign({ iss: world.url }, 'at+jwt')).rejects.toMatchObject({
+        code: 'signing_configuration_required',
+        message: expect.stringContaining(`(${stray.kid}) does not open with this instance's ACG_SECRET_BOX_KEY`),
+      });
+    } finally {
+      await gateway.db.query('DELETE FROM signing_keys WHERE kid = ANY($1::text[])', [[first.next.kid, stray.kid]]);
       await gateway.db.query('UPDATE signing_keys SET retired_at_s = NULL, published_until_s = NULL');
       config.secretBoxKey = undefined;
       await gateway.signing.reload();
