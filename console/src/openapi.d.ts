@@ -3349,7 +3349,12 @@ export interface components {
             /** @description the top-up (top_…) or purchase approval (pur_…) */
             id: string;
             agentId: string;
+            /** @description the agent's name, as it (or, for a delegate, its parent agent) chose it: see agentParent */
             agentName: string;
+            agentParent: {
+                id: string;
+                name: string;
+            } | null;
             /**
              * @description the agent's `effectiveStatus` now (its ancestors' freezes included): approving a frozen or retired agent's purchase is refused (409 `agent_frozen` or `agent_retired`: its retry would be refused), and a top-up approved for it credits a balance it cannot spend while it is so
              * @enum {string}

@@ -125,6 +125,12 @@ const SCRIPT = `(() => {
     const agent = await json(agentFound);
     text('agent-name', agentFound.ok ? agent.name : '');
     text('agent', record.agentId);
+    // A delegate names itself as it likes, another agent's name too: say whose it is (found from outside).
+    const parentFound = agentFound.ok && agent.parentId ? await api('GET', '/v1/owner/agents/' + encodeURIComponent(agent.parentId)) : undefined;
+    const parent = parentFound && parentFound.ok ? await json(parentFound) : undefined;
+    show('agent-parent', parent !== undefined);
+    text('agent-parent-name', parent ? parent.name : '');
+    text('agent-parent-id', parent ? parent.id : '');
     text('state', STATUS[record.status] || record.status);
     // A deadline only while one runs: the answer's, or an approved purchase's retry's; none once the request is closed.
     const approved = kind === 'purchase' && record.status === 'approved';
@@ -236,7 +242,7 @@ export function approvalPage(nonce: string, view: ApprovalPageView): string {
 <h1>${wording.heading}</h1>
 <form id="signin"><p>Sign in as the agent's owner to see the request.</p>${signIn}<button type="submit">Sign in</button></form>
 <div id="details" hidden><dl>
-<dt>Agent</dt><dd><span id="agent-name"></span> <code id="agent" class="muted"></code></dd>
+<dt>Agent</dt><dd><bdi id="agent-name"></bdi> <code id="agent" class="muted"></code><span id="agent-parent" hidden>, a delegate of <bdi id="agent-parent-name"></bdi> <code id="agent-parent-id" class="muted"></code>, which named it; it spends its root's credit</span></dd>
 <div data-for="purchase" hidden><dt>Merchant</dt><dd><bdi id="merchant-name"></bdi> <code id="merchant" class="muted"></code></dd>
 <dt>Offer</dt><dd><span id="offer-name"></span> <code id="offer" class="muted"></code></dd></div>
 <div id="resource-row" data-for="purchase" hidden><dt>Resource</dt><dd><code id="resource"></code></dd></div>

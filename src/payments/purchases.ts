@@ -91,6 +91,8 @@ export interface OwnerApproval {
   id: string;
   agentId: string;
   agentName: string;
+  /** A delegate's parent (it registered and named the delegate); null for an agent the owner registered. */
+  agentParent: { id: string; name: string } | null;
   /** The agent's effectiveStatus now: a frozen or retired agent's approved retry is still refused. */
   agentEffectiveStatus: EffectiveStatus;
   amountUc: string;
@@ -410,6 +412,13 @@ export class PurchaseApprovals {
   async ownerApprovals(db: Queryable, ownerId: string, shown: store.ApprovalsShown, page: Page): Promise<{ approvals: OwnerApproval[]; hasMore: boolean }> {
     const { items, hasMore } = await store.listOwnerApprovals(db, { ownerId, shown, nowS: this.nowS(), ucPerUsdCent: UC_PER_USD_CENT, limit: page.limit, startingAfter: page.startingAfter });
     const agents = new Map((await this.deps.identity.shownAgents(db, [...new Set(items.map((item) => item.agent_id))])).map((agent) => [agent.id, agent]));
+    // A delegate names itself as it likes (another agent's name too): its parent is shown beside it (found from outside).
+    const parentIds = [...new Set([...agents.values()].flatMap((agent) => (agent.parentId === null ? [] : [agent.parentId])))];
+    const parents = new Map((await this.deps.identity.shownAgents(db, parentIds)).map((agent) => [agent.id, agent]));
+    const parentOf = (agentId: string) => {
+      const parent = parents.get(agents.get(agentId)?.parentId ?? '');
+      return parent ? { id: parent.id, name: parent.name } : null;
+    };
     const approvals = items.map((item): OwnerApproval => {
       const merchant = merchantOf(item);
       return {
@@ -417,6 +426,7 @@ export class PurchaseApprovals {
         id: item.id,
         agentId: item.agent_id,
         agentName: agents.get(item.agent_id)?.name ?? '',
+        agentParent: parentOf(item.agent_id),
         agentEffectiveStatus: agents.get(item.agent_id)?.effectiveStatus ?? 'active',
         amountUc: formatUc(item.amount_uc),
         ...(merchant ? { merchant } : {}),

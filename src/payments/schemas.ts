@@ -90,7 +90,17 @@ export const OwnerApprovalSchema = Type.Object(
     kind: Type.String({ enum: ['topup', 'purchase'] }),
     id: Type.String({ description: 'the top-up (top_…) or purchase approval (pur_…)' }),
     agentId: Type.String(),
-    agentName: Type.String(),
+    agentName: Type.String({ description: "the agent's name, as it (or, for a delegate, its parent agent) chose it: see agentParent" }),
+    agentParent: Nullable(
+      Type.Object(
+        { id: Type.String(), name: Type.String() },
+        {
+          description:
+            "a delegate's parent: the agent that registered it and named it, whose root's credit it spends; null for an agent the owner registered. " +
+            "A delegate may take any name, another agent's too, so this says whose it is",
+        },
+      ),
+    ),
     agentEffectiveStatus: Type.String({
       enum: ['active', 'frozen', 'retired'],
       description:

@@ -142,6 +142,8 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
       await expect(page.locator('#state').textContent()).resolves.toBe('waiting for your answer');
       expect(await page.locator('#reason').isHidden()).toBe(true);
       expect(await page.locator('#stopped').isHidden()).toBe(true);
+      // An agent its owner registered: no parent is named.
+      expect(await page.locator('#agent-parent').isHidden()).toBe(true);
       // A voucher names no resource: the row is not shown.
       expect(await page.locator('#resource-row').isHidden()).toBe(true);
       await page.locator('#approve').click();
@@ -278,6 +280,23 @@ describe.runIf(hasChromium)('a purchase above the approval threshold, approved a
       expect((await call(url, 'POST', `/v1/owner/agents/${agentId}/unfreeze`, ownerToken, {}, `e2e-unfreeze-${counter}`)).status).toBe(200);
     }
   }, 120_000);
+
+  it("names a delegate's parent beside the name the delegate chose, another agent's here (found from outside)", async () => {
+    const allowed = await call(url, 'PUT', `/v1/owner/agents/${agentId}/mandate`, ownerToken, { approvalAboveUc: '2000000', delegation: { allowed: true, maxDepth: 1 } }, 'e2e-delegation');
+    expect(allowed.status).toBe(200);
+    const subject = `${agentSubject}-delegate`;
+    const created = await call(url, 'POST', `/v1/agents/${agentId}/delegates`, agentToken, { name: 'Purchase agent', identity: { issuer: `${url}/dev/issuers/agent`, subject } }, 'e2e-delegate');
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const delegateToken = await devLogin(url, 'agent', { subject, ownerEmail });
+    const asked = await call(url, 'POST', '/v1/vouchers', delegateToken, { offerId }, `e2e-delegate-mint-${++counter}`);
+    expect(asked.status).toBe(402);
+    await onThePage(asked.body.approvalUrl as string, async (page) => {
+      await expect(page.locator('#agent-name').textContent()).resolves.toBe('Purchase agent');
+      await expect(page.locator('#agent').textContent()).resolves.toBe(created.body.id);
+      await page.locator('#agent-parent').waitFor({ state: 'visible', timeout: 15_000 });
+      await expect(page.locator('#agent-parent').textContent()).resolves.toBe(`, a delegate of Purchase agent ${agentId}, which named it; it spends its root's credit`);
+    });
+  }, 60_000);
 
   it('a purchase at the threshold is not asked about', async () => {
     const small = (await call(url, 'POST', `/v1/merchants/${merchantId}/offers`, ownerToken, { name: 'A short story', category: 'books', priceUc: '2000000' }, 'e2e-small')).body.id;

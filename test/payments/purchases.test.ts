@@ -177,6 +177,7 @@ describe('GET /v1/owner/approvals', () => {
           id: topup.id,
           agentId: agent.id,
           agentName: agent.name,
+          agentParent: null,
           agentEffectiveStatus: 'active',
           amountUc: '500000000',
           reason: REASON,
@@ -190,6 +191,7 @@ describe('GET /v1/owner/approvals', () => {
           id: approvalIdOf(asked.body.approvalUrl),
           agentId: agent.id,
           agentName: agent.name,
+          agentParent: null,
           agentEffectiveStatus: 'active',
           amountUc: '3000000',
           merchant: { id: shop.merchantId, name: expect.any(String), domain: expect.any(String) },
@@ -408,6 +410,24 @@ describe('GET /v1/owner/approvals', () => {
     expect([refused.status, refused.body.code, refused.body.reason]).toEqual([403, 'FROZEN', 'retired']);
     expect(refused.body.detail).not.toMatch(/retry/);
     expect((await mint(world, child.token, offer.id, k)).headers.get('idempotent-replayed')).toBe('true');
+  });
+
+  it("names a delegate's parent beside its name, which the delegate chose and may be another agent's (found from outside: the owner approved a delegate named like another agent)", async () => {
+    const parent = await agentAsking('delegate-named', '1000000');
+    const allowed = await world.api('PUT', `/v1/owner/agents/${parent.id}/mandate`, { token: parent.ownerToken, key: key('delegation'), body: { approvalAboveUc: '1000000', delegation: { allowed: true, maxDepth: 1 } } });
+    expect(allowed.status).toBe(200);
+    const subject = `delegate-named-child-${counter}`;
+    // The delegate takes its parent's own name.
+    const created = await world.api('POST', `/v1/agents/${parent.id}/delegates`, { token: parent.token, key: key('delegate'), body: { name: parent.name, identity: { issuer: world.agentIssuer.issuer, subject } } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const child = { id: created.body.id as string, token: await world.agentToken(subject, parent.email) };
+    const offer = await shop.offer({ priceUc: '3000000' });
+    const byChild = approvalIdOf((await mint(world, child.token, offer.id, key('delegate-named'))).body.approvalUrl);
+    const byParent = approvalIdOf((await mint(world, parent.token, offer.id, key('parent-named'))).body.approvalUrl);
+    const listed = await world.api('GET', '/v1/owner/approvals?limit=100', { token: parent.ownerToken });
+    const shown = (id: string) => listed.body.approvals.find((approval: { id: string }) => approval.id === id);
+    expect(shown(byChild)).toMatchObject({ agentId: child.id, agentName: parent.name, agentParent: { id: parent.id, name: parent.name } });
+    expect(shown(byParent)).toMatchObject({ agentId: parent.id, agentName: parent.name, agentParent: null });
   });
 
   it('keeps the order they were made in within one second, so a client that polls after its last id misses none (found from outside: random ids ordered them)', async () => {

@@ -87,6 +87,18 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
               <bdi>{approval.agentName}</bdi>
             </a>{' '}
             <code class="muted">{approval.agentId}</code>
+            {approval.agentParent ? (
+              <>
+                {' '}
+                <span class="delegate-of">
+                  a delegate of{' '}
+                  <a href={`/console/agents/${encodeURIComponent(approval.agentParent.id)}`}>
+                    <bdi>{approval.agentParent.name}</bdi>
+                  </a>{' '}
+                  <code class="muted">{approval.agentParent.id}</code>, which named it; it spends its root&apos;s credit
+                </span>
+              </>
+            ) : null}
             {approval.agentEffectiveStatus !== 'active' ? (
               <>
                 {' '}
