@@ -32,7 +32,7 @@ h1{font-size:1.3rem}dt{font-weight:600;margin-top:.6rem}dd{margin:0;word-break:b
 form{border:1px solid #d0d7de;border-radius:6px;padding:1rem;margin:1rem 0}label{display:block;margin:.5rem 0}
 input,textarea{width:100%;box-sizing:border-box;padding:.4rem;font:inherit}
 button,a.button{display:inline-block;margin:.6rem .6rem 0 0;padding:.5rem 1rem;font:inherit;cursor:pointer}
-#status{min-height:1.5rem}.warning{color:#9a6700;font-weight:600}#status.ok{color:#1a7f37}#status.error{color:#9a1f1f}.muted{color:#59636e;font-size:.9rem}
+#reason{white-space:pre-line;font-style:italic;border-left:3px solid #d0d7de;padding-left:.6rem}#status{min-height:1.5rem}.warning{color:#9a6700;font-weight:600}#status.ok{color:#1a7f37}#status.error{color:#9a1f1f}.muted{color:#59636e;font-size:.9rem}
 [hidden]{display:none!important}`;
 
 
@@ -134,7 +134,8 @@ const SCRIPT = `(() => {
     text('state', STATUS[record.status] || record.status);
     // A deadline only while one runs: the answer's, or an approved purchase's retry's; none once the request is closed.
     const approved = kind === 'purchase' && record.status === 'approved';
-    const expires = new Date(record.expiresAt * 1000).toLocaleString();
+    // With its zone, as the console says its times (found from outside: "Expires 12/7/2026, 2:06:00 AM").
+    const expires = new Date(record.expiresAt * 1000).toLocaleString(undefined, { timeZoneName: 'short' });
     show('expires-row', record.status === 'pending_approval' || approved);
     text('expires-label', approved ? 'The agent retries before' : 'Expires');
     text('expires', expires);
@@ -201,7 +202,10 @@ const SCRIPT = `(() => {
       return;
     }
     await load();
+    focusOutcome();
   };
+  // The button that had focus is hidden once the answer shows: focus goes to what was said (found from outside: to <body>).
+  const focusOutcome = () => (status.textContent ? status : byId('details')).focus();
   byId('approve').addEventListener('click', () => act('approve'));
   byId('decline').addEventListener('click', () => act('decline'));
   byId('signin').addEventListener('submit', async (event) => {
@@ -218,6 +222,7 @@ const SCRIPT = `(() => {
       }
       say('', '');
       await load();
+      focusOutcome();
     } catch (error) {
       say('Sign-in failed: ' + error.message, 'error');
     }
@@ -241,20 +246,20 @@ export function approvalPage(nonce: string, view: ApprovalPageView): string {
 <body><main><div id="approval" data-kind="${view.kind}" data-id="${escapeHtml(view.id)}" data-services="${escapeHtml(JSON.stringify(view.serviceTitles))}"${login}>
 <h1>${wording.heading}</h1>
 <form id="signin"><p>Sign in as the agent's owner to see the request.</p>${signIn}<button type="submit">Sign in</button></form>
-<div id="details" hidden><dl>
+<div id="details" hidden tabindex="-1"><dl>
 <dt>Agent</dt><dd><bdi id="agent-name"></bdi> <code id="agent" class="muted"></code><span id="agent-parent" hidden>, a delegate of <bdi id="agent-parent-name"></bdi> <code id="agent-parent-id" class="muted"></code>, which named it; it spends its root's credit</span></dd>
 <div data-for="purchase" hidden><dt>Merchant</dt><dd><bdi id="merchant-name"></bdi> <code id="merchant" class="muted"></code></dd>
 <dt>Offer</dt><dd><span id="offer-name"></span> <code id="offer" class="muted"></code></dd></div>
 <div id="resource-row" data-for="purchase" hidden><dt>Resource</dt><dd><code id="resource"></code></dd></div>
 <dt>Amount</dt><dd id="amount"></dd>
-<div data-for="topup" hidden><dt>Reason</dt><dd id="reason"></dd><dt>Retained intent</dt><dd id="intent"></dd></div>
+<div data-for="topup" hidden><dt>Reason, in the agent's own words</dt><dd><q id="reason"></q></dd><dt>Retained intent</dt><dd id="intent"></dd></div>
 <dt>Status</dt><dd id="state"></dd>
 <div data-for="topup" hidden><dt>Payment</dt><dd id="mode"></dd></div>
 <div id="expires-row"><dt id="expires-label">Expires</dt><dd id="expires"></dd></div></dl>
 <p id="stopped" class="warning" hidden></p>
 <button id="approve" type="button" hidden>Approve</button><a id="checkout" class="button" hidden>Pay with Stripe Checkout</a>
 <button id="decline" type="button" hidden>Decline</button></div>
-<p id="status" role="status"></p></div></main><script nonce="${nonce}">${SCRIPT}</script></body></html>`;
+<p id="status" role="status" tabindex="-1"></p></div></main><script nonce="${nonce}">${SCRIPT}</script></body></html>`;
 }
 
 /**

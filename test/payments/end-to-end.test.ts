@@ -97,15 +97,20 @@ describe.runIf(hasChromium && !onPostgres())('a top-up approved in the browser r
       await expect(page.locator('#agent-name').textContent()).resolves.toBe('Top-up agent');
       await expect(page.locator('#amount').textContent()).resolves.toBe('500.00 credits ($5.00)');
       await expect(page.locator('#reason').textContent()).resolves.toContain(first.body.intentId);
+      // The agent's words are quoted and marked as its own, line breaks kept (found from outside: they read as the gateway's).
+      await expect(page.locator('#reason').evaluate((element) => [element.tagName, getComputedStyle(element).whiteSpace])).resolves.toEqual(['Q', 'pre-line']);
+      await expect(page.locator('dt', { hasText: "Reason, in the agent's own words" }).count()).resolves.toBe(1);
       await expect(page.locator('#intent').textContent()).resolves.toContain('github-public repository.get');
       await expect(page.locator('#intent').textContent()).resolves.toMatch(/^GitHub public repositories: /);
       await expect(page.locator('#mode').textContent()).resolves.toContain('test mode');
       // When it stops waiting, as a purchase's page says (found from outside: a top-up's page did not).
       expect(await page.locator('#expires').isVisible()).toBe(true);
-      await expect(page.locator('#expires').textContent()).resolves.toBe(await page.evaluate((s) => new Date(s * 1000).toLocaleString(), first.body.payment.expiresAt as number));
+      await expect(page.locator('#expires').textContent()).resolves.toBe(await page.evaluate((s) => new Date(s * 1000).toLocaleString(undefined, { timeZoneName: 'short' }), first.body.payment.expiresAt as number));
       await page.locator('#approve').click();
       await page.locator('#status', { hasText: 'This top-up is settled.' }).waitFor({ timeout: 15_000 });
       await expect(page.locator('#state').textContent()).resolves.toBe('settled');
+      // Focus moves to what was said, not to <body> with the button it was on hidden (found from outside).
+      await expect(page.evaluate(() => document.activeElement?.id)).resolves.toBe('status');
       // Said in the success colour, not the error red the page uses for refusals.
       const colour = () => page.locator('#status').evaluate((element) => getComputedStyle(element).color);
       expect(await colour()).toBe('rgb(26, 127, 55)');

@@ -137,8 +137,11 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
         ) : null}
         {approval.reason !== undefined ? (
           <div>
-            <dt>Reason given</dt>
-            <dd>{approval.reason}</dd>
+            {/* The agent's text, not the gateway's: quoted and kept as written, line breaks too (found from outside). */}
+            <dt>Reason, in the agent&apos;s own words</dt>
+            <dd>
+              <q class="agent-words">{approval.reason}</q>
+            </dd>
           </div>
         ) : null}
         <div>
