@@ -125,6 +125,9 @@ export function logBackgroundFailure(log: OutageLog & { debug(fields: object, me
   const storage = storageFailureOf(error)?.kind;
   if (storage === 'unreachable') log.debug({ ...fields, reason: (error as Error).message }, `${what} skipped: database unavailable`);
   else if (storage === 'saturated') log.warn(fields, `${what} skipped: no database connection of this instance came free in time`);
+  // A database without the gateway's tables (replaced or restored empty): said without a stack, each run (found from
+  // outside: a stack a second from the webhook worker); /readyz and every request name `acg migrate`.
+  else if (codeOf(error) === '42P01') log.warn({ ...fields, reason: (error as Error).message }, `${what} skipped: the database lacks the gateway's tables (run acg migrate)`);
   else log.warn({ err: error, ...fields }, `${what} failed`);
 }
 

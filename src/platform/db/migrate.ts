@@ -125,11 +125,22 @@ export type SchemaState = { state: 'current' } | { state: 'behind' } | { state: 
 /** Every migration file applied (current), some not yet (behind), or migrations this release does not know (newer). */
 export async function schemaState(db: Database, dir = MIGRATIONS_DIR): Promise<SchemaState> {
   const migrations = listMigrations(dir);
-  const { rows } = await db.query<{ version: number; name: string }>('SELECT version, name FROM schema_migrations ORDER BY version');
+  let rows: Array<{ version: number; name: string }>;
+  try {
+    ({ rows } = await db.query<{ version: number; name: string }>('SELECT version, name FROM schema_migrations ORDER BY version'));
+  } catch (error) {
+    // A database without the gateway's schema (replaced or restored empty under a running instance) answers: it is
+    // behind, not silent (found from outside: /readyz said "the database does not answer").
+    if (sqlStateOf(error) === UNDEFINED_TABLE) return { state: 'behind' };
+    throw error;
+  }
   const unknown = newerThanThisRelease(rows, migrations);
   if (unknown.length > 0) return { state: 'newer', refusal: newerSchemaRefusal(unknown) };
   return rows.length >= migrations.length ? { state: 'current' } : { state: 'behind' };
 }
+
+/** PostgreSQL's undefined_table: a relation the statement names does not exist. */
+const UNDEFINED_TABLE = '42P01';
 
 /** How often a running instance looks for a newer release's migrations (see SchemaWatch). */
 export const SCHEMA_WATCH_INTERVAL_MS = 5_000;
@@ -201,10 +212,19 @@ export class SchemaWatch {
    * release's statements fail; the error itself otherwise. The look stops the instance (`start`'s `onNewer`).
    */
   async answerFor(error: unknown): Promise<unknown> {
-    if (error instanceof ApiError || isStorageUnavailable(error) || sqlStateOf(error) === undefined || !(await this.lookNow())) return error;
-    return new ApiError('storage_unavailable', {
-      detail: 'a newer release of the gateway migrated the database, and this instance of an older one is stopping; retry (another instance answers)',
-    });
+    if (error instanceof ApiError || isStorageUnavailable(error) || sqlStateOf(error) === undefined) return error;
+    if (await this.lookNow()) {
+      return new ApiError('storage_unavailable', {
+        detail: 'a newer release of the gateway migrated the database, and this instance of an older one is stopping; retry (another instance answers)',
+      });
+    }
+    // A table this release reads is not there, and no newer release dropped it: the database was replaced or restored
+    // without the schema under this instance. No request is at fault, and the cure is the operator's (found from
+    // outside: 500 internal_error).
+    if (sqlStateOf(error) === UNDEFINED_TABLE) {
+      return new ApiError('storage_unavailable', { detail: "the database lacks the gateway's tables (replaced or restored without its schema?): run `acg migrate`" });
+    }
+    return error;
   }
 
   private look(): Promise<boolean> {
