@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { CommanderError, type Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildCli } from '../src/cli.ts';
+import { describeRefusal } from '../src/operator/client.ts';
 import { sha256Hex } from '../src/operator/credential.ts';
 import { ENV_VARS } from '../src/platform/config.ts';
 import { listMigrations, migrationName } from '../src/platform/db/migrate.ts';
@@ -430,6 +431,17 @@ describe('commands aimed at a running gateway', () => {
     } finally {
       rmSync(otherDir, { recursive: true, force: true });
     }
+  });
+
+  it('names, in live mode, the setting that holds the operator credential there: not a data directory (found from outside)', () => {
+    const refusal = describeRefusal(
+      { mode: 'live', baseUrl: 'https://gateway.example', dataDir: '/var/lib/acg', operatorToken: 'acg_op_wrong' },
+      { status: 401, body: { code: 'unauthorized' }, replayed: false },
+    );
+    expect(refusal).toBe(
+      'the gateway at https://gateway.example does not accept the operator credential from ACG_OPERATOR_TOKEN: its ACG_OPERATOR_TOKEN_SHA256 is another\'s. ' +
+        'Set ACG_OPERATOR_TOKEN to the credential whose SHA-256 the gateway runs with',
+    );
   });
 
   it("mints no dev token without the gateway's issuer keys, and makes none", async () => {

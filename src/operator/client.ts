@@ -178,6 +178,13 @@ export function noCredentialFor(config: Where): string {
 export function describeRefusal(config: Where, answer: GatewayAnswer): string {
   if (answer.status !== 401) return `refused: ${describeProblem(answer)}`;
   const source = config.operatorToken ? 'ACG_OPERATOR_TOKEN' : operatorTokenFile(config.dataDir);
+  // Live mode has no data directory's credential: only ACG_OPERATOR_TOKEN and the hash the gateway runs with (found from outside).
+  if (config.mode === 'live') {
+    return (
+      `the gateway at ${config.baseUrl} does not accept the operator credential from ${source}: its ACG_OPERATOR_TOKEN_SHA256 is another's. ` +
+      "Set ACG_OPERATOR_TOKEN to the credential whose SHA-256 the gateway runs with"
+    );
+  }
   return (
     `the gateway at ${config.baseUrl} does not accept the operator credential from ${source}: it was started with another ` +
     "ACG_DATA_DIR (or another ACG_OPERATOR_TOKEN_SHA256). Run this with the gateway's ACG_DATA_DIR, or ACG_OPERATOR_TOKEN set to its credential"
