@@ -274,7 +274,9 @@ describe('commands aimed at a running gateway', () => {
       // database it could write to: the key was ignored there, and each run granted again (found from outside).
       const bare = mkdtempSync(path.join(tmpdir(), 'acg-cli-bare-'));
       try {
-        cpSync(inject('migratedPgliteDir')!, embeddedDatabaseDir(bare), { recursive: true });
+        // The run's migrated embedded database, which the PGlite project has (the PostgreSQL one runs without it).
+        const migrated = inject('migratedPgliteDir');
+        if (migrated) cpSync(migrated, embeddedDatabaseDir(bare), { recursive: true });
         const keyless = await acg(elsewhere, { ACG_DATA_DIR: bare, ACG_BASE_URL: nobody }, 'credit', 'grant', '--agent', agentId, '--amount-uc', '2000000', '--idempotency-key', key!);
         expect([keyless.code, keyless.stdout, keyless.stderr]).toEqual([2, '', `no gateway answers at ${nobody}: with --idempotency-key the grant goes through the gateway only; start it, then run this again\n`]);
       } finally {

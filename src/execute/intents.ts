@@ -239,6 +239,10 @@ export class Intents {
     const { db, idempotency, log } = this.gateway;
     const intent = await store.findIntent(db, intentId);
     if (!intent || intent.state !== 'pending') return 'finished';
+    // An owner's rule refused an earlier run (below): the gateway no longer runs it, whichever pass comes (a job's pass
+    // that read the top-up as due before that run ended ran it again: a second mail login, found by CI). The agent's
+    // retry with its key retains the intent anew, which clears the mark.
+    if (intent.last_attempt_retried === false) return 'finished';
     if (intent.request_fingerprint === null) {
       log.warn({ intentId }, 'a retained intent without its request fingerprint cannot be resumed; its caller must retry');
       return 'finished';

@@ -49,6 +49,7 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
         throw new ApiError('storage_unavailable', { detail: 'the database does not answer' });
       }
       if (schema.state === 'behind') throw new ApiError('storage_unavailable', { detail: 'migrations are not all applied; run `acg migrate`' });
+      if (schema.state === 'none') throw new ApiError('storage_unavailable', { detail: 'the database holds no gateway schema; run `acg migrate`' });
       // An instance of an older release, still running after a newer one migrated the database: out of the load
       // balancer's rotation, so it stops taking writes it would store in the older form.
       if (schema.state === 'newer') throw new ApiError('storage_unavailable', { detail: schema.refusal });

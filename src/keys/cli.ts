@@ -8,7 +8,7 @@ import type { Database } from '../platform/db/database.ts';
 import { LedgerService } from '../ledger/service.ts';
 import { OfferService } from '../offers/service.ts';
 import { configuredSecretBoxKey } from '../platform/secret-box.ts';
-import { schemaState, sqlStateOf, type SchemaState } from '../platform/db/migrate.ts';
+import { schemaState, type SchemaState } from '../platform/db/migrate.ts';
 import { embeddedDatabaseDir, openDatabase } from '../platform/db/open.ts';
 import { existsSync } from 'node:fs';
 import {
@@ -51,14 +51,10 @@ async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>)
     fail(`there is no database in ${config.dataDir}: run this in the gateway's directory, or set ACG_DATA_DIR to its data directory (DATABASE_URL to its database on PostgreSQL)`);
   }
   let db: Database;
-  let schema: SchemaState | 'none';
+  let schema: SchemaState;
   try {
     db = await openDatabase(config);
-    schema = await schemaState(db).catch((error: unknown) => {
-      // SQLSTATE 42P01, undefined_table: no `schema_migrations`, so no gateway schema at all.
-      if (sqlStateOf(error) === '42P01') return 'none' as const;
-      throw error;
-    });
+    schema = await schemaState(db);
   } catch (error) {
     // A gateway holding the embedded database is said by the error itself (stop it first); any other failure (a
     // directory of another user's, say) is not blamed on one (found from outside: the hint was given for both).
@@ -66,7 +62,7 @@ async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>)
   }
   // The keys need this release's schema, and a key command never migrates: run from a newer checkout, it would have
   // upgraded the schema under a running fleet, whose older instances then stop (found from outside: keys list did).
-  if (schema !== 'none' && schema.state === 'current') {
+  if (schema.state === 'current') {
     try {
       return await fn(db);
     } finally {
@@ -74,7 +70,7 @@ async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>)
     }
   }
   await db.close();
-  if (schema === 'none') fail('this database holds no gateway schema: run acg migrate (or start the gateway) first, or point DATABASE_URL / ACG_DATA_DIR at the gateway\'s');
+  if (schema.state === 'none') fail('this database holds no gateway schema: run acg migrate (or start the gateway) first, or point DATABASE_URL / ACG_DATA_DIR at the gateway\'s');
   if (schema.state === 'behind') {
     fail('the database\'s schema is behind this release: run acg migrate first (during an upgrade, once the older instances are drained: docs/operations.md, "Upgrading to a new release"), or run the release the gateway runs');
   }

@@ -320,11 +320,17 @@ describe.skipIf(!dovecot)('mail through execute against a real Dovecot', () => {
       expect(asked.status, JSON.stringify(asked.body)).toBe(402);
       const topupId = asked.body.payment.id as string;
       expect((await paid.api('POST', `/v1/payments/topups/${topupId}/approve`, { token: agent.ownerToken, body: {} })).body.status).toBe('settled');
-      await waitFor(async () => (await holdsOf(paid, agent.id)).map((hold) => hold.state), { until: (states) => states.includes('released'), what: 'the resume after the approval to fail its login' });
+      await waitFor(async () => (await paid.api('GET', `/v1/intents/${asked.body.intentId}`, { token: agent.token })).body.lastAttempt, {
+        until: (attempt) => attempt !== null,
+        what: 'the resume after the approval to fail its login',
+      });
       await runResumeJobsLater(paid);
       // One login, the resume's: before, each pass of the resume job logged in again, and failed.
       expect((await holdsOf(paid, agent.id)).map((hold) => hold.state)).toEqual(['released']);
-      expect((await paid.api('GET', `/v1/intents/${asked.body.intentId}`, { token: agent.token })).body.state).toBe('pending');
+      expect((await paid.api('GET', `/v1/intents/${asked.body.intentId}`, { token: agent.token })).body).toMatchObject({
+        state: 'pending',
+        lastAttempt: { retried: false, error: { code: 'upstream_auth_failed' } },
+      });
     } finally {
       await paid.close();
     }

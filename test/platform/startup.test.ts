@@ -77,7 +77,7 @@ describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
     });
   }, 90_000);
 
-  it("a database emptied under a running instance (replaced, or restored without its schema) answers 503 naming acg migrate, and /readyz says migrations are missing (found from outside: 500, and \"does not answer\")", async () => {
+  it("a database emptied under a running instance (replaced, or restored without its schema) answers 503 naming acg migrate, and /readyz says it holds no gateway schema (found from outside: 500, and \"does not answer\")", async () => {
     await withWatchedGateway(async ({ client, running }) => {
       await waitFor(() => running.logs.some((line) => String(line.msg).startsWith('gateway ready')), { what: 'the gateway to be ready' });
       await client.connect();
@@ -91,7 +91,7 @@ describe.runIf(onPostgres())('start-up on PostgreSQL', () => {
       expect(registered.status).toBe(503);
       expect(await registered.json()).toEqual({ error: 'temporarily_unavailable', error_description: "the database lacks the gateway's tables (replaced or restored without its schema?): run `acg migrate`" });
       const ready = await fetch(`${running.url}/readyz`);
-      expect([ready.status, ((await ready.json()) as { detail: string }).detail]).toEqual([503, 'migrations are not all applied; run `acg migrate`']);
+      expect([ready.status, ((await ready.json()) as { detail: string }).detail]).toEqual([503, 'the database holds no gateway schema; run `acg migrate`']);
       expect(running.child.exitCode).toBeNull();
     });
   }, 90_000);

@@ -120,18 +120,21 @@ export async function migrate(db: Database, hooks: MigrationHooks = {}, dir = MI
 }
 
 /** Where the database's schema stands against this release: what /readyz reports. */
-export type SchemaState = { state: 'current' } | { state: 'behind' } | { state: 'newer'; refusal: string };
+export type SchemaState = { state: 'current' } | { state: 'behind' } | { state: 'none' } | { state: 'newer'; refusal: string };
 
-/** Every migration file applied (current), some not yet (behind), or migrations this release does not know (newer). */
+/**
+ * Every migration file applied (current), some not yet (behind), no gateway schema at all (none: no `schema_migrations`),
+ * or migrations this release does not know (newer).
+ */
 export async function schemaState(db: Database, dir = MIGRATIONS_DIR): Promise<SchemaState> {
   const migrations = listMigrations(dir);
   let rows: Array<{ version: number; name: string }>;
   try {
     ({ rows } = await db.query<{ version: number; name: string }>('SELECT version, name FROM schema_migrations ORDER BY version'));
   } catch (error) {
-    // A database without the gateway's schema (replaced or restored empty under a running instance) answers: it is
-    // behind, not silent (found from outside: /readyz said "the database does not answer").
-    if (sqlStateOf(error) === UNDEFINED_TABLE) return { state: 'behind' };
+    // A database without the gateway's schema (replaced or restored empty under a running instance) answers: it
+    // holds none, which is not silence (found from outside: /readyz said "the database does not answer").
+    if (sqlStateOf(error) === UNDEFINED_TABLE) return { state: 'none' };
     throw error;
   }
   const unknown = newerThanThisRelease(rows, migrations);
