@@ -125,26 +125,16 @@ export async function rotateKeys(config: Config, options: { leadS: string; reten
     fail('live mode seals a rotated key with ACG_SECRET_BOX_KEY (base64 of 32 random bytes, the one the gateway runs with): set it and rotate again');
   }
   const nowS = new SystemClock().nowS();
-  const rotated = await withDatabase(config, async (db) => {
+  const { report, outlasting, longestHoldS } = await withDatabase(config, async (db) => {
     // Said once the database is open: on PGlite a running gateway refuses the command before anything is made.
     process.stdout.write(`generating a new ES256 key${sealWith ? ', sealed with ACG_SECRET_BOX_KEY' : ' (dev mode: kept unsealed, as the dev key is)'}…\n`);
-    let report;
-    try {
-      report = await rotateSigningKeys(db, { nowS, leadS, retentionS, sealWith, mode: config.mode });
-    } catch (error) {
-      // Refused after the database closes (withDatabase), as every other refusal of the command.
-      if (error instanceof AnotherBoxKeyError) return { refused: error.message } as const;
-      throw error;
-    }
     return {
-      refused: undefined,
-      report,
+      report: await rotateSigningKeys(db, { nowS, leadS, retentionS, sealWith, mode: config.mode }),
       outlasting: await LedgerService.heldPast(db, nowS + leadS + retentionS),
       longestHoldS: await OfferService.longestHoldLifetimeS(db),
     };
-  });
-  if (rotated.refused !== undefined) fail(rotated.refused);
-  const { report, outlasting, longestHoldS } = rotated;
+    // Refused once withDatabase has closed the database, as every other refusal of the command.
+  }).catch((error: unknown) => (error instanceof AnotherBoxKeyError ? fail(error.message) : Promise.reject(error)));
   if (outlasting.count > 0 && !options.expireNow) {
     // Their vouchers were signed by the key this replaces (found from outside: they stopped verifying offline, silently).
     process.stderr.write(

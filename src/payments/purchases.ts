@@ -414,7 +414,7 @@ export class PurchaseApprovals {
     const agents = new Map((await this.deps.identity.shownAgents(db, [...new Set(items.map((item) => item.agent_id))])).map((agent) => [agent.id, agent]));
     // A delegate names itself as it likes (another agent's name too): its parent is shown beside it (found from outside).
     const parentIds = [...new Set([...agents.values()].flatMap((agent) => (agent.parentId === null ? [] : [agent.parentId])))];
-    const parents = new Map((await this.deps.identity.shownAgents(db, parentIds)).map((agent) => [agent.id, agent]));
+    const parents = new Map(parentIds.length === 0 ? [] : (await this.deps.identity.shownAgents(db, parentIds)).map((agent) => [agent.id, agent]));
     const parentOf = (agentId: string) => {
       const parent = parents.get(agents.get(agentId)?.parentId ?? '');
       return parent ? { id: parent.id, name: parent.name } : null;

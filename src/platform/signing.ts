@@ -112,6 +112,15 @@ export class UnopenedKeyError extends Error {
   }
 }
 
+/** A sealed row's private JWK JSON, opened with `box`; UnopenedKeyError when another box key sealed it. */
+function openedPrivate(row: SigningKeyRow, box: SecretBoxKey): string {
+  try {
+    return openSecret(box, row.private_jwk, sealContext(row.kid));
+  } catch (error) {
+    throw new UnopenedKeyError(row.kid, (error as Error).message);
+  }
+}
+
 /** The row's key; one already loaded under the same kid is reused (a kid names one key pair), with the row's times. */
 async function fromRow(row: SigningKeyRow, loaded: LoadedKey | undefined, box: SecretBoxKey | undefined): Promise<LoadedKey> {
   const times = { activeFromS: Number(row.active_from_s), retiredAtS: toS(row.retired_at_s), publishedUntilS: toS(row.published_until_s) };
@@ -119,11 +128,7 @@ async function fromRow(row: SigningKeyRow, loaded: LoadedKey | undefined, box: S
   let privateJson = row.private_jwk;
   if (isSealed(privateJson)) {
     if (!box) throw new Error(`signing key ${row.kid} is sealed: set ACG_SECRET_BOX_KEY to the key that sealed it`);
-    try {
-      privateJson = openSecret(box, privateJson, sealContext(row.kid));
-    } catch (error) {
-      throw new UnopenedKeyError(row.kid, (error as Error).message);
-    }
+    privateJson = openedPrivate(row, box);
   }
   return loadKey(row.kid, JSON.parse(row.public_jwk) as JWK, JSON.parse(privateJson) as JWK, times);
 }
@@ -483,19 +488,21 @@ export class AnotherBoxKeyError extends Error {
 /**
  * Refuses to seal a new key with a box key that opens none of the sealed keys still published: the instances read
  * those, so they are the best check of the instances' box key (found from outside: a rotation run with another box key
- * was accepted, and no instance could open the key it made, nor restart).
+ * was accepted, and no instance could open the key it made, nor restart). One that opens some is the instances' own:
+ * the others are what a rotation with another box key left, and this rotation, with the right one, is the way out.
  */
 function refuseAnotherBoxKey(rows: readonly SigningKeyRow[], box: SecretBoxKey, nowS: number): void {
   const sealed = rows.filter((row) => isSealed(row.private_jwk) && (row.published_until_s === null || Number(row.published_until_s) > nowS));
-  const unopened = sealed.filter((row) => {
+  const opens = (row: SigningKeyRow) => {
     try {
-      openSecret(box, row.private_jwk, sealContext(row.kid));
-      return false;
-    } catch {
+      openedPrivate(row, box);
       return true;
+    } catch (error) {
+      if (error instanceof UnopenedKeyError) return false;
+      throw error;
     }
-  });
-  if (unopened.length > 0) throw new AnotherBoxKeyError(unopened.map((row) => row.kid));
+  };
+  if (sealed.length > 0 && !sealed.some(opens)) throw new AnotherBoxKeyError(sealed.map((row) => row.kid));
 }
 
 /**

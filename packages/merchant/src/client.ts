@@ -151,11 +151,6 @@ function retryable(status: number, code: string | undefined): boolean {
 }
 
 
-/**
- * Whether a token is spelled as the gateway signs it: three base64url segments, no padding, no bits set past a
- * segment's last byte. jose's decoder ignores those bits, so one voucher had several spellings that all verified
- * (found from outside), and a merchant keeping vouchers by their text would take them for different vouchers.
- */
 /** The `kid` a token's header names, to say which key a refusal looked for (undefined when the header does not read). */
 function headerKid(token: string): unknown {
   try {
@@ -165,6 +160,11 @@ function headerKid(token: string): unknown {
   }
 }
 
+/**
+ * Whether a token is spelled as the gateway signs it: three base64url segments, no padding, no bits set past a
+ * segment's last byte. jose's decoder ignores those bits, so one voucher had several spellings that all verified
+ * (found from outside), and a merchant keeping vouchers by their text would take them for different vouchers.
+ */
 function isOneSpelling(token: string): boolean {
   return /^[\w-]+\.[\w-]+\.[\w-]+$/.test(token) && token.split('.').every((part) => Buffer.from(part, 'base64url').toString('base64url') === part);
 }

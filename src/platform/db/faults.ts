@@ -103,6 +103,9 @@ export function storageFailureKind(error: unknown): StorageFailureKind | undefin
   return undefined;
 }
 
+/** PostgreSQL's undefined_table: a relation the statement names does not exist (a database without the gateway's schema). */
+export const UNDEFINED_TABLE = '42P01';
+
 /** The error a driver rethrows: a storage failure as StorageUnavailableError, anything else unchanged. */
 export function asStorageError(error: unknown): unknown {
   if (error instanceof StorageUnavailableError) return error;
@@ -127,7 +130,7 @@ export function logBackgroundFailure(log: OutageLog & { debug(fields: object, me
   else if (storage === 'saturated') log.warn(fields, `${what} skipped: no database connection of this instance came free in time`);
   // A database without the gateway's tables (replaced or restored empty): said without a stack, each run (found from
   // outside: a stack a second from the webhook worker); /readyz and every request name `acg migrate`.
-  else if (codeOf(error) === '42P01') log.warn({ ...fields, reason: (error as Error).message }, `${what} skipped: the database lacks the gateway's tables (run acg migrate)`);
+  else if (codeOf(error) === UNDEFINED_TABLE) log.warn({ ...fields, reason: (error as Error).message }, `${what} skipped: the database lacks the gateway's tables (run acg migrate)`);
   else log.warn({ err: error, ...fields }, `${what} failed`);
 }
 

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ApiError } from '../errors.ts';
 import type { Database } from './database.ts';
-import { isStorageUnavailable } from './faults.ts';
+import { isStorageUnavailable, UNDEFINED_TABLE } from './faults.ts';
 
 export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../migrations');
 /** Arbitrary constant shared by every instance: "acg migrate" as a 31-bit number. */
@@ -141,9 +141,6 @@ export async function schemaState(db: Database, dir = MIGRATIONS_DIR): Promise<S
   if (unknown.length > 0) return { state: 'newer', refusal: newerSchemaRefusal(unknown) };
   return rows.length >= migrations.length ? { state: 'current' } : { state: 'behind' };
 }
-
-/** PostgreSQL's undefined_table: a relation the statement names does not exist. */
-const UNDEFINED_TABLE = '42P01';
 
 /** How often a running instance looks for a newer release's migrations (see SchemaWatch). */
 export const SCHEMA_WATCH_INTERVAL_MS = 5_000;
