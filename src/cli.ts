@@ -62,7 +62,7 @@ function refuseMissingValue(value: string): string {
 /**
  * Commander's Command, with what a person at a terminal needs said better:
  * - every setting is an environment variable, so an option that names one (`acg serve --port 9090`)
- *   is answered with the variable to set (`PORT=9090 acg serve`);
+ *   is answered with the variable to set (`PORT=9090 npx acg serve`: in a clone, `acg` is not on the PATH);
  * - an unknown option that begins a known one (`--amount` for `--amount-uc`) is suggested: commander's
  *   suggestion stops at an edit distance of 3;
  * - an option's value that is empty or is the next option (`--agent $AGENT_ID --amount-uc 5` with
@@ -126,7 +126,7 @@ class AcgCommand extends Command {
       const value = inline ?? (valued ? next : '<value>');
       const given = (option: Option) => this.getOptionValueSource(option.attributeName()) === 'cli';
       const rest = this.args.length > (valued ? 2 : 1) || this.options.some(given) ? ' …' : '';
-      this.error(`error: ${commandLine(this)} has no option ${name}: settings are environment variables. Use ${variable}=${value} ${commandLine(this)}${rest}`, {
+      this.error(`error: ${commandLine(this)} has no option ${name}: settings are environment variables. Use ${variable}=${value} npx ${commandLine(this)}${rest}`, {
         code: 'commander.unknownOption',
       });
     }
@@ -170,14 +170,14 @@ export function buildCli(): Command {
     .showHelpAfterError('(add --help for usage)')
     .addHelpText(
       'after',
-      `\nConfiguration is read from environment variables (docs/configuration.md has the table), e.g. PORT=9090 acg serve:\n` +
+      `\nConfiguration is read from environment variables (docs/configuration.md has the table), e.g. PORT=9090 npx acg serve:\n` +
         [...ENV_VARS.map((v) => variableHelp(v.name, v.meaning)), variableHelp('OTEL_*', OTEL_HELP)].join('\n'),
     );
 
   program
     .command('serve')
     .description('run the gateway (applies pending migrations first)')
-    .addHelpText('after', '\nIts settings are environment variables (acg --help lists them), e.g. PORT=9090 acg serve, or PORT=9090 npm start.')
+    .addHelpText('after', '\nIts settings are environment variables (acg --help lists them), e.g. PORT=9090 npx acg serve, or PORT=9090 npm start.')
     .action(async () => {
       const { serve } = await import('./server.ts');
       await serve();

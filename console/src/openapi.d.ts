@@ -1278,7 +1278,7 @@ export interface paths {
         put?: never;
         /**
          * Check whether an agent identity may use one of your offers
-         * @description Creates no registration, grant, hold, capture or fee; the answer holds no owner identity or balance. 404 when the offer is not an active offer of your merchant, or no agent is registered for the identity, or more than one owner registered it (the question names no owner; the agent's own token names its owner). 429 rate_limited also when this merchant asked about this agent, whose mandate or an ancestor's has caps or budgets, at more than 8 different prices within an hour (a price asked before is always answered), so that answers at prices the merchant sets cannot add up to the owner's budget or cap figures.
+         * @description Creates no registration, grant, hold, capture or fee; the answer holds no owner identity or balance. 404 when the offer is not an active offer of your merchant, or your merchant has not proved its domain yet (its offers are not for sale, so nothing of the agent is answered), or no agent is registered for the identity, or more than one owner registered it (the question names no owner; the agent's own token names its owner). 429 rate_limited also when this merchant asked about this agent, whose mandate or an ancestor's has caps or budgets, at more than 8 different prices within an hour (a price asked before is always answered), so that answers at prices the merchant sets cannot add up to the owner's budget or cap figures.
          *
          *     Authentication: M; API key scopes: access:check.
          */
@@ -4081,16 +4081,14 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description a query string was given: to /docs without it (the page reads none) */
+            /** @description a query string was given: to /docs without it (the page reads none); no body */
             302: {
                 headers: {
                     /** @description /docs */
                     Location?: string;
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": unknown;
-                };
+                content?: never;
             };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
             429: {
@@ -4268,18 +4266,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        client_id: string;
-                        /** @description Unix seconds */
-                        client_id_issued_at: number;
-                        client_name?: string;
-                        redirect_uris: string[];
-                        /** @enum {string} */
-                        token_endpoint_auth_method: "none";
-                        grant_types: string[];
-                        response_types: string[];
-                        scope?: string;
-                    };
+                    "application/json": components["schemas"]["OAuthClientRegistration"];
                 };
             };
             /** @description Bad Request */
@@ -4736,16 +4723,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description ES256 JWT, typ at+jwt (RFC 9068) */
-                        access_token: string;
-                        /** @enum {string} */
-                        token_type: "Bearer";
-                        /** @description seconds; 600 */
-                        expires_in: number;
-                        /** @enum {string} */
-                        scope: "svc:agent" | "svc:owner";
-                    };
+                    "application/json": components["schemas"]["OAuthAccessTokenResponse"];
                 };
             };
             /** @description Bad Request */
@@ -4934,26 +4912,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        issuer: string;
-                        authorization_endpoint: string;
-                        token_endpoint: string;
-                        registration_endpoint: string;
-                        jwks_uri: string;
-                        scopes_supported: string[];
-                        response_types_supported: string[];
-                        response_modes_supported: string[];
-                        grant_types_supported: string[];
-                        token_endpoint_auth_methods_supported: string[];
-                        revocation_endpoint: string;
-                        revocation_endpoint_auth_methods_supported: string[];
-                        code_challenge_methods_supported: string[];
-                        authorization_response_iss_parameter_supported: boolean;
-                        request_parameter_supported: boolean;
-                        request_uri_parameter_supported: boolean;
-                        client_id_metadata_document_supported: boolean;
-                        service_documentation: string;
-                    };
+                    "application/json": components["schemas"]["OAuthAuthorizationServerMetadata"];
                 };
             };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
@@ -5004,26 +4963,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        issuer: string;
-                        authorization_endpoint: string;
-                        token_endpoint: string;
-                        registration_endpoint: string;
-                        jwks_uri: string;
-                        scopes_supported: string[];
-                        response_types_supported: string[];
-                        response_modes_supported: string[];
-                        grant_types_supported: string[];
-                        token_endpoint_auth_methods_supported: string[];
-                        revocation_endpoint: string;
-                        revocation_endpoint_auth_methods_supported: string[];
-                        code_challenge_methods_supported: string[];
-                        authorization_response_iss_parameter_supported: boolean;
-                        request_parameter_supported: boolean;
-                        request_uri_parameter_supported: boolean;
-                        client_id_metadata_document_supported: boolean;
-                        service_documentation: string;
-                    };
+                    "application/json": components["schemas"]["OAuthAuthorizationServerMetadata"];
                 };
             };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
@@ -5074,14 +5014,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        resource: string;
-                        authorization_servers: string[];
-                        scopes_supported: string[];
-                        bearer_methods_supported: string[];
-                        resource_name: string;
-                        resource_documentation: string;
-                    };
+                    "application/json": components["schemas"]["OAuthProtectedResourceMetadata"];
                 };
             };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
@@ -5132,14 +5065,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        resource: string;
-                        authorization_servers: string[];
-                        scopes_supported: string[];
-                        bearer_methods_supported: string[];
-                        resource_name: string;
-                        resource_documentation: string;
-                    };
+                    "application/json": components["schemas"]["OAuthProtectedResourceMetadata"];
                 };
             };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */
@@ -5190,14 +5116,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        resource: string;
-                        authorization_servers: string[];
-                        scopes_supported: string[];
-                        bearer_methods_supported: string[];
-                        resource_name: string;
-                        resource_documentation: string;
-                    };
+                    "application/json": components["schemas"]["OAuthProtectedResourceMetadata"];
                 };
             };
             /** @description rate_limited: more requests than the limit allows in the window, from this client address (ACG_RATE_LIMIT_PER_ADDRESS) or by this account's credentials (ACG_RATE_LIMIT_PER_PRINCIPAL); replays of stored answers count too. Retry after Retry-After. Under /oauth/, temporarily_unavailable. */

@@ -78,6 +78,12 @@ export function accessQueries(probes = new PriceProbes()): AccessQueries {
       read: async (db, { input: { offerId, agentIdentity }, atS }, merchantId) => {
         const row = await findMerchantCheck(db, merchantId, offerId, agentIdentity);
         if (!row) throw new ApiError('not_found', { detail: `no active offer ${offerId} of your merchant` });
+        // An offer is for sale once its merchant proved its domain, as a mint requires; before that the question
+        // answers nothing of the agent (found from outside: any owner could register any domain unproven and learn
+        // which identities are registered, and their agent ids).
+        if (!row.merchant_verified) {
+          throw new ApiError('not_found', { detail: `offer ${offerId} is not for sale until your merchant proves its domain (POST /v1/merchants/${merchantId}/verify-domain)` });
+        }
         if (!row.agent && row.registrations > 1) {
           // Each owner may register an identity; the agent's own credential names its owner, this question does not.
           throw new ApiError('not_found', { detail: "more than one owner registered this identity, so it names no one agent; the agent's own credential names its owner" });
@@ -108,7 +114,7 @@ export function accessQueries(probes = new PriceProbes()): AccessQueries {
           agentIdentity,
           merchantId: row.merchant_id,
           offerId: row.offer_id,
-          allowed: cleared && row.agent.owner_verified && row.merchant_verified,
+          allowed: cleared && row.agent.owner_verified,
           paymentRequired: row.price_uc > 0n,
           priceUc: formatUc(row.price_uc),
           voucherEndpoint: '/v1/vouchers',

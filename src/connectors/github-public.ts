@@ -267,6 +267,10 @@ function statusError(response: Dispatcher.ResponseData, json: unknown, input: Re
   const { statusCode } = response;
   if (statusCode === 404) return notPublic(input);
   if (statusCode === 401) return new ConnectorError('upstream_auth_failed', "GitHub refused the gateway's token");
+  // An outage that names its end (a 503's Retry-After) is passed on, as a rate limit's is; the rate limit's reset
+  // says nothing of an outage, so only Retry-After counts here.
+  const waitS = headerText(response.headers, 'retry-after') !== undefined ? retryAfterS(response.headers, clock) : undefined;
+  if (waitS !== undefined) return new ConnectorError('upstream_unavailable', `GitHub answered with status ${statusCode}; it asks for a retry in ${waitS} s`, waitS);
   return new ConnectorError('upstream_unavailable', `GitHub answered with status ${statusCode}`);
 }
 

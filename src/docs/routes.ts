@@ -92,7 +92,7 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
       summary: 'The API reference (HTML): this document in Swagger UI',
       response: {
         200: HtmlPage('the API reference'),
-        302: { description: 'a query string was given: to /docs without it (the page reads none)', headers: { Location: { type: 'string', description: '/docs' } } },
+        302: { description: 'a query string was given: to /docs without it (the page reads none); no body', type: 'null', headers: { Location: { type: 'string', description: '/docs' } } },
       },
     };
   });

@@ -608,8 +608,11 @@ export class LedgerService {
       // refusal said neither); a delegate is not told its root's balance.
       const availableUc = pass.lots.get(payerId)!.reduce((sum, lot) => sum + lot.remaining_uc, 0n);
       const funded = payerId === agent.id ? `the agent's available credit (${availableUc} µc)` : `the available credit of its root agent ${payerId}, which funds it,`;
+      // In dev the README adds credit with the operator's grant, which a newcomer who skipped it is pointed back to
+      // (found from outside); live mode names only the owner's way.
+      const devGrant = this.gateway.config.mode === 'dev' ? `; in dev, also \`npx acg credit grant --agent ${payerId} --amount-uc ${request.amountUc}\`` : '';
       throw new ApiError('INSUFFICIENT_CREDITS', {
-        detail: `${funded} does not cover ${request.amountUc} µc: its owner adds credit by approving a top-up (asked for with POST /v1/payments/topups by the agent or its owner; MCP has no tool for it)`,
+        detail: `${funded} does not cover ${request.amountUc} µc: its owner adds credit by approving a top-up (asked for with POST /v1/payments/topups by the agent or its owner; MCP has no tool for it)${devGrant}`,
       });
     }
     const holdId = newId('hold');

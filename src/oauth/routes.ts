@@ -3,7 +3,7 @@
 // only translates requests and responses. Form bodies are accepted in this plugin's scope only.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import formbody from '@fastify/formbody';
-import type { Static } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import type { CredentialVerifier } from '../identity/verifier.ts';
 import type { Resource } from '../platform/access-tokens.ts';
 import { undecodedBodyProblem } from '../platform/http/body-as-sent.ts';
@@ -114,7 +114,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
           'rate-limit window; at most 1000 clients (429 temporarily_unavailable beyond). Redirect URI problems answer ' +
           'invalid_redirect_uri, any other metadata problem invalid_client_metadata.',
         body: schemas.ClientRegistrationRequest,
-        response: { 201: schemas.ClientRegistration, 400: OAuthErrorRef, 415: OAuthErrorRef, 429: OAuthErrorRef, 503: OAuthErrorRef },
+        response: { 201: Type.Ref(schemas.ClientRegistration), 400: OAuthErrorRef, 415: OAuthErrorRef, 429: OAuthErrorRef, 503: OAuthErrorRef },
       },
       handler: async (request, reply) => {
         if (!gateway.signing.configured) throw temporarilyUnavailable(503, `the gateway cannot issue tokens: ${gateway.signing.whyUnconfigured}`);
@@ -271,7 +271,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
           'invalid_target (resource not ours or not the code\'s). A used code presented again also revokes the token it ' +
           'issued. 503 temporarily_unavailable without a signing key or storage. No refresh tokens.',
         body: { content: { [FORM]: { schema: schemas.TokenRequest } } },
-        response: { 200: schemas.TokenResponse, 400: OAuthErrorRef, 401: OAuthErrorRef, 415: OAuthErrorRef, 503: OAuthErrorRef },
+        response: { 200: Type.Ref(schemas.TokenResponse), 400: OAuthErrorRef, 401: OAuthErrorRef, 415: OAuthErrorRef, 503: OAuthErrorRef },
       },
       handler: async (request, reply) => reply.headers(NO_STORE).send(await exchangeCode(gateway, request.body, request.headers.authorization)),
     });
@@ -311,7 +311,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
           summary: path.endsWith('openid-configuration')
             ? 'Authorization server metadata at the OpenID configuration path (probed by MCP clients)'
             : 'Authorization server metadata (RFC 8414)',
-          response: { 200: schemas.AuthorizationServerMetadata },
+          response: { 200: Type.Ref(schemas.AuthorizationServerMetadata) },
         },
         handler: async (_request, reply) => reply.headers(DISCOVERY_CACHE).send(authorizationServerMetadata(gateway.config.baseUrl)),
       });
@@ -327,7 +327,7 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
           operationId,
           tags: discovery,
           summary: `Protected resource metadata (RFC 9728) for ${resource === 'mcp' ? 'the MCP endpoint' : 'the API'}`,
-          response: { 200: schemas.ProtectedResourceMetadata },
+          response: { 200: Type.Ref(schemas.ProtectedResourceMetadata) },
         },
         handler: async (_request, reply) => reply.headers(DISCOVERY_CACHE).send(protectedResourceMetadata(gateway.config.baseUrl, resource)),
       });

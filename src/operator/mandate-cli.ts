@@ -277,7 +277,9 @@ export async function createDelegate(config: Config, options: MandateCommandOpti
   const answer = await call(config, credential, 'POST', `/v1/agents/${encodeURIComponent(options.agentId)}/delegates`, body);
   if (answer.status !== 201) {
     const reason = (answer.body as { reason?: string }).reason;
-    fail(answer.status === 400 && reason ? `the gateway refused the delegate (${reason}): ${describeProblem(answer)}` : refusal(config, credential, options, answer, where));
+    // The code and its reason as the wire has them, one after the other (found from outside: the reason in front read as a second code).
+    const { code, detail } = answer.body as { code?: string; detail?: string };
+    fail(answer.status === 400 && reason ? `the gateway refused the delegate: HTTP 400 ${code ?? ''}, reason ${reason}${detail ? `: ${detail}` : ''}` : refusal(config, credential, options, answer, where));
   }
   printJson(answer.body);
 }

@@ -185,6 +185,14 @@ function url(env: Env, name: string, problems: string[]): string | undefined {
   try {
     const parsed = new URL(raw);
     if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error('scheme');
+    // fetch refuses a URL with credentials in it, so each call would fail later, one by one (found from outside: a
+    // resolver URL with a user and password started). Named without the password, which is a secret.
+    if (parsed.username !== '' || parsed.password !== '') {
+      parsed.username = '';
+      parsed.password = '';
+      problems.push(`${name} must not carry a user name or password (user:password@), got "${parsed.href}" with them: the gateway sends no credentials in a URL`);
+      return undefined;
+    }
     return raw.replace(/\/+$/, '');
   } catch {
     problems.push(`${name} must be an http(s) URL, got "${raw}"`);

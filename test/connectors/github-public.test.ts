@@ -110,7 +110,12 @@ describe('github-public repository.get', () => {
 
   it('maps any other 403 and 5xx to upstream_unavailable', async () => {
     expect(await failure(getRepository(github(), { owner: 'forbidden', repo: 'x' }))).toMatchObject({ code: 'upstream_unavailable', status: 502 });
-    expect(await failure(getRepository(github(), { owner: 'broken', repo: 'x' }))).toMatchObject({ code: 'upstream_unavailable', status: 502 });
+    expect(await failure(getRepository(github(), { owner: 'broken', repo: 'x' }))).toMatchObject({ code: 'upstream_unavailable', status: 502, retryAfterS: undefined });
+  });
+
+  it("passes a 5xx's own Retry-After on, and not the rate limit's reset (found from outside: a 503 asking for 5 s said nothing)", async () => {
+    const error = await failure(getRepository(github(), { owner: 'unavailable', repo: 'x' }));
+    expect(error).toMatchObject({ code: 'upstream_unavailable', status: 502, retryAfterS: 5, detail: 'GitHub answered with status 503; it asks for a retry in 5 s' });
   });
 
   it('maps an upstream that never answers to upstream_timeout within the budget', async () => {

@@ -62,6 +62,25 @@ describe('the routes people and browsers use', () => {
     expect(await followed.text()).toContain('swagger');
   });
 
+  it('declares no body on a redirect or a 304, as none is sent (found from outside: the API reference’s 302 declared JSON)', async () => {
+    const bodied = operations().flatMap(([path, method, operation]) =>
+      Object.entries(operation.responses)
+        .filter(([status, response]) => /^3\d\d$/.test(status) && response.content !== undefined)
+        .map(([status]) => `${method.toUpperCase()} ${path} ${status}`),
+    );
+    expect(bodied).toEqual([]);
+    const res = await fetch(`${gw.url}/docs?utm_source=x`, { redirect: 'manual' });
+    expect(res.status).toBe(302);
+    expect(await res.text()).toBe('');
+  });
+
+  it('references every component schema from an operation, but the evidence JWS payload its description names (found from outside: the OAuth answers were inline copies)', async () => {
+    const document = await (await fetch(`${gw.url}/openapi.json`)).json();
+    const text = JSON.stringify(document);
+    const unused = Object.keys(document.components.schemas).filter((name: string) => !text.includes(`"#/components/schemas/${name}"`));
+    expect(unused).toEqual(['EvidenceClaims']);
+  });
+
   it('names no wildcard as `{*}`: the console’s client-side routes are `{path}`', () => {
     expect(Object.keys(paths).filter((path) => path.includes('{*}'))).toEqual([]);
     expect(paths['/console/{path}']!.get!.parameters).toEqual([expect.objectContaining({ in: 'path', name: 'path', required: true })]);

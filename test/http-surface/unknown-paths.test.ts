@@ -52,6 +52,17 @@ describe('a trailing slash after a path', () => {
   });
 });
 
+describe('a path one letter off a route', () => {
+  it('names the route a singular or plural last word misses (found from outside: /refund for /refunds)', async () => {
+    const res = await world.api('POST', '/v1/redemptions/hold_abc/refund', { token: owner });
+    expect([res.status, res.body.detail]).toEqual([404, 'no route POST /v1/redemptions/hold_abc/refund; did you mean POST /v1/redemptions/hold_abc/refunds?']);
+    expect((await world.api('GET', '/v1/offer')).body.detail).toBe('no route GET /v1/offer; did you mean GET /v1/offers?');
+    // Only a route of the same method: no hint towards another method's route, nor for a path near nothing.
+    expect((await world.api('DELETE', '/v1/offer')).body.detail).toBe('no route DELETE /v1/offer');
+    expect((await world.api('GET', '/v1/nothing')).body.detail).toBe('no route GET /v1/nothing');
+  });
+});
+
 describe('a console static file that is not one', () => {
   it('a name over 500 characters is 414 uri_too_long, as every other over-long path parameter', async () => {
     const res = await world.api('GET', `/console/static/${'a'.repeat(501)}`);

@@ -108,8 +108,11 @@ describe('POST /v1/vouchers', () => {
     await grant(world, poor.id, 1_000_000n);
     const res = await mint(world, poor.token, cheap.id);
     expect([res.status, res.body.code]).toEqual([402, 'INSUFFICIENT_CREDITS']);
-    // What the agent has, and what adds credit (found from outside: the refusal said neither).
-    expect(res.body.detail).toBe("the agent's available credit (1000000 µc) does not cover 2000000 µc: its owner adds credit by approving a top-up (asked for with POST /v1/payments/topups by the agent or its owner; MCP has no tool for it)");
+    // What the agent has, and what adds credit (found from outside: the refusal said neither), with the README's
+    // grant in dev (found from outside: a newcomer who skipped it was sent to top-ups only).
+    expect(res.body.detail).toBe(
+      `the agent's available credit (1000000 µc) does not cover 2000000 µc: its owner adds credit by approving a top-up (asked for with POST /v1/payments/topups by the agent or its owner; MCP has no tool for it); in dev, also \`npx acg credit grant --agent ${poor.id} --amount-uc 2000000\``,
+    );
     await world.api('POST', `/v1/owner/agents/${poor.id}/freeze`, { token: poor.ownerToken });
     const frozen = await mint(world, poor.token, cheap.id);
     expect([frozen.status, frozen.body.code]).toEqual([403, 'FROZEN']);
@@ -248,6 +251,13 @@ describe('POST /v1/access/merchant-check', () => {
     expect((await check('off_missing')).status).toBe(404);
     const other = await openShop(world);
     expect((await check(offer.id, 'mc-agent', other.key)).status).toBe(404);
+    // A merchant that has not proved its domain sells nothing, so it learns nothing of the agent (found from outside:
+    // an unproven claim to any domain answered with the agent's id).
+    await world.gw.gateway.db.query('UPDATE merchants SET verified = false WHERE id = $1', [other.merchantId]);
+    const unproven = await check((await other.offer({ priceUc: '2500000' })).id, 'mc-agent', other.key);
+    expect(unproven.status).toBe(404);
+    expect(unproven.body.detail).toContain(`until your merchant proves its domain (POST /v1/merchants/${other.merchantId}/verify-domain)`);
+    expect(JSON.stringify(unproven.body)).not.toContain(agent.id);
     const bad = await world.api('POST', '/v1/access/merchant-check', { token: shop.key, body: { offerId: '', agentIdentity: { issuer: 'x', subject: 'y' } } });
     expect(bad.status).toBe(400);
     const { rows: after } = await world.gw.gateway.db.query<{ n: bigint }>('SELECT (SELECT count(*) FROM holds) + (SELECT count(*) FROM journal_entries) AS n');

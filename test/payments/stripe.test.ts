@@ -193,6 +193,7 @@ describe('the Stripe Checkout provider', () => {
     stripe.pay(paid.session.id);
     const refused = await world.api('POST', `/v1/payments/topups/${paid.topup.id}/decline`, { token: paid.agent.ownerToken, body: {} });
     expect(refused.status).toBe(409);
+    expect(refused.body.detail).toMatch(/^this top-up can no longer be declined: its Stripe Checkout Session is not open\. If it was paid, the credit arrives when Stripe confirms the payment; .* Stripe said: Only Checkout Sessions/);
     expect((await world.api('GET', `/v1/payments/topups/${paid.topup.id}`, { token: paid.agent.token })).body.status).toBe('pending_approval');
   });
 

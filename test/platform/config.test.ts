@@ -61,6 +61,24 @@ describe('live mode refuses what would run it insecurely', () => {
     }
   });
 
+  it('refuses a URL setting with a user name or password in it, in either mode, and does not repeat the password (found from outside: a resolver URL with credentials started)', () => {
+    for (const name of ['ACG_BASE_URL', 'ACG_HUMAN_ISSUER', 'ACG_AGENT_JWKS_URL', 'ACG_GITHUB_API_URL', 'ACG_DOH_RESOLVER_URL']) {
+      for (const mode of ['live', 'dev']) {
+        const env = { ...live, ACG_MODE: mode, ACG_HUMAN_ISSUER: 'https://id.example', ACG_AGENT_ISSUER: 'https://agents.example', [name]: 'https://user:s3cret@dns.example/dns-query' };
+        const error = (() => {
+          try {
+            loadConfig(env);
+          } catch (caught) {
+            return caught as Error;
+          }
+        })();
+        expect(error, `${name} ${mode}`).toBeInstanceOf(ConfigError);
+        expect(error!.message).toContain(`${name} must not carry a user name or password (user:password@), got "https://dns.example/dns-query" with them`);
+        expect(error!.message).not.toContain('s3cret');
+      }
+    }
+  });
+
   it('names an out-of-range PORT in one line, with no stack from the settings built on it (found from outside: TypeError Invalid URL)', () => {
     for (const port of ['99999', '65536']) {
       expect(() => loadConfig({ PORT: port })).toThrow(ConfigError);
@@ -121,9 +139,10 @@ describe('ACG_BASE_URL, in one form', () => {
   });
 
   it('refuses credentials, a query or a fragment', () => {
-    for (const value of ['https://user:pw@gateway.example', 'https://gateway.example/?a=1', 'https://gateway.example/#top']) {
+    for (const value of ['https://gateway.example/?a=1', 'https://gateway.example/#top']) {
       expect(() => loadConfig({ ACG_BASE_URL: value })).toThrow('ACG_BASE_URL must be a scheme, a host, an optional port and an optional path');
     }
+    expect(() => loadConfig({ ACG_BASE_URL: 'https://user:pw@gateway.example' })).toThrow('ACG_BASE_URL must not carry a user name or password');
   });
 
   it('refuses one over 1,000 characters, under which the longest OAuth request still fits its consent URL (found from outside: above about 2,900 every sign-in was refused)', () => {

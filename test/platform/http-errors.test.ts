@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import pino from 'pino';
 import { ApiError } from '../../src/platform/errors.ts';
+import { Microcredits } from '../../src/platform/schemas.ts';
 import { StorageUnavailableError } from '../../src/platform/db/faults.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { waitFor } from '../support/wait.ts';
@@ -14,6 +15,11 @@ async function echoRoute(app: FastifyInstance) {
   app.post('/v1/test/echo', {
     config: { notAnOperation: 'a test route that exercises the HTTP edge: it echoes its body' },
     schema: { body: Type.Object({ name: Type.String({ minLength: 1 }) }, { additionalProperties: false }) },
+    handler: async (request) => request.body,
+  });
+  app.post('/v1/test/amount', {
+    config: { notAnOperation: 'a test route that exercises the HTTP edge: it echoes an amount' },
+    schema: { body: Type.Object({ amountUc: Microcredits() }, { additionalProperties: false }) },
     handler: async (request) => request.body,
   });
   app.get('/v1/test/boom', { handler: async () => { throw new Error('secret internal detail'); } });
@@ -125,6 +131,16 @@ describe('the HTTP edge', () => {
     const body = await res.json();
     expectProblem(body, 400, 'invalid_input');
     expect(body.detail).toContain('name');
+  });
+
+  it('says what an amount is when one comes as a JSON number or not as digits (found from outside: "must be string")', async () => {
+    for (const amountUc of [1500000, '1.5', '-1']) {
+      const res = await fetch(`${gw.url}/v1/test/amount`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ amountUc }) });
+      expect(res.status).toBe(400);
+      const body = await res.json();
+      expectProblem(body, 400, 'invalid_input');
+      expect(body.detail, String(amountUc)).toBe('body/amountUc must be microcredits as a string of 1 to 18 digits, e.g. "1500000" (a JSON number loses microcredits past 2^53)');
+    }
   });
 
   it('refuses unknown members instead of dropping them', async () => {

@@ -159,6 +159,8 @@ describe.each(['http/protobuf', 'http/json'])('OpenTelemetry traces of a real ac
     const server = spans.find(named('POST /v1/vouchers'))!;
     expect(server).toMatchObject({ kind: SERVER, parentSpanId: callerSpanId });
     expect(server.attributes).toMatchObject({ 'http.request.method': 'POST', 'http.route': '/v1/vouchers', 'url.path': '/v1/vouchers', 'http.response.status_code': 200 });
+    // The server the client named, and its port (found from outside: neither was there).
+    expect(server.attributes).toMatchObject({ 'server.address': '127.0.0.1', 'server.port': Number(new URL(gateway.url).port) });
     expect(server.resource['service.name']).toBe('acg-under-test');
 
     const operation = spans.find(named('operation mintVoucher'))!;
@@ -177,6 +179,20 @@ describe.each(['http/protobuf', 'http/json'])('OpenTelemetry traces of a real ac
     expect(statements.length).toBeGreaterThanOrEqual(3);
     expect(statements.some((span) => within(span, batch) && /INSERT INTO holds/.test(String(span.attributes['db.query.text'])))).toBe(true);
     expect(new Set(statements.map((span) => span.attributes['acg.db.driver']))).toEqual(new Set([onPostgres() ? 'pg' : 'pglite']));
+    // Each names its operation as the database conventions ask: a command word, the first operation after a WITH
+    // (found from outside: WITH, a clause), and on PostgreSQL the database and its server.
+    const operations = new Set(statements.map((span) => span.attributes['db.operation.name']));
+    expect(operations.has('WITH')).toBe(false);
+    expect(operations.has('INSERT')).toBe(true);
+    const hold = statements.find((span) => /INSERT INTO holds/.test(String(span.attributes['db.query.text'])))!;
+    expect(hold.name).toBe(hold.attributes['db.operation.name']);
+    if (onPostgres()) {
+      const url = new URL(process.env.TEST_DATABASE_URL!);
+      expect(statements.every((span) => span.attributes['server.address'] === url.hostname && span.attributes['server.port'] === Number(url.port || 5432))).toBe(true);
+      expect(statements.every((span) => typeof span.attributes['db.namespace'] === 'string' && span.attributes['db.namespace'] !== '')).toBe(true);
+    } else {
+      expect(statements.some((span) => 'server.address' in span.attributes || 'db.namespace' in span.attributes)).toBe(false);
+    }
 
     // The webhook attempt continues the trace, and its HTTP request is a child of it.
     const attempt = spans.find(named('webhook attempt'))!;

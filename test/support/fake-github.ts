@@ -93,6 +93,9 @@ export async function startFakeGitHub(): Promise<FakeGitHub> {
       case 'broken':
         send(res, 502, { message: 'Server Error' });
         return;
+      case 'unavailable':
+        send(res, 503, { message: 'Service Unavailable' }, { ...limits, 'retry-after': '5' });
+        return;
       case 'huge':
         send(res, 200, { ...repositoryJson(owner, repo), padding: 'x'.repeat(2 * 1024 * 1024) }, limits);
         return;

@@ -248,6 +248,11 @@ export class MerchantClient {
         audience,
         clockTolerance: this.options.clockToleranceS ?? REVOCATION_TOLERANCE_S_DEFAULT,
       });
+      // A voucher is for one merchant: jose passes an `aud` list that names us among others, which the gateway never
+      // signs (found from outside). Such a token is refused as invalid, not as another merchant's.
+      if (audience !== undefined && payload.aud !== audience) {
+        throw new errors.JWTClaimValidationFailed(`its aud ${JSON.stringify(payload.aud)} is not this merchant alone (${JSON.stringify(audience)})`, payload, 'aud', 'not_exact');
+      }
       // Read the clock after the JWKS fetch (it may have taken seconds), as jose does, with its comparison: expired at exp.
       if (strictExp && typeof payload.exp === 'number' && payload.exp <= Math.floor(Date.now() / 1000)) {
         throw new errors.JWTExpired('"exp" claim timestamp check failed', payload, 'exp', 'check_failed');

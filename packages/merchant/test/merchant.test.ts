@@ -107,6 +107,13 @@ describe('verifyVoucher', () => {
     const foreign = await failure(client({ merchantId: 'mer_someoneelse' }).verifyVoucher(voucher));
     // A genuine voucher of another merchant is a misrouted agent, not a forgery: wrong_merchant, as for a receipt (found from outside).
     expect([foreign.code, foreign.message]).toEqual(['wrong_merchant', `the voucher+jwt does not verify: it is for ${JSON.stringify(claims.aud)}, not merchantId "mer_someoneelse"`]);
+    // An audience list that names this merchant among others is not a voucher for it: the gateway signs one merchant
+    // (found from outside: jose's audience check passed it).
+    const shared = await world.gw.gateway.signing.sign({ ...claims, aud: ['mer_someoneelse', merchantId] }, 'voucher+jwt');
+    const many = await failure(client().verifyVoucher(shared));
+    expect([many.code, many.message]).toEqual(['invalid_token', `the voucher+jwt does not verify: its aud ["mer_someoneelse","${merchantId}"] is not this merchant alone ("${merchantId}")`]);
+    const alone = await world.gw.gateway.signing.sign({ ...claims, aud: [merchantId] }, 'voucher+jwt');
+    expect((await failure(client().verifyVoucher(alone))).code).toBe('invalid_token');
     const elsewhere = await failure(client({ issuer: 'https://evil.example' }).verifyVoucher(voucher));
     expect(elsewhere.code).toBe('invalid_token');
     expect(elsewhere.message).toContain(`its issuer is ${JSON.stringify(claims.iss)}, not "https://evil.example": set gatewayUrl`);

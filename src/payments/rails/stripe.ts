@@ -121,7 +121,12 @@ class StripeCheckoutRail implements CreditRail {
     } catch (error) {
       // A session that is already complete cannot be expired: the owner paid, so the top-up must settle.
       if (error instanceof stripeLibrary().errors.StripeInvalidRequestError) {
-        throw new ApiError('conflict', { detail: `the Checkout Session can no longer be cancelled: ${error.message}` });
+        // What happens next, in the gateway's words first (found from outside: Stripe's sentence alone said neither).
+        throw new ApiError('conflict', {
+          detail:
+            'this top-up can no longer be declined: its Stripe Checkout Session is not open. If it was paid, the credit arrives when Stripe ' +
+            `confirms the payment; if it ended unpaid, the top-up expires by itself. Stripe said: ${error.message}`,
+        });
       }
       throw new ApiError('payment_unavailable', { detail: `Stripe did not expire the Checkout Session: ${(error as Error).message}` });
     }

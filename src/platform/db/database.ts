@@ -202,13 +202,42 @@ export class DatabaseInUseError extends Error {
  * traced work (a request, a batch, a webhook attempt): the polls of background jobs and the migrations would
  * otherwise be a trace per statement, every second.
  */
-export function statementSpan(driver: 'pg' | 'pglite', sql: string): SpanRef | undefined {
+export function statementSpan(driver: 'pg' | 'pglite', sql: string, server?: StatementServer): SpanRef | undefined {
   if (!tracing() || !activeSpan()) return undefined;
-  const operation = /^\s*([A-Za-z]+)/.exec(sql)?.[1]?.toUpperCase() ?? 'SQL';
-  return startSpan(operation, {
+  const operation = operationOf(sql);
+  return startSpan(operation ?? 'SQL', {
     kind: 'client',
-    attributes: { 'db.system.name': 'postgresql', 'db.operation.name': operation, 'db.query.text': sql, 'acg.db.driver': driver },
+    attributes: {
+      'db.system.name': 'postgresql',
+      'db.operation.name': operation,
+      'db.query.text': sql,
+      'acg.db.driver': driver,
+      'db.namespace': server?.namespace,
+      'server.address': server?.address,
+      'server.port': server?.port,
+    },
   });
+}
+
+/** The database a driver's statements go to, as the database conventions name it (none for the embedded engine). */
+export interface StatementServer {
+  namespace?: string;
+  address?: string;
+  port?: number;
+}
+
+const STATEMENT_OPERATION = /^\s*([A-Za-z]+)/;
+const OPERATION_AFTER_WITH = /\b(SELECT|INSERT|UPDATE|DELETE|MERGE)\b/i;
+
+/**
+ * A statement's operation, as the database conventions ask when it is read from the text: its first command word,
+ * and for a `WITH` (a clause, not an operation) the first operation named after it (found from outside: spans said
+ * WITH). Undefined when there is none, so the attribute is left out rather than guessed.
+ */
+export function operationOf(sql: string): string | undefined {
+  const first = STATEMENT_OPERATION.exec(sql)?.[1]?.toUpperCase();
+  if (first !== 'WITH') return first;
+  return OPERATION_AFTER_WITH.exec(sql)?.[1]?.toUpperCase();
 }
 
 /** Ends a statement's span: the rows it returned, or its failure. */

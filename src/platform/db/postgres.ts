@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { DEFAULT_DATABASE_TIMEOUTS, DEFAULT_POOL_SIZE_MAX, endStatementSpan, FirstFailure, isStalePlan, retryTransaction, SentStatements, statementSpan, type Database, type DatabaseTimeouts, type Queryable, type QueryResult, type Tx } from './database.ts';
+import { DEFAULT_DATABASE_TIMEOUTS, DEFAULT_POOL_SIZE_MAX, endStatementSpan, FirstFailure, isStalePlan, retryTransaction, SentStatements, statementSpan, type Database, type DatabaseTimeouts, type Queryable, type QueryResult, type StatementServer, type Tx } from './database.ts';
 import { queryKeepingShapes } from './pg-query.ts';
 import { asStorageError, isStorageUnavailable, OutageTracker, type OutageLog } from './faults.ts';
 
@@ -54,7 +54,7 @@ function renameStatements(): void {
  * `observe`: a transaction's connection passes each of the driver's answers through its `FirstFailure` (the
  * answers of one connection settle there in the order sent).
  */
-function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStalePlan: boolean; failures?: FirstFailure }): Queryable {
+function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStalePlan: boolean; server: StatementServer; failures?: FirstFailure }): Queryable {
   const answerOf = <R>(answer: Promise<R>): Promise<R> => (options.failures ? options.failures.observe(answer) : answer);
   const send = async (sql: string, params: readonly unknown[] | undefined) => {
     // Named at each run: a rename gives the same text a new name.
@@ -71,7 +71,7 @@ function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStale
   };
   return {
     async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
-      const span = statementSpan('pg', sql);
+      const span = statementSpan('pg', sql, options.server);
       try {
         const result = await send(sql, params);
         if (span) endStatementSpan(span, { rows: result.rows.length });
@@ -83,7 +83,7 @@ function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStale
       }
     },
     async exec(sql: string): Promise<void> {
-      const span = statementSpan('pg', sql);
+      const span = statementSpan('pg', sql, options.server);
       try {
         await answerOf(client.query(sql));
         if (span) endStatementSpan(span, { rows: 0 });
@@ -103,8 +103,8 @@ function wrap(client: pg.Pool | pg.PoolClient | pg.Client, options: { retryStale
  * and two writes fewer. BEGIN's failure is the first statement's. A transaction that ran no statement sends
  * neither BEGIN nor COMMIT. `ended` tells the caller that the last statement closed it, committed or rolled back.
  */
-function transactionOn(client: pg.PoolClient): { tx: Tx; begun: () => boolean; ended: () => boolean; sent: SentStatements; rollback: () => Promise<unknown> } {
-  const inner = wrap(client, { retryStalePlan: false, failures: new FirstFailure() });
+function transactionOn(client: pg.PoolClient, server: StatementServer): { tx: Tx; begun: () => boolean; ended: () => boolean; sent: SentStatements; rollback: () => Promise<unknown> } {
+  const inner = wrap(client, { retryStalePlan: false, server, failures: new FirstFailure() });
   let begun = false;
   let ended = false;
   const sent = new SentStatements();
@@ -242,7 +242,10 @@ export function openPostgres(connectionString: string, options: PostgresOptions 
   // without a listener it would end the process. The next checkout opens a new connection.
   pool.on('error', () => {});
   const outage = new OutageTracker(options.log);
-  const root = wrap(pool, { retryStalePlan: true });
+  // Where the statements go, for their spans: read from the URL as the driver reads it (a client not connected).
+  const parsed = new pg.Client({ connectionString });
+  const server: StatementServer = { namespace: parsed.database, address: parsed.host, port: parsed.port };
+  const root = wrap(pool, { retryStalePlan: true, server });
   return {
     kind: 'postgres',
     query: (sql, params) => outage.observe(() => root.query(sql, params)),
@@ -251,7 +254,7 @@ export function openPostgres(connectionString: string, options: PostgresOptions 
       return outage.observe(() =>
         retryTransaction(() =>
           withClient(pool, async (client, discard) => {
-            const { tx, begun, ended, sent, rollback } = transactionOn(client);
+            const { tx, begun, ended, sent, rollback } = transactionOn(client, server);
             try {
               const result = await fn(tx);
               await sent.settled();
@@ -281,7 +284,7 @@ export function openPostgres(connectionString: string, options: PostgresOptions 
           throw asStorageError(error);
         }
         try {
-          const conn = wrap(client, { retryStalePlan: true });
+          const conn = wrap(client, { retryStalePlan: true, server });
           await conn.query('SELECT pg_advisory_lock($1)', [lockKey]);
           return await fn(conn);
         } finally {

@@ -303,6 +303,13 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     return renderError(app, answer, request, reply);
   });
 
+  // The route a path misses by its last word's plural (`/refund` for `/refunds`, found from outside), as a hint.
+  const nearRoute = (method: string, path: string): string => {
+    const known = METHODS.find((m) => m === method);
+    const near = path.endsWith('s') ? path.slice(0, -1) : `${path}s`;
+    const match = known === undefined ? null : knownRoutes.find(known, near);
+    return match === null || leavesParameterEmpty(match.params) ? '' : `; did you mean ${method} ${near}?`;
+  };
   app.setNotFoundHandler((request, reply) => {
     const path = targetPath(request.url);
     const allowed = METHODS.filter((m) => {
@@ -312,7 +319,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
     const error =
       allowed.length > 0
         ? new ApiError('method_not_allowed', { detail: `${request.method} is not allowed on ${path}`, headers: { allow: allowed.join(', ') } })
-        : new ApiError('not_found', { detail: `no route ${request.method} ${path}` });
+        : new ApiError('not_found', { detail: `no route ${request.method} ${path}${nearRoute(request.method, path)}` });
     return renderError(app, error as unknown as FastifyError, request, reply);
   });
 

@@ -7,6 +7,7 @@ import type { Socket } from 'node:net';
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { storageFailureOf } from '../db/faults.ts';
 import { ApiError, OAuthError, problemBody, unexpectedAsApiError, type OAuthErrorCode } from '../errors.ts';
+import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from '../money.ts';
 import { VISIBLE_PATTERN } from '../schemas.ts';
 import { jsonRpcError } from './json-rpc.ts';
 import { isPagePath, newNonce, pageHeaders, refusalPage } from './pages.ts';
@@ -31,6 +32,13 @@ function describeViolation(where: string, violation: Violation): { path: string;
   }
   if (violation.keyword === 'pattern' && (violation.params as { pattern?: string }).pattern === VISIBLE_PATTERN) {
     return { path: `${where}${violation.instancePath}`, message: 'must hold a visible character, not only white space or invisible characters' };
+  }
+  // An amount sent as a JSON number, or not as digits (found from outside: "must be string" said neither why nor how).
+  // Every amount member is named …Uc and is a Microcredits string, so a string violation there is an amount's.
+  const amount = (violation.keyword === 'type' && (violation.params as { type?: unknown }).type === 'string' && /Uc$/.test(violation.instancePath)) ||
+    (violation.keyword === 'pattern' && (violation.params as { pattern?: string }).pattern === MICROCREDITS_PATTERN);
+  if (amount) {
+    return { path: `${where}${violation.instancePath}`, message: `must be microcredits as a string of 1 to ${UC_DIGITS_MAX} digits, e.g. "1500000" (a JSON number loses microcredits past 2^53)` };
   }
   if (violation.keyword === 'const') return { path: `${where}${violation.instancePath}`, message: `must be ${JSON.stringify(allowedValue)}` };
   const { allowedValues } = violation.params as { allowedValues?: unknown[] };

@@ -35,6 +35,7 @@ export function tracedRequests(handler: RequestHandler): RequestHandler {
         'url.scheme': 'http',
         'network.protocol.version': request.httpVersion,
         'client.address': request.socket.remoteAddress,
+        ...serverOf(request),
         'user_agent.original': request.headers['user-agent'],
       },
     });
@@ -53,6 +54,18 @@ export function tracedRequests(handler: RequestHandler): RequestHandler {
     bindToSpan(span, response);
     withinSpan(span, () => handler(request, response));
   };
+}
+
+const HOST_HEADER = /^(\[[0-9A-Fa-f:.]+\]|[^:[\]]+)(?::([0-9]{1,5}))?$/;
+
+/**
+ * The HTTP conventions' `server.address` and `server.port`: the server the client named (its Host header), the
+ * port it named or else the one the request came in on (found from outside: server spans had neither).
+ */
+function serverOf(request: IncomingMessage): { 'server.address'?: string; 'server.port'?: number } {
+  const named = HOST_HEADER.exec(request.headers.host ?? '');
+  const port = named?.[2] !== undefined ? Number(named[2]) : request.socket.localPort;
+  return { 'server.address': named?.[1]?.replace(/^\[(.*)\]$/, '$1'), 'server.port': port };
 }
 
 /** Names each traced request's span by its route once Fastify has routed it (only when tracing). */
