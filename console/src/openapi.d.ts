@@ -2939,6 +2939,8 @@ export interface components {
             /** @description microcredits as a decimal string of at most 18 digits */
             limitUc: string;
             merchantId?: string;
+            /** @description the name of the merchant merchantId names, when that merchant exists (as it registered it, not verified): what to show a person */
+            merchantName?: string;
             category?: string;
             serviceId?: string;
             /** @description the current period began (0 for total) (Unix seconds) */

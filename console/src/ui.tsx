@@ -241,7 +241,7 @@ const PERIOD_NAMES: Record<string, string> = { day: 'Daily', week: 'Weekly', mon
 
 /** A budget's use in its current period: a meter, and the same in words. */
 export function BudgetBar({ usage }: { usage: Schemas['BudgetUsage'] }) {
-  const scope = usage.merchantId ? ` at ${usage.merchantId}` : usage.category ? ` on ${usage.category}` : usage.serviceId ? ` on ${usage.serviceId}` : '';
+  const scope = usage.merchantId ? ` at ${usage.merchantName ?? usage.merchantId}` : usage.category ? ` on ${usage.category}` : usage.serviceId ? ` on ${usage.serviceId}` : '';
   const label = `${PERIOD_NAMES[usage.period] ?? usage.period} budget${scope}`;
   const limit = Number(usage.limitUc);
   const spent = Number(usage.spentUc);

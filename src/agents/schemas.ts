@@ -134,6 +134,7 @@ export const BudgetUsageSchema = Type.Object(
     period: Type.String({ enum: [...BUDGET_PERIODS] }),
     limitUc: Microcredits(),
     merchantId: Type.Optional(Type.String()),
+    merchantName: Type.Optional(Type.String({ description: "the name of the merchant merchantId names, when that merchant exists (as it registered it, not verified): what to show a person" })),
     category: Type.Optional(Type.String()),
     serviceId: Type.Optional(Type.String()),
     periodStart: UnixSeconds('the current period began (0 for total)'),

@@ -83,6 +83,8 @@ export interface BudgetUsage {
   period: string;
   limitUc: string;
   merchantId?: string;
+  /** The name of the merchant `merchantId` names, when it exists: what a person reads. */
+  merchantName?: string;
   category?: string;
   serviceId?: string;
   periodStart: number;
@@ -573,7 +575,17 @@ export class AgentService {
   private async budgetUsages(db: Queryable, rows: readonly store.AgentRow[]): Promise<Map<string, BudgetUsage[]>> {
     const nowS = this.gateway.clock.nowS();
     const usage = await usageOf(db, rows, nowS);
-    return new Map(rows.map((row) => [row.id, usageView(row, usage.get(row.id)!, nowS)]));
+    const views = new Map(rows.map((row) => [row.id, usageView(row, usage.get(row.id)!, nowS)]));
+    // A budget scoped to a merchant is shown by the merchant's name (found from outside: the console said "at mer_…").
+    const merchantIds = [...new Set([...views.values()].flat().flatMap((view) => (view.merchantId === undefined ? [] : [view.merchantId])))];
+    if (merchantIds.length > 0) {
+      const names = new Map((await store.findMerchantsNamed(db, merchantIds)).map((merchant) => [merchant.id, merchant.name]));
+      for (const view of [...views.values()].flat()) {
+        const name = view.merchantId === undefined ? undefined : names.get(view.merchantId);
+        if (name !== undefined) view.merchantName = name;
+      }
+    }
+    return views;
   }
 
   /** One version of the agent's mandate (the current one by default); 404 for a version it never had. */

@@ -139,9 +139,9 @@ export async function findFrozenBy(db: Queryable, agentIds: readonly string[]): 
 }
 
 /** The merchants a mandate's budgets name, found by id, or by domain (to tell an owner who named one that way). */
-export async function findMerchantsNamed(db: Queryable, names: readonly string[]): Promise<Array<{ id: string; domain: string; verified: boolean }>> {
-  const { rows } = await db.query<{ id: string; domain: string; verified: boolean }>(
-    'SELECT id, domain, verified FROM merchants WHERE id = ANY($1::text[]) OR domain = ANY($1::text[])',
+export async function findMerchantsNamed(db: Queryable, names: readonly string[]): Promise<Array<{ id: string; name: string; domain: string; verified: boolean }>> {
+  const { rows } = await db.query<{ id: string; name: string; domain: string; verified: boolean }>(
+    'SELECT id, name, domain, verified FROM merchants WHERE id = ANY($1::text[]) OR domain = ANY($1::text[])',
     [names],
   );
   return rows;

@@ -269,6 +269,10 @@ describe('enforcement at the hold', () => {
     const id = held.body.redemption.id;
     await world.api('POST', `/v1/redemptions/${id}/capture`, { token: shop.key, key: `capture-${++counter}`, body: {} });
     expect((await get(agent)).body.usage[0]).toMatchObject({ spentUc: '1500000', resetsAt: null, periodStart: 0 });
+    // Named as a person knows it (found from outside: the console said "at mer_…"), in the agent's own view too.
+    const { rows: named } = await world.gw.gateway.db.query<{ name: string }>('SELECT name FROM merchants WHERE id = $1', [shop.merchantId]);
+    expect((await get(agent)).body.usage[0]).toMatchObject({ merchantId: shop.merchantId, merchantName: named[0]!.name });
+    expect((await world.api('GET', '/v1/me', { token: agent.token })).body.budgets[0]).toMatchObject({ merchantId: shop.merchantId, merchantName: named[0]!.name });
     await world.api('POST', `/v1/redemptions/${id}/refunds`, { token: shop.key, key: `refund-${++counter}`, body: { amountUc: '1000000' } });
     expect((await get(agent)).body.usage[0]).toMatchObject({ spentUc: '500000', remainingUc: '1500000' });
     expect((await mint(world, agent.token, here.id)).status).toBe(200);
