@@ -13,7 +13,7 @@ export const RevocationsInput = Type.Object(
   {
     id: idOf('merchant (mer_…)'),
     // Decimal inside, opaque outside: the pattern bounds it below 2^63 so it never overflows the column.
-    since: Type.Optional(Type.String({ pattern: '^(0|[1-9][0-9]{0,17}|p(0|[1-9][0-9]{0,17}))$', description: 'the `nextSince` (or an item\'s `cursor`) of the previous page; from the start when absent' })),
+    since: Type.Optional(Type.String({ pattern: '^(0|[1-9][0-9]{0,17}|p(0|[1-9][0-9]{0,17}))$', description: 'the `nextSince` (or an item\'s `cursor`) of the previous page; from the start when absent. One past the end of this merchant\'s feed (another merchant\'s, say) is 400 invalid_input' })),
     limit: Type.Optional(
       Type.Integer({ minimum: 1, maximum: REVOCATIONS_PAGE_MAX, default: REVOCATIONS_PAGE_DEFAULT, description: `page size, 1–${REVOCATIONS_PAGE_MAX}` }),
     ),

@@ -29,7 +29,7 @@ export function revocationRoutes(ops: RevocationOperations, queries: RevocationQ
           'lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent, as before, with a `freeze` member: the report of each merchant ' +
           'reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds ' +
           'changes nothing and answers its latest report; with releaseHolds it releases what is held now and makes a report of its own, whose ' +
-          '`frozenAt` is that second freeze, not when the agent stopped spending (it stayed frozen since the first); a retired delegate is not frozen (409 conflict: retirement already stopped it for good). The body is optional (none is `{}`). Idempotency-Key is honoured when sent.',
+          '`frozenAt` is that second freeze, not when the agent stopped spending (it stayed frozen since the first), unless it finds nothing to release after a freeze that released: it then answers that freeze\'s report (a double click, a retry under a new key); a retired delegate is not frozen (409 conflict: retirement already stopped it for good). The body is optional (none is `{}`). Idempotency-Key is honoured when sent.',
         params: AgentIdParams,
         body: FreezeBody,
         response: { 200: Type.Ref('FrozenAgent'), ...problems(400, 404, 409) },

@@ -110,7 +110,8 @@ export class RevocationService {
   /**
    * Freezes one of the principal's agents (404 for any other). Freezing a frozen agent without releaseHolds
    * changes nothing and answers its latest report. With releaseHolds, every outstanding hold of its subtree
-   * is released and revoked now, whether or not the agent was frozen already.
+   * is released and revoked now, whether or not the agent was frozen already; a frozen agent's freeze that finds
+   * nothing to release after one that released answers that one's report.
    */
   async freeze(tx: Tx, principal: Principal, agentId: string, options: { releaseHolds: boolean }): Promise<FrozenAgent> {
     const { agents } = this.deps;
@@ -124,6 +125,13 @@ export class RevocationService {
     const freezeId = newId('frz');
     const cause: RevocationCause = { agentId, reason: 'agent_frozen', atS: nowS, freezeId };
     const revoked = await this.stop(tx, await agents.subtreeIds(tx, agentId), cause, options.releaseHolds);
+    // A frozen agent's freeze that released nothing, after one that released its holds (a double click, a retry under
+    // a new key, a freeze on another instance at the same time), answers that report rather than hide it behind an
+    // empty one: GET …/freeze is where the owner watches which merchants were told (found from outside).
+    if (wasFrozen && revoked.length === 0) {
+      const latest = await store.latestFreeze(tx, agentId);
+      if (latest?.release_holds) return { ...agent, freeze: await this.report(tx, latest) };
+    }
     // The freeze's row before the feed's, which name it.
     const freeze = await store.insertFreeze(tx, {
       id: freezeId,
@@ -235,6 +243,14 @@ export class RevocationService {
     const since = page.since ?? FEED_START;
     const position = await positionOf(db, merchantId, since);
     const rows = await store.listRevocations(db, merchantId, position, page.limit + 1);
+    // Positions only grow, and each merchant's feed counts its own: a cursor past its end was never given by it (one
+    // of another merchant's feed, say), and echoing it would skip every row up to it as they come (found from outside).
+    if (rows.length === 0 && position > 0n) {
+      const end = await store.feedEnd(db, merchantId);
+      if (position > end) {
+        throw new ApiError('invalid_input', { detail: `since ${page.since} is past the end of this merchant's feed (${cursorOf(end)}): positions are per merchant; poll from ${cursorOf(end)}, or from the start without since` });
+      }
+    }
     const items = rows.slice(0, page.limit).map(
       (row): Revocation => ({ holdId: row.hold_id, agentId: row.agent_id, reason: row.reason, revokedAt: Number(row.revoked_at_s), cursor: cursorOf(row.feed_position) }),
     );

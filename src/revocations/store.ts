@@ -118,6 +118,12 @@ export async function listRevocations(db: Queryable, merchantId: string, afterPo
   return rows;
 }
 
+/** The last position of the merchant's feed (0 when it has none): how many holds it has revoked. */
+export async function feedEnd(db: Queryable, merchantId: string): Promise<bigint> {
+  const { rows } = await db.query<{ revoked_holds: string }>('SELECT revoked_holds::text FROM revocation_feeds WHERE merchant_id = $1', [merchantId]);
+  return BigInt(rows[0]?.revoked_holds ?? '0');
+}
+
 /** The merchant's feed position reached by a cursor given before positions (its rows' `seq` up to `seq`). */
 export async function positionAtSeq(db: Queryable, merchantId: string, seq: bigint): Promise<bigint> {
   const { rows } = await db.query<{ position: string }>(

@@ -255,6 +255,18 @@ describe('a freeze with releaseHolds', () => {
     expect(retry.body).toEqual(answer.body);
   });
 
+  it('answers a repeat with releaseHolds, under a new key, with the report that released: nothing is left to release (found from outside: an empty report hid it)', async () => {
+    const repeats = await Promise.all(
+      ['freeze-release-2', 'freeze-release-3'].map((key) => world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken, key, body: { releaseHolds: true } })),
+    );
+    for (const repeat of repeats) {
+      expect(repeat.status).toBe(200);
+      expect(repeat.body.freeze).toMatchObject({ id: answer.body.freeze.id, releaseHolds: true, releasedHolds: 4, releasedUc: '7000000' });
+    }
+    const read = await world.api('GET', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken });
+    expect([read.status, read.body.id, read.body.merchants.length]).toEqual([200, answer.body.freeze.id, 3]);
+  });
+
   it('refuses the frozen agent its next mint, and unfreezing lets it spend again', async () => {
     const refused = await mint(world, agent.token, merchantA.offerId);
     expect([refused.status, refused.body.code]).toEqual([403, 'FROZEN']);
@@ -347,6 +359,18 @@ describe('refusals', () => {
       expect([bad.status, bad.body.code], since).toEqual([400, 'invalid_input']);
     }
     expect((await world.api('GET', `/v1/merchants/${merchantA.id}/revocations?limit=501`, { token: merchantA.key })).status).toBe(400);
+    // A cursor past the feed's end was never this feed's (found from outside: it was echoed, and would skip what came).
+    const feed = await world.api('GET', `/v1/merchants/${merchantA.id}/revocations?limit=500`, { token: merchantA.key });
+    const end = Number(String(feed.body.nextSince).slice(1));
+    expect(end).toBeGreaterThan(0);
+    const atEnd = await world.api('GET', `/v1/merchants/${merchantA.id}/revocations?since=p${end}`, { token: merchantA.key });
+    expect([atEnd.status, atEnd.body.revocations, atEnd.body.nextSince]).toEqual([200, [], `p${end}`]);
+    const past = await world.api('GET', `/v1/merchants/${merchantA.id}/revocations?since=p${end + 1}`, { token: merchantA.key });
+    expect([past.status, past.body.code, past.body.detail]).toEqual([
+      400,
+      'invalid_input',
+      `since p${end + 1} is past the end of this merchant's feed (p${end}): positions are per merchant; poll from p${end}, or from the start without since`,
+    ]);
     const narrow = await world.api('POST', `/v1/merchants/${merchantA.id}/api-keys`, {
       token: merchantOwner,
       key: uniqueKey('key'),
