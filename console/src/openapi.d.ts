@@ -139,7 +139,7 @@ export interface paths {
         put?: never;
         /**
          * Register a public OAuth client (RFC 7591)
-         * @description Public clients only: token_endpoint_auth_method is "none". 10 registrations per address per rate-limit window; at most 1000 clients (429 temporarily_unavailable beyond). Redirect URI problems answer invalid_redirect_uri, any other metadata problem invalid_client_metadata.
+         * @description Public clients only: token_endpoint_auth_method is "none". 10 registrations per address per rate-limit window; at most 1000 registered clients, the console's own not counted (429 temporarily_unavailable beyond). Redirect URI problems answer invalid_redirect_uri, any other metadata problem invalid_client_metadata.
          */
         post: operations["registerOAuthClient"];
         delete?: never;
@@ -4298,7 +4298,7 @@ export interface operations {
                     "application/json": components["schemas"]["OAuthError"];
                 };
             };
-            /** @description Too Many Requests */
+            /** @description temporarily_unavailable: more than 10 registration requests from this address in the rate-limit window (ACG_RATE_LIMIT_WINDOW_S; refused ones count too), or the gateway's per-address rate limit, or it holds its maximum of 1000 registered clients (Retry-After 3600; clients that never obtained a token are removed a day after registering). Retry after Retry-After. */
             429: {
                 headers: {
                     /** @description seconds to wait before retrying */

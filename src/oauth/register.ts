@@ -190,9 +190,10 @@ export async function registerClient(gateway: Gateway, metadata: ClientMetadata)
   const nowS = gateway.clock.nowS();
   const row = await gateway.db.transaction(async (tx) => {
     await store.lockRegistrations(tx);
-    if ((await store.countClients(tx)) >= CLIENTS_MAX) {
+    // The console's own client is declared, not registered: it takes none of the registrations (found from outside: 999).
+    if ((await store.countClients(tx, CONSOLE_CLIENT_ID)) >= CLIENTS_MAX) {
       await store.purgeUnusedClients(tx, nowS - UNUSED_CLIENT_PURGE_AFTER_S, CONSOLE_CLIENT_ID);
-      if ((await store.countClients(tx)) >= CLIENTS_MAX) return undefined;
+      if ((await store.countClients(tx, CONSOLE_CLIENT_ID)) >= CLIENTS_MAX) return undefined;
     }
     return store.insertClient(tx, { id: newId('cli'), clientName: metadata.clientName, redirectUris: metadata.redirectUris, scope: metadata.scope, nowS });
   });

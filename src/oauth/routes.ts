@@ -14,7 +14,7 @@ import { CONSENT_TOKEN_HEADER, readBrowserSecret, setCookieHeader } from './brow
 import { consent } from './consent.ts';
 import { devLoginRoutes } from './dev-login-routes.ts';
 import { temporarilyUnavailable, unsupportedMediaType } from './errors.ts';
-import { REGISTRATIONS_PER_ADDRESS_PER_WINDOW, REMEMBERED_CONSENT_LIFETIME_S } from './limits.ts';
+import { CLIENTS_MAX, REGISTRATIONS_PER_ADDRESS_PER_WINDOW, REMEMBERED_CONSENT_LIFETIME_S } from './limits.ts';
 import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';
 import { HtmlPage, newNonce, pageHeaders } from '../platform/http/pages.ts';
 import { consentPage, errorPage } from './pages.ts';
@@ -111,10 +111,23 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
         summary: 'Register a public OAuth client (RFC 7591)',
         description:
           `Public clients only: token_endpoint_auth_method is "none". ${REGISTRATIONS_PER_ADDRESS_PER_WINDOW} registrations per address per ` +
-          'rate-limit window; at most 1000 clients (429 temporarily_unavailable beyond). Redirect URI problems answer ' +
+          `rate-limit window; at most ${CLIENTS_MAX} registered clients, the console's own not counted (429 temporarily_unavailable beyond). Redirect URI problems answer ` +
           'invalid_redirect_uri, any other metadata problem invalid_client_metadata.',
         body: schemas.ClientRegistrationRequest,
-        response: { 201: Type.Ref(schemas.ClientRegistration), 400: OAuthErrorRef, 415: OAuthErrorRef, 429: OAuthErrorRef, 503: OAuthErrorRef },
+        response: {
+          201: Type.Ref(schemas.ClientRegistration),
+          400: OAuthErrorRef,
+          415: OAuthErrorRef,
+          // Its own limits, said where a client reads them (found from outside: "Too Many Requests" named neither).
+          429: {
+            description:
+              `temporarily_unavailable: more than ${REGISTRATIONS_PER_ADDRESS_PER_WINDOW} registration requests from this address in the rate-limit window ` +
+              `(ACG_RATE_LIMIT_WINDOW_S; refused ones count too), or the gateway's per-address rate limit, or it holds its maximum of ${CLIENTS_MAX} ` +
+              'registered clients (Retry-After 3600; clients that never obtained a token are removed a day after registering). Retry after Retry-After.',
+            content: { 'application/json': { schema: OAuthErrorRef } },
+          },
+          503: OAuthErrorRef,
+        },
       },
       handler: async (request, reply) => {
         if (!gateway.signing.configured) throw temporarilyUnavailable(503, `the gateway cannot issue tokens: ${gateway.signing.whyUnconfigured}`);

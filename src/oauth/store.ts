@@ -70,8 +70,9 @@ export async function lockRegistrations(tx: Tx): Promise<void> {
   await tx.query('SELECT pg_advisory_xact_lock($1)', [REGISTRATION_LOCK_KEY]);
 }
 
-export async function countClients(db: Queryable): Promise<number> {
-  const { rows } = await db.query<{ n: bigint }>('SELECT count(*)::bigint AS n FROM oauth_clients');
+/** The registered clients, which the cap counts: every row but `declared`, the gateway's own client, which nobody registered. */
+export async function countClients(db: Queryable, declared: string): Promise<number> {
+  const { rows } = await db.query<{ n: bigint }>('SELECT count(*)::bigint AS n FROM oauth_clients WHERE id <> $1', [declared]);
   return Number(rows[0]!.n);
 }
 

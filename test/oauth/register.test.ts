@@ -195,12 +195,17 @@ describe('POST /oauth/register refuses', () => {
   it(`a client beyond ${CLIENTS_MAX} with 429 temporarily_unavailable, until unused clients are a day old`, async () => {
     const { db } = gw.gateway;
     const nowS = gw.clock.nowS();
-    const { rows } = await db.query<{ n: bigint }>('SELECT count(*)::bigint AS n FROM oauth_clients');
-    const fill = CLIENTS_MAX - Number(rows[0]!.n);
+    // The console's declared client is not one of them (found from outside: the 1,000th registration was refused).
+    expect((await db.query('SELECT 1 FROM oauth_clients WHERE id = $1', ['acg-console'])).rows).toHaveLength(1);
+    const { rows } = await db.query<{ n: bigint }>("SELECT count(*)::bigint AS n FROM oauth_clients WHERE id <> 'acg-console'");
+    const fill = CLIENTS_MAX - 1 - Number(rows[0]!.n);
     await db.query(
       `INSERT INTO oauth_clients (id, redirect_uris, created_at_s) SELECT 'cli_fill_' || g, '["https://a.example/cb"]', $1 FROM generate_series(1, $2::int) g`,
       [nowS, fill],
     );
+    const last = await registerFrom(good);
+    expect(last.status).toBe(201);
+    await db.query("UPDATE oauth_clients SET id = 'cli_fill_last' WHERE id = $1", [last.body.client_id]);
     const refused = await registerFrom(good);
     expect(refused.status).toBe(429);
     expect(refused.body).toEqual({ error: 'temporarily_unavailable', error_description: expect.stringContaining('1000') });
