@@ -2,7 +2,7 @@
 // Patroni-managed PostgreSQL 15 nodes (each its own ports and data directory), HAProxy routing to the primary
 // by Patroni's /primary check and balancing the gateways, and N gateways (`acg serve`) whose DATABASE_URL is
 // HAProxy. Patroni and HAProxy run on the very files of deploy/ha/ (patroni.yml, haproxy.cfg); only what is
-// local (addresses, directories, faster failover timing, passwords) is added, the way an operator adds a
+// local (addresses, directories, faster failover timing, the watchdog off, passwords) is added, the way an operator adds a
 // node's environment. The acceptance test (test/ha/failover.test.ts) drives this module; `--help` shows the
 // command line.
 //
@@ -701,7 +701,9 @@ Starts the high-availability topology of deploy/ha/ on this machine, from Debian
 running until Ctrl-C (or SIGTERM), then stops everything cleanly:
   - one etcd member;
   - two Patroni-managed PostgreSQL 15 nodes, each on its own free ports and data directory, with synchronous
-    replication (deploy/ha/patroni.yml, with faster local failover timing: ttl ${LOCAL_TIMING.ttlS} s, loop_wait ${LOCAL_TIMING.loopWaitS} s);
+    replication (deploy/ha/patroni.yml, with faster local failover timing: ttl ${LOCAL_TIMING.ttlS} s, loop_wait ${LOCAL_TIMING.loopWaitS} s,
+    and the watchdog off: the file requires /dev/watchdog, which a test machine seldom has, so a leader whose Patroni
+    alone dies keeps its PostgreSQL running as a primary here until that Patroni is back: docs/operations.md, "Watchdog");
   - HAProxy (deploy/ha/haproxy.cfg): PostgreSQL connections go to the primary, HTTP is balanced over the gateways;
   - gateways (\`acg serve\`) whose DATABASE_URL is HAProxy.
 Every port is a free one (never 5432, 2379/2380 or 8008). As root, Patroni and PostgreSQL run as the
