@@ -240,7 +240,10 @@ export function whenText(s: number, zoned = false): string {
 const PERIOD_NAMES: Record<string, string> = { day: 'Daily', week: 'Weekly', month: 'Monthly', total: 'Total' };
 
 /** A budget's use in its current period: a meter, and the same in words. */
-export function BudgetBar({ usage }: { usage: Schemas['BudgetUsage'] }) {
+export function BudgetBar({ usage, timeZone }: { usage: Schemas['BudgetUsage']; timeZone?: string }) {
+  // A period ends at midnight in the mandate's zone: named when it is not this browser's, so a reset at 10:30 AM says
+  // why (found from outside).
+  const elsewhere = timeZone !== undefined && timeZone !== Intl.DateTimeFormat().resolvedOptions().timeZone;
   const scope = usage.merchantId ? ` at ${usage.merchantName ?? usage.merchantId}` : usage.category ? ` on ${usage.category}` : usage.serviceId ? ` on ${usage.serviceId}` : '';
   const label = `${PERIOD_NAMES[usage.period] ?? usage.period} budget${scope}`;
   const limit = Number(usage.limitUc);
@@ -257,6 +260,7 @@ export function BudgetBar({ usage }: { usage: Schemas['BudgetUsage'] }) {
         {usage.resetsAt ? (
           <>
             , resets <When s={usage.resetsAt} zoned />
+            {elsewhere ? ` (midnight in ${timeZone}, the mandate's time zone)` : null}
           </>
         ) : null}
       </span>

@@ -625,6 +625,12 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     try {
       await page.setViewportSize({ width: 375, height: 667 });
       await expect.poll(labelPx).toBeGreaterThanOrEqual(12);
+      // At 320 px, the width WCAG 1.4.10 reflows to, the agents' cards and their budget bars fit (found from outside:
+      // the page scrolled sideways by 18 px).
+      await page.setViewportSize({ width: 320, height: 640 });
+      await nav('Agents');
+      await page.getByRole('meter').first().waitFor();
+      expect(await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth)).toBe(true);
     } finally {
       await page.setViewportSize({ width: 1280, height: 900 });
     }
@@ -831,6 +837,12 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     expect(await axeViolations(page)).toEqual([]);
     await page.getByRole('button', { name: 'Unfreeze Scout', exact: true }).click();
     await page.getByText('Scout can spend again.').waitFor();
+    // A partial capture says what was taken, then the hold (found from outside: "Captured · 1.00 credits" for 0.60 taken).
+    const partial = await api('POST', '/v1/vouchers', await agentToken(), { offerId }, key('mint-partial'));
+    expect((await api('POST', `/v1/redemptions/${partial.body.redemption.id}/capture`, merchantSecret, { amountUc: '600000' }, key('capture-partial'))).status).toBe(200);
+    await page.reload();
+    const taken = page.locator('.activity li').filter({ hasText: partial.body.redemption.id });
+    await taken.getByText('0.60 credits of 1.00 credits held', { exact: false }).waitFor();
   });
 
   it('pages the owner events and the webhook deliveries past their first 20, older on request (found from outside: only the newest 20 were shown)', async () => {

@@ -616,7 +616,16 @@ function Activity({ agentId, tick }: { agentId: string; tick: number }) {
         {holds.data.items.map((hold) => (
           <li class="card">
             <p>
-              <strong>{hold.revocation ? REVOKED_WORDS[hold.revocation.reason] ?? 'Revoked' : STATE_WORDS[hold.state] ?? hold.state}</strong> · <Amount uc={hold.amountUc} /> for{' '}
+              <strong>{hold.revocation ? REVOKED_WORDS[hold.revocation.reason] ?? 'Revoked' : STATE_WORDS[hold.state] ?? hold.state}</strong> ·{' '}
+              {/* A partial capture says what was taken, then the hold (found from outside: "Captured · 2.00" for 1.50 taken). */}
+              {hold.state === 'captured' && hold.capturedUc !== hold.amountUc ? (
+                <>
+                  <Amount uc={hold.capturedUc} /> of <Amount uc={hold.amountUc} /> held
+                </>
+              ) : (
+                <Amount uc={hold.amountUc} />
+              )}{' '}
+              for{' '}
               <Bought hold={hold} /> ({hold.category}), <When s={hold.createdAt} />
             </p>
             <p class="muted">
@@ -789,7 +798,7 @@ export function AgentPage({ id }: { id: string }) {
             </dl>
             <TreeFunds fundedBy={figures.data.balance.fundedBy} />
             {figures.data.mandate.usage.map((usage) => (
-              <BudgetBar usage={usage} />
+              <BudgetBar usage={usage} timeZone={figures.data!.mandate.timeZone} />
             ))}
           </section>
           <section aria-labelledby="mandate-title">

@@ -166,7 +166,7 @@ function AgentRow({ agent, tick, onChanged }: { agent: Agent; tick: number; onCh
           </dl>
           <TreeFunds fundedBy={figures.data.balance.fundedBy} />
           {figures.data.mandate.usage.length > 0 ? (
-            figures.data.mandate.usage.map((usage) => <BudgetBar usage={usage} />)
+            figures.data.mandate.usage.map((usage) => <BudgetBar usage={usage} timeZone={figures.data!.mandate.timeZone} />)
           ) : (
             <p class="muted">No budget set.</p>
           )}

@@ -147,13 +147,14 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
         <div>
           <dt>Asked</dt>
           <dd>
-            <When s={approval.createdAt} />
+            <When s={approval.createdAt} zoned />
           </dd>
         </div>
         <div>
           <dt>Expires</dt>
           <dd>
-            <When s={approval.expiresAt} />
+            {/* With its zone, as on the approval page: a deadline minutes away is read against a clock (found from outside). */}
+            <When s={approval.expiresAt} zoned />
           </dd>
         </div>
       </dl>
