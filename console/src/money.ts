@@ -30,6 +30,9 @@ export function parseCredits(text: string, what: string): { uc: string } | { pro
     return { problem: `${what}: write decimals with a dot, like 2.5; a comma may only separate thousands, like 1,000.` };
   }
   const cleaned = trimmed.replace(/,/g, '');
+  // Each way a number is refused says its own reason (found from outside: a number too large was told of decimals).
+  if (/^\d{13,}(?:\.\d*)?$/.test(cleaned)) return { problem: `${what}: at most 999,999,999,999 credits (12 digits before the point).` };
+  if (/^\d+\.\d{7,}$/.test(cleaned)) return { problem: `${what}: at most six decimals (1 credit is 1,000,000 µc, the smallest amount).` };
   const match = /^(\d{1,12})(?:\.(\d{1,6}))?$/.exec(cleaned);
   if (!match) return { problem: `${what}: enter an amount in credits, like 5 or 0.25 (1 credit is $0.01; at most six decimals).` };
   const uc = BigInt(match[1]!) * UC_PER_CREDIT + BigInt((match[2] ?? '').padEnd(6, '0'));

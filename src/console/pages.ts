@@ -98,9 +98,9 @@ export function landingPage(nonce: string, view: { baseUrl: string; mode: 'dev' 
 <ul>${links.join('')}</ul>
 <h2 id="mcp">MCP setup</h2>
 <p>The MCP endpoint is <code>${escapeHtml(mcpUrl)}</code> (streamable HTTP). A client with MCP OAuth support needs only that URL; it opens the consent page in your browser. With Claude Code:</p>
-<pre tabindex="0" aria-label="Claude Code command"><code>claude mcp add --transport http agent-credit-gateway ${escapeHtml(mcpUrl)}</code></pre>
+<pre tabindex="0" role="region" aria-label="Claude Code command"><code>claude mcp add --transport http agent-credit-gateway ${escapeHtml(mcpUrl)}</code></pre>
 <p>VS Code (<code>.vscode/mcp.json</code>):</p>
-<pre tabindex="0" aria-label="VS Code settings"><code>${escapeHtml(JSON.stringify({ servers: { 'agent-credit-gateway': { type: 'http', url: mcpUrl } } }, null, 2))}</code></pre>
+<pre tabindex="0" role="region" aria-label="VS Code settings"><code>${escapeHtml(JSON.stringify({ servers: { 'agent-credit-gateway': { type: 'http', url: mcpUrl } } }, null, 2))}</code></pre>
 <p>Without OAuth, send a dev owner session as the header: <code>Authorization: Bearer $(npx acg dev token human --email you@example.com)</code>.</p>`,
   );
 }
