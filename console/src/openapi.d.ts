@@ -1743,7 +1743,7 @@ export interface paths {
          * Model Context Protocol endpoint (2026-07-28 and legacy 2025-11-25)
          * @description The Model Context Protocol endpoint, stateless. One endpoint serves both eras: MCP 2026-07-28 (every request carries the `_meta` envelope with `io.modelcontextprotocol/protocolVersion` and client capabilities, plus the `MCP-Protocol-Version`, `Mcp-Method` and, for tools/call, `Mcp-Name` headers; `server/discover` describes the server; results carry `resultType` and cache hints) and the legacy 2025-11-25 form (`initialize`, then requests with `MCP-Protocol-Version`; no session id is issued).
          *
-         *     The client sends `Accept: application/json, text/event-stream` (406 otherwise) and one JSON message in UTF-8 without a Content-Encoding (415 with -32000 otherwise: a body is read as sent, not decoded), of at most ACG_BODY_LIMIT_BYTES (413 with -32000 otherwise, as the MCP SDK answers). What comes back depends on the era. On 2026-07-28 the answer is one JSON object, or an SSE stream when the server has notifications before the result. On the legacy revisions (2025-11-25 and earlier, and a request naming none) every answer is one server-sent event with 200, a JSON-RPC error of the method included. So an unknown method is 404 with -32601 on 2026-07-28, and 200 with -32601 on the legacy revisions. A notification answers 202 with no body on either.
+         *     The client sends `Accept: application/json, text/event-stream` (on the legacy revisions 406 otherwise; on 2026-07-28 it is not checked, as the official SDK does not check it there) and one JSON message in UTF-8 without a Content-Encoding (415 with -32000 otherwise: a body is read as sent, not decoded), of at most ACG_BODY_LIMIT_BYTES (413 with -32000 otherwise, as the MCP SDK answers). What comes back depends on the era. On 2026-07-28 the answer is one JSON object, or an SSE stream when the server has notifications before the result. On the legacy revisions (2025-11-25 and earlier, and a request naming none) every answer is one server-sent event with 200, a JSON-RPC error of the method included. So an unknown method is 404 with -32601 on 2026-07-28, and 200 with -32601 on the legacy revisions. A notification answers 202 with no body on either.
          *
          *     A message refused before its method runs is a JSON-RPC error in one JSON object on either era: 400 with -32700 a body that is not JSON, -32600 a batch (an array body), -32602 params that are not what the method takes (a `__proto__` key, a `constructor` with a `prototype` or a member name repeated in one object included, as every JSON body refuses them); on 2026-07-28 also -32020 header mismatch, -32022 unsupported version and -32602 an invalid envelope (a legacy request naming a revision the server does not speak is 400 with -32000). A refused tool call is a tool result with `isError: true` whose text (and, for a tool without an output schema, structured content) is the problem body the HTTP route of the same operation answers.
          *
@@ -14127,7 +14127,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description a JSON-RPC error (-32000): the Accept header does not list both application/json and text/event-stream */
+            /** @description on the legacy revisions only: a JSON-RPC error (-32000), the Accept header does not list both application/json and text/event-stream */
             406: {
                 headers: {
                     [name: string]: unknown;

@@ -5,7 +5,7 @@ import { Type, type Static, type TOptional } from '@sinclair/typebox';
 import { ApiError } from '../platform/errors.ts';
 import { ALERT_THRESHOLDS_DEFAULT, CAP_PERIOD_S_DEFAULT, defaultExtendedRules, NO_MERCHANT_RULES, refuseAllowedAndDenied, TIME_ZONE_DEFAULT, type MandateRules } from '../policy/mandate.ts';
 import { MandateRulesProperties, MerchantRulesInput } from './schemas.ts';
-import { CategoryOrAny, DisplayName, IdParams, idOf, Microcredits, Nullable, ResourceId, VersionNumber } from '../platform/schemas.ts';
+import { AgentIdParams, CategoryOrAny, DisplayName, idOf, Microcredits, Nullable, ResourceId, VersionNumber } from '../platform/schemas.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
 import { AVATAR_BYTES_MAX, AVATAR_TYPES, PROFILE_PRESETS, type Agent, type AgentProfile, type AgentService, type AvatarType, type MandateView } from './service.ts';
 
@@ -121,7 +121,7 @@ const RegisterAgentInput = inputOf(Type.Object({}), AgentCreate);
 // `ifVersion`: the version the caller last read, which must still be in force (HTTP's If-Match, MCP's `ifVersion`);
 // not a body member, so a PUT of GET's rules never carries it by accident.
 const SetMandateInput = inputOf(
-  IdParams,
+  AgentIdParams,
   Type.Object({
     ...MandateInput.properties,
     ifVersion: Type.Optional(
@@ -132,7 +132,7 @@ const SetMandateInput = inputOf(
 // `ifVersion`, as for the mandate's PUT: allowances and caps are mandate rules, so a PATCH is made only on the
 // mandate version the caller read when it names one (found from outside: a stale If-Match was ignored).
 const UpdateAgentInput = inputOf(
-  IdParams,
+  AgentIdParams,
   Type.Object({
     ...AgentPatch.properties,
     ifVersion: Type.Optional(
@@ -142,10 +142,10 @@ const UpdateAgentInput = inputOf(
 );
 /** The members a PATCH may change (its body's), one of which it must name. */
 const PATCH_MEMBERS = Object.keys(AgentPatch.properties);
-const AgentIdInput = inputOf(IdParams);
-const SetProfileInput = inputOf(IdParams, ProfileInput);
-const StartUploadInput = inputOf(IdParams, UploadStart);
-const FinalizeInput = inputOf(IdParams, Finalize);
+const AgentIdInput = inputOf(AgentIdParams);
+const SetProfileInput = inputOf(AgentIdParams, ProfileInput);
+const StartUploadInput = inputOf(AgentIdParams, UploadStart);
+const FinalizeInput = inputOf(AgentIdParams, Finalize);
 /** The avatar's raw bytes (an image body over HTTP; no other face takes bytes). */
 const UploadAvatarBytesInput = Type.Object(
   {

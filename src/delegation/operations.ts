@@ -7,7 +7,7 @@ import { MandateRulesProperties, MerchantRulesInput } from '../agents/schemas.ts
 import type { Agent, AgentService } from '../agents/service.ts';
 import { formatUc, parseUc } from '../platform/money.ts';
 import { inputOf, type SingleStepOperation } from '../platform/operations.ts';
-import { DisplayName, IdParams } from '../platform/schemas.ts';
+import { AgentIdParams, DisplayName } from '../platform/schemas.ts';
 import type { MandateRules } from '../policy/mandate.ts';
 import type { RevocationService } from '../revocations/service.ts';
 
@@ -52,8 +52,8 @@ export const DelegateCreate = Type.Object(
   },
 );
 
-const CreateDelegateInput = inputOf(IdParams, DelegateCreate);
-const RetireInput = inputOf(IdParams);
+const CreateDelegateInput = inputOf(AgentIdParams, DelegateCreate);
+const RetireInput = inputOf(AgentIdParams);
 
 export interface Retirement {
   agent: Agent;

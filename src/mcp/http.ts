@@ -60,7 +60,8 @@ const DESCRIPTION = [
     '`_meta` envelope with `io.modelcontextprotocol/protocolVersion` and client capabilities, plus the `MCP-Protocol-Version`, ' +
     '`Mcp-Method` and, for tools/call, `Mcp-Name` headers; `server/discover` describes the server; results carry `resultType` and ' +
     'cache hints) and the legacy 2025-11-25 form (`initialize`, then requests with `MCP-Protocol-Version`; no session id is issued).',
-  'The client sends `Accept: application/json, text/event-stream` (406 otherwise) and one JSON message in UTF-8 without a ' +
+  'The client sends `Accept: application/json, text/event-stream` (on the legacy revisions 406 otherwise; on 2026-07-28 it is not ' +
+    'checked, as the official SDK does not check it there) and one JSON message in UTF-8 without a ' +
     'Content-Encoding (415 with -32000 otherwise: a body is read as sent, not decoded), of at most ACG_BODY_LIMIT_BYTES (413 ' +
     'with -32000 otherwise, as the MCP SDK answers). What comes back depends on the era. ' +
     'On 2026-07-28 the answer is one JSON object, or an SSE stream when the server has notifications before the result. ' +
@@ -127,6 +128,9 @@ function isRequestId(id: unknown): boolean {
 
 function refusal(body: { message: unknown; text: string } | undefined, mcp: GatewayMcp, protocolVersion: string | undefined): string | undefined {
   const message = body?.message;
+  const unknownRevision = mcp.unknownRevision(protocolVersion);
+  // As the SDK answers a date it does not speak: a transport error, with no id.
+  if (unknownRevision !== undefined) return jsonRpcError(null, -32000, unknownRevision);
   if (Array.isArray(message)) return jsonRpcError(null, -32600, 'Invalid Request: JSON-RPC batches are not accepted; send one message per request');
   if (!isObject(message)) return undefined;
   // An id that is no id (MCP: a string or an integer) is not echoed: the answer's id is null, as JSON-RPC 2.0 §5 has
@@ -206,7 +210,7 @@ export function mcpRoutes(services: ToolServices) {
             description: 'on 2026-07-28 only: a JSON-RPC error, unknown method (-32601); a legacy revision answers it 200 in one server-sent event',
             content: { 'application/json': { schema: JsonRpcResponse } },
           },
-          406: { description: 'a JSON-RPC error (-32000): the Accept header does not list both application/json and text/event-stream', content: { 'application/json': { schema: JsonRpcResponse } } },
+          406: { description: 'on the legacy revisions only: a JSON-RPC error (-32000), the Accept header does not list both application/json and text/event-stream', content: { 'application/json': { schema: JsonRpcResponse } } },
           413: {
             description: 'a JSON-RPC error (-32000): the body is over the size limit (ACG_BODY_LIMIT_BYTES, 262,144 bytes by default); nothing ran',
             content: { 'application/json': { schema: JsonRpcResponse } },

@@ -477,6 +477,12 @@ export interface GatewayMcp {
   invalidParams(message: Record<string, unknown>, protocolVersion: string | undefined): string | undefined;
   /** Refuses (403) a Host or browser Origin naming another host than the base URL: DNS rebinding. */
   checkHostAndOrigin(host: string | undefined, origin: string | undefined): void;
+  /**
+   * The -32000 message for an MCP-Protocol-Version that names no revision at all (not a date), which the SDK takes for
+   * a modern one and answers with a missing envelope (found from outside: `bogus` was told to add `_meta`); a date
+   * it does not speak the SDK refuses itself, naming the revisions it does.
+   */
+  unknownRevision(protocolVersion: string | undefined): string | undefined;
 }
 
 export function gatewayMcp(services: ToolServices, options: { maxRequestBodySize: number; baseUrl: string }): GatewayMcp {
@@ -488,6 +494,10 @@ export function gatewayMcp(services: ToolServices, options: { maxRequestBodySize
   return {
     handler: createGatewayMcpHandler(services, options),
     invalidParams,
+    unknownRevision(protocolVersion) {
+      if (protocolVersion === undefined || SERVED_PROTOCOL_VERSIONS.includes(protocolVersion) || /^\d{4}-\d{2}-\d{2}$/.test(protocolVersion)) return undefined;
+      return `Bad Request: Unsupported protocol version: ${protocolVersion} (supported versions: ${SERVED_PROTOCOL_VERSIONS.join(', ')})`;
+    },
     checkHostAndOrigin(host, origin) {
       const hostCheck = validateHostHeader(host, allowed);
       if (!hostCheck.ok) throw new ApiError('forbidden', { detail: `the Host header must name ${allowed[0]} (${hostCheck.message}): connect to ${endpoint}, the gateway's base URL (ACG_BASE_URL)` });

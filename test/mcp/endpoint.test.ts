@@ -315,6 +315,24 @@ describe('the 2026-07-28 wire', () => {
     expect(await largest.text()).toMatch(/"id":9007199254740991[,}]/);
   });
 
+  it('a protocol version that names no revision is refused as an unsupported one, naming those served (found from outside: `bogus` was told to add an envelope)', async () => {
+    const answers = [];
+    for (const version of ['bogus', '2025-01-01']) {
+      const res = await fetch(mcpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}`, 'mcp-protocol-version': version },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'tools/list' }),
+      });
+      expect(res.status, version).toBe(400);
+      const { error } = await res.json();
+      expect(error.code, version).toBe(-32000);
+      expect(error.message, version).toMatch(new RegExp(`^Bad Request: Unsupported protocol version: ${version} \\(supported versions: 2026-07-28, ${LEGACY}`));
+      answers.push(error.message.replace(version, 'V'));
+    }
+    // One answer for both: a word and a date the server does not speak.
+    expect(answers[0]).toBe(answers[1]);
+  });
+
   it('a message whose jsonrpc is not "2.0" is 400 -32600 Invalid Request, with or without params, not -32602 for the params it lacks (found from outside)', async () => {
     for (const message of [
       { jsonrpc: '1.0', id: 3, method: 'initialize' },
