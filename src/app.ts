@@ -164,7 +164,7 @@ export async function buildServices(gateway: Gateway, dependencies: AppDependenc
   await declareConsoleClient(gateway);
   gateway.schedule('avatar-upload-sweep', AVATAR_UPLOAD_SWEEP_INTERVAL_MS, () => identity.sweepAvatarUploads());
   const ledger = new LedgerService(gateway, identity);
-  gateway.schedule('hold-expiry-sweep', HOLD_SWEEP_INTERVAL_MS, () => ledger.expireDue());
+  gateway.schedule('hold-expiry-sweep', HOLD_SWEEP_INTERVAL_MS, () => ledger.sweepDue());
   const { config } = gateway;
   const boxKey = await secretBoxKey(gateway);
   const webhooks = new WebhookService(gateway, boxKey);

@@ -197,6 +197,12 @@ export async function registerClient(gateway: Gateway, metadata: ClientMetadata)
     }
     return store.insertClient(tx, { id: newId('cli'), clientName: metadata.clientName, redirectUris: metadata.redirectUris, scope: metadata.scope, nowS });
   });
-  if (!row) throw temporarilyUnavailable(429, `the gateway holds its maximum of ${CLIENTS_MAX} registered clients; retry later`, 3600);
+  if (!row) {
+    throw temporarilyUnavailable(
+      429,
+      `the gateway holds its maximum of ${CLIENTS_MAX} registered clients; a client that never obtained a token is removed a day after it registered, making room: retry later`,
+      3600,
+    );
+  }
   return registrationRecord(row);
 }

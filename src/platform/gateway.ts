@@ -110,6 +110,8 @@ export interface GatewayOptions {
 }
 
 const SWEEP_INTERVAL_MS = 10 * 60 * 1000;
+/** When a periodic job of a longer interval first runs after start (server.ts starts them once the gateway serves). */
+export const FIRST_RUN_AFTER_MS = 30_000;
 
 /**
  * Applies pending migrations (under the advisory lock) and says so: on a database that had some, one line per
@@ -143,7 +145,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   const scheduled: Array<{ name: string; intervalMs: number; job: () => Promise<unknown>; stop?: () => Promise<void> }> = [];
   const every = (ms: number, name: string, job: () => Promise<unknown>) => {
     let running = false;
-    const timer = setInterval(() => {
+    const runOnce = () => {
       if (running) return; // a slow run never overlaps the next one
       running = true;
       const run = job()
@@ -155,9 +157,17 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
           runs.delete(run);
         });
       runs.add(run);
-    }, ms);
+    };
+    const timer = setInterval(runOnce, ms);
     timer.unref();
     timers.push(timer);
+    // A job of a long interval (the purges, every 10 minutes or hour) also runs soon after start: an instance restarted
+    // more often than its interval never ran it, and its tables grew without end (found from outside).
+    if (ms > FIRST_RUN_AFTER_MS) {
+      const first = setTimeout(runOnce, FIRST_RUN_AFTER_MS);
+      first.unref();
+      timers.push(first);
+    }
   };
   const metrics = new Metrics({ processMetrics: options.processMetrics ?? false });
   // Other processes may share a PostgreSQL database; PGlite's is this process's alone.

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorld, type World } from '../support/world.ts';
 import { grant, mint, openShop, type Shop } from '../support/ledger-fixture.ts';
+import { expectLedgerInvariants } from '../support/ledger-invariants.ts';
 
 let world: World;
 let shop: Shop;
@@ -97,6 +98,23 @@ describe('hold expiry', () => {
       expect(await ledger.balance(db, agents[0]!.id)).toMatchObject({ availableUc: '4500000', heldUc: '500000' });
       expect(await ledger.balance(db, agents[1]!.id)).toMatchObject({ availableUc: '5000000', heldUc: '0' });
       expect(await ledger.expireDue()).toBe(0);
+    } finally {
+      world.gw.clock.advance(-61_000);
+    }
+  });
+
+  it('a sweeper pass takes batch after batch while each is full: a backlog clears in one pass (found from outside: 100 per 5 s)', async () => {
+    const agent = await world.createAgent('backlog@example.com', 'backlog-agent');
+    await grant(world, agent.id, 130_000_000n);
+    const offer = await shop.offer({ priceUc: '1000000', holdLifetimeS: 60 });
+    for (let i = 0; i < 130; i++) expect((await mint(world, agent.token, offer.id)).status).toBe(200);
+    world.gw.clock.advance(61_000);
+    try {
+      const { ledger } = world.gw.services;
+      expect(await ledger.sweepDue()).toBe(130);
+      expect(await ledger.sweepDue()).toBe(0);
+      expect(await ledger.balance(world.gw.gateway.db, agent.id)).toMatchObject({ availableUc: '130000000', heldUc: '0' });
+      await expectLedgerInvariants(world.gw.gateway.db);
     } finally {
       world.gw.clock.advance(-61_000);
     }
