@@ -179,6 +179,11 @@ function flag(env: Env, name: string, fallback: boolean, problems: string[]): bo
   return fallback;
 }
 
+/** A URL setting as a message may quote it: any `user:password@` left out (a password is a secret), the rest as given. */
+function shownUrl(raw: string): string {
+  return raw.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#]*@/, '$1');
+}
+
 function url(env: Env, name: string, problems: string[]): string | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
@@ -188,14 +193,12 @@ function url(env: Env, name: string, problems: string[]): string | undefined {
     // fetch refuses a URL with credentials in it, so each call would fail later, one by one (found from outside: a
     // resolver URL with a user and password started). Named without the password, which is a secret.
     if (parsed.username !== '' || parsed.password !== '') {
-      parsed.username = '';
-      parsed.password = '';
-      problems.push(`${name} must not carry a user name or password (user:password@), got "${parsed.href}" with them: the gateway sends no credentials in a URL`);
+      problems.push(`${name} must not carry a user name or password (user:password@): the gateway sends no credentials in a URL; got "${shownUrl(raw)}" with them`);
       return undefined;
     }
     return raw.replace(/\/+$/, '');
   } catch {
-    problems.push(`${name} must be an http(s) URL, got "${raw}"`);
+    problems.push(`${name} must be an http(s) URL, got "${shownUrl(raw)}"`);
     return undefined;
   }
 }
@@ -272,7 +275,7 @@ export function cleartextOffLoopback(raw: string): boolean {
 function cleartextInLive(env: Env, problems: string[]): void {
   for (const name of LIVE_HTTPS_URLS) {
     const raw = env[name];
-    if (raw && cleartextOffLoopback(raw)) problems.push(`${name} must be an https URL in live mode (http only to a loopback host), got "${raw}"`);
+    if (raw && cleartextOffLoopback(raw)) problems.push(`${name} must be an https URL in live mode (http only to a loopback host), got "${shownUrl(raw)}"`);
   }
 }
 

@@ -73,9 +73,17 @@ describe('live mode refuses what would run it insecurely', () => {
           }
         })();
         expect(error, `${name} ${mode}`).toBeInstanceOf(ConfigError);
-        expect(error!.message).toContain(`${name} must not carry a user name or password (user:password@), got "https://dns.example/dns-query" with them`);
+        expect(error!.message).toContain(`${name} must not carry a user name or password (user:password@): the gateway sends no credentials in a URL; got "https://dns.example/dns-query" with them`);
         expect(error!.message).not.toContain('s3cret');
       }
+    }
+    // Nor does any other refusal of a URL setting quote its password: cleartext in live mode, a scheme that is not http(s).
+    for (const [env, said] of [
+      [{ ...live, ACG_BASE_URL: 'http://admin:BasePw9@gw.example.com' }, 'ACG_BASE_URL must be an https URL in live mode (http only to a loopback host), got "http://gw.example.com"'],
+      [{ ...live, ACG_DOH_RESOLVER_URL: 'ftp://user:S3cretPW@dns.example/q' }, 'ACG_DOH_RESOLVER_URL must be an http(s) URL, got "ftp://dns.example/q"'],
+    ] as const) {
+      expect(() => loadConfig(env)).toThrow(said);
+      expect(() => loadConfig(env)).not.toThrow(/BasePw9|S3cretPW/);
     }
   });
 

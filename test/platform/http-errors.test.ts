@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import pino from 'pino';
 import { ApiError } from '../../src/platform/errors.ts';
-import { Microcredits } from '../../src/platform/schemas.ts';
+import { Microcredits, Nullable } from '../../src/platform/schemas.ts';
 import { StorageUnavailableError } from '../../src/platform/db/faults.ts';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { waitFor } from '../support/wait.ts';
@@ -19,7 +19,7 @@ async function echoRoute(app: FastifyInstance) {
   });
   app.post('/v1/test/amount', {
     config: { notAnOperation: 'a test route that exercises the HTTP edge: it echoes an amount' },
-    schema: { body: Type.Object({ amountUc: Microcredits() }, { additionalProperties: false }) },
+    schema: { body: Type.Object({ amountUc: Type.Optional(Microcredits()), limitUc: Type.Optional(Nullable(Microcredits())) }, { additionalProperties: false }) },
     handler: async (request) => request.body,
   });
   app.get('/v1/test/boom', { handler: async () => { throw new Error('secret internal detail'); } });
@@ -140,6 +140,13 @@ describe('the HTTP edge', () => {
       const body = await res.json();
       expectProblem(body, 400, 'invalid_input');
       expect(body.detail, String(amountUc)).toBe('body/amountUc must be microcredits as a string of 1 to 18 digits, e.g. "1500000" (a JSON number loses microcredits past 2^53)');
+    }
+    // Too many digits, and a nullable amount as a number: the same one refusal for the member, nothing else of it.
+    for (const sent of [{ amountUc: '1'.repeat(19) }, { limitUc: 5 }]) {
+      const res = await fetch(`${gw.url}/v1/test/amount`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(sent) });
+      const body = await res.json();
+      const member = Object.keys(sent)[0];
+      expect(body.errors, JSON.stringify(sent)).toEqual([{ path: `body/${member}`, message: 'must be microcredits as a string of 1 to 18 digits, e.g. "1500000" (a JSON number loses microcredits past 2^53)' }]);
     }
   });
 

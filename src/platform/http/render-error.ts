@@ -33,13 +33,12 @@ function describeViolation(where: string, violation: Violation): { path: string;
   if (violation.keyword === 'pattern' && (violation.params as { pattern?: string }).pattern === VISIBLE_PATTERN) {
     return { path: `${where}${violation.instancePath}`, message: 'must hold a visible character, not only white space or invisible characters' };
   }
-  // An amount sent as a JSON number, or not as digits (found from outside: "must be string" said neither why nor how).
-  // Every amount member is named …Uc and is a Microcredits string, so a string violation there is an amount's.
-  const amount = (violation.keyword === 'type' && (violation.params as { type?: unknown }).type === 'string' && /Uc$/.test(violation.instancePath)) ||
-    (violation.keyword === 'pattern' && (violation.params as { pattern?: string }).pattern === MICROCREDITS_PATTERN);
-  if (amount) {
-    return { path: `${where}${violation.instancePath}`, message: `must be microcredits as a string of 1 to ${UC_DIGITS_MAX} digits, e.g. "1500000" (a JSON number loses microcredits past 2^53)` };
-  }
+  // An amount sent as a JSON number, or not as digits, or too long (found from outside: "must be string" said neither
+  // why nor how). Every amount member is named …Uc and is a Microcredits string, so a string violation there is an amount's.
+  const { type, pattern } = violation.params as { type?: unknown; pattern?: string };
+  const notAString = (violation.keyword === 'type' && type === 'string') || violation.keyword === 'maxLength';
+  const amount = (notAString && /Uc$/.test(violation.instancePath)) || (violation.keyword === 'pattern' && pattern === MICROCREDITS_PATTERN);
+  if (amount) return { path: `${where}${violation.instancePath}`, message: AMOUNT_REFUSAL };
   if (violation.keyword === 'const') return { path: `${where}${violation.instancePath}`, message: `must be ${JSON.stringify(allowedValue)}` };
   const { allowedValues } = violation.params as { allowedValues?: unknown[] };
   if (violation.keyword === 'enum' && Array.isArray(allowedValues)) {
@@ -73,9 +72,19 @@ function mergeChoices(violations: readonly Violation[]): Violation[] {
   return merged;
 }
 
-/** Every violation of one validation as path and message, a union of literals said once with all its choices. */
+const AMOUNT_REFUSAL = `must be microcredits as a string of 1 to ${UC_DIGITS_MAX} digits, e.g. "1500000" (a JSON number loses microcredits past 2^53)`;
+
+/**
+ * Every violation of one validation as path and message, a union of literals said once with all its choices, and an
+ * amount's refusal said once for its member: the other branches of a nullable amount ("must be null", "must match a
+ * schema in anyOf") add nothing to it (found from outside).
+ */
 export function describeViolations(where: string, violations: readonly Violation[]): Array<{ path: string; message: string }> {
-  return mergeChoices(violations).map((violation) => describeViolation(where, violation));
+  const described = mergeChoices(violations).map((violation) => describeViolation(where, violation));
+  const amounts = new Set(described.filter(({ message }) => message === AMOUNT_REFUSAL).map(({ path }) => path));
+  return described.filter(({ path, message }, index) =>
+    amounts.has(path) ? message === AMOUNT_REFUSAL && described.findIndex((earlier) => earlier.path === path && earlier.message === AMOUNT_REFUSAL) === index : true,
+  );
 }
 
 /** Maps Fastify's own client errors (parsing, limits, schema) onto our catalogue. */
