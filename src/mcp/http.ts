@@ -128,8 +128,11 @@ function isRequestId(id: unknown): boolean {
 
 function refusal(body: { message: unknown; text: string } | undefined, mcp: GatewayMcp, protocolVersion: string | undefined): string | undefined {
   const message = body?.message;
-  const unknownRevision = mcp.unknownRevision(protocolVersion);
-  // As the SDK answers a date it does not speak: a transport error, with no id.
+  // A request without the 2026-07-28 envelope whose version names no revision: refused as the SDK refuses a date it
+  // does not speak, a transport error with no id. One with the envelope is the SDK's to refuse, as 2026-07-28 has it
+  // (UnsupportedProtocolVersionError, with the request's id and the versions in its data).
+  const enveloped = isObject(message) && isObject(message.params) && isObject(message.params._meta);
+  const unknownRevision = enveloped ? undefined : mcp.unknownRevision(protocolVersion);
   if (unknownRevision !== undefined) return jsonRpcError(null, -32000, unknownRevision);
   if (Array.isArray(message)) return jsonRpcError(null, -32600, 'Invalid Request: JSON-RPC batches are not accepted; send one message per request');
   if (!isObject(message)) return undefined;

@@ -331,6 +331,14 @@ describe('the 2026-07-28 wire', () => {
     }
     // One answer for both: a word and a date the server does not speak.
     expect(answers[0]).toBe(answers[1]);
+    // With the 2026-07-28 envelope the refusal is that revision's (the SDK's), with the request's id: as conformance checks.
+    const modern = await fetch(mcpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentMcpToken}`, 'mcp-protocol-version': 'bogus', 'mcp-method': 'tools/list' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 301, method: 'tools/list', params: { _meta: { ...envelope(), 'io.modelcontextprotocol/protocolVersion': 'bogus' } } }),
+    });
+    expect(modern.status).toBe(400);
+    expect(await modern.json()).toMatchObject({ id: 301, error: { code: -32022 } });
   });
 
   it('a message whose jsonrpc is not "2.0" is 400 -32600 Invalid Request, with or without params, not -32602 for the params it lacks (found from outside)', async () => {
