@@ -577,11 +577,12 @@ export class AgentService {
     const usage = await usageOf(db, rows, nowS);
     const views = new Map(rows.map((row) => [row.id, usageView(row, usage.get(row.id)!, nowS)]));
     // A budget scoped to a merchant is shown by the merchant's name (found from outside: the console said "at mer_…").
-    const merchantIds = [...new Set([...views.values()].flat().flatMap((view) => (view.merchantId === undefined ? [] : [view.merchantId])))];
-    if (merchantIds.length > 0) {
-      const names = new Map((await store.findMerchantsNamed(db, merchantIds)).map((merchant) => [merchant.id, merchant.name]));
-      for (const view of [...views.values()].flat()) {
-        const name = view.merchantId === undefined ? undefined : names.get(view.merchantId);
+    const scoped = [...views.values()].flat().filter((view) => view.merchantId !== undefined);
+    if (scoped.length > 0) {
+      const found = await store.findMerchantsNamed(db, [...new Set(scoped.map((view) => view.merchantId!))]);
+      const names = new Map(found.map((merchant) => [merchant.id, merchant.name]));
+      for (const view of scoped) {
+        const name = names.get(view.merchantId!);
         if (name !== undefined) view.merchantName = name;
       }
     }

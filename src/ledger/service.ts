@@ -994,12 +994,6 @@ export class LedgerService {
   }
 
   /**
-   * Reclaims holds past their deadline, up to 100 in one set-based transaction (expireHolds): for one hold, one
-   * agent's tree (`agentId`: every hold its root funds, which the balance and the budgets of any agent of the
-   * tree count), or a batch of everyone's. Safe to run from any number of instances at once: the holds are
-   * locked in sorted order, and one another instance reclaimed meanwhile is left out.
-   */
-  /**
    * The sweeper's pass: expireDue's batches one after another while each comes back full, up to
    * SWEEP_BATCHES_PER_PASS_MAX (found from outside: 470 holds left due by a stopped instance took a batch of 100 per
    * 5 s interval, and their merchants' redemption.expired waited as long). Each batch is its own transaction.
@@ -1014,6 +1008,12 @@ export class LedgerService {
     return expired;
   }
 
+  /**
+   * Reclaims holds past their deadline, up to 100 in one set-based transaction (expireHolds): for one hold, one
+   * agent's tree (`agentId`: every hold its root funds, which the balance and the budgets of any agent of the
+   * tree count), or a batch of everyone's. Safe to run from any number of instances at once: the holds are
+   * locked in sorted order, and one another instance reclaimed meanwhile is left out.
+   */
   async expireDue(options: { agentId?: string; holdId?: string } = {}): Promise<number> {
     const { db, log } = this.gateway;
     const ids = await store.dueHoldIds(db, this.nowS(), { treeOf: options.agentId, holdId: options.holdId, limit: SWEEP_BATCH_MAX, except: this.setAsideHolds() });

@@ -276,9 +276,8 @@ export async function createDelegate(config: Config, options: MandateCommandOpti
   const body = { name: options.name, identity: { issuer, subject: options.subject }, ...(mandate ? { mandate } : {}) };
   const answer = await call(config, credential, 'POST', `/v1/agents/${encodeURIComponent(options.agentId)}/delegates`, body);
   if (answer.status !== 201) {
-    const reason = (answer.body as { reason?: string }).reason;
     // The code and its reason as the wire has them, one after the other (found from outside: the reason in front read as a second code).
-    const { code, detail } = answer.body as { code?: string; detail?: string };
+    const { code, reason, detail } = answer.body as { code?: string; reason?: string; detail?: string };
     fail(answer.status === 400 && reason ? `the gateway refused the delegate: HTTP 400 ${code ?? ''}, reason ${reason}${detail ? `: ${detail}` : ''}` : refusal(config, credential, options, answer, where));
   }
   printJson(answer.body);

@@ -82,9 +82,13 @@ const AMOUNT_REFUSAL = `must be microcredits as a string of 1 to ${UC_DIGITS_MAX
 export function describeViolations(where: string, violations: readonly Violation[]): Array<{ path: string; message: string }> {
   const described = mergeChoices(violations).map((violation) => describeViolation(where, violation));
   const amounts = new Set(described.filter(({ message }) => message === AMOUNT_REFUSAL).map(({ path }) => path));
-  return described.filter(({ path, message }, index) =>
-    amounts.has(path) ? message === AMOUNT_REFUSAL && described.findIndex((earlier) => earlier.path === path && earlier.message === AMOUNT_REFUSAL) === index : true,
-  );
+  const said = new Set<string>();
+  return described.filter(({ path, message }) => {
+    if (!amounts.has(path)) return true;
+    if (message !== AMOUNT_REFUSAL || said.has(path)) return false;
+    said.add(path);
+    return true;
+  });
 }
 
 /** Maps Fastify's own client errors (parsing, limits, schema) onto our catalogue. */
