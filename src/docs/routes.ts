@@ -39,6 +39,20 @@ function optionalBodies(document: Record<string, unknown>): Record<string, unkno
  * Codes answered with another status somewhere, as the spec's error table lists them: the catalogue's row says where
  * (found from outside: it said 402 alone once execute answered 403; `uncharged`, `src/execute/execution.ts`).
  */
+/** The API reference's CSP: Swagger UI's own files and the document, from this origin only; never framed. */
+const API_REFERENCE_CSP = [
+  "default-src 'self'",
+  "base-uri 'none'",
+  "font-src 'self' data:",
+  "frame-ancestors 'none'",
+  "img-src 'self' data:",
+  "object-src 'none'",
+  "script-src 'self'",
+  "script-src-attr 'none'",
+  "style-src 'self'",
+  "form-action 'none'",
+].join('; ');
+
 const ALSO_ANSWERED: Readonly<Record<string, string>> = { CAP_EXCEEDED: '403 on POST /v1/services/execute' };
 
 export async function docsRoutes(app: FastifyInstance): Promise<void> {
@@ -105,12 +119,16 @@ export async function docsRoutes(app: FastifyInstance): Promise<void> {
     if (request.method !== 'GET' && request.method !== 'HEAD') return;
     const at = request.url.indexOf('?');
     const path = at === -1 ? request.url : request.url.slice(0, at);
+    if (path === '/docs' || path.startsWith('/docs/')) reply.header('x-frame-options', 'DENY').header('referrer-policy', 'no-referrer').header('x-content-type-options', 'nosniff');
     if (path === '/docs/static/' || (at !== -1 && (path === '/docs' || path === '/docs/' || path === '/docs/static/index.html'))) return reply.redirect('/docs', 302);
   });
+  // Swagger UI's page and files carry what every other page does: no framing, no referrer, no sniffing (found from
+  // outside: its own CSP allowed framing by this origin and style sheets from anywhere, and it alone had no
+  // X-Frame-Options or Referrer-Policy). It loads its scripts, styles and fonts from this origin only.
   await app.register(swaggerUi, {
     routePrefix: '/docs',
     uiConfig: { docExpansion: 'list', deepLinking: true, defaultModelsExpandDepth: 0 },
-    staticCSP: true,
+    staticCSP: API_REFERENCE_CSP,
     theme: { title: 'Agent Credit Gateway API' },
     transformSpecification: (document) => withWebhooks(document),
   });

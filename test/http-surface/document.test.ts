@@ -50,6 +50,19 @@ describe('the routes people and browsers use', () => {
     expect(await res.text()).toContain(`<style nonce="${nonce}">`);
   });
 
+  it('the API reference and its files are never framed, send no referrer and load from this origin only (found from outside: its CSP allowed framing by this origin and style sheets from anywhere)', async () => {
+    for (const path of ['/docs', '/docs/static/swagger-ui.css', '/docs/static/swagger-initializer.js']) {
+      const res = await fetch(`${gw.url}${path}`);
+      expect(res.status, path).toBe(200);
+      expect(res.headers.get('x-frame-options'), path).toBe('DENY');
+      expect(res.headers.get('referrer-policy'), path).toBe('no-referrer');
+      const csp = res.headers.get('content-security-policy') ?? '';
+      expect(csp, path).toContain("frame-ancestors 'none'");
+      expect(csp, path).not.toContain('https:');
+      expect(csp, path).not.toContain('validator.swagger.io');
+    }
+  });
+
   it('the API reference with a query string redirects once to the page without it (found from outside: it could not render, and its index redirected to itself)', async () => {
     for (const path of ['/docs?utm_source=x', '/docs/?x=1', '/docs/static/index.html?x=1', '/docs/static/']) {
       const res = await fetch(`${gw.url}${path}`, { redirect: 'manual' });
