@@ -14,7 +14,7 @@ import { undecodedBodyProblem, utf8Text } from '../platform/http/body-as-sent.ts
 import { REPLAY_HEADER } from '../platform/idempotency.ts';
 import { jsonRpcError } from '../platform/http/json-rpc.ts';
 import { principalOf } from '../platform/http/auth.ts';
-import { duplicateMemberDetail, findDuplicateMember } from '../platform/http/json-members.ts';
+import { findJsonShapeProblem } from '../platform/http/json-members.ts';
 import { authInfoFor } from './auth.ts';
 import { findPrototypeKey, prototypeKeyDetail } from './prototype-keys.ts';
 import type { GatewayMcp } from './server.ts';
@@ -148,8 +148,8 @@ function refusal(body: { message: unknown; text: string } | undefined, mcp: Gate
       : jsonRpcError(message.id, -32600, `Invalid Request: ${detail}`);
   const prototypeKey = findPrototypeKey(message);
   if (prototypeKey !== undefined) return malformed(prototypeKey, prototypeKeyDetail(prototypeKey));
-  const repeated = findDuplicateMember(body!.text, '');
-  if (repeated !== undefined) return malformed(repeated, duplicateMemberDetail(repeated));
+  const shape = findJsonShapeProblem(body!.text, '');
+  if (shape !== undefined) return malformed(shape.path, shape.detail);
   // Not a JSON-RPC 2.0 request at all: the SDK answers -32600 Invalid Request, before any params are read.
   if (!('id' in message) || message.jsonrpc !== '2.0') return undefined;
   const invalid = mcp.invalidParams(message, protocolVersion);

@@ -95,6 +95,23 @@ describe('the HTTP edge', () => {
     }
   });
 
+  it('answers a body nested past 128 levels with 400 invalid_input naming its member, and reads one of 128 (found from outside: 2,000 levels of an x402 payload were a 500)', async () => {
+    const nested = (depth: number) => `${'{"a":'.repeat(depth - 1)}{}${'}'.repeat(depth - 1)}`;
+    for (const [text, path] of [
+      [`{"name":"a","extra":${nested(200)}}`, 'body/extra'],
+      [`{"name":"a","extra":${'['.repeat(1000)}${']'.repeat(1000)}}`, 'body/extra'],
+    ] as const) {
+      const res = await post(text);
+      expect(res.status).toBe(400);
+      const body = await res.json();
+      expectProblem(body, 400, 'invalid_input');
+      expect(body.detail).toBe(`${path} nests objects and arrays more than 128 levels deep; a JSON body may nest 128 at most`);
+    }
+    // 128 levels are read: the schema then refuses the member it does not take, not the nesting.
+    const read = await (await post(`{"name":"a","extra":${nested(127)}}`)).json();
+    expect(read.detail).toBe('body/extra is not a known member here');
+  });
+
   it('answers an object that repeats a member name with 400 invalid_input naming it, however the name is written', async () => {
     for (const [text, path] of [
       // Named as the schema's refusals name a member (found from outside: "body.name" beside "body/name").

@@ -1,6 +1,26 @@
-// The scan that finds a member name repeated in one JSON object (src/platform/http/json-members.ts).
+// The scan that finds a member name repeated in one JSON object, or nesting too deep (src/platform/http/json-members.ts).
 import { describe, expect, it } from 'vitest';
-import { findDuplicateMember } from '../../src/platform/http/json-members.ts';
+import { findJsonShapeProblem, NESTING_DEPTH_MAX, type PathStyle } from '../../src/platform/http/json-members.ts';
+
+const findDuplicateMember = (text: string, rootPath: string, style?: PathStyle) => findJsonShapeProblem(text, rootPath, style)?.path;
+
+describe('nesting', () => {
+  const nested = (depth: number, open = '{"a":', close = '}') => `${open.repeat(depth - 1)}{}${close.repeat(depth - 1)}`;
+
+  it(`reads ${NESTING_DEPTH_MAX} levels of objects and arrays, and names the outermost member of a deeper nesting`, () => {
+    expect(findJsonShapeProblem(nested(NESTING_DEPTH_MAX), 'body')).toBeUndefined();
+    expect(findJsonShapeProblem(`{"x":${nested(NESTING_DEPTH_MAX - 1)}}`, 'body')).toBeUndefined();
+    const deep = findJsonShapeProblem(`{"ok":1,"extra":${nested(NESTING_DEPTH_MAX)}}`, 'body', 'slashes');
+    expect(deep?.path).toBe('body/extra');
+    expect(deep?.detail).toBe(`body/extra nests objects and arrays more than ${NESTING_DEPTH_MAX} levels deep; a JSON body may nest ${NESTING_DEPTH_MAX} at most`);
+    expect(findJsonShapeProblem(`[${'['.repeat(5000)}${']'.repeat(5000)}]`, 'body', 'slashes')?.path).toBe('body/0');
+    expect(findJsonShapeProblem(`{"params":${nested(2000)}}`, '')?.path).toBe('params');
+  });
+
+  it('counts brackets inside strings as text, not nesting', () => {
+    expect(findJsonShapeProblem(JSON.stringify({ a: '['.repeat(1000) + '{'.repeat(1000) }), 'body')).toBeUndefined();
+  });
+});
 
 describe('findDuplicateMember', () => {
   it('names the first repeated member by its path, at any depth, in objects and arrays', () => {

@@ -411,6 +411,16 @@ describe('POST /x402/verify', () => {
     expect(await advancing(61_000, () => facilitator().verify(short.payment, short.requirements))).toMatchObject({ isValid: false, invalidReason: 'hold_expired' });
   });
 
+  it('refuses a payment nested past 128 levels with 400, never a 500 (found from outside: 2,000 levels in extra ran out of stack)', async () => {
+    const { requirements, payment } = await paid();
+    const deep = `${'{"a":'.repeat(1999)}{}${'}'.repeat(1999)}`;
+    const valid = JSON.stringify({ x402Version: 2, paymentPayload: { ...payment, extensions: { deep: 0 } }, paymentRequirements: requirements });
+    const body = valid.replace('{"deep":0}', deep);
+    const res = await fetch(`${world.url}/x402/verify`, { method: 'POST', headers: { authorization: `Bearer ${shop.key}`, 'content-type': 'application/json' }, body });
+    expect(res.status).toBe(400);
+    expect((await res.json()).detail).toBe('body/paymentPayload nests objects and arrays more than 128 levels deep; a JSON body may nest 128 at most');
+  });
+
   it('takes a merchant API key with redemptions:capture; anything else is a problem, which the client throws', async () => {
     const { payment, requirements } = await paid();
     const readOnly = await seedMerchantKey(world, { scopes: ['offers:read'] });

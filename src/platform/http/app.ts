@@ -17,7 +17,7 @@ import { installTextGuard } from './text-guard.ts';
 import { installCors } from './cors.ts';
 import { devHostCheck } from './dev-hosts.ts';
 import { undecodedBodyProblem, utf8Text } from './body-as-sent.ts';
-import { duplicateMemberDetail, findDuplicateMember } from './json-members.ts';
+import { findJsonShapeProblem } from './json-members.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
 import { ApiError, type OAuthErrorCode } from '../errors.ts';
 import { installAuth, type Authenticator, type AuthRequirement } from './auth.ts';
@@ -165,7 +165,7 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
   // JSON is UTF-8 (RFC 8259 §8.1), and bytes that are not are refused: Fastify's parser decodes them to U+FFFD,
   // which stored a name other than the one sent, and made two different bodies one request to the
   // idempotency check. Then Fastify's own parser, with its defaults (a prototype key refused), and an object
-  // that repeats a member name is refused (json-members.ts).
+  // that repeats a member name, or nesting past 128 levels, is refused (json-members.ts).
   const json = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
@@ -195,8 +195,8 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
         done(new ApiError('invalid_input', { detail: jsonBodyRefusal(text) }), undefined);
         return;
       }
-      const repeated = findDuplicateMember(text, 'body', 'slashes');
-      if (repeated !== undefined) done(new ApiError('invalid_input', { detail: duplicateMemberDetail(repeated) }), undefined);
+      const shape = findJsonShapeProblem(text, 'body', 'slashes');
+      if (shape !== undefined) done(new ApiError('invalid_input', { detail: shape.detail }), undefined);
       else done(error, parsed);
     });
   });

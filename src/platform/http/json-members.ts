@@ -1,8 +1,20 @@
 // Refuses JSON whose object repeats a member name. RFC 8259 §4 leaves such an object's meaning to the parser
 // ("SHOULD be unique"; JSON.parse keeps the last), and I-JSON (RFC 7493 §2.3) forbids it: two parsers on the
 // path of one request (a proxy or an SDK that keeps the first, the gateway that keeps the last) would read
-// another amount or another target from the same bytes. Every JSON body of a route and every MCP message is
-// checked, after it parsed, so a refusal is a 400 that names the member, and nothing runs.
+// another amount or another target from the same bytes. And JSON nested deeper than NESTING_DEPTH_MAX: what
+// reads a body recursively (a copy, a canonical form, a schema's defaults) would run out of stack on it, a 500
+// for bad input (found from outside: 2,000 nested objects in an x402 payload's `extra`). Every JSON body of a
+// route and every MCP message is checked, after it parsed, so a refusal is a 400 that names the member, and
+// nothing runs.
+
+/** How deep objects and arrays may nest in a body: serde_json's recursion limit, far past any body of the API. */
+export const NESTING_DEPTH_MAX = 128;
+
+/** What is wrong with a body's shape, and where: the member (a refusal's `pointer`) and a sentence that says it. */
+export interface JsonShapeProblem {
+  path: string;
+  detail: string;
+}
 
 /** Where a scan stands inside one open object or array. */
 interface Container {
@@ -30,10 +42,11 @@ export function elementPath(parent: string, index: number | string, style: PathS
 }
 
 /**
- * The path (from `rootPath`, e.g. `body.items[2].name`; from '', `items[2].name`; with slashes, `body/items/2/name`) of the first
- * member whose name its object already had, if any. `text` must be JSON that parsed: the scan trusts its syntax and only tracks strings and nesting.
+ * The first member whose name its object already had, or the outermost member that nests past NESTING_DEPTH_MAX,
+ * if any, with its path (from `rootPath`, e.g. `body.items[2].name`; from '', `items[2].name`; with slashes,
+ * `body/items/2/name`). `text` must be JSON that parsed: the scan trusts its syntax and only tracks strings and nesting.
  */
-export function findDuplicateMember(text: string, rootPath: string, style: PathStyle = 'dotted'): string | undefined {
+export function findJsonShapeProblem(text: string, rootPath: string, style: PathStyle = 'dotted'): JsonShapeProblem | undefined {
   const open: Container[] = [];
   // The path of the value about to start: a member's, an element's, or the root's.
   let valuePath = rootPath;
@@ -54,16 +67,18 @@ export function findDuplicateMember(text: string, rootPath: string, style: PathS
         // A name with escapes is compared as it decodes ("\u0061" and "a" are one name).
         const name = escaped ? (JSON.parse(text.slice(i, end + 1)) as string) : text.slice(i + 1, end);
         valuePath = memberPath(top.path, name, style);
-        if (top.names.has(name)) return valuePath;
+        if (top.names.has(name)) return { path: valuePath, detail: duplicateMemberDetail(valuePath) };
         top.names.add(name);
         top.expectingName = false;
       }
       i = end;
-    } else if (c === 0x7b /* { */) {
-      open.push({ names: new Set(), path: valuePath, expectingName: true, index: 0 });
-    } else if (c === 0x5b /* [ */) {
-      open.push({ names: null, path: valuePath, expectingName: false, index: 0 });
-      valuePath = elementPath(valuePath, 0, style);
+    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      if (open.length === NESTING_DEPTH_MAX) return tooDeep(open[1]?.path ?? valuePath);
+      if (c === 0x7b) open.push({ names: new Set(), path: valuePath, expectingName: true, index: 0 });
+      else {
+        open.push({ names: null, path: valuePath, expectingName: false, index: 0 });
+        valuePath = elementPath(valuePath, 0, style);
+      }
     } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
       open.pop();
     } else if (c === 0x2c /* , */) {
@@ -75,7 +90,13 @@ export function findDuplicateMember(text: string, rootPath: string, style: PathS
   return undefined;
 }
 
+/** The outermost member of a nesting too deep (the whole body's root where the root itself is the deep array). */
+function tooDeep(path: string): JsonShapeProblem {
+  const what = path === '' ? 'the message' : path;
+  return { path, detail: `${what} nests objects and arrays more than ${NESTING_DEPTH_MAX} levels deep; a JSON body may nest ${NESTING_DEPTH_MAX} at most` };
+}
+
 /** What a refusal of a repeated member says, wherever it is refused (the HTTP edge, `/mcp`). */
-export function duplicateMemberDetail(path: string): string {
+function duplicateMemberDetail(path: string): string {
   return `${path} appears twice in one object; a member name may appear once (RFC 7493 §2.3), as another reader could take either value`;
 }

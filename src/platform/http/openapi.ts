@@ -68,7 +68,8 @@ export function openApiOptions(config: Config): SwaggerOptions {
         description:
           'Software agents pay for and use services with prepaid credit. Amounts are microcredits as decimal strings ' +
           '(1 credit = 1,000,000 µc = $0.01). Timestamps are Unix seconds. Errors are RFC 9457 problem bodies ' +
-          '(OAuth routes use the RFC 6749 error body); the error catalogue is at /docs/errors. CORS: the discovery documents ' +
+          '(OAuth routes use the RFC 6749 error body); the error catalogue is at /docs/errors. A JSON body is UTF-8, names a member ' +
+          'once per object (RFC 7493) and nests objects and arrays at most 128 levels deep; any other is 400 invalid_input. CORS: the discovery documents ' +
           'and JWKS (/.well-known/…), /oauth/register, /oauth/token and /mcp answer any origin (`Access-Control-Allow-Origin: *`, ' +
           'never with credentials; preflight 204), for browser clients; no other route answers a browser of another origin.',
       },
