@@ -237,6 +237,22 @@ export function missingLivePieces(gateway: Gateway, services: Pick<Services, 've
   if (services.secretBoxKey === undefined) missing.push({ setting: 'ACG_SECRET_BOX_KEY', consequence: 'no secret can be sealed: configuring a webhook or a mail connector answers 503 runtime_configuration_required' });
   if (gateway.config.metricsTokenSha256 === undefined) missing.push({ setting: 'ACG_METRICS_TOKEN_SHA256', consequence: '/metrics refuses every scrape with 401' });
   if (services.operatorHash === undefined) missing.push({ setting: 'ACG_OPERATOR_TOKEN_SHA256', consequence: 'no operator credential: operator routes (credit grants) refuse every call with 401' });
+  // Where the money is kept, and how it comes in, are said too (found from outside: neither was).
+  if (gateway.db.kind === 'pglite') {
+    missing.push({
+      setting: 'DATABASE_URL',
+      consequence: `the ledger is kept in the embedded database in ${gateway.config.dataDir}: one process may open it, with no replica, failover or online backup; set DATABASE_URL to run on PostgreSQL`,
+    });
+  }
+  const { provider } = gateway.config.payments;
+  if (provider === 'none') missing.push({ setting: 'ACG_PAYMENT_PROVIDER', consequence: 'no payment provider: top-ups answer 503 payment_unavailable, so credit comes in only by operator grants (set ACG_PAYMENT_PROVIDER=stripe)' });
+  else if (provider === 'local') {
+    missing.push({
+      setting: 'ACG_PAYMENT_PROVIDER',
+      problem: 'live mode with ACG_PAYMENT_PROVIDER=local',
+      consequence: "an owner's own approval of a top-up credits the agent with no payment taken, and that credit is spent at other owners' merchants: only for a gateway whose every owner is trusted to vouch for it",
+    });
+  }
   return missing;
 }
 
@@ -244,9 +260,10 @@ export async function buildGatewayApp(
   gateway: Gateway,
   extraFeatures: FastifyPluginAsync[] = [],
   dependencies: AppDependencies = {},
-): Promise<{ app: FastifyInstance; services: Services }> {
+): Promise<{ app: FastifyInstance; services: Services; missingPieces: string[] }> {
   const services = await buildServices(gateway, dependencies);
-  for (const { setting, consequence, problem } of missingLivePieces(gateway, services)) gateway.log.warn({ setting }, `${problem ?? `live mode without ${setting}`}: ${consequence}`);
+  const missing = missingLivePieces(gateway, services);
+  for (const { setting, consequence, problem } of missing) gateway.log.warn({ setting }, `${problem ?? `live mode without ${setting}`}: ${consequence}`);
   if (gateway.config.mode === 'live') {
     // A dev-zone verification proves nothing (the operator publishes any record there): live mode takes it back.
     const unverified = await services.merchants.unverifyDevZoneProofs();
@@ -348,5 +365,5 @@ export async function buildGatewayApp(
     }),
     ...extraFeatures,
   ];
-  return { app: await buildApp(gateway, { features, authenticator: services.verifier, schemas }), services };
+  return { app: await buildApp(gateway, { features, authenticator: services.verifier, schemas }), services, missingPieces: missing.map((piece) => piece.setting) };
 }

@@ -542,7 +542,19 @@ async function printDevToken(
   }
 }
 
+/** The status a shell gives a command that a closed pipe stopped (128 + SIGPIPE), as `yes | head` ends. */
+const CLOSED_PIPE_EXIT = 141;
+
 export async function main(argv: string[]): Promise<void> {
+  // A reader that stops early (`acg credit check | head -1`) closes the pipe: the command ends there, quietly, with
+  // 141, never with a stack and 1, which `credit check` means as a broken ledger (found from outside). Not for
+  // `serve`, whose log is its output: a gateway whose log reader died stops as any crash does, with its stack.
+  if (argv[2] !== 'serve') {
+    process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') throw error;
+      process.exit(CLOSED_PIPE_EXIT);
+    });
+  }
   await buildCli().parseAsync(argv);
 }
 

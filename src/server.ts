@@ -58,6 +58,8 @@ export function dataDirRefusal(error: unknown, config: Pick<Config, 'databaseUrl
 interface Started {
   app: FastifyInstance;
   gateway: Gateway;
+  /** The settings live mode runs without (missingLivePieces), each warned of once. */
+  missingPieces: string[];
 }
 
 /**
@@ -70,9 +72,9 @@ async function bringUp(config: Config, db: Database, log: Logger, signal: AbortS
       await migrateAndReport(db, log);
       const gateway = await createGateway(config, { db, log, processMetrics: true, skipMigrate: true });
       const { buildGatewayApp } = await import('./app.ts');
-      const { app } = await buildGatewayApp(gateway);
+      const { app, missingPieces } = await buildGatewayApp(gateway);
       await app.ready();
-      return { app, gateway };
+      return { app, gateway, missingPieces };
     } catch (error) {
       // Connection settings the server refuses (no such database or role) no retry cures: said at once, exit 2.
       if (!isStorageUnavailable(error) || connectionSettingsRefusal(error) !== undefined) throw error;
@@ -261,7 +263,12 @@ export async function serve(): Promise<void> {
       stop(2);
     });
   }
-  log.info({ url: front.url, storage: db.kind, mode: config.mode }, 'gateway ready: serving every route');
+  // The ready line does not contradict the warnings above it (found from outside: "serving every route" after them).
+  const { missingPieces } = started;
+  log.info(
+    { url: front.url, storage: db.kind, mode: config.mode, ...(missingPieces.length > 0 ? { missingPieces } : {}) },
+    missingPieces.length === 0 ? 'gateway ready: serving every route' : `gateway ready, without ${missingPieces.join(', ')} (see the warnings above)`,
+  );
   // Every route schema no request has needed yet, so that no route's first request stalls every request in
   // flight while its schemas compile (docs/decisions.md "Route schemas compile in the background, each serializer with its validators").
   // The routes agents and merchants call at volume first, since a new instance behind a load balancer gets their

@@ -823,6 +823,17 @@ describe('acg migrate on the embedded database', () => {
     const again = await acg(workDir, { ACG_DATA_DIR: dataDir }, 'migrate');
     expect([again.code, again.stdout, again.stderr.split('\n')[0]]).toEqual([0, `0 migration(s) applied, ${count} already present (PGlite in ${dataDir})\n`, `opening the embedded database in ${where}…`]);
   }, 90_000);
+
+  it('credit check whose reader stops after its first line ends quietly with 141, not 1 (a broken ledger) and a stack (found from outside: `| head -1`)', async () => {
+    const dataDir = path.join(workDir, 'checked');
+    expect((await acg(workDir, { ACG_DATA_DIR: dataDir }, 'migrate')).code).toBe(0);
+    const child = spawn(process.execPath, [ACG, 'credit', 'check'], { cwd: workDir, env: { ...inherited(), ACG_DATA_DIR: dataDir }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+    child.stdout.once('data', () => child.stdout.destroy());
+    const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+    expect([code, stderr]).toEqual([141, expect.not.stringContaining('EPIPE')]);
+  }, 90_000);
 });
 
 describe('acg migrate against a PostgreSQL that refuses the connection', () => {

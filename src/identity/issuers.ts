@@ -27,7 +27,8 @@ function remoteKeys(issuerConfig: IssuerConfig, mode: Config['mode']): JWTVerify
   let resolved: Promise<JWTVerifyGetKey> | undefined;
   const resolve = async (): Promise<JWTVerifyGetKey> => {
     if (issuerConfig.jwksUrl) return createRemoteJWKSet(new URL(issuerConfig.jwksUrl), REMOTE_JWKS_OPTIONS);
-    const response = await fetch(`${issuerConfig.issuer}/.well-known/openid-configuration`, {
+    // The issuer's terminating slash is removed before the suffix is appended (OIDC Discovery §4.1).
+    const response = await fetch(`${issuerConfig.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, {
       signal: AbortSignal.timeout(DISCOVERY_TIMEOUT_MS),
       redirect: 'error',
     });

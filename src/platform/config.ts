@@ -113,10 +113,10 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_RATE_LIMIT_PER_ADDRESS', default: '1200', meaning: 'requests per window per client address' },
   { name: 'ACG_RATE_LIMIT_PER_PRINCIPAL', default: '600', meaning: 'requests per window per authenticated account (a merchant\'s API keys share one, as do an owner\'s session and the OAuth tokens it granted)' },
   { name: 'ACG_SIGNING_KEY', default: '(dev: generated)', meaning: 'ES256 private key (JWK JSON or PKCS#8 PEM) used to sign tokens and vouchers; required in live mode (or a key made by `acg keys rotate`). Make one with `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256` (PKCS#8 PEM; `openssl ecparam -genkey` writes SEC1, which is refused: convert it with `openssl pkcs8 -topk8 -nocrypt`)' },
-  { name: 'ACG_HUMAN_ISSUER', default: '(dev: built-in)', meaning: 'issuer URL of the human identity provider' },
+  { name: 'ACG_HUMAN_ISSUER', default: '(dev: built-in)', meaning: 'issuer URL of the human identity provider, exactly as its tokens write `iss` (a terminating slash included); no query or fragment' },
   { name: 'ACG_HUMAN_JWKS_URL', default: '(discovered)', meaning: 'JWKS URL of the human identity provider (default: OIDC discovery)' },
   { name: 'ACG_HUMAN_AUDIENCE', default: 'agent-credit-gateway', meaning: 'audience required on human session JWTs' },
-  { name: 'ACG_AGENT_ISSUER', default: '(dev: built-in)', meaning: 'issuer URL of the agent identity provider' },
+  { name: 'ACG_AGENT_ISSUER', default: '(dev: built-in)', meaning: 'issuer URL of the agent identity provider, exactly as its tokens write `iss` (a terminating slash included); no query or fragment' },
   { name: 'ACG_AGENT_JWKS_URL', default: '(discovered)', meaning: 'JWKS URL of the agent identity provider' },
   { name: 'ACG_AGENT_AUDIENCE', default: 'agent-credit-gateway', meaning: 'audience required on agent identity JWTs' },
   { name: 'ACG_AGENT_OWNER_EMAIL_CLAIM', default: 'owner_email', meaning: "claim on an agent identity JWT holding its owner's verified email" },
@@ -184,7 +184,14 @@ function shownUrl(raw: string): string {
   return raw.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#]*@/, '$1');
 }
 
-function url(env: Env, name: string, problems: string[]): string | undefined {
+/**
+ * How a URL setting is kept: a `base` the gateway joins paths to (an API's root) loses its trailing slashes; an
+ * `exact` one is kept as written: an issuer, which tokens name and which OIDC compares character for character
+ * (Auth0's ends in `/`: stripped, every token of it was refused, found from outside), or an endpoint fetched as it is.
+ */
+type UrlForm = 'base' | 'exact';
+
+function url(env: Env, name: string, problems: string[], form: UrlForm = 'base'): string | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
   try {
@@ -196,7 +203,7 @@ function url(env: Env, name: string, problems: string[]): string | undefined {
       problems.push(`${name} must not carry a user name or password (user:password@): the gateway sends no credentials in a URL; got "${shownUrl(raw)}" with them`);
       return undefined;
     }
-    return raw.replace(/\/+$/, '');
+    return form === 'exact' ? raw : raw.replace(/\/+$/, '');
   } catch {
     problems.push(`${name} must be an http(s) URL, got "${shownUrl(raw)}"`);
     return undefined;
@@ -280,9 +287,12 @@ function cleartextInLive(env: Env, problems: string[]): void {
 }
 
 function issuer(env: Env, mode: Mode, prefix: 'HUMAN' | 'AGENT', problems: string[]): IssuerConfig | undefined {
-  const iss = url(env, `ACG_${prefix}_ISSUER`, problems);
+  const iss = url(env, `ACG_${prefix}_ISSUER`, problems, 'exact');
   if (!iss) return undefined;
-  const jwksUrl = url(env, `ACG_${prefix}_JWKS_URL`, problems);
+  // An issuer has no query or fragment (RFC 8414 §2, OIDC Discovery §3): with one, no token's iss could match it.
+  const { search, hash } = new URL(iss);
+  if (search !== '' || hash !== '') problems.push(`ACG_${prefix}_ISSUER must be an issuer URL with no query or fragment (RFC 8414 §2), got "${shownUrl(iss)}"`);
+  const jwksUrl = url(env, `ACG_${prefix}_JWKS_URL`, problems, 'exact');
   // A gateway's dev issuers (ours or another's) sign a token for any email or subject, without a password: trusted
   // in live mode, they would let anyone sign in as any owner or agent (found from outside, 2026-12-04).
   if (mode === 'live') {
@@ -350,7 +360,7 @@ function namesDevRoute(pathname: string): boolean {
 }
 
 function dohConfig(env: Env, mode: Mode, baseUrl: string, problems: string[]): Config['doh'] {
-  const configured = url(env, 'ACG_DOH_RESOLVER_URL', problems);
+  const configured = url(env, 'ACG_DOH_RESOLVER_URL', problems, 'exact');
   // Live mode has no dev zone: a resolver URL that names one (ours or another gateway's) would let
   // anyone who can publish dev records verify any domain.
   if (mode === 'live' && configured && namesDevRoute(new URL(configured).pathname)) {
@@ -432,9 +442,19 @@ export function unreadSettings(env: Env): string[] {
       warnings.push(`${name} is not a setting of the gateway, which reads ${unprefixed} (without ACG_): ${name} is ignored`);
       continue;
     }
-    if (!name.startsWith('ACG_') || name.length < 8) continue;
-    const near = names.find((known) => known.startsWith('ACG_') && editDistance(name, known, 2) <= 2);
+    if (name.length < 8) continue;
+    // A name near one of ours, of the same kind: ACG_… near ACG_…, and an unprefixed one near DATABASE_URL or
+    // LOG_LEVEL (found from outside: DATABASE_ULR ran live mode on the embedded database, with no word).
+    const prefixed = name.startsWith('ACG_');
+    const near = names.find((known) => known.startsWith('ACG_') === prefixed && known.length >= 8 && editDistance(name, known, 2) <= 2);
     if (near !== undefined) warnings.push(`${name} is not a setting of the gateway: did you mean ${near}? ${name} is ignored`);
+  }
+  // Stripe's settings are read only with the Stripe provider (found from outside: a live key was ignored in silence).
+  const provider = env.ACG_PAYMENT_PROVIDER || undefined;
+  if (provider !== 'stripe') {
+    for (const name of ['ACG_STRIPE_SECRET_KEY', 'ACG_STRIPE_WEBHOOK_SECRET'].filter((setting) => env[setting])) {
+      warnings.push(`${name} is set, but ACG_PAYMENT_PROVIDER is ${provider === undefined ? 'not set' : `"${provider}"`}: Stripe is not used until ACG_PAYMENT_PROVIDER=stripe, so ${name} is ignored`);
+    }
   }
   return warnings;
 }

@@ -19,6 +19,37 @@ describe('variables meant for the gateway that it does not read', () => {
     // The names the SDKs' READMEs give a merchant's or an agent's own programs are theirs, not misspellings.
     expect(unreadSettings({ ACG_GATEWAY_URL: 'x', ACG_MERCHANT_ID: 'x', ACG_OFFER_ID: 'x', ACG_API_KEY: 'x', ACG_AGENT_ID: 'x', ACG_AGENT_TOKEN: 'x', ACG_TEST_DB: 'pglite', HOME: '/root' })).toEqual([]);
   });
+
+  it('names an unprefixed name one or two letters from DATABASE_URL or LOG_LEVEL, and leaves the environment\'s own names alone (found from outside: DATABASE_ULR ran live mode on the embedded database)', () => {
+    expect(unreadSettings({ DATABASE_ULR: 'postgres://x', LOG_LEVLE: 'info' })).toEqual([
+      'DATABASE_ULR is not a setting of the gateway: did you mean DATABASE_URL? DATABASE_ULR is ignored',
+      'LOG_LEVLE is not a setting of the gateway: did you mean LOG_LEVEL? LOG_LEVLE is ignored',
+    ]);
+    expect(unreadSettings({ DATABASE_URL: 'postgres://x', PATH: '/bin', HOSTNAME: 'h', XDG_DATA_DIRS: '/x', NODE_OPTIONS: '', PGDATABASE: 'x' })).toEqual([]);
+  });
+
+  it("names Stripe's settings given without the Stripe provider, which reads them only then (found from outside: a live key ignored in silence)", () => {
+    expect(unreadSettings({ ACG_STRIPE_SECRET_KEY: 'sk_live_x' })).toEqual([
+      'ACG_STRIPE_SECRET_KEY is set, but ACG_PAYMENT_PROVIDER is not set: Stripe is not used until ACG_PAYMENT_PROVIDER=stripe, so ACG_STRIPE_SECRET_KEY is ignored',
+    ]);
+    expect(unreadSettings({ ACG_PAYMENT_PROVIDER: 'local', ACG_STRIPE_WEBHOOK_SECRET: 'whsec_x' })).toEqual([
+      'ACG_STRIPE_WEBHOOK_SECRET is set, but ACG_PAYMENT_PROVIDER is "local": Stripe is not used until ACG_PAYMENT_PROVIDER=stripe, so ACG_STRIPE_WEBHOOK_SECRET is ignored',
+    ]);
+    expect(unreadSettings({ ACG_PAYMENT_PROVIDER: 'stripe', ACG_STRIPE_SECRET_KEY: 'sk_live_x', ACG_STRIPE_WEBHOOK_SECRET: 'whsec_x' })).toEqual([]);
+  });
+});
+
+describe("an identity provider's issuer", () => {
+  it('is kept as written, a terminating slash included, as tokens name it (found from outside: an Auth0 issuer lost its slash)', () => {
+    const config = loadConfig({ ACG_HUMAN_ISSUER: 'https://tenant.auth0.com/', ACG_AGENT_ISSUER: 'https://agents.example/realm', ACG_HUMAN_JWKS_URL: 'https://tenant.auth0.com/.well-known/jwks.json' });
+    expect([config.humanIssuer?.issuer, config.agentIssuer?.issuer, config.humanIssuer?.jwksUrl]).toEqual(['https://tenant.auth0.com/', 'https://agents.example/realm', 'https://tenant.auth0.com/.well-known/jwks.json']);
+  });
+
+  it('is refused with a query or a fragment, which no token could name (found from outside: the gateway started and refused every token)', () => {
+    for (const value of ['https://id.example/human?x=1', 'https://id.example/human#x']) {
+      expect(() => loadConfig({ ACG_HUMAN_ISSUER: value }), value).toThrow(`ACG_HUMAN_ISSUER must be an issuer URL with no query or fragment (RFC 8414 §2), got "${value}"`);
+    }
+  });
 });
 
 describe('yes-or-no settings', () => {

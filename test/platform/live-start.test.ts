@@ -22,7 +22,15 @@ describe('live mode says at start-up what it runs without (found from outside)',
     const live = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com' }, log });
     try {
       const said = lines.filter((line) => typeof line.setting === 'string').map((line) => line.setting);
-      expect(said).toEqual(['ACG_SIGNING_KEY', 'ACG_HUMAN_ISSUER', 'ACG_AGENT_ISSUER', 'ACG_API_KEY_PEPPER', 'ACG_SECRET_BOX_KEY', 'ACG_METRICS_TOKEN_SHA256', 'ACG_OPERATOR_TOKEN_SHA256']);
+      // Where the ledger is kept and how credit comes in are said too (found from outside, 2026-12-07): the embedded
+      // database only where the gateway runs on it, and the payment provider, none in live mode unless set.
+      expect(said).toEqual([
+        'ACG_SIGNING_KEY', 'ACG_HUMAN_ISSUER', 'ACG_AGENT_ISSUER', 'ACG_API_KEY_PEPPER', 'ACG_SECRET_BOX_KEY', 'ACG_METRICS_TOKEN_SHA256', 'ACG_OPERATOR_TOKEN_SHA256',
+        ...(live.gateway.db.kind === 'pglite' ? ['DATABASE_URL'] : []),
+        'ACG_PAYMENT_PROVIDER',
+      ]);
+      if (live.gateway.db.kind === 'pglite') expect(lines.find((line) => line.setting === 'DATABASE_URL')?.msg).toMatch(/^live mode without DATABASE_URL: the ledger is kept in the embedded database in .+; set DATABASE_URL to run on PostgreSQL$/);
+      expect(lines.find((line) => line.setting === 'ACG_PAYMENT_PROVIDER')?.msg).toMatch(/^live mode without ACG_PAYMENT_PROVIDER: no payment provider: top-ups answer 503 payment_unavailable/);
       // Every warning of a missing setting names it in `setting` (found from outside: the operator credential's did not).
       expect(lines.filter((line) => String(line.msg).includes('ACG_OPERATOR_TOKEN_SHA256')).every((line) => line.setting === 'ACG_OPERATOR_TOKEN_SHA256')).toBe(true);
       for (const line of lines.filter((entry) => entry.setting !== undefined)) expect(line.msg).toMatch(new RegExp(`^live mode without ${String(line.setting)}: .+`));
@@ -35,6 +43,17 @@ describe('live mode says at start-up what it runs without (found from outside)',
       expect(dev.lines.filter((line) => line.setting !== undefined)).toEqual([]);
     } finally {
       await gateway.close();
+    }
+  });
+
+  it('with ACG_PAYMENT_PROVIDER=local: says that an owner approving a top-up credits it with no payment (found from outside)', async () => {
+    const { log, lines } = capturedLog();
+    const live = await startTestGateway({ env: { ACG_MODE: 'live', ACG_BASE_URL: 'https://gateway.example.com', ACG_PAYMENT_PROVIDER: 'local' }, log });
+    try {
+      const said = lines.filter((line) => line.setting === 'ACG_PAYMENT_PROVIDER').map((line) => line.msg);
+      expect(said).toEqual([expect.stringMatching(/^live mode with ACG_PAYMENT_PROVIDER=local: an owner's own approval of a top-up credits the agent with no payment taken/)]);
+    } finally {
+      await live.close();
     }
   });
 

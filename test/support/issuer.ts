@@ -42,16 +42,22 @@ function b64(value: unknown): string {
   return Buffer.from(JSON.stringify(value)).toString('base64url');
 }
 
-export async function startIssuer(audience = 'agent-credit-gateway'): Promise<TestIssuer> {
+/**
+ * `path`: the issuer's path, as the provider writes it (Auth0's issuers end in `/`: `https://tenant.auth0.com/`); its
+ * discovery document is at the path without its terminating slash, plus `/.well-known/openid-configuration`.
+ */
+export async function startIssuer(audience = 'agent-credit-gateway', options: { path?: string } = {}): Promise<TestIssuer> {
+  const path = options.path ?? '';
+  const root = path.replace(/\/$/, '');
   let current = await keyPair();
   const foreign = await keyPair();
   let jwksRequests = 0;
   let issuer = '';
   const server: Server = createServer((request, response) => {
     response.setHeader('content-type', 'application/json');
-    if (request.url === '/.well-known/openid-configuration') {
-      response.end(JSON.stringify({ issuer, jwks_uri: `${issuer}/jwks.json`, id_token_signing_alg_values_supported: ['ES256'] }));
-    } else if (request.url === '/jwks.json') {
+    if (request.url === `${root}/.well-known/openid-configuration`) {
+      response.end(JSON.stringify({ issuer, jwks_uri: `${issuer.replace(/\/$/, '')}/jwks.json`, id_token_signing_alg_values_supported: ['ES256'] }));
+    } else if (request.url === `${root}/jwks.json`) {
       jwksRequests += 1;
       response.end(JSON.stringify({ keys: [current.publicJwk] }));
     } else {
@@ -60,7 +66,7 @@ export async function startIssuer(audience = 'agent-credit-gateway'): Promise<Te
     }
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}${path}`;
   const nowS = () => Math.floor(Date.now() / 1000);
   return {
     issuer,
