@@ -462,7 +462,7 @@ export interface paths {
         head?: never;
         /**
          * Update an agent's name, allowances and caps
-         * @description Allowances and caps are mandate rules: changing them writes a new mandate version; naming them as they stand (`caps: {}` included) writes none, as a PUT of the mandate in force. A delegate's allowances and caps stay within its parent's (400 invalid_input, `reason` allowance_outside_parent or cap_wider_than_parent, with `pointer` and `parent`). 409 conflict for a retired agent's allowances or caps (its name still changes). Idempotency-Key is honoured when sent. Send `If-Match` with the ETag GET …/mandate answered to make the change only on the mandate version you read (412 precondition_failed with `currentVersion` otherwise), as its PUT does.
+         * @description Allowances and caps are mandate rules: changing them writes a new mandate version; naming them as they stand (`caps: {}` included) writes none, as a PUT of the mandate in force. A delegate's allowances and caps stay within its parent's (400 invalid_input, `reason` allowance_outside_parent or cap_wider_than_parent, with `pointer` and `parent`, and `wider` listing every rule that is wider, each as {reason, detail, pointer, parent}). 409 conflict for a retired agent's allowances or caps (its name still changes). Idempotency-Key is honoured when sent. Send `If-Match` with the ETag GET …/mandate answered to make the change only on the mandate version you read (412 precondition_failed with `currentVersion` otherwise), as its PUT does.
          *
          *     Authentication: H, O.
          */
@@ -734,7 +734,7 @@ export interface paths {
         put?: never;
         /**
          * Register a delegate (a child agent) under a mandate within its parent's
-         * @description By the parent agent itself (an agent credential, its own id) or by its owner. The delegate belongs to the same owner, records parentId and depth, and authenticates with its own identity. Its holds allocate from its root's credit lots (a delegate owns no lots: grants and top-ups go to the root) and are checked against, and charged to, the budgets of the delegate and of every ancestor, in the same transaction. Refused with 400 invalid_input, nothing created, `reason`: delegation_not_allowed (the parent's mandate has delegation.allowed false), depth_exceeded (deeper than an ancestor's delegation.maxDepth allows, or delegation.maxDepth not below the parent's), budget_wider_than_parent, cap_wider_than_parent (a per-hold or rolling cap none or above the parent's, or a rolling cap over a shorter period), approval_wider_than_parent (an approval threshold none or above the parent's), merchant_outside_parent, window_outside_parent, allowance_outside_parent; for a mandate wider than the parent mandate (each of these, and depth_exceeded by its own delegation.maxDepth), `pointer` names the delegate's member that is wider (RFC 6901, into its mandate: /budgets/1/limitUc) and `parent` the parent's member it is held to ({agentId, pointer, value}: the parent's budget, cap, time zone, merchant rule, … as its GET …/mandate shows it). The same check applies to every later change of the delegate's mandate (PUT …/mandate, PATCH). `Location` names what the caller can read: the owner's view of the delegate (/v1/owner/agents/{id}) for the owner, the delegate's subtree (/v1/agents/{id}/delegates) for the parent agent. 403 FROZEN (`reason` frozen, `agentId` the frozen one) while the parent or an ancestor is frozen; 409 for a retired parent. Requires Idempotency-Key.
+         * @description By the parent agent itself (an agent credential, its own id) or by its owner. The delegate belongs to the same owner, records parentId and depth, and authenticates with its own identity. Its holds allocate from its root's credit lots (a delegate owns no lots: grants and top-ups go to the root) and are checked against, and charged to, the budgets of the delegate and of every ancestor, in the same transaction. Refused with 400 invalid_input, nothing created, `reason`: delegation_not_allowed (the parent's mandate has delegation.allowed false), depth_exceeded (deeper than an ancestor's delegation.maxDepth allows, or delegation.maxDepth not below the parent's), budget_wider_than_parent, cap_wider_than_parent (a per-hold or rolling cap none or above the parent's, or a rolling cap over a shorter period), approval_wider_than_parent (an approval threshold none or above the parent's), merchant_outside_parent, window_outside_parent, allowance_outside_parent; for a mandate wider than the parent mandate (each of these, and depth_exceeded by its own delegation.maxDepth), `pointer` names the delegate's member that is wider (RFC 6901, into its mandate: /budgets/1/limitUc) and `parent` the parent's member it is held to ({agentId, pointer, value}: the parent's budget, cap, time zone, merchant rule, … as its GET …/mandate shows it); those name the first rule that is wider, and `wider` lists every one, each as {reason, detail, pointer, parent}. The same check applies to every later change of the delegate's mandate (PUT …/mandate, PATCH). `Location` names what the caller can read: the owner's view of the delegate (/v1/owner/agents/{id}) for the owner, the delegate's subtree (/v1/agents/{id}/delegates) for the parent agent. 403 FROZEN (`reason` frozen, `agentId` the frozen one) while the parent or an ancestor is frozen; 409 for a retired parent. Requires Idempotency-Key.
          *
          *     Authentication: A, H, O.
          */
@@ -2914,9 +2914,9 @@ export interface components {
             /** @description levels above the agent: 0 for a root, 1 for its delegates, … */
             depth: number;
             retiredAt: number | null;
-            /** @description service ids the agent may execute; "*" = all */
+            /** @description service ids the agent may execute; "*" = all, [] = none */
             allowedServices: string[];
-            /** @description offer categories the agent may buy; "*" = all */
+            /** @description offer categories the agent may buy; "*" = all, [] = none */
             allowedCategories: string[];
             /** @description mailboxes the mail service may read */
             inboxAllowlist: string[];
@@ -2960,9 +2960,9 @@ export interface components {
             createdAt: number;
             /** @description base64url SHA-256 of the version's RFC 8785 canonical JSON (every member above `hash` and `usage` excluded): what vouchers, receipts and evidence name as `mandate` */
             hash: string;
-            /** @description built-in services the agent may execute; "*" = all */
+            /** @description built-in services the agent may execute; "*" = all, [] = none */
             allowedServices: string[];
-            /** @description offer categories (lower-case slugs) the agent may buy; "*" = all */
+            /** @description offer categories (lower-case slugs) the agent may buy; "*" = all, [] = none */
             allowedCategories: (string | "*")[];
             caps: {
                 perHoldUc: string | null;
@@ -3025,7 +3025,7 @@ export interface components {
             /** @description the RFC 8785 canonical JSON the hash is taken over, byte for byte */
             canonical: string;
         };
-        /** @description RFC 9457 problem details (as Problem); a delegate's mandate wider than its parent's adds `reason`, `pointer` and `parent` */
+        /** @description RFC 9457 problem details (as Problem); a delegate's mandate wider than its parent's adds `reason`, `pointer`, `parent` and `wider` */
         MandateProblem: {
             /** @description URI of the problem type; dereferences to the error catalogue */
             type: string;
@@ -3053,6 +3053,27 @@ export interface components {
                 /** @description that member's value as the parent's GET …/mandate shows it: a budget {id, limitUc, period, merchantId | category | serviceId}, an amount (a decimal string of µc, or null for none), a number (periodS, notBefore, notAfter, maxDepth), a time zone, a list, or a merchant rule entry */
                 value: unknown;
             };
+            /** @description with a `reason` of a mandate wider than its parent's: every rule by which it is, in the order asked; the first is the one `reason`, `pointer` and `parent` name */
+            wider?: {
+                /**
+                 * @description invalid_input for a delegate's mandate: the rule by which it is not within its parent's (or the parent allows no delegates)
+                 * @enum {string}
+                 */
+                reason: "budget_wider_than_parent" | "cap_wider_than_parent" | "approval_wider_than_parent" | "merchant_outside_parent" | "window_outside_parent" | "allowance_outside_parent" | "depth_exceeded" | "delegation_not_allowed";
+                /** @description what the rule asks, as the problem's `detail` says it for the first */
+                detail: string;
+                /** @description the delegate's member that is wider, as `pointer` */
+                pointer: string;
+                /** @description with a `reason` of a mandate wider than its parent's: what of the parent's mandate it is held to */
+                parent: {
+                    /** @description the parent agent */
+                    agentId: string;
+                    /** @description the parent's member the delegate's is held to: an RFC 6901 JSON pointer into the parent's mandate, e.g. /budgets/0 */
+                    pointer: string;
+                    /** @description that member's value as the parent's GET …/mandate shows it: a budget {id, limitUc, period, merchantId | category | serviceId}, an amount (a decimal string of µc, or null for none), a number (periodS, notBefore, notAfter, maxDepth), a time zone, a list, or a merchant rule entry */
+                    value: unknown;
+                };
+            }[];
         } & {
             [key: string]: unknown;
         };
@@ -3794,9 +3815,9 @@ export interface components {
             /** @description levels above the agent: 0 for a root, 1 for its delegates, … */
             depth: number;
             retiredAt: number | null;
-            /** @description service ids the agent may execute; "*" = all */
+            /** @description service ids the agent may execute; "*" = all, [] = none */
             allowedServices: string[];
-            /** @description offer categories the agent may buy; "*" = all */
+            /** @description offer categories the agent may buy; "*" = all, [] = none */
             allowedCategories: string[];
             /** @description mailboxes the mail service may read */
             inboxAllowlist: string[];
@@ -6255,9 +6276,9 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description built-in services the agent may execute; "*" = all */
+                    /** @description built-in services the agent may execute; "*" = all, [] = none */
                     allowedServices?: string[];
-                    /** @description offer categories (lower-case slugs) the agent may buy; "*" = all */
+                    /** @description offer categories (lower-case slugs) the agent may buy; "*" = all, [] = none */
                     allowedCategories?: (string | "*")[];
                     caps?: {
                         perHoldUc: string | null;
@@ -7829,9 +7850,9 @@ export interface operations {
                     };
                     /** @description The delegate's mandate, within its parent's. A member left out takes the parent's value (delegation: not allowed). Every parent budget needs a budget of the same scope and period at most as large; caps.perHoldUc, caps.perPeriodUc and approvalAboveUc at most the parent's when it has one (null, none, is wider), a rolling cap over a period at least the parent's; merchants.allow a subset (deny a superset); the window inside; allowed services and categories subsets; delegation.maxDepth below the parent's. */
                     mandate?: {
-                        /** @description built-in services the agent may execute; "*" = all */
+                        /** @description built-in services the agent may execute; "*" = all, [] = none */
                         allowedServices?: string[];
-                        /** @description offer categories (lower-case slugs) the agent may buy; "*" = all */
+                        /** @description offer categories (lower-case slugs) the agent may buy; "*" = all, [] = none */
                         allowedCategories?: (string | "*")[];
                         caps?: {
                             perHoldUc: string | null;

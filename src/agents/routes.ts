@@ -68,7 +68,7 @@ export function agentRoutes(deps: AgentRouteDeps) {
         summary: "Update an agent's name, allowances and caps",
         description:
           "Allowances and caps are mandate rules: changing them writes a new mandate version; naming them as they stand (`caps: {}` included) writes none, as a PUT of the mandate in force. A delegate's allowances and caps stay within its parent's (400 invalid_input, " +
-          '`reason` allowance_outside_parent or cap_wider_than_parent, with `pointer` and `parent`). 409 conflict for a retired agent\'s allowances or caps (its name still changes). ' +
+          '`reason` allowance_outside_parent or cap_wider_than_parent, with `pointer` and `parent`, and `wider` listing every rule that is wider, each as {reason, detail, pointer, parent}). 409 conflict for a retired agent\'s allowances or caps (its name still changes). ' +
           'Idempotency-Key is honoured when sent. Send `If-Match` with the ETag GET …/mandate answered to make the change only on the mandate version you read ' +
           '(412 precondition_failed with `currentVersion` otherwise), as its PUT does.',
         params: AgentIdParams,

@@ -58,8 +58,8 @@ export const AgentSchema = Type.Object(
     parentId: Nullable(Type.String({ description: 'the agent that registered this delegate; null for an agent its owner registered' })),
     depth: Type.Integer({ minimum: 0, description: 'levels above the agent: 0 for a root, 1 for its delegates, …' }),
     retiredAt: Nullable(UnixSeconds('the delegate (or an ancestor) was retired: it can no longer spend; null while not retired')),
-    allowedServices: Type.Array(Type.String(), { description: 'service ids the agent may execute; "*" = all' }),
-    allowedCategories: Type.Array(Type.String(), { description: 'offer categories the agent may buy; "*" = all' }),
+    allowedServices: Type.Array(Type.String(), { description: 'service ids the agent may execute; "*" = all, [] = none' }),
+    allowedCategories: Type.Array(Type.String(), { description: 'offer categories the agent may buy; "*" = all, [] = none' }),
     inboxAllowlist: Type.Array(Type.String(), { description: 'mailboxes the mail service may read' }),
     caps: Caps,
     profile: Type.Ref('AgentProfile'),
@@ -82,7 +82,7 @@ const Budget = Type.Object(
   { additionalProperties: false, description: 'a budget without merchantId, category or serviceId covers all spending; at most one of them' },
 );
 
-const MerchantAllow = Nullable(Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: MERCHANT_RULES_MAX, description: 'only these merchants (ids or verified domains); null: any not denied. An id must name a registered merchant (400 otherwise); a domain may be named before its merchant registers' }));
+const MerchantAllow = Nullable(Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: MERCHANT_RULES_MAX, description: 'only these merchants (ids or verified domains); null: any not denied; []: none. An id must name a registered merchant (400 otherwise); a domain may be named before its merchant registers' }));
 const MerchantDeny = Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: MERCHANT_RULES_MAX, description: 'never these merchants (ids or verified domains). An id must name a registered merchant (400 otherwise), so a mistyped one does not deny nothing; a name on both allow and deny is refused (400), since it could never be paid (names are compared as written: a merchant\'s id on one list and its domain on the other are not, since a merchant may move domains; deny wins at the hold)' });
 const MerchantRules = Type.Object({ allow: MerchantAllow, deny: MerchantDeny }, { additionalProperties: false });
 
@@ -98,8 +98,8 @@ export const MerchantRulesInput = Type.Object(
 
 /** The rules of a mandate, as PUT takes them and every face shows them. */
 export const MandateRulesProperties = {
-  allowedServices: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 20, description: 'built-in services the agent may execute; "*" = all' }),
-  allowedCategories: Type.Array(CategoryOrAny, { maxItems: 100, description: 'offer categories (lower-case slugs) the agent may buy; "*" = all' }),
+  allowedServices: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 20, description: 'built-in services the agent may execute; "*" = all, [] = none' }),
+  allowedCategories: Type.Array(CategoryOrAny, { maxItems: 100, description: 'offer categories (lower-case slugs) the agent may buy; "*" = all, [] = none' }),
   caps: Type.Object(
     {
       perHoldUc: Nullable(Microcredits('largest single hold; null = no cap; "0" = no purchase at all (every hold is more than 0)')),
@@ -173,15 +173,28 @@ export const MandateVersionSchema = Type.Object(
  * PATCH of allowances and caps): a Problem, and when the mandate is wider than the parent's, which rule (`reason`),
  * the delegate's member (`pointer`) and the parent's (`parent`), so no client parses `detail` for them.
  */
+const WiderParent = Type.Object(
+  {
+    agentId: Type.String({ description: 'the parent agent' }),
+    pointer: Type.String({ description: "the parent's member the delegate's is held to: an RFC 6901 JSON pointer into the parent's mandate, e.g. /budgets/0" }),
+    value: Type.Unknown({
+      description:
+        "that member's value as the parent's GET …/mandate shows it: a budget {id, limitUc, period, merchantId | category | serviceId}, an amount " +
+        '(a decimal string of µc, or null for none), a number (periodS, notBefore, notAfter, maxDepth), a time zone, a list, or a merchant rule entry',
+    }),
+  },
+  { additionalProperties: false, description: "with a `reason` of a mandate wider than its parent's: what of the parent's mandate it is held to" },
+);
+
+const WiderReason = Type.String({
+  enum: [...WIDER_THAN_PARENT_REASONS, 'delegation_not_allowed'],
+  description: "invalid_input for a delegate's mandate: the rule by which it is not within its parent's (or the parent allows no delegates)",
+});
+
 export const MandateProblemSchema = Type.Object(
   {
     ...problemMembers(),
-    reason: Type.Optional(
-      Type.String({
-        enum: [...WIDER_THAN_PARENT_REASONS, 'delegation_not_allowed'],
-        description: "invalid_input for a delegate's mandate: the rule by which it is not within its parent's (or the parent allows no delegates)",
-      }),
-    ),
+    reason: Type.Optional(WiderReason),
     pointer: Type.Optional(
       Type.String({
         description:
@@ -190,25 +203,26 @@ export const MandateProblemSchema = Type.Object(
           "/caps/perHoldUc, /merchants/allow/0; a list (/budgets, /merchants/deny) when what is missing from it is the parent's member",
       }),
     ),
-    parent: Type.Optional(
-      Type.Object(
-        {
-          agentId: Type.String({ description: 'the parent agent' }),
-          pointer: Type.String({ description: "the parent's member the delegate's is held to: an RFC 6901 JSON pointer into the parent's mandate, e.g. /budgets/0" }),
-          value: Type.Unknown({
-            description:
-              "that member's value as the parent's GET …/mandate shows it: a budget {id, limitUc, period, merchantId | category | serviceId}, an amount " +
-              '(a decimal string of µc, or null for none), a number (periodS, notBefore, notAfter, maxDepth), a time zone, a list, or a merchant rule entry',
-          }),
-        },
-        { additionalProperties: false, description: "with a `reason` of a mandate wider than its parent's: what of the parent's mandate it is held to" },
+    parent: Type.Optional(WiderParent),
+    wider: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            reason: WiderReason,
+            detail: Type.String({ description: 'what the rule asks, as the problem\'s `detail` says it for the first' }),
+            pointer: Type.String({ description: "the delegate's member that is wider, as `pointer`" }),
+            parent: WiderParent,
+          },
+          { additionalProperties: false },
+        ),
+        { description: "with a `reason` of a mandate wider than its parent's: every rule by which it is, in the order asked; the first is the one `reason`, `pointer` and `parent` name" },
       ),
     ),
   },
   {
     $id: 'MandateProblem',
     additionalProperties: true,
-    description: "RFC 9457 problem details (as Problem); a delegate's mandate wider than its parent's adds `reason`, `pointer` and `parent`",
+    description: "RFC 9457 problem details (as Problem); a delegate's mandate wider than its parent's adds `reason`, `pointer`, `parent` and `wider`",
   },
 );
 

@@ -16,6 +16,7 @@ import {
   checkedRules,
   defaultExtendedRules,
   DELEGATION_DEPTH_MAX,
+  everyWayWider,
   extendedRulesOf,
   mandateHash,
   MERCHANT_ID,
@@ -23,10 +24,10 @@ import {
   refuseAllowedAndDenied,
   rulesOfDocument,
   sameRules,
-  widerThanParent,
   type MandateDocument,
   type MandateRules,
   type MerchantsOf,
+  type WiderThanParent,
 } from '../policy/mandate.ts';
 import { principalScope, type Principal } from '../platform/principal.ts';
 import { periodOf } from '../policy/periods.ts';
@@ -198,11 +199,13 @@ function depthExceeded(detail: string): ApiError {
  * merchant; a child allowing a domain two merchants share is wider than a parent allowing one of them).
  */
 async function refuseWider(db: Queryable, rules: MandateRules, parent: { id: string; rules: MandateRules }): Promise<void> {
-  const wider = widerThanParent(rules, parent.rules, await merchantsNamed(db, [rules, parent.rules]));
+  const every = everyWayWider(rules, parent.rules, await merchantsNamed(db, [rules, parent.rules]));
+  const [wider] = every;
   if (!wider) return;
+  const withParent = (way: WiderThanParent) => ({ reason: way.reason, detail: way.detail, pointer: way.pointer, parent: { agentId: parent.id, ...way.parent } });
   throw new ApiError('invalid_input', {
-    detail: `the mandate is wider than its parent's: ${wider.detail}`,
-    extra: { reason: wider.reason, pointer: wider.pointer, parent: { agentId: parent.id, ...wider.parent } },
+    detail: `the mandate is wider than its parent's: ${wider.detail}${every.length > 1 ? ` (and in ${every.length - 1} more way(s): see wider)` : ''}`,
+    extra: { reason: wider.reason, pointer: wider.pointer, parent: { agentId: parent.id, ...wider.parent }, wider: every.map(withParent) },
   });
 }
 

@@ -37,7 +37,7 @@ export function delegationRoutes(deps: { operations: DelegationOperations; queri
           "none or above the parent's, or a rolling cap over a shorter period), approval_wider_than_parent (an approval threshold none or above the parent's), " +
           'merchant_outside_parent, window_outside_parent, allowance_outside_parent; for a mandate wider than the parent mandate (each of these, and depth_exceeded by its own delegation.maxDepth), `pointer` names the delegate\'s member that is wider (RFC 6901, ' +
           "into its mandate: /budgets/1/limitUc) and `parent` the parent's member it is held to ({agentId, pointer, value}: the parent's budget, cap, " +
-          'time zone, merchant rule, … as its GET …/mandate shows it). The same check applies to every later change of the delegate\'s mandate (PUT …/mandate, PATCH). ' +
+          'time zone, merchant rule, … as its GET …/mandate shows it); those name the first rule that is wider, and `wider` lists every one, each as {reason, detail, pointer, parent}. The same check applies to every later change of the delegate\'s mandate (PUT …/mandate, PATCH). ' +
           "`Location` names what the caller can read: the owner's view of the delegate (/v1/owner/agents/{id}) for the owner, the delegate's subtree (/v1/agents/{id}/delegates) for the parent agent. 403 FROZEN " +
           '(`reason` frozen, `agentId` the frozen one) while the parent or an ancestor is frozen; 409 for a retired parent. Requires Idempotency-Key.',
         params: AgentIdParams,

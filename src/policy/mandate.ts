@@ -280,7 +280,7 @@ function capsWider(child: MandateRules['caps'], parent: MandateRules['caps']): W
 }
 
 /**
- * The first rule by which a delegate's (checked) rules are wider than its parent's, or undefined when they lie
+ * The first rule by which a delegate's (checked) rules are wider than its parent's (everyWayWider lists them all), or undefined when they lie
  * within: each parent budget is matched by a child budget of the same scope and period whose limit is at most
  * the parent's (the child may add budgets); the per-hold cap, the rolling cap (capsWider) and the approval
  * threshold are at most the parent's when the parent has one (none is wider than any); the merchant allowlist
@@ -291,15 +291,26 @@ function capsWider(child: MandateRules['caps'], parent: MandateRules['caps']): W
  * refusing anything.
  */
 export function widerThanParent(child: MandateRules, parent: MandateRules, merchantsOf: MerchantsOf = (name) => [name]): WiderThanParent | undefined {
-  const budget = budgetWider(child, parent);
-  if (budget) return budget;
-  const caps = capsWider(child.caps, parent.caps);
-  if (caps) return caps;
-  if (!limitWithin(child.approvalAboveUc, parent.approvalAboveUc)) {
-    const detail = `approvalAboveUc must be at most the parent's, ${parent.approvalAboveUc} µc (null, no approval, is wider)`;
-    return sameMember('approval_wider_than_parent', detail, '/approvalAboveUc', parent.approvalAboveUc);
-  }
-  return merchantsOutside(child.merchants, parent.merchants, merchantsOf) ?? outsideParent(child, parent);
+  return everyWayWider(child, parent, merchantsOf)[0];
+}
+
+/**
+ * Every way a delegate's rules are wider than its parent's, in the order `widerThanParent` asks: each of the parent's
+ * budgets not matched, the caps, the approval threshold, the merchant rules, each end of the window, each allowance
+ * and the depth, one entry each (found from outside: a parent narrowed in several rules left the owner to find them
+ * one refusal at a time).
+ */
+export function everyWayWider(child: MandateRules, parent: MandateRules, merchantsOf: MerchantsOf = (name) => [name]): WiderThanParent[] {
+  const approval = limitWithin(child.approvalAboveUc, parent.approvalAboveUc)
+    ? undefined
+    : sameMember('approval_wider_than_parent', `approvalAboveUc must be at most the parent's, ${parent.approvalAboveUc} µc (null, no approval, is wider)`, '/approvalAboveUc', parent.approvalAboveUc);
+  return [
+    ...budgetsWider(child, parent),
+    capsWider(child.caps, parent.caps),
+    approval,
+    merchantsOutside(child.merchants, parent.merchants, merchantsOf),
+    ...outsideParent(child, parent),
+  ].filter((wider): wider is WiderThanParent => wider !== undefined);
 }
 
 /**
@@ -309,26 +320,26 @@ export function widerThanParent(child: MandateRules, parent: MandateRules, merch
  * The child's wider member is the limit of its budget of that scope and period, or its list of budgets when it has
  * none such, or its time zone.
  */
-function budgetWider(child: MandateRules, parent: MandateRules): WiderThanParent | undefined {
+function budgetsWider(child: MandateRules, parent: MandateRules): WiderThanParent[] {
   const sameZone = sameTimeZone(child.timeZone, parent.timeZone);
+  const wider: WiderThanParent[] = [];
   for (const [index, budget] of parent.budgets.entries()) {
     const limitUc = BigInt(budget.limitUc);
     const sameKind = [...child.budgets.entries()].filter(([, mine]) => sameScope(mine, budget) && mine.period === budget.period);
     const matches = sameKind.filter(([, mine]) => BigInt(mine.limitUc) <= limitUc);
     if (matches.length > 0 && !sameZone && budget.period !== 'total') {
       const detail = `the parent's budget "${budget.id}" counts ${periodWords(budget.period)} from midnight in ${parent.timeZone}: a budget within it counts in the same time zone (timeZone "${parent.timeZone}", not "${child.timeZone}")`;
-      return sameMember('budget_wider_than_parent', detail, '/timeZone', parent.timeZone);
-    }
-    if (matches.length === 0) {
-      return {
+      wider.push(sameMember('budget_wider_than_parent', detail, '/timeZone', parent.timeZone));
+    } else if (matches.length === 0) {
+      wider.push({
         reason: 'budget_wider_than_parent',
         detail: `the parent's budget "${budget.id}" (${budget.limitUc} µc ${periodWords(budget.period)}, ${scopeOf(budget)}) needs a budget of the same scope and period of at most ${budget.limitUc} µc`,
         pointer: sameKind[0] ? `/budgets/${sameKind[0][0]}/limitUc` : '/budgets',
         parent: { pointer: `/budgets/${index}`, value: budget },
-      };
+      });
     }
   }
-  return undefined;
+  return wider;
 }
 
 /**
@@ -362,28 +373,29 @@ function merchantsOutside(child: MerchantRules, parent: MerchantRules, merchants
   };
 }
 
-/** Where the child reaches outside its parent otherwise: validity window, allowances, delegation depth. */
-function outsideParent(child: MandateRules, parent: MandateRules): WiderThanParent | undefined {
+/** Where the child reaches outside its parent otherwise: each end of the validity window, each allowance, delegation depth. */
+function outsideParent(child: MandateRules, parent: MandateRules): WiderThanParent[] {
+  const wider: WiderThanParent[] = [];
   if (parent.notBefore !== null && (child.notBefore === null || child.notBefore < parent.notBefore)) {
-    return sameMember('window_outside_parent', `notBefore must be at or after the parent's, ${parent.notBefore}`, '/notBefore', parent.notBefore);
+    wider.push(sameMember('window_outside_parent', `notBefore must be at or after the parent's, ${parent.notBefore}`, '/notBefore', parent.notBefore));
   }
   if (parent.notAfter !== null && (child.notAfter === null || child.notAfter > parent.notAfter)) {
-    return sameMember('window_outside_parent', `notAfter must be at or before the parent's, ${parent.notAfter}`, '/notAfter', parent.notAfter);
+    wider.push(sameMember('window_outside_parent', `notAfter must be at or before the parent's, ${parent.notAfter}`, '/notAfter', parent.notAfter));
   }
   for (const member of ['allowedServices', 'allowedCategories'] as const) {
     const outside = allowanceOutside(child[member], parent[member]);
     if (outside >= 0) {
-      return {
+      wider.push({
         reason: 'allowance_outside_parent',
         detail: `${member} must be a subset of the parent's: ${parent[member].join(', ') || '(none)'}`,
         pointer: `/${member}/${outside}`,
         parent: { pointer: `/${member}`, value: parent[member] },
-      };
+      });
     }
   }
   if (child.delegation.maxDepth > Math.max(0, parent.delegation.maxDepth - 1)) {
     const detail = `the parent allows ${parent.delegation.maxDepth} level(s) of delegates below it: this delegate may allow at most ${Math.max(0, parent.delegation.maxDepth - 1)}`;
-    return sameMember('depth_exceeded', detail, '/delegation/maxDepth', parent.delegation.maxDepth);
+    wider.push(sameMember('depth_exceeded', detail, '/delegation/maxDepth', parent.delegation.maxDepth));
   }
-  return undefined;
+  return wider;
 }

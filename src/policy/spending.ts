@@ -97,6 +97,14 @@ function permits(allowed: readonly string[], id: string): boolean {
   return allowed.includes('*') || allowed.includes(id);
 }
 
+/**
+ * What a refusal adds when the list that refused is empty, which allows nothing (found from outside: a mandate
+ * written with `[]` for "no restriction" stopped the agent, and the refusal did not say the list was empty).
+ */
+function emptyList(allowed: readonly string[], member: string, what: string): string {
+  return allowed.length === 0 ? `: its ${member} is an empty list, which allows no ${what} (["*"] allows every one)` : '';
+}
+
 function forbidden(reason: RefusalReason, detail: string, whose: { agentId?: string }): SpendingRefusal['error'] {
   return new ApiError('SCOPE_FORBIDDEN', { detail, extra: { reason, ...whose } });
 }
@@ -175,13 +183,21 @@ function scopeRefusal(agent: SpendingSettings, settings: Member, spend: Spend): 
     return { rule: 'validity', error: forbidden('mandate_not_valid', `${of} is not in force now (valid from ${window}, Unix seconds)`, ancestorMember(agent, settings)) };
   }
   if (spend.serviceId !== undefined && !permits(settings.allowed_services, spend.serviceId)) {
-    return { rule: 'service', error: forbidden('service_not_allowed', `${who(agent, settings)} may not use service "${spend.serviceId}"`, ancestorMember(agent, settings)) };
+    const detail = `${who(agent, settings)} may not use service "${spend.serviceId}"${emptyList(settings.allowed_services, 'allowedServices', 'service')}`;
+    return { rule: 'service', error: forbidden('service_not_allowed', detail, ancestorMember(agent, settings)) };
   }
   if (!permits(settings.allowed_categories, spend.category)) {
-    return { rule: 'category', error: forbidden('category_not_allowed', `${who(agent, settings)} may not spend in category "${spend.category}"`, ancestorMember(agent, settings)) };
+    const detail = `${who(agent, settings)} may not spend in category "${spend.category}"${emptyList(settings.allowed_categories, 'allowedCategories', 'category')}`;
+    return { rule: 'category', error: forbidden('category_not_allowed', detail, ancestorMember(agent, settings)) };
   }
   if (spend.merchant && !merchantPermitted(rules, spend.merchant)) {
-    return { rule: 'merchant', error: forbidden('merchant_not_allowed', `${of} does not allow buying from merchant ${spend.merchant.id} (${spend.merchant.domain})`, ancestorMember(agent, settings)) };
+    const names = [spend.merchant.id.toLowerCase(), spend.merchant.domain.toLowerCase()];
+    const why = rules.merchants.deny.some((name) => names.includes(name))
+      ? ': merchants.deny names it'
+      : rules.merchants.allow?.length === 0
+        ? ': its merchants.allow is an empty list, which allows no merchant (null allows every merchant not denied)'
+        : '';
+    return { rule: 'merchant', error: forbidden('merchant_not_allowed', `${of} does not allow buying from merchant ${spend.merchant.id} (${spend.merchant.domain})${why}`, ancestorMember(agent, settings)) };
   }
   if (spend.take && settings.cap_per_hold_uc !== null && spend.take.amountUc > settings.cap_per_hold_uc) {
     return {

@@ -103,6 +103,27 @@ describe("a delegate's mandate wider than its parent's", () => {
     }
   });
 
+  it('lists every way it is wider in `wider`, the first of them as the problem\'s own members (found from outside: one rule a refusal, so an owner fixed a delegate narrowed in three rules in three round trips)', async () => {
+    const root = await rootAgent();
+    const { caps } = PARENT();
+    const res = await createDelegate(root, { caps: { ...caps, perHoldUc: '5000001' }, allowedCategories: ['books', 'music'], notAfter: null });
+    expect(res.status).toBe(400);
+    expect(res.body.detail).toBe("the mandate is wider than its parent's: caps.perHoldUc must be at most the parent's, 5000000 µc (null, no cap, is wider) (and in 2 more way(s): see wider)");
+    expect(res.body).toMatchObject({ reason: 'cap_wider_than_parent', pointer: '/caps/perHoldUc' });
+    expect(res.body.wider.map((way: { reason: string; pointer: string }) => [way.reason, way.pointer])).toEqual([
+      ['cap_wider_than_parent', '/caps/perHoldUc'],
+      ['window_outside_parent', '/notAfter'],
+      ['allowance_outside_parent', '/allowedCategories/1'],
+    ]);
+    for (const way of res.body.wider) {
+      expect(Object.keys(way).sort()).toEqual(['detail', 'parent', 'pointer', 'reason']);
+      expect(way.parent.agentId).toBe(root.id);
+      expect(way.parent.value).toEqual(at(root.mandate, way.parent.pointer));
+    }
+    const one = await createDelegate(root, { notBefore: 999 });
+    expect([one.body.detail, one.body.wider.length]).toEqual(["the mandate is wider than its parent's: notBefore must be at or after the parent's, 1000", 1]);
+  });
+
   it("carries the same members at the delegate's PUT …/mandate and PATCH, and over MCP", async () => {
     const root = await rootAgent();
     const created = await createDelegate(root);

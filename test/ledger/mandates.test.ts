@@ -286,9 +286,14 @@ describe('enforcement at the hold', () => {
     const denied = await mint(world, agent.token, offer.id);
     expect(denied.status).toBe(403);
     expect(denied.body).toMatchObject({ code: 'SCOPE_FORBIDDEN', reason: 'merchant_not_allowed' });
+    expect(denied.body.detail).toMatch(/: merchants\.deny names it$/);
     const elsewhere = await openShop(world);
     await put(agent, { merchants: { allow: [elsewhere.merchantId], deny: [] } });
-    expect((await mint(world, agent.token, offer.id)).body.reason).toBe('merchant_not_allowed');
+    const outside = await mint(world, agent.token, offer.id);
+    expect([outside.body.reason, outside.body.detail]).toEqual(['merchant_not_allowed', `the agent's mandate does not allow buying from merchant ${shop.merchantId} (${rows[0]!.domain})`]);
+    // An empty allow list allows no merchant, and the refusal says so (found from outside: [] written for "any").
+    await put(agent, { merchants: { allow: [], deny: [] } });
+    expect((await mint(world, agent.token, offer.id)).body.detail).toMatch(/: its merchants\.allow is an empty list, which allows no merchant \(null allows every merchant not denied\)$/);
     await put(agent, { merchants: { allow: [shop.merchantId], deny: [] } });
     expect((await mint(world, agent.token, offer.id)).status).toBe(200);
   });

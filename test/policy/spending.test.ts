@@ -30,6 +30,10 @@ describe('the spending policy', () => {
     expect(spendingRefusal({ ...agent, status: 'frozen' }, { atS, category: 'data' })?.error).toMatchObject({ code: 'FROZEN', status: 403, message: 'the agent is frozen by its owner' });
     expect(spendingRefusal(agent, { atS, category: 'data', serviceId: 'mail' })?.error).toMatchObject({ code: 'SCOPE_FORBIDDEN', status: 403, message: 'the agent may not use service "mail"' });
     expect(spendingRefusal(agent, { atS, category: 'mail' })?.error).toMatchObject({ code: 'SCOPE_FORBIDDEN', message: 'the agent may not spend in category "mail"' });
+    // An empty list allows nothing, and the refusal says so (found from outside: [] written for "no restriction").
+    const closed = { ...agent, allowed_services: [], allowed_categories: [] };
+    expect(spendingRefusal(closed, { atS, category: 'data', serviceId: 'mail' })?.error.message).toBe('the agent may not use service "mail": its allowedServices is an empty list, which allows no service (["*"] allows every one)');
+    expect(spendingRefusal({ ...closed, allowed_services: ['*'] }, { atS, category: 'data', serviceId: 'mail' })?.error.message).toBe('the agent may not spend in category "data": its allowedCategories is an empty list, which allows no category (["*"] allows every one)');
     expect(spendingRefusal(agent, { atS, category: 'data', take: { amountUc: 101n, usage: nothingSpent } })?.error).toMatchObject({
       code: 'CAP_EXCEEDED',
       status: 402,
