@@ -3853,7 +3853,7 @@ export interface components {
             payer?: string;
             /** @description always "": no chain transfer */
             transaction: string;
-            /** @description acg:credit */
+            /** @description acg:credit; a refusal of a request for another network or x402 version names the request's network */
             network: string;
             /** @description what was charged; "0" for a release */
             amount?: string;

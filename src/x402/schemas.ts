@@ -85,6 +85,8 @@ export const X402_REASON_MEANINGS: Readonly<Record<InvalidReason | SettleErrorRe
 const Json = Type.Record(Type.String(), Type.Unknown());
 /** The longest attestation read; one the gateway signs is about 900 characters. */
 export const ATTESTATION_CHARS_MAX = 8192;
+/** The longest network a request may name (x402's CAIP-2 networks are far shorter); a refusal echoes it. */
+export const NETWORK_CHARS_MAX = 100;
 
 /**
  * PaymentRequirements of this scheme on this network as x402 sends them: what the attestation is checked against,
@@ -94,7 +96,7 @@ export const ATTESTATION_CHARS_MAX = 8192;
 export const PaymentRequirements = Type.Object(
   {
     scheme: Type.String({ maxLength: 100, description: X402_SCHEME }),
-    network: Type.String({ maxLength: 100, description: X402_NETWORK }),
+    network: Type.String({ maxLength: NETWORK_CHARS_MAX, description: X402_NETWORK }),
     asset: Type.String({ maxLength: 100 }),
     amount: Microcredits('for this scheme: the most this request may be charged (verify), the charge (settle; "0" releases)'),
     payTo: Type.String({ maxLength: 200, description: 'for this scheme: the merchant id' }),
@@ -119,7 +121,7 @@ export type PaymentRequirements = Static<typeof PaymentRequirements>;
  * a v1 body, or another scheme's amount, was refused 400 for not being this scheme's, and x402's client threw).
  */
 export const ForeignPaymentRequirements = Type.Object(
-  { scheme: Type.String({ maxLength: 100 }), network: Type.String({ maxLength: 100 }) },
+  { scheme: Type.String({ maxLength: 100 }), network: Type.String({ maxLength: NETWORK_CHARS_MAX }) },
   {
     additionalProperties: true,
     not: { type: 'object', required: ['scheme', 'network'], properties: { scheme: { const: X402_SCHEME }, network: { const: X402_NETWORK } } },
@@ -202,7 +204,7 @@ export const SettleResponseSchema = Type.Object(
     errorMessage: Type.Optional(Type.String()),
     payer: Type.Optional(Type.String({ description: 'the agent id' })),
     transaction: Type.String({ description: 'always "": no chain transfer' }),
-    network: Type.String({ description: X402_NETWORK }),
+    network: Type.String({ description: `${X402_NETWORK}; a refusal of a request for another network or x402 version names the request's network` }),
     amount: Type.Optional(Microcredits('what was charged; "0" for a release')),
     extra: Type.Optional(
       Type.Object({

@@ -24,6 +24,7 @@ import {
   X402_BINDING_VERSION,
   X402_NETWORK,
   ATTESTATION_CHARS_MAX,
+  NETWORK_CHARS_MAX,
   X402_SCHEME,
   X402_VERSION,
   type AuthorizeX402Input,
@@ -252,7 +253,7 @@ export class X402Service {
    */
   async settlementOf(merchantId: string, request: FacilitatorRequest): Promise<Settlement> {
     const ours = forThisFacilitator(request);
-    if (!ours.ok) return { refused: settleFailure(ours.reason, ours.message) };
+    if (!ours.ok) return { refused: { ...settleFailure(ours.reason, ours.message), network: requestNetwork(request) } };
     const { requirements } = ours;
     const reading = await this.readAttestation(request.paymentPayload, requirements, 'settlement');
     if (!reading.ok) return { refused: settleFailure('attestation_invalid', reading.message) };
@@ -382,6 +383,17 @@ function forThisFacilitator(request: FacilitatorRequest): { ok: true; requiremen
   const requirements = request.paymentRequirements as PaymentRequirements;
   if (requirements.asset !== X402_ASSET) return { ok: false, reason: 'invalid_payment_requirements', message: `the asset ${quoted(requirements.asset)} is not ${X402_ASSET}: ${THIS_SCHEME}` };
   return { ok: true, requirements };
+}
+
+/**
+ * The network a request for another facilitator names, which its refusal echoes: x402's SettleResponse names the
+ * network of the settlement attempted, and nothing was attempted on `acg:credit` (found from outside, bb118: a v1
+ * request on `base-sepolia` was answered `"network": "acg:credit"`). A request naming none readably (not a string, or
+ * longer than ForeignPaymentRequirements takes) gets this facilitator's own.
+ */
+function requestNetwork(request: FacilitatorRequest): string {
+  const { network } = request.paymentRequirements;
+  return typeof network === 'string' && network.length <= NETWORK_CHARS_MAX ? network : X402_NETWORK;
 }
 
 /**

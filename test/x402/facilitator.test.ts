@@ -350,7 +350,8 @@ describe('POST /x402/verify', () => {
       expect(verified, what).toMatchObject({ isValid: false, invalidReason: reason });
       // The stated value quoted, so an empty one reads as such (found from outside: "the scheme  is not …").
       expect(verified.invalidMessage, what).toContain(`${what} ${JSON.stringify((stated as unknown as Record<string, unknown>)[what])} is not `);
-      expect(await facilitator().settle(payment, stated), what).toMatchObject({ success: false, errorReason: reason });
+      // The settlement attempted is on the network the request names (found from outside, bb118: always acg:credit).
+      expect(await facilitator().settle(payment, stated), what).toMatchObject({ success: false, errorReason: reason, network: stated.network });
     }
     const request = (x402Version: number, payloadVersion: number) => ({ x402Version, paymentPayload: { ...payment, x402Version: payloadVersion }, paymentRequirements: requirements });
     for (const [top, inPayload] of [[1, 2], [2, 1], [3, 3]] as const) {
@@ -377,8 +378,11 @@ describe('POST /x402/verify', () => {
       const verified = await world.api('POST', '/x402/verify', { token: shop.key, body });
       expect([verified.status, verified.body.invalidReason], what).toEqual([200, reason]);
       const settled = await world.api('POST', '/x402/settle', { token: shop.key, body });
-      expect([settled.status, settled.body.errorReason], what).toEqual([200, reason]);
+      expect([settled.status, settled.body.errorReason, settled.body.network], what).toEqual([200, reason, (body.paymentRequirements as { network: string }).network]);
     }
+    // A request naming no network it can echo is answered on this facilitator's.
+    const unnamed = { x402Version: 1, paymentPayload: { x402Version: 1, payload: {} }, paymentRequirements: { ...v1Requirements, network: 7 } };
+    expect((await world.api('POST', '/x402/settle', { token: shop.key, body: unnamed })).body).toMatchObject({ errorReason: 'invalid_x402_version', network: 'acg:credit' });
     // This scheme's requirements without a member it needs are the server's malformed request, named: not the
     // draft's forgery signal (a missing authority) nor a price (a missing offer) (found from outside).
     for (const member of ['authority', 'offerId', 'resource']) {
