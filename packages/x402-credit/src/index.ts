@@ -16,7 +16,7 @@ export { CreditSchemeClient, type AgentCredential, type Authorization, type Auth
 export { CreditError, type CreditErrorCode, type CreditErrorOptions, type Problem } from './errors.js';
 export { CreditFacilitatorClient, creditFacilitator, type CreditFacilitatorOptions } from './facilitator.js';
 export { callPaidTool, paidTool, paymentRequiredOf, type PaidToolCall, type PaidToolOptions, type PaymentPayloadMaker, type ToolCaller, type ToolResult } from './mcp.js';
-export { amountUcText, parseCreditPrice } from './money.js';
+export { amountUcText, parseCreditPrice, settlementOverrideUc } from './money.js';
 export { verifyCreditReceipt, verifyPaymentResponse, type CreditReceipt, type VerifyReceiptOptions } from './receipts.js';
 export { authorityOf, creditTerms, isCreditRequirements, type CreditRequirementsExtra } from './requirements.js';
 export {

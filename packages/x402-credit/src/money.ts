@@ -71,3 +71,31 @@ export function parseCreditPrice(price: Price): AssetAmount {
   const amountUc = scaled(integer!, fraction, inCredits ? UC_PER_CREDIT : UC_PER_USD, price);
   return { amount: positive(amountUc, price), asset: CREDIT_ASSET };
 }
+
+/** x402's forms of a settlement override (@x402/core 2.27, `resolveSettlementOverrideAmount`): a share of the price, dollars. */
+const OVERRIDE_PERCENT_PATTERN = /^([0-9]+)(?:\.([0-9]{0,2}))?%$/;
+const OVERRIDE_DOLLARS_PATTERN = /^\$([0-9]+)(?:\.([0-9]+))?$/;
+
+/**
+ * What a settlement override charges, in microcredits, exactly: `$0.003` (dollars), `60%` (of the price, `priceUc`)
+ * or `300000` (µc), as x402's resource server reads them. x402 itself drops a dollar amount's digits past the
+ * eighth and rounds a share down, and passes any other text on as µc, so what it would not settle exactly is
+ * refused with `CreditError('invalid_price')` instead: finer than one microcredit, a share that is not a whole
+ * microcredit, a bare decimal (`0.003` is dollars as a price, but x402 reads it as µc). 0 releases the hold.
+ */
+export function settlementOverrideUc(override: string, priceUc: string): string {
+  const percent = OVERRIDE_PERCENT_PATTERN.exec(override);
+  if (percent) {
+    const basisPoints = BigInt(percent[1]!) * 100n + BigInt((percent[2] ?? '').padEnd(2, '0'));
+    const shareUc = BigInt(amountUcText(priceUc, 'the price')) * basisPoints;
+    if (shareUc % 10_000n !== 0n) throw new CreditError('invalid_price', `${override} of ${priceUc} µc is finer than one microcredit ($0.00000001)`);
+    return amountUcText(shareUc / 10_000n, `${override} of the price`);
+  }
+  const dollars = OVERRIDE_DOLLARS_PATTERN.exec(override);
+  if (dollars) return amountUcText(scaled(dollars[1]!, dollars[2] ?? '', UC_PER_USD, override), override);
+  if (AMOUNT_UC_PATTERN.test(override)) return amountUcText(override);
+  throw new CreditError(
+    'invalid_price',
+    `cannot read the settlement override ${JSON.stringify(override)}: dollars with a "$" ("$0.003"), a share of the price ("60%") or an integer of microcredits ("300000")`,
+  );
+}

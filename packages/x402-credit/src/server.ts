@@ -2,8 +2,9 @@
 // MCP wrapper), the gateway as its facilitator. It turns a price into this scheme's requirements for the
 // merchant's offer, states the resource each request protects (`extra.resource`, from the request's URL,
 // automatically), coalesces repeats of one payment (single flight), and releases the hold (`amount: "0"`)
-// when the handler fails, so the agent's credit comes back at once instead of at the hold's expiry.
-import { x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
+// when the handler fails, so the agent's credit comes back at once instead of at the hold's expiry. A settlement
+// override x402 would not settle exactly is refused before the settle.
+import { SETTLEMENT_OVERRIDES_HEADER, x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
 import type {
   AssetAmount,
   Network,
@@ -19,12 +20,13 @@ import type {
   SettleFailureContext,
   VerifiedPaymentCanceledContext,
 } from '@x402/core/types';
+import { SettleError } from '@x402/core/types';
 import { CREDIT_ASSET, CREDIT_BINDING_VERSION, CREDIT_NETWORK, CREDIT_SCHEME, USD_DECIMALS } from './constants.js';
 import { CreditError } from './errors.js';
 import { creditFacilitator, type CreditFacilitatorOptions } from './facilitator.js';
-import { parseCreditPrice } from './money.js';
+import { amountUcText, parseCreditPrice, settlementOverrideUc } from './money.js';
 import { authorityOf, isCreditRequirements } from './requirements.js';
-import { SingleFlight, type SingleFlightOptions } from './single-flight.js';
+import { headerOf, SingleFlight, type SingleFlightOptions } from './single-flight.js';
 
 export interface CreditSchemeServerOptions {
   /** The gateway's base URL: `extra.authority`, the attestations' `iss`, the facilitator at `{gatewayUrl}/x402`. */
@@ -47,12 +49,37 @@ export interface CreditSchemeServerOptions {
   resourceOrigin?: string;
   /** Single flight per attestation (default on, with its defaults); `false` turns it off. */
   singleFlight?: SingleFlightOptions | SingleFlight | false;
-  /** Told of a release that failed (default: a process warning); the hold then lapses at its expiry. */
+  /**
+   * Told of a settlement override refused (a `CreditError` `invalid_price`: the agent was answered 402, nothing
+   * charged) and of a release that failed (the hold then lapses at its expiry). Default: a process warning.
+   */
   onError?: (error: unknown) => void;
 }
 
 /** The one payment flow: verify before the handler, settle (capture) after it, as x402's `authorization` flow. */
 const PAYMENT_FLOWS: Readonly<Record<string, PaymentFlowConfig>> = { default: { supported: ['authorization'], default: 'authorization' } };
+
+/**
+ * A settlement override this scheme refused before the settle: x402's `onSettleFailure` hooks get it (the gateway was
+ * never asked, so the hold is released even when x402 read the override as "0"), and the agent a 402 with its reason.
+ */
+class SettlementOverrideRefused extends SettleError {
+  constructor(readonly refusal: CreditError, network: Network) {
+    super(400, { success: false, errorReason: refusal.code, errorMessage: refusal.message.slice(refusal.code.length + 2), transaction: '', network });
+  }
+}
+
+/** A settlement override's amount as x402's HTTP transports hand it to the settle: the `Settlement-Overrides` response header's JSON. */
+function overrideAmountOf(transportContext: unknown): string | undefined {
+  const header = headerOf((transportContext as { responseHeaders?: Record<string, string> } | undefined)?.responseHeaders, SETTLEMENT_OVERRIDES_HEADER.toLowerCase());
+  if (header === undefined) return undefined;
+  try {
+    const amount = (JSON.parse(header) as { amount?: unknown } | null)?.amount;
+    return typeof amount === 'string' ? amount : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** A URL's path and query on another origin. */
 function onOrigin(url: string, origin: string): string {
@@ -143,13 +170,41 @@ export class CreditSchemeServer implements SchemeNetworkServer {
   }
 
   /**
+   * The settle's last step before x402 sends it: an amount a settlement override set (`setSettlementOverrides` of
+   * @x402/express or @x402/hono) must be what the merchant wrote, exactly. x402 converts it before any hook sees
+   * it, dropping a dollar amount's digits past the eighth, rounding a share down, and passing other text on as µc:
+   * `$0.0000000001` settled "0", a release that served the request free, and `0.005` was read as µc (found from
+   * outside, bb118). An override {@link settlementOverrideUc} refuses, or one x402 converted to another amount, is
+   * refused here with its `invalid_price` (parseCreditPrice's wording): the gateway is not asked, the agent gets a
+   * 402, x402's `onSettleFailure` hooks get the refusal (creditResourceServer's releases the hold) and `onError` the
+   * CreditError. It adds nothing to the payload. A property: x402 calls it unbound.
+   */
+  readonly enrichSettlementPayload = async (context: SettleContext): Promise<undefined> => {
+    const override = overrideAmountOf(context.transportContext);
+    if (override === undefined) return undefined;
+    try {
+      const amountUc = settlementOverrideUc(override, context.paymentPayload.accepted.amount);
+      const settlingUc = amountUcText(context.requirements.amount, `the amount x402 made of the settlement override ${override}`);
+      if (settlingUc !== amountUc) throw new CreditError('invalid_price', `x402 made ${settlingUc} µc of the settlement override ${override}, not ${amountUc} µc`);
+    } catch (error) {
+      if (!(error instanceof CreditError)) throw error;
+      this.report(error, 'a settlement override was refused');
+      throw new SettlementOverrideRefused(error, context.requirements.network);
+    }
+    return undefined;
+  };
+
+  /**
    * After a settle the gateway refused for good (an override above what was authorized, one it cannot read), the
    * agent is told 402 and is not charged: its hold goes back at once rather than at its expiry (found from outside:
-   * it stayed held for the offer's hold lifetime). A settle the gateway never answered (`gateway_unavailable`) keeps
-   * the hold: the agent presents the same payment again, and it is served once the gateway answers.
+   * it stayed held for the offer's hold lifetime), and so does one refused before it was sent (a settlement override
+   * not settled exactly, whatever x402 made of it). A release the gateway refused is not sent again. A settle the
+   * gateway never answered (`gateway_unavailable`) keeps the hold: the agent presents the same payment again, and it
+   * is served once the gateway answers.
    */
   async releaseAfterFailedSettle(context: SettleFailureContext): Promise<void> {
-    if (context.requirements.network !== CREDIT_NETWORK || context.requirements.amount === '0') return;
+    if (context.requirements.network !== CREDIT_NETWORK) return;
+    if (context.requirements.amount === '0' && !(context.error instanceof SettlementOverrideRefused)) return;
     if (context.error instanceof CreditError && context.error.code === 'gateway_unavailable') return;
     await this.release(context);
   }
@@ -165,8 +220,14 @@ export class CreditSchemeServer implements SchemeNetworkServer {
       const released = await facilitator.settle(payload, { ...(context.requirements as PaymentRequirements), amount: '0' });
       if (!released.success) throw new Error(`the gateway refused the release: ${released.errorReason ?? 'unknown'} ${released.errorMessage ?? ''}`.trim());
     } catch (error) {
-      (this.options.onError ?? ((failure) => process.emitWarning(`x402-credit: a hold could not be released: ${(failure as Error).message}`)))(error);
+      this.report(error, 'a hold could not be released');
     }
+  }
+
+  /** Tells `onError`, or else warns. */
+  private report(error: unknown, what: string): void {
+    if (this.options.onError) return this.options.onError(error);
+    process.emitWarning(`x402-credit: ${what}: ${(error as Error).message}`);
   }
 }
 

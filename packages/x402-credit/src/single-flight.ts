@@ -147,7 +147,8 @@ function requestOf(transportContext: unknown): string | undefined {
   }
 }
 
-function headerOf(headers: Record<string, string> | undefined, name: string): string | undefined {
+/** A header of a transport's response headers, by its lower-case name. */
+export function headerOf(headers: Record<string, string> | undefined, name: string): string | undefined {
   if (!headers) return undefined;
   const entry = Object.entries(headers).find(([key]) => key.toLowerCase() === name);
   return entry?.[1];

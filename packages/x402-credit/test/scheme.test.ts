@@ -8,7 +8,7 @@ import { x402Client } from '@x402/core/client';
 import { decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { HTTPFacilitatorClient, x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
 import type { PaymentPayload, PaymentRequired, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse } from '@x402/core/types';
-import { paymentMiddleware } from '@x402/express';
+import { paymentMiddleware, setSettlementOverrides } from '@x402/express';
 import express from 'express';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -18,8 +18,10 @@ import {
   CreditError,
   creditFacilitator,
   CreditSchemeClient,
+  creditResourceServer,
   CreditSchemeServer,
   parseCreditPrice,
+  settlementOverrideUc,
 } from '@agent-credit-gateway/x402-credit';
 import { onPostgres } from '../../../test/support/database.ts';
 
@@ -723,5 +725,96 @@ describe.skipIf(onPostgres())('single flight', () => {
     expect(await next.json()).toEqual({ report: 'b', run: 3 });
     // The lost settle, then the one that served b: no release (amount 0) in between.
     expect(settles).toEqual(['500000', '500000']);
+  });
+});
+
+describe.skipIf(onPostgres())('settlement overrides', () => {
+  let server: http.Server | undefined;
+  afterEach(() => new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve())));
+
+  it('reads the forms x402 settles exactly, and refuses the rest with invalid_price, never rounding', () => {
+    const exact: Array<[string, string]> = [
+      ['$0.003', '300000'],
+      ['$0.00500000000', '500000'],
+      ['$0.00000001', '1'],
+      ['$0', '0'],
+      ['60%', '300000'],
+      ['33.33%', '166650'],
+      ['0%', '0'],
+      ['300000', '300000'],
+      ['0', '0'],
+    ];
+    for (const [override, amountUc] of exact) expect(settlementOverrideUc(override, '500000'), override).toBe(amountUc);
+    const finer: Array<[string, string]> = [
+      ['$0.0000000001', '500000'],
+      ['$0.004999999999', '500000'],
+      ['$0.0000001234', '500000'],
+      ['50%', '7'],
+    ];
+    for (const [override, priceUc] of finer) {
+      expect(() => settlementOverrideUc(override, priceUc), override).toThrow(new CreditError('invalid_price', `${override}${override.endsWith('%') ? ` of ${priceUc} µc` : ''} is finer than one microcredit ($0.00000001)`));
+    }
+    // A bare decimal is dollars as a price, but x402 passes it on as µc: neither reading is safe, so it is refused.
+    for (const override of ['0.00000019', '12.5', '1e3', '0.005', '$ 0.003', '0.003 USD', '33.333%', '-1', '']) {
+      expect(() => settlementOverrideUc(override, '500000'), override).toThrow(/^invalid_price: cannot read the settlement override .*: dollars with a "\$" \("\$0\.003"\), a share of the price \("60%"\) or an integer of microcredits \("300000"\)$/);
+    }
+  });
+
+  it("refuses before the settle an override x402 would round, or read as microcredits, and releases the hold: the agent gets 402, the merchant the CreditError (found from outside, bb118: $0.0000000001 settled 0, the request served free)", async () => {
+    const settles: string[] = [];
+    let jti = 0;
+    // The gateway, scripted: the key is the merchant's, every payment verifies, every settle succeeds at what it asks.
+    const fetchFn = (async (input: string | URL | Request, init: RequestInit = {}) => {
+      const path = new URL(String(input)).pathname;
+      if (path === '/x402/supported') return json(200, { kinds: [{ x402Version: 2, scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, extra: { authority: GATEWAY, asset: 'microcredit', version: '1.0.0' } }], extensions: [], signers: {} });
+      if (path === '/v1/me') return json(200, { merchant: { merchantId: MERCHANT, keyId: 'key_1', scopes: ['redemptions:capture', 'redemptions:release'] } });
+      if (path === '/x402/verify') return json(200, { isValid: true, payer: 'agt_1' });
+      const amount = (JSON.parse(String(init.body)) as { paymentRequirements: PaymentRequirements }).paymentRequirements.amount;
+      settles.push(amount);
+      return json(200, { success: true, transaction: '', network: CREDIT_NETWORK, payer: 'agt_1', amount, extra: { commitmentId: `hold_${jti}`, chargedAmount: amount, receipt: null } });
+    }) as typeof fetch;
+    const reported: unknown[] = [];
+    const settleFailures: string[] = [];
+    const resourceServer = creditResourceServer({ gatewayUrl: GATEWAY, merchantId: MERCHANT, offerId: OFFER, apiKey: 'sk_test_key', fetch: fetchFn, onError: (error) => reported.push(error) });
+    resourceServer.onSettleFailure(async ({ error }) => void settleFailures.push(error.message));
+    const app = express();
+    app.use(paymentMiddleware({ 'GET /report': { accepts: { scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, price: '$0.005', payTo: MERCHANT } } }, resourceServer));
+    app.get('/report', (req, res) => {
+      setSettlementOverrides(res, { amount: req.get('x-override')! });
+      res.json({ report: 'quarterly' });
+    });
+    server = http.createServer(app);
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/report`;
+    const pay = (override: string) => {
+      const payment = { x402Version: 2, accepted: requirements({}, { resource: url }), payload: { type: 'consume', attestation: attestationWith({ jti: `hold_${++jti}`, exp: Math.floor(Date.now() / 1000) + 300 }) } };
+      return fetch(url, { headers: { 'payment-signature': encodePaymentSignatureHeader(payment as PaymentPayload), 'x-override': override } });
+    };
+
+    for (const [override, amountUc] of [['$0.003', '300000'], ['60%', '300000'], ['250000', '250000']] as const) {
+      settles.length = 0;
+      const served = await pay(override);
+      expect(served.status, override).toBe(200);
+      expect(settles, override).toEqual([amountUc]);
+    }
+    const refusals: Array<[string, string]> = [
+      ['$0.0000000001', '$0.0000000001 is finer than one microcredit ($0.00000001)'],
+      ['$0.004999999999', '$0.004999999999 is finer than one microcredit ($0.00000001)'],
+      ['$0.0000001234', '$0.0000001234 is finer than one microcredit ($0.00000001)'],
+      ['0.00000019', 'cannot read the settlement override "0.00000019": dollars with a "$" ("$0.003"), a share of the price ("60%") or an integer of microcredits ("300000")'],
+      ['12.5', 'cannot read the settlement override "12.5": dollars with a "$" ("$0.003"), a share of the price ("60%") or an integer of microcredits ("300000")'],
+    ];
+    for (const [override, detail] of refusals) {
+      settles.length = 0;
+      reported.length = 0;
+      settleFailures.length = 0;
+      const refused = await pay(override);
+      expect(refused.status, override).toBe(402);
+      expect(decodePaymentResponseHeader(refused.headers.get('payment-response')!), override).toMatchObject({ success: false, errorReason: 'invalid_price', errorMessage: detail, network: CREDIT_NETWORK });
+      // Nothing was settled at what x402 made of it ("0", 499999, 12, the text itself): the hold was released.
+      expect(settles, override).toEqual(['0']);
+      expect(reported, override).toEqual([new CreditError('invalid_price', detail)]);
+      expect(settleFailures, override).toEqual([`invalid_price: ${detail}`]);
+    }
   });
 });
