@@ -306,7 +306,8 @@ export const TOOLS: readonly ToolDefinition[] = [
     description:
       'Stops one of the owner\'s agents, and every delegate below it, from spending: every hold or execution they ask for is refused ' +
       'with FROZEN until it is unfrozen. `releaseHolds: true` also releases their outstanding holds now (credit back, budgets given back) ' +
-      'and revokes those vouchers: each merchant holding one is told (voucher.revoked) and a capture is refused. Answers the agent and the ' +
+      'and revokes those vouchers: each merchant holding one is told (voucher.revoked) and a capture is refused; without it, holds already ' +
+      'taken stay capturable by their merchants. Answers the agent and the ' +
       'freeze report (released holds and credit, each merchant reached and its event\'s delivery state). Freezing a frozen agent without ' +
       'releaseHolds changes nothing; a retired agent is conflict (retirement already released everything). `idempotencyKey` is optional; a retry should reuse it.',
     kinds: OWNER,

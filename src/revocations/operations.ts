@@ -12,7 +12,8 @@ export const FreezeBody = Type.Object(
         default: false,
         description:
           'also release every outstanding hold of the agent and its delegates now (credit back to the lots, budgets given back) and ' +
-          'revoke their vouchers: each holding merchant gets `voucher.revoked`, its revocations feed lists them, a capture answers 409 voucher_revoked',
+          'revoke their vouchers: each holding merchant gets `voucher.revoked`, its revocations feed lists them, a capture answers 409 voucher_revoked. ' +
+          'false (the default): the holds stay capturable by the merchants holding them; only new spending is refused',
       }),
     ),
   },

@@ -21,6 +21,9 @@ export function revocationRoutes(ops: RevocationOperations, queries: RevocationQ
         summary: 'Freeze an agent and its delegates; optionally release and revoke their outstanding holds',
         description:
           'The agent can no longer spend (403 FROZEN), nor can any of its delegates: each is refused at its next request. ' +
+          'Without `releaseHolds` (the default) the holds already taken stay as they are: a merchant holding a voucher can still ' +
+          'capture it, as a card\'s pending authorizations still settle after the card is frozen, though POST /v1/access/merchant-check ' +
+          'answers allowed: false for the agent. ' +
           'In the same transaction every execute intent they retained is cancelled (`cancellationReason` agent_frozen, one ' +
           '`intent.cancelled` each), so none runs by itself later, even once unfrozen (a retry with its key asks again). ' +
           'With `releaseHolds: true`, also in that transaction, every outstanding hold of the agent and its delegates is ' +
