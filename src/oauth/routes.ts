@@ -7,7 +7,8 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { CredentialVerifier } from '../identity/verifier.ts';
 import type { Resource } from '../platform/access-tokens.ts';
 import { undecodedBodyProblem } from '../platform/http/body-as-sent.ts';
-import { OAuthErrorRef } from '../platform/http/openapi.ts';
+import { OAuthErrorRef, problems } from '../platform/http/openapi.ts';
+import { targetPath } from '../platform/http/render-error.ts';
 import { ApiError } from '../platform/errors.ts';
 import { authorize } from './authorize.ts';
 import { CONSENT_TOKEN_HEADER, readBrowserSecret, setCookieHeader } from './browser-binding.ts';
@@ -15,7 +16,7 @@ import { consent } from './consent.ts';
 import { devLoginRoutes } from './dev-login-routes.ts';
 import { temporarilyUnavailable, unsupportedMediaType } from './errors.ts';
 import { CLIENTS_MAX, REGISTRATIONS_PER_ADDRESS_PER_WINDOW, REMEMBERED_CONSENT_LIFETIME_S } from './limits.ts';
-import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';
+import { authorizationServerMetadata, isIssuerPath, protectedResourceMetadata, resourceAtPath } from './metadata.ts';
 import { HtmlPage, newNonce, pageHeaders } from '../platform/http/pages.ts';
 import { consentPage, errorPage } from './pages.ts';
 import { registerClient, validateClientMetadata } from './register.ts';
@@ -49,6 +50,11 @@ const DISCOVERY_CACHE = { 'cache-control': 'public, max-age=300' };
 
 function mediaType(request: FastifyRequest): string {
   return (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+}
+
+/** A path a wildcard route takes but names nothing: the 404 of a path no route takes (not the 405 its HEAD twin would give). */
+function noRoute(request: FastifyRequest): ApiError {
+  return new ApiError('not_found', { detail: `no route ${request.method} ${targetPath(request.url)}` });
 }
 
 /** Refuses any other body type before it is parsed, so a JSON body at the token endpoint is a 415. */
@@ -345,6 +351,54 @@ export function oauthRoutes(deps: OAuthRouteDeps) {
         handler: async (_request, reply) => reply.headers(DISCOVERY_CACHE).send(protectedResourceMetadata(gateway.config.baseUrl, resource)),
       });
     }
+
+    // A base URL with a path (`https://host/gw`, behind a proxy that strips /gw): RFC 8414 §3.1 and RFC 9728 §3.1 put the
+    // path after the well-known segment, outside /gw, so a strict client asks /.well-known/oauth-authorization-server/gw
+    // and /.well-known/oauth-protected-resource/gw/mcp (found from outside, bb119: 404, and oauth4webapi could not
+    // discover the server). The proxy forwards them unchanged (docs/operations.md); the path is compared as sent.
+    const issuerPathNote =
+      "Served only when the base URL has a path (`{base_url}` = `https://host/gw`, behind a proxy that strips /gw), at that path " +
+      'as written after the well-known segment (RFC 8414 §3.1): e.g. /gw. Any other path is 404.';
+    for (const [wellKnown, operationId] of [
+      ['/.well-known/oauth-authorization-server', 'getAuthorizationServerMetadataAtIssuerPath'],
+      ['/.well-known/openid-configuration', 'getOpenIdConfigurationAtIssuerPath'],
+    ] as const) {
+      app.get(`${wellKnown}/*`, {
+        schema: {
+          operationId,
+          tags: discovery,
+          summary: `Authorization server metadata at ${wellKnown}, the issuer's path inserted (RFC 8414 §3.1)`,
+          description: `The document of ${wellKnown}. ${issuerPathNote}`,
+          params: Type.Object({ '*': Type.String({ description: "the issuer's path, without its leading `/`" }) }),
+          response: { 200: Type.Ref(schemas.AuthorizationServerMetadata), ...problems(404) },
+        },
+        handler: async (request, reply) => {
+          const { baseUrl } = gateway.config;
+          if (!isIssuerPath(baseUrl, targetPath(request.url).slice(wellKnown.length))) throw noRoute(request);
+          return reply.headers(DISCOVERY_CACHE).send(authorizationServerMetadata(baseUrl));
+        },
+      });
+    }
+    const resourceWellKnown = '/.well-known/oauth-protected-resource';
+    app.get(`${resourceWellKnown}/*`, {
+      schema: {
+        operationId: 'getProtectedResourceMetadataAtResourcePath',
+        tags: discovery,
+        summary: "Protected resource metadata (RFC 9728) at the resource's path inserted (RFC 9728 §3.1)",
+        description:
+          "The API's document at /.well-known/oauth-protected-resource{base path}, the MCP endpoint's at " +
+          '/.well-known/oauth-protected-resource{base path}/mcp (`{base_url}` = `https://host/gw`: /gw and /gw/mcp), as ' +
+          'strict clients build them from the resource URI. Served only when the base URL has a path; any other path is 404.',
+        params: Type.Object({ '*': Type.String({ description: "the resource's path, without its leading `/`" }) }),
+        response: { 200: Type.Ref(schemas.ProtectedResourceMetadata), ...problems(404) },
+      },
+      handler: async (request, reply) => {
+        const { baseUrl } = gateway.config;
+        const resource = resourceAtPath(baseUrl, targetPath(request.url).slice(resourceWellKnown.length));
+        if (resource === undefined) throw noRoute(request);
+        return reply.headers(DISCOVERY_CACHE).send(protectedResourceMetadata(baseUrl, resource));
+      },
+    });
 
     await app.register(devLoginRoutes(deps.verifier));
   };

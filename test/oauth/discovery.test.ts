@@ -1,3 +1,4 @@
+import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 
@@ -63,5 +64,65 @@ describe('discovery', () => {
     expect(doc.paths['/oauth/token'].post.requestBody.content).toHaveProperty(['application/x-www-form-urlencoded']);
     expect(doc.paths['/.well-known/oauth-authorization-server'].get.tags).toEqual(['discovery']);
     expect(doc.paths['/.well-known/oauth-protected-resource/mcp'].get.tags).toEqual(['discovery']);
+  });
+});
+
+describe('discovery under a base URL with a path', () => {
+  const issuer = 'https://gw.example/gw';
+  let prefixed: TestGateway;
+  beforeAll(async () => {
+    prefixed = await startTestGateway({ env: { ACG_BASE_URL: issuer } });
+  });
+  afterAll(() => prefixed.close());
+
+  // The proxy docs/operations.md describes: /gw/… stripped of /gw, every other path forwarded as it is.
+  const viaProxy = (url: string) => {
+    const { pathname, search } = new URL(url);
+    const path = pathname === '/gw' || pathname.startsWith('/gw/') ? pathname.slice(3) || '/' : pathname;
+    return `${prefixed.url}${path}${search}`;
+  };
+  const asked: string[] = [];
+  const customFetch = ((url: string, options: RequestInit) => {
+    asked.push(url);
+    return fetch(viaProxy(url), options);
+  }) as unknown as typeof fetch;
+
+  it('serves RFC 8414 metadata where a strict client asks for it, the issuer path after the well-known segment', async () => {
+    const url = new URL(issuer);
+    const response = await oauth.discoveryRequest(url, { algorithm: 'oauth2', [oauth.customFetch]: customFetch });
+    expect(asked.at(-1)).toBe('https://gw.example/.well-known/oauth-authorization-server/gw');
+    const as = await oauth.processDiscoveryResponse(url, response);
+    expect(as).toMatchObject({ issuer, token_endpoint: `${issuer}/oauth/token` });
+    for (const path of ['/.well-known/openid-configuration/gw', '/gw/.well-known/openid-configuration', '/gw/.well-known/oauth-authorization-server']) {
+      const res = await fetch(viaProxy(`https://gw.example${path}`));
+      expect([path, res.status, res.headers.get('cache-control')]).toEqual([path, 200, 'public, max-age=300']);
+      expect((await res.json()).issuer).toBe(issuer);
+    }
+  });
+
+  it('serves RFC 9728 metadata of the API and of /mcp at their resource paths after the well-known segment', async () => {
+    for (const [resource, expected] of [[issuer, issuer], [`${issuer}/mcp`, `${issuer}/mcp`]]) {
+      const url = new URL(resource!);
+      const metadata = await oauth.processResourceDiscoveryResponse(url, await oauth.resourceDiscoveryRequest(url, { [oauth.customFetch]: customFetch }));
+      expect(asked.at(-1)).toBe(`https://gw.example/.well-known/oauth-protected-resource${url.pathname}`);
+      expect(metadata).toMatchObject({ resource: expected, authorization_servers: [issuer] });
+    }
+  });
+
+  it('answers 404 at a well-known path that names neither the issuer nor a resource', async () => {
+    for (const path of ['/.well-known/oauth-authorization-server/other', '/.well-known/oauth-authorization-server/gw/', '/.well-known/openid-configuration/gw/mcp',
+      '/.well-known/oauth-protected-resource/gw/v1', '/.well-known/oauth-protected-resource/other/mcp', '/.well-known/oauth-protected-resource/']) {
+      const res = await fetch(`${prefixed.url}${path}`);
+      expect([path, res.status]).toEqual([path, 404]);
+      expect((await res.json()).detail).toBe(`no route GET ${path}`);
+    }
+  });
+});
+
+describe('discovery at the root: no issuer path, so no path-inserted form', () => {
+  it('answers 404 under the well-known segments', async () => {
+    for (const path of ['/.well-known/oauth-authorization-server/', '/.well-known/oauth-authorization-server/x', '/.well-known/oauth-protected-resource/x']) {
+      expect([path, (await fetch(`${gw.url}${path}`)).status]).toEqual([path, 404]);
+    }
   });
 });
