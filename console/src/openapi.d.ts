@@ -4323,7 +4323,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description https URIs, or http on 127.0.0.1, [::1] or localhost; no fragment, no credentials; at most 2000 characters each */
+                    /** @description https URIs, or http on 127.0.0.1, [::1] or localhost; no fragment, no credentials, and no code, state, iss, error, error_description or error_uri in the query (the redirect appends them to the query as registered); at most 2000 characters each; a URI listed twice is registered once */
                     redirect_uris: string[];
                     /** @description shown on the consent page */
                     client_name?: string;

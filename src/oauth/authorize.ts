@@ -14,6 +14,7 @@ import { mintCode } from './code.ts';
 import { REQUEST_ID_CHARS_MAX, STATE_LENGTH_MAX } from './limits.ts';
 import { CODE_CHALLENGE_METHOD, CODE_CHALLENGE_PATTERN } from './pkce.ts';
 import { isOurResource } from '../platform/access-tokens.ts';
+import { redirectWith } from './redirect-uris.ts';
 import { rememberedConsent, type ConsentMatch } from './remembered-consent.ts';
 import { parseScope } from './scopes.ts';
 
@@ -42,13 +43,6 @@ function single(params: URLSearchParams, name: string): string | undefined | typ
   const values = params.getAll(name);
   if (values.length > 1) return DUPLICATE;
   return values[0];
-}
-
-export function redirectWith(redirectUri: string, params: Record<string, string | undefined>): string {
-  const url = new URL(redirectUri);
-  // searchParams.set keeps a query that is part of the registered URI (oidc-provider does the same).
-  for (const [name, value] of Object.entries(params)) if (value !== undefined) url.searchParams.set(name, value);
-  return url.href;
 }
 
 interface Trusted {

@@ -1,11 +1,24 @@
 // Redirect URI rules: what registration accepts (RFC 7591, RFC 8252, RFC 9700 §2.1) and how a
-// requested URI is matched against the registered ones (exact string; loopback IP literals may use any port).
+// requested URI is matched against the registered ones (exact string; loopback IP literals may use any port),
+// and how a redirect to one carries its parameters (the registered query kept byte for byte).
 
 /** Hosts that count as the local machine for plain-http redirect URIs (RFC 8252 §7.3). */
 const LOOPBACK_IP_HOSTS = new Set(['127.0.0.1', '[::1]']);
 const LOOPBACK_HOSTS = new Set([...LOOPBACK_IP_HOSTS, 'localhost']);
 /** Whitespace or control characters: a URI that carries them is never what its author meant. */
 const UNSAFE_CHARACTERS = /[\u0000-\u0020\u007f-\u009f]/;
+
+/**
+ * The parameters a redirect adds to the registered URI's query (RFC 6749 §4.1.2, §4.1.2.1; RFC 9207 `iss`). A
+ * registered query that held one would reach the client beside ours: `error=x` made every successful sign-in an
+ * error to a strict client (found from outside, bb119).
+ */
+const RESPONSE_PARAMETERS: readonly string[] = ['code', 'state', 'iss', 'error', 'error_description', 'error_uri'];
+
+/** The response parameter a URI's query already holds (as a form decoder reads its names), if any. */
+function responseParameterInQuery(url: URL): string | undefined {
+  return [...url.searchParams.keys()].find((name) => RESPONSE_PARAMETERS.includes(name));
+}
 
 /** Why a redirect URI is refused at registration, or undefined when it is acceptable. */
 export function redirectUriProblem(raw: string): string | undefined {
@@ -29,6 +42,8 @@ export function redirectUriProblem(raw: string): string | undefined {
   // Port 0 is no port a client listens on, and following a redirect to it throws (found from outside: a loopback
   // URI with port 0 was registered, and its authorization answered 5xx after storing a code).
   if (url.port === '0') return 'must not use port 0';
+  const taken = responseParameterInQuery(url);
+  if (taken !== undefined) return `must not hold ${taken} in its query: the redirect adds ${RESPONSE_PARAMETERS.join(', ')} itself`;
   if (url.protocol === 'https:') return undefined;
   if (url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname)) return undefined;
   return 'must use https, or http on a loopback host (127.0.0.1, [::1], localhost)';
@@ -44,8 +59,12 @@ const LOOPBACK_PORT = /^(http:\/\/(?:127\.0\.0\.1|\[::1\]))(?::(\d{1,5}))?(?=[/?
  * port freedom (RFC 8252 §8.3).
  */
 export function matchRedirectUri(requested: string, registered: readonly string[]): string | undefined {
-  // A client registered before registration refused port 0 keeps its URI, which no redirect can follow.
-  if (registered.includes(requested)) return new URL(requested).port === '0' ? undefined : requested;
+  // A client registered before registration refused port 0, or a response parameter in the query, keeps its URI,
+  // which no redirect can follow (or none the client could read).
+  if (registered.includes(requested)) {
+    const url = new URL(requested);
+    return url.port === '0' || responseParameterInQuery(url) !== undefined ? undefined : requested;
+  }
   // The requested URI must be one registration would take, as the code goes where the parser reads it: a port
   // it cannot read (65536) or writes otherwise (`:03001`, `:80`) is not registered, nor is port 0 (before, each
   // matched, and the redirect threw: a 5xx, after a code was stored; found from outside).
@@ -56,4 +75,16 @@ export function matchRedirectUri(requested: string, registered: readonly string[
   const withoutPort = (uri: string) => (LOOPBACK_PORT.test(uri) ? uri.replace(LOOPBACK_PORT, '$1') : undefined);
   const wanted = withoutPort(requested);
   return registered.find((candidate) => withoutPort(candidate) === wanted);
+}
+
+/**
+ * The redirect URI with the response's parameters appended to its query (RFC 6749 §3.1.2: the query component "MUST
+ * be retained when adding additional query parameters"). The URI's own bytes are kept exactly, the string the client
+ * registered and compares (re-serialising its query turned `?x&y=a%20b` into `?x=&y=a+b`; found from outside, bb119);
+ * registration refuses a query that holds one of these names, so none is sent twice.
+ */
+export function redirectWith(redirectUri: string, params: Record<string, string | undefined>): string {
+  const added = new URLSearchParams(Object.entries(params).filter((entry): entry is [string, string] => entry[1] !== undefined)).toString();
+  const separator = !redirectUri.includes('?') ? '?' : /[?&]$/.test(redirectUri) ? '' : '&';
+  return `${redirectUri}${separator}${added}`;
 }

@@ -62,13 +62,16 @@ function redirectUris(value: unknown): string[] {
   if (value.length < REDIRECT_URIS_MIN || value.length > REDIRECT_URIS_MAX) {
     throw invalidRedirectUri(`redirect_uris must hold ${REDIRECT_URIS_MIN} to ${REDIRECT_URIS_MAX} URIs, got ${value.length}`);
   }
-  return value.map((uri, index) => {
+  const uris = value.map((uri, index) => {
     if (typeof uri !== 'string') throw invalidRedirectUri(`redirect_uris[${index}] must be a string`);
     if (uri.length > REDIRECT_URI_LENGTH_MAX) throw invalidRedirectUri(`redirect_uris[${index}] is longer than ${REDIRECT_URI_LENGTH_MAX} characters`);
     const problem = redirectUriProblem(uri);
     if (problem) throw invalidRedirectUri(`redirect_uris[${index}] ${problem}`);
     return uri;
   });
+  // A URI listed twice is registered once, as node-oidc-provider does with every array of client metadata (the
+  // answer names what was registered, RFC 7591 §3.2.1): it was stored and echoed twice (found from outside, bb119).
+  return [...new Set(uris)];
 }
 
 function clientName(value: unknown): string | null {

@@ -9,7 +9,7 @@ export const ClientRegistrationRequest = Type.Object(
     redirect_uris: Type.Array(Type.String({ format: 'uri' }), {
       minItems: REDIRECT_URIS_MIN,
       maxItems: REDIRECT_URIS_MAX,
-      description: 'https URIs, or http on 127.0.0.1, [::1] or localhost; no fragment, no credentials; at most 2000 characters each',
+      description: 'https URIs, or http on 127.0.0.1, [::1] or localhost; no fragment, no credentials, and no code, state, iss, error, error_description or error_uri in the query (the redirect appends them to the query as registered); at most 2000 characters each; a URI listed twice is registered once',
     }),
     client_name: Type.Optional(Type.String({ minLength: 1, maxLength: CLIENT_NAME_LENGTH_MAX, description: 'shown on the consent page' })),
     token_endpoint_auth_method: Type.Optional(Type.Literal('none', { description: 'public clients only' })),

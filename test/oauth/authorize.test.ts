@@ -8,12 +8,14 @@ let url: string;
 let clientId: string;
 const redirect = 'http://127.0.0.1:9/callback';
 const tenantRedirect = 'https://app.example/cb?tenant=1';
+/** A query a form encoder would write otherwise (`x=`, `a+b`, `~`): the redirect must keep it as registered. */
+const queryAsWritten = 'https://app.example/cb?x&y=a%20b&z=%7E&w=a+b&v=%2F';
 const { challenge } = pkcePair();
 
 beforeAll(async () => {
   world = await startWorld();
   url = world.url;
-  clientId = await newClient(url, [redirect, tenantRedirect]);
+  clientId = await newClient(url, [redirect, tenantRedirect, queryAsWritten]);
 });
 afterAll(() => world.close());
 
@@ -90,6 +92,13 @@ describe('GET /oauth/authorize redirects other errors with 303, error, state and
   it('takes response_mode=query, the one it supports', async () => {
     const res = await authorizeRaw(url, `${authorizeQuery(valid())}&response_mode=query`);
     expect(res.location).toContain('/oauth/consent?request_id=');
+  });
+
+  it('keeps the registered query byte for byte and appends its parameters (found from outside: `?x&y=a%20b` came back as `?x=&y=a+b`)', async () => {
+    const res = await authorizeRaw(url, authorizeQuery(valid({ redirect_uri: queryAsWritten, resource: 'https://other.example', state: 'a b' })));
+    expect(res.status).toBe(303);
+    expect(res.location!.startsWith(`${queryAsWritten}&error=invalid_target&error_description=`)).toBe(true);
+    expect(res.location!.endsWith(`&state=a+b&iss=${encodeURIComponent(url)}`)).toBe(true);
   });
 
   it('keeps the query that is part of the registered redirect URI', async () => {
@@ -177,6 +186,16 @@ describe('GET /oauth/authorize on success', () => {
     const res = await authorizeRaw(url, authorizeQuery(valid({ client_id: legacy, redirect_uri: 'http://127.0.0.1:0/legacy' })));
     expect([res.status, res.location]).toEqual([400, null]);
     expect(res.html).toContain('data-error="invalid_redirect_uri"');
+  });
+
+  it('refuses a redirect URI whose query holds a response parameter that a client registered before registration refused it', async () => {
+    const legacy = await newClient(url, ['https://app.example/legacy']);
+    for (const registered of ['https://app.example/legacy?error=x', 'https://app.example/legacy?a=1&state=fixed']) {
+      await world.gw.gateway.db.query('UPDATE oauth_clients SET redirect_uris = $2 WHERE id = $1', [legacy, JSON.stringify([registered])]);
+      const res = await authorizeRaw(url, authorizeQuery(valid({ client_id: legacy, redirect_uri: registered })));
+      expect([registered, res.status, res.location]).toEqual([registered, 400, null]);
+      expect(res.html).toContain('data-error="invalid_redirect_uri"');
+    }
   });
 
   it('lets only the port vary: a loopback URI the parser would read as the registered one is another string, refused', async () => {

@@ -74,6 +74,12 @@ describe('POST /oauth/register accepts', () => {
     expect(res.body.redirect_uris.slice(0, 5)).toEqual(uris);
   });
 
+  it('a redirect URI listed twice, registered once, as node-oidc-provider does (found from outside: stored and echoed twice)', async () => {
+    const res = await registerFrom({ redirect_uris: ['https://a.example/cb', 'https://a.example/other', 'https://a.example/cb'] });
+    expect(res.status).toBe(201);
+    expect(res.body.redirect_uris).toEqual(['https://a.example/cb', 'https://a.example/other']);
+  });
+
   it('ignores unknown metadata and never echoes it', async () => {
     const res = await registerFrom({ ...good, logo_uri: 'https://evil.example/x.png', software_id: 'abc', contacts: ['a@b.c'] });
     expect(res.status).toBe(201);
@@ -118,6 +124,10 @@ describe('POST /oauth/register refuses', () => {
     // Port 0 is no port a client listens on; its authorization answered 5xx after storing a code (found from outside).
     ['port 0 on a loopback address', { redirect_uris: ['http://127.0.0.1:0/cb'] }, 'invalid_redirect_uri'],
     ['port 0 over https', { redirect_uris: ['https://a.example:0/cb'] }, 'invalid_redirect_uri'],
+    // The redirect adds these itself: `error=x` in the query made every successful sign-in an error (found from outside, bb119).
+    ...['code', 'state', 'iss', 'error', 'error_description', 'error_uri'].map((name): [string, unknown, string] =>
+      [`${name} in a redirect URI's query`, { redirect_uris: [`https://a.example/cb?a=1&${name}=x`] }, 'invalid_redirect_uri']),
+    ['a response parameter\'s name percent-encoded in the query', { redirect_uris: ['https://a.example/cb?st%61te'] }, 'invalid_redirect_uri'],
     ['a 121-character client_name', { ...good, client_name: 'n'.repeat(121) }, 'invalid_client_metadata'],
     ['an empty client_name', { ...good, client_name: '' }, 'invalid_client_metadata'],
     ['a client_name of white space alone', { ...good, client_name: '   ' }, 'invalid_client_metadata'],

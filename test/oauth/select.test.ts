@@ -74,6 +74,14 @@ describe('POST /oauth/select succeeds', () => {
     expect(callback.searchParams.get('iss')).toBe(url);
   });
 
+  it('to the registered callback with its query byte for byte, code, state and iss appended (found from outside, bb119)', async () => {
+    const registered = 'https://app.example/cb?x&y=a%20b&z=%7E&w=a+b';
+    const client = await newClient(url, [registered]);
+    const res = await selectIdentity(url, await pending({ client_id: client, redirect_uri: registered }), 'human', { token: await world.humanToken(owner) });
+    expect(res.status).toBe(200);
+    expect(res.body.redirectUrl).toMatch(new RegExp(`^${registered.replace(/[?+]/g, '\\$&')}&code=[A-Za-z0-9_-]{43}&state=st-9&iss=${encodeURIComponent(url)}$`));
+  });
+
   it('for a registered agent', async () => {
     const res = await selectIdentity(url, await pending(), 'agent', { token: agent.token });
     expect(res.status).toBe(200);
