@@ -15,7 +15,7 @@
 // database alone cannot sign; live mode rotates only with that key set. Dev mode's own key, and rows written
 // before sealing, are kept as JWK JSON (dev mode's box key lives in the same database: sealing would hide nothing).
 import { createPrivateKey, sign as signBytes, type JsonWebKey, type KeyObject } from 'node:crypto';
-import { errors as joseErrors, exportJWK, importJWK, importPKCS8, calculateJwkThumbprint, generateKeyPair, jwtVerify, type JWK, type JWTPayload } from 'jose';
+import { decodeProtectedHeader, errors as joseErrors, exportJWK, importJWK, importPKCS8, calculateJwkThumbprint, generateKeyPair, jwtVerify, type JWK, type JWTPayload } from 'jose';
 import { ApiError } from './errors.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
@@ -363,13 +363,22 @@ export class SigningKeys {
       },
       {
         algorithms: [SIGNING_ALG],
+        // jose checks `typ` once the signature holds and before any claim (RFC 8725 §3.11, explicit typing), so a token
+        // we signed for another purpose is refused as what it is, not for a claim it never had (found from outside,
+        // bb119: the consent page's request id as a Bearer token was refused for its missing "sub").
+        typ: expected.typ,
         issuer: expected.issuer,
         ...(expected.audience === undefined ? {} : { audience: expected.audience }),
         requiredClaims: [...required],
         clockTolerance: VERIFY_LEEWAY_S,
         currentDate: new Date(this.clock.nowMs()),
       },
-    );
+    ).catch((error: unknown) => {
+      if (error instanceof joseErrors.JWTClaimValidationFailed && error.claim === 'typ') {
+        throw new joseErrors.JWTClaimValidationFailed(`token typ is ${decodeProtectedHeader(token).typ ?? 'absent'}, expected ${expected.typ}`, error.payload, 'typ', 'check_failed');
+      }
+      throw error;
+    });
     const nowS = Math.floor(this.clock.nowMs() / 1000);
     if (typeof payload.exp === 'number' && payload.exp <= nowS) {
       throw new joseErrors.JWTExpired('"exp" claim timestamp check failed', payload, 'exp', 'check_failed');
@@ -381,8 +390,6 @@ export class SigningKeys {
         throw new joseErrors.JWTClaimValidationFailed(`the token claims a life longer than ${expected.lifetimeMaxS} s`, payload, 'exp', 'check_failed');
       }
     }
-    const typ = protectedHeader.typ?.toLowerCase().replace(/^application\//, '');
-    if (typ !== expected.typ) throw new Error(`token typ is ${protectedHeader.typ ?? 'absent'}, expected ${expected.typ}`);
     return { payload, kid: protectedHeader.kid! };
   }
 

@@ -7,6 +7,7 @@ import { startTestGateway, type TestGateway } from '../support/gateway.ts';
 import { startWorld, type World } from '../support/world.ts';
 import { seedMerchantKey } from '../support/merchant-key.ts';
 import { ALL_SCOPES, grant, mint, openShop } from '../support/ledger-fixture.ts';
+import { authorizeQuery, authorizeRaw, newClient, pkcePair } from '../oauth/helpers.ts';
 
 interface Route {
   method: string;
@@ -236,6 +237,23 @@ describe('the auth matrix', () => {
     }
     // The owner's own key reaches the same hold.
     expect((await world.api('GET', `/v1/redemptions/${hold}`, { token: owner.key })).status).toBe(200);
+  });
+
+  it('refuses a token we signed for another purpose as not an access token, before its claims (found from outside, bb119: "missing required sub")', async () => {
+    const { url } = world;
+    const clientId = await newClient(url, ['http://127.0.0.1:9/callback']);
+    const query = { response_type: 'code', client_id: clientId, redirect_uri: 'http://127.0.0.1:9/callback', code_challenge: pkcePair().challenge, code_challenge_method: 'S256', resource: url };
+    const started = await authorizeRaw(url, authorizeQuery(query));
+    const requestId = new URL(started.location!).searchParams.get('request_id')!;
+    const receiptWithoutSub = await world.gw.gateway.signing.sign({ iss: url, aud: url, exp: world.gw.clock.nowS() + 60 }, 'receipt+jwt');
+    for (const [token, typ] of [[requestId, 'oauth-authz-request+jwt'], [receiptWithoutSub, 'receipt+jwt']] as const) {
+      for (const [path, method] of [['/v1/me', 'GET'], ['/v1/owner/agents', 'GET'], ['/mcp', 'POST']] as const) {
+        const res = await fetch(`${url}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: method === 'POST' ? '{}' : undefined });
+        const detail = `invalid access token: token typ is ${typ}, expected at+jwt`;
+        expect([path, typ, res.status, ((await res.json()) as { detail: string }).detail]).toEqual([path, typ, 401, detail]);
+        expect(res.headers.get('www-authenticate')).toContain(`error_description="${detail}"`);
+      }
+    }
   });
 
   it('never accepts a credential in the query string', async () => {
