@@ -171,6 +171,21 @@ describe('POST /oauth/register refuses', () => {
     });
   }
 
+  it('names a member one way whichever check refuses it, as OAuth names parameters (found from outside, bb119: `body/client_name …` beside `redirect_uris[0] …`)', async () => {
+    const refusals: Array<[unknown, string] | [string, string, 'raw']> = [
+      [{ redirect_uris: ['https://a.example/cb', 'http://a.example/cb'] }, 'redirect_uris[1] must use https'],
+      [{ ...good, client_name: 'a\u0007b' }, 'client_name holds a control character'],
+      [{ redirect_uris: ['https://a.example/cb', 'https://a.example/\u202e'] }, 'redirect_uris[1] holds a control character'],
+      [{ ...good, extra: { list: ['ok', 'a\u0000'] } }, 'extra.list[1] holds a control character'],
+      ['a\u0000', 'body holds a control character'],
+      ['{"redirect_uris": ["https://a.example/cb"], "client_name": "a", "client_name": "b"}', 'client_name appears twice in one object', 'raw'],
+    ];
+    for (const [body, start, raw] of refusals) {
+      const res = raw ? await registerFrom(undefined, { raw: body as string }) : await registerFrom(body);
+      expect([res.status, res.body.error_description.slice(0, start.length)]).toEqual([400, start]);
+    }
+  });
+
   it('malformed JSON with 400 invalid_request', async () => {
     const res = await registerFrom(undefined, { raw: '{"redirect_uris": [' });
     expect(res.status).toBe(400);

@@ -118,8 +118,10 @@ describe('POST /oauth/select refuses', () => {
     expectOAuthError(await selectIdentity(url, await pending(), 'human', { token: await world.humanToken(owner), contentType: 'text/plain' }), 415, 'invalid_request');
   });
 
-  it('an identityProvider other than human or agent with 400 invalid_request', async () => {
-    expectOAuthError(await selectIdentity(url, await pending(), 'google', { token: await world.humanToken(owner) }), 400, 'invalid_request');
+  it('an identityProvider other than human or agent with 400 invalid_request, naming the member as OAuth does', async () => {
+    const res = await selectIdentity(url, await pending(), 'google', { token: await world.humanToken(owner) });
+    expectOAuthError(res, 400, 'invalid_request');
+    expect(res.body.error_description).toBe('identityProvider must be one of "human", "agent"');
   });
 
   it('an unknown request with 400 invalid_request', async () => {

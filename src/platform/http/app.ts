@@ -11,13 +11,13 @@ import type { QueryDescription } from '../queries.ts';
 import type { TSchema } from '@sinclair/typebox';
 import type { Principal } from '../principal.ts';
 import { requestIdOf, serverOptions, serveUnmetExpectations } from './front-door.ts';
-import { jsonBodyRefusal, PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath, toApiError, UNSUPPORTED_BODY } from './render-error.ts';
+import { isOAuthTarget, jsonBodyRefusal, PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath, toApiError, UNSUPPORTED_BODY } from './render-error.ts';
 import { answerHeaders } from './answer-headers.ts';
 import { installTextGuard } from './text-guard.ts';
 import { installCors } from './cors.ts';
 import { devHostCheck } from './dev-hosts.ts';
 import { undecodedBodyProblem, utf8Text } from './body-as-sent.ts';
-import { findJsonShapeProblem } from './json-members.ts';
+import { findJsonShapeProblem, memberNaming } from './json-members.ts';
 import { openApiOptions, registerSharedSchemas } from './openapi.ts';
 import { ApiError, type OAuthErrorCode } from '../errors.ts';
 import { installAuth, type Authenticator, type AuthRequirement } from './auth.ts';
@@ -195,7 +195,8 @@ export async function buildApp(gateway: Gateway, options: AppOptions): Promise<F
         done(new ApiError('invalid_input', { detail: jsonBodyRefusal(text) }), undefined);
         return;
       }
-      const shape = findJsonShapeProblem(text, 'body', 'slashes');
+      const { root, style } = memberNaming(isOAuthTarget(request.url), 'body');
+      const shape = findJsonShapeProblem(text, root, style);
       if (shape !== undefined) done(new ApiError('invalid_input', { detail: shape.detail }), undefined);
       else done(error, parsed);
     });

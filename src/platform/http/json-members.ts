@@ -32,6 +32,30 @@ const BACKSLASH = 0x5c;
 /** How a path is written: as the REST API's validation errors name a member (`body/items/2/name`), or dotted, as `/mcp` does (`params.arguments.items[2].name`). */
 export type PathStyle = 'slashes' | 'dotted';
 
+/** Where a refusal's path of one part of a request starts, and how it goes on. */
+export interface MemberNaming {
+  root: string;
+  style: PathStyle;
+}
+
+/**
+ * How a refusal names a member of a request's part (`body`, `querystring`, `params`, `headers`): under /oauth/ as OAuth names its parameters, bare and dotted
+ * (`client_name`, `redirect_uris[0]`, as RFC 7591's and the token endpoint's own checks write them; found from
+ * outside, bb119: a registration answered `body/client_name …` beside `redirect_uris[0] …`); elsewhere as the REST
+ * API's validation errors do (`body/items/2/name`). Headers and path parameters keep their part's name.
+ */
+export function memberNaming(oauth: boolean, part: string): MemberNaming {
+  if (!oauth) return { root: part, style: 'slashes' };
+  return { root: part === 'body' || part === 'querystring' ? '' : part, style: 'dotted' };
+}
+
+/** The path of a JSON Pointer (`/items/2/name`, a schema violation's instancePath) from a naming's root; the part's name for the root itself. */
+export function pointerPath(naming: MemberNaming, pointer: string, part: string): string {
+  const segments = pointer.split('/').slice(1);
+  const path = segments.reduce((parent, segment) => (/^\d+$/.test(segment) ? elementPath(parent, segment, naming.style) : memberPath(parent, segment, naming.style)), naming.root);
+  return path === '' ? part : path;
+}
+
 /** The path of `name` in `parent`, and of its element `index`, in a style. */
 export function memberPath(parent: string, name: string, style: PathStyle): string {
   if (parent === '') return name;

@@ -9,6 +9,7 @@ import { storageFailureOf } from '../db/faults.ts';
 import { ApiError, OAuthError, problemBody, unexpectedAsApiError, type OAuthErrorCode } from '../errors.ts';
 import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from '../money.ts';
 import { VISIBLE_PATTERN } from '../schemas.ts';
+import { memberNaming, pointerPath, type MemberNaming } from './json-members.ts';
 import { jsonRpcError } from './json-rpc.ts';
 import { isPagePath, newNonce, pageHeaders, refusalPage } from './pages.ts';
 import type { FailureLine } from './request-log.ts';
@@ -25,30 +26,31 @@ export function pathParameterTooLong(): ApiError {
 type Violation = NonNullable<FastifyError['validation']>[number];
 
 /** One schema violation as path and message; a discriminator miss names the member and its value. */
-function describeViolation(where: string, violation: Violation): { path: string; message: string } {
+function describeViolation(where: string, naming: MemberNaming, violation: Violation): { path: string; message: string } {
   const { tag, tagValue, allowedValue, additionalProperty } = violation.params as { tag?: string; tagValue?: unknown; allowedValue?: unknown; additionalProperty?: string };
+  const at = (member?: string) => pointerPath(naming, member === undefined ? violation.instancePath : `${violation.instancePath}/${member}`, where);
   if (violation.keyword === 'additionalProperties' && additionalProperty !== undefined) {
-    return { path: `${where}${violation.instancePath}/${additionalProperty}`, message: 'is not a known member here' };
+    return { path: at(additionalProperty), message: 'is not a known member here' };
   }
   if (violation.keyword === 'pattern' && (violation.params as { pattern?: string }).pattern === VISIBLE_PATTERN) {
-    return { path: `${where}${violation.instancePath}`, message: 'must hold a visible character, not only white space or invisible characters' };
+    return { path: at(), message: 'must hold a visible character, not only white space or invisible characters' };
   }
   // An amount sent as a JSON number, or not as digits, or too long (found from outside: "must be string" said neither
   // why nor how). Every amount member is named …Uc and is a Microcredits string, so a string violation there is an amount's.
   const { type, pattern } = violation.params as { type?: unknown; pattern?: string };
   const notAString = (violation.keyword === 'type' && type === 'string') || violation.keyword === 'maxLength';
   const amount = (notAString && /Uc$/.test(violation.instancePath)) || (violation.keyword === 'pattern' && pattern === MICROCREDITS_PATTERN);
-  if (amount) return { path: `${where}${violation.instancePath}`, message: AMOUNT_REFUSAL };
-  if (violation.keyword === 'const') return { path: `${where}${violation.instancePath}`, message: `must be ${JSON.stringify(allowedValue)}` };
+  if (amount) return { path: at(), message: AMOUNT_REFUSAL };
+  if (violation.keyword === 'const') return { path: at(), message: `must be ${JSON.stringify(allowedValue)}` };
   const { allowedValues } = violation.params as { allowedValues?: unknown[] };
   if (violation.keyword === 'enum' && Array.isArray(allowedValues)) {
-    return { path: `${where}${violation.instancePath}`, message: `must be one of ${allowedValues.map((value) => JSON.stringify(value)).join(', ')}` };
+    return { path: at(), message: `must be one of ${allowedValues.map((value) => JSON.stringify(value)).join(', ')}` };
   }
   if (violation.keyword === 'discriminator' && tag !== undefined) {
     const message = typeof tagValue === 'string' ? `${JSON.stringify(tagValue)} is not a known ${tag} here (see the catalogue)` : 'must be a string';
-    return { path: `${where}${violation.instancePath}/${tag}`, message };
+    return { path: at(tag), message };
   }
-  return { path: `${where}${violation.instancePath}`, message: violation.message ?? 'is invalid' };
+  return { path: at(), message: violation.message ?? 'is invalid' };
 }
 
 /**
@@ -79,8 +81,8 @@ const AMOUNT_REFUSAL = `must be microcredits as a string of 1 to ${UC_DIGITS_MAX
  * amount's refusal said once for its member: the other branches of a nullable amount ("must be null", "must match a
  * schema in anyOf") add nothing to it (found from outside).
  */
-export function describeViolations(where: string, violations: readonly Violation[]): Array<{ path: string; message: string }> {
-  const described = mergeChoices(violations).map((violation) => describeViolation(where, violation));
+export function describeViolations(where: string, violations: readonly Violation[], naming: MemberNaming = { root: where, style: 'slashes' }): Array<{ path: string; message: string }> {
+  const described = mergeChoices(violations).map((violation) => describeViolation(where, naming, violation));
   const amounts = new Set(described.filter(({ message }) => message === AMOUNT_REFUSAL).map(({ path }) => path));
   const said = new Set<string>();
   return described.filter(({ path, message }) => {
@@ -91,12 +93,12 @@ export function describeViolations(where: string, violations: readonly Violation
   });
 }
 
-/** Maps Fastify's own client errors (parsing, limits, schema) onto our catalogue. */
-export function toApiError(error: FastifyError): ApiError {
+/** Maps Fastify's own client errors (parsing, limits, schema) onto our catalogue; a schema's paths as the target names members (`memberNaming`). */
+export function toApiError(error: FastifyError, oauth = false): ApiError {
   if (error instanceof ApiError) return error;
   if (error.validation) {
     const where = error.validationContext ?? 'request';
-    const errors = describeViolations(where, error.validation);
+    const errors = describeViolations(where, error.validation, memberNaming(oauth, where));
     const first = errors[0];
     return new ApiError('invalid_input', {
       detail: first ? `${first.path} ${first.message}` : `${where} is not valid`,
@@ -149,7 +151,7 @@ const HTTP_STATUSES_KEPT = new Set([401, 404, 405, 408, 413, 414, 415, 431]);
 
 export function toOAuthError(error: FastifyError): OAuthError {
   if (error instanceof OAuthError) return error;
-  const api = toApiError(error);
+  const api = toApiError(error, true);
   const code = OAUTH_CODE_FOR[api.code] ?? 'invalid_request';
   const status = code === 'temporarily_unavailable' ? (api.status === 429 ? 429 : 503) : HTTP_STATUSES_KEPT.has(api.status) ? api.status : 400;
   return new OAuthError(status, code, api.message, api.retryAfterS, api.options.headers);

@@ -12,7 +12,8 @@
 // column can hold (a coerced query value of Infinity) are refused the same way after validation.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError, OAuthError } from '../errors.ts';
-import { elementPath, memberPath, type PathStyle } from './json-members.ts';
+import { elementPath, memberNaming, memberPath, type PathStyle } from './json-members.ts';
+import { isOAuthTarget } from './render-error.ts';
 
 const UNSTORABLE = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|[\u202A-\u202E\u2066-\u2069]/;
 
@@ -50,16 +51,22 @@ function withoutRelayed(body: unknown, relayed: readonly string[] | undefined): 
   return Object.fromEntries(Object.entries(body).filter(([name]) => !relayed.includes(name)));
 }
 
+/** The path of the first unstorable text in one part of the request, named as the request's target names members. */
+function unstorableIn(request: FastifyRequest, part: string, value: unknown): string | undefined {
+  const { root, style } = memberNaming(isOAuthTarget(request.url), part);
+  const path = findUnstorableText(value, root, style);
+  return path === '' ? part : path;
+}
+
 export function installTextGuard(app: FastifyInstance): void {
   app.addHook('onRequest', async (request: FastifyRequest) => {
     // A request no route takes is answered 404 or 405 for that, whatever it carries (nothing of it is stored).
     if (request.is404) return;
-    const path =
-      findUnstorableText(request.params, 'params') ?? findUnstorableText(request.query, 'querystring') ?? findUnstorableText(request.headers, 'headers');
+    const path = unstorableIn(request, 'params', request.params) ?? unstorableIn(request, 'querystring', request.query) ?? unstorableIn(request, 'headers', request.headers);
     if (path !== undefined) throw refuse(path);
   });
   app.addHook('preValidation', async (request: FastifyRequest) => {
-    const path = findUnstorableText(withoutRelayed(request.body, request.routeOptions.config.relayedBody), 'body');
+    const path = unstorableIn(request, 'body', withoutRelayed(request.body, request.routeOptions.config.relayedBody));
     if (path === undefined) return;
     // An OAuth route whose bad body has its own error code (RFC 7591's registration) answers with it.
     const oauthError = request.routeOptions.config.oauthBodyError;
