@@ -142,8 +142,9 @@ function refusal(body: { message: unknown; text: string } | undefined, mcp: Gate
     return jsonRpcError(null, -32600, 'Invalid Request: id must be a string or an integer of at most 2^53 − 1 (send a larger one as a string)');
   }
   // A notification too (no id: the error's id is null, as a 400 to a notification may carry, MCP Streamable HTTP).
+  // `params` itself too: a nesting too deep is named by the outermost member it starts in (found from outside: -32600).
   const malformed = (path: string, detail: string) =>
-    path.startsWith('params.')
+    path === 'params' || path.startsWith('params.') || path.startsWith('params[')
       ? jsonRpcError(message.id, -32602, `Invalid params for ${String(message.method)}: ${detail}`)
       : jsonRpcError(message.id, -32600, `Invalid Request: ${detail}`);
   const prototypeKey = findPrototypeKey(message);

@@ -228,8 +228,10 @@ export const TOOLS: readonly ToolDefinition[] = [
       'CAP_EXCEEDED (402, with `reason` and, for a budget, `budget`), FROZEN or SCOPE_FORBIDDEN (403, with `reason`); no hold is taken ' +
       "then. A price above the mandate's approval threshold asks the owner: approval_required comes as a URL elicitation of the " +
       `purchase's approval page (its id is the purchase approval, pur_…, which get_intent reads) ${ELICITED_WHERE}; once the owner approves, retry with the same key to get ` +
-      'the voucher. `idempotencyKey` is required: a retry MUST reuse the same key, and then returns the first answer without a ' +
-      'second hold (the same key over HTTP is the same key).',
+      'the voucher; a retry after the owner declined, or after the approval expired or was used, is conflict with `reason` purchase_declined, ' +
+      'approval_expired, approval_used or approval_amount_changed (kept under the key: ask again with a new one). An offer that is not active ' +
+      '(or of a merchant whose domain is not verified) is invalid_input. `idempotencyKey` is required: a retry MUST reuse the same key, and then returns the first answer without a ' +
+      'second hold (the same key over HTTP is the same key); the same key with other arguments is idempotency_key_reused. Amounts are microcredits as decimal strings.',
     kinds: AGENT,
     annotations: WRITE,
     operation: 'mintVoucher',
@@ -245,8 +247,11 @@ export const TOOLS: readonly ToolDefinition[] = [
       '(link_configuration_required, or approval_required with an intentId). approval_required comes as a URL elicitation of the ' +
       `owner's approval page ${ELICITED_WHERE}; once the ` +
       'owner approves, the gateway runs the request by itself, once. A price above the mandate\'s approval threshold asks the owner ' +
-      'to approve the purchase the same way; once approved, retry with the same key to run it. `idempotencyKey` is required: a retry MUST reuse the same ' +
-      'key, and then returns the first answer (or the outcome of the retained request) and charges once.',
+      'to approve the purchase the same way; once approved, retry with the same key to run it. The mandate\'s budgets and caps apply (CAP_EXCEEDED); ' +
+      'an owner naming an agent that is not its own is owner_required. After the hold, the upstream\'s failure releases it (nothing charged): ' +
+      'upstream_not_found and upstream_unprocessable are kept under the key (the retry answers the same), while upstream_unavailable, upstream_auth_failed, ' +
+      'upstream_timeout and upstream_rate_limited (with retryAfterS) are not, so a retry with the same key runs the action again. `idempotencyKey` is required: a retry MUST reuse the same ' +
+      'key, and then returns the first answer (or the outcome of the retained request) and charges once; while the first is still running it is idempotency_key_in_use.',
     kinds: EVERYONE,
     annotations: { ...WRITE, openWorldHint: true },
     operation: 'executeService',

@@ -427,6 +427,12 @@ describe('the 2026-07-28 wire', () => {
       expect([answer.status, await answer.json()], notification).toEqual([400, { jsonrpc: '2.0', id: null, error: { code: -32602, message: expect.stringMatching(/^Invalid params for notifications\/initialized: params\./) } }]);
     }
     expect(await nameOf()).toBe(nameBefore);
+    // Nesting past 128 levels inside the params is -32602 too, as REST's 400 (found from outside: -32600 naming params).
+    const deep = await send(agentMcpToken, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"whoami","arguments":{"x":${'['.repeat(200)}${']'.repeat(200)}}}}`);
+    expect([deep.status, await deep.json()]).toEqual([
+      400,
+      { jsonrpc: '2.0', id: 10, error: { code: -32602, message: 'Invalid params for tools/call: params nests objects and arrays more than 128 levels deep; a JSON body may nest 128 at most' } },
+    ]);
   });
 
   it('an unknown method is 404 with -32601', async () => {

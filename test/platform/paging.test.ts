@@ -80,6 +80,8 @@ describe('startingAfter', () => {
     expect([end.status, end.body.versions, end.body.hasMore]).toEqual([200, [], false]);
     const page = await list(path, agent.ownerToken, String(newest + 1));
     expectUnknownCursor(page, String(newest + 1));
+    // Its items are named by their version, and so is the cursor it asks for (found from outside: "send the id").
+    expect(page.body.detail).toContain('(send the version of the last item of the previous page');
   });
 
   it("refuses another owner's hold as a cursor of this agent's holds", async () => {

@@ -73,5 +73,7 @@ export async function refuseUnknownCursor(
 ): Promise<void> {
   if (startingAfter === undefined || rows.length > 0) return;
   if ((await db.query(lookupSql, [startingAfter, ...scopeParams])).rows.length > 0) return;
-  throw new ApiError('invalid_input', { detail: `startingAfter names no item of this list: ${startingAfter} (send the id of the last item of the previous page, or leave it out for the first page)` });
+  // A list paged by a number (mandate versions) names its items by it, not by an id (found from outside).
+  const key = typeof startingAfter === 'number' ? 'version' : 'id';
+  throw new ApiError('invalid_input', { detail: `startingAfter names no item of this list: ${startingAfter} (send the ${key} of the last item of the previous page, or leave it out for the first page)` });
 }
