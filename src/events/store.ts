@@ -70,6 +70,8 @@ export interface ClaimedDeliveryRow {
   traceparent: string | null;
   /** Whether the endpoint's last attempt failed (a run of failures is under way): its attempts take the failing share. */
   failing: boolean;
+  /** Whether the endpoint's receiver has answered 2xx at this URL: until it has, one attempt at a time. */
+  proven: boolean;
 }
 
 export interface EventRow {
@@ -279,7 +281,10 @@ const SUSPECT_ENDPOINT = `(e.consecutive_failures > 0 OR NOT e.proven OR e.last_
 
 /**
  * Claims up to `limit` due deliveries for this worker until `lockedUntilMs`, at most `perEndpoint` in flight
- * per endpoint (counting other instances' live claims), none of an endpoint whose circuit is open, at most
+ * per endpoint (counting other instances' live claims) and `perUnprovenEndpoint` to one whose receiver has never
+ * answered 2xx (urgent ones aside; a new receiver that hangs held four suspect slots for a whole timeout, so four of
+ * them took the share and a new receiver that answers waited a timeout per four, found from outside), none of an
+ * endpoint whose circuit is open, at most
  * `failingLimit` to suspect endpoints (urgent ones aside: a new merchant's revocation must not wait for receivers
  * that hang), those that never failed first (a new receiver is tried before the retries of ones known to fail: it
  * waited minutes behind them, found from outside); only urgent ones with `urgentOnly` (the worker's reserve). One
@@ -289,7 +294,16 @@ const SUSPECT_ENDPOINT = `(e.consecutive_failures > 0 OR NOT e.proven OR e.last_
  */
 export async function claimDueDeliveries(
   tx: Tx,
-  claim: { nowMs: number; limit: number; perEndpoint: number; lockedUntilMs: number; token: string; failingLimit: number; urgentOnly?: boolean },
+  claim: {
+    nowMs: number;
+    limit: number;
+    perEndpoint: number;
+    perUnprovenEndpoint: number;
+    lockedUntilMs: number;
+    token: string;
+    failingLimit: number;
+    urgentOnly?: boolean;
+  },
 ): Promise<ClaimedDeliveryRow[]> {
   const { rows } = await tx.query<ClaimedDeliveryRow>(
     `WITH busy AS (
@@ -297,7 +311,7 @@ export async function claimDueDeliveries(
         WHERE state = 'pending' AND locked_until_ms > $1::bigint GROUP BY account_id
      ),
      ranked AS (
-       SELECT d.id, d.next_attempt_at_ms, d.seq, d.urgent, ${SUSPECT_ENDPOINT} AS failing,
+       SELECT d.id, d.next_attempt_at_ms, d.seq, d.urgent, e.proven, ${SUSPECT_ENDPOINT} AS failing,
               e.consecutive_failures = 0 AND e.last_failed_at_ms = 0 AS untried,
               row_number() OVER (PARTITION BY d.account_id ORDER BY d.urgent DESC, d.next_attempt_at_ms, d.seq) + COALESCE(b.n, 0) AS slot
          FROM webhook_deliveries d
@@ -309,7 +323,7 @@ export async function claimDueDeliveries(
      eligible AS (
        SELECT r.id, r.next_attempt_at_ms, r.urgent, r.failing, r.untried,
               row_number() OVER (PARTITION BY r.failing ORDER BY r.urgent DESC, r.untried DESC, r.next_attempt_at_ms, r.seq) AS failing_rank
-         FROM ranked r WHERE r.slot <= $5
+         FROM ranked r WHERE r.slot <= CASE WHEN r.proven OR r.urgent THEN $5::bigint ELSE $8::bigint END
      ),
      due AS (
        SELECT d.id, d.claim_token AS previous_token FROM webhook_deliveries d JOIN eligible r ON r.id = d.id
@@ -328,14 +342,14 @@ export async function claimDueDeliveries(
         WHERE w.id = due.id AND ev.id = w.event_id AND e.account_id = w.account_id
        RETURNING w.id, w.event_id, w.account_id, w.merchant_id, w.owner_id, w.attempts, ev.payload, e.url, e.secret_sealed,
                  CASE WHEN e.previous_secret_expires_at_s * 1000 > $1::bigint THEN e.previous_secret_sealed END AS previous_secret_sealed,
-                 w.next_attempt_at_ms AS due_at_ms, $1::bigint AS started_at_ms, w.traceparent, ${SUSPECT_ENDPOINT} AS failing
+                 w.next_attempt_at_ms AS due_at_ms, $1::bigint AS started_at_ms, w.traceparent, ${SUSPECT_ENDPOINT} AS failing, e.proven
      ),
      started AS (
        INSERT INTO webhook_attempts (id, delivery_id, merchant_id, owner_id, attempt, claim_token, outcome, started_at_ms)
        SELECT 'wha_' || substr(md5($4::text || claimed.id), 1, 26), claimed.id, claimed.merchant_id, claimed.owner_id, claimed.attempts, $4::text, 'in_progress', $1::bigint FROM claimed
      )
      SELECT * FROM claimed`,
-    [claim.nowMs, claim.limit, claim.lockedUntilMs, claim.token, claim.perEndpoint, claim.failingLimit, claim.urgentOnly ?? false],
+    [claim.nowMs, claim.limit, claim.lockedUntilMs, claim.token, claim.perEndpoint, claim.failingLimit, claim.urgentOnly ?? false, claim.perUnprovenEndpoint],
   );
   return rows;
 }

@@ -1,7 +1,8 @@
 // The webhook delivery worker. Every instance runs it, and any number may run at once on one PostgreSQL
 // database: a pass claims due outbox rows with FOR UPDATE SKIP LOCKED and a short lease, commits the
 // claim, starts the attempts and returns at once, so the next pass never waits on a slow receiver. Bounds:
-// DELIVERY_CONCURRENCY_MAX attempts in flight per instance, ENDPOINT_CONCURRENCY_MAX per endpoint, and
+// DELIVERY_CONCURRENCY_MAX attempts in flight per instance, ENDPOINT_CONCURRENCY_MAX per endpoint
+// (UNPROVEN_ENDPOINT_CONCURRENCY_MAX until its receiver first answers 2xx), and
 // FAILING_CONCURRENCY_MAX of an instance's to suspect endpoints (failing, not yet proven, or failed in the last ten
 // minutes: receivers that may hang), and
 // URGENT_RESERVE_MAX more for urgent deliveries alone (the kill switch's voucher.revoked) when the rest are taken. While
@@ -34,6 +35,13 @@ export const DELIVERY_BATCH_MAX = 20;
 export const DELIVERY_CONCURRENCY_MAX = 32;
 /** Attempts in flight to one endpoint, across instances (each instance counts the others' live claims). */
 export const ENDPOINT_CONCURRENCY_MAX = 4;
+/**
+ * Attempts in flight to an endpoint whose receiver has never answered 2xx (urgent ones aside): a new receiver is
+ * tried once at a time until it answers. With four, a new receiver that hangs held four suspect slots for a whole
+ * timeout, four of them took the share, and a new receiver that answers waited one timeout per four (found from
+ * outside: 29 s behind 12, 49 s behind 20).
+ */
+export const UNPROVEN_ENDPOINT_CONCURRENCY_MAX = 1;
 /**
  * Attempts one instance runs at once to suspect endpoints (store.ts, SUSPECT_ENDPOINT: the last attempt failed, the
  * receiver has never answered 2xx, or it failed in the last ten minutes): half of its slots, so that receivers that
@@ -203,6 +211,7 @@ export class WebhookWorker {
         nowMs,
         limit,
         perEndpoint: ENDPOINT_CONCURRENCY_MAX,
+        perUnprovenEndpoint: UNPROVEN_ENDPOINT_CONCURRENCY_MAX,
         failingLimit: Math.max(0, FAILING_CONCURRENCY_MAX - this.failingInFlight),
         lockedUntilMs: nowMs + this.leaseMs,
         token,
@@ -213,9 +222,12 @@ export class WebhookWorker {
     // A claim that took all it could (its limit, or an endpoint's share) may have left due deliveries behind: the
     // worker claims again once its attempts end, not at the next poll. Each endpoint took at most four a second per
     // instance, so a merchant with more events than that fell behind for good (found from outside).
+    // So does one that took a new receiver's one attempt: its next events wait for its first answer.
     const perAccount = new Map<string, number>();
     for (const row of claimed) perAccount.set(row.account_id, (perAccount.get(row.account_id) ?? 0) + 1);
-    if (claimed.length >= limit || [...perAccount.values()].some((n) => n >= ENDPOINT_CONCURRENCY_MAX)) this.full.add(token);
+    const endpointMax = (row: store.ClaimedDeliveryRow) => (row.proven ? ENDPOINT_CONCURRENCY_MAX : UNPROVEN_ENDPOINT_CONCURRENCY_MAX);
+    const endpointFull = claimed.some((row) => perAccount.get(row.account_id)! >= endpointMax(row));
+    if (claimed.length >= limit || endpointFull) this.full.add(token);
     this.claims.set(token, claimed.length);
     this.inFlight += claimed.length;
     this.failingInFlight += claimed.filter((row) => row.failing).length;

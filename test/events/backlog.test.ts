@@ -107,8 +107,9 @@ describe('a backlog for one endpoint', () => {
     });
     const owner = await world.humanToken('suspect-owner@example.com');
     const { hooked, emit } = hooks(world, target, owner);
-    // New endpoints (never answered 2xx) whose receivers hang fill the suspect share; the regular slots stay free.
-    for (let m = 0; m < FAILING_CONCURRENCY_MAX / ENDPOINT_CONCURRENCY_MAX; m++) {
+    // New endpoints (never answered 2xx, so one attempt at a time each) whose receivers hang fill the suspect share;
+    // the regular slots stay free.
+    for (let m = 0; m < FAILING_CONCURRENCY_MAX; m++) {
       const merchantId = await hooked();
       for (let i = 0; i < ENDPOINT_CONCURRENCY_MAX; i++) await emit(merchantId, 'redemption.held');
     }

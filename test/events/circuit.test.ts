@@ -41,6 +41,13 @@ async function webhookMerchant(): Promise<string> {
   return merchant.id;
 }
 
+/** A merchant whose receiver answered 2xx before: a new one is tried one attempt at a time, never in a burst. */
+async function provenWebhookMerchant(): Promise<string> {
+  const merchantId = await webhookMerchant();
+  await world.gw.gateway.db.query('UPDATE webhook_endpoints SET proven = true WHERE merchant_id = $1', [merchantId]);
+  return merchantId;
+}
+
 const emit = (merchantId: string) =>
   world.gw.gateway.db.transaction((tx) =>
     emitEvent(tx, { merchantId, type: 'redemption.held', data: { redemption: { id: `red_${uniqueKey()}` } }, nowMs: world.gw.clock.nowMs() }),
@@ -69,7 +76,7 @@ async function passOpening(openMs: number, expected: Record<string, number>): Pr
 
 describe('the circuit under concurrent attempts', () => {
   it('a burst of concurrent failures opens the circuit once, for 30 s; a failed burst after it closes reopens it once, for 60 s', async () => {
-    const merchantId = await webhookMerchant();
+    const merchantId = await provenWebhookMerchant();
     for (let i = 0; i < 4; i++) await emit(merchantId);
     // Four failures: one short of the threshold. Their retries are due 5 s later.
     expect(await runWorker()).toMatchObject({ claimed: 4, retrying: 4 });
@@ -117,7 +124,7 @@ describe('the circuit under concurrent attempts', () => {
   });
 
   it('lists a delivery the open circuit holds back with the circuit’s end as its next attempt, never a time inside it; a re-send shows now', async () => {
-    const merchantId = await webhookMerchant();
+    const merchantId = await provenWebhookMerchant();
     for (let i = 0; i < 4; i++) await emit(merchantId);
     expect(await runWorker()).toMatchObject({ claimed: 4, retrying: 4 });
     // A fifth event, due now: the next pass takes it and three of the retries; the fourth retry stays due.
@@ -191,17 +198,24 @@ describe('suspect endpoints', () => {
   // A receiver that hangs holds its slot for the whole timeout before its failure is recorded: on a new endpoint's
   // first burst, and again after each success between hangs, such receivers took the slots of receivers that answer
   // (found from outside: other merchants' events waited 11 to 51 s).
-  it('a new endpoint is suspect until its receiver answers 2xx: new endpoints take the failing share, and a proven one is taken in the same pass', async () => {
+  // A new receiver that hangs with a burst of events held its endpoint's share (four) of the suspect slots for a whole
+  // timeout, so four of them filled the share and a new receiver that answers waited a timeout per four (found from
+  // outside, bb120: 29 s behind 12, 49 s behind 20). Until it answers 2xx, it is tried one attempt at a time.
+  it('a new endpoint is suspect until its receiver answers 2xx, and tried one attempt at a time: new endpoints take the failing share one slot each, and a proven one is taken in the same pass', async () => {
     const proven = await webhookMerchant();
     await everyAnswers([proven], 200);
     const fresh: string[] = [];
-    for (let i = 0; i < 5; i++) fresh.push(await webhookMerchant());
+    for (let i = 0; i < FAILING_CONCURRENCY_MAX + 1; i++) fresh.push(await webhookMerchant());
     for (const merchantId of fresh) for (let i = 0; i < ENDPOINT_CONCURRENCY_MAX; i++) await emit(merchantId);
     await emit(proven);
 
     expect(await runWorker()).toMatchObject({ claimed: FAILING_CONCURRENCY_MAX + 1 });
     expect(await attempted([proven])).toBe(2);
-    expect(await attempted(fresh)).toBe(FAILING_CONCURRENCY_MAX);
+    const { rows } = await world.gw.gateway.db.query<{ n: bigint }>(
+      'SELECT count(*) AS n FROM webhook_attempts WHERE merchant_id = ANY($1::text[]) GROUP BY merchant_id',
+      [fresh],
+    );
+    expect(rows.map((row) => Number(row.n))).toEqual(Array(FAILING_CONCURRENCY_MAX).fill(1));
   });
 
   it('a new endpoint is tried before the retries of endpoints known to fail, within the failing share (found from outside: it waited minutes behind them)', async () => {

@@ -57,6 +57,11 @@ afterAll(async () => {
 
 const ENV = () => ({ ACG_OUTBOUND_CA_FILE: caFile, ACG_ALLOW_PRIVATE_NETWORK_TARGETS: 'true' });
 
+/** A receiver that answered 2xx before (proven): one that starts to hang takes ordinary slots, its endpoint's share. */
+async function prove(world: World, merchantId: string): Promise<void> {
+  await world.gw.gateway.db.query('UPDATE webhook_endpoints SET proven = true WHERE merchant_id = $1', [merchantId]);
+}
+
 async function merchantWithWebhook(world: World, email: string, domain: string, receiver: WebhookReceiver): Promise<string> {
   const token = await world.humanToken(email);
   const { merchant } = await registerMerchant(world, token, { domain });
@@ -110,6 +115,7 @@ describe('a receiver that never answers', () => {
 
   it("does not delay another merchant's event: delivered well within the hanging attempts' timeout, with at most the per-endpoint limit of them in flight", async () => {
     const slowMerchant = await merchantWithWebhook(world, 'slow@example.com', SLOW_DOMAIN, slow);
+    await prove(world, slowMerchant);
     const healthyMerchant = await merchantWithWebhook(world, 'quick@example.com', HEALTHY_DOMAIN, healthy);
     world.gw.gateway.startBackgroundWork();
     const { elapsedMs, slowInFlight } = await race(world, slowMerchant, healthyMerchant, ENDPOINT_CONCURRENCY_MAX + 2);
@@ -136,10 +142,54 @@ describe.runIf(onPostgres())('a receiver that never answers, two instances on on
 
   it("does not delay another merchant's event on either instance", async () => {
     const slowMerchant = await merchantWithWebhook(world, 'slow2@example.com', SLOW_DOMAIN, slow);
+    await prove(world, slowMerchant);
     const healthyMerchant = await merchantWithWebhook(world, 'quick2@example.com', HEALTHY_DOMAIN, healthy);
     world.gw.gateway.startBackgroundWork();
     second.gateway.startBackgroundWork();
     const { elapsedMs } = await race(world, slowMerchant, healthyMerchant, 2 * ENDPOINT_CONCURRENCY_MAX + 2);
     expect(elapsedMs).toBeLessThan(UNBLOCKED_MS);
+  }, 60_000);
+});
+
+// New receivers that hang, each with a burst of events (found from outside, bb120): each took its endpoint's share
+// (four) of the suspect slots for a whole timeout, so four of them filled the share, and a new merchant whose receiver
+// answers waited one timeout per four of them (29 s behind 12, 49 s behind 20). A receiver that has never answered
+// 2xx is tried one attempt at a time: it holds one suspect slot, and the new receiver that answers is taken at once.
+describe('new receivers that never answer', () => {
+  let world: World;
+  beforeAll(async () => {
+    world = await startWorld({ env: ENV(), outbound });
+  });
+  afterAll(async () => {
+    slow?.disconnect();
+    await world?.gw.gateway.close().catch(() => {});
+    await world?.close().catch(() => {});
+  });
+
+  it("are tried one attempt at a time, so twelve of them with four events each do not delay a new merchant's first event", async () => {
+    const hanging: string[] = [];
+    for (let i = 0; i < 12; i++) hanging.push(await merchantWithWebhook(world, `new-slow-${i}@example.com`, SLOW_DOMAIN, slow));
+    const fresh = await merchantWithWebhook(world, 'new-quick@example.com', HEALTHY_DOMAIN, healthy);
+    const emit = (merchantId: string) =>
+      world.gw.gateway.db.transaction((tx) =>
+        emitEvent(tx, { merchantId, type: 'redemption.held', data: { redemption: { id: 'red_new' } }, nowMs: world.gw.clock.nowMs() }),
+      );
+    const slowBefore = slow.received.length;
+    for (const merchantId of hanging) for (let i = 0; i < ENDPOINT_CONCURRENCY_MAX; i++) await emit(merchantId);
+    world.gw.gateway.startBackgroundWork();
+    await waitFor(() => slow.received.length - slowBefore, { until: (n) => n >= hanging.length, what: 'attempts in flight at the hanging receiver', timeoutMs: 5000, intervalMs: 10 });
+
+    const healthyBefore = healthy.received.length;
+    const startedMs = Date.now();
+    const event = await emit(fresh);
+    await waitFor(() => healthy.received.length, { until: (n) => n > healthyBefore, what: "the new merchant's first event", timeoutMs: WEBHOOK_TIMEOUT_MS, intervalMs: 10 });
+    expect(Date.now() - startedMs).toBeLessThan(UNBLOCKED_MS);
+    expect(healthy.received.slice(healthyBefore).map((r) => [r.headers['webhook-id'], r.verified])).toEqual([[event.id, true]]);
+    // Each new receiver that hangs was tried once, and is still in its timeout.
+    const { rows } = await world.gw.gateway.db.query<{ merchant_id: string; n: bigint }>(
+      `SELECT merchant_id, count(*) AS n FROM webhook_attempts WHERE merchant_id = ANY($1::text[]) GROUP BY merchant_id`,
+      [hanging],
+    );
+    expect(rows.map((row) => [row.merchant_id, Number(row.n)]).sort()).toEqual(hanging.map((merchantId) => [merchantId, 1]).sort());
   }, 60_000);
 });

@@ -39,6 +39,9 @@ async function webhookMerchant(): Promise<{ merchantId: string; secret: string }
   return { merchantId: merchant.id, secret: res.body.webhookSecret };
 }
 
+/** A receiver that answered 2xx before: a new one is tried one attempt at a time until it does, and these tests send bursts. */
+const answeredBefore = (merchantId: string) => world.gw.gateway.db.query('UPDATE webhook_endpoints SET proven = true WHERE merchant_id = $1', [merchantId]);
+
 const emit = (merchantId: string, type: EventType = 'redemption.held') =>
   world.gw.gateway.db.transaction((tx) => emitEvent(tx, { merchantId, type, data: { redemption: { id: `red_${uniqueKey()}` } }, nowMs: world.gw.clock.nowMs() }));
 
@@ -109,6 +112,7 @@ describe('events are kept and listed', () => {
 describe('a pause loses nothing', () => {
   it('keeps the events of a pause, delivers them on a resume with deliverMissed (the default), and re-sends a past event with its webhook-id', async () => {
     const { merchantId, secret } = await webhookMerchant();
+    await answeredBefore(merchantId);
     const paused = await patch(merchantId, { enabled: false });
     expect(paused.status).toBe(200);
     expect(paused.body.configuration).toMatchObject({ enabled: false, disabledReason: 'merchant', pausedAt: expect.any(Number) });
@@ -185,6 +189,7 @@ describe('a pause loses nothing', () => {
 describe('secret rotation with an overlap', () => {
   it('signs with both secrets during the overlap, so receivers knowing either verify every delivery; afterwards only the new one', async () => {
     const { merchantId, secret: oldSecret } = await webhookMerchant();
+    await answeredBefore(merchantId);
     const key = uniqueKey();
     const rotate = () => world.api('POST', `/v1/merchants/${merchantId}/webhook/rotate-secret`, { token: alice, key, body: {} });
     const rotatedAtS = world.gw.clock.nowS();
@@ -329,6 +334,7 @@ describe('retention and the circuit', () => {
 
   it('opens the circuit of an endpoint after 5 failures in a row (no attempt to it meanwhile), shown on the configuration; a re-send closes it', async () => {
     const { merchantId } = await webhookMerchant();
+    await answeredBefore(merchantId);
     const circuit = async () => (await world.api('GET', `/v1/merchants/${merchantId}/webhook`, { token: alice })).body.configuration.circuit;
     expect(await circuit()).toBeNull();
     target.receiver.answerWith(500);
