@@ -3577,6 +3577,7 @@ export interface components {
             outcome: "in_progress" | "succeeded" | "failed" | "interrupted";
             status: number | null;
             error: string | null;
+            message: string | null;
             durationMs: number | null;
             /** @description Unix milliseconds */
             startedAtMs: number;

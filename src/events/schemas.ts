@@ -23,6 +23,13 @@ export const OwnerEventSchema = Type.Object(
   { $id: 'OwnerEvent' },
 );
 
+/** Every code a failed attempt is recorded with: the attempt's `error`, the delivery's `lastError`. */
+const ATTEMPT_ERRORS =
+  'status_not_2xx, timeout, connect_failed (nothing accepted the connection), connection_closed (accepted, then closed before an answer), ' +
+  'tls_failed (a certificate expired, of another name or of an untrusted CA), invalid_response (an answer that is not HTTP the gateway can read, ' +
+  'such as headers over 16 KiB), dns_failed, forbidden_address, invalid_url, secret_unavailable (nothing was sent), request_failed (any other ' +
+  'failure; the attempt’s message names it)';
+
 export const WebhookAttemptSchema = Type.Object(
   {
     id: Type.String(),
@@ -32,7 +39,10 @@ export const WebhookAttemptSchema = Type.Object(
       description: '`interrupted`: the instance making it stopped (e.g. a crash) before it finished, and another took the delivery over',
     }),
     status: Nullable(Type.Integer({ description: 'HTTP status of the answer; null when none came' })),
-    error: Nullable(Type.String()),
+    error: Nullable(Type.String({ description: `why it failed: ${ATTEMPT_ERRORS}; instance_lost when interrupted` })),
+    message: Nullable(
+      Type.String({ description: 'what happened, in words, with the system’s code when there is one (ECONNREFUSED, CERT_HAS_EXPIRED, UND_ERR_HEADERS_OVERFLOW …); null unless it failed or was interrupted' }),
+    ),
     durationMs: Nullable(Type.Integer()),
     startedAtMs: Type.Integer({ description: 'Unix milliseconds' }),
     finishedAtMs: Nullable(Type.Integer({ description: 'Unix milliseconds; null while in progress' })),
@@ -82,7 +92,7 @@ export const WebhookDeliverySchema = Type.Object(
     nextAttemptAt: Nullable(UnixSeconds('next attempt (pending only)')),
     lastAttemptAt: Nullable(UnixSeconds('last attempt')),
     lastStatus: Nullable(Type.Integer({ description: 'HTTP status of the last answer; null when none came' })),
-    lastError: Nullable(Type.String({ description: 'why the last attempt failed: status_not_2xx, timeout, connect_failed (nothing accepted the connection), connection_closed (accepted, then closed before an answer), tls_failed (a certificate expired, of another name or of an untrusted CA), dns_failed, forbidden_address, …' })),
+    lastError: Nullable(Type.String({ description: `why the last attempt failed (its message is on …/attempts): ${ATTEMPT_ERRORS}` })),
     lastDurationMs: Nullable(Type.Integer()),
     deliveredAt: Nullable(UnixSeconds('the last successful attempt')),
     createdAt: UnixSeconds('creation'),

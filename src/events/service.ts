@@ -100,6 +100,8 @@ export interface Attempt {
   outcome: store.AttemptOutcome;
   status: number | null;
   error: string | null;
+  /** What happened, in words, with the system's code when there is one; null unless it failed or was interrupted. */
+  message: string | null;
   durationMs: number | null;
   startedAtMs: number;
   finishedAtMs: number | null;
@@ -215,6 +217,7 @@ function toAttempt(row: store.AttemptRow): Attempt {
     outcome: row.outcome,
     status: row.status,
     error: row.error,
+    message: row.message,
     durationMs: row.duration_ms,
     startedAtMs: Number(row.started_at_ms),
     finishedAtMs: row.finished_at_ms === null ? null : Number(row.finished_at_ms),

@@ -90,6 +90,7 @@ export interface AttemptRow {
   outcome: AttemptOutcome;
   status: number | null;
   error: string | null;
+  message: string | null;
   duration_ms: number | null;
   started_at_ms: bigint;
   finished_at_ms: bigint | null;
@@ -333,7 +334,8 @@ export async function claimDueDeliveries(
         FOR UPDATE OF d SKIP LOCKED
      ),
      interrupted AS (
-       UPDATE webhook_attempts a SET outcome = 'interrupted', error = 'instance_lost', finished_at_ms = $1::bigint
+       UPDATE webhook_attempts a SET outcome = 'interrupted', error = 'instance_lost',
+              message = 'the instance making the attempt stopped before it finished; another took the delivery over', finished_at_ms = $1::bigint
          FROM due WHERE a.delivery_id = due.id AND a.claim_token = due.previous_token AND a.outcome = 'in_progress'
      ),
      claimed AS (
@@ -371,6 +373,8 @@ export interface AttemptRecord {
   nextAttemptAtMs: number;
   status: number | null;
   error: string | null;
+  /** What happened, in words (failures only). */
+  message: string | null;
   finishedAtMs: number;
   durationMs: number;
   deliveredAtS: number | null;
@@ -382,9 +386,9 @@ export interface AttemptRecord {
  */
 export async function recordAttempt(db: Queryable, record: AttemptRecord): Promise<boolean> {
   await db.query(
-    `UPDATE webhook_attempts SET outcome = $3, status = $4, error = $5, duration_ms = $6, finished_at_ms = $7
+    `UPDATE webhook_attempts SET outcome = $3, status = $4, error = $5, duration_ms = $6, finished_at_ms = $7, message = $8
       WHERE delivery_id = $1 AND claim_token = $2`,
-    [record.id, record.token, record.state === 'succeeded' ? 'succeeded' : 'failed', record.status, record.error, record.durationMs, record.finishedAtMs],
+    [record.id, record.token, record.state === 'succeeded' ? 'succeeded' : 'failed', record.status, record.error, record.durationMs, record.finishedAtMs, record.message],
   );
   const result = await db.query(
     `UPDATE webhook_deliveries
@@ -456,7 +460,7 @@ export async function disableFailingEndpoint(db: Queryable, accountId: string, n
 export async function listAttempts(db: Queryable, deliveryIds: readonly string[]): Promise<AttemptRow[]> {
   if (deliveryIds.length === 0) return [];
   const { rows } = await db.query<AttemptRow>(
-    `SELECT id, delivery_id, attempt, outcome, status, error, duration_ms, started_at_ms, finished_at_ms FROM webhook_attempts
+    `SELECT id, delivery_id, attempt, outcome, status, error, message, duration_ms, started_at_ms, finished_at_ms FROM webhook_attempts
       WHERE delivery_id IN (SELECT jsonb_array_elements_text($1::jsonb)) ORDER BY seq`,
     [JSON.stringify(deliveryIds)],
   );

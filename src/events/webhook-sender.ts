@@ -59,6 +59,8 @@ export interface WebhookOutcome {
   ok: boolean;
   status?: number;
   error?: WebhookErrorCode;
+  /** What happened, in words, with the system's code when there is one (`ECONNREFUSED`, `UND_ERR_HEADERS_OVERFLOW`); failures only. */
+  message?: string;
   durationMs: number;
 }
 
@@ -111,9 +113,9 @@ export async function sendWebhookAttempt(delivery: WebhookDelivery, options: Web
     const ok = response.status >= 200 && response.status < 300;
     return ok
       ? { ok, status: response.status, durationMs: durationMs() }
-      : { ok, status: response.status, error: 'status_not_2xx', durationMs: durationMs() };
+      : { ok, status: response.status, error: 'status_not_2xx', message: `the receiver answered ${response.status}`, durationMs: durationMs() };
   } catch (error) {
-    if (error instanceof OutboundError) return { ok: false, error: error.reason, durationMs: durationMs() };
+    if (error instanceof OutboundError) return { ok: false, error: error.reason, message: error.message, durationMs: durationMs() };
     throw error;
   }
 }

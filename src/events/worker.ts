@@ -322,7 +322,7 @@ export class WebhookWorker {
       if (!(error instanceof SecretBoxError)) throw error;
       // The key changed or is missing: an operator problem. The delivery waits on its schedule meanwhile.
       this.options.log.error({ deliveryId: row.id, accountId: row.account_id }, 'webhook secret cannot be opened; check ACG_SECRET_BOX_KEY');
-      return { ok: false, error: 'secret_unavailable', durationMs: 0 };
+      return { ok: false, error: 'secret_unavailable', message: 'the signing secret cannot be opened; nothing was sent', durationMs: 0 };
     }
     return sendWebhookAttempt(
       // The stored event JSON is the payload; the event id is the webhook-id on every attempt.
@@ -364,7 +364,15 @@ export class WebhookWorker {
     const delayS = outcome.ok ? null : nextAttemptDelayS(row.attempts);
     const state: store.DeliveryState = outcome.ok ? 'succeeded' : delayS === null ? 'dead' : 'pending';
     const nextAttemptAtMs = delayS === null ? nowMs : nowMs + delayS * 1000;
-    const fields = { deliveryId: row.id, eventId: row.event_id, accountId: row.account_id, attempts: row.attempts, status: outcome.status, error: outcome.error };
+    const fields = {
+      deliveryId: row.id,
+      eventId: row.event_id,
+      accountId: row.account_id,
+      attempts: row.attempts,
+      status: outcome.status,
+      error: outcome.error,
+      message: outcome.message,
+    };
     const { recorded, disabled } = await db.transaction(async (tx) => {
       const recorded = await store.recordAttempt(tx, {
         id: row.id,
@@ -373,6 +381,7 @@ export class WebhookWorker {
         nextAttemptAtMs,
         status: outcome.status ?? null,
         error: outcome.error ?? null,
+        message: outcome.message ?? null,
         finishedAtMs: nowMs,
         durationMs: outcome.durationMs,
         deliveredAtS: outcome.ok ? Math.floor(nowMs / 1000) : null,

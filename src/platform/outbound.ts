@@ -8,7 +8,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import type { LookupAddress } from 'node:dns';
 import diagnostics from 'node:diagnostics_channel';
-import type { ClientRequest, IncomingMessage } from 'node:http';
+import { maxHeaderSize, type ClientRequest, type IncomingMessage } from 'node:http';
 import net from 'node:net';
 import type { Readable } from 'node:stream';
 import tls from 'node:tls';
@@ -34,6 +34,7 @@ export type OutboundErrorReason =
   | 'tls_failed'
   | 'timeout'
   | 'too_large'
+  | 'invalid_response'
   | 'request_failed';
 
 export class OutboundError extends Error {
@@ -282,10 +283,19 @@ function classify(error: unknown, timedOut: boolean): OutboundError {
   if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
     return new OutboundError('timeout', 'the request took too long', { cause: error });
   }
+  // The server answered, but not in HTTP the client can read (found from outside: a 200 with 80 KB of headers read
+  // "the request failed", with no code): the receiver's owner fixes their answer, not their network. undici's parser
+  // error has a code (HPE_…) only for some of what it refuses.
+  if (code === 'UND_ERR_HEADERS_OVERFLOW') {
+    return new OutboundError('invalid_response', `the answer's headers are over ${maxHeaderSize} bytes (${code})`, { cause: error });
+  }
+  if (errorText(error) === 'HTTPParserError' || (typeof code === 'string' && code.startsWith('HPE_'))) {
+    return new OutboundError('invalid_response', `the answer is not valid HTTP (${typeof code === 'string' ? code : 'HTTPParserError'})`, { cause: error });
+  }
+  if (typeof code !== 'string') return new OutboundError('request_failed', `the request failed (${errorText(error)})`, { cause: error });
   // Three failures an operator and a receiver's owner act on differently (found from outside: all three read
   // "could not connect"): nothing accepted the connection; the receiver accepted it and closed it before answering;
   // TLS failed (a certificate expired, of another name, of an untrusted CA). The code stays in the message.
-  if (typeof code !== 'string') return new OutboundError('request_failed', 'the request failed', { cause: error });
   if (['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL'].includes(code)) {
     return new OutboundError('connect_failed', `could not connect (${code})`, { cause: error });
   }
@@ -295,7 +305,12 @@ function classify(error: unknown, timedOut: boolean): OutboundError {
   if (code.startsWith('ERR_TLS') || code.startsWith('ERR_SSL') || code.includes('CERT') || code === 'UNABLE_TO_VERIFY_LEAF_SIGNATURE') {
     return new OutboundError('tls_failed', `TLS failed (${code})`, { cause: error });
   }
-  return new OutboundError('request_failed', 'the request failed', { cause: error });
+  return new OutboundError('request_failed', `the request failed (${code})`, { cause: error });
+}
+
+/** What an error without a system code says about itself, for a message: its name, or its type. */
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.name : typeof error;
 }
 
 function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {

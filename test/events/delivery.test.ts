@@ -105,6 +105,24 @@ describe('the delivery worker', () => {
     expect(await deliveryOf(event.id)).toMatchObject({ state: 'succeeded', attempts: 3, lastStatus: 200 });
   });
 
+  // Found from outside (bb120): a 200 with 80 KB of headers was recorded as `request_failed`, with nothing more.
+  it('records an answer it cannot read (80 KB of headers) as invalid_response, and the attempt says what happened', async () => {
+    target.receiver.answerWith(200, Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`x-filler-${i}`, 'a'.repeat(400)])));
+    try {
+      const event = await emit(world, merchantId);
+      expect(await runWorker()).toMatchObject({ claimed: 1, retrying: 1 });
+      const delivery = await deliveryOf(event.id);
+      expect(delivery).toMatchObject({ state: 'pending', lastStatus: null, lastError: 'invalid_response' });
+      const attempts = await world.api('GET', `/v1/merchants/${merchantId}/webhook/deliveries/${delivery.id}/attempts`, { token: alice });
+      expect(attempts.status).toBe(200);
+      expect(attempts.body.attempts).toMatchObject([
+        { attempt: 1, outcome: 'failed', status: null, error: 'invalid_response', message: expect.stringMatching(/^the answer's headers are over \d+ bytes \(UND_ERR_HEADERS_OVERFLOW\)$/) },
+      ]);
+    } finally {
+      target.receiver.answerWith(200);
+    }
+  });
+
   it('dead-letters after the last scheduled attempt, and a re-send delivers it with the same webhook-id', async () => {
     const before = target.receiver.received.length;
     target.receiver.answerWith(503);

@@ -129,6 +129,30 @@ describe('sendWebhookAttempt', () => {
     }
   });
 
+  // Found from outside (bb120): a 200 with 80 KB of headers read `request_failed`, "the request failed", with no code.
+  it('reports a 200 whose headers are over the client limit as invalid_response, saying so with the system code', async () => {
+    const headers = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`x-filler-${i}`, 'a'.repeat(400)]));
+    receiver.answerWith(200, headers);
+    try {
+      const outcome = await sendWebhookAttempt(delivery(`${receiver.url}/huge-headers`), { clock, allowPrivateNetworkTargets: true });
+      expect(outcome).toMatchObject({ ok: false, error: 'invalid_response', message: `the answer's headers are over ${http.maxHeaderSize} bytes (UND_ERR_HEADERS_OVERFLOW)` });
+      expect(outcome).not.toHaveProperty('status');
+    } finally {
+      receiver.answerWith(200);
+    }
+  });
+
+  it('says what a failed attempt met, in words, beside its code', async () => {
+    receiver.answerWith(503);
+    expect(await sendWebhookAttempt(delivery(`${receiver.url}/x`), { clock, allowPrivateNetworkTargets: true })).toMatchObject({
+      error: 'status_not_2xx',
+      message: 'the receiver answered 503',
+    });
+    receiver.answerWith(200);
+    const unreachable = await sendWebhookAttempt(delivery('http://127.0.0.1:1/x'), { clock, allowPrivateNetworkTargets: true, timeoutMs: 1_000 });
+    expect(unreachable).toMatchObject({ error: 'connect_failed', message: 'could not connect (ECONNREFUSED)' });
+  });
+
   it('reports an unreachable receiver as a failure instead of throwing', async () => {
     const outcome = await sendWebhookAttempt(delivery('http://127.0.0.1:1/x'), { clock, allowPrivateNetworkTargets: true, timeoutMs: 1_000 });
     expect(outcome).toMatchObject({ ok: false, error: 'connect_failed' });

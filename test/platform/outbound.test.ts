@@ -233,6 +233,18 @@ describe('safeRequest with allowPrivateNetworkTargets', () => {
     expect(await reason(safeRequest(`http://127.0.0.1:${closedPort}/`, relaxed))).toBe('connect_failed');
   });
 
+  it('reports an answer that is not HTTP as invalid_response, naming the parser code (found from outside: "the request failed")', async () => {
+    const garbled = net.createServer((socket) => socket.once('data', () => socket.end('NOT HTTP AT ALL\r\n\r\n')));
+    await new Promise<void>((resolve) => garbled.listen(0, '127.0.0.1', resolve));
+    try {
+      const failure = await safeRequest(`http://127.0.0.1:${(garbled.address() as AddressInfo).port}/`, relaxed).catch((error: unknown) => error as OutboundError);
+      expect((failure as OutboundError).reason).toBe('invalid_response');
+      expect((failure as OutboundError).message).toMatch(/^the answer is not valid HTTP \((HPE_[A-Z_]+|HTTPParserError)\)$/);
+    } finally {
+      await new Promise((resolve) => garbled.close(resolve));
+    }
+  });
+
   it('reports a receiver that read the request and closed the connection without answering as connection_closed, naming the code (found from outside: "could not connect")', async () => {
     const rude = net.createServer((socket) => socket.once('data', () => socket.destroy()));
     await new Promise<void>((resolve) => rude.listen(0, '127.0.0.1', resolve));

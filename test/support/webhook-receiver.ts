@@ -20,8 +20,8 @@ export interface WebhookReceiver {
   url: string;
   port: number;
   received: ReceivedWebhook[];
-  /** Status code for the following requests (default 200). */
-  answerWith(status: number): void;
+  /** Status code for the following requests (default 200), and headers beside content-type (default none). */
+  answerWith(status: number, headers?: Record<string, string>): void;
   /** true: the following requests are recorded but never answered (a receiver that hangs); false: answer again. */
   hang(on: boolean): void;
   /** The secret to verify the following requests with (e.g. once a webhook PUT has returned it). */
@@ -63,6 +63,7 @@ export async function startWebhookReceiver(options: {
   let verifier = options.secret ? verifierFor(options.secret, options.nowS) : undefined;
   const received: ReceivedWebhook[] = [];
   let status = 200;
+  let extraHeaders: Record<string, string> = {};
   let hanging = false;
   const handler: http.RequestListener = (req, res) => {
     const chunks: Buffer[] = [];
@@ -80,7 +81,7 @@ export async function startWebhookReceiver(options: {
       }
       received.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, verified, verifyError });
       if (hanging) return;
-      res.writeHead(status, { 'content-type': 'text/plain' }).end('thanks');
+      res.writeHead(status, { ...extraHeaders, 'content-type': 'text/plain' }).end('thanks');
     });
   };
   const server = options.tls ? https.createServer({ cert: options.tls.certPem, key: options.tls.keyPem }, handler) : http.createServer(handler);
@@ -93,7 +94,7 @@ export async function startWebhookReceiver(options: {
     url: `${options.tls ? 'https' : 'http'}://${options.listen?.host ?? '127.0.0.1'}:${port}`,
     port,
     received,
-    answerWith: (next) => { status = next; },
+    answerWith: (next, headers = {}) => { status = next; extraHeaders = headers; },
     hang: (on) => { hanging = on; },
     useSecret: (secret) => { verifier = verifierFor(secret, options.nowS); },
     disconnect: () => server.closeAllConnections(),
