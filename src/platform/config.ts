@@ -94,14 +94,14 @@ export const ENV_VARS: EnvVarDoc[] = [
   { name: 'ACG_MODE', default: 'dev', meaning: '`dev` (generates what it needs) or `live` (nothing generated; missing pieces answer 503; refuses at start cleartext http URLs other than to loopback, and Stripe test-mode keys)' },
   { name: 'HOST', default: '127.0.0.1', meaning: 'address to listen on' },
   { name: 'PORT', default: '8080', meaning: 'TCP port to listen on (0 picks a free one)' },
-  { name: 'ACG_BASE_URL', default: 'http://127.0.0.1:$PORT', meaning: 'public base URL; issuer of our tokens and the origin of the consent page (required in live mode); kept in one form: scheme and host in lower case, no default port, no trailing slash; at most 1,000 characters. In live mode an https base URL makes every answer carry `Strict-Transport-Security`; over plain http (loopback only) the consent page of a live gateway remembers no consent, since a cookie over http is shared with every port of the host (dev mode remembers them, its own convenience: a server on another port of 127.0.0.1 that the owner opens in the same browser receives the cookie, and can take an owner token without a click, though never approve, which takes a sign-in of the person)' },
+  { name: 'ACG_BASE_URL', default: 'http://$HOST:$PORT (127.0.0.1 when HOST is 0.0.0.0, [::1] when ::)', meaning: 'public base URL; issuer of our tokens and the origin of the consent page (required in live mode); kept in one form: scheme and host in lower case, no default port, no trailing slash; at most 1,000 characters. In live mode an https base URL makes every answer carry `Strict-Transport-Security`; over plain http (loopback only) the consent page of a live gateway remembers no consent, since a cookie over http is shared with every port of the host (dev mode remembers them, its own convenience: a server on another port of 127.0.0.1 that the owner opens in the same browser receives the cookie, and can take an owner token without a click, though never approve, which takes a sign-in of the person)' },
   { name: 'DATABASE_URL', default: '(unset: embedded PGlite)', meaning: 'PostgreSQL connection string; when set the gateway uses PostgreSQL' },
   { name: 'ACG_DATA_DIR', default: './.acg-data', meaning: 'directory for the embedded database and dev-mode keys; made 0700, and its pglite directory kept so: it must belong to the user running the gateway' },
   { name: 'ACG_DB_STATEMENT_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.statementTimeoutMs), meaning: 'longest a PostgreSQL statement may run; past it (or 1 s later if the server is silent) the request answers 503 storage_unavailable' },
   { name: 'ACG_DB_LOCK_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.lockTimeoutMs), meaning: 'longest a PostgreSQL statement may wait for a lock (at most the statement timeout); past it 503 storage_unavailable' },
   { name: 'ACG_DB_CONNECT_TIMEOUT_MS', default: String(DEFAULT_DATABASE_TIMEOUTS.connectTimeoutMs), meaning: 'longest wait for a PostgreSQL connection (a new one, or a free one from the pool); past it 503 storage_unavailable' },
   { name: 'ACG_DB_POOL_SIZE_MAX', default: String(DEFAULT_POOL_SIZE_MAX), meaning: 'PostgreSQL connections one instance opens at most, 8 to 1000; N instances need N × this below the server\'s max_connections' },
-  { name: 'ACG_DB_START_RETRY_MAX_MS', default: '10000', meaning: 'while the database is unreachable at start-up, `acg serve` retries without end, the wait doubling from 250 ms up to this (250 to 300000)' },
+  { name: 'ACG_DB_START_RETRY_MAX_MS', default: '10000', meaning: 'while the database is unreachable at start-up, `acg serve` retries without end, the wait doubling from 250 ms up to this, each drawn between half and all of it (250 to 300000)' },
   { name: 'LOG_LEVEL', default: 'info', meaning: 'pino log level (`fatal`…`trace`, `silent`)' },
   { name: 'ACG_PRECOMPILE_SCHEMAS', default: '1', meaning: "once ready, `acg serve` compiles every route's request validators and response serializers in its idle time (about 4 s of one core), so that no route's first request stalls the others while its schemas compile; 0 leaves each to its route's first request" },
   { name: 'ACG_BODY_LIMIT_BYTES', default: '262144', meaning: 'largest accepted JSON or form body; larger bodies get 413' },
@@ -449,6 +449,13 @@ export function unreadSettings(env: Env): string[] {
     const near = names.find((known) => known.startsWith('ACG_') === prefixed && known.length >= 8 && editDistance(name, known, 2) <= 2);
     if (near !== undefined) warnings.push(`${name} is not a setting of the gateway: did you mean ${near}? ${name} is ignored`);
   }
+  // An identity provider's audience and JWKS URL are read only with its issuer (found from outside: ignored in silence).
+  for (const kind of ['HUMAN', 'AGENT'] as const) {
+    if (env[`ACG_${kind}_ISSUER`]) continue;
+    for (const name of [`ACG_${kind}_AUDIENCE`, `ACG_${kind}_JWKS_URL`].filter((setting) => env[setting])) {
+      warnings.push(`${name} is set, but ACG_${kind}_ISSUER is not: ${name} belongs to that identity provider, so it is ignored`);
+    }
+  }
   // Stripe's settings are read only with the Stripe provider (found from outside: a live key was ignored in silence).
   const provider = env.ACG_PAYMENT_PROVIDER || undefined;
   if (provider !== 'stripe') {
@@ -457,6 +464,16 @@ export function unreadSettings(env: Env): string[] {
     }
   }
   return warnings;
+}
+
+/**
+ * The base URL a dev gateway names itself by when ACG_BASE_URL is not set: the address it listens on, except that a
+ * wildcard (0.0.0.0, ::), which listens on every interface and names none, is reached at the loopback address
+ * (found from outside: with HOST=0.0.0.0 the gateway's issuer was http://0.0.0.0:8080, and the README's steps failed).
+ */
+function defaultBaseUrl(host: string, port: number): string {
+  const reachable = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
+  return `http://${reachable.includes(':') ? `[${reachable}]` : reachable}:${port}`;
 }
 
 /** A host name as DNS spells one (RFC 1123 labels of letters, digits and inner hyphens), which listen may resolve. */
@@ -486,7 +503,7 @@ export function loadConfig(env: Env = process.env): Config {
     mode,
     host,
     port,
-    baseUrl: baseUrlEnv ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    baseUrl: baseUrlEnv ?? defaultBaseUrl(host, port),
     databaseUrl,
     dataDir: path.resolve(env.ACG_DATA_DIR || './.acg-data'),
     db: {
@@ -515,7 +532,7 @@ export function loadConfig(env: Env = process.env): Config {
     agentOwnerEmailClaim: env.ACG_AGENT_OWNER_EMAIL_CLAIM || 'owner_email',
     apiKeyPepper: env.ACG_API_KEY_PEPPER || undefined,
     secretBoxKey: env.ACG_SECRET_BOX_KEY || undefined,
-    doh: dohConfig(env, mode, baseUrlEnv ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`, problems),
+    doh: dohConfig(env, mode, baseUrlEnv ?? defaultBaseUrl(host, port), problems),
     operatorTokenSha256: env.ACG_OPERATOR_TOKEN_SHA256?.toLowerCase() || undefined,
     metricsTokenSha256: env.ACG_METRICS_TOKEN_SHA256?.toLowerCase() || undefined,
     operatorToken: env.ACG_OPERATOR_TOKEN || undefined,

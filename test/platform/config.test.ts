@@ -28,6 +28,14 @@ describe('variables meant for the gateway that it does not read', () => {
     expect(unreadSettings({ DATABASE_URL: 'postgres://x', PATH: '/bin', HOSTNAME: 'h', XDG_DATA_DIRS: '/x', NODE_OPTIONS: '', PGDATABASE: 'x' })).toEqual([]);
   });
 
+  it("names an identity provider's audience or JWKS URL given without its issuer, which is read only with it (found from outside)", () => {
+    expect(unreadSettings({ ACG_HUMAN_AUDIENCE: 'foo', ACG_AGENT_JWKS_URL: 'https://id.example/jwks' })).toEqual([
+      'ACG_HUMAN_AUDIENCE is set, but ACG_HUMAN_ISSUER is not: ACG_HUMAN_AUDIENCE belongs to that identity provider, so it is ignored',
+      'ACG_AGENT_JWKS_URL is set, but ACG_AGENT_ISSUER is not: ACG_AGENT_JWKS_URL belongs to that identity provider, so it is ignored',
+    ]);
+    expect(unreadSettings({ ACG_HUMAN_ISSUER: 'https://id.example', ACG_HUMAN_AUDIENCE: 'foo' })).toEqual([]);
+  });
+
   it("names Stripe's settings given without the Stripe provider, which reads them only then (found from outside: a live key ignored in silence)", () => {
     expect(unreadSettings({ ACG_STRIPE_SECRET_KEY: 'sk_live_x' })).toEqual([
       'ACG_STRIPE_SECRET_KEY is set, but ACG_PAYMENT_PROVIDER is not set: Stripe is not used until ACG_PAYMENT_PROVIDER=stripe, so ACG_STRIPE_SECRET_KEY is ignored',
@@ -166,6 +174,16 @@ describe('live mode refuses what would run it insecurely', () => {
     }
     // A real provider whose path merely contains "dev" further down is no dev route.
     expect(() => loadConfig({ ...live, ...issuers, ACG_HUMAN_ISSUER: 'https://id.example/tenants/dev/' })).not.toThrow();
+  });
+});
+
+describe('ACG_BASE_URL left out', () => {
+  it('names the address the gateway listens on, and the loopback one for a wildcard, which names no interface (found from outside: http://0.0.0.0:8080 as the issuer)', () => {
+    expect(loadConfig({ PORT: '9000' }).baseUrl).toBe('http://127.0.0.1:9000');
+    expect(loadConfig({ PORT: '9000', HOST: '0.0.0.0' }).baseUrl).toBe('http://127.0.0.1:9000');
+    expect(loadConfig({ PORT: '9000', HOST: '::' }).baseUrl).toBe('http://[::1]:9000');
+    expect(loadConfig({ PORT: '9000', HOST: '192.168.1.5' }).baseUrl).toBe('http://192.168.1.5:9000');
+    expect(loadConfig({ PORT: '9000', HOST: '0.0.0.0', ACG_BASE_URL: 'https://gw.example' }).baseUrl).toBe('https://gw.example');
   });
 });
 
