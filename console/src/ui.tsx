@@ -50,6 +50,8 @@ export function describe(error: unknown): string {
 export interface Loaded<T> {
   data: T | undefined;
   error: unknown;
+  /** The last read failed and `data` is an earlier answer, which may no longer be true (LoadError says so). */
+  stale: boolean;
   loading: boolean;
   reload(): void;
 }
@@ -70,7 +72,7 @@ export function useLoad<T>(load: () => Promise<T>, deps: readonly unknown[]): Lo
     };
   }, [...deps, round]);
   const reload = useCallback(() => setRound((n) => n + 1), []);
-  return { data: state.data, error: state.error, loading: state.loading, reload };
+  return { data: state.data, error: state.error, stale: state.error !== undefined && state.data !== undefined, loading: state.loading, reload };
 }
 
 export interface Paged<T> extends Loaded<{ items: T[]; hasMore: boolean }> {
@@ -206,10 +208,15 @@ export function Outcome({ action }: { action: Pick<Action, 'error' | 'notice' | 
   );
 }
 
-export function LoadError({ error }: { error: unknown }) {
+/**
+ * Why a read failed; `stale` when the page still shows an earlier answer under it, which it then says may no longer be
+ * true (found from outside: a failed Refresh of Approvals read "Nothing waits for you" while a purchase waited).
+ */
+export function LoadError({ error, stale = false }: { error: unknown; stale?: boolean }) {
   return error === undefined ? null : (
     <p class="error" role="alert">
       {describe(error)}
+      {stale ? ' What this page shows below was read before, and may no longer be true: Refresh once the gateway answers.' : null}
     </p>
   );
 }

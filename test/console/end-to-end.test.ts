@@ -426,6 +426,30 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByText('Declined the top-up of Scout.').waitFor();
   });
 
+  it('says that what a page shows may no longer be true when its Refresh fails (found from outside: "Nothing waits for you" while a top-up waited)', async () => {
+    await nav('Approvals');
+    await page.getByText('Nothing waits for you.').waitFor();
+    const asked = await api('POST', '/v1/payments/topups', await agentToken(), { agentId, amountUsdCents: 100, reason: 'A third top-up, asked while the owner was offline, for the e-books. '.repeat(2) }, key('topup-3'));
+    expect(asked.status).toBe(200);
+    await page.context().setOffline(true);
+    try {
+      await page.getByRole('button', { name: 'Refresh' }).click();
+      await page.getByRole('alert').first().getByText('may no longer be true', { exact: false }).waitFor();
+    } finally {
+      await page.context().setOffline(false);
+    }
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await page.getByRole('heading', { name: 'Top-up for Scout' }).waitFor();
+    expect(await page.getByText('may no longer be true', { exact: false }).count()).toBe(0);
+    await page.getByRole('button', { name: 'Decline the top-up for Scout (100.00 credits)' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Confirm it is you' });
+    if (await dialog.isVisible()) {
+      await dialog.getByLabel('Owner email').fill(OWNER);
+      await dialog.getByRole('button', { name: 'Confirm' }).click();
+    }
+    await page.getByText('Declined the top-up of Scout.').waitFor();
+  });
+
   it('declines nothing when the purchase was approved meanwhile elsewhere, and says so (found from outside: a stale tab withdrew the approval)', async () => {
     const owner = await devLogin('human', { email: OWNER });
     const before = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body;

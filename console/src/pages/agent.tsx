@@ -765,7 +765,7 @@ export function AgentPage({ id }: { id: string }) {
           Refresh
         </button>
       </div>
-      <LoadError error={agent.error ?? figures.error} />
+      <LoadError error={agent.error ?? figures.error} stale={agent.stale || figures.stale} />
       {agent.data ? (
         <p>
           <code class="muted">{agent.data.id}</code> · identity <code>{agent.data.identity.subject}</code> at <code>{agent.data.identity.issuer}</code>

@@ -146,7 +146,7 @@ function AgentRow({ agent, tick, onChanged }: { agent: Agent; tick: number; onCh
         <StatusBadge agent={agent} />
         <code class="muted">{agent.id}</code>
       </div>
-      <LoadError error={figures.error} />
+      <LoadError error={figures.error} stale={figures.stale} />
       {figures.data ? <MandateWindow mandate={figures.data.mandate} /> : null}
       {figures.data ? (
         <>
@@ -252,7 +252,7 @@ export function AgentsPage() {
           agents.reload();
         }}
       />
-      <LoadError error={agents.error} />
+      <LoadError error={agents.error} stale={agents.stale} />
       {registeredFurther ? (
         <p class="notice" role="status">
           {registered.name} is further down the list, after the {items.length} agents shown: show more agents below to reach it.

@@ -227,7 +227,7 @@ export function ApprovalsPage() {
       <p class="notice" role="status" tabIndex={-1} ref={saidRef}>
         {said}
       </p>
-      <LoadError error={approvals.error} />
+      <LoadError error={approvals.error} stale={approvals.stale} />
       {approvals.data ? (
         approvals.data.approvals.length === 0 ? (
           <p>Nothing waits for you.</p>
@@ -248,7 +248,7 @@ export function ApprovalsPage() {
         )
       ) : null}
       {approvals.data?.hasMore ? <p class="muted">Only the first 100 waiting are shown: answer some, then Refresh, to see the rest.</p> : null}
-      <LoadError error={standing.error} />
+      <LoadError error={standing.error} stale={standing.stale} />
       {standing.data && standing.data.approvals.length > 0 ? (
         <section aria-labelledby="standing-title">
           <h2 id="standing-title">Approved, not used yet</h2>

@@ -126,7 +126,7 @@ export function MerchantsPage() {
           merchants.reload();
         }}
       />
-      <LoadError error={merchants.error} />
+      <LoadError error={merchants.error} stale={merchants.stale} />
       <FurtherDown list={merchants} added={registered} what="merchants" />
       {merchants.data ? (
         merchants.data.items.length === 0 ? (
@@ -244,7 +244,7 @@ function ApiKeys({ merchantId }: { merchantId: string }) {
     <section aria-labelledby="keys-title">
       <h2 id="keys-title">API keys</h2>
       {created ? <SecretOnce label="Secret key" secret={created.secret} notice={created.notice} /> : null}
-      <LoadError error={keys.error} />
+      <LoadError error={keys.error} stale={keys.stale} />
       {keys.data && keys.data.apiKeys.length > 0 ? (
         <table>
           <thead>
@@ -351,7 +351,7 @@ function Offers({ merchantId }: { merchantId: string }) {
   return (
     <section aria-labelledby="offers-title">
       <h2 id="offers-title">Offers</h2>
-      <LoadError error={offers.error} />
+      <LoadError error={offers.error} stale={offers.stale} />
       <FurtherDown list={offers} added={created} what="offers" />
       {offers.data && offers.data.items.length > 0 ? (
         <table>
@@ -501,7 +501,7 @@ function MerchantWebhook({ merchant }: { merchant: Schemas['Merchant'] }) {
     <section aria-labelledby="webhook-title">
       <h2 id="webhook-title">Webhook</h2>
       {secret ? <SecretOnce label="Signing secret" secret={secret} /> : null}
-      <LoadError error={configured.error ?? deliveries.error} />
+      <LoadError error={configured.error ?? deliveries.error} stale={configured.stale || deliveries.stale} />
       {configuration ? (
         <>
           {configuration.configured ? (
@@ -585,7 +585,7 @@ export function MerchantPage({ id }: { id: string }) {
         <a href="/console/merchants">Merchants</a> /
       </p>
       <PageTitle title={name}>{name}</PageTitle>
-      <LoadError error={merchant.error} />
+      <LoadError error={merchant.error ?? earnings.error} stale={merchant.stale || earnings.stale} />
       {merchant.data ? (
         <>
           <p>

@@ -106,7 +106,7 @@ export function SpendingPage() {
         </button>
       </div>
       <p class="muted">Per agent and per UTC day of the purchase: what is held, plus what was captured less what was refunded (as budgets count it).</p>
-      <LoadError error={spending.error} />
+      <LoadError error={spending.error} stale={spending.stale} />
       {spending.data ? (
         spending.data.agents.length === 0 ? (
           <p>No spending in the last 30 days.</p>

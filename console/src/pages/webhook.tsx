@@ -73,7 +73,7 @@ export function OwnerWebhookPage() {
           Refresh
         </button>
       </div>
-      <LoadError error={configured.error ?? events.error ?? deliveries.error} />
+      <LoadError error={configured.error ?? events.error ?? deliveries.error} stale={configured.stale || events.stale || deliveries.stale} />
       {secret ? (
         <div class="secret" role="status">
           <p>
