@@ -450,6 +450,23 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByText('Declined the top-up of Scout.').waitFor();
   });
 
+  it('says on the agent page the rules in force its form does not edit: the rolling cap and the allowed services (found from outside: they refused purchases with no reason shown)', async () => {
+    const owner = await devLogin('human', { email: OWNER });
+    const before = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body;
+    const { agentId: _a, version: _v, createdAt: _c, hash: _h, usage: _u, ...rules } = before;
+    const kept = { ...rules, caps: { ...rules.caps, perPeriodUc: '30000000', periodS: 3600 }, allowedServices: ['github-public'] };
+    expect((await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, kept, key('kept-rules-on'))).status).toBe(200);
+    onTestFinished(async () => {
+      expect((await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, rules, key('kept-rules-off'))).status).toBe(200);
+    });
+    await openAgent();
+    await page.reload();
+    await page.getByText('at most 30.00 credits in any 1 hour; built-in services limited to github-public.', { exact: false }).waitFor();
+    // The next test begins where the one before this left the page.
+    await nav('Approvals');
+    await page.getByRole('heading', { name: 'Approvals', level: 1 }).waitFor();
+  });
+
   it('declines nothing when the purchase was approved meanwhile elsewhere, and says so (found from outside: a stale tab withdrew the approval)', async () => {
     const owner = await devLogin('human', { email: OWNER });
     const before = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body;

@@ -248,6 +248,33 @@ export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<stri
   };
 }
 
+/** A period of seconds in words: "1 hour", "86400 s" when it is no whole unit. */
+function periodWords(seconds: number): string {
+  for (const [unit, size] of [['day', 86_400], ['hour', 3_600], ['minute', 60]] as const) {
+    if (seconds % size === 0) return seconds === size ? `1 ${unit}` : `${seconds / size} ${unit}s`;
+  }
+  return `${seconds} s`;
+}
+
+/**
+ * The rules in force this form does not edit (the rolling cap, which budgets replace, and the allowed services), said
+ * when they limit anything, so a purchase they refuse has a visible reason; a save keeps them as they stand (found
+ * from outside: a 30-credit-an-hour cap refused purchases the page gave no reason for).
+ */
+function KeptRules({ mandate }: { mandate: Mandate }) {
+  const rolling = mandate.caps.perPeriodUc;
+  const services = mandate.allowedServices.includes('*') ? undefined : mandate.allowedServices;
+  if (rolling === null && services === undefined) return null;
+  return (
+    <p class="hint" data-kept-rules>
+      Also in force, kept as it is when you save (set it with the API or <code>acg agent mandate set</code>):{' '}
+      {rolling !== null ? <>at most {credits(rolling)} credits in any {periodWords(mandate.caps.periodS)}</> : null}
+      {rolling !== null && services !== undefined ? '; ' : null}
+      {services !== undefined ? <>{services.length === 0 ? 'no built-in service may be used' : `built-in services limited to ${services.join(', ')}`}</> : null}.
+    </p>
+  );
+}
+
 function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate: Mandate; onSaved: () => void }) {
   const { api } = useConsole();
   // The version the draft was filled from, and the one a save makes its change on (If-Match). A newer version
@@ -391,6 +418,7 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
           <input inputMode="decimal" value={draft.perHold} onInput={(event) => set({ perHold: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
           <span class="hint">Empty: no limit.</span>
         </label>
+        <KeptRules mandate={mandate} />
         <label>
           Allowed categories
           <input value={draft.categories} onInput={(event) => set({ categories: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
