@@ -330,6 +330,12 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.getByLabel('Valid until').fill('2020-01-01T00:00');
     await page.getByRole('button', { name: 'Save mandate' }).click();
     await page.getByRole('alert').getByText('Valid until is in the past: the agent could buy nothing at all. To stop it spending, freeze it instead.').waitFor();
+    // The field it names is marked, described by the message, and has the focus (found from outside: the message sat by
+    // Save, the field above it unmarked).
+    const until = page.getByLabel('Valid until');
+    expect([await until.getAttribute('aria-invalid'), await until.getAttribute('aria-describedby')]).toEqual(['true', 'mandate-problems']);
+    expect(await until.evaluate((input) => input === document.activeElement)).toBe(true);
+    expect(await page.getByLabel('Largest single purchase (credits)').getAttribute('aria-invalid')).toBeNull();
     // Put back as it was, the form leaves without a question (a question here would be declined and fail the wait).
     await page.getByLabel('Valid until').fill('');
     await page.getByLabel('Largest single purchase (credits)').fill('');

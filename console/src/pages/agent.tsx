@@ -154,13 +154,24 @@ const MEMBER_WORD: Record<string, string> = {
   allowedServices: 'Allowed services',
 };
 
-export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<string, unknown> } | { problems: string[] } {
-  const problems: string[] = [];
-  const amount = (text: string, what: string): string | null => {
+/**
+ * A problem of the draft and the field it is in (`data-field` of the input, `budget-2-limit` for a row's): the form
+ * marks that field invalid and moves the focus to the first one (found from outside: the message sat by Save, and the
+ * field it named 2,000 px above was not marked).
+ */
+export interface DraftProblem {
+  field: string;
+  message: string;
+}
+
+export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<string, unknown> } | { problems: DraftProblem[] } {
+  const problems: DraftProblem[] = [];
+  const say = (field: string, message: string) => problems.push({ field, message });
+  const amount = (text: string, what: string, field: string): string | null => {
     if (text.trim() === '') return null;
     const parsed = parseCredits(text, what);
     if ('problem' in parsed) {
-      problems.push(parsed.problem);
+      say(field, parsed.problem);
       return null;
     }
     return parsed.uc;
@@ -169,15 +180,17 @@ export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<stri
   const seen = new Set<string>();
   const budgets = draft.budgets.map((row, index) => {
     const what = `Budget ${index + 1} (${PERIOD_WORD[row.period]?.toLowerCase()})`;
-    if (row.limit.trim() === '') problems.push(`${what}: enter its limit in credits, like 5.`);
-    const limitUc = amount(row.limit, what) ?? '0';
-    if (row.limit.trim() !== '' && limitUc === '0' && !problems.some((problem) => problem.startsWith(what))) problems.push(`${what}: its limit must be more than 0.`);
+    const limitField = `budget-${index}-limit`;
+    const scopeField = `budget-${index}-scope`;
+    if (row.limit.trim() === '') say(limitField, `${what}: enter its limit in credits, like 5.`);
+    const limitUc = amount(row.limit, what, limitField) ?? '0';
+    if (row.limit.trim() !== '' && limitUc === '0' && !problems.some((problem) => problem.message.startsWith(what))) say(limitField, `${what}: its limit must be more than 0.`);
     // A value typed before "all spending" was chosen again stays in the row, hidden: it is no part of the budget.
     const scopeValue = row.scope === 'all' ? '' : row.scopeValue.trim();
-    if (row.scope !== 'all' && scopeValue === '') problems.push(`${what}: name the ${row.scope === 'merchantId' ? 'merchant' : row.scope === 'category' ? 'category' : 'service'} it covers, or choose "all spending".`);
-    if (row.scope === 'category' && scopeValue !== '' && !CATEGORY.test(scopeValue)) problems.push(`${what}: "${scopeValue}" ${NOT_A_CATEGORY}`);
+    if (row.scope !== 'all' && scopeValue === '') say(scopeField, `${what}: name the ${row.scope === 'merchantId' ? 'merchant' : row.scope === 'category' ? 'category' : 'service'} it covers, or choose "all spending".`);
+    if (row.scope === 'category' && scopeValue !== '' && !CATEGORY.test(scopeValue)) say(scopeField, `${what}: "${scopeValue}" ${NOT_A_CATEGORY}`);
     const covers = `${row.period}|${row.scope}|${scopeValue}`;
-    if (seen.has(covers)) problems.push(`${what}: another budget already covers the same spending over the same period; remove one.`);
+    if (seen.has(covers)) say(limitField, `${what}: another budget already covers the same spending over the same period; remove one.`);
     seen.add(covers);
     let id = row.id;
     if (id === undefined) {
@@ -187,46 +200,46 @@ export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<stri
     }
     return { id, period: row.period, limitUc, ...(row.scope === 'all' ? {} : { [row.scope]: scopeValue }) };
   });
-  if (budgets.length > 20) problems.push('At most 20 budgets.');
+  if (budgets.length > 20) say(`budget-20-limit`, 'At most 20 budgets.');
   const categories = list(draft.categories);
-  if (categories.length === 0) problems.push('Allowed categories: name at least one, or * for all.');
-  for (const category of categories) if (category !== '*' && !CATEGORY.test(category)) problems.push(`Allowed categories: "${category}" ${NOT_A_CATEGORY}`);
+  if (categories.length === 0) say('categories', 'Allowed categories: name at least one, or * for all.');
+  for (const category of categories) if (category !== '*' && !CATEGORY.test(category)) say('categories', `Allowed categories: "${category}" ${NOT_A_CATEGORY}`);
   const timeZone = draft.timeZone.trim();
   try {
     new Intl.DateTimeFormat('en', { timeZone });
   } catch {
-    problems.push(`Time zone: "${timeZone}" is not a time zone; use a name like Europe/Paris or UTC.`);
+    say('timeZone', `Time zone: "${timeZone}" is not a time zone; use a name like Europe/Paris or UTC.`);
   }
   // A field left as the mandate has it sends the mandate's own instant: the form shows whole minutes in the
   // browser's zone, and reading them back dropped the seconds, and an hour in the night the clocks go back.
-  const seconds = (text: string, incomplete: boolean, original: number | null, what: string): number | null => {
+  const seconds = (text: string, incomplete: boolean, original: number | null, what: string, field: string): number | null => {
     if (incomplete) {
-      problems.push(`${what} is not a whole date and time: finish it, or clear it for no limit.`);
+      say(field, `${what} is not a whole date and time: finish it, or clear it for no limit.`);
       return null;
     }
     if (text === localInput(original)) return original;
     if (text === '') return null;
     const ms = new Date(text).getTime();
     if (!Number.isFinite(ms)) {
-      problems.push(`${what} is not a date and time this form can read.`);
+      say(field, `${what} is not a date and time this form can read.`);
       return null;
     }
     return Math.floor(ms / 1000);
   };
-  const notBefore = seconds(draft.notBefore, draft.notBeforeIncomplete, mandate.notBefore, 'Valid from');
-  const notAfter = seconds(draft.notAfter, draft.notAfterIncomplete, mandate.notAfter, 'Valid until');
-  if (notBefore !== null && notAfter !== null && notAfter <= notBefore) problems.push('Valid until must be later than valid from.');
+  const notBefore = seconds(draft.notBefore, draft.notBeforeIncomplete, mandate.notBefore, 'Valid from', 'notBefore');
+  const notAfter = seconds(draft.notAfter, draft.notAfterIncomplete, mandate.notAfter, 'Valid until', 'notAfter');
+  if (notBefore !== null && notAfter !== null && notAfter <= notBefore) say('notAfter', 'Valid until must be later than valid from.');
   // An end already past stops every purchase at once, which reads as a typo rather than a wish: a freeze says so.
   if (notAfter !== null && notAfter <= Date.now() / 1000 && draft.notAfter !== localInput(mandate.notAfter)) {
-    problems.push('Valid until is in the past: the agent could buy nothing at all. To stop it spending, freeze it instead.');
+    say('notAfter', 'Valid until is in the past: the agent could buy nothing at all. To stop it spending, freeze it instead.');
   }
-  const approvalAboveUc = amount(draft.approvalAbove, 'Approval above');
-  const perHoldUc = amount(draft.perHold, 'Largest single purchase');
+  const approvalAboveUc = amount(draft.approvalAbove, 'Approval above', 'approvalAbove');
+  const perHoldUc = amount(draft.perHold, 'Largest single purchase', 'perHold');
   const thresholds = list(draft.alertThresholds);
-  if (thresholds.some((pct) => !/^(100|[1-9][0-9]?)$/.test(pct))) problems.push('Alert at: each threshold is a whole percentage from 1 to 100, e.g. 80, 100.');
-  else if (new Set(thresholds).size > ALERT_THRESHOLDS_MAX) problems.push(`Alert at: at most ${ALERT_THRESHOLDS_MAX} thresholds.`);
+  if (thresholds.some((pct) => !/^(100|[1-9][0-9]?)$/.test(pct))) say('alertThresholds', 'Alert at: each threshold is a whole percentage from 1 to 100, e.g. 80, 100.');
+  else if (new Set(thresholds).size > ALERT_THRESHOLDS_MAX) say('alertThresholds', `Alert at: at most ${ALERT_THRESHOLDS_MAX} thresholds.`);
   const depth = draft.delegationDepth.trim();
-  if (!/^[0-9]$/.test(depth) || Number(depth) > DELEGATION_DEPTH_MAX) problems.push(`Delegates: the levels allowed below this agent are a whole number from 0 (none) to ${DELEGATION_DEPTH_MAX}.`);
+  if (!/^[0-9]$/.test(depth) || Number(depth) > DELEGATION_DEPTH_MAX) say('delegationDepth', `Delegates: the levels allowed below this agent are a whole number from 0 (none) to ${DELEGATION_DEPTH_MAX}.`);
   if (problems.length > 0) return { problems };
   const allow = list(draft.allow);
   return {
@@ -282,7 +295,18 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
   // stays, and the form says so and offers to discard it (a refresh threw the edits away without a word).
   const [base, setBase] = useState<Mandate>(mandate);
   const [draft, setDraft] = useState<Draft>(() => draftOf(mandate));
-  const [problems, setProblems] = useState<string[]>([]);
+  const [problems, setProblems] = useState<DraftProblem[]>([]);
+  const formRef = useRef<HTMLFormElement>(null);
+  // Each refusal of the draft moves the focus to the first field it names (a count, so the same problems again move it again).
+  const [refusals, setRefusals] = useState(0);
+  useEffect(() => {
+    if (refusals > 0) formRef.current?.querySelector<HTMLElement>('[aria-invalid="true"]')?.focus();
+  }, [refusals]);
+  /** The props that tie a field to the draft's problems: its name, and while a problem names it, invalid and described by them. */
+  const field = (name: string) => {
+    const invalid = problems.some((problem) => problem.field === name);
+    return { 'data-field': name, 'aria-invalid': invalid ? ('true' as const) : undefined, 'aria-describedby': invalid ? 'mandate-problems' : undefined };
+  };
   const action = useAction();
   const set = (change: Partial<Draft>) => setDraft((current) => ({ ...current, ...change }));
   // The form's content without the rows' React keys: what a save would change, compared with the version it was filled from.
@@ -314,6 +338,7 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
     const built = mandateBody(on, unsaved ? draft : draftOf(mandate));
     if ('problems' in built) {
       setProblems(built.problems);
+      setRefusals((n) => n + 1);
       action.clear();
       return;
     }
@@ -348,7 +373,7 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
   };
   return (
     // data-version: the version the draft was filled from (a refill after a reload lands a render after the answer).
-    <form onSubmit={save} class="stack mandate" noValidate data-version={base.version}>
+    <form onSubmit={save} class="stack mandate" noValidate data-version={base.version} ref={formRef}>
       {mandate.version !== base.version ? (
         <div class="error" role="status">
           <p>
@@ -375,7 +400,7 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
             </label>
             <label>
               Budget {index + 1} limit (credits)
-              <input inputMode="decimal" value={row.limit} onInput={(event) => setRow(row.key, { limit: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+              <input {...field(`budget-${index}-limit`)} inputMode="decimal" value={row.limit} onInput={(event) => setRow(row.key, { limit: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
             </label>
             <label>
               Budget {index + 1} covers
@@ -388,7 +413,7 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
             {row.scope !== 'all' ? (
               <label>
                 Budget {index + 1} {row.scope === 'merchantId' ? 'merchant id' : row.scope === 'category' ? 'category' : 'service id'}
-                <input value={row.scopeValue} onInput={(event) => setRow(row.key, { scopeValue: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+                <input {...field(`budget-${index}-scope`)} value={row.scopeValue} onInput={(event) => setRow(row.key, { scopeValue: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
               </label>
             ) : null}
             <button
@@ -410,18 +435,18 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
         <legend>Purchases</legend>
         <label>
           Ask me to approve purchases above (credits)
-          <input inputMode="decimal" value={draft.approvalAbove} onInput={(event) => set({ approvalAbove: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+          <input {...field('approvalAbove')} inputMode="decimal" value={draft.approvalAbove} onInput={(event) => set({ approvalAbove: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
           <span class="hint">Empty: no purchase waits for you.</span>
         </label>
         <label>
           Largest single purchase (credits)
-          <input inputMode="decimal" value={draft.perHold} onInput={(event) => set({ perHold: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+          <input {...field('perHold')} inputMode="decimal" value={draft.perHold} onInput={(event) => set({ perHold: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
           <span class="hint">Empty: no limit.</span>
         </label>
         <KeptRules mandate={mandate} />
         <label>
           Allowed categories
-          <input value={draft.categories} onInput={(event) => set({ categories: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+          <input {...field('categories')} value={draft.categories} onInput={(event) => set({ categories: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
           <span class="hint">Comma-separated; * allows every category.</span>
         </label>
         <label>
@@ -447,12 +472,13 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
         <legend>When</legend>
         <label>
           Time zone of daily, weekly and monthly budgets
-          <input value={draft.timeZone} onInput={(event) => set({ timeZone: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
+          <input {...field('timeZone')} value={draft.timeZone} onInput={(event) => set({ timeZone: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
         </label>
         <p class="hint">Valid from and until are in this browser's time zone ({Intl.DateTimeFormat().resolvedOptions().timeZone}); empty: no limit.</p>
         <label>
           Valid from
           <input
+            {...field('notBefore')}
             type="datetime-local"
             value={draft.notBefore}
             onInput={(event) => set({ notBefore: (event.currentTarget as HTMLInputElement).value, notBeforeIncomplete: (event.currentTarget as HTMLInputElement).validity.badInput })}
@@ -461,6 +487,7 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
         <label>
           Valid until
           <input
+            {...field('notAfter')}
             type="datetime-local"
             value={draft.notAfter}
             onInput={(event) => set({ notAfter: (event.currentTarget as HTMLInputElement).value, notAfterIncomplete: (event.currentTarget as HTMLInputElement).validity.badInput })}
@@ -471,11 +498,12 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
         <legend>Alerts and delegates</legend>
         <label>
           Alert at (percent of each budget; the owner webhook hears budget.threshold)
-          <input value={draft.alertThresholds} onInput={(event) => set({ alertThresholds: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" inputMode="numeric" />
+          <input {...field('alertThresholds')} value={draft.alertThresholds} onInput={(event) => set({ alertThresholds: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" inputMode="numeric" />
         </label>
         <label>
           Levels of delegates this agent may register below it (0: none)
           <input
+            {...field('delegationDepth')}
             type="number"
             min={0}
             max={DELEGATION_DEPTH_MAX}
@@ -486,11 +514,11 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
         </label>
       </fieldset>
       {problems.length > 0 ? (
-        <div class="error" role="alert">
+        <div class="error" role="alert" id="mandate-problems">
           <p>The mandate was not saved:</p>
           <ul>
             {problems.map((problem) => (
-              <li>{problem}</li>
+              <li>{problem.message}</li>
             ))}
           </ul>
         </div>
