@@ -682,7 +682,13 @@ function Activity({ agentId, tick }: { agentId: string; tick: number }) {
                 <Amount uc={hold.amountUc} />
               )}{' '}
               for{' '}
-              <Bought hold={hold} /> ({hold.category}), <When s={hold.createdAt} />
+              <Bought hold={hold} /> ({hold.category}), <When s={hold.createdAt} zoned />
+              {/* An open hold lapses back to the agent at its deadline unless the merchant captures it (found from outside: not said). */}
+              {hold.state === 'held' && !hold.revocation ? (
+                <>
+                  ; lapses back to the agent at <When s={hold.expiresAt} zoned /> unless the merchant captures it
+                </>
+              ) : null}
             </p>
             <p class="muted">
               Captured <Amount uc={hold.capturedUc} />, released <Amount uc={hold.releasedUc} />, refunded <Amount uc={hold.refundedUc} /> · <code>{hold.id}</code>
