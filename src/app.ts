@@ -245,7 +245,13 @@ export function missingLivePieces(gateway: Gateway, services: Pick<Services, 've
     });
   }
   const { provider } = gateway.config.payments;
-  if (provider === 'none') missing.push({ setting: 'ACG_PAYMENT_PROVIDER', consequence: 'no payment provider: top-ups answer 503 payment_unavailable, so credit comes in only by operator grants (set ACG_PAYMENT_PROVIDER=stripe)' });
+  if (provider === 'none') {
+    missing.push({
+      setting: 'ACG_PAYMENT_PROVIDER',
+      problem: 'live mode with no payment provider (ACG_PAYMENT_PROVIDER none or not set)',
+      consequence: 'top-ups answer 503 payment_unavailable, so credit comes in only by operator grants (set ACG_PAYMENT_PROVIDER=stripe)',
+    });
+  }
   else if (provider === 'local') {
     missing.push({
       setting: 'ACG_PAYMENT_PROVIDER',

@@ -551,8 +551,10 @@ export async function main(argv: string[]): Promise<void> {
   // `serve`, whose log is its output: a gateway whose log reader died stops as any crash does, with its stack.
   if (argv[2] !== 'serve') {
     process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EPIPE') throw error;
-      process.exit(CLOSED_PIPE_EXIT);
+      if (error.code === 'EPIPE') process.exit(CLOSED_PIPE_EXIT);
+      // Any other failure to write (a full disk, `> /dev/full`) is the command's, not a broken ledger's 1: said, exit 2.
+      process.stderr.write(`acg: cannot write its output (${error.code ?? error.message})\n`);
+      process.exit(2);
     });
   }
   await buildCli().parseAsync(argv);

@@ -58,7 +58,7 @@ export function dataDirRefusal(error: unknown, config: Pick<Config, 'databaseUrl
 interface Started {
   app: FastifyInstance;
   gateway: Gateway;
-  /** The settings live mode runs without (missingLivePieces), each warned of once. */
+  /** The settings live mode warns of at start (missingLivePieces: each it runs without, or runs with at a cost). */
   missingPieces: string[];
 }
 
@@ -188,7 +188,8 @@ export async function serve(): Promise<void> {
     log.fatal({ err: error }, 'gateway failed to start');
     process.exit(1);
   }
-  log.info({ url: front.url, mode: config.mode, baseUrl: config.baseUrl }, `gateway listening on ${front.url} (docs: ${front.url}/docs)`);
+  // The docs at the base URL: a page opened at a wildcard address (0.0.0.0) would call the API at another origin.
+  log.info({ url: front.url, mode: config.mode, baseUrl: config.baseUrl }, `gateway listening on ${front.url} (docs: ${config.baseUrl}/docs)`);
 
   const starting = new AbortController();
   let started: Started | undefined;
@@ -267,7 +268,7 @@ export async function serve(): Promise<void> {
   const { missingPieces } = started;
   log.info(
     { url: front.url, storage: db.kind, mode: config.mode, ...(missingPieces.length > 0 ? { missingPieces } : {}) },
-    missingPieces.length === 0 ? 'gateway ready: serving every route' : `gateway ready, without ${missingPieces.join(', ')} (see the warnings above)`,
+    missingPieces.length === 0 ? 'gateway ready: serving every route' : `gateway ready, with warnings above about ${missingPieces.join(', ')}`,
   );
   // Every route schema no request has needed yet, so that no route's first request stalls every request in
   // flight while its schemas compile (docs/decisions.md "Route schemas compile in the background, each serializer with its validators").

@@ -3,7 +3,7 @@
 // finds at ACG_BASE_URL and in ACG_DATA_DIR is checked by running bin/acg.js, from a directory of its
 // own, against an in-process gateway (or a port where nothing listens).
 import { execFile, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, cpSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -833,6 +833,21 @@ describe('acg migrate on the embedded database', () => {
     child.stdout.once('data', () => child.stdout.destroy());
     const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
     expect([code, stderr]).toEqual([141, expect.not.stringContaining('EPIPE')]);
+  }, 90_000);
+
+  it.runIf(existsSync('/dev/full'))('credit check that cannot write its output says so and exits 2, not 1 (a broken ledger) with a stack (found from outside: `> /dev/full`)', async () => {
+    const dataDir = path.join(workDir, 'checked-full');
+    expect((await acg(workDir, { ACG_DATA_DIR: dataDir }, 'migrate')).code).toBe(0);
+    const full = openSync('/dev/full', 'w');
+    try {
+      const child = spawn(process.execPath, [ACG, 'credit', 'check'], { cwd: workDir, env: { ...inherited(), ACG_DATA_DIR: dataDir }, stdio: ['ignore', full, 'pipe'] });
+      let stderr = '';
+      child.stderr!.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+      const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+      expect([code, stderr.trim().split('\n').at(-1)]).toEqual([2, 'acg: cannot write its output (ENOSPC)']);
+    } finally {
+      closeSync(full);
+    }
   }, 90_000);
 });
 

@@ -109,13 +109,13 @@ describe('acg serve with PORT=0', () => {
 });
 
 describe('acg serve in live mode without some settings', () => {
-  it('says in its ready line what it runs without, rather than "serving every route" under its own warnings (found from outside)', async () => {
+  it('says in its ready line which settings it warned of, rather than "serving every route" under its own warnings (found from outside)', async () => {
     await withSpawnedGateway('acg-live-ready-', { ACG_MODE: 'live', ACG_BASE_URL: 'http://127.0.0.1:1' }, async (gateway) => {
       const warned = gateway.logs.filter((line) => line.level === 40 && typeof line.setting === 'string').map((line) => line.setting);
       const ready = gateway.logs.find((line) => String(line.msg).startsWith('gateway ready'));
       expect(warned).toContain('ACG_SIGNING_KEY');
       expect(ready?.missingPieces).toEqual(warned);
-      expect(ready?.msg).toBe(`gateway ready, without ${warned.join(', ')} (see the warnings above)`);
+      expect(ready?.msg).toBe(`gateway ready, with warnings above about ${warned.join(', ')}`);
     });
   }, 90_000);
 });

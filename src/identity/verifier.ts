@@ -175,6 +175,16 @@ export class CredentialVerifier {
     if (this.gateway.config.mode === 'live' && (!this.providers.human || !this.providers.agent)) {
       throw new ApiError('provider_configuration_required', { detail: 'identity providers are not configured (ACG_HUMAN_ISSUER, ACG_AGENT_ISSUER)' });
     }
+    // An issuer configured with a terminating slash its provider does not write, or without one it does: the issuer is
+    // compared exactly (OIDC Core §3.1.3.7), so the refusal names the one difference (found from outside: a setting
+    // that worked while every URL lost its slash was refused in silence after).
+    const nearly = typeof issuer === 'string' ? Object.values(this.providers).find((provider) => provider && provider.issuer.replace(/\/$/, '') === issuer.replace(/\/$/, '')) : undefined;
+    if (nearly) {
+      const setting = nearly.kind === 'human' ? 'ACG_HUMAN_ISSUER' : 'ACG_AGENT_ISSUER';
+      const detail = `the token's issuer ${String(issuer)} differs from ${setting} (${nearly.issuer}) only by a terminating slash: issuers are compared exactly, so ${setting} must be written as the provider writes it`;
+      this.gateway.log.warn({ setting, tokenIssuer: issuer, configuredIssuer: nearly.issuer }, detail);
+      throw this.unauthorized(resource, detail, true);
+    }
     throw this.unauthorized(resource, 'the token was issued by an issuer this gateway does not trust', true);
   }
 

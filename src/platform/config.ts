@@ -290,8 +290,8 @@ function issuer(env: Env, mode: Mode, prefix: 'HUMAN' | 'AGENT', problems: strin
   const iss = url(env, `ACG_${prefix}_ISSUER`, problems, 'exact');
   if (!iss) return undefined;
   // An issuer has no query or fragment (RFC 8414 §2, OIDC Discovery §3): with one, no token's iss could match it.
-  const { search, hash } = new URL(iss);
-  if (search !== '' || hash !== '') problems.push(`ACG_${prefix}_ISSUER must be an issuer URL with no query or fragment (RFC 8414 §2), got "${shownUrl(iss)}"`);
+  // Read on the text, since an empty one ("…/human?" or "…#") is no `search` or `hash` of the parsed URL.
+  if (iss.includes('?') || iss.includes('#')) problems.push(`ACG_${prefix}_ISSUER must be an issuer URL with no query or fragment (RFC 8414 §2), got "${shownUrl(iss)}"`);
   const jwksUrl = url(env, `ACG_${prefix}_JWKS_URL`, problems, 'exact');
   // A gateway's dev issuers (ours or another's) sign a token for any email or subject, without a password: trusted
   // in live mode, they would let anyone sign in as any owner or agent (found from outside, 2026-12-04).
@@ -472,7 +472,9 @@ export function unreadSettings(env: Env): string[] {
  * (found from outside: with HOST=0.0.0.0 the gateway's issuer was http://0.0.0.0:8080, and the README's steps failed).
  */
 function defaultBaseUrl(host: string, port: number): string {
-  const reachable = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
+  // Every spelling of a wildcard (`::0`, `0:0:0:0:0:0:0:0`, `0.0.0.0`), as the URL parser writes it.
+  const wildcard = isIP(host) === 4 ? host === '0.0.0.0' : isIP(host) === 6 && new URL(`http://[${host}]`).hostname === '[::]';
+  const reachable = wildcard ? (host.includes(':') ? '::1' : '127.0.0.1') : host;
   return `http://${reachable.includes(':') ? `[${reachable}]` : reachable}:${port}`;
 }
 

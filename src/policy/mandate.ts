@@ -263,20 +263,21 @@ function sameMember(reason: WiderThanParent['reason'], detail: string, pointer: 
 }
 
 /**
- * Why the per-hold and rolling caps are wider than the parent's, if they are. A rolling cap is within when its
+ * Every way the per-hold and rolling caps are wider than the parent's. A rolling cap is within when its
  * amount is at most the parent's over a period at least as long: any window of the parent's length then lies
  * inside one of the child's, in which the child takes at most its own cap. A shorter period is not comparable
  * (a tenth of the amount per tenth of the time may take it all, and more, in the parent's window), so refused.
  */
-function capsWider(child: MandateRules['caps'], parent: MandateRules['caps']): WiderThanParent | undefined {
+function capsWider(child: MandateRules['caps'], parent: MandateRules['caps']): WiderThanParent[] {
   const wider = (member: keyof MandateRules['caps'], detail: string) => sameMember('cap_wider_than_parent', detail, `/caps/${member}`, parent[member]);
-  if (!limitWithin(child.perHoldUc, parent.perHoldUc)) return wider('perHoldUc', `caps.perHoldUc must be at most the parent's, ${parent.perHoldUc} µc (null, no cap, is wider)`);
-  if (parent.perPeriodUc === null) return undefined;
+  const found: WiderThanParent[] = [];
+  if (!limitWithin(child.perHoldUc, parent.perHoldUc)) found.push(wider('perHoldUc', `caps.perHoldUc must be at most the parent's, ${parent.perHoldUc} µc (null, no cap, is wider)`));
+  if (parent.perPeriodUc === null) return found;
   if (!limitWithin(child.perPeriodUc, parent.perPeriodUc)) {
-    return wider('perPeriodUc', `caps.perPeriodUc must be at most the parent's, ${parent.perPeriodUc} µc per ${parent.periodS} s (null, no cap, is wider)`);
+    found.push(wider('perPeriodUc', `caps.perPeriodUc must be at most the parent's, ${parent.perPeriodUc} µc per ${parent.periodS} s (null, no cap, is wider)`));
   }
-  if (child.periodS < parent.periodS) return wider('periodS', `caps.periodS must be at least the parent's, ${parent.periodS} s: a cap over a shorter period is not within the parent's`);
-  return undefined;
+  if (child.periodS < parent.periodS) found.push(wider('periodS', `caps.periodS must be at least the parent's, ${parent.periodS} s: a cap over a shorter period is not within the parent's`));
+  return found;
 }
 
 /**
@@ -306,7 +307,7 @@ export function everyWayWider(child: MandateRules, parent: MandateRules, merchan
     : sameMember('approval_wider_than_parent', `approvalAboveUc must be at most the parent's, ${parent.approvalAboveUc} µc (null, no approval, is wider)`, '/approvalAboveUc', parent.approvalAboveUc);
   return [
     ...budgetsWider(child, parent),
-    capsWider(child.caps, parent.caps),
+    ...capsWider(child.caps, parent.caps),
     approval,
     merchantsOutside(child.merchants, parent.merchants, merchantsOf),
     ...outsideParent(child, parent),

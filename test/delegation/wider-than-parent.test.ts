@@ -106,12 +106,13 @@ describe("a delegate's mandate wider than its parent's", () => {
   it('lists every way it is wider in `wider`, the first of them as the problem\'s own members (found from outside: one rule a refusal, so an owner fixed a delegate narrowed in three rules in three round trips)', async () => {
     const root = await rootAgent();
     const { caps } = PARENT();
-    const res = await createDelegate(root, { caps: { ...caps, perHoldUc: '5000001' }, allowedCategories: ['books', 'music'], notAfter: null });
+    const res = await createDelegate(root, { caps: { perHoldUc: '5000001', perPeriodUc: caps.perPeriodUc, periodS: 3_600 }, allowedCategories: ['books', 'music'], notAfter: null });
     expect(res.status).toBe(400);
-    expect(res.body.detail).toBe("the mandate is wider than its parent's: caps.perHoldUc must be at most the parent's, 5000000 µc (null, no cap, is wider) (and in 2 more way(s): see wider)");
+    expect(res.body.detail).toBe("the mandate is wider than its parent's: caps.perHoldUc must be at most the parent's, 5000000 µc (null, no cap, is wider) (and in 3 more way(s): see wider)");
     expect(res.body).toMatchObject({ reason: 'cap_wider_than_parent', pointer: '/caps/perHoldUc' });
     expect(res.body.wider.map((way: { reason: string; pointer: string }) => [way.reason, way.pointer])).toEqual([
       ['cap_wider_than_parent', '/caps/perHoldUc'],
+      ['cap_wider_than_parent', '/caps/periodS'],
       ['window_outside_parent', '/notAfter'],
       ['allowance_outside_parent', '/allowedCategories/1'],
     ]);

@@ -12,22 +12,26 @@ afterEach(async () => {
   world = undefined;
 });
 
-async function meStatus(issuerPath: string, configured: (issuer: string) => string): Promise<number> {
+async function me(issuerPath: string, configured: (issuer: string) => string): Promise<{ status: number; detail?: string }> {
   const [human, agent] = await Promise.all([startIssuer('agent-credit-gateway', { path: issuerPath }), startIssuer()]);
   world = await startWorld({ issuers: { human, agent }, env: { ACG_HUMAN_ISSUER: configured(human.issuer) } });
   const token = await world.humanToken('slash@example.com');
-  return (await world.api('GET', '/v1/me', { token })).status;
+  const res = await world.api('GET', '/v1/me', { token });
+  return { status: res.status, detail: res.body?.detail };
 }
 
 describe('an identity provider whose issuer ends in a slash', () => {
   it('signs people in when the setting is written as the provider writes it', async () => {
-    expect(await meStatus('/tenant/', (issuer) => issuer)).toBe(200);
+    expect((await me('/tenant/', (issuer) => issuer)).status).toBe(200);
   });
 
-  it('trusts none of its tokens when the setting drops the slash, nor one without a slash when the setting adds it', async () => {
-    expect(await meStatus('/tenant/', (issuer) => issuer.replace(/\/$/, ''))).toBe(401);
+  it('trusts none of its tokens when the setting drops the slash, nor one without a slash when the setting adds it, and says the slash is the difference', async () => {
+    const dropped = await me('/tenant/', (issuer) => issuer.replace(/\/$/, ''));
+    expect(dropped.status).toBe(401);
+    expect(dropped.detail).toMatch(/^the token's issuer http:\/\/127\.0\.0\.1:\d+\/tenant\/ differs from ACG_HUMAN_ISSUER \(http:\/\/127\.0\.0\.1:\d+\/tenant\) only by a terminating slash: issuers are compared exactly, so ACG_HUMAN_ISSUER must be written as the provider writes it$/);
     await world?.close();
     world = undefined;
-    expect(await meStatus('/tenant', (issuer) => `${issuer}/`)).toBe(401);
+    const added = await me('/tenant', (issuer) => `${issuer}/`);
+    expect([added.status, added.detail]).toEqual([401, expect.stringContaining('only by a terminating slash')]);
   });
 });

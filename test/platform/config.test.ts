@@ -54,7 +54,7 @@ describe("an identity provider's issuer", () => {
   });
 
   it('is refused with a query or a fragment, which no token could name (found from outside: the gateway started and refused every token)', () => {
-    for (const value of ['https://id.example/human?x=1', 'https://id.example/human#x']) {
+    for (const value of ['https://id.example/human?x=1', 'https://id.example/human#x', 'https://id.example/human?', 'https://id.example/human#']) {
       expect(() => loadConfig({ ACG_HUMAN_ISSUER: value }), value).toThrow(`ACG_HUMAN_ISSUER must be an issuer URL with no query or fragment (RFC 8414 §2), got "${value}"`);
     }
   });
@@ -182,6 +182,8 @@ describe('ACG_BASE_URL left out', () => {
     expect(loadConfig({ PORT: '9000' }).baseUrl).toBe('http://127.0.0.1:9000');
     expect(loadConfig({ PORT: '9000', HOST: '0.0.0.0' }).baseUrl).toBe('http://127.0.0.1:9000');
     expect(loadConfig({ PORT: '9000', HOST: '::' }).baseUrl).toBe('http://[::1]:9000');
+    for (const wildcard of ['::0', '0:0:0:0:0:0:0:0', '0000::']) expect(loadConfig({ PORT: '9000', HOST: wildcard }).baseUrl, wildcard).toBe('http://[::1]:9000');
+    expect(loadConfig({ PORT: '9000', HOST: '::1' }).baseUrl).toBe('http://[::1]:9000');
     expect(loadConfig({ PORT: '9000', HOST: '192.168.1.5' }).baseUrl).toBe('http://192.168.1.5:9000');
     expect(loadConfig({ PORT: '9000', HOST: '0.0.0.0', ACG_BASE_URL: 'https://gw.example' }).baseUrl).toBe('https://gw.example');
   });
