@@ -101,19 +101,25 @@ async function race(world: World, slowMerchant: string, healthyMerchant: string,
   return { elapsedMs, slowInFlight };
 }
 
-describe('a receiver that never answers', () => {
-  let world: World;
+/** One gateway for a describe block; its stop drops the hanging attempts first (a stop waits for those in flight). */
+function oneInstance(): { world: World } {
+  const held = {} as { world: World };
   beforeAll(async () => {
-    world = await startWorld({ env: ENV(), outbound });
+    held.world = await startWorld({ env: ENV(), outbound });
   });
   afterAll(async () => {
-    // A gateway's stop waits for its attempts in flight: the hanging ones end at once when dropped.
     slow?.disconnect();
-    await world?.gw.gateway.close().catch(() => {});
-    await world?.close().catch(() => {});
+    await held.world?.gw.gateway.close().catch(() => {});
+    await held.world?.close().catch(() => {});
   });
+  return held;
+}
+
+describe('a receiver that never answers', () => {
+  const held = oneInstance();
 
   it("does not delay another merchant's event: delivered well within the hanging attempts' timeout, with at most the per-endpoint limit of them in flight", async () => {
+    const { world } = held;
     const slowMerchant = await merchantWithWebhook(world, 'slow@example.com', SLOW_DOMAIN, slow);
     await prove(world, slowMerchant);
     const healthyMerchant = await merchantWithWebhook(world, 'quick@example.com', HEALTHY_DOMAIN, healthy);
@@ -156,17 +162,10 @@ describe.runIf(onPostgres())('a receiver that never answers, two instances on on
 // answers waited one timeout per four of them (29 s behind 12, 49 s behind 20). A receiver that has never answered
 // 2xx is tried one attempt at a time: it holds one suspect slot, and the new receiver that answers is taken at once.
 describe('new receivers that never answer', () => {
-  let world: World;
-  beforeAll(async () => {
-    world = await startWorld({ env: ENV(), outbound });
-  });
-  afterAll(async () => {
-    slow?.disconnect();
-    await world?.gw.gateway.close().catch(() => {});
-    await world?.close().catch(() => {});
-  });
+  const held = oneInstance();
 
   it("are tried one attempt at a time, so twelve of them with four events each do not delay a new merchant's first event", async () => {
+    const { world } = held;
     const hanging: string[] = [];
     for (let i = 0; i < 12; i++) hanging.push(await merchantWithWebhook(world, `new-slow-${i}@example.com`, SLOW_DOMAIN, slow));
     const fresh = await merchantWithWebhook(world, 'new-quick@example.com', HEALTHY_DOMAIN, healthy);
