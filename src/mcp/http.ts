@@ -142,14 +142,15 @@ function refusal(body: { message: unknown; text: string } | undefined, mcp: Gate
     return jsonRpcError(null, -32600, 'Invalid Request: id must be a string or an integer of at most 2^53 − 1 (send a larger one as a string)');
   }
   // A notification too (no id: the error's id is null, as a 400 to a notification may carry, MCP Streamable HTTP).
-  // `params` itself too: a nesting too deep is named by the outermost member it starts in (found from outside: -32600).
+  // `params` itself too (a message too deep there names at most its member: found from outside, -32600).
   const malformed = (path: string, detail: string) =>
     path === 'params' || path.startsWith('params.') || path.startsWith('params[')
       ? jsonRpcError(message.id, -32602, `Invalid params for ${String(message.method)}: ${detail}`)
       : jsonRpcError(message.id, -32600, `Invalid Request: ${detail}`);
   const prototypeKey = findPrototypeKey(message);
   if (prototypeKey !== undefined) return malformed(prototypeKey, prototypeKeyDetail(prototypeKey));
-  const shape = findJsonShapeProblem(body!.text, '');
+  // A nesting too deep is named by the tool's argument (params.arguments.x), as a schema refusal names it.
+  const shape = findJsonShapeProblem(body!.text, '', 'dotted', 3);
   if (shape !== undefined) return malformed(shape.path, shape.detail);
   // Not a JSON-RPC 2.0 request at all: the SDK answers -32600 Invalid Request, before any params are read.
   if (!('id' in message) || message.jsonrpc !== '2.0') return undefined;

@@ -431,7 +431,7 @@ describe('the 2026-07-28 wire', () => {
     const deep = await send(agentMcpToken, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"whoami","arguments":{"x":${'['.repeat(200)}${']'.repeat(200)}}}}`);
     expect([deep.status, await deep.json()]).toEqual([
       400,
-      { jsonrpc: '2.0', id: 10, error: { code: -32602, message: 'Invalid params for tools/call: params nests objects and arrays more than 128 levels deep; a JSON body may nest 128 at most' } },
+      { jsonrpc: '2.0', id: 10, error: { code: -32602, message: 'Invalid params for tools/call: params.arguments.x nests objects and arrays more than 128 levels deep; a JSON body may nest 128 at most' } },
     ]);
   });
 

@@ -15,6 +15,8 @@ describe('nesting', () => {
     expect(deep?.detail).toBe(`body/extra nests objects and arrays more than ${NESTING_DEPTH_MAX} levels deep; a JSON body may nest ${NESTING_DEPTH_MAX} at most`);
     expect(findJsonShapeProblem(`[${'['.repeat(5000)}${']'.repeat(5000)}]`, 'body', 'slashes')?.path).toBe('body/0');
     expect(findJsonShapeProblem(`{"params":${nested(2000)}}`, '')?.path).toBe('params');
+    // A JSON-RPC message names the argument: three levels in.
+    expect(findJsonShapeProblem(`{"jsonrpc":"2.0","params":{"name":"t","arguments":{"ok":1,"x":${nested(200)}}}}`, '', 'dotted', 3)?.path).toBe('params.arguments.x');
   });
 
   it('counts brackets inside strings as text, not nesting', () => {

@@ -66,11 +66,13 @@ export function elementPath(parent: string, index: number | string, style: PathS
 }
 
 /**
- * The first member whose name its object already had, or the outermost member that nests past NESTING_DEPTH_MAX,
- * if any, with its path (from `rootPath`, e.g. `body.items[2].name`; from '', `items[2].name`; with slashes,
- * `body/items/2/name`). `text` must be JSON that parsed: the scan trusts its syntax and only tracks strings and nesting.
+ * The first member whose name its object already had, or the member that nests past NESTING_DEPTH_MAX, if any, with
+ * its path (from `rootPath`, e.g. `body.items[2].name`; from '', `items[2].name`; with slashes, `body/items/2/name`).
+ * A nesting too deep is named by its member `namedAtLevel` levels in: 1, a body's own member; 3 for a JSON-RPC message,
+ * the argument inside `params.arguments` (found from outside: `params` named the whole call). `text` must be JSON
+ * that parsed: the scan trusts its syntax and only tracks strings and nesting.
  */
-export function findJsonShapeProblem(text: string, rootPath: string, style: PathStyle = 'dotted'): JsonShapeProblem | undefined {
+export function findJsonShapeProblem(text: string, rootPath: string, style: PathStyle = 'dotted', namedAtLevel = 1): JsonShapeProblem | undefined {
   const open: Container[] = [];
   // The path of the value about to start: a member's, an element's, or the root's.
   let valuePath = rootPath;
@@ -97,7 +99,7 @@ export function findJsonShapeProblem(text: string, rootPath: string, style: Path
       }
       i = end;
     } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
-      if (open.length === NESTING_DEPTH_MAX) return tooDeep(open[1]?.path ?? valuePath);
+      if (open.length === NESTING_DEPTH_MAX) return tooDeep(open[namedAtLevel]?.path ?? valuePath);
       if (c === 0x7b) open.push({ names: new Set(), path: valuePath, expectingName: true, index: 0 });
       else {
         open.push({ names: null, path: valuePath, expectingName: false, index: 0 });
