@@ -491,6 +491,7 @@ export function loadConfig(env: Env = process.env): Config {
   // Said with the other settings, before the database opens (found from outside: a mistyped HOST was told only at listen).
   if (!isIP(host) && !HOST_NAME.test(host)) problems.push(`HOST must be an IP address or a host name (default 127.0.0.1; 0.0.0.0 for every interface), got "${host}"`);
   const baseUrlEnv = canonicalBaseUrl(url(env, 'ACG_BASE_URL', problems), problems);
+  const baseUrl = baseUrlEnv ?? defaultBaseUrl(host, port);
   if (mode === 'live' && !env.ACG_BASE_URL) problems.push('ACG_BASE_URL is required in live mode (it is the issuer of every token we sign)');
   const databaseUrl = env.DATABASE_URL || undefined;
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) problems.push('DATABASE_URL must start with postgres:// or postgresql://');
@@ -505,7 +506,7 @@ export function loadConfig(env: Env = process.env): Config {
     mode,
     host,
     port,
-    baseUrl: baseUrlEnv ?? defaultBaseUrl(host, port),
+    baseUrl,
     databaseUrl,
     dataDir: path.resolve(env.ACG_DATA_DIR || './.acg-data'),
     db: {
@@ -534,7 +535,7 @@ export function loadConfig(env: Env = process.env): Config {
     agentOwnerEmailClaim: env.ACG_AGENT_OWNER_EMAIL_CLAIM || 'owner_email',
     apiKeyPepper: env.ACG_API_KEY_PEPPER || undefined,
     secretBoxKey: env.ACG_SECRET_BOX_KEY || undefined,
-    doh: dohConfig(env, mode, baseUrlEnv ?? defaultBaseUrl(host, port), problems),
+    doh: dohConfig(env, mode, baseUrl, problems),
     operatorTokenSha256: env.ACG_OPERATOR_TOKEN_SHA256?.toLowerCase() || undefined,
     metricsTokenSha256: env.ACG_METRICS_TOKEN_SHA256?.toLowerCase() || undefined,
     operatorToken: env.ACG_OPERATOR_TOKEN || undefined,

@@ -126,10 +126,15 @@ export function chargesOf(agent: SpendingSettings, target: SpendTarget, atS: num
 }
 
 /** Whether the merchant rules admit a merchant, by id or verified domain. */
-function merchantPermitted(rules: ExtendedRules, merchant: { id: string; domain: string }): boolean {
+/**
+ * Why the merchant rules refuse a merchant (by id or verified domain, case-insensitive; a deny wins over an allow), in
+ * the words a refusal adds, or undefined when they permit it: '' when it is not on a non-empty allow list.
+ */
+function merchantRefusal(rules: ExtendedRules, merchant: { id: string; domain: string }): string | undefined {
   const names = [merchant.id.toLowerCase(), merchant.domain.toLowerCase()];
-  if (rules.merchants.deny.some((name) => names.includes(name))) return false;
-  return rules.merchants.allow === null || rules.merchants.allow.some((name) => names.includes(name));
+  if (rules.merchants.deny.some((name) => names.includes(name))) return ': merchants.deny names it';
+  if (rules.merchants.allow === null || rules.merchants.allow.some((name) => names.includes(name))) return undefined;
+  return rules.merchants.allow.length === 0 ? ': its merchants.allow is an empty list, which allows no merchant (null allows every merchant not denied)' : '';
 }
 
 /** One agent of a chain: the agent asked about (its id may be absent), or an ancestor. */
@@ -190,13 +195,8 @@ function scopeRefusal(agent: SpendingSettings, settings: Member, spend: Spend): 
     const detail = `${who(agent, settings)} may not spend in category "${spend.category}"${emptyList(settings.allowed_categories, 'allowedCategories', 'category')}`;
     return { rule: 'category', error: forbidden('category_not_allowed', detail, ancestorMember(agent, settings)) };
   }
-  if (spend.merchant && !merchantPermitted(rules, spend.merchant)) {
-    const names = [spend.merchant.id.toLowerCase(), spend.merchant.domain.toLowerCase()];
-    const why = rules.merchants.deny.some((name) => names.includes(name))
-      ? ': merchants.deny names it'
-      : rules.merchants.allow?.length === 0
-        ? ': its merchants.allow is an empty list, which allows no merchant (null allows every merchant not denied)'
-        : '';
+  const why = spend.merchant ? merchantRefusal(rules, spend.merchant) : undefined;
+  if (spend.merchant && why !== undefined) {
     return { rule: 'merchant', error: forbidden('merchant_not_allowed', `${of} does not allow buying from merchant ${spend.merchant.id} (${spend.merchant.domain})${why}`, ancestorMember(agent, settings)) };
   }
   if (spend.take && settings.cap_per_hold_uc !== null && spend.take.amountUc > settings.cap_per_hold_uc) {
