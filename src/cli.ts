@@ -5,7 +5,7 @@ import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError, type Argument, type ErrorOptions, type HelpContext, type Option, type ParseOptions } from 'commander';
-import { ConfigError, ENV_VARS, loadConfig } from './platform/config.ts';
+import { ConfigError, ENV_VARS, loadConfig, variableMeaning } from './platform/config.ts';
 
 /**
  * Tracing is configured by the OpenTelemetry SDK's own variables, which the SDK reads itself and so are not in ENV_VARS:
@@ -171,7 +171,7 @@ export function buildCli(): Command {
     .addHelpText(
       'after',
       `\nConfiguration is read from environment variables (docs/configuration.md has the table), e.g. PORT=9090 npx acg serve:\n` +
-        [...ENV_VARS.map((v) => variableHelp(v.name, v.meaning)), variableHelp('OTEL_*', OTEL_HELP)].join('\n'),
+        [...ENV_VARS.map((v) => variableHelp(v.name, variableMeaning(v))), variableHelp('OTEL_*', OTEL_HELP)].join('\n'),
     );
 
   program

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ENV_VARS } from '../src/platform/config.ts';
+import { ENV_VARS, variableMeaning } from '../src/platform/config.ts';
 import { GATEWAY_VERSION } from '../src/platform/version.ts';
 
 const ROOT = path.resolve('.');
@@ -82,7 +82,7 @@ function brokenReferences(file: string, markdown = readFileSync(path.join(ROOT, 
 /** The configuration table, as docs/configuration.md carries it. */
 export function configurationTable(): string {
   const cell = (text: string) => text.replaceAll('|', '\\|');
-  return ['| Variable | Default | Meaning |', '|---|---|---|', ...ENV_VARS.map((v) => `| \`${v.name}\` | ${cell(v.default)} | ${cell(v.meaning)} |`)].join('\n');
+  return ['| Variable | Default | Meaning |', '|---|---|---|', ...ENV_VARS.map((v) => `| \`${v.name}\` | ${cell(v.default)} | ${cell(variableMeaning(v))} |`)].join('\n');
 }
 
 describe('the documentation', () => {

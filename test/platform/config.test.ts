@@ -5,7 +5,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, unreadSettings } from '../../src/platform/config.ts';
+import { ConfigError, ENV_VARS, loadConfig, unreadSettings, variableMeaning } from '../../src/platform/config.ts';
 import { makeTestCertificate } from '../support/test-certificate.ts';
 
 describe('variables meant for the gateway that it does not read', () => {
@@ -57,6 +57,25 @@ describe("an identity provider's issuer", () => {
     for (const value of ['https://id.example/human?x=1', 'https://id.example/human#x', 'https://id.example/human?', 'https://id.example/human#']) {
       expect(() => loadConfig({ ACG_HUMAN_ISSUER: value }), value).toThrow(`ACG_HUMAN_ISSUER must be an issuer URL with no query or fragment (RFC 8414 §2), got "${value}"`);
     }
+  });
+});
+
+describe('whole-number settings', () => {
+  const ranged = ENV_VARS.filter((variable) => variable.range !== undefined);
+
+  it('state their range where the table and acg --help say what they mean (found from outside: the table gave few of them)', () => {
+    expect(ranged.map((variable) => variable.name)).toEqual(expect.arrayContaining(['PORT', 'ACG_DB_POOL_SIZE_MAX', 'ACG_RATE_LIMIT_PER_ADDRESS', 'ACG_MAIL_BODY_CHARS_MAX']));
+    for (const variable of ranged) expect(variableMeaning(variable)).toMatch(new RegExp(`; a whole number from ${variable.range![0]} to ${variable.range![1]}$`));
+  });
+
+  it('refuse at start-up a value just outside that range, naming it, and take its ends', () => {
+    for (const variable of ranged) {
+      const [min, max] = variable.range!;
+      expect(() => loadConfig({ [variable.name]: String(max + 1) }), variable.name).toThrow(`${variable.name} must be between ${min} and ${max}, got ${max + 1}`);
+      if (min > 0) expect(() => loadConfig({ [variable.name]: String(min - 1) }), variable.name).toThrow(`${variable.name} must be between ${min} and ${max}, got ${min - 1}`);
+    }
+    const ends = loadConfig({ ACG_DB_POOL_SIZE_MAX: '8', ACG_RATE_LIMIT_WINDOW_S: '3600' });
+    expect([ends.db.poolSizeMax, ends.rateLimit.windowS]).toEqual([8, 3600]);
   });
 });
 
