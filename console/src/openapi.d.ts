@@ -3056,7 +3056,7 @@ export interface components {
             approvalAboveUc: string | null;
             notBefore: number | null;
             notAfter: number | null;
-            /** @description IANA time zone of the day, week and month budgets, e.g. Europe/Paris */
+            /** @description IANA time zone of the day, week and month budgets, e.g. Europe/Paris or America/New_York. Name a place: the old fixed-offset names (EST, Etc/GMT+5, which is UTC−5) keep no daylight saving time, so such budgets reset an hour off in summer */
             timeZone: string;
             /** @description percent of a budget at which `budget.threshold` fires, once per period each */
             alertThresholds: number[];
@@ -6590,7 +6590,7 @@ export interface operations {
                     approvalAboveUc?: string | null;
                     notBefore?: number | null;
                     notAfter?: number | null;
-                    /** @description IANA time zone of the day, week and month budgets, e.g. Europe/Paris */
+                    /** @description IANA time zone of the day, week and month budgets, e.g. Europe/Paris or America/New_York. Name a place: the old fixed-offset names (EST, Etc/GMT+5, which is UTC−5) keep no daylight saving time, so such budgets reset an hour off in summer */
                     timeZone?: string;
                     /** @description percent of a budget at which `budget.threshold` fires, once per period each */
                     alertThresholds?: number[];
@@ -8164,7 +8164,7 @@ export interface operations {
                         approvalAboveUc?: string | null;
                         notBefore?: number | null;
                         notAfter?: number | null;
-                        /** @description IANA time zone of the day, week and month budgets, e.g. Europe/Paris */
+                        /** @description IANA time zone of the day, week and month budgets, e.g. Europe/Paris or America/New_York. Name a place: the old fixed-offset names (EST, Etc/GMT+5, which is UTC−5) keep no daylight saving time, so such budgets reset an hour off in summer */
                         timeZone?: string;
                         /** @description percent of a budget at which `budget.threshold` fires, once per period each */
                         alertThresholds?: number[];
