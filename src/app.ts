@@ -304,7 +304,7 @@ export async function buildGatewayApp(
     agents: agentQueries(services.identity, (agentId) => services.ledger.expireDue({ agentId })),
     delegation: delegationQueries(services.identity, (agentId) => services.ledger.expireDue({ agentId })),
     identity: identityQueries(services.identity, services.ledger),
-    ledger: ledgerQueries(services.ledger, services.identity, services.merchants, new EvidenceService(gateway, services.ledger, services.identity)),
+    ledger: ledgerQueries(services.ledger, services.identity, services.merchants, new EvidenceService(gateway, services.ledger, services.identity, services.payments.purchases)),
     offers: offerQueries(services.offers, services.identity),
     execute: executeQueries(services.execute, services.mailConnectors),
     merchants: merchantQueries(services.merchants),

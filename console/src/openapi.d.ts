@@ -958,7 +958,7 @@ export interface paths {
         };
         /**
          * A redemption's signed evidence, for a dispute
-         * @description One compact ES256 JWS (`typ` `evidence+jwt`, a key of /.well-known/jwks.json) whose payload (`EvidenceClaims`) ties the purchase to the rules it was made under: `mandate` (the version in force at the hold, its RFC 8785 canonical JSON and `hash` = base64url SHA-256 of it, the `mandate` claim of the voucher and of every receipt), `offer` (as it was sold; for an execution, the built-in service and action), `voucher` (as issued; null for an execution), `receipts` (capture, then each refund), `history` (from the journal: held, captured, released, expired, refunded, each with its time and amount) and `redemption` (as it stands), with `iss`, `iat`, `jti` and `sub` (the redemption id). Signed anew at each read (`iat`, `jti`), from one snapshot. Readable by the owner of the hold's agent (H or O) and by the holding merchant's API key with scope `evidence:read`, which so reads the whole mandate version (every budget, merchant rule and threshold of the agent's, and its ancestors' for a delegate's hold): the hash the voucher names is of the whole document. Anyone else gets 404, as for a missing id. A hold past its deadline is reclaimed first. 503 signing_configuration_required without a signing key.
+         * @description One compact ES256 JWS (`typ` `evidence+jwt`, a key of /.well-known/jwks.json) whose payload (`EvidenceClaims`) ties the purchase to the rules it was made under: `mandate` (the version in force at the hold, its RFC 8785 canonical JSON and `hash` = base64url SHA-256 of it, the `mandate` claim of the voucher and of every receipt), `approval` (the owner's approval of a purchase above `approvalAboveUc`, or null), `offer` (as it was sold; for an execution, the built-in service and action), `voucher` (as issued; null for an execution), `receipts` (capture, then each refund), `history` (from the journal: held, captured, released, expired, refunded, each with its time and amount) and `redemption` (as it stands), with `iss`, `iat`, `jti` and `sub` (the redemption id). Signed anew at each read (`iat`, `jti`), from one snapshot. Readable by the owner of the hold's agent (H or O) and by the holding merchant's API key with scope `evidence:read`, which so reads the whole mandate version (every budget, merchant rule and threshold of the agent's, and its ancestors' for a delegate's hold): the hash the voucher names is of the whole document. Anyone else gets 404, as for a missing id. It proves the rules of one purchase (caps per hold, approval, categories, services, merchants, validity); it carries no budget usage, so a budget or the rolling cap holds on the gateway's signature (a hold over one is never made). A hold past its deadline is reclaimed first. 503 signing_configuration_required without a signing key.
          *
          *     Authentication: H, O, M; API key scopes: evidence:read.
          */
@@ -2824,6 +2824,7 @@ export interface components {
          *         "canonical": "{\"agentId\":\"agt_01JD0R8X1Y2Z3A4B5C6D7E8F9G\",\"alertThresholds\":[80,100],\"allowedCategories\":[\"books\"],\"allowedServices\":[\"*\"],\"approvalAboveUc\":null,\"budgets\":[{\"id\":\"daily\",\"limitUc\":\"20000000\",\"period\":\"day\"}],\"caps\":{\"perHoldUc\":null,\"perPeriodUc\":null,\"periodS\":86400},\"createdAt\":1763990000,\"merchants\":{\"allow\":null,\"deny\":[]},\"notAfter\":null,\"notBefore\":null,\"timeZone\":\"UTC\",\"version\":2}"
          *       },
          *       "ancestorMandates": [],
+         *       "approval": null,
          *       "offer": {
          *         "id": "off_01JD0Q7W6V5U4T3S2R1Q0P9N8M",
          *         "merchantId": "mer_01JD0P6V5U4T3S2R1Q0P9N8M7L",
@@ -2922,6 +2923,20 @@ export interface components {
                 /** @description the RFC 8785 canonical JSON of the mandate version, byte for byte */
                 canonical: string;
             }[] | null;
+            approval: {
+                /** @description the purchase approval (`pur_…`) */
+                id: string;
+                /** @description the agent's purchase asked for it (Unix seconds) */
+                requestedAt: number;
+                /** @description the owner approved it (Unix seconds) */
+                approvedAt: number;
+                /** @description the owner who approved it */
+                approvedBy: string;
+                /** @description the amount the owner approved */
+                amountUc: string;
+                /** @description the offer (for an execution, the service) the owner approved */
+                offerId: string;
+            } | null;
             offer: {
                 [key: string]: unknown;
             } | null;

@@ -5,6 +5,7 @@
 //               `mandate` claim of the voucher and of every receipt;
 //   ancestorMandates  for a delegate's hold, each ancestor's mandate version in force at the hold (they bound it
 //               too), root first; [] for a root's hold;
+//   approval    the owner's approval of a purchase above the mandate's `approvalAboveUc` (null when it needed none);
 //   offer       the offer as it was sold (for an execution, the built-in service and action);
 //   voucher     the voucher as issued, or an x402 payment's attestation (null for an execution, which has none);
 //   receipts    every signed receipt, in order: the capture's, then each refund's;
@@ -53,6 +54,27 @@ export interface EvidenceAncestorMandate extends EvidenceMandate {
   agentId: string;
 }
 
+/** The owner's approval a hold above the mandate's approval threshold was taken under. */
+export interface EvidenceApproval {
+  /** The purchase approval (`pur_…`). */
+  id: string;
+  /** When the agent's purchase asked for it (Unix seconds). */
+  requestedAt: number;
+  /** When the owner approved it (Unix seconds). */
+  approvedAt: number;
+  /** The owner who approved it. */
+  approvedBy: string;
+  /** The amount the owner approved. */
+  amountUc: string;
+  /** The offer (or, for an execution, the service) the owner approved. */
+  offerId: string;
+}
+
+/** Who keeps the owners' purchase approvals (payments, PurchaseApprovals): the one a hold used, in the caller's snapshot. */
+export interface HoldApprovals {
+  approvalOfHold(db: Queryable, holdId: string): Promise<EvidenceApproval | null>;
+}
+
 /** The evidence's claims (the JWS payload). */
 export interface EvidenceClaims {
   iss: string;
@@ -64,6 +86,8 @@ export interface EvidenceClaims {
   mandate: EvidenceMandate | null;
   /** Root first; [] for a root's hold; null for a delegate's hold taken before they were recorded. */
   ancestorMandates: EvidenceAncestorMandate[] | null;
+  /** The owner's approval the hold was taken under; null when the purchase needed none (at or below the threshold). */
+  approval: EvidenceApproval | null;
   offer: Record<string, unknown> | null;
   voucher: string | null;
   receipts: string[];
@@ -113,6 +137,7 @@ export class EvidenceService {
     private readonly gateway: Gateway,
     private readonly ledger: LedgerService,
     private readonly agents: AgentService,
+    private readonly approvals: HoldApprovals,
   ) {}
 
   /**
@@ -166,6 +191,7 @@ export class EvidenceService {
       sub: hold.id,
       mandate: await this.mandateOf(tx, hold),
       ancestorMandates: await this.ancestorMandatesOf(tx, hold),
+      approval: await this.approvals.approvalOfHold(tx, hold.id),
       offer: hold.offer_snapshot,
       voucher: hold.voucher,
       receipts,

@@ -45,13 +45,15 @@ export function ledgerRoutes({ operations, queries }: LedgerRouteDeps) {
         description:
           "One compact ES256 JWS (`typ` `evidence+jwt`, a key of /.well-known/jwks.json) whose payload (`EvidenceClaims`) ties the purchase to the " +
           'rules it was made under: `mandate` (the version in force at the hold, its RFC 8785 canonical JSON and `hash` = base64url SHA-256 of it, ' +
-          'the `mandate` claim of the voucher and of every receipt), `offer` (as it was sold; for an execution, the built-in service and action), ' +
+          'the `mandate` claim of the voucher and of every receipt), `approval` (the owner\'s approval of a purchase above `approvalAboveUc`, or null), ' +
+          '`offer` (as it was sold; for an execution, the built-in service and action), ' +
           '`voucher` (as issued; null for an execution), `receipts` (capture, then each refund), `history` (from the journal: held, captured, ' +
           'released, expired, refunded, each with its time and amount) and `redemption` (as it stands), with `iss`, `iat`, `jti` and `sub` (the ' +
           "redemption id). Signed anew at each read (`iat`, `jti`), from one snapshot. Readable by the owner of the hold's agent (H or O) and by the " +
           "holding merchant's API key with scope `evidence:read`, which so reads the whole mandate version (every budget, merchant rule and " +
           "threshold of the agent's, and its ancestors' for a delegate's hold): the hash the voucher names is of the whole document. Anyone else " +
-          'gets 404, as for a missing id. A hold past its deadline is reclaimed ' +
+          'gets 404, as for a missing id. It proves the rules of one purchase (caps per hold, approval, categories, services, merchants, validity); ' +
+          "it carries no budget usage, so a budget or the rolling cap holds on the gateway's signature (a hold over one is never made). A hold past its deadline is reclaimed " +
           'first. 503 signing_configuration_required without a signing key.',
         errors: [404, 503],
       }),

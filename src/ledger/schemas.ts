@@ -133,6 +133,7 @@ const EXAMPLE_CLAIMS = {
       '{"agentId":"agt_01JD0R8X1Y2Z3A4B5C6D7E8F9G","alertThresholds":[80,100],"allowedCategories":["books"],"allowedServices":["*"],"approvalAboveUc":null,"budgets":[{"id":"daily","limitUc":"20000000","period":"day"}],"caps":{"perHoldUc":null,"perPeriodUc":null,"periodS":86400},"createdAt":1763990000,"merchants":{"allow":null,"deny":[]},"notAfter":null,"notBefore":null,"timeZone":"UTC","version":2}',
   },
   ancestorMandates: [],
+  approval: null,
   offer: { id: 'off_01JD0Q7W6V5U4T3S2R1Q0P9N8M', merchantId: 'mer_01JD0P6V5U4T3S2R1Q0P9N8M7L', merchantDomain: 'shop.example.com', name: 'One e-book', category: 'books', priceUc: '2000000', holdLifetimeS: 900, refundWindowS: 2592000, updatedAt: 1763900000 },
   voucher: 'eyJhbGciOiJFUzI1NiIsInR5cCI6InZvdWNoZXIrand0Iiwia2lkIjoi…',
   receipts: ['eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…', 'eyJhbGciOiJFUzI1NiIsInR5cCI6InJlY2VpcHQrand0Iiwia2lkIjoi…'],
@@ -216,6 +217,24 @@ export const EvidenceClaimsSchema = Type.Object(
           description:
             "for a delegate's hold, the mandate version of each of its ancestors in force when the hold was taken, root first: every one of them bound the purchase " +
             "(an ancestor still on the default rules, version 0, has no document and is left out); [] for a root agent's hold; null for a delegate's hold taken before 2026-12-04, when they were not recorded",
+        },
+      ),
+    ),
+    approval: Nullable(
+      Type.Object(
+        {
+          id: Type.String({ description: 'the purchase approval (`pur_…`)' }),
+          requestedAt: UnixSeconds("the agent's purchase asked for it"),
+          approvedAt: UnixSeconds('the owner approved it'),
+          approvedBy: Type.String({ description: 'the owner who approved it' }),
+          amountUc: Microcredits('the amount the owner approved'),
+          offerId: Type.String({ description: 'the offer (for an execution, the service) the owner approved' }),
+        },
+        {
+          additionalProperties: false,
+          description:
+            "the owner's approval of a purchase above the mandate's `approvalAboveUc`, under which the hold was taken: such a purchase is within the rules " +
+            'because the owner approved it; null when the purchase needed no approval (at or below the threshold, or none set)',
         },
       ),
     ),

@@ -17,6 +17,7 @@
 // Declining or expiring an execute's approval cancels its retained intent (nothing was charged).
 import type { RefusalReason } from '../platform/reasons.ts';
 import { emitEvent } from '../events/outbox.ts';
+import type { EvidenceApproval } from '../ledger/evidence.ts';
 import { actsFor, type Actor } from '../agents/acting.ts';
 import type { AgentService, EffectiveStatus } from '../agents/service.ts';
 import type {
@@ -302,6 +303,20 @@ export class PurchaseApprovals {
   }
 
   /** See `PurchaseApprover.reopenUsedBy`. */
+  /** The owner's approval a hold was taken under, as its evidence states it (ledger/evidence.ts); null when it needed none. */
+  async approvalOfHold(db: Queryable, holdId: string): Promise<EvidenceApproval | null> {
+    const row = await store.findApprovalUsedBy(db, holdId);
+    if (!row || row.decided_by === null || row.decided_at_s === null) return null;
+    return {
+      id: row.id,
+      requestedAt: Number(row.created_at_s),
+      approvedAt: Number(row.decided_at_s),
+      approvedBy: row.decided_by,
+      amountUc: formatUc(row.amount_uc),
+      offerId: row.offer_id,
+    };
+  }
+
   async reopenUsedBy(tx: Tx, holdId: string): Promise<void> {
     await store.reopenPurchaseUsedBy(tx, holdId, this.nowS());
   }

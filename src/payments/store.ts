@@ -354,6 +354,12 @@ export async function reopenPurchaseUsedBy(tx: Tx, holdId: string, nowS: number)
   );
 }
 
+/** The approval a hold used, when the owner approved it (one the hold passed without, never decided, is none). */
+export async function findApprovalUsedBy(db: Queryable, holdId: string): Promise<PurchaseApprovalRow | undefined> {
+  const { rows } = await db.query<PurchaseApprovalRow>(`SELECT * FROM purchase_approvals WHERE hold_id = $1 AND status = 'used' AND decided_at_s IS NOT NULL`, [holdId]);
+  return rows[0];
+}
+
 /** Pending or approved approvals past their deadline, oldest deadline first. */
 export async function overduePurchaseIds(db: Queryable, nowS: number, limit: number): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>(

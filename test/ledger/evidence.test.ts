@@ -126,7 +126,7 @@ describe('the evidence of a redemption', () => {
     const tampered: Array<[string, string]> = [];
     for (const claim of Object.keys(claims)) {
       const value = claims[claim];
-      const changed = { ...claims, [claim]: typeof value === 'number' ? value + 1 : typeof value === 'string' ? `${value}x` : null };
+      const changed = { ...claims, [claim]: typeof value === 'number' ? value + 1 : typeof value === 'string' ? `${value}x` : value === null ? {} : null };
       tampered.push([`claim ${claim}`, [header, segment(changed), signature].join('.')]);
     }
     // A purchase made under a looser rule: the canonical JSON rewritten, its hash made to match, the rest kept.
@@ -198,6 +198,37 @@ describe('the evidence of a redemption', () => {
     expect(receipt).toMatchObject({ kind: 'capture', merchant_id: 'gateway', redemption_id: holdId, mandate: mandate.hash });
     expect((claims.history as Array<{ event: string }>).map((entry) => entry.event)).toEqual(['held', 'captured']);
     expect((await evidenceOf(holdId, evidenceKey)).status).toBe(404);
+  });
+
+  it("of a purchase above the approval threshold carries the owner's approval, signed; one at or below it carries none (found from outside: an approved purchase read as a broken rule)", async () => {
+    const agent = await fundedAgent();
+    const put = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, {
+      token: agent.ownerToken,
+      key: `evidence-threshold-${counter}`,
+      body: { allowedCategories: ['books', 'testing'], approvalAboveUc: '1500000' },
+    });
+    expect(put.status).toBe(200);
+    const above = await shop.offer({ priceUc: '2000000' });
+    const key = `evidence-approved-${counter}`;
+    const asked = await mint(world, agent.token, above.id, key);
+    expect(asked.status).toBe(402);
+    const approvalId = new URL(asked.body.approvalUrl as string).pathname.split('/').pop()!;
+    const approved = await world.api('POST', `/v1/payments/purchases/${approvalId}/approve`, { token: agent.ownerToken, body: {} });
+    expect(approved.status).toBe(200);
+    const minted = await mint(world, agent.token, above.id, key);
+    expect(minted.status).toBe(200);
+    const holdId = minted.body.redemption.id as string;
+
+    const claims = await verify((await evidenceOf(holdId, evidenceKey)).body.evidence, 'evidence+jwt');
+    expect(Value.Check(EvidenceClaimsSchema, LEDGER_SCHEMAS, claims), JSON.stringify([...Value.Errors(EvidenceClaimsSchema, LEDGER_SCHEMAS, claims)])).toBe(true);
+    const read = (await world.api('GET', `/v1/payments/purchases/${approvalId}`, { token: agent.ownerToken })).body;
+    expect(claims.approval).toEqual({ id: approvalId, requestedAt: read.createdAt, approvedAt: read.decidedAt, approvedBy: expect.stringMatching(/\S/), amountUc: '2000000', offerId: above.id });
+    expect(JSON.parse((claims.mandate as { canonical: string }).canonical).approvalAboveUc).toBe('1500000');
+
+    const below = await mint(world, agent.token, (await shop.offer({ priceUc: '1500000' })).id);
+    expect(below.status).toBe(200);
+    const plain = await verify((await evidenceOf(below.body.redemption.id as string, evidenceKey)).body.evidence, 'evidence+jwt');
+    expect(plain.approval).toBeNull();
   });
 
   it('keeps the mandate version in force at the hold after the owner changes the mandate', async () => {
@@ -317,7 +348,7 @@ describe.skipIf(!onPostgres())('one snapshot', () => {
           }),
         ),
     };
-    const evidence = new EvidenceService({ ...gateway, db }, services.ledger, services.identity);
+    const evidence = new EvidenceService({ ...gateway, db }, services.ledger, services.identity, services.payments.purchases);
     const claims = await verify((await evidence.evidence(holdId)).evidence, 'evidence+jwt');
     expect(captured).toBeDefined();
     expect((claims.redemption as { state: string }).state).toBe('held');
