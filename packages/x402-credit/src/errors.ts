@@ -110,3 +110,8 @@ export class CreditError extends Error {
     this.retryAfterS = options.retryAfterS;
   }
 }
+
+/** A refusal's words without its code (a CreditError's message is `code: words`). */
+export function refusalWords(refusal: CreditError): string {
+  return refusal.message.slice(refusal.code.length + 2);
+}

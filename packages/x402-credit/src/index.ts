@@ -17,6 +17,7 @@ export { CreditError, type CreditErrorCode, type CreditErrorOptions, type Proble
 export { CreditFacilitatorClient, creditFacilitator, type CreditFacilitatorOptions } from './facilitator.js';
 export { callPaidTool, paidTool, paymentRequiredOf, type PaidToolCall, type PaidToolOptions, type PaymentPayloadMaker, type ToolCaller, type ToolResult } from './mcp.js';
 export { amountUcText, parseCreditPrice, settlementOverrideUc } from './money.js';
+export { checkCreditRoutes } from './routes.js';
 export { verifyCreditReceipt, verifyPaymentResponse, type CreditReceipt, type VerifyReceiptOptions } from './receipts.js';
 export { authorityOf, creditTerms, isCreditRequirements, type CreditRequirementsExtra } from './requirements.js';
 export {

@@ -8,6 +8,7 @@ import type { PaymentResponseContext } from '@x402/core/client';
 import type { x402ResourceServer } from '@x402/core/server';
 import type { PaymentPayload, PaymentRequired, PaymentRequirements, Price, ResourceInfo, SettleResponse } from '@x402/core/types';
 import { CREDIT_NETWORK, CREDIT_SCHEME, MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY } from './constants.js';
+import { checkCreditPrice } from './routes.js';
 
 /**
  * A tool result as MCP carries it (the members this module reads and writes). The content types are named, so a
@@ -25,7 +26,7 @@ export interface ToolResult {
 export interface PaidToolOptions {
   /** The tool's name: its resource is `mcp://tool/{name}` unless `resource.url` says otherwise. */
   name: string;
-  /** The price of one call ("$0.005", "0.5 credits", `{ amount, asset: 'microcredit' }`). */
+  /** The price of one call ("$0.005", "0.5 credits", `{ amount, asset: 'microcredit' }`), checked when the tool is wrapped. */
   price: Price;
   /** Your merchant id. */
   payTo: string;
@@ -67,12 +68,14 @@ function paymentRequiredResult(paymentRequired: PaymentRequired): ToolResult {
  * settled and answered with the settlement in `_meta["x402/payment-response"]`. A handler that throws or
  * answers `isError` is not charged (the hold is released). Repeats of one payment get the first answer
  * (single flight). Register the result as the tool's callback, e.g. `mcp.registerTool(name, config, paidTool(...))`.
+ * A price this scheme cannot charge throws `CreditError('invalid_price')` here, naming the tool, not at its first call.
  */
 export function paidTool<Args, Result extends ToolResult = ToolResult>(
   server: x402ResourceServer,
   options: PaidToolOptions,
   handler: (args: Args, context: unknown) => Result | Promise<Result>,
 ): (args: Args, context: unknown) => Promise<Result> {
+  checkCreditPrice(`tool "${options.name}"`, options.price);
   const resourceInfo: ResourceInfo = {
     url: options.resource?.url ?? `mcp://tool/${options.name}`,
     description: options.resource?.description ?? `Tool: ${options.name}`,

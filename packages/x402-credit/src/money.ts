@@ -19,13 +19,16 @@ export function amountUcText(amount: bigint | string, name = 'amount'): string {
   return BigInt(text).toString();
 }
 
+/** The refusal of an amount finer than one microcredit; `what` is what it was meant as ("a price"). */
+function finerThanOneUc(amount: string, what: string): string {
+  return `${amount} is finer than one microcredit: ${what} must be a whole number of microcredits (1 µc = $0.00000001)`;
+}
+
 /** `units` of a currency whose one unit is `ucPerUnit` µc, from its integer and fraction digits, exactly. */
-function scaled(integer: string, fraction: string, ucPerUnit: bigint, original: string): bigint {
+function scaled(integer: string, fraction: string, ucPerUnit: bigint, original: string, what: string): bigint {
   const decimals = ucPerUnit.toString().length - 1;
   const significant = fraction.replace(/0+$/, '');
-  if (significant.length > decimals) {
-    throw new CreditError('invalid_price', `${original} is finer than one microcredit ($0.00000001)`);
-  }
+  if (significant.length > decimals) throw new CreditError('invalid_price', finerThanOneUc(original, what));
   return BigInt(integer) * ucPerUnit + BigInt(significant.padEnd(decimals, '0') || '0');
 }
 
@@ -60,7 +63,7 @@ export function parseCreditPrice(price: Price): AssetAmount {
   }
   if (typeof price === 'number') {
     const { integer, fraction } = numberDigits(price);
-    return { amount: positive(scaled(integer, fraction, UC_PER_USD, String(price)), String(price)), asset: CREDIT_ASSET };
+    return { amount: positive(scaled(integer, fraction, UC_PER_USD, String(price), 'a price'), String(price)), asset: CREDIT_ASSET };
   }
   if (typeof price !== 'string') throw new CreditError('invalid_price', `a price is a string, a number or { amount, asset }, got ${typeof price}`);
   const match = MONEY_PATTERN.exec(price.trim());
@@ -68,7 +71,7 @@ export function parseCreditPrice(price: Price): AssetAmount {
   const [, dollarSign, integer, fraction = '', unit] = match;
   const inCredits = unit !== undefined && unit.toLowerCase().startsWith('credit');
   if (inCredits && dollarSign) throw new CreditError('invalid_price', `${JSON.stringify(price)} is both dollars and credits`);
-  const amountUc = scaled(integer!, fraction, inCredits ? UC_PER_CREDIT : UC_PER_USD, price);
+  const amountUc = scaled(integer!, fraction, inCredits ? UC_PER_CREDIT : UC_PER_USD, price, 'a price');
   return { amount: positive(amountUc, price), asset: CREDIT_ASSET };
 }
 
@@ -88,11 +91,11 @@ export function settlementOverrideUc(override: string, priceUc: string): string 
   if (percent) {
     const basisPoints = BigInt(percent[1]!) * 100n + BigInt((percent[2] ?? '').padEnd(2, '0'));
     const shareUc = BigInt(amountUcText(priceUc, 'the price')) * basisPoints;
-    if (shareUc % 10_000n !== 0n) throw new CreditError('invalid_price', `${override} of ${priceUc} µc is finer than one microcredit ($0.00000001)`);
+    if (shareUc % 10_000n !== 0n) throw new CreditError('invalid_price', finerThanOneUc(`${override} of ${priceUc} µc`, 'a settlement override'));
     return amountUcText(shareUc / 10_000n, `${override} of the price`);
   }
   const dollars = OVERRIDE_DOLLARS_PATTERN.exec(override);
-  if (dollars) return amountUcText(scaled(dollars[1]!, dollars[2] ?? '', UC_PER_USD, override), override);
+  if (dollars) return amountUcText(scaled(dollars[1]!, dollars[2] ?? '', UC_PER_USD, override, 'a settlement override'), override);
   if (AMOUNT_UC_PATTERN.test(override)) return amountUcText(override);
   throw new CreditError(
     'invalid_price',

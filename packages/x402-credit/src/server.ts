@@ -3,8 +3,9 @@
 // merchant's offer, states the resource each request protects (`extra.resource`, from the request's URL,
 // automatically), coalesces repeats of one payment (single flight), and releases the hold (`amount: "0"`)
 // when the handler fails, so the agent's credit comes back at once instead of at the hold's expiry. A settlement
-// override x402 would not settle exactly is refused before the settle.
-import { SETTLEMENT_OVERRIDES_HEADER, x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
+// override x402 would not settle exactly is refused before the settle, and a route's price it cannot charge is
+// refused with words the request's answer carries.
+import { FacilitatorResponseError, SETTLEMENT_OVERRIDES_HEADER, x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
 import type {
   AssetAmount,
   Network,
@@ -22,7 +23,7 @@ import type {
 } from '@x402/core/types';
 import { SettleError } from '@x402/core/types';
 import { CREDIT_ASSET, CREDIT_BINDING_VERSION, CREDIT_NETWORK, CREDIT_SCHEME, USD_DECIMALS } from './constants.js';
-import { CreditError } from './errors.js';
+import { CreditError, refusalWords } from './errors.js';
 import { creditFacilitator, type CreditFacilitatorOptions } from './facilitator.js';
 import { amountUcText, parseCreditPrice, settlementOverrideUc } from './money.js';
 import { authorityOf, isCreditRequirements } from './requirements.js';
@@ -51,7 +52,8 @@ export interface CreditSchemeServerOptions {
   singleFlight?: SingleFlightOptions | SingleFlight | false;
   /**
    * Told of a settlement override refused (a `CreditError` `invalid_price`: the agent was answered 402, nothing
-   * charged) and of a release that failed (the hold then lapses at its expiry). Default: a process warning.
+   * charged), of a route's price refused (`invalid_price`: the request was answered 502, nothing charged) and of a
+   * release that failed (the hold then lapses at its expiry). Default: a process warning.
    */
   onError?: (error: unknown) => void;
 }
@@ -65,7 +67,22 @@ const PAYMENT_FLOWS: Readonly<Record<string, PaymentFlowConfig>> = { default: { 
  */
 class SettlementOverrideRefused extends SettleError {
   constructor(readonly refusal: CreditError, network: Network) {
-    super(400, { success: false, errorReason: refusal.code, errorMessage: refusal.message.slice(refusal.code.length + 2), transaction: '', network });
+    super(400, { success: false, errorReason: refusal.code, errorMessage: refusalWords(refusal), transaction: '', network });
+  }
+}
+
+/**
+ * A route's price this scheme refused when x402 built the route's requirements (with @x402/express and @x402/hono
+ * 2.27, at the route's first request): the merchant's configuration to fix, which `checkCreditRoutes` finds at
+ * start-up. x402's middlewares answer any other error 500 "Internal Server Error", which says nothing; this one, as
+ * x402's FacilitatorResponseError (the payment side of the server failed), 502 with its message, so the answer
+ * names the misconfiguration. Never a 402: there is nothing the agent could pay.
+ */
+class RoutePriceRefused extends FacilitatorResponseError {
+  readonly code = 'invalid_price';
+
+  constructor(readonly refusal: CreditError) {
+    super(`this route's price is misconfigured: ${refusal.message}`);
   }
 }
 
@@ -117,9 +134,19 @@ export class CreditSchemeServer implements SchemeNetworkServer {
     };
   }
 
+  /**
+   * A route's price in microcredits, as x402 asks for it when it builds the route's requirements. One this scheme
+   * cannot charge is refused ({@link RoutePriceRefused}: 502 naming it) and told to `onError`.
+   */
   async parsePrice(price: Price, network: Network): Promise<AssetAmount> {
-    if (network !== CREDIT_NETWORK) throw new CreditError('invalid_price', `this scheme prices on ${CREDIT_NETWORK}, not ${network}`);
-    return parseCreditPrice(price);
+    try {
+      if (network !== CREDIT_NETWORK) throw new CreditError('invalid_price', `this scheme prices on ${CREDIT_NETWORK}, not ${network}`);
+      return parseCreditPrice(price);
+    } catch (error) {
+      if (!(error instanceof CreditError)) throw error;
+      this.report(error, "a route's price was refused");
+      throw new RoutePriceRefused(error);
+    }
   }
 
   /** A microcredit is 10⁻⁸ dollar: a `$0.003` settlement override charges 300000 µc. */

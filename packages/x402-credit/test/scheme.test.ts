@@ -13,6 +13,7 @@ import express from 'express';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  checkCreditRoutes,
   CREDIT_NETWORK,
   CREDIT_SCHEME,
   CreditError,
@@ -20,6 +21,7 @@ import {
   CreditSchemeClient,
   creditResourceServer,
   CreditSchemeServer,
+  paidTool,
   parseCreditPrice,
   settlementOverrideUc,
 } from '@agent-credit-gateway/x402-credit';
@@ -92,6 +94,26 @@ async function refusalOf(attempt: Promise<unknown>): Promise<CreditError> {
 const neverCalled = (() => {
   throw new Error('the client must not call the gateway here');
 }) as unknown as typeof fetch;
+
+/**
+ * The gateway as a merchant's resource server meets it, scripted: the key is the merchant's, every payment verifies
+ * (or `verify` says otherwise), every settle succeeds at what it asks; `settles` records the amounts settled.
+ */
+function scriptedGateway(verify: () => Record<string, unknown> = () => ({ isValid: true, payer: 'agt_1' })) {
+  const settles: string[] = [];
+  const fetchFn = (async (input: string | URL | Request, init: RequestInit = {}) => {
+    const path = new URL(String(input)).pathname;
+    if (path === '/x402/supported') return json(200, { kinds: [{ x402Version: 2, scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, extra: { authority: GATEWAY, asset: 'microcredit', version: '1.0.0' } }], extensions: [], signers: {} });
+    if (path === '/v1/me') return json(200, { merchant: { merchantId: MERCHANT, keyId: 'key_1', scopes: ['redemptions:capture', 'redemptions:release'] } });
+    if (path === '/x402/verify') return json(200, verify());
+    const { paymentPayload, paymentRequirements } = JSON.parse(String(init.body)) as { paymentPayload: PaymentPayload; paymentRequirements: PaymentRequirements };
+    const { amount } = paymentRequirements;
+    settles.push(amount);
+    const jti = JSON.parse(Buffer.from((paymentPayload.payload.attestation as string).split('.')[1]!, 'base64url').toString()).jti as string;
+    return json(200, { success: true, transaction: '', network: CREDIT_NETWORK, payer: 'agt_1', amount, extra: { commitmentId: jti, chargedAmount: amount, receipt: null } });
+  }) as typeof fetch;
+  return { fetchFn, settles };
+}
 
 // What is tested is the package, not a database: once is enough.
 describe.skipIf(onPostgres())('prices in microcredits', () => {
@@ -410,6 +432,65 @@ describe.skipIf(onPostgres())("the merchant's scheme", () => {
     const pinned = new CreditSchemeServer({ gatewayUrl: GATEWAY, merchantId: MERCHANT, offerId: OFFER, resourceOrigin: 'https://api.shop.example' });
     expect((await pinned.enrichPaymentRequiredResponse(context('http://evil.example/report?q=1')))[0]!.extra.resource).toBe('https://api.shop.example/report?q=1');
     expect((await pinned.enrichPaymentRequiredResponse(context('mcp://tool/analyse')))[0]!.extra.resource).toBe('mcp://tool/analyse');
+  });
+});
+
+describe.skipIf(onPostgres())("a route's price, checked where the merchant states it", () => {
+  let server: http.Server | undefined;
+  afterEach(() => new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve())));
+  const option = (price: unknown) => ({ scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, price: price as string, payTo: MERCHANT });
+
+  it('checkCreditRoutes refuses at start-up every route whose price is finer than one microcredit or not one at all, naming the route and the price (found from outside: the first request answered 500)', () => {
+    const routes = {
+      'GET /report': { accepts: option('$0.005') },
+      'GET /cheap': { accepts: [option('$0.000000001')] },
+      'POST /batch': { accepts: [option('0.5 credits'), option({ amount: '1.5', asset: 'microcredit' })] },
+      'GET /free': { accepts: option('$0') },
+      // Another scheme's price, and a price x402 computes per request, are not this check's.
+      'GET /evm': { accepts: { scheme: 'exact', network: 'eip155:8453' as const, price: '$0.000000001', payTo: '0xabc' } },
+      'GET /dynamic': { accepts: { ...option('$0.005'), price: () => '$0.000000001' } },
+    };
+    const refusal = (() => {
+      try {
+        checkCreditRoutes(routes);
+      } catch (error) {
+        return error;
+      }
+    })();
+    expect(refusal).toBeInstanceOf(CreditError);
+    expect(refusal).toMatchObject({ code: 'invalid_price' });
+    expect((refusal as CreditError).message).toBe(
+      'invalid_price: ' +
+        'route "GET /cheap": $0.000000001 is finer than one microcredit: a price must be a whole number of microcredits (1 µc = $0.00000001); ' +
+        'route "POST /batch": the price amount must be a non-negative integer of microcredits of at most 18 digits, got 1.5; ' +
+        'route "GET /free": a price must be more than 0, got $0',
+    );
+    const fine = { 'GET /report': { accepts: option('$0.005') }, 'GET /dynamic': routes['GET /dynamic'] };
+    expect(checkCreditRoutes(fine)).toBe(fine);
+    // One route config for every path, as x402 takes it.
+    expect(() => checkCreditRoutes({ accepts: option(1e-9) })).toThrow('invalid_price: route "*": 1e-9 is finer than one microcredit: a price must be a whole number of microcredits (1 µc = $0.00000001)');
+  });
+
+  it("paidTool refuses such a price when the tool is wrapped, naming the tool", () => {
+    const resourceServer = creditResourceServer({ gatewayUrl: GATEWAY, merchantId: MERCHANT, offerId: OFFER, apiKey: 'sk_test_key', fetch: neverCalled });
+    expect(() => paidTool(resourceServer, { name: 'analyse', price: '$0.000000001', payTo: MERCHANT }, async () => ({ content: [] }))).toThrow(
+      new CreditError('invalid_price', 'tool "analyse": $0.000000001 is finer than one microcredit: a price must be a whole number of microcredits (1 µc = $0.00000001)'),
+    );
+  });
+
+  it('a route whose price escaped the check answers 502 naming the misconfiguration, not 500, and the merchant is told', async () => {
+    const { fetchFn } = scriptedGateway();
+    const reported: unknown[] = [];
+    const app = express();
+    app.use(paymentMiddleware({ 'GET /cheap': { accepts: option('$0.000000001') } }, creditResourceServer({ gatewayUrl: GATEWAY, merchantId: MERCHANT, offerId: OFFER, apiKey: 'sk_test_key', fetch: fetchFn, onError: (error) => reported.push(error) })));
+    app.get('/cheap', (_req, res) => void res.json({ served: true }));
+    server = http.createServer(app);
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const answer = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/cheap`);
+    const detail = '$0.000000001 is finer than one microcredit: a price must be a whole number of microcredits (1 µc = $0.00000001)';
+    expect(answer.status).toBe(502);
+    expect(await answer.json()).toEqual({ error: `this route's price is misconfigured: invalid_price: ${detail}` });
+    expect(reported).toEqual([new CreditError('invalid_price', detail)]);
   });
 });
 
@@ -752,7 +833,9 @@ describe.skipIf(onPostgres())('settlement overrides', () => {
       ['50%', '7'],
     ];
     for (const [override, priceUc] of finer) {
-      expect(() => settlementOverrideUc(override, priceUc), override).toThrow(new CreditError('invalid_price', `${override}${override.endsWith('%') ? ` of ${priceUc} µc` : ''} is finer than one microcredit ($0.00000001)`));
+      expect(() => settlementOverrideUc(override, priceUc), override).toThrow(
+        new CreditError('invalid_price', `${override}${override.endsWith('%') ? ` of ${priceUc} µc` : ''} is finer than one microcredit: a settlement override must be a whole number of microcredits (1 µc = $0.00000001)`),
+      );
     }
     // A bare decimal is dollars as a price, but x402 passes it on as µc: neither reading is safe, so it is refused.
     for (const override of ['0.00000019', '12.5', '1e3', '0.005', '$ 0.003', '0.003 USD', '33.333%', '-1', '']) {
@@ -798,9 +881,9 @@ describe.skipIf(onPostgres())('settlement overrides', () => {
       expect(settles, override).toEqual([amountUc]);
     }
     const refusals: Array<[string, string]> = [
-      ['$0.0000000001', '$0.0000000001 is finer than one microcredit ($0.00000001)'],
-      ['$0.004999999999', '$0.004999999999 is finer than one microcredit ($0.00000001)'],
-      ['$0.0000001234', '$0.0000001234 is finer than one microcredit ($0.00000001)'],
+      ['$0.0000000001', '$0.0000000001 is finer than one microcredit: a settlement override must be a whole number of microcredits (1 µc = $0.00000001)'],
+      ['$0.004999999999', '$0.004999999999 is finer than one microcredit: a settlement override must be a whole number of microcredits (1 µc = $0.00000001)'],
+      ['$0.0000001234', '$0.0000001234 is finer than one microcredit: a settlement override must be a whole number of microcredits (1 µc = $0.00000001)'],
       ['0.00000019', 'cannot read the settlement override "0.00000019": dollars with a "$" ("$0.003"), a share of the price ("60%") or an integer of microcredits ("300000")'],
       ['12.5', 'cannot read the settlement override "12.5": dollars with a "$" ("$0.003"), a share of the price ("60%") or an integer of microcredits ("300000")'],
     ];

@@ -33,13 +33,14 @@ console.log(JSON.stringify({ amount: parseCreditPrice('$0.005').amount, refused 
 /** The consumer's types: what the declarations promise, and (by @ts-expect-error) that they are not \`any\`. */
 const CONSUMER_TS = `import { x402Client } from '@x402/core/client';
 import { x402ResourceServer } from '@x402/core/server';
-import { CREDIT_NETWORK, CreditError, CreditSchemeClient, CreditSchemeServer, creditFacilitator, parseCreditPrice, type CreditReceipt } from '@agent-credit-gateway/x402-credit';
+import { checkCreditRoutes, CREDIT_NETWORK, CREDIT_SCHEME, CreditError, CreditSchemeClient, CreditSchemeServer, creditFacilitator, parseCreditPrice, type CreditReceipt } from '@agent-credit-gateway/x402-credit';
 export const client = new x402Client().register(CREDIT_NETWORK, new CreditSchemeClient({ gatewayUrl: 'https://gateway.example.com', credential: async () => 'token' }));
 export const server = new x402ResourceServer(creditFacilitator({ gatewayUrl: 'https://gateway.example.com', apiKey: 'key' })).register(CREDIT_NETWORK, new CreditSchemeServer({ gatewayUrl: 'https://gateway.example.com', merchantId: 'mer_1', offerId: 'off_1' }));
 export const amount: string = parseCreditPrice('$0.005').amount;
 export const code = (error: unknown): string | undefined => (error instanceof CreditError ? error.code : undefined);
 export const retryKey = (error: unknown): string | undefined => (error instanceof CreditError && error.code === 'approval_required' ? error.idempotencyKey : undefined);
 export const charged = (receipt: CreditReceipt): string => receipt.capturedUc;
+export const routes = checkCreditRoutes({ 'GET /report': { accepts: { scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, price: '$0.005', payTo: 'mer_1' } } });
 // @ts-expect-error the agent's scheme needs a credential
 new CreditSchemeClient({ gatewayUrl: 'https://gateway.example.com' });
 `;
@@ -66,7 +67,7 @@ describe.skipIf(onPostgres())('the packed x402-credit tarball', () => {
   it('holds the built JavaScript, its declarations, the README and the licence, and depends on @x402/core and jose only', async () => {
     const { stdout } = await run('tar', ['-tzf', tarball]);
     const files = stdout.trim().split('\n').map((entry) => entry.replace(/^package\//, '')).sort();
-    const modules = ['client', 'constants', 'errors', 'facilitator', 'index', 'mcp', 'money', 'receipts', 'requirements', 'retry', 'server', 'single-flight'];
+    const modules = ['client', 'constants', 'errors', 'facilitator', 'index', 'mcp', 'money', 'receipts', 'requirements', 'retry', 'routes', 'server', 'single-flight'];
     expect(files).toEqual(['LICENSE', 'README.md', ...modules.flatMap((name) => [`dist/${name}.d.ts`, `dist/${name}.js`]), 'package.json']);
     const manifest = JSON.parse(readFileSync(path.join(project, 'node_modules/@agent-credit-gateway/x402-credit/package.json'), 'utf8'));
     expect(manifest).toMatchObject({ license: 'Apache-2.0', type: 'module', exports: { '.': { types: './dist/index.d.ts', default: './dist/index.js' } } });
