@@ -292,6 +292,9 @@ describe('refusals', () => {
     expect(shop.runs.get('/other')).toBeUndefined();
     // None of the four was charged.
     for (const payment of [expiring, tampering, bought]) expect(await capturesOf(world, decodeJwt(payment.payload.attestation as string).jti!)).toBe(0);
+    // The expired one can never be presented again: its hold was released at once, not left until its deadline.
+    const expiredHold = await world.api('GET', `/v1/redemptions/${claims.jti!}`, { token: merchant.apiKey });
+    expect(expiredHold.body).toMatchObject({ state: 'released', capturedUc: '0' });
   });
 
   it("requirements naming another authority are refused by the agent before it asks for anything (the draft's phishing rule)", async () => {

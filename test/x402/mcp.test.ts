@@ -65,15 +65,13 @@ beforeAll(async () => {
     () => {
       const server = new McpServer({ name: 'paid-tools', version: '1.0.0' }, { capabilities: { tools: {} } });
       // Written as the package's README writes it, the handler unannotated: its result must still type as the SDK's
-      // CallToolResult (found from outside: it did not compile).
-      server.registerTool(
-        'analyse',
-        { description: 'Financial analysis, 0.5 credit a call', inputSchema: TICKER },
-        paidTool(resourceServer, { name: 'analyse', price: '0.5 credits', payTo: merchant.merchantId }, async ({ ticker }) => {
-          runs.analyse++;
-          return { content: [{ type: 'text', text: `${ticker}: strong fundamentals` }] };
-        }),
-      );
+      // CallToolResult (found from outside: it did not compile). The wrapper reads the arguments with the tool's
+      // schema, registered as the wrapper's own, so a call they refuse is not charged.
+      const analyse = paidTool(resourceServer, { name: 'analyse', price: '0.5 credits', payTo: merchant.merchantId, inputSchema: TICKER }, async ({ ticker }) => {
+        runs.analyse++;
+        return { content: [{ type: 'text', text: `${ticker}: strong fundamentals` }] };
+      });
+      server.registerTool('analyse', { description: 'Financial analysis, 0.5 credit a call', inputSchema: analyse.inputSchema }, analyse);
       server.registerTool('broken', { description: 'Always fails', inputSchema: TICKER }, broken);
       server.registerTool('lossy', { description: 'Its merchant loses settle answers', inputSchema: TICKER }, lossy);
       return server;
@@ -195,6 +193,39 @@ describe('a paid MCP tool', () => {
     const hold = await world.api('GET', `/v1/redemptions/${holdId}`, { token: merchant.apiKey });
     expect(hold.body).toMatchObject({ state: 'released', capturedUc: '0', releasedUc: '500000' });
     expect(await capturesOf(world, holdId)).toBe(0);
+    await client.close();
+  });
+
+  it("a paid call whose arguments the tool's schema refuses is not charged: the tool does not run and the hold is released at once (it stayed held until its deadline)", async () => {
+    const { client, payer } = await agentSession();
+    const { tools } = await client.listTools();
+    expect(tools.find((tool) => tool.name === 'analyse')?.inputSchema).toMatchObject({ type: 'object', properties: { ticker: { type: 'string' } }, required: ['ticker'] });
+    const required = (await client.callTool({ name: 'analyse', arguments: { ticker: 'ACME' } })) as ToolResult;
+    const payment = await payer.createPaymentPayload(required.structuredContent as PaymentRequired);
+    const before = runs.analyse;
+    const refused = (await client.callTool({ name: 'analyse', arguments: { ticker: 42 }, _meta: { [MCP_PAYMENT_META_KEY]: payment } })) as ToolResult;
+    expect(refused).toMatchObject({ isError: true, content: [{ type: 'text', text: expect.stringMatching(/^Input validation error: Invalid arguments for tool analyse: /) }] });
+    expect(runs.analyse).toBe(before);
+    const holdId = decodeJwt(payment.payload.attestation as string).jti!;
+    const hold = await world.api('GET', `/v1/redemptions/${holdId}`, { token: merchant.apiKey });
+    expect(hold.body).toMatchObject({ state: 'released', capturedUc: '0', releasedUc: '500000' });
+    await client.close();
+  });
+
+  it('a payment presented past its window is refused attestation_expired and its hold released at once; the tool does not run', async () => {
+    const { client, payer } = await agentSession();
+    const required = (await client.callTool({ name: 'analyse', arguments: { ticker: 'ACME' } })) as ToolResult;
+    const payment = await payer.createPaymentPayload(required.structuredContent as PaymentRequired);
+    const attestation = payment.payload.attestation as string;
+    const header = JSON.parse(Buffer.from(attestation.split('.')[0]!, 'base64url').toString()) as { typ: string };
+    const nowS = Math.floor(Date.now() / 1000);
+    const expired = await world.gw.gateway.signing.sign({ ...decodeJwt(attestation), iat: nowS - 600, exp: nowS - 60 }, header.typ);
+    const before = runs.analyse;
+    const refused = (await client.callTool({ name: 'analyse', arguments: { ticker: 'ACME' }, _meta: { [MCP_PAYMENT_META_KEY]: { ...payment, payload: { ...payment.payload, attestation: expired } } } })) as ToolResult;
+    expect(refused.structuredContent).toMatchObject({ error: 'attestation_expired' });
+    expect(runs.analyse).toBe(before);
+    const hold = await world.api('GET', `/v1/redemptions/${decodeJwt(attestation).jti!}`, { token: merchant.apiKey });
+    expect(hold.body).toMatchObject({ state: 'released', capturedUc: '0', releasedUc: '500000' });
     await client.close();
   });
 

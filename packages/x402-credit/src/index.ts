@@ -15,7 +15,18 @@ export {
 export { CreditSchemeClient, type AgentCredential, type Authorization, type AuthorizeRequest, type CreditSchemeClientOptions } from './client.js';
 export { CreditError, type CreditErrorCode, type CreditErrorOptions, type Problem } from './errors.js';
 export { CreditFacilitatorClient, creditFacilitator, type CreditFacilitatorOptions } from './facilitator.js';
-export { callPaidTool, paidTool, paymentRequiredOf, type PaidToolCall, type PaidToolOptions, type PaymentPayloadMaker, type ToolCaller, type ToolResult } from './mcp.js';
+export {
+  callPaidTool,
+  paidTool,
+  paymentRequiredOf,
+  type PaidToolCall,
+  type PaidToolCallback,
+  type PaidToolOptions,
+  type PaymentPayloadMaker,
+  type ToolCaller,
+  type ToolInputSchema,
+  type ToolResult,
+} from './mcp.js';
 export { amountUcText, parseCreditPrice, settlementOverrideUc } from './money.js';
 export { checkCreditRoutes } from './routes.js';
 export { verifyCreditReceipt, verifyPaymentResponse, type CreditReceipt, type VerifyReceiptOptions } from './receipts.js';

@@ -23,6 +23,37 @@ export interface ToolResult {
   [member: string]: unknown;
 }
 
+/**
+ * A tool's input schema as MCP SDK 2.x takes one: a Standard Schema (standardschema.dev) with its JSON Schema, as zod
+ * ≥ 4.2 schemas and the SDK's `fromJsonSchema` are.
+ */
+export interface ToolInputSchema<Output = unknown> {
+  readonly '~standard': {
+    readonly version: 1;
+    readonly vendor: string;
+    readonly validate: (value: unknown) => StandardResult<Output> | Promise<StandardResult<Output>>;
+    readonly jsonSchema: {
+      readonly input: (options: JsonSchemaOptions) => Record<string, unknown>;
+      readonly output: (options: JsonSchemaOptions) => Record<string, unknown>;
+    };
+    readonly types?: { readonly input: unknown; readonly output: Output } | undefined;
+  };
+}
+
+/** What a Standard JSON Schema's converter is asked for (the spec's `StandardJSONSchemaV1.Options`). */
+interface JsonSchemaOptions {
+  readonly target: 'draft-2020-12' | 'draft-07' | 'openapi-3.0' | (object & string);
+  readonly libraryOptions?: Record<string, unknown> | undefined;
+}
+
+/** What a Standard Schema's `validate` answers: the value read, or the issues. */
+type StandardResult<Output> =
+  | { readonly value: Output; readonly issues?: undefined }
+  | { readonly issues: ReadonlyArray<{ readonly message: string; readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined }> };
+
+/** The arguments a schema hands the tool. */
+type ArgumentsOf<Schema extends ToolInputSchema> = NonNullable<Schema['~standard']['types']>['output'];
+
 export interface PaidToolOptions {
   /** The tool's name: its resource is `mcp://tool/{name}` unless `resource.url` says otherwise. */
   name: string;
@@ -34,7 +65,18 @@ export interface PaidToolOptions {
   offerId?: string;
   maxTimeoutSeconds?: number;
   resource?: Partial<ResourceInfo>;
+  /**
+   * The tool's input schema. Given, the wrapper reads the arguments with it, after the payment is verified, so a call
+   * it refuses is not charged and its hold goes back at once; register the tool with the wrapper's own `inputSchema`
+   * (the same JSON Schema listed, every call let through to the wrapper). Without it the MCP SDK refuses such a call
+   * before the wrapper sees it, and the hold lapses at its deadline.
+   */
+  inputSchema?: ToolInputSchema;
 }
+
+/** A paid tool's callback, and the schema to register it with when it reads its own arguments. */
+export type PaidToolCallback<Args, Result extends ToolResult, Schema extends ToolInputSchema | undefined = undefined> = ((args: Args, context: unknown) => Promise<Result>) &
+  (Schema extends ToolInputSchema ? { readonly inputSchema: Schema } : unknown);
 
 /** The transport context the resource server's hooks see for a tool call (its `result` once the tool ran). */
 interface ToolTransportContext {
@@ -53,6 +95,35 @@ function isPaymentPayload(value: unknown): value is PaymentPayload {
   return typeof value === 'object' && value !== null && typeof (value as PaymentPayload).x402Version === 'number' && typeof (value as PaymentPayload).payload === 'object';
 }
 
+/**
+ * The schema a paid tool is registered with: its own JSON Schema listed, every value let through, so the SDK calls
+ * the wrapper with whatever the agent sent, and the wrapper reads it once the payment is verified.
+ */
+function letThrough<Schema extends ToolInputSchema>(schema: Schema, toolName: string): Schema {
+  const standard = schema['~standard'];
+  if (typeof standard?.validate !== 'function' || typeof standard.jsonSchema?.input !== 'function') {
+    throw new TypeError(`tool "${toolName}": inputSchema must be a Standard Schema with its JSON Schema (zod 4.2 or later, or the MCP SDK's fromJsonSchema)`);
+  }
+  const letThroughSchema: ToolInputSchema = {
+    '~standard': {
+      version: 1,
+      vendor: standard.vendor,
+      validate: (value) => ({ value }),
+      jsonSchema: { input: (options) => standard.jsonSchema.input(options), output: (options) => standard.jsonSchema.output(options) },
+    },
+  };
+  return letThroughSchema as Schema;
+}
+
+/** The arguments as the tool's schema reads them, or the tool error the MCP SDK answers a refusal with (its words). */
+async function readArguments(schema: ToolInputSchema | undefined, args: unknown, toolName: string): Promise<{ read: true; value: unknown } | { read: false; refusal: ToolResult }> {
+  if (!schema) return { read: true, value: args };
+  const result = await schema['~standard'].validate(args ?? {});
+  if (!result.issues?.length) return { read: true, value: (result as { value: unknown }).value };
+  const words = result.issues.map((issue) => (issue.path?.length ? `${issue.path.map((part) => String(typeof part === 'object' ? part.key : part)).join('.')}: ${issue.message}` : issue.message));
+  return { read: false, refusal: { isError: true, content: [{ type: 'text', text: `Input validation error: Invalid arguments for tool ${toolName}: ${words.join(', ')}` }] } };
+}
+
 /** The spec's payment-required tool result: PaymentRequired as structured content and as JSON text. */
 function paymentRequiredResult(paymentRequired: PaymentRequired): ToolResult {
   return {
@@ -65,17 +136,31 @@ function paymentRequiredResult(paymentRequired: PaymentRequired): ToolResult {
 /**
  * Wraps an MCP tool callback so each call is paid with agent credit through `server` (a
  * {@link creditResourceServer}): unpaid calls get the PaymentRequired result, paid ones are verified, run,
- * settled and answered with the settlement in `_meta["x402/payment-response"]`. A handler that throws or
- * answers `isError` is not charged (the hold is released). Repeats of one payment get the first answer
- * (single flight). Register the result as the tool's callback, e.g. `mcp.registerTool(name, config, paidTool(...))`.
+ * settled and answered with the settlement in `_meta["x402/payment-response"]`. A call the tool does not serve is
+ * not charged (the hold is released): its handler throws or answers `isError`, or its `inputSchema` refuses the
+ * arguments. Repeats of one payment get the first answer (single flight). Register the result as the tool's
+ * callback, with its `inputSchema` when it has one:
+ * `const tool = paidTool(server, { …, inputSchema }, handler); mcp.registerTool(name, { …, inputSchema: tool.inputSchema }, tool)`.
  * A price this scheme cannot charge throws `CreditError('invalid_price')` here, naming the tool, not at its first call.
  */
+export function paidTool<Schema extends ToolInputSchema, Result extends ToolResult = ToolResult>(
+  server: x402ResourceServer,
+  options: PaidToolOptions & { inputSchema: Schema },
+  handler: (args: ArgumentsOf<Schema>, context: unknown) => Result | Promise<Result>,
+): PaidToolCallback<ArgumentsOf<Schema>, Result, Schema>;
 export function paidTool<Args, Result extends ToolResult = ToolResult>(
   server: x402ResourceServer,
   options: PaidToolOptions,
   handler: (args: Args, context: unknown) => Result | Promise<Result>,
-): (args: Args, context: unknown) => Promise<Result> {
+): PaidToolCallback<Args, Result>;
+export function paidTool<Args, Result extends ToolResult = ToolResult>(
+  server: x402ResourceServer,
+  options: PaidToolOptions,
+  handler: (args: Args, context: unknown) => Result | Promise<Result>,
+): PaidToolCallback<Args, Result, ToolInputSchema | undefined> {
   checkCreditPrice(`tool "${options.name}"`, options.price);
+  const { inputSchema } = options;
+  const registeredSchema = inputSchema === undefined ? undefined : letThrough(inputSchema, options.name);
   const resourceInfo: ResourceInfo = {
     url: options.resource?.url ?? `mcp://tool/${options.name}`,
     description: options.resource?.description ?? `Tool: ${options.name}`,
@@ -103,10 +188,12 @@ export function paidTool<Args, Result extends ToolResult = ToolResult>(
   const refusal = async (error: string, transportContext: ToolTransportContext, payload?: PaymentPayload): Promise<Result> =>
     paymentRequiredResult(await server.createPaymentRequiredResponse(await requirements(), resourceInfo, error, undefined, transportContext, payload)) as Result;
 
-  return async (args, context) => {
+  const callback = async (args: Args, context: unknown): Promise<Result> => {
     const transportContext: ToolTransportContext = { toolName: options.name, arguments: args };
+    const input = await readArguments(inputSchema, args, options.name);
     const payment = metaOf(context)?.[MCP_PAYMENT_META_KEY];
-    if (!isPaymentPayload(payment)) return refusal('Payment required to call this tool', transportContext);
+    // Arguments the tool refuses are not worth paying for: refused as the SDK would, before any payment is asked.
+    if (!isPaymentPayload(payment)) return input.read ? refusal('Payment required to call this tool', transportContext) : (input.refusal as Result);
     const offered = await server.createPaymentRequiredResponse(await requirements(), resourceInfo, undefined, undefined, transportContext);
     const matching = server.findMatchingRequirements(offered.accepts, payment);
     if (!matching) return refusal('No matching payment requirements', transportContext);
@@ -118,9 +205,15 @@ export function paidTool<Args, Result extends ToolResult = ToolResult>(
       // A repeat of a payment already served: its first answer, without running the tool again.
       result = verified.skipHandler.body as Result;
     } else {
+      // Every way the tool does not serve a verified payment cancels it, which releases its hold (the scheme's
+      // onVerifiedPaymentCanceled): arguments refused, the handler's throw, its isError.
       const cancellation = server.createPaymentCancellationDispatcher(payment, matching, undefined, transportContext);
+      if (!input.read) {
+        await cancellation.cancel({ reason: 'handler_failed', error: input.refusal });
+        return input.refusal as Result;
+      }
       try {
-        result = await handler(args, context);
+        result = await handler(input.value as Args, context);
       } catch (error) {
         await cancellation.cancel({ reason: 'handler_threw', error });
         throw error;
@@ -141,6 +234,7 @@ export function paidTool<Args, Result extends ToolResult = ToolResult>(
     if (!settlement.success) return refusal(`Settlement failed: ${settlement.errorReason ?? 'unknown'}`, transportContext);
     return { ...result, _meta: { ...result._meta, [MCP_PAYMENT_RESPONSE_META_KEY]: settlement } };
   };
+  return registeredSchema === undefined ? callback : Object.assign(callback, { inputSchema: registeredSchema });
 }
 
 /** What an MCP client needs here: `callTool` as the official SDK's Client has it. */

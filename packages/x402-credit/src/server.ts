@@ -1,8 +1,9 @@
 // The merchant's side: a SchemeNetworkServer for x402's resource server (@x402/express, @x402/hono, the
 // MCP wrapper), the gateway as its facilitator. It turns a price into this scheme's requirements for the
 // merchant's offer, states the resource each request protects (`extra.resource`, from the request's URL,
-// automatically), coalesces repeats of one payment (single flight), and releases the hold (`amount: "0"`)
-// when the handler fails, so the agent's credit comes back at once instead of at the hold's expiry. A settlement
+// automatically), coalesces repeats of one payment (single flight), and releases the hold (`amount: "0"`) of a
+// payment that serves nothing (the handler failed, the tool refused its arguments, the presentation came past its
+// window), so the agent's credit comes back at once instead of at the hold's expiry. A settlement
 // override x402 would not settle exactly is refused before the settle, and a route's price it cannot charge is
 // refused with words the request's answer carries.
 import { FacilitatorResponseError, SETTLEMENT_OVERRIDES_HEADER, x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
@@ -41,7 +42,11 @@ export interface CreditSchemeServerOptions {
    * lapses at its expiry). {@link creditResourceServer} passes the gateway's.
    */
   facilitator?: FacilitatorClient;
-  /** Release the hold (settle `amount: "0"`) when the handler throws or answers ≥ 400 (default true with a facilitator). */
+  /**
+   * Release the hold (settle `amount: "0"`) of a payment that serves nothing: the handler throws or answers ≥ 400 (a
+   * tool's `isError`, or its arguments refused), the attestation came past its presentation window, or the gateway
+   * refused the settle for good (default true with a facilitator).
+   */
   releaseOnFailure?: boolean;
   /**
    * The origin the resource URLs are stated with (e.g. https://api.example.com), instead of the one the request
@@ -57,6 +62,9 @@ export interface CreditSchemeServerOptions {
    */
   onError?: (error: unknown) => void;
 }
+
+/** The gateway's verify reason for an attestation past its presentation window (its hold still held, or `hold_expired`). */
+const ATTESTATION_EXPIRED = 'attestation_expired';
 
 /** The one payment flow: verify before the handler, settle (capture) after it, as x402's `authorization` flow. */
 const PAYMENT_FLOWS: Readonly<Record<string, PaymentFlowConfig>> = { default: { supported: ['authorization'], default: 'authorization' } };
@@ -127,6 +135,13 @@ export class CreditSchemeServer implements SchemeNetworkServer {
     const hooks = this.singleFlight?.hooks;
     this.schemeHooks = {
       ...hooks,
+      onAfterVerify: async (context) => {
+        const directive = await hooks?.onAfterVerify(context);
+        // Its presentation window passed: the attestation can never be presented again, so its hold would only wait
+        // for its deadline. Released, unless the gateway already expired the hold (it then answers hold_expired).
+        if (!context.result.isValid && context.result.invalidReason === ATTESTATION_EXPIRED) await this.release(context);
+        return directive;
+      },
       onVerifiedPaymentCanceled: async (context) => {
         await hooks?.onVerifiedPaymentCanceled(context);
         await this.release(context);
@@ -236,8 +251,12 @@ export class CreditSchemeServer implements SchemeNetworkServer {
     await this.release(context);
   }
 
-  /** Settles `amount: "0"`: the hold goes back to the agent (the handler failed; nothing was served). */
-  private async release(context: SettleContext): Promise<void> {
+  /**
+   * Settles `amount: "0"`: the hold goes back to the agent, who is not charged. The one way every outcome that serves
+   * nothing gives the credit back: a verified payment the handler or the tool's arguments did not serve (x402's
+   * cancel), a settle refused for good, a presentation past its window.
+   */
+  private async release(context: Pick<SettleContext, 'paymentPayload' | 'requirements'>): Promise<void> {
     const facilitator = this.options.facilitator;
     if (!facilitator || this.options.releaseOnFailure === false) return;
     // A repeat answered from a kept response ran nothing; a rerun's payment may be captured, and stays open.

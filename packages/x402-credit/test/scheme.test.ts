@@ -9,6 +9,7 @@ import { decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402
 import { HTTPFacilitatorClient, x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
 import type { PaymentPayload, PaymentRequired, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse } from '@x402/core/types';
 import { paymentMiddleware, setSettlementOverrides } from '@x402/express';
+import { fromJsonSchema, type JsonSchemaType } from '@modelcontextprotocol/server';
 import express from 'express';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -21,9 +22,11 @@ import {
   CreditSchemeClient,
   creditResourceServer,
   CreditSchemeServer,
+  MCP_PAYMENT_META_KEY,
   paidTool,
   parseCreditPrice,
   settlementOverrideUc,
+  type ToolResult,
 } from '@agent-credit-gateway/x402-credit';
 import { onPostgres } from '../../../test/support/database.ts';
 
@@ -491,6 +494,78 @@ describe.skipIf(onPostgres())("a route's price, checked where the merchant state
     expect(answer.status).toBe(502);
     expect(await answer.json()).toEqual({ error: `this route's price is misconfigured: invalid_price: ${detail}` });
     expect(reported).toEqual([new CreditError('invalid_price', detail)]);
+  });
+});
+
+describe.skipIf(onPostgres())('a paid tool that serves nothing charges nothing', () => {
+  const TICKER_JSON = { type: 'object', properties: { ticker: { type: 'string', minLength: 1 } }, required: ['ticker'] } as JsonSchemaType;
+  let jti = 0;
+  /** A payment for the `analyse` tool, presented as MCP SDK 2.x hands it to the tool's callback (its context's `_meta`). */
+  const paidContext = () => {
+    const attestation = attestationWith({ jti: `hold_${++jti}`, exp: Math.floor(Date.now() / 1000) + 300 });
+    const payment = { x402Version: 2, accepted: requirements({}, { resource: 'mcp://tool/analyse' }), payload: { type: 'consume', attestation } };
+    return { mcpReq: { _meta: { [MCP_PAYMENT_META_KEY]: payment } } };
+  };
+  /** The `analyse` tool on a resource server whose gateway verifies as `verify` says; `runs` holds the arguments each run got. */
+  function analyseTool(verify?: () => Record<string, unknown>) {
+    const gateway = scriptedGateway(verify);
+    const runs: unknown[] = [];
+    const resourceServer = creditResourceServer({ gatewayUrl: GATEWAY, merchantId: MERCHANT, offerId: OFFER, apiKey: 'sk_test_key', fetch: gateway.fetchFn });
+    const tool = paidTool(resourceServer, { name: 'analyse', price: '$0.005', payTo: MERCHANT, inputSchema: fromJsonSchema<{ ticker: string }>(TICKER_JSON) }, async ({ ticker }) => {
+      runs.push(ticker);
+      return { content: [{ type: 'text', text: `${ticker}: strong` }] };
+    });
+    return { tool, runs, settles: gateway.settles };
+  }
+
+  it('a paid call whose arguments the input schema refuses is answered as the MCP SDK answers it, the tool does not run, and its hold is released (it stayed held until its deadline)', async () => {
+    const { tool, runs, settles } = analyseTool();
+    const refused = (await tool({ ticker: 42 } as unknown as { ticker: string }, paidContext())) as ToolResult;
+    expect(refused).toEqual({ isError: true, content: [{ type: 'text', text: expect.stringMatching(/^Input validation error: Invalid arguments for tool analyse: .*ticker/) }] });
+    expect(runs).toEqual([]);
+    expect(settles).toEqual(['0']);
+    // Missing arguments too.
+    settles.length = 0;
+    expect(((await tool(undefined as unknown as { ticker: string }, paidContext())) as ToolResult).isError).toBe(true);
+    expect(settles).toEqual(['0']);
+    // Arguments it reads are served and charged.
+    settles.length = 0;
+    const served = (await tool({ ticker: 'ACME' }, paidContext())) as ToolResult;
+    expect(served.content).toEqual([{ type: 'text', text: 'ACME: strong' }]);
+    expect(runs).toEqual(['ACME']);
+    expect(settles).toEqual(['500000']);
+  });
+
+  it('an unpaid call whose arguments the schema refuses is refused as such, not asked to pay', async () => {
+    const { tool, settles } = analyseTool();
+    const refused = (await tool({ ticker: '' }, {})) as ToolResult;
+    expect(refused).toMatchObject({ isError: true, content: [{ text: expect.stringMatching(/^Input validation error: Invalid arguments for tool analyse: /) }] });
+    expect(refused.structuredContent).toBeUndefined();
+    expect(((await tool({ ticker: 'ACME' }, {})) as ToolResult).structuredContent).toMatchObject({ x402Version: 2, accepts: [{ amount: '500000' }] });
+    expect(settles).toEqual([]);
+  });
+
+  it('is registered with a schema that lists the same JSON Schema and lets every call through to the wrapper, which reads it after the payment', async () => {
+    const { tool } = analyseTool();
+    const listed = tool.inputSchema['~standard'];
+    expect(listed.jsonSchema.input({ target: 'draft-2020-12' })).toEqual(TICKER_JSON);
+    expect(await listed.validate({ ticker: 42 })).toEqual({ value: { ticker: 42 } });
+    const resourceServer = creditResourceServer({ gatewayUrl: GATEWAY, merchantId: MERCHANT, offerId: OFFER, apiKey: 'sk_test_key', fetch: neverCalled });
+    const schemaWithoutJson = { '~standard': { version: 1, vendor: 'other', validate: (value: unknown) => ({ value }) } };
+    expect(() => paidTool(resourceServer, { name: 'analyse', price: '$0.005', payTo: MERCHANT, inputSchema: schemaWithoutJson as never }, async () => ({ content: [] }))).toThrow(
+      /tool "analyse": inputSchema must be a Standard Schema with its JSON Schema/,
+    );
+  });
+
+  it('a payment presented past its window has its hold released; one whose hold the gateway already expired has nothing to release', async () => {
+    const expired = analyseTool(() => ({ isValid: false, invalidReason: 'attestation_expired', invalidMessage: 'the attestation expired: authorize again and retry', payer: 'agt_1' }));
+    const refused = (await expired.tool({ ticker: 'ACME' }, paidContext())) as ToolResult;
+    expect(refused.structuredContent).toMatchObject({ error: 'attestation_expired' });
+    expect(expired.runs).toEqual([]);
+    expect(expired.settles).toEqual(['0']);
+    const lapsed = analyseTool(() => ({ isValid: false, invalidReason: 'hold_expired', invalidMessage: 'the hold expired', payer: 'agt_1' }));
+    expect(((await lapsed.tool({ ticker: 'ACME' }, paidContext())) as ToolResult).structuredContent).toMatchObject({ error: 'hold_expired' });
+    expect(lapsed.settles).toEqual([]);
   });
 });
 
