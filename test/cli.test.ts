@@ -578,9 +578,10 @@ describe('acg agent mandate show and set', () => {
     const unknownMember = await acg(workDir, env, 'agent', 'mandate', 'set', agent.id, '--file', file({ budgets: [], budget: [] }));
     expect(unknownMember.stderr).toMatch(/\(HTTP 400 invalid_input\):\n {2}\S*\/budget: is not a known member here\n$/);
     const rule = await acg(workDir, env, 'agent', 'mandate', 'set', agent.id, '--file', file({ budgets: [{ id: 'a', limitUc: '1', period: 'day' }, { id: 'a', limitUc: '2', period: 'week' }] }));
-    expect(rule.stderr).toMatch(/\(HTTP 400 invalid_input\):\n {2}budgets\/1\/id "a" is used twice; budget ids are unique within a mandate\n$/);
+    // A rule the schema cannot state names its member as the schema's refusals do.
+    expect(rule.stderr).toMatch(/\(HTTP 400 invalid_input\):\n {2}\/budgets\/1\/id: "a" is used twice; budget ids are unique within a mandate\n$/);
     const piped = await acgWithInput(workDir, env, JSON.stringify({ timeZone: 'Mars/Olympus' }), 'agent', 'mandate', 'set', agent.id, '--file', '-');
-    expect(piped.stderr).toMatch(/^the gateway refused the mandate in standard input \(HTTP 400 invalid_input\):\n {2}timeZone "Mars\/Olympus" is not an IANA time zone/);
+    expect(piped.stderr).toMatch(/^the gateway refused the mandate in standard input \(HTTP 400 invalid_input\):\n {2}\/timeZone: "Mars\/Olympus" is not an IANA time zone/);
     expect((await mandateNow()).version).toBe(before);
   });
 

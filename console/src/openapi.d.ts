@@ -2702,6 +2702,13 @@ export interface components {
              */
             code: "invalid_input" | "agent_required" | "idempotency_required" | "unauthorized" | "INSUFFICIENT_CREDITS" | "CAP_EXCEEDED" | "approval_required" | "human_required" | "owner_claim_required" | "scope_required" | "FROZEN" | "SCOPE_FORBIDDEN" | "agent_mismatch" | "owner_required" | "forbidden" | "agent_not_registered" | "inbox_not_allowed" | "not_found" | "method_not_allowed" | "domain_verification_pending" | "category_in_use" | "idempotency_key_reused" | "idempotency_key_in_use" | "conflict" | "hold_resolved" | "voucher_revoked" | "refund_exceeds_captured" | "refund_window_closed" | "insufficient_earnings" | "connector_not_configured" | "upstream_not_found" | "upstream_unprocessable" | "upstream_rate_limited" | "upstream_auth_failed" | "upstream_unavailable" | "upstream_timeout" | "request_timeout" | "precondition_failed" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "runtime_configuration_required" | "signing_configuration_required" | "runtime_unavailable" | "workspace_unavailable" | "provider_configuration_required" | "link_configuration_required" | "payment_unavailable" | "storage_unavailable" | "overloaded";
             detail?: string;
+            /** @description with invalid_input, the members of the request it refuses, whether by its schema or by a rule the schema cannot state (a merchant that does not exist); `detail` says the first as "<path> <message>" */
+            errors?: {
+                /** @description the member, named from the part of the request that holds it: body/budgets/0/merchantId, params/id, querystring/limit (over MCP, arguments/…) */
+                path: string;
+                /** @description what is wrong with it */
+                message: string;
+            }[];
         } & {
             [key: string]: unknown;
         };
@@ -3112,6 +3119,13 @@ export interface components {
              */
             code: "invalid_input" | "agent_required" | "idempotency_required" | "unauthorized" | "INSUFFICIENT_CREDITS" | "CAP_EXCEEDED" | "approval_required" | "human_required" | "owner_claim_required" | "scope_required" | "FROZEN" | "SCOPE_FORBIDDEN" | "agent_mismatch" | "owner_required" | "forbidden" | "agent_not_registered" | "inbox_not_allowed" | "not_found" | "method_not_allowed" | "domain_verification_pending" | "category_in_use" | "idempotency_key_reused" | "idempotency_key_in_use" | "conflict" | "hold_resolved" | "voucher_revoked" | "refund_exceeds_captured" | "refund_window_closed" | "insufficient_earnings" | "connector_not_configured" | "upstream_not_found" | "upstream_unprocessable" | "upstream_rate_limited" | "upstream_auth_failed" | "upstream_unavailable" | "upstream_timeout" | "request_timeout" | "precondition_failed" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "runtime_configuration_required" | "signing_configuration_required" | "runtime_unavailable" | "workspace_unavailable" | "provider_configuration_required" | "link_configuration_required" | "payment_unavailable" | "storage_unavailable" | "overloaded";
             detail?: string;
+            /** @description with invalid_input, the members of the request it refuses, whether by its schema or by a rule the schema cannot state (a merchant that does not exist); `detail` says the first as "<path> <message>" */
+            errors?: {
+                /** @description the member, named from the part of the request that holds it: body/budgets/0/merchantId, params/id, querystring/limit (over MCP, arguments/…) */
+                path: string;
+                /** @description what is wrong with it */
+                message: string;
+            }[];
             /**
              * @description invalid_input for a delegate's mandate: the rule by which it is not within its parent's (or the parent allows no delegates)
              * @enum {string}
@@ -3164,6 +3178,13 @@ export interface components {
              */
             code: "invalid_input" | "agent_required" | "idempotency_required" | "unauthorized" | "INSUFFICIENT_CREDITS" | "CAP_EXCEEDED" | "approval_required" | "human_required" | "owner_claim_required" | "scope_required" | "FROZEN" | "SCOPE_FORBIDDEN" | "agent_mismatch" | "owner_required" | "forbidden" | "agent_not_registered" | "inbox_not_allowed" | "not_found" | "method_not_allowed" | "domain_verification_pending" | "category_in_use" | "idempotency_key_reused" | "idempotency_key_in_use" | "conflict" | "hold_resolved" | "voucher_revoked" | "refund_exceeds_captured" | "refund_window_closed" | "insufficient_earnings" | "connector_not_configured" | "upstream_not_found" | "upstream_unprocessable" | "upstream_rate_limited" | "upstream_auth_failed" | "upstream_unavailable" | "upstream_timeout" | "request_timeout" | "precondition_failed" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "runtime_configuration_required" | "signing_configuration_required" | "runtime_unavailable" | "workspace_unavailable" | "provider_configuration_required" | "link_configuration_required" | "payment_unavailable" | "storage_unavailable" | "overloaded";
             detail?: string;
+            /** @description with invalid_input, the members of the request it refuses, whether by its schema or by a rule the schema cannot state (a merchant that does not exist); `detail` says the first as "<path> <message>" */
+            errors?: {
+                /** @description the member, named from the part of the request that holds it: body/budgets/0/merchantId, params/id, querystring/limit (over MCP, arguments/…) */
+                path: string;
+                /** @description what is wrong with it */
+                message: string;
+            }[];
             /** @description the rule: per_hold_cap, per_period_cap, budget_exceeded or max_uc (CAP_EXCEEDED); above_approval_threshold (approval_required); see /docs/errors */
             reason?: string;
             /** @description the ancestor whose rule it is, when it is not the agent's own */

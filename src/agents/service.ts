@@ -2,7 +2,7 @@
 // and avatars. Every owner method takes the owner id of the caller and treats another owner's agent as not
 // found. The ledger, execute and payments read and lock agent rows through here, and the credential
 // verifier reads them (never writes) through its `AgentLookup`, which this service satisfies.
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, memberRefusal, refusingMembersAt } from '../platform/errors.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
 import type { Page } from '../platform/schemas.ts';
@@ -384,13 +384,16 @@ export class AgentService {
       throw new ApiError('invalid_input', { detail: `the mandate of agent ${parent.id} does not allow delegates (delegation.allowed is false)`, extra: { reason: 'delegation_not_allowed' } });
     }
     await this.checkTreeAdmits(tx, parent);
-    refuseAllowedAndDenied(input.mandate.merchants);
-    const rules = await this.checkedWithMerchants(tx, {
-      ...parentRules,
-      delegation: { ...NO_DELEGATION },
-      ...input.mandate,
-      caps: input.mandate.caps ?? parentRules.caps,
-      merchants: { ...parentRules.merchants, ...input.mandate.merchants },
+    // The rules' members are the registration's `mandate` member's: a refusal of one names it there.
+    const rules = await refusingMembersAt('mandate', () => {
+      refuseAllowedAndDenied(input.mandate.merchants);
+      return this.checkedWithMerchants(tx, {
+        ...parentRules,
+        delegation: { ...NO_DELEGATION },
+        ...input.mandate,
+        caps: input.mandate.caps ?? parentRules.caps,
+        merchants: { ...parentRules.merchants, ...input.mandate.merchants },
+      });
     });
     await refuseWider(tx, rules, { id: parent.id, rules: parentRules });
     const row = await this.insertAgent(tx, { ownerId: parent.owner_id, name: input.name, identity: input.identity, parent }, rules, principalScope(principal as Principal));
@@ -423,7 +426,7 @@ export class AgentService {
     const issuer = this.agentIssuer();
     if (!issuer) throw new ApiError('provider_configuration_required', { detail: 'no agent identity provider is configured (ACG_AGENT_ISSUER)' });
     if (input.identity.issuer !== issuer) {
-      throw new ApiError('invalid_input', { detail: `identity.issuer must be the agent identity provider, ${issuer}` });
+      throw memberRefusal('identity/issuer', `must be the agent identity provider, ${issuer}`);
     }
     const nowS = this.gateway.clock.nowS();
     const row = await store.insertAgent(tx, {
@@ -547,17 +550,18 @@ export class AgentService {
     const found = await store.findMerchantsNamed(db, named);
     for (const list of ['allow', 'deny'] as const) {
       const unknown = rulesIds[list].find(({ name }) => !found.some((merchant) => merchant.id === name));
-      if (unknown) throw new ApiError('invalid_input', { detail: `merchants/${list}/${unknown.index} "${unknown.name}" names no merchant (an id names a registered merchant; a domain may be named before its merchant registers)` });
+      if (unknown) throw memberRefusal(`merchants/${list}/${unknown.index}`, `"${unknown.name}" names no merchant (an id names a registered merchant; a domain may be named before its merchant registers)`);
     }
     for (const [index, { merchantId }] of checked.budgets.entries()) {
       if (merchantId === undefined || found.some((merchant) => merchant.id === merchantId)) continue;
       // Every merchant verified on the domain (a domain need not be unique), not one of them picked by the lookup's order.
       const byDomain = found.filter((merchant) => merchant.domain === merchantId && merchant.verified).map((merchant) => merchant.id).sort();
-      throw new ApiError('invalid_input', {
-        detail: byDomain.length > 0
-          ? `budgets/${index}/merchantId "${merchantId}" is a domain; a budget names its merchant by id (${byDomain.length === 1 ? 'the merchant verified on it is' : 'the merchants verified on it are'} ${byDomain.join(', ')})`
-          : `budgets/${index}/merchantId "${merchantId}" names no merchant: a budget names its merchant by id (mer_…)`,
-      });
+      throw memberRefusal(
+        `budgets/${index}/merchantId`,
+        byDomain.length > 0
+          ? `"${merchantId}" is a domain; a budget names its merchant by id (${byDomain.length === 1 ? 'the merchant verified on it is' : 'the merchants verified on it are'} ${byDomain.join(', ')})`
+          : `"${merchantId}" names no merchant: a budget names its merchant by id (mer_…)`,
+      );
     }
     return checked;
   }
@@ -803,7 +807,7 @@ export class AgentService {
   async setProfile(tx: Tx, principal: Actor, agentId: string, profile: { name: string; preset: string; color: string }): Promise<AgentProfile> {
     const row = await this.lockAgentFor(tx, principal, agentId);
     if (profile.preset === 'image' && !row.avatar_upload_id) {
-      throw new ApiError('invalid_input', { detail: 'preset "image" needs a finalized avatar upload first' });
+      throw memberRefusal('preset', '"image" needs a finalized avatar upload first');
     }
     const updated = await store.updateAgent(tx, {
       ...row,

@@ -25,7 +25,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { ApiError, problemBody, unexpectedAsApiError, type HumanApproval } from '../platform/errors.ts';
+import { ApiError, memberPath, memberRefusal, problemBody, unexpectedAsApiError, type HumanApproval } from '../platform/errors.ts';
 import { describeViolations } from '../platform/http/render-error.ts';
 import { findUnstorableText, unstorableTextDetail } from '../platform/http/text-guard.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
@@ -257,7 +257,9 @@ async function answer(
     const approval = refusal.options.approval;
     const elicitation = approval === undefined ? undefined : askToVisit(refusal, approval, asker, ctx);
     if (elicitation) return elicitation;
-    const problem = problemBody(services.gateway.config.baseUrl, refusal, { retryAfterMember: true });
+    // A tool's arguments are its operation's input (and `idempotencyKey`): a member is named under `arguments`, as the
+    // argument check names one.
+    const problem = problemBody(services.gateway.config.baseUrl, refusal, { retryAfterMember: true, nameMember: (path) => memberPath('arguments', path) });
     // A read declares an output schema, which MCP requires structured content to match, and which the 1.x SDK's
     // client checks on errors too (a problem body there threw -32602 in the client instead of reaching the app):
     // its refusal carries the problem body as its text alone. An operation declares none: its refusal has both.
@@ -325,8 +327,7 @@ function argumentCheck(input: JsonSchema): (args: Record<string, unknown>) => vo
     for (const name of tellers) {
       const known = [...new Set(candidates.map(({ consts }) => consts.find(([other]) => other === name)![1]))];
       if (!known.includes(args[name])) {
-        const message = `must be one of ${known.map((value) => JSON.stringify(value)).join(', ')}`;
-        throw new ApiError('invalid_input', { detail: `arguments/${name} ${message}`, extra: { errors: [{ path: `arguments/${name}`, message }] } });
+        throw memberRefusal(name, `must be one of ${known.map((value) => JSON.stringify(value)).join(', ')}`);
       }
       candidates = candidates.filter(({ consts }) => consts.some(([other, value]) => other === name && value === args[name]));
     }

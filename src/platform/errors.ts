@@ -93,6 +93,34 @@ export interface ApiErrorOptions {
   provisional?: boolean;
   /** Extra response headers of the HTTP face (e.g. `WWW-Authenticate`, `Allow`); never `Retry-After`. */
   headers?: Record<string, string>;
+  /**
+   * The member of the operation's input the refusal is about, named from the input's root (`memberRefusal`). Each
+   * face names it from its own root, as its schema refusals name a member (HTTP `body/…`, MCP `arguments/…`), in the
+   * problem's `detail` ("<name> <message>") and its `errors` ([{path, message}]). Instead of `detail`.
+   */
+  member?: MemberViolation;
+}
+
+/**
+ * What is wrong with one member of an operation's input: where it is (slash-separated from the input's root, as
+ * RFC 6901 without its leading slash: `budgets/0/merchantId`; empty for the whole input) and what is wrong with it.
+ */
+export interface MemberViolation {
+  path: string;
+  message: string;
+}
+
+/** How a face names a member of an operation's input (HTTP: `body/…` or `params/…`; MCP: `arguments/…`). */
+export type MemberNamer = (path: string) => string;
+
+/** A member's path below `root`, either of which may be empty (the root itself): `body` and `budgets/0` are `body/budgets/0`. */
+export function memberPath(root: string, path: string): string {
+  return root === '' ? path : path === '' ? root : `${root}/${path}`;
+}
+
+/** "<name> <message>": the detail of a refusal of one member, the name as a face names it (as its schema refusals' details read). */
+function memberDetail(name: string, message: string): string {
+  return name === '' ? message : `${name} ${message}`;
 }
 
 /** A page a human must visit, and what to tell them. */
@@ -113,7 +141,7 @@ export class ApiError extends Error {
     readonly code: ErrorCode,
     readonly options: ApiErrorOptions = {},
   ) {
-    super(options.detail ?? ERROR_CATALOGUE[code].title);
+    super(options.detail ?? (options.member ? memberDetail(options.member.path, options.member.message) : ERROR_CATALOGUE[code].title));
     this.name = 'ApiError';
     this.status = options.status ?? ERROR_CATALOGUE[code].status;
     this.title = ERROR_CATALOGUE[code].title;
@@ -139,6 +167,38 @@ export type OAuthErrorCode =
   | 'unsupported_grant_type'
   | 'access_denied'
   | 'temporarily_unavailable';
+
+/**
+ * 400 invalid_input refusing one member of the operation's input, by a rule its schema cannot state (a budget id used
+ * twice, a merchant that does not exist): `path` from the input's root, as the schema's own refusals name it, which
+ * each face renders from its root (`member`). A rule over a part of the input (the mandate a delegate's registration
+ * carries as `mandate`) refuses from that part's root, and the operation names the part (`refusingMembersAt`).
+ */
+export function memberRefusal(path: string, message: string, options: Omit<ApiErrorOptions, 'member' | 'detail'> = {}): ApiError {
+  return new ApiError('invalid_input', { ...options, member: { path, message } });
+}
+
+/**
+ * Runs `check` over the part of the operation's input at `at` (a path from its root): a member it refuses is named
+ * from the input's root (`at` before its path), so the face names it as the request holds it; any other outcome
+ * passes unchanged. `check` may be async.
+ */
+export function refusingMembersAt<T>(at: string, check: () => T): T {
+  const nested = (error: unknown): unknown => {
+    if (!(error instanceof ApiError) || error.options.member === undefined) return error;
+    const { path, message } = error.options.member;
+    return new ApiError(error.code, { ...error.options, member: { path: memberPath(at, path), message } });
+  };
+  try {
+    const result = check();
+    if (!(result instanceof Promise)) return result;
+    return result.catch((error: unknown) => {
+      throw nested(error);
+    }) as T;
+  } catch (error) {
+    throw nested(error);
+  }
+}
 
 export class OAuthError extends Error {
   constructor(
@@ -175,16 +235,23 @@ export interface ProblemBody {
 
 /**
  * The RFC 9457 body of a refusal. A face without headers (MCP) asks for `retryAfterS` as a member; over HTTP
- * it is the Retry-After header (`ApiError.httpHeaders`).
+ * it is the Retry-After header (`ApiError.httpHeaders`). A refusal of a member of the input (`member`) is named as
+ * the face names members (`nameMember`; without one, from the input's root), in `detail` and in `errors`, as the
+ * face's schema refusals are.
  */
-export function problemBody(baseUrl: string, error: ApiError, options: { retryAfterMember?: boolean } = {}): ProblemBody {
+export function problemBody(baseUrl: string, error: ApiError, options: { retryAfterMember?: boolean; nameMember?: MemberNamer } = {}): ProblemBody {
   const body: ProblemBody = {
     type: problemType(baseUrl, error.code),
     title: error.title,
     status: error.status,
     code: error.code,
   };
-  if (error.options.detail) body.detail = error.options.detail;
+  const member = error.options.member;
+  if (member) {
+    const path = options.nameMember ? options.nameMember(member.path) : member.path;
+    body.detail = memberDetail(path, member.message);
+    body.errors = [{ path, message: member.message }];
+  } else if (error.options.detail) body.detail = error.options.detail;
   if (options.retryAfterMember && error.retryAfterS !== undefined) body.retryAfterS = error.retryAfterS;
   if (error.options.approval) body.approvalUrl = error.options.approval.url;
   return { ...body, ...error.options.extra };

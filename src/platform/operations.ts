@@ -16,7 +16,7 @@ import { Type, type TObject, type TProperties, type TSchema } from '@sinclair/ty
 import { Batcher, togetherOrAlone, unwrap, type BatchLimits, type Settled } from './batcher.ts';
 import type { CredentialFacts } from './credential-facts.ts';
 import type { Database, Queryable, Tx } from './db/database.ts';
-import { ApiError, type ErrorCode, type HumanApproval } from './errors.ts';
+import { ApiError, type ErrorCode, type HumanApproval, type MemberViolation } from './errors.ts';
 import { fingerprint, REPLAY_HEADER, validateIdempotencyKey, type Claim, type IdempotencyStore, type KeyRule, type SecretMembers, type StoredResponse } from './idempotency.ts';
 import type { IdempotencyOutcome, Metrics } from './metrics.ts';
 import { accountScope, type Principal } from './principal.ts';
@@ -201,16 +201,23 @@ export interface RunOutcome<R> {
 }
 
 /** Members of a stored problem that the ApiError rebuilds itself. */
-const PROBLEM_OWN_MEMBERS = new Set(['code', 'detail', 'retryAfterS', 'approval']);
+const PROBLEM_OWN_MEMBERS = new Set(['code', 'detail', 'retryAfterS', 'approval', 'member']);
 
 function storedResult(result: unknown): StoredResponse {
   return { status: 200, body: result, headers: {} };
 }
 
+/**
+ * A refusal of a member is stored by the member's path from the input's root, which each face names from its own when
+ * it replays (the key is one for HTTP and MCP); its `detail` as that path says it is kept for a reader that predates
+ * `member`.
+ */
 function storedError(error: ApiError): StoredResponse {
-  const body: Record<string, unknown> = { code: error.code, detail: error.options.detail, ...error.options.extra };
+  const member = error.options.member;
+  const body: Record<string, unknown> = { code: error.code, detail: member ? error.message : error.options.detail, ...error.options.extra };
   if (error.retryAfterS !== undefined) body.retryAfterS = error.retryAfterS;
   if (error.options.approval) body.approval = error.options.approval;
+  if (member) body.member = member;
   return { status: error.status, body, headers: error.options.headers ?? {} };
 }
 
@@ -229,6 +236,7 @@ export function storedApiError(stored: StoredResponse): ApiError {
     extra: Object.keys(extra).length > 0 ? extra : undefined,
     retryAfterS,
     approval: body.approval as HumanApproval | undefined,
+    member: body.member as MemberViolation | undefined,
     headers,
   });
 }

@@ -74,4 +74,16 @@ export const problemMembers = (codeDescription = 'stable machine-readable code')
   status: Type.Integer(),
   code: Type.String({ enum: Object.keys(ERROR_CATALOGUE), description: codeDescription }),
   detail: Type.Optional(Type.String()),
+  errors: Type.Optional(
+    Type.Array(
+      Type.Object(
+        {
+          path: Type.String({ description: 'the member, named from the part of the request that holds it: body/budgets/0/merchantId, params/id, querystring/limit (over MCP, arguments/…)' }),
+          message: Type.String({ description: 'what is wrong with it' }),
+        },
+        { additionalProperties: false },
+      ),
+      { description: 'with invalid_input, the members of the request it refuses, whether by its schema or by a rule the schema cannot state (a merchant that does not exist); `detail` says the first as "<path> <message>"' },
+    ),
+  ),
 });

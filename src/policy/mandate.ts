@@ -6,7 +6,7 @@
 // that name against the document.
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
-import { ApiError } from '../platform/errors.ts';
+import { memberRefusal } from '../platform/errors.ts';
 import { normaliseDomain } from '../platform/hostnames.ts';
 import { formatUc, parseUc } from '../platform/money.ts';
 import { isTimeZone, sameTimeZone, spelledTimeZone, type BudgetPeriod } from './periods.ts';
@@ -119,8 +119,9 @@ export function sameRules(a: MandateRules, b: MandateRules): boolean {
   return canonicalize(a) === canonicalize(b);
 }
 
-function refuse(detail: string): never {
-  throw new ApiError('invalid_input', { detail });
+/** Refuses the member of the rules at `path` (from their root: a face names it from the request's, `memberRefusal`). */
+function refuse(path: string, message: string): never {
+  throw memberRefusal(path, message);
 }
 
 /**
@@ -130,23 +131,23 @@ function refuse(detail: string): never {
 export function checkedRules(rules: MandateRules, knownServiceIds: readonly string[]): MandateRules {
   const ids = new Set<string>();
   for (const [index, budget] of rules.budgets.entries()) {
-    if (ids.has(budget.id)) refuse(`budgets/${index}/id "${budget.id}" is used twice; budget ids are unique within a mandate`);
+    if (ids.has(budget.id)) refuse(`budgets/${index}/id`, `"${budget.id}" is used twice; budget ids are unique within a mandate`);
     ids.add(budget.id);
     const scopes = [budget.merchantId, budget.category, budget.serviceId].filter((scope) => scope !== undefined);
-    if (scopes.length > 1) refuse(`budgets/${index} names more than one of merchantId, category and serviceId; a budget covers one of them, or all spending`);
-    if (parseUc(budget.limitUc, `budgets/${index}/limitUc`) === 0n) refuse(`budgets/${index}/limitUc must be more than 0`);
+    if (scopes.length > 1) refuse(`budgets/${index}`, 'names more than one of merchantId, category and serviceId; a budget covers one of them, or all spending');
+    if (parseUc(budget.limitUc, `budgets/${index}/limitUc`) === 0n) refuse(`budgets/${index}/limitUc`, 'must be more than 0');
     if (budget.serviceId !== undefined && !knownServiceIds.includes(budget.serviceId)) {
-      refuse(`budgets/${index}/serviceId "${budget.serviceId}" is not a built-in service; known: ${knownServiceIds.join(', ')}`);
+      refuse(`budgets/${index}/serviceId`, `"${budget.serviceId}" is not a built-in service; known: ${knownServiceIds.join(', ')}`);
     }
   }
-  if (!isTimeZone(rules.timeZone)) refuse(`timeZone "${rules.timeZone}" is not an IANA time zone this gateway knows (e.g. UTC, Europe/Paris)`);
-  if (rules.notBefore !== null && rules.notAfter !== null && rules.notAfter <= rules.notBefore) refuse('notAfter must be later than notBefore');
+  if (!isTimeZone(rules.timeZone)) refuse('timeZone', `"${rules.timeZone}" is not an IANA time zone this gateway knows (e.g. UTC, Europe/Paris)`);
+  if (rules.notBefore !== null && rules.notAfter !== null && rules.notAfter <= rules.notBefore) refuse('notAfter', 'must be later than notBefore');
   if (rules.approvalAboveUc !== null) parseUc(rules.approvalAboveUc, 'approvalAboveUc');
   if (rules.delegation.allowed !== rules.delegation.maxDepth >= 1) {
-    refuse('delegation.allowed is true exactly when delegation.maxDepth is at least 1 (the levels of delegates allowed below the agent)');
+    refuse('delegation/allowed', 'must be true exactly when maxDepth is at least 1 (the levels of delegates allowed below the agent)');
   }
-  for (const id of rules.allowedServices) {
-    if (id !== '*' && !knownServiceIds.includes(id)) refuse(`unknown service "${id}"; known: ${knownServiceIds.join(', ')} or "*"`);
+  for (const [index, id] of rules.allowedServices.entries()) {
+    if (id !== '*' && !knownServiceIds.includes(id)) refuse(`allowedServices/${index}`, `"${id}" is not a built-in service; known: ${knownServiceIds.join(', ')} or "*"`);
   }
   const unique = (values: readonly string[]) => [...new Set(values)];
   const thresholds = unique(rules.alertThresholds.map(String)).map(Number).sort((a, b) => a - b);
@@ -181,7 +182,7 @@ export function refuseAllowedAndDenied(stated: { allow?: readonly string[] | nul
   const denied = stated.deny.map((name, index) => merchantName(name, `merchants/deny/${index}`));
   stated.allow.forEach((name, index) => {
     const at = denied.indexOf(merchantName(name, `merchants/allow/${index}`));
-    if (at >= 0) refuse(`merchants/allow/${index} and merchants/deny/${at} both name "${denied[at]}": a merchant on both lists is denied, so keep it on one`);
+    if (at >= 0) refuse(`merchants/allow/${index}`, `names "${denied[at]}", as merchants/deny/${at} does: a merchant on both lists is denied, so keep it on one`);
   });
 }
 
@@ -201,7 +202,7 @@ export const MERCHANT_ID = /^mer_[^.]+$/;
 function merchantName(name: string, path: string): string {
   if (MERCHANT_ID.test(name.toLowerCase())) return name.toLowerCase();
   const domain = normaliseDomain(name);
-  if (!domain.ok) refuse(`${path} "${name}" is neither a merchant id (mer_…) nor a domain: it ${domain.reason}`);
+  if (!domain.ok) refuse(path, `"${name}" is neither a merchant id (mer_…) nor a domain: it ${domain.reason}`);
   return domain.domain;
 }
 

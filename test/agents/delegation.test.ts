@@ -161,7 +161,9 @@ describe('registering a delegate', () => {
     expect(denyingAllowed.res.status, JSON.stringify(denyingAllowed.res.body)).toBe(201);
     // Stated on both lists in one request, it is the contradiction it reads as.
     const both = await createDelegate(root, root.token, { merchants: { allow: [shops[0].merchantId], deny: [shops[0].merchantId, shops[1].merchantId] } });
-    expect([both.res.status, both.res.body.detail]).toEqual([400, `merchants/allow/0 and merchants/deny/0 both name "${shops[0].merchantId}": a merchant on both lists is denied, so keep it on one`]);
+    // Named where the registration holds it, under `mandate`, as a schema refusal names a member (`errors` too).
+    const message = `names "${shops[0].merchantId}", as merchants/deny/0 does: a merchant on both lists is denied, so keep it on one`;
+    expect([both.res.status, both.res.body.detail, both.res.body.errors]).toEqual([400, `body/mandate/merchants/allow/0 ${message}`, [{ path: 'body/mandate/merchants/allow/0', message }]]);
   });
 
   it('a domain two merchants share names both: a child allowing it is wider than a parent allowing one, and a child denying one drops the denial of the other (found from outside)', async () => {
@@ -191,7 +193,7 @@ describe('registering a delegate', () => {
       body: { budgets: [{ id: 'twin', limitUc: '1', period: 'day', merchantId: domain }] },
     });
     expect(put.status).toBe(400);
-    expect(put.body.detail).toBe(`budgets/0/merchantId "${domain}" is a domain; a budget names its merchant by id (the merchants verified on it are ${first}, ${second})`);
+    expect(put.body.detail).toBe(`body/budgets/0/merchantId "${domain}" is a domain; a budget names its merchant by id (the merchants verified on it are ${first}, ${second})`);
   });
 
   it("a child's day, week or month budget lies within its parent's only in the parent's time zone (found from outside)", async () => {

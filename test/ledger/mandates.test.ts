@@ -90,18 +90,20 @@ describe('the mandate resource', () => {
   it('refuses rules it cannot keep, by name, and writes no version', async () => {
     const agent = await fundedAgent();
     const refusals = [
-      [{ budgets: [{ id: 'a', limitUc: '1', period: 'day' }, { id: 'a', limitUc: '2', period: 'week' }] }, /used twice/],
-      [{ budgets: [{ id: 'a', limitUc: '1', period: 'day', category: 'books', merchantId: 'mer_x' }] }, /more than one/],
-      [{ budgets: [{ id: 'a', limitUc: '0', period: 'day' }] }, /more than 0/],
-      [{ timeZone: 'Mars/Olympus' }, /IANA time zone/],
-      [{ notBefore: 2000, notAfter: 1000 }, /notAfter/],
+      [{ budgets: [{ id: 'a', limitUc: '1', period: 'day' }, { id: 'a', limitUc: '2', period: 'week' }] }, /"detail":"body\/budgets\/1\/id \\"a\\" is used twice/],
+      [{ budgets: [{ id: 'a', limitUc: '1', period: 'day', category: 'books', merchantId: 'mer_x' }] }, /"detail":"body\/budgets\/0 names more than one/],
+      [{ budgets: [{ id: 'a', limitUc: '0', period: 'day' }] }, /"detail":"body\/budgets\/0\/limitUc must be more than 0"/],
+      [{ timeZone: 'Mars/Olympus' }, /"detail":"body\/timeZone \\"Mars\/Olympus\\" is not an IANA time zone/],
+      [{ notBefore: 2000, notAfter: 1000 }, /"detail":"body\/notAfter must be later than notBefore"/],
+      [{ allowedServices: ['teleport'] }, /"detail":"body\/allowedServices\/0 \\"teleport\\" is not a built-in service/],
+      [{ delegation: { allowed: true, maxDepth: 0 } }, /"detail":"body\/delegation\/allowed must be true exactly when maxDepth is at least 1/],
       [{ budgets: [{ id: 'a', limitUc: '1', period: 'fortnight' }] }, /period/],
       [{ budgets: Array.from({ length: 21 }, (_, i) => ({ id: `b${i}`, limitUc: '1', period: 'day' })) }, /budgets/],
       // A member the mandate does not have is named, not only the object holding it.
       [{ budget: [] }, /"detail":"body\/budget is not a known member here"/],
       [{ budgets: [{ id: 'a', limitUc: '1', period: 'day', merchant: 'mer_x' }] }, /body\/budgets\/0\/merchant is not a known member here/],
       // A budget that could never count anything: a merchant that does not exist, a category no offer can have.
-      [{ budgets: [{ id: 'a', limitUc: '1', period: 'day', merchantId: 'mer_nonexistent' }] }, /budgets\/0\/merchantId \\"mer_nonexistent\\" names no merchant/],
+      [{ budgets: [{ id: 'a', limitUc: '1', period: 'day', merchantId: 'mer_nonexistent' }] }, /"detail":"body\/budgets\/0\/merchantId \\"mer_nonexistent\\" names no merchant/],
       [{ budgets: [{ id: 'a', limitUc: '1', period: 'day', category: 'BOOKS' }] }, /body\/budgets\/0\/category/],
       [{ allowedCategories: ['Books'] }, /body\/allowedCategories\/0/],
       [{ allowedCategories: ['books stuff'] }, /body\/allowedCategories\/0/],
@@ -111,13 +113,16 @@ describe('the mandate resource', () => {
       expect(res.status, JSON.stringify(body)).toBe(400);
       expect(res.body.code).toBe('invalid_input');
       expect(JSON.stringify(res.body)).toMatch(detail);
+      // The gateway's own rules name the member as its schema does: `detail` says `errors`' first, from the body's root.
+      expect(res.body.errors?.[0], JSON.stringify(body)).toMatchObject({ path: expect.stringMatching(/^body(\/|$)/) });
+      expect(res.body.detail).toBe(`${res.body.errors[0].path} ${res.body.errors[0].message}`);
     }
     expect((await get(agent)).body.version).toBe(1);
     // A verified merchant named by its domain: refused, with the id to use.
     const { rows } = await world.gw.gateway.db.query<{ domain: string }>('SELECT domain FROM merchants WHERE id = $1', [shop.merchantId]);
     const byDomain = await put(agent, { budgets: [{ id: 'a', limitUc: '1', period: 'day', merchantId: rows[0]!.domain }] });
     expect(byDomain.status).toBe(400);
-    expect(byDomain.body.detail).toBe(`budgets/0/merchantId "${rows[0]!.domain}" is a domain; a budget names its merchant by id (the merchant verified on it is ${shop.merchantId})`);
+    expect(byDomain.body.detail).toBe(`body/budgets/0/merchantId "${rows[0]!.domain}" is a domain; a budget names its merchant by id (the merchant verified on it is ${shop.merchantId})`);
     expect((await put(agent, { budgets: [{ id: 'a', limitUc: '1', period: 'day', merchantId: shop.merchantId }], allowedCategories: ['books', '*'] })).status).toBe(200);
   });
 
@@ -314,13 +319,14 @@ describe('enforcement at the hold', () => {
     for (const merchants of [{ allow: null, deny: ['mer_typo'] }, { allow: [shop.merchantId, 'mer_nope'], deny: [] }]) {
       const refused = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `unknown-merchant-${Math.random()}`, body: { merchants } });
       expect(refused.status).toBe(400);
-      expect(refused.body.detail).toMatch(/^merchants\/(deny\/0 "mer_typo"|allow\/1 "mer_nope") names no merchant/);
+      expect(refused.body.detail).toMatch(/^body\/merchants\/(deny\/0 "mer_typo"|allow\/1 "mer_nope") names no merchant/);
+      expect(refused.body.errors).toEqual([{ path: expect.stringMatching(/^body\/merchants\/(deny\/0|allow\/1)$/), message: expect.stringMatching(/^"mer_(typo|nope)" names no merchant/) }]);
     }
     await put(agent, { merchants: { allow: null, deny: ['not-yet-registered.example'] } });
     // Neither an id nor a domain: a deny entry that could match no merchant is refused too.
     for (const name of [` ${shop.merchantId}`, 'examplecom', 'not a domain!', 'mer-typo']) {
       const refused = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `not-a-name-${Math.random()}`, body: { merchants: { allow: null, deny: [name] } } });
-      expect([refused.status, refused.body.detail], name).toEqual([400, expect.stringMatching(/^merchants\/deny\/0 ".*" is neither a merchant id \(mer_…\) nor a domain: it /)]);
+      expect([refused.status, refused.body.detail], name).toEqual([400, expect.stringMatching(/^body\/merchants\/deny\/0 ".*" is neither a merchant id \(mer_…\) nor a domain: it /)]);
     }
   });
 
@@ -332,7 +338,8 @@ describe('enforcement at the hold', () => {
       { allow: ['Shop-Both.Example.com'], deny: ['shop-both.example.com'] },
     ]) {
       const refused = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `allow-and-deny-${Math.random()}`, body: { merchants } });
-      expect([refused.status, refused.body.detail]).toEqual([400, expect.stringMatching(/^merchants\/allow\/0 and merchants\/deny\/0 both name "(mer_\w+|shop-both\.example\.com)": a merchant on both lists is denied, so keep it on one$/)]);
+      expect([refused.status, refused.body.detail]).toEqual([400, expect.stringMatching(/^body\/merchants\/allow\/0 names "(mer_\w+|shop-both\.example\.com)", as merchants\/deny\/0 does: a merchant on both lists is denied, so keep it on one$/)]);
+      expect(refused.body.errors).toEqual([{ path: 'body/merchants/allow/0', message: expect.stringMatching(/^names /) }]);
     }
     expect((await get(agent)).body.version).toBe(before.version);
   });

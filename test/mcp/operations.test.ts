@@ -207,6 +207,56 @@ describe('per-tool restrictions', () => {
   });
 });
 
+describe('a refusal of one member, by a rule the schema cannot state', () => {
+  const NO_MERCHANT = '"mer_nosuchmerchant" names no merchant (an id names a registered merchant; a domain may be named before its merchant registers)';
+
+  it('names the member under arguments/, in detail and errors, as a refusal by the schema does; HTTP names it under body/ (found from outside: a bare merchants/deny/0, and no errors)', async () => {
+    const agent = await agentWithClients('member-refusal-agent', 0n);
+    const merchants = { allow: null, deny: ['mer_nosuchmerchant'] };
+    const mandate = structured(await agent.owner.callTool({ name: 'set_mandate', arguments: { id: agent.id, merchants, idempotencyKey: 'member-refusal-1' } }));
+    expect(mandate).toMatchObject({ code: 'invalid_input', status: 400, detail: `arguments/merchants/deny/0 ${NO_MERCHANT}`, errors: [{ path: 'arguments/merchants/deny/0', message: NO_MERCHANT }] });
+    const http = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: 'member-refusal-2', body: { merchants } });
+    expect([http.status, http.body.detail, http.body.errors]).toEqual([400, `body/merchants/deny/0 ${NO_MERCHANT}`, [{ path: 'body/merchants/deny/0', message: NO_MERCHANT }]]);
+    // A budget's merchant, and a service an agent's registration names, the same way.
+    const budget = structured(await agent.owner.callTool({
+      name: 'set_mandate',
+      arguments: { id: agent.id, budgets: [{ id: 'a', limitUc: '1', period: 'day', merchantId: 'mer_nosuchmerchant' }], idempotencyKey: 'member-refusal-3' },
+    }));
+    expect(budget.errors).toEqual([{ path: 'arguments/budgets/0/merchantId', message: '"mer_nosuchmerchant" names no merchant: a budget names its merchant by id (mer_…)' }]);
+    const registered = structured(await agent.owner.callTool({
+      name: 'register_agent',
+      arguments: { name: 'Teleporter', identity: { issuer: world.agentIssuer.issuer, subject: 'member-refusal-teleporter' }, allowedServices: ['teleport'], idempotencyKey: 'member-refusal-4' },
+    }));
+    expect(registered).toMatchObject({ code: 'invalid_input', detail: expect.stringMatching(/^arguments\/allowedServices\/0 "teleport" is not a built-in service/), errors: [{ path: 'arguments/allowedServices/0' }] });
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
+
+  it('a stored refusal names the member as the face that replays it does: set over MCP, replayed over HTTP, and the other way', async () => {
+    const agent = await agentWithClients('member-replay-agent', 0n);
+    const merchants = { allow: null, deny: ['mer_nosuchmerchant'] };
+    const viaMcp = () => agent.owner.callTool({ name: 'set_mandate', arguments: { id: agent.id, merchants, idempotencyKey: 'member-replay-1' } });
+    const viaHttp = () => world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: 'member-replay-1', body: { merchants } });
+    expect(structured(await viaMcp()).errors).toEqual([{ path: 'arguments/merchants/deny/0', message: NO_MERCHANT }]);
+    const replayed = await viaHttp();
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect([replayed.status, replayed.body.detail, replayed.body.errors]).toEqual([400, `body/merchants/deny/0 ${NO_MERCHANT}`, [{ path: 'body/merchants/deny/0', message: NO_MERCHANT }]]);
+    expect(structured(await viaMcp())).toMatchObject({ detail: `arguments/merchants/deny/0 ${NO_MERCHANT}`, errors: [{ path: 'arguments/merchants/deny/0', message: NO_MERCHANT }] });
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
+
+  it("a delegate's mandate is named where the registration holds it, under mandate/", async () => {
+    const agent = await agentWithClients('member-parent-agent', 0n);
+    const allowed = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: 'member-parent-1', body: { delegation: { allowed: true, maxDepth: 1 } } });
+    expect(allowed.status, JSON.stringify(allowed.body)).toBe(200);
+    const delegate = (subject: string) => ({ name: subject, identity: { issuer: world.agentIssuer.issuer, subject }, mandate: { merchants: { deny: ['mer_nosuchmerchant'] } } });
+    const mcp = structured(await agent.client.callTool({ name: 'create_delegate', arguments: { id: agent.id, ...delegate('member-child-1'), idempotencyKey: 'member-child-1' } }));
+    expect(mcp).toMatchObject({ code: 'invalid_input', detail: `arguments/mandate/merchants/deny/0 ${NO_MERCHANT}`, errors: [{ path: 'arguments/mandate/merchants/deny/0', message: NO_MERCHANT }] });
+    const http = await world.api('POST', `/v1/agents/${agent.id}/delegates`, { token: agent.token, key: 'member-child-2', body: delegate('member-child-2') });
+    expect([http.status, http.body.detail, http.body.errors]).toEqual([400, `body/mandate/merchants/deny/0 ${NO_MERCHANT}`, [{ path: 'body/mandate/merchants/deny/0', message: NO_MERCHANT }]]);
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
+});
+
 describe('text the gateway cannot store or show', () => {
   // The platform's text rule (src/platform/http/text-guard.ts) holds for tool arguments as for every HTTP body.
   async function agentsNamed(ownerId: string): Promise<string[]> {

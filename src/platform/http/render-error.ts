@@ -6,7 +6,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { Socket } from 'node:net';
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { storageFailureOf } from '../db/faults.ts';
-import { ApiError, OAuthError, problemBody, unexpectedAsApiError, type OAuthErrorCode } from '../errors.ts';
+import { ApiError, memberPath, OAuthError, problemBody, unexpectedAsApiError, type MemberNamer, type OAuthErrorCode } from '../errors.ts';
 import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from '../money.ts';
 import { VISIBLE_PATTERN } from '../schemas.ts';
 import { memberNaming, pointerPath, type MemberNaming } from './json-members.ts';
@@ -230,7 +230,21 @@ export function renderError(app: FastifyInstance, error: FastifyError, request: 
     .code(api.status)
     .headers(api.httpHeaders)
     .type('application/problem+json')
-    .send(problemBody(app.gateway.config.baseUrl, api));
+    .send(problemBody(app.gateway.config.baseUrl, api, { nameMember: inputMemberNaming(request) }));
+}
+
+/**
+ * How the HTTP face names a member of an operation's input, as its schema refusals name it: from the part of the
+ * request that carries it, a path parameter under `params/`, a query member under `querystring/`, anything else
+ * under `body/` (a body's members are the input's own, `inputOf`); the whole input is `body`.
+ */
+function inputMemberNaming(request: FastifyRequest): MemberNamer {
+  const schema = request.routeOptions.schema;
+  const holds = (part: 'params' | 'querystring', name: string) => Object.hasOwn((schema?.[part] as { properties?: object } | undefined)?.properties ?? {}, name);
+  return (path) => {
+    const first = path.split('/')[0]!;
+    return memberPath(holds('params', first) ? 'params' : holds('querystring', first) ? 'querystring' : 'body', path);
+  };
 }
 
 /**
