@@ -2,7 +2,7 @@
 // can reach their holds, is the kill switch's: src/revocations), set their profiles and avatars. Each input is
 // the path's agent id plus the body's members.
 import { Type, type Static, type TOptional } from '@sinclair/typebox';
-import { ApiError } from '../platform/errors.ts';
+import { memberRefusal } from '../platform/errors.ts';
 import { ALERT_THRESHOLDS_DEFAULT, CAP_PERIOD_S_DEFAULT, defaultExtendedRules, NO_MERCHANT_RULES, refuseAllowedAndDenied, TIME_ZONE_DEFAULT, type MandateRules } from '../policy/mandate.ts';
 import { MandateRulesProperties, MerchantRulesInput } from './schemas.ts';
 import { AgentIdParams, CategoryOrAny, DisplayName, idOf, Microcredits, Nullable, ResourceId, VersionNumber } from '../platform/schemas.ts';
@@ -187,7 +187,7 @@ export function agentOperations(agents: AgentService): AgentOperations {
       // refused on every face, before its key (found from outside: MCP's update_agent with its id alone answered 200).
       check: ({ input }) => {
         if (PATCH_MEMBERS.some((member) => (input as Record<string, unknown>)[member] !== undefined)) return undefined;
-        throw new ApiError('invalid_input', { detail: `nothing to change: name at least one of ${PATCH_MEMBERS.join(', ')}` });
+        throw memberRefusal('', `names nothing to change: name at least one of ${PATCH_MEMBERS.join(', ')}`);
       },
       run: (tx, { principal, input: { id, ifVersion, ...patch } }) => agents.updateAgent(tx, principal, id, patch, ifVersion),
     },

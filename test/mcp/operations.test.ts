@@ -255,6 +255,16 @@ describe('a refusal of one member, by a rule the schema cannot state', () => {
     expect([http.status, http.body.detail, http.body.errors]).toEqual([400, `body/mandate/merchants/deny/0 ${NO_MERCHANT}`, [{ path: 'body/mandate/merchants/deny/0', message: NO_MERCHANT }]]);
     await Promise.all([agent.client.close(), agent.owner.close()]);
   });
+
+  it('update_agent naming nothing to change is refused with errors naming the arguments, as PATCH with an empty body names the body', async () => {
+    const agent = await agentWithClients('member-nothing-agent', 0n);
+    const nothing = structured(await agent.owner.callTool({ name: 'update_agent', arguments: { id: agent.id } }));
+    expect(nothing).toMatchObject({ code: 'invalid_input', detail: expect.stringMatching(/^arguments names nothing to change: name at least one of name, /), errors: [{ path: 'arguments', message: expect.stringMatching(/^names nothing to change/) }] });
+    const http = await world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, body: {} });
+    expect([http.status, http.body.code, http.body.errors]).toEqual([400, 'invalid_input', [{ path: 'body', message: expect.any(String) }]]);
+    expect(http.body.detail).toBe(`body ${http.body.errors[0].message}`);
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
 });
 
 describe('text the gateway cannot store or show', () => {
