@@ -681,6 +681,12 @@ describe('a receipt of a key that began signing just now', () => {
     const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
     const respelled = receipt.slice(0, -1) + alphabet[alphabet.indexOf(receipt.at(-1)!) ^ 1];
     await expect(verifyCreditReceipt(respelled, { gatewayUrl: world.url })).rejects.toMatchObject({ code: 'invalid_receipt', message: expect.stringContaining('each in its one spelling') });
+    // A forged kid just before the rotation made this process fetch the key set: the new key's receipt must still verify
+    // (found from outside in the merchant SDK, which kept the same rule: refused as a forgery for the next 30 s).
+    const [header, payload, signature] = receipt.split('.') as [string, string, string];
+    const forgedKid = `${Buffer.from(JSON.stringify({ ...decodeProtectedHeader(receipt), kid: 'forged-kid' })).toString('base64url')}.${payload}.${signature}`;
+    expect(header).not.toBe(forgedKid.split('.')[0]);
+    await expect(verifyCreditReceipt(forgedKid, { gatewayUrl: world.url })).rejects.toMatchObject({ code: 'invalid_receipt' });
     await rotateSigningKeys(world.gw.gateway.db, { nowS: world.gw.clock.nowS(), leadS: 0, retentionS: 3600 });
     await world.gw.gateway.signing.reload();
     const resigned = await world.gw.gateway.signing.sign(decodeJwt(receipt), 'receipt+jwt');

@@ -8,7 +8,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createRemoteJWKSet, decodeProtectedHeader, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { ConnectionError, GatewayError, VerificationError } from './errors.js';
 import { RevocationSet, REVOCATION_TOLERANCE_S_DEFAULT } from './revocations.js';
-import type { EvidenceClaims, EvidenceMandate, Problem, ReceiptClaims, Redemption, RefundResult, RevocationFeedPage, VoucherClaims, WebhookEvent } from './types.js';
+import type { EvidenceApproval, EvidenceClaims, EvidenceMandate, Problem, ReceiptClaims, Redemption, RefundResult, RevocationFeedPage, VoucherClaims, WebhookEvent } from './types.js';
 import { verifyWebhook, type HeaderSource } from './webhooks.js';
 
 export const VOUCHER_TYP = 'voucher+jwt';
@@ -48,7 +48,10 @@ export interface MerchantClientOptions {
    * verifies past that.
    */
   revocations?: RevocationSet;
-  /** Shortest time between two JWKS fetches caused by unknown `kid`s (default 30 s). */
+  /**
+   * Shortest time between two JWKS fetches caused by unknown `kid`s (default 1 s). A token naming one waits for the
+   * next fetch, so it is checked against keys fetched after it arrived.
+   */
   jwksRefetchCooldownMs?: number;
   /** For tests: the wait before retry n (0-based). Default: 250 ms · 2ⁿ with jitter, at most 5 s. */
   backoffMs?: (attempt: number) => number;
@@ -90,6 +93,8 @@ const RETRY_AFTER_S_MAX = 30;
 const RETRY_WINDOW_MS_DEFAULT = 30_000;
 /** How long the cached key set is used before it is fetched again (an unknown kid fetches it sooner: keyFor). */
 const JWKS_CACHE_MAX_AGE_MS = 10 * 60_000;
+/** Shortest time between two fetches of the key set that unknown kids ask for, by default. */
+const JWKS_REFETCH_COOLDOWN_MS_DEFAULT = 1_000;
 
 /** The answer's Retry-After in seconds (delay-seconds, as the gateway sends it), as it said it. */
 function retryAfterSOf(headers: Headers): number | undefined {
@@ -109,7 +114,7 @@ function amountText(amount: Amount, name: string): string {
     throw new TypeError(`${name} must be a string of digits or a bigint (a number loses microcredits past 2^53), got ${typeof amount} ${String(amount)}`);
   }
   const text = typeof amount === 'bigint' ? amount.toString() : amount;
-  if (!AMOUNT_PATTERN.test(text)) throw new TypeError(`${name} must be a non-negative integer of microcredits of at most ${AMOUNT_UC_DIGITS_MAX} digits, got ${String(amount)}`);
+  if (!AMOUNT_PATTERN.test(text)) throw new TypeError(`${name} must be a whole number of microcredits, digits only, at most ${AMOUNT_UC_DIGITS_MAX} of them, got ${String(amount)}`);
   return text;
 }
 
@@ -174,8 +179,8 @@ export class MerchantClient {
   readonly revocations: RevocationSet;
   private readonly jwks: ReturnType<typeof createRemoteJWKSet>;
   private readonly jwksUrl: string;
-  /** When a token naming an unknown kid last made the key set be fetched again, and that fetch while it runs. */
-  private unknownKidFetch: { atMs: number; done: Promise<void>; settled: boolean } | undefined;
+  /** The latest fetch of the key set an unknown kid asked for: when it starts (or started), and its end. */
+  private unknownKidFetch: { startsAtMs: number; done: Promise<void> } | undefined;
   private readonly baseUrl: string;
   private readonly issuer: string;
   /** Where the next sync of the revocations feed starts; undefined: from the start of the feed. */
@@ -202,34 +207,45 @@ export class MerchantClient {
   }
 
   private get jwksCooldownMs(): number {
-    return this.options.jwksRefetchCooldownMs ?? 30_000;
+    return this.options.jwksRefetchCooldownMs ?? JWKS_REFETCH_COOLDOWN_MS_DEFAULT;
   }
 
   /**
-   * The key a token names. A kid the cached set lacks fetches the set again at most once per cooldown, counted from
-   * the last fetch an unknown kid caused (tokens that meet one fetch share it); jose's own cooldown counts from any
-   * fetch, so a key that began signing just after one (a rotation with no lead, `--expire-now` after a leak) was
-   * refused for up to 30 s (found from outside).
+   * The key a token names. A kid the cached set lacks is looked for in a key set fetched after the token arrived, so a
+   * key that began signing a moment ago is always found; such fetches start at least a cooldown apart, and every token
+   * waiting meets the next one (a flood of forged kids costs the gateway one fetch a cooldown, and the forger a wait).
+   * The cooldown counted from the last such fetch and refused what met it: one forged kid then made a key that began
+   * signing right after (a rotation with no lead, `--expire-now` after a leak) refused as a forgery for 30 s, and a
+   * forged kid every 30 s kept it so (found from outside). jose's own cooldown counts from any fetch, so keyFor makes
+   * these fetches itself.
    */
   private readonly keyFor: JWTVerifyGetKey = async (header, token) => {
     try {
       return await this.jwks(header, token);
     } catch (error) {
       if (!(error instanceof errors.JWKSNoMatchingKey)) throw error;
-      const nowMs = Date.now();
-      let fetch = this.unknownKidFetch;
-      if (fetch === undefined || nowMs - fetch.atMs >= this.jwksCooldownMs) {
-        const started = { atMs: nowMs, done: this.jwks.reload(), settled: false };
-        void started.done.finally(() => (started.settled = true)).catch(() => {});
-        this.unknownKidFetch = fetch = started;
-      } else if (fetch.settled) {
-        // Fetched for an unknown kid less than a cooldown ago, and this one is still unknown.
-        throw error;
-      }
-      await fetch.done;
+      await this.keySetFetchedAfter(Date.now());
       return this.jwks(header, token);
     }
   };
+
+  /** Waits for a fetch of the key set that starts at or after `arrivedMs`: the next one scheduled, or a new one, a cooldown after the last. */
+  private keySetFetchedAfter(arrivedMs: number): Promise<void> {
+    const last = this.unknownKidFetch;
+    if (last !== undefined && last.startsAtMs >= arrivedMs) return last.done;
+    const startsAtMs = last === undefined ? arrivedMs : Math.max(arrivedMs, last.startsAtMs + this.jwksCooldownMs);
+    // After the last one has ended, so that jose's reload starts a fetch of its own rather than joining that one.
+    const previous = last?.done.catch(() => {}) ?? Promise.resolve();
+    const done = previous.then(async () => {
+      const waitMs = startsAtMs - Date.now();
+      if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
+      await this.jwks.reload();
+    });
+    // A failed fetch is each waiting token's own error (the keys could not be read), never an unhandled rejection.
+    done.catch(() => {});
+    this.unknownKidFetch = { startsAtMs, done };
+    return done;
+  }
 
   /**
    * The signature, typ, iss, aud and times of a token. jose applies its clockTolerance to `exp` as well as to
@@ -412,7 +428,7 @@ export class MerchantClient {
       : Array.isArray(ancestors)
         ? ancestors.map((ancestor, index) => ({ agentId: stringClaim(ancestor as JWTPayload, 'agentId'), ...checkedMandate(ancestor, `ancestorMandates[${index}]`) }))
         : invalidEvidence('ancestorMandates is not a list');
-    const claims = payload as unknown as Omit<EvidenceClaims, 'evidenceId' | 'redemptionId' | 'issuedAt' | 'mandate' | 'ancestorMandates'>;
+    const claims = payload as unknown as Omit<EvidenceClaims, 'evidenceId' | 'redemptionId' | 'issuedAt' | 'mandate' | 'ancestorMandates' | 'approval'> & { approval?: EvidenceApproval | null };
     return {
       evidence,
       claims: {
@@ -421,6 +437,7 @@ export class MerchantClient {
         issuedAt: payload.iat,
         mandate,
         ancestorMandates,
+        approval: claims.approval ?? null,
         offer: claims.offer,
         voucher: claims.voucher,
         receipts: claims.receipts,

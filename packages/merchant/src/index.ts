@@ -22,6 +22,7 @@ export {
 export { verifyWebhook, WEBHOOK_TOLERANCE_S_DEFAULT, type HeaderSource } from './webhooks.js';
 // Named, not `export type *` (TypeScript 5.0), so the declarations read in TypeScript 3.8 and later.
 export type {
+  EvidenceApproval,
   EvidenceClaims,
   EvidenceMandate,
   Problem,

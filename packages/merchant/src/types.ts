@@ -150,6 +150,18 @@ export interface EvidenceMandate {
   canonical: string;
 }
 
+/** The owner's approval a purchase above its mandate's approval threshold was made under. */
+export interface EvidenceApproval {
+  /** The purchase approval (`pur_…`). */
+  id: string;
+  requestedAt: number;
+  approvedAt: number;
+  /** The owner who approved it. */
+  approvedBy: string;
+  amountUc: string;
+  offerId: string;
+}
+
 /** The verified claims of a redemption's evidence (`getEvidence`), for a dispute. */
 export interface EvidenceClaims {
   /** The evidence id (`evd_…`). */
@@ -160,6 +172,11 @@ export interface EvidenceClaims {
   mandate: EvidenceMandate | null;
   /** For a delegate's hold, each ancestor's mandate version in force at the hold, root first; [] for a root's; null if not recorded. */
   ancestorMandates: Array<EvidenceMandate & { agentId: string }> | null;
+  /**
+   * The owner's approval of a purchase above the mandate's `approvalAboveUc`, under which the hold was taken; null when
+   * the purchase needed none (evidence signed before 2026-12-07 has none either).
+   */
+  approval: EvidenceApproval | null;
   /** What was bought, as it was sold. */
   offer: Record<string, unknown> | null;
   /** The voucher as issued (or an x402 payment's attestation). */

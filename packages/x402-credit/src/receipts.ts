@@ -39,22 +39,24 @@ export interface VerifyReceiptOptions {
   redemptionId?: string;
 }
 
-/** Shortest time between two fetches of a gateway's key set that unknown kids cause. */
-const UNKNOWN_KID_COOLDOWN_MS = 30_000;
+/** Shortest time between two fetches of a gateway's key set that unknown kids ask for. */
+const UNKNOWN_KID_COOLDOWN_MS = 1_000;
 
 /**
- * One gateway's key set, cached by jose (10 min) and fetched again when a receipt names a kid it lacks, at most once
- * per cooldown counted from the last fetch an unknown kid caused; receipts that meet that fetch in flight share it.
- * jose's own cooldown counts from any fetch, so a key that began signing just after one (a rotation with no lead, or
- * `acg keys rotate --expire-now`) was refused for up to 30 s (the merchant SDK's fault, found from outside; the same
- * rule here).
+ * One gateway's key set, cached by jose (10 min). A receipt naming a kid it lacks is checked against a key set fetched
+ * after the receipt arrived, so a key that began signing a moment ago is always found; such fetches start at least a
+ * cooldown apart, and every receipt waiting meets the next one. The cooldown counted from the last fetch and refused
+ * what met it, so one forged kid made a key that began signing right after (a rotation with no lead, `acg keys rotate
+ * --expire-now`) refused for 30 s (the merchant SDK's fault, found from outside; the same rule here). jose's own
+ * cooldown counts from any fetch, so keyFor makes these fetches itself.
  */
 class GatewayKeys {
   private readonly jwks: ReturnType<typeof createRemoteJWKSet>;
-  private unknownKidFetch: { atMs: number; done: Promise<void>; settled: boolean } | undefined;
+  /** The latest fetch an unknown kid asked for: when it starts (or started), and its end. */
+  private unknownKidFetch: { startsAtMs: number; done: Promise<void> } | undefined;
 
   constructor(authority: string) {
-    // jose's own refetch on an unknown kid is held back as long as the cache lives: keyFor makes it, once a cooldown.
+    // jose's own refetch on an unknown kid is held back as long as the cache lives: keyFor makes it.
     this.jwks = createRemoteJWKSet(new URL(`${authority}/.well-known/jwks.json`), { cacheMaxAge: 10 * 60_000, cooldownDuration: 10 * 60_000 });
   }
 
@@ -63,19 +65,27 @@ class GatewayKeys {
       return await this.jwks(header, token);
     } catch (error) {
       if (!(error instanceof errors.JWKSNoMatchingKey)) throw error;
-      const nowMs = Date.now();
-      let fetch = this.unknownKidFetch;
-      if (fetch === undefined || nowMs - fetch.atMs >= UNKNOWN_KID_COOLDOWN_MS) {
-        const started = { atMs: nowMs, done: this.jwks.reload(), settled: false };
-        void started.done.finally(() => (started.settled = true)).catch(() => {});
-        this.unknownKidFetch = fetch = started;
-      } else if (fetch.settled) {
-        throw error;
-      }
-      await fetch.done;
+      await this.fetchedAfter(Date.now());
       return this.jwks(header, token);
     }
   };
+
+  /** Waits for a fetch that starts at or after `arrivedMs`: the next one scheduled, or a new one, a cooldown after the last. */
+  private fetchedAfter(arrivedMs: number): Promise<void> {
+    const last = this.unknownKidFetch;
+    if (last !== undefined && last.startsAtMs >= arrivedMs) return last.done;
+    const startsAtMs = last === undefined ? arrivedMs : Math.max(arrivedMs, last.startsAtMs + UNKNOWN_KID_COOLDOWN_MS);
+    // After the last one has ended, so that jose's reload starts a fetch of its own rather than joining that one.
+    const done = (last?.done.catch(() => {}) ?? Promise.resolve()).then(async () => {
+      const waitMs = startsAtMs - Date.now();
+      if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
+      await this.jwks.reload();
+    });
+    // A failed fetch is each waiting receipt's own error, never an unhandled rejection.
+    done.catch(() => {});
+    this.unknownKidFetch = { startsAtMs, done };
+    return done;
+  }
 }
 
 const keySets = new Map<string, GatewayKeys>();
