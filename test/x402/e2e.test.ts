@@ -21,6 +21,7 @@ import {
   CreditSchemeServer,
   creditResourceServer,
   verifyCreditReceipt,
+  verifyCreditRoutes,
   verifyPaymentResponse,
 } from '@agent-credit-gateway/x402-credit';
 import { rotateSigningKeys } from '../../src/platform/signing.ts';
@@ -656,6 +657,87 @@ describe('the agent side', () => {
     expect(warnings).toEqual([expect.stringMatching(/^x402-credit: the API key lacks redemptions:release: the hold of a request that fails/)]);
     // The key this suite pays with has both, and names its merchant: it starts quietly.
     await creditResourceServer(merchant.settings()).initialize();
+  });
+});
+
+describe('a route that cannot be sold', () => {
+  const accepts = (price: string, extra?: Record<string, unknown>) => ({ scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, price, payTo: merchant.merchantId, ...(extra ? { extra } : {}) });
+  /** The CreditError an attempt threw. */
+  const thrown = (attempt: Promise<unknown>) => attempt.then(() => undefined, (error: unknown) => error as CreditError);
+
+  it("is refused at start-up by verifyCreditRoutes, as the gateway has the merchant's offers: another merchant's, none of that id, inactive, priced below the route; and another merchant as payTo (found from outside: a 402 whose payment the gateway refused, a bare 500)", async () => {
+    const other = await openX402Merchant(world);
+    const created = await world.api('POST', `/v1/merchants/${merchant.merchantId}/offers`, {
+      token: merchant.apiKey,
+      key: uniqueKey('inactive-offer'),
+      body: { name: 'Retired report', category: 'books', priceUc: '500000', holdLifetimeS: 900, active: false },
+    });
+    expect(created.status).toBe(201);
+    const inactive = created.body.id as string;
+    const fine = { 'GET /report': { accepts: accepts('$0.005') }, 'GET /cheaper': { accepts: accepts('0.1 credits') } };
+    expect(await verifyCreditRoutes(fine, merchant.settings())).toBe(fine);
+    const offerRoutes = {
+      'GET /theirs': { accepts: accepts('$0.005', { offerId: other.offerId }) },
+      'GET /none': { accepts: accepts('$0.005', { offerId: 'off_doesnotexist' }) },
+      'GET /garbled': { accepts: accepts('$0.005', { offerId: 'not an offer' }) },
+      'GET /retired': { accepts: accepts('$0.005', { offerId: inactive }) },
+      'GET /dear': { accepts: accepts('$0.01') },
+    };
+    const notOurs = (offerId: string) => `offer ${offerId} is not one of merchant ${merchant.merchantId}'s offers (the gateway has none of that id for it)`;
+    expect(await thrown(verifyCreditRoutes({ ...fine, ...offerRoutes }, merchant.settings()))).toEqual(
+      new CreditError(
+        'invalid_offer',
+        [
+          `route "GET /theirs": ${notOurs(other.offerId)}`,
+          `route "GET /none": ${notOurs('off_doesnotexist')}`,
+          `route "GET /garbled": ${notOurs('not an offer')}`,
+          `route "GET /retired": offer ${inactive} is not active: the gateway sells nothing of it`,
+          `route "GET /dear": the price, 1000000 µc, is more than offer ${merchant.offerId}'s price, 500000 µc, the most one payment of it may hold`,
+        ].join('; '),
+      ),
+    );
+    expect(await thrown(verifyCreditRoutes({ ...fine, 'GET /misdirected': { accepts: { ...accepts('$0.005'), payTo: other.merchantId } } }, merchant.settings()))).toEqual(
+      new CreditError('invalid_pay_to', `route "GET /misdirected": payTo ${other.merchantId} is not this merchant (${merchant.merchantId}): the gateway settles a payment only with its payee's key`),
+    );
+    // A key without offers:read cannot check them: said so, never taken for a pass.
+    const blind = await seedMerchantKey(world, { scopes: ['redemptions:capture', 'redemptions:release'] });
+    const blindRoutes = { 'GET /report': { accepts: { ...accepts('$0.005'), payTo: blind.merchantId } } };
+    expect(await thrown(verifyCreditRoutes(blindRoutes, { gatewayUrl: world.url, merchantId: blind.merchantId, offerId: 'off_any', apiKey: blind.key }))).toMatchObject({
+      code: 'scope_required',
+      status: 403,
+      message: expect.stringMatching(/^scope_required: offer off_any could not be read to check it: .* 403 scope_required .*offers:read/),
+    });
+  });
+
+  it('answers each request 502 naming it, behind @x402/express and @x402/hono, and asks no agent to pay (found from outside: the agent paid for an offer the gateway would not sell, or got a bare 500)', async () => {
+    const other = await openX402Merchant(world);
+    const agent = await fundedAgent();
+    const before = await availableUc(agent);
+    const reported: unknown[] = [];
+    const onError = (error: unknown) => void reported.push(error);
+    const notOurs = `offer ${other.offerId} is not one of merchant ${merchant.merchantId}'s offers (the gateway has none of that id for it)`;
+    const misdirected = `payTo ${other.merchantId} is not this merchant (${merchant.merchantId}): the gateway settles a payment only with its payee's key`;
+    const servers: Array<[PaidServer, string, string]> = [
+      [await startExpressServer(merchant, creditResourceServer(merchant.settings({ offerId: other.offerId, onError }))), 'invalid_offer', notOurs],
+      [await startHonoServer(merchant, creditResourceServer(merchant.settings({ offerId: other.offerId, onError }))), 'invalid_offer', notOurs],
+      // The routes' payTo is the other merchant; the key and the scheme are this one's.
+      [await startExpressServer(other, creditResourceServer(merchant.settings({ onError }))), 'invalid_pay_to', misdirected],
+    ];
+    try {
+      for (const [server, code, words] of servers) {
+        reported.length = 0;
+        const paying = payingAgent(world, agent.token);
+        const res = await paying.fetch(`${server.url}/report`);
+        expect(res.status).toBe(502);
+        expect(await res.json()).toEqual({ error: `this route is misconfigured: ${code}: ${words}` });
+        expect(paying.sent).toEqual([]);
+        expect(reported).toEqual([new CreditError(code, words)]);
+        expect(server.runs.get('/report')).toBeUndefined();
+      }
+    } finally {
+      await Promise.all(servers.map(([server]) => server.close()));
+    }
+    expect(await availableUc(agent)).toBe(before);
   });
 });
 

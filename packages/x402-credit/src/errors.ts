@@ -27,6 +27,10 @@ export type CreditErrorCode =
   | 'unexpected_redirect'
   /** A price this scheme cannot express (merchant side). */
   | 'invalid_price'
+  /** A route whose `payTo` is not the merchant: only the payee's key settles its payments (merchant side). */
+  | 'invalid_pay_to'
+  /** A route whose offer the gateway does not sell at its price: none named, not the merchant's, inactive, priced below (merchant side). */
+  | 'invalid_offer'
   /** A receipt that does not verify, or was not issued for what it claims. */
   | 'invalid_receipt'
   /**

@@ -1,11 +1,12 @@
 // The merchant's calls to the gateway as its x402 facilitator (/x402/supported, /verify, /settle), as x402's
-// HTTPFacilitatorClient makes them, with the merchant's API key, and retried. x402's own client tries a
-// verify or a settle once: a 429 or a 503 at settle, after the handler ran, turned the agent's paid request into
-// a 402, the agent paid again, the handler ran twice, and the first hold stayed held until it expired. Both
-// calls are safe to repeat: a verify changes nothing, and the gateway settles a jti exactly once and answers
-// a repeat with the first settlement. So each is retried, on no answer, 429, 5xx and "still running", as the
-// agent's authorizations are: the gateway's Retry-After honoured (at most 30 s), else backoff, all within a window
-// (30 s) that bounds how long the agent waits. When the attempts run out on a settle whose outcome is unknown (no
+// HTTPFacilitatorClient makes them, with the merchant's API key, and retried; and the two reads of the API the
+// merchant's checks make with that key (/v1/me at start-up, an offer for the routes' checks, routes.ts). x402's own
+// client tries a verify or a settle once: a 429 or a 503 at settle, after the handler ran, turned the agent's paid
+// request into a 402, the agent paid again, the handler ran twice, and the first hold stayed held until it expired.
+// Both calls are safe to repeat: a verify changes nothing, and the gateway settles a jti exactly once and answers a
+// repeat with the first settlement. So each is retried, on no answer, 429, 5xx and "still running", as the agent's
+// authorizations are: the gateway's Retry-After honoured (at most 30 s), else backoff, all within a window (30 s)
+// that bounds how long the agent waits. When the attempts run out on a settle whose outcome is unknown (no
 // answer, 5xx), the capture may have happened: the agent's CreditSchemeClient presents the same payment again, and
 // the scheme's single flight answers it with the kept response once a settle goes through (client.ts).
 import { HTTPFacilitatorClient } from '@x402/core/server';
@@ -20,7 +21,8 @@ export interface CreditFacilitatorOptions {
   /**
    * A merchant API key with `redemptions:capture` and `redemptions:release`. Checked at start-up (`initialize`, which
    * x402's middlewares run): without capture it throws, since every payment would be refused; without release it warns,
-   * since a failed request's hold, or a settlement of "0", would stay held until its expiry.
+   * since a failed request's hold, or a settlement of "0", would stay held until its expiry. With `offers:read` too,
+   * the offer each route names is checked (routes.ts).
    */
   apiKey: string;
   /** Your merchant id: checked at start-up against the key's (another merchant's key would be refused every payment). */
@@ -42,7 +44,7 @@ export interface CreditFacilitatorOptions {
 
 const TIMEOUT_MS_DEFAULT = 10_000;
 
-type Operation = 'supported' | 'verify' | 'settle' | 'key';
+type Operation = 'supported' | 'verify' | 'settle' | 'key' | 'offer';
 
 /** What each operation answers with 200, as far as x402's resource server reads it. */
 const ANSWER_SHAPES: Readonly<Record<Operation, { name: string; accepts: (body: Record<string, unknown>) => boolean }>> = {
@@ -50,7 +52,17 @@ const ANSWER_SHAPES: Readonly<Record<Operation, { name: string; accepts: (body: 
   verify: { name: 'VerifyResponse', accepts: (body) => typeof body.isValid === 'boolean' },
   settle: { name: 'SettleResponse', accepts: (body) => typeof body.success === 'boolean' && typeof body.network === 'string' && typeof body.transaction === 'string' },
   key: { name: 'Me (GET /v1/me)', accepts: () => true },
+  offer: { name: 'Offer', accepts: (body) => typeof body.id === 'string' && typeof body.priceUc === 'string' && typeof body.active === 'boolean' },
 };
+
+/** One of the merchant's offers as the gateway reads it (GET /v1/merchants/{id}/offers/{offerId}): what the routes' checks need of it. */
+export interface CreditOffer {
+  id: string;
+  /** The most one payment of it may hold, in µc. */
+  priceUc: string;
+  /** Whether the gateway sells it now. */
+  active: boolean;
+}
 
 /** The scopes a merchant key of this scheme needs: verify and settle, and a settle of "0" (a release). */
 const CAPTURE_SCOPE = 'redemptions:capture';
@@ -115,13 +127,25 @@ export class CreditFacilitatorClient extends HTTPFacilitatorClient {
     return supported;
   }
 
-  /** One facilitator call, with its retries. */
-  private async call(operation: Operation, request?: unknown): Promise<Record<string, unknown>> {
+  /**
+   * One of `merchantId`'s offers, as the gateway reads it (the key needs `offers:read`), for the routes' checks
+   * (`verifyCreditRoutes` at start-up, the scheme at each request): a route naming an offer the gateway does not sell
+   * cannot be paid. Another merchant's offer, or none of that id, is the gateway's 404 `not_found`, thrown as such.
+   */
+  async offer(merchantId: string, offerId: string): Promise<CreditOffer> {
+    const path = `/v1/merchants/${encodeURIComponent(merchantId)}/offers/${encodeURIComponent(offerId)}`;
+    const offer = await this.call('offer', undefined, path);
+    return { id: offer.id as string, priceUc: offer.priceUc as string, active: offer.active as boolean };
+  }
+
+  /** One facilitator call, with its retries; `path` is the gateway's path of a read of the API (`key`, `offer`). */
+  private async call(operation: Operation, request?: unknown, path = operation === 'key' ? '/v1/me' : undefined): Promise<Record<string, unknown>> {
     const fetchFn = this.options.fetch ?? fetch;
     const headers: Record<string, string> = { authorization: this.authorization, accept: 'application/json' };
     if (request !== undefined) headers['content-type'] = 'application/json';
     const body = request === undefined ? undefined : jsonOf(request);
-    const what = operation === 'key' ? "the gateway's /v1/me" : `the gateway's /x402/${operation}`;
+    const url = path === undefined ? `${this.url}/${operation}` : `${this.authority}${path}`;
+    const what = path === undefined ? `the gateway's /x402/${operation}` : `the gateway's ${path}`;
     const startedMs = Date.now();
     const windowMs = this.options.retryWindowMs ?? RETRY_WINDOW_MS_DEFAULT;
     let lastFailure: CreditError | undefined;
@@ -134,7 +158,7 @@ export class CreditFacilitatorClient extends HTTPFacilitatorClient {
       let response: Response;
       let text: string;
       try {
-        response = await fetchFn(operation === 'key' ? `${this.authority}/v1/me` : `${this.url}/${operation}`, {
+        response = await fetchFn(url, {
           method: request === undefined ? 'GET' : 'POST',
           headers,
           body,

@@ -14,7 +14,7 @@ export {
 } from './constants.js';
 export { CreditSchemeClient, type AgentCredential, type Authorization, type AuthorizeRequest, type CreditSchemeClientOptions } from './client.js';
 export { CreditError, type CreditErrorCode, type CreditErrorOptions, type Problem } from './errors.js';
-export { CreditFacilitatorClient, creditFacilitator, type CreditFacilitatorOptions } from './facilitator.js';
+export { CreditFacilitatorClient, creditFacilitator, type CreditFacilitatorOptions, type CreditOffer } from './facilitator.js';
 export {
   callPaidTool,
   paidTool,
@@ -28,7 +28,7 @@ export {
   type ToolResult,
 } from './mcp.js';
 export { amountUcText, parseCreditPrice, settlementOverrideUc } from './money.js';
-export { checkCreditRoutes } from './routes.js';
+export { checkCreditRoutes, verifyCreditRoutes, type VerifyRoutesOptions } from './routes.js';
 export { verifyCreditReceipt, verifyPaymentResponse, type CreditReceipt, type VerifyReceiptOptions } from './receipts.js';
 export { authorityOf, creditTerms, isCreditRequirements, type CreditRequirementsExtra } from './requirements.js';
 export {

@@ -4,8 +4,8 @@
 // automatically), coalesces repeats of one payment (single flight), and releases the hold (`amount: "0"`) of a
 // payment that serves nothing (the handler failed, the tool refused its arguments, the presentation came past its
 // window), so the agent's credit comes back at once instead of at the hold's expiry. A settlement
-// override x402 would not settle exactly is refused before the settle, and a route's price it cannot charge is
-// refused with words the request's answer carries.
+// override x402 would not settle exactly is refused before the settle, and a route that cannot be sold (its price,
+// its payTo, its offer: routes.ts) is refused with words the request's answer carries.
 import { FacilitatorResponseError, SETTLEMENT_OVERRIDES_HEADER, x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
 import type {
   AssetAmount,
@@ -25,9 +25,10 @@ import type {
 import { SettleError } from '@x402/core/types';
 import { CREDIT_ASSET, CREDIT_BINDING_VERSION, CREDIT_NETWORK, CREDIT_SCHEME, USD_DECIMALS } from './constants.js';
 import { CreditError, refusalWords } from './errors.js';
-import { creditFacilitator, type CreditFacilitatorOptions } from './facilitator.js';
+import { CreditFacilitatorClient, creditFacilitator, type CreditFacilitatorOptions } from './facilitator.js';
 import { amountUcText, parseCreditPrice, settlementOverrideUc } from './money.js';
 import { authorityOf, isCreditRequirements } from './requirements.js';
+import { MerchantOffers, offerIdOf, payToOf } from './routes.js';
 import { headerOf, SingleFlight, type SingleFlightOptions } from './single-flight.js';
 
 export interface CreditSchemeServerOptions {
@@ -39,7 +40,8 @@ export interface CreditSchemeServerOptions {
   offerId?: string;
   /**
    * The facilitator to release holds through when a handler fails (default: none, and a failed request's hold
-   * lapses at its expiry). {@link creditResourceServer} passes the gateway's.
+   * lapses at its expiry). {@link creditResourceServer} passes the gateway's. A {@link CreditFacilitatorClient} also
+   * reads each route's offer, so that a route naming one the gateway does not sell answers 502, not a 402 no agent can pay.
    */
   facilitator?: FacilitatorClient;
   /**
@@ -57,8 +59,9 @@ export interface CreditSchemeServerOptions {
   singleFlight?: SingleFlightOptions | SingleFlight | false;
   /**
    * Told of a settlement override refused (a `CreditError` `invalid_price`: the agent was answered 402, nothing
-   * charged), of a route's price refused (`invalid_price`: the request was answered 502, nothing charged) and of a
-   * release that failed (the hold then lapses at its expiry). Default: a process warning.
+   * charged), of a route that cannot be sold (`invalid_price`, `invalid_pay_to`, `invalid_offer`: the request was
+   * answered 502, nothing charged) and of a release that failed (the hold then lapses at its expiry). Default: a
+   * process warning.
    */
   onError?: (error: unknown) => void;
 }
@@ -80,17 +83,19 @@ class SettlementOverrideRefused extends SettleError {
 }
 
 /**
- * A route's price this scheme refused when x402 built the route's requirements (with @x402/express and @x402/hono
- * 2.27, at the route's first request): the merchant's configuration to fix, which `checkCreditRoutes` finds at
- * start-up. x402's middlewares answer any other error 500 "Internal Server Error", which says nothing; this one, as
- * x402's FacilitatorResponseError (the payment side of the server failed), 502 with its message, so the answer
- * names the misconfiguration. Never a 402: there is nothing the agent could pay.
+ * A route this scheme cannot sell, found when x402 built the route's requirements (with @x402/express and
+ * @x402/hono 2.27, at each request): its price, its payTo or its offer, the merchant's configuration to fix, which
+ * `checkCreditRoutes` and `verifyCreditRoutes` find at start-up. x402's middlewares answer any other error 500
+ * "Internal Server Error", which says nothing; this one, as x402's FacilitatorResponseError (the payment side of the
+ * server failed), 502 with its message, so the answer names the misconfiguration. Never a 402: there is nothing the
+ * agent could pay.
  */
-class RoutePriceRefused extends FacilitatorResponseError {
-  readonly code = 'invalid_price';
+class RouteMisconfigured extends FacilitatorResponseError {
+  readonly code: string;
 
   constructor(readonly refusal: CreditError) {
-    super(`this route's price is misconfigured: ${refusal.message}`);
+    super(`this route is misconfigured: ${refusal.message}`);
+    this.code = refusal.code;
   }
 }
 
@@ -125,11 +130,14 @@ export class CreditSchemeServer implements SchemeNetworkServer {
   /** The coalescer of repeats (undefined when turned off). */
   readonly singleFlight: SingleFlight | undefined;
   private readonly resourceOrigin: string | undefined;
+  /** The merchant's offers as the gateway reads them, when the facilitator is the gateway's client. */
+  private readonly offers: MerchantOffers | undefined;
 
   constructor(private readonly options: CreditSchemeServerOptions) {
     this.authority = authorityOf(options.gatewayUrl);
     if (!options.merchantId) throw new TypeError('merchantId is required');
     this.resourceOrigin = options.resourceOrigin === undefined ? undefined : new URL(options.resourceOrigin).origin;
+    this.offers = options.facilitator instanceof CreditFacilitatorClient ? new MerchantOffers(options.facilitator, options.merchantId) : undefined;
     const singleFlight = options.singleFlight;
     this.singleFlight = singleFlight === false ? undefined : singleFlight instanceof SingleFlight ? singleFlight : new SingleFlight(singleFlight);
     const hooks = this.singleFlight?.hooks;
@@ -151,16 +159,14 @@ export class CreditSchemeServer implements SchemeNetworkServer {
 
   /**
    * A route's price in microcredits, as x402 asks for it when it builds the route's requirements. One this scheme
-   * cannot charge is refused ({@link RoutePriceRefused}: 502 naming it) and told to `onError`.
+   * cannot charge is refused ({@link misconfigured}: 502 naming it).
    */
   async parsePrice(price: Price, network: Network): Promise<AssetAmount> {
     try {
       if (network !== CREDIT_NETWORK) throw new CreditError('invalid_price', `this scheme prices on ${CREDIT_NETWORK}, not ${network}`);
       return parseCreditPrice(price);
     } catch (error) {
-      if (!(error instanceof CreditError)) throw error;
-      this.report(error, "a route's price was refused");
-      throw new RoutePriceRefused(error);
+      throw this.misconfigured(error);
     }
   }
 
@@ -169,22 +175,41 @@ export class CreditSchemeServer implements SchemeNetworkServer {
     return asset === CREDIT_ASSET ? USD_DECIMALS : undefined;
   }
 
-  /** payTo is the merchant id; `extra` carries the binding version, the authority and the offer. */
+  /**
+   * payTo is the merchant id; `extra` carries the binding version, the authority and the offer. A route that cannot
+   * be sold is refused ({@link misconfigured}: 502 naming it), by the rules `verifyCreditRoutes` checks at start-up:
+   * no offer, a payTo that is not this merchant, an offer the gateway does not sell at the price (read through a
+   * {@link CreditFacilitatorClient}; one it did not read is left to the gateway, when the agent pays).
+   */
   async enhancePaymentRequirements(requirements: PaymentRequirements, supportedKind: SupportedKind): Promise<PaymentRequirements> {
-    const extra = requirements.extra ?? {};
-    const offerId = typeof extra.offerId === 'string' && extra.offerId ? extra.offerId : this.options.offerId;
-    if (!offerId) throw new CreditError('invalid_price', 'no offer: pass offerId to the scheme, or extra: { offerId } in the payment option');
-    const payTo = requirements.payTo.trim() === '' ? this.options.merchantId : requirements.payTo;
-    if (payTo !== this.options.merchantId) throw new CreditError('invalid_price', `payTo ${payTo} is not this merchant (${this.options.merchantId})`);
-    const advertised = supportedKind.extra?.authority;
-    if (typeof advertised === 'string' && authorityOf(advertised) !== this.authority) {
-      throw new CreditError('authority_not_trusted', `the facilitator speaks for ${advertised}, not ${this.authority}`);
+    try {
+      const extra = requirements.extra ?? {};
+      const offerId = offerIdOf(extra, this.options.offerId);
+      const payTo = payToOf(requirements.payTo, this.options.merchantId);
+      const advertised = supportedKind.extra?.authority;
+      if (typeof advertised === 'string' && authorityOf(advertised) !== this.authority) {
+        throw new CreditError('authority_not_trusted', `the facilitator speaks for ${advertised}, not ${this.authority}`);
+      }
+      await this.offers?.check(offerId, requirements.amount, 'pass');
+      return {
+        ...requirements,
+        payTo,
+        extra: { ...extra, version: CREDIT_BINDING_VERSION, authority: this.authority, offerId },
+      };
+    } catch (error) {
+      throw this.misconfigured(error);
     }
-    return {
-      ...requirements,
-      payTo,
-      extra: { ...extra, version: CREDIT_BINDING_VERSION, authority: this.authority, offerId },
-    };
+  }
+
+  /**
+   * The one answer to a route this scheme cannot sell, found as x402 builds its requirements: the refusal is told to
+   * `onError` (x402 logs nothing of it) and answered as {@link RouteMisconfigured}, 502 naming it. Anything but a
+   * refusal is returned as it is.
+   */
+  private misconfigured(error: unknown): unknown {
+    if (!(error instanceof CreditError)) return error;
+    this.report(error, 'a route cannot be sold');
+    return new RouteMisconfigured(error);
   }
 
   /** Refuses, at initialize(), a facilitator that is another gateway than the one configured. */

@@ -27,6 +27,7 @@ import {
   parseCreditPrice,
   settlementOverrideUc,
   type ToolResult,
+  verifyCreditRoutes,
 } from '@agent-credit-gateway/x402-credit';
 import { onPostgres } from '../../../test/support/database.ts';
 
@@ -98,24 +99,43 @@ const neverCalled = (() => {
   throw new Error('the client must not call the gateway here');
 }) as unknown as typeof fetch;
 
+/** The merchant's offers as the scripted gateway has them: OFFER at one credit, and what a test adds (a status: its refusal of the read). */
+type ScriptedOffers = Record<string, { priceUc: string; active: boolean } | number>;
+const OFFERS: ScriptedOffers = { [OFFER]: { priceUc: '1000000', active: true } };
+
+/** The scripted gateway's answer to a read of one of MERCHANT's offers (`reads` records the offers read), or undefined for another path. */
+function offerAnswer(path: string, offers: ScriptedOffers, reads: string[]): Response | undefined {
+  const offerId = new RegExp(`^/v1/merchants/${MERCHANT}/offers/([^/]+)$`).exec(path)?.[1];
+  if (offerId === undefined) return undefined;
+  reads.push(offerId);
+  const offer = offers[offerId];
+  if (typeof offer === 'number') return json(offer, { status: offer, code: offer === 403 ? 'scope_required' : 'service_unavailable', detail: offer === 403 ? 'the API key needs scope offers:read' : 'down' });
+  if (offer === undefined) return json(404, { status: 404, code: 'not_found', detail: `no offer ${offerId}` });
+  return json(200, { id: offerId, merchantId: MERCHANT, name: 'Report', category: 'books', holdLifetimeS: 900, refundWindowS: 0, createdAt: 1, updatedAt: 1, ...offer });
+}
+
 /**
- * The gateway as a merchant's resource server meets it, scripted: the key is the merchant's, every payment verifies
- * (or `verify` says otherwise), every settle succeeds at what it asks; `settles` records the amounts settled.
+ * The gateway as a merchant's resource server meets it, scripted: the key is the merchant's, its offers `offers`,
+ * every payment verifies (or `verify` says otherwise), every settle succeeds at what it asks; `settles` records the
+ * amounts settled, `offerReads` the offers read.
  */
-function scriptedGateway(verify: () => Record<string, unknown> = () => ({ isValid: true, payer: 'agt_1' })) {
+function scriptedGateway(verify: () => Record<string, unknown> = () => ({ isValid: true, payer: 'agt_1' }), offers: ScriptedOffers = OFFERS) {
   const settles: string[] = [];
+  const offerReads: string[] = [];
   const fetchFn = (async (input: string | URL | Request, init: RequestInit = {}) => {
     const path = new URL(String(input)).pathname;
     if (path === '/x402/supported') return json(200, { kinds: [{ x402Version: 2, scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, extra: { authority: GATEWAY, asset: 'microcredit', version: '1.0.0' } }], extensions: [], signers: {} });
-    if (path === '/v1/me') return json(200, { merchant: { merchantId: MERCHANT, keyId: 'key_1', scopes: ['redemptions:capture', 'redemptions:release'] } });
+    if (path === '/v1/me') return json(200, { merchant: { merchantId: MERCHANT, keyId: 'key_1', scopes: ['offers:read', 'redemptions:capture', 'redemptions:release'] } });
     if (path === '/x402/verify') return json(200, verify());
+    const offer = offerAnswer(path, offers, offerReads);
+    if (offer) return offer;
     const { paymentPayload, paymentRequirements } = JSON.parse(String(init.body)) as { paymentPayload: PaymentPayload; paymentRequirements: PaymentRequirements };
     const { amount } = paymentRequirements;
     settles.push(amount);
     const jti = JSON.parse(Buffer.from((paymentPayload.payload.attestation as string).split('.')[1]!, 'base64url').toString()).jti as string;
     return json(200, { success: true, transaction: '', network: CREDIT_NETWORK, payer: 'agt_1', amount, extra: { commitmentId: jti, chargedAmount: amount, receipt: null } });
   }) as typeof fetch;
-  return { fetchFn, settles };
+  return { fetchFn, settles, offerReads };
 }
 
 // What is tested is the package, not a database: once is enough.
@@ -492,8 +512,104 @@ describe.skipIf(onPostgres())("a route's price, checked where the merchant state
     const answer = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/cheap`);
     const detail = '$0.000000001 is finer than one microcredit: a price must be a whole number of microcredits (1 µc = $0.00000001)';
     expect(answer.status).toBe(502);
-    expect(await answer.json()).toEqual({ error: `this route's price is misconfigured: invalid_price: ${detail}` });
+    expect(await answer.json()).toEqual({ error: `this route is misconfigured: invalid_price: ${detail}` });
     expect(reported).toEqual([new CreditError('invalid_price', detail)]);
+  });
+});
+
+describe.skipIf(onPostgres())("a route's payTo and offer, checked where the merchant states it", () => {
+  let server: http.Server | undefined;
+  afterEach(() => new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve())));
+  const option = (price: string, extra?: Record<string, unknown>) => ({ scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, price, payTo: MERCHANT, ...(extra ? { extra } : {}) });
+  /** The merchant's offers: OFFER at one credit, one inactive, one at a tenth of a credit. */
+  const offers: ScriptedOffers = { ...OFFERS, off_inactive: { priceUc: '1000000', active: false }, off_tenth: { priceUc: '100000', active: true } };
+  const settingsFor = (fetchFn: typeof fetch) => ({ gatewayUrl: GATEWAY, merchantId: MERCHANT, offerId: OFFER, apiKey: 'sk_test_key', fetch: fetchFn });
+  /** The refusal an attempt threw. */
+  const thrown = (attempt: Promise<unknown>) => attempt.then(() => undefined, (error: unknown) => error as CreditError);
+  const unsold = {
+    'GET /elsewhere': ['invalid_pay_to', `payTo mer_other is not this merchant (${MERCHANT}): the gateway settles a payment only with its payee's key`],
+    'GET /unknown': ['invalid_offer', `offer off_unknown is not one of merchant ${MERCHANT}'s offers (the gateway has none of that id for it)`],
+    'GET /inactive': ['invalid_offer', 'offer off_inactive is not active: the gateway sells nothing of it'],
+    'GET /dear': ['invalid_offer', `the price, 2000000 µc, is more than offer ${OFFER}'s price, 1000000 µc, the most one payment of it may hold`],
+    'GET /tenth': ['invalid_offer', "the price, 500000 µc, is more than offer off_tenth's price, 100000 µc, the most one payment of it may hold"],
+  } as const;
+  const unsoldRoutes = {
+    'GET /elsewhere': { accepts: { ...option('$0.005'), payTo: 'mer_other' } },
+    'GET /unknown': { accepts: option('$0.005', { offerId: 'off_unknown' }) },
+    'GET /inactive': { accepts: [option('$0.005', { offerId: 'off_inactive' })] },
+    'GET /dear': { accepts: option('$0.02') },
+    'GET /tenth': { accepts: option('0.5 credits', { offerId: 'off_tenth' }) },
+  };
+
+  it('verifyCreditRoutes refuses at start-up what each request would: the prices, then the payTo, then the offers as the gateway has them, naming every route refused (found from outside: a bare 500, or a 402 no agent could pay)', async () => {
+    const gateway = scriptedGateway(undefined, offers);
+    const merchant = settingsFor(gateway.fetchFn);
+    const fine = {
+      'GET /report': { accepts: option('$0.005') },
+      'POST /report': { accepts: [option('$0.01'), option('$0.001', { offerId: 'off_tenth' })] },
+      // A price x402 computes per request is compared when x402 asks for it; another scheme's is not this check's.
+      'GET /dynamic': { accepts: { ...option('$0.005'), price: () => '$1' } },
+      'GET /evm': { accepts: { scheme: 'exact', network: 'eip155:8453' as const, price: '$1', payTo: '0xabc' } },
+    };
+    expect(await verifyCreditRoutes(fine, merchant)).toBe(fine);
+    // One read of each offer, however many routes sell it.
+    expect(gateway.offerReads.sort()).toEqual(['off_tenth', OFFER]);
+    // The prices first, as checkCreditRoutes has them.
+    expect(await thrown(verifyCreditRoutes({ ...unsoldRoutes, 'GET /cheap': { accepts: option('$0.000000001') } }, merchant))).toEqual(
+      new CreditError('invalid_price', 'route "GET /cheap": $0.000000001 is finer than one microcredit: a price must be a whole number of microcredits (1 µc = $0.00000001)'),
+    );
+    const { 'GET /elsewhere': elsewhere, ...offerRoutes } = unsoldRoutes;
+    const words = (routes: object) => Object.keys(routes).map((pattern) => `route "${pattern}": ${unsold[pattern as keyof typeof unsold][1]}`).join('; ');
+    expect(await thrown(verifyCreditRoutes({ ...fine, 'GET /elsewhere': elsewhere }, merchant))).toEqual(new CreditError('invalid_pay_to', words({ 'GET /elsewhere': elsewhere })));
+    expect(await thrown(verifyCreditRoutes({ ...fine, ...offerRoutes }, merchant))).toEqual(new CreditError('invalid_offer', words(offerRoutes)));
+    expect(await thrown(verifyCreditRoutes(fine, { ...merchant, offerId: undefined }))).toEqual(
+      new CreditError('invalid_offer', ['GET /report', 'POST /report', 'GET /dynamic'].map((pattern) => `route "${pattern}": no offer: pass offerId to the scheme, or extra: { offerId } in the payment option`).join('; ')),
+    );
+    // An offer the key may not read was not checked: said so, not taken for sold.
+    const unread = await thrown(verifyCreditRoutes(fine, settingsFor(scriptedGateway(undefined, { ...offers, [OFFER]: 403 }).fetchFn)));
+    expect(unread).toMatchObject({
+      code: 'scope_required',
+      status: 403,
+      message: `scope_required: offer ${OFFER} could not be read to check it: the gateway's /v1/merchants/${MERCHANT}/offers/${OFFER} refused the call: 403 scope_required the API key needs scope offers:read`,
+    });
+  });
+
+  it("a route that cannot be sold answers 502 naming it at each request, never a 402 no agent can pay, and the merchant is told; its offer is read once a minute, not at each request (found from outside: a bare 500, or a 402 whose payment the gateway refused)", async () => {
+    const start = async (settings: Parameters<typeof creditResourceServer>[0], routes: object) => {
+      const app = express();
+      app.use(paymentMiddleware(routes as Parameters<typeof paymentMiddleware>[0], creditResourceServer(settings)));
+      app.use((_req, res) => void res.json({ served: true }));
+      server = http.createServer(app);
+      await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+      const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      return (path: string) => fetch(`${origin}${path}`);
+    };
+    const gateway = scriptedGateway(undefined, offers);
+    const reported: unknown[] = [];
+    const get = await start({ ...settingsFor(gateway.fetchFn), onError: (error) => reported.push(error) }, { 'GET /report': { accepts: option('$0.005') }, ...unsoldRoutes });
+    for (const [route, [code, words]] of Object.entries(unsold)) {
+      reported.length = 0;
+      const answer = await get(route.slice('GET '.length));
+      expect(answer.status, route).toBe(502);
+      expect(await answer.json(), route).toEqual({ error: `this route is misconfigured: ${code}: ${words}` });
+      expect(reported, route).toEqual([new CreditError(code, words)]);
+    }
+    for (let n = 0; n < 3; n++) expect((await get('/report')).status).toBe(402);
+    expect(gateway.offerReads.filter((offerId) => offerId === OFFER)).toEqual([OFFER]);
+    await new Promise<void>((resolve) => server!.close(() => resolve()));
+
+    // No offer at all.
+    reported.length = 0;
+    const noOffer = await start({ ...settingsFor(scriptedGateway().fetchFn), offerId: undefined, onError: (error) => reported.push(error) }, { 'GET /report': { accepts: option('$0.005') } });
+    const answer = await noOffer('/report');
+    expect(answer.status).toBe(502);
+    expect(await answer.json()).toEqual({ error: 'this route is misconfigured: invalid_offer: no offer: pass offerId to the scheme, or extra: { offerId } in the payment option' });
+    expect(reported).toEqual([new CreditError('invalid_offer', 'no offer: pass offerId to the scheme, or extra: { offerId } in the payment option')]);
+    await new Promise<void>((resolve) => server!.close(() => resolve()));
+
+    // An offer the key may not read is left to the gateway, which judges it when the agent pays: asked for, as before.
+    const unreadable = await start(settingsFor(scriptedGateway(undefined, { [OFFER]: 403 }).fetchFn), { 'GET /report': { accepts: option('$0.005') } });
+    expect((await unreadable('/report')).status).toBe(402);
   });
 });
 
@@ -927,6 +1043,8 @@ describe.skipIf(onPostgres())('settlement overrides', () => {
       if (path === '/x402/supported') return json(200, { kinds: [{ x402Version: 2, scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, extra: { authority: GATEWAY, asset: 'microcredit', version: '1.0.0' } }], extensions: [], signers: {} });
       if (path === '/v1/me') return json(200, { merchant: { merchantId: MERCHANT, keyId: 'key_1', scopes: ['redemptions:capture', 'redemptions:release'] } });
       if (path === '/x402/verify') return json(200, { isValid: true, payer: 'agt_1' });
+      const offer = offerAnswer(path, OFFERS, []);
+      if (offer) return offer;
       const amount = (JSON.parse(String(init.body)) as { paymentRequirements: PaymentRequirements }).paymentRequirements.amount;
       settles.push(amount);
       return json(200, { success: true, transaction: '', network: CREDIT_NETWORK, payer: 'agt_1', amount, extra: { commitmentId: `hold_${jti}`, chargedAmount: amount, receipt: null } });

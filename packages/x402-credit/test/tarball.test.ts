@@ -33,7 +33,7 @@ console.log(JSON.stringify({ amount: parseCreditPrice('$0.005').amount, refused 
 /** The consumer's types: what the declarations promise, and (by @ts-expect-error) that they are not \`any\`. */
 const CONSUMER_TS = `import { x402Client } from '@x402/core/client';
 import { x402ResourceServer } from '@x402/core/server';
-import { checkCreditRoutes, CREDIT_NETWORK, CREDIT_SCHEME, CreditError, CreditSchemeClient, CreditSchemeServer, creditFacilitator, parseCreditPrice, type CreditReceipt } from '@agent-credit-gateway/x402-credit';
+import { checkCreditRoutes, CREDIT_NETWORK, CREDIT_SCHEME, CreditError, CreditSchemeClient, CreditSchemeServer, creditFacilitator, parseCreditPrice, verifyCreditRoutes, type CreditReceipt } from '@agent-credit-gateway/x402-credit';
 export const client = new x402Client().register(CREDIT_NETWORK, new CreditSchemeClient({ gatewayUrl: 'https://gateway.example.com', credential: async () => 'token' }));
 export const server = new x402ResourceServer(creditFacilitator({ gatewayUrl: 'https://gateway.example.com', apiKey: 'key' })).register(CREDIT_NETWORK, new CreditSchemeServer({ gatewayUrl: 'https://gateway.example.com', merchantId: 'mer_1', offerId: 'off_1' }));
 export const amount: string = parseCreditPrice('$0.005').amount;
@@ -41,6 +41,9 @@ export const code = (error: unknown): string | undefined => (error instanceof Cr
 export const retryKey = (error: unknown): string | undefined => (error instanceof CreditError && error.code === 'approval_required' ? error.idempotencyKey : undefined);
 export const charged = (receipt: CreditReceipt): string => receipt.capturedUc;
 export const routes = checkCreditRoutes({ 'GET /report': { accepts: { scheme: CREDIT_SCHEME, network: CREDIT_NETWORK, price: '$0.005', payTo: 'mer_1' } } });
+export const verified = (): Promise<typeof routes> => verifyCreditRoutes(routes, { gatewayUrl: 'https://gateway.example.com', merchantId: 'mer_1', offerId: 'off_1', apiKey: 'key' });
+// @ts-expect-error verifyCreditRoutes reads the offers with the merchant's key
+verifyCreditRoutes(routes, { gatewayUrl: 'https://gateway.example.com', merchantId: 'mer_1' });
 // @ts-expect-error the agent's scheme needs a credential
 new CreditSchemeClient({ gatewayUrl: 'https://gateway.example.com' });
 `;
