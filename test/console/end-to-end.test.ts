@@ -842,7 +842,29 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     // Its parent frozen, the delegate's own page names the freeze that stops it, which its own Unfreeze cannot lift.
     expect((await api('POST', `/v1/owner/agents/${agentId}/freeze`, owner, {}, key('freeze-parent'))).status).toBe(200);
     await page.reload();
-    await page.getByText(`Frozen by ${agentId}`, { exact: true }).waitFor();
+    // It names the ancestor by its name, linked to its page, its id beside (found from outside: "Frozen by agt_…").
+    const frozenBy = page.locator('.page-head .badge.frozen');
+    await frozenBy.getByRole('link', { name: 'Scout', exact: true }).waitFor();
+    expect(await frozenBy.textContent()).toBe('Frozen by Scout');
+    expect(await frozenBy.getByRole('link').getAttribute('href')).toBe(`/console/agents/${agentId}`);
+    await page.locator('.page-head').getByText(`(its ancestor ${agentId})`, { exact: true }).waitFor();
+    expect(await axeViolations(page)).toEqual([]);
+    // On the agents list too, where the ancestor is one of the cards.
+    await nav('Agents');
+    const buyerCard = page.locator('.card.agent').filter({ has: page.getByRole('link', { name: 'Buyer', exact: true }) });
+    await buyerCard.locator('.badge.frozen').getByRole('link', { name: 'Scout', exact: true }).waitFor();
+    // An ancestor that cannot be read (gone, or not among the owner's agents) is "an ancestor", by its id.
+    const delegatePath = `/console/agents/${buyer.body.id}`;
+    const unreadable = (url: URL) => url.pathname === `/v1/owner/agents/${agentId}`;
+    await page.route(unreadable, (route) => route.fulfill({ status: 404, contentType: 'application/problem+json', body: JSON.stringify({ type: 'about:blank', title: 'Not Found', status: 404, code: 'not_found', detail: 'no such agent' }) }));
+    try {
+      await page.goto(`${gw.url}${delegatePath}`);
+      await page.locator('.page-head').getByText(`(its ancestor ${agentId}, not found among your agents)`, { exact: true }).waitFor();
+      expect(await frozenBy.textContent()).toBe('Frozen by an ancestor');
+      expect(await frozenBy.getByRole('link').count()).toBe(0);
+    } finally {
+      await page.unroute(unreadable);
+    }
     expect((await api('POST', `/v1/owner/agents/${agentId}/unfreeze`, owner, {}, key('unfreeze-parent'))).status).toBe(200);
   });
 

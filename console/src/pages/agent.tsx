@@ -765,11 +765,12 @@ function Delegates({ agentId, tick }: { agentId: string; tick: number }) {
   const below = tree.data.nodes.filter((node) => node.agent.id !== agentId);
   if (below.length === 0) return <p class="muted">No delegates. An agent whose mandate allows delegation registers them (POST /v1/agents/{'{id}'}/delegates).</p>;
   const rootDepth = tree.data.nodes[0]!.agent.depth;
+  const names = new Map(tree.data.nodes.map((node) => [node.agent.id, node.agent.name]));
   return (
     <ul class="delegates">
       {below.map((node) => (
         <li class={`level-${Math.min(node.agent.depth - rootDepth, 8)}`}>
-          <a href={`/console/agents/${encodeURIComponent(node.agent.id)}`}>{node.agent.name}</a> <StatusBadge agent={node.agent} />
+          <a href={`/console/agents/${encodeURIComponent(node.agent.id)}`}>{node.agent.name}</a> <StatusBadge agent={node.agent} names={names} />
           {node.agent.retiredAt ? <span class="muted"> retired</span> : null} <code class="muted">{node.agent.id}</code>
           {node.usage.map((usage) => (
             <BudgetBar usage={usage} />

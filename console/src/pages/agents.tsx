@@ -1,7 +1,7 @@
 // Agents: each with its status, available and held balance and a bar per budget of its mandate; register an
 // agent; freeze and unfreeze.
 import { useState } from 'preact/hooks';
-import { ok, newKey, type Schemas } from '../api.ts';
+import { ApiProblem, ok, newKey, type Api, type Schemas } from '../api.ts';
 import { credits } from '../money.ts';
 import { Amount, BudgetBar, ConfirmButton, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When } from '../ui.tsx';
 
@@ -12,19 +12,60 @@ const AGENTS_PAGE = 50;
 
 /**
  * What the agent may do now: its own freeze, an ancestor's (which its own Unfreeze does not lift, so the badge
- * names the ancestor), or retirement. A replay stored before `effectiveStatus` existed falls back to `status`.
+ * names the ancestor: `FrozenBy`), or retirement. A replay stored before `effectiveStatus` existed falls back to
+ * `status`. `names`: the agents the page holds already, by id, so an ancestor among them is not read again.
  */
-export function StatusBadge({ agent }: { agent: Pick<Agent, 'status' | 'effectiveStatus' | 'frozenBy'> }) {
+export function StatusBadge({ agent, names }: { agent: Pick<Agent, 'status' | 'effectiveStatus' | 'frozenBy'>; names?: ReadonlyMap<string, string> }) {
   const effective = agent.effectiveStatus ?? agent.status;
   if (effective === 'retired') return <span class="badge frozen">Retired</span>;
-  if (effective === 'frozen' && agent.status !== 'frozen' && agent.frozenBy) {
-    return (
-      <span class="badge frozen" title="An ancestor's freeze stops this agent; unfreeze that agent to lift it.">
-        Frozen by {agent.frozenBy}
-      </span>
-    );
-  }
+  if (effective === 'frozen' && agent.status !== 'frozen' && agent.frozenBy) return <FrozenBy id={agent.frozenBy} known={names?.get(agent.frozenBy)} />;
   return <span class={`badge ${effective}`}>{effective === 'frozen' ? 'Frozen' : 'Active'}</span>;
+}
+
+/** How long one read of an agent serves every badge that asks for it: a Refresh after that reads its name again. */
+const AGENT_READ_SHARED_MS = 5_000;
+/** Reads of one agent by id, shared by the badges that ask at once (fifty delegates of one frozen root read it once). */
+const agentReads = new Map<string, { readAtMs: number; read: Promise<Agent> }>();
+
+function readAgent(api: Api, id: string): Promise<Agent> {
+  const nowMs = Date.now();
+  for (const [readId, entry] of agentReads) if (nowMs - entry.readAtMs >= AGENT_READ_SHARED_MS) agentReads.delete(readId);
+  let entry = agentReads.get(id);
+  if (entry === undefined) {
+    entry = { readAtMs: nowMs, read: api.GET('/v1/owner/agents/{id}', { params: { path: { id } } }).then(ok) };
+    agentReads.set(id, entry);
+  }
+  return entry.read;
+}
+
+/**
+ * The ancestor whose freeze stops an agent, by its name and linked to its page, its id beside as secondary text (a
+ * delegate may take its parent's name; the id tells them apart). It read "Frozen by agt_01…", an id alone (found from
+ * outside). The name is the page's own when it holds that agent (`known`), else read (GET /v1/owner/agents/{id}); an
+ * ancestor that cannot be read (not found, or the read failed) is "an ancestor", by its id.
+ */
+function FrozenBy({ id, known }: { id: string; known: string | undefined }) {
+  const { api } = useConsole();
+  const ancestor = useLoad(async () => known ?? (await readAgent(api, id)).name, [id, known]);
+  const notFound = ancestor.error instanceof ApiProblem && ancestor.error.status === 404;
+  return (
+    <span>
+      <span class="badge frozen" title="An ancestor's freeze stops this agent; unfreeze that agent to lift it.">
+        Frozen by{' '}
+        {ancestor.data !== undefined ? (
+          <a href={`/console/agents/${encodeURIComponent(id)}`}>
+            <bdi>{ancestor.data}</bdi>
+          </a>
+        ) : (
+          'an ancestor'
+        )}
+      </span>{' '}
+      <span class="hint">
+        (its ancestor <code>{id}</code>
+        {notFound ? ', not found among your agents' : ''})
+      </span>
+    </span>
+  );
 }
 
 /**
@@ -128,7 +169,7 @@ export function MandateWindow({ mandate }: { mandate: Pick<Schemas['Mandate'], '
   return null;
 }
 
-function AgentRow({ agent, tick, onChanged }: { agent: Agent; tick: number; onChanged: () => void }) {
+function AgentRow({ agent, names, tick, onChanged }: { agent: Agent; names: ReadonlyMap<string, string>; tick: number; onChanged: () => void }) {
   const { api } = useConsole();
   const figures = useLoad(async () => {
     const [balance, mandate] = await Promise.all([
@@ -143,7 +184,7 @@ function AgentRow({ agent, tick, onChanged }: { agent: Agent; tick: number; onCh
         <h2>
           <a href={`/console/agents/${encodeURIComponent(agent.id)}`}>{agent.name}</a>
         </h2>
-        <StatusBadge agent={agent} />
+        <StatusBadge agent={agent} names={names} />
         <code class="muted">{agent.id}</code>
       </div>
       <LoadError error={figures.error} stale={figures.stale} />
@@ -236,6 +277,7 @@ export function AgentsPage() {
     agents.reload();
   };
   const items = agents.data?.items ?? [];
+  const names = new Map(items.map((agent) => [agent.id, agent.name]));
   // A new agent past the pages shown would silently not appear, and with it its kill switch: say where it is.
   const registeredFurther = registered !== undefined && !agents.loading && agents.data?.hasMore === true && !items.some((agent) => agent.id === registered.id);
   return (
@@ -264,7 +306,7 @@ export function AgentsPage() {
         ) : (
           <ul class="cards">
             {items.map((agent) => (
-              <AgentRow key={agent.id} agent={agent} tick={tick} onChanged={refresh} />
+              <AgentRow key={agent.id} agent={agent} names={names} tick={tick} onChanged={refresh} />
             ))}
           </ul>
         )
