@@ -265,7 +265,8 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     // What only the API can tell (no such merchant) names the budget as the form does.
     await page.getByLabel('Budget 1 limit (credits)').fill('3');
     await page.getByLabel('Budget 1 covers').selectOption('merchantId');
-    await page.getByLabel('Budget 1 merchant id').fill('mer_nonexistent');
+    await page.getByRole('combobox', { name: 'Budget 1 merchant', exact: true }).selectOption({ label: 'Another merchant: type its id or domain' });
+    await page.getByLabel('Budget 1 merchant id or domain').fill('mer_nonexistent');
     await page.getByRole('button', { name: 'Save mandate' }).click();
     await page.getByRole('alert').getByText('Budget 1 merchant id "mer_nonexistent"', { exact: false }).waitFor();
     await page.getByLabel('Budget 1 covers').selectOption('all');
@@ -919,6 +920,59 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
     await page.reload();
     const taken = page.locator('.activity li').filter({ hasText: partial.body.redemption.id });
     await taken.getByText('0.60 credits of 1.00 credits held', { exact: false }).waitFor();
+  });
+
+  it("picks a merchant budget's merchant from those the owner's agents dealt with, and still takes a typed id or verified domain (found from outside: only a typed id)", async () => {
+    const owner = await devLogin('human', { email: OWNER });
+    const before = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body;
+    const { agentId: _a, version: _v, createdAt: _c, hash: _h, usage: _u, ...rules } = before;
+    onTestFinished(async () => {
+      expect((await api('PUT', `/v1/owner/agents/${agentId}/mandate`, owner, rules, key('picker-off'))).status).toBe(200);
+    });
+    // A merchant of another owner, which Scout bought from: known to this owner only through Scout's holds, by its domain.
+    const bob = await devLogin('human', { email: OTHER_OWNER });
+    const records = (await api('POST', '/v1/merchants', bob, { name: 'Bob Records', domain: 'records-console.example.com', categories: ['books'] }, key('records'))).body.merchant;
+    await gw.gateway.db.query('UPDATE merchants SET verified = true, verified_at_s = $2 WHERE id = $1', [records.id, gw.clock.nowS()]);
+    const record = await api('POST', `/v1/merchants/${records.id}/offers`, bob, { name: 'One record', category: 'books', priceUc: '100000' }, key('record'));
+    expect((await api('POST', '/v1/vouchers', await agentToken(), { offerId: record.body.id }, key('mint-record'))).status).toBe(200);
+
+    await openAgent();
+    await page.getByRole('button', { name: 'Add a budget' }).click();
+    const row = page.locator('.budget-row').last();
+    const n = await page.locator('.budget-row').count();
+    await page.getByLabel(`Budget ${n} limit (credits)`).fill('2');
+    await page.getByLabel(`Budget ${n} covers`).selectOption('merchantId');
+    const picker = page.getByRole('combobox', { name: `Budget ${n} merchant`, exact: true });
+    // The owner's own merchant by its name, the other owner's by the verified domain its offer was sold under.
+    await expect.poll(async () => (await picker.locator('option').allTextContents()).filter((text) => !text.startsWith('Choose'))).toEqual([
+      'Ada Books (books-console.example.com)',
+      'records-console.example.com',
+      'Another merchant: type its id or domain',
+    ]);
+    expect(await axeViolations(page)).toEqual([]);
+    // By keyboard: the select has the focus, and the arrow keys choose.
+    await picker.focus();
+    await page.keyboard.press('ArrowDown');
+    await page.keyboard.press('ArrowDown');
+    expect(await picker.evaluate((select: HTMLSelectElement) => select.selectedOptions[0]?.textContent)).toBe('records-console.example.com');
+    expect(await row.getByRole('textbox', { name: /id or domain/ }).count()).toBe(0);
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByText('Saved: mandate version', { exact: false }).waitFor();
+    const saved = (await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body.budgets as Array<{ merchantId?: string }>;
+    expect(saved.map((budget) => budget.merchantId).filter(Boolean)).toEqual([records.id]);
+
+    // One not in the list is typed: Ada's verified domain, saved as its id.
+    await page.getByRole('button', { name: 'Add a budget' }).click();
+    await page.getByLabel(`Budget ${n + 1} limit (credits)`).fill('1');
+    await page.getByLabel(`Budget ${n + 1} covers`).selectOption('merchantId');
+    await page.getByRole('combobox', { name: `Budget ${n + 1} merchant`, exact: true }).selectOption({ label: 'Another merchant: type its id or domain' });
+    await page.getByLabel(`Budget ${n + 1} merchant id or domain`).fill('BOOKS-console.example.com');
+    await page.getByRole('button', { name: 'Save mandate' }).click();
+    await page.getByText('Saved: mandate version', { exact: false }).waitFor();
+    await expect.poll(async () => ((await api('GET', `/v1/owner/agents/${agentId}/mandate`, owner)).body.budgets as Array<{ merchantId?: string }>).map((budget) => budget.merchantId).filter(Boolean)).toEqual([records.id, merchantId]);
+    // Saved, each shows its merchant by name in its picker.
+    await expect.poll(() => page.getByRole('combobox', { name: `Budget ${n + 1} merchant`, exact: true }).evaluate((select: HTMLSelectElement) => select.selectedOptions[0]?.textContent)).toBe('Ada Books (books-console.example.com)');
+    await expect.poll(leavingAsks).toBe(false);
   });
 
   it('pages the owner events and the webhook deliveries past their first 20, older on request (found from outside: only the newest 20 were shown)', async () => {

@@ -8,6 +8,7 @@ import { verifyReceipt, type Verification } from '../receipt.ts';
 import { Amount, BudgetBar, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When } from '../ui.tsx';
 import { FreezeButton, MandateWindow, StatusBadge, TreeFunds, treeLabel } from './agents.tsx';
 import { useLeaveGuard } from '../router.ts';
+import { MerchantPicker, merchantIdOf, useKnownMerchants, type KnownMerchant } from './merchant-picker.tsx';
 
 type Mandate = Schemas['Mandate'];
 type Redemption = Schemas['Redemption'];
@@ -23,7 +24,7 @@ const PERIODS: Array<[Period, string]> = [
 ];
 const SCOPES: Array<[ScopeKind, string]> = [
   ['all', 'all spending'],
-  ['merchantId', 'one merchant (id)'],
+  ['merchantId', 'one merchant'],
   ['category', 'one category'],
   ['serviceId', 'one built-in service'],
 ];
@@ -36,6 +37,8 @@ interface BudgetRow {
   limit: string;
   scope: ScopeKind;
   scopeValue: string;
+  /** The person chose to type the merchant (not one of the picker's list): the field stays, whatever is typed. */
+  typed?: boolean;
 }
 
 interface Draft {
@@ -105,12 +108,16 @@ function draftContent(draft: Draft): string {
   return JSON.stringify({
     ...draft,
     allow: draft.allowRule === 'any' ? '' : draft.allow,
-    budgets: draft.budgets.map(({ key: _key, ...row }) => ({ ...row, scopeValue: row.scope === 'all' ? '' : row.scopeValue })),
+    budgets: draft.budgets.map(({ key: _key, typed: _typed, ...row }) => ({ ...row, scopeValue: row.scope === 'all' ? '' : row.scopeValue })),
   });
 }
 
 
-/** The PUT body for the draft (every member the form does not show kept as it is), or the problems found. */
+/** The draft with each merchant budget's typed verified domain replaced by its merchant's id, when the picker knows it. */
+function withMerchantIds(draft: Draft, merchants: readonly KnownMerchant[]): Draft {
+  return { ...draft, budgets: draft.budgets.map((row) => (row.scope === 'merchantId' ? { ...row, scopeValue: merchantIdOf(row.scopeValue, merchants) } : row)) };
+}
+
 /** A category's name as the API takes it (CATEGORY_PATTERN in src/platform/schemas.ts). */
 const CATEGORY = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 const NOT_A_CATEGORY = 'is not a category name: use lower-case letters, digits and . _ - (up to 64, starting with a letter or digit), like books.';
@@ -164,6 +171,7 @@ export interface DraftProblem {
   message: string;
 }
 
+/** The PUT body for the draft (every member the form does not show kept as it is), or the problems found. */
 export function mandateBody(mandate: Mandate, draft: Draft): { body: Record<string, unknown> } | { problems: DraftProblem[] } {
   const problems: DraftProblem[] = [];
   const say = (field: string, message: string) => problems.push({ field, message });
@@ -308,6 +316,7 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
     return { 'data-field': name, 'aria-invalid': invalid ? ('true' as const) : undefined, 'aria-describedby': invalid ? 'mandate-problems' : undefined };
   };
   const action = useAction();
+  const merchants = useKnownMerchants(agentId, mandate, draft.budgets.some((row) => row.scope === 'merchantId'));
   const set = (change: Partial<Draft>) => setDraft((current) => ({ ...current, ...change }));
   // The form's content without the rows' React keys: what a save would change, compared with the version it was filled from.
   const unsaved = draftContent(draft) !== draftContent(draftOf(base));
@@ -335,7 +344,7 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
     event.preventDefault();
     // A draft without changes is the version in force, whatever the form last showed: saved on that one.
     const on = unsaved ? base : mandate;
-    const built = mandateBody(on, unsaved ? draft : draftOf(mandate));
+    const built = mandateBody(on, withMerchantIds(unsaved ? draft : draftOf(mandate), merchants.data ?? []));
     if ('problems' in built) {
       setProblems(built.problems);
       setRefusals((n) => n + 1);
@@ -410,9 +419,20 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
                 ))}
               </select>
             </label>
-            {row.scope !== 'all' ? (
+            {row.scope === 'merchantId' ? (
+              <MerchantPicker
+                label={`Budget ${index + 1} merchant`}
+                value={row.scopeValue}
+                typed={row.typed === true}
+                merchants={merchants.data ?? []}
+                loading={merchants.loading}
+                unreadable={merchants.error !== undefined && merchants.data === undefined}
+                field={field(`budget-${index}-scope`)}
+                onChange={(change) => setRow(row.key, change)}
+              />
+            ) : row.scope !== 'all' ? (
               <label>
-                Budget {index + 1} {row.scope === 'merchantId' ? 'merchant id' : row.scope === 'category' ? 'category' : 'service id'}
+                Budget {index + 1} {row.scope === 'category' ? 'category' : 'service id'}
                 <input {...field(`budget-${index}-scope`)} value={row.scopeValue} onInput={(event) => setRow(row.key, { scopeValue: (event.currentTarget as HTMLInputElement).value })} autocomplete="off" />
               </label>
             ) : null}
