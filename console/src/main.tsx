@@ -11,7 +11,7 @@ import { ApprovalsPage } from './pages/approvals.tsx';
 import { MerchantPage, MerchantsPage } from './pages/merchants.tsx';
 import { OwnerWebhookPage } from './pages/webhook.tsx';
 import { SpendingPage } from './pages/spending.tsx';
-import { followLink, mayLeave, usePath } from './router.ts';
+import { followLink, forgetKept, keepUnsaved, keptAny, mayLeave, usePath } from './router.ts';
 import { readSettings, type Settings } from './settings.ts';
 import { actionRunning, ConsoleContext, describe, Dialog, PageTitle, type Console } from './ui.tsx';
 
@@ -30,6 +30,11 @@ function SignIn({ auth, reason }: { auth: Auth; reason?: string }) {
       {reason ? (
         <p class="notice" role="status">
           {reason}
+        </p>
+      ) : null}
+      {keptAny() ? (
+        <p class="notice" role="status">
+          Your unsaved changes are kept in this tab: sign in again to get them back.
         </p>
       ) : null}
       <p>
@@ -189,6 +194,8 @@ function Ready({ settings, auth, api, owner, onSignedOut }: { settings: Settings
     try {
       const reach = await auth.signOut();
       context.forgetHumanSession();
+      // Signing out is leaving: the person confirmed it (mayLeave), so no draft waits for the next sign-in.
+      forgetKept();
       onSignedOut(
         reach === 'everywhere'
           ? "You are signed out, in every browser: the console's access is revoked, so signing in again asks you on the gateway's page."
@@ -256,6 +263,8 @@ function Ready({ settings, auth, api, owner, onSignedOut }: { settings: Settings
 function App({ settings, auth }: { settings: Settings; auth: Auth }) {
   const api = useMemo(() => ownerApi(auth), [auth]);
   const [state, setState] = useState<State>({ kind: 'starting' });
+  /** The owner signed in, for the drafts kept when that sign-in ends (`keepUnsaved`). */
+  const signedInOwner = useRef<{ id: string } | undefined>(undefined);
 
   useEffect(() => {
     const start = async () => {
@@ -264,6 +273,9 @@ function App({ settings, auth }: { settings: Settings; auth: Auth }) {
         else await auth.renew();
         const me = ok(await api.GET('/v1/me'));
         if (!me.owner) throw new SignInRequired('This session is not an owner session.');
+        // Drafts another owner left in this tab (a sign-in as someone else) are not this owner's to see.
+        forgetKept(me.owner.id);
+        signedInOwner.current = me.owner;
         setState({ kind: 'ready', owner: me.owner });
       } catch (error) {
         setState({ kind: 'signed-out', reason: error instanceof SignInRequired && error.consentGone ? undefined : describe(error) });
@@ -271,12 +283,17 @@ function App({ settings, auth }: { settings: Settings; auth: Auth }) {
     };
     void start();
     return auth.onChange(() => {
+      if (auth.signedIn) return;
+      // The sign-in ended under the page, which the sign-in screen replaces now and the next sign-in leaves: changes
+      // not saved are kept in this tab and come back once signed in again (found from outside: a mandate save whose
+      // renewal failed lost every edit, past the leave guard). Taken before the pages unmount (Preact renders later).
+      if (signedInOwner.current !== undefined) keepUnsaved(signedInOwner.current.id);
       // A sign-in that ends while the person's action waits on it ends the action too: say it was not done, so a
       // kill switch pressed then is not taken for done (found from outside: "You are signed out." alone).
       const reason = actionRunning()
         ? 'You are signed out, so what you just did was not done: sign in again, then do it again.'
         : 'You are signed out.';
-      if (!auth.signedIn) setState({ kind: 'signed-out', reason });
+      setState({ kind: 'signed-out', reason });
     });
   }, [auth, api]);
 

@@ -234,6 +234,55 @@ describe.runIf(hasChromium && !onPostgres())('the owner console (found from outs
     await lapsing.close();
   });
 
+  it('keeps the mandate edits a save could not make when the sign-in ended under it, and gives them back once signed in again (found from outside: they were lost, past the leave guard)', async () => {
+    const owner = await ownerSession();
+    const issuer = await page.evaluate(() => (JSON.parse(document.querySelector<HTMLMetaElement>('meta[name="acg-console"]')!.content) as { agentIssuer: string }).agentIssuer);
+    const registered = await api('POST', '/v1/owner/agents', owner, { name: 'Keeper', identity: { issuer, subject: 'keeper' } });
+    expect(registered.status).toBe(201);
+    const agentId = registered.body.id as string;
+    const tab = await context.newPage();
+    const leavingAsks = () => tab.evaluate(() => !window.dispatchEvent(new Event('beforeunload', { cancelable: true })));
+    await tab.goto(`${gw.url}/console`);
+    if ((await settledOn(tab)) === 'sign-in') await signInThroughConsent(tab);
+    await tab.goto(`${gw.url}/console/agents/${agentId}`);
+    await tab.getByLabel('Largest single purchase (credits)').fill('7');
+    await tab.getByRole('button', { name: 'Add a budget' }).click();
+    await tab.getByLabel('Budget 1 limit (credits)').fill('3');
+    // The page's own reads answered first (one answered 401 after the revocation would sign the tab out before the save).
+    await tab.waitForLoadState('networkidle');
+    // The owner revokes the console elsewhere: the save is refused 401, and the renewal under it finds no consent.
+    expect((await api('DELETE', '/v1/owner/oauth-grants/acg-console', await ownerSession())).status).toBe(200);
+    await tab.getByRole('button', { name: 'Save mandate' }).click();
+    await tab.getByText('You are signed out, so what you just did was not done: sign in again, then do it again.').waitFor();
+    await tab.getByRole('status').getByText('Your unsaved changes are kept in this tab: sign in again to get them back.').waitFor();
+    expect(await axeViolations(tab)).toEqual([]);
+    // The sign-in leaves the page and comes back to it, through the consent page.
+    await tab.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await tab.waitForURL((url) => url.pathname === '/oauth/consent');
+    const form = tab.locator('form[data-provider="human"]');
+    await form.locator('input[name="email"]').fill(OWNER);
+    await form.locator('button').click();
+    await tab.getByRole('heading', { name: 'Keeper', level: 1 }).waitFor();
+    expect(await tab.getByLabel('Largest single purchase (credits)').inputValue()).toBe('7');
+    expect(await tab.getByLabel('Budget 1 limit (credits)').inputValue()).toBe('3');
+    await tab.getByRole('status').getByText('Your unsaved changes were restored', { exact: false }).waitFor();
+    // Given back once: nothing stays in the tab's storage, and the changes are unsaved again, guarded as before.
+    expect(await tab.evaluate(() => sessionStorage.length)).toBe(0);
+    expect(await leavingAsks()).toBe(true);
+    await tab.getByRole('button', { name: 'Save mandate' }).click();
+    await tab.getByText('Saved: mandate version 2.').waitFor();
+    expect((await api('GET', `/v1/owner/agents/${agentId}/mandate`, await ownerSession())).body).toMatchObject({ caps: { perHoldUc: '7000000' }, budgets: [{ period: 'day', limitUc: '3000000' }] });
+    expect(await tab.getByText('Your unsaved changes were restored', { exact: false }).count()).toBe(0);
+
+    // Signing out, confirmed over changes not saved, keeps nothing for the next sign-in.
+    await tab.getByLabel('Largest single purchase (credits)').fill('8');
+    tab.once('dialog', (dialog) => void dialog.accept());
+    await tab.getByRole('button', { name: 'Sign out' }).click();
+    await tab.getByText(/You are signed out, in every browser/).waitFor();
+    expect(await tab.evaluate(() => sessionStorage.length)).toBe(0);
+    await tab.close();
+  });
+
   it('says so when the gateway gives no answer in 30 s, rather than staying busy with nothing said (found from outside: a hung gateway)', async () => {
     const hung = await context.newPage();
     await hung.clock.install();

@@ -7,7 +7,7 @@ import { credits, creditsInput, parseCredits } from '../money.ts';
 import { verifyReceipt, type Verification } from '../receipt.ts';
 import { Amount, BudgetBar, LoadError, Outcome, PageTitle, ShowMore, useAction, useConsole, useLoad, usePages, When } from '../ui.tsx';
 import { FreezeButton, MandateWindow, StatusBadge, TreeFunds, treeLabel } from './agents.tsx';
-import { useLeaveGuard } from '../router.ts';
+import { takeKept, useLeaveGuard } from '../router.ts';
 import { MerchantPicker, merchantIdOf, useKnownMerchants, type KnownMerchant } from './merchant-picker.tsx';
 
 type Mandate = Schemas['Mandate'];
@@ -296,13 +296,31 @@ function KeptRules({ mandate }: { mandate: Mandate }) {
   );
 }
 
+/** What the form keeps when the sign-in ends under it (`useLeaveGuard`'s `keep`): the draft and the version it edits. */
+interface KeptMandateDraft {
+  base: Mandate;
+  draft: Draft;
+}
+
+/** The draft kept for this form, with fresh row keys; none when nothing (readable) was kept. */
+function keptDraft(value: unknown): KeptMandateDraft | undefined {
+  const kept = value as Partial<KeptMandateDraft> | undefined;
+  if (typeof kept?.base?.version !== 'number' || !Array.isArray(kept.draft?.budgets)) return undefined;
+  return { base: kept.base, draft: { ...kept.draft, budgets: kept.draft.budgets.map((row) => ({ ...row, key: ++rowKeys })) } };
+}
+
 function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate: Mandate; onSaved: () => void }) {
-  const { api } = useConsole();
+  const { api, owner } = useConsole();
+  const form = `mandate:${agentId}`;
+  // Changes the owner had not saved when the sign-in ended under this form (a save whose renewal failed), kept in
+  // this tab across the sign-in and given back here once (found from outside: they were lost, past the leave guard).
+  const [restored] = useState(() => keptDraft(takeKept(owner.id, form)));
+  const [restoredShown, setRestoredShown] = useState(restored !== undefined);
   // The version the draft was filled from, and the one a save makes its change on (If-Match). A newer version
   // (another tab's save) replaces the draft only when it holds no change of the person's: otherwise the draft
   // stays, and the form says so and offers to discard it (a refresh threw the edits away without a word).
-  const [base, setBase] = useState<Mandate>(mandate);
-  const [draft, setDraft] = useState<Draft>(() => draftOf(mandate));
+  const [base, setBase] = useState<Mandate>(restored?.base ?? mandate);
+  const [draft, setDraft] = useState<Draft>(() => restored?.draft ?? draftOf(mandate));
   const [problems, setProblems] = useState<DraftProblem[]>([]);
   const formRef = useRef<HTMLFormElement>(null);
   // Each refusal of the draft moves the focus to the first field it names (a count, so the same problems again move it again).
@@ -323,11 +341,12 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
   const showVersion = (shown: Mandate) => {
     setBase(shown);
     setDraft(draftOf(shown));
+    setRestoredShown(false);
   };
   useEffect(() => {
     if (mandate.version !== base.version && !unsaved) showVersion(mandate);
   }, [mandate.version]);
-  useLeaveGuard(unsaved ? 'Leave this page? Your changes to the mandate are not saved.' : undefined);
+  useLeaveGuard(unsaved ? 'Leave this page? Your changes to the mandate are not saved.' : undefined, { form, draft: { base, draft } satisfies KeptMandateDraft });
   const setRow = (key: number, change: Partial<BudgetRow>) => set({ budgets: draft.budgets.map((row) => (row.key === key ? { ...row, ...change } : row)) });
   // A removed row takes its button, which had the focus, with it: the focus goes to what now stands in its place
   // (the next row's first field, or "Add a budget"), not to the page's body, whence a keyboard starts over.
@@ -383,6 +402,14 @@ function MandateEditor({ agentId, mandate, onSaved }: { agentId: string; mandate
   return (
     // data-version: the version the draft was filled from (a refill after a reload lands a render after the answer).
     <form onSubmit={save} class="stack mandate" noValidate data-version={base.version} ref={formRef}>
+      {restoredShown && unsaved ? (
+        <div class="notice" role="status">
+          <p>Your unsaved changes were restored: you were signed out before they were saved. Check them, then save.</p>
+          <button type="button" onClick={() => showVersion(mandate)}>
+            Discard them
+          </button>
+        </div>
+      ) : null}
       {mandate.version !== base.version ? (
         <div class="error" role="status">
           <p>
