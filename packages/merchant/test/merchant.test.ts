@@ -241,7 +241,7 @@ describe('redemption calls', () => {
     const { evidence, claims } = await sdk.getEvidence(redemption.id);
     expect(evidence.split('.')).toHaveLength(3);
     const voucherClaims = await sdk.verifyReceipt(captured.captureReceipt!);
-    expect(claims).toMatchObject({ redemptionId: redemption.id, evidenceId: expect.stringMatching(/^evd_/), ancestorMandates: [], redemption: { id: redemption.id, refundedUc: '2500000' } });
+    expect(claims).toMatchObject({ redemptionId: redemption.id, evidenceId: expect.stringMatching(/^evd_/), ancestorMandates: [], approval: null, redemption: { id: redemption.id, refundedUc: '2500000' } });
     expect(claims.mandate!.hash).toBe(voucherClaims.mandateHash);
     expect(claims.receipts).toHaveLength(3);
     expect(claims.history.map((entry) => entry.event)).toEqual(['held', 'captured', 'refunded', 'refunded']);
