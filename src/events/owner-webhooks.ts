@@ -4,7 +4,7 @@
 // URL rule is the merchant rule without the domain anchor: https on port 443 to a public DNS name, checked
 // again against every resolved address at delivery.
 import type { Queryable, Tx } from '../platform/db/database.ts';
-import { ApiError } from '../platform/errors.ts';
+import { memberRefusal } from '../platform/errors.ts';
 import type { Delivery, OwnerWebhookConfiguration, WebhookService } from './service.ts';
 import { validatePublicWebhookUrl } from './webhook-url.ts';
 
@@ -30,7 +30,7 @@ export class OwnerWebhookService {
 
   async configure(tx: Tx, ownerId: string, input: OwnerWebhookInput): Promise<{ configuration: OwnerWebhookConfiguration; webhookSecret?: string; notice: string }> {
     const url = validatePublicWebhookUrl(input.url);
-    if (!url.ok) throw new ApiError('invalid_input', { detail: `url: ${url.reason}` });
+    if (!url.ok) throw memberRefusal('url', url.reason);
     const configured = await this.webhooks.configureOwner(tx, ownerId, { ...input, url: url.url });
     return { ...configured, notice: configured.webhookSecret === undefined ? OWNER_WEBHOOK_SECRET_KEPT_NOTICE : OWNER_WEBHOOK_SECRET_NOTICE };
   }

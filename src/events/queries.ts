@@ -2,7 +2,7 @@
 // (its owner, or one of its API keys with the scope: MerchantDirectory's rule), and an owner's own webhook, its
 // events and its deliveries (the owner is the caller: nothing of another owner can be named).
 import { Type } from '@sinclair/typebox';
-import { ApiError } from '../platform/errors.ts';
+import { memberRefusal } from '../platform/errors.ts';
 import { IdParams, MerchantIdParams, PageQuery, ResourceId, UnixSeconds, type Page } from '../platform/schemas.ts';
 import type { Query } from '../platform/queries.ts';
 import type { MerchantDirectory, WebhookMerchant } from './merchant-directory.ts';
@@ -65,7 +65,7 @@ export interface EventQueries {
 function eventTypes(filter: string | undefined, known: readonly string[] = MERCHANT_EVENT_TYPES): string[] {
   const types = filter === undefined ? [] : filter.split(',').map((t) => t.trim());
   const unknown = types.find((t) => !known.includes(t));
-  if (unknown !== undefined) throw new ApiError('invalid_input', { detail: `type: unknown event type "${unknown}"; known: ${known.join(', ')}` });
+  if (unknown !== undefined) throw memberRefusal('type', `names an unknown event type "${unknown}"; known: ${known.join(', ')}`);
   return types;
 }
 

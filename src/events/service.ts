@@ -6,7 +6,7 @@
 // delivered by the same worker; an owner configures, reads and deletes its one endpoint.
 // Callers have already checked that the caller may act for the merchant (MerchantDirectory) or owner.
 import type { Queryable, Tx } from '../platform/db/database.ts';
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, memberRefusal } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import type { Page } from '../platform/schemas.ts';
@@ -287,7 +287,7 @@ export class WebhookService {
       });
     }
     const url = validateWebhookUrl(input.url, merchant.domain);
-    if (!url.ok) throw new ApiError('invalid_input', { detail: `url: ${url.reason}` });
+    if (!url.ok) throw memberRefusal('url', url.reason);
     const configured = await this.configureEndpoint(tx, merchant.id, { ...input, url: url.url });
     return { ...configured, notice: configured.webhookSecret === undefined ? WEBHOOK_SECRET_KEPT_NOTICE : WEBHOOK_SECRET_NOTICE };
   }
@@ -480,7 +480,7 @@ export class WebhookService {
   ): Promise<{ events: StoredEvent[]; hasMore: boolean }> {
     // A window that ends before it begins holds nothing: a client that swapped the two would read "no events".
     if (filter.from !== undefined && filter.to !== undefined && filter.from > filter.to) {
-      throw new ApiError('invalid_input', { detail: `from (${filter.from}) is later than to (${filter.to}); both are Unix seconds, and the window includes both` });
+      throw memberRefusal('to', `(${filter.to}) is earlier than from (${filter.from}); both are Unix seconds, and the window includes both`);
     }
     const rows = await store.listEvents(db, account, {
       types: filter.types,

@@ -1,7 +1,8 @@
 // The webhook's URL rules: where the gateway will send a merchant's or an owner's events. A URL is a target
 // of our own network calls, so it is checked strictly here and again at delivery time (every resolved
 // address, src/platform/outbound.ts). The host rule (a public DNS name) is the platform's, shared with the
-// merchants' domains. Each check names the reason it refuses, so a 400 can say what to fix.
+// merchants' domains. Each check names the reason it refuses, so a 400 can say what to fix: said of the URL, as the
+// refusal follows the member's name (`body/url must use the default https port 443`).
 import { normaliseDomain, WHITESPACE_OR_CONTROL } from '../platform/hostnames.ts';
 
 export type WebhookUrlResult = { ok: true; url: string } | { ok: false; reason: string };
@@ -32,10 +33,10 @@ function isUnderDomain(host: string, domain: string): boolean {
  */
 export function validateWebhookUrl(input: string, verifiedDomain: string): WebhookUrlResult {
   const domain = normaliseDomain(verifiedDomain);
-  if (!domain.ok) return refuse(`the verified domain is not valid: ${domain.reason}`);
+  if (!domain.ok) return refuse(`cannot be checked: the merchant's verified domain is not a public DNS name (${domain.reason})`);
   const checked = checkPublicHttpsUrl(input);
   if (!checked.ok) return checked;
-  if (!isUnderDomain(checked.host, domain.domain)) return refuse(`the host must be ${domain.domain} or a subdomain of it`);
+  if (!isUnderDomain(checked.host, domain.domain)) return refuse(`must be on ${domain.domain} or a subdomain of it`);
   return { ok: true, url: checked.url };
 }
 
@@ -60,7 +61,7 @@ function checkPublicHttpsUrl(input: string): { ok: true; url: string; host: stri
   if (input.includes('#')) return refuse('must not include a fragment');
   const authority = rawAuthority(input);
   if (authority.includes('@')) return refuse('must not include credentials');
-  if (authority.includes('%')) return refuse('the host must not be percent-encoded');
+  if (authority.includes('%')) return refuse('must not have a percent-encoded host');
   let url: URL;
   try {
     url = new URL(input);
@@ -73,7 +74,7 @@ function checkPublicHttpsUrl(input: string): { ok: true; url: string; host: stri
   // WHATWG drops the default port, so '' means "443, written or not".
   if (url.port !== '') return refuse('must use the default https port 443');
   const host = normaliseDomain(url.hostname);
-  if (!host.ok) return refuse(`the host ${host.reason}`);
+  if (!host.ok) return refuse(`has a host that is not a public DNS name (${host.reason})`);
   const canonical = `https://${host.domain}${url.pathname}`;
   if (canonical.length > WEBHOOK_URL_CHARS_MAX) return refuse(`must be at most ${WEBHOOK_URL_CHARS_MAX} characters`);
   return { ok: true, url: canonical, host: host.domain };

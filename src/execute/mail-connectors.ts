@@ -9,7 +9,7 @@ import type { Actor } from '../agents/acting.ts';
 import type { AgentService } from '../agents/service.ts';
 import type { AgentRow } from '../agents/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, memberRefusal } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { normaliseDomain } from '../platform/hostnames.ts';
 import { isPublicAddress } from '../platform/outbound.ts';
@@ -98,25 +98,25 @@ export class MailConnectorService implements ConnectionStore {
   private check(settings: MailConnectorSettings): void {
     const allowPrivate = this.gateway.config.allowPrivateNetworkTargets;
     if (settings.tls === 'none' && !allowPrivate) {
-      throw new ApiError('invalid_input', { detail: 'tls "none" (cleartext IMAP) would send the password in the clear; use "implicit" (port 993) or "starttls"' });
+      throw memberRefusal('tls', '"none" (cleartext IMAP) would send the password in the clear; use "implicit" (port 993) or "starttls"');
     }
     const host = canonicalHost(settings.host);
     // A colon belongs only to an IPv6 literal: "name:port" or "1.2.3.4:5" never resolves (the port is its own member).
     if (host.includes(':') && isIP(host) !== 6) {
-      throw new ApiError('invalid_input', { detail: `host "${settings.host}" is neither a DNS name nor an IP address; give the port as \`port\`` });
+      throw memberRefusal('host', `"${settings.host}" is neither a DNS name nor an IP address; give the port as \`port\``);
     }
     const privateHost = (isIP(host) !== 0 && !isPublicAddress(host)) || host === 'localhost' || host.endsWith('.localhost');
     if (privateHost && !allowPrivate) {
-      throw new ApiError('invalid_input', { detail: `host "${settings.host}" is not a public address; the gateway only connects to public mail servers` });
+      throw memberRefusal('host', `"${settings.host}" is not a public address; the gateway only connects to public mail servers`);
     }
     // A name is judged by the rule a merchant's domain and a webhook's host keep: no special-use or single-label
     // names (found from outside: `mail.internal` was stored, then refused at every execution as it resolved).
     const name = isIP(host) === 0 && !allowPrivate ? normaliseDomain(host) : undefined;
     if (name && !name.ok) {
-      throw new ApiError('invalid_input', { detail: `host "${settings.host}" ${name.reason}; the gateway only connects to public mail servers` });
+      throw memberRefusal('host', `"${settings.host}" is not a public DNS name (${name.reason}); the gateway only connects to public mail servers`);
     }
     if (settings.ca !== undefined && !isPemCertificates(settings.ca)) {
-      throw new ApiError('invalid_input', { detail: 'ca must be PEM certificates (-----BEGIN CERTIFICATE----- …), one or more, and nothing else' });
+      throw memberRefusal('ca', 'must be PEM certificates (-----BEGIN CERTIFICATE----- …), one or more, and nothing else');
     }
   }
 

@@ -23,7 +23,7 @@ import type { LedgerService, Redemption } from '../ledger/service.ts';
 import { approvalUsedBy, refusalOfAnswered, type PurchaseAnswer, type PurchaseApprover, type RequestBinding, type ServiceIntent } from '../platform/approvals.ts';
 import { Batcher, togetherOrAlone, type Settled } from '../platform/batcher.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, memberRefusal } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import type { Claim } from '../platform/idempotency.ts';
 import { newId } from '../platform/ids.ts';
@@ -173,9 +173,9 @@ export class ExecutionPipeline {
   /** Refuses, before the Idempotency-Key is claimed, a service or action the catalogue does not have. */
   checkRequest(serviceId: string, action: string): void {
     const service = this.deps.connectors.catalogue.find(serviceId);
-    if (!service) throw new ApiError('invalid_input', { detail: `unknown service "${serviceId}"` });
+    if (!service) throw memberRefusal('serviceId', `"${serviceId}" is not a built-in service; known: ${this.deps.connectors.catalogue.ids.join(', ')}`);
     if (!Object.hasOwn(service.actions, action)) {
-      throw new ApiError('invalid_input', { detail: `service "${serviceId}" has no action "${action}"; it has ${Object.keys(service.actions).join(', ')}` });
+      throw memberRefusal('action', `"${action}" is not an action of service "${serviceId}"; it has ${Object.keys(service.actions).join(', ')}`);
     }
   }
 

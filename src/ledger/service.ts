@@ -17,7 +17,7 @@ import type { AgentService } from '../agents/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { isStorageUnavailable } from '../platform/db/faults.ts';
 import { pageBySeq, type PageOrder } from '../platform/db/paging.ts';
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, memberRefusal } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, type Microcredits } from '../platform/money.ts';
@@ -210,6 +210,7 @@ export interface RefundRequest {
   reason?: string;
 }
 
+/** A grant; a refusal of its amount or its expiry names the operator's grant's members (`amountUc`, `expiresAt`). */
 export interface GrantRequest {
   agentId: string;
   amountUc: Microcredits;
@@ -435,13 +436,13 @@ export class LedgerService {
   }
 
   async grant(tx: Tx, request: GrantRequest): Promise<Lot> {
-    if (request.amountUc <= 0n) throw new ApiError('invalid_input', { detail: 'a grant must be a positive amount' });
+    if (request.amountUc <= 0n) throw memberRefusal('amountUc', 'must be positive');
     const agent = await this.identity.agentRow(tx, request.agentId);
     if (!agent) throw new ApiError('not_found', { detail: `no agent ${request.agentId}` });
     refuseDelegate(agent);
     const nowS = this.nowS();
     if (request.expiresAtS != null && request.expiresAtS <= nowS) {
-      throw new ApiError('invalid_input', { detail: 'expiresAt must be in the future' });
+      throw memberRefusal('expiresAt', 'must be in the future');
     }
     const source = request.source ?? 'grant';
     const lot = await store.insertLot(tx, {
@@ -818,9 +819,9 @@ export class LedgerService {
         return { ok: true, value: hold.id };
       }
       const captureUc = request.amountUc ?? hold.amount_uc;
-      if (captureUc <= 0n) return { ok: false, error: new ApiError('invalid_input', { detail: 'capture a positive amount (release the hold to capture nothing)' }) };
+      if (captureUc <= 0n) return { ok: false, error: memberRefusal('amountUc', 'must be positive (release the hold to capture nothing)') };
       if (captureUc > hold.amount_uc) {
-        return { ok: false, error: new ApiError('invalid_input', { detail: `cannot capture ${captureUc} µc: the hold is for ${hold.amount_uc} µc` }) };
+        return { ok: false, error: memberRefusal('amountUc', `(${captureUc} µc) is more than the hold's ${hold.amount_uc} µc`) };
       }
       settle(hold, 'captured', captureUc, request.trace);
       return { ok: true, value: hold.id };
@@ -889,12 +890,12 @@ export class LedgerService {
     const refundableUc = hold.captured_uc - hold.refunded_uc;
     if (request.amountUc === undefined && refundableUc === 0n) throw new ApiError('conflict', { detail: 'the captured credit is already fully refunded' });
     const amountUc = request.amountUc ?? refundableUc;
-    if (amountUc <= 0n) throw new ApiError('invalid_input', { detail: 'refund a positive amount' });
+    if (amountUc <= 0n) throw memberRefusal('amountUc', 'must be positive');
     if (amountUc > refundableUc) {
       throw new ApiError('refund_exceeds_captured', { detail: `cannot refund ${amountUc} µc: ${hold.captured_uc} µc captured, ${hold.refunded_uc} µc already refunded` });
     }
     if (request.reason !== undefined && request.reason.length > REFUND_REASON_LENGTH_MAX) {
-      throw new ApiError('invalid_input', { detail: `reason is at most ${REFUND_REASON_LENGTH_MAX} characters` });
+      throw memberRefusal('reason', `must be at most ${REFUND_REASON_LENGTH_MAX} characters`);
     }
     const earlier = await store.refundsOf(tx, [hold.id]);
     if (earlier.length >= REFUNDS_PER_REDEMPTION_MAX) throw new ApiError('conflict', { detail: `a redemption takes at most ${REFUNDS_PER_REDEMPTION_MAX} refunds` });

@@ -8,7 +8,7 @@ import type { WebhookService } from '../events/service.ts';
 import { newApiKey, API_KEY_SCOPES } from '../identity/api-keys.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, memberRefusal } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { normaliseDomain } from '../platform/hostnames.ts';
 import type { Principal } from '../platform/principal.ts';
@@ -204,9 +204,9 @@ export class MerchantService implements MerchantDirectory {
 
   async register(tx: Tx, ownerId: string, input: { name: string; domain: string; categories: string[] }): Promise<{ merchant: Merchant; dnsRecord: DnsRecord }> {
     const domain = normaliseDomain(input.domain);
-    if (!domain.ok) throw new ApiError('invalid_input', { detail: `domain ${domain.reason}` });
+    if (!domain.ok) throw memberRefusal('domain', domain.reason);
     if (domain.domain.length > MERCHANT_DOMAIN_CHARS_MAX) {
-      throw new ApiError('invalid_input', { detail: `domain must be at most ${MERCHANT_DOMAIN_CHARS_MAX} characters, so that ${VERIFICATION_LABEL}.<domain> is a valid DNS name` });
+      throw memberRefusal('domain', `must be at most ${MERCHANT_DOMAIN_CHARS_MAX} characters, so that ${VERIFICATION_LABEL}.<domain> is a valid DNS name`);
     }
     if ((await store.countOwnedMerchants(tx, ownerId)) >= MERCHANTS_PER_OWNER_MAX) {
       throw new ApiError('conflict', { detail: `an owner may register at most ${MERCHANTS_PER_OWNER_MAX} merchants` });
@@ -238,7 +238,7 @@ export class MerchantService implements MerchantDirectory {
 
   async update(tx: Tx, ownerId: string, merchantId: string, patch: { name?: string; categories?: string[]; domain?: unknown }): Promise<Merchant> {
     if (patch.domain !== undefined) {
-      throw new ApiError('invalid_input', { detail: 'the domain is immutable; register a new merchant for another domain' });
+      throw memberRefusal('domain', 'is immutable; register a new merchant for another domain');
     }
     // The lock makes the category check and the update one step against a concurrent PATCH.
     const row = await this.lockOwned(tx, ownerId, merchantId);
@@ -327,8 +327,8 @@ export class MerchantService implements MerchantDirectory {
   ): Promise<{ apiKey: ApiKeyMetadata; secretKey: string; notice: string }> {
     const pepper = this.deps.apiKeyPepper;
     if (!pepper) throw new ApiError('runtime_configuration_required', { detail: 'API keys cannot be issued: ACG_API_KEY_PEPPER is not configured' });
-    const unknown = input.scopes.filter((scope) => !(scope in API_KEY_SCOPES));
-    if (unknown.length > 0) throw new ApiError('invalid_input', { detail: `unknown scope ${unknown.join(', ')}; known: ${Object.keys(API_KEY_SCOPES).join(', ')}` });
+    const unknown = input.scopes.findIndex((scope) => !Object.hasOwn(API_KEY_SCOPES, scope));
+    if (unknown >= 0) throw memberRefusal(`scopes/${unknown}`, `"${input.scopes[unknown]}" is not a scope; known: ${Object.keys(API_KEY_SCOPES).join(', ')}`);
     // Locked so that concurrent creations cannot together pass the limit.
     await this.lockOwned(tx, ownerId, merchantId);
     if ((await store.countActiveApiKeys(tx, merchantId)) >= ACTIVE_API_KEYS_PER_MERCHANT_MAX) {

@@ -7,7 +7,7 @@ import { REFUND_WINDOW_S_DEFAULT } from '../ledger/service.ts';
 import { HOLD_LIFETIME_S_DEFAULT, HOLD_LIFETIME_S_MAX, HOLD_LIFETIME_S_MIN, REFUND_WINDOW_S_MAX, type Offer, type OfferService } from './service.ts';
 
 const HoldLifetime = Type.Integer({ minimum: HOLD_LIFETIME_S_MIN, maximum: HOLD_LIFETIME_S_MAX, description: `seconds, ${HOLD_LIFETIME_S_MIN}–${HOLD_LIFETIME_S_MAX}; default ${HOLD_LIFETIME_S_DEFAULT}` });
-/** The price: more than 0, which the offer's service checks (0 is 400 invalid_input, "priceUc must be positive"). */
+/** The price: more than 0, which the offer's service checks (0 is 400 invalid_input naming the member: "body/priceUc must be positive"). */
 const Price = () => Microcredits(`the price, more than 0: microcredits as a decimal string of at most ${UC_DIGITS_MAX} digits (0 is refused 400 invalid_input)`);
 const RefundWindow = Type.Integer({ minimum: 0, maximum: REFUND_WINDOW_S_MAX, description: `seconds after capture, 0–${REFUND_WINDOW_S_MAX} (0: no refunds); default ${REFUND_WINDOW_S_DEFAULT} (30 days)` });
 export const OfferCreate = Type.Object(

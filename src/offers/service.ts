@@ -2,7 +2,7 @@
 // merchant API key of that merchant; the category must be one of the merchant's categories.
 import type { Queryable, Tx } from '../platform/db/database.ts';
 import { pageBySeq } from '../platform/db/paging.ts';
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, memberRefusal } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { REFUND_WINDOW_S_DEFAULT } from '../ledger/service.ts';
@@ -70,9 +70,9 @@ export class OfferService {
     // FOR SHARE: a concurrent PATCH removing this category waits for us, then sees the offer (409).
     const merchant = await this.merchants.shareFacts(tx, merchantActor(principal), merchantId);
     if (!merchant.categories.includes(input.category)) {
-      throw new ApiError('invalid_input', { detail: `category must be one of the merchant's categories: ${merchant.categories.join(', ')}` });
+      throw memberRefusal('category', `must be one of the merchant's categories: ${merchant.categories.join(', ')}`);
     }
-    if (input.priceUc <= 0n) throw new ApiError('invalid_input', { detail: 'priceUc must be positive' });
+    if (input.priceUc <= 0n) throw memberRefusal('priceUc', 'must be positive');
     const nowS = BigInt(this.gateway.clock.nowS());
     return toOffer(
       await store.insertOffer(tx, {
@@ -119,9 +119,10 @@ export class OfferService {
     const row = await store.lockOffer(tx, offerId);
     if (!row || row.merchant_id !== merchantId) throw new ApiError('not_found', { detail: `no offer ${offerId}` });
     if (patch.active === true && !merchant.categories.includes(row.category)) {
-      throw new ApiError('invalid_input', { detail: `the offer's category "${row.category}" is no longer one of the merchant's categories` });
+      // The offer's category is not the request's, but `active: true` is what it refuses.
+      throw memberRefusal('active', `cannot be true: the offer's category "${row.category}" is no longer one of the merchant's categories`);
     }
-    if (patch.priceUc !== undefined && patch.priceUc <= 0n) throw new ApiError('invalid_input', { detail: 'priceUc must be positive' });
+    if (patch.priceUc !== undefined && patch.priceUc <= 0n) throw memberRefusal('priceUc', 'must be positive');
     return toOffer(
       await store.updateOffer(tx, {
         ...row,

@@ -26,7 +26,7 @@ import type { AgentService } from '../agents/service.ts';
 import { refuseDelegate, type LedgerService } from '../ledger/service.ts';
 import type { ApprovalRequest, HumanApprover, PendingApproval, PendingPurchase, PurchaseAnswer, PurchaseAnswering, PurchaseApprovalRequest, PurchaseApprover, RequestBinding, RequestKey } from '../platform/approvals.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, memberRefusal } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, formatUsd, UC_PER_USD_CENT } from '../platform/money.ts';
@@ -249,7 +249,7 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
 
   private async checkIntent(db: Queryable, intentId: string, agentId: string): Promise<void> {
     if (!(await this.deps.intents().pending(db, intentId, agentId))) {
-      throw new ApiError('invalid_input', { detail: `intentId must name a pending retained intent of agent ${agentId}` });
+      throw memberRefusal('intentId', `must name a pending retained intent of agent ${agentId}`);
     }
   }
 
@@ -381,7 +381,7 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
    */
   async listedAgentId(db: Queryable, caller: Actor, agentId: string | undefined): Promise<string> {
     const target = agentId ?? (caller.kind === 'agent' ? caller.agentId! : undefined);
-    if (target === undefined) throw new ApiError('invalid_input', { detail: 'agentId is required with an owner credential' });
+    if (target === undefined) throw memberRefusal('agentId', 'is required with an owner credential');
     return (await this.deps.identity.actingAgent(db, caller, target)).id;
   }
 

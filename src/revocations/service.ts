@@ -13,7 +13,7 @@ import { emitEvents } from '../events/outbox.ts';
 import type { EventReach, WebhookService } from '../events/service.ts';
 import type { LedgerService, RevokedHold } from '../ledger/service.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, memberRefusal } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { newId } from '../platform/ids.ts';
 import { formatUc, parseUc } from '../platform/money.ts';
@@ -248,7 +248,7 @@ export class RevocationService {
     if (rows.length === 0 && position > 0n) {
       const end = await store.feedEnd(db, merchantId);
       if (position > end) {
-        throw new ApiError('invalid_input', { detail: `since ${page.since} is past the end of this merchant's feed (${cursorOf(end)}): positions are per merchant; poll from ${cursorOf(end)}, or from the start without since` });
+        throw memberRefusal('since', `"${page.since}" is past the end of this merchant's feed (${cursorOf(end)}): positions are per merchant; poll from ${cursorOf(end)}, or from the start without since`);
       }
     }
     const items = rows.slice(0, page.limit).map(

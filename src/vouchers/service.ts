@@ -16,7 +16,7 @@ import { approvalUsedBy, purchaseApproval, refusalOfAnswered, type PurchaseAnswe
 import type { OfferService, SellableOfferRow } from '../offers/service.ts';
 import type { Settled } from '../platform/batcher.ts';
 import type { Tx } from '../platform/db/database.ts';
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, memberRefusal } from '../platform/errors.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { formatUc, parseUc, type Microcredits } from '../platform/money.ts';
 import type { SpanRef } from '../platform/telemetry.ts';
@@ -53,7 +53,7 @@ export interface MintRequest {
   agentId: string;
   offerId: string;
   maxUc?: Microcredits;
-  /** The price to hold, at most the offer's (x402: the server's requirements); default the offer's price. */
+  /** The price to hold, at most the offer's (x402: the server's requirements, its authorize's `amount`); default the offer's price. */
   amountUc?: Microcredits;
   /** The merchant the buyer means to pay (x402's `payTo`): an offer of another merchant is refused. */
   merchantId?: string;
@@ -104,7 +104,7 @@ export class VoucherService {
    */
   checkMint(limits: MintLimits): Microcredits | undefined {
     if (limits.maxUc !== undefined && limits.maxAmount !== undefined && parseUc(limits.maxUc, 'maxUc') !== parseUc(limits.maxAmount, 'maxAmount')) {
-      throw new ApiError('invalid_input', { detail: 'maxUc and maxAmount are the same limit; send one, or equal values' });
+      throw memberRefusal('maxAmount', `(${limits.maxAmount}) differs from maxUc (${limits.maxUc}), the same limit under its newer name; send one, or equal values`);
     }
     if (!this.gateway.signing.configured) throw this.gateway.signing.unconfigured();
     const max = limits.maxUc ?? limits.maxAmount;
@@ -124,10 +124,11 @@ export class VoucherService {
       const offer = offers.get(request.offerId);
       if (!offer || (request.merchantId !== undefined && offer.merchant_id !== request.merchantId)) {
         const seller = request.merchantId === undefined ? 'a verified merchant' : `merchant ${request.merchantId} (an offer sells once its merchant's domain is verified)`;
-        return { ok: false, error: new ApiError('invalid_input', { detail: `no active offer ${request.offerId} of ${seller}` }) };
+        return { ok: false, error: memberRefusal('offerId', `"${request.offerId}" names no active offer of ${seller}`) };
       }
       if (request.amountUc !== undefined && request.amountUc > offer.price_uc) {
-        return { ok: false, error: new ApiError('invalid_input', { detail: `${request.amountUc} µc is more than the offer's price of ${offer.price_uc} µc, the most it sells for` }) };
+        // Only x402's authorize names the price, as its `amount`.
+        return { ok: false, error: memberRefusal('amount', `(${request.amountUc} µc) is more than the offer's price of ${offer.price_uc} µc, the most it sells for`) };
       }
       const priceUc = priceOf(request, offer);
       if (request.maxUc !== undefined && priceUc > request.maxUc) {

@@ -10,7 +10,7 @@ import { decodeProtectedHeader, errors as joseErrors, type JWTPayload } from 'jo
 import type { HoldRecord, LedgerService, Redemption } from '../ledger/service.ts';
 import type { Settled } from '../platform/batcher.ts';
 import type { Queryable, Tx } from '../platform/db/database.ts';
-import { ApiError, type ErrorCode } from '../platform/errors.ts';
+import { ApiError, memberRefusal, type ErrorCode } from '../platform/errors.ts';
 import { baseUrlInOneForm } from '../platform/config.ts';
 import type { Gateway } from '../platform/gateway.ts';
 import { formatUc, MICROCREDITS_PATTERN, parseUc, type Microcredits } from '../platform/money.ts';
@@ -133,7 +133,7 @@ export class X402Service {
    */
   authorizeKey(header: string | undefined, member: string | undefined): string | undefined {
     if (header !== undefined && member !== undefined && header !== member) {
-      throw new ApiError('invalid_input', { detail: 'the Idempotency-Key header and idempotencyKey differ: send one, or the same key in both' });
+      throw memberRefusal('idempotencyKey', 'differs from the Idempotency-Key header: send one, or the same key in both');
     }
     return header ?? member;
   }
@@ -144,10 +144,10 @@ export class X402Service {
       throw new ApiError('not_found', { detail: `no bundle ${input.bundleId}: an agent authorizes from its own credit, and its bundleId is its agent id` });
     }
     if (!isAbsoluteUri(input.resource)) {
-      throw new ApiError('invalid_input', { detail: 'resource must be an absolute URI: the URL the server protects (an MCP tool: mcp://tool/{name}), or sha256:<hex> of its requirements' });
+      throw memberRefusal('resource', 'must be an absolute URI: the URL the server protects (an MCP tool: mcp://tool/{name}), or sha256:<hex> of its requirements');
     }
     const amountUc = parseUc(input.amount);
-    if (amountUc === 0n) throw new ApiError('invalid_input', { detail: 'authorize a positive amount' });
+    if (amountUc === 0n) throw memberRefusal('amount', 'must be positive');
     if (!this.gateway.signing.configured) throw this.gateway.signing.unconfigured();
     return { amountUc, presentationS: Math.min(input.maxTimeoutSeconds ?? ATTESTATION_PRESENTATION_S_MAX, ATTESTATION_PRESENTATION_S_MAX) };
   }

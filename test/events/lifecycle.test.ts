@@ -91,12 +91,17 @@ describe('events are kept and listed', () => {
     expect([page2.body.events.map((e: { id: string }) => e.id), page2.body.hasMore]).toEqual([[held.id], false]);
 
     const badType = await world.api('GET', `/v1/merchants/${merchantId}/events?type=nope`, { token: alice });
-    expect([badType.status, badType.body.code]).toEqual([400, 'invalid_input']);
+    expect([badType.status, badType.body.code, badType.body.errors]).toEqual([400, 'invalid_input', [{ path: 'querystring/type', message: expect.stringMatching(/^names an unknown event type "nope"; known: /) }]]);
     // A window of one second is fine; one that ends before it begins is refused, not read as "no events".
     const instant = await world.api('GET', `/v1/merchants/${merchantId}/events?from=${held.createdAt}&to=${held.createdAt}`, { token: alice });
     expect(instant.body.events.map((e: { id: string }) => e.id)).toEqual([held.id]);
     const swapped = await world.api('GET', `/v1/merchants/${merchantId}/events?from=${captured.createdAt}&to=${held.createdAt}`, { token: alice });
-    expect([swapped.status, swapped.body.code, swapped.body.detail]).toEqual([400, 'invalid_input', expect.stringMatching(/^from \(\d+\) is later than to/)]);
+    expect([swapped.status, swapped.body.code, swapped.body.detail, swapped.body.errors?.[0]?.path]).toEqual([
+      400,
+      'invalid_input',
+      `querystring/to (${held.createdAt}) is earlier than from (${captured.createdAt}); both are Unix seconds, and the window includes both`,
+      'querystring/to',
+    ]);
 
     const key = async (scopes: string[]) =>
       (await world.api('POST', `/v1/merchants/${merchantId}/api-keys`, { token: alice, key: uniqueKey(), body: { name: 'k', scopes } })).body.secretKey as string;

@@ -28,6 +28,7 @@ if (!dovecot) console.log(DOVECOT_SKIP_NOTE);
 
 let counter = 0;
 const FUNDS_UC = 20n * ONE_CREDIT_UC;
+const CA_REFUSAL = 'must be PEM certificates (-----BEGIN CERTIFICATE----- …), one or more, and nothing else';
 
 describe('mail connector routes', () => {
   let world: World;
@@ -107,7 +108,7 @@ describe('mail connector routes', () => {
     try {
       for (const ca of [`${one.certPem}trailing text\n`, `${one.certPem.replace('-----END CERTIFICATE-----', '')}`, `junk\n${one.certPem}`]) {
         const res = await world.api('PUT', path, { token: agent.ownerToken, body: { ...settings, ca } });
-        expect([res.status, res.body.detail]).toEqual([400, 'ca must be PEM certificates (-----BEGIN CERTIFICATE----- …), one or more, and nothing else']);
+        expect([res.status, res.body.detail, res.body.errors]).toEqual([400, `body/ca ${CA_REFUSAL}`, [{ path: 'body/ca', message: CA_REFUSAL }]]);
       }
       for (const ca of [one.certPem, `${one.certPem}\n${two.certPem}`]) {
         const res = await world.api('PUT', path, { token: agent.ownerToken, body: { ...settings, ca } });
@@ -130,11 +131,14 @@ describe('mail connector routes', () => {
         const res = await strict.api('PUT', path, { token: agent.ownerToken, body });
         expect(res.status, JSON.stringify(body)).toBe(400);
         expect(res.body.code).toBe('invalid_input');
+        // The member refused, as the schema names one: in detail, and in errors.
+        const member = body.tls === 'none' ? 'body/tls' : 'body/host';
+        expect([res.body.detail.startsWith(`${member} `), res.body.errors], JSON.stringify(body)).toEqual([true, [{ path: member, message: expect.any(String) }]]);
       }
       // A host with a port in it, which never resolves (found from outside: stored, then every execution failed).
       for (const host of ['127.0.0.1:34741', 'imap.example.com:993', 'a:b', '1.2.3.4:5']) {
         const res = await strict.api('PUT', path, { token: agent.ownerToken, body: { ...settings, host } });
-        expect([res.status, res.body.detail], host).toEqual([400, `host "${host}" is neither a DNS name nor an IP address; give the port as \`port\``]);
+        expect([res.status, res.body.detail, res.body.errors?.[0]?.path], host).toEqual([400, `body/host "${host}" is neither a DNS name nor an IP address; give the port as \`port\``, 'body/host']);
       }
       // Names that never lead to a public server, refused by the rule merchant domains and webhook hosts keep (found
       // from outside: stored, then refused at every execution).
@@ -142,6 +146,7 @@ describe('mail connector routes', () => {
         const res = await strict.api('PUT', path, { token: agent.ownerToken, body: { ...settings, host } });
         expect([res.status, res.body.code], host).toEqual([400, 'invalid_input']);
         expect(res.body.detail, host).toContain(reason);
+        expect(res.body.detail.startsWith(`body/host "${host}" is not a public DNS name (`), res.body.detail).toBe(true);
       }
       expect((await strict.api('PUT', path, { token: agent.ownerToken, body: { ...settings, host: '2606:4700:4700::1111' } })).status).toBe(200);
       expect((await strict.api('PUT', path, { token: agent.ownerToken, body: { ...settings, host: 'imap.fastmail.com' } })).status).toBe(200);

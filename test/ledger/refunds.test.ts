@@ -127,6 +127,22 @@ describe('POST /v1/redemptions/{id}/refunds', () => {
     expect((await refund(hold.id, { amountUc: '1000000' })).status).toBe(201);
   });
 
+  it("names the member a rule the schema cannot state refuses, as the schema does (body/…, in detail and errors): a capture of 0 or past the hold, a refund of 0, a reason longer than 500 UTF-16 code units", async () => {
+    const agent = await fundedAgent();
+    const offer = await offerWith({ priceUc: '1000000' });
+    const held = (await mint(world, agent.token, offer.id)).body.redemption.id as string;
+    const capture = (amountUc: string) => world.api('POST', `/v1/redemptions/${held}/capture`, { token: shop.key, key: nextKey('capture'), body: { amountUc } });
+    const named = (res: { status: number; body: Record<string, unknown> }) => [res.status, res.body.code, res.body.detail, res.body.errors];
+    const refused = (path: string, message: string) => [400, 'invalid_input', `${path} ${message}`, [{ path, message }]];
+    expect(named(await capture('0'))).toEqual(refused('body/amountUc', 'must be positive (release the hold to capture nothing)'));
+    expect(named(await capture('1000001'))).toEqual(refused('body/amountUc', "(1000001 µc) is more than the hold's 1000000 µc"));
+    const hold = await captured(agent, '2000000');
+    expect(named(await refund(hold.id, { amountUc: '0' }))).toEqual(refused('body/amountUc', 'must be positive'));
+    // 500 characters as the schema counts them (code points), 1000 UTF-16 code units as the rule does.
+    expect(named(await refund(hold.id, { reason: '\u{1F600}'.repeat(500) }))).toEqual(refused('body/reason', 'must be at most 500 characters'));
+    expect((await refund(hold.id, { reason: 'late' })).status).toBe(201);
+  });
+
   it("answers 409 refund_window_closed once the offer's window after capture has passed", async () => {
     const agent = await fundedAgent();
     // Time stands still, so the real milliseconds between capture and refund cannot cross a second.

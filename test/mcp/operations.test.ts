@@ -265,6 +265,24 @@ describe('a refusal of one member, by a rule the schema cannot state', () => {
     expect(http.body.detail).toBe(`body ${http.body.errors[0].message}`);
     await Promise.all([agent.client.close(), agent.owner.close()]);
   });
+
+  it("a mint's: maxAmount differing from maxUc, before its key; an offerId naming no offer, in its batch, stored and replayed as the face that replays it names it", async () => {
+    const agent = await agentWithClients('member-mint-agent', 5_000_000n);
+    const limits = { offerId, maxUc: '500000', maxAmount: '600000' };
+    const DIFFERS = '(600000) differs from maxUc (500000), the same limit under its newer name; send one, or equal values';
+    const mcp = structured(await agent.client.callTool({ name: 'mint_voucher', arguments: { ...limits, idempotencyKey: 'member-mint-1' } }));
+    expect(mcp).toMatchObject({ code: 'invalid_input', status: 400, detail: `arguments/maxAmount ${DIFFERS}`, errors: [{ path: 'arguments/maxAmount', message: DIFFERS }] });
+    const http = await world.api('POST', '/v1/vouchers', { token: agent.token, key: 'member-mint-2', body: limits });
+    expect([http.status, http.body.detail, http.body.errors]).toEqual([400, `body/maxAmount ${DIFFERS}`, [{ path: 'body/maxAmount', message: DIFFERS }]]);
+    const NO_OFFER = '"off_nosuchoffer" names no active offer of a verified merchant';
+    const missing = { offerId: 'off_nosuchoffer' };
+    const first = structured(await agent.client.callTool({ name: 'mint_voucher', arguments: { ...missing, idempotencyKey: 'member-mint-3' } }));
+    expect(first).toMatchObject({ code: 'invalid_input', detail: `arguments/offerId ${NO_OFFER}`, errors: [{ path: 'arguments/offerId', message: NO_OFFER }] });
+    const replayed = await world.api('POST', '/v1/vouchers', { token: agent.token, key: 'member-mint-3', body: missing });
+    expect([replayed.status, replayed.headers.get('idempotent-replayed'), replayed.body.detail, replayed.body.errors]).toEqual([400, 'true', `body/offerId ${NO_OFFER}`, [{ path: 'body/offerId', message: NO_OFFER }]]);
+    expect(await holdCount(agent.id)).toBe(0);
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
 });
 
 describe('text the gateway cannot store or show', () => {

@@ -105,6 +105,8 @@ describe('POST /v1/merchants', () => {
     expect(res.status).toBe(400);
     expect(res.body.code).toBe('invalid_input');
     expect(res.body.detail).toContain(reason);
+    // Named as the schema names a member, whichever refused it (it was "domain must …", with no errors).
+    expect([res.body.detail.startsWith('body/domain '), res.body.errors]).toEqual([true, [{ path: 'body/domain', message: expect.any(String) }]]);
   });
 
   it.each([
@@ -204,7 +206,11 @@ describe('PATCH /v1/merchants/{id}', () => {
     for (const domain of ['other-shop.com', 'fixed-shop.com']) {
       const res = await patch(alice, merchant.id, { domain });
       expect([res.status, res.body.code]).toEqual([400, 'invalid_input']);
-      expect(res.body.detail).toContain('the domain is immutable');
+      // Named as the schema names a member (it was "the domain is immutable", with no errors).
+      expect([res.body.detail, res.body.errors]).toEqual([
+        'body/domain is immutable; register a new merchant for another domain',
+        [{ path: 'body/domain', message: 'is immutable; register a new merchant for another domain' }],
+      ]);
     }
     expect((await world.api('GET', `/v1/merchants/${merchant.id}`, { token: alice })).body.merchant.domain).toBe('fixed-shop.com');
   });
@@ -241,5 +247,23 @@ describe('PATCH /v1/merchants/{id}', () => {
     const allowed = await patch(alice, merchant.id, { categories: ['books'] });
     expect(allowed.status).toBe(200);
     expect(allowed.body.merchant.categories).toEqual(['books']);
+  });
+});
+
+describe('an offer\'s own rules', () => {
+  it('name the member they refuse as the schema does (body/…, in detail and errors): a price of 0, a category the merchant lacks, activating an offer whose category was removed', async () => {
+    const { merchant } = await registerMerchant(world, alice, { domain: 'offer-rules-shop.com', categories: ['books', 'maps'] });
+    const offers = `/v1/merchants/${merchant.id}/offers`;
+    const named = (res: { status: number; body: Record<string, unknown> }) => [res.status, res.body.code, res.body.detail, res.body.errors];
+    const refused = (path: string, message: string) => [400, 'invalid_input', `${path} ${message}`, [{ path, message }]];
+    const create = (body: Record<string, unknown>) => world.api('POST', offers, { token: alice, key: uniqueKey(), body: { name: 'Atlas', category: 'maps', priceUc: '1000000', ...body } });
+    expect(named(await create({ priceUc: '0' }))).toEqual(refused('body/priceUc', 'must be positive'));
+    expect(named(await create({ category: 'music' }))).toEqual(refused('body/category', "must be one of the merchant's categories: books, maps"));
+    const created = await create({ active: false });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const update = (body: Record<string, unknown>) => world.api('PATCH', `${offers}/${created.body.id}`, { token: alice, key: uniqueKey(), body });
+    expect(named(await update({ priceUc: '0' }))).toEqual(refused('body/priceUc', 'must be positive'));
+    expect((await world.api('PATCH', `/v1/merchants/${merchant.id}`, { token: alice, key: uniqueKey(), body: { categories: ['books'] } })).status).toBe(200);
+    expect(named(await update({ active: true }))).toEqual(refused('body/active', 'cannot be true: the offer\'s category "maps" is no longer one of the merchant\'s categories'));
   });
 });

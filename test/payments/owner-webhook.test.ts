@@ -104,6 +104,8 @@ describe('PUT, GET and DELETE /v1/owner/webhook', () => {
       const res = await putWebhook(owner, { url });
       expect(res.status, url).toBe(400);
       expect(res.body.code, url).toBe('invalid_input');
+      // Named as the schema names a member, in detail and errors.
+      expect([res.body.detail.startsWith('body/url '), res.body.errors], url).toEqual([true, [{ path: 'body/url', message: expect.any(String) }]]);
     }
     expect((await world.api('GET', '/v1/owner/webhook', { token: owner })).body.configuration.configured).toBe(false);
   });

@@ -106,6 +106,9 @@ describe('POST /v1/payments/topups', () => {
     const res = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('intent'), body: topupBody(agent.id, { intentId: 'int_unknown' }) });
     expect(res.status).toBe(400);
     expect(res.body.code).toBe('invalid_input');
+    // Named as the schema names a member, in detail and errors.
+    const message = `must name a pending retained intent of agent ${agent.id}`;
+    expect([res.body.detail, res.body.errors]).toEqual([`body/intentId ${message}`, [{ path: 'body/intentId', message }]]);
   });
 
   it('requires an Idempotency-Key: 400 idempotency_required without one, 400 invalid_input for a malformed one, 409 for a reused one', async () => {
@@ -159,7 +162,12 @@ describe('POST /v1/payments/topups', () => {
     expect(mine.body).toEqual({ topups: [created], hasMore: false });
     const owners = await world.api('GET', `/v1/payments/topups?agentId=${agent.id}`, { token: agent.ownerToken });
     expect(owners.body.topups).toEqual([created]);
-    expect((await world.api('GET', '/v1/payments/topups', { token: agent.ownerToken })).status).toBe(400);
+    const unnamed = await world.api('GET', '/v1/payments/topups', { token: agent.ownerToken });
+    expect([unnamed.status, unnamed.body.detail, unnamed.body.errors]).toEqual([
+      400,
+      'querystring/agentId is required with an owner credential',
+      [{ path: 'querystring/agentId', message: 'is required with an owner credential' }],
+    ]);
     expect((await world.api('GET', `/v1/payments/topups?agentId=${agent.id}`, { token: stranger.ownerToken })).body.code).toBe('owner_required');
   });
 

@@ -366,11 +366,8 @@ describe('refusals', () => {
     const atEnd = await world.api('GET', `/v1/merchants/${merchantA.id}/revocations?since=p${end}`, { token: merchantA.key });
     expect([atEnd.status, atEnd.body.revocations, atEnd.body.nextSince]).toEqual([200, [], `p${end}`]);
     const past = await world.api('GET', `/v1/merchants/${merchantA.id}/revocations?since=p${end + 1}`, { token: merchantA.key });
-    expect([past.status, past.body.code, past.body.detail]).toEqual([
-      400,
-      'invalid_input',
-      `since p${end + 1} is past the end of this merchant's feed (p${end}): positions are per merchant; poll from p${end}, or from the start without since`,
-    ]);
+    const pastEnd = `"p${end + 1}" is past the end of this merchant's feed (p${end}): positions are per merchant; poll from p${end}, or from the start without since`;
+    expect([past.status, past.body.code, past.body.detail, past.body.errors]).toEqual([400, 'invalid_input', `querystring/since ${pastEnd}`, [{ path: 'querystring/since', message: pastEnd }]]);
     const narrow = await world.api('POST', `/v1/merchants/${merchantA.id}/api-keys`, {
       token: merchantOwner,
       key: uniqueKey('key'),

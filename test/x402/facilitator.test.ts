@@ -170,7 +170,11 @@ describe('POST /x402/authorize', () => {
     expect(conflict.status).toBe(409);
     expect(conflict.body).toMatchObject({ code: 'idempotency_key_reused', error: 'idempotency_conflict' });
     const differing = await world.api('POST', '/x402/authorize', { token: agent.token, key: 'one-key', body: { ...body, idempotencyKey: 'another-key' } });
-    expect(differing.status).toBe(400);
+    expect([differing.status, differing.body.detail, differing.body.errors?.[0]?.path]).toEqual([
+      400,
+      'body/idempotencyKey differs from the Idempotency-Key header: send one, or the same key in both',
+      'body/idempotencyKey',
+    ]);
     expect((await authorize(agent, requirements, '')).status).toBe(400);
     const missing = await world.api('POST', '/x402/authorize', { token: agent.token, body });
     expect(missing.body.code).toBe('idempotency_required');
@@ -193,15 +197,16 @@ describe('POST /x402/authorize', () => {
     const agent = await fundedAgent();
     const offer = await shop.offer({ priceUc: '1000000' });
     const above = await authorize(agent, requirementsFor(offer.id, '1000001'));
-    expect(above.status).toBe(400);
-    expect(above.body.detail).toMatch(/more than the offer's price/);
+    // Each names the member it refuses, as the schema's refusals do: in detail, and in errors.
+    const refused = (res: { status: number; body: { detail: string; errors?: Array<{ path: string }> } }) => [res.status, res.body.detail, res.body.errors?.map(({ path }) => path)];
+    expect(refused(above)).toEqual([400, "body/amount (1000001 µc) is more than the offer's price of 1000000 µc, the most it sells for", ['body/amount']]);
     const other = await openShop(world);
     const elsewhere = await authorize(agent, requirementsFor(offer.id, '500000', { merchantId: other.merchantId }));
-    expect([elsewhere.status, elsewhere.body.detail]).toEqual([400, `no active offer ${offer.id} of merchant ${other.merchantId} (an offer sells once its merchant's domain is verified)`]);
-    expect((await authorize(agent, requirementsFor(offer.id, '500000', { resource: 'not a url' }))).status).toBe(400);
+    expect(refused(elsewhere)).toEqual([400, `body/offerId "${offer.id}" names no active offer of merchant ${other.merchantId} (an offer sells once its merchant's domain is verified)`, ['body/offerId']]);
+    expect(refused(await authorize(agent, requirementsFor(offer.id, '500000', { resource: 'not a url' })))).toEqual([400, expect.stringMatching(/^body\/resource must be an absolute URI: /), ['body/resource']]);
     expect((await authorize(agent, requirementsFor(offer.id, '100000', { resource: 'mcp://tool/report' }))).status).toBe(201);
     expect((await authorize(agent, { ...requirementsFor(offer.id, '500000'), asset: 'USD' })).status).toBe(400);
-    expect((await authorize(agent, requirementsFor(offer.id, '0'))).status).toBe(400);
+    expect(refused(await authorize(agent, requirementsFor(offer.id, '0')))).toEqual([400, 'body/amount must be positive', ['body/amount']]);
     const bundle = await authorize(agent, requirementsFor(offer.id, '500000'), undefined, { bundleId: 'agt_someone_else' });
     expect(bundle.status).toBe(404);
     expect(bundle.body).toMatchObject({ code: 'not_found', error: 'bundle_not_found' });
