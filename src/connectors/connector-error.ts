@@ -29,9 +29,22 @@ export class ConnectorError extends Error {
     readonly detail: string,
     /** Seconds until a retry may succeed; set with upstream_rate_limited, and with an upstream_unavailable that names a wait. */
     readonly retryAfterS?: number,
+    /**
+     * The member of the action's input the refusal is about, from the input's root (`cursor`), `detail` saying what is
+     * wrong with it (`inputRefusal`): the execute face names it where its request holds the input (`input/cursor`).
+     */
+    readonly member?: string,
   ) {
     super(detail);
     this.name = 'ConnectorError';
     this.status = ERROR_CATALOGUE[code].status;
   }
+}
+
+/**
+ * invalid_input refusing one member of the action's input (`path` from the input's root), by a rule its schema cannot
+ * state (a cursor of another inbox), as platform/errors.ts's `memberRefusal` does an operation's.
+ */
+export function inputRefusal(path: string, message: string): ConnectorError {
+  return new ConnectorError('invalid_input', message, undefined, path);
 }

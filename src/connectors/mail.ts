@@ -12,7 +12,7 @@ import type { Config } from '../platform/config.ts';
 import { UC_PER_CREDIT } from '../platform/money.ts';
 import { isPublicAddress } from '../platform/outbound.ts';
 import type { ServiceModule } from './types.ts';
-import { ConnectorError } from './connector-error.ts';
+import { ConnectorError, inputRefusal } from './connector-error.ts';
 
 export type MailTlsMode = 'implicit' | 'starttls' | 'none';
 
@@ -595,7 +595,7 @@ function encodeCursor(uidValidity: bigint, uid: number, inbox: string): string {
 function cursorOf(cursor: string, inbox: string): { uidValidity: bigint; uid: number } | ConnectorError {
   const match = /^([0-9]{1,20})\.([0-9]{1,10})\.(.+)$/s.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
   const uid = Number(match?.[2]);
-  if (!match || match[3] !== inbox || uid < 1) return new ConnectorError('invalid_input', 'cursor is not valid for this inbox');
+  if (!match || match[3] !== inbox || uid < 1) return inputRefusal('cursor', 'is not valid for this inbox');
   return { uidValidity: BigInt(match[1]!), uid };
 }
 
@@ -603,7 +603,7 @@ function decodeCursor(cursor: string, uidValidity: bigint, inbox: string): numbe
   const parts = cursorOf(cursor, inbox);
   if (parts instanceof ConnectorError) throw parts;
   if (parts.uidValidity !== uidValidity) {
-    throw new ConnectorError('invalid_input', 'cursor belongs to an earlier state of this inbox (UIDVALIDITY changed); start again without a cursor');
+    throw inputRefusal('cursor', 'belongs to an earlier state of this inbox (UIDVALIDITY changed); start again without a cursor');
   }
   return parts.uid;
 }

@@ -1,6 +1,6 @@
 // What one execution is, for every part of execute (the pipeline, intents, approvals): its request, its
 // answer, and the rule that every answer after the Idempotency-Key is claimed says whether credit moved.
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, memberPath } from '../platform/errors.ts';
 import type { Redemption } from '../ledger/service.ts';
 import { ConnectorError } from '../connectors/catalogue.ts';
 import type { PaymentMethod } from './payer.ts';
@@ -37,11 +37,9 @@ export interface ExecuteResult {
  */
 export function uncharged(error: unknown, extra: Record<string, unknown> = {}): ApiError {
   if (error instanceof ConnectorError) {
-    return new ApiError(error.code, {
-      detail: error.detail,
-      extra: { ...extra, charged: false },
-      retryAfterS: error.retryAfterS,
-    });
+    // A member of the action's input is the request's `input` member's.
+    const said = error.member === undefined ? { detail: error.detail } : { member: { path: memberPath('input', error.member), message: error.detail } };
+    return new ApiError(error.code, { ...said, extra: { ...extra, charged: false }, retryAfterS: error.retryAfterS });
   }
   if (error instanceof ApiError) {
     const status = error.code === 'CAP_EXCEEDED' ? 403 : error.options.status;

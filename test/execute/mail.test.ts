@@ -76,7 +76,8 @@ describe('mail connector routes', () => {
     expect((await world.api('PUT', `/v1/owner/agents/${agent.id}/mail-connector`, { token: agent.ownerToken, body: settings })).status).toBe(200);
     for (const cursor of [Buffer.from('7.5.Other').toString('base64url'), Buffer.from('junk').toString('base64url'), Buffer.from('7.0.INBOX').toString('base64url')]) {
       const res = await execute(world, agent.token, { serviceId: 'mail', action: 'messages.list', input: { inbox: 'INBOX', cursor } });
-      expect([res.status, res.body.code, res.body.detail], cursor).toEqual([400, 'invalid_input', 'cursor is not valid for this inbox']);
+      // The member of the action's input, named where the request holds it, as the schema names one (`errors` too).
+      expect([res.status, res.body.code, res.body.detail, res.body.errors], cursor).toEqual([400, 'invalid_input', 'body/input/cursor is not valid for this inbox', [{ path: 'body/input/cursor', message: 'is not valid for this inbox' }]]);
     }
     expect(await holdsOf(world, agent.id)).toEqual([]);
   });

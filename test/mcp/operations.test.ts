@@ -283,6 +283,20 @@ describe('a refusal of one member, by a rule the schema cannot state', () => {
     expect(await holdCount(agent.id)).toBe(0);
     await Promise.all([agent.client.close(), agent.owner.close()]);
   });
+
+  it("an execution's, of a member of its action's input: under arguments/input/, as HTTP names it under body/input/", async () => {
+    const agent = await agentWithClients('member-exec-agent', 5_000_000n, { inboxAllowlist: ['INBOX'] });
+    const connector = { host: 'imap.example.com', port: 993, tls: 'implicit', username: 'alice', password: 'correct horse battery staple' };
+    expect((await world.api('PUT', `/v1/owner/agents/${agent.id}/mail-connector`, { token: agent.ownerToken, body: connector })).status).toBe(200);
+    // A cursor of another inbox, refused by the action's clearance before any hold.
+    const request = { serviceId: 'mail', action: 'messages.list', input: { inbox: 'INBOX', cursor: Buffer.from('7.5.Other').toString('base64url') } };
+    const mcp = structured(await agent.client.callTool({ name: 'execute_service', arguments: { ...request, idempotencyKey: 'member-exec-1' } }));
+    expect(mcp).toMatchObject({ code: 'invalid_input', detail: 'arguments/input/cursor is not valid for this inbox', errors: [{ path: 'arguments/input/cursor', message: 'is not valid for this inbox' }], charged: false });
+    const http = await world.api('POST', '/v1/services/execute', { token: agent.token, key: 'member-exec-2', body: request });
+    expect([http.status, http.body.detail, http.body.errors]).toEqual([400, 'body/input/cursor is not valid for this inbox', [{ path: 'body/input/cursor', message: 'is not valid for this inbox' }]]);
+    expect(await holdCount(agent.id)).toBe(0);
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
 });
 
 describe('text the gateway cannot store or show', () => {
