@@ -5,7 +5,7 @@
 import dnsPacket from 'dns-packet';
 import type { DecodedPacket, Question } from 'dns-packet';
 import type { Queryable } from '../platform/db/database.ts';
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, memberRefusal } from '../platform/errors.ts';
 import * as store from './store.ts';
 
 /** Enough for every merchant of a dev machine; a limit so a runaway script cannot fill the database. */
@@ -33,9 +33,9 @@ export function canonicalDnsName(name: string): string | undefined {
 
 export async function publish(tx: Queryable, name: string, value: string, nowS: number): Promise<TxtRecord> {
   const canonical = canonicalDnsName(name);
-  if (!canonical) throw new ApiError('invalid_input', { detail: `not a DNS name: ${JSON.stringify(name)} (letters, digits, - and _ in dot-separated labels of 1–63 characters)` });
+  if (!canonical) throw memberRefusal('name', `${JSON.stringify(name)} is not a DNS name (letters, digits, - and _ in dot-separated labels of 1–63 characters)`);
   if (Buffer.byteLength(value, 'utf8') > DEV_TXT_VALUE_BYTES_MAX) {
-    throw new ApiError('invalid_input', { detail: `a TXT value is at most ${DEV_TXT_VALUE_BYTES_MAX} bytes` });
+    throw memberRefusal('value', `is at most ${DEV_TXT_VALUE_BYTES_MAX} bytes (a TXT value)`);
   }
   if ((await store.countRecords(tx)) >= DEV_ZONE_RECORDS_MAX) {
     throw new ApiError('conflict', { detail: `the dev zone holds at most ${DEV_ZONE_RECORDS_MAX} records` });

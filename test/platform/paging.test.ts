@@ -35,6 +35,8 @@ async function list(path: string, token: string, startingAfter: string) {
 function expectUnknownCursor(res: { status: number; body: Record<string, unknown> }, startingAfter: string) {
   expect([res.status, res.body.code]).toEqual([400, 'invalid_input']);
   expect(res.body.detail).toContain(`startingAfter names no item of this list: ${startingAfter}`);
+  // Named as the schema names a member of the query, with `errors` (found from outside: a bare member name).
+  expect(res.body.errors).toEqual([{ path: 'querystring/startingAfter', message: expect.stringContaining(`names no item of this list: ${startingAfter}`) }]);
 }
 
 describe('startingAfter', () => {

@@ -148,7 +148,10 @@ describe('the dev DNS zone (dev mode)', () => {
     expect((await publish({ name: '_x.example.com', value: 'v' }, 'acg_op_wrong')).status).toBe(401);
     expect((await world.api('POST', '/dev/dns/records', { body: { name: '_x.example.com', value: 'v' } })).status).toBe(401);
     expect((await publish({ name: '_x.example.com', value: 'v' }, owner)).status).toBe(401);
-    expect((await publish({ name: 'bad name', value: 'v' })).body.code).toBe('invalid_input');
+    const badName = await publish({ name: 'bad name', value: 'v' });
+    expect([badName.body.code, badName.body.errors]).toEqual(['invalid_input', [{ path: 'body/name', message: expect.stringContaining('"bad name" is not a DNS name') }]]);
+    const longValue = await publish({ name: '_x.example.com', value: 'v'.repeat(5000) });
+    expect([longValue.body.code, longValue.body.detail]).toEqual(['invalid_input', expect.stringMatching(/^body\/value /)]);
     expect((await publish({ merchantId: 'mer_x', name: '_x.example.com', value: 'v' })).body.code).toBe('invalid_input');
     expect((await publish({ name: '_x.example.com' })).body.code).toBe('invalid_input');
     expect((await publish({ merchantId: 'mer_missing' })).status).toBe(404);

@@ -1,6 +1,6 @@
 // Keyset paging, oldest first (or newest first), for tables with a `seq` identity column: one rule for every list
 // route.
-import { ApiError } from '../errors.ts';
+import { memberRefusal } from '../errors.ts';
 import type { Queryable } from './database.ts';
 
 /** Tables and scope columns are constants of the code (never request input), so they may be spliced in. */
@@ -75,5 +75,5 @@ export async function refuseUnknownCursor(
   if ((await db.query(lookupSql, [startingAfter, ...scopeParams])).rows.length > 0) return;
   // A list paged by a number (mandate versions) names its items by it, not by an id (found from outside).
   const key = typeof startingAfter === 'number' ? 'version' : 'id';
-  throw new ApiError('invalid_input', { detail: `startingAfter names no item of this list: ${startingAfter} (send the ${key} of the last item of the previous page, or leave it out for the first page)` });
+  throw memberRefusal('startingAfter', `names no item of this list: ${startingAfter} (send the ${key} of the last item of the previous page, or leave it out for the first page)`);
 }
