@@ -774,5 +774,10 @@ describe('a receipt of a key that began signing just now', () => {
     const resigned = await world.gw.gateway.signing.sign(decodeJwt(receipt), 'receipt+jwt');
     expect(decodeProtectedHeader(resigned).kid).not.toBe(decodeProtectedHeader(receipt).kid);
     expect(await verifyCreditReceipt(resigned, { gatewayUrl: world.url })).toMatchObject({ agentId: agent.id });
+    // A gateway whose keys cannot be read says so: an outage is no forgery (found from outside: invalid_receipt, "fetch failed").
+    await expect(verifyCreditReceipt(resigned, { gatewayUrl: 'http://127.0.0.1:1' })).rejects.toMatchObject({
+      code: 'gateway_unavailable',
+      message: expect.stringContaining("the gateway's keys (http://127.0.0.1:1/.well-known/jwks.json) could not be read"),
+    });
   });
 });

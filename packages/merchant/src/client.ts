@@ -50,7 +50,7 @@ export interface MerchantClientOptions {
   revocations?: RevocationSet;
   /**
    * Shortest time between two JWKS fetches caused by unknown `kid`s (default 1 s). A token naming one waits for the
-   * next fetch, so it is checked against keys fetched after it arrived.
+   * fetch that began after it was signed, so it is checked against keys published when it was made.
    */
   jwksRefetchCooldownMs?: number;
   /** For tests: the wait before retry n (0-based). Default: 250 ms · 2ⁿ with jitter, at most 5 s. */
@@ -166,6 +166,21 @@ function headerKid(token: string): unknown {
 }
 
 /**
+ * When a token was signed at the latest: the end of its `iat` second, or its arrival if sooner (a claim in the future, or
+ * none). Its key was published by then, so a key set fetched from then on holds it; tokens signed before a fetch began
+ * share it, however they arrive (a forged `iat` only spares the forger's own wait or costs it one).
+ */
+function signedBy(token: { payload: string | Uint8Array }, arrivedMs: number): number {
+  if (typeof token.payload !== 'string') return arrivedMs;
+  try {
+    const iat: unknown = JSON.parse(Buffer.from(token.payload, 'base64url').toString('utf8')).iat;
+    return typeof iat === 'number' && Number.isFinite(iat) ? Math.min(arrivedMs, (Math.floor(iat) + 1) * 1000) : arrivedMs;
+  } catch {
+    return arrivedMs;
+  }
+}
+
+/**
  * Whether a token is spelled as the gateway signs it: three base64url segments, no padding, no bits set past a
  * segment's last byte. jose's decoder ignores those bits, so one voucher had several spellings that all verified
  * (found from outside), and a merchant keeping vouchers by their text would take them for different vouchers.
@@ -211,7 +226,7 @@ export class MerchantClient {
   }
 
   /**
-   * The key a token names. A kid the cached set lacks is looked for in a key set fetched after the token arrived, so a
+   * The key a token names. A kid the cached set lacks is looked for in a key set fetched after the token was signed (`signedBy`), so a
    * key that began signing a moment ago is always found; such fetches start at least a cooldown apart, and every token
    * waiting meets the next one (a flood of forged kids costs the gateway one fetch a cooldown, and the forger a wait).
    * The cooldown counted from the last such fetch and refused what met it: one forged kid then made a key that began
@@ -224,16 +239,17 @@ export class MerchantClient {
       return await this.jwks(header, token);
     } catch (error) {
       if (!(error instanceof errors.JWKSNoMatchingKey)) throw error;
-      await this.keySetFetchedAfter(Date.now());
+      await this.keySetFetchedAfter(signedBy(token, Date.now()));
       return this.jwks(header, token);
     }
   };
 
-  /** Waits for a fetch of the key set that starts at or after `arrivedMs`: the next one scheduled, or a new one, a cooldown after the last. */
-  private keySetFetchedAfter(arrivedMs: number): Promise<void> {
+  /** Waits for a fetch of the key set that starts at or after `signedByMs`: the last one, the next one scheduled, or a new one, a cooldown after the last. */
+  private keySetFetchedAfter(signedByMs: number): Promise<void> {
     const last = this.unknownKidFetch;
-    if (last !== undefined && last.startsAtMs >= arrivedMs) return last.done;
-    const startsAtMs = last === undefined ? arrivedMs : Math.max(arrivedMs, last.startsAtMs + this.jwksCooldownMs);
+    if (last !== undefined && last.startsAtMs >= signedByMs) return last.done;
+    const nowMs = Date.now();
+    const startsAtMs = last === undefined ? nowMs : Math.max(nowMs, last.startsAtMs + this.jwksCooldownMs);
     // After the last one has ended, so that jose's reload starts a fetch of its own rather than joining that one.
     const previous = last?.done.catch(() => {}) ?? Promise.resolve();
     const done = previous.then(async () => {

@@ -162,12 +162,17 @@ describe('verifyVoucher', () => {
   });
 
   // One fetch a cooldown, not two: jose fetched on its own as well once its cooldown had passed (found from outside).
-  it('fetches the JWKS again for unknown kids at most once a cooldown, every token waiting meeting the next fetch', async () => {
+  it('fetches the JWKS again for unknown kids at most once a cooldown: a token meets a fetch begun since it was signed, or waits for the next', async () => {
     const sdk = client({ jwksRefetchCooldownMs: 300 });
     const { voucher } = await mint();
     await sdk.verifyVoucher(voucher);
     const [header, payload, signature] = voucher.split('.') as [string, string, string];
-    const withKid = (kid: string) => `${Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(header, 'base64url').toString()), kid })).toString('base64url')}.${payload}.${signature}`;
+    const forge = (kid: string, iat?: number) =>
+      [
+        Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(header, 'base64url').toString()), kid })).toString('base64url'),
+        iat === undefined ? payload : Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(payload, 'base64url').toString()), iat })).toString('base64url'),
+        signature,
+      ].join('.');
     const fetches: number[] = [];
     const realFetch = globalThis.fetch;
     globalThis.fetch = (async (input: Parameters<typeof fetch>[0], init?: RequestInit) => {
@@ -175,11 +180,15 @@ describe('verifyVoucher', () => {
       return realFetch(input, init);
     }) as typeof fetch;
     try {
-      const forged = await Promise.all(Array.from({ length: 5 }, (_, n) => failure(sdk.verifyVoucher(withKid(`forged-${n}`)))));
+      // Signed before the first fetch began (ten seconds ago): they share it, however they arrive.
+      const old = Math.floor(Date.now() / 1000) - 10;
+      const forged = await Promise.all(Array.from({ length: 5 }, (_, n) => failure(sdk.verifyVoucher(forge(`forged-${n}`, old)))));
       expect(forged.map((error) => error.code)).toEqual(Array(5).fill('invalid_token'));
       expect(fetches).toHaveLength(1);
-      // One met within the cooldown waits for the next fetch, a cooldown after the last, and is refused only then.
-      const later = await failure(sdk.verifyVoucher(withKid('forged-later')));
+      expect((await failure(sdk.verifyVoucher(forge('forged-old', old)))).code).toBe('invalid_token');
+      expect(fetches).toHaveLength(1);
+      // Signed after it: it waits for the next fetch, a cooldown after the last, and is refused only then.
+      const later = await failure(sdk.verifyVoucher(forge('forged-later', Math.floor(Date.now() / 1000) + 1)));
       expect(later.code).toBe('invalid_token');
       // It says which key it looked for, and that a receipt outliving its key is read through its evidence (found from outside).
       expect(later.message).toContain(`no key of the gateway's JWKS (${world.url}/.well-known/jwks.json) has its kid "forged-later": a forgery, or a key the gateway stopped publishing`);
@@ -187,7 +196,8 @@ describe('verifyVoucher', () => {
       expect(fetches).toHaveLength(2);
       expect(fetches[1]! - fetches[0]!).toBeGreaterThanOrEqual(290);
       // Tokens arriving together while the next fetch waits share it.
-      await Promise.all(['forged-a', 'forged-b', 'forged-c'].map((kid) => failure(sdk.verifyVoucher(withKid(kid)))));
+      const fresh = Math.floor(Date.now() / 1000) + 1;
+      await Promise.all(['forged-a', 'forged-b', 'forged-c'].map((kid) => failure(sdk.verifyVoucher(forge(kid, fresh)))));
       expect(fetches).toHaveLength(3);
     } finally {
       globalThis.fetch = realFetch;

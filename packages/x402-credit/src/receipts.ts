@@ -43,8 +43,23 @@ export interface VerifyReceiptOptions {
 const UNKNOWN_KID_COOLDOWN_MS = 1_000;
 
 /**
+ * When a token was signed at the latest: the end of its `iat` second, or its arrival if sooner (a claim in the future, or
+ * none). Its key was published by then, so a key set fetched from then on holds it; tokens signed before a fetch began
+ * share it, however they arrive (a forged `iat` only spares the forger's own wait or costs it one).
+ */
+function signedBy(token: { payload: string | Uint8Array }, arrivedMs: number): number {
+  if (typeof token.payload !== 'string') return arrivedMs;
+  try {
+    const iat: unknown = JSON.parse(Buffer.from(token.payload, 'base64url').toString('utf8')).iat;
+    return typeof iat === 'number' && Number.isFinite(iat) ? Math.min(arrivedMs, (Math.floor(iat) + 1) * 1000) : arrivedMs;
+  } catch {
+    return arrivedMs;
+  }
+}
+
+/**
  * One gateway's key set, cached by jose (10 min). A receipt naming a kid it lacks is checked against a key set fetched
- * after the receipt arrived, so a key that began signing a moment ago is always found; such fetches start at least a
+ * after the receipt was signed (`signedBy`), so a key that began signing a moment ago is always found; such fetches start at least a
  * cooldown apart, and every receipt waiting meets the next one. The cooldown counted from the last fetch and refused
  * what met it, so one forged kid made a key that began signing right after (a rotation with no lead, `acg keys rotate
  * --expire-now`) refused for 30 s (the merchant SDK's fault, found from outside; the same rule here). jose's own
@@ -65,16 +80,17 @@ class GatewayKeys {
       return await this.jwks(header, token);
     } catch (error) {
       if (!(error instanceof errors.JWKSNoMatchingKey)) throw error;
-      await this.fetchedAfter(Date.now());
+      await this.fetchedAfter(signedBy(token, Date.now()));
       return this.jwks(header, token);
     }
   };
 
-  /** Waits for a fetch that starts at or after `arrivedMs`: the next one scheduled, or a new one, a cooldown after the last. */
-  private fetchedAfter(arrivedMs: number): Promise<void> {
+  /** Waits for a fetch that starts at or after `signedByMs`: the last one, the next one scheduled, or a new one, a cooldown after the last. */
+  private fetchedAfter(signedByMs: number): Promise<void> {
     const last = this.unknownKidFetch;
-    if (last !== undefined && last.startsAtMs >= arrivedMs) return last.done;
-    const startsAtMs = last === undefined ? arrivedMs : Math.max(arrivedMs, last.startsAtMs + UNKNOWN_KID_COOLDOWN_MS);
+    if (last !== undefined && last.startsAtMs >= signedByMs) return last.done;
+    const nowMs = Date.now();
+    const startsAtMs = last === undefined ? nowMs : Math.max(nowMs, last.startsAtMs + UNKNOWN_KID_COOLDOWN_MS);
     // After the last one has ended, so that jose's reload starts a fetch of its own rather than joining that one.
     const done = (last?.done.catch(() => {}) ?? Promise.resolve()).then(async () => {
       const waitMs = startsAtMs - Date.now();
@@ -110,6 +126,13 @@ function expect(name: string, actual: string, expected: string | undefined): voi
   if (expected !== undefined && actual !== expected) throw new CreditError('invalid_receipt', `the receipt is for ${name} ${actual}, not ${expected}`);
 }
 
+/** Whether jose could not read the key set at all (no answer, a timeout, an answer other than a key set), as the merchant SDK tells it. */
+function isKeySetUnreachable(error: unknown): boolean {
+  if (error instanceof errors.JWKSTimeout) return true;
+  if (error instanceof TypeError && error.message === 'fetch failed') return true;
+  return error instanceof errors.JOSEError && error.code === 'ERR_JOSE_GENERIC' && /JSON Web Key Set HTTP response/.test(error.message);
+}
+
 /** Verifies a receipt (ES256, typ `receipt+jwt`, iss the gateway) and the parties it names; returns its claims. */
 export async function verifyCreditReceipt(receipt: string, options: VerifyReceiptOptions): Promise<CreditReceipt> {
   const authority = authorityOf(options.gatewayUrl);
@@ -121,6 +144,11 @@ export async function verifyCreditReceipt(receipt: string, options: VerifyReceip
     if (!oneSpelling) throw new errors.JWSInvalid('it is not a compact JWS of three base64url segments, each in its one spelling');
     ({ payload } = await jwtVerify(receipt, keySet(authority), { algorithms: ['ES256'], typ: RECEIPT_TYP, issuer: authority }));
   } catch (error) {
+    // The gateway's keys could not be read: nothing is known of the receipt, so it is no forgery; retry later (found
+    // from outside: an outage read as invalid_receipt, where the merchant SDK says ConnectionError).
+    if (isKeySetUnreachable(error)) {
+      throw new CreditError('gateway_unavailable', `the gateway's keys (${authority}/.well-known/jwks.json) could not be read, so the receipt could not be checked: ${(error as Error).message}; retry later`, { cause: error });
+    }
     throw new CreditError('invalid_receipt', `the receipt does not verify: ${(error as Error).message}`, { cause: error });
   }
   const kind = payload.kind;
