@@ -27,7 +27,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { ApiError, memberPath, memberRefusal, problemBody, unexpectedAsApiError, type HumanApproval } from '../platform/errors.ts';
 import { describeViolations } from '../platform/http/render-error.ts';
-import { findUnstorableText, unstorableTextDetail } from '../platform/http/text-guard.ts';
+import { findUnstorableText, unstorableTextRefusal } from '../platform/http/text-guard.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
 import { replayedRefusal, runOperation } from '../platform/operations.ts';
 import type { Principal } from '../platform/principal.ts';
@@ -123,9 +123,9 @@ function queryOf(services: ToolServices, tool: QueryToolDefinition, args: Record
  * raw, which the platform's text guard skips): the same rule refuses the same text, with the same code.
  */
 function refuseUnstorableText(args: Record<string, unknown>): void {
-  const path = findUnstorableText(args, 'arguments', 'dotted');
+  const path = findUnstorableText(args, 'arguments');
   if (path === undefined) return;
-  throw new ApiError('invalid_input', { detail: unstorableTextDetail(path) });
+  throw unstorableTextRefusal(path);
 }
 
 /** A tool's answer, and whether it is the stored answer of an earlier call with its key. */

@@ -173,13 +173,17 @@ function integer(env: Env, name: string, fallback: number, problems: string[]): 
   const [min, max] = range;
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
-  if (!/^[0-9]+$/.test(raw)) {
-    problems.push(`${name} must be a whole number, got "${raw}"`);
+  if (!/^-?[0-9]+$/.test(raw)) {
+    problems.push(`${name} must be a whole number from ${min} to ${max}, got "${raw}"`);
     return fallback;
   }
-  const value = Number(raw);
-  if (value < min || value > max) problems.push(`${name} must be between ${min} and ${max}, got ${value}`);
-  return value;
+  // Compared exactly, and named as written: a negative one, or one past 2^53 (which Number would round), is out of range too.
+  const exact = BigInt(raw);
+  if (exact < BigInt(min) || exact > BigInt(max)) {
+    problems.push(`${name} must be between ${min} and ${max}, got ${raw}`);
+    return fallback;
+  }
+  return Number(exact);
 }
 
 /** A yes-or-no setting: 1 or true, 0 or false; anything else is a problem named at start. */

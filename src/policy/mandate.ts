@@ -182,7 +182,7 @@ export function refuseAllowedAndDenied(stated: { allow?: readonly string[] | nul
   const denied = stated.deny.map((name, index) => merchantName(name, `merchants/deny/${index}`));
   stated.allow.forEach((name, index) => {
     const at = denied.indexOf(merchantName(name, `merchants/allow/${index}`));
-    if (at >= 0) refuse(`merchants/allow/${index}`, `names "${denied[at]}", as merchants/deny/${at} does: a merchant on both lists is denied, so keep it on one`);
+    if (at >= 0) refuse(`merchants/allow/${index}`, `names "${denied[at]}", which the deny list names too (its item ${at}): a merchant on both lists is denied, so keep it on one`);
   });
 }
 

@@ -162,7 +162,7 @@ describe('registering a delegate', () => {
     // Stated on both lists in one request, it is the contradiction it reads as.
     const both = await createDelegate(root, root.token, { merchants: { allow: [shops[0].merchantId], deny: [shops[0].merchantId, shops[1].merchantId] } });
     // Named where the registration holds it, under `mandate`, as a schema refusal names a member (`errors` too).
-    const message = `names "${shops[0].merchantId}", as merchants/deny/0 does: a merchant on both lists is denied, so keep it on one`;
+    const message = `names "${shops[0].merchantId}", which the deny list names too (its item 0): a merchant on both lists is denied, so keep it on one`;
     expect([both.res.status, both.res.body.detail, both.res.body.errors]).toEqual([400, `body/mandate/merchants/allow/0 ${message}`, [{ path: 'body/mandate/merchants/allow/0', message }]]);
   });
 

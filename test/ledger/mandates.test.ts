@@ -338,7 +338,7 @@ describe('enforcement at the hold', () => {
       { allow: ['Shop-Both.Example.com'], deny: ['shop-both.example.com'] },
     ]) {
       const refused = await world.api('PUT', `/v1/owner/agents/${agent.id}/mandate`, { token: agent.ownerToken, key: `allow-and-deny-${Math.random()}`, body: { merchants } });
-      expect([refused.status, refused.body.detail]).toEqual([400, expect.stringMatching(/^body\/merchants\/allow\/0 names "(mer_\w+|shop-both\.example\.com)", as merchants\/deny\/0 does: a merchant on both lists is denied, so keep it on one$/)]);
+      expect([refused.status, refused.body.detail]).toEqual([400, expect.stringMatching(/^body\/merchants\/allow\/0 names "(mer_\w+|shop-both\.example\.com)", which the deny list names too \(its item 0\): a merchant on both lists is denied, so keep it on one$/)]);
       expect(refused.body.errors).toEqual([{ path: 'body/merchants/allow/0', message: expect.stringMatching(/^names /) }]);
     }
     expect((await get(agent)).body.version).toBe(before.version);

@@ -623,6 +623,16 @@ describe('tools through the official client', () => {
     expect(structured(result)).toMatchObject({ status: 400, code: 'invalid_input', detail: 'arguments/limit must be >= 1', errors: [{ path: 'arguments/limit', message: 'must be >= 1' }] });
   });
 
+  // Found from outside: a detail alone, its member dotted (arguments.agentId), where every other refusal names it arguments/agentId with errors.
+  it('text that cannot be stored is refused naming its member as the schema does, with errors, as the HTTP route refuses it', async () => {
+    const result = await owner.callTool({ name: 'update_agent', arguments: { id: agent.id, name: 'Scout\u0007' } });
+    expect(result.isError).toBe(true);
+    const message = expect.stringMatching(/^holds a control character/);
+    expect(structured(result)).toMatchObject({ status: 400, code: 'invalid_input', detail: expect.stringMatching(/^arguments\/name holds a control character/), errors: [{ path: 'arguments/name', message }] });
+    const http = await world.api('PATCH', `/v1/owner/agents/${agent.id}`, { token: agent.ownerToken, body: { name: 'Scout\u0007' } });
+    expect(http.body).toMatchObject({ code: 'invalid_input', detail: expect.stringMatching(/^body\/name holds a control character/), errors: [{ path: 'body/name', message }] });
+  });
+
   // Found from outside: the tool said `must be "asc"` for DESC, where the HTTP route names both choices.
   it('a value outside a choice of literals is said with every choice, as the HTTP route says it', async () => {
     const result = await owner.callTool({ name: 'list_agent_holds', arguments: { agentId: agent.id, order: 'DESC' } });

@@ -74,6 +74,11 @@ describe('whole-number settings', () => {
       expect(() => loadConfig({ [variable.name]: String(max + 1) }), variable.name).toThrow(`${variable.name} must be between ${min} and ${max}, got ${max + 1}`);
       if (min > 0) expect(() => loadConfig({ [variable.name]: String(min - 1) }), variable.name).toThrow(`${variable.name} must be between ${min} and ${max}, got ${min - 1}`);
     }
+    // A negative value, or one past 2^53, is out of range too, named as written (found from outside: "must be a whole
+    // number" without the range, and a huge PORT echoed rounded).
+    expect(() => loadConfig({ PORT: '-1' })).toThrow('PORT must be between 0 and 65535, got -1');
+    expect(() => loadConfig({ PORT: '99999999999999999999' })).toThrow('PORT must be between 0 and 65535, got 99999999999999999999');
+    expect(() => loadConfig({ PORT: '80.5' })).toThrow('PORT must be a whole number from 0 to 65535, got "80.5"');
     const ends = loadConfig({ ACG_DB_POOL_SIZE_MAX: '8', ACG_RATE_LIMIT_WINDOW_S: '3600' });
     expect([ends.db.poolSizeMax, ends.rateLimit.windowS]).toEqual([8, 3600]);
   });

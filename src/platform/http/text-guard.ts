@@ -36,14 +36,23 @@ export function findUnstorableText(root: unknown, rootPath: string, style: PathS
   return undefined;
 }
 
+const UNSTORABLE_MESSAGE =
+  'holds a control character (other than tab, line feed or carriage return), a lone surrogate or a bidirectional control (U+202A–U+202E, U+2066–U+2069), which is not accepted text';
+
 /** What a refusal of such text says, wherever it is refused (the HTTP edge, MCP tool arguments). */
 export function unstorableTextDetail(path: string): string {
-  return `${path} holds a control character (other than tab, line feed or carriage return), a lone surrogate or a bidirectional control (U+202A–U+202E, U+2066–U+2069), which is not accepted text`;
+  return `${path} ${UNSTORABLE_MESSAGE}`;
 }
 
-function refuse(path: string): ApiError {
-  return new ApiError('invalid_input', { detail: unstorableTextDetail(path) });
+/**
+ * The refusal of such text at `path` (as the face names the member: `body/name`, `arguments/name`), with `errors` as a
+ * schema violation has them (found from outside: a detail alone, and over MCP a dotted `arguments.name`).
+ */
+export function unstorableTextRefusal(path: string): ApiError {
+  return new ApiError('invalid_input', { detail: unstorableTextDetail(path), extra: { errors: [{ path, message: UNSTORABLE_MESSAGE }] } });
 }
+
+const refuse = unstorableTextRefusal;
 
 /** The body without the members a route relays from another party and judges itself (`relayedBody`). */
 function withoutRelayed(body: unknown, relayed: readonly string[] | undefined): unknown {
