@@ -221,8 +221,19 @@ export class CredentialVerifier {
       if (error instanceof joseErrors.JWKSTimeout || (error instanceof TypeError && /fetch/i.test(error.message))) {
         throw new ApiError('runtime_unavailable', { detail: `the ${provider.kind} identity provider's keys cannot be fetched` });
       }
-      throw this.unauthorized(resource, `invalid ${provider.kind} identity token: ${(error as Error).message}`, true);
+      throw this.unauthorized(resource, `invalid ${provider.kind} identity token: ${this.whyRefused(error)}`, true);
     }
+  }
+
+  /**
+   * Why a token was refused, in words a client's developer reads: an expired token says when it expired (found from
+   * outside: jose's `"exp" claim timestamp check failed` was all a client learned); the rest as jose says it.
+   */
+  private whyRefused(error: unknown): string {
+    if (error instanceof joseErrors.JWTExpired && typeof error.payload.exp === 'number') {
+      return `it expired at ${new Date(error.payload.exp * 1000).toISOString()} (now ${new Date(this.gateway.clock.nowMs()).toISOString()}); get a new one`;
+    }
+    return (error as Error).message;
   }
 
   /** Our access token for `resource`, verified (or its verification reused while its key is still published). */
@@ -243,7 +254,7 @@ export class CredentialVerifier {
       this.verified.remember(token, check, { claims: payload, kid });
       return payload;
     } catch (error) {
-      throw this.unauthorized(resource, `invalid access token: ${(error as Error).message}`, true);
+      throw this.unauthorized(resource, `invalid access token: ${this.whyRefused(error)}`, true);
     }
   }
 

@@ -139,6 +139,8 @@ describe('the auth matrix', () => {
         expect(res.status, `${name} on ${route.method} ${route.path}`).toBe(401);
         expect(res.body.code).toBe('unauthorized');
         expect(res.headers.get('www-authenticate')).toContain('error="invalid_token"');
+        // An expired token says when it expired (found from outside: jose's "exp" claim timestamp check failed).
+        if (name === 'expired') expect(res.body.detail).toMatch(/^invalid human identity token: it expired at \d{4}-\d\d-\d\dT[\d:.]+Z \(now \d{4}-/);
       }
     }
   });
