@@ -66,6 +66,7 @@ import { offerOperations } from './offers/operations.ts';
 import { offerQueries } from './offers/queries.ts';
 import { OFFER_SCHEMAS } from './offers/schemas.ts';
 import { offerRoutes } from './offers/routes.ts';
+import { paymentOperations } from './payments/operations.ts';
 import { paymentQueries } from './payments/queries.ts';
 import { configuredRail } from './payments/rails/index.ts';
 import { paymentRoutes } from './payments/routes.ts';
@@ -298,6 +299,7 @@ export async function buildGatewayApp(
     ownerWebhooks: ownerWebhookOperations(ownerWebhooks),
     revocations: revocationOperations(services.revocations, () => services.webhookWorker.soon()),
     x402: x402Operations(services.x402),
+    payments: paymentOperations(services.payments),
   };
   const queries = {
     access: accessQueries(),
@@ -341,6 +343,7 @@ export async function buildGatewayApp(
     executeRoutes({ operations: operations.execute, queries: queries.execute, catalogue }),
     paymentRoutes({
       payments: services.payments,
+      operations: operations.payments,
       queries: queries.payments,
       devLoginUrl: gateway.config.mode === 'dev' && providers.human?.source === 'built_in' ? '/dev/issuers/human/login' : undefined,
       humanIssuer: providers.human?.issuer,
@@ -349,8 +352,8 @@ export async function buildGatewayApp(
     merchantRoutes(merchantOperations(services.merchants), queries.merchants),
     mcpRoutes({
       gateway,
-      operations: { ...operations.vouchers, ...operations.execute, ...operations.agents, ...operations.revocations, ...operations.delegation },
-      queries: { ...queries.identity, ...queries.offers, ...queries.ledger, ...queries.execute, ...queries.agents, ...queries.delegation },
+      operations: { ...operations.vouchers, ...operations.execute, ...operations.agents, ...operations.revocations, ...operations.delegation, ...operations.payments },
+      queries: { ...queries.identity, ...queries.offers, ...queries.ledger, ...queries.execute, ...queries.agents, ...queries.delegation, ...queries.payments },
       // get_intent's other kind of id, a purchase approval (pur_…): the REST route's own query.
       purchaseApprovals: queries.payments.getPurchaseApproval,
       schemas,

@@ -615,7 +615,7 @@ export class LedgerService {
       // (found from outside); live mode names only the owner's way.
       const devGrant = this.gateway.config.mode === 'dev' ? `; in dev, also \`npx acg credit grant --agent ${payerId} --amount-uc ${request.amountUc}\`` : '';
       throw new ApiError('INSUFFICIENT_CREDITS', {
-        detail: `${funded} does not cover ${request.amountUc} µc: its owner adds credit by approving a top-up (asked for with POST /v1/payments/topups by the agent or its owner; MCP has no tool for it)${devGrant}`,
+        detail: `${funded} does not cover ${request.amountUc} µc: its owner adds credit by approving a top-up (asked for by the agent or its owner with POST /v1/payments/topups, over MCP the request_topup tool)${devGrant}`,
       });
     }
     const holdId = newId('hold');

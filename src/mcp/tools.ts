@@ -18,14 +18,17 @@ import type { Gateway } from '../platform/gateway.ts';
 import type { PrincipalKind } from '../platform/principal.ts';
 import type { RevocationOperations } from '../revocations/operations.ts';
 import type { VoucherOperations } from '../vouchers/operations.ts';
+import type { PaymentOperations } from '../payments/operations.ts';
 import type { PaymentQueries } from '../payments/queries.ts';
+import { PENDING_TOPUPS_PER_AGENT_MAX } from '../payments/service.ts';
 
 /** The operations the MCP face runs; the same objects' names and schemas as the HTTP routes'. */
 export type McpOperations = Pick<VoucherOperations, 'mintVoucher'> &
   Pick<ExecuteOperations, 'executeService'> &
   Pick<AgentOperations, 'registerAgent' | 'updateAgent' | 'unfreezeAgent' | 'setMandate'> &
   Pick<RevocationOperations, 'freezeAgent'> &
-  Pick<DelegationOperations, 'createDelegate'>;
+  Pick<DelegationOperations, 'createDelegate'> &
+  Pick<PaymentOperations, 'requestTopup'>;
 
 /** The queries the MCP face runs: the same objects as the HTTP routes'. */
 export type McpQueries = Pick<IdentityQueries, 'getMe'> &
@@ -33,7 +36,8 @@ export type McpQueries = Pick<IdentityQueries, 'getMe'> &
   Pick<LedgerQueries, 'getRedemption' | 'listAgentHolds'> &
   Pick<ExecuteQueries, 'getIntent'> &
   Pick<AgentQueries, 'listAgents' | 'getMandate' | 'listMandateVersions' | 'getMandateVersion'> &
-  Pick<DelegationQueries, 'listDelegates' | 'listOwnDelegates'>;
+  Pick<DelegationQueries, 'listDelegates' | 'listOwnDelegates'> &
+  Pick<PaymentQueries, 'getTopup'>;
 
 export interface ToolServices {
   gateway: Gateway;
@@ -158,6 +162,18 @@ export const TOOLS: readonly ToolDefinition[] = [
     readsPurchaseApprovals: true,
   },
   {
+    name: 'get_topup',
+    title: 'Read a top-up',
+    description:
+      'A top-up (top_…, as GET /v1/payments/topups/{id}): the credit asked for (amountUsdCents, amountUc), its reason, `approvalUrl` (the page ' +
+      'where the owner approves it, or pays at Checkout), `intentId` (the retained intent it funds, if any), and its status: pending_approval until ' +
+      'the owner answers, then settled (credited: `lotId`), declined, expired or failed; a pending top-up past `expiresAt` reads expired. Its ' +
+      "agent and that agent's owner read it; any other id is not_found. The id comes from request_topup, or from execute_service's approval_required (`payment.id`).",
+    kinds: EVERYONE,
+    annotations: READ,
+    query: 'getTopup',
+  },
+  {
     name: 'list_agents',
     title: 'List my agents',
     description:
@@ -226,7 +242,7 @@ export const TOOLS: readonly ToolDefinition[] = [
       "Takes a hold of the offer's price against the agent's credit and returns the signed voucher (an ES256 JWT the merchant " +
       'verifies) with the hold (a Redemption). `maxUc` refuses a price above it (CAP_EXCEEDED, `reason` max_uc). Refusals: INSUFFICIENT_CREDITS or ' +
       'CAP_EXCEEDED (402, with `reason` and, for a budget, `budget`), FROZEN or SCOPE_FORBIDDEN (403, with `reason`); no hold is taken ' +
-      "then. A price above the mandate's approval threshold asks the owner: approval_required comes as a URL elicitation of the " +
+      "then; when credit is short, request_topup asks the owner for more. A price above the mandate's approval threshold asks the owner: approval_required comes as a URL elicitation of the " +
       `purchase's approval page (its id is the purchase approval, pur_…, which get_intent reads) ${ELICITED_WHERE}; once the owner approves, retry with the same key to get ` +
       'the voucher; a retry after the owner declined, or after the approval expired or was used, is conflict with `reason` purchase_declined, ' +
       'approval_expired, approval_used or approval_amount_changed (kept under the key: ask again with a new one). An offer that is not active ' +
@@ -255,6 +271,25 @@ export const TOOLS: readonly ToolDefinition[] = [
     kinds: EVERYONE,
     annotations: { ...WRITE, openWorldHint: true },
     operation: 'executeService',
+  },
+  {
+    name: 'request_topup',
+    title: 'Ask the owner for credit (a top-up)',
+    description:
+      "Asks the agent's owner to add credit (as POST /v1/payments/topups), when mint_voucher is refused INSUFFICIENT_CREDITS or to fund the " +
+      'next purchases: `agentId` (an agent tops up only itself, see whoami; an owner, one of its agents), `amountUsdCents` (1 US cent buys 1 ' +
+      'credit, 1,000,000 µc) and `reason`, shown to the owner as written. Answers the top-up (pending_approval) whose `approvalUrl` is the page where ' +
+      'the owner approves it (or pays at Stripe Checkout): give it to the owner. Nothing is credited until then; follow it with get_topup, and once ' +
+      'it is settled the credit is the agent\'s (whoami), so a mint refused for credit can be asked again with a new key. `intentId` names a pending ' +
+      "retained intent of the agent (execute_service's approval_required), which the gateway then runs once by itself (an intent has at most one " +
+      `pending top-up: conflict). At most ${PENDING_TOPUPS_PER_AGENT_MAX} top-ups of an agent wait at once (conflict, \`reason\` pending_topups_limit). ` +
+      'Refused for a frozen agent asking for itself (FROZEN; its owner still may), for a delegate (conflict, `reason` delegate_has_no_lots: credit ' +
+      'its root), and without a payment provider (payment_unavailable). `idempotencyKey` is required: a retry MUST reuse the same key, and then ' +
+      'answers the same top-up (the same key over HTTP is the same key).',
+    kinds: EVERYONE,
+    // The Stripe rail opens a Checkout Session at Stripe.
+    annotations: { ...WRITE, openWorldHint: true },
+    operation: 'requestTopup',
   },
   {
     name: 'register_agent',

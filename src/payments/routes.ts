@@ -10,7 +10,7 @@ import { problems } from '../platform/http/openapi.ts';
 import { queryRoute } from '../platform/http/query.ts';
 import { EmptyBody, IdParams } from '../platform/schemas.ts';
 import { HtmlPage, newNonce, pageHeaders } from '../platform/http/pages.ts';
-import { paymentOperations, RequestTopupInput } from './operations.ts';
+import { RequestTopupInput, type PaymentOperations } from './operations.ts';
 import { approvalPage, invalidLinkPage, type ApprovalPageKind } from './page.ts';
 import { PURCHASE_APPROVAL_LIFETIME_S } from './purchases.ts';
 import type { PaymentQueries } from './queries.ts';
@@ -35,6 +35,8 @@ const STATUS_TEXT =
 export interface PaymentRouteDeps {
   /** Without a rail, reads still answer; creating, approving and declining answer 503 payment_unavailable. */
   payments: PaymentsService;
+  /** The same objects the MCP face runs (request_topup is requestTopup). */
+  operations: PaymentOperations;
   queries: PaymentQueries;
   /** Dev mode's built-in human issuer login, for the approval page. */
   devLoginUrl?: string;
@@ -58,8 +60,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
     const ANY = { kinds: ['human', 'agent', 'owner'] } as const;
     const HUMAN = { kinds: ['human'] } as const;
     const OWNER = { kinds: ['human', 'owner'] } as const;
-    const { payments } = deps;
-    const operations = paymentOperations(payments);
+    const { payments, operations } = deps;
 
     app.post('/v1/payments/topups', {
       config: { auth: ANY, operation: operations.requestTopup },

@@ -111,7 +111,7 @@ describe('POST /v1/vouchers', () => {
     // What the agent has, and what adds credit (found from outside: the refusal said neither), with the README's
     // grant in dev (found from outside: a newcomer who skipped it was sent to top-ups only).
     expect(res.body.detail).toBe(
-      `the agent's available credit (1000000 µc) does not cover 2000000 µc: its owner adds credit by approving a top-up (asked for with POST /v1/payments/topups by the agent or its owner; MCP has no tool for it); in dev, also \`npx acg credit grant --agent ${poor.id} --amount-uc 2000000\``,
+      `the agent's available credit (1000000 µc) does not cover 2000000 µc: its owner adds credit by approving a top-up (asked for by the agent or its owner with POST /v1/payments/topups, over MCP the request_topup tool); in dev, also \`npx acg credit grant --agent ${poor.id} --amount-uc 2000000\``,
     );
     await world.api('POST', `/v1/owner/agents/${poor.id}/freeze`, { token: poor.ownerToken });
     const frozen = await mint(world, poor.token, cheap.id);

@@ -19,9 +19,9 @@ let ownerMcpToken: string;
 let holdId: string;
 const ownerEmail = 'mcp-owner@example.com';
 
-const AGENT_TOOLS = ['execute_service', 'get_hold', 'get_intent', 'list_delegates', 'list_offers', 'mint_voucher', 'whoami'];
-const OWNER_TOOLS = ['execute_service', 'freeze_agent', 'get_intent', 'get_mandate', 'get_mandate_version', 'list_agent_delegates', 'list_agent_holds', 'list_agents', 'list_mandate_versions', 'register_agent', 'set_mandate', 'unfreeze_agent', 'update_agent', 'whoami'];
-const READ_TOOLS = new Set(['get_hold', 'get_intent', 'list_offers', 'whoami', 'list_agent_holds', 'list_agents', 'get_mandate', 'list_mandate_versions', 'get_mandate_version', 'list_delegates', 'list_agent_delegates']);
+const AGENT_TOOLS = ['execute_service', 'get_hold', 'get_intent', 'get_topup', 'list_delegates', 'list_offers', 'mint_voucher', 'request_topup', 'whoami'];
+const OWNER_TOOLS = ['execute_service', 'freeze_agent', 'get_intent', 'get_mandate', 'get_mandate_version', 'get_topup', 'list_agent_delegates', 'list_agent_holds', 'list_agents', 'list_mandate_versions', 'register_agent', 'request_topup', 'set_mandate', 'unfreeze_agent', 'update_agent', 'whoami'];
+const READ_TOOLS = new Set(['get_hold', 'get_intent', 'get_topup', 'list_offers', 'whoami', 'list_agent_holds', 'list_agents', 'get_mandate', 'list_mandate_versions', 'get_mandate_version', 'list_delegates', 'list_agent_delegates']);
 
 beforeAll(async () => {
   world = await startWorld();

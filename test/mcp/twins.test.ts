@@ -1,7 +1,8 @@
 // Every MCP read tool and its HTTP twin (the route whose operationId is the tool's query) answer the same
 // JSON for the same state: both run one query through one runner. The state covers what used to differ:
 // a hold past its deadline (reclaimed on read, releasedAt = expiresAt), a refunded capture (its refunds),
-// balances and lots, a retained intent, pages with a cursor, and refusals (the same problem body).
+// balances and lots, a retained intent and its top-up, pages with a cursor, and refusals (the same problem body).
+// request_topup, a write, is compared too: one key space, the same top-up on both faces.
 import { createHash } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +17,7 @@ let agent: { id: string; token: string; ownerToken: string };
 let poor: { id: string };
 let ownerId: string;
 let intentId: string;
+let topupId: string;
 const holdIds: string[] = [];
 const ownerEmail = 'twins-owner@example.com';
 
@@ -34,7 +36,7 @@ async function faces(claims: { sub: string; scope: 'svc:agent' | 'svc:owner'; em
 }
 
 beforeAll(async () => {
-  world = await startWorld();
+  world = await startWorld({ env: { ACG_PAYMENT_PROVIDER: 'local' } });
   agent = await world.createAgent(ownerEmail, 'twins-agent', { allowedCategories: ['books'] });
   poor = await world.createAgent(ownerEmail, 'twins-poor-agent');
   ownerId = (await world.api('GET', '/v1/me', { token: agent.ownerToken })).body.owner.id;
@@ -64,8 +66,10 @@ beforeAll(async () => {
     key: 'twins-intent',
     body: { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world' } },
   });
-  expect([402, 503]).toContain(retained.status);
+  expect(retained.status).toBe(402);
   intentId = retained.body.intentId;
+  // The gateway's own top-up of that intent (the local rail).
+  topupId = retained.body.payment.id;
 
   agentFaces = await faces({ sub: agent.id, scope: 'svc:agent' });
   ownerFaces = await faces({ sub: ownerId, scope: 'svc:owner', email: ownerEmail });
@@ -86,7 +90,7 @@ async function both(faces: Faces, tool: string, args: Record<string, unknown>, h
 
 describe('MCP read tools answer what their HTTP twins answer', () => {
   it('every read tool is covered here', () => {
-    const covered = ['whoami', 'list_offers', 'get_hold', 'get_intent', 'list_agents', 'list_agent_holds', 'get_mandate', 'list_mandate_versions', 'get_mandate_version', 'list_delegates', 'list_agent_delegates'];
+    const covered = ['whoami', 'list_offers', 'get_hold', 'get_intent', 'get_topup', 'list_agents', 'list_agent_holds', 'get_mandate', 'list_mandate_versions', 'get_mandate_version', 'list_delegates', 'list_agent_delegates'];
     expect(TOOLS.filter((tool) => 'query' in tool).map((tool) => tool.name).sort()).toEqual(covered.sort());
     // The twin's operationId is the query's name.
     for (const tool of TOOLS) expect(twinName(tool)).toMatch(/^[a-z][A-Za-z]+$/);
@@ -150,6 +154,46 @@ describe('MCP read tools answer what their HTTP twins answer', () => {
     const stranger = await both(agentFaces, 'get_intent', { id: intentId }, `/v1/intents/${intentId}`);
     expect(stranger.status).toBe(404);
     expect(stranger.mcp).toEqual(stranger.http);
+  });
+
+  it('get_topup ↔ GET /v1/payments/topups/{id}: its agent and its owner read it, another agent gets the same 404', async () => {
+    const poorFaces = await faces({ sub: poor.id, scope: 'svc:agent' });
+    try {
+      const own = await both(poorFaces, 'get_topup', { id: topupId }, `/v1/payments/topups/${topupId}`);
+      expect(own.status).toBe(200);
+      expect(own.mcp).toEqual(own.http);
+      expect(own.http).toMatchObject({ id: topupId, agentId: poor.id, intentId, status: 'pending_approval' });
+    } finally {
+      await poorFaces.mcp.close();
+    }
+    const owners = await both(ownerFaces, 'get_topup', { id: topupId }, `/v1/payments/topups/${topupId}`);
+    expect(owners.mcp).toEqual(owners.http);
+    const stranger = await both(agentFaces, 'get_topup', { id: topupId }, `/v1/payments/topups/${topupId}`);
+    expect([stranger.status, stranger.isError, stranger.mcp.code]).toEqual([404, true, 'not_found']);
+    expect(stranger.mcp).toEqual(stranger.http);
+  });
+
+  it("request_topup ↔ POST /v1/payments/topups: one key space, the same top-up; another agent's id is the same refusal (found from outside: an agent over MCP could not ask for credit)", async () => {
+    const body = {
+      agentId: agent.id,
+      amountUsdCents: 200,
+      reason: 'Twins needs two more dollars of credit to buy the books its owner asked it to compare this week; each book costs one credit.',
+    };
+    const called = (await agentFaces.mcp.callTool({ name: 'request_topup', arguments: { ...body, idempotencyKey: 'twins-topup' } })) as { structuredContent: any; isError?: boolean };
+    expect(called.isError).toBeFalsy();
+    const topup = toolBody(called);
+    expect(topup).toMatchObject({ agentId: agent.id, amountUsdCents: 200, status: 'pending_approval', approvalUrl: `${world.url}/payments/topups/${topup.id}` });
+    const replayed = await world.api('POST', '/v1/payments/topups', { token: agentFaces.http, key: 'twins-topup', body });
+    expect([replayed.status, replayed.headers.get('idempotent-replayed')]).toEqual([200, 'true']);
+    expect(replayed.body).toEqual(topup);
+    // The owner's request for its agent, over either face: the same record shape.
+    const owners = (await ownerFaces.mcp.callTool({ name: 'request_topup', arguments: { ...body, idempotencyKey: 'twins-owner-topup' } })) as { structuredContent: any };
+    expect(toolBody(owners)).toMatchObject({ agentId: agent.id, status: 'pending_approval' });
+    const refusedOverMcp = (await agentFaces.mcp.callTool({ name: 'request_topup', arguments: { ...body, agentId: poor.id, idempotencyKey: 'twins-other-topup' } })) as { structuredContent: any; isError?: boolean };
+    const refusedOverHttp = await world.api('POST', '/v1/payments/topups', { token: agentFaces.http, key: 'twins-other-topup-http', body: { ...body, agentId: poor.id } });
+    expect(refusedOverMcp.isError).toBe(true);
+    expect(refusedOverHttp.status).toBe(403);
+    expect(toolBody(refusedOverMcp)).toEqual(refusedOverHttp.body);
   });
 
   it('list_agents ↔ GET /v1/owner/agents, paged', async () => {
