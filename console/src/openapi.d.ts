@@ -1807,7 +1807,7 @@ export interface paths {
          *
          *     A message refused before its method runs is a JSON-RPC error in one JSON object on either era: 400 with -32700 a body that is not JSON, -32600 a batch (an array body), -32602 params that are not what the method takes (a `__proto__` key, a `constructor` with a `prototype` or a member name repeated in one object included, as every JSON body refuses them); on 2026-07-28 also -32020 header mismatch, -32022 unsupported version and -32602 an invalid envelope (a legacy request naming a revision the server does not speak is 400 with -32000). A refused tool call is a tool result with `isError: true` whose text (and, for a tool without an output schema, structured content) is the problem body the HTTP route of the same operation answers.
          *
-         *     Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner `svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata="{base_url}/.well-known/oauth-protected-resource/mcp", scope="svc:agent svc:owner"`. The tools listed depend on the credential (agents: whoami, list_offers, get_hold, list_delegates, get_intent, mint_voucher, execute_service, create_delegate; owners: whoami, get_intent, list_agents, list_agent_holds, list_agent_delegates, get_mandate, list_mandate_versions, get_mandate_version, execute_service, register_agent, update_agent, set_mandate, freeze_agent, unfreeze_agent), so list results say `cacheScope: "private"`. Tools that move money take an `idempotencyKey` argument: the same key space as the Idempotency-Key header.
+         *     Credentials: a human session, or an OAuth access token issued for the resource `{base_url}/mcp` (agent `svc:agent` or owner `svc:owner`); every request needs one, discovery and `initialize` included. Agent identity JWTs, merchant API keys and tokens for the API's audience get 401 with `WWW-Authenticate: Bearer resource_metadata="{base_url}/.well-known/oauth-protected-resource/mcp", scope="svc:agent svc:owner"`. The tools listed depend on the credential (agents: whoami, list_offers, get_hold, list_delegates, get_intent, get_topup, mint_voucher, execute_service, request_topup, create_delegate; owners: whoami, get_intent, get_topup, list_agents, list_agent_holds, list_agent_delegates, get_mandate, list_mandate_versions, get_mandate_version, execute_service, request_topup, register_agent, update_agent, set_mandate, freeze_agent, unfreeze_agent), so list results say `cacheScope: "private"`. Tools that move money take an `idempotencyKey` argument: the same key space as the Idempotency-Key header.
          *
          *     A `Host` or `Origin` header naming another host than the base URL is refused with 403 (DNS rebinding). GET and DELETE answer 405. Refusals of HTTP rather than of a message (401, 403, 405, 429, 503) carry a problem body, as on the API.
          *
@@ -3380,7 +3380,13 @@ export interface components {
             amountUsdCents: number;
             /** @description the credit the top-up adds */
             amountUc: string;
+            /** @description why the credit is asked for, shown to the owner who approves, in the words of `requestedBy` */
             reason: string;
+            /**
+             * @description who asked for the top-up, and so wrote its `reason`: the agent, its owner, or the gateway itself (an execute that found the credit short opens one for its retained intent; its reason is the gateway's, not the agent's)
+             * @enum {string}
+             */
+            requestedBy: "agent" | "owner" | "gateway";
             /** @enum {string} */
             status: "pending_approval" | "settled" | "declined" | "expired" | "failed";
             /** @enum {string} */
@@ -3495,8 +3501,13 @@ export interface components {
             };
             /** @description what an x402 authorize pays for: the resource its attestation will be bound to (as the purchase approval's `resource`); absent otherwise */
             resource?: string;
-            /** @description a top-up's reason, as its agent gave it (shown to the owner who approves); absent for a purchase */
+            /** @description a top-up's reason, as `requestedBy` wrote it (shown to the owner who approves); absent for a purchase */
             reason?: string;
+            /**
+             * @description who asked for the top-up, and so wrote its `reason`: the agent, its owner, or the gateway itself (an execute that found the credit short opens one for its retained intent; its reason is the gateway's, not the agent's)
+             * @enum {string}
+             */
+            requestedBy?: "agent" | "owner" | "gateway";
             /** @description the top-up's or the purchase approval's status (`pending_approval` while it waits for the owner) */
             status: string;
             /** Format: uri */

@@ -1,6 +1,7 @@
 // The local approval page: GET /payments/topups/{id} (a top-up) and GET /payments/purchases/{id} (a purchase
 // above the agent's mandate approval threshold). The owner signs in, sees the agent and the amount, and for a
-// top-up the reason and the retained intent, for a purchase the merchant and the offer (and for an x402
+// top-up the reason (labelled with whose words it is: the agent's, the owner's or the gateway's) and the retained
+// intent with its price, for a purchase the merchant and the offer (and for an x402
 // authorize the resource its attestation will be bound to: one offer may price many routes); then approves or
 // declines. The page itself holds no data of the approval (any id renders the same shell, so it reveals
 // nothing; it carries only the public catalogue's service titles); after sign-in its script reads the record,
@@ -77,8 +78,15 @@ const SCRIPT = `(() => {
       : { authorization: 'Bearer ' + token, 'content-type': 'application/json', 'idempotency-key': crypto.randomUUID() },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
+  // Whose words the reason is: execute's automatic top-up is the gateway's (found from outside: it read as the agent's).
+  const REASON_BY = {
+    agent: "Reason, in the agent's own words",
+    owner: "Reason, in the owner's words (the owner asked for this top-up)",
+    gateway: "Reason, in the gateway's words (the gateway asked for this top-up when the agent's credit fell short)",
+  };
   const showTopup = async (topup) => {
     text('amount', amount(topup.amountUc));
+    text('reason-label', REASON_BY[topup.requestedBy] || 'Reason');
     text('reason', topup.reason);
     text('mode', topup.livemode ? 'live' : 'test mode: no money moves');
     if (topup.intentId) {
@@ -86,7 +94,8 @@ const SCRIPT = `(() => {
       const intent = await json(found);
       const service = found.ok ? intent.intent.serviceId : '';
       const title = Object.hasOwn(services, service) ? services[service] + ': ' : '';
-      text('intent', found.ok ? title + service + ' ' + intent.intent.action + ' ' + JSON.stringify(intent.intent.input) + ' (' + intent.state + ')' : topup.intentId);
+      // Its price beside the amount asked (found from outside: a 1-credit action asked for $5.00 with no word why).
+      text('intent', found.ok ? title + service + ' ' + intent.intent.action + ' ' + JSON.stringify(intent.intent.input) + ' (' + intent.state + '), price ' + amount(intent.priceUc) : topup.intentId);
     } else {
       text('intent', 'none');
     }
@@ -252,7 +261,7 @@ export function approvalPage(nonce: string, view: ApprovalPageView): string {
 <dt>Offer</dt><dd><span id="offer-name"></span> <code id="offer" class="muted"></code></dd></div>
 <div id="resource-row" data-for="purchase" hidden><dt>Resource</dt><dd><code id="resource"></code></dd></div>
 <dt>Amount</dt><dd id="amount"></dd>
-<div data-for="topup" hidden><dt>Reason, in the agent's own words</dt><dd><q id="reason"></q></dd><dt>Retained intent</dt><dd id="intent"></dd></div>
+<div data-for="topup" hidden><dt id="reason-label">Reason</dt><dd><q id="reason"></q></dd><dt>Retained intent</dt><dd id="intent"></dd></div>
 <dt>Status</dt><dd id="state"></dd>
 <div data-for="topup" hidden><dt>Payment</dt><dd id="mode"></dd></div>
 <div id="expires-row"><dt id="expires-label">Expires</dt><dd id="expires"></dd></div></dl>

@@ -38,6 +38,7 @@ import { newId } from '../platform/ids.ts';
 import { formatUc, formatUsd, UC_PER_USD_CENT } from '../platform/money.ts';
 import type { Principal } from '../platform/principal.ts';
 import type { Page } from '../platform/schemas.ts';
+import { requesterOf, type TopupRequester } from './requester.ts';
 import * as store from './store.ts';
 import { NEW_KEY, SAME_KEY } from '../platform/idempotency.ts';
 
@@ -101,8 +102,10 @@ export interface OwnerApproval {
   offer?: { id: string; name: string };
   /** What an x402 authorize pays for. */
   resource?: string;
-  /** A top-up's reason, as its agent gave it. */
+  /** A top-up's reason, in the words of `requestedBy`. */
   reason?: string;
+  /** Who asked for a top-up and wrote its reason. */
+  requestedBy?: TopupRequester;
   status: string;
   approvalUrl: string;
   createdAt: number;
@@ -448,6 +451,7 @@ export class PurchaseApprovals {
         ...(item.offer_id !== null && item.offer_name !== null ? { offer: { id: item.offer_id, name: item.offer_name } } : {}),
         ...(item.resource !== null ? { resource: item.resource } : {}),
         ...(item.reason !== null ? { reason: item.reason } : {}),
+        ...(item.requested_by !== null ? { requestedBy: requesterOf(item.requested_by) } : {}),
         status: item.status,
         approvalUrl: item.approval_url,
         createdAt: Number(item.created_at_s),

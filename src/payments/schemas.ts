@@ -9,13 +9,21 @@ export { RAIL_KINDS };
 
 const RESOLUTIONS = [...new Set(Object.values(RAILS).map((rail) => rail.resolution)), 'none'];
 
+const TopupRequesterSchema = Type.String({
+  enum: ['agent', 'owner', 'gateway'],
+  description:
+    'who asked for the top-up, and so wrote its `reason`: the agent, its owner, or the gateway itself (an execute that found the credit short ' +
+    'opens one for its retained intent; its reason is the gateway\'s, not the agent\'s)',
+});
+
 export const TopupSchema = Type.Object(
   {
     id: Type.String(),
     agentId: Type.String(),
     amountUsdCents: Type.Integer(),
     amountUc: Microcredits('the credit the top-up adds'),
-    reason: Type.String(),
+    reason: Type.String({ description: 'why the credit is asked for, shown to the owner who approves, in the words of `requestedBy`' }),
+    requestedBy: TopupRequesterSchema,
     status: Type.String({ enum: ['pending_approval', 'settled', 'declined', 'expired', 'failed'] }),
     kind: Type.Literal('checkout'),
     provider: Type.String({ enum: RAIL_KINDS }),
@@ -113,7 +121,8 @@ export const OwnerApprovalSchema = Type.Object(
     resource: Type.Optional(
       Type.String({ description: "what an x402 authorize pays for: the resource its attestation will be bound to (as the purchase approval's `resource`); absent otherwise" }),
     ),
-    reason: Type.Optional(Type.String({ description: "a top-up's reason, as its agent gave it (shown to the owner who approves); absent for a purchase" })),
+    reason: Type.Optional(Type.String({ description: "a top-up's reason, as `requestedBy` wrote it (shown to the owner who approves); absent for a purchase" })),
+    requestedBy: Type.Optional(TopupRequesterSchema),
     status: Type.String({ description: "the top-up's or the purchase approval's status (`pending_approval` while it waits for the owner)" }),
     approvalUrl: Type.String({ format: 'uri' }),
     createdAt: UnixSeconds('creation'),

@@ -35,6 +35,7 @@ import type { Page } from '../platform/schemas.ts';
 import { RAILS, type ConfiguredRail, type RailKind } from './rails/index.ts';
 import type { NotificationCheck, OpenedApproval, RailNotifications, SettleOutcome, TopupDraft, TopupFacts, TopupSettlement } from './rails/rail.ts';
 import { PURCHASE_APPROVAL_LIFETIME_S, PurchaseApprovals } from './purchases.ts';
+import { GATEWAY_REQUESTER, requesterOf, type TopupRequester } from './requester.ts';
 import * as store from './store.ts';
 import { SAME_KEY } from '../platform/idempotency.ts';
 
@@ -67,6 +68,8 @@ export interface Topup {
   amountUsdCents: number;
   amountUc: string;
   reason: string;
+  /** Who wrote `reason`: the page and the console say whose words they show. */
+  requestedBy: TopupRequester;
   status: TopupStatus;
   kind: 'checkout';
   provider: RailKind;
@@ -118,6 +121,7 @@ export function toTopup(row: store.TopupRow, nowS?: number): Topup {
     amountUsdCents: row.amount_usd_cents,
     amountUc: formatUc(BigInt(row.amount_usd_cents) * UC_PER_USD_CENT),
     reason: row.reason,
+    requestedBy: requesterOf(row.requested_by),
     status,
     kind: 'checkout',
     provider: row.provider,
@@ -342,9 +346,16 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
     const priceCents = Number((request.amountUc + UC_PER_USD_CENT - 1n) / UC_PER_USD_CENT);
     const amountUsdCents = Math.min(TOPUP_AMOUNT_USD_CENTS_MAX, Math.max(AUTOMATIC_TOPUP_USD_CENTS, priceCents));
     const { intent } = subject;
+    // Why the amount is more than the price, said where the amount is chosen (found from outside: a 1-credit action
+    // asked for $5.00, and the page did not say why).
+    const more =
+      amountUsdCents > priceCents
+        ? ` The gateway asks for at least $${dollars(AUTOMATIC_TOPUP_USD_CENTS)} when credit is short, more than this price, so that one approval ` +
+          'also funds the requests after it rather than one approval per request.'
+        : '';
     const reason =
       `Agent ${intent.agentId} asked the gateway to run ${intent.serviceId} ${intent.action} (retained intent ${subject.id}, ` +
-      `price ${formatUsd(request.amountUc)} USD) and its credit did not cover it. Approving adds $${dollars(amountUsdCents)} of credit; ` +
+      `price ${formatUsd(request.amountUc)} USD) and its credit did not cover it.${more} Approving adds $${dollars(amountUsdCents)} of credit; ` +
       'the gateway then runs the intent once by itself.';
     const draft: TopupDraft = { id: newId('top'), agentId: request.agentId, amountUsdCents, intentId: subject.id };
     await this.refuseUnlessIntentWaits(db, request.agentId, subject.id);
@@ -358,7 +369,7 @@ export class PaymentsService implements HumanApprover, PurchaseApprover, TopupSe
       // (found from outside: a freeze racing an execute left a top-up the owner could pay for nothing).
       await this.refuseUnlessIntentWaits(tx, request.agentId, subject.id);
       await this.refuseAtPendingLimit(tx, request.agentId);
-      const row = await this.insert(tx, { ownerId: request.ownerId, requestedBy: 'gateway' }, reason, { draft, opened });
+      const row = await this.insert(tx, { ownerId: request.ownerId, requestedBy: GATEWAY_REQUESTER }, reason, { draft, opened });
       // Every new top-up of the agent is inserted under its row lock, after that lookup: none of this intent can be there.
       if (!row) throw new Error(`intent ${subject.id} got a pending top-up under its agent's lock`);
       return row;

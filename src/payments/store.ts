@@ -382,8 +382,10 @@ export interface OwnerApprovalRow {
   offer_name: string | null;
   /** The resource an x402 authorize pays for (its intent's `resource`); null for a top-up and any other purchase. */
   resource: string | null;
-  /** The agent's reason for a top-up (null for a purchase). */
+  /** A top-up's reason (null for a purchase). */
   reason: string | null;
+  /** Who asked for a top-up, as `topups.requested_by` (null for a purchase). */
+  requested_by: string | null;
   status: string;
   approval_url: string;
   created_at_s: bigint;
@@ -412,7 +414,7 @@ export async function listOwnerApprovals(
      ), topup AS (
        SELECT 'topup'::text AS kind, t.id, t.agent_id, t.amount_usd_cents::bigint * $6::bigint AS amount_uc,
               NULL::text AS merchant_id, NULL::text AS merchant_name, NULL::text AS merchant_domain, NULL::text AS offer_id, NULL::text AS offer_name,
-              NULL::text AS resource, t.reason,
+              NULL::text AS resource, t.reason, t.requested_by,
               CASE WHEN t.status = 'pending_approval' AND t.expires_at_s <= $2 THEN 'expired' ELSE t.status END AS status,
               t.approval_url, t.created_at_s, t.expires_at_s, t.seq
          FROM topups t
@@ -421,7 +423,7 @@ export async function listOwnerApprovals(
         ORDER BY t.seq LIMIT $5
      ), purchase AS (
        SELECT 'purchase'::text AS kind, p.id, p.agent_id, p.amount_uc, p.merchant_id, p.merchant_name, p.merchant_domain, p.offer_id, p.offer_name,
-              p.intent->>'resource' AS resource, NULL::text AS reason,
+              p.intent->>'resource' AS resource, NULL::text AS reason, NULL::text AS requested_by,
               CASE WHEN p.status IN ('pending_approval', 'approved') AND p.expires_at_s <= $2 THEN 'expired' ELSE p.status END AS status,
               p.approval_url, p.created_at_s, p.expires_at_s, p.seq
          FROM purchase_approvals p

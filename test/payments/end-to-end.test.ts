@@ -97,9 +97,14 @@ describe.runIf(hasChromium && !onPostgres())('a top-up approved in the browser r
       await expect(page.locator('#agent-name').textContent()).resolves.toBe('Top-up agent');
       await expect(page.locator('#amount').textContent()).resolves.toBe('500.00 credits ($5.00)');
       await expect(page.locator('#reason').textContent()).resolves.toContain(first.body.intentId);
-      // The agent's words are quoted and marked as its own, line breaks kept (found from outside: they read as the gateway's).
+      // A reason is quoted, line breaks kept, and labelled with whose words it is: this top-up is execute's own, so the
+      // gateway's (found from outside: the gateway's text was shown as "the agent's own words").
       await expect(page.locator('#reason').evaluate((element) => [element.tagName, getComputedStyle(element).whiteSpace])).resolves.toEqual(['Q', 'pre-line']);
-      await expect(page.locator('dt', { hasText: "Reason, in the agent's own words" }).count()).resolves.toBe(1);
+      await expect(page.locator('#reason-label').textContent()).resolves.toMatch(/^Reason, in the gateway's words/);
+      await expect(page.locator('dt', { hasText: "the agent's own words" }).count()).resolves.toBe(0);
+      // Why $5.00 for a 1-credit action: said in the reason, and the intent's price shown beside it (found from outside).
+      await expect(page.locator('#reason').textContent()).resolves.toContain('The gateway asks for at least $5.00 when credit is short, more than this price');
+      await expect(page.locator('#intent').textContent()).resolves.toContain('price 1.00 credits ($0.01)');
       await expect(page.locator('#intent').textContent()).resolves.toContain('github-public repository.get');
       await expect(page.locator('#intent').textContent()).resolves.toMatch(/^GitHub public repositories: /);
       await expect(page.locator('#mode').textContent()).resolves.toContain('test mode');

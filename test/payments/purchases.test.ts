@@ -181,6 +181,7 @@ describe('GET /v1/owner/approvals', () => {
           agentEffectiveStatus: 'active',
           amountUc: '500000000',
           reason: REASON,
+          requestedBy: 'agent',
           status: 'pending_approval',
           approvalUrl: topup.approvalUrl,
           createdAt: topup.createdAt,

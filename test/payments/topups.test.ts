@@ -308,6 +308,26 @@ describe('retained intents', () => {
   // A 402 that retains an intent gives its key back (so that the same request runs once credit arrives): another
   // request under that key once renewed the intent, which kept the first one's input, and was then answered with
   // the first one's result; with credit, it ran and was recorded as the intent's execution.
+  it("says who asked for each top-up and so wrote its reason (requestedBy): the agent, its owner, or the gateway for execute's own, whose reason says why it asks more than the price (found from outside: the page showed the gateway's text as the agent's words)", async () => {
+    const agent = await newAgent('requester');
+    const byAgent = await world.api('POST', '/v1/payments/topups', { token: agent.token, key: key('by-agent'), body: topupBody(agent.id) });
+    const byOwner = await world.api('POST', '/v1/payments/topups', { token: agent.ownerToken, key: key('by-owner'), body: topupBody(agent.id) });
+    const byGateway = await world.api('POST', '/v1/services/execute', { token: agent.token, key: key('by-gateway'), body: repoRequest });
+    expect([byAgent.status, byOwner.status, byGateway.status]).toEqual([200, 200, 402]);
+    expect([byAgent.body.requestedBy, byOwner.body.requestedBy, byGateway.body.payment.requestedBy]).toEqual(['agent', 'owner', 'gateway']);
+    expect(byGateway.body.payment.reason).toContain(
+      `price 0.01 USD) and its credit did not cover it. The gateway asks for at least $5.00 when credit is short, more than this price, so that one approval also funds the requests after it`,
+    );
+    expect((await world.api('GET', `/v1/payments/topups/${byGateway.body.payment.id}`, { token: agent.ownerToken })).body.requestedBy).toBe('gateway');
+    // The owner's list says it too, for the console's card.
+    const listed = await world.api('GET', '/v1/owner/approvals?status=all', { token: agent.ownerToken });
+    expect(listed.body.approvals.map((approval: { id: string; requestedBy?: string }) => [approval.id, approval.requestedBy])).toEqual([
+      [byAgent.body.id, 'agent'],
+      [byOwner.body.id, 'owner'],
+      [byGateway.body.payment.id, 'gateway'],
+    ]);
+  });
+
   it("refuses another request under a key whose retained intent is the first one's: 409 idempotency_key_reused, and the intent runs the first request", async () => {
     const agent = await newAgent('key-reuse');
     const k = key('exec');
