@@ -289,7 +289,17 @@ export class PurchaseApprovals {
       case 'declined':
         return { state: 'closed', error: closed('purchase_declined', 'the owner declined this purchase.', approval) };
       case 'expired':
-        return { state: 'closed', error: closed('approval_expired', `the approval of this purchase expired before it was used; ask again with ${NEW_KEY}.`, approval) };
+        // Which way it lapsed (found from outside: one the owner never answered was said to have expired before it was used).
+        return {
+          state: 'closed',
+          error: closed(
+            'approval_expired',
+            row.decided_at_s === null
+              ? `the owner did not answer the approval of this purchase before its deadline, so it expired unanswered; ask again with ${NEW_KEY}.`
+              : `the owner approved this purchase, but the approval expired before a retry used it; ask again with ${NEW_KEY}.`,
+            approval,
+          ),
+        };
       case 'used':
         return { state: 'closed', error: closed('approval_used', `the approval of this purchase was used already, by hold ${row.hold_id}.`, approval) };
     }

@@ -23,7 +23,7 @@ export const REFUSAL_REASONS = {
   topup_required: { codes: ['approval_required'], meaning: 'the agent\'s credit does not cover the execution: its owner approves a top-up (`payment`), then the retry with the same idempotency key (header, or MCP argument) runs it' },
   above_approval_threshold: { codes: ['approval_required'], meaning: 'the price is above the mandate\'s `approvalAboveUc` (or that of the ancestor named by `agentId`): the owner decides at `approvalUrl`, then the retry with the same idempotency key (header, or MCP argument) proceeds' },
   purchase_declined: { codes: ['conflict'], meaning: 'the owner declined the purchase this request waited for' },
-  approval_expired: { codes: ['conflict'], meaning: 'the owner\'s approval expired before the retry used it; ask again with a new idempotency key' },
+  approval_expired: { codes: ['conflict'], meaning: 'the approval lapsed: the owner did not answer it before its deadline, or approved it and no retry used it in time; ask again with a new idempotency key' },
   approval_used: { codes: ['conflict'], meaning: 'the approval was used already, by another hold' },
   approval_amount_changed: { codes: ['conflict'], meaning: 'the price changed since the owner approved it; ask again with a new idempotency key' },
   pending_topups_limit: { codes: ['conflict'], meaning: 'ten top-ups of the agent already wait for its owner (`pendingTopupsMax`)' },

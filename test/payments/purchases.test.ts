@@ -12,6 +12,7 @@ import { REASON, repoRequest, topupBody } from './helpers.ts';
 import { onPostgres } from '../support/database.ts';
 import { insertTopup } from '../../src/payments/store.ts';
 import { SAME_KEY } from '../../src/platform/idempotency.ts';
+import { PURCHASE_APPROVAL_LIFETIME_S } from '../../src/payments/purchases.ts';
 
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
@@ -136,6 +137,34 @@ describe('execute above the approval threshold', () => {
     const agent = await agentAsking('exec-below', ONE_CREDIT_UC.toString());
     const res = await world.api('POST', '/v1/services/execute', { token: agent.token, key: key('exec'), body: repoRequest });
     expect(res.status).toBe(200);
+  });
+});
+
+describe('a purchase approval past its deadline', () => {
+  it("says which way it lapsed: one the owner never answered is not said to have expired before it was used (found from outside), one approved and not retried in time is", async () => {
+    const agent = await agentAsking('lapsed', '1000000');
+    const offer = await shop.offer({ priceUc: '3000000' });
+    const unansweredKey = key('unanswered');
+    const approvedKey = key('approved-unused');
+    const unanswered = await mint(world, agent.token, offer.id, unansweredKey);
+    const approved = await mint(world, agent.token, offer.id, approvedKey);
+    expect([unanswered.status, approved.status]).toEqual([402, 402]);
+    const approve = await world.api('POST', `/v1/payments/purchases/${approvalIdOf(approved.body.approvalUrl)}/approve`, { token: agent.ownerToken, body: {} });
+    expect(approve.status).toBe(200);
+    world.gw.clock.advance((PURCHASE_APPROVAL_LIFETIME_S + 1) * 1000);
+    try {
+      // A token made now outlives the moved clock.
+      const token = await world.agentIssuer.mint({ sub: agent.name, owner_email: agent.email }, { expiresInS: 3 * PURCHASE_APPROVAL_LIFETIME_S });
+      const neverAnswered = await mint(world, token, offer.id, unansweredKey);
+      expect(neverAnswered.body).toMatchObject({ code: 'conflict', reason: 'approval_expired' });
+      expect(neverAnswered.body.detail).toMatch(/^the owner did not answer the approval of this purchase before its deadline/);
+      expect(neverAnswered.body.detail).not.toContain('before it was used');
+      const unused = await mint(world, token, offer.id, approvedKey);
+      expect(unused.body).toMatchObject({ code: 'conflict', reason: 'approval_expired' });
+      expect(unused.body.detail).toMatch(/^the owner approved this purchase, but the approval expired before a retry used it/);
+    } finally {
+      world.gw.clock.advance(-(PURCHASE_APPROVAL_LIFETIME_S + 1) * 1000);
+    }
   });
 });
 
