@@ -401,10 +401,20 @@ describe.runIf(hasChromium && !onPostgres())('the owner console in a browser', (
   });
 
   it('approves a top-up and the balance rises', async () => {
+    // One the owner asked for too: each card says whose words its reason is (found from outside: every reason read as the agent's).
+    const owner = await devLogin('human', { email: OWNER });
+    const ownAsk = await api('POST', '/v1/payments/topups', owner, { agentId, amountUsdCents: 100, reason: 'The owner tops up ahead of a busy week of e-books for the family. '.repeat(2) }, key('topup-owner'));
+    expect(ownAsk.status).toBe(200);
+    await nav('Approvals');
+    await page.locator('.card.approval dt', { hasText: "Reason, in the owner's words" }).waitFor();
+    expect(await page.locator('.card.approval dt', { hasText: "the agent's own words" }).count()).toBe(0);
+    expect((await api('POST', `/v1/payments/topups/${ownAsk.body.id}/decline`, owner, {}, key('topup-owner-decline'))).status).toBe(200);
     const asked = await api('POST', '/v1/payments/topups', await agentToken(), { agentId, amountUsdCents: 100, reason: 'More credit for the e-books the owner asked for. '.repeat(3) }, key('topup'));
     expect(asked.status).toBe(200);
+    await nav('Agents');
     await nav('Approvals');
     await page.getByRole('heading', { name: 'Top-up for Scout' }).waitFor();
+    await page.locator('.card.approval dt', { hasText: "Reason, in the agent's own words" }).waitFor();
     await page.getByText('100.00 credits ($1.00)').waitFor();
     // The card names the agent by its id too, which no other agent can take (a delegate may take its name).
     await page.locator('.card.approval').getByText(agentId, { exact: true }).waitFor();

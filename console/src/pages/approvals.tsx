@@ -11,6 +11,13 @@ type Approval = Schemas['OwnerApproval'];
 type Verb = 'approve' | 'decline';
 
 /** One approval; its answer is said by the page, since the answered approval leaves the list. */
+/** Whose words a top-up's reason is (`requestedBy`), as the approval page says it. */
+const REASON_BY: Record<NonNullable<Approval['requestedBy']>, string> = {
+  agent: "Reason, in the agent's own words",
+  owner: "Reason, in the owner's words (the owner asked for this top-up)",
+  gateway: "Reason, in the gateway's words (the gateway asked for this top-up when the agent's credit fell short)",
+};
+
 function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered: (said: string) => void }) {
   const { humanSession, forgetHumanSession } = useConsole();
   const action = useAction();
@@ -137,8 +144,8 @@ function ApprovalCard({ approval, onAnswered }: { approval: Approval; onAnswered
         ) : null}
         {approval.reason !== undefined ? (
           <div>
-            {/* The agent's text, not the gateway's: quoted and kept as written, line breaks too (found from outside). */}
-            <dt>Reason, in the agent&apos;s own words</dt>
+            {/* Whoever wrote it, quoted and kept as written, line breaks too (found from outside); execute's automatic top-up is the gateway's words, not the agent's. */}
+            <dt>{REASON_BY[approval.requestedBy ?? 'agent']}</dt>
             <dd>
               <q class="agent-words">{approval.reason}</q>
             </dd>
