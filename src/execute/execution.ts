@@ -1,6 +1,6 @@
 // What one execution is, for every part of execute (the pipeline, intents, approvals): its request, its
 // answer, and the rule that every answer after the Idempotency-Key is claimed says whether credit moved.
-import { ApiError, memberPath } from '../platform/errors.ts';
+import { ApiError, pathUnder } from '../platform/errors.ts';
 import type { Redemption } from '../ledger/service.ts';
 import { ConnectorError } from '../connectors/catalogue.ts';
 import type { PaymentMethod } from './payer.ts';
@@ -38,7 +38,7 @@ export interface ExecuteResult {
 export function uncharged(error: unknown, extra: Record<string, unknown> = {}): ApiError {
   if (error instanceof ConnectorError) {
     // A member of the action's input is the request's `input` member's.
-    const said = error.member === undefined ? { detail: error.detail } : { member: { path: memberPath('input', error.member), message: error.detail } };
+    const said = error.member === undefined ? { detail: error.detail } : { member: { path: pathUnder('input', error.member), message: error.detail } };
     return new ApiError(error.code, { ...said, extra: { ...extra, charged: false }, retryAfterS: error.retryAfterS });
   }
   if (error instanceof ApiError) {

@@ -25,7 +25,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { ApiError, memberPath, memberRefusal, problemBody, unexpectedAsApiError, type HumanApproval } from '../platform/errors.ts';
+import { ApiError, memberRefusal, pathUnder, problemBody, unexpectedAsApiError, type HumanApproval } from '../platform/errors.ts';
 import { describeViolations } from '../platform/http/render-error.ts';
 import { findUnstorableText, unstorableTextRefusal } from '../platform/http/text-guard.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
@@ -259,7 +259,7 @@ async function answer(
     if (elicitation) return elicitation;
     // A tool's arguments are its operation's input (and `idempotencyKey`): a member is named under `arguments`, as the
     // argument check names one.
-    const problem = problemBody(services.gateway.config.baseUrl, refusal, { retryAfterMember: true, nameMember: (path) => memberPath('arguments', path) });
+    const problem = problemBody(services.gateway.config.baseUrl, refusal, { retryAfterMember: true, nameMember: (path) => pathUnder('arguments', path) });
     // A read declares an output schema, which MCP requires structured content to match, and which the 1.x SDK's
     // client checks on errors too (a problem body there threw -32602 in the client instead of reaching the app):
     // its refusal carries the problem body as its text alone. An operation declares none: its refusal has both.

@@ -114,7 +114,7 @@ export interface MemberViolation {
 export type MemberNamer = (path: string) => string;
 
 /** A member's path below `root`, either of which may be empty (the root itself): `body` and `budgets/0` are `body/budgets/0`. */
-export function memberPath(root: string, path: string): string {
+export function pathUnder(root: string, path: string): string {
   return root === '' ? path : path === '' ? root : `${root}/${path}`;
 }
 
@@ -187,7 +187,7 @@ export function refusingMembersAt<T>(at: string, check: () => T): T {
   const nested = (error: unknown): unknown => {
     if (!(error instanceof ApiError) || error.options.member === undefined) return error;
     const { path, message } = error.options.member;
-    return new ApiError(error.code, { ...error.options, member: { path: memberPath(at, path), message } });
+    return new ApiError(error.code, { ...error.options, member: { path: pathUnder(at, path), message } });
   };
   try {
     const result = check();

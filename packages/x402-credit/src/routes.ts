@@ -137,11 +137,10 @@ export function checkCreditRoutes<Routes extends RoutesConfig>(routes: Routes): 
     creditOptionsOf(routes).map(({ pattern, option }) => {
       if (typeof option.price === 'function') return undefined;
       try {
-        checkCreditPrice(`route "${pattern}"`, option.price);
+        parseCreditPrice(option.price);
         return undefined;
       } catch (error) {
-        if (!(error instanceof CreditError)) throw error;
-        return refusalWords(error);
+        return routeRefusal(pattern, error);
       }
     }),
   );

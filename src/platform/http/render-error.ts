@@ -6,7 +6,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { Socket } from 'node:net';
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { storageFailureOf } from '../db/faults.ts';
-import { ApiError, memberPath, OAuthError, problemBody, unexpectedAsApiError, type MemberNamer, type OAuthErrorCode } from '../errors.ts';
+import { ApiError, OAuthError, pathUnder, problemBody, unexpectedAsApiError, type MemberNamer, type OAuthErrorCode } from '../errors.ts';
 import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from '../money.ts';
 import { VISIBLE_PATTERN } from '../schemas.ts';
 import { memberNaming, pointerPath, type MemberNaming } from './json-members.ts';
@@ -243,7 +243,7 @@ function inputMemberNaming(request: FastifyRequest): MemberNamer {
   const holds = (part: 'params' | 'querystring', name: string) => Object.hasOwn((schema?.[part] as { properties?: object } | undefined)?.properties ?? {}, name);
   return (path) => {
     const first = path.split('/')[0]!;
-    return memberPath(holds('params', first) ? 'params' : holds('querystring', first) ? 'querystring' : 'body', path);
+    return pathUnder(holds('params', first) ? 'params' : holds('querystring', first) ? 'querystring' : 'body', path);
   };
 }
 

@@ -52,8 +52,6 @@ export function unstorableTextRefusal(path: string): ApiError {
   return new ApiError('invalid_input', { detail: unstorableTextDetail(path), extra: { errors: [{ path, message: UNSTORABLE_MESSAGE }] } });
 }
 
-const refuse = unstorableTextRefusal;
-
 /** The body without the members a route relays from another party and judges itself (`relayedBody`). */
 function withoutRelayed(body: unknown, relayed: readonly string[] | undefined): unknown {
   if (!relayed || body === null || typeof body !== 'object' || Array.isArray(body)) return body;
@@ -72,14 +70,14 @@ export function installTextGuard(app: FastifyInstance): void {
     // A request no route takes is answered 404 or 405 for that, whatever it carries (nothing of it is stored).
     if (request.is404) return;
     const path = unstorableIn(request, 'params', request.params) ?? unstorableIn(request, 'querystring', request.query) ?? unstorableIn(request, 'headers', request.headers);
-    if (path !== undefined) throw refuse(path);
+    if (path !== undefined) throw unstorableTextRefusal(path);
   });
   app.addHook('preValidation', async (request: FastifyRequest) => {
     const path = unstorableIn(request, 'body', withoutRelayed(request.body, request.routeOptions.config.relayedBody));
     if (path === undefined) return;
     // An OAuth route whose bad body has its own error code (RFC 7591's registration) answers with it.
     const oauthError = request.routeOptions.config.oauthBodyError;
-    throw oauthError ? new OAuthError(400, oauthError, unstorableTextDetail(path)) : refuse(path);
+    throw oauthError ? new OAuthError(400, oauthError, unstorableTextDetail(path)) : unstorableTextRefusal(path);
   });
   // Ajv coerces a query value such as "1e309" to Infinity and lets it pass `maximum`; no column holds it.
   app.addHook('preHandler', async (request: FastifyRequest) => {
