@@ -1615,7 +1615,7 @@ export interface paths {
         put?: never;
         /**
          * Decline a purchase above the agent's approval threshold, or withdraw an approval not used yet (the human owner only)
-         * @description The approval becomes `declined` (event `purchase.declined`, `reason: declined`): the agent's retry of the request answers 409 conflict (`reason: purchase_declined`), stored under its key, and nothing is taken; an execute's retained intent is cancelled. Declining again answers it unchanged; 409 conflict for an expired or used one. Idempotency-Key honoured when sent.
+         * @description A pending purchase, or an approved one the agent has not used yet (the approval withdrawn), becomes `declined` (event `purchase.declined`, `reason: declined`): the agent's retry of the request answers 409 conflict (`reason: purchase_declined`), stored under its key, and nothing is taken; an execute's retained intent is cancelled. Declining again answers it unchanged; 409 conflict for an expired or used one. Idempotency-Key honoured when sent.
          *
          *     Authentication: H.
          */
@@ -6129,7 +6129,7 @@ export interface operations {
             header?: {
                 /** @description Optional. When sent, the same key and input answer the stored outcome of the first request. For example a UUID; the RFC 8941 quoted form is accepted as the same key. Malformed: 400 invalid_input. */
                 "Idempotency-Key"?: string;
-                /** @description The ETag a GET answered ("<version>"), or *: the change is made only while that version is in force; another answers 412 precondition_failed with `currentVersion`. A weak tag, a list, or a tag that names no version is 400 invalid_input. */
+                /** @description The ETag GET /v1/owner/agents/{id}/mandate answered ("<version>"), or *: the change is made only while that version is in force; another answers 412 precondition_failed with `currentVersion`. A weak tag, a list, or a tag that names no version is 400 invalid_input. */
                 "If-Match"?: string;
                 /** @description Not taken (the resource always exists, so it could guard nothing): any value is 400 invalid_input. Send If-Match. */
                 "If-None-Match"?: string;

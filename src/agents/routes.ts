@@ -62,7 +62,7 @@ export function agentRoutes(deps: AgentRouteDeps) {
     app.route(queryRoute('GET', '/v1/owner/agents/:id', queries.getAgent, { auth: OWNER, tags, summary: 'Read one of your agents', errors: [404] }));
 
     app.patch('/v1/owner/agents/:id', {
-      config: { auth: OWNER, operation: ops.updateAgent, versioned: 'if-match' },
+      config: { auth: OWNER, operation: ops.updateAgent, versioned: { tagFrom: '/v1/owner/agents/{id}/mandate' } },
       schema: {
         tags,
         summary: "Update an agent's name, allowances and caps",

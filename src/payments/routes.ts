@@ -216,7 +216,7 @@ export function paymentRoutes(deps: PaymentRouteDeps) {
         tags,
         summary: "Decline a purchase above the agent's approval threshold, or withdraw an approval not used yet (the human owner only)",
         description:
-          'The approval becomes `declined` (event `purchase.declined`, `reason: declined`): the agent\'s retry of the request answers ' +
+          'A pending purchase, or an approved one the agent has not used yet (the approval withdrawn), becomes `declined` (event `purchase.declined`, `reason: declined`): the agent\'s retry of the request answers ' +
           '409 conflict (`reason: purchase_declined`), stored under its key, and nothing is taken; an execute\'s retained intent is ' +
           'cancelled. Declining again answers it unchanged; 409 conflict for an expired or used one. Idempotency-Key honoured when sent.',
         params: IdParams,

@@ -221,8 +221,13 @@ describe('the mandate resource', () => {
     expect((await patchIf(undefined, { caps: { perHoldUc: '7000000' } })).status).toBe(200);
     expect((await get(agent)).body.version).toBe(5);
     for (const header of ['W/"5"', '"garbage"']) {
-      expect(await patchIf(header, { caps: { perHoldUc: '6000000' } })).toMatchObject({ status: 400, body: { code: 'invalid_input' } });
+      const refused = await patchIf(header, { caps: { perHoldUc: '6000000' } });
+      expect(refused).toMatchObject({ status: 400, body: { code: 'invalid_input' } });
+      // The agent's own GET names no version: the refusal says where the tag is read (found from outside, bb134).
+      expect(refused.body.detail).toContain(`GET /v1/owner/agents/{id}/mandate answered`);
     }
+    const documented = (await world.api('GET', '/openapi.json')).body.paths['/v1/owner/agents/{id}'].patch.parameters.find((p: { in: string; name: string }) => p.in === 'header' && p.name === 'If-Match');
+    expect(documented.description).toContain('The ETag GET /v1/owner/agents/{id}/mandate answered');
     // Over MCP, the same check is the argument ifVersion.
     const owner = await connect(world.url, agent.ownerToken, 'modern');
     try {

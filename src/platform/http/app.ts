@@ -58,10 +58,11 @@ declare module 'fastify' {
     location?: boolean;
     /**
      * The route's 200 shows a version of the resource, named by its ETag; a PUT honours If-Match (versions.ts).
-     * `'if-match'`: a write that honours If-Match with the version of what it changes, though its 200 shows another
-     * representation, so it names no ETag (a PATCH of an agent, whose caps and allowances are its mandate's).
+     * `{ tagFrom }`: a write that honours If-Match with the version of what it changes, though its 200 shows another
+     * representation, so it names no ETag; `tagFrom` is the path whose GET answers the tag (a PATCH of an agent, whose
+     * caps and allowances are its mandate's: `/v1/owner/agents/{id}/mandate`).
      */
-    versioned?: boolean | 'if-match';
+    versioned?: boolean | { tagFrom: string };
     /** Headers the route's answers carry beyond those the platform documents, by status (documented only, openapi.ts). */
     responseHeaders?: Record<number, Record<string, { type: 'string'; description: string }>>;
     /**

@@ -414,17 +414,19 @@ export function documentIdempotency(schema: OperationSchema | undefined, operati
 /**
  * A versioned route (config `versioned`, versions.ts): its 200 documents the `ETag` naming the version shown, and a
  * write documents `If-Match`, which it reads itself (never header validation, so its refusals keep their words).
- * `'if-match'`: the write's If-Match only, its 200 showing another representation (no ETag).
+ * `{ tagFrom }`: the write's If-Match only, its 200 showing another representation (no ETag), the tag being what a GET
+ * of `tagFrom` answers.
  */
 function documentVersioning(schema: OperationSchema | undefined, route: RouteOptions): OperationSchema | undefined {
   const versioned = route.config?.versioned;
-  if (!schema || (versioned !== true && versioned !== 'if-match')) return schema;
+  if (!schema || !versioned) return schema;
+  const tagFrom = versioned === true ? undefined : versioned.tagFrom;
   const response = (schema.response ?? {}) as Record<string, Record<string, unknown>>;
   const ok = response['200'] ?? {};
   const documented: OperationSchema = {
     ...schema,
     response:
-      versioned === 'if-match'
+      tagFrom !== undefined
         ? { ...response }
         : { ...response, 200: { ...ok, headers: { ...(ok.headers as object | undefined), ETag: { type: 'string', description: 'the version shown, as a strong entity tag: "<version>"' } } } },
   };
@@ -451,7 +453,7 @@ function documentVersioning(schema: OperationSchema | undefined, route: RouteOpt
       'If-Match': {
         type: 'string',
         description:
-          'The ETag a GET answered ("<version>"), or *: the change is made only while that version is in force; another answers 412 ' +
+          `The ETag ${tagFrom === undefined ? 'a GET' : `GET ${tagFrom}`} answered ("<version>"), or *: the change is made only while that version is in force; another answers 412 ` +
           'precondition_failed with `currentVersion`. A weak tag, a list, or a tag that names no version is 400 invalid_input.',
       },
       'If-None-Match': {
