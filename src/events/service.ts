@@ -136,6 +136,14 @@ export interface Delivery {
 export type EventReach = 'none' | 'paused' | 'disabled' | 'pending' | 'delivered' | 'failing';
 export const EVENT_REACHES: readonly EventReach[] = ['none', 'paused', 'disabled', 'pending', 'delivered', 'failing'];
 
+/** Where one event stands with its merchant's webhook, and its delivery's attempts as a Delivery shows them. */
+export interface EventDelivery {
+  webhook: EventReach;
+  lastAttemptAt: number | null;
+  /** As Delivery's: when the next attempt is due (a pending delivery only), an open circuit's end included. */
+  nextAttemptAt: number | null;
+}
+
 function reachOf(row: store.EventReachRow): EventReach {
   if (row.delivery_state === 'succeeded') return 'delivered';
   if (row.endpoint_enabled === null) return 'none';
@@ -146,6 +154,16 @@ function reachOf(row: store.EventReachRow): EventReach {
 }
 
 const seconds = (value: bigint | null): number | null => (value === null ? null : Number(value));
+
+/**
+ * When a delivery's next attempt is due (pending only, else null), in Unix seconds rounded up: its schedule's time,
+ * or the end of its endpoint's open circuit when that is later, since no attempt goes to the endpoint before it.
+ * Every face that shows a delivery's next attempt reads it here (a delivery's own `nextAttemptAt`, a freeze report's).
+ */
+function nextAttemptAtOf(row: { state: store.DeliveryState | null; next_attempt_at_ms: bigint | null; circuit_open_until_ms: bigint }): number | null {
+  if (row.state !== 'pending' || row.next_attempt_at_ms === null) return null;
+  return Math.ceil(Math.max(Number(row.next_attempt_at_ms), Number(row.circuit_open_until_ms)) / 1000);
+}
 
 /** The circuit while it holds deliveries back: open now, on an enabled endpoint (a disabled one sends nothing anyway, and its resume closes it). */
 function circuitOf(row: store.EndpointRow, nowMs: number): WebhookCircuit | null {
@@ -231,7 +249,7 @@ function toDelivery(row: store.DeliveryRow): Delivery {
     eventType: row.event_type,
     state: row.state,
     attempts: row.attempts,
-    nextAttemptAt: row.state === 'pending' ? Math.ceil(Math.max(Number(row.next_attempt_at_ms), Number(row.circuit_open_until_ms)) / 1000) : null,
+    nextAttemptAt: nextAttemptAtOf(row),
     lastAttemptAt: seconds(row.last_attempt_at_s),
     lastStatus: row.last_status,
     lastError: row.last_error,
@@ -409,10 +427,15 @@ export class WebhookService {
     return new Map(rows.map((row) => [row.merchant_id, row.url]));
   }
 
-  /** How far each of these merchant events got (see EventReach), with its last delivery attempt, by event id. */
-  async reachOf(db: Queryable, events: ReadonlyArray<{ merchantId: string; eventId: string }>): Promise<Map<string, { webhook: EventReach; lastAttemptAt: number | null }>> {
+  /** How far each of these merchant events got (see EventReach), with its last delivery attempt and its next, by event id. */
+  async reachOf(db: Queryable, events: ReadonlyArray<{ merchantId: string; eventId: string }>): Promise<Map<string, EventDelivery>> {
     const rows = await store.eventReach(db, events);
-    return new Map(rows.map((row) => [row.event_id, { webhook: reachOf(row), lastAttemptAt: seconds(row.last_attempt_at_s) }]));
+    return new Map(
+      rows.map((row) => [
+        row.event_id,
+        { webhook: reachOf(row), lastAttemptAt: seconds(row.last_attempt_at_s), nextAttemptAt: nextAttemptAtOf({ ...row, state: row.delivery_state }) },
+      ]),
+    );
   }
 
   /** A merchant's or an owner's deliveries, newest first. */

@@ -558,6 +558,10 @@ export interface EventReachRow {
   delivery_state: DeliveryState | null;
   attempts: number | null;
   last_attempt_at_s: bigint | null;
+  /** The delivery's scheduled next attempt; null without a delivery. */
+  next_attempt_at_ms: bigint | null;
+  /** Until when the endpoint's circuit holds the delivery back, as DeliveryRow's: its end while enabled, else 0. */
+  circuit_open_until_ms: bigint;
   endpoint_enabled: boolean | null;
   disabled_reason: 'merchant' | 'failing' | null;
 }
@@ -566,7 +570,9 @@ export interface EventReachRow {
 export async function eventReach(db: Queryable, events: ReadonlyArray<{ merchantId: string; eventId: string }>): Promise<EventReachRow[]> {
   if (events.length === 0) return [];
   const { rows } = await db.query<EventReachRow>(
-    `SELECT e.event_id, d.state AS delivery_state, d.attempts, d.last_attempt_at_s, w.enabled AS endpoint_enabled, w.disabled_reason
+    `SELECT e.event_id, d.state AS delivery_state, d.attempts, d.last_attempt_at_s, d.next_attempt_at_ms,
+            CASE WHEN w.enabled THEN w.circuit_open_until_ms ELSE 0 END AS circuit_open_until_ms,
+            w.enabled AS endpoint_enabled, w.disabled_reason
        FROM unnest($1::text[], $2::text[]) AS e(merchant_id, event_id)
        LEFT JOIN webhook_deliveries d ON d.event_id = e.event_id
        LEFT JOIN webhook_endpoints w ON w.merchant_id = e.merchant_id`,

@@ -348,7 +348,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'with FROZEN until it is unfrozen. `releaseHolds: true` also releases their outstanding holds now (credit back, budgets given back) ' +
       'and revokes those vouchers: each merchant holding one is told (voucher.revoked) and a capture is refused; without it, holds already ' +
       'taken stay capturable by their merchants. Answers the agent and the ' +
-      'freeze report (released holds and credit, each merchant reached and its event\'s delivery state). Freezing a frozen agent without ' +
+      'freeze report (released holds and credit, each merchant reached, its event\'s delivery state and, while it waits, when its next ' +
+      'attempt is due: `nextAttemptAt`). Freezing a frozen agent without ' +
       'releaseHolds changes nothing; a retired agent is conflict (retirement already released everything). `idempotencyKey` is optional; a retry should reuse it.',
     kinds: OWNER,
     annotations: { ...WRITE, destructiveHint: true },

@@ -30,7 +30,7 @@ export function revocationRoutes(ops: RevocationOperations, queries: RevocationQ
           'released (its credit back to the lots, its budgets given back) and its voucher revoked: each merchant holding one ' +
           'gets one signed `voucher.revoked` webhook event listing its holds, its revocations feed (GET /v1/merchants/{id}/revocations) ' +
           'lists them, and a capture of one answers 409 voucher_revoked. The answer is the agent, as before, with a `freeze` member: the report of each merchant ' +
-          'reached and the delivery state of its event (read it again later with GET). Freezing a frozen agent without releaseHolds ' +
+          'reached and the delivery state of its event, with when its next attempt is due while it waits (`nextAttemptAt`, a merchant\'s open circuit included; read it again later with GET). Freezing a frozen agent without releaseHolds ' +
           'changes nothing and answers its latest report; with releaseHolds it releases what is held now and makes a report of its own, whose ' +
           '`frozenAt` is that second freeze, not when the agent stopped spending (it stayed frozen since the first), unless it finds nothing to release after a freeze that released: it then answers that freeze\'s report (a double click, a retry under a new key); a retired delegate is not frozen (409 conflict: retirement already stopped it for good). The body is optional (none is `{}`). Idempotency-Key is honoured when sent.',
         params: AgentIdParams,
@@ -47,7 +47,8 @@ export function revocationRoutes(ops: RevocationOperations, queries: RevocationQ
         summary: "Read an agent's latest freeze report: how far it reached",
         description:
           'What the latest freeze released, and for each merchant that held a revoked voucher its holds and where its `voucher.revoked` ' +
-          'event stands now (`delivered`, `pending`, `failing`, `disabled`, `paused`, `none`). 404 when the agent was never frozen.',
+          'event stands now (`delivered`, `pending`, `failing`, `disabled`, `paused`, `none`), and while its delivery waits when the next attempt ' +
+          "is due (`nextAttemptAt`: the end of the merchant's open circuit when that is later than its schedule). 404 when the agent was never frozen.",
         errors: [404],
       }),
     );

@@ -40,6 +40,13 @@ export const FreezeMerchantSchema = Type.Object(
         'merchant had no webhook: only the revocations feed and capture refusals tell it)',
     }),
     lastAttemptAt: Nullable(UnixSeconds('the last delivery attempt of the event; null before the first')),
+    nextAttemptAt: Nullable(
+      UnixSeconds(
+        "when the next delivery attempt of the event is due, while its delivery is pending (`pending`, or `failing` and retrying), as a " +
+          "WebhookDelivery's `nextAttemptAt`: its schedule's time, or the end of the merchant's open circuit when that is later (no attempt " +
+          'goes to the webhook before it); null once delivered or dead-lettered, and without a delivery',
+      ),
+    ),
   },
   { $id: 'FreezeMerchant' },
 );

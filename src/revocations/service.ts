@@ -41,6 +41,8 @@ export interface FreezeMerchant {
   eventId: string;
   webhook: EventReach;
   lastAttemptAt: number | null;
+  /** When the next attempt of the event is due (its delivery pending), an open circuit's end included; else null. */
+  nextAttemptAt: number | null;
 }
 
 /** The freeze's answer: the agent as every agent route shows it (today's answer, unchanged), and how far the freeze reached. */
@@ -227,6 +229,7 @@ export class RevocationService {
         eventId: m.event_id,
         webhook: reach.get(m.event_id)?.webhook ?? 'none',
         lastAttemptAt: reach.get(m.event_id)?.lastAttemptAt ?? null,
+        nextAttemptAt: reach.get(m.event_id)?.nextAttemptAt ?? null,
       })),
     };
   }

@@ -312,6 +312,48 @@ describe('the freeze report follows each event', () => {
   });
 });
 
+describe('the freeze report says when each waiting merchant will be told', () => {
+  it("gives every pending delivery its next attempt, the end of the merchant's open circuit when that holds it back, and null once delivered", async () => {
+    const agent = await world.createAgent('waiter@example.com', 'waited-agent');
+    await grant(world, agent.id, 5_000_000n);
+    await holdAt(agent.token, merchantA.offerId);
+    await holdAt(agent.token, merchantB.offerId);
+    await deliverAll();
+    type Reached = { merchantId: string; webhook: string; nextAttemptAt: number | null };
+    const byMerchant = (merchants: Reached[]) => new Map(merchants.map((m) => [m.merchantId, m]));
+    const read = async () => byMerchant((await world.api('GET', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken })).body.merchants);
+    // Merchant A's circuit opened after failures in a row: no attempt to its webhook for five minutes.
+    const openUntilMs = world.gw.clock.nowMs() + 5 * 60_000;
+    await world.gw.gateway.db.query('UPDATE webhook_endpoints SET consecutive_failures = 5, circuit_open_until_ms = $2 WHERE merchant_id = $1', [merchantA.id, openUntilMs]);
+    try {
+      const circuit = (await world.api('GET', `/v1/merchants/${merchantA.id}/webhook`, { token: merchantOwner })).body.configuration.circuit;
+      expect(circuit).toEqual({ openUntil: Math.ceil(openUntilMs / 1000), consecutiveFailures: 5 });
+      const frozen = await world.api('POST', `/v1/owner/agents/${agent.id}/freeze`, { token: agent.ownerToken, key: uniqueKey('freeze'), body: { releaseHolds: true } });
+      expect(frozen.status).toBe(200);
+      const nowS = Math.ceil(world.gw.clock.nowMs() / 1000);
+      for (const reached of [byMerchant(frozen.body.freeze.merchants), await read()]) {
+        expect(reached.get(merchantA.id)).toMatchObject({ webhook: 'pending', nextAttemptAt: circuit.openUntil });
+        expect(reached.get(merchantB.id)).toMatchObject({ webhook: 'pending' });
+        expect(reached.get(merchantB.id)!.nextAttemptAt).toBeGreaterThanOrEqual(frozen.body.freeze.frozenAt);
+        expect(reached.get(merchantB.id)!.nextAttemptAt).toBeLessThanOrEqual(nowS);
+      }
+      // The report agrees with the merchant's own list of its deliveries.
+      const deliveries = (await world.api('GET', `/v1/merchants/${merchantA.id}/webhook/deliveries?limit=100`, { token: merchantOwner })).body.deliveries as Array<{ eventId: string; nextAttemptAt: number | null }>;
+      const revocationEventId = frozen.body.freeze.merchants.find((m: { merchantId: string }) => m.merchantId === merchantA.id).eventId;
+      expect(deliveries.find((d) => d.eventId === revocationEventId)!.nextAttemptAt).toBe(circuit.openUntil);
+
+      await deliverAll();
+      const told = await read();
+      expect(told.get(merchantB.id)).toMatchObject({ webhook: 'delivered', nextAttemptAt: null });
+      expect(told.get(merchantA.id)).toMatchObject({ webhook: 'pending', nextAttemptAt: circuit.openUntil });
+    } finally {
+      await world.gw.gateway.db.query('UPDATE webhook_endpoints SET consecutive_failures = 0, circuit_open_until_ms = 0 WHERE merchant_id = $1', [merchantA.id]);
+    }
+    await deliverAll();
+    expect((await read()).get(merchantA.id)).toMatchObject({ webhook: 'delivered', nextAttemptAt: null });
+  });
+});
+
 describe('a freeze without releaseHolds', () => {
   it('revokes nothing: the hold stays held and can be captured', async () => {
     const agent = await world.createAgent('keeper@example.com', 'kept-agent');

@@ -764,7 +764,8 @@ const TOLD: Record<string, string> = {
 /**
  * How far the agent's latest freeze reached (GET …/freeze): what it released, and each merchant that held a revoked
  * voucher with where its telling stands, as the CLI and the API say it (found from outside: the console said only
- * how many holds were released). Shown while the agent is frozen.
+ * how many holds were released), and when its next attempt is due while it waits (a merchant's open circuit holds
+ * it back for minutes). Shown while the agent is frozen.
  */
 function FreezeReach({ agentId, tick }: { agentId: string; tick: number }) {
   const { api } = useConsole();
@@ -794,6 +795,12 @@ function FreezeReach({ agentId, tick }: { agentId: string; tick: number }) {
                 <>
                   {' '}
                   (last attempt <When s={merchant.lastAttemptAt} />)
+                </>
+              ) : null}
+              {merchant.nextAttemptAt !== null ? (
+                <>
+                  {' '}
+                  (next attempt <When s={merchant.nextAttemptAt} />)
                 </>
               ) : null}
             </li>
