@@ -3,15 +3,21 @@
 // hold, run, capture); and the owner's mail connector operations.
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { inputOf, type MultiStepOperation, type SingleStepOperation } from '../platform/operations.ts';
-import { AgentIdParams } from '../platform/schemas.ts';
+import { AgentIdParams, sentBy } from '../platform/schemas.ts';
 import type { Catalogue } from '../connectors/catalogue.ts';
 import { MailConnectorInput } from '../connectors/mail.ts';
 import { EXECUTE_OPERATION, type ExecuteResult } from './execution.ts';
 import type { MailConnectorService, MailConnectorView } from './mail-connectors.ts';
 import type { ExecuteService } from './service.ts';
 
+/** Only an owner names the agent (an agent acts as itself): a face shown to an agent leaves it out (`sentBy`). */
 const AgentIdMember = Type.Optional(
-  Type.String({ minLength: 1, maxLength: 200, description: "required with an owner (H or O) credential: the executing agent, one of the owner's; an agent may omit it or send its own id" }),
+  Type.String({
+    minLength: 1,
+    maxLength: 200,
+    description: "required with an owner (H or O) credential: the executing agent, one of the owner's; an agent may omit it or send its own id",
+    ...sentBy(['human', 'owner']),
+  }),
 );
 
 export interface ExecuteInput {

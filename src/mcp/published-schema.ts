@@ -3,7 +3,38 @@
 // tool has one), so it is published as one plain object (docs/decisions.md, "What reaches a tool, and what a
 // client reads of it"). The server still validates against the original.
 
+import { isShownTo, PRINCIPAL_KINDS_KEYWORD } from '../platform/schemas.ts';
+import type { PrincipalKind } from '../platform/principal.ts';
+
 export type JsonSchema = Record<string, unknown> & { properties?: Record<string, unknown>; required?: string[] };
+
+/** Keywords whose value is data (an instance, or instances), not a schema: copied as they are. */
+const DATA_KEYWORDS = new Set(['const', 'enum', 'default', 'examples']);
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
+
+/**
+ * The schema a caller of `kind` is shown: every member marked for other kinds (PRINCIPAL_KINDS_KEYWORD, e.g. execute's
+ * `agentId`, an owner's alone) left out at any depth, with its place in `required` and in the examples beside it, and
+ * the keyword itself dropped (it says nothing to a caller that is shown the member). The one place a face's schema
+ * differs by who asks; the tool's check still takes the whole schema, as its HTTP twin does.
+ */
+export function shownTo(schema: unknown, kind: PrincipalKind): unknown {
+  if (Array.isArray(schema)) return schema.map((item) => shownTo(item, kind));
+  if (!isPlainObject(schema)) return schema;
+  const members = isPlainObject(schema.properties) ? schema.properties : {};
+  const hidden = new Set(Object.entries(members).flatMap(([name, member]) => (isShownTo(member, kind) ? [] : [name])));
+  const entries = Object.entries(schema).flatMap(([keyword, value]): Array<[string, unknown]> => {
+    if (keyword === PRINCIPAL_KINDS_KEYWORD) return [];
+    if (keyword === 'properties') return [[keyword, Object.fromEntries(Object.entries(members).filter(([name]) => !hidden.has(name)).map(([name, member]) => [name, shownTo(member, kind)]))]];
+    if (keyword === 'required' && Array.isArray(value)) return [[keyword, value.filter((name) => !hidden.has(name))]];
+    if (keyword === 'examples' && Array.isArray(value)) {
+      return [[keyword, value.map((example) => (isPlainObject(example) ? Object.fromEntries(Object.entries(example).filter(([name]) => !hidden.has(name))) : example))]];
+    }
+    return [[keyword, DATA_KEYWORDS.has(keyword) ? value : shownTo(value, kind)]];
+  });
+  return Object.fromEntries(entries);
+}
 
 const COMBINATORS = ['oneOf', 'anyOf', 'allOf'] as const;
 

@@ -30,12 +30,12 @@ import { describeViolations } from '../platform/http/render-error.ts';
 import { findUnstorableText, unstorableTextRefusal } from '../platform/http/text-guard.ts';
 import { IDEMPOTENCY_KEY_PATTERN, RELEASE_KEY_PATTERN } from '../platform/idempotency.ts';
 import { replayedRefusal, runOperation } from '../platform/operations.ts';
-import type { Principal } from '../platform/principal.ts';
+import type { Principal, PrincipalKind } from '../platform/principal.ts';
 import { runQuery, type Query } from '../platform/queries.ts';
 import { activeSpan, inSpan, remoteParent, setSpanAttributes, type SpanOptions, type SpanRef } from '../platform/telemetry.ts';
 import { callerFactsFrom, exchangeNotesFrom, principalFrom, type CallerFacts, type ExchangeNotes } from './auth.ts';
 import { isPurchaseApprovalId } from '../payments/purchases.ts';
-import { publishedInputJson, type JsonSchema } from './published-schema.ts';
+import { publishedInputJson, shownTo, type JsonSchema } from './published-schema.ts';
 import { TOOLS, type QueryToolDefinition, type ToolDefinition, type ToolServices } from './tools.ts';
 
 const MCP_SERVER_INFO = { name: 'agent-credit-gateway', version: GATEWAY_VERSION };
@@ -343,18 +343,21 @@ function argumentCheck(input: JsonSchema): (args: Record<string, unknown>) => vo
 
 /**
  * Each tool's input and output schemas, converted (and their validators compiled) once per handler rather
- * than on every request: the server itself is per request, because its tool list depends on the caller.
+ * than on every request: the server itself is per request, because its tool list depends on the caller. The
+ * input a tool is shown with is the caller's kind's (`shownTo`: an agent is not shown the members only an owner
+ * sends); its output and its check are the same for every caller, as its HTTP twin's are, so an agent that sends
+ * its own `agentId` to execute_service is answered as over HTTP.
  */
-function toolSchemas(services: ToolServices): (tool: ToolDefinition) => ToolSchemas {
+function toolSchemas(services: ToolServices): (tool: ToolDefinition, kind: PrincipalKind) => ToolSchemas {
   const named = namedSchemas(services);
-  const converted = new Map<string, ToolSchemas>();
-  return (tool) => {
+  const converted = new Map<string, Omit<ToolSchemas, 'input'> & { input: JsonSchema }>();
+  const shown = new Map<string, ToolSchemas>();
+  const convertedOf = (tool: ToolDefinition) => {
     let schemas = converted.get(tool.name);
     if (!schemas) {
-      const input = toolInputJson(tool, services, named);
       const output = toolOutputJson(tool, services, named);
       schemas = {
-        input: publishedAs(publishedInputJson(input)),
+        input: toolInputJson(tool, services, named),
         ...(output ? { output: fromJsonSchema<Record<string, unknown>>(output as JsonSchemaType) } : {}),
         // Checked as HTTP checks a body, which does not hold the key: a missing key is then the operation runner's
         // refusal, idempotency_required as over HTTP (found from outside: invalid_input), though the published schema
@@ -362,6 +365,16 @@ function toolSchemas(services: ToolServices): (tool: ToolDefinition) => ToolSche
         check: argumentCheck(toolInputJson(tool, services, named, false)),
       };
       converted.set(tool.name, schemas);
+    }
+    return schemas;
+  };
+  return (tool, kind) => {
+    const key = `${tool.name} ${kind}`;
+    let schemas = shown.get(key);
+    if (!schemas) {
+      const { input, ...rest } = convertedOf(tool);
+      schemas = { ...rest, input: publishedAs(publishedInputJson(shownTo(input, kind) as JsonSchema)) };
+      shown.set(key, schemas);
     }
     return schemas;
   };
@@ -384,7 +397,7 @@ function withoutPrototypeTools(server: McpServer): void {
  */
 async function buildMcpServer(
   services: ToolServices,
-  schemasOf: (tool: ToolDefinition) => ToolSchemas,
+  schemasOf: (tool: ToolDefinition, kind: PrincipalKind) => ToolSchemas,
   principal: Principal,
   facts: CallerFacts,
   notes: ExchangeNotes,
@@ -411,10 +424,11 @@ async function buildMcpServer(
   for (const tool of TOOLS) {
     if (!tool.kinds.includes(principal.kind)) continue;
     if (tool.requires === 'delegation' && !delegating) continue;
+    const schemas = schemasOf(tool, principal.kind);
     server.registerTool(
       tool.name,
-      { title: tool.title, description: tool.description, inputSchema: schemasOf(tool).input, outputSchema: schemasOf(tool).output, annotations: tool.annotations },
-      (args: Record<string, unknown>, ctx: ServerContext) => call(services, tool, schemasOf(tool).check, principal, args, asker, notes, ctx),
+      { title: tool.title, description: tool.description, inputSchema: schemas.input, outputSchema: schemas.output, annotations: tool.annotations },
+      (args: Record<string, unknown>, ctx: ServerContext) => call(services, tool, schemas.check, principal, args, asker, notes, ctx),
     );
   }
   return server;

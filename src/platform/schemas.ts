@@ -2,6 +2,24 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import { ERROR_CATALOGUE } from './errors.ts';
 import { MICROCREDITS_PATTERN, UC_DIGITS_MAX } from './money.ts';
+import type { PrincipalKind } from './principal.ts';
+
+/**
+ * The keyword of a request member meant for some kinds of caller only (execute's `agentId`: an owner names the agent;
+ * an agent acts as itself, its own id or none): the kinds it is for. A face shown to one caller (MCP's tool list, per
+ * credential) leaves the member out for any other kind; the member is still checked as before wherever it is sent,
+ * and the OpenAPI document shows the keyword as an extension.
+ */
+export const PRINCIPAL_KINDS_KEYWORD = 'x-principal-kinds';
+
+/** Schema options marking a request member as meant for `kinds` only (PRINCIPAL_KINDS_KEYWORD). */
+export const sentBy = (kinds: readonly PrincipalKind[]) => ({ [PRINCIPAL_KINDS_KEYWORD]: [...kinds] });
+
+/** Whether a caller of `kind` is shown `member`: one without the keyword is for everyone. */
+export function isShownTo(member: unknown, kind: PrincipalKind): boolean {
+  const kinds = (member as Record<string, unknown> | null)?.[PRINCIPAL_KINDS_KEYWORD];
+  return !Array.isArray(kinds) || kinds.includes(kind);
+}
 
 export const CATEGORY_PATTERN = '^[a-z0-9][a-z0-9._-]{0,63}$';
 

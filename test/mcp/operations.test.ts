@@ -117,6 +117,22 @@ describe('idempotency across faces', () => {
 });
 
 describe('per-tool restrictions', () => {
+  it("an agent, whose execute_service lists no agentId, may still send its own, and another agent's is refused, as over HTTP", async () => {
+    const agent = await agentWithClients('self-naming-agent', 0n, { inboxAllowlist: ['INBOX'] });
+    const other = await world.createAgent(ownerEmail, 'self-naming-other');
+    const connector = { host: 'imap.example.com', port: 993, tls: 'implicit', username: 'alice', password: 'correct horse battery staple' };
+    expect((await world.api('PUT', `/v1/owner/agents/${agent.id}/mail-connector`, { token: agent.ownerToken, body: connector })).status).toBe(200);
+    const request = { serviceId: 'mail', action: 'messages.list', input: { inbox: 'INBOX' } };
+    // Credit short and no approval provider here: the request is retained for the agent it names, itself.
+    const own = structured(await agent.client.callTool({ name: 'execute_service', arguments: { ...request, agentId: agent.id, idempotencyKey: 'self-named-1' } }));
+    expect(own.intent, JSON.stringify(own)).toMatchObject({ serviceId: 'mail', action: 'messages.list', agentId: agent.id });
+    const refused = structured(await agent.client.callTool({ name: 'execute_service', arguments: { ...request, agentId: other.id, idempotencyKey: 'self-named-2' } }));
+    const http = await world.api('POST', '/v1/services/execute', { token: agent.token, key: 'self-named-3', body: { ...request, agentId: other.id } });
+    expect([refused.status, refused.code]).toEqual([http.status, http.body.code]);
+    expect(refused.status).toBeGreaterThanOrEqual(400);
+    await Promise.all([agent.client.close(), agent.owner.close()]);
+  });
+
   it('an owner executing without agentId gets agent_required, as over HTTP', async () => {
     const agent = await agentWithClients('owner-exec-agent', 5_000_000n);
     const body = { serviceId: 'github-public', action: 'repository.get', input: { owner: 'octocat', repo: 'hello-world' } };

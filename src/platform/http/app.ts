@@ -10,6 +10,7 @@ import { countedByOperation, type OperationDescription } from '../operations.ts'
 import type { QueryDescription } from '../queries.ts';
 import type { TSchema } from '@sinclair/typebox';
 import type { Principal } from '../principal.ts';
+import { PRINCIPAL_KINDS_KEYWORD } from '../schemas.ts';
 import { requestIdOf, serverOptions, serveUnmetExpectations } from './front-door.ts';
 import { isOAuthTarget, jsonBodyRefusal, PATH_PARAMETER_LENGTH_MAX, rememberExchanges, renderClientError, renderError, targetPath, toApiError, UNSUPPORTED_BODY } from './render-error.ts';
 import { answerHeaders } from './answer-headers.ts';
@@ -73,7 +74,8 @@ declare module 'fastify' {
   }
 }
 
-const AJV_OPTIONS = { removeAdditional: false, allErrors: false, coerceTypes: 'array' as const, discriminator: true };
+/** `keywords`: the schemas' own annotation (schemas.ts), which Ajv's strict mode would otherwise refuse as unknown. */
+const AJV_OPTIONS = { removeAdditional: false, allErrors: false, coerceTypes: 'array' as const, discriminator: true, keywords: [PRINCIPAL_KINDS_KEYWORD] };
 const ajvFactory = AjvCompiler();
 /** One per process, as `ajvFactory`: what it compiles is kept by factory (lazy-schemas.ts), so a second app reuses it. */
 const serializerFactory = SerializerCompiler();
